@@ -1,0 +1,267 @@
+"""The normalized event model: the ingest contract of streamrelay (shared/DESIGN.md §3).
+
+One JSON object per event. ``run`` names the run; ``seq`` (optional, per run, strictly increasing)
+makes replays safe. ``kind`` selects the model. Every event may carry ``source`` (``None`` for the
+root agent) and ``lane``.
+
+Example (NDJSON line)::
+
+    {"run": "r1", "seq": 3, "kind": "text", "mode": "delta", "text": "Hel"}
+
+Errors: :func:`parse_event` raises :class:`core.errors.IngestError` naming the field that was wrong.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from core.errors import IngestError
+
+
+class TextMode(enum.StrEnum):
+    """How a ``text`` event relates to the text before it (per source and assistant message)."""
+
+    DELTA = "delta"
+    SNAPSHOT = "snapshot"
+    REPLACE = "replace"
+
+
+class Visibility(enum.StrEnum):
+    """Visibility class of text: only ``answer`` is visible text by default."""
+
+    ANSWER = "answer"
+    REASONING = "reasoning"
+    STATUS = "status"
+
+
+class Lane(enum.StrEnum):
+    """``ui`` feeds channels (may be rewritten); ``pipeline`` carries complete, checked units only."""
+
+    UI = "ui"
+    PIPELINE = "pipeline"
+
+
+class ToolCallState(enum.StrEnum):
+    START = "start"
+    ARGS_DELTA = "args_delta"
+    END = "end"
+
+
+class EndStatus(enum.StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class DeliveryMode(enum.StrEnum):
+    """Per-channel delivery mode (shared/DESIGN.md §5)."""
+
+    PREVIEW = "preview"
+    BLOCK = "block"
+    NATIVE = "native"
+    FINAL = "final"
+    PROGRESS = "progress"
+
+
+class ProviderFormat(enum.StrEnum):
+    """Provider-native stream formats the normalizers accept (shared/streams/)."""
+
+    ANTHROPIC = "anthropic"
+    OPENAI_RESPONSES = "openai-responses"
+    OPENAI_CHAT = "openai-chat"
+
+
+class Source(BaseModel):
+    """Who produced an event. ``None`` in an event means the root agent.
+
+    ``path`` looks like ``sess-1/planner/executor``; ``depth`` 1 is a direct child of the root.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: str
+    session_id: str | None = None
+    parent_session_id: str | None = None
+    depth: int = Field(default=1, ge=1)
+    path: str | None = None
+
+    @property
+    def key(self) -> str:
+        """A stable key for per-source state: the path, else the session, else the agent id."""
+        return self.path or self.session_id or self.agent_id
+
+
+class Target(BaseModel):
+    """Where a run is delivered: a chat (Telegram chat id, Slack channel, ...), optional thread / reply."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chat_id: int | str
+    thread_id: int | str | None = None
+    reply_to: int | str | None = None
+
+
+class _EventBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str = Field(min_length=1, max_length=200)
+    seq: int | None = Field(default=None, ge=0)
+    source: Source | None = None
+    lane: Lane = Lane.UI
+
+
+class RunStart(_EventBase):
+    """First event of a run: names the configured channel and the target.
+
+    ``format`` declares a provider-native stream: the run's later lines may then be raw provider events.
+    """
+
+    kind: Literal["run.start"] = "run.start"
+    channel: str = Field(min_length=1)
+    target: Target
+    mode: DeliveryMode | None = None
+    format: ProviderFormat | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class TextEvent(_EventBase):
+    kind: Literal["text"] = "text"
+    mode: TextMode = TextMode.DELTA
+    text: str
+    message: int = Field(default=0, ge=0)
+    visibility: Visibility = Visibility.ANSWER
+
+
+class BlockEnd(_EventBase):
+    kind: Literal["block_end"] = "block_end"
+    message: int | None = Field(default=None, ge=0)
+
+
+class MessageEnd(_EventBase):
+    kind: Literal["message_end"] = "message_end"
+    message: int | None = Field(default=None, ge=0)
+
+
+class ToolCall(_EventBase):
+    """A tool call fragment. Arguments become a pipeline unit only at ``end``, strictly parsed."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str | None = None
+    state: ToolCallState
+    args_delta: str | None = None
+    args: dict[str, Any] | None = None
+
+
+class ToolResult(_EventBase):
+    kind: Literal["tool_result"] = "tool_result"
+    id: str
+    name: str | None = None
+    summary: str = ""
+
+
+class Phase(_EventBase):
+    kind: Literal["phase"] = "phase"
+    name: str
+
+
+class Status(_EventBase):
+    kind: Literal["status"] = "status"
+    text: str
+
+
+class Media(_EventBase):
+    """A media item (never merged into text buffers). ``media_kind`` is e.g. ``photo`` (DESIGN's ``kind``
+    of the media, renamed because ``kind`` names the event)."""
+
+    kind: Literal["media"] = "media"
+    url: str
+    media_kind: str | None = None
+    caption: str | None = None
+
+
+class Commit(_EventBase):
+    kind: Literal["commit"] = "commit"
+    text: str | None = None
+
+
+class End(_EventBase):
+    """Closes the run. ``final_text``, when given, is authoritative for what the channel must show."""
+
+    kind: Literal["end"] = "end"
+    status: EndStatus = EndStatus.OK
+    final_text: str | None = None
+
+
+class ErrorEvent(_EventBase):
+    kind: Literal["error"] = "error"
+    message: str
+
+
+Event = Annotated[
+    RunStart
+    | TextEvent
+    | BlockEnd
+    | MessageEnd
+    | ToolCall
+    | ToolResult
+    | Phase
+    | Status
+    | Media
+    | Commit
+    | End
+    | ErrorEvent,
+    Field(discriminator="kind"),
+]
+
+EVENT_KINDS = (
+    "run.start",
+    "text",
+    "block_end",
+    "message_end",
+    "tool_call",
+    "tool_result",
+    "phase",
+    "status",
+    "media",
+    "commit",
+    "end",
+    "error",
+)
+
+_event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(data: Any) -> Event:
+    """Validate one decoded JSON object as a normalized event.
+
+    Args:
+        data: the decoded JSON value (must be an object with a known ``kind``).
+
+    Returns:
+        The typed event.
+
+    Raises:
+        IngestError: the value is not an object, its ``kind`` is unknown, or a field is wrong; the
+            message names the field and what was expected.
+    """
+    if not isinstance(data, dict):
+        raise IngestError(f"an event must be a JSON object, got {type(data).__name__}")
+    kind = data.get("kind")
+    if kind not in EVENT_KINDS:
+        raise IngestError(f"unknown event kind {kind!r}: expected one of {', '.join(EVENT_KINDS)}")
+    try:
+        return _event_adapter.validate_python(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'event'}: {err['msg']}" for err in exc.errors()
+        )
+        raise IngestError(f"bad {kind!r} event: {problems}") from None
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    """The event as a JSON-ready dict, without unset optional fields."""
+    return event.model_dump(mode="json", exclude_none=True, by_alias=True)

@@ -1,0 +1,61 @@
+"""Ports: the Protocols that adapters implement and core stages call.
+
+Core never imports an adapter; the composition root (``app/``) wires implementations in.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+from core.events import Target
+from core.units import LengthUnit
+
+
+class TextFormat(enum.StrEnum):
+    """How an adapter must render text.
+
+    ``plain``: send as is. ``markdown``: render Markdown for the platform. ``stripped``: Markdown with its
+    markup removed (the fallback when the platform rejected the formatted message).
+    """
+
+    PLAIN = "plain"
+    MARKDOWN = "markdown"
+    STRIPPED = "stripped"
+
+
+class ChannelAdapter(Protocol):
+    """One platform connection (one bot). All calls are single attempts: no retries inside.
+
+    Every method raises a :class:`core.errors.DeliveryError` subclass on failure:
+    ``RateLimitedError`` (429, with ``retry_after_s``), ``PlatformUnavailableError`` (network before
+    sending, 5xx), ``UncertainDeliveryError`` (timed out: may have landed), ``TargetNotFoundError``,
+    ``ForbiddenError``, ``PayloadRejectedError`` (too long, bad format, empty). "message is not
+    modified" is success, never an error.
+    """
+
+    platform: str
+    """Platform name, e.g. ``telegram``."""
+    max_units: int
+    """Text limit of one message, in ``unit``."""
+    unit: LengthUnit
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Send a new message; return its platform message id (as a string)."""
+        ...
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> None:
+        """Replace the text of a message this bot sent."""
+        ...
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Delete a message this bot sent."""
+        ...
+
+    async def send_typing(self, target: Target) -> None:
+        """Show a typing indicator (Telegram: lasts <= 5 s)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
