@@ -1,0 +1,137 @@
+"""OpenAI Chat Completions stream (and OpenAI-compatible servers) → normalized events.
+
+Source: https://platform.openai.com/docs/api-reference/chat-streaming (``chat.completion.chunk``:
+``choices[].delta`` with ``content``, ``refusal``, ``tool_calls``; ``choices[].finish_reason``).
+OpenAI-compatible servers add ``reasoning_content`` (DeepSeek) or ``reasoning`` (OpenRouter, vLLM).
+
+Mapping (only choice ``index`` 0 is read: one answer per stream; ``message`` = 0-based index of the
+assistant message, the next one opening with the first content after a ``finish_reason``):
+
+=================================================  ====================================================
+raw                                                normalized
+=================================================  ====================================================
+``delta.content``, ``delta.refusal``               ``TextEvent`` answer delta
+``delta.reasoning_content``, ``delta.reasoning``   ``TextEvent`` reasoning delta
+``delta.tool_calls[i]`` first fragment             ``ToolCall`` start (``id``, ``function.name``)
+``delta.tool_calls[i].function.arguments``         ``ToolCall`` args_delta
+``finish_reason``                                  ``ToolCall`` end of every open call (by ``index``),
+                                                   then ``MessageEnd``
+a chunk with ``error`` and no ``choices``          ``ErrorEvent``
+=================================================  ====================================================
+
+Chunks have no ``type`` field: ``choices`` (a list, possibly empty as in the final usage chunk) is what
+makes a chunk; a chunk without it raises :class:`core.errors.IngestError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import IngestError
+from core.events import ErrorEvent, Event, MessageEnd, ToolCall, ToolCallState, Visibility
+from core.normalize.base import MessageCounter, as_dict, as_str, require_object, text_event
+
+_PROVIDER = "OpenAI chat"
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+_ANSWER_FIELDS = ("content", "refusal")
+
+
+@dataclass
+class _Call:
+    id: str
+    name: str | None
+
+
+class OpenAIChatNormalizer:
+    """Normalizes one Chat Completions stream.
+
+    Args:
+        run_id: the run the events belong to (``run`` of every event).
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self._run = run_id
+        self._messages = MessageCounter()
+        self._calls: dict[int, _Call] = {}
+
+    def feed(self, raw: dict[str, Any]) -> list[Event]:
+        """Normalize one raw chunk. See :class:`core.normalize.base.Normalizer`.
+
+        Raises:
+            IngestError: ``raw`` is not an object, or has neither a ``choices`` list nor an ``error``.
+        """
+        chunk = require_object(raw, _PROVIDER)
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            if "error" in chunk:
+                error = chunk["error"]
+                message = as_str(as_dict(error).get("message")) if isinstance(error, dict) else as_str(error)
+                return [ErrorEvent(run=self._run, message=message or "provider stream error")]
+            raise IngestError(f"a raw {_PROVIDER} stream chunk needs a 'choices' list, got {choices!r}")
+        events: list[Event] = []
+        for choice in choices:
+            body = as_dict(choice)
+            if body.get("index", 0) == 0:
+                events += self._choice(body)
+        return events
+
+    def close(self) -> list[Event]:
+        """End of stream: end the open message (tool calls without a ``finish_reason`` stay unended)."""
+        self._calls.clear()
+        message = self._messages.end()
+        return [] if message is None else [MessageEnd(run=self._run, message=message)]
+
+    def _choice(self, choice: dict[str, Any]) -> list[Event]:
+        events: list[Event] = []
+        delta = as_dict(choice.get("delta"))
+        for name in _REASONING_FIELDS:
+            events += self._text(as_str(delta.get(name)), Visibility.REASONING)
+        for name in _ANSWER_FIELDS:
+            events += self._text(as_str(delta.get(name)), Visibility.ANSWER)
+        fragments = delta.get("tool_calls")
+        if isinstance(fragments, list):
+            for position, fragment in enumerate(fragments):
+                events += self._tool_fragment(position, as_dict(fragment))
+        if choice.get("finish_reason"):
+            message = self._messages.ensure()
+            events += [self._end_call(self._calls[i]) for i in sorted(self._calls)]
+            self._calls.clear()
+            events.append(MessageEnd(run=self._run, message=message))
+            self._messages.end()
+        return events
+
+    def _tool_fragment(self, position: int, fragment: dict[str, Any]) -> list[Event]:
+        message = self._messages.ensure()
+        index = fragment.get("index")
+        index = index if isinstance(index, int) else position
+        function = as_dict(fragment.get("function"))
+        call_id = as_str(fragment.get("id"))
+        events: list[Event] = []
+        call = self._calls.get(index)
+        if call is None or (call_id and call_id != call.id):
+            if call is not None:  # a new call reuses the index: the old one's arguments are complete
+                events.append(self._end_call(call))
+            call = _Call(id=call_id or f"call-{message}-{index}", name=as_str(function.get("name")) or None)
+            self._calls[index] = call
+            events.append(ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.START))
+        elif call.name is None and as_str(function.get("name")):
+            call.name = as_str(function.get("name"))
+        arguments = as_str(function.get("arguments"))
+        if arguments:
+            events.append(
+                ToolCall(
+                    run=self._run,
+                    id=call.id,
+                    name=call.name,
+                    state=ToolCallState.ARGS_DELTA,
+                    args_delta=arguments,
+                )
+            )
+        return events
+
+    def _end_call(self, call: _Call) -> ToolCall:
+        return ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.END)
+
+    def _text(self, text: str, visibility: Visibility) -> list[Event]:
+        return [text_event(self._run, self._messages.ensure(), text, visibility)] if text else []
