@@ -1,0 +1,174 @@
+"""TelegramAdapter: one bot's :class:`core.ports.ChannelAdapter`, built on aiogram 3.
+
+Every method is one Bot API call, one attempt: aiogram never retries by itself (its session has no retry
+middleware unless one is registered, and none is) and aiohttp does not retry POSTs. Retries belong to the
+core's scheduler. Failures are translated at this boundary by :mod:`adapters.telegram.errors`.
+
+Bot API references:
+    sendMessage https://core.telegram.org/bots/api#sendmessage (1-4096 characters after entity parsing),
+    editMessageText https://core.telegram.org/bots/api#editmessagetext,
+    deleteMessage https://core.telegram.org/bots/api#deletemessage,
+    sendChatAction https://core.telegram.org/bots/api#sendchataction (typing lasts <= 5 s),
+    formatting https://core.telegram.org/bots/api#formatting-options,
+    limits https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this,
+    custom API server https://docs.aiogram.dev/en/latest/api/session/custom_server.html.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+from aiogram.methods import DeleteMessage, EditMessageText, SendChatAction, SendMessage, TelegramMethod
+from aiogram.types import ReplyParameters
+from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_token
+
+from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
+from adapters.telegram.render import render
+from core.errors import ConfigError, PayloadRejectedError, RejectReason, TargetNotFoundError
+from core.events import Target
+from core.ports import TextFormat
+from core.units import LengthUnit
+
+T = TypeVar("T")
+
+
+class TelegramAdapter:
+    """Sends, edits and deletes one bot's messages through the Bot API (or a mock of it).
+
+    Args:
+        token: the bot token ``<digits>:<secret>``. Never shown in ``repr``, ``str``, logs or errors.
+        base_url: API server base, e.g. ``http://127.0.0.1:8081`` for :class:`mocks.telegram.MockTelegram`;
+            ``None`` is https://api.telegram.org.
+        send_timeout_s: per-call timeout in seconds (aiogram's request timeout, applied to every call). A
+            call that times out raises :class:`core.errors.UncertainDeliveryError`: it may have landed.
+        max_units: text limit of one message in UTF-16 code units (Telegram: 4096).
+
+    Raises:
+        ConfigError: the token is malformed.
+    """
+
+    platform: str = PLATFORM
+    unit: LengthUnit = LengthUnit.UTF16
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        send_timeout_s: float = 10.0,
+        max_units: int = 4096,
+    ) -> None:
+        try:
+            validate_token(token)
+        except TokenValidationError:
+            raise ConfigError("telegram: the bot token is malformed (expected '<digits>:<secret>')") from None
+        self.max_units = max_units
+        self.send_timeout_s = send_timeout_s
+        self._base_url = base_url
+        self._bot_id = extract_bot_id(token)
+        secret = token.partition(":")[2]
+        self._secrets = (token, secret) if len(secret) >= 8 else (token,)
+        session_args: dict[str, Any] = {"timeout": send_timeout_s}
+        if base_url is not None:
+            session_args["api"] = TelegramAPIServer.from_base(base_url)
+        self._bot = Bot(token, session=AiohttpSession(**session_args))
+
+    def __repr__(self) -> str:
+        return f"TelegramAdapter(bot_id={self._bot_id}, base_url={self._base_url!r})"
+
+    __str__ = __repr__
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "<token>")
+        return text
+
+    async def _call(self, method: TelegramMethod[T], target: Target) -> T:
+        """One attempt at one Bot API call; every failure leaves as a ``DeliveryError`` (token-free)."""
+        try:
+            return await self._bot(method)
+        except BOUNDARY_ERRORS as exc:
+            error = translate(
+                exc, method=method.__api_method__, target=str(target.chat_id), scrub=self._scrub
+            )
+        raise error  # outside the except block: no __context__ that could carry the token in its URL
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Send a new message (``sendMessage``); return its message id as a string.
+
+        ``target.thread_id`` becomes ``message_thread_id``; ``target.reply_to`` becomes ``reply_parameters``
+        with ``allow_sending_without_reply`` (a deleted reply target does not lose the answer).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.telegram.errors`.
+        """
+        body, entities = render(text, fmt)
+        reply_to = _message_id(target.reply_to, target) if target.reply_to is not None else None
+        method = SendMessage(
+            chat_id=target.chat_id,
+            text=body,
+            entities=entities,
+            message_thread_id=_thread_id(target),
+            reply_parameters=(
+                ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
+                if reply_to is not None
+                else None
+            ),
+        )
+        sent = await self._call(method, target)
+        return str(sent.message_id)
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> None:
+        """Replace a message's text (``editMessageText``). "message is not modified" is success.
+
+        Raises:
+            core.errors.TargetNotFoundError: the message (or chat) does not exist any more.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
+        """
+        body, entities = render(text, fmt)
+        method = EditMessageText(
+            chat_id=target.chat_id, message_id=_message_id(message_id, target), text=body, entities=entities
+        )
+        try:
+            await self._call(method, target)
+        except PayloadRejectedError as exc:
+            if exc.reason is not RejectReason.NOT_MODIFIED:
+                raise
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Delete a message this bot sent (``deleteMessage``).
+
+        Raises:
+            core.errors.TargetNotFoundError: it is already gone.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
+        """
+        await self._call(
+            DeleteMessage(chat_id=target.chat_id, message_id=_message_id(message_id, target)), target
+        )
+
+    async def send_typing(self, target: Target) -> None:
+        """Show "typing…" (``sendChatAction``); it lasts <= 5 s, so resend about every 4-5 s."""
+        await self._call(
+            SendChatAction(chat_id=target.chat_id, action="typing", message_thread_id=_thread_id(target)),
+            target,
+        )
+
+    async def close(self) -> None:
+        """Close the HTTP session (aiogram waits 250 ms for TLS connections to close)."""
+        await self._bot.session.close()
+
+
+def _message_id(value: int | str, target: Target) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise TargetNotFoundError(
+            f"telegram: {value!r} is not a message id", platform=PLATFORM, target=str(target.chat_id)
+        ) from None
+
+
+def _thread_id(target: Target) -> int | None:
+    return None if target.thread_id is None else _message_id(target.thread_id, target)

@@ -1,0 +1,159 @@
+"""aiogram / aiohttp failures → streamrelay's :mod:`core.errors`, by table.
+
+Three tables, read in this order, first match wins:
+
+1. ``DESCRIPTION_RULES``: substrings of Telegram's ``description`` (lower-cased), because Telegram sends
+   most refusals as 400 and only the text says which (https://core.telegram.org/bots/api#editmessagetext,
+   https://core.telegram.org/bots/api#formatting-options). "message is not modified" becomes
+   ``PayloadRejectedError(NOT_MODIFIED)``, which :class:`~adapters.telegram.adapter.TelegramAdapter` turns
+   into success for edits.
+2. ``NETWORK_RULES``: the cause of an aiogram ``TelegramNetworkError`` (aiogram wraps both
+   ``asyncio.TimeoutError`` and ``aiohttp.ClientError``). A connection that never opened is
+   ``PlatformUnavailableError``; a timeout or broken connection after the request may have been written
+   is ``UncertainDeliveryError`` (it may have landed).
+3. ``TYPE_RULES``: the aiogram exception type (its HTTP status), e.g. ``TelegramRetryAfter`` (429 with
+   ``parameters.retry_after``, https://core.telegram.org/bots/api#responseparameters) →
+   ``RateLimitedError(retry_after_s)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+from aiogram.exceptions import (
+    AiogramError,
+    ClientDecodeError,
+    TelegramAPIError,
+    TelegramBadRequest,
+    TelegramConflictError,
+    TelegramEntityTooLarge,
+    TelegramForbiddenError,
+    TelegramMigrateToChat,
+    TelegramNetworkError,
+    TelegramNotFound,
+    TelegramRetryAfter,
+    TelegramServerError,
+    TelegramUnauthorizedError,
+)
+
+from core.errors import (
+    DeliveryError,
+    ForbiddenError,
+    PayloadRejectedError,
+    PermanentDeliveryError,
+    PlatformUnavailableError,
+    RateLimitedError,
+    RejectReason,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+)
+
+PLATFORM = "telegram"
+
+ErrorFactory = Callable[[str, str, BaseException], DeliveryError]
+"""``(message, target, original) -> error``."""
+
+
+def _plain(cls: type[DeliveryError]) -> ErrorFactory:
+    def make(message: str, target: str, _original: BaseException) -> DeliveryError:
+        return cls(message, platform=PLATFORM, target=target)
+
+    return make
+
+
+def _rejected(reason: RejectReason) -> ErrorFactory:
+    def make(message: str, target: str, _original: BaseException) -> DeliveryError:
+        return PayloadRejectedError(message, reason=reason, platform=PLATFORM, target=target)
+
+    return make
+
+
+def _rate_limited(message: str, target: str, original: BaseException) -> DeliveryError:
+    retry_after_s = float(original.retry_after) if isinstance(original, TelegramRetryAfter) else 1.0
+    return RateLimitedError(message, retry_after_s=retry_after_s, platform=PLATFORM, target=target)
+
+
+DESCRIPTION_RULES: tuple[tuple[str, ErrorFactory], ...] = (
+    ("message is not modified", _rejected(RejectReason.NOT_MODIFIED)),
+    ("message to edit not found", _plain(TargetNotFoundError)),
+    ("message to delete not found", _plain(TargetNotFoundError)),
+    ("message to be replied not found", _plain(TargetNotFoundError)),
+    ("message can't be edited", _plain(TargetNotFoundError)),
+    ("message can't be deleted", _plain(TargetNotFoundError)),
+    ("message thread not found", _plain(TargetNotFoundError)),
+    ("chat not found", _plain(TargetNotFoundError)),
+    ("message is too long", _rejected(RejectReason.TOO_LONG)),
+    ("text is too long", _rejected(RejectReason.TOO_LONG)),
+    ("message text is empty", _rejected(RejectReason.EMPTY)),
+    ("text must be non-empty", _rejected(RejectReason.EMPTY)),
+    ("can't parse entities", _rejected(RejectReason.BAD_FORMAT)),
+    ("unsupported parse_mode", _rejected(RejectReason.BAD_FORMAT)),
+    ("bot was blocked", _plain(ForbiddenError)),
+    ("bot was kicked", _plain(ForbiddenError)),
+    ("not enough rights", _plain(ForbiddenError)),
+    ("have no rights", _plain(ForbiddenError)),
+    ("topic_closed", _plain(ForbiddenError)),
+)
+
+NETWORK_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
+    (aiohttp.ConnectionTimeoutError, _plain(PlatformUnavailableError)),  # connect timed out: nothing sent
+    (asyncio.TimeoutError, _plain(UncertainDeliveryError)),  # sent, no answer in time
+    (aiohttp.ClientConnectorError, _plain(PlatformUnavailableError)),  # refused, DNS, TLS: nothing sent
+    (aiohttp.ServerDisconnectedError, _plain(UncertainDeliveryError)),
+    (aiohttp.ClientOSError, _plain(UncertainDeliveryError)),  # reset mid-request
+    (aiohttp.ClientPayloadError, _plain(UncertainDeliveryError)),
+    (aiohttp.ClientError, _plain(PlatformUnavailableError)),
+)
+
+TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
+    (TelegramRetryAfter, _rate_limited),
+    (TelegramNetworkError, _plain(PlatformUnavailableError)),  # cause not in NETWORK_RULES
+    (TelegramServerError, _plain(PlatformUnavailableError)),  # 5xx, RestartingTelegram
+    (TelegramForbiddenError, _plain(ForbiddenError)),  # 403
+    (TelegramUnauthorizedError, _plain(ForbiddenError)),  # 401: token revoked or wrong
+    (TelegramMigrateToChat, _plain(TargetNotFoundError)),  # group became a supergroup
+    (TelegramEntityTooLarge, _rejected(RejectReason.TOO_LONG)),  # 413
+    (TelegramBadRequest, _rejected(RejectReason.OTHER)),  # 400 with an unknown description
+    (TelegramNotFound, _plain(PermanentDeliveryError)),  # 404: wrong API base URL or method
+    (TelegramConflictError, _plain(PermanentDeliveryError)),  # 409
+    (ClientDecodeError, _plain(UncertainDeliveryError)),  # an unreadable answer: it may have been processed
+    (TelegramAPIError, _plain(PermanentDeliveryError)),
+    (asyncio.TimeoutError, _plain(UncertainDeliveryError)),
+    (aiohttp.ClientError, _plain(PlatformUnavailableError)),
+)
+
+BOUNDARY_ERRORS: tuple[type[BaseException], ...] = (AiogramError, aiohttp.ClientError, asyncio.TimeoutError)
+"""What :func:`translate` accepts: everything aiogram's session can raise for one call."""
+
+
+def _first(rules: tuple[tuple[type[BaseException], ErrorFactory], ...], exc: BaseException) -> ErrorFactory:
+    return next((make for kind, make in rules if isinstance(exc, kind)), _plain(PermanentDeliveryError))
+
+
+def _factory(exc: BaseException) -> tuple[ErrorFactory, str]:
+    if isinstance(exc, TelegramNetworkError) and exc.__cause__ is not None:
+        cause = exc.__cause__
+        return _first(NETWORK_RULES, cause), f"{type(cause).__name__}: {cause}".rstrip(": ")
+    description = exc.message if isinstance(exc, TelegramAPIError) else f"{type(exc).__name__}: {exc}"
+    lowered = description.lower()
+    by_text = next((make for needle, make in DESCRIPTION_RULES if needle in lowered), None)
+    return by_text or _first(TYPE_RULES, exc), description
+
+
+def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[str], str]) -> DeliveryError:
+    """Map one failed call to a :class:`core.errors.DeliveryError`.
+
+    Args:
+        exc: what aiogram (or aiohttp beneath it) raised; one of :data:`BOUNDARY_ERRORS`.
+        method: the Bot API method, e.g. ``sendMessage`` (for the message).
+        target: the chat id, for the error's ``target``.
+        scrub: removes secrets (the bot token) from text; applied to the whole message.
+
+    Returns:
+        The error to raise; its message is ``telegram <method>: <description>``, token-free. Chain it
+        ``from None``: the original may carry the request URL, which holds the token.
+    """
+    make, description = _factory(exc)
+    return make(scrub(f"telegram {method}: {description}"), target, exc)
