@@ -1,0 +1,3 @@
+from adapters.sqlite.ledger import SqliteLedger
+
+__all__ = ["SqliteLedger"]

@@ -1,0 +1,163 @@
+"""HTTP ingest: NDJSON events per run in, delivery reports out (Starlette).
+
+Routes (all but ``/healthz`` need ``Authorization: Bearer <token>``):
+
+- ``POST /v1/runs/{run}/events``: an NDJSON body, one event per line (``run`` may be omitted). Lines are
+  processed as they arrive, so one long request can carry a whole live run. Raw provider events
+  (lines with ``type``, no ``kind``) are accepted once the run's ``run.start`` declared ``format``.
+- ``POST /v1/events``: the same, each line naming its ``run``.
+- ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end.
+- ``GET /v1/runs/{run}/pipeline``: the run's pipeline units so far (complete tool calls only).
+- ``GET /healthz``.
+
+Answers: 200 ``{"accepted": n}``; a bad line fails alone: the good lines are taken and the answer is
+the first failure's 4xx with every rejected line listed (``{"error", "accepted", "rejected": [{"line",
+"error"}]}``). 401 for a missing or wrong token, 413 past the size limits.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from core.errors import IngestError
+from core.relay import Relay
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(
+    relay: Relay,
+    *,
+    token: str,
+    max_body_bytes: int = 16 * 1024 * 1024,
+    max_line_bytes: int = 1024 * 1024,
+) -> Starlette:
+    """The ingest ASGI app for ``relay``.
+
+    Args:
+        relay: where events go.
+        token: the bearer token clients must send (compared in constant time; never logged).
+        max_body_bytes: the largest request body (413 past it).
+        max_line_bytes: the largest NDJSON line (413 past it).
+    """
+    expected = f"Bearer {token}".encode()
+
+    def authorized(request: Request) -> JSONResponse | None:
+        got = request.headers.get("authorization", "").encode()
+        if hmac.compare_digest(got, expected):
+            return None
+        problem = "missing Authorization header" if not got else "wrong bearer token"
+        return JSONResponse(
+            {"error": f"{problem}: send 'Authorization: Bearer <token>' with the sidecar's token"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+    async def lines(request: Request) -> Any:
+        total = 0
+        buffer = b""
+        async for piece in request.stream():
+            total += len(piece)
+            if total > max_body_bytes:
+                raise _TooLarge(
+                    f"request body over {max_body_bytes} bytes: split the run into several requests"
+                )
+            buffer += piece
+            while (nl := buffer.find(b"\n")) >= 0:
+                line, buffer = buffer[:nl], buffer[nl + 1 :]
+                yield line
+            if len(buffer) > max_line_bytes:
+                raise _TooLarge(f"a line is over {max_line_bytes} bytes")
+        if buffer.strip():
+            yield buffer
+
+    async def ingest(request: Request, run_hint: str | None) -> JSONResponse:
+        if (denied := authorized(request)) is not None:
+            return denied
+        accepted, rejected, status = 0, [], 200
+        number = 0
+        try:
+            async for raw in lines(request):
+                number += 1
+                if not raw.strip():
+                    continue
+                if len(raw) > max_line_bytes:
+                    raise _TooLarge(f"line {number} is over {max_line_bytes} bytes")
+                try:
+                    obj = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    rejected.append({"line": number, "error": f"malformed JSON: {exc}"})
+                    status = status if status != 200 else 400
+                    continue
+                try:
+                    accepted += await relay.submit_line(obj, run_hint)
+                except IngestError as exc:
+                    rejected.append({"line": number, "error": str(exc)})
+                    status = status if status != 200 else exc.status
+        except _TooLarge as exc:
+            return JSONResponse(
+                {"error": str(exc), "accepted": accepted, "rejected": rejected}, status_code=413
+            )
+        except ClientDisconnect:
+            return JSONResponse({"error": "client disconnected", "accepted": accepted}, status_code=400)
+        if rejected:
+            first = rejected[0]
+            return JSONResponse(
+                {
+                    "error": f"line {first['line']}: {first['error']}",
+                    "accepted": accepted,
+                    "rejected": rejected,
+                },
+                status_code=status,
+            )
+        return JSONResponse({"accepted": accepted})
+
+    async def run_events(request: Request) -> JSONResponse:
+        return await ingest(request, request.path_params["run"])
+
+    async def events(request: Request) -> JSONResponse:
+        return await ingest(request, None)
+
+    async def run_report(request: Request) -> JSONResponse:
+        if (denied := authorized(request)) is not None:
+            return denied
+        run = request.path_params["run"]
+        try:
+            wait_s = min(600.0, max(0.0, float(request.query_params.get("wait_s", "0"))))
+        except ValueError:
+            return JSONResponse({"error": "wait_s must be a number of seconds"}, status_code=400)
+        report = await relay.wait_done(run, wait_s) if wait_s else await relay.report(run)
+        if report is None:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        return JSONResponse(report.model_dump(mode="json"))
+
+    async def run_pipeline(request: Request) -> JSONResponse:
+        if (denied := authorized(request)) is not None:
+            return denied
+        run = request.path_params["run"]
+        controller = relay.controller(run)
+        if controller is None:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        return JSONResponse({"run": run, "units": controller.pipeline})
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "active_runs": len(relay.active_runs())})
+
+    return Starlette(
+        routes=[
+            Route("/v1/runs/{run}/events", run_events, methods=["POST"]),
+            Route("/v1/events", events, methods=["POST"]),
+            Route("/v1/runs/{run}", run_report, methods=["GET"]),
+            Route("/v1/runs/{run}/pipeline", run_pipeline, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ]
+    )

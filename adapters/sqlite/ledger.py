@@ -1,0 +1,149 @@
+"""The SQLite ledger (the embedded default): one file, aiosqlite, WAL.
+
+Implements :class:`core.ledger.Ledger`. Every call's intent is committed before the call is made and its
+outcome after, so a restart knows which messages exist (edit them) and which sends are uncertain (never
+send them again).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import aiosqlite
+
+from core.ledger import PartRecord, RunRecord, content_key
+from core.report import PartState, SlotRole
+
+_SCHEMA = """
+PRAGMA journal_mode=WAL;
+CREATE TABLE IF NOT EXISTS runs (
+    run TEXT PRIMARY KEY, channel TEXT NOT NULL, target TEXT NOT NULL, mode TEXT NOT NULL,
+    end_status TEXT, ended INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, ended_at REAL
+);
+CREATE TABLE IF NOT EXISTS parts (
+    run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
+    message_id TEXT, shown TEXT, content_key TEXT, degraded INTEGER NOT NULL DEFAULT 0, error TEXT,
+    updated_at REAL NOT NULL, PRIMARY KEY (run, slot)
+);
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL,
+    op TEXT NOT NULL, text_key TEXT NOT NULL, chars INTEGER NOT NULL, outcome TEXT, detail TEXT,
+    intent_at REAL NOT NULL, outcome_at REAL
+);
+CREATE INDEX IF NOT EXISTS calls_run ON calls (run);
+"""
+
+
+class SqliteLedger:
+    """A ledger in one SQLite file.
+
+    Use :meth:`open` (``await SqliteLedger.open(path)``); ``":memory:"`` works for tests.
+    """
+
+    def __init__(self, db: aiosqlite.Connection, path: str) -> None:
+        self._db = db
+        self.path = path
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SqliteLedger:
+        """Open (and create) the ledger file; its folder is created if missing."""
+        path = str(path)
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path)
+        await db.executescript(_SCHEMA)
+        await db.commit()
+        return cls(db, path)
+
+    def __repr__(self) -> str:
+        return f"SqliteLedger({self.path!r})"
+
+    async def start_run(self, record: RunRecord) -> None:
+        await self._db.execute(
+            "INSERT OR IGNORE INTO runs (run, channel, target, mode, created_at) VALUES (?, ?, ?, ?, ?)",
+            (record.run, record.channel, json.dumps(record.target), record.mode, time.time()),
+        )
+        await self._db.commit()
+
+    async def end_run(self, run: str, end_status: str) -> None:
+        await self._db.execute(
+            "UPDATE runs SET end_status = ?, ended = 1, ended_at = ? WHERE run = ?",
+            (end_status, time.time(), run),
+        )
+        await self._db.commit()
+
+    async def get_run(self, run: str) -> RunRecord | None:
+        async with self._db.execute(
+            "SELECT run, channel, target, mode, end_status, ended FROM runs WHERE run = ?", (run,)
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return RunRecord(
+            run=row[0],
+            channel=row[1],
+            target=json.loads(row[2]),
+            mode=row[3],
+            end_status=row[4],
+            ended=bool(row[5]),
+        )
+
+    async def record_intent(self, run: str, slot: int, role: SlotRole, op: str, text: str) -> int:
+        cur = await self._db.execute(
+            "INSERT INTO calls (run, slot, role, op, text_key, chars, intent_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (run, slot, str(role), op, content_key(role, text), len(text), time.time()),
+        )
+        await self._db.commit()
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
+        await self._db.execute(
+            "UPDATE calls SET outcome = ?, detail = ?, outcome_at = ? WHERE id = ?",
+            (outcome, detail[:2000], time.time(), call_id),
+        )
+        await self._db.execute(
+            "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (run, slot) DO UPDATE SET role = excluded.role, state = excluded.state,"
+            " message_id = excluded.message_id, shown = excluded.shown, content_key = excluded.content_key,"
+            " degraded = excluded.degraded, error = excluded.error, updated_at = excluded.updated_at",
+            (
+                part.run,
+                part.slot,
+                str(part.role),
+                str(part.state),
+                part.message_id,
+                part.shown,
+                content_key(part.role, part.shown) if part.shown is not None else None,
+                int(part.degraded),
+                part.error,
+                time.time(),
+            ),
+        )
+        await self._db.commit()
+
+    async def parts(self, run: str) -> list[PartRecord]:
+        async with self._db.execute(
+            "SELECT slot, role, state, message_id, shown, degraded, error FROM parts WHERE run = ? ORDER BY slot",
+            (run,),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [
+            PartRecord(
+                run=run,
+                slot=r[0],
+                role=SlotRole(r[1]),
+                state=PartState(r[2]),
+                message_id=r[3],
+                shown=r[4],
+                degraded=bool(r[5]),
+                error=r[6],
+            )
+            for r in rows
+        ]
+
+    async def close(self) -> None:
+        await self._db.close()

@@ -1,0 +1,271 @@
+"""Runs one case file (tests/cases/README.md): unit cases drive one core stage; scenario cases drive the
+whole service — HTTP ingest → relay → real aiogram client → mock Bot API on loopback — and read back
+what a person would see.
+
+Result: :class:`CaseResult` with the transcript written as ``DIR/<id>.json`` by the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from core.chunker import BreakKind, Chunker, ChunkParams, chunk_property_failures
+
+from app.cases.expect import check_expectations
+from app.service import Sidecar
+from config.settings import ChannelSettings
+from core.assembler import TextAssembler
+from core.clock import FakeClock, MonotonicClock
+from core.coalescer import Chunk, CoalesceParams, Coalescer
+from core.events import TextMode, Visibility
+from core.ledger import MemoryLedger
+from core.relay import ChannelRuntime, Relay
+from core.units import LengthUnit
+from mocks.telegram import MockTelegram
+
+SUPPORTED_SCENARIO_PLATFORMS = {"telegram"}
+NOT_YET = {
+    "slack": "issue 3 (Slack and Discord adapters)",
+    "discord": "issue 3 (Slack and Discord adapters)",
+    "web": "issue 5 (the web channel)",
+}
+CASE_BOT_TOKEN = "123456:CASE-runner-token"
+PRIVATE_CHAT_ID = 1001
+GROUP_CHAT_ID = -1001001
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case: ``passed``, the failures, and the transcript (README shapes)."""
+
+    id: str
+    type: str
+    passed: bool
+    failures: list[str] = field(default_factory=list)
+    transcript: dict[str, Any] = field(default_factory=dict)
+    unsupported: str | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.transcript)
+        out["id"], out["passed"], out["failures"] = self.id, self.passed, self.failures
+        if self.unsupported:
+            out["unsupported"] = self.unsupported
+        return out
+
+
+async def run_case_file(path: Path) -> CaseResult:
+    """Load and run one case file."""
+    case = json.loads(path.read_text(encoding="utf-8"))
+    return await run_case(case, base_dir=path.resolve().parent.parent)
+
+
+async def run_case(case: dict[str, Any], *, base_dir: Path) -> CaseResult:
+    """Run one decoded case. ``base_dir`` is the folder that holds the cases folder (for stream files)."""
+    started = time.monotonic()
+    kind = case.get("type")
+    try:
+        if kind == "unit":
+            result = _run_unit(case)
+        elif kind == "scenario":
+            result = await _run_scenario(case, base_dir)
+        else:
+            result = CaseResult(str(case.get("id")), str(kind), False, [f"unknown case type {kind!r}"])
+    except Exception as exc:  # one broken case must not stop the others
+        result = CaseResult(str(case.get("id")), str(kind), False, [f"the case crashed: {type(exc).__name__}: {exc}"])
+    result.seconds = time.monotonic() - started
+    return result
+
+
+# --- unit cases -------------------------------------------------------------------------------------------
+
+
+def _run_unit(case: dict[str, Any]) -> CaseResult:
+    stage, expect, cid = case.get("stage"), case.get("expect", {}), case["id"]
+    failures: list[str] = []
+    if stage == "text":
+        assembler = TextAssembler()
+        for mode, text in case["events"]:
+            assembler.apply(None, 0, TextMode(mode), text)
+        visible = assembler.text(None, 0)
+        transcript: dict[str, Any] = {"visible": visible}
+        if "visible" in expect and visible != expect["visible"]:
+            failures.append(f"visible text is {visible!r}, expected {expect['visible']!r}")
+    elif stage == "chunker":
+        p = case["params"]
+        params = ChunkParams(
+            min_chars=p["min_chars"],
+            max_chars=p["max_chars"],
+            break_preference=BreakKind(p.get("break_preference", "paragraph")),
+            unit=LengthUnit(p.get("unit", "chars")),
+        )
+        chunker = Chunker(params)
+        chunks: list[str] = []
+        for piece in case["appends"]:
+            chunks.extend(chunker.append(piece))
+        chunks.extend(chunker.drain(force=True))
+        transcript = {"chunks": chunks}
+        if "chunks" in expect and chunks != expect["chunks"]:
+            failures.append(f"chunks are {chunks!r}, expected {expect['chunks']!r}")
+        if "properties" in expect:
+            failures.extend(chunk_property_failures(chunks, expect["properties"], params, case["appends"]))
+    elif stage == "coalescer":
+        p = case["params"]
+        clock = FakeClock()
+        coalescer = Coalescer(
+            CoalesceParams(p["min_chars"], p["max_chars"], p["idle_ms"], p.get("joiner", "\n\n")), clock
+        )
+        blocks = []
+        for item in case["inputs"]:
+            at = item.get("at_ms")
+            if at is not None and at / 1000 > clock.now():
+                clock.advance(at / 1000 - clock.now())
+            blocks.extend(coalescer.poll(clock.now()))
+            chunk = Chunk(
+                text=item["text"],
+                visibility=Visibility(item.get("visibility", "answer")),
+                message=item.get("message", 0),
+                reply_to=item.get("reply_to"),
+            )
+            blocks.extend(coalescer.push(chunk, clock.now()))
+        blocks.extend(coalescer.flush())
+        texts = [b.text for b in blocks]
+        transcript = {"blocks": texts}
+        if "blocks" in expect and texts != expect["blocks"]:
+            failures.append(f"blocks are {texts!r}, expected {expect['blocks']!r}")
+    else:
+        return CaseResult(cid, "unit", False, [f"unknown unit stage {stage!r}: text, chunker or coalescer"])
+    return CaseResult(cid, "unit", not failures, failures, transcript)
+
+
+# --- scenario cases ---------------------------------------------------------------------------------------
+
+
+def case_channel_settings(channel: dict[str, Any], api_base: str) -> ChannelSettings:
+    """The ``ChannelSettings`` a scenario's ``channel`` describes (unset keys: the TOML defaults)."""
+    known = {
+        "delivery",
+        "format",
+        "limit",
+        "throttle_ms",
+        "send_timeout_ms",
+        "chunk",
+        "coalesce",
+        "subagents",
+        "reasoning",
+    }
+    values = {k: v for k, v in channel.items() if k in known}
+    return ChannelSettings.model_validate(
+        {"platform": channel["platform"], "token_env": None, "api_base": api_base, **values}
+    )
+
+
+def _events(
+    case: dict[str, Any], run: str, chat_id: int, base_dir: Path
+) -> list[tuple[float, dict[str, Any]]]:
+    """The NDJSON lines to post, each with the second (since the start) to post it at."""
+    start: dict[str, Any] = {
+        "kind": "run.start",
+        "run": run,
+        "channel": "case",
+        "target": {"chat_id": chat_id},
+    }
+    timed: list[tuple[float, dict[str, Any]]] = []
+    stream = case.get("stream")
+    if stream:
+        start["format"] = stream["format"]
+        gap_s = float(stream.get("gap_ms", 0)) / 1000
+        lines = (base_dir / stream["file"]).read_text(encoding="utf-8").splitlines()
+        timed = [
+            (i * gap_s, json.loads(line)) for i, line in enumerate(line for line in lines if line.strip())
+        ]
+    events = [dict(e) for e in case.get("events", [])]
+    last_at = timed[-1][0] if timed else 0.0
+    for event in events:
+        at = float(event.pop("at_ms", 0)) / 1000
+        last_at = max(last_at, at)
+        timed.append((last_at, {"run": run, **event}))
+    if not any(e.get("kind") == "end" for _, e in timed):
+        timed.append((last_at, {"run": run, "kind": "end", "status": "ok"}))
+    return [(0.0, start), *timed]
+
+
+async def _paced(lines: list[tuple[float, dict[str, Any]]], t0: float) -> AsyncIterator[bytes]:
+    for at, obj in lines:
+        delay = t0 + at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield (json.dumps(obj) + "\n").encode()
+
+
+async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
+    cid, channel = case["id"], case["channel"]
+    platform = channel.get("platform")
+    if platform not in SUPPORTED_SCENARIO_PLATFORMS:
+        why = f"platform {platform!r} is not supported yet: it arrives with {NOT_YET.get(platform, 'a later issue')}"
+        return CaseResult(cid, "scenario", False, [why], unsupported=why)
+    mock = MockTelegram()
+    mock.configure_from_case(case)
+    api_base = await mock.start()
+    settings = case_channel_settings(channel, api_base)
+    from pydantic import SecretStr
+
+    from app.service import make_adapter
+
+    policy = settings.policy("case")
+    adapter = make_adapter("case", settings, SecretStr(CASE_BOT_TOKEN))
+    relay = Relay(
+        {"case": ChannelRuntime(policy, adapter, settings.rate_spec())}, MemoryLedger(), MonotonicClock()
+    )
+    token = secrets.token_urlsafe(16)
+    sidecar = Sidecar(relay, token=token)
+    url = await sidecar.start()
+    chat_id = GROUP_CHAT_ID if channel.get("chat") == "group" else PRIVATE_CHAT_ID
+    run = f"case-{cid}"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+            t0 = time.monotonic()
+            posted = await client.post(
+                f"/v1/runs/{run}/events", content=_paced(_events(case, run, chat_id, base_dir), t0)
+            )
+            failures = (
+                [] if posted.status_code == 200 else [f"ingest answered {posted.status_code}: {posted.text}"]
+            )
+            got = await client.get(f"/v1/runs/{run}", params={"wait_s": 60})
+            report = got.json()
+        transcript = {
+            "calls": [
+                {
+                    "method": c.method,
+                    "chat_id": c.chat_id,
+                    "message_id": c.message_id,
+                    "text": c.text,
+                    "t_ms": round((c.t - t0) * 1000, 1),
+                    "status": c.status,
+                    "ok": c.ok,
+                    **({"retry_after_s": c.retry_after_s} if c.retry_after_s is not None else {}),
+                }
+                for c in mock.calls
+            ],
+            "chat": [{"message_id": mid, "text": text} for mid, text in mock.visible(chat_id)],
+            "pipeline": relay.controller(run).pipeline if relay.controller(run) else [],
+            "report": report,
+        }
+    finally:
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()
+    if not report.get("done"):
+        failures.append(f"the run did not finish: report {report}")
+    ctx = {"limit": policy.max_units, "unit": str(policy.unit)}
+    failures.extend(check_expectations(case.get("expect", {}), transcript, ctx))
+    return CaseResult(cid, "scenario", not failures, failures, transcript)

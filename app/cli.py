@@ -1,0 +1,221 @@
+"""The ``streamrelay`` command: serve, demo, replay, case, mock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from core.errors import ConfigError
+from core.events import DeliveryMode, ProviderFormat
+
+app = typer.Typer(
+    help="streamrelay: the delivery sidecar between LLM agents and chat platforms.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+mock_app = typer.Typer(help="Mock platform servers on loopback, for dry runs.", no_args_is_help=True)
+app.add_typer(mock_app, name="mock")
+console = Console()
+err = Console(stderr=True)
+
+
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Option(help="channels TOML")] = Path("config/channels.toml"),
+    host: Annotated[str | None, typer.Option(help="override [service].host")] = None,
+    port: Annotated[int | None, typer.Option(help="override [service].port")] = None,
+) -> None:
+    """Run the sidecar: HTTP ingest, SQLite ledger, the configured channels."""
+    from adapters.sqlite import SqliteLedger
+    from app.service import Sidecar, build_relay
+    from config.settings import load_settings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def main() -> None:
+        settings = load_settings(config)
+        token = os.environ.get(settings.service.token_env, "")
+        if not token:
+            raise ConfigError(
+                f"environment variable {settings.service.token_env} is not set: export the bearer token agents "
+                "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
+            )
+        ledger = await SqliteLedger.open(settings.service.ledger)
+        relay = build_relay(settings, ledger)
+        sidecar = Sidecar(
+            relay,
+            token=token,
+            host=host or settings.service.host,
+            port=settings.service.port if port is None else port,
+            max_body_bytes=settings.service.max_body_bytes,
+            max_line_bytes=settings.service.max_line_bytes,
+            log_level="info",
+        )
+        url = await sidecar.start()
+        console.print(f"streamrelay listening on {url} · channels: {', '.join(relay.channels) or 'none'}")
+        try:
+            await sidecar.wait()
+        finally:
+            await relay.close()
+            await ledger.close()
+
+    _run(main())
+
+
+@app.command()
+def demo(
+    recording: Annotated[Path | None, typer.Option(help="a recorded provider stream (.jsonl)")] = None,
+    format: Annotated[
+        ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")
+    ] = None,
+    delivery: Annotated[DeliveryMode, typer.Option(help="delivery mode")] = DeliveryMode.PREVIEW,
+    pace_ms: Annotated[float, typer.Option(help="milliseconds between recorded events")] = 2.0,
+    throttle_ms: Annotated[
+        int | None, typer.Option(help="preview edit throttle (default: the TOML's)")
+    ] = None,
+) -> None:
+    """Replay a real recorded stream into a mock Telegram chat and show what the chat shows."""
+    from app.demo import DEFAULT_RECORDING, run_demo
+
+    if delivery is DeliveryMode.NATIVE:
+        err.print("delivery 'native' arrives with issue 3; use preview, block, final or progress")
+        raise typer.Exit(2)
+    code = _run(
+        run_demo(
+            console,
+            recording=recording or DEFAULT_RECORDING,
+            fmt=format,
+            delivery=delivery,
+            pace_ms=pace_ms,
+            throttle_ms=throttle_ms,
+        )
+    )
+    raise typer.Exit(code or 0)
+
+
+@app.command()
+def replay(
+    file: Annotated[
+        Path, typer.Argument(help="a recorded provider stream (.jsonl)", exists=True, dir_okay=False)
+    ],
+    channel: Annotated[str, typer.Option(help="configured channel name")],
+    chat_id: Annotated[str, typer.Option(help="target chat id")],
+    format: Annotated[
+        ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")
+    ] = None,
+    url: Annotated[str, typer.Option(help="the sidecar's base URL")] = "http://127.0.0.1:8787",
+    run: Annotated[str | None, typer.Option(help="run id (default: random)")] = None,
+    pace_ms: Annotated[float, typer.Option(help="milliseconds between events")] = 0.0,
+    token_env: Annotated[
+        str, typer.Option(help="environment variable holding the sidecar token")
+    ] = "STREAMRELAY_TOKEN",
+) -> None:
+    """Replay a recorded stream against a running sidecar and print its delivery report."""
+    from app.ingest_client import detect_format, recording_lines
+    from app.ingest_client import replay as do_replay
+
+    token = os.environ.get(token_env, "")
+    if not token:
+        err.print(f"environment variable {token_env} is not set: export the sidecar's bearer token")
+        raise typer.Exit(2)
+    try:
+        fmt = format or detect_format(file)
+        events = recording_lines(file)
+    except ValueError as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from None
+    target: int | str = int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
+    report = _run(
+        do_replay(
+            url,
+            token,
+            run=run or f"replay-{secrets.token_hex(4)}",
+            channel=channel,
+            chat_id=target,
+            fmt=fmt,
+            events=events,
+            pace_ms=pace_ms,
+        )
+    )
+    console.print_json(json.dumps(report))
+
+
+@app.command()
+def case(
+    paths: Annotated[list[Path], typer.Argument(help="case files or folders of them")],
+    out: Annotated[Path, typer.Option(help="folder for the transcripts (<id>.json)")] = Path("out/cases"),
+) -> None:
+    """Run case files (unit and scenario) and write each transcript to OUT/<id>.json."""
+    from app.cases import run_case_file
+
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.json")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            err.print(f"no such case file or folder: {path}")
+            raise typer.Exit(2)
+    out.mkdir(parents=True, exist_ok=True)
+
+    async def main() -> int:
+        table = Table(title=f"{len(files)} case(s)")
+        for col in ("case", "type", "result", "seconds", "why"):
+            table.add_column(col)
+        failed = 0
+        for file in files:
+            result = await run_case_file(file)
+            (out / f"{result.id}.json").write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+            verdict = (
+                "[green]pass[/]"
+                if result.passed
+                else ("[yellow]unsupported[/]" if result.unsupported else "[red]FAIL[/]")
+            )
+            failed += not result.passed
+            why = "; ".join(result.failures)[:300]
+            table.add_row(result.id, result.type, verdict, f"{result.seconds:.2f}", why)
+        console.print(table)
+        console.print(f"{len(files) - failed} passed, {failed} failed · transcripts in {out}")
+        return 1 if failed else 0
+
+    raise typer.Exit(_run(main()))
+
+
+@mock_app.command("telegram")
+def mock_telegram(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8081,
+    rate_limits: Annotated[bool, typer.Option(help="answer 429 past Telegram's documented limits")] = True,
+) -> None:
+    """Run the mock Telegram Bot API on 127.0.0.1 (point a channel's api_base at it)."""
+    from mocks.telegram import serve_forever
+
+    console.print(
+        f"mock Telegram Bot API on http://127.0.0.1:{port} (rate limits {'on' if rate_limits else 'off'})"
+    )
+    _run(serve_forever("127.0.0.1", port, rate_limits))
+
+
+def _run(coro):  # type: ignore[no-untyped-def]
+    try:
+        return asyncio.run(coro)
+    except ConfigError as exc:
+        err.print(f"[red]configuration error:[/] {exc}")
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def main() -> None:
+    """Entry point of the ``streamrelay`` script."""
+    app(sys.argv[1:])

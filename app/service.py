@@ -1,0 +1,132 @@
+"""The composition root: settings → adapters → core, and the sidecar's HTTP server.
+
+``build_relay`` wires configured channels to their adapters; ``Sidecar`` runs the ingest app on uvicorn
+inside the current event loop (``serve`` runs it until stopped; the demo and the case runner start it on
+a free loopback port and stop it when done).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+
+import uvicorn
+from pydantic import SecretStr
+
+from adapters.ingest_http import create_app
+from adapters.telegram.adapter import TelegramAdapter
+from config.settings import ChannelSettings, Settings
+from core.clock import Clock, MonotonicClock
+from core.errors import ConfigError
+from core.ledger import Ledger
+from core.ports import ChannelAdapter
+from core.relay import ChannelRuntime, Relay
+
+
+def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:
+    """The adapter of one configured channel.
+
+    Raises:
+        ConfigError: the platform has no adapter yet.
+    """
+    policy = channel.policy(name)
+    if channel.platform == "telegram":
+        return TelegramAdapter(
+            token.get_secret_value(),
+            base_url=channel.api_base or None,
+            send_timeout_s=channel.send_timeout_ms / 1000,
+            max_units=policy.max_units,
+        )
+    raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
+
+
+def build_relay(
+    settings: Settings,
+    ledger: Ledger,
+    *,
+    clock: Clock | None = None,
+    tokens: Mapping[str, SecretStr] | None = None,
+) -> Relay:
+    """A relay with every configured channel.
+
+    Args:
+        settings: loaded settings.
+        ledger: the ledger to record into.
+        clock: defaults to the real monotonic clock.
+        tokens: tokens by channel name (default: read from each channel's ``token_env``).
+
+    Raises:
+        ConfigError: a token is missing, or a platform has no adapter.
+    """
+    channels: dict[str, ChannelRuntime] = {}
+    for name, channel in settings.channels.items():
+        token = tokens[name] if tokens and name in tokens else channel.token(name)
+        channels[name] = ChannelRuntime(
+            policy=channel.policy(name),
+            adapter=make_adapter(name, channel, token),
+            rate=channel.rate_spec(),
+        )
+    return Relay(channels, ledger, clock or MonotonicClock())
+
+
+class Sidecar:
+    """The ingest HTTP server for a relay, on uvicorn in the running event loop.
+
+    Args:
+        relay: the relay to feed.
+        token: the bearer token clients must send.
+        host: interface (loopback by default).
+        port: 0 picks a free port; read :attr:`url` after :meth:`start`.
+    """
+
+    def __init__(
+        self,
+        relay: Relay,
+        *,
+        token: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_body_bytes: int = 16 * 1024 * 1024,
+        max_line_bytes: int = 1024 * 1024,
+        log_level: str = "warning",
+    ) -> None:
+        app = create_app(relay, token=token, max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes)
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off", access_log=False)
+        )
+        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._task: asyncio.Task[None] | None = None
+        self.host = host
+        self.port = port
+
+    def __repr__(self) -> str:
+        return f"Sidecar(url={self.url!r})"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> str:
+        """Start serving; return the base URL."""
+        self._task = asyncio.create_task(self._server.serve(), name="sidecar")
+        while not self._server.started:
+            if self._task.done():
+                await self._task
+                raise RuntimeError("the sidecar stopped during start-up (is the port in use?)")
+            await asyncio.sleep(0.01)
+        servers = getattr(self._server, "servers", [])
+        if servers and servers[0].sockets:
+            self.port = servers[0].sockets[0].getsockname()[1]
+        return self.url
+
+    async def wait(self) -> None:
+        """Serve until stopped (a signal or :meth:`stop`)."""
+        if self._task is not None:
+            await self._task
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

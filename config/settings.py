@@ -1,0 +1,206 @@
+"""Settings: ``config/channels.toml`` loaded with pydantic-settings, overridden from the environment.
+
+Precedence: values passed in code > environment (``STREAMRELAY_`` prefix, ``__`` between levels, e.g.
+``STREAMRELAY_CHANNELS__TELEGRAM__THROTTLE_MS=500``) > the TOML file. Unknown keys are errors that name
+the key and the file. Tokens come only from the environment variables that ``token_env`` names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from core.chunker import BreakKind, ChunkParams
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from core.coalescer import CoalesceParams
+from core.errors import ConfigError
+from core.events import DeliveryMode
+from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
+from core.ports import TextFormat
+from core.relay import RateSpec
+from core.units import LengthUnit
+
+DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
+
+PLATFORM_LIMITS: dict[str, tuple[int, LengthUnit]] = {
+    # https://core.telegram.org/bots/api#sendmessage : 4096 after entity parsing; UTF-16 units are safe.
+    "telegram": (4096, LengthUnit.UTF16),
+}
+SUPPORTED_PLATFORMS = tuple(PLATFORM_LIMITS)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ChunkSettings(_Strict):
+    min_chars: int = Field(default=800, ge=1)
+    max_chars: int = Field(default=4096, ge=1)
+    break_preference: BreakKind = BreakKind.PARAGRAPH
+
+
+class CoalesceSettings(_Strict):
+    min_chars: int = Field(default=800, ge=0)
+    max_chars: int = Field(default=4096, ge=1)
+    idle_ms: int = Field(default=1000, ge=0)
+    joiner: str = "\n\n"
+
+
+class RateSettings(_Strict):
+    """Rate budgets; each number in the TOML carries its documentation link."""
+
+    per_chat_per_s: float = Field(default=1.0, ge=0)
+    per_chat_burst: float = Field(default=2, ge=1)
+    global_per_s: float = Field(default=30.0, ge=0)
+    global_burst: float = Field(default=30, ge=1)
+
+
+class ChannelSettings(_Strict):
+    """One ``[channels.NAME]`` table."""
+
+    platform: Literal["telegram", "slack", "discord", "web"]
+    token_env: str | None = None
+    api_base: str | None = None
+    delivery: DeliveryMode = DeliveryMode.PREVIEW
+    format: Literal["plain", "markdown"] = "plain"
+    limit: int | None = Field(default=None, ge=1)
+    throttle_ms: int = Field(default=1000, ge=0)
+    send_timeout_ms: int = Field(default=10_000, ge=1)
+    subagents: SubagentPolicy = SubagentPolicy.HIDDEN
+    reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
+    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
+    rate: RateSettings = Field(default_factory=RateSettings)
+
+    def policy(self, name: str) -> ChannelPolicy:
+        """The core's view of this channel."""
+        limit, unit = PLATFORM_LIMITS[self.platform]
+        max_units = self.limit or limit
+        return ChannelPolicy(
+            name=name,
+            delivery=self.delivery,
+            max_units=max_units,
+            unit=unit,
+            fmt=TextFormat(self.format),
+            throttle_s=self.throttle_ms / 1000,
+            block_chunk=ChunkParams(
+                min_chars=self.chunk.min_chars,
+                max_chars=self.chunk.max_chars,
+                break_preference=self.chunk.break_preference,
+                unit=unit,
+            ),
+            coalesce=CoalesceParams(
+                min_chars=min(self.coalesce.min_chars, max_units),
+                max_chars=min(self.coalesce.max_chars, max_units),
+                idle_ms=self.coalesce.idle_ms,
+                joiner=self.coalesce.joiner,
+                unit=unit,
+            ),
+            subagents=self.subagents,
+            reasoning=self.reasoning,
+        )
+
+    def rate_spec(self) -> RateSpec:
+        return RateSpec(
+            per_chat_per_s=self.rate.per_chat_per_s,
+            per_chat_burst=self.rate.per_chat_burst,
+            global_per_s=self.rate.global_per_s,
+            global_burst=self.rate.global_burst,
+        )
+
+    def token(self, name: str) -> SecretStr:
+        """The channel's token from the environment.
+
+        Raises:
+            ConfigError: ``token_env`` is not set, or the variable is empty.
+        """
+        if not self.token_env:
+            raise ConfigError(
+                f"channels.{name}.token_env is missing: name the environment variable of the token"
+            )
+        value = os.environ.get(self.token_env, "")
+        if not value:
+            raise ConfigError(
+                f"channels.{name}: environment variable {self.token_env} is not set; export the bot token there"
+            )
+        return SecretStr(value)
+
+
+class ServiceSettings(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    token_env: str = "STREAMRELAY_TOKEN"
+    ledger: str = "var/streamrelay.sqlite3"
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_line_bytes: int = Field(default=1024 * 1024, ge=256)
+
+
+class Settings(BaseSettings):
+    """All settings: ``[service]`` and ``[channels.NAME]`` tables."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMRELAY_", env_nested_delimiter="__", extra="forbid")
+
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    channels: dict[str, ChannelSettings] = Field(default_factory=dict)
+
+
+def load_settings(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> Settings:
+    """Load settings from ``path`` (TOML), the environment and ``overrides``.
+
+    Raises:
+        ConfigError: the file is missing or not TOML, a key is unknown, or a value is wrong; the
+            message names the key and the file.
+    """
+    toml_path = Path(path)
+    if not toml_path.is_file():
+        raise ConfigError(f"configuration file {toml_path} not found")
+
+    class _FromFile(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+
+    try:
+        settings = _FromFile(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, toml_path)) from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
+    for name, channel in settings.channels.items():
+        if channel.platform not in SUPPORTED_PLATFORMS:
+            raise ConfigError(
+                f"{toml_path}: channels.{name}.platform = {channel.platform!r} is not supported yet "
+                f"(supported: {', '.join(SUPPORTED_PLATFORMS)}; Slack and Discord arrive with issue 3, web with 5)"
+            )
+        if channel.delivery is DeliveryMode.NATIVE:
+            raise ConfigError(
+                f"{toml_path}: channels.{name}.delivery = 'native' is not supported yet (issue 3); "
+                "use preview, block, final or progress"
+            )
+    return Settings.model_validate(settings.model_dump())
+
+
+def _describe(exc: ValidationError, path: Path) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key {key!r} in {path}")
+        else:
+            lines.append(f"{key} in {path}: {err['msg']}")
+    return "; ".join(lines)

@@ -1,0 +1,1182 @@
+"""Chunker: cuts a stream's visible text into chunks at safe breaks (shared/DESIGN.md section 4).
+
+The rule (shared/cases/README.md), applied as if the text arrived one code point at a time, so that the
+output never depends on how the text was split into appends:
+
+- A *break* is a run of whitespace (``" \\t\\n\\r\\f\\v"``) after some text: a paragraph (two newlines or
+  more), a line (one newline), a sentence (no newline, after ``.!?…`` and optional closing quotes or
+  brackets; also a CJK full stop ``。！？`` followed directly by text) or a space. A break counts once the
+  first non-whitespace character after it has arrived.
+- Emit: as soon as the pending text ends at a break of the preferred kind or stronger (paragraph >
+  newline > sentence) that lies outside fences, links and inline code spans, and the text before the
+  break is at least ``min_chars`` long, that text is a chunk.
+- Cut: only when the pending text no longer fits in ``max_chars`` (trailing whitespace not counted, a
+  closer counted while a fence is open) is it cut inside the budget at the last break of the best kind:
+  paragraph > line (breaks outside fences before breaks inside fences) > sentence > space > code point
+  boundary. Breaks leaving a chunk of at least ``min_chars`` are preferred to shorter ones; breaks and
+  code point boundaries inside links ``[text](url)``, inline code spans, fence marker lines and grapheme
+  clusters are used only when nothing else fits.
+- A cut drops the break's whitespace; the indentation of the next line is kept. A fence cut in two is
+  closed (a closer line with the fence's container prefix) and reopened at the start of the next chunk
+  with its info string, or bare when the info string cannot fit; those markers count in ``max_chars``.
+- The forced drain emits what is pending (trailing whitespace dropped); chunks made of whitespace only
+  are dropped, so chunks are never empty.
+
+Fences are CommonMark fences (`````` ``` `````` or ``~~~``, at most 3 spaces of indentation relative to
+their container, closed by a line of the same character at least as long), also inside block quotes
+and list items. Lengths are in the channel's unit (:class:`core.units.LengthUnit`): code points, or
+UTF-16 code units for Telegram, where a character beyond the BMP costs 2 and is never split.
+
+Cost: one pass. Each append costs time proportional to its own length (plain runs are skipped with a
+regular expression; the scanner keeps the fence, line, inline-code and link state, the breaks found so
+far and running unit counts); a cut costs time proportional to the text it emits.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+
+from core.units import LengthUnit, text_units
+
+__all__ = ["BreakKind", "ChunkParams", "Chunker", "chunk_property_failures", "chunk_text"]
+
+
+class BreakKind(enum.StrEnum):
+    """The break a chunker waits for before emitting a chunk under ``max_chars``."""
+
+    PARAGRAPH = "paragraph"
+    NEWLINE = "newline"
+    SENTENCE = "sentence"
+
+
+@dataclass(frozen=True)
+class ChunkParams:
+    """How a :class:`Chunker` cuts.
+
+    Attributes:
+        min_chars: the shortest chunk emitted at a preferred break, in ``unit`` (0 or more).
+        max_chars: the longest chunk ever emitted, fence markers included, in ``unit`` (2 or more,
+            so that any code point fits).
+        break_preference: the break that ends a chunk as soon as ``min_chars`` is reached.
+        unit: how lengths are counted (code points, or UTF-16 code units).
+
+    Raises:
+        ValueError: when ``max_chars < 2`` or ``min_chars`` is outside ``0..max_chars``.
+    """
+
+    min_chars: int
+    max_chars: int
+    break_preference: BreakKind = BreakKind.PARAGRAPH
+    unit: LengthUnit = LengthUnit.CHARS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "break_preference", BreakKind(self.break_preference))
+        object.__setattr__(self, "unit", LengthUnit(self.unit))
+        if self.max_chars < 2:
+            raise ValueError(f"max_chars must be at least 2, got {self.max_chars}")
+        if not 0 <= self.min_chars <= self.max_chars:
+            raise ValueError(f"min_chars must be in 0..max_chars ({self.max_chars}), got {self.min_chars}")
+
+
+# --- characters ----------------------------------------------------------------------------------------
+
+_WS = " \t\n\r\f\v"
+_WS_SET = frozenset(_WS)
+_SENT_END = frozenset(".!?…。！？")
+_CLOSERS = frozenset("\"')]}’”»*_")
+_CJK_STOPS = frozenset("。！？")
+_ZWJ = "\u200d"
+_BMP_MAX = "\uffff"
+
+# Runs of characters that change no state in a line state (see Chunker._scan).
+_RX_TEXT = re.compile(r"[^ \t\n\r\f\v`\[\]()\\。！？]+")
+_RX_NO_BACKTICK = re.compile(r"[^ \t\n\r\f\v`]+")
+_RX_NON_WS = re.compile(r"[^ \t\n\r\f\v]+")
+_RX_LIST_MARKER = re.compile(r"[-*+]|\d{1,9}[.)]")
+
+
+def _is_extend(ch: str) -> bool:
+    """True when no grapheme cluster boundary may come before ``ch`` (marks, ZWJ, selectors, modifiers)."""
+    o = ord(ch)
+    if o < 0x300:
+        return False
+    if o == 0x200D or 0xFE00 <= o <= 0xFE0F or 0x1F3FB <= o <= 0x1F3FF:
+        return True
+    if 0xE0020 <= o <= 0xE007F or 0xE0100 <= o <= 0xE01EF:
+        return True
+    return unicodedata.category(ch) in ("Mn", "Me", "Mc")
+
+
+def _is_regional(ch: str) -> bool:
+    return 0x1F1E6 <= ord(ch) <= 0x1F1FF
+
+
+def _spaces(m: re.Match[str]) -> str:
+    return " " * len(m.group(0))
+
+
+# --- scanner states ------------------------------------------------------------------------------------
+
+# Cut ranks, best first. Breaks outside fences come before breaks inside fences ("a fence that fits is
+# never cut"); sentence and space breaks hold both.
+_R_PARA, _R_LINE, _R_FPARA, _R_FLINE, _R_SENT, _R_SPACE = range(6)
+_RANKS = range(6)
+_EMIT_RANKS = {
+    BreakKind.PARAGRAPH: frozenset({_R_PARA}),
+    BreakKind.NEWLINE: frozenset({_R_PARA, _R_LINE}),
+    BreakKind.SENTENCE: frozenset({_R_PARA, _R_LINE, _R_SENT}),
+}
+
+# Line states. Outside a fence: prefix (indentation, ``>``), list marker candidates, a fence run, an
+# opener's info string, text. Inside a fence: prefix, a closer run, a closer's trailing spaces, content.
+(
+    _L_PREFIX,
+    _L_BULLET,
+    _L_NUM,
+    _L_NUM_DELIM,
+    _L_RUN,
+    _L_INFO,
+    _L_TEXT,
+    _L_FPREFIX,
+    _L_FRUN,
+    _L_FTRAIL,
+    _L_FCONTENT,
+) = range(11)
+_CANDIDATE_LINES = frozenset({_L_RUN, _L_INFO, _L_FPREFIX, _L_FRUN, _L_FTRAIL})
+
+_FIRST = itemgetter(0)
+_BIG = 1 << 62
+
+
+class _Fence:
+    """An open (or recently closed) fence. Positions are absolute code point offsets in the stream."""
+
+    __slots__ = (
+        "char",
+        "closer",
+        "closer_line",
+        "closer_units",
+        "content_cum",
+        "content_start",
+        "end_line",
+        "item_indent",
+        "length",
+        "opener_start",
+        "quote_depth",
+        "quote_prefix",
+        "reopen",
+        "reopen_full",
+        "splittable",
+    )
+
+    def __init__(self, char: str, length: int, opener_start: int, content_start: int, content_cum: int) -> None:
+        self.char = char
+        self.length = length
+        self.opener_start = opener_start
+        self.content_start = content_start  # first position a chunk of this fence may hold as content
+        self.content_cum = content_cum
+        self.end_line = -1  # line where the fence ended (closer line, or the line that left its container)
+        self.closer_line = -1  # line of its explicit closer
+        self.quote_depth = 0
+        self.quote_prefix = ""
+        self.item_indent = 0
+        self.closer = ""  # "\n" + container prefix + run
+        self.closer_units = 0
+        self.reopen = ""  # the opener line of a continuation chunk
+        self.reopen_full = True  # reopen carries the info string
+        self.splittable = True  # markers fit in max_chars: the fence can be closed and reopened
+
+
+# A break: (whitespace start, cumulative units at it, start of the rest, enclosing fence or None).
+_Break = tuple[int, int, int, _Fence | None]
+
+
+class Chunker:
+    """Incremental chunker of one text block (see the module docstring for the rule).
+
+    Args:
+        params: lengths and preferences.
+
+    Example:
+        >>> c = Chunker(ChunkParams(min_chars=1, max_chars=40))
+        >>> c.append("Intro\\n\\nBody")
+        ['Intro']
+        >>> c.pending, c.drain(force=True)
+        ('Body', ['Body'])
+    """
+
+    def __init__(self, params: ChunkParams) -> None:
+        self.params = params
+        self._max = params.max_chars
+        self._min = max(params.min_chars, 1)
+        self._unit = params.unit
+        self._utf16 = params.unit is LengthUnit.UTF16
+        self._cp_max = 2 if self._utf16 else 1
+        self._emit_ranks = _EMIT_RANKS[params.break_preference]
+        self._out: list[str] = []
+        self._pieces: list[str] = []
+        self._pstarts: list[int] = []
+        self._plo = 0
+        self._total = 0  # code points appended
+        self._end = 0  # code points scanned
+        self._cum = 0  # units scanned
+        self._bmp = True
+        self._win = ""
+        self._win_lo = 0
+        self._on_char: tuple[Callable[[str, int], None], ...] = (
+            self._prefix_char,
+            self._marker_char,
+            self._marker_char,
+            self._marker_char,
+            self._run_char,
+            self._info_char,
+            self._inline,
+            self._fprefix_char,
+            self._frun_char,
+            self._ftrail_char,
+            self._noop,
+        )
+        self._reset_block()
+
+    # --- public ---------------------------------------------------------------------------------------
+
+    def append(self, text: str) -> list[str]:
+        """Append text, then drain normally.
+
+        Args:
+            text: the next delta of visible text (any length, may be empty).
+
+        Returns:
+            The chunks this append completed, in order. Cost O(len(text)) plus the emitted text.
+        """
+        if text:
+            self._pieces.append(text)
+            self._pstarts.append(self._total)
+            self._total += len(text)
+            self._bmp = not self._utf16 or text.isascii() or max(text) <= _BMP_MAX
+            self._scan(text)
+        return self.drain()
+
+    def drain(self, force: bool = False) -> list[str]:
+        """Return the chunks emitted since the last drain.
+
+        Args:
+            force: end of the text block: also emit everything pending (trailing whitespace dropped;
+                it always fits in ``max_chars``) and start afresh, as at the beginning of a block.
+
+        Returns:
+            Chunks, in order; never empty strings.
+        """
+        if force:
+            self._emit(self._head + self._slice(self._base, self._end))
+            self._reset_block()
+        out, self._out = self._out, []
+        return out
+
+    @property
+    def pending(self) -> str:
+        """The text not emitted yet, exactly as the next chunk would begin (with a reopened fence opener).
+
+        Without its trailing whitespace (and with a closer when a fence is open) it fits in
+        ``max_chars``. Cost O(len(pending)).
+        """
+        return self._head + self._slice(self._base, self._end)
+
+    # --- block state ----------------------------------------------------------------------------------
+
+    def _reset_block(self) -> None:
+        self._base = self._end  # first code point of the pending text
+        self._base_cum = self._cum
+        self._head = ""  # reopened fence opener that precedes the pending text
+        self._head_units = 0
+        self._p_blank = True  # the pending text holds no non-whitespace yet
+        self._pieces.clear()
+        self._pstarts.clear()
+        self._plo = 0
+        self._win = ""
+        self._win_lo = 0
+        self._breaks: list[list[_Break]] = [[] for _ in _RANKS]
+        self._bstart = [0 for _ in _RANKS]
+        # Protected regions (complete links and code spans; fence marker lines): disjoint, sorted.
+        self._reg_starts: list[int] = []
+        self._reg_ends: list[int] = []
+        self._reg_cums: list[int] = []
+        self._reg_inline: list[bool] = []
+        self._rlo = 0
+        self._fences: list[_Fence] = []
+        self._fence: _Fence | None = None
+        # line
+        self._ls = _L_PREFIX
+        self._line_start = self._end
+        self._line_start_cum = self._cum
+        self._col = 0
+        self._quotes = 0
+        self._after_gt = False
+        self._line_blank = True
+        self._prev_blank = True
+        self._marker_line = False
+        self._marker_col = 0
+        self._num_len = 0
+        self._list_indent = 0
+        self._run_char = ""
+        self._run_len = 0
+        self._run_start = 0
+        self._run_cum = 0
+        self._run_col = 0
+        # whitespace run
+        self._in_ws = False
+        self._ws_start = 0
+        self._ws_cum = 0
+        self._ws_nl = 0
+        self._ws_last_nl = 0
+        self._ws_leading = False
+        self._ws_sent = False
+        # inline (tentative until closed; cancelled at a blank line or a new block)
+        self._code: tuple[int, int, int] | None = None  # (run length, start, cum)
+        self._bt_len = 0
+        self._bt_start = 0
+        self._bt_cum = 0
+        self._links: list[list[int]] = []  # [start, cum, phase (0 text, 1 destination), paren depth]
+        self._link_close: list[int] | None = None  # a link text just closed, waiting for "("
+        self._escape = False
+        self._cjk_stop = -1
+        self._sent = False
+        self._prev = ""
+
+    # --- text store -----------------------------------------------------------------------------------
+
+    def _slice(self, a: int, b: int) -> str:
+        """Appended text between absolute positions ``a`` and ``b`` (``a`` not before the pending text)."""
+        if a >= b:
+            return ""
+        starts, pieces = self._pstarts, self._pieces
+        k = bisect_right(starts, a, self._plo) - 1
+        s0, piece = starts[k], pieces[k]
+        if b <= s0 + len(piece):
+            return piece[a - s0 : b - s0]
+        out = [piece[a - s0 :]]
+        k += 1
+        while b > starts[k] + len(pieces[k]):
+            out.append(pieces[k])
+            k += 1
+        out.append(pieces[k][: b - starts[k]])
+        return "".join(out)
+
+    def _char_at(self, p: int) -> str:
+        lo = self._win_lo
+        if not lo <= p < lo + len(self._win):
+            lo = max(self._base, p - 128)
+            self._win = self._slice(lo, min(self._total, p + 64))
+            self._win_lo = lo
+        return self._win[p - lo]
+
+    def _units_of(self, ch: str) -> int:
+        return 2 if self._utf16 and ch > _BMP_MAX else 1
+
+    # --- scanning -------------------------------------------------------------------------------------
+
+    def _scan(self, s: str) -> None:
+        i, n = 0, len(s)
+        while i < n:
+            st = self._ls
+            rx: re.Pattern[str] | None = None
+            if st == _L_TEXT:
+                if not (self._bt_len or self._escape or self._link_close is not None):
+                    rx = _RX_TEXT if self._code is None else _RX_NO_BACKTICK
+            elif st == _L_FCONTENT:
+                rx = _RX_NON_WS
+            elif st == _L_INFO:
+                rx = _RX_NO_BACKTICK if self._run_char == "`" else _RX_NON_WS
+            if rx is not None:
+                m = rx.match(s, i)
+                if m is not None:
+                    j = m.end()
+                    self._plain(s, i, j)
+                    i = j
+                    continue
+            c = s[i]
+            if c in _WS_SET:
+                self._ws_char(c)
+            else:
+                self._char(c)
+            i += 1
+
+    def _plain(self, s: str, i: int, j: int) -> None:
+        """A run of non-whitespace characters that change no scanner state."""
+        self._nonws_pre(self._end)
+        self._p_blank = False
+        k = j - 1
+        while k >= i and s[k] in _CLOSERS:
+            k -= 1
+        if k >= i:
+            self._sent = s[k] in _SENT_END
+        self._prev = s[j - 1]
+        while i < j:
+            room = self._max - self._rendered()
+            if self._bmp:
+                if j - i <= room:
+                    self._cum += j - i
+                    self._end += j - i
+                    return
+                k = max(room, 0) + 1  # the k-th character is the first that does not fit
+                self._cum += k
+                self._end += k
+                i += k
+            else:
+                used, k = 0, i
+                while k < j:
+                    used += 2 if s[k] > _BMP_MAX else 1
+                    k += 1
+                    if used > room:
+                        break
+                self._cum += used
+                self._end += k - i
+                if used <= room:
+                    return
+                i = k
+            self._overflow()
+
+    def _char(self, c: str) -> None:
+        pos = self._end
+        self._nonws_pre(pos)
+        self._on_char[self._ls](c, pos)
+        self._p_blank = False
+        self._sent = c in _SENT_END or (self._sent and c in _CLOSERS)
+        self._prev = c
+        self._cum += 2 if self._utf16 and c > _BMP_MAX else 1
+        self._end = pos + 1
+        if self._rendered() > self._max:
+            self._overflow()
+
+    def _ws_char(self, c: str) -> None:
+        pos = self._end
+        newline = c == "\n"
+        if newline:
+            self._newline(pos)
+        else:
+            self._space(c, pos)
+        if not self._in_ws and (newline or self._ls not in (_L_PREFIX, _L_FPREFIX)):
+            self._in_ws = True
+            self._ws_start = pos
+            self._ws_cum = self._cum
+            self._ws_nl = 0
+            self._ws_leading = self._p_blank
+            self._ws_sent = self._sent
+        self._prev = c
+        self._cum += 1
+        self._end = pos + 1
+        if newline:
+            self._ws_nl += 1
+            self._ws_last_nl = pos
+            if self._p_blank and not self._head:
+                self._base = pos + 1  # blank lines at the start of a block are dropped
+                self._base_cum = self._cum
+            elif self._rendered() > self._max:
+                self._overflow()  # a fence opened: its closer now counts
+
+    def _noop(self, c: str, pos: int) -> None:
+        return None
+
+    # --- breaks and emission --------------------------------------------------------------------------
+
+    def _nonws_pre(self, pos: int) -> None:
+        """A non-whitespace character arrives at ``pos``: the break before it (if any) is complete."""
+        if self._in_ws:
+            self._in_ws = False
+            start = self._ws_start
+            if self._ws_leading or start < self._base:
+                return
+            nl, fenced = self._ws_nl, self._fence is not None
+            if nl >= 2:
+                rank = _R_FPARA if fenced else _R_PARA
+            elif nl:
+                rank = _R_FLINE if fenced else _R_LINE
+            else:
+                rank = _R_SENT if self._ws_sent else _R_SPACE
+            self._add_break(rank, start, self._ws_cum, self._ws_last_nl + 1 if nl else pos)
+        elif self._cjk_stop == pos:
+            self._add_break(_R_SENT, pos, self._cum, pos)
+
+    def _add_break(self, rank: int, ws_start: int, ws_cum: int, rest: int) -> None:
+        brk: _Break = (ws_start, ws_cum, rest, self._fence)
+        self._breaks[rank].append(brk)
+        if brk[3] is None and rank in self._emit_ranks:
+            if self._head_units + ws_cum - self._base_cum >= self._min:
+                guard = self._protect(True)
+                if guard is None or ws_start < guard[0]:
+                    self._cut_break(brk)
+
+    def _rendered(self) -> int:
+        """Units of the pending text as a chunk now: trailing whitespace dropped, a closer if needed."""
+        nonws = self._ws_cum if self._in_ws else self._cum
+        if self._p_blank or nonws < self._base_cum:
+            nonws = self._base_cum
+        units = self._head_units + nonws - self._base_cum
+        fence = self._fence
+        if fence is not None and fence.splittable and self._ls == _L_FCONTENT:
+            units += fence.closer_units  # a line that may still be the closer counts as one
+        return units
+
+    def _closer_ready(self) -> bool:
+        fence = self._fence
+        return fence is not None and (
+            self._ls == _L_FTRAIL or (self._ls == _L_FRUN and self._run_len >= fence.length)
+        )
+
+    def _protect(self, inline: bool) -> tuple[int, int] | None:
+        """Start (position, cum) of the earliest region still open that must not be cut, or None.
+
+        ``inline`` includes tentative code spans and links; fence marker line candidates always count.
+        """
+        best, cum = _BIG, 0
+        if inline:
+            if self._code is not None:
+                best, cum = self._code[1], self._code[2]
+            elif self._bt_len:
+                best, cum = self._bt_start, self._bt_cum
+            if self._links and self._links[0][0] < best:
+                best, cum = self._links[0][0], self._links[0][1]
+            lc = self._link_close
+            if lc is not None and lc[0] < best:
+                best, cum = lc[0], lc[1]
+        if self._ls in _CANDIDATE_LINES and self._line_start < best:
+            best, cum = self._line_start, self._line_start_cum
+        return None if best == _BIG else (best, cum)
+
+    # --- cutting --------------------------------------------------------------------------------------
+
+    def _emit(self, text: str) -> None:
+        text = text.rstrip(_WS)
+        if text.strip():
+            self._out.append(text)
+
+    def _set_base(self, pos: int, cum: int, head: str) -> None:
+        """The pending text now starts at ``pos``, after ``head``; forget what lies before it."""
+        self._base, self._base_cum = pos, cum
+        self._head = head
+        self._head_units = text_units(head, self._unit) if head else 0
+        self._p_blank = False
+        for r in _RANKS:
+            lst = self._breaks[r]
+            lo = bisect_left(lst, pos, self._bstart[r], key=_FIRST)
+            if lo > 64 and 2 * lo > len(lst):
+                del lst[:lo]
+                lo = 0
+            self._bstart[r] = lo
+        self._rlo = bisect_right(self._reg_ends, pos, self._rlo)
+        if self._rlo > 64 and 2 * self._rlo > len(self._reg_ends):
+            for lst2 in (self._reg_starts, self._reg_ends, self._reg_cums):
+                del lst2[: self._rlo]
+            del self._reg_inline[: self._rlo]
+            self._rlo = 0
+        self._fences = [f for f in self._fences if f is self._fence or f.end_line < 0 or f.end_line > pos]
+        starts = self._pstarts
+        while self._plo + 1 < len(starts) and starts[self._plo + 1] <= pos:
+            self._plo += 1
+        if self._plo > 32 and 2 * self._plo > len(starts):
+            del starts[: self._plo]
+            del self._pieces[: self._plo]
+            self._plo = 0
+
+    def _cut_break(self, brk: _Break) -> None:
+        ws_start, ws_cum, rest, fence = brk
+        chunk = self._head + self._slice(self._base, ws_start)
+        head = ""
+        if fence is not None and fence.splittable:
+            chunk += fence.closer
+            if fence.end_line < 0 or fence.end_line > rest:
+                head = fence.reopen + "\n"
+                fence.content_start = rest
+        self._emit(chunk)
+        self._set_base(rest, ws_cum + rest - ws_start, head)
+
+    def _cut_at(self, p: int, cum: int) -> None:
+        fence = self._fence_at(p)
+        chunk = self._head + self._slice(self._base, p)
+        head = ""
+        if fence is not None and fence.splittable:
+            chunk = chunk.rstrip(_WS) + fence.closer
+            head = fence.reopen + "\n"
+            if self._char_at(p - 1) != "\n":
+                head += fence.quote_prefix
+            fence.content_start = p
+        if self._ls in (_L_RUN, _L_INFO) and p > self._line_start:
+            self._ls = _L_TEXT  # a line cut in two opens no fence
+        self._emit(chunk)
+        self._set_base(p, cum, head)
+
+    def _overflow(self) -> None:
+        while self._rendered() > self._max:
+            if not self._cut_once():
+                return
+
+    def _cut_once(self) -> bool:
+        """Cut the pending text once, by the first plan that finds a cut inside the budget."""
+        full = self._protect(True)
+        struct = self._protect(False)
+        plans: tuple[Callable[[], bool], ...] = (
+            lambda: self._try_break(full, True),
+            lambda: self._try_code_point(full, True, True, False),
+            lambda: self._try_break(struct, False),
+            lambda: self._try_code_point(struct, False, True, False),
+            self._empty_fence_cut,
+            lambda: self._try_code_point(struct, False, False, False),
+            lambda: self._try_code_point(None, False, False, True),
+        )
+        return any(plan() for plan in plans)
+
+    def _try_break(self, guard: tuple[int, int] | None, inline: bool) -> bool:
+        for rank in _RANKS:
+            brk = self._last_valid(rank, guard, inline)
+            if brk is not None:
+                self._cut_break(brk)
+                return True
+        return False
+
+    def _last_valid(self, rank: int, guard: tuple[int, int] | None, inline: bool) -> _Break | None:
+        """The last break of ``rank`` before ``guard`` (outside protected regions) that fits, or None."""
+        lst, lo = self._breaks[rank], self._bstart[rank]
+        j = (len(lst) if guard is None else bisect_left(lst, guard[0], lo, key=_FIRST)) - 1
+        while j >= lo:
+            brk = lst[j]
+            k = self._region_index(brk[0], inline)
+            if k >= 0:
+                j = bisect_left(lst, self._reg_starts[k], lo, j, key=_FIRST) - 1
+                continue
+            fence = brk[3]
+            units = self._head_units + brk[1] - self._base_cum
+            if fence is not None and fence.splittable:
+                units += fence.closer_units
+            if units <= self._max and self._fence_ok(brk):
+                return brk
+            j -= 1
+        return None
+
+    def _fence_ok(self, brk: _Break) -> bool:
+        """A cut at a break inside a fence leaves content on both sides (no empty fence)."""
+        ws_start, _, rest, fence = brk
+        if fence is None or not fence.splittable:
+            return True
+        if ws_start < fence.content_start:
+            return False
+        if fence.closer_line >= 0:
+            return fence.closer_line != rest
+        return not (fence is self._fence and rest == self._line_start and self._ls in _CANDIDATE_LINES)
+
+    def _region_index(self, pos: int, inline: bool) -> int:
+        k = bisect_left(self._reg_starts, pos, self._rlo) - 1
+        if k >= self._rlo and self._reg_ends[k] > pos and (inline or not self._reg_inline[k]):
+            return k
+        return -1
+
+    def _fence_at(self, p: int) -> _Fence | None:
+        """The fence whose content holds the code point boundary ``p``."""
+        for fence in reversed(self._fences):
+            if fence.opener_start < p:
+                if p > fence.content_start and (fence.end_line < 0 or p < fence.end_line):
+                    return fence
+                return None
+        return None
+
+    def _try_code_point(self, guard: tuple[int, int] | None, inline: bool, grapheme: bool, any_ws: bool) -> bool:
+        """Cut at the last code point boundary inside the budget, outside protected regions."""
+        lo = self._base + 1
+        p = self._end - 1
+        if p < lo:
+            return False
+        cum = self._cum - self._units_of(self._char_at(p))
+        if guard is not None and guard[0] < p:
+            p, cum = guard
+        while p >= lo:
+            k = self._region_index(p, inline)
+            if k >= 0:
+                p, cum = self._reg_starts[k], self._reg_cums[k]
+                continue
+            fence = self._fence_at(p)
+            units = self._head_units + cum - self._base_cum
+            if fence is not None and fence.splittable:
+                units += fence.closer_units
+            if units <= self._max and self._boundary_ok(p, grapheme, any_ws):
+                self._cut_at(p, cum)
+                return True
+            p -= 1
+            cum -= self._units_of(self._char_at(p))
+        return False
+
+    def _boundary_ok(self, p: int, grapheme: bool, any_ws: bool) -> bool:
+        ch, prev = self._char_at(p), self._char_at(p - 1)
+        if not any_ws and (ch in _WS_SET or prev in _WS_SET):
+            return False  # next to whitespace: that is a break, tried before
+        if not grapheme:
+            return True
+        if _is_extend(ch) or prev == _ZWJ:
+            return False
+        if _is_regional(ch) and _is_regional(prev):
+            q = p - 1
+            while q > self._base and _is_regional(self._char_at(q - 1)):
+                q -= 1
+            return (p - q) % 2 == 0  # not between the two flags of a pair
+        return True
+
+    def _empty_fence_cut(self) -> bool:
+        """Last resort for a fence whose opener with its info string leaves no room for content.
+
+        Emits the opener with a closer and reopens the fence bare.
+        """
+        fence = self._fence
+        if (
+            fence is None
+            or not fence.splittable
+            or fence.reopen_full
+            or self._head
+            or fence.opener_start != self._base
+            or self._end <= fence.content_start
+        ):
+            return False
+        self._emit(self._slice(self._base, fence.content_start).rstrip(_WS) + fence.closer)
+        self._set_base(fence.content_start, fence.content_cum, fence.reopen + "\n")
+        return True
+
+    # --- regions --------------------------------------------------------------------------------------
+
+    def _add_region(self, start: int, cum: int, end: int, inline: bool) -> None:
+        starts = self._reg_starts
+        while len(starts) > self._rlo and starts[-1] >= start:  # nested regions: keep the outer one
+            starts.pop()
+            self._reg_ends.pop()
+            self._reg_cums.pop()
+            self._reg_inline.pop()
+        starts.append(start)
+        self._reg_ends.append(end)
+        self._reg_cums.append(cum)
+        self._reg_inline.append(inline)
+
+    # --- lines ----------------------------------------------------------------------------------------
+
+    def _newline(self, pos: int) -> None:
+        st = self._ls
+        if st == _L_TEXT:
+            self._inline_ws(pos)
+        elif st == _L_RUN:
+            self._end_run()
+            if self._ls == _L_INFO:
+                self._open_fence(pos)
+            else:
+                self._inline_ws(pos)
+        elif st == _L_INFO:
+            self._open_fence(pos)
+        elif st in (_L_FRUN, _L_FTRAIL):
+            if self._closer_ready():
+                self._close_fence()
+        elif st == _L_FPREFIX and self._fence is not None and self._quotes < self._fence.quote_depth:
+            self._implicit_end()
+        if self._fence is None and self._line_blank:
+            self._cancel_inline()  # a blank line ends the paragraph: no span or link crosses it
+        self._prev_blank = self._line_blank
+        self._line_start = pos + 1
+        self._line_start_cum = self._cum + 1
+        self._col = 0
+        self._quotes = 0
+        self._after_gt = False
+        self._line_blank = True
+        self._marker_line = False
+        self._ls = _L_FPREFIX if self._fence is not None else _L_PREFIX
+
+    def _space(self, c: str, pos: int) -> None:
+        st = self._ls
+        if st == _L_TEXT:
+            self._inline_ws(pos)
+        elif st in (_L_PREFIX, _L_FPREFIX):
+            self._indent(c)
+        elif st in (_L_BULLET, _L_NUM_DELIM):
+            self._confirm_marker()
+            self._indent(c)
+        elif st == _L_NUM:
+            self._end_prefix()
+            self._ls = _L_TEXT
+        elif st == _L_RUN:
+            self._end_run()
+            if self._ls == _L_TEXT:
+                self._inline_ws(pos)
+        elif st == _L_FRUN and self._fence is not None:
+            self._ls = _L_FTRAIL if self._run_len >= self._fence.length else _L_FCONTENT
+
+    def _indent(self, c: str) -> None:
+        if c == "\t":
+            self._col = (self._col // 4 + 1) * 4
+            self._after_gt = False
+        elif self._after_gt:
+            self._after_gt = False  # the optional space of a ">" marker
+        else:
+            self._col += 1
+
+    def _prefix_char(self, c: str, pos: int) -> None:
+        """First non-whitespace characters of a line outside fences: containers, markers, fences."""
+        if c == ">" and self._col <= 3:
+            self._quotes += 1
+            self._col = 0
+            self._after_gt = True
+            return
+        self._after_gt = False
+        limit = 3 + self._list_indent
+        if self._col <= limit and (c in "-*+" or "0" <= c <= "9"):
+            self._ls = _L_BULLET if c in "-*+" else _L_NUM
+            self._marker_col = self._col
+            self._num_len = 1
+            self._line_blank = False
+            return
+        self._end_prefix()
+        if c in "`~" and self._col <= 3 + self._list_indent:
+            self._ls = _L_RUN
+            self._run_char = c
+            self._run_len = 1
+            self._run_start = pos
+            self._run_cum = self._cum
+            self._run_col = self._col
+            return
+        self._ls = _L_TEXT
+        self._inline(c, pos)
+
+    def _end_prefix(self) -> None:
+        self._line_blank = False
+        if self._marker_line:
+            self._list_indent = self._col
+        elif self._prev_blank and self._col < self._list_indent:
+            self._list_indent = 0
+
+    def _marker_char(self, c: str, pos: int) -> None:
+        if self._ls == _L_NUM:
+            if "0" <= c <= "9" and self._num_len < 9:
+                self._num_len += 1
+                return
+            if c in ".)":
+                self._ls = _L_NUM_DELIM
+                return
+        self._end_prefix()  # not a list marker after all: text
+        self._ls = _L_TEXT
+        self._inline(c, pos)
+
+    def _confirm_marker(self) -> None:
+        width = 1 if self._ls == _L_BULLET else self._num_len + 1
+        self._col = self._marker_col + width
+        self._marker_line = True
+        self._ls = _L_PREFIX
+        self._cancel_inline()
+
+    def _run_char(self, c: str, pos: int) -> None:
+        if c == self._run_char:
+            self._run_len += 1
+            return
+        self._end_run()
+        if self._ls == _L_INFO:
+            self._info_char(c, pos)
+        else:
+            self._inline(c, pos)
+
+    def _end_run(self) -> None:
+        """A fence character run at the start of a line ended: an opener candidate, or text."""
+        if self._run_len >= 3:
+            self._ls = _L_INFO
+            self._cancel_inline()
+            return
+        if self._run_char == "`":
+            self._bt_len, self._bt_start, self._bt_cum = self._run_len, self._run_start, self._run_cum
+        self._ls = _L_TEXT
+
+    def _info_char(self, c: str, pos: int) -> None:
+        if c == "`" and self._run_char == "`":
+            # A backtick in the info string: no fence, the run opens an inline code span.
+            self._code = (self._run_len, self._run_start, self._run_cum)
+            self._ls = _L_TEXT
+            self._start_backticks(pos)
+
+    def _open_fence(self, pos: int) -> None:
+        run_end = self._run_start + self._run_len
+        raw = self._slice(self._line_start, self._run_start)
+        info = self._slice(run_end, pos).rstrip(_WS)
+        run = self._run_char * self._run_len
+        fence = _Fence(self._run_char, self._run_len, self._line_start, pos + 1, self._cum + 1)
+        prefix = _RX_LIST_MARKER.sub(_spaces, raw)
+        gt = prefix.rfind(">")
+        if gt >= 0:
+            fence.quote_prefix = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
+        fence.quote_depth = self._quotes
+        fence.item_indent = min(self._run_col, self._list_indent) if self._list_indent else 0
+        fence.closer = "\n" + prefix + run
+        fence.closer_units = text_units(fence.closer, self._unit)
+        room = self._max - fence.closer_units - 1 - self._cp_max
+        full = prefix + run + info
+        fence.reopen_full = text_units(full, self._unit) <= room
+        fence.reopen = full if fence.reopen_full else prefix + run
+        fence.splittable = (
+            text_units(prefix + run, self._unit) <= room
+            and text_units(raw + run + info, self._unit) + fence.closer_units <= self._max
+        )
+        self._add_region(self._line_start, self._line_start_cum, run_end + len(info), False)
+        self._fence = fence
+        self._fences.append(fence)
+
+    def _close_fence(self) -> None:
+        fence = self._fence
+        assert fence is not None
+        fence.closer_line = fence.end_line = self._line_start
+        self._add_region(self._line_start, self._line_start_cum, self._run_start + self._run_len, False)
+        self._fence = None
+
+    def _implicit_end(self) -> None:
+        """The line left the fence's container (block quote or list item): the fence ends before it."""
+        assert self._fence is not None
+        self._fence.end_line = self._line_start
+        self._fence = None
+        self._ls = _L_PREFIX
+
+    def _fprefix_char(self, c: str, pos: int) -> None:
+        fence = self._fence
+        assert fence is not None
+        if self._quotes < fence.quote_depth:
+            if c == ">" and self._col <= 3:
+                self._quotes += 1
+                self._col = 0
+                self._after_gt = True
+                return
+            self._implicit_end()
+            self._prefix_char(c, pos)
+            return
+        self._after_gt = False
+        if self._col < fence.item_indent:
+            self._implicit_end()
+            self._prefix_char(c, pos)
+            return
+        self._line_blank = False
+        if c == fence.char and self._col <= fence.item_indent + 3:
+            self._ls = _L_FRUN
+            self._run_len = 1
+            self._run_start = pos
+        else:
+            self._ls = _L_FCONTENT
+
+    def _frun_char(self, c: str, pos: int) -> None:
+        if self._fence is not None and c == self._fence.char:
+            self._run_len += 1
+        else:
+            self._ls = _L_FCONTENT
+
+    def _ftrail_char(self, c: str, pos: int) -> None:
+        self._ls = _L_FCONTENT
+
+    # --- inline: code spans and links -----------------------------------------------------------------
+
+    def _inline(self, c: str, pos: int) -> None:
+        lc = self._link_close
+        if lc is not None:
+            self._link_close = None
+            if c == "(":
+                lc[2], lc[3] = 1, 0
+                self._links.append(lc)
+                return
+        if self._bt_len:
+            if c == "`":
+                self._bt_len += 1
+                return
+            self._resolve_backticks(pos)
+        if self._escape:
+            self._escape = False
+            return
+        if c == "`":
+            self._start_backticks(pos)
+        elif self._code is not None:
+            return
+        elif c == "\\":
+            self._escape = True
+        elif c in "[]()":
+            self._link_char(c, pos)
+        elif c in _CJK_STOPS:
+            self._cjk_stop = pos + 1
+
+    def _inline_ws(self, pos: int) -> None:
+        self._link_close = None
+        if self._bt_len:
+            self._resolve_backticks(pos)
+        self._escape = False
+
+    def _start_backticks(self, pos: int) -> None:
+        self._bt_len, self._bt_start, self._bt_cum = 1, pos, self._cum
+
+    def _resolve_backticks(self, pos: int) -> None:
+        """A backtick run ended before ``pos``: it opens a code span, closes the open one, or is content."""
+        n, self._bt_len = self._bt_len, 0
+        code = self._code
+        if code is None:
+            self._code = (n, self._bt_start, self._bt_cum)
+        elif code[0] == n:
+            self._add_region(code[1], code[2], pos, True)
+            self._code = None
+
+    def _link_char(self, c: str, pos: int) -> None:
+        links = self._links
+        top = links[-1] if links else None
+        if c == "[":
+            if top is None or top[2] == 0:
+                bang = self._prev == "!"
+                links.append([pos - bang, self._cum - bang, 0, 0])
+        elif top is None:
+            return
+        elif c == "]":
+            if top[2] == 0:
+                self._link_close = links.pop()
+        elif top[2] == 1:
+            if c == "(":
+                top[3] += 1
+            elif top[3]:
+                top[3] -= 1
+            else:
+                links.pop()
+                self._add_region(top[0], top[1], pos + 1, True)
+
+    def _cancel_inline(self) -> None:
+        self._code = None
+        self._bt_len = 0
+        self._links.clear()
+        self._link_close = None
+        self._escape = False
+
+
+def chunk_text(text: str, params: ChunkParams) -> list[str]:
+    """Chunks of a whole text: one append and a forced drain.
+
+    Args:
+        text: the text to split.
+        params: lengths (in ``params.unit``) and preferences.
+
+    Returns:
+        The chunks, each within ``params.max_chars``; none empty.
+    """
+    chunker = Chunker(params)
+    return chunker.append(text) + chunker.drain(force=True)
+
+
+# --- property checks (shared/cases/README.md: chunker ``properties``) -------------------------------------
+
+_FENCE_LINE = re.compile(r"(?P<prefix>[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)*[ \t]*)(?P<run>`{3,}|~{3,})(?P<rest>.*)")
+
+
+def _fence_lines(text: str) -> tuple[list[int], list[bool], bool]:
+    """Fence marker lines of ``text``: (marker line indices, per fence whether it has content, left open)."""
+    markers: list[int] = []
+    has_content: list[bool] = []
+    open_char, open_len = "", 0
+    for idx, line in enumerate(text.split("\n")):
+        m = _FENCE_LINE.fullmatch(line)
+        if not open_char:
+            if m and not (m["run"][0] == "`" and "`" in m["rest"]):
+                open_char, open_len = m["run"][0], len(m["run"])
+                markers.append(idx)
+                has_content.append(False)
+        elif m and m["run"][0] == open_char and len(m["run"]) >= open_len and not m["rest"].strip():
+            open_char = ""
+            markers.append(idx)
+        elif line.strip(" \t>"):
+            has_content[-1] = True
+    return markers, has_content, bool(open_char)
+
+
+def content_key(text: str) -> str:
+    """``text`` without its fence marker lines and without any whitespace (what a cut may not change)."""
+    markers = set(_fence_lines(text)[0])
+    kept = (line for idx, line in enumerate(text.split("\n")) if idx not in markers)
+    return "".join("".join(kept).split())
+
+
+def fences_balanced(text: str) -> bool:
+    """True when every fence opened in ``text`` is closed in it."""
+    return not _fence_lines(text)[2]
+
+
+def _grapheme_failures(chunks: Sequence[str]) -> list[str]:
+    failures: list[str] = []
+    bodies = []
+    for chunk in chunks:
+        lines = chunk.split("\n")
+        markers = _fence_lines(chunk)[0]
+        lo = 1 if markers and markers[0] == 0 and len(lines) > 1 else 0
+        hi = len(lines) - 1 if markers and markers[-1] == len(lines) - 1 and len(lines) > 1 else len(lines)
+        bodies.append("\n".join(lines[lo:hi]))
+    for i, body in enumerate(bodies):
+        if body and (_is_extend(body[0]) and i > 0):
+            failures.append(f"chunk {i} starts inside a grapheme cluster: {body[:8]!r}")
+        if body and body[-1] == _ZWJ:
+            failures.append(f"chunk {i} ends with a zero width joiner")
+        if i and body and bodies[i - 1] and _is_regional(body[0]):
+            tail = bodies[i - 1]
+            n = len(tail) - len(tail.rstrip("".join(chr(c) for c in range(0x1F1E6, 0x1F200))))
+            if n % 2:
+                failures.append(f"chunk {i} splits a flag")
+    return failures
+
+
+def chunk_property_failures(
+    chunks: Sequence[str], props: Mapping[str, object], params: ChunkParams, appends: Sequence[str]
+) -> list[str]:
+    """Check the chunker ``properties`` of a unit case (shared/cases/README.md).
+
+    Args:
+        chunks: the chunks emitted for ``appends`` (every append, then a forced drain).
+        props: property name to expected value: ``max_units`` (int), ``each_starts_with`` /
+            ``each_ends_with`` (str), ``count_of`` ({substring: n} over all chunks), and the flags
+            ``fences_balanced``, ``no_empty_fence``, ``joined_equals_input``, ``no_split_grapheme``,
+            ``chunks_equal_single_append`` (checked when true).
+        params: the chunker parameters (their unit measures ``max_units``).
+        appends: the appended texts.
+
+    Returns:
+        One message per failure; empty when every property holds.
+    """
+    failures: list[str] = []
+    for name, want in props.items():
+        failures.extend(_property_failures(name, want, list(chunks), params, appends))
+    return failures
+
+
+def _property_failures(  # noqa: C901 - one branch per property, each a line
+    name: str, want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]
+) -> list[str]:
+    out: list[str] = []
+    if name == "max_units":
+        out = [f"chunk {i} has {text_units(c, params.unit)} units > {want}" for i, c in enumerate(chunks)
+               if isinstance(want, int) and text_units(c, params.unit) > want]
+    elif name == "each_starts_with":
+        out = [f"chunk {i} does not start with {want!r}: {c[:40]!r}" for i, c in enumerate(chunks)
+               if not c.startswith(str(want))]
+    elif name == "each_ends_with":
+        out = [f"chunk {i} does not end with {want!r}: {c[-40:]!r}" for i, c in enumerate(chunks)
+               if not c.endswith(str(want))]
+    elif name == "count_of":
+        for sub, n in dict(want).items() if isinstance(want, Mapping) else ():
+            got = sum(c.count(str(sub)) for c in chunks)
+            if got != n:
+                out.append(f"{sub!r} occurs {got} times, expected {n}")
+    elif not want:
+        out = []
+    elif name == "fences_balanced":
+        out = [f"chunk {i} leaves a fence open: {c[-60:]!r}" for i, c in enumerate(chunks) if not fences_balanced(c)]
+    elif name == "no_empty_fence":
+        out = [f"chunk {i} holds an empty fence: {c[:60]!r}" for i, c in enumerate(chunks)
+               if not all(_fence_lines(c)[1])]
+    elif name == "joined_equals_input":
+        if "".join(content_key(c) for c in chunks) != content_key("".join(appends)):
+            out = ["the chunks joined (fence markers and whitespace ignored) differ from the input"]
+    elif name == "no_split_grapheme":
+        out = _grapheme_failures(chunks)
+    elif name == "chunks_equal_single_append":
+        single = chunk_text("".join(appends), params)
+        if single != chunks:
+            out = [f"one append gives {single!r}, not {chunks!r}"]
+    else:
+        out = [f"unknown chunker property {name!r}"]
+    return out

@@ -1,0 +1,205 @@
+"""Delivery modes: what the person should see, as slots handed to the reconciler (DESIGN §5).
+
+- ``preview``: one message grows in place; at the limit it is frozen full and a new one continues
+  (the chunker with ``min = max = limit`` decides the frozen parts; the live part is its pending text).
+- ``block``: chunker then coalescer; every block becomes a message; the final adds only what no block
+  shows (whitespace-insensitive coverage).
+- ``final``: nothing until the end; then the final split to the limit.
+- ``progress``: a status message of true progress; the answer only at the commit point.
+
+Every mode implements :class:`ModeHandler`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from core.chunker import Chunker, chunk_text
+from core.clock import Clock
+from core.coalescer import Block, Chunk, Coalescer
+from core.delivery.answer import AnswerChange
+from core.delivery.coverage import uncovered_tail
+from core.delivery.reconciler import Reconciler, Slot
+from core.events import DeliveryMode
+from core.policy import ChannelPolicy
+from core.report import SlotRole
+
+
+class ModeHandler(Protocol):
+    """What a delivery mode does with the root answer and the run's boundaries."""
+
+    def on_answer(self, change: AnswerChange, message: int) -> None:
+        """The linear root answer grew (or was reset)."""
+        ...
+
+    def on_boundary(self) -> None:
+        """A text block or an assistant message ended: drain what is pending."""
+        ...
+
+    def deadline(self) -> float | None:
+        """When :meth:`tick` should next be called (clock seconds), or None."""
+        ...
+
+    def tick(self) -> None:
+        """Time passed (e.g. the coalescer's idle gap)."""
+        ...
+
+    def show_answer_at_commit(self) -> bool:
+        """True when the answer is held back until the commit point."""
+        ...
+
+    def finalize(self, final_text: str) -> None:
+        """The committed final answer: make the channel show exactly it, never twice."""
+        ...
+
+
+class PreviewMode:
+    """One message edited in place, rolled over at the limit."""
+
+    def __init__(self, policy: ChannelPolicy, rec: Reconciler) -> None:
+        self._policy = policy
+        self._rec = rec
+        self._chunker = Chunker(policy.split_params())
+        self._slots: list[Slot] = []
+        self._frozen = 0
+
+    def _show(self, frozen: list[str]) -> None:
+        for text in frozen:
+            self._slot(self._frozen, text)
+            self._frozen += 1
+        live = self._chunker.pending
+        if live.strip() or self._frozen < len(self._slots):
+            self._slot(self._frozen, live)
+
+    def _slot(self, i: int, text: str) -> None:
+        if i < len(self._slots):
+            self._rec.set_text(self._slots[i], text)
+        else:
+            self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+
+    def on_answer(self, change: AnswerChange, message: int) -> None:
+        if change.reset:
+            self._chunker = Chunker(self._policy.split_params())
+            self._frozen = 0
+        self._show(self._chunker.append(change.text))
+
+    def on_boundary(self) -> None:
+        return None
+
+    def deadline(self) -> float | None:
+        return None
+
+    def tick(self) -> None:
+        return None
+
+    def show_answer_at_commit(self) -> bool:
+        return False
+
+    def finalize(self, final_text: str) -> None:
+        parts = chunk_text(final_text, self._policy.split_params())
+        for i, text in enumerate(parts):
+            self._slot(i, text)
+        for slot in self._slots[len(parts) :]:
+            self._rec.set_text(slot, "")
+
+
+class BlockMode:
+    """Block replies: readable messages, each a coalesced block."""
+
+    def __init__(self, policy: ChannelPolicy, rec: Reconciler, clock: Clock) -> None:
+        self._policy = policy
+        self._rec = rec
+        self._clock = clock
+        self._chunker = Chunker(policy.block_params())
+        self._coalescer = Coalescer(policy.coalesce, clock)
+        self._slots: list[Slot] = []
+        self._message = 0
+
+    def _emit(self, blocks: list[Block]) -> None:
+        for block in blocks:
+            # A block never exceeds the platform limit: split again to it if the joiner pushed it over.
+            for part in chunk_text(block.text, self._policy.split_params()):
+                self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+
+    def _push(self, chunks: list[str]) -> None:
+        for text in chunks:
+            self._emit(self._coalescer.push(Chunk(text=text, message=self._message), self._clock.now()))
+
+    def on_answer(self, change: AnswerChange, message: int) -> None:
+        if change.reset:
+            # Sent blocks cannot be unsent: continue with what no block shows yet.
+            self._chunker = Chunker(self._policy.block_params())
+            self._coalescer = Coalescer(self._policy.coalesce, self._clock)
+            text = uncovered_tail(change.text, [s.desired for s in self._slots])
+        else:
+            text = change.text
+        self._message = message
+        self._push(self._chunker.append(text))
+
+    def on_boundary(self) -> None:
+        self._push(self._chunker.drain(force=True))
+        self._emit(self._coalescer.flush())
+
+    def deadline(self) -> float | None:
+        return self._coalescer.deadline()
+
+    def tick(self) -> None:
+        self._emit(self._coalescer.poll(self._clock.now()))
+
+    def show_answer_at_commit(self) -> bool:
+        return False
+
+    def finalize(self, final_text: str) -> None:
+        self.on_boundary()
+        tail = uncovered_tail(final_text, [s.desired for s in self._slots])
+        for part in chunk_text(tail, self._policy.split_params()):
+            self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+
+
+class FinalMode:
+    """One answer at the end, split to the limit."""
+
+    def __init__(self, policy: ChannelPolicy, rec: Reconciler) -> None:
+        self._policy = policy
+        self._rec = rec
+        self._shown = False
+
+    def on_answer(self, change: AnswerChange, message: int) -> None:
+        return None
+
+    def on_boundary(self) -> None:
+        return None
+
+    def deadline(self) -> float | None:
+        return None
+
+    def tick(self) -> None:
+        return None
+
+    def show_answer_at_commit(self) -> bool:
+        return False
+
+    def finalize(self, final_text: str) -> None:
+        if self._shown:
+            return
+        self._shown = True
+        for part in chunk_text(final_text, self._policy.split_params()):
+            self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt)
+
+
+class ProgressMode(FinalMode):
+    """Progress in a status message; the answer only at the commit point."""
+
+    def show_answer_at_commit(self) -> bool:
+        return True
+
+
+def make_mode(policy: ChannelPolicy, rec: Reconciler, clock: Clock) -> ModeHandler:
+    """The handler of ``policy.delivery``. ``native`` falls back to ``preview`` until it exists."""
+    if policy.delivery is DeliveryMode.BLOCK:
+        return BlockMode(policy, rec, clock)
+    if policy.delivery is DeliveryMode.FINAL:
+        return FinalMode(policy, rec)
+    if policy.delivery is DeliveryMode.PROGRESS:
+        return ProgressMode(policy, rec)
+    return PreviewMode(policy, rec)

@@ -1,0 +1,330 @@
+"""The reconciler: makes a channel show the run's desired message parts, one call at a time.
+
+Delivery modes decide *what* should be visible as an ordered list of slots (one slot = one platform
+message: answer parts, a status message, a failure notice). The reconciler decides *when and how*:
+it sends a slot that has no message yet (strictly in slot order), edits a slot whose shown text differs
+from its desired text, and records every call's intent and outcome in the ledger.
+
+Rules (shared/DESIGN.md §4, §5):
+
+- Preview edits are throttled: at most one call per ``throttle_s`` until finalization starts. With
+  ``throttle_s == 0`` every intermediate state is sent in order while the rate budget allows it; when
+  it does not (or with a throttle) intermediate states merge into the latest.
+- A 429 pauses the conversation (the send chain) for ``retry_after``; everything pending then merges
+  into one edit.
+- A send that timed out is *uncertain*: it may have landed, so it is never sent again. An edit that timed
+  out is retried (an edit is idempotent).
+- "message is not modified" is success (adapters return normally). An edit that would render the same
+  text is not sent.
+- A message rejected for its formatting is sent again with the markup removed (``degraded``).
+- Network failures and 5xx are retried with exponential backoff, at most ``max_attempts`` times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from core.clock import Clock
+from core.errors import (
+    DeliveryError,
+    PayloadRejectedError,
+    PlatformUnavailableError,
+    RateLimitedError,
+    RejectReason,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+)
+from core.events import Target
+from core.ledger import Ledger, PartRecord
+from core.ports import ChannelAdapter, TextFormat
+from core.report import PartReport, PartState, SlotRole
+from core.send_chain import SendChain
+
+
+@dataclass
+class Slot:
+    """One message part: what it should show and what the platform acknowledged."""
+
+    index: int
+    role: SlotRole
+    desired: str = ""
+    fmt: TextFormat = TextFormat.PLAIN
+    message_id: str | None = None
+    shown: str | None = None
+    state: PartState = PartState.PENDING
+    degraded: bool = False
+    error: str | None = None
+    attempts: int = 0
+    retry_at: float = 0.0
+    history: deque[str] = field(default_factory=deque)
+
+    def settled(self) -> bool:
+        """True when no further call is needed for this slot."""
+        if self.state in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
+            return True
+        if not self.desired.strip():
+            return self.message_id is None
+        return self.message_id is not None and self.shown == self.desired
+
+    def report(self) -> PartReport:
+        return PartReport(
+            slot=self.index,
+            role=self.role,
+            state=self.state,
+            message_id=self.message_id,
+            chars=len(self.shown or ""),
+            degraded=self.degraded,
+            error=self.error,
+        )
+
+
+@dataclass(frozen=True)
+class _Op:
+    slot: Slot
+    kind: str  # "send" | "edit" | "delete"
+    text: str
+    not_before: float
+
+
+class Reconciler:
+    """Drives one run's slots to their desired texts through the conversation's send chain.
+
+    Args:
+        run: the run id (ledger key).
+        adapter: the channel adapter (single-attempt calls).
+        chain: the conversation's send chain.
+        target: where the messages go.
+        ledger: records intents and outcomes.
+        clock: injected clock.
+        throttle_s: minimum seconds between preview calls before finalization (0: no throttle).
+        max_attempts: attempts for transient failures (network, 5xx) before a part fails.
+    """
+
+    def __init__(
+        self,
+        *,
+        run: str,
+        adapter: ChannelAdapter,
+        chain: SendChain,
+        target: Target,
+        ledger: Ledger,
+        clock: Clock,
+        throttle_s: float = 0.0,
+        max_attempts: int = 5,
+    ) -> None:
+        self.run = run
+        self._adapter = adapter
+        self._chain = chain
+        self._target = target
+        self._ledger = ledger
+        self._clock = clock
+        self.throttle_s = throttle_s
+        self._max_attempts = max_attempts
+        self.slots: list[Slot] = []
+        self.finalizing = False
+        self._closed = False
+        self._wake = asyncio.Event()
+        self._last_call_at: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._restored: list[Slot] = []
+
+    # --- what should be visible -------------------------------------------------------------------------
+
+    def restore(self, records: list[PartRecord]) -> None:
+        """Load the parts recorded before a restart, so they are edited, never sent again.
+
+        Restored slots are handed out again by :meth:`claim_slot`, in order, per role.
+        """
+        for rec in records:
+            slot = Slot(index=len(self.slots), role=rec.role, desired=rec.shown or "", fmt=TextFormat.PLAIN)
+            slot.message_id, slot.shown, slot.degraded, slot.error = (
+                rec.message_id,
+                rec.shown,
+                rec.degraded,
+                rec.error,
+            )
+            slot.state = rec.state
+            if rec.state is PartState.PENDING and rec.message_id is None:
+                slot.state = PartState.PENDING
+            self.slots.append(slot)
+            self._restored.append(slot)
+
+    def claim_slot(self, role: SlotRole, text: str = "", fmt: TextFormat = TextFormat.PLAIN) -> Slot:
+        """A slot for the next part of ``role``: a restored one if any is left, else a new one at the end."""
+        for i, slot in enumerate(self._restored):
+            if slot.role is role:
+                del self._restored[i]
+                if slot.degraded:
+                    fmt = TextFormat.STRIPPED if fmt is TextFormat.MARKDOWN else fmt
+                slot.fmt = fmt
+                self.set_text(slot, text)
+                return slot
+        slot = Slot(index=len(self.slots), role=role, fmt=fmt)
+        self.slots.append(slot)
+        self.set_text(slot, text)
+        return slot
+
+    def set_text(self, slot: Slot, text: str) -> None:
+        """Set what ``slot`` should show; wakes the loop."""
+        if text == slot.desired:
+            return
+        slot.desired = text
+        if slot.state is PartState.ACKED or (slot.state is PartState.SKIPPED and text.strip()):
+            slot.state = PartState.PENDING
+        if self.throttle_s == 0 and not self.finalizing:
+            slot.history.append(text)
+        else:
+            slot.history.clear()
+        self._wake.set()
+
+    # --- running ----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the delivery loop as a task."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=f"reconciler:{self.run}")
+
+    async def finish(self) -> None:
+        """Finalization: drop the throttle, deliver everything, and stop the loop."""
+        self.finalizing = True
+        self._closed = True
+        self._wake.set()
+        self.start()
+        assert self._task is not None
+        await self._task
+
+    async def cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def parts(self) -> list[PartReport]:
+        return [s.report() for s in self.slots]
+
+    async def _loop(self) -> None:
+        while True:
+            op = self._next_op()
+            if op is None:
+                if self._closed:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            delay = op.not_before - self._clock.now()
+            if delay > 0:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                except TimeoutError:
+                    pass
+                continue
+            await self._perform(op)
+
+    def _next_op(self) -> _Op | None:
+        for slot in self.slots:
+            if slot.settled():
+                if slot.state is PartState.PENDING and slot.message_id is not None:
+                    slot.state = PartState.ACKED
+                continue
+            if not slot.desired.strip():
+                if slot.message_id is not None and self.finalizing:
+                    return _Op(slot, "delete", "", 0.0)
+                if slot.message_id is None:
+                    continue
+                return None  # an emptied preview waits for text
+            ready_in = self._chain.ready_in()
+            if ready_in > 0:
+                slot.history.clear()  # the platform is not keeping up: pending states merge into one
+            text = slot.history[0] if slot.history else slot.desired
+            not_before = max(slot.retry_at, self._clock.now() + ready_in)
+            if not self.finalizing and self._last_call_at is not None:
+                not_before = max(not_before, self._last_call_at + self.throttle_s)
+            return _Op(slot, "send" if slot.message_id is None else "edit", text, not_before)
+        return None
+
+    def _sent(self, slot: Slot, text: str) -> None:
+        slot.shown = text
+        while slot.history and slot.history[0] != text:
+            slot.history.popleft()
+        if slot.history:
+            slot.history.popleft()
+        slot.attempts = 0
+        slot.error = None
+        if slot.shown == slot.desired:
+            slot.state = PartState.ACKED
+
+    async def _perform(self, op: _Op) -> None:
+        slot = op.slot
+        if op.kind == "edit" and op.text == slot.shown:
+            self._sent(slot, op.text)
+            return
+        call_id = await self._ledger.record_intent(self.run, slot.index, slot.role, op.kind, op.text)
+        self._last_call_at = self._clock.now()
+        outcome, detail = "ack", ""
+        try:
+            if op.kind == "send":
+                slot.message_id = await self._chain.call(
+                    lambda: self._adapter.send_text(self._target, op.text, slot.fmt)
+                )
+                self._sent(slot, op.text)
+            elif op.kind == "edit":
+                assert slot.message_id is not None
+                mid = slot.message_id
+                await self._chain.call(lambda: self._adapter.edit_text(self._target, mid, op.text, slot.fmt))
+                self._sent(slot, op.text)
+            else:
+                assert slot.message_id is not None
+                mid = slot.message_id
+                await self._chain.call(lambda: self._adapter.delete_message(self._target, mid))
+                slot.message_id, slot.shown, slot.state = None, None, PartState.SKIPPED
+        except DeliveryError as exc:
+            outcome, detail = self._on_error(op, exc)
+        await self._ledger.record_outcome(call_id, self._record(slot), outcome, detail)
+
+    def _on_error(self, op: _Op, exc: DeliveryError) -> tuple[str, str]:
+        slot = op.slot
+        if isinstance(exc, RateLimitedError):
+            slot.history.clear()  # everything pending merges into one call after the pause
+            return "rate_limited", f"retry_after={exc.retry_after_s}"
+        if isinstance(exc, UncertainDeliveryError):
+            if op.kind == "send":
+                slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"
+                slot.history.clear()
+            return "uncertain", str(exc)
+        if isinstance(exc, PlatformUnavailableError):
+            slot.attempts += 1
+            if slot.attempts >= self._max_attempts:
+                slot.state, slot.error = PartState.FAILED, f"gave up after {slot.attempts} attempts: {exc}"
+                return "failed", str(exc)
+            slot.retry_at = self._clock.now() + min(8.0, 0.25 * 2 ** (slot.attempts - 1))
+            return "retry", str(exc)
+        if isinstance(exc, PayloadRejectedError):
+            if exc.reason is RejectReason.BAD_FORMAT and slot.fmt is TextFormat.MARKDOWN:
+                slot.fmt, slot.degraded = TextFormat.STRIPPED, True
+                return "degraded", str(exc)
+            if exc.reason is RejectReason.EMPTY:
+                slot.state = PartState.SKIPPED
+                return "skipped", str(exc)
+        if isinstance(exc, TargetNotFoundError) and op.kind == "edit":
+            slot.message_id, slot.shown = None, None  # the message is gone: show the part anew
+            return "gone", str(exc)
+        slot.state, slot.error = PartState.FAILED, f"{type(exc).__name__}: {exc}"
+        slot.history.clear()
+        return "failed", str(exc)
+
+    def _record(self, slot: Slot) -> PartRecord:
+        return PartRecord(
+            run=self.run,
+            slot=slot.index,
+            role=slot.role,
+            state=slot.state,
+            message_id=slot.message_id,
+            shown=slot.shown,
+            degraded=slot.degraded,
+            error=slot.error,
+        )

@@ -1,0 +1,116 @@
+"""The ledger port: a durable record per run of what should be shown and what was acknowledged.
+
+Every platform call is written twice: its *intent* before the call, its outcome (ack with message id,
+uncertain, failed) after. A part's ``shown`` text is set only from an ack. On restart, a run's parts are
+loaded back, so a replayed stream edits the messages that exist instead of sending them again.
+
+Keys: a part is ``(run, slot)``; the *delivery key* is ``(target, slot role, text)`` and the *content
+key* the same without the target (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.report import PartState, SlotRole
+
+
+@dataclass
+class PartRecord:
+    """One message part of a run as the ledger knows it."""
+
+    run: str
+    slot: int
+    role: SlotRole
+    state: PartState = PartState.PENDING
+    message_id: str | None = None
+    shown: str | None = None
+    """The text the platform acknowledged for this part (``None`` before the first ack)."""
+    degraded: bool = False
+    error: str | None = None
+
+
+@dataclass
+class RunRecord:
+    run: str
+    channel: str
+    target: dict[str, Any]
+    mode: str
+    end_status: str | None = None
+    ended: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def content_key(role: SlotRole, text: str) -> str:
+    """Content key: what is shown, independent of where (sha256 hex of role and text)."""
+    return hashlib.sha256(f"{role}\x00{text}".encode()).hexdigest()
+
+
+def delivery_key(target_key: str, role: SlotRole, text: str) -> str:
+    """Delivery key: the content key bound to a reply target."""
+    return hashlib.sha256(f"{target_key}\x00{role}\x00{text}".encode()).hexdigest()
+
+
+class Ledger(Protocol):
+    """Durable run records. Implementations: :class:`MemoryLedger`, ``adapters.sqlite.SqliteLedger``."""
+
+    async def start_run(self, record: RunRecord) -> None:
+        """Create the run record, or keep the existing one (a restart replays ``run.start``)."""
+        ...
+
+    async def end_run(self, run: str, end_status: str) -> None: ...
+
+    async def get_run(self, run: str) -> RunRecord | None: ...
+
+    async def record_intent(self, run: str, slot: int, role: SlotRole, op: str, text: str) -> int:
+        """Write the intent of one call before it is made; return its call id."""
+        ...
+
+    async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
+        """Write a call's outcome (``ack``, ``uncertain``, ``failed``, ``rate_limited``, ...) and the part."""
+        ...
+
+    async def parts(self, run: str) -> list[PartRecord]:
+        """The run's parts in slot order."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryLedger:
+    """A ledger in memory: for unit tests and ``ledger = "memory"`` (nothing survives a restart)."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, RunRecord] = {}
+        self._parts: dict[tuple[str, int], PartRecord] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    async def start_run(self, record: RunRecord) -> None:
+        self._runs.setdefault(record.run, record)
+
+    async def end_run(self, run: str, end_status: str) -> None:
+        rec = self._runs.get(run)
+        if rec is not None:
+            rec.end_status = end_status
+            rec.ended = True
+
+    async def get_run(self, run: str) -> RunRecord | None:
+        return self._runs.get(run)
+
+    async def record_intent(self, run: str, slot: int, role: SlotRole, op: str, text: str) -> int:
+        self.calls.append({"run": run, "slot": slot, "role": role, "op": op, "text": text, "outcome": None})
+        return len(self.calls) - 1
+
+    async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
+        self.calls[call_id]["outcome"] = outcome
+        self.calls[call_id]["detail"] = detail
+        self._parts[(part.run, part.slot)] = PartRecord(**part.__dict__)
+
+    async def parts(self, run: str) -> list[PartRecord]:
+        found = [p for (r, _), p in self._parts.items() if r == run]
+        return sorted(found, key=lambda p: p.slot)
+
+    async def close(self) -> None:
+        return None

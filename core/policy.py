@@ -1,0 +1,84 @@
+"""A channel's delivery policy as the core sees it: plain values, no platform, no file.
+
+``config/`` builds one from ``channels.toml``; the case runner builds one from a case's ``channel``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from core.chunker import BreakKind, ChunkParams
+from core.coalescer import CoalesceParams
+from core.events import DeliveryMode
+from core.ports import TextFormat
+from core.units import LengthUnit
+
+
+class SubagentPolicy(enum.StrEnum):
+    """``hidden``: only the root's answer; ``status``: one status line per child; ``thread``: each child in
+    its own thread where the platform has threads (falls back to ``status`` until that exists)."""
+
+    HIDDEN = "hidden"
+    STATUS = "status"
+    THREAD = "thread"
+
+
+class ReasoningPolicy(enum.StrEnum):
+    HIDDEN = "hidden"
+    SHOWN = "shown"
+
+
+@dataclass(frozen=True)
+class ChannelPolicy:
+    """How one channel delivers.
+
+    Attributes:
+        name: the channel's name in the configuration.
+        delivery: the delivery mode (DESIGN §5).
+        max_units: the platform's text limit per message, in ``unit`` (Telegram: 4096 UTF-16 units,
+            https://core.telegram.org/bots/api#sendmessage).
+        unit: the length unit of ``max_units``.
+        fmt: ``plain`` or ``markdown`` (rendered by the adapter).
+        throttle_s: minimum seconds between preview calls (0: every change is sent).
+        block_chunk: chunker parameters for ``block`` mode (``max_chars`` is capped at ``max_units``).
+        coalesce: coalescer parameters for ``block`` mode.
+        subagents: sub-agent policy.
+        reasoning: reasoning policy.
+    """
+
+    name: str
+    delivery: DeliveryMode = DeliveryMode.PREVIEW
+    max_units: int = 4096
+    unit: LengthUnit = LengthUnit.UTF16
+    fmt: TextFormat = TextFormat.PLAIN
+    throttle_s: float = 1.0
+    block_chunk: ChunkParams = field(
+        default_factory=lambda: ChunkParams(
+            min_chars=800, max_chars=4096, break_preference=BreakKind.PARAGRAPH
+        )
+    )
+    coalesce: CoalesceParams = field(
+        default_factory=lambda: CoalesceParams(min_chars=800, max_chars=4096, idle_ms=1000, joiner="\n\n")
+    )
+    subagents: SubagentPolicy = SubagentPolicy.HIDDEN
+    reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
+
+    def split_params(self) -> ChunkParams:
+        """Chunker parameters that fill messages up to the limit (preview rollover, final parts)."""
+        return ChunkParams(
+            min_chars=self.max_units,
+            max_chars=self.max_units,
+            break_preference=BreakKind.PARAGRAPH,
+            unit=self.unit,
+        )
+
+    def block_params(self) -> ChunkParams:
+        """Chunker parameters of ``block`` mode, capped at the platform limit, in the channel's unit."""
+        max_units = min(self.block_chunk.max_chars, self.max_units)
+        return ChunkParams(
+            min_chars=min(self.block_chunk.min_chars, max_units),
+            max_chars=max_units,
+            break_preference=self.block_chunk.break_preference,
+            unit=self.unit,
+        )

@@ -1,0 +1,301 @@
+"""The relay: the run registry between ingest and delivery.
+
+Ingest (HTTP today, Redis later) hands it decoded JSON lines; the relay validates them, normalizes
+provider-native lines, orders each run by ``seq`` and feeds one worker task per run. Runs never share a
+queue, so a bad or slow run cannot hold up another. A bad line fails alone with an
+:class:`~core.errors.IngestError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.clock import Clock
+from core.errors import IngestError
+from core.events import End, Event, RunStart, Target, parse_event
+from core.ledger import Ledger
+from core.normalize import Normalizer, make_normalizer
+from core.policy import ChannelPolicy
+from core.ports import ChannelAdapter
+from core.rate import TokenBucket
+from core.report import DeliveryReport
+from core.run import RunController
+from core.send_chain import SendChain
+from core.sequencer import SeqGate
+
+_log = logging.getLogger("streamrelay.relay")
+
+
+@dataclass(frozen=True)
+class RateSpec:
+    """Rate budgets of a channel (each number sourced in the channel's TOML).
+
+    Attributes:
+        per_chat_per_s: sustained calls per second per conversation (0: unlimited).
+        per_chat_burst: calls a conversation may make at once.
+        global_per_s: sustained calls per second per bot, all conversations together (0: unlimited).
+        global_burst: burst of the bot-wide budget.
+    """
+
+    per_chat_per_s: float = 0.0
+    per_chat_burst: float = 1.0
+    global_per_s: float = 0.0
+    global_burst: float = 1.0
+
+
+@dataclass
+class ChannelRuntime:
+    """A configured channel: its policy, its adapter, its rate budgets and one send chain per target."""
+
+    policy: ChannelPolicy
+    adapter: ChannelAdapter
+    rate: RateSpec = field(default_factory=RateSpec)
+    _chains: dict[str, SendChain] = field(default_factory=dict)
+    _global: TokenBucket | None = None
+
+    def chain_for(self, target: Target, clock: Clock) -> SendChain:
+        """The send chain of ``target`` (one per chat and thread), created on first use."""
+        key = f"{target.chat_id}/{target.thread_id or ''}"
+        chain = self._chains.get(key)
+        if chain is None:
+            if self._global is None:
+                self._global = TokenBucket(self.rate.global_per_s, self.rate.global_burst)
+            chat = TokenBucket(self.rate.per_chat_per_s, self.rate.per_chat_burst)
+            chain = self._chains[key] = SendChain(clock, [chat, self._global])
+        return chain
+
+
+@dataclass
+class _Run:
+    controller: RunController
+    queue: asyncio.Queue[Event]
+    gate: SeqGate
+    normalizer: Normalizer | None
+    task: asyncio.Task[None] | None = None
+    failure: str | None = None
+
+
+class Relay:
+    """Routes events to runs and runs to channels.
+
+    Args:
+        channels: configured channels by name.
+        ledger: the durable record shared by all runs.
+        clock: the injected clock.
+        queue_size: per-run queue bound (ingest waits when a run falls this far behind).
+        keep_finished: how many finished runs' reports stay in memory (older ones come from the ledger).
+    """
+
+    def __init__(
+        self,
+        channels: Mapping[str, ChannelRuntime],
+        ledger: Ledger,
+        clock: Clock,
+        *,
+        queue_size: int = 10_000,
+        keep_finished: int = 10_000,
+        gap_timeout_s: float = 2.0,
+    ) -> None:
+        self.channels = dict(channels)
+        self._ledger = ledger
+        self._clock = clock
+        self._queue_size = queue_size
+        self._keep = keep_finished
+        self._gap_timeout_s = gap_timeout_s
+        self._runs: dict[str, _Run] = {}
+        self._finished: OrderedDict[str, RunController] = OrderedDict()
+        self.pipeline_listeners: list[Callable[[dict[str, Any]], None]] = []
+
+    # --- ingest -----------------------------------------------------------------------------------------
+
+    async def submit_line(self, obj: Any, run_hint: str | None = None) -> int:
+        """Take one decoded NDJSON line; return how many normalized events it produced.
+
+        A line with ``kind`` is a normalized event (``run`` defaults to ``run_hint``); a line with
+        ``type`` is a raw provider event of a run that declared ``format`` in its ``run.start``.
+
+        Raises:
+            IngestError: the line is not a valid event, names another run, or belongs to no started run.
+        """
+        if not isinstance(obj, dict):
+            raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
+        if run_hint is not None:
+            if obj.get("run", run_hint) != run_hint:
+                raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
+        run_id = obj.get("run", run_hint)
+        if "kind" not in obj and "type" in obj:
+            return await self._submit_raw(run_id, obj)
+        if run_hint is not None and "run" not in obj:
+            obj = {**obj, "run": run_hint}
+        await self.submit(parse_event(obj))
+        return 1
+
+    async def _submit_raw(self, run_id: Any, obj: dict[str, Any]) -> int:
+        run = self._runs.get(run_id) if isinstance(run_id, str) else None
+        if run is None or run.normalizer is None:
+            raise IngestError(
+                f"line has 'type' {obj.get('type')!r} but no 'kind': raw provider events need a started run "
+                "whose run.start declares 'format' (anthropic, openai-responses, openai-chat)",
+                status=409 if run is None else 400,
+            )
+        events = run.normalizer.feed(obj)
+        for event in events:
+            await self.submit(event)
+        return len(events)
+
+    async def submit(self, event: Event) -> None:
+        """Queue one normalized event for its run (waits if the run's queue is full).
+
+        Raises:
+            IngestError: ``run.start`` names an unknown channel; an event arrives for a run that has not
+                started or already ended.
+        """
+        run = self._runs.get(event.run)
+        if isinstance(event, RunStart):
+            if run is not None:
+                if run.controller.policy.name != event.channel:
+                    raise IngestError(f"run {event.run!r} already started on another channel", status=409)
+                return  # a replayed run.start
+            if event.run in self._finished:
+                raise IngestError(f"run {event.run!r} already ended; start a new run id", status=409)
+            await self._start(event)
+            return
+        if run is None:
+            if event.run in self._finished:
+                raise IngestError(
+                    f"run {event.run!r} already ended; its events are no longer taken", status=409
+                )
+            raise IngestError(
+                f"run {event.run!r} has not started: send its run.start event first", status=409
+            )
+        if isinstance(event, End) and run.normalizer is not None and event.source is None:
+            for extra in run.normalizer.close():
+                await run.queue.put(extra)
+        await run.queue.put(event)
+
+    async def _start(self, event: RunStart) -> None:
+        channel = self.channels.get(event.channel)
+        if channel is None:
+            known = ", ".join(sorted(self.channels)) or "none"
+            raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
+        policy = channel.policy
+        if event.mode is not None and event.mode is not policy.delivery:
+            from dataclasses import replace
+
+            policy = replace(policy, delivery=event.mode)
+        controller = RunController(
+            event,
+            policy,
+            channel.adapter,
+            channel.chain_for(event.target, self._clock),
+            self._ledger,
+            self._clock,
+            on_pipeline=self._publish,
+        )
+        normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
+        run = _Run(controller, asyncio.Queue(self._queue_size), SeqGate(self._gap_timeout_s), normalizer)
+        self._runs[event.run] = run
+        await controller.open()
+        run.task = asyncio.create_task(self._work(run), name=f"run:{event.run}")
+
+    def _publish(self, unit: dict[str, Any]) -> None:
+        for listener in self.pipeline_listeners:
+            listener(unit)
+
+    # --- the per-run worker -----------------------------------------------------------------------------
+
+    async def _work(self, run: _Run) -> None:
+        controller = run.controller
+        try:
+            while True:
+                deadlines = [d for d in (controller.deadline(), run.gate.deadline()) if d is not None]
+                timeout = max(0.0, min(deadlines) - self._clock.now()) if deadlines else None
+                try:
+                    event = await asyncio.wait_for(run.queue.get(), timeout)
+                    ready = run.gate.push(event, self._clock.now())
+                except TimeoutError:
+                    controller.tick()
+                    ready = run.gate.expire(self._clock.now())
+                for item in ready:
+                    if isinstance(item, End) and item.source is None:
+                        await controller.close(item)
+                        return
+                    controller.handle(item)
+        except asyncio.CancelledError:
+            await controller.abort()
+            raise
+        except Exception as exc:  # a bug in one run must not take others down
+            run.failure = f"{type(exc).__name__}: {exc}"
+            controller.errors.append(f"internal error, delivery stopped: {run.failure}")
+            _log.exception("run %s failed", controller.run)
+            await controller.abort()
+        finally:
+            self._runs.pop(controller.run, None)
+            self._finished[controller.run] = controller
+            while len(self._finished) > self._keep:
+                self._finished.popitem(last=False)
+
+    # --- reading ----------------------------------------------------------------------------------------
+
+    def controller(self, run_id: str) -> RunController | None:
+        run = self._runs.get(run_id)
+        return run.controller if run is not None else self._finished.get(run_id)
+
+    async def report(self, run_id: str) -> DeliveryReport | None:
+        """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""
+        controller = self.controller(run_id)
+        if controller is not None:
+            report = controller.report()
+            run = self._runs.get(run_id)
+            if run is not None:
+                report.gaps = list(run.gate.gaps)
+            return report
+        record = await self._ledger.get_run(run_id)
+        if record is None:
+            return None
+        from core.report import PartReport, summarize
+
+        parts = [
+            PartReport(
+                slot=p.slot,
+                role=p.role,
+                state=p.state,
+                message_id=p.message_id,
+                chars=len(p.shown or ""),
+                degraded=p.degraded,
+                error=p.error,
+            )
+            for p in await self._ledger.parts(run_id)
+        ]
+        report = summarize(run_id, record.channel, parts, done=record.ended)
+        report.end_status = record.end_status
+        return report
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
+        """Wait until the run is finalized (or the timeout passes); return its report."""
+        run = self._runs.get(run_id)
+        if run is not None and run.task is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(run.task), timeout_s)
+        return await self.report(run_id)
+
+    def active_runs(self) -> list[str]:
+        return list(self._runs)
+
+    async def close(self) -> None:
+        """Stop every run worker (unfinished runs stay in the ledger) and close adapters."""
+        for run in list(self._runs.values()):
+            if run.task is not None:
+                run.task.cancel()
+        for run in list(self._runs.values()):
+            if run.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await run.task
+        for channel in self.channels.values():
+            await channel.adapter.close()

@@ -1,0 +1,111 @@
+"""The delivery report: the truthful summary of what a run's channel really shows.
+
+Shape (JSON)::
+
+    {"run": "r1", "channel": "telegram", "done": true, "status": "delivered" | "partial" | "failed" | "pending",
+     "confirmed": 3, "uncertain": 0, "failed": 0, "unsent": 0, "degraded": false,
+     "message_ids": ["11", "12", "13"], "parts": [{"slot": 0, "role": "answer", "state": "acked", ...}],
+     "end_status": "ok", "errors": ["..."], "gaps": []}
+
+``confirmed`` / ``uncertain`` / ``failed`` / ``unsent`` count message parts (one part = one platform message).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, Field
+
+
+class PartState(enum.StrEnum):
+    """Where one message part stands.
+
+    ``pending``: not (fully) shown yet. ``acked``: the platform confirmed the part's current text.
+    ``uncertain``: a send timed out (it may have landed; never retried). ``failed``: permanently refused.
+    ``skipped``: nothing to show (empty after trimming).
+    """
+
+    PENDING = "pending"
+    ACKED = "acked"
+    UNCERTAIN = "uncertain"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class SlotRole(enum.StrEnum):
+    """What a message part is for: the answer, a status message, or a notice (failure shown to people)."""
+
+    ANSWER = "answer"
+    STATUS = "status"
+    NOTICE = "notice"
+
+
+class ReportStatus(enum.StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+class PartReport(BaseModel):
+    slot: int
+    role: SlotRole
+    state: PartState
+    message_id: str | None = None
+    chars: int = 0
+    degraded: bool = False
+    error: str | None = None
+
+
+class DeliveryReport(BaseModel):
+    """What a run's channel shows, with the confirmed, uncertain, failed and unsent parts."""
+
+    run: str
+    channel: str
+    done: bool = False
+    status: ReportStatus = ReportStatus.PENDING
+    end_status: str | None = None
+    confirmed: int = 0
+    uncertain: int = 0
+    failed: int = 0
+    unsent: int = 0
+    degraded: bool = False
+    message_ids: list[str] = Field(default_factory=list)
+    parts: list[PartReport] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    gaps: list[str] = Field(default_factory=list)
+
+
+def summarize(run: str, channel: str, parts: list[PartReport], *, done: bool) -> DeliveryReport:
+    """Count parts and derive the status.
+
+    ``delivered``: every part confirmed. ``partial``: some confirmed, some uncertain / failed / unsent.
+    ``failed``: nothing confirmed while something should have been shown. ``pending`` while not done.
+    """
+    counted = [p for p in parts if p.state is not PartState.SKIPPED]
+    confirmed = sum(p.state is PartState.ACKED for p in counted)
+    uncertain = sum(p.state is PartState.UNCERTAIN for p in counted)
+    failed = sum(p.state is PartState.FAILED for p in counted)
+    unsent = sum(p.state is PartState.PENDING for p in counted)
+    if not done:
+        status = ReportStatus.PENDING
+    elif confirmed == len(counted):
+        status = ReportStatus.DELIVERED
+    elif confirmed == 0:
+        status = ReportStatus.FAILED
+    else:
+        status = ReportStatus.PARTIAL
+    return DeliveryReport(
+        run=run,
+        channel=channel,
+        done=done,
+        status=status,
+        confirmed=confirmed,
+        uncertain=uncertain,
+        failed=failed,
+        unsent=unsent,
+        degraded=any(p.degraded for p in parts),
+        message_ids=[p.message_id for p in counted if p.message_id is not None],
+        parts=parts,
+        errors=[p.error for p in parts if p.error],
+    )

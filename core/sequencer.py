@@ -1,0 +1,73 @@
+"""Per-run ordering by ``seq``: a repeated ``seq`` is dropped; a gap is held until filled or timed out.
+
+Events without ``seq`` pass straight through in arrival order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from core.events import Event
+
+
+@dataclass
+class SeqGate:
+    """Orders one run's events.
+
+    Args:
+        gap_timeout_s: how long a gap may hold later events before they are released anyway (and the
+            gap reported).
+    """
+
+    gap_timeout_s: float = 2.0
+    last: int | None = None
+    _held: list[tuple[int, int, Event]] = field(default_factory=list)
+    _held_since: float | None = None
+    _n: int = 0
+    dropped: int = 0
+    gaps: list[str] = field(default_factory=list)
+
+    def push(self, event: Event, now: float) -> list[Event]:
+        """Take one event; return the events now ready, in order."""
+        if event.seq is None:
+            return [event]
+        if self.last is not None and event.seq <= self.last:
+            self.dropped += 1
+            return []
+        if any(seq == event.seq for seq, _, _ in self._held):
+            self.dropped += 1
+            return []
+        self._n += 1
+        heapq.heappush(self._held, (event.seq, self._n, event))
+        ready = self._release()
+        self._held_since = now if self._held and (ready or self._held_since is None) else self._held_since
+        if not self._held:
+            self._held_since = None
+        return ready
+
+    def _release(self) -> list[Event]:
+        out: list[Event] = []
+        while self._held and (self.last is None or self._held[0][0] == self.last + 1):
+            seq, _, event = heapq.heappop(self._held)
+            self.last = seq
+            out.append(event)
+        return out
+
+    def deadline(self) -> float | None:
+        """When held events must be released despite the gap (clock seconds), or None."""
+        return None if self._held_since is None else self._held_since + self.gap_timeout_s
+
+    def expire(self, now: float) -> list[Event]:
+        """Release held events past the gap timeout, recording the gap."""
+        if self._held_since is None or now < self._held_since + self.gap_timeout_s:
+            return []
+        out: list[Event] = []
+        while self._held:
+            seq, _, event = heapq.heappop(self._held)
+            if self.last is not None and seq > self.last + 1:
+                self.gaps.append(f"seq {self.last + 1}..{seq - 1} never arrived")
+            self.last = seq
+            out.append(event)
+        self._held_since = None
+        return out

@@ -1,0 +1,145 @@
+"""The sidecar over real HTTP with the mock Bot API: good runs, bad input, auth, size limits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from tests.integration.conftest import Stack
+
+
+def ndjson(*lines: dict[str, Any] | str) -> bytes:
+    return "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines).encode()
+
+
+def start(run: str, chat_id: int = 7, **extra: Any) -> dict[str, Any]:
+    return {"kind": "run.start", "run": run, "channel": "telegram", "target": {"chat_id": chat_id}, **extra}
+
+
+async def test_a_run_is_delivered_and_its_report_says_so(stack: Stack) -> None:
+    body = ndjson(
+        start("r1"),
+        {"kind": "text", "mode": "delta", "text": "Hello, "},
+        {"kind": "text", "mode": "delta", "text": "world!"},
+        {"kind": "end", "status": "ok"},
+    )
+    answer = await stack.client.post("/v1/runs/r1/events", content=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"accepted": 4}
+    report = (await stack.client.get("/v1/runs/r1", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered" and report["done"]
+    assert [t for _, t in stack.mock.visible(7)] == ["Hello, world!"]
+    assert report["message_ids"] == [str(mid) for mid, _ in stack.mock.visible(7)]
+
+
+async def test_a_missing_or_wrong_token_is_401_and_nothing_is_taken(stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.sidecar.url) as anon:
+        missing = await anon.post("/v1/runs/r2/events", content=ndjson(start("r2")))
+        wrong = await anon.post(
+            "/v1/runs/r2/events", content=ndjson(start("r2")), headers={"Authorization": "Bearer nope"}
+        )
+    assert missing.status_code == 401 and "missing Authorization" in missing.json()["error"]
+    assert wrong.status_code == 401 and "wrong bearer token" in wrong.json()["error"]
+    assert "nope" not in wrong.text
+    assert stack.relay.controller("r2") is None
+
+
+async def test_a_bad_line_fails_alone_and_the_run_goes_on(stack: Stack) -> None:
+    body = ndjson(
+        start("r3"),
+        {"kind": "text", "mode": "delta", "text": "kept "},
+        "{not json",
+        {"kind": "teleport", "text": "?"},
+        {"kind": "text", "mode": "sideways", "text": "?"},
+        {"kind": "text", "mode": "delta", "text": "and kept"},
+        {"kind": "end", "status": "ok"},
+    )
+    answer = await stack.client.post("/v1/runs/r3/events", content=body)
+    assert answer.status_code == 400
+    data = answer.json()
+    assert data["accepted"] == 4
+    errors = {r["line"]: r["error"] for r in data["rejected"]}
+    assert "malformed JSON" in errors[3]
+    assert "unknown event kind 'teleport'" in errors[4]
+    assert "mode" in errors[5]
+    report = (await stack.client.get("/v1/runs/r3", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered"
+    assert [t for _, t in stack.mock.visible(7)] == ["kept and kept"]
+
+
+async def test_an_unknown_channel_is_named_in_the_error(stack: Stack) -> None:
+    answer = await stack.client.post(
+        "/v1/runs/r4/events", content=ndjson({**start("r4"), "channel": "telegarm"})
+    )
+    assert answer.status_code == 400
+    assert "unknown channel 'telegarm'" in answer.json()["error"]
+    assert "telegram" in answer.json()["error"]
+
+
+async def test_events_for_a_run_that_never_started_are_409(stack: Stack) -> None:
+    answer = await stack.client.post("/v1/runs/ghost/events", content=ndjson({"kind": "text", "text": "x"}))
+    assert answer.status_code == 409
+    assert "send its run.start event first" in answer.json()["error"]
+
+
+async def test_oversize_body_is_413(stack: Stack) -> None:
+    big = ndjson(start("r5"), *({"kind": "text", "text": "x" * 4000} for _ in range(40)))
+    answer = await stack.client.post("/v1/runs/r5/events", content=big)
+    assert answer.status_code == 413
+    assert "over" in answer.json()["error"]
+
+
+async def test_an_unknown_run_report_is_404(stack: Stack) -> None:
+    answer = await stack.client.get("/v1/runs/nobody")
+    assert answer.status_code == 404
+
+
+async def test_two_runs_in_parallel_do_not_mix(stack: Stack) -> None:
+    body = ndjson(
+        start("a", chat_id=1),
+        start("b", chat_id=2),
+        {"run": "a", "kind": "text", "text": "for one"},
+        {"run": "b", "kind": "text", "text": "for two"},
+        {"run": "a", "kind": "end"},
+        {"run": "b", "kind": "end"},
+    )
+    answer = await stack.client.post("/v1/events", content=body)
+    assert answer.status_code == 200, answer.text
+    for run in ("a", "b"):
+        assert (await stack.client.get(f"/v1/runs/{run}", params={"wait_s": 10})).json()[
+            "status"
+        ] == "delivered"
+    assert [t for _, t in stack.mock.visible(1)] == ["for one"]
+    assert [t for _, t in stack.mock.visible(2)] == ["for two"]
+
+
+async def test_a_provider_stream_is_normalized(stack: Stack) -> None:
+    raw = [
+        {"type": "message_start", "message": {"id": "m", "content": []}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "secret"},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Visible"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_stop"},
+    ]
+    body = ndjson(start("p1", format="anthropic"), *raw, {"kind": "end", "status": "ok"})
+    answer = await stack.client.post("/v1/runs/p1/events", content=body)
+    assert answer.status_code == 200, answer.text
+    report = (await stack.client.get("/v1/runs/p1", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered"
+    assert [t for _, t in stack.mock.visible(7)] == ["Visible"]
+
+
+async def test_raw_provider_lines_without_a_declared_format_are_refused(stack: Stack) -> None:
+    body = ndjson(start("p2"), {"type": "message_start"})
+    answer = await stack.client.post("/v1/runs/p2/events", content=body)
+    assert answer.status_code == 400
+    assert "declares 'format'" in answer.json()["error"]
