@@ -214,6 +214,9 @@ def _run(coro):  # type: ignore[no-untyped-def]
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except (RuntimeError, OSError, ValueError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
 
 
 def main() -> None:

@@ -118,7 +118,7 @@ class Relay:
         """Take one decoded NDJSON line; return how many normalized events it produced.
 
         A line with ``kind`` is a normalized event (``run`` defaults to ``run_hint``); a line with
-        ``type`` is a raw provider event of a run that declared ``format`` in its ``run.start``.
+        no ``kind`` is a raw provider event of a run that declared ``format`` in its ``run.start``.
 
         Raises:
             IngestError: the line is not a valid event, names another run, or belongs to no started run.
@@ -129,7 +129,7 @@ class Relay:
             if obj.get("run", run_hint) != run_hint:
                 raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
         run_id = obj.get("run", run_hint)
-        if "kind" not in obj and "type" in obj:
+        if "kind" not in obj:
             return await self._submit_raw(run_id, obj)
         if run_hint is not None and "run" not in obj:
             obj = {**obj, "run": run_hint}
@@ -140,9 +140,10 @@ class Relay:
         run = self._runs.get(run_id) if isinstance(run_id, str) else None
         if run is None or run.normalizer is None:
             raise IngestError(
-                f"line has 'type' {obj.get('type')!r} but no 'kind': raw provider events need a started run "
-                "whose run.start declares 'format' (anthropic, openai-responses, openai-chat)",
-                status=409 if run is None else 400,
+                "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw provider "
+                "events are taken only for a started run whose run.start declares 'format' (anthropic, "
+                "openai-responses, openai-chat)",
+                status=409 if run is None and "type" in obj else 400,
             )
         events = run.normalizer.feed(obj)
         for event in events:

@@ -30,6 +30,10 @@ from core.errors import IngestError
 from core.relay import Relay
 
 
+MAX_REJECTED_SHOWN = 20
+"""At most this many rejected lines are listed in one answer (``rejected_total`` counts them all)."""
+
+
 class _TooLarge(Exception):
     pass
 
