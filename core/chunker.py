@@ -91,6 +91,7 @@ _WS_SET = frozenset(_WS)
 _SENT_END = frozenset(".!?…。！？")
 _CLOSERS = frozenset("\"')]}’”»*_")
 _CJK_STOPS = frozenset("。！？")
+_NO_START = frozenset(".,;:!?)]}…。、，！？：；）」』】》")  # a forced cut does not put these first
 _ZWJ = "\u200d"
 _BMP_MAX = "\uffff"
 
@@ -564,7 +565,7 @@ class Chunker:
         self._p_blank = False
         for r in _RANKS:
             lst = self._breaks[r]
-            lo = bisect_left(lst, pos, self._bstart[r], key=_FIRST)
+            lo = bisect_right(lst, pos, self._bstart[r], key=_FIRST)  # a break at pos cuts nothing
             if lo > 64 and 2 * lo > len(lst):
                 del lst[:lo]
                 lo = 0
@@ -613,8 +614,9 @@ class Chunker:
 
     def _overflow(self) -> None:
         while self._rendered() > self._max:
-            if not self._cut_once():
-                return
+            before = (self._base, self._head)
+            if not self._cut_once() or (self._base, self._head) == before:
+                return  # cannot happen while max_chars >= 2; never loop
 
     def _cut_once(self) -> bool:
         """Cut the pending text once, by the first plan that finds a cut inside the budget."""
@@ -715,7 +717,7 @@ class Chunker:
             return False  # next to whitespace: that is a break, tried before
         if not grapheme:
             return True
-        if _is_extend(ch) or prev == _ZWJ:
+        if _is_extend(ch) or prev == _ZWJ or ch in _NO_START:
             return False
         if _is_regional(ch) and _is_regional(prev):
             q = p - 1

@@ -1,0 +1,46 @@
+"""The README's commands as a user runs them: `streamrelay demo`, `streamrelay case`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _streamrelay(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_demo_shows_the_long_markdown_answer_in_a_few_fitting_messages() -> None:
+    done = _streamrelay("demo", "--pace-ms", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    shown = int(out.split("shows: ")[1].split(" message")[0])
+    assert 3 <= shown <= 4
+    assert "delivered" in out
+    line_429 = next(line for line in out.splitlines() if "429 answers" in line)
+    assert line_429.replace("│", " ").split()[-1] == "0", line_429
+    assert "Algorithms & Data Structures Summary" in out
+
+
+def test_case_command_writes_transcripts_and_exits_nonzero_on_failure(tmp_path: Path) -> None:
+    cases = ROOT / "tests" / "cases"
+    done = _streamrelay(
+        "case", str(cases / "text-replace.json"), str(cases / "sep-between-messages.json"), "--out", str(tmp_path)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    transcript = json.loads((tmp_path / "sep-between-messages.json").read_text())
+    assert transcript["chat"][0]["text"] == "Saved with durable\n\nNext step done."
+    assert transcript["report"]["status"] == "delivered"
+    assert json.loads((tmp_path / "text-replace.json").read_text())["visible"] == "Hello, world"
+
+    unsupported = _streamrelay("case", str(cases / "fence-split-discord.json"), "--out", str(tmp_path))
+    assert unsupported.returncode == 1
+    assert "not supported yet" in json.loads((tmp_path / "fence-split-discord.json").read_text())["failures"][0]

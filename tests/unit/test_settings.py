@@ -1,0 +1,102 @@
+"""config/channels.toml and its loader: strict keys, environment overrides, tokens only from the env."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from config.settings import DEFAULT_CONFIG, load_settings
+from core.errors import ConfigError
+from core.events import DeliveryMode
+from core.units import LengthUnit
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "channels.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_shipped_file_loads_with_a_telegram_channel() -> None:
+    settings = load_settings(DEFAULT_CONFIG)
+    telegram = settings.channels["telegram"]
+    policy = telegram.policy("telegram")
+    assert policy.max_units == 4096 and policy.unit is LengthUnit.UTF16
+    assert telegram.rate.per_chat_per_s == 1.0
+    assert settings.service.host == "127.0.0.1"
+
+
+def test_every_rate_number_in_the_shipped_file_carries_a_documentation_link() -> None:
+    lines = DEFAULT_CONFIG.read_text(encoding="utf-8").splitlines()
+    in_rate = False
+    for i, line in enumerate(lines):
+        if line.startswith("["):
+            in_rate = line.strip().endswith(".rate]")
+            continue
+        if in_rate and re.match(r"^\w+\s*=\s*[\d.]+", line):
+            comments = [c for c in lines[max(0, i - 3) : i] if c.startswith("#")]
+            assert any("https://" in c for c in comments), f"no documentation link above {line!r}"
+    for key in ("limit = 4096", "throttle_ms = 1000"):
+        i = next(n for n, line in enumerate(lines) if line.startswith(key))
+        assert any("https://" in c for c in lines[max(0, i - 3) : i]), f"no link above {key!r}"
+
+
+def test_an_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.t]\nplatform = "telegram"\nthrotle_ms = 3\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert "channels.t.throtle_ms" in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_a_bad_value_names_the_key(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.t]\nplatform = "telegram"\ndelivery = "carrier-pigeon"\n')
+    with pytest.raises(ConfigError, match=r"channels\.t\.delivery"):
+        load_settings(path)
+
+
+def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(_write(tmp_path, "[channels.t\n"))
+
+
+def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_the_environment_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMRELAY_CHANNELS__TELEGRAM__THROTTLE_MS", "250")
+    monkeypatch.setenv("STREAMRELAY_CHANNELS__TELEGRAM__DELIVERY", "block")
+    monkeypatch.setenv("STREAMRELAY_TOKEN", "unrelated-secret")
+    telegram = load_settings(DEFAULT_CONFIG).channels["telegram"]
+    assert telegram.throttle_ms == 250
+    assert telegram.delivery is DeliveryMode.BLOCK
+    assert telegram.rate.global_per_s == 30.0  # the rest of the table is kept
+
+
+def test_tokens_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    telegram = load_settings(DEFAULT_CONFIG).channels["telegram"]
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="TELEGRAM_BOT_TOKEN is not set"):
+        telegram.token("telegram")
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123456:secret-value")
+    token = telegram.token("telegram")
+    assert token.get_secret_value() == "123456:secret-value"
+    assert "secret-value" not in repr(token) and "secret-value" not in str(token)
+
+
+def test_a_platform_without_an_adapter_yet_is_refused_clearly(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.s]\nplatform = "slack"\n')
+    with pytest.raises(ConfigError, match="not supported yet"):
+        load_settings(path)
+
+
+def test_a_small_limit_caps_the_block_parameters(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.t]\nplatform = "telegram"\nlimit = 50\n')
+    policy = load_settings(path).channels["t"].policy("t")
+    assert policy.max_units == 50
+    assert policy.coalesce.max_chars == 50 and policy.coalesce.min_chars <= 50
+    assert policy.block_params().max_chars == 50
