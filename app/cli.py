@@ -8,8 +8,9 @@ import logging
 import os
 import secrets
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,6 +18,8 @@ from rich.table import Table
 
 from core.errors import ConfigError
 from core.events import DeliveryMode, ProviderFormat
+
+T = TypeVar("T")
 
 app = typer.Typer(
     help="streamrelay: the delivery sidecar between LLM agents and chat platforms.",
@@ -75,14 +78,10 @@ def serve(
 @app.command()
 def demo(
     recording: Annotated[Path | None, typer.Option(help="a recorded provider stream (.jsonl)")] = None,
-    format: Annotated[
-        ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")
-    ] = None,
+    format: Annotated[ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")] = None,
     delivery: Annotated[DeliveryMode, typer.Option(help="delivery mode")] = DeliveryMode.PREVIEW,
     pace_ms: Annotated[float, typer.Option(help="milliseconds between recorded events")] = 2.0,
-    throttle_ms: Annotated[
-        int | None, typer.Option(help="preview edit throttle (default: the TOML's)")
-    ] = None,
+    throttle_ms: Annotated[int | None, typer.Option(help="preview edit throttle (default: the TOML's)")] = None,
 ) -> None:
     """Replay a real recorded stream into a mock Telegram chat and show what the chat shows."""
     from app.demo import DEFAULT_RECORDING, run_demo
@@ -105,14 +104,10 @@ def demo(
 
 @app.command()
 def replay(
-    file: Annotated[
-        Path, typer.Argument(help="a recorded provider stream (.jsonl)", exists=True, dir_okay=False)
-    ],
+    file: Annotated[Path, typer.Argument(help="a recorded provider stream (.jsonl)", exists=True, dir_okay=False)],
     channel: Annotated[str, typer.Option(help="configured channel name")],
     chat_id: Annotated[str, typer.Option(help="target chat id")],
-    format: Annotated[
-        ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")
-    ] = None,
+    format: Annotated[ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")] = None,
     url: Annotated[str, typer.Option(help="the sidecar's base URL")] = "http://127.0.0.1:8787",
     run: Annotated[str | None, typer.Option(help="run id (default: random)")] = None,
     pace_ms: Annotated[float, typer.Option(help="milliseconds between events")] = 0.0,
@@ -200,13 +195,11 @@ def mock_telegram(
     """Run the mock Telegram Bot API on 127.0.0.1 (point a channel's api_base at it)."""
     from mocks.telegram import serve_forever
 
-    console.print(
-        f"mock Telegram Bot API on http://127.0.0.1:{port} (rate limits {'on' if rate_limits else 'off'})"
-    )
+    console.print(f"mock Telegram Bot API on http://127.0.0.1:{port} (rate limits {'on' if rate_limits else 'off'})")
     _run(serve_forever("127.0.0.1", port, rate_limits))
 
 
-def _run(coro):  # type: ignore[no-untyped-def]
+def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except ConfigError as exc:

@@ -117,7 +117,7 @@ async def run_demo(
     methods: dict[str, int] = {}
     for call in calls:
         methods[call.method] = methods.get(call.method, 0) + 1
-    table.add_row("platform calls", ", ".join(f"{m} ×{n}" for m, n in methods.items()))
+    table.add_row("platform calls", ", ".join(f"{m} x{n}" for m, n in methods.items()))
     table.add_row("429 answers", str(sum(c.status == 429 for c in calls)))
     console.print(table)
     return 0 if report.get("status") == "delivered" else 1

@@ -95,7 +95,6 @@ class Sidecar:
         self._server = uvicorn.Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off", access_log=False)
         )
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._task: asyncio.Task[None] | None = None
         self.host = host
         self.port = port

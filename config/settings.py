@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from core.chunker import BreakKind, ChunkParams
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import (
     BaseSettings,
@@ -20,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from core.chunker import BreakKind, ChunkParams
 from core.coalescer import CoalesceParams
 from core.errors import ConfigError
 from core.events import DeliveryMode
@@ -123,9 +123,7 @@ class ChannelSettings(_Strict):
             ConfigError: ``token_env`` is not set, or the variable is empty.
         """
         if not self.token_env:
-            raise ConfigError(
-                f"channels.{name}.token_env is missing: name the environment variable of the token"
-            )
+            raise ConfigError(f"channels.{name}.token_env is missing: name the environment variable of the token")
         value = os.environ.get(self.token_env, "")
         if not value:
             raise ConfigError(

@@ -592,10 +592,18 @@ class Chunker:
         if fence is not None and fence.splittable:
             chunk += fence.closer
             if fence.end_line < 0 or fence.end_line > rest:
-                head = fence.reopen + "\n"
-                fence.content_start = rest
+                head = self._reopen(fence, rest)
         self._emit(chunk)
         self._set_base(rest, ws_cum + rest - ws_start, head)
+
+    def _reopen(self, fence: _Fence, rest: int) -> str:
+        """The head of a chunk that continues ``fence`` at ``rest`` (a line continued mid-way keeps its
+        block quote markers)."""
+        fence.content_start = rest
+        head = fence.reopen + "\n"
+        if fence.quote_prefix and self._char_at(rest - 1) != "\n":
+            head += fence.quote_prefix
+        return head
 
     def _cut_at(self, p: int, cum: int) -> None:
         fence = self._fence_at(p)
@@ -603,10 +611,7 @@ class Chunker:
         head = ""
         if fence is not None and fence.splittable:
             chunk = chunk.rstrip(_WS) + fence.closer
-            head = fence.reopen + "\n"
-            if self._char_at(p - 1) != "\n":
-                head += fence.quote_prefix
-            fence.content_start = p
+            head = self._reopen(fence, p)
         if self._ls in (_L_RUN, _L_INFO) and p > self._line_start:
             self._ls = _L_TEXT  # a line cut in two opens no fence
         self._emit(chunk)
@@ -912,10 +917,12 @@ class Chunker:
         fence.item_indent = min(self._run_col, self._list_indent) if self._list_indent else 0
         fence.closer = "\n" + prefix + run
         fence.closer_units = text_units(fence.closer, self._unit)
-        room = self._max - fence.closer_units - 1 - self._cp_max
+        # Reopen with the info string while the markers take at most half of max_chars; a fence can be
+        # cut at all when a bare reopen, one code point and the closer fit.
         full = prefix + run + info
-        fence.reopen_full = text_units(full, self._unit) <= room
+        fence.reopen_full = 2 * (text_units(full, self._unit) + 1 + fence.closer_units) <= self._max
         fence.reopen = full if fence.reopen_full else prefix + run
+        room = self._max - fence.closer_units - 1 - self._cp_max
         fence.splittable = (
             text_units(prefix + run, self._unit) <= room
             and text_units(raw + run + info, self._unit) + fence.closer_units <= self._max
@@ -1088,10 +1095,21 @@ def _fence_lines(text: str) -> tuple[list[int], list[bool], bool]:
     return markers, has_content, bool(open_char)
 
 
-def content_key(text: str) -> str:
-    """``text`` without its fence marker lines and without any whitespace (what a cut may not change)."""
+_QUOTE_MARKERS = re.compile(r"[ \t]*(?:>[ \t]?)+")
+
+
+def content_key(text: str, quotes: bool = False) -> str:
+    """``text`` without its fence marker lines and without any whitespace (what a cut may not change).
+
+    Args:
+        text: one chunk, or the whole input.
+        quotes: also drop block quote markers at line starts (a fence inside a block quote that is cut
+            mid-line continues the line after a reopened ``> `` prefix).
+    """
     markers = set(_fence_lines(text)[0])
-    kept = (line for idx, line in enumerate(text.split("\n")) if idx not in markers)
+    kept = [line for idx, line in enumerate(text.split("\n")) if idx not in markers]
+    if quotes:
+        kept = [_QUOTE_MARKERS.sub("", line, count=1) if line.lstrip().startswith(">") else line for line in kept]
     return "".join("".join(kept).split())
 
 

@@ -54,9 +54,7 @@ class ChannelPolicy:
     fmt: TextFormat = TextFormat.PLAIN
     throttle_s: float = 1.0
     block_chunk: ChunkParams = field(
-        default_factory=lambda: ChunkParams(
-            min_chars=800, max_chars=4096, break_preference=BreakKind.PARAGRAPH
-        )
+        default_factory=lambda: ChunkParams(min_chars=800, max_chars=4096, break_preference=BreakKind.PARAGRAPH)
     )
     coalesce: CoalesceParams = field(
         default_factory=lambda: CoalesceParams(min_chars=800, max_chars=4096, idle_ms=1000, joiner="\n\n")

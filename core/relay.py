@@ -125,9 +125,8 @@ class Relay:
         """
         if not isinstance(obj, dict):
             raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
-        if run_hint is not None:
-            if obj.get("run", run_hint) != run_hint:
-                raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
+        if run_hint is not None and obj.get("run", run_hint) != run_hint:
+            raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
         run_id = obj.get("run", run_hint)
         if "kind" not in obj:
             return await self._submit_raw(run_id, obj)
@@ -169,12 +168,8 @@ class Relay:
             return
         if run is None:
             if event.run in self._finished:
-                raise IngestError(
-                    f"run {event.run!r} already ended; its events are no longer taken", status=409
-                )
-            raise IngestError(
-                f"run {event.run!r} has not started: send its run.start event first", status=409
-            )
+                raise IngestError(f"run {event.run!r} already ended; its events are no longer taken", status=409)
+            raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
         if isinstance(event, End) and run.normalizer is not None and event.source is None:
             for extra in run.normalizer.close():
                 await run.queue.put(extra)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
@@ -29,13 +30,124 @@ from starlette.routing import Route
 from core.errors import IngestError
 from core.relay import Relay
 
-
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all)."""
 
 
 class _TooLarge(Exception):
     pass
+
+
+class _Ingest:
+    """The request handlers, bound to one relay and one token."""
+
+    def __init__(self, relay: Relay, token: str, max_body_bytes: int, max_line_bytes: int) -> None:
+        self.relay = relay
+        self._expected = f"Bearer {token}".encode()
+        self.max_body_bytes = max_body_bytes
+        self.max_line_bytes = max_line_bytes
+
+    def __repr__(self) -> str:
+        return f"_Ingest(max_body_bytes={self.max_body_bytes})"  # never the token
+
+    def denied(self, request: Request) -> JSONResponse | None:
+        """A 401 answer unless the request carries the right bearer token (constant-time compare)."""
+        got = request.headers.get("authorization", "").encode()
+        if hmac.compare_digest(got, self._expected):
+            return None
+        problem = "missing Authorization header" if not got else "wrong bearer token"
+        return JSONResponse(
+            {"error": f"{problem}: send 'Authorization: Bearer <token>' with the sidecar's token"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+    async def lines(self, request: Request) -> AsyncIterator[bytes]:
+        """The body's lines as they arrive. Raises _TooLarge past the size limits."""
+        total = 0
+        buffer = b""
+        async for piece in request.stream():
+            total += len(piece)
+            if total > self.max_body_bytes:
+                raise _TooLarge(f"request body over {self.max_body_bytes} bytes: split the run into several requests")
+            buffer += piece
+            while (nl := buffer.find(b"\n")) >= 0:
+                line, buffer = buffer[:nl], buffer[nl + 1 :]
+                yield line
+            if len(buffer) > self.max_line_bytes:
+                raise _TooLarge(f"a line is over {self.max_line_bytes} bytes")
+        if buffer.strip():
+            yield buffer
+
+    async def take_line(self, raw: bytes, run_hint: str | None) -> int:
+        """Decode and submit one line; return the number of events taken. Raises IngestError."""
+        if len(raw) > self.max_line_bytes:
+            raise _TooLarge(f"a line is over {self.max_line_bytes} bytes")
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise IngestError(f"malformed JSON: {exc}") from None
+        return await self.relay.submit_line(obj, run_hint)
+
+    async def ingest(self, request: Request, run_hint: str | None) -> JSONResponse:
+        if (denied := self.denied(request)) is not None:
+            return denied
+        accepted, rejected, status = 0, [], 200
+        try:
+            number = 0
+            async for raw in self.lines(request):
+                number += 1
+                if not raw.strip():
+                    continue
+                try:
+                    accepted += await self.take_line(raw, run_hint)
+                except IngestError as exc:
+                    rejected.append({"line": number, "error": str(exc)})
+                    status = exc.status if status == 200 else status
+        except _TooLarge as exc:
+            return JSONResponse({"error": str(exc), "accepted": accepted, "rejected": rejected}, status_code=413)
+        except ClientDisconnect:
+            return JSONResponse({"error": "client disconnected", "accepted": accepted}, status_code=400)
+        if not rejected:
+            return JSONResponse({"accepted": accepted})
+        shown = rejected[:MAX_REJECTED_SHOWN]
+        first = rejected[0]
+        body: dict[str, Any] = {"error": f"line {first['line']}: {first['error']}", "accepted": accepted}
+        body["rejected"] = shown
+        if len(rejected) > len(shown):
+            body["rejected_total"] = len(rejected)
+        return JSONResponse(body, status_code=status)
+
+    async def run_events(self, request: Request) -> JSONResponse:
+        return await self.ingest(request, request.path_params["run"])
+
+    async def events(self, request: Request) -> JSONResponse:
+        return await self.ingest(request, None)
+
+    async def run_report(self, request: Request) -> JSONResponse:
+        if (denied := self.denied(request)) is not None:
+            return denied
+        run = request.path_params["run"]
+        try:
+            wait_s = min(600.0, max(0.0, float(request.query_params.get("wait_s", "0"))))
+        except ValueError:
+            return JSONResponse({"error": "wait_s must be a number of seconds"}, status_code=400)
+        report = await self.relay.wait_done(run, wait_s) if wait_s else await self.relay.report(run)
+        if report is None:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        return JSONResponse(report.model_dump(mode="json"))
+
+    async def run_pipeline(self, request: Request) -> JSONResponse:
+        if (denied := self.denied(request)) is not None:
+            return denied
+        run = request.path_params["run"]
+        controller = self.relay.controller(run)
+        if controller is None:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        return JSONResponse({"run": run, "units": controller.pipeline})
+
+    async def healthz(self, request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "active_runs": len(self.relay.active_runs())})
 
 
 def create_app(
@@ -53,115 +165,13 @@ def create_app(
         max_body_bytes: the largest request body (413 past it).
         max_line_bytes: the largest NDJSON line (413 past it).
     """
-    expected = f"Bearer {token}".encode()
-
-    def authorized(request: Request) -> JSONResponse | None:
-        got = request.headers.get("authorization", "").encode()
-        if hmac.compare_digest(got, expected):
-            return None
-        problem = "missing Authorization header" if not got else "wrong bearer token"
-        return JSONResponse(
-            {"error": f"{problem}: send 'Authorization: Bearer <token>' with the sidecar's token"},
-            status_code=401,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-
-    async def lines(request: Request) -> Any:
-        total = 0
-        buffer = b""
-        async for piece in request.stream():
-            total += len(piece)
-            if total > max_body_bytes:
-                raise _TooLarge(
-                    f"request body over {max_body_bytes} bytes: split the run into several requests"
-                )
-            buffer += piece
-            while (nl := buffer.find(b"\n")) >= 0:
-                line, buffer = buffer[:nl], buffer[nl + 1 :]
-                yield line
-            if len(buffer) > max_line_bytes:
-                raise _TooLarge(f"a line is over {max_line_bytes} bytes")
-        if buffer.strip():
-            yield buffer
-
-    async def ingest(request: Request, run_hint: str | None) -> JSONResponse:
-        if (denied := authorized(request)) is not None:
-            return denied
-        accepted, rejected, status = 0, [], 200
-        number = 0
-        try:
-            async for raw in lines(request):
-                number += 1
-                if not raw.strip():
-                    continue
-                if len(raw) > max_line_bytes:
-                    raise _TooLarge(f"line {number} is over {max_line_bytes} bytes")
-                try:
-                    obj = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    rejected.append({"line": number, "error": f"malformed JSON: {exc}"})
-                    status = status if status != 200 else 400
-                    continue
-                try:
-                    accepted += await relay.submit_line(obj, run_hint)
-                except IngestError as exc:
-                    rejected.append({"line": number, "error": str(exc)})
-                    status = status if status != 200 else exc.status
-        except _TooLarge as exc:
-            return JSONResponse(
-                {"error": str(exc), "accepted": accepted, "rejected": rejected}, status_code=413
-            )
-        except ClientDisconnect:
-            return JSONResponse({"error": "client disconnected", "accepted": accepted}, status_code=400)
-        if rejected:
-            first = rejected[0]
-            return JSONResponse(
-                {
-                    "error": f"line {first['line']}: {first['error']}",
-                    "accepted": accepted,
-                    "rejected": rejected,
-                },
-                status_code=status,
-            )
-        return JSONResponse({"accepted": accepted})
-
-    async def run_events(request: Request) -> JSONResponse:
-        return await ingest(request, request.path_params["run"])
-
-    async def events(request: Request) -> JSONResponse:
-        return await ingest(request, None)
-
-    async def run_report(request: Request) -> JSONResponse:
-        if (denied := authorized(request)) is not None:
-            return denied
-        run = request.path_params["run"]
-        try:
-            wait_s = min(600.0, max(0.0, float(request.query_params.get("wait_s", "0"))))
-        except ValueError:
-            return JSONResponse({"error": "wait_s must be a number of seconds"}, status_code=400)
-        report = await relay.wait_done(run, wait_s) if wait_s else await relay.report(run)
-        if report is None:
-            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
-        return JSONResponse(report.model_dump(mode="json"))
-
-    async def run_pipeline(request: Request) -> JSONResponse:
-        if (denied := authorized(request)) is not None:
-            return denied
-        run = request.path_params["run"]
-        controller = relay.controller(run)
-        if controller is None:
-            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
-        return JSONResponse({"run": run, "units": controller.pipeline})
-
-    async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "active_runs": len(relay.active_runs())})
-
+    handlers = _Ingest(relay, token, max_body_bytes, max_line_bytes)
     return Starlette(
         routes=[
-            Route("/v1/runs/{run}/events", run_events, methods=["POST"]),
-            Route("/v1/events", events, methods=["POST"]),
-            Route("/v1/runs/{run}", run_report, methods=["GET"]),
-            Route("/v1/runs/{run}/pipeline", run_pipeline, methods=["GET"]),
-            Route("/healthz", healthz, methods=["GET"]),
+            Route("/v1/runs/{run}/events", handlers.run_events, methods=["POST"]),
+            Route("/v1/events", handlers.events, methods=["POST"]),
+            Route("/v1/runs/{run}", handlers.run_report, methods=["GET"]),
+            Route("/v1/runs/{run}/pipeline", handlers.run_pipeline, methods=["GET"]),
+            Route("/healthz", handlers.healthz, methods=["GET"]),
         ]
     )

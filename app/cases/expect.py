@@ -130,9 +130,7 @@ def _check_quiet_after_429(flag: bool, t: Transcript, ctx: dict[str, Any]) -> li
 
 def _check_max_status(limits: dict[str, int], t: Transcript, ctx: dict[str, Any]) -> list[str]:
     counts = Counter(str(c["status"]) for c in t["calls"])
-    return [
-        f"{counts[s]} replies with HTTP {s}, at most {n} expected" for s, n in limits.items() if counts[s] > n
-    ]
+    return [f"{counts[s]} replies with HTTP {s}, at most {n} expected" for s, n in limits.items() if counts[s] > n]
 
 
 def _check_report(want: dict[str, Any], t: Transcript, ctx: dict[str, Any]) -> list[str]:

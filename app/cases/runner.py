@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from core.chunker import BreakKind, Chunker, ChunkParams, chunk_property_failures
 
 from app.cases.expect import check_expectations
 from app.service import Sidecar
 from config.settings import ChannelSettings
 from core.assembler import TextAssembler
+from core.chunker import BreakKind, Chunker, ChunkParams, chunk_property_failures
 from core.clock import FakeClock, MonotonicClock
 from core.coalescer import Chunk, CoalesceParams, Coalescer
 from core.events import TextMode, Visibility
@@ -168,9 +168,7 @@ def case_channel_settings(channel: dict[str, Any], api_base: str) -> ChannelSett
     )
 
 
-def _events(
-    case: dict[str, Any], run: str, chat_id: int, base_dir: Path
-) -> list[tuple[float, dict[str, Any]]]:
+def _events(case: dict[str, Any], run: str, chat_id: int, base_dir: Path) -> list[tuple[float, dict[str, Any]]]:
     """The NDJSON lines to post, each with the second (since the start) to post it at."""
     start: dict[str, Any] = {
         "kind": "run.start",
@@ -184,9 +182,7 @@ def _events(
         start["format"] = stream["format"]
         gap_s = float(stream.get("gap_ms", 0)) / 1000
         lines = (base_dir / stream["file"]).read_text(encoding="utf-8").splitlines()
-        timed = [
-            (i * gap_s, json.loads(line)) for i, line in enumerate(line for line in lines if line.strip())
-        ]
+        timed = [(i * gap_s, json.loads(line)) for i, line in enumerate(line for line in lines if line.strip())]
     events = [dict(e) for e in case.get("events", [])]
     last_at = timed[-1][0] if timed else 0.0
     for event in events:
@@ -222,9 +218,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
 
     policy = settings.policy("case")
     adapter = make_adapter("case", settings, SecretStr(CASE_BOT_TOKEN))
-    relay = Relay(
-        {"case": ChannelRuntime(policy, adapter, settings.rate_spec())}, MemoryLedger(), MonotonicClock()
-    )
+    relay = Relay({"case": ChannelRuntime(policy, adapter, settings.rate_spec())}, MemoryLedger(), MonotonicClock())
     token = secrets.token_urlsafe(16)
     sidecar = Sidecar(relay, token=token)
     url = await sidecar.start()
@@ -237,9 +231,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
             posted = await client.post(
                 f"/v1/runs/{run}/events", content=_paced(_events(case, run, chat_id, base_dir), t0)
             )
-            failures = (
-                [] if posted.status_code == 200 else [f"ingest answered {posted.status_code}: {posted.text}"]
-            )
+            failures = [] if posted.status_code == 200 else [f"ingest answered {posted.status_code}: {posted.text}"]
             got = await client.get(f"/v1/runs/{run}", params={"wait_s": 60})
             report = got.json()
         transcript = {
@@ -257,7 +249,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
                 for c in mock.calls
             ],
             "chat": [{"message_id": mid, "text": text} for mid, text in mock.visible(chat_id)],
-            "pipeline": relay.controller(run).pipeline if relay.controller(run) else [],
+            "pipeline": controller.pipeline if (controller := relay.controller(run)) else [],
             "report": report,
         }
     finally:

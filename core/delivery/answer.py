@@ -44,9 +44,7 @@ class AnswerStream:
                 self._has_text = True
             return AnswerChange(prefix + change.appended) if change.appended else None
         full = self.text()
-        self._last_message = max(
-            (m for m, t in self._assembler.messages(self._source_key) if t), default=None
-        )
+        self._last_message = max((m for m, t in self._assembler.messages(self._source_key) if t), default=None)
         self._has_text = bool(full)
         return AnswerChange(full, reset=True)
 

@@ -217,13 +217,22 @@ class Reconciler:
                 continue
             delay = op.not_before - self._clock.now()
             if delay > 0:
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
-                except TimeoutError:
-                    pass
+                await self._sleep_or_wake(delay)
                 continue
             await self._perform(op)
+
+    async def _sleep_or_wake(self, delay_s: float) -> None:
+        """Wait ``delay_s`` seconds on the injected clock, or less if :meth:`set_text` / :meth:`finish` wake
+        the loop first (a new state may be due earlier, or the throttle was dropped)."""
+        self._wake.clear()
+        sleeper = asyncio.ensure_future(self._clock.sleep(delay_s))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, waker):
+                task.cancel()
+            await asyncio.wait((sleeper, waker))
 
     def _next_op(self) -> _Op | None:
         for slot in self.slots:

@@ -31,9 +31,7 @@ class Stack:
 async def start_stack(ledger: Ledger, **channel: object) -> tuple[MockTelegram, Relay, Sidecar]:
     mock = MockTelegram(rate_limits=True)
     api = await mock.start()
-    settings = ChannelSettings.model_validate(
-        {"platform": "telegram", "api_base": api, "throttle_ms": 0, **channel}
-    )
+    settings = ChannelSettings.model_validate({"platform": "telegram", "api_base": api, "throttle_ms": 0, **channel})
     runtime = ChannelRuntime(
         settings.policy("telegram"),
         make_adapter("telegram", settings, SecretStr(BOT_TOKEN)),

@@ -70,9 +70,7 @@ async def test_a_bad_line_fails_alone_and_the_run_goes_on(stack: Stack) -> None:
 
 
 async def test_an_unknown_channel_is_named_in_the_error(stack: Stack) -> None:
-    answer = await stack.client.post(
-        "/v1/runs/r4/events", content=ndjson({**start("r4"), "channel": "telegarm"})
-    )
+    answer = await stack.client.post("/v1/runs/r4/events", content=ndjson({**start("r4"), "channel": "telegarm"}))
     assert answer.status_code == 400
     assert "unknown channel 'telegarm'" in answer.json()["error"]
     assert "telegram" in answer.json()["error"]
@@ -108,9 +106,7 @@ async def test_two_runs_in_parallel_do_not_mix(stack: Stack) -> None:
     answer = await stack.client.post("/v1/events", content=body)
     assert answer.status_code == 200, answer.text
     for run in ("a", "b"):
-        assert (await stack.client.get(f"/v1/runs/{run}", params={"wait_s": 10})).json()[
-            "status"
-        ] == "delivered"
+        assert (await stack.client.get(f"/v1/runs/{run}", params={"wait_s": 10})).json()["status"] == "delivered"
     assert [t for _, t in stack.mock.visible(1)] == ["for one"]
     assert [t for _, t in stack.mock.visible(2)] == ["for two"]
 
