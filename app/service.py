@@ -67,7 +67,7 @@ def build_relay(
             adapter=make_adapter(name, channel, token),
             rate=channel.rate_spec(),
         )
-    return Relay(channels, ledger, clock or MonotonicClock())
+    return Relay(channels, ledger, clock or MonotonicClock(), run_idle_timeout_s=settings.service.run_idle_timeout_s)
 
 
 class Sidecar:

@@ -59,6 +59,7 @@ class RateSettings(_Strict):
 
     per_chat_per_s: float = Field(default=1.0, ge=0)
     per_chat_burst: float = Field(default=2, ge=1)
+    per_group_per_min: float = Field(default=19, ge=0)
     global_per_s: float = Field(default=30.0, ge=0)
     global_burst: float = Field(default=30, ge=1)
 
@@ -112,6 +113,7 @@ class ChannelSettings(_Strict):
         return RateSpec(
             per_chat_per_s=self.rate.per_chat_per_s,
             per_chat_burst=self.rate.per_chat_burst,
+            per_group_per_min=self.rate.per_group_per_min,
             global_per_s=self.rate.global_per_s,
             global_burst=self.rate.global_burst,
         )
@@ -139,6 +141,7 @@ class ServiceSettings(_Strict):
     ledger: str = "var/streamrelay.sqlite3"
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_line_bytes: int = Field(default=1024 * 1024, ge=256)
+    run_idle_timeout_s: float = Field(default=600.0, gt=0)
 
 
 class Settings(BaseSettings):

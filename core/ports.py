@@ -40,6 +40,10 @@ class ChannelAdapter(Protocol):
     """Text limit of one message, in ``unit``."""
     unit: LengthUnit
 
+    def is_group(self, target: Target) -> bool:
+        """True when ``target`` is a group conversation (stricter rate limits apply)."""
+        ...
+
     async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
         """Send a new message; return its platform message id (as a string)."""
         ...

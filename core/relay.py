@@ -18,13 +18,13 @@ from typing import Any
 
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, Event, RunStart, Target, parse_event
+from core.events import End, EndStatus, Event, RunStart, Target, parse_event
 from core.ledger import Ledger
 from core.normalize import Normalizer, make_normalizer
 from core.policy import ChannelPolicy
 from core.ports import ChannelAdapter
 from core.rate import TokenBucket
-from core.report import DeliveryReport
+from core.report import DeliveryReport, PartReport, summarize
 from core.run import RunController
 from core.send_chain import SendChain
 from core.sequencer import SeqGate
@@ -39,12 +39,15 @@ class RateSpec:
     Attributes:
         per_chat_per_s: sustained calls per second per conversation (0: unlimited).
         per_chat_burst: calls a conversation may make at once.
+        per_group_per_min: sustained calls per minute in a group conversation (0: unlimited); paced
+            evenly (burst 1), so no sliding minute ever holds more.
         global_per_s: sustained calls per second per bot, all conversations together (0: unlimited).
         global_burst: burst of the bot-wide budget.
     """
 
     per_chat_per_s: float = 0.0
     per_chat_burst: float = 1.0
+    per_group_per_min: float = 0.0
     global_per_s: float = 0.0
     global_burst: float = 1.0
 
@@ -66,9 +69,19 @@ class ChannelRuntime:
         if chain is None:
             if self._global is None:
                 self._global = TokenBucket(self.rate.global_per_s, self.rate.global_burst)
-            chat = TokenBucket(self.rate.per_chat_per_s, self.rate.per_chat_burst)
-            chain = self._chains[key] = SendChain(clock, [chat, self._global])
+            buckets = [TokenBucket(self.rate.per_chat_per_s, self.rate.per_chat_burst), self._global]
+            if self.rate.per_group_per_min > 0 and self.adapter.is_group(target):
+                buckets.append(TokenBucket(self.rate.per_group_per_min / 60, 1))
+            chain = self._chains[key] = SendChain(clock, buckets)
         return chain
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """What stays in memory of a finished run: its report and its pipeline units (not its text)."""
+
+    report: DeliveryReport
+    pipeline: list[dict[str, Any]]
 
 
 @dataclass
@@ -90,6 +103,9 @@ class Relay:
         clock: the injected clock.
         queue_size: per-run queue bound (ingest waits when a run falls this far behind).
         keep_finished: how many finished runs' reports stay in memory (older ones come from the ledger).
+        gap_timeout_s: how long a ``seq`` gap holds later events.
+        run_idle_timeout_s: a run that receives nothing for this long is closed as failed, so no preview
+            is left hanging and no run holds memory forever.
     """
 
     def __init__(
@@ -101,6 +117,7 @@ class Relay:
         queue_size: int = 10_000,
         keep_finished: int = 10_000,
         gap_timeout_s: float = 2.0,
+        run_idle_timeout_s: float = 600.0,
     ) -> None:
         self.channels = dict(channels)
         self._ledger = ledger
@@ -108,8 +125,9 @@ class Relay:
         self._queue_size = queue_size
         self._keep = keep_finished
         self._gap_timeout_s = gap_timeout_s
+        self._idle_s = run_idle_timeout_s
         self._runs: dict[str, _Run] = {}
-        self._finished: OrderedDict[str, RunController] = OrderedDict()
+        self._finished: OrderedDict[str, _Finished] = OrderedDict()
         self.pipeline_listeners: list[Callable[[dict[str, Any]], None]] = []
 
     # --- ingest -----------------------------------------------------------------------------------------
@@ -208,16 +226,23 @@ class Relay:
 
     async def _work(self, run: _Run) -> None:
         controller = run.controller
+        last_event_at = self._clock.now()
         try:
             while True:
-                deadlines = [d for d in (controller.deadline(), run.gate.deadline()) if d is not None]
-                timeout = max(0.0, min(deadlines) - self._clock.now()) if deadlines else None
+                idle_at = last_event_at + self._idle_s
+                deadlines = [d for d in (controller.deadline(), run.gate.deadline(), idle_at) if d is not None]
+                timeout = max(0.0, min(deadlines) - self._clock.now())
                 try:
                     event = await asyncio.wait_for(run.queue.get(), timeout)
-                    ready = run.gate.push(event, self._clock.now())
+                    last_event_at = self._clock.now()
+                    ready = run.gate.push(event, last_event_at)
                 except TimeoutError:
-                    controller.tick()
-                    ready = run.gate.expire(self._clock.now())
+                    if self._clock.now() >= idle_at:
+                        controller.errors.append(f"the agent sent nothing for {self._idle_s:g} s: run closed")
+                        ready = [End(run=controller.run, status=EndStatus.ERROR)]
+                    else:
+                        controller.tick()
+                        ready = run.gate.expire(self._clock.now())
                 for item in ready:
                     if isinstance(item, End) and item.source is None:
                         await controller.close(item)
@@ -233,30 +258,40 @@ class Relay:
             await controller.abort()
         finally:
             self._runs.pop(controller.run, None)
-            self._finished[controller.run] = controller
+            report = controller.report()
+            report.gaps = list(run.gate.gaps)
+            self._finished[controller.run] = _Finished(report, list(controller.pipeline))
             while len(self._finished) > self._keep:
                 self._finished.popitem(last=False)
 
     # --- reading ----------------------------------------------------------------------------------------
 
     def controller(self, run_id: str) -> RunController | None:
+        """The controller of an active run (None once it finished)."""
         run = self._runs.get(run_id)
-        return run.controller if run is not None else self._finished.get(run_id)
+        return run.controller if run is not None else None
+
+    def pipeline(self, run_id: str) -> list[dict[str, Any]] | None:
+        """The run's pipeline units so far (None for an unknown run)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return list(run.controller.pipeline)
+        finished = self._finished.get(run_id)
+        return list(finished.pipeline) if finished is not None else None
 
     async def report(self, run_id: str) -> DeliveryReport | None:
         """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""
-        controller = self.controller(run_id)
-        if controller is not None:
-            report = controller.report()
-            run = self._runs.get(run_id)
-            if run is not None:
-                report.gaps = list(run.gate.gaps)
+        run = self._runs.get(run_id)
+        if run is not None:
+            report = run.controller.report()
+            report.gaps = list(run.gate.gaps)
             return report
+        finished = self._finished.get(run_id)
+        if finished is not None:
+            return finished.report
         record = await self._ledger.get_run(run_id)
         if record is None:
             return None
-        from core.report import PartReport, summarize
-
         parts = [
             PartReport(
                 slot=p.slot,

@@ -141,10 +141,10 @@ class _Ingest:
         if (denied := self.denied(request)) is not None:
             return denied
         run = request.path_params["run"]
-        controller = self.relay.controller(run)
-        if controller is None:
+        units = self.relay.pipeline(run)
+        if units is None:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
-        return JSONResponse({"run": run, "units": controller.pipeline})
+        return JSONResponse({"run": run, "units": units})
 
     async def healthz(self, request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "active_runs": len(self.relay.active_runs())})

@@ -76,6 +76,17 @@ class TelegramAdapter:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=AiohttpSession(**session_args))
 
+    def is_group(self, target: Target) -> bool:
+        """Groups, supergroups and channels have negative ids or ``@username`` ids.
+
+        Groups get at most 20 messages per minute
+        (https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this).
+        """
+        chat = target.chat_id
+        if isinstance(chat, int):
+            return chat < 0
+        return chat.startswith(("-", "@"))
+
     def __repr__(self) -> str:
         return f"TelegramAdapter(bot_id={self._bot_id}, base_url={self._base_url!r})"
 

@@ -249,7 +249,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
                 for c in mock.calls
             ],
             "chat": [{"message_id": mid, "text": text} for mid, text in mock.visible(chat_id)],
-            "pipeline": controller.pipeline if (controller := relay.controller(run)) else [],
+            "pipeline": relay.pipeline(run) or [],
             "report": report,
         }
     finally:
