@@ -54,22 +54,24 @@ def serve(
                 "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
             )
         ledger = await SqliteLedger.open(settings.service.ledger)
-        relay = build_relay(settings, ledger)
-        sidecar = Sidecar(
-            relay,
-            token=token,
-            host=host or settings.service.host,
-            port=settings.service.port if port is None else port,
-            max_body_bytes=settings.service.max_body_bytes,
-            max_line_bytes=settings.service.max_line_bytes,
-            log_level="info",
-        )
-        url = await sidecar.start()
-        console.print(f"streamrelay listening on {url} · channels: {', '.join(relay.channels) or 'none'}")
         try:
-            await sidecar.wait()
+            relay = build_relay(settings, ledger)
+            sidecar = Sidecar(
+                relay,
+                token=token,
+                host=host or settings.service.host,
+                port=settings.service.port if port is None else port,
+                max_body_bytes=settings.service.max_body_bytes,
+                max_line_bytes=settings.service.max_line_bytes,
+                log_level="info",
+            )
+            try:
+                url = await sidecar.start()
+                console.print(f"streamrelay listening on {url} · channels: {', '.join(relay.channels) or 'none'}")
+                await sidecar.wait()
+            finally:
+                await relay.close()
         finally:
-            await relay.close()
             await ledger.close()
 
     _run(main())
@@ -195,7 +197,6 @@ def mock_telegram(
     """Run the mock Telegram Bot API on 127.0.0.1 (point a channel's api_base at it)."""
     from mocks.telegram import serve_forever
 
-    console.print(f"mock Telegram Bot API on http://127.0.0.1:{port} (rate limits {'on' if rate_limits else 'off'})")
     _run(serve_forever("127.0.0.1", port, rate_limits))
 
 

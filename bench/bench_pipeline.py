@@ -37,6 +37,9 @@ class NullAdapter:
     def __init__(self) -> None:
         self.calls = 0
 
+    def check_target(self, target: Target) -> str | None:
+        return None
+
     def is_group(self, target: Target) -> bool:
         return False
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -46,12 +46,24 @@ class ChunkSettings(_Strict):
     max_chars: int = Field(default=4096, ge=1)
     break_preference: BreakKind = BreakKind.PARAGRAPH
 
+    @model_validator(mode="after")
+    def _min_within_max(self) -> ChunkSettings:
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
+        return self
+
 
 class CoalesceSettings(_Strict):
     min_chars: int = Field(default=800, ge=0)
     max_chars: int = Field(default=4096, ge=1)
     idle_ms: int = Field(default=1000, ge=0)
     joiner: str = "\n\n"
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> CoalesceSettings:
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
+        return self
 
 
 class RateSettings(_Strict):
@@ -80,6 +92,16 @@ class ChannelSettings(_Strict):
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: RateSettings = Field(default_factory=RateSettings)
+
+    @model_validator(mode="after")
+    def _platform_rules(self) -> ChannelSettings:
+        if self.platform in PLATFORM_LIMITS and self.limit is not None:
+            most, unit = PLATFORM_LIMITS[self.platform]
+            if self.limit > most:
+                raise ValueError(f"limit {self.limit} is over the platform's {most} ({unit} units)")
+        if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
+            raise ValueError(f"api_base {self.api_base!r} must start with http:// or https://")
+        return self
 
     def policy(self, name: str) -> ChannelPolicy:
         """The core's view of this channel."""
@@ -200,8 +222,9 @@ def _describe(exc: ValidationError, path: Path) -> str:
     lines = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
+        where = f"{path} or the environment (STREAMRELAY_{key.upper().replace('.', '__')})"
         if err["type"] == "extra_forbidden":
-            lines.append(f"unknown key {key!r} in {path}")
+            lines.append(f"unknown key {key!r} in {where}")
         else:
-            lines.append(f"{key} in {path}: {err['msg']}")
+            lines.append(f"{key} in {where}: {err['msg']}")
     return "; ".join(lines)

@@ -16,9 +16,25 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from core.errors import IngestError
+
+
+def fix_surrogates(text: str) -> str:
+    """Join surrogate pairs that arrived as two JSON escapes and replace lone surrogates with U+FFFD.
+
+    JSON producers that count UTF-16 units may split an emoji into ``"\\ud83d"`` and ``"\\ude00"``;
+    Python keeps those as two code points that no platform accepts. O(len(text)); a no-op for text
+    without surrogates.
+    """
+    if not any("\ud800" <= ch <= "\udfff" for ch in text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+CleanText = Annotated[str, AfterValidator(fix_surrogates)]
+"""A text field: surrogates fixed on the way in (see :func:`fix_surrogates`)."""
 
 
 class TextMode(enum.StrEnum):
@@ -131,6 +147,7 @@ class TextEvent(_EventBase):
     kind: Literal["text"] = "text"
     mode: TextMode = TextMode.DELTA
     text: str
+    """Kept raw: a delta may end in half a surrogate pair that the next delta completes."""
     message: int = Field(default=0, ge=0)
     visibility: Visibility = Visibility.ANSWER
 
@@ -160,7 +177,7 @@ class ToolResult(_EventBase):
     kind: Literal["tool_result"] = "tool_result"
     id: str
     name: str | None = None
-    summary: str = ""
+    summary: CleanText = ""
 
 
 class Phase(_EventBase):
@@ -170,7 +187,7 @@ class Phase(_EventBase):
 
 class Status(_EventBase):
     kind: Literal["status"] = "status"
-    text: str
+    text: CleanText
 
 
 class Media(_EventBase):
@@ -185,7 +202,7 @@ class Media(_EventBase):
 
 class Commit(_EventBase):
     kind: Literal["commit"] = "commit"
-    text: str | None = None
+    text: CleanText | None = None
 
 
 class End(_EventBase):
@@ -193,12 +210,12 @@ class End(_EventBase):
 
     kind: Literal["end"] = "end"
     status: EndStatus = EndStatus.OK
-    final_text: str | None = None
+    final_text: CleanText | None = None
 
 
 class ErrorEvent(_EventBase):
     kind: Literal["error"] = "error"
-    message: str
+    message: CleanText
 
 
 Event = Annotated[

@@ -6,10 +6,13 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from core.chunker import BreakKind, ChunkParams
 from core.coalescer import CoalesceParams
+from core.errors import IngestError
 from core.events import DeliveryMode
 from core.ports import TextFormat
 from core.units import LengthUnit
@@ -80,3 +83,39 @@ class ChannelPolicy:
             break_preference=self.block_chunk.break_preference,
             unit=self.unit,
         )
+
+
+OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning")
+"""Keys a ``run.start`` may override per run (``mode`` has its own field)."""
+
+
+def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, Any]) -> ChannelPolicy:
+    """The policy with a run's ``overrides`` applied.
+
+    Raises:
+        IngestError: an unknown key or a bad value (the message names it and the allowed ones).
+    """
+    if not overrides:
+        return policy
+    changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        try:
+            if key == "throttle_ms":
+                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                    raise ValueError("a number of milliseconds >= 0")
+                changes["throttle_s"] = value / 1000
+            elif key == "format":
+                changes["fmt"] = TextFormat(value) if value in ("plain", "markdown") else _bad("plain or markdown")
+            elif key == "subagents":
+                changes["subagents"] = SubagentPolicy(value)
+            elif key == "reasoning":
+                changes["reasoning"] = ReasoningPolicy(value)
+            else:
+                raise IngestError(f"unknown override {key!r}: a run may override {', '.join(OVERRIDABLE)}")
+        except ValueError as exc:
+            raise IngestError(f"bad override {key}={value!r}: expected {exc}") from None
+    return replace(policy, **changes)
+
+
+def _bad(expected: str) -> Any:
+    raise ValueError(expected)

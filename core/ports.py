@@ -40,6 +40,10 @@ class ChannelAdapter(Protocol):
     """Text limit of one message, in ``unit``."""
     unit: LengthUnit
 
+    def check_target(self, target: Target) -> str | None:
+        """What is wrong with ``target`` for this platform (e.g. a non-numeric reply id), or None."""
+        ...
+
     def is_group(self, target: Target) -> bool:
         """True when ``target`` is a group conversation (stricter rate limits apply)."""
         ...

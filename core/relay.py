@@ -13,7 +13,7 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.clock import Clock
@@ -21,15 +21,23 @@ from core.errors import IngestError
 from core.events import End, EndStatus, Event, RunStart, Target, parse_event
 from core.ledger import Ledger
 from core.normalize import Normalizer, make_normalizer
-from core.policy import ChannelPolicy
+from core.policy import ChannelPolicy, apply_overrides
 from core.ports import ChannelAdapter
 from core.rate import TokenBucket
-from core.report import DeliveryReport, PartReport, summarize
+from core.report import DeliveryReport, PartReport, ReportStatus, summarize
 from core.run import RunController
 from core.send_chain import SendChain
 from core.sequencer import SeqGate
 
 _log = logging.getLogger("streamrelay.relay")
+
+
+def _with_gaps(report: DeliveryReport, gaps: list[str]) -> DeliveryReport:
+    """The report with the run's input gaps; a run that lost input is at best ``partial``."""
+    report.gaps = list(gaps)
+    if gaps and report.status is ReportStatus.DELIVERED:
+        report.status = ReportStatus.PARTIAL
+    return report
 
 
 @dataclass(frozen=True)
@@ -78,10 +86,11 @@ class ChannelRuntime:
 
 @dataclass(frozen=True)
 class _Finished:
-    """What stays in memory of a finished run: its report and its pipeline units (not its text)."""
+    """What stays in memory of a finished run: its report, pipeline units and last seq (not its text)."""
 
     report: DeliveryReport
     pipeline: list[dict[str, Any]]
+    last_seq: int | None
 
 
 @dataclass
@@ -106,6 +115,7 @@ class Relay:
         gap_timeout_s: how long a ``seq`` gap holds later events.
         run_idle_timeout_s: a run that receives nothing for this long is closed as failed, so no preview
             is left hanging and no run holds memory forever.
+        max_active_runs: past this many active runs, a new ``run.start`` is refused with a 503.
     """
 
     def __init__(
@@ -118,6 +128,7 @@ class Relay:
         keep_finished: int = 10_000,
         gap_timeout_s: float = 2.0,
         run_idle_timeout_s: float = 600.0,
+        max_active_runs: int = 10_000,
     ) -> None:
         self.channels = dict(channels)
         self._ledger = ledger
@@ -126,6 +137,7 @@ class Relay:
         self._keep = keep_finished
         self._gap_timeout_s = gap_timeout_s
         self._idle_s = run_idle_timeout_s
+        self._max_active = max_active_runs
         self._runs: dict[str, _Run] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
         self.pipeline_listeners: list[Callable[[dict[str, Any]], None]] = []
@@ -171,21 +183,26 @@ class Relay:
         """Queue one normalized event for its run (waits if the run's queue is full).
 
         Raises:
-            IngestError: ``run.start`` names an unknown channel; an event arrives for a run that has not
-                started or already ended.
+            IngestError: ``run.start`` names an unknown channel, a bad target or override, repeats a run
+                with different settings, or names a run that already ended (409); too many runs are
+                active (503); an event arrives for a run that has not started or already ended (409).
+                A repeated ``seq`` of an ended run is dropped silently (a safe retry).
         """
         run = self._runs.get(event.run)
+        finished = self._finished.get(event.run)
+        seq, last_seq = event.seq, finished.last_seq if finished is not None else None
+        if seq is not None and last_seq is not None and seq <= last_seq:
+            return  # a retry of what was already taken
         if isinstance(event, RunStart):
             if run is not None:
-                if run.controller.policy.name != event.channel:
-                    raise IngestError(f"run {event.run!r} already started on another channel", status=409)
+                self._check_replayed_start(run.controller.start_event, event)
                 return  # a replayed run.start
-            if event.run in self._finished:
+            if finished is not None:
                 raise IngestError(f"run {event.run!r} already ended; start a new run id", status=409)
             await self._start(event)
             return
         if run is None:
-            if event.run in self._finished:
+            if finished is not None:
                 raise IngestError(f"run {event.run!r} already ended; its events are no longer taken", status=409)
             raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
         if isinstance(event, End) and run.normalizer is not None and event.source is None:
@@ -193,15 +210,40 @@ class Relay:
                 await run.queue.put(extra)
         await run.queue.put(event)
 
+    @staticmethod
+    def _check_replayed_start(first: RunStart, again: RunStart) -> None:
+        fields = ("channel", "target", "mode", "format", "overrides")
+        changed = [f for f in fields if getattr(first, f) != getattr(again, f)]
+        if changed:
+            raise IngestError(
+                f"run {again.run!r} already started with another {', '.join(changed)}: a run keeps its "
+                "run.start; use a new run id",
+                status=409,
+            )
+
     async def _start(self, event: RunStart) -> None:
         channel = self.channels.get(event.channel)
         if channel is None:
             known = ", ".join(sorted(self.channels)) or "none"
             raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
-        policy = channel.policy
+        if len(self._runs) >= self._max_active:
+            raise IngestError(
+                f"{len(self._runs)} runs are active, the most this sidecar takes: retry later", status=503
+            )
+        problem = channel.adapter.check_target(event.target)
+        if problem is not None:
+            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+        record = await self._ledger.get_run(event.run)
+        if record is not None:
+            if record.ended:
+                raise IngestError(f"run {event.run!r} already ended; start a new run id", status=409)
+            if record.channel != event.channel or record.target != event.target.model_dump(mode="json"):
+                raise IngestError(
+                    f"run {event.run!r} was started before on another channel or target; use a new run id",
+                    status=409,
+                )
+        policy = apply_overrides(channel.policy, event.overrides)
         if event.mode is not None and event.mode is not policy.delivery:
-            from dataclasses import replace
-
             policy = replace(policy, delivery=event.mode)
         controller = RunController(
             event,
@@ -213,7 +255,8 @@ class Relay:
             on_pipeline=self._publish,
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
-        run = _Run(controller, asyncio.Queue(self._queue_size), SeqGate(self._gap_timeout_s), normalizer)
+        gate = SeqGate(self._gap_timeout_s, last=event.seq)
+        run = _Run(controller, asyncio.Queue(self._queue_size), gate, normalizer)
         self._runs[event.run] = run
         await controller.open()
         run.task = asyncio.create_task(self._work(run), name=f"run:{event.run}")
@@ -253,14 +296,15 @@ class Relay:
             raise
         except Exception as exc:  # a bug in one run must not take others down
             run.failure = f"{type(exc).__name__}: {exc}"
-            controller.errors.append(f"internal error, delivery stopped: {run.failure}")
             _log.exception("run %s failed", controller.run)
-            await controller.abort()
+            with contextlib.suppress(Exception):
+                await controller.abort()
+            controller.fail(f"internal error, delivery stopped: {run.failure}")
         finally:
             self._runs.pop(controller.run, None)
-            report = controller.report()
-            report.gaps = list(run.gate.gaps)
-            self._finished[controller.run] = _Finished(report, list(controller.pipeline))
+            self._finished[controller.run] = _Finished(
+                _with_gaps(controller.report(), run.gate.gaps), list(controller.pipeline), run.gate.last
+            )
             while len(self._finished) > self._keep:
                 self._finished.popitem(last=False)
 
@@ -283,9 +327,7 @@ class Relay:
         """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""
         run = self._runs.get(run_id)
         if run is not None:
-            report = run.controller.report()
-            report.gaps = list(run.gate.gaps)
-            return report
+            return _with_gaps(run.controller.report(), run.gate.gaps)
         finished = self._finished.get(run_id)
         if finished is not None:
             return finished.report

@@ -29,16 +29,18 @@ from core.events import (
     RunStart,
     Status,
     TextEvent,
+    TextMode,
     ToolCall,
     ToolCallState,
     ToolResult,
     Visibility,
+    fix_surrogates,
 )
 from core.ledger import Ledger, RunRecord
 from core.pipeline import ToolCallCollector
 from core.policy import ChannelPolicy, SubagentPolicy
 from core.ports import ChannelAdapter, TextFormat
-from core.report import DeliveryReport, SlotRole, summarize
+from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
 
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
@@ -101,6 +103,7 @@ class RunController:
         self.errors: list[str] = []
         self.ended: End | None = None
         self.done = False
+        self._carry: dict[int, str] = {}
 
     async def open(self) -> None:
         """Record the run and restore parts delivered before a restart; start delivering."""
@@ -150,7 +153,13 @@ class RunController:
             self.board.note(event.text)
             self._refresh_status()
             return
-        change = self.assembler.apply(None, event.message, event.mode, event.text)
+        text = event.text
+        if event.mode is TextMode.DELTA:
+            # A surrogate pair split across deltas is joined; a lone surrogate becomes U+FFFD.
+            text = self._carry.pop(event.message, "") + text
+            if text and "\ud800" <= text[-1] <= "\udbff":
+                self._carry[event.message], text = text[-1], text[:-1]
+        change = self.assembler.apply(None, event.message, event.mode, fix_surrogates(text))
         linear = self.answer.apply(event.message, change)
         if linear is not None and self.committed is None and not self.mode.show_answer_at_commit():
             self.mode.on_answer(linear, event.message)
@@ -212,7 +221,8 @@ class RunController:
             final = end.final_text if end.final_text is not None else self.committed
             if final is None:
                 final = self.answer.text()
-            commit_point(self, final)
+            if final != self.committed:
+                commit_point(self, final)
         self.board.all_children_done(ok)
         if self.policy.delivery is DeliveryMode.PROGRESS:
             self.board.title = PROGRESS_DONE if ok else PROGRESS_FAILED
@@ -225,6 +235,13 @@ class RunController:
         self.done = True
         return self.report()
 
+    def fail(self, reason: str) -> None:
+        """Mark the run finished and failed without finalizing (an internal error stopped it)."""
+        self.errors.append(reason)
+        if self.ended is None:
+            self.ended = End(run=self.run, status=EndStatus.ERROR)
+        self.done = True
+
     async def abort(self) -> None:
         """Stop delivering without finalizing (service shutdown)."""
         await self.rec.cancel()
@@ -233,6 +250,13 @@ class RunController:
         report = summarize(self.run, self.policy.name, self.rec.parts(), done=self.done)
         report.end_status = str(self.ended.status) if self.ended else None
         report.errors = self.errors + report.errors
+        if (
+            self.done
+            and report.status is ReportStatus.DELIVERED
+            and self.ended is not None
+            and (self.ended.status is not EndStatus.OK)
+        ):
+            report.status = ReportStatus.PARTIAL if report.confirmed else ReportStatus.FAILED
         return report
 
 
@@ -240,10 +264,9 @@ def commit_point(run: RunController, text: str) -> None:
     """THE commit point: the answer passed its checks and may be shown (and acted on).
 
     Called by a ``commit`` event, or by ``end`` with status ``ok`` (no verifier is configured, so the end
-    itself is the check). Before it, progress mode shows no answer text at all; after it, the committed
-    text is final: later drafts are ignored and finalization shows exactly this text, once.
+    itself is the check; an ``end`` whose ``final_text`` differs from the committed text commits it
+    again, since ``final_text`` is authoritative). Before it, progress mode shows no answer text at all;
+    after it, later drafts are ignored and finalization shows exactly the committed text, once.
     """
-    if run.committed is not None and run.ended is None:
-        return
     run.committed = text
     run.mode.finalize(text)

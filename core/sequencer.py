@@ -15,6 +15,9 @@ from core.events import Event
 class SeqGate:
     """Orders one run's events.
 
+    ``last`` starts at the ``seq`` of the run's ``run.start`` when it has one; otherwise the first event
+    with a ``seq`` sets it.
+
     Args:
         gap_timeout_s: how long a gap may hold later events before they are released anyway (and the
             gap reported).
@@ -27,6 +30,7 @@ class SeqGate:
     _n: int = 0
     dropped: int = 0
     gaps: list[str] = field(default_factory=list)
+    _skipped: list[tuple[int, int]] = field(default_factory=list)
 
     def push(self, event: Event, now: float) -> list[Event]:
         """Take one event; return the events now ready, in order."""
@@ -34,6 +38,8 @@ class SeqGate:
             return [event]
         if self.last is not None and event.seq <= self.last:
             self.dropped += 1
+            if any(lo <= event.seq <= hi for lo, hi in self._skipped):
+                self.gaps.append(f"seq {event.seq} arrived after its gap was given up: dropped")
             return []
         if any(seq == event.seq for seq, _, _ in self._held):
             self.dropped += 1
@@ -67,6 +73,7 @@ class SeqGate:
             seq, _, event = heapq.heappop(self._held)
             if self.last is not None and seq > self.last + 1:
                 self.gaps.append(f"seq {self.last + 1}..{seq - 1} never arrived")
+                self._skipped.append((self.last + 1, seq - 1))
             self.last = seq
             out.append(event)
         self._held_since = None

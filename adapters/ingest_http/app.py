@@ -17,6 +17,7 @@ the first failure's 4xx with every rejected line listed (``{"error", "accepted",
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from collections.abc import AsyncIterator
@@ -63,19 +64,19 @@ class _Ingest:
         )
 
     async def lines(self, request: Request) -> AsyncIterator[bytes]:
-        """The body's lines as they arrive. Raises _TooLarge past the size limits."""
+        """The body's lines as they arrive (linear in the body). Raises _TooLarge past the size limits."""
         total = 0
         buffer = b""
         async for piece in request.stream():
             total += len(piece)
             if total > self.max_body_bytes:
                 raise _TooLarge(f"request body over {self.max_body_bytes} bytes: split the run into several requests")
-            buffer += piece
-            while (nl := buffer.find(b"\n")) >= 0:
-                line, buffer = buffer[:nl], buffer[nl + 1 :]
+            *complete, buffer = (buffer + piece).split(b"\n")
+            for line in complete:
                 yield line
             if len(buffer) > self.max_line_bytes:
                 raise _TooLarge(f"a line is over {self.max_line_bytes} bytes")
+            await asyncio.sleep(0)  # other runs go on while a large body is read
         if buffer.strip():
             yield buffer
 
@@ -84,8 +85,10 @@ class _Ingest:
         if len(raw) > self.max_line_bytes:
             raise _TooLarge(f"a line is over {self.max_line_bytes} bytes")
         try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            obj = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
+        except json.JSONDecodeError as exc:
             raise IngestError(f"malformed JSON: {exc}") from None
         return await self.relay.submit_line(obj, run_hint)
 

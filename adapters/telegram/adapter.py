@@ -76,6 +76,18 @@ class TelegramAdapter:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=AiohttpSession(**session_args))
 
+    def check_target(self, target: Target) -> str | None:
+        """Telegram ids: ``chat_id`` an integer or ``@channelusername``; ``thread_id`` and ``reply_to``
+        integers (https://core.telegram.org/bots/api#sendmessage)."""
+        chat = target.chat_id
+        if isinstance(chat, str) and not (chat.startswith("@") or chat.lstrip("-").isdigit()):
+            return f"chat_id {chat!r} must be an integer or '@channelusername'"
+        for name in ("thread_id", "reply_to"):
+            value = getattr(target, name)
+            if value is not None and not (isinstance(value, int) or str(value).isdigit()):
+                return f"{name} {value!r} must be an integer message id"
+        return None
+
     def is_group(self, target: Target) -> bool:
         """Groups, supergroups and channels have negative ids or ``@username`` ids.
 
@@ -102,9 +114,7 @@ class TelegramAdapter:
         try:
             return await self._bot(method)
         except BOUNDARY_ERRORS as exc:
-            error = translate(
-                exc, method=method.__api_method__, target=str(target.chat_id), scrub=self._scrub
-            )
+            error = translate(exc, method=method.__api_method__, target=str(target.chat_id), scrub=self._scrub)
         raise error  # outside the except block: no __context__ that could carry the token in its URL
 
     async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
@@ -124,9 +134,7 @@ class TelegramAdapter:
             entities=entities,
             message_thread_id=_thread_id(target),
             reply_parameters=(
-                ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
-                if reply_to is not None
-                else None
+                ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to is not None else None
             ),
         )
         sent = await self._call(method, target)
@@ -156,9 +164,7 @@ class TelegramAdapter:
             core.errors.TargetNotFoundError: it is already gone.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
-        await self._call(
-            DeleteMessage(chat_id=target.chat_id, message_id=_message_id(message_id, target)), target
-        )
+        await self._call(DeleteMessage(chat_id=target.chat_id, message_id=_message_id(message_id, target)), target)
 
     async def send_typing(self, target: Target) -> None:
         """Show "typing…" (``sendChatAction``); it lasts <= 5 s, so resend about every 4-5 s."""

@@ -43,7 +43,7 @@ def _check_chat(want: list[str], t: Transcript, ctx: dict[str, Any]) -> list[str
 
 
 def _check_content(want: str, t: Transcript, ctx: dict[str, Any]) -> list[str]:
-    got = strip_for_content("".join(_texts(t)))
+    got = strip_for_content("\n".join(_texts(t)))
     exp = strip_for_content(want)
     if got == exp:
         return []
@@ -81,13 +81,26 @@ def _check_within_limit(flag: bool, t: Transcript, ctx: dict[str, Any]) -> list[
     ]
 
 
+def fences_balanced(text: str) -> bool:
+    """True when every CommonMark fence opened in ``text`` is closed (closer: same character, at least
+    as long, nothing after it); a shorter fence line inside a fence is content, not a fence."""
+    open_marker: str | None = None
+    for m in FENCE_LINE.finditer(text):
+        marker = m.group(1)
+        if open_marker is None:
+            open_marker = marker
+        elif marker[0] == open_marker[0] and len(marker) >= len(open_marker) and m.group(0).strip() == marker:
+            open_marker = None
+    return open_marker is None
+
+
 def _check_fences(flag: bool, t: Transcript, ctx: dict[str, Any]) -> list[str]:
     if not flag:
         return []
     return [
-        f"message {m['message_id']} has an odd number of fence lines: {m['text'][:80]!r}..."
+        f"message {m['message_id']} leaves a fence open: {m['text'][:80]!r}..."
         for m in t["chat"]
-        if len(FENCE_LINE.findall(m["text"])) % 2
+        if not fences_balanced(m["text"])
     ]
 
 

@@ -232,7 +232,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
                 f"/v1/runs/{run}/events", content=_paced(_events(case, run, chat_id, base_dir), t0)
             )
             failures = [] if posted.status_code == 200 else [f"ingest answered {posted.status_code}: {posted.text}"]
-            got = await client.get(f"/v1/runs/{run}", params={"wait_s": 60})
+            got = await client.get(f"/v1/runs/{run}", params={"wait_s": 300})
             report = got.json()
         transcript = {
             "calls": [

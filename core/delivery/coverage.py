@@ -2,7 +2,13 @@
 
 Finalization sends the final text minus what is already acknowledged or queued, so nothing is shown
 twice and nothing is lost (DESIGN §4). Comparison ignores whitespace and fence marker lines, because
-chunk cuts drop the whitespace of a break and close / reopen fences. Cost: linear in the texts.
+chunk cuts drop the whitespace of a break and close / reopen fences.
+
+The final may cover every shown part (the runtime sends the whole answer) or only the last ones (the
+runtime sends its last assistant message as ``final_text``), so coverage is searched from each part's
+start: the final's longest prefix that runs, from a part's start, either to the end of what is shown or
+to the end of the final. If no part start matches, the final diverged from what was streamed and is
+shown whole. Cost: O(parts x length) in the worst case, O(length) in the usual one.
 """
 
 from __future__ import annotations
@@ -12,36 +18,59 @@ import re
 _FENCE_LINE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
 
 
-def _signature(text: str) -> list[tuple[str, int]]:
+def _signature(text: str) -> tuple[str, list[int]]:
     """Non-whitespace characters of ``text`` outside fence marker lines, with their index in ``text``."""
     masked = _FENCE_LINE.sub(lambda m: " " * len(m.group(0)), text)
-    return [(ch, i) for i, ch in enumerate(masked) if not ch.isspace()]
+    positions = [i for i, ch in enumerate(masked) if not ch.isspace()]
+    return "".join(masked[i] for i in positions), positions
+
+
+def covered_prefix(final_sig: str, shown: list[str]) -> int:
+    """How many signature characters of the final are already shown (see the module docstring)."""
+    sigs = [_signature(part)[0] for part in shown]
+    joined = "".join(sigs)
+    best = 0
+    start = 0
+    for sig in sigs:
+        if sig and final_sig.startswith(sig[:1]):
+            rest = joined[start:]
+            n = _common_prefix(final_sig, rest)
+            if n == len(final_sig) or n == len(rest):
+                best = max(best, n)
+        start += len(sig)
+    return best
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # binary search on slices: C-speed comparisons
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def uncovered_tail(final_text: str, shown: list[str]) -> str:
     """The tail of ``final_text`` that the ``shown`` parts (in order) do not already show.
-
-    The shown parts, joined and compared without whitespace and fence marker lines, cover the longest
-    common prefix of the final text; the rest is returned (from the start of the line of the first
-    uncovered character when a fence is open there, so the fence is reopened).
 
     Args:
         final_text: the committed final answer.
         shown: texts of the parts already shown or queued, in order.
 
     Returns:
-        The uncovered tail ('' when everything is shown).
+        The uncovered tail ('' when everything is shown), starting at the first uncovered character
+        (or at the start of its line when a fence is open there, reopened with its opener line).
     """
-    final_sig = _signature(final_text)
-    shown_chars = "".join(ch for part in shown for ch, _ in _signature(part))
-    n = 0
-    limit = min(len(final_sig), len(shown_chars))
-    while n < limit and final_sig[n][0] == shown_chars[n]:
-        n += 1
+    final_sig, positions = _signature(final_text)
+    n = covered_prefix(final_sig, shown)
     if n >= len(final_sig):
         return ""
-    start = final_sig[n][1]
-    # Reopen a fence that is open at the cut, with its opener line.
+    start = positions[n]
     opener = _open_fence_before(final_text, start)
     tail = final_text[start:]
     return f"{opener}\n{tail}" if opener and not tail.lstrip().startswith(opener.strip()) else tail

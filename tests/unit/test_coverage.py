@@ -23,3 +23,20 @@ def test_a_fence_open_at_the_cut_is_reopened() -> None:
     final = "See:\n```py\na = 1\nb = 2\n```"
     tail = uncovered_tail(final, ["See:\n```py\na = 1\n```"])
     assert tail == "```py\nb = 2\n```"
+
+
+def test_a_final_that_is_only_the_last_message_is_covered_by_its_blocks() -> None:
+    assert uncovered_tail("The answer is 42.", ["Let me check.", "The answer is 42."]) == ""
+
+
+def test_a_final_that_diverged_from_the_blocks_is_shown_whole() -> None:
+    final = "The answer is 14 days.\n\nMore detail follows here."
+    assert uncovered_tail(final, ["The answer is 4 days.", "More detail follows here."]) == final
+
+
+def test_a_final_shorter_than_what_is_shown_adds_nothing() -> None:
+    assert uncovered_tail("A. B.", ["A.", "B.", "C."]) == ""
+
+
+def test_the_unseen_tail_after_a_preamble_is_returned() -> None:
+    assert uncovered_tail("Step one. Step two.", ["Thinking...", "Step one."]) == "Step two."

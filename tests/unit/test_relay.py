@@ -26,6 +26,9 @@ class _Chat:
     def __init__(self) -> None:
         self.messages: dict[str, str] = {}
 
+    def check_target(self, target: Target) -> str | None:
+        return None
+
     def is_group(self, target: Target) -> bool:
         return isinstance(target.chat_id, int) and target.chat_id < 0
 
