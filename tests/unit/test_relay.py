@@ -8,7 +8,7 @@ import pytest
 
 from core.clock import FakeClock, MonotonicClock
 from core.errors import IngestError
-from core.events import Target
+from core.events import Target, parse_event
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
 from core.ports import TextFormat
@@ -107,3 +107,109 @@ async def test_a_bad_line_fails_alone() -> None:
     with pytest.raises(IngestError, match="already ended"):
         await relay.submit_line({"kind": "text", "text": "late"}, "r")
     await asyncio.sleep(0)
+
+
+def _relay(chat: _Chat, ledger: MemoryLedger | None = None, **kw: float) -> Relay:
+    policy = ChannelPolicy(name="c", throttle_s=0)
+    return Relay({"c": ChannelRuntime(policy, chat)}, ledger or MemoryLedger(), MonotonicClock(), **kw)  # type: ignore[arg-type]
+
+
+START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}
+
+
+async def test_seq_counts_from_the_run_start_so_an_early_reorder_is_not_lost() -> None:
+    chat = _Chat()
+    relay = _relay(chat)
+    await relay.submit_line({**START, "seq": 0}, "r")
+    await relay.submit_line({"kind": "text", "seq": 2, "text": "B"}, "r")
+    await relay.submit_line({"kind": "text", "seq": 1, "text": "A"}, "r")
+    await relay.submit_line({"kind": "end", "seq": 3}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert list(chat.messages.values()) == ["AB"]
+    assert report is not None and report.status == "delivered" and report.gaps == []
+
+
+async def test_a_gap_that_never_fills_makes_the_report_partial() -> None:
+    chat = _Chat()
+    relay = _relay(chat, gap_timeout_s=0.1)
+    await relay.submit_line({**START, "seq": 0}, "r")
+    await relay.submit_line({"kind": "text", "seq": 1, "text": "A"}, "r")
+    await relay.submit_line({"kind": "text", "seq": 3, "text": "C"}, "r")
+    await relay.submit_line({"kind": "end", "seq": 4}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert report is not None and report.status == "partial"
+    assert report.gaps == ["seq 2..2 never arrived"]
+
+
+async def test_an_emoji_split_across_deltas_is_joined() -> None:
+    chat = _Chat()
+    relay = _relay(chat)
+    await relay.submit_line(START, "r")
+    await relay.submit(parse_event({"run": "r", "kind": "text", "text": "Hi \ud83d"}))
+    await relay.submit(parse_event({"run": "r", "kind": "text", "text": "\ude00 there \ud83d"}))
+    await relay.submit_line({"kind": "end"}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert report is not None and report.status == "delivered"
+    assert list(chat.messages.values()) == ["Hi 😀 there"]  # a half pair left at the end is dropped
+
+
+async def test_a_run_that_ended_before_a_restart_is_refused() -> None:
+    ledger = MemoryLedger()
+    relay = _relay(_Chat(), ledger)
+    await relay.submit_line(START, "job-1")
+    await relay.submit_line({"kind": "text", "text": "Your order shipped."}, "job-1")
+    await relay.submit_line({"kind": "end"}, "job-1")
+    await relay.wait_done("job-1", 5)
+    await relay.close()
+    restarted = _relay(_Chat(), ledger)
+    with pytest.raises(IngestError, match="already ended") as info:
+        await restarted.submit_line(START, "job-1")
+    assert info.value.status == 409
+    await restarted.close()
+
+
+async def test_a_replayed_run_start_must_match_the_first() -> None:
+    relay = _relay(_Chat())
+    await relay.submit_line(START, "r")
+    await relay.submit_line(START, "r")  # the same: a harmless replay
+    with pytest.raises(IngestError, match="another target"):
+        await relay.submit_line({**START, "target": {"chat_id": 6}}, "r")
+    await relay.close()
+
+
+async def test_overrides_are_checked_and_applied() -> None:
+    relay = _relay(_Chat())
+    with pytest.raises(IngestError, match="unknown override 'evil'"):
+        await relay.submit_line({**START, "overrides": {"evil": 1}}, "a")
+    with pytest.raises(IngestError, match="bad override throttle_ms"):
+        await relay.submit_line({**START, "overrides": {"throttle_ms": -1}}, "b")
+    await relay.submit_line({**START, "overrides": {"throttle_ms": 250, "format": "markdown"}}, "c")
+    controller = relay.controller("c")
+    assert controller is not None and controller.policy.throttle_s == 0.25
+    await relay.close()
+
+
+async def test_too_many_active_runs_is_a_503() -> None:
+    relay = _relay(_Chat(), max_active_runs=2)
+    await relay.submit_line(START, "a")
+    await relay.submit_line(START, "b")
+    with pytest.raises(IngestError, match="runs are active") as info:
+        await relay.submit_line(START, "c")
+    assert info.value.status == 503
+    await relay.close()
+
+
+async def test_a_retry_of_an_ended_run_with_seqs_is_taken_silently() -> None:
+    chat = _Chat()
+    relay = _relay(chat)
+    lines = [{**START, "seq": 0}, {"kind": "text", "seq": 1, "text": "once"}, {"kind": "end", "seq": 2}]
+    for line in lines:
+        await relay.submit_line(line, "r")
+    await relay.wait_done("r", 5)
+    for line in lines:  # the client lost the answer and sends the same request again
+        await relay.submit_line(line, "r")
+    await relay.close()
+    assert list(chat.messages.values()) == ["once"]
