@@ -3,33 +3,42 @@
 The rule (shared/cases/README.md), applied as if the text arrived one code point at a time, so that the
 output never depends on how the text was split into appends:
 
-- A *break* is a run of whitespace (``" \\t\\n\\r\\f\\v"``) after some text: a paragraph (two newlines or
-  more), a line (one newline), a sentence (no newline, after ``.!?…`` and optional closing quotes or
-  brackets; also a CJK full stop ``。！？`` followed directly by text) or a space. A break counts once the
-  first non-whitespace character after it has arrived.
+- A *break* is a run of whitespace (``" \\t\\n\\r\\f\\v"``; block quote markers at the start of a
+  line belong to it, so a quoted blank line is a paragraph break) after some text: a paragraph (two
+  newlines or more), a line (one newline), a sentence (no newline, after ``.!?`` or an ellipsis and
+  optional closing quotes or brackets; also a CJK full stop U+3002, U+FF01, U+FF1F followed directly by
+  text) or a space. A break counts once the first character after its whitespace has arrived.
 - Emit: as soon as the pending text ends at a break of the preferred kind or stronger (paragraph >
   newline > sentence) that lies outside fences, links and inline code spans, and the text before the
-  break is at least ``min_chars`` long, that text is a chunk.
-- Cut: only when the pending text no longer fits in ``max_chars`` (trailing whitespace not counted, a
-  closer counted while a fence is open) is it cut inside the budget at the last break of the best kind:
-  paragraph > line (breaks outside fences before breaks inside fences) > sentence > space > code point
-  boundary. Breaks leaving a chunk of at least ``min_chars`` are preferred to shorter ones; breaks and
-  code point boundaries inside links ``[text](url)``, inline code spans, fence marker lines and grapheme
-  clusters are used only when nothing else fits.
+  break is at least ``min_chars`` long, that text is a chunk. ``min_chars`` gates only this.
+- Cut: only when the pending text no longer fits in ``max_chars`` (trailing whitespace not counted; a
+  closer counted once the last line is fence content) is it cut, at the last break of the best kind
+  whose chunk fits: paragraph > line (breaks outside fences before breaks inside fences, so a fence
+  that fits moves whole to the next chunk) > sentence > space > code point boundary. Breaks and
+  boundaries inside links ``[text](url)``, inline code spans, fence marker lines and grapheme clusters
+  (combining marks, ZWJ sequences, variation selectors, emoji modifiers, flag pairs) are used only when
+  nothing else fits. A chunk never leaves an empty fence behind a cut, and a chunk that begins
+  mid-line never begins with three backticks or tildes (that would open a fence).
 - A cut drops the break's whitespace; the indentation of the next line is kept. A fence cut in two is
   closed (a closer line with the fence's container prefix) and reopened at the start of the next chunk
-  with its info string, or bare when the info string cannot fit; those markers count in ``max_chars``.
-- The forced drain emits what is pending (trailing whitespace dropped); chunks made of whitespace only
-  are dropped, so chunks are never empty.
+  (a line continued mid-way also gets its block quote markers back); those markers count in
+  ``max_chars``. The reopened opener keeps the info string while opener, closer and their newlines take
+  at most half of ``max_chars``, else it is bare; when even the first chunk cannot hold the original
+  opener, one code point and a closer, the opener is emitted closed at once and the fence continues bare.
+- The forced drain emits what is pending, as it is (trailing whitespace dropped; no closer is invented
+  for a fence the text left open); chunks made of whitespace only are dropped: chunks are never empty.
 
 Fences are CommonMark fences (`````` ``` `````` or ``~~~``, at most 3 spaces of indentation relative to
 their container, closed by a line of the same character at least as long), also inside block quotes
-and list items. Lengths are in the channel's unit (:class:`core.units.LengthUnit`): code points, or
-UTF-16 code units for Telegram, where a character beyond the BMP costs 2 and is never split.
+and list items. A fence whose opener and closer cannot fit together in ``max_chars`` (or whose opener
+line alone is longer) is cut like text. Lengths are in the channel's unit
+(:class:`core.units.LengthUnit`): code points, or UTF-16 code units for Telegram, where a character
+beyond the BMP costs 2 and is never split.
 
-Cost: one pass. Each append costs time proportional to its own length (plain runs are skipped with a
-regular expression; the scanner keeps the fence, line, inline-code and link state, the breaks found so
-far and running unit counts); a cut costs time proportional to the text it emits.
+Cost: one pass. Each append costs time proportional to its own length (runs of ordinary characters are
+skipped with a regular expression; the scanner keeps the line, fence, inline code and link state, the
+breaks found so far and running unit counts, never rescanning the pending text); a cut costs time
+proportional to the text it emits. bench/bench_chunker.py measures it.
 """
 
 from __future__ import annotations
@@ -88,15 +97,16 @@ class ChunkParams:
 
 _WS = " \t\n\r\f\v"
 _WS_SET = frozenset(_WS)
-_SENT_END = frozenset(".!?…。！？")
-_CLOSERS = frozenset("\"')]}’”»*_")
-_CJK_STOPS = frozenset("。！？")
-_NO_START = frozenset(".,;:!?)]}…。、，！？：；）」』】》")  # a forced cut does not put these first
+_CJK_STOPS = frozenset("\u3002\uff01\uff1f")  # ideographic full stop, fullwidth ! and ?
+_SENT_END = frozenset(".!?\u2026") | _CJK_STOPS
+_CLOSERS = frozenset("\"')]}*_\u2019\u201d\u00bb")  # closing quotes and brackets after a sentence end
+# A forced cut does not put these first: closing punctuation, also fullwidth (CJK) forms.
+_NO_START = frozenset(".,;:!?)]}\u2026\u3001\u3002\uff0c\uff01\uff1f\uff1a\uff1b\uff09\u300d\u300f\u3011\u300b")
 _ZWJ = "\u200d"
 _BMP_MAX = "\uffff"
 
 # Runs of characters that change no state in a line state (see Chunker._scan).
-_RX_TEXT = re.compile(r"[^ \t\n\r\f\v`\[\]()\\。！？]+")
+_RX_TEXT = re.compile("[^ \t\n\r\f\v`\\[\\]()\\\\\u3002\uff01\uff1f]+")
 _RX_NO_BACKTICK = re.compile(r"[^ \t\n\r\f\v`]+")
 _RX_NON_WS = re.compile(r"[^ \t\n\r\f\v]+")
 _RX_LIST_MARKER = re.compile(r"[-*+]|\d{1,9}[.)]")
@@ -168,6 +178,7 @@ class _Fence:
         "end_line",
         "item_indent",
         "length",
+        "marks",
         "opener_start",
         "quote_depth",
         "quote_prefix",
@@ -192,6 +203,12 @@ class _Fence:
         self.reopen = ""  # the opener line of a continuation chunk
         self.reopen_full = True  # reopen carries the info string
         self.splittable = True  # markers fit in max_chars: the fence can be closed and reopened
+        self.marks: list[int] = []  # where each content line's content begins (quote markers aside)
+
+    def has_content(self, a: int, b: int) -> bool:
+        """True when some content line begins its content in ``[a, b)``."""
+        k = bisect_left(self.marks, a)
+        return k < len(self.marks) and self.marks[k] < b
 
 
 # A break: (whitespace start, cumulative units at it, start of the rest, enclosing fence or None).
@@ -235,7 +252,7 @@ class Chunker:
             self._marker_char,
             self._marker_char,
             self._marker_char,
-            self._run_char,
+            self._fence_run_char,
             self._info_char,
             self._inline,
             self._fprefix_char,
@@ -284,8 +301,9 @@ class Chunker:
     def pending(self) -> str:
         """The text not emitted yet, exactly as the next chunk would begin (with a reopened fence opener).
 
-        Without its trailing whitespace (and with a closer when a fence is open) it fits in
-        ``max_chars``. Cost O(len(pending)).
+        Without its trailing whitespace (and the ``>`` markers of a trailing quoted line that has no
+        content yet) it fits in ``max_chars``, with room for a closer while its last line is fence
+        content. Cost O(len(pending)).
         """
         return self._head + self._slice(self._base, self._end)
 
@@ -324,12 +342,11 @@ class Chunker:
         self._marker_line = False
         self._marker_col = 0
         self._num_len = 0
-        self._list_indent = 0
+        self._lists: list[int] = []  # content indents of the open list items, increasing
         self._run_char = ""
         self._run_len = 0
         self._run_start = 0
         self._run_cum = 0
-        self._run_col = 0
         # whitespace run
         self._in_ws = False
         self._ws_start = 0
@@ -445,15 +462,28 @@ class Chunker:
 
     def _char(self, c: str) -> None:
         pos = self._end
-        self._nonws_pre(pos)
-        self._on_char[self._ls](c, pos)
-        self._p_blank = False
-        self._sent = c in _SENT_END or (self._sent and c in _CLOSERS)
+        if c == ">" and self._in_ws and not self._ws_leading and self._quote_marker_next():
+            # A block quote marker after a newline belongs to the break, like the indentation: a
+            # quoted blank line ("a\n>\n> b") makes a paragraph break; the next line keeps its marker.
+            self._on_char[self._ls](c, pos)
+        else:
+            self._nonws_pre(pos)
+            self._on_char[self._ls](c, pos)
+            self._p_blank = False
+            self._sent = c in _SENT_END or (self._sent and c in _CLOSERS)
         self._prev = c
         self._cum += 2 if self._utf16 and c > _BMP_MAX else 1
         self._end = pos + 1
         if self._rendered() > self._max:
             self._overflow()
+
+    def _quote_marker_next(self) -> bool:
+        """True when a ``>`` arriving now is a block quote marker of the line's prefix."""
+        if self._col > 3:
+            return False
+        if self._ls == _L_PREFIX:
+            return True
+        return self._ls == _L_FPREFIX and self._fence is not None and self._quotes < self._fence.quote_depth
 
     def _ws_char(self, c: str) -> None:
         pos = self._end
@@ -507,11 +537,10 @@ class Chunker:
     def _add_break(self, rank: int, ws_start: int, ws_cum: int, rest: int) -> None:
         brk: _Break = (ws_start, ws_cum, rest, self._fence)
         self._breaks[rank].append(brk)
-        if brk[3] is None and rank in self._emit_ranks:
-            if self._head_units + ws_cum - self._base_cum >= self._min:
-                guard = self._protect(True)
-                if guard is None or ws_start < guard[0]:
-                    self._cut_break(brk)
+        if brk[3] is None and rank in self._emit_ranks and self._head_units + ws_cum - self._base_cum >= self._min:
+            guard = self._protect(True)
+            if (guard is None or ws_start < guard[0]) and self._rest_ok(rest, self._end + 1):
+                self._cut_break(brk)
 
     def _rendered(self) -> int:
         """Units of the pending text as a chunk now: trailing whitespace dropped, a closer if needed."""
@@ -526,9 +555,7 @@ class Chunker:
 
     def _closer_ready(self) -> bool:
         fence = self._fence
-        return fence is not None and (
-            self._ls == _L_FTRAIL or (self._ls == _L_FRUN and self._run_len >= fence.length)
-        )
+        return fence is not None and (self._ls == _L_FTRAIL or (self._ls == _L_FRUN and self._run_len >= fence.length))
 
     def _protect(self, inline: bool) -> tuple[int, int] | None:
         """Start (position, cum) of the earliest region still open that must not be cut, or None.
@@ -600,8 +627,11 @@ class Chunker:
         """The head of a chunk that continues ``fence`` at ``rest`` (a line continued mid-way keeps its
         block quote markers)."""
         fence.content_start = rest
+        del fence.marks[: bisect_left(fence.marks, rest)]
         head = fence.reopen + "\n"
-        if fence.quote_prefix and self._char_at(rest - 1) != "\n":
+        if self._char_at(rest - 1) != "\n":  # a line continued mid-way: its content starts here
+            if not fence.marks or fence.marks[0] != rest:
+                fence.marks.insert(0, rest)
             head += fence.quote_prefix
         return head
 
@@ -628,13 +658,13 @@ class Chunker:
         full = self._protect(True)
         struct = self._protect(False)
         plans: tuple[Callable[[], bool], ...] = (
-            lambda: self._try_break(full, True),
-            lambda: self._try_code_point(full, True, True, False),
-            lambda: self._try_break(struct, False),
+            lambda: self._try_break(full, True),  # the best break outside links and code spans
+            lambda: self._try_code_point(full, True, True, False),  # the last safe code point boundary
+            lambda: self._try_break(struct, False),  # a link or code span longer than the budget
             lambda: self._try_code_point(struct, False, True, False),
-            self._empty_fence_cut,
-            lambda: self._try_code_point(struct, False, False, False),
-            lambda: self._try_code_point(None, False, False, True),
+            self._empty_fence_cut,  # an opener whose info string leaves no room for content
+            lambda: self._try_code_point(struct, False, False, False),  # a grapheme cluster over max
+            lambda: self._try_code_point(None, False, False, True),  # anything: never loop
         )
         return any(plan() for plan in plans)
 
@@ -660,7 +690,7 @@ class Chunker:
             units = self._head_units + brk[1] - self._base_cum
             if fence is not None and fence.splittable:
                 units += fence.closer_units
-            if units <= self._max and self._fence_ok(brk):
+            if units <= self._max and self._fence_ok(brk) and self._rest_ok(brk[2], self._end):
                 return brk
             j -= 1
         return None
@@ -670,11 +700,30 @@ class Chunker:
         ws_start, _, rest, fence = brk
         if fence is None or not fence.splittable:
             return True
-        if ws_start < fence.content_start:
+        if not fence.has_content(fence.content_start, ws_start):
             return False
+        if self._char_at(rest - 1) != "\n":
+            return True  # the rest continues a content line
         if fence.closer_line >= 0:
-            return fence.closer_line != rest
-        return not (fence is self._fence and rest == self._line_start and self._ls in _CANDIDATE_LINES)
+            return fence.has_content(rest, fence.closer_line)
+        if fence is self._fence:  # still open: content must already follow, before a possible closer
+            last = self._line_start if self._ls in _CANDIDATE_LINES else self._end
+            return fence.has_content(rest, last)
+        return True  # the fence ended with its container: the rest is outside it
+
+    def _rest_ok(self, rest: int, known: int) -> bool:
+        """A chunk that begins mid-line at ``rest`` must not begin with a fence marker: a run of three
+        backticks or tildes inside a line would open a fence at the start of a message. A run that
+        reaches ``known`` (the end of the text seen so far) may still grow, so it does not qualify."""
+        if rest >= known or self._char_at(rest - 1) == "\n":
+            return True
+        ch = self._char_at(rest)
+        if ch != "`" and ch != "~":
+            return True
+        n = 1
+        while n < 3 and rest + n < known and self._char_at(rest + n) == ch:
+            n += 1
+        return n < 3 and rest + n < known
 
     def _region_index(self, pos: int, inline: bool) -> int:
         k = bisect_left(self._reg_starts, pos, self._rlo) - 1
@@ -694,12 +743,14 @@ class Chunker:
     def _try_code_point(self, guard: tuple[int, int] | None, inline: bool, grapheme: bool, any_ws: bool) -> bool:
         """Cut at the last code point boundary inside the budget, outside protected regions."""
         lo = self._base + 1
-        p = self._end - 1
+        # Start at the last boundary whose chunk could fit (each code point costs 1 unit or more).
+        p = min(self._end - 1, self._base + self._max - self._head_units)
         if p < lo:
             return False
-        cum = self._cum - self._units_of(self._char_at(p))
         if guard is not None and guard[0] < p:
             p, cum = guard
+        else:
+            cum = self._cum_at(p)
         while p >= lo:
             k = self._region_index(p, inline)
             if k >= 0:
@@ -709,6 +760,8 @@ class Chunker:
             units = self._head_units + cum - self._base_cum
             if fence is not None and fence.splittable:
                 units += fence.closer_units
+                if not any_ws and not fence.has_content(fence.content_start, p):
+                    units = _BIG  # no content before p: the chunk would hold an empty fence
             if units <= self._max and self._boundary_ok(p, grapheme, any_ws):
                 self._cut_at(p, cum)
                 return True
@@ -716,9 +769,17 @@ class Chunker:
             cum -= self._units_of(self._char_at(p))
         return False
 
+    def _cum_at(self, p: int) -> int:
+        """Cumulative units at pending position ``p``, counted from the nearer end (O(distance))."""
+        if not self._utf16:
+            return self._base_cum + p - self._base
+        if p - self._base <= self._end - p:
+            return self._base_cum + text_units(self._slice(self._base, p), self._unit)
+        return self._cum - text_units(self._slice(p, self._end), self._unit)
+
     def _boundary_ok(self, p: int, grapheme: bool, any_ws: bool) -> bool:
         ch, prev = self._char_at(p), self._char_at(p - 1)
-        if not any_ws and (ch in _WS_SET or prev in _WS_SET):
+        if not any_ws and (ch in _WS_SET or prev in _WS_SET or not self._rest_ok(p, self._end)):
             return False  # next to whitespace: that is a break, tried before
         if not grapheme:
             return True
@@ -831,31 +892,39 @@ class Chunker:
             self._after_gt = True
             return
         self._after_gt = False
-        limit = 3 + self._list_indent
-        if self._col <= limit and (c in "-*+" or "0" <= c <= "9"):
+        if self._col <= 3 + self._list_base() and (c in "-*+" or "0" <= c <= "9"):
             self._ls = _L_BULLET if c in "-*+" else _L_NUM
             self._marker_col = self._col
             self._num_len = 1
             self._line_blank = False
             return
         self._end_prefix()
-        if c in "`~" and self._col <= 3 + self._list_indent:
+        if c in "`~" and self._col <= 3 + self._list_base():
             self._ls = _L_RUN
             self._run_char = c
             self._run_len = 1
             self._run_start = pos
             self._run_cum = self._cum
-            self._run_col = self._col
             return
         self._ls = _L_TEXT
         self._inline(c, pos)
 
     def _end_prefix(self) -> None:
+        """The line's content starts at ``self._col``: update the open list items."""
         self._line_blank = False
+        lists = self._lists
         if self._marker_line:
-            self._list_indent = self._col
-        elif self._prev_blank and self._col < self._list_indent:
-            self._list_indent = 0
+            lists[-1] = self._col
+        elif self._prev_blank:
+            while lists and lists[-1] > self._col:
+                lists.pop()  # a line after a blank line, indented less than an item, ends it
+
+    def _list_base(self) -> int:
+        """Content indent of the innermost open list item that the current column lies in (0: none)."""
+        for indent in reversed(self._lists):
+            if indent <= self._col:
+                return indent
+        return 0
 
     def _marker_char(self, c: str, pos: int) -> None:
         if self._ls == _L_NUM:
@@ -872,11 +941,14 @@ class Chunker:
     def _confirm_marker(self) -> None:
         width = 1 if self._ls == _L_BULLET else self._num_len + 1
         self._col = self._marker_col + width
+        while self._lists and self._lists[-1] > self._marker_col:
+            self._lists.pop()  # a sibling or an outer item: the deeper items ended
+        self._lists.append(self._col + 1)
         self._marker_line = True
         self._ls = _L_PREFIX
         self._cancel_inline()
 
-    def _run_char(self, c: str, pos: int) -> None:
+    def _fence_run_char(self, c: str, pos: int) -> None:
         if c == self._run_char:
             self._run_len += 1
             return
@@ -914,13 +986,13 @@ class Chunker:
         if gt >= 0:
             fence.quote_prefix = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
         fence.quote_depth = self._quotes
-        fence.item_indent = min(self._run_col, self._list_indent) if self._list_indent else 0
+        fence.item_indent = self._list_base()
         fence.closer = "\n" + prefix + run
         fence.closer_units = text_units(fence.closer, self._unit)
         # Reopen with the info string while the markers take at most half of max_chars; a fence can be
         # cut at all when a bare reopen, one code point and the closer fit.
         full = prefix + run + info
-        fence.reopen_full = 2 * (text_units(full, self._unit) + 1 + fence.closer_units) <= self._max
+        fence.reopen_full = not info or 2 * (text_units(full, self._unit) + 1 + fence.closer_units) <= self._max
         fence.reopen = full if fence.reopen_full else prefix + run
         room = self._max - fence.closer_units - 1 - self._cp_max
         fence.splittable = (
@@ -935,6 +1007,8 @@ class Chunker:
         fence = self._fence
         assert fence is not None
         fence.closer_line = fence.end_line = self._line_start
+        if fence.marks and fence.marks[-1] >= self._line_start:
+            fence.marks.pop()
         self._add_region(self._line_start, self._line_start_cum, self._run_start + self._run_len, False)
         self._fence = None
 
@@ -963,6 +1037,7 @@ class Chunker:
             self._prefix_char(c, pos)
             return
         self._line_blank = False
+        fence.marks.append(pos)
         if c == fence.char and self._col <= fence.item_indent + 3:
             self._ls = _L_FRUN
             self._run_len = 1
@@ -1147,56 +1222,92 @@ def chunk_property_failures(
 
     Args:
         chunks: the chunks emitted for ``appends`` (every append, then a forced drain).
-        props: property name to expected value: ``max_units`` (int), ``each_starts_with`` /
-            ``each_ends_with`` (str), ``count_of`` ({substring: n} over all chunks), and the flags
-            ``fences_balanced``, ``no_empty_fence``, ``joined_equals_input``, ``no_split_grapheme``,
-            ``chunks_equal_single_append`` (checked when true).
-        params: the chunker parameters (their unit measures ``max_units``).
-        appends: the appended texts.
+        props: property name to expected value: ``max_units`` (int, in ``params.unit``),
+            ``each_starts_with`` / ``each_ends_with`` (str), ``count_of`` ({substring: n} over all
+            chunks), and the flags ``fences_balanced``, ``no_empty_fence``, ``joined_equals_input``,
+            ``no_split_grapheme``, ``chunks_equal_single_append`` (checked when true).
+        params: the chunker parameters.
+        appends: the appended texts, in order.
 
     Returns:
-        One message per failure; empty when every property holds.
+        One message per failure (an unknown property is a failure); empty when every property holds.
     """
     failures: list[str] = []
     for name, want in props.items():
-        failures.extend(_property_failures(name, want, list(chunks), params, appends))
+        check = _PROPERTY_CHECKS.get(name)
+        if check is None:
+            failures.append(f"unknown chunker property {name!r}")
+        elif want is not False:
+            failures.extend(check(want, list(chunks), params, appends))
     return failures
 
 
-def _property_failures(  # noqa: C901 - one branch per property, each a line
-    name: str, want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]
-) -> list[str]:
-    out: list[str] = []
-    if name == "max_units":
-        out = [f"chunk {i} has {text_units(c, params.unit)} units > {want}" for i, c in enumerate(chunks)
-               if isinstance(want, int) and text_units(c, params.unit) > want]
-    elif name == "each_starts_with":
-        out = [f"chunk {i} does not start with {want!r}: {c[:40]!r}" for i, c in enumerate(chunks)
-               if not c.startswith(str(want))]
-    elif name == "each_ends_with":
-        out = [f"chunk {i} does not end with {want!r}: {c[-40:]!r}" for i, c in enumerate(chunks)
-               if not c.endswith(str(want))]
-    elif name == "count_of":
-        for sub, n in dict(want).items() if isinstance(want, Mapping) else ():
-            got = sum(c.count(str(sub)) for c in chunks)
-            if got != n:
-                out.append(f"{sub!r} occurs {got} times, expected {n}")
-    elif not want:
-        out = []
-    elif name == "fences_balanced":
-        out = [f"chunk {i} leaves a fence open: {c[-60:]!r}" for i, c in enumerate(chunks) if not fences_balanced(c)]
-    elif name == "no_empty_fence":
-        out = [f"chunk {i} holds an empty fence: {c[:60]!r}" for i, c in enumerate(chunks)
-               if not all(_fence_lines(c)[1])]
-    elif name == "joined_equals_input":
-        if "".join(content_key(c) for c in chunks) != content_key("".join(appends)):
-            out = ["the chunks joined (fence markers and whitespace ignored) differ from the input"]
-    elif name == "no_split_grapheme":
-        out = _grapheme_failures(chunks)
-    elif name == "chunks_equal_single_append":
-        single = chunk_text("".join(appends), params)
-        if single != chunks:
-            out = [f"one append gives {single!r}, not {chunks!r}"]
-    else:
-        out = [f"unknown chunker property {name!r}"]
-    return out
+_Check = Callable[[object, list[str], ChunkParams, Sequence[str]], list[str]]
+
+
+def _check_max_units(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    limit = want if isinstance(want, int) else params.max_chars
+    return [
+        f"chunk {i} has {text_units(c, params.unit)} {params.unit} units > {limit}"
+        for i, c in enumerate(chunks)
+        if text_units(c, params.unit) > limit
+    ]
+
+
+def _check_starts(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    return [
+        f"chunk {i} does not start with {want!r}: {c[:40]!r}"
+        for i, c in enumerate(chunks)
+        if not c.startswith(str(want))
+    ]
+
+
+def _check_ends(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    return [
+        f"chunk {i} does not end with {want!r}: {c[-40:]!r}" for i, c in enumerate(chunks) if not c.endswith(str(want))
+    ]
+
+
+def _check_count_of(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    failures = []
+    for sub, n in want.items() if isinstance(want, Mapping) else ():
+        got = sum(c.count(str(sub)) for c in chunks)
+        if got != n:
+            failures.append(f"{sub!r} occurs {got} times in the chunks, expected {n}")
+    return failures
+
+
+def _check_balanced(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    return [f"chunk {i} leaves a fence open: {c[-60:]!r}" for i, c in enumerate(chunks) if not fences_balanced(c)]
+
+
+def _check_no_empty_fence(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    return [f"chunk {i} holds an empty fence: {c[:60]!r}" for i, c in enumerate(chunks) if not all(_fence_lines(c)[1])]
+
+
+def _check_joined(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    if "".join(content_key(c) for c in chunks) == content_key("".join(appends)):
+        return []
+    return ["the chunks joined (fence marker lines and whitespace ignored) differ from the input"]
+
+
+def _check_graphemes(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    return _grapheme_failures(chunks)
+
+
+def _check_single(want: object, chunks: list[str], params: ChunkParams, appends: Sequence[str]) -> list[str]:
+    single = chunk_text("".join(appends), params)
+    return [] if single == chunks else [f"one append gives {single!r}, not {chunks!r}"]
+
+
+_PROPERTY_CHECKS: dict[str, _Check] = {
+    "max_units": _check_max_units,
+    "each_starts_with": _check_starts,
+    "each_ends_with": _check_ends,
+    "count_of": _check_count_of,
+    "fences_balanced": _check_balanced,
+    "no_empty_fence": _check_no_empty_fence,
+    "joined_equals_input": _check_joined,
+    "no_split_grapheme": _check_graphemes,
+    "chunks_equal_single_append": _check_single,
+}

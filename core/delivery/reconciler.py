@@ -13,16 +13,18 @@ Rules (shared/DESIGN.md §4, §5):
 - A 429 pauses the conversation (the send chain) for ``retry_after``; everything pending then merges
   into one edit.
 - A send that timed out is *uncertain*: it may have landed, so it is never sent again. An edit that timed
-  out is retried (an edit is idempotent).
+  out is retried (an edit is idempotent) with backoff; after ``max_attempts`` the part is uncertain.
 - "message is not modified" is success (adapters return normally). An edit that would render the same
   text is not sent.
 - A message rejected for its formatting is sent again with the markup removed (``degraded``).
+- An edit of a message that is gone (deleted in the chat) sends the part anew; a delete of one is done.
 - Network failures and 5xx are retried with exponential backoff, at most ``max_attempts`` times.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -174,7 +176,8 @@ class Reconciler:
         if slot.state is PartState.ACKED or (slot.state is PartState.SKIPPED and text.strip()):
             slot.state = PartState.PENDING
         if self.throttle_s == 0 and not self.finalizing:
-            slot.history.append(text)
+            if text.strip():  # an emptied state is never sent as an edit: the preview waits for text
+                slot.history.append(text)
         else:
             slot.history.clear()
         self._wake.set()
@@ -198,10 +201,8 @@ class Reconciler:
     async def cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     def parts(self) -> list[PartReport]:
         return [s.report() for s in self.slots]
@@ -237,8 +238,13 @@ class Reconciler:
     def _next_op(self) -> _Op | None:
         for slot in self.slots:
             if slot.settled():
-                if slot.state is PartState.PENDING and slot.message_id is not None:
-                    slot.state = PartState.ACKED
+                if slot.state is PartState.PENDING:
+                    if slot.message_id is not None:
+                        slot.state = PartState.ACKED
+                    elif not self.finalizing:
+                        return None  # emptied before it was ever sent: later parts wait for it (order)
+                    else:
+                        slot.state = PartState.SKIPPED  # nothing to show, nothing shown
                 continue
             if not slot.desired.strip():
                 if slot.message_id is not None and self.finalizing:
@@ -304,13 +310,16 @@ class Reconciler:
             if op.kind == "send":
                 slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"
                 slot.history.clear()
+                return "uncertain", str(exc)
+            # an edit or a delete is idempotent: retried with backoff, like a network failure
+            if self._give_up(slot):
+                slot.state = PartState.UNCERTAIN
+                slot.error = f"uncertain: no answer after {slot.attempts} attempts: {exc}"
             return "uncertain", str(exc)
         if isinstance(exc, PlatformUnavailableError):
-            slot.attempts += 1
-            if slot.attempts >= self._max_attempts:
+            if self._give_up(slot):
                 slot.state, slot.error = PartState.FAILED, f"gave up after {slot.attempts} attempts: {exc}"
                 return "failed", str(exc)
-            slot.retry_at = self._clock.now() + min(8.0, 0.25 * 2 ** (slot.attempts - 1))
             return "retry", str(exc)
         if isinstance(exc, PayloadRejectedError):
             if exc.reason is RejectReason.BAD_FORMAT and slot.fmt is TextFormat.MARKDOWN:
@@ -319,12 +328,23 @@ class Reconciler:
             if exc.reason is RejectReason.EMPTY:
                 slot.state = PartState.SKIPPED
                 return "skipped", str(exc)
-        if isinstance(exc, TargetNotFoundError) and op.kind == "edit":
+        if isinstance(exc, TargetNotFoundError) and op.kind != "send":
             slot.message_id, slot.shown = None, None  # the message is gone: show the part anew
+            if op.kind == "delete":
+                slot.state = PartState.SKIPPED  # ... or, for a delete, that was the point
             return "gone", str(exc)
         slot.state, slot.error = PartState.FAILED, f"{type(exc).__name__}: {exc}"
         slot.history.clear()
         return "failed", str(exc)
+
+    def _give_up(self, slot: Slot) -> bool:
+        """Count a failed attempt; True when ``max_attempts`` are used up, else schedule the retry
+        with exponential backoff (0.25 s doubling, at most 8 s)."""
+        slot.attempts += 1
+        if slot.attempts >= self._max_attempts:
+            return True
+        slot.retry_at = self._clock.now() + min(8.0, 0.25 * 2 ** (slot.attempts - 1))
+        return False
 
     def _record(self, slot: Slot) -> PartRecord:
         return PartRecord(
