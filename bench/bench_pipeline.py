@@ -47,8 +47,9 @@ class NullAdapter:
         self.calls += 1
         return str(self.calls)
 
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> None:
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         self.calls += 1
+        return True
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         self.calls += 1

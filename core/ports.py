@@ -52,8 +52,12 @@ class ChannelAdapter(Protocol):
         """Send a new message; return its platform message id (as a string)."""
         ...
 
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> None:
-        """Replace the text of a message this bot sent."""
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        """Replace the text of a message this bot sent.
+
+        Returns:
+            True when the message changed; False when the platform said it was not modified (success).
+        """
         ...
 
     async def delete_message(self, target: Target, message_id: str) -> None:

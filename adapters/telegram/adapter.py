@@ -140,8 +140,11 @@ class TelegramAdapter:
         sent = await self._call(method, target)
         return str(sent.message_id)
 
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> None:
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Replace a message's text (``editMessageText``). "message is not modified" is success.
+
+        Returns:
+            True when the message changed; False when Telegram answered "message is not modified".
 
         Raises:
             core.errors.TargetNotFoundError: the message (or chat) does not exist any more.
@@ -156,6 +159,8 @@ class TelegramAdapter:
         except PayloadRejectedError as exc:
             if exc.reason is not RejectReason.NOT_MODIFIED:
                 raise
+            return False
+        return True
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         """Delete a message this bot sent (``deleteMessage``).

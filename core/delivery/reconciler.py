@@ -14,8 +14,10 @@ Rules (shared/DESIGN.md §4, §5):
   into one edit.
 - A send that timed out is *uncertain*: it may have landed, so it is never sent again. An edit that timed
   out is retried (an edit is idempotent) with backoff; after ``max_attempts`` the part is uncertain.
-- "message is not modified" is success (adapters return normally). An edit that would render the same
-  text is not sent.
+- "message is not modified" is success. An edit that would render the same text (platforms trim the
+  ends) is not sent. A "not modified" answer to an edit whose text differs from the one last
+  acknowledged cannot be checked against anything, so finalization sends that part's final text once
+  more (a second "not modified" is then taken as proof).
 - A message rejected for its formatting is sent again with the markup removed (``degraded``).
 - An edit of a message that is gone (deleted in the chat) sends the part anew; a delete of one is done.
 - Network failures and 5xx are retried with exponential backoff, at most ``max_attempts`` times.
@@ -45,6 +47,12 @@ from core.report import PartReport, PartState, SlotRole
 from core.send_chain import SendChain
 
 
+def same_render(a: str, b: str | None) -> bool:
+    """True when two texts render the same: platforms trim leading and trailing whitespace
+    (Telegram: https://core.telegram.org/bots/api#editmessagetext answers "message is not modified")."""
+    return b is not None and a.strip() == b.strip()
+
+
 @dataclass
 class Slot:
     """One message part: what it should show and what the platform acknowledged."""
@@ -60,6 +68,10 @@ class Slot:
     error: str | None = None
     attempts: int = 0
     retry_at: float = 0.0
+    verify: bool = False
+    """A "not modified" answered an edit to a text never acknowledged: confirm it at finalization."""
+    maybe_shown: str | None = None
+    """The text of an edit that timed out: it may be shown (a later "not modified" for it is expected)."""
     history: deque[str] = field(default_factory=deque)
 
     def settled(self) -> bool:
@@ -237,6 +249,8 @@ class Reconciler:
 
     def _next_op(self) -> _Op | None:
         for slot in self.slots:
+            if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
+                return _Op(slot, "edit", slot.desired, slot.retry_at)
             if slot.settled():
                 if slot.state is PartState.PENDING:
                     if slot.message_id is not None:
@@ -275,7 +289,7 @@ class Reconciler:
 
     async def _perform(self, op: _Op) -> None:
         slot = op.slot
-        if op.kind == "edit" and op.text == slot.shown:
+        if op.kind == "edit" and same_render(op.text, slot.shown) and not slot.verify:
             self._sent(slot, op.text)
             return
         call_id = await self._ledger.record_intent(self.run, slot.index, slot.role, op.kind, op.text)
@@ -289,8 +303,13 @@ class Reconciler:
                 self._sent(slot, op.text)
             elif op.kind == "edit":
                 assert slot.message_id is not None
-                mid = slot.message_id
-                await self._chain.call(lambda: self._adapter.edit_text(self._target, mid, op.text, slot.fmt))
+                mid, before, verifying = slot.message_id, slot.shown, slot.verify
+                changed = await self._chain.call(
+                    lambda: self._adapter.edit_text(self._target, mid, op.text, slot.fmt)
+                )
+                expected = same_render(op.text, before) or same_render(op.text, slot.maybe_shown)
+                slot.verify = not changed and not verifying and not expected
+                slot.maybe_shown = None
                 self._sent(slot, op.text)
             else:
                 assert slot.message_id is not None
@@ -312,6 +331,7 @@ class Reconciler:
                 slot.history.clear()
                 return "uncertain", str(exc)
             # an edit or a delete is idempotent: retried with backoff, like a network failure
+            slot.maybe_shown = op.text if op.kind == "edit" else None
             if self._give_up(slot):
                 slot.state = PartState.UNCERTAIN
                 slot.error = f"uncertain: no answer after {slot.attempts} attempts: {exc}"

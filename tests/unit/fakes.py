@@ -158,7 +158,7 @@ class FakeAdapter:
         finally:
             self._end(call)
 
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> None:
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         call = await self._begin("edit_text", text=text, fmt=fmt, message_id=message_id)
         try:
             fault = self._fault("edit_text")
@@ -172,8 +172,13 @@ class FakeAdapter:
                 self.messages[message_id] = text.strip()
                 self.formats[message_id] = fmt
             if fault is not None:
-                raise fault.error
+                error = fault.error
+                if isinstance(error, PayloadRejectedError) and error.reason is RejectReason.NOT_MODIFIED:
+                    call.outcome = "not_modified"  # what an adapter makes of the platform's answer
+                    return False
+                raise error
             call.outcome = outcome
+            return outcome != "not_modified"
         except DeliveryError as exc:
             call.outcome = type(exc).__name__
             raise

@@ -141,14 +141,6 @@ async def test_an_edit_back_to_the_shown_text_is_not_sent() -> None:
     assert r.states() == [PartState.ACKED]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN §5 says an edit that would render the same text is not sent, but Reconciler._perform "
-    "(core/delivery/reconciler.py) compares raw text, so a whitespace-only change costs an edit that the "
-    "platform answers 'not modified'. Comparing stripped text breaks the shared case "
-    "not-modified-is-success, whose fault (editMessageText nth=1 -> 'not modified') assumes that edit "
-    "is sent: the case (or mocks/telegram.py faulting a changed text) must change first",
-)
 async def test_an_edit_that_renders_the_same_text_is_not_sent() -> None:
     # the platform strips surrounding whitespace: "Hello" and "Hello \n" look the same to a person
     r = rig()
@@ -159,6 +151,23 @@ async def test_an_edit_that_renders_the_same_text_is_not_sent() -> None:
     await r.rec.finish()
     assert r.adapter.summary() == [("send_text", "Hello", "ok")]
     assert r.adapter.chat() == ["Hello"]
+    assert r.states() == [PartState.ACKED]
+
+
+async def test_not_modified_for_a_text_never_acknowledged_is_confirmed_once_at_finalization() -> None:
+    # the platform says "not modified" to an edit that changes the text: the part is edited once more at
+    # the end, and a second "not modified" would be taken as proof
+    r = rig()
+    slot = r.rec.claim_slot(ANSWER, "Hello")
+    r.rec.start()
+    await settle()
+    r.adapter.fail("edit_text", 1, PayloadRejectedError("not modified", reason=RejectReason.NOT_MODIFIED))
+    r.rec.set_text(slot, "Hello world")
+    await settle()
+    assert r.adapter.chat() == ["Hello"]
+    await r.rec.finish()
+    assert r.adapter.chat() == ["Hello world"]
+    assert [c[0] for c in r.adapter.summary()] == ["send_text", "edit_text", "edit_text"]
     assert r.states() == [PartState.ACKED]
 
 

@@ -37,8 +37,9 @@ class _Chat:
         self.messages[mid] = text.strip()
         return mid
 
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> None:
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         self.messages[message_id] = text.strip()
+        return True
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         self.messages.pop(message_id, None)
