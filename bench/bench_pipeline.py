@@ -17,14 +17,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.clock import MonotonicClock  # noqa: E402
-from core.events import DeliveryMode, End, RunStart, Target, TextEvent  # noqa: E402
-from core.ledger import MemoryLedger  # noqa: E402
-from core.policy import ChannelPolicy  # noqa: E402
-from core.ports import TextFormat  # noqa: E402
-from core.run import RunController  # noqa: E402
-from core.send_chain import SendChain  # noqa: E402
-from core.units import LengthUnit  # noqa: E402
+from core.clock import MonotonicClock
+from core.events import DeliveryMode, End, RunStart, Target, TextEvent
+from core.ledger import MemoryLedger
+from core.policy import ChannelPolicy
+from core.ports import TextFormat
+from core.run import RunController
+from core.send_chain import SendChain
+from core.units import LengthUnit
 
 RECORDING = Path(__file__).resolve().parent.parent / "tests/streams/anthropic/markdown-long-fences.jsonl"
 

@@ -56,9 +56,7 @@ class CoalesceParams:
         if self.min_chars < 0 or self.idle_ms < 0:
             raise ValueError(f"min_chars and idle_ms must be >= 0, got {self.min_chars}, {self.idle_ms}")
         if self.max_chars < max(1, self.min_chars):
-            raise ValueError(
-                f"max_chars must be >= max(1, min_chars), got {self.max_chars} < {self.min_chars}"
-            )
+            raise ValueError(f"max_chars must be >= max(1, min_chars), got {self.max_chars} < {self.min_chars}")
 
 
 @dataclass(frozen=True)
@@ -114,9 +112,7 @@ class Coalescer:
             return blocks
         key = (chunk.visibility, chunk.message, chunk.reply_to)
         size = text_units(chunk.text, self._params.unit)
-        if self._parts and (
-            key != self._key or self._units + self._joiner_units + size > self._params.max_chars
-        ):
+        if self._parts and (key != self._key or self._units + self._joiner_units + size > self._params.max_chars):
             blocks += self.flush()
         if self._parts:
             self._units += self._joiner_units

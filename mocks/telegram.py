@@ -318,9 +318,7 @@ class _HtmlEntities(HTMLParser):
         if not self._open or self._open[-1][0] != tag:
             expected = f'"</{self._open[-1][0]}>"' if self._open else "nothing"
             at = self._byte_offset()
-            raise _bad_entities(
-                f'Unmatched end tag at byte offset {at}, expected {expected}, found "</{tag}>"'
-            )
+            raise _bad_entities(f'Unmatched end tag at byte offset {at}, expected {expected}, found "</{tag}>"')
         _, entity = self._open.pop()
         if entity is not None and self._size > entity["offset"]:
             self.entities.append({**entity, "length": self._size - entity["offset"]})

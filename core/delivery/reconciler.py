@@ -304,9 +304,7 @@ class Reconciler:
             elif op.kind == "edit":
                 assert slot.message_id is not None
                 mid, before, verifying = slot.message_id, slot.shown, slot.verify
-                changed = await self._chain.call(
-                    lambda: self._adapter.edit_text(self._target, mid, op.text, slot.fmt)
-                )
+                changed = await self._chain.call(lambda: self._adapter.edit_text(self._target, mid, op.text, slot.fmt))
                 expected = same_render(op.text, before) or same_render(op.text, slot.maybe_shown)
                 slot.verify = not changed and not verifying and not expected
                 slot.maybe_shown = None

@@ -140,9 +140,7 @@ class AnthropicNormalizer:
         if btype.endswith("_tool_result"):
             tool_id = as_str(block.get("tool_use_id"))
             summary = _result_summary(block.get("content"))
-            return [
-                ToolResult(run=self._run, id=tool_id, name=self._tool_names.get(tool_id), summary=summary)
-            ]
+            return [ToolResult(run=self._run, id=tool_id, name=self._tool_names.get(tool_id), summary=summary)]
         return []
 
     def _delta(self, raw: dict[str, Any]) -> list[Event]:
@@ -155,9 +153,7 @@ class AnthropicNormalizer:
                 return self._text(self._messages.ensure(), as_str(delta.get("text")), Visibility.ANSWER)
         elif dtype == "thinking_delta":
             if block is None or block.kind is _BlockKind.THINKING:
-                return self._text(
-                    self._messages.ensure(), as_str(delta.get("thinking")), Visibility.REASONING
-                )
+                return self._text(self._messages.ensure(), as_str(delta.get("thinking")), Visibility.REASONING)
         elif dtype == "input_json_delta" and block is not None and block.kind is _BlockKind.TOOL:
             fragment = as_str(delta.get("partial_json"))
             if fragment:
@@ -199,9 +195,7 @@ class AnthropicNormalizer:
         return [text_event(self._run, message, text, visibility)] if text else []
 
     def _tool(self, block: _Block, state: ToolCallState, args_delta: str | None = None) -> ToolCall:
-        return ToolCall(
-            run=self._run, id=block.tool_id, name=block.tool_name, state=state, args_delta=args_delta
-        )
+        return ToolCall(run=self._run, id=block.tool_id, name=block.tool_name, state=state, args_delta=args_delta)
 
 
 def _result_summary(content: Any) -> str:

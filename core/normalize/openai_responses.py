@@ -162,9 +162,7 @@ class OpenAIResponsesNormalizer:
             return []
         call.parts.append(fragment)
         return [
-            ToolCall(
-                run=self._run, id=call.id, name=call.name, state=ToolCallState.ARGS_DELTA, args_delta=fragment
-            )
+            ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.ARGS_DELTA, args_delta=fragment)
         ]
 
     def _end_call(self, item_id: str, arguments: Any) -> list[Event]:

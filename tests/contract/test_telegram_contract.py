@@ -52,9 +52,7 @@ async def test_send_stores_the_text(telegram: TelegramAdapter, telegram_mock: Mo
     assert telegram_mock.chats() == [4242]
 
 
-async def test_surrounding_whitespace_is_trimmed(
-    telegram: TelegramAdapter, telegram_mock: MockTelegram
-) -> None:
+async def test_surrounding_whitespace_is_trimmed(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
     await telegram.send_text(CHAT, "  \n Hello there \n\n", PLAIN)
 
     assert telegram_mock.visible(4242) == [(1, "Hello there")]
@@ -68,9 +66,7 @@ async def test_edit_replaces_the_text(telegram: TelegramAdapter, telegram_mock: 
     assert telegram_mock.messages(4242)[0].edit_date is not None
 
 
-async def test_edit_with_the_same_text_is_success(
-    telegram: TelegramAdapter, telegram_mock: MockTelegram
-) -> None:
+async def test_edit_with_the_same_text_is_success(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
     message_id = await telegram.send_text(CHAT, "Hello", PLAIN)
     await telegram.edit_text(CHAT, message_id, "Hello", PLAIN)
     await telegram.edit_text(CHAT, message_id, " Hello ", PLAIN)  # the same once trimmed
@@ -114,9 +110,7 @@ async def test_thread_and_reply_are_kept(telegram: TelegramAdapter, telegram_moc
 # ------------------------------------------------------------------ formatting
 
 
-async def test_markdown_is_sent_as_text_and_entities(
-    telegram: TelegramAdapter, telegram_mock: MockTelegram
-) -> None:
+async def test_markdown_is_sent_as_text_and_entities(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
     await telegram.send_text(CHAT, "Run **make build** now", TextFormat.MARKDOWN)
 
     [message] = telegram_mock.messages(4242)
@@ -125,9 +119,7 @@ async def test_markdown_is_sent_as_text_and_entities(
     assert "parse_mode" not in str(telegram_mock.calls)
 
 
-async def test_markdown_entities_count_utf16_units(
-    telegram: TelegramAdapter, telegram_mock: MockTelegram
-) -> None:
+async def test_markdown_entities_count_utf16_units(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
     await telegram.send_text(CHAT, "🎩 **bold** and `code`", TextFormat.MARKDOWN)
 
     [message] = telegram_mock.messages(4242)
@@ -215,9 +207,7 @@ async def test_parse_error_is_bad_format(telegram: TelegramAdapter, telegram_moc
 
 
 async def test_blocked_is_forbidden(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
-    telegram_mock.add_fault(
-        "sendMessage", 1, {"status": 403, "description": "Forbidden: bot was blocked by the user"}
-    )
+    telegram_mock.add_fault("sendMessage", 1, {"status": 403, "description": "Forbidden: bot was blocked by the user"})
 
     with pytest.raises(ForbiddenError, match="blocked"):
         await telegram.send_text(CHAT, "Hello", PLAIN)
@@ -239,9 +229,7 @@ async def test_scripted_429_is_rate_limited(telegram: TelegramAdapter, telegram_
     assert telegram_mock.visible(4242) == [(1, "A")]
 
 
-async def test_documented_rate_limits_answer_429(
-    telegram: TelegramAdapter, telegram_mock: MockTelegram
-) -> None:
+async def test_documented_rate_limits_answer_429(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
     telegram_mock.rate_limits = True
     for text in ("one", "two", "three"):  # the per-chat burst
         await telegram.send_text(CHAT, text, PLAIN)
@@ -317,9 +305,7 @@ async def test_latency_delays_but_delivers(telegram: TelegramAdapter, telegram_m
     assert telegram_mock.visible(4242) == [(1, "slow"), (2, "fast")]
 
 
-async def test_latency_past_the_timeout_lands_later(
-    make_telegram: MakeTelegram, telegram_mock: MockTelegram
-) -> None:
+async def test_latency_past_the_timeout_lands_later(make_telegram: MakeTelegram, telegram_mock: MockTelegram) -> None:
     telegram = make_telegram(send_timeout_s=0.1)
     telegram_mock.set_latency("sendMessage", [250])
 

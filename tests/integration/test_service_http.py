@@ -112,7 +112,7 @@ async def test_two_runs_in_parallel_do_not_mix(stack: Stack) -> None:
 
 
 async def test_a_provider_stream_is_normalized(stack: Stack) -> None:
-    raw = [
+    raw: list[dict[str, Any]] = [
         {"type": "message_start", "message": {"id": "m", "content": []}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
         {

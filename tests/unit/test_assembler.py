@@ -141,9 +141,7 @@ def test_snapshot_of_any_prefix_adds_nothing(split: tuple[str, list[str]], data:
 
 
 @given(split_text(), st.data())
-def test_growing_snapshots_add_exactly_their_suffixes(
-    split: tuple[str, list[str]], data: st.DataObject
-) -> None:
+def test_growing_snapshots_add_exactly_their_suffixes(split: tuple[str, list[str]], data: st.DataObject) -> None:
     text, _ = split
     asm = TextAssembler()
     ends = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=10)))
@@ -162,11 +160,7 @@ def test_diverging_snapshot_is_never_appended(current: str, snapshot: str) -> No
         assert change.kind == "replace"
 
 
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(["root", "child-a", "child-b"]), st.integers(0, 2), texts), max_size=40
-    )
-)
+@given(st.lists(st.tuples(st.sampled_from(["root", "child-a", "child-b"]), st.integers(0, 2), texts), max_size=40))
 def test_interleaved_sources_do_not_mix(events: list[tuple[str, int, str]]) -> None:
     asm = TextAssembler()
     expected: dict[tuple[str, int], str] = {}

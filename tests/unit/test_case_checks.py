@@ -9,9 +9,11 @@ from app.cases.expect import check_expectations, contains_phrase, fences_balance
 
 def _t(*texts: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     chat = [{"message_id": i + 1, "text": t} for i, t in enumerate(texts)]
-    calls = calls if calls is not None else [
-        {"method": "sendMessage", "chat_id": 1, "text": t, "t_ms": 0, "status": 200} for t in texts
-    ]
+    calls = (
+        calls
+        if calls is not None
+        else [{"method": "sendMessage", "chat_id": 1, "text": t, "t_ms": 0, "status": 200} for t in texts]
+    )
     return {"chat": chat, "calls": calls, "pipeline": [], "report": {"status": "delivered"}}
 
 

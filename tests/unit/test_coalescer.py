@@ -59,9 +59,7 @@ def test_emits_once_min_chars_is_reached() -> None:
     assert coalescer.push(Chunk("Hello"), now=0.0) == []
     assert coalescer.push(Chunk("world"), now=0.01) == [Block("Hello world", ANSWER, 0, None)]
     assert coalescer.flush() == []
-    assert coalescer.push(Chunk("a long enough chunk"), now=0.02) == [
-        Block("a long enough chunk", ANSWER, 0, None)
-    ]
+    assert coalescer.push(Chunk("a long enough chunk"), now=0.02) == [Block("a long enough chunk", ANSWER, 0, None)]
 
 
 def test_idle_gap_flushes_on_poll_and_the_coalescer_carries_on() -> None:
@@ -144,9 +142,7 @@ def test_empty_chunks_are_ignored() -> None:
     assert coalescer.flush() == [Block("a", ANSWER, 0, None)]
 
 
-@pytest.mark.parametrize(
-    ("min_chars", "max_chars", "idle_ms"), [(-1, 10, 0), (20, 10, 0), (0, 0, 0), (0, 10, -5)]
-)
+@pytest.mark.parametrize(("min_chars", "max_chars", "idle_ms"), [(-1, 10, 0), (20, 10, 0), (0, 0, 0), (0, 10, -5)])
 def test_bad_params_are_rejected(min_chars: int, max_chars: int, idle_ms: int) -> None:
     with pytest.raises(ValueError):
         CoalesceParams(min_chars, max_chars, idle_ms)

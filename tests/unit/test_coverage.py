@@ -6,9 +6,7 @@ from core.delivery.coverage import uncovered_tail
 
 
 def test_everything_shown_leaves_nothing() -> None:
-    assert (
-        uncovered_tail("Alpha one. Alpha two.\n\nBeta one.", ["Alpha one.", "Alpha two.", "Beta one."]) == ""
-    )
+    assert uncovered_tail("Alpha one. Alpha two.\n\nBeta one.", ["Alpha one.", "Alpha two.", "Beta one."]) == ""
 
 
 def test_only_the_unseen_tail_is_returned() -> None:

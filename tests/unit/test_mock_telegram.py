@@ -171,9 +171,7 @@ async def test_deleted_messages_are_not_visible(api: Client, mock: MockTelegram)
 
 
 async def test_html_parse_mode_becomes_entities(api: Client, mock: MockTelegram) -> None:
-    html = (
-        '<b>bold</b> &amp; <a href="https://x.org">link</a> <pre><code class="language-py">x=1</code></pre>'
-    )
+    html = '<b>bold</b> &amp; <a href="https://x.org">link</a> <pre><code class="language-py">x=1</code></pre>'
     await api("sendMessage", chat_id=5, text=html, parse_mode="HTML")
     status, body, _ = await api("sendMessage", chat_id=5, text="<blink>x</blink>", parse_mode="HTML")
 
@@ -213,9 +211,7 @@ async def test_chat_action_is_recorded(api: Client, mock: MockTelegram) -> None:
 async def test_faults_hit_the_nth_call_of_a_method(api: Client, mock: MockTelegram) -> None:
     mock.add_fault("sendMessage", 2, {"status": 429, "retry_after_s": 2.5})
     mock.add_fault("sendMessage", 3, {"status": 502})
-    mock.add_fault(
-        "editMessageText", 1, {"status": 400, "description": "Bad Request: message can't be edited"}
-    )
+    mock.add_fault("editMessageText", 1, {"status": 400, "description": "Bad Request: message can't be edited"})
 
     first = await api("sendMessage", chat_id=5, text="a")
     limited = await api("sendMessage", chat_id=5, text="b")

@@ -185,11 +185,7 @@ def test_events_are_valid_contract_events(stream: tuple[str, list[Event]]) -> No
 
 def test_message_indexes_never_decrease(stream: tuple[str, list[Event]]) -> None:
     _, events = stream
-    indexes = [
-        e.message
-        for e in events
-        if isinstance(e, TextEvent | BlockEnd | MessageEnd) and e.message is not None
-    ]
+    indexes = [e.message for e in events if isinstance(e, TextEvent | BlockEnd | MessageEnd) and e.message is not None]
     assert len(indexes) == sum(isinstance(e, TextEvent | BlockEnd | MessageEnd) for e in events)
     assert indexes == sorted(indexes)
     ended: set[int | None] = set()

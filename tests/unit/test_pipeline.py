@@ -7,7 +7,7 @@ from core.pipeline import ToolCallCollector
 
 
 def _call(state: ToolCallState, **kw: object) -> ToolCall:
-    return ToolCall(run="r", id="c1", name="write_file", state=state, **kw)  # type: ignore[arg-type]
+    return ToolCall(run="r", id="c1", name="write_file", state=state, **kw)
 
 
 def test_complete_arguments_from_fragments_become_one_call() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -65,7 +66,7 @@ async def test_group_conversations_are_paced_to_the_per_minute_budget() -> None:
 
     for _ in range(3):
         await group.call(call)
-    assert [round(b - a, 3) for a, b in zip(starts, starts[1:], strict=False)] == [3.0, 3.0]
+    assert [round(b - a, 3) for a, b in itertools.pairwise(starts)] == [3.0, 3.0]
     starts.clear()
     for _ in range(3):
         await private.call(call)
