@@ -67,9 +67,17 @@ class PreviewMode:
         for text in frozen:
             self._slot(self._frozen, text)
             self._frozen += 1
-        live = self._chunker.pending
-        if live.strip() or self._frozen < len(self._slots):
-            self._slot(self._frozen, live)
+        # The live part is the chunker's pending text, read only when the reconciler is about to send
+        # it: building it costs its length, so doing that per delta would cost the buffer per delta.
+        if self._frozen < len(self._slots):
+            self._rec.set_live(self._slots[self._frozen], self._pending)
+        else:
+            slot = self._rec.claim_slot(SlotRole.ANSWER, "", self._policy.fmt)
+            self._slots.append(slot)
+            self._rec.set_live(slot, self._pending)
+
+    def _pending(self) -> str:
+        return self._chunker.pending
 
     def _slot(self, i: int, text: str) -> None:
         if i < len(self._slots):
@@ -82,6 +90,9 @@ class PreviewMode:
             self._chunker = Chunker(self._policy.split_params())
             self._frozen = 0
         self._show(self._chunker.append(change.text))
+        if change.reset:
+            for slot in self._slots[self._frozen + 1 :]:
+                self._rec.retire(slot)  # parts past the new text go at once, not at the end
 
     def on_boundary(self) -> None:
         return None

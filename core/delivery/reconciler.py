@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.clock import Clock
@@ -72,6 +73,12 @@ class Slot:
     """A "not modified" answered an edit to a text never acknowledged: confirm it at finalization."""
     maybe_shown: str | None = None
     """The text of an edit that timed out: it may be shown (a later "not modified" for it is expected)."""
+    live: Callable[[], str] | None = None
+    """Where the desired text comes from while it grows (read only when a call is about to be made)."""
+    stale: bool = False
+    """``live`` has changed since ``desired`` was last read from it."""
+    retired: bool = False
+    """Emptied by a replace: its message is deleted now rather than at finalization."""
     history: deque[str] = field(default_factory=deque)
 
     def settled(self) -> bool:
@@ -180,8 +187,30 @@ class Reconciler:
         self.set_text(slot, text)
         return slot
 
+    def set_live(self, slot: Slot, live: Callable[[], str]) -> None:
+        """``slot`` shows what ``live()`` returns; it is read only when a call is about to be made (or at
+        once with ``throttle_s == 0``, where every state is sent). Wakes the loop."""
+        slot.live, slot.retired = live, False
+        if self.throttle_s == 0 and not self.finalizing:
+            self._set(slot, live())
+            return
+        slot.stale = True
+        if slot.state is PartState.ACKED:
+            slot.state = PartState.PENDING
+        self._wake.set()
+
+    def retire(self, slot: Slot) -> None:
+        """Empty ``slot`` and delete its message now (a replace made the text shorter)."""
+        self.set_text(slot, "")
+        slot.retired = True
+        self._wake.set()
+
     def set_text(self, slot: Slot, text: str) -> None:
-        """Set what ``slot`` should show; wakes the loop."""
+        """Set what ``slot`` should show (a fixed text: ends ``set_live``); wakes the loop."""
+        slot.live, slot.stale, slot.retired = None, False, False
+        self._set(slot, text)
+
+    def _set(self, slot: Slot, text: str) -> None:
         if text == slot.desired:
             return
         slot.desired = text
@@ -232,6 +261,9 @@ class Reconciler:
             if delay > 0:
                 await self._sleep_or_wake(delay)
                 continue
+            if op.slot.stale:
+                self._refresh(op.slot)  # read the live text now that the edit is due
+                continue
             await self._perform(op)
 
     async def _sleep_or_wake(self, delay_s: float) -> None:
@@ -247,8 +279,18 @@ class Reconciler:
                 task.cancel()
             await asyncio.wait((sleeper, waker))
 
+    def _refresh(self, slot: Slot) -> None:
+        """Read a live slot's text now (its cost is the text's length: done once per call, not per delta)."""
+        if slot.stale and slot.live is not None:
+            slot.stale = False
+            self._set(slot, slot.live())
+
     def _next_op(self) -> _Op | None:
         for slot in self.slots:
+            if slot.stale and (slot.message_id is None or self.finalizing):
+                self._refresh(slot)
+            if slot.stale and slot.state not in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
+                return self._timed(slot, "edit", "")  # the text is read when the edit is due
             if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
                 return _Op(slot, "edit", slot.desired, slot.retry_at)
             if slot.settled():
@@ -261,20 +303,25 @@ class Reconciler:
                         slot.state = PartState.SKIPPED  # nothing to show, nothing shown
                 continue
             if not slot.desired.strip():
-                if slot.message_id is not None and self.finalizing:
+                if slot.message_id is not None and (self.finalizing or slot.retired):
                     return _Op(slot, "delete", "", 0.0)
                 if slot.message_id is None:
                     continue
                 return None  # an emptied preview waits for text
-            ready_in = self._chain.ready_in()
-            if ready_in > 0:
-                slot.history.clear()  # the platform is not keeping up: pending states merge into one
-            text = slot.history[0] if slot.history else slot.desired
-            not_before = max(slot.retry_at, self._clock.now() + ready_in)
-            if not self.finalizing and self._last_call_at is not None:
-                not_before = max(not_before, self._last_call_at + self.throttle_s)
-            return _Op(slot, "send" if slot.message_id is None else "edit", text, not_before)
+            return self._timed(slot, "send" if slot.message_id is None else "edit", None)
         return None
+
+    def _timed(self, slot: Slot, kind: str, text: str | None) -> _Op:
+        """The op for ``slot`` with the earliest time it may start (rate budget, 429 pause, throttle)."""
+        ready_in = self._chain.ready_in()
+        if ready_in > 0:
+            slot.history.clear()  # the platform is not keeping up: pending states merge into one
+        if text is None:
+            text = slot.history[0] if slot.history else slot.desired
+        not_before = max(slot.retry_at, self._clock.now() + ready_in)
+        if not self.finalizing and self._last_call_at is not None:
+            not_before = max(not_before, self._last_call_at + self.throttle_s)
+        return _Op(slot, kind, text, not_before)
 
     def _sent(self, slot: Slot, text: str) -> None:
         slot.shown = text

@@ -209,12 +209,6 @@ async def test_a_replace_rewrites_the_preview_instead_of_appending() -> None:
     assert [c.method for c in h.adapter.calls_of()] == ["send_text", "edit_text"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/delivery/modes.py PreviewMode._show: after a reset (replace) to a shorter text, the slots "
-    "beyond the new live part keep their old desired text until finalize(), so a rolled-over stale part "
-    "stays visible (or is even sent) for the rest of the stream",
-)
 async def test_a_replace_to_a_short_text_removes_the_rolled_over_part_at_once() -> None:
     h = await harness(policy(DeliveryMode.PREVIEW, max_units=30))
     await h.feed(delta("First sentence is long enough. Second sentence too."))
