@@ -13,7 +13,7 @@ from core.events import Target, parse_event
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
 from core.ports import TextFormat
-from core.relay import ChannelRuntime, RateSpec, Relay
+from core.relay import ChannelRuntime, RateSpec, Relay, join_deltas
 from core.units import LengthUnit
 
 
@@ -215,3 +215,25 @@ async def test_a_retry_of_an_ended_run_with_seqs_is_taken_silently() -> None:
         await relay.submit_line(line, "r")
     await relay.close()
     assert list(chat.messages.values()) == ["once"]
+
+
+def test_deltas_that_arrive_together_are_joined_per_message_and_visibility() -> None:
+    events = [
+        parse_event({"run": "r", "kind": "text", "text": "Hel"}),
+        parse_event({"run": "r", "kind": "text", "text": "lo"}),
+        parse_event({"run": "r", "kind": "text", "text": "hmm", "visibility": "reasoning"}),
+        parse_event({"run": "r", "kind": "text", "text": " world"}),
+        parse_event({"run": "r", "kind": "text", "text": "!"}),
+        parse_event({"run": "r", "kind": "block_end"}),
+        parse_event({"run": "r", "kind": "text", "text": "Next", "message": 1}),
+        parse_event({"run": "r", "kind": "text", "mode": "snapshot", "text": "Next one", "message": 1}),
+    ]
+    joined = join_deltas(events)
+    assert [(e.kind, getattr(e, "text", None)) for e in joined] == [
+        ("text", "Hello"),
+        ("text", "hmm"),
+        ("text", " world!"),
+        ("block_end", None),
+        ("text", "Next"),
+        ("text", "Next one"),
+    ]
