@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from core.chunk_checks import fences_balanced
 from core.units import LengthUnit, text_units
 
 FENCE_LINE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
@@ -79,19 +80,6 @@ def _check_within_limit(flag: bool, t: Transcript, ctx: dict[str, Any]) -> list[
         for c in t["calls"]
         if c.get("text") is not None and text_units(c["text"], unit) > limit
     ]
-
-
-def fences_balanced(text: str) -> bool:
-    """True when every CommonMark fence opened in ``text`` is closed (closer: same character, at least
-    as long, nothing after it); a shorter fence line inside a fence is content, not a fence."""
-    open_marker: str | None = None
-    for m in FENCE_LINE.finditer(text):
-        marker = m.group(1)
-        if open_marker is None:
-            open_marker = marker
-        elif marker[0] == open_marker[0] and len(marker) >= len(open_marker) and m.group(0).strip() == marker:
-            open_marker = None
-    return open_marker is None
 
 
 def _check_fences(flag: bool, t: Transcript, ctx: dict[str, Any]) -> list[str]:

@@ -22,7 +22,8 @@ from app.cases.expect import check_expectations
 from app.service import Sidecar
 from config.settings import ChannelSettings
 from core.assembler import TextAssembler
-from core.chunker import BreakKind, Chunker, ChunkParams, chunk_property_failures
+from core.chunk_checks import chunk_property_failures
+from core.chunker import BreakKind, Chunker, ChunkParams
 from core.clock import FakeClock, MonotonicClock
 from core.coalescer import Chunk, CoalesceParams, Coalescer
 from core.events import TextMode, Visibility

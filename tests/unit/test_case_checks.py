@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.cases.expect import check_expectations, contains_phrase, fences_balanced, strip_for_content
+from app.cases.expect import check_expectations, contains_phrase, strip_for_content
+from core.chunk_checks import fences_balanced
 
 
 def _t(*texts: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.chunker import BreakKind, ChunkParams, content_key, fences_balanced
+from core.chunk_checks import content_key, fences_balanced
+from core.chunker import BreakKind, ChunkParams
 from core.clock import FakeClock
 from core.coalescer import CoalesceParams
 from core.errors import ForbiddenError, UncertainDeliveryError
