@@ -82,7 +82,7 @@ def demo(
     recording: Annotated[Path | None, typer.Option(help="a recorded provider stream (.jsonl)")] = None,
     format: Annotated[ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")] = None,
     delivery: Annotated[DeliveryMode, typer.Option(help="delivery mode")] = DeliveryMode.PREVIEW,
-    pace_ms: Annotated[float, typer.Option(help="milliseconds between recorded events")] = 2.0,
+    pace_ms: Annotated[float, typer.Option(help="milliseconds between recorded events")] = 5.0,
     throttle_ms: Annotated[int | None, typer.Option(help="preview edit throttle (default: the TOML's)")] = None,
 ) -> None:
     """Replay a real recorded stream into a mock Telegram chat and show what the chat shows."""
