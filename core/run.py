@@ -46,7 +46,9 @@ from core.send_chain import SendChain
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
 PROGRESS_TITLE = "Working on it…"
 PROGRESS_DONE = "Done."
-PROGRESS_FAILED = "Stopped before the answer was ready."
+PROGRESS_FAILED = "Failed before the answer was ready."
+PROGRESS_STOPPED = "Stopped."
+STOPPED_NOTICE = "⏹ Stopped."
 
 PipelineSink = Callable[[dict[str, Any]], None]
 
@@ -223,11 +225,15 @@ class RunController:
                 final = self.answer.text()
             if final != self.committed:
                 commit_point(self, final)
+        cancelled = end.status is EndStatus.CANCELLED
         self.board.all_children_done(ok)
         if self.policy.delivery is DeliveryMode.PROGRESS:
-            self.board.title = PROGRESS_DONE if ok else PROGRESS_FAILED
+            self.board.title = PROGRESS_DONE if ok else (PROGRESS_STOPPED if cancelled else PROGRESS_FAILED)
         self._refresh_status()
-        if not ok or self.errors:
+        if cancelled:
+            self.rec.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer
+            self.rec.claim_slot(SlotRole.NOTICE, STOPPED_NOTICE, TextFormat.PLAIN)
+        elif not ok or self.errors:
             detail = "\n".join(f"• {e}" for e in self.errors)
             self.rec.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)
         await self.rec.finish()

@@ -199,6 +199,13 @@ class Reconciler:
             slot.state = PartState.PENDING
         self._wake.set()
 
+    def drop_unsent(self, role: SlotRole) -> None:
+        """Forget every part of ``role`` that no message shows yet (a cancelled run sends no more)."""
+        for slot in self.slots:
+            if slot.role is role and slot.message_id is None and slot.state is PartState.PENDING:
+                self.set_text(slot, "")
+                slot.history.clear()
+
     def retire(self, slot: Slot) -> None:
         """Empty ``slot`` and delete its message now (a replace made the text shorter)."""
         self.set_text(slot, "")
@@ -286,7 +293,17 @@ class Reconciler:
             self._set(slot, slot.live())
 
     def _next_op(self) -> _Op | None:
-        for slot in self.slots:
+        """The next call: the first part (in order) that needs one; but an answer or a notice goes before
+        an edit of a status message, so progress never delays the answer when the budget is short."""
+        op = self._first_op(0)
+        if op is not None and op.kind == "edit" and op.slot.role is SlotRole.STATUS:
+            later = self._first_op(op.slot.index + 1)
+            if later is not None and later.slot.role is not SlotRole.STATUS:
+                return later
+        return op
+
+    def _first_op(self, start: int) -> _Op | None:
+        for slot in self.slots[start:]:
             if slot.stale and (slot.message_id is None or self.finalizing):
                 self._refresh(slot)
             if slot.stale and slot.state not in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):

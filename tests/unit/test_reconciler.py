@@ -588,3 +588,18 @@ async def test_every_call_has_an_intent_and_an_outcome_in_the_ledger() -> None:
     assert [(p.state, p.message_id, p.shown) for p in stored] == [
         (p.state, p.message_id, s.shown) for p, s in zip(r.rec.parts(), r.rec.slots, strict=True)
     ]
+
+
+async def test_an_answer_goes_before_a_status_edit_when_the_budget_is_short() -> None:
+    r = rig(buckets=[TokenBucket(rate_per_s=1.0, burst=1)])
+    status = r.rec.claim_slot(SlotRole.STATUS, "Working on it…\n• planning")
+    r.rec.start()
+    await settle()
+    r.rec.set_text(status, "Working on it…\n• planning\n• drafting")
+    r.rec.claim_slot(ANSWER, "The committed answer.")
+    await r.rec.finish()
+    assert [(c[0], c[1]) for c in r.adapter.summary()] == [
+        ("send_text", "Working on it…\n• planning"),
+        ("send_text", "The committed answer."),
+        ("edit_text", "Working on it…\n• planning\n• drafting"),
+    ]

@@ -459,3 +459,11 @@ async def test_any_split_of_a_text_ends_as_exactly_that_text(
     closed = chat[:-1] if chat and not fences_balanced(text) else chat
     assert all(fences_balanced(m) for m in closed), chat
     assert report.status is ReportStatus.DELIVERED, report
+
+
+async def test_a_cancelled_run_sends_nothing_more_and_says_stopped() -> None:
+    h = await harness(policy(DeliveryMode.FINAL))
+    await h.feed(delta("An answer that will never be shown."))
+    report = await h.close(End(run=RUN, status=EndStatus.CANCELLED))
+    assert h.adapter.chat() == ["⏹ Stopped."]
+    assert report.end_status == "cancelled"
