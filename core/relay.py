@@ -100,26 +100,58 @@ class RateSpec:
 
 @dataclass
 class ChannelRuntime:
-    """A configured channel: its policy, its adapter, its rate budgets and one send chain per target."""
+    """A configured channel: its policy, its adapter, its rate budgets and one send chain per target.
+
+    Chains are shared by every run to the same target (one call at a time per conversation) and counted;
+    past ``max_idle_chains`` the least recently used chains that no run holds are forgotten, so a
+    sidecar that has served millions of chats keeps only the ones in use.
+    """
 
     policy: ChannelPolicy
     adapter: ChannelAdapter
     rate: RateSpec = field(default_factory=RateSpec)
-    _chains: dict[str, SendChain] = field(default_factory=dict)
+    max_idle_chains: int = 10_000
+    _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
     _global: TokenBucket | None = None
 
+    @staticmethod
+    def _key(target: Target) -> str:
+        return f"{target.chat_id}/{target.thread_id or ''}"
+
     def chain_for(self, target: Target, clock: Clock) -> SendChain:
-        """The send chain of ``target`` (one per chat and thread), created on first use."""
-        key = f"{target.chat_id}/{target.thread_id or ''}"
-        chain = self._chains.get(key)
-        if chain is None:
+        """The send chain of ``target`` (one per chat and thread), created on first use; pair every call
+        with :meth:`release` when the run is over."""
+        key = self._key(target)
+        entry = self._chains.pop(key, None)
+        if entry is None:
             if self._global is None:
                 self._global = TokenBucket(self.rate.global_per_s, self.rate.global_burst)
             buckets = [TokenBucket(self.rate.per_chat_per_s, self.rate.per_chat_burst), self._global]
             if self.rate.per_group_per_min > 0 and self.adapter.is_group(target):
                 buckets.append(TokenBucket(self.rate.per_group_per_min / 60, 1))
-            chain = self._chains[key] = SendChain(clock, buckets)
+            entry = (SendChain(clock, buckets), 0)
+        chain, users = entry
+        self._chains[key] = (chain, users + 1)
+        self._prune()
         return chain
+
+    def release(self, target: Target) -> None:
+        """A run to ``target`` is over."""
+        key = self._key(target)
+        entry = self._chains.get(key)
+        if entry is not None:
+            self._chains[key] = (entry[0], max(0, entry[1] - 1))
+        self._prune()
+
+    def _prune(self) -> None:
+        idle = len(self._chains) - self.max_idle_chains
+        if idle <= 0:
+            return
+        for key in [k for k, (chain, users) in self._chains.items() if users == 0 and chain.pause_remaining() == 0]:
+            if idle <= 0:
+                break
+            del self._chains[key]
+            idle -= 1
 
 
 @dataclass(frozen=True)
@@ -339,6 +371,9 @@ class Relay:
             controller.fail(f"internal error, delivery stopped: {run.failure}")
         finally:
             self._runs.pop(controller.run, None)
+            runtime = self.channels.get(controller.policy.name)
+            if runtime is not None:
+                runtime.release(controller.start_event.target)
             self._finished[controller.run] = _Finished(
                 _with_gaps(controller.report(), run.gate.gaps), list(controller.pipeline), run.gate.last
             )

@@ -237,3 +237,14 @@ def test_deltas_that_arrive_together_are_joined_per_message_and_visibility() -> 
         ("text", "Next"),
         ("text", "Next one"),
     ]
+
+
+async def test_idle_send_chains_are_forgotten_past_the_cap_but_never_one_in_use() -> None:
+    clock = FakeClock()
+    runtime = ChannelRuntime(ChannelPolicy(name="c"), _Chat(), RateSpec(), max_idle_chains=2)
+    held = runtime.chain_for(Target(chat_id=1), clock)
+    for chat in range(2, 6):
+        runtime.chain_for(Target(chat_id=chat), clock)
+        runtime.release(Target(chat_id=chat))
+    assert runtime.chain_for(Target(chat_id=1), clock) is held  # in use: kept, and the same chain
+    assert len(runtime._chains) <= 3
