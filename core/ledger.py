@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.report import PartState, SlotRole
+from core.report import PartReport, PartState, SlotRole
 
 
 @dataclass
@@ -30,6 +30,18 @@ class PartRecord:
     """The text the platform acknowledged for this part (``None`` before the first ack)."""
     degraded: bool = False
     error: str | None = None
+
+    def report(self) -> PartReport:
+        """This part as the delivery report shows it."""
+        return PartReport(
+            slot=self.slot,
+            role=self.role,
+            state=self.state,
+            message_id=self.message_id,
+            chars=len(self.shown or ""),
+            degraded=self.degraded,
+            error=self.error,
+        )
 
 
 @dataclass

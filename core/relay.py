@@ -24,7 +24,7 @@ from core.normalize import Normalizer, make_normalizer
 from core.policy import ChannelPolicy, apply_overrides
 from core.ports import ChannelAdapter
 from core.rate import TokenBucket
-from core.report import DeliveryReport, PartReport, ReportStatus, summarize
+from core.report import DeliveryReport, ReportStatus, summarize
 from core.run import RunController
 from core.send_chain import SendChain
 from core.sequencer import SeqGate
@@ -427,18 +427,7 @@ class Relay:
         record = await self._ledger.get_run(run_id)
         if record is None:
             return None
-        parts = [
-            PartReport(
-                slot=p.slot,
-                role=p.role,
-                state=p.state,
-                message_id=p.message_id,
-                chars=len(p.shown or ""),
-                degraded=p.degraded,
-                error=p.error,
-            )
-            for p in await self._ledger.parts(run_id)
-        ]
+        parts = [p.report() for p in await self._ledger.parts(run_id)]
         report = summarize(run_id, record.channel, parts, done=record.ended)
         report.end_status = record.end_status
         return report

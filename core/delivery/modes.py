@@ -53,7 +53,23 @@ class ModeHandler(Protocol):
         ...
 
 
-class PreviewMode:
+class _NoTimers:
+    """Defaults for modes that neither drain at boundaries nor wait on time nor hold the answer."""
+
+    def on_boundary(self) -> None:
+        return None
+
+    def deadline(self) -> float | None:
+        return None
+
+    def tick(self) -> None:
+        return None
+
+    def show_answer_at_commit(self) -> bool:
+        return False
+
+
+class PreviewMode(_NoTimers):
     """One message edited in place, rolled over at the limit."""
 
     def __init__(self, policy: ChannelPolicy, rec: Reconciler) -> None:
@@ -93,18 +109,6 @@ class PreviewMode:
         if change.reset:
             for slot in self._slots[self._frozen + 1 :]:
                 self._rec.retire(slot)  # parts past the new text go at once, not at the end
-
-    def on_boundary(self) -> None:
-        return None
-
-    def deadline(self) -> float | None:
-        return None
-
-    def tick(self) -> None:
-        return None
-
-    def show_answer_at_commit(self) -> bool:
-        return False
 
     def finalize(self, final_text: str) -> None:
         parts = chunk_text(final_text, self._policy.split_params())
@@ -167,7 +171,7 @@ class BlockMode:
             self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
 
 
-class FinalMode:
+class FinalMode(_NoTimers):
     """One answer at the end, split to the limit."""
 
     def __init__(self, policy: ChannelPolicy, rec: Reconciler) -> None:
@@ -177,18 +181,6 @@ class FinalMode:
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         return None
-
-    def on_boundary(self) -> None:
-        return None
-
-    def deadline(self) -> float | None:
-        return None
-
-    def tick(self) -> None:
-        return None
-
-    def show_answer_at_commit(self) -> bool:
-        return False
 
     def finalize(self, final_text: str) -> None:
         if self._shown:

@@ -89,17 +89,6 @@ class Slot:
             return self.message_id is None
         return self.message_id is not None and self.shown == self.desired
 
-    def report(self) -> PartReport:
-        return PartReport(
-            slot=self.index,
-            role=self.role,
-            state=self.state,
-            message_id=self.message_id,
-            chars=len(self.shown or ""),
-            degraded=self.degraded,
-            error=self.error,
-        )
-
 
 @dataclass(frozen=True)
 class _Op:
@@ -253,7 +242,7 @@ class Reconciler:
                 await self._task
 
     def parts(self) -> list[PartReport]:
-        return [s.report() for s in self.slots]
+        return [self._record(s).report() for s in self.slots]
 
     async def _loop(self) -> None:
         while True:
