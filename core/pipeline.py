@@ -30,7 +30,7 @@ class _OpenCall:
 
 
 class ToolCallCollector:
-    """Collects tool-call fragments per call id and emits pipeline units."""
+    """Collects tool-call fragments per (source, call id) and emits pipeline units."""
 
     def __init__(self, run: str) -> None:
         self._run = run
@@ -39,16 +39,17 @@ class ToolCallCollector:
 
     def feed(self, event: ToolCall) -> dict[str, Any] | None:
         """Take one fragment; return the unit it completes, if any."""
-        call = self._open.get(event.id)
+        key = f"{event.source.key}\x00{event.id}" if event.source is not None else event.id
+        call = self._open.get(key)
         if call is None:
-            call = self._open[event.id] = _OpenCall(event.id, event.name, event.source)
+            call = self._open[key] = _OpenCall(event.id, event.name, event.source)
         if event.name and not call.name:
             call.name = event.name
         if event.args_delta:
             call.parts.append(event.args_delta)
         if event.state is not ToolCallState.END:
             return None
-        del self._open[event.id]
+        del self._open[key]
         if event.args is not None:
             return self._unit(call, event.args)
         raw = "".join(call.parts)

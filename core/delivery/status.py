@@ -59,11 +59,17 @@ class StatusBoard:
             if child.state not in ("done", "failed"):
                 child.state = "done" if ok else "stopped"
 
+    max_lines: int = 20
+    """Progress lines shown at most (the latest); older ones are counted, so the message stays short."""
+
     def render(self) -> str:
         out: list[str] = []
         if self.title:
             out.append(self.title)
-        out.extend(self.lines)
+        hidden = len(self.lines) - self.max_lines
+        if hidden > 0:
+            out.append(f"… {hidden} earlier step{'s' if hidden > 1 else ''}")
+        out.extend(self.lines[max(0, hidden) :])
         out.extend(f"↳ {c.label}: {c.state}" for c in self.children.values())
         if self.footer:
             out.append(self.footer)

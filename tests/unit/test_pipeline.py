@@ -48,3 +48,16 @@ def test_end_with_args_object_is_taken_as_is() -> None:
     tools = ToolCallCollector("r")
     unit = tools.feed(_call(ToolCallState.END, args={"q": "x"}))
     assert unit is not None and unit["args"] == {"q": "x"}
+
+
+def test_two_sources_may_use_the_same_call_id() -> None:
+    from core.events import Source
+
+    tools = ToolCallCollector("r")
+    child = Source(agent_id="a", path="s/a")
+    tools.feed(ToolCall(run="r", id="c1", name="x", state=ToolCallState.ARGS_DELTA, args_delta='{"a": 1}'))
+    tools.feed(ToolCall(run="r", id="c1", name="y", state=ToolCallState.ARGS_DELTA, args_delta='{"b"', source=child))
+    unit = tools.feed(ToolCall(run="r", id="c1", state=ToolCallState.END))
+    assert unit is not None and unit["args"] == {"a": 1}
+    [cut] = tools.close()
+    assert cut["kind"] == "tool_call.malformed" and cut["name"] == "y"

@@ -467,3 +467,13 @@ async def test_a_cancelled_run_sends_nothing_more_and_says_stopped() -> None:
     report = await h.close(End(run=RUN, status=EndStatus.CANCELLED))
     assert h.adapter.chat() == ["⏹ Stopped."]
     assert report.end_status == "cancelled"
+
+
+async def test_a_long_progress_log_keeps_the_status_message_short() -> None:
+    h = await harness(policy(DeliveryMode.PROGRESS))
+    for i in range(200):
+        await h.feed(Phase(run=RUN, name=f"step {i} of a very long plan"))
+    await h.close()
+    status = h.adapter.chat()[0]
+    assert "step 199" in status and "earlier steps" in status
+    assert len(status) < 2000
