@@ -19,10 +19,14 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.sqlite import SqliteLedger
+from app.cases.expect import strip_for_content
 from app.ingest_client import detect_format, recording_lines, replay
 from app.service import Sidecar, build_relay
 from config.settings import DEFAULT_CONFIG, load_settings
-from core.events import DeliveryMode, ProviderFormat
+from core.assembler import TextAssembler
+from core.chunk_checks import fences_balanced
+from core.events import DeliveryMode, ProviderFormat, TextEvent, Visibility
+from core.normalize import make_normalizer
 from core.units import LengthUnit, text_units
 from mocks.telegram import MockTelegram
 
@@ -119,5 +123,25 @@ async def run_demo(
         methods[call.method] = methods.get(call.method, 0) + 1
     table.add_row("platform calls", ", ".join(f"{m} x{n}" for m, n in methods.items()))
     table.add_row("429 answers", str(sum(c.status == 429 for c in calls)))
+    texts = [text for _, text in messages]
+    table.add_row("every message fits", _yes(all(text_units(t, LengthUnit.UTF16) <= 4096 for t in texts)))
+    table.add_row("fences balanced", _yes(all(fences_balanced(t) for t in texts)))
+    expected = recorded_answer(events, fmt)
+    same = strip_for_content("\n".join(texts)) == strip_for_content(expected)
+    table.add_row("answer shown once, whole", _yes(same) + f" (against the recording's {len(expected)} chars)")
     console.print(table)
     return 0 if report.get("status") == "delivered" else 1
+
+
+def recorded_answer(events: list[dict[str, object]], fmt: ProviderFormat) -> str:
+    """The answer text of a recording, read with the same normalizer the sidecar uses (for the check)."""
+    normalizer = make_normalizer(fmt, "check")
+    assembler = TextAssembler()
+    for event in [e for raw in events for e in normalizer.feed(raw)] + normalizer.close():
+        if isinstance(event, TextEvent) and event.visibility is Visibility.ANSWER:
+            assembler.apply(None, event.message, event.mode, event.text)
+    return assembler.answer()
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "NO"

@@ -28,7 +28,9 @@ class Stack:
     client: httpx.AsyncClient
 
 
-async def start_stack(ledger: Ledger, **channel: object) -> tuple[MockTelegram, Relay, Sidecar]:
+async def start_stack(
+    ledger: Ledger, *, max_body_bytes: int = 64 * 1024, max_line_bytes: int = 8 * 1024, **channel: object
+) -> tuple[MockTelegram, Relay, Sidecar]:
     mock = MockTelegram(rate_limits=True)
     api = await mock.start()
     settings = ChannelSettings.model_validate({"platform": "telegram", "api_base": api, "throttle_ms": 0, **channel})
@@ -38,7 +40,7 @@ async def start_stack(ledger: Ledger, **channel: object) -> tuple[MockTelegram, 
         settings.rate_spec(),
     )
     relay = Relay({"telegram": runtime}, ledger, MonotonicClock())
-    sidecar = Sidecar(relay, token=INGEST_TOKEN, max_body_bytes=64 * 1024, max_line_bytes=8 * 1024)
+    sidecar = Sidecar(relay, token=INGEST_TOKEN, max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes)
     await sidecar.start()
     return mock, relay, sidecar
 

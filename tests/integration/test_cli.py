@@ -28,6 +28,9 @@ def test_demo_shows_the_long_markdown_answer_in_a_few_fitting_messages() -> None
     line_429 = next(line for line in out.splitlines() if "429 answers" in line)
     assert line_429.replace("│", " ").split()[-1] == "0", line_429
     assert "Algorithms & Data Structures Summary" in out
+    for check in ("every message fits", "fences balanced", "answer shown once, whole"):
+        row = next(line for line in out.splitlines() if check in line)
+        assert row.replace("│", " ").split(check)[1].split()[0] == "yes", row
 
 
 def test_case_command_writes_transcripts_and_exits_nonzero_on_failure(tmp_path: Path) -> None:
