@@ -24,7 +24,7 @@ from core.policy import ChannelPolicy
 from core.ports import TextFormat
 from core.run import RunController
 from core.send_chain import SendChain
-from core.units import LengthUnit
+from core.units import LengthUnit, text_units
 
 RECORDING = Path(__file__).resolve().parent.parent / "tests/streams/anthropic/markdown-long-fences.jsonl"
 
@@ -36,6 +36,9 @@ class NullAdapter:
 
     def __init__(self) -> None:
         self.calls = 0
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        return text_units(text, self.unit)
 
     def check_target(self, target: Target) -> str | None:
         return None

@@ -6,11 +6,11 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.chunker import BreakKind, ChunkParams
+from core.chunker import BreakKind, ChunkParams, chunk_text
 from core.coalescer import CoalesceParams
 from core.errors import IngestError
 from core.events import DeliveryMode
@@ -66,10 +66,15 @@ class ChannelPolicy:
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
 
     def split_params(self) -> ChunkParams:
-        """Chunker parameters that fill messages up to the limit (preview rollover, final parts)."""
+        """Chunker parameters that fill messages up to the limit (preview rollover, final parts).
+
+        Markdown is cut on its source with a 10% margin, since rendering can lengthen it (a ``---`` rule
+        becomes a longer line); parts are then checked on their rendered length (:class:`Splitter`).
+        """
+        budget = self.max_units if self.fmt is not TextFormat.MARKDOWN else max(2, self.max_units * 9 // 10)
         return ChunkParams(
-            min_chars=self.max_units,
-            max_chars=self.max_units,
+            min_chars=budget,
+            max_chars=budget,
             break_preference=BreakKind.PARAGRAPH,
             unit=self.unit,
         )
@@ -119,3 +124,29 @@ def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, Any]) -> Chan
 
 def _bad(expected: str) -> Any:
     raise ValueError(expected)
+
+
+class Splitter:
+    """Splits text into message parts that fit the platform once rendered.
+
+    Cuts with the chunker on the source (:meth:`ChannelPolicy.split_params`), then measures each part as
+    the platform will count it; a part still too long is cut again with a budget shrunk in proportion.
+    Cost: linear in the text, plus one re-cut of the rare part that rendering made too long.
+    """
+
+    def __init__(self, policy: ChannelPolicy, measure: Callable[[str, TextFormat], int]) -> None:
+        self._policy = policy
+        self._measure = measure
+
+    def split(self, text: str) -> list[str]:
+        return [fitted for part in chunk_text(text, self._policy.split_params()) for fitted in self.fit(part)]
+
+    def fit(self, part: str) -> list[str]:
+        """``part`` as one or more parts that each fit once rendered."""
+        limit = self._policy.max_units
+        size = self._measure(part, self._policy.fmt)
+        if size <= limit or len(part) < 2:
+            return [part]
+        budget = max(2, min(len(part) - 1, len(part) * limit // size - 8))
+        params = replace(self._policy.split_params(), min_chars=budget, max_chars=budget)
+        return [fitted for piece in chunk_text(part, params) for fitted in self.fit(piece)]

@@ -40,6 +40,10 @@ class ChannelAdapter(Protocol):
     """Text limit of one message, in ``unit``."""
     unit: LengthUnit
 
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """The length the platform counts for ``text`` once rendered in ``fmt``, in ``unit``."""
+        ...
+
     def check_target(self, target: Target) -> str | None:
         """What is wrong with ``target`` for this platform (e.g. a non-numeric reply id), or None."""
         ...

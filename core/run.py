@@ -38,7 +38,7 @@ from core.events import (
 )
 from core.ledger import Ledger, RunRecord
 from core.pipeline import ToolCallCollector
-from core.policy import ChannelPolicy, SubagentPolicy
+from core.policy import ChannelPolicy, Splitter, SubagentPolicy
 from core.ports import ChannelAdapter, TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
@@ -93,7 +93,7 @@ class RunController:
             if policy.delivery in (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
             else 0.0,
         )
-        self.mode: ModeHandler = make_mode(policy, self.rec, clock)
+        self.mode: ModeHandler = make_mode(policy, self.rec, Splitter(policy, adapter.measure), clock)
         self.assembler = TextAssembler()
         self.answer = AnswerStream(self.assembler)
         self.tools = ToolCallCollector(start.run)

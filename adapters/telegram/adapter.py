@@ -30,7 +30,7 @@ from adapters.telegram.render import render
 from core.errors import ConfigError, PayloadRejectedError, RejectReason, TargetNotFoundError
 from core.events import Target
 from core.ports import TextFormat
-from core.units import LengthUnit
+from core.units import LengthUnit, text_units
 
 T = TypeVar("T")
 
@@ -75,6 +75,12 @@ class TelegramAdapter:
         if base_url is not None:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=AiohttpSession(**session_args))
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """UTF-16 units of the text Telegram receives: Markdown is rendered to text + entities first, and
+        the 4096 limit counts the text after entity parsing (https://core.telegram.org/bots/api#sendmessage)."""
+        body, _ = render(text, fmt)
+        return text_units(body, LengthUnit.UTF16)
 
     def check_target(self, target: Target) -> str | None:
         """Telegram ids: ``chat_id`` an integer or ``@channelusername``; ``thread_id`` and ``reply_to``

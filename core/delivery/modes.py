@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from core.chunker import Chunker, chunk_text
+from core.chunker import Chunker
 from core.clock import Clock
 from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange
 from core.delivery.coverage import uncovered_tail
 from core.delivery.reconciler import Reconciler, Slot
 from core.events import DeliveryMode
-from core.policy import ChannelPolicy
+from core.policy import ChannelPolicy, Splitter
 from core.report import SlotRole
 
 
@@ -72,15 +72,16 @@ class _NoTimers:
 class PreviewMode(_NoTimers):
     """One message edited in place, rolled over at the limit."""
 
-    def __init__(self, policy: ChannelPolicy, rec: Reconciler) -> None:
+    def __init__(self, policy: ChannelPolicy, rec: Reconciler, splitter: Splitter) -> None:
         self._policy = policy
         self._rec = rec
+        self._split = splitter
         self._chunker = Chunker(policy.split_params())
         self._slots: list[Slot] = []
         self._frozen = 0
 
     def _show(self, frozen: list[str]) -> None:
-        for text in frozen:
+        for text in (fitted for chunk in frozen for fitted in self._split.fit(chunk)):
             self._slot(self._frozen, text)
             self._frozen += 1
         # The live part is the chunker's pending text, read only when the reconciler is about to send
@@ -111,7 +112,7 @@ class PreviewMode(_NoTimers):
                 self._rec.retire(slot)  # parts past the new text go at once, not at the end
 
     def finalize(self, final_text: str) -> None:
-        parts = chunk_text(final_text, self._policy.split_params())
+        parts = self._split.split(final_text)
         for i, text in enumerate(parts):
             self._slot(i, text)
         for slot in self._slots[len(parts) :]:
@@ -121,9 +122,10 @@ class PreviewMode(_NoTimers):
 class BlockMode:
     """Block replies: readable messages, each a coalesced block."""
 
-    def __init__(self, policy: ChannelPolicy, rec: Reconciler, clock: Clock) -> None:
+    def __init__(self, policy: ChannelPolicy, rec: Reconciler, splitter: Splitter, clock: Clock) -> None:
         self._policy = policy
         self._rec = rec
+        self._split = splitter
         self._clock = clock
         self._chunker = Chunker(policy.block_params())
         self._coalescer = Coalescer(policy.coalesce, clock)
@@ -133,7 +135,7 @@ class BlockMode:
     def _emit(self, blocks: list[Block]) -> None:
         for block in blocks:
             # A block never exceeds the platform limit: split again to it if the joiner pushed it over.
-            for part in chunk_text(block.text, self._policy.split_params()):
+            for part in self._split.split(block.text):
                 self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
 
     def _push(self, chunks: list[str]) -> None:
@@ -167,16 +169,17 @@ class BlockMode:
     def finalize(self, final_text: str) -> None:
         self.on_boundary()
         tail = uncovered_tail(final_text, [s.desired for s in self._slots])
-        for part in chunk_text(tail, self._policy.split_params()):
+        for part in self._split.split(tail):
             self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
 
 
 class FinalMode(_NoTimers):
     """One answer at the end, split to the limit."""
 
-    def __init__(self, policy: ChannelPolicy, rec: Reconciler) -> None:
+    def __init__(self, policy: ChannelPolicy, rec: Reconciler, splitter: Splitter) -> None:
         self._policy = policy
         self._rec = rec
+        self._split = splitter
         self._shown = False
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
@@ -186,7 +189,7 @@ class FinalMode(_NoTimers):
         if self._shown:
             return
         self._shown = True
-        for part in chunk_text(final_text, self._policy.split_params()):
+        for part in self._split.split(final_text):
             self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt)
 
 
@@ -197,12 +200,12 @@ class ProgressMode(FinalMode):
         return True
 
 
-def make_mode(policy: ChannelPolicy, rec: Reconciler, clock: Clock) -> ModeHandler:
+def make_mode(policy: ChannelPolicy, rec: Reconciler, splitter: Splitter, clock: Clock) -> ModeHandler:
     """The handler of ``policy.delivery``. ``native`` falls back to ``preview`` until it exists."""
     if policy.delivery is DeliveryMode.BLOCK:
-        return BlockMode(policy, rec, clock)
+        return BlockMode(policy, rec, splitter, clock)
     if policy.delivery is DeliveryMode.FINAL:
-        return FinalMode(policy, rec)
+        return FinalMode(policy, rec, splitter)
     if policy.delivery is DeliveryMode.PROGRESS:
-        return ProgressMode(policy, rec)
-    return PreviewMode(policy, rec)
+        return ProgressMode(policy, rec, splitter)
+    return PreviewMode(policy, rec, splitter)

@@ -133,6 +133,9 @@ class FakeAdapter:
 
     # --- ChannelAdapter -----------------------------------------------------------------------------------
 
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        return text_units(text, self.unit)
+
     def check_target(self, target: Target) -> str | None:
         return None
 

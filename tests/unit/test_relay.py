@@ -14,7 +14,7 @@ from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
 from core.ports import TextFormat
 from core.relay import ChannelRuntime, RateSpec, Relay, join_deltas
-from core.units import LengthUnit
+from core.units import LengthUnit, text_units
 
 
 class _Chat:
@@ -26,6 +26,9 @@ class _Chat:
 
     def __init__(self) -> None:
         self.messages: dict[str, str] = {}
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        return text_units(text, self.unit)
 
     def check_target(self, target: Target) -> str | None:
         return None

@@ -100,3 +100,18 @@ def test_a_small_limit_caps_the_block_parameters(tmp_path: Path) -> None:
     assert policy.max_units == 50
     assert policy.coalesce.max_chars == 50 and policy.coalesce.min_chars <= 50
     assert policy.block_params().max_chars == 50
+
+
+def test_the_splitter_recuts_a_part_that_rendering_made_too_long() -> None:
+    from core.policy import ChannelPolicy, Splitter
+    from core.ports import TextFormat
+
+    policy = ChannelPolicy(name="c", max_units=100, unit=LengthUnit.CHARS, fmt=TextFormat.MARKDOWN)
+
+    def measure(text: str, fmt: TextFormat) -> int:  # a renderer that turns each rule into 20 chars
+        return len(text.replace("---", "-" * 20))
+
+    text = "\n\n".join(["Intro words here.", "---", "More text follows.", "---", "And the end of it."] * 3)
+    parts = Splitter(policy, measure).split(text)
+    assert all(measure(p, TextFormat.MARKDOWN) <= 100 for p in parts)
+    assert "".join("".join(p.split()) for p in parts) == "".join(text.split())
