@@ -72,8 +72,8 @@ class RateSettings(_Strict):
     per_chat_per_s: float = Field(default=1.0, ge=0)
     per_chat_burst: float = Field(default=2, ge=1)
     per_group_per_min: float = Field(default=19, ge=0)
-    global_per_s: float = Field(default=30.0, ge=0)
-    global_burst: float = Field(default=30, ge=1)
+    global_per_s: float = Field(default=29.0, ge=0)
+    global_burst: float = Field(default=1, ge=1)
 
 
 class ChannelSettings(_Strict):

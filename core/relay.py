@@ -112,6 +112,7 @@ class ChannelRuntime:
     rate: RateSpec = field(default_factory=RateSpec)
     max_idle_chains: int = 10_000
     _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
+    _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
     _global: TokenBucket | None = None
 
     @staticmethod
@@ -126,10 +127,15 @@ class ChannelRuntime:
         if entry is None:
             if self._global is None:
                 self._global = TokenBucket(self.rate.global_per_s, self.rate.global_burst)
-            buckets = [TokenBucket(self.rate.per_chat_per_s, self.rate.per_chat_burst), self._global]
-            if self.rate.per_group_per_min > 0 and self.adapter.is_group(target):
-                buckets.append(TokenBucket(self.rate.per_group_per_min / 60, 1))
-            entry = (SendChain(clock, buckets), 0)
+            # Threads (forum topics) of one chat share the chat's and the group's budgets.
+            chat_key = str(target.chat_id)
+            buckets = self._chat_buckets.get(chat_key)
+            if buckets is None:
+                buckets = [TokenBucket(self.rate.per_chat_per_s, self.rate.per_chat_burst)]
+                if self.rate.per_group_per_min > 0 and self.adapter.is_group(target):
+                    buckets.append(TokenBucket(self.rate.per_group_per_min / 60, 1))
+                self._chat_buckets[chat_key] = buckets
+            entry = (SendChain(clock, [*buckets, self._global]), 0)
         chain, users = entry
         self._chains[key] = (chain, users + 1)
         self._prune()
@@ -151,6 +157,9 @@ class ChannelRuntime:
             if idle <= 0:
                 break
             del self._chains[key]
+            chat_key = key.rsplit("/", 1)[0]
+            if not any(k.rsplit("/", 1)[0] == chat_key for k in self._chains):
+                self._chat_buckets.pop(chat_key, None)
             idle -= 1
 
 

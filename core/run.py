@@ -146,7 +146,7 @@ class RunController:
         elif isinstance(event, ErrorEvent):
             self.errors.append(event.message)
         elif event.kind in ("block_end", "message_end"):
-            self.mode.on_boundary()
+            self.mode.on_boundary(message_end=event.kind == "message_end")
 
     def _on_text(self, event: TextEvent) -> None:
         if event.visibility is Visibility.REASONING:
@@ -233,7 +233,7 @@ class RunController:
         if cancelled:
             self.rec.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer
             self.rec.claim_slot(SlotRole.NOTICE, STOPPED_NOTICE, TextFormat.PLAIN)
-        elif not ok or self.errors:
+        elif not ok:
             detail = "\n".join(f"• {e}" for e in self.errors)
             self.rec.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)
         await self.rec.finish()

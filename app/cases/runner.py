@@ -190,7 +190,7 @@ def _events(case: dict[str, Any], run: str, chat_id: int, base_dir: Path) -> lis
         at = float(event.pop("at_ms", 0)) / 1000
         last_at = max(last_at, at)
         timed.append((last_at, {"run": run, **event}))
-    if not any(e.get("kind") == "end" for _, e in timed):
+    if not any(e.get("kind") == "end" and not e.get("source") for _, e in timed):
         timed.append((last_at, {"run": run, "kind": "end", "status": "ok"}))
     return [(0.0, start), *timed]
 
@@ -227,13 +227,13 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
     run = f"case-{cid}"
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
     try:
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=900) as client:
             t0 = time.monotonic()
             posted = await client.post(
                 f"/v1/runs/{run}/events", content=_paced(_events(case, run, chat_id, base_dir), t0)
             )
             failures = [] if posted.status_code == 200 else [f"ingest answered {posted.status_code}: {posted.text}"]
-            got = await client.get(f"/v1/runs/{run}", params={"wait_s": 300})
+            got = await client.get(f"/v1/runs/{run}", params={"wait_s": 600})
             report = got.json()
         transcript = {
             "calls": [

@@ -32,8 +32,8 @@ class ModeHandler(Protocol):
         """The linear root answer grew (or was reset)."""
         ...
 
-    def on_boundary(self) -> None:
-        """A text block or an assistant message ended: drain what is pending."""
+    def on_boundary(self, message_end: bool) -> None:
+        """A text block (``message_end`` False) or an assistant message ended: drain what is pending."""
         ...
 
     def deadline(self) -> float | None:
@@ -56,7 +56,7 @@ class ModeHandler(Protocol):
 class _NoTimers:
     """Defaults for modes that neither drain at boundaries nor wait on time nor hold the answer."""
 
-    def on_boundary(self) -> None:
+    def on_boundary(self, message_end: bool) -> None:
         return None
 
     def deadline(self) -> float | None:
@@ -153,9 +153,12 @@ class BlockMode:
         self._message = message
         self._push(self._chunker.append(text))
 
-    def on_boundary(self) -> None:
+    def on_boundary(self, message_end: bool) -> None:
+        # A text block's end drains the chunker; the coalescer still joins small blocks (providers end a
+        # block every few words around citations). A message's end sends what is pending.
         self._push(self._chunker.drain(force=True))
-        self._emit(self._coalescer.flush())
+        if message_end:
+            self._emit(self._coalescer.flush())
 
     def deadline(self) -> float | None:
         return self._coalescer.deadline()
@@ -167,7 +170,10 @@ class BlockMode:
         return False
 
     def finalize(self, final_text: str) -> None:
-        self.on_boundary()
+        # What was not sent yet is dropped, not flushed: the final is authoritative, so only what no
+        # block shows of it goes out (an unsent draft never does).
+        self._chunker = Chunker(self._policy.block_params())
+        self._coalescer = Coalescer(self._policy.coalesce, self._clock)
         tail = uncovered_tail(final_text, [s.desired for s in self._slots])
         for part in self._split.split(tail):
             self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
@@ -180,17 +186,22 @@ class FinalMode(_NoTimers):
         self._policy = policy
         self._rec = rec
         self._split = splitter
-        self._shown = False
+        self._slots: list[Slot] = []
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         return None
 
     def finalize(self, final_text: str) -> None:
-        if self._shown:
-            return
-        self._shown = True
-        for part in self._split.split(final_text):
-            self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt)
+        # A second finalize (an ``end`` whose final_text differs from the committed text) edits the parts
+        # already shown to the new text rather than sending it again.
+        parts = self._split.split(final_text)
+        for i, part in enumerate(parts):
+            if i < len(self._slots):
+                self._rec.set_text(self._slots[i], part)
+            else:
+                self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+        for slot in self._slots[len(parts) :]:
+            self._rec.retire(slot)
 
 
 class ProgressMode(FinalMode):

@@ -251,3 +251,19 @@ async def test_idle_send_chains_are_forgotten_past_the_cap_but_never_one_in_use(
         runtime.release(Target(chat_id=chat))
     assert runtime.chain_for(Target(chat_id=1), clock) is held  # in use: kept, and the same chain
     assert len(runtime._chains) <= 3
+
+
+async def test_threads_of_one_group_share_its_rate_budget() -> None:
+    clock = FakeClock()
+    runtime = ChannelRuntime(ChannelPolicy(name="c"), _Chat(), RateSpec(per_group_per_min=20))
+    topic_a = runtime.chain_for(Target(chat_id=-100, thread_id=1), clock)
+    topic_b = runtime.chain_for(Target(chat_id=-100, thread_id=2), clock)
+    assert topic_a is not topic_b
+    starts: list[float] = []
+
+    async def call() -> None:
+        starts.append(clock.now())
+
+    await topic_a.call(call)
+    await topic_b.call(call)
+    assert starts[1] - starts[0] == pytest.approx(3.0)  # 20 per minute for the group, whatever the topic

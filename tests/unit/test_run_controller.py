@@ -477,3 +477,27 @@ async def test_a_long_progress_log_keeps_the_status_message_short() -> None:
     status = h.adapter.chat()[0]
     assert "step 199" in status and "earlier steps" in status
     assert len(status) < 2000
+
+
+@pytest.mark.parametrize("delivery", [DeliveryMode.FINAL, DeliveryMode.PROGRESS])
+async def test_an_authoritative_final_after_a_commit_edits_the_committed_answer(delivery: DeliveryMode) -> None:
+    h = await harness(policy(delivery))
+    await h.feed(delta("Draft answer one."), Commit(run=RUN, text="Committed answer."))
+    await h.close(end(final_text="Authoritative final answer."))
+    assert h.adapter.chat()[-1] == "Authoritative final answer."
+    assert "Committed answer." not in h.adapter.chat()
+
+
+async def test_block_mode_never_shows_an_unsent_draft_that_the_final_replaced() -> None:
+    h = await harness(policy(DeliveryMode.BLOCK, block_min=1000))
+    await h.feed(delta("Draft answer one."))
+    await h.close(end(final_text="Authoritative final answer."))
+    assert h.adapter.chat() == ["Authoritative final answer."]
+
+
+async def test_an_error_event_in_a_run_that_ends_ok_shows_no_failure_notice() -> None:
+    h = await harness(policy(DeliveryMode.FINAL))
+    await h.feed(delta("All good in the end."), ErrorEvent(run=RUN, message="tool web_search failed"))
+    report = await h.close()
+    assert h.adapter.chat() == ["All good in the end."]
+    assert report.errors == ["tool web_search failed"]

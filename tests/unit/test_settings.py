@@ -74,7 +74,7 @@ def test_the_environment_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> 
     telegram = load_settings(DEFAULT_CONFIG).channels["telegram"]
     assert telegram.throttle_ms == 250
     assert telegram.delivery is DeliveryMode.BLOCK
-    assert telegram.rate.global_per_s == 30.0  # the rest of the table is kept
+    assert telegram.rate.global_per_s == 29.0  # the rest of the table is kept
 
 
 def test_tokens_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
