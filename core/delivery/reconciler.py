@@ -79,6 +79,8 @@ class Slot:
     """``live`` has changed since ``desired`` was last read from it."""
     retired: bool = False
     """Emptied by a replace: its message is deleted now rather than at finalization."""
+    retry_at_finish: bool = False
+    """Given up on during the stream after transient failures (an outage): finalization tries it again."""
     history: deque[str] = field(default_factory=deque)
 
     def settled(self) -> bool:
@@ -230,6 +232,10 @@ class Reconciler:
         """Finalization: drop the throttle, deliver everything, and stop the loop."""
         self.finalizing = True
         self._closed = True
+        for slot in self.slots:
+            if slot.retry_at_finish:  # an outage during the stream must not freeze the final answer
+                slot.retry_at_finish, slot.attempts, slot.retry_at = False, 0, 0.0
+                slot.state, slot.error = PartState.PENDING, None
         self._wake.set()
         self.start()
         assert self._task is not None
@@ -386,10 +392,12 @@ class Reconciler:
             if self._give_up(slot):
                 slot.state = PartState.UNCERTAIN
                 slot.error = f"uncertain: no answer after {slot.attempts} attempts: {exc}"
+                slot.retry_at_finish = not self.finalizing
             return "uncertain", str(exc)
         if isinstance(exc, PlatformUnavailableError):
             if self._give_up(slot):
                 slot.state, slot.error = PartState.FAILED, f"gave up after {slot.attempts} attempts: {exc}"
+                slot.retry_at_finish = not self.finalizing
                 return "failed", str(exc)
             return "retry", str(exc)
         if isinstance(exc, PayloadRejectedError):

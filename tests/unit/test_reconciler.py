@@ -603,3 +603,18 @@ async def test_an_answer_goes_before_a_status_edit_when_the_budget_is_short() ->
         ("send_text", "The committed answer."),
         ("edit_text", "Working on it…\n• planning\n• drafting"),
     ]
+
+
+async def test_a_part_given_up_during_an_outage_is_tried_again_at_finalization() -> None:
+    r = rig(max_attempts=3)
+    slot = r.rec.claim_slot(ANSWER, "w0")
+    r.rec.start()
+    await settle()
+    r.adapter.fail("edit_text", range(1, 4), PlatformUnavailableError("502 Bad Gateway"))
+    r.rec.set_text(slot, "w0 w1")
+    await settle(200)
+    assert r.states() == [PartState.FAILED]
+    r.rec.set_text(slot, "w0 w1 w2")
+    await r.rec.finish()
+    assert r.adapter.chat() == ["w0 w1 w2"]
+    assert r.states() == [PartState.ACKED]
