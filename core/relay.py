@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -179,7 +179,6 @@ class _Run:
     gate: SeqGate
     normalizer: Normalizer | None
     task: asyncio.Task[None] | None = None
-    failure: str | None = None
 
 
 class Relay:
@@ -219,7 +218,6 @@ class Relay:
         self._max_active = max_active_runs
         self._runs: dict[str, _Run] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
-        self.pipeline_listeners: list[Callable[[dict[str, Any]], None]] = []
 
     # --- ingest -----------------------------------------------------------------------------------------
 
@@ -331,7 +329,6 @@ class Relay:
             channel.chain_for(event.target, self._clock),
             self._ledger,
             self._clock,
-            on_pipeline=self._publish,
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self._gap_timeout_s, last=event.seq)
@@ -339,10 +336,6 @@ class Relay:
         self._runs[event.run] = run
         await controller.open()
         run.task = asyncio.create_task(self._work(run), name=f"run:{event.run}")
-
-    def _publish(self, unit: dict[str, Any]) -> None:
-        for listener in self.pipeline_listeners:
-            listener(unit)
 
     # --- the per-run worker -----------------------------------------------------------------------------
 
@@ -373,11 +366,10 @@ class Relay:
             await controller.abort()
             raise
         except Exception as exc:  # a bug in one run must not take others down
-            run.failure = f"{type(exc).__name__}: {exc}"
             _log.exception("run %s failed", controller.run)
             with contextlib.suppress(Exception):
                 await controller.abort()
-            controller.fail(f"internal error, delivery stopped: {run.failure}")
+            controller.fail(f"internal error, delivery stopped: {type(exc).__name__}: {exc}")
         finally:
             self._runs.pop(controller.run, None)
             runtime = self.channels.get(controller.policy.name)

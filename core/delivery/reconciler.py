@@ -150,16 +150,16 @@ class Reconciler:
         Restored slots are handed out again by :meth:`claim_slot`, in order, per role.
         """
         for rec in records:
-            slot = Slot(index=len(self.slots), role=rec.role, desired=rec.shown or "", fmt=TextFormat.PLAIN)
-            slot.message_id, slot.shown, slot.degraded, slot.error = (
-                rec.message_id,
-                rec.shown,
-                rec.degraded,
-                rec.error,
+            slot = Slot(
+                index=len(self.slots),
+                role=rec.role,
+                desired=rec.shown or "",
+                message_id=rec.message_id,
+                shown=rec.shown,
+                state=rec.state,
+                degraded=rec.degraded,
+                error=rec.error,
             )
-            slot.state = rec.state
-            if rec.state is PartState.PENDING and rec.message_id is None:
-                slot.state = PartState.PENDING
             self.slots.append(slot)
             self._restored.append(slot)
 
