@@ -5,13 +5,14 @@
     StreamrelayError
       DeliveryError(platform, target)
         TransientDeliveryError        retried by the core's scheduler, never inside an adapter
-          RateLimitedError(retry_after_s)
+          RateLimitedError(retry_after_s, scope)
           PlatformUnavailableError    network, 5xx
         UncertainDeliveryError        timed out after sending: may have landed; never blindly retried
         PermanentDeliveryError        not retried; recorded with its cause
           TargetNotFoundError
           ForbiddenError
           PayloadRejectedError(reason: too_long | bad_format | empty | not_modified)
+          NativeUnavailableError      the platform's own streaming is refused here: fall back to preview
       ConfigError                     start-up only; names the key and the file
       IngestError                     bad input: a clear 4xx, nothing else in the run is lost
 """
@@ -44,12 +45,35 @@ class TransientDeliveryError(DeliveryError):
     """Worth retrying later; the core's scheduler decides when."""
 
 
-class RateLimitedError(TransientDeliveryError):
-    """The platform answered 429. ``retry_after_s`` (float seconds) pauses the whole scope."""
+class RateScope(enum.StrEnum):
+    """What a 429 pauses.
 
-    def __init__(self, message: str, *, retry_after_s: float, platform: str = "", target: str = "") -> None:
+    ``conversation``: this chat or channel (Telegram flood control, Slack chat.postMessage per channel).
+    ``method``: this kind of call bot-wide (Slack chat.update is Tier 3 per workspace:
+    https://docs.slack.dev/reference/methods/chat.update). ``bot``: every call of the bot (Discord's global
+    limit, a 429 with ``"global": true``: https://discord.com/developers/docs/topics/rate-limits).
+    """
+
+    CONVERSATION = "conversation"
+    METHOD = "method"
+    BOT = "bot"
+
+
+class RateLimitedError(TransientDeliveryError):
+    """The platform answered 429. ``retry_after_s`` (float seconds) pauses ``scope``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_s: float,
+        scope: RateScope = RateScope.CONVERSATION,
+        platform: str = "",
+        target: str = "",
+    ) -> None:
         super().__init__(message, platform=platform, target=target)
         self.retry_after_s = retry_after_s
+        self.scope = scope
 
 
 class PlatformUnavailableError(TransientDeliveryError):
@@ -86,6 +110,11 @@ class PayloadRejectedError(PermanentDeliveryError):
     def __init__(self, message: str, *, reason: RejectReason, platform: str = "", target: str = "") -> None:
         super().__init__(message, platform=platform, target=target)
         self.reason = reason
+
+
+class NativeUnavailableError(PermanentDeliveryError):
+    """The platform refused its own streaming here (a group chat, no thread, a method not enabled for
+    the app): the core falls back to ``preview`` for the rest of the run."""
 
 
 class ConfigError(StreamrelayError):

@@ -75,3 +75,51 @@ class ChannelAdapter(Protocol):
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+class CallKind(enum.StrEnum):
+    """The kinds of platform call a rate budget can apply to (``calls = [...]`` in a budget's TOML)."""
+
+    SEND = "send"
+    EDIT = "edit"
+    DELETE = "delete"
+    TYPING = "typing"
+    STREAM = "stream"
+    """A native streaming call: Slack chat.startStream / appendStream / stopStream, Telegram
+    sendMessageDraft."""
+
+
+class NativeStreaming(Protocol):
+    """The platform's own streaming preview, optional: an adapter that has it implements this too.
+
+    A native slot is one answer part whose intermediate states go through the platform's stream and whose
+    final state is persisted by :meth:`stream_finish`. Two shapes exist:
+
+    - append (Slack https://docs.slack.dev/reference/methods/chat.startStream): ``stream_start`` posts
+      the streamed message (its ``ts`` is the handle), ``stream_update`` appends the new suffix, and
+      ``stream_finish`` stops the stream; a text that no longer extends what was streamed, or a stream that
+      expired, is finished with chat.update on the same ``ts`` (never lost).
+    - replace (Telegram https://core.telegram.org/bots/api#sendmessagedraft): the handle is a draft id;
+      every update sends the whole text (a draft lives about 30 s: updates refresh it); ``stream_finish``
+      sends the text with sendMessage, whose message id is returned.
+
+    Each call is one attempt and raises :class:`core.errors.DeliveryError` subclasses like
+    :class:`ChannelAdapter`. ``NativeUnavailableError`` means the platform refused streaming here: the core
+    falls back to ``preview`` for the rest of the run.
+    """
+
+    def native_refusal(self, target: Target) -> str | None:
+        """Why native streaming cannot be used for ``target`` (a group chat, no thread), or None."""
+        ...
+
+    async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Open a stream showing ``text``; return its handle (Slack: the message ts; Telegram: draft id)."""
+        ...
+
+    async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
+        """Make the stream show ``text`` (``shown`` is what it shows now, as acknowledged)."""
+        ...
+
+    async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
+        """End the stream with ``text`` persisted; return the permanent message id."""
+        ...
