@@ -1,0 +1,201 @@
+"""What every mock platform server shares: recorded calls, scripted faults and latencies, the case hook.
+
+Each mock (``mocks.telegram``, ``mocks.slack``, ``mocks.discord``) is a real HTTP server on loopback that a
+real SDK talks to unchanged. They share one shape, :class:`MockPlatform`, so the case runner, the demo and
+the contract suite drive any of them the same way, and one script format (shared/cases/README.md)::
+
+    "faults": [{"method": "editMessageText", "nth": 2, "reply": {"status": 429, "retry_after_s": 1}}],
+    "latency_ms": {"sendMessage": [0, 1500]}
+
+Per call, in order, every mock: records the call, counts it (per method, 1-based), waits its scripted
+latency, applies its scripted fault, validates, checks rate limits (when on), stores, answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, Self
+
+ChatId = int | str
+
+
+class Hang(enum.StrEnum):
+    """Scripted timeouts: the answer never comes within any client timeout."""
+
+    AFTER_COMMIT = "timeout_after_commit"
+    """The call is processed (a message is stored), then the answer hangs."""
+    BEFORE_COMMIT = "timeout_before_commit"
+    """The call hangs and is never processed."""
+
+
+@dataclass
+class RecordedCall:
+    """One call a mock received (failed ones too), in arrival order.
+
+    ``method`` is the platform's method name (Telegram ``sendMessage``, Slack ``chat.postMessage``,
+    Discord ``createMessage``). ``status`` is the HTTP status answered; ``None`` while unanswered and for a
+    scripted hang (the client gave up first). ``retry_after_s`` is set on a 429. ``message_id`` is the new
+    id for a stored send, the requested id for edits and deletes. ``text`` is the text as requested.
+    ``t`` is ``time.monotonic()`` seconds when it arrived.
+    """
+
+    method: str
+    chat_id: ChatId | None
+    message_id: int | str | None
+    text: str | None
+    t: float
+    status: int | None = None
+    ok: bool = False
+    retry_after_s: float | None = None
+    description: str | None = None
+
+
+def utf16_len(text: str) -> int:
+    """Length of ``text`` in UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A scripted error answer: HTTP ``status``, an optional platform ``description`` and, for a 429, the
+    ``retry_after_s`` to announce. Each mock renders it in its platform's error shape."""
+
+    status: int
+    description: str | None = None
+    retry_after_s: float | None = None
+
+    @classmethod
+    def parse(cls, reply: Mapping[str, Any]) -> Fault:
+        """From a case's ``{"status", "description"?, "retry_after_s"?}``.
+
+        Raises:
+            ValueError: the status is not an error status (>= 400) or a field has the wrong type.
+        """
+        status = int(reply["status"])
+        if status < 400:
+            raise ValueError(f"a fault reply needs an error status (>= 400), got {status}")
+        description = reply.get("description")
+        if description is not None and not isinstance(description, str):
+            raise ValueError(f"a fault's description must be a string, got {description!r}")
+        retry = reply.get("retry_after_s")
+        return cls(status, description, float(retry) if retry is not None else (1.0 if status == 429 else None))
+
+
+class FaultScript:
+    """Scripted faults and latencies per method, and the per-method call counter.
+
+    Args:
+        methods: the method names the mock knows (faults for others are refused).
+        hang_s: how long a scripted hang holds its answer (longer than any client timeout).
+    """
+
+    def __init__(self, methods: Sequence[str], hang_s: float = 30.0) -> None:
+        self._methods = {m.lower(): m for m in methods}
+        self.hang_s = hang_s
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget faults, latencies and counts; release every hanging call."""
+        release = getattr(self, "_release", None)
+        if release is not None:
+            release.set()
+        self._release = asyncio.Event()
+        self._counts: defaultdict[str, int] = defaultdict(int)
+        self._faults: dict[tuple[str, int], Fault | Hang] = {}
+        self._latency_ms: dict[str, list[float]] = {}
+
+    def method(self, name: str) -> str | None:
+        """The canonical spelling of a known method (case-insensitive), or None."""
+        return self._methods.get(name.lower())
+
+    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
+        """Script the answer to the ``nth`` (1-based) call of ``method``: a :class:`Fault` mapping or a
+        :class:`Hang` name.
+
+        Raises:
+            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
+        """
+        name = self.method(method)
+        if name is None or nth < 1:
+            raise ValueError(f"bad fault: method {method!r}, nth {nth} (known methods: {sorted(self._methods.values())})")
+        if (name, nth) in self._faults:
+            raise ValueError(f"call {nth} of {name} already has a fault")
+        self._faults[(name, nth)] = Hang(reply) if isinstance(reply, str) else Fault.parse(reply)
+
+    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
+        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms first (none past the list).
+
+        Raises:
+            ValueError: unknown method.
+        """
+        name = self.method(method)
+        if name is None:
+            raise ValueError(f"unknown method {method!r}")
+        self._latency_ms[name] = [float(ms) for ms in delays_ms]
+
+    def configure_from_case(self, case: Mapping[str, Any]) -> None:
+        """Apply a case's ``faults`` and ``latency_ms``."""
+        for fault in case.get("faults", []):
+            self.add_fault(fault["method"], int(fault["nth"]), fault["reply"])
+        for method, delays in case.get("latency_ms", {}).items():
+            self.set_latency(method, delays)
+
+    async def begin(self, method: str) -> Fault | Hang | None:
+        """Count one call of ``method``, wait its scripted latency; return its scripted fault, if any."""
+        self._counts[method] += 1
+        nth = self._counts[method]
+        delays = self._latency_ms.get(method, [])
+        if nth <= len(delays):
+            await self.wait(delays[nth - 1] / 1000)
+        return self._faults.get((method, nth))
+
+    async def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, cut short by :meth:`reset` (so a stopping mock never hangs)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._release.wait(), seconds)
+
+    async def hang(self, call: RecordedCall, kind: Hang) -> None:
+        """Hold a call's answer for ``hang_s`` (the client gives up first)."""
+        call.description = kind.value
+        await self.wait(self.hang_s)
+
+
+class MockPlatform(Protocol):
+    """What the case runner, the demo and the contract suite need of a mock platform server."""
+
+    platform: str
+    rate_limits: bool
+    """When True, the mock answers 429 past the platform's documented limits."""
+    calls: list[RecordedCall]
+
+    @property
+    def base_url(self) -> str:
+        """The URL its SDK is pointed at (Telegram ``http://127.0.0.1:PORT``, Slack ``.../api/``, ...)."""
+        ...
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str: ...
+
+    async def stop(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: Any) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def configure_from_case(self, case: Mapping[str, Any]) -> None:
+        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits``."""
+        ...
+
+    def chats(self) -> Sequence[ChatId]:
+        """Conversations that ever received a message, in first-message order."""
+        ...
+
+    def visible(self, chat_id: ChatId) -> Sequence[tuple[int | str, str]]:
+        """What a person sees in ``chat_id``: ``(message id, current text)`` in order, deleted ones left out."""
+        ...
