@@ -122,7 +122,8 @@ class FaultScript:
         """
         name = self.method(method)
         if name is None or nth < 1:
-            raise ValueError(f"bad fault: method {method!r}, nth {nth} (known methods: {sorted(self._methods.values())})")
+            known = ", ".join(sorted(self._methods.values()))
+            raise ValueError(f"bad fault: method {method!r}, nth {nth} (known methods: {known})")
         if (name, nth) in self._faults:
             raise ValueError(f"call {nth} of {name} already has a fault")
         self._faults[(name, nth)] = Hang(reply) if isinstance(reply, str) else Fault.parse(reply)
