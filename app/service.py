@@ -10,35 +10,54 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
+from typing import Any
 
 import uvicorn
 from pydantic import SecretStr
 
 from adapters.ingest_http import create_app
+from adapters.discord import DiscordAdapter
+from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from config.settings import ChannelSettings, Settings
 from core.clock import Clock, MonotonicClock
 from core.errors import ConfigError
 from core.ledger import Ledger
 from core.ports import ChannelAdapter
-from core.relay import ChannelRuntime, Relay
+from core.channel import ChannelRuntime
+from core.relay import Relay
 
 
 def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:
-    """The adapter of one configured channel.
+    """The adapter of one configured channel (its SDK pointed at ``api_base`` when one is set).
 
     Raises:
-        ConfigError: the platform has no adapter yet.
+        ConfigError: the platform has no adapter yet, or the token is malformed.
     """
     policy = channel.policy(name)
+    common: dict[str, Any] = {
+        "base_url": channel.api_base or None,
+        "send_timeout_s": channel.send_timeout_ms / 1000,
+        "max_units": policy.max_units,
+    }
+    secret = token.get_secret_value()
     if channel.platform == "telegram":
-        return TelegramAdapter(
-            token.get_secret_value(),
-            base_url=channel.api_base or None,
-            send_timeout_s=channel.send_timeout_ms / 1000,
-            max_units=policy.max_units,
-        )
+        return TelegramAdapter(secret, **common)
+    if channel.platform == "slack":
+        return SlackAdapter(secret, **common)
+    if channel.platform == "discord":
+        return DiscordAdapter(secret, **common)
     raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
+
+
+def make_runtime(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelRuntime:
+    """One configured channel at run time: its policy, its adapter and its rate budgets.
+
+    Raises:
+        ConfigError: as :func:`make_adapter`.
+    """
+    budgets = [sourced.budget for sourced in channel.budgets()]
+    return ChannelRuntime(channel.policy(name), make_adapter(name, channel, token), budgets)
 
 
 def build_relay(
@@ -62,11 +81,7 @@ def build_relay(
     channels: dict[str, ChannelRuntime] = {}
     for name, channel in settings.channels.items():
         token = tokens[name] if tokens and name in tokens else channel.token(name)
-        channels[name] = ChannelRuntime(
-            policy=channel.policy(name),
-            adapter=make_adapter(name, channel, token),
-            rate=channel.rate_spec(),
-        )
+        channels[name] = make_runtime(name, channel, token)
     return Relay(channels, ledger, clock or MonotonicClock(), run_idle_timeout_s=settings.service.run_idle_timeout_s)
 
 

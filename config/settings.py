@@ -19,22 +19,20 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from config.platforms import PLATFORMS, SourcedBudget
 from core.chunker import BreakKind, ChunkParams
 from core.coalescer import CoalesceParams
 from core.errors import ConfigError
 from core.events import DeliveryMode
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
-from core.ports import TextFormat
-from core.relay import RateSpec
-from core.units import LengthUnit
+from core.ports import CallKind, TextFormat
+from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
 
-PLATFORM_LIMITS: dict[str, tuple[int, LengthUnit]] = {
-    # https://core.telegram.org/bots/api#sendmessage : 4096 after entity parsing; UTF-16 units are safe.
-    "telegram": (4096, LengthUnit.UTF16),
-}
-SUPPORTED_PLATFORMS = tuple(PLATFORM_LIMITS)
+SUPPORTED_PLATFORMS = tuple(PLATFORMS)
+NATIVE_PLATFORMS = ("telegram", "slack")
+"""Platforms with their own streaming (Telegram sendMessageDraft, Slack chat.startStream)."""
 
 
 class _Strict(BaseModel):
@@ -66,20 +64,52 @@ class CoalesceSettings(_Strict):
         return self
 
 
-class RateSettings(_Strict):
-    """Rate budgets; each number in the TOML carries its documentation link."""
+class BudgetSettings(_Strict):
+    """One ``[channels.NAME.rate.BUDGET]`` table: a rate budget and the documentation URL of its numbers.
 
-    per_chat_per_s: float = Field(default=1.0, ge=0)
-    per_chat_burst: float = Field(default=2, ge=1)
-    per_group_per_min: float = Field(default=19, ge=0)
-    global_per_s: float = Field(default=29.0, ge=0)
-    global_burst: float = Field(default=1, ge=1)
+    A table named like one of the platform's default budgets (config/platforms.py) overrides only the
+    fields it gives; a new name must give ``scope``, a rate (``per_s`` or ``per_min``) and ``source``.
+    """
+
+    scope: BudgetScope | None = None
+    per_s: float | None = Field(default=None, ge=0)
+    per_min: float | None = Field(default=None, ge=0)
+    burst: float | None = Field(default=None, ge=1)
+    calls: list[CallKind] | None = None
+    source: str | None = None
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> BudgetSettings:
+        if self.per_s is not None and self.per_min is not None:
+            raise ValueError("give per_s or per_min, not both")
+        if self.source is not None and not self.source.startswith(("http://", "https://")):
+            raise ValueError(f"source {self.source!r} must be the documentation URL of the numbers")
+        return self
+
+    def merged(self, name: str, default: SourcedBudget | None) -> SourcedBudget:
+        """This table over the platform's default budget of the same name.
+
+        Raises:
+            ValueError: a new budget lacks its scope, rate or source.
+        """
+        base = default.budget if default is not None else None
+        scope = self.scope or (base.scope if base else None)
+        per_s = self.per_s if self.per_s is not None else (self.per_min / 60 if self.per_min is not None else None)
+        if per_s is None and base is not None:
+            per_s = base.per_s
+        source = self.source or (default.source if default else None)
+        if scope is None or per_s is None or source is None:
+            raise ValueError(f"new budget {name!r} needs scope, per_s or per_min, and source (its documentation URL)")
+        burst = self.burst if self.burst is not None else (base.burst if base else 1.0)
+        calls = frozenset(self.calls) if self.calls is not None else (base.calls if base else MESSAGE_CALLS)
+        return SourcedBudget(Budget(name, scope, per_s, burst, calls), source)
 
 
 class ChannelSettings(_Strict):
     """One ``[channels.NAME]`` table."""
 
     platform: Literal["telegram", "slack", "discord", "web"]
+    enabled: bool = True
     token_env: str | None = None
     api_base: str | None = None
     delivery: DeliveryMode = DeliveryMode.PREVIEW
@@ -91,22 +121,27 @@ class ChannelSettings(_Strict):
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
-    rate: RateSettings = Field(default_factory=RateSettings)
+    rate: dict[str, BudgetSettings] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _platform_rules(self) -> ChannelSettings:
-        if self.platform in PLATFORM_LIMITS and self.limit is not None:
-            most, unit = PLATFORM_LIMITS[self.platform]
-            if self.limit > most:
-                raise ValueError(f"limit {self.limit} is over the platform's {most} ({unit} units)")
+        spec = PLATFORMS.get(self.platform)
+        if spec is not None and self.limit is not None and self.limit > spec.max_units:
+            raise ValueError(
+                f"limit {self.limit} is over the platform's {spec.max_units} ({spec.unit} units, {spec.limit_source})"
+            )
+        if spec is not None:
+            for name, table in self.rate.items():
+                table.merged(name, spec.budgets.get(name))
         if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
             raise ValueError(f"api_base {self.api_base!r} must start with http:// or https://")
         return self
 
     def policy(self, name: str) -> ChannelPolicy:
         """The core's view of this channel."""
-        limit, unit = PLATFORM_LIMITS[self.platform]
-        max_units = self.limit or limit
+        spec = PLATFORMS[self.platform]
+        unit = spec.unit
+        max_units = self.limit or spec.default_limit
         return ChannelPolicy(
             name=name,
             delivery=self.delivery,
@@ -131,14 +166,13 @@ class ChannelSettings(_Strict):
             reasoning=self.reasoning,
         )
 
-    def rate_spec(self) -> RateSpec:
-        return RateSpec(
-            per_chat_per_s=self.rate.per_chat_per_s,
-            per_chat_burst=self.rate.per_chat_burst,
-            per_group_per_min=self.rate.per_group_per_min,
-            global_per_s=self.rate.global_per_s,
-            global_burst=self.rate.global_burst,
-        )
+    def budgets(self) -> list[SourcedBudget]:
+        """The platform's default budgets with this channel's ``[rate.NAME]`` tables applied."""
+        defaults = PLATFORMS[self.platform].budgets
+        merged = dict(defaults)
+        for name, table in self.rate.items():
+            merged[name] = table.merged(name, defaults.get(name))
+        return list(merged.values())
 
     def token(self, name: str) -> SecretStr:
         """The channel's token from the environment.
@@ -208,13 +242,14 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> Settin
         if channel.platform not in SUPPORTED_PLATFORMS:
             raise ConfigError(
                 f"{toml_path}: channels.{name}.platform = {channel.platform!r} is not supported yet "
-                f"(supported: {', '.join(SUPPORTED_PLATFORMS)}; Slack and Discord arrive with issue 3, web with 5)"
+                f"(supported: {', '.join(SUPPORTED_PLATFORMS)}; web arrives with issue 5)"
             )
-        if channel.delivery is DeliveryMode.NATIVE:
+        if channel.delivery is DeliveryMode.NATIVE and channel.platform not in NATIVE_PLATFORMS:
             raise ConfigError(
-                f"{toml_path}: channels.{name}.delivery = 'native' is not supported yet (issue 3); "
-                "use preview, block, final or progress"
+                f"{toml_path}: channels.{name}.delivery = 'native': {channel.platform} has no native streaming; "
+                f"use preview, block, final or progress (native exists on {', '.join(NATIVE_PLATFORMS)})"
             )
+    settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled}
     return Settings.model_validate(settings.model_dump())
 
 

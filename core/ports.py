@@ -6,7 +6,7 @@ Core never imports an adapter; the composition root (``app/``) wires implementat
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from core.events import Target
 from core.units import LengthUnit
@@ -84,11 +84,15 @@ class CallKind(enum.StrEnum):
     EDIT = "edit"
     DELETE = "delete"
     TYPING = "typing"
-    STREAM = "stream"
-    """A native streaming call: Slack chat.startStream / appendStream / stopStream, Telegram
-    sendMessageDraft."""
+    STREAM_START = "stream_start"
+    """Open a native stream (Slack chat.startStream, Tier 2; Telegram sendMessageDraft)."""
+    STREAM_UPDATE = "stream_update"
+    """Grow a native stream (Slack chat.appendStream, Tier 4; Telegram sendMessageDraft)."""
+    STREAM_FINISH = "stream_finish"
+    """Persist a native stream (Slack chat.stopStream, Tier 2; Telegram sendMessage)."""
 
 
+@runtime_checkable
 class NativeStreaming(Protocol):
     """The platform's own streaming preview, optional: an adapter that has it implements this too.
 
@@ -122,4 +126,9 @@ class NativeStreaming(Protocol):
 
     async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
         """End the stream with ``text`` persisted; return the permanent message id."""
+        ...
+
+    async def stream_cancel(self, target: Target, handle: str) -> None:
+        """Abandon a stream whose part is no longer wanted (a replace emptied it). Slack: delete the streamed
+        message; Telegram: nothing to do (an unsent draft lapses by itself)."""
         ...

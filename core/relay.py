@@ -13,20 +13,18 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, EndStatus, Event, RunStart, Target, TextEvent, TextMode, parse_event
+from core.events import End, EndStatus, Event, RunStart, TextEvent, TextMode, parse_event
 from core.ledger import Ledger
 from core.normalize import Normalizer, make_normalizer
-from core.policy import ChannelPolicy, apply_overrides
-from core.ports import ChannelAdapter
-from core.rate import TokenBucket
+from core.policy import apply_overrides
 from core.report import DeliveryReport, ReportStatus, summarize
 from core.run import RunController
-from core.send_chain import SendChain
 from core.sequencer import SeqGate
 
 _log = logging.getLogger("streamrelay.relay")
@@ -76,91 +74,6 @@ def _with_gaps(report: DeliveryReport, gaps: list[str]) -> DeliveryReport:
     if gaps and report.status is ReportStatus.DELIVERED:
         report.status = ReportStatus.PARTIAL
     return report
-
-
-@dataclass(frozen=True)
-class RateSpec:
-    """Rate budgets of a channel (each number sourced in the channel's TOML).
-
-    Attributes:
-        per_chat_per_s: sustained calls per second per conversation (0: unlimited).
-        per_chat_burst: calls a conversation may make at once.
-        per_group_per_min: sustained calls per minute in a group conversation (0: unlimited); paced
-            evenly (burst 1), so no sliding minute ever holds more.
-        global_per_s: sustained calls per second per bot, all conversations together (0: unlimited).
-        global_burst: burst of the bot-wide budget.
-    """
-
-    per_chat_per_s: float = 0.0
-    per_chat_burst: float = 1.0
-    per_group_per_min: float = 0.0
-    global_per_s: float = 0.0
-    global_burst: float = 1.0
-
-
-@dataclass
-class ChannelRuntime:
-    """A configured channel: its policy, its adapter, its rate budgets and one send chain per target.
-
-    Chains are shared by every run to the same target (one call at a time per conversation) and counted;
-    past ``max_idle_chains`` the least recently used chains that no run holds are forgotten, so a
-    sidecar that has served millions of chats keeps only the ones in use.
-    """
-
-    policy: ChannelPolicy
-    adapter: ChannelAdapter
-    rate: RateSpec = field(default_factory=RateSpec)
-    max_idle_chains: int = 10_000
-    _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
-    _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
-    _global: TokenBucket | None = None
-
-    @staticmethod
-    def _key(target: Target) -> str:
-        return f"{target.chat_id}/{target.thread_id or ''}"
-
-    def chain_for(self, target: Target, clock: Clock) -> SendChain:
-        """The send chain of ``target`` (one per chat and thread), created on first use; pair every call
-        with :meth:`release` when the run is over."""
-        key = self._key(target)
-        entry = self._chains.pop(key, None)
-        if entry is None:
-            if self._global is None:
-                self._global = TokenBucket(self.rate.global_per_s, self.rate.global_burst)
-            # Threads (forum topics) of one chat share the chat's and the group's budgets.
-            chat_key = str(target.chat_id)
-            buckets = self._chat_buckets.get(chat_key)
-            if buckets is None:
-                buckets = [TokenBucket(self.rate.per_chat_per_s, self.rate.per_chat_burst)]
-                if self.rate.per_group_per_min > 0 and self.adapter.is_group(target):
-                    buckets.append(TokenBucket(self.rate.per_group_per_min / 60, 1))
-                self._chat_buckets[chat_key] = buckets
-            entry = (SendChain(clock, [*buckets, self._global]), 0)
-        chain, users = entry
-        self._chains[key] = (chain, users + 1)
-        self._prune()
-        return chain
-
-    def release(self, target: Target) -> None:
-        """A run to ``target`` is over."""
-        key = self._key(target)
-        entry = self._chains.get(key)
-        if entry is not None:
-            self._chains[key] = (entry[0], max(0, entry[1] - 1))
-        self._prune()
-
-    def _prune(self) -> None:
-        idle = len(self._chains) - self.max_idle_chains
-        if idle <= 0:
-            return
-        for key in [k for k, (chain, users) in self._chains.items() if users == 0 and chain.pause_remaining() == 0]:
-            if idle <= 0:
-                break
-            del self._chains[key]
-            chat_key = key.rsplit("/", 1)[0]
-            if not any(k.rsplit("/", 1)[0] == chat_key for k in self._chains):
-                self._chat_buckets.pop(chat_key, None)
-            idle -= 1
 
 
 @dataclass(frozen=True)

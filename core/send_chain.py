@@ -1,8 +1,9 @@
-"""The send chain: per conversation, one platform call at a time, in order, within the rate budget.
+"""The send chain: per conversation, one platform call at a time, in order, within the rate budgets.
 
-A 429 (``RateLimitedError``) pauses the whole conversation until its ``retry_after`` has passed; calls
-for the same chat from other runs wait too. The chain never retries by itself: callers (the reconciler)
-decide, so pending preview edits can merge into one.
+A 429 (``RateLimitedError``) pauses its scope until its ``retry_after`` has passed: this conversation
+(calls for the same chat from other runs wait too), one kind of call bot-wide, or the whole bot (the
+:class:`~core.rate.PauseBoard` the bot's chains share). The chain never retries by itself: callers (the
+reconciler) decide, so pending preview edits can merge into one.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from core.clock import Clock
-from core.errors import RateLimitedError
-from core.rate import TokenBucket
+from core.errors import RateLimitedError, RateScope
+from core.ports import CallKind
+from core.rate import PauseBoard, TokenBucket
 
 T = TypeVar("T")
 
@@ -24,41 +26,70 @@ class SendChain:
     Args:
         clock: the injected clock.
         buckets: rate budgets this conversation draws from, e.g. ``[per_chat, per_bot]`` (shared
-            bucket objects may appear in several chains).
+            bucket objects may appear in several chains); each applies to the call kinds it lists.
+        pauses: the bot's shared 429 pauses (a private board when not given).
     """
 
-    def __init__(self, clock: Clock, buckets: Sequence[TokenBucket] = ()) -> None:
+    def __init__(self, clock: Clock, buckets: Sequence[TokenBucket] = (), pauses: PauseBoard | None = None) -> None:
         self._clock = clock
         self._buckets = list(buckets)
+        self._pauses = pauses if pauses is not None else PauseBoard()
         self._lock = asyncio.Lock()
         self.paused_until = 0.0
 
     def pause_remaining(self) -> float:
-        """Seconds left of a 429 pause (0.0 when not paused)."""
+        """Seconds left of this conversation's 429 pause (0.0 when not paused)."""
         return max(0.0, self.paused_until - self._clock.now())
 
-    def ready_in(self) -> float:
-        """Seconds until a call could start: the 429 pause and the rate budgets (0.0 when ready)."""
+    def _applicable(self, kind: CallKind) -> list[TokenBucket]:
+        return [b for b in self._buckets if kind in b.calls]
+
+    def ready_in(self, kind: CallKind = CallKind.SEND, *, final: bool = False) -> float:
+        """Seconds until a call of ``kind`` could start: 429 pauses and rate budgets (0.0 when ready).
+        A preview (``final=False``) leaves queued finals their tokens first."""
         now = self._clock.now()
-        wait = self.pause_remaining()
-        for bucket in self._buckets:
-            wait = max(wait, bucket.delay(now))
+        wait = max(self.pause_remaining(), self._pauses.remaining(kind, now))
+        for bucket in self._applicable(kind):
+            wait = max(wait, bucket.delay(now, final=final))
         return wait
 
-    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run one platform call when the chain is free, not paused and within budget.
+    async def call(self, fn: Callable[[], Awaitable[T]], kind: CallKind = CallKind.SEND, *, final: bool = False) -> T:
+        """Run one platform call of ``kind`` when the chain is free, not paused and within budget.
+
+        Args:
+            fn: the single-attempt platform call.
+            kind: what it is, for the budgets and pauses that apply.
+            final: part of a run's finalization: goes before previews when a shared budget is short.
 
         Raises:
-            Whatever ``fn`` raises; a ``RateLimitedError`` also pauses the chain for ``retry_after_s``.
+            Whatever ``fn`` raises; a ``RateLimitedError`` also pauses its scope for ``retry_after_s``.
         """
         async with self._lock:
-            while (wait := self.ready_in()) > 0:
-                await self._clock.sleep(wait)
+            buckets = self._applicable(kind)
+            if final:
+                for bucket in buckets:
+                    bucket.finals_waiting += 1
+            try:
+                while (wait := self.ready_in(kind, final=final)) > 0:
+                    await self._clock.sleep(wait)
+            finally:
+                if final:
+                    for bucket in buckets:
+                        bucket.finals_waiting -= 1
             now = self._clock.now()
-            for bucket in self._buckets:
+            for bucket in buckets:
                 bucket.take(now)
             try:
                 return await fn()
             except RateLimitedError as exc:
-                self.paused_until = max(self.paused_until, self._clock.now() + exc.retry_after_s)
+                self._pause(exc, kind)
                 raise
+
+    def _pause(self, exc: RateLimitedError, kind: CallKind) -> None:
+        until = self._clock.now() + exc.retry_after_s
+        if exc.scope is RateScope.BOT:
+            self._pauses.pause_bot(until)
+        elif exc.scope is RateScope.METHOD:
+            self._pauses.pause_kind(kind, until)
+        else:
+            self.paused_until = max(self.paused_until, until)

@@ -21,6 +21,11 @@ Rules (shared/DESIGN.md §4, §5):
 - A message rejected for its formatting is sent again with the markup removed (``degraded``).
 - An edit of a message that is gone (deleted in the chat) sends the part anew; a delete of one is done.
 - Network failures and 5xx are retried with exponential backoff, at most ``max_attempts`` times.
+- Native streaming (``native`` given): an answer part is opened as a platform stream while it grows
+  (``stream_start``, ``stream_update``), persisted with ``stream_finish`` once it is frozen or the run
+  finalizes, and abandoned with ``stream_cancel`` when a replace empties it. A platform that refuses
+  streaming here turns native off for the rest of the run: the parts continue as preview messages.
+- When a budget is short, finalization's calls go before other runs' previews (``final=True``).
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from core.clock import Clock
 from core.errors import (
     DeliveryError,
+    NativeUnavailableError,
     PayloadRejectedError,
     PlatformUnavailableError,
     RateLimitedError,
@@ -43,9 +50,22 @@ from core.errors import (
 )
 from core.events import Target
 from core.ledger import Ledger, PartRecord
-from core.ports import ChannelAdapter, TextFormat
+from core.ports import CallKind, ChannelAdapter, NativeStreaming, TextFormat
 from core.report import PartReport, PartState, SlotRole
 from core.send_chain import SendChain
+
+T = TypeVar("T")
+
+_CALL_KINDS = {
+    "send": CallKind.SEND,
+    "edit": CallKind.EDIT,
+    "delete": CallKind.DELETE,
+    "stream_start": CallKind.STREAM_START,
+    "stream_update": CallKind.STREAM_UPDATE,
+    "stream_finish": CallKind.STREAM_FINISH,
+    "stream_cancel": CallKind.STREAM_FINISH,
+}
+"""The rate budgets' name for each reconciler op."""
 
 
 def same_render(a: str, b: str | None) -> bool:
@@ -82,6 +102,10 @@ class Slot:
     retry_at_finish: bool = False
     """Given up on during the stream after transient failures (an outage): finalization tries it again."""
     history: deque[str] = field(default_factory=deque)
+    native: bool = False
+    """Shown through the platform's own stream while it grows."""
+    streaming: bool = False
+    """``message_id`` is an open stream's handle (not yet a persisted message)."""
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""
@@ -95,7 +119,7 @@ class Slot:
 @dataclass(frozen=True)
 class _Op:
     slot: Slot
-    kind: str  # "send" | "edit" | "delete"
+    kind: str  # "send" | "edit" | "delete" | "stream_start" | "stream_update" | "stream_finish" | "stream_cancel"
     text: str
     not_before: float
 
@@ -112,6 +136,7 @@ class Reconciler:
         clock: injected clock.
         throttle_s: minimum seconds between preview calls before finalization (0: no throttle).
         max_attempts: attempts for transient failures (network, 5xx) before a part fails.
+        native: the adapter's native streaming, when the run streams answers natively (None: preview).
     """
 
     def __init__(
@@ -125,6 +150,7 @@ class Reconciler:
         clock: Clock,
         throttle_s: float = 0.0,
         max_attempts: int = 5,
+        native: NativeStreaming | None = None,
     ) -> None:
         self.run = run
         self._adapter = adapter
@@ -134,6 +160,7 @@ class Reconciler:
         self._clock = clock
         self.throttle_s = throttle_s
         self._max_attempts = max_attempts
+        self._native = native
         self.slots: list[Slot] = []
         self.finalizing = False
         self._closed = False
@@ -174,6 +201,7 @@ class Reconciler:
                 self.set_text(slot, text)
                 return slot
         slot = Slot(index=len(self.slots), role=role, fmt=fmt)
+        slot.native = self._native is not None and role is SlotRole.ANSWER
         self.slots.append(slot)
         self.set_text(slot, text)
         return slot
@@ -299,33 +327,55 @@ class Reconciler:
 
     def _first_op(self, start: int) -> _Op | None:
         for slot in self.slots[start:]:
-            if slot.stale and (slot.message_id is None or self.finalizing):
-                self._refresh(slot)
-            if slot.stale and slot.state not in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
-                return self._timed(slot, "edit", "")  # the text is read when the edit is due
-            if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
-                return _Op(slot, "edit", slot.desired, slot.retry_at)
-            if slot.settled():
-                if slot.state is PartState.PENDING:
-                    if slot.message_id is not None:
-                        slot.state = PartState.ACKED
-                    elif not self.finalizing:
-                        return None  # emptied before it was ever sent: later parts wait for it (order)
-                    else:
-                        slot.state = PartState.SKIPPED  # nothing to show, nothing shown
-                continue
-            if not slot.desired.strip():
-                if slot.message_id is not None and (self.finalizing or slot.retired):
-                    return _Op(slot, "delete", "", 0.0)
-                if slot.message_id is None:
-                    continue
-                return None  # an emptied preview waits for text
-            return self._timed(slot, "send" if slot.message_id is None else "edit", None)
+            op, blocked = self._slot_op(slot)
+            if op is not None or blocked:
+                return op
         return None
+
+    def _slot_op(self, slot: Slot) -> tuple[_Op | None, bool]:
+        """The call ``slot`` needs now, or ``(None, blocked)``: ``blocked`` when later parts must wait for
+        it (order), else it needs nothing."""
+        if slot.stale and (slot.message_id is None or self.finalizing):
+            self._refresh(slot)
+        open_state = slot.state not in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED)
+        if slot.stale and open_state:
+            return self._timed(slot, self._update_kind(slot), ""), True  # the text is read when the edit is due
+        if slot.streaming and open_state:
+            if not slot.desired.strip():
+                return _Op(slot, "stream_cancel", "", 0.0), True
+            if self.finalizing or slot.live is None:  # frozen, or the end: persist the streamed part
+                return self._timed(slot, "stream_finish", None), True
+        if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
+            return _Op(slot, "edit", slot.desired, slot.retry_at), True
+        if slot.settled():
+            return None, self._settle(slot)
+        if not slot.desired.strip():
+            if slot.message_id is not None and (self.finalizing or slot.retired):
+                return _Op(slot, "delete", "", 0.0), True
+            return None, slot.message_id is not None  # an emptied preview waits for text
+        return self._timed(slot, self._update_kind(slot), None), True
+
+    def _settle(self, slot: Slot) -> bool:
+        """Mark a settled pending slot acknowledged or skipped; True when later parts must wait for it."""
+        if slot.state is PartState.PENDING:
+            if slot.message_id is not None:
+                slot.state = PartState.ACKED
+            elif not self.finalizing:
+                return True  # emptied before it was ever sent: later parts wait for it (order)
+            else:
+                slot.state = PartState.SKIPPED  # nothing to show, nothing shown
+        return False
+
+    def _update_kind(self, slot: Slot) -> str:
+        """The call that brings ``slot`` to its desired text: open or grow a stream, send or edit."""
+        if slot.message_id is None:
+            live = slot.native and self._native is not None and not self.finalizing and slot.live is not None
+            return "stream_start" if live else "send"
+        return "stream_update" if slot.streaming else "edit"
 
     def _timed(self, slot: Slot, kind: str, text: str | None) -> _Op:
         """The op for ``slot`` with the earliest time it may start (rate budget, 429 pause, throttle)."""
-        ready_in = self._chain.ready_in()
+        ready_in = self._chain.ready_in(_CALL_KINDS[kind], final=self.finalizing)
         if ready_in > 0:
             slot.history.clear()  # the platform is not keeping up: pending states merge into one
         if text is None:
@@ -348,42 +398,98 @@ class Reconciler:
 
     async def _perform(self, op: _Op) -> None:
         slot = op.slot
-        if op.kind == "edit" and same_render(op.text, slot.shown) and not slot.verify:
+        if op.kind in ("edit", "stream_update") and same_render(op.text, slot.shown) and not slot.verify:
             self._sent(slot, op.text)
             return
         call_id = await self._ledger.record_intent(self.run, slot.index, slot.role, op.kind, op.text)
         self._last_call_at = self._clock.now()
         outcome, detail = "ack", ""
         try:
-            if op.kind == "send":
-                slot.message_id = await self._chain.call(
-                    lambda: self._adapter.send_text(self._target, op.text, slot.fmt)
-                )
-                self._sent(slot, op.text)
-            elif op.kind == "edit":
-                assert slot.message_id is not None
-                mid, before, verifying = slot.message_id, slot.shown, slot.verify
-                changed = await self._chain.call(lambda: self._adapter.edit_text(self._target, mid, op.text, slot.fmt))
-                expected = same_render(op.text, before) or same_render(op.text, slot.maybe_shown)
-                slot.verify = not changed and not verifying and not expected
-                slot.maybe_shown = None
-                self._sent(slot, op.text)
+            if op.kind.startswith("stream_"):
+                await self._stream_call(op)
             else:
-                assert slot.message_id is not None
-                mid = slot.message_id
-                await self._chain.call(lambda: self._adapter.delete_message(self._target, mid))
-                slot.message_id, slot.shown, slot.state = None, None, PartState.SKIPPED
+                await self._message_call(op)
         except DeliveryError as exc:
             outcome, detail = self._on_error(op, exc)
         await self._ledger.record_outcome(call_id, self._record(slot), outcome, detail)
 
+    async def _call(self, op: _Op, fn: Callable[[], Awaitable[T]]) -> T:
+        return await self._chain.call(fn, _CALL_KINDS[op.kind], final=self.finalizing)
+
+    async def _message_call(self, op: _Op) -> None:
+        slot, target, adapter = op.slot, self._target, self._adapter
+        if op.kind == "send":
+            slot.message_id = await self._call(op, lambda: adapter.send_text(target, op.text, slot.fmt))
+            self._sent(slot, op.text)
+        elif op.kind == "edit":
+            assert slot.message_id is not None
+            mid, before, verifying = slot.message_id, slot.shown, slot.verify
+            changed = await self._call(op, lambda: adapter.edit_text(target, mid, op.text, slot.fmt))
+            expected = same_render(op.text, before) or same_render(op.text, slot.maybe_shown)
+            slot.verify = not changed and not verifying and not expected
+            slot.maybe_shown = None
+            self._sent(slot, op.text)
+        else:
+            assert slot.message_id is not None
+            mid = slot.message_id
+            await self._call(op, lambda: adapter.delete_message(target, mid))
+            slot.message_id, slot.shown, slot.state = None, None, PartState.SKIPPED
+
+    async def _stream_call(self, op: _Op) -> None:
+        slot, target, native = op.slot, self._target, self._native
+        assert native is not None
+        if op.kind == "stream_start":
+            slot.message_id = await self._call(op, lambda: native.stream_start(target, op.text, slot.fmt))
+            slot.streaming = True
+            self._sent(slot, op.text)
+            return
+        assert slot.message_id is not None
+        handle, shown = slot.message_id, slot.shown or ""
+        if op.kind == "stream_update":
+            await self._call(op, lambda: native.stream_update(target, handle, shown, op.text, slot.fmt))
+            self._sent(slot, op.text)
+        elif op.kind == "stream_finish":
+            finish = native.stream_finish
+            slot.message_id = await self._call(op, lambda: finish(target, handle, shown, op.text, slot.fmt))
+            slot.streaming = False
+            self._sent(slot, op.text)
+        else:
+            await self._call(op, lambda: native.stream_cancel(target, handle))
+            slot.message_id, slot.shown, slot.streaming, slot.state = None, None, False, PartState.SKIPPED
+
     def _on_error(self, op: _Op, exc: DeliveryError) -> tuple[str, str]:
         slot = op.slot
+        if isinstance(exc, NativeUnavailableError):
+            self._native_off()  # the parts continue as preview messages
+            slot.streaming = False
+            return "native_refused", str(exc)
         if isinstance(exc, RateLimitedError):
             slot.history.clear()  # everything pending merges into one call after the pause
             return "rate_limited", f"retry_after={exc.retry_after_s}"
+        if isinstance(exc, UncertainDeliveryError | PlatformUnavailableError):
+            return self._on_transient(op, exc)
+        if isinstance(exc, PayloadRejectedError):
+            if exc.reason is RejectReason.BAD_FORMAT and slot.fmt is TextFormat.MARKDOWN:
+                slot.fmt, slot.degraded = TextFormat.STRIPPED, True
+                return "degraded", str(exc)
+            if exc.reason is RejectReason.EMPTY:
+                slot.state = PartState.SKIPPED
+                return "skipped", str(exc)
+        if isinstance(exc, TargetNotFoundError) and op.kind not in ("send", "stream_start"):
+            slot.message_id, slot.shown = None, None  # the message is gone: show the part anew
+            slot.native = slot.streaming = False
+            if op.kind in ("delete", "stream_cancel"):
+                slot.state = PartState.SKIPPED  # ... or, for a delete, that was the point
+            return "gone", str(exc)
+        slot.state, slot.error = PartState.FAILED, f"{type(exc).__name__}: {exc}"
+        slot.history.clear()
+        return "failed", str(exc)
+
+    def _on_transient(self, op: _Op, exc: DeliveryError) -> tuple[str, str]:
+        """A timeout (uncertain) or an outage (network, 5xx): retry with backoff, or give up."""
+        slot = op.slot
         if isinstance(exc, UncertainDeliveryError):
-            if op.kind == "send":
+            if op.kind in ("send", "stream_start", "stream_finish"):  # may have landed: never sent again
                 slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"
                 slot.history.clear()
                 return "uncertain", str(exc)
@@ -400,21 +506,12 @@ class Reconciler:
                 slot.retry_at_finish = not self.finalizing
                 return "failed", str(exc)
             return "retry", str(exc)
-        if isinstance(exc, PayloadRejectedError):
-            if exc.reason is RejectReason.BAD_FORMAT and slot.fmt is TextFormat.MARKDOWN:
-                slot.fmt, slot.degraded = TextFormat.STRIPPED, True
-                return "degraded", str(exc)
-            if exc.reason is RejectReason.EMPTY:
-                slot.state = PartState.SKIPPED
-                return "skipped", str(exc)
-        if isinstance(exc, TargetNotFoundError) and op.kind != "send":
-            slot.message_id, slot.shown = None, None  # the message is gone: show the part anew
-            if op.kind == "delete":
-                slot.state = PartState.SKIPPED  # ... or, for a delete, that was the point
-            return "gone", str(exc)
-        slot.state, slot.error = PartState.FAILED, f"{type(exc).__name__}: {exc}"
-        slot.history.clear()
-        return "failed", str(exc)
+        raise AssertionError(f"not a transient error: {exc!r}")
+
+    def _native_off(self) -> None:
+        self._native = None
+        for slot in self.slots:
+            slot.native = False
 
     def _give_up(self, slot: Slot) -> bool:
         """Count a failed attempt; True when ``max_attempts`` are used up, else schedule the retry

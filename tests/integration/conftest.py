@@ -9,11 +9,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.service import Sidecar, make_adapter
+from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.ledger import Ledger, MemoryLedger
-from core.relay import ChannelRuntime, Relay
+from core.relay import Relay
 from mocks.telegram import MockTelegram
 
 BOT_TOKEN = "123456:INTEGRATION-test-token"
@@ -34,11 +34,7 @@ async def start_stack(
     mock = MockTelegram(rate_limits=True)
     api = await mock.start()
     settings = ChannelSettings.model_validate({"platform": "telegram", "api_base": api, "throttle_ms": 0, **channel})
-    runtime = ChannelRuntime(
-        settings.policy("telegram"),
-        make_adapter("telegram", settings, SecretStr(BOT_TOKEN)),
-        settings.rate_spec(),
-    )
+    runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN))
     relay = Relay({"telegram": runtime}, ledger, MonotonicClock())
     sidecar = Sidecar(relay, token=INGEST_TOKEN, max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes)
     await sidecar.start()

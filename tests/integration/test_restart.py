@@ -11,10 +11,10 @@ import httpx
 from pydantic import SecretStr
 
 from adapters.sqlite import SqliteLedger
-from app.service import Sidecar, make_adapter
+from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.relay import ChannelRuntime, Relay
+from core.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 
@@ -29,11 +29,7 @@ async def _sidecar(api: str, ledger: SqliteLedger) -> tuple[Relay, Sidecar]:
             "coalesce": {"min_chars": 1, "max_chars": 4000, "idle_ms": 0},
         }
     )
-    runtime = ChannelRuntime(
-        settings.policy("telegram"),
-        make_adapter("telegram", settings, SecretStr(BOT_TOKEN)),
-        settings.rate_spec(),
-    )
+    runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN))
     relay = Relay({"telegram": runtime}, ledger, MonotonicClock())
     sidecar = Sidecar(relay, token=INGEST_TOKEN)
     await sidecar.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from config.settings import DEFAULT_CONFIG, load_settings
 from core.errors import ConfigError
 from core.events import DeliveryMode
+from core.ports import CallKind
+from core.rate import BudgetScope
 from core.units import LengthUnit
 
 
@@ -24,23 +27,57 @@ def test_the_shipped_file_loads_with_a_telegram_channel() -> None:
     telegram = settings.channels["telegram"]
     policy = telegram.policy("telegram")
     assert policy.max_units == 4096 and policy.unit is LengthUnit.UTF16
-    assert telegram.rate.per_chat_per_s == 1.0
+    budgets = {b.budget.name: b.budget for b in telegram.budgets()}
+    assert budgets["per_chat"].per_s == 1.0 and budgets["per_chat"].scope is BudgetScope.CHAT
+    assert budgets["per_group"].per_s == pytest.approx(19 / 60)
     assert settings.service.host == "127.0.0.1"
 
 
-def test_every_rate_number_in_the_shipped_file_carries_a_documentation_link() -> None:
+def test_every_rate_budget_and_limit_in_the_shipped_file_carries_a_documentation_link() -> None:
+    raw = tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+    for name, channel in raw["channels"].items():
+        for budget, table in channel.get("rate", {}).items():
+            assert str(table.get("source", "")).startswith("https://"), f"channels.{name}.rate.{budget} has no source"
     lines = DEFAULT_CONFIG.read_text(encoding="utf-8").splitlines()
-    in_rate = False
     for i, line in enumerate(lines):
-        if line.startswith("["):
-            in_rate = line.strip().endswith(".rate]")
-            continue
-        if in_rate and re.match(r"^\w+\s*=\s*[\d.]+", line):
-            comments = [c for c in lines[max(0, i - 3) : i] if c.startswith("#")]
-            assert any("https://" in c for c in comments), f"no documentation link above {line!r}"
-    for key in ("limit = 4096", "throttle_ms = 1000"):
-        i = next(n for n, line in enumerate(lines) if line.startswith(key))
-        assert any("https://" in c for c in lines[max(0, i - 3) : i]), f"no link above {key!r}"
+        if re.match(r"^(limit|throttle_ms)\s*=", line):
+            assert any("https://" in c for c in lines[max(0, i - 3) : i]), f"no link above {line!r}"
+
+
+def test_the_shipped_file_knows_all_three_platforms_and_starts_only_enabled_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert set(load_settings(DEFAULT_CONFIG).channels) == {"telegram"}  # slack and discord ship disabled
+    monkeypatch.setenv("STREAMRELAY_CHANNELS__SLACK__ENABLED", "true")
+    monkeypatch.setenv("STREAMRELAY_CHANNELS__DISCORD__ENABLED", "true")
+    settings = load_settings(DEFAULT_CONFIG)
+    slack, discord = settings.channels["slack"], settings.channels["discord"]
+    assert slack.policy("slack").max_units == 4000 and discord.policy("discord").max_units == 2000
+    update = next(b.budget for b in slack.budgets() if b.budget.name == "update_per_workspace")
+    assert update.scope is BudgetScope.BOT and update.calls == {CallKind.EDIT}
+    assert update.per_s == pytest.approx(48 / 60)
+    monkeypatch.delenv("STREAMRELAY_CHANNELS__SLACK__ENABLED")
+    assert "slack" not in load_settings(DEFAULT_CONFIG).channels
+
+
+def test_a_budget_table_overrides_the_built_in_one_field_by_field(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.t]\nplatform = "telegram"\n[channels.t.rate.per_chat]\nburst = 3\n')
+    budgets = {b.budget.name: b for b in load_settings(path).channels["t"].budgets()}
+    assert budgets["per_chat"].budget.burst == 3 and budgets["per_chat"].budget.per_s == 1.0
+    assert budgets["per_chat"].source.startswith("https://core.telegram.org/")
+    assert set(budgets) == {"per_chat", "per_group", "per_bot"}
+
+
+def test_a_new_budget_without_its_source_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.t]\nplatform = "telegram"\n[channels.t.rate.mine]\nscope = "bot"\nper_s = 3\n')
+    with pytest.raises(ConfigError, match="needs scope, per_s or per_min, and source"):
+        load_settings(path)
+
+
+def test_native_delivery_on_a_platform_without_it_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.d]\nplatform = "discord"\ndelivery = "native"\n')
+    with pytest.raises(ConfigError, match="discord has no native streaming"):
+        load_settings(path)
 
 
 def test_an_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:
@@ -74,7 +111,7 @@ def test_the_environment_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> 
     telegram = load_settings(DEFAULT_CONFIG).channels["telegram"]
     assert telegram.throttle_ms == 250
     assert telegram.delivery is DeliveryMode.BLOCK
-    assert telegram.rate.global_per_s == 29.0  # the rest of the table is kept
+    assert telegram.limit == 4096  # the rest of the table is kept
 
 
 def test_tokens_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,7 +126,7 @@ def test_tokens_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_platform_without_an_adapter_yet_is_refused_clearly(tmp_path: Path) -> None:
-    path = _write(tmp_path, '[channels.s]\nplatform = "slack"\n')
+    path = _write(tmp_path, '[channels.w]\nplatform = "web"\n')
     with pytest.raises(ConfigError, match="not supported yet"):
         load_settings(path)
 

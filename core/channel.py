@@ -1,0 +1,94 @@
+"""A configured channel at run time: its policy, its adapter, its rate budgets and its send chains.
+
+Budgets come from the channel's TOML (``[channels.NAME.rate.BUDGET]``, each number with its documentation
+link). Per scope they are shared as the platform shares them: ``bot`` budgets and 429 pauses by every
+conversation of the channel's bot, ``chat`` and ``group`` budgets by every thread (forum topic) of a chat.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from core.clock import Clock
+from core.events import Target
+from core.policy import ChannelPolicy
+from core.ports import ChannelAdapter
+from core.rate import Budget, BudgetScope, PauseBoard, TokenBucket
+from core.send_chain import SendChain
+
+
+@dataclass
+class ChannelRuntime:
+    """A configured channel: its policy, its adapter, its rate budgets and one send chain per target.
+
+    Chains are shared by every run to the same target (one call at a time per conversation) and counted;
+    past ``max_idle_chains`` the least recently used chains that no run holds are forgotten, so a
+    sidecar that has served millions of chats keeps only the ones in use.
+
+    Args:
+        policy: the core's view of the channel.
+        adapter: the platform connection (one bot).
+        budgets: the channel's rate budgets (none: unlimited).
+        max_idle_chains: how many chains no run holds are kept.
+    """
+
+    policy: ChannelPolicy
+    adapter: ChannelAdapter
+    budgets: Sequence[Budget] = ()
+    max_idle_chains: int = 10_000
+    pauses: PauseBoard = field(default_factory=PauseBoard)
+    _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
+    _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
+    _bot_buckets: list[TokenBucket] | None = None
+
+    @staticmethod
+    def _key(target: Target) -> str:
+        return f"{target.chat_id}/{target.thread_id or ''}"
+
+    def chain_for(self, target: Target, clock: Clock) -> SendChain:
+        """The send chain of ``target`` (one per chat and thread), created on first use; pair every call
+        with :meth:`release` when the run is over."""
+        key = self._key(target)
+        entry = self._chains.pop(key, None)
+        if entry is None:
+            if self._bot_buckets is None:
+                self._bot_buckets = [b.bucket() for b in self.budgets if b.scope is BudgetScope.BOT]
+            # Threads (forum topics) of one chat share the chat's and the group's budgets.
+            chat_key = str(target.chat_id)
+            buckets = self._chat_buckets.get(chat_key)
+            if buckets is None:
+                group = self.adapter.is_group(target)
+                buckets = [
+                    b.bucket()
+                    for b in self.budgets
+                    if b.scope is BudgetScope.CHAT or (b.scope is BudgetScope.GROUP and group)
+                ]
+                self._chat_buckets[chat_key] = buckets
+            entry = (SendChain(clock, [*buckets, *self._bot_buckets], self.pauses), 0)
+        chain, users = entry
+        self._chains[key] = (chain, users + 1)
+        self._prune()
+        return chain
+
+    def release(self, target: Target) -> None:
+        """A run to ``target`` is over."""
+        key = self._key(target)
+        entry = self._chains.get(key)
+        if entry is not None:
+            self._chains[key] = (entry[0], max(0, entry[1] - 1))
+        self._prune()
+
+    def _prune(self) -> None:
+        idle = len(self._chains) - self.max_idle_chains
+        if idle <= 0:
+            return
+        for key in [k for k, (chain, users) in self._chains.items() if users == 0 and chain.pause_remaining() == 0]:
+            if idle <= 0:
+                break
+            del self._chains[key]
+            chat_key = key.rsplit("/", 1)[0]
+            if not any(k.rsplit("/", 1)[0] == chat_key for k in self._chains):
+                self._chat_buckets.pop(chat_key, None)
+            idle -= 1
