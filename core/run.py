@@ -9,6 +9,7 @@ phase / tool / sub-agent activity ─▶ status board (progress mode, or ``subag
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from core.events import (
     Phase,
     RunStart,
     Status,
+    Target,
     TextEvent,
     TextMode,
     ToolCall,
@@ -39,9 +41,11 @@ from core.events import (
 from core.ledger import Ledger, RunRecord
 from core.pipeline import ToolCallCollector
 from core.policy import ChannelPolicy, Splitter, SubagentPolicy
-from core.ports import ChannelAdapter, TextFormat
+from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
+
+_log = logging.getLogger("streamrelay.run")
 
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
 PROGRESS_TITLE = "Working on it…"
@@ -51,6 +55,18 @@ PROGRESS_STOPPED = "Stopped."
 STOPPED_NOTICE = "⏹ Stopped."
 
 PipelineSink = Callable[[dict[str, Any]], None]
+
+
+def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Target) -> NativeStreaming | None:
+    """The adapter's native streaming when the channel asks for it and the platform allows it for ``target``
+    (Slack: a thread; Telegram: a private chat); else None, and the run streams as ``preview``."""
+    if policy.delivery is not DeliveryMode.NATIVE or not isinstance(adapter, NativeStreaming):
+        return None
+    refusal = adapter.native_refusal(target)
+    if refusal is not None:
+        _log.info("native streaming refused for this target (%s): streaming as preview", refusal)
+        return None
+    return adapter
 
 
 class RunController:
@@ -92,6 +108,7 @@ class RunController:
             throttle_s=policy.throttle_s
             if policy.delivery in (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
             else 0.0,
+            native=native_streaming(policy, adapter, start.target),
         )
         self.mode: ModeHandler = make_mode(policy, self.rec, Splitter(policy, adapter.measure), clock)
         self.assembler = TextAssembler()

@@ -19,10 +19,16 @@ import itertools
 from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from core.clock import Clock
-from core.errors import DeliveryError, PayloadRejectedError, RejectReason, TargetNotFoundError
+from core.errors import (
+    DeliveryError,
+    NativeUnavailableError,
+    PayloadRejectedError,
+    RejectReason,
+    TargetNotFoundError,
+)
 from core.events import Target
 from core.ports import TextFormat
 from core.units import LengthUnit, text_units
@@ -30,6 +36,7 @@ from core.units import LengthUnit, text_units
 T = TypeVar("T")
 
 METHODS = ("send_text", "edit_text", "delete_message", "send_typing")
+STREAM_METHODS = ("stream_start", "stream_update", "stream_finish", "stream_cancel")
 
 
 @dataclass
@@ -307,3 +314,72 @@ async def drive(clock: ManualClock, aw: Awaitable[T], *, step_s: float = 0.125, 
         assert clock.now() - start < limit_s, "still not done after limit_s of clock time"
         clock.advance(step_s)
     return task.result()
+
+
+class FakeNativeAdapter(FakeAdapter):
+    """A :class:`FakeAdapter` that also streams natively (:class:`core.ports.NativeStreaming`).
+
+    ``style="append"`` is Slack-like: the stream is a message (its id the handle) that grows and stays.
+    ``style="replace"`` is Telegram-like: the stream is a draft outside the chat (``drafts``); finishing
+    sends the text as a new message. ``refuse`` makes every ``stream_start`` raise
+    ``NativeUnavailableError``; ``refuse_target`` is returned by :meth:`native_refusal`.
+    """
+
+    def __init__(
+        self, clock: Clock, *, style: str = "append", refuse: bool = False, refuse_target: str | None = None, **kw: Any
+    ) -> None:
+        super().__init__(clock, **kw)
+        self.style = style
+        self.refuse = refuse
+        self.refuse_target = refuse_target
+        self.drafts: dict[str, str] = {}
+
+    def native_refusal(self, target: Target) -> str | None:
+        return self.refuse_target
+
+    async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
+        call = await self._begin("stream_start", text=text, fmt=fmt)
+        try:
+            if self.refuse:
+                raise NativeUnavailableError("streaming is not enabled for this app", platform=self.platform)
+            self._check(text)
+            call.message_id = str(next(self._ids))
+            (self.messages if self.style == "append" else self.drafts)[call.message_id] = text.strip()
+            call.outcome = "ok"
+            return call.message_id
+        except DeliveryError as exc:
+            call.outcome = type(exc).__name__
+            raise
+        finally:
+            self._end(call)
+
+    async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
+        call = await self._begin("stream_update", text=text, fmt=fmt, message_id=handle)
+        try:
+            self._check(text)
+            (self.messages if self.style == "append" else self.drafts)[handle] = text.strip()
+            call.outcome = "ok"
+        finally:
+            self._end(call)
+
+    async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
+        call = await self._begin("stream_finish", text=text, fmt=fmt, message_id=handle)
+        try:
+            self._check(text)
+            if self.style == "append":
+                self.messages[handle] = text.strip()
+                mid = handle
+            else:
+                self.drafts.pop(handle, None)
+                mid = str(next(self._ids))
+                self.messages[mid] = text.strip()
+            call.outcome = "ok"
+            return mid
+        finally:
+            self._end(call)
+
+    async def stream_cancel(self, target: Target, handle: str) -> None:
+        call = await self._begin("stream_cancel", message_id=handle)
+        (self.messages if self.style == "append" else self.drafts).pop(handle, None)
+        call.outcome = "ok"
+        self._end(call)
