@@ -1,6 +1,6 @@
 """Runs one case file (tests/cases/README.md): unit cases drive one core stage; scenario cases drive the
-whole service — HTTP ingest → relay → real aiogram client → mock Bot API on loopback — and read back
-what a person would see.
+whole service — HTTP ingest → relay → the platform's real SDK (aiogram, slack-sdk, discord.py) → its mock
+server on loopback — and read back what a person would see.
 
 Result: :class:`CaseResult` with the transcript written as ``DIR/<id>.json`` by the CLI.
 """
@@ -17,30 +17,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from app.cases.expect import check_expectations
-from app.service import Sidecar
+from app.dry_run import DRY_RUN
+from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.assembler import TextAssembler
 from core.chunk_checks import chunk_property_failures
 from core.chunker import BreakKind, Chunker, ChunkParams
 from core.clock import FakeClock, MonotonicClock
 from core.coalescer import Chunk, CoalesceParams, Coalescer
-from core.events import TextMode, Visibility
+from core.events import DeliveryMode, Target, TextMode, Visibility
 from core.ledger import MemoryLedger
-from core.relay import ChannelRuntime, Relay
+from core.relay import Relay
 from core.units import LengthUnit
-from mocks.telegram import MockTelegram
 
-SUPPORTED_SCENARIO_PLATFORMS = {"telegram"}
-NOT_YET = {
-    "slack": "issue 3 (Slack and Discord adapters)",
-    "discord": "issue 3 (Slack and Discord adapters)",
-    "web": "issue 5 (the web channel)",
-}
-CASE_BOT_TOKEN = "123456:CASE-runner-token"
-PRIVATE_CHAT_ID = 1001
-GROUP_CHAT_ID = -1001001
+NOT_YET = {"web": "issue 5 (the web channel)"}
 
 
 @dataclass
@@ -169,13 +162,13 @@ def case_channel_settings(channel: dict[str, Any], api_base: str) -> ChannelSett
     )
 
 
-def _events(case: dict[str, Any], run: str, chat_id: int, base_dir: Path) -> list[tuple[float, dict[str, Any]]]:
+def _events(case: dict[str, Any], run: str, target: Target, base_dir: Path) -> list[tuple[float, dict[str, Any]]]:
     """The NDJSON lines to post, each with the second (since the start) to post it at."""
     start: dict[str, Any] = {
         "kind": "run.start",
         "run": run,
         "channel": "case",
-        "target": {"chat_id": chat_id},
+        "target": target.model_dump(exclude_none=True),
     }
     timed: list[tuple[float, dict[str, Any]]] = []
     stream = case.get("stream")
@@ -206,31 +199,28 @@ async def _paced(lines: list[tuple[float, dict[str, Any]]], t0: float) -> AsyncI
 async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
     cid, channel = case["id"], case["channel"]
     platform = channel.get("platform")
-    if platform not in SUPPORTED_SCENARIO_PLATFORMS:
+    dry = DRY_RUN.get(platform) if isinstance(platform, str) else None
+    if dry is None:
         why = f"platform {platform!r} is not supported yet: it arrives with {NOT_YET.get(platform, 'a later issue')}"
         return CaseResult(cid, "scenario", False, [why], unsupported=why)
-    mock = MockTelegram()
+    mock = dry.make_mock(False)
     mock.configure_from_case(case)
     api_base = await mock.start()
     settings = case_channel_settings(channel, api_base)
-    from pydantic import SecretStr
-
-    from app.service import make_adapter
-
     policy = settings.policy("case")
-    adapter = make_adapter("case", settings, SecretStr(CASE_BOT_TOKEN))
-    relay = Relay({"case": ChannelRuntime(policy, adapter, settings.rate_spec())}, MemoryLedger(), MonotonicClock())
+    relay = Relay({"case": make_runtime("case", settings, SecretStr(dry.token))}, MemoryLedger(), MonotonicClock())
     token = secrets.token_urlsafe(16)
     sidecar = Sidecar(relay, token=token)
     url = await sidecar.start()
-    chat_id = GROUP_CHAT_ID if channel.get("chat") == "group" else PRIVATE_CHAT_ID
+    target = dry.target(group=channel.get("chat") == "group", native=settings.delivery is DeliveryMode.NATIVE)
+    chat_id = target.chat_id
     run = f"case-{cid}"
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
     try:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=900) as client:
             t0 = time.monotonic()
             posted = await client.post(
-                f"/v1/runs/{run}/events", content=_paced(_events(case, run, chat_id, base_dir), t0)
+                f"/v1/runs/{run}/events", content=_paced(_events(case, run, target, base_dir), t0)
             )
             failures = [] if posted.status_code == 200 else [f"ingest answered {posted.status_code}: {posted.text}"]
             got = await client.get(f"/v1/runs/{run}", params={"wait_s": 600})

@@ -16,8 +16,6 @@ from app.cases import run_case_file
 CASES = Path(__file__).resolve().parent.parent / "cases"
 
 NOT_YET: dict[str, str] = {
-    "discord": "issue 3: Slack and Discord adapters",
-    "slack": "issue 3: Slack and Discord adapters",
     "web": "issue 5: the web channel",
 }
 
