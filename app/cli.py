@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import os
@@ -26,6 +27,12 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+class Platform(enum.StrEnum):
+    TELEGRAM = "telegram"
+    SLACK = "slack"
+    DISCORD = "discord"
+
+
 mock_app = typer.Typer(help="Mock platform servers on loopback, for dry runs.", no_args_is_help=True)
 app.add_typer(mock_app, name="mock")
 console = Console()
@@ -84,13 +91,11 @@ def demo(
     delivery: Annotated[DeliveryMode, typer.Option(help="delivery mode")] = DeliveryMode.PREVIEW,
     pace_ms: Annotated[float, typer.Option(help="milliseconds between recorded events")] = 5.0,
     throttle_ms: Annotated[int | None, typer.Option(help="preview edit throttle (default: the TOML's)")] = None,
+    platform: Annotated[Platform, typer.Option(help="which platform's mock chat to deliver to")] = Platform.TELEGRAM,
 ) -> None:
-    """Replay a real recorded stream into a mock Telegram chat and show what the chat shows."""
+    """Replay a real recorded stream into a mock chat (Telegram, Slack or Discord) and show what it shows."""
     from app.demo import DEFAULT_RECORDING, run_demo
 
-    if delivery is DeliveryMode.NATIVE:
-        err.print("delivery 'native' arrives with issue 3; use preview, block, final or progress")
-        raise typer.Exit(2)
     code = _run(
         run_demo(
             console,
@@ -99,6 +104,7 @@ def demo(
             delivery=delivery,
             pace_ms=pace_ms,
             throttle_ms=throttle_ms,
+            platform=platform.value,
         )
     )
     raise typer.Exit(code or 0)
@@ -194,10 +200,32 @@ def mock_telegram(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8081,
     rate_limits: Annotated[bool, typer.Option(help="answer 429 past Telegram's documented limits")] = True,
 ) -> None:
-    """Run the mock Telegram Bot API on 127.0.0.1 (point a channel's api_base at it)."""
-    from mocks.telegram import serve_forever
+    """Run the mock Telegram Bot API on 127.0.0.1 (point a channel's api_base at the URL it prints)."""
+    _serve_mock("telegram", port, rate_limits)
 
-    _run(serve_forever("127.0.0.1", port, rate_limits))
+
+@mock_app.command("slack")
+def mock_slack(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8082,
+    rate_limits: Annotated[bool, typer.Option(help="answer 429 past Slack's documented limits")] = True,
+) -> None:
+    """Run the mock Slack Web API on 127.0.0.1 (point a channel's api_base at the URL it prints)."""
+    _serve_mock("slack", port, rate_limits)
+
+
+@mock_app.command("discord")
+def mock_discord(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8083,
+    rate_limits: Annotated[bool, typer.Option(help="answer 429 past Discord's documented limits")] = True,
+) -> None:
+    """Run the mock Discord REST API on 127.0.0.1 (point a channel's api_base at the URL it prints)."""
+    _serve_mock("discord", port, rate_limits)
+
+
+def _serve_mock(platform: str, port: int, rate_limits: bool) -> None:
+    from app.dry_run import DRY_RUN
+
+    _run(DRY_RUN[platform].serve("127.0.0.1", port, rate_limits))
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:

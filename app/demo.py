@@ -1,8 +1,9 @@
-"""``streamrelay demo``: a real recorded model stream delivered into a mock Telegram chat, end to end.
+"""``streamrelay demo``: a real recorded model stream delivered into a mock chat, end to end.
 
-Starts the mock Bot API (with Telegram's documented rate limits on), the sidecar (HTTP ingest, SQLite
-ledger in a temporary folder, the real aiogram client), replays the recording through HTTP ingest, then
-prints what the chat shows, message by message, and the delivery report.
+Starts the platform's mock server (Telegram Bot API, Slack Web API or Discord REST, with the platform's
+documented rate limits on), the sidecar (HTTP ingest, SQLite ledger in a temporary folder, the platform's
+real SDK: aiogram, slack-sdk or discord.py), replays the recording through HTTP ingest, then prints what the
+chat shows, message by message, and the delivery report.
 """
 
 from __future__ import annotations
@@ -20,20 +21,20 @@ from rich.text import Text
 
 from adapters.sqlite import SqliteLedger
 from app.cases.expect import strip_for_content
+from app.dry_run import DRY_RUN
 from app.ingest_client import detect_format, recording_lines, replay
 from app.service import Sidecar, build_relay
 from config.settings import DEFAULT_CONFIG, load_settings
 from core.assembler import TextAssembler
 from core.chunk_checks import fences_balanced
-from core.events import DeliveryMode, ProviderFormat, TextEvent, Visibility
+from core.errors import ConfigError
+from core.events import DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
 from core.normalize import make_normalizer
 from core.units import LengthUnit, text_units
-from mocks.telegram import MockTelegram
+from mocks.common import MockPlatform
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
-DEMO_BOT_TOKEN = "123456:DEMO-token-for-the-mock-bot-api"
-DEMO_CHAT_ID = 4242
 
 
 async def run_demo(
@@ -44,27 +45,41 @@ async def run_demo(
     delivery: DeliveryMode = DeliveryMode.PREVIEW,
     pace_ms: float = 2.0,
     throttle_ms: int | None = None,
+    platform: str = "telegram",
 ) -> int:
-    """Run the demo; return the exit code (0 when the report says delivered)."""
+    """Run the demo on ``platform`` (telegram, slack or discord); return the exit code (0 when the report
+    says delivered).
+
+    Raises:
+        ConfigError: the platform has no channel in config/channels.toml, or it cannot stream ``delivery``.
+    """
     fmt = fmt or detect_format(recording)
     events = recording_lines(recording)
-    settings = load_settings(DEFAULT_CONFIG)
-    mock = MockTelegram(rate_limits=True)
+    dry = DRY_RUN[platform]
+    settings = load_settings(DEFAULT_CONFIG, include_disabled=True)
+    name = next((n for n, ch in settings.channels.items() if ch.platform == platform), None)
+    if name is None:
+        raise ConfigError(f"{DEFAULT_CONFIG} has no channel with platform = {platform!r}")
+    mock = dry.make_mock(True)
     api_base = await mock.start()
-    update: dict[str, object] = {"api_base": api_base, "delivery": delivery}
+    update: dict[str, object] = {"api_base": api_base, "delivery": delivery, "enabled": True}
     if throttle_ms is not None:
         update["throttle_ms"] = throttle_ms
-    settings.channels = {"telegram": settings.channels["telegram"].model_copy(update=update)}
+    channel = settings.channels[name].model_copy(update=update)
+    settings.channels = {name: channel}
+    limit = channel.policy(name).max_units
+    target = dry.target(native=delivery is DeliveryMode.NATIVE)
+    await prepare_thread(mock, target)
     with tempfile.TemporaryDirectory(prefix="streamrelay-demo-") as tmp:
         ledger = await SqliteLedger.open(Path(tmp) / "ledger.sqlite3")
-        relay = build_relay(settings, ledger, tokens={"telegram": SecretStr(DEMO_BOT_TOKEN)})
+        relay = build_relay(settings, ledger, tokens={name: SecretStr(dry.token)})
         token = secrets.token_urlsafe(24)
         sidecar = Sidecar(relay, token=token)
         url = await sidecar.start()
-        console.print(f"[bold]mock Telegram Bot API[/] {api_base}   [bold]sidecar[/] {url}")
+        console.print(f"[bold]mock {platform} API[/] {api_base}   [bold]sidecar[/] {url}")
         console.print(
             f"replaying [cyan]{recording.name}[/] ({fmt}, {len(events)} events, {pace_ms:g} ms apart) "
-            f"into chat {DEMO_CHAT_ID}, delivery [cyan]{delivery}[/]"
+            f"into {platform} chat {target.chat_id}, delivery [cyan]{delivery}[/]"
         )
         try:
             with Progress(
@@ -79,8 +94,9 @@ async def run_demo(
                     url,
                     token,
                     run=f"demo-{secrets.token_hex(4)}",
-                    channel="telegram",
-                    chat_id=DEMO_CHAT_ID,
+                    channel=name,
+                    chat_id=target.chat_id,
+                    thread_id=target.thread_id,
                     fmt=fmt,
                     events=events,
                     pace_ms=pace_ms,
@@ -91,15 +107,15 @@ async def run_demo(
             await relay.close()
             await ledger.close()
             await mock.stop()
-    messages = mock.visible(DEMO_CHAT_ID)
-    console.rule(f"what chat {DEMO_CHAT_ID} shows: {len(messages)} message(s)")
+    messages = [(mid, text) for mid, text in mock.visible(target.chat_id) if mid != target.thread_id]
+    console.rule(f"what {platform} chat {target.chat_id} shows: {len(messages)} message(s)")
     for message_id, text in messages:
         units = text_units(text, LengthUnit.UTF16)
         console.print(
             Panel(
                 Text(text),
                 title=f"message {message_id}",
-                subtitle=f"{units} / 4096 UTF-16 units",
+                subtitle=f"{units} / {limit} UTF-16 units",
                 expand=True,
             )
         )
@@ -124,13 +140,19 @@ async def run_demo(
     table.add_row("platform calls", ", ".join(f"{m} x{n}" for m, n in methods.items()))
     table.add_row("429 answers", str(sum(c.status == 429 for c in calls)))
     texts = [text for _, text in messages]
-    table.add_row("every message fits", _yes(all(text_units(t, LengthUnit.UTF16) <= 4096 for t in texts)))
+    table.add_row("every message fits", _yes(all(text_units(t, LengthUnit.UTF16) <= limit for t in texts)))
     table.add_row("fences balanced", _yes(all(fences_balanced(t) for t in texts)))
     expected = recorded_answer(events, fmt)
     same = strip_for_content("\n".join(texts)) == strip_for_content(expected)
     table.add_row("answer shown once, whole", _yes(same) + f" (against the recording's {len(expected)} chars)")
     console.print(table)
     return 0 if report.get("status") == "delivered" else 1
+
+
+async def prepare_thread(mock: MockPlatform, target: Target) -> None:
+    """Where the demo streams into a thread (Slack native), the person's question starts it."""
+    if target.thread_id is not None:
+        mock.add_user_message(target.chat_id, str(target.thread_id), "Summarize the algorithms, please.")
 
 
 def recorded_answer(events: list[dict[str, object]], fmt: ProviderFormat) -> str:

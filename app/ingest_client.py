@@ -51,6 +51,7 @@ async def replay(
     channel: str,
     chat_id: int | str,
     fmt: ProviderFormat,
+    thread_id: int | str | None = None,
     events: list[dict[str, Any]],
     pace_ms: float = 0.0,
     on_line: Callable[[int], None] | None = None,
@@ -65,7 +66,7 @@ async def replay(
         "kind": "run.start",
         "run": run,
         "channel": channel,
-        "target": {"chat_id": chat_id},
+        "target": {"chat_id": chat_id, **({"thread_id": thread_id} if thread_id is not None else {})},
         "format": fmt,
     }
 

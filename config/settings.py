@@ -209,8 +209,10 @@ class Settings(BaseSettings):
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
 
 
-def load_settings(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> Settings:
+def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool = False, **overrides: Any) -> Settings:
     """Load settings from ``path`` (TOML), the environment and ``overrides``.
+
+    Channels with ``enabled = false`` are left out unless ``include_disabled`` (the demo dry-runs them).
 
     Raises:
         ConfigError: the file is missing or not TOML, a key is unknown, or a value is wrong; the
@@ -249,7 +251,7 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> Settin
                 f"{toml_path}: channels.{name}.delivery = 'native': {channel.platform} has no native streaming; "
                 f"use preview, block, final or progress (native exists on {', '.join(NATIVE_PLATFORMS)})"
             )
-    settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled}
+    settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
     return Settings.model_validate(settings.model_dump())
 
 
