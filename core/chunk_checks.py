@@ -10,29 +10,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from core.chunker import _ZWJ, ChunkParams, _is_extend, _is_regional, chunk_text
+from core.fences import scan_fences
 from core.units import text_units
-
-_FENCE_LINE = re.compile(r"(?P<prefix>[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)*[ \t]*)(?P<run>`{3,}|~{3,})(?P<rest>.*)")
 
 
 def _fence_lines(text: str) -> tuple[list[int], list[bool], bool]:
     """Fence marker lines of ``text``: (marker line indices, per fence whether it has content, left open)."""
-    markers: list[int] = []
-    has_content: list[bool] = []
-    open_char, open_len = "", 0
-    for idx, line in enumerate(text.split("\n")):
-        m = _FENCE_LINE.fullmatch(line)
-        if not open_char:
-            if m and not (m["run"][0] == "`" and "`" in m["rest"]):
-                open_char, open_len = m["run"][0], len(m["run"])
-                markers.append(idx)
-                has_content.append(False)
-        elif m and m["run"][0] == open_char and len(m["run"]) >= open_len and not m["rest"].strip():
-            open_char = ""
-            markers.append(idx)
-        elif line.strip(" \t>"):
-            has_content[-1] = True
-    return markers, has_content, bool(open_char)
+    scan = scan_fences(text)
+    return scan.markers, scan.has_content, scan.open_line is not None
 
 
 _QUOTE_MARKERS = re.compile(r"[ \t]*(?:>[ \t]?)+")

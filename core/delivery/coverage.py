@@ -13,14 +13,15 @@ shown whole. Cost: O(parts x length) in the worst case, O(length) in the usual o
 
 from __future__ import annotations
 
-import re
-
-_FENCE_LINE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
+from core.fences import scan_fences
 
 
 def _signature(text: str) -> tuple[str, list[int]]:
     """Non-whitespace characters of ``text`` outside fence marker lines, with their index in ``text``."""
-    masked = _FENCE_LINE.sub(lambda m: " " * len(m.group(0)), text)
+    chars = list(text)
+    for start, end in scan_fences(text).spans:
+        chars[start:end] = " " * (end - start)
+    masked = "".join(chars)
     positions = [i for i, ch in enumerate(masked) if not ch.isspace()]
     return "".join(masked[i] for i in positions), positions
 
@@ -73,16 +74,11 @@ def uncovered_tail(final_text: str, shown: list[str]) -> str:
     start = positions[n]
     opener = _open_fence_before(final_text, start)
     tail = final_text[start:]
-    return f"{opener}\n{tail}" if opener and not tail.lstrip().startswith(opener.strip()) else tail
+    # The tail starts on a content line (marker lines are not in the signature): inside an open fence it
+    # needs the fence's opener again, even when that line looks like an opener itself.
+    return f"{opener}\n{tail}" if opener else tail
 
 
 def _open_fence_before(text: str, pos: int) -> str | None:
-    open_line: str | None = None
-    open_marker = ""
-    for m in _FENCE_LINE.finditer(text, 0, pos):
-        marker = m.group(1)
-        if open_line is None:
-            open_line, open_marker = m.group(0).strip(), marker
-        elif marker[0] == open_marker[0] and len(marker) >= len(open_marker) and m.group(0).strip() == marker:
-            open_line = None
-    return open_line
+    opener = scan_fences(text[:pos]).open_line
+    return opener.strip() if opener is not None else None

@@ -38,3 +38,9 @@ def test_a_final_shorter_than_what_is_shown_adds_nothing() -> None:
 
 def test_the_unseen_tail_after_a_preamble_is_returned() -> None:
     assert uncovered_tail("Step one. Step two.", ["Thinking...", "Step one."]) == "Step two."
+
+
+def test_a_line_inside_a_fence_that_looks_like_an_opener_is_content_and_is_not_lost() -> None:
+    # CommonMark: a closing fence has no info string, so the second "```py" is code inside the fence.
+    final = "Words here.\n```py\n\n```py\n"
+    assert uncovered_tail(final, ["Words here."]) == "```py\n```py\n"
