@@ -1,4 +1,5 @@
-"""TelegramAdapter: one bot's :class:`core.ports.ChannelAdapter`, built on aiogram 3.
+"""TelegramAdapter: one bot's :class:`core.ports.ChannelAdapter` and :class:`core.ports.NativeStreaming`,
+built on aiogram 3.
 
 Every method is one Bot API call, one attempt: aiogram never retries by itself (its session has no retry
 middleware unless one is registered, and none is) and aiohttp does not retry POSTs. Retries belong to the
@@ -9,6 +10,8 @@ Bot API references:
     editMessageText https://core.telegram.org/bots/api#editmessagetext,
     deleteMessage https://core.telegram.org/bots/api#deletemessage,
     sendChatAction https://core.telegram.org/bots/api#sendchataction (typing lasts <= 5 s),
+    sendMessageDraft https://core.telegram.org/bots/api#sendmessagedraft (a private chat's streamed preview,
+    about 30 s, persisted with sendMessage; open to all bots since Bot API 9.5),
     formatting https://core.telegram.org/bots/api#formatting-options,
     limits https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this,
     custom API server https://docs.aiogram.dev/en/latest/api/session/custom_server.html.
@@ -16,27 +19,46 @@ Bot API references:
 
 from __future__ import annotations
 
+import random
 from typing import Any, TypeVar
 
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from aiogram.methods import DeleteMessage, EditMessageText, SendChatAction, SendMessage, TelegramMethod
+from aiogram.methods import (
+    DeleteMessage,
+    EditMessageText,
+    SendChatAction,
+    SendMessage,
+    SendMessageDraft,
+    TelegramMethod,
+)
 from aiogram.types import ReplyParameters
 from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_token
 
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
 from adapters.telegram.render import render
-from core.errors import ConfigError, PayloadRejectedError, RejectReason, TargetNotFoundError
+from core.errors import (
+    ConfigError,
+    NativeUnavailableError,
+    PayloadRejectedError,
+    RejectReason,
+    TargetNotFoundError,
+)
 from core.events import Target
 from core.ports import TextFormat
 from core.units import LengthUnit, text_units
 
 T = TypeVar("T")
 
+MAX_DRAFT_ID = 2**31 - 1
+"""Draft ids stay in 1..2**31-1: non-zero (https://core.telegram.org/bots/api#sendmessagedraft) and a
+positive 32-bit integer (an assumption: the Bot API only says Integer)."""
+
 
 class TelegramAdapter:
-    """Sends, edits and deletes one bot's messages through the Bot API (or a mock of it).
+    """Sends, edits and deletes one bot's messages through the Bot API (or a mock of it), and streams
+    drafts into private chats (:class:`core.ports.NativeStreaming`, replace shape).
 
     Args:
         token: the bot token ``<digits>:<secret>``. Never shown in ``repr``, ``str``, logs or errors.
@@ -75,6 +97,7 @@ class TelegramAdapter:
         if base_url is not None:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=AiohttpSession(**session_args))
+        self._next_draft_id = random.randrange(1, MAX_DRAFT_ID + 1)  # a counter seeded randomly (never 0)
 
     def measure(self, text: str, fmt: TextFormat) -> int:
         """UTF-16 units of the text Telegram receives: Markdown is rendered to text + entities first, and
@@ -184,6 +207,67 @@ class TelegramAdapter:
             target,
         )
 
+    # ------------------------------------------------------------ native streaming (drafts)
+
+    def native_refusal(self, target: Target) -> str | None:
+        """Drafts exist only in private chats (https://core.telegram.org/bots/api#sendmessagedraft): a
+        reason for groups, supergroups and channels; None for a private chat."""
+        if self.is_group(target):
+            return f"telegram: sendMessageDraft works in private chats only, not in chat {target.chat_id}"
+        return None
+
+    async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Show ``text`` as a new draft (``sendMessageDraft``) under a fresh non-zero draft id; return the id.
+
+        Draft ids come from a per-adapter counter seeded randomly, so two runs of one adapter never share a
+        draft. ``text`` is rendered like :meth:`send_text` (text + entities).
+
+        Raises:
+            core.errors.NativeUnavailableError: a group chat, or the server has no sendMessageDraft.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
+        """
+        draft_id = self._next_draft_id
+        self._next_draft_id = draft_id % MAX_DRAFT_ID + 1
+        await self._draft(target, draft_id, text, fmt)
+        return str(draft_id)
+
+    async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
+        """Replace the draft ``handle`` with the whole ``text`` (``sendMessageDraft``, same draft id: the
+        change is animated). Each update also restarts the draft's life of about 30 s; ``shown`` is unused
+        (replace semantics).
+
+        Raises:
+            core.errors.NativeUnavailableError: a group chat, or the server has no sendMessageDraft.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
+        """
+        await self._draft(target, _draft_id(handle, target), text, fmt)
+
+    async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
+        """Persist ``text`` with ``sendMessage`` (a draft is only a preview: it must be followed by a real
+        message, https://core.telegram.org/bots/api#sendmessagedraft); return the new message id.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, as :meth:`send_text`.
+        """
+        return await self.send_text(target, text, fmt)
+
+    async def stream_cancel(self, target: Target, handle: str) -> None:
+        """Nothing to do: an abandoned draft lapses by itself (about 30 s without updates)."""
+
+    async def _draft(self, target: Target, draft_id: int, text: str, fmt: TextFormat) -> None:
+        reason = self.native_refusal(target)
+        if reason is not None:
+            raise NativeUnavailableError(reason, platform=PLATFORM, target=str(target.chat_id))
+        body, entities = render(text, fmt)
+        method = SendMessageDraft(
+            chat_id=int(target.chat_id),
+            draft_id=draft_id,
+            text=body,
+            entities=entities,
+            message_thread_id=_thread_id(target),
+        )
+        await self._call(method, target)
+
     async def close(self) -> None:
         """Close the HTTP session (aiogram waits 250 ms for TLS connections to close)."""
         await self._bot.session.close()
@@ -200,3 +284,15 @@ def _message_id(value: int | str, target: Target) -> int:
 
 def _thread_id(target: Target) -> int | None:
     return None if target.thread_id is None else _message_id(target.thread_id, target)
+
+
+def _draft_id(handle: str, target: Target) -> int:
+    try:
+        draft_id = int(handle)
+    except ValueError:
+        draft_id = 0
+    if not 0 < draft_id <= MAX_DRAFT_ID:
+        raise TargetNotFoundError(
+            f"telegram: {handle!r} is not a draft id", platform=PLATFORM, target=str(target.chat_id)
+        )
+    return draft_id

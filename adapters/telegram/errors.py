@@ -1,17 +1,23 @@
 """aiogram / aiohttp failures → streamrelay's :mod:`core.errors`, by table.
 
-Three tables, read in this order, first match wins:
+Four tables, read in this order, first match wins:
 
-1. ``DESCRIPTION_RULES``: substrings of Telegram's ``description`` (lower-cased), because Telegram sends
+1. ``NATIVE_RULES``, only for the native streaming methods (``NATIVE_METHODS``: sendMessageDraft,
+   https://core.telegram.org/bots/api#sendmessagedraft): an aiogram exception type plus a substring of the
+   description (empty: any) that means "no drafts here" → ``NativeUnavailableError``, so the core falls back
+   to ``preview``. A 404 ``Not Found`` (a server without the method: before Bot API 9.5, or
+   :class:`mocks.telegram.MockTelegram` with ``drafts_enabled`` off) and a 400 refusing a chat that is not
+   private count; other failures of these methods go through the tables below like any call.
+2. ``DESCRIPTION_RULES``: substrings of Telegram's ``description`` (lower-cased), because Telegram sends
    most refusals as 400 and only the text says which (https://core.telegram.org/bots/api#editmessagetext,
    https://core.telegram.org/bots/api#formatting-options). "message is not modified" becomes
    ``PayloadRejectedError(NOT_MODIFIED)``, which :class:`~adapters.telegram.adapter.TelegramAdapter` turns
    into success for edits.
-2. ``NETWORK_RULES``: the cause of an aiogram ``TelegramNetworkError`` (aiogram wraps both
+3. ``NETWORK_RULES``: the cause of an aiogram ``TelegramNetworkError`` (aiogram wraps both
    ``asyncio.TimeoutError`` and ``aiohttp.ClientError``). A connection that never opened is
    ``PlatformUnavailableError``; a timeout or broken connection after the request may have been written
    is ``UncertainDeliveryError`` (it may have landed).
-3. ``TYPE_RULES``: the aiogram exception type (its HTTP status), e.g. ``TelegramRetryAfter`` (429 with
+4. ``TYPE_RULES``: the aiogram exception type (its HTTP status), e.g. ``TelegramRetryAfter`` (429 with
    ``parameters.retry_after``, https://core.telegram.org/bots/api#responseparameters) →
    ``RateLimitedError(retry_after_s)``.
 """
@@ -41,6 +47,7 @@ from aiogram.exceptions import (
 from core.errors import (
     DeliveryError,
     ForbiddenError,
+    NativeUnavailableError,
     PayloadRejectedError,
     PermanentDeliveryError,
     PlatformUnavailableError,
@@ -74,6 +81,18 @@ def _rate_limited(message: str, target: str, original: BaseException) -> Deliver
     retry_after_s = float(original.retry_after) if isinstance(original, TelegramRetryAfter) else 1.0
     return RateLimitedError(message, retry_after_s=retry_after_s, platform=PLATFORM, target=target)
 
+
+NATIVE_METHODS = frozenset({"sendMessageDraft"})
+"""Bot API methods of the platform's own streaming preview (:class:`core.ports.NativeStreaming`)."""
+
+NATIVE_RULES: tuple[tuple[type[BaseException], str], ...] = (
+    (TelegramNotFound, ""),  # 404 Not Found: this API server has no such method
+    (TelegramBadRequest, "textdraft_peer_invalid"),  # a group or channel (observed: nullclaw/nullclaw#626)
+    (TelegramBadRequest, "private chat"),  # a worded "… only in private chats" refusal
+    (TelegramBadRequest, "method is not available"),
+    (TelegramBadRequest, "method not available"),
+)
+"""``(aiogram exception type, lower-case description substring)`` → ``NativeUnavailableError``."""
 
 DESCRIPTION_RULES: tuple[tuple[str, ErrorFactory], ...] = (
     ("message is not modified", _rejected(RejectReason.NOT_MODIFIED)),
@@ -132,12 +151,20 @@ def _first(rules: tuple[tuple[type[BaseException], ErrorFactory], ...], exc: Bas
     return next((make for kind, make in rules if isinstance(exc, kind)), _plain(PermanentDeliveryError))
 
 
-def _factory(exc: BaseException) -> tuple[ErrorFactory, str]:
+def _native_refusal(exc: BaseException, method: str, lowered: str) -> bool:
+    if method not in NATIVE_METHODS:
+        return False
+    return any(isinstance(exc, kind) and needle in lowered for kind, needle in NATIVE_RULES)
+
+
+def _factory(exc: BaseException, method: str) -> tuple[ErrorFactory, str]:
     if isinstance(exc, TelegramNetworkError) and exc.__cause__ is not None:
         cause = exc.__cause__
         return _first(NETWORK_RULES, cause), f"{type(cause).__name__}: {cause}".rstrip(": ")
     description = exc.message if isinstance(exc, TelegramAPIError) else f"{type(exc).__name__}: {exc}"
     lowered = description.lower()
+    if _native_refusal(exc, method, lowered):
+        return _plain(NativeUnavailableError), description
     by_text = next((make for needle, make in DESCRIPTION_RULES if needle in lowered), None)
     return by_text or _first(TYPE_RULES, exc), description
 
@@ -147,7 +174,8 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
 
     Args:
         exc: what aiogram (or aiohttp beneath it) raised; one of :data:`BOUNDARY_ERRORS`.
-        method: the Bot API method, e.g. ``sendMessage`` (for the message).
+        method: the Bot API method, e.g. ``sendMessage`` (for the message; ``NATIVE_METHODS`` read
+            ``NATIVE_RULES`` first).
         target: the chat id, for the error's ``target``.
         scrub: removes secrets (the bot token) from text; applied to the whole message.
 
@@ -155,5 +183,5 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
         The error to raise; its message is ``telegram <method>: <description>``, token-free. Chain it
         ``from None``: the original may carry the request URL, which holds the token.
     """
-    make, description = _factory(exc)
+    make, description = _factory(exc, method)
     return make(scrub(f"telegram {method}: {description}"), target, exc)

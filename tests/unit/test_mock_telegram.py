@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from core.clock import FakeClock
+from mocks.common import MockPlatform
 from mocks.telegram import NOT_MODIFIED, MockTelegram, TelegramLimits
 
 pytestmark = pytest.mark.timeout(5)
@@ -44,6 +45,13 @@ async def mock() -> AsyncIterator[MockTelegram]:
 async def api(mock: MockTelegram) -> AsyncIterator[Client]:
     async with aiohttp.ClientSession() as session:
         yield Client(session, mock.base_url)
+
+
+def test_is_a_mock_platform() -> None:
+    platform: MockPlatform = MockTelegram()  # mypy checks the shape the case runner and the demo rely on
+
+    assert platform.platform == "telegram"
+    assert (platform.rate_limits, platform.calls) == (False, [])
 
 
 async def test_token_must_look_like_a_bot_token(api: Client, mock: MockTelegram) -> None:
