@@ -1,0 +1,433 @@
+"""SlackAdapter: one Slack app's :class:`core.ports.ChannelAdapter` and :class:`core.ports.NativeStreaming`, on
+slack-sdk's ``AsyncWebClient``.
+
+Every method is one Web API call, one attempt: the client gets ``retry_handlers=[]`` (slack-sdk otherwise
+retries connection errors by itself, and with ``AsyncRateLimitErrorRetryHandler`` 429s), so retries belong to
+the core's scheduler alone and nothing can be sent twice behind its back. The only second calls are the
+documented stream recoveries below, which can never double a message. Failures are translated at this
+boundary by :mod:`adapters.slack.errors`; text is rendered by :mod:`adapters.slack.render`.
+
+Web API references:
+    chat.postMessage https://docs.slack.dev/reference/methods/chat.postMessage (``text`` 40,000 characters,
+    about 4,000 recommended; ``markdown_text`` 12,000),
+    chat.update https://docs.slack.dev/reference/methods/chat.update (Tier 3, per workspace),
+    chat.delete https://docs.slack.dev/reference/methods/chat.delete,
+    chat.startStream / appendStream / stopStream https://docs.slack.dev/reference/methods/chat.startStream,
+    assistant.threads.setStatus https://docs.slack.dev/reference/methods/assistant.threads.setStatus,
+    auth.test https://docs.slack.dev/reference/methods/auth.test,
+    rate limits https://docs.slack.dev/apis/web-api/rate-limits,
+    slack-sdk https://docs.slack.dev/tools/python-slack-sdk/web.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+
+import aiohttp
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from adapters.slack.errors import BOUNDARY_ERRORS, PLATFORM, error_code, translate
+from adapters.slack.render import Rendered, render, stream_markdown
+from core.errors import (
+    ConfigError,
+    DeliveryError,
+    NativeUnavailableError,
+    PayloadRejectedError,
+    PermanentDeliveryError,
+    RejectReason,
+)
+from core.events import Target
+from core.ports import TextFormat
+from core.units import LengthUnit, text_units
+
+Send = Callable[[], Awaitable[AsyncSlackResponse]]
+
+NOT_STREAMING = "message_not_in_streaming_state"
+"""appendStream / stopStream on a stream that was stopped or expired (about 5 idle minutes, observed)."""
+STREAM_OPEN = "streaming_state_conflict"
+"""chat.update on a message that is still streaming (https://docs.slack.dev/reference/methods/chat.update#errors)."""
+CANT_DELETE = "cant_delete_message"
+"""chat.delete of a message the bot may not delete, or of an open stream (observed)."""
+_NOT_A_STREAM = ("cant_update_message", "message_not_found")
+TYPING_STATUS = "is typing…"
+
+_TOKEN_RE = re.compile(r"^xox[a-z]-[A-Za-z0-9-]+$")
+_CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{8,}$")
+_TS_RE = re.compile(r"^\d+\.\d+$")
+_CONNECT_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+_MAX_OPEN_STREAMS = 1024
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """An expected refusal: Slack's ``code`` and the translated ``error`` (to raise if it stays a failure)."""
+
+    code: str
+    error: DeliveryError
+
+
+class SlackAdapter:
+    """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it).
+
+    Args:
+        token: the bot token ``xoxb-…`` (a user token ``xoxp-…`` works too). Never shown in ``repr``, ``str``,
+            logs or errors.
+        base_url: Web API base, e.g. ``http://127.0.0.1:8082/api/`` for :class:`mocks.slack.MockSlack`;
+            ``None`` is https://slack.com/api/.
+        send_timeout_s: per-call timeout in seconds. A call that times out raises
+            :class:`core.errors.UncertainDeliveryError` (it may have landed); a connection not opened within
+            half of it raises :class:`core.errors.PlatformUnavailableError` (nothing was sent).
+        max_units: text limit of one message in UTF-16 code units (Slack recommends about 4,000 characters;
+            ``text`` is cut at 40,000).
+
+    Attributes:
+        verify_backoff_s: the first wait between :meth:`verify` attempts, doubled each time.
+
+    Raises:
+        ConfigError: the token is not shaped like a Slack token.
+    """
+
+    platform: str = PLATFORM
+    unit: LengthUnit = LengthUnit.UTF16
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        send_timeout_s: float = 10.0,
+        max_units: int = 4000,
+    ) -> None:
+        if not _TOKEN_RE.match(token):
+            raise ConfigError("slack: the bot token is malformed (expected 'xoxb-…')")
+        self.max_units = max_units
+        self.send_timeout_s = send_timeout_s
+        self.verify_backoff_s = 0.5
+        self._base_url = base_url or AsyncWebClient.BASE_URL
+        secret = token.rsplit("-", 1)[-1]
+        self._secrets = (token, secret) if len(secret) >= 8 else (token,)
+        self._client = AsyncWebClient(
+            token=token, base_url=self._base_url, timeout=math.ceil(send_timeout_s), retry_handlers=[]
+        )
+        self._open: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """Streams this adapter started and has not seen end, oldest first (bounded)."""
+
+    # ------------------------------------------------------------ ChannelAdapter: local checks
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """UTF-16 units of the body sent: the Markdown itself, or the escaped (stripped) plain text."""
+        return text_units(render(text, fmt).body, LengthUnit.UTF16)
+
+    def check_target(self, target: Target) -> str | None:
+        """Slack ids: ``chat_id`` a conversation id ``C…`` / ``G…`` / ``D…`` (upper-case letters and digits);
+        ``thread_id`` / ``reply_to`` a message ts ``digits.digits`` (https://docs.slack.dev/reference/methods/chat.postMessage)."""
+        chat = target.chat_id
+        if not isinstance(chat, str) or not _CHANNEL_RE.match(chat):
+            return f"chat_id {chat!r} must be a Slack conversation id (C…, G… or D…)"
+        for name in ("thread_id", "reply_to"):
+            value = getattr(target, name)
+            if value is not None and not (isinstance(value, str) and _TS_RE.match(value)):
+                return f"{name} {value!r} must be a message ts such as '1700000000.000100'"
+        return None
+
+    def is_group(self, target: Target) -> bool:
+        """Channels (``C…`` public, ``G…`` private or group DM) are groups; ``D…`` direct messages are not."""
+        return str(target.chat_id).startswith(("C", "G"))
+
+    def __repr__(self) -> str:
+        return f"SlackAdapter(base_url={self._base_url!r})"
+
+    __str__ = __repr__
+
+    # ------------------------------------------------------------ calling
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "<token>")
+        return text
+
+    def _ensure_session(self) -> None:
+        """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""
+        session = self._client.session
+        if session is None or session.closed:
+            timeout = aiohttp.ClientTimeout(total=self.send_timeout_s, sock_connect=self.send_timeout_s / 2)
+            self._client.session = aiohttp.ClientSession(timeout=timeout)
+
+    async def _try(
+        self, method: str, target: Target, send: Send, allow: Collection[str] = ()
+    ) -> AsyncSlackResponse | _Refused:
+        """One attempt; a refusal whose code is in ``allow`` is returned, every other failure raised."""
+        self._ensure_session()
+        try:
+            return await send()
+        except BOUNDARY_ERRORS as exc:
+            code = error_code(exc)
+            error = translate(exc, method=method, target=str(target.chat_id), scrub=self._scrub)
+        if code is not None and code in allow:
+            return _Refused(code, error)
+        raise error  # outside the except block: no __context__ that could carry the request
+
+    async def _call(self, method: str, target: Target, send: Send) -> AsyncSlackResponse:
+        answer = await self._try(method, target, send)
+        if isinstance(answer, _Refused):  # pragma: no cover - nothing is allowed
+            raise answer.error
+        return answer
+
+    def _body(self, method: str, target: Target, text: str, fmt: TextFormat) -> Rendered:
+        body = render(text, fmt)
+        if not body.body.strip():  # Slack answers no_text (and slack-sdk would warn first)
+            raise PayloadRejectedError(
+                f"slack {method}: no_text (empty text, not sent)",
+                reason=RejectReason.EMPTY,
+                platform=PLATFORM,
+                target=str(target.chat_id),
+            )
+        return body
+
+    # ------------------------------------------------------------ ChannelAdapter: calls
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Send a new message (chat.postMessage); return its ``ts``.
+
+        ``target.thread_id`` (else ``target.reply_to``) becomes ``thread_ts``: the message is a reply in that
+        thread.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors` (a 429 has
+                ``scope=conversation``: chat.postMessage is limited per channel).
+        """
+        body = self._body("chat.postMessage", target, text, fmt)
+        channel, thread_ts = str(target.chat_id), _thread_ts(target)
+        answer = await self._call(
+            "chat.postMessage",
+            target,
+            lambda: self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, **body.args()),
+        )
+        return str(answer["ts"])
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        """Replace a message's text (chat.update). Slack answers ok for an unchanged text, so this is True.
+
+        A message that is still streaming is stopped first (chat.stopStream), then updated.
+
+        Raises:
+            core.errors.TargetNotFoundError: the message is gone or not the bot's (``cant_update_message``).
+            core.errors.DeliveryError: another subclass (a 429 has ``scope=method``: Tier 3 per workspace).
+        """
+        await self._update(target, message_id, self._body("chat.update", target, text, fmt))
+        return True
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Delete a message this bot sent (chat.delete). An open stream cannot be deleted
+        (``cant_delete_message``): a stream this adapter started is stopped first; on that refusal for any
+        other message, a stream still open is stopped and the delete sent once more.
+
+        Raises:
+            core.errors.TargetNotFoundError: it is already gone, or not the bot's.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors`.
+        """
+        channel = str(target.chat_id)
+
+        def send() -> Awaitable[AsyncSlackResponse]:
+            return self._client.chat_delete(channel=channel, ts=message_id)
+
+        if (channel, message_id) in self._open:
+            await self._stop(target, message_id)
+        answer = await self._try("chat.delete", target, send, allow=(CANT_DELETE,))
+        if isinstance(answer, _Refused):
+            if not await self._stop(target, message_id, allow=(NOT_STREAMING, *_NOT_A_STREAM)):
+                raise answer.error
+            await self._call("chat.delete", target, send)
+
+    async def send_typing(self, target: Target) -> None:
+        """In a thread, set the assistant thread status "is typing…" (assistant.threads.setStatus; it clears
+        when the app replies). Elsewhere nothing: Slack has no typing indicator for bots outside assistant
+        threads (https://docs.slack.dev/reference/methods/assistant.threads.setStatus)."""
+        thread_ts = _thread_ts(target)
+        if thread_ts is None:
+            return
+        channel = str(target.chat_id)
+        await self._call(
+            "assistant.threads.setStatus",
+            target,
+            lambda: self._client.assistant_threads_setStatus(
+                channel_id=channel, thread_ts=thread_ts, status=TYPING_STATUS
+            ),
+        )
+
+    async def verify(self) -> str:
+        """Check the token at start-up (auth.test); return ``"<bot name> (<user id>)"``.
+
+        Connection errors (nothing sent) are retried: 3 attempts, waits ``verify_backoff_s`` then twice that.
+
+        Raises:
+            core.errors.ForbiddenError: the token is wrong or revoked (``invalid_auth``, ``token_revoked``).
+            core.errors.PlatformUnavailableError: Slack could not be reached in 3 attempts.
+        """
+        self._ensure_session()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(3),
+            wait=wait_exponential(multiplier=self.verify_backoff_s),
+            retry=retry_if_exception_type(_CONNECT_ERRORS),
+            reraise=True,
+        )
+        try:
+            answer: AsyncSlackResponse = await retrying(self._client.auth_test)
+        except BOUNDARY_ERRORS as exc:
+            error = translate(exc, method="auth.test", target="", scrub=self._scrub)
+        else:
+            return f"{answer.get('user')} ({answer.get('user_id')})"
+        raise error
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        session = self._client.session
+        if session is not None and not session.closed:
+            await session.close()
+
+    # ------------------------------------------------------------ NativeStreaming
+
+    def native_refusal(self, target: Target) -> str | None:
+        """Slack streams only as a reply in a thread (``thread_ts`` is required) and, in channels, only with
+        ``recipient_user_id`` and ``recipient_team_id``, which a target does not carry: so in a direct
+        message's thread (https://docs.slack.dev/reference/methods/chat.startStream)."""
+        if _thread_ts(target) is None:
+            return "slack streams only into a thread (chat.startStream requires thread_ts): no thread_id or reply_to"
+        if self.is_group(target):
+            return "slack streams in channels need recipient_user_id and recipient_team_id: only direct messages"
+        return None
+
+    async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Open a stream in the target's thread showing ``text`` (chat.startStream); return its ``ts``.
+
+        Raises:
+            core.errors.NativeUnavailableError: :meth:`native_refusal` refuses the target, or Slack refused the
+                stream (feature not enabled, missing recipient, …): fall back to ``preview``.
+            core.errors.RateLimitedError: 429 (Tier 2, ``scope=method``).
+            core.errors.PlatformUnavailableError, core.errors.UncertainDeliveryError: network, 5xx, timeout.
+        """
+        channel = str(target.chat_id)
+        reason = self.native_refusal(target)
+        if reason is not None:
+            raise NativeUnavailableError(f"slack chat.startStream: {reason}", platform=PLATFORM, target=channel)
+        thread_ts, body = _thread_ts(target) or "", stream_markdown(text, fmt)
+        try:
+            answer = await self._call(
+                "chat.startStream",
+                target,
+                lambda: self._client.chat_startStream(channel=channel, thread_ts=thread_ts, markdown_text=body or None),
+            )
+        except PermanentDeliveryError as exc:
+            raise NativeUnavailableError(str(exc), platform=PLATFORM, target=channel) from None
+        ts = str(answer["ts"])
+        self._open[(channel, ts)] = None
+        while len(self._open) > _MAX_OPEN_STREAMS:
+            self._open.popitem(last=False)
+        return ts
+
+    async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
+        """Make the stream ``handle`` show ``text``.
+
+        When ``text`` extends ``shown`` (as rendered) the new suffix is appended (chat.appendStream); a stream
+        cannot rewrite, so otherwise it is stopped and the message updated (chat.update). A stream that is no
+        longer open (expired) is updated with the whole text: nothing is lost.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
+        """
+        suffix = self._suffix(target, handle, shown, text, fmt)
+        if suffix == "":
+            return
+        if suffix is not None:
+            channel = str(target.chat_id)
+            answer = await self._try(
+                "chat.appendStream",
+                target,
+                lambda: self._client.chat_appendStream(channel=channel, ts=handle, markdown_text=suffix),
+                allow=(NOT_STREAMING,),
+            )
+            if not isinstance(answer, _Refused):
+                return
+            self._open.pop((channel, handle), None)
+        await self._rewrite(target, handle, text, fmt)
+
+    async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
+        """End the stream ``handle`` with ``text`` persisted; return its ``ts`` (the permanent message id).
+
+        When ``text`` extends ``shown`` the stream is stopped with the remaining suffix (chat.stopStream);
+        otherwise, or when the stream is no longer open, the message is updated with the whole text.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
+        """
+        suffix = self._suffix(target, handle, shown, text, fmt)
+        channel = str(target.chat_id)
+        if suffix is not None:
+            answer = await self._try(
+                "chat.stopStream",
+                target,
+                lambda: self._client.chat_stopStream(channel=channel, ts=handle, markdown_text=suffix or None),
+                allow=(NOT_STREAMING,),
+            )
+            self._open.pop((channel, handle), None)
+            if not isinstance(answer, _Refused):
+                return handle
+        await self._rewrite(target, handle, text, fmt)
+        return handle
+
+    async def stream_cancel(self, target: Target, handle: str) -> None:
+        """Abandon the stream ``handle``: its message is deleted (stopped first: an open stream cannot be).
+
+        Raises:
+            core.errors.TargetNotFoundError: the message is already gone.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors`.
+        """
+        await self.delete_message(target, handle)
+
+    def _suffix(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str | None:
+        """What to append to the open stream ``handle`` (``""``: nothing new), or None when it must be
+        rewritten: not open as far as this adapter knows, not an extension, or ``stripped`` (markup failed)."""
+        if (str(target.chat_id), handle) not in self._open or fmt is TextFormat.STRIPPED:
+            return None
+        old, new = stream_markdown(shown, fmt), stream_markdown(text, fmt)
+        return new[len(old) :] if new.startswith(old) else None
+
+    async def _rewrite(self, target: Target, handle: str, text: str, fmt: TextFormat) -> None:
+        body = self._body("chat.update", target, text, fmt)
+        if (str(target.chat_id), handle) in self._open:
+            await self._stop(target, handle)
+        await self._update(target, handle, body)
+
+    async def _stop(self, target: Target, ts: str, allow: Collection[str] = (NOT_STREAMING,)) -> bool:
+        """Stop a stream with what it shows (chat.stopStream); return whether it was open (one already ended,
+        or a refusal in ``allow``, is False)."""
+        channel = str(target.chat_id)
+        answer = await self._try(
+            "chat.stopStream", target, lambda: self._client.chat_stopStream(channel=channel, ts=ts), allow=allow
+        )
+        self._open.pop((channel, ts), None)
+        return not isinstance(answer, _Refused)
+
+    async def _update(self, target: Target, ts: str, body: Rendered) -> None:
+        """chat.update; a stream still open (one this process did not start) is stopped first, then updated."""
+        channel = str(target.chat_id)
+
+        def send() -> Awaitable[AsyncSlackResponse]:
+            return self._client.chat_update(channel=channel, ts=ts, **body.args())
+
+        answer = await self._try("chat.update", target, send, allow=(STREAM_OPEN,))
+        if isinstance(answer, _Refused):
+            await self._stop(target, ts)
+            await self._call("chat.update", target, send)
+
+
+def _thread_ts(target: Target) -> str | None:
+    """The thread to reply in: ``thread_id``, else ``reply_to`` (Slack replies are thread replies)."""
+    value = target.thread_id if target.thread_id is not None else target.reply_to
+    return None if value is None else str(value)

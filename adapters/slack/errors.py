@@ -1,0 +1,171 @@
+"""slack-sdk / aiohttp failures → streamrelay's :mod:`core.errors`, by table.
+
+Slack refuses with HTTP 200 ``{"ok": false, "error": "<code>"}`` and slack-sdk raises ``SlackApiError`` for it
+(https://docs.slack.dev/apis/web-api/#responses); a rate limit is HTTP 429 with ``Retry-After`` seconds
+(https://docs.slack.dev/apis/web-api/rate-limits). Read in this order, first match wins:
+
+1. HTTP status: 429 (or the code ``ratelimited`` / ``rate_limited``) → ``RateLimitedError(retry_after_s,
+   scope)``, the scope from :data:`RATE_SCOPES` (chat.postMessage is limited per channel; chat.update and the
+   other methods per method and workspace: https://docs.slack.dev/reference/methods/chat.update); >= 500 →
+   ``PlatformUnavailableError``.
+2. ``ERROR_RULES``: the error code, exactly; then ``PREFIX_RULES`` (``restricted_action…``, ``invalid_blocks…``).
+3. ``NETWORK_RULES``: the exception type. A connection that never opened is ``PlatformUnavailableError``; a
+   timeout or broken connection after the request may have been written is ``UncertainDeliveryError``.
+4. Anything else is ``PermanentDeliveryError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from core.errors import (
+    DeliveryError,
+    ForbiddenError,
+    PayloadRejectedError,
+    PermanentDeliveryError,
+    PlatformUnavailableError,
+    RateLimitedError,
+    RateScope,
+    RejectReason,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+)
+
+PLATFORM = "slack"
+
+ErrorFactory = Callable[[str, str], DeliveryError]
+"""``(message, target) -> error``."""
+
+RATE_SCOPES: dict[str, RateScope] = {"chat.postMessage": RateScope.CONVERSATION}
+"""What a 429 pauses, per method; every other method: ``RateScope.METHOD`` (Slack's tiers are per method and
+workspace, https://docs.slack.dev/apis/web-api/rate-limits)."""
+
+
+def _plain(cls: type[DeliveryError]) -> ErrorFactory:
+    def make(message: str, target: str) -> DeliveryError:
+        return cls(message, platform=PLATFORM, target=target)
+
+    return make
+
+
+def _rejected(reason: RejectReason) -> ErrorFactory:
+    def make(message: str, target: str) -> DeliveryError:
+        return PayloadRejectedError(message, reason=reason, platform=PLATFORM, target=target)
+
+    return make
+
+
+_NOT_FOUND = _plain(TargetNotFoundError)
+_FORBIDDEN = _plain(ForbiddenError)
+
+ERROR_RULES: dict[str, ErrorFactory] = {
+    # the conversation or the message is not there (any more), or cannot be changed: like Telegram's
+    # "message can't be edited" (https://docs.slack.dev/reference/methods/chat.update#errors)
+    "channel_not_found": _NOT_FOUND,
+    "message_not_found": _NOT_FOUND,
+    "thread_not_found": _NOT_FOUND,
+    "cant_update_message": _NOT_FOUND,
+    "cant_delete_message": _NOT_FOUND,
+    "edit_window_closed": _NOT_FOUND,
+    # the bot may not write there, or its token is not good (https://docs.slack.dev/reference/methods/chat.postMessage#errors)
+    "not_in_channel": _FORBIDDEN,
+    "is_archived": _FORBIDDEN,
+    "is_inactive": _FORBIDDEN,
+    "invalid_auth": _FORBIDDEN,
+    "not_authed": _FORBIDDEN,
+    "token_revoked": _FORBIDDEN,
+    "token_expired": _FORBIDDEN,
+    "account_inactive": _FORBIDDEN,
+    "missing_scope": _FORBIDDEN,
+    "no_permission": _FORBIDDEN,
+    "access_denied": _FORBIDDEN,
+    "ekm_access_denied": _FORBIDDEN,
+    "not_allowed_token_type": _FORBIDDEN,
+    "team_access_not_granted": _FORBIDDEN,
+    # the content
+    "msg_too_long": _rejected(RejectReason.TOO_LONG),
+    "msg_blocks_too_long": _rejected(RejectReason.TOO_LONG),
+    "no_text": _rejected(RejectReason.EMPTY),
+    "markdown_text_conflict": _rejected(RejectReason.BAD_FORMAT),
+    "invalid_arguments": _rejected(RejectReason.OTHER),
+    # Slack's own trouble: "service_unavailable" was not processed; "internal_error" and "fatal_error" say
+    # "it's possible some aspect of the operation succeeded" (https://docs.slack.dev/reference/methods/chat.update#errors)
+    "service_unavailable": _plain(PlatformUnavailableError),
+    "request_timeout": _plain(PlatformUnavailableError),
+    "internal_error": _plain(UncertainDeliveryError),
+    "fatal_error": _plain(UncertainDeliveryError),
+}
+
+PREFIX_RULES: tuple[tuple[str, ErrorFactory], ...] = (
+    ("restricted_action", _FORBIDDEN),  # restricted_action_read_only_channel, …_thread_locked, …
+    ("invalid_blocks", _rejected(RejectReason.BAD_FORMAT)),  # invalid_blocks, invalid_blocks_format
+    ("invalid_markdown", _rejected(RejectReason.BAD_FORMAT)),
+)
+
+NETWORK_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
+    (aiohttp.ConnectionTimeoutError, _plain(PlatformUnavailableError)),  # connect timed out: nothing sent
+    (asyncio.TimeoutError, _plain(UncertainDeliveryError)),  # sent, no answer in time
+    (aiohttp.ClientConnectorError, _plain(PlatformUnavailableError)),  # refused, DNS, TLS: nothing sent
+    (aiohttp.ServerDisconnectedError, _plain(UncertainDeliveryError)),
+    (aiohttp.ClientOSError, _plain(UncertainDeliveryError)),  # reset mid-request
+    (aiohttp.ClientPayloadError, _plain(UncertainDeliveryError)),
+    (aiohttp.ClientError, _plain(PlatformUnavailableError)),  # InvalidURL and the like: nothing sent
+)
+
+BOUNDARY_ERRORS: tuple[type[BaseException], ...] = (SlackClientError, aiohttp.ClientError, asyncio.TimeoutError)
+"""What :func:`translate` accepts: everything one slack-sdk call can raise."""
+
+
+def error_code(exc: BaseException) -> str | None:
+    """Slack's ``error`` string of a refusal (``"msg_too_long"``), or None when there is none."""
+    if not isinstance(exc, SlackApiError):
+        return None
+    data = exc.response.data
+    code = data.get("error") if isinstance(data, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def _retry_after_s(exc: SlackApiError) -> float:
+    try:
+        return max(0.0, float(exc.response.headers.get("Retry-After", 1)))
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def _api_error(exc: SlackApiError, method: str, message: str, target: str) -> DeliveryError:
+    status, code = exc.response.status_code, error_code(exc) or ""
+    if status == 429 or code in ("ratelimited", "rate_limited"):
+        scope = RATE_SCOPES.get(method, RateScope.METHOD)
+        return RateLimitedError(
+            message, retry_after_s=_retry_after_s(exc), scope=scope, platform=PLATFORM, target=target
+        )
+    if status >= 500:
+        return PlatformUnavailableError(message, platform=PLATFORM, target=target)
+    make = ERROR_RULES.get(code) or next((f for prefix, f in PREFIX_RULES if code.startswith(prefix)), None)
+    return (make or _plain(PermanentDeliveryError))(message, target)
+
+
+def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[str], str]) -> DeliveryError:
+    """Map one failed call to a :class:`core.errors.DeliveryError`.
+
+    Args:
+        exc: what slack-sdk (or aiohttp beneath it) raised; one of :data:`BOUNDARY_ERRORS`.
+        method: the Web API method, e.g. ``chat.update`` (for the message and the rate scope).
+        target: the channel id, for the error's ``target``.
+        scrub: removes secrets (the token) from text; applied to the whole message.
+
+    Returns:
+        The error to raise, its message ``slack <method>: <error code or exception>`` (HTTP status added when
+        not 200), token-free. Raise it ``from None``: the original holds the request, token included.
+    """
+    if isinstance(exc, SlackApiError):
+        status, code = exc.response.status_code, error_code(exc) or "no error code"
+        detail = code if status == 200 else f"HTTP {status} {code}"
+        return _api_error(exc, method, scrub(f"slack {method}: {detail}"), target)
+    message = scrub(f"slack {method}: {type(exc).__name__}: {exc}".rstrip(": "))
+    make = next((f for kind, f in NETWORK_RULES if isinstance(exc, kind)), _plain(PermanentDeliveryError))
+    return make(message, target)

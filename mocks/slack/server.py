@@ -1,0 +1,363 @@
+"""The HTTP side of the mock Slack Web API: routes, auth, faults, rate limits, recording (rules: :mod:`mocks.slack`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+from mocks.common import ChatId, Fault, FaultScript, Hang, RecordedCall
+from mocks.slack.limits import RateLimiter, SlackLimits, retry_after_header
+from mocks.slack.wire import fault_error, message_json, read_request, str_or_none
+from mocks.slack.workspace import (
+    BOT_USER_ID,
+    PERSON_USER_ID,
+    TEAM_ID,
+    TOKEN_RE,
+    TS_RE,
+    Content,
+    Params,
+    SlackError,
+    StoredMessage,
+    Workspace,
+)
+
+METHODS = (
+    "auth.test",
+    "chat.postMessage",
+    "chat.update",
+    "chat.delete",
+    "chat.startStream",
+    "chat.appendStream",
+    "chat.stopStream",
+    "assistant.threads.setStatus",
+)
+_GAVE_UP = {"ok": False, "error": "request_timeout"}
+Handler = Callable[[str, RecordedCall, Params], dict[str, Any]]
+
+
+class MockSlack:
+    """The mock Slack Web API server (see :mod:`mocks.slack` for every rule it enforces).
+
+    Args:
+        rate_limits: enforce :class:`SlackLimits` (HTTP 429 past them). Off by default.
+        limits: the numbers used when ``rate_limits`` is on (default :class:`SlackLimits`).
+        stream_idle_s: an open stream with no append for longer than this expires (Slack: about 5 minutes,
+            observed); later appendStream / stopStream calls get ``message_not_in_streaming_state``.
+        streaming_enabled: False makes chat.startStream answer ``unknown_method`` ("This method is currently
+            not available"), as for an app or workspace without streaming.
+        hang_s: how long a scripted timeout holds its answer (released early by ``stop`` / ``reset``).
+        clock: monotonic seconds for ``RecordedCall.t``, rate limits and stream idling (inject a fake in tests).
+    """
+
+    platform = "slack"
+
+    def __init__(
+        self,
+        *,
+        rate_limits: bool = False,
+        limits: SlackLimits | None = None,
+        stream_idle_s: float = 300.0,
+        streaming_enabled: bool = True,
+        hang_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate_limits = rate_limits
+        self.limits = limits or SlackLimits()
+        self._clock = clock
+        self._runner: web.AppRunner | None = None
+        self._base_url: str | None = None
+        self._script = FaultScript(METHODS, hang_s)
+        self._workspace = Workspace(clock, stream_idle_s, streaming_enabled)
+        self._handlers: dict[str, Handler] = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._post,
+            "chat.update": self._update,
+            "chat.delete": self._delete,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
+            "assistant.threads.setStatus": self._set_status,
+        }
+        self.reset()
+
+    # ------------------------------------------------------------ settings kept across reset
+
+    @property
+    def stream_idle_s(self) -> float:
+        return self._workspace.stream_idle_s
+
+    @stream_idle_s.setter
+    def stream_idle_s(self, seconds: float) -> None:
+        self._workspace.stream_idle_s = seconds
+
+    @property
+    def streaming_enabled(self) -> bool:
+        return self._workspace.streaming_enabled
+
+    @streaming_enabled.setter
+    def streaming_enabled(self, enabled: bool) -> None:
+        self._workspace.streaming_enabled = enabled
+
+    @property
+    def missing_channels(self) -> set[str]:
+        """Well-formed channel ids that answer ``channel_not_found`` (every other ``[CGD]…`` id exists)."""
+        return self._workspace.missing_channels
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen on ``host:port`` (0: any free port); return the base URL ``http://HOST:PORT/api/``."""
+        if self._runner is not None:
+            raise RuntimeError("MockSlack is already running")
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._handle)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        self._runner, self._base_url = runner, f"http://{host}:{runner.addresses[0][1]}/api/"
+        return self._base_url
+
+    async def stop(self) -> None:
+        """Release hanging calls and close the server (idempotent)."""
+        self._script.reset()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/api/`` of the running server (slack-sdk's ``base_url``)."""
+        if self._base_url is None:
+            raise RuntimeError("MockSlack is not started")
+        return self._base_url
+
+    # ------------------------------------------------------------ scripting and state
+
+    def reset(self) -> None:
+        """Forget messages, calls, faults, latencies, counters and rate state; release hanging calls.
+
+        ``rate_limits``, ``stream_idle_s``, ``streaming_enabled`` and ``missing_channels`` are kept.
+        """
+        self._script.reset()
+        self.calls: list[RecordedCall] = []
+        self._workspace.messages.clear()
+        self._workspace.statuses.clear()
+        self._workspace._latest_us.clear()
+        self._rates = RateLimiter(self.limits)
+
+    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
+        """Script the answer to the ``nth`` (1-based) call of ``method`` (see :func:`fault_error` for shapes).
+
+        Raises:
+            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
+        """
+        self._script.add_fault(method, nth, reply)
+
+    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
+        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms before it is processed."""
+        self._script.set_latency(method, delays_ms)
+
+    def configure_from_case(self, case: Mapping[str, Any]) -> None:
+        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (shared/cases/README.md)."""
+        self._script.configure_from_case(case)
+        self.rate_limits = case.get("mock", {}).get("rate_limits", "off") == "documented"
+
+    def add_user_message(self, chat_id: ChatId, ts: str | None, text: str, *, thread_ts: str | None = None) -> str:
+        """Seed a message a person wrote (the parent of a thread for replies and streams); return its ts.
+
+        Args:
+            chat_id: a channel id.
+            ts: its ts, e.g. ``1700000000.000100`` (later messages get later ones); None: the next one.
+            text: what the person wrote.
+            thread_ts: the thread it replies in, if any.
+
+        Seeded messages are not in :meth:`visible` (the other mocks never hold the person's messages either)
+        and the bot cannot edit or delete them (``cant_update_message`` / ``cant_delete_message``).
+
+        Raises:
+            ValueError: a bad channel, ts or thread, or a ts already taken.
+        """
+        ws, channel = self._workspace, str(chat_id)
+        try:
+            ws.channel({"channel": channel})
+            parent = ws.thread(channel, thread_ts)
+        except SlackError as error:
+            raise ValueError(f"cannot seed a message in {channel!r}: {error.error}") from None
+        if ts is not None and (not TS_RE.match(ts) or ts in ws.messages.get(channel, {})):
+            raise ValueError(f"bad or taken ts {ts!r} in {channel!r}")
+        return ws.store(channel, Content("text", text), thread_ts=parent, user=PERSON_USER_ID, ts=ts).ts
+
+    def post_user_message(self, channel: ChatId, text: str, *, thread_ts: str | None = None) -> str:
+        """Seed a message a person wrote at the next ts (as ``MockDiscord.post_user_message``); return its ts."""
+        return self.add_user_message(channel, None, text, thread_ts=thread_ts)
+
+    def chats(self) -> list[ChatId]:
+        """Channels that ever received a message, in first-message order."""
+        return list(self._workspace.messages)
+
+    def visible(self, chat_id: ChatId) -> list[tuple[int | str, str]]:
+        """What a person sees of the bot in ``chat_id``: ``(ts, current text)`` of its top-level messages and
+        thread replies in ts order; deleted ones left out."""
+        return [(m.ts, m.text) for m in self.messages(chat_id) if m.user == BOT_USER_ID]
+
+    def messages(self, chat_id: ChatId) -> list[StoredMessage]:
+        """Every stored, not deleted message of ``chat_id`` (seeded ones too), in ts order."""
+        return self._workspace.visible(str(chat_id))
+
+    def status(self, channel: str, thread_ts: str) -> str | None:
+        """The last assistant.threads.setStatus text of that thread (``""`` clears it)."""
+        return self._workspace.statuses.get((channel, thread_ts))
+
+    # ------------------------------------------------------------ request handling
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        call = RecordedCall(method=method, chat_id=None, message_id=None, text=None, t=self._clock())
+        self.calls.append(call)
+        try:
+            params, token = await read_request(request)
+            call.chat_id = str_or_none(params.get("channel", params.get("channel_id")))
+            call.message_id = str_or_none(params.get("ts"))
+            call.text = str_or_none(params.get("text", params.get("markdown_text")))
+            result = await self._process(token, call, params)
+        except SlackError as error:
+            return self._answer_error(call, error)
+        if isinstance(result, Hang):
+            return web.json_response(_GAVE_UP, status=504)  # the client has gone: nobody reads this
+        call.status, call.ok = 200, True
+        return web.json_response({"ok": True, **result})
+
+    async def _process(self, token: str | None, call: RecordedCall, params: Params) -> dict[str, Any] | Hang:
+        if not token:
+            raise SlackError("not_authed")
+        if not TOKEN_RE.match(token):
+            raise SlackError("invalid_auth")
+        name = self._script.method(call.method)
+        if name is None:
+            raise SlackError("unknown_method")
+        call.method = name
+        fault = await self._script.begin(name)
+        if isinstance(fault, Fault):
+            raise fault_error(fault)
+        if fault is Hang.BEFORE_COMMIT:
+            await self._script.hang(call, fault)
+            return fault
+        result = self._handlers[name](token, call, params)
+        if fault is Hang.AFTER_COMMIT:
+            await self._script.hang(call, fault)
+            return fault
+        return result
+
+    def _answer_error(self, call: RecordedCall, error: SlackError) -> web.Response:
+        headers: dict[str, str] = {}
+        if error.retry_after_s is not None:
+            headers["Retry-After"] = str(error.retry_after_s)
+            call.retry_after_s = float(error.retry_after_s)
+        call.status, call.ok, call.description = error.status, False, error.error
+        return web.json_response({"ok": False, "error": error.error}, status=error.status, headers=headers)
+
+    def _admit(self, token: str, method: str, channel: str) -> None:
+        """Rate limits (when on): a 429 past them, else count this call. A refused call costs nothing."""
+        if not self.rate_limits:
+            return
+        now = self._clock()
+        wait_s = self._rates.wait_s(token, method, channel, now)
+        if wait_s > 0:
+            raise SlackError("ratelimited", 429, retry_after_header(wait_s))
+        self._rates.consume(token, method, channel, now)
+
+    # ------------------------------------------------------------ methods
+
+    def _auth_test(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        return {
+            "url": "https://streamrelay-mock.slack.com/",
+            "team": "streamrelay mock",
+            "user": "streamrelay",
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": "B0MOCKBOT",
+            "is_enterprise_install": False,
+        }
+
+    def _post(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        channel, given, thread_ts = self._workspace.check_post(params)
+        self._admit(token, call.method, channel)
+        message = self._workspace.store(channel, given, thread_ts=thread_ts, user=BOT_USER_ID)
+        call.message_id = message.ts
+        return {"channel": channel, "ts": message.ts, "message": message_json(message)}
+
+    def _update(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        message, given = self._workspace.check_update(params)
+        self._admit(token, call.method, message.channel)
+        message.text, message.wire, message.kind, message.edited = given.person_view, given.wire, given.kind, True
+        if given.kind == "text" and params.get("mrkdwn") is not None:
+            message.mrkdwn = given.mrkdwn
+        return {"channel": message.channel, "ts": message.ts, "text": message.wire, "message": message_json(message)}
+
+    def _delete(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        message = self._workspace.check_delete(params)
+        self._admit(token, call.method, message.channel)
+        message.deleted = True
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _start_stream(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        channel, given, thread_ts = self._workspace.check_start(params)
+        self._admit(token, call.method, channel)
+        given = given or Content("markdown_text", "")
+        message = self._workspace.store(channel, given, thread_ts=thread_ts, user=BOT_USER_ID)
+        message.streaming = message.streamed = True
+        message.last_active = self._clock()
+        call.message_id = message.ts
+        return {"channel": channel, "ts": message.ts}
+
+    def _append_stream(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        message, given = self._workspace.check_append(params, required=True)
+        self._admit(token, call.method, message.channel)
+        _append(message, given)
+        message.last_active = self._clock()
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _stop_stream(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        message, given = self._workspace.check_append(params, required=False)
+        self._admit(token, call.method, message.channel)
+        _append(message, given)
+        message.streaming = False
+        return {"channel": message.channel, "ts": message.ts, "message": message_json(message)}
+
+    def _set_status(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        channel, thread_ts, status = self._workspace.check_status(params)
+        call.message_id, call.text = thread_ts, status
+        self._workspace.statuses[(channel, thread_ts)] = status
+        return {}
+
+
+def _append(message: StoredMessage, given: Content | None) -> None:
+    if given is not None:
+        message.text += given.wire
+        message.wire += given.wire
+
+
+async def serve_forever(host: str = "127.0.0.1", port: int = 8082, rate_limits: bool = False) -> None:
+    """Run a mock until cancelled (``streamrelay mock slack --port N``); prints its base URL."""
+    mock = MockSlack(rate_limits=rate_limits)
+    base_url = await mock.start(host, port)
+    try:
+        limits = "on" if rate_limits else "off"
+        print(f"mock Slack Web API on {base_url} (rate limits {limits})", flush=True)
+        await asyncio.Event().wait()
+    finally:
+        await mock.stop()
