@@ -21,17 +21,16 @@ from rich.text import Text
 
 from adapters.sqlite import SqliteLedger
 from app.cases.expect import strip_for_content
-from app.dry_run import DRY_RUN
+from app.dry_run import DRY_RUN, seed_thread
 from app.ingest_client import detect_format, recording_lines, replay
 from app.service import Sidecar, build_relay
 from config.settings import DEFAULT_CONFIG, load_settings
 from core.assembler import TextAssembler
 from core.chunk_checks import fences_balanced
 from core.errors import ConfigError
-from core.events import DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
+from core.events import DeliveryMode, ProviderFormat, TextEvent, Visibility
 from core.normalize import make_normalizer
 from core.units import LengthUnit, text_units
-from mocks.common import MockPlatform
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
@@ -69,7 +68,7 @@ async def run_demo(
     settings.channels = {name: channel}
     limit = channel.policy(name).max_units
     target = dry.target(native=delivery is DeliveryMode.NATIVE)
-    await prepare_thread(mock, target)
+    seed_thread(mock, target)
     with tempfile.TemporaryDirectory(prefix="streamrelay-demo-") as tmp:
         ledger = await SqliteLedger.open(Path(tmp) / "ledger.sqlite3")
         relay = build_relay(settings, ledger, tokens={name: SecretStr(dry.token)})
@@ -147,12 +146,6 @@ async def run_demo(
     table.add_row("answer shown once, whole", _yes(same) + f" (against the recording's {len(expected)} chars)")
     console.print(table)
     return 0 if report.get("status") == "delivered" else 1
-
-
-async def prepare_thread(mock: MockPlatform, target: Target) -> None:
-    """Where the demo streams into a thread (Slack native), the person's question starts it."""
-    if target.thread_id is not None:
-        mock.add_user_message(target.chat_id, str(target.thread_id), "Summarize the algorithms, please.")
 
 
 def recorded_answer(events: list[dict[str, object]], fmt: ProviderFormat) -> str:

@@ -76,3 +76,10 @@ DRY_RUN: dict[str, DryRunPlatform] = {
     ),
 }
 """Every platform that can be dry-run (``web`` arrives with issue 5)."""
+
+
+def seed_thread(mock: MockPlatform, target: Target) -> None:
+    """Where a dry run streams into a thread (Slack native), the person's question starts it: the mock
+    holds a parent message with the target's ``thread_id``."""
+    if target.thread_id is not None and isinstance(mock, MockSlack):
+        mock.add_user_message(target.chat_id, str(target.thread_id), "A question from the person, please.")

@@ -15,16 +15,16 @@ from typing import Any
 import uvicorn
 from pydantic import SecretStr
 
-from adapters.ingest_http import create_app
 from adapters.discord import DiscordAdapter
+from adapters.ingest_http import create_app
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from config.settings import ChannelSettings, Settings
+from core.channel import ChannelRuntime
 from core.clock import Clock, MonotonicClock
 from core.errors import ConfigError
 from core.ledger import Ledger
 from core.ports import ChannelAdapter
-from core.channel import ChannelRuntime
 from core.relay import Relay
 
 

@@ -20,7 +20,7 @@ import httpx
 from pydantic import SecretStr
 
 from app.cases.expect import check_expectations
-from app.dry_run import DRY_RUN
+from app.dry_run import DRY_RUN, seed_thread
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.assembler import TextAssembler
@@ -213,6 +213,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
     sidecar = Sidecar(relay, token=token)
     url = await sidecar.start()
     target = dry.target(group=channel.get("chat") == "group", native=settings.delivery is DeliveryMode.NATIVE)
+    seed_thread(mock, target)
     chat_id = target.chat_id
     run = f"case-{cid}"
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
