@@ -44,6 +44,6 @@ def test_case_command_writes_transcripts_and_exits_nonzero_on_failure(tmp_path: 
     assert transcript["report"]["status"] == "delivered"
     assert json.loads((tmp_path / "text-replace.json").read_text())["visible"] == "Hello, world"
 
-    unsupported = _streamrelay("case", str(cases / "fence-split-discord.json"), "--out", str(tmp_path))
+    unsupported = _streamrelay("case", str(cases / "sse-resume-no-duplicates.json"), "--out", str(tmp_path))
     assert unsupported.returncode == 1
-    assert "not supported yet" in json.loads((tmp_path / "fence-split-discord.json").read_text())["failures"][0]
+    assert "not supported yet" in json.loads((tmp_path / "sse-resume-no-duplicates.json").read_text())["failures"][0]
