@@ -1,0 +1,92 @@
+"""Every recorded provider stream through the real service into mock Slack and Discord chats, each through
+its real SDK (slack-sdk, discord.py) with the platform's documented rate limits on: the chat shows the
+recording's answer once and whole, every message fits, fences balance, and the mock never answers 429.
+
+(Telegram has the same test in test_recordings.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from app.cases.expect import strip_for_content
+from app.demo import recorded_answer
+from app.dry_run import DRY_RUN, seed_thread
+from app.ingest_client import detect_format, recording_lines
+from app.service import Sidecar, make_runtime
+from config.settings import ChannelSettings
+from core.chunk_checks import fences_balanced
+from core.clock import MonotonicClock
+from core.ledger import MemoryLedger
+from core.relay import Relay
+from core.units import LengthUnit, text_units
+from tests.integration.conftest import INGEST_TOKEN
+
+STREAMS = sorted((Path(__file__).resolve().parents[1] / "streams").glob("*/*.jsonl"))
+LONG = next(p for p in STREAMS if p.stem == "markdown-long-fences")
+CASES = [
+    *(
+        pytest.param(platform, path, "preview", id=f"{platform}-{path.stem}")
+        for platform in ("slack", "discord")
+        for path in STREAMS
+    ),
+    pytest.param("slack", LONG, "block", id="slack-long-block"),
+    pytest.param("discord", LONG, "block", id="discord-long-block"),
+    pytest.param("slack", LONG, "native", id="slack-long-native"),
+    pytest.param("telegram", LONG, "native", id="telegram-long-native"),
+]
+
+
+fmt_of = {"telegram": "plain", "slack": "markdown", "discord": "markdown"}
+
+
+async def deliver(platform: str, path: Path, delivery: str) -> tuple[dict[str, Any], list[str], int, list[Any]]:
+    """Stream the recording into ``platform``'s mock chat; return the report, what the chat shows, the
+    channel's limit and every call the mock received."""
+    dry = DRY_RUN[platform]
+    mock = dry.make_mock(True)
+    api = await mock.start()
+    settings = ChannelSettings.model_validate(
+        # Telegram renders Markdown to text + entities (checked in test_recordings.py); compared as sent here.
+        {"platform": platform, "api_base": api, "delivery": delivery, "format": fmt_of[platform]}
+    )
+    relay = Relay({"c": make_runtime("c", settings, SecretStr(dry.token))}, MemoryLedger(), MonotonicClock())
+    sidecar = Sidecar(relay, token=INGEST_TOKEN, max_body_bytes=16 * 2**20, max_line_bytes=2**20)
+    await sidecar.start()
+    target = dry.target(native=delivery == "native")
+    seed_thread(mock, target)
+    try:
+        fmt = detect_format(path)
+        events = recording_lines(path)
+        start = {"kind": "run.start", "channel": "c", "target": target.model_dump(exclude_none=True), "format": fmt}
+        body = "".join(json.dumps(e) + "\n" for e in [start, *events, {"kind": "end", "status": "ok"}])
+        headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=120) as client:
+            answer = await client.post("/v1/runs/rec/events", content=body)
+            assert answer.status_code == 200, answer.text
+            report = (await client.get("/v1/runs/rec", params={"wait_s": 90})).json()
+        texts = [text for mid, text in mock.visible(target.chat_id) if mid != target.thread_id]
+        return report, texts, settings.policy("c").max_units, list(mock.calls)
+    finally:
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()
+
+
+@pytest.mark.parametrize(("platform", "path", "delivery"), CASES)
+async def test_a_recording_reaches_every_platform_once_whole_and_without_a_429(
+    platform: str, path: Path, delivery: str
+) -> None:
+    report, texts, limit, calls = await deliver(platform, path, delivery)
+    expected = recorded_answer(recording_lines(path), detect_format(path))
+    assert report["status"] == "delivered", report
+    assert strip_for_content("\n".join(texts)) == strip_for_content(expected)
+    assert all(text_units(t, LengthUnit.UTF16) <= limit for t in texts)
+    assert all(fences_balanced(t) for t in texts)
+    assert [c for c in calls if c.status == 429] == []
