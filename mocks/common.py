@@ -193,6 +193,10 @@ class MockPlatform(Protocol):
         """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits``."""
         ...
 
+    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
+        """Script the answer to the ``nth`` call of ``method`` (a :class:`Fault` mapping or a :class:`Hang`)."""
+        ...
+
     def chats(self) -> Sequence[ChatId]:
         """Conversations that ever received a message, in first-message order."""
         ...
