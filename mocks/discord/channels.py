@@ -1,0 +1,169 @@
+"""The mock's channels and messages: what is stored, and the checks Discord makes before storing (rules:
+:mod:`mocks.discord`)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mocks.discord import wire
+from mocks.discord.wire import StoredMessage, fail
+
+NONCE_WINDOW_S = 300.0
+"""How long ``enforce_nonce`` remembers a nonce (Discord: "the past few minutes")."""
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A validated createMessage / executeWebhook body."""
+
+    content: str
+    embeds: list[Any]
+    allowed_mentions: dict[str, Any] | None
+    reference: str | None
+    nonce: str | None
+    enforce_nonce: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    """A validated edit: the message's content and embeds afterwards, and new allowed mentions (if sent)."""
+
+    content: str
+    embeds: list[Any]
+    allowed_mentions: dict[str, Any] | None
+
+
+class Channels:
+    """Every channel's messages by id (ids increase, so insertion order is id order), and the nonces seen.
+
+    Args:
+        clock: monotonic seconds, for the nonce window.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.missing: set[str] = set()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget messages and nonces (``missing`` is kept)."""
+        self.ids = wire.Snowflakes()
+        self.messages: dict[str, dict[str, StoredMessage]] = {}
+        self._nonces: dict[tuple[str, str, str], tuple[str, float]] = {}
+
+    def channel(self, channel_id: str) -> str:
+        """``channel_id`` if it names an existing channel: 400 50035 if not a snowflake, 404 10003 if missing."""
+        channel = wire.check_snowflake("channel_id", channel_id)
+        if channel in self.missing:
+            raise fail(wire.UNKNOWN_CHANNEL)
+        return channel
+
+    def find(self, channel_id: str, message_id: str, *, principal: str, deleting: bool) -> StoredMessage:
+        """The message to edit or delete.
+
+        Raises:
+            ApiError: 404 10008 when unknown, deleted or (for a webhook) not the webhook's own; 403 50005 /
+                50013 when the bot edits / deletes someone else's.
+        """
+        channel = self.channel(channel_id)
+        message = self.messages.get(channel, {}).get(wire.check_snowflake("message_id", message_id))
+        webhook = principal.removeprefix("webhook:") if principal.startswith("webhook:") else None
+        if message is None or message.deleted or (webhook is not None and message.webhook_id != webhook):
+            raise fail(wire.UNKNOWN_MESSAGE)
+        if webhook is None and message.author_id != principal:
+            raise fail(wire.MISSING_PERMISSIONS if deleting else wire.NOT_AUTHOR)
+        return message
+
+    def check_create(self, channel: str, body: Body, *, replies: bool) -> Draft:
+        """Validate a new message for ``channel`` (``replies``: whether ``message_reference`` is read).
+
+        Raises:
+            ApiError: 400 50035 (a bad field, content over 2000 characters, an unknown reply target with
+                ``fail_if_not_exists``), 400 50006 (nothing to show).
+        """
+        content = wire.content_of(body, required=True) or ""
+        embeds = wire.embeds_of(body) or []
+        allowed = wire.allowed_mentions_of(body)
+        if not content.strip() and not embeds:
+            raise fail(wire.EMPTY)
+        reference = self._reference(channel, body) if replies else None
+        nonce = wire.nonce_of(body)
+        return Draft(content, embeds, allowed, reference, nonce, body.get("enforce_nonce") is True)
+
+    def _reference(self, channel: str, body: Body) -> str | None:
+        reference = wire.reference_of(body)
+        if reference is None:
+            return None
+        message_id, fail_if_missing = reference
+        target = self.messages.get(channel, {}).get(message_id)
+        if target is not None and not target.deleted:
+            return message_id
+        if fail_if_missing:
+            raise wire.form_error("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message")
+        return None
+
+    def store(self, channel: str, draft: Draft, *, principal: str) -> StoredMessage:
+        """Store a new message by ``principal`` (a bot's user id or ``webhook:<id>``).
+
+        With ``enforce_nonce`` and a nonce this author used in this channel within :data:`NONCE_WINDOW_S`,
+        the earlier message is returned and nothing is stored.
+        """
+        now = self._clock()
+        key = (channel, principal, draft.nonce or "")
+        remembered = self._nonces.get(key)
+        if draft.nonce is not None and draft.enforce_nonce and remembered and now < remembered[1]:
+            return self.messages[channel][remembered[0]]
+        webhook = principal.removeprefix("webhook:") if principal.startswith("webhook:") else None
+        message = StoredMessage(self.ids.next(), channel, webhook or principal, draft.content, _now(), draft.embeds)
+        message.reference, message.allowed_mentions = draft.reference, draft.allowed_mentions
+        message.nonce, message.webhook_id = draft.nonce, webhook
+        message.mention_everyone, message.mentions = wire.pings(draft.content, draft.allowed_mentions)
+        self.messages.setdefault(channel, {})[message.id] = message
+        if draft.nonce is not None:
+            self._nonces[key] = (message.id, now + NONCE_WINDOW_S)
+        return message
+
+    def seed(self, channel_id: str, content: str) -> StoredMessage:
+        """Store a message a person wrote."""
+        channel = wire.check_snowflake("channel_id", channel_id)
+        message = StoredMessage(self.ids.next(), channel, wire.PERSON_USER_ID, content, _now())
+        self.messages.setdefault(channel, {})[message.id] = message
+        return message
+
+    @staticmethod
+    def check_edit(message: StoredMessage, body: Body) -> Change:
+        """Validate an edit: only the fields sent change; ``"content": null`` clears the content.
+
+        Raises:
+            ApiError: 400 50035 (a bad field, content over 2000 characters), 400 50006 (nothing left to show).
+        """
+        content = wire.content_of(body, required=False)
+        embeds = wire.embeds_of(body)
+        allowed = wire.allowed_mentions_of(body)
+        new_content = ("" if "content" in body else message.content) if content is None else content
+        new_embeds = message.embeds if embeds is None else embeds
+        if not new_content.strip() and not new_embeds:
+            raise fail(wire.EMPTY)
+        return Change(new_content, new_embeds, allowed)
+
+    @staticmethod
+    def apply(message: StoredMessage, change: Change) -> None:
+        """Apply a validated edit (an unchanged one too: Discord answers 200 and stamps the edit)."""
+        message.content, message.embeds, message.edited_timestamp = change.content, change.embeds, _now()
+        if change.allowed_mentions is not None:
+            message.allowed_mentions = change.allowed_mentions
+        message.mention_everyone, message.mentions = wire.pings(change.content, message.allowed_mentions)
+
+    def json(self, message: StoredMessage) -> Body:
+        """The message object, with its ``referenced_message``."""
+        referenced = self.messages[message.channel_id].get(message.reference or "")
+        return wire.message_json(message, referenced)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

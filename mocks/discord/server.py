@@ -1,0 +1,352 @@
+"""The HTTP side of the mock Discord REST API: routes, auth, faults, rate limits, recording (rules:
+:mod:`mocks.discord`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+from mocks.common import ChatId, Fault, FaultScript, Hang, RecordedCall
+from mocks.discord import wire
+from mocks.discord.channels import Channels
+from mocks.discord.limits import DiscordLimits, Key, RateLimiter, bucket_hash, retry_after_header
+from mocks.discord.routes import API_PREFIX, METHODS, Route, json_response, read_body, resolve
+from mocks.discord.wire import ApiError, StoredMessage, fail
+
+Body = dict[str, Any]
+Result = tuple[int, Body | None]
+"""HTTP status and JSON body (None: 204 No Content)."""
+
+
+_GAVE_UP = {"code": 0, "message": "504: Gateway Timeout"}
+
+
+@dataclass
+class _Call:
+    """One request being handled: its route, path parameters, JSON body and who is calling."""
+
+    route: Route
+    params: dict[str, str]
+    body: Body
+    query: Mapping[str, str]
+    record: RecordedCall
+    principal: str = ""
+    """The bot's user id, or ``webhook:<id>``."""
+    channel: str = ""
+
+    @property
+    def key(self) -> Key:
+        major = self.params.get("webhook", self.params.get("channel", ""))
+        return self.principal, self.route.bucket, major
+
+
+class MockDiscord:
+    """The mock Discord REST API v10 server (see :mod:`mocks.discord` for every rule it enforces).
+
+    Args:
+        rate_limits: enforce :class:`~mocks.discord.DiscordLimits` (HTTP 429 past them). Off by default; the
+            ``X-RateLimit-*`` headers are sent either way.
+        limits: the numbers announced and enforced (default :class:`~mocks.discord.DiscordLimits`).
+        hang_s: how long a scripted timeout holds its answer (released early by ``stop`` / ``reset``).
+        clock: monotonic seconds for ``RecordedCall.t`` and rate limits (inject a fake one in tests).
+    """
+
+    platform = "discord"
+
+    def __init__(
+        self,
+        *,
+        rate_limits: bool = False,
+        limits: DiscordLimits | None = None,
+        hang_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate_limits = rate_limits
+        self.limits = limits or DiscordLimits()
+        self._channels = Channels(clock)
+        self._webhooks: dict[str, tuple[str, str]] = {}
+        self._clock = clock
+        self._runner: web.AppRunner | None = None
+        self._base_url: str | None = None
+        self._script = FaultScript(METHODS, hang_s)
+        self._handlers: dict[str, Callable[[_Call], Result]] = {
+            "getCurrentUser": self._identity,
+            "getCurrentBotApplicationInformation": self._identity,
+            "createMessage": self._create,
+            "editMessage": self._edit,
+            "deleteMessage": self._delete,
+            "triggerTypingIndicator": self._typing,
+            "executeWebhook": self._create,
+            "editWebhookMessage": self._edit,
+            "deleteWebhookMessage": self._delete,
+        }
+        self.reset()
+
+    @property
+    def missing_channels(self) -> set[str]:
+        """Snowflake channel ids that answer 404 10003 ``Unknown Channel`` (every other snowflake exists)."""
+        return self._channels.missing
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen on ``host:port`` (0: any free port); return the base URL ``http://HOST:PORT/api/v10``."""
+        if self._runner is not None:
+            raise RuntimeError("MockDiscord is already running")
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)  # webhook paths hold tokens
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        self._runner, self._base_url = runner, f"http://{host}:{runner.addresses[0][1]}{API_PREFIX}"
+        return self._base_url
+
+    async def stop(self) -> None:
+        """Release hanging calls (this forgets scripted faults) and close the server (idempotent)."""
+        self._script.reset()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT/api/v10`` of the running server (discord.py's ``Route.BASE``)."""
+        if self._base_url is None:
+            raise RuntimeError("MockDiscord is not started")
+        return self._base_url
+
+    # ------------------------------------------------------------ scripting and state
+
+    def reset(self) -> None:
+        """Forget messages, calls, faults, latencies, counters, nonces and rate state; release hanging calls.
+
+        ``rate_limits``, ``limits``, ``missing_channels`` and webhooks are kept.
+        """
+        self._script.reset()
+        self.calls: list[RecordedCall] = []
+        self._channels.reset()
+        self._rates = RateLimiter(self.limits)
+
+    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
+        """Script the answer to the ``nth`` (1-based) call of ``method`` (Discord's names: ``createMessage``,
+        ``editMessage``, ...); shapes in :func:`mocks.discord.wire.fault_error`, hangs in :class:`Hang`.
+
+        Raises:
+            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
+        """
+        self._script.add_fault(method, nth, reply)
+
+    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
+        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms before it is processed."""
+        self._script.set_latency(method, delays_ms)
+
+    def configure_from_case(self, case: Mapping[str, Any]) -> None:
+        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (shared/cases/README.md)."""
+        self._script.configure_from_case(case)
+        self.rate_limits = case.get("mock", {}).get("rate_limits", "off") == "documented"
+
+    def add_webhook(self, channel_id: ChatId) -> tuple[str, str]:
+        """Create a webhook posting into ``channel_id``; return ``(webhook id, webhook token)``."""
+        webhook_id = self._channels.ids.next()
+        token = f"mock-webhook-token-{webhook_id}"
+        self._webhooks[webhook_id] = (token, wire.check_snowflake("channel_id", str(channel_id)))
+        return webhook_id, token
+
+    def post_user_message(self, channel_id: ChatId, content: str) -> str:
+        """Seed a message a person wrote (a reply target); return its id.
+
+        It is in :meth:`messages` but not in :meth:`visible` (which shows what the bot delivered), and the bot
+        can neither edit it (403 50005) nor delete it (403 50013).
+        """
+        return self._channels.seed(str(channel_id), content).id
+
+    def chats(self) -> list[ChatId]:
+        """Channels (threads included: a thread is a channel) that ever received a message, in first-message
+        order."""
+        return list(self._channels.messages)
+
+    def visible(self, chat_id: ChatId) -> list[tuple[int | str, str]]:
+        """What a person sees of the bot in ``chat_id``: ``(message id, content)`` in id order, deleted ones and
+        the person's own (seeded) messages left out."""
+        return [(m.id, m.content) for m in self.messages(chat_id) if m.author_id != wire.PERSON_USER_ID]
+
+    def messages(self, chat_id: ChatId) -> list[StoredMessage]:
+        """Every stored, not deleted message of ``chat_id`` (seeded ones too), in id order."""
+        return [m for m in self._channels.messages.get(str(chat_id), {}).values() if not m.deleted]
+
+    # ------------------------------------------------------------ request handling
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        route, params = resolve(request.method, request.path)
+        name = route.name if route else f"{request.method} {request.path}"
+        record = RecordedCall(name, params.get("channel"), params.get("message"), None, self._clock())
+        self.calls.append(record)
+        body, body_error = await read_body(request)
+        if isinstance(body.get("content"), str):
+            record.text = body["content"]
+        call: _Call | None = None
+        try:
+            if route is None:
+                raise fail(wire.METHOD_NOT_ALLOWED if params else wire.NOT_FOUND)
+            call = _Call(route, params, body, request.query, record)
+            self._authenticate(request, call)
+            result = await self._process(call, body_error)
+        except ApiError as exc:
+            return self._answer_error(record, exc, call)
+        if isinstance(result, Hang):
+            return json_response(_GAVE_UP, status=504)  # the client has gone: nobody reads this
+        status, payload = result
+        record.status, record.ok = status, True
+        headers = self._headers(call, consumed=True)
+        if payload is None:
+            return web.Response(status=status, headers=headers)
+        return json_response(payload, status=status, headers=headers)
+
+    def _authenticate(self, request: web.Request, call: _Call) -> None:
+        """Bot routes need ``Authorization: Bot <token>``; webhook routes an existing id and its token."""
+        if "webhook" in call.params:
+            webhook = self._webhooks.get(call.params["webhook"])
+            if webhook is None:
+                raise fail(wire.UNKNOWN_WEBHOOK)
+            if webhook[0] != call.params["token"]:
+                raise fail(wire.INVALID_WEBHOOK_TOKEN)
+            call.principal = f"webhook:{call.params['webhook']}"
+            call.channel = call.record.chat_id = call.query.get("thread_id", webhook[1])
+            return
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        bot_id = wire.bot_id_from_token(token) if scheme == "Bot" else None
+        if bot_id is None:
+            raise fail(wire.UNAUTHORIZED)
+        call.principal = bot_id
+        call.channel = call.params.get("channel", "")
+
+    async def _process(self, call: _Call, body_error: ApiError | None) -> Result | Hang:
+        fault = await self._script.begin(call.route.name)
+        if isinstance(fault, Fault):
+            message_route = "message" in call.params
+            raise wire.fault_error(fault.status, fault.description, fault.retry_after_s, message_route=message_route)
+        if fault is Hang.BEFORE_COMMIT:
+            await self._script.hang(call.record, fault)
+            return fault
+        if body_error is not None:
+            raise body_error
+        result = self._handlers[call.route.name](call)
+        if fault is Hang.AFTER_COMMIT:
+            await self._script.hang(call.record, fault)
+            return fault
+        return result
+
+    def _answer_error(self, record: RecordedCall, exc: ApiError, call: _Call | None) -> web.Response:
+        record.status, record.ok, record.description = exc.status, False, str(exc.body.get("message"))
+        headers = self._headers(call, consumed=False) if call is not None and call.principal else {"Via": "1.1 google"}
+        if exc.status == 429:
+            assert exc.retry_after_s is not None
+            record.retry_after_s = exc.retry_after_s
+            headers["Retry-After"] = str(retry_after_header(exc.retry_after_s))
+            headers["X-RateLimit-Scope"] = exc.scope
+            if exc.is_global:
+                headers = {k: v for k, v in headers.items() if not k.startswith("X-RateLimit-")}
+                headers.update({"X-RateLimit-Global": "true", "X-RateLimit-Scope": "global"})
+            else:
+                headers["X-RateLimit-Remaining"] = "0"
+                headers["X-RateLimit-Reset-After"] = f"{exc.retry_after_s:.3f}"
+                headers["X-RateLimit-Reset"] = f"{time.time() + exc.retry_after_s:.3f}"
+        return json_response(exc.body, status=exc.status, headers=headers)
+
+    def _headers(self, call: _Call | None, *, consumed: bool) -> dict[str, str]:
+        """``Via`` and the bucket's ``X-RateLimit-*`` headers
+        (https://discord.com/developers/docs/topics/rate-limits#header-format)."""
+        headers = {"Via": "1.1 google"}
+        if call is None:
+            return headers
+        view = self._rates.view(call.key, self._clock(), enforced=self.rate_limits, consumed=consumed)
+        headers.update(
+            {
+                "X-RateLimit-Limit": str(view.limit),
+                "X-RateLimit-Remaining": str(view.remaining),
+                "X-RateLimit-Reset": f"{time.time() + view.reset_after_s:.3f}",
+                "X-RateLimit-Reset-After": f"{view.reset_after_s:.3f}",
+                "X-RateLimit-Bucket": bucket_hash(view.name),
+            }
+        )
+        return headers
+
+    def _admit(self, call: _Call) -> None:
+        """Rate limits (when on): a 429 past them, else count this call. A refused call costs nothing."""
+        if not self.rate_limits:
+            return
+        now, counts_globally = self._clock(), not call.principal.startswith("webhook:")
+        refusal = self._rates.refusal(call.key, now, counts_globally=counts_globally)
+        if refusal is not None:
+            retry_after_s, is_global = refusal
+            raise wire.rate_limited(retry_after_s, is_global=is_global, scope="global" if is_global else "user")
+        self._rates.consume(call.key, now, counts_globally=counts_globally)
+
+    # ------------------------------------------------------------ methods
+
+    def _identity(self, call: _Call) -> Result:
+        """getCurrentUser / getCurrentBotApplicationInformation: the bot named by the token (discord.py's login)."""
+        self._admit(call)
+        if call.route.name == "getCurrentUser":
+            return 200, wire.current_user_json(call.principal)
+        return 200, wire.application_json(call.principal)
+
+    def _create(self, call: _Call) -> Result:
+        """createMessage / executeWebhook (https://discord.com/developers/docs/resources/message#create-message)."""
+        channel = self._channels.channel(call.channel)
+        draft = self._channels.check_create(channel, call.body, replies=call.route.name == "createMessage")
+        self._admit(call)
+        message = self._channels.store(channel, draft, principal=call.principal)
+        call.record.message_id = message.id
+        if call.route.name == "executeWebhook" and call.query.get("wait", "").lower() != "true":
+            return 204, None
+        return 200, self._channels.json(message)
+
+    def _edit(self, call: _Call) -> Result:
+        """editMessage / editWebhookMessage (https://discord.com/developers/docs/resources/message#edit-message)."""
+        message = self._channels.find(call.channel, call.params["message"], principal=call.principal, deleting=False)
+        change = self._channels.check_edit(message, call.body)
+        self._admit(call)
+        self._channels.apply(message, change)
+        return 200, self._channels.json(message)
+
+    def _delete(self, call: _Call) -> Result:
+        """deleteMessage / deleteWebhookMessage: 204 No Content."""
+        message = self._channels.find(call.channel, call.params["message"], principal=call.principal, deleting=True)
+        self._admit(call)
+        message.deleted = True
+        return 204, None
+
+    def _typing(self, call: _Call) -> Result:
+        """triggerTypingIndicator: 204; the indicator shows for about 10 s
+        (https://discord.com/developers/docs/resources/channel#trigger-typing-indicator)."""
+        self._channels.channel(call.channel)
+        self._admit(call)
+        return 204, None
+
+
+async def serve_forever(host: str = "127.0.0.1", port: int = 8083, rate_limits: bool = False) -> None:
+    """Run a mock until cancelled (``streamrelay mock discord --port N``); prints its base URL."""
+    mock = MockDiscord(rate_limits=rate_limits)
+    base_url = await mock.start(host, port)
+    try:
+        limits = "on" if rate_limits else "off"
+        print(f"mock Discord REST API on {base_url} (rate limits {limits})", flush=True)
+        await asyncio.Event().wait()
+    finally:
+        await mock.stop()
