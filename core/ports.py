@@ -112,6 +112,10 @@ class NativeStreaming(Protocol):
     falls back to ``preview`` for the rest of the run.
     """
 
+    stream_refresh_s: float | None
+    """Seconds after which an unchanged stream must be shown again to stay alive (Telegram: a draft lives about
+    30 s, https://core.telegram.org/bots/api#sendmessagedraft), or None."""
+
     def native_refusal(self, target: Target) -> str | None:
         """Why native streaming cannot be used for ``target`` (a group chat, no thread), or None."""
         ...

@@ -95,6 +95,9 @@ class SlackAdapter:
 
     platform: str = PLATFORM
     unit: LengthUnit = LengthUnit.UTF16
+    stream_refresh_s: float | None = None
+    """A stream lives about 5 idle minutes; there is nothing to append to keep it alive: an expired stream is
+    finished with chat.update instead (https://docs.slack.dev/reference/methods/chat.startStream)."""
 
     def __init__(
         self,

@@ -74,6 +74,8 @@ class TelegramAdapter:
 
     platform: str = PLATFORM
     unit: LengthUnit = LengthUnit.UTF16
+    stream_refresh_s: float | None = 20.0
+    """A draft lives about 30 s (https://core.telegram.org/bots/api#sendmessagedraft): shown again after 20 s."""
 
     def __init__(
         self,

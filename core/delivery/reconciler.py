@@ -62,6 +62,7 @@ _CALL_KINDS = {
     "delete": CallKind.DELETE,
     "stream_start": CallKind.STREAM_START,
     "stream_update": CallKind.STREAM_UPDATE,
+    "stream_refresh": CallKind.STREAM_UPDATE,
     "stream_finish": CallKind.STREAM_FINISH,
     "stream_cancel": CallKind.STREAM_FINISH,
 }
@@ -106,6 +107,8 @@ class Slot:
     """Shown through the platform's own stream while it grows."""
     streaming: bool = False
     """``message_id`` is an open stream's handle (not yet a persisted message)."""
+    streamed_at: float = 0.0
+    """Clock seconds of the stream's last call (a stream that must be refreshed is shown again in time)."""
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""
@@ -345,6 +348,9 @@ class Reconciler:
                 return _Op(slot, "stream_cancel", "", 0.0), True
             if self.finalizing or slot.live is None:  # frozen, or the end: persist the streamed part
                 return self._timed(slot, "stream_finish", None), True
+            refresh_s = self._native.stream_refresh_s if self._native is not None else None
+            if refresh_s and not slot.stale and slot.shown == slot.desired:  # keep a lapsing stream alive
+                return _Op(slot, "stream_refresh", slot.desired, slot.streamed_at + refresh_s), True
         if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
             return _Op(slot, "edit", slot.desired, slot.retry_at), True
         if slot.settled():
@@ -440,13 +446,14 @@ class Reconciler:
         assert native is not None
         if op.kind == "stream_start":
             slot.message_id = await self._call(op, lambda: native.stream_start(target, op.text, slot.fmt))
-            slot.streaming = True
+            slot.streaming, slot.streamed_at = True, self._clock.now()
             self._sent(slot, op.text)
             return
         assert slot.message_id is not None
         handle, shown = slot.message_id, slot.shown or ""
-        if op.kind == "stream_update":
+        if op.kind in ("stream_update", "stream_refresh"):
             await self._call(op, lambda: native.stream_update(target, handle, shown, op.text, slot.fmt))
+            slot.streamed_at = self._clock.now()
             self._sent(slot, op.text)
         elif op.kind == "stream_finish":
             finish = native.stream_finish

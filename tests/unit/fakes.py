@@ -333,6 +333,7 @@ class FakeNativeAdapter(FakeAdapter):
         self.refuse = refuse
         self.refuse_target = refuse_target
         self.drafts: dict[str, str] = {}
+        self.stream_refresh_s: float | None = 20.0 if style == "replace" else None
 
     def native_refusal(self, target: Target) -> str | None:
         return self.refuse_target

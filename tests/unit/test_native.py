@@ -6,7 +6,7 @@ sendMessageDraft then sendMessage. A refusal falls back to preview without losin
 
 from __future__ import annotations
 
-from core.clock import FakeClock
+from core.clock import Clock, FakeClock
 from core.events import DeliveryMode, End, EndStatus, RunStart, Target, TextEvent, TextMode
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
@@ -15,7 +15,7 @@ from core.report import ReportStatus
 from core.run import RunController
 from core.send_chain import SendChain
 from core.units import LengthUnit
-from tests.unit.fakes import STREAM_METHODS, FakeNativeAdapter, settle
+from tests.unit.fakes import STREAM_METHODS, FakeNativeAdapter, ManualClock, drive, settle
 
 RUN = "r1"
 
@@ -30,7 +30,7 @@ def delta(text: str) -> TextEvent:
     return TextEvent(run=RUN, mode=TextMode.DELTA, text=text)
 
 
-async def controller(adapter: FakeNativeAdapter, p: ChannelPolicy, clock: FakeClock) -> RunController:
+async def controller(adapter: FakeNativeAdapter, p: ChannelPolicy, clock: Clock) -> RunController:
     start = RunStart(run=RUN, channel="fake", target=Target(chat_id=1))
     ctl = RunController(start, p, adapter, SendChain(clock), MemoryLedger(), clock)
     await ctl.open()
@@ -115,3 +115,18 @@ async def test_a_replace_that_empties_the_stream_cancels_it() -> None:
     ctl.handle(delta("Right."))
     await ctl.close(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["Right."]
+
+
+async def test_a_draft_that_would_lapse_is_shown_again_while_nothing_new_arrives() -> None:
+    clock = ManualClock()
+    adapter = FakeNativeAdapter(clock, style="replace")  # stream_refresh_s = 20
+    ctl = await controller(adapter, policy(), clock)
+    ctl.handle(delta("Working on it"))
+    await settle()
+    for _ in range(45):  # 45 s of a long tool call: nothing new to show
+        clock.advance(1.0)
+        await settle()
+    refreshes = [c.at for c in adapter.calls if c.method == "stream_update"]
+    assert refreshes == [20.0, 40.0]
+    await drive(clock, ctl.close(End(run=RUN, status=EndStatus.OK)))
+    assert adapter.chat() == ["Working on it"] and adapter.drafts == {}
