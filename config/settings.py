@@ -130,6 +130,11 @@ class ChannelSettings(_Strict):
             raise ValueError(
                 f"limit {self.limit} is over the platform's {spec.max_units} ({spec.unit} units, {spec.limit_source})"
             )
+        if self.delivery is DeliveryMode.NATIVE and self.platform not in NATIVE_PLATFORMS:
+            raise ValueError(
+                f"delivery 'native': {self.platform} has no native streaming; use preview, block, final or progress"
+                f" (native exists on {', '.join(NATIVE_PLATFORMS)})"
+            )
         if spec is not None:
             for name, table in self.rate.items():
                 table.merged(name, spec.budgets.get(name))

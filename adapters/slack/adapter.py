@@ -337,9 +337,9 @@ class SlackAdapter:
     async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
         """Make the stream ``handle`` show ``text``.
 
-        When ``text`` extends ``shown`` (as rendered) the new suffix is appended (chat.appendStream); a stream
-        cannot rewrite, so otherwise it is stopped and the message updated (chat.update). A stream that is no
-        longer open (expired) is updated with the whole text: nothing is lost.
+        When ``text`` extends ``shown`` (as rendered) the new suffix is appended (chat.appendStream). A stream
+        cannot rewrite, and one that expired cannot grow: then ``NativeUnavailableError``, and the core edits the
+        message (chat.update, under its own Tier 3 budget): nothing is lost.
 
         Raises:
             core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
@@ -358,13 +358,14 @@ class SlackAdapter:
             if not isinstance(answer, _Refused):
                 return
             self._open.pop((channel, handle), None)
-        await self._rewrite(target, handle, text, fmt)
+        raise await self._no_longer_streamable(target, handle)
 
     async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
         """End the stream ``handle`` with ``text`` persisted; return its ``ts`` (the permanent message id).
 
         When ``text`` extends ``shown`` the stream is stopped with the remaining suffix (chat.stopStream);
-        otherwise, or when the stream is no longer open, the message is updated with the whole text.
+        otherwise, or when the stream is no longer open, ``NativeUnavailableError``: the core edits the message
+        with the whole text (chat.update).
 
         Raises:
             core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
@@ -381,8 +382,19 @@ class SlackAdapter:
             self._open.pop((channel, handle), None)
             if not isinstance(answer, _Refused):
                 return handle
-        await self._rewrite(target, handle, text, fmt)
-        return handle
+        raise await self._no_longer_streamable(target, handle)
+
+    async def _no_longer_streamable(self, target: Target, handle: str) -> NativeUnavailableError:
+        """The stream cannot show the text (it expired, or the text no longer extends what it shows): it is
+        stopped if still open, and the core goes on with the message as a preview, edited with chat.update
+        under chat.update's own budget (Tier 3) and 429 scope, never under the stream's."""
+        if (str(target.chat_id), handle) in self._open:
+            await self._stop(target, handle)
+        return NativeUnavailableError(
+            f"slack: stream {handle} can no longer be appended to; continuing as a message",
+            platform=PLATFORM,
+            target=str(target.chat_id),
+        )
 
     async def stream_cancel(self, target: Target, handle: str) -> None:
         """Abandon the stream ``handle``: its message is deleted (stopped first: an open stream cannot be).
@@ -400,12 +412,6 @@ class SlackAdapter:
             return None
         old, new = stream_markdown(shown, fmt), stream_markdown(text, fmt)
         return new[len(old) :] if new.startswith(old) else None
-
-    async def _rewrite(self, target: Target, handle: str, text: str, fmt: TextFormat) -> None:
-        body = self._body("chat.update", target, text, fmt)
-        if (str(target.chat_id), handle) in self._open:
-            await self._stop(target, handle)
-        await self._update(target, handle, body)
 
     async def _stop(self, target: Target, ts: str, allow: Collection[str] = (NOT_STREAMING,)) -> bool:
         """Stop a stream with what it shows (chat.stopStream); return whether it was open (one already ended,

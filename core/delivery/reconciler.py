@@ -496,6 +496,12 @@ class Reconciler:
         """A timeout (uncertain) or an outage (network, 5xx): retry with backoff, or give up."""
         slot = op.slot
         if isinstance(exc, UncertainDeliveryError):
+            if op.kind in ("stream_update", "stream_refresh"):
+                # An append that may have landed must never be repeated: the part goes on as a message,
+                # rewritten whole by an edit (a draft id is no message: that edit finds it gone and re-sends).
+                slot.streaming = slot.native = False
+                slot.shown = None
+                return "uncertain", str(exc)
             if op.kind in ("send", "stream_start", "stream_finish"):  # may have landed: never sent again
                 slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"
                 slot.history.clear()

@@ -405,45 +405,43 @@ async def test_native_start_update_finish(slack: SlackAdapter, slack_mock: MockS
     assert slack_mock.messages(DM)[1].thread_ts == thread.thread_id
 
 
-async def test_a_non_extending_update_stops_then_updates(
+async def test_a_non_extending_update_is_refused_and_the_message_is_then_edited(
     slack: SlackAdapter, slack_mock: MockSlack, thread: Target
 ) -> None:
     handle = await slack.stream_start(thread, "Hello wrold", MARKDOWN)
-    await slack.stream_update(thread, handle, "Hello wrold", "Hello world", MARKDOWN)
-    await slack.stream_update(thread, handle, "Hello world", "Hello world!", MARKDOWN)
-    await slack.stream_finish(thread, handle, "Hello world!", "Hello world!!", MARKDOWN)
+    with pytest.raises(NativeUnavailableError):  # a stream cannot rewrite: the core goes on with edits
+        await slack.stream_update(thread, handle, "Hello wrold", "Hello world", MARKDOWN)
+    await slack.edit_text(thread, handle, "Hello world!!", MARKDOWN)  # chat.update, under its own budget
 
-    assert methods(slack_mock) == ["chat.startStream", "chat.stopStream", "chat.update", "chat.update", "chat.update"]
+    assert methods(slack_mock) == ["chat.startStream", "chat.stopStream", "chat.update"]
     assert slack_mock.visible(DM) == [(handle, "Hello world!!")]
 
 
-async def test_an_expired_stream_is_finished_by_update(
+async def test_an_expired_stream_is_refused_and_the_message_is_then_edited(
     slack: SlackAdapter, slack_mock: MockSlack, thread: Target, clock: FakeClock
 ) -> None:
     handle = await slack.stream_start(thread, "one", MARKDOWN)
     clock.advance(IDLE_S + 1)
-    await slack.stream_update(thread, handle, "one", "one two", MARKDOWN)
-    final = await slack.stream_finish(thread, handle, "one two", "one two three", MARKDOWN)
+    with pytest.raises(NativeUnavailableError):
+        await slack.stream_update(thread, handle, "one", "one two", MARKDOWN)
+    await slack.edit_text(thread, handle, "one two three", MARKDOWN)
 
-    assert final == handle
     assert [(c.method, c.ok) for c in slack_mock.calls] == [
         ("chat.startStream", True),
         ("chat.appendStream", False),  # message_not_in_streaming_state
-        ("chat.update", True),
         ("chat.update", True),
     ]
     assert slack_mock.visible(DM) == [(handle, "one two three")]
 
 
-async def test_an_expired_stream_is_finished_by_update_at_stop(
+async def test_an_expired_stream_is_refused_at_stop(
     slack: SlackAdapter, slack_mock: MockSlack, thread: Target, clock: FakeClock
 ) -> None:
     handle = await slack.stream_start(thread, "one", MARKDOWN)
     clock.advance(IDLE_S + 1)
-    await slack.stream_finish(thread, handle, "one", "one two", MARKDOWN)
-
-    assert methods(slack_mock) == ["chat.startStream", "chat.stopStream", "chat.update"]
-    assert slack_mock.visible(DM) == [(handle, "one two")]
+    with pytest.raises(NativeUnavailableError):
+        await slack.stream_finish(thread, handle, "one", "one two", MARKDOWN)
+    assert methods(slack_mock) == ["chat.startStream", "chat.stopStream"]
 
 
 async def test_plain_streams_as_escaped_markdown(slack: SlackAdapter, slack_mock: MockSlack, thread: Target) -> None:

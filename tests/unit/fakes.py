@@ -117,7 +117,7 @@ class FakeAdapter:
             landed: the call takes effect before ``error`` is raised (an ``UncertainDeliveryError`` for a
                 message that was stored after all).
         """
-        assert method in METHODS, method
+        assert method in METHODS + STREAM_METHODS, method
         for n in [nth] if isinstance(nth, int) else nth:
             self._faults[(method, n)] = _Fault(error, landed)
 
@@ -358,7 +358,14 @@ class FakeNativeAdapter(FakeAdapter):
         call = await self._begin("stream_update", text=text, fmt=fmt, message_id=handle)
         try:
             self._check(text)
-            (self.messages if self.style == "append" else self.drafts)[handle] = text.strip()
+            store = self.messages if self.style == "append" else self.drafts
+            fault = self._fault("stream_update")
+            if fault is None or fault.landed:  # append style grows by the suffix, as Slack's appendStream does
+                grown = store.get(handle, "") + text[len(shown) :] if self.style == "append" else text
+                store[handle] = grown.strip()
+            if fault is not None:
+                call.outcome = type(fault.error).__name__
+                raise fault.error
             call.outcome = "ok"
         finally:
             self._end(call)

@@ -7,6 +7,7 @@ sendMessageDraft then sendMessage. A refusal falls back to preview without losin
 from __future__ import annotations
 
 from core.clock import Clock, FakeClock
+from core.errors import UncertainDeliveryError
 from core.events import DeliveryMode, End, EndStatus, RunStart, Target, TextEvent, TextMode
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
@@ -130,3 +131,17 @@ async def test_a_draft_that_would_lapse_is_shown_again_while_nothing_new_arrives
     assert refreshes == [20.0, 40.0]
     await drive(clock, ctl.close(End(run=RUN, status=EndStatus.OK)))
     assert adapter.chat() == ["Working on it"] and adapter.drafts == {}
+
+
+async def test_an_append_that_may_have_landed_is_never_appended_again() -> None:
+    clock = FakeClock()
+    adapter = FakeNativeAdapter(clock, style="append")
+    adapter.fail("stream_update", 1, UncertainDeliveryError("timed out"), landed=True)
+    ctl = await controller(adapter, policy(), clock)
+    ctl.handle(delta("Hello"))
+    await settle()
+    ctl.handle(delta(" world"))
+    await settle()
+    ctl.handle(delta("."))
+    await ctl.close(End(run=RUN, status=EndStatus.OK))
+    assert adapter.chat() == ["Hello world."]  # rewritten whole by an edit, not "Hello world world."
