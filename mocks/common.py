@@ -16,10 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
+
+from aiohttp import web
 
 ChatId = int | str
 
@@ -204,3 +207,127 @@ class MockPlatform(Protocol):
     def visible(self, chat_id: ChatId) -> Sequence[tuple[int | str, str]]:
         """What a person sees in ``chat_id``: ``(message id, current text)`` in order, deleted ones left out."""
         ...
+
+
+class MockServer:
+    """What every mock server does the same way: an aiohttp server on loopback, the fault script, the recorded
+    calls, the case hook. A platform's mock subclasses it and adds its routes in :meth:`_routes`.
+
+    Args:
+        methods: the platform's method names (faults and latencies are scripted by them).
+        rate_limits: answer 429 past the platform's documented limits.
+        hang_s: how long a scripted timeout holds its answer (released early by ``stop`` / ``reset``).
+        clock: the time source of recorded calls and rate limits (seconds).
+    """
+
+    platform = ""
+    title = ""
+    """What ``serve_forever`` prints, e.g. ``Telegram Bot API``."""
+    api_prefix = ""
+    """The path the SDK's base URL ends with, e.g. ``/api/v10`` (Discord)."""
+
+    def __init__(
+        self,
+        methods: Sequence[str],
+        *,
+        rate_limits: bool = False,
+        hang_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate_limits = rate_limits
+        self._clock = clock
+        self._script = FaultScript(methods, hang_s)
+        self._runner: web.AppRunner | None = None
+        self._base_url: str | None = None
+        self.calls: list[RecordedCall] = []
+
+    def _routes(self, app: web.Application) -> None:
+        """Add the platform's routes to ``app``."""
+        raise NotImplementedError
+
+    @property
+    def hang_s(self) -> float:
+        """How long a scripted timeout hangs, in seconds."""
+        return self._script.hang_s
+
+    @hang_s.setter
+    def hang_s(self, value: float) -> None:
+        self._script.hang_s = value
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen on ``host:port`` (0: any free port); return the base URL its SDK is pointed at.
+
+        Raises:
+            RuntimeError: it is already running.
+        """
+        if self._runner is not None:
+            raise RuntimeError(f"{type(self).__name__} is already running")
+        app = web.Application()
+        self._routes(app)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)  # request paths can hold tokens
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        self._runner, self._base_url = runner, f"http://{host}:{runner.addresses[0][1]}{self.api_prefix}"
+        return self._base_url
+
+    async def stop(self) -> None:
+        """Release hanging calls and close the server (idempotent).
+
+        Releasing goes through :meth:`FaultScript.reset`, so scripted faults, latencies and call counts are
+        forgotten too; stored messages and recorded calls stay readable.
+        """
+        self._script.reset()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """The base URL of the running server.
+
+        Raises:
+            RuntimeError: it is not started.
+        """
+        if self._base_url is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._base_url
+
+    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
+        """Script the answer to the ``nth`` (1-based, every call of ``method`` counts) call of ``method``: a
+        :class:`Fault` mapping (rendered in the platform's error shape) or a :class:`Hang` name.
+
+        Raises:
+            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
+        """
+        self._script.add_fault(method, nth, reply)
+
+    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
+        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms before it is processed.
+
+        Raises:
+            ValueError: unknown method.
+        """
+        self._script.set_latency(method, delays_ms)
+
+    def configure_from_case(self, case: Mapping[str, Any]) -> None:
+        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (shared/cases/README.md)."""
+        self._script.configure_from_case(case)
+        self.rate_limits = case.get("mock", {}).get("rate_limits", "off") == "documented"
+
+
+async def serve_mock(mock: MockServer, host: str, port: int) -> None:
+    """Run ``mock`` until cancelled (``streamrelay mock PLATFORM --port N``); print its base URL."""
+    base_url = await mock.start(host, port)
+    try:
+        limits = "on" if mock.rate_limits else "off"
+        print(f"mock {mock.title} on {base_url} (rate limits {limits})", flush=True)
+        await asyncio.Event().wait()
+    finally:
+        await mock.stop()

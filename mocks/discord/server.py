@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 
-from mocks.common import ChatId, Fault, FaultScript, Hang, RecordedCall
+from mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
 from mocks.discord import wire
 from mocks.discord.channels import Channels
 from mocks.discord.limits import DiscordLimits, Key, RateLimiter, bucket_hash, retry_after_header
@@ -46,7 +44,7 @@ class _Call:
         return self.principal, self.route.bucket, major
 
 
-class MockDiscord:
+class MockDiscord(MockServer):
     """The mock Discord REST API v10 server (see :mod:`mocks.discord` for every rule it enforces).
 
     Args:
@@ -58,6 +56,8 @@ class MockDiscord:
     """
 
     platform = "discord"
+    title = "Discord REST API"
+    api_prefix = API_PREFIX
 
     def __init__(
         self,
@@ -67,14 +67,10 @@ class MockDiscord:
         hang_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.rate_limits = rate_limits
+        super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
         self.limits = limits or DiscordLimits()
         self._channels = Channels(clock)
         self._webhooks: dict[str, tuple[str, str]] = {}
-        self._clock = clock
-        self._runner: web.AppRunner | None = None
-        self._base_url: str | None = None
-        self._script = FaultScript(METHODS, hang_s)
         self._handlers: dict[str, Callable[[_Call], Result]] = {
             "getCurrentUser": self._identity,
             "getCurrentBotApplicationInformation": self._identity,
@@ -93,42 +89,8 @@ class MockDiscord:
         """Snowflake channel ids that answer 404 10003 ``Unknown Channel`` (every other snowflake exists)."""
         return self._channels.missing
 
-    # ------------------------------------------------------------ lifecycle
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen on ``host:port`` (0: any free port); return the base URL ``http://HOST:PORT/api/v10``."""
-        if self._runner is not None:
-            raise RuntimeError("MockDiscord is already running")
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)  # webhook paths hold tokens
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        self._runner, self._base_url = runner, f"http://{host}:{runner.addresses[0][1]}{API_PREFIX}"
-        return self._base_url
-
-    async def stop(self) -> None:
-        """Release hanging calls (this forgets scripted faults) and close the server (idempotent)."""
-        self._script.reset()
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    @property
-    def base_url(self) -> str:
-        """``http://HOST:PORT/api/v10`` of the running server (discord.py's ``Route.BASE``)."""
-        if self._base_url is None:
-            raise RuntimeError("MockDiscord is not started")
-        return self._base_url
 
     # ------------------------------------------------------------ scripting and state
 
@@ -141,24 +103,6 @@ class MockDiscord:
         self.calls: list[RecordedCall] = []
         self._channels.reset()
         self._rates = RateLimiter(self.limits)
-
-    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
-        """Script the answer to the ``nth`` (1-based) call of ``method`` (Discord's names: ``createMessage``,
-        ``editMessage``, ...); shapes in :func:`mocks.discord.wire.fault_error`, hangs in :class:`Hang`.
-
-        Raises:
-            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
-        """
-        self._script.add_fault(method, nth, reply)
-
-    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
-        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms before it is processed."""
-        self._script.set_latency(method, delays_ms)
-
-    def configure_from_case(self, case: Mapping[str, Any]) -> None:
-        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (shared/cases/README.md)."""
-        self._script.configure_from_case(case)
-        self.rate_limits = case.get("mock", {}).get("rate_limits", "off") == "documented"
 
     def add_webhook(self, channel_id: ChatId) -> tuple[str, str]:
         """Create a webhook posting into ``channel_id``; return ``(webhook id, webhook token)``."""
@@ -342,11 +286,4 @@ class MockDiscord:
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8083, rate_limits: bool = False) -> None:
     """Run a mock until cancelled (``streamrelay mock discord --port N``); prints its base URL."""
-    mock = MockDiscord(rate_limits=rate_limits)
-    base_url = await mock.start(host, port)
-    try:
-        limits = "on" if rate_limits else "off"
-        print(f"mock Discord REST API on {base_url} (rate limits {limits})", flush=True)
-        await asyncio.Event().wait()
-    finally:
-        await mock.stop()
+    await serve_mock(MockDiscord(rate_limits=rate_limits), host, port)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
-from mocks.common import ChatId, Fault, FaultScript, Hang, RecordedCall
+from mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
 from mocks.slack.limits import RateLimiter, SlackLimits, retry_after_header
 from mocks.slack.wire import fault_error, message_json, read_request, str_or_none
 from mocks.slack.workspace import (
@@ -40,7 +38,7 @@ _GAVE_UP = {"ok": False, "error": "request_timeout"}
 Handler = Callable[[str, RecordedCall, Params], dict[str, Any]]
 
 
-class MockSlack:
+class MockSlack(MockServer):
     """The mock Slack Web API server (see :mod:`mocks.slack` for every rule it enforces).
 
     Args:
@@ -55,6 +53,8 @@ class MockSlack:
     """
 
     platform = "slack"
+    title = "Slack Web API"
+    api_prefix = "/api/"
 
     def __init__(
         self,
@@ -66,12 +66,8 @@ class MockSlack:
         hang_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.rate_limits = rate_limits
+        super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
         self.limits = limits or SlackLimits()
-        self._clock = clock
-        self._runner: web.AppRunner | None = None
-        self._base_url: str | None = None
-        self._script = FaultScript(METHODS, hang_s)
         self._workspace = Workspace(clock, stream_idle_s, streaming_enabled)
         self._handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
@@ -108,42 +104,8 @@ class MockSlack:
         """Well-formed channel ids that answer ``channel_not_found`` (every other ``[CGD]…`` id exists)."""
         return self._workspace.missing_channels
 
-    # ------------------------------------------------------------ lifecycle
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen on ``host:port`` (0: any free port); return the base URL ``http://HOST:PORT/api/``."""
-        if self._runner is not None:
-            raise RuntimeError("MockSlack is already running")
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        self._runner, self._base_url = runner, f"http://{host}:{runner.addresses[0][1]}/api/"
-        return self._base_url
-
-    async def stop(self) -> None:
-        """Release hanging calls and close the server (idempotent)."""
-        self._script.reset()
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-    @property
-    def base_url(self) -> str:
-        """``http://HOST:PORT/api/`` of the running server (slack-sdk's ``base_url``)."""
-        if self._base_url is None:
-            raise RuntimeError("MockSlack is not started")
-        return self._base_url
 
     # ------------------------------------------------------------ scripting and state
 
@@ -158,23 +120,6 @@ class MockSlack:
         self._workspace.statuses.clear()
         self._workspace._latest_us.clear()
         self._rates = RateLimiter(self.limits)
-
-    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
-        """Script the answer to the ``nth`` (1-based) call of ``method`` (see :func:`fault_error` for shapes).
-
-        Raises:
-            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
-        """
-        self._script.add_fault(method, nth, reply)
-
-    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
-        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms before it is processed."""
-        self._script.set_latency(method, delays_ms)
-
-    def configure_from_case(self, case: Mapping[str, Any]) -> None:
-        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (shared/cases/README.md)."""
-        self._script.configure_from_case(case)
-        self.rate_limits = case.get("mock", {}).get("rate_limits", "off") == "documented"
 
     def add_user_message(self, chat_id: ChatId, ts: str | None, text: str, *, thread_ts: str | None = None) -> str:
         """Seed a message a person wrote (the parent of a thread for replies and streams); return its ts.
@@ -353,11 +298,4 @@ def _append(message: StoredMessage, given: Content | None) -> None:
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8082, rate_limits: bool = False) -> None:
     """Run a mock until cancelled (``streamrelay mock slack --port N``); prints its base URL."""
-    mock = MockSlack(rate_limits=rate_limits)
-    base_url = await mock.start(host, port)
-    try:
-        limits = "on" if rate_limits else "off"
-        print(f"mock Slack Web API on {base_url} (rate limits {limits})", flush=True)
-        await asyncio.Event().wait()
-    finally:
-        await mock.stop()
+    await serve_mock(MockSlack(rate_limits=rate_limits), host, port)

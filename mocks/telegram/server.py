@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 
-from mocks.common import ChatId, Fault, FaultScript, Hang, RecordedCall
+from mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
 from mocks.telegram.chats import ChatStore, Draft, StoredMessage
 from mocks.telegram.flood import TelegramLimits
 from mocks.telegram.wire import GAVE_UP, METHODS, TOKEN_RE, ApiError, chat_key, read_params, safe_int
@@ -19,7 +18,7 @@ DRAFT_METHOD = "sendMessageDraft"
 _DOCUMENTED = TelegramLimits()
 
 
-class MockTelegram:
+class MockTelegram(MockServer):
     """The mock Bot API server. See :mod:`mocks.telegram` for the rules it enforces.
 
     Args:
@@ -34,7 +33,8 @@ class MockTelegram:
             https://core.telegram.org/bots/api#sendmessagedraft).
     """
 
-    platform: str = "telegram"
+    platform = "telegram"
+    title = "Telegram Bot API"
 
     def __init__(
         self,
@@ -46,66 +46,14 @@ class MockTelegram:
         drafts_enabled: bool = True,
         draft_ttl_s: float = 30.0,
     ) -> None:
-        self.rate_limits = rate_limits
+        super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
         self.limits = limits
         self.drafts_enabled = drafts_enabled
         self.draft_ttl_s = draft_ttl_s
-        self._clock = clock
-        self._script = FaultScript(METHODS, hang_s)
-        self._runner: web.AppRunner | None = None
-        self._base_url: str | None = None
-        self.calls: list[RecordedCall] = []
         self._store = ChatStore(self, limits, clock)
 
-    @property
-    def hang_s(self) -> float:
-        """How long a scripted timeout hangs, in seconds."""
-        return self._script.hang_s
-
-    @hang_s.setter
-    def hang_s(self, value: float) -> None:
-        self._script.hang_s = value
-
-    # ------------------------------------------------------------ lifecycle
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen on ``host:port`` (0: any free port); return the base URL, e.g. ``http://127.0.0.1:PORT``."""
-        if self._runner is not None:
-            raise RuntimeError("MockTelegram is already running")
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)  # the access log shows tokens
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        bound = runner.addresses[0]
-        self._runner, self._base_url = runner, f"http://{host}:{bound[1]}"
-        return self._base_url
-
-    async def stop(self) -> None:
-        """Release hanging calls and close the server (idempotent).
-
-        Releasing goes through :meth:`mocks.common.FaultScript.reset`, so scripted faults, latencies and call
-        counts are forgotten too; messages, drafts and recorded calls stay readable.
-        """
-        self._script.reset()
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.stop()
-
-    @property
-    def base_url(self) -> str:
-        """``http://HOST:PORT`` of the running server."""
-        if self._base_url is None:
-            raise RuntimeError("MockTelegram is not started")
-        return self._base_url
 
     # ------------------------------------------------------------ scripting and state
 
@@ -114,35 +62,6 @@ class MockTelegram:
         self._script.reset()
         self.calls = []
         self._store = ChatStore(self, self.limits, self._clock)
-
-    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
-        """Script the answer to the ``nth`` (1-based, every call of ``method`` counts) call of ``method``.
-
-        Args:
-            method: a Bot API method name, e.g. ``sendMessage`` or ``sendMessageDraft``.
-            nth: which call, 1-based.
-            reply: ``{"status", "description"?, "retry_after_s"?}`` (429 carries ``parameters.retry_after``
-                and ``Retry-After``, rounded up to whole seconds >= 1; other statuses default to the HTTP
-                phrase, e.g. ``Bad Gateway``), or ``"timeout_after_commit"`` / ``"timeout_before_commit"``
-                (see :class:`mocks.common.Hang`).
-
-        Raises:
-            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
-        """
-        self._script.add_fault(method, nth, reply)
-
-    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
-        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms first (none past the list).
-
-        Raises:
-            ValueError: unknown method.
-        """
-        self._script.set_latency(method, delays_ms)
-
-    def configure_from_case(self, case: Mapping[str, Any]) -> None:
-        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (shared/cases/README.md)."""
-        self._script.configure_from_case(case)
-        self.rate_limits = case.get("mock", {}).get("rate_limits", "off") == "documented"
 
     def chats(self) -> list[ChatId]:
         """Chats that ever received a message, in first-message order (drafts do not count)."""
@@ -204,11 +123,4 @@ class MockTelegram:
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8081, rate_limits: bool = False) -> None:
     """Run a mock until cancelled (``streamrelay mock telegram --port N``); prints its base URL."""
-    mock = MockTelegram(rate_limits=rate_limits)
-    base_url = await mock.start(host, port)
-    try:
-        limits = "on" if rate_limits else "off"
-        print(f"mock Telegram Bot API on {base_url} (rate limits {limits})", flush=True)
-        await asyncio.Event().wait()
-    finally:
-        await mock.stop()
+    await serve_mock(MockTelegram(rate_limits=rate_limits), host, port)

@@ -288,15 +288,6 @@ async def test_latency_applies_per_call(api: Client, mock: MockTelegram) -> None
     assert loop.time() - started < 0.15
 
 
-async def test_bad_fault_scripts_are_refused(mock: MockTelegram) -> None:
-    with pytest.raises(ValueError):
-        mock.add_fault("sendPigeon", 1, {"status": 500})
-    with pytest.raises(ValueError):
-        mock.add_fault("sendMessage", 0, {"status": 500})
-    with pytest.raises(ValueError):
-        mock.add_fault("sendMessage", 1, "explode")
-
-
 async def test_reset_and_case_configuration(api: Client, mock: MockTelegram) -> None:
     await api("sendMessage", chat_id=5, text="old")
     mock.reset()
