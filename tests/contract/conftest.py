@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import pytest
 
 from adapters.telegram import TelegramAdapter
+from core.ports import ChannelAdapter
 from mocks.telegram import MockTelegram
 
 TELEGRAM_TOKEN = "123456789:AAE-mock_Secret-Token_0123456789abcdef"
 """Shaped like a real token (digits, colon, 35-character secret), so scrubbing is tested for real."""
+
+
+A = TypeVar("A", bound=ChannelAdapter)
+
+
+class Closing:
+    """Adapters a test built; the ``closing`` fixture closes them all after the test."""
+
+    def __init__(self) -> None:
+        self.adapters: list[ChannelAdapter] = []
+
+    def keep(self, adapter: A) -> A:
+        self.adapters.append(adapter)
+        return adapter
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[Closing]:
+    keeper = Closing()
+    yield keeper
+    for adapter in keeper.adapters:
+        await adapter.close()
 
 
 class MakeTelegram(Protocol):
@@ -26,20 +49,14 @@ async def telegram_mock() -> AsyncIterator[MockTelegram]:
 
 
 @pytest.fixture
-async def make_telegram(telegram_mock: MockTelegram) -> AsyncIterator[MakeTelegram]:
+def make_telegram(telegram_mock: MockTelegram, closing: Closing) -> MakeTelegram:
     """Build a :class:`TelegramAdapter` on the mock (or on ``base_url``); each is closed after the test."""
-    adapters: list[TelegramAdapter] = []
 
     def make(*, send_timeout_s: float = 2.0, base_url: str | None = None) -> TelegramAdapter:
-        adapter = TelegramAdapter(
-            TELEGRAM_TOKEN, base_url=base_url or telegram_mock.base_url, send_timeout_s=send_timeout_s
-        )
-        adapters.append(adapter)
-        return adapter
+        url = base_url or telegram_mock.base_url
+        return closing.keep(TelegramAdapter(TELEGRAM_TOKEN, base_url=url, send_timeout_s=send_timeout_s))
 
-    yield make
-    for adapter in adapters:
-        await adapter.close()
+    return make
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from core.events import Target
 from core.ports import TextFormat
 from core.units import LengthUnit
 from mocks.discord import Bucket, DiscordLimits, MockDiscord
+from tests.contract.conftest import Closing
 
 pytestmark = pytest.mark.timeout(5)
 
@@ -60,18 +61,14 @@ async def discord_mock() -> AsyncIterator[MockDiscord]:
 
 
 @pytest.fixture
-async def make_discord(discord_mock: MockDiscord) -> AsyncIterator[MakeDiscord]:
+def make_discord(discord_mock: MockDiscord, closing: Closing) -> MakeDiscord:
     """Build a :class:`DiscordAdapter` on the mock (or on ``base_url``); each is closed after the test."""
-    adapters: list[DiscordAdapter] = []
 
     def make(*, send_timeout_s: float = 2.0, base_url: str | None = None) -> DiscordAdapter:
-        adapter = DiscordAdapter(TOKEN, base_url=base_url or discord_mock.base_url, send_timeout_s=send_timeout_s)
-        adapters.append(adapter)
-        return adapter
+        url = base_url or discord_mock.base_url
+        return closing.keep(DiscordAdapter(TOKEN, base_url=url, send_timeout_s=send_timeout_s))
 
-    yield make
-    for adapter in adapters:
-        await adapter.close()
+    return make
 
 
 @pytest.fixture

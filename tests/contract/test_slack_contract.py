@@ -32,6 +32,7 @@ from core.errors import (
 from core.events import Target
 from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from mocks.slack import MockSlack
+from tests.contract.conftest import Closing
 
 pytestmark = pytest.mark.timeout(5)
 
@@ -62,19 +63,15 @@ async def slack_mock(clock: FakeClock) -> AsyncIterator[MockSlack]:
 
 
 @pytest.fixture
-async def make_slack(slack_mock: MockSlack) -> AsyncIterator[MakeSlack]:
+def make_slack(slack_mock: MockSlack, closing: Closing) -> MakeSlack:
     """Build a :class:`SlackAdapter` on the mock (or on ``base_url``); each is closed after the test."""
-    adapters: list[SlackAdapter] = []
 
     def make(*, send_timeout_s: float = 2.0, base_url: str | None = None, token: str = SLACK_TOKEN) -> SlackAdapter:
         adapter = SlackAdapter(token, base_url=base_url or slack_mock.base_url, send_timeout_s=send_timeout_s)
         adapter.verify_backoff_s = 0.01
-        adapters.append(adapter)
-        return adapter
+        return closing.keep(adapter)
 
-    yield make
-    for adapter in adapters:
-        await adapter.close()
+    return make
 
 
 @pytest.fixture
