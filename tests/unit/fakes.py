@@ -391,3 +391,41 @@ class FakeNativeAdapter(FakeAdapter):
         (self.messages if self.style == "append" else self.drafts).pop(handle, None)
         call.outcome = "ok"
         self._end(call)
+
+
+class MemoryChat:
+    """A minimal in-memory channel adapter (no faults, no latency): negative chat ids are groups."""
+
+    platform = "fake"
+    max_units = 4096
+    unit = LengthUnit.CHARS
+
+    def __init__(self) -> None:
+        self.messages: dict[str, str] = {}
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        return text_units(text, self.unit)
+
+    def check_target(self, target: Target) -> str | None:
+        return None
+
+    def is_group(self, target: Target) -> bool:
+        return isinstance(target.chat_id, int) and target.chat_id < 0
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+        mid = str(len(self.messages) + 1)
+        self.messages[mid] = text.strip()
+        return mid
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        self.messages[message_id] = text.strip()
+        return True
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        self.messages.pop(message_id, None)
+
+    async def send_typing(self, target: Target) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None

@@ -12,10 +12,9 @@ from core.clock import FakeClock
 from core.errors import RateLimitedError, RateScope
 from core.events import Target
 from core.policy import ChannelPolicy
-from core.ports import CallKind, TextFormat
+from core.ports import CallKind
 from core.rate import Budget, BudgetScope
-from core.units import LengthUnit, text_units
-from tests.unit.fakes import ManualClock, drive, settle
+from tests.unit.fakes import ManualClock, MemoryChat, drive, settle
 
 TELEGRAM_LIKE = (
     Budget("per_chat", BudgetScope.CHAT, 1.0, 2),
@@ -27,40 +26,8 @@ SLACK_LIKE = (
 )
 
 
-class _Chat:
-    """A minimal channel adapter: negative chat ids are groups."""
-
-    platform = "fake"
-    max_units = 4096
-    unit = LengthUnit.CHARS
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        return text_units(text, self.unit)
-
-    def check_target(self, target: Target) -> str | None:
-        return None
-
-    def is_group(self, target: Target) -> bool:
-        return isinstance(target.chat_id, int) and target.chat_id < 0
-
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
-        return "1"
-
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
-        return True
-
-    async def delete_message(self, target: Target, message_id: str) -> None:
-        return None
-
-    async def send_typing(self, target: Target) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-
 def runtime(*budgets: Budget, max_idle_chains: int = 10_000) -> ChannelRuntime:
-    return ChannelRuntime(ChannelPolicy(name="c"), _Chat(), budgets, max_idle_chains=max_idle_chains)
+    return ChannelRuntime(ChannelPolicy(name="c"), MemoryChat(), budgets, max_idle_chains=max_idle_chains)
 
 
 def gaps(starts: list[float]) -> list[float]:

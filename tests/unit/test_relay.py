@@ -9,54 +9,15 @@ import pytest
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
 from core.errors import IngestError
-from core.events import Target, parse_event
+from core.events import parse_event
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
-from core.ports import TextFormat
 from core.relay import Relay, join_deltas
-from core.units import LengthUnit, text_units
-
-
-class _Chat:
-    """A minimal in-memory channel adapter: negative chat ids are groups."""
-
-    platform = "fake"
-    max_units = 4096
-    unit = LengthUnit.CHARS
-
-    def __init__(self) -> None:
-        self.messages: dict[str, str] = {}
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        return text_units(text, self.unit)
-
-    def check_target(self, target: Target) -> str | None:
-        return None
-
-    def is_group(self, target: Target) -> bool:
-        return isinstance(target.chat_id, int) and target.chat_id < 0
-
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
-        mid = str(len(self.messages) + 1)
-        self.messages[mid] = text.strip()
-        return mid
-
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
-        self.messages[message_id] = text.strip()
-        return True
-
-    async def delete_message(self, target: Target, message_id: str) -> None:
-        self.messages.pop(message_id, None)
-
-    async def send_typing(self, target: Target) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
+from tests.unit.fakes import MemoryChat
 
 
 async def test_a_run_that_goes_quiet_is_closed_as_failed() -> None:
-    chat = _Chat()
+    chat = MemoryChat()
     relay = Relay(
         {"c": ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), chat)},
         MemoryLedger(),
@@ -74,7 +35,7 @@ async def test_a_run_that_goes_quiet_is_closed_as_failed() -> None:
 
 
 async def test_a_bad_line_fails_alone() -> None:
-    chat = _Chat()
+    chat = MemoryChat()
     relay = Relay({"c": ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), chat)}, MemoryLedger(), MonotonicClock())
     await relay.submit_line({"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}, "r")
     with pytest.raises(IngestError, match="unknown event kind"):
@@ -92,7 +53,7 @@ async def test_a_bad_line_fails_alone() -> None:
     await asyncio.sleep(0)
 
 
-def _relay(chat: _Chat, ledger: MemoryLedger | None = None, **kw: float) -> Relay:
+def _relay(chat: MemoryChat, ledger: MemoryLedger | None = None, **kw: float) -> Relay:
     policy = ChannelPolicy(name="c", throttle_s=0)
     return Relay({"c": ChannelRuntime(policy, chat)}, ledger or MemoryLedger(), MonotonicClock(), **kw)  # type: ignore[arg-type]
 
@@ -101,7 +62,7 @@ START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}
 
 
 async def test_seq_counts_from_the_run_start_so_an_early_reorder_is_not_lost() -> None:
-    chat = _Chat()
+    chat = MemoryChat()
     relay = _relay(chat)
     await relay.submit_line({**START, "seq": 0}, "r")
     await relay.submit_line({"kind": "text", "seq": 2, "text": "B"}, "r")
@@ -114,7 +75,7 @@ async def test_seq_counts_from_the_run_start_so_an_early_reorder_is_not_lost() -
 
 
 async def test_a_gap_that_never_fills_makes_the_report_partial() -> None:
-    chat = _Chat()
+    chat = MemoryChat()
     relay = _relay(chat, gap_timeout_s=0.1)
     await relay.submit_line({**START, "seq": 0}, "r")
     await relay.submit_line({"kind": "text", "seq": 1, "text": "A"}, "r")
@@ -127,7 +88,7 @@ async def test_a_gap_that_never_fills_makes_the_report_partial() -> None:
 
 
 async def test_an_emoji_split_across_deltas_is_joined() -> None:
-    chat = _Chat()
+    chat = MemoryChat()
     relay = _relay(chat)
     await relay.submit_line(START, "r")
     await relay.submit(parse_event({"run": "r", "kind": "text", "text": "Hi \ud83d"}))
@@ -141,13 +102,13 @@ async def test_an_emoji_split_across_deltas_is_joined() -> None:
 
 async def test_a_run_that_ended_before_a_restart_is_refused() -> None:
     ledger = MemoryLedger()
-    relay = _relay(_Chat(), ledger)
+    relay = _relay(MemoryChat(), ledger)
     await relay.submit_line(START, "job-1")
     await relay.submit_line({"kind": "text", "text": "Your order shipped."}, "job-1")
     await relay.submit_line({"kind": "end"}, "job-1")
     await relay.wait_done("job-1", 5)
     await relay.close()
-    restarted = _relay(_Chat(), ledger)
+    restarted = _relay(MemoryChat(), ledger)
     with pytest.raises(IngestError, match="already ended") as info:
         await restarted.submit_line(START, "job-1")
     assert info.value.status == 409
@@ -155,7 +116,7 @@ async def test_a_run_that_ended_before_a_restart_is_refused() -> None:
 
 
 async def test_a_replayed_run_start_must_match_the_first() -> None:
-    relay = _relay(_Chat())
+    relay = _relay(MemoryChat())
     await relay.submit_line(START, "r")
     await relay.submit_line(START, "r")  # the same: a harmless replay
     with pytest.raises(IngestError, match="another target"):
@@ -164,7 +125,7 @@ async def test_a_replayed_run_start_must_match_the_first() -> None:
 
 
 async def test_overrides_are_checked_and_applied() -> None:
-    relay = _relay(_Chat())
+    relay = _relay(MemoryChat())
     with pytest.raises(IngestError, match="unknown override 'evil'"):
         await relay.submit_line({**START, "overrides": {"evil": 1}}, "a")
     with pytest.raises(IngestError, match="bad override throttle_ms"):
@@ -176,7 +137,7 @@ async def test_overrides_are_checked_and_applied() -> None:
 
 
 async def test_too_many_active_runs_is_a_503() -> None:
-    relay = _relay(_Chat(), max_active_runs=2)
+    relay = _relay(MemoryChat(), max_active_runs=2)
     await relay.submit_line(START, "a")
     await relay.submit_line(START, "b")
     with pytest.raises(IngestError, match="runs are active") as info:
@@ -186,7 +147,7 @@ async def test_too_many_active_runs_is_a_503() -> None:
 
 
 async def test_a_retry_of_an_ended_run_with_seqs_is_taken_silently() -> None:
-    chat = _Chat()
+    chat = MemoryChat()
     relay = _relay(chat)
     lines = [{**START, "seq": 0}, {"kind": "text", "seq": 1, "text": "once"}, {"kind": "end", "seq": 2}]
     for line in lines:
