@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 import discord
 
+from adapters.http_failures import NETWORK_OUTCOMES
 from core.errors import (
     DeliveryError,
     ForbiddenError,
@@ -148,14 +149,7 @@ TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
     (discord.RateLimited, _rate_limited),
     (discord.LoginFailure, _plain(ForbiddenError)),
     (discord.DiscordServerError, _plain(PlatformUnavailableError)),
-    (aiohttp.ConnectionTimeoutError, _plain(PlatformUnavailableError)),  # connect timed out: nothing sent
-    (aiohttp.ServerTimeoutError, _plain(UncertainDeliveryError)),  # sent, no answer in time
-    (aiohttp.ClientConnectorError, _plain(PlatformUnavailableError)),  # refused, DNS, TLS: nothing sent
-    (aiohttp.ServerDisconnectedError, _plain(UncertainDeliveryError)),
-    (aiohttp.ClientOSError, _plain(UncertainDeliveryError)),  # reset mid-request
-    (aiohttp.ClientPayloadError, _plain(UncertainDeliveryError)),
-    (aiohttp.ClientError, _plain(PlatformUnavailableError)),
-    (TimeoutError, _plain(UncertainDeliveryError)),  # a timeout that is not the call's own deadline
+    *((kind, _plain(outcome)) for kind, outcome in NETWORK_OUTCOMES),  # TimeoutError: not the call's deadline
 )
 
 PHASE_RULES: dict[Phase, type[DeliveryError]] = {

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from adapters.http_failures import NETWORK_OUTCOMES
 from core.errors import (
     DeliveryError,
     ForbiddenError,
@@ -106,14 +107,8 @@ PREFIX_RULES: tuple[tuple[str, ErrorFactory], ...] = (
     ("invalid_markdown", _rejected(RejectReason.BAD_FORMAT)),
 )
 
-NETWORK_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
-    (aiohttp.ConnectionTimeoutError, _plain(PlatformUnavailableError)),  # connect timed out: nothing sent
-    (asyncio.TimeoutError, _plain(UncertainDeliveryError)),  # sent, no answer in time
-    (aiohttp.ClientConnectorError, _plain(PlatformUnavailableError)),  # refused, DNS, TLS: nothing sent
-    (aiohttp.ServerDisconnectedError, _plain(UncertainDeliveryError)),
-    (aiohttp.ClientOSError, _plain(UncertainDeliveryError)),  # reset mid-request
-    (aiohttp.ClientPayloadError, _plain(UncertainDeliveryError)),
-    (aiohttp.ClientError, _plain(PlatformUnavailableError)),  # InvalidURL and the like: nothing sent
+NETWORK_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = tuple(
+    (kind, _plain(outcome)) for kind, outcome in NETWORK_OUTCOMES
 )
 
 BOUNDARY_ERRORS: tuple[type[BaseException], ...] = (SlackClientError, aiohttp.ClientError, asyncio.TimeoutError)

@@ -44,6 +44,7 @@ from aiogram.exceptions import (
     TelegramUnauthorizedError,
 )
 
+from adapters.http_failures import NETWORK_OUTCOMES
 from core.errors import (
     DeliveryError,
     ForbiddenError,
@@ -116,14 +117,8 @@ DESCRIPTION_RULES: tuple[tuple[str, ErrorFactory], ...] = (
     ("topic_closed", _plain(ForbiddenError)),
 )
 
-NETWORK_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
-    (aiohttp.ConnectionTimeoutError, _plain(PlatformUnavailableError)),  # connect timed out: nothing sent
-    (asyncio.TimeoutError, _plain(UncertainDeliveryError)),  # sent, no answer in time
-    (aiohttp.ClientConnectorError, _plain(PlatformUnavailableError)),  # refused, DNS, TLS: nothing sent
-    (aiohttp.ServerDisconnectedError, _plain(UncertainDeliveryError)),
-    (aiohttp.ClientOSError, _plain(UncertainDeliveryError)),  # reset mid-request
-    (aiohttp.ClientPayloadError, _plain(UncertainDeliveryError)),
-    (aiohttp.ClientError, _plain(PlatformUnavailableError)),
+NETWORK_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = tuple(
+    (kind, _plain(outcome)) for kind, outcome in NETWORK_OUTCOMES
 )
 
 TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
