@@ -30,6 +30,9 @@ class PartRecord:
     """The text the platform acknowledged for this part (``None`` before the first ack)."""
     degraded: bool = False
     error: str | None = None
+    streaming: bool = False
+    """``message_id`` is an open native stream's handle (Slack: the streamed message; Telegram: a draft id,
+    no message at all), not yet a persisted message."""
 
     def report(self) -> PartReport:
         """This part as the delivery report shows it."""

@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS parts (
     run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
     message_id TEXT, shown TEXT, content_key TEXT, degraded INTEGER NOT NULL DEFAULT 0, error TEXT,
-    updated_at REAL NOT NULL, PRIMARY KEY (run, slot)
+    updated_at REAL NOT NULL, streaming INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run, slot)
 );
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL,
@@ -54,6 +54,10 @@ class SqliteLedger:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         db = await aiosqlite.connect(path)
         await db.executescript(_SCHEMA)
+        async with db.execute("PRAGMA table_info(parts)") as cur:
+            columns = {row[1] for row in await cur.fetchall()}
+        if "streaming" not in columns:  # a ledger written before native streaming existed
+            await db.execute("ALTER TABLE parts ADD COLUMN streaming INTEGER NOT NULL DEFAULT 0")
         await db.commit()
         return cls(db, path)
 
@@ -105,11 +109,12 @@ class SqliteLedger:
             (outcome, detail[:2000], time.time(), call_id),
         )
         await self._db.execute(
-            "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at,"
+            " streaming) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (run, slot) DO UPDATE SET role = excluded.role, state = excluded.state,"
             " message_id = excluded.message_id, shown = excluded.shown, content_key = excluded.content_key,"
-            " degraded = excluded.degraded, error = excluded.error, updated_at = excluded.updated_at",
+            " degraded = excluded.degraded, error = excluded.error, updated_at = excluded.updated_at,"
+            " streaming = excluded.streaming",
             (
                 part.run,
                 part.slot,
@@ -121,13 +126,15 @@ class SqliteLedger:
                 int(part.degraded),
                 part.error,
                 time.time(),
+                int(part.streaming),
             ),
         )
         await self._db.commit()
 
     async def parts(self, run: str) -> list[PartRecord]:
         async with self._db.execute(
-            "SELECT slot, role, state, message_id, shown, degraded, error FROM parts WHERE run = ? ORDER BY slot",
+            "SELECT slot, role, state, message_id, shown, degraded, error, streaming FROM parts WHERE run = ?"
+            " ORDER BY slot",
             (run,),
         ) as cur:
             rows = await cur.fetchall()
@@ -141,6 +148,7 @@ class SqliteLedger:
                 shown=r[4],
                 degraded=bool(r[5]),
                 error=r[6],
+                streaming=bool(r[7]),
             )
             for r in rows
         ]

@@ -189,6 +189,10 @@ class Reconciler:
                 state=rec.state,
                 degraded=rec.degraded,
                 error=rec.error,
+                # An open stream goes on as one when this run still streams natively; else its handle is taken
+                # for a message (Slack's stream is one; a Telegram draft id then fails as gone and is re-sent).
+                native=rec.streaming and self._native is not None,
+                streaming=rec.streaming and self._native is not None,
             )
             self.slots.append(slot)
             self._restored.append(slot)
@@ -545,4 +549,5 @@ class Reconciler:
             shown=slot.shown,
             degraded=slot.degraded,
             error=slot.error,
+            streaming=slot.streaming,
         )

@@ -145,3 +145,24 @@ async def test_an_append_that_may_have_landed_is_never_appended_again() -> None:
     ctl.handle(delta("."))
     await ctl.close(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["Hello world."]  # rewritten whole by an edit, not "Hello world world."
+
+
+async def test_after_a_restart_an_open_draft_is_finished_never_edited_as_a_message() -> None:
+    clock = FakeClock()
+    ledger = MemoryLedger()
+    first = FakeNativeAdapter(clock, style="replace")
+    start = RunStart(run=RUN, channel="fake", target=Target(chat_id=1))
+    ctl = RunController(start, policy(), first, SendChain(clock), ledger, clock)
+    await ctl.open()
+    ctl.handle(delta("Half an ans"))
+    await settle()
+    await ctl.rec.cancel()  # the process dies with the draft open
+    assert (await ledger.parts(RUN))[0].streaming
+
+    second = FakeNativeAdapter(clock, style="replace")  # a new process: its adapter never saw that draft
+    again = RunController(start, policy(), second, SendChain(clock), ledger, clock)
+    await again.open()
+    again.handle(delta("Half an answer, whole."))
+    await again.close(End(run=RUN, status=EndStatus.OK, final_text="Half an answer, whole."))
+    assert second.chat() == ["Half an answer, whole."]
+    assert "edit_text" not in [c.method for c in second.calls]

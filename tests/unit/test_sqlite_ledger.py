@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from adapters.sqlite import SqliteLedger
@@ -43,4 +44,21 @@ async def test_start_run_keeps_the_first_record(tmp_path: Path) -> None:
     await ledger.start_run(RunRecord(run="r", channel="b", target={"chat_id": 2}, mode="block"))
     record = await ledger.get_run("r")
     assert record is not None and record.channel == "a"
+    await ledger.close()
+
+
+async def test_a_ledger_from_before_native_streaming_opens_and_records_open_streams(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as db:  # the parts table as it was before the streaming column
+        db.execute(
+            "CREATE TABLE parts (run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,"
+            " message_id TEXT, shown TEXT, content_key TEXT, degraded INTEGER NOT NULL DEFAULT 0, error TEXT,"
+            " updated_at REAL NOT NULL, PRIMARY KEY (run, slot))"
+        )
+    ledger = await SqliteLedger.open(path)
+    await ledger.start_run(RunRecord(run="r", channel="telegram", target={"chat_id": 1}, mode="native"))
+    call = await ledger.record_intent("r", 0, SlotRole.ANSWER, "stream_start", "Hel")
+    draft = PartRecord(run="r", slot=0, role=SlotRole.ANSWER, message_id="99", shown="Hel", streaming=True)
+    await ledger.record_outcome(call, draft, "ack")
+    assert [p.streaming for p in await ledger.parts("r")] == [True]
     await ledger.close()
