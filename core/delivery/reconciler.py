@@ -506,7 +506,12 @@ class Reconciler:
                 slot.streaming = slot.native = False
                 slot.shown = None
                 return "uncertain", str(exc)
-            if op.kind in ("send", "stream_start", "stream_finish"):  # may have landed: never sent again
+            if op.kind == "stream_start":
+                # A stream that may have opened holds only the first words and no handle to go on with: the part
+                # goes on as a plain message (a Telegram draft lapses by itself; on Slack the fragment may stay).
+                self._native_off()
+                return "uncertain", str(exc)
+            if op.kind in ("send", "stream_finish"):  # may have landed: never sent again
                 slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"
                 slot.history.clear()
                 return "uncertain", str(exc)

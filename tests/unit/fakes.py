@@ -343,11 +343,15 @@ class FakeNativeAdapter(FakeAdapter):
         try:
             if self.refuse:
                 raise NativeUnavailableError("streaming is not enabled for this app", platform=self.platform)
-            self._check(text)
-            call.message_id = str(next(self._ids))
-            (self.messages if self.style == "append" else self.drafts)[call.message_id] = text.strip()
+            fault = self._fault("stream_start")
+            if fault is None or fault.landed:
+                self._check(text)
+                call.message_id = str(next(self._ids))
+                (self.messages if self.style == "append" else self.drafts)[call.message_id] = text.strip()
+            if fault is not None:
+                raise fault.error
             call.outcome = "ok"
-            return call.message_id
+            return call.message_id or ""
         except DeliveryError as exc:
             call.outcome = type(exc).__name__
             raise

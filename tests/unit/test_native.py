@@ -166,3 +166,16 @@ async def test_after_a_restart_an_open_draft_is_finished_never_edited_as_a_messa
     await again.close(End(run=RUN, status=EndStatus.OK, final_text="Half an answer, whole."))
     assert second.chat() == ["Half an answer, whole."]
     assert "edit_text" not in [c.method for c in second.calls]
+
+
+async def test_a_stream_start_that_timed_out_does_not_lose_the_part() -> None:
+    clock = FakeClock()
+    adapter = FakeNativeAdapter(clock, style="replace")
+    adapter.fail("stream_start", 1, UncertainDeliveryError("timed out"), landed=True)
+    ctl = await controller(adapter, policy(), clock)
+    ctl.handle(delta("The whole"))
+    await settle()
+    ctl.handle(delta(" answer."))
+    report = await ctl.close(End(run=RUN, status=EndStatus.OK))
+    assert adapter.chat() == ["The whole answer."]
+    assert report.status is ReportStatus.DELIVERED
