@@ -35,6 +35,8 @@ class PlatformSpec:
         unit: how length is counted; UTF-16 units are safe where the platform counts code points.
         limit_source: documentation URL of the limit.
         budgets: default rate budgets by name.
+        native: the platform streams by itself (``delivery = "native"``): Telegram sendMessageDraft, Slack
+            chat.startStream.
     """
 
     max_units: int
@@ -42,6 +44,7 @@ class PlatformSpec:
     unit: LengthUnit
     limit_source: str
     budgets: dict[str, SourcedBudget] = field(default_factory=dict)
+    native: bool = False
 
 
 def _b(
@@ -57,6 +60,7 @@ PLATFORMS: dict[str, PlatformSpec] = {
         default_limit=4096,
         unit=LengthUnit.UTF16,
         limit_source="https://core.telegram.org/bots/api#sendmessage",
+        native=True,  # https://core.telegram.org/bots/api#sendmessagedraft
         budgets=dict(
             [
                 # About 1 message per second per chat, short bursts allowed, then 429.
@@ -74,6 +78,7 @@ PLATFORMS: dict[str, PlatformSpec] = {
         default_limit=4_000,
         unit=LengthUnit.UTF16,
         limit_source="https://docs.slack.dev/reference/methods/chat.postMessage",
+        native=True,  # https://docs.slack.dev/reference/methods/chat.startStream
         budgets=dict(
             [
                 # chat.postMessage: about 1 per second per channel (a new stream posts a message too).

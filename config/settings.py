@@ -31,8 +31,7 @@ from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
 
 SUPPORTED_PLATFORMS = tuple(PLATFORMS)
-NATIVE_PLATFORMS = ("telegram", "slack")
-"""Platforms with their own streaming (Telegram sendMessageDraft, Slack chat.startStream)."""
+NATIVE_PLATFORMS = tuple(name for name, spec in PLATFORMS.items() if spec.native)
 
 
 class _Strict(BaseModel):
@@ -250,11 +249,6 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
             raise ConfigError(
                 f"{toml_path}: channels.{name}.platform = {channel.platform!r} is not supported yet "
                 f"(supported: {', '.join(SUPPORTED_PLATFORMS)}; web arrives with issue 5)"
-            )
-        if channel.delivery is DeliveryMode.NATIVE and channel.platform not in NATIVE_PLATFORMS:
-            raise ConfigError(
-                f"{toml_path}: channels.{name}.delivery = 'native': {channel.platform} has no native streaming; "
-                f"use preview, block, final or progress (native exists on {', '.join(NATIVE_PLATFORMS)})"
             )
     settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
     return Settings.model_validate(settings.model_dump())

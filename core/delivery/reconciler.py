@@ -24,7 +24,9 @@ Rules (shared/DESIGN.md §4, §5):
 - Native streaming (``native`` given): an answer part is opened as a platform stream while it grows
   (``stream_start``, ``stream_update``), persisted with ``stream_finish`` once it is frozen or the run
   finalizes, and abandoned with ``stream_cancel`` when a replace empties it. A platform that refuses
-  streaming here turns native off for the rest of the run: the parts continue as preview messages.
+  streaming here turns native off for the rest of the run: the parts continue as preview messages. So does
+  a stream start that timed out (the stream holds at most the first words and gives no handle), and an
+  append that may have landed is never appended again: that part is rewritten whole by an edit.
 - When a budget is short, finalization's calls go before other runs' previews (``final=True``).
 """
 
