@@ -59,12 +59,12 @@ async def run_demo(
     name = next((n for n, ch in settings.channels.items() if ch.platform == platform), None)
     if name is None:
         raise ConfigError(f"{DEFAULT_CONFIG} has no channel with platform = {platform!r}")
-    mock = dry.make_mock(True)
-    api_base = await mock.start()
-    update: dict[str, object] = {"api_base": api_base, "delivery": delivery, "enabled": True}
+    update: dict[str, object] = {"delivery": delivery, "enabled": True}
     if throttle_ms is not None:
         update["throttle_ms"] = throttle_ms
-    channel = settings.channels[name].model_copy(update=update)
+    channel = settings.channels[name].with_values(name, **update)  # checked before anything starts
+    mock = dry.make_mock(True)
+    channel = channel.with_values(name, api_base=await mock.start())
     settings.channels = {name: channel}
     limit = channel.policy(name).max_units
     target = dry.target(native=delivery is DeliveryMode.NATIVE)
@@ -75,7 +75,7 @@ async def run_demo(
         token = secrets.token_urlsafe(24)
         sidecar = Sidecar(relay, token=token)
         url = await sidecar.start()
-        console.print(f"[bold]mock {platform} API[/] {api_base}   [bold]sidecar[/] {url}")
+        console.print(f"[bold]mock {platform} API[/] {mock.base_url}   [bold]sidecar[/] {url}")
         console.print(
             f"replaying [cyan]{recording.name}[/] ({fmt}, {len(events)} events, {pace_ms:g} ms apart) "
             f"into {platform} chat {target.chat_id}, delivery [cyan]{delivery}[/]"

@@ -170,6 +170,17 @@ class ChannelSettings(_Strict):
             reasoning=self.reasoning,
         )
 
+    def with_values(self, name: str, **values: Any) -> ChannelSettings:
+        """This channel with ``values`` changed, validated like the file (a copy would skip the checks).
+
+        Raises:
+            ConfigError: a value is wrong for this channel; the message names the key.
+        """
+        try:
+            return ChannelSettings.model_validate({**self.model_dump(), **values})
+        except ValidationError as exc:
+            raise ConfigError(f"channels.{name}: " + "; ".join(str(e["msg"]) for e in exc.errors())) from None
+
     def budgets(self) -> list[SourcedBudget]:
         """The platform's default budgets with this channel's ``[rate.NAME]`` tables applied."""
         defaults = PLATFORMS[self.platform].budgets

@@ -47,3 +47,13 @@ def test_case_command_writes_transcripts_and_exits_nonzero_on_failure(tmp_path: 
     unsupported = _streamrelay("case", str(cases / "sse-resume-no-duplicates.json"), "--out", str(tmp_path))
     assert unsupported.returncode == 1
     assert "not supported yet" in json.loads((tmp_path / "sse-resume-no-duplicates.json").read_text())["failures"][0]
+
+
+def test_demo_on_discord_shows_the_answer_and_refuses_native_delivery_clearly() -> None:
+    done = _streamrelay("demo", "--platform", "discord", "--pace-ms", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "answer shown once, whole │ yes" in done.stdout and "429 answers              │ 0" in done.stdout
+
+    refused = _streamrelay("demo", "--platform", "discord", "--delivery", "native")
+    assert refused.returncode == 2
+    assert "discord has no native streaming" in " ".join((refused.stdout + refused.stderr).split())
