@@ -33,8 +33,6 @@ class Platform(enum.StrEnum):
     DISCORD = "discord"
 
 
-mock_app = typer.Typer(help="Mock platform servers on loopback, for dry runs.", no_args_is_help=True)
-app.add_typer(mock_app, name="mock")
 console = Console()
 err = Console(stderr=True)
 
@@ -195,37 +193,19 @@ def case(
     raise typer.Exit(_run(main()))
 
 
-@mock_app.command("telegram")
-def mock_telegram(
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8081,
-    rate_limits: Annotated[bool, typer.Option(help="answer 429 past Telegram's documented limits")] = True,
+@app.command()
+def mock(
+    platform: Annotated[Platform, typer.Argument(help="which platform's API to mock")],
+    port: Annotated[
+        int | None, typer.Option(help="port on 127.0.0.1 (default: telegram 8081, slack 8082, discord 8083)")
+    ] = None,
+    rate_limits: Annotated[bool, typer.Option(help="answer 429 past the platform's documented limits")] = True,
 ) -> None:
-    """Run the mock Telegram Bot API on 127.0.0.1 (point a channel's api_base at the URL it prints)."""
-    _serve_mock("telegram", port, rate_limits)
-
-
-@mock_app.command("slack")
-def mock_slack(
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8082,
-    rate_limits: Annotated[bool, typer.Option(help="answer 429 past Slack's documented limits")] = True,
-) -> None:
-    """Run the mock Slack Web API on 127.0.0.1 (point a channel's api_base at the URL it prints)."""
-    _serve_mock("slack", port, rate_limits)
-
-
-@mock_app.command("discord")
-def mock_discord(
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8083,
-    rate_limits: Annotated[bool, typer.Option(help="answer 429 past Discord's documented limits")] = True,
-) -> None:
-    """Run the mock Discord REST API on 127.0.0.1 (point a channel's api_base at the URL it prints)."""
-    _serve_mock("discord", port, rate_limits)
-
-
-def _serve_mock(platform: str, port: int, rate_limits: bool) -> None:
+    """Run a mock platform API on 127.0.0.1 for dry runs (point a channel's api_base at the URL it prints)."""
     from app.dry_run import DRY_RUN
 
-    _run(DRY_RUN[platform].serve("127.0.0.1", port, rate_limits))
+    dry = DRY_RUN[platform.value]
+    _run(dry.serve("127.0.0.1", dry.default_port if port is None else port, rate_limits))
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
