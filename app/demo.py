@@ -20,13 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.sqlite import SqliteLedger
-from app.cases.expect import strip_for_content
 from app.dry_run import DRY_RUN, seed_thread
 from app.ingest_client import detect_format, recording_lines, replay
 from app.service import Sidecar, build_relay
 from config.settings import DEFAULT_CONFIG, load_settings
 from core.assembler import TextAssembler
-from core.chunk_checks import fences_balanced
+from core.chunk_checks import content_key, fences_balanced
 from core.errors import ConfigError
 from core.events import DeliveryMode, ProviderFormat, TextEvent, Visibility
 from core.normalize import make_normalizer
@@ -143,9 +142,9 @@ async def run_demo(
     table.add_row("fences balanced", _yes(all(fences_balanced(t) for t in texts)))
     expected = recorded_answer(events, fmt)
     if delivery is DeliveryMode.PROGRESS:  # the status message is shown too: the answer is the last part(s)
-        same = strip_for_content("\n".join(texts)).endswith(strip_for_content(expected))
+        same = content_key("\n".join(texts)).endswith(content_key(expected))
     else:
-        same = strip_for_content("\n".join(texts)) == strip_for_content(expected)
+        same = content_key("\n".join(texts)) == content_key(expected)
     table.add_row("answer shown once, whole", _yes(same) + f" (against the recording's {len(expected)} chars)")
     console.print(table)
     return 0 if report.get("status") == "delivered" else 1

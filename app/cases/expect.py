@@ -10,17 +10,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from core.chunk_checks import fences_balanced
+from core.chunk_checks import content_key, fences_balanced
 from core.units import LengthUnit, text_units
 
-FENCE_LINE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
-
 Transcript = dict[str, Any]
-
-
-def strip_for_content(text: str) -> str:
-    """Text with fence marker lines and all whitespace removed (the ``content`` comparison)."""
-    return re.sub(r"\s+", "", FENCE_LINE.sub("", text))
 
 
 def contains_phrase(text: str, phrase: str) -> bool:
@@ -44,8 +37,8 @@ def _check_chat(want: list[str], t: Transcript, ctx: dict[str, Any]) -> list[str
 
 
 def _check_content(want: str, t: Transcript, ctx: dict[str, Any]) -> list[str]:
-    got = strip_for_content("\n".join(_texts(t)))
-    exp = strip_for_content(want)
+    got = content_key("\n".join(_texts(t)))
+    exp = content_key(want)
     if got == exp:
         return []
     n = next((i for i, (a, b) in enumerate(zip(got, exp, strict=False)) if a != b), min(len(got), len(exp)))

@@ -10,10 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cases.expect import strip_for_content
 from app.demo import recorded_answer
 from app.ingest_client import detect_format, recording_lines
-from core.chunk_checks import fences_balanced
+from core.chunk_checks import content_key, fences_balanced
 from core.ledger import MemoryLedger
 from core.units import LengthUnit, text_units
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
@@ -43,7 +42,7 @@ async def test_a_recording_reaches_the_chat_once_and_whole(path: Path, delivery:
             report = (await client.get("/v1/runs/rec", params={"wait_s": 90})).json()
         texts = [t for _, t in mock.visible(77)]
         assert report["status"] == "delivered", report
-        assert strip_for_content("\n".join(texts)) == strip_for_content(recorded_answer(events, fmt))
+        assert content_key("\n".join(texts)) == content_key(recorded_answer(events, fmt))
         assert all(text_units(t, LengthUnit.UTF16) <= 4096 for t in texts)
         assert all(fences_balanced(t) for t in texts)
         assert not any(c.status == 429 for c in mock.calls)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.cases.expect import check_expectations, contains_phrase, strip_for_content
-from core.chunk_checks import fences_balanced
+from app.cases.expect import check_expectations, contains_phrase
+from core.chunk_checks import content_key, fences_balanced
 
 
 def _t(*texts: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def test_fence_balance_follows_commonmark_nesting() -> None:
 def test_content_ignores_whitespace_and_fence_lines_across_messages() -> None:
     transcript = _t("See:\n```py\na = 1\n```", "```py\nb = 2\n```\nOK")
     assert check_expectations({"content": "See:\n```py\na = 1\nb = 2\n```\nOK"}, transcript, CTX) == []
-    assert strip_for_content("a b\n```x\nc") == "abc"
+    assert content_key("a b\n```x\nc") == "abc"
 
 
 def test_each_within_limit_counts_utf16_units() -> None:
