@@ -53,8 +53,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 import discord
-import telegramify_markdown
-from telegramify_markdown.config import RenderConfig
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from adapters.discord.errors import (
@@ -65,6 +63,7 @@ from adapters.discord.errors import (
     timed_out,
     translate,
 )
+from adapters.markdown_strip import strip_markdown
 from core.errors import ConfigError, DeliveryError, PlatformUnavailableError, TargetNotFoundError
 from core.events import Target
 from core.ports import TextFormat
@@ -199,36 +198,15 @@ def _seconds(value: Any) -> float | None:
 # ------------------------------------------------------------------ text
 
 
-def _strip_config() -> RenderConfig:
-    """An isolated telegramify-markdown config with heading markers blanked (no emoji the agent never wrote)."""
-    config = RenderConfig.isolated()
-    symbols = config.markdown_symbol
-    symbols.heading_level_1 = symbols.heading_level_2 = ""
-    symbols.heading_level_3 = symbols.heading_level_4 = ""
-    return config
-
-
-_STRIP_CONFIG = _strip_config()
-
-
 def render(text: str, fmt: TextFormat) -> str:
     """The ``content`` Discord receives for ``text``.
 
     ``plain`` and ``markdown`` are sent as is: Discord renders its own Markdown subset
     (https://support.discord.com/hc/en-us/articles/210298617) and a message's content is what the person sees.
-    ``stripped`` removes the markup as the Telegram adapter does (telegramify-markdown's text without its
-    entities) and keeps each link's target after its text, ``text (url)``, since plain text hides nothing.
+    ``stripped`` is the text with its markup removed (:func:`adapters.markdown_strip.strip_markdown`: a link
+    keeps its target after its text, ``text (url)``, since plain text hides nothing).
     """
-    if fmt is not TextFormat.STRIPPED:
-        return text
-    plain, entities = telegramify_markdown.convert(text, config=_STRIP_CONFIG)
-    units = plain.encode("utf-16-le")
-    links = [e for e in entities if e.type == "text_link" and e.url]
-    for link in sorted(links, key=lambda e: e.offset + e.length, reverse=True):
-        end = 2 * (link.offset + link.length)
-        if units[2 * link.offset : end].decode("utf-16-le") != link.url:
-            units = units[:end] + f" ({link.url})".encode("utf-16-le") + units[end:]
-    return units.decode("utf-16-le")
+    return strip_markdown(text) if fmt is TextFormat.STRIPPED else text
 
 
 # ------------------------------------------------------------------ the adapter

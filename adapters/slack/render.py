@@ -19,14 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from markdown_it import MarkdownIt
-from markdown_it.tree import SyntaxTreeNode
-
+from adapters.markdown_strip import strip_markdown
 from core.ports import TextFormat
 
-_MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 _MD_SPECIAL = re.compile(r"([\\`*_~\[\]<>&#|])")
-_BLOCK_JOIN = "\n\n"
 
 
 @dataclass(frozen=True)
@@ -68,61 +64,3 @@ def stream_markdown(text: str, fmt: TextFormat) -> str:
     if fmt is TextFormat.MARKDOWN:
         return text
     return escape_markdown(strip_markdown(text) if fmt is TextFormat.STRIPPED else text)
-
-
-# ---------------------------------------------------------------- stripping
-
-
-def strip_markdown(text: str) -> str:
-    """``text`` with its Markdown markup removed: emphasis, code and fence markers, headings' ``#``, quotes'
-    ``>``, table pipes of the delimiter row; list items become ``• `` / ``N. ``; a link keeps its URL in
-    parentheses when the label differs; raw HTML is kept as text."""
-    return _blocks(SyntaxTreeNode(_MD.parse(text)).children, _BLOCK_JOIN)
-
-
-def _blocks(nodes: list[SyntaxTreeNode], joiner: str) -> str:
-    return joiner.join(part for part in (_block(node) for node in nodes) if part)
-
-
-def _block(node: SyntaxTreeNode) -> str:
-    kind = node.type
-    if kind in ("paragraph", "heading"):
-        return _inline(node.children)
-    if kind in ("fence", "code_block", "html_block"):
-        return node.content.rstrip("\n")
-    if kind == "blockquote":
-        return _blocks(node.children, _BLOCK_JOIN)
-    if kind in ("bullet_list", "ordered_list"):
-        return _list(node)
-    if kind == "table":
-        rows = [row for section in node.children for row in section.children]
-        return "\n".join(" | ".join(_inline(cell.children) for cell in row.children) for row in rows)
-    if kind == "hr":
-        return "———"
-    return _inline(node.children)
-
-
-def _list(node: SyntaxTreeNode) -> str:
-    start = int(str(node.attrs.get("start", 1))) if node.type == "ordered_list" else 0
-    items = []
-    for n, item in enumerate(node.children, start):
-        marker = f"{n}. " if node.type == "ordered_list" else "• "
-        body = _blocks(item.children, "\n").replace("\n", "\n" + " " * len(marker))
-        items.append(marker + body)
-    return "\n".join(items)
-
-
-def _inline(nodes: list[SyntaxTreeNode]) -> str:
-    parts: list[str] = []
-    for node in nodes:
-        kind = node.type
-        if kind in ("text", "code_inline", "html_inline"):
-            parts.append(node.content)
-        elif kind in ("softbreak", "hardbreak"):
-            parts.append("\n")
-        elif kind == "link":
-            label, href = _inline(node.children), str(node.attrs.get("href", ""))
-            parts.append(label if not href or href in (label, f"mailto:{label}") else f"{label} ({href})")
-        else:  # inline (the block's content), strong, em, s, image (its alt text)
-            parts.append(_inline(node.children))
-    return "".join(parts)

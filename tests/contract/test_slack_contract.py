@@ -14,7 +14,6 @@ from typing import Protocol
 import pytest
 
 from adapters.slack import SlackAdapter
-from adapters.slack.render import strip_markdown
 from core.clock import FakeClock
 from core.errors import (
     ConfigError,
@@ -186,15 +185,6 @@ async def test_stripped_drops_the_markup(slack: SlackAdapter, slack_mock: MockSl
 
     [message] = slack_mock.messages(CHANNEL)
     assert (message.kind, message.mrkdwn, message.wire) == ("text", False, "Run make build &amp; docs (https://x.org)")
-
-
-def test_strip_markdown_keeps_the_words() -> None:
-    source = (
-        "# Plan\n\n- step **one**\n  - nested\n3. `a`\n\n```py\nx = 1\n```\n\n> _quoted_ <b>\n\n"
-        "| a | b |\n|-|-|\n| 1 | 2 |"
-    )
-
-    assert strip_markdown(source) == "Plan\n\n• step one\n  • nested\n\n3. a\n\nx = 1\n\nquoted <b>\n\na | b\n1 | 2"
 
 
 # ------------------------------------------------------------------ refusals
