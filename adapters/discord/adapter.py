@@ -44,12 +44,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextvars
 import re
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
-from types import SimpleNamespace
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import aiohttp
 import discord
@@ -58,11 +56,10 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from adapters.discord.errors import (
     BOUNDARY_ERRORS,
     PLATFORM,
-    Phase,
-    RateLimitAnswer,
     timed_out,
     translate,
 )
+from adapters.discord.trace import CALL, CallState, trace_config
 from adapters.markdown_strip import strip_markdown
 from core.errors import ConfigError, DeliveryError, PlatformUnavailableError, TargetNotFoundError
 from core.events import Target
@@ -77,122 +74,11 @@ TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$")
 LOGIN_ATTEMPTS = 3
 LOGIN_BACKOFF_S = 0.25
 """First wait between login attempts after a connection error; doubles (0.25 s, 0.5 s), at most 2 s."""
-CLOUDFLARE_BAN_S = 60.0
-"""``retry_after_s`` for a 429 without ``Via`` or JSON (a Cloudflare ban) that names no ``Retry-After``."""
-MAX_REMEMBERED_BUCKETS = 1024
-"""Emptied buckets remembered for timeout errors before reset ones are forgotten."""
 NO_MENTIONS = discord.AllowedMentions.none()
 """Sent with every message and edit: model output never pings @everyone, a role or a user."""
 
 _LIVE: weakref.WeakSet[DiscordAdapter] = weakref.WeakSet()
 """Open adapters; they all share discord.py's process-wide ``Route.BASE``."""
-
-
-# ------------------------------------------------------------------ per-call deadline, seen by the trace hooks
-
-
-class _CallState:
-    """One call's deadline and progress. The trace hooks run in the calling task and find it in ``_CALL``."""
-
-    def __init__(self, timeout_s: float, resets: dict[str, float], bucket_key: str) -> None:
-        self.timeout_s = timeout_s
-        self.phase = Phase.QUEUED
-        self.deadline: asyncio.Timeout | None = None
-        self._resets = resets
-        self._bucket_key = bucket_key
-
-    def advance(self, phase: Phase) -> None:
-        order = list(Phase)
-        if order.index(phase) > order.index(self.phase):
-            self.phase = phase
-
-    def reschedule(self, seconds: float | None) -> None:
-        """Deadline ``seconds`` from now (None: no deadline), unless it already fired."""
-        if self.deadline is not None and not self.deadline.expired():
-            when = None if seconds is None else asyncio.get_running_loop().time() + seconds
-            self.deadline.reschedule(when)
-
-    def answered(self, headers: Mapping[str, str]) -> None:
-        """The answer is read: lift the deadline; remember until when an emptied bucket holds the route."""
-        self.advance(Phase.ANSWERED)
-        self.reschedule(None)
-        now = asyncio.get_running_loop().time()
-        reset_after = _seconds(headers.get("X-RateLimit-Reset-After"))
-        if headers.get("X-RateLimit-Remaining") == "0" and reset_after is not None:
-            self._resets[self._bucket_key] = now + reset_after
-        else:
-            self._resets.pop(self._bucket_key, None)
-        if len(self._resets) > MAX_REMEMBERED_BUCKETS:  # forget buckets that have reset
-            for key in [key for key, until in self._resets.items() if until <= now]:
-                del self._resets[key]
-
-    def bucket_wait_s(self) -> float:
-        """How long discord.py's bucket still holds this route (1 s when no header said)."""
-        wait = self._resets.get(self._bucket_key, 0.0) - asyncio.get_running_loop().time()
-        return round(wait, 3) if wait > 0 else 1.0
-
-
-_CALL: contextvars.ContextVar[_CallState | None] = contextvars.ContextVar("discord_call", default=None)
-
-
-async def _on_request_start(
-    _session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: aiohttp.TraceRequestStartParams
-) -> None:
-    state = _CALL.get()
-    if state is not None:
-        state.advance(Phase.CONNECTING)
-        state.reschedule(state.timeout_s)
-
-
-async def _on_request_headers_sent(
-    _session: aiohttp.ClientSession, _ctx: SimpleNamespace, _params: aiohttp.TraceRequestHeadersSentParams
-) -> None:
-    state = _CALL.get()
-    if state is not None:
-        state.advance(Phase.SENT)
-
-
-async def _on_request_end(
-    _session: aiohttp.ClientSession, _ctx: SimpleNamespace, params: aiohttp.TraceRequestEndParams
-) -> None:
-    """Read the answer under the call's deadline; stop a 429 or 5xx before discord.py's retry loop sees it."""
-    response = params.response
-    await response.read()  # cached: discord.py's json_or_text reads it again for free
-    state = _CALL.get()
-    if state is not None:
-        state.answered(response.headers)
-    if response.status == 429:
-        raise _rate_limit_answer(response, await discord.http.json_or_text(response))
-    if response.status >= 500:
-        raise discord.DiscordServerError(response, await discord.http.json_or_text(response))
-
-
-def _rate_limit_answer(response: aiohttp.ClientResponse, data: dict[str, Any] | str) -> RateLimitAnswer:
-    """A 429 as Discord describes it (https://discord.com/developers/docs/topics/rate-limits#exceeding-a-rate-limit):
-    JSON ``retry_after`` (float seconds) and ``global``, ``X-RateLimit-Scope``; without ``Via`` or JSON it is a
-    Cloudflare ban of the whole IP."""
-    headers = response.headers
-    header_s = _seconds(headers.get("Retry-After"))
-    if not headers.get("Via") or not isinstance(data, dict):
-        return RateLimitAnswer(header_s or CLOUDFLARE_BAN_S, is_global=True, scope=None, cloudflare=True)
-    retry_after_s = _seconds(data.get("retry_after")) or header_s or 1.0
-    is_global = data.get("global") is True or headers.get("X-RateLimit-Global", "").lower() == "true"
-    return RateLimitAnswer(retry_after_s, is_global=is_global, scope=headers.get("X-RateLimit-Scope"), cloudflare=False)
-
-
-def _trace_config() -> aiohttp.TraceConfig:
-    trace = aiohttp.TraceConfig()
-    trace.on_request_start.append(_on_request_start)
-    trace.on_request_headers_sent.append(_on_request_headers_sent)
-    trace.on_request_end.append(_on_request_end)
-    return trace
-
-
-def _seconds(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------ text
@@ -338,7 +224,7 @@ class DiscordAdapter:
         raise error  # outside the except block: no __context__ holding the request headers (the token)
 
     async def _login_once(self) -> discord.Client:
-        client = discord.Client(intents=discord.Intents.none(), http_trace=_trace_config())
+        client = discord.Client(intents=discord.Intents.none(), http_trace=trace_config())
         try:
             async with asyncio.timeout(self.send_timeout_s):
                 await client.login(self._token)
@@ -352,8 +238,8 @@ class DiscordAdapter:
     ) -> T:
         """One attempt at one REST call; every failure leaves as a ``DeliveryError`` (token-free)."""
         client = await self._ready(target)
-        state = _CallState(self.send_timeout_s, self._resets, f"{method}:{channel_id}")
-        reset_token = _CALL.set(state)
+        state = CallState(self.send_timeout_s, self._resets, f"{method}:{channel_id}")
+        reset_token = CALL.set(state)
         try:
             async with asyncio.timeout(self.send_timeout_s) as deadline:
                 state.deadline = deadline
@@ -372,7 +258,7 @@ class DiscordAdapter:
         except BOUNDARY_ERRORS as exc:
             error = translate(exc, method=method, target=str(target.chat_id), scrub=self._scrub)
         finally:
-            _CALL.reset(reset_token)
+            CALL.reset(reset_token)
         raise error  # outside the except block: no __context__ holding the request headers (the token)
 
     # -------------------------------------------------------------- ChannelAdapter
