@@ -200,6 +200,10 @@ class MockPlatform(Protocol):
         """Script the answer to the ``nth`` call of ``method`` (a :class:`Fault` mapping or a :class:`Hang`)."""
         ...
 
+    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
+        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms first."""
+        ...
+
     def chats(self) -> Sequence[ChatId]:
         """Conversations that ever received a message, in first-message order."""
         ...

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
+import pytest
+from pydantic import SecretStr
+
+from app.dry_run import DRY_RUN
+from app.service import make_adapter
+from config.settings import ChannelSettings
+from core.events import Target
+from core.ports import ChannelAdapter, TextFormat
 from mocks.common import Fault, FaultScript, Hang, MockPlatform
 from mocks.discord import MockDiscord
 from mocks.slack import MockSlack
@@ -46,3 +56,54 @@ async def test_every_mock_starts_once_stops_twice_and_reads_a_case(mock_type: ty
         mock.configure_from_case({"mock": {"rate_limits": "documented"}})
         assert mock.rate_limits
     await mock.stop()
+
+
+SEND_METHOD = {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
+
+
+@dataclass
+class Rig:
+    mock: MockPlatform
+    adapter: ChannelAdapter
+    target: Target
+    send: str
+
+
+@pytest.fixture(params=sorted(DRY_RUN))
+async def rig(request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    """Each platform's mock and the real SDK's adapter on it (the way the mock is meant to be driven)."""
+    dry = DRY_RUN[request.param]
+    mock = dry.make_mock(False)
+    settings = ChannelSettings.model_validate(
+        {"platform": request.param, "api_base": await mock.start(), "send_timeout_ms": 10_000}
+    )
+    adapter = make_adapter("c", settings, SecretStr(dry.token))
+    try:
+        yield Rig(mock, adapter, dry.target(), SEND_METHOD[request.param])
+    finally:
+        await adapter.close()
+        await mock.stop()
+
+
+async def test_stop_releases_a_hanging_call_at_once(rig: Rig) -> None:
+    rig.mock.add_fault(rig.send, 1, "timeout_before_commit")  # would hang for 30 s
+    pending = asyncio.ensure_future(rig.adapter.send_text(rig.target, "x", TextFormat.PLAIN))
+    while not rig.mock.calls:
+        await asyncio.sleep(0.01)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await rig.mock.stop()
+    await asyncio.gather(pending, return_exceptions=True)
+    assert loop.time() - started < 5  # released, not the scripted 30 s
+
+
+async def test_latency_applies_to_the_scripted_call_only(rig: Rig) -> None:
+    rig.mock.set_latency(rig.send, [400, 0])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await rig.adapter.send_text(rig.target, "slow", TextFormat.PLAIN)
+    slow_s = loop.time() - started
+    started = loop.time()
+    await rig.adapter.send_text(rig.target, "fast", TextFormat.PLAIN)
+    assert slow_s >= 0.4
+    assert loop.time() - started < slow_s

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -430,34 +429,6 @@ async def test_timeout_before_commit_never_stores(api: Client, mock: MockDiscord
 
     assert mock.visible(CHANNEL) == [(sent, "a")]
     assert mock.calls[1].description == "timeout_before_commit"
-
-
-async def test_stop_releases_hanging_calls_quickly() -> None:
-    mock = MockDiscord()
-    base_url = await mock.start()
-    mock.add_fault("createMessage", 1, "timeout_before_commit")
-    async with aiohttp.ClientSession() as session:
-        pending = asyncio.ensure_future(Client(session, base_url).send("x"))
-        await asyncio.sleep(0.1)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await mock.stop()
-        assert loop.time() - started < 0.5
-        await asyncio.gather(pending, return_exceptions=True)
-
-
-async def test_latency_applies_per_call(api: Client, mock: MockDiscord) -> None:
-    mock.set_latency("createMessage", [150])
-    loop = asyncio.get_running_loop()
-
-    started = loop.time()
-    await api.send("slow")
-    slow_s = loop.time() - started
-    started = loop.time()
-    await api.send("fast")
-
-    assert slow_s >= 0.15
-    assert loop.time() - started < 0.15
 
 
 async def test_reset_and_case_configuration(api: Client, mock: MockDiscord) -> None:
