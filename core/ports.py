@@ -136,3 +136,31 @@ class NativeStreaming(Protocol):
         """Abandon a stream whose part is no longer wanted (a replace emptied it). Slack: delete the streamed
         message; Telegram: nothing to do (an unsent draft lapses by itself)."""
         ...
+
+
+@runtime_checkable
+class Threads(Protocol):
+    """Side conversations anchored at a message, optional: an adapter whose platform has threads implements
+    this, so ``subagents = "thread"`` can show each sub-agent's preview in its own thread.
+
+    - Slack: a thread under the anchor message (``thread_ts`` = the anchor's ts; no call is made).
+      https://docs.slack.dev/messaging/#threading
+    - Telegram: a reply chain: the child's messages reply to the anchor message (no call is made; forum
+      topics are not created). https://core.telegram.org/bots/api#replyparameters
+    - Discord: a public thread started from the anchor message (``POST /channels/{id}/messages/{mid}/threads``,
+      thread names are 1-100 characters).
+      https://discord.com/developers/docs/resources/channel#start-thread-from-message
+    """
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """Why no thread can be opened under a message of ``target`` (e.g. it already is a thread), or None."""
+        ...
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """Open a side conversation under message ``anchor_message_id`` of ``target``; return the target its
+        messages go to. ``title`` names it where the platform shows names (trimmed to the platform's limit).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every adapter call (one attempt, no retries).
+        """
+        ...
