@@ -1,0 +1,200 @@
+"""Inline reasoning tags: splits ``<think>…</think>`` out of answer text, one delta at a time.
+
+Where the tags come from: DeepSeek-R1 writes its chain of thought between ``<think>`` and ``</think>`` before the
+answer. DeepSeek's own API moves it to a separate ``reasoning_content`` field
+(https://api-docs.deepseek.com/guides/reasoning_model), but the same weights (and Qwen3, QwQ and their
+distillations) served by an OpenAI-compatible server without a reasoning parser leave the tags inline in the
+answer text; vLLM's reasoning parsers do this split on the server when they are enabled
+(https://docs.vllm.ai/en/latest/features/reasoning_outputs.html). Other fine-tunes and prompts use
+``<thinking>``, ``<thought>`` or ``<reasoning>``. The stream arrives as deltas cut anywhere, tags included:
+``"<thi"`` + ``"nk>let me"`` + ``" see</th"`` + ``"ink>The answer"``.
+
+Rules:
+
+- Tags: ``<think>``, ``<thinking>``, ``<thought>``, ``<reasoning>`` and their closers (``</think>`` …), ASCII
+  case-insensitive (``<THINK>``, ``</Thinking>``; a non-ASCII look-alike such as the Kelvin sign is not folded),
+  no attributes, no spaces inside. Tags appear in neither output.
+- An opener switches to reasoning, any closer switches back to answer (tags are not paired by name:
+  ``<think>…</thought>`` closes). An opener while inside or a closer while outside is dropped: it is still a
+  tag, never shown, and it changes nothing (except the whitespace rule below).
+- Look-alikes (``<th>``, ``<thinker>``, ``< think>``, ``<think >``, ``<b>``, a lone ``<``) are text of the current
+  class, unchanged, released as soon as they can no longer become a tag (``"<thinke"`` at once, ``"<think"`` not).
+- Unclosed opener: everything after it is reasoning, and stays reasoning at :meth:`ThinkSplitter.flush`.
+- Whitespace after a closer: while no answer character has been emitted yet in this message, the whitespace
+  (``str.isspace``: newlines, ``"\\r\\n"``, spaces) that starts the answer after any closer is dropped, however many
+  deltas it spans; models write ``"</think>\\n\\nAnswer"`` and the answer should start at ``"Answer"``. Once an
+  answer character has been emitted (before or after the reasoning), nothing is ever dropped.
+- Held tail: a ``<`` followed by a proper prefix of a tag at the end of what was received (``"<"``, ``"<thi"``,
+  ``"</thin"``) is held back until the next delta or :meth:`~ThinkSplitter.flush` can classify it; it is at most
+  11 characters (the longest tag, ``</reasoning>``, has 12).
+- Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
+  feeds and the flush are the same as for the whole text fed at once. A ``<`` is classified only from the at most
+  12 characters starting at it, and only once they are there (or at flush).
+
+Cost: a feed costs O(len(delta) + len(held)) with ``len(held) <= 11``: the delta is scanned for ``<`` with
+``str.find``, each ``<`` looks at most 12 characters ahead, earlier text is never rescanned.
+
+Example::
+
+    splitter = ThinkSplitter()
+    splitter.feed("<thi")             # ("", ""), held "<thi"
+    splitter.feed("nk>let me")        # ("", "let me")
+    splitter.feed(" see</th")         # ("", " see"), held "</th"
+    splitter.feed("ink>\\n\\nThe answer")  # ("The answer", "")
+    splitter.flush()                  # ("", "")
+    split_think("<think>hm</think>\\nYes")  # ("Yes", "hm", "")
+"""
+
+from __future__ import annotations
+
+__all__ = ["ThinkSplitter", "split_think"]
+
+_OPENERS = frozenset({"<think>", "<thinking>", "<thought>", "<reasoning>"})
+_CLOSERS = frozenset("</" + opener[1:] for opener in _OPENERS)
+_TAGS = _OPENERS | _CLOSERS
+_MAX_TAG_CHARS = max(len(tag) for tag in _TAGS)  # 12: "</reasoning>"
+_PARTIALS = frozenset(tag[:end] for tag in _TAGS for end in range(1, len(tag)))  # proper prefixes, all start "<"
+
+
+def _classify(window: str) -> str | None:
+    """What the ``<`` that starts ``window`` begins.
+
+    Args:
+        window: the received text from that ``<`` on, cut to at most ``_MAX_TAG_CHARS`` characters. When it is
+            shorter, it reaches the end of what has been received so far.
+
+    Returns:
+        The tag, lower-cased, when a whole tag starts there; ``None`` when it is still undecided (the window is a
+        proper prefix of a tag and more text may complete it); ``""`` when the ``<`` is plain text.
+    """
+    close = window.find(">")
+    head = window if close < 0 else window[: close + 1]
+    if not head.isascii():  # tags are ASCII; lower() of non-ASCII could even change the length
+        return ""
+    head = head.lower()
+    if head in _TAGS:
+        return head
+    if close < 0 and head in _PARTIALS:
+        return None
+    return ""
+
+
+class ThinkSplitter:
+    """Splits one message's streamed text into answer text and reasoning text, across inline reasoning tags.
+
+    Feed each delta of one assistant message with :meth:`feed`, then call :meth:`flush` at the end of the
+    message. Each call returns ``(answer, reasoning)``: the text newly classified as each, in stream order within
+    each class (how answer and reasoning interleave inside one call is not kept). Rules, the held tail and the
+    cost are in the module docstring: ``<think>``-like tags switch class and are never shown; a possible partial
+    tag at the end is held back; whitespace that starts the answer after a closer is dropped while no answer text
+    has been emitted; each feed costs O(len(delta) + 11).
+    """
+
+    __slots__ = ("_answered", "_held", "_inside", "_strip")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._inside = False
+        self._held = ""
+        self._answered = False  # an answer character has been emitted in this message
+        self._strip = False  # a closer came while nothing was answered: drop the answer's leading whitespace
+
+    @property
+    def inside(self) -> bool:
+        """Whether the text received so far ends inside a reasoning block (an opener without its closer)."""
+        return self._inside
+
+    @property
+    def held(self) -> str:
+        """The held-back tail: ``""`` or a ``<`` plus a proper prefix of a tag, at most 11 characters."""
+        return self._held
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """Take the next delta; return ``(answer, reasoning)``: the text newly classified as each, in order.
+
+        A possible partial tag at the end (e.g. ``"<thi"``, ``"</thin"``, or even a lone ``"<"``) is held back
+        until the next delta (or :meth:`flush`) can classify it.
+
+        Args:
+            text: the next delta of the message, cut anywhere (a tag may span several deltas).
+
+        Returns:
+            ``(answer, reasoning)``, either may be ``""``. Cost O(len(text) + len(held)).
+        """
+        buf = self._held + text if self._held else text
+        answer: list[str] = []
+        reasoning: list[str] = []
+        start = 0  # buf[start:] is not yet emitted
+        search = 0  # every "<" before it is known to be plain text
+        while True:
+            lt = buf.find("<", search)
+            if lt < 0:
+                self._held = ""
+                self._emit(buf[start:], answer, reasoning)
+                break
+            tag = _classify(buf[lt : lt + _MAX_TAG_CHARS])
+            if tag is None:
+                self._held = buf[lt:]
+                self._emit(buf[start:lt], answer, reasoning)
+                break
+            if tag:
+                self._emit(buf[start:lt], answer, reasoning)
+                self._switch(tag)
+                start = lt + len(tag)
+            search = lt + len(tag) if tag else lt + 1
+        return "".join(answer), "".join(reasoning)
+
+    def flush(self) -> tuple[str, str]:
+        """End of the message: release what is held back; return ``(answer, reasoning)``.
+
+        A partial tag that never completed is plain text of the current class (inside an unclosed block it is
+        reasoning; an unclosed block is never turned into answer). The splitter is then as new, ready for the next
+        message.
+        """
+        answer: list[str] = []
+        reasoning: list[str] = []
+        self._emit(self._held, answer, reasoning)
+        self._reset()
+        return "".join(answer), "".join(reasoning)
+
+    def _emit(self, piece: str, answer: list[str], reasoning: list[str]) -> None:
+        """Append ``piece`` to the current class, applying the whitespace-after-closer rule to answer text."""
+        if not piece:
+            return
+        if self._inside:
+            reasoning.append(piece)
+            return
+        if self._strip:
+            piece = piece.lstrip()
+            if not piece:
+                return
+            self._strip = False
+        self._answered = True
+        answer.append(piece)
+
+    def _switch(self, tag: str) -> None:
+        """Apply a whole tag (lower-cased): an opener enters reasoning, a closer leaves it (both idempotent)."""
+        if tag in _OPENERS:
+            self._inside = True
+            return
+        self._inside = False
+        if not self._answered:
+            self._strip = True
+
+
+def split_think(text: str) -> tuple[str, str, str]:
+    """Stateless split of a full text, for ``snapshot`` / ``replace`` events.
+
+    Args:
+        text: the whole text of the message so far.
+
+    Returns:
+        ``(answer, reasoning, held)``: exactly what a fresh :class:`ThinkSplitter` gives for ``feed(text)`` in one
+        call (answer and reasoning are the full texts so far) plus its held tail (to treat as text of the final
+        class if the message ends there, as :meth:`ThinkSplitter.flush` would). Cost O(len(text)).
+    """
+    splitter = ThinkSplitter()
+    answer, reasoning = splitter.feed(text)
+    return answer, reasoning, splitter.held
