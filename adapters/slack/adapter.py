@@ -1,11 +1,11 @@
 """SlackAdapter: one Slack app's :class:`core.ports.ChannelAdapter` and :class:`core.ports.NativeStreaming`, on
 slack-sdk's ``AsyncWebClient``.
 
-Every method is one Web API call, one attempt: the client gets ``retry_handlers=[]`` (slack-sdk otherwise
-retries connection errors by itself, and with ``AsyncRateLimitErrorRetryHandler`` 429s), so retries belong to
-the core's scheduler alone and nothing can be sent twice behind its back. The only second calls are the
-documented stream recoveries below, which can never double a message. Failures are translated at this
-boundary by :mod:`adapters.slack.errors`; text is rendered by :mod:`adapters.slack.render`.
+Every method is one Web API call, one attempt (:class:`adapters.slack.connection.SlackConnection`: no retries
+inside slack-sdk), so retries belong to the core's scheduler alone and nothing can be sent twice behind its
+back. The only second calls are the documented stream recoveries below, which can never double a message.
+Failures are translated at this boundary by :mod:`adapters.slack.errors`; text is rendered by
+:mod:`adapters.slack.render`.
 
 Web API references:
     chat.postMessage https://docs.slack.dev/reference/methods/chat.postMessage (``text`` 40,000 characters,
@@ -21,22 +21,16 @@ Web API references:
 
 from __future__ import annotations
 
-import math
 import re
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Awaitable, Collection
 
-import aiohttp
-from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from adapters.slack.errors import BOUNDARY_ERRORS, PLATFORM, error_code, translate
+from adapters.slack.connection import Refused, SlackConnection
+from adapters.slack.errors import PLATFORM
 from adapters.slack.render import Rendered, render, stream_markdown
 from core.errors import (
-    ConfigError,
-    DeliveryError,
     NativeUnavailableError,
     PayloadRejectedError,
     PermanentDeliveryError,
@@ -45,8 +39,6 @@ from core.errors import (
 from core.events import Target
 from core.ports import TextFormat
 from core.units import LengthUnit, text_units
-
-Send = Callable[[], Awaitable[AsyncSlackResponse]]
 
 NOT_STREAMING = "message_not_in_streaming_state"
 """appendStream / stopStream on a stream that was stopped or expired (about 5 idle minutes, observed)."""
@@ -57,22 +49,12 @@ CANT_DELETE = "cant_delete_message"
 _NOT_A_STREAM = ("cant_update_message", "message_not_found")
 TYPING_STATUS = "is typing…"
 
-_TOKEN_RE = re.compile(r"^xox[a-z]-[A-Za-z0-9-]+$")
 _CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{8,}$")
 _TS_RE = re.compile(r"^\d+\.\d+$")
-_CONNECT_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 _MAX_OPEN_STREAMS = 1024
 
 
-@dataclass(frozen=True)
-class _Refused:
-    """An expected refusal: Slack's ``code`` and the translated ``error`` (to raise if it stays a failure)."""
-
-    code: str
-    error: DeliveryError
-
-
-class SlackAdapter:
+class SlackAdapter(SlackConnection):
     """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it).
 
     Args:
@@ -107,17 +89,8 @@ class SlackAdapter:
         send_timeout_s: float = 10.0,
         max_units: int = 4000,
     ) -> None:
-        if not _TOKEN_RE.match(token):
-            raise ConfigError("slack: the bot token is malformed (expected 'xoxb-…')")
+        super().__init__(token, base_url=base_url, send_timeout_s=send_timeout_s)
         self.max_units = max_units
-        self.send_timeout_s = send_timeout_s
-        self.verify_backoff_s = 0.5
-        self._base_url = base_url or AsyncWebClient.BASE_URL
-        secret = token.rsplit("-", 1)[-1]
-        self._secrets = (token, secret) if len(secret) >= 8 else (token,)
-        self._client = AsyncWebClient(
-            token=token, base_url=self._base_url, timeout=math.ceil(send_timeout_s), retry_handlers=[]
-        )
         self._open: OrderedDict[tuple[str, str], None] = OrderedDict()
         """Streams this adapter started and has not seen end, oldest first (bounded)."""
 
@@ -143,44 +116,7 @@ class SlackAdapter:
         """Channels (``C…`` public, ``G…`` private or group DM) are groups; ``D…`` direct messages are not."""
         return str(target.chat_id).startswith(("C", "G"))
 
-    def __repr__(self) -> str:
-        return f"SlackAdapter(base_url={self._base_url!r})"
-
-    __str__ = __repr__
-
-    # ------------------------------------------------------------ calling
-
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "<token>")
-        return text
-
-    def _ensure_session(self) -> None:
-        """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""
-        session = self._client.session
-        if session is None or session.closed:
-            timeout = aiohttp.ClientTimeout(total=self.send_timeout_s, sock_connect=self.send_timeout_s / 2)
-            self._client.session = aiohttp.ClientSession(timeout=timeout)
-
-    async def _try(
-        self, method: str, target: Target, send: Send, allow: Collection[str] = ()
-    ) -> AsyncSlackResponse | _Refused:
-        """One attempt; a refusal whose code is in ``allow`` is returned, every other failure raised."""
-        self._ensure_session()
-        try:
-            return await send()
-        except BOUNDARY_ERRORS as exc:
-            code = error_code(exc)
-            error = translate(exc, method=method, target=str(target.chat_id), scrub=self._scrub)
-        if code is not None and code in allow:
-            return _Refused(code, error)
-        raise error  # outside the except block: no __context__ that could carry the request
-
-    async def _call(self, method: str, target: Target, send: Send) -> AsyncSlackResponse:
-        answer = await self._try(method, target, send)
-        if isinstance(answer, _Refused):  # pragma: no cover - nothing is allowed
-            raise answer.error
-        return answer
+    # ------------------------------------------------------------ rendering
 
     def _body(self, method: str, target: Target, text: str, fmt: TextFormat) -> Rendered:
         body = render(text, fmt)
@@ -243,7 +179,7 @@ class SlackAdapter:
         if (channel, message_id) in self._open:
             await self._stop(target, message_id)
         answer = await self._try("chat.delete", target, send, allow=(CANT_DELETE,))
-        if isinstance(answer, _Refused):
+        if isinstance(answer, Refused):
             if not await self._stop(target, message_id, allow=(NOT_STREAMING, *_NOT_A_STREAM)):
                 raise answer.error
             await self._call("chat.delete", target, send)
@@ -263,36 +199,6 @@ class SlackAdapter:
                 channel_id=channel, thread_ts=thread_ts, status=TYPING_STATUS
             ),
         )
-
-    async def verify(self) -> str:
-        """Check the token at start-up (auth.test); return ``"<bot name> (<user id>)"``.
-
-        Connection errors (nothing sent) are retried: 3 attempts, waits ``verify_backoff_s`` then twice that.
-
-        Raises:
-            core.errors.ForbiddenError: the token is wrong or revoked (``invalid_auth``, ``token_revoked``).
-            core.errors.PlatformUnavailableError: Slack could not be reached in 3 attempts.
-        """
-        self._ensure_session()
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(3),
-            wait=wait_exponential(multiplier=self.verify_backoff_s),
-            retry=retry_if_exception_type(_CONNECT_ERRORS),
-            reraise=True,
-        )
-        try:
-            answer: AsyncSlackResponse = await retrying(self._client.auth_test)
-        except BOUNDARY_ERRORS as exc:
-            error = translate(exc, method="auth.test", target="", scrub=self._scrub)
-        else:
-            return f"{answer.get('user')} ({answer.get('user_id')})"
-        raise error
-
-    async def close(self) -> None:
-        """Close the HTTP session."""
-        session = self._client.session
-        if session is not None and not session.closed:
-            await session.close()
 
     # ------------------------------------------------------------ NativeStreaming
 
@@ -355,7 +261,7 @@ class SlackAdapter:
                 lambda: self._client.chat_appendStream(channel=channel, ts=handle, markdown_text=suffix),
                 allow=(NOT_STREAMING,),
             )
-            if not isinstance(answer, _Refused):
+            if not isinstance(answer, Refused):
                 return
             self._open.pop((channel, handle), None)
         raise await self._no_longer_streamable(target, handle)
@@ -380,7 +286,7 @@ class SlackAdapter:
                 allow=(NOT_STREAMING,),
             )
             self._open.pop((channel, handle), None)
-            if not isinstance(answer, _Refused):
+            if not isinstance(answer, Refused):
                 return handle
         raise await self._no_longer_streamable(target, handle)
 
@@ -421,7 +327,7 @@ class SlackAdapter:
             "chat.stopStream", target, lambda: self._client.chat_stopStream(channel=channel, ts=ts), allow=allow
         )
         self._open.pop((channel, ts), None)
-        return not isinstance(answer, _Refused)
+        return not isinstance(answer, Refused)
 
     async def _update(self, target: Target, ts: str, body: Rendered) -> None:
         """chat.update; a stream still open (one this process did not start) is stopped first, then updated."""
@@ -431,7 +337,7 @@ class SlackAdapter:
             return self._client.chat_update(channel=channel, ts=ts, **body.args())
 
         answer = await self._try("chat.update", target, send, allow=(STREAM_OPEN,))
-        if isinstance(answer, _Refused):
+        if isinstance(answer, Refused):
             await self._stop(target, ts)
             await self._call("chat.update", target, send)
 

@@ -1,0 +1,140 @@
+"""SlackConnection: one Slack app's Web API client, where every call is one attempt and every failure is
+translated at the boundary (:mod:`adapters.slack.errors`). :class:`~adapters.slack.adapter.SlackAdapter`
+builds its messages, streams and threads on it.
+
+The client gets ``retry_handlers=[]`` (slack-sdk otherwise retries connection errors by itself, and with
+``AsyncRateLimitErrorRetryHandler`` 429s), so retries belong to the core's scheduler alone; the one exception is
+:meth:`SlackConnection.verify` at start-up, which retries connection errors only (nothing was sent).
+
+References: auth.test https://docs.slack.dev/reference/methods/auth.test, responses
+https://docs.slack.dev/apis/web-api/#responses, slack-sdk https://docs.slack.dev/tools/python-slack-sdk/web.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+
+import aiohttp
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from adapters.slack.errors import BOUNDARY_ERRORS, error_code, translate
+from core.errors import ConfigError, DeliveryError
+from core.events import Target
+
+Send = Callable[[], Awaitable[AsyncSlackResponse]]
+"""One Web API call, ready to send (a closure over the client)."""
+
+_TOKEN_RE = re.compile(r"^xox[a-z]-[A-Za-z0-9-]+$")
+_CONNECT_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An expected refusal: Slack's ``code`` and the translated ``error`` (to raise if it stays a failure)."""
+
+    code: str
+    error: DeliveryError
+
+
+class SlackConnection:
+    """The Web API client of one Slack app: one attempt per call, failures as :class:`core.errors.DeliveryError`.
+
+    Args:
+        token: the bot token ``xoxb-…`` (a user token ``xoxp-…`` works too). Never shown in ``repr``, ``str``,
+            logs or errors.
+        base_url: Web API base, e.g. ``http://127.0.0.1:8082/api/`` for :class:`mocks.slack.MockSlack`;
+            ``None`` is https://slack.com/api/.
+        send_timeout_s: per-call timeout in seconds. A call that times out raises
+            :class:`core.errors.UncertainDeliveryError` (it may have landed); a connection not opened within
+            half of it raises :class:`core.errors.PlatformUnavailableError` (nothing was sent).
+
+    Attributes:
+        verify_backoff_s: the first wait between :meth:`verify` attempts, doubled each time.
+
+    Raises:
+        ConfigError: the token is not shaped like a Slack token.
+    """
+
+    def __init__(self, token: str, *, base_url: str | None = None, send_timeout_s: float = 10.0) -> None:
+        if not _TOKEN_RE.match(token):
+            raise ConfigError("slack: the bot token is malformed (expected 'xoxb-…')")
+        self.send_timeout_s = send_timeout_s
+        self.verify_backoff_s = 0.5
+        self._base_url = base_url or AsyncWebClient.BASE_URL
+        secret = token.rsplit("-", 1)[-1]
+        self._secrets = (token, secret) if len(secret) >= 8 else (token,)
+        self._client = AsyncWebClient(
+            token=token, base_url=self._base_url, timeout=math.ceil(send_timeout_s), retry_handlers=[]
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._base_url!r})"
+
+    __str__ = __repr__
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "<token>")
+        return text
+
+    def _ensure_session(self) -> None:
+        """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""
+        session = self._client.session
+        if session is None or session.closed:
+            timeout = aiohttp.ClientTimeout(total=self.send_timeout_s, sock_connect=self.send_timeout_s / 2)
+            self._client.session = aiohttp.ClientSession(timeout=timeout)
+
+    async def _try(
+        self, method: str, target: Target, send: Send, allow: Collection[str] = ()
+    ) -> AsyncSlackResponse | Refused:
+        """One attempt; a refusal whose code is in ``allow`` is returned, every other failure raised."""
+        self._ensure_session()
+        try:
+            return await send()
+        except BOUNDARY_ERRORS as exc:
+            code = error_code(exc)
+            error = translate(exc, method=method, target=str(target.chat_id), scrub=self._scrub)
+        if code is not None and code in allow:
+            return Refused(code, error)
+        raise error  # outside the except block: no __context__ that could carry the request
+
+    async def _call(self, method: str, target: Target, send: Send) -> AsyncSlackResponse:
+        answer = await self._try(method, target, send)
+        if isinstance(answer, Refused):  # pragma: no cover - nothing is allowed
+            raise answer.error
+        return answer
+
+    async def verify(self) -> str:
+        """Check the token at start-up (auth.test); return ``"<bot name> (<user id>)"``.
+
+        Connection errors (nothing sent) are retried: 3 attempts, waits ``verify_backoff_s`` then twice that.
+
+        Raises:
+            core.errors.ForbiddenError: the token is wrong or revoked (``invalid_auth``, ``token_revoked``).
+            core.errors.PlatformUnavailableError: Slack could not be reached in 3 attempts.
+        """
+        self._ensure_session()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(3),
+            wait=wait_exponential(multiplier=self.verify_backoff_s),
+            retry=retry_if_exception_type(_CONNECT_ERRORS),
+            reraise=True,
+        )
+        try:
+            answer: AsyncSlackResponse = await retrying(self._client.auth_test)
+        except BOUNDARY_ERRORS as exc:
+            error = translate(exc, method="auth.test", target="", scrub=self._scrub)
+        else:
+            return f"{answer.get('user')} ({answer.get('user_id')})"
+        raise error
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        session = self._client.session
+        if session is not None and not session.closed:
+            await session.close()
