@@ -1,0 +1,240 @@
+"""The action gate: may a complete tool call run now, after the run's commit point, or never?
+
+Every tool in the action catalog carries an :class:`ActionClass`. The gate looks at one pipeline unit
+(core/pipeline.py) and at where its run stands, and answers with a :class:`GateDecision`::
+
+    class            running, not committed      committed                 ended without a commit
+    idempotent       run                         run                       run
+    reversible       run                         run                       run
+    compensable      wait (names compensation)   run                       refuse
+    irreversible     wait                        run                       refuse
+    not in catalog   wait (as irreversible)      run                       refuse
+
+A unit that is not a complete ``tool_call`` (a ``tool_call.malformed`` unit: arguments cut off, not
+JSON, or not matching the tool's schema) is refused, whatever the run's state. "Ended without commit"
+means the run's ``end`` came with status ``error`` or ``cancelled``, or with ``ok`` but the caller did
+not see the commit point pass (an ``ok`` end that commits is passed as ``committed=True``).
+
+The catalog does not check arguments against JSON Schemas: that needs a library the core does not
+import. ``config/actions.py`` builds an :data:`ArgsValidator` next to the catalog, and
+:func:`validate_unit` turns a call it rejects into a ``tool_call.malformed`` unit, which the gate refuses.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+ArgsValidator = Callable[[str, dict[str, Any]], str | None]
+"""``(tool name, args) -> problem or None``: what is wrong with a call's arguments, for people; None if
+nothing is (a tool without a schema, or not in the catalog, is always None)."""
+
+TOOL_CALL = "tool_call"
+MALFORMED = "tool_call.malformed"
+
+
+class ActionClass(enum.StrEnum):
+    """What running a tool does to the world, and so when it may run.
+
+    ``idempotent``: running it twice equals running it once, and it changes nothing anyone else sees
+    (a read, a search). ``reversible``: it changes something, but the agent itself can undo it and no one
+    else is affected meanwhile (write to a draft, a scratch file). ``compensable``: it has effects on
+    others that a named compensating action can offset afterwards (a refund offsets a charge; the Saga
+    pattern, https://microservices.io/patterns/data/saga.html). ``irreversible``: it cannot be undone
+    (send an email, pay out, delete for good).
+    """
+
+    IDEMPOTENT = "idempotent"
+    REVERSIBLE = "reversible"
+    COMPENSABLE = "compensable"
+    IRREVERSIBLE = "irreversible"
+
+    @property
+    def safe_before_commit(self) -> bool:
+        """True for the classes that may run before the run's commit point."""
+        return self in (ActionClass.IDEMPOTENT, ActionClass.REVERSIBLE)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One tool of the action catalog.
+
+    Attributes:
+        name: the tool's name as the model calls it (``search``).
+        cls: its :class:`ActionClass`.
+        compensation: for a ``compensable`` action, the catalog action that offsets it (``refund_card``
+            for ``charge_card``); None for the other classes.
+        description: a short text for people.
+    """
+
+    name: str
+    cls: ActionClass
+    compensation: str | None = None
+    description: str = ""
+
+
+class Verdict(enum.StrEnum):
+    """The gate's answer.
+
+    ``run``: the call may run now. ``wait``: hold it until the run passes its commit point, then ask
+    again. ``refuse``: never run it (not a complete call, arguments invalid, or the run ended without a
+    commit).
+    """
+
+    RUN = "run"
+    WAIT = "wait"
+    REFUSE = "refuse"
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What the gate decided about one call, and why.
+
+    Attributes:
+        verdict: run, wait or refuse.
+        reason: one sentence for people and logs; names the tool.
+        action_class: the class the decision used (``irreversible`` for a tool not in the catalog);
+            None when the unit was not a complete call.
+        compensation: the compensating action of a ``compensable`` tool, else None.
+    """
+
+    verdict: Verdict
+    reason: str
+    action_class: ActionClass | None = None
+    compensation: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"verdict": "wait", "reason": "...", "class": "compensable", "compensation": "refund_card"}``;
+        ``class`` and ``compensation`` may be null."""
+        return {
+            "verdict": str(self.verdict),
+            "reason": self.reason,
+            "class": str(self.action_class) if self.action_class is not None else None,
+            "compensation": self.compensation,
+        }
+
+
+class ActionCatalog:
+    """The tools an agent may call, each with its :class:`ActionClass`; decides calls with :meth:`decide`.
+
+    Args:
+        actions: the catalog's actions; names must be unique.
+
+    Raises:
+        ValueError: a name repeats, a ``compensable`` action names no compensation, another class names
+            one, or a compensation is not another action of the catalog (``config/actions.py`` reports
+            these as ConfigError first).
+    """
+
+    def __init__(self, actions: Iterable[Action] = ()) -> None:
+        table: dict[str, Action] = {}
+        for action in actions:
+            if action.name in table:
+                raise ValueError(f"action {action.name!r} is in the catalog twice")
+            table[action.name] = action
+        for action in table.values():
+            if action.cls is ActionClass.COMPENSABLE and not action.compensation:
+                raise ValueError(f"{action.name} is compensable: name its compensation")
+            if action.compensation is None:
+                continue
+            if action.cls is not ActionClass.COMPENSABLE:
+                raise ValueError(f"{action.name} is {action.cls}: only a compensable action names a compensation")
+            if action.compensation not in table or action.compensation == action.name:
+                raise ValueError(f"{action.name}'s compensation {action.compensation!r} is not another catalog action")
+        self._actions = table
+
+    @property
+    def actions(self) -> Mapping[str, Action]:
+        """The catalog by tool name (read-only)."""
+        return MappingProxyType(self._actions)
+
+    def get(self, name: str) -> Action | None:
+        """The action named ``name``, or None if it is not in the catalog."""
+        return self._actions.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._actions
+
+    def __iter__(self) -> Iterator[Action]:
+        return iter(self._actions.values())
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+    def decide(self, unit: Mapping[str, Any], *, committed: bool, ended: str | None) -> GateDecision:
+        """May this pipeline unit run now? The policy table is in this module's docstring.
+
+        Args:
+            unit: a pipeline unit (``{"kind": "tool_call", "name": ..., "args": {...}, ...}``).
+            committed: the run has passed its commit point (an ``ok`` end that committed counts).
+            ended: the run's end status (``ok``, ``error``, ``cancelled``), or None while it runs.
+
+        Returns:
+            The decision; never raises on a strange unit (it is refused).
+        """
+        refused = _not_a_call(unit)
+        if refused is not None:
+            return refused
+        name = str(unit["name"])
+        action = self._actions.get(name)
+        if action is None:
+            cls, compensation = ActionClass.IRREVERSIBLE, None
+            what = f"{name} is not in the action catalog: treated as irreversible"
+        else:
+            cls, compensation = action.cls, action.compensation
+            what = f"{name} is {cls}"
+        if committed:
+            return GateDecision(Verdict.RUN, f"{what}; the run passed its commit point", cls, compensation)
+        if cls.safe_before_commit:
+            return GateDecision(Verdict.RUN, f"{what}: it may run before the commit point", cls, compensation)
+        if ended is not None:
+            reason = f"{what}; the run ended ({ended}) without passing its commit point"
+            return GateDecision(Verdict.REFUSE, reason, cls, compensation)
+        if cls is ActionClass.COMPENSABLE:
+            reason = f"{what} (compensation: {compensation}); it waits for the run's commit point"
+            return GateDecision(Verdict.WAIT, reason, cls, compensation)
+        return GateDecision(Verdict.WAIT, f"{what}; it waits for the run's commit point", cls, compensation)
+
+
+def _not_a_call(unit: Mapping[str, Any]) -> GateDecision | None:
+    """A refusal when ``unit`` is not a complete tool call, else None."""
+    kind = unit.get("kind")
+    call = f"{unit.get('name') or 'unnamed tool'} (call {unit.get('id')})"
+    if kind == MALFORMED:
+        return GateDecision(Verdict.REFUSE, f"{call} is a {MALFORMED} unit: {unit.get('error') or 'no error given'}")
+    if kind != TOOL_CALL:
+        return GateDecision(Verdict.REFUSE, f"a {kind!r} unit is not a tool call")
+    if not isinstance(unit.get("name"), str) or not unit["name"]:
+        return GateDecision(Verdict.REFUSE, f"tool call {unit.get('id')} has no tool name")
+    if not isinstance(unit.get("args"), dict):
+        return GateDecision(Verdict.REFUSE, f"{call} has no arguments object")
+    return None
+
+
+def validate_unit(unit: dict[str, Any], validate: ArgsValidator) -> dict[str, Any]:
+    """``unit`` itself if it is not a tool call or its arguments pass ``validate``; else the
+    ``tool_call.malformed`` unit that replaces it (``raw`` is the arguments as JSON, ``error`` the problem).
+
+    Args:
+        unit: a pipeline unit from :class:`core.pipeline.ToolCallCollector`.
+        validate: the catalog's arguments validator (``config/actions.py``).
+    """
+    name, args = unit.get("name"), unit.get("args")
+    if unit.get("kind") != TOOL_CALL or not isinstance(name, str) or not isinstance(args, dict):
+        return unit
+    problem = validate(name, args)
+    if problem is None:
+        return unit
+    return {
+        "kind": MALFORMED,
+        "run": unit.get("run"),
+        "id": unit.get("id"),
+        "name": name,
+        "raw": json.dumps(args, ensure_ascii=False),
+        "error": problem,
+        "source": unit.get("source"),
+    }
