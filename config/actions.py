@@ -39,7 +39,8 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import EMPTY_REGISTRY
 
 from core.errors import ConfigError
-from core.gate import Action, ActionCatalog, ActionClass, ArgsValidator
+from core.gate import Action, ActionCatalog, ActionClass
+from core.pipeline import ArgsValidator
 
 DEFAULT_ACTIONS = Path(__file__).with_name("actions.toml")
 
@@ -74,7 +75,7 @@ _ACTION_KEYS = ", ".join(f.alias or name for name, f in ActionSettings.model_fie
 
 
 class SchemaValidator:
-    """The :data:`~core.gate.ArgsValidator` of a catalog: each tool's JSON Schema, compiled once.
+    """The :data:`~core.pipeline.ArgsValidator` of a catalog: each tool's JSON Schema, compiled once.
 
     Calling it with ``(tool name, args)`` returns None when the args are valid (or the tool has no
     schema, or is not in the catalog), else one line such as
@@ -109,7 +110,8 @@ class ActionsConfig(NamedTuple):
 
     Attributes:
         catalog: the gate's catalog (core/gate.py).
-        validate: the arguments validator (a :class:`SchemaValidator`), for :func:`core.gate.validate_unit`.
+        validate: the arguments validator (a :class:`SchemaValidator`), for the pipeline lane
+            (:class:`core.pipeline.ToolCallCollector`).
     """
 
     catalog: ActionCatalog

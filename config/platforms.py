@@ -37,6 +37,9 @@ class PlatformSpec:
         budgets: default rate budgets by name.
         native: the platform streams by itself (``delivery = "native"``): Telegram sendMessageDraft, Slack
             chat.startStream.
+        typing_every_s: how often a typing indicator is shown again while a run shows nothing new (an
+            indicator lasts a few seconds: it must be renewed), None when the platform has none.
+        typing_source: documentation URL of the indicator's lifetime.
     """
 
     max_units: int
@@ -45,6 +48,8 @@ class PlatformSpec:
     limit_source: str
     budgets: dict[str, SourcedBudget] = field(default_factory=dict)
     native: bool = False
+    typing_every_s: float | None = None
+    typing_source: str = ""
 
 
 def _b(
@@ -61,6 +66,9 @@ PLATFORMS: dict[str, PlatformSpec] = {
         unit=LengthUnit.UTF16,
         limit_source="https://core.telegram.org/bots/api#sendmessage",
         native=True,  # https://core.telegram.org/bots/api#sendmessagedraft
+        # "typing" lasts 5 seconds or less: renew about every 4 s.
+        typing_every_s=4.0,
+        typing_source="https://core.telegram.org/bots/api#sendchataction",
         budgets=dict(
             [
                 # About 1 message per second per chat, short bursts allowed, then 429.
@@ -79,6 +87,10 @@ PLATFORMS: dict[str, PlatformSpec] = {
         unit=LengthUnit.UTF16,
         limit_source="https://docs.slack.dev/reference/methods/chat.postMessage",
         native=True,  # https://docs.slack.dev/reference/methods/chat.startStream
+        # In threads only: the assistant thread status "is typing…" stays until the app replies; renewed
+        # every 30 s (Tier 3) so a status lost on the client comes back.
+        typing_every_s=30.0,
+        typing_source="https://docs.slack.dev/reference/methods/assistant.threads.setStatus",
         budgets=dict(
             [
                 # chat.postMessage: about 1 per second per channel (a new stream posts a message too).
@@ -135,6 +147,9 @@ PLATFORMS: dict[str, PlatformSpec] = {
         default_limit=2000,
         unit=LengthUnit.UTF16,
         limit_source="https://discord.com/developers/docs/resources/message#create-message",
+        # The typing indicator shows about 10 seconds or until the bot sends a message: renew every 8 s.
+        typing_every_s=8.0,
+        typing_source="https://discord.com/developers/docs/resources/channel#trigger-typing-indicator",
         budgets=dict(
             [
                 # About 5 messages per 5 s per channel (observed); 0.9 per second paced never reaches 5 in 5 s.

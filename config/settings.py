@@ -118,6 +118,7 @@ class ChannelSettings(_Strict):
     send_timeout_ms: int = Field(default=10_000, ge=1)
     subagents: SubagentPolicy = SubagentPolicy.HIDDEN
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
+    typing: bool = True
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: dict[str, BudgetSettings] = Field(default_factory=dict)
@@ -168,6 +169,7 @@ class ChannelSettings(_Strict):
             ),
             subagents=self.subagents,
             reasoning=self.reasoning,
+            typing_every_s=spec.typing_every_s if self.typing else None,
         )
 
     def with_values(self, name: str, **values: Any) -> ChannelSettings:

@@ -106,8 +106,9 @@ class Source(BaseModel):
 
     @property
     def key(self) -> str:
-        """A stable key for per-source state: the path, else the session, else the agent id."""
-        return self.path or self.session_id or self.agent_id
+        """A stable key for per-source state: the session (two sessions of one path are two children), else
+        the path, else the agent id."""
+        return self.session_id or self.path or self.agent_id
 
 
 class Target(BaseModel):

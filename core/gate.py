@@ -16,22 +16,21 @@ means the run's ``end`` came with status ``error`` or ``cancelled``, or with ``o
 not see the commit point pass (an ``ok`` end that commits is passed as ``committed=True``).
 
 The catalog does not check arguments against JSON Schemas: that needs a library the core does not
-import. ``config/actions.py`` builds an :data:`ArgsValidator` next to the catalog, and
-:func:`validate_unit` turns a call it rejects into a ``tool_call.malformed`` unit, which the gate refuses.
+import. ``config/actions.py`` builds an :data:`core.pipeline.ArgsValidator` next to the catalog, and the
+pipeline lane turns a call it rejects into a ``tool_call.malformed`` unit, which the gate refuses.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-ArgsValidator = Callable[[str, dict[str, Any]], str | None]
-"""``(tool name, args) -> problem or None``: what is wrong with a call's arguments, for people; None if
-nothing is (a tool without a schema, or not in the catalog, is always None)."""
+from core.pipeline import PipelineLane
 
 TOOL_CALL = "tool_call"
 MALFORMED = "tool_call.malformed"
@@ -215,26 +214,70 @@ def _not_a_call(unit: Mapping[str, Any]) -> GateDecision | None:
     return None
 
 
-def validate_unit(unit: dict[str, Any], validate: ArgsValidator) -> dict[str, Any]:
-    """``unit`` itself if it is not a tool call or its arguments pass ``validate``; else the
-    ``tool_call.malformed`` unit that replaces it (``raw`` is the arguments as JSON, ``error`` the problem).
+class UnknownCallError(LookupError):
+    """No complete tool call with that id is on the run's pipeline lane (or the id is ambiguous)."""
 
-    Args:
-        unit: a pipeline unit from :class:`core.pipeline.ToolCallCollector`.
-        validate: the catalog's arguments validator (``config/actions.py``).
+
+def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -> dict[str, Any] | None:
+    """The pipeline unit of tool call ``call_id`` (complete or malformed), or None while none is there.
+
+    ``source_key`` (a :attr:`core.events.Source.key`, ``"root"`` for the root agent) picks one when two
+    agents of the run used the same call id.
+
+    Raises:
+        UnknownCallError: two agents' calls have this id and no ``source_key`` says which.
     """
-    name, args = unit.get("name"), unit.get("args")
-    if unit.get("kind") != TOOL_CALL or not isinstance(name, str) or not isinstance(args, dict):
-        return unit
-    problem = validate(name, args)
-    if problem is None:
-        return unit
-    return {
-        "kind": MALFORMED,
-        "run": unit.get("run"),
-        "id": unit.get("id"),
-        "name": name,
-        "raw": json.dumps(args, ensure_ascii=False),
-        "error": problem,
-        "source": unit.get("source"),
-    }
+    found = [u for u in lane.units if u["kind"] in (TOOL_CALL, MALFORMED) and u.get("id") == call_id]
+    if source_key is not None:
+        found = [u for u in found if _source_key(u) == source_key]
+    if len(found) > 1:
+        keys = ", ".join(sorted({_source_key(u) for u in found}))
+        raise UnknownCallError(f"tool call {call_id!r} was made by several agents ({keys}): say which with source")
+    return found[0] if found else None
+
+
+def _source_key(unit: Mapping[str, Any]) -> str:
+    source = unit.get("source")
+    if not isinstance(source, dict):
+        return "root"
+    return str(source.get("session_id") or source.get("path") or source.get("agent_id"))
+
+
+def lane_state(lane: PipelineLane) -> tuple[bool, str | None]:
+    """``(committed, ended)`` of a run, read from its pipeline lane (its ``commit`` and ``run.end`` units)."""
+    committed = any(u["kind"] == "commit" for u in lane.units)
+    last = lane.units[-1] if lane.units else None
+    ended = str(last["status"]) if last is not None and last["kind"] == "run.end" else None
+    return committed, ended
+
+
+async def ask_gate(
+    catalog: ActionCatalog, lane: PipelineLane, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
+) -> GateDecision:
+    """The gate's decision on tool call ``call_id`` of the run whose pipeline lane is ``lane``.
+
+    With ``wait_s`` > 0, waits up to that many seconds (real time: this is a client's request) while the
+    call is not on the lane yet or the verdict is ``wait``, and answers as soon as either changes (the commit
+    or the run's end arrives).
+
+    Raises:
+        UnknownCallError: no unit of that call is on the lane (after waiting), or the id is ambiguous.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, wait_s)
+    while True:
+        seen = len(lane.units)
+        unit = find_call(lane, call_id, source_key)
+        decision = None
+        if unit is not None:
+            committed, ended = lane_state(lane)
+            decision = catalog.decide(unit, committed=committed, ended=ended)
+            if decision.verdict is not Verdict.WAIT:
+                return decision
+        left = deadline - loop.time()
+        if left <= 0 or lane.closed:
+            if decision is not None:
+                return decision
+            raise UnknownCallError(f"no complete tool call {call_id!r} on run {lane.run!r}'s pipeline lane")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(lane.wait(seen), left)

@@ -1,24 +1,70 @@
-"""The pipeline lane: complete, checked units only — never a preview.
+"""The pipeline lane: complete, checked units only — never a preview (shared/DESIGN.md §1, §6).
 
-Tool calls become units only when their arguments are complete (the ``end`` state, which the
-normalizers emit at the provider's block-stop / arguments-done event) and parse strictly as a JSON
-object. Arguments cut off by the end of the stream, or that fail to parse, become a
-``tool_call.malformed`` unit that keeps the raw text: never a call.
+The ``ui`` lane feeds channels and may still be rewritten; the pipeline lane is what the parent loop acts
+on. It carries, per run, an append-only log of units:
 
-Unit shapes (JSON)::
+- a tool call whose arguments were complete (the ``end`` state, which the normalizers emit at the
+  provider's block-stop / arguments-done event), strictly parsed as a JSON object (no ``NaN``, no repeated
+  keys) and valid against the tool's JSON Schema when one is configured;
+- a ``tool_call.malformed`` unit instead, keeping the raw text, when the arguments were cut off by the end
+  of the stream or fail to parse or validate: never a call;
+- a sub-agent's final message when its ``end`` arrives (``message``), or the fact that it failed
+  (``agent.failed``: no text, since unchecked text is never a unit);
+- ``commit`` when the run passed its commit point, and ``run.end`` last.
 
-    {"kind": "tool_call", "run": "r1", "id": "c1", "name": "search", "args": {...}, "source": null}
-    {"kind": "tool_call.malformed", "run": "r1", "id": "c1", "name": "write_file", "raw": "{\\"pa",
-     "error": "arguments cut off by the end of the stream"}
+Every unit has ``index`` (1, 2, …: its position in the run's lane, for resuming a subscription), ``kind``,
+``run`` and ``source`` (``null`` for the root agent). Shapes (JSON)::
+
+    {"index": 1, "kind": "tool_call", "run": "r1", "id": "c1", "name": "search", "args": {...}, "source": null}
+    {"index": 2, "kind": "tool_call.malformed", "run": "r1", "id": "c2", "name": "write_file",
+     "raw": "{\\"pa", "error": "arguments cut off by the end of the stream", "source": null}
+    {"index": 3, "kind": "message", "run": "r1", "text": "…", "source": {"agent_id": "researcher", …}}
+    {"index": 4, "kind": "agent.failed", "run": "r1", "status": "error", "source": {…}}
+    {"index": 5, "kind": "commit", "run": "r1", "source": null}
+    {"index": 6, "kind": "run.end", "run": "r1", "status": "ok", "committed": true, "source": null}
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.events import Source, ToolCall, ToolCallState
+
+ArgsValidator = Callable[[str, dict[str, Any]], str | None]
+"""(tool name, arguments) → what is wrong with them (a sentence), or None when they are valid."""
+
+
+def strict_json_object(raw: str) -> dict[str, Any]:
+    """Parse tool-call arguments strictly: one JSON object, no ``NaN``/``Infinity``, no repeated keys.
+
+    Raises:
+        ValueError: the text is not such an object (the message says why and where).
+    """
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"key {key!r} appears twice")
+            out[key] = value
+        return out
+
+    try:
+        value = json.loads(raw, parse_constant=no_constants, object_pairs_hook=no_repeats)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"arguments are not valid JSON: {exc.msg} at {exc.pos}") from None
+    except ValueError as exc:
+        raise ValueError(f"arguments are not strict JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 @dataclass
@@ -30,15 +76,18 @@ class _OpenCall:
 
 
 class ToolCallCollector:
-    """Collects tool-call fragments per (source, call id) and emits pipeline units."""
+    """Collects tool-call fragments per (source, call id) and turns complete calls into units.
 
-    def __init__(self, run: str) -> None:
-        self._run = run
+    Args:
+        validator: checks a complete call's arguments against its tool's JSON Schema (None: no schemas).
+    """
+
+    def __init__(self, validator: ArgsValidator | None = None) -> None:
+        self._validator = validator
         self._open: dict[str, _OpenCall] = {}
-        self.units: list[dict[str, Any]] = []
 
     def feed(self, event: ToolCall) -> dict[str, Any] | None:
-        """Take one fragment; return the unit it completes, if any."""
+        """Take one fragment; return the unit (without ``index``/``run``) it completes, if any."""
         key = f"{event.source.key}\x00{event.id}" if event.source is not None else event.id
         call = self._open.get(key)
         if call is None:
@@ -50,41 +99,94 @@ class ToolCallCollector:
         if event.state is not ToolCallState.END:
             return None
         del self._open[key]
-        if event.args is not None:
-            return self._unit(call, event.args)
         raw = "".join(call.parts)
-        try:
-            args = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            return self._malformed(call, raw, f"arguments are not valid JSON: {exc.msg} at {exc.pos}")
-        if not isinstance(args, dict):
-            return self._malformed(call, raw, f"arguments must be a JSON object, got {type(args).__name__}")
-        return self._unit(call, args)
+        if event.args is not None:
+            args = event.args
+        else:
+            try:
+                args = strict_json_object(raw) if raw.strip() else {}
+            except ValueError as exc:
+                return _malformed(call, raw, str(exc))
+        problem = self._validator(call.name or "", args) if self._validator is not None else None
+        if problem is not None:
+            return _malformed(call, raw or json.dumps(args, ensure_ascii=False), problem)
+        return {"kind": "tool_call", "id": call.id, "name": call.name, "args": args, "source": _source(call.source)}
 
     def close(self) -> list[dict[str, Any]]:
         """End of the run: every call still open was cut off; each becomes a malformed unit."""
-        out = [
-            self._malformed(c, "".join(c.parts), "arguments cut off by the end of the stream")
-            for c in self._open.values()
-        ]
+        out = [_cut_off(c) for c in self._open.values()]
         self._open.clear()
         return out
 
-    def _unit(self, call: _OpenCall, args: dict[str, Any]) -> dict[str, Any]:
-        unit = {"kind": "tool_call", "run": self._run, "id": call.id, "name": call.name, "args": args}
-        unit["source"] = call.source.model_dump() if call.source else None
+    def close_source(self, source: Source) -> list[dict[str, Any]]:
+        """A sub-agent ended: its calls still open were cut off."""
+        keys = [k for k, c in self._open.items() if c.source is not None and c.source.key == source.key]
+        return [_cut_off(self._open.pop(k)) for k in keys]
+
+
+def _source(source: Source | None) -> dict[str, Any] | None:
+    return source.model_dump() if source is not None else None
+
+
+def _cut_off(call: _OpenCall) -> dict[str, Any]:
+    return _malformed(call, "".join(call.parts), "arguments cut off by the end of the stream")
+
+
+def _malformed(call: _OpenCall, raw: str, error: str) -> dict[str, Any]:
+    return {
+        "kind": "tool_call.malformed",
+        "id": call.id,
+        "name": call.name,
+        "raw": raw,
+        "error": error,
+        "source": _source(call.source),
+    }
+
+
+class PipelineLane:
+    """One run's pipeline lane: an append-only log of units that subscribers read from any position.
+
+    Memory: the units of one run (tool calls and final messages, never preview text).
+    """
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.units: list[dict[str, Any]] = []
+        self.closed = False
+        self._changed = asyncio.Event()
+
+    def emit(self, unit: dict[str, Any]) -> dict[str, Any]:
+        """Append ``unit`` (its ``index`` and ``run`` are set here) and wake the readers; return it.
+
+        Raises:
+            RuntimeError: the lane is closed (the run ended).
+        """
+        if self.closed:
+            raise RuntimeError(f"the pipeline lane of run {self.run!r} is closed")
+        unit = {"index": len(self.units) + 1, "kind": unit["kind"], "run": self.run, **unit}
+        unit.setdefault("source", None)
         self.units.append(unit)
+        self._wake()
         return unit
 
-    def _malformed(self, call: _OpenCall, raw: str, error: str) -> dict[str, Any]:
-        unit: dict[str, Any] = {
-            "kind": "tool_call.malformed",
-            "run": self._run,
-            "id": call.id,
-            "name": call.name,
-            "raw": raw,
-            "error": error,
-        }
-        unit["source"] = call.source.model_dump() if call.source else None
-        self.units.append(unit)
-        return unit
+    def close(self, status: str, committed: bool) -> None:
+        """Emit ``run.end`` and close the lane (idempotent)."""
+        if not self.closed:
+            self.emit({"kind": "run.end", "status": status, "committed": committed})
+            self.closed = True
+            self._wake()
+
+    def after(self, index: int) -> list[dict[str, Any]]:
+        """The units after position ``index`` (0: all)."""
+        return self.units[max(0, index) :]
+
+    async def wait(self, index: int) -> list[dict[str, Any]]:
+        """The units after ``index``, waiting for at least one unless the lane is closed ([] then)."""
+        while not self.closed and len(self.units) <= index:
+            event = self._changed
+            await event.wait()
+        return self.after(index)
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()

@@ -48,6 +48,8 @@ class ChannelPolicy:
         coalesce: coalescer parameters for ``block`` mode.
         subagents: sub-agent policy.
         reasoning: reasoning policy.
+        typing_every_s: seconds between typing indicators while a run shows nothing new (None: no typing
+            indicator). Telegram's lasts <= 5 s, https://core.telegram.org/bots/api#sendchataction.
     """
 
     name: str
@@ -64,6 +66,7 @@ class ChannelPolicy:
     )
     subagents: SubagentPolicy = SubagentPolicy.HIDDEN
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
+    typing_every_s: float | None = None
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).

@@ -22,6 +22,7 @@ from core.errors import IngestError
 from core.events import End, EndStatus, Event, RunStart, TextEvent, TextMode, parse_event
 from core.ledger import Ledger
 from core.normalize import Normalizer, make_normalizer
+from core.pipeline import ArgsValidator, PipelineLane
 from core.policy import apply_overrides
 from core.report import DeliveryReport, ReportStatus, summarize
 from core.run import RunController
@@ -78,10 +79,10 @@ def _with_gaps(report: DeliveryReport, gaps: list[str]) -> DeliveryReport:
 
 @dataclass(frozen=True)
 class _Finished:
-    """What stays in memory of a finished run: its report, pipeline units and last seq (not its text)."""
+    """What stays in memory of a finished run: its report, pipeline lane and last seq (not its text)."""
 
     report: DeliveryReport
-    pipeline: list[dict[str, Any]]
+    lane: PipelineLane
     last_seq: int | None
 
 
@@ -107,6 +108,7 @@ class Relay:
         run_idle_timeout_s: a run that receives nothing for this long is closed as failed, so no preview
             is left hanging and no run holds memory forever.
         max_active_runs: past this many active runs, a new ``run.start`` is refused with a 503.
+        validator: checks complete tool calls against their tools' JSON Schemas (the action catalog's).
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class Relay:
         gap_timeout_s: float = 2.0,
         run_idle_timeout_s: float = 600.0,
         max_active_runs: int = 10_000,
+        validator: ArgsValidator | None = None,
     ) -> None:
         self.channels = dict(channels)
         self._ledger = ledger
@@ -129,6 +132,7 @@ class Relay:
         self._gap_timeout_s = gap_timeout_s
         self._idle_s = run_idle_timeout_s
         self._max_active = max_active_runs
+        self._validator = validator
         self._runs: dict[str, _Run] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
 
@@ -242,6 +246,7 @@ class Relay:
             channel.chain_for(event.target, self._clock),
             self._ledger,
             self._clock,
+            validator=self._validator,
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self._gap_timeout_s, last=event.seq)
@@ -288,8 +293,10 @@ class Relay:
             runtime = self.channels.get(controller.policy.name)
             if runtime is not None:
                 runtime.release(controller.start_event.target)
+            if not controller.lane.closed:  # cancelled (service shutdown): subscribers are not left waiting
+                controller.lane.close("cancelled", committed=controller.committed is not None)
             self._finished[controller.run] = _Finished(
-                _with_gaps(controller.report(), run.gate.gaps), list(controller.pipeline), run.gate.last
+                _with_gaps(controller.report(), run.gate.gaps), controller.lane, run.gate.last
             )
             while len(self._finished) > self._keep:
                 self._finished.popitem(last=False)
@@ -324,11 +331,16 @@ class Relay:
 
     def pipeline(self, run_id: str) -> list[dict[str, Any]] | None:
         """The run's pipeline units so far (None for an unknown run)."""
+        lane = self.lane(run_id)
+        return list(lane.units) if lane is not None else None
+
+    def lane(self, run_id: str) -> PipelineLane | None:
+        """The run's pipeline lane, active or finished (None for a run unknown to this process)."""
         run = self._runs.get(run_id)
         if run is not None:
-            return list(run.controller.pipeline)
+            return run.controller.lane
         finished = self._finished.get(run_id)
-        return list(finished.pipeline) if finished is not None else None
+        return finished.lane if finished is not None else None
 
     async def report(self, run_id: str) -> DeliveryReport | None:
         """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""

@@ -33,11 +33,13 @@ class PartState(enum.StrEnum):
 
 
 class SlotRole(enum.StrEnum):
-    """What a message part is for: the answer, a status message, or a notice (failure shown to people)."""
+    """What a message part is for: the answer, a status message, shown reasoning, or a notice (a failure shown
+    to people)."""
 
     ANSWER = "answer"
     STATUS = "status"
     NOTICE = "notice"
+    REASONING = "reasoning"
 
 
 class ReportStatus(enum.StrEnum):

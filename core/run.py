@@ -1,8 +1,12 @@
 """One run's delivery: routes its events through the stages to the channel, and finalizes it.
 
-text ─▶ assembler ─▶ answer stream ─▶ delivery mode ─▶ reconciler ─▶ send chain ─▶ adapter
-tool_call ─▶ pipeline collector (complete, parsed units only)
+text ─▶ visible text (answer | reasoning, per source) ─▶ answer stream ─▶ delivery mode ─▶ reconciler ─▶ adapter
+                                                   └▶ reasoning message (``reasoning = "shown"``)
+tool_call, a child's end, commit ─▶ pipeline lane (complete, checked units only: the parent loop's input)
 phase / tool / sub-agent activity ─▶ status board (progress mode, or ``subagents = "status"``)
+
+Events on the ``pipeline`` lane (``"lane": "pipeline"``) never reach a channel. A sub-agent's events (``source``
+set) never reach the root's answer: they give its status line and, at its ``end``, one ``message`` unit.
 
 :func:`commit_point` is the one place where the answer becomes visible after all checks.
 """
@@ -10,13 +14,12 @@ phase / tool / sub-agent activity ─▶ status board (progress mode, or ``subag
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from core.assembler import TextAssembler
 from core.clock import Clock
 from core.delivery.answer import AnswerStream
 from core.delivery.modes import ModeHandler, make_mode
+from core.delivery.reasoning import ReasoningView
 from core.delivery.reconciler import Reconciler, Slot
 from core.delivery.status import StatusBoard
 from core.events import (
@@ -26,24 +29,26 @@ from core.events import (
     EndStatus,
     ErrorEvent,
     Event,
+    Lane,
     Phase,
     RunStart,
+    Source,
     Status,
     Target,
     TextEvent,
-    TextMode,
     ToolCall,
     ToolCallState,
     ToolResult,
     Visibility,
-    fix_surrogates,
 )
 from core.ledger import Ledger, RunRecord
-from core.pipeline import ToolCallCollector
-from core.policy import ChannelPolicy, Splitter, SubagentPolicy
+from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
+from core.policy import ChannelPolicy, ReasoningPolicy, Splitter, SubagentPolicy
 from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
+from core.subagents import Children, message_unit
+from core.visible import Split, VisibleText
 
 _log = logging.getLogger("streamrelay.run")
 
@@ -53,8 +58,6 @@ PROGRESS_DONE = "Done."
 PROGRESS_FAILED = "Failed before the answer was ready."
 PROGRESS_STOPPED = "Stopped."
 STOPPED_NOTICE = "⏹ Stopped."
-
-PipelineSink = Callable[[dict[str, Any]], None]
 
 
 def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Target) -> NativeStreaming | None:
@@ -70,7 +73,7 @@ def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Tar
 
 
 class RunController:
-    """Delivers one run to one channel target.
+    """Delivers one run to one channel target, and keeps its pipeline lane.
 
     Args:
         start: the run's ``run.start`` event.
@@ -79,7 +82,8 @@ class RunController:
         chain: the conversation's send chain (shared by every run to the same target).
         ledger: the durable record.
         clock: the injected clock.
-        on_pipeline: called with every pipeline unit (complete tool calls, malformed ones).
+        lane: the run's pipeline lane (a new one when not given).
+        validator: checks complete tool calls against their JSON Schemas (the action catalog's).
     """
 
     def __init__(
@@ -90,14 +94,15 @@ class RunController:
         chain: SendChain,
         ledger: Ledger,
         clock: Clock,
-        on_pipeline: PipelineSink | None = None,
+        lane: PipelineLane | None = None,
+        validator: ArgsValidator | None = None,
     ) -> None:
         self.run = start.run
         self.start_event = start
         self.policy = policy
         self._ledger = ledger
         self._clock = clock
-        self._on_pipeline = on_pipeline
+        self.lane = lane if lane is not None else PipelineLane(start.run)
         self.rec = Reconciler(
             run=start.run,
             adapter=adapter,
@@ -109,12 +114,19 @@ class RunController:
             if policy.delivery in (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
             else 0.0,
             native=native_streaming(policy, adapter, start.target),
+            typing_every_s=policy.typing_every_s,
         )
         self.mode: ModeHandler = make_mode(policy, self.rec, Splitter(policy, adapter.measure), clock)
-        self.assembler = TextAssembler()
-        self.answer = AnswerStream(self.assembler)
-        self.tools = ToolCallCollector(start.run)
-        self.pipeline: list[dict[str, Any]] = []
+        self.text = VisibleText()
+        self.answer = AnswerStream(self.text.answers)
+        self.reasoning: ReasoningView | None = None
+        if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
+            measure = adapter.measure
+            self.reasoning = ReasoningView(
+                self.rec, self.text.reasoning, lambda t: measure(t, TextFormat.PLAIN), policy.max_units
+            )
+        self.tools = ToolCallCollector(validator)
+        self.children = Children()
         progress = policy.delivery is DeliveryMode.PROGRESS
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
         self._status_slot: Slot | None = None
@@ -122,7 +134,11 @@ class RunController:
         self.errors: list[str] = []
         self.ended: End | None = None
         self.done = False
-        self._carry: dict[int, str] = {}
+
+    @property
+    def pipeline(self) -> list[dict[str, Any]]:
+        """The run's pipeline units so far."""
+        return self.lane.units
 
     async def open(self) -> None:
         """Record the run and restore parts delivered before a restart; start delivering."""
@@ -142,13 +158,15 @@ class RunController:
     # --- events -----------------------------------------------------------------------------------------
 
     def handle(self, event: Event) -> None:
-        """Apply one in-order event (never ``end``: see :meth:`close`)."""
-        if event.source is not None:
+        """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
+        if isinstance(event, ToolCall):
+            self._on_tool_call(event)
+        elif event.source is not None:
             self._on_child(event)
+        elif event.lane is Lane.PIPELINE:
+            return  # meant for the parent loop only: never shown
         elif isinstance(event, TextEvent):
             self._on_text(event)
-        elif isinstance(event, ToolCall):
-            self._on_tool_call(event)
         elif isinstance(event, ToolResult):
             self.board.tool_finished(event.name or "tool", event.summary)
             self._refresh_status()
@@ -163,58 +181,79 @@ class RunController:
         elif isinstance(event, ErrorEvent):
             self.errors.append(event.message)
         elif event.kind in ("block_end", "message_end"):
+            if event.kind == "message_end":
+                self._show_all(self.text.flush(None, event.message))
             self.mode.on_boundary(message_end=event.kind == "message_end")
 
     def _on_text(self, event: TextEvent) -> None:
-        if event.visibility is Visibility.REASONING:
-            return  # reasoning never reaches a channel (``reasoning = "shown"`` arrives with issue 4)
         if event.visibility is Visibility.STATUS:
             self.board.note(event.text)
             self._refresh_status()
             return
-        text = event.text
-        if event.mode is TextMode.DELTA:
-            # A surrogate pair split across deltas is joined; a lone surrogate becomes U+FFFD.
-            text = self._carry.pop(event.message, "") + text
-            if text and "\ud800" <= text[-1] <= "\udbff":
-                self._carry[event.message], text = text[-1], text[:-1]
-        change = self.assembler.apply(None, event.message, event.mode, fix_surrogates(text))
-        linear = self.answer.apply(event.message, change)
+        self._show(self.text.apply(event))
+
+    def _show_all(self, splits: list[Split]) -> None:
+        for split in splits:
+            self._show(split)
+
+    def _show(self, split: Split) -> None:
+        """Hand a root text change to the delivery mode (the answer) and the reasoning message."""
+        if split.reasoning is not None and self.reasoning is not None:
+            self.reasoning.changed()
+        if split.answer is None:
+            return
+        linear = self.answer.apply(split.message, split.answer)
         if linear is not None and self.committed is None and not self.mode.show_answer_at_commit():
-            self.mode.on_answer(linear, event.message)
+            self.mode.on_answer(linear, split.message)
 
     def _on_tool_call(self, event: ToolCall) -> None:
-        if event.state is ToolCallState.START:
-            self.board.tool_started(event.name or "tool")
+        """Any source's tool call: progress for people, a pipeline unit once its arguments are complete."""
+        shown = event.lane is Lane.UI
+        child = event.source is not None and self.policy.subagents is not SubagentPolicy.HIDDEN and shown
+        if event.state is ToolCallState.START and shown:
+            if event.source is None:
+                self.board.tool_started(event.id, event.name or "tool")
+            elif child:
+                self.children.tool_started(event.source, event.name or "tool")
             self._refresh_status()
         unit = self.tools.feed(event)
-        if unit is not None:
-            self._emit(unit)
+        if unit is None:
+            return
+        self.lane.emit(unit)
+        if event.source is None and unit["kind"] == "tool_call" and shown:
+            self.board.tool_called(event.id, event.name or "tool", unit["args"])
+            self._refresh_status()
 
     def _on_child(self, event: Event) -> None:
-        """A sub-agent's event: never part of the root answer; at most a status line."""
-        assert event.source is not None
-        if isinstance(event, ToolCall):
-            unit = self.tools.feed(event)
-            if unit is not None:
-                self._emit(unit)
-        if self.policy.subagents is SubagentPolicy.HIDDEN:
+        """A sub-agent's event: never part of the root answer; a status line, and its final message."""
+        source = event.source
+        assert source is not None
+        if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
+            self.text.apply(event)
             return
-        if isinstance(event, ToolCall) and event.state is ToolCallState.START:
-            self.board.child_tool(event.source, event.name or "tool")
-        elif isinstance(event, End):
-            self.board.child_done(event.source, event.status is EndStatus.OK)
+        if isinstance(event, End):
+            self._child_end(source, event)
+        elif isinstance(event, ToolResult):
+            self.children.tool_finished(source, event.name or "tool", event.summary)
+        elif isinstance(event, ErrorEvent):
+            self.children.failed(source)
         else:
-            self.board.child_seen(event.source)
+            self.children.seen(source)
         self._refresh_status()
 
-    def _emit(self, unit: dict[str, Any]) -> None:
-        self.pipeline.append(unit)
-        if self._on_pipeline is not None:
-            self._on_pipeline(unit)
+    def _child_end(self, source: Source, end: End) -> None:
+        if self.children.seen(source).ended is not None:
+            return  # a repeated end
+        self.children.end(source, end.status)
+        for unit in self.tools.close_source(source):
+            self.lane.emit(unit)
+        self.text.flush(source.key)
+        final = end.final_text if end.final_text is not None else self.text.answers.answer(source.key)
+        self.lane.emit(message_unit(source, end.status, final))
 
     def _refresh_status(self) -> None:
-        text = self.board.render()
+        lines = self.children.lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
+        text = self.board.render(lines)
         if self._status_slot is None:
             if not text:
                 return
@@ -234,7 +273,8 @@ class RunController:
         """Finalize: show the committed final exactly once (or a clear failure), then wait for delivery."""
         self.ended = end
         for unit in self.tools.close():
-            self._emit(unit)
+            self.lane.emit(unit)
+        self._show_all(self.text.flush(None))
         ok = end.status is EndStatus.OK
         if ok:
             final = end.final_text if end.final_text is not None else self.committed
@@ -242,8 +282,10 @@ class RunController:
                 final = self.answer.text()
             if final != self.committed:
                 commit_point(self, final)
+        if self.reasoning is not None:
+            self.reasoning.finish()
         cancelled = end.status is EndStatus.CANCELLED
-        self.board.all_children_done(ok)
+        self.children.stop_unfinished()
         if self.policy.delivery is DeliveryMode.PROGRESS:
             self.board.title = PROGRESS_DONE if ok else (PROGRESS_STOPPED if cancelled else PROGRESS_FAILED)
         self._refresh_status()
@@ -253,6 +295,7 @@ class RunController:
         elif not ok:
             detail = "\n".join(f"• {e}" for e in self.errors)
             self.rec.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)
+        self.lane.close(str(end.status), committed=self.committed is not None)
         await self.rec.finish()
         await self._ledger.end_run(self.run, str(end.status))
         self.done = True
@@ -263,6 +306,7 @@ class RunController:
         self.errors.append(reason)
         if self.ended is None:
             self.ended = End(run=self.run, status=EndStatus.ERROR)
+        self.lane.close(str(EndStatus.ERROR), committed=self.committed is not None)
         self.done = True
 
     async def abort(self) -> None:
@@ -289,7 +333,12 @@ def commit_point(run: RunController, text: str) -> None:
     Called by a ``commit`` event, or by ``end`` with status ``ok`` (no verifier is configured, so the end
     itself is the check; an ``end`` whose ``final_text`` differs from the committed text commits it
     again, since ``final_text`` is authoritative). Before it, progress mode shows no answer text at all;
-    after it, later drafts are ignored and finalization shows exactly the committed text, once.
+    after it, later drafts are ignored and finalization shows exactly the committed text, once. The first
+    commit puts a ``commit`` unit on the pipeline lane: from then on the action gate lets compensable and
+    irreversible tool calls of this run go (:mod:`core.gate`).
     """
+    first = run.committed is None
     run.committed = text
     run.mode.finalize(text)
+    if first:
+        run.lane.emit({"kind": "commit"})

@@ -71,6 +71,10 @@ _CALL_KINDS = {
 """The rate budgets' name for each reconciler op."""
 
 
+_SIDE_ROLES = frozenset({SlotRole.STATUS, SlotRole.REASONING})
+"""Messages whose edits wait behind the answer's calls."""
+
+
 def same_render(a: str, b: str | None) -> bool:
     """True when two texts render the same: platforms trim leading and trailing whitespace
     (Telegram: https://core.telegram.org/bots/api#editmessagetext answers "message is not modified")."""
@@ -142,6 +146,8 @@ class Reconciler:
         throttle_s: minimum seconds between preview calls before finalization (0: no throttle).
         max_attempts: attempts for transient failures (network, 5xx) before a part fails.
         native: the adapter's native streaming, when the run streams answers natively (None: preview).
+        typing_every_s: while the run is open and nothing new became visible for this many seconds, show a
+            typing indicator (at the start too); None: never. Never during finalization or after it.
     """
 
     def __init__(
@@ -156,6 +162,7 @@ class Reconciler:
         throttle_s: float = 0.0,
         max_attempts: int = 5,
         native: NativeStreaming | None = None,
+        typing_every_s: float | None = None,
     ) -> None:
         self.run = run
         self._adapter = adapter
@@ -173,6 +180,10 @@ class Reconciler:
         self._last_call_at: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._restored: list[Slot] = []
+        self._typing_every_s = typing_every_s
+        self._last_visible_at: float | None = None
+        self._last_typing_at: float | None = None
+        self.typing_calls = 0
 
     # --- what should be visible -------------------------------------------------------------------------
 
@@ -293,8 +304,14 @@ class Reconciler:
             if op is None:
                 if self._closed:
                     return
-                self._wake.clear()
-                await self._wake.wait()
+                typing_at = self._typing_due()
+                if typing_at is None:
+                    self._wake.clear()
+                    await self._wake.wait()
+                elif typing_at > self._clock.now():
+                    await self._sleep_or_wake(typing_at - self._clock.now())
+                else:
+                    await self._typing()
                 continue
             delay = op.not_before - self._clock.now()
             if delay > 0:
@@ -318,6 +335,24 @@ class Reconciler:
                 task.cancel()
             await asyncio.wait((sleeper, waker))
 
+    def _typing_due(self) -> float | None:
+        """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""
+        if self._typing_every_s is None or self.finalizing:
+            return None
+        last = max((t for t in (self._last_visible_at, self._last_typing_at) if t is not None), default=None)
+        return self._clock.now() if last is None else last + self._typing_every_s
+
+    async def _typing(self) -> None:
+        """Show the typing indicator once (one attempt, never in the ledger: it is not a message); a rate
+        limited or failed indicator is skipped, the next one is due ``typing_every_s`` later."""
+        self._last_typing_at = self._clock.now()
+        if self._chain.ready_in(CallKind.TYPING) > 0:
+            return
+        adapter, target = self._adapter, self._target
+        with contextlib.suppress(DeliveryError):
+            self.typing_calls += 1
+            await self._chain.call(lambda: adapter.send_typing(target), CallKind.TYPING)
+
     def _refresh(self, slot: Slot) -> None:
         """Read a live slot's text now (its cost is the text's length: done once per call, not per delta)."""
         if slot.stale and slot.live is not None:
@@ -326,11 +361,11 @@ class Reconciler:
 
     def _next_op(self) -> _Op | None:
         """The next call: the first part (in order) that needs one; but an answer or a notice goes before
-        an edit of a status message, so progress never delays the answer when the budget is short."""
+        an edit of a status or reasoning message, so progress never delays the answer when the budget is short."""
         op = self._first_op(0)
-        if op is not None and op.kind == "edit" and op.slot.role is SlotRole.STATUS:
+        if op is not None and op.kind == "edit" and op.slot.role in _SIDE_ROLES:
             later = self._first_op(op.slot.index + 1)
-            if later is not None and later.slot.role is not SlotRole.STATUS:
+            if later is not None and later.slot.role not in _SIDE_ROLES:
                 return later
         return op
 
@@ -399,6 +434,7 @@ class Reconciler:
 
     def _sent(self, slot: Slot, text: str) -> None:
         slot.shown = text
+        self._last_visible_at = self._clock.now()
         while slot.history and slot.history[0] != text:
             slot.history.popleft()
         if slot.history:

@@ -1,31 +1,55 @@
 """The status board: true progress as short lines for people (phases, tools, sub-agents).
 
 Never holds raw child text or tool arguments: only facts (started, using a tool, done, failed) and
-summaries the runtime chose to show.
+summaries the runtime chose to show. Sub-agent lines come from :class:`core.subagents.Children`.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from core.events import Source
+SECRET_KEY = re.compile(r"pass|secret|token|key|auth|cred|cookie|session|signature|private", re.IGNORECASE)
+"""Argument names whose values are never shown, whatever they hold."""
+PREVIEW_KEYS = 3
+PREVIEW_VALUE_CHARS = 40
 
 
-@dataclass
-class _Child:
-    label: str
-    state: str = "started"
+def redacted_args(args: dict[str, Any]) -> str:
+    """A short, redacted preview of tool arguments for people: at most 3 top-level keys, each value cut to 40
+    characters, values of secret-looking keys (password, token, api_key, …) replaced by ``•••``, nested
+    objects and lists summarized. ``{"q": "refund policy"}`` → ``q: "refund policy"``."""
+    out = []
+    for name, value in list(args.items())[:PREVIEW_KEYS]:
+        if SECRET_KEY.search(name):
+            shown = "•••"
+        elif isinstance(value, dict):
+            shown = "{…}"
+        elif isinstance(value, list):
+            shown = f"[{len(value)} items]"
+        else:
+            shown = json.dumps(value, ensure_ascii=False)
+            if len(shown) > PREVIEW_VALUE_CHARS:
+                shown = shown[: PREVIEW_VALUE_CHARS - 1] + "…"
+        out.append(f"{name}: {shown}")
+    if len(args) > PREVIEW_KEYS:
+        out.append("…")
+    return ", ".join(out)
 
 
 @dataclass
 class StatusBoard:
-    """Lines of progress. ``render()`` is the status message text (empty when there is nothing)."""
+    """Lines of progress. ``render(child_lines)`` is the status message text (empty when there is nothing)."""
 
     title: str = ""
     show_progress: bool = True
     lines: list[str] = field(default_factory=list)
-    children: dict[str, _Child] = field(default_factory=dict)
+    _tool_lines: dict[str, int] = field(default_factory=dict)
     footer: str = ""
+    max_lines: int = 20
+    """Progress lines shown at most (the latest); older ones are counted, so the message stays short."""
 
     def phase(self, name: str) -> None:
         if self.show_progress:
@@ -35,34 +59,26 @@ class StatusBoard:
         if self.show_progress and text.strip():
             self.lines.append(f"• {text.strip()}")
 
-    def tool_started(self, name: str) -> None:
+    def tool_started(self, call_id: str, name: str) -> None:
         if self.show_progress:
+            self._tool_lines[call_id] = len(self.lines)
             self.lines.append(f"• using {name}")
+
+    def tool_called(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        """The call's arguments are complete: its line shows a redacted preview of them."""
+        if self.show_progress:
+            line = f"• using {name}" + (f" ({redacted_args(args)})" if args else "")
+            index = self._tool_lines.pop(call_id, None)
+            if index is None:
+                self.lines.append(line)
+            else:
+                self.lines[index] = line
 
     def tool_finished(self, name: str, summary: str) -> None:
         if self.show_progress:
             self.lines.append(f"• {name}: {summary.strip()}" if summary.strip() else f"• {name}: done")
 
-    def child_seen(self, source: Source) -> None:
-        self.children.setdefault(source.key, _Child(label=_label(source)))
-
-    def child_tool(self, source: Source, tool: str) -> None:
-        self.child_seen(source)
-        self.children[source.key].state = f"using {tool}"
-
-    def child_done(self, source: Source, ok: bool) -> None:
-        self.child_seen(source)
-        self.children[source.key].state = "done" if ok else "failed"
-
-    def all_children_done(self, ok: bool) -> None:
-        for child in self.children.values():
-            if child.state not in ("done", "failed"):
-                child.state = "done" if ok else "stopped"
-
-    max_lines: int = 20
-    """Progress lines shown at most (the latest); older ones are counted, so the message stays short."""
-
-    def render(self) -> str:
+    def render(self, child_lines: list[str] | None = None) -> str:
         out: list[str] = []
         if self.title:
             out.append(self.title)
@@ -70,12 +86,7 @@ class StatusBoard:
         if hidden > 0:
             out.append(f"… {hidden} earlier step{'s' if hidden > 1 else ''}")
         out.extend(self.lines[max(0, hidden) :])
-        out.extend(f"↳ {c.label}: {c.state}" for c in self.children.values())
+        out.extend(child_lines or [])
         if self.footer:
             out.append(self.footer)
         return "\n".join(out)
-
-
-def _label(source: Source) -> str:
-    indent = "  " * (source.depth - 1)
-    return f"{indent}{source.agent_id}"

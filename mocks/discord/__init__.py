@@ -10,17 +10,18 @@ discord.py talks to it unchanged (``Route.BASE`` is a class attribute: process-w
 
 Routes (under ``/api/v10``; Discord's documentation names are the recorded method names):
 
-=========================================================  ==========================================
-``GET /users/@me``                                         ``getCurrentUser``
-``GET /oauth2/applications/@me``                           ``getCurrentBotApplicationInformation``
-``POST /channels/{channel_id}/messages``                   ``createMessage``
-``PATCH /channels/{channel_id}/messages/{message_id}``     ``editMessage``
-``DELETE /channels/{channel_id}/messages/{message_id}``    ``deleteMessage``
-``POST /channels/{channel_id}/typing``                     ``triggerTypingIndicator``
-``POST /webhooks/{id}/{token}[?wait=true][&thread_id=]``   ``executeWebhook``
-``PATCH /webhooks/{id}/{token}/messages/{message_id}``     ``editWebhookMessage``
-``DELETE /webhooks/{id}/{token}/messages/{message_id}``    ``deleteWebhookMessage``
-=========================================================  ==========================================
+=============================================================  =======================================
+``GET /users/@me``                                             ``getCurrentUser``
+``GET /oauth2/applications/@me``                               ``getCurrentBotApplicationInformation``
+``POST /channels/{channel_id}/messages``                       ``createMessage``
+``PATCH /channels/{channel_id}/messages/{message_id}``         ``editMessage``
+``DELETE /channels/{channel_id}/messages/{message_id}``        ``deleteMessage``
+``POST /channels/{channel_id}/typing``                         ``triggerTypingIndicator``
+``POST /channels/{channel_id}/messages/{message_id}/threads``  ``startThreadFromMessage``
+``POST /webhooks/{id}/{token}[?wait=true][&thread_id=]``       ``executeWebhook``
+``PATCH /webhooks/{id}/{token}/messages/{message_id}``         ``editWebhookMessage``
+``DELETE /webhooks/{id}/{token}/messages/{message_id}``        ``deleteWebhookMessage``
+=============================================================  =======================================
 
 An unknown path is 404 ``{"code": 0, "message": "404: Not Found"}``, a known path with another HTTP method 405.
 Bot routes need ``Authorization: Bot <token>`` with a token shaped like Discord's (three dot-separated base64url
@@ -46,6 +47,10 @@ https://discord.com/developers/docs/topics/opcodes-and-status-codes#json):
   the same channel.
 - ``allowed_mentions`` is validated and decides who is pinged: without it every ``@everyone`` / ``@here`` /
   ``<@id>`` in the content pings (see :attr:`StoredMessage.mention_everyone`, ``mentions``).
+- Threads (:mod:`mocks.discord.threads`): Start Thread from Message creates a public thread (type 11) whose id
+  is the message's; it is a channel of its own (messages are created and edited under its id, and read with
+  :meth:`MockDiscord.messages`); :meth:`MockDiscord.threads` lists them. A message with a thread already is
+  400 160004, a message inside a thread 400 50024, a name not 1-100 characters 400 50035.
 - ``nonce`` with ``enforce_nonce: true`` (discord.py sends both) returns the earlier message of the same
   author and nonce in that channel for 5 minutes instead of creating another one.
 
@@ -72,6 +77,7 @@ the new id of a stored message else the requested one, ``text`` the ``content`` 
 from mocks.discord.limits import Bucket, DiscordLimits
 from mocks.discord.routes import METHODS
 from mocks.discord.server import MockDiscord, serve_forever
+from mocks.discord.threads import Thread
 from mocks.discord.wire import MAX_CONTENT_CHARS, PERSON_USER_ID, StoredMessage, fault_error
 
 __all__ = [
@@ -82,6 +88,7 @@ __all__ = [
     "DiscordLimits",
     "MockDiscord",
     "StoredMessage",
+    "Thread",
     "fault_error",
     "serve_forever",
 ]

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mocks.discord import wire
+from mocks.discord import threads, wire
+from mocks.discord.threads import Thread, ThreadRequest
 from mocks.discord.wire import StoredMessage, fail
 
 NONCE_WINDOW_S = 300.0
@@ -39,7 +40,8 @@ class Change:
 
 
 class Channels:
-    """Every channel's messages by id (ids increase, so insertion order is id order), and the nonces seen.
+    """Every channel's messages by id (ids increase, so insertion order is id order), the threads started from
+    them (:mod:`mocks.discord.threads`) and the nonces seen.
 
     Args:
         clock: monotonic seconds, for the nonce window.
@@ -51,9 +53,11 @@ class Channels:
         self.reset()
 
     def reset(self) -> None:
-        """Forget messages and nonces (``missing`` is kept)."""
+        """Forget messages, threads and nonces (``missing`` is kept)."""
         self.ids = wire.Snowflakes()
         self.messages: dict[str, dict[str, StoredMessage]] = {}
+        self.threads: dict[str, Thread] = {}
+        """Threads by id (the id of the message each was started from), in creation order."""
         self._nonces: dict[tuple[str, str, str], tuple[str, float]] = {}
 
     def channel(self, channel_id: str) -> str:
@@ -128,6 +132,39 @@ class Channels:
             self._nonces[key] = (message.id, now + NONCE_WINDOW_S)
         return message
 
+    def check_thread(self, channel: str, message_id: str, body: Body) -> tuple[StoredMessage, ThreadRequest]:
+        """Validate Start Thread from Message on message ``message_id`` of the existing ``channel``: the
+        message to start from and the thread asked for.
+
+        Raises:
+            ApiError: 400 50035 (a bad path id or field), 400 50024 (``channel`` is a thread), 404 10008 (no
+                such message), 400 160004 (the message already has a thread).
+        """
+        mid = wire.check_snowflake("message_id", message_id)
+        request = threads.check_request(body)
+        if channel in self.threads:
+            raise fail(threads.WRONG_CHANNEL_TYPE)
+        message = self.messages.get(channel, {}).get(mid)
+        if message is None or message.deleted:
+            raise fail(wire.UNKNOWN_MESSAGE)
+        if mid in self.threads:
+            raise fail(threads.THREAD_EXISTS)
+        return message, request
+
+    def start_thread(self, message: StoredMessage, request: ThreadRequest, *, principal: str) -> Thread:
+        """Store the thread started from ``message`` by ``principal`` (validated by :meth:`check_thread`)."""
+        thread = Thread(
+            message.id,
+            message.channel_id,
+            principal,
+            request.name,
+            request.auto_archive_duration,
+            request.rate_limit_per_user,
+            _now(),
+        )
+        self.threads[thread.id] = thread
+        return thread
+
     def seed(self, channel_id: str, content: str) -> StoredMessage:
         """Store a message a person wrote."""
         channel = wire.check_snowflake("channel_id", channel_id)
@@ -160,9 +197,15 @@ class Channels:
         message.mention_everyone, message.mentions = wire.pings(change.content, message.allowed_mentions)
 
     def json(self, message: StoredMessage) -> Body:
-        """The message object, with its ``referenced_message``."""
+        """The message object, with its ``referenced_message`` and, once a thread was started from it, flag
+        ``HAS_THREAD`` and its ``thread``."""
         referenced = self.messages[message.channel_id].get(message.reference or "")
-        return wire.message_json(message, referenced)
+        body = wire.message_json(message, referenced)
+        thread = self.threads.get(message.id)
+        if thread is not None:
+            body["flags"] |= threads.HAS_THREAD
+            body["thread"] = threads.thread_json(thread)
+        return body
 
 
 def _now() -> datetime.datetime:

@@ -12,6 +12,8 @@ per channel. The mock keeps edits in their **own** bucket (``PATCH /channels/{id
 5 per 5 s per channel), not shared with creates: every route has its own bucket hash on Discord, and the
 per-channel sub-limit reported by clients concerns sending. Delete is 5 per 1 s per channel, typing 5 per
 5 s per channel, webhook executions 5 per 2 s per webhook (all observed, tunable in :class:`DiscordLimits`).
+Starting a thread from a message has its own bucket per channel, 5 per 5 s (an assumption: Discord publishes no
+number and none is commonly reported).
 
 Windows are fixed: a bucket's window opens with its first admitted call and ends ``window_s`` later, as
 Discord's ``Reset`` timestamps describe. A refused call (any 4xx, a 429 included) costs nothing.
@@ -44,6 +46,7 @@ class DiscordLimits:
         typing: ``POST /channels/{id}/typing`` per channel (5 per 5 s, observed).
         identity: ``GET /users/@me`` and ``GET /oauth2/applications/@me`` per bot (5 per 5 s).
         webhook: webhook execute / edit / delete per webhook (5 per 2 s, observed).
+        start_thread: ``POST /channels/{id}/messages/{mid}/threads`` per channel (5 per 5 s, an assumption).
         global_per_s: requests per sliding second per bot, every bot route counted (50, official:
             https://discord.com/developers/docs/topics/rate-limits#global-rate-limit). Webhooks are not
             bound to a bot and do not count.
@@ -55,6 +58,7 @@ class DiscordLimits:
     typing: Bucket = Bucket(5, 5.0)
     identity: Bucket = Bucket(5, 5.0)
     webhook: Bucket = Bucket(5, 2.0)
+    start_thread: Bucket = Bucket(5, 5.0)
     global_per_s: int = 50
 
 

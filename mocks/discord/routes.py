@@ -42,6 +42,7 @@ ROUTES = (
     route("PATCH", "/channels/{channel}/messages/{message}", "editMessage", "edit_message"),
     route("DELETE", "/channels/{channel}/messages/{message}", "deleteMessage", "delete_message"),
     route("POST", "/channels/{channel}/typing", "triggerTypingIndicator", "typing"),
+    route("POST", "/channels/{channel}/messages/{message}/threads", "startThreadFromMessage", "start_thread"),
     route("POST", "/webhooks/{webhook}/{token}", "executeWebhook", "webhook"),
     route("PATCH", "/webhooks/{webhook}/{token}/messages/{message}", "editWebhookMessage", "webhook"),
     route("DELETE", "/webhooks/{webhook}/{token}/messages/{message}", "deleteWebhookMessage", "webhook"),

@@ -15,6 +15,7 @@ from mocks.discord import wire
 from mocks.discord.channels import Channels
 from mocks.discord.limits import DiscordLimits, Key, RateLimiter, bucket_hash, retry_after_header
 from mocks.discord.routes import API_PREFIX, METHODS, Route, json_response, read_body, resolve
+from mocks.discord.threads import Thread, thread_json
 from mocks.discord.wire import ApiError, StoredMessage, fail
 
 Body = dict[str, Any]
@@ -78,6 +79,7 @@ class MockDiscord(MockServer):
             "editMessage": self._edit,
             "deleteMessage": self._delete,
             "triggerTypingIndicator": self._typing,
+            "startThreadFromMessage": self._start_thread,
             "executeWebhook": self._create,
             "editWebhookMessage": self._edit,
             "deleteWebhookMessage": self._delete,
@@ -132,6 +134,12 @@ class MockDiscord(MockServer):
     def messages(self, chat_id: ChatId) -> list[StoredMessage]:
         """Every stored, not deleted message of ``chat_id`` (seeded ones too), in id order."""
         return [m for m in self._channels.messages.get(str(chat_id), {}).values() if not m.deleted]
+
+    def threads(self, parent_id: ChatId | None = None) -> list[Thread]:
+        """The threads started from messages (of channel ``parent_id``, else of every channel), oldest first.
+        A thread's id is its starting message's id; its messages are :meth:`messages` of that id."""
+        every = self._channels.threads.values()
+        return [t for t in every if parent_id is None or t.parent_id == str(parent_id)]
 
     # ------------------------------------------------------------ request handling
 
@@ -275,6 +283,16 @@ class MockDiscord(MockServer):
         self._admit(call)
         message.deleted = True
         return 204, None
+
+    def _start_thread(self, call: _Call) -> Result:
+        """startThreadFromMessage: 201 with the new public thread's channel object, its id the message's
+        (https://discord.com/developers/docs/resources/channel#start-thread-from-message; rules:
+        :mod:`mocks.discord.threads`)."""
+        channel = self._channels.channel(call.channel)
+        message, request = self._channels.check_thread(channel, call.params["message"], call.body)
+        self._admit(call)
+        thread = self._channels.start_thread(message, request, principal=call.principal)
+        return 201, thread_json(thread)
 
     def _typing(self, call: _Call) -> Result:
         """triggerTypingIndicator: 204; the indicator shows for about 10 s

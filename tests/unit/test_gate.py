@@ -12,7 +12,6 @@ from core.gate import (
     ActionClass,
     GateDecision,
     Verdict,
-    validate_unit,
 )
 
 CATALOG = ActionCatalog(
@@ -135,24 +134,3 @@ def test_the_catalog_is_looked_up_by_name() -> None:
 def test_an_inconsistent_catalog_is_rejected(actions: list[Action], words: str) -> None:
     with pytest.raises(ValueError, match=words):
         ActionCatalog(actions)
-
-
-def test_validate_unit_turns_a_rejected_call_into_a_malformed_unit_the_gate_refuses() -> None:
-    def validate(name: str, args: dict[str, Any]) -> str | None:
-        return None if "q" in args else f"args do not match {name}'s schema: 'q' is a required property (at $)"
-
-    good = _call("search", q="cats")
-    assert validate_unit(good, validate) is good
-    bad = validate_unit(_call("search", query="cats"), validate)
-    assert bad == {
-        "kind": "tool_call.malformed",
-        "run": "r1",
-        "id": "c1",
-        "name": "search",
-        "raw": '{"query": "cats"}',
-        "error": "args do not match search's schema: 'q' is a required property (at $)",
-        "source": None,
-    }
-    assert CATALOG.decide(bad, committed=True, ended=None).verdict is Verdict.REFUSE
-    already = {"kind": "tool_call.malformed", "id": "c2", "name": "search", "raw": "{", "error": "not JSON"}
-    assert validate_unit(already, validate) is already

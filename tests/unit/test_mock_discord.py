@@ -297,6 +297,128 @@ async def test_webhooks_post_edit_and_delete_their_own(api: Client, mock: MockDi
     assert mock.calls[0].chat_id == CHANNEL
 
 
+# ------------------------------------------------------------------ threads
+
+
+async def start_thread(api: Client, message_id: str, body: Any = None, channel: str = CHANNEL) -> Answer:
+    payload = {"name": "research", "auto_archive_duration": 1440} if body is None else body
+    return await api("POST", f"/channels/{channel}/messages/{message_id}/threads", payload)
+
+
+async def test_a_thread_from_a_message_is_a_channel_with_the_message_id(api: Client, mock: MockDiscord) -> None:
+    anchor = (await api.send("plan")).body["id"]
+    started = await start_thread(api, anchor, {"name": "research", "auto_archive_duration": 60})
+    inside = await api.send("step 1", channel=anchor)
+    edited = await api.edit(inside.body["id"], "step 1 done", channel=anchor)
+    anchor_now = await api.edit(anchor, "plan")
+
+    assert started.status == 201
+    assert {k: started.body[k] for k in ("id", "type", "parent_id", "owner_id", "name")} == {
+        "id": anchor,
+        "type": 11,
+        "parent_id": CHANNEL,
+        "owner_id": BOT_ID,
+        "name": "research",
+    }
+    assert started.body["thread_metadata"]["auto_archive_duration"] == 60
+    assert (inside.status, inside.body["channel_id"], edited.status) == (200, anchor, 200)
+    assert (anchor_now.body["flags"] & 32, anchor_now.body["thread"]["id"]) == (32, anchor)  # HAS_THREAD
+    assert mock.visible(anchor) == [(inside.body["id"], "step 1 done")]
+    assert mock.visible(CHANNEL) == [(anchor, "plan")]  # the thread's messages stay out of the channel
+    assert [(t.id, t.parent_id, t.name) for t in mock.threads(CHANNEL)] == [(anchor, CHANNEL, "research")]
+    assert mock.threads(OTHER_CHANNEL) == [] and len(mock.threads()) == 1
+    assert [c.method for c in mock.calls][1] == "startThreadFromMessage"
+
+
+async def test_a_person_message_can_start_a_thread(api: Client, mock: MockDiscord) -> None:
+    question = mock.post_user_message(CHANNEL, "why?")
+
+    assert (await start_thread(api, question)).status == 201
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "code"),
+    [
+        ({}, "name", "BASE_TYPE_REQUIRED"),
+        ({"name": ""}, "name", "BASE_TYPE_BAD_LENGTH"),
+        ({"name": "x" * 101}, "name", "BASE_TYPE_BAD_LENGTH"),
+        ({"name": 5}, "name", "BASE_TYPE_BAD_TYPE"),
+        ({"name": "x", "auto_archive_duration": 30}, "auto_archive_duration", "BASE_TYPE_CHOICES"),
+        ({"name": "x", "rate_limit_per_user": 21_601}, "rate_limit_per_user", "NUMBER_TYPE_MAX"),
+    ],
+)
+async def test_thread_bodies_are_checked(
+    api: Client, mock: MockDiscord, body: dict[str, Any], field: str, code: str
+) -> None:
+    anchor = (await api.send("plan")).body["id"]
+    answer = await start_thread(api, anchor, body)
+
+    assert (answer.status, answer.body["code"]) == (400, 50035)
+    assert answer.body["errors"][field]["_errors"][0]["code"] == code
+    assert mock.threads() == []
+
+
+async def test_thread_names_of_100_characters_and_discord_py_defaults_pass(api: Client) -> None:
+    anchor = (await api.send("plan")).body["id"]
+    body = {"name": "é" * 100, "auto_archive_duration": 1440, "rate_limit_per_user": None}  # what discord.py sends
+
+    assert (await start_thread(api, anchor, body)).status == 201
+
+
+async def test_thread_refusals(api: Client, mock: MockDiscord) -> None:
+    anchor = (await api.send("plan")).body["id"]
+    first = await start_thread(api, anchor)
+    again = await start_thread(api, anchor)
+    inner = (await api.send("inside", channel=anchor)).body["id"]
+    nested = await start_thread(api, inner, channel=anchor)
+    unknown = await start_thread(api, "1300000000000000001")
+    gone = (await api.send("gone")).body["id"]
+    await api.delete(gone)
+    deleted = await start_thread(api, gone)
+    elsewhere = await start_thread(api, anchor, channel=OTHER_CHANNEL)
+    mock.missing_channels.add(OTHER_CHANNEL)
+    no_channel = await start_thread(api, anchor, channel=OTHER_CHANNEL)
+    not_an_id = await start_thread(api, "abc")
+
+    assert first.status == 201
+    assert (again.status, again.body["code"], again.body["message"]) == (
+        400,
+        160004,
+        "A thread has already been created for this message",
+    )
+    assert (nested.status, nested.body["code"], nested.body["message"]) == (
+        400,
+        50024,
+        "Cannot execute action on this channel type",
+    )
+    assert [(a.status, a.body["code"]) for a in (unknown, deleted, elsewhere, no_channel, not_an_id)] == [
+        (404, 10008),
+        (404, 10008),
+        (404, 10008),
+        (404, 10003),
+        (400, 50035),
+    ]
+    assert [t.id for t in mock.threads()] == [anchor]
+
+
+async def test_starting_threads_has_its_own_bucket(limited: tuple[MockDiscord, Client, FakeClock]) -> None:
+    mock, api, clock = limited
+    anchors = [(await api.send(str(i))).body["id"] for i in range(5)]
+    clock.advance(5.0)
+    sent = await api.send("fresh window")
+    started = [await start_thread(api, anchor) for anchor in anchors]
+    over = await start_thread(api, sent.body["id"])
+    in_a_thread = await api.send("first", channel=anchors[0])  # a thread is a channel: its own buckets
+    clock.advance(5.0)
+    later = await start_thread(api, sent.body["id"])
+
+    assert [a.status for a in started] == [201] * 5
+    assert sent.headers["X-RateLimit-Bucket"] != started[0].headers["X-RateLimit-Bucket"]
+    assert (over.status, over.body["retry_after"]) == (429, 5.0)
+    assert (in_a_thread.status, later.status) == (200, 201)
+    assert len(mock.threads()) == 6
+
+
 # ------------------------------------------------------------------ rate-limit headers and limits
 
 

@@ -11,7 +11,7 @@ def _call(state: ToolCallState, **kw: object) -> ToolCall:
 
 
 def test_complete_arguments_from_fragments_become_one_call() -> None:
-    tools = ToolCallCollector("r")
+    tools = ToolCallCollector()
     assert tools.feed(_call(ToolCallState.START)) is None
     assert tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='{"path": "a.t')) is None
     assert tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='xt"}')) is None
@@ -20,7 +20,7 @@ def test_complete_arguments_from_fragments_become_one_call() -> None:
 
 
 def test_arguments_cut_off_by_the_end_are_malformed_and_keep_the_raw_text() -> None:
-    tools = ToolCallCollector("r")
+    tools = ToolCallCollector()
     tools.feed(_call(ToolCallState.START))
     tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='{"path":"notes.txt","content":"li'))
     [unit] = tools.close()
@@ -30,7 +30,7 @@ def test_arguments_cut_off_by_the_end_are_malformed_and_keep_the_raw_text() -> N
 
 
 def test_invalid_json_at_end_is_malformed_never_a_call() -> None:
-    tools = ToolCallCollector("r")
+    tools = ToolCallCollector()
     tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='{"a": 1,}'))
     unit = tools.feed(_call(ToolCallState.END))
     assert unit is not None and unit["kind"] == "tool_call.malformed"
@@ -38,14 +38,14 @@ def test_invalid_json_at_end_is_malformed_never_a_call() -> None:
 
 
 def test_arguments_that_are_not_an_object_are_malformed() -> None:
-    tools = ToolCallCollector("r")
+    tools = ToolCallCollector()
     tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta="[1, 2]"))
     unit = tools.feed(_call(ToolCallState.END))
     assert unit is not None and unit["kind"] == "tool_call.malformed"
 
 
 def test_end_with_args_object_is_taken_as_is() -> None:
-    tools = ToolCallCollector("r")
+    tools = ToolCallCollector()
     unit = tools.feed(_call(ToolCallState.END, args={"q": "x"}))
     assert unit is not None and unit["args"] == {"q": "x"}
 
@@ -53,7 +53,7 @@ def test_end_with_args_object_is_taken_as_is() -> None:
 def test_two_sources_may_use_the_same_call_id() -> None:
     from core.events import Source
 
-    tools = ToolCallCollector("r")
+    tools = ToolCallCollector()
     child = Source(agent_id="a", path="s/a")
     tools.feed(ToolCall(run="r", id="c1", name="x", state=ToolCallState.ARGS_DELTA, args_delta='{"a": 1}'))
     tools.feed(ToolCall(run="r", id="c1", name="y", state=ToolCallState.ARGS_DELTA, args_delta='{"b"', source=child))
