@@ -19,6 +19,7 @@ from adapters.discord import DiscordAdapter
 from adapters.ingest_http import create_app
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
+from config.actions import load_actions
 from config.settings import ChannelSettings, Settings
 from core.channel import ChannelRuntime
 from core.clock import Clock, MonotonicClock
@@ -76,13 +77,21 @@ def build_relay(
         tokens: tokens by channel name (default: read from each channel's ``token_env``).
 
     Raises:
-        ConfigError: a token is missing, or a platform has no adapter.
+        ConfigError: a token is missing, a platform has no adapter, or the action catalog is wrong.
     """
     channels: dict[str, ChannelRuntime] = {}
     for name, channel in settings.channels.items():
         token = tokens[name] if tokens and name in tokens else channel.token(name)
         channels[name] = make_runtime(name, channel, token)
-    return Relay(channels, ledger, clock or MonotonicClock(), run_idle_timeout_s=settings.service.run_idle_timeout_s)
+    catalog, validate = load_actions(settings.service.actions or None)
+    return Relay(
+        channels,
+        ledger,
+        clock or MonotonicClock(),
+        run_idle_timeout_s=settings.service.run_idle_timeout_s,
+        catalog=catalog,
+        validator=validate,
+    )
 
 
 class Sidecar:

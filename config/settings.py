@@ -215,6 +215,9 @@ class ServiceSettings(_Strict):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_line_bytes: int = Field(default=1024 * 1024, ge=256)
     run_idle_timeout_s: float = Field(default=600.0, gt=0)
+    actions: str = "actions.toml"
+    """The action catalog (config/actions.toml's format), relative to the channels file; "" for none (then
+    every tool is treated as irreversible: it waits for the run's commit point)."""
 
 
 class Settings(BaseSettings):
@@ -264,6 +267,8 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
                 f"(supported: {', '.join(SUPPORTED_PLATFORMS)}; web arrives with issue 5)"
             )
     settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
+    if settings.service.actions and not Path(settings.service.actions).is_absolute():
+        settings.service.actions = str(toml_path.parent / settings.service.actions)
     return Settings.model_validate(settings.model_dump())
 
 

@@ -215,7 +215,11 @@ def _not_a_call(unit: Mapping[str, Any]) -> GateDecision | None:
 
 
 class UnknownCallError(LookupError):
-    """No complete tool call with that id is on the run's pipeline lane (or the id is ambiguous)."""
+    """No complete tool call with that id is on the run's pipeline lane."""
+
+
+class AmbiguousCallError(UnknownCallError):
+    """Several agents of the run made a call with that id, and nothing says which is meant."""
 
 
 def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -> dict[str, Any] | None:
@@ -225,14 +229,14 @@ def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -
     agents of the run used the same call id.
 
     Raises:
-        UnknownCallError: two agents' calls have this id and no ``source_key`` says which.
+        AmbiguousCallError: two agents' calls have this id and no ``source_key`` says which.
     """
     found = [u for u in lane.units if u["kind"] in (TOOL_CALL, MALFORMED) and u.get("id") == call_id]
     if source_key is not None:
         found = [u for u in found if _source_key(u) == source_key]
     if len(found) > 1:
         keys = ", ".join(sorted({_source_key(u) for u in found}))
-        raise UnknownCallError(f"tool call {call_id!r} was made by several agents ({keys}): say which with source")
+        raise AmbiguousCallError(f"tool call {call_id!r} was made by several agents ({keys}): say which with source")
     return found[0] if found else None
 
 
@@ -253,8 +257,9 @@ def lane_state(lane: PipelineLane) -> tuple[bool, str | None]:
 
 async def ask_gate(
     catalog: ActionCatalog, lane: PipelineLane, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-) -> GateDecision:
-    """The gate's decision on tool call ``call_id`` of the run whose pipeline lane is ``lane``.
+) -> tuple[GateDecision, dict[str, Any]]:
+    """The gate's decision on tool call ``call_id`` of the run whose pipeline lane is ``lane``, and the call's
+    pipeline unit it decided on.
 
     With ``wait_s`` > 0, waits up to that many seconds (real time: this is a client's request) while the
     call is not on the lane yet or the verdict is ``wait``, and answers as soon as either changes (the commit
@@ -273,11 +278,11 @@ async def ask_gate(
             committed, ended = lane_state(lane)
             decision = catalog.decide(unit, committed=committed, ended=ended)
             if decision.verdict is not Verdict.WAIT:
-                return decision
+                return decision, unit
         left = deadline - loop.time()
         if left <= 0 or lane.closed:
-            if decision is not None:
-                return decision
+            if decision is not None and unit is not None:
+                return decision, unit
             raise UnknownCallError(f"no complete tool call {call_id!r} on run {lane.run!r}'s pipeline lane")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(lane.wait(seen), left)

@@ -20,6 +20,7 @@ from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
 from core.events import End, EndStatus, Event, RunStart, TextEvent, TextMode, parse_event
+from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
 from core.ledger import Ledger
 from core.normalize import Normalizer, make_normalizer
 from core.pipeline import ArgsValidator, PipelineLane
@@ -109,6 +110,7 @@ class Relay:
             is left hanging and no run holds memory forever.
         max_active_runs: past this many active runs, a new ``run.start`` is refused with a 503.
         validator: checks complete tool calls against their tools' JSON Schemas (the action catalog's).
+        catalog: the action catalog the gate decides with (empty: every tool waits for the commit point).
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class Relay:
         run_idle_timeout_s: float = 600.0,
         max_active_runs: int = 10_000,
         validator: ArgsValidator | None = None,
+        catalog: ActionCatalog | None = None,
     ) -> None:
         self.channels = dict(channels)
         self._ledger = ledger
@@ -133,6 +136,7 @@ class Relay:
         self._idle_s = run_idle_timeout_s
         self._max_active = max_active_runs
         self._validator = validator
+        self.catalog = catalog if catalog is not None else ActionCatalog()
         self._runs: dict[str, _Run] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
 
@@ -341,6 +345,29 @@ class Relay:
             return run.controller.lane
         finished = self._finished.get(run_id)
         return finished.lane if finished is not None else None
+
+    async def gate(
+        self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
+    ) -> tuple[GateDecision, dict[str, Any]]:
+        """May tool call ``call_id`` of run ``run_id`` run now? The decision and the call's pipeline unit
+        (:mod:`core.gate` has the policy).
+
+        Args:
+            run_id: the run.
+            call_id: the call's id as the pipeline lane carries it.
+            source_key: which agent made the call when several used that id (``root`` for the root).
+            wait_s: wait up to this long while the verdict is ``wait`` or the call is not complete yet.
+
+        Raises:
+            IngestError: 404 for an unknown run or a call not on its pipeline lane; 409 for an ambiguous id.
+        """
+        lane = self.lane(run_id)
+        if lane is None:
+            raise IngestError(f"unknown run {run_id!r} (or it ended before this sidecar started)", status=404)
+        try:
+            return await ask_gate(self.catalog, lane, call_id, source_key=source_key, wait_s=wait_s)
+        except UnknownCallError as exc:
+            raise IngestError(str(exc), status=409 if isinstance(exc, AmbiguousCallError) else 404) from None
 
     async def report(self, run_id: str) -> DeliveryReport | None:
         """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""

@@ -7,7 +7,8 @@ Routes (all but ``/healthz`` need ``Authorization: Bearer <token>``):
   (lines with ``type``, no ``kind``) are accepted once the run's ``run.start`` declared ``format``.
 - ``POST /v1/events``: the same, each line naming its ``run``.
 - ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end.
-- ``GET /v1/runs/{run}/pipeline``: the run's pipeline units so far (complete tool calls only).
+- ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
+  parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
 - ``GET /healthz``.
 
 Answers: 200 ``{"accepted": n}``; a bad line fails alone: the good lines are taken and the answer is
@@ -28,6 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from adapters.ingest_http.pipeline import PipelineRoutes
 from core.errors import IngestError
 from core.relay import Relay
 
@@ -140,15 +142,6 @@ class _Ingest:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         return JSONResponse(report.model_dump(mode="json"))
 
-    async def run_pipeline(self, request: Request) -> JSONResponse:
-        if (denied := self.denied(request)) is not None:
-            return denied
-        run = request.path_params["run"]
-        units = self.relay.pipeline(run)
-        if units is None:
-            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
-        return JSONResponse({"run": run, "units": units})
-
     async def healthz(self, request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "active_runs": len(self.relay.active_runs())})
 
@@ -159,6 +152,7 @@ def create_app(
     token: str,
     max_body_bytes: int = 16 * 1024 * 1024,
     max_line_bytes: int = 1024 * 1024,
+    keepalive_s: float = 15.0,
 ) -> Starlette:
     """The ingest ASGI app for ``relay``.
 
@@ -167,14 +161,18 @@ def create_app(
         token: the bearer token clients must send (compared in constant time; never logged).
         max_body_bytes: the largest request body (413 past it).
         max_line_bytes: the largest NDJSON line (413 past it).
+        keepalive_s: seconds of silence after which a pipeline stream gets a keepalive.
     """
     handlers = _Ingest(relay, token, max_body_bytes, max_line_bytes)
+    pipeline = PipelineRoutes(relay, handlers.denied, keepalive_s=keepalive_s)
     return Starlette(
         routes=[
             Route("/v1/runs/{run}/events", handlers.run_events, methods=["POST"]),
             Route("/v1/events", handlers.events, methods=["POST"]),
             Route("/v1/runs/{run}", handlers.run_report, methods=["GET"]),
-            Route("/v1/runs/{run}/pipeline", handlers.run_pipeline, methods=["GET"]),
+            Route("/v1/runs/{run}/pipeline", pipeline.units, methods=["GET"]),
+            Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),
+            Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
             Route("/healthz", handlers.healthz, methods=["GET"]),
         ]
     )

@@ -1,0 +1,135 @@
+"""The parent loop's side of the HTTP API: its run's pipeline lane, and the action gate.
+
+Routes (``Authorization: Bearer <token>`` like ingest):
+
+- ``GET /v1/runs/{run}/pipeline?after=N``: the units after position N so far, as JSON ``{"run", "units"}``.
+- ``GET /v1/runs/{run}/pipeline/stream?after=N``: the units as they come, one JSON object per line
+  (``application/x-ndjson``); with ``Accept: text/event-stream``, as Server-Sent Events (``id`` = the unit's
+  ``index``, ``event`` = its ``kind``, ``data`` = the unit); a reconnecting EventSource's ``Last-Event-ID`` resumes
+  after that unit. The stream ends after the ``run.end`` unit. Idle streams carry keepalives (an SSE comment,
+  or an empty NDJSON line, every ``keepalive_s``). Only pipeline units are sent: never ui-lane text.
+- ``POST /v1/runs/{run}/gate`` with ``{"id": "<tool call id>", "source": "<agent key>"?, "wait_s": N?}``:
+  may that complete tool call run now? ``{"verdict": "run"|"wait"|"refuse", "reason", "class",
+  "compensation", "unit"}`` (core/gate.py has the policy). 404 when no unit of that call is on the lane (after
+  ``wait_s``), 409 when the id is ambiguous.
+
+SSE framing: https://html.spec.whatwg.org/multipage/server-sent-events.html (sse-starlette writes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from core.errors import IngestError
+from core.pipeline import PipelineLane
+from core.relay import Relay
+
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+"""Headers that stop proxies from buffering a stream (nginx reads X-Accel-Buffering)."""
+MAX_GATE_WAIT_S = 600.0
+
+
+def _after(request: Request) -> int:
+    """The position to resume after: ``?after=N``, else the ``Last-Event-ID`` header, else 0."""
+    raw = request.query_params.get("after") or request.headers.get("last-event-id") or "0"
+    try:
+        after = int(raw)
+    except ValueError:
+        raise IngestError(f"after / Last-Event-ID must be a unit index (an integer), got {raw!r}") from None
+    if after < 0:
+        raise IngestError("after / Last-Event-ID must not be negative")
+    return after
+
+
+class PipelineRoutes:
+    """Handlers of the pipeline lane and the gate, bound to one relay.
+
+    Args:
+        relay: where the runs are.
+        denied: answers 401 unless the request carries the right token (the ingest's check).
+        keepalive_s: seconds of silence after which an idle stream gets a keepalive.
+    """
+
+    def __init__(self, relay: Relay, denied: Callable[[Request], Response | None], keepalive_s: float = 15.0) -> None:
+        self.relay = relay
+        self._denied = denied
+        self.keepalive_s = keepalive_s
+
+    def _lane(self, request: Request) -> PipelineLane:
+        run = request.path_params["run"]
+        lane = self.relay.lane(run)
+        if lane is None:
+            raise IngestError(f"unknown run {run!r}: send its run.start first", status=404)
+        return lane
+
+    async def units(self, request: Request) -> Response:
+        if (denied := self._denied(request)) is not None:
+            return denied
+        try:
+            lane, after = self._lane(request), _after(request)
+        except IngestError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        return JSONResponse({"run": lane.run, "units": lane.after(after), "ended": lane.closed})
+
+    async def stream(self, request: Request) -> Response:
+        if (denied := self._denied(request)) is not None:
+            return denied
+        try:
+            lane, after = self._lane(request), _after(request)
+        except IngestError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        if "text/event-stream" in request.headers.get("accept", ""):
+            events = (
+                ServerSentEvent(json.dumps(u, ensure_ascii=False), id=str(u["index"]), event=str(u["kind"]))
+                async for u in self._follow(lane, after)
+                if u is not None
+            )
+            return EventSourceResponse(events, headers=STREAM_HEADERS, ping=self.keepalive_s)
+        lines = (
+            (json.dumps(u, ensure_ascii=False) + "\n" if u is not None else "\n").encode()
+            async for u in self._follow(lane, after)
+        )
+        return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
+
+    async def _follow(self, lane: PipelineLane, after: int) -> AsyncIterator[dict[str, Any] | None]:
+        """The lane's units after ``after`` as they come, until ``run.end``; None for a keepalive."""
+        while True:
+            try:
+                units = await asyncio.wait_for(lane.wait(after), self.keepalive_s)
+            except TimeoutError:
+                yield None
+                continue
+            for unit in units:
+                yield unit
+            after += len(units)
+            if lane.closed and after >= len(lane.units):
+                return
+
+    async def gate(self, request: Request) -> Response:
+        if (denied := self._denied(request)) is not None:
+            return denied
+        run = request.path_params["run"]
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return JSONResponse({"error": 'the body must be JSON: {"id": "<tool call id>"}'}, status_code=400)
+        if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
+            return JSONResponse({"error": 'say which tool call: {"id": "<tool call id>"}'}, status_code=400)
+        source = body.get("source")
+        wait_s = body.get("wait_s", 0)
+        if (source is not None and not isinstance(source, str)) or not isinstance(wait_s, int | float):
+            return JSONResponse({"error": "source must be a string and wait_s a number of seconds"}, status_code=400)
+        try:
+            decision, unit = await self.relay.gate(
+                run, body["id"], source_key=source, wait_s=min(MAX_GATE_WAIT_S, max(0.0, float(wait_s)))
+            )
+        except IngestError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        return JSONResponse({**decision.to_json(), "unit": unit})
