@@ -28,6 +28,7 @@ CLOUDFLARE_BAN_S = 60.0
 MAX_REMEMBERED_BUCKETS = 1024
 """Emptied buckets remembered for timeout errors before reset ones are forgotten."""
 
+
 class CallState:
     """One call's deadline and progress. The trace hooks run in the calling task and find it in ``CALL``."""
 
