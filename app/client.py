@@ -1,0 +1,178 @@
+"""A small Python client of the sidecar, for the parent loop: stream events in, act on the pipeline lane.
+
+The parent loop streams its run (and its sub-agents' events, each with its ``source``) into the sidecar,
+follows the run's pipeline lane, and asks the action gate before running a tool call::
+
+    async with RelayClient("http://127.0.0.1:8787", token) as relay:
+        await relay.start("r1", channel="telegram", chat_id=42)
+        await relay.send("r1", [{"kind": "text", "text": "Looking it up…"}])
+        async for unit in relay.pipeline("r1"):          # complete, checked units only; ends at run.end
+            if unit["kind"] == "tool_call":
+                decision = await relay.gate("r1", unit["id"], wait_s=30)
+                if decision["verdict"] == "run":
+                    ...                                  # run the tool
+
+Every method raises :class:`RelayError` (with the sidecar's status and message) when the sidecar refuses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from app.ingest_client import recording_lines
+from core.events import Event, ProviderFormat, Source, event_to_json
+from core.normalize import make_normalizer
+
+
+class RelayError(RuntimeError):
+    """The sidecar refused a request. ``status`` is its HTTP status; the message is its answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"the sidecar answered {status}: {message}")
+        self.status = status
+
+
+class RelayClient:
+    """An HTTP client of one sidecar (httpx).
+
+    Args:
+        url: the sidecar's base URL.
+        token: its bearer token (never in reprs or errors).
+        timeout_s: seconds a plain request may take (streams wait as long as the run lasts).
+        reconnects: how many times :meth:`pipeline` reconnects after a dropped stream (resuming after the
+            last unit it got, so nothing is seen twice).
+    """
+
+    def __init__(self, url: str, token: str, *, timeout_s: float = 30.0, reconnects: int = 5) -> None:
+        self.url = url
+        self.reconnects = reconnects
+        self._http = httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout_s)
+        )
+
+    def __repr__(self) -> str:
+        return f"RelayClient(url={self.url!r})"
+
+    async def __aenter__(self) -> RelayClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def start(
+        self,
+        run: str,
+        *,
+        channel: str,
+        chat_id: int | str,
+        thread_id: int | str | None = None,
+        mode: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Send the run's ``run.start``."""
+        target: dict[str, Any] = {"chat_id": chat_id}
+        if thread_id is not None:
+            target["thread_id"] = thread_id
+        start: dict[str, Any] = {"kind": "run.start", "channel": channel, "target": target}
+        if mode is not None:
+            start["mode"] = mode
+        if overrides:
+            start["overrides"] = dict(overrides)
+        await self.send(run, [start])
+
+    async def send(self, run: str, events: Iterable[Mapping[str, Any] | Event]) -> int:
+        """Post events of ``run`` as one NDJSON request; return how many the sidecar took.
+
+        Raises:
+            RelayError: a line was refused (the others were taken: the error lists the refused lines).
+        """
+        lines = [json.dumps(e if isinstance(e, Mapping) else event_to_json(e), ensure_ascii=False) for e in events]
+        answer = await self._http.post(
+            f"/v1/runs/{run}/events",
+            content=("\n".join(lines) + "\n").encode(),
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+        body = _json(answer)
+        return int(body.get("accepted", 0))
+
+    async def pipeline(self, run: str, *, after: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """The run's pipeline units after position ``after``, as they come, until ``run.end`` (included).
+
+        A dropped connection is resumed after the last unit received (at most ``reconnects`` times in a row).
+        """
+        failures = 0
+        while True:
+            try:
+                async with self._http.stream(
+                    "GET", f"/v1/runs/{run}/pipeline/stream", params={"after": after}, timeout=None
+                ) as answer:
+                    if answer.status_code != 200:
+                        await answer.aread()
+                        _json(answer)
+                    async for line in answer.aiter_lines():
+                        if not line.strip():
+                            continue  # keepalive
+                        unit: dict[str, Any] = json.loads(line)
+                        after = int(unit["index"])
+                        failures = 0
+                        yield unit
+                        if unit["kind"] == "run.end":
+                            return
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                failures += 1
+                if failures > self.reconnects:
+                    raise
+
+    async def gate(self, run: str, call_id: str, *, source: str | None = None, wait_s: float = 0.0) -> dict[str, Any]:
+        """Ask the action gate whether tool call ``call_id`` may run now.
+
+        Returns:
+            ``{"verdict": "run"|"wait"|"refuse", "reason", "class", "compensation", "unit"}``.
+        """
+        body: dict[str, Any] = {"id": call_id, "wait_s": wait_s}
+        if source is not None:
+            body["source"] = source
+        answer = await self._http.post(f"/v1/runs/{run}/gate", json=body, timeout=wait_s + 30)
+        return _json(answer)
+
+    async def report(self, run: str, *, wait_s: float = 0.0) -> dict[str, Any]:
+        """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
+        answer = await self._http.get(f"/v1/runs/{run}", params={"wait_s": wait_s}, timeout=wait_s + 30)
+        return _json(answer)
+
+
+def _json(answer: httpx.Response) -> dict[str, Any]:
+    try:
+        body = answer.json()
+    except json.JSONDecodeError:
+        body = {"error": answer.text}
+    if answer.status_code != 200:
+        raise RelayError(answer.status_code, str(body.get("error", body)))
+    if not isinstance(body, dict):
+        raise RelayError(answer.status_code, f"expected a JSON object, got {body!r}")
+    return body
+
+
+def recorded_events(path: Path, fmt: ProviderFormat, run: str, source: Source | None = None) -> list[dict[str, Any]]:
+    """A recorded provider stream (shared/streams/) as normalized events of ``run``, each with ``source``
+    (None: the root agent), ready for :meth:`RelayClient.send`. Used to replay sub-agents: a run declares one
+    ``format``, so a child's provider stream is normalized here and sent with its source.
+
+    Raises:
+        ValueError: a line is not JSON (names the line); core.errors.IngestError: not that provider's format.
+    """
+    normalizer = make_normalizer(fmt, run)
+    events = [e for raw in recording_lines(path) for e in normalizer.feed(raw)]
+    events.extend(normalizer.close())
+    return [event_to_json(e.model_copy(update={"source": source})) for e in events]
