@@ -1,11 +1,11 @@
-"""SlackAdapter: one Slack app's :class:`core.ports.ChannelAdapter` and :class:`core.ports.NativeStreaming`, on
-slack-sdk's ``AsyncWebClient``.
+"""SlackAdapter: one Slack app's :class:`core.ports.ChannelAdapter`, :class:`core.ports.NativeStreaming` and
+:class:`core.ports.Threads`, on slack-sdk's ``AsyncWebClient``.
 
 Every method is one Web API call, one attempt (:class:`adapters.slack.connection.SlackConnection`: no retries
 inside slack-sdk), so retries belong to the core's scheduler alone and nothing can be sent twice behind its
 back. The only second calls are the documented stream recoveries below, which can never double a message.
 Failures are translated at this boundary by :mod:`adapters.slack.errors`; text is rendered by
-:mod:`adapters.slack.render`.
+:mod:`adapters.slack.render`. Threads make no call: a thread is the ``thread_ts`` of its parent message.
 
 Web API references:
     chat.postMessage https://docs.slack.dev/reference/methods/chat.postMessage (``text`` 40,000 characters,
@@ -15,6 +15,7 @@ Web API references:
     chat.startStream / appendStream / stopStream https://docs.slack.dev/reference/methods/chat.startStream,
     assistant.threads.setStatus https://docs.slack.dev/reference/methods/assistant.threads.setStatus,
     auth.test https://docs.slack.dev/reference/methods/auth.test,
+    threads https://docs.slack.dev/messaging/#threading,
     rate limits https://docs.slack.dev/apis/web-api/rate-limits,
     slack-sdk https://docs.slack.dev/tools/python-slack-sdk/web.
 """
@@ -35,6 +36,7 @@ from core.errors import (
     PayloadRejectedError,
     PermanentDeliveryError,
     RejectReason,
+    TargetNotFoundError,
 )
 from core.events import Target
 from core.ports import TextFormat
@@ -48,6 +50,8 @@ CANT_DELETE = "cant_delete_message"
 """chat.delete of a message the bot may not delete, or of an open stream (observed)."""
 _NOT_A_STREAM = ("cant_update_message", "message_not_found")
 TYPING_STATUS = "is typing…"
+NESTED_THREAD = "already in a thread: Slack threads do not nest"
+"""Why no thread opens under a message of a thread (https://docs.slack.dev/messaging/#threading)."""
 
 _CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{8,}$")
 _TS_RE = re.compile(r"^\d+\.\d+$")
@@ -55,7 +59,8 @@ _MAX_OPEN_STREAMS = 1024
 
 
 class SlackAdapter(SlackConnection):
-    """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it).
+    """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it), and
+    opens threads under them.
 
     Args:
         token: the bot token ``xoxb-…`` (a user token ``xoxp-…`` works too). Never shown in ``repr``, ``str``,
@@ -199,6 +204,37 @@ class SlackAdapter(SlackConnection):
                 channel_id=channel, thread_ts=thread_ts, status=TYPING_STATUS
             ),
         )
+
+    # ------------------------------------------------------------ Threads
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """:data:`NESTED_THREAD` when ``target`` already posts into a thread (``thread_id``, or ``reply_to``,
+        which :meth:`send_text` also sends as ``thread_ts``): its messages are replies, and a reply cannot
+        have replies of its own (https://docs.slack.dev/messaging/#threading). None otherwise."""
+        return NESTED_THREAD if _thread_ts(target) is not None else None
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """The thread under the top-level message ``anchor_message_id`` (its ``ts``): no call is made, the
+        thread exists as soon as a reply is posted with ``thread_ts`` = that ts. ``title`` is not shown
+        (Slack threads have no names).
+
+        Returns:
+            ``Target(chat_id=target.chat_id, thread_id=anchor_message_id)``.
+
+        Raises:
+            core.errors.PermanentDeliveryError: :meth:`thread_refusal` refuses ``target``.
+            core.errors.TargetNotFoundError: ``anchor_message_id`` is not a message ts. An anchor that does not
+                exist (any more) is found out by the first post: ``thread_not_found``.
+        """
+        channel = str(target.chat_id)
+        reason = self.thread_refusal(target)
+        if reason is not None:
+            raise PermanentDeliveryError(f"slack: {reason}", platform=PLATFORM, target=channel)
+        if not _TS_RE.match(anchor_message_id):
+            raise TargetNotFoundError(
+                f"slack: {anchor_message_id!r} is not a message ts", platform=PLATFORM, target=channel
+            )
+        return Target(chat_id=target.chat_id, thread_id=anchor_message_id)
 
     # ------------------------------------------------------------ NativeStreaming
 

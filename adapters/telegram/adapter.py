@@ -1,5 +1,5 @@
-"""TelegramAdapter: one bot's :class:`core.ports.ChannelAdapter` and :class:`core.ports.NativeStreaming`,
-built on aiogram 3.
+"""TelegramAdapter: one bot's :class:`core.ports.ChannelAdapter`, :class:`core.ports.NativeStreaming` and
+:class:`core.ports.Threads`, built on aiogram 3.
 
 Every method is one Bot API call, one attempt: aiogram never retries by itself (its session has no retry
 middleware unless one is registered, and none is) and aiohttp does not retry POSTs. Retries belong to the
@@ -14,6 +14,7 @@ Bot API references:
     about 30 s, persisted with sendMessage; open to all bots since Bot API 9.5),
     formatting https://core.telegram.org/bots/api#formatting-options,
     limits https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this,
+    reply parameters https://core.telegram.org/bots/api#replyparameters (threads are reply chains),
     custom API server https://docs.aiogram.dev/en/latest/api/session/custom_server.html.
 """
 
@@ -57,8 +58,9 @@ positive 32-bit integer (an assumption: the Bot API only says Integer)."""
 
 
 class TelegramAdapter:
-    """Sends, edits and deletes one bot's messages through the Bot API (or a mock of it), and streams
-    drafts into private chats (:class:`core.ports.NativeStreaming`, replace shape).
+    """Sends, edits and deletes one bot's messages through the Bot API (or a mock of it), streams drafts into
+    private chats (:class:`core.ports.NativeStreaming`, replace shape) and opens reply chains as threads
+    (:class:`core.ports.Threads`).
 
     Args:
         token: the bot token ``<digits>:<secret>``. Never shown in ``repr``, ``str``, logs or errors.
@@ -269,6 +271,28 @@ class TelegramAdapter:
             message_thread_id=_thread_id(target),
         )
         await self._call(method, target)
+
+    # ------------------------------------------------------------ threads (reply chains)
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """None: a reply chain works in every chat (private, group, channel, forum topic)."""
+        return None
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """A reply chain under ``anchor_message_id``: no call is made (forum topics are not created, and
+        ``title`` is not shown anywhere).
+
+        Returns:
+            ``Target(chat_id=target.chat_id, thread_id=target.thread_id, reply_to=anchor_message_id)``: every
+            message sent there replies to the anchor (``reply_parameters`` with
+            ``allow_sending_without_reply``, https://core.telegram.org/bots/api#replyparameters), so a person
+            sees which message each one answers; a forum topic (``thread_id``) is kept.
+
+        Raises:
+            core.errors.TargetNotFoundError: ``anchor_message_id`` is not an integer message id.
+        """
+        _message_id(anchor_message_id, target)
+        return Target(chat_id=target.chat_id, thread_id=target.thread_id, reply_to=anchor_message_id)
 
     async def close(self) -> None:
         """Close the HTTP session (aiogram waits 250 ms for TLS connections to close)."""

@@ -1,4 +1,8 @@
-"""Fixtures for the contract suite: mock platforms on 127.0.0.1 (port 0) and adapters pointed at them."""
+"""Fixtures for the contract suite: mock platforms on 127.0.0.1 (port 0) and adapters pointed at them.
+
+A test module that needs a mock built differently (a fake clock, rate limits on) overrides its ``*_mock``
+fixture; the ``make_*`` fixtures then build adapters on that one.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,20 @@ from typing import Protocol, TypeVar
 
 import pytest
 
+from adapters.discord import DiscordAdapter
+from adapters.slack import SlackAdapter
 from adapters.telegram import TelegramAdapter
 from core.ports import ChannelAdapter
+from mocks.discord import MockDiscord
+from mocks.slack import MockSlack
 from mocks.telegram import MockTelegram
 
 TELEGRAM_TOKEN = "123456789:AAE-mock_Secret-Token_0123456789abcdef"
 """Shaped like a real token (digits, colon, 35-character secret), so scrubbing is tested for real."""
+SLACK_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
+"""Shaped like a real bot token, so scrubbing is tested for real."""
+DISCORD_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GmOcKz.mock_Secret-Hmac_0123456789abcdefgh"
+"""Shaped like a real bot token (base64 of the user id 123456789012345678, timestamp, HMAC)."""
 
 
 A = TypeVar("A", bound=ChannelAdapter)
@@ -63,3 +75,62 @@ def make_telegram(telegram_mock: MockTelegram, closing: Closing) -> MakeTelegram
 def telegram(make_telegram: MakeTelegram) -> TelegramAdapter:
     """The adapter with a 2 s timeout, on the mock."""
     return make_telegram()
+
+
+class MakeSlack(Protocol):
+    def __call__(
+        self, *, send_timeout_s: float = 2.0, base_url: str | None = None, token: str = SLACK_TOKEN
+    ) -> SlackAdapter: ...
+
+
+@pytest.fixture
+async def slack_mock() -> AsyncIterator[MockSlack]:
+    """A running :class:`MockSlack`, rate limits off, stopped after the test."""
+    async with MockSlack() as mock:
+        yield mock
+
+
+@pytest.fixture
+def make_slack(slack_mock: MockSlack, closing: Closing) -> MakeSlack:
+    """Build a :class:`SlackAdapter` on the mock (or on ``base_url``); each is closed after the test."""
+
+    def make(*, send_timeout_s: float = 2.0, base_url: str | None = None, token: str = SLACK_TOKEN) -> SlackAdapter:
+        adapter = SlackAdapter(token, base_url=base_url or slack_mock.base_url, send_timeout_s=send_timeout_s)
+        adapter.verify_backoff_s = 0.01
+        return closing.keep(adapter)
+
+    return make
+
+
+@pytest.fixture
+def slack(make_slack: MakeSlack) -> SlackAdapter:
+    """The adapter with a 2 s timeout, on the mock."""
+    return make_slack()
+
+
+class MakeDiscord(Protocol):
+    def __call__(self, *, send_timeout_s: float = 2.0, base_url: str | None = None) -> DiscordAdapter: ...
+
+
+@pytest.fixture
+async def discord_mock() -> AsyncIterator[MockDiscord]:
+    """A running :class:`MockDiscord`, rate limits off, stopped after the test."""
+    async with MockDiscord() as mock:
+        yield mock
+
+
+@pytest.fixture
+def make_discord(discord_mock: MockDiscord, closing: Closing) -> MakeDiscord:
+    """Build a :class:`DiscordAdapter` on the mock (or on ``base_url``); each is closed after the test."""
+
+    def make(*, send_timeout_s: float = 2.0, base_url: str | None = None) -> DiscordAdapter:
+        url = base_url or discord_mock.base_url
+        return closing.keep(DiscordAdapter(DISCORD_TOKEN, base_url=url, send_timeout_s=send_timeout_s))
+
+    return make
+
+
+@pytest.fixture
+def discord_adapter(make_discord: MakeDiscord) -> DiscordAdapter:
+    """The adapter with a 2 s timeout, on the mock."""
+    return make_discord()
