@@ -230,8 +230,10 @@ class RunController:
         assert source is not None
         if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
             self.text.apply(event)
-            return
-        if isinstance(event, End):
+            if source.key in self.children:
+                return  # its text is not news for people; its first sign of life is
+            self.children.seen(source)
+        elif isinstance(event, End):
             self._child_end(source, event)
         elif isinstance(event, ToolResult):
             self.children.tool_finished(source, event.name or "tool", event.summary)

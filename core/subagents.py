@@ -41,6 +41,9 @@ class Children:
     def __len__(self) -> int:
         return len(self._children)
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._children
+
     def seen(self, source: Source) -> Child:
         """The child for ``source``, registered under its parent on first sight."""
         child = self._children.get(source.key)

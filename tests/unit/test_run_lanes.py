@@ -1,0 +1,304 @@
+"""Sub-agents, the two lanes, inline reasoning, shown reasoning, the gate over the lane, typing indicators.
+
+Driven directly on RunController / Reconciler with fakes (no HTTP): what the chat shows, what the pipeline lane
+carries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from core.delivery.reconciler import Reconciler
+from core.errors import RateLimitedError
+from core.events import (
+    Commit,
+    DeliveryMode,
+    End,
+    EndStatus,
+    ErrorEvent,
+    Lane,
+    Source,
+    Target,
+    TextEvent,
+    TextMode,
+    ToolCall,
+    ToolCallState,
+    ToolResult,
+    Visibility,
+)
+from core.gate import Action, ActionCatalog, ActionClass, Verdict, ask_gate
+from core.ledger import MemoryLedger
+from core.pipeline import PipelineLane
+from core.policy import ReasoningPolicy, SubagentPolicy
+from core.report import SlotRole
+from core.send_chain import SendChain
+from tests.unit.fakes import FakeAdapter, ManualClock, settle
+from tests.unit.test_run_controller import CHILD, RUN, Harness, delta, end, harness, policy
+
+pytestmark = pytest.mark.timeout(30)
+
+NESTED = Source(agent_id="fetcher", session_id="s-3", parent_session_id="s-2", depth=2, path="s-1/researcher/fetcher")
+OTHER = Source(agent_id="checker", session_id="s-4", parent_session_id="s-1", depth=1, path="s-1/checker")
+
+
+def child_end(source: Source, status: EndStatus = EndStatus.OK, final_text: str | None = None) -> End:
+    return End(run=RUN, status=status, source=source, final_text=final_text)
+
+
+def call(call_id: str, state: ToolCallState, source: Source | None = None, **kw: Any) -> ToolCall:
+    return ToolCall(run=RUN, id=call_id, name=kw.pop("name", "search"), state=state, source=source, **kw)
+
+
+def kinds(h: Harness) -> list[str]:
+    return [u["kind"] for u in h.ctl.lane.units]
+
+
+# --- inline <think> and shown reasoning ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.FINAL])
+async def test_inline_think_cut_across_deltas_never_reaches_the_chat(mode: DeliveryMode) -> None:
+    h = await harness(policy(mode))
+    pieces = ["<thi", "nk>the user", " wants a short", " answer</th", "ink>\n\nShort", " answer. A <b>", " tag stays."]
+    await h.feed(*(delta(p) for p in pieces))
+    await h.close()
+    assert h.adapter.chat() == ["Short answer. A <b> tag stays."]
+    assert not any("user" in t or "think" in t for t in h.sent_texts())
+
+
+async def test_a_possible_partial_tag_is_held_back_until_it_can_be_classified() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW))
+    assert await h.feed(delta("Hi <thi")) == ["Hi"]  # "<thi" could open a think block: held
+    assert await h.feed(delta("s is fine")) == ["Hi <this is fine"]
+
+
+async def test_a_snapshot_with_inline_reasoning_shows_only_the_answer() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW))
+    snap = TextEvent(run=RUN, mode=TextMode.SNAPSHOT, text="<think>plan</think>Answer")
+    await h.feed(snap, TextEvent(run=RUN, mode=TextMode.SNAPSHOT, text="<think>plan</think>Answer, whole."))
+    await h.close()
+    assert h.adapter.chat() == ["Answer, whole."]
+
+
+async def test_shown_reasoning_is_its_own_message_never_in_the_answer() -> None:
+    h = await harness(replace(policy(DeliveryMode.PREVIEW), reasoning=ReasoningPolicy.SHOWN))
+    reasoning = TextEvent(run=RUN, text="Compare both options.", visibility=Visibility.REASONING)
+    await h.feed(reasoning, delta("<think> Then pick one.</think>"), delta("Option B."))
+    await h.close()
+    assert h.adapter.chat() == ["💭 Compare both options. Then pick one.", "Option B."]
+
+
+async def test_shown_reasoning_longer_than_a_message_shows_its_latest_part() -> None:
+    h = await harness(replace(policy(DeliveryMode.PREVIEW, max_units=60), reasoning=ReasoningPolicy.SHOWN))
+    words = " ".join(f"step{i}" for i in range(40))
+    await h.feed(TextEvent(run=RUN, text=words, visibility=Visibility.REASONING), delta("Done."))
+    await h.close()
+    shown, answer = h.adapter.chat()
+    assert shown.startswith("💭 …") and shown.endswith("step39") and len(shown.encode("utf-16-le")) // 2 <= 60
+    assert answer == "Done."
+
+
+async def test_reasoning_is_hidden_in_progress_mode_even_when_shown() -> None:
+    h = await harness(replace(policy(DeliveryMode.PROGRESS), reasoning=ReasoningPolicy.SHOWN))
+    await h.feed(TextEvent(run=RUN, text="secret plan", visibility=Visibility.REASONING), delta("Answer."))
+    await h.close()
+    assert not any("secret" in t for t in h.sent_texts())
+
+
+# --- sub-agents: status lines, final messages ------------------------------------------------------------
+
+
+async def test_status_lines_are_a_tree_of_true_facts() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW, subagents=SubagentPolicy.STATUS))
+    await h.feed(
+        delta("child scratch", source=CHILD),
+        call("t1", ToolCallState.START, CHILD, name="web_search"),
+        delta("grandchild scratch", source=NESTED),
+        ToolResult(run=RUN, id="t2", name="fetch", summary="3 pages", source=NESTED),
+        delta("x", source=OTHER),
+        ErrorEvent(run=RUN, message="quota", source=OTHER),
+        child_end(NESTED),
+        child_end(OTHER, EndStatus.ERROR),
+        delta("Answer."),
+    )
+    status = h.adapter.chat()[0]
+    assert status.splitlines() == ["↳ researcher: using web_search", "  ↳ fetcher: done", "↳ checker: failed"]
+    await h.close()
+    status = h.adapter.chat()[0]
+    assert status.splitlines()[0] == "↳ researcher: stopped before it finished"  # never claimed done
+    assert not any("scratch" in t or "quota" in t for t in h.sent_texts())
+
+
+async def test_two_sessions_of_one_path_are_two_lines() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW, subagents=SubagentPolicy.STATUS))
+    again = CHILD.model_copy(update={"session_id": "s-9"})
+    await h.feed(child_end(CHILD), delta("y", source=again), delta("Answer."))
+    assert h.adapter.chat()[0].splitlines() == ["↳ researcher: done", "↳ researcher: started"]
+
+
+async def test_a_child_end_puts_its_whole_message_on_the_pipeline_lane() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW))
+    await h.feed(
+        delta("<think>hmm</think>Found ", source=CHILD),
+        TextEvent(run=RUN, text="3 sources.", source=CHILD),
+        child_end(CHILD),
+        child_end(CHILD),  # a repeated end adds nothing
+        delta("x", source=OTHER),
+        call("c9", ToolCallState.ARGS_DELTA, OTHER, args_delta='{"q": "cu'),
+        child_end(OTHER, EndStatus.ERROR),
+        delta("Answer."),
+    )
+    await h.close()
+    units = h.ctl.lane.units
+    assert kinds(h) == ["message", "tool_call.malformed", "agent.failed", "commit", "run.end"]
+    assert units[0]["text"] == "Found 3 sources." and units[0]["source"]["agent_id"] == "researcher"
+    assert units[1]["raw"] == '{"q": "cu' and units[1]["source"]["agent_id"] == "checker"
+    assert "text" not in units[2]  # a failed child's unchecked text is never a unit
+    assert h.adapter.chat() == ["Answer."]
+
+
+async def test_an_end_with_final_text_is_the_childs_message() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW))
+    await h.feed(delta("draft", source=CHILD), child_end(CHILD, final_text="Checked result."))
+    assert h.ctl.lane.units[0]["text"] == "Checked result."
+
+
+async def test_pipeline_lane_events_are_never_shown() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW))
+    hidden = TextEvent(run=RUN, text="for the parent only", lane=Lane.PIPELINE)
+    await h.feed(hidden, delta("Shown."))
+    await h.close()
+    assert h.adapter.chat() == ["Shown."]
+
+
+# --- tool calls: schema, progress preview, the gate ------------------------------------------------------
+
+
+async def test_a_call_that_fails_its_schema_is_malformed_never_a_call() -> None:
+    def validator(name: str, args: dict[str, Any]) -> str | None:
+        return None if "q" in args else f"args do not match {name}'s schema: 'q' is a required property"
+
+    h = Harness(policy(DeliveryMode.FINAL))
+    start = h.ctl.start_event
+    from core.run import RunController
+
+    h.ctl = RunController(start, h.policy, h.adapter, SendChain(h.clock), h.ledger, h.clock, validator=validator)
+    await h.open()
+    await h.feed(call("a", ToolCallState.END, args={"q": "x"}), call("b", ToolCallState.END, args={"query": "x"}))
+    assert kinds(h) == ["tool_call", "tool_call.malformed"]
+    assert "required property" in h.ctl.lane.units[1]["error"] and h.ctl.lane.units[1]["raw"] == '{"query": "x"}'
+
+
+async def test_strict_json_refuses_nan_and_repeated_keys() -> None:
+    h = await harness(policy(DeliveryMode.FINAL))
+    for cid, raw in (("a", '{"n": NaN}'), ("b", '{"k": 1, "k": 2}')):
+        await h.feed(call(cid, ToolCallState.ARGS_DELTA, args_delta=raw), call(cid, ToolCallState.END))
+    assert kinds(h) == ["tool_call.malformed", "tool_call.malformed"]
+
+
+async def test_progress_shows_tool_calls_with_redacted_arguments() -> None:
+    h = await harness(policy(DeliveryMode.PROGRESS))
+    args = {"user": "ann", "password": "hunter2", "note": "x" * 100}
+    await h.feed(call("t1", ToolCallState.START, name="login"), call("t1", ToolCallState.END, name="login", args=args))
+    status = h.adapter.chat()[0]
+    assert '• using login (user: "ann", password: •••, note: "xxxxxx' in status
+    assert "hunter2" not in status and "x" * 50 not in status
+
+
+async def test_the_gate_waits_for_the_commit_point_then_lets_the_call_go() -> None:
+    catalog = ActionCatalog([Action("search", ActionClass.IDEMPOTENT), Action("send_email", ActionClass.IRREVERSIBLE)])
+    h = await harness(policy(DeliveryMode.PROGRESS))
+    await h.feed(call("m1", ToolCallState.END, name="send_email", args={"to": "a@b.c"}))
+    decision, unit = await ask_gate(catalog, h.ctl.lane, "m1")
+    assert decision.verdict is Verdict.WAIT and unit["name"] == "send_email"
+    waiting = asyncio.ensure_future(ask_gate(catalog, h.ctl.lane, "m1", wait_s=10))
+    await settle()
+    assert not waiting.done()
+    await h.feed(delta("Sent."), Commit(run=RUN))
+    await settle()
+    assert waiting.done() and waiting.result()[0].verdict is Verdict.RUN
+
+
+async def test_the_gate_refuses_what_waits_once_the_run_failed_before_its_commit() -> None:
+    catalog = ActionCatalog([Action("send_email", ActionClass.IRREVERSIBLE)])
+    h = await harness(policy(DeliveryMode.PROGRESS))
+    await h.feed(call("m1", ToolCallState.END, name="send_email", args={}))
+    await h.close(end(EndStatus.ERROR))
+    decision, _ = await ask_gate(catalog, h.ctl.lane, "m1", wait_s=5)
+    assert decision.verdict is Verdict.REFUSE and "without passing its commit point" in decision.reason
+    assert kinds(h)[-1] == "run.end" and h.ctl.lane.units[-1]["committed"] is False
+
+
+async def test_a_lane_wakes_its_readers_and_ends_with_run_end() -> None:
+    lane = PipelineLane("r")
+    reader = asyncio.ensure_future(lane.wait(0))
+    await settle()
+    assert not reader.done()
+    lane.emit({"kind": "tool_call", "id": "c"})
+    await settle()
+    assert [u["index"] for u in reader.result()] == [1]
+    lane.close("ok", committed=True)
+    assert await lane.wait(2) == [] and lane.units[-1]["kind"] == "run.end"
+    with pytest.raises(RuntimeError, match="closed"):
+        lane.emit({"kind": "tool_call"})
+
+
+# --- typing indicators -----------------------------------------------------------------------------------
+
+
+def typing_rig(clock: ManualClock) -> tuple[FakeAdapter, Reconciler]:
+    adapter = FakeAdapter(clock)
+    rec = Reconciler(
+        run="r1",
+        adapter=adapter,
+        chain=SendChain(clock),
+        target=Target(chat_id=1),
+        ledger=MemoryLedger(),
+        clock=clock,
+        typing_every_s=4.0,
+    )
+    return adapter, rec
+
+
+async def test_typing_shows_while_nothing_new_is_visible_and_stops_at_the_end() -> None:
+    clock = ManualClock()
+    adapter, rec = typing_rig(clock)
+    rec.start()
+    await settle()
+    assert len(adapter.calls_of("send_typing")) == 1  # at once: the person waits from the start
+    for _ in range(8):
+        clock.advance(1.0)
+        await settle()
+    assert [c.at for c in adapter.calls_of("send_typing")] == [0.0, 4.0, 8.0]
+    rec.claim_slot(SlotRole.ANSWER, "Hello")
+    await settle()
+    clock.advance(3.0)
+    await settle()
+    assert len(adapter.calls_of("send_typing")) == 3  # something new is visible: no indicator for 4 s
+    clock.advance(1.0)
+    await settle()
+    assert [c.at for c in adapter.calls_of("send_typing")][-1] == 12.0
+    await rec.finish()
+    clock.advance(60.0)
+    await settle()
+    assert len(adapter.calls_of("send_typing")) == 4  # never after the end
+
+
+async def test_a_failing_typing_indicator_is_skipped_and_never_delays_the_answer() -> None:
+    clock = ManualClock()
+    adapter, rec = typing_rig(clock)
+    adapter.fail("send_typing", range(0, 100), RateLimitedError("slow down", retry_after_s=1.0))
+    rec.start()
+    await settle()
+    rec.claim_slot(SlotRole.ANSWER, "Hello")
+    clock.advance(1.0)
+    await settle()
+    assert adapter.chat() == ["Hello"]
+    await rec.cancel()
+    clock.advance(30.0)
+    await settle()
+    assert len(adapter.calls_of("send_typing")) == 1
