@@ -1,31 +1,44 @@
-"""DiscordAdapter: one bot's :class:`core.ports.ChannelAdapter`, built on
+"""DiscordAdapter: one bot's :class:`core.ports.ChannelAdapter` and :class:`core.ports.Threads`, built on
 discord.py used REST-only (:class:`adapters.discord.connection.DiscordConnection`: login, one attempt per call,
 rate limits and timeouts).
 
 Messages go through partial objects (``get_partial_messageable(id).send`` / ``get_partial_message(id).edit`` /
-``.delete`` / ``typing``).
+``.delete`` / ``typing``); a thread is started from a message with discord.py's
+``HTTPClient.start_thread_with_message`` (a partial message has no guild, so ``Message.create_thread`` cannot
+be used).
 
 Discord references: create message https://discord.com/developers/docs/resources/message#create-message
 (``content`` <= 2000 characters), edit https://discord.com/developers/docs/resources/message#edit-message,
 delete https://discord.com/developers/docs/resources/message#delete-message, typing
 https://discord.com/developers/docs/resources/channel#trigger-typing-indicator (shows about 10 s),
 allowed mentions https://discord.com/developers/docs/resources/message#allowed-mentions-object, error codes
-https://discord.com/developers/docs/topics/opcodes-and-status-codes#json.
+https://discord.com/developers/docs/topics/opcodes-and-status-codes#json, start thread from message
+https://discord.com/developers/docs/resources/channel#start-thread-from-message.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Final
 
 import discord
 
 from adapters.discord.connection import DiscordConnection, snowflake
 from adapters.discord.errors import PLATFORM
 from adapters.markdown_strip import strip_markdown
+from core.errors import PermanentDeliveryError
 from core.events import Target
 from core.ports import TextFormat
 from core.units import LengthUnit, text_units
 
 NO_MENTIONS = discord.AllowedMentions.none()
 """Sent with every message and edit: model output never pings @everyone, a role or a user."""
+MAX_THREAD_NAME_CHARS = 100
+"""Thread names are 1-100 characters (https://discord.com/developers/docs/resources/channel#start-thread-from-message)."""
+THREAD_ARCHIVE_MIN: Final = 1440
+"""A thread leaves the channel list after 24 hours without activity (``auto_archive_duration``, minutes)."""
+NESTED_THREAD = "already in a thread: Discord threads do not nest"
+_MAX_KNOWN_THREADS = 1024
 
 
 # ------------------------------------------------------------------ text
@@ -42,11 +55,18 @@ def render(text: str, fmt: TextFormat) -> str:
     return strip_markdown(text) if fmt is TextFormat.STRIPPED else text
 
 
+def thread_name(title: str) -> str:
+    """A thread's name from ``title``: whitespace runs (newlines too) become one space, then the first 100
+    characters; ``"thread"`` when nothing is left (Discord refuses an empty name)."""
+    return " ".join(title.split())[:MAX_THREAD_NAME_CHARS] or "thread"
+
+
 # ------------------------------------------------------------------ the adapter
 
 
 class DiscordAdapter(DiscordConnection):
-    """Sends, edits and deletes one bot's messages through Discord's REST API (or a mock of it).
+    """Sends, edits and deletes one bot's messages through Discord's REST API (or a mock of it), and starts
+    threads from them.
 
     Args:
         token: the bot token (three dot-separated base64url parts). Never shown in ``repr``, ``str``, logs or
@@ -75,6 +95,8 @@ class DiscordAdapter(DiscordConnection):
     ) -> None:
         super().__init__(token, base_url=base_url, send_timeout_s=send_timeout_s)
         self.max_units = max_units
+        self._threads: OrderedDict[int, None] = OrderedDict()
+        """Threads this adapter started, oldest first (bounded): targets in them are refused new threads."""
 
     def measure(self, text: str, fmt: TextFormat) -> int:
         """UTF-16 units of the content sent (:func:`render`)."""
@@ -165,3 +187,48 @@ class DiscordAdapter(DiscordConnection):
             await client.get_partial_messageable(channel_id).typing()
 
         await self._call("triggerTypingIndicator", target, channel_id, typing)
+
+    # -------------------------------------------------------------- Threads
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """:data:`NESTED_THREAD` when ``target`` is a thread: its ``thread_id`` is set, or its channel is a thread
+        this adapter started (Discord answers 50024 "Cannot execute action on this channel type"). None
+        otherwise: whether a channel is a thread or a DM (where Discord refuses threads too) cannot be known
+        without a call, so such a refusal comes from :meth:`open_thread`."""
+        if target.thread_id is not None or snowflake(target.chat_id) in self._threads:
+            return NESTED_THREAD
+        return None
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """Start a public thread from message ``anchor_message_id`` (Start Thread from Message,
+        ``POST /channels/{id}/messages/{mid}/threads`` with ``{"name": thread_name(title),
+        "auto_archive_duration": 1440}``, https://discord.com/developers/docs/resources/channel#start-thread-from-message).
+
+        Returns:
+            ``Target(chat_id=<the thread's channel id>)``: a thread is a channel (its id is the anchor's id), with
+            its own rate-limit buckets.
+
+        Raises:
+            core.errors.PermanentDeliveryError: :meth:`thread_refusal` refuses ``target`` (no call is made); or
+                Discord refused: the message already has a thread (160004), the channel takes no threads
+                (50024, a thread or a DM).
+            core.errors.TargetNotFoundError: the message or the channel does not exist (10008, 10003).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors` (a timeout after
+                sending is uncertain: the thread may exist).
+        """
+        reason = self.thread_refusal(target)
+        if reason is not None:
+            raise PermanentDeliveryError(f"discord: {reason}", platform=PLATFORM, target=str(target.chat_id))
+        channel_id, mid, name = self._channel_id(target), self._id(anchor_message_id, target), thread_name(title)
+
+        async def start(client: discord.Client) -> int | str:
+            thread = await client.http.start_thread_with_message(
+                channel_id, mid, name=name, auto_archive_duration=THREAD_ARCHIVE_MIN
+            )
+            return thread["id"]
+
+        thread_id = self._id(await self._call("startThreadFromMessage", target, channel_id, start), target)
+        self._threads[thread_id] = None
+        while len(self._threads) > _MAX_KNOWN_THREADS:
+            self._threads.popitem(last=False)
+        return Target(chat_id=thread_id)

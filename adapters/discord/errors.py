@@ -7,7 +7,9 @@ Read in this order, first match wins:
    10008 ``Unknown Message`` are ``TargetNotFoundError``; 50001 / 50005 / 50007 / 50013 are
    ``ForbiddenError``; 50006 ``Cannot send an empty message`` is ``PayloadRejectedError(EMPTY)``; 50035
    ``Invalid Form Body`` is ``PayloadRejectedError(TOO_LONG)`` when a field error has code
-   ``BASE_TYPE_MAX_LENGTH`` (content over 2000 characters), else ``PayloadRejectedError(OTHER)``.
+   ``BASE_TYPE_MAX_LENGTH`` (content over 2000 characters), else ``PayloadRejectedError(OTHER)``; 50024
+   ``Cannot execute action on this channel type`` and 160004 ``A thread has already been created for this
+   message`` are ``PermanentDeliveryError`` (the target, not the payload).
 2. ``TYPE_RULES``: the exception type. :class:`RateLimitAnswer` (a 429 caught before discord.py's retry loop,
    see :mod:`adapters.discord.adapter`) and ``discord.RateLimited`` become
    ``RateLimitedError(retry_after_s, scope)``: scope ``BOT`` for Discord's global limit (``"global": true``,
@@ -131,6 +133,8 @@ CODE_RULES: tuple[tuple[int, ErrorFactory], ...] = (
     (50007, _plain(ForbiddenError)),  # Cannot send messages to this user
     (50013, _plain(ForbiddenError)),  # Missing Permissions
     (50083, _plain(ForbiddenError)),  # Operation is not allowed in an archived thread
+    (50024, _plain(PermanentDeliveryError)),  # Cannot execute action on this channel type (a thread in a thread)
+    (160004, _plain(PermanentDeliveryError)),  # A thread has already been created for this message
     (50006, _rejected(RejectReason.EMPTY)),  # Cannot send an empty message
     (50035, _form_body),  # Invalid Form Body: BASE_TYPE_MAX_LENGTH → too long
     (50109, _rejected(RejectReason.OTHER)),  # The request body contains invalid JSON

@@ -1,30 +1,40 @@
 """Contract: :class:`core.ports.Threads` on every adapter, through its real SDK, against its mock.
 
 Each platform: an anchor message, a thread opened under it, a message sent and edited there, and what a person
-then sees (Telegram: a reply to the anchor; Slack: a reply in the anchor's thread). Then the refusals and the
-platform's errors.
+then sees (Telegram: a reply to the anchor; Slack: a reply in the anchor's thread; Discord: a message in the
+public thread started from the anchor). Then the refusals and the platform's errors.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from adapters.discord import DiscordAdapter
 from adapters.slack import SlackAdapter
 from adapters.telegram import TelegramAdapter
-from core.errors import PermanentDeliveryError, TargetNotFoundError
+from core.errors import (
+    DeliveryError,
+    PermanentDeliveryError,
+    RateLimitedError,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+)
 from core.events import Target
 from core.ports import TextFormat, Threads
+from mocks.discord import MockDiscord
 from mocks.slack import MockSlack
 from mocks.telegram import MockTelegram
+from tests.contract.conftest import MakeDiscord
 
 pytestmark = pytest.mark.timeout(5)
 
 PLAIN = TextFormat.PLAIN
 TELEGRAM_GROUP = Target(chat_id=-1001234567890)
 SLACK_CHANNEL = Target(chat_id="C0123456789")
+DISCORD_CHANNEL = Target(chat_id=1100000000000000001)
 
 
-@pytest.mark.parametrize("fixture", ["telegram", "slack"])
+@pytest.mark.parametrize("fixture", ["telegram", "slack", "discord_adapter"])
 def test_every_platform_adapter_has_threads(request: pytest.FixtureRequest, fixture: str) -> None:
     assert isinstance(request.getfixturevalue(fixture), Threads)
 
@@ -122,3 +132,97 @@ async def test_slack_missing_anchor_is_found_out_by_the_first_reply(slack: Slack
     with pytest.raises(TargetNotFoundError):
         await slack.open_thread(SLACK_CHANNEL, "yesterday", "researcher")
     assert slack_mock.messages(SLACK_CHANNEL.chat_id) == []
+
+
+# ------------------------------------------------------------------ Discord: Start Thread from Message
+
+
+async def test_discord_thread_is_a_public_thread_started_from_the_anchor(
+    discord_adapter: DiscordAdapter, discord_mock: MockDiscord
+) -> None:
+    anchor = await discord_adapter.send_text(DISCORD_CHANNEL, "Plan: three steps", PLAIN)
+
+    assert discord_adapter.thread_refusal(DISCORD_CHANNEL) is None
+    thread = await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, "researcher")
+    step = await discord_adapter.send_text(thread, "step 1", PLAIN)
+    await discord_adapter.edit_text(thread, step, "step 1: done", PLAIN)
+
+    assert thread == Target(chat_id=int(anchor))  # a thread is a channel; its id is the anchor's
+    started = [(t.id, t.parent_id, t.name) for t in discord_mock.threads(DISCORD_CHANNEL.chat_id)]
+    assert started == [(anchor, str(DISCORD_CHANNEL.chat_id), "researcher")]
+    assert discord_mock.visible(thread.chat_id) == [(step, "step 1: done")]
+    assert discord_mock.visible(DISCORD_CHANNEL.chat_id) == [(anchor, "Plan: three steps")]
+    call = next(c for c in discord_mock.calls if c.method == "startThreadFromMessage")
+    assert (call.chat_id, call.message_id, call.status) == (str(DISCORD_CHANNEL.chat_id), anchor, 201)
+
+
+@pytest.mark.parametrize(
+    ("title", "name"),
+    [("a" * 150, "a" * 100), ("researcher:\n  find   sources", "researcher: find sources"), (" \n ", "thread")],
+)
+async def test_discord_thread_names_fit_discord(
+    discord_adapter: DiscordAdapter, discord_mock: MockDiscord, title: str, name: str
+) -> None:
+    anchor = await discord_adapter.send_text(DISCORD_CHANNEL, "Plan", PLAIN)
+
+    await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, title)
+
+    assert [t.name for t in discord_mock.threads()] == [name]
+
+
+async def test_discord_threads_do_not_nest(discord_adapter: DiscordAdapter, discord_mock: MockDiscord) -> None:
+    anchor = await discord_adapter.send_text(DISCORD_CHANNEL, "Plan", PLAIN)
+    thread = await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, "researcher")
+    inner = await discord_adapter.send_text(thread, "step", PLAIN)
+    calls_before = len(discord_mock.calls)
+
+    for target in (thread, Target(chat_id=DISCORD_CHANNEL.chat_id, thread_id=thread.chat_id)):
+        assert discord_adapter.thread_refusal(target) == "already in a thread: Discord threads do not nest"
+        with pytest.raises(PermanentDeliveryError, match="do not nest"):
+            await discord_adapter.open_thread(target, inner, "nested")
+    assert len(discord_mock.calls) == calls_before  # refused without a call
+
+
+async def test_discord_a_thread_the_adapter_did_not_start_is_refused_by_discord(
+    discord_adapter: DiscordAdapter, make_discord: MakeDiscord
+) -> None:
+    anchor = await discord_adapter.send_text(DISCORD_CHANNEL, "Plan", PLAIN)
+    thread = await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, "researcher")
+    inner = await discord_adapter.send_text(thread, "step", PLAIN)
+    other = make_discord()  # another process: it never saw the thread start
+
+    assert other.thread_refusal(thread) is None
+    with pytest.raises(PermanentDeliveryError, match="50024"):
+        await other.open_thread(thread, inner, "nested")
+
+
+async def test_discord_refusals(discord_adapter: DiscordAdapter, discord_mock: MockDiscord) -> None:
+    anchor = await discord_adapter.send_text(DISCORD_CHANNEL, "Plan", PLAIN)
+    await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, "researcher")
+
+    with pytest.raises(DeliveryError) as again:
+        await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, "researcher")
+    with pytest.raises(TargetNotFoundError) as unknown_message:
+        await discord_adapter.open_thread(DISCORD_CHANNEL, "1300000000000000001", "researcher")
+    discord_mock.missing_channels.add("1100000000000000002")
+    with pytest.raises(TargetNotFoundError) as unknown_channel:
+        await discord_adapter.open_thread(Target(chat_id=1100000000000000002), anchor, "researcher")
+
+    assert isinstance(again.value, PermanentDeliveryError) and "160004" in str(again.value)
+    assert not isinstance(again.value, TargetNotFoundError)
+    assert "10008" in str(unknown_message.value) and "10003" in str(unknown_channel.value)
+    assert len(discord_mock.threads()) == 1
+
+
+async def test_discord_thread_start_429_and_timeout(discord_adapter: DiscordAdapter, discord_mock: MockDiscord) -> None:
+    anchor = await discord_adapter.send_text(DISCORD_CHANNEL, "Plan", PLAIN)
+    discord_mock.add_fault("startThreadFromMessage", 1, {"status": 429, "retry_after_s": 2})
+    discord_mock.add_fault("startThreadFromMessage", 2, "timeout_after_commit")
+
+    with pytest.raises(RateLimitedError) as limited:
+        await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, "researcher")
+    assert limited.value.retry_after_s == 2 and discord_mock.threads() == []
+    discord_adapter.send_timeout_s = 0.5
+    with pytest.raises(UncertainDeliveryError):
+        await discord_adapter.open_thread(DISCORD_CHANNEL, anchor, "researcher")
+    assert [t.id for t in discord_mock.threads()] == [anchor]  # it landed: the thread exists
