@@ -251,6 +251,8 @@ class Relay:
             self._ledger,
             self._clock,
             validator=self._validator,
+            chain_for=lambda target: channel.chain_for(target, self._clock),
+            release=channel.release,
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self._gap_timeout_s, last=event.seq)

@@ -14,6 +14,7 @@ set) never reach the root's answer: they give its status line and, at its ``end`
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from core.clock import Clock
@@ -22,6 +23,7 @@ from core.delivery.modes import ModeHandler, make_mode
 from core.delivery.reasoning import ReasoningView
 from core.delivery.reconciler import Reconciler, Slot
 from core.delivery.status import StatusBoard
+from core.delivery.threads import ChildThreads
 from core.events import (
     Commit,
     DeliveryMode,
@@ -84,6 +86,8 @@ class RunController:
         clock: the injected clock.
         lane: the run's pipeline lane (a new one when not given).
         validator: checks complete tool calls against their JSON Schemas (the action catalog's).
+        chain_for: the channel's send chain of another target, and ``release`` to give it back: needed for
+            ``subagents = "thread"`` (each child's thread is a conversation of its own).
     """
 
     def __init__(
@@ -96,6 +100,8 @@ class RunController:
         clock: Clock,
         lane: PipelineLane | None = None,
         validator: ArgsValidator | None = None,
+        chain_for: Callable[[Target], SendChain] | None = None,
+        release: Callable[[Target], None] | None = None,
     ) -> None:
         self.run = start.run
         self.start_event = start
@@ -130,6 +136,23 @@ class RunController:
         progress = policy.delivery is DeliveryMode.PROGRESS
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
         self._status_slot: Slot | None = None
+        self.threads: ChildThreads | None = None
+        if policy.subagents is SubagentPolicy.THREAD and chain_for is not None:
+            self.threads = ChildThreads(
+                run=start.run,
+                policy=policy,
+                adapter=adapter,
+                target=start.target,
+                anchor=lambda: self._status_slot,
+                chain_for=chain_for,
+                release=release or (lambda _target: None),
+                ledger=ledger,
+                clock=clock,
+                answers=self.text.answers,
+            )
+            if not self.threads.available:
+                _log.info("subagents = thread: %s; sub-agents show as status lines", self.threads.refusal)
+                self.threads = None
         self.committed: str | None = None
         self.errors: list[str] = []
         self.ended: End | None = None
@@ -229,7 +252,11 @@ class RunController:
         source = event.source
         assert source is not None
         if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
-            self.text.apply(event)
+            split = self.text.apply(event)
+            if self.threads is not None and split.answer is not None:
+                self.children.seen(source)
+                self._refresh_status()  # the anchor of the child's thread
+                self.threads.changed(source, split.message, split.answer)
             if source.key in self.children:
                 return  # its text is not news for people; its first sign of life is
             self.children.seen(source)
@@ -249,9 +276,13 @@ class RunController:
         self.children.end(source, end.status)
         for unit in self.tools.close_source(source):
             self.lane.emit(unit)
-        self.text.flush(source.key)
+        for split in self.text.flush(source.key):
+            if self.threads is not None and split.answer is not None:
+                self.threads.changed(source, split.message, split.answer)
         final = end.final_text if end.final_text is not None else self.text.answers.answer(source.key)
         self.lane.emit(message_unit(source, end.status, final))
+        if self.threads is not None:
+            self.threads.ended(source, final)
 
     def _refresh_status(self) -> None:
         lines = self.children.lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
@@ -298,6 +329,8 @@ class RunController:
             detail = "\n".join(f"• {e}" for e in self.errors)
             self.rec.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)
         self.lane.close(str(end.status), committed=self.committed is not None)
+        if self.threads is not None:
+            await self.threads.finish()
         await self.rec.finish()
         await self._ledger.end_run(self.run, str(end.status))
         self.done = True
@@ -313,6 +346,8 @@ class RunController:
 
     async def abort(self) -> None:
         """Stop delivering without finalizing (service shutdown)."""
+        if self.threads is not None:
+            await self.threads.cancel()
         await self.rec.cancel()
 
     def report(self) -> DeliveryReport:

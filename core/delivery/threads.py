@@ -1,0 +1,189 @@
+"""Sub-agent threads (``subagents = "thread"``): each child's preview in its own thread under the status message.
+
+The run's status message (one line per child, as with ``status``) is the anchor. When a child first has text,
+a side conversation is opened under the anchor through the adapter's :class:`core.ports.Threads` (a Slack
+thread, a Telegram reply chain, a Discord thread) and the child's text is shown there as a preview: one
+message edited in place, rolled over at the limit, finalized with the child's final text at its ``end``.
+
+Where the platform has no threads (the adapter does not implement the port, or refuses for this target), or
+opening one fails, the child stays a status line only (the ``status`` behaviour): never a message in the
+root's conversation. Each child thread has its own reconciler (ledger run id ``<run>/<child key>``), on the
+send chain of its own target, so the thread is serialized and rate limited like any conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any
+
+from core.assembler import TextAssembler, TextChange
+from core.clock import Clock
+from core.delivery.answer import AnswerChange, AnswerStream
+from core.delivery.modes import PreviewMode
+from core.delivery.reconciler import Reconciler, Slot
+from core.errors import DeliveryError
+from core.events import DeliveryMode, Source, Target
+from core.ledger import Ledger
+from core.policy import ChannelPolicy, ReasoningPolicy, Splitter
+from core.ports import CallKind, ChannelAdapter, Threads
+from core.send_chain import SendChain
+
+_log = logging.getLogger("streamrelay.threads")
+
+ANCHOR_WAIT_S = 30.0
+"""How long a child waits for the status message to be acknowledged before it stays a status line."""
+ANCHOR_POLL_S = 0.05
+
+
+@dataclass
+class _ChildThread:
+    source: Source
+    answer: AnswerStream
+    opening: bool = True
+    rec: Reconciler | None = None
+    mode: PreviewMode | None = None
+    target: Target | None = None
+    final: str | None = None
+
+
+class ChildThreads:
+    """The thread of every child of one run.
+
+    Args:
+        run: the run id.
+        policy: the channel's policy (children are shown as ``preview``, reasoning hidden).
+        adapter: the channel adapter; threads exist only if it implements :class:`core.ports.Threads`.
+        target: the run's target (the anchor's conversation).
+        anchor: the status slot, once claimed (its acknowledged message id anchors the threads).
+        chain_for: the send chain of a target (the channel's), and ``release`` when the run is over.
+        ledger: the durable record.
+        clock: the injected clock.
+        answers: the children's answer texts (:class:`core.visible.VisibleText`'s ``answers``).
+    """
+
+    def __init__(
+        self,
+        *,
+        run: str,
+        policy: ChannelPolicy,
+        adapter: ChannelAdapter,
+        target: Target,
+        anchor: Callable[[], Slot | None],
+        chain_for: Callable[[Target], SendChain],
+        release: Callable[[Target], None],
+        ledger: Ledger,
+        clock: Clock,
+        answers: TextAssembler,
+    ) -> None:
+        self._run = run
+        self._policy = replace(policy, delivery=DeliveryMode.PREVIEW, reasoning=ReasoningPolicy.HIDDEN)
+        self._adapter = adapter
+        self._threads = adapter if isinstance(adapter, Threads) else None
+        self._target = target
+        self._anchor = anchor
+        self._chain_for = chain_for
+        self._release = release
+        self._ledger = ledger
+        self._clock = clock
+        self._answers = answers
+        self._children: dict[str, _ChildThread] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.refusal = self._threads.thread_refusal(target) if self._threads is not None else "no threads"
+
+    @property
+    def available(self) -> bool:
+        """True when children can have threads here."""
+        return self.refusal is None
+
+    def changed(self, source: Source, message: int, change: TextChange) -> None:
+        """A child's answer text changed: show it in its thread (opened on first text)."""
+        child = self._children.get(source.key)
+        if child is None:
+            child = self._children[source.key] = _ChildThread(source, AnswerStream(self._answers, source.key))
+            self._spawn(self._open(child))
+        linear = child.answer.apply(message, change)
+        if linear is not None and child.mode is not None:
+            child.mode.on_answer(linear, message)
+
+    def ended(self, source: Source, final_text: str) -> None:
+        """A child ended: its thread shows ``final_text`` (its final message), once."""
+        child = self._children.get(source.key)
+        if child is None:
+            return
+        child.final = final_text
+        if child.mode is not None:
+            child.mode.finalize(final_text)
+
+    async def finish(self) -> None:
+        """The run ends: wait for threads still opening, then deliver every thread's last state."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for child in self._children.values():
+            if child.rec is None:
+                continue
+            if child.final is None and child.mode is not None:
+                child.mode.finalize(child.answer.text())
+            await child.rec.finish()
+            assert child.target is not None
+            self._release(child.target)
+
+    async def cancel(self) -> None:
+        """Stop without finalizing (service shutdown)."""
+        for task in list(self._tasks):
+            task.cancel()
+        for child in self._children.values():
+            if child.rec is not None:
+                await child.rec.cancel()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _anchor_id(self) -> str | None:
+        waited = 0.0
+        while waited < ANCHOR_WAIT_S:
+            slot = self._anchor()
+            if slot is not None and slot.message_id is not None and not slot.streaming:
+                return slot.message_id
+            await self._clock.sleep(ANCHOR_POLL_S)
+            waited += ANCHOR_POLL_S
+        return None
+
+    async def _open(self, child: _ChildThread) -> None:
+        threads = self._threads
+        if threads is None or self.refusal is not None:
+            return
+        anchor = await self._anchor_id()
+        if anchor is None:
+            _log.warning("run %s: no status message to anchor %s: it stays a status line", self._run, child.source.key)
+            return
+        chain = self._chain_for(self._target)
+        title = f"{child.source.agent_id}"
+        try:
+            target = await chain.call(lambda: threads.open_thread(self._target, anchor, title), CallKind.SEND)
+        except DeliveryError as exc:
+            _log.warning("run %s: no thread for %s (%s): it stays a status line", self._run, child.source.key, exc)
+            return
+        finally:
+            self._release(self._target)
+        rec = Reconciler(
+            run=f"{self._run}/{child.source.key}",
+            adapter=self._adapter,
+            chain=self._chain_for(target),
+            target=target,
+            ledger=self._ledger,
+            clock=self._clock,
+            throttle_s=self._policy.throttle_s,
+        )
+        child.rec, child.target = rec, target
+        child.mode = PreviewMode(self._policy, rec, Splitter(self._policy, self._adapter.measure))
+        text = child.answer.text()
+        if text:
+            child.mode.on_answer(AnswerChange(text, reset=True), 0)
+        if child.final is not None:
+            child.mode.finalize(child.final)
+        rec.start()
