@@ -143,7 +143,7 @@ class RunController:
                 policy=policy,
                 adapter=adapter,
                 target=start.target,
-                anchor=lambda: self._status_slot,
+                root=self.rec,
                 chain_for=chain_for,
                 release=release or (lambda _target: None),
                 ledger=ledger,
@@ -255,7 +255,7 @@ class RunController:
             split = self.text.apply(event)
             if self.threads is not None and split.answer is not None:
                 self.children.seen(source)
-                self._refresh_status()  # the anchor of the child's thread
+                self._refresh_status()  # the child's status message anchors its thread
                 self.threads.changed(source, split.message, split.answer)
             if source.key in self.children:
                 return  # its text is not news for people; its first sign of life is
@@ -286,6 +286,10 @@ class RunController:
 
     def _refresh_status(self) -> None:
         lines = self.children.lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
+        if self.threads is not None:  # each child's line is its own message, anchoring its thread
+            for source, line in self.children.entries():
+                self.threads.line(source, line.lstrip())
+            lines = []
         text = self.board.render(lines)
         if self._status_slot is None:
             if not text:

@@ -95,19 +95,23 @@ class Children:
             if child.ended is None:
                 child.state = "stopped before it finished"
 
-    def lines(self) -> list[str]:
-        """One status line per child, as a tree."""
-        out: list[str] = []
+    def entries(self) -> list[tuple[Source, str]]:
+        """Each child with its status line (indented by depth), as a tree."""
+        out: list[tuple[Source, str]] = []
 
         def walk(keys: list[str]) -> None:
             for key in keys:
                 child = self._children[key]
                 indent = "  " * (child.source.depth - 1)
-                out.append(f"{indent}↳ {child.source.agent_id}: {child.state}")
+                out.append((child.source, f"{indent}↳ {child.source.agent_id}: {child.state}"))
                 walk(child.children)
 
         walk(self._roots)
         return out
+
+    def lines(self) -> list[str]:
+        """One status line per child, as a tree."""
+        return [line for _, line in self.entries()]
 
 
 def message_unit(source: Source, status: EndStatus, text: str) -> dict[str, Any]:

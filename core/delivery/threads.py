@@ -1,9 +1,11 @@
-"""Sub-agent threads (``subagents = "thread"``): each child's preview in its own thread under the status message.
+"""Sub-agent threads (``subagents = "thread"``): each child's preview in its own thread.
 
-The run's status message (one line per child, as with ``status``) is the anchor. When a child first has text,
-a side conversation is opened under the anchor through the adapter's :class:`core.ports.Threads` (a Slack
-thread, a Telegram reply chain, a Discord thread) and the child's text is shown there as a preview: one
-message edited in place, rolled over at the limit, finalized with the child's final text at its ``end``.
+Each child has its own status message in the run's conversation (its status line: started, using a tool,
+done…), which anchors its thread: a platform opens one thread per message (Slack ``thread_ts``, a Discord
+thread started from a message). When the child first has text, the thread is opened under that message through
+the adapter's :class:`core.ports.Threads` (a Slack thread, a Telegram reply chain, a Discord thread) and the
+child's text is shown there as a preview: one message edited in place, rolled over at the limit, finalized
+with the child's final text at its ``end``.
 
 Where the platform has no threads (the adapter does not implement the port, or refuses for this target), or
 opening one fails, the child stays a status line only (the ``status`` behaviour): never a message in the
@@ -28,13 +30,14 @@ from core.errors import DeliveryError
 from core.events import DeliveryMode, Source, Target
 from core.ledger import Ledger
 from core.policy import ChannelPolicy, ReasoningPolicy, Splitter
-from core.ports import CallKind, ChannelAdapter, Threads
+from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
+from core.report import SlotRole
 from core.send_chain import SendChain
 
 _log = logging.getLogger("streamrelay.threads")
 
 ANCHOR_WAIT_S = 30.0
-"""How long a child waits for the status message to be acknowledged before it stays a status line."""
+"""How long a child waits for its status message to be acknowledged before it stays a status line."""
 ANCHOR_POLL_S = 0.05
 
 
@@ -42,7 +45,8 @@ ANCHOR_POLL_S = 0.05
 class _ChildThread:
     source: Source
     answer: AnswerStream
-    opening: bool = True
+    anchor: Slot
+    opened: bool = False
     rec: Reconciler | None = None
     mode: PreviewMode | None = None
     target: Target | None = None
@@ -56,8 +60,8 @@ class ChildThreads:
         run: the run id.
         policy: the channel's policy (children are shown as ``preview``, reasoning hidden).
         adapter: the channel adapter; threads exist only if it implements :class:`core.ports.Threads`.
-        target: the run's target (the anchor's conversation).
-        anchor: the status slot, once claimed (its acknowledged message id anchors the threads).
+        target: the run's target (where the children's status messages go).
+        root: the run's reconciler (the children's status messages are its slots).
         chain_for: the send chain of a target (the channel's), and ``release`` when the run is over.
         ledger: the durable record.
         clock: the injected clock.
@@ -71,7 +75,7 @@ class ChildThreads:
         policy: ChannelPolicy,
         adapter: ChannelAdapter,
         target: Target,
-        anchor: Callable[[], Slot | None],
+        root: Reconciler,
         chain_for: Callable[[Target], SendChain],
         release: Callable[[Target], None],
         ledger: Ledger,
@@ -83,7 +87,7 @@ class ChildThreads:
         self._adapter = adapter
         self._threads = adapter if isinstance(adapter, Threads) else None
         self._target = target
-        self._anchor = anchor
+        self._root = root
         self._chain_for = chain_for
         self._release = release
         self._ledger = ledger
@@ -98,11 +102,21 @@ class ChildThreads:
         """True when children can have threads here."""
         return self.refusal is None
 
-    def changed(self, source: Source, message: int, change: TextChange) -> None:
-        """A child's answer text changed: show it in its thread (opened on first text)."""
+    def line(self, source: Source, text: str) -> None:
+        """Show a child's status line as its own message (created at the child's first line)."""
         child = self._children.get(source.key)
         if child is None:
-            child = self._children[source.key] = _ChildThread(source, AnswerStream(self._answers, source.key))
+            anchor = self._root.claim_slot(SlotRole.STATUS, text, TextFormat.PLAIN)
+            child = self._children[source.key] = _ChildThread(source, AnswerStream(self._answers, source.key), anchor)
+        else:
+            self._root.set_text(child.anchor, text)
+
+    def changed(self, source: Source, message: int, change: TextChange) -> None:
+        """A child's answer text changed: show it in its thread (opened on first text). Call :meth:`line`
+        for the child first."""
+        child = self._children[source.key]
+        if not child.opened:
+            child.opened = True
             self._spawn(self._open(child))
         linear = child.answer.apply(message, change)
         if linear is not None and child.mode is not None:
@@ -143,11 +157,10 @@ class ChildThreads:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _anchor_id(self) -> str | None:
+    async def _anchor_id(self, slot: Slot) -> str | None:
         waited = 0.0
         while waited < ANCHOR_WAIT_S:
-            slot = self._anchor()
-            if slot is not None and slot.message_id is not None and not slot.streaming:
+            if slot.message_id is not None and not slot.streaming:
                 return slot.message_id
             await self._clock.sleep(ANCHOR_POLL_S)
             waited += ANCHOR_POLL_S
@@ -157,7 +170,7 @@ class ChildThreads:
         threads = self._threads
         if threads is None or self.refusal is not None:
             return
-        anchor = await self._anchor_id()
+        anchor = await self._anchor_id(child.anchor)
         if anchor is None:
             _log.warning("run %s: no status message to anchor %s: it stays a status line", self._run, child.source.key)
             return
