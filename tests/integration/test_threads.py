@@ -32,7 +32,8 @@ WRITER = Source(agent_id="writer", session_id="s-w", depth=1, path="s/writer")
 
 def child(source: Source, *texts: str) -> list[dict[str, Any]]:
     src = source.model_dump()
-    return [*({"kind": "text", "text": t, "source": src} for t in texts), {"kind": "end", "status": "ok", "source": src}]
+    texts_ = [{"kind": "text", "text": t, "source": src} for t in texts]
+    return [*texts_, {"kind": "end", "status": "ok", "source": src}]
 
 
 def threads_of(mock: MockPlatform, chat: int | str, anchor: int | str) -> list[list[str]]:
@@ -64,7 +65,8 @@ async def test_each_sub_agent_previews_in_its_own_thread(platform: str) -> None:
             await client.send("t1", [{"kind": "text", "text": "Let me ask two helpers. "}])
             await client.send("t1", child(RESEARCHER, "Found ", "three sources."))
             await client.send("t1", child(WRITER, "Draft: ", "refunds take 14 days."))
-            await client.send("t1", [{"kind": "text", "text": "Refunds take 14 days."}, {"kind": "end", "status": "ok"}])
+            answer = {"kind": "text", "text": "Refunds take 14 days."}
+            await client.send("t1", [answer, {"kind": "end", "status": "ok"}])
             report = await client.report("t1", wait_s=30)
     finally:
         await sidecar.stop()
