@@ -55,6 +55,11 @@ def render(text: str, fmt: TextFormat) -> str:
     return strip_markdown(text) if fmt is TextFormat.STRIPPED else text
 
 
+THREAD_EXISTS = 160004
+"""Discord's "A thread has already been created for this message"
+(https://discord.com/developers/docs/topics/opcodes-and-status-codes#json-json-error-codes)."""
+
+
 def thread_name(title: str) -> str:
     """A thread's name from ``title``: whitespace runs (newlines too) become one space, then the first 100
     characters; ``"thread"`` when nothing is left (Discord refuses an empty name)."""
@@ -210,8 +215,8 @@ class DiscordAdapter(DiscordConnection):
 
         Raises:
             core.errors.PermanentDeliveryError: :meth:`thread_refusal` refuses ``target`` (no call is made); or
-                Discord refused: the message already has a thread (160004), the channel takes no threads
-                (50024, a thread or a DM).
+                Discord refused: the channel takes no threads (50024, a thread or a DM). A message that already
+                has a thread (160004: asked again after a timeout) is that thread, so opening is idempotent.
             core.errors.TargetNotFoundError: the message or the channel does not exist (10008, 10003).
             core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors` (a timeout after
                 sending is uncertain: the thread may exist).
@@ -222,9 +227,14 @@ class DiscordAdapter(DiscordConnection):
         channel_id, mid, name = self._channel_id(target), self._id(anchor_message_id, target), thread_name(title)
 
         async def start(client: discord.Client) -> int | str:
-            thread = await client.http.start_thread_with_message(
-                channel_id, mid, name=name, auto_archive_duration=THREAD_ARCHIVE_MIN
-            )
+            try:
+                thread = await client.http.start_thread_with_message(
+                    channel_id, mid, name=name, auto_archive_duration=THREAD_ARCHIVE_MIN
+                )
+            except discord.HTTPException as exc:
+                if exc.code == THREAD_EXISTS:  # asked again (after a timeout): the thread's id is the message's
+                    return mid
+                raise
             return thread["id"]
 
         thread_id = self._id(await self._call("startThreadFromMessage", target, channel_id, start), target)
