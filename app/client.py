@@ -106,6 +106,12 @@ class RelayClient:
         body = _json(answer)
         return int(body.get("accepted", 0))
 
+    async def units(self, run: str, *, after: int = 0) -> list[dict[str, Any]]:
+        """The run's pipeline units after position ``after`` so far (without waiting)."""
+        answer = await self._http.get(f"/v1/runs/{run}/pipeline", params={"after": after})
+        units: list[dict[str, Any]] = _json(answer)["units"]
+        return units
+
     async def pipeline(self, run: str, *, after: int = 0) -> AsyncIterator[dict[str, Any]]:
         """The run's pipeline units after position ``after``, as they come, until ``run.end`` (included).
 
