@@ -102,6 +102,7 @@ class Sidecar:
         token: the bearer token clients must send.
         host: interface (loopback by default).
         port: 0 picks a free port; read :attr:`url` after :meth:`start`.
+        keepalive_s: seconds of silence after which a pipeline stream gets a keepalive.
     """
 
     def __init__(
@@ -114,8 +115,11 @@ class Sidecar:
         max_body_bytes: int = 16 * 1024 * 1024,
         max_line_bytes: int = 1024 * 1024,
         log_level: str = "warning",
+        keepalive_s: float = 15.0,
     ) -> None:
-        app = create_app(relay, token=token, max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes)
+        app = create_app(
+            relay, token=token, max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes, keepalive_s=keepalive_s
+        )
         self._server = uvicorn.Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off", access_log=False)
         )
