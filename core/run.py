@@ -186,7 +186,7 @@ class RunController:
             self._on_tool_call(event)
         elif event.source is not None:
             self._on_child(event)
-        elif event.lane is Lane.PIPELINE:
+        elif event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status):
             return  # meant for the parent loop only: never shown
         elif isinstance(event, TextEvent):
             self._on_text(event)

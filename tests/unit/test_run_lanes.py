@@ -167,12 +167,13 @@ async def test_an_end_with_final_text_is_the_childs_message() -> None:
     assert h.ctl.lane.units[0]["text"] == "Checked result."
 
 
-async def test_pipeline_lane_events_are_never_shown() -> None:
-    h = await harness(policy(DeliveryMode.PREVIEW))
+async def test_pipeline_lane_events_are_never_shown_but_a_commit_there_still_commits() -> None:
+    h = await harness(policy(DeliveryMode.PROGRESS))
     hidden = TextEvent(run=RUN, text="for the parent only", lane=Lane.PIPELINE)
-    await h.feed(hidden, delta("Shown."))
+    await h.feed(hidden, delta("Shown."), Commit(run=RUN, lane=Lane.PIPELINE))
+    assert h.adapter.chat()[-1] == "Shown." and h.ctl.committed == "Shown."
     await h.close()
-    assert h.adapter.chat() == ["Shown."]
+    assert not any("parent only" in t for t in h.sent_texts())
 
 
 # --- tool calls: schema, progress preview, the gate ------------------------------------------------------
