@@ -11,8 +11,6 @@ import logging
 import socket
 import time
 import traceback
-from collections.abc import AsyncIterator
-from typing import Protocol
 
 import pytest
 from aiohttp import web
@@ -34,14 +32,15 @@ from core.events import Target
 from core.ports import TextFormat
 from core.units import LengthUnit
 from mocks.discord import Bucket, DiscordLimits, MockDiscord
-from tests.contract.conftest import Closing
+from tests.contract.conftest import DISCORD_TOKEN, MakeDiscord
 
 pytestmark = pytest.mark.timeout(5)
 
 BOT_ID = "123456789012345678"
 HMAC = "mock_Secret-Hmac_0123456789abcdefgh"
-TOKEN = f"{base64.urlsafe_b64encode(BOT_ID.encode()).decode().rstrip('=')}.GmOcKz.{HMAC}"
+TOKEN = DISCORD_TOKEN
 """Shaped like a real bot token (base64 user id, timestamp, HMAC), so scrubbing is tested for real."""
+assert f"{base64.urlsafe_b64encode(BOT_ID.encode()).decode().rstrip('=')}.GmOcKz.{HMAC}" == TOKEN
 CHANNEL = 1100000000000000001
 OTHER_CHANNEL = 1100000000000000002
 THREAD = 1200000000000000001
@@ -49,32 +48,10 @@ CHAT = Target(chat_id=CHANNEL)
 PLAIN = TextFormat.PLAIN
 
 
-class MakeDiscord(Protocol):
-    def __call__(self, *, send_timeout_s: float = 2.0, base_url: str | None = None) -> DiscordAdapter: ...
-
-
 @pytest.fixture
-async def discord_mock() -> AsyncIterator[MockDiscord]:
-    """A running :class:`MockDiscord`, rate limits off, stopped after the test."""
-    async with MockDiscord() as mock:
-        yield mock
-
-
-@pytest.fixture
-def make_discord(discord_mock: MockDiscord, closing: Closing) -> MakeDiscord:
-    """Build a :class:`DiscordAdapter` on the mock (or on ``base_url``); each is closed after the test."""
-
-    def make(*, send_timeout_s: float = 2.0, base_url: str | None = None) -> DiscordAdapter:
-        url = base_url or discord_mock.base_url
-        return closing.keep(DiscordAdapter(TOKEN, base_url=url, send_timeout_s=send_timeout_s))
-
-    return make
-
-
-@pytest.fixture
-def adapter(make_discord: MakeDiscord) -> DiscordAdapter:
-    """The adapter with a 2 s timeout, on the mock."""
-    return make_discord()
+def adapter(discord_adapter: DiscordAdapter) -> DiscordAdapter:
+    """The adapter with a 2 s timeout, on the mock (the conftest's)."""
+    return discord_adapter
 
 
 def methods(mock: MockDiscord) -> list[str]:

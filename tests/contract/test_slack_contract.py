@@ -9,7 +9,6 @@ import socket
 import time
 import traceback
 from collections.abc import AsyncIterator
-from typing import Protocol
 
 import pytest
 
@@ -31,22 +30,14 @@ from core.errors import (
 from core.events import Target
 from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from mocks.slack import MockSlack
-from tests.contract.conftest import Closing
+from tests.contract.conftest import MakeSlack
 
 pytestmark = pytest.mark.timeout(5)
 
-SLACK_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
-"""Shaped like a real bot token, so scrubbing is tested for real."""
 SECRET = "AbCdEfGhIjKlMnOpQrStUvWx"
 CHANNEL, DM = "C0123456789", "D0123456789"
 PLAIN, MARKDOWN, STRIPPED = TextFormat.PLAIN, TextFormat.MARKDOWN, TextFormat.STRIPPED
 IDLE_S = 10.0
-
-
-class MakeSlack(Protocol):
-    def __call__(
-        self, *, send_timeout_s: float = 2.0, base_url: str | None = None, token: str = SLACK_TOKEN
-    ) -> SlackAdapter: ...
 
 
 @pytest.fixture
@@ -57,25 +48,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def slack_mock(clock: FakeClock) -> AsyncIterator[MockSlack]:
+    """The mock on this module's clock (overrides the conftest's): stream idling and limits move with it."""
     async with MockSlack(clock=clock.now, stream_idle_s=IDLE_S) as mock:
         yield mock
-
-
-@pytest.fixture
-def make_slack(slack_mock: MockSlack, closing: Closing) -> MakeSlack:
-    """Build a :class:`SlackAdapter` on the mock (or on ``base_url``); each is closed after the test."""
-
-    def make(*, send_timeout_s: float = 2.0, base_url: str | None = None, token: str = SLACK_TOKEN) -> SlackAdapter:
-        adapter = SlackAdapter(token, base_url=base_url or slack_mock.base_url, send_timeout_s=send_timeout_s)
-        adapter.verify_backoff_s = 0.01
-        return closing.keep(adapter)
-
-    return make
-
-
-@pytest.fixture
-def slack(make_slack: MakeSlack) -> SlackAdapter:
-    return make_slack()
 
 
 def methods(mock: MockSlack) -> list[str]:
