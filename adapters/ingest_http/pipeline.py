@@ -69,22 +69,27 @@ class PipelineRoutes:
             raise IngestError(f"unknown run {run!r}: send its run.start first", status=404)
         return lane
 
-    async def units(self, request: Request) -> Response:
+    def _read(self, request: Request) -> tuple[PipelineLane, int] | Response:
+        """The lane and the position a read asks for, or the error answer (401, 404, 400)."""
         if (denied := self._denied(request)) is not None:
             return denied
         try:
-            lane, after = self._lane(request), _after(request)
+            return self._lane(request), _after(request)
         except IngestError as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+    async def units(self, request: Request) -> Response:
+        read = self._read(request)
+        if isinstance(read, Response):
+            return read
+        lane, after = read
         return JSONResponse({"run": lane.run, "units": lane.after(after), "ended": lane.closed})
 
     async def stream(self, request: Request) -> Response:
-        if (denied := self._denied(request)) is not None:
-            return denied
-        try:
-            lane, after = self._lane(request), _after(request)
-        except IngestError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        read = self._read(request)
+        if isinstance(read, Response):
+            return read
+        lane, after = read
         if "text/event-stream" in request.headers.get("accept", ""):
             events = (
                 ServerSentEvent(json.dumps(u, ensure_ascii=False), id=str(u["index"]), event=str(u["kind"]))
