@@ -31,7 +31,7 @@ from core.events import DeliveryMode, Source, Target
 from core.ledger import Ledger
 from core.policy import ChannelPolicy, ReasoningPolicy, Splitter
 from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
-from core.report import SlotRole
+from core.report import PartState, SlotRole
 from core.send_chain import SendChain
 
 _log = logging.getLogger("streamrelay.threads")
@@ -162,6 +162,8 @@ class ChildThreads:
         while waited < ANCHOR_WAIT_S:
             if slot.message_id is not None and not slot.streaming:
                 return slot.message_id
+            if slot.state in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
+                return None  # the status message will not get an id: nothing to anchor to
             await self._clock.sleep(ANCHOR_POLL_S)
             waited += ANCHOR_POLL_S
         return None
