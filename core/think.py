@@ -14,22 +14,24 @@ Rules:
 - Tags: ``<think>``, ``<thinking>``, ``<thought>``, ``<reasoning>`` and their closers (``</think>`` …), ASCII
   case-insensitive (``<THINK>``, ``</Thinking>``; a non-ASCII look-alike such as the Kelvin sign is not folded),
   no attributes, no spaces inside. Tags appear in neither output.
-- An opener switches to reasoning, any closer switches back to answer (tags are not paired by name:
-  ``<think>…</thought>`` closes). An opener while inside or a closer while outside is dropped: it is still a
-  tag, never shown, and it changes nothing (except the whitespace rule below).
+- Where: models write their reasoning *before* the answer, so an opener is a tag only while the message has no
+  answer text yet (whitespace aside), and a closer only inside a reasoning block; any closer closes (tags are not
+  paired by name: ``<think>…</thought>`` closes). Everywhere else the same characters are text: an answer that
+  explains ``<think>`` tags, in prose, an inline code span or a code fence, keeps them; so does a stray
+  ``</think>`` in an answer. An opener inside a block is reasoning text.
 - Look-alikes (``<th>``, ``<thinker>``, ``< think>``, ``<think >``, ``<b>``, a lone ``<``) are text of the current
   class, unchanged, released as soon as they can no longer become a tag (``"<thinke"`` at once, ``"<think"`` not).
 - Unclosed opener: everything after it is reasoning, and stays reasoning at :meth:`ThinkSplitter.flush`.
 - Whitespace after a closer: while no answer character has been emitted yet in this message, the whitespace
-  (``str.isspace``: newlines, ``"\\r\\n"``, spaces) that starts the answer after any closer is dropped, however many
-  deltas it spans; models write ``"</think>\\n\\nAnswer"`` and the answer should start at ``"Answer"``. Once an
-  answer character has been emitted (before or after the reasoning), nothing is ever dropped.
-- Held tail: a ``<`` followed by a proper prefix of a tag at the end of what was received (``"<"``, ``"<thi"``,
-  ``"</thin"``) is held back until the next delta or :meth:`~ThinkSplitter.flush` can classify it; it is at most
-  11 characters (the longest tag, ``</reasoning>``, has 12).
+  (``str.isspace``: newlines, ``"\\r\\n"``, spaces) that starts the answer after the closer is dropped, however many
+  deltas it spans; models write ``"</think>\\n\\nAnswer"`` and the answer should start at ``"Answer"``.
+- Held tail: a ``<`` followed by a proper prefix of a tag that could still be one here (an opener before the
+  answer, a closer inside a block) at the end of what was received is held back until the next delta or
+  :meth:`~ThinkSplitter.flush` can classify it; it is at most 11 characters (the longest tag, ``</reasoning>``, has
+  12). Once the answer has started outside a block, nothing is ever held.
 - Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
   feeds and the flush are the same as for the whole text fed at once. A ``<`` is classified only from the at most
-  12 characters starting at it, and only once they are there (or at flush).
+  12 characters starting at it and the state the text before it left, and only once they are there (or at flush).
 
 Cost: a feed costs O(len(delta) + len(held)) with ``len(held) <= 11``: the delta is scanned for ``<`` with
 ``str.find``, each ``<`` looks at most 12 characters ahead, earlier text is never rescanned.
@@ -51,17 +53,25 @@ __all__ = ["ThinkSplitter", "split_think"]
 
 _OPENERS = frozenset({"<think>", "<thinking>", "<thought>", "<reasoning>"})
 _CLOSERS = frozenset("</" + opener[1:] for opener in _OPENERS)
-_TAGS = _OPENERS | _CLOSERS
-_MAX_TAG_CHARS = max(len(tag) for tag in _TAGS)  # 12: "</reasoning>"
-_PARTIALS = frozenset(tag[:end] for tag in _TAGS for end in range(1, len(tag)))  # proper prefixes, all start "<"
+_MAX_TAG_CHARS = max(len(tag) for tag in _OPENERS | _CLOSERS)  # 12: "</reasoning>"
 
 
-def _classify(window: str) -> str | None:
-    """What the ``<`` that starts ``window`` begins.
+def _prefixes(tags: frozenset[str]) -> frozenset[str]:
+    return frozenset(tag[:end] for tag in tags for end in range(1, len(tag)))  # proper prefixes, all start "<"
+
+
+_OPENER_PARTIALS = _prefixes(_OPENERS)
+_CLOSER_PARTIALS = _prefixes(_CLOSERS)
+
+
+def _classify(window: str, tags: frozenset[str], partials: frozenset[str]) -> str | None:
+    """What the ``<`` that starts ``window`` begins, among ``tags`` (the tags that count here).
 
     Args:
         window: the received text from that ``<`` on, cut to at most ``_MAX_TAG_CHARS`` characters. When it is
             shorter, it reaches the end of what has been received so far.
+        tags: the tags that are tags at this point (openers before the answer, closers inside a block).
+        partials: their proper prefixes.
 
     Returns:
         The tag, lower-cased, when a whole tag starts there; ``None`` when it is still undecided (the window is a
@@ -72,9 +82,9 @@ def _classify(window: str) -> str | None:
     if not head.isascii():  # tags are ASCII; lower() of non-ASCII could even change the length
         return ""
     head = head.lower()
-    if head in _TAGS:
+    if head in tags:
         return head
-    if close < 0 and head in _PARTIALS:
+    if close < 0 and head in partials:
         return None
     return ""
 
@@ -98,7 +108,7 @@ class ThinkSplitter:
     def _reset(self) -> None:
         self._inside = False
         self._held = ""
-        self._answered = False  # an answer character has been emitted in this message
+        self._answered = False  # a non-whitespace answer character has been emitted in this message
         self._strip = False  # a closer came while nothing was answered: drop the answer's leading whitespace
 
     @property
@@ -127,23 +137,29 @@ class ThinkSplitter:
         answer: list[str] = []
         reasoning: list[str] = []
         start = 0  # buf[start:] is not yet emitted
-        search = 0  # every "<" before it is known to be plain text
         while True:
-            lt = buf.find("<", search)
-            if lt < 0:
+            lt = -1 if self._answered and not self._inside else buf.find("<", start)
+            if lt < 0:  # no "<" left, or the answer has started: no tag can come in this message
                 self._held = ""
                 self._emit(buf[start:], answer, reasoning)
                 break
-            tag = _classify(buf[lt : lt + _MAX_TAG_CHARS])
+            self._emit(buf[start:lt], answer, reasoning)  # the state at the "<" is the text's before it
+            start = lt
+            if self._answered and not self._inside:
+                continue
+            if self._inside:
+                tag = _classify(buf[lt : lt + _MAX_TAG_CHARS], _CLOSERS, _CLOSER_PARTIALS)
+            else:
+                tag = _classify(buf[lt : lt + _MAX_TAG_CHARS], _OPENERS, _OPENER_PARTIALS)
             if tag is None:
                 self._held = buf[lt:]
-                self._emit(buf[start:lt], answer, reasoning)
                 break
             if tag:
-                self._emit(buf[start:lt], answer, reasoning)
                 self._switch(tag)
                 start = lt + len(tag)
-            search = lt + len(tag) if tag else lt + 1
+            else:
+                self._emit("<", answer, reasoning)  # plain text (it may start the answer)
+                start = lt + 1
         return "".join(answer), "".join(reasoning)
 
     def flush(self) -> tuple[str, str]:
@@ -171,11 +187,12 @@ class ThinkSplitter:
             if not piece:
                 return
             self._strip = False
-        self._answered = True
+        if not self._answered and not piece.isspace():
+            self._answered = True
         answer.append(piece)
 
     def _switch(self, tag: str) -> None:
-        """Apply a whole tag (lower-cased): an opener enters reasoning, a closer leaves it (both idempotent)."""
+        """Apply a whole tag (lower-cased): an opener enters reasoning, a closer leaves it."""
         if tag in _OPENERS:
             self._inside = True
             return

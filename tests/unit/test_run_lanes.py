@@ -72,8 +72,9 @@ async def test_inline_think_cut_across_deltas_never_reaches_the_chat(mode: Deliv
 
 async def test_a_possible_partial_tag_is_held_back_until_it_can_be_classified() -> None:
     h = await harness(policy(DeliveryMode.PREVIEW))
-    assert await h.feed(delta("Hi <thi")) == ["Hi"]  # "<thi" could open a think block: held
-    assert await h.feed(delta("s is fine")) == ["Hi <this is fine"]
+    assert await h.feed(delta("<thi")) == []  # could open a think block before the answer: held
+    assert await h.feed(delta("s is fine")) == ["<this is fine"]
+    assert await h.feed(delta(", and so is <think> now")) == ["<this is fine, and so is <think> now"]
 
 
 async def test_a_snapshot_with_inline_reasoning_shows_only_the_answer() -> None:
