@@ -94,6 +94,10 @@ def build_relay(
     )
 
 
+SHUTDOWN_GRACE_S = 3
+"""Seconds a stopping sidecar lets open requests finish before it cuts them."""
+
+
 class Sidecar:
     """The ingest HTTP server for a relay, on uvicorn in the running event loop.
 
@@ -121,7 +125,17 @@ class Sidecar:
             relay, token=token, max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes, keepalive_s=keepalive_s
         )
         self._server = uvicorn.Server(
-            uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off", access_log=False)
+            uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_level=log_level,
+                lifespan="off",
+                access_log=False,
+                # Open streams (a parent following its pipeline lane) would hold a shutdown forever: after this
+                # long they are cut, and the client resumes where it was (Last-Event-ID / ?after).
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            )
         )
         self._task: asyncio.Task[None] | None = None
         self.host = host

@@ -223,7 +223,8 @@ class AmbiguousCallError(UnknownCallError):
 
 
 def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -> dict[str, Any] | None:
-    """The pipeline unit of tool call ``call_id`` (complete or malformed), or None while none is there.
+    """The pipeline unit of tool call ``call_id`` (complete or malformed), or None while none is there; the
+    latest when one agent used the id again.
 
     ``source_key`` (a :attr:`core.events.Source.key`, ``"root"`` for the root agent) picks one when two
     agents of the run used the same call id.
@@ -234,10 +235,12 @@ def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -
     found = [u for u in lane.units if u["kind"] in (TOOL_CALL, MALFORMED) and u.get("id") == call_id]
     if source_key is not None:
         found = [u for u in found if _source_key(u) == source_key]
-    if len(found) > 1:
-        keys = ", ".join(sorted({_source_key(u) for u in found}))
-        raise AmbiguousCallError(f"tool call {call_id!r} was made by several agents ({keys}): say which with source")
-    return found[0] if found else None
+    keys = sorted({_source_key(u) for u in found})
+    if len(keys) > 1:
+        raise AmbiguousCallError(
+            f"tool call {call_id!r} was made by several agents ({', '.join(keys)}): say which with source"
+        )
+    return found[-1] if found else None  # an agent that numbers its calls per turn reuses ids: the latest
 
 
 def _source_key(unit: Mapping[str, Any]) -> str:

@@ -38,30 +38,46 @@ ArgsValidator = Callable[[str, dict[str, Any]], str | None]
 """(tool name, arguments) → what is wrong with them (a sentence), or None when they are valid."""
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice")
+        out[key] = value
+    return out
+
+
+def strict_loads(raw: str | bytes) -> Any:
+    """Parse JSON strictly: no ``NaN``/``Infinity`` (RFC 8259 has none) and no key twice in one object (which
+    value counts would be a guess), nesting as deep as Python's parser allows.
+
+    Raises:
+        ValueError: the text is not strict JSON; the message says why and where.
+    """
+    try:
+        return json.loads(raw, parse_constant=_no_constants, object_pairs_hook=_no_repeats)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} at {exc.pos}") from None
+    except RecursionError:
+        raise ValueError("not accepted: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"not strict JSON: {exc}") from None
+
+
 def strict_json_object(raw: str) -> dict[str, Any]:
-    """Parse tool-call arguments strictly: one JSON object, no ``NaN``/``Infinity``, no repeated keys.
+    """Parse tool-call arguments strictly (:func:`strict_loads`) as one JSON object.
 
     Raises:
         ValueError: the text is not such an object (the message says why and where).
     """
-
-    def no_constants(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-
-    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise ValueError(f"key {key!r} appears twice")
-            out[key] = value
-        return out
-
     try:
-        value = json.loads(raw, parse_constant=no_constants, object_pairs_hook=no_repeats)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"arguments are not valid JSON: {exc.msg} at {exc.pos}") from None
+        value = strict_loads(raw)
     except ValueError as exc:
-        raise ValueError(f"arguments are not strict JSON: {exc}") from None
+        raise ValueError(f"arguments are {exc}") from None
     if not isinstance(value, dict):
         raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value
@@ -102,6 +118,10 @@ class ToolCallCollector:
         raw = "".join(call.parts)
         if event.args is not None:
             args = event.args
+            try:  # an object given whole: it must be one strict JSON would give (no NaN, not too deep)
+                json.dumps(args, allow_nan=False)
+            except (ValueError, RecursionError) as exc:
+                return _malformed(call, repr(args)[:1000], f"arguments are not strict JSON: {exc}")
         else:
             try:
                 args = strict_json_object(raw) if raw.strip() else {}

@@ -50,7 +50,7 @@ from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
 from core.subagents import Children, message_unit
-from core.visible import Split, VisibleText
+from core.visible import Split, VisibleText, visible_final
 
 _log = logging.getLogger("streamrelay.run")
 
@@ -58,6 +58,7 @@ FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be
 PROGRESS_TITLE = "Working on it…"
 PROGRESS_DONE = "Done."
 PROGRESS_FAILED = "Failed before the answer was ready."
+PROGRESS_FAILED_AFTER = "Failed after the answer was ready."
 PROGRESS_STOPPED = "Stopped."
 STOPPED_NOTICE = "⏹ Stopped."
 
@@ -137,7 +138,8 @@ class RunController:
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
         self._status_slot: Slot | None = None
         self.threads: ChildThreads | None = None
-        if policy.subagents is SubagentPolicy.THREAD and chain_for is not None:
+        # Progress mode shows no unchecked text before the commit point: children stay status lines there.
+        if policy.subagents is SubagentPolicy.THREAD and chain_for is not None and not progress:
             self.threads = ChildThreads(
                 run=start.run,
                 policy=policy,
@@ -182,12 +184,12 @@ class RunController:
 
     def handle(self, event: Event) -> None:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
+        if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status):
+            return  # meant for the parent loop only (from any agent): never shown
         if isinstance(event, ToolCall):
             self._on_tool_call(event)
         elif event.source is not None:
             self._on_child(event)
-        elif event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status):
-            return  # meant for the parent loop only: never shown
         elif isinstance(event, TextEvent):
             self._on_text(event)
         elif isinstance(event, ToolResult):
@@ -200,7 +202,7 @@ class RunController:
             self.board.note(event.text)
             self._refresh_status()
         elif isinstance(event, Commit):
-            commit_point(self, event.text if event.text is not None else self.answer.text())
+            commit_point(self, visible_final(event.text) if event.text is not None else self.answer.text())
         elif isinstance(event, ErrorEvent):
             self.errors.append(event.message)
         elif event.kind in ("block_end", "message_end"):
@@ -253,13 +255,13 @@ class RunController:
         assert source is not None
         if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
             split = self.text.apply(event)
-            if self.threads is not None and split.answer is not None:
+            new = source.key not in self.children
+            if new:
                 self.children.seen(source)
-                self._refresh_status()  # the child's status message anchors its thread
+                self._refresh_status()  # its first sign of life is news (and, as a thread, its anchor)
+            if self.threads is not None and split.answer is not None:
                 self.threads.changed(source, split.message, split.answer)
-            if source.key in self.children:
-                return  # its text is not news for people; its first sign of life is
-            self.children.seen(source)
+            return
         elif isinstance(event, End):
             self._child_end(source, event)
         elif isinstance(event, ToolResult):
@@ -279,7 +281,7 @@ class RunController:
         for split in self.text.flush(source.key):
             if self.threads is not None and split.answer is not None:
                 self.threads.changed(source, split.message, split.answer)
-        final = end.final_text if end.final_text is not None else self.text.answers.answer(source.key)
+        final = visible_final(end.final_text) if end.final_text is not None else self.text.answers.answer(source.key)
         self.lane.emit(message_unit(source, end.status, final))
         if self.threads is not None:
             self.threads.ended(source, final)
@@ -314,7 +316,7 @@ class RunController:
         self._show_all(self.text.flush(None))
         ok = end.status is EndStatus.OK
         if ok:
-            final = end.final_text if end.final_text is not None else self.committed
+            final = visible_final(end.final_text) if end.final_text is not None else self.committed
             if final is None:
                 final = self.answer.text()
             if final != self.committed:
@@ -324,7 +326,8 @@ class RunController:
         cancelled = end.status is EndStatus.CANCELLED
         self.children.stop_unfinished()
         if self.policy.delivery is DeliveryMode.PROGRESS:
-            self.board.title = PROGRESS_DONE if ok else (PROGRESS_STOPPED if cancelled else PROGRESS_FAILED)
+            failed = PROGRESS_FAILED_AFTER if self.committed is not None else PROGRESS_FAILED
+            self.board.title = PROGRESS_DONE if ok else (PROGRESS_STOPPED if cancelled else failed)
         self._refresh_status()
         if cancelled:
             self.rec.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer

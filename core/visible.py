@@ -35,6 +35,15 @@ class Split:
     reasoning: TextChange | None = None
 
 
+def visible_final(text: str) -> str:
+    """The answer part of a whole text given at once (a ``commit`` or ``end``'s text, a child's ``final_text``):
+    inline reasoning removed by the same rules as streamed text (:mod:`core.think`). O(len(text))."""
+    splitter = ThinkSplitter()
+    answer, _ = splitter.feed(text)
+    rest, _ = splitter.flush()
+    return answer + rest
+
+
 class VisibleText:
     """Answer and reasoning texts of every source of a run."""
 

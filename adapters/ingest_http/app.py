@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,6 +30,7 @@ from starlette.routing import Route
 
 from adapters.ingest_http.pipeline import PipelineRoutes
 from core.errors import IngestError
+from core.pipeline import strict_loads
 from core.relay import Relay
 
 MAX_REJECTED_SHOWN = 20
@@ -87,11 +87,11 @@ class _Ingest:
         if len(raw) > self.max_line_bytes:
             raise _TooLarge(f"a line is over {self.max_line_bytes} bytes")
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = strict_loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
-        except json.JSONDecodeError as exc:
-            raise IngestError(f"malformed JSON: {exc}") from None
+        except ValueError as exc:  # not JSON, NaN / Infinity, a key twice in one object, nested too deeply
+            raise IngestError(f"malformed JSON, the line is {exc}") from None
         return await self.relay.submit_line(obj, run_hint)
 
     async def ingest(self, request: Request, run_hint: str | None) -> JSONResponse:

@@ -37,8 +37,9 @@ MAX_GATE_WAIT_S = 600.0
 
 
 def _after(request: Request) -> int:
-    """The position to resume after: ``?after=N``, else the ``Last-Event-ID`` header, else 0."""
-    raw = request.query_params.get("after") or request.headers.get("last-event-id") or "0"
+    """The position to resume after: the ``Last-Event-ID`` header (a reconnecting EventSource sends it, keeping
+    the URL it first opened, ``?after`` included), else ``?after=N``, else 0."""
+    raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
     try:
         after = int(raw)
     except ValueError:

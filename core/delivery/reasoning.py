@@ -41,7 +41,8 @@ class ReasoningView:
         """The root's reasoning changed: show it (the message is created at the first reasoning)."""
         if self._slot is None:
             self._slot = self._rec.claim_slot(SlotRole.REASONING, "", TextFormat.PLAIN)
-        self._rec.set_live(self._slot, self.text)
+        # Read only when a call is due, even without a throttle: building the text costs its length.
+        self._rec.set_live(self._slot, self.text, every_state=False)
 
     def finish(self) -> None:
         """Freeze the message on the reasoning's last state (before finalization)."""

@@ -226,11 +226,11 @@ class Reconciler:
         self.set_text(slot, text)
         return slot
 
-    def set_live(self, slot: Slot, live: Callable[[], str]) -> None:
+    def set_live(self, slot: Slot, live: Callable[[], str], *, every_state: bool = True) -> None:
         """``slot`` shows what ``live()`` returns; it is read only when a call is about to be made (or at
-        once with ``throttle_s == 0``, where every state is sent). Wakes the loop."""
+        once with ``throttle_s == 0`` and ``every_state``, where every state is sent). Wakes the loop."""
         slot.live, slot.retired = live, False
-        if self.throttle_s == 0 and not self.finalizing:
+        if self.throttle_s == 0 and every_state and not self.finalizing:
             self._set(slot, live())
             return
         slot.stale = True
@@ -370,10 +370,20 @@ class Reconciler:
         return op
 
     def _first_op(self, start: int) -> _Op | None:
+        """The first call due from slot ``start`` on, in order. A part that has no text yet and no message (an
+        answer that is only whitespace so far) holds the parts after it, but not a status or reasoning message:
+        those may go first, so sub-agent lines and progress show while the answer has not begun."""
+        waiting = False
         for slot in self.slots[start:]:
+            if waiting and slot.role not in _SIDE_ROLES:
+                continue
             op, blocked = self._slot_op(slot)
-            if op is not None or blocked:
+            if op is not None:
                 return op
+            if blocked:
+                if slot.message_id is not None or slot.desired.strip():
+                    return None
+                waiting = True
         return None
 
     def _slot_op(self, slot: Slot) -> tuple[_Op | None, bool]:

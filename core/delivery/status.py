@@ -11,8 +11,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-SECRET_KEY = re.compile(r"pass|secret|token|key|auth|cred|cookie|session|signature|private", re.IGNORECASE)
+SECRET_KEY = re.compile(
+    r"pass|pwd|secret|token|key|auth|cred|cookie|session|signature|private|bearer|header|card|cvv|cvc|"
+    r"otp|pin|ssn|iban|account|routing",
+    re.IGNORECASE,
+)
 """Argument names whose values are never shown, whatever they hold."""
+SECRET_VALUE = re.compile(
+    r"bearer\s|basic\s|^sk-|^rk-|^pk_|^sk_|^xox[abpr]-|^gh[pousr]_|^github_pat_|^AKIA|^AIza|^eyJ|-----BEGIN|"
+    r"\b\d{12,19}\b",
+    re.IGNORECASE,
+)
+"""Values that look like credentials or card numbers (API keys, bearer headers, JWTs, PEM keys): never shown."""
 PREVIEW_KEYS = 3
 PREVIEW_VALUE_CHARS = 40
 
@@ -23,7 +33,7 @@ def redacted_args(args: dict[str, Any]) -> str:
     objects and lists summarized. ``{"q": "refund policy"}`` → ``q: "refund policy"``."""
     out = []
     for name, value in list(args.items())[:PREVIEW_KEYS]:
-        if SECRET_KEY.search(name):
+        if SECRET_KEY.search(name) or (isinstance(value, str) and SECRET_VALUE.search(value)):
             shown = "•••"
         elif isinstance(value, dict):
             shown = "{…}"

@@ -194,6 +194,7 @@ class ChildThreads:
             clock=self._clock,
             throttle_s=self._policy.throttle_s,
         )
+        rec.restore(await self._ledger.parts(rec.run))  # after a restart: edit what the thread shows, never resend
         child.rec, child.target = rec, target
         child.mode = PreviewMode(self._policy, rec, Splitter(self._policy, self._adapter.measure))
         text = child.answer.text()

@@ -124,3 +124,47 @@ async def test_a_call_id_two_agents_used_needs_its_source(quick: Stack) -> None:
     root = await quick.client.post("/v1/runs/p5/gate", json={"id": "c1", "source": "root"})
     theirs = await quick.client.post("/v1/runs/p5/gate", json={"id": "c1", "source": "s-a"})
     assert root.json()["verdict"] == "run" and theirs.json()["verdict"] == "wait"
+
+
+async def test_last_event_id_wins_over_the_after_in_the_url(quick: Stack) -> None:
+    body = ndjson(start("p6"), call("c1", "search", q="a"), call("c2", "search", q="b"), {"kind": "end"})
+    await quick.client.post("/v1/runs/p6/events", content=body)
+    await quick.client.get("/v1/runs/p6", params={"wait_s": 10})
+    headers = {"Accept": "text/event-stream", "Last-Event-ID": "3"}  # an EventSource opened with ?after=0
+    async with quick.client.stream("GET", "/v1/runs/p6/pipeline/stream?after=0", headers=headers) as answer:
+        text = (await answer.aread()).decode()
+    assert [line for line in text.splitlines() if line.startswith("id:")] == ["id: 4"]
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ('{"kind": "tool_call", "id": "c", "state": "end", "args": {"n": NaN}}', "NaN is not JSON"),
+        ('{"kind": "tool_call", "id": "c", "state": "end", "args": {"to": "a", "to": "b"}}', "'to' appears twice"),
+        ('{"kind": "text", "text": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested too deeply"),
+    ],
+)
+async def test_ingest_takes_strict_json_only(quick: Stack, line: str, words: str) -> None:
+    body = ndjson(start("p7")) + (line + "\n").encode() + ndjson({"kind": "text", "text": "kept"})
+    answer = await quick.client.post("/v1/runs/p7/events", content=body)
+    assert answer.status_code == 400 and words in answer.json()["error"] and answer.json()["accepted"] == 2
+
+
+async def test_a_stopping_sidecar_cuts_open_streams_after_a_grace_and_the_client_resumes(quick: Stack) -> None:
+    await quick.client.post("/v1/runs/p8/events", content=ndjson(start("p8"), call("c1", "search", q="a")))
+    async with RelayClient(quick.sidecar.url, INGEST_TOKEN, reconnects=0) as relay:
+        got: list[dict[str, Any]] = []
+
+        async def follow() -> None:
+            async for unit in relay.pipeline("p8"):
+                got.append(unit)
+
+        follower = asyncio.create_task(follow())
+        await asyncio.sleep(0.5)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await asyncio.wait_for(quick.sidecar.stop(), 15)  # never held open by the follower
+        assert loop.time() - began < 10
+        with pytest.raises(httpx.HTTPError):
+            await asyncio.wait_for(follower, 5)
+    assert [u["index"] for u in got] == [1]  # the client knows where to resume: after unit 1

@@ -304,3 +304,86 @@ async def test_a_failing_typing_indicator_is_skipped_and_never_delays_the_answer
     clock.advance(30.0)
     await settle()
     assert len(adapter.calls_of("send_typing")) == 1
+
+
+# --- found by review: regressions ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.FINAL, DeliveryMode.PROGRESS])
+async def test_inline_reasoning_in_a_final_text_or_commit_text_never_shows(mode: DeliveryMode) -> None:
+    h = await harness(policy(mode))
+    await h.feed(delta("The answer."), Commit(run=RUN, text="<think>plan A</think>\nThe answer."))
+    await h.close(end(final_text="<think>the secret plan</think>\n\nThe answer."))
+    assert h.adapter.chat()[-1] == "The answer."
+    assert not any("plan" in t for t in h.sent_texts())
+
+
+async def test_a_childs_final_text_loses_its_inline_reasoning() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW))
+    await h.feed(child_end(CHILD, final_text="<think>hmm</think>Checked."))
+    assert h.ctl.lane.units[0]["text"] == "Checked."
+
+
+async def test_arguments_nested_too_deeply_are_malformed_and_the_run_goes_on() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW))
+    deep = "[" * 100_000
+    await h.feed(call("d", ToolCallState.ARGS_DELTA, args_delta=deep), call("d", ToolCallState.END))
+    await h.feed(delta("Still here."))
+    await h.close()
+    assert kinds(h)[0] == "tool_call.malformed" and "nested too deeply" in h.ctl.lane.units[0]["error"]
+    assert h.adapter.chat() == ["Still here."]
+
+
+async def test_an_args_object_with_nan_is_malformed() -> None:
+    h = await harness(policy(DeliveryMode.FINAL))
+    await h.feed(call("n", ToolCallState.END, args={"amount": float("nan")}))
+    assert kinds(h) == ["tool_call.malformed"] and "strict JSON" in h.ctl.lane.units[0]["error"]
+
+
+async def test_an_answer_that_is_only_whitespace_so_far_does_not_hold_back_status_lines() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW, subagents=SubagentPolicy.STATUS))
+    await h.feed(delta("\n"), delta("scratch", source=CHILD))
+    assert h.adapter.chat() == ["↳ researcher: started"]
+    await h.feed(delta("Answer."))
+    assert h.adapter.chat() == ["↳ researcher: started", "Answer."]
+
+
+async def test_a_childs_pipeline_lane_text_is_never_shown_nor_its_message() -> None:
+    h = await harness(policy(DeliveryMode.PREVIEW, subagents=SubagentPolicy.STATUS))
+    private = TextEvent(run=RUN, text="for the parent only", source=CHILD, lane=Lane.PIPELINE)
+    await h.feed(private, delta("Shown.", source=CHILD), child_end(CHILD))
+    assert h.ctl.lane.units[0]["text"] == "Shown."
+    assert not any("parent only" in t for t in h.sent_texts())
+
+
+async def test_progress_that_fails_after_its_commit_says_so() -> None:
+    h = await harness(policy(DeliveryMode.PROGRESS))
+    await h.feed(delta("Refunds take 14 days."), Commit(run=RUN))
+    await h.close(end(EndStatus.ERROR))
+    status = h.adapter.chat()[0]
+    assert status.startswith("Failed after the answer was ready.")
+
+
+@pytest.mark.parametrize(
+    ("args", "hidden"),
+    [
+        ({"pwd": "hunter2"}, "hunter2"),
+        ({"card_number": "4111111111111111", "cvv": "123"}, "4111"),
+        ({"headers": "Authorization: Bearer sk-live-abc"}, "sk-live"),
+        ({"q": "sk-abc123def"}, "abc123"),
+        ({"otp": "918273"}, "918273"),
+    ],
+)
+async def test_progress_never_shows_secret_looking_arguments(args: dict[str, Any], hidden: str) -> None:
+    h = await harness(policy(DeliveryMode.PROGRESS))
+    await h.feed(call("t", ToolCallState.END, name="login", args=args))
+    assert hidden not in h.adapter.chat()[0] and "•••" in h.adapter.chat()[0]
+
+
+async def test_an_agent_that_reuses_a_call_id_is_gated_on_its_latest_call() -> None:
+    catalog = ActionCatalog([Action("search", ActionClass.IDEMPOTENT), Action("pay", ActionClass.IRREVERSIBLE)])
+    h = await harness(policy(DeliveryMode.FINAL))
+    await h.feed(call("call_0", ToolCallState.END, name="search", args={}))
+    await h.feed(call("call_0", ToolCallState.END, name="pay", args={}))
+    decision, unit = await ask_gate(catalog, h.ctl.lane, "call_0", source_key="root")
+    assert unit["name"] == "pay" and decision.verdict is Verdict.WAIT
