@@ -291,9 +291,7 @@ class Relay:
             raise
         except Exception as exc:  # a bug in one run must not take others down
             _log.exception("run %s failed", controller.run)
-            with contextlib.suppress(Exception):
-                await controller.abort()
-            controller.fail(f"internal error, delivery stopped: {type(exc).__name__}: {exc}")
+            await self._fail_run(controller, f"internal error, delivery stopped: {type(exc).__name__}: {exc}")
         finally:
             self._runs.pop(controller.run, None)
             runtime = self.channels.get(controller.policy.name)
@@ -306,6 +304,20 @@ class Relay:
             )
             while len(self._finished) > self._keep:
                 self._finished.popitem(last=False)
+
+    async def _fail_run(self, controller: RunController, reason: str) -> None:
+        """A bug stopped the run: show the person a failure if finalizing still works, else just stop. The
+        reason goes to the report, not to the person (it is about the sidecar, not their answer)."""
+        if not controller.done:
+            try:
+                await asyncio.wait_for(controller.close(End(run=controller.run, status=EndStatus.ERROR)), 30)
+                controller.errors.append(reason)
+                return
+            except Exception:
+                _log.exception("run %s could not show its failure", controller.run)
+        with contextlib.suppress(Exception):
+            await controller.abort()
+        controller.fail(reason)
 
     async def _next_events(self, queue: asyncio.Queue[Event], timeout_s: float) -> list[Event]:
         """The events waiting in ``queue`` (at most :data:`BATCH`), waiting up to ``timeout_s`` on the

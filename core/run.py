@@ -311,6 +311,7 @@ class RunController:
     async def close(self, end: End) -> DeliveryReport:
         """Finalize: show the committed final exactly once (or a clear failure), then wait for delivery."""
         self.ended = end
+        self.rec.stop_typing()
         for unit in self.tools.close():
             self.lane.emit(unit)
         self._show_all(self.text.flush(None))

@@ -276,6 +276,10 @@ class Reconciler:
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name=f"reconciler:{self.run}")
 
+    def stop_typing(self) -> None:
+        """No typing indicator from now on (the run is ending)."""
+        self._typing_every_s = None
+
     async def finish(self) -> None:
         """Finalization: drop the throttle, deliver everything, and stop the loop."""
         self.finalizing = True

@@ -181,3 +181,36 @@ def test_deltas_that_arrive_together_are_joined_per_message_and_visibility() -> 
     ]
 
 
+
+
+async def test_a_bug_in_one_run_shows_its_person_a_failure_and_other_runs_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from core.events import Phase
+    from core.run import RunController
+
+    original = RunController.handle
+
+    def handle(self: RunController, event: object) -> None:
+        if isinstance(event, Phase) and event.name == "boom":
+            raise RuntimeError("a bug")
+        original(self, event)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RunController, "handle", handle)
+    chat = MemoryChat()
+    relay = _relay(chat)
+    await relay.submit_line({**START, "target": {"chat_id": 5}}, "bad")
+    await relay.submit_line({**START, "target": {"chat_id": 6}}, "good")
+    await relay.submit_line({"kind": "text", "text": "half an answer"}, "bad")
+    await relay.submit_line({"kind": "phase", "name": "boom"}, "bad")
+    await relay.submit_line({"kind": "text", "text": "fine"}, "good")
+    await relay.submit_line({"kind": "end"}, "good")
+    bad, good = await relay.wait_done("bad", 5), await relay.wait_done("good", 5)
+    await relay.close()
+    assert bad is not None and bad.done and bad.end_status == "error"
+    assert any("internal error" in e and "a bug" in e for e in bad.errors)
+    shown = list(chat.messages.values())
+    assert any("went wrong" in t and "a bug" not in t for t in shown)  # a failure, not the sidecar's insides
+    assert good is not None and good.status == "delivered" and "fine" in shown
+    lane = relay.lane("bad")
+    assert lane is not None and lane.closed and lane.units[-1]["status"] == "error"
