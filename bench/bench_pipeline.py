@@ -1,7 +1,10 @@
-"""Benchmark: the whole delivery core per delta (assembler → answer → mode → reconciler) without I/O.
+"""Benchmark: the whole delivery core per delta (visible text → answer → mode → reconciler) without I/O.
 
 Feeds text deltas into a RunController whose adapter answers instantly, for growing texts, and prints
 a table: total seconds, microseconds per KiB, peak memory. Costs must grow linearly with the text.
+Variants: ``plain`` answer deltas; ``think``: the first half inside an inline ``<think>`` block; ``shown``: the
+first half as reasoning with ``reasoning = "shown"``; ``children``: every delta from one of 50 sub-agents in
+turn (``subagents = "status"``), then the root's answer.
 
     uv run python bench/bench_pipeline.py
 """
@@ -13,14 +16,15 @@ import json
 import sys
 import time
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.clock import MonotonicClock
-from core.events import DeliveryMode, End, RunStart, Target, TextEvent
+from core.events import DeliveryMode, End, Event, RunStart, Source, Target, TextEvent, Visibility
 from core.ledger import MemoryLedger
-from core.policy import ChannelPolicy
+from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import TextFormat
 from core.run import RunController
 from core.send_chain import SendChain
@@ -74,16 +78,37 @@ def recorded_deltas() -> list[str]:
     return out
 
 
-async def run_once(deltas: list[str], mode: DeliveryMode) -> tuple[float, int, int]:
+CHILDREN = [Source(agent_id=f"child{i}", session_id=f"s{i}", depth=1) for i in range(50)]
+
+
+def events(deltas: list[str], variant: str) -> list[Event]:
+    half = len(deltas) // 2
+    if variant == "think":
+        return [TextEvent(run="b", text=d) for d in ["<think>", *deltas[:half], "</think>", *deltas[half:]]]
+    if variant == "shown":
+        first = [TextEvent(run="b", text=d, visibility=Visibility.REASONING) for d in deltas[:half]]
+        return [*first, *(TextEvent(run="b", text=d) for d in deltas[half:])]
+    if variant == "children":
+        kids = [TextEvent(run="b", text=d, source=CHILDREN[i % 50]) for i, d in enumerate(deltas[:half])]
+        return [*kids, *(TextEvent(run="b", text=d) for d in deltas[half:])]
+    return [TextEvent(run="b", text=d) for d in deltas]
+
+
+async def run_once(deltas: list[str], mode: DeliveryMode, variant: str) -> tuple[float, int, int]:
     adapter = NullAdapter()
     clock = MonotonicClock()
     policy = ChannelPolicy(name="bench", delivery=mode, throttle_s=0.05)
+    if variant == "shown":
+        policy = replace(policy, reasoning=ReasoningPolicy.SHOWN, throttle_s=0.0)
+    if variant == "children":
+        policy = replace(policy, subagents=SubagentPolicy.STATUS)
     start = RunStart(run="b", channel="bench", target=Target(chat_id=1))
     controller = RunController(start, policy, adapter, SendChain(clock), MemoryLedger(), clock)
     await controller.open()
+    feed = events(deltas, variant)
     t0 = time.perf_counter()
-    for i, delta in enumerate(deltas):
-        controller.handle(TextEvent(run="b", text=delta))
+    for i, event in enumerate(feed):
+        controller.handle(event)
         if i % 64 == 0:
             await asyncio.sleep(0)
     await controller.close(End(run="b"))
@@ -92,16 +117,20 @@ async def run_once(deltas: list[str], mode: DeliveryMode) -> tuple[float, int, i
 
 def main() -> None:
     base = recorded_deltas()
-    print(f"{'mode':8} {'chars':>10} {'deltas':>8} {'seconds':>9} {'µs/KiB':>9} {'calls':>6} {'peak MiB':>9}")
-    for mode in (DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.FINAL):
+    head = f"{'mode':8} {'variant':9} {'chars':>10} {'deltas':>8} {'seconds':>9} {'µs/KiB':>9} {'calls':>6}"
+    print(head + f" {'peak MiB':>9}")
+    runs = [(m, "plain") for m in (DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.FINAL)]
+    runs += [(DeliveryMode.PREVIEW, "think"), (DeliveryMode.FINAL, "shown"), (DeliveryMode.PREVIEW, "children")]
+    for mode, variant in runs:
         for copies in (1, 10, 100):
             deltas = base * copies
             tracemalloc.start()
-            seconds, calls, chars = asyncio.run(run_once(deltas, mode))
+            seconds, calls, chars = asyncio.run(run_once(deltas, mode, variant))
             peak = tracemalloc.get_traced_memory()[1] / 2**20
             tracemalloc.stop()
             per_kib = seconds / (chars / 1024) * 1e6
-            print(f"{mode:8} {chars:>10} {len(deltas):>8} {seconds:>9.3f} {per_kib:>9.1f} {calls:>6} {peak:>9.1f}")
+            row = f"{mode:8} {variant:9} {chars:>10} {len(deltas):>8} {seconds:>9.3f} {per_kib:>9.1f} {calls:>6}"
+            print(row + f" {peak:>9.1f}")
 
 
 if __name__ == "__main__":
