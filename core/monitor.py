@@ -1,0 +1,140 @@
+"""The run monitor: one run's live progress as numbered events, for browsers and other watchers (SSE).
+
+Every event is a JSON object with ``id`` (1, 2, … per run: the SSE id a reconnecting client sends back as
+``Last-Event-ID``), ``run``, ``seq`` (= ``id``), ``ts`` (wall-clock Unix seconds, float) and ``type``:
+
+=============  ======================================================================================================
+type           fields
+=============  ======================================================================================================
+``run``        ``channel``, ``platform``, ``mode``: the run started (always event 1)
+``phase``      ``name``; ``source`` (null: the root agent)
+``status``     ``text``; ``source``
+``tool_call``  ``call_id``, ``name``, ``args`` (a redacted preview, never the arguments), ``malformed`` (bool),
+               ``source``
+``tool_result`` ``call_id``, ``name``, ``summary``, ``source``
+``decision``   ``what`` (``commit``: the answer passed its checks; ``gate``: the action gate answered), and for
+               gate decisions ``call_id``, ``name``, ``verdict``, ``reason``
+``answer``     the root's answer as it streams: ``delta`` (appended) or ``text`` with ``reset: true`` (the whole
+               answer, earlier text changed); ``final: true`` on the committed final text. In ``progress`` mode no
+               answer event comes before the commit point.
+``agent``      a sub-agent: ``source``, ``key`` (its identity), ``state`` (started, using X, done, failed, …) and
+               optionally ``delta`` (its text as it streams)
+``delivery``   a channel message part: ``channel``, ``part`` (0, 1, …), ``role`` (answer, status, notice, reasoning),
+               ``state`` (``sent``, ``edited``, ``retrying`` with ``retry_after_s``, ``uncertain``, ``failed``,
+               ``deleted``), ``message_id``, and for the web channel ``text`` (what the page shows as that message)
+``error``      ``message``: shown as a failure, never as an answer
+``end``        ``status`` (ok, error, cancelled), ``delivery`` (the report's status): the last event
+``reset``      ``state``: the whole current state (below), sent instead of events a client missed past the replay
+               buffer; its ``id`` is the last event's, so the client continues from there
+=============  ======================================================================================================
+
+State (what ``reset`` carries, and what a page shows): ``{"run", "channel", "platform", "mode", "answer",
+"final", "agents": {key: {"source", "state", "text"}}, "timeline": [the last 200 phase / status / tool / decision /
+error events], "parts": {"<channel>/<part>": {delivery fields}}, "ended": status or null}``.
+
+Replay: the last ``buffer`` events are kept; a watcher that resumes after an id still in the buffer gets exactly the
+events after it, once; one that resumes from further back (or from an id the run never had) gets one ``reset``.
+Memory per run: the buffer plus the state (the answer and each agent's text once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+TIMELINE = 200
+"""Progress entries the state keeps (older ones drop out of it; they were sent as events)."""
+TIMELINE_TYPES = frozenset({"phase", "status", "tool_call", "tool_result", "decision", "error"})
+
+
+class RunMonitor:
+    """One run's event log with a bounded replay buffer and the current state.
+
+    Args:
+        run: the run id.
+        buffer: how many of the latest events are kept for replay.
+        wall: the wall clock (Unix seconds) for ``ts``.
+    """
+
+    def __init__(self, run: str, *, buffer: int = 1000, wall: Callable[[], float] = time.time) -> None:
+        self.run = run
+        self._events: deque[dict[str, Any]] = deque(maxlen=max(1, buffer))
+        self._wall = wall
+        self.last_id = 0
+        self.closed = False
+        self._changed = asyncio.Event()
+        self.state: dict[str, Any] = {
+            "run": run,
+            "channel": None,
+            "platform": None,
+            "mode": None,
+            "answer": "",
+            "final": False,
+            "agents": {},
+            "timeline": [],
+            "parts": {},
+            "ended": None,
+        }
+
+    def publish(self, type_: str, **fields: Any) -> dict[str, Any]:
+        """Add one event (its ``id``, ``run``, ``seq``, ``ts`` are set here), update the state, wake watchers.
+        Events after ``end`` are ignored (returned, not kept)."""
+        self.last_id += 0 if self.closed else 1
+        event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": type_, **fields}
+        if self.closed:
+            return event
+        self._events.append(event)
+        self._apply(event)
+        if type_ == "end":
+            self.closed = True
+        self._changed.set()
+        self._changed = asyncio.Event()
+        return event
+
+    def since(self, last_id: int) -> list[dict[str, Any]]:
+        """What a watcher that has seen up to ``last_id`` must get: the events after it, or one ``reset`` when
+        they are no longer all in the buffer (or ``last_id`` is not an id of this run)."""
+        if last_id == self.last_id:
+            return []
+        first = self._events[0]["id"] if self._events else self.last_id + 1
+        if 0 <= last_id < self.last_id and last_id >= first - 1:
+            return [e for e in self._events if e["id"] > last_id]
+        return [self.reset()]
+
+    def reset(self) -> dict[str, Any]:
+        """A ``reset`` event with the whole current state (id: the last event's)."""
+        state = {**self.state, "agents": {k: dict(v) for k, v in self.state["agents"].items()}}
+        state["timeline"] = list(self.state["timeline"])
+        state["parts"] = {k: dict(v) for k, v in self.state["parts"].items()}
+        return {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset",
+                "state": state}  # fmt: skip
+
+    async def wait(self, last_id: int) -> list[dict[str, Any]]:
+        """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""
+        while not self.closed and self.last_id <= last_id:
+            await self._changed.wait()
+        return self.since(last_id)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        state, kind = self.state, event["type"]
+        if kind == "run":
+            state.update(channel=event.get("channel"), platform=event.get("platform"), mode=event.get("mode"))
+        elif kind == "answer":
+            state["answer"] = event["text"] if event.get("reset") else state["answer"] + event.get("delta", "")
+            state["final"] = bool(event.get("final"))
+        elif kind == "agent":
+            agent = state["agents"].setdefault(event["key"], {"source": event.get("source"), "state": "", "text": ""})
+            agent["state"] = event.get("state", agent["state"])
+            agent["text"] += event.get("delta", "")
+        elif kind == "delivery":
+            key = f"{event.get('channel')}/{event.get('part')}"
+            part = {k: v for k, v in event.items() if k not in ("id", "run", "seq", "ts", "type")}
+            state["parts"][key] = {**state["parts"].get(key, {}), **part}
+        elif kind == "end":
+            state["ended"] = event.get("status")
+        if kind in TIMELINE_TYPES:
+            state["timeline"].append(event)
+            del state["timeline"][:-TIMELINE]
