@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import uvicorn
 from pydantic import SecretStr
@@ -19,6 +20,7 @@ from adapters.discord import DiscordAdapter
 from adapters.ingest_http import create_app
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.web import ReadTokens, WebAdapter, web_routes
 from config.actions import load_actions
 from config.settings import ChannelSettings, Settings
 from core.channel import ChannelRuntime
@@ -48,6 +50,8 @@ def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> Chann
         return SlackAdapter(secret, **common)
     if channel.platform == "discord":
         return DiscordAdapter(secret, **common)
+    if channel.platform == "web":
+        return WebAdapter(max_units=policy.max_units)
     raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
 
 
@@ -121,8 +125,15 @@ class Sidecar:
         log_level: str = "warning",
         keepalive_s: float = 15.0,
     ) -> None:
+        self.tokens = ReadTokens(token)
         app = create_app(
-            relay, token=token, max_body_bytes=max_body_bytes, max_line_bytes=max_line_bytes, keepalive_s=keepalive_s
+            relay,
+            token=token,
+            max_body_bytes=max_body_bytes,
+            max_line_bytes=max_line_bytes,
+            keepalive_s=keepalive_s,
+            watch_url=self.watch_path,
+            extra_routes=web_routes(relay, self.tokens, keepalive_s=keepalive_s),
         )
         self._server = uvicorn.Server(
             uvicorn.Config(
@@ -143,6 +154,14 @@ class Sidecar:
 
     def __repr__(self) -> str:
         return f"Sidecar(url={self.url!r})"
+
+    def watch_path(self, run: str) -> str:
+        """The path of ``run``'s live page, with its read token."""
+        return f"/runs/{quote(run, safe='')}?token={self.tokens.token(run)}"
+
+    def watch_url(self, run: str) -> str:
+        """The full URL of ``run``'s live page (after :meth:`start`)."""
+        return self.url + self.watch_path(run)
 
     @property
     def url(self) -> str:

@@ -159,5 +159,13 @@ PLATFORMS: dict[str, PlatformSpec] = {
             ]
         ),
     ),
+    "web": PlatformSpec(
+        # The sidecar's own live run page: no platform limit; one part is kept under 65,536 UTF-16 units so that
+        # one SSE event stays small. No rate limits (nothing leaves the process), no typing indicator.
+        max_units=65_536,
+        default_limit=65_536,
+        unit=LengthUnit.UTF16,
+        limit_source="https://html.spec.whatwg.org/multipage/server-sent-events.html",
+    ),
 }
-"""The platforms channels can be configured for (``web`` arrives with issue 5)."""
+"""The platforms channels can be configured for."""

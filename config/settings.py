@@ -30,7 +30,6 @@ from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
 
-SUPPORTED_PLATFORMS = tuple(PLATFORMS)
 NATIVE_PLATFORMS = tuple(name for name, spec in PLATFORMS.items() if spec.native)
 
 
@@ -192,11 +191,13 @@ class ChannelSettings(_Strict):
         return list(merged.values())
 
     def token(self, name: str) -> SecretStr:
-        """The channel's token from the environment.
+        """The channel's token from the environment (the web channel needs none: an empty secret).
 
         Raises:
             ConfigError: ``token_env`` is not set, or the variable is empty.
         """
+        if self.platform == "web":
+            return SecretStr("")
         if not self.token_env:
             raise ConfigError(f"channels.{name}.token_env is missing: name the environment variable of the token")
         value = os.environ.get(self.token_env, "")
@@ -260,12 +261,6 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
         raise ConfigError(_describe(exc, toml_path)) from None
     except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
-    for name, channel in settings.channels.items():
-        if channel.platform not in SUPPORTED_PLATFORMS:
-            raise ConfigError(
-                f"{toml_path}: channels.{name}.platform = {channel.platform!r} is not supported yet "
-                f"(supported: {', '.join(SUPPORTED_PLATFORMS)}; web arrives with issue 5)"
-            )
     settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
     if settings.service.actions and not Path(settings.service.actions).is_absolute():
         settings.service.actions = str(toml_path.parent / settings.service.actions)

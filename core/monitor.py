@@ -18,7 +18,7 @@ type           fields
                answer, earlier text changed); ``final: true`` on the committed final text. In ``progress`` mode no
                answer event comes before the commit point.
 ``agent``      a sub-agent: ``source``, ``key`` (its identity), ``state`` (started, using X, done, failed, …) and
-               optionally ``delta`` (its text as it streams)
+               optionally ``delta`` (its text as it streams) or ``text`` with ``reset: true`` (its whole text)
 ``delivery``   a channel message part: ``channel``, ``part`` (0, 1, …), ``role`` (answer, status, notice, reasoning),
                ``state`` (``sent``, ``edited``, ``retrying`` with ``retry_after_s``, ``uncertain``, ``failed``,
                ``deleted``), ``message_id``, and for the web channel ``text`` (what the page shows as that message)
@@ -30,7 +30,8 @@ type           fields
 
 State (what ``reset`` carries, and what a page shows): ``{"run", "channel", "platform", "mode", "answer",
 "final", "agents": {key: {"source", "state", "text"}}, "timeline": [the last 200 phase / status / tool / decision /
-error events], "parts": {"<channel>/<part>": {delivery fields}}, "ended": status or null}``.
+error events], "parts": {"<channel>/<part>": {delivery fields}}, "ended": status or null, "delivery": the report's
+status at the end or null}``.
 
 Replay: the last ``buffer`` events are kept; a watcher that resumes after an id still in the buffer gets exactly the
 events after it, once; one that resumes from further back (or from an id the run never had) gets one ``reset``.
@@ -44,6 +45,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 
 TIMELINE = 200
 """Progress entries the state keeps (older ones drop out of it; they were sent as events)."""
@@ -77,6 +80,7 @@ class RunMonitor:
             "timeline": [],
             "parts": {},
             "ended": None,
+            "delivery": None,
         }
 
     def publish(self, type_: str, **fields: Any) -> dict[str, Any]:
@@ -128,13 +132,30 @@ class RunMonitor:
         elif kind == "agent":
             agent = state["agents"].setdefault(event["key"], {"source": event.get("source"), "state": "", "text": ""})
             agent["state"] = event.get("state", agent["state"])
-            agent["text"] += event.get("delta", "")
+            agent["text"] = event["text"] if event.get("reset") else agent["text"] + event.get("delta", "")
         elif kind == "delivery":
             key = f"{event.get('channel')}/{event.get('part')}"
             part = {k: v for k, v in event.items() if k not in ("id", "run", "seq", "ts", "type")}
             state["parts"][key] = {**state["parts"].get(key, {}), **part}
         elif kind == "end":
-            state["ended"] = event.get("status")
+            state["ended"], state["delivery"] = event.get("status"), event.get("delivery")
         if kind in TIMELINE_TYPES:
             state["timeline"].append(event)
             del state["timeline"][:-TIMELINE]
+
+
+def progress_event(event: Event) -> tuple[str, dict[str, Any]] | None:
+    """The monitor event an ingest event is, when it is progress by itself (phase, status, tool result,
+    error); None for the others (text, tool calls and ends are published by the run as they are resolved)."""
+    source = event.source.model_dump() if event.source is not None else None
+    if isinstance(event, Phase):
+        return "phase", {"name": event.name, "source": source}
+    if isinstance(event, Status):
+        return "status", {"text": event.text, "source": source}
+    if isinstance(event, TextEvent) and event.visibility is Visibility.STATUS:
+        return "status", {"text": event.text, "source": source}
+    if isinstance(event, ToolResult):
+        return "tool_result", {"call_id": event.id, "name": event.name, "summary": event.summary, "source": source}
+    if isinstance(event, ErrorEvent):
+        return "error", {"message": event.message, "source": source}
+    return None

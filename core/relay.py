@@ -22,6 +22,7 @@ from core.errors import IngestError
 from core.events import End, EndStatus, Event, RunStart, TextEvent, TextMode, parse_event
 from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
 from core.ledger import Ledger
+from core.monitor import RunMonitor
 from core.normalize import Normalizer, make_normalizer
 from core.pipeline import ArgsValidator, PipelineLane
 from core.policy import apply_overrides
@@ -84,6 +85,7 @@ class _Finished:
 
     report: DeliveryReport
     lane: PipelineLane
+    monitor: RunMonitor
     last_seq: int | None
 
 
@@ -111,6 +113,7 @@ class Relay:
         max_active_runs: past this many active runs, a new ``run.start`` is refused with a 503.
         validator: checks complete tool calls against their tools' JSON Schemas (the action catalog's).
         catalog: the action catalog the gate decides with (empty: every tool waits for the commit point).
+        live_buffer: how many of a run's latest live events are kept for watchers that reconnect.
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class Relay:
         max_active_runs: int = 10_000,
         validator: ArgsValidator | None = None,
         catalog: ActionCatalog | None = None,
+        live_buffer: int = 1000,
     ) -> None:
         self.channels = dict(channels)
         self._ledger = ledger
@@ -137,6 +141,7 @@ class Relay:
         self._max_active = max_active_runs
         self._validator = validator
         self.catalog = catalog if catalog is not None else ActionCatalog()
+        self._live_buffer = live_buffer
         self._runs: dict[str, _Run] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
 
@@ -253,6 +258,7 @@ class Relay:
             validator=self._validator,
             chain_for=lambda target: channel.chain_for(target, self._clock),
             release=channel.release,
+            monitor=RunMonitor(event.run, buffer=self._live_buffer),
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self._gap_timeout_s, last=event.seq)
@@ -299,9 +305,10 @@ class Relay:
                 runtime.release(controller.start_event.target)
             if not controller.lane.closed:  # cancelled (service shutdown): subscribers are not left waiting
                 controller.lane.close("cancelled", committed=controller.committed is not None)
-            self._finished[controller.run] = _Finished(
-                _with_gaps(controller.report(), run.gate.gaps), controller.lane, run.gate.last
-            )
+            report = _with_gaps(controller.report(), run.gate.gaps)
+            if not controller.monitor.closed:
+                controller.monitor.publish("end", status="cancelled", delivery=str(report.status))
+            self._finished[controller.run] = _Finished(report, controller.lane, controller.monitor, run.gate.last)
             while len(self._finished) > self._keep:
                 self._finished.popitem(last=False)
 
@@ -352,6 +359,14 @@ class Relay:
         lane = self.lane(run_id)
         return list(lane.units) if lane is not None else None
 
+    def monitor(self, run_id: str) -> RunMonitor | None:
+        """The run's live progress, active or finished (None for a run unknown to this process)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run.controller.monitor
+        finished = self._finished.get(run_id)
+        return finished.monitor if finished is not None else None
+
     def lane(self, run_id: str) -> PipelineLane | None:
         """The run's pipeline lane, active or finished (None for a run unknown to this process)."""
         run = self._runs.get(run_id)
@@ -379,9 +394,14 @@ class Relay:
         if lane is None:
             raise IngestError(f"unknown run {run_id!r} (or it ended before this sidecar started)", status=404)
         try:
-            return await ask_gate(self.catalog, lane, call_id, source_key=source_key, wait_s=wait_s)
+            decision, unit = await ask_gate(self.catalog, lane, call_id, source_key=source_key, wait_s=wait_s)
         except UnknownCallError as exc:
             raise IngestError(str(exc), status=409 if isinstance(exc, AmbiguousCallError) else 404) from None
+        monitor = self.monitor(run_id)
+        if monitor is not None:
+            fields = {"call_id": call_id, "name": unit.get("name"), "verdict": str(decision.verdict)}
+            monitor.publish("decision", what="gate", reason=decision.reason, **fields)
+        return decision, unit
 
     async def report(self, run_id: str) -> DeliveryReport | None:
         """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""

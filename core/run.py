@@ -17,12 +17,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from core.assembler import TextChange
 from core.clock import Clock
 from core.delivery.answer import AnswerStream
 from core.delivery.modes import ModeHandler, make_mode
 from core.delivery.reasoning import ReasoningView
 from core.delivery.reconciler import Reconciler, Slot
-from core.delivery.status import StatusBoard
+from core.delivery.status import StatusBoard, redacted_args
 from core.delivery.threads import ChildThreads
 from core.events import (
     Commit,
@@ -44,6 +45,7 @@ from core.events import (
     Visibility,
 )
 from core.ledger import Ledger, RunRecord
+from core.monitor import RunMonitor, progress_event
 from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, ReasoningPolicy, Splitter, SubagentPolicy
 from core.ports import ChannelAdapter, NativeStreaming, TextFormat
@@ -89,6 +91,7 @@ class RunController:
         validator: checks complete tool calls against their JSON Schemas (the action catalog's).
         chain_for: the channel's send chain of another target, and ``release`` to give it back: needed for
             ``subagents = "thread"`` (each child's thread is a conversation of its own).
+        monitor: the run's live progress for watchers (a new one when not given).
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class RunController:
         validator: ArgsValidator | None = None,
         chain_for: Callable[[Target], SendChain] | None = None,
         release: Callable[[Target], None] | None = None,
+        monitor: RunMonitor | None = None,
     ) -> None:
         self.run = start.run
         self.start_event = start
@@ -110,6 +114,9 @@ class RunController:
         self._ledger = ledger
         self._clock = clock
         self.lane = lane if lane is not None else PipelineLane(start.run)
+        self.monitor = monitor if monitor is not None else RunMonitor(start.run)
+        self._platform = adapter.platform
+        self._web = adapter.platform == "web"
         self.rec = Reconciler(
             run=start.run,
             adapter=adapter,
@@ -123,6 +130,7 @@ class RunController:
             native=native_streaming(policy, adapter, start.target),
             typing_every_s=policy.typing_every_s,
         )
+        self.rec.on_delivery = self._delivered
         self.mode: ModeHandler = make_mode(policy, self.rec, Splitter(policy, adapter.measure), clock)
         self.text = VisibleText()
         self.answer = AnswerStream(self.text.answers)
@@ -176,6 +184,9 @@ class RunController:
             )
         )
         self.rec.restore(await self._ledger.parts(self.run))
+        self.monitor.publish(
+            "run", channel=self.policy.name, platform=self._platform, mode=str(self.policy.delivery)
+        )
         if self.policy.delivery is DeliveryMode.PROGRESS:
             self._refresh_status()
         self.rec.start()
@@ -186,21 +197,16 @@ class RunController:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
         if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status):
             return  # meant for the parent loop only (from any agent): never shown
+        if (progress := progress_event(event)) is not None:
+            self.monitor.publish(progress[0], **progress[1])
         if isinstance(event, ToolCall):
             self._on_tool_call(event)
         elif event.source is not None:
             self._on_child(event)
         elif isinstance(event, TextEvent):
             self._on_text(event)
-        elif isinstance(event, ToolResult):
-            self.board.tool_finished(event.name or "tool", event.summary)
-            self._refresh_status()
-        elif isinstance(event, Phase):
-            self.board.phase(event.name)
-            self._refresh_status()
-        elif isinstance(event, Status):
-            self.board.note(event.text)
-            self._refresh_status()
+        elif isinstance(event, ToolResult | Phase | Status):
+            self._on_progress(event)
         elif isinstance(event, Commit):
             commit_point(self, visible_final(event.text) if event.text is not None else self.answer.text())
         elif isinstance(event, ErrorEvent):
@@ -209,6 +215,15 @@ class RunController:
             if event.kind == "message_end":
                 self._show_all(self.text.flush(None, event.message))
             self.mode.on_boundary(message_end=event.kind == "message_end")
+
+    def _on_progress(self, event: ToolResult | Phase | Status) -> None:
+        if isinstance(event, ToolResult):
+            self.board.tool_finished(event.name or "tool", event.summary)
+        elif isinstance(event, Phase):
+            self.board.phase(event.name)
+        else:
+            self.board.note(event.text)
+        self._refresh_status()
 
     def _on_text(self, event: TextEvent) -> None:
         if event.visibility is Visibility.STATUS:
@@ -230,6 +245,10 @@ class RunController:
         linear = self.answer.apply(split.message, split.answer)
         if linear is not None and self.committed is None and not self.mode.show_answer_at_commit():
             self.mode.on_answer(linear, split.message)
+            if linear.reset:
+                self.monitor.publish("answer", text=linear.text, reset=True)
+            else:
+                self.monitor.publish("answer", delta=linear.text)
 
     def _on_tool_call(self, event: ToolCall) -> None:
         """Any source's tool call: progress for people, a pipeline unit once its arguments are complete."""
@@ -240,11 +259,21 @@ class RunController:
                 self.board.tool_started(event.id, event.name or "tool")
             elif child:
                 self.children.tool_started(event.source, event.name or "tool")
+                self._publish_agent(event.source)
             self._refresh_status()
         unit = self.tools.feed(event)
         if unit is None:
             return
         self.lane.emit(unit)
+        malformed = unit["kind"] != "tool_call"
+        self.monitor.publish(
+            "tool_call",
+            call_id=event.id,
+            name=unit.get("name"),
+            args="" if malformed else redacted_args(unit["args"]),
+            malformed=malformed,
+            source=unit.get("source"),
+        )
         if event.source is None and unit["kind"] == "tool_call" and shown:
             self.board.tool_called(event.id, event.name or "tool", unit["args"])
             self._refresh_status()
@@ -259,8 +288,10 @@ class RunController:
             if new:
                 self.children.seen(source)
                 self._refresh_status()  # its first sign of life is news (and, as a thread, its anchor)
-            if self.threads is not None and split.answer is not None:
-                self.threads.changed(source, split.message, split.answer)
+            if split.answer is not None:
+                self._publish_agent(source, split.answer)
+                if self.threads is not None:
+                    self.threads.changed(source, split.message, split.answer)
             return
         elif isinstance(event, End):
             self._child_end(source, event)
@@ -270,7 +301,24 @@ class RunController:
             self.children.failed(source)
         else:
             self.children.seen(source)
+        self._publish_agent(source)
         self._refresh_status()
+
+    def _publish_agent(self, source: Source, change: TextChange | None = None) -> None:
+        """The child's state (and its text change) for watchers."""
+        fields: dict[str, Any] = {"key": source.key, "source": source.model_dump()}
+        fields["state"] = self.children.seen(source).state
+        if change is not None and change.kind == "append":
+            fields["delta"] = change.appended
+        elif change is not None:
+            fields["text"], fields["reset"] = self.text.answers.answer(source.key), True
+        self.monitor.publish("agent", **fields)
+
+    def _delivered(self, fact: dict[str, Any]) -> None:
+        """A call's outcome, for watchers (the text only for the web channel, whose page shows it)."""
+        if not self._web:
+            fact.pop("text", None)
+        self.monitor.publish("delivery", channel=self.policy.name, **fact)
 
     def _child_end(self, source: Source, end: End) -> None:
         if self.children.seen(source).ended is not None:
@@ -342,7 +390,9 @@ class RunController:
         await self.rec.finish()
         await self._ledger.end_run(self.run, str(end.status))
         self.done = True
-        return self.report()
+        report = self.report()
+        self.monitor.publish("end", status=str(end.status), delivery=str(report.status))
+        return report
 
     def fail(self, reason: str) -> None:
         """Mark the run finished and failed without finalizing (an internal error stopped it)."""
@@ -350,6 +400,7 @@ class RunController:
         if self.ended is None:
             self.ended = End(run=self.run, status=EndStatus.ERROR)
         self.lane.close(str(EndStatus.ERROR), committed=self.committed is not None)
+        self.monitor.publish("end", status=str(EndStatus.ERROR), delivery=str(ReportStatus.FAILED))
         self.done = True
 
     async def abort(self) -> None:
@@ -387,3 +438,5 @@ def commit_point(run: RunController, text: str) -> None:
     run.mode.finalize(text)
     if first:
         run.lane.emit({"kind": "commit"})
+        run.monitor.publish("decision", what="commit")
+    run.monitor.publish("answer", text=text, reset=True, final=True)

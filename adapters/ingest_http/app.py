@@ -9,6 +9,7 @@ Routes (all but ``/healthz`` need ``Authorization: Bearer <token>``):
 - ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end.
 - ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
+- ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token.
 - ``GET /healthz``.
 
 Answers: 200 ``{"accepted": n}``; a bad line fails alone: the good lines are taken and the answer is
@@ -20,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from adapters.ingest_http.pipeline import PipelineRoutes
 from core.errors import IngestError
@@ -142,6 +143,20 @@ class _Ingest:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         return JSONResponse(report.model_dump(mode="json"))
 
+    watch_url: Callable[[str], str] | None = None
+
+    async def watch(self, request: Request) -> JSONResponse:
+        """The link to watch a run live (its read token in it): ``{"url", "token"}``; 404 without a web page."""
+        if (denied := self.denied(request)) is not None:
+            return denied
+        run = request.path_params["run"]
+        if self.watch_url is None:
+            return JSONResponse({"error": "this sidecar serves no live run page"}, status_code=404)
+        if self.relay.monitor(run) is None:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        url = self.watch_url(run)
+        return JSONResponse({"url": url, "token": url.rsplit("token=", 1)[-1]})
+
     async def healthz(self, request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "active_runs": len(self.relay.active_runs())})
 
@@ -153,6 +168,8 @@ def create_app(
     max_body_bytes: int = 16 * 1024 * 1024,
     max_line_bytes: int = 1024 * 1024,
     keepalive_s: float = 15.0,
+    watch_url: Callable[[str], str] | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The ingest ASGI app for ``relay``.
 
@@ -162,8 +179,11 @@ def create_app(
         max_body_bytes: the largest request body (413 past it).
         max_line_bytes: the largest NDJSON line (413 past it).
         keepalive_s: seconds of silence after which a pipeline stream gets a keepalive.
+        watch_url: the link to a run's live page (with its read token), for ``GET /v1/runs/{run}/watch``.
+        extra_routes: more routes served by the same app (the web channel's page and stream).
     """
     handlers = _Ingest(relay, token, max_body_bytes, max_line_bytes)
+    handlers.watch_url = watch_url
     pipeline = PipelineRoutes(relay, handlers.denied, keepalive_s=keepalive_s)
     return Starlette(
         routes=[
@@ -173,6 +193,8 @@ def create_app(
             Route("/v1/runs/{run}/pipeline", pipeline.units, methods=["GET"]),
             Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),
             Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
+            Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
             Route("/healthz", handlers.healthz, methods=["GET"]),
+            *extra_routes,
         ]
     )

@@ -75,6 +75,25 @@ _SIDE_ROLES = frozenset({SlotRole.STATUS, SlotRole.REASONING})
 """Messages whose edits wait behind the answer's calls."""
 
 
+_DELIVERY_STATES = {"send": "sent", "stream_start": "sent", "delete": "deleted", "stream_cancel": "deleted"}
+
+
+def _delivery_fact(op: _Op, outcome: str, detail: str) -> dict[str, object]:
+    """One call's outcome for watchers: ``part``, ``role``, ``state`` (sent, edited, deleted, retrying, uncertain,
+    failed, gone, …), ``message_id``, ``text`` (what the part shows now) and ``retry_after_s`` after a 429."""
+    slot = op.slot
+    if outcome == "ack":
+        state = _DELIVERY_STATES.get(op.kind, "edited")
+    else:
+        state = {"rate_limited": "retrying", "retry": "retrying"}.get(outcome, outcome)
+    fact: dict[str, object] = {"part": slot.index, "role": str(slot.role), "state": state}
+    fact["message_id"] = slot.message_id
+    fact["text"] = slot.shown if slot.shown is not None else ""
+    if outcome == "rate_limited":
+        fact["retry_after_s"] = float(detail.removeprefix("retry_after="))
+    return fact
+
+
 def same_render(a: str, b: str | None) -> bool:
     """True when two texts render the same: platforms trim leading and trailing whitespace
     (Telegram: https://core.telegram.org/bots/api#editmessagetext answers "message is not modified")."""
@@ -184,6 +203,8 @@ class Reconciler:
         self._last_visible_at: float | None = None
         self._last_typing_at: float | None = None
         self.typing_calls = 0
+        self.on_delivery: Callable[[dict[str, object]], None] | None = None
+        """Told every call's outcome as a fact for watchers (the run monitor's ``delivery`` event fields)."""
 
     # --- what should be visible -------------------------------------------------------------------------
 
@@ -474,6 +495,8 @@ class Reconciler:
         except DeliveryError as exc:
             outcome, detail = self._on_error(op, exc)
         await self._ledger.record_outcome(call_id, self._record(slot), outcome, detail)
+        if self.on_delivery is not None:
+            self.on_delivery(_delivery_fact(op, outcome, detail))
 
     async def _call(self, op: _Op, fn: Callable[[], Awaitable[T]]) -> T:
         return await self._chain.call(fn, _CALL_KINDS[op.kind], final=self.finalizing)

@@ -44,10 +44,10 @@ def test_every_rate_budget_and_limit_in_the_shipped_file_carries_a_documentation
             assert any("https://" in c for c in lines[max(0, i - 3) : i]), f"no link above {line!r}"
 
 
-def test_the_shipped_file_knows_all_three_platforms_and_starts_only_enabled_ones(
+def test_the_shipped_file_knows_every_platform_and_starts_only_enabled_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert set(load_settings(DEFAULT_CONFIG).channels) == {"telegram"}  # slack and discord ship disabled
+    assert set(load_settings(DEFAULT_CONFIG).channels) == {"telegram", "web"}  # slack and discord ship disabled
     monkeypatch.setenv("STREAMRELAY_CHANNELS__SLACK__ENABLED", "true")
     monkeypatch.setenv("STREAMRELAY_CHANNELS__DISCORD__ENABLED", "true")
     settings = load_settings(DEFAULT_CONFIG)
@@ -125,10 +125,15 @@ def test_tokens_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert "secret-value" not in repr(token) and "secret-value" not in str(token)
 
 
-def test_a_platform_without_an_adapter_yet_is_refused_clearly(tmp_path: Path) -> None:
-    path = _write(tmp_path, '[channels.w]\nplatform = "web"\n')
-    with pytest.raises(ConfigError, match="not supported yet"):
+def test_an_unknown_platform_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.w]\nplatform = "irc"\n')
+    with pytest.raises(ConfigError, match="channels.w.platform.*'telegram', 'slack', 'discord' or 'web'"):
         load_settings(path)
+
+
+def test_the_web_channel_needs_no_token(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[channels.w]\nplatform = "web"\n')
+    assert load_settings(path).channels["w"].token("w").get_secret_value() == ""
 
 
 def test_a_small_limit_caps_the_block_parameters(tmp_path: Path) -> None:

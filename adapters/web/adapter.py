@@ -1,0 +1,122 @@
+"""The web channel's adapter: a "message" is a part of the run's live page, shown through the run's SSE stream.
+
+The page is the platform: sending or editing a part is keeping its text (the core's reconciler then tells the
+run monitor, whose ``delivery`` events carry the part's text to the browser). Nothing leaves the process, so no
+call fails, is rate limited or times out; "not modified" (the same text again) is answered like a platform would.
+A part holds at most ``max_units`` UTF-16 units (a page has no platform limit: this keeps one SSE event small).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from core.errors import PayloadRejectedError, RejectReason, TargetNotFoundError
+from core.events import Target
+from core.ports import TextFormat
+from core.units import LengthUnit, text_units
+
+PLATFORM = "web"
+MAX_UNITS = 65_536
+"""The most UTF-16 units one part of the page holds."""
+KEEP_MESSAGES = 100_000
+"""Parts whose text is kept (the oldest are forgotten: an edit of a forgotten part sends it anew)."""
+
+
+@dataclass
+class WebCall:
+    """One call the web channel received (for the case runner and tests): like a mock platform's record."""
+
+    method: str
+    chat_id: int | str
+    message_id: str | None
+    text: str | None
+    t: float
+    status: int = 200
+    ok: bool = True
+
+
+class WebAdapter:
+    """Parts of live run pages, kept in memory.
+
+    Args:
+        max_units: the most UTF-16 units one part holds (at most :data:`MAX_UNITS`).
+        record: keep every call in :attr:`calls` (tests, the case runner); off in service.
+    """
+
+    platform = PLATFORM
+    unit = LengthUnit.UTF16
+
+    def __init__(self, *, max_units: int = MAX_UNITS, record: bool = False) -> None:
+        self.max_units = min(max_units, MAX_UNITS)
+        self._texts: OrderedDict[str, str] = OrderedDict()
+        self._next = 0
+        self.record = record
+        self.calls: list[WebCall] = []
+
+    def __repr__(self) -> str:
+        return f"WebAdapter(max_units={self.max_units})"
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        return text_units(text, self.unit)
+
+    def check_target(self, target: Target) -> str | None:
+        return None  # a page is named by anything: the run's target only labels it
+
+    def is_group(self, target: Target) -> bool:
+        return False
+
+    def visible(self, chat_id: int | str) -> list[tuple[str, str]]:
+        """``(message id, text)`` of the parts shown for ``chat_id``, oldest first."""
+        prefix = f"{chat_id}:"
+        return [(key[len(prefix) :], text) for key, text in self._texts.items() if key.startswith(prefix)]
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+        self._check(target, text)
+        self._next += 1
+        message_id = str(self._next)
+        self._keep(target, message_id, text)
+        self._record("sendMessage", target, message_id, text)
+        return message_id
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        self._check(target, text)
+        key = f"{target.chat_id}:{message_id}"
+        if key not in self._texts:
+            self._record("editMessage", target, message_id, text, status=404)
+            raise TargetNotFoundError(f"web: part {message_id} is not on the page", platform=PLATFORM)
+        self._record("editMessage", target, message_id, text)
+        if self._texts[key] == text:
+            return False
+        self._keep(target, message_id, text)
+        return True
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        self._record("deleteMessage", target, message_id, None)
+        self._texts.pop(f"{target.chat_id}:{message_id}", None)
+
+    async def send_typing(self, target: Target) -> None:
+        return None  # the page shows the run's state itself
+
+    async def close(self) -> None:
+        return None
+
+    def _check(self, target: Target, text: str) -> None:
+        if not text.strip():
+            raise PayloadRejectedError("web: a part needs text", reason=RejectReason.EMPTY, platform=PLATFORM)
+        if text_units(text, self.unit) > self.max_units:
+            too_long = f"web: a part holds at most {self.max_units} UTF-16 units"
+            raise PayloadRejectedError(too_long, reason=RejectReason.TOO_LONG, platform=PLATFORM)
+
+    def _keep(self, target: Target, message_id: str, text: str) -> None:
+        key = f"{target.chat_id}:{message_id}"
+        self._texts[key] = text
+        self._texts.move_to_end(key)
+        while len(self._texts) > KEEP_MESSAGES:
+            self._texts.popitem(last=False)
+
+    def _record(self, method: str, target: Target, message_id: str | None, text: str | None, status: int = 200) -> None:
+        if self.record:
+            call = WebCall(method, target.chat_id, message_id, text, time.monotonic(), status, status == 200)
+            self.calls.append(call)

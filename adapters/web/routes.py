@@ -1,0 +1,112 @@
+"""The web channel's HTTP routes: the live run page, its static files, and the run's SSE stream.
+
+- ``GET /runs/{run}?token=T``: the live run page (HTML; everything it loads is served here: no CDN).
+- ``GET /static/live.js`` (and ``.css``): its files.
+- ``GET /v1/runs/{run}/live?token=T`` (or ``Authorization: Bearer T``): the run's events (core/monitor.py) as
+  Server-Sent Events, ``id`` = the event's id. A client that reconnects with ``Last-Event-ID`` gets exactly what it
+  missed, once, or one ``reset`` event with the whole state when that is past the replay buffer. Comment keepalives
+  every ``keepalive_s`` while idle; ``Cache-Control: no-cache`` and ``X-Accel-Buffering: no`` so proxies pass events
+  through at once; never compressed. The stream ends after the ``end`` event.
+
+Access needs the run's read token (adapters/web/tokens.py): none → 401, a wrong one → 403, and neither says whether
+the run exists. SSE: https://html.spec.whatwg.org/multipage/server-sent-events.html
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from adapters.web.tokens import ReadTokens
+from core.monitor import RunMonitor
+from core.relay import Relay
+
+STATIC = Path(__file__).with_name("static")
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class _Live:
+    def __init__(self, relay: Relay, tokens: ReadTokens, keepalive_s: float) -> None:
+        self.relay = relay
+        self.tokens = tokens
+        self.keepalive_s = keepalive_s
+
+    def _refused(self, request: Request) -> Response | None:
+        """401 without a token, 403 with a wrong one (the same for a run that does not exist)."""
+        run = request.path_params["run"]
+        token = request.query_params.get("token")
+        auth = request.headers.get("authorization", "")
+        if token is None and auth.lower().startswith("bearer "):
+            token = auth[7:].strip()
+        if not token:
+            return PlainTextResponse(
+                "this run's read token is needed: ?token=… (GET /v1/runs/{run}/watch gives the link)", status_code=401
+            )
+        if not self.tokens.allows(run, token):
+            return PlainTextResponse("wrong read token for this run", status_code=403)
+        return None
+
+    async def page(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        return FileResponse(STATIC / "live.html", media_type="text/html", headers=PAGE_HEADERS)
+
+    async def stream(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        monitor = self.relay.monitor(request.path_params["run"])
+        if monitor is None:
+            return JSONResponse({"error": "unknown run (or it ended before this sidecar started)"}, status_code=404)
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        try:
+            after = int(raw)
+        except ValueError:
+            return JSONResponse({"error": f"Last-Event-ID must be an event id, got {raw!r}"}, status_code=400)
+        events = (
+            ServerSentEvent(json.dumps(e, ensure_ascii=False), id=str(e["id"])) async for e in follow(monitor, after)
+        )
+        return EventSourceResponse(events, headers=STREAM_HEADERS, ping=self.keepalive_s)
+
+
+async def follow(monitor: RunMonitor, after: int) -> AsyncIterator[dict[str, object]]:
+    """The run's events after id ``after`` as they come (a ``reset`` when they are past the buffer), until
+    ``end``."""
+    while True:
+        events = await monitor.wait(after)
+        for event in events:
+            yield event
+            after = int(str(event["id"]))
+        if monitor.closed and after >= monitor.last_id:
+            return
+        await asyncio.sleep(0)
+
+
+def web_routes(relay: Relay, tokens: ReadTokens, *, keepalive_s: float = 15.0) -> list[BaseRoute]:
+    """The web channel's routes for ``relay`` (mount them beside the ingest routes).
+
+    Args:
+        relay: where the runs' monitors are.
+        tokens: the read tokens.
+        keepalive_s: seconds of silence after which a stream gets a comment keepalive.
+    """
+    live = _Live(relay, tokens, keepalive_s)
+    return [
+        # {run:path}: the page links a run id with "/" in it as %2F, which arrives decoded
+        Route("/runs/{run:path}", live.page, methods=["GET"]),
+        Route("/v1/runs/{run:path}/live", live.stream, methods=["GET"]),
+        Route("/favicon.ico", lambda _request: Response(status_code=204), methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
