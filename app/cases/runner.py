@@ -7,12 +7,9 @@ Result: :class:`CaseResult` with the transcript written as ``DIR/<id>.json`` by 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,40 +17,20 @@ import httpx
 from pydantic import SecretStr
 
 from app.cases.expect import check_expectations
+from app.cases.inputs import case_channel_settings, case_events, paced
+from app.cases.result import CaseResult
+from app.cases.web import run_web_scenario
 from app.dry_run import DRY_RUN, seed_thread
 from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
 from core.assembler import TextAssembler
 from core.chunk_checks import chunk_property_failures
 from core.chunker import BreakKind, Chunker, ChunkParams
 from core.clock import FakeClock, MonotonicClock
 from core.coalescer import Chunk, CoalesceParams, Coalescer
-from core.events import DeliveryMode, Target, TextMode, Visibility
+from core.events import DeliveryMode, TextMode, Visibility
 from core.ledger import MemoryLedger
 from core.relay import Relay
 from core.units import LengthUnit
-
-NOT_YET = {"web": "issue 5 (the web channel)"}
-
-
-@dataclass
-class CaseResult:
-    """The outcome of one case: ``passed``, the failures, and the transcript (README shapes)."""
-
-    id: str
-    type: str
-    passed: bool
-    failures: list[str] = field(default_factory=list)
-    transcript: dict[str, Any] = field(default_factory=dict)
-    unsupported: str | None = None
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.transcript)
-        out["id"], out["passed"], out["failures"] = self.id, self.passed, self.failures
-        if self.unsupported:
-            out["unsupported"] = self.unsupported
-        return out
 
 
 async def run_case_file(path: Path) -> CaseResult:
@@ -143,65 +120,14 @@ def _run_unit(case: dict[str, Any]) -> CaseResult:
 # --- scenario cases ---------------------------------------------------------------------------------------
 
 
-def case_channel_settings(channel: dict[str, Any], api_base: str) -> ChannelSettings:
-    """The ``ChannelSettings`` a scenario's ``channel`` describes (unset keys: the TOML defaults)."""
-    known = {
-        "delivery",
-        "format",
-        "limit",
-        "throttle_ms",
-        "send_timeout_ms",
-        "chunk",
-        "coalesce",
-        "subagents",
-        "reasoning",
-    }
-    values = {k: v for k, v in channel.items() if k in known}
-    return ChannelSettings.model_validate(
-        {"platform": channel["platform"], "token_env": None, "api_base": api_base, **values}
-    )
-
-
-def _events(case: dict[str, Any], run: str, target: Target, base_dir: Path) -> list[tuple[float, dict[str, Any]]]:
-    """The NDJSON lines to post, each with the second (since the start) to post it at."""
-    start: dict[str, Any] = {
-        "kind": "run.start",
-        "run": run,
-        "channel": "case",
-        "target": target.model_dump(exclude_none=True),
-    }
-    timed: list[tuple[float, dict[str, Any]]] = []
-    stream = case.get("stream")
-    if stream:
-        start["format"] = stream["format"]
-        gap_s = float(stream.get("gap_ms", 0)) / 1000
-        lines = (base_dir / stream["file"]).read_text(encoding="utf-8").splitlines()
-        timed = [(i * gap_s, json.loads(line)) for i, line in enumerate(line for line in lines if line.strip())]
-    events = [dict(e) for e in case.get("events", [])]
-    last_at = timed[-1][0] if timed else 0.0
-    for event in events:
-        at = float(event.pop("at_ms", 0)) / 1000
-        last_at = max(last_at, at)
-        timed.append((last_at, {"run": run, **event}))
-    if not any(e.get("kind") == "end" and not e.get("source") for _, e in timed):
-        timed.append((last_at, {"run": run, "kind": "end", "status": "ok"}))
-    return [(0.0, start), *timed]
-
-
-async def _paced(lines: list[tuple[float, dict[str, Any]]], t0: float) -> AsyncIterator[bytes]:
-    for at, obj in lines:
-        delay = t0 + at - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        yield (json.dumps(obj) + "\n").encode()
-
-
 async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
     cid, channel = case["id"], case["channel"]
     platform = channel.get("platform")
+    if platform == "web":
+        return await run_web_scenario(case, base_dir)
     dry = DRY_RUN.get(platform) if isinstance(platform, str) else None
     if dry is None:
-        why = f"platform {platform!r} is not supported yet: it arrives with {NOT_YET.get(platform, 'a later issue')}"
+        why = f"platform {platform!r} is not one streamrelay knows ({', '.join([*DRY_RUN, 'web'])})"
         return CaseResult(cid, "scenario", False, [why], unsupported=why)
     mock = dry.make_mock(False)
     mock.configure_from_case(case)
@@ -221,7 +147,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=900) as client:
             t0 = time.monotonic()
             posted = await client.post(
-                f"/v1/runs/{run}/events", content=_paced(_events(case, run, target, base_dir), t0)
+                f"/v1/runs/{run}/events", content=paced(case_events(case, run, target, base_dir), t0)
             )
             failures = [] if posted.status_code == 200 else [f"ingest answered {posted.status_code}: {posted.text}"]
             got = await client.get(f"/v1/runs/{run}", params={"wait_s": 600})

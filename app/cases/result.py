@@ -1,0 +1,26 @@
+"""The outcome of one case, as the runner reports it and the CLI writes it (``DIR/<id>.json``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case: ``passed``, the failures, and the transcript (README shapes)."""
+
+    id: str
+    type: str
+    passed: bool
+    failures: list[str] = field(default_factory=list)
+    transcript: dict[str, Any] = field(default_factory=dict)
+    unsupported: str | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.transcript)
+        out["id"], out["passed"], out["failures"] = self.id, self.passed, self.failures
+        if self.unsupported:
+            out["unsupported"] = self.unsupported
+        return out
