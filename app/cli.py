@@ -33,6 +33,13 @@ class Platform(enum.StrEnum):
     DISCORD = "discord"
 
 
+class DemoPlatform(enum.StrEnum):
+    TELEGRAM = "telegram"
+    SLACK = "slack"
+    DISCORD = "discord"
+    WEB = "web"
+
+
 console = Console()
 err = Console(stderr=True)
 
@@ -89,9 +96,13 @@ def demo(
     delivery: Annotated[DeliveryMode, typer.Option(help="delivery mode")] = DeliveryMode.PREVIEW,
     pace_ms: Annotated[float, typer.Option(help="milliseconds between recorded events")] = 5.0,
     throttle_ms: Annotated[int | None, typer.Option(help="preview edit throttle (default: the TOML's)")] = None,
-    platform: Annotated[Platform, typer.Option(help="which platform's mock chat to deliver to")] = Platform.TELEGRAM,
+    platform: Annotated[
+        DemoPlatform, typer.Option(help="which platform's mock chat to deliver to (web: the live page itself)")
+    ] = DemoPlatform.TELEGRAM,
+    keep_serving: Annotated[bool, typer.Option(help="keep the live page up after the run, until Ctrl+C")] = False,
 ) -> None:
-    """Replay a real recorded stream into a mock chat (Telegram, Slack or Discord) and show what it shows."""
+    """Replay a real recorded stream into a mock chat (Telegram, Slack, Discord or the web page) and show what it
+    shows; prints the run's live page URL."""
     from app.demo import DEFAULT_RECORDING, run_demo
 
     code = _run(
@@ -103,6 +114,7 @@ def demo(
             pace_ms=pace_ms,
             throttle_ms=throttle_ms,
             platform=platform.value,
+            keep_serving=keep_serving,
         )
     )
     raise typer.Exit(code or 0)

@@ -3,7 +3,8 @@
 Starts the platform's mock server (Telegram Bot API, Slack Web API or Discord REST, with the platform's
 documented rate limits on), the sidecar (HTTP ingest, SQLite ledger in a temporary folder, the platform's
 real SDK: aiogram, slack-sdk or discord.py), replays the recording through HTTP ingest, then prints what the
-chat shows, message by message, and the delivery report.
+chat shows, message by message, and the delivery report. It prints the run's live page URL first (open it in a
+browser to watch the run); with ``platform = "web"`` that page is the channel itself (no mock server).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.sqlite import SqliteLedger
+from adapters.web import WebAdapter
 from app.dry_run import DRY_RUN, seed_thread
 from app.ingest_client import detect_format, recording_lines, replay
 from app.service import Sidecar, build_relay
@@ -27,9 +29,10 @@ from config.settings import DEFAULT_CONFIG, load_settings
 from core.assembler import TextAssembler
 from core.chunk_checks import content_key, fences_balanced
 from core.errors import ConfigError
-from core.events import DeliveryMode, ProviderFormat, TextEvent, Visibility
+from core.events import DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
 from core.normalize import make_normalizer
 from core.units import LengthUnit, text_units
+from mocks.common import MockPlatform
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
@@ -44,16 +47,20 @@ async def run_demo(
     pace_ms: float = 2.0,
     throttle_ms: int | None = None,
     platform: str = "telegram",
+    keep_serving: bool = False,
 ) -> int:
     """Run the demo on ``platform`` (telegram, slack or discord); return the exit code (0 when the report
     says delivered).
+
+    Args:
+        keep_serving: after the run, keep the sidecar (and the live page) up until Ctrl+C.
 
     Raises:
         ConfigError: the platform has no channel in config/channels.toml, or it cannot stream ``delivery``.
     """
     fmt = fmt or detect_format(recording)
     events = recording_lines(recording)
-    dry = DRY_RUN[platform]
+    dry = DRY_RUN.get(platform)  # None for the web channel: the sidecar is its platform
     settings = load_settings(DEFAULT_CONFIG, include_disabled=True)
     name = next((n for n, ch in settings.channels.items() if ch.platform == platform), None)
     if name is None:
@@ -62,19 +69,26 @@ async def run_demo(
     if throttle_ms is not None:
         update["throttle_ms"] = throttle_ms
     channel = settings.channels[name].with_values(name, **update)  # checked before anything starts
-    mock = dry.make_mock(True)
-    channel = channel.with_values(name, api_base=await mock.start())
+    mock = dry.make_mock(True) if dry is not None else None
+    if mock is not None:
+        channel = channel.with_values(name, api_base=await mock.start())
     settings.channels = {name: channel}
     limit = channel.policy(name).max_units
-    target = dry.target(native=delivery is DeliveryMode.NATIVE)
-    seed_thread(mock, target)
+    target = dry.target(native=delivery is DeliveryMode.NATIVE) if dry is not None else Target(chat_id="demo-page")
+    if mock is not None:
+        seed_thread(mock, target)
     with tempfile.TemporaryDirectory(prefix="streamrelay-demo-") as tmp:
         ledger = await SqliteLedger.open(Path(tmp) / "ledger.sqlite3")
-        relay = build_relay(settings, ledger, tokens={name: SecretStr(dry.token)})
+        relay = build_relay(settings, ledger, tokens={name: SecretStr(dry.token if dry else "")})
         token = secrets.token_urlsafe(24)
         sidecar = Sidecar(relay, token=token)
         url = await sidecar.start()
-        console.print(f"[bold]mock {platform} API[/] {mock.base_url}   [bold]sidecar[/] {url}")
+        run = f"demo-{secrets.token_hex(4)}"
+        page = relay.channels[name].adapter
+        if isinstance(page, WebAdapter):
+            page.record = True
+        console.print(f"[bold]mock {platform} API[/] {mock.base_url if mock else '(none: the page is the channel)'}")
+        console.print(f"[bold]sidecar[/] {url}   [bold]watch it live[/] {sidecar.watch_url(run)}")
         console.print(
             f"replaying [cyan]{recording.name}[/] ({fmt}, {len(events)} events, {pace_ms:g} ms apart) "
             f"into {platform} chat {target.chat_id}, delivery [cyan]{delivery}[/]"
@@ -91,7 +105,7 @@ async def run_demo(
                 report = await replay(
                     url,
                     token,
-                    run=f"demo-{secrets.token_hex(4)}",
+                    run=run,
                     channel=name,
                     chat_id=target.chat_id,
                     thread_id=target.thread_id,
@@ -100,12 +114,22 @@ async def run_demo(
                     pace_ms=pace_ms,
                     on_line=lambda n: progress.update(task, completed=n),
                 )
+            if keep_serving:
+                console.print(f"serving the live page until Ctrl+C: {sidecar.watch_url(run)}")
+                await sidecar.wait()
         finally:
             await sidecar.stop()
             await relay.close()
             await ledger.close()
-            await mock.stop()
-    messages = [(mid, text) for mid, text in mock.visible(target.chat_id) if mid != target.thread_id]
+            if mock is not None:
+                await mock.stop()
+    shown: MockPlatform | WebAdapter
+    if mock is not None:
+        shown = mock
+    else:
+        assert isinstance(page, WebAdapter)
+        shown = page
+    messages = [(mid, text) for mid, text in shown.visible(target.chat_id) if mid != target.thread_id]
     console.rule(f"what {platform} chat {target.chat_id} shows: {len(messages)} message(s)")
     for message_id, text in messages:
         units = text_units(text, LengthUnit.UTF16)
@@ -117,7 +141,7 @@ async def run_demo(
                 expand=True,
             )
         )
-    calls = mock.calls
+    calls = shown.calls
     table = Table(title="delivery report")
     table.add_column("field")
     table.add_column("value")
