@@ -1,0 +1,89 @@
+"""The run monitor: numbered events, exact replay after a reconnect, a reset past the buffer, the state."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.events import ErrorEvent, Phase, Source, TextEvent, ToolResult, Visibility
+from core.monitor import RunMonitor, progress_event
+from tests.unit.fakes import settle
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def monitor(buffer: int = 100) -> RunMonitor:
+    return RunMonitor("r1", buffer=buffer, wall=lambda: 1000.0)
+
+
+def test_events_are_numbered_and_carry_run_seq_and_time() -> None:
+    m = monitor()
+    first = m.publish("run", channel="web", platform="web", mode="preview")
+    second = m.publish("answer", delta="Hi")
+    assert (first["id"], second["id"], second["seq"], second["run"], second["ts"]) == (1, 2, 2, "r1", 1000.0)
+    assert m.state["answer"] == "Hi" and m.state["channel"] == "web"
+
+
+def test_a_reconnect_gets_exactly_what_it_missed_once() -> None:
+    m = monitor()
+    for text in ("a", "b", "c", "d"):
+        m.publish("answer", delta=text)
+    assert [e["delta"] for e in m.since(2)] == ["c", "d"]
+    assert m.since(4) == []
+
+
+@pytest.mark.parametrize("last_id", [1, 0, 99, -1])
+def test_past_the_buffer_or_an_unknown_id_comes_a_reset_with_the_whole_state(last_id: int) -> None:
+    m = monitor(buffer=3)
+    for text in ("a", "b", "c", "d", "e"):
+        m.publish("answer", delta=text)
+    [reset] = m.since(last_id)
+    assert reset["type"] == "reset" and reset["id"] == 5 and reset["state"]["answer"] == "abcde"
+
+
+def test_a_reset_answer_replaces_and_a_final_is_marked() -> None:
+    m = monitor()
+    m.publish("answer", delta="Refunds take 4 days.")
+    m.publish("answer", text="Refunds take 14 days.", reset=True, final=True)
+    assert m.state["answer"] == "Refunds take 14 days." and m.state["final"] is True
+
+
+def test_the_state_keeps_agents_parts_the_timeline_and_the_end() -> None:
+    m = monitor()
+    source = {"agent_id": "a", "session_id": "s1"}
+    m.publish("agent", key="s1", source=source, state="started", delta="Hel")
+    m.publish("agent", key="s1", state="done", delta="lo")
+    m.publish("delivery", channel="web", part=0, role="answer", state="sent", message_id="1", text="x")
+    m.publish("delivery", channel="web", part=0, role="answer", state="edited", message_id="1", text="xy")
+    m.publish("phase", name="planning", source=None)
+    m.publish("end", status="ok", delivery="delivered")
+    state = m.reset()["state"]
+    assert state["agents"]["s1"] == {"source": source, "state": "done", "text": "Hello"}
+    assert state["parts"]["web/0"]["state"] == "edited" and state["parts"]["web/0"]["text"] == "xy"
+    assert [e["type"] for e in state["timeline"]] == ["phase"]
+    assert (state["ended"], state["delivery"]) == ("ok", "delivered")
+
+
+async def test_nothing_is_kept_after_the_end_and_waiters_are_released() -> None:
+    m = monitor()
+    m.publish("run")
+    waiter = asyncio.ensure_future(m.wait(1))
+    await settle()
+    assert not waiter.done()
+    m.publish("end", status="ok")
+    await settle()
+    assert [e["type"] for e in waiter.result()] == ["end"]
+    m.publish("answer", delta="late")
+    assert m.last_id == 2 and m.state["answer"] == "" and await m.wait(2) == []
+
+
+def test_progress_events_come_from_the_ingest_events_that_are_progress() -> None:
+    child = Source(agent_id="a", session_id="s")
+    assert progress_event(Phase(run="r", name="planning")) == ("phase", {"name": "planning", "source": None})
+    result = ToolResult(run="r", id="t", name="search", summary="3 hits", source=child)
+    kind, fields = progress_event(result) or ("", {})
+    assert kind == "tool_result" and fields["summary"] == "3 hits" and fields["source"]["agent_id"] == "a"
+    assert progress_event(ErrorEvent(run="r", message="quota")) == ("error", {"message": "quota", "source": None})
+    assert progress_event(TextEvent(run="r", text="looking", visibility=Visibility.STATUS))[0] == "status"  # type: ignore[index]
+    assert progress_event(TextEvent(run="r", text="answer")) is None
