@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 from rich.console import Console
@@ -129,49 +130,44 @@ async def run_demo(
     else:
         assert isinstance(page, WebAdapter)
         shown = page
-    messages = [(mid, text) for mid, text in shown.visible(target.chat_id) if mid != target.thread_id]
+    messages = [(str(mid), text) for mid, text in shown.visible(target.chat_id) if mid != target.thread_id]
     console.rule(f"what {platform} chat {target.chat_id} shows: {len(messages)} message(s)")
     for message_id, text in messages:
         units = text_units(text, LengthUnit.UTF16)
-        console.print(
-            Panel(
-                Text(text),
-                title=f"message {message_id}",
-                subtitle=f"{units} / {limit} UTF-16 units",
-                expand=True,
-            )
-        )
+        console.print(Panel(Text(text), title=f"message {message_id}", subtitle=f"{units} / {limit} UTF-16 units"))
+    expected = recorded_answer(events, fmt)
+    console.print(_report_table(report, shown, [t for _, t in messages], limit, expected, delivery))
+    return 0 if report.get("status") == "delivered" else 1
+
+
+def _report_table(
+    report: dict[str, Any],
+    shown: MockPlatform | WebAdapter,
+    texts: list[str],
+    limit: int,
+    expected: str,
+    delivery: DeliveryMode,
+) -> Table:
+    """The delivery report and the demo's own checks of what the chat shows."""
     calls = shown.calls
     table = Table(title="delivery report")
     table.add_column("field")
     table.add_column("value")
-    for key in (
-        "status",
-        "confirmed",
-        "uncertain",
-        "failed",
-        "unsent",
-        "degraded",
-        "message_ids",
-        "end_status",
-    ):
+    for key in ("status", "confirmed", "uncertain", "failed", "unsent", "degraded", "message_ids", "end_status"):
         table.add_row(key, str(report.get(key)))
     methods: dict[str, int] = {}
     for call in calls:
         methods[call.method] = methods.get(call.method, 0) + 1
     table.add_row("platform calls", ", ".join(f"{m} x{n}" for m, n in methods.items()))
     table.add_row("429 answers", str(sum(c.status == 429 for c in calls)))
-    texts = [text for _, text in messages]
     table.add_row("every message fits", _yes(all(text_units(t, LengthUnit.UTF16) <= limit for t in texts)))
     table.add_row("fences balanced", _yes(all(fences_balanced(t) for t in texts)))
-    expected = recorded_answer(events, fmt)
     if delivery is DeliveryMode.PROGRESS:  # the status message is shown too: the answer is the last part(s)
         same = content_key("\n".join(texts)).endswith(content_key(expected))
     else:
         same = content_key("\n".join(texts)) == content_key(expected)
     table.add_row("answer shown once, whole", _yes(same) + f" (against the recording's {len(expected)} chars)")
-    console.print(table)
-    return 0 if report.get("status") == "delivered" else 1
+    return table
 
 
 def recorded_answer(events: list[dict[str, object]], fmt: ProviderFormat) -> str:

@@ -113,8 +113,8 @@ class RunMonitor:
         state = {**self.state, "agents": {k: dict(v) for k, v in self.state["agents"].items()}}
         state["timeline"] = list(self.state["timeline"])
         state["parts"] = {k: dict(v) for k, v in self.state["parts"].items()}
-        return {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset",
-                "state": state}  # fmt: skip
+        event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset"}
+        return {**event, "state": state}
 
     async def wait(self, last_id: int) -> list[dict[str, Any]]:
         """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""

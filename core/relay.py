@@ -141,7 +141,7 @@ class Relay:
         self._max_active = max_active_runs
         self._validator = validator
         self.catalog = catalog if catalog is not None else ActionCatalog()
-        self._live_buffer = live_buffer
+        self.live_buffer = live_buffer
         self._runs: dict[str, _Run] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
 
@@ -258,7 +258,7 @@ class Relay:
             validator=self._validator,
             chain_for=lambda target: channel.chain_for(target, self._clock),
             release=channel.release,
-            monitor=RunMonitor(event.run, buffer=self._live_buffer),
+            monitor=RunMonitor(event.run, buffer=self.live_buffer),
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self._gap_timeout_s, last=event.seq)

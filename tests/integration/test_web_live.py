@@ -1,0 +1,176 @@
+"""The web channel and the live run stream over real HTTP: read tokens, SSE headers, resume, reset, keepalives,
+the page and its local files, and what a run on another channel (Telegram) reports live."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from app.service import Sidecar, make_runtime
+from config.settings import ChannelSettings
+from core.clock import MonotonicClock
+from core.ledger import MemoryLedger
+from core.relay import Relay
+from mocks.telegram import MockTelegram
+from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
+
+pytestmark = pytest.mark.timeout(60)
+AUTH = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+NO_TOKEN = SecretStr("")
+
+
+def ndjson(*lines: dict[str, Any]) -> bytes:
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def start(run: str, channel: str = "web", chat_id: int | str = "page") -> dict[str, Any]:
+    return {"kind": "run.start", "run": run, "channel": channel, "target": {"chat_id": chat_id}}
+
+
+def sse(text: str) -> list[dict[str, Any]]:
+    """The JSON events of an SSE body (comments dropped), each checked against its ``id:`` line."""
+    out = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        lines = [line for line in block.splitlines() if line and not line.startswith(":")]
+        if not lines:
+            continue
+        fields = dict(line.split(": ", 1) for line in lines)
+        event = json.loads(fields["data"])
+        assert fields["id"] == str(event["id"])
+        out.append(event)
+    return out
+
+
+class Web:
+    def __init__(self, relay: Relay, sidecar: Sidecar, client: httpx.AsyncClient, mock: MockTelegram) -> None:
+        self.relay, self.sidecar, self.client, self.mock = relay, sidecar, client, mock
+
+    async def run(self, run: str, *events: dict[str, Any], channel: str = "web") -> None:
+        chat: int | str = "page" if channel == "web" else 7
+        answer = await self.client.post(f"/v1/runs/{run}/events", content=ndjson(start(run, channel, chat), *events))
+        assert answer.status_code == 200, answer.text
+
+    def live(self, run: str) -> str:
+        return self.sidecar.watch_path(run).replace(f"/runs/{run}?", f"/v1/runs/{run}/live?")
+
+
+@pytest.fixture
+async def web() -> AsyncIterator[Web]:
+    mock = MockTelegram()
+    api = await mock.start()
+    channels = {
+        "web": make_runtime("web", ChannelSettings.model_validate({"platform": "web", "throttle_ms": 0}), NO_TOKEN),
+        "telegram": make_runtime(
+            "telegram",
+            ChannelSettings.model_validate({"platform": "telegram", "api_base": api, "throttle_ms": 0}),
+            SecretStr(BOT_TOKEN),
+        ),
+    }
+    relay = Relay(channels, MemoryLedger(), MonotonicClock(), live_buffer=8)
+    sidecar = Sidecar(relay, token=INGEST_TOKEN, keepalive_s=0.2)
+    await sidecar.start()
+    async with httpx.AsyncClient(base_url=sidecar.url, headers=AUTH, timeout=30) as client:
+        yield Web(relay, sidecar, client, mock)
+    await sidecar.stop()
+    await relay.close()
+    await mock.stop()
+
+
+async def test_the_watch_link_opens_the_page_and_its_files_are_local(web: Web) -> None:
+    await web.run("w1", {"kind": "text", "text": "Hi"}, {"kind": "end"})
+    link = (await web.client.get("/v1/runs/w1/watch")).json()
+    page = await web.client.get(link["url"])
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert "http://" not in page.text and "https://" not in page.text  # no CDN: everything is served here
+    for asset in ("/static/live.js", "/static/live.css"):
+        assert asset in page.text and (await web.client.get(asset)).status_code == 200
+    assert (await web.client.get("/v1/runs/nope/watch")).status_code == 404
+
+
+async def test_a_read_token_is_needed_and_nothing_leaks_without_the_right_one(web: Web) -> None:
+    await web.run("w2", {"kind": "text", "text": "secret answer"}, {"kind": "end"})
+    token = web.sidecar.tokens.token("w2")
+    async with httpx.AsyncClient(base_url=web.sidecar.url) as anon:
+        missing = await anon.get("/v1/runs/w2/live")
+        wrong = await anon.get("/v1/runs/w2/live", params={"token": "0" * 32})
+        other = await anon.get("/v1/runs/w1/live", params={"token": token})  # w2's token does not open w1
+        unknown = await anon.get("/v1/runs/nope/live", params={"token": "0" * 32})
+        page = await anon.get("/runs/w2", params={"token": "bad"})
+        ingest_token = await anon.get("/v1/runs/w2/live", params={"token": INGEST_TOKEN})
+    assert missing.status_code == 401 and wrong.status_code == 403 and other.status_code == 403
+    assert unknown.status_code == 403 and page.status_code == 403 and ingest_token.status_code == 403
+    assert all("secret answer" not in r.text for r in (missing, wrong, other, unknown, page))
+
+
+async def test_the_stream_has_no_buffering_headers_and_ends_after_end(web: Web) -> None:
+    await web.run("w3", {"kind": "phase", "name": "drafting"}, {"kind": "text", "text": "Hello"}, {"kind": "end"})
+    await web.client.get("/v1/runs/w3", params={"wait_s": 10})
+    async with web.client.stream("GET", web.live("w3")) as answer:
+        headers = answer.headers
+        events = sse((await answer.aread()).decode())
+    assert headers["content-type"].startswith("text/event-stream")
+    assert headers["cache-control"] == "no-cache" and headers["x-accel-buffering"] == "no"
+    assert "content-encoding" not in headers
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "run" and kinds[-1] == "end" and "phase" in kinds
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    assert [e for e in events if e["type"] == "delivery"][-1]["text"] == "Hello"  # the web page's message
+
+
+async def test_a_reconnect_gets_what_it_missed_once_or_a_reset_past_the_buffer(web: Web) -> None:
+    steps = [e for i in range(12) for e in ({"kind": "phase", "name": f"step {i}"}, {"kind": "text", "text": f"{i} "})]
+    await web.run("w4", *steps, {"kind": "end"})
+    await web.client.get("/v1/runs/w4", params={"wait_s": 10})
+    everything = sse((await web.client.get(web.live("w4"), headers={"Last-Event-ID": "0"})).text)
+    last = everything[-1]["id"]
+    near = sse((await web.client.get(web.live("w4"), headers={"Last-Event-ID": str(last - 3)})).text)
+    assert [e["id"] for e in near] == [last - 2, last - 1, last]
+    far = sse((await web.client.get(web.live("w4"), headers={"Last-Event-ID": "1"})).text)
+    assert [e["type"] for e in far] == ["reset"] and far[0]["id"] == last  # the buffer holds only 8 events
+    assert far[0]["state"]["answer"] == "".join(f"{i} " for i in range(12)) and far[0]["state"]["ended"] == "ok"
+
+
+async def test_an_idle_stream_gets_comment_keepalives(web: Web) -> None:
+    await web.run("w5", {"kind": "text", "text": "thinking…"})
+    chunks: list[str] = []
+    async with web.client.stream("GET", web.live("w5")) as answer:
+        async for chunk in answer.aiter_text():
+            chunks.append(chunk)
+            if sum(c.count(": ping") for c in chunks) >= 2:
+                break
+    assert any(line.startswith(":") for c in chunks for line in c.splitlines())
+    await web.client.post("/v1/runs/w5/events", content=ndjson({"kind": "end"}))
+
+
+async def test_a_telegram_run_reports_its_progress_agents_and_delivery_live(web: Web) -> None:
+    web.relay.live_buffer = 1000  # a watcher that starts after the run gets every event, not a reset
+    child = {"agent_id": "researcher", "session_id": "s-r", "depth": 1, "path": "s/researcher"}
+    await web.run(
+        "t1",
+        {"kind": "phase", "name": "planning"},
+        {"kind": "tool_call", "id": "c1", "name": "search", "state": "end", "args": {"q": "x", "api_key": "sk-1"}},
+        {"kind": "text", "text": "child text", "source": child},
+        {"kind": "end", "source": child},
+        {"kind": "text", "text": "The answer."},
+        {"kind": "end"},
+        channel="telegram",
+    )
+    await web.client.get("/v1/runs/t1", params={"wait_s": 10})
+    events = sse((await web.client.get(web.live("t1"))).text)
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        by_type.setdefault(event["type"], []).append(event)
+    assert by_type["run"][0]["platform"] == "telegram"
+    assert by_type["tool_call"][0]["args"] == 'q: "x", api_key: •••'
+    assert by_type["agent"][-1]["state"] == "done" and by_type["agent"][0]["delta"] == "child text"
+    assert by_type["answer"][-1] == {**by_type["answer"][-1], "text": "The answer.", "final": True}
+    assert {d["state"] for d in by_type["delivery"]} == {"sent"} and "text" not in by_type["delivery"][0]
+    assert by_type["end"][0]["delivery"] == "delivered"
+    await asyncio.sleep(0)
