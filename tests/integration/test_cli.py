@@ -44,9 +44,13 @@ def test_case_command_writes_transcripts_and_exits_nonzero_on_failure(tmp_path: 
     assert transcript["report"]["status"] == "delivered"
     assert json.loads((tmp_path / "text-replace.json").read_text())["visible"] == "Hello, world"
 
-    unsupported = _streamrelay("case", str(cases / "sse-resume-no-duplicates.json"), "--out", str(tmp_path))
-    assert unsupported.returncode == 1
-    assert "not supported yet" in json.loads((tmp_path / "sse-resume-no-duplicates.json").read_text())["failures"][0]
+    wrong = json.loads((cases / "sse-resume-no-duplicates.json").read_text())
+    wrong["id"], wrong["expect"] = "wrong-expectation", {"chat": ["Hello world"]}
+    (tmp_path / "wrong.json").write_text(json.dumps(wrong))
+    failed = _streamrelay("case", str(tmp_path / "wrong.json"), "--out", str(tmp_path / "out"))
+    assert failed.returncode == 1
+    failures = json.loads((tmp_path / "out" / "wrong-expectation.json").read_text())["failures"]
+    assert failures and "Hello world, again" in failures[0]
 
 
 def test_demo_on_discord_shows_the_answer_and_refuses_native_delivery_clearly() -> None:
