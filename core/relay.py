@@ -19,16 +19,16 @@ from typing import Any
 from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, EndStatus, Event, RunStart, TextEvent, TextMode, parse_event
+from core.events import End, EndStatus, Event, RunStart, parse_event
 from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
 from core.ledger import Ledger
 from core.monitor import RunMonitor
 from core.normalize import Normalizer, make_normalizer
 from core.pipeline import ArgsValidator, PipelineLane
 from core.policy import apply_overrides
-from core.report import DeliveryReport, ReportStatus, summarize
+from core.report import DeliveryReport, summarize, with_gaps
 from core.run import RunController
-from core.sequencer import SeqGate
+from core.sequencer import SeqGate, join_deltas
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -37,51 +37,9 @@ BATCH = 256
 """At most this many queued events are taken at once by a run's worker."""
 
 
-def join_deltas(events: list[Event]) -> list[Event]:
-    """Join adjacent text deltas of the same source, message and visibility into one.
-
-    Deltas that arrive together become one append (DESIGN §4: the chunker's output does not depend on
-    how text is split, so this changes nothing a person sees, and per-event work is paid once).
-    """
-    out: list[Event] = []
-    parts: list[str] = []
-    for event in events:
-        prev = out[-1] if out else None
-        if (
-            isinstance(event, TextEvent)
-            and isinstance(prev, TextEvent)
-            and event.mode is TextMode.DELTA
-            and prev.mode is TextMode.DELTA
-            and (event.source, event.message, event.visibility, event.lane)
-            == (prev.source, prev.message, prev.visibility, prev.lane)
-        ):
-            parts.append(event.text)
-            continue
-        _flush_joined(out, parts)
-        out.append(event)
-    _flush_joined(out, parts)
-    return out
-
-
-def _flush_joined(out: list[Event], parts: list[str]) -> None:
-    if parts:
-        last = out[-1]
-        assert isinstance(last, TextEvent)
-        out[-1] = last.model_copy(update={"text": last.text + "".join(parts)})
-        parts.clear()
-
-
-def _with_gaps(report: DeliveryReport, gaps: list[str]) -> DeliveryReport:
-    """The report with the run's input gaps; a run that lost input is at best ``partial``."""
-    report.gaps = list(gaps)
-    if gaps and report.status is ReportStatus.DELIVERED:
-        report.status = ReportStatus.PARTIAL
-    return report
-
-
 @dataclass(frozen=True)
 class _Finished:
-    """What stays in memory of a finished run: its report, pipeline lane and last seq (not its text)."""
+    """What stays in memory of a finished run: its report, pipeline lane, live events and last seq."""
 
     report: DeliveryReport
     lane: PipelineLane
@@ -305,7 +263,7 @@ class Relay:
                 runtime.release(controller.start_event.target)
             if not controller.lane.closed:  # cancelled (service shutdown): subscribers are not left waiting
                 controller.lane.close("cancelled", committed=controller.committed is not None)
-            report = _with_gaps(controller.report(), run.gate.gaps)
+            report = with_gaps(controller.report(), run.gate.gaps)
             if not controller.monitor.closed:
                 controller.monitor.publish("end", status="cancelled", delivery=str(report.status))
             self._finished[controller.run] = _Finished(report, controller.lane, controller.monitor, run.gate.last)
@@ -397,8 +355,7 @@ class Relay:
             decision, unit = await ask_gate(self.catalog, lane, call_id, source_key=source_key, wait_s=wait_s)
         except UnknownCallError as exc:
             raise IngestError(str(exc), status=409 if isinstance(exc, AmbiguousCallError) else 404) from None
-        monitor = self.monitor(run_id)
-        if monitor is not None:
+        if (monitor := self.monitor(run_id)) is not None:
             fields = {"call_id": call_id, "name": unit.get("name"), "verdict": str(decision.verdict)}
             monitor.publish("decision", what="gate", reason=decision.reason, **fields)
         return decision, unit
@@ -407,7 +364,7 @@ class Relay:
         """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""
         run = self._runs.get(run_id)
         if run is not None:
-            return _with_gaps(run.controller.report(), run.gate.gaps)
+            return with_gaps(run.controller.report(), run.gate.gaps)
         finished = self._finished.get(run_id)
         if finished is not None:
             return finished.report

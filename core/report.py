@@ -111,3 +111,11 @@ def summarize(run: str, channel: str, parts: list[PartReport], *, done: bool) ->
         parts=parts,
         errors=[p.error for p in parts if p.error],
     )
+
+
+def with_gaps(report: DeliveryReport, gaps: list[str]) -> DeliveryReport:
+    """The report with the run's input gaps; a run that lost input is at best ``partial``."""
+    report.gaps = list(gaps)
+    if gaps and report.status is ReportStatus.DELIVERED:
+        report.status = ReportStatus.PARTIAL
+    return report

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from core.assembler import TextChange
 from core.clock import Clock
+from core.delivery.agents import SubAgents
 from core.delivery.answer import AnswerStream
 from core.delivery.modes import ModeHandler, make_mode
 from core.delivery.reasoning import ReasoningView
@@ -35,7 +35,6 @@ from core.events import (
     Lane,
     Phase,
     RunStart,
-    Source,
     Status,
     Target,
     TextEvent,
@@ -51,7 +50,6 @@ from core.policy import ChannelPolicy, ReasoningPolicy, Splitter, SubagentPolicy
 from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
-from core.subagents import Children, message_unit
 from core.visible import Split, VisibleText, visible_final
 
 _log = logging.getLogger("streamrelay.run")
@@ -141,14 +139,13 @@ class RunController:
                 self.rec, self.text.reasoning, lambda t: measure(t, TextFormat.PLAIN), policy.max_units
             )
         self.tools = ToolCallCollector(validator)
-        self.children = Children()
         progress = policy.delivery is DeliveryMode.PROGRESS
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
         self._status_slot: Slot | None = None
-        self.threads: ChildThreads | None = None
+        threads: ChildThreads | None = None
         # Progress mode shows no unchecked text before the commit point: children stay status lines there.
         if policy.subagents is SubagentPolicy.THREAD and chain_for is not None and not progress:
-            self.threads = ChildThreads(
+            threads = ChildThreads(
                 run=start.run,
                 policy=policy,
                 adapter=adapter,
@@ -160,9 +157,17 @@ class RunController:
                 clock=clock,
                 answers=self.text.answers,
             )
-            if not self.threads.available:
-                _log.info("subagents = thread: %s; sub-agents show as status lines", self.threads.refusal)
-                self.threads = None
+            if not threads.available:
+                _log.info("subagents = thread: %s; sub-agents show as status lines", threads.refusal)
+                threads = None
+        self.agents = SubAgents(
+            text=self.text,
+            tools=self.tools,
+            lane=self.lane,
+            monitor=self.monitor,
+            threads=threads,
+            refresh=self._refresh_status,
+        )
         self.committed: str | None = None
         self.errors: list[str] = []
         self.ended: End | None = None
@@ -202,7 +207,7 @@ class RunController:
         if isinstance(event, ToolCall):
             self._on_tool_call(event)
         elif event.source is not None:
-            self._on_child(event)
+            self.agents.handle(event)
         elif isinstance(event, TextEvent):
             self._on_text(event)
         elif isinstance(event, ToolResult | Phase | Status):
@@ -258,8 +263,7 @@ class RunController:
             if event.source is None:
                 self.board.tool_started(event.id, event.name or "tool")
             elif child:
-                self.children.tool_started(event.source, event.name or "tool")
-                self._publish_agent(event.source)
+                self.agents.tool_started(event.source, event.name or "tool")
             self._refresh_status()
         unit = self.tools.feed(event)
         if unit is None:
@@ -278,68 +282,14 @@ class RunController:
             self.board.tool_called(event.id, event.name or "tool", unit["args"])
             self._refresh_status()
 
-    def _on_child(self, event: Event) -> None:
-        """A sub-agent's event: never part of the root answer; a status line, and its final message."""
-        source = event.source
-        assert source is not None
-        if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
-            split = self.text.apply(event)
-            new = source.key not in self.children
-            if new:
-                self.children.seen(source)
-                self._refresh_status()  # its first sign of life is news (and, as a thread, its anchor)
-            if split.answer is not None:
-                self._publish_agent(source, split.answer)
-                if self.threads is not None:
-                    self.threads.changed(source, split.message, split.answer)
-            return
-        elif isinstance(event, End):
-            self._child_end(source, event)
-        elif isinstance(event, ToolResult):
-            self.children.tool_finished(source, event.name or "tool", event.summary)
-        elif isinstance(event, ErrorEvent):
-            self.children.failed(source)
-        else:
-            self.children.seen(source)
-        self._publish_agent(source)
-        self._refresh_status()
-
-    def _publish_agent(self, source: Source, change: TextChange | None = None) -> None:
-        """The child's state (and its text change) for watchers."""
-        fields: dict[str, Any] = {"key": source.key, "source": source.model_dump()}
-        fields["state"] = self.children.seen(source).state
-        if change is not None and change.kind == "append":
-            fields["delta"] = change.appended
-        elif change is not None:
-            fields["text"], fields["reset"] = self.text.answers.answer(source.key), True
-        self.monitor.publish("agent", **fields)
-
     def _delivered(self, fact: dict[str, Any]) -> None:
         """A call's outcome, for watchers (the text only for the web channel, whose page shows it)."""
         if not self._web:
             fact.pop("text", None)
         self.monitor.publish("delivery", channel=self.policy.name, **fact)
 
-    def _child_end(self, source: Source, end: End) -> None:
-        if self.children.seen(source).ended is not None:
-            return  # a repeated end
-        self.children.end(source, end.status)
-        for unit in self.tools.close_source(source):
-            self.lane.emit(unit)
-        for split in self.text.flush(source.key):
-            if self.threads is not None and split.answer is not None:
-                self.threads.changed(source, split.message, split.answer)
-        final = visible_final(end.final_text) if end.final_text is not None else self.text.answers.answer(source.key)
-        self.lane.emit(message_unit(source, end.status, final))
-        if self.threads is not None:
-            self.threads.ended(source, final)
-
     def _refresh_status(self) -> None:
-        lines = self.children.lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
-        if self.threads is not None:  # each child's line is its own message, anchoring its thread
-            for source, line in self.children.entries():
-                self.threads.line(source, line.lstrip())
-            lines = []
+        lines = self.agents.status_lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
         text = self.board.render(lines)
         if self._status_slot is None:
             if not text:
@@ -373,7 +323,7 @@ class RunController:
         if self.reasoning is not None:
             self.reasoning.finish()
         cancelled = end.status is EndStatus.CANCELLED
-        self.children.stop_unfinished()
+        self.agents.children.stop_unfinished()
         if self.policy.delivery is DeliveryMode.PROGRESS:
             failed = PROGRESS_FAILED_AFTER if self.committed is not None else PROGRESS_FAILED
             self.board.title = PROGRESS_DONE if ok else (PROGRESS_STOPPED if cancelled else failed)
@@ -385,8 +335,8 @@ class RunController:
             detail = "\n".join(f"• {e}" for e in self.errors)
             self.rec.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)
         self.lane.close(str(end.status), committed=self.committed is not None)
-        if self.threads is not None:
-            await self.threads.finish()
+        if self.agents.threads is not None:
+            await self.agents.threads.finish()
         await self.rec.finish()
         await self._ledger.end_run(self.run, str(end.status))
         self.done = True
@@ -405,8 +355,8 @@ class RunController:
 
     async def abort(self) -> None:
         """Stop delivering without finalizing (service shutdown)."""
-        if self.threads is not None:
-            await self.threads.cancel()
+        if self.agents.threads is not None:
+            await self.agents.threads.cancel()
         await self.rec.cancel()
 
     def report(self) -> DeliveryReport:

@@ -1,4 +1,5 @@
-"""Per-run ordering by ``seq``: a repeated ``seq`` is dropped; a gap is held until filled or timed out.
+"""Per-run input order: by ``seq`` (a repeated ``seq`` is dropped; a gap is held until filled or timed out), then
+deltas that arrived together joined into one.
 
 Events without ``seq`` pass straight through in arrival order.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from core.events import Event
+from core.events import Event, TextEvent, TextMode
 
 
 @dataclass
@@ -78,3 +79,37 @@ class SeqGate:
             out.append(event)
         self._held_since = None
         return out
+
+
+def join_deltas(events: list[Event]) -> list[Event]:
+    """Join adjacent text deltas of the same source, message and visibility into one.
+
+    Deltas that arrive together become one append (DESIGN §4: the chunker's output does not depend on
+    how text is split, so this changes nothing a person sees, and per-event work is paid once).
+    """
+    out: list[Event] = []
+    parts: list[str] = []
+    for event in events:
+        prev = out[-1] if out else None
+        if (
+            isinstance(event, TextEvent)
+            and isinstance(prev, TextEvent)
+            and event.mode is TextMode.DELTA
+            and prev.mode is TextMode.DELTA
+            and (event.source, event.message, event.visibility, event.lane)
+            == (prev.source, prev.message, prev.visibility, prev.lane)
+        ):
+            parts.append(event.text)
+            continue
+        _flush_joined(out, parts)
+        out.append(event)
+    _flush_joined(out, parts)
+    return out
+
+
+def _flush_joined(out: list[Event], parts: list[str]) -> None:
+    if parts:
+        last = out[-1]
+        assert isinstance(last, TextEvent)
+        out[-1] = last.model_copy(update={"text": last.text + "".join(parts)})
+        parts.clear()

@@ -12,7 +12,8 @@ from core.errors import IngestError
 from core.events import parse_event
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
-from core.relay import Relay, join_deltas
+from core.relay import Relay
+from core.sequencer import join_deltas
 from tests.unit.fakes import MemoryChat
 
 

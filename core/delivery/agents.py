@@ -1,0 +1,109 @@
+"""Sub-agents of one run, as the run controller hands them on: each child's events become its status line,
+its text (kept apart from the root's answer), its thread (``subagents = "thread"``), what watchers see of it
+(the run monitor's ``agent`` events) and, at its ``end``, one complete unit on the pipeline lane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from core.assembler import TextChange
+from core.delivery.threads import ChildThreads
+from core.events import End, ErrorEvent, Event, Source, TextEvent, ToolResult, Visibility
+from core.monitor import RunMonitor
+from core.pipeline import PipelineLane, ToolCallCollector
+from core.subagents import Children, message_unit
+from core.visible import VisibleText, visible_final
+
+
+class SubAgents:
+    """The run's children.
+
+    Args:
+        text: the run's visible texts (children's under their source keys).
+        tools: the run's tool-call collector (a child's open calls are cut off at its end).
+        lane: the run's pipeline lane.
+        monitor: the run's live progress.
+        threads: the children's threads, when the channel shows them so (else None: status lines or nothing).
+        refresh: re-render the run's status (called when a child's line changed).
+    """
+
+    def __init__(
+        self,
+        *,
+        text: VisibleText,
+        tools: ToolCallCollector,
+        lane: PipelineLane,
+        monitor: RunMonitor,
+        threads: ChildThreads | None,
+        refresh: Callable[[], None],
+    ) -> None:
+        self.children = Children()
+        self.threads = threads
+        self._text = text
+        self._tools = tools
+        self._lane = lane
+        self._monitor = monitor
+        self._refresh = refresh
+
+    def handle(self, event: Event) -> None:
+        """A child's event (any kind but a tool call: see :meth:`tool_started`)."""
+        source = event.source
+        assert source is not None
+        if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
+            split = self._text.apply(event)
+            if source.key not in self.children:
+                self.children.seen(source)
+                self._refresh()  # its first sign of life is news (and, as a thread, its anchor)
+            if split.answer is not None:
+                self._publish(source, split.answer)
+                if self.threads is not None:
+                    self.threads.changed(source, split.message, split.answer)
+            return
+        if isinstance(event, End):
+            self._end(source, event)
+        elif isinstance(event, ToolResult):
+            self.children.tool_finished(source, event.name or "tool", event.summary)
+        elif isinstance(event, ErrorEvent):
+            self.children.failed(source)
+        else:
+            self.children.seen(source)
+        self._publish(source)
+        self._refresh()
+
+    def tool_started(self, source: Source, tool: str) -> None:
+        self.children.tool_started(source, tool)
+        self._publish(source)
+
+    def status_lines(self) -> list[str]:
+        """The lines for the run's status message: none when each child has its own message (threads)."""
+        if self.threads is None:
+            return self.children.lines()
+        for source, line in self.children.entries():
+            self.threads.line(source, line.lstrip())
+        return []
+
+    def _publish(self, source: Source, change: TextChange | None = None) -> None:
+        """The child's state (and its text change) for watchers."""
+        fields: dict[str, Any] = {"key": source.key, "source": source.model_dump()}
+        fields["state"] = self.children.seen(source).state
+        if change is not None and change.kind == "append":
+            fields["delta"] = change.appended
+        elif change is not None:
+            fields["text"], fields["reset"] = self._text.answers.answer(source.key), True
+        self._monitor.publish("agent", **fields)
+
+    def _end(self, source: Source, end: End) -> None:
+        if self.children.seen(source).ended is not None:
+            return  # a repeated end
+        self.children.end(source, end.status)
+        for unit in self._tools.close_source(source):
+            self._lane.emit(unit)
+        for split in self._text.flush(source.key):
+            if self.threads is not None and split.answer is not None:
+                self.threads.changed(source, split.message, split.answer)
+        final = visible_final(end.final_text) if end.final_text is not None else self._text.answers.answer(source.key)
+        self._lane.emit(message_unit(source, end.status, final))
+        if self.threads is not None:
+            self.threads.ended(source, final)
