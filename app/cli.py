@@ -76,10 +76,12 @@ def serve(
                 max_body_bytes=settings.service.max_body_bytes,
                 max_line_bytes=settings.service.max_line_bytes,
                 log_level="info",
+                keepalive_s=settings.service.keepalive_s,
             )
             try:
                 url = await sidecar.start()
                 console.print(f"streamrelay listening on {url} · channels: {', '.join(relay.channels) or 'none'}")
+                console.print("watch a run live: GET /v1/runs/{run}/watch gives its page link")
                 await sidecar.wait()
             finally:
                 await relay.close()

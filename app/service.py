@@ -93,6 +93,7 @@ def build_relay(
         ledger,
         clock or MonotonicClock(),
         run_idle_timeout_s=settings.service.run_idle_timeout_s,
+        live_buffer=settings.service.live_buffer,
         catalog=catalog,
         validator=validate,
     )

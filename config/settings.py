@@ -216,6 +216,10 @@ class ServiceSettings(_Strict):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_line_bytes: int = Field(default=1024 * 1024, ge=256)
     run_idle_timeout_s: float = Field(default=600.0, gt=0)
+    keepalive_s: float = Field(default=15.0, gt=0)
+    """Seconds of silence after which an open stream (live page, pipeline lane) gets a keepalive."""
+    live_buffer: int = Field(default=1000, ge=1)
+    """A run's latest live events kept for watchers that reconnect (past them: one ``reset`` event)."""
     actions: str = "actions.toml"
     """The action catalog (config/actions.toml's format), relative to the channels file; "" for none (then
     every tool is treated as irreversible: it waits for the run's commit point)."""
