@@ -1,0 +1,166 @@
+"""Fixtures for the browser tests: a sidecar with a ``web`` channel on 127.0.0.1, and Debian's Chromium driven
+headless by Playwright (its ``executable_path``: Playwright never downloads a browser here).
+
+Without a ``chromium`` (or ``chromium-browser``) on PATH the browser tests skip, so ``uv run pytest`` works on a
+machine that has only Python and uv; with ``STREAMRELAY_REQUIRE_BROWSER=1`` (CI: ``.ci/run`` installs Chromium)
+they fail instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+from pydantic import SecretStr
+
+from app.client import RelayClient
+from app.service import Sidecar, make_runtime
+from config.settings import ChannelSettings
+from core.clock import MonotonicClock
+from core.ledger import MemoryLedger
+from core.relay import Relay
+
+INGEST_TOKEN = "browser-tests-ingest-secret"
+NO_CHROMIUM = "no Chromium on PATH: install Debian's chromium: apt-get install chromium"
+WAIT_MS = 15_000
+"""Playwright's timeout for one wait (a reconnect takes about 3 s: the EventSource's own retry delay)."""
+POLL_S = 0.05
+
+
+def chromium_path() -> str:
+    """Debian's Chromium; skips the test without one (fails with ``STREAMRELAY_REQUIRE_BROWSER=1``)."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("STREAMRELAY_REQUIRE_BROWSER") == "1":
+            pytest.fail(NO_CHROMIUM, pytrace=False)
+        pytest.skip(NO_CHROMIUM)
+    return path
+
+
+class WebStack:
+    """A relay with one ``web`` channel and its sidecar, which a test may stop and start again on the same port
+    (the same ingest token, so the same read tokens: the page's link stays valid)."""
+
+    def __init__(self, live_buffer: int) -> None:
+        channel = ChannelSettings.model_validate({"platform": "web", "throttle_ms": 50})
+        runtime = make_runtime("web", channel, SecretStr(""))
+        self.relay = Relay({"web": runtime}, MemoryLedger(), MonotonicClock(), live_buffer=live_buffer)
+        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN)
+        self.port = 0
+
+    async def start_sidecar(self) -> None:
+        """Start a sidecar for the relay (the first one picks a free port; later ones reuse it)."""
+        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, port=self.port)
+        await self.sidecar.start()
+        self.port = self.sidecar.port
+
+    async def stop_sidecar(self) -> None:
+        """Stop the sidecar (open streams are cut within ``SHUTDOWN_GRACE_S``); the relay and its runs stay."""
+        await self.sidecar.stop()
+
+    def client(self) -> RelayClient:
+        """A new HTTP client of the current sidecar (a client of a stopped one holds dead connections)."""
+        return RelayClient(self.sidecar.url, INGEST_TOKEN)
+
+    async def submit(self, run: str, events: Iterable[Mapping[str, Any]]) -> None:
+        """Events straight into the relay (while no sidecar is serving)."""
+        for event in events:
+            await self.relay.submit_line(dict(event), run)
+
+
+class LivePage:
+    """A browser page on a run's live page, with what a person sees and the page's test contract
+    (``document.body.dataset.state``, ``window.streamrelayView``)."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.problems: list[str] = []
+        page.on("pageerror", lambda error: self.problems.append(f"script error: {error}"))
+        page.on("console", self._console)
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if "Content Security Policy" in message.text:
+            self.problems.append(f"CSP: {message.text}")
+
+    async def state(self) -> str:
+        value = await self.page.evaluate("document.body.dataset.state")
+        return str(value)
+
+    async def wait_state(self, state: str) -> None:
+        await self.page.wait_for_selector(f'body[data-state="{state}"]', state="attached")
+
+    async def view(self) -> dict[str, int]:
+        """``window.streamrelayView``: ``lastId``, ``eventsApplied``, ``resets``, ``ignored``."""
+        value: dict[str, int] = await self.page.evaluate("({...window.streamrelayView})")
+        return value
+
+    async def text(self, selector: str) -> str:
+        """The text of one element, as the DOM holds it (no layout: exact whitespace)."""
+        return await self.page.locator(selector).text_content() or ""
+
+    async def texts(self, selector: str) -> list[str]:
+        return [text or "" for text in await self.page.locator(selector).all_text_contents()]
+
+    async def wait_text(self, selector: str, ready: Callable[[str], object], timeout_s: float = WAIT_MS / 1000) -> str:
+        """Poll ``selector``'s text until ``ready(text)`` (polled from here: the page's CSP forbids eval)."""
+        async with asyncio.timeout(timeout_s):
+            while not ready(text := await self.text(selector)):
+                await asyncio.sleep(POLL_S)
+        return text
+
+    async def snapshot(self, path: Path) -> Path:
+        """A full-page screenshot at ``path``; also checks the page had no script error or CSP violation."""
+        await self.page.screenshot(path=path, full_page=True)
+        assert path.is_file() and path.stat().st_size > 0
+        assert self.problems == []
+        return path
+
+
+@pytest.fixture(autouse=True)
+def chromium() -> str:
+    """Checked first, before any server starts."""
+    return chromium_path()
+
+
+@pytest.fixture
+def live_buffer() -> int:
+    """The relay's replay buffer per run (parametrize a test on ``live_buffer`` to change it)."""
+    return 1000
+
+
+@pytest.fixture
+async def web(live_buffer: int) -> AsyncIterator[WebStack]:
+    stack = WebStack(live_buffer)
+    await stack.start_sidecar()
+    try:
+        yield stack
+    finally:
+        await stack.stop_sidecar()
+        await stack.relay.close()
+
+
+@pytest.fixture
+async def browser(chromium: str) -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=chromium, headless=True)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+async def live(web: WebStack, browser: Browser) -> AsyncIterator[LivePage]:
+    """A fresh page (1280x900) in its own context; closed before the sidecar stops (no stream holds it open)."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    try:
+        yield LivePage(await context.new_page())
+    finally:
+        await context.close()
