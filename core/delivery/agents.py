@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from core.assembler import TextChange
+from core.delivery.answer import AnswerChange, AnswerStream
 from core.delivery.threads import ChildThreads
 from core.events import End, ErrorEvent, Event, Source, TextEvent, ToolResult, Visibility
 from core.monitor import RunMonitor
@@ -40,6 +40,7 @@ class SubAgents:
         refresh: Callable[[], None],
     ) -> None:
         self.children = Children()
+        self._streams: dict[str, AnswerStream] = {}
         self.threads = threads
         self._text = text
         self._tools = tools
@@ -57,7 +58,7 @@ class SubAgents:
                 self.children.seen(source)
                 self._refresh()  # its first sign of life is news (and, as a thread, its anchor)
             if split.answer is not None:
-                self._publish(source, split.answer)
+                self._publish(source, self._linear(source).apply(split.message, split.answer))
                 if self.threads is not None:
                     self.threads.changed(source, split.message, split.answer)
             return
@@ -84,14 +85,21 @@ class SubAgents:
             self.threads.line(source, line.lstrip())
         return []
 
-    def _publish(self, source: Source, change: TextChange | None = None) -> None:
+    def _linear(self, source: Source) -> AnswerStream:
+        """The child's text as one stream (its messages apart by a blank line, like the root's answer)."""
+        stream = self._streams.get(source.key)
+        if stream is None:
+            stream = self._streams[source.key] = AnswerStream(self._text.answers, source.key)
+        return stream
+
+    def _publish(self, source: Source, change: AnswerChange | None = None) -> None:
         """The child's state (and its text change) for watchers."""
         fields: dict[str, Any] = {"key": source.key, "source": source.model_dump()}
         fields["state"] = self.children.seen(source).state
-        if change is not None and change.kind == "append":
-            fields["delta"] = change.appended
+        if change is not None and change.reset:
+            fields["text"], fields["reset"] = change.text, True
         elif change is not None:
-            fields["text"], fields["reset"] = self._text.answers.answer(source.key), True
+            fields["delta"] = change.text
         self._monitor.publish("agent", **fields)
 
     def _end(self, source: Source, end: End) -> None:
@@ -101,8 +109,10 @@ class SubAgents:
         for unit in self._tools.close_source(source):
             self._lane.emit(unit)
         for split in self._text.flush(source.key):
-            if self.threads is not None and split.answer is not None:
-                self.threads.changed(source, split.message, split.answer)
+            if split.answer is not None:
+                self._publish(source, self._linear(source).apply(split.message, split.answer))
+                if self.threads is not None:
+                    self.threads.changed(source, split.message, split.answer)
         final = visible_final(end.final_text) if end.final_text is not None else self._text.answers.answer(source.key)
         self._lane.emit(message_unit(source, end.status, final))
         if self.threads is not None:

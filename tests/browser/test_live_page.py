@@ -4,10 +4,6 @@ and a page or stream without the run's read token is refused.
 
 Each test saves a screenshot as ``live.png`` in its ``tmp_path``. ``STREAMRELAY_SCREENSHOT=docs/live-page.png
 uv run pytest -m browser -k thinking`` also writes the README's picture from that finished run.
-
-Not checked here: the blank line between two messages of a sub-agent. The root's answer gets it, but a child's
-``agent`` deltas carry each message's text without it (core/run.py ``_publish_agent``), so the page shows
-"…point.Perfect!…" where the child's pipeline message has "…point.\n\nPerfect!…".
 """
 
 from __future__ import annotations
@@ -95,9 +91,9 @@ async def test_a_recorded_run_streams_into_the_page(web: WebStack, live: LivePag
     nested = panel.locator(f':scope > .agent-children > section.agent[data-key="{FETCHER.key}"]')
     assert (await panel.count(), await nested.count()) == (1, 1)
     assert [await panel.get_attribute("data-state"), await nested.get_attribute("data-state")] == ["done", "done"]
-    # Its text up to the blank lines between its messages (see the module's docstring).
+    # Its text, its messages apart by a blank line as in its pipeline message.
     text = await panel.locator(":scope > .agent-text").text_content() or ""
-    assert text.replace("\n\n", "") == answer_text(researcher).replace("\n\n", "") != ""
+    assert text == answer_text(researcher) != ""
     # Progress: the root's phases in order, the children's tool calls with their agent.
     assert await live.texts("#timeline li[data-type=phase] .name") == ["planning", "writing"]
     calls = await live.texts("#timeline li[data-type=tool_call]:has(.src) .tool-name")
