@@ -33,9 +33,11 @@ State (what ``reset`` carries, and what a page shows): ``{"run", "channel", "pla
 error events], "parts": {"<channel>/<part>": {delivery fields}}, "ended": status or null, "delivery": the report's
 status at the end or null}``.
 
-Replay: the last ``buffer`` events are kept; a watcher that resumes after an id still in the buffer gets exactly the
-events after it, once; one that resumes from further back (or from an id the run never had) gets one ``reset``.
-Memory per run: the buffer plus the state (the answer and each agent's text once).
+Replay: the last ``buffer`` events (and at most ``max_chars`` characters of their text) are kept while the run
+goes on; a watcher that resumes after an id still in the buffer gets exactly the events after it, once; one that
+resumes from further back (or from an id the run never had) gets one ``reset``. Once the run ended only its last
+32 events are kept: a finished run is its state (the answer, each part's and each agent's text once), and a
+watcher further behind gets one ``reset`` with ``ended`` set.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult,
 
 TIMELINE = 200
 """Progress entries the state keeps (older ones drop out of it; they were sent as events)."""
+KEEP_AFTER_END = 32
+"""Events a finished run keeps, so that watchers just behind get them exactly (the others: one ``reset``)."""
 TIMELINE_TYPES = frozenset({"phase", "status", "tool_call", "tool_result", "decision", "error"})
 
 
@@ -62,9 +66,14 @@ class RunMonitor:
         wall: the wall clock (Unix seconds) for ``ts``.
     """
 
-    def __init__(self, run: str, *, buffer: int = 1000, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, run: str, *, buffer: int = 1000, max_chars: int = 4_000_000, wall: Callable[[], float] = time.time
+    ) -> None:
         self.run = run
         self._events: deque[dict[str, Any]] = deque(maxlen=max(1, buffer))
+        self._sizes: deque[int] = deque()
+        self._chars = 0
+        self._max_chars = max_chars
         self._wall = wall
         self.last_id = 0
         self.closed = False
@@ -90,13 +99,28 @@ class RunMonitor:
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": type_, **fields}
         if self.closed:
             return event
-        self._events.append(event)
+        self._keep(event)
         self._apply(event)
         if type_ == "end":
             self.closed = True
+            while len(self._events) > KEEP_AFTER_END:  # a finished run is its state (and its last events)
+                self._events.popleft()
+                self._chars -= self._sizes.popleft()
         self._changed.set()
         self._changed = asyncio.Event()
         return event
+
+    def _keep(self, event: dict[str, Any]) -> None:
+        """Buffer ``event``, dropping the oldest past ``buffer`` events or ``max_chars`` characters of text."""
+        size = sum(len(v) for v in event.values() if isinstance(v, str))
+        if len(self._events) == self._events.maxlen:
+            self._chars -= self._sizes.popleft()
+        self._events.append(event)
+        self._sizes.append(size)
+        self._chars += size
+        while self._chars > self._max_chars and len(self._events) > 1:
+            self._events.popleft()
+            self._chars -= self._sizes.popleft()
 
     def since(self, last_id: int) -> list[dict[str, Any]]:
         """What a watcher that has seen up to ``last_id`` must get: the events after it, or one ``reset`` when

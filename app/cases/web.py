@@ -59,7 +59,7 @@ class SseWatcher:
                 async for event in _sse_events(answer):
                     self._take(event, last)
                     last, read = int(event["id"]), read + 1
-                    if event["type"] == "end":
+                    if event["type"] == "end" or (event["type"] == "reset" and event["state"].get("ended")):
                         return
                     if self._drops and self._drop_after is not None and read >= self._drop_after:
                         self._drops -= 1

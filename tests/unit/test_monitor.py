@@ -87,3 +87,22 @@ def test_progress_events_come_from_the_ingest_events_that_are_progress() -> None
     assert progress_event(ErrorEvent(run="r", message="quota")) == ("error", {"message": "quota", "source": None})
     assert progress_event(TextEvent(run="r", text="looking", visibility=Visibility.STATUS))[0] == "status"  # type: ignore[index]
     assert progress_event(TextEvent(run="r", text="answer")) is None
+
+
+def test_the_buffer_holds_a_bounded_amount_of_text() -> None:
+    m = RunMonitor("r1", buffer=1000, max_chars=100, wall=lambda: 0.0)
+    for _ in range(10):
+        m.publish("answer", delta="x" * 30)
+    [reset] = m.since(1)  # the oldest events were dropped for their size, not their number
+    assert reset["type"] == "reset" and reset["state"]["answer"] == "x" * 300
+    assert [e["id"] for e in m.since(8)] == [9, 10]
+
+
+def test_a_finished_run_keeps_only_its_last_events_and_its_state() -> None:
+    m = monitor(buffer=1000)
+    for i in range(100):
+        m.publish("answer", delta=f"{i} ")
+    m.publish("end", status="ok")
+    assert [e["id"] for e in m.since(99)] == [100, 101]
+    [reset] = m.since(10)
+    assert reset["state"]["ended"] == "ok" and reset["state"]["answer"].startswith("0 1 2")
