@@ -174,3 +174,16 @@ async def test_a_telegram_run_reports_its_progress_agents_and_delivery_live(web:
     assert {d["state"] for d in by_type["delivery"]} == {"sent"} and "text" not in by_type["delivery"][0]
     assert by_type["end"][0]["delivery"] == "delivered"
     await asyncio.sleep(0)
+
+
+async def test_a_429_shows_live_as_retrying_then_edited(web: Web) -> None:
+    web.relay.live_buffer = 1000
+    web.mock.add_fault("editMessageText", 1, {"status": 429, "retry_after_s": 1})
+    await web.run("t2", {"kind": "text", "text": "Hello"}, channel="telegram")
+    await asyncio.sleep(0.3)
+    await web.client.post("/v1/runs/t2/events", content=ndjson({"kind": "text", "text": ", world"}, {"kind": "end"}))
+    report = (await web.client.get("/v1/runs/t2", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered"
+    states = [(e["state"], e.get("retry_after_s")) for e in sse((await web.client.get(web.live("t2"))).text)
+              if e["type"] == "delivery"]  # fmt: skip
+    assert states[0] == ("sent", None) and ("retrying", 1.0) in states and states[-1] == ("edited", None)
