@@ -21,7 +21,8 @@ type           fields
                optionally ``delta`` (its text as it streams) or ``text`` with ``reset: true`` (its whole text)
 ``delivery``   a channel message part: ``channel``, ``part`` (0, 1, …), ``role`` (answer, status, notice, reasoning),
                ``state`` (``sent``, ``edited``, ``retrying`` with ``retry_after_s``, ``uncertain``, ``failed``,
-               ``deleted``), ``message_id``, and for the web channel ``text`` (what the page shows as that message)
+               ``deleted``), ``message_id``, ``reason`` (why a part failed or is uncertain), and for the web channel
+               what the page shows as that message: ``text`` (whole) or ``append`` (added to the text shown)
 ``error``      ``message``: shown as a failure, never as an answer
 ``end``        ``status`` (ok, error, cancelled), ``delivery`` (the report's status): the last event
 ``reset``      ``state``: the whole current state (below), sent instead of events a client missed past the replay
@@ -43,6 +44,7 @@ watcher further behind gets one ``reset`` with ``ended`` set.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable
@@ -74,6 +76,9 @@ class RunMonitor:
         self._sizes: deque[int] = deque()
         self._chars = 0
         self._max_chars = max_chars
+        self.epoch = secrets.token_hex(4)
+        """This monitor's instance: a run resumed after a restart gets a new monitor numbering from 1 again, so a
+        watcher's id from the old one must not pass for an id of the new one (SSE ids are ``<epoch>.<id>``)."""
         self._wall = wall
         self.last_id = 0
         self.closed = False
@@ -127,10 +132,30 @@ class RunMonitor:
         they are no longer all in the buffer (or ``last_id`` is not an id of this run)."""
         if last_id == self.last_id:
             return []
+        if last_id > self.last_id:  # an id this run never had (another monitor's): the state, not a silent wait
+            return [self.reset()]
         first = self._events[0]["id"] if self._events else self.last_id + 1
         if 0 <= last_id < self.last_id and last_id >= first - 1:
             return [e for e in self._events if e["id"] > last_id]
         return [self.reset()]
+
+    def sse_id(self, event: dict[str, Any]) -> str:
+        """The SSE id of ``event``: ``<epoch>.<id>``."""
+        return f"{self.epoch}.{event['id']}"
+
+    def resume_after(self, last_event_id: str | None) -> int:
+        """The id to resume after from a client's ``Last-Event-ID`` (``<epoch>.<id>``, or a bare id): -1 (a reset)
+        when it names another monitor's event, 0 when there is none.
+
+        Raises:
+            ValueError: not an event id.
+        """
+        if not last_event_id:
+            return 0
+        epoch, _, number = last_event_id.rpartition(".")
+        if epoch and epoch != self.epoch:
+            return -1
+        return int(number)
 
     def reset(self) -> dict[str, Any]:
         """A ``reset`` event with the whole current state (id: the last event's)."""
@@ -142,7 +167,7 @@ class RunMonitor:
 
     async def wait(self, last_id: int) -> list[dict[str, Any]]:
         """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""
-        while not self.closed and self.last_id <= last_id:
+        while not self.closed and self.last_id == last_id:
             await self._changed.wait()
         return self.since(last_id)
 
@@ -159,8 +184,11 @@ class RunMonitor:
             agent["text"] = event["text"] if event.get("reset") else agent["text"] + event.get("delta", "")
         elif kind == "delivery":
             key = f"{event.get('channel')}/{event.get('part')}"
-            part = {k: v for k, v in event.items() if k not in ("id", "run", "seq", "ts", "type")}
-            state["parts"][key] = {**state["parts"].get(key, {}), **part}
+            part = {k: v for k, v in event.items() if k not in ("id", "run", "seq", "ts", "type", "append")}
+            merged = {**state["parts"].get(key, {}), **part}
+            if "append" in event:
+                merged["text"] = merged.get("text", "") + event["append"]
+            state["parts"][key] = merged
         elif kind == "end":
             state["ended"], state["delivery"] = event.get("status"), event.get("delivery")
         if kind in TIMELINE_TYPES:

@@ -20,7 +20,7 @@ from typing import Any
 from core.clock import Clock
 from core.delivery.agents import SubAgents
 from core.delivery.answer import AnswerStream
-from core.delivery.modes import ModeHandler, make_mode
+from core.delivery.modes import ModeHandler, make_mode, native_streaming
 from core.delivery.reasoning import ReasoningView
 from core.delivery.reconciler import Reconciler, Slot
 from core.delivery.status import StatusBoard, redacted_args
@@ -35,6 +35,7 @@ from core.events import (
     Lane,
     Phase,
     RunStart,
+    Source,
     Status,
     Target,
     TextEvent,
@@ -47,7 +48,7 @@ from core.ledger import Ledger, RunRecord
 from core.monitor import RunMonitor, progress_event
 from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, ReasoningPolicy, Splitter, SubagentPolicy
-from core.ports import ChannelAdapter, NativeStreaming, TextFormat
+from core.ports import ChannelAdapter, TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
 from core.visible import Split, VisibleText, visible_final
@@ -61,18 +62,6 @@ PROGRESS_FAILED = "Failed before the answer was ready."
 PROGRESS_FAILED_AFTER = "Failed after the answer was ready."
 PROGRESS_STOPPED = "Stopped."
 STOPPED_NOTICE = "⏹ Stopped."
-
-
-def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Target) -> NativeStreaming | None:
-    """The adapter's native streaming when the channel asks for it and the platform allows it for ``target``
-    (Slack: a thread; Telegram: a private chat); else None, and the run streams as ``preview``."""
-    if policy.delivery is not DeliveryMode.NATIVE or not isinstance(adapter, NativeStreaming):
-        return None
-    refusal = adapter.native_refusal(target)
-    if refusal is not None:
-        _log.info("native streaming refused for this target (%s): streaming as preview", refusal)
-        return None
-    return adapter
 
 
 class RunController:
@@ -115,6 +104,7 @@ class RunController:
         self.monitor = monitor if monitor is not None else RunMonitor(start.run)
         self._platform = adapter.platform
         self._web = adapter.platform == "web"
+        self._web_shown: dict[Any, str] = {}
         self.rec = Reconciler(
             run=start.run,
             adapter=adapter,
@@ -156,6 +146,7 @@ class RunController:
                 ledger=ledger,
                 clock=clock,
                 answers=self.text.answers,
+                on_delivery=self._thread_delivered,
             )
             if not threads.available:
                 _log.info("subagents = thread: %s; sub-agents show as status lines", threads.refusal)
@@ -269,6 +260,8 @@ class RunController:
         if unit is None:
             return
         self.lane.emit(unit)
+        if not shown:
+            return  # a call on the pipeline lane is the parent loop's alone
         malformed = unit["kind"] != "tool_call"
         self.monitor.publish(
             "tool_call",
@@ -282,10 +275,23 @@ class RunController:
             self.board.tool_called(event.id, event.name or "tool", unit["args"])
             self._refresh_status()
 
+    def _thread_delivered(self, source: Source, fact: dict[str, Any]) -> None:
+        """A call in a sub-agent's thread, for watchers (its own row: ``<channel> ↳ <agent>``)."""
+        fact.pop("text", None)
+        self.monitor.publish("delivery", channel=f"{self.policy.name} ↳ {source.agent_id}", **fact)
+
     def _delivered(self, fact: dict[str, Any]) -> None:
-        """A call's outcome, for watchers (the text only for the web channel, whose page shows it)."""
-        if not self._web:
-            fact.pop("text", None)
+        """A call's outcome, for watchers. Only the web channel's page shows a part's text: as ``append`` when it
+        extends what was shown (so a growing part costs its length once, not once per edit), else whole."""
+        text = fact.pop("text", "")
+        if self._web:
+            part, before = fact["part"], self._web_shown.get(fact["part"], "")
+            if before and text.startswith(before):
+                if len(text) > len(before):
+                    fact["append"] = text[len(before) :]
+            else:
+                fact["text"] = text
+            self._web_shown[part] = text
         self.monitor.publish("delivery", channel=self.policy.name, **fact)
 
     def _refresh_status(self) -> None:

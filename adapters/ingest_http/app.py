@@ -193,7 +193,7 @@ def create_app(
             Route("/v1/runs/{run}/pipeline", pipeline.units, methods=["GET"]),
             Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),
             Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
-            Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
+            Route("/v1/runs/{run:path}/watch", handlers.watch, methods=["GET"]),
             Route("/healthz", handlers.healthz, methods=["GET"]),
             *extra_routes,
         ]

@@ -3,7 +3,8 @@
 - ``GET /runs/{run}?token=T``: the live run page (HTML; everything it loads is served here: no CDN).
 - ``GET /static/live.js`` (and ``.css``): its files.
 - ``GET /v1/runs/{run}/live?token=T`` (or ``Authorization: Bearer T``): the run's events (core/monitor.py) as
-  Server-Sent Events, ``id`` = the event's id. A client that reconnects with ``Last-Event-ID`` gets exactly what it
+  Server-Sent Events, ``id`` = ``<epoch>.<event id>`` (the epoch names this run's monitor: after a restart, an id
+  of the old one gets a ``reset``). A client that reconnects with ``Last-Event-ID`` gets exactly what it
   missed, once, or one ``reset`` event with the whole state when that is past the replay buffer. Comment keepalives
   every ``keepalive_s`` while idle; ``Cache-Control: no-cache`` and ``X-Accel-Buffering: no`` so proxies pass events
   through at once; never compressed. The stream ends after the ``end`` event.
@@ -70,13 +71,14 @@ class _Live:
         monitor = self.relay.monitor(request.path_params["run"])
         if monitor is None:
             return JSONResponse({"error": "unknown run (or it ended before this sidecar started)"}, status_code=404)
-        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        raw = request.headers.get("last-event-id") or request.query_params.get("after")
         try:
-            after = int(raw)
+            after = monitor.resume_after(raw)
         except ValueError:
             return JSONResponse({"error": f"Last-Event-ID must be an event id, got {raw!r}"}, status_code=400)
         events = (
-            ServerSentEvent(json.dumps(e, ensure_ascii=False), id=str(e["id"])) async for e in follow(monitor, after)
+            ServerSentEvent(json.dumps(e, ensure_ascii=False), id=monitor.sse_id(e))
+            async for e in follow(monitor, after)
         )
         return EventSourceResponse(events, headers=STREAM_HEADERS, ping=self.keepalive_s)
 

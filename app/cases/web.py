@@ -48,17 +48,20 @@ class SseWatcher:
     async def run(self) -> None:
         """Read until the ``end`` event (reconnecting after each planned drop)."""
         last: int | None = None
+        last_sse_id: str | None = None
         while True:
             self.connections += 1
-            headers = {"Last-Event-ID": str(last)} if last is not None else {}
+            headers = {"Last-Event-ID": last_sse_id} if last_sse_id is not None else {}
             read = 0
             async with self._client.stream("GET", self._path, headers=headers) as answer:
                 if answer.status_code != 200:
                     self.failures.append(f"the live stream answered {answer.status_code}")
                     return
-                async for event in _sse_events(answer):
+                async for sse_id, event in _sse_events(answer):
+                    if event["type"] == "reset" and read:
+                        self.failures.append(f"a reset came in the middle of a connection (after event {last})")
                     self._take(event, last)
-                    last, read = int(event["id"]), read + 1
+                    last, last_sse_id, read = int(event["id"]), sse_id, read + 1
                     if event["type"] == "end" or (event["type"] == "reset" and event["state"].get("ended")):
                         return
                     if self._drops and self._drop_after is not None and read >= self._drop_after:
@@ -88,13 +91,16 @@ class SseWatcher:
                     if key.startswith(f"{channel}/")
                 }
             elif event["type"] == "delivery" and event.get("channel") == channel:
-                parts[int(event["part"])] = {**parts.get(int(event["part"]), {}), **event}
+                part = parts[int(event["part"])] = {**parts.get(int(event["part"]), {}), **event}
+                if "append" in event:
+                    part["text"] = part.get("text", "") + part.pop("append")
         shown = [parts[i] for i in sorted(parts) if parts[i].get("state") != "deleted" and parts[i].get("text")]
         return [{"message_id": p.get("message_id"), "text": p["text"]} for p in shown if p.get("role") == "answer"]
 
 
 async def _sse_events(answer: httpx.Response) -> Any:
-    """The events of an SSE response (``data`` parsed as JSON, ``id`` checked), comments skipped."""
+    """``(SSE id, event)`` for each event of an SSE response (``data`` parsed as JSON; the SSE id ``<epoch>.<id>``
+    checked against the event's id), comments skipped."""
     data: list[str] = []
     event_id = None
     async for line in answer.aiter_lines():
@@ -103,9 +109,9 @@ async def _sse_events(answer: httpx.Response) -> Any:
         if not line:
             if data:
                 event = json.loads("\n".join(data))
-                if event_id is not None and str(event.get("id")) != event_id:
+                if event_id is None or event_id.rpartition(".")[2] != str(event.get("id")):
                     raise ValueError(f"SSE id {event_id} and event id {event.get('id')} differ")
-                yield event
+                yield event_id, event
             data, event_id = [], None
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))

@@ -12,6 +12,7 @@ Every mode implements :class:`ModeHandler`.
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 from core.chunker import Chunker
@@ -20,9 +21,12 @@ from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange
 from core.delivery.coverage import uncovered_tail
 from core.delivery.reconciler import Reconciler, Slot
-from core.events import DeliveryMode
+from core.events import DeliveryMode, Target
 from core.policy import ChannelPolicy, Splitter
+from core.ports import ChannelAdapter, NativeStreaming
 from core.report import SlotRole
+
+_log = logging.getLogger("streamrelay.run")
 
 
 class ModeHandler(Protocol):
@@ -220,3 +224,15 @@ def make_mode(policy: ChannelPolicy, rec: Reconciler, splitter: Splitter, clock:
     if policy.delivery is DeliveryMode.PROGRESS:
         return ProgressMode(policy, rec, splitter)
     return PreviewMode(policy, rec, splitter)
+
+
+def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Target) -> NativeStreaming | None:
+    """The adapter's native streaming when the channel asks for it and the platform allows it for ``target``
+    (Slack: a thread; Telegram: a private chat); else None, and the run streams as ``preview``."""
+    if policy.delivery is not DeliveryMode.NATIVE or not isinstance(adapter, NativeStreaming):
+        return None
+    refusal = adapter.native_refusal(target)
+    if refusal is not None:
+        _log.info("native streaming refused for this target (%s): streaming as preview", refusal)
+        return None
+    return adapter

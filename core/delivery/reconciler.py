@@ -91,6 +91,8 @@ def _delivery_fact(op: _Op, outcome: str, detail: str) -> dict[str, object]:
     fact["text"] = slot.shown if slot.shown is not None else ""
     if outcome == "rate_limited":
         fact["retry_after_s"] = float(detail.removeprefix("retry_after="))
+    elif outcome != "ack":
+        fact["reason"] = slot.error or detail
     return fact
 
 

@@ -66,6 +66,7 @@ class ChildThreads:
         ledger: the durable record.
         clock: the injected clock.
         answers: the children's answer texts (:class:`core.visible.VisibleText`'s ``answers``).
+        on_delivery: told each call's outcome in a child's thread (for watchers), with the child.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class ChildThreads:
         ledger: Ledger,
         clock: Clock,
         answers: TextAssembler,
+        on_delivery: Callable[[Source, dict[str, object]], None] | None = None,
     ) -> None:
         self._run = run
         self._policy = replace(policy, delivery=DeliveryMode.PREVIEW, reasoning=ReasoningPolicy.HIDDEN)
@@ -93,6 +95,7 @@ class ChildThreads:
         self._ledger = ledger
         self._clock = clock
         self._answers = answers
+        self._on_delivery = on_delivery
         self._children: dict[str, _ChildThread] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.refusal = self._threads.thread_refusal(target) if self._threads is not None else "no threads"
@@ -195,6 +198,9 @@ class ChildThreads:
             throttle_s=self._policy.throttle_s,
         )
         rec.restore(await self._ledger.parts(rec.run))  # after a restart: edit what the thread shows, never resend
+        if self._on_delivery is not None:
+            report, source = self._on_delivery, child.source
+            rec.on_delivery = lambda fact: report(source, fact)
         child.rec, child.target = rec, target
         child.mode = PreviewMode(self._policy, rec, Splitter(self._policy, self._adapter.measure))
         text = child.answer.text()

@@ -42,7 +42,7 @@ def sse(text: str) -> list[dict[str, Any]]:
             continue
         fields = dict(line.split(": ", 1) for line in lines)
         event = json.loads(fields["data"])
-        assert fields["id"] == str(event["id"])
+        assert fields["id"].rpartition(".")[2] == str(event["id"])  # <epoch>.<id>
         out.append(event)
     return out
 
@@ -187,3 +187,43 @@ async def test_a_429_shows_live_as_retrying_then_edited(web: Web) -> None:
     states = [(e["state"], e.get("retry_after_s")) for e in sse((await web.client.get(web.live("t2"))).text)
               if e["type"] == "delivery"]  # fmt: skip
     assert states[0] == ("sent", None) and ("retrying", 1.0) in states and states[-1] == ("edited", None)
+
+
+async def test_a_web_part_that_grows_costs_its_length_once_not_per_edit(web: Web) -> None:
+    await web.run("w6", {"kind": "text", "text": "word " * 20})
+    watching = asyncio.create_task(web.client.get(web.live("w6")))  # a watcher from the start, to the end
+    for _ in range(30):
+        await web.client.post("/v1/runs/w6/events", content=ndjson({"kind": "text", "text": "word " * 20}))
+        await asyncio.sleep(0.01)
+    await web.client.post("/v1/runs/w6/events", content=ndjson({"kind": "end"}))
+    deliveries = [e for e in sse((await asyncio.wait_for(watching, 10)).text) if e["type"] == "delivery"]
+    sent = sum(len(e.get("text", "")) + len(e.get("append", "")) for e in deliveries)
+    final = "word " * 20 * 31
+    assert len(deliveries) > 3 and sent == len(final)  # every character once, however many edits
+    monitor = web.relay.monitor("w6")
+    assert monitor is not None and monitor.state["parts"]["web/0"]["text"].strip() == final.strip()
+
+
+async def test_a_run_id_with_a_slash_gets_its_watch_link_and_pipeline_calls_stay_off_the_stream(web: Web) -> None:
+    run = "team/run-1"
+    call = {"kind": "tool_call", "id": "c", "name": "secret_tool", "state": "end", "args": {}, "lane": "pipeline"}
+    lines = [start(run), call, {"kind": "text", "text": "Hi"}, {"kind": "end"}]
+    posted = await web.client.post("/v1/events", content=ndjson(*({**line, "run": run} for line in lines)))
+    assert posted.status_code == 200, posted.text
+    await web.client.get("/v1/runs/team%2Frun-1", params={"wait_s": 10})
+    link = (await web.client.get("/v1/runs/team/run-1/watch")).json()["url"]
+    assert link.startswith("/runs/team%2Frun-1?token=") and (await web.client.get(link)).status_code == 200
+    live = link.replace("/runs/", "/v1/runs/", 1).replace("?", "/live?", 1)
+    events = sse((await web.client.get(live)).text)
+    assert events[-1]["type"] == "end" and "secret_tool" not in json.dumps(events)
+
+
+async def test_an_uncertain_part_says_why_live(web: Web) -> None:
+    web.relay.live_buffer = 1000
+    web.mock.add_fault("sendMessage", 1, "timeout_after_commit")
+    telegram = web.relay.channels["telegram"].adapter
+    telegram.send_timeout_s = 0.3  # type: ignore[attr-defined]
+    await web.run("t3", {"kind": "text", "text": "Hello"}, {"kind": "end"}, channel="telegram")
+    await web.client.get("/v1/runs/t3", params={"wait_s": 10})
+    [delivery] = [e for e in sse((await web.client.get(web.live("t3"))).text) if e["type"] == "delivery"]
+    assert delivery["state"] == "uncertain" and "Timeout" in delivery["reason"]

@@ -106,3 +106,28 @@ def test_a_finished_run_keeps_only_its_last_events_and_its_state() -> None:
     assert [e["id"] for e in m.since(99)] == [100, 101]
     [reset] = m.since(10)
     assert reset["state"]["ended"] == "ok" and reset["state"]["answer"].startswith("0 1 2")
+
+
+def test_an_id_of_another_monitor_or_past_the_last_gets_a_reset_at_once() -> None:
+    m = monitor()
+    for text in ("a", "b", "c"):
+        m.publish("answer", delta=text)
+    assert m.resume_after(m.sse_id({"id": 2})) == 2 and m.resume_after("2") == 2 and m.resume_after(None) == 0
+    assert m.resume_after("0badc0de.2") == -1  # a run resumed after a restart has a new monitor
+    assert [e["type"] for e in m.since(-1)] == ["reset"]
+    assert [e["type"] for e in m.since(13)] == ["reset"]  # a watcher of the old monitor, further along
+    with pytest.raises(ValueError):
+        m.resume_after("not-an-id")
+
+
+async def test_waiting_past_the_last_id_does_not_hang() -> None:
+    m = monitor()
+    m.publish("answer", delta="a")
+    assert [e["type"] for e in await asyncio.wait_for(m.wait(13), 1)] == ["reset"]
+
+
+def test_a_growing_web_part_is_told_as_appends() -> None:
+    m = monitor()
+    m.publish("delivery", channel="web", part=0, role="answer", state="sent", message_id="1", text="Hel")
+    m.publish("delivery", channel="web", part=0, role="answer", state="edited", message_id="1", append="lo")
+    assert m.reset()["state"]["parts"]["web/0"]["text"] == "Hello"

@@ -160,8 +160,8 @@
     return other !== rec && !rec.el.contains(other.el);
   }
 
-  /** The panel `rec` nests under (null: the root) and whether that came from path / session (exact) or
-   *  from depth alone (then a later panel may adopt it). */
+  /** The panel `rec` nests under (null: the top) and whether that is sure (by path or session); a child whose
+   *  parent has not shown up yet waits at the top until that panel adopts it. */
   function findParent(rec) {
     const s = rec.source;
     if (!s) return { parent: null, exact: true };
@@ -185,13 +185,9 @@
         }
       }
     }
-    if (rec.depth <= 1) return { parent: null, exact: true };
-    let found = null;
-    for (const other of agents.values()) {
-      if (other === rec) break;
-      if (other.depth === rec.depth - 1 && canParent(other, rec)) found = other;
-    }
-    return { parent: found, exact: false };
+    // Its parent has not shown up yet (or it is a direct child): at the top until a panel adopts it. Depth
+    // alone never picks a parent: any agent one level up could be the wrong one.
+    return { parent: null, exact: rec.depth <= 1 };
   }
 
   function place(rec) {
@@ -354,8 +350,9 @@
     const key = knownKey !== undefined ? knownKey : str(fields.channel) + "/" + str(fields.part);
     const rec = parts.get(key) || makePart(key, fields);
     for (const [name, value] of Object.entries(fields)) {
-      if (!["id", "run", "seq", "ts", "type"].includes(name)) rec.data[name] = value;
+      if (!["id", "run", "seq", "ts", "type", "append"].includes(name)) rec.data[name] = value;
     }
+    if (typeof fields.append === "string") rec.data.text = str(rec.data.text) + fields.append;
     const data = rec.data;
     rec.roleEl.textContent = str(data.role);
     rec.el.dataset.state = str(data.state);
@@ -424,7 +421,7 @@
     const partStates = st.parts && typeof st.parts === "object" ? st.parts : {};
     for (const [key, part] of Object.entries(partStates)) applyDelivery(part || {}, key);
 
-    if (st.ended !== undefined && st.ended !== null) setEnded(st.ended);
+    if (st.ended !== undefined && st.ended !== null) setEnded(st.ended, st.delivery);
   }
 
   function onMessage(message) {
