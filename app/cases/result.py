@@ -24,3 +24,20 @@ class CaseResult:
         if self.unsupported:
             out["unsupported"] = self.unsupported
         return out
+
+
+def call_record(call: Any, t0: float) -> dict[str, Any]:
+    """One platform call as the transcript lists it (tests/cases/README.md): a mock's :class:`mocks.common.RecordedCall`
+    or the web channel's ``WebCall``; ``t_ms`` counts from ``t0`` (monotonic seconds)."""
+    record = {
+        "method": call.method,
+        "chat_id": call.chat_id,
+        "message_id": call.message_id,
+        "text": call.text,
+        "t_ms": round((call.t - t0) * 1000, 1),
+        "status": call.status,
+        "ok": call.ok,
+    }
+    if getattr(call, "retry_after_s", None) is not None:
+        record["retry_after_s"] = call.retry_after_s
+    return record

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from app.cases.expect import check_expectations
 from app.cases.inputs import case_channel_settings, case_events, paced
-from app.cases.result import CaseResult
+from app.cases.result import CaseResult, call_record
 from app.cases.web import run_web_scenario
 from app.dry_run import DRY_RUN, seed_thread
 from app.service import Sidecar, make_runtime
@@ -153,19 +153,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
             got = await client.get(f"/v1/runs/{run}", params={"wait_s": 600})
             report = got.json()
         transcript = {
-            "calls": [
-                {
-                    "method": c.method,
-                    "chat_id": c.chat_id,
-                    "message_id": c.message_id,
-                    "text": c.text,
-                    "t_ms": round((c.t - t0) * 1000, 1),
-                    "status": c.status,
-                    "ok": c.ok,
-                    **({"retry_after_s": c.retry_after_s} if c.retry_after_s is not None else {}),
-                }
-                for c in mock.calls
-            ],
+            "calls": [call_record(c, t0) for c in mock.calls],
             "chat": [{"message_id": mid, "text": text} for mid, text in mock.visible(chat_id)],
             "pipeline": relay.pipeline(run) or [],
             "report": report,

@@ -23,7 +23,7 @@ from pydantic import SecretStr
 from adapters.web import WebAdapter
 from app.cases.expect import check_expectations
 from app.cases.inputs import case_channel_settings, case_events, paced
-from app.cases.result import CaseResult
+from app.cases.result import CaseResult, call_record
 from app.service import Sidecar, make_runtime
 from core.clock import MonotonicClock
 from core.events import Target
@@ -156,18 +156,7 @@ async def run_web_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
         await sidecar.stop()
         await relay.close()
     transcript = {
-        "calls": [
-            {
-                "method": c.method,
-                "chat_id": c.chat_id,
-                "message_id": c.message_id,
-                "text": c.text,
-                "t_ms": round((c.t - t0) * 1000, 1),
-                "status": c.status,
-                "ok": c.ok,
-            }
-            for c in adapter.calls
-        ],
+        "calls": [call_record(c, t0) for c in adapter.calls],
         "chat": watcher.chat("case"),
         "pipeline": relay.pipeline(run) or [],
         "report": report,
