@@ -118,6 +118,7 @@ class ChannelSettings(_Strict):
     subagents: SubagentPolicy = SubagentPolicy.HIDDEN
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     typing: bool = True
+    reasoning_opened: bool = False
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: dict[str, BudgetSettings] = Field(default_factory=dict)
@@ -169,6 +170,7 @@ class ChannelSettings(_Strict):
             subagents=self.subagents,
             reasoning=self.reasoning,
             typing_every_s=spec.typing_every_s if self.typing else None,
+            reasoning_opened=self.reasoning_opened,
         )
 
     def with_values(self, name: str, **values: Any) -> ChannelSettings:

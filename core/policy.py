@@ -48,6 +48,8 @@ class ChannelPolicy:
         coalesce: coalescer parameters for ``block`` mode.
         subagents: sub-agent policy.
         reasoning: reasoning policy.
+        reasoning_opened: the model's messages start inside a reasoning block whose ``<think>`` was in the prompt
+            (DeepSeek-R1 templates): its text is reasoning until ``</think>``.
         typing_every_s: seconds between typing indicators while a run shows nothing new (None: no typing
             indicator). Telegram's lasts <= 5 s, https://core.telegram.org/bots/api#sendchataction.
     """
@@ -67,6 +69,7 @@ class ChannelPolicy:
     subagents: SubagentPolicy = SubagentPolicy.HIDDEN
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     typing_every_s: float | None = None
+    reasoning_opened: bool = False
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).
@@ -93,7 +96,7 @@ class ChannelPolicy:
         )
 
 
-OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning")
+OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning", "reasoning_opened")
 """Keys a ``run.start`` may override per run (``mode`` has its own field)."""
 
 
@@ -118,6 +121,8 @@ def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, Any]) -> Chan
                 changes["subagents"] = SubagentPolicy(value)
             elif key == "reasoning":
                 changes["reasoning"] = ReasoningPolicy(value)
+            elif key == "reasoning_opened":
+                changes["reasoning_opened"] = value if isinstance(value, bool) else _bad("true or false")
             else:
                 raise IngestError(f"unknown override {key!r}: a run may override {', '.join(OVERRIDABLE)}")
         except ValueError as exc:

@@ -120,7 +120,7 @@ class RunController:
         )
         self.rec.on_delivery = self._delivered
         self.mode: ModeHandler = make_mode(policy, self.rec, Splitter(policy, adapter.measure), clock)
-        self.text = VisibleText()
+        self.text = VisibleText(opened=policy.reasoning_opened)
         self.answer = AnswerStream(self.text.answers)
         self.reasoning: ReasoningView | None = None
         if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
@@ -204,7 +204,8 @@ class RunController:
         elif isinstance(event, ToolResult | Phase | Status):
             self._on_progress(event)
         elif isinstance(event, Commit):
-            commit_point(self, visible_final(event.text) if event.text is not None else self.answer.text())
+            text = self.answer.text() if event.text is None else visible_final(event.text, self.text.opened)
+            commit_point(self, text)
         elif isinstance(event, ErrorEvent):
             self.errors.append(event.message)
         elif event.kind in ("block_end", "message_end"):
@@ -321,7 +322,7 @@ class RunController:
         self._show_all(self.text.flush(None))
         ok = end.status is EndStatus.OK
         if ok:
-            final = visible_final(end.final_text) if end.final_text is not None else self.committed
+            final = visible_final(end.final_text, self.text.opened) if end.final_text is not None else self.committed
             if final is None:
                 final = self.answer.text()
             if final != self.committed:

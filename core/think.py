@@ -98,15 +98,21 @@ class ThinkSplitter:
     cost are in the module docstring: ``<think>``-like tags switch class and are never shown; a possible partial
     tag at the end is held back; whitespace that starts the answer after a closer is dropped while no answer text
     has been emitted; each feed costs O(len(delta) + 11).
+
+    Args:
+        opened: each message starts inside a reasoning block whose opener was in the prompt (DeepSeek-R1's chat
+            template ends the prompt with ``<think>\\n``, so the model streams its reasoning, then ``</think>``,
+            then the answer). A message that never closes the block is all reasoning.
     """
 
-    __slots__ = ("_answered", "_held", "_inside", "_strip")
+    __slots__ = ("_answered", "_held", "_inside", "_opened", "_strip")
 
-    def __init__(self) -> None:
+    def __init__(self, opened: bool = False) -> None:
+        self._opened = opened
         self._reset()
 
     def _reset(self) -> None:
-        self._inside = False
+        self._inside = self._opened
         self._held = ""
         self._answered = False  # a non-whitespace answer character has been emitted in this message
         self._strip = False  # a closer came while nothing was answered: drop the answer's leading whitespace
@@ -201,7 +207,7 @@ class ThinkSplitter:
             self._strip = True
 
 
-def split_think(text: str) -> tuple[str, str, str]:
+def split_think(text: str, opened: bool = False) -> tuple[str, str, str]:
     """Stateless split of a full text, for ``snapshot`` / ``replace`` events.
 
     Args:
@@ -212,6 +218,6 @@ def split_think(text: str) -> tuple[str, str, str]:
         call (answer and reasoning are the full texts so far) plus its held tail (to treat as text of the final
         class if the message ends there, as :meth:`ThinkSplitter.flush` would). Cost O(len(text)).
     """
-    splitter = ThinkSplitter()
+    splitter = ThinkSplitter(opened)
     answer, reasoning = splitter.feed(text)
     return answer, reasoning, splitter.held

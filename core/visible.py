@@ -35,19 +35,25 @@ class Split:
     reasoning: TextChange | None = None
 
 
-def visible_final(text: str) -> str:
+def visible_final(text: str, opened: bool = False) -> str:
     """The answer part of a whole text given at once (a ``commit`` or ``end``'s text, a child's ``final_text``):
-    inline reasoning removed by the same rules as streamed text (:mod:`core.think`). O(len(text))."""
-    splitter = ThinkSplitter()
+    inline reasoning removed by the same rules as streamed text (:mod:`core.think`; ``opened`` as there).
+    O(len(text))."""
+    splitter = ThinkSplitter(opened)
     answer, _ = splitter.feed(text)
     rest, _ = splitter.flush()
     return answer + rest
 
 
 class VisibleText:
-    """Answer and reasoning texts of every source of a run."""
+    """Answer and reasoning texts of every source of a run.
 
-    def __init__(self) -> None:
+    Args:
+        opened: every message starts inside a reasoning block opened by the prompt (:class:`ThinkSplitter`).
+    """
+
+    def __init__(self, opened: bool = False) -> None:
+        self.opened = opened
         self.answers = TextAssembler()
         self.reasoning = TextAssembler()
         self._splitters: dict[_Key, ThinkSplitter] = {}
@@ -66,10 +72,13 @@ class VisibleText:
         if event.visibility is Visibility.REASONING:
             return Split(key, event.message, reasoning=self._change(self.reasoning, slot, event.mode, text))
         if event.mode is TextMode.DELTA:
-            answer, reasoning = self._splitters.setdefault(slot, ThinkSplitter()).feed(text)
+            splitter = self._splitters.get(slot)
+            if splitter is None:
+                splitter = self._splitters[slot] = ThinkSplitter(self.opened)
+            answer, reasoning = splitter.feed(text)
             mode = TextMode.DELTA
         else:
-            splitter = self._splitters[slot] = ThinkSplitter()
+            splitter = self._splitters[slot] = ThinkSplitter(self.opened)
             answer, reasoning = splitter.feed(text)
             mode = event.mode
             if reasoning or self.reasoning.text(key, event.message):

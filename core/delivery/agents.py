@@ -113,7 +113,10 @@ class SubAgents:
                 self._publish(source, self._linear(source).apply(split.message, split.answer))
                 if self.threads is not None:
                     self.threads.changed(source, split.message, split.answer)
-        final = visible_final(end.final_text) if end.final_text is not None else self._text.answers.answer(source.key)
+        opened = self._text.opened
+        final = self._text.answers.answer(source.key)
+        if end.final_text is not None:
+            final = visible_final(end.final_text, opened)
         self._lane.emit(message_unit(source, end.status, final))
         if self.threads is not None:
             self.threads.ended(source, final)

@@ -387,3 +387,13 @@ async def test_an_agent_that_reuses_a_call_id_is_gated_on_its_latest_call() -> N
     await h.feed(call("call_0", ToolCallState.END, name="pay", args={}))
     decision, unit = await ask_gate(catalog, h.ctl.lane, "call_0", source_key="root")
     assert unit["name"] == "pay" and decision.verdict is Verdict.WAIT
+
+
+async def test_a_run_whose_prompt_opened_the_reasoning_shows_only_what_follows_the_closer() -> None:
+    from core.policy import apply_overrides
+
+    h = await harness(apply_overrides(policy(DeliveryMode.PREVIEW), {"reasoning_opened": True}))
+    await h.feed(delta("The user asks about"), delta(" refunds.</th"), delta("ink>\n\nRefunds take 14 days."))
+    await h.close(end(final_text="The user asks.</think>Refunds take 14 days."))
+    assert h.adapter.chat() == ["Refunds take 14 days."]
+    assert not any("asks" in t for t in h.sent_texts())

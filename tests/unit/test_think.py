@@ -249,3 +249,29 @@ def test_split_think_equals_one_shot_feed(text: str) -> None:
 @given(st.text(alphabet=st.characters(blacklist_characters="<"), max_size=40))
 def test_text_without_a_lt_sign_is_answer_unchanged(text: str) -> None:
     assert run([text]) == (text, "")
+
+
+# -- a block opened by the prompt (DeepSeek-R1 templates) -------------------------------------------------------
+
+
+def test_an_opened_message_is_reasoning_until_the_closer() -> None:
+    splitter = ThinkSplitter(opened=True)
+    assert splitter.inside
+    assert run(["Let me th", "ink.</th", "ink>\n\nThe answer."], splitter) == ("The answer.", "Let me think.")
+
+
+def test_an_opened_splitter_starts_each_message_inside_again() -> None:
+    splitter = ThinkSplitter(opened=True)
+    run(["a</think>One"], splitter)
+    assert splitter.inside and run(["b</think>Two"], splitter) == ("Two", "b")
+
+
+def test_an_opened_message_that_never_closes_is_all_reasoning() -> None:
+    assert split_think("no closer here", opened=True) == ("", "no closer here", "")
+
+
+@settings(max_examples=300)
+@given(texts_and_cuts())
+def test_opened_output_does_not_depend_on_cut_points(case: tuple[str, list[int]]) -> None:
+    text, points = case
+    assert run(cut(text, points), ThinkSplitter(opened=True)) == run([text], ThinkSplitter(opened=True))
