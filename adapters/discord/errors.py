@@ -27,12 +27,14 @@ Read in this order, first match wins:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
 import discord
 
+from adapters.error_factories import ErrorFactory, plain_error, rejected_error
 from adapters.http_failures import NETWORK_OUTCOMES
 from core.errors import (
     DeliveryError,
@@ -48,9 +50,6 @@ from core.errors import (
 )
 
 PLATFORM = "discord"
-
-ErrorFactory = Callable[[str, str, BaseException], DeliveryError]
-"""``(message, target, original) -> error``."""
 
 
 class RateLimitAnswer(discord.RateLimited):
@@ -86,18 +85,8 @@ class Phase(enum.StrEnum):
     """The answer and its body were read."""
 
 
-def _plain(cls: type[DeliveryError]) -> ErrorFactory:
-    def make(message: str, target: str, _original: BaseException) -> DeliveryError:
-        return cls(message, platform=PLATFORM, target=target)
-
-    return make
-
-
-def _rejected(reason: RejectReason) -> ErrorFactory:
-    def make(message: str, target: str, _original: BaseException) -> DeliveryError:
-        return PayloadRejectedError(message, reason=reason, platform=PLATFORM, target=target)
-
-    return make
+_plain = functools.partial(plain_error, PLATFORM)
+_rejected = functools.partial(rejected_error, PLATFORM)
 
 
 def _form_body(message: str, target: str, original: BaseException) -> DeliveryError:

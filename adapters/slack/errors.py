@@ -17,16 +17,17 @@ Slack refuses with HTTP 200 ``{"ok": false, "error": "<code>"}`` and slack-sdk r
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from adapters.error_factories import ErrorFactory, plain_error, rejected_error
 from adapters.http_failures import NETWORK_OUTCOMES
 from core.errors import (
     DeliveryError,
     ForbiddenError,
-    PayloadRejectedError,
     PermanentDeliveryError,
     PlatformUnavailableError,
     RateLimitedError,
@@ -38,26 +39,13 @@ from core.errors import (
 
 PLATFORM = "slack"
 
-ErrorFactory = Callable[[str, str], DeliveryError]
-"""``(message, target) -> error``."""
-
 RATE_SCOPES: dict[str, RateScope] = {"chat.postMessage": RateScope.CONVERSATION}
 """What a 429 pauses, per method; every other method: ``RateScope.METHOD`` (Slack's tiers are per method and
 workspace, https://docs.slack.dev/apis/web-api/rate-limits)."""
 
 
-def _plain(cls: type[DeliveryError]) -> ErrorFactory:
-    def make(message: str, target: str) -> DeliveryError:
-        return cls(message, platform=PLATFORM, target=target)
-
-    return make
-
-
-def _rejected(reason: RejectReason) -> ErrorFactory:
-    def make(message: str, target: str) -> DeliveryError:
-        return PayloadRejectedError(message, reason=reason, platform=PLATFORM, target=target)
-
-    return make
+_plain = functools.partial(plain_error, PLATFORM)
+_rejected = functools.partial(rejected_error, PLATFORM)
 
 
 _NOT_FOUND = _plain(TargetNotFoundError)
@@ -141,7 +129,7 @@ def _api_error(exc: SlackApiError, method: str, message: str, target: str) -> De
     if status >= 500:
         return PlatformUnavailableError(message, platform=PLATFORM, target=target)
     make = ERROR_RULES.get(code) or next((f for prefix, f in PREFIX_RULES if code.startswith(prefix)), None)
-    return (make or _plain(PermanentDeliveryError))(message, target)
+    return (make or _plain(PermanentDeliveryError))(message, target, exc)
 
 
 def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[str], str]) -> DeliveryError:
@@ -163,4 +151,4 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
         return _api_error(exc, method, scrub(f"slack {method}: {detail}"), target)
     message = scrub(f"slack {method}: {type(exc).__name__}: {exc}".rstrip(": "))
     make = next((f for kind, f in NETWORK_RULES if isinstance(exc, kind)), _plain(PermanentDeliveryError))
-    return make(message, target)
+    return make(message, target, exc)

@@ -25,6 +25,7 @@ Four tables, read in this order, first match wins:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 
 import aiohttp
@@ -44,12 +45,12 @@ from aiogram.exceptions import (
     TelegramUnauthorizedError,
 )
 
+from adapters.error_factories import ErrorFactory, plain_error, rejected_error
 from adapters.http_failures import NETWORK_OUTCOMES
 from core.errors import (
     DeliveryError,
     ForbiddenError,
     NativeUnavailableError,
-    PayloadRejectedError,
     PermanentDeliveryError,
     PlatformUnavailableError,
     RateLimitedError,
@@ -60,22 +61,9 @@ from core.errors import (
 
 PLATFORM = "telegram"
 
-ErrorFactory = Callable[[str, str, BaseException], DeliveryError]
-"""``(message, target, original) -> error``."""
 
-
-def _plain(cls: type[DeliveryError]) -> ErrorFactory:
-    def make(message: str, target: str, _original: BaseException) -> DeliveryError:
-        return cls(message, platform=PLATFORM, target=target)
-
-    return make
-
-
-def _rejected(reason: RejectReason) -> ErrorFactory:
-    def make(message: str, target: str, _original: BaseException) -> DeliveryError:
-        return PayloadRejectedError(message, reason=reason, platform=PLATFORM, target=target)
-
-    return make
+_plain = functools.partial(plain_error, PLATFORM)
+_rejected = functools.partial(rejected_error, PLATFORM)
 
 
 def _rate_limited(message: str, target: str, original: BaseException) -> DeliveryError:
