@@ -74,12 +74,7 @@ class DiscordAdapter(DiscordConnection):
     threads from them.
 
     Args:
-        token: the bot token (three dot-separated base64url parts). Never shown in ``repr``, ``str``, logs or
-            errors.
-        base_url: API base, e.g. ``http://127.0.0.1:8083/api/v10`` for :class:`mocks.discord.MockDiscord`;
-            ``None`` is https://discord.com/api/v10. Process-wide (discord.py's ``Route.BASE``).
-        send_timeout_s: seconds one call may take once its request starts (and, before that, waiting in
-            discord.py's rate-limit bucket). See the module docstring for what a timeout raises.
+        token, base_url, send_timeout_s: as :class:`adapters.discord.connection.DiscordConnection`.
         max_units: text limit of one message in UTF-16 code units. Discord allows 2000 characters; counting
             UTF-16 units is the safe side (an emoji beyond the BMP counts 2).
 

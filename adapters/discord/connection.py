@@ -53,6 +53,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from adapters.discord.errors import BOUNDARY_ERRORS, PLATFORM, timed_out, translate
 from adapters.discord.trace import CALL, CallState, trace_config
+from adapters.error_factories import Scrubber
 from core.errors import ConfigError, DeliveryError, PlatformUnavailableError, TargetNotFoundError
 from core.events import Target
 
@@ -105,7 +106,7 @@ class DiscordConnection:
         _LIVE.add(self)
         self._base = base
         self._token = token
-        self._secrets = (token, token.split(".", 1)[1])
+        self._scrub = Scrubber(token, token.split(".", 1)[1])
         self._bot_id = _bot_id(token)
         self.send_timeout_s = send_timeout_s
         self._client: discord.Client | None = None
@@ -118,10 +119,6 @@ class DiscordConnection:
 
     __str__ = __repr__
 
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "<token>")
-        return text
 
     # -------------------------------------------------------------- login and one call
 

@@ -63,13 +63,7 @@ class SlackAdapter(SlackConnection):
     opens threads under them.
 
     Args:
-        token: the bot token ``xoxb-…`` (a user token ``xoxp-…`` works too). Never shown in ``repr``, ``str``,
-            logs or errors.
-        base_url: Web API base, e.g. ``http://127.0.0.1:8082/api/`` for :class:`mocks.slack.MockSlack`;
-            ``None`` is https://slack.com/api/.
-        send_timeout_s: per-call timeout in seconds. A call that times out raises
-            :class:`core.errors.UncertainDeliveryError` (it may have landed); a connection not opened within
-            half of it raises :class:`core.errors.PlatformUnavailableError` (nothing was sent).
+        token, base_url, send_timeout_s: as :class:`adapters.slack.connection.SlackConnection`.
         max_units: text limit of one message in UTF-16 code units (Slack recommends about 4,000 characters;
             ``text`` is cut at 40,000).
 

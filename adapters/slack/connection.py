@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from adapters.error_factories import Scrubber
 from adapters.slack.errors import BOUNDARY_ERRORS, error_code, translate
 from core.errors import ConfigError, DeliveryError
 from core.events import Target
@@ -67,7 +68,7 @@ class SlackConnection:
         self.verify_backoff_s = 0.5
         self._base_url = base_url or AsyncWebClient.BASE_URL
         secret = token.rsplit("-", 1)[-1]
-        self._secrets = (token, secret) if len(secret) >= 8 else (token,)
+        self._scrub = Scrubber(token, secret)
         self._client = AsyncWebClient(
             token=token, base_url=self._base_url, timeout=math.ceil(send_timeout_s), retry_handlers=[]
         )
@@ -77,10 +78,6 @@ class SlackConnection:
 
     __str__ = __repr__
 
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "<token>")
-        return text
 
     def _ensure_session(self) -> None:
         """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""

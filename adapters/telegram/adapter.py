@@ -37,6 +37,7 @@ from aiogram.methods import (
 from aiogram.types import ReplyParameters
 from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_token
 
+from adapters.error_factories import Scrubber
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
 from adapters.telegram.render import render
 from core.errors import (
@@ -96,7 +97,7 @@ class TelegramAdapter:
         self._base_url = base_url
         self._bot_id = extract_bot_id(token)
         secret = token.partition(":")[2]
-        self._secrets = (token, secret) if len(secret) >= 8 else (token,)
+        self._scrub = Scrubber(token, secret)
         session_args: dict[str, Any] = {"timeout": send_timeout_s}
         if base_url is not None:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
@@ -137,10 +138,6 @@ class TelegramAdapter:
 
     __str__ = __repr__
 
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "<token>")
-        return text
 
     async def _call(self, method: TelegramMethod[T], target: Target) -> T:
         """One attempt at one Bot API call; every failure leaves as a ``DeliveryError`` (token-free)."""
