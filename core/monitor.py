@@ -83,19 +83,36 @@ class RunMonitor:
         self.last_id = 0
         self.closed = False
         self._changed = asyncio.Event()
-        self.state: dict[str, Any] = {
+        self._state: dict[str, Any] = {
             "run": run,
             "channel": None,
             "platform": None,
             "mode": None,
-            "answer": "",
             "final": False,
-            "agents": {},
-            "timeline": [],
-            "parts": {},
             "ended": None,
             "delivery": None,
         }
+        # Texts grow by appends: kept as parts and joined only when the state is read, so an event costs its own
+        # length, not the text's.
+        self._answer = _Text()
+        self._agents: dict[str, dict[str, Any]] = {}
+        self._agent_texts: dict[str, _Text] = {}
+        self._parts: dict[str, dict[str, Any]] = {}
+        self._part_texts: dict[str, _Text] = {}
+        self._timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The whole current state (built when read: O(its size))."""
+        state = dict(self._state)
+        state["answer"] = self._answer.value()
+        state["agents"] = {k: {**v, "text": self._agent_texts[k].value()} for k, v in self._agents.items()}
+        state["parts"] = {
+            k: {**v, **({"text": self._part_texts[k].value()} if k in self._part_texts else {})}
+            for k, v in self._parts.items()
+        }
+        state["timeline"] = list(self._timeline)
+        return state
 
     def publish(self, type_: str, **fields: Any) -> dict[str, Any]:
         """Add one event (its ``id``, ``run``, ``seq``, ``ts`` are set here), update the state, wake watchers.
@@ -159,9 +176,7 @@ class RunMonitor:
 
     def reset(self) -> dict[str, Any]:
         """A ``reset`` event with the whole current state (id: the last event's)."""
-        state = {**self.state, "agents": {k: dict(v) for k, v in self.state["agents"].items()}}
-        state["timeline"] = list(self.state["timeline"])
-        state["parts"] = {k: dict(v) for k, v in self.state["parts"].items()}
+        state = self.state
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset"}
         return {**event, "state": state}
 
@@ -172,28 +187,49 @@ class RunMonitor:
         return self.since(last_id)
 
     def _apply(self, event: dict[str, Any]) -> None:
-        state, kind = self.state, event["type"]
+        state, kind = self._state, event["type"]
         if kind == "run":
             state.update(channel=event.get("channel"), platform=event.get("platform"), mode=event.get("mode"))
         elif kind == "answer":
-            state["answer"] = event["text"] if event.get("reset") else state["answer"] + event.get("delta", "")
+            self._answer.apply(event)
             state["final"] = bool(event.get("final"))
         elif kind == "agent":
-            agent = state["agents"].setdefault(event["key"], {"source": event.get("source"), "state": "", "text": ""})
+            key = event["key"]
+            agent = self._agents.setdefault(key, {"source": event.get("source"), "state": ""})
             agent["state"] = event.get("state", agent["state"])
-            agent["text"] = event["text"] if event.get("reset") else agent["text"] + event.get("delta", "")
+            self._agent_texts.setdefault(key, _Text()).apply(event)
         elif kind == "delivery":
             key = f"{event.get('channel')}/{event.get('part')}"
-            part = {k: v for k, v in event.items() if k not in ("id", "run", "seq", "ts", "type", "append")}
-            merged = {**state["parts"].get(key, {}), **part}
-            if "append" in event:
-                merged["text"] = merged.get("text", "") + event["append"]
-            state["parts"][key] = merged
+            skip = ("id", "run", "seq", "ts", "type", "append", "text")
+            self._parts.setdefault(key, {}).update((k, v) for k, v in event.items() if k not in skip)
+            if "text" in event or "append" in event:
+                self._part_texts.setdefault(key, _Text()).apply(
+                    {"text": event["text"], "reset": True} if "text" in event else {"delta": event["append"]}
+                )
         elif kind == "end":
             state["ended"], state["delivery"] = event.get("status"), event.get("delivery")
         if kind in TIMELINE_TYPES:
-            state["timeline"].append(event)
-            del state["timeline"][:-TIMELINE]
+            self._timeline.append(event)
+
+
+class _Text:
+    """A text that grows by appends (``delta``) or is replaced (``text`` with ``reset``), joined when read."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+
+    def apply(self, event: dict[str, Any]) -> None:
+        if event.get("reset"):
+            self._parts = [event.get("text", "")]
+        elif event.get("delta"):
+            self._parts.append(event["delta"])
+
+    def value(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
 
 
 def progress_event(event: Event) -> tuple[str, dict[str, Any]] | None:
