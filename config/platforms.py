@@ -40,6 +40,7 @@ class PlatformSpec:
         typing_every_s: how often a typing indicator is shown again while a run shows nothing new (an
             indicator lasts a few seconds: it must be renewed), None when the platform has none.
         typing_source: documentation URL of the indicator's lifetime.
+        live_text: the platform is the sidecar's own live page, whose watchers see each message's text.
     """
 
     max_units: int
@@ -50,6 +51,7 @@ class PlatformSpec:
     native: bool = False
     typing_every_s: float | None = None
     typing_source: str = ""
+    live_text: bool = False
 
 
 def _b(
@@ -166,6 +168,7 @@ PLATFORMS: dict[str, PlatformSpec] = {
         default_limit=65_536,
         unit=LengthUnit.UTF16,
         limit_source="https://html.spec.whatwg.org/multipage/server-sent-events.html",
+        live_text=True,
     ),
 }
 """The platforms channels can be configured for."""

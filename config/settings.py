@@ -171,6 +171,7 @@ class ChannelSettings(_Strict):
             reasoning=self.reasoning,
             typing_every_s=spec.typing_every_s if self.typing else None,
             reasoning_opened=self.reasoning_opened,
+            live_text=spec.live_text,
         )
 
     def with_values(self, name: str, **values: Any) -> ChannelSettings:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from core.events import Source
 from core.pipeline import PipelineLane
 
 TOOL_CALL = "tool_call"
@@ -245,9 +246,7 @@ def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -
 
 def _source_key(unit: Mapping[str, Any]) -> str:
     source = unit.get("source")
-    if not isinstance(source, dict):
-        return "root"
-    return str(source.get("session_id") or source.get("path") or source.get("agent_id"))
+    return Source.model_validate(source).key if isinstance(source, dict) else "root"
 
 
 def lane_state(lane: PipelineLane) -> tuple[bool, str | None]:

@@ -48,6 +48,7 @@ class ChannelPolicy:
         coalesce: coalescer parameters for ``block`` mode.
         subagents: sub-agent policy.
         reasoning: reasoning policy.
+        live_text: the run's watchers see each message's text (the web channel: its page is the chat).
         reasoning_opened: the model's messages start inside a reasoning block whose ``<think>`` was in the prompt
             (DeepSeek-R1 templates): its text is reasoning until ``</think>``.
         typing_every_s: seconds between typing indicators while a run shows nothing new (None: no typing
@@ -70,6 +71,7 @@ class ChannelPolicy:
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     typing_every_s: float | None = None
     reasoning_opened: bool = False
+    live_text: bool = False
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).

@@ -103,8 +103,8 @@ class RunController:
         self.lane = lane if lane is not None else PipelineLane(start.run)
         self.monitor = monitor if monitor is not None else RunMonitor(start.run)
         self._platform = adapter.platform
-        self._web = adapter.platform == "web"
-        self._web_shown: dict[Any, str] = {}
+        self._shown_live: dict[Any, str] | None = {} if policy.live_text else None
+        """The text each part shows, when the run's watchers see it (``policy.live_text``)."""
         self.rec = Reconciler(
             run=start.run,
             adapter=adapter,
@@ -282,17 +282,18 @@ class RunController:
         self.monitor.publish("delivery", channel=f"{self.policy.name} ↳ {source.agent_id}", **fact)
 
     def _delivered(self, fact: dict[str, Any]) -> None:
-        """A call's outcome, for watchers. Only the web channel's page shows a part's text: as ``append`` when it
-        extends what was shown (so a growing part costs its length once, not once per edit), else whole."""
+        """A call's outcome, for watchers. With ``policy.live_text`` (the web channel, whose page is the chat) the
+        part's text too: as ``append`` when it extends what was shown (so a growing part costs its length once, not
+        once per edit), else whole."""
         text = fact.pop("text", "")
-        if self._web:
-            part, before = fact["part"], self._web_shown.get(fact["part"], "")
+        if self._shown_live is not None:
+            part, before = fact["part"], self._shown_live.get(fact["part"], "")
             if before and text.startswith(before):
                 if len(text) > len(before):
                     fact["append"] = text[len(before) :]
             else:
                 fact["text"] = text
-            self._web_shown[part] = text
+            self._shown_live[part] = text
         self.monitor.publish("delivery", channel=self.policy.name, **fact)
 
     def _refresh_status(self) -> None:
