@@ -42,6 +42,7 @@ class SseWatcher:
         self._drop_after = drop_after
         self._drops = drops
         self.events: list[dict[str, Any]] = []
+        self._seen: set[int] = set()
         self.failures: list[str] = []
         self.connections = 0
 
@@ -72,12 +73,12 @@ class SseWatcher:
                 return
 
     def _take(self, event: dict[str, Any], last: int | None) -> None:
-        seen = {e["id"] for e in self.events if e["type"] != "reset"}
         if event["type"] != "reset":
-            if event["id"] in seen:
+            if event["id"] in self._seen:
                 self.failures.append(f"event {event['id']} ({event['type']}) came twice")
             elif last is not None and event["id"] != last + 1:
                 self.failures.append(f"event {event['id']} came after {last}: a gap without a reset")
+            self._seen.add(event["id"])
         self.events.append(event)
 
     def chat(self, channel: str) -> list[dict[str, Any]]:
