@@ -119,6 +119,8 @@ class ChannelSettings(_Strict):
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     typing: bool = True
     reasoning_opened: bool = False
+    exclusive_bot: bool = False
+    delta_replay_guard: bool = True
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: dict[str, BudgetSettings] = Field(default_factory=dict)
@@ -172,6 +174,8 @@ class ChannelSettings(_Strict):
             typing_every_s=spec.typing_every_s if self.typing else None,
             reasoning_opened=self.reasoning_opened,
             live_text=spec.live_text,
+            exclusive_bot=self.exclusive_bot,
+            delta_replay_guard=self.delta_replay_guard,
         )
 
     def with_values(self, name: str, **values: Any) -> ChannelSettings:

@@ -13,6 +13,7 @@
           ForbiddenError
           PayloadRejectedError(reason: too_long | bad_format | empty | not_modified)
           NativeUnavailableError      the platform's own streaming is refused here: fall back to preview
+          MessageFrozenError          the message exists but can no longer be edited: it keeps what it shows
       ConfigError                     start-up only; names the key and the file
       IngestError                     bad input: a clear 4xx, nothing else in the run is lost
 """
@@ -115,6 +116,13 @@ class PayloadRejectedError(PermanentDeliveryError):
 class NativeUnavailableError(PermanentDeliveryError):
     """The platform refused its own streaming here (a group chat, no thread, a method not enabled for
     the app): the core falls back to ``preview`` for the rest of the run."""
+
+
+class MessageFrozenError(PermanentDeliveryError):
+    """The message exists and shows what was last acknowledged, but the platform accepts no more edits of it
+    (Telegram "message can't be edited", https://core.telegram.org/bots/api#editmessagetext; Slack
+    ``cant_update_message`` / ``edit_window_closed``, https://docs.slack.dev/reference/methods/chat.update#errors).
+    The core keeps that message as it is and continues the rest of its text in a new one."""
 
 
 class ConfigError(StreamrelayError):

@@ -53,6 +53,11 @@ class ChannelPolicy:
             (DeepSeek-R1 templates): its text is reasoning until ``</think>``.
         typing_every_s: seconds between typing indicators while a run shows nothing new (None: no typing
             indicator). Telegram's lasts <= 5 s, https://core.telegram.org/bots/api#sendchataction.
+        exclusive_bot: the bot token is used by this sidecar alone, so every message the bot has in a chat is
+            one the ledger knows or one whose send is uncertain: an uncertain Telegram send can then be settled by
+            probing message ids (Telegram has no lookup by content).
+        delta_replay_guard: a bare delta of at least 16 characters that begins with the whole text so far is a
+            replayed snapshot (DESIGN §4), applied as a snapshot; False takes every delta as new text.
     """
 
     name: str
@@ -72,6 +77,8 @@ class ChannelPolicy:
     typing_every_s: float | None = None
     reasoning_opened: bool = False
     live_text: bool = False
+    exclusive_bot: bool = False
+    delta_replay_guard: bool = True
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).
@@ -98,7 +105,7 @@ class ChannelPolicy:
         )
 
 
-OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning", "reasoning_opened")
+OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning", "reasoning_opened", "delta_replay_guard")
 """Keys a ``run.start`` may override per run (``mode`` has its own field)."""
 
 
@@ -123,8 +130,8 @@ def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, Any]) -> Chan
                 changes["subagents"] = SubagentPolicy(value)
             elif key == "reasoning":
                 changes["reasoning"] = ReasoningPolicy(value)
-            elif key == "reasoning_opened":
-                changes["reasoning_opened"] = value if isinstance(value, bool) else _bad("true or false")
+            elif key in ("reasoning_opened", "delta_replay_guard"):
+                changes[key] = value if isinstance(value, bool) else _bad("true or false")
             else:
                 raise IngestError(f"unknown override {key!r}: a run may override {', '.join(OVERRIDABLE)}")
         except ValueError as exc:

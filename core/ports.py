@@ -6,6 +6,7 @@ Core never imports an adapter; the composition root (``app/``) wires implementat
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from core.events import Target
@@ -52,8 +53,34 @@ class ChannelAdapter(Protocol):
         """True when ``target`` is a group conversation (stricter rate limits apply)."""
         ...
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
-        """Send a new message; return its platform message id (as a string)."""
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        """Send a new message; return its platform message id (as a string).
+
+        ``delivery_id`` (at most 25 ASCII characters) names this create for :meth:`settle_send`, where the platform
+        can carry it: Discord sends it as the message ``nonce`` with ``enforce_nonce`` (a re-send with the same
+        nonce returns the stored message, https://discord.com/developers/docs/resources/message#create-message);
+        Slack as message ``metadata`` (``event_type`` ``streamrelay_delivery``, ``event_payload.delivery_id``,
+        https://docs.slack.dev/messaging/message-metadata); Telegram cannot carry it.
+        """
+        ...
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Find out whether a create whose outcome is unknown (timed out, 5xx, reset, a kill with the call in
+        flight) stored a message, by asking the platform where that is safe. One attempt (no retries inside).
+
+        - Discord: the same create again with the same nonce and ``enforce_nonce``: the stored message comes back,
+          or the message is created now; either way exactly one exists: ``found``.
+        - Slack: conversations.history (conversations.replies in a thread) with ``include_all_metadata``, looking
+          for ``pending.delivery_id`` among the messages since ``pending.after_id``: ``found`` or ``not_sent``.
+        - Telegram, only when ``pending.exclusive`` (the bot token is the sidecar's alone): message ids after
+          ``pending.after_id`` (skipping ``pending.known_ids``) are probed with editMessageText of
+          ``pending.text``; "message is not modified" proves the message is ours (``found``), "message to edit not
+          found" that no later message exists (``not_sent``), "message can't be edited" is someone else's (next
+          id). Without ``exclusive``, or past :data:`PROBE_LIMIT` ids: ``unknown``.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every call (429, 5xx: the core asks again later).
+        """
         ...
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
@@ -75,6 +102,49 @@ class ChannelAdapter(Protocol):
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+PROBE_LIMIT = 20
+"""At most this many message ids are probed to settle one uncertain Telegram send."""
+
+
+@dataclass(frozen=True)
+class PendingSend:
+    """A create whose outcome is unknown, as :meth:`ChannelAdapter.settle_send` needs it.
+
+    Attributes:
+        delivery_id: the id the create carried (Discord nonce, Slack metadata), at most 25 characters.
+        text: the text it sent.
+        fmt: how it was rendered.
+        after_id: the newest message id the sidecar knew in this conversation when the create was made (None:
+            none known); the stored message, if any, is newer.
+        known_ids: ids newer than ``after_id`` that are known to be other messages of the sidecar (never probed).
+        exclusive: the bot token is used by this sidecar alone (``exclusive_bot``).
+    """
+
+    delivery_id: str
+    text: str
+    fmt: TextFormat
+    after_id: str | None = None
+    known_ids: frozenset[str] = frozenset()
+    exclusive: bool = False
+
+
+class SettleOutcome(enum.StrEnum):
+    FOUND = "found"
+    """The message is stored: ``message_id`` names it."""
+    NOT_SENT = "not_sent"
+    """No message was stored: the create may be made again."""
+    UNKNOWN = "unknown"
+    """The platform cannot tell (Telegram with a shared bot token): a duplicate is possible."""
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What :meth:`ChannelAdapter.settle_send` found out: ``outcome`` and, when ``found``, the ``message_id``."""
+
+    outcome: SettleOutcome
+    message_id: str | None = None
 
 
 class CallKind(enum.StrEnum):

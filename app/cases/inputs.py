@@ -25,6 +25,7 @@ def case_channel_settings(channel: dict[str, Any], api_base: str | None) -> Chan
         "coalesce",
         "subagents",
         "reasoning",
+        "exclusive_bot",
     }
     values = {k: v for k, v in channel.items() if k in known}
     return ChannelSettings.model_validate(
