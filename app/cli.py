@@ -27,6 +27,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
 class Platform(enum.StrEnum):
     TELEGRAM = "telegram"
     SLACK = "slack"
@@ -50,8 +52,9 @@ def serve(
     host: Annotated[str | None, typer.Option(help="override [service].host")] = None,
     port: Annotated[int | None, typer.Option(help="override [service].port")] = None,
 ) -> None:
-    """Run the sidecar: HTTP ingest, SQLite ledger, the configured channels."""
-    from adapters.sqlite import SqliteLedger
+    """Run the sidecar: HTTP ingest, the SQLite journal and ledger, the configured channels. Runs a previous
+    process left unfinished resume by themselves."""
+    from adapters.sqlite import SqliteJournal, SqliteLedger
     from app.service import Sidecar, build_relay
     from config.settings import load_settings
 
@@ -66,8 +69,9 @@ def serve(
                 "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
             )
         ledger = await SqliteLedger.open(settings.service.ledger)
+        journal = await SqliteJournal.open(settings.service.ledger)
         try:
-            relay = build_relay(settings, ledger)
+            relay = build_relay(settings, ledger, journal=journal)
             sidecar = Sidecar(
                 relay,
                 token=token,
@@ -79,6 +83,11 @@ def serve(
                 keepalive_s=settings.service.keepalive_s,
             )
             try:
+                resumed = await relay.resume()
+                if resumed:
+                    console.print(
+                        f"resumed {len(resumed)} unfinished run(s) from the journal: {', '.join(resumed[:5])}"
+                    )
                 url = await sidecar.start()
                 console.print(f"streamrelay listening on {url} · channels: {', '.join(relay.channels) or 'none'}")
                 console.print("watch a run live: GET /v1/runs/{run}/watch gives its page link")
@@ -86,6 +95,7 @@ def serve(
             finally:
                 await relay.close()
         finally:
+            await journal.close()
             await ledger.close()
 
     _run(main())

@@ -26,6 +26,7 @@ from config.settings import ChannelSettings, Settings
 from core.channel import ChannelRuntime
 from core.clock import Clock, MonotonicClock
 from core.errors import ConfigError
+from core.journal import Journal
 from core.ledger import Ledger
 from core.ports import ChannelAdapter
 from core.relay import Relay
@@ -71,6 +72,7 @@ def build_relay(
     *,
     clock: Clock | None = None,
     tokens: Mapping[str, SecretStr] | None = None,
+    journal: Journal | None = None,
 ) -> Relay:
     """A relay with every configured channel.
 
@@ -79,6 +81,7 @@ def build_relay(
         ledger: the ledger to record into.
         clock: defaults to the real monotonic clock.
         tokens: tokens by channel name (default: read from each channel's ``token_env``).
+        journal: the journal of accepted lines (default: in memory, nothing survives a restart).
 
     Raises:
         ConfigError: a token is missing, a platform has no adapter, or the action catalog is wrong.
@@ -92,6 +95,7 @@ def build_relay(
         channels,
         ledger,
         clock or MonotonicClock(),
+        journal=journal,
         run_idle_timeout_s=settings.service.run_idle_timeout_s,
         live_buffer=settings.service.live_buffer,
         catalog=catalog,

@@ -1,8 +1,10 @@
 """The ledger port: a durable record per run of what should be shown and what was acknowledged.
 
 Every platform call is written twice: its *intent* before the call, its outcome (ack with message id,
-uncertain, failed) after. A part's ``shown`` text is set only from an ack. On restart, a run's parts are
-loaded back, so a replayed stream edits the messages that exist instead of sending them again.
+uncertain, failed) after. A create's intent also stores, with its part, the create itself (delivery id, text,
+the conversation's newest message id then): an intent without an outcome is a create whose outcome is unknown,
+settled with the platform after a restart. A part's ``shown`` text is set only from an ack. On restart, a run's
+parts are loaded back, so a replayed run edits the messages that exist instead of sending them again.
 
 Keys: a part is ``(run, slot)``; the *delivery key* is ``(target, slot role, text)`` and the *content
 key* the same without the target (DESIGN §4).
@@ -11,9 +13,10 @@ key* the same without the target (DESIGN §4).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from core.ports import PendingSend
 from core.report import PartReport, PartState, SlotRole
 
 
@@ -33,6 +36,12 @@ class PartRecord:
     streaming: bool = False
     """``message_id`` is an open native stream's handle (Slack: the streamed message; Telegram: a draft id,
     no message at all), not yet a persisted message."""
+    pending: PendingSend | None = None
+    """A create of this part recorded before its call and not settled since: a restart settles it first."""
+    frozen: bool = False
+    """The platform accepts no more edits of this part's message."""
+    continues: int | None = None
+    """The slot of the frozen part this one continues (it is shown right after it)."""
 
     def report(self) -> PartReport:
         """This part as the delivery report shows it."""
@@ -79,8 +88,15 @@ class Ledger(Protocol):
 
     async def get_run(self, run: str) -> RunRecord | None: ...
 
-    async def record_intent(self, run: str, slot: int, role: SlotRole, op: str, text: str) -> int:
-        """Write the intent of one call before it is made; return its call id."""
+    async def record_intent(
+        self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
+    ) -> int:
+        """Write the intent of one call before it is made; return its call id. ``pending``: the call creates a
+        message; it is stored with the part (created if new) until an outcome clears it."""
+        ...
+
+    async def save_part(self, part: PartRecord) -> None:
+        """Write one part as it is (a create that could not be settled, kept for the report)."""
         ...
 
     async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
@@ -114,14 +130,22 @@ class MemoryLedger:
     async def get_run(self, run: str) -> RunRecord | None:
         return self._runs.get(run)
 
-    async def record_intent(self, run: str, slot: int, role: SlotRole, op: str, text: str) -> int:
+    async def record_intent(
+        self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
+    ) -> int:
         self.calls.append({"run": run, "slot": slot, "role": role, "op": op, "text": text, "outcome": None})
+        if pending is not None:
+            part = self._parts.get((run, slot)) or PartRecord(run=run, slot=slot, role=role)
+            self._parts[(run, slot)] = replace(part, pending=pending)
         return len(self.calls) - 1
+
+    async def save_part(self, part: PartRecord) -> None:
+        self._parts[(part.run, part.slot)] = replace(part)
 
     async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
         self.calls[call_id]["outcome"] = outcome
         self.calls[call_id]["detail"] = detail
-        self._parts[(part.run, part.slot)] = PartRecord(**part.__dict__)
+        self._parts[(part.run, part.slot)] = replace(part)
 
     async def parts(self, run: str) -> list[PartRecord]:
         found = [p for (r, _), p in self._parts.items() if r == run]

@@ -1,40 +1,42 @@
 """The relay: the run registry between ingest and delivery.
 
-Ingest (HTTP today, Redis later) hands it decoded JSON lines; the relay validates them, normalizes
-provider-native lines, orders each run by ``seq`` and feeds one worker task per run. Runs never share a
-queue, so a bad or slow run cannot hold up another. A bad line fails alone with an
-:class:`~core.errors.IngestError`.
+Ingest (HTTP today, Redis later) hands it decoded JSON lines, a batch at a time; the relay validates each line,
+normalizes provider-native lines, journals the batch (one commit: :mod:`core.journal`) and only then hands the
+events to their runs (:mod:`core.run_worker`), so an accepted line is never lost. Runs never share a queue, so a
+bad or slow run cannot hold up another. A bad line fails alone with an :class:`~core.errors.IngestError`.
+
+At start-up, :meth:`Relay.resume` rebuilds every run the journal holds unfinished by replaying its lines through
+the same path, so an interrupted run finishes without its agent sending anything again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, EndStatus, Event, RunStart, parse_event
+from core.events import End, Event, RunStart, parse_event
 from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
+from core.journal import Journal, JournalEntry, MemoryJournal
 from core.ledger import Ledger
 from core.monitor import RunMonitor
-from core.normalize import Normalizer, make_normalizer
+from core.normalize import make_normalizer
 from core.pipeline import ArgsValidator, PipelineLane
 from core.policy import apply_overrides
 from core.report import DeliveryReport, summarize, with_gaps
 from core.run import RunController
-from core.sequencer import SeqGate, join_deltas
+from core.run_worker import ActiveRun, work
+from core.sequencer import SeqGate
 
 _log = logging.getLogger("streamrelay.relay")
-
-
-BATCH = 256
-"""At most this many queued events are taken at once by a run's worker."""
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,21 @@ class _Finished:
     last_seq: int | None
 
 
-@dataclass
-class _Run:
-    controller: RunController
-    queue: asyncio.Queue[Event]
-    gate: SeqGate
-    normalizer: Normalizer | None
-    task: asyncio.Task[None] | None = None
+def _json_default(value: Any) -> Any:
+    """Pydantic models inside a line given as objects (``Relay.submit``)."""
+    dump = getattr(value, "model_dump", None)
+    if dump is None:
+        raise TypeError(f"not JSON: {type(value).__name__}")
+    return dump(mode="python", exclude_none=True)
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """What became of one accepted line: ``events`` normalized events taken, or ``dropped`` (why the line was
+    acknowledged without effect: a repeated ``seq``, a re-sent line of a run that already ended)."""
+
+    events: int = 0
+    dropped: str | None = None
 
 
 class Relay:
@@ -80,6 +90,7 @@ class Relay:
         ledger: Ledger,
         clock: Clock,
         *,
+        journal: Journal | None = None,
         queue_size: int = 10_000,
         keep_finished: int = 10_000,
         gap_timeout_s: float = 2.0,
@@ -91,6 +102,7 @@ class Relay:
     ) -> None:
         self.channels = dict(channels)
         self._ledger = ledger
+        self._journal: Journal = journal if journal is not None else MemoryJournal()
         self._clock = clock
         self._queue_size = queue_size
         self._keep = keep_finished
@@ -100,34 +112,136 @@ class Relay:
         self._validator = validator
         self.catalog = catalog if catalog is not None else ActionCatalog()
         self.live_buffer = live_buffer
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, ActiveRun] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
 
     # --- ingest -----------------------------------------------------------------------------------------
 
-    async def submit_line(self, obj: Any, run_hint: str | None = None) -> int:
-        """Take one decoded NDJSON line; return how many normalized events it produced.
+    async def submit_lines(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
+    ) -> list[LineResult | IngestError]:
+        """Take a batch of decoded NDJSON lines (each with its JSON text, or None to have it re-encoded).
 
-        A line with ``kind`` is a normalized event (``run`` defaults to ``run_hint``); a line with
-        no ``kind`` is a raw provider event of a run that declared ``format`` in its ``run.start``.
+        Each line is validated alone; the good ones are journaled in one commit and only then handed to their
+        runs. A line with ``kind`` is a normalized event (``run`` defaults to ``run_hint``); a line with no
+        ``kind`` is a raw provider event of a run that declared ``format`` in its ``run.start``.
+
+        Returns:
+            Per line, in order: a :class:`LineResult`, or the :class:`IngestError` that rejected it (a 4xx: the
+            line is not a valid event, names another run or an unknown channel, belongs to no started run).
 
         Raises:
-            IngestError: the line is not a valid event, names another run, or belongs to no started run.
+            Exception: the journal could not be written: none of the batch is accepted (the caller answers 503).
         """
+        return await self._take(lines, run_hint, replay=False)
+
+    async def submit_line(self, obj: Any, run_hint: str | None = None) -> int:
+        """Take one decoded line; return how many normalized events it produced (0 when dropped).
+
+        Raises:
+            IngestError: as :meth:`submit_lines` reports it.
+        """
+        (result,) = await self.submit_lines([(obj, None)], run_hint)
+        if isinstance(result, IngestError):
+            raise result
+        return result.events
+
+    async def submit(self, event: Event) -> None:
+        """Take one normalized event (as :meth:`submit_line` its JSON).
+
+        Raises:
+            IngestError: as :meth:`submit_lines` reports it.
+        """
+        await self.submit_line(event.model_dump(exclude_defaults=True) | {"kind": event.kind, "run": event.run})
+
+    async def resume(self) -> list[str]:
+        """Rebuild every run the journal holds unfinished (after a restart) by replaying its lines; each then
+        goes on by itself: reconciled with the ledger, finalized when its ``end`` was journaled, else closed after
+        ``run_idle_timeout_s`` unless its agent sends more. Returns the resumed run ids."""
+        resumed: list[str] = []
+        for run_id in await self._journal.unfinished():
+            lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
+            results = await self._take(lines, run_id, replay=True)
+            problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
+            if run_id in self._runs:
+                resumed.append(run_id)
+                if problems:
+                    _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
+            else:
+                _log.error("run %s cannot be resumed (%s): dropped from the journal", run_id, "; ".join(problems[:3]))
+                await self._journal.finish(run_id, None)
+        return resumed
+
+    async def _take(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None, *, replay: bool
+    ) -> list[LineResult | IngestError]:
+        results: list[LineResult | IngestError] = []
+        staged: list[tuple[ActiveRun, list[Event]]] = []
+        entries: list[JournalEntry] = []
+        for obj, raw in lines:
+            try:
+                run, events, result = await self._accept(obj, run_hint, replay=replay)
+            except IngestError as exc:
+                results.append(exc)
+                continue
+            results.append(result)
+            if run is not None and result.dropped is None:
+                line = raw if raw is not None else json.dumps(obj, default=_json_default)
+                entries.append(JournalEntry(run.run, line))
+                staged.append((run, events))
+        if entries and not replay:
+            try:
+                await self._journal.append(entries)
+            except Exception:
+                for run, _ in staged:
+                    if not run.opened:
+                        self._runs.pop(run.run, None)
+                raise
+        for run, events in staged:
+            if not run.opened:
+                await self._open(run)
+            for event in events:
+                await run.put(event)
+        return results
+
+    async def _accept(
+        self, obj: Any, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """Validate one line and apply what must be known before the next line (a new run, the normalizer)."""
         if not isinstance(obj, dict):
             raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
         if run_hint is not None and obj.get("run", run_hint) != run_hint:
             raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
         run_id = obj.get("run", run_hint)
         if "kind" not in obj:
-            return await self._submit_raw(run_id, obj)
+            return await self._accept_raw(run_id, obj)
         if run_hint is not None and "run" not in obj:
             obj = {**obj, "run": run_hint}
-        await self.submit(parse_event(obj))
-        return 1
+        event = parse_event(obj)
+        run = self._runs.get(event.run)
+        if run is None and (ended := await self._ended(event.run)) is not None:
+            return None, [], LineResult(dropped=ended)
+        if isinstance(event, RunStart):
+            if run is not None:
+                self._check_replayed_start(run.controller.start_event, event)
+                return None, [], LineResult(dropped="run.start repeated")
+            created = await self._create(event, replay=replay)
+            if created is None:
+                return None, [], LineResult(dropped=f"run {event.run!r} already ended")
+            return created, [], LineResult(events=1)
+        if run is None:
+            raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
+        if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
+            return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
+        events: list[Event] = [event]
+        if isinstance(event, End) and run.normalizer is not None and event.source is None:
+            events = [*run.normalizer.close(), event]
+        return run, events, LineResult(events=1)
 
-    async def _submit_raw(self, run_id: Any, obj: dict[str, Any]) -> int:
+    async def _accept_raw(self, run_id: Any, obj: dict[str, Any]) -> tuple[ActiveRun | None, list[Event], LineResult]:
         run = self._runs.get(run_id) if isinstance(run_id, str) else None
+        if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
+            return None, [], LineResult(dropped=ended)
         if run is None or run.normalizer is None:
             raise IngestError(
                 "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw provider "
@@ -136,40 +250,16 @@ class Relay:
                 status=409 if run is None and "type" in obj else 400,
             )
         events = run.normalizer.feed(obj)
-        for event in events:
-            await self.submit(event)
-        return len(events)
+        return run, events, LineResult(events=len(events))
 
-    async def submit(self, event: Event) -> None:
-        """Queue one normalized event for its run (waits if the run's queue is full).
-
-        Raises:
-            IngestError: ``run.start`` names an unknown channel, a bad target or override, repeats a run
-                with different settings, or names a run that already ended (409); too many runs are
-                active (503); an event arrives for a run that has not started or already ended (409).
-                A repeated ``seq`` of an ended run is dropped silently (a safe retry).
-        """
-        run = self._runs.get(event.run)
-        finished = self._finished.get(event.run)
-        seq, last_seq = event.seq, finished.last_seq if finished is not None else None
-        if seq is not None and last_seq is not None and seq <= last_seq:
-            return  # a retry of what was already taken
-        if isinstance(event, RunStart):
-            if run is not None:
-                self._check_replayed_start(run.controller.start_event, event)
-                return  # a replayed run.start
-            if finished is not None:
-                raise IngestError(f"run {event.run!r} already ended; start a new run id", status=409)
-            await self._start(event)
-            return
-        if run is None:
-            if finished is not None:
-                raise IngestError(f"run {event.run!r} already ended; its events are no longer taken", status=409)
-            raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
-        if isinstance(event, End) and run.normalizer is not None and event.source is None:
-            for extra in run.normalizer.close():
-                await run.queue.put(extra)
-        await run.queue.put(event)
+    async def _ended(self, run_id: str) -> str | None:
+        """Why a line of ``run_id`` is dropped when the run already ended (here or before a restart), else None."""
+        if run_id in self._finished or await self._journal.ended(run_id) is not None:
+            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+        record = await self._ledger.get_run(run_id)
+        if record is not None and record.ended:
+            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+        return None
 
     @staticmethod
     def _check_replayed_start(first: RunStart, again: RunStart) -> None:
@@ -182,7 +272,13 @@ class Relay:
                 status=409,
             )
 
-    async def _start(self, event: RunStart) -> None:
+    async def _create(self, event: RunStart, *, replay: bool) -> ActiveRun | None:
+        """A new run for ``event`` (registered, not opened yet); None when the ledger says it already ended.
+
+        Raises:
+            IngestError: unknown channel, bad target or override, too many active runs (503), a run id used
+                before with another channel or target (409).
+        """
         channel = self.channels.get(event.channel)
         if channel is None:
             known = ", ".join(sorted(self.channels)) or "none"
@@ -197,7 +293,7 @@ class Relay:
         record = await self._ledger.get_run(event.run)
         if record is not None:
             if record.ended:
-                raise IngestError(f"run {event.run!r} already ended; start a new run id", status=409)
+                return None
             if record.channel != event.channel or record.target != event.target.model_dump(mode="json"):
                 raise IngestError(
                     f"run {event.run!r} was started before on another channel or target; use a new run id",
@@ -217,45 +313,25 @@ class Relay:
             chain_for=lambda target: channel.chain_for(target, self._clock),
             release=channel.release,
             monitor=RunMonitor(event.run, buffer=self.live_buffer),
+            retry_window_s=self._idle_s,
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self._gap_timeout_s, last=event.seq)
-        run = _Run(controller, asyncio.Queue(self._queue_size), gate, normalizer)
+        run = ActiveRun(controller, asyncio.Queue(self._queue_size), gate, normalizer, [] if replay else None)
         self._runs[event.run] = run
-        await controller.open()
-        run.task = asyncio.create_task(self._work(run), name=f"run:{event.run}")
+        return run
 
-    # --- the per-run worker -----------------------------------------------------------------------------
+    async def _open(self, run: ActiveRun) -> None:
+        """Restore the run's parts from the ledger and start its worker."""
+        await run.controller.open()
+        run.opened = True
+        run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
 
-    async def _work(self, run: _Run) -> None:
+    async def _drive(self, run: ActiveRun) -> None:
+        """The run's worker, then what the relay keeps of it; a run that finished leaves the journal."""
         controller = run.controller
-        last_event_at = self._clock.now()
         try:
-            while True:
-                idle_at = last_event_at + self._idle_s
-                deadlines = [d for d in (controller.deadline(), run.gate.deadline(), idle_at) if d is not None]
-                timeout = max(0.0, min(deadlines) - self._clock.now())
-                batch = await self._next_events(run.queue, timeout)
-                if batch:
-                    last_event_at = self._clock.now()
-                    ready = join_deltas([e for event in batch for e in run.gate.push(event, last_event_at)])
-                elif self._clock.now() >= idle_at:
-                    controller.errors.append(f"the agent sent nothing for {self._idle_s:g} s: run closed")
-                    ready = [End(run=controller.run, status=EndStatus.ERROR)]
-                else:
-                    controller.tick()
-                    ready = run.gate.expire(self._clock.now())
-                for item in ready:
-                    if isinstance(item, End) and item.source is None:
-                        await controller.close(item)
-                        return
-                    controller.handle(item)
-        except asyncio.CancelledError:
-            await controller.abort()
-            raise
-        except Exception as exc:  # a bug in one run must not take others down
-            _log.exception("run %s failed", controller.run)
-            await self._fail_run(controller, f"internal error, delivery stopped: {type(exc).__name__}: {exc}")
+            await work(run, self._clock, self._idle_s)
         finally:
             self._runs.pop(controller.run, None)
             runtime = self.channels.get(controller.policy.name)
@@ -269,41 +345,11 @@ class Relay:
             self._finished[controller.run] = _Finished(report, controller.lane, controller.monitor, run.gate.last)
             while len(self._finished) > self._keep:
                 self._finished.popitem(last=False)
-
-    async def _fail_run(self, controller: RunController, reason: str) -> None:
-        """A bug stopped the run: show the person a failure if finalizing still works, else just stop. The
-        reason goes to the report, not to the person (it is about the sidecar, not their answer)."""
-        if not controller.done:
+        if controller.done:
             try:
-                await asyncio.wait_for(controller.close(End(run=controller.run, status=EndStatus.ERROR)), 30)
-                controller.errors.append(reason)
-                return
+                await self._journal.finish(controller.run, run.gate.last)
             except Exception:
-                _log.exception("run %s could not show its failure", controller.run)
-        with contextlib.suppress(Exception):
-            await controller.abort()
-        controller.fail(reason)
-
-    async def _next_events(self, queue: asyncio.Queue[Event], timeout_s: float) -> list[Event]:
-        """The events waiting in ``queue`` (at most :data:`BATCH`), waiting up to ``timeout_s`` on the
-        injected clock for the first one; [] when the time ran out."""
-        if queue.empty():
-            getter = asyncio.ensure_future(queue.get())
-            sleeper = asyncio.ensure_future(self._clock.sleep(timeout_s))
-            try:
-                await asyncio.wait((getter, sleeper), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                getter.cancel()
-                sleeper.cancel()
-                await asyncio.wait((getter, sleeper))
-            if getter.cancelled():
-                return []
-            batch = [getter.result()]
-        else:
-            batch = [queue.get_nowait()]
-        while len(batch) < BATCH and not queue.empty():
-            batch.append(queue.get_nowait())
-        return batch
+                _log.exception("run %s finished but its journal could not be closed", controller.run)
 
     # --- reading ----------------------------------------------------------------------------------------
 

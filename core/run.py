@@ -62,6 +62,7 @@ PROGRESS_FAILED = "Failed before the answer was ready."
 PROGRESS_FAILED_AFTER = "Failed after the answer was ready."
 PROGRESS_STOPPED = "Stopped."
 STOPPED_NOTICE = "⏹ Stopped."
+IDLE_NOTICE = "⚠️ The answer stopped here: the agent did not finish it."
 
 
 class RunController:
@@ -79,6 +80,7 @@ class RunController:
         chain_for: the channel's send chain of another target, and ``release`` to give it back: needed for
             ``subagents = "thread"`` (each child's thread is a conversation of its own).
         monitor: the run's live progress for watchers (a new one when not given).
+        retry_window_s: how long calls that are safe to retry are retried through an outage (seconds).
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class RunController:
         chain_for: Callable[[Target], SendChain] | None = None,
         release: Callable[[Target], None] | None = None,
         monitor: RunMonitor | None = None,
+        retry_window_s: float = 600.0,
     ) -> None:
         self.run = start.run
         self.start_event = start
@@ -117,6 +120,8 @@ class RunController:
             else 0.0,
             native=native_streaming(policy, adapter, start.target),
             typing_every_s=policy.typing_every_s,
+            retry_window_s=retry_window_s,
+            exclusive_bot=policy.exclusive_bot,
         )
         self.rec.on_delivery = self._delivered
         self.mode: ModeHandler = make_mode(policy, self.rec, Splitter(policy, adapter.measure), clock)
@@ -180,9 +185,7 @@ class RunController:
             )
         )
         self.rec.restore(await self._ledger.parts(self.run))
-        self.monitor.publish(
-            "run", channel=self.policy.name, platform=self._platform, mode=str(self.policy.delivery)
-        )
+        self.monitor.publish("run", channel=self.policy.name, platform=self._platform, mode=str(self.policy.delivery))
         if self.policy.delivery is DeliveryMode.PROGRESS:
             self._refresh_status()
         self.rec.start()
@@ -314,8 +317,11 @@ class RunController:
     def tick(self) -> None:
         self.mode.tick()
 
-    async def close(self, end: End) -> DeliveryReport:
-        """Finalize: show the committed final exactly once (or a clear failure), then wait for delivery."""
+    async def close(self, end: End, *, idle: bool = False) -> DeliveryReport:
+        """Finalize: show the committed final exactly once (or a clear failure), then wait for delivery.
+
+        ``idle``: the agent stopped sending (``run_idle_timeout_s``): the person keeps what the answer shows
+        (a block run also gets its pending text), never committed, and a short notice that it stopped there."""
         self.ended = end
         self.rec.stop_typing()
         for unit in self.tools.close():
@@ -339,6 +345,10 @@ class RunController:
         if cancelled:
             self.rec.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer
             self.rec.claim_slot(SlotRole.NOTICE, STOPPED_NOTICE, TextFormat.PLAIN)
+        elif idle:
+            if self.committed is None and not self.mode.show_answer_at_commit():
+                self.mode.on_boundary(message_end=True)  # what it has, drained; never committed
+            self.rec.claim_slot(SlotRole.NOTICE, IDLE_NOTICE, TextFormat.PLAIN)
         elif not ok:
             detail = "\n".join(f"• {e}" for e in self.errors)
             self.rec.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)

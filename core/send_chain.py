@@ -9,6 +9,7 @@ reconciler) decide, so pending preview edits can merge into one.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -18,6 +19,9 @@ from core.ports import CallKind
 from core.rate import PauseBoard, TokenBucket
 
 T = TypeVar("T")
+
+KNOWN_IDS = 1000
+"""How many of a conversation's latest message ids a send chain remembers."""
 
 
 class SendChain:
@@ -36,6 +40,23 @@ class SendChain:
         self._pauses = pauses if pauses is not None else PauseBoard()
         self._lock = asyncio.Lock()
         self.paused_until = 0.0
+        self.last_message_id: str | None = None
+        """The newest message id acknowledged in this conversation (by any run): a create whose outcome is
+        unknown stored its message, if at all, after it (Telegram ids grow per chat)."""
+        self._known: OrderedDict[str, None] = OrderedDict()
+
+    def note_message(self, message_id: str, *, newest: bool = True) -> None:
+        """Remember a message of this sidecar in this conversation (``newest``: it was just acknowledged)."""
+        self._known[message_id] = None
+        self._known.move_to_end(message_id)
+        while len(self._known) > KNOWN_IDS:
+            self._known.popitem(last=False)
+        if newest or self.last_message_id is None:
+            self.last_message_id = message_id
+
+    def known_ids(self) -> frozenset[str]:
+        """Message ids of this sidecar in this conversation (the latest :data:`KNOWN_IDS`): never probed."""
+        return frozenset(self._known)
 
     def pause_remaining(self) -> float:
         """Seconds left of this conversation's 429 pause (0.0 when not paused)."""

@@ -12,8 +12,10 @@ Routes (all but ``/healthz`` need ``Authorization: Bearer <token>``):
 - ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token.
 - ``GET /healthz``.
 
-Answers: 200 ``{"accepted": n}``; a bad line fails alone: the good lines are taken and the answer is
-the first failure's 4xx with every rejected line listed (``{"error", "accepted", "rejected": [{"line",
+Lines that arrive together are journaled in one commit before they count as accepted (503 when the journal
+cannot be written: retry them). Answers: 200 ``{"accepted": n}`` (``"dropped": k`` when k lines were repeats:
+a ``seq`` already taken, a line of a run that already ended); a bad line fails alone: the good lines are taken
+and the answer is the first failure's 4xx with every rejected line listed (``{"error", "accepted", "rejected": [{"line",
 "error"}]}``). 401 for a missing or wrong token, 413 past the size limits.
 """
 
@@ -32,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from adapters.ingest_http.pipeline import PipelineRoutes
 from core.errors import IngestError
 from core.pipeline import strict_loads
-from core.relay import Relay
+from core.relay import LineResult, Relay
 
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all)."""
@@ -40,6 +42,38 @@ MAX_REJECTED_SHOWN = 20
 
 class _TooLarge(Exception):
     pass
+
+
+class _Tally:
+    """What became of a request's lines: events accepted, lines dropped as repeats, lines rejected."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.dropped = 0
+        self.rejected: list[dict[str, Any]] = []
+        self.status = 200
+
+    def add(self, line: int, result: LineResult | IngestError) -> None:
+        if isinstance(result, IngestError):
+            self.rejected.append({"line": line, "error": str(result)})
+            self.status = result.status if self.status == 200 else self.status
+        elif result.dropped is not None:
+            self.dropped += 1
+        else:
+            self.accepted += result.events
+
+    def counts(self) -> dict[str, int]:
+        return {"accepted": self.accepted, **({"dropped": self.dropped} if self.dropped else {})}
+
+    def answer(self) -> JSONResponse:
+        if not self.rejected:
+            return JSONResponse(self.counts())
+        first = self.rejected[0]
+        body: dict[str, Any] = {"error": f"line {first['line']}: {first['error']}", **self.counts()}
+        body["rejected"] = self.rejected[:MAX_REJECTED_SHOWN]
+        if len(self.rejected) > MAX_REJECTED_SHOWN:
+            body["rejected_total"] = len(self.rejected)
+        return JSONResponse(body, status_code=self.status)
 
 
 class _Ingest:
@@ -66,8 +100,9 @@ class _Ingest:
             headers={"WWW-Authenticate": "Bearer"},
         )
 
-    async def lines(self, request: Request) -> AsyncIterator[bytes]:
-        """The body's lines as they arrive (linear in the body). Raises _TooLarge past the size limits."""
+    async def batches(self, request: Request) -> AsyncIterator[list[bytes]]:
+        """The body's complete lines, a batch per piece received (linear in the body), so the lines that arrived
+        together are journaled in one commit. Raises _TooLarge past the size limits."""
         total = 0
         buffer = b""
         async for piece in request.stream():
@@ -75,54 +110,58 @@ class _Ingest:
             if total > self.max_body_bytes:
                 raise _TooLarge(f"request body over {self.max_body_bytes} bytes: split the run into several requests")
             *complete, buffer = (buffer + piece).split(b"\n")
-            for line in complete:
-                yield line
+            if complete:
+                yield complete
             if len(buffer) > self.max_line_bytes:
                 raise _TooLarge(f"a line is over {self.max_line_bytes} bytes")
             await asyncio.sleep(0)  # other runs go on while a large body is read
         if buffer.strip():
-            yield buffer
+            yield [buffer]
 
-    async def take_line(self, raw: bytes, run_hint: str | None) -> int:
-        """Decode and submit one line; return the number of events taken. Raises IngestError."""
+    def decode(self, raw: bytes) -> tuple[Any, str]:
+        """One line's JSON value and text. Raises IngestError (or _TooLarge)."""
         if len(raw) > self.max_line_bytes:
             raise _TooLarge(f"a line is over {self.max_line_bytes} bytes")
         try:
-            obj = strict_loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+            return strict_loads(text), text
         except UnicodeDecodeError as exc:
             raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
         except ValueError as exc:  # not JSON, NaN / Infinity, a key twice in one object, nested too deeply
             raise IngestError(f"malformed JSON, the line is {exc}") from None
-        return await self.relay.submit_line(obj, run_hint)
 
     async def ingest(self, request: Request, run_hint: str | None) -> JSONResponse:
         if (denied := self.denied(request)) is not None:
             return denied
-        accepted, rejected, status = 0, [], 200
+        tally = _Tally()
         try:
             number = 0
-            async for raw in self.lines(request):
-                number += 1
-                if not raw.strip():
+            async for batch in self.batches(request):
+                decoded: list[tuple[Any, str | None]] = []
+                numbers: list[int] = []
+                for raw in batch:
+                    number += 1
+                    if not raw.strip():
+                        continue
+                    try:
+                        decoded.append(self.decode(raw))
+                        numbers.append(number)
+                    except IngestError as exc:
+                        tally.add(number, exc)
+                if not decoded:
                     continue
                 try:
-                    accepted += await self.take_line(raw, run_hint)
-                except IngestError as exc:
-                    rejected.append({"line": number, "error": str(exc)})
-                    status = exc.status if status == 200 else status
+                    results = await self.relay.submit_lines(decoded, run_hint)
+                except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
+                    error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
+                    return JSONResponse({"error": error, **tally.counts()}, status_code=503)
+                for line_no, result in zip(numbers, results, strict=True):
+                    tally.add(line_no, result)
         except _TooLarge as exc:
-            return JSONResponse({"error": str(exc), "accepted": accepted, "rejected": rejected}, status_code=413)
+            return JSONResponse({"error": str(exc), **tally.counts(), "rejected": tally.rejected}, status_code=413)
         except ClientDisconnect:
-            return JSONResponse({"error": "client disconnected", "accepted": accepted}, status_code=400)
-        if not rejected:
-            return JSONResponse({"accepted": accepted})
-        shown = rejected[:MAX_REJECTED_SHOWN]
-        first = rejected[0]
-        body: dict[str, Any] = {"error": f"line {first['line']}: {first['error']}", "accepted": accepted}
-        body["rejected"] = shown
-        if len(rejected) > len(shown):
-            body["rejected_total"] = len(rejected)
-        return JSONResponse(body, status_code=status)
+            return JSONResponse({"error": "client disconnected", **tally.counts()}, status_code=400)
+        return tally.answer()
 
     async def run_events(self, request: Request) -> JSONResponse:
         return await self.ingest(request, request.path_params["run"])

@@ -14,10 +14,13 @@ from pathlib import Path
 import aiosqlite
 
 from core.ledger import PartRecord, RunRecord, content_key
+from core.ports import PendingSend, TextFormat
 from core.report import PartState, SlotRole
 
 _SCHEMA = """
 PRAGMA journal_mode=WAL;
+PRAGMA synchronous=FULL;
+PRAGMA busy_timeout=10000;
 CREATE TABLE IF NOT EXISTS runs (
     run TEXT PRIMARY KEY, channel TEXT NOT NULL, target TEXT NOT NULL, mode TEXT NOT NULL,
     end_status TEXT, ended INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, ended_at REAL
@@ -25,7 +28,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS parts (
     run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
     message_id TEXT, shown TEXT, content_key TEXT, degraded INTEGER NOT NULL DEFAULT 0, error TEXT,
-    updated_at REAL NOT NULL, streaming INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run, slot)
+    updated_at REAL NOT NULL, streaming INTEGER NOT NULL DEFAULT 0, pending TEXT, frozen INTEGER NOT NULL DEFAULT 0,
+    continues INTEGER, PRIMARY KEY (run, slot)
 );
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL,
@@ -34,6 +38,34 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 CREATE INDEX IF NOT EXISTS calls_run ON calls (run);
 """
+
+
+_ADDED_COLUMNS = (
+    ("streaming", "INTEGER NOT NULL DEFAULT 0"),
+    ("pending", "TEXT"),
+    ("frozen", "INTEGER NOT NULL DEFAULT 0"),
+    ("continues", "INTEGER"),
+)
+
+
+def _pending_json(pending: PendingSend | None) -> str | None:
+    if pending is None:
+        return None
+    return json.dumps(
+        {
+            "delivery_id": pending.delivery_id,
+            "text": pending.text,
+            "fmt": str(pending.fmt),
+            "after_id": pending.after_id,
+        }
+    )
+
+
+def _pending_from(raw: str | None) -> PendingSend | None:
+    if raw is None:
+        return None
+    data = json.loads(raw)
+    return PendingSend(data["delivery_id"], data["text"], TextFormat(data["fmt"]), after_id=data.get("after_id"))
 
 
 class SqliteLedger:
@@ -56,8 +88,9 @@ class SqliteLedger:
         await db.executescript(_SCHEMA)
         async with db.execute("PRAGMA table_info(parts)") as cur:
             columns = {row[1] for row in await cur.fetchall()}
-        if "streaming" not in columns:  # a ledger written before native streaming existed
-            await db.execute("ALTER TABLE parts ADD COLUMN streaming INTEGER NOT NULL DEFAULT 0")
+        for name, decl in _ADDED_COLUMNS:  # a ledger written by an older version
+            if name not in columns:
+                await db.execute(f"ALTER TABLE parts ADD COLUMN {name} {decl}")
         await db.commit()
         return cls(db, path)
 
@@ -94,11 +127,19 @@ class SqliteLedger:
             ended=bool(row[5]),
         )
 
-    async def record_intent(self, run: str, slot: int, role: SlotRole, op: str, text: str) -> int:
+    async def record_intent(
+        self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
+    ) -> int:
         cur = await self._db.execute(
             "INSERT INTO calls (run, slot, role, op, text_key, chars, intent_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (run, slot, str(role), op, content_key(role, text), len(text), time.time()),
         )
+        if pending is not None:  # the create itself, so a restart can settle it
+            await self._db.execute(
+                "INSERT INTO parts (run, slot, role, state, updated_at, pending) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (run, slot) DO UPDATE SET pending = excluded.pending, updated_at = excluded.updated_at",
+                (run, slot, str(role), str(PartState.PENDING), time.time(), _pending_json(pending)),
+            )
         await self._db.commit()
         assert cur.lastrowid is not None
         return cur.lastrowid
@@ -108,13 +149,22 @@ class SqliteLedger:
             "UPDATE calls SET outcome = ?, detail = ?, outcome_at = ? WHERE id = ?",
             (outcome, detail[:2000], time.time(), call_id),
         )
+        await self._upsert(part)
+        await self._db.commit()
+
+    async def save_part(self, part: PartRecord) -> None:
+        await self._upsert(part)
+        await self._db.commit()
+
+    async def _upsert(self, part: PartRecord) -> None:
         await self._db.execute(
             "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at,"
-            " streaming) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " streaming, pending, frozen, continues) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (run, slot) DO UPDATE SET role = excluded.role, state = excluded.state,"
             " message_id = excluded.message_id, shown = excluded.shown, content_key = excluded.content_key,"
             " degraded = excluded.degraded, error = excluded.error, updated_at = excluded.updated_at,"
-            " streaming = excluded.streaming",
+            " streaming = excluded.streaming, pending = excluded.pending, frozen = excluded.frozen,"
+            " continues = excluded.continues",
             (
                 part.run,
                 part.slot,
@@ -127,14 +177,16 @@ class SqliteLedger:
                 part.error,
                 time.time(),
                 int(part.streaming),
+                _pending_json(part.pending),
+                int(part.frozen),
+                part.continues,
             ),
         )
-        await self._db.commit()
 
     async def parts(self, run: str) -> list[PartRecord]:
         async with self._db.execute(
-            "SELECT slot, role, state, message_id, shown, degraded, error, streaming FROM parts WHERE run = ?"
-            " ORDER BY slot",
+            "SELECT slot, role, state, message_id, shown, degraded, error, streaming, pending, frozen, continues"
+            " FROM parts WHERE run = ? ORDER BY slot",
             (run,),
         ) as cur:
             rows = await cur.fetchall()
@@ -149,6 +201,9 @@ class SqliteLedger:
                 degraded=bool(r[5]),
                 error=r[6],
                 streaming=bool(r[7]),
+                pending=_pending_from(r[8]),
+                frozen=bool(r[9]),
+                continues=r[10],
             )
             for r in rows
         ]

@@ -196,6 +196,7 @@ class ChildThreads:
             ledger=self._ledger,
             clock=self._clock,
             throttle_s=self._policy.throttle_s,
+            exclusive_bot=self._policy.exclusive_bot,
         )
         rec.restore(await self._ledger.parts(rec.run))  # after a restart: edit what the thread shows, never resend
         if self._on_delivery is not None:

@@ -30,12 +30,12 @@ from core.errors import (
     TargetNotFoundError,
 )
 from core.events import Target
-from core.ports import TextFormat
+from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.units import LengthUnit, text_units
 
 T = TypeVar("T")
 
-METHODS = ("send_text", "edit_text", "delete_message", "send_typing")
+METHODS = ("send_text", "edit_text", "delete_message", "send_typing", "settle_send")
 STREAM_METHODS = ("stream_start", "stream_update", "stream_finish", "stream_cancel")
 
 
@@ -107,6 +107,10 @@ class FakeAdapter:
         self._ids = itertools.count(1)
         self._counts: Counter[str] = Counter()
         self._faults: dict[tuple[str, int], _Fault] = {}
+        self.delivered: dict[str, str] = {}
+        """Message id by the delivery id its create carried."""
+        self.settles = "lookup"
+        """How :meth:`settle_send` answers: ``lookup`` (by delivery id) or ``unknown``."""
 
     # --- scripting and reading ----------------------------------------------------------------------------
 
@@ -131,7 +135,7 @@ class FakeAdapter:
 
     def calls_of(self, *methods: str) -> list[Call]:
         """The calls of the given methods (all but typing when none are given), in order."""
-        wanted = methods or ("send_text", "edit_text", "delete_message")
+        wanted = methods or ("send_text", "edit_text", "delete_message", "settle_send")
         return [c for c in self.calls if c.method in wanted]
 
     def summary(self) -> list[tuple[str, str | None, str]]:
@@ -149,7 +153,7 @@ class FakeAdapter:
     def is_group(self, target: Target) -> bool:
         return self.group
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         call = await self._begin("send_text", text=text, fmt=fmt)
         try:
             fault = self._fault("send_text")
@@ -158,10 +162,33 @@ class FakeAdapter:
                 call.message_id = str(next(self._ids))
                 self.messages[call.message_id] = text.strip()
                 self.formats[call.message_id] = fmt
+                if delivery_id is not None:
+                    self.delivered[delivery_id] = call.message_id
             if fault is not None:
                 raise fault.error
             call.outcome = "ok"
             return call.message_id or ""
+        except DeliveryError as exc:
+            call.outcome = type(exc).__name__
+            raise
+        finally:
+            self._end(call)
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Like Slack's lookup by delivery id (``settles = "lookup"``), or Telegram without an exclusive bot
+        (``settles = "unknown"``)."""
+        call = await self._begin("settle_send", text=pending.text)
+        try:
+            fault = self._fault("settle_send")
+            if fault is not None:
+                raise fault.error
+            call.outcome = "ok"
+            if self.settles == "unknown":
+                return Settlement(SettleOutcome.UNKNOWN)
+            found = self.delivered.get(pending.delivery_id)
+            if found is not None and found in self.messages:
+                return Settlement(SettleOutcome.FOUND, found)
+            return Settlement(SettleOutcome.NOT_SENT)
         except DeliveryError as exc:
             call.outcome = type(exc).__name__
             raise
@@ -416,7 +443,7 @@ class MemoryChat:
     def is_group(self, target: Target) -> bool:
         return isinstance(target.chat_id, int) and target.chat_id < 0
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         mid = str(len(self.messages) + 1)
         self.messages[mid] = text.strip()
         return mid
@@ -424,6 +451,9 @@ class MemoryChat:
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         self.messages[message_id] = text.strip()
         return True
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        return Settlement(SettleOutcome.NOT_SENT)
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         self.messages.pop(message_id, None)

@@ -13,6 +13,7 @@ from core.delivery.reconciler import Reconciler
 from core.errors import (
     DeliveryError,
     ForbiddenError,
+    MessageFrozenError,
     PayloadRejectedError,
     PlatformUnavailableError,
     RateLimitedError,
@@ -21,7 +22,7 @@ from core.errors import (
 )
 from core.events import Target
 from core.ledger import MemoryLedger
-from core.ports import TextFormat
+from core.ports import PendingSend, TextFormat
 from core.rate import TokenBucket
 from core.report import PartState, SlotRole
 from core.send_chain import SendChain
@@ -77,7 +78,8 @@ def rig(
         ledger=ledger,
         clock=clock,
         throttle_s=throttle_s,
-        max_attempts=max_attempts,
+        # the retry window that allows ``max_attempts`` attempts at 0.25 s doubling backoff
+        retry_window_s=0.25 * (2 ** (max_attempts - 1) - 1),
     )
     return Rig(clock, adapter, chain, ledger, rec)
 
@@ -289,24 +291,111 @@ async def test_after_a_429_everything_pending_merges_into_one_edit() -> None:
 
 
 @pytest.mark.parametrize("landed", [True, False])
-async def test_an_uncertain_send_is_never_retried_and_later_parts_still_go(landed: bool) -> None:
+async def test_an_uncertain_send_is_settled_with_the_platform_before_anything_else(landed: bool) -> None:
     r = rig()
-    r.adapter.fail("send_text", 1, UncertainDeliveryError("timed out"), landed=landed)
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("502 after the platform stored it"), landed=landed)
     slot = r.rec.claim_slot(ANSWER, "part one")
     r.rec.claim_slot(ANSWER, "part two")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "part one, longer")  # it grows: still no second send, no edit of an unknown id
+    r.rec.set_text(slot, "part one, longer")
     await r.rec.finish()
-    assert r.adapter.chat() == (["part one", "part two"] if landed else ["part two"])
-    assert r.adapter.summary() == [
-        ("send_text", "part one", "UncertainDeliveryError"),
-        ("send_text", "part two", "ok"),
-    ]
+    assert r.adapter.chat() == ["part one, longer", "part two"]  # once each, in order
+    methods = [m for m, _, _ in r.adapter.summary()]
+    assert methods[:2] == ["send_text", "settle_send"]  # settled before the second part went
+    assert methods.count("send_text") == (2 if landed else 3)
+    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.ACKED]
+    assert [c["outcome"] for c in r.ledger.calls][:2] == ["uncertain", "found" if landed else "not_sent"]
+
+
+async def test_an_unsettleable_send_is_reported_uncertain_and_never_sent_again_while_its_text_holds() -> None:
+    r = rig()
+    r.adapter.settles = "unknown"  # Telegram with a shared bot token
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("timed out"), landed=True)
+    r.rec.claim_slot(ANSWER, "part one")
+    r.rec.claim_slot(ANSWER, "part two")
+    await r.rec.finish()
+    assert r.adapter.chat() == ["part one", "part two"]
+    assert [m for m, _, _ in r.adapter.summary()].count("send_text") == 2
     first, second = r.rec.parts()
     assert (first.state, first.message_id) == (PartState.UNCERTAIN, None)
     assert first.error is not None and "uncertain" in first.error
     assert second.state is PartState.ACKED
+
+
+async def test_an_unsettleable_send_whose_text_moved_on_goes_on_in_a_new_message_and_stays_reported() -> None:
+    r = rig()
+    r.adapter.settles = "unknown"
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("timed out"), landed=True)
+    slot = r.rec.claim_slot(ANSWER, "")
+    r.rec.set_live(slot, lambda: "Your refund")
+    r.rec.start()
+    await settle()
+    r.rec.set_text(slot, "Your refund of 49.99 EUR was approved.")
+    await r.rec.finish()
+    # the first words may show twice (reported), but the whole answer reaches the person
+    assert r.adapter.chat() == ["Your refund", "Your refund of 49.99 EUR was approved."]
+    states = [p.state for p in r.rec.parts()]
+    assert states == [PartState.UNCERTAIN, PartState.ACKED]
+
+
+async def test_a_send_in_flight_at_a_kill_is_settled_after_the_restart_never_sent_blindly() -> None:
+    r = rig()
+    # the intent is recorded, the platform stores the message, the process dies before the outcome
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("killed"), landed=True)
+    r.rec.claim_slot(ANSWER, "Hello")
+    r.rec.start()
+    await settle()
+    await r.rec.cancel()
+    assert (await r.ledger.parts("r1"))[0].pending is None  # settled already in this life ...
+    r.ledger.calls.clear()
+    r2 = rig()
+    intent = PendingSend("sr-test", "Hello", TextFormat.PLAIN)
+    await r2.ledger.record_intent("r1", 0, ANSWER, "send", "Hello", intent)  # ... this one was killed in flight
+    r2.adapter.delivered["sr-test"] = await r2.adapter.send_text(Target(chat_id=1), "Hello", TextFormat.PLAIN)
+    again = r2.fresh()
+    again.restore(await r2.ledger.parts("r1"))
+    again.claim_slot(ANSWER, "Hello world")
+    await again.finish()
+    assert r2.adapter.chat() == ["Hello world"]
+    assert [m for m, _, _ in r2.adapter.summary()] == ["send_text", "settle_send", "edit_text"]
+
+
+async def test_a_frozen_message_keeps_what_it_shows_and_the_rest_continues_without_repeating_it() -> None:
+    r = rig()
+    r.adapter.fail("edit_text", 2, MessageFrozenError("message can't be edited"))
+    slot = r.rec.claim_slot(ANSWER, "To move your site")
+    r.rec.start()
+    await settle()
+    r.rec.set_text(slot, "To move your site to the new host,")
+    await settle()
+    r.rec.set_text(slot, "To move your site to the new host, first lower the TTL.")
+    await settle()
+    r.rec.set_text(slot, "To move your site to the new host, first lower the TTL. Then copy the files.")
+    await r.rec.finish()
+    assert r.adapter.chat() == ["To move your site to the new host,", "first lower the TTL. Then copy the files."]
+    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.ACKED]
+
+    again = r.fresh()  # after a restart the continuation stays after its frozen part
+    again.restore(await r.ledger.parts("r1"))
+    restored = again.claim_slot(ANSWER, "To move your site to the new host, first lower the TTL. Then copy the files.")
+    await again.finish()
+    assert restored.frozen and again.slots[1].parent is restored
+    assert r.adapter.chat() == ["To move your site to the new host,", "first lower the TTL. Then copy the files."]
+
+
+async def test_edits_are_retried_through_an_outage_of_minutes() -> None:
+    r = rig(max_attempts=60)  # a retry window of ~minutes
+    r.rec.retry_window_s = 600.0
+    r.adapter.fail("edit_text", range(1, 40), PlatformUnavailableError("502 Bad Gateway"))
+    slot = r.rec.claim_slot(ANSWER, "Hello")
+    r.rec.start()
+    await settle()
+    r.rec.set_text(slot, "Hello world")
+    await r.rec.finish()
+    edits = r.adapter.calls_of("edit_text")
+    assert len(edits) == 40 and edits[-1].at - edits[0].at > 300  # minutes, not five tries in four seconds
+    assert r.adapter.chat() == ["Hello world"]
 
 
 @pytest.mark.parametrize("landed", [True, False])
@@ -542,18 +631,19 @@ async def test_a_restored_degraded_part_stays_stripped() -> None:
     assert again.parts()[0].degraded
 
 
-async def test_a_restored_uncertain_part_is_not_sent_again() -> None:
+async def test_a_restored_uncertain_part_is_not_sent_again_while_its_text_holds() -> None:
     r = rig()
+    r.adapter.settles = "unknown"
     r.adapter.fail("send_text", 1, UncertainDeliveryError("timed out"), landed=True)
     r.rec.claim_slot(ANSWER, "Hello")
     await r.rec.finish()
 
     again = r.fresh()
     again.restore(await r.ledger.parts("r1"))
-    again.claim_slot(ANSWER, "Hello world")
+    again.claim_slot(ANSWER, "Hello")
     await again.finish()
     assert r.adapter.chat() == ["Hello"]
-    assert len(r.adapter.calls_of()) == 1
+    assert [m for m, _, _ in r.adapter.summary()].count("send_text") == 1
     assert [p.state for p in again.parts()] == [PartState.UNCERTAIN]
 
 
@@ -577,11 +667,11 @@ async def test_every_call_has_an_intent_and_an_outcome_in_the_ledger() -> None:
     r.rec.set_text(b_slot, "")
     await r.rec.finish()
 
-    ops = {"send_text": "send", "edit_text": "edit", "delete_message": "delete"}
-    calls = r.adapter.calls_of()
+    ops = {"send_text": "send", "edit_text": "edit", "delete_message": "delete", "settle_send": "settle"}
+    calls = r.adapter.calls_of("send_text", "edit_text", "delete_message", "settle_send")
     assert [(ops[c.method], c.text or "") for c in calls] == [(e["op"], e["text"]) for e in r.ledger.calls]
     assert all(e["outcome"] is not None for e in r.ledger.calls)
-    outcomes = ["rate_limited", "ack", "retry", "ack", "uncertain", "failed", "ack", "ack"]
+    outcomes = ["rate_limited", "ack", "retry", "ack", "uncertain", "not_sent", "failed", "ack", "ack", "ack"]
     assert [e["outcome"] for e in r.ledger.calls] == outcomes
     # the parts the ledger keeps are what the reconciler reports
     stored = await r.ledger.parts("r1")

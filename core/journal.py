@@ -1,0 +1,103 @@
+"""The journal port: the durable log of accepted input lines, per run, in arrival order (DESIGN §8).
+
+A line is accepted (counted in the ingest answer) only once it is in the journal. A run is a deterministic
+function of its journaled lines, so a restarted sidecar rebuilds every run that had not finished by feeding its
+lines through the same path again (``Relay.resume``), then reconciles with the ledger: acknowledged parts are
+edited, never sent again; an intent without an outcome is settled with the platform.
+
+What is journaled is the input line itself (a normalized event or a raw provider event, as JSON text), not the
+events derived from it: the normalizers are stateful, and replaying their input rebuilds their state too.
+
+When a run has finished, its lines are dropped and only its last ``seq`` is kept, so a re-sent ended run is
+acknowledged and dropped (never a 409), also after a restart.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One accepted input line of ``run``: its JSON text, exactly as it will be replayed."""
+
+    run: str
+    line: str
+
+
+@dataclass(frozen=True)
+class EndedRun:
+    """What the journal keeps of a finished run: its last ``seq`` (None when it used none)."""
+
+    run: str
+    last_seq: int | None
+
+
+class Journal(Protocol):
+    """Durable accepted lines. Implementations: :class:`MemoryJournal`, ``adapters.sqlite.SqliteJournal``."""
+
+    async def append(self, entries: Sequence[JournalEntry]) -> None:
+        """Make ``entries`` durable, in order, in one commit (group commit: concurrent callers share commits).
+
+        Raises:
+            OSError | Exception: the storage failed; nothing of ``entries`` may be counted accepted.
+        """
+        ...
+
+    async def unfinished(self) -> list[str]:
+        """Runs that have lines and have not finished, oldest first (their first line's order)."""
+        ...
+
+    async def lines(self, run: str) -> list[str]:
+        """``run``'s journaled lines, in the order they were accepted."""
+        ...
+
+    async def finish(self, run: str, last_seq: int | None) -> None:
+        """``run`` finished (its final is delivered or reported): drop its lines, remember its last ``seq``."""
+        ...
+
+    async def ended(self, run: str) -> EndedRun | None:
+        """The finished run ``run``, or None when it never finished here."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryJournal:
+    """A journal in memory (unit tests; nothing survives a restart).
+
+    Args:
+        keep_ended: how many finished runs are remembered (oldest forgotten first).
+    """
+
+    def __init__(self, keep_ended: int = 100_000) -> None:
+        self._lines: dict[str, list[str]] = {}
+        self._ended: OrderedDict[str, EndedRun] = OrderedDict()
+        self._keep = keep_ended
+        self.commits = 0
+
+    async def append(self, entries: Sequence[JournalEntry]) -> None:
+        for entry in entries:
+            self._lines.setdefault(entry.run, []).append(entry.line)
+        self.commits += 1
+
+    async def unfinished(self) -> list[str]:
+        return list(self._lines)
+
+    async def lines(self, run: str) -> list[str]:
+        return list(self._lines.get(run, []))
+
+    async def finish(self, run: str, last_seq: int | None) -> None:
+        self._lines.pop(run, None)
+        self._ended[run] = EndedRun(run, last_seq)
+        while len(self._ended) > self._keep:
+            self._ended.popitem(last=False)
+
+    async def ended(self, run: str) -> EndedRun | None:
+        return self._ended.get(run)
+
+    async def close(self) -> None:
+        return None

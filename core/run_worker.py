@@ -1,0 +1,148 @@
+"""One active run's worker: takes its accepted events in order, feeds the run, finalizes it.
+
+The relay accepts lines (validated, journaled) and hands each run's events to its :class:`ActiveRun`; the worker
+orders them by ``seq`` (:class:`~core.sequencer.SeqGate`), joins deltas that arrived together, and applies them
+to the :class:`~core.run.RunController`. A run resumed from the journal first takes its whole ``backlog`` as one
+batch with the reconciler catching up, so only the resulting state is sent, never the intermediate ones.
+
+A run whose agent sends nothing for ``idle_s`` seconds is closed with what it has and a short notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from core.clock import Clock
+from core.events import End, EndStatus, Event
+from core.normalize import Normalizer
+from core.run import RunController
+from core.sequencer import SeqGate, join_deltas
+
+_log = logging.getLogger("streamrelay.relay")
+
+BATCH = 256
+"""At most this many queued events are taken at once by a run's worker."""
+
+IDLE_REASON = "the agent sent nothing for {idle:g} s: the run was closed with what it had"
+
+
+@dataclass
+class ActiveRun:
+    """An accepted run while it is delivered: its controller, its input queue and ``seq`` gate."""
+
+    controller: RunController
+    queue: asyncio.Queue[Event]
+    gate: SeqGate
+    normalizer: Normalizer | None
+    backlog: list[Event] | None = None
+    """Events replayed from the journal, taken first as one batch (None for a live run)."""
+    opened: bool = False
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def run(self) -> str:
+        return self.controller.run
+
+    async def put(self, event: Event) -> None:
+        """Hand one accepted event to the worker (waits while the queue is full)."""
+        if self.backlog is not None and not self.opened:
+            self.backlog.append(event)
+        else:
+            await self.queue.put(event)
+
+
+async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
+    """Drive ``run`` until its root ``end`` (or the idle timeout) is finalized.
+
+    Raises:
+        asyncio.CancelledError: the service stops; the run is left unfinished (the journal resumes it).
+    """
+    controller = run.controller
+    last_event_at = clock.now()
+    try:
+        if run.backlog:
+            backlog, run.backlog = run.backlog, None
+            controller.rec.catching_up = True
+            try:
+                if await _apply(run, backlog, last_event_at):
+                    return
+            finally:
+                controller.rec.catching_up = False
+        run.backlog = None
+        while True:
+            idle_at = last_event_at + idle_s
+            deadlines = [d for d in (controller.deadline(), run.gate.deadline(), idle_at) if d is not None]
+            timeout = max(0.0, min(deadlines) - clock.now())
+            batch = await _next_events(run.queue, timeout, clock)
+            if batch:
+                last_event_at = clock.now()
+                if await _apply(run, batch, last_event_at):
+                    return
+            elif clock.now() >= idle_at:
+                controller.errors.append(IDLE_REASON.format(idle=idle_s))
+                await controller.close(End(run=controller.run, status=EndStatus.ERROR), idle=True)
+                return
+            else:
+                controller.tick()
+                if await _handle(controller, run.gate.expire(clock.now())):
+                    return
+    except asyncio.CancelledError:
+        await controller.abort()
+        raise
+    except Exception as exc:  # a bug in one run must not take others down
+        _log.exception("run %s failed", controller.run)
+        await _fail_run(controller, f"internal error, delivery stopped: {type(exc).__name__}: {exc}")
+
+
+async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
+    """Order ``batch`` through the seq gate and apply it; True when the run was finalized."""
+    return await _handle(run.controller, join_deltas([e for event in batch for e in run.gate.push(event, now)]))
+
+
+async def _handle(controller: RunController, ready: list[Event]) -> bool:
+    for item in ready:
+        if isinstance(item, End) and item.source is None:
+            await controller.close(item)
+            return True
+        controller.handle(item)
+    return False
+
+
+async def _fail_run(controller: RunController, reason: str) -> None:
+    """A bug stopped the run: show the person a failure if finalizing still works, else just stop. The reason
+    goes to the report, not to the person (it is about the sidecar, not their answer)."""
+    if not controller.done:
+        try:
+            await asyncio.wait_for(controller.close(End(run=controller.run, status=EndStatus.ERROR)), 30)
+            controller.errors.append(reason)
+            return
+        except Exception:
+            _log.exception("run %s could not show its failure", controller.run)
+    with contextlib.suppress(Exception):
+        await controller.abort()
+    controller.fail(reason)
+
+
+async def _next_events(queue: asyncio.Queue[Event], timeout_s: float, clock: Clock) -> list[Event]:
+    """The events waiting in ``queue`` (at most :data:`BATCH`), waiting up to ``timeout_s`` on the injected clock
+    for the first one; [] when the time ran out."""
+    if queue.empty():
+        getter = asyncio.ensure_future(queue.get())
+        sleeper = asyncio.ensure_future(clock.sleep(timeout_s))
+        try:
+            await asyncio.wait((getter, sleeper), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            getter.cancel()
+            sleeper.cancel()
+            await asyncio.wait((getter, sleeper))
+        if getter.cancelled():
+            return []
+        batch = [getter.result()]
+    else:
+        batch = [queue.get_nowait()]
+    while len(batch) < BATCH and not queue.empty():
+        batch.append(queue.get_nowait())
+    return batch
