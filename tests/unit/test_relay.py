@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -10,6 +11,7 @@ from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
 from core.errors import IngestError
 from core.events import parse_event
+from core.journal import MemoryJournal
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
 from core.relay import Relay
@@ -55,7 +57,7 @@ async def test_a_bad_line_fails_alone() -> None:
     await asyncio.sleep(0)
 
 
-def _relay(chat: MemoryChat, ledger: MemoryLedger | None = None, **kw: float) -> Relay:
+def _relay(chat: MemoryChat, ledger: MemoryLedger | None = None, **kw: Any) -> Relay:
     policy = ChannelPolicy(name="c", throttle_s=0)
     return Relay({"c": ChannelRuntime(policy, chat)}, ledger or MemoryLedger(), MonotonicClock(), **kw)  # type: ignore[arg-type]
 
@@ -215,3 +217,76 @@ async def test_a_bug_in_one_run_shows_its_person_a_failure_and_other_runs_go_on(
     assert good is not None and good.status == "delivered" and "fine" in shown
     lane = relay.lane("bad")
     assert lane is not None and lane.closed and lane.units[-1]["status"] == "error"
+
+
+# --- the journal: resume after a restart ------------------------------------------------------------------------
+
+
+async def test_an_interrupted_run_resumes_from_the_journal_and_finishes_without_its_agent() -> None:
+    journal, ledger, chat = MemoryJournal(), MemoryLedger(), MemoryChat()
+    relay = _relay(chat, ledger, journal=journal)
+    await relay.submit_line({**START, "seq": 0}, "r")
+    await relay.submit_line({"kind": "text", "seq": 1, "text": "Your order "}, "r")
+    await relay.submit_line({"kind": "text", "seq": 2, "text": "shipped on Monday."}, "r")
+    await relay.submit_line({"kind": "end", "seq": 3}, "r")
+    await relay.close()  # the process stops before (or while) the run finalizes
+    assert await journal.unfinished() == ["r"]
+
+    restarted = _relay(chat, ledger, journal=journal)
+    assert await restarted.resume() == ["r"]
+    report = await restarted.wait_done("r", 5)
+    assert report is not None and report.status == "delivered"
+    assert list(chat.messages.values()) == ["Your order shipped on Monday."]  # once, whole
+    assert await journal.unfinished() == []
+    # the agent re-sends its run from seq 0 after its own crash: acknowledged and dropped, never 409
+    again = await restarted.submit_lines(
+        [({**START, "seq": 0}, None), ({"kind": "text", "seq": 1, "text": "Your order "}, None)], "r"
+    )
+    assert all(not isinstance(r, IngestError) and r.dropped for r in again)
+    await restarted.close()
+    assert list(chat.messages.values()) == ["Your order shipped on Monday."]
+
+
+async def test_a_resumed_run_whose_agent_never_returns_is_closed_after_the_idle_timeout() -> None:
+    journal, ledger, chat = MemoryJournal(), MemoryLedger(), MemoryChat()
+    relay = _relay(chat, ledger, journal=journal)
+    await relay.submit_line(START, "r")
+    await relay.submit_line({"kind": "text", "text": "The first half"}, "r")
+    await asyncio.sleep(0.05)
+    await relay.close()
+
+    restarted = _relay(chat, ledger, journal=journal, run_idle_timeout_s=0.2)
+    await restarted.resume()
+    report = await restarted.wait_done("r", 5)
+    await restarted.close()
+    assert report is not None and report.done and report.end_status == "error"
+    assert list(chat.messages.values()) == ["The first half", IDLE_NOTICE]
+
+
+async def test_a_repeated_seq_is_dropped_after_a_restart_too() -> None:
+    journal, ledger, chat = MemoryJournal(), MemoryLedger(), MemoryChat()
+    relay = _relay(chat, ledger, journal=journal)
+    await relay.submit_line({**START, "seq": 0}, "r")
+    await relay.submit_line({"kind": "text", "seq": 1, "text": "A"}, "r")
+    await asyncio.sleep(0.05)
+    await relay.close()
+    restarted = _relay(chat, ledger, journal=journal)
+    await restarted.resume()
+    await asyncio.sleep(0.05)
+    assert await restarted.submit_line({"kind": "text", "seq": 1, "text": "A"}, "r") == 0
+    await restarted.submit_line({"kind": "text", "seq": 2, "text": "B"}, "r")
+    await restarted.submit_line({"kind": "end", "seq": 3}, "r")
+    await restarted.wait_done("r", 5)
+    await restarted.close()
+    assert list(chat.messages.values()) == ["AB"]
+
+
+async def test_lines_that_arrive_together_are_journaled_in_one_commit() -> None:
+    journal = MemoryJournal()
+    relay = _relay(MemoryChat(), journal=journal)
+    lines: list[tuple[object, str | None]] = [(START, None)]
+    lines += [({"kind": "text", "text": f"{i} "}, None) for i in range(50)]
+    results = await relay.submit_lines(lines, "r")
+    assert all(not isinstance(r, IngestError) for r in results)
+    assert journal.commits == 1 and len(await journal.lines("r")) == 51
+    await relay.close()
