@@ -37,12 +37,13 @@ from typing import TypeVar
 from core.clock import Clock
 from core.delivery.outcomes import OutcomeRules
 from core.delivery.planner import Planner
+from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, delivery_id, same_render
 from core.errors import DeliveryError
 from core.events import Target
-from core.ledger import Ledger, PartRecord
-from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend, SettleOutcome, TextFormat
-from core.report import PartReport, PartState, SlotRole
+from core.ledger import Ledger
+from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend, SettleOutcome
+from core.report import PartState
 from core.send_chain import SendChain
 
 T = TypeVar("T")
@@ -50,7 +51,7 @@ T = TypeVar("T")
 __all__ = ["Reconciler", "Slot", "same_render"]
 
 
-class Reconciler(OutcomeRules):
+class Reconciler(SlotBook, OutcomeRules):
     """Drives one run's slots to their desired texts through the conversation's send chain.
 
     Args:
@@ -83,26 +84,15 @@ class Reconciler(OutcomeRules):
         typing_every_s: float | None = None,
         exclusive_bot: bool = False,
     ) -> None:
-        self.run = run
+        super().__init__(run, chain, throttle_s, native)
         self._adapter = adapter
-        self._chain = chain
         self._target = target
         self._ledger = ledger
         self._clock = clock
-        self.throttle_s = throttle_s
         self.retry_window_s = retry_window_s
-        self._native = native
         self._exclusive = exclusive_bot
-        self.slots: list[Slot] = []
-        self.orphans: list[PartRecord] = []
-        """Creates that may have landed but could not be settled, and whose text went on in a new message."""
-        self._unsaved: list[PartRecord] = []
         self._closed = False
-        self.catching_up = False
-        """A resumed run is replaying its journal: only the resulting state is sent, not every step."""
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._restored: list[Slot] = []
         self._typing_every_s = typing_every_s
         self._last_visible_at: float | None = None
         self._last_typing_at: float | None = None
@@ -116,123 +106,6 @@ class Reconciler(OutcomeRules):
     @property
     def finalizing(self) -> bool:
         return self.planner.finalizing
-
-    # --- what should be visible -------------------------------------------------------------------------
-
-    def restore(self, records: list[PartRecord]) -> None:
-        """Load the parts recorded before a restart, so they are edited, never sent again; a create recorded
-        without an outcome is settled first. Restored slots are handed out again by :meth:`claim_slot`, in order,
-        per role; a part that continues a frozen one is placed after it and kept by the reconciler."""
-        by_index: dict[int, Slot] = {}
-        for rec in records:
-            if rec.slot < 0:
-                self.orphans.append(rec)
-                continue
-            slot = Slot(
-                index=rec.slot,
-                role=rec.role,
-                desired=rec.shown or "",
-                message_id=rec.message_id,
-                shown=rec.shown,
-                state=rec.state,
-                degraded=rec.degraded,
-                error=rec.error,
-                # An open stream goes on as one when this run still streams natively; else its handle is taken
-                # for a message (Slack's stream is one; a Telegram draft id then fails as gone and is re-sent).
-                native=rec.streaming and self._native is not None,
-                streaming=rec.streaming and self._native is not None,
-                pending=rec.pending,
-                frozen=rec.frozen,
-                creates=1 if rec.pending is not None else 0,
-            )
-            if rec.state is PartState.UNCERTAIN and rec.message_id is None:
-                slot.uncertain_text = rec.shown
-            by_index[rec.slot] = slot
-            parent = by_index.get(rec.continues) if rec.continues is not None else None
-            if parent is not None:
-                parent.cont, slot.parent = slot, parent
-                self.slots.insert(self.slots.index(parent) + 1, slot)
-            else:
-                self.slots.append(slot)
-                self._restored.append(slot)
-            if rec.message_id is not None and not rec.streaming:
-                self._chain.note_message(rec.message_id, newest=False)
-
-    def claim_slot(self, role: SlotRole, text: str = "", fmt: TextFormat = TextFormat.PLAIN) -> Slot:
-        """A slot for the next part of ``role``: a restored one if any is left, else a new one at the end."""
-        for i, slot in enumerate(self._restored):
-            if slot.role is role:
-                del self._restored[i]
-                if slot.degraded:
-                    fmt = TextFormat.STRIPPED if fmt is TextFormat.MARKDOWN else fmt
-                slot.fmt = fmt
-                self.set_text(slot, text)
-                return slot
-        slot = Slot(index=self._next_index(), role=role, fmt=fmt)
-        slot.native = self._native is not None and role is SlotRole.ANSWER
-        self.slots.append(slot)
-        self.set_text(slot, text)
-        return slot
-
-    def _next_index(self) -> int:
-        return max((s.index for s in self.slots), default=-1) + 1
-
-    def set_live(self, slot: Slot, live: Callable[[], str], *, every_state: bool = True) -> None:
-        """``slot`` shows what ``live()`` returns; it is read only when a call is about to be made (or at
-        once with ``throttle_s == 0`` and ``every_state``, where every state is sent). Wakes the loop."""
-        slot.live, slot.retired = live, False
-        if self._every_state() and every_state:
-            self._set(slot, live())
-            return
-        slot.stale = True
-        if slot.state is PartState.ACKED:
-            slot.state = PartState.PENDING
-        self._wake.set()
-
-    def drop_unsent(self, role: SlotRole) -> None:
-        """Forget every part of ``role`` that no message shows yet (a cancelled run sends no more)."""
-        for slot in self.slots:
-            if slot.role is role and slot.message_id is None and slot.state is PartState.PENDING and not slot.pending:
-                self.set_text(slot, "")
-                slot.history.clear()
-
-    def retire(self, slot: Slot) -> None:
-        """Empty ``slot`` and delete its message now (a replace made the text shorter)."""
-        self.set_text(slot, "")
-        slot.retired = True
-        self._wake.set()
-
-    def set_text(self, slot: Slot, text: str) -> None:
-        """Set what ``slot`` should show (a fixed text: ends ``set_live``); wakes the loop."""
-        slot.live, slot.stale, slot.retired = None, False, False
-        self._set(slot, text)
-
-    def _every_state(self) -> bool:
-        return self.throttle_s == 0 and not self.finalizing and not self.catching_up
-
-    def _assign(self, slot: Slot, text: str) -> None:
-        self._set(slot, text)
-
-    def _set(self, slot: Slot, text: str) -> None:
-        if text == slot.desired:
-            return
-        slot.desired = text
-        if slot.state is PartState.ACKED or (slot.state is PartState.SKIPPED and text.strip()):
-            slot.state = PartState.PENDING
-        if slot.uncertain_text is not None and not same_render(text, slot.uncertain_text):
-            self._orphan(slot)  # the text moved on from what the unsettled create sent: it goes on anew
-        if self._every_state():
-            if text.strip():  # an emptied state is never sent as an edit: the preview waits for text
-                slot.history.append(text)
-        else:
-            slot.history.clear()
-        self._wake.set()
-
-    def _refresh(self, slot: Slot) -> None:
-        """Read a live slot's text now (its cost is the text's length: done once per call, not per delta)."""
-        if slot.stale and slot.live is not None:
-            slot.stale = False
-            self._set(slot, slot.live())
 
     # --- running ----------------------------------------------------------------------------------------
 
@@ -264,10 +137,6 @@ class Reconciler(OutcomeRules):
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-
-    def parts(self) -> list[PartReport]:
-        """Every part, in order, with the creates that could not be settled (uncertain) first."""
-        return [o.report() for o in self.orphans] + [self._record(s).report() for s in self.slots]
 
     async def _loop(self) -> None:
         while True:
@@ -419,23 +288,6 @@ class Reconciler(OutcomeRules):
             self._orphan(slot)  # still growing or changed: the text goes on in a new message
         return Outcome.UNKNOWN
 
-    def _orphan(self, slot: Slot) -> None:
-        """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
-        text = slot.uncertain_text or ""
-        orphan = PartRecord(
-            run=self.run,
-            slot=-(len(self.orphans) + 1),
-            role=slot.role,
-            state=PartState.UNCERTAIN,
-            shown=None,
-            error=f"uncertain: a message of {len(text)} characters may show too (a duplicate is possible)",
-        )
-        self.orphans.append(orphan)
-        self._unsaved.append(orphan)
-        slot.uncertain_text = None
-        slot.state, slot.error, slot.message_id, slot.shown = PartState.PENDING, None, None, None
-        self._wake.set()
-
     async def _stream_call(self, op: Op) -> None:
         slot, target, native = op.slot, self._target, self._native
         assert native is not None
@@ -460,32 +312,8 @@ class Reconciler(OutcomeRules):
             await self._call(op, lambda: native.stream_cancel(target, handle))
             slot.message_id, slot.shown, slot.streaming, slot.state = None, None, False, PartState.SKIPPED
 
-    def _freeze(self, slot: Slot) -> None:
-        """``slot``'s message takes no more edits: it keeps what it shows; a new part right after it continues."""
-        slot.frozen, slot.state, slot.history = True, PartState.ACKED, type(slot.history)()
-        cont = Slot(index=self._next_index(), role=slot.role, fmt=slot.fmt, parent=slot)
-        slot.cont = cont
-        self.slots.insert(self.slots.index(slot) + 1, cont)
-        self._wake.set()
-
     def _native_off(self) -> None:
         self._native = None
         self.planner.native = False
         for slot in self.slots:
             slot.native = False
-
-    def _record(self, slot: Slot) -> PartRecord:
-        return PartRecord(
-            run=self.run,
-            slot=slot.index,
-            role=slot.role,
-            state=slot.state,
-            message_id=slot.message_id,
-            shown=slot.shown if slot.message_id is not None or slot.uncertain_text is None else slot.uncertain_text,
-            degraded=slot.degraded,
-            error=slot.error,
-            streaming=slot.streaming,
-            pending=slot.pending,
-            frozen=slot.frozen,
-            continues=slot.parent.index if slot.parent is not None else None,
-        )
