@@ -17,24 +17,22 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from core.admission import Admission, Limits, LineResult
 from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, Event, RunStart, parse_event
+from core.events import Event
 from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
 from core.journal import Journal, JournalEntry, MemoryJournal
 from core.ledger import Ledger
 from core.monitor import RunMonitor
-from core.normalize import make_normalizer
 from core.pipeline import ArgsValidator, PipelineLane
-from core.policy import apply_overrides
 from core.report import DeliveryReport, summarize, with_gaps
 from core.run import RunController
 from core.run_worker import ActiveRun, work
-from core.sequencer import SeqGate
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -55,15 +53,6 @@ def _json_default(value: Any) -> Any:
     if dump is None:
         raise TypeError(f"not JSON: {type(value).__name__}")
     return dump(mode="python", exclude_none=True)
-
-
-@dataclass(frozen=True)
-class LineResult:
-    """What became of one accepted line: ``events`` normalized events taken, or ``dropped`` (why the line was
-    acknowledged without effect: a repeated ``seq``, a re-sent line of a run that already ended)."""
-
-    events: int = 0
-    dropped: str | None = None
 
 
 class Relay:
@@ -104,16 +93,24 @@ class Relay:
         self._ledger = ledger
         self._journal: Journal = journal if journal is not None else MemoryJournal()
         self._clock = clock
-        self._queue_size = queue_size
         self._keep = keep_finished
-        self._gap_timeout_s = gap_timeout_s
         self._idle_s = run_idle_timeout_s
-        self._max_active = max_active_runs
-        self._validator = validator
         self.catalog = catalog if catalog is not None else ActionCatalog()
-        self.live_buffer = live_buffer
         self._runs: dict[str, ActiveRun] = {}
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
+        limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
+        self._admission = Admission(
+            self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator
+        )
+
+    @property
+    def live_buffer(self) -> int:
+        """How many of a run's latest live events are kept for watchers that reconnect (new runs)."""
+        return self._admission.limits.live_buffer
+
+    @live_buffer.setter
+    def live_buffer(self, value: int) -> None:
+        self._admission.limits.live_buffer = value
 
     # --- ingest -----------------------------------------------------------------------------------------
 
@@ -180,7 +177,7 @@ class Relay:
         entries: list[JournalEntry] = []
         for obj, raw in lines:
             try:
-                run, events, result = await self._accept(obj, run_hint, replay=replay)
+                run, events, result = await self._admission.accept(obj, run_hint, replay=replay)
             except IngestError as exc:
                 results.append(exc)
                 continue
@@ -203,123 +200,6 @@ class Relay:
             for event in events:
                 await run.put(event)
         return results
-
-    async def _accept(
-        self, obj: Any, run_hint: str | None, *, replay: bool
-    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
-        """Validate one line and apply what must be known before the next line (a new run, the normalizer)."""
-        if not isinstance(obj, dict):
-            raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
-        if run_hint is not None and obj.get("run", run_hint) != run_hint:
-            raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
-        run_id = obj.get("run", run_hint)
-        if "kind" not in obj:
-            return await self._accept_raw(run_id, obj)
-        if run_hint is not None and "run" not in obj:
-            obj = {**obj, "run": run_hint}
-        event = parse_event(obj)
-        run = self._runs.get(event.run)
-        if run is None and (ended := await self._ended(event.run)) is not None:
-            return None, [], LineResult(dropped=ended)
-        if isinstance(event, RunStart):
-            if run is not None:
-                self._check_replayed_start(run.controller.start_event, event)
-                return None, [], LineResult(dropped="run.start repeated")
-            created = await self._create(event, replay=replay)
-            if created is None:
-                return None, [], LineResult(dropped=f"run {event.run!r} already ended")
-            return created, [], LineResult(events=1)
-        if run is None:
-            raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
-        if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
-            return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
-        events: list[Event] = [event]
-        if isinstance(event, End) and run.normalizer is not None and event.source is None:
-            events = [*run.normalizer.close(), event]
-        return run, events, LineResult(events=1)
-
-    async def _accept_raw(self, run_id: Any, obj: dict[str, Any]) -> tuple[ActiveRun | None, list[Event], LineResult]:
-        run = self._runs.get(run_id) if isinstance(run_id, str) else None
-        if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
-            return None, [], LineResult(dropped=ended)
-        if run is None or run.normalizer is None:
-            raise IngestError(
-                "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw provider "
-                "events are taken only for a started run whose run.start declares 'format' (anthropic, "
-                "openai-responses, openai-chat)",
-                status=409 if run is None and "type" in obj else 400,
-            )
-        events = run.normalizer.feed(obj)
-        return run, events, LineResult(events=len(events))
-
-    async def _ended(self, run_id: str) -> str | None:
-        """Why a line of ``run_id`` is dropped when the run already ended (here or before a restart), else None."""
-        if run_id in self._finished or await self._journal.ended(run_id) is not None:
-            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
-        record = await self._ledger.get_run(run_id)
-        if record is not None and record.ended:
-            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
-        return None
-
-    @staticmethod
-    def _check_replayed_start(first: RunStart, again: RunStart) -> None:
-        fields = ("channel", "target", "mode", "format", "overrides")
-        changed = [f for f in fields if getattr(first, f) != getattr(again, f)]
-        if changed:
-            raise IngestError(
-                f"run {again.run!r} already started with another {', '.join(changed)}: a run keeps its "
-                "run.start; use a new run id",
-                status=409,
-            )
-
-    async def _create(self, event: RunStart, *, replay: bool) -> ActiveRun | None:
-        """A new run for ``event`` (registered, not opened yet); None when the ledger says it already ended.
-
-        Raises:
-            IngestError: unknown channel, bad target or override, too many active runs (503), a run id used
-                before with another channel or target (409).
-        """
-        channel = self.channels.get(event.channel)
-        if channel is None:
-            known = ", ".join(sorted(self.channels)) or "none"
-            raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
-        if len(self._runs) >= self._max_active:
-            raise IngestError(
-                f"{len(self._runs)} runs are active, the most this sidecar takes: retry later", status=503
-            )
-        problem = channel.adapter.check_target(event.target)
-        if problem is not None:
-            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
-        record = await self._ledger.get_run(event.run)
-        if record is not None:
-            if record.ended:
-                return None
-            if record.channel != event.channel or record.target != event.target.model_dump(mode="json"):
-                raise IngestError(
-                    f"run {event.run!r} was started before on another channel or target; use a new run id",
-                    status=409,
-                )
-        policy = apply_overrides(channel.policy, event.overrides)
-        if event.mode is not None and event.mode is not policy.delivery:
-            policy = replace(policy, delivery=event.mode)
-        controller = RunController(
-            event,
-            policy,
-            channel.adapter,
-            channel.chain_for(event.target, self._clock),
-            self._ledger,
-            self._clock,
-            validator=self._validator,
-            chain_for=lambda target: channel.chain_for(target, self._clock),
-            release=channel.release,
-            monitor=RunMonitor(event.run, buffer=self.live_buffer),
-            retry_window_s=self._idle_s,
-        )
-        normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
-        gate = SeqGate(self._gap_timeout_s, last=event.seq)
-        run = ActiveRun(controller, asyncio.Queue(self._queue_size), gate, normalizer, [] if replay else None)
-        self._runs[event.run] = run
-        return run
 
     async def _open(self, run: ActiveRun) -> None:
         """Restore the run's parts from the ledger and start its worker."""

@@ -1,0 +1,199 @@
+"""Admission: whether one input line is taken, and what it means before the next line is read.
+
+A line is validated alone (a bad line fails alone with an :class:`~core.errors.IngestError`); a ``run.start``
+creates the run (its controller and stages, not opened yet) so the lines after it in the same batch find it;
+a raw provider line is normalized by its run's normalizer; a repeat (a ``seq`` already taken, any line of a run
+that already ended, here or before a restart) is acknowledged and dropped. The relay journals what was taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from core.channel import ChannelRuntime
+from core.clock import Clock
+from core.errors import IngestError
+from core.events import End, Event, RunStart, parse_event
+from core.journal import Journal
+from core.ledger import Ledger
+from core.monitor import RunMonitor
+from core.normalize import make_normalizer
+from core.pipeline import ArgsValidator
+from core.policy import apply_overrides
+from core.run import RunController
+from core.run_worker import ActiveRun
+from core.sequencer import SeqGate
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """What became of one accepted line: ``events`` normalized events taken, or ``dropped`` (why the line was
+    acknowledged without effect: a repeated ``seq``, a re-sent line of a run that already ended)."""
+
+    events: int = 0
+    dropped: str | None = None
+
+
+@dataclass
+class Limits:
+    """How runs are admitted: ``queue_size`` per run, ``gap_timeout_s`` for ``seq`` gaps, ``idle_s`` (also the
+    retry window of calls through an outage), ``max_active`` runs, ``live_buffer`` events kept for watchers."""
+
+    queue_size: int = 10_000
+    gap_timeout_s: float = 2.0
+    idle_s: float = 600.0
+    max_active: int = 10_000
+    live_buffer: int = 1000
+
+
+class Admission:
+    """Admits lines into runs (see the module docstring).
+
+    Args:
+        channels: configured channels by name.
+        runs: the active runs (shared with the relay, which removes finished ones).
+        finished: ids of runs finished in this process (shared with the relay).
+        journal: where finished runs are remembered across restarts.
+        ledger: the durable record (a run id used before).
+        clock: the injected clock.
+        limits: queue, gap, idle and active-run limits.
+        validator: checks complete tool calls against their JSON Schemas.
+    """
+
+    def __init__(
+        self,
+        channels: Mapping[str, ChannelRuntime],
+        runs: dict[str, ActiveRun],
+        finished: Mapping[str, object],
+        journal: Journal,
+        ledger: Ledger,
+        clock: Clock,
+        limits: Limits,
+        validator: ArgsValidator | None,
+    ) -> None:
+        self.channels = channels
+        self.runs = runs
+        self.finished = finished
+        self._journal = journal
+        self._ledger = ledger
+        self._clock = clock
+        self.limits = limits
+        self._validator = validator
+
+    async def accept(
+        self, obj: Any, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """Validate one line and apply what must be known before the next line (a new run, the normalizer)."""
+        if not isinstance(obj, dict):
+            raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
+        if run_hint is not None and obj.get("run", run_hint) != run_hint:
+            raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
+        run_id = obj.get("run", run_hint)
+        if "kind" not in obj:
+            return await self._accept_raw(run_id, obj)
+        if run_hint is not None and "run" not in obj:
+            obj = {**obj, "run": run_hint}
+        event = parse_event(obj)
+        run = self.runs.get(event.run)
+        if run is None and (ended := await self._ended(event.run)) is not None:
+            return None, [], LineResult(dropped=ended)
+        if isinstance(event, RunStart):
+            if run is not None:
+                self._check_replayed_start(run.controller.start_event, event)
+                return None, [], LineResult(dropped="run.start repeated")
+            created = await self._create(event, replay=replay)
+            if created is None:
+                return None, [], LineResult(dropped=f"run {event.run!r} already ended")
+            return created, [], LineResult(events=1)
+        if run is None:
+            raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
+        if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
+            return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
+        events: list[Event] = [event]
+        if isinstance(event, End) and run.normalizer is not None and event.source is None:
+            events = [*run.normalizer.close(), event]
+        return run, events, LineResult(events=1)
+
+    async def _accept_raw(self, run_id: Any, obj: dict[str, Any]) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
+        if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
+            return None, [], LineResult(dropped=ended)
+        if run is None or run.normalizer is None:
+            raise IngestError(
+                "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw provider "
+                "events are taken only for a started run whose run.start declares 'format' (anthropic, "
+                "openai-responses, openai-chat)",
+                status=409 if run is None and "type" in obj else 400,
+            )
+        events = run.normalizer.feed(obj)
+        return run, events, LineResult(events=len(events))
+
+    async def _ended(self, run_id: str) -> str | None:
+        """Why a line of ``run_id`` is dropped when the run already ended (here or before a restart), else None."""
+        if run_id in self.finished or await self._journal.ended(run_id) is not None:
+            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+        record = await self._ledger.get_run(run_id)
+        if record is not None and record.ended:
+            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+        return None
+
+    @staticmethod
+    def _check_replayed_start(first: RunStart, again: RunStart) -> None:
+        fields = ("channel", "target", "mode", "format", "overrides")
+        changed = [f for f in fields if getattr(first, f) != getattr(again, f)]
+        if changed:
+            raise IngestError(
+                f"run {again.run!r} already started with another {', '.join(changed)}: a run keeps its "
+                "run.start; use a new run id",
+                status=409,
+            )
+
+    async def _create(self, event: RunStart, *, replay: bool) -> ActiveRun | None:
+        """A new run for ``event`` (registered, not opened yet); None when the ledger says it already ended.
+
+        Raises:
+            IngestError: unknown channel, bad target or override, too many active runs (503), a run id used
+                before with another channel or target (409).
+        """
+        channel = self.channels.get(event.channel)
+        if channel is None:
+            known = ", ".join(sorted(self.channels)) or "none"
+            raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
+        if len(self.runs) >= self.limits.max_active:
+            raise IngestError(f"{len(self.runs)} runs are active, the most this sidecar takes: retry later", status=503)
+        problem = channel.adapter.check_target(event.target)
+        if problem is not None:
+            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+        record = await self._ledger.get_run(event.run)
+        if record is not None:
+            if record.ended:
+                return None
+            if record.channel != event.channel or record.target != event.target.model_dump(mode="json"):
+                raise IngestError(
+                    f"run {event.run!r} was started before on another channel or target; use a new run id",
+                    status=409,
+                )
+        policy = apply_overrides(channel.policy, event.overrides)
+        if event.mode is not None and event.mode is not policy.delivery:
+            policy = replace(policy, delivery=event.mode)
+        controller = RunController(
+            event,
+            policy,
+            channel.adapter,
+            channel.chain_for(event.target, self._clock),
+            self._ledger,
+            self._clock,
+            validator=self._validator,
+            chain_for=lambda target: channel.chain_for(target, self._clock),
+            release=channel.release,
+            monitor=RunMonitor(event.run, buffer=self.limits.live_buffer),
+            retry_window_s=self.limits.idle_s,
+        )
+        normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
+        gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
+        run = ActiveRun(controller, asyncio.Queue(self.limits.queue_size), gate, normalizer, [] if replay else None)
+        self.runs[event.run] = run
+        return run
