@@ -20,7 +20,8 @@ from typing import Any
 from core.clock import Clock
 from core.delivery.agents import SubAgents
 from core.delivery.answer import AnswerStream
-from core.delivery.modes import ModeHandler, make_mode, native_streaming
+from core.delivery.conversation import open_conversation
+from core.delivery.modes import ModeHandler
 from core.delivery.reasoning import ReasoningView
 from core.delivery.reconciler import Reconciler, Slot
 from core.delivery.status import StatusBoard, redacted_args
@@ -47,7 +48,7 @@ from core.events import (
 from core.ledger import Ledger, RunRecord
 from core.monitor import RunMonitor, progress_event
 from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
-from core.policy import ChannelPolicy, ReasoningPolicy, Splitter, SubagentPolicy
+from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import ChannelAdapter, TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.send_chain import SendChain
@@ -108,23 +109,19 @@ class RunController:
         self._platform = adapter.platform
         self._shown_live: dict[Any, str] | None = {} if policy.live_text else None
         """The text each part shows, when the run's watchers see it (``policy.live_text``)."""
-        self.rec = Reconciler(
+        conversation = open_conversation(
             run=start.run,
+            policy=policy,
             adapter=adapter,
             chain=chain,
             target=start.target,
             ledger=ledger,
             clock=clock,
-            throttle_s=policy.throttle_s
-            if policy.delivery in (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
-            else 0.0,
-            native=native_streaming(policy, adapter, start.target),
-            typing_every_s=policy.typing_every_s,
             retry_window_s=retry_window_s,
-            exclusive_bot=policy.exclusive_bot,
         )
+        self.rec: Reconciler = conversation.rec
+        self.mode: ModeHandler = conversation.mode
         self.rec.on_delivery = self._delivered
-        self.mode: ModeHandler = make_mode(policy, self.rec, Splitter(policy, adapter.measure), clock)
         self.text = VisibleText(opened=policy.reasoning_opened)
         self.answer = AnswerStream(self.text.answers)
         self.reasoning: ReasoningView | None = None
@@ -152,6 +149,7 @@ class RunController:
                 clock=clock,
                 answers=self.text.answers,
                 on_delivery=self._thread_delivered,
+                retry_window_s=retry_window_s,
             )
             if not threads.available:
                 _log.info("subagents = thread: %s; sub-agents show as status lines", threads.refusal)

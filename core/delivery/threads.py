@@ -24,12 +24,13 @@ from typing import Any
 from core.assembler import TextAssembler, TextChange
 from core.clock import Clock
 from core.delivery.answer import AnswerChange, AnswerStream
-from core.delivery.modes import PreviewMode
+from core.delivery.conversation import open_conversation
+from core.delivery.modes import ModeHandler
 from core.delivery.reconciler import Reconciler, Slot
 from core.errors import DeliveryError
 from core.events import DeliveryMode, Source, Target
 from core.ledger import Ledger
-from core.policy import ChannelPolicy, ReasoningPolicy, Splitter
+from core.policy import ChannelPolicy, ReasoningPolicy
 from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
 from core.report import PartState, SlotRole
 from core.send_chain import SendChain
@@ -48,7 +49,7 @@ class _ChildThread:
     anchor: Slot
     opened: bool = False
     rec: Reconciler | None = None
-    mode: PreviewMode | None = None
+    mode: ModeHandler | None = None
     target: Target | None = None
     final: str | None = None
 
@@ -67,6 +68,7 @@ class ChildThreads:
         clock: the injected clock.
         answers: the children's answer texts (:class:`core.visible.VisibleText`'s ``answers``).
         on_delivery: told each call's outcome in a child's thread (for watchers), with the child.
+        retry_window_s: how long calls safe to retry are retried through an outage (seconds).
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class ChildThreads:
         clock: Clock,
         answers: TextAssembler,
         on_delivery: Callable[[Source, dict[str, object]], None] | None = None,
+        retry_window_s: float = 600.0,
     ) -> None:
         self._run = run
         self._policy = replace(policy, delivery=DeliveryMode.PREVIEW, reasoning=ReasoningPolicy.HIDDEN)
@@ -96,6 +99,7 @@ class ChildThreads:
         self._clock = clock
         self._answers = answers
         self._on_delivery = on_delivery
+        self._retry_window_s = retry_window_s
         self._children: dict[str, _ChildThread] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.refusal = self._threads.thread_refusal(target) if self._threads is not None else "no threads"
@@ -188,22 +192,24 @@ class ChildThreads:
             return
         finally:
             self._release(self._target)
-        rec = Reconciler(
+        conversation = open_conversation(
             run=f"{self._run}/{child.source.key}",
+            policy=self._policy,
             adapter=self._adapter,
             chain=self._chain_for(target),
             target=target,
             ledger=self._ledger,
             clock=self._clock,
-            throttle_s=self._policy.throttle_s,
-            exclusive_bot=self._policy.exclusive_bot,
+            retry_window_s=self._retry_window_s,
+            thread=True,
         )
+        rec = conversation.rec
         rec.restore(await self._ledger.parts(rec.run))  # after a restart: edit what the thread shows, never resend
         if self._on_delivery is not None:
             report, source = self._on_delivery, child.source
             rec.on_delivery = lambda fact: report(source, fact)
         child.rec, child.target = rec, target
-        child.mode = PreviewMode(self._policy, rec, Splitter(self._policy, self._adapter.measure))
+        child.mode = conversation.mode
         text = child.answer.text()
         if text:
             child.mode.on_answer(AnswerChange(text, reset=True), 0)

@@ -1,0 +1,74 @@
+"""One conversation's delivery stages, built in one place for a run's root and for each sub-agent thread.
+
+A conversation is a target (a chat, a channel, a thread) with its send chain: a delivery mode decides what it
+should show (slots), a reconciler makes the platform show it (planner → calls through the chain → ledger). The
+root's conversation uses the channel's delivery mode; a sub-agent's thread is always a ``preview`` (its one
+message grows in place), without native streaming or typing indicators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from core.clock import Clock
+from core.delivery.modes import ModeHandler, make_mode, native_streaming
+from core.delivery.reconciler import Reconciler
+from core.events import DeliveryMode, Target
+from core.ledger import Ledger
+from core.policy import ChannelPolicy, Splitter
+from core.ports import ChannelAdapter
+from core.send_chain import SendChain
+
+_THROTTLED = (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
+"""Modes whose calls are edits of a growing message: at most one per ``throttle_s``."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation's stages: ``mode`` (what to show) feeding ``rec`` (the reconciler)."""
+
+    rec: Reconciler
+    mode: ModeHandler
+
+
+def open_conversation(
+    *,
+    run: str,
+    policy: ChannelPolicy,
+    adapter: ChannelAdapter,
+    chain: SendChain,
+    target: Target,
+    ledger: Ledger,
+    clock: Clock,
+    retry_window_s: float,
+    thread: bool = False,
+) -> Conversation:
+    """Build the stages of one conversation (not started: the caller restores the ledger's parts and starts it).
+
+    Args:
+        run: the ledger's run id for this conversation (``<run>/<child key>`` for a sub-agent's thread).
+        policy: the channel's policy (``delivery`` decides the mode; a thread is always ``preview``).
+        adapter: the channel adapter.
+        chain: the send chain of ``target``.
+        target: where the messages go.
+        ledger: records intents and outcomes.
+        clock: the injected clock.
+        retry_window_s: how long calls safe to retry are retried through an outage (seconds).
+        thread: a sub-agent's thread: ``preview``, no native streaming, no typing indicator.
+    """
+    if thread:
+        policy = replace(policy, delivery=DeliveryMode.PREVIEW, typing_every_s=None)
+    rec = Reconciler(
+        run=run,
+        adapter=adapter,
+        chain=chain,
+        target=target,
+        ledger=ledger,
+        clock=clock,
+        throttle_s=policy.throttle_s if policy.delivery in _THROTTLED else 0.0,
+        native=None if thread else native_streaming(policy, adapter, target),
+        typing_every_s=policy.typing_every_s,
+        retry_window_s=retry_window_s,
+        exclusive_bot=policy.exclusive_bot,
+    )
+    return Conversation(rec, make_mode(policy, rec, Splitter(policy, adapter.measure), clock))
