@@ -1,12 +1,25 @@
-"""What an aiohttp failure says about a call: was the request never sent, or may it have landed?
+"""What a failed HTTP call says about a call: was the request never sent, or may it have landed?
 
 Shared by every adapter whose SDK talks HTTP through aiohttp (aiogram, slack-sdk, discord.py), so the rule
-that decides between "retry freely" and "never send again" is written once. First match wins:
+that decides between "retry freely" and "never send again" is written once.
 
-- a connection that never opened (refused, DNS, TLS, connect timeout): nothing was sent →
-  ``PlatformUnavailableError``;
-- a timeout or a broken connection after the request may have been written → ``UncertainDeliveryError``;
-- any other client error (an invalid URL and the like): nothing was sent → ``PlatformUnavailableError``.
+Network failures, :data:`NETWORK_OUTCOMES` (first match wins; aiohttp 3.14's ``client.py`` /
+``client_reqrep.py`` say where each is raised):
+
+- a connection that never opened (refused, DNS, TLS, connect timeout, a certificate fingerprint mismatch) or
+  a request that could not be written at all (``ClientConnectionResetError``: "Cannot write to closing
+  transport", raised before any byte of the request went out; a body that fails half-way is wrapped in
+  ``ClientOSError`` instead): nothing was sent → ``PlatformUnavailableError``;
+- a timeout after connecting, or a connection broken while the request was written or its answer read (reset,
+  server disconnected, a truncated answer): the platform may have processed it → ``UncertainDeliveryError``;
+- any other client error (an invalid URL, a closed connector, and the like): nothing was sent →
+  ``PlatformUnavailableError``.
+
+HTTP 5xx answers, :func:`server_error`: a 5xx means the platform failed somewhere between receiving the call and
+answering it, maybe after storing it (a gateway timing out on a backend that went on). For a *create* (a call
+that makes a new message: repeating it could show the message twice) that is ``UncertainDeliveryError``, settled
+with :meth:`core.ports.ChannelAdapter.settle_send`; for every other call (edits, deletes, reads, typing: repeating
+them does no harm) it is ``PlatformUnavailableError``, retried by the core.
 """
 
 from __future__ import annotations
@@ -21,9 +34,21 @@ NETWORK_OUTCOMES: tuple[tuple[type[BaseException], type[DeliveryError]], ...] = 
     (aiohttp.ConnectionTimeoutError, PlatformUnavailableError),  # connect timed out: nothing sent
     (asyncio.TimeoutError, UncertainDeliveryError),  # sent, no answer in time (aiohttp.ServerTimeoutError too)
     (aiohttp.ClientConnectorError, PlatformUnavailableError),  # refused, DNS, TLS: nothing sent
-    (aiohttp.ServerDisconnectedError, UncertainDeliveryError),
-    (aiohttp.ClientOSError, UncertainDeliveryError),  # reset mid-request
-    (aiohttp.ClientPayloadError, UncertainDeliveryError),
-    (aiohttp.ClientError, PlatformUnavailableError),  # InvalidURL and the like: nothing sent
+    (aiohttp.ServerFingerprintMismatch, PlatformUnavailableError),  # TLS pin checked before sending
+    (aiohttp.ClientConnectionResetError, PlatformUnavailableError),  # the transport was closing: nothing written
+    (aiohttp.ServerDisconnectedError, UncertainDeliveryError),  # closed while the answer was awaited
+    (aiohttp.ClientOSError, UncertainDeliveryError),  # reset mid-request ("Can not write request body", ECONNRESET)
+    (aiohttp.ClientPayloadError, UncertainDeliveryError),  # the answer was cut off
+    (aiohttp.ClientError, PlatformUnavailableError),  # InvalidURL, "Connector is closed" and the like: nothing sent
 )
 """``(exception type, what it means)``, most specific first."""
+
+
+def server_error(*, creates: bool) -> type[DeliveryError]:
+    """What an HTTP 5xx answer means for a call that ``creates`` a message (module docstring).
+
+    Returns:
+        ``UncertainDeliveryError`` for a create (the platform may have stored it: never sent blindly again),
+        else ``PlatformUnavailableError`` (safe to repeat).
+    """
+    return UncertainDeliveryError if creates else PlatformUnavailableError

@@ -18,6 +18,7 @@ https://discord.com/developers/docs/resources/channel#start-thread-from-message.
 
 from __future__ import annotations
 
+import secrets
 from collections import OrderedDict
 from typing import Final
 
@@ -28,7 +29,7 @@ from adapters.discord.errors import PLATFORM
 from adapters.markdown_strip import strip_markdown
 from core.errors import PermanentDeliveryError
 from core.events import Target
-from core.ports import TextFormat
+from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.units import LengthUnit, text_units
 
 NO_MENTIONS = discord.AllowedMentions.none()
@@ -119,18 +120,43 @@ class DiscordAdapter(DiscordConnection):
 
     # -------------------------------------------------------------- ChannelAdapter
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         """Create a message (``POST /channels/{id}/messages``); return its snowflake id as a string.
 
         ``target.thread_id`` is the channel written to (a thread is a channel); ``target.reply_to`` becomes a
         ``message_reference`` with ``fail_if_not_exists=False`` (a deleted reply target does not lose the
-        answer). ``allowed_mentions`` is always "none".
+        answer). ``allowed_mentions`` is always "none". ``delivery_id`` (at most 25 characters) is sent as the
+        message ``nonce`` with ``enforce_nonce: true`` (discord.py's ``Messageable.send(nonce=...)`` always adds
+        ``enforce_nonce``; without a ``delivery_id`` it sends a random nonce), so the same create again within a
+        few minutes returns the stored message instead of a second one
+        (https://discord.com/developers/docs/resources/message#create-message): :meth:`settle_send`.
 
         Raises:
-            core.errors.DeliveryError: a subclass, per :mod:`adapters.discord.errors`.
+            core.errors.UncertainDeliveryError: a timeout after sending, a connection lost after sending, or a 5xx:
+                the message may be stored (:meth:`settle_send`).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors`.
         """
+        return await self._create("createMessage", target, text, fmt, delivery_id)
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Settle an uncertain :meth:`send_text`: the same create again (same target, text and format) with the same
+        nonce and ``enforce_nonce`` (``settleMessage`` in errors). Discord returns the message stored under that
+        nonce by this bot, or creates it now; either way exactly one exists: ``found`` with its id. The nonce is
+        remembered for a few minutes only (https://discord.com/developers/docs/resources/message#create-message):
+        settle soon after the uncertain send; later, this create may make a second message.
+
+        Raises:
+            core.errors.PlatformUnavailableError: a 5xx (repeating it is safe: the nonce dedupes).
+            core.errors.UncertainDeliveryError: a timeout after sending (ask again: the nonce dedupes).
+            core.errors.DeliveryError: another subclass, as every call (429, a channel that is gone, ...).
+        """
+        message_id = await self._create("settleMessage", target, pending.text, pending.fmt, pending.delivery_id)
+        return Settlement(SettleOutcome.FOUND, message_id)
+
+    async def _create(self, method: str, target: Target, text: str, fmt: TextFormat, delivery_id: str | None) -> str:
         content = render(text, fmt)
         channel_id = self._channel_id(target)
+        nonce: str | int = delivery_id if delivery_id is not None else secrets.randbits(64)  # discord.py's default
         reference = None
         if target.reply_to is not None:
             reply_to = self._id(target.reply_to, target)
@@ -139,10 +165,10 @@ class DiscordAdapter(DiscordConnection):
         async def create(client: discord.Client) -> discord.Message:
             channel = client.get_partial_messageable(channel_id)
             if reference is None:
-                return await channel.send(content=content, allowed_mentions=NO_MENTIONS)
-            return await channel.send(content=content, allowed_mentions=NO_MENTIONS, reference=reference)
+                return await channel.send(content=content, allowed_mentions=NO_MENTIONS, nonce=nonce)
+            return await channel.send(content=content, allowed_mentions=NO_MENTIONS, reference=reference, nonce=nonce)
 
-        message = await self._call("createMessage", target, channel_id, create)
+        message = await self._call(method, target, channel_id, create)
         return str(message.id)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:

@@ -119,7 +119,6 @@ class DiscordConnection:
 
     __str__ = __repr__
 
-
     # -------------------------------------------------------------- login and one call
 
     async def _ready(self, target: Target) -> discord.Client:

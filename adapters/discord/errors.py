@@ -2,6 +2,10 @@
 
 Read in this order, first match wins:
 
+0. A 5xx answer (``DiscordServerError``, raised by the trace hook before discord.py's own retries): for a create
+   (``CREATE_METHODS``: createMessage) ``UncertainDeliveryError`` (Discord may have stored the message; a re-send
+   with the same nonce settles it, :meth:`~adapters.discord.adapter.DiscordAdapter.settle_send`), for any other
+   call ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
 1. ``CODE_RULES``: the Discord JSON error code of a ``discord.HTTPException``
    (https://discord.com/developers/docs/topics/opcodes-and-status-codes#json). 10003 ``Unknown Channel`` and
    10008 ``Unknown Message`` are ``TargetNotFoundError``; 50001 / 50005 / 50007 / 50013 are
@@ -9,14 +13,17 @@ Read in this order, first match wins:
    ``Invalid Form Body`` is ``PayloadRejectedError(TOO_LONG)`` when a field error has code
    ``BASE_TYPE_MAX_LENGTH`` (content over 2000 characters), else ``PayloadRejectedError(OTHER)``; 50024
    ``Cannot execute action on this channel type`` and 160004 ``A thread has already been created for this
-   message`` are ``PermanentDeliveryError`` (the target, not the payload).
+   message`` are ``PermanentDeliveryError`` (the target, not the payload). No Discord error means a message is
+   frozen (``MessageFrozenError``): a bot edits its own messages for as long as they exist; 30046 "Maximum
+   number of edits to messages older than 1 hour reached. Try again later" comes as a 429 with ``retry_after``
+   (https://github.com/discord/discord-api-docs/pull/4381) and is a ``RateLimitedError`` like every 429.
 2. ``TYPE_RULES``: the exception type. :class:`RateLimitAnswer` (a 429 caught before discord.py's retry loop,
    see :mod:`adapters.discord.adapter`) and ``discord.RateLimited`` become
    ``RateLimitedError(retry_after_s, scope)``: scope ``BOT`` for Discord's global limit (``"global": true``,
    https://discord.com/developers/docs/topics/rate-limits#global-rate-limit) or a Cloudflare ban, else
    ``CONVERSATION`` (the route's bucket is per channel). ``LoginFailure`` (401 at login) and ``Forbidden``
-   are ``ForbiddenError``; ``DiscordServerError`` (5xx) is ``PlatformUnavailableError``; other HTTP errors
-   go by status (``STATUS_RULES``). aiohttp errors: a connection that never opened is
+   are ``ForbiddenError``; other HTTP errors go by status (``STATUS_RULES``). aiohttp errors
+   (:data:`adapters.http_failures.NETWORK_OUTCOMES`): a connection that never opened is
    ``PlatformUnavailableError``; a broken connection or a timeout after the request may have been written is
    ``UncertainDeliveryError`` (it may have landed).
 3. ``PHASE_RULES``: a call that ran out of ``send_timeout_s``, by how far it got: still waiting in discord.py's
@@ -35,7 +42,7 @@ import aiohttp
 import discord
 
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
-from adapters.http_failures import NETWORK_OUTCOMES
+from adapters.http_failures import NETWORK_OUTCOMES, server_error
 from core.errors import (
     DeliveryError,
     ForbiddenError,
@@ -50,6 +57,9 @@ from core.errors import (
 )
 
 PLATFORM = "discord"
+
+CREATE_METHODS = frozenset({"createMessage"})
+"""Calls that make a new message: a 5xx answer to them is uncertain (the message may be stored)."""
 
 
 class RateLimitAnswer(discord.RateLimited):
@@ -141,7 +151,7 @@ STATUS_RULES: tuple[tuple[int, ErrorFactory], ...] = (
 TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
     (discord.RateLimited, _rate_limited),
     (discord.LoginFailure, _plain(ForbiddenError)),
-    (discord.DiscordServerError, _plain(PlatformUnavailableError)),
+    (discord.DiscordServerError, _plain(PlatformUnavailableError)),  # not reached: HTTPException, read by status
     *((kind, _plain(outcome)) for kind, outcome in NETWORK_OUTCOMES),  # TimeoutError: not the call's deadline
 )
 
@@ -157,13 +167,13 @@ BOUNDARY_ERRORS: tuple[type[BaseException], ...] = (discord.DiscordException, ai
 """What :func:`translate` accepts: everything discord.py's HTTP client can raise for one call."""
 
 
-def _factory(exc: BaseException) -> ErrorFactory:
+def _factory(exc: BaseException, method: str) -> ErrorFactory:
     if isinstance(exc, discord.HTTPException):
+        if exc.status >= 500:
+            return _plain(server_error(creates=method in CREATE_METHODS))
         by_code = next((make for code, make in CODE_RULES if exc.code == code), None)
         if by_code is not None:
             return by_code
-        if exc.status >= 500:
-            return _plain(PlatformUnavailableError)
         return next((make for status, make in STATUS_RULES if exc.status == status), _plain(PermanentDeliveryError))
     return next((make for kind, make in TYPE_RULES if isinstance(exc, kind)), _plain(PermanentDeliveryError))
 
@@ -173,7 +183,8 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
 
     Args:
         exc: what discord.py (or aiohttp beneath it) raised; one of :data:`BOUNDARY_ERRORS`.
-        method: Discord's name of the call, e.g. ``createMessage`` (for the message).
+        method: Discord's name of the call, e.g. ``createMessage`` (for the message; ``CREATE_METHODS`` make a 5xx
+            uncertain).
         target: the channel id, for the error's ``target``.
         scrub: removes secrets (the bot token) from text; applied to the whole message.
 
@@ -182,7 +193,7 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
         outside the ``except`` block (no ``__context__``): the original holds the request and its headers.
     """
     description = f"{type(exc).__name__}: {exc}".rstrip(": ")
-    return _factory(exc)(scrub(f"discord {method}: {description}"), target, exc)
+    return _factory(exc, method)(scrub(f"discord {method}: {description}"), target, exc)
 
 
 def timed_out(phase: Phase, *, method: str, target: str, timeout_s: float, bucket_wait_s: float) -> DeliveryError:

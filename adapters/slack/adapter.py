@@ -5,7 +5,8 @@ Every method is one Web API call, one attempt (:class:`adapters.slack.connection
 inside slack-sdk), so retries belong to the core's scheduler alone and nothing can be sent twice behind its
 back. The only second calls are the documented stream recoveries below, which can never double a message.
 Failures are translated at this boundary by :mod:`adapters.slack.errors`; text is rendered by
-:mod:`adapters.slack.render`. Threads make no call: a thread is the ``thread_ts`` of its parent message.
+:mod:`adapters.slack.render`; an uncertain send is settled by its metadata (:mod:`adapters.slack.settle`).
+Threads make no call: a thread is the ``thread_ts`` of its parent message.
 
 Web API references:
     chat.postMessage https://docs.slack.dev/reference/methods/chat.postMessage (``text`` 40,000 characters,
@@ -28,9 +29,10 @@ from collections.abc import Awaitable, Collection
 
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack.connection import Refused, SlackConnection
+from adapters.slack.connection import Refused
 from adapters.slack.errors import PLATFORM
 from adapters.slack.render import Rendered, render, stream_markdown
+from adapters.slack.settle import SlackSettling, delivery_metadata, thread_ts
 from core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
@@ -58,7 +60,7 @@ _TS_RE = re.compile(r"^\d+\.\d+$")
 _MAX_OPEN_STREAMS = 1024
 
 
-class SlackAdapter(SlackConnection):
+class SlackAdapter(SlackSettling):
     """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it), and
     opens threads under them.
 
@@ -130,22 +132,26 @@ class SlackAdapter(SlackConnection):
 
     # ------------------------------------------------------------ ChannelAdapter: calls
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         """Send a new message (chat.postMessage); return its ``ts``.
 
         ``target.thread_id`` (else ``target.reply_to``) becomes ``thread_ts``: the message is a reply in that
-        thread.
+        thread. ``delivery_id`` goes in the message ``metadata`` (:func:`adapters.slack.settle.delivery_metadata`),
+        where :meth:`settle_send` finds it.
 
         Raises:
-            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors` (a 429 has
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message
+                may be stored (:meth:`settle_send`).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors` (a 429 has
                 ``scope=conversation``: chat.postMessage is limited per channel).
         """
         body = self._body("chat.postMessage", target, text, fmt)
-        channel, thread_ts = str(target.chat_id), _thread_ts(target)
+        channel, thread = str(target.chat_id), thread_ts(target)
+        metadata = None if delivery_id is None else delivery_metadata(delivery_id)
         answer = await self._call(
             "chat.postMessage",
             target,
-            lambda: self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, **body.args()),
+            lambda: self._client.chat_postMessage(channel=channel, thread_ts=thread, metadata=metadata, **body.args()),
         )
         return str(answer["ts"])
 
@@ -155,7 +161,9 @@ class SlackAdapter(SlackConnection):
         A message that is still streaming is stopped first (chat.stopStream), then updated.
 
         Raises:
-            core.errors.TargetNotFoundError: the message is gone or not the bot's (``cant_update_message``).
+            core.errors.MessageFrozenError: Slack takes no more edits of it (``cant_update_message``,
+                ``edit_window_closed``): it keeps what it shows.
+            core.errors.TargetNotFoundError: the message is gone (``message_not_found``).
             core.errors.DeliveryError: another subclass (a 429 has ``scope=method``: Tier 3 per workspace).
         """
         await self._update(target, message_id, self._body("chat.update", target, text, fmt))
@@ -187,15 +195,15 @@ class SlackAdapter(SlackConnection):
         """In a thread, set the assistant thread status "is typing…" (assistant.threads.setStatus; it clears
         when the app replies). Elsewhere nothing: Slack has no typing indicator for bots outside assistant
         threads (https://docs.slack.dev/reference/methods/assistant.threads.setStatus)."""
-        thread_ts = _thread_ts(target)
-        if thread_ts is None:
+        thread = thread_ts(target)
+        if thread is None:
             return
         channel = str(target.chat_id)
         await self._call(
             "assistant.threads.setStatus",
             target,
             lambda: self._client.assistant_threads_setStatus(
-                channel_id=channel, thread_ts=thread_ts, status=TYPING_STATUS
+                channel_id=channel, thread_ts=thread, status=TYPING_STATUS
             ),
         )
 
@@ -205,7 +213,7 @@ class SlackAdapter(SlackConnection):
         """:data:`NESTED_THREAD` when ``target`` already posts into a thread (``thread_id``, or ``reply_to``,
         which :meth:`send_text` also sends as ``thread_ts``): its messages are replies, and a reply cannot
         have replies of its own (https://docs.slack.dev/messaging/#threading). None otherwise."""
-        return NESTED_THREAD if _thread_ts(target) is not None else None
+        return NESTED_THREAD if thread_ts(target) is not None else None
 
     async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
         """The thread under the top-level message ``anchor_message_id`` (its ``ts``): no call is made, the
@@ -236,31 +244,33 @@ class SlackAdapter(SlackConnection):
         """Slack streams only as a reply in a thread (``thread_ts`` is required) and, in channels, only with
         ``recipient_user_id`` and ``recipient_team_id``, which a target does not carry: so in a direct
         message's thread (https://docs.slack.dev/reference/methods/chat.startStream)."""
-        if _thread_ts(target) is None:
+        if thread_ts(target) is None:
             return "slack streams only into a thread (chat.startStream requires thread_ts): no thread_id or reply_to"
         if self.is_group(target):
             return "slack streams in channels need recipient_user_id and recipient_team_id: only direct messages"
         return None
 
     async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
-        """Open a stream in the target's thread showing ``text`` (chat.startStream); return its ``ts``.
+        """Open a stream in the target's thread showing ``text`` (chat.startStream); return its ``ts``. No delivery
+        id can go with it: chat.startStream takes no ``metadata`` (https://docs.slack.dev/reference/methods/chat.startStream).
 
         Raises:
             core.errors.NativeUnavailableError: :meth:`native_refusal` refuses the target, or Slack refused the
                 stream (feature not enabled, missing recipient, …): fall back to ``preview``.
             core.errors.RateLimitedError: 429 (Tier 2, ``scope=method``).
-            core.errors.PlatformUnavailableError, core.errors.UncertainDeliveryError: network, 5xx, timeout.
+            core.errors.PlatformUnavailableError: nothing was sent (no connection).
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: it may be open.
         """
         channel = str(target.chat_id)
         reason = self.native_refusal(target)
         if reason is not None:
             raise NativeUnavailableError(f"slack chat.startStream: {reason}", platform=PLATFORM, target=channel)
-        thread_ts, body = _thread_ts(target) or "", stream_markdown(text, fmt)
+        thread, body = thread_ts(target) or "", stream_markdown(text, fmt)
         try:
             answer = await self._call(
                 "chat.startStream",
                 target,
-                lambda: self._client.chat_startStream(channel=channel, thread_ts=thread_ts, markdown_text=body or None),
+                lambda: self._client.chat_startStream(channel=channel, thread_ts=thread, markdown_text=body or None),
             )
         except PermanentDeliveryError as exc:
             raise NativeUnavailableError(str(exc), platform=PLATFORM, target=channel) from None
@@ -370,9 +380,3 @@ class SlackAdapter(SlackConnection):
         if isinstance(answer, Refused):
             await self._stop(target, ts)
             await self._call("chat.update", target, send)
-
-
-def _thread_ts(target: Target) -> str | None:
-    """The thread to reply in: ``thread_id``, else ``reply_to`` (Slack replies are thread replies)."""
-    value = target.thread_id if target.thread_id is not None else target.reply_to
-    return None if value is None else str(value)

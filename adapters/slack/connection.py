@@ -78,7 +78,6 @@ class SlackConnection:
 
     __str__ = __repr__
 
-
     def _ensure_session(self) -> None:
         """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""
         session = self._client.session

@@ -6,11 +6,16 @@ Slack refuses with HTTP 200 ``{"ok": false, "error": "<code>"}`` and slack-sdk r
 
 1. HTTP status: 429 (or the code ``ratelimited`` / ``rate_limited``) → ``RateLimitedError(retry_after_s,
    scope)``, the scope from :data:`RATE_SCOPES` (chat.postMessage is limited per channel; chat.update and the
-   other methods per method and workspace: https://docs.slack.dev/reference/methods/chat.update); >= 500 →
-   ``PlatformUnavailableError``.
+   other methods per method and workspace: https://docs.slack.dev/reference/methods/chat.update); >= 500 → for a
+   create (``CREATE_METHODS``: chat.postMessage, chat.startStream) ``UncertainDeliveryError`` (Slack may have
+   stored the message: a chat.postMessage is settled by its metadata, :mod:`adapters.slack.settle`), for any other
+   call ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
 2. ``ERROR_RULES``: the error code, exactly; then ``PREFIX_RULES`` (``restricted_action…``, ``invalid_blocks…``).
-3. ``NETWORK_RULES``: the exception type. A connection that never opened is ``PlatformUnavailableError``; a
-   timeout or broken connection after the request may have been written is ``UncertainDeliveryError``.
+   chat.update's ``cant_update_message`` and ``edit_window_closed`` are ``MessageFrozenError``: the message stays
+   as it is and the core goes on in a new one (https://docs.slack.dev/reference/methods/chat.update#errors).
+3. ``NETWORK_RULES`` (:data:`adapters.http_failures.NETWORK_OUTCOMES`): the exception type. A connection that
+   never opened is ``PlatformUnavailableError``; a timeout or broken connection after the request may have been
+   written is ``UncertainDeliveryError``.
 4. Anything else is ``PermanentDeliveryError``.
 """
 
@@ -24,10 +29,11 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
-from adapters.http_failures import NETWORK_OUTCOMES
+from adapters.http_failures import NETWORK_OUTCOMES, server_error
 from core.errors import (
     DeliveryError,
     ForbiddenError,
+    MessageFrozenError,
     PermanentDeliveryError,
     PlatformUnavailableError,
     RateLimitedError,
@@ -38,6 +44,9 @@ from core.errors import (
 )
 
 PLATFORM = "slack"
+
+CREATE_METHODS = frozenset({"chat.postMessage", "chat.startStream"})
+"""Methods that make a new message: a 5xx answer to them is uncertain (the message may be stored)."""
 
 RATE_SCOPES: dict[str, RateScope] = {"chat.postMessage": RateScope.CONVERSATION}
 """What a 429 pauses, per method; every other method: ``RateScope.METHOD`` (Slack's tiers are per method and
@@ -52,14 +61,15 @@ _NOT_FOUND = _plain(TargetNotFoundError)
 _FORBIDDEN = _plain(ForbiddenError)
 
 ERROR_RULES: dict[str, ErrorFactory] = {
-    # the conversation or the message is not there (any more), or cannot be changed: like Telegram's
-    # "message can't be edited" (https://docs.slack.dev/reference/methods/chat.update#errors)
+    # the conversation or the message is not there (any more), or cannot be deleted
     "channel_not_found": _NOT_FOUND,
     "message_not_found": _NOT_FOUND,
     "thread_not_found": _NOT_FOUND,
-    "cant_update_message": _NOT_FOUND,
     "cant_delete_message": _NOT_FOUND,
-    "edit_window_closed": _NOT_FOUND,
+    # the message is there but takes no more edits: like Telegram's "message can't be edited"
+    # (https://docs.slack.dev/reference/methods/chat.update#errors)
+    "cant_update_message": _plain(MessageFrozenError),
+    "edit_window_closed": _plain(MessageFrozenError),
     # the bot may not write there, or its token is not good (https://docs.slack.dev/reference/methods/chat.postMessage#errors)
     "not_in_channel": _FORBIDDEN,
     "is_archived": _FORBIDDEN,
@@ -127,7 +137,7 @@ def _api_error(exc: SlackApiError, method: str, message: str, target: str) -> De
             message, retry_after_s=_retry_after_s(exc), scope=scope, platform=PLATFORM, target=target
         )
     if status >= 500:
-        return PlatformUnavailableError(message, platform=PLATFORM, target=target)
+        return server_error(creates=method in CREATE_METHODS)(message, platform=PLATFORM, target=target)
     make = ERROR_RULES.get(code) or next((f for prefix, f in PREFIX_RULES if code.startswith(prefix)), None)
     return (make or _plain(PermanentDeliveryError))(message, target, exc)
 
@@ -137,7 +147,8 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
 
     Args:
         exc: what slack-sdk (or aiohttp beneath it) raised; one of :data:`BOUNDARY_ERRORS`.
-        method: the Web API method, e.g. ``chat.update`` (for the message and the rate scope).
+        method: the Web API method, e.g. ``chat.update`` (for the message, the rate scope and whether a 5xx is
+            uncertain).
         target: the channel id, for the error's ``target``.
         scrub: removes secrets (the token) from text; applied to the whole message.
 

@@ -40,6 +40,7 @@ from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_t
 from adapters.error_factories import Scrubber
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
 from adapters.telegram.render import render
+from adapters.telegram.settle import probe_ids
 from core.errors import (
     ConfigError,
     NativeUnavailableError,
@@ -48,7 +49,7 @@ from core.errors import (
     TargetNotFoundError,
 )
 from core.events import Target
-from core.ports import TextFormat
+from core.ports import PendingSend, Settlement, TextFormat
 from core.units import LengthUnit, text_units
 
 T = TypeVar("T")
@@ -138,7 +139,6 @@ class TelegramAdapter:
 
     __str__ = __repr__
 
-
     async def _call(self, method: TelegramMethod[T], target: Target) -> T:
         """One attempt at one Bot API call; every failure leaves as a ``DeliveryError`` (token-free)."""
         try:
@@ -147,14 +147,17 @@ class TelegramAdapter:
             error = translate(exc, method=method.__api_method__, target=str(target.chat_id), scrub=self._scrub)
         raise error  # outside the except block: no __context__ that could carry the token in its URL
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         """Send a new message (``sendMessage``); return its message id as a string.
 
         ``target.thread_id`` becomes ``message_thread_id``; ``target.reply_to`` becomes ``reply_parameters``
-        with ``allow_sending_without_reply`` (a deleted reply target does not lose the answer).
+        with ``allow_sending_without_reply`` (a deleted reply target does not lose the answer). ``delivery_id`` is
+        not sent: a Telegram message cannot carry one (:meth:`settle_send` probes ids instead).
 
         Raises:
-            core.errors.DeliveryError: a subclass, per :mod:`adapters.telegram.errors`.
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message
+                may be stored (:meth:`settle_send`).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
         body, entities = render(text, fmt)
         reply_to = _message_id(target.reply_to, target) if target.reply_to is not None else None
@@ -170,6 +173,16 @@ class TelegramAdapter:
         sent = await self._call(method, target)
         return str(sent.message_id)
 
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Find out whether an uncertain :meth:`send_text` stored its message: only when ``pending.exclusive``,
+        by probing the message ids after ``pending.after_id`` with editMessageText of ``pending.text`` (rules,
+        outcomes and cautions: :mod:`adapters.telegram.settle`); otherwise ``unknown`` without a call.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, as every call (429, 5xx, timeout, a chat that is gone).
+        """
+        return await probe_ids(lambda method: self._call(method, target), target, pending)
+
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Replace a message's text (``editMessageText``). "message is not modified" is success.
 
@@ -177,6 +190,7 @@ class TelegramAdapter:
             True when the message changed; False when Telegram answered "message is not modified".
 
         Raises:
+            core.errors.MessageFrozenError: "message can't be edited" (past its edit window): it keeps its text.
             core.errors.TargetNotFoundError: the message (or chat) does not exist any more.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
@@ -245,7 +259,8 @@ class TelegramAdapter:
 
     async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
         """Persist ``text`` with ``sendMessage`` (a draft is only a preview: it must be followed by a real
-        message, https://core.telegram.org/bots/api#sendmessagedraft); return the new message id.
+        message, https://core.telegram.org/bots/api#sendmessagedraft); return the new message id. An uncertain
+        finish is settled like any send (:meth:`settle_send`: the same sendMessage).
 
         Raises:
             core.errors.DeliveryError: a subclass, as :meth:`send_text`.

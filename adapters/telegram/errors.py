@@ -12,7 +12,9 @@ Four tables, read in this order, first match wins:
    most refusals as 400 and only the text says which (https://core.telegram.org/bots/api#editmessagetext,
    https://core.telegram.org/bots/api#formatting-options). "message is not modified" becomes
    ``PayloadRejectedError(NOT_MODIFIED)``, which :class:`~adapters.telegram.adapter.TelegramAdapter` turns
-   into success for edits.
+   into success for edits; "message can't be edited" (a message past its edit window, or not the bot's) is
+   ``MessageFrozenError``; "message to edit not found" is :class:`NoMessageToEditError`, a
+   ``TargetNotFoundError`` that says which (the settle probe reads it, :mod:`adapters.telegram.settle`).
 3. ``NETWORK_RULES``: the cause of an aiogram ``TelegramNetworkError`` (aiogram wraps both
    ``asyncio.TimeoutError`` and ``aiohttp.ClientError``). A connection that never opened is
    ``PlatformUnavailableError``; a timeout or broken connection after the request may have been written
@@ -20,6 +22,10 @@ Four tables, read in this order, first match wins:
 4. ``TYPE_RULES``: the aiogram exception type (its HTTP status), e.g. ``TelegramRetryAfter`` (429 with
    ``parameters.retry_after``, https://core.telegram.org/bots/api#responseparameters) →
    ``RateLimitedError(retry_after_s)``.
+
+A 5xx (``TelegramServerError``) is read before the descriptions: for a create (``CREATE_METHODS``: sendMessage)
+it is ``UncertainDeliveryError`` (Telegram may have stored the message), for any other call
+``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
 """
 
 from __future__ import annotations
@@ -46,10 +52,11 @@ from aiogram.exceptions import (
 )
 
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
-from adapters.http_failures import NETWORK_OUTCOMES
+from adapters.http_failures import NETWORK_OUTCOMES, server_error
 from core.errors import (
     DeliveryError,
     ForbiddenError,
+    MessageFrozenError,
     NativeUnavailableError,
     PermanentDeliveryError,
     PlatformUnavailableError,
@@ -64,6 +71,16 @@ PLATFORM = "telegram"
 
 _plain = functools.partial(plain_error, PLATFORM)
 _rejected = functools.partial(rejected_error, PLATFORM)
+
+
+class NoMessageToEditError(TargetNotFoundError):
+    """editMessageText found no message with that id in the chat ("message to edit not found",
+    https://core.telegram.org/bots/api#editmessagetext): it was deleted, the id is not yet used, or (in a
+    private chat or basic group, whose ids come from one counter of the bot's) the id is another chat's."""
+
+
+CREATE_METHODS = frozenset({"sendMessage"})
+"""Bot API methods that make a new message: a 5xx answer to them is uncertain (the message may be stored)."""
 
 
 def _rate_limited(message: str, target: str, original: BaseException) -> DeliveryError:
@@ -85,10 +102,10 @@ NATIVE_RULES: tuple[tuple[type[BaseException], str], ...] = (
 
 DESCRIPTION_RULES: tuple[tuple[str, ErrorFactory], ...] = (
     ("message is not modified", _rejected(RejectReason.NOT_MODIFIED)),
-    ("message to edit not found", _plain(TargetNotFoundError)),
+    ("message to edit not found", _plain(NoMessageToEditError)),
     ("message to delete not found", _plain(TargetNotFoundError)),
     ("message to be replied not found", _plain(TargetNotFoundError)),
-    ("message can't be edited", _plain(TargetNotFoundError)),
+    ("message can't be edited", _plain(MessageFrozenError)),
     ("message can't be deleted", _plain(TargetNotFoundError)),
     ("message thread not found", _plain(TargetNotFoundError)),
     ("chat not found", _plain(TargetNotFoundError)),
@@ -112,7 +129,7 @@ NETWORK_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = tuple(
 TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
     (TelegramRetryAfter, _rate_limited),
     (TelegramNetworkError, _plain(PlatformUnavailableError)),  # cause not in NETWORK_RULES
-    (TelegramServerError, _plain(PlatformUnavailableError)),  # 5xx, RestartingTelegram
+    (TelegramServerError, _plain(PlatformUnavailableError)),  # 5xx of a non-create, RestartingTelegram
     (TelegramForbiddenError, _plain(ForbiddenError)),  # 403
     (TelegramUnauthorizedError, _plain(ForbiddenError)),  # 401: token revoked or wrong
     (TelegramMigrateToChat, _plain(TargetNotFoundError)),  # group became a supergroup
@@ -145,6 +162,8 @@ def _factory(exc: BaseException, method: str) -> tuple[ErrorFactory, str]:
         cause = exc.__cause__
         return _first(NETWORK_RULES, cause), f"{type(cause).__name__}: {cause}".rstrip(": ")
     description = exc.message if isinstance(exc, TelegramAPIError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, TelegramServerError):
+        return _plain(server_error(creates=method in CREATE_METHODS)), description
     lowered = description.lower()
     if _native_refusal(exc, method, lowered):
         return _plain(NativeUnavailableError), description

@@ -4,6 +4,8 @@ The page is the platform: sending or editing a part is keeping its text (the cor
 run monitor, whose ``delivery`` events carry the part's text to the browser). Nothing leaves the process, so no
 call fails, is rate limited or times out; "not modified" (the same text again) is answered like a platform would.
 A part holds at most ``max_units`` UTF-16 units (a page has no platform limit: this keeps one SSE event small).
+A send with a delivery id remembers it, so :meth:`WebAdapter.settle_send` can say whether that part exists (after a
+restart the page is empty: ``not_sent``, sent anew).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from core.errors import PayloadRejectedError, RejectReason, TargetNotFoundError
 from core.events import Target
-from core.ports import TextFormat
+from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.units import LengthUnit, text_units
 
 PLATFORM = "web"
@@ -51,6 +53,8 @@ class WebAdapter:
     def __init__(self, *, max_units: int = MAX_UNITS, record: bool = False) -> None:
         self.max_units = min(max_units, MAX_UNITS)
         self._texts: OrderedDict[str, str] = OrderedDict()
+        self._deliveries: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        """``delivery id → (chat id, message id)`` of the sends that named one, as many as parts are kept."""
         self._next = 0
         self.record = record
         self.calls: list[WebCall] = []
@@ -72,13 +76,25 @@ class WebAdapter:
         prefix = f"{chat_id}:"
         return [(key[len(prefix) :], text) for key, text in self._texts.items() if key.startswith(prefix)]
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         self._check(target, text)
         self._next += 1
         message_id = str(self._next)
         self._keep(target, message_id, text)
+        if delivery_id is not None:
+            self._deliveries[delivery_id] = (str(target.chat_id), message_id)
+            self._deliveries.move_to_end(delivery_id)
+            while len(self._deliveries) > KEEP_MESSAGES:
+                self._deliveries.popitem(last=False)
         self._record("sendMessage", target, message_id, text)
         return message_id
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """``found`` when the part sent with ``pending.delivery_id`` is on the page, else ``not_sent`` (no call)."""
+        chat_id, message_id = self._deliveries.get(pending.delivery_id, ("", ""))
+        if chat_id != str(target.chat_id) or f"{chat_id}:{message_id}" not in self._texts:
+            return Settlement(SettleOutcome.NOT_SENT)
+        return Settlement(SettleOutcome.FOUND, message_id)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         self._check(target, text)

@@ -329,16 +329,31 @@ async def test_a_429_without_via_is_a_cloudflare_ban(make_discord: MakeDiscord) 
 # ------------------------------------------------------------------ transient failures
 
 
-async def test_5xx_is_platform_unavailable_and_not_retried(adapter: DiscordAdapter, discord_mock: MockDiscord) -> None:
+async def test_5xx_to_a_create_is_uncertain_and_not_retried(adapter: DiscordAdapter, discord_mock: MockDiscord) -> None:
     discord_mock.add_fault("createMessage", 1, {"status": 502})
     started = time.monotonic()
 
-    with pytest.raises(PlatformUnavailableError, match="Bad Gateway"):
+    with pytest.raises(UncertainDeliveryError, match="Bad Gateway"):  # Discord may have stored it
         await adapter.send_text(CHAT, "Hello", PLAIN)
 
     assert time.monotonic() - started < 0.5  # discord.py would have slept 1 s and retried
     assert sends(discord_mock) == [502]
     assert discord_mock.visible(CHANNEL) == []
+
+
+async def test_5xx_to_an_edit_or_delete_is_platform_unavailable(
+    adapter: DiscordAdapter, discord_mock: MockDiscord
+) -> None:
+    mid = await adapter.send_text(CHAT, "Hello", PLAIN)
+    discord_mock.add_fault("editMessage", 1, {"status": 503})
+    discord_mock.add_fault("deleteMessage", 1, {"status": 500})
+
+    with pytest.raises(PlatformUnavailableError, match="Service Unavailable"):  # an edit is safe to repeat
+        await adapter.edit_text(CHAT, mid, "Hello, world", PLAIN)
+    with pytest.raises(PlatformUnavailableError, match="Internal Server Error"):
+        await adapter.delete_message(CHAT, mid)
+
+    assert discord_mock.visible(CHANNEL) == [(mid, "Hello")]
 
 
 async def test_connection_refused_is_platform_unavailable(make_discord: MakeDiscord) -> None:
@@ -473,7 +488,7 @@ async def test_the_token_is_never_shown(
     assert all(secret not in text for text in shown for secret in (TOKEN, HMAC))
     assert all(error.__context__ is None and error.__cause__ is None for error in errors)
     assert [type(error) for error in errors] == [
-        PlatformUnavailableError,
+        UncertainDeliveryError,
         UncertainDeliveryError,
         RateLimitedError,
         PayloadRejectedError,

@@ -18,6 +18,7 @@ from core.errors import (
     ConfigError,
     DeliveryError,
     ForbiddenError,
+    MessageFrozenError,
     NativeUnavailableError,
     PayloadRejectedError,
     PlatformUnavailableError,
@@ -165,13 +166,15 @@ async def test_stripped_drops_the_markup(slack: SlackAdapter, slack_mock: MockSl
 # ------------------------------------------------------------------ refusals
 
 
-async def test_unknown_or_foreign_messages_are_target_not_found(slack: SlackAdapter, slack_mock: MockSlack) -> None:
+async def test_unknown_messages_are_target_not_found_and_uneditable_ones_frozen(
+    slack: SlackAdapter, slack_mock: MockSlack
+) -> None:
     question = slack_mock.post_user_message(CHANNEL, "question?")
     slack_mock.missing_channels.add("C0NOWHERE1")
 
     with pytest.raises(TargetNotFoundError, match="message_not_found") as raised:
         await slack.edit_text(Target(chat_id=CHANNEL), "1700000000.009900", "x", PLAIN)
-    with pytest.raises(TargetNotFoundError, match="cant_update_message"):
+    with pytest.raises(MessageFrozenError, match="cant_update_message"):
         await slack.edit_text(Target(chat_id=CHANNEL), question, "x", PLAIN)
     with pytest.raises(TargetNotFoundError, match="channel_not_found"):
         await slack.send_text(Target(chat_id="C0NOWHERE1"), "x", PLAIN)
@@ -251,13 +254,45 @@ async def test_documented_rate_limits_answer_429(slack: SlackAdapter, slack_mock
     assert texts(slack_mock, CHANNEL) == ["one", "two"]
 
 
-async def test_5xx_is_platform_unavailable(slack: SlackAdapter, slack_mock: MockSlack) -> None:
+async def test_5xx_to_a_create_is_uncertain(slack: SlackAdapter, slack_mock: MockSlack) -> None:
     slack_mock.add_fault("chat.postMessage", 1, {"status": 503})
 
-    with pytest.raises(PlatformUnavailableError, match="HTTP 503"):
+    with pytest.raises(UncertainDeliveryError, match="HTTP 503"):  # Slack may have stored it
         await slack.send_text(Target(chat_id=CHANNEL), "Hello", PLAIN)
 
     assert methods(slack_mock) == ["chat.postMessage"]  # no automatic retry of a 5xx either
+
+
+async def test_5xx_to_a_stream_start_is_uncertain(slack: SlackAdapter, slack_mock: MockSlack) -> None:
+    slack_mock.add_fault("chat.startStream", 1, {"status": 502})
+
+    with pytest.raises(UncertainDeliveryError, match="HTTP 502"):
+        await slack.stream_start(Target(chat_id=DM, thread_id="1700000000.000100"), "Hi", PLAIN)
+
+
+async def test_5xx_to_an_edit_or_delete_is_platform_unavailable(slack: SlackAdapter, slack_mock: MockSlack) -> None:
+    ts = await slack.send_text(Target(chat_id=CHANNEL), "Hello", PLAIN)
+    slack_mock.add_fault("chat.update", 1, {"status": 503})
+    slack_mock.add_fault("chat.delete", 1, {"status": 500})
+
+    with pytest.raises(PlatformUnavailableError, match="HTTP 503"):  # an edit is safe to repeat
+        await slack.edit_text(Target(chat_id=CHANNEL), ts, "Hello, world", PLAIN)
+    with pytest.raises(PlatformUnavailableError, match="HTTP 500"):
+        await slack.delete_message(Target(chat_id=CHANNEL), ts)
+
+    assert texts(slack_mock, CHANNEL) == ["Hello"]
+
+
+@pytest.mark.parametrize("code", ["cant_update_message", "edit_window_closed"])
+async def test_an_edit_slack_refuses_for_good_is_frozen(slack: SlackAdapter, slack_mock: MockSlack, code: str) -> None:
+    ts = await slack.send_text(Target(chat_id=CHANNEL), "Hello", PLAIN)
+    slack_mock.add_fault("chat.update", 1, {"status": 400, "description": code})
+
+    with pytest.raises(MessageFrozenError, match=code) as raised:
+        await slack.edit_text(Target(chat_id=CHANNEL), ts, "Hello, world", PLAIN)
+
+    assert (raised.value.platform, raised.value.target) == ("slack", CHANNEL)
+    assert texts(slack_mock, CHANNEL) == ["Hello"]  # it keeps what it shows
 
 
 async def test_connection_refused_is_platform_unavailable(make_slack: MakeSlack) -> None:
@@ -314,7 +349,7 @@ async def test_the_token_is_never_shown(make_slack: MakeSlack, slack_mock: MockS
     shown += ["".join(traceback.format_exception(error)) + repr(error) for error in errors]
     assert all(SECRET not in text for text in shown)
     assert [type(error) for error in errors] == [
-        PlatformUnavailableError,
+        UncertainDeliveryError,
         UncertainDeliveryError,
         TargetNotFoundError,
         PlatformUnavailableError,

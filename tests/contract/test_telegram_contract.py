@@ -13,10 +13,12 @@ import traceback
 import pytest
 
 from adapters.telegram import TelegramAdapter
+from adapters.telegram.errors import NoMessageToEditError
 from core.errors import (
     ConfigError,
     DeliveryError,
     ForbiddenError,
+    MessageFrozenError,
     PayloadRejectedError,
     PlatformUnavailableError,
     RateLimitedError,
@@ -245,14 +247,46 @@ async def test_documented_rate_limits_answer_429(telegram: TelegramAdapter, tele
     assert telegram_mock.visible(4242) == [(1, "one"), (2, "two"), (3, "three")]
 
 
-async def test_5xx_is_platform_unavailable(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
+async def test_5xx_to_a_send_is_uncertain(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
     telegram_mock.add_fault("sendMessage", 1, {"status": 502})
 
-    with pytest.raises(PlatformUnavailableError, match="Bad Gateway"):
+    with pytest.raises(UncertainDeliveryError, match="Bad Gateway"):  # Telegram may have stored it
         await telegram.send_text(CHAT, "Hello", PLAIN)
 
     assert methods(telegram_mock) == ["sendMessage"]
     assert telegram_mock.visible(4242) == []
+
+
+async def test_5xx_to_an_edit_delete_or_typing_is_platform_unavailable(
+    telegram: TelegramAdapter, telegram_mock: MockTelegram
+) -> None:
+    mid = await telegram.send_text(CHAT, "Hello", PLAIN)
+    for method in ("editMessageText", "deleteMessage", "sendChatAction"):
+        telegram_mock.add_fault(method, 1, {"status": 500, "description": "Internal Server Error"})
+
+    with pytest.raises(PlatformUnavailableError, match="Internal Server Error"):  # safe to repeat
+        await telegram.edit_text(CHAT, mid, "Hello, world", PLAIN)
+    with pytest.raises(PlatformUnavailableError):
+        await telegram.delete_message(CHAT, mid)
+    with pytest.raises(PlatformUnavailableError):
+        await telegram.send_typing(CHAT)
+
+    assert telegram_mock.visible(4242) == [(1, "Hello")]
+
+
+async def test_an_edit_telegram_refuses_for_good_is_frozen(
+    telegram: TelegramAdapter, telegram_mock: MockTelegram
+) -> None:
+    mid = await telegram.send_text(CHAT, "Hello", PLAIN)
+    telegram_mock.add_fault(
+        "editMessageText", 1, {"status": 400, "description": "Bad Request: message can't be edited"}
+    )
+
+    with pytest.raises(MessageFrozenError, match="message can't be edited") as raised:
+        await telegram.edit_text(CHAT, mid, "Hello, world", PLAIN)
+
+    assert (raised.value.platform, raised.value.target) == ("telegram", "4242")
+    assert telegram_mock.visible(4242) == [(1, "Hello")]
 
 
 async def test_connection_refused_is_platform_unavailable(make_telegram: MakeTelegram) -> None:
@@ -346,9 +380,9 @@ async def test_the_token_is_never_shown(make_telegram: MakeTelegram, telegram_mo
     shown += ["".join(traceback.format_exception(error)) + repr(error) for error in errors]
     assert all(secret not in text for text in shown)
     assert [type(error) for error in errors] == [
-        PlatformUnavailableError,
         UncertainDeliveryError,
-        TargetNotFoundError,
+        UncertainDeliveryError,
+        NoMessageToEditError,
         PlatformUnavailableError,
     ]
     assert "/bot<token>/sendMessage" in str(invalid_url.value)

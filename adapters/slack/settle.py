@@ -1,0 +1,105 @@
+"""Settling an uncertain Slack send by its message metadata: :class:`SlackSettling`.
+
+Every chat.postMessage of :class:`~adapters.slack.adapter.SlackAdapter` that has a delivery id carries it as
+message metadata, ``{"event_type": "streamrelay_delivery", "event_payload": {"delivery_id": ...}}``
+(https://docs.slack.dev/messaging/message-metadata), which conversations.history and conversations.replies return
+with ``include_all_metadata`` (https://docs.slack.dev/reference/methods/conversations.history,
+https://docs.slack.dev/reference/methods/conversations.replies). So an uncertain send is settled by reading the
+conversation since the newest message known before it (``oldest`` = ``PendingSend.after_id``, exclusive) and
+looking for that delivery id.
+
+Reading history needs the ``channels:history`` / ``groups:history`` / ``im:history`` / ``mpim:history`` scope of
+the conversation, and membership of it: without them (``missing_scope``, ``not_in_channel``) the answer is
+``unknown``. Commercially distributed apps outside the Slack Marketplace get conversations.history and .replies
+at 1 request per minute and 15 messages per page (https://docs.slack.dev/apis/web-api/rate-limits); pages are
+:data:`PAGE_SIZE` messages, at most :data:`MAX_PAGES` of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from adapters.slack.connection import Refused, SlackConnection
+from core.events import Target
+from core.ports import PendingSend, Settlement, SettleOutcome
+
+EVENT_TYPE = "streamrelay_delivery"
+"""The metadata ``event_type`` of a message that carries a delivery id."""
+PAGE_SIZE = 15
+"""Messages per conversations.history / conversations.replies page (the most some apps may ask for)."""
+MAX_PAGES = 4
+"""Pages read per settlement; past them, with more to read, the answer is ``unknown``."""
+NO_ACCESS = ("missing_scope", "not_in_channel", "channel_not_found")
+"""Refusals that mean the history cannot be read here: ``unknown``, not a failure of the call."""
+
+Page = Callable[[str | None], Awaitable[AsyncSlackResponse]]
+"""One page of a conversation's messages from a cursor (None: the first page)."""
+
+
+def delivery_metadata(delivery_id: str) -> dict[str, Any]:
+    """The chat.postMessage ``metadata`` that names a create by ``delivery_id``."""
+    return {"event_type": EVENT_TYPE, "event_payload": {"delivery_id": delivery_id}}
+
+
+def carries(message: Mapping[str, Any], delivery_id: str) -> bool:
+    """Whether a message of conversations.history / .replies carries ``delivery_id`` in its metadata."""
+    metadata = message.get("metadata")
+    if not isinstance(metadata, Mapping) or metadata.get("event_type") != EVENT_TYPE:
+        return False
+    payload = metadata.get("event_payload")
+    return isinstance(payload, Mapping) and payload.get("delivery_id") == delivery_id
+
+
+class SlackSettling(SlackConnection):
+    """:meth:`settle_send` for :class:`~adapters.slack.adapter.SlackAdapter` (module docstring)."""
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Find the message of an uncertain send by its delivery id.
+
+        Reads conversations.replies of the thread when ``target`` posts into one (``thread_id``, else
+        ``reply_to``, like chat.postMessage's ``thread_ts``), else conversations.history, with
+        ``include_all_metadata``, ``oldest`` = ``pending.after_id`` (when given) and ``limit`` = :data:`PAGE_SIZE`,
+        following ``response_metadata.next_cursor`` for at most :data:`MAX_PAGES` pages.
+
+        Returns:
+            ``found`` with the message ts; ``not_sent`` when every message since ``after_id`` was read and none
+            carries the id; ``unknown`` when more pages remain past the bound or the history cannot be read
+            (:data:`NO_ACCESS`).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
+        """
+        method, page = self._history(target, pending.after_id)
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            answer = await self._try(method, target, functools.partial(page, cursor), allow=NO_ACCESS)
+            if isinstance(answer, Refused):
+                return Settlement(SettleOutcome.UNKNOWN)
+            for message in answer.get("messages") or []:
+                if isinstance(message, Mapping) and carries(message, pending.delivery_id):
+                    return Settlement(SettleOutcome.FOUND, str(message["ts"]))
+            cursor = (answer.get("response_metadata") or {}).get("next_cursor") or None
+            if not answer.get("has_more") or cursor is None:
+                return Settlement(SettleOutcome.NOT_SENT)
+        return Settlement(SettleOutcome.UNKNOWN)
+
+    def _history(self, target: Target, after_id: str | None) -> tuple[str, Page]:
+        channel, thread = str(target.chat_id), thread_ts(target)
+        args: dict[str, Any] = {"channel": channel, "include_all_metadata": True, "limit": PAGE_SIZE}
+        if after_id is not None:
+            args |= {"oldest": after_id, "inclusive": False}
+        if thread is not None:
+            return "conversations.replies", lambda cursor: self._client.conversations_replies(
+                ts=thread, cursor=cursor, **args
+            )
+        return "conversations.history", lambda cursor: self._client.conversations_history(cursor=cursor, **args)
+
+
+def thread_ts(target: Target) -> str | None:
+    """The thread a target posts into: ``thread_id``, else ``reply_to`` (Slack replies are thread replies)."""
+    value = target.thread_id if target.thread_id is not None else target.reply_to
+    return None if value is None else str(value)
