@@ -82,3 +82,36 @@ def uncovered_tail(final_text: str, shown: list[str]) -> str:
 def _open_fence_before(text: str, pos: int) -> str | None:
     opener = scan_fences(text[:pos]).open_line
     return opener.strip() if opener is not None else None
+
+
+class ShownCursor:
+    """What a channel already shows (parts restored after a restart), consumed in order by the blocks a replayed
+    run emits again, so a block that is already shown is not sent twice, even when the replay cuts its blocks
+    elsewhere than the first life did (a coalescer's idle flush depends on timing; a replay has none).
+
+    Args:
+        shown: the restored parts' texts, in order.
+    """
+
+    def __init__(self, shown: list[str]) -> None:
+        self._sig = "".join(_signature(text)[0] for text in shown)
+        self._pos = 0
+
+    def uncovered(self, text: str) -> str:
+        """``text`` minus what the shown parts still cover at the cursor (whitespace-insensitive); '' when all of
+        it is shown. A text that diverges from what is shown ends the alignment: it and all later text go out."""
+        if self._pos >= len(self._sig):
+            return text
+        sig, positions = _signature(text)
+        rest = self._sig[self._pos :]
+        n = _common_prefix(sig, rest)
+        if n == len(sig):
+            self._pos += n
+            return ""
+        if n == len(rest):
+            self._pos += n
+            start = positions[n]
+            opener = _open_fence_before(text, start)
+            return f"{opener}\n{text[start:]}" if opener else text[start:]
+        self._pos = len(self._sig)
+        return text

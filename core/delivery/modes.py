@@ -19,7 +19,7 @@ from core.chunker import Chunker
 from core.clock import Clock
 from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange
-from core.delivery.coverage import uncovered_tail
+from core.delivery.coverage import ShownCursor, uncovered_tail
 from core.delivery.reconciler import Reconciler, Slot
 from core.events import DeliveryMode, Target
 from core.policy import ChannelPolicy, Splitter
@@ -135,12 +135,27 @@ class BlockMode:
         self._coalescer = Coalescer(policy.coalesce, clock)
         self._slots: list[Slot] = []
         self._message = 0
+        self._shown: ShownCursor | None = None
 
     def _emit(self, blocks: list[Block]) -> None:
+        if self._shown is None:
+            self._adopt()
+        assert self._shown is not None
         for block in blocks:
+            text = self._shown.uncovered(block.text)
+            if not text.strip():
+                continue
             # A block never exceeds the platform limit: split again to it if the joiner pushed it over.
-            for part in self._split.split(block.text):
+            for part in self._split.split(text):
                 self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+
+    def _adopt(self) -> None:
+        """Keep the answer messages shown before a restart as they are; blocks emitted again skip what they show."""
+        restored = []
+        while (text := self._rec.restored_text(SlotRole.ANSWER)) is not None:
+            restored.append(text)
+            self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+        self._shown = ShownCursor(restored)
 
     def _push(self, chunks: list[str]) -> None:
         for text in chunks:
@@ -178,6 +193,8 @@ class BlockMode:
         # block shows of it goes out (an unsent draft never does).
         self._chunker = Chunker(self._policy.block_params())
         self._coalescer = Coalescer(self._policy.coalesce, self._clock)
+        if self._shown is None:
+            self._adopt()
         tail = uncovered_tail(final_text, [s.desired for s in self._slots])
         for part in self._split.split(tail):
             self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))

@@ -85,6 +85,17 @@ class SlotBook:
             if rec.message_id is not None and not rec.streaming:
                 self._chain.note_message(rec.message_id, newest=False)
 
+    def restored_text(self, role: SlotRole) -> str | None:
+        """What the next restored part of ``role`` that no mode claimed yet shows (None when there is none)."""
+        for slot in self._restored:
+            if slot.role is role:
+                if slot.pending is not None and slot.message_id is None:
+                    return slot.pending.text
+                if slot.message_id is None and slot.uncertain_text is not None:
+                    return slot.uncertain_text
+                return slot.shown or ""
+        return None
+
     def claim_slot(self, role: SlotRole, text: str = "", fmt: TextFormat = TextFormat.PLAIN) -> Slot:
         """A slot for the next part of ``role``: a restored one if any is left, else a new one at the end."""
         for i, slot in enumerate(self._restored):

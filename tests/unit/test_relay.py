@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from core.channel import ChannelRuntime
+from core.chunker import ChunkParams
 from core.clock import MonotonicClock
+from core.coalescer import CoalesceParams
 from core.errors import IngestError
-from core.events import parse_event
+from core.events import DeliveryMode, parse_event
 from core.journal import MemoryJournal
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
@@ -290,3 +292,40 @@ async def test_lines_that_arrive_together_are_journaled_in_one_commit() -> None:
     assert all(not isinstance(r, IngestError) for r in results)
     assert journal.commits == 1 and len(await journal.lines("r")) == 51
     await relay.close()
+
+
+async def test_a_resumed_block_run_never_shows_a_block_twice_when_the_replay_cuts_elsewhere() -> None:
+    journal, ledger, chat = MemoryJournal(), MemoryLedger(), MemoryChat()
+    policy = ChannelPolicy(
+        name="c",
+        delivery=DeliveryMode.BLOCK,
+        throttle_s=0,
+        block_chunk=ChunkParams(min_chars=10, max_chars=200),
+        coalesce=CoalesceParams(min_chars=150, max_chars=200, idle_ms=50, joiner="\n\n"),
+    )
+
+    def make() -> Relay:
+        return Relay({"c": ChannelRuntime(policy, chat)}, ledger, MonotonicClock(), journal=journal)
+
+    relay = make()
+    await relay.submit_line(START, "r")
+    for para in ("First paragraph.", "Second paragraph.", "Third paragraph."):
+        await relay.submit_line({"kind": "text", "text": para + "\n\n"}, "r")
+        await asyncio.sleep(0.2)  # the coalescer's idle gap flushes each paragraph as its own block
+    assert list(chat.messages.values())[:2] == ["First paragraph.", "Second paragraph."]
+    await relay.close()  # killed: on replay the three paragraphs arrive at once and coalesce into one block
+
+    restarted = make()
+    await restarted.resume()
+    fourth = "A fourth paragraph, long enough to push the joined replayed paragraphs out as one block. " * 2
+    await restarted.submit_line({"kind": "text", "text": fourth.strip() + "\n\n"}, "r")
+    await asyncio.sleep(0.2)
+    await restarted.submit_line({"kind": "text", "text": "Fifth."}, "r")
+    await restarted.submit_line({"kind": "end"}, "r")
+    report = await restarted.wait_done("r", 5)
+    await restarted.close()
+    assert report is not None and report.status == "delivered"
+    shown = "\n\n".join(chat.messages.values())
+    expected = f"First paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n\n{fourth.strip()}\n\nFifth."
+    assert shown == expected  # each once, in order
+    assert list(chat.messages.values())[:2] == ["First paragraph.", "Second paragraph."]
