@@ -61,7 +61,7 @@ async def test_a_bad_line_fails_alone() -> None:
 
 def _relay(chat: MemoryChat, ledger: MemoryLedger | None = None, **kw: Any) -> Relay:
     policy = ChannelPolicy(name="c", throttle_s=0)
-    return Relay({"c": ChannelRuntime(policy, chat)}, ledger or MemoryLedger(), MonotonicClock(), **kw)  # type: ignore[arg-type]
+    return Relay({"c": ChannelRuntime(policy, chat)}, ledger or MemoryLedger(), MonotonicClock(), **kw)
 
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}
