@@ -7,9 +7,27 @@ Rules (shared/DESIGN.md §4, shared/cases/text-*.json):
   equal to the text or a prefix of it adds nothing; one that diverges is a replacement, never appended
   (the bug this prevents: ``"Hello wordHello world"``).
 - ``replace`` swaps the whole text (a replace with the same text changes nothing).
+- Replay guard (on unless turned off: ``TextAssembler(delta_replay_guard=False)``; the channel or run setting
+  ``delta_replay_guard``): a ``delta`` is a *replayed snapshot* when all three hold:
 
-Cost: a delta costs O(len(delta)) (texts are kept as lists of parts, joined only when read); a snapshot
-or replace costs O(len(snapshot)); reading a text joins its parts once and keeps the result.
+  1. the message's text so far is not empty;
+  2. the delta is at least :data:`REPLAY_MIN_CHARS` (16) code points long;
+  3. the delta begins with the entire text so far (so it is at least as long).
+
+  It is then applied as a ``snapshot``: nothing is added when it equals the text, only the missing suffix when
+  it is longer. Source: openclaw issue #136262 (https://github.com/openclaw/openclaw/issues/136262): an
+  OpenAI-compatible stream occasionally sends one bare ``text_delta`` that repeats the whole text accumulated so
+  far (no new ``text_start``), so the text doubled (n → 2n) and cumulative chat UIs kept the doubled text. The
+  price: a genuine delta of 16 or more characters that happens to begin with the whole text so far (text
+  ``"Ha"``, delta ``"Ha ha, that is a good one"``) loses its repeated head; token-sized deltas (shorter than 16)
+  never trigger it, nor does the first delta of a message. Streams whose deltas may legitimately repeat their
+  text turn the guard off.
+
+Cost: a delta costs O(len(delta)) (texts are kept as lists of parts, joined only when read); the replay check
+runs only for a delta at least as long as the text so far and walks the stored parts without copying them, so it
+costs O(len(text so far)) <= O(len(delta)); a snapshot or replace costs O(len(snapshot)); reading a text joins
+its parts once and keeps the result. Many small parts are joined now and then (when there are more than
+``max(64, length / 256)``), an amortized O(1) per delta that keeps the parts list small.
 
 Example::
 
@@ -17,7 +35,8 @@ Example::
     asm.apply(None, 0, TextMode.DELTA, "Hello")           # TextChange(kind="append", appended="Hello")
     asm.apply(None, 0, TextMode.SNAPSHOT, "Hello world")  # appended=" world"
     asm.apply(None, 0, TextMode.SNAPSHOT, "Hello")        # kind="none"
-    asm.answer()                                          # "Hello world"
+    asm.apply(None, 0, TextMode.DELTA, "Hello world, again")  # a replay: appended=", again"
+    asm.answer()                                          # "Hello world, again"
 """
 
 from __future__ import annotations
@@ -29,6 +48,12 @@ from typing import Literal
 from core.events import TextMode
 
 ChangeKind = Literal["append", "replace", "none"]
+
+REPLAY_MIN_CHARS = 16
+"""A ``delta`` shorter than this is never taken for a replayed snapshot (DESIGN §4)."""
+
+_COMPACT_MIN_PARTS = 64
+_COMPACT_CHARS_PER_PART = 256
 
 
 class _MessageText:
@@ -45,9 +70,20 @@ class _MessageText:
         self.length = len(text)
 
     def append(self, text: str) -> None:
+        """Add ``text`` at the end. Amortized O(len(text) + 1): the parts are joined once there are more than
+        ``max(64, length / 256)`` of them, so a join of n characters follows at least n / 256 appends."""
         if text:
             self._parts.append(text)
             self.length += len(text)
+            if len(self._parts) > _COMPACT_MIN_PARTS and len(self._parts) * _COMPACT_CHARS_PER_PART > self.length:
+                self._parts = ["".join(self._parts)]
+
+    def replayed_by(self, delta: str) -> bool:
+        """Whether ``delta`` is a replayed snapshot of this text (the rule is in the module docstring).
+
+        O(1) unless ``len(delta) >= max(16, length)``; then O(length), walking the parts without copying them.
+        """
+        return 0 < self.length <= len(delta) and len(delta) >= REPLAY_MIN_CHARS and self.common_with(delta)
 
     def value(self) -> str:
         """The whole text. O(length) once; the joined text is kept for the next read."""
@@ -114,9 +150,14 @@ class TextAssembler:
 
     A source's messages never mix with another source's: a child agent's text never enters the
     root's answer (shared/DESIGN.md §6). The root agent's source key is ``None``.
+
+    Args:
+        delta_replay_guard: take a ``delta`` that replays the whole text so far (at least 16 characters that
+            begin with all of it; module docstring) as a snapshot. False: every delta is new text.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, delta_replay_guard: bool = True) -> None:
+        self.delta_replay_guard = delta_replay_guard
         self._texts: dict[str | None, dict[int, _MessageText]] = {}
 
     def apply(self, source_key: str | None, message: int, mode: TextMode, text: str) -> TextChange:
@@ -129,22 +170,20 @@ class TextAssembler:
             text: the delta, or the full text for ``snapshot`` / ``replace``.
 
         Returns:
-            The change. O(len(text)) work, plus O(len(text)) for a snapshot's comparison.
+            The change. O(len(text)) work, plus O(len(text)) for a snapshot's (or a candidate replay's)
+            comparison.
         """
         messages = self._texts.setdefault(source_key, {})
         current = messages.get(message)
         if current is None:
             current = messages[message] = _MessageText()
         if mode == TextMode.DELTA:
+            if self.delta_replay_guard and current.replayed_by(text):
+                return _extend(current, text)
             current.append(text)
             return TextChange("append" if text else "none", text, current.length, current)
         if mode == TextMode.SNAPSHOT and current.common_with(text):
-            if len(text) <= current.length:
-                return TextChange("none", "", current.length, current)
-            appended = text[current.length :]
-            current.reset_to(text)
-            current.length = len(text)
-            return TextChange("append", appended, current.length, current)
+            return _extend(current, text)
         if mode == TextMode.REPLACE and len(text) == current.length and current.common_with(text):
             return TextChange("none", "", current.length, current)
         replaced = messages[message] = _MessageText(text)
@@ -163,3 +202,13 @@ class TextAssembler:
     def answer(self, source_key: str | None = None, sep: str = "\n\n") -> str:
         """A source's messages joined by ``sep``, in index order, empty messages skipped."""
         return sep.join(text for _, text in self.messages(source_key) if text)
+
+
+def _extend(current: _MessageText, snapshot: str) -> TextChange:
+    """Apply ``snapshot``, which agrees with ``current`` over the shorter one's length: add its missing suffix."""
+    if len(snapshot) <= current.length:
+        return TextChange("none", "", current.length, current)
+    appended = snapshot[current.length :]
+    current.reset_to(snapshot)
+    current.length = len(snapshot)
+    return TextChange("append", appended, current.length, current)

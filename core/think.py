@@ -1,4 +1,4 @@
-"""Inline reasoning tags: splits ``<think>…</think>`` out of answer text, one delta at a time.
+"""Inline reasoning tags: splits ``<think>…</think>`` and ``<final>…</final>`` out of answer text, one delta at a time.
 
 Where the tags come from: DeepSeek-R1 writes its chain of thought between ``<think>`` and ``</think>`` before the
 answer. DeepSeek's own API moves it to a separate ``reasoning_content`` field
@@ -6,29 +6,51 @@ answer. DeepSeek's own API moves it to a separate ``reasoning_content`` field
 distillations) served by an OpenAI-compatible server without a reasoning parser leave the tags inline in the
 answer text; vLLM's reasoning parsers do this split on the server when they are enabled
 (https://docs.vllm.ai/en/latest/features/reasoning_outputs.html). Other fine-tunes and prompts use
-``<thinking>``, ``<thought>`` or ``<reasoning>``. The stream arrives as deltas cut anywhere, tags included:
+``<thinking>``, ``<thought>`` or ``<reasoning>``. Gemini, prompted to "format every reply as <think>...</think>
+then <final>...</final>" (openclaw's tagged reasoning mode), marks its answer with ``<final>…</final>``, and on long
+turns often leaves the ``<think>`` block unclosed: ``<think>plan…<final>answer</final>`` (openclaw issue #87712,
+https://github.com/openclaw/openclaw/issues/87712). The stream arrives as deltas cut anywhere, tags included:
 ``"<thi"`` + ``"nk>let me"`` + ``" see</th"`` + ``"ink>The answer"``.
 
 Rules:
 
-- Tags: ``<think>``, ``<thinking>``, ``<thought>``, ``<reasoning>`` and their closers (``</think>`` …), ASCII
-  case-insensitive (``<THINK>``, ``</Thinking>``; a non-ASCII look-alike such as the Kelvin sign is not folded),
-  no attributes, no spaces inside. Tags appear in neither output.
-- Where: models write their reasoning *before* the answer, so an opener is a tag only while the message has no
-  answer text yet (whitespace aside), and a closer only inside a reasoning block; any closer closes (tags are not
-  paired by name: ``<think>…</thought>`` closes). Everywhere else the same characters are text: an answer that
-  explains ``<think>`` tags, in prose, an inline code span or a code fence, keeps them; so does a stray
-  ``</think>`` in an answer. An opener inside a block is reasoning text.
-- Look-alikes (``<th>``, ``<thinker>``, ``< think>``, ``<think >``, ``<b>``, a lone ``<``) are text of the current
-  class, unchanged, released as soon as they can no longer become a tag (``"<thinke"`` at once, ``"<think"`` not).
-- Unclosed opener: everything after it is reasoning, and stays reasoning at :meth:`ThinkSplitter.flush`.
-- Whitespace after a closer: while no answer character has been emitted yet in this message, the whitespace
-  (``str.isspace``: newlines, ``"\\r\\n"``, spaces) that starts the answer after the closer is dropped, however many
-  deltas it spans; models write ``"</think>\\n\\nAnswer"`` and the answer should start at ``"Answer"``.
-- Held tail: a ``<`` followed by a proper prefix of a tag that could still be one here (an opener before the
-  answer, a closer inside a block) at the end of what was received is held back until the next delta or
-  :meth:`~ThinkSplitter.flush` can classify it; it is at most 11 characters (the longest tag, ``</reasoning>``, has
-  12). Once the answer has started outside a block, nothing is ever held.
+- Tags: the reasoning openers ``<think>``, ``<thinking>``, ``<thought>``, ``<reasoning>`` and their closers
+  (``</think>`` …), and the answer markers ``<final>`` and ``</final>``; ASCII case-insensitive (``<THINK>``,
+  ``</Final>``; a non-ASCII look-alike such as the Kelvin sign is not folded), no attributes, no spaces inside.
+  Tags appear in neither output.
+- Where (models put tags at these places only; everywhere else the same characters are text):
+
+  - before the answer: while the message has no answer text yet (whitespace aside), a reasoning opener opens a
+    reasoning block and ``<final>`` opens the final block;
+  - inside a reasoning block: any reasoning closer closes it (tags are not paired by name: ``<think>…</thought>``
+    closes), and ``<final>`` closes it *and* opens the final block (an unclosed think block ends at ``<final>``);
+    a reasoning opener there is reasoning text;
+  - inside the final block: ``</final>`` closes it; every other tag there is answer text;
+  - after a final block (once a ``<final>`` was seen in the message): a reasoning opener opens a reasoning
+    block and ``<final>`` opens another final block, whose answer text follows the first one's.
+
+  So an answer that explains ``<think>`` or ``<final>`` tags, in prose, an inline code span or a code fence, keeps
+  them ("wrap your answer in <final>" loses nothing), and so does a stray ``</think>`` or ``</final>`` in an
+  answer. The price: a model that writes answer text (untagged thinking aloud) *before* ``<final>`` shows its
+  tags as text, because its answer had started; and an answer inside ``<final>`` that writes ``</final>`` in its
+  prose ends its block there (the rest is on the reasoning side, see "Classes").
+- Classes: text inside a reasoning block is reasoning; text inside a final block is answer; text outside any block
+  is answer until the message's first ``<final>`` and reasoning after it (once the model marked its answer, text
+  outside the final blocks is not the answer: openclaw, for Gemini, drops it; here it stays on the reasoning side,
+  shown only where reasoning is). A final block left open at the end of the message is answer to the end.
+- Look-alikes (``<th>``, ``<thinker>``, ``< think>``, ``<think >``, ``<final/>``, ``<b>``, a lone ``<``) are text of
+  the current class, unchanged, released as soon as they can no longer become a tag (``"<thinke"`` at once,
+  ``"<think"`` not).
+- Unclosed reasoning block: everything after its opener is reasoning (up to a ``<final>``), and stays reasoning at
+  :meth:`ThinkSplitter.flush`.
+- Whitespace after a closer or ``<final>``: while no answer character has been emitted yet in this message, the
+  whitespace (``str.isspace``: newlines, ``"\\r\\n"``, spaces) that starts the answer after a reasoning closer or
+  ``<final>`` is dropped, however many deltas it spans; models write ``"</think>\\n\\nAnswer"`` and
+  ``"<final>\\nAnswer"``, and the answer should start at ``"Answer"``.
+- Held tail: a ``<`` followed by a proper prefix of a tag that could still be one here (see "Where") at the end of
+  what was received is held back until the next delta or :meth:`~ThinkSplitter.flush` can classify it; it is at
+  most 11 characters (the longest tag, ``</reasoning>``, has 12). Once the answer has started outside any block
+  and no ``<final>`` was seen, nothing is ever held.
 - Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
   feeds and the flush are the same as for the whole text fed at once. A ``<`` is classified only from the at most
   12 characters starting at it and the state the text before it left, and only once they are there (or at flush).
@@ -45,6 +67,7 @@ Example::
     splitter.feed("ink>\\n\\nThe answer")  # ("The answer", "")
     splitter.flush()                  # ("", "")
     split_think("<think>hm</think>\\nYes")  # ("Yes", "hm", "")
+    split_think("<think>hm<final>Yes</final>")  # ("Yes", "hm", "")
 """
 
 from __future__ import annotations
@@ -53,25 +76,38 @@ __all__ = ["ThinkSplitter", "split_think"]
 
 _OPENERS = frozenset({"<think>", "<thinking>", "<thought>", "<reasoning>"})
 _CLOSERS = frozenset("</" + opener[1:] for opener in _OPENERS)
-_MAX_TAG_CHARS = max(len(tag) for tag in _OPENERS | _CLOSERS)  # 12: "</reasoning>"
+_FINAL = "<final>"
+_FINAL_END = "</final>"
+_MAX_TAG_CHARS = max(len(tag) for tag in _OPENERS | _CLOSERS | {_FINAL, _FINAL_END})  # 12: "</reasoning>"
+
+# The block a message's text is in: none, a reasoning block, the final block.
+_NONE, _THINK, _ANSWER = 0, 1, 2
 
 
 def _prefixes(tags: frozenset[str]) -> frozenset[str]:
     return frozenset(tag[:end] for tag in tags for end in range(1, len(tag)))  # proper prefixes, all start "<"
 
 
-_OPENER_PARTIALS = _prefixes(_OPENERS)
-_CLOSER_PARTIALS = _prefixes(_CLOSERS)
+_Tags = tuple[frozenset[str], frozenset[str]]  # the tags that count at a place, and their proper prefixes
 
 
-def _classify(window: str, tags: frozenset[str], partials: frozenset[str]) -> str | None:
+def _tags(*tags: str) -> _Tags:
+    found = frozenset(tags)
+    return found, _prefixes(found)
+
+
+_OUTSIDE_TAGS = _tags(*_OPENERS, _FINAL)  # before the answer, or after a final block
+_THINK_TAGS = _tags(*_CLOSERS, _FINAL)  # inside a reasoning block
+_ANSWER_TAGS = _tags(_FINAL_END)  # inside the final block
+
+
+def _classify(window: str, tags: _Tags) -> str | None:
     """What the ``<`` that starts ``window`` begins, among ``tags`` (the tags that count here).
 
     Args:
         window: the received text from that ``<`` on, cut to at most ``_MAX_TAG_CHARS`` characters. When it is
             shorter, it reaches the end of what has been received so far.
-        tags: the tags that are tags at this point (openers before the answer, closers inside a block).
-        partials: their proper prefixes.
+        tags: the tags that are tags at this point, and their proper prefixes.
 
     Returns:
         The tag, lower-cased, when a whole tag starts there; ``None`` when it is still undecided (the window is a
@@ -82,55 +118,70 @@ def _classify(window: str, tags: frozenset[str], partials: frozenset[str]) -> st
     if not head.isascii():  # tags are ASCII; lower() of non-ASCII could even change the length
         return ""
     head = head.lower()
-    if head in tags:
+    if head in tags[0]:
         return head
-    if close < 0 and head in partials:
+    if close < 0 and head in tags[1]:
         return None
     return ""
 
 
 class ThinkSplitter:
-    """Splits one message's streamed text into answer text and reasoning text, across inline reasoning tags.
+    """Splits one message's streamed text into answer text and reasoning text, across inline tags.
 
     Feed each delta of one assistant message with :meth:`feed`, then call :meth:`flush` at the end of the
     message. Each call returns ``(answer, reasoning)``: the text newly classified as each, in stream order within
     each class (how answer and reasoning interleave inside one call is not kept). Rules, the held tail and the
-    cost are in the module docstring: ``<think>``-like tags switch class and are never shown; a possible partial
-    tag at the end is held back; whitespace that starts the answer after a closer is dropped while no answer text
-    has been emitted; each feed costs O(len(delta) + 11).
+    cost are in the module docstring: ``<think>``-like tags switch to reasoning, ``<final>…</final>`` marks the
+    answer, tags count only where models put them and are never shown; a possible partial tag at the end is held
+    back; whitespace that starts the answer after a closer or ``<final>`` is dropped while no answer text has been
+    emitted; each feed costs O(len(delta) + 11).
 
     Args:
         opened: each message starts inside a reasoning block whose opener was in the prompt (DeepSeek-R1's chat
             template ends the prompt with ``<think>\\n``, so the model streams its reasoning, then ``</think>``,
-            then the answer). A message that never closes the block is all reasoning.
+            then the answer). A message that never closes the block (nor reaches a ``<final>``) is all reasoning.
     """
 
-    __slots__ = ("_answered", "_held", "_inside", "_opened", "_strip")
+    __slots__ = ("_answered", "_block", "_final_seen", "_held", "_opened", "_strip")
 
     def __init__(self, opened: bool = False) -> None:
         self._opened = opened
         self._reset()
 
     def _reset(self) -> None:
-        self._inside = self._opened
+        self._block = _THINK if self._opened else _NONE
         self._held = ""
         self._answered = False  # a non-whitespace answer character has been emitted in this message
-        self._strip = False  # a closer came while nothing was answered: drop the answer's leading whitespace
+        self._final_seen = False  # a <final> opened the final block in this message
+        self._strip = False  # a closer or <final> came while nothing was answered: drop the answer's leading spaces
 
     @property
     def inside(self) -> bool:
         """Whether the text received so far ends inside a reasoning block (an opener without its closer)."""
-        return self._inside
+        return self._block == _THINK
+
+    @property
+    def in_final(self) -> bool:
+        """Whether the text received so far ends inside a final block (``<final>`` without ``</final>``)."""
+        return self._block == _ANSWER
 
     @property
     def held(self) -> str:
         """The held-back tail: ``""`` or a ``<`` plus a proper prefix of a tag, at most 11 characters."""
         return self._held
 
+    def _tags_here(self) -> _Tags | None:
+        """The tags that count at the current place (module docstring, "Where"); None: no tag can come."""
+        if self._block == _THINK:
+            return _THINK_TAGS
+        if self._block == _ANSWER:
+            return _ANSWER_TAGS
+        return _OUTSIDE_TAGS if self._final_seen or not self._answered else None
+
     def feed(self, text: str) -> tuple[str, str]:
         """Take the next delta; return ``(answer, reasoning)``: the text newly classified as each, in order.
 
-        A possible partial tag at the end (e.g. ``"<thi"``, ``"</thin"``, or even a lone ``"<"``) is held back
+        A possible partial tag at the end (e.g. ``"<thi"``, ``"</fin"``, or even a lone ``"<"``) is held back
         until the next delta (or :meth:`flush`) can classify it.
 
         Args:
@@ -144,19 +195,17 @@ class ThinkSplitter:
         reasoning: list[str] = []
         start = 0  # buf[start:] is not yet emitted
         while True:
-            lt = -1 if self._answered and not self._inside else buf.find("<", start)
-            if lt < 0:  # no "<" left, or the answer has started: no tag can come in this message
+            lt = -1 if self._tags_here() is None else buf.find("<", start)
+            if lt < 0:  # no "<" left, or the answer has started outside any block: no tag can come
                 self._held = ""
                 self._emit(buf[start:], answer, reasoning)
                 break
             self._emit(buf[start:lt], answer, reasoning)  # the state at the "<" is the text's before it
             start = lt
-            if self._answered and not self._inside:
+            tags = self._tags_here()
+            if tags is None:
                 continue
-            if self._inside:
-                tag = _classify(buf[lt : lt + _MAX_TAG_CHARS], _CLOSERS, _CLOSER_PARTIALS)
-            else:
-                tag = _classify(buf[lt : lt + _MAX_TAG_CHARS], _OPENERS, _OPENER_PARTIALS)
+            tag = _classify(buf[lt : lt + _MAX_TAG_CHARS], tags)
             if tag is None:
                 self._held = buf[lt:]
                 break
@@ -171,9 +220,9 @@ class ThinkSplitter:
     def flush(self) -> tuple[str, str]:
         """End of the message: release what is held back; return ``(answer, reasoning)``.
 
-        A partial tag that never completed is plain text of the current class (inside an unclosed block it is
-        reasoning; an unclosed block is never turned into answer). The splitter is then as new, ready for the next
-        message.
+        A partial tag that never completed is plain text of the current class (inside an unclosed reasoning block
+        it is reasoning; an unclosed reasoning block is never turned into answer; an unclosed final block is
+        answer). The splitter is then as new, ready for the next message.
         """
         answer: list[str] = []
         reasoning: list[str] = []
@@ -182,10 +231,10 @@ class ThinkSplitter:
         return "".join(answer), "".join(reasoning)
 
     def _emit(self, piece: str, answer: list[str], reasoning: list[str]) -> None:
-        """Append ``piece`` to the current class, applying the whitespace-after-closer rule to answer text."""
+        """Append ``piece`` to the current class, applying the leading-whitespace rule to answer text."""
         if not piece:
             return
-        if self._inside:
+        if self._block == _THINK or (self._block == _NONE and self._final_seen):
             reasoning.append(piece)
             return
         if self._strip:
@@ -198,11 +247,18 @@ class ThinkSplitter:
         answer.append(piece)
 
     def _switch(self, tag: str) -> None:
-        """Apply a whole tag (lower-cased): an opener enters reasoning, a closer leaves it."""
+        """Apply a whole tag (lower-cased) that counts here."""
         if tag in _OPENERS:
-            self._inside = True
+            self._block = _THINK
             return
-        self._inside = False
+        if tag == _FINAL_END:
+            self._block = _NONE
+            return
+        if tag == _FINAL:
+            self._block = _ANSWER
+            self._final_seen = True
+        else:  # a reasoning closer
+            self._block = _NONE
         if not self._answered:
             self._strip = True
 

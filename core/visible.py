@@ -1,22 +1,32 @@
 """Visible text: separates what a person may see (the answer) from reasoning, per (source, message).
 
-text events ─▶ surrogate carry ─▶ inline ``<think>`` split ─▶ answer texts   (TextAssembler)
-                                                         └▶ reasoning texts (another TextAssembler)
+text events ─▶ received text (delta / snapshot / replace, replay guard) ─▶ surrogate carry ─▶
+    answer visibility:    inline ``<think>`` / ``<final>`` split ─▶ answer texts   (TextAssembler)
+                                                                └▶ reasoning texts (another TextAssembler)
+    reasoning visibility: ─────────────────────────────────────────▶ reasoning texts
 
+- Each event is first resolved against the text of its visibility *as received* (:class:`core.assembler.TextAssembler`
+  with the replay guard): a delta or an extending snapshot adds a suffix, which is fed on; a diverging snapshot or a
+  replace gives a whole new text, which is split again from the start. So a bare delta that replays the whole
+  received text (DESIGN §4) is recognised on the text the runtime sent, tags included, before any split.
 - ``visibility = "reasoning"`` text is reasoning; ``answer`` text is split by :class:`core.think.ThinkSplitter`,
-  so inline ``<think>…</think>`` reasoning never reaches the answer, even when a tag is cut across deltas (a
-  possible partial tag is held back until it can be classified, and released at ``message_end`` / ``end``).
-- A delta that ends in the first half of a surrogate pair keeps it for the next delta; a lone surrogate
-  becomes U+FFFD.
-- A ``snapshot`` / ``replace`` is split whole (the splitter's state then continues from that text).
+  so inline ``<think>…</think>`` reasoning never reaches the answer and only the inside of ``<final>…</final>`` does
+  once a message has one, even when a tag is cut across deltas (a possible partial tag is held back until it can be
+  classified, and released at ``message_end`` / ``end``).
+- A piece that ends in the first half of a surrogate pair keeps it for the next piece of that text (one left at the
+  end of a message is dropped); any other lone surrogate becomes U+FFFD.
+- A whole new text (diverging ``snapshot``, ``replace``) is split whole; its answer and reasoning are then applied in
+  the event's mode, so a snapshot whose answer still extends the shown answer only appends.
 
 Each source's texts stay its own: a sub-agent's text never enters the root's answer (DESIGN §6).
-Cost: a delta costs O(len(delta)); a snapshot or replace O(len(text)).
+Cost: a delta costs O(len(delta)); a snapshot or replace O(len(text)). The received texts are kept beside the split
+ones (about twice the text in memory), because the replay guard compares with what was received.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 from core.assembler import TextAssembler, TextChange
 from core.events import TextEvent, TextMode, Visibility, fix_surrogates
@@ -37,12 +47,44 @@ class Split:
 
 def visible_final(text: str, opened: bool = False) -> str:
     """The answer part of a whole text given at once (a ``commit`` or ``end``'s text, a child's ``final_text``):
-    inline reasoning removed by the same rules as streamed text (:mod:`core.think`; ``opened`` as there).
-    O(len(text))."""
+    inline reasoning removed and ``<final>`` honoured by the same rules as streamed text (:mod:`core.think`;
+    ``opened`` as there). O(len(text))."""
     splitter = ThinkSplitter(opened)
     answer, _ = splitter.feed(text)
     rest, _ = splitter.flush()
     return answer + rest
+
+
+class _Received:
+    """The texts of one visibility as the runtime sent them, and the half surrogate pair each one ends in.
+
+    Args:
+        delta_replay_guard: the :class:`TextAssembler` replay guard, applied to the received text.
+    """
+
+    def __init__(self, delta_replay_guard: bool) -> None:
+        self.texts = TextAssembler(delta_replay_guard)
+        self._carry: dict[_Key, str] = {}
+
+    def take(self, slot: _Key, mode: TextMode, text: str) -> tuple[str, bool] | None:
+        """Apply one event; return ``(piece, whole)``: the new text to pass on, surrogates fixed, and whether it is
+        a whole new text (True) or a suffix (False). None: nothing changed. O(len(text))."""
+        change = self.texts.apply(slot[0], slot[1], mode, text)
+        if change.kind == "none":
+            return None
+        whole = change.kind == "replace"
+        piece = change.text if whole else self._carry.pop(slot, "") + change.appended
+        if whole:
+            self._carry.pop(slot, None)
+        if piece and "\ud800" <= piece[-1] <= "\udbff":
+            self._carry[slot], piece = piece[-1], piece[:-1]
+        return fix_surrogates(piece), whole
+
+    def end(self, source_key: str | None, message: int | None) -> None:
+        """The end of a source's message (all of them when ``message`` is None): a half surrogate pair still kept
+        is dropped (no character can complete it)."""
+        for slot in [s for s in self._carry if s[0] == source_key and (message is None or s[1] == message)]:
+            del self._carry[slot]
 
 
 class VisibleText:
@@ -50,67 +92,72 @@ class VisibleText:
 
     Args:
         opened: every message starts inside a reasoning block opened by the prompt (:class:`ThinkSplitter`).
+        delta_replay_guard: a bare delta that replays the whole text received so far (at least 16 characters that
+            begin with all of it) is applied as a snapshot (:mod:`core.assembler`; DESIGN §4). The channel or run
+            setting ``delta_replay_guard``.
     """
 
-    def __init__(self, opened: bool = False) -> None:
+    def __init__(self, opened: bool = False, delta_replay_guard: bool = True) -> None:
         self.opened = opened
-        self.answers = TextAssembler()
-        self.reasoning = TextAssembler()
+        self.delta_replay_guard = delta_replay_guard
+        self.answers = TextAssembler(delta_replay_guard=False)  # fed derived text: the guard is applied before
+        self.reasoning = TextAssembler(delta_replay_guard=False)
+        self._received = {
+            Visibility.ANSWER: _Received(delta_replay_guard),
+            Visibility.REASONING: _Received(delta_replay_guard),
+        }
         self._splitters: dict[_Key, ThinkSplitter] = {}
-        self._carry: dict[_Key, str] = {}
 
     def apply(self, event: TextEvent) -> Split:
         """Apply one ``answer`` or ``reasoning`` text event (``status`` text is not text of a message)."""
         key = event.source.key if event.source is not None else None
         slot = (key, event.message)
-        text = event.text
-        if event.mode is TextMode.DELTA:
-            text = self._carry.pop(slot, "") + text
-            if text and "\ud800" <= text[-1] <= "\udbff":
-                self._carry[slot], text = text[-1], text[:-1]
-        text = fix_surrogates(text)
-        if event.visibility is Visibility.REASONING:
-            return Split(key, event.message, reasoning=self._change(self.reasoning, slot, event.mode, text))
-        if event.mode is TextMode.DELTA:
+        reasoning_event = event.visibility is Visibility.REASONING
+        received = self._received[Visibility.REASONING if reasoning_event else Visibility.ANSWER]
+        taken = received.take(slot, event.mode, event.text)
+        if taken is None:
+            return Split(key, event.message)
+        text, whole = taken
+        mode = event.mode if whole else TextMode.DELTA  # whole: a snapshot or replace (a delta never replaces)
+        if reasoning_event:
+            return Split(key, event.message, reasoning=self._change(self.reasoning, slot, mode, text))
+        if not whole:
             splitter = self._splitters.get(slot)
             if splitter is None:
                 splitter = self._splitters[slot] = ThinkSplitter(self.opened)
-            answer, reasoning = splitter.feed(text)
-            mode = TextMode.DELTA
-        else:
-            splitter = self._splitters[slot] = ThinkSplitter(self.opened)
-            answer, reasoning = splitter.feed(text)
-            mode = event.mode
-            if reasoning or self.reasoning.text(key, event.message):
-                return Split(
-                    key,
-                    event.message,
-                    answer=self._change(self.answers, slot, mode, answer),
-                    reasoning=self._change(self.reasoning, slot, mode, reasoning),
-                )
+            return self._split(slot, *splitter.feed(text))
+        splitter = self._splitters[slot] = ThinkSplitter(self.opened)
+        answer, reasoning = splitter.feed(text)
+        if not reasoning and not self.reasoning.text(key, event.message):
+            return Split(key, event.message, answer=self._change(self.answers, slot, mode, answer))
         return Split(
             key,
             event.message,
-            answer=self._change(self.answers, slot, mode, answer) if answer or mode is not TextMode.DELTA else None,
-            reasoning=self._change(self.reasoning, slot, TextMode.DELTA, reasoning) if reasoning else None,
+            answer=self._change(self.answers, slot, mode, answer),
+            reasoning=self._change(self.reasoning, slot, mode, reasoning),
         )
 
     def flush(self, source_key: str | None, message: int | None = None) -> list[Split]:
         """Release what is held back for a source's messages (all of them when ``message`` is None):
-        the end of a message or of the source."""
+        the end of a message or of the source. A half surrogate pair still kept is dropped."""
         out = []
-        for slot in [s for s in self._splitters if s[0] == source_key and (message is None or s[1] == message)]:
-            answer, reasoning = self._splitters[slot].flush()
-            if answer or reasoning:
-                out.append(
-                    Split(
-                        source_key,
-                        slot[1],
-                        answer=self._change(self.answers, slot, TextMode.DELTA, answer) if answer else None,
-                        reasoning=self._change(self.reasoning, slot, TextMode.DELTA, reasoning) if reasoning else None,
-                    )
-                )
+        slots = [s for s in self._splitters if s[0] == source_key and (message is None or s[1] == message)]
+        for slot in sorted(slots, key=itemgetter(1)):
+            split = self._split(slot, *self._splitters[slot].flush())
+            if split.answer is not None or split.reasoning is not None:
+                out.append(split)
+        for received in self._received.values():
+            received.end(source_key, message)
         return out
+
+    def _split(self, slot: _Key, answer: str, reasoning: str) -> Split:
+        """The Split of answer and reasoning text appended to one message."""
+        return Split(
+            slot[0],
+            slot[1],
+            answer=self._change(self.answers, slot, TextMode.DELTA, answer) if answer else None,
+            reasoning=self._change(self.reasoning, slot, TextMode.DELTA, reasoning) if reasoning else None,
+        )
 
     @staticmethod
     def _change(assembler: TextAssembler, slot: _Key, mode: TextMode, text: str) -> TextChange | None:

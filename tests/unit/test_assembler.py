@@ -95,6 +95,26 @@ def test_delta_cost_does_not_grow_with_the_text() -> None:
     assert elapsed < 2.0
 
 
+def test_short_deltas_on_a_long_text_skip_the_replay_check() -> None:
+    """A delta shorter than the text so far is never compared with it: 50k 20-char deltas stay fast."""
+    asm = TextAssembler()
+    piece = "abcdefghijklmnopqrst"
+    asm.apply(None, 0, DELTA, "Start: ")
+    start = time.perf_counter()
+    for _ in range(50_000):
+        asm.apply(None, 0, DELTA, piece)
+    assert time.perf_counter() - start < 1.0
+    assert asm.text(None, 0) == "Start: " + piece * 50_000
+
+
+def test_many_small_deltas_are_joined_now_and_then() -> None:
+    asm = TextAssembler()
+    for _ in range(100_000):
+        asm.apply(None, 0, DELTA, "x")
+    parts = asm._texts[None][0]._parts  # the stored parts stay few: about one per 256 characters at most
+    assert len(parts) <= max(64, 100_000 // 256) + 1
+
+
 def test_prefix_snapshot_of_a_long_text_walks_only_its_own_length() -> None:
     asm = TextAssembler()
     for _ in range(50_000):
@@ -103,6 +123,73 @@ def test_prefix_snapshot_of_a_long_text_walks_only_its_own_length() -> None:
     for _ in range(20_000):
         assert asm.apply(None, 0, SNAPSHOT, "abab").kind == "none"
     assert time.perf_counter() - start < 1.0
+
+
+# --- the replay guard (DESIGN §4, openclaw #136262) --------------------------------------------------------
+
+ORDER = "Your order #4411 shipped on Monday."
+
+
+@pytest.mark.parametrize(
+    ("before", "delta", "after"),
+    [
+        (ORDER, ORDER, ORDER),  # the repro: a bare delta repeating the whole text adds nothing
+        ("Hello there", "Hello there, General Kenobi", "Hello there, General Kenobi"),  # replay + new text
+        ("aaaa", "a" * 16, "a" * 16),  # 16 characters: a replay
+        ("aaaa", "a" * 15, "a" * 19),  # 15: a token-sized delta, appended
+        ("ab", "abab", "ababab"),
+        ("", ORDER, ORDER),  # the first delta of a message is never a replay
+        (ORDER, ORDER[:-1] + "!", ORDER + ORDER[:-1] + "!"),  # does not begin with the whole text
+        (ORDER * 2, ORDER, ORDER * 3),  # begins only with part of it
+        (ORDER, " " + ORDER, ORDER + " " + ORDER),
+    ],
+)
+def test_replay_rule(before: str, delta: str, after: str) -> None:
+    asm = TextAssembler()
+    asm.apply(None, 0, DELTA, before)
+    asm.apply(None, 0, DELTA, delta)
+    assert asm.text(None, 0) == after
+
+
+def test_replay_changes() -> None:
+    asm = TextAssembler()
+    asm.apply(None, 0, DELTA, "Your order #4411 ")
+    asm.apply(None, 0, DELTA, "shipped on Monday.")
+    same = asm.apply(None, 0, DELTA, ORDER)
+    assert (same.kind, same.appended, same.text) == ("none", "", ORDER)
+    longer = asm.apply(None, 0, DELTA, ORDER + " It arrives Friday.")
+    assert (longer.kind, longer.appended, longer.text) == (
+        "append",
+        " It arrives Friday.",
+        ORDER + " It arrives Friday.",
+    )
+    after = asm.apply(None, 0, DELTA, " Thanks!")  # n -> 2n -> n: the deltas after a replay go on as before
+    assert after.text == ORDER + " It arrives Friday. Thanks!"
+
+
+def test_the_guard_can_be_turned_off() -> None:
+    asm = TextAssembler(delta_replay_guard=False)
+    asm.apply(None, 0, DELTA, ORDER)
+    asm.apply(None, 0, DELTA, ORDER)
+    assert asm.text(None, 0) == ORDER + ORDER
+
+
+def test_replay_after_a_snapshot_and_a_replace() -> None:
+    asm = TextAssembler()
+    asm.apply(None, 0, SNAPSHOT, "The first draft")
+    asm.apply(None, 0, DELTA, "The first draft, longer now")
+    assert asm.text(None, 0) == "The first draft, longer now"
+    asm.apply(None, 0, REPLACE, "A new text entirely")
+    asm.apply(None, 0, DELTA, "A new text entirely")
+    assert asm.text(None, 0) == "A new text entirely"
+
+
+def test_replay_is_per_message_and_source() -> None:
+    asm = TextAssembler()
+    asm.apply(None, 0, DELTA, ORDER)
+    asm.apply(None, 1, DELTA, ORDER)  # another message's first delta
+    asm.apply("child", 0, DELTA, ORDER)
+    assert asm.messages(None) == [(0, ORDER), (1, ORDER)] and asm.answer("child") == ORDER
 
 
 # --- properties -------------------------------------------------------------------------------------------
@@ -121,7 +208,7 @@ def split_text(draw: st.DrawFn) -> tuple[str, list[str]]:
 @given(split_text())
 def test_deltas_then_full_snapshot_is_exactly_the_text(split: tuple[str, list[str]]) -> None:
     text, deltas = split
-    asm = TextAssembler()
+    asm = TextAssembler(delta_replay_guard=False)  # any deltas: some would look like replays
     for delta in deltas:
         asm.apply(None, 0, DELTA, delta)
     change = asm.apply(None, 0, SNAPSHOT, text)
@@ -132,7 +219,7 @@ def test_deltas_then_full_snapshot_is_exactly_the_text(split: tuple[str, list[st
 @given(split_text(), st.data())
 def test_snapshot_of_any_prefix_adds_nothing(split: tuple[str, list[str]], data: st.DataObject) -> None:
     text, deltas = split
-    asm = TextAssembler()
+    asm = TextAssembler(delta_replay_guard=False)  # any deltas: some would look like replays
     for delta in deltas:
         asm.apply(None, 0, DELTA, delta)
     prefix = text[: data.draw(st.integers(0, len(text)))]
@@ -160,9 +247,52 @@ def test_diverging_snapshot_is_never_appended(current: str, snapshot: str) -> No
         assert change.kind == "replace"
 
 
+@st.composite
+def token_deltas(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """A text cut into token-sized deltas (1 to 15 characters), which the guard never takes for replays."""
+    text = draw(st.text(alphabet=st.sampled_from("ab \n"), min_size=1, max_size=120))
+    deltas: list[str] = []
+    pos = 0
+    while pos < len(text):
+        size = draw(st.integers(1, 15))
+        deltas.append(text[pos : pos + size])
+        pos += size
+    return text, deltas
+
+
+@given(token_deltas(), st.data())
+def test_replays_anywhere_leave_the_text_as_streamed(split: tuple[str, list[str]], data: st.DataObject) -> None:
+    """Token-sized deltas, and now and then a bare delta replaying the text so far (maybe with the next deltas'
+    text too, which the stream then skips): the text is the streamed text, never doubled."""
+    text, deltas = split
+    asm = TextAssembler()
+    so_far, index = "", 0
+    while index < len(deltas):
+        if len(so_far) >= 16 and data.draw(st.booleans()):
+            ahead = data.draw(st.integers(0, len(deltas) - index))
+            so_far += "".join(deltas[index : index + ahead])
+            index += ahead
+            asm.apply(None, 0, DELTA, so_far)
+            assert asm.text(None, 0) == so_far
+        if index < len(deltas):
+            asm.apply(None, 0, DELTA, deltas[index])
+            so_far += deltas[index]
+            index += 1
+    assert asm.text(None, 0) == so_far == text
+
+
+@given(token_deltas())
+def test_token_deltas_are_never_taken_for_replays(split: tuple[str, list[str]]) -> None:
+    text, deltas = split
+    asm = TextAssembler()
+    for delta in deltas:
+        asm.apply(None, 0, DELTA, delta)
+    assert asm.text(None, 0) == text
+
+
 @given(st.lists(st.tuples(st.sampled_from(["root", "child-a", "child-b"]), st.integers(0, 2), texts), max_size=40))
 def test_interleaved_sources_do_not_mix(events: list[tuple[str, int, str]]) -> None:
-    asm = TextAssembler()
+    asm = TextAssembler(delta_replay_guard=False)  # any deltas: some would look like replays
     expected: dict[tuple[str, int], str] = {}
     for source, message, delta in events:
         key = None if source == "root" else source

@@ -18,26 +18,40 @@ from core.think import ThinkSplitter, split_think
 
 _OPENER = re.compile(r"<(?:think|thinking|thought|reasoning)>", re.IGNORECASE | re.ASCII)
 _CLOSER = re.compile(r"</(?:think|thinking|thought|reasoning)>", re.IGNORECASE | re.ASCII)
+_FINAL = re.compile(r"<final>", re.IGNORECASE | re.ASCII)
+_FINAL_END = re.compile(r"</final>", re.IGNORECASE | re.ASCII)
 
 
-def reference_split(text: str) -> tuple[str, str]:
+def reference_split(text: str, opened: bool = False) -> tuple[str, str]:
     """Whole-text oracle: the rules restated character by character (no streaming, no held tail)."""
     answer: list[str] = []
     reasoning: list[str] = []
-    inside = answered = strip = False
+    block = "think" if opened else ""
+    answered = strip = final_seen = False
     i = 0
     while i < len(text):
-        if not inside and answered:
-            answer.append(text[i:])
-            break
-        match = (_CLOSER if inside else _OPENER).match(text, i)
+        if block == "think":
+            match = _CLOSER.match(text, i) or _FINAL.match(text, i)
+        elif block == "final":
+            match = _FINAL_END.match(text, i)
+        elif final_seen or not answered:
+            match = _OPENER.match(text, i) or _FINAL.match(text, i)
+        else:
+            match = None
         if match:
-            strip = strip or (inside and not answered)
-            inside = not inside
+            tag = match.group().lower()
+            if tag == "</final>":
+                block = ""
+            elif tag == "<final>" or tag.startswith("</"):
+                block = "final" if tag == "<final>" else ""
+                final_seen = final_seen or tag == "<final>"
+                strip = strip or not answered
+            else:
+                block = "think"
             i = match.end()
             continue
         ch = text[i]
-        if inside:
+        if block == "think" or (block == "" and final_seen):
             reasoning.append(ch)
         elif not (strip and ch.isspace()):
             strip = False
@@ -208,11 +222,105 @@ def test_split_think_examples() -> None:
     assert split_think("No <think> here") == ("No <think> here", "", "")
 
 
+# -- <final>: the answer marker (Gemini) ------------------------------------------------------------------------
+
+GEMINI = [  # openclaw #87712, as streamed: an unclosed <think>, then <final>...</final>
+    "<think>The user wants a comparison. I've run the battery tests",
+    "... Now I will construct the comparison.",
+    "<final>Here is the comparison: the X1 lasts longest ",
+    "(14 h), and the Zen 7 is the cheapest.</final>",
+]
+GEMINI_ANSWER = "Here is the comparison: the X1 lasts longest (14 h), and the Zen 7 is the cheapest."
+GEMINI_REASONING = "The user wants a comparison. I've run the battery tests... Now I will construct the comparison."
+
+
+def test_an_unclosed_think_block_ends_at_final() -> None:
+    assert run(GEMINI) == (GEMINI_ANSWER, GEMINI_REASONING)
+    text = "".join(GEMINI)
+    assert run(list(text)) == (GEMINI_ANSWER, GEMINI_REASONING)
+
+
+def test_closed_think_then_final() -> None:
+    assert run(["<think>plan</think>\n\n<final>\nAnswer.\n</final>"]) == ("Answer.\n", "plan")
+
+
+def test_final_alone_any_ascii_case() -> None:
+    assert run(["<FINAL>Answer</Final>"]) == ("Answer", "")
+
+
+def test_leading_whitespace_inside_final_is_dropped_across_deltas() -> None:
+    assert run(["<final>", " \n", "\nAnswer", "\n\nMore</final>"]) == ("Answer\n\nMore", "")
+
+
+def test_a_final_without_its_closer_shows_its_text() -> None:
+    splitter = ThinkSplitter()
+    assert splitter.feed("<think>x<final>Partial answer</fin") == ("Partial answer", "x")
+    assert splitter.held == "</fin" and splitter.in_final
+    assert splitter.flush() == ("</fin", "")
+
+
+def test_text_after_the_final_block_is_not_the_answer() -> None:
+    assert run(["<final>Answer</final>\nafterthought"]) == ("Answer", "\nafterthought")
+    assert run(["<think>a</think><final>A</final><think>b</think>c"]) == ("A", "abc")
+
+
+def test_a_second_final_block_follows_the_first() -> None:
+    assert run(["<final>One. </final>\n<final>Two.</final>"]) == ("One. Two.", "\n")
+
+
+def test_an_opened_message_ends_its_block_at_final() -> None:
+    assert run(["Let me see.<final>Yes.</final>"], ThinkSplitter(opened=True)) == ("Yes.", "Let me see.")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Wrap your answer in <final> and </final> tags.",
+        "Use `<final>` to mark the answer.",
+        "```xml\n<final>answer</final>\n```",
+        "Done.</final> ok",
+        "Answer first. <final>not a block</final> stays.",
+    ],
+)
+def test_final_tags_after_the_answer_started_are_text(text: str) -> None:
+    assert run([text]) == (text, "")
+    assert run(list(text)) == (text, "")
+
+
+def test_tags_inside_the_final_block_are_answer_text() -> None:
+    assert run(["<final>Use <think> and <final> tags.</final>"]) == ("Use <think> and <final> tags.", "")
+
+
+@pytest.mark.parametrize("look_alike", ["<final/>", "<final >", "< final>", '<final id="1">', "<finally>"])
+def test_final_look_alikes_are_text(look_alike: str) -> None:
+    assert run([f"{look_alike}x"]) == (f"{look_alike}x", "")
+
+
+@pytest.mark.parametrize(("before", "tag"), [("", "<final>"), ("<think>x", "<final>"), ("<final>x", "</final>")])
+def test_every_proper_prefix_of_a_final_tag_is_held_where_it_counts(before: str, tag: str) -> None:
+    for end in range(1, len(tag)):
+        splitter = ThinkSplitter()
+        splitter.feed(before)
+        assert splitter.feed(tag[:end]) == ("", "") and splitter.held == tag[:end]
+
+
+def test_after_a_final_block_a_partial_opener_is_held() -> None:
+    splitter = ThinkSplitter()
+    splitter.feed("<final>A</final>")
+    assert splitter.feed("<fi") == ("", "") and splitter.held == "<fi"
+    assert splitter.feed("nal>B") == ("B", "")
+
+
+def test_split_think_with_final() -> None:
+    assert split_think("<think>hm<final>Yes</final>") == ("Yes", "hm", "")
+    assert split_think("<think>hm<final>Yes</fin") == ("Yes", "hm", "</fin")
+
+
 # -- properties -------------------------------------------------------------------------------------------------
 
 _ALPHABET = st.sampled_from(
     ["<", "/", ">", "t", "h", "i", "n", "k", "T", "K", "x", " ", "\n", "`", "<think>", "</think>", "<thought>",
-     "</reasoning>", "\U0001f600", "a"]
+     "</reasoning>", "\U0001f600", "a", "f", "l", "<final>", "</final>", "<FINAL>", "</Final>", "<fin", "</fi"]
 )  # fmt: skip
 texts = st.lists(_ALPHABET, max_size=30).map("".join)
 
@@ -235,6 +343,12 @@ def test_output_does_not_depend_on_cut_points(case: tuple[str, list[int]]) -> No
 @given(texts)
 def test_streamed_output_matches_the_whole_text_oracle(text: str) -> None:
     assert run(list(text)) == reference_split(text)
+
+
+@settings(max_examples=300)
+@given(texts)
+def test_opened_streamed_output_matches_the_whole_text_oracle(text: str) -> None:
+    assert run(list(text), ThinkSplitter(opened=True)) == reference_split(text, opened=True)
 
 
 @settings(max_examples=300)
