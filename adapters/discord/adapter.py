@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from typing import Final
+from typing import Final, overload
 
 import discord
 
@@ -56,6 +56,8 @@ def render(text: str, fmt: TextFormat) -> str:
     return strip_markdown(text) if fmt is TextFormat.STRIPPED else text
 
 
+UNKNOWN_MESSAGE = 10008
+"""Discord's "Unknown Message"; to a create with a used nonce: that message was deleted since."""
 THREAD_EXISTS = 160004
 """Discord's "A thread has already been created for this message"
 (https://discord.com/developers/docs/topics/opcodes-and-status-codes#json-json-error-codes)."""
@@ -141,7 +143,9 @@ class DiscordAdapter(DiscordConnection):
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
         """Settle an uncertain :meth:`send_text`: the same create again (same target, text and format) with the same
         nonce and ``enforce_nonce`` (``settleMessage`` in errors). Discord returns the message stored under that
-        nonce by this bot, or creates it now; either way exactly one exists: ``found`` with its id. The nonce is
+        nonce by this bot, or creates it now; either way exactly one exists: ``found`` with its id. A message stored
+        under that nonce and deleted since is answered 404 10008 ``Unknown Message`` (discord.py's ``send``
+        documents it): ``not_sent``, like any part whose message is gone (the core shows it anew). The nonce is
         remembered for a few minutes only (https://discord.com/developers/docs/resources/message#create-message):
         settle soon after the uncertain send; later, this create may make a second message.
 
@@ -150,10 +154,35 @@ class DiscordAdapter(DiscordConnection):
             core.errors.UncertainDeliveryError: a timeout after sending (ask again: the nonce dedupes).
             core.errors.DeliveryError: another subclass, as every call (429, a channel that is gone, ...).
         """
-        message_id = await self._create("settleMessage", target, pending.text, pending.fmt, pending.delivery_id)
+        message_id = await self._create(
+            "settleMessage", target, pending.text, pending.fmt, pending.delivery_id, deleted_ok=True
+        )
+        if message_id is None:
+            return Settlement(SettleOutcome.NOT_SENT)
         return Settlement(SettleOutcome.FOUND, message_id)
 
-    async def _create(self, method: str, target: Target, text: str, fmt: TextFormat, delivery_id: str | None) -> str:
+    @overload
+    async def _create(
+        self, method: str, target: Target, text: str, fmt: TextFormat, delivery_id: str | None
+    ) -> str: ...
+
+    @overload
+    async def _create(
+        self, method: str, target: Target, text: str, fmt: TextFormat, delivery_id: str | None, *, deleted_ok: bool
+    ) -> str | None: ...
+
+    async def _create(
+        self,
+        method: str,
+        target: Target,
+        text: str,
+        fmt: TextFormat,
+        delivery_id: str | None,
+        *,
+        deleted_ok: bool = False,
+    ) -> str | None:
+        """One Create Message; its id, or None when ``deleted_ok`` and Discord answered 10008 (the message of this
+        nonce was deleted)."""
         content = render(text, fmt)
         channel_id = self._channel_id(target)
         nonce: str | int = delivery_id if delivery_id is not None else secrets.randbits(64)  # discord.py's default
@@ -162,14 +191,21 @@ class DiscordAdapter(DiscordConnection):
             reply_to = self._id(target.reply_to, target)
             reference = discord.MessageReference(message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False)
 
-        async def create(client: discord.Client) -> discord.Message:
+        async def create(client: discord.Client) -> discord.Message | None:
             channel = client.get_partial_messageable(channel_id)
-            if reference is None:
-                return await channel.send(content=content, allowed_mentions=NO_MENTIONS, nonce=nonce)
-            return await channel.send(content=content, allowed_mentions=NO_MENTIONS, reference=reference, nonce=nonce)
+            try:
+                if reference is None:
+                    return await channel.send(content=content, allowed_mentions=NO_MENTIONS, nonce=nonce)
+                return await channel.send(
+                    content=content, allowed_mentions=NO_MENTIONS, reference=reference, nonce=nonce
+                )
+            except discord.NotFound as exc:
+                if deleted_ok and exc.code == UNKNOWN_MESSAGE:
+                    return None
+                raise
 
         message = await self._call(method, target, channel_id, create)
-        return str(message.id)
+        return None if message is None else str(message.id)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Replace a message's content (``PATCH /channels/{id}/messages/{mid}``).
