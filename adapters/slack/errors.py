@@ -9,7 +9,8 @@ Slack refuses with HTTP 200 ``{"ok": false, "error": "<code>"}`` and slack-sdk r
    other methods per method and workspace: https://docs.slack.dev/reference/methods/chat.update); >= 500 → for a
    create (``CREATE_METHODS``: chat.postMessage, chat.startStream) ``UncertainDeliveryError`` (Slack may have
    stored the message: a chat.postMessage is settled by its metadata, :mod:`adapters.slack.settle`), for any other
-   call ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
+   call ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`); so are the codes
+   ``internal_error`` and ``fatal_error`` (:data:`SERVER_ERROR_CODES`).
 2. ``ERROR_RULES``: the error code, exactly; then ``PREFIX_RULES`` (``restricted_action…``, ``invalid_blocks…``).
    chat.update's ``cant_update_message`` and ``edit_window_closed`` are ``MessageFrozenError``: the message stays
    as it is and the core goes on in a new one (https://docs.slack.dev/reference/methods/chat.update#errors).
@@ -40,7 +41,6 @@ from core.errors import (
     RateScope,
     RejectReason,
     TargetNotFoundError,
-    UncertainDeliveryError,
 )
 
 PLATFORM = "slack"
@@ -91,13 +91,16 @@ ERROR_RULES: dict[str, ErrorFactory] = {
     "no_text": _rejected(RejectReason.EMPTY),
     "markdown_text_conflict": _rejected(RejectReason.BAD_FORMAT),
     "invalid_arguments": _rejected(RejectReason.OTHER),
-    # Slack's own trouble: "service_unavailable" was not processed; "internal_error" and "fatal_error" say
-    # "it's possible some aspect of the operation succeeded" (https://docs.slack.dev/reference/methods/chat.update#errors)
+    # Slack's own trouble: "service_unavailable" was not processed ("internal_error" and "fatal_error" are
+    # SERVER_ERROR_CODES: read like a 5xx)
     "service_unavailable": _plain(PlatformUnavailableError),
     "request_timeout": _plain(PlatformUnavailableError),
-    "internal_error": _plain(UncertainDeliveryError),
-    "fatal_error": _plain(UncertainDeliveryError),
 }
+
+SERVER_ERROR_CODES = frozenset({"internal_error", "fatal_error"})
+"""Refusals that say "it's possible some aspect of the operation succeeded"
+(https://docs.slack.dev/reference/methods/chat.update#errors): a 5xx in a 200, read like one (uncertain for a
+create, unavailable for anything else)."""
 
 PREFIX_RULES: tuple[tuple[str, ErrorFactory], ...] = (
     ("restricted_action", _FORBIDDEN),  # restricted_action_read_only_channel, …_thread_locked, …
@@ -136,7 +139,7 @@ def _api_error(exc: SlackApiError, method: str, message: str, target: str) -> De
         return RateLimitedError(
             message, retry_after_s=_retry_after_s(exc), scope=scope, platform=PLATFORM, target=target
         )
-    if status >= 500:
+    if status >= 500 or code in SERVER_ERROR_CODES:
         return server_error(creates=method in CREATE_METHODS)(message, platform=PLATFORM, target=target)
     make = ERROR_RULES.get(code) or next((f for prefix, f in PREFIX_RULES if code.startswith(prefix)), None)
     return (make or _plain(PermanentDeliveryError))(message, target, exc)

@@ -275,7 +275,11 @@ async def test_5xx_to_an_edit_or_delete_is_platform_unavailable(slack: SlackAdap
     slack_mock.add_fault("chat.update", 1, {"status": 503})
     slack_mock.add_fault("chat.delete", 1, {"status": 500})
 
+    slack_mock.add_fault("chat.update", 2, {"status": 400, "description": "internal_error"})  # a 5xx in a 200
+
     with pytest.raises(PlatformUnavailableError, match="HTTP 503"):  # an edit is safe to repeat
+        await slack.edit_text(Target(chat_id=CHANNEL), ts, "Hello, world", PLAIN)
+    with pytest.raises(PlatformUnavailableError, match="internal_error"):
         await slack.edit_text(Target(chat_id=CHANNEL), ts, "Hello, world", PLAIN)
     with pytest.raises(PlatformUnavailableError, match="HTTP 500"):
         await slack.delete_message(Target(chat_id=CHANNEL), ts)
