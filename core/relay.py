@@ -165,8 +165,12 @@ class Relay:
                 if problems:
                     _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
             else:
-                _log.error("run %s cannot be resumed (%s): dropped from the journal", run_id, "; ".join(problems[:3]))
-                await self._journal.finish(run_id, None)
+                record = await self._ledger.get_run(run_id)
+                if record is None or not record.ended:  # else it ended just before the journal was told
+                    why = "; ".join(problems[:3])
+                    _log.error("run %s cannot be resumed (%s): dropped from the journal", run_id, why)
+                seqs = [obj.get("seq") for obj, _ in lines if isinstance(obj, dict)]
+                await self._journal.finish(run_id, max((q for q in seqs if isinstance(q, int)), default=None))
         return resumed
 
     async def _take(

@@ -81,8 +81,9 @@ class DeliveryReport(BaseModel):
 def summarize(run: str, channel: str, parts: list[PartReport], *, done: bool) -> DeliveryReport:
     """Count parts and derive the status.
 
-    ``delivered``: every part confirmed. ``partial``: some confirmed, some uncertain / failed / unsent.
-    ``failed``: nothing confirmed while something should have been shown. ``pending`` while not done.
+    ``delivered``: every part confirmed. ``partial``: some confirmed or uncertain (it may show), some not
+    confirmed. ``failed``: nothing confirmed nor uncertain while something should have been shown (nothing of it
+    can be showing). ``pending`` while not done.
     """
     counted = [p for p in parts if p.state is not PartState.SKIPPED]
     confirmed = sum(p.state is PartState.ACKED for p in counted)
@@ -93,7 +94,7 @@ def summarize(run: str, channel: str, parts: list[PartReport], *, done: bool) ->
         status = ReportStatus.PENDING
     elif confirmed == len(counted):
         status = ReportStatus.DELIVERED
-    elif confirmed == 0:
+    elif confirmed == 0 and uncertain == 0:
         status = ReportStatus.FAILED
     else:
         status = ReportStatus.PARTIAL

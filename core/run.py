@@ -122,7 +122,7 @@ class RunController:
         self.rec: Reconciler = conversation.rec
         self.mode: ModeHandler = conversation.mode
         self.rec.on_delivery = self._delivered
-        self.text = VisibleText(opened=policy.reasoning_opened)
+        self.text = VisibleText(opened=policy.reasoning_opened, delta_replay_guard=policy.delta_replay_guard)
         self.answer = AnswerStream(self.text.answers)
         self.reasoning: ReasoningView | None = None
         if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
