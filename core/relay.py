@@ -216,6 +216,11 @@ class Relay:
         controller = run.controller
         try:
             await work(run, self._clock, self._idle_s)
+            if controller.done:  # before the run leaves the registry: waiters see it finished only after this
+                try:
+                    await self._journal.finish(controller.run, run.gate.last)
+                except Exception:
+                    _log.exception("run %s finished but its journal could not be closed", controller.run)
         finally:
             self._runs.pop(controller.run, None)
             runtime = self.channels.get(controller.policy.name)
@@ -229,11 +234,6 @@ class Relay:
             self._finished[controller.run] = _Finished(report, controller.lane, controller.monitor, run.gate.last)
             while len(self._finished) > self._keep:
                 self._finished.popitem(last=False)
-        if controller.done:
-            try:
-                await self._journal.finish(controller.run, run.gate.last)
-            except Exception:
-                _log.exception("run %s finished but its journal could not be closed", controller.run)
 
     # --- reading ----------------------------------------------------------------------------------------
 
