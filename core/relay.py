@@ -198,11 +198,18 @@ class Relay:
                     if not run.opened:
                         self._runs.pop(run.run, None)
                 raise
+        # A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once.
         for run, events in staged:
+            if run.opened or replay:
+                for event in events:
+                    await run.put(event)
+            else:
+                await self._open(run)
+                for event in events:
+                    await run.put(event)
+        for run, _ in staged:
             if not run.opened:
                 await self._open(run)
-            for event in events:
-                await run.put(event)
         return results
 
     async def _open(self, run: ActiveRun) -> None:

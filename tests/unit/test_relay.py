@@ -19,7 +19,7 @@ from core.policy import ChannelPolicy
 from core.relay import Relay
 from core.run import IDLE_NOTICE
 from core.sequencer import join_deltas
-from tests.unit.fakes import MemoryChat
+from tests.unit.fakes import FakeAdapter, MemoryChat
 
 
 async def test_a_run_that_goes_quiet_is_closed_with_what_it_has_and_a_notice() -> None:
@@ -329,3 +329,23 @@ async def test_a_resumed_block_run_never_shows_a_block_twice_when_the_replay_cut
     expected = f"First paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n\n{fourth.strip()}\n\nFifth."
     assert shown == expected  # each once, in order
     assert list(chat.messages.values())[:2] == ["First paragraph.", "Second paragraph."]
+
+
+async def test_a_resumed_run_catches_up_in_one_step_not_every_intermediate_state() -> None:
+    journal, ledger = MemoryJournal(), MemoryLedger()
+    relay = _relay(MemoryChat(), ledger, journal=journal)
+    await relay.submit_line(START, "r")
+    lines: list[tuple[object, str | None]] = [({"kind": "text", "text": f"w{i} "}, None) for i in range(600)]
+    await relay.submit_lines(lines, "r")  # more than a worker's batch (256)
+    await relay.close()  # killed before the worker ran: nothing was shown
+
+    adapter = FakeAdapter(MonotonicClock())
+    restarted = Relay(
+        {"c": ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), adapter)}, ledger, MonotonicClock(), journal=journal
+    )
+    await restarted.resume()
+    await restarted.submit_line({"kind": "end"}, "r")
+    await restarted.wait_done("r", 5)
+    await restarted.close()
+    assert adapter.chat() == ["".join(f"w{i} " for i in range(600)).strip()]
+    assert len(adapter.calls_of("send_text", "edit_text")) == 1  # one send of the whole text, no replayed steps
