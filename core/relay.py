@@ -198,19 +198,20 @@ class Relay:
                     if not run.opened:
                         self._runs.pop(run.run, None)
                 raise
-        # A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once.
+        await self._hand_over(staged, replay=replay)
+        return results
+
+    async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
+        """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
+        run). A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once."""
         for run, events in staged:
-            if run.opened or replay:
-                for event in events:
-                    await run.put(event)
-            else:
+            if not run.opened and not replay:
                 await self._open(run)
-                for event in events:
-                    await run.put(event)
+            for event in events:
+                await run.put(event)
         for run, _ in staged:
             if not run.opened:
                 await self._open(run)
-        return results
 
     async def _open(self, run: ActiveRun) -> None:
         """Restore the run's parts from the ledger and start its worker."""
