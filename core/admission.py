@@ -16,7 +16,7 @@ from typing import Any
 from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, Event, RunStart, parse_event
+from core.events import End, Event, Lane, Media, RunStart, parse_event
 from core.journal import Journal
 from core.ledger import Ledger
 from core.monitor import RunMonitor
@@ -101,21 +101,34 @@ class Admission:
         if run is None and (ended := await self._ended(event.run)) is not None:
             return None, [], LineResult(dropped=ended)
         if isinstance(event, RunStart):
-            if run is not None:
-                self._check_replayed_start(run.controller.start_event, event)
-                return None, [], LineResult(dropped="run.start repeated")
-            created = await self._create(event, replay=replay)
-            if created is None:
-                return None, [], LineResult(dropped=f"run {event.run!r} already ended")
-            return created, [], LineResult(events=1)
+            return await self._start(run, event, replay=replay)
         if run is None:
             raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
         if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
             return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
+        if isinstance(event, Media) and event.lane is not Lane.PIPELINE:
+            # Refused rather than accepted and silently dropped: nothing would show it, yet the report would say
+            # delivered. The run's other lines go on.
+            raise IngestError(
+                "media events are not delivered yet (a channel cannot show them): send the link as text for now",
+                status=422,
+            )
         events: list[Event] = [event]
         if isinstance(event, End) and run.normalizer is not None and event.source is None:
             events = [*run.normalizer.close(), event]
         return run, events, LineResult(events=1)
+
+    async def _start(
+        self, run: ActiveRun | None, event: RunStart, *, replay: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A ``run.start``: a new run, or a harmless repeat of the first one."""
+        if run is not None:
+            self._check_replayed_start(run.controller.start_event, event)
+            return None, [], LineResult(dropped="run.start repeated")
+        created = await self._create(event, replay=replay)
+        if created is None:
+            return None, [], LineResult(dropped=f"run {event.run!r} already ended")
+        return created, [], LineResult(events=1)
 
     async def _accept_raw(self, run_id: Any, obj: dict[str, Any]) -> tuple[ActiveRun | None, list[Event], LineResult]:
         run = self.runs.get(run_id) if isinstance(run_id, str) else None

@@ -11,12 +11,19 @@ from app.cases import run_case_file
 
 CASES = Path(__file__).resolve().parent.parent / "cases"
 
+NOT_YET = {
+    "media-between-paragraphs": "media out is issue 15: until then a media event is refused with a 422, never "
+    "accepted and dropped",
+}
+"""Cases of capabilities that do not exist yet, with the issue that brings them (strict: they must fail)."""
+
 
 def _params() -> list[object]:
     out: list[object] = []
     for path in sorted(CASES.glob("*.json")):
         case = json.loads(path.read_text(encoding="utf-8"))
-        out.append(pytest.param(path, id=case["id"]))
+        marks = [pytest.mark.xfail(reason=NOT_YET[case["id"]], strict=True)] if case["id"] in NOT_YET else []
+        out.append(pytest.param(path, id=case["id"], marks=marks))
     return out
 
 

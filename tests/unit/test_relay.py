@@ -349,3 +349,18 @@ async def test_a_resumed_run_catches_up_in_one_step_not_every_intermediate_state
     await restarted.close()
     assert adapter.chat() == ["".join(f"w{i} " for i in range(600)).strip()]
     assert len(adapter.calls_of("send_text", "edit_text")) == 1  # one send of the whole text, no replayed steps
+
+
+async def test_a_media_event_is_refused_not_accepted_and_dropped() -> None:
+    chat = MemoryChat()
+    relay = _relay(chat)
+    await relay.submit_line(START, "r")
+    with pytest.raises(IngestError, match="media events are not delivered yet") as info:
+        await relay.submit_line({"kind": "media", "url": "https://example.com/a.png", "media_kind": "image"}, "r")
+    assert info.value.status == 422
+    await relay.submit_line({"kind": "text", "text": "The chart: https://example.com/a.png"}, "r")
+    await relay.submit_line({"kind": "end"}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert report is not None and report.status == "delivered"
+    assert list(chat.messages.values()) == ["The chart: https://example.com/a.png"]
