@@ -1,172 +1,60 @@
-"""What every mock platform server shares: recorded calls, scripted faults and latencies, the case hook.
+"""What every mock platform server shares: the server base, the case hook, the control API.
 
 Each mock (``mocks.telegram``, ``mocks.slack``, ``mocks.discord``) is a real HTTP server on loopback that a
 real SDK talks to unchanged. They share one shape, :class:`MockPlatform`, so the case runner, the demo and
-the contract suite drive any of them the same way, and one script format (shared/cases/README.md)::
+the contract suite drive any of them the same way, and one script format (tests/cases/README.md;
+:mod:`mocks.script`)::
 
-    "faults": [{"method": "editMessageText", "nth": 2, "reply": {"status": 429, "retry_after_s": 1}}],
+    "faults": [{"method": "editMessageText", "nth": 2, "reply": {"status": 429, "retry_after_s": 1}},
+               {"method": "sendMessage", "nth": 1, "reply": {"status": 502}, "after_commit": true}],
     "latency_ms": {"sendMessage": [0, 1500]}
 
 Per call, in order, every mock: records the call, counts it (per method, 1-based), waits its scripted
-latency, applies its scripted fault, validates, checks rate limits (when on), stores, answers.
+latency, applies its scripted fault (or the outage's), validates, checks rate limits (when on), stores,
+answers; an ``after_commit`` fault is answered after the store (:meth:`MockServer._scripted`).
+
+Beside the platform API every mock serves the control API under ``/_mock`` (:mod:`mocks.control`).
+Modules: :mod:`mocks.calls` (call records), :mod:`mocks.script` (faults), :mod:`mocks.control`; this module
+re-exports their names.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
+import socket
+import struct
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Any, NoReturn, Protocol, Self, TypeVar
 
 from aiohttp import web
 
-ChatId = int | str
+from mocks import control
+from mocks.calls import ChatId, RecordedCall, call_record, chat_record
+from mocks.script import Fault, FaultScript, Hang, Outage, parse_answer
 
+__all__ = [
+    "ChatId",
+    "Fault",
+    "FaultScript",
+    "Hang",
+    "MockPlatform",
+    "MockServer",
+    "Outage",
+    "RecordedCall",
+    "call_record",
+    "chat_record",
+    "parse_answer",
+    "serve_mock",
+    "utf16_len",
+]
 
-class Hang(enum.StrEnum):
-    """Scripted timeouts: the answer never comes within any client timeout."""
-
-    AFTER_COMMIT = "timeout_after_commit"
-    """The call is processed (a message is stored), then the answer hangs."""
-    BEFORE_COMMIT = "timeout_before_commit"
-    """The call hangs and is never processed."""
-
-
-@dataclass
-class RecordedCall:
-    """One call a mock received (failed ones too), in arrival order.
-
-    ``method`` is the platform's method name (Telegram ``sendMessage``, Slack ``chat.postMessage``,
-    Discord ``createMessage``). ``status`` is the HTTP status answered; ``None`` while unanswered and for a
-    scripted hang (the client gave up first). ``retry_after_s`` is set on a 429. ``message_id`` is the new
-    id for a stored send, the requested id for edits and deletes. ``text`` is the text as requested.
-    ``t`` is ``time.monotonic()`` seconds when it arrived.
-    """
-
-    method: str
-    chat_id: ChatId | None
-    message_id: int | str | None
-    text: str | None
-    t: float
-    status: int | None = None
-    ok: bool = False
-    retry_after_s: float | None = None
-    description: str | None = None
+T = TypeVar("T")
 
 
 def utf16_len(text: str) -> int:
     """Length of ``text`` in UTF-16 code units."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A scripted error answer: HTTP ``status``, an optional platform ``description`` and, for a 429, the
-    ``retry_after_s`` to announce. Each mock renders it in its platform's error shape."""
-
-    status: int
-    description: str | None = None
-    retry_after_s: float | None = None
-
-    @classmethod
-    def parse(cls, reply: Mapping[str, Any]) -> Fault:
-        """From a case's ``{"status", "description"?, "retry_after_s"?}``.
-
-        Raises:
-            ValueError: the status is not an error status (>= 400) or a field has the wrong type.
-        """
-        status = int(reply["status"])
-        if status < 400:
-            raise ValueError(f"a fault reply needs an error status (>= 400), got {status}")
-        description = reply.get("description")
-        if description is not None and not isinstance(description, str):
-            raise ValueError(f"a fault's description must be a string, got {description!r}")
-        retry = reply.get("retry_after_s")
-        return cls(status, description, float(retry) if retry is not None else (1.0 if status == 429 else None))
-
-
-class FaultScript:
-    """Scripted faults and latencies per method, and the per-method call counter.
-
-    Args:
-        methods: the method names the mock knows (faults for others are refused).
-        hang_s: how long a scripted hang holds its answer (longer than any client timeout).
-    """
-
-    def __init__(self, methods: Sequence[str], hang_s: float = 30.0) -> None:
-        self._methods = {m.lower(): m for m in methods}
-        self.hang_s = hang_s
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget faults, latencies and counts; release every hanging call."""
-        release = getattr(self, "_release", None)
-        if release is not None:
-            release.set()
-        self._release = asyncio.Event()
-        self._counts: defaultdict[str, int] = defaultdict(int)
-        self._faults: dict[tuple[str, int], Fault | Hang] = {}
-        self._latency_ms: dict[str, list[float]] = {}
-
-    def method(self, name: str) -> str | None:
-        """The canonical spelling of a known method (case-insensitive), or None."""
-        return self._methods.get(name.lower())
-
-    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
-        """Script the answer to the ``nth`` (1-based) call of ``method``: a :class:`Fault` mapping or a
-        :class:`Hang` name.
-
-        Raises:
-            ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
-        """
-        name = self.method(method)
-        if name is None or nth < 1:
-            known = ", ".join(sorted(self._methods.values()))
-            raise ValueError(f"bad fault: method {method!r}, nth {nth} (known methods: {known})")
-        if (name, nth) in self._faults:
-            raise ValueError(f"call {nth} of {name} already has a fault")
-        self._faults[(name, nth)] = Hang(reply) if isinstance(reply, str) else Fault.parse(reply)
-
-    def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
-        """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms first (none past the list).
-
-        Raises:
-            ValueError: unknown method.
-        """
-        name = self.method(method)
-        if name is None:
-            raise ValueError(f"unknown method {method!r}")
-        self._latency_ms[name] = [float(ms) for ms in delays_ms]
-
-    def configure_from_case(self, case: Mapping[str, Any]) -> None:
-        """Apply a case's ``faults`` and ``latency_ms``."""
-        for fault in case.get("faults", []):
-            self.add_fault(fault["method"], int(fault["nth"]), fault["reply"])
-        for method, delays in case.get("latency_ms", {}).items():
-            self.set_latency(method, delays)
-
-    async def begin(self, method: str) -> Fault | Hang | None:
-        """Count one call of ``method``, wait its scripted latency; return its scripted fault, if any."""
-        self._counts[method] += 1
-        nth = self._counts[method]
-        delays = self._latency_ms.get(method, [])
-        if nth <= len(delays):
-            await self.wait(delays[nth - 1] / 1000)
-        return self._faults.get((method, nth))
-
-    async def wait(self, seconds: float) -> None:
-        """Sleep ``seconds``, cut short by :meth:`reset` (so a stopping mock never hangs)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._release.wait(), seconds)
-
-    async def hang(self, call: RecordedCall, kind: Hang) -> None:
-        """Hold a call's answer for ``hang_s`` (the client gives up first)."""
-        call.description = kind.value
-        await self.wait(self.hang_s)
 
 
 class MockPlatform(Protocol):
@@ -196,8 +84,9 @@ class MockPlatform(Protocol):
         """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits``."""
         ...
 
-    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
-        """Script the answer to the ``nth`` call of ``method`` (a :class:`Fault` mapping or a :class:`Hang`)."""
+    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str, *, after_commit: bool = False) -> None:
+        """Script the answer to the ``nth`` call of ``method`` (a :class:`Fault` mapping or a :class:`Hang`);
+        ``after_commit``: store the call first."""
         ...
 
     def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
@@ -209,19 +98,25 @@ class MockPlatform(Protocol):
         ...
 
     def visible(self, chat_id: ChatId) -> Sequence[tuple[int | str, str]]:
-        """What a person sees in ``chat_id``: ``(message id, current text)`` in order, deleted ones left out."""
+        """What a person sees of the bot in ``chat_id``: ``(message id, current text)`` in order, deleted ones
+        and the person's own messages left out; a media message shows its caption (``""`` without one)."""
+        ...
+
+    def user_message(self, chat_id: ChatId, text: str) -> int | str:
+        """Store a message a person wrote in ``chat_id`` (it takes the next id); return its id."""
         ...
 
 
 class MockServer:
     """What every mock server does the same way: an aiohttp server on loopback, the fault script, the recorded
-    calls, the case hook. A platform's mock subclasses it and adds its routes in :meth:`_routes`.
+    calls, the case hook, the control API. A platform's mock subclasses it and adds its routes in
+    :meth:`_routes`.
 
     Args:
         methods: the platform's method names (faults and latencies are scripted by them).
         rate_limits: answer 429 past the platform's documented limits.
         hang_s: how long a scripted timeout holds its answer (released early by ``stop`` / ``reset``).
-        clock: the time source of recorded calls and rate limits (seconds).
+        clock: the time source of recorded calls, rate limits and outages (seconds).
     """
 
     platform = ""
@@ -240,14 +135,48 @@ class MockServer:
     ) -> None:
         self.rate_limits = rate_limits
         self._clock = clock
-        self._script = FaultScript(methods, hang_s)
+        self._script = FaultScript(methods, hang_s, clock)
         self._runner: web.AppRunner | None = None
-        self._base_url: str | None = None
+        self._root_url: str | None = None
+        self._epoch_s = clock()
         self.calls: list[RecordedCall] = []
 
     def _routes(self, app: web.Application) -> None:
         """Add the platform's routes to ``app``."""
         raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget calls, faults, latencies, the outage and counts; release hanging calls; ``t_ms`` of the
+        control API's state counts from now. Each platform's mock also forgets its messages and rate state."""
+        self._script.reset()
+        self.calls = []
+        self._epoch_s = self._clock()
+
+    def chats(self) -> Sequence[ChatId]:
+        """Conversations that ever received a message, in first-message order (each platform's mock)."""
+        raise NotImplementedError
+
+    def visible(self, chat_id: ChatId) -> Sequence[tuple[int | str, str]]:
+        """What a person sees of the bot in ``chat_id``: ``(message id, current text)`` (each platform's mock)."""
+        raise NotImplementedError
+
+    def user_message(self, chat_id: ChatId, text: str) -> int | str:
+        """Store a message a person wrote in ``chat_id``; return its id (each platform's mock implements it).
+
+        Raises:
+            ValueError: a conversation or text the platform would refuse.
+        """
+        raise NotImplementedError
+
+    @property
+    def script(self) -> FaultScript:
+        """The scripted faults, latencies, outage and call counts."""
+        return self._script
+
+    @property
+    def epoch_s(self) -> float:
+        """The mock's clock (seconds) at its start or last reset: the control API's ``t_ms`` count from it."""
+        return self._epoch_s
 
     @property
     def hang_s(self) -> float:
@@ -259,7 +188,8 @@ class MockServer:
         self._script.hang_s = value
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen on ``host:port`` (0: any free port); return the base URL its SDK is pointed at.
+        """Listen on ``host:port`` (0: any free port); return the base URL its SDK is pointed at. The control
+        API is served on the same host and port (:attr:`control_url`).
 
         Raises:
             RuntimeError: it is already running.
@@ -267,12 +197,14 @@ class MockServer:
         if self._runner is not None:
             raise RuntimeError(f"{type(self).__name__} is already running")
         app = web.Application()
+        control.add_routes(app, self)  # first: a platform's catch-all route must not take /_mock
         self._routes(app)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)  # request paths can hold tokens
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
-        self._runner, self._base_url = runner, f"http://{host}:{runner.addresses[0][1]}{self.api_prefix}"
-        return self._base_url
+        self._runner, self._root_url = runner, f"http://{host}:{runner.addresses[0][1]}"
+        self._epoch_s = self._clock()
+        return self.base_url
 
     async def stop(self) -> None:
         """Release hanging calls and close the server (idempotent).
@@ -299,18 +231,30 @@ class MockServer:
         Raises:
             RuntimeError: it is not started.
         """
-        if self._base_url is None:
+        if self._root_url is None:
             raise RuntimeError(f"{type(self).__name__} is not started")
-        return self._base_url
+        return self._root_url + self.api_prefix
 
-    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str) -> None:
-        """Script the answer to the ``nth`` (1-based, every call of ``method`` counts) call of ``method``: a
-        :class:`Fault` mapping (rendered in the platform's error shape) or a :class:`Hang` name.
+    @property
+    def control_url(self) -> str:
+        """The control API's root, ``http://HOST:PORT/_mock`` (:mod:`mocks.control`).
+
+        Raises:
+            RuntimeError: it is not started.
+        """
+        if self._root_url is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._root_url + control.PREFIX
+
+    def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str, *, after_commit: bool = False) -> None:
+        """Script the answer to the ``nth`` (1-based, every call of ``method`` since the last reset counts) call
+        of ``method``: a :class:`Fault` mapping (rendered in the platform's error shape) or a :class:`Hang` name.
+        ``after_commit``: the call is stored first, exactly as on success, then answered with ``reply``.
 
         Raises:
             ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.
         """
-        self._script.add_fault(method, nth, reply)
+        self._script.add_fault(method, nth, reply, after_commit=after_commit)
 
     def set_latency(self, method: str, delays_ms: Sequence[float]) -> None:
         """The k-th call of ``method`` waits ``delays_ms[k-1]`` ms before it is processed.
@@ -321,17 +265,71 @@ class MockServer:
         self._script.set_latency(method, delays_ms)
 
     def configure_from_case(self, case: Mapping[str, Any]) -> None:
-        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (shared/cases/README.md)."""
+        """Apply a case's ``faults``, ``latency_ms`` and ``mock.rate_limits`` (tests/cases/README.md)."""
         self._script.configure_from_case(case)
         self.rate_limits = case.get("mock", {}).get("rate_limits", "off") == "documented"
 
+    async def _scripted(
+        self, call: RecordedCall, commit: Callable[[], T], refuse: Callable[[Fault], Exception]
+    ) -> T | Hang:
+        """Run one call of ``call.method`` (a canonical name) through its script: count it, wait its latency,
+        then per its scripted answer: a :class:`Fault` is raised as ``refuse(fault)`` before ``commit`` (or
+        after it, with ``after_commit``); a :class:`Hang` before commit hangs or resets without committing; one
+        after commit commits, then hangs or resets. ``commit`` validates, checks rate limits and stores (its
+        own refusals propagate: nothing stored, nothing to answer after).
+
+        Returns:
+            ``commit()``'s result, or the :class:`Hang` that took the answer (the caller answers nothing real:
+            :meth:`_hang_up` for a reset).
+        """
+        answer = await self._script.begin(call.method)
+        if isinstance(answer, Fault) and not answer.after_commit:
+            raise refuse(answer)
+        if isinstance(answer, Hang) and not answer.commits:
+            return await self._hold(call, answer)
+        result = commit()
+        if isinstance(answer, Fault):
+            raise refuse(answer)
+        if isinstance(answer, Hang):
+            return await self._hold(call, answer)
+        return result
+
+    async def _hold(self, call: RecordedCall, hang: Hang) -> Hang:
+        if hang in (Hang.RESET, Hang.RESET_AFTER_COMMIT):
+            call.description = hang.value
+        else:
+            await self._script.hang(call, hang)
+        return hang
+
+    @staticmethod
+    def _hang_up(request: web.Request) -> NoReturn:
+        """Close the connection at once without an answer (TCP RST): the client sees "connection reset".
+
+        Raises:
+            asyncio.CancelledError: always (how aiohttp is told the handler has no answer).
+        """
+        transport = request.transport
+        if transport is not None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()
+        raise asyncio.CancelledError
+
 
 async def serve_mock(mock: MockServer, host: str, port: int) -> None:
-    """Run ``mock`` until cancelled (``streamrelay mock PLATFORM --port N``); print its base URL."""
+    """Run ``mock`` until cancelled (``streamrelay mock PLATFORM --port N``); print its base URL and its
+    control API."""
     base_url = await mock.start(host, port)
     try:
         limits = "on" if mock.rate_limits else "off"
         print(f"mock {mock.title} on {base_url} (rate limits {limits})", flush=True)
+        routes = control.describe(mock.control_url.removesuffix(control.PREFIX))
+        print(
+            f"control API: {routes['state']} · {routes['script']} · {routes['user_message']} · "
+            f"{routes['reset']} (README: the mock control API)",
+            flush=True,
+        )
         await asyncio.Event().wait()
     finally:
         await mock.stop()

@@ -1,9 +1,19 @@
-"""The outcome of one case, as the runner reports it and the CLI writes it (``DIR/<id>.json``)."""
+"""The outcome of one case, as the runner reports it and the CLI writes it (``DIR/<id>.json``).
+
+A transcript's ``calls`` entries are :func:`call_record` and its ``chat`` entries :func:`chat_record` (one
+definition each, in :mod:`mocks.calls`, shared with the mock control API's ``GET /_mock/state``): a media
+message (photo, file...) is listed with its caption as its text, ``""`` without one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from mocks.calls import call_record, chat_record
+
+__all__ = ["CaseResult", "call_record", "chat_record", "chat_records"]
 
 
 @dataclass
@@ -26,18 +36,18 @@ class CaseResult:
         return out
 
 
-def call_record(call: Any, t0: float) -> dict[str, Any]:
-    """One platform call as the transcript lists it (tests/cases/README.md): a mock's :class:`mocks.common.RecordedCall`
-    or the web channel's ``WebCall``; ``t_ms`` counts from ``t0`` (monotonic seconds)."""
-    record = {
-        "method": call.method,
-        "chat_id": call.chat_id,
-        "message_id": call.message_id,
-        "text": call.text,
-        "t_ms": round((call.t - t0) * 1000, 1),
-        "status": call.status,
-        "ok": call.ok,
-    }
-    if getattr(call, "retry_after_s", None) is not None:
-        record["retry_after_s"] = call.retry_after_s
-    return record
+def chat_records(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """A transcript's ``chat`` from what the conversation shows, in order: ``(message id, text)`` pairs (a mock's
+    ``visible``, where a media message's text is already its caption) or mappings with ``message_id`` and
+    ``text``, a media part also ``media`` (truthy, e.g. its kind or URL) and ``caption``."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, tuple):
+            message_id, text = message
+            out.append(chat_record(message_id, text))
+        else:
+            media = bool(message.get("media") or message.get("media_kind"))
+            out.append(
+                chat_record(message.get("message_id"), message.get("text"), media=media, caption=message.get("caption"))
+            )
+    return out

@@ -12,9 +12,10 @@ from pydantic import SecretStr
 from app.dry_run import DRY_RUN
 from app.service import make_adapter
 from config.settings import ChannelSettings
+from core.clock import FakeClock
 from core.events import Target
 from core.ports import ChannelAdapter, TextFormat
-from mocks.common import Fault, FaultScript, Hang, MockPlatform
+from mocks.common import Fault, FaultScript, Hang, MockPlatform, parse_answer
 from mocks.discord import MockDiscord
 from mocks.slack import MockSlack
 from mocks.telegram import MockTelegram
@@ -107,3 +108,77 @@ async def test_latency_applies_to_the_scripted_call_only(rig: Rig) -> None:
     await rig.adapter.send_text(rig.target, "fast", TextFormat.PLAIN)
     assert slow_s >= 0.4
     assert loop.time() - started < slow_s
+
+
+def test_after_commit_comes_from_the_fault_object_not_the_reply() -> None:
+    script = FaultScript(["sendMessage"])
+    script.configure_from_case(
+        {
+            "faults": [
+                {"method": "sendMessage", "nth": 1, "reply": {"status": 502}, "after_commit": True},
+                {"method": "sendMessage", "nth": 2, "reply": {"status": 502}},
+                {"method": "sendMessage", "nth": 3, "reply": "reset", "after_commit": True},
+            ]
+        }
+    )
+
+    assert parse_answer({"status": 502}, after_commit=True) == Fault(502, None, None, after_commit=True)
+    assert script.scripted("sendMessage", 1) and script.scripted("sendMessage", 3)
+    with pytest.raises(ValueError, match="belongs to the fault object"):
+        script.add_fault("sendMessage", 4, {"status": 502, "after_commit": True})
+    with pytest.raises(ValueError, match="cannot be after_commit"):
+        script.add_fault("sendMessage", 4, "timeout_before_commit", after_commit=True)
+    with pytest.raises(ValueError, match="true or false"):
+        script.configure_from_case(
+            {"faults": [{"method": "sendMessage", "nth": 5, "reply": "reset", "after_commit": 1}]}
+        )
+
+
+async def test_the_script_answers_after_commit_faults_and_resets() -> None:
+    script = FaultScript(["sendMessage"])
+    script.add_fault("sendMessage", 1, {"status": 502}, after_commit=True)
+    script.add_fault("sendMessage", 2, "reset")
+    script.add_fault("sendMessage", 3, "reset", after_commit=True)
+
+    answers = [await script.begin("sendMessage") for _ in range(3)]
+
+    assert answers == [Fault(502, None, None, after_commit=True), Hang.RESET, Hang.RESET_AFTER_COMMIT]
+    assert [isinstance(a, Hang) and a.commits for a in answers] == [False, False, True]
+
+
+async def test_an_outage_covers_its_window_and_methods_and_overrides_faults() -> None:
+    clock = FakeClock(start=10.0)
+    script = FaultScript(["sendMessage", "getMe"], clock=clock.now)
+    script.add_fault("sendMessage", 2, {"status": 429})
+    outage = script.set_outage(5, {"status": 503}, methods=["SENDMESSAGE"])
+
+    first = await script.begin("sendMessage")
+    other = await script.begin("getMe")
+    second = await script.begin("sendMessage")  # its own 429 is overridden by the outage
+    clock.advance(5.0)
+    after = await script.begin("sendMessage")
+
+    assert (outage.start_s, outage.until_s, outage.methods) == (10.0, 15.0, frozenset({"sendMessage"}))
+    assert (first, other, second, after) == (Fault(503), None, Fault(503), None)
+    assert script.count("sendMessage") == 3
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        script.set_outage(0, "reset")
+    with pytest.raises(ValueError, match="unknown method"):
+        script.set_outage(1, "reset", methods=["sendPigeon"])
+
+
+async def test_latency_after_n_calls_starts_at_call_n_plus_one() -> None:
+    script = FaultScript(["sendMessage"])
+    script.set_latency("sendMessage", [200], after=1)
+    loop = asyncio.get_running_loop()
+
+    started = loop.time()
+    await script.begin("sendMessage")
+    first_s = loop.time() - started
+    started = loop.time()
+    await script.begin("sendMessage")
+
+    assert first_s < 0.1
+    assert loop.time() - started >= 0.2
+    with pytest.raises(ValueError, match="milliseconds"):
+        script.set_latency("sendMessage", [-5])
