@@ -7,7 +7,8 @@ aiogram talks to it unchanged::
         bot = Bot("123456:ABC-DEF", session=session)
 
 Routes ``POST|GET /bot{token}/{method}`` with form-encoded, multipart, JSON or query parameters. Methods:
-``getMe``, ``sendMessage``, ``editMessageText``, ``deleteMessage``, ``sendChatAction``, ``sendMessageDraft``
+``getMe``, ``sendMessage``, ``editMessageText``, ``deleteMessage``, ``sendChatAction``, ``sendMessageDraft``,
+``sendPhoto``, ``sendDocument`` (:mod:`~mocks.telegram.media`: a media message shows its caption)
 (names are case-insensitive, as on Telegram). A token not shaped ``<digits>:<secret>`` gets 401
 ``Unauthorized``; an unknown method gets 404 ``Not Found`` (so does sendMessageDraft when the mock's
 ``drafts_enabled`` is off).
@@ -18,6 +19,7 @@ Modules, one concept each:
   :class:`mocks.common.FaultScript`) and :func:`serve_forever`.
 - :mod:`~mocks.telegram.chats`: stored messages and live drafts, and the methods that change them.
 - :mod:`~mocks.telegram.content`: text + entities validation, ``parse_mode=HTML``, trimming, the 4096 limit.
+- :mod:`~mocks.telegram.media`: sendPhoto and sendDocument, captions.
 - :mod:`~mocks.telegram.flood`: flood control (:class:`TelegramLimits`), off by default.
 - :mod:`~mocks.telegram.wire`: method names, parameters, error answers, User/Chat objects.
 
@@ -27,6 +29,11 @@ keeps the current draft per (chat, ``draft_id``) with its text and last update t
 message replaces the preview). :meth:`MockTelegram.drafts` shows live drafts; :meth:`MockTelegram.visible`
 shows persisted messages only. Drafts count toward flood control like sends and edits (an assumption, the
 conservative one).
+
+Message ids count per chat (``account_ids=True``: one counter for private chats and basic groups, as on
+Telegram); a person's message (:meth:`MockTelegram.user_message`) takes the next id like the bot's. Edits
+answer what an id probe reads: ``message to edit not found`` (no such id), ``message can't be edited`` (not the
+bot's message), ``message is not modified: …`` (the bot's, same text and entities) (:mod:`mocks.telegram.chats`).
 
 Per call, in order: record the call, count it (per method, 1-based), wait its scripted latency, apply its
 scripted fault, validate, check flood control, store, answer (as every mock: :mod:`mocks.common`).

@@ -2,10 +2,20 @@
 
 Method rules (https://core.telegram.org/bots/api#available-methods):
 
-- sendMessage / editMessageText: content per :mod:`mocks.telegram.content`. Editing with the same text and
-  entities is 400 ``message is not modified: ...``; editing or deleting a message (or in a chat) that does not
-  exist is 400 ``message to edit not found`` / ``message to delete not found``; a reply to a missing message
-  is 400 ``message to be replied not found`` unless ``allow_sending_without_reply``.
+- sendMessage / editMessageText: content per :mod:`mocks.telegram.content`. Editing or deleting a message (or
+  in a chat) that does not exist is 400 ``message to edit not found`` / ``message to delete not found``;
+  editing a message the bot did not send (a person's, :meth:`ChatStore.user_message`, or another bot's) is 400
+  ``message can't be edited``, whatever the text; editing the bot's own with the same text and entities
+  (after the same trimming and entity parsing as a send) is 400 :data:`~mocks.telegram.wire.NOT_MODIFIED`.
+  A reply to a missing message is 400 ``message to be replied not found`` unless
+  ``allow_sending_without_reply``. These three edit answers are what an id probe reads
+  (https://core.telegram.org/bots/api#editmessagetext).
+- Message ids increase by one per chat, shared by the bot's and the person's messages (a person's message
+  takes the next id too). With ``account_ids`` on, private chats and basic groups draw their ids from one
+  counter instead, as on Telegram, where a bot account's private chats and basic groups share its message
+  counter and only supergroups and channels count per chat (MTProto; see
+  https://docs.pyrogram.org/topics/message-identifiers): ids in such a chat then have gaps.
+- sendPhoto / sendDocument: :mod:`mocks.telegram.media` (stored with their caption as their text).
 - sendMessageDraft (https://core.telegram.org/bots/api#sendmessagedraft): see :meth:`ChatStore.send_draft`.
 - Flood control (:mod:`mocks.telegram.flood`) is checked after validation, just before a change is stored:
   sends, edits and drafts count.
@@ -20,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mocks.common import ChatId, RecordedCall
+from mocks.telegram import media
 from mocks.telegram.content import Entity, message_content
 from mocks.telegram.flood import FloodControl, TelegramLimits
 from mocks.telegram.wire import (
@@ -29,8 +40,10 @@ from mocks.telegram.wire import (
     bot_user,
     chat_json,
     chat_key,
+    chat_type,
     int_param,
     json_param,
+    person_user,
     require_chat,
 )
 
@@ -47,19 +60,28 @@ _CHAT_ACTIONS = frozenset((
 ))  # fmt: skip
 
 
+PERSON_USER_ID = 5_000_000_001
+"""The author of a person's message in a group (in a private chat the person's id is the chat's id)."""
+
+
 @dataclass
 class StoredMessage:
-    """A message as a person sees it: current text and entities (UTF-16 offsets)."""
+    """A message as a person sees it: current text and entities (UTF-16 offsets); ``sender_id`` is the bot's
+    user id (from its token) or the person's."""
 
     message_id: int
     chat_id: ChatId
     text: str
     entities: list[Entity]
     date: int
+    sender_id: int = 0
+    from_bot: bool = True
     edit_date: int | None = None
     thread_id: int | None = None
     reply_to: int | None = None
     deleted: bool = False
+    media: tuple[str, str] | None = None
+    """``(kind, file)`` of a photo or document (then ``text`` and ``entities`` are its caption)."""
 
 
 @dataclass
@@ -90,6 +112,7 @@ class Policy(Protocol):
 
     rate_limits: bool
     draft_ttl_s: float
+    account_ids: bool
 
 
 Handler = Callable[[str, RecordedCall, Mapping[str, Any]], Any]
@@ -99,8 +122,8 @@ class ChatStore:
     """Messages and drafts per chat, and the methods that change them (one store per mock, rebuilt on reset).
 
     Args:
-        policy: ``rate_limits`` (enforce ``limits``) and ``draft_ttl_s`` (a draft not updated for that long
-            is gone), read live.
+        policy: ``rate_limits`` (enforce ``limits``), ``draft_ttl_s`` (a draft not updated for that long
+            is gone) and ``account_ids`` (one id counter for private chats and basic groups), read live.
         limits: flood-control numbers.
         clock: monotonic seconds, for flood control and draft lifetimes.
     """
@@ -110,7 +133,8 @@ class ChatStore:
         self._clock = clock
         self._flood = FloodControl(limits)
         self._messages: dict[ChatId, dict[int, StoredMessage]] = {}
-        self._next_id: defaultdict[ChatId, int] = defaultdict(lambda: 1)
+        self._next_id: defaultdict[ChatId | None, int] = defaultdict(lambda: 1)
+        """Next message id per chat; under ``None`` the shared one (``account_ids``)."""
         self._drafts: dict[ChatId, dict[int, Draft]] = {}
         self._handlers: dict[str, Handler] = {
             "getMe": self._get_me,
@@ -119,6 +143,7 @@ class ChatStore:
             "deleteMessage": self._delete_message,
             "sendChatAction": self._send_chat_action,
             "sendMessageDraft": self.send_draft,
+            **dict.fromkeys(media.MEDIA_METHODS, self._send_media),
         }
 
     # ------------------------------------------------------------ reading
@@ -160,6 +185,35 @@ class ChatStore:
     def _send_message(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
         chat = require_chat(params)
         text, entities = message_content(params)
+        return self._send(token, call, chat, params, text, entities)
+
+    def _send_media(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
+        """sendPhoto / sendDocument (:mod:`mocks.telegram.media`): stored with its caption as its text."""
+        chat = require_chat(params)
+        kind, file, caption, entities = media.media_content(call.method, params)
+        return self._send(token, call, chat, params, caption, entities, media=(kind, file))
+
+    def _send(
+        self,
+        token: str,
+        call: RecordedCall,
+        chat: ChatId,
+        params: Mapping[str, Any],
+        text: str,
+        entities: list[Entity],
+        media: tuple[str, str] | None = None,
+    ) -> Any:
+        reply_to = self._reply_to(chat, params)
+        self._admit(token, chat)
+        message = self._store(chat, text, entities, sender_id=_bot_id(token), from_bot=True)
+        message.thread_id, message.reply_to, message.media = int_param(params, "message_thread_id"), reply_to, media
+        self._drafts.pop(chat, None)  # the persisted answer replaces the chat's drafts (assumption)
+        call.message_id = message.message_id
+        return self._message_json(message)
+
+    def _reply_to(self, chat: ChatId, params: Mapping[str, Any]) -> int | None:
+        """The message a send replies to: 400 ``message to be replied not found`` when it is missing, unless
+        ``allow_sending_without_reply`` (then no reply)."""
         reply = json_param(params, "reply_parameters")
         reply_to = int_param(reply, "message_id") if isinstance(reply, dict) else None
         reply_to = reply_to or int_param(params, "reply_to_message_id")
@@ -170,22 +224,33 @@ class ChatStore:
                 if not allow_missing:
                     raise bad("message to be replied not found")
                 reply_to = None
-        self._admit(token, chat)
-        message_id = self._next_id[chat]
-        self._next_id[chat] += 1
-        message = StoredMessage(
-            message_id=message_id,
-            chat_id=chat,
-            text=text,
-            entities=entities,
-            date=int(time.time()),
-            thread_id=int_param(params, "message_thread_id"),
-            reply_to=reply_to,
-        )
+        return reply_to
+
+    def user_message(self, chat_id: ChatId, text: str) -> StoredMessage:
+        """Store a message a person wrote in ``chat_id`` (trimmed like a send); it takes the chat's next id.
+
+        Raises:
+            ValueError: no chat id, or a text Telegram would refuse (empty, too long).
+        """
+        chat = chat_key(chat_id)
+        if chat is None:
+            raise ValueError("a person's message needs a chat id")
+        try:
+            text, entities = message_content({"text": text})
+        except ApiError as error:
+            raise ValueError(f"a person's message text: {error.description}") from None
+        person = chat if isinstance(chat, int) and chat > 0 else PERSON_USER_ID
+        return self._store(chat, text, entities, sender_id=person, from_bot=False)
+
+    def _store(
+        self, chat: ChatId, text: str, entities: list[Entity], *, sender_id: int, from_bot: bool
+    ) -> StoredMessage:
+        counter = None if self._policy.account_ids and chat_type(chat) in ("private", "group") else chat
+        message_id = self._next_id[counter]
+        self._next_id[counter] += 1
+        message = StoredMessage(message_id, chat, text, entities, int(time.time()), sender_id, from_bot)
         self._messages.setdefault(chat, {})[message_id] = message
-        self._drafts.pop(chat, None)  # the persisted answer replaces the chat's drafts (assumption)
-        call.message_id = message_id
-        return self._message_json(message, _bot_id(token))
+        return message
 
     def _edit_message_text(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
         chat = require_chat(params)
@@ -193,11 +258,15 @@ class ChatStore:
         if params.get("inline_message_id"):
             raise bad("inline messages are not supported by the mock")
         message = self._find(chat, params, "message to edit not found")
-        if message.text == text and message.entities == entities:
+        if not message.from_bot or message.sender_id != _bot_id(token):
+            raise bad("message can't be edited")
+        if message.media is not None:
+            raise bad(media.NO_TEXT_TO_EDIT)
+        if message.text == text and _entity_set(message.entities) == _entity_set(entities):
             raise ApiError(400, NOT_MODIFIED)
         self._admit(token, chat)
         message.text, message.entities, message.edit_date = text, entities, int(time.time())
-        return self._message_json(message, _bot_id(token))
+        return self._message_json(message)
 
     def send_draft(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
         """sendMessageDraft: show (or replace) the draft ``draft_id`` in a private chat; ``True`` on success.
@@ -255,17 +324,22 @@ class ChatStore:
             raise ApiError.too_many_requests(wait_s)
         self._flood.consume(token, chat, now)
 
-    def _message_json(self, message: StoredMessage, bot_id: int, *, nested: bool = False) -> dict[str, Any]:
+    def _message_json(self, message: StoredMessage, *, nested: bool = False) -> dict[str, Any]:
         """A Message object (https://core.telegram.org/bots/api#message); a reply nests its target once."""
+        sender = bot_user(message.sender_id) if message.from_bot else person_user(message.sender_id)
         body: dict[str, Any] = {
             "message_id": message.message_id,
             "date": message.date,
             "chat": chat_json(message.chat_id),
-            "from": bot_user(bot_id),
-            "text": message.text,
+            "from": sender,
         }
+        text_key, entities_key = ("caption", "caption_entities") if message.media else ("text", "entities")
+        if message.media:
+            body.update(media.media_json(*message.media))
+        if message.text or not message.media:
+            body[text_key] = message.text
         if message.entities:
-            body["entities"] = message.entities
+            body[entities_key] = message.entities
         if message.edit_date is not None:
             body["edit_date"] = message.edit_date
         if message.thread_id is not None:
@@ -273,9 +347,14 @@ class ChatStore:
         chat = self._messages.get(message.chat_id, {})
         target = chat.get(message.reply_to) if message.reply_to is not None else None
         if target is not None and not nested:
-            body["reply_to_message"] = self._message_json(target, bot_id, nested=True)
+            body["reply_to_message"] = self._message_json(target, nested=True)
         return body
 
 
 def _bot_id(token: str) -> int:
     return int(token.partition(":")[0])
+
+
+def _entity_set(entities: list[Entity]) -> list[tuple[Any, ...]]:
+    """Entities compared as the rendered message has them: the order they were given in does not matter."""
+    return sorted(tuple(sorted((k, str(v)) for k, v in e.items())) for e in entities)

@@ -147,14 +147,14 @@ class HtmlEntities(HTMLParser):
         return "".join(self.parts), sorted(self.entities, key=lambda e: int(e["offset"]))
 
 
-def message_content(params: Mapping[str, Any]) -> tuple[str, list[Entity]]:
-    """The ``text`` and entities a person would see (trimmed, parsed), or a 400 like Telegram's.
-
-    Used alike by sendMessage, editMessageText and sendMessageDraft.
-    """
-    raw = params.get("text")
+def parsed(
+    params: Mapping[str, Any], text_key: str = "text", entities_key: str = "entities"
+) -> tuple[str, list[Entity]]:
+    """``params[text_key]`` with ``params[entities_key]`` or ``parse_mode`` as a person would see it: parsed and
+    trimmed (may be empty); a 400 ``can't parse entities`` like Telegram's."""
+    raw = params.get(text_key)
     text = str(raw) if isinstance(raw, str | int | float) and not isinstance(raw, bool) else ""
-    given = json_param(params, "entities")
+    given = json_param(params, entities_key)
     mode = str(params.get("parse_mode") or "").lower()
     if given is not None or not mode:
         entities = validate_entities(given, text)
@@ -164,7 +164,15 @@ def message_content(params: Mapping[str, Any]) -> tuple[str, list[Entity]]:
         entities = []  # stored verbatim: MarkdownV2 is not parsed by the mock (module docstring)
     else:
         raise bad("unsupported parse_mode")
-    text, entities = trim(text, entities)
+    return trim(text, entities)
+
+
+def message_content(params: Mapping[str, Any]) -> tuple[str, list[Entity]]:
+    """The ``text`` and entities a person would see (trimmed, parsed), or a 400 like Telegram's.
+
+    Used alike by sendMessage, editMessageText and sendMessageDraft.
+    """
+    text, entities = parsed(params)
     if not text:
         raise bad("message text is empty")
     if len(text) > MAX_TEXT_CHARS:

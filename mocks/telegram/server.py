@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
+from mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock
 from mocks.telegram.chats import ChatStore, Draft, StoredMessage
 from mocks.telegram.flood import TelegramLimits
 from mocks.telegram.wire import GAVE_UP, METHODS, TOKEN_RE, ApiError, chat_key, read_params, safe_int
@@ -31,6 +31,9 @@ class MockTelegram(MockServer):
             ``Not Found``), as a Bot API server without it would, so fallbacks can be tested.
         draft_ttl_s: a draft not updated for this many seconds is gone (Telegram: about 30 s,
             https://core.telegram.org/bots/api#sendmessagedraft).
+        account_ids: private chats and basic groups share one message id counter, as a bot account's do on
+            Telegram (ids in one such chat then have gaps); off by default: ids count per chat
+            (:mod:`mocks.telegram.chats`).
     """
 
     platform = "telegram"
@@ -45,11 +48,13 @@ class MockTelegram(MockServer):
         clock: Callable[[], float] = time.monotonic,
         drafts_enabled: bool = True,
         draft_ttl_s: float = 30.0,
+        account_ids: bool = False,
     ) -> None:
         super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
         self.limits = limits
         self.drafts_enabled = drafts_enabled
         self.draft_ttl_s = draft_ttl_s
+        self.account_ids = account_ids
         self._store = ChatStore(self, limits, clock)
 
     def _routes(self, app: web.Application) -> None:
@@ -59,22 +64,31 @@ class MockTelegram(MockServer):
 
     def reset(self) -> None:
         """Forget messages, drafts, calls, faults, latencies, counters and flood state; release hanging calls."""
-        self._script.reset()
-        self.calls = []
+        super().reset()
         self._store = ChatStore(self, self.limits, self._clock)
 
     def chats(self) -> list[ChatId]:
         """Chats that ever received a message, in first-message order (drafts do not count)."""
         return self._store.chats()
 
-    def visible(self, chat_id: ChatId) -> list[tuple[int, str]]:
-        """What a person sees persisted: ``(message_id, current text)`` by message id, deleted ones and
-        drafts left out (see :meth:`drafts`)."""
-        return [(m.message_id, m.text) for m in self.messages(chat_id)]
+    def visible(self, chat_id: ChatId) -> list[tuple[int | str, str]]:
+        """What a person sees of the bot persisted: ``(message_id, current text)`` by message id; deleted ones,
+        drafts (see :meth:`drafts`) and the person's own messages (:meth:`user_message`) left out."""
+        return [(m.message_id, m.text) for m in self.messages(chat_id) if m.from_bot]
 
     def messages(self, chat_id: ChatId) -> list[StoredMessage]:
-        """The visible stored messages of ``chat_id`` (with entities), by message id."""
+        """The stored, not deleted messages of ``chat_id`` (with entities; the person's too), by message id."""
         return self._store.messages(chat_id)
+
+    def user_message(self, chat_id: ChatId, text: str) -> int:
+        """Store a message a person wrote in ``chat_id`` (trimmed like a send): it takes the chat's next message
+        id, so the bot's later messages come after it. The bot can reply to it; editing it is 400 ``message
+        can't be edited``. It is in :meth:`messages`, not in :meth:`visible`. Returns its message id.
+
+        Raises:
+            ValueError: no chat id, or a text Telegram would refuse (empty, too long).
+        """
+        return self._store.user_message(chat_id, text).message_id
 
     def drafts(self, chat_id: ChatId) -> list[Draft]:
         """The live drafts of ``chat_id`` (updated within ``draft_ttl_s``), oldest first."""
@@ -91,34 +105,28 @@ class MockTelegram(MockServer):
             call.method = self._script.method(method) or method
             call.chat_id = chat_key(params.get("chat_id"))
             call.message_id = safe_int(params.get("message_id"))
-            call.text = params.get("text") if isinstance(params.get("text"), str) else None
+            text = params.get("text", params.get("caption"))  # a media send's text is its caption
+            call.text = text if isinstance(text, str) else None
             result = await self._process(token, call, params)
         except ApiError as error:
             call.status, call.ok, call.description = error.status, False, error.description
             call.retry_after_s = float(error.retry_after) if error.retry_after is not None else None
             return error.response()
+        if result in (Hang.RESET, Hang.RESET_AFTER_COMMIT):
+            self._hang_up(request)
         if isinstance(result, Hang):
             return web.json_response(GAVE_UP, status=504)  # the client has gone: nobody reads this
         call.status, call.ok = 200, True
         return web.json_response({"ok": True, "result": result})
 
     async def _process(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
-        """Per call: authorize, count + latency + fault (the script), validate, flood control, store."""
+        """Per call: authorize, then count + latency + fault (the script), validate, flood control, store
+        (:meth:`MockServer._scripted`)."""
         if not TOKEN_RE.match(token):
             raise ApiError(401, "Unauthorized")
         if call.method not in METHODS or (call.method == DRAFT_METHOD and not self.drafts_enabled):
             raise ApiError(404, "Not Found")
-        fault = await self._script.begin(call.method)
-        if isinstance(fault, Fault):
-            raise ApiError.from_fault(fault)
-        if fault is Hang.BEFORE_COMMIT:
-            await self._script.hang(call, fault)
-            return fault
-        result = self._store.dispatch(token, call, params)
-        if fault is Hang.AFTER_COMMIT:
-            await self._script.hang(call, fault)
-            return fault
-        return result
+        return await self._scripted(call, lambda: self._store.dispatch(token, call, params), ApiError.from_fault)
 
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8081, rate_limits: bool = False) -> None:

@@ -18,7 +18,16 @@ from aiohttp import web
 
 from mocks.common import ChatId, Fault
 
-METHODS = ("getMe", "sendMessage", "editMessageText", "deleteMessage", "sendChatAction", "sendMessageDraft")
+METHODS = (
+    "getMe",
+    "sendMessage",
+    "editMessageText",
+    "deleteMessage",
+    "sendChatAction",
+    "sendMessageDraft",
+    "sendPhoto",
+    "sendDocument",
+)
 """The Bot API methods the mock serves (names are case-insensitive, as on Telegram)."""
 
 NOT_MODIFIED = (
@@ -168,6 +177,11 @@ def chat_type(chat: ChatId) -> str:
 def bot_user(bot_id: int) -> dict[str, Any]:
     """The bot's User object (https://core.telegram.org/bots/api#user)."""
     return {"id": bot_id, "is_bot": True, "first_name": "streamrelay mock", "username": "sr_mock_bot"}
+
+
+def person_user(user_id: int) -> dict[str, Any]:
+    """A person's User object (https://core.telegram.org/bots/api#user)."""
+    return {"id": user_id, "is_bot": False, "first_name": "Person"}
 
 
 def chat_json(chat: ChatId) -> dict[str, Any]:
