@@ -5,10 +5,12 @@ slack-sdk talks to it unchanged::
     async with MockSlack() as mock:
         client = AsyncWebClient("xoxb-1-2-abc", base_url=mock.base_url, retry_handlers=[])
 
-Routes ``POST /api/{method}`` with JSON, form-encoded or query parameters; the token comes in
-``Authorization: Bearer xoxb-…`` (or, except with a JSON body, a ``token`` parameter). Methods: ``auth.test``,
-``chat.postMessage``, ``chat.update``, ``chat.delete``, ``chat.startStream``, ``chat.appendStream``,
-``chat.stopStream``, ``assistant.threads.setStatus``. Errors are HTTP 200 ``{"ok": false, "error": "…"}``
+Routes ``POST|GET /api/{method}`` with JSON, form-encoded or query parameters (slack-sdk reads
+conversations.history and conversations.replies by GET with query parameters, booleans as ``1``/``0``); the
+token comes in ``Authorization: Bearer xoxb-…`` (or, except with a JSON body, a ``token`` parameter). Methods:
+``auth.test``, ``chat.postMessage``, ``chat.update``, ``chat.delete``, ``chat.startStream``,
+``chat.appendStream``, ``chat.stopStream``, ``assistant.threads.setStatus``, ``conversations.history``,
+``conversations.replies``. Errors are HTTP 200 ``{"ok": false, "error": "…"}``
 (https://docs.slack.dev/apis/web-api/#responses): no token ``not_authed``; a token not shaped ``xoxb-…`` /
 ``xoxp-…`` ``invalid_auth``; an unknown method ``unknown_method``.
 
@@ -38,6 +40,9 @@ What it reproduces:
   stream. A stream idle (no append) longer than ``stream_idle_s`` (300 s, as observed) expires; appends and
   stops on a stream that is not open are ``message_not_in_streaming_state``; an expired or stopped stream
   can be updated and deleted. ``streaming_enabled=False`` makes chat.startStream ``unknown_method``.
+- ``metadata`` (``{"event_type", "event_payload"}``) on chat.postMessage and chat.update is stored with the
+  message; conversations.history (newest first) and conversations.replies (parent first) read messages back and
+  show it with ``include_all_metadata`` (:mod:`mocks.slack.history`, which has the rules and errors).
 - assistant.threads.setStatus needs ``channel_id``, an existing ``thread_ts`` and ``status``; the status is
   kept (:meth:`MockSlack.status`), not shown as a message.
 

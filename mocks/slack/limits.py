@@ -28,6 +28,12 @@ class SlackLimits:
             each (https://docs.slack.dev/reference/methods/chat.startStream).
         append_per_min: chat.appendStream, Tier 4 ("100+ per minute")
             (https://docs.slack.dev/reference/methods/chat.appendStream).
+        history_per_min: conversations.history, Tier 3 ("50+ per minute"), its own budget
+            (https://docs.slack.dev/reference/methods/conversations.history). Slack documents 1 per minute (and
+            ``limit`` at most 15) for new apps distributed outside the Marketplace since May 2025: the mock
+            takes the Tier 3 of Marketplace and internal apps.
+        replies_per_min: conversations.replies, Tier 3, its own budget, with the same exception
+            (https://docs.slack.dev/reference/methods/conversations.replies).
 
     chat.postMessage's workspace-wide limit ("several hundred messages per minute") has no number, and neither
     auth.test nor assistant.threads.setStatus is limited by the mock.
@@ -39,6 +45,8 @@ class SlackLimits:
     delete_per_min: int = 50
     stream_start_stop_per_min: int = 20
     append_per_min: int = 100
+    history_per_min: int = 50
+    replies_per_min: int = 50
 
     def per_minute(self, method: str) -> int | None:
         """The sliding 60 s budget of ``method`` per token, or None when it has none."""
@@ -48,6 +56,8 @@ class SlackLimits:
             "chat.startStream": self.stream_start_stop_per_min,
             "chat.stopStream": self.stream_start_stop_per_min,
             "chat.appendStream": self.append_per_min,
+            "conversations.history": self.history_per_min,
+            "conversations.replies": self.replies_per_min,
         }.get(method)
 
 

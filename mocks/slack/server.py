@@ -8,7 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
-from mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
+from mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock
+from mocks.slack import history
 from mocks.slack.limits import RateLimiter, SlackLimits, retry_after_header
 from mocks.slack.wire import fault_error, message_json, read_request, str_or_none
 from mocks.slack.workspace import (
@@ -33,6 +34,8 @@ METHODS = (
     "chat.appendStream",
     "chat.stopStream",
     "assistant.threads.setStatus",
+    "conversations.history",
+    "conversations.replies",
 )
 _GAVE_UP = {"ok": False, "error": "request_timeout"}
 Handler = Callable[[str, RecordedCall, Params], dict[str, Any]]
@@ -78,6 +81,8 @@ class MockSlack(MockServer):
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
             "assistant.threads.setStatus": self._set_status,
+            "conversations.history": self._history,
+            "conversations.replies": self._replies,
         }
         self.reset()
 
@@ -106,6 +111,7 @@ class MockSlack(MockServer):
 
     def _routes(self, app: web.Application) -> None:
         app.router.add_post("/api/{method}", self._handle)
+        app.router.add_get("/api/{method}", self._handle, allow_head=False)  # slack-sdk reads history by GET
 
     # ------------------------------------------------------------ scripting and state
 
@@ -114,8 +120,7 @@ class MockSlack(MockServer):
 
         ``rate_limits``, ``stream_idle_s``, ``streaming_enabled`` and ``missing_channels`` are kept.
         """
-        self._script.reset()
-        self.calls: list[RecordedCall] = []
+        super().reset()
         self._workspace.messages.clear()
         self._workspace.statuses.clear()
         self._workspace._latest_us.clear()
@@ -150,6 +155,15 @@ class MockSlack(MockServer):
         """Seed a message a person wrote at the next ts (as ``MockDiscord.post_user_message``); return its ts."""
         return self.add_user_message(channel, None, text, thread_ts=thread_ts)
 
+    def user_message(self, chat_id: ChatId, text: str) -> str:
+        """Store a top-level message a person wrote in ``chat_id`` at the next ts (the control API's
+        ``/_mock/user_message``); return its ts.
+
+        Raises:
+            ValueError: a bad channel.
+        """
+        return self.add_user_message(chat_id, None, text)
+
     def chats(self) -> list[ChatId]:
         """Channels that ever received a message, in first-message order."""
         return list(self._workspace.messages)
@@ -181,6 +195,8 @@ class MockSlack(MockServer):
             result = await self._process(token, call, params)
         except SlackError as error:
             return self._answer_error(call, error)
+        if result in (Hang.RESET, Hang.RESET_AFTER_COMMIT):
+            self._hang_up(request)
         if isinstance(result, Hang):
             return web.json_response(_GAVE_UP, status=504)  # the client has gone: nobody reads this
         call.status, call.ok = 200, True
@@ -195,17 +211,7 @@ class MockSlack(MockServer):
         if name is None:
             raise SlackError("unknown_method")
         call.method = name
-        fault = await self._script.begin(name)
-        if isinstance(fault, Fault):
-            raise fault_error(fault)
-        if fault is Hang.BEFORE_COMMIT:
-            await self._script.hang(call, fault)
-            return fault
-        result = self._handlers[name](token, call, params)
-        if fault is Hang.AFTER_COMMIT:
-            await self._script.hang(call, fault)
-            return fault
-        return result
+        return await self._scripted(call, lambda: self._handlers[name](token, call, params), fault_error)
 
     def _answer_error(self, call: RecordedCall, error: SlackError) -> web.Response:
         headers: dict[str, str] = {}
@@ -240,14 +246,18 @@ class MockSlack(MockServer):
 
     def _post(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
         channel, given, thread_ts = self._workspace.check_post(params)
+        metadata = history.metadata_of(params)
         self._admit(token, call.method, channel)
         message = self._workspace.store(channel, given, thread_ts=thread_ts, user=BOT_USER_ID)
+        message.metadata = metadata
         call.message_id = message.ts
         return {"channel": channel, "ts": message.ts, "message": message_json(message)}
 
     def _update(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
         message, given = self._workspace.check_update(params)
+        metadata = history.metadata_of(params)
         self._admit(token, call.method, message.channel)
+        message.metadata = metadata if metadata is not None else message.metadata
         message.text, message.wire, message.kind, message.edited = given.person_view, given.wire, given.kind, True
         if given.kind == "text" and params.get("mrkdwn") is not None:
             message.mrkdwn = given.mrkdwn
@@ -288,6 +298,20 @@ class MockSlack(MockServer):
         call.message_id, call.text = thread_ts, status
         self._workspace.statuses[(channel, thread_ts)] = status
         return {}
+
+    def _history(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        """conversations.history (:mod:`mocks.slack.history`)."""
+        channel = self._workspace.channel(params)
+        answer = history.history(self._workspace, channel, params)
+        self._admit(token, call.method, channel)
+        return answer
+
+    def _replies(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        """conversations.replies (:mod:`mocks.slack.history`)."""
+        channel = self._workspace.channel(params)
+        answer = history.replies(self._workspace, channel, params)
+        self._admit(token, call.method, channel)
+        return answer
 
 
 def _append(message: StoredMessage, given: Content | None) -> None:

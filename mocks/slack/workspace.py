@@ -63,6 +63,8 @@ class StoredMessage:
     last_active: float = 0.0
     edited: bool = False
     deleted: bool = False
+    metadata: dict[str, Any] | None = None
+    """``{"event_type", "event_payload"}`` posted with it (:mod:`mocks.slack.history`)."""
 
 
 @dataclass
