@@ -51,8 +51,11 @@ https://discord.com/developers/docs/topics/opcodes-and-status-codes#json):
   is the message's; it is a channel of its own (messages are created and edited under its id, and read with
   :meth:`MockDiscord.messages`); :meth:`MockDiscord.threads` lists them. A message with a thread already is
   400 160004, a message inside a thread 400 50024, a name not 1-100 characters 400 50035.
-- ``nonce`` with ``enforce_nonce: true`` (discord.py sends both) returns the earlier message of the same
-  author and nonce in that channel for 5 minutes instead of creating another one.
+- ``nonce`` is an integer or a string of at most 25 characters (else 400 50035 ``NONCE_TYPE_INVALID_TYPE`` /
+  ``NONCE_TYPE_TOO_LONG``), echoed in the message object. With ``enforce_nonce: true``, a create whose nonce the
+  same author used in that channel within 10 minutes ("the past few minutes") answers the earlier message (200,
+  the same JSON) and creates nothing; if that message was deleted since, 404 10008. discord.py's
+  ``Messageable.send`` always sends both (``nonce=`` given, else a random 64-bit integer, as a string).
 
 Rate limits (https://discord.com/developers/docs/topics/rate-limits; numbers in :class:`DiscordLimits`): every
 answer carries ``Via: 1.1 google``; every authenticated one also its bucket's ``X-RateLimit-Limit``,

@@ -12,8 +12,9 @@ from mocks.discord import threads, wire
 from mocks.discord.threads import Thread, ThreadRequest
 from mocks.discord.wire import StoredMessage, fail
 
-NONCE_WINDOW_S = 300.0
-"""How long ``enforce_nonce`` remembers a nonce (Discord: "the past few minutes")."""
+NONCE_WINDOW_S = 600.0
+"""How long ``enforce_nonce`` remembers a nonce: Discord says "the past few minutes"
+(https://discord.com/developers/docs/resources/message#create-message); the mock takes 10 minutes."""
 
 Body = dict[str, Any]
 
@@ -26,7 +27,7 @@ class Draft:
     embeds: list[Any]
     allowed_mentions: dict[str, Any] | None
     reference: str | None
-    nonce: str | None
+    nonce: int | str | None
     enforce_nonce: bool
 
 
@@ -114,14 +115,24 @@ class Channels:
     def store(self, channel: str, draft: Draft, *, principal: str) -> StoredMessage:
         """Store a new message by ``principal`` (a bot's user id or ``webhook:<id>``).
 
-        With ``enforce_nonce`` and a nonce this author used in this channel within :data:`NONCE_WINDOW_S`,
-        the earlier message is returned and nothing is stored.
+        With ``enforce_nonce`` and a nonce this author used in this channel within :data:`NONCE_WINDOW_S` (a
+        nonce is compared as a string: ``123`` and ``"123"`` are one nonce, an assumption), the earlier message
+        is returned (the caller answers it, 200, as if just created) and nothing is stored; if that message was
+        deleted since, 404 10008 ``Unknown Message`` (what discord.py documents for "a message with the same
+        nonce as one that has been explicitly deleted shortly earlier"). Without ``enforce_nonce`` a nonce is
+        remembered but never checked.
+
+        Raises:
+            ApiError: 404 10008, as above.
         """
         now = self._clock()
-        key = (channel, principal, draft.nonce or "")
+        key = (channel, principal, str(draft.nonce))
         remembered = self._nonces.get(key)
         if draft.nonce is not None and draft.enforce_nonce and remembered and now < remembered[1]:
-            return self.messages[channel][remembered[0]]
+            earlier = self.messages[channel][remembered[0]]
+            if earlier.deleted:
+                raise fail(wire.UNKNOWN_MESSAGE)
+            return earlier
         webhook = principal.removeprefix("webhook:") if principal.startswith("webhook:") else None
         message = StoredMessage(self.ids.next(), channel, webhook or principal, draft.content, _now(), draft.embeds)
         message.reference, message.allowed_mentions = draft.reference, draft.allowed_mentions

@@ -101,8 +101,7 @@ class MockDiscord(MockServer):
 
         ``rate_limits``, ``limits``, ``missing_channels`` and webhooks are kept.
         """
-        self._script.reset()
-        self.calls: list[RecordedCall] = []
+        super().reset()
         self._channels.reset()
         self._rates = RateLimiter(self.limits)
 
@@ -112,6 +111,17 @@ class MockDiscord(MockServer):
         token = f"mock-webhook-token-{webhook_id}"
         self._webhooks[webhook_id] = (token, wire.check_snowflake("channel_id", str(channel_id)))
         return webhook_id, token
+
+    def user_message(self, chat_id: ChatId, text: str) -> str:
+        """Store a message a person wrote in ``chat_id`` (the control API's ``/_mock/user_message``); its id.
+
+        Raises:
+            ValueError: ``chat_id`` is not a snowflake.
+        """
+        try:
+            return self.post_user_message(chat_id, text)
+        except ApiError:
+            raise ValueError(f"chat_id {chat_id!r} is not a snowflake") from None
 
     def post_user_message(self, channel_id: ChatId, content: str) -> str:
         """Seed a message a person wrote (a reply target); return its id.
@@ -160,6 +170,8 @@ class MockDiscord(MockServer):
             result = await self._process(call, body_error)
         except ApiError as exc:
             return self._answer_error(record, exc, call)
+        if result in (Hang.RESET, Hang.RESET_AFTER_COMMIT):
+            self._hang_up(request)
         if isinstance(result, Hang):
             return json_response(_GAVE_UP, status=504)  # the client has gone: nobody reads this
         status, payload = result
@@ -188,20 +200,18 @@ class MockDiscord(MockServer):
         call.channel = call.params.get("channel", "")
 
     async def _process(self, call: _Call, body_error: ApiError | None) -> Result | Hang:
-        fault = await self._script.begin(call.route.name)
-        if isinstance(fault, Fault):
-            message_route = "message" in call.params
-            raise wire.fault_error(fault.status, fault.description, fault.retry_after_s, message_route=message_route)
-        if fault is Hang.BEFORE_COMMIT:
-            await self._script.hang(call.record, fault)
-            return fault
-        if body_error is not None:
-            raise body_error
-        result = self._handlers[call.route.name](call)
-        if fault is Hang.AFTER_COMMIT:
-            await self._script.hang(call.record, fault)
-            return fault
-        return result
+        """Count + latency + fault (the script), then validate, rate limits, store (:meth:`MockServer._scripted`)."""
+        message_route = "message" in call.params
+
+        def commit() -> Result:
+            if body_error is not None:
+                raise body_error
+            return self._handlers[call.route.name](call)
+
+        def refuse(fault: Fault) -> ApiError:
+            return wire.fault_error(fault.status, fault.description, fault.retry_after_s, message_route=message_route)
+
+        return await self._scripted(call.record, commit, refuse)
 
     def _answer_error(self, record: RecordedCall, exc: ApiError, call: _Call | None) -> web.Response:
         record.status, record.ok, record.description = exc.status, False, str(exc.body.get("message"))

@@ -199,7 +199,7 @@ class StoredMessage:
     mention_everyone: bool = False
     mentions: list[str] = field(default_factory=list)
     webhook_id: str | None = None
-    nonce: str | None = None
+    nonce: int | str | None = None
     deleted: bool = False
 
 
@@ -353,11 +353,20 @@ def reference_of(body: dict[str, Any]) -> tuple[str, bool] | None:
     return str(value["message_id"]), fail_if_missing is not False
 
 
-def nonce_of(body: dict[str, Any]) -> str | None:
-    """``nonce`` (an integer or a string of at most 25 characters) as a string, or None."""
+def nonce_of(body: dict[str, Any]) -> int | str | None:
+    """``nonce`` as sent (echoed as is in the message object), or None: an integer or a string of at most 25
+    characters (https://discord.com/developers/docs/resources/message#create-message).
+
+    Raises:
+        ApiError: 400 50035 ``NONCE_TYPE_INVALID_TYPE`` (not an integer or a string), ``NONCE_TYPE_TOO_LONG``
+            (more than 25 characters, an integer's digits counted) (codes as Discord names them:
+            https://github.com/discord/discord-api-docs/pull/1158).
+    """
     nonce = body.get("nonce")
     if nonce is None:
         return None
-    if isinstance(nonce, bool) or not isinstance(nonce, int | str) or len(str(nonce)) > 25:
-        raise form_error("nonce", "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.")
-    return str(nonce)
+    if isinstance(nonce, bool) or not isinstance(nonce, int | str):
+        raise form_error("nonce", "NONCE_TYPE_INVALID_TYPE", "This field must be a string or integer.")
+    if len(str(nonce)) > 25:
+        raise form_error("nonce", "NONCE_TYPE_TOO_LONG", "Must be 25 or fewer characters long.")
+    return nonce
