@@ -20,10 +20,14 @@ def contains_phrase(text: str, phrase: str) -> bool:
     """True when ``phrase`` occurs in ``text`` as a phrase: not glued to a letter or digit on either side.
 
     ``never_contains`` uses this so that a forbidden draft ("4 days") is not confused with a longer word
-    or number of the right answer ("14 days").
+    or number of the right answer ("14 days"). Letters and digits are Unicode ones ("día" is not found in
+    "mediodía"); a phrase that starts or ends with another character (a space, punctuation) matches there as
+    is; an empty phrase is never found.
     """
-    pattern = (r"(?<![0-9A-Za-z])" if phrase[:1].isalnum() else "") + re.escape(phrase)
-    pattern += r"(?![0-9A-Za-z])" if phrase[-1:].isalnum() else ""
+    if not phrase:
+        return False
+    pattern = (r"(?<![^\W_])" if phrase[:1].isalnum() else "") + re.escape(phrase)
+    pattern += r"(?![^\W_])" if phrase[-1:].isalnum() else ""
     return re.search(pattern, text) is not None
 
 
@@ -90,6 +94,11 @@ def _check_max_calls(limits: dict[str, int], t: Transcript, ctx: dict[str, Any])
     return [f"{m} called {counts[m]} times, at most {n} expected" for m, n in limits.items() if counts[m] > n]
 
 
+def _check_min_calls(limits: dict[str, int], t: Transcript, ctx: dict[str, Any]) -> list[str]:
+    counts = Counter(c["method"] for c in t["calls"])
+    return [f"{m} called {counts[m]} times, at least {n} expected" for m, n in limits.items() if counts[m] < n]
+
+
 def _check_calls(want: list[list[str]], t: Transcript, ctx: dict[str, Any]) -> list[str]:
     got = [[c["method"], c.get("text")] for c in t["calls"]]
     return [] if got == want else [f"calls were {got!r}, expected {want!r}"]
@@ -153,6 +162,7 @@ CHECKS: dict[str, Callable[[Any, Transcript, dict[str, Any]], list[str]]] = {
     "each_within_limit": _check_within_limit,
     "fences_balanced": _check_fences,
     "max_calls": _check_max_calls,
+    "min_calls": _check_min_calls,
     "calls": _check_calls,
     "never_contains": _check_never_contains,
     "quiet_after_429": _check_quiet_after_429,
