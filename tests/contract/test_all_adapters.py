@@ -1,8 +1,9 @@
 """One contract, three platforms: each adapter through its real SDK against its mock server.
 
 Send, edit, "not modified" as success, too long, 429 with retry_after, a timeout after the platform stored
-the message (uncertain), a formatting rejection (``bad_format``: the core then re-sends without markup),
-and a token that never leaks. Per-platform details live in test_<platform>_contract.py.
+the message (uncertain), a 5xx or a reset after it stored a create (uncertain, then settled: found, once), a
+formatting rejection (``bad_format``: the core then re-sends without markup), and a token that never leaks.
+Per-platform details live in test_<platform>_contract.py and test_settle.py.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from app.service import make_adapter
 from config.settings import ChannelSettings
 from core.errors import PayloadRejectedError, RateLimitedError, RejectReason, UncertainDeliveryError
 from core.events import Target
-from core.ports import ChannelAdapter, TextFormat
+from core.ports import ChannelAdapter, PendingSend, SettleOutcome, TextFormat
 from mocks.common import MockPlatform
 
 
@@ -103,6 +104,24 @@ async def test_a_timeout_after_the_platform_stored_the_message_is_uncertain(rig:
     with pytest.raises(UncertainDeliveryError):
         await rig.adapter.send_text(rig.target, "Maybe", TextFormat.PLAIN)
     assert rig.shown() == ["Maybe"]  # it landed: the core must never send it again
+
+
+@pytest.mark.parametrize("reply", [{"status": 502}, "reset"], ids=["502", "reset"])
+async def test_a_create_stored_then_answered_badly_is_uncertain_and_settled_once(
+    rig: Rig, reply: dict[str, Any] | str
+) -> None:
+    before = await rig.adapter.send_text(rig.target, "Before", TextFormat.PLAIN, delivery_id="sr-before")
+    rig.mock.add_fault(rig.names.send, 2, reply, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await rig.adapter.send_text(rig.target, "Maybe", TextFormat.PLAIN, delivery_id="sr-maybe")
+    assert rig.shown() == ["Before", "Maybe"]  # it landed
+
+    pending = PendingSend("sr-maybe", "Maybe", TextFormat.PLAIN, after_id=before, exclusive=True)
+    settled = await rig.adapter.settle_send(rig.target, pending)
+
+    [(stored_id, _)] = [(mid, text) for mid, text in rig.mock.visible(rig.target.chat_id) if text == "Maybe"]
+    assert (settled.outcome, settled.message_id) == (SettleOutcome.FOUND, str(stored_id))
+    assert rig.shown() == ["Before", "Maybe"]  # shown once
 
 
 async def test_a_formatting_rejection_is_bad_format(rig: Rig) -> None:

@@ -274,6 +274,13 @@ async def test_5xx_to_an_edit_delete_or_typing_is_platform_unavailable(
     assert telegram_mock.visible(4242) == [(1, "Hello")]
 
 
+async def test_a_message_that_is_not_the_bots_is_frozen(telegram: TelegramAdapter, telegram_mock: MockTelegram) -> None:
+    person = telegram_mock.user_message(4242, "a person's question")
+
+    with pytest.raises(MessageFrozenError, match="message can't be edited"):
+        await telegram.edit_text(CHAT, str(person), "x", PLAIN)
+
+
 async def test_an_edit_telegram_refuses_for_good_is_frozen(
     telegram: TelegramAdapter, telegram_mock: MockTelegram
 ) -> None:
