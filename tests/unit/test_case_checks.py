@@ -58,6 +58,6 @@ def test_quiet_after_429_flags_a_call_inside_retry_after() -> None:
 def test_an_unknown_expect_key_is_a_failure() -> None:
     assert check_expectations({"chatt": []}, _t(), CTX) == [
         "unknown expect key 'chatt': the runner knows chat, content, last_message, max_messages, min_messages, "
-        "each_within_limit, fences_balanced, max_calls, calls, never_contains, quiet_after_429, max_status, "
+        "each_within_limit, fences_balanced, max_calls, min_calls, calls, never_contains, quiet_after_429, max_status, "
         "report, pipeline"
     ]
