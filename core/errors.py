@@ -6,8 +6,8 @@
       DeliveryError(platform, target)
         TransientDeliveryError        retried by the core's scheduler, never inside an adapter
           RateLimitedError(retry_after_s, scope)
-          PlatformUnavailableError    network, 5xx
-        UncertainDeliveryError        timed out after sending: may have landed; never blindly retried
+          PlatformUnavailableError    not done: not sent, or a 5xx to an edit or delete
+        UncertainDeliveryError        unknown (timeout, reset, 5xx to a create): a create is settled, never resent blindly
         PermanentDeliveryError        not retried; recorded with its cause
           TargetNotFoundError
           ForbiddenError
@@ -78,11 +78,13 @@ class RateLimitedError(TransientDeliveryError):
 
 
 class PlatformUnavailableError(TransientDeliveryError):
-    """Network failure before the request was sent, or a 5xx answer."""
+    """Not done: the request could not be sent, or a 5xx answered a call that creates nothing (an edit, a delete).
+    A 5xx to a create is an :class:`UncertainDeliveryError`: the platform may have stored the message."""
 
 
 class UncertainDeliveryError(DeliveryError):
-    """The call timed out after it was sent: it may have landed. Never blindly retried."""
+    """Unknown: the call was sent and no answer says what became of it (a timeout, a reset, a 5xx to a create): it
+    may have landed. A create is settled with the platform, never blindly retried; an edit is retried."""
 
 
 class PermanentDeliveryError(DeliveryError):

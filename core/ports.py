@@ -29,10 +29,11 @@ class ChannelAdapter(Protocol):
     """One platform connection (one bot). All calls are single attempts: no retries inside.
 
     Every method raises a :class:`core.errors.DeliveryError` subclass on failure:
-    ``RateLimitedError`` (429, with ``retry_after_s``), ``PlatformUnavailableError`` (network before
-    sending, 5xx), ``UncertainDeliveryError`` (timed out: may have landed), ``TargetNotFoundError``,
-    ``ForbiddenError``, ``PayloadRejectedError`` (too long, bad format, empty). "message is not
-    modified" is success, never an error.
+    ``RateLimitedError`` (429, with ``retry_after_s``), ``PlatformUnavailableError`` (not done: the request
+    could not be sent, or a 5xx to a call that creates nothing), ``UncertainDeliveryError`` (unknown: a timeout
+    or a reset after sending, or a 5xx to a create, which the platform may have stored), ``TargetNotFoundError``,
+    ``ForbiddenError``, ``MessageFrozenError``, ``PayloadRejectedError`` (too long, bad format, empty).
+    "message is not modified" is success, never an error.
     """
 
     platform: str

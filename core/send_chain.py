@@ -42,7 +42,7 @@ class SendChain:
         self.paused_until = 0.0
         self.last_message_id: str | None = None
         """The newest message id acknowledged in this conversation (by any run): a create whose outcome is
-        unknown stored its message, if at all, after it (Telegram ids grow per chat)."""
+        unknown stored its message, if at all, after it (Telegram ids only grow)."""
         self._known: OrderedDict[str, None] = OrderedDict()
 
     def note_message(self, message_id: str, *, newest: bool = True) -> None:

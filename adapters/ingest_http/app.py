@@ -32,9 +32,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from adapters.ingest_http.pipeline import PipelineRoutes
+from core.admission import LineResult
 from core.errors import IngestError
 from core.pipeline import strict_loads
-from core.relay import LineResult, Relay
+from core.relay import Relay
 
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all)."""
