@@ -7,7 +7,7 @@
         TransientDeliveryError        retried by the core's scheduler, never inside an adapter
           RateLimitedError(retry_after_s, scope)
           PlatformUnavailableError    not done: not sent, or a 5xx to an edit or delete
-        UncertainDeliveryError        unknown (timeout, reset, 5xx to a create): a create is settled, never resent blindly
+        UncertainDeliveryError        unknown (timeout, reset, 5xx to a create): a create is settled, not resent
         PermanentDeliveryError        not retried; recorded with its cause
           TargetNotFoundError
           ForbiddenError
