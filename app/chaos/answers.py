@@ -1,0 +1,126 @@
+"""The answers a chaos campaign streams: slices of real recorded provider streams, as normalized event lines.
+
+Each recording (tests/streams/) is normalized once; its root answer deltas, in their recorded split, are the
+material. A run streams a contiguous slice of one recording's deltas (a few deltas up to the whole 8.5k-character
+Markdown answer with nine code fences), so every run has a known final answer: the slice's text.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.ingest_client import detect_format, recording_lines
+from core.events import TextEvent, Visibility
+from core.normalize import make_normalizer
+
+STREAMS = Path(__file__).resolve().parents[2] / "tests" / "streams"
+RECORDINGS = (
+    "anthropic/markdown-long-fences.jsonl",
+    "openai-responses/web-search-annotations.jsonl",
+    "openai-chat/long-text.jsonl",
+    "anthropic/server-tool-citations.jsonl",
+    "openai-chat/text.jsonl",
+    "anthropic/thinking-then-text.jsonl",
+)
+"""Recordings whose root answers are used (their reasoning and tool calls are left out)."""
+
+SIZES = (("short", 0.4, 40, 600), ("medium", 0.35, 600, 2600), ("long", 0.25, 2600, 9000))
+"""``(name, share, least chars, most chars)`` of the answers a campaign streams."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One recording's root answer as its deltas (``name`` relative to tests/streams)."""
+
+    name: str
+    deltas: tuple[str, ...]
+
+    @property
+    def starts(self) -> list[int]:
+        """Delta indices where a line of the answer starts (a slice begins there)."""
+        out = [0]
+        for i in range(1, len(self.deltas)):
+            if self.deltas[i - 1].endswith("\n"):
+                out.append(i)
+        return out
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A run's answer: ``deltas[start:stop]`` of a recording, grouped into lines of one to a few deltas."""
+
+    recording: str
+    start: int
+    stop: int
+    size: str
+    pieces: tuple[str, ...]
+    """The text of each ``text`` line, in order (each one to a few recorded deltas)."""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+
+def load_recordings(streams: Path = STREAMS) -> list[Recording]:
+    """Normalize each recording of :data:`RECORDINGS` and keep its root answer deltas.
+
+    Raises:
+        ValueError: a recording is missing or is not valid JSON lines.
+    """
+    out: list[Recording] = []
+    for name in RECORDINGS:
+        path = streams / name
+        if not path.is_file():
+            raise ValueError(f"recording {path} is missing (the chaos campaign streams slices of tests/streams/)")
+        normalizer = make_normalizer(detect_format(path), "chaos")
+        events = [e for obj in recording_lines(path) for e in normalizer.feed(obj)] + normalizer.close()
+        deltas = tuple(
+            e.text
+            for e in events
+            if isinstance(e, TextEvent) and e.source is None and e.visibility is Visibility.ANSWER and e.text
+        )
+        if deltas:
+            out.append(Recording(name, deltas))
+    return out
+
+
+def pick_answer(rng: random.Random, recordings: list[Recording]) -> Answer:
+    """A seeded slice: its size class by :data:`SIZES`, a recording long enough for it, a start at a line."""
+    size, _, least, most = rng.choices(SIZES, weights=[s[1] for s in SIZES])[0]
+    fitting = [r for r in recordings if sum(map(len, r.deltas)) >= least] or recordings
+    recording = rng.choice(fitting)
+    goal = rng.randint(least, most)
+    starts = recording.starts
+    start = rng.choice([s for s in starts if sum(map(len, recording.deltas[s:])) >= least] or [0])
+    stop, length = start, 0
+    while stop < len(recording.deltas) and length < goal:
+        length += len(recording.deltas[stop])
+        stop += 1
+    pieces: list[str] = []
+    i = start
+    while i < stop:
+        take = min(stop - i, rng.choice((1, 1, 2, 3)))
+        pieces.append("".join(recording.deltas[i : i + take]))
+        i += take
+    if not "".join(pieces).strip():
+        pieces.append("(answer)")
+    return Answer(recording.name, start, stop, size, tuple(pieces))
+
+
+def run_lines(run: str, channel: str, chat_id: int | str, mode: str, answer: Answer) -> list[dict[str, Any]]:
+    """The run's normalized event lines, ``seq`` from 0: ``run.start`` (its delivery ``mode``), one ``text``
+    delta per piece, ``block_end`` and ``end`` with status ok."""
+    lines: list[dict[str, Any]] = [
+        {"kind": "run.start", "run": run, "channel": channel, "target": {"chat_id": chat_id}, "mode": mode}
+    ]
+    lines += [{"kind": "text", "run": run, "mode": "delta", "text": piece} for piece in answer.pieces]
+    lines += [{"kind": "block_end", "run": run}, {"kind": "end", "run": run, "status": "ok"}]
+    return [{**line, "seq": seq} for seq, line in enumerate(lines)]
+
+
+def text_of(lines: list[dict[str, Any]], upto: int) -> str:
+    """The answer text carried by the first ``upto`` lines."""
+    return "".join(str(line.get("text", "")) for line in lines[:upto] if line.get("kind") == "text")

@@ -1,0 +1,137 @@
+"""A campaign's triggers: the kills (kill -9 of the sidecar, then a restart) and platform faults (scripted on the
+mocks through their control API) a run's plan attaches to a point of its stream."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import httpx
+
+from app.chaos.plan import RunPlan
+from app.chaos.procs import Services
+
+MIN_KILL_GAP_S = 1.5
+"""A planned kill waits until the restarted sidecar has answered for this long (the sidecar gets to work)."""
+KILL_DEFER_S = 15.0
+"""How long a planned kill may wait for that; past it (or once its run is done) it is skipped."""
+
+
+class Chaos:
+    """The campaign's triggers: kills and faults fired when a run reaches the point its plan names."""
+
+    def __init__(self, services: Services, client: httpx.AsyncClient, live: set[str]) -> None:
+        self.services = services
+        self.client = client
+        self.live = live
+        self.faults: list[dict[str, Any]] = []
+        self.scripted: list[dict[str, Any]] = []
+        """Every script applied (faults and kills' in-flight faults), for counting the calls they hit."""
+        self.skipped: list[dict[str, Any]] = []
+        self._fired: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_up = 0.0
+        self._one_kill = asyncio.Lock()
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def progress(self, plan: RunPlan, sent: int) -> None:
+        n = len(plan.lines)
+        kill, fault = plan.kill, plan.fault
+        if kill is not None and kill.kind != "after_end" and sent >= kill.at * n and self._once(plan, "kill"):
+            self._spawn(self._kill(plan))
+        if fault is not None and sent >= fault.at * n and self._once(plan, "fault"):
+            self._spawn(self._fault(plan))
+
+    def end_accepted(self, plan: RunPlan) -> None:
+        if plan.kill is not None and plan.kill.kind == "after_end" and self._once(plan, "kill"):
+            self._spawn(self._kill(plan))
+
+    def _once(self, plan: RunPlan, what: str) -> bool:
+        key = (plan.run, what)
+        if key in self._fired:
+            return False
+        self._fired.add(key)
+        return True
+
+    def _can_kill(self) -> bool:
+        return self.services.up.is_set() and time.monotonic() - self._last_up >= MIN_KILL_GAP_S
+
+    async def _kill(self, plan: RunPlan) -> None:
+        """Kill -9 the sidecar as ``plan.kill`` says: one kill at a time, in trigger order; a kill waits (up to
+        :data:`KILL_DEFER_S`) while the sidecar restarts (it then hits whatever runs are live: its own may be done),
+        and is skipped when no run is live any more."""
+        kill = plan.kill
+        assert kill is not None
+        reason = f"{kill.kind} of {plan.run} ({plan.combo})"
+        deadline = time.monotonic() + KILL_DEFER_S
+        async with self._one_kill:
+            deferred = not self._can_kill()
+            while not self._can_kill() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            if not self._can_kill() or not self.live:
+                why = "no run was live any more" if not self.live else "the sidecar was restarting"
+                self.skipped.append({"kill": reason, "at_s": round(self.services.elapsed(), 3), "why": why})
+                return
+            body = kill.script(plan.platform)
+            if body is not None:
+                with contextlib.suppress(httpx.HTTPError):
+                    await self._script(plan.platform, body, f"kill {kill.kind}")
+            await asyncio.sleep(kill.delay_ms / 1000)
+            reason += " (deferred while the sidecar restarted)" if deferred else ""
+            record = await self.services.kill_and_restart(reason, plan.run, sorted(self.live))
+            if record is None:
+                self.skipped.append({"kill": reason, "at_s": round(self.services.elapsed(), 3), "why": "restarting"})
+            self._last_up = time.monotonic()
+
+    async def _fault(self, plan: RunPlan) -> None:
+        fault = plan.fault
+        assert fault is not None
+        entry: dict[str, Any] = {
+            "applied": None,
+            "at_s": round(self.services.elapsed(), 3),
+            "run": plan.run,
+            "platform": plan.platform,
+            "kind": fault.kind,
+            "body": fault.body,
+        }
+        if "outage" in fault.body and any(
+            f["platform"] == plan.platform and f.get("until_s", 0) > self.services.elapsed() for f in self.faults
+        ):
+            self.skipped.append({"fault": fault.kind, "run": plan.run, "why": "an outage is under way"})
+            return
+        try:
+            answer = await self._script(plan.platform, fault.body, fault.kind)
+        except httpx.HTTPError as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            entry["applied"], entry["error"] = answer.get("applied"), answer.get("error")
+        if "outage" in fault.body and entry["applied"]:
+            entry["until_s"] = self.services.elapsed() + fault.body["outage"]["seconds"]
+        self.faults.append(entry)
+
+    async def _script(self, platform: str, body: dict[str, Any], kind: str) -> dict[str, Any]:
+        """Script ``body`` on ``platform``'s mock; faults on calls an earlier fault still waits for move to the
+        calls after them. Its answer (with the applied faults, which :func:`faulted_calls` counts) is kept.
+
+        Raises:
+            httpx.HTTPError: the mock did not answer.
+        """
+        for _ in range(5):
+            answer = await self.services.script(self.client, platform, body)
+            if "already has a fault" not in str(answer.get("error")) or "faults" not in body:
+                break
+            body = {**body, "faults": [{**f, "nth": f["nth"] + 3} for f in body["faults"]]}
+        if answer.get("applied"):
+            self.scripted.append({"platform": platform, "kind": kind, "applied": answer["applied"]})
+        return answer
+
+    async def settle(self) -> None:
+        """Wait for the kills and faults under way."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

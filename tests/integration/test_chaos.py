@@ -1,0 +1,242 @@
+"""The chaos campaign (``streamrelay chaos``): seeded slices run as an operator would (the command in its own
+process, which starts the mocks and the sidecar as processes of their own, on 127.0.0.1), and the judge's rules on
+made-up chats.
+
+Slices: 24 runs over Telegram (exclusive bot), Slack and Discord, preview and block, with kills and faults; and a
+small Telegram shared-bot slice. Known failures (issue 10, found by the campaign) are marked ``xfail`` with what
+was found, never loosened: remove the mark once the core passes.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.chaos.agent import AgentRecord
+from app.chaos.answers import Answer, load_recordings, run_lines
+from app.chaos.judge import judge
+from app.chaos.plan import Options, RunPlan, make_plan
+from app.chaos.procs import stop_leftovers
+from core.run import IDLE_NOTICE
+
+ROOT = Path(__file__).resolve().parents[2]
+CAMPAIGN_TIMEOUT_S = 240
+
+TELEGRAM_UNSETTLED_LOST = (
+    "issue 10 chaos finding: a Telegram create whose outcome stays unknown (5xx, reset or timeout of a send, a kill "
+    "with the send in flight) is never sent again; with a shared bot always, with an exclusive bot when the send "
+    "did not land (the id probe finds nothing): that part of the answer never reaches the chat (report: partial, "
+    "uncertain)"
+)
+
+
+def _campaign(out: Path, *args: str) -> dict[str, Any]:
+    """Run ``streamrelay chaos --json`` in its own process; its JSON summary. The campaign and everything it
+    started are stopped whatever happens (SIGTERM, then SIGKILL; leftovers by their recorded ids)."""
+    argv = [sys.executable, "-m", "app", "chaos", "--json", "--out", str(out), "--idle-timeout-s", "12", *args]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = proc.communicate(timeout=CAMPAIGN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise AssertionError(f"the campaign took longer than {CAMPAIGN_TIMEOUT_S} s (transcripts in {out})") from None
+    finally:
+        stop_leftovers(out)
+    assert stdout, f"no JSON from the campaign (exit {proc.returncode}): {stderr.decode()[-2000:]}"
+    summary: dict[str, Any] = json.loads(stdout)
+    assert proc.returncode == (0 if summary["ok"] else 1)
+    return summary
+
+
+@pytest.fixture(scope="module")
+def exclusive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("chaos-exclusive")
+    return _campaign(
+        out, "--runs", "24", "--seed", "7", "--kill-every", "4", "--fault-every", "2", "--concurrency", "6"
+    )
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("chaos-shared")
+    args = ("--runs", "10", "--seed", "3", "--platform", "telegram", "--shared-bot", "--kill-every", "4")
+    return _campaign(out, *args, "--fault-every", "2")
+
+
+def _rows(summary: dict[str, Any], platform: str) -> list[dict[str, Any]]:
+    return [r for r in summary["rows"] if r["platform"].startswith(platform)]
+
+
+def _bad(summary: dict[str, Any], platform: str) -> list[str]:
+    return [f"{b['run']} ({b['mode']}): {b['problems']}" for b in summary["bad_runs"] if b["platform"] == platform]
+
+
+# ---------------------------------------------------------------- the slices
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
+def test_slice_kills_restarts_and_faults_happen(exclusive: dict[str, Any]) -> None:
+    total = exclusive["rows"][-1]
+    assert total["runs"] == 24
+    assert [(r["platform"].split(",")[0], r["mode"]) for r in exclusive["rows"][:-1]] == [
+        (p, m) for p in ("telegram", "slack", "discord") for m in ("preview", "block")
+    ]
+    assert total["kills"] >= 1 and total["interrupted"] >= 1
+    assert total["faults"] >= 1
+    assert total["unfinished"] == 0, exclusive["bad_runs"]
+    assert not exclusive["crashes"]
+    out = Path(exclusive["out"])
+    assert len(list((out / "runs").glob("*.json"))) == 24
+    assert "resumed" in (out / "sidecar.log").read_text(encoding="utf-8", errors="replace")
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
+@pytest.mark.parametrize("platform", ["slack", "discord"])
+def test_slice_exactly_once(exclusive: dict[str, Any], platform: str) -> None:
+    for row in _rows(exclusive, platform):
+        assert (row["lost"], row["doubled"], row["lying"], row["unfinished"]) == (0, 0, 0, 0), _bad(exclusive, platform)
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
+@pytest.mark.xfail(reason=TELEGRAM_UNSETTLED_LOST, strict=False)
+def test_slice_telegram_exclusive_bot_exactly_once(exclusive: dict[str, Any]) -> None:
+    for row in _rows(exclusive, "telegram"):
+        assert (row["lost"], row["doubled"], row["lying"], row["unfinished"]) == (0, 0, 0, 0), _bad(
+            exclusive, "telegram"
+        )
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
+def test_telegram_shared_bot_every_double_reported_uncertain(shared: dict[str, Any]) -> None:
+    rows = _rows(shared, "telegram")
+    assert [r["platform"] for r in rows] == ["telegram, shared bot"] * 2
+    assert sum(r["lying"] for r in rows) == 0, _bad(shared, "telegram")
+    assert sum(r["unfinished"] for r in rows) == 0, _bad(shared, "telegram")
+    assert shared["rows"][-1]["kills"] >= 1
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
+@pytest.mark.xfail(reason=TELEGRAM_UNSETTLED_LOST, strict=False)
+def test_telegram_shared_bot_nothing_lost(shared: dict[str, Any]) -> None:
+    assert sum(r["lost"] for r in _rows(shared, "telegram")) == 0, _bad(shared, "telegram")
+
+
+# ---------------------------------------------------------------- the plan and the judge
+
+
+def test_plan_is_a_function_of_its_seed() -> None:
+    recordings = load_recordings()
+    one = make_plan(Options(runs=30, seed=4), recordings)
+    two = make_plan(Options(runs=30, seed=4), recordings)
+    other = make_plan(Options(runs=30, seed=5), recordings)
+    assert [(p.run, p.combo, p.answer, p.batches, p.kill, p.fault) for p in one] == [
+        (p.run, p.combo, p.answer, p.batches, p.kill, p.fault) for p in two
+    ]
+    assert [p.answer for p in one] != [p.answer for p in other]
+    assert len({p.chat_id for p in one}) == 30  # each run its own chat
+    assert all(line["seq"] == i for p in one for i, line in enumerate(p.lines))
+    assert sum(p.kill is not None for p in one) >= 2
+
+
+def _plan(pieces: tuple[str, ...], platform: str = "discord") -> RunPlan:
+    answer = Answer("made-up", 0, len(pieces), "short", pieces)
+    lines = run_lines("r1", platform, 1, "preview", answer)
+    return RunPlan(0, "r1", platform, "preview", 1, answer, lines, (len(lines),), 1.0, (True,))
+
+
+def _finished(plan: RunPlan) -> AgentRecord:
+    n = len(plan.lines)
+    return AgentRecord(plan.run, sent=n, confirmed=n, end_confirmed=True)
+
+
+def _chat(*texts: str) -> list[dict[str, Any]]:
+    return [{"message_id": str(i + 1), "text": t} for i, t in enumerate(texts)]
+
+
+def _report(chat: list[dict[str, Any]], status: str = "delivered", uncertain: int = 0) -> dict[str, Any]:
+    return {"done": True, "status": status, "uncertain": uncertain, "message_ids": [m["message_id"] for m in chat]}
+
+
+PIECES = ("Hello there, this is ", "the first paragraph.\n\n```python\nprint(1)\n", "```\n\nAnd the second one.")
+
+
+def test_judge_exact_even_with_reopened_fences_and_other_whitespace() -> None:
+    plan = _plan(PIECES)
+    chat = _chat(
+        "Hello there, this is the first paragraph.\n\n```python\nprint(1)\n```", "```python\n```\nAnd the second one."
+    )
+    verdict = judge(plan, _finished(plan), chat, _report(chat), exclusive_bot=True)
+    assert not verdict.bad and not verdict.problems
+
+
+def test_judge_lost_tail_and_a_delivered_report_lies() -> None:
+    plan = _plan(PIECES)
+    chat = _chat("Hello there, this is the first paragraph.")
+    verdict = judge(plan, _finished(plan), chat, _report(chat), exclusive_bot=True)
+    assert verdict.lost and not verdict.doubled and verdict.lying
+
+
+def test_judge_hole_in_the_middle_is_lost_even_when_reported_uncertain() -> None:
+    plan = _plan(PIECES)
+    chat = _chat("Hello there, this is", "And the second one.")
+    verdict = judge(plan, _finished(plan), chat, _report(chat, "partial", uncertain=1), exclusive_bot=True)
+    assert verdict.lost and not verdict.lying and verdict.bad
+
+
+def test_judge_duplicate_message_unreported_is_doubled_and_lying() -> None:
+    plan = _plan(PIECES)
+    first = "Hello there, this is the first paragraph.\n```python\nprint(1)\n```"
+    chat = _chat(first, first, "And the second one.")
+    verdict = judge(plan, _finished(plan), chat, _report(chat), exclusive_bot=True)
+    assert verdict.doubled and not verdict.lost and verdict.lying
+
+
+def test_judge_telegram_shared_bot_double_reported_uncertain_is_allowed() -> None:
+    plan = _plan(PIECES, platform="telegram")
+    first = "Hello there, this is the first paragraph.\n```python\nprint(1)\n```"
+    chat = _chat(first, first, "And the second one.")
+    report = _report(chat, "partial", uncertain=1)
+    report["message_ids"] = ["2", "3"]  # the first copy is the uncertain part's: an orphan the report counts
+    assert judge(plan, _finished(plan), chat, report, exclusive_bot=False).doubled_allowed
+    verdict = judge(plan, _finished(plan), chat, report, exclusive_bot=True)
+    assert verdict.doubled and verdict.bad
+
+
+def test_judge_orphans_and_strange_ids_are_lies() -> None:
+    plan = _plan(PIECES)
+    chat = _chat("".join(PIECES))
+    report = _report(chat)
+    report["message_ids"] = ["9"]
+    verdict = judge(plan, _finished(plan), chat, report, exclusive_bot=True)
+    assert verdict.lying and any("does not list" in p for p in verdict.problems)
+    assert any("does not show" in p for p in verdict.problems)
+
+
+def test_judge_agent_gone_mid_stream_keeps_what_was_acknowledged() -> None:
+    plan = _plan(PIECES)
+    gone = AgentRecord(plan.run, sent=3, confirmed=2, gone="stream")  # run.start and the first piece acknowledged
+    for shown in ("Hello there, this is", "Hello there, this is the first paragraph.\n```python\nprint(1)"):
+        chat = _chat(shown, IDLE_NOTICE)
+        verdict = judge(plan, gone, chat, _report(chat, "partial"), exclusive_bot=True)
+        assert not verdict.bad, verdict.problems
+    chat = _chat(IDLE_NOTICE)
+    assert judge(plan, gone, chat, _report(chat, "partial"), exclusive_bot=True).lost
+
+
+def test_judge_unfinished_run() -> None:
+    plan = _plan(PIECES)
+    chat = _chat("".join(PIECES))
+    verdict = judge(plan, _finished(plan), chat, {"done": False, "status": "pending"}, exclusive_bot=True)
+    assert verdict.unfinished and verdict.bad
+    assert judge(plan, _finished(plan), chat, None, exclusive_bot=True).lying
