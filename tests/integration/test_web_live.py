@@ -192,13 +192,13 @@ async def test_a_429_shows_live_as_retrying_then_edited(web: Web) -> None:
 async def test_a_web_part_that_grows_costs_its_length_once_not_per_edit(web: Web) -> None:
     await web.run("w6", {"kind": "text", "text": "word " * 20})
     watching = asyncio.create_task(web.client.get(web.live("w6")))  # a watcher from the start, to the end
-    for _ in range(30):
-        await web.client.post("/v1/runs/w6/events", content=ndjson({"kind": "text", "text": "word " * 20}))
+    for i in range(30):  # each delta its own words (a delta repeating the whole text would be a replayed snapshot)
+        await web.client.post("/v1/runs/w6/events", content=ndjson({"kind": "text", "text": f"w{i:02} " * 25}))
         await asyncio.sleep(0.01)
     await web.client.post("/v1/runs/w6/events", content=ndjson({"kind": "end"}))
     deliveries = [e for e in sse((await asyncio.wait_for(watching, 10)).text) if e["type"] == "delivery"]
     sent = sum(len(e.get("text", "")) + len(e.get("append", "")) for e in deliveries)
-    final = "word " * 20 * 31
+    final = "word " * 20 + "".join(f"w{i:02} " * 25 for i in range(30))
     assert len(deliveries) > 3 and sent == len(final)  # every character once, however many edits
     monitor = web.relay.monitor("w6")
     assert monitor is not None and monitor.state["parts"]["web/0"]["text"].strip() == final.strip()
@@ -225,5 +225,7 @@ async def test_an_uncertain_part_says_why_live(web: Web) -> None:
     telegram.send_timeout_s = 0.3  # type: ignore[attr-defined]
     await web.run("t3", {"kind": "text", "text": "Hello"}, {"kind": "end"}, channel="telegram")
     await web.client.get("/v1/runs/t3", params={"wait_s": 10})
-    [delivery] = [e for e in sse((await web.client.get(web.live("t3"))).text) if e["type"] == "delivery"]
-    assert delivery["state"] == "uncertain" and "Timeout" in delivery["reason"]
+    sent, settled = [e for e in sse((await web.client.get(web.live("t3"))).text) if e["type"] == "delivery"]
+    assert sent["state"] == "uncertain" and "Timeout" in sent["reason"]
+    # then asked the platform: Telegram without an exclusive bot token cannot tell
+    assert settled["state"] == "uncertain" and "cannot tell" in settled["reason"]
