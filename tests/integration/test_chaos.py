@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_TIMEOUT_S = 240
 
 TELEGRAM_UNSETTLED_LOST = (
-    "issue 10 chaos finding: a Telegram create whose outcome stays unknown (5xx, reset or timeout of a send, a kill "
-    "with the send in flight) is never sent again; with a shared bot always, with an exclusive bot when the send "
-    "did not land (the id probe finds nothing): that part of the answer never reaches the chat (report: partial, "
-    "uncertain)"
+    "issue 10 chaos finding: a Telegram create whose outcome stays unknown (a 5xx, timeout or reset of the send, an "
+    "outage, a kill between its intent and its answer) is never sent again; with a shared bot always, with an "
+    "exclusive bot in a private chat when the send did not land (the probe cannot prove it absent there): that part "
+    "of the answer never reaches the chat (report: partial, uncertain)"
 )
 
 
