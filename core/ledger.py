@@ -38,6 +38,10 @@ class PartRecord:
     no message at all), not yet a persisted message."""
     pending: PendingSend | None = None
     """A create of this part recorded before its call and not settled since: a restart settles it first."""
+    unbounded: PendingSend | None = None
+    """A create to settle below the part's next message (the platform needed a later message as a bound)."""
+    stray: str | None = None
+    """A second copy of the part (sent again while the first had landed) still to delete."""
     frozen: bool = False
     """The platform accepts no more edits of this part's message."""
     continues: int | None = None

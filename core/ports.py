@@ -121,6 +121,8 @@ class PendingSend:
             none known); the stored message, if any, is newer.
         known_ids: ids newer than ``after_id`` that are known to be other messages of the sidecar (never probed).
         exclusive: the bot token is used by this sidecar alone (``exclusive_bot``).
+        before_id: a message id acknowledged *after* this create was answered (the part sent again): the stored
+            message, if any, is older. Given after a settle answered ``needs_bound``.
     """
 
     delivery_id: str
@@ -129,6 +131,7 @@ class PendingSend:
     after_id: str | None = None
     known_ids: frozenset[str] = frozenset()
     exclusive: bool = False
+    before_id: str | None = None
 
 
 class SettleOutcome(enum.StrEnum):
@@ -138,6 +141,10 @@ class SettleOutcome(enum.StrEnum):
     """No message was stored: the create may be made again."""
     UNKNOWN = "unknown"
     """The platform cannot tell (Telegram with a shared bot token): a duplicate is possible."""
+    NEEDS_BOUND = "needs_bound"
+    """The platform can tell only between two known messages (Telegram private chats and basic groups, whose ids
+    come from one counter per bot): the core sends the part again, then settles this create again with the new
+    message's id as ``before_id``; if the old message is found, the new one is deleted."""
 
 
 @dataclass(frozen=True)

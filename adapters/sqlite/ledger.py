@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS parts (
     run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
     message_id TEXT, shown TEXT, content_key TEXT, degraded INTEGER NOT NULL DEFAULT 0, error TEXT,
     updated_at REAL NOT NULL, streaming INTEGER NOT NULL DEFAULT 0, pending TEXT, frozen INTEGER NOT NULL DEFAULT 0,
-    continues INTEGER, PRIMARY KEY (run, slot)
+    continues INTEGER, unbounded TEXT, stray TEXT, PRIMARY KEY (run, slot)
 );
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL,
@@ -45,6 +45,8 @@ _ADDED_COLUMNS = (
     ("pending", "TEXT"),
     ("frozen", "INTEGER NOT NULL DEFAULT 0"),
     ("continues", "INTEGER"),
+    ("unbounded", "TEXT"),
+    ("stray", "TEXT"),
 )
 
 
@@ -65,7 +67,13 @@ def _pending_from(raw: str | None) -> PendingSend | None:
     if raw is None:
         return None
     data = json.loads(raw)
-    return PendingSend(data["delivery_id"], data["text"], TextFormat(data["fmt"]), after_id=data.get("after_id"))
+    return PendingSend(
+        data["delivery_id"],
+        data["text"],
+        TextFormat(data["fmt"]),
+        after_id=data.get("after_id"),
+        before_id=data.get("before_id"),
+    )
 
 
 class SqliteLedger:
@@ -159,12 +167,13 @@ class SqliteLedger:
     async def _upsert(self, part: PartRecord) -> None:
         await self._db.execute(
             "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at,"
-            " streaming, pending, frozen, continues) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " streaming, pending, frozen, continues, unbounded, stray)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (run, slot) DO UPDATE SET role = excluded.role, state = excluded.state,"
             " message_id = excluded.message_id, shown = excluded.shown, content_key = excluded.content_key,"
             " degraded = excluded.degraded, error = excluded.error, updated_at = excluded.updated_at,"
             " streaming = excluded.streaming, pending = excluded.pending, frozen = excluded.frozen,"
-            " continues = excluded.continues",
+            " continues = excluded.continues, unbounded = excluded.unbounded, stray = excluded.stray",
             (
                 part.run,
                 part.slot,
@@ -180,13 +189,15 @@ class SqliteLedger:
                 _pending_json(part.pending),
                 int(part.frozen),
                 part.continues,
+                _pending_json(part.unbounded),
+                part.stray,
             ),
         )
 
     async def parts(self, run: str) -> list[PartRecord]:
         async with self._db.execute(
-            "SELECT slot, role, state, message_id, shown, degraded, error, streaming, pending, frozen, continues"
-            " FROM parts WHERE run = ? ORDER BY slot",
+            "SELECT slot, role, state, message_id, shown, degraded, error, streaming, pending, frozen, continues,"
+            " unbounded, stray FROM parts WHERE run = ? ORDER BY slot",
             (run,),
         ) as cur:
             rows = await cur.fetchall()
@@ -204,6 +215,8 @@ class SqliteLedger:
                 pending=_pending_from(r[8]),
                 frozen=bool(r[9]),
                 continues=r[10],
+                unbounded=_pending_from(r[11]),
+                stray=r[12],
             )
             for r in rows
         ]

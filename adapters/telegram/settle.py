@@ -24,6 +24,12 @@ The probe, id by id from ``after_id + 1`` (1 without ``after_id``), skipping ``k
   https://github.com/LonamiWebs/Telethon/issues/1308), so the id may be another chat's → the next id;
 - the budget spent → ``unknown``.
 
+In a private chat or basic group a missing id proves nothing, so the probe needs an upper bound: without
+``before_id``, when the first ids probed hold nothing of ours, it answers ``needs_bound``; the core sends the part
+again, and settles with the new message's id as ``before_id``: every id between ``after_id`` and it (skipping
+``known_ids``, at most :data:`core.ports.PROBE_LIMIT`) is probed; none ours → ``not_sent`` (the new message is
+the only copy); more candidates than the budget → ``unknown``.
+
 Caution: in a channel a bot admin with ``can_edit_messages`` may edit other admins' posts
 (https://core.telegram.org/bots/api#chatadministratorrights): a probe there could rewrite one. Declare
 ``exclusive_bot`` only where no one else's message can be edited by the bot.
@@ -46,6 +52,7 @@ Edit = Callable[[EditMessageText], Awaitable[object]]
 
 UNKNOWN = Settlement(SettleOutcome.UNKNOWN)
 NOT_SENT = Settlement(SettleOutcome.NOT_SENT)
+NEEDS_BOUND = Settlement(SettleOutcome.NEEDS_BOUND)
 
 
 SUPERGROUP_IDS_BELOW = -1_000_000_000_000
@@ -70,10 +77,12 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlem
     Args:
         edit: sends one editMessageText (each failure a :class:`core.errors.DeliveryError`).
         target: the conversation of the uncertain send; ``chat_id`` is used.
-        pending: what was sent and what is known; ``after_id`` and ``known_ids`` hold integer message ids.
+        pending: what was sent and what is known; ``after_id``, ``before_id`` and ``known_ids`` hold integer ids.
 
     Returns:
-        ``found`` with the message id, ``not_sent``, or ``unknown`` (not exclusive, or the budget spent).
+        ``found`` with the message id; ``not_sent``; ``needs_bound`` (a private chat or basic group without
+        ``before_id``, nothing found); ``unknown`` (not exclusive, or more candidates than
+        :data:`core.ports.PROBE_LIMIT`).
 
     Raises:
         core.errors.DeliveryError: a failure other than the three probe answers (429, 5xx, timeout, a chat that
@@ -82,16 +91,35 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlem
     if not pending.exclusive:
         return UNKNOWN
     after = 0 if pending.after_id is None else _int(pending.after_id)
-    if after is None:
-        return UNKNOWN  # not a Telegram message id: nothing to count from
-    body, entities = render(pending.text, pending.fmt)
+    before = None if pending.before_id is None else _int(pending.before_id)
+    if after is None or (pending.before_id is not None and before is None):
+        return UNKNOWN  # not Telegram message ids: nothing to count from
+    own_ids = ids_per_chat(target.chat_id)
     known = {k for k in map(_int, pending.known_ids) if k is not None}
+    if before is not None:
+        candidates = [i for i in range(after + 1, before) if i not in known]
+        if len(candidates) > PROBE_LIMIT:
+            return UNKNOWN
+        found = await _probe(edit, target, pending, candidates, stop_at_missing=False)
+        return found or NOT_SENT  # every id between the last known message and the bound was looked at
     top_known = max(known, default=0)
-    message_id = after
-    for _ in range(PROBE_LIMIT):
+    candidates, message_id = [], after
+    while len(candidates) < PROBE_LIMIT:
         message_id += 1
-        while message_id in known:
-            message_id += 1
+        if message_id not in known:
+            candidates.append(message_id)
+    found = await _probe(edit, target, pending, candidates, stop_at_missing=own_ids, past=top_known)
+    # the bot's shared counter (a private chat, a basic group): only a later message of ours can bound the search
+    return found or (UNKNOWN if own_ids else NEEDS_BOUND)
+
+
+async def _probe(
+    edit: Edit, target: Target, pending: PendingSend, ids: list[int], *, stop_at_missing: bool, past: int = 0
+) -> Settlement | None:
+    """Probe ``ids`` in order: ``found`` at the first that is ours; with ``stop_at_missing`` (a chat whose ids are
+    its own), ``not_sent`` at the first missing id past ``past``; None when none answered."""
+    body, entities = render(pending.text, pending.fmt)
+    for message_id in ids:
         method = EditMessageText(chat_id=target.chat_id, message_id=message_id, text=body, entities=entities)
         try:
             await edit(method)
@@ -101,11 +129,11 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlem
         except MessageFrozenError:
             continue  # someone else's message
         except NoMessageToEditError:
-            if message_id > top_known and ids_per_chat(target.chat_id):
+            if stop_at_missing and message_id > past:
                 return NOT_SENT
             continue  # a deleted message, or an id of another chat
         return Settlement(SettleOutcome.FOUND, str(message_id))
-    return UNKNOWN
+    return None
 
 
 def _int(value: str) -> int | None:

@@ -54,13 +54,16 @@ class OutcomeRules:
     def _freeze(self, slot: Slot) -> None:
         raise NotImplementedError
 
+    def _orphans_of(self, slot: Slot, text: str) -> None:
+        raise NotImplementedError
+
     def on_error(self, op: Op, exc: DeliveryError) -> tuple[Outcome, str, float | None]:
         """What ``exc`` means for ``op``'s part: ``(outcome, detail, retry_after_s)``; updates the part."""
         slot = op.slot
         if op.kind is OpKind.SEND and not isinstance(exc, UncertainDeliveryError):
             slot.pending = None  # the platform answered: nothing was stored
-        if op.kind is OpKind.SETTLE:
-            return self._on_settle_error(op, exc)
+        if op.kind in (OpKind.SETTLE, OpKind.DELETE_STRAY):
+            return self._on_settle_error(op, exc) if op.kind is OpKind.SETTLE else self._on_stray_error(op, exc)
         if isinstance(exc, NativeUnavailableError):
             self._native_off()  # the parts continue as preview messages
             slot.streaming = False
@@ -104,6 +107,22 @@ class OutcomeRules:
         slot.uncertain_text = pending.text if pending is not None else None
         slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: could not be settled: {exc}"
         return Outcome.UNCERTAIN, str(exc), None
+
+    def _on_stray_error(self, op: Op, exc: DeliveryError) -> tuple[Outcome, str, float | None]:
+        """Deleting a second copy failed: gone already is done; an outage is retried in the window; else the copy
+        stays and is reported (a duplicate shows)."""
+        slot = op.slot
+        if isinstance(exc, TargetNotFoundError):
+            slot.stray = None
+            return Outcome.GONE, str(exc), None
+        if isinstance(exc, RateLimitedError):
+            return Outcome.RATE_LIMITED, str(exc), exc.retry_after_s
+        transient = isinstance(exc, UncertainDeliveryError | PlatformUnavailableError)
+        if transient and not self._give_up(slot):
+            return Outcome.RETRY, str(exc), None
+        slot.stray = None
+        self._orphans_of(slot, slot.shown or "")
+        return Outcome.FAILED, str(exc), None
 
     def _on_transient(self, op: Op, exc: DeliveryError) -> tuple[Outcome, str, float | None]:
         """A timeout (unknown) or an outage (not done): settle, retry with backoff, or give up."""

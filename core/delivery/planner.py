@@ -87,6 +87,8 @@ class Planner:
 
     def _slot_op(self, slot: Slot) -> tuple[Op | None, bool]:
         """The call ``slot`` needs now, or ``(None, blocked)``: ``blocked`` when later parts must wait for it."""
+        if slot.stray is not None:
+            return self._timed(slot, OpKind.DELETE_STRAY, ""), True
         if slot.pending is not None:
             return self._timed(slot, OpKind.SETTLE, slot.pending.text), True
         if slot.frozen:

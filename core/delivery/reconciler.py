@@ -157,7 +157,7 @@ class Reconciler(SlotBook, OutcomeRules):
             if delay > 0:
                 await self._sleep_or_wake(delay)
                 continue
-            if op.slot.stale and op.kind is not OpKind.SETTLE:
+            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY):
                 self._refresh(op.slot)  # read the live text now that the call is due
                 continue
             await self._perform(op)
@@ -228,6 +228,8 @@ class Reconciler(SlotBook, OutcomeRules):
         try:
             if op.kind is OpKind.SETTLE:
                 outcome = await self._settle_call(op)
+            elif op.kind is OpKind.DELETE_STRAY:
+                await self._stray_call(op)
             elif op.kind.value.startswith("stream_"):
                 await self._stream_call(op)
             else:
@@ -254,6 +256,8 @@ class Reconciler(SlotBook, OutcomeRules):
             slot.pending = None
             self._chain.note_message(slot.message_id)
             self._sent(slot, op.text)
+            if slot.unbounded is not None:  # now the older create can be settled below this message
+                slot.pending, slot.unbounded = dataclasses.replace(slot.unbounded, before_id=slot.message_id), None
         elif op.kind is OpKind.EDIT:
             assert slot.message_id is not None
             mid, before, verifying = slot.message_id, slot.shown, slot.verify
@@ -269,24 +273,40 @@ class Reconciler(SlotBook, OutcomeRules):
             slot.message_id, slot.shown, slot.state = None, None, PartState.SKIPPED
 
     async def _settle_call(self, op: Op) -> Outcome:
-        """Ask the platform what became of the slot's unsettled create (see the module docstring)."""
+        """Ask the platform what became of the slot's unsettled create (see the module docstring). A bounded
+        settle (the part was sent again because the platform needed a later message) keeps one copy: the older."""
         slot, target, adapter = op.slot, self._target, self._adapter
         assert slot.pending is not None
         pending = dataclasses.replace(slot.pending, known_ids=self._chain.known_ids(), exclusive=self._exclusive)
         settlement = await self._call(op, lambda: adapter.settle_send(target, pending))
         slot.pending = None
+        again = slot.message_id  # the part sent again (bounded settle), or None
         if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
-            slot.message_id = settlement.message_id
+            slot.message_id, slot.stray = settlement.message_id, again  # the first copy stays; a second one goes
             self._chain.note_message(settlement.message_id, newest=False)
             self._sent(slot, pending.text)
             return Outcome.FOUND
         if settlement.outcome is SettleOutcome.NOT_SENT:
-            return Outcome.NOT_SENT  # made again, with a new delivery id
+            return Outcome.NOT_SENT  # made again (or it was: the bound's message is the only copy)
+        if settlement.outcome is SettleOutcome.NEEDS_BOUND and again is None and pending.before_id is None:
+            slot.unbounded = pending  # sent again next; settled once the new message gives the bound
+            return Outcome.NEEDS_BOUND
+        if again is not None:
+            self._orphans_of(slot, pending.text)  # the part shows; the older create may show too
+            return Outcome.UNKNOWN
         slot.uncertain_text = pending.text
         slot.state, slot.error = PartState.UNCERTAIN, "uncertain: the platform cannot tell whether it was stored"
         if slot.live is not None or not same_render(slot.desired, pending.text):
             self._orphan(slot)  # still growing or changed: the text goes on in a new message
         return Outcome.UNKNOWN
+
+    async def _stray_call(self, op: Op) -> None:
+        """Delete the second copy of a part whose first copy was found (it was sent again meanwhile)."""
+        slot, target, adapter = op.slot, self._target, self._adapter
+        assert slot.stray is not None
+        stray = slot.stray
+        await self._call(op, lambda: adapter.delete_message(target, stray))
+        slot.stray = None
 
     async def _stream_call(self, op: Op) -> None:
         slot, target, native = op.slot, self._target, self._native

@@ -69,6 +69,8 @@ class SlotBook:
                 native=rec.streaming and self._native is not None,
                 streaming=rec.streaming and self._native is not None,
                 pending=rec.pending,
+                unbounded=rec.unbounded,
+                stray=rec.stray,
                 frozen=rec.frozen,
                 creates=1 if rec.pending is not None else 0,
             )
@@ -174,20 +176,23 @@ class SlotBook:
 
     def _orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
-        text = slot.uncertain_text or ""
+        self._orphans_of(slot, slot.uncertain_text or "")
+        slot.uncertain_text = None
+        slot.state, slot.error, slot.message_id, slot.shown = PartState.PENDING, None, None, None
+        self._wake.set()
+
+    def _orphans_of(self, slot: Slot, text: str) -> None:
+        """Report a create of ``slot`` that may show beside its message (a duplicate is possible): a part of its own
+        in the report and the ledger (negative slot numbers), never settled again."""
         orphan = PartRecord(
             run=self.run,
             slot=-(len(self.orphans) + 1),
             role=slot.role,
             state=PartState.UNCERTAIN,
-            shown=None,
             error=f"uncertain: a message of {len(text)} characters may show too (a duplicate is possible)",
         )
         self.orphans.append(orphan)
         self._unsaved.append(orphan)
-        slot.uncertain_text = None
-        slot.state, slot.error, slot.message_id, slot.shown = PartState.PENDING, None, None, None
-        self._wake.set()
 
     def _freeze(self, slot: Slot) -> None:
         """``slot``'s message takes no more edits: it keeps what it shows; a new part right after it continues."""
@@ -213,6 +218,8 @@ class SlotBook:
             error=slot.error,
             streaming=slot.streaming,
             pending=slot.pending,
+            unbounded=slot.unbounded,
+            stray=slot.stray,
             frozen=slot.frozen,
             continues=slot.parent.index if slot.parent is not None else None,
         )

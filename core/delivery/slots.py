@@ -21,6 +21,8 @@ class OpKind(enum.StrEnum):
     SEND = "send"
     EDIT = "edit"
     DELETE = "delete"
+    DELETE_STRAY = "delete_stray"
+    """Delete a second copy of the part (sent again while the first had landed after all)."""
     SETTLE = "settle"
     """Ask the platform whether a create whose outcome is unknown stored a message (:meth:`settle_send`)."""
     STREAM_START = "stream_start"
@@ -45,6 +47,7 @@ _CALL_KINDS = {
     OpKind.SETTLE: CallKind.SEND,
     OpKind.EDIT: CallKind.EDIT,
     OpKind.DELETE: CallKind.DELETE,
+    OpKind.DELETE_STRAY: CallKind.DELETE,
     OpKind.STREAM_START: CallKind.STREAM_START,
     OpKind.STREAM_UPDATE: CallKind.STREAM_UPDATE,
     OpKind.STREAM_REFRESH: CallKind.STREAM_UPDATE,
@@ -73,6 +76,8 @@ class Outcome(enum.StrEnum):
     """A settle found no message: the create is made again."""
     UNKNOWN = "unknown"
     """A settle could not tell: a duplicate is possible and reported."""
+    NEEDS_BOUND = "needs_bound"
+    """A settle needs a later message as its bound: the part is sent again first."""
 
 
 SIDE_ROLES = frozenset({SlotRole.STATUS, SlotRole.REASONING})
@@ -130,6 +135,11 @@ class Slot:
     """Clock seconds of the stream's last call (a stream that must be refreshed is shown again in time)."""
     pending: PendingSend | None = None
     """A create of this part whose outcome is unknown: settled before anything else is done with the part."""
+    unbounded: PendingSend | None = None
+    """A create the platform can settle only below a later message (``needs_bound``): the part is sent again, then
+    this create is settled with the new message as its bound."""
+    stray: str | None = None
+    """A message of this part that must go: sent again while an older copy existed (found by a bounded settle)."""
     creates: int = 0
     """Creates made for this part (each carries its own delivery id)."""
     uncertain_text: str | None = None
@@ -143,7 +153,7 @@ class Slot:
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""
-        if self.pending is not None:
+        if self.pending is not None or self.stray is not None:
             return False
         if self.state in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
             return True
@@ -167,6 +177,7 @@ _DELIVERY_STATES = {
     OpKind.STREAM_START: "sent",
     OpKind.SETTLE: "sent",
     OpKind.DELETE: "deleted",
+    OpKind.DELETE_STRAY: "sent",
     OpKind.STREAM_CANCEL: "deleted",
 }
 _FACT_STATES = {
@@ -174,6 +185,7 @@ _FACT_STATES = {
     Outcome.RETRY: "retrying",
     Outcome.NOT_SENT: "retrying",
     Outcome.UNKNOWN: "uncertain",
+    Outcome.NEEDS_BOUND: "retrying",
 }
 
 

@@ -11,6 +11,7 @@ calls the platform received.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
@@ -256,7 +257,7 @@ async def test_telegram_a_private_chat_passes_ids_of_other_chats(make_telegram: 
         assert [c.message_id for c in mock.calls if c.method == "editMessageText"] == [2, 3, 4]
 
 
-async def test_telegram_a_private_chat_with_nothing_stored_is_unknown(
+async def test_telegram_a_private_chat_with_nothing_stored_needs_a_bound_then_settles_below_it(
     telegram: TelegramAdapter, telegram_mock: MockTelegram
 ) -> None:
     first = await telegram.send_text(PRIVATE, "one", PLAIN)
@@ -266,8 +267,25 @@ async def test_telegram_a_private_chat_with_nothing_stored_is_unknown(
 
     settled = await telegram.settle_send(PRIVATE, exclusive("two", first))
 
-    assert settled == Settlement(UNKNOWN)  # a missing id may be another chat's: never proof of not sent
+    assert settled == Settlement(SettleOutcome.NEEDS_BOUND)  # a missing id may be another chat's: no proof
     assert calls(telegram_mock, "editMessageText") == [400] * PROBE_LIMIT
+    again = await telegram.send_text(PRIVATE, "two", PLAIN)  # the core sends the part again: the bound
+    bounded = replace(exclusive("two", first), before_id=again)
+    assert await telegram.settle_send(PRIVATE, bounded) == Settlement(SettleOutcome.NOT_SENT)
+    assert [text for _, text in telegram_mock.visible(PRIVATE.chat_id)] == ["one", "two"]
+
+
+async def test_telegram_a_private_chat_bounded_settle_finds_the_first_copy(
+    telegram: TelegramAdapter, telegram_mock: MockTelegram
+) -> None:
+    first = await telegram.send_text(PRIVATE, "one", PLAIN)
+    telegram_mock.add_fault("sendMessage", 2, BAD_GATEWAY, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await telegram.send_text(PRIVATE, "two", PLAIN)
+    again = await telegram.send_text(PRIVATE, "two", PLAIN)
+    bounded = replace(exclusive("two", first), before_id=again)
+    settled = await telegram.settle_send(PRIVATE, bounded)
+    assert settled.outcome is SettleOutcome.FOUND and settled.message_id != again  # the older copy
 
 
 async def test_telegram_known_ids_are_skipped_and_gaps_below_them_passed(

@@ -110,7 +110,7 @@ class FakeAdapter:
         self.delivered: dict[str, str] = {}
         """Message id by the delivery id its create carried."""
         self.settles = "lookup"
-        """How :meth:`settle_send` answers: ``lookup`` (by delivery id) or ``unknown``."""
+        """How :meth:`settle_send` answers: ``lookup`` (by delivery id), ``unknown`` or ``bounded``."""
 
     # --- scripting and reading ----------------------------------------------------------------------------
 
@@ -175,8 +175,9 @@ class FakeAdapter:
             self._end(call)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
-        """Like Slack's lookup by delivery id (``settles = "lookup"``), or Telegram without an exclusive bot
-        (``settles = "unknown"``)."""
+        """Like Slack's lookup by delivery id (``settles = "lookup"``), Telegram without an exclusive bot
+        (``settles = "unknown"``), or Telegram's private chats with one (``settles = "bounded"``: a later message
+        is needed first, then the lookup)."""
         call = await self._begin("settle_send", text=pending.text)
         try:
             fault = self._fault("settle_send")
@@ -185,6 +186,8 @@ class FakeAdapter:
             call.outcome = "ok"
             if self.settles == "unknown":
                 return Settlement(SettleOutcome.UNKNOWN)
+            if self.settles == "bounded" and pending.before_id is None:
+                return Settlement(SettleOutcome.NEEDS_BOUND)
             found = self.delivered.get(pending.delivery_id)
             if found is not None and found in self.messages:
                 return Settlement(SettleOutcome.FOUND, found)

@@ -15,4 +15,7 @@ def test_strip_markdown_keeps_the_words() -> None:
 
 
 def test_a_link_keeps_its_target_unless_the_label_is_the_target() -> None:
-    assert strip_markdown("Read [docs](https://x.org/a) or <https://x.org>") == "Read docs (https://x.org/a) or https://x.org"
+    assert (
+        strip_markdown("Read [docs](https://x.org/a) or <https://x.org>")
+        == "Read docs (https://x.org/a) or https://x.org"
+    )

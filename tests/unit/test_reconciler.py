@@ -308,6 +308,24 @@ async def test_an_uncertain_send_is_settled_with_the_platform_before_anything_el
     assert [c["outcome"] for c in r.ledger.calls][:2] == ["uncertain", "found" if landed else "not_sent"]
 
 
+@pytest.mark.parametrize("landed", [True, False])
+async def test_a_send_that_needs_a_bound_is_sent_again_then_one_copy_is_kept(landed: bool) -> None:
+    r = rig()
+    r.adapter.settles = "bounded"  # Telegram private chats with an exclusive bot: ids from one counter per bot
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("502 Bad Gateway"), landed=landed)
+    r.rec.claim_slot(ANSWER, "part one")
+    r.rec.claim_slot(ANSWER, "part two")
+    await r.rec.finish()
+    assert r.adapter.chat() == ["part one", "part two"]  # once each: a second copy is deleted
+    methods = [m for m, _, _ in r.adapter.summary()]
+    expected = ["send_text", "settle_send", "send_text", "settle_send"]
+    assert methods[:4] == expected
+    assert methods.count("delete_message") == (1 if landed else 0)
+    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.ACKED]
+    outcomes = [c["outcome"] for c in r.ledger.calls]
+    assert outcomes[:4] == ["uncertain", "needs_bound", "ack", "found" if landed else "not_sent"]
+
+
 async def test_an_unsettleable_send_is_reported_uncertain_and_never_sent_again_while_its_text_holds() -> None:
     r = rig()
     r.adapter.settles = "unknown"  # Telegram with a shared bot token
