@@ -54,7 +54,7 @@ def serve(
 ) -> None:
     """Run the sidecar: HTTP ingest, the SQLite journal and ledger, the configured channels. Runs a previous
     process left unfinished resume by themselves."""
-    from adapters.sqlite import SqliteJournal, SqliteLedger
+    from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
     from app.service import Sidecar, build_relay
     from config.settings import load_settings
 
@@ -68,8 +68,8 @@ def serve(
                 f"environment variable {settings.service.token_env} is not set: export the bearer token agents "
                 "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
             )
-        ledger = await SqliteLedger.open(settings.service.ledger)
-        journal = await SqliteJournal.open(settings.service.ledger)
+        store = await SqliteStore.open(settings.service.ledger)  # the journal and the ledger: one file, one connection
+        ledger, journal = await SqliteLedger.on(store), await SqliteJournal.on(store)
         try:
             relay = build_relay(settings, ledger, journal=journal)
             sidecar = Sidecar(
@@ -96,7 +96,7 @@ def serve(
                 await relay.close()
         finally:
             await journal.close()
-            await ledger.close()
+            await store.close()
 
     _run(main())
 

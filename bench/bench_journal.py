@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.sqlite import SqliteJournal, SqliteLedger
+from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
 from core.events import Target
@@ -99,7 +99,8 @@ async def _variant(name: str, runs: int, lines: int, batch: int, journal: Journa
         await relay.wait_done(f"{name}-{r}", 120)
     await relay.close()
     total = runs * (lines + 2)
-    commits = getattr(journal, "commits", 0)
+    store = getattr(journal, "_store", None)
+    commits = store.commits if store is not None else getattr(journal, "commits", 0)
     p50, p99 = statistics.median(waits), sorted(waits)[int(len(waits) * 0.99)]
     return [name, f"{total / accepted_s:,.0f}", str(commits), f"{p50 * 1000:.2f}", f"{p99 * 1000:.2f}"]
 
@@ -114,12 +115,13 @@ async def main() -> None:
     for name, batch in (("sqlite", args.batch), ("sqlite, batch 1", 1)):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.sqlite3"
-            journal, ledger = await SqliteJournal.open(path), await SqliteLedger.open(path)
+            store = await SqliteStore.open(path)
+            journal, ledger = await SqliteJournal.on(store), await SqliteLedger.on(store)
             try:
                 rows.append(await _variant(name, args.runs, args.lines, batch, journal, ledger))
             finally:
                 await journal.close()
-                await ledger.close()
+                await store.close()
     print(f"{args.runs} runs x {args.lines} deltas, batches of {args.batch} lines")
     header = ["journal", "lines/s", "commits", "accept p50 ms", "accept p99 ms"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]

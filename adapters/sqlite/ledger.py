@@ -1,8 +1,8 @@
-"""The SQLite ledger (the embedded default): one file, aiosqlite, WAL.
+"""The SQLite ledger (the embedded default): the journal's file, one transaction at a time (:mod:`.store`).
 
 Implements :class:`core.ledger.Ledger`. Every call's intent is committed before the call is made and its
-outcome after, so a restart knows which messages exist (edit them) and which sends are uncertain (never
-send them again).
+outcome after, so a restart knows which messages exist (edit them) and which creates are unknown (settle them,
+never send them again blindly).
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from pathlib import Path
 
 import aiosqlite
 
+from adapters.sqlite.store import SqliteStore
 from core.ledger import PartRecord, RunRecord, content_key
 from core.ports import PendingSend, TextFormat
 from core.report import PartState, SlotRole
 
 _SCHEMA = """
-PRAGMA journal_mode=WAL;
-PRAGMA synchronous=FULL;
-PRAGMA busy_timeout=10000;
 CREATE TABLE IF NOT EXISTS runs (
     run TEXT PRIMARY KEY, channel TEXT NOT NULL, target TEXT NOT NULL, mode TEXT NOT NULL,
     end_status TEXT, ended INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, ended_at REAL
@@ -53,14 +51,8 @@ _ADDED_COLUMNS = (
 def _pending_json(pending: PendingSend | None) -> str | None:
     if pending is None:
         return None
-    return json.dumps(
-        {
-            "delivery_id": pending.delivery_id,
-            "text": pending.text,
-            "fmt": str(pending.fmt),
-            "after_id": pending.after_id,
-        }
-    )
+    fields = {"delivery_id": pending.delivery_id, "text": pending.text, "fmt": str(pending.fmt)}
+    return json.dumps({**fields, "after_id": pending.after_id, "before_id": pending.before_id})
 
 
 def _pending_from(raw: str | None) -> PendingSend | None:
@@ -82,47 +74,47 @@ class SqliteLedger:
     Use :meth:`open` (``await SqliteLedger.open(path)``); ``":memory:"`` works for tests.
     """
 
-    def __init__(self, db: aiosqlite.Connection, path: str) -> None:
-        self._db = db
-        self.path = path
+    def __init__(self, store: SqliteStore, *, owned: bool = False) -> None:
+        self._store = store
+        self._owned = owned
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteLedger:
-        """Open (and create) the ledger file; its folder is created if missing."""
-        path = str(path)
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path)
-        await db.executescript(_SCHEMA)
-        async with db.execute("PRAGMA table_info(parts)") as cur:
+        """Open (and create) the ledger in its own store (the service shares one with the journal: :meth:`on`)."""
+        return await cls.on(await SqliteStore.open(path), owned=True)
+
+    @classmethod
+    async def on(cls, store: SqliteStore, *, owned: bool = False) -> SqliteLedger:
+        """The ledger in ``store`` (tables created, older ledgers' columns added); ``owned``: closed with it."""
+        await store.executescript(_SCHEMA)
+        async with store.read() as db, db.execute("PRAGMA table_info(parts)") as cur:
             columns = {row[1] for row in await cur.fetchall()}
-        for name, decl in _ADDED_COLUMNS:  # a ledger written by an older version
-            if name not in columns:
-                await db.execute(f"ALTER TABLE parts ADD COLUMN {name} {decl}")
-        await db.commit()
-        return cls(db, path)
+        missing = [(name, decl) for name, decl in _ADDED_COLUMNS if name not in columns]
+        if missing:  # a ledger written by an older version
+            await store.executescript(";".join(f"ALTER TABLE parts ADD COLUMN {n} {d}" for n, d in missing))
+        return cls(store, owned=owned)
+
+    @property
+    def path(self) -> str:
+        return self._store.path
 
     def __repr__(self) -> str:
         return f"SqliteLedger({self.path!r})"
 
     async def start_run(self, record: RunRecord) -> None:
-        await self._db.execute(
-            "INSERT OR IGNORE INTO runs (run, channel, target, mode, created_at) VALUES (?, ?, ?, ?, ?)",
-            (record.run, record.channel, json.dumps(record.target), record.mode, time.time()),
-        )
-        await self._db.commit()
+        values = (record.run, record.channel, json.dumps(record.target), record.mode, time.time())
+        sql = "INSERT OR IGNORE INTO runs (run, channel, target, mode, created_at) VALUES (?, ?, ?, ?, ?)"
+        await self._store.transaction(lambda db: db.execute(sql, values))
 
     async def end_run(self, run: str, end_status: str) -> None:
-        await self._db.execute(
-            "UPDATE runs SET end_status = ?, ended = 1, ended_at = ? WHERE run = ?",
-            (end_status, time.time(), run),
-        )
-        await self._db.commit()
+        sql = "UPDATE runs SET end_status = ?, ended = 1, ended_at = ? WHERE run = ?"
+        await self._store.transaction(lambda db: db.execute(sql, (end_status, time.time(), run)))
 
     async def get_run(self, run: str) -> RunRecord | None:
-        async with self._db.execute(
-            "SELECT run, channel, target, mode, end_status, ended FROM runs WHERE run = ?", (run,)
-        ) as cur:
+        async with (
+            self._store.read() as db,
+            db.execute("SELECT run, channel, target, mode, end_status, ended FROM runs WHERE run = ?", (run,)) as cur,
+        ):
             row = await cur.fetchone()
         if row is None:
             return None
@@ -138,34 +130,40 @@ class SqliteLedger:
     async def record_intent(
         self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
     ) -> int:
-        cur = await self._db.execute(
-            "INSERT INTO calls (run, slot, role, op, text_key, chars, intent_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (run, slot, str(role), op, content_key(role, text), len(text), time.time()),
-        )
-        if pending is not None:  # the create itself, so a restart can settle it
-            await self._db.execute(
-                "INSERT INTO parts (run, slot, role, state, updated_at, pending) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (run, slot) DO UPDATE SET pending = excluded.pending, updated_at = excluded.updated_at",
-                (run, slot, str(role), str(PartState.PENDING), time.time(), _pending_json(pending)),
+
+        async def intent(db: aiosqlite.Connection) -> int:
+            cur = await db.execute(
+                "INSERT INTO calls (run, slot, role, op, text_key, chars, intent_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run, slot, str(role), op, content_key(role, text), len(text), time.time()),
             )
-        await self._db.commit()
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+            if pending is not None:  # the create itself, so a restart can settle it
+                await db.execute(
+                    "INSERT INTO parts (run, slot, role, state, updated_at, pending) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (run, slot) DO UPDATE SET pending = excluded.pending,"
+                    " updated_at = excluded.updated_at",
+                    (run, slot, str(role), str(PartState.PENDING), time.time(), _pending_json(pending)),
+                )
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+        return await self._store.transaction(intent)
 
     async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
-        await self._db.execute(
-            "UPDATE calls SET outcome = ?, detail = ?, outcome_at = ? WHERE id = ?",
-            (outcome, detail[:2000], time.time(), call_id),
-        )
-        await self._upsert(part)
-        await self._db.commit()
+        async def outcome_of(db: aiosqlite.Connection) -> None:
+            await db.execute(
+                "UPDATE calls SET outcome = ?, detail = ?, outcome_at = ? WHERE id = ?",
+                (outcome, detail[:2000], time.time(), call_id),
+            )
+            await self._upsert(db, part)
+
+        await self._store.transaction(outcome_of)
 
     async def save_part(self, part: PartRecord) -> None:
-        await self._upsert(part)
-        await self._db.commit()
+        await self._store.transaction(lambda db: self._upsert(db, part))
 
-    async def _upsert(self, part: PartRecord) -> None:
-        await self._db.execute(
+    @staticmethod
+    async def _upsert(db: aiosqlite.Connection, part: PartRecord) -> None:
+        await db.execute(
             "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at,"
             " streaming, pending, frozen, continues, unbounded, stray)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -195,11 +193,11 @@ class SqliteLedger:
         )
 
     async def parts(self, run: str) -> list[PartRecord]:
-        async with self._db.execute(
+        query = (
             "SELECT slot, role, state, message_id, shown, degraded, error, streaming, pending, frozen, continues,"
-            " unbounded, stray FROM parts WHERE run = ? ORDER BY slot",
-            (run,),
-        ) as cur:
+            " unbounded, stray FROM parts WHERE run = ? ORDER BY slot"
+        )
+        async with self._store.read() as db, db.execute(query, (run,)) as cur:
             rows = await cur.fetchall()
         return [
             PartRecord(
@@ -222,4 +220,5 @@ class SqliteLedger:
         ]
 
     async def close(self) -> None:
-        await self._db.close()
+        if self._owned:
+            await self._store.close()

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
-from adapters.sqlite import SqliteLedger
+import aiosqlite
+
+from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+from core.journal import JournalEntry
 from core.ledger import PartRecord, RunRecord
 from core.report import PartState, SlotRole
 
@@ -62,3 +68,26 @@ async def test_a_ledger_from_before_native_streaming_opens_and_records_open_stre
     await ledger.record_outcome(call, draft, "ack")
     assert [p.streaming for p in await ledger.parts("r")] == [True]
     await ledger.close()
+
+
+async def test_many_writers_share_commits_and_a_failing_unit_fails_alone(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "store.sqlite3")
+    ledger, journal = await SqliteLedger.on(store), await SqliteJournal.on(store)
+    await ledger.start_run(RunRecord(run="r", channel="c", target={"chat_id": 1}, mode="preview"))
+
+    async def boom(db: aiosqlite.Connection) -> None:
+        await db.execute("INSERT INTO runs (run) VALUES (NULL)")  # NOT NULL constraints: fails
+
+    writes: list[Coroutine[Any, Any, object]] = [
+        journal.append([JournalEntry("r", f'{{"n": {i}}}')]) for i in range(50)
+    ]
+    writes += [ledger.record_intent("r", i, SlotRole.ANSWER, "send", f"t{i}") for i in range(50)]
+    before = store.commits
+    await asyncio.gather(*writes)
+    assert store.commits - before < 10  # grouped: far fewer commits than writes
+    more = [journal.append([JournalEntry("r", f'{{"m": {i}}}')]) for i in range(10)]
+    results = await asyncio.gather(*more, store.transaction(boom), return_exceptions=True)
+    assert isinstance(results[-1], sqlite3.IntegrityError)  # the failing unit fails alone
+    assert not any(isinstance(r, BaseException) for r in results[:-1])
+    assert len(await journal.lines("r")) == 60
+    await store.close()
