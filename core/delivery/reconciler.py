@@ -131,6 +131,11 @@ class Reconciler(SlotBook, OutcomeRules):
         self.start()
         assert self._task is not None
         await self._task
+        # Parts settled without a call (skipped, acknowledged by "not modified" shortcuts) are written too, so a
+        # report rebuilt from the ledger says what this one says.
+        records = [*self._unsaved, *(self._record(slot) for slot in self.slots)]
+        self._unsaved.clear()
+        await asyncio.gather(*(self._ledger.save_part(record) for record in records))
 
     async def cancel(self) -> None:
         if self._task is not None:

@@ -726,3 +726,16 @@ async def test_a_part_given_up_during_an_outage_is_tried_again_at_finalization()
     await r.rec.finish()
     assert r.adapter.chat() == ["w0 w1 w2"]
     assert r.states() == [PartState.ACKED]
+
+
+async def test_the_ledger_ends_with_the_parts_the_report_shows() -> None:
+    r = rig()
+    first = r.rec.claim_slot(ANSWER, "kept")
+    emptied = r.rec.claim_slot(ANSWER, "")
+    r.rec.start()
+    await settle()
+    r.rec.set_text(emptied, "")  # never sent: skipped at finalization without a call
+    await r.rec.finish()
+    stored = {p.slot: p.state for p in await r.ledger.parts("r1")}
+    assert stored == {first.index: PartState.ACKED, emptied.index: PartState.SKIPPED}
+    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.SKIPPED]
