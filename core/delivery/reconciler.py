@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -47,6 +48,11 @@ from core.report import PartState
 from core.send_chain import SendChain
 
 T = TypeVar("T")
+
+_log = logging.getLogger("streamrelay.delivery")
+
+_QUIET = frozenset({Outcome.ACK, Outcome.RATE_LIMITED})
+"""Outcomes not worth a log line (429s show in the report and the live page; acks are the normal case)."""
 
 __all__ = ["Reconciler", "Slot", "same_render"]
 
@@ -244,6 +250,10 @@ class Reconciler(SlotBook, OutcomeRules):
         await self._ledger.record_outcome(call_id, self._record(slot), str(outcome), detail)
         while self._unsaved:
             await self._ledger.save_part(self._unsaved.pop(0))
+        if outcome not in _QUIET:
+            _log.info(
+                "run %s part %d: %s %s%s", self.run, slot.index, op.kind, outcome, f" ({detail})" if detail else ""
+            )
         if self.on_delivery is not None:
             self.on_delivery(delivery_fact(op, outcome, detail, retry_after_s))
 
