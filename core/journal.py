@@ -14,6 +14,7 @@ acknowledged and dropped (never a 409), also after a restart.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,6 +56,11 @@ class Journal(Protocol):
         """``run``'s journaled lines, in the order they were accepted."""
         ...
 
+    async def last_at(self, run: str) -> float | None:
+        """When ``run``'s newest line was accepted (``time.time()`` seconds), or None without lines: a resumed run's
+        agent has been quiet since then (its idle timeout counts from there, not from the restart)."""
+        ...
+
     async def finish(self, run: str, last_seq: int | None) -> None:
         """``run`` finished (its final is delivered or reported): drop its lines, remember its last ``seq``."""
         ...
@@ -75,13 +81,16 @@ class MemoryJournal:
 
     def __init__(self, keep_ended: int = 100_000) -> None:
         self._lines: dict[str, list[str]] = {}
+        self._last_at: dict[str, float] = {}
         self._ended: OrderedDict[str, EndedRun] = OrderedDict()
         self._keep = keep_ended
         self.commits = 0
 
     async def append(self, entries: Sequence[JournalEntry]) -> None:
+        now = time.time()
         for entry in entries:
             self._lines.setdefault(entry.run, []).append(entry.line)
+            self._last_at[entry.run] = now
         self.commits += 1
 
     async def unfinished(self) -> list[str]:
@@ -90,8 +99,12 @@ class MemoryJournal:
     async def lines(self, run: str) -> list[str]:
         return list(self._lines.get(run, []))
 
+    async def last_at(self, run: str) -> float | None:
+        return self._last_at.get(run)
+
     async def finish(self, run: str, last_seq: int | None) -> None:
         self._lines.pop(run, None)
+        self._last_at.pop(run, None)
         self._ended[run] = EndedRun(run, last_seq)
         while len(self._ended) > self._keep:
             self._ended.popitem(last=False)

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -158,7 +159,10 @@ class Relay:
         resumed: list[str] = []
         for run_id in await self._journal.unfinished():
             lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
+            last_at = await self._journal.last_at(run_id)
             results = await self._take(lines, run_id, replay=True)
+            if run_id in self._runs and last_at is not None:  # quiet since then, not since the restart
+                self._runs[run_id].quiet_s = max(0.0, time.time() - last_at)
             problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
             if run_id in self._runs:
                 resumed.append(run_id)

@@ -41,6 +41,8 @@ class ActiveRun:
     """Events replayed from the journal, taken first as one batch (None for a live run)."""
     opened: bool = False
     task: asyncio.Task[None] | None = None
+    quiet_s: float = 0.0
+    """How long the agent had been quiet when the run was resumed (its idle timeout counts from its last line)."""
 
     @property
     def run(self) -> str:
@@ -61,7 +63,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         asyncio.CancelledError: the service stops; the run is left unfinished (the journal resumes it).
     """
     controller = run.controller
-    last_event_at = clock.now()
+    last_event_at = clock.now() - run.quiet_s
     try:
         if run.backlog:
             backlog, run.backlog = run.backlog, None

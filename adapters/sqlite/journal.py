@@ -83,6 +83,11 @@ class SqliteJournal:
         ):
             return [row[0] for row in await cur.fetchall()]
 
+    async def last_at(self, run: str) -> float | None:
+        async with self._store.read() as db, db.execute("SELECT MAX(at) FROM journal WHERE run = ?", (run,)) as cur:
+            row = await cur.fetchone()
+        return float(row[0]) if row is not None and row[0] is not None else None
+
     async def finish(self, run: str, last_seq: int | None) -> None:
         async def finished(db: aiosqlite.Connection) -> None:
             await db.execute(

@@ -364,3 +364,19 @@ async def test_a_media_event_is_refused_not_accepted_and_dropped() -> None:
     await relay.close()
     assert report is not None and report.status == "delivered"
     assert list(chat.messages.values()) == ["The chart: https://example.com/a.png"]
+
+
+async def test_a_resumed_runs_idle_timeout_counts_from_its_last_line_not_from_the_restart() -> None:
+    journal, ledger, chat = MemoryJournal(), MemoryLedger(), MemoryChat()
+    relay = _relay(chat, ledger, journal=journal)
+    await relay.submit_line(START, "r")
+    await relay.submit_line({"kind": "text", "text": "The first half"}, "r")
+    await asyncio.sleep(0.05)
+    await relay.close()
+    journal._last_at["r"] -= 100  # its agent went quiet long ago (restarts since then do not reset that)
+
+    restarted = _relay(chat, ledger, journal=journal, run_idle_timeout_s=60)
+    await restarted.resume()
+    report = await restarted.wait_done("r", 5)  # well before the 60 s a reset timer would wait
+    await restarted.close()
+    assert report is not None and report.done and report.end_status == "error"
