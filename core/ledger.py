@@ -13,6 +13,7 @@ key* the same without the target (DESIGN §4).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -69,6 +70,8 @@ class RunRecord:
     end_status: str | None = None
     ended: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    """Why the run ended other than ``ok`` (for its report), recorded with its end."""
 
 
 def content_key(role: SlotRole, text: str) -> str:
@@ -88,7 +91,9 @@ class Ledger(Protocol):
         """Create the run record, or keep the existing one (a restart replays ``run.start``)."""
         ...
 
-    async def end_run(self, run: str, end_status: str) -> None: ...
+    async def end_run(self, run: str, end_status: str, errors: Sequence[str] = ()) -> None:
+        """Mark the run ended with ``end_status`` and the ``errors`` its report shows."""
+        ...
 
     async def get_run(self, run: str) -> RunRecord | None: ...
 
@@ -125,11 +130,12 @@ class MemoryLedger:
     async def start_run(self, record: RunRecord) -> None:
         self._runs.setdefault(record.run, record)
 
-    async def end_run(self, run: str, end_status: str) -> None:
+    async def end_run(self, run: str, end_status: str, errors: Sequence[str] = ()) -> None:
         rec = self._runs.get(run)
         if rec is not None:
             rec.end_status = end_status
             rec.ended = True
+            rec.errors = list(errors)
 
     async def get_run(self, run: str) -> RunRecord | None:
         return self._runs.get(run)

@@ -314,8 +314,8 @@ class Relay:
         if record is None:
             return None
         parts = [p.report() for p in await self._ledger.parts(run_id)]
-        report = summarize(run_id, record.channel, parts, done=record.ended)
-        report.end_status = record.end_status
+        report = summarize(run_id, record.channel, parts, done=record.ended, end_status=record.end_status)
+        report.errors = record.errors + report.errors
         return report
 
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:

@@ -78,8 +78,13 @@ class DeliveryReport(BaseModel):
     gaps: list[str] = Field(default_factory=list)
 
 
-def summarize(run: str, channel: str, parts: list[PartReport], *, done: bool) -> DeliveryReport:
+def summarize(
+    run: str, channel: str, parts: list[PartReport], *, done: bool, end_status: str | None = None
+) -> DeliveryReport:
     """Count parts and derive the status.
+
+    A run that ended other than ``ok`` (an error, stopped, its agent gone quiet) is at best ``partial``: what it
+    shows is not a whole answer, however well every part was delivered.
 
     ``delivered``: every part confirmed. ``partial``: some confirmed or uncertain (it may show), some not
     confirmed. ``failed``: nothing confirmed nor uncertain while something should have been shown (nothing of it
@@ -98,6 +103,8 @@ def summarize(run: str, channel: str, parts: list[PartReport], *, done: bool) ->
         status = ReportStatus.FAILED
     else:
         status = ReportStatus.PARTIAL
+    if done and status is ReportStatus.DELIVERED and end_status not in (None, "ok"):
+        status = ReportStatus.PARTIAL if confirmed else ReportStatus.FAILED
     return DeliveryReport(
         run=run,
         channel=channel,
@@ -111,6 +118,7 @@ def summarize(run: str, channel: str, parts: list[PartReport], *, done: bool) ->
         message_ids=[p.message_id for p in counted if p.message_id is not None],
         parts=parts,
         errors=[p.error for p in parts if p.error],
+        end_status=end_status,
     )
 
 

@@ -354,7 +354,7 @@ class RunController:
         if self.agents.threads is not None:
             await self.agents.threads.finish()
         await self.rec.finish()
-        await self._ledger.end_run(self.run, str(end.status))
+        await self._ledger.end_run(self.run, str(end.status), self.errors)
         self.done = True
         report = self.report()
         self.monitor.publish("end", status=str(end.status), delivery=str(report.status))
@@ -376,16 +376,9 @@ class RunController:
         await self.rec.cancel()
 
     def report(self) -> DeliveryReport:
-        report = summarize(self.run, self.policy.name, self.rec.parts(), done=self.done)
-        report.end_status = str(self.ended.status) if self.ended else None
+        end_status = str(self.ended.status) if self.ended else None
+        report = summarize(self.run, self.policy.name, self.rec.parts(), done=self.done, end_status=end_status)
         report.errors = self.errors + report.errors
-        if (
-            self.done
-            and report.status is ReportStatus.DELIVERED
-            and self.ended is not None
-            and (self.ended.status is not EndStatus.OK)
-        ):
-            report.status = ReportStatus.PARTIAL if report.confirmed else ReportStatus.FAILED
         return report
 
 

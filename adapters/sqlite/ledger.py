@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiosqlite
@@ -21,7 +22,7 @@ from core.report import PartState, SlotRole
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run TEXT PRIMARY KEY, channel TEXT NOT NULL, target TEXT NOT NULL, mode TEXT NOT NULL,
-    end_status TEXT, ended INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, ended_at REAL
+    end_status TEXT, ended INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, ended_at REAL, errors TEXT
 );
 CREATE TABLE IF NOT EXISTS parts (
     run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
@@ -87,11 +88,13 @@ class SqliteLedger:
     async def on(cls, store: SqliteStore, *, owned: bool = False) -> SqliteLedger:
         """The ledger in ``store`` (tables created, older ledgers' columns added); ``owned``: closed with it."""
         await store.executescript(_SCHEMA)
-        async with store.read() as db, db.execute("PRAGMA table_info(parts)") as cur:
-            columns = {row[1] for row in await cur.fetchall()}
-        missing = [(name, decl) for name, decl in _ADDED_COLUMNS if name not in columns]
+        missing: list[str] = []
+        for table, added in (("parts", _ADDED_COLUMNS), ("runs", (("errors", "TEXT"),))):
+            async with store.read() as db, db.execute(f"PRAGMA table_info({table})") as cur:
+                columns = {row[1] for row in await cur.fetchall()}
+            missing += [f"ALTER TABLE {table} ADD COLUMN {n} {d}" for n, d in added if n not in columns]
         if missing:  # a ledger written by an older version
-            await store.executescript(";".join(f"ALTER TABLE parts ADD COLUMN {n} {d}" for n, d in missing))
+            await store.executescript(";".join(missing))
         return cls(store, owned=owned)
 
     @property
@@ -106,14 +109,17 @@ class SqliteLedger:
         sql = "INSERT OR IGNORE INTO runs (run, channel, target, mode, created_at) VALUES (?, ?, ?, ?, ?)"
         await self._store.transaction(lambda db: db.execute(sql, values))
 
-    async def end_run(self, run: str, end_status: str) -> None:
-        sql = "UPDATE runs SET end_status = ?, ended = 1, ended_at = ? WHERE run = ?"
-        await self._store.transaction(lambda db: db.execute(sql, (end_status, time.time(), run)))
+    async def end_run(self, run: str, end_status: str, errors: Sequence[str] = ()) -> None:
+        sql = "UPDATE runs SET end_status = ?, ended = 1, ended_at = ?, errors = ? WHERE run = ?"
+        values = (end_status, time.time(), json.dumps(list(errors)), run)
+        await self._store.transaction(lambda db: db.execute(sql, values))
 
     async def get_run(self, run: str) -> RunRecord | None:
         async with (
             self._store.read() as db,
-            db.execute("SELECT run, channel, target, mode, end_status, ended FROM runs WHERE run = ?", (run,)) as cur,
+            db.execute(
+                "SELECT run, channel, target, mode, end_status, ended, errors FROM runs WHERE run = ?", (run,)
+            ) as cur,
         ):
             row = await cur.fetchone()
         if row is None:
@@ -125,6 +131,7 @@ class SqliteLedger:
             mode=row[3],
             end_status=row[4],
             ended=bool(row[5]),
+            errors=json.loads(row[6]) if row[6] else [],
         )
 
     async def record_intent(

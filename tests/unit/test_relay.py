@@ -380,3 +380,16 @@ async def test_a_resumed_runs_idle_timeout_counts_from_its_last_line_not_from_th
     report = await restarted.wait_done("r", 5)  # well before the 60 s a reset timer would wait
     await restarted.close()
     assert report is not None and report.done and report.end_status == "error"
+
+
+async def test_a_report_rebuilt_from_the_ledger_keeps_the_end_status_rule_and_the_reason() -> None:
+    ledger, chat = MemoryLedger(), MemoryChat()
+    relay = _relay(chat, ledger, run_idle_timeout_s=0.2)
+    await relay.submit_line(START, "r")
+    await relay.submit_line({"kind": "text", "text": "half an answer"}, "r")
+    live = await relay.wait_done("r", 5)
+    await relay.close()
+    rebuilt = await _relay(chat, ledger).report("r")  # a sidecar started after the run ended
+    assert live is not None and rebuilt is not None
+    assert live.status == rebuilt.status == "partial"  # every part delivered, but not a whole answer
+    assert any("sent nothing" in e for e in rebuilt.errors)
