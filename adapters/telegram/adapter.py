@@ -40,7 +40,7 @@ from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_t
 from adapters.error_factories import Scrubber
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
 from adapters.telegram.render import render
-from adapters.telegram.settle import AccountIds, ids_per_chat, probe_ids
+from adapters.telegram.settle import probe_ids
 from core.errors import (
     ConfigError,
     NativeUnavailableError,
@@ -103,8 +103,6 @@ class TelegramAdapter:
         if base_url is not None:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=AiohttpSession(**session_args))
-        self._account_ids = AccountIds()
-        """The bot's shared message-id counter as this process saw it (settling uncertain sends)."""
         self._next_draft_id = random.randrange(1, MAX_DRAFT_ID + 1)  # a counter seeded randomly (never 0)
 
     def measure(self, text: str, fmt: TextFormat) -> int:
@@ -172,12 +170,7 @@ class TelegramAdapter:
                 ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to is not None else None
             ),
         )
-        shared_counter = not ids_per_chat(target.chat_id)
-        if shared_counter:
-            self._account_ids.before_send(delivery_id)
         sent = await self._call(method, target)
-        if shared_counter:
-            self._account_ids.acked(sent.message_id)
         return str(sent.message_id)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
@@ -188,7 +181,7 @@ class TelegramAdapter:
         Raises:
             core.errors.DeliveryError: a subclass, as every call (429, 5xx, timeout, a chat that is gone).
         """
-        return await probe_ids(lambda method: self._call(method, target), target, pending, self._account_ids)
+        return await probe_ids(lambda method: self._call(method, target), target, pending)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Replace a message's text (``editMessageText``). "message is not modified" is success.

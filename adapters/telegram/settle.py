@@ -27,10 +27,9 @@ The probe, id by id from ``after_id + 1`` (1 without ``after_id``), skipping ``k
 In a private chat or basic group a missing id proves nothing, so the probe needs an upper bound: without
 ``before_id``, when the first :data:`UNBOUNDED_PROBES` ids hold nothing of ours, it answers ``needs_bound``; the
 core sends the part again, and settles with the new message's id as ``before_id``: every id between ``after_id``
-and it (skipping ``known_ids`` and the bot's own ids this process saw, at most :data:`core.ports.PROBE_LIMIT`) is
-probed; none ours → ``not_sent`` (the new message is the only copy); more candidates than the budget → ``unknown``.
-This process's view of the bot's counter (:class:`AccountIds`) also raises ``after_id`` to the newest id it had
-seen when the create was made.
+and it (skipping ``known_ids``, at most :data:`core.ports.PROBE_LIMIT`) is probed; none ours → ``not_sent`` (the
+new message is the only copy); more candidates than the budget → ``unknown``. (Ids this process saw in other chats
+are not skipped: where a chat counts its own ids, the same number in another chat is another message.)
 
 Caution: in a channel a bot admin with ``can_edit_messages`` may edit other admins' posts
 (https://core.telegram.org/bots/api#chatadministratorrights): a probe there could rewrite one. Declare
@@ -40,7 +39,6 @@ Caution: in a channel a bot admin with ``can_edit_messages`` may edit other admi
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 
 from aiogram.methods import EditMessageText
 
@@ -78,41 +76,8 @@ UNBOUNDED_PROBES = 3
 """Ids probed in a private chat or basic group before asking for a bound: a stored message is usually right after
 the last one known; past these, sending again gives the bound that makes the answer certain."""
 
-KEPT_IDS = 4096
-"""How many of the bot's latest message ids (private chats and basic groups) :class:`AccountIds` remembers."""
 
-
-class AccountIds:
-    """What this process saw of the bot's one message-id counter (private chats and basic groups): the newest id
-    acknowledged, the ids of its own messages, and, per create, the newest id when it was made (a lower bound far
-    tighter than the chat's last known message when the bot is busy in other chats). In memory: after a restart the
-    core's ``after_id`` is the bound."""
-
-    def __init__(self) -> None:
-        self.newest = 0
-        self._own: dict[int, None] = {}
-        self._floors: dict[str, int] = {}
-
-    def before_send(self, delivery_id: str | None) -> None:
-        if delivery_id is not None:
-            self._floors[delivery_id] = self.newest
-            while len(self._floors) > KEPT_IDS:
-                del self._floors[next(iter(self._floors))]
-
-    def acked(self, message_id: int) -> None:
-        self.newest = max(self.newest, message_id)
-        self._own[message_id] = None
-        while len(self._own) > KEPT_IDS:
-            del self._own[next(iter(self._own))]
-
-    def floor(self, delivery_id: str) -> int:
-        return self._floors.get(delivery_id, 0)
-
-    def own(self) -> frozenset[str]:
-        return frozenset(str(i) for i in self._own)
-
-
-async def probe_ids(edit: Edit, target: Target, pending: PendingSend, account: AccountIds | None = None) -> Settlement:
+async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlement:
     """Settle ``pending`` by the probe (module docstring).
 
     Args:
@@ -136,9 +101,6 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend, account: A
     if after is None or (pending.before_id is not None and before is None):
         return UNKNOWN  # not Telegram message ids: nothing to count from
     own_ids = ids_per_chat(target.chat_id)
-    if account is not None and not own_ids:  # this process's view of the bot's shared counter
-        after = max(after, account.floor(pending.delivery_id))
-        pending = replace(pending, known_ids=pending.known_ids | account.own())
     known = {k for k in map(_int, pending.known_ids) if k is not None}
     if before is not None:
         candidates = [i for i in range(after + 1, before) if i not in known]

@@ -255,8 +255,7 @@ async def test_telegram_a_private_chat_passes_ids_of_other_chats(make_telegram: 
         settled = await telegram.settle_send(PRIVATE, exclusive("two", first))
 
         assert settled == Settlement(FOUND, "4") and mock.visible(4242) == [(1, "one"), (4, "two")]
-        # id 2 is the bot's own message in the other chat (this process sent it): never probed
-        assert [c.message_id for c in mock.calls if c.method == "editMessageText"] == [3, 4]
+        assert [c.message_id for c in mock.calls if c.method == "editMessageText"] == [2, 3, 4]
 
 
 async def test_telegram_a_private_chat_with_nothing_stored_needs_a_bound_then_settles_below_it(
