@@ -100,10 +100,17 @@ class Admission:
         run = self.runs.get(event.run)
         if run is None and (ended := await self._ended(event.run)) is not None:
             return None, [], LineResult(dropped=ended)
+        run = self.runs.get(event.run)  # again: another request may have started it meanwhile
         if isinstance(event, RunStart):
             return await self._start(run, event, replay=replay)
         if run is None:
             raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
+        return self._into(run, event)
+
+    def _into(self, run: ActiveRun, event: Event) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end)."""
+        if (closed := run.closed_to(event)) is not None:
+            return None, [], LineResult(dropped=closed)
         if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
             return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
         if isinstance(event, Media) and event.lane is not Lane.PIPELINE:
@@ -114,8 +121,10 @@ class Admission:
                 status=422,
             )
         events: list[Event] = [event]
-        if isinstance(event, End) and run.normalizer is not None and event.source is None:
-            events = [*run.normalizer.close(), event]
+        if isinstance(event, End) and event.source is None:
+            run.end_taken(event.seq)
+            if run.normalizer is not None:
+                events = [*run.normalizer.close(), event]
         return run, events, LineResult(events=1)
 
     async def _start(
@@ -128,12 +137,17 @@ class Admission:
         created = await self._create(event, replay=replay)
         if created is None:
             return None, [], LineResult(dropped=f"run {event.run!r} already ended")
+        if created.controller.start_event is not event:  # another request started it while this one waited
+            self._check_replayed_start(created.controller.start_event, event)
+            return None, [], LineResult(dropped="run.start repeated")
         return created, [], LineResult(events=1)
 
     async def _accept_raw(self, run_id: Any, obj: dict[str, Any]) -> tuple[ActiveRun | None, list[Event], LineResult]:
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
         if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
             return None, [], LineResult(dropped=ended)
+        if run is not None and (run.closing is not None or run.ended):
+            return None, [], LineResult(dropped=run.closing or f"run {run.run!r} already took its end")
         if run is None or run.normalizer is None:
             raise IngestError(
                 "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw provider "
@@ -208,5 +222,4 @@ class Admission:
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
         run = ActiveRun(controller, asyncio.Queue(self.limits.queue_size), gate, normalizer, [] if replay else None)
-        self.runs[event.run] = run
-        return run
+        return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)

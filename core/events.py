@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from core.errors import IngestError
 
@@ -121,11 +121,15 @@ class Target(BaseModel):
     reply_to: int | str | None = None
 
 
+MAX_SEQ = 2**53 - 1
+"""The largest ``seq``: the largest integer every JSON reader keeps exact (and far inside SQLite's INTEGER)."""
+
+
 class _EventBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     run: str = Field(min_length=1, max_length=200)
-    seq: int | None = Field(default=None, ge=0)
+    seq: StrictInt | None = Field(default=None, ge=0, le=MAX_SEQ)
     source: Source | None = None
     lane: Lane = Lane.UI
 

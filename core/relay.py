@@ -155,27 +155,38 @@ class Relay:
     async def resume(self) -> list[str]:
         """Rebuild every run the journal holds unfinished (after a restart) by replaying its lines; each then
         goes on by itself: reconciled with the ledger, finalized when its ``end`` was journaled, else closed after
-        ``run_idle_timeout_s`` unless its agent sends more. Returns the resumed run ids."""
+        ``run_idle_timeout_s`` (counted from its last line) unless its agent sends more. A run that cannot be
+        rebuilt (its channel is gone, a line no longer parses) is logged and dropped alone. Returns the resumed ids."""
         resumed: list[str] = []
         for run_id in await self._journal.unfinished():
-            lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
-            last_at = await self._journal.last_at(run_id)
-            results = await self._take(lines, run_id, replay=True)
-            if run_id in self._runs and last_at is not None:  # quiet since then, not since the restart
-                self._runs[run_id].quiet_s = max(0.0, time.time() - last_at)
-            problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
-            if run_id in self._runs:
-                resumed.append(run_id)
-                if problems:
-                    _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
-            else:
-                record = await self._ledger.get_run(run_id)
-                if record is None or not record.ended:  # else it ended just before the journal was told
-                    why = "; ".join(problems[:3])
-                    _log.error("run %s cannot be resumed (%s): dropped from the journal", run_id, why)
-                seqs = [obj.get("seq") for obj, _ in lines if isinstance(obj, dict)]
-                await self._journal.finish(run_id, max((q for q in seqs if isinstance(q, int)), default=None))
+            try:
+                if await self._resume_one(run_id):
+                    resumed.append(run_id)
+            except Exception:
+                _log.exception("run %s cannot be resumed: dropped from the journal", run_id)
+                await self._journal.finish(run_id, None)
         return resumed
+
+    async def _resume_one(self, run_id: str) -> bool:
+        """Replay one run's journal; True when it is active again (False: it had ended, or cannot be rebuilt)."""
+        lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
+        # The run.start first: a concurrent request of the same run may have been committed before it.
+        lines.sort(key=lambda item: 0 if isinstance(item[0], dict) and item[0].get("kind") == "run.start" else 1)
+        last_at = await self._journal.last_at(run_id)
+        results = await self._take(lines, run_id, replay=True)
+        problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
+        if run_id in self._runs:
+            if last_at is not None:  # quiet since then, not since the restart
+                self._runs[run_id].quiet_s = max(0.0, time.time() - last_at)
+            if problems:
+                _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
+            return True
+        record = await self._ledger.get_run(run_id)
+        if record is None or not record.ended:  # else it ended just before the journal was told
+            _log.error("run %s cannot be resumed (%s): dropped from the journal", run_id, "; ".join(problems[:3]))
+        seqs = [obj.get("seq") for obj, _ in lines if isinstance(obj, dict)]
+        await self._journal.finish(run_id, max((q for q in seqs if isinstance(q, int)), default=None))
+        return False
 
     async def _take(
         self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None, *, replay: bool
@@ -218,9 +229,11 @@ class Relay:
                 await self._open(run)
 
     async def _open(self, run: ActiveRun) -> None:
-        """Restore the run's parts from the ledger and start its worker."""
+        """Restore the run's parts from the ledger and start its worker (once, whichever request gets here first)."""
+        if run.opened:
+            return
+        run.opened = True  # before the await: a concurrent request must not open it again
         await run.controller.open()
-        run.opened = True
         run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
 
     async def _drive(self, run: ActiveRun) -> None:
@@ -234,7 +247,8 @@ class Relay:
                 except Exception:
                     _log.exception("run %s finished but its journal could not be closed", controller.run)
         finally:
-            self._runs.pop(controller.run, None)
+            if self._runs.get(controller.run) is run:
+                del self._runs[controller.run]
             runtime = self.channels.get(controller.policy.name)
             if runtime is not None:
                 runtime.release(controller.start_event.target)

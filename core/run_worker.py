@@ -43,6 +43,23 @@ class ActiveRun:
     task: asyncio.Task[None] | None = None
     quiet_s: float = 0.0
     """How long the agent had been quiet when the run was resumed (its idle timeout counts from its last line)."""
+    closing: str | None = None
+    """Why the run takes no more lines (its agent went quiet and it is being closed), or None."""
+    end_seq: int | None = None
+    ended: bool = False
+    """The root's ``end`` was taken (lines after it have nothing to change)."""
+
+    def end_taken(self, seq: int | None) -> None:
+        self.ended, self.end_seq = True, seq
+
+    def closed_to(self, event: Event) -> str | None:
+        """Why ``event`` is acknowledged and dropped rather than taken: the run is closing, or its ``end`` was
+        taken and the event comes after it (with ``seq``s, a line before the end's ``seq`` still fills a gap)."""
+        if self.closing is not None:
+            return self.closing
+        if self.ended and (self.end_seq is None or event.seq is None or event.seq > self.end_seq):
+            return f"run {self.run!r} already took its end: lines after it are dropped"
+        return None
 
     @property
     def run(self) -> str:
@@ -85,6 +102,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
                     return
             elif clock.now() >= idle_at:
                 controller.errors.append(IDLE_REASON.format(idle=idle_s))
+                run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
                 await controller.close(End(run=controller.run, status=EndStatus.ERROR), idle=True)
                 return
             else:

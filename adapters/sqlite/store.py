@@ -128,6 +128,10 @@ class SqliteStore:
                 with contextlib.suppress(Exception):
                     await db.execute("ROLLBACK")
                 raise _UnitFailed(exc) from exc
+            except BaseException:  # cancelled (shutdown): never leave the connection inside a transaction
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(db.execute("ROLLBACK"))
+                raise
         try:
             await db.execute("COMMIT")
             self.commits += 1

@@ -13,7 +13,7 @@ from core.clock import MonotonicClock
 from core.coalescer import CoalesceParams
 from core.errors import IngestError
 from core.events import DeliveryMode, parse_event
-from core.journal import MemoryJournal
+from core.journal import JournalEntry, MemoryJournal
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
 from core.relay import Relay
@@ -393,3 +393,28 @@ async def test_a_report_rebuilt_from_the_ledger_keeps_the_end_status_rule_and_th
     assert live is not None and rebuilt is not None
     assert live.status == rebuilt.status == "partial"  # every part delivered, but not a whole answer
     assert any("sent nothing" in e for e in rebuilt.errors)
+
+
+async def test_a_run_whose_journal_no_longer_replays_is_dropped_alone_and_the_others_resume() -> None:
+    journal, ledger, chat = MemoryJournal(), MemoryLedger(), MemoryChat()
+    await journal.append([JournalEntry("broken", "{not json")])
+    relay = _relay(chat, ledger, journal=journal)
+    await relay.submit_line(START, "fine")
+    await relay.submit_line({"kind": "text", "text": "kept"}, "fine")
+    await relay.close()
+    restarted = _relay(chat, ledger, journal=journal)
+    assert await restarted.resume() == ["fine"]
+    assert await journal.unfinished() == ["fine"]
+    await restarted.submit_line({"kind": "end"}, "fine")
+    report = await restarted.wait_done("fine", 5)
+    await restarted.close()
+    assert report is not None and report.status == "delivered"
+
+
+async def test_a_seq_past_json_safe_integers_or_not_an_integer_is_refused() -> None:
+    relay = _relay(MemoryChat())
+    await relay.submit_line(START, "r")
+    for seq in (2**63, "5", True):
+        with pytest.raises(IngestError, match="seq"):
+            await relay.submit_line({"kind": "text", "text": "x", "seq": seq}, "r")
+    await relay.close()
