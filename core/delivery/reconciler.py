@@ -311,8 +311,12 @@ class Reconciler(SlotBook, OutcomeRules):
             return Outcome.UNKNOWN
         slot.uncertain_text = pending.text
         slot.state, slot.error = PartState.UNCERTAIN, "uncertain: the platform cannot tell whether it was stored"
-        if slot.live is not None or not same_render(slot.desired, pending.text):
-            self._orphan(slot)  # still growing or changed: the text goes on in a new message
+        restarted, slot.restarted = slot.restarted, False
+        if slot.live is not None or not same_render(slot.desired, pending.text) or restarted:
+            # Still growing or changed: the text goes on in a new message. Or the process died with the create in
+            # flight (no answer ever came, unlike a timeout: the case timeout-then-continue keeps that one): sent
+            # again rather than risk it missing; the report says a duplicate is possible.
+            self._orphan(slot)
         return Outcome.UNKNOWN
 
     async def _stray_call(self, op: Op) -> None:

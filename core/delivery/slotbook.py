@@ -69,6 +69,7 @@ class SlotBook:
                 native=rec.streaming and self._native is not None,
                 streaming=rec.streaming and self._native is not None,
                 pending=rec.pending,
+                restarted=rec.pending is not None,
                 unbounded=rec.unbounded,
                 stray=rec.stray,
                 frozen=rec.frozen,

@@ -138,6 +138,8 @@ class Slot:
     unbounded: PendingSend | None = None
     """A create the platform can settle only below a later message (``needs_bound``): the part is sent again, then
     this create is settled with the new message as its bound."""
+    restarted: bool = False
+    """Its pending create was found in the ledger at a restart: no answer of it was ever seen (the process died)."""
     stray: str | None = None
     """A message of this part that must go: sent again while an older copy existed (found by a bounded settle)."""
     creates: int = 0

@@ -379,6 +379,19 @@ async def test_a_send_in_flight_at_a_kill_is_settled_after_the_restart_never_sen
     assert [m for m, _, _ in r2.adapter.summary()] == ["send_text", "settle_send", "edit_text"]
 
 
+async def test_a_shared_bot_create_in_flight_at_a_kill_is_sent_again_after_the_restart_and_reported() -> None:
+    r = rig()
+    r.adapter.settles = "unknown"  # Telegram with a shared bot token
+    intent = PendingSend("sr-killed", "Hello world", TextFormat.PLAIN)
+    await r.ledger.record_intent("r1", 0, ANSWER, "send", "Hello world", intent)  # the process died in the call
+    again = r.fresh()
+    again.restore(await r.ledger.parts("r1"))
+    again.claim_slot(ANSWER, "Hello world")
+    await again.finish()
+    assert r.adapter.chat() == ["Hello world"]  # never missing; a duplicate is possible, and reported
+    assert [p.state for p in again.parts()] == [PartState.UNCERTAIN, PartState.ACKED]
+
+
 async def test_a_frozen_message_keeps_what_it_shows_and_the_rest_continues_without_repeating_it() -> None:
     r = rig()
     r.adapter.fail("edit_text", 2, MessageFrozenError("message can't be edited"))
