@@ -26,54 +26,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+from bench.bench_pipeline import NullAdapter
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
-from core.events import Target
 from core.journal import Journal, MemoryJournal
 from core.ledger import Ledger, MemoryLedger
 from core.policy import ChannelPolicy
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.relay import Relay
-from core.units import LengthUnit, text_units
-
-
-class NullAdapter:
-    """A platform that answers every call at once."""
-
-    platform = "null"
-    max_units = 4096
-    unit = LengthUnit.UTF16
-
-    def __init__(self) -> None:
-        self._n = 0
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        return text_units(text, self.unit)
-
-    def check_target(self, target: Target) -> str | None:
-        return None
-
-    def is_group(self, target: Target) -> bool:
-        return False
-
-    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
-        self._n += 1
-        return str(self._n)
-
-    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
-        return Settlement(SettleOutcome.NOT_SENT)
-
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
-        return True
-
-    async def delete_message(self, target: Target, message_id: str) -> None:
-        return None
-
-    async def send_typing(self, target: Target) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
 
 
 async def _run_one(relay: Relay, run: str, lines: int, batch: int, waits: list[float]) -> None:

@@ -25,7 +25,7 @@ from core.clock import MonotonicClock
 from core.events import DeliveryMode, End, Event, RunStart, Source, Target, TextEvent, Visibility
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
-from core.ports import TextFormat
+from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.run import RunController
 from core.send_chain import SendChain
 from core.units import LengthUnit, text_units
@@ -34,6 +34,8 @@ RECORDING = Path(__file__).resolve().parent.parent / "tests/streams/anthropic/ma
 
 
 class NullAdapter:
+    """A platform that answers every call at once (the benchmarks measure the core, not I/O)."""
+
     platform = "null"
     max_units = 4096
     unit = LengthUnit.UTF16
@@ -50,9 +52,12 @@ class NullAdapter:
     def is_group(self, target: Target) -> bool:
         return False
 
-    async def send_text(self, target: Target, text: str, fmt: TextFormat) -> str:
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         self.calls += 1
         return str(self.calls)
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        return Settlement(SettleOutcome.NOT_SENT)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         self.calls += 1
