@@ -40,8 +40,6 @@ class SqliteJournal:
     def __init__(self, store: SqliteStore, *, owned: bool = False) -> None:
         self._store = store
         self._owned = owned
-        self.commits = 0
-        """Appends made (each part of a group commit shared with the ledger's writes)."""
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteJournal:
@@ -69,7 +67,6 @@ class SqliteJournal:
         await self._store.transaction(
             lambda db: db.executemany("INSERT INTO journal (run, line, at) VALUES (?, ?, ?)", rows)
         )
-        self.commits += 1
 
     async def unfinished(self) -> list[str]:
         query = "SELECT run, MIN(id) AS first FROM journal GROUP BY run ORDER BY first"

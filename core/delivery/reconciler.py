@@ -105,7 +105,7 @@ class Reconciler(SlotBook, OutcomeRules):
         self.typing_calls = 0
         self.on_delivery: Callable[[dict[str, object]], None] | None = None
         """Told every call's outcome as a fact for watchers (the run monitor's ``delivery`` event fields)."""
-        self.planner = Planner(clock, chain, throttle_s, self._refresh, self._assign)
+        self.planner = Planner(clock, chain, throttle_s, self._refresh, self._set)
         self.planner.native = native is not None
         self.planner.stream_refresh_s = native.stream_refresh_s if native is not None else None
 

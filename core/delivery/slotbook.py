@@ -151,9 +151,6 @@ class SlotBook:
     def _every_state(self) -> bool:
         return self.throttle_s == 0 and not self.finalizing and not self.catching_up
 
-    def _assign(self, slot: Slot, text: str) -> None:
-        self._set(slot, text)
-
     def _set(self, slot: Slot, text: str) -> None:
         if text == slot.desired:
             return
