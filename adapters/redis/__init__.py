@@ -1,0 +1,22 @@
+"""The Redis backend for replicas (DESIGN §8): partition leases with fencing tokens, the input streams, the
+journal and the ledger per partition, and rate budgets shared by every replica."""
+
+from adapters.redis.client import connect, redacted
+from adapters.redis.errors import FencedError
+from adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
+from adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
+
+__all__ = [
+    "KEYS",
+    "FencedError",
+    "Holder",
+    "KeySpace",
+    "LeaseChange",
+    "LeaseEvent",
+    "LeaseKeeper",
+    "Leases",
+    "connect",
+    "conversation_key",
+    "partition_of",
+    "redacted",
+]

@@ -1,0 +1,114 @@
+"""The Redis connection and the Lua scripts' plumbing shared by the lease, journal, ledger and budget modules.
+
+Every module takes a ``redis.asyncio.Redis`` made by :func:`connect` (``decode_responses=True``: replies are
+``str``); none of them owns it, so one connection pool serves them all and the caller closes it.
+
+The URL may hold a password (``redis://:secret@host``): it is never logged nor put in an error or a ``repr``;
+:func:`redacted` gives the form that may be shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from adapters.redis.errors import FencedError
+from core.errors import ConfigError
+
+Redis = aioredis.Redis
+
+FENCE_CHECK = """
+local fence_now = redis.call('GET', KEYS[1])
+if ARGV[1] ~= '' and fence_now ~= ARGV[1] then
+  return redis.error_reply('FENCED ' .. (fence_now or ''))
+end
+"""
+"""The prelude of every fenced write: ``KEYS[1]`` is the partition's fencing-token key, ``ARGV[1]`` the writer's
+token (``''``: an unfenced writer, e.g. a journal append by a replica that does not own the partition). A stale
+token stops the script before any write with an error reply that :meth:`Script.fenced` turns into
+:class:`FencedError`. Lua scripts run atomically: no other command runs between the check and the writes."""
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password (and a username that could be a token) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable redis url>"
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def connect(url: str, *, client_name: str = "streamrelay", socket_timeout_s: float = 30.0) -> Redis:
+    """A client for ``url`` (``redis://``, ``rediss://`` or ``unix://``), connected lazily at the first command.
+
+    Args:
+        url: the Redis URL, which may hold a password (never shown).
+        client_name: the connection's name in ``CLIENT LIST``.
+        socket_timeout_s: how long one reply may take; keep it above the longest ``block_ms`` of a stream read.
+
+    Raises:
+        ConfigError: ``url`` is not a Redis URL (shown redacted).
+    """
+    try:
+        return aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            client_name=client_name,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=5.0,
+            health_check_interval=30,
+        )
+    except ValueError:
+        raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
+
+
+class Script:
+    """One Lua script registered on a client (EVALSHA, loaded again after a server restart).
+
+    Args:
+        client: the client it runs on.
+        source: the Lua text.
+        name: for errors.
+    """
+
+    def __init__(self, client: Redis, source: str, name: str) -> None:
+        self._script = client.register_script(source)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Script({self.name!r})"
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[str | int | float]) -> Any:
+        """Run the script; its reply as Redis gives it (``str``, ``int``, lists, ``None``).
+
+        Raises:
+            redis.exceptions.RedisError: the server or the connection failed.
+        """
+        return await self._script(keys=list(keys), args=list(args))
+
+    async def fenced(
+        self, partition: int, token: int | None, keys: Sequence[str], args: Sequence[str | int | float]
+    ) -> Any:
+        """Run a script that starts with :data:`FENCE_CHECK` (``keys[0]`` the fence key); ``token`` None runs it
+        unfenced.
+
+        Raises:
+            FencedError: the partition's fencing token is not ``token``: nothing was written.
+            redis.exceptions.RedisError: the server or the connection failed.
+        """
+        try:
+            return await self(keys, ["" if token is None else str(token), *args])
+        except ResponseError as exc:
+            message = str(exc)
+            if not message.startswith("FENCED"):
+                raise
+            current = message.removeprefix("FENCED").strip()
+            raise FencedError(partition, token, int(current) if current.isdigit() else None) from None

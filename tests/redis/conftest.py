@@ -1,0 +1,96 @@
+"""A real redis-server for the Redis backend's tests: started once per session on 127.0.0.1, emptied before
+each test, stopped at the end.
+
+Without ``redis-server`` on PATH these tests skip, so ``uv run pytest`` works on a machine with only Python and
+uv; with ``STREAMRELAY_REQUIRE_REDIS=1`` (CI: ``.ci/run`` installs it) they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from adapters.redis.client import Redis, connect
+
+NO_REDIS = "no redis-server on PATH: install Debian's redis-server: apt-get install redis-server"
+START_TIMEOUT_S = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(binary: str, folder: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start redis-server on a free port; retry when another process took the port meanwhile."""
+    for _ in range(3):
+        port = _free_port()
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args += ["--dir", str(folder), "--logfile", str(folder / "redis.log"), "--loglevel", "warning"]
+        server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            while time.monotonic() < deadline and server.poll() is None:
+                try:
+                    if probe.ping():
+                        return server, port
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+        finally:
+            probe.close()
+        server.kill()
+        server.wait()
+    log = (folder / "redis.log").read_text(errors="replace")[-2000:] if (folder / "redis.log").exists() else ""
+    pytest.fail(f"redis-server did not answer PING within {START_TIMEOUT_S} s; its log ends:\n{log}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a redis-server started for this session (skips without one)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
+            pytest.fail(NO_REDIS, pytrace=False)
+        pytest.skip(NO_REDIS)
+    server, port = _start(binary, tmp_path_factory.mktemp("redis"))
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[Redis]:
+    """A client on the session's server, emptied first."""
+    client = connect(redis_url)
+    await client.flushdb()
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def clients(redis_url: str, client: Redis) -> AsyncIterator[list[Redis]]:
+    """Three more clients (three replicas' connections) on the same, emptied server."""
+    made = [connect(redis_url, client_name=f"replica-{i}") for i in range(3)]
+    try:
+        yield made
+    finally:
+        for each in made:
+            await each.aclose()
