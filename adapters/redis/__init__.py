@@ -3,18 +3,24 @@ journal and the ledger per partition, and rate budgets shared by every replica."
 
 from adapters.redis.client import connect, redacted
 from adapters.redis.errors import FencedError
+from adapters.redis.journal import RedisJournal
 from adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
+from adapters.redis.stream import DeadLetter, InputEntry, InputStream
 
 __all__ = [
     "KEYS",
+    "DeadLetter",
     "FencedError",
     "Holder",
+    "InputEntry",
+    "InputStream",
     "KeySpace",
     "LeaseChange",
     "LeaseEvent",
     "LeaseKeeper",
     "Leases",
+    "RedisJournal",
     "connect",
     "conversation_key",
     "partition_of",
