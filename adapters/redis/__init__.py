@@ -6,6 +6,7 @@ from adapters.redis.errors import FencedError
 from adapters.redis.journal import RedisJournal
 from adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
+from adapters.redis.ledger import RedisLedger
 from adapters.redis.stream import DeadLetter, InputEntry, InputStream
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "LeaseKeeper",
     "Leases",
     "RedisJournal",
+    "RedisLedger",
     "connect",
     "conversation_key",
     "partition_of",
