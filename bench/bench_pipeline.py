@@ -26,7 +26,7 @@ from core.events import DeliveryMode, End, Event, RunStart, Source, Target, Text
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from core.run import RunController
+from core.run_controller import RunController
 from core.send_chain import SendChain
 from core.units import LengthUnit, text_units
 

@@ -23,7 +23,7 @@ from core.monitor import RunMonitor
 from core.normalize import make_normalizer
 from core.pipeline import ArgsValidator
 from core.policy import apply_overrides
-from core.run import RunController
+from core.run_controller import RunController
 from core.run_worker import ActiveRun
 from core.sequencer import SeqGate
 

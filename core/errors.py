@@ -87,6 +87,11 @@ class UncertainDeliveryError(DeliveryError):
     may have landed. A create is settled with the platform, never blindly retried; an edit is retried."""
 
 
+class AnswerTimeoutError(UncertainDeliveryError):
+    """Unknown, after a request that was sent whole and got no answer within the send timeout: the platform was
+    reached and, most often, is still processing or has stored it (unlike a 5xx from a proxy or a reset)."""
+
+
 class PermanentDeliveryError(DeliveryError):
     """Retrying cannot help; recorded with its cause."""
 

@@ -247,3 +247,35 @@ def progress_event(event: Event) -> tuple[str, dict[str, Any]] | None:
     if isinstance(event, ErrorEvent):
         return "error", {"message": event.message, "source": source}
     return None
+
+
+class DeliveryWatch:
+    """Where a conversation's reconciler tells each call's outcome (:data:`core.delivery.reconciler.DeliveryFeed`):
+    published as a ``delivery`` event of ``monitor``, on the row ``channel``.
+
+    With ``live_text`` (the web channel, whose page is the chat) the part's text goes too: as ``append`` when it
+    extends what the part showed (a growing part costs its length once, not once per edit), else whole as ``text``.
+    Without it the text is dropped (a chat's text is the platform's to show, not the page's).
+
+    Args:
+        monitor: the run's monitor.
+        channel: the row's name: the channel, or ``<channel> ↳ <agent>`` for a sub-agent's thread.
+        live_text: send the parts' texts.
+    """
+
+    def __init__(self, monitor: RunMonitor, channel: str, *, live_text: bool) -> None:
+        self._monitor = monitor
+        self._channel = channel
+        self._shown: dict[Any, str] | None = {} if live_text else None
+
+    def __call__(self, fact: dict[str, Any]) -> None:
+        text = fact.pop("text", "")
+        if self._shown is not None:
+            part, before = fact["part"], self._shown.get(fact["part"], "")
+            if before and text.startswith(before):
+                if len(text) > len(before):
+                    fact["append"] = text[len(before) :]
+            else:
+                fact["text"] = text
+            self._shown[part] = text
+        self._monitor.publish("delivery", channel=self._channel, **fact)

@@ -32,7 +32,7 @@ from core.ledger import Ledger
 from core.monitor import RunMonitor
 from core.pipeline import ArgsValidator, PipelineLane
 from core.report import DeliveryReport, summarize, with_gaps
-from core.run import RunController
+from core.run_controller import RunController
 from core.run_worker import ActiveRun, work
 
 _log = logging.getLogger("streamrelay.relay")

@@ -1,9 +1,14 @@
-"""One run's delivery: routes its events through the stages to the channel, and finalizes it.
+"""The run stage: one run's events in, the chat state it should show out. Pure: no call, no wait, no ledger.
 
-text ─▶ visible text (answer | reasoning, per source) ─▶ answer stream ─▶ delivery mode ─▶ reconciler ─▶ adapter
+text ─▶ visible text (answer | reasoning, per source) ─▶ answer stream ─▶ delivery mode ─▶ slot book (desired)
                                                    └▶ reasoning message (``reasoning = "shown"``)
 tool_call, a child's end, commit ─▶ pipeline lane (complete, checked units only: the parent loop's input)
-phase / tool / sub-agent activity ─▶ status board (progress mode, or ``subagents = "status"``)
+phase / tool / sub-agent activity ─▶ status board (progress mode, or ``subagents = "status"``) ─▶ slot book
+everything ─▶ run monitor (what watchers see)
+
+The stage is deterministic: the same events give the same desired state, which is how a restarted sidecar
+rebuilds a run from its journal. Downstream of the slot book, the :class:`~core.delivery.reconciler.Reconciler`
+plans and performs the calls (:mod:`core.run_controller` wires the two and does the run's I/O).
 
 Events on the ``pipeline`` lane (``"lane": "pipeline"``) never reach a channel. A sub-agent's events (``source``
 set) never reach the root's answer: they give its status line and, at its ``end``, one ``message`` unit.
@@ -13,17 +18,15 @@ set) never reach the root's answer: they give its status line and, at its ``end`
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from core.clock import Clock
 from core.delivery.agents import SubAgents
 from core.delivery.answer import AnswerStream
-from core.delivery.conversation import open_conversation
 from core.delivery.modes import ModeHandler
 from core.delivery.reasoning import ReasoningView
-from core.delivery.reconciler import Reconciler, Slot
+from core.delivery.slotbook import SlotBook
+from core.delivery.slots import Slot
 from core.delivery.status import StatusBoard, redacted_args
 from core.delivery.threads import ChildThreads
 from core.events import (
@@ -36,25 +39,19 @@ from core.events import (
     Lane,
     Phase,
     RunStart,
-    Source,
     Status,
-    Target,
     TextEvent,
     ToolCall,
     ToolCallState,
     ToolResult,
     Visibility,
 )
-from core.ledger import Ledger, RunRecord
 from core.monitor import RunMonitor, progress_event
-from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
+from core.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
-from core.ports import ChannelAdapter, TextFormat
+from core.ports import TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
-from core.send_chain import SendChain
 from core.visible import Split, VisibleText, visible_final
-
-_log = logging.getLogger("streamrelay.run")
 
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
 PROGRESS_TITLE = "Working on it…"
@@ -66,102 +63,51 @@ STOPPED_NOTICE = "⏹ Stopped."
 IDLE_NOTICE = "⚠️ The answer stopped here: the agent did not finish it."
 
 
-class RunController:
-    """Delivers one run to one channel target, and keeps its pipeline lane.
+class RunStage:
+    """One run's stage: applies its in-order events and writes what the chat should show into slot books.
 
     Args:
         start: the run's ``run.start`` event.
         policy: the channel's delivery policy.
-        adapter: the channel adapter.
-        chain: the conversation's send chain (shared by every run to the same target).
-        ledger: the durable record.
-        clock: the injected clock.
-        lane: the run's pipeline lane (a new one when not given).
-        validator: checks complete tool calls against their JSON Schemas (the action catalog's).
-        chain_for: the channel's send chain of another target, and ``release`` to give it back: needed for
-            ``subagents = "thread"`` (each child's thread is a conversation of its own).
-        monitor: the run's live progress for watchers (a new one when not given).
-        retry_window_s: how long calls that are safe to retry are retried through an outage (seconds).
+        book: the root conversation's slot book (restored from the ledger before the first event).
+        mode: the root conversation's delivery mode, writing ``book``.
+        measure: a text's length in the platform's unit (``ChannelAdapter.measure`` of plain text).
+        tools: completes tool calls and checks their arguments.
+        lane: the run's pipeline lane.
+        monitor: the run's live progress for watchers.
+        threads: the children's threads (``subagents = "thread"`` where the platform has them), else None.
     """
 
     def __init__(
         self,
+        *,
         start: RunStart,
         policy: ChannelPolicy,
-        adapter: ChannelAdapter,
-        chain: SendChain,
-        ledger: Ledger,
-        clock: Clock,
-        lane: PipelineLane | None = None,
-        validator: ArgsValidator | None = None,
-        chain_for: Callable[[Target], SendChain] | None = None,
-        release: Callable[[Target], None] | None = None,
-        monitor: RunMonitor | None = None,
-        retry_window_s: float = 600.0,
+        book: SlotBook,
+        mode: ModeHandler,
+        measure: Callable[[str], int],
+        tools: ToolCallCollector,
+        lane: PipelineLane,
+        monitor: RunMonitor,
+        threads: ChildThreads | None,
     ) -> None:
         self.run = start.run
         self.start_event = start
         self.policy = policy
-        self._ledger = ledger
-        self._clock = clock
-        self.lane = lane if lane is not None else PipelineLane(start.run)
-        self.monitor = monitor if monitor is not None else RunMonitor(start.run)
-        self._platform = adapter.platform
-        self._shown_live: dict[Any, str] | None = {} if policy.live_text else None
-        """The text each part shows, when the run's watchers see it (``policy.live_text``)."""
-        conversation = open_conversation(
-            run=start.run,
-            policy=policy,
-            adapter=adapter,
-            chain=chain,
-            target=start.target,
-            ledger=ledger,
-            clock=clock,
-            retry_window_s=retry_window_s,
-        )
-        self.rec: Reconciler = conversation.rec
-        self.mode: ModeHandler = conversation.mode
-        self.rec.on_delivery = self._delivered
+        self.book = book
+        self.mode = mode
+        self.lane = lane
+        self.monitor = monitor
         self.text = VisibleText(opened=policy.reasoning_opened, delta_replay_guard=policy.delta_replay_guard)
         self.answer = AnswerStream(self.text.answers)
         self.reasoning: ReasoningView | None = None
         if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
-            measure = adapter.measure
-            self.reasoning = ReasoningView(
-                self.rec, self.text.reasoning, lambda t: measure(t, TextFormat.PLAIN), policy.max_units
-            )
-        self.tools = ToolCallCollector(validator)
+            self.reasoning = ReasoningView(book, self.text.reasoning, measure, policy.max_units)
+        self.tools = tools
         progress = policy.delivery is DeliveryMode.PROGRESS
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
         self._status_slot: Slot | None = None
-        threads: ChildThreads | None = None
-        # Progress mode shows no unchecked text before the commit point: children stay status lines there.
-        if policy.subagents is SubagentPolicy.THREAD and chain_for is not None and not progress:
-            threads = ChildThreads(
-                run=start.run,
-                policy=policy,
-                adapter=adapter,
-                target=start.target,
-                root=self.rec,
-                chain_for=chain_for,
-                release=release or (lambda _target: None),
-                ledger=ledger,
-                clock=clock,
-                answers=self.text.answers,
-                on_delivery=self._thread_delivered,
-                retry_window_s=retry_window_s,
-            )
-            if not threads.available:
-                _log.info("subagents = thread: %s; sub-agents show as status lines", threads.refusal)
-                threads = None
-        self.agents = SubAgents(
-            text=self.text,
-            tools=self.tools,
-            lane=self.lane,
-            monitor=self.monitor,
-            threads=threads,
-            refresh=self._refresh_status,
-        )
+        self.agents = SubAgents(text=self.text, tools=tools, lane=lane, monitor=monitor, threads=threads)
         self.committed: str | None = None
         self.errors: list[str] = []
         self.ended: End | None = None
@@ -172,21 +118,11 @@ class RunController:
         """The run's pipeline units so far."""
         return self.lane.units
 
-    async def open(self) -> None:
-        """Record the run and restore parts delivered before a restart; start delivering."""
-        await self._ledger.start_run(
-            RunRecord(
-                run=self.run,
-                channel=self.policy.name,
-                target=self.start_event.target.model_dump(mode="json"),
-                mode=str(self.policy.delivery),
-            )
-        )
-        self.rec.restore(await self._ledger.parts(self.run))
-        self.monitor.publish("run", channel=self.policy.name, platform=self._platform, mode=str(self.policy.delivery))
+    def opened(self, platform: str) -> None:
+        """The run's conversation is restored and delivering: tell watchers; progress mode shows its board."""
+        self.monitor.publish("run", channel=self.policy.name, platform=platform, mode=str(self.policy.delivery))
         if self.policy.delivery is DeliveryMode.PROGRESS:
             self._refresh_status()
-        self.rec.start()
 
     # --- events -----------------------------------------------------------------------------------------
 
@@ -199,7 +135,8 @@ class RunController:
         if isinstance(event, ToolCall):
             self._on_tool_call(event)
         elif event.source is not None:
-            self.agents.handle(event)
+            if self.agents.handle(event):
+                self._refresh_status()
         elif isinstance(event, TextEvent):
             self._on_text(event)
         elif isinstance(event, ToolResult | Phase | Status):
@@ -277,35 +214,15 @@ class RunController:
             self.board.tool_called(event.id, event.name or "tool", unit["args"])
             self._refresh_status()
 
-    def _thread_delivered(self, source: Source, fact: dict[str, Any]) -> None:
-        """A call in a sub-agent's thread, for watchers (its own row: ``<channel> ↳ <agent>``)."""
-        fact.pop("text", None)
-        self.monitor.publish("delivery", channel=f"{self.policy.name} ↳ {source.agent_id}", **fact)
-
-    def _delivered(self, fact: dict[str, Any]) -> None:
-        """A call's outcome, for watchers. With ``policy.live_text`` (the web channel, whose page is the chat) the
-        part's text too: as ``append`` when it extends what was shown (so a growing part costs its length once, not
-        once per edit), else whole."""
-        text = fact.pop("text", "")
-        if self._shown_live is not None:
-            part, before = fact["part"], self._shown_live.get(fact["part"], "")
-            if before and text.startswith(before):
-                if len(text) > len(before):
-                    fact["append"] = text[len(before) :]
-            else:
-                fact["text"] = text
-            self._shown_live[part] = text
-        self.monitor.publish("delivery", channel=self.policy.name, **fact)
-
     def _refresh_status(self) -> None:
         lines = self.agents.status_lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
         text = self.board.render(lines)
         if self._status_slot is None:
             if not text:
                 return
-            self._status_slot = self.rec.claim_slot(SlotRole.STATUS, text, TextFormat.PLAIN)
+            self._status_slot = self.book.claim_slot(SlotRole.STATUS, text, TextFormat.PLAIN)
         else:
-            self.rec.set_text(self._status_slot, text)
+            self.book.set_text(self._status_slot, text)
 
     # --- time and the end -------------------------------------------------------------------------------
 
@@ -315,13 +232,13 @@ class RunController:
     def tick(self) -> None:
         self.mode.tick()
 
-    async def close(self, end: End, *, idle: bool = False) -> DeliveryReport:
-        """Finalize: show the committed final exactly once (or a clear failure), then wait for delivery.
+    def end(self, end: End, *, idle: bool = False) -> None:
+        """The root's ``end``: the final chat state (the committed final exactly once, or a clear failure), the
+        pipeline lane closed. The conversations then deliver it (:meth:`core.run_controller.RunController.close`).
 
         ``idle``: the agent stopped sending (``run_idle_timeout_s``): the person keeps what the answer shows
         (a block run also gets its pending text), never committed, and a short notice that it stopped there."""
         self.ended = end
-        self.rec.stop_typing()
         for unit in self.tools.close():
             self.lane.emit(unit)
         self._show_all(self.text.flush(None))
@@ -341,24 +258,16 @@ class RunController:
             self.board.title = PROGRESS_DONE if ok else (PROGRESS_STOPPED if cancelled else failed)
         self._refresh_status()
         if cancelled:
-            self.rec.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer
-            self.rec.claim_slot(SlotRole.NOTICE, STOPPED_NOTICE, TextFormat.PLAIN)
+            self.book.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer
+            self.book.claim_slot(SlotRole.NOTICE, STOPPED_NOTICE, TextFormat.PLAIN)
         elif idle:
             if self.committed is None and not self.mode.show_answer_at_commit():
                 self.mode.on_boundary(message_end=True)  # what it has, drained; never committed
-            self.rec.claim_slot(SlotRole.NOTICE, IDLE_NOTICE, TextFormat.PLAIN)
+            self.book.claim_slot(SlotRole.NOTICE, IDLE_NOTICE, TextFormat.PLAIN)
         elif not ok:
             detail = "\n".join(f"• {e}" for e in self.errors)
-            self.rec.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)
+            self.book.claim_slot(SlotRole.NOTICE, f"{FAILURE_NOTICE}\n{detail}".strip(), TextFormat.PLAIN)
         self.lane.close(str(end.status), committed=self.committed is not None)
-        if self.agents.threads is not None:
-            await self.agents.threads.finish()
-        await self.rec.finish()
-        await self._ledger.end_run(self.run, str(end.status), self.errors)
-        self.done = True
-        report = self.report()
-        self.monitor.publish("end", status=str(end.status), delivery=str(report.status))
-        return report
 
     def fail(self, reason: str) -> None:
         """Mark the run finished and failed without finalizing (an internal error stopped it)."""
@@ -369,20 +278,14 @@ class RunController:
         self.monitor.publish("end", status=str(EndStatus.ERROR), delivery=str(ReportStatus.FAILED))
         self.done = True
 
-    async def abort(self) -> None:
-        """Stop delivering without finalizing (service shutdown)."""
-        if self.agents.threads is not None:
-            await self.agents.threads.cancel()
-        await self.rec.cancel()
-
     def report(self) -> DeliveryReport:
         end_status = str(self.ended.status) if self.ended else None
-        report = summarize(self.run, self.policy.name, self.rec.parts(), done=self.done, end_status=end_status)
+        report = summarize(self.run, self.policy.name, self.book.parts(), done=self.done, end_status=end_status)
         report.errors = self.errors + report.errors
         return report
 
 
-def commit_point(run: RunController, text: str) -> None:
+def commit_point(run: RunStage, text: str) -> None:
     """THE commit point: the answer passed its checks and may be shown (and acted on).
 
     Called by a ``commit`` event, or by ``end`` with status ``ok`` (no verifier is configured, so the end

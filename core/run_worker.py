@@ -2,7 +2,7 @@
 
 The relay accepts lines (validated, journaled) and hands each run's events to its :class:`ActiveRun`; the worker
 orders them by ``seq`` (:class:`~core.sequencer.SeqGate`), joins deltas that arrived together, and applies them
-to the :class:`~core.run.RunController`. A run resumed from the journal first takes its whole ``backlog`` as one
+to the :class:`~core.run_controller.RunController` (its pure :class:`~core.run.RunStage`). A run resumed from the journal first takes its whole ``backlog`` as one
 batch with the reconciler catching up, so only the resulting state is sent, never the intermediate ones.
 
 A run whose agent sends nothing for ``idle_s`` seconds is closed with what it has and a short notice.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from core.clock import Clock
 from core.events import End, EndStatus, Event
 from core.normalize import Normalizer
-from core.run import RunController
+from core.run_controller import RunController
 from core.sequencer import SeqGate, join_deltas
 
 _log = logging.getLogger("streamrelay.relay")
@@ -84,12 +84,12 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     try:
         if run.backlog:
             backlog, run.backlog = run.backlog, None
-            controller.rec.catching_up = True
+            controller.rec.book.catching_up = True
             try:
                 if await _apply(run, backlog, last_event_at):
                     return
             finally:
-                controller.rec.catching_up = False
+                controller.rec.book.catching_up = False
         run.backlog = None
         while True:
             idle_at = last_event_at + idle_s

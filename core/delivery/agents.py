@@ -5,7 +5,6 @@ its text (kept apart from the root's answer), its thread (``subagents = "thread"
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from core.delivery.answer import AnswerChange, AnswerStream
@@ -26,7 +25,6 @@ class SubAgents:
         lane: the run's pipeline lane.
         monitor: the run's live progress.
         threads: the children's threads, when the channel shows them so (else None: status lines or nothing).
-        refresh: re-render the run's status (called when a child's line changed).
     """
 
     def __init__(
@@ -37,7 +35,6 @@ class SubAgents:
         lane: PipelineLane,
         monitor: RunMonitor,
         threads: ChildThreads | None,
-        refresh: Callable[[], None],
     ) -> None:
         self.children = Children()
         self._streams: dict[str, AnswerStream] = {}
@@ -46,22 +43,22 @@ class SubAgents:
         self._tools = tools
         self._lane = lane
         self._monitor = monitor
-        self._refresh = refresh
 
-    def handle(self, event: Event) -> None:
-        """A child's event (any kind but a tool call: see :meth:`tool_started`)."""
+    def handle(self, event: Event) -> bool:
+        """A child's event (any kind but a tool call: see :meth:`tool_started`). True when the children's status
+        lines changed (the run re-renders its status)."""
         source = event.source
         assert source is not None
         if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
             split = self._text.apply(event)
-            if source.key not in self.children:
+            first = source.key not in self.children  # its first sign of life is news (and, as a thread, its anchor)
+            if first:
                 self.children.seen(source)
-                self._refresh()  # its first sign of life is news (and, as a thread, its anchor)
             if split.answer is not None:
-                self._publish(source, self._linear(source).apply(split.message, split.answer))
-                if self.threads is not None:
-                    self.threads.changed(source, split.message, split.answer)
-            return
+                if first and self.threads is not None:
+                    self.status_lines()  # the anchor (its status message) is claimed before the thread opens
+                self._changed(source, split.message, self._linear(source).apply(split.message, split.answer))
+            return first
         if isinstance(event, End):
             self._end(source, event)
         elif isinstance(event, ToolResult):
@@ -71,7 +68,7 @@ class SubAgents:
         else:
             self.children.seen(source)
         self._publish(source)
-        self._refresh()
+        return True
 
     def tool_started(self, source: Source, tool: str) -> None:
         self.children.tool_started(source, tool)
@@ -92,6 +89,12 @@ class SubAgents:
             stream = self._streams[source.key] = AnswerStream(self._text.answers, source.key)
         return stream
 
+    def _changed(self, source: Source, message: int, change: AnswerChange | None) -> None:
+        """The child's text changed: watchers see it, and its thread shows it."""
+        self._publish(source, change)
+        if change is not None and self.threads is not None:
+            self.threads.changed(source, message, change)
+
     def _publish(self, source: Source, change: AnswerChange | None = None) -> None:
         """The child's state (and its text change) for watchers."""
         fields: dict[str, Any] = {"key": source.key, "source": source.model_dump()}
@@ -110,9 +113,7 @@ class SubAgents:
             self._lane.emit(unit)
         for split in self._text.flush(source.key):
             if split.answer is not None:
-                self._publish(source, self._linear(source).apply(split.message, split.answer))
-                if self.threads is not None:
-                    self.threads.changed(source, split.message, split.answer)
+                self._changed(source, split.message, self._linear(source).apply(split.message, split.answer))
         opened = self._text.opened
         final = self._text.answers.answer(source.key)
         if end.final_text is not None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 
 from core.clock import Clock
 from core.delivery.modes import ModeHandler, make_mode, native_streaming
-from core.delivery.reconciler import Reconciler
+from core.delivery.reconciler import DeliveryFeed, Reconciler
+from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode, Target
 from core.ledger import Ledger
 from core.policy import ChannelPolicy, Splitter
@@ -25,10 +26,12 @@ _THROTTLED = (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
 
 @dataclass(frozen=True)
 class Conversation:
-    """A conversation's stages: ``mode`` (what to show) feeding ``rec`` (the reconciler)."""
+    """A conversation's stages: ``mode`` (what to show) writes the ``book`` (desired parts); ``rec`` (the
+    reconciler) makes the platform show it."""
 
-    rec: Reconciler
+    book: SlotBook
     mode: ModeHandler
+    rec: Reconciler
 
 
 def open_conversation(
@@ -42,6 +45,7 @@ def open_conversation(
     clock: Clock,
     retry_window_s: float,
     thread: bool = False,
+    feed: DeliveryFeed | None = None,
 ) -> Conversation:
     """Build the stages of one conversation (not started: the caller restores the ledger's parts and starts it).
 
@@ -55,20 +59,23 @@ def open_conversation(
         clock: the injected clock.
         retry_window_s: how long calls safe to retry are retried through an outage (seconds).
         thread: a sub-agent's thread: ``preview``, no native streaming, no typing indicator.
+        feed: where each call's outcome goes for watchers.
     """
     if thread:
         policy = replace(policy, delivery=DeliveryMode.PREVIEW, typing_every_s=None)
+    native = None if thread else native_streaming(policy, adapter, target)
+    book = SlotBook(run, policy.throttle_s if policy.delivery in _THROTTLED else 0.0, native is not None)
     rec = Reconciler(
-        run=run,
+        book=book,
         adapter=adapter,
         chain=chain,
         target=target,
         ledger=ledger,
         clock=clock,
-        throttle_s=policy.throttle_s if policy.delivery in _THROTTLED else 0.0,
-        native=None if thread else native_streaming(policy, adapter, target),
+        native=native,
         typing_every_s=policy.typing_every_s,
         retry_window_s=retry_window_s,
         exclusive_bot=policy.exclusive_bot,
+        feed=feed,
     )
-    return Conversation(rec, make_mode(policy, rec, Splitter(policy, adapter.measure), clock))
+    return Conversation(book, make_mode(policy, book, Splitter(policy, adapter.measure), clock), rec)

@@ -20,7 +20,8 @@ from core.clock import Clock
 from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange
 from core.delivery.coverage import ShownCursor, uncovered_tail
-from core.delivery.reconciler import Reconciler, Slot
+from core.delivery.slotbook import SlotBook
+from core.delivery.slots import Slot
 from core.events import DeliveryMode, Target
 from core.policy import ChannelPolicy, Splitter
 from core.ports import ChannelAdapter, NativeStreaming
@@ -76,9 +77,9 @@ class _NoTimers:
 class PreviewMode(_NoTimers):
     """One message edited in place, rolled over at the limit."""
 
-    def __init__(self, policy: ChannelPolicy, rec: Reconciler, splitter: Splitter) -> None:
+    def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter) -> None:
         self._policy = policy
-        self._rec = rec
+        self._book = book
         self._split = splitter
         self._chunker = Chunker(policy.split_params())
         self._slots: list[Slot] = []
@@ -91,20 +92,20 @@ class PreviewMode(_NoTimers):
         # The live part is the chunker's pending text, read only when the reconciler is about to send
         # it: building it costs its length, so doing that per delta would cost the buffer per delta.
         if self._frozen < len(self._slots):
-            self._rec.set_live(self._slots[self._frozen], self._pending)
+            self._book.set_live(self._slots[self._frozen], self._pending)
         else:
-            slot = self._rec.claim_slot(SlotRole.ANSWER, "", self._policy.fmt)
+            slot = self._book.claim_slot(SlotRole.ANSWER, "", self._policy.fmt)
             self._slots.append(slot)
-            self._rec.set_live(slot, self._pending)
+            self._book.set_live(slot, self._pending)
 
     def _pending(self) -> str:
         return self._chunker.pending
 
     def _slot(self, i: int, text: str) -> None:
         if i < len(self._slots):
-            self._rec.set_text(self._slots[i], text)
+            self._book.set_text(self._slots[i], text)
         else:
-            self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         if change.reset:
@@ -113,22 +114,22 @@ class PreviewMode(_NoTimers):
         self._show(self._chunker.append(change.text))
         if change.reset:
             for slot in self._slots[self._frozen + 1 :]:
-                self._rec.retire(slot)  # parts past the new text go at once, not at the end
+                self._book.retire(slot)  # parts past the new text go at once, not at the end
 
     def finalize(self, final_text: str) -> None:
         parts = self._split.split(final_text)
         for i, text in enumerate(parts):
             self._slot(i, text)
         for slot in self._slots[len(parts) :]:
-            self._rec.set_text(slot, "")
+            self._book.set_text(slot, "")
 
 
 class BlockMode:
     """Block replies: readable messages, each a coalesced block."""
 
-    def __init__(self, policy: ChannelPolicy, rec: Reconciler, splitter: Splitter, clock: Clock) -> None:
+    def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter, clock: Clock) -> None:
         self._policy = policy
-        self._rec = rec
+        self._book = book
         self._split = splitter
         self._clock = clock
         self._chunker = Chunker(policy.block_params())
@@ -147,14 +148,14 @@ class BlockMode:
                 continue
             # A block never exceeds the platform limit: split again to it if the joiner pushed it over.
             for part in self._split.split(text):
-                self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+                self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
 
     def _adopt(self) -> None:
         """Keep the answer messages shown before a restart as they are; blocks emitted again skip what they show."""
         restored = []
-        while (text := self._rec.restored_text(SlotRole.ANSWER)) is not None:
+        while (text := self._book.restored_text(SlotRole.ANSWER)) is not None:
             restored.append(text)
-            self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
         self._shown = ShownCursor(restored)
 
     def _push(self, chunks: list[str]) -> None:
@@ -197,15 +198,15 @@ class BlockMode:
             self._adopt()
         tail = uncovered_tail(final_text, [s.desired for s in self._slots])
         for part in self._split.split(tail):
-            self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
 
 
 class FinalMode(_NoTimers):
     """One answer at the end, split to the limit."""
 
-    def __init__(self, policy: ChannelPolicy, rec: Reconciler, splitter: Splitter) -> None:
+    def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter) -> None:
         self._policy = policy
-        self._rec = rec
+        self._book = book
         self._split = splitter
         self._slots: list[Slot] = []
 
@@ -218,11 +219,11 @@ class FinalMode(_NoTimers):
         parts = self._split.split(final_text)
         for i, part in enumerate(parts):
             if i < len(self._slots):
-                self._rec.set_text(self._slots[i], part)
+                self._book.set_text(self._slots[i], part)
             else:
-                self._slots.append(self._rec.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+                self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
         for slot in self._slots[len(parts) :]:
-            self._rec.retire(slot)
+            self._book.retire(slot)
 
 
 class ProgressMode(FinalMode):
@@ -232,15 +233,15 @@ class ProgressMode(FinalMode):
         return True
 
 
-def make_mode(policy: ChannelPolicy, rec: Reconciler, splitter: Splitter, clock: Clock) -> ModeHandler:
+def make_mode(policy: ChannelPolicy, book: SlotBook, splitter: Splitter, clock: Clock) -> ModeHandler:
     """The handler of ``policy.delivery``. ``native`` falls back to ``preview`` until it exists."""
     if policy.delivery is DeliveryMode.BLOCK:
-        return BlockMode(policy, rec, splitter, clock)
+        return BlockMode(policy, book, splitter, clock)
     if policy.delivery is DeliveryMode.FINAL:
-        return FinalMode(policy, rec, splitter)
+        return FinalMode(policy, book, splitter)
     if policy.delivery is DeliveryMode.PROGRESS:
-        return ProgressMode(policy, rec, splitter)
-    return PreviewMode(policy, rec, splitter)
+        return ProgressMode(policy, book, splitter)
+    return PreviewMode(policy, book, splitter)
 
 
 def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Target) -> NativeStreaming | None:

@@ -19,8 +19,10 @@ Every platform call has three outcomes: done, not done, unknown (DESIGN §8). He
 from __future__ import annotations
 
 from core.clock import Clock
+from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot
 from core.errors import (
+    AnswerTimeoutError,
     DeliveryError,
     MessageFrozenError,
     NativeUnavailableError,
@@ -43,18 +45,13 @@ class OutcomeRules:
 
     _clock: Clock
     retry_window_s: float
+    book: SlotBook
 
     @property
     def finalizing(self) -> bool:
         raise NotImplementedError
 
     def _native_off(self) -> None:
-        raise NotImplementedError
-
-    def _freeze(self, slot: Slot) -> None:
-        raise NotImplementedError
-
-    def _orphans_of(self, slot: Slot, text: str) -> None:
         raise NotImplementedError
 
     def on_error(self, op: Op, exc: DeliveryError) -> tuple[Outcome, str, float | None]:
@@ -74,7 +71,7 @@ class OutcomeRules:
         if isinstance(exc, UncertainDeliveryError | PlatformUnavailableError):
             return self._on_transient(op, exc)
         if isinstance(exc, MessageFrozenError) and slot.message_id is not None and op.kind is OpKind.EDIT:
-            self._freeze(slot)
+            self.book.freeze(slot)
             return Outcome.FROZEN, str(exc), None
         if isinstance(exc, PayloadRejectedError):
             if exc.reason is RejectReason.BAD_FORMAT and slot.fmt is TextFormat.MARKDOWN:
@@ -121,7 +118,7 @@ class OutcomeRules:
         if transient and not self._give_up(slot):
             return Outcome.RETRY, str(exc), None
         slot.stray = None
-        self._orphans_of(slot, slot.shown or "")
+        self.book.orphans_of(slot, slot.shown or "")
         return Outcome.FAILED, str(exc), None
 
     def _on_transient(self, op: Op, exc: DeliveryError) -> tuple[Outcome, str, float | None]:
@@ -141,6 +138,7 @@ class OutcomeRules:
                 return Outcome.UNCERTAIN, str(exc), None
             if op.kind is OpKind.SEND:
                 slot.history.clear()
+                slot.timed_out = isinstance(exc, AnswerTimeoutError)
                 return Outcome.UNCERTAIN, str(exc), None  # slot.pending stays: it is settled next
             if op.kind is OpKind.STREAM_FINISH:  # may have landed: never sent again
                 slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"

@@ -12,10 +12,9 @@ keeps what it shows; the part that continues it gets the rest of its text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from core.clock import Clock
 from core.delivery.coverage import uncovered_tail
+from core.delivery.slotbook import SlotBook
 from core.delivery.slots import SIDE_ROLES, Op, OpKind, Slot
 from core.report import PartState
 from core.send_chain import SendChain
@@ -30,40 +29,36 @@ def continuation(desired: str, frozen: str) -> str:
 
 
 class Planner:
-    """Decides the next call for one run's slots.
+    """Decides the next call for one conversation's slot book.
 
     Args:
         clock: the injected clock.
         chain: the conversation's send chain (read only: ``ready_in``).
-        throttle_s: minimum seconds between calls before finalization.
-        refresh: reads a live slot's text now (the reconciler's).
-        assign: sets a slot's desired text (the reconciler's).
+        book: the slot book (its ``throttle_s``: minimum seconds between calls before finalization; its
+            ``finalizing``). The planner reads live texts (:meth:`SlotBook.refresh`) and gives a frozen part's
+            continuation its text, nothing else.
     """
 
-    def __init__(
-        self,
-        clock: Clock,
-        chain: SendChain,
-        throttle_s: float,
-        refresh: Callable[[Slot], None],
-        assign: Callable[[Slot, str], None],
-    ) -> None:
+    def __init__(self, clock: Clock, chain: SendChain, book: SlotBook) -> None:
         self._clock = clock
         self._chain = chain
-        self.throttle_s = throttle_s
-        self._refresh = refresh
-        self._assign = assign
-        self.finalizing = False
+        self._book = book
+        self._refresh = book.refresh
         self.last_call_at: float | None = None
         self.stream_refresh_s: float | None = None
         self.native = False
 
-    def next_op(self, slots: list[Slot]) -> Op | None:
+    @property
+    def finalizing(self) -> bool:
+        return self._book.finalizing
+
+    def next_op(self) -> Op | None:
         """The next call: the first part (in order) that needs one, with the side-message rule above."""
+        slots = self._book.slots
         for slot in slots:
             if slot.cont is not None:
                 self._refresh(slot)
-                self._assign(slot.cont, continuation(slot.desired, slot.shown or ""))
+                self._book.assign(slot.cont, continuation(slot.desired, slot.shown or ""))
         op = self._first_op(slots, 0)
         if op is not None and op.kind is OpKind.EDIT and op.slot.role in SIDE_ROLES:
             later = self._first_op(slots, slots.index(op.slot) + 1)
@@ -149,5 +144,5 @@ class Planner:
             text = slot.history[0] if slot.history else slot.desired
         not_before = max(slot.retry_at, self._clock.now() + ready_in)
         if not self.finalizing and self.last_call_at is not None:
-            not_before = max(not_before, self.last_call_at + self.throttle_s)
+            not_before = max(not_before, self.last_call_at + self._book.throttle_s)
         return Op(slot, kind, text, not_before)

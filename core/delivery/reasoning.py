@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.assembler import TextAssembler
-from core.delivery.reconciler import Reconciler, Slot
+from core.delivery.slotbook import SlotBook
+from core.delivery.slots import Slot
 from core.ports import TextFormat
 from core.report import SlotRole
 
@@ -22,16 +23,14 @@ class ReasoningView:
     """The reasoning message of one run.
 
     Args:
-        rec: the run's reconciler.
+        book: the run's slot book (the reasoning message is one of its slots).
         reasoning: where the reasoning texts are (the root's, source key None).
         measure: the channel's length of a plain text, in its unit.
         max_units: the channel's limit per message.
     """
 
-    def __init__(
-        self, rec: Reconciler, reasoning: TextAssembler, measure: Callable[[str], int], max_units: int
-    ) -> None:
-        self._rec = rec
+    def __init__(self, book: SlotBook, reasoning: TextAssembler, measure: Callable[[str], int], max_units: int) -> None:
+        self._book = book
         self._reasoning = reasoning
         self._measure = measure
         self._max = max_units
@@ -40,14 +39,14 @@ class ReasoningView:
     def changed(self) -> None:
         """The root's reasoning changed: show it (the message is created at the first reasoning)."""
         if self._slot is None:
-            self._slot = self._rec.claim_slot(SlotRole.REASONING, "", TextFormat.PLAIN)
+            self._slot = self._book.claim_slot(SlotRole.REASONING, "", TextFormat.PLAIN)
         # Read only when a call is due, even without a throttle: building the text costs its length.
-        self._rec.set_live(self._slot, self.text, every_state=False)
+        self._book.set_live(self._slot, self.text, every_state=False)
 
     def finish(self) -> None:
         """Freeze the message on the reasoning's last state (before finalization)."""
         if self._slot is not None:
-            self._rec.set_text(self._slot, self.text())
+            self._book.set_text(self._slot, self.text())
 
     def text(self) -> str:
         """What the message shows: ``💭`` and the reasoning, or its latest part that fits."""

@@ -1,9 +1,11 @@
-"""The reconciler: makes a channel show the run's desired message parts, one call at a time.
+"""The reconciler: the executor that makes a conversation show its slot book's desired parts, one call at a time.
 
-Delivery modes decide *what* should be visible as an ordered list of slots (one slot = one platform message:
-answer parts, a status message, a failure notice). The :class:`~core.delivery.planner.Planner` decides the next
-call; the reconciler performs it through the conversation's send chain and records its intent and outcome in
-the ledger (:mod:`core.delivery.outcomes` decides what an error means for the part).
+The run's stages decide *what* should be visible, as an ordered list of slots in a
+:class:`~core.delivery.slotbook.SlotBook` (one slot = one platform message: answer parts, a status message, a
+failure notice). The pure :class:`~core.delivery.planner.Planner` reads the book and decides the next call; the
+reconciler performs it through the conversation's send chain, records its intent and outcome in the ledger
+(:mod:`core.delivery.outcomes` decides what an error means for the part), writes the acknowledgement back into the
+book and tells the watchers' feed. Nothing flows back up to the run.
 
 Rules (shared/DESIGN.md §4, §5, §8):
 
@@ -42,7 +44,7 @@ from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, delivery_id, same_render
 from core.errors import DeliveryError
 from core.events import Target
-from core.ledger import Ledger
+from core.ledger import Ledger, PartRecord
 from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend, SettleOutcome
 from core.report import PartState
 from core.send_chain import SendChain
@@ -54,43 +56,50 @@ _log = logging.getLogger("streamrelay.delivery")
 _QUIET = frozenset({Outcome.ACK, Outcome.RATE_LIMITED})
 """Outcomes not worth a log line (429s show in the report and the live page; acks are the normal case)."""
 
-__all__ = ["Reconciler", "Slot", "same_render"]
+__all__ = ["DeliveryFeed", "Reconciler", "Slot", "same_render"]
+
+DeliveryFeed = Callable[[dict[str, object]], None]
+"""Where each call's outcome goes as a fact for watchers (:func:`core.delivery.slots.delivery_fact`): downstream,
+to the run monitor; never back into the run."""
 
 
-class Reconciler(SlotBook, OutcomeRules):
-    """Drives one run's slots to their desired texts through the conversation's send chain.
+class Reconciler(OutcomeRules):
+    """Drives one conversation's slot book to its desired texts through the conversation's send chain.
 
     Args:
-        run: the run id (ledger key).
+        book: the conversation's slot book (its ``run`` is the ledger key).
         adapter: the channel adapter (single-attempt calls).
         chain: the conversation's send chain.
         target: where the messages go.
         ledger: records intents and outcomes.
         clock: injected clock.
-        throttle_s: minimum seconds between preview calls before finalization (0: no throttle).
         retry_window_s: how long calls that are safe to retry are retried through an outage (seconds).
         native: the adapter's native streaming, when the run streams answers natively (None: preview).
         typing_every_s: while the run is open and nothing new became visible for this many seconds, show a
             typing indicator (at the start too); None: never. Never during finalization or after it.
         exclusive_bot: the bot token is the sidecar's alone (Telegram can then settle by probing ids).
+        feed: told every call's outcome (see :data:`DeliveryFeed`); None: nobody watches.
     """
 
     def __init__(
         self,
         *,
-        run: str,
+        book: SlotBook,
         adapter: ChannelAdapter,
         chain: SendChain,
         target: Target,
         ledger: Ledger,
         clock: Clock,
-        throttle_s: float = 0.0,
         retry_window_s: float = 600.0,
         native: NativeStreaming | None = None,
         typing_every_s: float | None = None,
         exclusive_bot: bool = False,
+        feed: DeliveryFeed | None = None,
     ) -> None:
-        super().__init__(run, chain, throttle_s, native)
+        self.book = book
+        self.run = book.run
+        self._chain = chain
+        self._native = native
         self._adapter = adapter
         self._target = target
         self._ledger = ledger
@@ -103,15 +112,22 @@ class Reconciler(SlotBook, OutcomeRules):
         self._last_visible_at: float | None = None
         self._last_typing_at: float | None = None
         self.typing_calls = 0
-        self.on_delivery: Callable[[dict[str, object]], None] | None = None
-        """Told every call's outcome as a fact for watchers (the run monitor's ``delivery`` event fields)."""
-        self.planner = Planner(clock, chain, throttle_s, self._refresh, self._set)
+        self._feed = feed
+        self.planner = Planner(clock, chain, book)
         self.planner.native = native is not None
         self.planner.stream_refresh_s = native.stream_refresh_s if native is not None else None
 
     @property
     def finalizing(self) -> bool:
-        return self.planner.finalizing
+        return self.book.finalizing
+
+    def restore(self, records: list[PartRecord]) -> None:
+        """Load the parts the ledger recorded before a restart into the book (:meth:`SlotBook.restore`), and note
+        their messages in the send chain (known ids are never probed)."""
+        self.book.restore(records)
+        for record in records:
+            if record.slot >= 0 and record.message_id is not None and not record.streaming:
+                self._chain.note_message(record.message_id, newest=False)
 
     # --- running ----------------------------------------------------------------------------------------
 
@@ -126,21 +142,21 @@ class Reconciler(SlotBook, OutcomeRules):
 
     async def finish(self) -> None:
         """Finalization: drop the throttle, deliver everything, and stop the loop."""
-        self.planner.finalizing = True
+        self.book.finalizing = True
         self._closed = True
-        for slot in self.slots:
+        for slot in self.book.slots:
             if slot.retry_at_finish:  # an outage during the stream must not freeze the final answer
                 slot.retry_at_finish, slot.attempts, slot.retry_at = False, 0, 0.0
                 slot.failing_since = None
                 slot.state, slot.error = PartState.PENDING, None
-        self._wake.set()
+        self.book.changed.set()
         self.start()
         assert self._task is not None
         await self._task
         # Parts settled without a call (skipped, acknowledged by "not modified" shortcuts) are written too, so a
         # report rebuilt from the ledger says what this one says.
-        records = [*self._unsaved, *(self._record(slot) for slot in self.slots)]
-        self._unsaved.clear()
+        book = self.book
+        records = [*book.take_unsaved(), *(book.record(slot) for slot in book.slots)]
         await asyncio.gather(*(self._ledger.save_part(record) for record in records))
 
     async def cancel(self) -> None:
@@ -151,14 +167,14 @@ class Reconciler(SlotBook, OutcomeRules):
 
     async def _loop(self) -> None:
         while True:
-            op = self.planner.next_op(self.slots)
+            op = self.planner.next_op()
             if op is None:
                 if self._closed:
                     return
                 typing_at = self._typing_due()
                 if typing_at is None:
-                    self._wake.clear()
-                    await self._wake.wait()
+                    self.book.changed.clear()
+                    await self.book.changed.wait()
                 elif typing_at > self._clock.now():
                     await self._sleep_or_wake(typing_at - self._clock.now())
                 else:
@@ -169,15 +185,15 @@ class Reconciler(SlotBook, OutcomeRules):
                 await self._sleep_or_wake(delay)
                 continue
             if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY):
-                self._refresh(op.slot)  # read the live text now that the call is due
+                self.book.refresh(op.slot)  # read the live text now that the call is due
                 continue
             await self._perform(op)
 
     async def _sleep_or_wake(self, delay_s: float) -> None:
         """Wait ``delay_s`` seconds on the injected clock, or less if a new text or :meth:`finish` wakes the loop."""
-        self._wake.clear()
+        self.book.changed.clear()
         sleeper = asyncio.ensure_future(self._clock.sleep(delay_s))
-        waker = asyncio.ensure_future(self._wake.wait())
+        waker = asyncio.ensure_future(self.book.changed.wait())
         try:
             await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -247,15 +263,15 @@ class Reconciler(SlotBook, OutcomeRules):
                 await self._message_call(op)
         except DeliveryError as exc:
             outcome, detail, retry_after_s = self.on_error(op, exc)
-        await self._ledger.record_outcome(call_id, self._record(slot), str(outcome), detail)
-        while self._unsaved:
-            await self._ledger.save_part(self._unsaved.pop(0))
+        await self._ledger.record_outcome(call_id, self.book.record(slot), str(outcome), detail)
+        for orphan in self.book.take_unsaved():
+            await self._ledger.save_part(orphan)
         if outcome not in _QUIET:
             _log.info(
                 "run %s part %d: %s %s%s", self.run, slot.index, op.kind, outcome, f" ({detail})" if detail else ""
             )
-        if self.on_delivery is not None:
-            self.on_delivery(delivery_fact(op, outcome, detail, retry_after_s))
+        if self._feed is not None:
+            self._feed(delivery_fact(op, outcome, detail, retry_after_s))
 
     async def _call(self, op: Op, fn: Callable[[], Awaitable[T]]) -> T:
         return await self._chain.call(fn, op.kind.call_kind, final=self.finalizing)
@@ -307,16 +323,18 @@ class Reconciler(SlotBook, OutcomeRules):
             slot.unbounded = pending  # sent again next; settled once the new message gives the bound
             return Outcome.NEEDS_BOUND
         if again is not None:
-            self._orphans_of(slot, pending.text)  # the part shows; the older create may show too
+            self.book.orphans_of(slot, pending.text)  # the part shows; the older create may show too
             return Outcome.UNKNOWN
         slot.uncertain_text = pending.text
         slot.state, slot.error = PartState.UNCERTAIN, "uncertain: the platform cannot tell whether it was stored"
-        restarted, slot.restarted = slot.restarted, False
-        if slot.live is not None or not same_render(slot.desired, pending.text) or restarted:
-            # Still growing or changed: the text goes on in a new message. Or the process died with the create in
-            # flight (no answer ever came, unlike a timeout: the case timeout-then-continue keeps that one): sent
-            # again rather than risk it missing; the report says a duplicate is possible.
-            self._orphan(slot)
+        timed_out, slot.timed_out, slot.restarted = slot.timed_out and not slot.restarted, False, False
+        if slot.live is not None or not same_render(slot.desired, pending.text) or not timed_out:
+            # Still growing or changed: the text goes on in a new message. Or the create died with the process, or
+            # met a 5xx or a reset (a proxy's 502 and a refused connection mostly mean not stored): sent again
+            # rather than risk it missing; the report says a duplicate is possible. Only a create that timed out
+            # after reaching the platform (which most often stored it) stays as it is, reported uncertain: the case
+            # timeout-then-continue.
+            self.book.orphan(slot)
         return Outcome.UNKNOWN
 
     async def _stray_call(self, op: Op) -> None:
@@ -353,6 +371,6 @@ class Reconciler(SlotBook, OutcomeRules):
 
     def _native_off(self) -> None:
         self._native = None
-        self.planner.native = False
-        for slot in self.slots:
+        self.planner.native = self.book.native = False
+        for slot in self.book.slots:
             slot.native = False

@@ -1,9 +1,11 @@
-"""The slot book: the parts a run's channel should show (desired) beside what the platform acknowledged.
+"""The slot book: the parts a conversation should show (desired) beside what the platform acknowledged.
 
-Delivery modes claim slots and set their texts here; the reconciler (a slot book that also performs calls)
-reads them through its planner. A restart restores the book from the ledger: acknowledged parts are edited,
-never sent again; a create recorded without an outcome is settled first; a part that continues a frozen one
-stays after it.
+It is the state between the two halves of delivery, and the only one they share. Upstream, the run's stages
+(a delivery mode, the reasoning view, the status board) claim slots and set their desired texts: they never call
+anything. Downstream, the :class:`~core.delivery.reconciler.Reconciler` reads the book through its pure
+:class:`~core.delivery.planner.Planner`, performs the next call and writes the acknowledgement back. A restart
+restores the book from the ledger: acknowledged parts are edited, never sent again; a create recorded without an
+outcome is settled first; a part that continues a frozen one stays after it.
 """
 
 from __future__ import annotations
@@ -13,26 +15,25 @@ from collections.abc import Callable
 
 from core.delivery.slots import Slot, same_render
 from core.ledger import PartRecord
-from core.ports import NativeStreaming, TextFormat
+from core.ports import TextFormat
 from core.report import PartReport, PartState, SlotRole
-from core.send_chain import SendChain
 
 
 class SlotBook:
-    """One run's slots in order (the reconciler's state).
+    """One conversation's slots in order: what it should show and what the platform acknowledged.
 
     Args:
-        run: the run id (ledger key).
-        chain: the conversation's send chain (restored message ids are noted there).
+        run: the ledger's run id of the conversation.
         throttle_s: minimum seconds between preview calls (0: every state is sent).
-        native: the adapter's native streaming when the run streams natively.
+        native: answer parts stream natively (:class:`core.ports.NativeStreaming`) while this is True.
     """
 
-    def __init__(self, run: str, chain: SendChain, throttle_s: float, native: NativeStreaming | None) -> None:
+    def __init__(self, run: str, throttle_s: float, native: bool) -> None:
         self.run = run
-        self._chain = chain
         self.throttle_s = throttle_s
-        self._native = native
+        self.native = native
+        self.finalizing = False
+        """The run is ending: no throttle, intermediate states merge, emptied parts are deleted."""
         self.slots: list[Slot] = []
         self.orphans: list[PartRecord] = []
         """Creates that may have landed but could not be settled, and whose text went on in a new message."""
@@ -40,11 +41,8 @@ class SlotBook:
         self._restored: list[Slot] = []
         self.catching_up = False
         """A resumed run is replaying its journal: only the resulting state is sent, not every step."""
-        self._wake = asyncio.Event()
-
-    @property
-    def finalizing(self) -> bool:
-        return False
+        self.changed = asyncio.Event()
+        """Set whenever a desired text changes (the reconciler waits on it)."""
 
     def restore(self, records: list[PartRecord]) -> None:
         """Load the parts recorded before a restart, so they are edited, never sent again; a create recorded
@@ -66,8 +64,8 @@ class SlotBook:
                 error=rec.error,
                 # An open stream goes on as one when this run still streams natively; else its handle is taken
                 # for a message (Slack's stream is one; a Telegram draft id then fails as gone and is re-sent).
-                native=rec.streaming and self._native is not None,
-                streaming=rec.streaming and self._native is not None,
+                native=rec.streaming and self.native,
+                streaming=rec.streaming and self.native,
                 pending=rec.pending,
                 restarted=rec.pending is not None,
                 unbounded=rec.unbounded,
@@ -85,8 +83,6 @@ class SlotBook:
             else:
                 self.slots.append(slot)
                 self._restored.append(slot)
-            if rec.message_id is not None and not rec.streaming:
-                self._chain.note_message(rec.message_id, newest=False)
 
     def restored_text(self, role: SlotRole) -> str | None:
         """What the next restored part of ``role`` that no mode claimed yet shows (None when there is none)."""
@@ -110,7 +106,7 @@ class SlotBook:
                 self.set_text(slot, text)
                 return slot
         slot = Slot(index=self._next_index(), role=role, fmt=fmt)
-        slot.native = self._native is not None and role is SlotRole.ANSWER
+        slot.native = self.native and role is SlotRole.ANSWER
         self.slots.append(slot)
         self.set_text(slot, text)
         return slot
@@ -123,12 +119,12 @@ class SlotBook:
         once with ``throttle_s == 0`` and ``every_state``, where every state is sent). Wakes the loop."""
         slot.live, slot.retired = live, False
         if self._every_state() and every_state:
-            self._set(slot, live())
+            self.assign(slot, live())
             return
         slot.stale = True
         if slot.state is PartState.ACKED:
             slot.state = PartState.PENDING
-        self._wake.set()
+        self.changed.set()
 
     def drop_unsent(self, role: SlotRole) -> None:
         """Forget every part of ``role`` that no message shows yet (a cancelled run sends no more)."""
@@ -141,45 +137,46 @@ class SlotBook:
         """Empty ``slot`` and delete its message now (a replace made the text shorter)."""
         self.set_text(slot, "")
         slot.retired = True
-        self._wake.set()
+        self.changed.set()
 
     def set_text(self, slot: Slot, text: str) -> None:
         """Set what ``slot`` should show (a fixed text: ends ``set_live``); wakes the loop."""
         slot.live, slot.stale, slot.retired = None, False, False
-        self._set(slot, text)
+        self.assign(slot, text)
 
     def _every_state(self) -> bool:
         return self.throttle_s == 0 and not self.finalizing and not self.catching_up
 
-    def _set(self, slot: Slot, text: str) -> None:
+    def assign(self, slot: Slot, text: str) -> None:
+        """Set ``slot``'s desired text, keeping a live source (the planner gives a continuation its text so)."""
         if text == slot.desired:
             return
         slot.desired = text
         if slot.state is PartState.ACKED or (slot.state is PartState.SKIPPED and text.strip()):
             slot.state = PartState.PENDING
         if slot.uncertain_text is not None and not same_render(text, slot.uncertain_text):
-            self._orphan(slot)  # the text moved on from what the unsettled create sent: it goes on anew
+            self.orphan(slot)  # the text moved on from what the unsettled create sent: it goes on anew
         if self._every_state():
             if text.strip():  # an emptied state is never sent as an edit: the preview waits for text
                 slot.history.append(text)
         else:
             slot.history.clear()
-        self._wake.set()
+        self.changed.set()
 
-    def _refresh(self, slot: Slot) -> None:
+    def refresh(self, slot: Slot) -> None:
         """Read a live slot's text now (its cost is the text's length: done once per call, not per delta)."""
         if slot.stale and slot.live is not None:
             slot.stale = False
-            self._set(slot, slot.live())
+            self.assign(slot, slot.live())
 
-    def _orphan(self, slot: Slot) -> None:
+    def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
-        self._orphans_of(slot, slot.uncertain_text or "")
+        self.orphans_of(slot, slot.uncertain_text or "")
         slot.uncertain_text = None
         slot.state, slot.error, slot.message_id, slot.shown = PartState.PENDING, None, None, None
-        self._wake.set()
+        self.changed.set()
 
-    def _orphans_of(self, slot: Slot, text: str) -> None:
+    def orphans_of(self, slot: Slot, text: str) -> None:
         """Report a create of ``slot`` that may show beside its message (a duplicate is possible): a part of its own
         in the report and the ledger (negative slot numbers), never settled again."""
         orphan = PartRecord(
@@ -192,19 +189,25 @@ class SlotBook:
         self.orphans.append(orphan)
         self._unsaved.append(orphan)
 
-    def _freeze(self, slot: Slot) -> None:
+    def freeze(self, slot: Slot) -> None:
         """``slot``'s message takes no more edits: it keeps what it shows; a new part right after it continues."""
         slot.frozen, slot.state, slot.history = True, PartState.ACKED, type(slot.history)()
         cont = Slot(index=self._next_index(), role=slot.role, fmt=slot.fmt, parent=slot)
         slot.cont = cont
         self.slots.insert(self.slots.index(slot) + 1, cont)
-        self._wake.set()
+        self.changed.set()
+
+    def take_unsaved(self) -> list[PartRecord]:
+        """The orphan parts made since the last call, to be saved in the ledger (emptied)."""
+        unsaved, self._unsaved = self._unsaved, []
+        return unsaved
 
     def parts(self) -> list[PartReport]:
         """Every part, in order, with the creates that could not be settled (uncertain) first."""
-        return [o.report() for o in self.orphans] + [self._record(s).report() for s in self.slots]
+        return [o.report() for o in self.orphans] + [self.record(s).report() for s in self.slots]
 
-    def _record(self, slot: Slot) -> PartRecord:
+    def record(self, slot: Slot) -> PartRecord:
+        """``slot`` as the ledger keeps it."""
         return PartRecord(
             run=self.run,
             slot=slot.index,

@@ -140,6 +140,9 @@ class Slot:
     this create is settled with the new message as its bound."""
     restarted: bool = False
     """Its pending create was found in the ledger at a restart: no answer of it was ever seen (the process died)."""
+    timed_out: bool = False
+    """Its pending create went unanswered within the send timeout (:class:`core.errors.AnswerTimeoutError`): the
+    platform was reached and most often stored it (a 5xx or a reset says less)."""
     stray: str | None = None
     """A message of this part that must go: sent again while an older copy existed (found by a bounded settle)."""
     creates: int = 0

@@ -21,12 +21,13 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.assembler import TextAssembler, TextChange
 from core.clock import Clock
-from core.delivery.answer import AnswerChange, AnswerStream
+from core.delivery.answer import AnswerChange
 from core.delivery.conversation import open_conversation
 from core.delivery.modes import ModeHandler
-from core.delivery.reconciler import Reconciler, Slot
+from core.delivery.reconciler import DeliveryFeed, Reconciler
+from core.delivery.slotbook import SlotBook
+from core.delivery.slots import Slot
 from core.errors import DeliveryError
 from core.events import DeliveryMode, Source, Target
 from core.ledger import Ledger
@@ -45,8 +46,8 @@ ANCHOR_POLL_S = 0.05
 @dataclass
 class _ChildThread:
     source: Source
-    answer: AnswerStream
     anchor: Slot
+    text: str = ""
     opened: bool = False
     rec: Reconciler | None = None
     mode: ModeHandler | None = None
@@ -62,12 +63,11 @@ class ChildThreads:
         policy: the channel's policy (children are shown as ``preview``, reasoning hidden).
         adapter: the channel adapter; threads exist only if it implements :class:`core.ports.Threads`.
         target: the run's target (where the children's status messages go).
-        root: the run's reconciler (the children's status messages are its slots).
+        root: the run's slot book (the children's status messages are its slots).
         chain_for: the send chain of a target (the channel's), and ``release`` when the run is over.
         ledger: the durable record.
         clock: the injected clock.
-        answers: the children's answer texts (:class:`core.visible.VisibleText`'s ``answers``).
-        on_delivery: told each call's outcome in a child's thread (for watchers), with the child.
+        feed_for: where the calls' outcomes in a child's thread go (for watchers).
         retry_window_s: how long calls safe to retry are retried through an outage (seconds).
     """
 
@@ -78,13 +78,12 @@ class ChildThreads:
         policy: ChannelPolicy,
         adapter: ChannelAdapter,
         target: Target,
-        root: Reconciler,
+        root: SlotBook,
         chain_for: Callable[[Target], SendChain],
         release: Callable[[Target], None],
         ledger: Ledger,
         clock: Clock,
-        answers: TextAssembler,
-        on_delivery: Callable[[Source, dict[str, object]], None] | None = None,
+        feed_for: Callable[[Source], DeliveryFeed] | None = None,
         retry_window_s: float = 600.0,
     ) -> None:
         self._run = run
@@ -97,8 +96,7 @@ class ChildThreads:
         self._release = release
         self._ledger = ledger
         self._clock = clock
-        self._answers = answers
-        self._on_delivery = on_delivery
+        self._feed_for = feed_for
         self._retry_window_s = retry_window_s
         self._children: dict[str, _ChildThread] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -114,20 +112,20 @@ class ChildThreads:
         child = self._children.get(source.key)
         if child is None:
             anchor = self._root.claim_slot(SlotRole.STATUS, text, TextFormat.PLAIN)
-            child = self._children[source.key] = _ChildThread(source, AnswerStream(self._answers, source.key), anchor)
+            child = self._children[source.key] = _ChildThread(source, anchor)
         else:
             self._root.set_text(child.anchor, text)
 
-    def changed(self, source: Source, message: int, change: TextChange) -> None:
-        """A child's answer text changed: show it in its thread (opened on first text). Call :meth:`line`
-        for the child first."""
+    def changed(self, source: Source, message: int, change: AnswerChange) -> None:
+        """A child's answer text changed (its messages as one text): show it in its thread (opened on first
+        text). Call :meth:`line` for the child first."""
         child = self._children[source.key]
         if not child.opened:
             child.opened = True
             self._spawn(self._open(child))
-        linear = child.answer.apply(message, change)
-        if linear is not None and child.mode is not None:
-            child.mode.on_answer(linear, message)
+        child.text = change.text if change.reset else child.text + change.text
+        if child.mode is not None:
+            child.mode.on_answer(change, message)
 
     def ended(self, source: Source, final_text: str) -> None:
         """A child ended: its thread shows ``final_text`` (its final message), once."""
@@ -146,7 +144,7 @@ class ChildThreads:
             if child.rec is None:
                 continue
             if child.final is None and child.mode is not None:
-                child.mode.finalize(child.answer.text())
+                child.mode.finalize(child.text)
             await child.rec.finish()
             assert child.target is not None
             self._release(child.target)
@@ -202,17 +200,14 @@ class ChildThreads:
             clock=self._clock,
             retry_window_s=self._retry_window_s,
             thread=True,
+            feed=self._feed_for(child.source) if self._feed_for is not None else None,
         )
         rec = conversation.rec
         rec.restore(await self._ledger.parts(rec.run))  # after a restart: edit what the thread shows, never resend
-        if self._on_delivery is not None:
-            report, source = self._on_delivery, child.source
-            rec.on_delivery = lambda fact: report(source, fact)
         child.rec, child.target = rec, target
         child.mode = conversation.mode
-        text = child.answer.text()
-        if text:
-            child.mode.on_answer(AnswerChange(text, reset=True), 0)
+        if child.text:
+            child.mode.on_answer(AnswerChange(child.text, reset=True), 0)
         if child.final is not None:
             child.mode.finalize(child.final)
         rec.start()

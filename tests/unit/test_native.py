@@ -13,7 +13,7 @@ from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
 from core.ports import TextFormat
 from core.report import ReportStatus
-from core.run import RunController
+from core.run_controller import RunController
 from core.send_chain import SendChain
 from core.units import LengthUnit
 from tests.unit.fakes import STREAM_METHODS, FakeNativeAdapter, ManualClock, drive, settle

@@ -10,7 +10,9 @@ import pytest
 
 from core.clock import Clock, FakeClock
 from core.delivery.reconciler import Reconciler
+from core.delivery.slotbook import SlotBook
 from core.errors import (
+    AnswerTimeoutError,
     DeliveryError,
     ForbiddenError,
     MessageFrozenError,
@@ -43,18 +45,17 @@ class Rig:
     rec: Reconciler
 
     def states(self) -> list[PartState]:
-        return [p.state for p in self.rec.parts()]
+        return [p.state for p in self.rec.book.parts()]
 
     def fresh(self, throttle_s: float = 0.0) -> Reconciler:
         """A new reconciler for the same run, chat and ledger (as after a process restart)."""
         return Reconciler(
-            run="r1",
+            book=SlotBook("r1", throttle_s, native=False),
             adapter=self.adapter,
             chain=self.chain,
             target=Target(chat_id=1),
             ledger=self.ledger,
             clock=self.clock,
-            throttle_s=throttle_s,
         )
 
 
@@ -71,13 +72,12 @@ def rig(
     chain = SendChain(clock, buckets)
     ledger = MemoryLedger()
     rec = Reconciler(
-        run="r1",
+        book=SlotBook("r1", throttle_s, native=False),
         adapter=adapter,
         chain=chain,
         target=Target(chat_id=1),
         ledger=ledger,
         clock=clock,
-        throttle_s=throttle_s,
         # the retry window that allows ``max_attempts`` attempts at 0.25 s doubling backoff
         retry_window_s=0.25 * (2 ** (max_attempts - 1) - 1),
     )
@@ -95,19 +95,19 @@ def timed(r: Rig) -> list[tuple[float, str, str | None]]:
 async def test_slots_become_messages_in_slot_order() -> None:
     r = rig(latency_s=0.2)
     for text in ("one", "two", "three"):
-        r.rec.claim_slot(ANSWER, text)
+        r.rec.book.claim_slot(ANSWER, text)
     await r.rec.finish()
     assert r.adapter.chat() == ["one", "two", "three"]
     assert timed(r) == [(0.0, "send_text", "one"), (0.2, "send_text", "two"), (0.4, "send_text", "three")]
     assert r.states() == [PartState.ACKED] * 3
-    assert [p.message_id for p in r.rec.parts()] == ["1", "2", "3"]
+    assert [p.message_id for p in r.rec.book.parts()] == ["1", "2", "3"]
 
 
 async def test_a_later_slot_waits_until_an_earlier_one_got_through() -> None:
     r = rig()
     r.adapter.fail("send_text", 1, RateLimitedError("429", retry_after_s=2.0))
-    r.rec.claim_slot(ANSWER, "first")
-    r.rec.claim_slot(NOTICE, "second")
+    r.rec.book.claim_slot(ANSWER, "first")
+    r.rec.book.claim_slot(NOTICE, "second")
     await r.rec.finish()
     assert r.adapter.chat() == ["first", "second"]
     assert timed(r) == [(0.0, "send_text", "first"), (2.0, "send_text", "first"), (2.0, "send_text", "second")]
@@ -116,12 +116,12 @@ async def test_a_later_slot_waits_until_an_earlier_one_got_through() -> None:
 async def test_a_slot_that_grows_while_its_send_is_in_flight_is_edited_after() -> None:
     clock = ManualClock()
     r = rig(clock=clock, latency_s=1.0)
-    slot = r.rec.claim_slot(ANSWER, "Hel")
-    r.rec.claim_slot(NOTICE, "next")
+    slot = r.rec.book.claim_slot(ANSWER, "Hel")
+    r.rec.book.claim_slot(NOTICE, "next")
     r.rec.start()
     await settle()
     assert r.adapter.in_flight == 1 and r.adapter.chat() == []  # the send of "Hel" is on its way
-    r.rec.set_text(slot, "Hello")
+    r.rec.book.set_text(slot, "Hello")
     await drive(clock, r.rec.finish())
     assert r.adapter.chat() == ["Hello", "next"]
     assert timed(r) == [(0.0, "send_text", "Hel"), (1.0, "edit_text", "Hello"), (2.0, "send_text", "next")]
@@ -132,11 +132,11 @@ async def test_a_slot_that_grows_while_its_send_is_in_flight_is_edited_after() -
 
 async def test_an_edit_back_to_the_shown_text_is_not_sent() -> None:
     r = rig(throttle_s=1.0)
-    slot = r.rec.claim_slot(ANSWER, "Hello")
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "Hello wor")
-    r.rec.set_text(slot, "Hello")  # back to what is shown before the throttle let the edit out
+    r.rec.book.set_text(slot, "Hello wor")
+    r.rec.book.set_text(slot, "Hello")  # back to what is shown before the throttle let the edit out
     await settle()
     await r.rec.finish()
     assert r.adapter.summary() == [("send_text", "Hello", "ok")]
@@ -146,10 +146,10 @@ async def test_an_edit_back_to_the_shown_text_is_not_sent() -> None:
 async def test_an_edit_that_renders_the_same_text_is_not_sent() -> None:
     # the platform strips surrounding whitespace: "Hello" and "Hello \n" look the same to a person
     r = rig()
-    slot = r.rec.claim_slot(ANSWER, "Hello")
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "Hello \n")
+    r.rec.book.set_text(slot, "Hello \n")
     await r.rec.finish()
     assert r.adapter.summary() == [("send_text", "Hello", "ok")]
     assert r.adapter.chat() == ["Hello"]
@@ -160,11 +160,11 @@ async def test_not_modified_for_a_text_never_acknowledged_is_confirmed_once_at_f
     # the platform says "not modified" to an edit that changes the text: the part is edited once more at
     # the end, and a second "not modified" would be taken as proof
     r = rig()
-    slot = r.rec.claim_slot(ANSWER, "Hello")
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
     r.adapter.fail("edit_text", 1, PayloadRejectedError("not modified", reason=RejectReason.NOT_MODIFIED))
-    r.rec.set_text(slot, "Hello world")
+    r.rec.book.set_text(slot, "Hello world")
     await settle()
     assert r.adapter.chat() == ["Hello"]
     await r.rec.finish()
@@ -179,20 +179,20 @@ async def test_not_modified_for_a_text_never_acknowledged_is_confirmed_once_at_f
 async def test_throttle_lets_one_call_out_per_interval_and_shows_the_latest_state() -> None:
     clock = ManualClock()
     r = rig(throttle_s=1.0, clock=clock)
-    slot = r.rec.claim_slot(ANSWER, "w0")
+    slot = r.rec.book.claim_slot(ANSWER, "w0")
     r.rec.start()
     await settle()
     text = "w0"
     for i in range(1, 25):  # a new word every 0.125 s for 3 s
         clock.advance(0.125)
         text += f" w{i}"
-        r.rec.set_text(slot, text)
+        r.rec.book.set_text(slot, text)
         await settle()
     calls = r.adapter.calls_of()
     # at 0, 1, 2 and 3 s: 24 states merged into 3 edits, each showing the latest text
     assert [c.at for c in calls] == [0.0, 1.0, 2.0, 3.0]
     assert [c.text for c in calls[1:]] == [" ".join(f"w{j}" for j in range(n + 1)) for n in (8, 16, 24)]
-    r.rec.set_text(slot, text + " end")
+    r.rec.book.set_text(slot, text + " end")
     await r.rec.finish()
     assert r.adapter.chat() == [text + " end"]
     assert len(r.adapter.calls_of()) == 5
@@ -201,11 +201,11 @@ async def test_throttle_lets_one_call_out_per_interval_and_shows_the_latest_stat
 async def test_finish_drops_the_throttle() -> None:
     clock = ManualClock()
     r = rig(throttle_s=5.0, clock=clock)
-    slot = r.rec.claim_slot(ANSWER, "Hello")
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
     clock.advance(0.5)
-    r.rec.set_text(slot, "Hello world")
+    r.rec.book.set_text(slot, "Hello world")
     await settle()
     assert clock.sleeping() == 1  # the edit waits for the throttle (until t=5)
     await r.rec.finish()  # ... but finalization does not wait for it
@@ -216,11 +216,11 @@ async def test_finish_drops_the_throttle() -> None:
 
 async def test_states_within_one_throttle_interval_merge_into_one_edit() -> None:
     r = rig(throttle_s=1.0)
-    slot = r.rec.claim_slot(ANSWER, "a")
+    slot = r.rec.book.claim_slot(ANSWER, "a")
     r.rec.start()
     await settle()
     for text in ("ab", "abc", "abcd"):
-        r.rec.set_text(slot, text)
+        r.rec.book.set_text(slot, text)
     await settle()
     assert timed(r) == [(0.0, "send_text", "a"), (1.0, "edit_text", "abcd")]
     await r.rec.finish()
@@ -229,9 +229,9 @@ async def test_states_within_one_throttle_interval_merge_into_one_edit() -> None
 
 async def test_without_throttle_each_state_is_sent_while_the_chain_is_ready() -> None:
     r = rig(throttle_s=0.0)
-    slot = r.rec.claim_slot(ANSWER, "a")
+    slot = r.rec.book.claim_slot(ANSWER, "a")
     for text in ("ab", "abc", "abcd"):
-        r.rec.set_text(slot, text)
+        r.rec.book.set_text(slot, text)
     await r.rec.finish()
     assert r.adapter.summary() == [
         ("send_text", "a", "ok"),
@@ -244,11 +244,11 @@ async def test_without_throttle_each_state_is_sent_while_the_chain_is_ready() ->
 
 async def test_without_throttle_states_merge_while_the_chain_is_not_ready() -> None:
     r = rig(throttle_s=0.0, buckets=[TokenBucket(rate_per_s=1.0, burst=1)])
-    slot = r.rec.claim_slot(ANSWER, "a")
+    slot = r.rec.book.claim_slot(ANSWER, "a")
     r.rec.start()
     await settle()
     for text in ("ab", "abc", "abcd"):
-        r.rec.set_text(slot, text)
+        r.rec.book.set_text(slot, text)
     await r.rec.finish()
     assert timed(r) == [(0.0, "send_text", "a"), (1.0, "edit_text", "abcd")]
     assert r.adapter.chat() == ["abcd"]
@@ -257,9 +257,9 @@ async def test_without_throttle_states_merge_while_the_chain_is_not_ready() -> N
 async def test_without_throttle_an_emptied_intermediate_state_is_not_sent() -> None:
     # e.g. a replace with "" then new deltas: the empty state is not an edit (it would be rejected)
     r = rig(throttle_s=0.0)
-    slot = r.rec.claim_slot(ANSWER, "wordword")
-    r.rec.set_text(slot, "")
-    r.rec.set_text(slot, "word")
+    slot = r.rec.book.claim_slot(ANSWER, "wordword")
+    r.rec.book.set_text(slot, "")
+    r.rec.book.set_text(slot, "word")
     await r.rec.finish()
     assert r.adapter.chat() == ["word"]
     assert r.adapter.summary() == [("send_text", "wordword", "ok"), ("edit_text", "word", "ok")]
@@ -272,11 +272,11 @@ async def test_without_throttle_an_emptied_intermediate_state_is_not_sent() -> N
 async def test_after_a_429_everything_pending_merges_into_one_edit() -> None:
     r = rig(throttle_s=0.0)
     r.adapter.fail("edit_text", 1, RateLimitedError("429", retry_after_s=5.0))
-    slot = r.rec.claim_slot(ANSWER, "a")
+    slot = r.rec.book.claim_slot(ANSWER, "a")
     r.rec.start()
     await settle()
     for text in ("ab", "abc", "abcd"):
-        r.rec.set_text(slot, text)
+        r.rec.book.set_text(slot, text)
     await r.rec.finish()
     assert [(at, m, t, c.outcome) for (at, m, t), c in zip(timed(r), r.adapter.calls_of(), strict=True)] == [
         (0.0, "send_text", "a", "ok"),
@@ -294,17 +294,17 @@ async def test_after_a_429_everything_pending_merges_into_one_edit() -> None:
 async def test_an_uncertain_send_is_settled_with_the_platform_before_anything_else(landed: bool) -> None:
     r = rig()
     r.adapter.fail("send_text", 1, UncertainDeliveryError("502 after the platform stored it"), landed=landed)
-    slot = r.rec.claim_slot(ANSWER, "part one")
-    r.rec.claim_slot(ANSWER, "part two")
+    slot = r.rec.book.claim_slot(ANSWER, "part one")
+    r.rec.book.claim_slot(ANSWER, "part two")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "part one, longer")
+    r.rec.book.set_text(slot, "part one, longer")
     await r.rec.finish()
     assert r.adapter.chat() == ["part one, longer", "part two"]  # once each, in order
     methods = [m for m, _, _ in r.adapter.summary()]
     assert methods[:2] == ["send_text", "settle_send"]  # settled before the second part went
     assert methods.count("send_text") == (2 if landed else 3)
-    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.ACKED]
+    assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED, PartState.ACKED]
     assert [c["outcome"] for c in r.ledger.calls][:2] == ["uncertain", "found" if landed else "not_sent"]
 
 
@@ -313,15 +313,15 @@ async def test_a_send_that_needs_a_bound_is_sent_again_then_one_copy_is_kept(lan
     r = rig()
     r.adapter.settles = "bounded"  # Telegram private chats with an exclusive bot: ids from one counter per bot
     r.adapter.fail("send_text", 1, UncertainDeliveryError("502 Bad Gateway"), landed=landed)
-    r.rec.claim_slot(ANSWER, "part one")
-    r.rec.claim_slot(ANSWER, "part two")
+    r.rec.book.claim_slot(ANSWER, "part one")
+    r.rec.book.claim_slot(ANSWER, "part two")
     await r.rec.finish()
     assert r.adapter.chat() == ["part one", "part two"]  # once each: a second copy is deleted
     methods = [m for m, _, _ in r.adapter.summary()]
     expected = ["send_text", "settle_send", "send_text", "settle_send"]
     assert methods[:4] == expected
     assert methods.count("delete_message") == (1 if landed else 0)
-    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.ACKED]
+    assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED, PartState.ACKED]
     outcomes = [c["outcome"] for c in r.ledger.calls]
     assert outcomes[:4] == ["uncertain", "needs_bound", "ack", "found" if landed else "not_sent"]
 
@@ -329,31 +329,50 @@ async def test_a_send_that_needs_a_bound_is_sent_again_then_one_copy_is_kept(lan
 async def test_an_unsettleable_send_is_reported_uncertain_and_never_sent_again_while_its_text_holds() -> None:
     r = rig()
     r.adapter.settles = "unknown"  # Telegram with a shared bot token
-    r.adapter.fail("send_text", 1, UncertainDeliveryError("timed out"), landed=True)
-    r.rec.claim_slot(ANSWER, "part one")
-    r.rec.claim_slot(ANSWER, "part two")
+    r.adapter.fail("send_text", 1, AnswerTimeoutError("timed out"), landed=True)
+    r.rec.book.claim_slot(ANSWER, "part one")
+    r.rec.book.claim_slot(ANSWER, "part two")
     await r.rec.finish()
     assert r.adapter.chat() == ["part one", "part two"]
     assert [m for m, _, _ in r.adapter.summary()].count("send_text") == 2
-    first, second = r.rec.parts()
+    first, second = r.rec.book.parts()
     assert (first.state, first.message_id) == (PartState.UNCERTAIN, None)
     assert first.error is not None and "uncertain" in first.error
     assert second.state is PartState.ACKED
 
 
+@pytest.mark.parametrize("landed", [True, False])
+async def test_an_unsettleable_send_that_met_a_5xx_is_sent_again_and_the_possible_duplicate_reported(
+    landed: bool,
+) -> None:
+    """A 502 (or a reset) says less than a timeout: with a shared Telegram token the part is sent again rather than
+    risk it missing (issue 10: 0 lost, every possible duplicate reported uncertain)."""
+    r = rig()
+    r.adapter.settles = "unknown"  # Telegram with a shared bot token
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("502 Bad Gateway"), landed=landed)
+    r.rec.book.claim_slot(ANSWER, "part one")
+    r.rec.book.claim_slot(ANSWER, "part two")
+    await r.rec.finish()
+    assert r.adapter.chat() == (["part one"] if landed else []) + ["part one", "part two"]
+    assert [m for m, _, _ in r.adapter.summary()].count("send_text") == 3
+    orphan, first, second = r.rec.book.parts()
+    assert orphan.state is PartState.UNCERTAIN and "duplicate is possible" in (orphan.error or "")
+    assert first.state is second.state is PartState.ACKED
+
+
 async def test_an_unsettleable_send_whose_text_moved_on_goes_on_in_a_new_message_and_stays_reported() -> None:
     r = rig()
     r.adapter.settles = "unknown"
-    r.adapter.fail("send_text", 1, UncertainDeliveryError("timed out"), landed=True)
-    slot = r.rec.claim_slot(ANSWER, "")
-    r.rec.set_live(slot, lambda: "Your refund")
+    r.adapter.fail("send_text", 1, AnswerTimeoutError("timed out"), landed=True)
+    slot = r.rec.book.claim_slot(ANSWER, "")
+    r.rec.book.set_live(slot, lambda: "Your refund")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "Your refund of 49.99 EUR was approved.")
+    r.rec.book.set_text(slot, "Your refund of 49.99 EUR was approved.")
     await r.rec.finish()
     # the first words may show twice (reported), but the whole answer reaches the person
     assert r.adapter.chat() == ["Your refund", "Your refund of 49.99 EUR was approved."]
-    states = [p.state for p in r.rec.parts()]
+    states = [p.state for p in r.rec.book.parts()]
     assert states == [PartState.UNCERTAIN, PartState.ACKED]
 
 
@@ -361,7 +380,7 @@ async def test_a_send_in_flight_at_a_kill_is_settled_after_the_restart_never_sen
     r = rig()
     # the intent is recorded, the platform stores the message, the process dies before the outcome
     r.adapter.fail("send_text", 1, UncertainDeliveryError("killed"), landed=True)
-    r.rec.claim_slot(ANSWER, "Hello")
+    r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
     await r.rec.cancel()
@@ -373,7 +392,7 @@ async def test_a_send_in_flight_at_a_kill_is_settled_after_the_restart_never_sen
     r2.adapter.delivered["sr-test"] = await r2.adapter.send_text(Target(chat_id=1), "Hello", TextFormat.PLAIN)
     again = r2.fresh()
     again.restore(await r2.ledger.parts("r1"))
-    again.claim_slot(ANSWER, "Hello world")
+    again.book.claim_slot(ANSWER, "Hello world")
     await again.finish()
     assert r2.adapter.chat() == ["Hello world"]
     assert [m for m, _, _ in r2.adapter.summary()] == ["send_text", "settle_send", "edit_text"]
@@ -386,32 +405,34 @@ async def test_a_shared_bot_create_in_flight_at_a_kill_is_sent_again_after_the_r
     await r.ledger.record_intent("r1", 0, ANSWER, "send", "Hello world", intent)  # the process died in the call
     again = r.fresh()
     again.restore(await r.ledger.parts("r1"))
-    again.claim_slot(ANSWER, "Hello world")
+    again.book.claim_slot(ANSWER, "Hello world")
     await again.finish()
     assert r.adapter.chat() == ["Hello world"]  # never missing; a duplicate is possible, and reported
-    assert [p.state for p in again.parts()] == [PartState.UNCERTAIN, PartState.ACKED]
+    assert [p.state for p in again.book.parts()] == [PartState.UNCERTAIN, PartState.ACKED]
 
 
 async def test_a_frozen_message_keeps_what_it_shows_and_the_rest_continues_without_repeating_it() -> None:
     r = rig()
     r.adapter.fail("edit_text", 2, MessageFrozenError("message can't be edited"))
-    slot = r.rec.claim_slot(ANSWER, "To move your site")
+    slot = r.rec.book.claim_slot(ANSWER, "To move your site")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "To move your site to the new host,")
+    r.rec.book.set_text(slot, "To move your site to the new host,")
     await settle()
-    r.rec.set_text(slot, "To move your site to the new host, first lower the TTL.")
+    r.rec.book.set_text(slot, "To move your site to the new host, first lower the TTL.")
     await settle()
-    r.rec.set_text(slot, "To move your site to the new host, first lower the TTL. Then copy the files.")
+    r.rec.book.set_text(slot, "To move your site to the new host, first lower the TTL. Then copy the files.")
     await r.rec.finish()
     assert r.adapter.chat() == ["To move your site to the new host,", "first lower the TTL. Then copy the files."]
-    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.ACKED]
+    assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED, PartState.ACKED]
 
     again = r.fresh()  # after a restart the continuation stays after its frozen part
     again.restore(await r.ledger.parts("r1"))
-    restored = again.claim_slot(ANSWER, "To move your site to the new host, first lower the TTL. Then copy the files.")
+    restored = again.book.claim_slot(
+        ANSWER, "To move your site to the new host, first lower the TTL. Then copy the files."
+    )
     await again.finish()
-    assert restored.frozen and again.slots[1].parent is restored
+    assert restored.frozen and again.book.slots[1].parent is restored
     assert r.adapter.chat() == ["To move your site to the new host,", "first lower the TTL. Then copy the files."]
 
 
@@ -419,10 +440,10 @@ async def test_edits_are_retried_through_an_outage_of_minutes() -> None:
     r = rig(max_attempts=60)  # a retry window of ~minutes
     r.rec.retry_window_s = 600.0
     r.adapter.fail("edit_text", range(1, 40), PlatformUnavailableError("502 Bad Gateway"))
-    slot = r.rec.claim_slot(ANSWER, "Hello")
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "Hello world")
+    r.rec.book.set_text(slot, "Hello world")
     await r.rec.finish()
     edits = r.adapter.calls_of("edit_text")
     assert len(edits) == 40 and edits[-1].at - edits[0].at > 300  # minutes, not five tries in four seconds
@@ -432,16 +453,16 @@ async def test_edits_are_retried_through_an_outage_of_minutes() -> None:
 @pytest.mark.parametrize("landed", [True, False])
 async def test_an_uncertain_edit_is_retried(landed: bool) -> None:
     r = rig()
-    r.adapter.fail("edit_text", 1, UncertainDeliveryError("timed out"), landed=landed)
-    slot = r.rec.claim_slot(ANSWER, "Hello")
+    r.adapter.fail("edit_text", 1, AnswerTimeoutError("timed out"), landed=landed)
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "Hello world")
+    r.rec.book.set_text(slot, "Hello world")
     await r.rec.finish()
     assert r.adapter.chat() == ["Hello world"]
     assert r.adapter.summary() == [
         ("send_text", "Hello", "ok"),
-        ("edit_text", "Hello world", "UncertainDeliveryError"),
+        ("edit_text", "Hello world", "AnswerTimeoutError"),
         ("edit_text", "Hello world", "not_modified" if landed else "ok"),
     ]
     assert r.states() == [PartState.ACKED]
@@ -449,12 +470,12 @@ async def test_an_uncertain_edit_is_retried(landed: bool) -> None:
 
 async def test_an_edit_that_keeps_timing_out_ends_uncertain_after_max_attempts() -> None:
     r = rig(max_attempts=3)
-    r.adapter.fail("edit_text", range(1, 100), UncertainDeliveryError("timed out"))
-    slot = r.rec.claim_slot(ANSWER, "Hello")
-    r.rec.claim_slot(NOTICE, "after")
+    r.adapter.fail("edit_text", range(1, 100), AnswerTimeoutError("timed out"))
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
+    r.rec.book.claim_slot(NOTICE, "after")
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "Hello world")
+    r.rec.book.set_text(slot, "Hello world")
     await r.rec.finish()
     assert [m for _, m, _ in timed(r)] == ["send_text", "send_text", "edit_text", "edit_text", "edit_text"]
     edits = r.adapter.calls_of("edit_text")
@@ -469,7 +490,7 @@ async def test_an_edit_that_keeps_timing_out_ends_uncertain_after_max_attempts()
 async def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
     r = rig(max_attempts=5)
     r.adapter.fail("send_text", range(1, 3), PlatformUnavailableError("502 Bad Gateway"))
-    r.rec.claim_slot(ANSWER, "Hello")
+    r.rec.book.claim_slot(ANSWER, "Hello")
     await r.rec.finish()
     assert timed(r) == [(0.0, "send_text", "Hello"), (0.25, "send_text", "Hello"), (0.75, "send_text", "Hello")]
     assert r.adapter.chat() == ["Hello"]
@@ -479,12 +500,12 @@ async def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
 async def test_5xx_is_retried_up_to_max_attempts_then_the_part_fails() -> None:
     r = rig(max_attempts=4)
     r.adapter.fail("send_text", range(1, 5), PlatformUnavailableError("503 Service Unavailable"))
-    r.rec.claim_slot(ANSWER, "Hello")
-    r.rec.claim_slot(NOTICE, "still sent")
+    r.rec.book.claim_slot(ANSWER, "Hello")
+    r.rec.book.claim_slot(NOTICE, "still sent")
     await r.rec.finish()
     assert [c.at for c in r.adapter.calls_of()] == pytest.approx([0.0, 0.25, 0.75, 1.75, 1.75])
     assert r.adapter.chat() == ["still sent"]
-    failed, notice = r.rec.parts()
+    failed, notice = r.rec.book.parts()
     assert failed.state is PartState.FAILED
     assert failed.error is not None and "4 attempts" in failed.error
     assert notice.state is PartState.ACKED
@@ -497,10 +518,10 @@ async def test_5xx_is_retried_up_to_max_attempts_then_the_part_fails() -> None:
 async def test_bad_format_on_a_markdown_slot_is_resent_stripped_and_reported_degraded() -> None:
     r = rig()
     r.adapter.fail("send_text", 1, PayloadRejectedError("can't parse entities", reason=RejectReason.BAD_FORMAT))
-    slot = r.rec.claim_slot(ANSWER, "*bold", MARKDOWN)
+    slot = r.rec.book.claim_slot(ANSWER, "*bold", MARKDOWN)
     r.rec.start()
     await settle()
-    r.rec.set_text(slot, "*bold text")
+    r.rec.book.set_text(slot, "*bold text")
     await r.rec.finish()
     assert r.adapter.chat() == ["*bold text"]
     assert [(c.method, c.fmt, c.outcome) for c in r.adapter.calls_of()] == [
@@ -508,14 +529,14 @@ async def test_bad_format_on_a_markdown_slot_is_resent_stripped_and_reported_deg
         ("send_text", STRIPPED, "ok"),
         ("edit_text", STRIPPED, "ok"),  # later edits keep the markup off
     ]
-    (part,) = r.rec.parts()
+    (part,) = r.rec.book.parts()
     assert part.degraded and part.state is PartState.ACKED
 
 
 async def test_bad_format_on_a_plain_slot_fails_without_retry() -> None:
     r = rig()
     r.adapter.fail("send_text", 1, PayloadRejectedError("bad", reason=RejectReason.BAD_FORMAT))
-    r.rec.claim_slot(ANSWER, "text")
+    r.rec.book.claim_slot(ANSWER, "text")
     await r.rec.finish()
     assert len(r.adapter.calls_of()) == 1
     assert r.states() == [PartState.FAILED]
@@ -531,19 +552,19 @@ async def test_bad_format_on_a_plain_slot_fails_without_retry() -> None:
 async def test_permanent_errors_fail_the_part_once(error: DeliveryError) -> None:
     r = rig()
     r.adapter.fail("send_text", 1, error)
-    r.rec.claim_slot(ANSWER, "text")
-    r.rec.claim_slot(NOTICE, "notice")
+    r.rec.book.claim_slot(ANSWER, "text")
+    r.rec.book.claim_slot(NOTICE, "notice")
     await r.rec.finish()
     assert r.adapter.chat() == ["notice"]
     assert len(r.adapter.calls_of()) == 2
     assert r.states() == [PartState.FAILED, PartState.ACKED]
-    assert r.rec.parts()[0].error is not None
+    assert r.rec.book.parts()[0].error is not None
 
 
 async def test_an_empty_rejection_skips_the_part() -> None:
     r = rig()
     r.adapter.fail("send_text", 1, PayloadRejectedError("message text is empty", reason=RejectReason.EMPTY))
-    r.rec.claim_slot(ANSWER, "**", MARKDOWN)
+    r.rec.book.claim_slot(ANSWER, "**", MARKDOWN)
     await r.rec.finish()
     assert r.adapter.chat() == []
     assert r.states() == [PartState.SKIPPED]
@@ -551,11 +572,11 @@ async def test_an_empty_rejection_skips_the_part() -> None:
 
 async def test_an_edit_of_a_deleted_message_sends_the_part_anew() -> None:
     r = rig()
-    slot = r.rec.claim_slot(ANSWER, "Hello")
+    slot = r.rec.book.claim_slot(ANSWER, "Hello")
     r.rec.start()
     await settle()
     r.adapter.delete_by_user("1")
-    r.rec.set_text(slot, "Hello world")
+    r.rec.book.set_text(slot, "Hello world")
     await r.rec.finish()
     assert r.adapter.chat() == ["Hello world"]
     assert r.adapter.summary() == [
@@ -563,7 +584,7 @@ async def test_an_edit_of_a_deleted_message_sends_the_part_anew() -> None:
         ("edit_text", "Hello world", "TargetNotFoundError"),
         ("send_text", "Hello world", "ok"),
     ]
-    (part,) = r.rec.parts()
+    (part,) = r.rec.book.parts()
     assert (part.state, part.message_id) == (PartState.ACKED, "2")
     assert [c["outcome"] for c in r.ledger.calls] == ["ack", "gone", "ack"]
 
@@ -573,11 +594,11 @@ async def test_an_edit_of_a_deleted_message_sends_the_part_anew() -> None:
 
 async def test_an_emptied_slot_is_deleted_at_finish() -> None:
     r = rig()
-    r.rec.claim_slot(ANSWER, "one")
-    second = r.rec.claim_slot(ANSWER, "two")
+    r.rec.book.claim_slot(ANSWER, "one")
+    second = r.rec.book.claim_slot(ANSWER, "two")
     r.rec.start()
     await settle()
-    r.rec.set_text(second, "")
+    r.rec.book.set_text(second, "")
     await settle()
     assert r.adapter.chat() == ["one", "two"]  # an emptied preview waits for text until finalization
     await r.rec.finish()
@@ -587,12 +608,12 @@ async def test_an_emptied_slot_is_deleted_at_finish() -> None:
 
 async def test_deleting_a_message_someone_already_deleted_is_not_a_failure() -> None:
     r = rig()
-    r.rec.claim_slot(ANSWER, "one")
-    second = r.rec.claim_slot(ANSWER, "two")
+    r.rec.book.claim_slot(ANSWER, "one")
+    second = r.rec.book.claim_slot(ANSWER, "two")
     r.rec.start()
     await settle()
     r.adapter.delete_by_user("2")
-    r.rec.set_text(second, "")
+    r.rec.book.set_text(second, "")
     await r.rec.finish()
     assert r.adapter.chat() == ["one"]
     assert r.states() == [PartState.ACKED, PartState.SKIPPED]
@@ -600,9 +621,9 @@ async def test_deleting_a_message_someone_already_deleted_is_not_a_failure() -> 
 
 async def test_a_slot_emptied_before_it_was_sent_is_skipped_not_unsent() -> None:
     r = rig(throttle_s=1.0)
-    r.rec.claim_slot(ANSWER, "one")
-    second = r.rec.claim_slot(ANSWER, "two")
-    r.rec.set_text(second, "")  # e.g. a replace made the answer short again
+    r.rec.book.claim_slot(ANSWER, "one")
+    second = r.rec.book.claim_slot(ANSWER, "two")
+    r.rec.book.set_text(second, "")  # e.g. a replace made the answer short again
     await r.rec.finish()
     assert r.adapter.chat() == ["one"]
     assert r.states() == [PartState.ACKED, PartState.SKIPPED]
@@ -611,13 +632,13 @@ async def test_a_slot_emptied_before_it_was_sent_is_skipped_not_unsent() -> None
 async def test_a_part_emptied_before_it_was_sent_holds_back_later_parts() -> None:
     # a preview reset empties part 0 before it went out; part 1 must not overtake it
     r = rig()
-    first = r.rec.claim_slot(ANSWER, "one")
-    r.rec.claim_slot(ANSWER, "two")
-    r.rec.set_text(first, "")
+    first = r.rec.book.claim_slot(ANSWER, "one")
+    r.rec.book.claim_slot(ANSWER, "two")
+    r.rec.book.set_text(first, "")
     r.rec.start()
     await settle()
     assert r.adapter.calls_of() == []
-    r.rec.set_text(first, "one again")
+    r.rec.book.set_text(first, "one again")
     await r.rec.finish()
     assert r.adapter.chat() == ["one again", "two"]
     assert r.states() == [PartState.ACKED, PartState.ACKED]
@@ -628,54 +649,54 @@ async def test_a_part_emptied_before_it_was_sent_holds_back_later_parts() -> Non
 
 async def test_restored_parts_are_edited_never_sent_again() -> None:
     r = rig()
-    r.rec.claim_slot(ANSWER, "Hello")
-    r.rec.claim_slot(ANSWER, "second part")
+    r.rec.book.claim_slot(ANSWER, "Hello")
+    r.rec.book.claim_slot(ANSWER, "second part")
     await r.rec.finish()
 
     again = r.fresh()
     again.restore(await r.ledger.parts("r1"))
-    again.claim_slot(ANSWER, "Hello world")  # the replayed stream, further along
-    again.claim_slot(ANSWER, "second part")  # unchanged: no call at all
-    again.claim_slot(ANSWER, "third part")  # new: sent
+    again.book.claim_slot(ANSWER, "Hello world")  # the replayed stream, further along
+    again.book.claim_slot(ANSWER, "second part")  # unchanged: no call at all
+    again.book.claim_slot(ANSWER, "third part")  # new: sent
     await again.finish()
     assert r.adapter.chat() == ["Hello world", "second part", "third part"]
     assert r.adapter.summary()[2:] == [
         ("edit_text", "Hello world", "ok"),
         ("send_text", "third part", "ok"),
     ]
-    assert [p.message_id for p in again.parts()] == ["1", "2", "3"]
+    assert [p.message_id for p in again.book.parts()] == ["1", "2", "3"]
 
 
 async def test_a_restored_degraded_part_stays_stripped() -> None:
     r = rig()
     r.adapter.fail("send_text", 1, PayloadRejectedError("bad", reason=RejectReason.BAD_FORMAT))
-    r.rec.claim_slot(ANSWER, "*a", MARKDOWN)
+    r.rec.book.claim_slot(ANSWER, "*a", MARKDOWN)
     await r.rec.finish()
 
     again = r.fresh()
     again.restore(await r.ledger.parts("r1"))
-    again.claim_slot(ANSWER, "*a b", MARKDOWN)
+    again.book.claim_slot(ANSWER, "*a b", MARKDOWN)
     await again.finish()
     assert r.adapter.chat() == ["*a b"]
     last = r.adapter.calls_of()[-1]
     assert (last.method, last.fmt) == ("edit_text", STRIPPED)
-    assert again.parts()[0].degraded
+    assert again.book.parts()[0].degraded
 
 
 async def test_a_restored_uncertain_part_is_not_sent_again_while_its_text_holds() -> None:
     r = rig()
     r.adapter.settles = "unknown"
-    r.adapter.fail("send_text", 1, UncertainDeliveryError("timed out"), landed=True)
-    r.rec.claim_slot(ANSWER, "Hello")
+    r.adapter.fail("send_text", 1, AnswerTimeoutError("timed out"), landed=True)
+    r.rec.book.claim_slot(ANSWER, "Hello")
     await r.rec.finish()
 
     again = r.fresh()
     again.restore(await r.ledger.parts("r1"))
-    again.claim_slot(ANSWER, "Hello")
+    again.book.claim_slot(ANSWER, "Hello")
     await again.finish()
     assert r.adapter.chat() == ["Hello"]
     assert [m for m, _, _ in r.adapter.summary()].count("send_text") == 1
-    assert [p.state for p in again.parts()] == [PartState.UNCERTAIN]
+    assert [p.state for p in again.book.parts()] == [PartState.UNCERTAIN]
 
 
 # --- the ledger -----------------------------------------------------------------------------------------------
@@ -685,17 +706,17 @@ async def test_every_call_has_an_intent_and_an_outcome_in_the_ledger() -> None:
     r = rig(max_attempts=2)
     r.adapter.fail("send_text", 1, RateLimitedError("429", retry_after_s=1.0))
     r.adapter.fail("edit_text", 1, PlatformUnavailableError("502"))
-    r.adapter.fail("send_text", 3, UncertainDeliveryError("timed out"))
+    r.adapter.fail("send_text", 3, AnswerTimeoutError("timed out"))
     r.adapter.fail("send_text", 4, ForbiddenError("blocked"))
-    a = r.rec.claim_slot(ANSWER, "a")
+    a = r.rec.book.claim_slot(ANSWER, "a")
     r.rec.start()
     await settle()
-    r.rec.set_text(a, "ab")
-    r.rec.claim_slot(ANSWER, "b")
-    r.rec.claim_slot(NOTICE, "c")
-    b_slot = r.rec.claim_slot(STATUS, "d")
+    r.rec.book.set_text(a, "ab")
+    r.rec.book.claim_slot(ANSWER, "b")
+    r.rec.book.claim_slot(NOTICE, "c")
+    b_slot = r.rec.book.claim_slot(STATUS, "d")
     await settle()
-    r.rec.set_text(b_slot, "")
+    r.rec.book.set_text(b_slot, "")
     await r.rec.finish()
 
     ops = {"send_text": "send", "edit_text": "edit", "delete_message": "delete", "settle_send": "settle"}
@@ -707,17 +728,17 @@ async def test_every_call_has_an_intent_and_an_outcome_in_the_ledger() -> None:
     # the parts the ledger keeps are what the reconciler reports
     stored = await r.ledger.parts("r1")
     assert [(p.state, p.message_id, p.shown) for p in stored] == [
-        (p.state, p.message_id, s.shown) for p, s in zip(r.rec.parts(), r.rec.slots, strict=True)
+        (p.state, p.message_id, s.shown) for p, s in zip(r.rec.book.parts(), r.rec.book.slots, strict=True)
     ]
 
 
 async def test_an_answer_goes_before_a_status_edit_when_the_budget_is_short() -> None:
     r = rig(buckets=[TokenBucket(rate_per_s=1.0, burst=1)])
-    status = r.rec.claim_slot(SlotRole.STATUS, "Working on it…\n• planning")
+    status = r.rec.book.claim_slot(SlotRole.STATUS, "Working on it…\n• planning")
     r.rec.start()
     await settle()
-    r.rec.set_text(status, "Working on it…\n• planning\n• drafting")
-    r.rec.claim_slot(ANSWER, "The committed answer.")
+    r.rec.book.set_text(status, "Working on it…\n• planning\n• drafting")
+    r.rec.book.claim_slot(ANSWER, "The committed answer.")
     await r.rec.finish()
     assert [(c[0], c[1]) for c in r.adapter.summary()] == [
         ("send_text", "Working on it…\n• planning"),
@@ -728,14 +749,14 @@ async def test_an_answer_goes_before_a_status_edit_when_the_budget_is_short() ->
 
 async def test_a_part_given_up_during_an_outage_is_tried_again_at_finalization() -> None:
     r = rig(max_attempts=3)
-    slot = r.rec.claim_slot(ANSWER, "w0")
+    slot = r.rec.book.claim_slot(ANSWER, "w0")
     r.rec.start()
     await settle()
     r.adapter.fail("edit_text", range(1, 4), PlatformUnavailableError("502 Bad Gateway"))
-    r.rec.set_text(slot, "w0 w1")
+    r.rec.book.set_text(slot, "w0 w1")
     await settle(200)
     assert r.states() == [PartState.FAILED]
-    r.rec.set_text(slot, "w0 w1 w2")
+    r.rec.book.set_text(slot, "w0 w1 w2")
     await r.rec.finish()
     assert r.adapter.chat() == ["w0 w1 w2"]
     assert r.states() == [PartState.ACKED]
@@ -743,12 +764,12 @@ async def test_a_part_given_up_during_an_outage_is_tried_again_at_finalization()
 
 async def test_the_ledger_ends_with_the_parts_the_report_shows() -> None:
     r = rig()
-    first = r.rec.claim_slot(ANSWER, "kept")
-    emptied = r.rec.claim_slot(ANSWER, "")
+    first = r.rec.book.claim_slot(ANSWER, "kept")
+    emptied = r.rec.book.claim_slot(ANSWER, "")
     r.rec.start()
     await settle()
-    r.rec.set_text(emptied, "")  # never sent: skipped at finalization without a call
+    r.rec.book.set_text(emptied, "")  # never sent: skipped at finalization without a call
     await r.rec.finish()
     stored = {p.slot: p.state for p in await r.ledger.parts("r1")}
     assert stored == {first.index: PartState.ACKED, emptied.index: PartState.SKIPPED}
-    assert [p.state for p in r.rec.parts()] == [PartState.ACKED, PartState.SKIPPED]
+    assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED, PartState.SKIPPED]

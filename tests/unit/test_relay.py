@@ -192,7 +192,7 @@ async def test_a_bug_in_one_run_shows_its_person_a_failure_and_other_runs_go_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from core.events import Phase
-    from core.run import RunController
+    from core.run_controller import RunController
 
     original = RunController.handle
 

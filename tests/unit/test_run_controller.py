@@ -40,7 +40,8 @@ from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy, SubagentPolicy
 from core.ports import TextFormat
 from core.report import DeliveryReport, ReportStatus
-from core.run import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED, PROGRESS_TITLE, RunController
+from core.run import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED, PROGRESS_TITLE
+from core.run_controller import RunController
 from core.send_chain import SendChain
 from core.units import LengthUnit, text_units
 from tests.unit.fakes import FakeAdapter, settle

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from core.delivery.reconciler import Reconciler
+from core.delivery.slotbook import SlotBook
 from core.errors import RateLimitedError
 from core.events import (
     Commit,
@@ -186,7 +187,7 @@ async def test_a_call_that_fails_its_schema_is_malformed_never_a_call() -> None:
 
     h = Harness(policy(DeliveryMode.FINAL))
     start = h.ctl.start_event
-    from core.run import RunController
+    from core.run_controller import RunController
 
     h.ctl = RunController(start, h.policy, h.adapter, SendChain(h.clock), h.ledger, h.clock, validator=validator)
     await h.open()
@@ -255,7 +256,7 @@ async def test_a_lane_wakes_its_readers_and_ends_with_run_end() -> None:
 def typing_rig(clock: ManualClock) -> tuple[FakeAdapter, Reconciler]:
     adapter = FakeAdapter(clock)
     rec = Reconciler(
-        run="r1",
+        book=SlotBook("r1", 0.0, native=False),
         adapter=adapter,
         chain=SendChain(clock),
         target=Target(chat_id=1),
@@ -276,7 +277,7 @@ async def test_typing_shows_while_nothing_new_is_visible_and_stops_at_the_end() 
         clock.advance(1.0)
         await settle()
     assert [c.at for c in adapter.calls_of("send_typing")] == [0.0, 4.0, 8.0]
-    rec.claim_slot(SlotRole.ANSWER, "Hello")
+    rec.book.claim_slot(SlotRole.ANSWER, "Hello")
     await settle()
     clock.advance(3.0)
     await settle()
@@ -296,7 +297,7 @@ async def test_a_failing_typing_indicator_is_skipped_and_never_delays_the_answer
     adapter.fail("send_typing", range(0, 100), RateLimitedError("slow down", retry_after_s=1.0))
     rec.start()
     await settle()
-    rec.claim_slot(SlotRole.ANSWER, "Hello")
+    rec.book.claim_slot(SlotRole.ANSWER, "Hello")
     clock.advance(1.0)
     await settle()
     assert adapter.chat() == ["Hello"]

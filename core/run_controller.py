@@ -1,0 +1,192 @@
+"""One run wired end to end, and its I/O: the pure stage upstream, the conversations' reconcilers downstream.
+
+    events ─▶ RunStage (pure) ─▶ slot books (desired) ─▶ Planner (pure) ─▶ Reconciler ─▶ send chain ─▶ adapter
+                                                                                     └▶ ledger, DeliveryWatch
+
+The controller builds a run's stages in one place (:func:`core.delivery.conversation.open_conversation` for the
+root and for each child thread), opens the run in the ledger and restores what it showed before a restart, hands
+events to the stage, and at the end lets every conversation deliver its final state. Nothing runs back upward:
+the reconcilers write acknowledgements into the slot books and tell the watchers' feed, never the stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from core.clock import Clock
+from core.delivery.conversation import open_conversation
+from core.delivery.reconciler import Reconciler
+from core.delivery.threads import ChildThreads
+from core.events import DeliveryMode, End, Event, RunStart, Source, Target
+from core.ledger import Ledger, RunRecord
+from core.monitor import DeliveryWatch, RunMonitor
+from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
+from core.policy import ChannelPolicy, SubagentPolicy
+from core.ports import ChannelAdapter, TextFormat
+from core.report import DeliveryReport
+from core.run import RunStage
+from core.send_chain import SendChain
+
+_log = logging.getLogger("streamrelay.run")
+
+
+class RunController:
+    """Delivers one run to one channel target, and keeps its pipeline lane.
+
+    Args:
+        start: the run's ``run.start`` event.
+        policy: the channel's delivery policy.
+        adapter: the channel adapter.
+        chain: the conversation's send chain (shared by every run to the same target).
+        ledger: the durable record.
+        clock: the injected clock.
+        lane: the run's pipeline lane (a new one when not given).
+        validator: checks complete tool calls against their JSON Schemas (the action catalog's).
+        chain_for: the channel's send chain of another target, and ``release`` to give it back: needed for
+            ``subagents = "thread"`` (each child's thread is a conversation of its own).
+        monitor: the run's live progress for watchers (a new one when not given).
+        retry_window_s: how long calls that are safe to retry are retried through an outage (seconds).
+    """
+
+    def __init__(
+        self,
+        start: RunStart,
+        policy: ChannelPolicy,
+        adapter: ChannelAdapter,
+        chain: SendChain,
+        ledger: Ledger,
+        clock: Clock,
+        lane: PipelineLane | None = None,
+        validator: ArgsValidator | None = None,
+        chain_for: Callable[[Target], SendChain] | None = None,
+        release: Callable[[Target], None] | None = None,
+        monitor: RunMonitor | None = None,
+        retry_window_s: float = 600.0,
+    ) -> None:
+        self.run = start.run
+        self.start_event = start
+        self.policy = policy
+        self._ledger = ledger
+        self._platform = adapter.platform
+        self.lane = lane if lane is not None else PipelineLane(start.run)
+        self.monitor = monitor if monitor is not None else RunMonitor(start.run)
+        conversation = open_conversation(
+            run=start.run,
+            policy=policy,
+            adapter=adapter,
+            chain=chain,
+            target=start.target,
+            ledger=ledger,
+            clock=clock,
+            retry_window_s=retry_window_s,
+            feed=DeliveryWatch(self.monitor, policy.name, live_text=policy.live_text),
+        )
+        self.rec: Reconciler = conversation.rec
+        threads: ChildThreads | None = None
+        # Progress mode shows no unchecked text before the commit point: children stay status lines there.
+        if (
+            policy.subagents is SubagentPolicy.THREAD
+            and chain_for is not None
+            and policy.delivery is not DeliveryMode.PROGRESS
+        ):
+            threads = ChildThreads(
+                run=start.run,
+                policy=policy,
+                adapter=adapter,
+                target=start.target,
+                root=conversation.book,
+                chain_for=chain_for,
+                release=release or (lambda _target: None),
+                ledger=ledger,
+                clock=clock,
+                feed_for=self._thread_feed,
+                retry_window_s=retry_window_s,
+            )
+            if not threads.available:
+                _log.info("subagents = thread: %s; sub-agents show as status lines", threads.refusal)
+                threads = None
+        self.threads = threads
+        measure = adapter.measure
+        self.stage = RunStage(
+            start=start,
+            policy=policy,
+            book=conversation.book,
+            mode=conversation.mode,
+            measure=lambda text: measure(text, TextFormat.PLAIN),
+            tools=ToolCallCollector(validator),
+            lane=self.lane,
+            monitor=self.monitor,
+            threads=threads,
+        )
+
+    def _thread_feed(self, source: Source) -> DeliveryWatch:
+        """A child's thread is a row of its own for watchers: ``<channel> ↳ <agent>``."""
+        return DeliveryWatch(self.monitor, f"{self.policy.name} ↳ {source.agent_id}", live_text=False)
+
+    # --- what the run worker and the relay read ---------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self.stage.done
+
+    @property
+    def committed(self) -> str | None:
+        return self.stage.committed
+
+    @property
+    def errors(self) -> list[str]:
+        return self.stage.errors
+
+    def report(self) -> DeliveryReport:
+        return self.stage.report()
+
+    # --- the run's life ---------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Record the run and restore parts delivered before a restart; start delivering."""
+        await self._ledger.start_run(
+            RunRecord(
+                run=self.run,
+                channel=self.policy.name,
+                target=self.start_event.target.model_dump(mode="json"),
+                mode=str(self.policy.delivery),
+            )
+        )
+        self.rec.restore(await self._ledger.parts(self.run))
+        self.stage.opened(self._platform)
+        self.rec.start()
+
+    def handle(self, event: Event) -> None:
+        """Apply one in-order event to the stage (never the root's ``end``: see :meth:`close`)."""
+        self.stage.handle(event)
+
+    def deadline(self) -> float | None:
+        return self.stage.deadline()
+
+    def tick(self) -> None:
+        self.stage.tick()
+
+    async def close(self, end: End, *, idle: bool = False) -> DeliveryReport:
+        """Finalize: the stage's final state (:meth:`RunStage.end`), delivered by every conversation; the run's
+        end recorded."""
+        self.rec.stop_typing()
+        self.stage.end(end, idle=idle)
+        if self.threads is not None:
+            await self.threads.finish()
+        await self.rec.finish()
+        await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
+        self.stage.done = True
+        report = self.stage.report()
+        self.monitor.publish("end", status=str(end.status), delivery=str(report.status))
+        return report
+
+    def fail(self, reason: str) -> None:
+        """Mark the run finished and failed without finalizing (an internal error stopped it)."""
+        self.stage.fail(reason)
+
+    async def abort(self) -> None:
+        """Stop delivering without finalizing (service shutdown)."""
+        if self.threads is not None:
+            await self.threads.cancel()
+        await self.rec.cancel()

@@ -1,0 +1,128 @@
+"""The run stage is pure and deterministic: events in, desired chat state out, no adapter, no ledger, no wait.
+
+This is what lets a restarted sidecar rebuild a run from its journal (issue 10): replaying the same events gives
+the same desired state, however they are batched, and running it needs nothing but the events.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.chunker import BreakKind, ChunkParams
+from core.clock import FakeClock
+from core.coalescer import CoalesceParams
+from core.delivery.modes import make_mode
+from core.delivery.slotbook import SlotBook
+from core.events import DeliveryMode, End, EndStatus, Event, ProviderFormat, RunStart, Target
+from core.monitor import RunMonitor
+from core.normalize import make_normalizer
+from core.pipeline import PipelineLane, ToolCallCollector
+from core.policy import ChannelPolicy, Splitter
+from core.ports import TextFormat
+from core.run import RunStage
+from core.sequencer import join_deltas
+from core.units import LengthUnit, text_units
+
+STREAMS = Path(__file__).resolve().parents[1] / "streams"
+RUN = "r1"
+RECORDED = [
+    "anthropic/markdown-long-fences.jsonl",
+    "anthropic/multi-message-tools.jsonl",
+    "openai-chat/long-text.jsonl",
+    "openai-responses/reasoning-function-call.jsonl",
+]
+
+
+def policy(delivery: DeliveryMode) -> ChannelPolicy:
+    return ChannelPolicy(
+        name="fake",
+        delivery=delivery,
+        max_units=700,
+        unit=LengthUnit.UTF16,
+        fmt=TextFormat.PLAIN,
+        throttle_s=1.0,
+        block_chunk=ChunkParams(min_chars=200, max_chars=700, break_preference=BreakKind.PARAGRAPH),
+        coalesce=CoalesceParams(min_chars=200, max_chars=700, idle_ms=1000, joiner="\n\n"),
+    )
+
+
+def stage_for(delivery: DeliveryMode) -> RunStage:
+    """A stage built from nothing but its policy: no adapter, chain, ledger or event loop."""
+    pol = policy(delivery)
+    book = SlotBook(RUN, pol.throttle_s, native=False)
+
+    def measure(text: str) -> int:
+        return text_units(text, LengthUnit.UTF16)
+
+    mode = make_mode(pol, book, Splitter(pol, lambda text, _fmt: measure(text)), FakeClock())
+    return RunStage(
+        start=RunStart(run=RUN, channel="fake", target=Target(chat_id=1)),
+        policy=pol,
+        book=book,
+        mode=mode,
+        measure=measure,
+        tools=ToolCallCollector(None),
+        lane=PipelineLane(RUN),
+        monitor=RunMonitor(RUN),
+        threads=None,
+    )
+
+
+def recorded(name: str) -> list[Event]:
+    path = STREAMS / name
+    normalizer = make_normalizer(ProviderFormat(path.parent.name), RUN)
+    events: list[Event] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            events += normalizer.feed(json.loads(line))
+    return events + normalizer.close()
+
+
+def desired(stage: RunStage) -> dict[str, Any]:
+    """Everything the stage decided: each part's role and desired text, the pipeline units, the committed text."""
+    parts = [(str(s.role), s.live() if s.live is not None else s.desired) for s in stage.book.slots]
+    units = [{k: v for k, v in unit.items() if k != "ts"} for unit in stage.lane.units]
+    return {"parts": parts, "units": units, "committed": stage.committed}
+
+
+def replay(delivery: DeliveryMode, events: list[Event], *, batch: int) -> dict[str, Any]:
+    stage = stage_for(delivery)
+    for i in range(0, len(events), batch):
+        for event in join_deltas(events[i : i + batch]):
+            stage.handle(event)
+    stage.end(End(run=RUN, status=EndStatus.OK))
+    return desired(stage)
+
+
+@pytest.mark.parametrize("name", RECORDED)
+@pytest.mark.parametrize("delivery", [DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.FINAL])
+def test_replaying_a_recorded_run_gives_the_same_desired_state_however_it_is_batched(
+    name: str, delivery: DeliveryMode
+) -> None:
+    events = recorded(name)
+    live = replay(delivery, events, batch=1)  # as the events arrived, one at a time
+    assert live["parts"], "the recorded run shows something"
+    assert replay(delivery, events, batch=1) == live  # deterministic
+    assert replay(delivery, events, batch=len(events)) == live  # a journal replay: the whole backlog at once
+
+
+PURE = ["core.run", "core.delivery.modes", "core.delivery.slotbook", "core.delivery.agents", "core.delivery.reasoning"]
+"""The stages upstream of the slot book."""
+EFFECTFUL = ("core.delivery.reconciler", "core.send_chain", "core.run_controller", "core.relay", "core.journal")
+"""What performs calls or writes: downstream of the slot book (the slot book turns its parts into the ledger's
+records, the data type, and never writes them)."""
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_the_stages_upstream_of_the_slot_book_import_nothing_that_calls_or_writes(module: str) -> None:
+    """The direction is one way: the run stage and the delivery modes write desired state, never call."""
+    path = Path(__file__).resolve().parents[2] / (module.replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & set(EFFECTFUL)
+    assert not any(isinstance(node, ast.AsyncFunctionDef | ast.Await) for node in ast.walk(tree))
