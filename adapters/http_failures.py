@@ -28,11 +28,11 @@ import asyncio
 
 import aiohttp
 
-from core.errors import DeliveryError, PlatformUnavailableError, UncertainDeliveryError
+from core.errors import AnswerTimeoutError, DeliveryError, PlatformUnavailableError, UncertainDeliveryError
 
 NETWORK_OUTCOMES: tuple[tuple[type[BaseException], type[DeliveryError]], ...] = (
     (aiohttp.ConnectionTimeoutError, PlatformUnavailableError),  # connect timed out: nothing sent
-    (asyncio.TimeoutError, UncertainDeliveryError),  # sent, no answer in time (aiohttp.ServerTimeoutError too)
+    (asyncio.TimeoutError, AnswerTimeoutError),  # sent, no answer in time (aiohttp.ServerTimeoutError too)
     (aiohttp.ClientConnectorError, PlatformUnavailableError),  # refused, DNS, TLS: nothing sent
     (aiohttp.ServerFingerprintMismatch, PlatformUnavailableError),  # TLS pin checked before sending
     (aiohttp.ClientConnectionResetError, PlatformUnavailableError),  # the transport was closing: nothing written

@@ -44,6 +44,7 @@ import discord
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
 from adapters.http_failures import NETWORK_OUTCOMES, server_error
 from core.errors import (
+    AnswerTimeoutError,
     DeliveryError,
     ForbiddenError,
     PayloadRejectedError,
@@ -157,7 +158,7 @@ TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
 
 PHASE_RULES: dict[Phase, type[DeliveryError]] = {
     Phase.CONNECTING: PlatformUnavailableError,  # nothing written yet
-    Phase.SENT: UncertainDeliveryError,  # written, no answer: it may have landed
+    Phase.SENT: AnswerTimeoutError,  # written, no answer in time: it may have landed
     Phase.ANSWERED: UncertainDeliveryError,  # not reached: the deadline is lifted once the answer is read
 }
 """Timeouts past the bucket; :func:`timed_out` turns a call still queued in the bucket into a 429-like

@@ -54,6 +54,7 @@ from aiogram.exceptions import (
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
 from adapters.http_failures import NETWORK_OUTCOMES, server_error
 from core.errors import (
+    AnswerTimeoutError,
     DeliveryError,
     ForbiddenError,
     MessageFrozenError,
@@ -139,7 +140,7 @@ TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
     (TelegramConflictError, _plain(PermanentDeliveryError)),  # 409
     (ClientDecodeError, _plain(UncertainDeliveryError)),  # an unreadable answer: it may have been processed
     (TelegramAPIError, _plain(PermanentDeliveryError)),
-    (asyncio.TimeoutError, _plain(UncertainDeliveryError)),
+    (asyncio.TimeoutError, _plain(AnswerTimeoutError)),
     (aiohttp.ClientError, _plain(PlatformUnavailableError)),
 )
 
