@@ -1,6 +1,7 @@
 """The Redis backend for replicas (DESIGN §8): partition leases with fencing tokens, the input streams, the
 journal and the ledger per partition, and rate budgets shared by every replica."""
 
+from adapters.redis.budget import Attempt, RedisBudgets, SharedBucket, SharedPauses
 from adapters.redis.client import connect, redacted
 from adapters.redis.errors import FencedError
 from adapters.redis.journal import RedisJournal
@@ -11,6 +12,7 @@ from adapters.redis.stream import DeadLetter, InputEntry, InputStream
 
 __all__ = [
     "KEYS",
+    "Attempt",
     "DeadLetter",
     "FencedError",
     "Holder",
@@ -21,8 +23,11 @@ __all__ = [
     "LeaseEvent",
     "LeaseKeeper",
     "Leases",
+    "RedisBudgets",
     "RedisJournal",
     "RedisLedger",
+    "SharedBucket",
+    "SharedPauses",
     "connect",
     "conversation_key",
     "partition_of",
