@@ -37,13 +37,12 @@ def redacted(url: str) -> str:
     """``url`` with its password (and a username that could be a token) replaced by ``***``."""
     try:
         parts = urlsplit(url)
+        if parts.password is None and parts.username is None:
+            return url
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
     except ValueError:
         return "<unparseable redis url>"
-    if parts.password is None and parts.username is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"***@{host}" + (f":{parts.port}" if parts.port is not None else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def connect(url: str, *, client_name: str = "streamrelay", socket_timeout_s: float = 30.0) -> Redis:

@@ -255,12 +255,17 @@ class LeaseKeeper:
         while free and (need := share - len(self._held)) > 0:
             batch, free = free[:need], free[need:]
             started = asyncio.get_running_loop().time()
-            tokens = await asyncio.gather(*(self._leases.acquire(p, self.owner, self.ttl_ms) for p in batch))
+            tokens = await asyncio.gather(
+                *(self._leases.acquire(p, self.owner, self.ttl_ms) for p in batch), return_exceptions=True
+            )
             for partition, token in zip(batch, tokens, strict=True):
-                if token is not None:
+                if isinstance(token, int):
                     self._held[partition] = token
                     self._valid_until[partition] = started + self.ttl_ms / 1000
                     self.events.put_nowait(LeaseEvent(partition, LeaseChange.ACQUIRED, token))
+            errors = [t for t in tokens if isinstance(t, BaseException)]
+            if errors:  # the grants that worked are kept; a grant unanswered expires by itself
+                raise errors[0]
 
     def _expire_overdue(self) -> None:
         now = asyncio.get_running_loop().time()

@@ -131,3 +131,34 @@ def test_partitions_are_stable_and_keys_carry_the_partition_tag() -> None:
     assert KEYS.lease(7) == "sr:{p7}:lease" and KEYS.fence(7) == "sr:{p7}:fence" and KEYS.inbox(7) == "sr:{p7}:in"
     assert KeySpace("prod").ledger(2, "parts:r}1") == "prod:{p2}:l:parts:r}1"
     assert KEYS.budget("telegram:bot", "tat") == "sr:{rate:telegram:bot}:tat"
+
+
+class FlakyLeases(Leases):
+    """Leases whose Redis becomes unreachable when ``down`` is set."""
+
+    down = False
+
+    async def heartbeat(self, owner: str, ttl_ms: int) -> int:
+        if self.down:
+            raise ConnectionError("Redis unreachable")
+        return await super().heartbeat(owner, ttl_ms)
+
+    async def renew(self, partition: int, owner: str, token: int, ttl_ms: int) -> bool:
+        if self.down:
+            raise ConnectionError("Redis unreachable")
+        return await super().renew(partition, owner, token, ttl_ms)
+
+
+async def test_a_keeper_cut_off_from_redis_reports_its_leases_lost_once_they_expired(client: Redis) -> None:
+    leases = FlakyLeases(client)
+    keeper = LeaseKeeper(leases, "a", 2, ttl_ms=TTL_MS)
+    keeper.start()
+    try:
+        assert {(await next_event(keeper)).change for _ in range(2)} == {LeaseChange.ACQUIRED}
+        leases.down = True
+        assert {(await next_event(keeper)).change for _ in range(2)} == {LeaseChange.LOST}
+        assert keeper.held == {}
+        leases.down = False  # back: the partitions, free again, are taken with new tokens
+        assert {((e := await next_event(keeper)).change, e.token) for _ in range(2)} == {(LeaseChange.ACQUIRED, 2)}
+    finally:
+        await keeper.close()

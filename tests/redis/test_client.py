@@ -1,0 +1,40 @@
+"""The Redis URL's password never shows: not in errors, not in the backend's reprs."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.redis import InputStream, LeaseKeeper, Leases, RedisBudgets, RedisJournal, RedisLedger, connect, redacted
+from core.errors import ConfigError
+
+SECRET_URL = "redis://streamrelay:s3cret-pw@127.0.0.1:6390/0"
+
+
+def test_redacted_hides_the_password_and_the_user() -> None:
+    assert redacted(SECRET_URL) == "redis://***@127.0.0.1:6390/0"
+    assert redacted("rediss://:p@ss@host/1?ssl_cert_reqs=none") == "rediss://***@host/1?ssl_cert_reqs=none"
+    assert redacted("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    assert redacted("redis://[::1") == "<unparseable redis url>"
+
+
+def test_a_bad_url_is_a_config_error_without_its_password() -> None:
+    for url in ("http://:s3cret-pw@host", "redis://:s3cret-pw@host:port/0"):
+        with pytest.raises(ConfigError) as bad:
+            connect(url)
+        assert "s3cret-pw" not in str(bad.value) and "***" in str(bad.value)
+
+
+async def test_no_repr_shows_the_password() -> None:
+    client = connect(SECRET_URL)
+    leases = Leases(client)
+    made = [
+        client,
+        leases,
+        LeaseKeeper(leases, "a", 4),
+        InputStream(client),
+        RedisJournal(client, 1, token=3),
+        RedisLedger(client, 1, token=3),
+        RedisBudgets(client),
+    ]
+    assert not [m for m in made if "s3cret-pw" in repr(m)]
+    await client.aclose()
