@@ -1,11 +1,10 @@
-"""The ``streamrelay`` command: serve, demo, replay, case, mock."""
+"""The ``streamrelay`` command: serve, demo, replay, case, mock, chaos; ``--version``."""
 
 from __future__ import annotations
 
 import asyncio
 import enum
 import json
-import logging
 import os
 import secrets
 import sys
@@ -46,59 +45,59 @@ console = Console()
 err = Console(stderr=True)
 
 
+class LogFormatChoice(enum.StrEnum):
+    JSON = "json"
+    CONSOLE = "console"
+
+
+class LogLevelChoice(enum.StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from app.version import version
+
+        typer.echo(f"streamrelay {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="print the version and exit"),
+    ] = False,
+) -> None:
+    """streamrelay: the delivery sidecar between LLM agents and chat platforms."""
+
+
 @app.command()
 def serve(
     config: Annotated[Path, typer.Option(help="channels TOML")] = Path("config/channels.toml"),
     host: Annotated[str | None, typer.Option(help="override [service].host")] = None,
     port: Annotated[int | None, typer.Option(help="override [service].port")] = None,
+    log_format: Annotated[
+        LogFormatChoice | None, typer.Option(help="override [service].log_format (default: console on a terminal)")
+    ] = None,
+    log_level: Annotated[LogLevelChoice | None, typer.Option(help="override [service].log_level")] = None,
 ) -> None:
-    """Run the sidecar: HTTP ingest, the SQLite journal and ledger, the configured channels. Runs a previous
-    process left unfinished resume by themselves."""
-    from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-    from app.service import Sidecar, build_relay
-    from config.settings import load_settings
+    """Run the sidecar: HTTP ingest, the SQLite journal and ledger, the configured channels, /healthz, /readyz and
+    /metrics. Runs a previous process left unfinished resume by themselves; SIGTERM drains active runs first."""
+    from app.serving import serve as run_service
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    async def main() -> None:
-        settings = load_settings(config)
-        token = os.environ.get(settings.service.token_env, "")
-        if not token:
-            raise ConfigError(
-                f"environment variable {settings.service.token_env} is not set: export the bearer token agents "
-                "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
-            )
-        store = await SqliteStore.open(settings.service.ledger)  # the journal and the ledger: one file, one connection
-        ledger, journal = await SqliteLedger.on(store), await SqliteJournal.on(store)
-        try:
-            relay = build_relay(settings, ledger, journal=journal)
-            sidecar = Sidecar(
-                relay,
-                token=token,
-                host=host or settings.service.host,
-                port=settings.service.port if port is None else port,
-                max_body_bytes=settings.service.max_body_bytes,
-                max_line_bytes=settings.service.max_line_bytes,
-                log_level="info",
-                keepalive_s=settings.service.keepalive_s,
-            )
-            try:
-                resumed = await relay.resume()
-                if resumed:
-                    console.print(
-                        f"resumed {len(resumed)} unfinished run(s) from the journal: {', '.join(resumed[:5])}"
-                    )
-                url = await sidecar.start()
-                console.print(f"streamrelay listening on {url} · channels: {', '.join(relay.channels) or 'none'}")
-                console.print("watch a run live: GET /v1/runs/{run}/watch gives its page link")
-                await sidecar.wait()
-            finally:
-                await relay.close()
-        finally:
-            await journal.close()
-            await store.close()
-
-    _run(main())
+    _run(
+        run_service(
+            config,
+            host=host,
+            port=port,
+            log_format=log_format.value if log_format else None,
+            log_level=log_level.value if log_level else None,
+        )
+    )
 
 
 @app.command()

@@ -1,26 +1,32 @@
 """The composition root: settings → adapters → core, and the sidecar's HTTP server.
 
-``build_relay`` wires configured channels to their adapters; ``Sidecar`` runs the ingest app on uvicorn
-inside the current event loop (``serve`` runs it until stopped; the demo and the case runner start it on
-a free loopback port and stop it when done).
+``build_relay`` wires configured channels to their adapters (each wrapped in a metered adapter when the service
+keeps metrics); ``Sidecar`` runs the ingest app, with the probes ``/healthz``, ``/readyz`` and ``/metrics``
+(:mod:`adapters.ops.probes`), on uvicorn inside the current event loop, and optionally the probes alone on an ops
+listener of their own (``serve`` runs it until stopped: :mod:`app.serving`; the demo and the case runner start it
+on a free loopback port and stop it when done).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 from urllib.parse import quote
 
 import uvicorn
 from pydantic import SecretStr
+from starlette.applications import Starlette
+from uvicorn.config import LOGGING_CONFIG
 
 from adapters.discord import DiscordAdapter
 from adapters.ingest_http import create_app
+from adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.web import ReadTokens, WebAdapter, web_routes
+from app.version import version
 from config.actions import load_actions
 from config.settings import ChannelSettings, Settings
 from core.channel import ChannelRuntime
@@ -56,14 +62,26 @@ def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> Chann
     raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
 
 
-def make_runtime(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelRuntime:
+def make_runtime(
+    name: str, channel: ChannelSettings, token: SecretStr, *, metrics: ServiceMetrics | None = None
+) -> ChannelRuntime:
     """One configured channel at run time: its policy, its adapter and its rate budgets.
+
+    Args:
+        name: the channel's name.
+        channel: its settings.
+        token: its bot token.
+        metrics: when given, the adapter is wrapped in a :class:`adapters.ops.MeteredAdapter` (a metric and a log
+            line per platform call).
 
     Raises:
         ConfigError: as :func:`make_adapter`.
     """
     budgets = [sourced.budget for sourced in channel.budgets()]
-    return ChannelRuntime(channel.policy(name), make_adapter(name, channel, token), budgets)
+    adapter = make_adapter(name, channel, token)
+    if metrics is not None:
+        adapter = metered(adapter, metrics, name)
+    return ChannelRuntime(channel.policy(name), adapter, budgets)
 
 
 def build_relay(
@@ -73,6 +91,7 @@ def build_relay(
     clock: Clock | None = None,
     tokens: Mapping[str, SecretStr] | None = None,
     journal: Journal | None = None,
+    metrics: ServiceMetrics | None = None,
 ) -> Relay:
     """A relay with every configured channel.
 
@@ -82,6 +101,7 @@ def build_relay(
         clock: defaults to the real monotonic clock.
         tokens: tokens by channel name (default: read from each channel's ``token_env``).
         journal: the journal of accepted lines (default: in memory, nothing survives a restart).
+        metrics: the service's metrics: every channel's adapter is metered (None: adapters as they are).
 
     Raises:
         ConfigError: a token is missing, a platform has no adapter, or the action catalog is wrong.
@@ -89,7 +109,7 @@ def build_relay(
     channels: dict[str, ChannelRuntime] = {}
     for name, channel in settings.channels.items():
         token = tokens[name] if tokens and name in tokens else channel.token(name)
-        channels[name] = make_runtime(name, channel, token)
+        channels[name] = make_runtime(name, channel, token, metrics=metrics)
     catalog, validate = load_actions(settings.service.actions or None)
     return Relay(
         channels,
@@ -107,8 +127,24 @@ SHUTDOWN_GRACE_S = 3
 """Seconds a stopping sidecar lets open requests finish before it cuts them."""
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server; with ``signals=False`` it leaves SIGINT and SIGTERM to the caller (``serve`` drains first)."""
+
+    def __init__(self, config: uvicorn.Config, *, signals: bool) -> None:
+        super().__init__(config)
+        self._signals = signals
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if self._signals:
+            with super().capture_signals():
+                yield
+        else:
+            yield
+
+
 class Sidecar:
-    """The ingest HTTP server for a relay, on uvicorn in the running event loop.
+    """The ingest HTTP server for a relay, on uvicorn in the running event loop, with the probes and metrics.
 
     Args:
         relay: the relay to feed.
@@ -116,6 +152,16 @@ class Sidecar:
         host: interface (loopback by default).
         port: 0 picks a free port; read :attr:`url` after :meth:`start`.
         keepalive_s: seconds of silence after which a pipeline stream gets a keepalive.
+        metrics: the service's metrics (default: a registry of its own, with the active runs and the ingest
+            answers; pass the one :func:`build_relay` got to serve the platform calls too).
+        health: the service's state for ``/healthz`` and ``/readyz`` (default: always ready); while it is starting
+            or resuming, every other route answers 503.
+        metrics_token: the bearer token ``/metrics`` wants (None: loopback clients only).
+        ops_host: interface of the ops listener (probes and metrics only).
+        ops_port: its port (None: no ops listener; 0 picks a free one: read :attr:`ops_url`).
+        uvicorn_logging: uvicorn installs its own log handlers (False: its records reach the root logger, as
+            :func:`adapters.ops.configure_logging` set it up).
+        signals: uvicorn stops on SIGINT and SIGTERM (False: the caller handles them and calls :meth:`stop`).
     """
 
     def __init__(
@@ -129,8 +175,21 @@ class Sidecar:
         max_line_bytes: int = 1024 * 1024,
         log_level: str = "warning",
         keepalive_s: float = 15.0,
+        metrics: ServiceMetrics | None = None,
+        health: Health | None = None,
+        metrics_token: str | None = None,
+        ops_host: str = "127.0.0.1",
+        ops_port: int | None = None,
+        uvicorn_logging: bool = True,
+        signals: bool = True,
     ) -> None:
         self.tokens = ReadTokens(token)
+        self.metrics = metrics if metrics is not None else ServiceMetrics(version())
+        self.health = health if health is not None else Health()
+        self.health.active_runs = lambda: len(relay.active_runs())
+        self.metrics.watch_active_runs(self.health.active_runs)
+        self.metrics.ready.set_function(lambda: 1.0 if self.health.state is ServiceState.READY else 0.0)
+        probes = probe_routes(self.health, self.metrics, metrics_token=metrics_token)
         app = create_app(
             relay,
             token=token,
@@ -138,24 +197,37 @@ class Sidecar:
             max_line_bytes=max_line_bytes,
             keepalive_s=keepalive_s,
             watch_url=self.watch_path,
-            extra_routes=web_routes(relay, self.tokens, keepalive_s=keepalive_s),
+            extra_routes=[*web_routes(relay, self.tokens, keepalive_s=keepalive_s), *probes],
+            observer=self.metrics,
         )
-        self._server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=host,
-                port=port,
+
+        def server(asgi: Any, bind: str, bind_port: int, *, catch_signals: bool) -> _Server:
+            config = uvicorn.Config(
+                asgi,
+                host=bind,
+                port=bind_port,
                 log_level=log_level,
+                log_config=LOGGING_CONFIG if uvicorn_logging else None,
                 lifespan="off",
                 access_log=False,
                 # Open streams (a parent following its pipeline lane) would hold a shutdown forever: after this
                 # long they are cut, and the client resumes where it was (Last-Event-ID / ?after).
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             )
+            return _Server(config, signals=catch_signals)
+
+        self._server = server(IngestGate(app, self.health), host, port, catch_signals=signals)
+        self._ops = (
+            server(Starlette(routes=list(probes)), ops_host, ops_port, catch_signals=False)
+            if ops_port is not None
+            else None
         )
         self._task: asyncio.Task[None] | None = None
+        self._ops_task: asyncio.Task[None] | None = None
         self.host = host
         self.port = port
+        self.ops_host = ops_host
+        self.ops_port = ops_port
 
     def __repr__(self) -> str:
         return f"Sidecar(url={self.url!r})"
@@ -172,17 +244,35 @@ class Sidecar:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    async def start(self) -> str:
-        """Start serving; return the base URL."""
-        self._task = asyncio.create_task(self._server.serve(), name="sidecar")
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-                raise RuntimeError("the sidecar stopped during start-up (is the port in use?)")
+    @property
+    def ops_url(self) -> str | None:
+        """The ops listener's base URL (after :meth:`start`), or None without one."""
+        return f"http://{self.ops_host}:{self.ops_port}" if self._ops is not None else None
+
+    @staticmethod
+    async def _serve(server: _Server, name: str) -> tuple[asyncio.Task[None], int | None]:
+        """Start ``server`` as a task; return it and the port it listens on, once it does."""
+        task = asyncio.create_task(server.serve(), name=name)
+        while not server.started:
+            if task.done():
+                await task
+                raise RuntimeError(f"the {name} stopped during start-up (is the port in use?)")
             await asyncio.sleep(0.01)
-        servers = getattr(self._server, "servers", [])
-        if servers and servers[0].sockets:
-            self.port = servers[0].sockets[0].getsockname()[1]
+        servers = getattr(server, "servers", [])
+        port = servers[0].sockets[0].getsockname()[1] if servers and servers[0].sockets else None
+        return task, port
+
+    async def start(self) -> str:
+        """Start serving (the ops listener too, when there is one); return the base URL.
+
+        Raises:
+            RuntimeError: a listener could not start (its port is in use).
+        """
+        self._task, port = await self._serve(self._server, "sidecar")
+        self.port = port if port is not None else self.port
+        if self._ops is not None:
+            self._ops_task, ops_port = await self._serve(self._ops, "sidecar-ops")
+            self.ops_port = ops_port if ops_port is not None else self.ops_port
         return self.url
 
     async def wait(self) -> None:
@@ -191,7 +281,11 @@ class Sidecar:
             await self._task
 
     async def stop(self) -> None:
+        """Stop both listeners (open requests get :data:`SHUTDOWN_GRACE_S` to finish)."""
         self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        if self._ops is not None:
+            self._ops.should_exit = True
+        for task in (self._task, self._ops_task):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

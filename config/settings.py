@@ -230,6 +230,19 @@ class ServiceSettings(_Strict):
     actions: str = "actions.toml"
     """The action catalog (config/actions.toml's format), relative to the channels file; "" for none (then
     every tool is treated as irreversible: it waits for the run's commit point)."""
+    log_format: Literal["json", "console"] | None = None
+    """``json`` (one object per line) or ``console``; unset: console on a terminal, JSON otherwise."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics_token_env: str = "STREAMRELAY_METRICS_TOKEN"
+    """The environment variable of the bearer token ``/metrics`` wants; while it is unset or empty, ``/metrics``
+    answers loopback clients only."""
+    ops_host: str = "127.0.0.1"
+    """Interface of the ops listener (``/healthz``, ``/readyz``, ``/metrics`` only)."""
+    ops_port: int | None = Field(default=None, ge=0, le=65535)
+    """Port of the ops listener; unset: none (the probes and metrics are on the ingest listener only)."""
+    drain_s: float = Field(default=20.0, ge=0)
+    """On SIGTERM or SIGINT, how long active runs may take to finish before the service stops (what is left
+    resumes at the next start); a second signal stops at once."""
 
 
 class Settings(BaseSettings):

@@ -1,3 +1,3 @@
-from adapters.ingest_http.app import create_app
+from adapters.ingest_http.app import IngestObserver, create_app
 
-__all__ = ["create_app"]
+__all__ = ["IngestObserver", "create_app"]

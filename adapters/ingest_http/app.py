@@ -1,6 +1,7 @@
 """HTTP ingest: NDJSON events per run in, delivery reports out (Starlette).
 
-Routes (all but ``/healthz`` need ``Authorization: Bearer <token>``):
+Routes (all need ``Authorization: Bearer <token>``; the probes ``/healthz``, ``/readyz`` and ``/metrics`` come with
+the service's other routes: :mod:`adapters.ops.probes`):
 
 - ``POST /v1/runs/{run}/events``: an NDJSON body, one event per line (``run`` may be omitted). Lines are
   processed as they arrive, so one long request can carry a whole live run. Raw provider events
@@ -10,21 +11,23 @@ Routes (all but ``/healthz`` need ``Authorization: Bearer <token>``):
 - ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
 - ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token.
-- ``GET /healthz``.
 
 Lines that arrive together are journaled in one commit before they count as accepted (503 when the journal
 cannot be written: retry them). Answers: 200 ``{"accepted": n}`` (``"dropped": k`` when k lines were repeats:
 a ``seq`` already taken, a line of a run that already ended); a bad line fails alone: the good lines are taken
 and the answer is the first failure's 4xx with every rejected line listed (``{"error", "accepted", "rejected": [{"line",
-"error"}]}``). 401 for a missing or wrong token, 413 past the size limits.
+"error"}]}``). 401 for a missing or wrong token, 413 past the size limits. Every rejected line is logged (logger
+``streamrelay.ingest``, WARNING, with ``run``, ``line``, ``status`` and ``error``), and every answer is told to the
+optional :class:`IngestObserver` (the service's metrics).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -38,7 +41,17 @@ from core.pipeline import strict_loads
 from core.relay import Relay
 
 MAX_REJECTED_SHOWN = 20
-"""At most this many rejected lines are listed in one answer (``rejected_total`` counts them all)."""
+"""At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""
+
+_log = logging.getLogger("streamrelay.ingest")
+
+
+class IngestObserver(Protocol):
+    """Told what became of each ingest request (the service's metrics implement it)."""
+
+    def ingested(self, *, accepted: int, dropped: int, rejected: int, status: int) -> None:
+        """One request answered: events accepted, lines dropped as repeats, lines rejected, the answer's status."""
+        ...
 
 
 class _TooLarge(Exception):
@@ -131,10 +144,31 @@ class _Ingest:
         except ValueError as exc:  # not JSON, NaN / Infinity, a key twice in one object, nested too deeply
             raise IngestError(f"malformed JSON, the line is {exc}") from None
 
+    observer: IngestObserver | None = None
+
     async def ingest(self, request: Request, run_hint: str | None) -> JSONResponse:
         if (denied := self.denied(request)) is not None:
-            return denied
-        tally = _Tally()
+            answer = denied
+            tally = _Tally()
+        else:
+            tally = _Tally()
+            answer = await self._take(request, run_hint, tally)
+        self._tell(run_hint, tally, answer.status_code)
+        return answer
+
+    def _tell(self, run_hint: str | None, tally: _Tally, status: int) -> None:
+        """Log the rejected lines (at most :data:`MAX_REJECTED_SHOWN`) and tell the observer."""
+        for rejected in tally.rejected[:MAX_REJECTED_SHOWN]:
+            extra = {"run": run_hint or "", "line": rejected["line"], "status": status, "error": rejected["error"]}
+            _log.warning("ingest: line %d rejected: %s", rejected["line"], rejected["error"], extra=extra)
+        if len(tally.rejected) > MAX_REJECTED_SHOWN:
+            _log.warning("ingest: %d more lines rejected", len(tally.rejected) - MAX_REJECTED_SHOWN)
+        if self.observer is not None:
+            rejected_n = len(tally.rejected)
+            self.observer.ingested(accepted=tally.accepted, dropped=tally.dropped, rejected=rejected_n, status=status)
+
+    async def _take(self, request: Request, run_hint: str | None, tally: _Tally) -> JSONResponse:
+        """Read, decode and submit the body's lines into ``tally``; the answer."""
         try:
             number = 0
             async for batch in self.batches(request):
@@ -155,6 +189,7 @@ class _Ingest:
                     results = await self.relay.submit_lines(decoded, run_hint)
                 except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
                     error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
+                    _log.error("ingest: %s", error, extra={"run": run_hint or "", "status": 503}, exc_info=True)
                     return JSONResponse({"error": error, **tally.counts()}, status_code=503)
                 for line_no, result in zip(numbers, results, strict=True):
                     tally.add(line_no, result)
@@ -197,9 +232,6 @@ class _Ingest:
         url = self.watch_url(run)
         return JSONResponse({"url": url, "token": url.rsplit("token=", 1)[-1]})
 
-    async def healthz(self, request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "active_runs": len(self.relay.active_runs())})
-
 
 def create_app(
     relay: Relay,
@@ -210,6 +242,7 @@ def create_app(
     keepalive_s: float = 15.0,
     watch_url: Callable[[str], str] | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    observer: IngestObserver | None = None,
 ) -> Starlette:
     """The ingest ASGI app for ``relay``.
 
@@ -220,10 +253,12 @@ def create_app(
         max_line_bytes: the largest NDJSON line (413 past it).
         keepalive_s: seconds of silence after which a pipeline stream gets a keepalive.
         watch_url: the link to a run's live page (with its read token), for ``GET /v1/runs/{run}/watch``.
-        extra_routes: more routes served by the same app (the web channel's page and stream).
+        extra_routes: more routes served by the same app (the web channel's page and stream, the probes).
+        observer: told what became of every ingest request (the service's metrics).
     """
     handlers = _Ingest(relay, token, max_body_bytes, max_line_bytes)
     handlers.watch_url = watch_url
+    handlers.observer = observer
     pipeline = PipelineRoutes(relay, handlers.denied, keepalive_s=keepalive_s)
     return Starlette(
         routes=[
@@ -234,7 +269,6 @@ def create_app(
             Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),
             Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
             Route("/v1/runs/{run:path}/watch", handlers.watch, methods=["GET"]),
-            Route("/healthz", handlers.healthz, methods=["GET"]),
             *extra_routes,
         ]
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -140,6 +140,19 @@ class SqliteStore:
                 await db.execute("ROLLBACK")
             return [(done, None, exc) for _, done in batch]
         return settled
+
+    async def ping(self, tables: Sequence[str] = ()) -> None:
+        """A cheap read proving the file answers (the readiness probe's): its schema, with ``tables`` in it.
+
+        Raises:
+            LookupError: one of ``tables`` is missing.
+            sqlite3.Error | ValueError: the file cannot be read, or the store is closed.
+        """
+        async with self.read() as db, db.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cur:
+            found = {row[0] for row in await cur.fetchall()}
+        missing = [table for table in tables if table not in found]
+        if missing:
+            raise LookupError(f"{self.path}: no table {', '.join(missing)}")
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[aiosqlite.Connection]:

@@ -273,7 +273,7 @@ class Services:
         for attempt in range(3):
             self.sidecar.start()
             try:
-                await self._ready(self.sidecar, f"{self.url}/healthz")
+                await self._ready(self.sidecar, f"{self.url}/readyz")  # listening, and the journal resumed
             except RuntimeError as exc:
                 self.crashes.append(f"start #{self.sidecar.starts}: {exc}")
                 self.sidecar.kill()

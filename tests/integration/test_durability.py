@@ -93,7 +93,7 @@ async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: 
         if proc.poll() is not None:
             raise AssertionError(f"the sidecar exited: {log.read_text()[-2000:]}")
         try:
-            return (await client.get("/healthz")).status_code == 200
+            return (await client.get("/readyz")).status_code == 200  # listening, and the journal resumed
         except httpx.TransportError:
             return False
 

@@ -1,0 +1,25 @@
+"""Operating the service: logs (structlog, secrets redacted), metrics (prometheus-client), probes, and the
+metered decorators of the ports (adapter, journal, ledger) that feed them."""
+
+from adapters.ops.logs import LoggingSetup, configure_logging
+from adapters.ops.metered import MeteredAdapter, metered
+from adapters.ops.metrics import ServiceMetrics, call_outcome
+from adapters.ops.probes import Health, IngestGate, ServiceState, probe_routes
+from adapters.ops.redact import Redactor
+from adapters.ops.stores import MeteredJournal, MeteredLedger
+
+__all__ = [
+    "Health",
+    "IngestGate",
+    "LoggingSetup",
+    "MeteredAdapter",
+    "MeteredJournal",
+    "MeteredLedger",
+    "Redactor",
+    "ServiceMetrics",
+    "ServiceState",
+    "call_outcome",
+    "configure_logging",
+    "metered",
+    "probe_routes",
+]

@@ -1,0 +1,225 @@
+"""``streamrelay serve``: the sidecar as a long-running process, from start-up to a drained stop.
+
+1. Settings, tokens (from the environment), logging (:func:`adapters.ops.configure_logging`: JSON or console,
+   every token registered with the redactor), metrics.
+2. The SQLite store (journal and ledger in one file), metered; the relay with every channel's adapter metered.
+3. The listeners open (ingest, probes and metrics; an ops listener too when ``ops_port`` is set) in state
+   ``resuming``: ``/healthz`` answers 200, ``/readyz`` 503, ingest 503 with ``Retry-After``, while the journal's
+   unfinished runs are rebuilt (:meth:`core.relay.Relay.resume`). Then ``ready``.
+4. The first SIGTERM or SIGINT starts a drain: ``/readyz`` answers 503 ``draining``, ingest still takes the lines
+   of active runs, and the service waits until no run is active or ``drain_s`` has passed; then it stops (open
+   requests get a few seconds) and closes. What is unfinished stays in the journal and resumes at the next start.
+   A second signal stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState, configure_logging
+from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+from app.service import Sidecar, build_relay
+from app.version import version
+from config.settings import Settings, load_settings
+from core.errors import ConfigError
+from core.relay import Relay
+
+_log = logging.getLogger("streamrelay.service")
+
+STORE_TABLES = ("journal", "journal_ended", "runs", "parts", "calls")
+"""Tables the readiness probe expects in the SQLite file (the journal's and the ledger's)."""
+
+DRAIN_POLL_S = 0.1
+"""How often a drain looks at the active runs."""
+
+
+class StopSignals:
+    """SIGTERM and SIGINT as events: :attr:`asked` at the first, :attr:`forced` at the second.
+
+    Installed on the running loop (``loop.add_signal_handler``); a platform without it (Windows) keeps the
+    default handlers.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.forced = asyncio.Event()
+        self.name = ""
+        self._installed: list[signal.Signals] = []
+
+    def __repr__(self) -> str:
+        return f"StopSignals(asked={self.asked.is_set()}, forced={self.forced.is_set()})"
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self.SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._received, sig)
+                self._installed.append(sig)
+
+    def remove(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self._installed:
+            loop.remove_signal_handler(sig)
+        self._installed.clear()
+
+    def _received(self, sig: signal.Signals) -> None:
+        if self.asked.is_set():
+            _log.warning("%s again: stopping now", sig.name)
+            self.forced.set()
+        else:
+            self.name = sig.name
+            self.asked.set()
+
+
+def _secrets(settings: Settings, token: str, metrics_token: str | None) -> tuple[list[str], dict[str, SecretStr]]:
+    """Every secret the process holds (for the log redactor) and the channels' bot tokens.
+
+    Raises:
+        ConfigError: a channel's token variable is not set.
+    """
+    tokens = {name: channel.token(name) for name, channel in settings.channels.items()}
+    values = [token, *([metrics_token] if metrics_token else [])]
+    values += [secret.get_secret_value() for secret in tokens.values() if secret.get_secret_value()]
+    return values, tokens
+
+
+async def drain(relay: Relay, health: Health, drain_s: float, signals: StopSignals) -> list[str]:
+    """Let active runs finish: until none is active, ``drain_s`` seconds passed, or a second signal.
+
+    Returns:
+        The runs still active when the drain ended (they resume at the next start).
+    """
+    active = relay.active_runs()
+    health.set(ServiceState.DRAINING, f"{len(active)} active runs, at most {drain_s:g} s")
+    if active:
+        _log.info(
+            "%s: draining %d active runs for up to %g s (send it again to stop now)",
+            signals.name or "stop",
+            len(active),
+            drain_s,
+            extra={"active_runs": len(active), "drain_s": drain_s},
+        )
+    deadline = time.monotonic() + drain_s
+    while relay.active_runs() and time.monotonic() < deadline and not signals.forced.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(signals.forced.wait(), min(DRAIN_POLL_S, max(0.0, deadline - time.monotonic())))
+    left = relay.active_runs()
+    if left:
+        _log.warning(
+            "stopping with %d active runs: they resume from the journal at the next start",
+            len(left),
+            extra={"active_runs": len(left)},
+        )
+    return left
+
+
+async def serve(
+    config: Path,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    log_format: str | None = None,
+    log_level: str | None = None,
+) -> None:
+    """Run the sidecar until a signal, then drain and stop (see the module docstring).
+
+    Args:
+        config: the channels TOML.
+        host: overrides ``[service].host``.
+        port: overrides ``[service].port``.
+        log_format: overrides ``[service].log_format`` (``json`` | ``console``).
+        log_level: overrides ``[service].log_level``.
+
+    Raises:
+        ConfigError: the settings are wrong or a token variable is not set.
+        RuntimeError: a listener could not start (its port is in use).
+    """
+    settings = load_settings(config)
+    service = settings.service
+    token = os.environ.get(service.token_env, "")
+    if not token:
+        raise ConfigError(
+            f"environment variable {service.token_env} is not set: export the bearer token agents "
+            "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
+        )
+    metrics_token = os.environ.get(service.metrics_token_env, "") or None
+    secrets, tokens = _secrets(settings, token, metrics_token)
+    fmt = log_format or service.log_format
+    if fmt not in (None, "json", "console"):
+        raise ConfigError(f"log format {fmt!r} is not json or console")
+    try:
+        configure_logging(fmt, log_level or service.log_level, secrets=secrets)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    metrics = ServiceMetrics(version())
+    store = await SqliteStore.open(service.ledger)  # the journal and the ledger: one file, one connection
+    ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
+    journal = MeteredJournal(await SqliteJournal.on(store), metrics)
+    signals = StopSignals()
+    try:
+        relay = build_relay(settings, ledger, journal=journal, tokens=tokens, metrics=metrics)
+        health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
+        sidecar = Sidecar(
+            relay,
+            token=token,
+            host=host or service.host,
+            port=service.port if port is None else port,
+            max_body_bytes=service.max_body_bytes,
+            max_line_bytes=service.max_line_bytes,
+            log_level=log_level or service.log_level,
+            keepalive_s=service.keepalive_s,
+            metrics=metrics,
+            health=health,
+            metrics_token=metrics_token,
+            ops_host=service.ops_host,
+            ops_port=service.ops_port,
+            uvicorn_logging=False,
+            signals=False,
+        )
+        signals.install()
+        try:
+            await _run(sidecar, relay, health, service.drain_s, signals)
+        finally:
+            signals.remove()
+            await relay.close()
+    finally:
+        await journal.close()
+        await store.close()
+
+
+async def _run(sidecar: Sidecar, relay: Relay, health: Health, drain_s: float, signals: StopSignals) -> None:
+    """Listen, resume, serve until a signal (or the listener ends), drain, stop."""
+    url = await sidecar.start()
+    health.set(ServiceState.RESUMING)
+    fields = {"url": url, "ops_url": sidecar.ops_url, "version": version(), "channels": sorted(relay.channels)}
+    _log.info("streamrelay %s listening on %s, resuming the journal", version(), url, extra=fields)
+    resumed = await relay.resume()
+    health.set(ServiceState.READY)
+    _log.info(
+        "ready: %d unfinished runs resumed; channels: %s",
+        len(resumed),
+        ", ".join(relay.channels) or "none",
+        extra={"resumed": len(resumed), "resumed_runs": resumed[:20]},
+    )
+    serving = asyncio.ensure_future(sidecar.wait())
+    asked = asyncio.ensure_future(signals.asked.wait())
+    try:
+        await asyncio.wait({serving, asked}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        asked.cancel()
+    if not serving.done():
+        await drain(relay, health, drain_s, signals)
+        health.set(ServiceState.STOPPING)
+        await sidecar.stop()
+    await serving
+    _log.info("stopped")
