@@ -18,12 +18,12 @@ from core.rate import Budget, BudgetScope
 
 async def test_a_burst_then_one_call_per_interval(client: Redis) -> None:
     budgets = RedisBudgets(client)
-    assert [await budgets.acquire("t:bot", 10, 3) for _ in range(3)] == [0.0, 0.0, 0.0]
-    denied = await budgets.attempt("t:bot", 10, 3)
-    assert not denied.granted and 0 < denied.wait_s <= 0.1  # one token every 100 ms
+    assert [await budgets.acquire("t:bot", 2, 3) for _ in range(3)] == [0.0, 0.0, 0.0]
+    denied = await budgets.attempt("t:bot", 2, 3)
+    assert not denied.granted and 0 < denied.wait_s <= 0.5  # one token every 500 ms
     await asyncio.sleep(denied.wait_s)
-    assert await budgets.acquire("t:bot", 10, 3) == 0.0
-    assert await budgets.acquire("t:other", 10, 3) == 0.0  # scopes are separate budgets
+    assert await budgets.acquire("t:bot", 2, 3) == 0.0
+    assert await budgets.acquire("t:other", 2, 3) == 0.0  # scopes are separate budgets
 
 
 async def test_delay_peeks_without_spending(client: Redis) -> None:
@@ -63,29 +63,30 @@ async def test_three_replicas_together_never_exceed_the_budget(clients: list[Red
 
 async def test_previews_leave_a_waiting_final_its_token(clients: list[Redis]) -> None:
     a, b = RedisBudgets(clients[0]), RedisBudgets(clients[1])
-    assert await a.acquire("chat", 10, 2) == 0.0
-    assert await a.acquire("chat", 10, 2) == 0.0  # empty now
-    wait = await a.acquire("chat", 10, 2, final=True, waiter="a:r1:0")  # a final must wait: it registers
+    assert await a.acquire("chat", 4, 2) == 0.0
+    assert await a.acquire("chat", 4, 2) == 0.0  # empty now
+    wait = await a.acquire("chat", 4, 2, final=True, waiter="a:r1:0")  # a final must wait: it registers
     assert wait > 0
     await asyncio.sleep(wait)
     # one token is back: replica b's preview may not take it while a's final waits...
-    preview = await b.attempt("chat", 10, 2, final=False)
+    preview = await b.attempt("chat", 4, 2, final=False)
     assert not preview.granted and preview.wait_s > 0
-    assert await b.delay("chat", 10, 2, final=True) == 0.0  # ...though a final could
-    assert await a.acquire("chat", 10, 2, final=True, waiter="a:r1:0") == 0.0  # the final goes first
-    await asyncio.sleep(await b.acquire("chat", 10, 2, final=False) + 0.11)
-    assert await b.acquire("chat", 10, 2, final=False) == 0.0  # no final waits any more
+    assert await b.delay("chat", 4, 2, final=True) == 0.0  # ...though a final could
+    assert await a.acquire("chat", 4, 2, final=True, waiter="a:r1:0") == 0.0  # the final goes first
+    await asyncio.sleep(await b.acquire("chat", 4, 2, final=False))
+    assert await b.acquire("chat", 4, 2, final=False) == 0.0  # no final waits any more
 
 
-async def test_a_withdrawn_or_lapsed_final_holds_no_preview_back(client: Redis) -> None:
-    budgets = RedisBudgets(client, waiter_ttl_ms=50)
-    for waiter in ("gone", "lapsed"):
-        await budgets.acquire("c", 1, 1)
-        assert await budgets.acquire("c", 1, 1, waiter=waiter) > 0
-    await budgets.withdraw("c", "gone")
-    await client.delete("sr:{rate:c}:tat")  # the bucket is full again
-    await asyncio.sleep(0.06)  # "lapsed" stopped asking: its registration lapsed
-    assert await budgets.acquire("c", 1, 1, final=False) == 0.0
+async def test_a_withdrawn_or_lapsed_final_holds_no_preview_back(clients: list[Redis]) -> None:
+    patient, brief = RedisBudgets(clients[0]), RedisBudgets(clients[1], waiter_ttl_ms=50)
+    assert await patient.acquire("c", 1, 1) == 0.0
+    assert await patient.acquire("c", 1, 1, waiter="gone") > 0
+    assert await brief.acquire("c", 1, 1, waiter="lapsed") > 0
+    await clients[0].delete("sr:{rate:c}:tat")  # the bucket is full again
+    assert await patient.acquire("c", 1, 1, final=False) > 0  # two finals wait: a preview must not go
+    await patient.withdraw("c", "gone")  # its run ended otherwise
+    await asyncio.sleep(0.06)  # "lapsed" stopped asking (its replica died): its registration lapsed
+    assert await patient.acquire("c", 1, 1, final=False) == 0.0
 
 
 async def test_a_pause_holds_every_replica_and_only_grows(clients: list[Redis]) -> None:
@@ -94,9 +95,9 @@ async def test_a_pause_holds_every_replica_and_only_grows(clients: list[Redis]) 
     await a.pause("tg:chat:1", 0.3)  # a 429 with retry_after 0.3 s on replica a
     await a.pause("tg:chat:1", 0.01)  # a shorter one does not shorten it
     paused = await b.paused_for("tg:chat:1")
-    assert 0.2 < paused <= 0.3
+    assert 0 < paused <= 0.3
     wait = await b.acquire("tg:chat:1", 100, 5)
-    assert 0.2 < wait <= 0.3  # replica b waits it out: nothing spent
+    assert 0 < wait <= paused  # replica b waits it out: nothing spent
     assert await b.acquire("tg:chat:1", 0, 1) > 0  # an unlimited budget honours the pause too
     await asyncio.sleep(wait)
     assert [await b.acquire("tg:chat:1", 100, 5) for _ in range(5)] == [0.0] * 5  # the whole burst is there
@@ -111,9 +112,9 @@ async def test_shared_bucket_and_pauses_keep_core_rates_shape(client: Redis) -> 
     assert 0 < await bucket.delay() <= 1.0
     pauses = SharedPauses(budgets, "slack:bot:T1")
     await pauses.pause_kind(CallKind.EDIT, 0.5)
-    assert 0.4 < await pauses.remaining(CallKind.EDIT) <= 0.5 and await pauses.remaining(CallKind.SEND) == 0.0
-    await pauses.pause_bot(1.0)
-    assert 0.9 < await pauses.remaining(CallKind.SEND) <= 1.0
+    assert 0 < await pauses.remaining(CallKind.EDIT) <= 0.5 and await pauses.remaining(CallKind.SEND) == 0.0
+    await pauses.pause_bot(10.0)
+    assert 0.5 < await pauses.remaining(CallKind.SEND) <= 10.0
     with pytest.raises(ValueError, match="burst"):
         await budgets.acquire("x", 1, 0.5)
     with pytest.raises(ValueError, match="braces"):
