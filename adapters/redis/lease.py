@@ -205,8 +205,11 @@ class LeaseKeeper:
         while True:
             try:
                 await self.tick()
-            except (RedisError, OSError) as exc:  # never the URL: it may hold a password
+            except (RedisError, OSError) as exc:  # the error's name only: never the URL (it may hold a password)
                 log.warning("lease keeper %s: Redis unreachable (%s)", self.owner, type(exc).__name__)
+                self._expire_overdue()
+            except Exception:  # a bug: keep renewing what can be renewed rather than let every lease lapse
+                log.exception("lease keeper %s: round failed", self.owner)
                 self._expire_overdue()
             await asyncio.sleep(self.ttl_ms / 3000)
 
