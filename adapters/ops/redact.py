@@ -8,7 +8,8 @@ Two layers, because either alone misses something:
 - **Shapes**: what a secret looks like where no value was registered (another process's token, a run's read token,
   which is derived per run): Telegram Bot API URLs ``/bot<id>:<secret>/``, ``Authorization`` headers and
   ``Bearer`` / ``Bot`` credentials, ``token=`` / ``access_token=`` query parameters, Slack ``xox?-`` / ``xapp-``
-  tokens, Discord bot tokens (three base64url parts joined by dots).
+  tokens, Discord bot tokens (three base64url parts joined by dots); and the whole value of a mapping key that names
+  a secret (``Authorization``, ``Cookie``, ``*token``, ``*secret``, ``password``, ``api_key``).
 
 Every match becomes ``<redacted>``. A log line never carries a secret in any form this module knows; a value
 shorter than :data:`MIN_SECRET_CHARS` is not registered (replacing so short a string would garble every line).
@@ -48,6 +49,12 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     # Discord bot tokens: base64url(user id).timestamp.hmac
     (re.compile(r"\b[A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}"), REDACTED),
 )
+
+
+_SECRET_KEYS = re.compile(
+    r"(?i)(?:proxy-)?authorization|x-api-key|api[_-]?key|[a-z_-]*token|[a-z_-]*secret|password|(?:set-)?cookie"
+)
+"""Mapping keys whose value is a secret whatever it looks like (a headers dict, a ``token`` field)."""
 
 
 class Redactor:
@@ -98,12 +105,17 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
-            return {key: self.value(item) for key, item in value.items()}
+            return {key: self._item(key, item) for key, item in value.items()}
         if isinstance(value, list | tuple):
             return type(value)(self.value(item) for item in value)
         if isinstance(value, bytes | bytearray):
             return self.text(bytes(value).decode("utf-8", "replace"))
         return value
+
+    def _item(self, key: object, item: Any) -> Any:
+        if isinstance(key, str) and _SECRET_KEYS.fullmatch(key) and isinstance(item, str | bytes) and item:
+            return REDACTED
+        return self.value(item)
 
     def __call__(self, _logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         """The structlog processor: every value of the event dict redacted (keys starting with ``_`` are structlog's
@@ -111,5 +123,5 @@ class Redactor:
         traceback is redacted too."""
         for key, item in list(event_dict.items()):
             if not key.startswith("_"):
-                event_dict[key] = self.value(item)
+                event_dict[key] = self._item(key, item)
         return event_dict

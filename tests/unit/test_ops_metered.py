@@ -1,0 +1,198 @@
+"""The metered decorators: every adapter call counted, timed and logged by outcome; the ledger's verdicts counted as
+outcomes, retries and uncertain parts; journal appends timed; capabilities kept; never an id as a label."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from adapters.ops.metered import MeteredAdapter, metered
+from adapters.ops.metrics import ServiceMetrics, call_outcome
+from adapters.ops.stores import MeteredJournal, MeteredLedger
+from core.channel import ChannelRuntime
+from core.clock import MonotonicClock
+from core.errors import (
+    DeliveryError,
+    ForbiddenError,
+    PlatformUnavailableError,
+    RateLimitedError,
+    RateScope,
+    UncertainDeliveryError,
+)
+from core.events import Target
+from core.journal import JournalEntry, MemoryJournal
+from core.ledger import MemoryLedger, PartRecord, RunRecord
+from core.policy import ChannelPolicy
+from core.ports import NativeStreaming, TextFormat, Threads
+from core.relay import Relay
+from core.report import PartState, SlotRole
+from tests.unit.fakes import FakeAdapter, FakeNativeAdapter
+
+CHAT = Target(chat_id=4242)
+
+
+def value(metrics: ServiceMetrics, name: str, **labels: str) -> float:
+    found = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if found is None else found
+
+
+def label_values(metrics: ServiceMetrics) -> set[str]:
+    return {v for family in metrics.registry.collect() for s in family.samples for v in s.labels.values()}
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (None, "ok"),
+        (RateLimitedError("429", retry_after_s=1), "rate_limited"),
+        (PlatformUnavailableError("502"), "unavailable"),
+        (UncertainDeliveryError("timeout"), "uncertain"),
+        (ForbiddenError("blocked"), "forbidden"),
+        (DeliveryError("odd"), "failed"),
+        (KeyError("bug"), "error"),
+    ],
+)
+def test_each_error_has_its_outcome_label(error: BaseException | None, outcome: str) -> None:
+    assert call_outcome(error) == outcome
+
+
+def test_the_wrapper_has_exactly_the_capabilities_of_what_it_wraps() -> None:
+    metrics, clock = ServiceMetrics(), MonotonicClock()
+    plain = metered(FakeAdapter(clock, max_units=99), metrics, "c")
+    native = metered(FakeNativeAdapter(clock), metrics, "n")
+    assert isinstance(plain, MeteredAdapter) and not isinstance(plain, NativeStreaming | Threads)
+    assert isinstance(native, NativeStreaming) and not isinstance(native, Threads)
+    assert (plain.platform, plain.max_units) == ("fake", 99)
+    assert plain.messages == {}  # other attributes read through
+
+
+async def test_calls_are_counted_timed_and_logged_by_outcome(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = ServiceMetrics()
+    fake = FakeAdapter(MonotonicClock())
+    fake.fail("edit_text", 2, RateLimitedError("429", retry_after_s=3.0, scope=RateScope.BOT))
+    adapter = metered(fake, metrics, "tg")
+    with caplog.at_level(logging.INFO, logger="streamrelay.calls"):
+        mid = await adapter.send_text(CHAT, "Hello", TextFormat.PLAIN)
+        assert await adapter.edit_text(CHAT, mid, "Hello", TextFormat.PLAIN) is False
+        with pytest.raises(RateLimitedError):
+            await adapter.edit_text(CHAT, mid, "Hello there", TextFormat.PLAIN)
+    calls = "streamrelay_platform_calls_total"
+    assert value(metrics, calls, channel="tg", platform="fake", method="send", outcome="ok") == 1
+    assert value(metrics, calls, channel="tg", platform="fake", method="edit", outcome="not_modified") == 1
+    assert value(metrics, calls, channel="tg", platform="fake", method="edit", outcome="rate_limited") == 1
+    labels = {"channel": "tg", "platform": "fake", "method": "edit", "scope": "bot"}
+    assert value(metrics, "streamrelay_rate_limited_total", **labels) == 1
+    seconds = "streamrelay_platform_call_seconds_count"
+    assert value(metrics, seconds, channel="tg", platform="fake", method="edit") == 2
+    sent, unchanged, limited = caplog.records
+    assert (sent.levelno, sent.outcome, sent.message_id, sent.chat) == (logging.INFO, "ok", mid, "4242")  # type: ignore[attr-defined]
+    assert unchanged.outcome == "not_modified"  # type: ignore[attr-defined]
+    assert limited.levelno == logging.WARNING and limited.retry_after_s == 3.0  # type: ignore[attr-defined]
+    assert "4242" not in label_values(metrics) and mid not in label_values(metrics)
+
+
+async def test_a_cancelled_call_is_counted_cancelled_and_still_cancels() -> None:
+    metrics = ServiceMetrics()
+    fake = FakeAdapter(MonotonicClock(), latency_s=5.0)
+    adapter = metered(fake, metrics, "tg")
+    task = asyncio.create_task(adapter.send_text(CHAT, "Hello", TextFormat.PLAIN))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    labels = {"channel": "tg", "platform": "fake", "method": "send", "outcome": "cancelled"}
+    assert value(metrics, "streamrelay_platform_calls_total", **labels) == 1
+
+
+async def test_event_to_call_is_measured_once_per_wait_from_the_runs_own_task() -> None:
+    metrics = ServiceMetrics()
+    adapter = metered(FakeAdapter(MonotonicClock()), metrics, "tg")
+    metrics.lines_accepted({"r1"})
+
+    async def deliver(text: str) -> None:
+        await adapter.send_text(CHAT, text, TextFormat.PLAIN)
+
+    await asyncio.create_task(deliver("a"), name="sqlite-writer")  # not a run's task: nothing measured
+    count = "streamrelay_event_to_call_seconds_count"
+    assert value(metrics, count, channel="tg", platform="fake") == 0
+    await asyncio.create_task(deliver("b"), name="reconciler:r1")
+    await asyncio.create_task(deliver("c"), name="reconciler:r1")  # nothing was waiting any more
+    assert value(metrics, count, channel="tg", platform="fake") == 1
+    assert "r1" not in label_values(metrics)
+
+
+async def test_the_ledger_counts_verdicts_retries_uncertain_parts_and_runs() -> None:
+    metrics = ServiceMetrics()
+    ledger = MeteredLedger(MemoryLedger(), metrics)
+    record = RunRecord(run="r1", channel="tg", target={"chat_id": 1}, mode="preview")
+    await ledger.start_run(record)
+    await ledger.start_run(record)  # a restart replays the run.start: not a new run
+    part = PartRecord(run="r1", slot=0, role=SlotRole.ANSWER)
+    for op, outcome in [("send", "ack"), ("edit", "retry"), ("edit", "rate_limited"), ("edit", "uncertain")]:
+        call = await ledger.record_intent("r1", 0, SlotRole.ANSWER, op, "text")
+        await ledger.record_outcome(call, part, outcome)
+    call = await ledger.record_intent("r1", 1, SlotRole.ANSWER, "send", "more")
+    uncertain = PartRecord(run="r1", slot=1, role=SlotRole.ANSWER, state=PartState.UNCERTAIN)
+    await ledger.record_outcome(call, uncertain, "uncertain")  # a create: settled, not retried
+    await ledger.save_part(uncertain)  # the same part again: counted once
+    await ledger.end_run("r1", "ok")
+    assert value(metrics, "streamrelay_runs_started_total", channel="tg") == 1
+    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="ok") == 1
+    assert value(metrics, "streamrelay_delivery_outcomes_total", channel="tg", op="edit", outcome="retry") == 1
+    retries = "streamrelay_retries_total"
+    assert value(metrics, retries, channel="tg", op="edit", reason="unavailable") == 1
+    assert value(metrics, retries, channel="tg", op="edit", reason="rate_limited") == 1
+    assert value(metrics, retries, channel="tg", op="edit", reason="uncertain") == 1
+    assert value(metrics, retries, channel="tg", op="send", reason="uncertain") == 0
+    assert value(metrics, "streamrelay_uncertain_parts_total", channel="tg") == 1
+    assert await ledger.parts("r1") == await ledger.inner.parts("r1")  # everything passed through
+
+
+async def test_journal_appends_are_timed_counted_and_a_failure_still_raises() -> None:
+    metrics = ServiceMetrics()
+    journal = MeteredJournal(MemoryJournal(), metrics)
+    await journal.append([JournalEntry("r1", "{}"), JournalEntry("r1", "{}")])
+    assert await journal.lines("r1") == ["{}", "{}"]
+    assert value(metrics, "streamrelay_journal_lines_total") == 2
+    assert value(metrics, "streamrelay_journal_append_seconds_count") == 1
+
+    class Broken(MemoryJournal):
+        async def append(self, entries: object) -> None:
+            raise OSError("disk full")
+
+    broken = MeteredJournal(Broken(), metrics)
+    with pytest.raises(OSError, match="disk full"):
+        await broken.append([JournalEntry("r2", "{}")])
+    assert value(metrics, "streamrelay_journal_append_failures_total") == 1
+
+
+async def test_a_real_run_through_the_relay_feeds_every_counter() -> None:
+    """The core's own retry of an edit in an outage, seen through the three decorators together."""
+    metrics = ServiceMetrics()
+    fake = FakeAdapter(MonotonicClock())
+    fake.fail("edit_text", 1, PlatformUnavailableError("502 Bad Gateway"))
+    runtime = ChannelRuntime(ChannelPolicy(name="tg", throttle_s=0), metered(fake, metrics, "tg"))
+    ledger, journal = MeteredLedger(MemoryLedger(), metrics), MeteredJournal(MemoryJournal(), metrics)
+    relay = Relay({"tg": runtime}, ledger, MonotonicClock(), journal=journal)
+    metrics.watch_active_runs(lambda: len(relay.active_runs()))
+    await relay.submit_line({"kind": "run.start", "channel": "tg", "target": {"chat_id": 7}}, "run-9")
+    await relay.submit_line({"kind": "text", "text": "Hello"}, "run-9")
+    assert value(metrics, "streamrelay_active_runs") == 1
+    for _ in range(500):  # the first words are shown before the rest arrives: the rest is an edit
+        if fake.messages:
+            break
+        await asyncio.sleep(0.01)
+    await relay.submit_line({"kind": "text", "text": " world"}, "run-9")
+    await relay.submit_line({"kind": "end"}, "run-9")
+    report = await relay.wait_done("run-9", 10)
+    await relay.close()
+    assert report is not None and report.status == "delivered" and list(fake.messages.values()) == ["Hello world"]
+    assert value(metrics, "streamrelay_active_runs") == 0
+    calls = "streamrelay_platform_calls_total"
+    assert value(metrics, calls, channel="tg", platform="fake", method="edit", outcome="unavailable") == 1
+    assert value(metrics, "streamrelay_retries_total", channel="tg", op="edit", reason="unavailable") == 1
+    assert value(metrics, "streamrelay_event_to_call_seconds_count", channel="tg", platform="fake") >= 1
+    assert value(metrics, "streamrelay_journal_lines_total") == 4
+    assert not {"run-9", "7"} & label_values(metrics)
