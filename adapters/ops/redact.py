@@ -94,10 +94,9 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every known value and every secret shape replaced by ``<redacted>``."""
-        text = self.known_only(text)
-        for pattern, replacement in _SHAPES:
+        for pattern, replacement in _SHAPES:  # shapes first: "Bearer <value>" goes whole
             text = pattern.sub(replacement, text)
-        return text
+        return self.known_only(text)
 
     def value(self, value: Any) -> Any:
         """``value`` redacted: strings, and the strings inside mappings, lists and tuples (other values as they
