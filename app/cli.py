@@ -219,16 +219,18 @@ def case(
 @app.command()
 def mock(
     platform: Annotated[Platform, typer.Argument(help="which platform's API to mock")],
-    port: Annotated[
-        int | None, typer.Option(help="port on 127.0.0.1 (default: telegram 8081, slack 8082, discord 8083)")
-    ] = None,
+    port: Annotated[int | None, typer.Option(help="port (default: telegram 8081, slack 8082, discord 8083)")] = None,
     rate_limits: Annotated[bool, typer.Option(help="answer 429 past the platform's documented limits")] = True,
+    host: Annotated[
+        str, typer.Option(help="interface (a container's mock for other containers: 0.0.0.0; never a real token)")
+    ] = "127.0.0.1",
 ) -> None:
-    """Run a mock platform API on 127.0.0.1 for dry runs (point a channel's api_base at the URL it prints)."""
+    """Run a mock platform API (on 127.0.0.1 by default) for dry runs (point a channel's api_base at the URL it
+    prints)."""
     from app.dry_run import DRY_RUN
 
     dry = DRY_RUN[platform.value]
-    _run(dry.serve("127.0.0.1", dry.default_port if port is None else port, rate_limits))
+    _run(dry.serve(host, dry.default_port if port is None else port, rate_limits))
 
 
 @app.command()

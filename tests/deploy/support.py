@@ -1,0 +1,119 @@
+"""What the deploy tests share: the repository's paths, the CLI's own parser (does it accept these arguments?), and
+a service started as its own process the way a deploy form starts it (stopped with SIGTERM, as they stop it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import typer
+
+from app.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli_accepts(args: Sequence[str]) -> None:
+    """Parse ``streamrelay ARGS`` with the CLI's own parser, without running the command.
+
+    Raises:
+        typer.exceptions.TyperException: an unknown command or option, or a bad value (a usage error).
+    """
+    command = typer.main.get_command(app)
+    context = command.make_context("streamrelay", list(args))
+    assert isinstance(command, typer.core.TyperGroup)
+    sub = command.get_command(context, args[0])
+    assert sub is not None, f"no command {args[0]!r}"
+    sub.make_context(args[0], list(args[1:]), parent=context)
+
+
+@dataclass
+class Process:
+    """A started process and its combined output (a file)."""
+
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_http(self, url: str, status: int = 200, timeout_s: float = START_TIMEOUT_S) -> httpx.Response:
+        """GET ``url`` until it answers ``status``.
+
+        Raises:
+            AssertionError: the process exited, or ``url`` did not answer ``status`` in time.
+        """
+        deadline = time.monotonic() + timeout_s
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise AssertionError(f"exited with {self.popen.returncode}: {self.output()[-3000:]}")
+            try:
+                answer = httpx.get(url, timeout=5)
+                if answer.status_code == status:
+                    return answer
+                last = f"{answer.status_code} {answer.text[:200]}"
+            except httpx.TransportError as exc:
+                last = type(exc).__name__
+            time.sleep(0.1)
+        raise AssertionError(f"{url} did not answer {status} within {timeout_s:g} s (last: {last})")
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM, as every deploy form stops it; the exit code (the process is killed past ``timeout_s``)."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(10)
+            raise AssertionError(f"still running {timeout_s:g} s after SIGTERM: {self.output()[-3000:]}") from None
+
+
+@contextmanager
+def started(command: Sequence[str], env: Mapping[str, str], log: Path, cwd: Path = ROOT) -> Iterator[Process]:
+    """Run ``command`` (in ``cwd``, with ``env`` over a copy of this process's environment); killed at the end if it
+    is still running."""
+    full_env = {**os.environ, "NO_COLOR": "1", **env}
+    with log.open("ab") as out:
+        popen = subprocess.Popen(list(command), cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    process = Process(popen, log)
+    try:
+        yield process
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait(10)
+
+
+def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file: section → key → every value given (a key may repeat), comments and blanks left out."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] | None = None
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        assert current is not None, f"{path}: {line!r} before any section"
+        key, _, value = line.partition("=")
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
