@@ -2,7 +2,9 @@
 
 Budgets come from the channel's TOML (``[channels.NAME.rate.BUDGET]``, each number with its documentation
 link). Per scope they are shared as the platform shares them: ``bot`` budgets and 429 pauses by every
-conversation of the channel's bot, ``chat`` and ``group`` budgets by every thread (forum topic) of a chat.
+conversation of the channel's bot, ``chat`` and ``group`` budgets by every thread (forum topic) of a chat. With
+replicas, ``bot`` budgets and bot-wide 429 pauses are also shared with the other processes serving the bot
+(``shared``: :class:`~core.rate.SharedBudgets`, e.g. ``adapters.redis.shared_budgets_for``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from core.clock import Clock
 from core.events import Target
 from core.policy import ChannelPolicy
 from core.ports import ChannelAdapter
-from core.rate import Budget, BudgetScope, PauseBoard, TokenBucket
+from core.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
 from core.send_chain import SendChain
 
 
@@ -32,12 +34,15 @@ class ChannelRuntime:
         adapter: the platform connection (one bot).
         budgets: the channel's rate budgets (none: unlimited).
         max_idle_chains: how many chains no run holds are kept.
+        shared: the channel's budgets and pauses shared with other replicas of the service (None: one process);
+            every send chain awaits it after its local budgets. Built from the same ``budgets``.
     """
 
     policy: ChannelPolicy
     adapter: ChannelAdapter
     budgets: Sequence[Budget] = ()
     max_idle_chains: int = 10_000
+    shared: SharedBudgets | None = None
     pauses: PauseBoard = field(default_factory=PauseBoard)
     _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
     _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
@@ -66,7 +71,7 @@ class ChannelRuntime:
                     if b.scope is BudgetScope.CHAT or (b.scope is BudgetScope.GROUP and group)
                 ]
                 self._chat_buckets[chat_key] = buckets
-            entry = (SendChain(clock, [*buckets, *self._bot_buckets], self.pauses), 0)
+            entry = (SendChain(clock, [*buckets, *self._bot_buckets], self.pauses, shared=self.shared), 0)
         chain, users = entry
         self._chains[key] = (chain, users + 1)
         self._prune()

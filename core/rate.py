@@ -9,13 +9,21 @@ Tier 3, about 50 per minute per workspace, shared by every channel
 Why not aiolimiter: the core's stages take an injected clock (tests run on a fake one), and the reconciler
 must know *how long* until a call could start (to merge pending preview edits into one and to let finals
 go first), which aiolimiter's acquire-or-wait API does not say.
+
+Replicas (DESIGN §8): when several sidecars serve one bot, what the platform counts per bot is counted once for
+all of them through :class:`SharedBudgets` (Redis: ``adapters.redis.RedisSharedBudgets``). Which scopes are shared
+is decided here, from who shares them on the platform and who owns a conversation: every run to one chat lands
+in one partition, owned by one replica at a time, so ``chat`` and ``group`` budgets and a conversation's 429
+pause stay in that replica's process (:data:`SHARED_SCOPES`, :data:`SHARED_PAUSES`).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from core.errors import RateScope
 from core.ports import CallKind
 
 _EPSILON_TOKENS = 1e-6
@@ -33,6 +41,18 @@ class BudgetScope(enum.StrEnum):
     BOT = "bot"
     CHAT = "chat"
     GROUP = "group"
+
+
+SHARED_SCOPES = frozenset({BudgetScope.BOT})
+"""Budget scopes every replica of a bot draws from together: the bot's (Telegram: about 30 messages per second per
+bot, https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this; Slack: a method's tier per
+workspace, https://docs.slack.dev/apis/web-api/rate-limits; Discord: 50 requests per second per bot,
+https://discord.com/developers/docs/topics/rate-limits). ``chat`` and ``group`` budgets (Telegram's 1 per second per
+chat and 20 per minute per group) belong to one conversation, which one replica owns at a time: they stay local."""
+
+SHARED_PAUSES = frozenset({RateScope.BOT, RateScope.METHOD})
+"""429 pauses every replica of a bot honours: Discord's global limit (``"global": true``) and a Slack method's tier
+per workspace. A conversation's pause (Telegram's flood control per chat) stays with the chat's owner."""
 
 
 @dataclass(frozen=True)
@@ -132,3 +152,38 @@ class PauseBoard:
     def remaining(self, kind: CallKind, now: float) -> float:
         """Seconds left before a call of ``kind`` may start (0.0 when not paused)."""
         return max(0.0, self._bot_until - now, self._kind_until.get(kind, 0.0) - now)
+
+
+class SharedBudgets(Protocol):
+    """Rate budgets and 429 pauses shared with other processes serving the same bot (replicas on one store).
+
+    The send chain awaits :meth:`acquire` right before each platform call, after its local budgets (which stay the
+    planner's synchronous estimate: :meth:`core.send_chain.SendChain.ready_in`), and :meth:`pause` on a 429 whose
+    scope is in :data:`SHARED_PAUSES`. Times are durations in seconds: processes share no clock.
+
+    Implementations hold the channel's budgets whose scope is in :data:`SHARED_SCOPES` and keep the local rules
+    across processes: a call starts only when every shared budget that lists its kind grants a token and no shared
+    pause covers it (the bot's, or its kind's); a preview (``final=False``) leaves the finals waiting on a budget
+    their tokens, so a run's final answer goes before other runs' previews on every replica.
+    """
+
+    async def acquire(self, kind: CallKind, *, final: bool) -> None:
+        """Wait until a call of ``kind`` may start, and spend its tokens (returns when it may start now).
+
+        Args:
+            kind: the call about to be made.
+            final: part of a run's finalization (goes before previews when a budget is short).
+
+        Raises:
+            Whatever the store raises when it cannot be reached: nothing was granted and the call is not made.
+        """
+        ...
+
+    async def pause(self, kind: CallKind, scope: RateScope, seconds: float) -> None:
+        """Pause ``scope`` (``BOT``: every call of the bot; ``METHOD``: calls of ``kind``) for ``seconds`` on every
+        process (a 429's ``retry_after``); a longer pause already set stays.
+
+        Raises:
+            Whatever the store raises when it cannot be reached.
+        """
+        ...
