@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 from urllib.parse import quote
 
 import uvicorn
 from pydantic import SecretStr
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
 
 from adapters.discord import DiscordAdapter
@@ -35,7 +36,7 @@ from core.errors import ConfigError
 from core.journal import Journal
 from core.ledger import Ledger
 from core.ports import ChannelAdapter
-from core.relay import Relay
+from core.relay import Relay, RunRelay
 
 
 def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:
@@ -84,6 +85,24 @@ def make_runtime(
     return ChannelRuntime(channel.policy(name), adapter, budgets)
 
 
+def build_channels(
+    settings: Settings,
+    *,
+    tokens: Mapping[str, SecretStr] | None = None,
+    metrics: ServiceMetrics | None = None,
+) -> dict[str, ChannelRuntime]:
+    """Every configured channel at run time (:func:`make_runtime`), by name.
+
+    Raises:
+        ConfigError: a token is missing or a platform has no adapter.
+    """
+    channels: dict[str, ChannelRuntime] = {}
+    for name, channel in settings.channels.items():
+        token = tokens[name] if tokens and name in tokens else channel.token(name)
+        channels[name] = make_runtime(name, channel, token, metrics=metrics)
+    return channels
+
+
 def build_relay(
     settings: Settings,
     ledger: Ledger,
@@ -106,10 +125,7 @@ def build_relay(
     Raises:
         ConfigError: a token is missing, a platform has no adapter, or the action catalog is wrong.
     """
-    channels: dict[str, ChannelRuntime] = {}
-    for name, channel in settings.channels.items():
-        token = tokens[name] if tokens and name in tokens else channel.token(name)
-        channels[name] = make_runtime(name, channel, token, metrics=metrics)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics)
     catalog, validate = load_actions(settings.service.actions or None)
     return Relay(
         channels,
@@ -162,11 +178,13 @@ class Sidecar:
         uvicorn_logging: uvicorn installs its own log handlers (False: its records reach the root logger, as
             :func:`adapters.ops.configure_logging` set it up).
         signals: uvicorn stops on SIGINT and SIGTERM (False: the caller handles them and calls :meth:`stop`).
+        wrap: wraps the app before the ingest gate (replicas: the proxy that forwards what only a run's owner can
+            answer).
     """
 
     def __init__(
         self,
-        relay: Relay,
+        relay: RunRelay,
         *,
         token: str,
         host: str = "127.0.0.1",
@@ -182,6 +200,7 @@ class Sidecar:
         ops_port: int | None = None,
         uvicorn_logging: bool = True,
         signals: bool = True,
+        wrap: Callable[[ASGIApp], ASGIApp] | None = None,
     ) -> None:
         self.tokens = ReadTokens(token)
         self.metrics = metrics if metrics is not None else ServiceMetrics(version())
@@ -216,7 +235,8 @@ class Sidecar:
             )
             return _Server(config, signals=catch_signals)
 
-        self._server = server(IngestGate(app, self.health), host, port, catch_signals=signals)
+        asgi: ASGIApp = wrap(app) if wrap is not None else app
+        self._server = server(IngestGate(asgi, self.health), host, port, catch_signals=signals)
         self._ops = (
             server(Starlette(routes=list(probes)), ops_host, ops_port, catch_signals=False)
             if ops_port is not None

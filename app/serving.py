@@ -21,6 +21,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
@@ -89,6 +90,10 @@ def _secrets(settings: Settings, token: str, metrics_token: str | None) -> tuple
     """
     tokens = {name: channel.token(name) for name, channel in settings.channels.items()}
     values = [token, *([metrics_token] if metrics_token else [])]
+    redis_url = settings.service.redis_url.get_secret_value() if settings.service.redis_url else ""
+    with contextlib.suppress(ValueError):
+        password = urlsplit(redis_url).password
+        values += [password] if password else []
     values += [secret.get_secret_value() for secret in tokens.values() if secret.get_secret_value()]
     return values, tokens
 
@@ -162,6 +167,9 @@ async def serve(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     metrics = ServiceMetrics(version())
+    if service.backend == "redis":
+        await _serve_replica(settings, token, metrics_token, tokens, metrics, host, port, log_level)
+        return
     store = await SqliteStore.open(service.ledger)  # the journal and the ledger: one file, one connection
     ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)
@@ -195,6 +203,39 @@ async def serve(
     finally:
         await journal.close()
         await store.close()
+
+
+async def _serve_replica(
+    settings: Settings,
+    token: str,
+    metrics_token: str | None,
+    tokens: dict[str, SecretStr],
+    metrics: ServiceMetrics,
+    host: str | None,
+    port: int | None,
+    log_level: str | None,
+) -> None:
+    """One replica on Redis (:mod:`app.replicas.serving`), with this module's stop signals."""
+    from app.replicas.serving import serve_replica
+
+    service = settings.service
+    signals = StopSignals()
+    signals.install()
+    try:
+        await serve_replica(
+            settings,
+            token=token,
+            metrics_token=metrics_token,
+            tokens=tokens,
+            metrics=metrics,
+            host=host or service.host,
+            port=service.port if port is None else port,
+            log_level=log_level or service.log_level,
+            stop=signals.asked,
+            forced=signals.forced,
+        )
+    finally:
+        signals.remove()
 
 
 async def _run(sidecar: Sidecar, relay: Relay, health: Health, drain_s: float, signals: StopSignals) -> None:

@@ -243,6 +243,27 @@ class ServiceSettings(_Strict):
     drain_s: float = Field(default=20.0, ge=0)
     """On SIGTERM or SIGINT, how long active runs may take to finish before the service stops (what is left
     resumes at the next start); a second signal stops at once."""
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    """``sqlite``: one process, the journal and the ledger in the ``ledger`` file. ``redis``: replicas on one Redis
+    (``redis_url``), each owning a share of the ``partitions``."""
+    redis_url: SecretStr | None = None
+    """``redis://[:password@]host:port/db`` (``rediss://`` for TLS); it may hold a password: never logged. Set it
+    from the environment: ``STREAMRELAY_SERVICE__REDIS_URL``."""
+    partitions: int = Field(default=16, ge=1, le=4096)
+    """P: conversations are spread over this many partitions, each owned by one replica at a time. Fixed for a
+    deployment (changing it moves conversations between partitions: change it only with no run active)."""
+    lease_ttl_s: float = Field(default=10.0, ge=1.0, le=300.0)
+    """A partition lease's life (renewed every third of it): a dead replica's runs move after at most 4/3 of it."""
+    advertise_url: str = ""
+    """Where the other replicas reach this one (``http://host:port``); unset: ``http://<host>:<port>``."""
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> ServiceSettings:
+        if self.backend == "redis" and (self.redis_url is None or not self.redis_url.get_secret_value()):
+            raise ValueError(
+                "backend = 'redis' needs redis_url: set [service] redis_url or STREAMRELAY_SERVICE__REDIS_URL"
+            )
+        return self
 
 
 class Settings(BaseSettings):

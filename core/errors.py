@@ -27,6 +27,12 @@ class StreamrelayError(Exception):
     """Base of every error streamrelay raises on purpose."""
 
 
+class OwnershipLostError(StreamrelayError):
+    """This process no longer owns the run (replicas: its partition's lease went to another replica, and a write
+    with the old fencing token was refused). It must stop at once and call nothing more: the new owner resumes
+    the run from the journal, and settles what was in flight."""
+
+
 class DeliveryError(StreamrelayError):
     """A platform call failed.
 

@@ -19,12 +19,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from core.admission import Admission, Limits, LineResult
 from core.channel import ChannelRuntime
 from core.clock import Clock
-from core.errors import IngestError
+from core.errors import IngestError, OwnershipLostError
 from core.events import Event
 from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
 from core.journal import Journal, JournalEntry, MemoryJournal
@@ -240,7 +240,10 @@ class Relay:
         """The run's worker, then what the relay keeps of it; a run that finished leaves the journal."""
         controller = run.controller
         try:
-            await work(run, self._clock, self._idle_s)
+            try:
+                await work(run, self._clock, self._idle_s)
+            except OwnershipLostError:
+                return  # another replica resumes it from the journal
             if controller.done:  # before the run leaves the registry: waiters see it finished only after this
                 try:
                     await self._journal.finish(controller.run, run.gate.last)
@@ -344,7 +347,14 @@ class Relay:
         return list(self._runs)
 
     async def close(self) -> None:
-        """Stop every run worker (unfinished runs stay in the ledger) and close adapters."""
+        """Stop every run worker (unfinished runs stay in the journal) and close adapters."""
+        await self.stop_runs()
+        for channel in self.channels.values():
+            await channel.adapter.close()
+
+    async def stop_runs(self) -> None:
+        """Stop every run worker without finalizing (unfinished runs stay in the journal); the adapters stay open
+        (replicas: a partition handed to another replica, while this one serves others with the same channels)."""
         for run in list(self._runs.values()):
             if run.task is not None:
                 run.task.cancel()
@@ -352,5 +362,26 @@ class Relay:
             if run.task is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await run.task
-        for channel in self.channels.values():
-            await channel.adapter.close()
+
+
+class RunRelay(Protocol):
+    """What the service's HTTP surface needs of a relay: :class:`Relay` in one process, or a replica's front
+    (``app.replicas``) that routes lines through Redis and reads the runs its partitions hold."""
+
+    async def submit_lines(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
+    ) -> list[LineResult | IngestError]: ...
+
+    async def report(self, run_id: str) -> DeliveryReport | None: ...
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None: ...
+
+    def monitor(self, run_id: str) -> RunMonitor | None: ...
+
+    def lane(self, run_id: str) -> PipelineLane | None: ...
+
+    async def gate(
+        self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
+    ) -> tuple[GateDecision, dict[str, Any]]: ...
+
+    def active_runs(self) -> list[str]: ...

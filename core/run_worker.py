@@ -2,8 +2,9 @@
 
 The relay accepts lines (validated, journaled) and hands each run's events to its :class:`ActiveRun`; the worker
 orders them by ``seq`` (:class:`~core.sequencer.SeqGate`), joins deltas that arrived together, and applies them
-to the :class:`~core.run_controller.RunController` (its pure :class:`~core.run.RunStage`). A run resumed from the journal first takes its whole ``backlog`` as one
-batch with the reconciler catching up, so only the resulting state is sent, never the intermediate ones.
+to the :class:`~core.run_controller.RunController` (its pure :class:`~core.run.RunStage`). A run resumed from the
+journal first takes its whole ``backlog`` as one batch with the reconciler catching up, so only the resulting
+state is sent, never the intermediate ones.
 
 A run whose agent sends nothing for ``idle_s`` seconds is closed with what it has and a short notice.
 """
@@ -16,6 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from core.clock import Clock
+from core.errors import OwnershipLostError
 from core.events import End, EndStatus, Event
 from core.normalize import Normalizer
 from core.run_controller import RunController
@@ -110,6 +112,10 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
                 if await _handle(controller, run.gate.expire(clock.now())):
                     return
     except asyncio.CancelledError:
+        await controller.abort()
+        raise
+    except OwnershipLostError:  # another replica owns the run now: no failure notice, nothing more is sent
+        _log.warning("run %s: its partition's lease went to another replica: stopped here", controller.run)
         await controller.abort()
         raise
     except Exception as exc:  # a bug in one run must not take others down

@@ -38,7 +38,7 @@ from adapters.ingest_http.pipeline import PipelineRoutes
 from core.admission import LineResult
 from core.errors import IngestError
 from core.pipeline import strict_loads
-from core.relay import Relay
+from core.relay import RunRelay
 
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""
@@ -93,7 +93,7 @@ class _Tally:
 class _Ingest:
     """The request handlers, bound to one relay and one token."""
 
-    def __init__(self, relay: Relay, token: str, max_body_bytes: int, max_line_bytes: int) -> None:
+    def __init__(self, relay: RunRelay, token: str, max_body_bytes: int, max_line_bytes: int) -> None:
         self.relay = relay
         self._expected = f"Bearer {token}".encode()
         self.max_body_bytes = max_body_bytes
@@ -234,7 +234,7 @@ class _Ingest:
 
 
 def create_app(
-    relay: Relay,
+    relay: RunRelay,
     *,
     token: str,
     max_body_bytes: int = 16 * 1024 * 1024,

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from core.errors import IngestError
 from core.pipeline import PipelineLane
-from core.relay import Relay
+from core.relay import RunRelay
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers that stop proxies from buffering a stream (nginx reads X-Accel-Buffering)."""
@@ -58,7 +58,9 @@ class PipelineRoutes:
         keepalive_s: seconds of silence after which an idle stream gets a keepalive.
     """
 
-    def __init__(self, relay: Relay, denied: Callable[[Request], Response | None], keepalive_s: float = 15.0) -> None:
+    def __init__(
+        self, relay: RunRelay, denied: Callable[[Request], Response | None], keepalive_s: float = 15.0
+    ) -> None:
         self.relay = relay
         self._denied = denied
         self.keepalive_s = keepalive_s

@@ -8,6 +8,7 @@ from adapters.redis.journal import RedisJournal
 from adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
 from adapters.redis.ledger import RedisLedger
+from adapters.redis.registry import ReplicaUrls, RunIndex
 from adapters.redis.stream import DeadLetter, InputEntry, InputStream
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "RedisBudgets",
     "RedisJournal",
     "RedisLedger",
+    "ReplicaUrls",
+    "RunIndex",
     "SharedBucket",
     "SharedPauses",
     "connect",

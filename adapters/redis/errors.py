@@ -2,16 +2,16 @@
 
 ::
 
-    StreamrelayError (core.errors)
+    OwnershipLostError (core.errors)
       FencedError(partition, token, current)   a write by an owner whose lease was granted to another since
 """
 
 from __future__ import annotations
 
-from core.errors import StreamrelayError
+from core.errors import OwnershipLostError
 
 
-class FencedError(StreamrelayError):
+class FencedError(OwnershipLostError):
     """A write was refused: the partition's fencing token is no longer the writer's.
 
     Another replica was granted the partition's lease since (the writer was paused, partitioned away, or its lease

@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from adapters.web.tokens import ReadTokens
 from core.monitor import RunMonitor
-from core.relay import Relay
+from core.relay import RunRelay
 
 STATIC = Path(__file__).with_name("static")
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -40,7 +40,7 @@ PAGE_HEADERS = {
 
 
 class _Live:
-    def __init__(self, relay: Relay, tokens: ReadTokens, keepalive_s: float) -> None:
+    def __init__(self, relay: RunRelay, tokens: ReadTokens, keepalive_s: float) -> None:
         self.relay = relay
         self.tokens = tokens
         self.keepalive_s = keepalive_s
@@ -96,7 +96,7 @@ async def follow(monitor: RunMonitor, after: int) -> AsyncIterator[dict[str, obj
         await asyncio.sleep(0)
 
 
-def web_routes(relay: Relay, tokens: ReadTokens, *, keepalive_s: float = 15.0) -> list[BaseRoute]:
+def web_routes(relay: RunRelay, tokens: ReadTokens, *, keepalive_s: float = 15.0) -> list[BaseRoute]:
     """The web channel's routes for ``relay`` (mount them beside the ingest routes).
 
     Args:

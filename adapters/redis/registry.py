@@ -1,0 +1,110 @@
+"""Where things are, for replicas: which partition holds a run, and at which URL each replica serves.
+
+Any replica takes a run's lines (they go to the run's partition's input stream), but only the partition's owner
+holds the run: its live page, its pipeline lane, its gate. So a replica must know a run's partition (the run
+index: written once, at the run's ``run.start``, from its conversation) and where the partition's owner serves
+(the replicas' URLs: each replica announces the URL the others reach it at, for as long as its heartbeat lives).
+
+Keys: ``sr:run:<run>`` holds the run's partition (a key of its own per run, so a Redis Cluster spreads them; it
+expires ``run_ttl_s`` after it was written: a run that lasts longer must not, see :class:`RunIndex`), and
+``sr:{replicas}:urls`` a hash owner id → URL.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from redis.asyncio import Redis
+
+from adapters.redis.keys import KEYS, KeySpace
+
+RUN_TTL_S = 7 * 24 * 3600
+"""How long the run index remembers a run (seconds): far longer than any run; an ended run's lines past it are
+answered as a run that never started (409), rather than dropped."""
+CACHE = 100_000
+"""Runs whose partition a replica remembers locally (a run's partition never changes)."""
+
+
+class RunIndex:
+    """Run id → partition, written at ``run.start`` and read by any replica (cached: it never changes).
+
+    Args:
+        client: from :func:`adapters.redis.client.connect`.
+        keys: the key space.
+        run_ttl_s: how long an entry lives (seconds).
+    """
+
+    def __init__(self, client: Redis, keys: KeySpace = KEYS, *, run_ttl_s: int = RUN_TTL_S) -> None:
+        self._client = client
+        self._keys = keys
+        self._ttl_s = run_ttl_s
+        self._cache: OrderedDict[str, int] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"RunIndex(prefix={self._keys.prefix!r}, cached={len(self._cache)})"
+
+    def _key(self, run: str) -> str:
+        return f"{self._keys.prefix}:run:{run}"
+
+    def _remember(self, run: str, partition: int) -> int:
+        self._cache[run] = partition
+        self._cache.move_to_end(run)
+        while len(self._cache) > CACHE:
+            self._cache.popitem(last=False)
+        return partition
+
+    async def claim(self, run: str, partition: int) -> int:
+        """Record that ``run`` lives in ``partition`` unless it was recorded before; the partition it lives in
+        (another one: the run id was started before for another conversation).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        known = self._cache.get(run)
+        if known is not None:
+            return known
+        key = self._key(run)
+        if await self._client.set(key, partition, nx=True, ex=self._ttl_s):
+            return self._remember(run, partition)
+        value = await self._client.get(key)
+        return self._remember(run, partition if value is None else int(value))
+
+    async def partition(self, run: str) -> int | None:
+        """The partition of ``run`` (None: no ``run.start`` of it was taken).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        known = self._cache.get(run)
+        if known is not None:
+            return known
+        value = await self._client.get(self._key(run))
+        return None if value is None else self._remember(run, int(value))
+
+
+class ReplicaUrls:
+    """Each replica's URL (where the others forward what only a partition's owner can answer).
+
+    Args:
+        client: from :func:`adapters.redis.client.connect`.
+        keys: the key space.
+    """
+
+    def __init__(self, client: Redis, keys: KeySpace = KEYS) -> None:
+        self._client = client
+        self._key = f"{keys.replicas}:urls"
+
+    def __repr__(self) -> str:
+        return f"ReplicaUrls(key={self._key!r})"
+
+    async def announce(self, owner: str, url: str) -> None:
+        """``owner`` serves at ``url`` (an ``http://host:port`` the other replicas can reach)."""
+        await self._client.hset(self._key, owner, url)
+
+    async def url(self, owner: str) -> str | None:
+        """Where ``owner`` serves (None: it never said, or it left)."""
+        value = await self._client.hget(self._key, owner)
+        return None if value is None else str(value)
+
+    async def leave(self, owner: str) -> None:
+        await self._client.hdel(self._key, owner)

@@ -1,0 +1,174 @@
+"""What the HTTP app sees of a replica: lines go to their run's partition, reads go to the run's local relay.
+
+Lines are checked here as far as they can be without the run (a JSON object, a valid event, a known channel and
+a target the channel takes), then appended to the input stream of the run's partition: a ``run.start`` picks the
+partition from its conversation (channel and chat) and records it in the run index; every later line of the run
+follows it there. The answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops
+repeats and lines after the run's end (its journal knows them), as one process does.
+
+Reads (report, monitor, pipeline lane, gate) of a run are answered by the relay of the run's partition on this
+replica; :class:`adapters.ingest_http.owner_proxy.OwnerProxy` forwards them here from the other replicas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from adapters.redis import InputStream, RunIndex, conversation_key, partition_of
+from core.admission import LineResult
+from core.channel import ChannelRuntime
+from core.errors import IngestError
+from core.events import RunStart, parse_event
+from core.gate import GateDecision
+from core.journal import JournalEntry
+from core.monitor import RunMonitor
+from core.pipeline import PipelineLane
+from core.relay import Relay
+from core.report import DeliveryReport
+
+
+class ReplicaFront:
+    """The relay surface of a replica (what :func:`adapters.ingest_http.create_app` and the web routes call).
+
+    Args:
+        channels: the configured channels (shared with the partitions' relays).
+        stream: the partitions' input streams.
+        index: run → partition.
+        partitions: P.
+        local: the relay of a partition this replica owns and runs now, or None.
+    """
+
+    def __init__(
+        self,
+        channels: Mapping[str, ChannelRuntime],
+        stream: InputStream,
+        index: RunIndex,
+        partitions: int,
+        local: Callable[[int], Relay | None],
+    ) -> None:
+        self.channels = dict(channels)
+        self._stream = stream
+        self._index = index
+        self._partitions = partitions
+        self._local = local
+        self._relays: Callable[[], list[Relay]] = lambda: []
+
+    def __repr__(self) -> str:
+        return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
+
+    def follow(self, relays: Callable[[], list[Relay]]) -> None:
+        """Where the relays of the owned partitions are (for :meth:`active_runs`)."""
+        self._relays = relays
+
+    # --- ingest -----------------------------------------------------------------------------------------
+
+    async def submit_lines(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
+    ) -> list[LineResult | IngestError]:
+        """Route a batch of decoded lines to their runs' partitions (module docstring).
+
+        Returns:
+            Per line: ``LineResult(events=1)`` once it is in its partition's stream, or the :class:`IngestError`
+            that refused it (not an event, another run than the URL's, an unknown channel or target, a run that
+            has not started).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
+        """
+        results: list[LineResult | IngestError] = []
+        batches: dict[int, list[JournalEntry]] = {}
+        for obj, raw in lines:
+            try:
+                partition, entry = await self._route(obj, raw, run_hint)
+            except IngestError as exc:
+                results.append(exc)
+                continue
+            batches.setdefault(partition, []).append(entry)
+            results.append(LineResult(events=1))
+        for partition, entries in batches.items():
+            await self._stream.append(partition, entries)
+        return results
+
+    async def _route(self, obj: Any, raw: str | None, run_hint: str | None) -> tuple[int, JournalEntry]:
+        if not isinstance(obj, dict):
+            raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
+        if run_hint is not None and obj.get("run", run_hint) != run_hint:
+            raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
+        run = obj.get("run", run_hint)
+        if not isinstance(run, str) or not run:
+            raise IngestError("line has no 'run': post it to /v1/runs/{run}/events or give 'run'")
+        if "kind" not in obj:  # a raw provider event: its run's normalizer reads it on the owner
+            partition = await self._started(run)
+            return partition, JournalEntry(run, raw if raw is not None else json.dumps(obj))
+        obj = {**obj, "run": run}
+        event = parse_event(obj)
+        if isinstance(event, RunStart):
+            partition = await self._start(event)
+        else:
+            partition = await self._started(run)
+        return partition, JournalEntry(run, json.dumps(obj, ensure_ascii=False))
+
+    async def _start(self, event: RunStart) -> int:
+        channel = self.channels.get(event.channel)
+        if channel is None:
+            known = ", ".join(sorted(self.channels)) or "none"
+            raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
+        problem = channel.adapter.check_target(event.target)
+        if problem is not None:
+            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+        partition = partition_of(conversation_key(event.channel, event.target.chat_id), self._partitions)
+        if await self._index.claim(event.run, partition) != partition:
+            raise IngestError(
+                f"run {event.run!r} already started for another conversation: a run keeps its run.start; use a new "
+                "run id",
+                status=409,
+            )
+        return partition
+
+    async def _started(self, run: str) -> int:
+        partition = await self._index.partition(run)
+        if partition is None:
+            raise IngestError(f"run {run!r} has not started: send its run.start event first", status=409)
+        return partition
+
+    # --- reading (the run's owner: forwarded here by the owner proxy) -----------------------------------
+
+    async def _relay(self, run: str) -> Relay | None:
+        partition = await self._index.partition(run)
+        return None if partition is None else self._local(partition)
+
+    async def report(self, run_id: str) -> DeliveryReport | None:
+        relay = await self._relay(run_id)
+        return None if relay is None else await relay.report(run_id)
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
+        relay = await self._relay(run_id)
+        return None if relay is None else await relay.wait_done(run_id, timeout_s)
+
+    def _cached(self, run_id: str) -> Relay | None:
+        """The local relay of a run whose partition is known without asking Redis (sync reads)."""
+        for relay in self._relays():
+            if relay.monitor(run_id) is not None:
+                return relay
+        return None
+
+    def monitor(self, run_id: str) -> RunMonitor | None:
+        relay = self._cached(run_id)
+        return None if relay is None else relay.monitor(run_id)
+
+    def lane(self, run_id: str) -> PipelineLane | None:
+        relay = self._cached(run_id)
+        return None if relay is None else relay.lane(run_id)
+
+    async def gate(
+        self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
+    ) -> tuple[GateDecision, dict[str, Any]]:
+        relay = await self._relay(run_id)
+        if relay is None:
+            raise IngestError(f"unknown run {run_id!r}", status=404)
+        return await relay.gate(run_id, call_id, source_key=source_key, wait_s=wait_s)
+
+    def active_runs(self) -> list[str]:
+        return [run for relay in self._relays() for run in relay.active_runs()]

@@ -1,0 +1,192 @@
+"""A replica: one process of several on one Redis, owning a fair share of the partitions (DESIGN §8).
+
+Every replica takes lines for any run (:class:`app.replicas.front.ReplicaFront`) and forwards what only a run's
+owner can answer (:class:`adapters.ingest_http.owner_proxy.OwnerProxy`). It keeps its share of the partitions'
+leases (:class:`adapters.redis.LeaseKeeper`) and runs one :class:`app.replicas.owner.PartitionOwner` per
+partition it holds:
+
+- ``acquired``: a new owner with the grant's fencing token (it resumes the partition's runs and pending input);
+- ``lost``: the owner stops at once (another replica resumes its runs; what was in flight is settled there);
+- ``shed`` (a replica joined): the owner stops reading, lets its runs finish for up to ``drain_s``, stops, and
+  releases the lease so the newcomer takes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable
+
+from redis.asyncio import Redis
+
+from adapters.ingest_http.owner_proxy import OwnerUnavailableError
+from adapters.redis import (
+    InputStream,
+    LeaseChange,
+    LeaseEvent,
+    LeaseKeeper,
+    Leases,
+    RedisJournal,
+    RedisLedger,
+    ReplicaUrls,
+    RunIndex,
+)
+from app.replicas.front import ReplicaFront
+from app.replicas.owner import MakeRelay, PartitionOwner
+from core.relay import Relay
+
+_log = logging.getLogger("streamrelay.replicas")
+
+
+def replica_id() -> str:
+    """A replica's id, unique per process start: ``host-pid-random``."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class ReplicaService:
+    """This replica's partitions (module docstring).
+
+    Args:
+        client: the Redis client.
+        front: the replica's ingest and read surface.
+        make_relay: builds a partition's relay (see :data:`app.replicas.owner.MakeRelay`).
+        partitions: P.
+        lease_ttl_s: a lease's life (seconds); a dead replica's partitions move after at most this plus a third.
+        drain_s: how long a shed partition's runs may take to finish before it is handed over.
+        owner: this replica's id (default: :func:`replica_id`).
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        front: ReplicaFront,
+        make_relay: MakeRelay,
+        *,
+        partitions: int,
+        lease_ttl_s: float,
+        drain_s: float,
+        owner: str | None = None,
+    ) -> None:
+        self.owner = owner or replica_id()
+        self._client = client
+        self._front = front
+        self._make_relay = make_relay
+        self._drain_s = drain_s
+        self._leases = Leases(client)
+        self.keeper = LeaseKeeper(self._leases, self.owner, partitions, ttl_ms=int(lease_ttl_s * 1000))
+        self._stream = InputStream(client)
+        self._urls = ReplicaUrls(client)
+        self._index = RunIndex(client)
+        self.owners: dict[int, PartitionOwner] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._handovers: set[asyncio.Task[None]] = set()
+        front.follow(lambda: [o.relay for o in self.owners.values()])
+
+    def __repr__(self) -> str:
+        return f"ReplicaService(owner={self.owner!r}, partitions={sorted(self.owners)})"
+
+    def local(self, partition: int) -> Relay | None:
+        """The relay of ``partition`` when this replica owns it and has resumed it."""
+        owner = self.owners.get(partition)
+        return owner.relay if owner is not None and owner.ready.is_set() and not owner.lost else None
+
+    async def locate(self, run: str) -> str | None:
+        """Where ``run`` is answered (:data:`adapters.ingest_http.owner_proxy.Locate`)."""
+        partition = await self._index.partition(run)
+        if partition is None or self.local(partition) is not None:
+            return None  # unknown here and everywhere (404), or ours
+        holder = await self._leases.holder(partition)
+        if holder is None or holder.owner == self.owner:
+            raise OwnerUnavailableError(partition)  # no owner yet, or ours and still resuming
+        url = await self._urls.url(holder.owner)
+        if url is None:
+            raise OwnerUnavailableError(partition)
+        return url
+
+    async def start(self, url: str) -> None:
+        """Announce ``url`` (where the others reach this replica) and start taking partitions."""
+        await self._urls.announce(self.owner, url)
+        self.keeper.start()
+        self._task = asyncio.create_task(self._follow(), name="replica:leases")
+        _log.info("replica %s serving at %s", self.owner, url, extra={"replica": self.owner})
+
+    async def _follow(self) -> None:
+        async for event in self.keeper:
+            try:
+                await self._apply(event)
+            except Exception:
+                _log.exception("partition %d: %s could not be handled", event.partition, event.change)
+
+    async def _apply(self, event: LeaseEvent) -> None:
+        partition = event.partition
+        if event.change is LeaseChange.ACQUIRED:
+            previous = self.owners.pop(partition, None)
+            if previous is not None:
+                await previous.stop()
+            owner = PartitionOwner(
+                partition,
+                event.token,
+                owner=self.owner,
+                stream=self._stream,
+                journal=RedisJournal(self._client, partition),
+                ledger=RedisLedger(self._client, partition),
+                make_relay=self._make_relay,
+            )
+            self.owners[partition] = owner
+            owner.start()
+            _log.info("partition %d taken (token %d)", partition, event.token, extra={"partition": partition})
+        elif event.change is LeaseChange.LOST:
+            lost = self.owners.pop(partition, None)
+            if lost is not None:
+                await lost.stop()
+                _log.warning("partition %d lost: its runs go on at its new owner", partition)
+        else:
+            task = asyncio.create_task(self._hand_over(partition), name=f"handover:{partition}")
+            self._handovers.add(task)
+            task.add_done_callback(self._handovers.discard)
+
+    async def _hand_over(self, partition: int) -> None:
+        owner = self.owners.get(partition)
+        if owner is not None:
+            await owner.drain(self._drain_s)
+            await owner.stop()
+            self.owners.pop(partition, None)
+        await self.keeper.release(partition)
+        _log.info("partition %d handed over to a new replica", partition, extra={"partition": partition})
+
+    def active_runs(self) -> list[str]:
+        return self._front.active_runs()
+
+    async def ready_partitions(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the owned partitions to have resumed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(o.ready.wait() for o in list(self.owners.values()))), timeout_s)
+
+    async def drain(self, timeout_s: float, stop: Callable[[], bool] = lambda: False) -> None:
+        """Stop reading input everywhere and let active runs finish for up to ``timeout_s`` (or until ``stop()``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        for owner in self.owners.values():
+            if owner.task is not None:
+                owner.task.cancel()
+        while self.active_runs() and loop.time() < deadline and not stop():
+            await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        """Stop every partition (unfinished runs stay in their journals), give the leases back, leave."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for task in list(self._handovers):
+            task.cancel()
+        for owner in list(self.owners.values()):
+            await owner.stop()
+        self.owners.clear()
+        await self.keeper.close()
+        with contextlib.suppress(Exception):
+            await self._urls.leave(self.owner)

@@ -1,0 +1,163 @@
+"""``streamrelay serve`` with ``[service] backend = "redis"``: one replica of several on one Redis.
+
+The same listeners, probes, metrics and logs as one process (:mod:`app.serving`); underneath, the journal and
+the ledger are Redis's (per partition, fenced), lines go through the partitions' input streams, and what only a
+run's owner can answer is forwarded to it. ``/readyz`` asks Redis (never a chat platform). The first SIGTERM
+drains: input stops, the owned partitions' runs get ``drain_s`` to finish, the leases are given back so the other
+replicas take the partitions at once (what was left resumes there from the journal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from pydantic import SecretStr
+from starlette.types import ASGIApp
+
+from adapters.ingest_http.owner_proxy import OwnerProxy
+from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
+from adapters.redis import InputStream, RunIndex, connect, redacted
+from app.replicas.front import ReplicaFront
+from app.replicas.owner import AckingJournal
+from app.replicas.service import ReplicaService
+from app.service import Sidecar, build_channels
+from app.version import version
+from config.actions import load_actions
+from config.settings import Settings
+from core.clock import MonotonicClock
+from core.ledger import Ledger
+from core.relay import Relay
+
+_log = logging.getLogger("streamrelay.service")
+
+RESUME_WAIT_S = 30.0
+"""How long a starting replica waits for the partitions it took to resume before it says ready."""
+
+
+async def serve_replica(
+    settings: Settings,
+    *,
+    token: str,
+    metrics_token: str | None,
+    tokens: dict[str, SecretStr],
+    metrics: ServiceMetrics,
+    host: str,
+    port: int,
+    log_level: str,
+    stop: asyncio.Event,
+    forced: asyncio.Event,
+) -> None:
+    """Run one replica until ``stop`` is set, then drain (until ``forced`` or ``drain_s``) and leave.
+
+    Raises:
+        ConfigError: a channel's token or adapter is wrong, or the action catalog.
+        RuntimeError: a listener could not start (its port is in use).
+    """
+    service = settings.service
+    assert service.redis_url is not None  # the settings check it
+    url = service.redis_url.get_secret_value()
+    client = connect(url)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics)
+    catalog, validate = load_actions(service.actions or None)
+    clock = MonotonicClock()
+
+    def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
+        return Relay(
+            channels,
+            MeteredLedger(ledger, metrics),
+            clock,
+            journal=MeteredJournal(journal, metrics),
+            run_idle_timeout_s=service.run_idle_timeout_s,
+            live_buffer=service.live_buffer,
+            catalog=catalog,
+            validator=validate,
+        )
+
+    replicas: ReplicaService | None = None
+    front = ReplicaFront(
+        channels,
+        InputStream(client),
+        RunIndex(client),
+        service.partitions,
+        local=lambda p: replicas.local(p) if replicas is not None else None,
+    )
+    replicas = ReplicaService(
+        client,
+        front,
+        make_relay,
+        partitions=service.partitions,
+        lease_ttl_s=service.lease_ttl_s,
+        drain_s=service.drain_s,
+    )
+
+    async def ping() -> None:
+        await client.ping()
+
+    proxies: list[OwnerProxy] = []
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        assert replicas is not None
+        proxy = OwnerProxy(app, replicas.locate)
+        proxies.append(proxy)
+        return proxy
+
+    health = Health(ping, state=ServiceState.STARTING)
+    sidecar = Sidecar(
+        front,
+        token=token,
+        host=host,
+        port=port,
+        max_body_bytes=service.max_body_bytes,
+        max_line_bytes=service.max_line_bytes,
+        log_level=log_level,
+        keepalive_s=service.keepalive_s,
+        metrics=metrics,
+        health=health,
+        metrics_token=metrics_token,
+        ops_host=service.ops_host,
+        ops_port=service.ops_port,
+        uvicorn_logging=False,
+        signals=False,
+        wrap=wrap,
+    )
+    try:
+        listening = await sidecar.start()
+        health.set(ServiceState.RESUMING)
+        await replicas.start(service.advertise_url or listening)
+        await asyncio.sleep(0)
+        await replicas.ready_partitions(RESUME_WAIT_S)
+        health.set(ServiceState.READY)
+        _log.info(
+            "streamrelay %s replica %s ready on %s (redis %s, %d partitions, holding %d)",
+            version(),
+            replicas.owner,
+            listening,
+            redacted(url),
+            service.partitions,
+            len(replicas.owners),
+            extra={"replica": replicas.owner, "partitions": sorted(replicas.owners)},
+        )
+        serving = asyncio.ensure_future(sidecar.wait())
+        asked = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({serving, asked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asked.cancel()
+        if not serving.done():
+            active = replicas.active_runs()
+            health.set(ServiceState.DRAINING, f"{len(active)} active runs, at most {service.drain_s:g} s")
+            await replicas.drain(service.drain_s, forced.is_set)
+            health.set(ServiceState.STOPPING)
+            await sidecar.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    finally:
+        await replicas.close()
+        for proxy in proxies:
+            await proxy.close()
+        for channel in channels.values():
+            await channel.adapter.close()
+        await client.aclose()
+        _log.info("stopped")
