@@ -10,7 +10,7 @@ replicas, ``bot`` budgets and bot-wide 429 pauses are also shared with the other
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.clock import Clock
@@ -36,6 +36,8 @@ class ChannelRuntime:
         max_idle_chains: how many chains no run holds are kept.
         shared: the channel's budgets and pauses shared with other replicas of the service (None: one process);
             every send chain awaits it after its local budgets. Built from the same ``budgets``.
+        guard_for: the guard of a target's send chain (see :class:`~core.send_chain.SendChain`; replicas: is the
+            lease of the target's partition still ours), None: no guard.
     """
 
     policy: ChannelPolicy
@@ -43,6 +45,7 @@ class ChannelRuntime:
     budgets: Sequence[Budget] = ()
     max_idle_chains: int = 10_000
     shared: SharedBudgets | None = None
+    guard_for: Callable[[Target], Callable[[], bool]] | None = None
     pauses: PauseBoard = field(default_factory=PauseBoard)
     _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
     _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
@@ -71,7 +74,9 @@ class ChannelRuntime:
                     if b.scope is BudgetScope.CHAT or (b.scope is BudgetScope.GROUP and group)
                 ]
                 self._chat_buckets[chat_key] = buckets
-            entry = (SendChain(clock, [*buckets, *self._bot_buckets], self.pauses, shared=self.shared), 0)
+            guard = self.guard_for(target) if self.guard_for is not None else None
+            chain = SendChain(clock, [*buckets, *self._bot_buckets], self.pauses, shared=self.shared, guard=guard)
+            entry = (chain, 0)
         chain, users = entry
         self._chains[key] = (chain, users + 1)
         self._prune()

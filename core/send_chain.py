@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from core.clock import Clock
-from core.errors import RateLimitedError, RateScope
+from core.errors import OwnershipLostError, RateLimitedError, RateScope
 from core.ports import CallKind
 from core.rate import SHARED_PAUSES, PauseBoard, SharedBudgets, TokenBucket
 
@@ -41,6 +41,9 @@ class SendChain:
             bucket objects may appear in several chains); each applies to the call kinds it lists.
         pauses: the bot's shared 429 pauses (a private board when not given).
         shared: budgets and pauses shared with the bot's other replicas (None: this process is alone).
+        guard: asked right before every call (after every wait): False when this process may no longer act for
+            the conversation (replicas: its partition's lease may have lapsed, e.g. the process was paused): the
+            call is not made and :class:`~core.errors.OwnershipLostError` is raised. None: always allowed.
     """
 
     def __init__(
@@ -50,8 +53,10 @@ class SendChain:
         pauses: PauseBoard | None = None,
         *,
         shared: SharedBudgets | None = None,
+        guard: Callable[[], bool] | None = None,
     ) -> None:
         self._clock = clock
+        self._guard = guard
         self._buckets = list(buckets)
         self._pauses = pauses if pauses is not None else PauseBoard()
         self._shared = shared
@@ -114,6 +119,8 @@ class SendChain:
                 bucket.take(now)
             if self._shared is not None:
                 await self._shared.acquire(kind, final=final)
+            if self._guard is not None and not self._guard():
+                raise OwnershipLostError("this replica may no longer act for the conversation: call not made")
             try:
                 return await fn()
             except RateLimitedError as exc:

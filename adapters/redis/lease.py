@@ -191,6 +191,15 @@ class LeaseKeeper:
     def __repr__(self) -> str:
         return f"LeaseKeeper(owner={self.owner!r}, held={sorted(self._held)})"
 
+    def valid(self, partition: int) -> bool:
+        """True while this replica holds ``partition`` and its lease has, by this process's clock, a tenth of its
+        ttl left at least (a process paused past its lease sees its loop time jump and answers False at once,
+        before any renewal round). Asked right before every platform call (the send chains' guard)."""
+        until = self._valid_until.get(partition)
+        if until is None or partition not in self._held:
+            return False
+        return asyncio.get_running_loop().time() < until - self.ttl_ms / 10_000
+
     @property
     def held(self) -> dict[int, int]:
         """The partitions held now, each with its fencing token."""

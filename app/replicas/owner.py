@@ -172,13 +172,10 @@ class PartitionOwner:
                     _log.warning("run %s: a line was refused by its owner: %s", run, result)
 
     async def drain(self, timeout_s: float) -> None:
-        """Stop reading new input, and let the active runs finish for up to ``timeout_s`` seconds."""
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        """Let the active runs finish for up to ``timeout_s`` seconds (input is still read: their lines come
+        through it)."""
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while self.relay.active_runs() and asyncio.get_running_loop().time() < deadline:
+        while self.relay.active_runs() and asyncio.get_running_loop().time() < deadline and not self.lost:
             await asyncio.sleep(0.1)
 
     async def stop(self) -> None:

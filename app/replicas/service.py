@@ -34,9 +34,12 @@ from adapters.redis import (
     RedisLedger,
     ReplicaUrls,
     RunIndex,
+    conversation_key,
+    partition_of,
 )
 from app.replicas.front import ReplicaFront
 from app.replicas.owner import MakeRelay, PartitionOwner
+from core.events import Target
 from core.relay import Relay
 
 _log = logging.getLogger("streamrelay.replicas")
@@ -161,18 +164,26 @@ class ReplicaService:
     def active_runs(self) -> list[str]:
         return self._front.active_runs()
 
+    def guard_for(self, channel: str) -> Callable[[Target], Callable[[], bool]]:
+        """The send chains' guard of ``channel``'s targets: is the lease of the target's partition still ours (by
+        this process's clock)? A replica paused past its lease makes no call when it wakes up."""
+        keeper, partitions = self.keeper, self.keeper.partitions
+
+        def for_target(target: Target) -> Callable[[], bool]:
+            partition = partition_of(conversation_key(channel, target.chat_id), partitions)
+            return lambda: keeper.valid(partition)
+
+        return for_target
+
     async def ready_partitions(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the owned partitions to have resumed."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*(o.ready.wait() for o in list(self.owners.values()))), timeout_s)
 
     async def drain(self, timeout_s: float, stop: Callable[[], bool] = lambda: False) -> None:
-        """Stop reading input everywhere and let active runs finish for up to ``timeout_s`` (or until ``stop()``)."""
+        """Let active runs finish for up to ``timeout_s`` (or until ``stop()``); their lines are still read."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        for owner in self.owners.values():
-            if owner.task is not None:
-                owner.task.cancel()
         while self.active_runs() and loop.time() < deadline and not stop():
             await asyncio.sleep(0.1)
 

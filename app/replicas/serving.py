@@ -92,6 +92,9 @@ async def serve_replica(
         drain_s=service.drain_s,
     )
 
+    for name, runtime in channels.items():
+        runtime.guard_for = replicas.guard_for(name)
+
     async def ping() -> None:
         await client.ping()
 
