@@ -1,0 +1,189 @@
+"""`streamrelay serve` as an operator runs it, against the mock Bot API: every output line is JSON with one line per
+platform call and no token in any form even at DEBUG; SIGTERM drains an active run (readiness says so, the run's
+lines are still taken, its final is delivered) before the process exits 0; a second SIGTERM stops at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mocks.telegram import MockTelegram
+
+pytestmark = pytest.mark.timeout(90)
+
+ROOT = Path(__file__).resolve().parents[2]
+INGEST_TOKEN = "serve-process-ingest-token"
+BOT_TOKEN = "123456789:AAE-serve_Secret-Token_0123456789abcd"
+METRICS_TOKEN = "serve-process-metrics-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def mock() -> AsyncIterator[MockTelegram]:
+    server = MockTelegram(rate_limits=True)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+class Served:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.proc, self.port, self.log = proc, port, log
+        self.client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+    async def ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if (await self.client.get("/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+        raise AssertionError("not ready in 60 s")
+
+    async def post(self, run: str, *lines: dict[str, Any]) -> httpx.Response:
+        body = "".join(json.dumps(line) + "\n" for line in lines)
+        return await self.client.post(
+            f"/v1/runs/{run}/events", content=body, headers={"Authorization": f"Bearer {INGEST_TOKEN}"}
+        )
+
+    async def exit_code(self, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        while self.proc.poll() is None:
+            assert time.monotonic() < deadline, f"still running after {timeout_s:g} s"
+            await asyncio.sleep(0.05)
+        return self.proc.returncode
+
+
+@asynccontextmanager
+async def serve(tmp: Path, api: str, *extra: str, drain_s: float = 20) -> AsyncIterator[Served]:
+    port = _free_port()
+    config = tmp / "channels.toml"
+    config.write_text(
+        "\n".join(
+            [
+                "[service]",
+                f"port = {port}",
+                f'ledger = "{tmp / "ledger.sqlite3"}"',
+                'actions = ""',
+                f"drain_s = {drain_s}",
+                "",
+                "[channels.telegram]",
+                'platform = "telegram"',
+                'token_env = "SERVE_TEST_BOT_TOKEN"',
+                f'api_base = "{api}"',
+                "throttle_ms = 100",
+                "typing = true",  # a typing call is logged at DEBUG
+            ]
+        )
+    )
+    env = {
+        **os.environ,
+        "STREAMRELAY_TOKEN": INGEST_TOKEN,
+        "STREAMRELAY_METRICS_TOKEN": METRICS_TOKEN,
+        "SERVE_TEST_BOT_TOKEN": BOT_TOKEN,
+    }
+    log = tmp / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--config", str(config), "--log-format", "json", *extra],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    served = Served(proc, port, log)
+    try:
+        yield served
+    finally:
+        await served.client.aclose()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+START = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": 42}}
+
+
+async def test_debug_logs_are_json_with_a_line_per_call_and_never_a_token(tmp_path: Path, mock: MockTelegram) -> None:
+    mock.add_fault("editMessageText", 1, {"status": 429, "retry_after_s": 1})
+    async with serve(tmp_path, mock.base_url, "--log-level", "debug") as served:
+        await served.ready()
+        assert (await served.post("r1", START, {"kind": "text", "text": "Hello"})).status_code == 200
+        await asyncio.sleep(0.5)
+        assert (await served.post("r1", {"kind": "text", "text": " world"}, {"kind": "end"})).status_code == 200
+        report = await served.client.get(
+            "/v1/runs/r1", params={"wait_s": 20}, headers={"Authorization": f"Bearer {INGEST_TOKEN}"}
+        )
+        assert report.json()["status"] == "delivered"
+        watch = await served.client.get("/v1/runs/r1/watch", headers={"Authorization": f"Bearer {INGEST_TOKEN}"})
+        read_token = watch.json()["token"]
+        assert (await served.client.get(watch.json()["url"])).status_code == 200
+        metrics = await served.client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+        assert 'streamrelay_rate_limited_total{channel="telegram",method="edit"' in metrics.text
+        served.proc.send_signal(signal.SIGTERM)
+        assert await served.exit_code(30) == 0
+        output = served.log.read_text()
+        lines = served.lines()  # every line parses: JSON only, nothing printed around the logger
+    calls = [line for line in lines if line["logger"] == "streamrelay.calls" and line["method"] != "typing"]
+    assert [(c["method"], c["outcome"]) for c in calls][:3] == [
+        ("send", "ok"),
+        ("edit", "rate_limited"),
+        ("edit", "ok"),
+    ]
+    assert all(c["run"] == "r1" and c["chat"] == "42" for c in calls)
+    assert any(line["level"] == "debug" and line.get("method") == "typing" for line in lines)
+    for secret in (BOT_TOKEN, BOT_TOKEN.partition(":")[2], INGEST_TOKEN, METRICS_TOKEN, read_token):
+        assert secret not in output, f"{secret[:6]}… is in the output"
+
+
+async def test_sigterm_drains_an_active_run_then_exits_and_a_second_stops_at_once(
+    tmp_path: Path, mock: MockTelegram
+) -> None:
+    async with serve(tmp_path, mock.base_url) as served:
+        await served.ready()
+        assert (await served.post("r2", START, {"kind": "text", "text": "Half of the answer"})).status_code == 200
+        served.proc.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        ready = await served.client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["state"] == "draining", ready.text
+        assert (
+            await served.post("r2", {"kind": "text", "text": ", and the rest."}, {"kind": "end"})
+        ).status_code == 200
+        assert await served.exit_code(20) == 0
+        assert [text for _, text in mock.visible(42)] == ["Half of the answer, and the rest."]
+        events = [line["event"] for line in served.lines()]
+        assert any("draining 1 active runs" in event for event in events) and events[-1] == "stopped"
+
+    (tmp_path / "again").mkdir()
+    async with serve(tmp_path / "again", mock.base_url) as served:
+        await served.ready()
+        assert (await served.post("r3", {**START, "target": {"chat_id": 43}}, {"kind": "text", "text": "x"})).is_success
+        served.proc.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        served.proc.send_signal(signal.SIGTERM)  # the agent is gone: do not wait 20 s for it
+        assert await served.exit_code(10) == 0
+        assert any("resume from the journal" in line["event"] for line in served.lines())
