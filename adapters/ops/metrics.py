@@ -100,7 +100,7 @@ class ServiceMetrics:
     """
 
     def __init__(self, version: str = "") -> None:
-        disable_created_metrics()  # no ``_created`` series beside every counter (process-wide, and idempotent)
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no ``_created`` series (process-wide, idempotent)
         self.registry = CollectorRegistry()
         r = self.registry
         self.calls = Counter(
