@@ -1,0 +1,22 @@
+"""``streamrelay --version``: the installed distribution's version, from its metadata, and nothing else runs."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+from typer.testing import CliRunner
+
+from app.cli import app
+from app.version import version as streamrelay_version
+
+
+def test_version_prints_the_installed_distributions_version_and_exits_0() -> None:
+    done = CliRunner().invoke(app, ["--version"])
+    assert done.exit_code == 0
+    assert done.output == f"streamrelay {version('streamrelay')}\n"
+    assert streamrelay_version() == version("streamrelay")
+
+
+def test_version_wins_over_a_command_and_its_missing_arguments() -> None:
+    done = CliRunner().invoke(app, ["--version", "replay"])
+    assert done.exit_code == 0 and done.output.startswith("streamrelay ")
