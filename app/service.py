@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -149,6 +150,15 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, *, signals: bool) -> None:
         super().__init__(config)
         self._signals = signals
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's start-up, without its ``sys.exit`` when the port cannot be bound (a SystemExit raised in a task
+        would stop the whole event loop): the server then ends at once, never started, and :meth:`Sidecar.start`
+        raises."""
+        try:
+            await super().startup(sockets)
+        except SystemExit:
+            self.should_exit = True
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -291,7 +301,11 @@ class Sidecar:
         self._task, port = await self._serve(self._server, "sidecar")
         self.port = port if port is not None else self.port
         if self._ops is not None:
-            self._ops_task, ops_port = await self._serve(self._ops, "sidecar-ops")
+            try:
+                self._ops_task, ops_port = await self._serve(self._ops, "sidecar-ops")
+            except BaseException:
+                await self.stop()  # never one listener without the other
+                raise
             self.ops_port = ops_port if ops_port is not None else self.ops_port
         return self.url
 

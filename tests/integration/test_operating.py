@@ -8,6 +8,7 @@ import asyncio
 import io
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,3 +220,14 @@ async def test_no_token_reaches_the_logs_of_a_run_driven_with_debug_logging(
     for secret in (BOT_TOKEN, BOT_TOKEN.partition(":")[2], INGEST_TOKEN, read_token):
         assert secret not in output, f"{secret[:4]}… is in the logs"
     assert "/bot<redacted>/sendMessage" in output
+
+
+async def test_an_ops_port_in_use_fails_the_start_and_leaves_no_listener_behind(service: Service) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        sidecar = Sidecar(service.relay, token=INGEST_TOKEN, ops_port=taken.getsockname()[1], signals=False)
+        with pytest.raises(RuntimeError, match="sidecar-ops stopped during start-up"):
+            await sidecar.start()
+    with pytest.raises(httpx.TransportError):
+        await service.client.get(f"{sidecar.url}/healthz")
