@@ -21,7 +21,7 @@ metric                                         labels                           
 ``streamrelay_journal_append_seconds``                                                     one group commit wait
 ``streamrelay_journal_lines_total``                                                        lines journaled
 ``streamrelay_journal_append_failures_total``                                              appends that failed
-``streamrelay_ingest_lines_total``             result                                      accepted/dropped/…
+``streamrelay_ingest_lines_total``             result                                      events in/dropped/bad
 ``streamrelay_ingest_requests_total``          status                                      ingest answers
 ``streamrelay_active_runs``                                                                runs held (gauge)
 ``streamrelay_ready``                                                                      1 when ready (gauge)
@@ -158,7 +158,12 @@ class ServiceMetrics:
         self.journal_failures = Counter(
             "streamrelay_journal_append_failures", "Journal appends that failed.", registry=r
         )
-        self.ingest_lines = Counter("streamrelay_ingest_lines", "Ingested lines by result.", ["result"], registry=r)
+        self.ingest_lines = Counter(
+            "streamrelay_ingest_lines",
+            "Ingest by result: accepted (the events accepted lines made), dropped (repeats), rejected (bad lines).",
+            ["result"],
+            registry=r,
+        )
         self.ingest_requests = Counter(
             "streamrelay_ingest_requests", "Ingest requests by answer status.", ["status"], registry=r
         )
