@@ -255,15 +255,23 @@ def chaos(
     fault_every: Annotated[int, typer.Option(min=1, help="one planned platform fault per this many runs")] = 4,
     out: Annotated[Path | None, typer.Option(help="transcript folder (default: a new temporary folder)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    backend: Annotated[
+        str, typer.Option(help="sqlite (one sidecar) | redis (replicas on a redis-server the campaign starts)")
+    ] = "sqlite",
+    replicas: Annotated[int, typer.Option(min=1, help="replica processes (--backend redis)")] = 1,
+    lease_ttl_s: Annotated[
+        float, typer.Option(min=1.0, help="the replicas' lease_ttl_s (--backend redis; short: kills cost seconds)")
+    ] = 3.0,
 ) -> None:
     """A seeded chaos campaign against the real sidecar and mock platforms (separate processes): kill -9 of the
     sidecar at random points, restarts on the same journal and ledger, agents re-sending from seq 0 or never
-    coming back, platform faults (429 storms, 5xx and timeouts before and after commit, resets, outages). Prints
-    one row per platform and mode; exits 1 when a run was lost, lied about, left unfinished or doubled where that
-    is not allowed."""
+    coming back, platform faults (429 storms, 5xx and timeouts before and after commit, resets, outages). With
+    --backend redis --replicas N: N replicas on a redis-server of the campaign's own, kills of random replicas.
+    Prints one row per platform and mode; exits 1 when a run was lost, lied about, left unfinished or doubled
+    where that is not allowed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app.chaos import MODES, PLATFORMS, Options, failed, run_campaign, summary, table, write_transcripts
+    from app.chaos import BACKENDS, MODES, PLATFORMS, Options, failed, run_campaign, summary, table, write_transcripts
 
     def choice(value: str, known: tuple[str, ...], name: str) -> tuple[str, ...]:
         if value == "all":
@@ -272,6 +280,8 @@ def chaos(
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(known)}, all", param_hint=name)
         return (value,)
 
+    if backend not in BACKENDS:
+        raise typer.BadParameter(f"{backend!r} is not one of {', '.join(BACKENDS)}", param_hint="--backend")
     options = Options(
         runs=runs,
         seed=seed,
@@ -284,7 +294,12 @@ def chaos(
         idle_timeout_s=idle_timeout_s,
         runs_per_kill=kill_every,
         runs_per_fault=fault_every,
+        backend=backend,
+        replicas=replicas,
+        lease_ttl_s=lease_ttl_s,
     )
+    if options.backend == "sqlite" and replicas != 1:
+        raise typer.BadParameter("replicas need --backend redis (sqlite runs one sidecar)", param_hint="--replicas")
     shown = err if as_json else console
     progress = Progress(
         TextColumn("[bold]chaos[/]"),
@@ -317,7 +332,8 @@ def chaos(
             wide.print(f"… and {len(result['bad_runs']) - 20} more bad run(s): summary.json lists them all")
         if outcome.crashes:
             wide.print(f"[red]the sidecar crashed:[/] {'; '.join(outcome.crashes)}")
-        wide.print(f"transcripts, logs and the ledger in {outcome.out}")
+        kept = "transcripts and logs" if options.replicated else "transcripts, logs and the ledger"
+        wide.print(f"{kept} in {outcome.out}")
     raise typer.Exit(1 if failed(outcome) else 0)
 
 

@@ -5,6 +5,10 @@ It posts the run's NDJSON lines (``seq`` from 0) in requests of the planned size
 waits for the delivery report. When a request fails because the sidecar was killed, it waits for the restarted
 sidecar and then, as its plan says for that kill, either re-sends its whole run from seq 0 (as a runtime does
 after a crash: everything up to where it was in one fast request, then the rest as planned) or never comes back.
+
+With replicas (``--backend redis``) every request (lines or a report) goes to a random live replica: after a kill
+of the replica it was talking to, the agent re-sends to another one at once. A replica takes every line into Redis
+(the run's owner drops repeats later), so its answer counts a repeated line accepted: not an anomaly there.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from typing import Any, Protocol
 import httpx
 
 from app.chaos.plan import RunPlan
-from app.chaos.procs import Services
+from app.chaos.services import Services, Sidecar
 
 REPORT_POLL_S = 20
 """``wait_s`` of one report request (the agent asks again until the report says done)."""
+UNKNOWN_GRACE_S = 15.0
+"""Replicas: how long a watcher keeps asking for a run answered 404 (its lines may still wait in Redis for a new
+owner of its partition) before it takes the run as never accepted."""
 
 
 class Triggers(Protocol):
@@ -101,14 +108,10 @@ class Agent:
         self.record = AgentRecord(plan.run)
         self._kills_decided = 0
 
-    @property
-    def _events_url(self) -> str:
-        return f"{self.services.url}/v1/runs/{self.plan.run}/events"
-
     async def stream(self) -> None:
         """Post every line (surviving kills as planned); returns when the ``end`` is acknowledged or the agent
         is gone."""
-        await self.services.up.wait()
+        await self.services.any_up.wait()
         self.record.started_s = round(self.clock(), 3)
         self._deadline = time.monotonic() + self.patience_s
         try:
@@ -167,7 +170,7 @@ class Agent:
         decision = self.plan.resend[min(self._kills_decided, len(self.plan.resend) - 1)]
         self._kills_decided += 1
         if decision:
-            await self.services.up.wait()
+            await self.services.any_up.wait()
         return decision
 
     async def _replay(self, upto: int) -> None:
@@ -179,7 +182,7 @@ class Agent:
                 return
             except _Killed:
                 self.record.kills_seen += 1  # the replay itself was cut: it is re-sent as soon as it can be
-                await self.services.up.wait()
+                await self.services.any_up.wait()
 
     async def _body(self, start: int, stop: int, paced: bool) -> AsyncIterator[bytes]:
         for i in range(start, stop):
@@ -197,18 +200,23 @@ class Agent:
             _Killed: the sidecar went away during it (a kill); the restarted one is up, or coming.
         """
         while True:
-            await self.services.up.wait()
-            generation = self.services.generation
+            sidecar = await self.services.pick()
+            generation = sidecar.generation
             t = self.clock()
             entry: dict[str, Any] = {"t": round(t, 3), "lines": [start, stop], "replay": replay, "gen": generation}
+            if self.services.options.replicated:
+                entry["replica"] = sidecar.name
             self.record.requests.append(entry)
             try:
-                answer = await self.client.post(
-                    self._events_url, content=self._body(start, stop, paced), headers=self.services.headers
-                )
+                with sidecar.serving(self.plan.run):
+                    answer = await self.client.post(
+                        f"{sidecar.url}/v1/runs/{self.plan.run}/events",
+                        content=self._body(start, stop, paced),
+                        headers=self.services.headers,
+                    )
             except httpx.TransportError as exc:
                 entry["error"] = f"{type(exc).__name__}: {exc}"[:200]
-                await self._after_failure(generation, entry)
+                await self._after_failure(sidecar, generation, entry)
                 continue
             entry["status"] = answer.status_code
             entry["answer"] = _json(answer)
@@ -224,11 +232,11 @@ class Agent:
             self._check(entry, start, stop, replay)
             return
 
-    async def _after_failure(self, generation: int, entry: dict[str, Any]) -> None:
-        """A transport failure: a kill when the sidecar went down meanwhile (raises :class:`_Killed`), else an
-        anomaly (the sidecar was up and failed the request); the request is then sent again."""
+    async def _after_failure(self, sidecar: Sidecar, generation: int, entry: dict[str, Any]) -> None:
+        """A transport failure: a kill when ``sidecar`` went down meanwhile (raises :class:`_Killed`), else an
+        anomaly (it was up and failed the request); the request is then sent again."""
         await asyncio.sleep(0.05)
-        if self.services.up.is_set() and self.services.generation == generation and self.services.sidecar.alive:
+        if sidecar.up.is_set() and sidecar.generation == generation and sidecar.proc.alive:
             self.record.anomalies.append(f"request failed with the sidecar up: {entry['error']}")
             if time.monotonic() > self._deadline:
                 raise _GaveUp(entry["error"])
@@ -245,7 +253,7 @@ class Agent:
             return
         accepted, dropped = int(answer.get("accepted", 0)), int(answer.get("dropped", 0))
         known = self.record.confirmed if replay else 0
-        if accepted > (stop - start) - known:
+        if accepted > (stop - start) - known and not self.services.options.replicated:
             self.record.anomalies.append(
                 f"lines {start}-{stop - 1}: accepted {accepted} though {known} of them were acknowledged before"
                 f" (repeated seq taken again); dropped {dropped}"
@@ -255,17 +263,18 @@ class Agent:
         self.record.confirmed = max(self.record.confirmed, stop)
 
     async def _report(self) -> dict[str, Any] | None:
-        await self.services.up.wait()
-        generation = self.services.generation
+        sidecar = await self.services.pick()
+        generation = sidecar.generation
         try:
-            answer = await self.client.get(
-                f"{self.services.url}/v1/runs/{self.plan.run}",
-                params={"wait_s": REPORT_POLL_S},
-                headers=self.services.headers,
-                timeout=REPORT_POLL_S + 30,
-            )
+            with sidecar.serving(self.plan.run):
+                answer = await self.client.get(
+                    f"{sidecar.url}/v1/runs/{self.plan.run}",
+                    params={"wait_s": REPORT_POLL_S},
+                    headers=self.services.headers,
+                    timeout=REPORT_POLL_S + 30,
+                )
         except httpx.TransportError as exc:
-            await self._after_failure(generation, {"error": f"{type(exc).__name__}: {exc}"[:200]})
+            await self._after_failure(sidecar, generation, {"error": f"{type(exc).__name__}: {exc}"[:200]})
             return None
         if answer.status_code == 404:
             self.record.anomalies.append(f"report 404 at {self.clock():.1f} s: {answer.text[:200]}")
@@ -281,12 +290,13 @@ async def observe(
     """Read ``run``'s report until it says done (a watcher's reads, not the agent's: it sends nothing), through
     kills, until ``deadline`` (monotonic seconds); the last report and when it said done (monotonic)."""
     report: dict[str, Any] | None = None
+    unknown_until: float | None = None
     while time.monotonic() < deadline:
-        await services.up.wait()
+        sidecar = await services.pick()
         wait_s = max(0.0, min(REPORT_POLL_S, deadline - time.monotonic()))
         try:
             answer = await client.get(
-                f"{services.url}/v1/runs/{run}",
+                f"{sidecar.url}/v1/runs/{run}",
                 params={"wait_s": round(wait_s, 1)},
                 headers=services.headers,
                 timeout=wait_s + 30,
@@ -296,7 +306,14 @@ async def observe(
             continue
         body = _json(answer)
         if answer.status_code == 404:
-            return None, None  # the sidecar resumes its journal before it answers: it never accepted this run
+            if not services.options.replicated:
+                return None, None  # the sidecar resumes its journal before it answers: it never accepted this run
+            # a replica: the run's new owner may not have read its lines from Redis yet
+            unknown_until = unknown_until or time.monotonic() + UNKNOWN_GRACE_S
+            if time.monotonic() > unknown_until:
+                return None, None
+            await asyncio.sleep(1.0)
+            continue
         if answer.status_code == 200 and isinstance(body, dict):
             report = body
             if body.get("done"):

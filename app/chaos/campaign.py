@@ -20,7 +20,8 @@ from app.chaos.answers import load_recordings
 from app.chaos.driver import Driver
 from app.chaos.judge import Verdict, judge
 from app.chaos.plan import Options, RunPlan, make_plan
-from app.chaos.procs import KillRecord, Services
+from app.chaos.procs import KillRecord
+from app.chaos.services import Services
 
 
 @dataclass

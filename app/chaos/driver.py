@@ -12,7 +12,7 @@ import httpx
 
 from app.chaos.agent import Agent, AgentRecord, observe
 from app.chaos.plan import Options, RunPlan
-from app.chaos.procs import Services
+from app.chaos.services import Services
 from app.chaos.triggers import Chaos
 
 PATIENCE_S = 180.0
@@ -20,6 +20,8 @@ PATIENCE_S = 180.0
 outage; past it the run is judged as it stands (unfinished when its report never said done)."""
 STRAGGLER_S = 60.0
 """A run still waiting for its report after this long no longer counts against the runs in delivery."""
+MOVING_S = 60.0
+"""Replicas: how long a final report answered 503 (its partition changing owner) is asked again."""
 DRAIN_S = 300.0
 """After the last agent finished streaming, how long runs may take to be reported done (plus the idle timeout
 and the longest outage)."""
@@ -49,6 +51,7 @@ class Driver:
         self.options = options
         self.plans = plans
         self.services = services
+        services.watch_runs((p.run, p.platform, p.chat_id) for p in plans)
         self.client = client
         self.counters = counters
         self.tell = tell
@@ -135,11 +138,18 @@ class Driver:
 
         async def one(plan: RunPlan) -> tuple[str, dict[str, Any] | None]:
             async with gate:
-                for _ in range(5):
+                moving = time.monotonic() + MOVING_S
+                tries = 0
+                while tries < 5:
+                    sidecar = await services.pick()
                     try:
-                        answer = await client.get(f"{services.url}/v1/runs/{plan.run}", headers=services.headers)
+                        answer = await client.get(f"{sidecar.url}/v1/runs/{plan.run}", headers=services.headers)
                     except httpx.TransportError:
+                        tries += 1
                         await services.up.wait()
+                        continue
+                    if answer.status_code == 503 and self.options.replicated and time.monotonic() < moving:
+                        await asyncio.sleep(0.5)  # its partition is changing owner
                         continue
                     if answer.status_code == 404:
                         return plan.run, None

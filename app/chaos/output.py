@@ -11,7 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from app.chaos.campaign import Outcome
-from app.chaos.plan import RunPlan
+from app.chaos.plan import Options, RunPlan
 
 COLUMNS = (
     ("runs", "runs"),
@@ -85,7 +85,7 @@ def table(outcome: Outcome) -> Table:
         f"streamrelay chaos: {len(outcome.plans)} runs, seed {o.seed}, {len(outcome.kills)} kills, "
         f"{outcome.elapsed_s:.0f} s"
     )
-    t = Table(title=title)
+    t = Table(title=title, caption=backend_caption(o))
     t.add_column("platform")
     t.add_column("mode")
     for _, label in COLUMNS:
@@ -98,6 +98,18 @@ def table(outcome: Outcome) -> Table:
             cells.append(f"[red]{value}[/]" if bad and value else str(value))
         t.add_row(row["platform"], row["mode"], *cells)
     return t
+
+
+def backend_caption(options: Options) -> str | None:
+    """``redis``: how the replicas ran (the table's caption); None for the one SQLite sidecar."""
+    if not options.replicated:
+        return None
+    return (
+        f"backend redis: {options.replicas} replica processes on one redis-server, {options.partitions} partitions,"
+        f" lease_ttl_s {options.lease_ttl_s:g} (short: a killed replica's partitions move to the others within"
+        f" {options.lease_ttl_s * 4 / 3:.1f} s); a kill hits a random replica, restarted as a new one; agents post"
+        " to and read from random replicas"
+    )
 
 
 def bad_runs(outcome: Outcome) -> list[dict[str, Any]]:
@@ -131,7 +143,7 @@ def bad_runs(outcome: Outcome) -> list[dict[str, Any]]:
                     "kills_seen": record.kills_seen,
                     "resends": record.resends,
                 },
-                "kills": [k.__dict__ for k in outcome.kills if plan.run in k.unfinished or k.run == plan.run],
+                "kills": [k.to_json() for k in outcome.kills if plan.run in k.unfinished or k.run == plan.run],
                 "faults": [f for f in outcome.faults if f["run"] == plan.run],
                 "faulted_calls": outcome.faulted_calls.get(plan.run, []),
                 "chat": [
@@ -163,11 +175,16 @@ def summary(outcome: Outcome) -> dict[str, Any]:
             "long": o.long,
             "run_idle_timeout_s": o.idle_s,
             "send_timeout_ms": o.send_timeout_ms,
-        },
+        }
+        | (
+            {"backend": o.backend, "replicas": o.replicas, "partitions": o.partitions, "lease_ttl_s": o.lease_ttl_s}
+            if o.replicated
+            else {}
+        ),
         "elapsed_s": outcome.elapsed_s,
         "ok": not failed(outcome),
         "rows": rows(outcome),
-        "kills": [k.__dict__ | {"unfinished": len(k.unfinished)} for k in outcome.kills],
+        "kills": [k.to_json() | {"unfinished": len(k.unfinished)} for k in outcome.kills],
         "skipped": outcome.skipped,
         "faults": outcome.faults,
         "crashes": outcome.crashes,
@@ -213,6 +230,6 @@ def write_transcripts(outcome: Outcome, summary_json: dict[str, Any]) -> None:
             "faulted_calls": outcome.faulted_calls.get(plan.run, []),
         }
         (runs / f"{plan.run}.json").write_text(json.dumps(transcript, indent=1, ensure_ascii=False), encoding="utf-8")
-    chaos = {"kills": [k.__dict__ for k in outcome.kills], "faults": outcome.faults, "skipped": outcome.skipped}
+    chaos = {"kills": [k.to_json() for k in outcome.kills], "faults": outcome.faults, "skipped": outcome.skipped}
     (outcome.out / "chaos.json").write_text(json.dumps(chaos, indent=1), encoding="utf-8")
     (outcome.out / "summary.json").write_text(json.dumps(summary_json, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -13,6 +13,7 @@ from app.chaos.answers import Answer, Recording, pick_answer, run_lines
 
 PLATFORMS = ("telegram", "slack", "discord")
 MODES = ("preview", "block")
+BACKENDS = ("sqlite", "redis")
 
 CREATE = {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
 """Each platform's method that creates a message (faults and send latency are scripted on it)."""
@@ -66,6 +67,12 @@ class Options:
         runs_per_fault: one planned fault per this many runs (at least three).
         idle_timeout_s: the sidecar's ``run_idle_timeout_s`` (None: 20 s, or 300 s with ``long``).
         send_timeout_ms: every channel's ``send_timeout_ms``.
+        backend: ``sqlite`` (one sidecar on a journal and ledger file) or ``redis`` (``replicas`` processes on one
+            redis-server the campaign starts).
+        replicas: how many sidecar processes (``redis`` only; ``sqlite`` has one).
+        lease_ttl_s: ``redis``: the replicas' ``lease_ttl_s`` (a killed replica's partitions move after at most
+            4/3 of it: short, so a kill costs seconds).
+        partitions: ``redis``: the replicas' ``partitions``.
     """
 
     runs: int
@@ -80,6 +87,15 @@ class Options:
     runs_per_fault: int = 4
     idle_timeout_s: float | None = None
     send_timeout_ms: int = 1500
+    backend: str = "sqlite"
+    replicas: int = 1
+    lease_ttl_s: float = 3.0
+    partitions: int = 16
+
+    @property
+    def replicated(self) -> bool:
+        """The sidecar runs as replicas on Redis."""
+        return self.backend == "redis"
 
     @property
     def idle_s(self) -> float:

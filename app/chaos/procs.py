@@ -1,8 +1,10 @@
-"""The processes a campaign runs, each on its own: one mock platform server per platform and one sidecar
-(``streamrelay serve``) on a campaign config and ledger, all on 127.0.0.1 with free ports.
+"""The processes a campaign runs, each on its own, all on 127.0.0.1 with free ports: one mock platform server per
+platform, and the sidecar (``streamrelay serve``) on a campaign config and ledger, or (``--backend redis``) its
+replicas on a redis-server of the campaign's own (:class:`RedisServer`).
 
-The sidecar is killed with SIGKILL (by its process id) and started again on the same journal and ledger. Every
-process this module starts is stopped by :meth:`Services.close`, whatever happened.
+:class:`Proc` is one such process: started, killed with SIGKILL by its process id, started again. Every process a
+campaign starts is stopped by :meth:`app.chaos.services.Services.close`, whatever happened, and recorded in the
+transcript folder (:func:`stop_leftovers`).
 """
 
 from __future__ import annotations
@@ -11,20 +13,18 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
+import shutil
 import signal
 import socket
 import subprocess
-import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
-
+from adapters.redis import connect
 from app.chaos.plan import Options
-from app.dry_run import DRY_RUN
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 90.0
@@ -141,7 +141,7 @@ class Proc:
             self._log_file = None
 
 
-def _child_env(extra: dict[str, str]) -> dict[str, str]:
+def child_env(extra: dict[str, str]) -> dict[str, str]:
     # no STREAMRELAY_* of the caller's shell: they would override the campaign's config
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRELAY_")}
     env.update({"COLUMNS": "240", "PYTHONUNBUFFERED": "1"})
@@ -150,17 +150,20 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def write_config(path: Path, options: Options, port: int, mocks: dict[str, int], ledger: Path) -> None:
-    """The sidecar's campaign config: one channel per platform pointed at its mock."""
+    """The sidecar's campaign config: one channel per platform pointed at its mock (``redis``: the replicas'
+    backend, partitions and lease ttl; the Redis URL is in their environment, the port on their command line)."""
     lines = [
         "# written by streamrelay chaos",
         "[service]",
         f'host = "{HOST}"',
         f"port = {port}",
         'token_env = "STREAMRELAY_TOKEN"',
-        f'ledger = "{ledger}"',
-        f"run_idle_timeout_s = {options.idle_s}",
-        'actions = ""',
     ]
+    if options.replicated:
+        lines += ['backend = "redis"', f"partitions = {options.partitions}", f"lease_ttl_s = {options.lease_ttl_s:g}"]
+    else:
+        lines.append(f'ledger = "{ledger}"')
+    lines += [f"run_idle_timeout_s = {options.idle_s}", 'actions = ""']
     for platform, mock_port in mocks.items():
         lines += [
             "",
@@ -180,7 +183,7 @@ def write_config(path: Path, options: Options, port: int, mocks: dict[str, int],
 
 @dataclass
 class KillRecord:
-    """One kill -9 of the sidecar."""
+    """One kill -9 of the sidecar (or of one replica)."""
 
     number: int
     reason: str
@@ -190,148 +193,66 @@ class KillRecord:
     down_s: float = 0.0
     """How long until the restarted sidecar answered."""
     unfinished: list[str] = field(default_factory=list)
-    """Runs started and not yet reported done when it died."""
+    """Runs started and not yet reported done when it died (``redis``: those the killed replica held, as the owner
+    of their partition or with a request of their agent open on it)."""
+    replica: str | None = None
+    """``redis``: the replica killed (``replica-2``); its restart is a new process, a new replica id."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON (``replica`` only for replicas)."""
+        out = dict(self.__dict__)
+        if self.replica is None:
+            del out["replica"]
+        return out
 
 
-class Services:
-    """The mocks and the sidecar of one campaign.
+class RedisServer:
+    """A redis-server of the campaign's own (``--backend redis``): a free port on 127.0.0.1, nothing saved, its
+    data in a temporary folder, its log in the transcript folder.
 
     Args:
-        options: the campaign's options.
-        out: the transcript folder (logs, config, ledger).
+        out: the transcript folder (``redis.log``; its process is recorded in ``pids.json``).
+
+    Raises:
+        RuntimeError: no ``redis-server`` on PATH.
     """
 
-    def __init__(self, options: Options, out: Path) -> None:
-        self.options = options
-        self.out = out
-        self.token = secrets.token_hex(16)
-        self.mock_ports = {p: free_port() for p in options.platforms}
+    def __init__(self, out: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError(
+                "--backend redis starts a redis-server of its own, and there is none on PATH: install it (Debian,"
+                " Ubuntu: apt-get install redis-server) or run the campaign with --backend sqlite"
+            )
         self.port = free_port()
-        self.url = f"http://{HOST}:{self.port}"
-        self.config = out / "config.toml"
-        self.ledger = out / "ledger.sqlite3"
-        self.mocks: dict[str, Proc] = {}
-        tokens = {TOKEN_ENV[p]: DRY_RUN[p].token for p in options.platforms}
-        self.sidecar = Proc(
-            "sidecar",
-            [sys.executable, "-m", "app", "serve", "--config", str(self.config)],
-            _child_env({"STREAMRELAY_TOKEN": self.token, **tokens}),
-            out / "sidecar.log",
-            out / PIDS,
-        )
-        self.up = asyncio.Event()
-        """Set while the sidecar answers; cleared from a kill until the restarted one answers."""
-        self.generation = 0
-        """How many times the sidecar was started (a request that began in an older generation saw a kill)."""
-        self.kills: list[KillRecord] = []
-        self.crashes: list[str] = []
-        """The sidecar died by itself (not killed by the campaign): a finding."""
-        self.t0 = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    def mock_url(self, platform: str) -> str:
-        return f"http://{HOST}:{self.mock_ports[platform]}"
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
+        self.url = f"redis://{HOST}:{self.port}/0"
+        self.folder = Path(tempfile.mkdtemp(prefix="streamrelay-chaos-redis-"))
+        argv = [binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no"]
+        argv += ["--dir", str(self.folder), "--logfile", "", "--loglevel", "warning"]
+        self.proc = Proc("redis-server", argv, child_env({}), out / "redis.log", out / PIDS)
 
     async def start(self) -> None:
-        """Start every mock (documented rate limits on), then the sidecar; wait until all answer.
+        """Start it and wait until it answers PING.
 
         Raises:
-            RuntimeError: a process exited or did not answer within :data:`READY_TIMEOUT_S`.
+            RuntimeError: it exited or did not answer within :data:`READY_TIMEOUT_S`.
         """
-        for platform, port in self.mock_ports.items():
-            proc = Proc(
-                f"mock {platform}",
-                [sys.executable, "-m", "app", "mock", platform, "--port", str(port)],
-                _child_env({}),
-                self.out / f"mock-{platform}.log",
-                self.out / PIDS,
-            )
-            self.mocks[platform] = proc
-            proc.start()
-        for platform, proc in self.mocks.items():
-            await self._ready(proc, f"{self.mock_url(platform)}/_mock/state")
-        write_config(self.config, self.options, self.port, self.mock_ports, self.ledger)
-        await self._start_sidecar()
-
-    async def _ready(self, proc: Proc, url: str) -> None:
+        self.proc.start()
+        client = connect(self.url, client_name="streamrelay-chaos", socket_timeout_s=2.0)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        async with httpx.AsyncClient(timeout=2.0) as client:
+        try:
             while time.monotonic() < deadline:
-                if not proc.alive:
-                    raise RuntimeError(f"{proc.name} exited with {proc.exit_code} while starting (log: {proc.log})")
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(url)).status_code < 500:
+                if not self.proc.alive:
+                    raise RuntimeError(f"redis-server exited with {self.proc.exit_code} (log: {self.proc.log})")
+                with contextlib.suppress(Exception):
+                    if await client.ping():
                         return
                 await asyncio.sleep(0.05)
-        raise RuntimeError(f"{proc.name} did not answer within {READY_TIMEOUT_S:g} s (log: {proc.log})")
+        finally:
+            await client.aclose()
+        raise RuntimeError(f"redis-server did not answer within {READY_TIMEOUT_S:g} s (log: {self.proc.log})")
 
-    async def _start_sidecar(self) -> None:
-        for attempt in range(3):
-            self.sidecar.start()
-            try:
-                await self._ready(self.sidecar, f"{self.url}/readyz")  # listening, and the journal resumed
-            except RuntimeError as exc:
-                self.crashes.append(f"start #{self.sidecar.starts}: {exc}")
-                self.sidecar.kill()
-                if attempt == 2:
-                    raise
-                await asyncio.sleep(1.0)
-                continue
-            self.generation += 1
-            self.up.set()
-            return
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.t0
-
-    async def kill_and_restart(self, reason: str, run: str | None, unfinished: list[str]) -> KillRecord | None:
-        """Kill -9 the sidecar, then start it again on the same journal and ledger; None when another kill or
-        restart is under way (this one is skipped)."""
-        if self._lock.locked() or not self.up.is_set():
-            return None
-        async with self._lock:
-            record = KillRecord(len(self.kills) + 1, reason, run, round(self.elapsed(), 3), unfinished=unfinished)
-            self.up.clear()
-            self.sidecar.kill()
-            self.kills.append(record)
-            t = time.monotonic()
-            await self._start_sidecar()
-            record.down_s = round(time.monotonic() - t, 3)
-            return record
-
-    async def watch(self) -> None:
-        """Restart the sidecar whenever it dies by itself (recorded in :attr:`crashes`); runs until cancelled."""
-        while True:
-            await asyncio.sleep(0.5)
-            if self._lock.locked() or self.sidecar.alive or not self.up.is_set():
-                continue
-            async with self._lock:
-                self.crashes.append(
-                    f"the sidecar exited by itself with {self.sidecar.exit_code} at {self.elapsed():.1f} s"
-                )
-                self.up.clear()
-                await self._start_sidecar()
-
-    async def script(self, client: httpx.AsyncClient, platform: str, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /_mock/script`` on ``platform``'s mock; its answer (``{"applied"}`` or ``{"error"}``)."""
-        answer = await client.post(f"{self.mock_url(platform)}/_mock/script", json=body)
-        result: dict[str, Any] = answer.json()
-        return result
-
-    async def state(self, client: httpx.AsyncClient, platform: str) -> dict[str, Any]:
-        """``GET /_mock/state`` of ``platform``'s mock."""
-        answer = await client.get(f"{self.mock_url(platform)}/_mock/state", timeout=120.0)
-        answer.raise_for_status()
-        result: dict[str, Any] = answer.json()
-        return result
-
-    def close(self) -> None:
-        """Stop the sidecar and every mock (SIGTERM, then SIGKILL)."""
-        self.up.clear()
-        self.sidecar.stop()
-        for proc in self.mocks.values():
-            proc.stop()
+    def stop(self) -> None:
+        """Stop it (SIGTERM, then SIGKILL) and remove its folder."""
+        self.proc.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from app.chaos.plan import RunPlan
-from app.chaos.procs import Services
+from app.chaos.services import Services
 
 MIN_KILL_GAP_S = 1.5
 """A planned kill waits until the restarted sidecar has answered for this long (the sidecar gets to work)."""
