@@ -4,8 +4,10 @@ A run lives on the replica that owns its partition (its monitor, its pipeline la
 process). Any replica takes a run's lines (they go through Redis); the reads and the gate of a run,
 ``/v1/runs/{run}`` and everything under it but ``/events``, are forwarded as they are (headers, body, a streamed
 answer such as the live page's SSE) to the owner's URL. While a partition has no owner (its lease lapsed and no
-replica took it yet) the answer is 503 with ``Retry-After``. A request that was forwarded once is never forwarded
-again: ownership moved meanwhile, and the client retries.
+replica took it yet), or its owner does not take the connection (it died and its lease has not lapsed yet), the
+request waits for the partition's next owner for up to ``patience_s``; then the answer is 503 with
+``Retry-After``. A request that was forwarded once is never forwarded again: ownership moved meanwhile, and the
+client retries.
 
 Written here rather than taken from a proxy library: it is one ASGI middleware in front of the app, forwarding
 to a target chosen per request from Redis, streaming both ways with the httpx client the project already has.
@@ -13,6 +15,7 @@ to a target chosen per request from Redis, streaming both ways with the httpx cl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -31,6 +34,8 @@ HOP_BY_HOP = frozenset(
 """Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded; nor ``host``."""
 SUFFIXES = ("/pipeline/stream", "/pipeline", "/gate", "/live", "/watch")
 RETRY_AFTER_S = 1
+WAIT_POLL_S = 0.2
+"""How often a request waiting for a partition's owner asks again (seconds)."""
 
 
 class OwnerUnavailableError(Exception):
@@ -62,13 +67,16 @@ class OwnerProxy:
         locate: where a run must be answered (:data:`Locate`).
         timeout_s: how long connecting to the owner and sending to it may take (reading a streamed answer is not
             limited: a live page stays open for the whole run).
+        patience_s: how long a request waits for a partition without a reachable owner (a takeover takes up to
+            4/3 of the lease's ttl).
     """
 
-    def __init__(self, app: ASGIApp, locate: Locate, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, app: ASGIApp, locate: Locate, *, timeout_s: float = 10.0, patience_s: float = 15.0) -> None:
         self.app = app
         self._locate = locate
-        timeout = httpx.Timeout(timeout_s, read=None)
-        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        self._patience_s = patience_s
+        self._timeout_s = timeout_s
+        self._client = httpx.AsyncClient(follow_redirects=False)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -77,36 +85,45 @@ class OwnerProxy:
         if scope["type"] != "http" or (run := run_of(scope["method"], scope["path"])) is None:
             return await self.app(scope, receive, send)
         forwarded = any(name == FORWARDED.encode() for name, _ in scope["headers"])
-        try:
-            owner = await self._locate(run)
-        except OwnerUnavailableError:
-            return await _unavailable(send, "this run's partition is changing owner: retry in a moment")
-        if owner is None:
-            return await self.app(scope, receive, send)
-        if forwarded:
-            return await _unavailable(send, "this run moved to another replica: retry in a moment")
-        await self._forward(owner, scope, receive, send)
-
-    async def _forward(self, owner: str, scope: Scope, receive: Receive, send: Send) -> None:
-        body = b""
+        body = await _body(receive)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(self._patience_s, _wait_s(scope))
         while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+            try:
+                owner = await self._locate(run)
+            except OwnerUnavailableError:
+                owner = ""
+            if owner is None:
+                return await self.app(scope, _replay(body), send)
+            if owner and forwarded:
+                return await _unavailable(send, "this run moved to another replica: retry in a moment")
+            if owner and await self._forward(owner, scope, body, send):
+                return
+            if loop.time() >= deadline:
+                return await _unavailable(send, "this run's partition is changing owner: retry in a moment")
+            await asyncio.sleep(WAIT_POLL_S)
+
+    async def _forward(self, owner: str, scope: Scope, body: bytes, send: Send) -> bool:
+        """Forward the request to ``owner`` and stream its answer back; False when the owner did not take the
+        connection (nothing was sent: ask for the owner again)."""
         headers = [(k, v) for k, v in scope["headers"] if k.decode("latin-1").lower() not in HOP_BY_HOP]
         headers.append((FORWARDED.encode(), b"1"))
         query = scope.get("query_string", b"").decode("latin-1")
         path = scope.get("raw_path") or scope["path"].encode("latin-1")
-        url = owner.rstrip("/") + path.decode("latin-1")
-        request = self._client.build_request(
-            scope["method"], url + (f"?{query}" if query else ""), headers=headers, content=body
-        )
+        url = owner.rstrip("/") + path.decode("latin-1") + (f"?{query}" if query else "")
+        streams = scope["path"].endswith(("/live", "/stream"))
+        # A stream's answer lasts the run (keepalives every few seconds); another answer comes within its wait_s.
+        read_s = None if streams else _wait_s(scope) + self._timeout_s
+        timeout = httpx.Timeout(self._timeout_s, read=read_s)
+        request = self._client.build_request(scope["method"], url, headers=headers, content=body, timeout=timeout)
         try:
             response = await self._client.send(request, stream=True)
+        except (httpx.ConnectError, httpx.ReadTimeout):
+            return False  # it died, or it is paused: its lease lapses, ask for the next owner
         except httpx.HTTPError as exc:
             _log.warning("the owner at %s did not answer (%s): 503", owner, type(exc).__name__)
-            return await _unavailable(send, "the replica that holds this run did not answer: retry in a moment")
+            await _unavailable(send, "the replica that holds this run did not answer: retry in a moment")
+            return True
         try:
             out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
             out = [(k, v) for k, v in out if k.decode("latin-1").lower() not in (*HOP_BY_HOP, "content-length")]
@@ -116,17 +133,54 @@ class OwnerProxy:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await response.aclose()
+        return True
+
+
+def _wait_s(scope: Scope) -> float:
+    """The request's ``wait_s`` (a report waiting for the run's end), 0 without one."""
+    for pair in scope.get("query_string", b"").decode("latin-1").split("&"):
+        name, _, value = pair.partition("=")
+        if name == "wait_s":
+            try:
+                return min(600.0, max(0.0, float(value)))
+            except ValueError:
+                return 0.0
+    return 0.0
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        chunks.append(bytes(message.get("body", b"")))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    """A ``receive`` that gives the app the body already read, then waits (the app only listens for a
+    disconnect from there on)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 async def _unavailable(send: Send, why: str) -> None:
-    body = json.dumps({"error": why}).encode()
     start: Message = {
         "type": "http.response.start",
         "status": 503,
         "headers": [(b"content-type", b"application/json"), (b"retry-after", str(RETRY_AFTER_S).encode())],
     }
     await send(start)
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": json.dumps({"error": why}).encode()})
 
 
 __all__ = ["FORWARDED", "Locate", "OwnerProxy", "OwnerUnavailableError", "run_of"]

@@ -103,8 +103,9 @@ class ReplicaService:
         if partition is None or self.local(partition) is not None:
             return None  # unknown here and everywhere (404), or ours
         holder = await self._leases.holder(partition)
-        if holder is None or holder.owner == self.owner:
-            raise OwnerUnavailableError(partition)  # no owner yet, or ours and still resuming
+        if holder is None or holder.owner == self.owner or holder.ttl_ms < self.keeper.ttl_ms / 2:
+            # no owner yet; ours and still resuming; or an owner that missed a renewal (dead or paused)
+            raise OwnerUnavailableError(partition)
         url = await self._urls.url(holder.owner)
         if url is None:
             raise OwnerUnavailableError(partition)

@@ -1,0 +1,235 @@
+"""Replicas on one Redis, as an operator runs them: three `streamrelay serve` processes, a run streamed slowly
+through them, and the replica that owns the run's partition killed with -9 (or paused with SIGSTOP past its lease,
+then woken): the run finishes on another replica, the chat shows the final once, the report tells the truth, and
+the woken replica changes nothing (issue 11)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.redis.client import Redis
+from app.dry_run import DRY_RUN
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "replica-failover-token"
+PARTITIONS = 4
+LEASE_TTL_S = 2.0
+ANSWER = " ".join(
+    f"Step {i}: the replica that owns this chat may die, and the answer still arrives once." for i in range(8)
+)
+PIECES = [ANSWER[i : i + 14] for i in range(0, len(ANSWER), 14)]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config(tmp: Path, api_base: str, delivery: str) -> Path:
+    path = tmp / "channels.toml"
+    path.write_text(
+        "\n".join(
+            [
+                "[service]",
+                'backend = "redis"',
+                f"partitions = {PARTITIONS}",
+                f"lease_ttl_s = {LEASE_TTL_S}",
+                "run_idle_timeout_s = 60",
+                "drain_s = 1",
+                'actions = ""',
+                "",
+                "[channels.chat]",
+                'platform = "telegram"',
+                'token_env = "FAILOVER_BOT_TOKEN"',
+                f'api_base = "{api_base}"',
+                f'delivery = "{delivery}"',
+                "throttle_ms = 150",
+                "send_timeout_ms = 5000",
+                "exclusive_bot = true",
+                "typing = false",
+                "",
+            ]
+        )
+    )
+    return path
+
+
+class Replicas:
+    """Three replica processes on one Redis, each on its own port."""
+
+    def __init__(self, config: Path, redis_url: str, log: Path) -> None:
+        self.ports = [_free_port() for _ in range(3)]
+        env = {
+            **os.environ,
+            "STREAMRELAY_TOKEN": TOKEN,
+            "FAILOVER_BOT_TOKEN": DRY_RUN["telegram"].token,
+            "STREAMRELAY_SERVICE__REDIS_URL": redis_url,
+            "NO_COLOR": "1",
+        }
+        self.log = log
+        with log.open("ab") as out:
+            self.procs = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(port)],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=out,
+                )
+                for port in self.ports
+            ]
+
+    def url(self, i: int) -> str:
+        return f"http://127.0.0.1:{self.ports[i]}"
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+        for proc in self.procs:
+            proc.wait(10)
+
+
+async def _until(check: Callable[[], Any], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await check() if asyncio.iscoroutinefunction(check) else check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@asynccontextmanager
+async def _cluster(tmp: Path, redis_url: str, client: Redis, delivery: str) -> AsyncIterator[tuple[Any, Replicas]]:
+    dry = DRY_RUN["telegram"]
+    mock = dry.make_mock(False)
+    await mock.start()
+    replicas = Replicas(_config(tmp, mock.base_url, delivery), redis_url, tmp / "replicas.log")
+    try:
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+
+            async def ready() -> bool:
+                for i, proc in enumerate(replicas.procs):
+                    if proc.poll() is not None:
+                        raise AssertionError(f"replica {i} exited: {replicas.log.read_text()[-3000:]}")
+                    try:
+                        if (await http.get(replicas.url(i) + "/readyz")).status_code != 200:
+                            return False
+                    except httpx.TransportError:
+                        return False
+                held = [await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)]
+                return all(held)
+
+            await _until(ready, 90, "three replicas ready and every partition owned")
+        yield mock, replicas
+    finally:
+        replicas.stop()
+        await mock.stop()
+
+
+async def _owner(client: Redis, replicas: Replicas, run: str) -> int:
+    """Which replica owns ``run``'s partition now (waiting out a hand-over between replicas that just joined)."""
+    partition = await client.get(f"sr:run:{run}")
+    assert partition is not None
+    for _ in range(200):
+        lease = await client.get(f"sr:{{p{partition!s}}}:lease")
+        if lease is not None:
+            url = await client.hget("sr:{replicas}:urls", str(lease).split(":", 1)[1])
+            return replicas.ports.index(int(str(url).rsplit(":", 1)[1]))
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"partition {partition} has no owner")
+
+
+def _line(run: str, obj: dict[str, Any]) -> bytes:
+    return (json.dumps({"run": run, **obj}) + "\n").encode()
+
+
+async def _stream_through_a_failure(
+    client: Redis,
+    replicas: Replicas,
+    mock: Any,
+    fail: Callable[[subprocess.Popen[bytes]], None],
+    *,
+    block: bool = False,
+) -> tuple[int, dict[str, Any]]:
+    """Stream the answer slowly into replica 0; a third of the way in, ``fail`` the run's owner; the agent sends
+    the rest (and, as a runtime after an error, the whole run again from seq 0) to a replica that is up."""
+    target = DRY_RUN["telegram"].target()
+    run = "failover-1"
+    lines = [_line(run, {"kind": "run.start", "channel": "chat", "target": target.model_dump(), "seq": 0})]
+    lines += [_line(run, {"kind": "text", "mode": "delta", "text": p, "seq": i + 1}) for i, p in enumerate(PIECES)]
+    lines.append(_line(run, {"kind": "end", "status": "ok", "seq": len(PIECES) + 1}))
+    third = len(lines) // 3
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+        for line in lines[:third]:
+            assert (await http.post(replicas.url(0) + f"/v1/runs/{run}/events", content=line)).status_code == 200
+            await asyncio.sleep(0.05)
+        if mock.visible(target.chat_id) == []:  # preview: the first words show before the kill
+            await _until(lambda: len(mock.visible(target.chat_id)) >= 1 or block, 30, "the first message")
+        await asyncio.sleep(0.5)  # block: the owner holds a third of the answer, not a block of it sent yet
+        owner = await _owner(client, replicas, run)
+        fail(replicas.procs[owner])
+        other = next(i for i in range(3) if i != owner)
+        for line in lines[third:]:
+            assert (await http.post(replicas.url(other) + f"/v1/runs/{run}/events", content=line)).status_code == 200
+            await asyncio.sleep(0.02)
+        again = await http.post(replicas.url(other) + f"/v1/runs/{run}/events", content=b"".join(lines))
+        assert again.status_code == 200, again.text
+        answer = await http.get(replicas.url(other) + f"/v1/runs/{run}", params={"wait_s": 60})
+        assert answer.status_code == 200, answer.text
+        return owner, answer.json()
+
+
+def _shown_once(mock: Any, chat_id: int | str) -> list[str]:
+    texts = [text for _, text in mock.visible(chat_id)]
+    joined = "".join("".join(texts).split())
+    assert joined == "".join(ANSWER.split()), texts  # whole, in order, nothing twice
+    return texts
+
+
+@pytest.mark.parametrize("delivery", ["preview", "block"])
+async def test_the_owner_killed_mid_run_the_run_finishes_on_another_replica(
+    tmp_path: Path, redis_url: str, client: Redis, delivery: str
+) -> None:
+    async with _cluster(tmp_path, redis_url, client, delivery) as (mock, replicas):
+        _owner_index, report = await _stream_through_a_failure(
+            client, replicas, mock, lambda p: p.kill(), block=delivery == "block"
+        )
+        assert report["done"] and report["status"] == "delivered", report
+        texts = _shown_once(mock, DRY_RUN["telegram"].target().chat_id)
+        if delivery == "preview":
+            assert texts == [ANSWER]
+
+
+async def test_an_owner_paused_past_its_lease_cannot_double_or_roll_back_a_message(
+    tmp_path: Path, redis_url: str, client: Redis
+) -> None:
+    async with _cluster(tmp_path, redis_url, client, "preview") as (mock, replicas):
+        owner, report = await _stream_through_a_failure(client, replicas, mock, lambda p: p.send_signal(signal.SIGSTOP))
+        assert report["done"] and report["status"] == "delivered", report
+        chat_id = DRY_RUN["telegram"].target().chat_id
+        assert _shown_once(mock, chat_id) == [ANSWER]
+        calls = len(mock.calls)
+        replicas.procs[owner].send_signal(signal.SIGCONT)  # it wakes with a run it no longer owns
+        await asyncio.sleep(LEASE_TTL_S * 2)
+        assert _shown_once(mock, chat_id) == [ANSWER]  # nothing doubled, nothing rolled back
+        late = [c for c in mock.calls[calls:] if c.method in ("sendMessage", "editMessageText")]
+        assert late == [], late
