@@ -32,6 +32,7 @@ partition), the finals-first rule, the pause, and tests that count grants on Red
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adapters.redis.client import Redis, Script
@@ -71,6 +72,14 @@ end
 return {1, '0', string.format('%d', now)}
 """
 
+_REGISTER = """
+-- KEYS: finals; ARGV: waiter, waiter ttl (ms): as the GCRA script registers a final it refused
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]) * 1000, ARGV[1])
+return 1
+"""
+
 _PAUSE = """
 -- KEYS: pause; ARGV: ms (a pause is only ever lengthened)
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
@@ -104,6 +113,7 @@ class RedisBudgets:
         self._waiter_ttl_ms = waiter_ttl_ms
         self._gcra = Script(client, _GCRA, "budget.gcra")
         self._pause = Script(client, _PAUSE, "budget.pause")
+        self._register = Script(client, _REGISTER, "budget.register")
 
     def __repr__(self) -> str:
         return f"RedisBudgets(prefix={self._keys.prefix!r})"
@@ -149,6 +159,11 @@ class RedisBudgets:
         """Seconds until a call could start (0.0: now), spending nothing: ``TokenBucket.delay``'s shared twin."""
         return (await self._decide(scope, rate_per_s, burst, final, None, spend=False)).wait_s
 
+    async def register(self, scope: str, waiter: str) -> None:
+        """Count a final as waiting on ``scope`` without asking for its token (it waits out a pause first), so
+        previews on every replica leave it the token when the pause ends; it lapses after ``waiter_ttl_ms``."""
+        await self._register([self._keys.budget(scope, "finals")], [waiter, self._waiter_ttl_ms])
+
     async def withdraw(self, scope: str, waiter: str) -> None:
         """A waiting final gave up (its run ended otherwise): previews need not leave it a token any more."""
         await self._client.zrem(self._keys.budget(scope, "finals"), waiter)
@@ -163,6 +178,15 @@ class RedisBudgets:
         """Seconds left of ``scope``'s pause (0.0 when not paused)."""
         ms = int(await self._client.pttl(self._keys.budget(scope, "pause")))
         return max(0, ms) / 1000
+
+    async def paused_longest(self, scopes: Sequence[str]) -> float:
+        """Seconds left of the longest pause among ``scopes`` (0.0 when none is paused), in one round trip (a
+        pipeline without MULTI: the keys live in different slots)."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            for scope in scopes:
+                pipe.pttl(self._keys.budget(scope, "pause"))
+            answers = await pipe.execute()
+        return max((max(0, int(ms)) for ms in answers), default=0) / 1000
 
 
 @dataclass(frozen=True)
@@ -220,5 +244,5 @@ class SharedPauses:
         await self._budgets.pause(f"{self._bot}:{kind}", seconds)
 
     async def remaining(self, kind: CallKind) -> float:
-        """Seconds left before a call of ``kind`` may start (0.0 when not paused)."""
-        return max(await self._budgets.paused_for(self._bot), await self._budgets.paused_for(f"{self._bot}:{kind}"))
+        """Seconds left before a call of ``kind`` may start (0.0 when not paused): one round trip."""
+        return await self._budgets.paused_longest([self._bot, f"{self._bot}:{kind}"])
