@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -45,18 +46,18 @@ MOCK_LIMITS = TelegramLimits(chat_burst=3, chat_per_s=1.0, global_per_s=10)
 
 
 class CountingBudgets(RedisBudgets):
-    """RedisBudgets that keeps every grant on ``scope`` (with Redis's time of the decision)."""
+    """RedisBudgets that keeps every grant, by scope, with Redis's time of the decision."""
 
-    def __init__(self, client: Redis, scope: str, granted: list[Attempt]) -> None:
+    def __init__(self, client: Redis, granted: defaultdict[str, list[Attempt]]) -> None:
         super().__init__(client)
-        self._scope, self._granted = scope, granted
+        self._granted = granted
 
     async def attempt(
         self, scope: str, rate_per_s: float, burst: float, *, final: bool = True, waiter: str | None = None
     ) -> Attempt:
         answer = await super().attempt(scope, rate_per_s, burst, final=final, waiter=waiter)
-        if answer.granted and scope == self._scope:
-            self._granted.append(answer)
+        if answer.granted:
+            self._granted[scope].append(answer)
         return answer
 
 
@@ -125,9 +126,9 @@ async def telegram() -> AsyncIterator[tuple[MockTelegram, list[TelegramAdapter]]
 
 
 async def test_three_replicas_never_exceed_the_shared_bot_budget_on_redis_clock(clients: list[Redis]) -> None:
-    granted: list[Attempt] = []
+    grants: defaultdict[str, list[Attempt]] = defaultdict(list)
     made: list[str] = []
-    runtimes = [replica(MemoryChat(), c, CountingBudgets(c, BOT_SCOPE, granted)) for c in clients]
+    runtimes = [replica(MemoryChat(), c, CountingBudgets(c, grants)) for c in clients]
 
     def counted(name: str) -> Callable[[], Awaitable[None]]:
         async def call() -> None:
@@ -141,7 +142,8 @@ async def test_three_replicas_never_exceed_the_shared_bot_budget_on_redis_clock(
             await chain.call(counted(f"r{r} c{c} m{m}"), final=m == 2)
 
     await asyncio.gather(*(chat(r, rt, c) for r, rt in enumerate(runtimes) for c in range(2)))
-    assert len(made) == 18 and len(granted) == 18  # one shared grant per call, nothing forfeited
+    granted = grants[BOT_SCOPE]
+    assert list(grants) == [BOT_SCOPE] and len(made) == 18 and len(granted) == 18  # one grant per call, none lost
     assert within_budget([a.at_s for a in granted], PER_BOT.per_s, PER_BOT.burst)
     assert {name[:2] for name in made} == {"r0", "r1", "r2"}
     assert await clients[0].zcard(KEYS.budget(BOT_SCOPE, "finals")) == 0  # every final's registration is gone
@@ -254,8 +256,30 @@ async def test_a_final_waiting_out_a_pause_goes_first_after_it_and_withdraws_whe
     assert await clients[0].zcard(finals) == 0 and "gave up" not in order  # withdrawn: it holds no preview back
 
 
+async def test_two_shared_budgets_on_one_kind_both_hold_across_replicas(clients: list[Redis]) -> None:
+    fast, slow = Budget("fast", BudgetScope.BOT, per_s=20.0, burst=2), Budget("slow", BudgetScope.BOT, per_s=6.0)
+    grants: defaultdict[str, list[Attempt]] = defaultdict(list)
+    made: list[str] = []
+
+    def runtime(client: Redis) -> ChannelRuntime:
+        shared = RedisSharedBudgets(CountingBudgets(client, grants), (fast, slow), "tg:bot")
+        assert shared.scopes == ["tg:bot:rate:slow", "tg:bot:rate:fast"]  # the slowest is asked first
+        return ChannelRuntime(ChannelPolicy(name="tg"), MemoryChat(), (fast, slow), shared=shared)
+
+    async def chat(r: int, rt: ChannelRuntime) -> None:
+        for m in range(3):
+            await rt.chain_for(Target(chat_id=r), CLOCK).call(logged(made, f"r{r} m{m}"))
+
+    await asyncio.gather(*(chat(r, runtime(c)) for r, c in enumerate(clients)))
+    slow_grants, fast_grants = grants["tg:bot:rate:slow"], grants["tg:bot:rate:fast"]
+    assert len(made) == len(fast_grants) == 9 <= len(slow_grants)  # a refused pass forfeits its earlier grant
+    assert within_budget([a.at_s for a in slow_grants], slow.per_s, slow.burst)
+    assert within_budget([a.at_s for a in fast_grants], fast.per_s, fast.burst)
+
+
 async def test_only_the_bot_budgets_are_shared_and_a_token_is_never_a_scope(client: Redis) -> None:
-    shared = shared_budgets_for(client, "telegram", BUDGETS, BOT_ID)
+    free = Budget("free", BudgetScope.BOT, per_s=0.0)  # unlimited: only the pauses apply
+    shared = shared_budgets_for(client, "telegram", (*BUDGETS, free), BOT_ID)
     assert shared.scopes == [BOT_SCOPE]  # per_chat stays local: one replica owns a chat at a time
     assert shared_budgets_for(client, "slack", BUDGETS).scopes == ["slack:bot:rate:per_bot"]
     for bad in (TOKEN, "xoxb-1234-5678-abcdefgh", "MTIzNDU2Nzg5.GhIjKl.mnopqrstuvwx"):
