@@ -9,6 +9,7 @@ from adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
 from adapters.redis.ledger import RedisLedger
 from adapters.redis.registry import ReplicaUrls, RunIndex
+from adapters.redis.shared_budgets import RedisSharedBudgets, bot_scope, shared_budgets_for
 from adapters.redis.stream import DeadLetter, InputEntry, InputStream
 
 __all__ = [
@@ -27,12 +28,15 @@ __all__ = [
     "RedisBudgets",
     "RedisJournal",
     "RedisLedger",
+    "RedisSharedBudgets",
     "ReplicaUrls",
     "RunIndex",
     "SharedBucket",
     "SharedPauses",
+    "bot_scope",
     "connect",
     "conversation_key",
     "partition_of",
     "redacted",
+    "shared_budgets_for",
 ]
