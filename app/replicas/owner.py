@@ -34,7 +34,7 @@ MAX_DELIVERIES = 5
 """An input entry delivered this many times without being acknowledged goes to the dead-letter stream."""
 READ_BLOCK_MS = 1000
 """How long one XREADGROUP waits for new entries (below the client's socket timeout)."""
-READ_COUNT = 256
+READ_COUNT = 1000
 RETRY_S = 1.0
 """Pause after a failure to read or hand over (Redis unreachable) before the pending entries are taken again."""
 
@@ -153,23 +153,26 @@ class PartitionOwner:
         await self._feed(await self._stream.claim(self.partition, self._owner, min_idle_ms=0))
 
     async def _feed(self, entries: Sequence[InputEntry]) -> None:
-        """Hand ``entries`` to the relay, one run's consecutive lines per batch, in stream order."""
-        for run, group in groupby(entries, key=lambda entry: entry.run):
+        """Hand ``entries`` to the relay in stream order, as few batches as can be: normalized events name their
+        run, so a stretch of them (any runs) is one batch, journaled in one script; a raw provider line needs its
+        run given, so a stretch of one run's raw lines is a batch of its own."""
+        decoded: list[tuple[InputEntry, Any]] = []
+        for entry in entries:
+            try:
+                decoded.append((entry, json.loads(entry.line)))
+            except ValueError:
+                _log.error("partition %d: entry %s of run %s is not JSON: dropped", self.partition, entry.id, entry.run)
+                await self._stream.ack(self.partition, [entry.id])
+        for run, group in groupby(decoded, key=lambda item: _raw_run(*item)):
             batch = list(group)
-            lines: list[tuple[Any, str | None]] = []
-            for entry in batch:
-                try:
-                    lines.append((json.loads(entry.line), entry.line))
-                except ValueError:
-                    _log.error("partition %d: entry %s of run %s is not JSON: dropped", self.partition, entry.id, run)
-            self.journal.acks = [entry.id for entry in batch]
-            results = await self.relay.submit_lines(lines, run or None)
+            self.journal.acks = [entry.id for entry, _ in batch]
+            results = await self.relay.submit_lines([(obj, entry.line) for entry, obj in batch], run)
             if self.journal.acks:  # nothing of it was journaled (repeats, lines after the end, refused lines)
                 await self._stream.ack(self.partition, self.journal.acks)
                 self.journal.acks = []
-            for result in results:
+            for (entry, _), result in zip(batch, results, strict=True):
                 if isinstance(result, IngestError):
-                    _log.warning("run %s: a line was refused by its owner: %s", run, result)
+                    _log.warning("run %s: a line was refused by its owner: %s", entry.run, result)
 
     async def drain(self, timeout_s: float) -> None:
         """Let the active runs finish for up to ``timeout_s`` seconds (input is still read: their lines come
@@ -185,3 +188,8 @@ class PartitionOwner:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
         await self.relay.stop_runs()
+
+
+def _raw_run(entry: InputEntry, obj: Any) -> str | None:
+    """The run a line must be handed over with (a raw provider line names none), None for a normalized event."""
+    return None if isinstance(obj, dict) and "kind" in obj and "run" in obj else entry.run

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from adapters.ingest_http.owner_proxy import OwnerProxy
 from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
-from adapters.redis import InputStream, RunIndex, connect, redacted
+from adapters.redis import InputStream, RunIndex, connect, redacted, shared_budgets_for
 from app.replicas.front import ReplicaFront
 from app.replicas.owner import AckingJournal
 from app.replicas.service import ReplicaService
@@ -94,6 +94,11 @@ async def serve_replica(
 
     for name, runtime in channels.items():
         runtime.guard_for = replicas.guard_for(name)
+        platform = settings.channels[name].platform
+        if platform != "web":  # the bot's budgets are shared by every replica (the web page has none)
+            secret = tokens[name].get_secret_value()
+            bot_id = secret.partition(":")[0] if platform == "telegram" else None  # the id before ":", never the token
+            runtime.shared = shared_budgets_for(client, name, runtime.budgets, bot_id)
 
     async def ping() -> None:
         await client.ping()

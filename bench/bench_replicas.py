@@ -1,0 +1,182 @@
+"""Benchmark: events/s through the whole service as replica processes are added on one Redis (issue 11, item 6).
+
+One process uses one core; replicas are how a machine's other cores are used. Each variant starts its own
+``streamrelay serve`` processes (as an operator runs them) and a redis-server, streams R runs of L text deltas
+each through HTTP (``POST /v1/events``, batches of B lines, spread over the replicas round-robin), and waits until
+every run's report says done. The channel is the web page (platform ``web``): no platform server takes CPU, so
+what is measured is ingest, Redis, the journal, the run, the planner and the ledger.
+
+Variants, in the same run: ``sqlite`` (the embedded single process: the baseline), ``redis x1``, ``redis x2``
+(and ``x3`` with ``--max-replicas 3``). Prints events/s, seconds, and the speed-up over
+``redis x1``. On a machine with 2 cores the load generator, redis-server and the replicas share them.
+
+    uv run python bench/bench_replicas.py [--runs 200] [--lines 200] [--batch 2000] [--max-replicas 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "bench-replicas-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config(folder: Path, backend: str) -> Path:
+    lines = [
+        "[service]",
+        f'backend = "{backend}"',
+        f'ledger = "{folder / "ledger.sqlite3"}"',
+        "partitions = 16",
+        "lease_ttl_s = 5",
+        'actions = ""',
+        'log_level = "warning"',
+        "",
+        "[channels.web]",
+        'platform = "web"',
+        'delivery = "preview"',
+        "typing = false",
+        "throttle_ms = 100",
+        "",
+    ]
+    path = folder / "channels.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _body(runs: list[str], lines: int) -> list[bytes]:
+    """Every run's lines, interleaved as concurrent agents would send them, as NDJSON lines."""
+    out: list[bytes] = []
+    for run in runs:
+        out.append(
+            json.dumps(
+                {"run": run, "kind": "run.start", "channel": "web", "target": {"chat_id": run}, "seq": 0}
+            ).encode()
+        )
+    for i in range(lines):
+        for run in runs:
+            text = f"word{i} " if i % 20 else "\n\nA new paragraph begins here. "
+            out.append(json.dumps({"run": run, "kind": "text", "mode": "delta", "text": text, "seq": i + 1}).encode())
+    for run in runs:
+        out.append(json.dumps({"run": run, "kind": "end", "status": "ok", "seq": lines + 1}).encode())
+    return out
+
+
+async def _variant(name: str, backend: str, replicas: int, runs: int, lines: int, batch: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        env = {**os.environ, "STREAMRELAY_TOKEN": TOKEN, "NO_COLOR": "1"}
+        redis = None
+        if backend == "redis":
+            port = _free_port()
+            redis = subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                stdout=subprocess.DEVNULL,
+            )
+            env["STREAMRELAY_SERVICE__REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+        config = _config(folder, backend)
+        ports = [_free_port() for _ in range(replicas)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(p)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for p in ports
+        ]
+        try:
+            return await _drive(name, ports, runs, lines, batch)
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+            if redis is not None:
+                redis.kill()
+                redis.wait()
+
+
+async def _drive(name: str, ports: list[int], runs: int, lines: int, batch: int) -> dict[str, float]:
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(headers=headers, timeout=120) as http:
+        for url in urls:
+            for _ in range(600):
+                try:
+                    if (await http.get(url + "/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0 if len(urls) > 1 else 0.0)  # replicas that just met share the partitions
+        ids = [f"{name.replace(' ', '')}-{i}" for i in range(runs)]
+        body = _body(ids, lines)
+        started = time.perf_counter()
+        first = b"\n".join(body[:runs]) + b"\n"  # every run.start first: the other lines find their runs
+        (await http.post(urls[0] + "/v1/events", content=first)).raise_for_status()
+        body = body[runs:]
+        posts = []
+        for k, i in enumerate(range(0, len(body), batch)):
+            chunk = b"\n".join(body[i : i + batch]) + b"\n"
+            posts.append(http.post(urls[k % len(urls)] + "/v1/events", content=chunk))
+            if len(posts) >= 2 * len(urls):
+                for answer in await asyncio.gather(*posts):
+                    answer.raise_for_status()
+                posts = []
+        for answer in await asyncio.gather(*posts):
+            answer.raise_for_status()
+        accepted = time.perf_counter() - started
+        for run in ids:
+            report = await http.get(urls[0] + f"/v1/runs/{run}", params={"wait_s": 120})
+            report.raise_for_status()
+            assert report.json()["done"], report.text
+        elapsed = time.perf_counter() - started
+        return {"events": len(body) + runs, "seconds": elapsed, "accept_s": accepted}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--lines", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=2000)
+    parser.add_argument("--max-replicas", type=int, default=2)
+    args = parser.parse_args()
+    if shutil.which("redis-server") is None:
+        sys.exit("redis-server is not installed (apt-get install redis-server)")
+    variants = [("sqlite", "sqlite", 1)] + [(f"redis x{n}", "redis", n) for n in range(1, args.max_replicas + 1)]
+    rows = []
+    for name, backend, n in variants:
+        result = await _variant(name, backend, n, args.runs, args.lines, args.batch)
+        rows.append((name, result))
+        print(f"  {name}: {result['events'] / result['seconds']:,.0f} events/s", file=sys.stderr)
+    base = next(r for name, r in rows if name == "redis x1")
+    print(f"\n{args.runs} runs x {args.lines} deltas, batches of {args.batch} lines, {os.cpu_count()} cores\n")
+    print(f"{'variant':<10} {'events':>8} {'seconds':>8} {'accepted in':>12} {'events/s':>10} {'vs redis x1':>12}")
+    for name, r in rows:
+        rate = r["events"] / r["seconds"]
+        ratio = rate / (base["events"] / base["seconds"])
+        cells = f"{r['events']:>8,.0f} {r['seconds']:>8.1f} {r['accept_s']:>11.1f}s {rate:>10,.0f}"
+        print(f"{name:<10} {cells} {ratio:>11.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
