@@ -1,4 +1,4 @@
-"""The ``streamrelay`` command: serve, demo, replay, case, mock, chaos; ``--version``."""
+"""The ``streamrelay`` command: serve, demo, replay, case, mock, chaos, runs (:mod:`app.ops_cli`); ``--version``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.ops_cli import runs_app
 from core.errors import ConfigError
 from core.events import DeliveryMode, ProviderFormat
 
@@ -26,6 +27,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(runs_app, name="runs")
 
 
 class Platform(enum.StrEnum):

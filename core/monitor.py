@@ -29,10 +29,12 @@ type           fields
                buffer; its ``id`` is the last event's, so the client continues from there
 =============  ======================================================================================================
 
-State (what ``reset`` carries, and what a page shows): ``{"run", "channel", "platform", "mode", "answer",
-"final", "agents": {key: {"source", "state", "text"}}, "timeline": [the last 200 phase / status / tool / decision /
-error events], "parts": {"<channel>/<part>": {delivery fields}}, "ended": status or null, "delivery": the report's
-status at the end or null}``.
+State (what ``reset`` carries, and what a page shows): ``{"run", "channel", "platform", "mode", "started_at"
+(the ``run`` event's ``ts``), "rate_limited" (how many ``delivery`` events said ``retrying`` with ``retry_after_s``:
+the 429s met), "answer", "final", "agents": {key: {"source", "state", "text"}}, "timeline": [the last 200 phase /
+status / tool / decision / error events], "parts": {"<channel>/<part>": {delivery fields}}, "ended": status or
+null, "delivery": the report's status at the end or null}``. :meth:`RunMonitor.row` is the run's line in the
+operator's listing (``GET /v1/runs``).
 
 Replay: the last ``buffer`` events (and at most ``max_chars`` characters of their text) are kept while the run
 goes on; a watcher that resumes after an id still in the buffer gets exactly the events after it, once; one that
@@ -51,6 +53,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
+from core.report import DeliveryReport
 
 TIMELINE = 200
 """Progress entries the state keeps (older ones drop out of it; they were sent as events)."""
@@ -88,6 +91,8 @@ class RunMonitor:
             "channel": None,
             "platform": None,
             "mode": None,
+            "started_at": None,
+            "rate_limited": 0,
             "final": False,
             "ended": None,
             "delivery": None,
@@ -113,6 +118,24 @@ class RunMonitor:
         }
         state["timeline"] = list(self._timeline)
         return state
+
+    def row(self, report: DeliveryReport) -> dict[str, Any]:
+        """The run as the operator's listing shows it (``GET /v1/runs``), with its current ``report``: ``{"run",
+        "channel", "platform", "mode", "started_at" (Unix s, null until the run opened), "age_s", "status" (the
+        report's), "confirmed", "uncertain", "failed" (counts of parts), "rate_limited" (429s met so far)}``."""
+        state, started_at = self._state, self._state["started_at"]
+        counts = {"confirmed": report.confirmed, "uncertain": report.uncertain, "failed": report.failed}
+        return {
+            "run": self.run,
+            "channel": state["channel"] or report.channel,
+            "platform": state["platform"],
+            "mode": state["mode"],
+            "started_at": started_at,
+            "age_s": None if started_at is None else round(max(0.0, self._wall() - started_at), 3),
+            "status": str(report.status),
+            **counts,
+            "rate_limited": state["rate_limited"],
+        }
 
     def publish(self, type_: str, **fields: Any) -> dict[str, Any]:
         """Add one event (its ``id``, ``run``, ``seq``, ``ts`` are set here), update the state, wake watchers.
@@ -190,6 +213,7 @@ class RunMonitor:
         state, kind = self._state, event["type"]
         if kind == "run":
             state.update(channel=event.get("channel"), platform=event.get("platform"), mode=event.get("mode"))
+            state["started_at"] = event["ts"]
         elif kind == "answer":
             self._answer.apply(event)
             state["final"] = bool(event.get("final"))
@@ -200,6 +224,8 @@ class RunMonitor:
             self._agent_texts.setdefault(key, _Text()).apply(event)
         elif kind == "delivery":
             key = f"{event.get('channel')}/{event.get('part')}"
+            if event.get("state") == "retrying" and event.get("retry_after_s") is not None:
+                state["rate_limited"] += 1
             skip = ("id", "run", "seq", "ts", "type", "append", "text")
             self._parts.setdefault(key, {}).update((k, v) for k, v in event.items() if k not in skip)
             if "text" in event or "append" in event:

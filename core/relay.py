@@ -346,6 +346,12 @@ class Relay:
     def active_runs(self) -> list[str]:
         return list(self._runs)
 
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
+        """The active runs: ``{"runs": [:meth:`core.monitor.RunMonitor.row` of each], "unreachable": []}``. One
+        process holds every run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
+        rows = [r.controller.monitor.row(with_gaps(r.controller.report(), r.gate.gaps)) for r in self._runs.values()]
+        return {"runs": rows, "unreachable": []}
+
     async def close(self) -> None:
         """Stop every run worker (unfinished runs stay in the journal) and close adapters."""
         await self.stop_runs()
@@ -385,3 +391,5 @@ class RunRelay(Protocol):
     ) -> tuple[GateDecision, dict[str, Any]]: ...
 
     def active_runs(self) -> list[str]: ...
+
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]: ...

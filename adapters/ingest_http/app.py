@@ -11,6 +11,10 @@ the service's other routes: :mod:`adapters.ops.probes`):
 - ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
 - ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token.
+- ``GET /v1/runs``: the active runs for operators (``streamrelay runs``, the ``/ops`` page), oldest first:
+  ``{"runs": [{"run", "channel", "platform", "mode", "started_at", "age_s", "status", "confirmed", "uncertain",
+  "failed", "rate_limited", "watch", "replica"?}], "unreachable": [{"replica", "url", "error"}]}``; ``?all=1`` on a
+  replica asks every other live replica too (one process holds every run: the same answer).
 
 Lines that arrive together are journaled in one commit before they count as accepted (503 when the journal
 cannot be written: retry them). Answers: 200 ``{"accepted": n}`` (``"dropped": k`` when k lines were repeats:
@@ -232,6 +236,20 @@ class _Ingest:
         url = self.watch_url(run)
         return JSONResponse({"url": url, "token": url.rsplit("token=", 1)[-1]})
 
+    async def runs(self, request: Request) -> JSONResponse:
+        """The active runs (module docstring), each with ``watch``: its live page's path with its read token (null
+        when this sidecar serves no live page)."""
+        if (denied := self.denied(request)) is not None:
+            return denied
+        everywhere = request.query_params.get("all", "").lower() in ("1", "true", "yes")
+        listing = await self.relay.runs(everywhere=everywhere, bearer=request.headers.get("authorization", ""))
+        rows: list[dict[str, Any]] = listing["runs"]
+        for row in rows:
+            if row.get("watch") is None:
+                row["watch"] = None if self.watch_url is None else self.watch_url(row["run"])
+        rows.sort(key=lambda row: (row.get("started_at") is None, row.get("started_at") or 0.0, row["run"]))
+        return JSONResponse({"runs": rows, "unreachable": listing.get("unreachable", [])})
+
 
 def create_app(
     relay: RunRelay,
@@ -264,6 +282,7 @@ def create_app(
         routes=[
             Route("/v1/runs/{run}/events", handlers.run_events, methods=["POST"]),
             Route("/v1/events", handlers.events, methods=["POST"]),
+            Route("/v1/runs", handlers.runs, methods=["GET"]),
             Route("/v1/runs/{run}", handlers.run_report, methods=["GET"]),
             Route("/v1/runs/{run}/pipeline", pipeline.units, methods=["GET"]),
             Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),

@@ -16,7 +16,23 @@ from collections import OrderedDict
 
 from redis.asyncio import Redis
 
+from adapters.redis.client import Script
 from adapters.redis.keys import KEYS, KeySpace
+
+_LIVE = """
+-- KEYS: the replicas' heartbeats (owner -> deadline ms), their URLs; replies owner, url, owner, url...
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+for _, owner in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')) do
+  local url = redis.call('HGET', KEYS[2], owner)
+  if url then
+    out[#out + 1] = owner
+    out[#out + 1] = url
+  end
+end
+return out
+"""
 
 RUN_TTL_S = 7 * 24 * 3600
 """How long the run index remembers a run (seconds): far longer than any run; an ended run's lines past it are
@@ -92,7 +108,9 @@ class ReplicaUrls:
 
     def __init__(self, client: Redis, keys: KeySpace = KEYS) -> None:
         self._client = client
+        self._beats = keys.replicas
         self._key = f"{keys.replicas}:urls"
+        self._live = Script(client, _LIVE, "registry.live")
 
     def __repr__(self) -> str:
         return f"ReplicaUrls(key={self._key!r})"
@@ -108,3 +126,13 @@ class ReplicaUrls:
 
     async def leave(self, owner: str) -> None:
         await self._client.hdel(self._key, owner)
+
+    async def live(self) -> dict[str, str]:
+        """The live replicas (their heartbeat deadline is after Redis's now: :mod:`adapters.redis.lease`) that said
+        where they serve: ``{owner: url}``, in one round trip.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        flat = [str(v) for v in await self._live([self._beats, self._key], [])]
+        return dict(zip(flat[::2], flat[1::2], strict=True))

@@ -2,6 +2,10 @@
 
 - ``GET /runs/{run}?token=T``: the live run page (HTML; everything it loads is served here: no CDN).
 - ``GET /static/live.js`` (and ``.css``): its files.
+- ``GET /ops``: the operator page (``static/ops.html``): every active run, refreshed every 2 s from
+  ``GET /v1/runs?all=1`` with the main token, which the page asks for once and keeps in the tab's sessionStorage
+  (sent as ``Authorization: Bearer``, never in a URL); each run links to its live page. The page itself holds no
+  data: it is served without a token.
 - ``GET /v1/runs/{run}/live?token=T`` (or ``Authorization: Bearer T``): the run's events (core/monitor.py) as
   Server-Sent Events, ``id`` = ``<epoch>.<event id>`` (the epoch names this run's monitor: after a restart, an id
   of the old one gets a ``reset``). A client that reconnects with ``Last-Event-ID`` gets exactly what it
@@ -96,6 +100,11 @@ async def follow(monitor: RunMonitor, after: int) -> AsyncIterator[dict[str, obj
         await asyncio.sleep(0)
 
 
+async def ops_page(_request: Request) -> Response:
+    """The operator page (module docstring)."""
+    return FileResponse(STATIC / "ops.html", media_type="text/html", headers=PAGE_HEADERS)
+
+
 def web_routes(relay: RunRelay, tokens: ReadTokens, *, keepalive_s: float = 15.0) -> list[BaseRoute]:
     """The web channel's routes for ``relay`` (mount them beside the ingest routes).
 
@@ -109,6 +118,7 @@ def web_routes(relay: RunRelay, tokens: ReadTokens, *, keepalive_s: float = 15.0
         # {run:path}: the page links a run id with "/" in it as %2F, which arrives decoded
         Route("/runs/{run:path}", live.page, methods=["GET"]),
         Route("/v1/runs/{run:path}/live", live.stream, methods=["GET"]),
+        Route("/ops", ops_page, methods=["GET"]),
         Route("/favicon.ico", lambda _request: Response(status_code=204), methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]

@@ -39,6 +39,7 @@ from adapters.redis import (
 )
 from app.replicas.front import ReplicaFront
 from app.replicas.owner import MakeRelay, PartitionOwner
+from app.replicas.peers import ReplicaPeers
 from core.events import Target
 from core.relay import Relay
 
@@ -88,6 +89,7 @@ class ReplicaService:
         self._task: asyncio.Task[None] | None = None
         self._handovers: set[asyncio.Task[None]] = set()
         front.follow(lambda: [o.relay for o in self.owners.values()])
+        front.peers = ReplicaPeers(self._urls, self.owner)
 
     def __repr__(self) -> str:
         return f"ReplicaService(owner={self.owner!r}, partitions={sorted(self.owners)})"

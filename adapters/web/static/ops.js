@@ -1,0 +1,138 @@
+// The operator page: every active run (GET /v1/runs?all=1), refreshed every 2 s.
+//
+// Served as GET /ops. It asks for the sidecar's main token once, keeps it in sessionStorage (this tab only) and sends
+// it as `Authorization: Bearer`, never in a URL. A 401 forgets it and asks again. Run ids and every other value
+// reach the DOM through textContent only; a run's link is its `watch` path (same origin, with its read token).
+//
+// For tests: document.body.dataset.state = "locked" | "loading" | "live" | "error" and window.streamrelayOps =
+// {refreshes, runs} (numbers, updated in place).
+"use strict";
+
+(() => {
+  const REFRESH_MS = 2000;
+  const KEY = "streamrelay.ops.token";
+  const view = { refreshes: 0, runs: 0 };
+  window.streamrelayOps = view;
+
+  const byId = (id) => document.getElementById(id);
+  let timer = null;
+
+  function setState(state, text) {
+    document.body.dataset.state = state;
+    byId("status").textContent = text;
+  }
+
+  function cell(row, text, className) {
+    const td = document.createElement("td");
+    if (className) td.className = className;
+    td.textContent = text === null || text === undefined ? "–" : String(text);
+    row.appendChild(td);
+    return td;
+  }
+
+  function age(seconds) {
+    if (typeof seconds !== "number") return "–";
+    if (seconds < 60) return `${Math.floor(seconds)} s`;
+    if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${Math.floor(seconds % 60)} s`;
+    return `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
+  }
+
+  function count(row, value, hotClass) {
+    cell(row, value, value > 0 && hotClass ? `num ${hotClass}` : "num");
+  }
+
+  function runRow(run) {
+    const row = document.createElement("tr");
+    row.dataset.run = run.run;
+    const name = cell(row, "", "run");
+    const watch = typeof run.watch === "string" && run.watch.startsWith("/") && !run.watch.startsWith("//");
+    const label = watch ? document.createElement("a") : document.createElement("span");
+    label.textContent = run.run;
+    if (watch) {
+      label.href = run.watch;
+      label.target = "_blank";
+      label.rel = "noopener noreferrer";
+    }
+    name.appendChild(label);
+    cell(row, run.platform && run.platform !== run.channel ? `${run.channel} (${run.platform})` : run.channel);
+    cell(row, run.mode);
+    cell(row, age(run.age_s), "num");
+    const badge = document.createElement("span");
+    badge.className = `badge status-${String(run.status).replace(/[^a-z]/g, "")}`;
+    badge.textContent = run.status;
+    cell(row, "").appendChild(badge);
+    count(row, run.confirmed, "");
+    count(row, run.uncertain, "hot");
+    count(row, run.failed, "bad");
+    count(row, run.rate_limited, "hot");
+    cell(row, run.replica, "replica mono");
+    return row;
+  }
+
+  function show(listing) {
+    const runs = Array.isArray(listing.runs) ? listing.runs : [];
+    byId("runs").replaceChildren(...runs.map(runRow));
+    byId("empty").hidden = runs.length > 0;
+    document.body.classList.toggle("has-replicas", runs.some((run) => run.replica));
+    const lost = Array.isArray(listing.unreachable) ? listing.unreachable : [];
+    const note = byId("unreachable");
+    note.hidden = lost.length === 0;
+    const where = (l) => [l.replica || "Redis", l.url].filter(Boolean).join(" ");
+    note.textContent = lost.length ? `Not shown: ${lost.map((l) => `${where(l)} (${l.error})`).join("; ")}` : "";
+    const limited = runs.reduce((sum, run) => sum + (run.rate_limited || 0), 0);
+    const uncertain = runs.reduce((sum, run) => sum + (run.uncertain || 0), 0);
+    byId("summary").textContent =
+      `${runs.length} active run${runs.length === 1 ? "" : "s"} · ${limited} × 429 · ${uncertain} uncertain part${uncertain === 1 ? "" : "s"}`;
+    view.runs = runs.length;
+  }
+
+  function lock(reason) {
+    clearTimeout(timer);
+    sessionStorage.removeItem(KEY);
+    byId("board").hidden = true;
+    byId("login").hidden = false;
+    setState("locked", reason);
+    byId("token").focus();
+  }
+
+  async function refresh() {
+    const token = sessionStorage.getItem(KEY);
+    if (!token) return lock("token needed");
+    try {
+      const answer = await fetch("/v1/runs?all=1", {
+        headers: { Authorization: `Bearer ${token}` },
+        cache: "no-store",
+      });
+      if (answer.status === 401) return lock("wrong token: enter it again");
+      if (!answer.ok) throw new Error(`the sidecar answered ${answer.status}`);
+      show(await answer.json());
+      setState("live", `updated ${new Date().toLocaleTimeString()}`);
+    } catch (error) {
+      setState("error", `not updated: ${error.message}`);
+    }
+    view.refreshes += 1;
+    timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  function start() {
+    clearTimeout(timer);
+    byId("login").hidden = true;
+    byId("board").hidden = false;
+    setState("loading", "loading…");
+    refresh();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    byId("login").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const token = byId("token").value.trim();
+      byId("token").value = "";
+      if (!token) return;
+      sessionStorage.setItem(KEY, token);
+      start();
+    });
+    byId("forget").addEventListener("click", () => lock("token forgotten"));
+    if (sessionStorage.getItem(KEY)) start();
+    else byId("token").focus();
+  });
+})();
