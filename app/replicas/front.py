@@ -12,11 +12,14 @@ replica; :class:`adapters.ingest_http.owner_proxy.OwnerProxy` forwards them here
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from adapters.redis import InputStream, RunIndex, conversation_key, partition_of
+from app.replicas.peers import ReplicaPeers
+from app.replicas.peers import ReplicaPeers
 from core.admission import LineResult
 from core.channel import ChannelRuntime
 from core.errors import IngestError
@@ -27,6 +30,9 @@ from core.monitor import RunMonitor
 from core.pipeline import PipelineLane
 from core.relay import Relay
 from core.report import DeliveryReport
+
+UNREAD_POLL_S = 0.1
+"""How often a report request waiting for a run its owner has not read yet asks again."""
 
 
 class ReplicaFront:
@@ -144,8 +150,21 @@ class ReplicaFront:
         return None if relay is None else await relay.report(run_id)
 
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
-        relay = await self._relay(run_id)
-        return None if relay is None else await relay.wait_done(run_id, timeout_s)
+        """The run's report once it is done or ``timeout_s`` passed. A run whose ``run.start`` was taken (it is in
+        the run index) but whose lines its owner has not read from the partition's stream yet (a busy partition, a
+        new owner) is not known to the relay: it is waited for too, rather than answered as unknown (None: 404)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            relay = await self._relay(run_id)
+            if relay is None:
+                return None
+            report = await relay.report(run_id)
+            left = deadline - loop.time()
+            if report is not None or left <= 0:
+                break
+            await asyncio.sleep(min(UNREAD_POLL_S, left))
+        return None if report is None else await relay.wait_done(run_id, max(0.0, deadline - loop.time()))
 
     def _cached(self, run_id: str) -> Relay | None:
         """The local relay of a run whose partition is known without asking Redis (sync reads)."""
@@ -172,3 +191,33 @@ class ReplicaFront:
 
     def active_runs(self) -> list[str]:
         return [run for relay in self._relays() for run in relay.active_runs()]
+
+    peers: ReplicaPeers | None = None
+    """The other replicas (:class:`app.replicas.service.ReplicaService` sets it), asked by :meth:`runs`."""
+
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
+        """The active runs of this replica's partitions, each row with ``replica`` (this replica's id); with
+        ``everywhere``, every other live replica's too, asked with ``bearer`` (the caller's ``Authorization``):
+        ``{"runs": [row, ...] (:meth:`core.monitor.RunMonitor.row`), "unreachable": [{"replica", "url", "error"}]}``."""
+        me = {} if self.peers is None else {"replica": self.peers.me}
+        rows = [{**row, **me} for relay in self._relays() for row in (await relay.runs())["runs"]]
+        if not everywhere or self.peers is None:
+            return {"runs": rows, "unreachable": []}
+        others, unreachable = await self.peers.runs(bearer)
+        seen = {row["run"] for row in rows}  # a run handed over a moment ago: this replica's row wins
+        return {"runs": rows + [row for row in others if row.get("run") not in seen], "unreachable": unreachable}
+
+    peers: ReplicaPeers | None = None
+    """The other replicas (:class:`app.replicas.service.ReplicaService` sets it), asked by :meth:`runs`."""
+
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
+        """The active runs of this replica's partitions, each row with ``replica`` (this replica's id); with
+        ``everywhere``, every other live replica's too, asked with ``bearer`` (the caller's ``Authorization``):
+        ``{"runs": [row, ...] (:meth:`core.monitor.RunMonitor.row`), "unreachable": [{"replica", "url", "error"}]}``."""
+        me = {} if self.peers is None else {"replica": self.peers.me}
+        rows = [{**row, **me} for relay in self._relays() for row in (await relay.runs())["runs"]]
+        if not everywhere or self.peers is None:
+            return {"runs": rows, "unreachable": []}
+        others, unreachable = await self.peers.runs(bearer)
+        seen = {row["run"] for row in rows}  # a run handed over a moment ago: this replica's row wins
+        return {"runs": rows + [row for row in others if row.get("run") not in seen], "unreachable": unreachable}
