@@ -19,7 +19,6 @@ from typing import Any
 
 from adapters.redis import InputStream, RunIndex, conversation_key, partition_of
 from app.replicas.peers import ReplicaPeers
-from app.replicas.peers import ReplicaPeers
 from core.admission import LineResult
 from core.channel import ChannelRuntime
 from core.errors import IngestError
@@ -191,21 +190,6 @@ class ReplicaFront:
 
     def active_runs(self) -> list[str]:
         return [run for relay in self._relays() for run in relay.active_runs()]
-
-    peers: ReplicaPeers | None = None
-    """The other replicas (:class:`app.replicas.service.ReplicaService` sets it), asked by :meth:`runs`."""
-
-    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
-        """The active runs of this replica's partitions, each row with ``replica`` (this replica's id); with
-        ``everywhere``, every other live replica's too, asked with ``bearer`` (the caller's ``Authorization``):
-        ``{"runs": [row, ...] (:meth:`core.monitor.RunMonitor.row`), "unreachable": [{"replica", "url", "error"}]}``."""
-        me = {} if self.peers is None else {"replica": self.peers.me}
-        rows = [{**row, **me} for relay in self._relays() for row in (await relay.runs())["runs"]]
-        if not everywhere or self.peers is None:
-            return {"runs": rows, "unreachable": []}
-        others, unreachable = await self.peers.runs(bearer)
-        seen = {row["run"] for row in rows}  # a run handed over a moment ago: this replica's row wins
-        return {"runs": rows + [row for row in others if row.get("run") not in seen], "unreachable": unreachable}
 
     peers: ReplicaPeers | None = None
     """The other replicas (:class:`app.replicas.service.ReplicaService` sets it), asked by :meth:`runs`."""
