@@ -1,0 +1,61 @@
+"""A replica's front on a real redis-server: a report asked with ``wait_s`` for a run whose ``run.start`` was taken
+but whose lines its owner has not read from the stream yet waits for them, rather than answering 404 (a chaos
+finding: an agent that asked for its report right after its ``end`` was acknowledged was told the run is unknown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+from adapters.redis import InputStream, RunIndex
+from adapters.redis.client import Redis
+from app.replicas.front import ReplicaFront
+from core.relay import Relay
+from core.report import DeliveryReport
+
+
+class _Owner:
+    """The relay of a partition whose owner learns the run only once it has read the run's lines."""
+
+    def __init__(self) -> None:
+        self.known: DeliveryReport | None = None
+
+    async def report(self, run_id: str) -> DeliveryReport | None:
+        return self.known if self.known is not None and self.known.run == run_id else None
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
+        return await self.report(run_id)
+
+
+def _front(client: Redis, owner: _Owner) -> ReplicaFront:
+    relay = cast(Relay, owner)
+    return ReplicaFront({}, InputStream(client), RunIndex(client), 16, local=lambda p: relay if p == 3 else None)
+
+
+async def test_a_report_waits_for_a_run_its_owner_has_not_read_yet(client: Redis) -> None:
+    owner = _Owner()
+    front = _front(client, owner)
+    await RunIndex(client).claim("r1", 3)
+    report = DeliveryReport(run="r1", channel="chat", done=True)
+
+    async def read_later() -> None:
+        await asyncio.sleep(0.3)
+        owner.known = report
+
+    reading: asyncio.Task[Any] = asyncio.create_task(read_later())
+    assert await front.report("r1") is None  # no wait: not known yet
+    assert await front.wait_done("r1", 5.0) == report
+    await reading
+
+
+async def test_an_unknown_run_is_answered_at_once_and_an_unread_one_after_its_wait(client: Redis) -> None:
+    front = _front(client, _Owner())
+    t = time.monotonic()
+    assert await front.wait_done("never-started", 5.0) is None
+    assert time.monotonic() - t < 1.0
+    await RunIndex(client).claim("r2", 3)
+    t = time.monotonic()
+    assert await front.wait_done("r2", 0.4) is None
+    assert 0.3 < time.monotonic() - t < 2.0
