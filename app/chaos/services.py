@@ -2,10 +2,10 @@
 redis-server of the campaign's own.
 
 The sidecar (``sqlite``) is one :class:`Sidecar`: killed with SIGKILL and started again at once on the same journal
-and ledger. Replicas (``redis``) are N of them on one Redis: a kill hits one of them at random, which is started
-again after :data:`RESTART_AFTER_S` (a new process: a new replica id); meanwhile the others take the lines of every
-run, and its partitions move to them once its leases lapse (``lease_ttl_s``). Agents reach a random live one
-(:meth:`Services.pick`).
+and ledger. Replicas (``redis``) are N of them on one Redis: a kill hits a live one at random (while another one
+answers), which is started again after :data:`RESTART_AFTER_S` (a new process: a new replica id); meanwhile the
+others take the lines of every run, and its partitions move to them once its leases lapse (``lease_ttl_s``). The
+next kill need not wait for that restart. Agents reach a random live one (:meth:`Services.pick`).
 """
 
 from __future__ import annotations
@@ -129,6 +129,7 @@ class Services:
         self.t0 = time.monotonic()
         self._rng = random.Random(f"chaos-replicas-{options.seed}")
         self._lock = asyncio.Lock()
+        self._restarts: set[asyncio.Task[None]] = set()
 
     @property
     def sidecar(self) -> Proc:
@@ -223,30 +224,44 @@ class Services:
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
+    def can_kill(self) -> bool:
+        """A kill may hit now: the sidecar answers (``redis``: at least two replicas do, so one is left)."""
+        live = sum(s.up.is_set() for s in self.sidecars)
+        return live >= 2 or (live == 1 and len(self.sidecars) == 1)
+
     async def kill_and_restart(self, reason: str, run: str | None, unfinished: list[str]) -> KillRecord | None:
-        """Kill -9 the sidecar (``redis``: a replica at random), then start it again (on the same journal and
-        ledger; a replica after :data:`RESTART_AFTER_S`, as a new process); None when another kill or restart is
-        under way (this one is skipped). ``unfinished``: the live runs (``redis``: narrowed to those the victim
-        holds)."""
-        if self._lock.locked() or not self.up.is_set():
+        """Kill -9 the sidecar and start it again on the same journal and ledger (returns once it answers); with
+        replicas, kill a live one at random and return at once: a new process takes its place after
+        :data:`RESTART_AFTER_S` (:attr:`up` is set again once it answers). None when no kill may hit now (another
+        kill or a restart is under way): this one is skipped. ``unfinished``: the live runs (``redis``: narrowed to
+        those the victim holds)."""
+        if self._lock.locked() or not self.can_kill():
             return None
         async with self._lock:
-            victim = self.sidecars[0] if self.redis is None else self._rng.choice(self.sidecars)
-            replica = None
-            if self.redis is not None:
-                unfinished = await self._held_by(victim, unfinished)
-                replica = victim.name
+            if self.redis is None:
+                victim, replica = self.sidecars[0], None
+            else:
+                victim = self._rng.choice([s for s in self.sidecars if s.up.is_set()])
+                unfinished, replica = await self._held_by(victim, unfinished), victim.name
             at = round(self.elapsed(), 3)
             record = KillRecord(len(self.kills) + 1, reason, run, at, unfinished=unfinished, replica=replica)
             self._down(victim)
             victim.proc.kill()
             self.kills.append(record)
-            t = time.monotonic()
-            if self.redis is not None:
-                await asyncio.sleep(RESTART_AFTER_S)
-            await self._start_sidecar(victim)
-            record.down_s = round(time.monotonic() - t, 3)
+            if self.redis is None:
+                await self._restart(victim, record)
+            else:
+                task = asyncio.create_task(self._restart(victim, record), name=f"restart:{victim.name}")
+                self._restarts.add(task)
+                task.add_done_callback(self._restarts.discard)
             return record
+
+    async def _restart(self, victim: Sidecar, record: KillRecord) -> None:
+        t = time.monotonic()
+        if self.redis is not None:
+            await asyncio.sleep(RESTART_AFTER_S)
+        await self._start_sidecar(victim)
+        record.down_s = round(time.monotonic() - t, 3)
 
     async def _held_by(self, victim: Sidecar, runs: list[str]) -> list[str]:
         """The runs among ``runs`` that ``victim`` holds: it owns their partition (asked of Redis: the lease's
@@ -306,7 +321,9 @@ class Services:
         return result
 
     def close(self) -> None:
-        """Stop the sidecars, every mock and the Redis (SIGTERM, then SIGKILL)."""
+        """Stop the sidecars (and their restarts under way), every mock and the Redis (SIGTERM, then SIGKILL)."""
+        for task in list(self._restarts):
+            task.cancel()
         for sidecar in self.sidecars:
             sidecar.up.clear()
         self._refresh()

@@ -14,7 +14,9 @@ from app.chaos.plan import RunPlan
 from app.chaos.services import Services
 
 MIN_KILL_GAP_S = 1.5
-"""A planned kill waits until the restarted sidecar has answered for this long (the sidecar gets to work)."""
+"""A planned kill waits until the restarted sidecar has answered for this long (the sidecar gets to work); with
+replicas, until the last kill is this long plus the time its partitions take to move (4/3 of ``lease_ttl_s``)
+past, and two replicas answer."""
 KILL_DEFER_S = 15.0
 """How long a planned kill may wait for that; past it (or once its run is done) it is skipped."""
 
@@ -33,6 +35,9 @@ class Chaos:
         self._fired: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_up = 0.0
+        """When the last kill's sidecar answered again (replicas: when the last kill hit)."""
+        options = services.options
+        self._gap_s = MIN_KILL_GAP_S + (options.lease_ttl_s * 4 / 3 if options.replicated else 0.0)
         self._one_kill = asyncio.Lock()
 
     def _spawn(self, coro: Any) -> None:
@@ -60,12 +65,19 @@ class Chaos:
         return True
 
     def _can_kill(self) -> bool:
-        return self.services.up.is_set() and time.monotonic() - self._last_up >= MIN_KILL_GAP_S
+        return self.services.can_kill() and time.monotonic() - self._last_up >= self._gap_s
+
+    @property
+    def _busy(self) -> str:
+        if self.services.options.replicated:
+            return "too soon after the last kill, or fewer than two replicas answered"
+        return "the sidecar was restarting"
 
     async def _kill(self, plan: RunPlan) -> None:
         """Kill -9 the sidecar as ``plan.kill`` says: one kill at a time, in trigger order; a kill waits (up to
         :data:`KILL_DEFER_S`) while the sidecar restarts (it then hits whatever runs are live: its own may be done),
-        and is skipped when no run is live any more."""
+        and is skipped when no run is live any more. With replicas it waits for the gap after the last kill and for
+        two replicas to answer."""
         kill = plan.kill
         assert kill is not None
         reason = f"{kill.kind} of {plan.run} ({plan.combo})"
@@ -75,7 +87,7 @@ class Chaos:
             while not self._can_kill() and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
             if not self._can_kill() or not self.live:
-                why = "no run was live any more" if not self.live else "the sidecar was restarting"
+                why = "no run was live any more" if not self.live else self._busy
                 self.skipped.append({"kill": reason, "at_s": round(self.services.elapsed(), 3), "why": why})
                 return
             body = kill.script(plan.platform)
@@ -83,7 +95,9 @@ class Chaos:
                 with contextlib.suppress(httpx.HTTPError):
                     await self._script(plan.platform, body, f"kill {kill.kind}")
             await asyncio.sleep(kill.delay_ms / 1000)
-            reason += " (deferred while the sidecar restarted)" if deferred else ""
+            if deferred:
+                replicated = self.services.options.replicated
+                reason += " (deferred)" if replicated else " (deferred while the sidecar restarted)"
             record = await self.services.kill_and_restart(reason, plan.run, sorted(self.live))
             if record is None:
                 self.skipped.append({"kill": reason, "at_s": round(self.services.elapsed(), 3), "why": "restarting"})
