@@ -15,6 +15,7 @@ import pytest
 from adapters.slack import SlackAdapter
 from core.clock import FakeClock
 from core.errors import (
+    AnswerTimeoutError,
     ConfigError,
     DeliveryError,
     ForbiddenError,
@@ -353,8 +354,8 @@ async def test_the_token_is_never_shown(make_slack: MakeSlack, slack_mock: MockS
     shown += ["".join(traceback.format_exception(error)) + repr(error) for error in errors]
     assert all(SECRET not in text for text in shown)
     assert [type(error) for error in errors] == [
-        UncertainDeliveryError,
-        UncertainDeliveryError,
+        UncertainDeliveryError,  # a 502 to a create
+        AnswerTimeoutError,  # no answer in time
         TargetNotFoundError,
         PlatformUnavailableError,
     ]
