@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -51,7 +52,8 @@ SQLITE_HAS_NONE = "the SQLite backend (one process) keeps no dead letters: a bad
 LETTER_ID = re.compile(r"^\d+-\d+$")
 NONE = "-"
 """A cell without a value."""
-NUMBERS = ("age", "confirmed", "uncertain", "failed", "429s")
+NUMBERS = ("age", "✓", "?", "✗", "429")
+LEGEND = "parts: ✓ confirmed, ? uncertain, ✗ failed · 429: rate limits met so far"
 
 console = Console()
 err = Console(stderr=True)
@@ -121,16 +123,17 @@ def age(seconds: float | None) -> str:
     return f"{whole // 3600} h {whole % 3600 // 60} min"
 
 
-def runs_table(listing: dict[str, Any], url: str) -> Table:
-    """The active runs as a table; ``watch`` paths made links on ``url``."""
+def runs_table(listing: dict[str, Any]) -> Table:
+    """The active runs as a table (their live pages go below it: :func:`live_pages`)."""
     rows = listing["runs"]
     replicas = any(row.get("replica") for row in rows)
-    table = Table(title=f"{len(rows)} active run{'' if len(rows) == 1 else 's'}", title_justify="left")
-    for name in ("run", "channel", "mode", "age", "delivery", "confirmed", "uncertain", "failed", "429s"):
-        table.add_column(name, justify="right" if name in NUMBERS else "left", overflow="fold")
+    title = f"{len(rows)} active run{'' if len(rows) == 1 else 's'}"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, caption=LEGEND, caption_justify="left")
+    table.add_column("run", overflow="fold", min_width=8)
+    for name in ("channel", "mode", "age", "delivery", "✓", "?", "✗", "429"):
+        table.add_column(name, justify="right" if name in NUMBERS else "left", no_wrap=True)
     if replicas:
         table.add_column("replica", overflow="fold")
-    table.add_column("live page", overflow="fold")
     for row in rows:
         channel = str(row.get("channel") or NONE)
         if row.get("platform") and row["platform"] != channel:
@@ -140,10 +143,18 @@ def runs_table(listing: dict[str, Any], url: str) -> Table:
         cells += [_hot(row.get("uncertain", 0), "yellow"), _hot(row.get("failed", 0), "red")]
         cells += [_hot(row.get("rate_limited", 0), "yellow")]
         cells += [str(row.get("replica") or NONE)] if replicas else []
-        watch = row.get("watch")
-        cells.append(url.rstrip("/") + watch if isinstance(watch, str) and watch.startswith("/") else NONE)
         table.add_row(*cells)
     return table
+
+
+def live_pages(listing: dict[str, Any], url: str) -> list[str]:
+    """``<run>  <its live page's URL on url>``, one line per run that has a live page."""
+    pages = []
+    for row in listing["runs"]:
+        watch = row.get("watch")
+        if isinstance(watch, str) and watch.startswith("/"):
+            pages.append(f"{row.get('run')}  {url.rstrip('/')}{watch}")
+    return pages
 
 
 def _status(status: str) -> str:
@@ -317,7 +328,11 @@ def runs(
     if as_json:
         typer.echo(json.dumps(listing, indent=1, ensure_ascii=False))
         return
-    console.print(runs_table(listing, url))
+    console.print(runs_table(listing))
+    if pages := live_pages(listing, url):
+        console.print("live pages:")
+        for page in pages:
+            console.print(f"  {page}", soft_wrap=True, highlight=False, markup=False)
     for lost in listing["unreachable"]:
         where = " ".join(str(v) for v in (lost.get("replica") or "Redis", lost.get("url")) if v)
         err.print(f"[yellow]not shown:[/] the runs of {where}: {lost.get('error')}", highlight=False)
