@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -346,7 +347,7 @@ def _show_dead(config: Path, as_json: bool) -> None:
             return
         letters = asyncio.run(dead_letters(*target))
     if as_json:
-        rows = [{"partition": p, **vars(letter)} for p, letter in letters]
+        rows = [{"partition": p, **dataclasses.asdict(letter)} for p, letter in letters]
         typer.echo(json.dumps(rows, indent=1, ensure_ascii=False))
     else:
         console.print(dead_table(letters))
