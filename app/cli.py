@@ -10,7 +10,7 @@ import secrets
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,6 +19,9 @@ from rich.table import Table
 from app.ops_cli import runs_app
 from core.errors import ConfigError
 from core.events import DeliveryMode, ProviderFormat
+
+if TYPE_CHECKING:
+    from app.chaos.plan import Options
 
 T = TypeVar("T")
 
@@ -300,8 +303,7 @@ def chaos(
         replicas=replicas,
         lease_ttl_s=lease_ttl_s,
     )
-    if options.backend == "sqlite" and replicas != 1:
-        raise typer.BadParameter("replicas need --backend redis (sqlite runs one sidecar)", param_hint="--replicas")
+    _chaos_preflight(options)
     shown = err if as_json else console
     progress = Progress(
         TextColumn("[bold]chaos[/]"),
@@ -337,6 +339,22 @@ def chaos(
         kept = "transcripts and logs" if options.replicated else "transcripts, logs and the ledger"
         wide.print(f"{kept} in {outcome.out}")
     raise typer.Exit(1 if failed(outcome) else 0)
+
+
+def _chaos_preflight(options: Options) -> None:
+    """Refuse what a campaign cannot run before anything starts: replicas without Redis, Redis without its
+    server."""
+    from app.chaos.procs import redis_server
+
+    if not options.replicated:
+        if options.replicas != 1:
+            raise typer.BadParameter("replicas need --backend redis (sqlite runs one sidecar)", param_hint="--replicas")
+        return
+    try:
+        redis_server()
+    except RuntimeError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:

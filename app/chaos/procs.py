@@ -206,6 +206,21 @@ class KillRecord:
         return out
 
 
+def redis_server() -> str:
+    """The path of ``redis-server``.
+
+    Raises:
+        RuntimeError: there is none on PATH (the message says how to get one).
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError(
+            "--backend redis starts a redis-server of its own, and there is none on PATH: install it (Debian,"
+            " Ubuntu: apt-get install redis-server) or run the campaign with --backend sqlite"
+        )
+    return binary
+
+
 class RedisServer:
     """A redis-server of the campaign's own (``--backend redis``): a free port on 127.0.0.1, nothing saved, its
     data in a temporary folder, its log in the transcript folder.
@@ -218,12 +233,7 @@ class RedisServer:
     """
 
     def __init__(self, out: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError(
-                "--backend redis starts a redis-server of its own, and there is none on PATH: install it (Debian,"
-                " Ubuntu: apt-get install redis-server) or run the campaign with --backend sqlite"
-            )
+        binary = redis_server()
         self.port = free_port()
         self.url = f"redis://{HOST}:{self.port}/0"
         self.folder = Path(tempfile.mkdtemp(prefix="streamrelay-chaos-redis-"))
