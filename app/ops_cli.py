@@ -283,7 +283,7 @@ def dead_table(letters: list[tuple[int, DeadLetter]]) -> Table:
 
 runs_app = typer.Typer(add_completion=False)
 
-ConfigOption = Annotated[Path, typer.Option(help="channels TOML (its [service] backend and redis_url)")]
+ConfigOption = Annotated[Path, typer.Option(help="channels TOML: the backend and redis_url serve would use")]
 
 
 @contextlib.contextmanager
@@ -312,9 +312,16 @@ def runs(
     config: ConfigOption = DEFAULT_CONFIG,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
-    """List the active runs of a running sidecar (every replica's), with their delivery state, 429s, uncertain
-    parts and live page link. --dead lists every partition's dead letters instead (Redis backend); retry and drop
-    act on one of them."""
+    """List the active runs of a running sidecar (every replica's), or the dead letters of the Redis backend.
+
+    streamrelay runs [--url URL]           the active runs: delivery state, parts, 429s met, live page
+
+    streamrelay runs --dead                every partition's dead letters (input lines that failed too often)
+
+    streamrelay runs retry PARTITION ID    put a dead letter back into its partition's input stream
+
+    streamrelay runs drop PARTITION ID     delete a dead letter for good
+    """
     if ctx.invoked_subcommand is not None:
         return
     if dead:
