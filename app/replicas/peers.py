@@ -74,6 +74,8 @@ class ReplicaPeers:
             rows = answer.json()["runs"]
         except (ValueError, KeyError, TypeError):
             return "answered something other than a run list"
-        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        if not isinstance(rows, list) or not all(
+            isinstance(row, dict) and isinstance(row.get("run"), str) for row in rows
+        ):
             return "answered something other than a run list"
         return rows
