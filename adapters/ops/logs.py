@@ -40,6 +40,9 @@ RUN_TASK_PREFIXES = ("reconciler:", "run:")
 
 NOISY_AT_DEBUG = {"aiosqlite": logging.INFO, "hpack": logging.INFO}
 """Libraries capped at this level even when ``log_level = "debug"`` (aiosqlite logs every statement)."""
+NOISY_AT_INFO = {"httpx": logging.WARNING}
+"""Libraries capped at this level unless ``log_level = "debug"`` (httpx logs every request at INFO: replicas
+forward requests to each other, and the ops page asks every replica every 2 s)."""
 
 
 def task_run() -> str | None:
@@ -178,8 +181,7 @@ def configure_logging(
     previous = root.level
     root.setLevel(numeric)
     previous_levels: dict[str, int] = {}
-    if numeric < logging.INFO:
-        for name, cap in NOISY_AT_DEBUG.items():
-            previous_levels[name] = logging.getLogger(name).level
-            logging.getLogger(name).setLevel(cap)
+    for name, cap in (NOISY_AT_DEBUG if numeric < logging.INFO else NOISY_AT_INFO).items():
+        previous_levels[name] = logging.getLogger(name).level
+        logging.getLogger(name).setLevel(cap)
     return LoggingSetup(handler, redactor, chosen, numeric, previous, previous_levels)

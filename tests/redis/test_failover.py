@@ -155,7 +155,7 @@ async def _owner(client: Redis, replicas: Replicas, run: str) -> int:
             url = await client.hget("sr:{replicas}:urls", str(lease).split(":", 1)[1])
             return replicas.ports.index(int(str(url).rsplit(":", 1)[1]))
         await asyncio.sleep(0.05)
-    raise AssertionError(f"partition {partition} has no owner")
+    raise AssertionError(f"partition {partition!r} has no owner")
 
 
 def _line(run: str, obj: dict[str, Any]) -> bytes:
