@@ -45,20 +45,29 @@ def redacted(url: str) -> str:
         return "<unparseable redis url>"
 
 
-def connect(url: str, *, client_name: str = "streamrelay", socket_timeout_s: float = 30.0) -> Redis:
+def connect(
+    url: str, *, client_name: str = "streamrelay", socket_timeout_s: float = 30.0, max_connections: int = 64
+) -> Redis:
     """A client for ``url`` (``redis://``, ``rediss://`` or ``unix://``), connected lazily at the first command.
 
     Args:
         url: the Redis URL, which may hold a password (never shown).
         client_name: the connection's name in ``CLIENT LIST``.
-        socket_timeout_s: how long one reply may take; keep it above the longest ``block_ms`` of a stream read.
+        socket_timeout_s: how long one reply may take; keep it above the longest ``block_ms`` of a stream read. Also
+            how long a command waits for a free connection.
+        max_connections: connections at most (commands wait for a free one). Parsing uses hiredis (C) when it is
+            installed, as the project's dependencies have it.
 
     Raises:
         ConfigError: ``url`` is not a Redis URL (shown redacted).
     """
     try:
-        return aioredis.Redis.from_url(
+        # A blocking pool: hundreds of runs writing their ledgers at once wait for one of the connections rather
+        # than fail (redis-py's default pool raises past 100); the partitions' blocking stream reads hold one each.
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=socket_timeout_s,
             decode_responses=True,
             client_name=client_name,
             socket_timeout=socket_timeout_s,
@@ -67,6 +76,7 @@ def connect(url: str, *, client_name: str = "streamrelay", socket_timeout_s: flo
         )
     except ValueError:
         raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
+    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
 
 
 class Script:
