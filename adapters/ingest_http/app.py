@@ -217,7 +217,11 @@ class _Ingest:
             wait_s = min(600.0, max(0.0, float(request.query_params.get("wait_s", "0"))))
         except ValueError:
             return JSONResponse({"error": "wait_s must be a number of seconds"}, status_code=400)
-        report = await self.relay.wait_done(run, wait_s) if wait_s else await self.relay.report(run)
+        try:
+            report = await self.relay.wait_done(run, wait_s) if wait_s else await self.relay.report(run)
+        except IngestError as exc:  # replicas: the run's partition is moving (503, ask again)
+            headers = {"Retry-After": "1"} if exc.status == 503 else None
+            return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=headers)
         if report is None:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         return JSONResponse(report.model_dump(mode="json"))

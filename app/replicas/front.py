@@ -141,8 +141,19 @@ class ReplicaFront:
     # --- reading (the run's owner: forwarded here by the owner proxy) -----------------------------------
 
     async def _relay(self, run: str) -> Relay | None:
+        """The local relay of ``run``'s partition; None for a run nobody started (404).
+
+        Raises:
+            IngestError: 503: the run exists but its partition is not (or no longer) this replica's: the owner
+                proxy sent the request here just as the partition moved; the client asks again.
+        """
         partition = await self._index.partition(run)
-        return None if partition is None else self._local(partition)
+        if partition is None:
+            return None
+        relay = self._local(partition)
+        if relay is None:
+            raise IngestError(f"run {run!r}: its partition is moving between replicas: retry in a moment", status=503)
+        return relay
 
     async def report(self, run_id: str) -> DeliveryReport | None:
         relay = await self._relay(run_id)

@@ -9,9 +9,12 @@ import asyncio
 import time
 from typing import Any, cast
 
+import pytest
+
 from adapters.redis import InputStream, RunIndex
 from adapters.redis.client import Redis
 from app.replicas.front import ReplicaFront
+from core.errors import IngestError
 from core.relay import Relay
 from core.report import DeliveryReport
 
@@ -59,3 +62,14 @@ async def test_an_unknown_run_is_answered_at_once_and_an_unread_one_after_its_wa
     t = time.monotonic()
     assert await front.wait_done("r2", 0.4) is None
     assert 0.3 < time.monotonic() - t < 2.0
+
+
+async def test_a_run_whose_partition_moved_away_is_503_not_unknown(client: Redis) -> None:
+    """The owner proxy sent the request here just as the partition was handed over (a chaos finding: a delivered
+    run answered 404): the client is told to ask again, never that the run does not exist."""
+    front = _front(client, _Owner())
+    await RunIndex(client).claim("r3", 5)  # partition 5 is not this replica's
+    for ask in (front.report("r3"), front.wait_done("r3", 1.0), front.gate("r3", "call-1")):
+        with pytest.raises(IngestError) as refused:
+            await ask
+        assert refused.value.status == 503
