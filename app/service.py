@@ -37,7 +37,8 @@ from core.errors import ConfigError
 from core.journal import Journal
 from core.ledger import Ledger
 from core.ports import ChannelAdapter
-from core.relay import Relay, RunRelay
+from core.relay import Relay
+from core.surface import RunRelay
 
 
 def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:

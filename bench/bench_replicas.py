@@ -62,6 +62,11 @@ def _config(folder: Path, backend: str) -> Path:
     return path
 
 
+def _check(answer: httpx.Response) -> None:
+    if answer.status_code != 200:
+        raise SystemExit(f"{answer.request.url} answered {answer.status_code}: {answer.text[:300]}")
+
+
 def _body(runs: list[str], lines: int) -> list[bytes]:
     """Every run's lines, interleaved as concurrent agents would send them, as NDJSON lines."""
     out: list[bytes] = []
@@ -140,10 +145,10 @@ async def _drive(name: str, ports: list[int], runs: int, lines: int, batch: int)
             posts.append(http.post(urls[k % len(urls)] + "/v1/events", content=chunk))
             if len(posts) >= 2 * len(urls):
                 for answer in await asyncio.gather(*posts):
-                    answer.raise_for_status()
+                    _check(answer)
                 posts = []
         for answer in await asyncio.gather(*posts):
-            answer.raise_for_status()
+            _check(answer)
         accepted = time.perf_counter() - started
         for run in ids:
             report = await http.get(urls[0] + f"/v1/runs/{run}", params={"wait_s": 120})

@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from core.admission import Admission, Limits, LineResult
 from core.channel import ChannelRuntime
@@ -336,11 +336,17 @@ class Relay:
         return report
 
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
-        """Wait until the run is finalized (or the timeout passes); return its report."""
+        """Wait until the run is finalized (or the timeout passes); return its report. A run taken but not opened
+        yet (its lines are being journaled) is waited for too."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         run = self._runs.get(run_id)
+        while run is not None and run.task is None and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+            run = self._runs.get(run_id)
         if run is not None and run.task is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(run.task), timeout_s)
+                await asyncio.wait_for(asyncio.shield(run.task), max(0.0, deadline - loop.time()))
         return await self.report(run_id)
 
     def active_runs(self) -> list[str]:
@@ -368,28 +374,3 @@ class Relay:
             if run.task is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await run.task
-
-
-class RunRelay(Protocol):
-    """What the service's HTTP surface needs of a relay: :class:`Relay` in one process, or a replica's front
-    (``app.replicas``) that routes lines through Redis and reads the runs its partitions hold."""
-
-    async def submit_lines(
-        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
-    ) -> list[LineResult | IngestError]: ...
-
-    async def report(self, run_id: str) -> DeliveryReport | None: ...
-
-    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None: ...
-
-    def monitor(self, run_id: str) -> RunMonitor | None: ...
-
-    def lane(self, run_id: str) -> PipelineLane | None: ...
-
-    async def gate(
-        self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-    ) -> tuple[GateDecision, dict[str, Any]]: ...
-
-    def active_runs(self) -> list[str]: ...
-
-    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]: ...

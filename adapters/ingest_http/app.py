@@ -42,7 +42,7 @@ from adapters.ingest_http.pipeline import PipelineRoutes
 from core.admission import LineResult
 from core.errors import IngestError
 from core.pipeline import strict_loads
-from core.relay import RunRelay
+from core.surface import RunRelay
 
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""

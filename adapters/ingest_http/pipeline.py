@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from core.errors import IngestError
 from core.pipeline import PipelineLane
-from core.relay import RunRelay
+from core.surface import RunRelay
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers that stop proxies from buffering a stream (nginx reads X-Accel-Buffering)."""

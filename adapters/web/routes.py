@@ -32,7 +32,7 @@ from starlette.staticfiles import StaticFiles
 
 from adapters.web.tokens import ReadTokens
 from core.monitor import RunMonitor
-from core.relay import RunRelay
+from core.surface import RunRelay
 
 STATIC = Path(__file__).with_name("static")
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

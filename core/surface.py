@@ -1,0 +1,41 @@
+"""The service's HTTP surface port: what the ingest, pipeline, live-page and ops routes need of a relay.
+
+One process serves :class:`core.relay.Relay`; a replica serves its front (``app.replicas.front.ReplicaFront``),
+which routes lines through Redis and reads the runs its partitions hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from core.admission import LineResult
+from core.errors import IngestError
+from core.gate import GateDecision
+from core.monitor import RunMonitor
+from core.pipeline import PipelineLane
+from core.report import DeliveryReport
+
+
+class RunRelay(Protocol):
+    """What the service's HTTP surface needs of a relay (module docstring)."""
+
+    async def submit_lines(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
+    ) -> list[LineResult | IngestError]: ...
+
+    async def report(self, run_id: str) -> DeliveryReport | None: ...
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None: ...
+
+    def monitor(self, run_id: str) -> RunMonitor | None: ...
+
+    def lane(self, run_id: str) -> PipelineLane | None: ...
+
+    async def gate(
+        self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
+    ) -> tuple[GateDecision, dict[str, Any]]: ...
+
+    def active_runs(self) -> list[str]: ...
+
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]: ...
