@@ -3,6 +3,7 @@ a service started as its own process the way a deploy form starts it (stopped wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -75,31 +76,37 @@ class Process:
         raise AssertionError(f"{url} did not answer {status} within {timeout_s:g} s (last: {last})")
 
     def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM, as every deploy form stops it; the exit code (the process is killed past ``timeout_s``)."""
+        """SIGTERM, as every deploy form stops it (to the started process only: ``uv run`` forwards it once to the
+        service); the exit code (the whole process group is killed past ``timeout_s``)."""
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
         try:
             return self.popen.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(10)
+            self.kill()
             raise AssertionError(f"still running {timeout_s:g} s after SIGTERM: {self.output()[-3000:]}") from None
+
+    def kill(self) -> None:
+        """SIGKILL to the process group: the started process and what it started (``uv run``'s child)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(10)
 
 
 @contextmanager
 def started(command: Sequence[str], env: Mapping[str, str], log: Path, cwd: Path = ROOT) -> Iterator[Process]:
-    """Run ``command`` (in ``cwd``, with ``env`` over a copy of this process's environment); killed at the end if it
-    is still running."""
+    """Run ``command`` (in ``cwd``, with ``env`` over a copy of this process's environment) in a process group of its
+    own; the group is killed at the end (a stopped process's leftovers too)."""
     full_env = {**os.environ, "NO_COLOR": "1", **env}
     with log.open("ab") as out:
-        popen = subprocess.Popen(list(command), cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+        popen = subprocess.Popen(
+            list(command), cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     process = Process(popen, log)
     try:
         yield process
     finally:
-        if popen.poll() is None:
-            popen.kill()
-            popen.wait(10)
+        process.kill()  # its own process group: nothing it started outlives the test
 
 
 def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:
