@@ -94,7 +94,10 @@ class OwnerProxy:
             except OwnerUnavailableError:
                 owner = ""
             if owner is None:
-                return await self.app(scope, _replay(body), send)
+                last = loop.time() >= deadline or scope["method"] != "GET"
+                if await self._here(scope, body, send, last=last):
+                    return
+                continue  # the partition moved on while this replica answered: ask for its next owner
             if owner and forwarded:
                 return await _unavailable(send, "this run moved to another replica: retry in a moment")
             if owner and await self._forward(owner, scope, body, send):
@@ -102,6 +105,23 @@ class OwnerProxy:
             if loop.time() >= deadline:
                 return await _unavailable(send, "this run's partition is changing owner: retry in a moment")
             await asyncio.sleep(WAIT_POLL_S)
+
+    async def _here(self, scope: Scope, body: bytes, send: Send, *, last: bool) -> bool:
+        """Answer on this replica; unless ``last``, a 503 (the run's partition left this replica while it answered)
+        is not sent (False: ask for the owner again)."""
+        refused = False
+
+        async def guarded(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 503 and not last:
+                refused = True
+            if not refused:
+                await send(message)
+
+        await self.app(scope, _replay(body), guarded)
+        if refused:
+            await asyncio.sleep(WAIT_POLL_S)
+        return not refused
 
     async def _forward(self, owner: str, scope: Scope, body: bytes, send: Send) -> bool:
         """Forward the request to ``owner`` and stream its answer back; False when the owner did not take the
@@ -124,6 +144,9 @@ class OwnerProxy:
             _log.warning("the owner at %s did not answer (%s): 503", owner, type(exc).__name__)
             await _unavailable(send, "the replica that holds this run did not answer: retry in a moment")
             return True
+        if response.status_code == 503 and scope["method"] == "GET":
+            await response.aclose()
+            return False  # the partition moved on while the owner waited: ask for the next owner
         try:
             out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
             out = [(k, v) for k, v in out if k.decode("latin-1").lower() not in (*HOP_BY_HOP, "content-length")]

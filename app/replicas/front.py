@@ -162,7 +162,12 @@ class ReplicaFront:
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
         """The run's report once it is done or ``timeout_s`` passed. A run whose ``run.start`` was taken (it is in
         the run index) but whose lines its owner has not read from the partition's stream yet (a busy partition, a
-        new owner) is not known to the relay: it is waited for too, rather than answered as unknown (None: 404)."""
+        new owner) is not known to the relay: it is waited for too, rather than answered as unknown (None: 404).
+
+        Raises:
+            IngestError: 503 when the run's partition is not (or no longer) this replica's: its runs stopped here and
+                go on at the next owner; the client (or the owner proxy in front) asks again.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
@@ -174,7 +179,12 @@ class ReplicaFront:
             if report is not None or left <= 0:
                 break
             await asyncio.sleep(min(UNREAD_POLL_S, left))
-        return None if report is None else await relay.wait_done(run_id, max(0.0, deadline - loop.time()))
+        if report is None:
+            return None
+        report = await relay.wait_done(run_id, max(0.0, deadline - loop.time()))
+        if report is not None and not report.done and loop.time() < deadline:
+            await self._relay(run_id)  # 503 when the wait ended because the partition was handed over meanwhile
+        return report
 
     def _cached(self, run_id: str) -> Relay | None:
         """The local relay of a run whose partition is known without asking Redis (sync reads)."""

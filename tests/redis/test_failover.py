@@ -118,9 +118,13 @@ async def _until(check: Callable[[], Any], timeout_s: float, what: str) -> None:
 
 
 @asynccontextmanager
-async def _cluster(tmp: Path, redis_url: str, client: Redis, delivery: str) -> AsyncIterator[tuple[Any, Replicas]]:
+async def _cluster(
+    tmp: Path, redis_url: str, client: Redis, delivery: str, *, rate_limits: bool = False
+) -> AsyncIterator[tuple[Any, Replicas]]:
+    """Three replicas on ``redis_url`` delivering to a mock Telegram (``rate_limits``: 429 past the documented
+    limits), ready and owning every partition."""
     dry = DRY_RUN["telegram"]
-    mock = dry.make_mock(False)
+    mock = dry.make_mock(rate_limits)
     await mock.start()
     replicas = Replicas(_config(tmp, mock.base_url, delivery), redis_url, tmp / "replicas.log")
     try:
