@@ -2,12 +2,15 @@
 
 It stands for an agent runtime beside its sidecars (deploy/compose.yaml): it waits until every sidecar is ready
 (``/readyz``), replays a recorded provider stream (``tests/streams/``) into each as one run through HTTP ingest
-(the run's ``run.start`` declares the provider format; the sidecar normalizes the raw events), and prints each
-delivery report in one line. The exit code is 0 when every run was delivered.
+(the run's ``run.start`` declares the provider format; the sidecar normalizes the raw events), reads each run's
+delivery report (through another replica when the target names one: replicas on Redis answer any run's report,
+the replica that does not own the run forwards the request to the one that does), and prints it in one line. The
+exit code is 0 when every run was delivered.
 
 Environment:
     STREAMRELAY_TOKEN: the sidecars' bearer token.
-    BOT_TARGETS: space-separated ``URL,CHANNEL,CHAT_ID`` (e.g. ``http://sidecar-a:8787,telegram,1001``).
+    BOT_TARGETS: whitespace-separated ``URL,CHANNEL,CHAT_ID[,READ_URL]``: the run goes into URL, its report is read
+        through READ_URL (default URL), e.g. ``http://sidecar-a:8787,telegram,1001,http://sidecar-b:8787``.
     BOT_RECORDING: the recorded stream (default: the Anthropic Markdown answer with nine code fences).
     BOT_PACE_MS: milliseconds between recorded events (default 5).
 
@@ -19,43 +22,49 @@ Run it against a local sidecar::
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from app.ingest_client import detect_format, recording_lines, replay
+from app.ingest_client import detect_format, recording_lines
+from core.events import ProviderFormat
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 READY_TIMEOUT_S = 120.0
+REPORT_WAIT_S = 120.0
 
 
 @dataclass(frozen=True)
 class BotTarget:
-    """One sidecar and where its run goes."""
+    """One run: the sidecar it goes into, where it is delivered, and the sidecar its report is read through."""
 
     url: str
     channel: str
     chat_id: int | str
+    read_url: str
 
     @classmethod
     def parse(cls, spec: str) -> BotTarget:
-        """``URL,CHANNEL,CHAT_ID`` (a numeric chat id becomes an integer).
+        """``URL,CHANNEL,CHAT_ID[,READ_URL]`` (a numeric chat id becomes an integer; READ_URL defaults to URL).
 
         Raises:
-            ValueError: not three comma-separated parts.
+            ValueError: not three or four non-empty comma-separated parts.
         """
         parts = spec.split(",")
-        if len(parts) != 3 or not all(parts):
-            raise ValueError(f"BOT_TARGETS entry {spec!r} is not URL,CHANNEL,CHAT_ID")
-        url, channel, chat = parts
-        return cls(url.rstrip("/"), channel, int(chat) if chat.lstrip("-").isdigit() else chat)
+        if len(parts) not in (3, 4) or not all(parts):
+            raise ValueError(f"BOT_TARGETS entry {spec!r} is not URL,CHANNEL,CHAT_ID[,READ_URL]")
+        url, channel, chat, *read = parts
+        chat_id = int(chat) if chat.lstrip("-").isdigit() else chat
+        return cls(url.rstrip("/"), channel, chat_id, (read[0] if read else url).rstrip("/"))
 
 
 async def wait_ready(url: str, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -76,33 +85,84 @@ async def wait_ready(url: str, timeout_s: float = READY_TIMEOUT_S) -> None:
     raise TimeoutError(f"{url} was not ready within {timeout_s:g} s")
 
 
+async def post_run(
+    http: httpx.AsyncClient,
+    target: BotTarget,
+    run: str,
+    fmt: ProviderFormat,
+    events: list[dict[str, Any]],
+    pace_ms: float,
+) -> None:
+    """Post the run into ``target.url`` as one NDJSON request: ``run.start`` (declaring ``fmt``), the raw events
+    ``pace_ms`` apart (as a model streams them), then ``end``.
+
+    Raises:
+        RuntimeError: the sidecar refused the lines (the message carries its answer).
+    """
+    start = {"kind": "run.start", "run": run, "channel": target.channel, "target": {"chat_id": target.chat_id}}
+
+    async def body() -> AsyncIterator[bytes]:
+        yield (json.dumps({**start, "format": fmt}) + "\n").encode()
+        t0 = time.monotonic()
+        for i, event in enumerate(events):
+            delay = t0 + i * pace_ms / 1000 - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            yield (json.dumps(event) + "\n").encode()
+        yield (json.dumps({"kind": "end", "run": run, "status": "ok"}) + "\n").encode()
+
+    answer = await http.post(
+        f"{target.url}/v1/runs/{run}/events", content=body(), headers={"Content-Type": "application/x-ndjson"}
+    )
+    if answer.status_code != 200:
+        raise RuntimeError(f"{target.url} answered {answer.status_code}: {answer.text}")
+
+
+async def read_report(http: httpx.AsyncClient, url: str, run: str, wait_s: float = REPORT_WAIT_S) -> dict[str, Any]:
+    """The run's report through the sidecar at ``url``, once the run ended (within ``wait_s``); a 503 (the run's
+    partition is changing owner between replicas) is asked again after its ``Retry-After``.
+
+    Raises:
+        RuntimeError: the sidecar refused, or still answered 503 after ``wait_s``.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = max(1.0, deadline - time.monotonic())
+        answer = await http.get(f"{url}/v1/runs/{run}", params={"wait_s": left}, timeout=left + 30)
+        if answer.status_code == 503 and time.monotonic() < deadline:
+            await asyncio.sleep(float(answer.headers.get("Retry-After", "1")))
+            continue
+        if answer.status_code != 200:
+            raise RuntimeError(f"{url} answered {answer.status_code}: {answer.text}")
+        report: dict[str, Any] = answer.json()
+        return report
+
+
 async def main(targets: list[BotTarget], token: str, recording: Path, pace_ms: float = 5.0) -> list[dict[str, Any]]:
     """One run per target, all at once; the reports in ``targets`` order (each line printed as it comes).
 
     Raises:
         TimeoutError: a sidecar never became ready.
-        RuntimeError: a sidecar refused the run.
+        RuntimeError: a sidecar refused the run or its report.
     """
     fmt, events = detect_format(recording), recording_lines(recording)
-    await asyncio.gather(*(wait_ready(target.url) for target in targets))
+    urls = {target.url for target in targets} | {target.read_url for target in targets}
+    await asyncio.gather(*(wait_ready(url) for url in sorted(urls)))
 
-    async def one(target: BotTarget) -> dict[str, Any]:
+    async def one(http: httpx.AsyncClient, target: BotTarget) -> dict[str, Any]:
         run = f"bot-{uuid.uuid4().hex[:8]}"
-        report = await replay(
-            target.url,
-            token,
-            run=run,
-            channel=target.channel,
-            chat_id=target.chat_id,
-            fmt=fmt,
-            events=events,
-            pace_ms=pace_ms,
-        )
+        await post_run(http, target, run, fmt, events, pace_ms)
+        report = await read_report(http, target.read_url, run)
         shown = len(report.get("message_ids", []))
-        print(f"{target.url} {target.channel} {target.chat_id}: {report['status']} in {shown} messages ({run})")
+        through = f", report read through {target.read_url}" if target.read_url != target.url else ""
+        print(
+            f"{target.url} {target.channel} {target.chat_id}: {report['status']} in {shown} messages ({run}{through})"
+        )
         return report
 
-    return list(await asyncio.gather(*(one(target) for target in targets)))
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30.0)) as http:
+        return list(await asyncio.gather(*(one(http, target) for target in targets)))
 
 
 if __name__ == "__main__":

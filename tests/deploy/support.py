@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
+import redis
 import typer
 
 from app.cli import app
@@ -22,6 +25,9 @@ from app.cli import app
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 START_TIMEOUT_S = 60.0
+NO_REDIS = (
+    "no redis-server on PATH (the Redis form needs one): install Debian's redis-server: apt-get install redis-server"
+)
 
 
 def free_port() -> int:
@@ -124,3 +130,40 @@ def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:
         key, _, value = line.partition("=")
         current.setdefault(key.strip(), []).append(value.strip())
     return sections
+
+
+def redis_server() -> str:
+    """The ``redis-server`` binary; without one the test skips (fails with ``STREAMRELAY_REQUIRE_REDIS=1``, as CI
+    sets: tests/redis/conftest.py does the same)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
+            pytest.fail(NO_REDIS, pytrace=False)
+        pytest.skip(NO_REDIS)
+    return binary
+
+
+@contextmanager
+def started_redis(port: int, folder: Path) -> Iterator[Process]:
+    """A throwaway redis-server on 127.0.0.1:``port`` (nothing saved: ``--save ""``, ``--appendonly no``), answering
+    PING when this yields; killed at the end."""
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    argv += ["--dir", str(folder)]
+    with started(argv, {}, folder / "redis.log", cwd=folder) as process:
+        probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + 10.0
+        try:
+            while True:
+                if process.popen.poll() is not None:
+                    raise AssertionError(f"redis-server exited with {process.popen.returncode}: {process.output()}")
+                try:
+                    if probe.ping():
+                        break
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"redis-server did not answer PING: {process.output()}") from None
+                    time.sleep(0.05)
+        finally:
+            probe.close()
+        yield process
