@@ -22,6 +22,7 @@ import socket
 from collections.abc import Callable
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from adapters.ingest_http.owner_proxy import OwnerUnavailableError
 from adapters.redis import (
@@ -87,6 +88,7 @@ class ReplicaService:
         self._index = RunIndex(client)
         self.owners: dict[int, PartitionOwner] = {}
         self._task: asyncio.Task[None] | None = None
+        self._announcing: asyncio.Task[None] | None = None
         self._handovers: set[asyncio.Task[None]] = set()
         front.follow(lambda: [o.relay for o in self.owners.values()])
         front.peers = ReplicaPeers(self._urls, self.owner)
@@ -114,11 +116,24 @@ class ReplicaService:
         return url
 
     async def start(self, url: str) -> None:
-        """Announce ``url`` (where the others reach this replica) and start taking partitions."""
+        """Announce ``url`` (where the others reach this replica), again every lease round, and start taking
+        partitions."""
         await self._urls.announce(self.owner, url)
         self.keeper.start()
         self._task = asyncio.create_task(self._follow(), name="replica:leases")
+        self._announcing = asyncio.create_task(self._announce(url), name="replica:announce")
         _log.info("replica %s serving at %s", self.owner, url, extra={"replica": self.owner})
+
+    async def _announce(self, url: str) -> None:
+        """Say ``url`` again every third of the lease's ttl, as the heartbeat is: a Redis that lost its data (restarted
+        without persistence, flushed) must learn it again, else every read forwarded to this replica waits and
+        answers 503 for as long as it runs."""
+        while True:
+            await asyncio.sleep(self.keeper.ttl_ms / 3000)
+            try:
+                await self._urls.announce(self.owner, url)
+            except (RedisError, OSError) as exc:  # the error's name only: the URL may hold a password
+                _log.debug("replica %s: URL not announced (%s)", self.owner, type(exc).__name__)
 
     async def _follow(self) -> None:
         async for event in self.keeper:
@@ -192,10 +207,11 @@ class ReplicaService:
 
     async def close(self) -> None:
         """Stop every partition (unfinished runs stay in their journals), give the leases back, leave."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for running in (self._task, self._announcing):
+            if running is not None:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
         for task in list(self._handovers):
             task.cancel()
         for owner in list(self.owners.values()):
