@@ -174,8 +174,9 @@ class ReplicaService:
         owner = self.owners.get(partition)
         if owner is not None:
             await owner.drain(self._drain_s)
-            await owner.stop()
+            # Not ours from here on (reads answer 503 and are asked again of the next owner), then stopped.
             self.owners.pop(partition, None)
+            await owner.stop()
         await self.keeper.release(partition)
         _log.info("partition %d handed over to a new replica", partition, extra={"partition": partition})
 
