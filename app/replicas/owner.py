@@ -130,8 +130,12 @@ class PartitionOwner:
                 _log.info("partition %d: %d unfinished runs resumed", self.partition, len(resumed))
             await self._take_pending()
             self.ready.set()
+            retake = False
             while True:
                 try:
+                    if retake:  # inside the try: Redis may still be down, and the partition must keep being read
+                        await self._take_pending()
+                        retake = False
                     await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
                     entries = await self._stream.read(
                         self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS
@@ -142,7 +146,7 @@ class PartitionOwner:
                 except Exception:
                     _log.exception("partition %d: input not handed over; taken again in %g s", self.partition, RETRY_S)
                     await asyncio.sleep(RETRY_S)
-                    await self._take_pending()
+                    retake = True
         except OwnershipLostError:
             self.lost = True
             _log.warning("partition %d: another replica holds it now (token %d refused)", self.partition, self.token)
