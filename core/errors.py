@@ -33,6 +33,12 @@ class OwnershipLostError(StreamrelayError):
     the run from the journal, and settles what was in flight."""
 
 
+class StoreUnavailableError(OwnershipLostError):
+    """The shared store (replicas: Redis) did not answer a write or a rate-budget request. Handled as lost ownership:
+    the run stops where it is, finalizes nothing and sends nothing more, and its partition's owner resumes it from
+    the journal once the store answers again (a run never fails for a store outage)."""
+
+
 class DeliveryError(StreamrelayError):
     """A platform call failed.
 

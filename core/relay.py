@@ -98,6 +98,8 @@ class Relay:
         self._idle_s = run_idle_timeout_s
         self.catalog = catalog if catalog is not None else ActionCatalog()
         self._runs: dict[str, ActiveRun] = {}
+        self.interrupted: set[str] = set()
+        """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
         limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
         self._admission = Admission(
@@ -159,9 +161,15 @@ class Relay:
         rebuilt (its channel is gone, a line no longer parses) is logged and dropped alone. Returns the resumed ids."""
         resumed: list[str] = []
         for run_id in await self._journal.unfinished():
+            if run_id in self._runs:
+                continue  # active here (resuming again after a store outage): it goes on as it is
+            self.interrupted.discard(run_id)
+            self._finished.pop(run_id, None)  # stopped here unfinished (a store outage): not an ended run
             try:
                 if await self._resume_one(run_id):
                     resumed.append(run_id)
+            except OwnershipLostError:
+                raise  # not this run's fault: it stays in the journal
             except Exception:
                 _log.exception("run %s cannot be resumed: dropped from the journal", run_id)
                 await self._journal.finish(run_id, None)
@@ -243,7 +251,8 @@ class Relay:
             try:
                 await work(run, self._clock, self._idle_s)
             except OwnershipLostError:
-                return  # another replica resumes it from the journal
+                self.interrupted.add(controller.run)  # left unfinished in the journal: resumed from there
+                return
             if controller.done:  # before the run leaves the registry: waiters see it finished only after this
                 try:
                     await self._journal.finish(controller.run, run.gate.last)

@@ -114,8 +114,8 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     except asyncio.CancelledError:
         await controller.abort()
         raise
-    except OwnershipLostError:  # another replica owns the run now: no failure notice, nothing more is sent
-        _log.warning("run %s: its partition's lease went to another replica: stopped here", controller.run)
+    except OwnershipLostError as exc:  # another replica owns it now, or the store is out: nothing more is sent here
+        _log.warning("run %s stopped unfinished (%s): it goes on from the journal", controller.run, exc)
         await controller.abort()
         raise
     except Exception as exc:  # a bug in one run must not take others down

@@ -14,10 +14,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapters.redis.errors import FencedError
-from core.errors import ConfigError
+from core.errors import ConfigError, StoreUnavailableError
 
 Redis = aioredis.Redis
 
@@ -73,6 +77,9 @@ def connect(
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=5.0,
             health_check_interval=30,
+            # A connection left from before a Redis restart fails at its first use: reconnect and send again (a
+            # refused or reset connection; never a timeout, whose command may have run).
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError,)),
         )
     except ValueError:
         raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
@@ -111,10 +118,14 @@ class Script:
 
         Raises:
             FencedError: the partition's fencing token is not ``token``: nothing was written.
-            redis.exceptions.RedisError: the server or the connection failed.
+            core.errors.StoreUnavailableError: the connection failed or timed out (the write may or may not have
+                been applied: the run stops and resumes from the journal).
+            redis.exceptions.RedisError: the server refused the script.
         """
         try:
             return await self(keys, ["" if token is None else str(token), *args])
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise StoreUnavailableError(f"Redis did not answer {self.name} ({type(exc).__name__})") from None
         except ResponseError as exc:
             message = str(exc)
             if not message.startswith("FENCED"):

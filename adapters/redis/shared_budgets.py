@@ -27,12 +27,14 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from adapters.redis.budget import RedisBudgets, SharedBucket, SharedPauses
 from adapters.redis.client import Redis
 from adapters.redis.keys import KEYS, KeySpace
-from core.errors import RateScope
+from core.errors import RateScope, StoreUnavailableError
 from core.ports import CallKind
 from core.rate import SHARED_SCOPES, Budget
 
@@ -108,7 +110,9 @@ class RedisSharedBudgets:
             final: part of a run's finalization: previews on every replica leave it its token.
 
         Raises:
-            redis.exceptions.RedisError: Redis failed (nothing granted; a final's registration is withdrawn as far
+            core.errors.StoreUnavailableError: Redis did not answer (nothing granted; the run stops and resumes
+                from the journal once Redis answers).
+            redis.exceptions.RedisError: Redis refused (nothing granted; a final's registration is withdrawn as far
                 as Redis lets it).
         """
         buckets = [b for b in self._buckets if kind in b.calls]
@@ -126,6 +130,8 @@ class RedisSharedBudgets:
                     granted = True
                     return
                 await self._sleep(min(wait, MAX_SLEEP_S))
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise StoreUnavailableError(f"Redis did not answer a rate budget ({type(exc).__name__})") from None
         finally:
             if waiter is not None and not granted:
                 with contextlib.suppress(RedisError):

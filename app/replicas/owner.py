@@ -15,7 +15,6 @@ a :class:`core.errors.OwnershipLostError`) and its runs stop without another cal
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -23,7 +22,7 @@ from itertools import groupby
 from typing import Any
 
 from adapters.redis import InputEntry, InputStream, RedisJournal, RedisLedger
-from core.errors import IngestError, OwnershipLostError
+from core.errors import IngestError, OwnershipLostError, StoreUnavailableError
 from core.journal import EndedRun, JournalEntry
 from core.ledger import Ledger
 from core.relay import Relay
@@ -35,6 +34,8 @@ MAX_DELIVERIES = 5
 READ_BLOCK_MS = 1000
 """How long one XREADGROUP waits for new entries (below the client's socket timeout)."""
 READ_COUNT = 1000
+STOP_WAIT_S = 5.0
+"""How long a stop waits for a cancelled reader (it goes on in the background past that)."""
 RETRY_S = 1.0
 """Pause after a failure to read or hand over (Redis unreachable) before the pending entries are taken again."""
 
@@ -116,6 +117,7 @@ class PartitionOwner:
         self.lost = False
         """A write was refused: another replica holds the partition now."""
         self.task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def __repr__(self) -> str:
         return f"PartitionOwner(partition={self.partition}, token={self.token}, runs={len(self.relay.active_runs())})"
@@ -131,16 +133,22 @@ class PartitionOwner:
             await self._take_pending()
             self.ready.set()
             retake = False
-            while True:
+            while not self._stopping:
                 try:
-                    if retake:  # inside the try: Redis may still be down, and the partition must keep being read
-                        await self._take_pending()
+                    if retake or self.relay.interrupted:  # inside the try: Redis may still be down
+                        await self._recover()
                         retake = False
                     await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
                     entries = await self._stream.read(
                         self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS
                     )
                     await self._feed(entries)
+                except StoreUnavailableError as exc:
+                    _log.warning(
+                        "partition %d: Redis did not answer (%s): its runs resume when it does", self.partition, exc
+                    )
+                    await asyncio.sleep(RETRY_S)
+                    retake = True
                 except (OwnershipLostError, asyncio.CancelledError):
                     raise
                 except Exception:
@@ -151,6 +159,15 @@ class PartitionOwner:
             self.lost = True
             _log.warning("partition %d: another replica holds it now (token %d refused)", self.partition, self.token)
             await self.relay.stop_runs()
+
+    async def _recover(self) -> None:
+        """After a Redis outage: the runs it stopped (and any it left unsure) go on from the journal, then the
+        entries taken but never acknowledged are handed over again."""
+        if self.relay.interrupted:
+            await self.relay.stop_runs()  # every run of the partition restarts from the same journal, together
+            resumed = await self.relay.resume()
+            _log.info("partition %d: %d runs resumed after a Redis outage", self.partition, len(resumed))
+        await self._take_pending()
 
     async def _take_pending(self) -> None:
         """Hand over the entries taken but never acknowledged (this owner's or a previous owner's)."""
@@ -186,11 +203,18 @@ class PartitionOwner:
             await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
-        """Stop at once: reading, and every run (without finalizing: the next owner resumes them)."""
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        """Stop at once: reading, and every run (without finalizing: the next owner resumes them).
+
+        The reader is asked to stop and given a blocking read's time to do so (cancelling a task blocked in
+        XREADGROUP can stay pending far longer in redis-py 8.1); it is cancelled only past that, and not waited
+        for beyond :data:`STOP_WAIT_S`."""
+        self._stopping = True
+        task = self.task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=2 * READ_BLOCK_MS / 1000)
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=STOP_WAIT_S)
         await self.relay.stop_runs()
 
 

@@ -197,7 +197,11 @@ async def _stream_through_a_failure(
             await asyncio.sleep(0.02)
         again = await http.post(replicas.url(other) + f"/v1/runs/{run}/events", content=b"".join(lines))
         assert again.status_code == 200, again.text
-        answer = await http.get(replicas.url(other) + f"/v1/runs/{run}", params={"wait_s": 60})
+        for _ in range(600):  # the partition moved (a read sent to a paused owner would wait for it to wake)
+            if await _owner(client, replicas, run) != owner:
+                break
+            await asyncio.sleep(0.1)
+        answer = await http.get(replicas.url(other) + f"/v1/runs/{run}", params={"wait_s": 60}, timeout=90)
         assert answer.status_code == 200, answer.text
         return owner, answer.json()
 

@@ -5,20 +5,28 @@ every run of it stayed pending until the replica restarted)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 import app.replicas.owner as owner_module
-from adapters.redis import InputEntry, InputStream, RedisJournal, RedisLedger
+from adapters.redis import InputEntry, InputStream, Leases, RedisJournal, RedisLedger
 from adapters.redis.client import Redis
 from app.replicas.owner import AckingJournal, PartitionOwner
 from core.admission import LineResult
+from core.channel import ChannelRuntime
+from core.clock import MonotonicClock
+from core.errors import StoreUnavailableError
+from core.events import DeliveryMode
 from core.journal import JournalEntry
 from core.ledger import Ledger
 from core.relay import Relay
+from tests.unit.fakes import FakeAdapter
+from tests.unit.test_run_controller import policy
 
 PARTITION = 2
 
@@ -55,6 +63,7 @@ class _Relay:
 
     def __init__(self) -> None:
         self.runs: list[str] = []
+        self.interrupted: set[str] = set()
 
     async def resume(self) -> list[str]:
         return []
@@ -101,3 +110,69 @@ async def test_the_owner_reads_its_partition_again_after_an_outage_longer_than_o
         assert relay.runs == ["run-after"]  # read and handed over once Redis answered again
     finally:
         await owner.stop()
+
+
+class _LedgerDownOnce:
+    """The partition's fenced ledger, whose ``nth`` intent meets a Redis that does not answer."""
+
+    def __init__(self, inner: Ledger, nth: int) -> None:
+        self.inner, self.nth, self.calls = inner, nth, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def record_intent(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.nth:
+            raise StoreUnavailableError("Redis did not answer ledger.intent (ConnectionError)")
+        return await self.inner.record_intent(*args, **kwargs)
+
+
+async def test_a_run_whose_ledger_write_met_a_redis_outage_resumes_from_the_journal_and_finishes_once(
+    client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A breaker's finding: a 10 s Redis outage failed runs for good (a cut-off answer, a report saying failed while
+    a message showed). Now the run stops unfinished and the partition's owner resumes it from the journal."""
+    monkeypatch.setattr(owner_module, "RETRY_S", 0.05)
+    clock = MonotonicClock()
+    adapter = FakeAdapter(clock)
+    channels = {"chat": ChannelRuntime(replace(policy(DeliveryMode.BLOCK, block_min=10), name="chat"), adapter)}
+    ledgers: list[_LedgerDownOnce] = []
+
+    def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
+        ledgers.append(_LedgerDownOnce(ledger, nth=2))
+        return Relay(channels, cast(Ledger, ledgers[-1]), clock, journal=journal)
+
+    owner = PartitionOwner(
+        PARTITION,
+        await _grant(client),
+        owner="replica-a",
+        stream=_DownFor(client, reads=0, claims=0),
+        journal=RedisJournal(client, PARTITION),
+        ledger=RedisLedger(client, PARTITION),
+        make_relay=make_relay,
+    )
+    answer = ["First paragraph of the answer.", "Second paragraph of the answer.", "Third and last one."]
+    lines = [{"kind": "run.start", "run": "r1", "channel": "chat", "target": {"chat_id": 7}, "seq": 0}]
+    lines += [{"kind": "text", "run": "r1", "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(answer)]
+    lines.append({"kind": "end", "run": "r1", "status": "ok", "seq": len(answer) + 1})
+    await InputStream(client).append(PARTITION, [JournalEntry("r1", json.dumps(line)) for line in lines])
+    owner.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while asyncio.get_running_loop().time() < deadline:
+            report = await owner.relay.report("r1")
+            if report is not None and report.done:
+                break
+            await asyncio.sleep(0.05)
+        assert report is not None and report.done and str(report.status) == "delivered", report
+        assert adapter.chat() == answer  # whole, once, in order: nothing failed, nothing doubled
+    finally:
+        await owner.stop()
+
+
+async def _grant(client: Redis) -> int:
+    """Take the partition's lease as the owner would (its fenced writes need the token)."""
+    token = await Leases(client).acquire(PARTITION, "replica-a", 30_000)
+    assert token is not None
+    return token

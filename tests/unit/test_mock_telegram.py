@@ -243,7 +243,7 @@ async def test_timeout_after_commit_stores_then_hangs(api: Client, mock: MockTel
     mock.add_fault("sendMessage", 1, "timeout_after_commit")
 
     with pytest.raises(TimeoutError):
-        await api("sendMessage", chat_id=5, text="landed", timeout_s=0.2)
+        await api("sendMessage", chat_id=5, text="landed", timeout_s=1.0)  # the mock holds its answer 30 s
 
     assert mock.visible(5) == [(1, "landed")]
     assert (mock.calls[0].status, mock.calls[0].message_id) == (None, 1)
