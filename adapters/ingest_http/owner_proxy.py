@@ -69,10 +69,21 @@ class OwnerProxy:
             limited: a live page stays open for the whole run).
         patience_s: how long a request waits for a partition without a reachable owner (a takeover takes up to
             4/3 of the lease's ttl).
+        max_body_bytes: a forwarded request's body at most (a gate call is a few hundred bytes): past it, 413
+            before anything else is read (the owner checks the token, so this replica reads untrusted bytes).
     """
 
-    def __init__(self, app: ASGIApp, locate: Locate, *, timeout_s: float = 10.0, patience_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        locate: Locate,
+        *,
+        timeout_s: float = 10.0,
+        patience_s: float = 15.0,
+        max_body_bytes: int = 1024 * 1024,
+    ) -> None:
         self.app = app
+        self._max_body = max_body_bytes
         self._locate = locate
         self._patience_s = patience_s
         self._timeout_s = timeout_s
@@ -85,7 +96,9 @@ class OwnerProxy:
         if scope["type"] != "http" or (run := run_of(scope["method"], scope["path"])) is None:
             return await self.app(scope, receive, send)
         forwarded = any(name == FORWARDED.encode() for name, _ in scope["headers"])
-        body = await _body(receive)
+        body = await _body(receive, self._max_body)
+        if body is None:
+            return await _answer(send, 413, f"a request to a run's owner carries at most {self._max_body} bytes")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(self._patience_s, _wait_s(scope))
         while True:
@@ -171,11 +184,17 @@ def _wait_s(scope: Scope) -> float:
     return 0.0
 
 
-async def _body(receive: Receive) -> bytes:
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None past ``limit`` bytes (the rest is not read)."""
     chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
-        chunks.append(bytes(message.get("body", b"")))
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
 
@@ -197,11 +216,14 @@ def _replay(body: bytes) -> Receive:
 
 
 async def _unavailable(send: Send, why: str) -> None:
-    start: Message = {
-        "type": "http.response.start",
-        "status": 503,
-        "headers": [(b"content-type", b"application/json"), (b"retry-after", str(RETRY_AFTER_S).encode())],
-    }
+    await _answer(send, 503, why)
+
+
+async def _answer(send: Send, status: int, why: str) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if status == 503:
+        headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
+    start: Message = {"type": "http.response.start", "status": status, "headers": headers}
     await send(start)
     await send({"type": "http.response.body", "body": json.dumps({"error": why}).encode()})
 

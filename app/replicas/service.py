@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from adapters.ingest_http.owner_proxy import OwnerUnavailableError
 from adapters.redis import (
+    KEYS,
     InputStream,
     LeaseChange,
     LeaseEvent,
@@ -41,6 +42,7 @@ from adapters.redis import (
 from app.replicas.front import ReplicaFront
 from app.replicas.owner import MakeRelay, PartitionOwner
 from app.replicas.peers import ReplicaPeers
+from core.errors import ConfigError
 from core.events import Target
 from core.relay import Relay
 
@@ -118,6 +120,7 @@ class ReplicaService:
     async def start(self, url: str) -> None:
         """Announce ``url`` (where the others reach this replica), again every lease round, and start taking
         partitions."""
+        await self._check_partitions()
         await self._urls.announce(self.owner, url)
         self.keeper.start()
         self._task = asyncio.create_task(self._follow(), name="replica:leases")
@@ -134,6 +137,23 @@ class ReplicaService:
                 await self._urls.announce(self.owner, url)
             except (RedisError, OSError) as exc:  # the error's name only: the URL may hold a password
                 _log.debug("replica %s: URL not announced (%s)", self.owner, type(exc).__name__)
+
+    async def _check_partitions(self) -> None:
+        """Every replica of a deployment must count the same partitions (a conversation's partition is its hash
+        modulo P): the first replica records P in Redis, a replica with another P refuses to start.
+
+        Raises:
+            ConfigError: this replica's ``partitions`` differs from the deployment's.
+        """
+        key = f"{KEYS.prefix}:partitions"
+        mine = self.keeper.partitions
+        await self._client.set(key, mine, nx=True)
+        theirs = int(await self._client.get(key) or mine)
+        if theirs != mine:
+            raise ConfigError(
+                f"[service] partitions = {mine}, but the replicas on this Redis count {theirs}: every replica must "
+                f"have the same (change it only with every replica stopped, then delete the key {key!r})"
+            )
 
     async def _follow(self) -> None:
         async for event in self.keeper:
@@ -215,8 +235,7 @@ class ReplicaService:
                     await running
         for task in list(self._handovers):
             task.cancel()
-        for owner in list(self.owners.values()):
-            await owner.stop()
+        await asyncio.gather(*(owner.stop() for owner in list(self.owners.values())))  # readers end together
         self.owners.clear()
         await self.keeper.close()
         with contextlib.suppress(Exception):

@@ -107,7 +107,7 @@ async def serve_replica(
 
     def wrap(app: ASGIApp) -> ASGIApp:
         assert replicas is not None
-        proxy = OwnerProxy(app, replicas.locate)
+        proxy = OwnerProxy(app, replicas.locate, max_body_bytes=service.max_line_bytes)
         proxies.append(proxy)
         return proxy
 
