@@ -67,8 +67,8 @@ async def test_three_replicas_sending_for_one_bot_share_its_budget_no_429(
     tmp_path: Path, redis_url: str, client: Redis
 ) -> None:
     """Ninety chats' answers at once through three replicas, the mock answering 429 past Telegram's documented limits
-    (30 messages a second per bot): each replica's own bot budget would let 25 a second through, 75 together; the
-    budget shared in Redis keeps all three at 25."""
+    (30 messages a second per bot): each replica's own bot budget would let 20 a second through, 60 together; the
+    budget shared in Redis keeps all three at 20."""
     dry = DRY_RUN["telegram"]
     async with (
         _cluster(tmp_path, redis_url, client, "final", rate_limits=True) as (mock, replicas),
