@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from config.connections import ConnectionSettings
 from config.platforms import PLATFORMS, SourcedBudget
 from core.chunker import BreakKind, ChunkParams
 from core.coalescer import CoalesceParams
@@ -256,6 +257,8 @@ class ServiceSettings(_Strict):
     """A partition lease's life (renewed every third of it): a dead replica's runs move after at most 4/3 of it."""
     advertise_url: str = ""
     """Where the other replicas reach this one (``http://host:port``); unset: ``http://<host>:<port>``."""
+    connections: ConnectionSettings = Field(default_factory=ConnectionSettings)
+    """``[service.connections]``: read timeouts, connection caps and keepalive of the ingest listener."""
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> ServiceSettings:
