@@ -54,12 +54,17 @@ from typing import Any
 
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 from core.report import DeliveryReport
+from core.safe_text import safe_text
 
 TIMELINE = 200
 """Progress entries the state keeps (older ones drop out of it; they were sent as events)."""
 KEEP_AFTER_END = 32
 """Events a finished run keeps, so that watchers just behind get them exactly (the others: one ``reset``)."""
 TIMELINE_TYPES = frozenset({"phase", "status", "tool_call", "tool_result", "decision", "error"})
+STAGE_TEXT_TYPES = frozenset({"answer", "agent"})
+"""Events whose text the run stage built from events it sanitized (:func:`core.safe_text.safe_event`): one per
+delta, so not scanned again. The strings of every other event are passed through :func:`core.safe_text.safe_text`
+when published (gate decisions, delivery reasons, tool names come from elsewhere)."""
 
 
 class RunMonitor:
@@ -139,7 +144,10 @@ class RunMonitor:
 
     def publish(self, type_: str, **fields: Any) -> dict[str, Any]:
         """Add one event (its ``id``, ``run``, ``seq``, ``ts`` are set here), update the state, wake watchers.
-        Events after ``end`` are ignored (returned, not kept)."""
+        Events after ``end`` are ignored (returned, not kept). Top-level strings are made safe to show
+        (:data:`STAGE_TEXT_TYPES`)."""
+        if type_ not in STAGE_TEXT_TYPES:
+            fields = {k: safe_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         self.last_id += 0 if self.closed else 1
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": type_, **fields}
         if self.closed:

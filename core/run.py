@@ -51,6 +51,7 @@ from core.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import TextFormat
 from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
+from core.safe_text import safe_event, safe_text
 from core.visible import Split, VisibleText, visible_final
 
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
@@ -130,6 +131,7 @@ class RunStage:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
         if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status):
             return  # meant for the parent loop only (from any agent): never shown
+        event = safe_event(event)  # THE point where text enters what people see (chats and watchers alike)
         if (progress := progress_event(event)) is not None:
             self.monitor.publish(progress[0], **progress[1])
         if isinstance(event, ToolCall):
@@ -186,14 +188,16 @@ class RunStage:
                 self.monitor.publish("answer", delta=linear.text)
 
     def _on_tool_call(self, event: ToolCall) -> None:
-        """Any source's tool call: progress for people, a pipeline unit once its arguments are complete."""
+        """Any source's tool call: progress for people, a pipeline unit once its arguments are complete. The
+        call goes to the pipeline lane as it came; its name is sanitized where people see it."""
         shown = event.lane is Lane.UI
+        tool = safe_text(event.name or "tool")
         child = event.source is not None and self.policy.subagents is not SubagentPolicy.HIDDEN and shown
         if event.state is ToolCallState.START and shown:
             if event.source is None:
-                self.board.tool_started(event.id, event.name or "tool")
+                self.board.tool_started(event.id, tool)
             elif child:
-                self.agents.tool_started(event.source, event.name or "tool")
+                self.agents.tool_started(event.source, tool)
             self._refresh_status()
         unit = self.tools.feed(event)
         if unit is None:
@@ -205,13 +209,13 @@ class RunStage:
         self.monitor.publish(
             "tool_call",
             call_id=event.id,
-            name=unit.get("name"),
+            name=safe_text(name) if isinstance(name := unit.get("name"), str) else name,
             args="" if malformed else redacted_args(unit["args"]),
             malformed=malformed,
             source=unit.get("source"),
         )
         if event.source is None and unit["kind"] == "tool_call" and shown:
-            self.board.tool_called(event.id, event.name or "tool", unit["args"])
+            self.board.tool_called(event.id, tool, unit["args"])
             self._refresh_status()
 
     def _refresh_status(self) -> None:
@@ -238,6 +242,7 @@ class RunStage:
 
         ``idle``: the agent stopped sending (``run_idle_timeout_s``): the person keeps what the answer shows
         (a block run also gets its pending text), never committed, and a short notice that it stopped there."""
+        end = safe_event(end)  # its final_text is shown: sanitized like every event's text (:meth:`handle`)
         self.ended = end
         for unit in self.tools.close():
             self.lane.emit(unit)

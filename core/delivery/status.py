@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.safe_text import safe_text
+
 SECRET_KEY = re.compile(
     r"pass|pwd|secret|token|key|auth|cred|cookie|session|signature|private|bearer|header|card|cvv|cvc|"
     r"otp|pin|ssn|iban|account|routing",
@@ -30,7 +32,8 @@ PREVIEW_VALUE_CHARS = 40
 def redacted_args(args: dict[str, Any]) -> str:
     """A short, redacted preview of tool arguments for people: at most 3 top-level keys, each value cut to 40
     characters, values of secret-looking keys (password, token, api_key, …) replaced by ``•••``, nested
-    objects and lists summarized. ``{"q": "refund policy"}`` → ``q: "refund policy"``."""
+    objects and lists summarized, control and bidi override characters removed (:mod:`core.safe_text`; the
+    arguments themselves go to the parent loop as they came). ``{"q": "refund policy"}`` → ``q: "refund policy"``."""
     out = []
     for name, value in list(args.items())[:PREVIEW_KEYS]:
         if SECRET_KEY.search(name) or (isinstance(value, str) and SECRET_VALUE.search(value)):
@@ -46,7 +49,7 @@ def redacted_args(args: dict[str, Any]) -> str:
         out.append(f"{name}: {shown}")
     if len(args) > PREVIEW_KEYS:
         out.append("…")
-    return ", ".join(out)
+    return safe_text(", ".join(out))
 
 
 @dataclass
