@@ -19,9 +19,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from config.clients import ClientSettings
 from config.connections import ConnectionSettings
 from config.platforms import PLATFORMS, SourcedBudget
 from core.chunker import BreakKind, ChunkParams
+from core.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
 from core.coalescer import CoalesceParams
 from core.errors import ConfigError
 from core.events import DeliveryMode
@@ -270,12 +272,47 @@ class ServiceSettings(_Strict):
 
 
 class Settings(BaseSettings):
-    """All settings: ``[service]`` and ``[channels.NAME]`` tables."""
+    """All settings: ``[service]``, ``[channels.NAME]`` and ``[clients.NAME]`` tables."""
 
     model_config = SettingsConfigDict(env_prefix="STREAMRELAY_", env_nested_delimiter="__", extra="forbid")
 
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
+    clients: dict[str, ClientSettings] = Field(default_factory=dict)
+    """Callers with their own tokens and limits; none: one client, :data:`core.clients.DEFAULT_CLIENT`, holding the
+    service token (``[service] token_env``) with the default limits."""
+
+    @model_validator(mode="after")
+    def _clients_known(self) -> Settings:
+        for name, client in self.clients.items():
+            if CLIENT_NAME_PATTERN.fullmatch(name) is None:
+                raise ValueError(f"client name {name!r}: use lower-case letters, digits, '_' and '-'")
+            unknown = sorted(set(client.channels or ()) - set(self.channels))
+            if unknown:
+                raise ValueError(f"clients.{name}.channels names unknown channels {unknown}: configure them first")
+        return self
+
+    def client_limits(self) -> dict[str, ClientLimits]:
+        """Every client's limits by name (the default client alone when none is configured)."""
+        if not self.clients:
+            return {DEFAULT_CLIENT: ClientLimits()}
+        return {name: client.limits(name) for name, client in self.clients.items()}
+
+    def client_tokens(self) -> list[tuple[ClientLimits, SecretStr]]:
+        """Every client with its bearer token from the environment.
+
+        Raises:
+            ConfigError: a token variable is not set.
+        """
+        if not self.clients:
+            token = os.environ.get(self.service.token_env, "")
+            if not token:
+                raise ConfigError(
+                    f"environment variable {self.service.token_env} is not set: export the bearer token agents "
+                    "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
+                )
+            return [(ClientLimits(), SecretStr(token))]
+        return [(client.limits(name), client.token(name)) for name, client in self.clients.items()]
 
 
 def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool = False, **overrides: Any) -> Settings:
@@ -310,6 +347,9 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
     except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
     settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
+    for client in settings.clients.values():  # a client keeps the channels that are on
+        if client.channels is not None:
+            client.channels = [name for name in client.channels if name in settings.channels]
     if settings.service.actions and not Path(settings.service.actions).is_absolute():
         settings.service.actions = str(toml_path.parent / settings.service.actions)
     return Settings.model_validate(settings.model_dump())

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.channel import ChannelRuntime
+from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError
 from core.events import End, Event, Lane, Media, RunStart, parse_event
@@ -61,6 +62,7 @@ class Admission:
         clock: the injected clock.
         limits: queue, gap, idle and active-run limits.
         validator: checks complete tool calls against their JSON Schemas.
+        clients: each client's limits and active runs (a run's client is in its key: :func:`core.clients.split_key`).
     """
 
     def __init__(
@@ -73,8 +75,11 @@ class Admission:
         clock: Clock,
         limits: Limits,
         validator: ArgsValidator | None,
+        clients: ClientBook | None = None,
     ) -> None:
         self.channels = channels
+        self.clients = clients if clients is not None else ClientBook()
+        """The relay calls ``clients.left`` when a run leaves ``runs``."""
         self.runs = runs
         self.finished = finished
         self._journal = journal
@@ -82,6 +87,10 @@ class Admission:
         self._clock = clock
         self.limits = limits
         self._validator = validator
+
+    def limits_for(self, run_key: str) -> ClientLimits:
+        """The limits of the client that owns the run keyed ``run_key``."""
+        return self.clients.limits_for(run_key)
 
     async def accept(
         self, obj: Any, run_hint: str | None, *, replay: bool
@@ -113,6 +122,8 @@ class Admission:
             return None, [], LineResult(dropped=closed)
         if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
             return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
+        limits = self.limits_for(run.run)
+        run.usage.check_seq(event.seq, limits)
         if isinstance(event, Media) and event.lane is not Lane.PIPELINE:
             # Refused rather than accepted and silently dropped: nothing would show it, yet the report would say
             # delivered. The run's other lines go on.
@@ -122,9 +133,12 @@ class Admission:
             )
         events: list[Event] = [event]
         if isinstance(event, End) and event.source is None:
-            run.end_taken(event.seq)
             if run.normalizer is not None:
                 events = [*run.normalizer.close(), event]
+            run.usage.charge([event], limits)  # what the normalizer held was charged as it came
+            run.end_taken(event.seq)
+        else:
+            run.usage.charge(events, limits)
         return run, events, LineResult(events=1)
 
     async def _start(
@@ -156,6 +170,7 @@ class Admission:
                 status=409 if run is None and "type" in obj else 400,
             )
         events = run.normalizer.feed(obj)
+        run.usage.charge(events, self.limits_for(run.run))
         return run, events, LineResult(events=len(events))
 
     async def _ended(self, run_id: str) -> str | None:
@@ -185,12 +200,24 @@ class Admission:
             IngestError: unknown channel, bad target or override, too many active runs (503), a run id used
                 before with another channel or target (409).
         """
-        channel = self.channels.get(event.channel)
-        if channel is None:
-            known = ", ".join(sorted(self.channels)) or "none"
-            raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
+        client = self.limits_for(event.run)
+        channel = self.channels.get(event.channel) if client.may_use(event.channel) else None
+        if channel is None:  # a channel the client may not use is unknown to it: its name is not revealed
+            known = ", ".join(sorted(name for name in self.channels if client.may_use(name))) or "none"
+            raise IngestError(f"unknown channel {event.channel!r}: the channels you may use are {known}")
+        if (active := self.clients.active[client.name]) >= client.max_active_runs:
+            raise IngestError(
+                f"{active} of your runs are active, the most you may have "
+                f"({client.setting('max_active_runs')} = {client.max_active_runs}): end one or retry later",
+                status=429,
+                retry_after_s=1.0,
+            )
         if len(self.runs) >= self.limits.max_active:
-            raise IngestError(f"{len(self.runs)} runs are active, the most this sidecar takes: retry later", status=503)
+            raise IngestError(
+                f"{len(self.runs)} runs are active, the most this sidecar takes: retry later",
+                status=503,
+                retry_after_s=1.0,
+            )
         problem = channel.adapter.check_target(event.target)
         if problem is not None:
             raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
@@ -222,4 +249,9 @@ class Admission:
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
         run = ActiveRun(controller, asyncio.Queue(self.limits.queue_size), gate, normalizer, [] if replay else None)
-        return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
+        run.usage.max_seq = event.seq
+        run.usage.charge([event], client)
+        registered = self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
+        if registered is run:
+            self.clients.started(event.run)
+        return registered

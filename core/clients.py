@@ -14,6 +14,8 @@ characters, messages, the ``seq`` window); each refusal names its setting, ``cli
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 DEFAULT_CLIENT = "default"
@@ -47,7 +49,7 @@ class ClientLimits:
 
     name: str = DEFAULT_CLIENT
     channels: frozenset[str] | None = None
-    max_active_runs: int = 100
+    max_active_runs: int = 1000
     events_per_s: float = 1000.0
     max_events_per_run: int = 100_000
     max_chars_per_run: int = 1_000_000
@@ -82,3 +84,39 @@ def run_id_problem(run: object) -> str | None:
     if RUN_ID_PATTERN.fullmatch(run) is None:
         return "run must be 1 to 200 characters with no '/', no space and no control character"
     return None
+
+
+class ClientBook:
+    """Every client's limits, and how many runs each has active (one book may serve several relays: a replica's
+    partitions count a client's runs together).
+
+    Args:
+        limits: each client's limits by name; a client not listed gets the default limits under its name.
+    """
+
+    def __init__(self, limits: Mapping[str, ClientLimits] | None = None) -> None:
+        self._limits = dict(limits or {})
+        self.active: Counter[str] = Counter()
+        """Active runs per client name."""
+
+    def __repr__(self) -> str:
+        return f"ClientBook({sorted(self._limits)!r}, active={dict(self.active)!r})"
+
+    def limits_for(self, key: str) -> ClientLimits:
+        """The limits of the client that owns the run keyed ``key``."""
+        name = split_key(key)[0]
+        limits = self._limits.get(name)
+        if limits is None:
+            limits = self._limits[name] = ClientLimits(name=name)
+        return limits
+
+    def started(self, key: str) -> None:
+        """The run keyed ``key`` became active."""
+        self.active[split_key(key)[0]] += 1
+
+    def left(self, key: str) -> None:
+        """The run keyed ``key`` is no longer active: its client may start another."""
+        name = split_key(key)[0]
+        self.active[name] -= 1
+        if self.active[name] <= 0:
+            del self.active[name]

@@ -153,9 +153,12 @@ class IngestError(StreamrelayError):
 
     Args:
         message: what was wrong and what to do.
-        status: HTTP status to answer with (400 by default; 404 unknown run, 409 conflicts, 413 size).
+        status: HTTP status to answer with (400 by default; 404 unknown run, 409 conflicts, 413 size, 422 a limit
+            of the run, 429 a limit of the client).
+        retry_after_s: seconds after which the same line may be taken (a 429's ``Retry-After``), or None.
     """
 
-    def __init__(self, message: str, *, status: int = 400) -> None:
+    def __init__(self, message: str, *, status: int = 400, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after_s = retry_after_s

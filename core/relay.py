@@ -23,6 +23,7 @@ from typing import Any
 
 from core.admission import Admission, Limits, LineResult
 from core.channel import ChannelRuntime
+from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError, OwnershipLostError
 from core.events import Event
@@ -72,6 +73,8 @@ class Relay:
         validator: checks complete tool calls against their tools' JSON Schemas (the action catalog's).
         catalog: the action catalog the gate decides with (empty: every tool waits for the commit point).
         live_buffer: how many of a run's latest live events are kept for watchers that reconnect.
+        clients: each client's limits by name (:mod:`core.clients`; a client not listed gets the defaults), or a
+            book of them shared with other relays (a replica's partitions count a client's active runs together).
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class Relay:
         validator: ArgsValidator | None = None,
         catalog: ActionCatalog | None = None,
         live_buffer: int = 1000,
+        clients: ClientBook | Mapping[str, ClientLimits] | None = None,
     ) -> None:
         self.channels = dict(channels)
         self._ledger = ledger
@@ -103,7 +107,15 @@ class Relay:
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
         limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
         self._admission = Admission(
-            self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator
+            self.channels,
+            self._runs,
+            self._finished,
+            self._journal,
+            ledger,
+            clock,
+            limits,
+            validator,
+            clients if isinstance(clients, ClientBook) else ClientBook(clients),
         )
 
     @property
@@ -218,8 +230,9 @@ class Relay:
                 await self._journal.append(entries)
             except Exception:
                 for run, _ in staged:
-                    if not run.opened:
-                        self._runs.pop(run.run, None)
+                    if not run.opened and self._runs.get(run.run) is run:
+                        del self._runs[run.run]
+                        self._admission.clients.left(run.run)
                 raise
         await self._hand_over(staged, replay=replay)
         return results
@@ -261,6 +274,7 @@ class Relay:
         finally:
             if self._runs.get(controller.run) is run:
                 del self._runs[controller.run]
+                self._admission.clients.left(run.run)
             runtime = self.channels.get(controller.policy.name)
             if runtime is not None:
                 runtime.release(controller.start_event.target)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.clock import Clock
 from core.errors import OwnershipLostError
 from core.events import End, EndStatus, Event
 from core.normalize import Normalizer
+from core.quota import RunUsage
 from core.run_controller import RunController
 from core.sequencer import SeqGate, join_deltas
 
@@ -50,6 +51,8 @@ class ActiveRun:
     end_seq: int | None = None
     ended: bool = False
     """The root's ``end`` was taken (lines after it have nothing to change)."""
+    usage: RunUsage = field(default_factory=lambda: RunUsage())
+    """What the run has carried so far, against its client's per-run limits."""
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq

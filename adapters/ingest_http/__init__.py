@@ -1,3 +1,4 @@
-from adapters.ingest_http.app import IngestObserver, create_app
+from adapters.ingest_http.app import IngestObserver, as_callers, create_app
+from adapters.ingest_http.callers import Caller, Callers
 
-__all__ = ["IngestObserver", "create_app"]
+__all__ = ["Caller", "Callers", "IngestObserver", "as_callers", "create_app"]

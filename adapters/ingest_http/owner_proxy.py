@@ -71,6 +71,9 @@ class OwnerProxy:
             4/3 of the lease's ttl).
         max_body_bytes: a forwarded request's body at most (a gate call is a few hundred bytes): past it, 413
             before anything else is read (the owner checks the token, so this replica reads untrusted bytes).
+        key_of: the run key a request's ``Authorization`` value means by a run id
+            (:meth:`adapters.ingest_http.Callers.key_of`; None for no client: answered here, 401). The live page's
+            routes carry the key itself (their watch links do). None: run ids are keys.
     """
 
     def __init__(
@@ -81,8 +84,10 @@ class OwnerProxy:
         timeout_s: float = 10.0,
         patience_s: float = 15.0,
         max_body_bytes: int = 1024 * 1024,
+        key_of: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.app = app
+        self._key_of = key_of
         self._max_body = max_body_bytes
         self._locate = locate
         self._patience_s = patience_s
@@ -95,6 +100,12 @@ class OwnerProxy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (run := run_of(scope["method"], scope["path"])) is None:
             return await self.app(scope, receive, send)
+        if self._key_of is not None and not scope["path"].endswith("/live"):
+            header = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"authorization"), "")
+            key = self._key_of(header, run)
+            if key is None:  # no client (401) or no such run (404): this replica says so
+                return await self.app(scope, receive, send)
+            run = key
         forwarded = any(name == FORWARDED.encode() for name, _ in scope["headers"])
         body = await _body(receive, self._max_body)
         if body is None:

@@ -27,6 +27,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from adapters.ingest_http.callers import Caller
+from core.clients import run_id_problem
 from core.errors import IngestError
 from core.pipeline import PipelineLane
 from core.surface import RunRelay
@@ -54,30 +56,31 @@ class PipelineRoutes:
 
     Args:
         relay: where the runs are.
-        denied: answers 401 unless the request carries the right token (the ingest's check).
+        authorize: the calling client, or the 401 answer (the ingest's check).
         keepalive_s: seconds of silence after which an idle stream gets a keepalive.
     """
 
     def __init__(
-        self, relay: RunRelay, denied: Callable[[Request], Response | None], keepalive_s: float = 15.0
+        self, relay: RunRelay, authorize: Callable[[Request], Caller | JSONResponse], keepalive_s: float = 15.0
     ) -> None:
         self.relay = relay
-        self._denied = denied
+        self._authorize = authorize
         self.keepalive_s = keepalive_s
 
-    def _lane(self, request: Request) -> PipelineLane:
+    def _lane(self, caller: Caller, request: Request) -> PipelineLane:
         run = request.path_params["run"]
-        lane = self.relay.lane(run)
+        lane = self.relay.lane(caller.key(run)) if run_id_problem(run) is None else None
         if lane is None:
             raise IngestError(f"unknown run {run!r}: send its run.start first", status=404)
         return lane
 
-    def _read(self, request: Request) -> tuple[PipelineLane, int] | Response:
-        """The lane and the position a read asks for, or the error answer (401, 404, 400)."""
-        if (denied := self._denied(request)) is not None:
-            return denied
+    def _read(self, request: Request) -> tuple[Caller, PipelineLane, int] | Response:
+        """The caller, the lane and the position a read asks for, or the error answer (401, 404, 400)."""
+        caller = self._authorize(request)
+        if isinstance(caller, Response):
+            return caller
         try:
-            return self._lane(request), _after(request)
+            return caller, self._lane(caller, request), _after(request)
         except IngestError as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
@@ -85,23 +88,26 @@ class PipelineRoutes:
         read = self._read(request)
         if isinstance(read, Response):
             return read
-        lane, after = read
-        return JSONResponse({"run": lane.run, "units": lane.after(after), "ended": lane.closed})
+        caller, lane, after = read
+        units = [caller.unit(unit) for unit in lane.after(after)]
+        return JSONResponse({"run": request.path_params["run"], "units": units, "ended": lane.closed})
 
     async def stream(self, request: Request) -> Response:
         read = self._read(request)
         if isinstance(read, Response):
             return read
-        lane, after = read
+        caller, lane, after = read
         if "text/event-stream" in request.headers.get("accept", ""):
             events = (
-                ServerSentEvent(json.dumps(u, ensure_ascii=False), id=str(u["index"]), event=str(u["kind"]))
+                ServerSentEvent(
+                    json.dumps(caller.unit(u), ensure_ascii=False), id=str(u["index"]), event=str(u["kind"])
+                )
                 async for u in self._follow(lane, after)
                 if u is not None
             )
             return EventSourceResponse(events, headers=STREAM_HEADERS, ping=self.keepalive_s)
         lines = (
-            (json.dumps(u, ensure_ascii=False) + "\n" if u is not None else "\n").encode()
+            (json.dumps(caller.unit(u), ensure_ascii=False) + "\n" if u is not None else "\n").encode()
             async for u in self._follow(lane, after)
         )
         return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
@@ -121,9 +127,12 @@ class PipelineRoutes:
                 return
 
     async def gate(self, request: Request) -> Response:
-        if (denied := self._denied(request)) is not None:
-            return denied
+        caller = self._authorize(request)
+        if isinstance(caller, Response):
+            return caller
         run = request.path_params["run"]
+        if run_id_problem(run) is not None:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -136,8 +145,8 @@ class PipelineRoutes:
             return JSONResponse({"error": "source must be a string and wait_s a number of seconds"}, status_code=400)
         try:
             decision, unit = await self.relay.gate(
-                run, body["id"], source_key=source, wait_s=min(MAX_GATE_WAIT_S, max(0.0, float(wait_s)))
+                caller.key(run), body["id"], source_key=source, wait_s=min(MAX_GATE_WAIT_S, max(0.0, float(wait_s)))
             )
         except IngestError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
-        return JSONResponse({**decision.to_json(), "unit": unit})
+            return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status)
+        return JSONResponse({**decision.to_json(), "unit": caller.unit(unit)})

@@ -1,0 +1,125 @@
+"""Reading an NDJSON request body: its lines in batches, each line decoded, and a tally of what became of them.
+
+A rejected line costs constant memory: the tally keeps the first :data:`MAX_REJECTED_SHOWN` rejections and counts
+the rest, and a request stops being read after :data:`MAX_REJECTED_PER_REQUEST` of them (a client that sends
+that many bad lines is broken: reading on would only cost time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from core.admission import LineResult
+from core.errors import IngestError
+from core.pipeline import strict_loads
+
+MAX_REJECTED_SHOWN = 20
+"""At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""
+
+MAX_REJECTED_PER_REQUEST = 1000
+"""After this many rejected lines a request is not read further (the answer says where it stopped)."""
+
+
+class BodyTooLargeError(Exception):
+    """The body or one of its lines is over its size limit (413)."""
+
+
+class TooManyRejectedError(Exception):
+    """The request carried :data:`MAX_REJECTED_PER_REQUEST` rejected lines: it is not read further."""
+
+
+class Tally:
+    """What became of a request's lines: events accepted, lines dropped as repeats, lines rejected (the first few
+    kept, all counted), the first rejection's status, and the longest ``Retry-After`` a rejection asked for."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.dropped = 0
+        self.rejected: list[dict[str, Any]] = []
+        self.rejected_total = 0
+        self.status = 200
+        self.retry_after_s: float | None = None
+
+    def add(self, line: int, result: LineResult | IngestError, public: str | None = None) -> None:
+        """Count one line's outcome (``public``: the rejection's text as the client may see it).
+
+        Raises:
+            TooManyRejectedError: this was the request's :data:`MAX_REJECTED_PER_REQUEST`-th rejected line.
+        """
+        if isinstance(result, IngestError):
+            self.rejected_total += 1
+            if len(self.rejected) < MAX_REJECTED_SHOWN:
+                self.rejected.append({"line": line, "error": public if public is not None else str(result)})
+            self.status = result.status if self.status == 200 else self.status
+            if result.retry_after_s is not None:
+                self.retry_after_s = max(self.retry_after_s or 0.0, result.retry_after_s)
+            if self.rejected_total >= MAX_REJECTED_PER_REQUEST:
+                raise TooManyRejectedError(f"{self.rejected_total} lines were rejected: stopped reading at line {line}")
+        elif result.dropped is not None:
+            self.dropped += 1
+        else:
+            self.accepted += result.events
+
+    def counts(self) -> dict[str, int]:
+        return {"accepted": self.accepted, **({"dropped": self.dropped} if self.dropped else {})}
+
+    def answer(self, error: str | None = None, status: int | None = None) -> JSONResponse:
+        """The request's answer: 200 with the counts, else the first failure's status (or ``status``) with the
+        first rejected lines; ``error`` replaces the first failure's text (a body that could not be read on)."""
+        if not self.rejected and error is None:
+            return JSONResponse(self.counts())
+        first = self.rejected[0] if self.rejected else None
+        text = error if error is not None else f"line {first['line']}: {first['error']}" if first else ""
+        body: dict[str, Any] = {"error": text, **self.counts()}
+        if self.rejected:
+            body["rejected"] = self.rejected
+        if self.rejected_total > len(self.rejected):
+            body["rejected_total"] = self.rejected_total
+        headers = {"Retry-After": str(max(1, round(self.retry_after_s)))} if self.retry_after_s is not None else None
+        return JSONResponse(body, status_code=status or self.status, headers=headers)
+
+
+async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) -> AsyncIterator[list[bytes]]:
+    """The body's complete lines, a batch per piece received (linear in the body), so the lines that arrived
+    together are journaled in one commit.
+
+    Raises:
+        BodyTooLargeError: past the size limits.
+    """
+    total = 0
+    buffer = b""
+    async for piece in request.stream():
+        total += len(piece)
+        if total > max_body_bytes:
+            raise BodyTooLargeError(f"request body over {max_body_bytes} bytes: split the run into several requests")
+        *complete, buffer = (buffer + piece).split(b"\n")
+        if complete:
+            yield complete
+        if len(buffer) > max_line_bytes:
+            raise BodyTooLargeError(f"a line is over {max_line_bytes} bytes")
+        await asyncio.sleep(0)  # other runs go on while a large body is read
+    if buffer.strip():
+        yield [buffer]
+
+
+def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
+    """One line's JSON value and its text.
+
+    Raises:
+        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object, nested too deeply).
+        BodyTooLargeError: the line is over ``max_line_bytes``.
+    """
+    if len(raw) > max_line_bytes:
+        raise BodyTooLargeError(f"a line is over {max_line_bytes} bytes")
+    try:
+        text = raw.decode("utf-8")
+        return strict_loads(text), text
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
+    except ValueError as exc:
+        raise IngestError(f"malformed JSON, the line is {exc}") from None

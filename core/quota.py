@@ -1,0 +1,91 @@
+"""What one run has carried, against its client's per-run limits (:class:`core.clients.ClientLimits`).
+
+Admission charges each line's events before it takes them; a line that would pass a limit is refused alone (422,
+naming the limit and its setting) and counts for nothing, so the agent can tell what was taken: the run goes on
+with what it had. Counted per run: events, characters of text (a delta's length; a snapshot or replacement counts
+only its growth over the longest text its source and message had, so a snapshot stream is not charged its whole
+text again at every event; a final text or a commit only what it adds to the run's text so far; a status its
+length), and how far a ``seq`` may run ahead of
+the highest one taken (a gap wider than ``seq_window`` is refused, not waited for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from core.clients import ClientLimits
+from core.errors import IngestError
+from core.events import Commit, End, Event, Status, TextEvent, TextMode
+
+_Key = tuple[str | None, int, str]
+
+
+@dataclass
+class RunUsage:
+    """One run's counts so far (rebuilt the same way when the run is replayed from the journal)."""
+
+    events: int = 0
+    chars: int = 0
+    max_seq: int | None = None
+    """The highest ``seq`` taken (the ``run.start``'s at first)."""
+    _longest: dict[_Key, int] = field(default_factory=dict, repr=False)
+
+    def check_seq(self, seq: int | None, limits: ClientLimits) -> None:
+        """Refuse a ``seq`` more than ``seq_window`` ahead of the highest taken.
+
+        Raises:
+            IngestError: 422 naming ``clients.NAME.seq_window``.
+        """
+        if seq is not None and self.max_seq is not None and seq > self.max_seq + limits.seq_window:
+            raise IngestError(
+                f"seq {seq} is {seq - self.max_seq} ahead of the highest seq taken ({self.max_seq}), past the window "
+                f"of "
+                f"{limits.seq_window} ({limits.setting('seq_window')}): send the lines in between first",
+                status=422,
+            )
+
+    def charge(self, events: Sequence[Event], limits: ClientLimits) -> None:
+        """Count ``events`` (one line's) against the run's limits, or refuse them all and count nothing.
+
+        Raises:
+            IngestError: 422 naming ``clients.NAME.max_events_per_run`` or ``clients.NAME.max_chars_per_run``.
+        """
+        n_events = self.events + len(events)
+        if n_events > limits.max_events_per_run:
+            raise IngestError(
+                f"the run already carries {self.events} events, the most one run may "
+                f"({limits.setting('max_events_per_run')} = {limits.max_events_per_run}): start a new run",
+                status=422,
+            )
+        grown: dict[_Key, int] = {}
+        chars = self.chars
+        for event in events:
+            chars += self._chars(event, grown, chars)
+        if chars > limits.max_chars_per_run:
+            raise IngestError(
+                f"this line would take the run's text to {chars} characters, past "
+                f"{limits.setting('max_chars_per_run')} = {limits.max_chars_per_run}: start a new run",
+                status=422,
+            )
+        self.events, self.chars = n_events, chars
+        self._longest.update(grown)
+        for event in events:
+            if event.seq is not None and (self.max_seq is None or event.seq > self.max_seq):
+                self.max_seq = event.seq
+
+    def _chars(self, event: Event, grown: dict[_Key, int], so_far: int) -> int:
+        if isinstance(event, TextEvent):
+            if event.mode is TextMode.DELTA:
+                return len(event.text)
+            key = (event.source.key if event.source else None, event.message, str(event.visibility))
+            before = grown.get(key, self._longest.get(key, 0))
+            grown[key] = max(before, len(event.text))
+            return max(0, len(event.text) - before)
+        if isinstance(event, End):  # the whole answer again, usually: only what it adds to the run's text counts
+            return max(0, len(event.final_text or "") - so_far)
+        if isinstance(event, Commit):
+            return max(0, len(event.text or "") - so_far)
+        if isinstance(event, Status):
+            return len(event.text)
+        return 0
