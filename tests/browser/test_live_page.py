@@ -186,3 +186,53 @@ async def test_the_page_shows_denied_when_its_stream_is_refused(
     assert (await live.view())["eventsApplied"] == 0
     await live.snapshot(tmp_path / "live.png")
     await web.relay.submit_line(END, RUN)
+
+
+HTML = '<img src=x onerror="window.__pwned=1"><b>bold</b>'
+"""Model text that is also HTML: the page shows it as text, never as markup."""
+
+
+async def test_model_text_that_is_html_shows_literally_and_never_runs(
+    web: WebStack, live: LivePage, tmp_path: Path
+) -> None:
+    """Every place the page writes model or runtime text (answer, agent panel and id, timeline entries, the
+    delivered part) gets an HTML payload: it shows as the characters sent, no element is made and no handler
+    runs. Independent of the page's CSP (which would refuse an inline handler too): the DOM is checked."""
+    child = Source(agent_id=HTML, session_id="s-html", depth=1)
+    async with web.client() as client:
+        await client.start(RUN, channel="web", chat_id="page")
+        await live.page.goto(web.sidecar.watch_url(RUN))
+        await live.wait_state("live")
+        await client.send(
+            RUN,
+            [
+                {"kind": "phase", "name": HTML},
+                {"kind": "status", "text": HTML},
+                {"kind": "tool_call", "id": "c1", "name": HTML, "state": "start"},
+                {"kind": "tool_call", "id": "c1", "name": HTML, "state": "end", "args": {HTML: HTML}},
+                {"kind": "tool_result", "id": "c1", "name": HTML, "summary": HTML},
+                {"kind": "text", "mode": "delta", "text": HTML, "source": child.model_dump()},
+                ended(child),
+                {"kind": "error", "message": HTML},
+                {"kind": "text", "mode": "delta", "text": HTML[:17]},
+                {"kind": "text", "mode": "delta", "text": HTML[17:] + "\u202e"},
+            ],
+        )
+        await client.send(RUN, [END])
+        await live.wait_state("ended")
+
+    assert await live.text("#answer") == HTML  # literally (and the bidi override it ended in removed)
+    assert await live.text('#deliveries .part[data-key="web/0"] .part-text') == HTML
+    panel = live.page.locator(f'#agent-tree section.agent[data-key="{child.key}"]')
+    assert (await panel.locator(".agent-id").text_content(), await panel.locator(".agent-text").text_content()) == (
+        HTML,
+        HTML,
+    )
+    assert await live.texts("#timeline li[data-type=phase] .name") == [HTML]
+    assert await live.texts("#timeline li[data-type=status] .what") == [HTML]
+    assert await live.texts("#timeline li[data-type=error] .what") == [HTML]
+    assert HTML in await live.texts("#timeline li[data-type=tool_result] .summary")
+    made = await live.page.evaluate("document.querySelectorAll('body img, body b, [onerror]').length")
+    assert made == 0
+    assert await live.page.evaluate("typeof window.__pwned") == "undefined"
+    await live.snapshot(tmp_path / "live.png")  # also: no script error, no CSP violation
