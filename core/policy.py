@@ -58,6 +58,11 @@ class ChannelPolicy:
             probing message ids (Telegram has no lookup by content).
         delta_replay_guard: a bare delta of at least 16 characters that begins with the whole text so far is a
             replayed snapshot (DESIGN §4), applied as a snapshot; False takes every delta as new text.
+        max_messages: the most chat messages one conversation of a run may become (None: no limit). Past it the
+            answer is cut: its last allowed message ends with a short notice, the rest is not sent and the report
+            says ``partial`` (:mod:`core.delivery.cap`). The service sets it per client.
+        max_messages_setting: the setting ``max_messages`` comes from, named in the report's error
+            (``clients.NAME.max_messages_per_run``).
     """
 
     name: str
@@ -79,6 +84,8 @@ class ChannelPolicy:
     live_text: bool = False
     exclusive_bot: bool = False
     delta_replay_guard: bool = True
+    max_messages: int | None = None
+    max_messages_setting: str = "max_messages_per_run"
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).
@@ -167,3 +174,23 @@ class Splitter:
         budget = max(2, min(len(part) - 1, len(part) * limit // size - 8))
         params = replace(self._policy.split_params(), min_chars=budget, max_chars=budget)
         return [fitted for piece in chunk_text(part, params) for fitted in self.fit(piece)]
+
+    def ending(self, part: str, notice: str) -> str:
+        """``part`` cut short enough that ``notice`` fits after it (a blank line between) once rendered: the last
+        message of an answer cut at the message limit. The cut is at the best break (paragraph > line > sentence >
+        space), an open fence closed; only the notice is left when nothing of ``part`` fits with it."""
+        fmt, limit = self._policy.fmt, self._policy.max_units
+        head = part.rstrip()
+        if not head.strip():
+            return notice
+        text = f"{head}\n\n{notice}"
+        budget = limit - self._measure(f"\n\n{notice}", fmt)
+        if fmt is TextFormat.MARKDOWN:
+            budget = budget * 9 // 10  # rendering can lengthen the source (see split_params)
+        while self._measure(text, fmt) > limit:
+            if budget < 2:
+                return notice
+            params = replace(self._policy.split_params(), min_chars=budget // 2, max_chars=budget)
+            text = f"{chunk_text(head, params)[0].rstrip()}\n\n{notice}"
+            budget = budget * 9 // 10
+        return text

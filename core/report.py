@@ -42,6 +42,16 @@ class SlotRole(enum.StrEnum):
     REASONING = "reasoning"
 
 
+CUT_ERROR = "cut at the message limit"
+"""How the error of a part that ends an answer cut at the run's message limit begins (:mod:`core.delivery.cap`): a
+run with such a part is at best ``partial``, in its live report and in one rebuilt from the ledger."""
+
+
+def is_cut(error: str | None) -> bool:
+    """True when ``error`` says an answer was cut at the message limit."""
+    return error is not None and error.startswith(CUT_ERROR)
+
+
 class ReportStatus(enum.StrEnum):
     PENDING = "pending"
     DELIVERED = "delivered"
@@ -84,7 +94,8 @@ def summarize(
     """Count parts and derive the status.
 
     A run that ended other than ``ok`` (an error, stopped, its agent gone quiet) is at best ``partial``: what it
-    shows is not a whole answer, however well every part was delivered.
+    shows is not a whole answer, however well every part was delivered. So is a run whose answer was cut at the
+    message limit (a part's error :func:`is_cut`).
 
     ``delivered``: every part confirmed. ``partial``: some confirmed or uncertain (it may show), some not
     confirmed. ``failed``: nothing confirmed nor uncertain while something should have been shown (nothing of it
@@ -105,6 +116,8 @@ def summarize(
         status = ReportStatus.PARTIAL
     if done and status is ReportStatus.DELIVERED and end_status not in (None, "ok"):
         status = ReportStatus.PARTIAL if confirmed else ReportStatus.FAILED
+    if status is ReportStatus.DELIVERED and any(is_cut(p.error) for p in parts):
+        status = ReportStatus.PARTIAL
     return DeliveryReport(
         run=run,
         channel=channel,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from core.clock import Clock
+from core.delivery.cap import MessageLimit
 from core.delivery.modes import ModeHandler, make_mode, native_streaming
 from core.delivery.reconciler import DeliveryFeed, Reconciler
 from core.delivery.slotbook import SlotBook
@@ -51,7 +52,8 @@ def open_conversation(
 
     Args:
         run: the ledger's run id for this conversation (``<run>/<child key>`` for a sub-agent's thread).
-        policy: the channel's policy (``delivery`` decides the mode; a thread is always ``preview``).
+        policy: the channel's policy (``delivery`` decides the mode; a thread is always ``preview``; ``max_messages``
+            limits the conversation's messages, a thread's apart from the root's: :mod:`core.delivery.cap`).
         adapter: the channel adapter.
         chain: the send chain of ``target``.
         target: where the messages go.
@@ -64,7 +66,8 @@ def open_conversation(
     if thread:
         policy = replace(policy, delivery=DeliveryMode.PREVIEW, typing_every_s=None)
     native = None if thread else native_streaming(policy, adapter, target)
-    book = SlotBook(run, policy.throttle_s if policy.delivery in _THROTTLED else 0.0, native is not None)
+    throttle_s = policy.throttle_s if policy.delivery in _THROTTLED else 0.0
+    book = SlotBook(run, throttle_s, native is not None, MessageLimit.of(policy))
     rec = Reconciler(
         book=book,
         adapter=adapter,

@@ -7,7 +7,8 @@
 - ``final``: nothing until the end; then the final split to the limit.
 - ``progress``: a status message of true progress; the answer only at the commit point.
 
-Every mode implements :class:`ModeHandler`.
+Every mode implements :class:`ModeHandler`, and keeps the answer within the run's message limit
+(:mod:`core.delivery.cap`): past it, the last allowed part ends with a notice and the rest is not shown.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from core.chunker import Chunker
 from core.clock import Clock
 from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange
+from core.delivery.cap import within
 from core.delivery.coverage import ShownCursor, uncovered_tail
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
@@ -74,24 +76,61 @@ class _NoTimers:
         return False
 
 
-class PreviewMode(_NoTimers):
-    """One message edited in place, rolled over at the limit."""
+class _Parts:
+    """The answer's slots of one mode, claimed in order and kept within the run's message limit."""
 
     def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter) -> None:
         self._policy = policy
         self._book = book
         self._split = splitter
-        self._chunker = Chunker(policy.split_params())
         self._slots: list[Slot] = []
+
+    def _allowed(self) -> int | None:
+        """How many answer parts this mode may have (its slots and the book's room), or None (no limit)."""
+        room = self._book.room(SlotRole.ANSWER)
+        return None if room is None else len(self._slots) + room
+
+    def _slot(self, i: int, text: str, cut: bool = False) -> None:
+        """Part ``i`` shows ``text`` (claimed when new); ``cut``: it ends the answer cut at the limit."""
+        if i < len(self._slots):
+            self._book.set_text(self._slots[i], text)
+        else:
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+        self._book.mark_cut(self._slots[i], cut)
+
+    def _lay_out(self, parts: list[str]) -> int:
+        """The answer is ``parts`` (within the limit, the last allowed one ending with the notice): the slots show
+        them; returns how many parts there are now. Slots past them are left to the caller."""
+        parts, cut = within(parts, self._allowed(), self._book.limit, self._split.ending)
+        for i, text in enumerate(parts):
+            self._slot(i, text, cut and i == len(parts) - 1)
+        return len(parts)
+
+
+class PreviewMode(_Parts, _NoTimers):
+    """One message edited in place, rolled over at the limit. At the run's message limit, the last allowed message
+    ends with the notice instead of rolling over, and later text is not shown (until a reset or the final)."""
+
+    def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter) -> None:
+        super().__init__(policy, book, splitter)
+        self._chunker = Chunker(policy.split_params())
         self._frozen = 0
+        self._cut = False
 
     def _show(self, frozen: list[str]) -> None:
+        allowed = self._allowed()
         for text in (fitted for chunk in frozen for fitted in self._split.fit(chunk)):
+            if allowed is not None and self._frozen + 2 > allowed:  # no message left for the text after this one
+                assert self._book.limit is not None
+                self._slot(self._frozen, self._split.ending(text, self._book.limit.notice), cut=True)
+                self._cut = True
+                return
             self._slot(self._frozen, text)
             self._frozen += 1
         # The live part is the chunker's pending text, read only when the reconciler is about to send
         # it: building it costs its length, so doing that per delta would cost the buffer per delta.
         if self._frozen < len(self._slots):
+            self._book.mark_cut(self._slots[self._frozen], False)
             self._book.set_live(self._slots[self._frozen], self._pending)
         else:
             slot = self._book.claim_slot(SlotRole.ANSWER, "", self._policy.fmt)
@@ -101,31 +140,28 @@ class PreviewMode(_NoTimers):
     def _pending(self) -> str:
         return self._chunker.pending
 
-    def _slot(self, i: int, text: str) -> None:
-        if i < len(self._slots):
-            self._book.set_text(self._slots[i], text)
-        else:
-            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
-
     def on_answer(self, change: AnswerChange, message: int) -> None:
         if change.reset:
             self._chunker = Chunker(self._policy.split_params())
             self._frozen = 0
+            self._cut = False
+        elif self._cut:
+            return  # cut at the message limit: nothing more shows until a reset or the final
         self._show(self._chunker.append(change.text))
         if change.reset:
             for slot in self._slots[self._frozen + 1 :]:
                 self._book.retire(slot)  # parts past the new text go at once, not at the end
 
     def finalize(self, final_text: str) -> None:
-        parts = self._split.split(final_text)
-        for i, text in enumerate(parts):
-            self._slot(i, text)
-        for slot in self._slots[len(parts) :]:
+        shown = self._lay_out(self._split.split(final_text))
+        for slot in self._slots[shown:]:
             self._book.set_text(slot, "")
+            self._book.mark_cut(slot, False)
 
 
 class BlockMode:
-    """Block replies: readable messages, each a coalesced block."""
+    """Block replies: readable messages, each a coalesced block. At the run's message limit, a block with no message
+    left ends the answer: the last message is edited to end with the notice (cut to fit it), nothing more is sent."""
 
     def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter, clock: Clock) -> None:
         self._policy = policy
@@ -135,8 +171,11 @@ class BlockMode:
         self._chunker = Chunker(policy.block_params())
         self._coalescer = Coalescer(policy.coalesce, clock)
         self._slots: list[Slot] = []
+        self._texts: list[str] = []
+        """Each slot's text without the notice (what coverage compares with the final)."""
         self._message = 0
         self._shown: ShownCursor | None = None
+        self._cut = False
 
     def _emit(self, blocks: list[Block]) -> None:
         if self._shown is None:
@@ -147,15 +186,37 @@ class BlockMode:
             if not text.strip():
                 continue
             # A block never exceeds the platform limit: split again to it if the joiner pushed it over.
-            for part in self._split.split(text):
-                self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+            self._add(self._split.split(text))
+
+    def _add(self, parts: list[str]) -> None:
+        """New answer messages; the one with no message left under the limit cuts the answer at the last one."""
+        for part in parts:
+            if self._cut:
+                return
+            if self._book.room(SlotRole.ANSWER) == 0:
+                self._cut_last()
+                return
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+            self._texts.append(part)
+
+    def _cut_last(self) -> None:
+        """The answer needs more than the limit allows: its last message ends with the notice."""
+        self._cut = True
+        limit = self._book.limit
+        if self._slots and limit is not None:
+            self._book.set_text(self._slots[-1], self._split.ending(self._texts[-1], limit.notice))
+            self._book.mark_cut(self._slots[-1], True)
 
     def _adopt(self) -> None:
-        """Keep the answer messages shown before a restart as they are; blocks emitted again skip what they show."""
+        """Keep the answer messages shown before a restart as they are; blocks emitted again skip what they show (a
+        notice that cut the answer in the earlier life aside: the replay cuts it again)."""
         restored = []
+        limit = self._book.limit
         while (text := self._book.restored_text(SlotRole.ANSWER)) is not None:
-            restored.append(text)
+            shown = limit.strip(text) if limit is not None else text
+            restored.append(shown)
             self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+            self._texts.append(shown)
         self._shown = ShownCursor(restored)
 
     def _push(self, chunks: list[str]) -> None:
@@ -163,11 +224,13 @@ class BlockMode:
             self._emit(self._coalescer.push(Chunk(text=text, message=self._message), self._clock.now()))
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
+        if self._cut:
+            return  # cut at the message limit: sent blocks cannot be unsent, nothing more is sent before the final
         if change.reset:
             # Sent blocks cannot be unsent: continue with what no block shows yet.
             self._chunker = Chunker(self._policy.block_params())
             self._coalescer = Coalescer(self._policy.coalesce, self._clock)
-            text = uncovered_tail(change.text, [s.desired for s in self._slots])
+            text = uncovered_tail(change.text, self._texts)
         else:
             text = change.text
         self._message = message
@@ -196,19 +259,16 @@ class BlockMode:
         self._coalescer = Coalescer(self._policy.coalesce, self._clock)
         if self._shown is None:
             self._adopt()
-        tail = uncovered_tail(final_text, [s.desired for s in self._slots])
-        for part in self._split.split(tail):
-            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+        tail = uncovered_tail(final_text, self._texts)
+        if self._cut and not tail.strip():  # the blocks shown hold the whole final after all: no notice
+            self._cut = False
+            self._book.set_text(self._slots[-1], self._texts[-1])
+            self._book.mark_cut(self._slots[-1], False)
+        self._add(self._split.split(tail))
 
 
-class FinalMode(_NoTimers):
-    """One answer at the end, split to the limit."""
-
-    def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter) -> None:
-        self._policy = policy
-        self._book = book
-        self._split = splitter
-        self._slots: list[Slot] = []
+class FinalMode(_Parts, _NoTimers):
+    """One answer at the end, split to the limit (and within the run's message limit)."""
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         return None
@@ -216,14 +276,10 @@ class FinalMode(_NoTimers):
     def finalize(self, final_text: str) -> None:
         # A second finalize (an ``end`` whose final_text differs from the committed text) edits the parts
         # already shown to the new text rather than sending it again.
-        parts = self._split.split(final_text)
-        for i, part in enumerate(parts):
-            if i < len(self._slots):
-                self._book.set_text(self._slots[i], part)
-            else:
-                self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
-        for slot in self._slots[len(parts) :]:
+        shown = self._lay_out(self._split.split(final_text))
+        for slot in self._slots[shown:]:
             self._book.retire(slot)
+            self._book.mark_cut(slot, False)
 
 
 class ProgressMode(FinalMode):

@@ -13,10 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from core.delivery.cap import MessageLimit
 from core.delivery.slots import Slot, same_render
 from core.ledger import PartRecord
 from core.ports import TextFormat
-from core.report import PartReport, PartState, SlotRole
+from core.report import PartReport, PartState, SlotRole, is_cut
+
+_FIRST = frozenset({SlotRole.ANSWER, SlotRole.NOTICE})
+"""Roles that may take the last message under the limit while the answer has none (side messages leave it free)."""
 
 
 class SlotBook:
@@ -26,10 +30,15 @@ class SlotBook:
         run: the ledger's run id of the conversation.
         throttle_s: minimum seconds between preview calls (0: every state is sent).
         native: answer parts stream natively (:class:`core.ports.NativeStreaming`) while this is True.
+        limit: the most slots the conversation's stages may claim (None: no limit; :mod:`core.delivery.cap`).
     """
 
-    def __init__(self, run: str, throttle_s: float, native: bool) -> None:
+    def __init__(self, run: str, throttle_s: float, native: bool, limit: MessageLimit | None = None) -> None:
         self.run = run
+        self.limit = limit
+        self.claimed = 0
+        """Slots claimed so far (restored ones handed out again included), in the stages' order."""
+        self._answers = 0
         self.throttle_s = throttle_s
         self.native = native
         self.finalizing = False
@@ -73,6 +82,8 @@ class SlotBook:
                 frozen=rec.frozen,
                 creates=1 if rec.pending is not None else 0,
             )
+            if is_cut(slot.error):
+                slot.error = None  # the replay cuts it again where it was cut (deterministic)
             if rec.state is PartState.UNCERTAIN and rec.message_id is None:
                 slot.uncertain_text = rec.shown
             by_index[rec.slot] = slot
@@ -95,8 +106,22 @@ class SlotBook:
                 return slot.shown or ""
         return None
 
+    def room(self, role: SlotRole = SlotRole.ANSWER) -> int | None:
+        """How many more slots of ``role`` may be claimed under the limit (None: no limit)."""
+        if self.limit is None:
+            return None
+        left = self.limit.max_messages - self.claimed
+        if role in _FIRST or self._answers:
+            return max(0, left)
+        return max(0, left - 1)  # one message stays free for the answer
+
     def claim_slot(self, role: SlotRole, text: str = "", fmt: TextFormat = TextFormat.PLAIN) -> Slot:
-        """A slot for the next part of ``role``: a restored one if any is left, else a new one at the end."""
+        """A slot for the next part of ``role``: a restored one if any is left, else a new one at the end. Past the
+        limit (:meth:`room` is 0), a slot in no book (:attr:`Slot.over_limit`): what it is given is never shown."""
+        if self.room(role) == 0:
+            return Slot(index=-1, role=role, desired=text, fmt=fmt, over_limit=True)
+        self.claimed += 1
+        self._answers += role is SlotRole.ANSWER
         for i, slot in enumerate(self._restored):
             if slot.role is role:
                 del self._restored[i]
@@ -125,6 +150,10 @@ class SlotBook:
         if slot.state is PartState.ACKED:
             slot.state = PartState.PENDING
         self.changed.set()
+
+    def mark_cut(self, slot: Slot, cut: bool, what: str = "the answer") -> None:
+        """``slot`` ends ``what`` cut at the limit (its record's error says so), or no longer does."""
+        slot.cut = self.limit.error(what) if cut and self.limit is not None else None
 
     def drop_unsent(self, role: SlotRole) -> None:
         """Forget every part of ``role`` that no message shows yet (a cancelled run sends no more)."""
@@ -216,7 +245,7 @@ class SlotBook:
             message_id=slot.message_id,
             shown=slot.shown if slot.message_id is not None or slot.uncertain_text is None else slot.uncertain_text,
             degraded=slot.degraded,
-            error=slot.error,
+            error=slot.error or slot.cut,
             streaming=slot.streaming,
             pending=slot.pending,
             unbounded=slot.unbounded,

@@ -155,6 +155,11 @@ class Slot:
     """The part that continues a frozen one (right after it, in order)."""
     parent: Slot | None = None
     """The frozen part this one continues."""
+    cut: str | None = None
+    """This part ends an answer cut at the run's message limit (it ends with the notice): the report's error
+    (:mod:`core.delivery.cap`)."""
+    over_limit: bool = False
+    """Claimed past the run's message limit: in no book, never shown (:meth:`SlotBook.claim_slot`)."""
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""

@@ -148,6 +148,9 @@ class ChildThreads:
             await child.rec.finish()
             assert child.target is not None
             self._release(child.target)
+            # A thread cut at the message limit is on the run's report: its status line's part carries the cut.
+            cut = any(slot.cut is not None for slot in child.rec.book.slots)
+            self._root.mark_cut(child.anchor, cut, f"{child.source.agent_id}'s thread")
 
     async def cancel(self) -> None:
         """Stop without finalizing (service shutdown)."""
@@ -163,6 +166,8 @@ class ChildThreads:
         task.add_done_callback(self._tasks.discard)
 
     async def _anchor_id(self, slot: Slot) -> str | None:
+        if slot.over_limit:
+            return None  # the run's message limit left no status message for this child: nothing to anchor to
         waited = 0.0
         while waited < ANCHOR_WAIT_S:
             if slot.message_id is not None and not slot.streaming:
