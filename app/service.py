@@ -24,12 +24,15 @@ from uvicorn.config import LOGGING_CONFIG
 
 from adapters.discord import DiscordAdapter
 from adapters.ingest_http import create_app
+from adapters.ingest_http.connections import ConnectionGuard, uvicorn_options
 from adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.web import ReadTokens, WebAdapter, web_routes
+from app.connections import connection_guards
 from app.version import version
 from config.actions import load_actions
+from config.connections import ConnectionSettings
 from config.settings import ChannelSettings, Settings
 from core.channel import ChannelRuntime
 from core.clock import Clock, MonotonicClock
@@ -191,6 +194,8 @@ class Sidecar:
         signals: uvicorn stops on SIGINT and SIGTERM (False: the caller handles them and calls :meth:`stop`).
         wrap: wraps the app before the ingest gate (replicas: the proxy that forwards what only a run's owner can
             answer).
+        connections: read timeouts, connection caps and keepalive of both listeners (``[service.connections]``;
+            None: the defaults); :func:`app.connections.connection_guards` fits them to the open-file limit.
     """
 
     def __init__(
@@ -212,6 +217,7 @@ class Sidecar:
         uvicorn_logging: bool = True,
         signals: bool = True,
         wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+        connections: ConnectionSettings | None = None,
     ) -> None:
         self.tokens = ReadTokens(token)
         self.metrics = metrics if metrics is not None else ServiceMetrics(version())
@@ -219,6 +225,7 @@ class Sidecar:
         self.health.active_runs = lambda: len(relay.active_runs())
         self.metrics.watch_active_runs(self.health.active_runs)
         self.metrics.ready.set_function(lambda: 1.0 if self.health.state is ServiceState.READY else 0.0)
+        self.guards = connection_guards(connections, self.metrics, ops=ops_port is not None)
         probes = probe_routes(self.health, self.metrics, metrics_token=metrics_token)
         app = create_app(
             relay,
@@ -231,7 +238,7 @@ class Sidecar:
             observer=self.metrics,
         )
 
-        def server(asgi: Any, bind: str, bind_port: int, *, catch_signals: bool) -> _Server:
+        def server(asgi: Any, bind: str, bind_port: int, *, catch_signals: bool, guard: ConnectionGuard) -> _Server:
             config = uvicorn.Config(
                 asgi,
                 host=bind,
@@ -243,13 +250,16 @@ class Sidecar:
                 # Open streams (a parent following its pipeline lane) would hold a shutdown forever: after this
                 # long they are cut, and the client resumes where it was (Last-Event-ID / ?after).
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                **uvicorn_options(guard),  # caps, read timeouts, keepalive (adapters/ingest_http/connections.py)
             )
             return _Server(config, signals=catch_signals)
 
         asgi: ASGIApp = wrap(app) if wrap is not None else app
-        self._server = server(IngestGate(asgi, self.health), host, port, catch_signals=signals)
+        self._server = server(
+            IngestGate(asgi, self.health), host, port, catch_signals=signals, guard=self.guards["ingest"]
+        )
         self._ops = (
-            server(Starlette(routes=list(probes)), ops_host, ops_port, catch_signals=False)
+            server(Starlette(routes=list(probes)), ops_host, ops_port, catch_signals=False, guard=self.guards["ops"])
             if ops_port is not None
             else None
         )
@@ -324,3 +334,5 @@ class Sidecar:
             if task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        for guard in self.guards.values():
+            guard.close()  # the last summary of refused and cut connections

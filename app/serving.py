@@ -193,6 +193,7 @@ async def serve(
             ops_port=service.ops_port,
             uvicorn_logging=False,
             signals=False,
+            connections=service.connections,
         )
         signals.install()
         try:

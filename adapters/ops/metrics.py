@@ -23,6 +23,8 @@ metric                                         labels                           
 ``streamrelay_journal_append_failures_total``                                              appends that failed
 ``streamrelay_ingest_lines_total``             result                                      events in/dropped/bad
 ``streamrelay_ingest_requests_total``          status                                      ingest answers
+``streamrelay_connections_closed_total``       listener, reason                            refused or cut
+``streamrelay_connections_open``               listener                                    open now (gauge)
 ``streamrelay_active_runs``                                                                runs held (gauge)
 ``streamrelay_ready``                                                                      1 when ready (gauge)
 ``streamrelay_build_info``                     version                                     always 1
@@ -31,6 +33,9 @@ metric                                         labels                           
 ``outcome`` of a platform call (what the platform answered, :func:`call_outcome`): ``ok``, ``not_modified``,
 ``rate_limited``, ``unavailable``, ``uncertain``, ``not_found``, ``forbidden``, ``rejected``, ``frozen``,
 ``native_refused``, ``failed`` (another delivery error), ``error`` (not a delivery error: a bug), ``cancelled``.
+
+``reason`` of a refused or cut connection (:mod:`adapters.ingest_http.connections`): ``max_connections``,
+``max_connections_per_peer`` (refused at once with a 503), ``header_timeout``, ``body_idle_timeout`` (cut).
 """
 
 from __future__ import annotations
@@ -167,6 +172,15 @@ class ServiceMetrics:
         self.ingest_requests = Counter(
             "streamrelay_ingest_requests", "Ingest requests by answer status.", ["status"], registry=r
         )
+        self.connections_closed = Counter(
+            "streamrelay_connections_closed",
+            "Connections a listener refused (a cap) or cut (a read timeout), by reason.",
+            ["listener", "reason"],
+            registry=r,
+        )
+        self.connections_open = Gauge(
+            "streamrelay_connections_open", "Open HTTP connections, by listener.", ["listener"], registry=r
+        )
         self.active_runs = Gauge("streamrelay_active_runs", "Runs held by this process.", registry=r)
         self.ready = Gauge("streamrelay_ready", "1 when /readyz answers 200.", registry=r)
         Info("streamrelay_build", "The running version.", registry=r).info({"version": version})
@@ -178,6 +192,14 @@ class ServiceMetrics:
     def watch_active_runs(self, count: Callable[[], int]) -> None:
         """``streamrelay_active_runs`` is ``count()`` at every scrape (e.g. ``len(relay.active_runs())``)."""
         self.active_runs.set_function(lambda: float(count()))
+
+    def watch_connections(self, listener: str, count: Callable[[], int]) -> None:
+        """``streamrelay_connections_open{listener}`` is ``count()`` at every scrape."""
+        self.connections_open.labels(listener).set_function(lambda: float(count()))
+
+    def connection_closed(self, listener: str, reason: str) -> None:
+        """A connection refused or cut (:class:`adapters.ingest_http.connections.ConnectionObserver`, structurally)."""
+        self.connections_closed.labels(listener, reason).inc()
 
     def exposition(self) -> bytes:
         """The registry in Prometheus's text format (:data:`CONTENT_TYPE`)."""

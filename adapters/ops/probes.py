@@ -1,9 +1,10 @@
 """Probes and metrics over HTTP: ``/healthz``, ``/readyz``, ``/metrics``, and the gate that holds ingest while the
 service is not taking input yet.
 
-- ``GET /healthz``: liveness. 200 ``{"ok": true, "state", "active_runs"}`` whenever the event loop answers, in
-  every state (a process resuming its journal or draining is alive: restarting it would only delay it).
-- ``GET /readyz``: readiness. 200 ``{"ready": true, "state": "ready", "active_runs"}`` when the service takes runs
+- ``GET /healthz``: liveness. 200 ``{"ok": true}`` whenever the event loop answers, in every state (a process
+  resuming its journal or draining is alive: restarting it would only delay it). It answers anyone, so it tells
+  nothing more: the state is ``/readyz``'s, the counts are ``/metrics``'s.
+- ``GET /readyz``: readiness. 200 ``{"ready": true, "state": "ready"}`` when the service takes runs
   and a cheap read of the journal and ledger (the SQLite file) answers within :data:`CHECK_TIMEOUT_S`; else 503
   ``{"ready": false, "state", "reason"}``: ``starting``, ``resuming`` (the journal's unfinished runs are being
   rebuilt after a restart), ``draining`` / ``stopping`` (a SIGTERM arrived), or the store check failed. Never
@@ -65,7 +66,7 @@ class Health:
 
     Args:
         check: a cheap read of the journal and ledger; raises when they cannot be read (None: nothing to check).
-        active_runs: how many runs the service holds (for the probes' answers).
+        active_runs: how many runs the service holds (for the metrics; never in a probe's answer).
         state: the initial state (a service that has nothing to resume starts ``ready``).
         check_timeout_s: how long ``check`` may take.
     """
@@ -103,7 +104,7 @@ class Health:
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """``(ready, answer)``: the state, then the store read (see the module docstring)."""
-        body: dict[str, Any] = {"state": str(self.state), "active_runs": self.active_runs()}
+        body: dict[str, Any] = {"state": str(self.state)}
         if self.state is not ServiceState.READY:
             return False, {"ready": False, **body, "reason": self.reason()}
         if self._check is not None:
@@ -137,7 +138,7 @@ class _Probes:
         return f"_Probes({self.health!r})"  # never the token
 
     async def healthz(self, request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "state": str(self.health.state), "active_runs": self.health.active_runs()})
+        return JSONResponse({"ok": True})
 
     async def readyz(self, request: Request) -> JSONResponse:
         ready, body = await self.health.readiness()

@@ -129,6 +129,7 @@ async def serve_replica(
         uvicorn_logging=False,
         signals=False,
         wrap=wrap,
+        connections=service.connections,
     )
     try:
         listening = await sidecar.start()

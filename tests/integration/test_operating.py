@@ -151,10 +151,12 @@ async def test_metrics_are_for_loopback_or_the_metrics_token(service: Service) -
 
 async def test_readiness_follows_the_services_life_and_ingest_waits_for_the_resume(service: Service) -> None:
     client = service.client
-    assert (await client.get("/readyz")).json() == {"ready": True, "state": "ready", "active_runs": 0}
+    assert (await client.get("/readyz")).json() == {"ready": True, "state": "ready"}
+    assert (await client.get("/healthz")).json() == {"ok": True}  # answers anyone: tells nothing but alive
     service.health.set(ServiceState.RESUMING)
     alive, ready = await client.get("/healthz"), await client.get("/readyz")
-    assert alive.status_code == 200 and alive.json()["state"] == "resuming"
+    assert alive.status_code == 200 and alive.json() == {"ok": True}
+    assert ready.json()["state"] == "resuming"
     assert ready.status_code == 503 and "resuming" in ready.json()["reason"]
     held = await service.post("held", {"kind": "run.start", "channel": "telegram", "target": {"chat_id": 42}})
     assert held.status_code == 503 and held.headers["retry-after"] == "1" and held.json()["state"] == "resuming"

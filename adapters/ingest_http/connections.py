@@ -1,0 +1,364 @@
+"""Connection limits of an HTTP listener: caps per peer and in all, header and body read timeouts, keepalive.
+
+uvicorn's h11 protocol, subclassed (:class:`GuardedH11Protocol`), asks one :class:`ConnectionGuard` per listener:
+
+- a connection past ``max_connections`` (all peers) or ``max_connections_per_peer`` (one client IP) is refused in
+  ``connection_made``: a fixed ``503`` with ``Connection: close`` and a short JSON body naming the limit and its
+  setting is written, the transport is closed; no h11 event is parsed and no ASGI task is made;
+- a connection whose request headers are not complete ``header_timeout_s`` after it opened (or, on a keep-alive
+  connection, after the next request's first byte) gets a fixed ``408`` and is closed (slowloris);
+- a request whose body stays silent ``body_idle_timeout_s`` is cut: ``408`` when no answer has started, else the
+  connection is closed; the app's ``receive`` then sees ``http.disconnect``. While uvicorn holds reading paused
+  (the app has not taken what came), silence is the service's, not the client's: the timer starts again;
+- an idle keep-alive connection is closed after ``keepalive_timeout_s`` (uvicorn's own timer, set to it).
+
+Every refusal and cut is counted (the :class:`ConnectionObserver`, the service's metrics) and logged rate-limited:
+the first of a quiet period at once, then one summary line per ``log_period_s`` with the counts by reason (logger
+``streamrelay.connections``, WARNING). :mod:`adapters.ingest_http.noise` keeps uvicorn's and asyncio's own lines
+about such clients from flooding, and fits ``max_connections`` to the process's open-file limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+LOG_PERIOD_S = 10.0
+"""Seconds between two summary lines of refusals and cuts."""
+
+MAX_PEERS_TRACKED = 1000
+"""At most this many distinct peers are counted per log period (the rest count as ``other peers``)."""
+
+_log = logging.getLogger("streamrelay.connections")
+
+
+class CloseReason(enum.StrEnum):
+    """Why a listener refused or cut a connection (the ``reason`` label of the metric)."""
+
+    MAX_CONNECTIONS = "max_connections"
+    MAX_CONNECTIONS_PER_PEER = "max_connections_per_peer"
+    HEADER_TIMEOUT = "header_timeout"
+    BODY_IDLE_TIMEOUT = "body_idle_timeout"
+
+    @property
+    def setting(self) -> str:
+        """The ``[service.connections]`` key that governs it, e.g. ``service.connections.header_timeout_s``."""
+        suffix = "_s" if self in (CloseReason.HEADER_TIMEOUT, CloseReason.BODY_IDLE_TIMEOUT) else ""
+        return f"service.connections.{self.value}{suffix}"
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """The limits of one listener (``[service.connections]``, :class:`config.connections.ConnectionSettings`).
+
+    Attributes:
+        header_timeout_s: seconds to send complete request headers.
+        body_idle_timeout_s: longest silence inside one request body, seconds.
+        keepalive_timeout_s: an idle keep-alive connection's life, seconds.
+        max_connections: open connections from all peers.
+        max_connections_per_peer: open connections from one client IP.
+        max_header_bytes: request line and headers, bytes (h11's max incomplete event size).
+    """
+
+    header_timeout_s: float
+    body_idle_timeout_s: float
+    keepalive_timeout_s: float
+    max_connections: int
+    max_connections_per_peer: int
+    max_header_bytes: int
+
+
+class ConnectionObserver(Protocol):
+    """Told of every refused or cut connection (the service's metrics implement it)."""
+
+    def connection_closed(self, listener: str, reason: str) -> None:
+        """One connection of ``listener`` refused or cut, for ``reason`` (a :class:`CloseReason` value)."""
+        ...
+
+
+def fixed_response(status: int, phrase: str, body: dict[str, Any], *, retry_after_s: int | None = None) -> bytes:
+    """A complete HTTP/1.1 answer that closes the connection: status line, headers, a JSON body."""
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    head = [
+        f"HTTP/1.1 {status} {phrase}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(payload)}",
+        "Connection: close",
+    ]
+    if retry_after_s is not None:
+        head.append(f"Retry-After: {retry_after_s}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+
+
+def _answers(limits: ConnectionLimits) -> dict[CloseReason, bytes]:
+    caps = {
+        CloseReason.MAX_CONNECTIONS: (limits.max_connections, "too many open connections"),
+        CloseReason.MAX_CONNECTIONS_PER_PEER: (
+            limits.max_connections_per_peer,
+            "too many connections from your address",
+        ),
+    }
+    answers = {
+        reason: fixed_response(
+            503,
+            "Service Unavailable",
+            {"error": f"{what}: {reason.setting} ({cap}) reached", "limit": reason.value, "setting": reason.setting},
+            retry_after_s=1,
+        )
+        for reason, (cap, what) in caps.items()
+    }
+    timeouts = {
+        CloseReason.HEADER_TIMEOUT: (limits.header_timeout_s, "request headers not complete within"),
+        CloseReason.BODY_IDLE_TIMEOUT: (limits.body_idle_timeout_s, "request body silent for"),
+    }
+    for reason, (seconds, what) in timeouts.items():
+        error = f"{what} {seconds:g} s ({reason.setting})"
+        body = {"error": error, "limit": reason.value, "setting": reason.setting}
+        answers[reason] = fixed_response(408, "Request Timeout", body)
+    return answers
+
+
+class ConnectionGuard:
+    """Counts one listener's open connections, admits or refuses new ones, and reports refusals and cuts.
+
+    Used from the event loop's thread only (protocol callbacks); no locking.
+
+    Args:
+        limits: the listener's limits.
+        listener: its name in log lines and metrics (``ingest``, ``ops``).
+        observer: told of every refusal and cut (None: nobody).
+        log_period_s: seconds between two summary lines.
+    """
+
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        *,
+        listener: str = "ingest",
+        observer: ConnectionObserver | None = None,
+        log_period_s: float = LOG_PERIOD_S,
+    ) -> None:
+        self.limits = limits
+        self.listener = listener
+        self.observer = observer
+        self.log_period_s = log_period_s
+        self.open = 0
+        self.per_peer: dict[str, int] = {}
+        self.answers = _answers(limits)
+        self._counts: Counter[CloseReason] = Counter()
+        self._peers: Counter[str] = Counter()
+        self._summary: asyncio.TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        return f"ConnectionGuard({self.listener!r}, open={self.open})"
+
+    def count(self) -> int:
+        """Open connections now."""
+        return self.open
+
+    def admit(self, peer: str) -> CloseReason | None:
+        """Count a new connection from ``peer``; or, past a cap, count nothing and return the cap it hit."""
+        if self.open >= self.limits.max_connections:
+            return CloseReason.MAX_CONNECTIONS
+        held = self.per_peer.get(peer, 0)
+        if held >= self.limits.max_connections_per_peer:
+            return CloseReason.MAX_CONNECTIONS_PER_PEER
+        self.open += 1
+        self.per_peer[peer] = held + 1
+        return None
+
+    def release(self, peer: str) -> None:
+        """An admitted connection from ``peer`` is gone."""
+        self.open = max(0, self.open - 1)
+        held = self.per_peer.get(peer, 0) - 1
+        if held > 0:
+            self.per_peer[peer] = held
+        else:
+            self.per_peer.pop(peer, None)
+
+    def note(self, reason: CloseReason, peer: str) -> None:
+        """A connection from ``peer`` was refused or cut for ``reason``: count it, log it (rate-limited)."""
+        if self.observer is not None:
+            self.observer.connection_closed(self.listener, reason.value)
+        if self._summary is None:
+            _log.warning(
+                "%s connection from %s %s (%s); more are summarized every %g s",
+                self.listener,
+                peer,
+                "refused" if reason in (CloseReason.MAX_CONNECTIONS, CloseReason.MAX_CONNECTIONS_PER_PEER) else "cut",
+                reason.setting,
+                self.log_period_s,
+                extra={"listener": self.listener, "peer": peer, "reason": reason.value},
+            )
+            self._summary = asyncio.get_running_loop().call_later(self.log_period_s, self._flush)
+            return
+        self._counts[reason] += 1
+        if peer in self._peers or len(self._peers) < MAX_PEERS_TRACKED:
+            self._peers[peer] += 1
+        else:
+            self._peers["other peers"] += 1
+
+    def _flush(self) -> None:
+        self._summary = None
+        if not self._counts:
+            return  # a quiet period: the next one is logged at once again
+        self.flush()
+        self._summary = asyncio.get_running_loop().call_later(self.log_period_s, self._flush)
+
+    def flush(self) -> None:
+        """Log the summary of what was counted since the last line (nothing when nothing was)."""
+        if not self._counts:
+            return
+        counts = {reason.value: n for reason, n in self._counts.most_common()}
+        top, top_n = self._peers.most_common(1)[0]
+        _log.warning(
+            "%s connections refused or cut lately: %s; peers: %d (most: %s, %d)",
+            self.listener,
+            ", ".join(f"{n} {reason}" for reason, n in counts.items()),
+            len(self._peers),
+            top,
+            top_n,
+            extra={"listener": self.listener, "counts": counts, "peers": len(self._peers), "open": self.open},
+        )
+        self._counts.clear()
+        self._peers.clear()
+
+    def close(self) -> None:
+        """The listener stopped: log what is still counted, stop the summary timer."""
+        if self._summary is not None:
+            self._summary.cancel()
+            self._summary = None
+        self.flush()
+
+
+def _peer_of(transport: asyncio.BaseTransport) -> str:
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, tuple | list) and peer:
+        return str(peer[0])
+    return "unix" if peer is not None else "unknown"
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol under a :class:`ConnectionGuard` (make a class per listener with
+    :func:`guarded_protocol`)."""
+
+    guard: ClassVar[ConnectionGuard]
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        # uvicorn types it as whole seconds; call_later takes any float
+        self.timeout_keep_alive = self.guard.limits.keepalive_timeout_s  # type: ignore[assignment]
+        self._peer = ""
+        self._admitted = False
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        peer = _peer_of(transport)
+        refused = self.guard.admit(peer)
+        if refused is not None:
+            transport.write(self.guard.answers[refused])
+            transport.close()
+            self.guard.note(refused, peer)
+            return
+        self._peer, self._admitted = peer, True
+        super().connection_made(transport)
+        self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:
+            return  # refused: uvicorn never knew it
+        self._admitted = False
+        self.guard.release(self._peer)
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def _later(self, delay_s: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        return self.loop.call_later(delay_s, callback)
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._header_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._header_timer = self._body_timer = None
+
+    def _watch(self) -> None:
+        """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
+        its silence timer starts again; anything else → no timer of ours."""
+        if self.transport.is_closing():
+            self._cancel_timers()
+            return
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            if self._header_timer is None:
+                self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
+            return
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        if state is h11.SEND_BODY:
+            self._body_timer = self._later(self.guard.limits.body_idle_timeout_s, self._body_silent)
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.conn.our_state is h11.IDLE:
+            self.transport.write(self.guard.answers[CloseReason.HEADER_TIMEOUT])
+        self.transport.close()
+        self.guard.note(CloseReason.HEADER_TIMEOUT, self._peer)
+
+    def _body_silent(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            return
+        if self.flow.read_paused:  # the app has not taken what came: not the client's silence
+            self._body_timer = self._later(self.guard.limits.body_idle_timeout_s, self._body_silent)
+            return
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:
+            self.transport.write(self.guard.answers[CloseReason.BODY_IDLE_TIMEOUT])
+        if cycle is not None:
+            cycle.disconnected = True  # the app's sends are dropped, its receive says http.disconnect
+            cycle.message_event.set()
+        self.transport.close()
+        self.guard.note(CloseReason.BODY_IDLE_TIMEOUT, self._peer)
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:
+    """A protocol class for one listener (uvicorn makes one instance per connection), bound to ``guard``."""
+    return type(f"GuardedH11Protocol_{guard.listener}", (GuardedH11Protocol,), {"guard": guard})
+
+
+def uvicorn_options(guard: ConnectionGuard) -> dict[str, Any]:
+    """The ``uvicorn.Config`` keywords that put a listener under ``guard``: ``http``, ``timeout_keep_alive``,
+    ``h11_max_incomplete_event_size``."""
+    return {
+        "http": guarded_protocol(guard),
+        "timeout_keep_alive": max(1, round(guard.limits.keepalive_timeout_s)),  # the protocol uses the exact value
+        "h11_max_incomplete_event_size": guard.limits.max_header_bytes,
+    }
