@@ -269,6 +269,8 @@ class GuardedH11Protocol(H11Protocol):
         self._admitted = False
         self._header_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
+        self._body_seen = 0.0
+        """Loop time of the request body's last piece (or of the last look while reading was paused)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = _peer_of(transport)
@@ -305,7 +307,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _watch(self) -> None:
         """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
-        its silence timer starts again; anything else → no timer of ours."""
+        its silence counts from now; anything else → no timer of ours."""
         if self.transport.is_closing():
             self._cancel_timers()
             return
@@ -317,11 +319,13 @@ class GuardedH11Protocol(H11Protocol):
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
-        if self._body_timer is not None:
+        if state is h11.SEND_BODY:
+            self._body_seen = self.loop.time()  # one timer per silence, not one per piece: it looks here when due
+            if self._body_timer is None:
+                self._body_timer = self._later(self.guard.limits.body_idle_timeout_s, self._body_silent)
+        elif self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
-        if state is h11.SEND_BODY:
-            self._body_timer = self._later(self.guard.limits.body_idle_timeout_s, self._body_silent)
 
     def _headers_late(self) -> None:
         self._header_timer = None
@@ -336,8 +340,12 @@ class GuardedH11Protocol(H11Protocol):
         self._body_timer = None
         if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
             return
+        timeout_s = self.guard.limits.body_idle_timeout_s
         if self.flow.read_paused:  # the app has not taken what came: not the client's silence
-            self._body_timer = self._later(self.guard.limits.body_idle_timeout_s, self._body_silent)
+            self._body_seen = self.loop.time()
+        silent_s = self.loop.time() - self._body_seen
+        if silent_s < timeout_s:
+            self._body_timer = self._later(timeout_s - silent_s, self._body_silent)
             return
         cycle = self.cycle
         if cycle is not None and not cycle.response_started:
