@@ -3,6 +3,8 @@ fitting ``max_connections`` to the open-file limit."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import logging
 import re
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from adapters.ingest_http.connections import CloseReason, ConnectionGuard, ConnectionLimits
-from adapters.ingest_http.flood import RateLimitFilter, connection_ceiling, fit_to_open_files
+from adapters.ingest_http.flood import RateLimitFilter, connection_ceiling, fit_to_open_files, install_flood_filters
 from app.connections import connection_limits
 from config.connections import ConnectionSettings
 from config.settings import DEFAULT_CONFIG, load_settings
@@ -104,3 +106,15 @@ def test_the_filter_lets_one_record_of_a_kind_through_per_period_and_counts_the_
     now[0] = 25.0
     quiet = _record("Invalid HTTP request received.")
     assert flt.filter(quiet) and quiet.getMessage() == "Invalid HTTP request received."
+
+
+async def test_asyncios_accept_errors_are_rate_limited_once_installed(caplog: pytest.LogCaptureFixture) -> None:
+    install_flood_filters()
+    install_flood_filters()  # once per process: a second call adds nothing
+    assert sum(isinstance(f, RateLimitFilter) for f in logging.getLogger("asyncio").filters) == 1
+    loop = asyncio.get_running_loop()
+    with caplog.at_level(logging.ERROR, "asyncio"):
+        for _ in range(200):  # what the accept loop reports on EMFILE, once per retry
+            error = OSError(errno.EMFILE, "Too many open files")
+            loop.call_exception_handler({"message": "socket.accept() out of system resource", "exception": error})
+    assert len([r for r in caplog.records if r.name == "asyncio"]) <= 1
