@@ -2,7 +2,9 @@
 
 Budgets come from the channel's TOML (``[channels.NAME.rate.BUDGET]``, each number with its documentation
 link). Per scope they are shared as the platform shares them: ``bot`` budgets and 429 pauses by every
-conversation of the channel's bot, ``chat`` and ``group`` budgets by every thread (forum topic) of a chat. With
+conversation of the channel's bot, ``chat`` and ``group`` budgets by every thread (forum topic) of a chat. The
+bot's budgets are served fairly (:class:`~core.fair.FairQueue`: finals first, then round-robin across clients, then
+across a client's runs); a chat's are polled first come, first served (its few threads rarely compete). With
 replicas, ``bot`` budgets and bot-wide 429 pauses are also shared with the other processes serving the bot
 (``shared``: :class:`~core.rate.SharedBudgets`, e.g. ``adapters.redis.shared_budgets_for``).
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 from core.clock import Clock
 from core.events import Target
+from core.fair import FairQueue
 from core.policy import ChannelPolicy
 from core.ports import ChannelAdapter
 from core.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
@@ -38,6 +41,8 @@ class ChannelRuntime:
             every send chain awaits it after its local budgets. Built from the same ``budgets``.
         guard_for: the guard of a target's send chain (see :class:`~core.send_chain.SendChain`; replicas: is the
             lease of the target's partition still ours), None: no guard.
+        fair: serve the bot's budgets in fair order (False: first come, first served, as polled buckets: kept
+            for comparison, e.g. ``bench/bench_fairness.py``).
     """
 
     policy: ChannelPolicy
@@ -46,10 +51,12 @@ class ChannelRuntime:
     max_idle_chains: int = 10_000
     shared: SharedBudgets | None = None
     guard_for: Callable[[Target], Callable[[], bool]] | None = None
+    fair: bool = True
     pauses: PauseBoard = field(default_factory=PauseBoard)
     _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
     _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
     _bot_buckets: list[TokenBucket] | None = None
+    _bot_queues: list[FairQueue] = field(default_factory=list)
 
     @staticmethod
     def _key(target: Target) -> str:
@@ -63,6 +70,8 @@ class ChannelRuntime:
         if entry is None:
             if self._bot_buckets is None:
                 self._bot_buckets = [b.bucket() for b in self.budgets if b.scope is BudgetScope.BOT]
+                if self.fair:
+                    self._bot_queues = [FairQueue(bucket, clock) for bucket in self._bot_buckets]
             # Threads (forum topics) of one chat share the chat's and the group's budgets.
             chat_key = str(target.chat_id)
             buckets = self._chat_buckets.get(chat_key)
@@ -75,7 +84,8 @@ class ChannelRuntime:
                 ]
                 self._chat_buckets[chat_key] = buckets
             guard = self.guard_for(target) if self.guard_for is not None else None
-            chain = SendChain(clock, [*buckets, *self._bot_buckets], self.pauses, shared=self.shared, guard=guard)
+            polled = buckets if self.fair else [*buckets, *self._bot_buckets]
+            chain = SendChain(clock, polled, self.pauses, fair=self._bot_queues, shared=self.shared, guard=guard)
             entry = (chain, 0)
         chain, users = entry
         self._chains[key] = (chain, users + 1)

@@ -128,6 +128,20 @@ class TokenBucket:
         self._refill(now)
         self._tokens = max(0.0, self._tokens - 1.0)
 
+    def available(self, now: float) -> float:
+        """Tokens stored now (``inf`` when unlimited)."""
+        if self.rate_per_s <= 0:
+            return float("inf")
+        self._refill(now)
+        return self._tokens
+
+    def give_back(self, now: float) -> None:
+        """Return one token taken but not used (never more than ``burst`` stored)."""
+        if self.rate_per_s <= 0:
+            return
+        self._refill(now)
+        self._tokens = min(self.burst, self._tokens + 1.0)
+
 
 class PauseBoard:
     """429 pauses wider than one conversation, shared by every send chain of one bot.

@@ -5,10 +5,16 @@ A 429 (``RateLimitedError``) pauses its scope until its ``retry_after`` has pass
 :class:`~core.rate.PauseBoard` the bot's chains share). The chain never retries by itself: callers (the
 reconciler) decide, so pending preview edits can merge into one.
 
+Budgets shared by many conversations (the bot's) are served fairly (:class:`~core.fair.FairQueue`): each call says
+who asks (:class:`~core.fair.Requester`: its client and run); finals go first, then the clients take turns, then a
+client's runs. A caller that must wait for its turn may take it ahead of the call (:meth:`SendChain.take_turn`) and
+then decide what to send: the reconciler does, so the edit it makes after a long wait shows the latest text.
+
 With replicas, the budgets and pauses wider than one conversation are also shared with the other processes
 serving the bot (:class:`~core.rate.SharedBudgets`): after its local wait the chain awaits the shared grant, and a
 429 on a shared scope pauses every replica. The local buckets stay the planner's estimate (``ready_in`` is
-synchronous): what other replicas spend shows up as a longer wait in :meth:`SendChain.call`.
+synchronous): what other replicas spend shows up as a longer wait in :meth:`SendChain.call`; local fairness orders
+this process's calls.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import TypeVar
 
 from core.clock import Clock
 from core.errors import OwnershipLostError, RateLimitedError, RateScope
+from core.fair import ANYONE, FairQueue, Requester
 from core.ports import CallKind
 from core.rate import SHARED_PAUSES, PauseBoard, SharedBudgets, TokenBucket
 
@@ -31,14 +38,23 @@ _log = logging.getLogger("streamrelay.send_chain")
 KNOWN_IDS = 1000
 """How many of a conversation's latest message ids a send chain remembers."""
 
+HOLD_S = 1.0
+"""How long a turn taken ahead of its call (:meth:`SendChain.take_turn`) is kept for it, in seconds: a token not
+used by then goes back to its queue (the next waiter, or the bucket)."""
+
+TURN_SLACK_S = 0.001
+"""Seconds by which a wait may exceed a caller's turn estimate and still be that turn's (clock readings differ)."""
+
 
 class SendChain:
     """Serializes calls for one conversation (a chat, a channel, a thread).
 
     Args:
         clock: the injected clock.
-        buckets: rate budgets this conversation draws from, e.g. ``[per_chat, per_bot]`` (shared
-            bucket objects may appear in several chains); each applies to the call kinds it lists.
+        buckets: rate budgets this conversation draws from, e.g. ``[per_chat]``, polled first come first served
+            (a bucket object may appear in several chains); each applies to the call kinds it lists.
+        fair: budgets shared with other conversations and served in fair order, e.g. the bot's (each queue's
+            bucket applies to the call kinds it lists); awaited after ``buckets`` and the pauses.
         pauses: the bot's shared 429 pauses (a private board when not given).
         shared: budgets and pauses shared with the bot's other replicas (None: this process is alone).
         guard: asked right before every call (after every wait): False when this process may no longer act for
@@ -52,12 +68,15 @@ class SendChain:
         buckets: Sequence[TokenBucket] = (),
         pauses: PauseBoard | None = None,
         *,
+        fair: Sequence[FairQueue] = (),
         shared: SharedBudgets | None = None,
         guard: Callable[[], bool] | None = None,
     ) -> None:
         self._clock = clock
         self._guard = guard
         self._buckets = list(buckets)
+        self._fair = list(fair)
+        self._held: dict[tuple[Requester, FairQueue], float] = {}
         self._pauses = pauses if pauses is not None else PauseBoard()
         self._shared = shared
         self._lock = asyncio.Lock()
@@ -87,25 +106,103 @@ class SendChain:
     def _applicable(self, kind: CallKind) -> list[TokenBucket]:
         return [b for b in self._buckets if kind in b.calls]
 
-    def ready_in(self, kind: CallKind = CallKind.SEND, *, final: bool = False) -> float:
-        """Seconds until a call of ``kind`` could start: 429 pauses and rate budgets (0.0 when ready).
-        A preview (``final=False``) leaves queued finals their tokens first."""
+    def _fair_for(self, kind: CallKind) -> list[FairQueue]:
+        return [q for q in self._fair if kind in q.bucket.calls]
+
+    def ready_in(self, kind: CallKind = CallKind.SEND, *, final: bool = False, requester: Requester = ANYONE) -> float:
+        """Seconds until a call of ``kind`` by ``requester`` could start: 429 pauses, rate budgets and its turn on
+        the shared budgets (:meth:`turn_in`), 0.0 when ready. A preview (``final=False``) leaves finals their
+        tokens first."""
+        return max(self._local_wait(kind, final), self.turn_in(kind, final=final, requester=requester))
+
+    def _local_wait(self, kind: CallKind, final: bool) -> float:
         now = self._clock.now()
         wait = max(self.pause_remaining(), self._pauses.remaining(kind, now))
         for bucket in self._applicable(kind):
             wait = max(wait, bucket.delay(now, final=final))
         return wait
 
-    async def call(self, fn: Callable[[], Awaitable[T]], kind: CallKind = CallKind.SEND, *, final: bool = False) -> T:
+    def turn_in(self, kind: CallKind = CallKind.SEND, *, final: bool = False, requester: Requester = ANYONE) -> float:
+        """Seconds until ``requester``'s turn on the fair budgets for a call of ``kind``: its place in their fair
+        order divided by their rate (:meth:`FairQueue.estimate <core.fair.FairQueue.estimate>`), 0.0 when a token is
+        free for it now or its turn is taken (:meth:`take_turn`)."""
+        self._expire()
+        wait = 0.0
+        for queue in self._fair_for(kind):
+            if (requester, queue) not in self._held:
+                wait = max(wait, queue.estimate(requester, final=final))
+        return wait
+
+    def turn_decides(
+        self, kind: CallKind, wait_s: float, *, final: bool = False, requester: Requester = ANYONE
+    ) -> bool:
+        """True when ``requester``'s turn on the fair budgets is what holds back its call of ``kind`` due in
+        ``wait_s`` seconds (its :meth:`turn_in` is about that long): the caller should :meth:`take_turn` (join the
+        queue) rather than sleep, since a turn comes only to those who wait in the queue."""
+        turn_s = self.turn_in(kind, final=final, requester=requester)
+        return turn_s > 0 and turn_s >= wait_s - TURN_SLACK_S
+
+    async def take_turn(
+        self, kind: CallKind = CallKind.SEND, *, final: bool = False, requester: Requester = ANYONE
+    ) -> None:
+        """Wait in the fair budgets' queues until ``requester``'s turn and keep the tokens for its next call of
+        ``kind`` on this chain (made within :data:`HOLD_S`), so the caller decides what to send once it may send.
+
+        Raises:
+            asyncio.CancelledError: the caller was cancelled; it left the queues (a token it holds already goes back
+                when the chain is next used past :data:`HOLD_S`).
+        """
+        self._expire()
+        for queue in self._fair_for(kind):
+            if (requester, queue) not in self._held:
+                await queue.acquire(requester, final=final)
+                self._held[(requester, queue)] = self._clock.now()
+
+    def promote(self, requester: Requester) -> None:
+        """``requester``'s run is finalizing: its calls and turns waiting on the fair budgets go as finals."""
+        for queue in self._fair:
+            queue.promote(requester)
+
+    def _expire(self) -> None:
+        now = self._clock.now()
+        for key, at in list(self._held.items()):
+            if now - at > HOLD_S:
+                del self._held[key]
+                key[1].refund()
+
+    async def _take_fair(self, kind: CallKind, final: bool, requester: Requester) -> None:
+        """Spend the turn ``requester`` holds on each fair budget for ``kind``, or wait for one."""
+        self._expire()
+        granted: list[FairQueue] = []
+        try:
+            for queue in self._fair_for(kind):
+                if self._held.pop((requester, queue), None) is None:
+                    await queue.acquire(requester, final=final)
+                granted.append(queue)
+        except BaseException:
+            for queue in granted:  # cancelled half way: the tokens go on
+                queue.refund()
+            raise
+
+    async def call(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        kind: CallKind = CallKind.SEND,
+        *,
+        final: bool = False,
+        requester: Requester = ANYONE,
+    ) -> T:
         """Run one platform call of ``kind`` when the chain is free, not paused and within budget.
 
-        The local budgets and pauses first, then (with replicas) the shared ones: the call starts once
+        The local budgets and pauses first, then the fair budgets (the turn ``requester`` took, or a wait for
+        one), then (with replicas) the shared ones: the call starts once
         :meth:`SharedBudgets.acquire <core.rate.SharedBudgets.acquire>` granted it.
 
         Args:
             fn: the single-attempt platform call.
             kind: what it is, for the budgets and pauses that apply.
             final: part of a run's finalization: goes before previews when a shared budget is short.
+            requester: who asks (its client and run): its place in the fair budgets' order.
 
         Raises:
             Whatever ``fn`` raises; a ``RateLimitedError`` also pauses its scope for ``retry_after_s`` (on every
@@ -114,6 +211,9 @@ class SendChain:
         """
         async with self._lock:
             await self._wait_local(kind, final)
+            if self._fair:
+                await self._take_fair(kind, final, requester)
+                await self._wait_local(kind, final)  # a 429 pause may have begun meanwhile
             now = self._clock.now()
             for bucket in self._applicable(kind):
                 bucket.take(now)
@@ -133,7 +233,7 @@ class SendChain:
             for bucket in buckets:
                 bucket.finals_waiting += 1
         try:
-            while (wait := self.ready_in(kind, final=final)) > 0:
+            while (wait := self._local_wait(kind, final)) > 0:
                 await self._clock.sleep(wait)
         finally:
             if final:

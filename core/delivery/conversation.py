@@ -16,6 +16,7 @@ from core.delivery.modes import ModeHandler, make_mode, native_streaming
 from core.delivery.reconciler import DeliveryFeed, Reconciler
 from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode, Target
+from core.fair import Requester
 from core.ledger import Ledger
 from core.policy import ChannelPolicy, Splitter
 from core.ports import ChannelAdapter
@@ -47,6 +48,7 @@ def open_conversation(
     retry_window_s: float,
     thread: bool = False,
     feed: DeliveryFeed | None = None,
+    requester: Requester | None = None,
 ) -> Conversation:
     """Build the stages of one conversation (not started: the caller restores the ledger's parts and starts it).
 
@@ -62,6 +64,7 @@ def open_conversation(
         retry_window_s: how long calls safe to retry are retried through an outage (seconds).
         thread: a sub-agent's thread: ``preview``, no native streaming, no typing indicator.
         feed: where each call's outcome goes for watchers.
+        requester: who asks for the bot's shared budgets (None: ``run``'s client and run; a thread names its run's).
     """
     if thread:
         policy = replace(policy, delivery=DeliveryMode.PREVIEW, typing_every_s=None)
@@ -80,5 +83,6 @@ def open_conversation(
         retry_window_s=retry_window_s,
         exclusive_bot=policy.exclusive_bot,
         feed=feed,
+        requester=requester,
     )
     return Conversation(book, make_mode(policy, book, Splitter(policy, adapter.measure), clock), rec)

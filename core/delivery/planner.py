@@ -16,6 +16,7 @@ from core.clock import Clock
 from core.delivery.coverage import uncovered_tail
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import SIDE_ROLES, Op, OpKind, Slot
+from core.fair import ANYONE, Requester
 from core.report import PartState
 from core.send_chain import SendChain
 
@@ -47,6 +48,8 @@ class Planner:
         self.last_call_at: float | None = None
         self.stream_refresh_s: float | None = None
         self.native = False
+        self.requester: Requester = ANYONE
+        """Who asks for the bot's shared budgets: the estimate of its turn (``ready_in``) is its own."""
 
     @property
     def finalizing(self) -> bool:
@@ -137,7 +140,7 @@ class Planner:
 
     def _timed(self, slot: Slot, kind: OpKind, text: str | None) -> Op:
         """The op for ``slot`` with the earliest time it may start (rate budget, 429 pause, throttle)."""
-        ready_in = self._chain.ready_in(kind.call_kind, final=self.finalizing)
+        ready_in = self._chain.ready_in(kind.call_kind, final=self.finalizing, requester=self.requester)
         if ready_in > 0:
             slot.history.clear()  # the platform is not keeping up: pending states merge into one
         if text is None:

@@ -44,6 +44,7 @@ from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, delivery_id, same_render
 from core.errors import DeliveryError
 from core.events import Target
+from core.fair import Requester
 from core.ledger import Ledger, PartRecord
 from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend, SettleOutcome
 from core.report import PartState
@@ -79,6 +80,8 @@ class Reconciler(OutcomeRules):
             typing indicator (at the start too); None: never. Never during finalization or after it.
         exclusive_bot: the bot token is the sidecar's alone (Telegram can then settle by probing ids).
         feed: told every call's outcome (see :data:`DeliveryFeed`); None: nobody watches.
+        requester: who asks for the bot's shared budgets (its client and run; a thread asks as its run); None: the
+            book's run key (:meth:`Requester.of <core.fair.Requester.of>`).
     """
 
     def __init__(
@@ -95,8 +98,10 @@ class Reconciler(OutcomeRules):
         typing_every_s: float | None = None,
         exclusive_bot: bool = False,
         feed: DeliveryFeed | None = None,
+        requester: Requester | None = None,
     ) -> None:
         self.book = book
+        self.requester = requester if requester is not None else Requester.of(book.run)
         self.run = book.run
         self._chain = chain
         self._native = native
@@ -115,6 +120,7 @@ class Reconciler(OutcomeRules):
         self._feed = feed
         self.planner = Planner(clock, chain, book)
         self.planner.native = native is not None
+        self.planner.requester = self.requester
         self.planner.stream_refresh_s = native.stream_refresh_s if native is not None else None
 
     @property
@@ -143,6 +149,7 @@ class Reconciler(OutcomeRules):
     async def finish(self) -> None:
         """Finalization: drop the throttle, deliver everything, and stop the loop."""
         self.book.finalizing = True
+        self._chain.promote(self.requester)  # a turn it waits for now goes as a final's
         self._closed = True
         for slot in self.book.slots:
             if slot.retry_at_finish:  # an outage during the stream must not freeze the final answer
@@ -181,6 +188,11 @@ class Reconciler(OutcomeRules):
                     await self._typing()
                 continue
             delay = op.not_before - self._clock.now()
+            kind, final = op.kind.call_kind, self.finalizing
+            if delay > 0 and self._chain.turn_decides(kind, delay, final=final, requester=self.requester):
+                # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan again
+                await self._chain.take_turn(kind, final=final, requester=self.requester)
+                continue
             if delay > 0:
                 await self._sleep_or_wake(delay)
                 continue
@@ -212,12 +224,12 @@ class Reconciler(OutcomeRules):
         """Show the typing indicator once (one attempt, never in the ledger: it is not a message); a rate
         limited or failed indicator is skipped, the next one is due ``typing_every_s`` later."""
         self._last_typing_at = self._clock.now()
-        if self._chain.ready_in(CallKind.TYPING) > 0:
+        if self._chain.ready_in(CallKind.TYPING, requester=self.requester) > 0:
             return
         adapter, target = self._adapter, self._target
         with contextlib.suppress(DeliveryError):
             self.typing_calls += 1
-            await self._chain.call(lambda: adapter.send_typing(target), CallKind.TYPING)
+            await self._chain.call(lambda: adapter.send_typing(target), CallKind.TYPING, requester=self.requester)
 
     # --- performing one call ----------------------------------------------------------------------------
 
@@ -274,7 +286,7 @@ class Reconciler(OutcomeRules):
             self._feed(delivery_fact(op, outcome, detail, retry_after_s))
 
     async def _call(self, op: Op, fn: Callable[[], Awaitable[T]]) -> T:
-        return await self._chain.call(fn, op.kind.call_kind, final=self.finalizing)
+        return await self._chain.call(fn, op.kind.call_kind, final=self.finalizing, requester=self.requester)
 
     async def _message_call(self, op: Op) -> None:
         slot, target, adapter = op.slot, self._target, self._adapter

@@ -30,6 +30,7 @@ from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
 from core.errors import DeliveryError
 from core.events import DeliveryMode, Source, Target
+from core.fair import Requester
 from core.ledger import Ledger
 from core.policy import ChannelPolicy, ReasoningPolicy
 from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
@@ -189,7 +190,11 @@ class ChildThreads:
         chain = self._chain_for(self._target)
         title = f"{child.source.agent_id}"
         try:
-            target = await chain.call(lambda: threads.open_thread(self._target, anchor, title), CallKind.SEND)
+            target = await chain.call(
+                lambda: threads.open_thread(self._target, anchor, title),
+                CallKind.SEND,
+                requester=Requester.of(self._run),
+            )
         except DeliveryError as exc:
             _log.warning("run %s: no thread for %s (%s): it stays a status line", self._run, child.source.key, exc)
             return
@@ -206,6 +211,7 @@ class ChildThreads:
             retry_window_s=self._retry_window_s,
             thread=True,
             feed=self._feed_for(child.source) if self._feed_for is not None else None,
+            requester=Requester.of(self._run),  # a thread asks for the bot's budget as its run
         )
         rec = conversation.rec
         rec.restore(await self._ledger.parts(rec.run))  # after a restart: edit what the thread shows, never resend

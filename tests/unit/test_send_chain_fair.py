@@ -1,0 +1,158 @@
+"""SendChain on a fair budget: who asks decides the place; a turn taken ahead is kept for the next call; the chat's
+budget and 429 pauses still apply; a channel serves its bot's budgets fairly (or first come, when told)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.channel import ChannelRuntime
+from core.clock import FakeClock
+from core.errors import RateLimitedError
+from core.events import Target
+from core.fair import FairQueue, Requester
+from core.policy import ChannelPolicy
+from core.ports import CallKind
+from core.rate import Budget, BudgetScope, TokenBucket
+from core.send_chain import HOLD_S, SendChain
+from tests.unit.fakes import ManualClock, MemoryChat, settle
+
+pytestmark = pytest.mark.timeout(30)
+
+NOISY = [Requester("noisy", f"r{i}") for i in range(20)]
+VICTIM = Requester("victim", "v1")
+
+
+def bot_queue(clock: FakeClock | ManualClock, rate_per_s: float = 10.0) -> FairQueue:
+    queue = FairQueue(TokenBucket(rate_per_s=rate_per_s, burst=1), clock)
+    queue.bucket.take(clock.now())  # spent: every call below waits its turn
+    return queue
+
+
+def calling(chain: SendChain, log: list[str], name: str, requester: Requester, *, final: bool) -> asyncio.Task[str]:
+    async def fn() -> str:
+        log.append(name)
+        return name
+
+    return asyncio.ensure_future(chain.call(fn, CallKind.EDIT, final=final, requester=requester))
+
+
+async def test_a_victims_final_goes_ahead_of_a_noisy_clients_queue_across_chains() -> None:
+    clock = FakeClock()
+    queue = bot_queue(clock)
+    chains = [SendChain(clock, fair=[queue]) for _ in range(len(NOISY) + 1)]
+    log: list[str] = []
+    tasks = [
+        calling(chain, log, f"noisy {i}", who, final=True)
+        for i, (chain, who) in enumerate(zip(chains, NOISY, strict=False))
+    ]
+    await settle(1)
+    tasks.append(calling(chains[-1], log, "victim", VICTIM, final=True))
+    await asyncio.gather(*tasks)
+    assert log.index("victim") <= 1  # not the 21st: the noisy client's share is half
+    assert len(log) == 21
+
+
+async def test_ready_in_is_the_callers_place_in_the_fair_order() -> None:
+    clock = ManualClock()
+    queue = bot_queue(clock)
+    chain = SendChain(clock, fair=[queue])
+    log: list[str] = []
+    tasks = [calling(SendChain(clock, fair=[queue]), log, f"n{i}", who, final=False) for i, who in enumerate(NOISY)]
+    await settle()
+    assert chain.ready_in(CallKind.EDIT, requester=VICTIM) == pytest.approx(0.2)  # one noisy grant, then its own
+    assert chain.ready_in(CallKind.EDIT, requester=Requester("noisy", "new")) == pytest.approx(2.1)
+    assert chain.ready_in(CallKind.EDIT, final=True, requester=VICTIM) == pytest.approx(0.1)  # finals first
+    assert chain.ready_in(CallKind.TYPING, requester=VICTIM) == 0.0  # not a kind the bot's budget counts
+    assert chain.turn_decides(CallKind.EDIT, 0.2, requester=VICTIM)
+    assert not chain.turn_decides(CallKind.EDIT, 0.5, requester=VICTIM)  # something else holds it back longer
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_turn_taken_ahead_is_kept_for_the_next_call() -> None:
+    clock = ManualClock()
+    queue = bot_queue(clock)
+    chain = SendChain(clock, fair=[queue])
+    log: list[str] = []
+    others = [calling(SendChain(clock, fair=[queue]), log, f"n{i}", who, final=False) for i, who in enumerate(NOISY)]
+    turn = asyncio.ensure_future(chain.take_turn(CallKind.EDIT, requester=VICTIM))
+    await settle()
+    while not turn.done():
+        clock.advance(0.1)
+        await settle()
+    assert queue.granted == 2 and log == ["n0"]  # one noisy grant, then the victim's turn
+    assert chain.ready_in(CallKind.EDIT, requester=VICTIM) == 0.0  # its turn is held for it
+    assert chain.ready_in(CallKind.EDIT, requester=NOISY[0]) > 0
+    await calling(chain, log, "victim", VICTIM, final=False)
+    assert log == ["n0", "victim"] and queue.granted == 2  # the call spent the held token, no other
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
+async def test_a_turn_not_used_in_time_goes_to_the_next_waiter() -> None:
+    clock = ManualClock()
+    queue = bot_queue(clock)
+    chain = SendChain(clock, fair=[queue])
+    turn = asyncio.ensure_future(chain.take_turn(CallKind.EDIT, requester=VICTIM))
+    await settle()
+    clock.advance(0.1)
+    await settle()
+    assert turn.done()
+    log: list[str] = []
+    waiting = calling(SendChain(clock, fair=[queue]), log, "noisy", NOISY[0], final=False)
+    await settle()
+    clock.advance(HOLD_S + 0.01)  # the victim never called; the queue's next token is due meanwhile too
+    await settle()
+    assert log == ["noisy"]
+    assert chain.ready_in(CallKind.EDIT, requester=VICTIM) == 0.0  # expired: handed back, and a token is there
+    assert queue.bucket.delay(clock.now()) == 0.0
+    await waiting
+
+
+async def test_a_promoted_run_waits_no_longer_as_a_preview() -> None:
+    clock = FakeClock()
+    queue = bot_queue(clock)
+    chains = [SendChain(clock, fair=[queue]) for _ in range(4)]
+    log: list[str] = []
+    tasks = [calling(chains[i], log, f"final {i}", NOISY[i], final=True) for i in range(3)]
+    tasks.append(calling(chains[3], log, "victim", VICTIM, final=False))
+    await settle(1)
+    chains[3].promote(VICTIM)
+    await asyncio.gather(*tasks)
+    assert log.index("victim") <= 1
+
+
+async def test_the_chats_budget_and_a_429_pause_still_apply() -> None:
+    clock = FakeClock()
+    queue = FairQueue(TokenBucket(rate_per_s=100.0, burst=100), clock)
+    chain = SendChain(clock, [TokenBucket(rate_per_s=1.0, burst=1)], fair=[queue])
+    times: list[float] = []
+
+    async def fn() -> None:
+        times.append(clock.now())
+
+    await chain.call(fn, requester=VICTIM)
+    await chain.call(fn, requester=VICTIM)
+
+    async def limited() -> None:
+        raise RateLimitedError("429", retry_after_s=3.0)
+
+    with pytest.raises(RateLimitedError):
+        await chain.call(limited, requester=VICTIM)
+    await chain.call(fn, requester=VICTIM)
+    assert times == pytest.approx([0.0, 1.0, 5.0])  # the chat's 1/s, then the 429's 3 s from t=2
+
+
+async def test_a_channel_serves_its_bots_budget_fairly_unless_told_first_come() -> None:
+    clock = FakeClock()
+    budgets = (Budget("per_chat", BudgetScope.CHAT, 1.0, 1), Budget("per_bot", BudgetScope.BOT, 30.0, 30))
+    fair = ChannelRuntime(ChannelPolicy(name="c"), MemoryChat(), budgets)
+    one, two = fair.chain_for(Target(chat_id=1), clock), fair.chain_for(Target(chat_id=2), clock)
+    assert one._fair and one._fair == two._fair and len(one._buckets) == 1
+    first_come = ChannelRuntime(ChannelPolicy(name="c"), MemoryChat(), budgets, fair=False)
+    chain = first_come.chain_for(Target(chat_id=1), clock)
+    assert not chain._fair and len(chain._buckets) == 2
