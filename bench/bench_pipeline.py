@@ -4,7 +4,8 @@ Feeds text deltas into a RunController whose adapter answers instantly, for grow
 a table: total seconds, microseconds per KiB, peak memory. Costs must grow linearly with the text.
 Variants: ``plain`` answer deltas; ``think``: the first half inside an inline ``<think>`` block; ``shown``: the
 first half as reasoning with ``reasoning = "shown"``; ``children``: every delta from one of 50 sub-agents in
-turn (``subagents = "status"``), then the root's answer.
+turn (``subagents = "status"``), then the root's answer; ``unsafe``: every 8th delta carries control and bidi
+override characters that :mod:`core.safe_text` removes.
 
     uv run python bench/bench_pipeline.py
 """
@@ -96,6 +97,8 @@ def events(deltas: list[str], variant: str) -> list[Event]:
     if variant == "children":
         kids = [TextEvent(run="b", text=d, source=CHILDREN[i % 50]) for i, d in enumerate(deltas[:half])]
         return [*kids, *(TextEvent(run="b", text=d) for d in deltas[half:])]
+    if variant == "unsafe":  # every 8th delta carries a NUL and a bidi override (core.safe_text removes them)
+        return [TextEvent(run="b", text=d + "\x00\u202e" if i % 8 == 0 else d) for i, d in enumerate(deltas)]
     return [TextEvent(run="b", text=d) for d in deltas]
 
 
@@ -126,6 +129,7 @@ def main() -> None:
     print(head + f" {'peak MiB':>9}")
     runs = [(m, "plain") for m in (DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.FINAL)]
     runs += [(DeliveryMode.PREVIEW, "think"), (DeliveryMode.FINAL, "shown"), (DeliveryMode.PREVIEW, "children")]
+    runs += [(DeliveryMode.PREVIEW, "unsafe")]
     for mode, variant in runs:
         for copies in (1, 10, 100):
             deltas = base * copies
