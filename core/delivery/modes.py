@@ -181,6 +181,8 @@ class BlockMode:
         if self._shown is None:
             self._adopt()
         assert self._shown is not None
+        if self._cut:
+            return  # cut at the message limit: nothing more is sent
         for block in blocks:
             text = self._shown.uncovered(block.text)
             if not text.strip():
