@@ -45,6 +45,7 @@ from core.ports import TextFormat
 from core.run import RunStage
 from core.safe_text import UNSAFE, safe_event, safe_text
 from core.units import LengthUnit, text_units
+from tests.unit.test_run_stage import replay
 
 SETTINGS = settings(max_examples=300, deadline=None)
 
@@ -311,3 +312,18 @@ def test_the_monitor_cleans_what_it_did_not_get_from_the_stage() -> None:
     monitor = RunMonitor(RUN)
     event = monitor.publish("decision", what="gate", call_id="c1", name="pay\u202e", reason="no\x00", verdict="deny")
     assert (event["name"], event["reason"]) == ("pay", "no")
+
+
+@pytest.mark.parametrize("delivery", [DeliveryMode.PREVIEW, DeliveryMode.BLOCK])
+def test_a_journal_replay_of_the_raw_events_gives_the_same_safe_state_however_it_is_batched(
+    delivery: DeliveryMode,
+) -> None:
+    """The journal keeps raw lines; a replay sanitizes them again. Joined deltas (a replay's backlog) give what
+    the deltas one by one gave, and both what safe deltas give, because the sanitizer is character-local."""
+    pieces = ["Hel\x00", "lo\u202e", " wor", "\x1b[1mld\r", "\n\u2066sh", "\u2069alom 👋\x07", "\ud83d", "\ude00!"]
+    raw: list[Event] = [TextEvent(run=RUN, text=p) for p in pieces * 40]
+    live = replay(delivery, raw, batch=1)
+    assert replay(delivery, raw, batch=len(raw)) == live
+    assert all(UNSAFE.search(text) is None for _role, text in live["parts"])
+    clean: list[Event] = [TextEvent(run=RUN, text=safe_text(p)) for p in pieces * 40]
+    assert replay(delivery, clean, batch=1) == live  # as if the runtime had sent safe text
