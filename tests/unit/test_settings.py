@@ -157,3 +157,45 @@ def test_the_splitter_recuts_a_part_that_rendering_made_too_long() -> None:
     parts = Splitter(policy, measure).split(text)
     assert all(measure(p, TextFormat.MARKDOWN) <= 100 for p in parts)
     assert "".join("".join(p.split()) for p in parts) == "".join(text.split())
+
+
+def test_clients_tables_give_limits_tokens_and_refuse_unknown_channels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[channels.web]\nplatform = "web"\n\n[clients.team-a]\ntoken_env = "TEAM_A"\nchannels = ["web"]\n'
+        'max_active_runs = 5\nseq_window = 7\n\n[clients.team-b]\ntoken_env = "TEAM_B"\n'
+    )
+    settings = load_settings(path)
+    limits = settings.client_limits()
+    assert limits["team-a"].max_active_runs == 5 and limits["team-a"].seq_window == 7
+    assert limits["team-a"].channels == frozenset({"web"}) and limits["team-b"].channels is None
+    with pytest.raises(ConfigError, match=re.escape("clients.team-a: environment variable TEAM_A is not set")):
+        settings.client_tokens()
+    monkeypatch.setenv("TEAM_A", "a-token")
+    monkeypatch.setenv("TEAM_B", "b-token")
+    assert [(lim.name, tok.get_secret_value()) for lim, tok in settings.client_tokens()] == [
+        ("team-a", "a-token"),
+        ("team-b", "b-token"),
+    ]
+    assert "a-token" not in repr(settings.client_tokens())
+    path.write_text('[channels.web]\nplatform = "web"\n\n[clients.x]\ntoken_env = "X"\nchannels = ["telegram"]\n')
+    with pytest.raises(ConfigError, match="unknown channels"):
+        load_settings(path)
+    path.write_text('[clients.Bad]\ntoken_env = "X"\n')
+    with pytest.raises(ConfigError, match="client name 'Bad'"):
+        load_settings(path)
+    path.write_text('[clients.x]\ntoken_env = "X"\nmax_active_runs = 0\n')
+    with pytest.raises(ConfigError, match=re.escape("clients.x.max_active_runs")):
+        load_settings(path)
+
+
+def test_without_clients_the_service_token_is_the_default_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[channels.web]\nplatform = "web"\n')
+    monkeypatch.setenv("STREAMRELAY_TOKEN", "the-token")
+    ((limits, token),) = load_settings(path).client_tokens()
+    assert limits.name == "default" and token.get_secret_value() == "the-token"
