@@ -42,7 +42,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _config(tmp: Path, api_base: str, delivery: str, *, bot_per_s: float | None = None) -> Path:
+def _config(tmp: Path, api_base: str, delivery: str, *, bot_per_s: float | None = None, extra: str = "") -> Path:
     path = tmp / "channels.toml"
     path.write_text(
         "\n".join(
@@ -74,6 +74,7 @@ def _config(tmp: Path, api_base: str, delivery: str, *, bot_per_s: float | None 
                     if bot_per_s is not None
                     else []
                 ),
+                extra,
             ]
         )
     )
@@ -128,16 +129,16 @@ async def _until(check: Callable[[], Any], timeout_s: float, what: str) -> None:
 
 @asynccontextmanager
 async def _cluster(
-    tmp: Path, redis_url: str, client: Redis, delivery: str, *, rate_limits: bool = False
+    tmp: Path, redis_url: str, client: Redis, delivery: str, *, rate_limits: bool = False, extra: str = ""
 ) -> AsyncIterator[tuple[Any, Replicas]]:
     """Three replicas on ``redis_url`` delivering to a mock Telegram (``rate_limits``: 429 past the documented
-    limits), ready and owning every partition."""
+    limits), ready and owning every partition; ``extra`` is appended to their TOML."""
     dry = DRY_RUN["telegram"]
     mock = dry.make_mock(rate_limits)
     await mock.start()
     # With the mock's limits on, three replicas and the mock share two cores: calls reach it with up to a few hundred
     # ms of jitter, so the bot's budget keeps that margin (20/s of Telegram's 30/s; the default 25/s keeps 150 ms).
-    config = _config(tmp, mock.base_url, delivery, bot_per_s=20.0 if rate_limits else None)
+    config = _config(tmp, mock.base_url, delivery, bot_per_s=20.0 if rate_limits else None, extra=extra)
     replicas = Replicas(config, redis_url, tmp / "replicas.log")
     try:
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:

@@ -95,3 +95,51 @@ async def test_three_replicas_sending_for_one_bot_share_its_budget_no_429(
         refused = [c for c in mock.calls if c.status == 429]
         assert refused == [], f"{len(refused)} x 429"
         assert [[text for _, text in mock.visible(chat)] for chat in chats] == [[answer]] * 90
+
+
+async def test_clients_own_their_runs_on_every_replica(
+    tmp_path: Path, redis_url: str, client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clients through three replicas: each uses the same run id without conflict; neither reads, feeds nor
+    ends the other's run, whichever replica it asks (the owner proxy maps each caller's run id to its own run)."""
+    monkeypatch.setenv("ALICE_INGEST", "alice-replica-token-0123")
+    monkeypatch.setenv("MALLORY_INGEST", "mallory-replica-token-3210")
+    clients = '[clients.alice]\ntoken_env = "ALICE_INGEST"\n\n[clients.mallory]\ntoken_env = "MALLORY_INGEST"\n'
+    target = DRY_RUN["telegram"].target()
+    alice = {"Authorization": "Bearer alice-replica-token-0123"}
+    mallory = {"Authorization": "bearer mallory-replica-token-3210"}
+    async with (
+        _cluster(tmp_path, redis_url, client, "final", extra=clients) as (mock, replicas),
+        httpx.AsyncClient(timeout=60) as http,
+    ):
+        start = {"kind": "run.start", "channel": "chat", "target": target.model_dump(), "seq": 0}
+        other = {**start, "target": {**target.model_dump(), "chat_id": 424242}}
+        posted = await http.post(
+            replicas.url(0) + "/v1/runs/same/events", content=_ndjson("same", start), headers=alice
+        )
+        assert posted.status_code == 200, posted.text
+        claimed = await http.post(
+            replicas.url(1) + "/v1/runs/same/events", content=_ndjson("same", other), headers=mallory
+        )
+        assert claimed.status_code == 200, claimed.text  # mallory's "same" is another run
+        evil = {"kind": "end", "status": "ok", "final_text": "EVIL", "seq": 1}
+        for i in range(3):
+            ghost = await http.get(replicas.url(i) + "/v1/runs/nobody", headers=mallory)
+            assert ghost.status_code == 404, ghost.text
+        end = {"kind": "end", "status": "ok", "final_text": "alice's answer", "seq": 1}
+        assert (
+            await http.post(replicas.url(2) + "/v1/runs/same/events", content=_ndjson("same", end), headers=alice)
+        ).is_success
+        assert (
+            await http.post(replicas.url(2) + "/v1/runs/same/events", content=_ndjson("same", evil), headers=mallory)
+        ).is_success
+        for i in range(3):
+            report = await http.get(replicas.url(i) + "/v1/runs/same", params={"wait_s": 30}, headers=alice)
+            assert report.status_code == 200 and report.json()["status"] == "delivered", (i, report.text)
+            assert report.json()["run"] == "same"
+        assert [text for _, text in mock.visible(target.chat_id)] == ["alice's answer"]
+        theirs = await http.get(replicas.url(0) + "/v1/runs/same", params={"wait_s": 30}, headers=mallory)
+        assert theirs.json()["status"] == "delivered", theirs.text
+        assert [text for _, text in mock.visible(424242)] == ["EVIL"]  # mallory's end ended mallory's own run
+        mine = (await http.get(replicas.url(1) + "/v1/runs", params={"all": 1}, headers=mallory)).json()["runs"]
+        assert all(row["run"] == "same" for row in mine)
