@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -23,7 +23,7 @@ from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
 
 from adapters.discord import DiscordAdapter
-from adapters.ingest_http import create_app
+from adapters.ingest_http import Callers, as_callers, create_app
 from adapters.ingest_http.connections import ConnectionGuard, uvicorn_options
 from adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
 from adapters.slack import SlackAdapter
@@ -35,6 +35,7 @@ from config.actions import load_actions
 from config.connections import ConnectionSettings
 from config.settings import ChannelSettings, Settings
 from core.channel import ChannelRuntime
+from core.clients import ClientLimits
 from core.clock import Clock, MonotonicClock
 from core.errors import ConfigError
 from core.journal import Journal
@@ -141,6 +142,7 @@ def build_relay(
         live_buffer=settings.service.live_buffer,
         catalog=catalog,
         validator=validate,
+        clients=settings.client_limits(),
     )
 
 
@@ -178,7 +180,9 @@ class Sidecar:
 
     Args:
         relay: the relay to feed.
-        token: the bearer token clients must send.
+        token: the bearer token of the one default client (when ``clients`` is not given).
+        clients: the clients that may call, each with its limits and bearer token (``Settings.client_tokens``), or
+            :class:`adapters.ingest_http.Callers` built from them.
         host: interface (loopback by default).
         port: 0 picks a free port; read :attr:`url` after :meth:`start`.
         keepalive_s: seconds of silence after which a pipeline stream gets a keepalive.
@@ -202,7 +206,8 @@ class Sidecar:
         self,
         relay: RunRelay,
         *,
-        token: str,
+        token: str | None = None,
+        clients: Callers | Sequence[tuple[ClientLimits, str]] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         max_body_bytes: int = 16 * 1024 * 1024,
@@ -219,7 +224,8 @@ class Sidecar:
         wrap: Callable[[ASGIApp], ASGIApp] | None = None,
         connections: ConnectionSettings | None = None,
     ) -> None:
-        self.tokens = ReadTokens(token)
+        self.callers = as_callers(token, clients)
+        self.tokens = ReadTokens(self.callers.secret)
         self.metrics = metrics if metrics is not None else ServiceMetrics(version())
         self.health = health if health is not None else Health()
         self.health.active_runs = lambda: len(relay.active_runs())
@@ -229,7 +235,7 @@ class Sidecar:
         probes = probe_routes(self.health, self.metrics, metrics_token=metrics_token)
         app = create_app(
             relay,
-            token=token,
+            clients=self.callers,
             max_body_bytes=max_body_bytes,
             max_line_bytes=max_line_bytes,
             keepalive_s=keepalive_s,

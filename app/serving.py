@@ -30,6 +30,7 @@ from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 from app.service import Sidecar, build_relay
 from app.version import version
 from config.settings import Settings, load_settings
+from core.clients import ClientLimits
 from core.errors import ConfigError
 from core.relay import Relay
 
@@ -82,14 +83,16 @@ class StopSignals:
             self.asked.set()
 
 
-def _secrets(settings: Settings, token: str, metrics_token: str | None) -> tuple[list[str], dict[str, SecretStr]]:
+def _secrets(
+    settings: Settings, clients: list[tuple[ClientLimits, str]], metrics_token: str | None
+) -> tuple[list[str], dict[str, SecretStr]]:
     """Every secret the process holds (for the log redactor) and the channels' bot tokens.
 
     Raises:
         ConfigError: a channel's token variable is not set.
     """
     tokens = {name: channel.token(name) for name, channel in settings.channels.items()}
-    values = [token, *([metrics_token] if metrics_token else [])]
+    values = [token for _, token in clients] + ([metrics_token] if metrics_token else [])
     redis_url = settings.service.redis_url.get_secret_value() if settings.service.redis_url else ""
     with contextlib.suppress(ValueError):
         password = urlsplit(redis_url).password
@@ -151,14 +154,11 @@ async def serve(
     """
     settings = load_settings(config)
     service = settings.service
-    token = os.environ.get(service.token_env, "")
-    if not token:
-        raise ConfigError(
-            f"environment variable {service.token_env} is not set: export the bearer token agents "
-            "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
-        )
+    clients = [(limits, token.get_secret_value()) for limits, token in settings.client_tokens()]
+    if len({token for _, token in clients}) != len(clients):
+        raise ConfigError("two clients have the same token: give every [clients.NAME] a token of its own")
     metrics_token = os.environ.get(service.metrics_token_env, "") or None
-    secrets, tokens = _secrets(settings, token, metrics_token)
+    secrets, tokens = _secrets(settings, clients, metrics_token)
     fmt = log_format or service.log_format
     if fmt not in (None, "json", "console"):
         raise ConfigError(f"log format {fmt!r} is not json or console")
@@ -168,7 +168,7 @@ async def serve(
         raise ConfigError(str(exc)) from None
     metrics = ServiceMetrics(version())
     if service.backend == "redis":
-        await _serve_replica(settings, token, metrics_token, tokens, metrics, host, port, log_level)
+        await _serve_replica(settings, clients, metrics_token, tokens, metrics, host, port, log_level)
         return
     store = await SqliteStore.open(service.ledger)  # the journal and the ledger: one file, one connection
     ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
@@ -179,7 +179,7 @@ async def serve(
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
         sidecar = Sidecar(
             relay,
-            token=token,
+            clients=clients,
             host=host or service.host,
             port=service.port if port is None else port,
             max_body_bytes=service.max_body_bytes,
@@ -208,7 +208,7 @@ async def serve(
 
 async def _serve_replica(
     settings: Settings,
-    token: str,
+    clients: list[tuple[ClientLimits, str]],
     metrics_token: str | None,
     tokens: dict[str, SecretStr],
     metrics: ServiceMetrics,
@@ -225,7 +225,7 @@ async def _serve_replica(
     try:
         await serve_replica(
             settings,
-            token=token,
+            clients=clients,
             metrics_token=metrics_token,
             tokens=tokens,
             metrics=metrics,

@@ -16,6 +16,7 @@ import logging
 from pydantic import SecretStr
 from starlette.types import ASGIApp
 
+from adapters.ingest_http import Callers
 from adapters.ingest_http.owner_proxy import OwnerProxy
 from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
 from adapters.redis import InputStream, RunIndex, connect, redacted, shared_budgets_for
@@ -26,6 +27,7 @@ from app.service import Sidecar, build_channels
 from app.version import version
 from config.actions import load_actions
 from config.settings import Settings
+from core.clients import ClientBook, ClientLimits
 from core.clock import MonotonicClock
 from core.ledger import Ledger
 from core.relay import Relay
@@ -39,7 +41,7 @@ RESUME_WAIT_S = 30.0
 async def serve_replica(
     settings: Settings,
     *,
-    token: str,
+    clients: list[tuple[ClientLimits, str]],
     metrics_token: str | None,
     tokens: dict[str, SecretStr],
     metrics: ServiceMetrics,
@@ -62,6 +64,8 @@ async def serve_replica(
     channels = build_channels(settings, tokens=tokens, metrics=metrics)
     catalog, validate = load_actions(service.actions or None)
     clock = MonotonicClock()
+    book = ClientBook(settings.client_limits())  # a client's active runs counted over this replica's partitions
+    callers = Callers(clients)
 
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return Relay(
@@ -73,6 +77,7 @@ async def serve_replica(
             live_buffer=service.live_buffer,
             catalog=catalog,
             validator=validate,
+            clients=book,
         )
 
     replicas: ReplicaService | None = None
@@ -107,14 +112,14 @@ async def serve_replica(
 
     def wrap(app: ASGIApp) -> ASGIApp:
         assert replicas is not None
-        proxy = OwnerProxy(app, replicas.locate, max_body_bytes=service.max_line_bytes)
+        proxy = OwnerProxy(app, replicas.locate, max_body_bytes=service.max_line_bytes, key_of=callers.key_of)
         proxies.append(proxy)
         return proxy
 
     health = Health(ping, state=ServiceState.STARTING)
     sidecar = Sidecar(
         front,
-        token=token,
+        clients=callers,
         host=host,
         port=port,
         max_body_bytes=service.max_body_bytes,
