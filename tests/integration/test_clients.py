@@ -189,3 +189,19 @@ async def test_run_ids_with_a_slash_or_controls_are_refused(clients: Clients) ->
     for run in ("a/b", "a b", "a\x00b", "x" * 201):
         answer = await clients.alice.post("/v1/events", content=ndjson(start(run)))
         assert answer.status_code == 400 and "run must be" in answer.json()["error"], run
+
+
+async def test_a_clients_watch_link_opens_its_live_page(clients: Clients) -> None:
+    c = clients
+    await _alice_run(c)
+    watch = await c.alice.get("/v1/runs/run-1/watch")
+    assert watch.status_code == 200
+    link = watch.json()["url"]
+    assert link.startswith("/runs/alice%2Frun-1?token=")  # the page's address names the client's run
+    assert (await c.anon.get(link)).status_code == 200
+    await _alice_ends(c)
+    live = link.replace("/runs/", "/v1/runs/", 1).replace("?", "/live?", 1)
+    stream = await c.anon.get(live)
+    assert stream.status_code == 200 and "the answer, whole" in stream.text
+    mallory_link = (await c.mallory.get("/v1/runs/run-1/watch")).status_code
+    assert mallory_link == 404

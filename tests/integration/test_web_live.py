@@ -204,15 +204,17 @@ async def test_a_web_part_that_grows_costs_its_length_once_not_per_edit(web: Web
     assert monitor is not None and monitor.state["parts"]["web/0"]["text"].strip() == final.strip()
 
 
-async def test_a_run_id_with_a_slash_gets_its_watch_link_and_pipeline_calls_stay_off_the_stream(web: Web) -> None:
-    run = "team/run-1"
+async def test_pipeline_calls_stay_off_the_stream_and_a_run_id_with_a_slash_is_refused(web: Web) -> None:
+    refused = await web.client.post("/v1/events", content=ndjson({**start("team/run-1"), "run": "team/run-1"}))
+    assert refused.status_code == 400 and "no '/'" in refused.json()["error"]
+    run = "team-run-1"
     call = {"kind": "tool_call", "id": "c", "name": "secret_tool", "state": "end", "args": {}, "lane": "pipeline"}
     lines = [start(run), call, {"kind": "text", "text": "Hi"}, {"kind": "end"}]
     posted = await web.client.post("/v1/events", content=ndjson(*({**line, "run": run} for line in lines)))
     assert posted.status_code == 200, posted.text
-    await web.client.get("/v1/runs/team%2Frun-1", params={"wait_s": 10})
-    link = (await web.client.get("/v1/runs/team/run-1/watch")).json()["url"]
-    assert link.startswith("/runs/team%2Frun-1?token=") and (await web.client.get(link)).status_code == 200
+    await web.client.get(f"/v1/runs/{run}", params={"wait_s": 10})
+    link = (await web.client.get(f"/v1/runs/{run}/watch")).json()["url"]
+    assert link.startswith(f"/runs/{run}?token=") and (await web.client.get(link)).status_code == 200
     live = link.replace("/runs/", "/v1/runs/", 1).replace("?", "/live?", 1)
     events = sse((await web.client.get(live)).text)
     assert events[-1]["type"] == "end" and "secret_tool" not in json.dumps(events)
