@@ -10,6 +10,9 @@ Why not aiolimiter: the core's stages take an injected clock (tests run on a fak
 must know *how long* until a call could start (to merge pending preview edits into one and to let finals
 go first), which aiolimiter's acquire-or-wait API does not say.
 
+Who gets a token of a budget many conversations share (the bot's) is decided by :class:`core.fair.FairQueue`: finals
+first, then round-robin across clients, then across a client's runs; a client alone gets the whole budget.
+
 Replicas (DESIGN §8): when several sidecars serve one bot, what the platform counts per bot is counted once for
 all of them through :class:`SharedBudgets` (Redis: ``adapters.redis.RedisSharedBudgets``). Which scopes are shared
 is decided here, from who shares them on the platform and who owns a conversation: every run to one chat lands
