@@ -1,7 +1,8 @@
 """The message limit over real HTTP (issue 12): one accepted 1 MB text line once became 245 Telegram messages.
 
 The sidecar (uvicorn) takes the line; MockTelegram records every call: at most ``max_messages`` sendMessage calls,
-the last message ends with the notice, and the report says ``partial`` naming the limit and its setting.
+the last message ends with the notice, and the report says ``partial`` naming the limit and its setting. A
+sub-agent's thread (MockSlack) is limited on its own; its cut is on the run's report.
 """
 
 from __future__ import annotations
@@ -13,10 +14,19 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
+from app.client import RelayClient
+from app.dry_run import DRY_RUN
+from app.service import Sidecar, make_runtime
+from config.settings import ChannelSettings
+from core.clock import MonotonicClock
 from core.delivery.cap import MessageLimit
+from core.events import Source
 from core.ledger import MemoryLedger
+from core.relay import Relay
 from mocks.common import utf16_len
+from mocks.slack import MockSlack
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,3 +81,40 @@ async def test_a_1_mb_text_line_becomes_at_most_max_messages_and_the_report_says
     assert all(utf16_len(text) <= 4096 for text in shown)
     assert shown[-1].endswith(MessageLimit(limit, SETTING).notice)
     assert shown[0].startswith("The quick brown fox")
+
+
+async def test_a_sub_agent_thread_has_its_own_limit_and_its_cut_is_on_the_report() -> None:
+    researcher = Source(agent_id="researcher", session_id="s-r", depth=1, path="s/researcher").model_dump()
+    dry = DRY_RUN["slack"]
+    mock = dry.make_mock(True)
+    assert isinstance(mock, MockSlack)
+    settings = ChannelSettings.model_validate(
+        {"platform": "slack", "api_base": await mock.start(), "subagents": "thread", "throttle_ms": 0}
+    )
+    runtime = make_runtime("c", settings, SecretStr(dry.token))
+    runtime.policy = replace(runtime.policy, max_messages=2, max_messages_setting=SETTING)
+    relay = Relay({"c": runtime}, MemoryLedger(), MonotonicClock())
+    sidecar = Sidecar(relay, token=INGEST_TOKEN, max_body_bytes=4 * 1024 * 1024, max_line_bytes=2 * 1024 * 1024)
+    await sidecar.start()
+    chat = dry.private
+    long_text = prose(5 * runtime.policy.max_units)
+    try:
+        async with RelayClient(sidecar.url, INGEST_TOKEN) as client:
+            await client.start("t1", channel="c", chat_id=chat)
+            await client.send("t1", [{"kind": "text", "text": "Let me ask a helper."}])
+            await client.send("t1", [{"kind": "text", "text": long_text, "source": researcher}])
+            await client.send("t1", [{"kind": "end", "status": "ok", "source": researcher}])
+            await client.send("t1", [{"kind": "end", "status": "ok"}])
+            report = await client.report("t1", wait_s=60)
+    finally:
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()
+
+    assert report["done"] and report["status"] == "partial", report
+    assert any(e.startswith("cut at the message limit: researcher's thread") for e in report["errors"])
+    top = [m for m in mock.messages(chat) if m.thread_ts is None or m.thread_ts == m.ts]
+    assert len(top) <= 2  # the root: its answer and the child's status line
+    anchor = next(m.ts for m in top if m.text.startswith("↳"))
+    thread = [m.text for m in mock.messages(chat) if m.thread_ts == anchor and m.ts != anchor]
+    assert len(thread) == 2 and thread[-1].endswith(MessageLimit(2, SETTING).notice)
