@@ -231,6 +231,12 @@ class Admission:
                     status=409,
                 )
         policy = apply_overrides(channel.policy, event.overrides)
+        if policy.max_messages is None or policy.max_messages > client.max_messages_per_run:  # the stricter cap
+            policy = replace(
+                policy,
+                max_messages=client.max_messages_per_run,
+                max_messages_setting=client.setting("max_messages_per_run"),
+            )
         if event.mode is not None and event.mode is not policy.delivery:
             policy = replace(policy, delivery=event.mode)
         controller = RunController(

@@ -55,7 +55,13 @@ async def clients() -> AsyncIterator[Clients]:
     channels = {name: make_runtime(name, settings, SecretStr(BOT_TOKEN)) for name in ("telegram", "staff")}
     alice = ClientLimits(name="alice", channels=frozenset({"telegram"}), seq_window=100)
     mallory = ClientLimits(
-        name="mallory", channels=frozenset({"telegram"}), max_active_runs=3, max_runs_per_request=2, events_per_s=50
+        name="mallory",
+        channels=frozenset({"telegram"}),
+        max_active_runs=3,
+        max_runs_per_request=2,
+        events_per_s=50,
+        max_messages_per_run=2,
+        max_chars_per_run=20_000,
     )
     relay = Relay(channels, MemoryLedger(), MonotonicClock(), clients={"alice": alice, "mallory": mallory})
     sidecar = Sidecar(relay, clients=[(alice, ALICE), (mallory, MALLORY)])
@@ -205,3 +211,18 @@ async def test_a_clients_watch_link_opens_its_live_page(clients: Clients) -> Non
     assert stream.status_code == 200 and "the answer, whole" in stream.text
     mallory_link = (await c.mallory.get("/v1/runs/run-1/watch")).status_code
     assert mallory_link == 404
+
+
+async def test_a_run_is_cut_at_its_clients_message_and_character_limits(clients: Clients) -> None:
+    c = clients
+    words = ("All work and no play makes a long answer. " * 300)[:12_000]
+    body = ndjson(start("long", 55), text("long", words), {"kind": "end", "run": "long"})
+    assert (await c.mallory.post("/v1/runs/long/events", content=body)).status_code == 200
+    report = (await c.mallory.get("/v1/runs/long", params={"wait_s": 20})).json()
+    assert report["status"] == "partial" and len(c.mock.visible(55)) == 2
+    assert any("clients.mallory.max_messages_per_run" in (p["error"] or "") for p in report["parts"]), report
+    more = await c.mallory.post(
+        "/v1/events", content=ndjson(start("huge", 56), text("huge", "x" * 15_000), text("huge", "y" * 15_000))
+    )
+    assert more.status_code == 422 and more.json()["accepted"] == 2
+    assert "clients.mallory.max_chars_per_run" in more.json()["error"]
