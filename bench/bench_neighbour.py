@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import statistics
@@ -86,14 +87,15 @@ async def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
         "BENCH_NEIGHBOUR_TOKEN": NEIGHBOUR,
     }
     cmd = ["uv", "run", "--frozen", "streamrelay", "serve", "--config", str(config), "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = (config.parent / "serve.log").open("wb")  # never a pipe nobody reads: a full pipe blocks the logging sidecar
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
     async with httpx.AsyncClient() as client:
         for _ in range(600):
             with contextlib.suppress(httpx.HTTPError):
                 if (await client.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
                     return proc
             if proc.poll() is not None:
-                raise RuntimeError(f"serve ended: {proc.stderr.read().decode() if proc.stderr else ''}")
+                raise RuntimeError(f"serve ended: {(config.parent / 'serve.log').read_text()[-2000:]}")
             await asyncio.sleep(0.1)
     raise RuntimeError("serve did not become ready")
 
@@ -101,12 +103,23 @@ async def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
 async def _neighbour(url: str, runs: int, attempts: int, pace_ms: float, stop: asyncio.Event) -> dict[str, int]:
     """Keep ``attempts`` runs going (``runs`` fit the neighbour's limits) until ``stop``; count runs and 429s."""
     events = recording_lines(STREAMS / "openai-chat" / "text.jsonl")
-    counts = {"runs": 0, "refused": 0}
+    counts = {"runs": 0, "refused": 0, "failed": 0}
 
-    async def lane(i: int) -> None:
+    async def lane(i: int, http: httpx.AsyncClient) -> None:
         n = 0
         while not stop.is_set():
             n += 1
+            start = {
+                "kind": "run.start",
+                "channel": "telegram",
+                "target": {"chat_id": 10_000 + i},
+                "format": "openai-chat",
+            }
+            probe = await http.post(f"/v1/runs/n{i}-{n}/events", content=json.dumps(start).encode() + b"\n")
+            if probe.status_code == 429:  # past the neighbour's active runs: try again in a moment
+                counts["refused"] += 1
+                await asyncio.sleep(float(probe.headers.get("retry-after", "1")))
+                continue
             try:
                 await replay(
                     url,
@@ -119,13 +132,14 @@ async def _neighbour(url: str, runs: int, attempts: int, pace_ms: float, stop: a
                     pace_ms=pace_ms,
                 )
                 counts["runs"] += 1
-            except RuntimeError:  # a start past its limits: 429, tried again a moment later
-                counts["refused"] += 1
-                await asyncio.sleep(1.0)
+            except RuntimeError:
+                counts["failed"] += 1
 
-    tasks = [asyncio.create_task(lane(i)) for i in range(attempts)]
-    await stop.wait()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    headers = {"Authorization": f"Bearer {NEIGHBOUR}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http:
+        tasks = [asyncio.create_task(lane(i, http)) for i in range(attempts)]
+        await stop.wait()
+        await asyncio.gather(*tasks, return_exceptions=True)
     return counts
 
 
