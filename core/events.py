@@ -37,6 +37,35 @@ CleanText = Annotated[str, AfterValidator(fix_surrogates)]
 """A text field: surrogates fixed on the way in (see :func:`fix_surrogates`)."""
 
 
+def whole_unicode(text: str) -> str:
+    """``text`` unchanged when it is valid Unicode; a lone surrogate (half a UTF-16 pair, e.g. the JSON escape
+    ``"\\ud800"``) is refused rather than repaired: an id changed on the way in would name another thing, and no
+    answer, store or platform can encode it. O(len(text)).
+
+    Raises:
+        ValueError: ``text`` holds a lone surrogate (the message says where).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = f"U+{ord(text[exc.start]):04X}"
+        raise ValueError(f"a lone surrogate {bad} at character {exc.start}: send valid Unicode (UTF-8)") from None
+    return text
+
+
+UnicodeText = Annotated[str, AfterValidator(whole_unicode)]
+"""An id or name: valid Unicode only (see :func:`whole_unicode`)."""
+
+
+def _whole_unicode_id(value: int | str) -> int | str:
+    return whole_unicode(value) if isinstance(value, str) else value
+
+
+PlatformId = Annotated[StrictInt | str, AfterValidator(_whole_unicode_id)]
+"""A platform's id of a chat, thread or message: an integer (``true`` is not chat 1), or a string of valid
+Unicode."""
+
+
 class TextMode(enum.StrEnum):
     """How a ``text`` event relates to the text before it (per source and assistant message)."""
 
@@ -98,11 +127,11 @@ class Source(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    agent_id: str
-    session_id: str | None = None
-    parent_session_id: str | None = None
+    agent_id: UnicodeText
+    session_id: UnicodeText | None = None
+    parent_session_id: UnicodeText | None = None
     depth: int = Field(default=1, ge=1)
-    path: str | None = None
+    path: UnicodeText | None = None
 
     @property
     def key(self) -> str:
@@ -116,9 +145,9 @@ class Target(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    chat_id: int | str
-    thread_id: int | str | None = None
-    reply_to: int | str | None = None
+    chat_id: PlatformId
+    thread_id: PlatformId | None = None
+    reply_to: PlatformId | None = None
 
 
 MAX_SEQ = 2**53 - 1
@@ -171,8 +200,8 @@ class ToolCall(_EventBase):
     """A tool call fragment. Arguments become a pipeline unit only at ``end``, strictly parsed."""
 
     kind: Literal["tool_call"] = "tool_call"
-    id: str
-    name: str | None = None
+    id: UnicodeText
+    name: UnicodeText | None = None
     state: ToolCallState
     args_delta: str | None = None
     args: dict[str, Any] | None = None
@@ -180,14 +209,14 @@ class ToolCall(_EventBase):
 
 class ToolResult(_EventBase):
     kind: Literal["tool_result"] = "tool_result"
-    id: str
-    name: str | None = None
+    id: UnicodeText
+    name: UnicodeText | None = None
     summary: CleanText = ""
 
 
 class Phase(_EventBase):
     kind: Literal["phase"] = "phase"
-    name: str
+    name: UnicodeText
 
 
 class Status(_EventBase):
@@ -200,9 +229,9 @@ class Media(_EventBase):
     of the media, renamed because ``kind`` names the event)."""
 
     kind: Literal["media"] = "media"
-    url: str
-    media_kind: str | None = None
-    caption: str | None = None
+    url: UnicodeText
+    media_kind: UnicodeText | None = None
+    caption: CleanText | None = None
 
 
 class Commit(_EventBase):

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.events import Source, ToolCall, ToolCallState
+from core.events import Source, ToolCall, ToolCallState, fix_surrogates
 
 ArgsValidator = Callable[[str, dict[str, Any]], str | None]
 """(tool name, arguments) → what is wrong with them (a sentence), or None when they are valid."""
@@ -118,15 +119,13 @@ class ToolCallCollector:
         raw = "".join(call.parts)
         if event.args is not None:
             args = event.args
-            try:  # an object given whole: it must be one strict JSON would give (no NaN, not too deep)
-                json.dumps(args, allow_nan=False)
-            except (ValueError, RecursionError) as exc:
-                return _malformed(call, repr(args)[:1000], f"arguments are not strict JSON: {exc}")
         else:
             try:
                 args = strict_json_object(raw) if raw.strip() else {}
             except ValueError as exc:
                 return _malformed(call, raw, str(exc))
+        if (unfit := _not_strict(args)) is not None:
+            return _malformed(call, raw or _shown(args), f"arguments are not strict JSON: {unfit}")
         problem = self._validator(call.name or "", args) if self._validator is not None else None
         if problem is not None:
             return _malformed(call, raw or json.dumps(args, ensure_ascii=False), problem)
@@ -144,6 +143,26 @@ class ToolCallCollector:
         return [_cut_off(self._open.pop(k)) for k in keys]
 
 
+def _not_strict(args: dict[str, Any]) -> str | None:
+    """Why ``args`` is not what strict JSON would give (NaN, nested too deeply, a lone surrogate in a key or a
+    string: no reader of the unit could decode it), or None."""
+    try:
+        json.dumps(args, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "a key or a string holds a lone surrogate (half a UTF-16 pair: not valid Unicode)"
+    except (ValueError, RecursionError) as exc:
+        return str(exc)
+    return None
+
+
+def _shown(args: dict[str, Any]) -> str:
+    """``args`` shown in a malformed unit: its repr cut to 1,000 characters (shallower when it nests too deeply)."""
+    try:
+        return repr(args)[:1000]
+    except RecursionError:
+        return reprlib.repr(args)
+
+
 def _source(source: Source | None) -> dict[str, Any] | None:
     return source.model_dump() if source is not None else None
 
@@ -157,7 +176,7 @@ def _malformed(call: _OpenCall, raw: str, error: str) -> dict[str, Any]:
         "kind": "tool_call.malformed",
         "id": call.id,
         "name": call.name,
-        "raw": raw,
+        "raw": fix_surrogates(raw),  # the unit must encode: half a UTF-16 pair becomes U+FFFD
         "error": error,
         "source": _source(call.source),
     }

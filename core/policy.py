@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import enum
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -112,6 +113,10 @@ class ChannelPolicy:
         )
 
 
+MAX_THROTTLE_MS = 3_600_000
+"""The longest ``throttle_ms`` a run may ask for (an hour; past it no preview would show, and a huge integer would
+overflow the float of seconds)."""
+
 OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning", "reasoning_opened", "delta_replay_guard")
 """Keys a ``run.start`` may override per run (``mode`` has its own field)."""
 
@@ -128,8 +133,8 @@ def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, Any]) -> Chan
     for key, value in overrides.items():
         try:
             if key == "throttle_ms":
-                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                    raise ValueError("a number of milliseconds >= 0")
+                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_THROTTLE_MS:
+                    raise ValueError(f"a number of milliseconds from 0 to {MAX_THROTTLE_MS}")
                 changes["throttle_s"] = value / 1000
             elif key == "format":
                 changes["fmt"] = TextFormat(value) if value in ("plain", "markdown") else _bad("plain or markdown")
@@ -140,9 +145,9 @@ def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, Any]) -> Chan
             elif key in ("reasoning_opened", "delta_replay_guard"):
                 changes[key] = value if isinstance(value, bool) else _bad("true or false")
             else:
-                raise IngestError(f"unknown override {key!r}: a run may override {', '.join(OVERRIDABLE)}")
+                raise IngestError(f"unknown override {reprlib.repr(key)}: a run may override {', '.join(OVERRIDABLE)}")
         except ValueError as exc:
-            raise IngestError(f"bad override {key}={value!r}: expected {exc}") from None
+            raise IngestError(f"bad override {key}={reprlib.repr(value)}: expected {exc}") from None
     return replace(policy, **changes)
 
 

@@ -55,8 +55,9 @@ TYPING_STATUS = "is typing…"
 NESTED_THREAD = "already in a thread: Slack threads do not nest"
 """Why no thread opens under a message of a thread (https://docs.slack.dev/messaging/#threading)."""
 
-_CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{8,}$")
-_TS_RE = re.compile(r"^\d+\.\d+$")
+_CHANNEL_RE = re.compile(r"[CGD][A-Z0-9]{8,}")
+_TS_RE = re.compile(r"[0-9]+\.[0-9]+")
+r"""Matched whole (``fullmatch``): ``$`` would take a trailing newline, ``\d`` the digits of every script."""
 _MAX_OPEN_STREAMS = 1024
 
 
@@ -105,11 +106,11 @@ class SlackAdapter(SlackSettling):
         """Slack ids: ``chat_id`` a conversation id ``C…`` / ``G…`` / ``D…`` (upper-case letters and digits);
         ``thread_id`` / ``reply_to`` a message ts ``digits.digits`` (https://docs.slack.dev/reference/methods/chat.postMessage)."""
         chat = target.chat_id
-        if not isinstance(chat, str) or not _CHANNEL_RE.match(chat):
+        if not isinstance(chat, str) or not _CHANNEL_RE.fullmatch(chat):
             return f"chat_id {chat!r} must be a Slack conversation id (C…, G… or D…)"
         for name in ("thread_id", "reply_to"):
             value = getattr(target, name)
-            if value is not None and not (isinstance(value, str) and _TS_RE.match(value)):
+            if value is not None and not (isinstance(value, str) and _TS_RE.fullmatch(value)):
                 return f"{name} {value!r} must be a message ts such as '1700000000.000100'"
         return None
 
@@ -232,7 +233,7 @@ class SlackAdapter(SlackSettling):
         reason = self.thread_refusal(target)
         if reason is not None:
             raise PermanentDeliveryError(f"slack: {reason}", platform=PLATFORM, target=channel)
-        if not _TS_RE.match(anchor_message_id):
+        if not _TS_RE.fullmatch(anchor_message_id):
             raise TargetNotFoundError(
                 f"slack: {anchor_message_id!r} is not a message ts", platform=PLATFORM, target=channel
             )

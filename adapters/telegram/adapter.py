@@ -21,6 +21,7 @@ Bot API references:
 from __future__ import annotations
 
 import random
+import re
 from typing import Any, TypeVar
 
 from aiogram import Bot
@@ -55,6 +56,12 @@ from core.units import LengthUnit, text_units
 T = TypeVar("T")
 
 MAX_DRAFT_ID = 2**31 - 1
+MAX_ID_BITS = 52
+"""Telegram's ids have "at most 52 significant bits" (https://core.telegram.org/bots/api#chat)."""
+_INTEGER_RE = re.compile(r"-?[0-9]{1,20}")
+_USERNAME_RE = re.compile(r"@[A-Za-z][A-Za-z0-9_]{3,31}")
+"""A public username: letters, digits and underscores, 4 to 32 of them (https://telegram.org/faq#q-what-can-i-use-as-my-username:
+at least 5 for new ones; 4-letter collectible ones exist)."""
 """Draft ids stay in 1..2**31-1: non-zero (https://core.telegram.org/bots/api#sendmessagedraft) and a
 positive 32-bit integer (an assumption: the Bot API only says Integer)."""
 
@@ -112,16 +119,18 @@ class TelegramAdapter:
         return text_units(body, LengthUnit.UTF16)
 
     def check_target(self, target: Target) -> str | None:
-        """Telegram ids: ``chat_id`` an integer or ``@channelusername``; ``thread_id`` and ``reply_to``
-        integers (https://core.telegram.org/bots/api#sendmessage)."""
+        """Telegram ids: ``chat_id`` an integer (or its ASCII digits) of at most 52 bits, or ``@channelusername``
+        (:data:`_USERNAME_RE`); ``thread_id`` and ``reply_to`` integers (https://core.telegram.org/bots/api#sendmessage;
+        a chat id "has at most 52 significant bits"). Digits of other scripts (``"²"``, Arabic-Indic ones) are
+        refused: Python's ``int`` reads some of them, Telegram none."""
         chat = target.chat_id
-        if isinstance(chat, str) and not (chat.startswith("@") or chat.lstrip("-").isdigit()):
-            return f"chat_id {chat!r} must be an integer or '@channelusername'"
+        named = isinstance(chat, str) and _USERNAME_RE.fullmatch(chat) is not None
+        problem = None if named else _id_problem("chat_id", chat, "must be an integer or '@channelusername'")
         for name in ("thread_id", "reply_to"):
             value = getattr(target, name)
-            if value is not None and not (isinstance(value, int) or str(value).isdigit()):
-                return f"{name} {value!r} must be an integer message id"
-        return None
+            if problem is None and value is not None:
+                problem = _id_problem(name, value, "must be an integer message id")
+        return problem
 
     def is_group(self, target: Target) -> bool:
         """Groups, supergroups and channels have negative ids or ``@username`` ids.
@@ -309,6 +318,15 @@ class TelegramAdapter:
     async def close(self) -> None:
         """Close the HTTP session (aiogram waits 250 ms for TLS connections to close)."""
         await self._bot.session.close()
+
+
+def _id_problem(name: str, value: int | str, expected: str) -> str | None:
+    """Why ``value`` is no Telegram id (ASCII digits, an optional minus, at most :data:`MAX_ID_BITS` bits), or None."""
+    if not _INTEGER_RE.fullmatch(str(value)):
+        return f"{name} {value!r} {expected}"
+    if abs(int(value)) >= 2**MAX_ID_BITS:
+        return f"{name} {value!r} is out of range: Telegram ids have at most {MAX_ID_BITS} bits"
+    return None
 
 
 def _message_id(value: int | str, target: Target) -> int:

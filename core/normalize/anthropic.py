@@ -32,6 +32,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from core.events import (
     BlockEnd,
     ErrorEvent,
@@ -42,7 +44,7 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize.base import MessageCounter, as_dict, as_str, require_type, text_event
+from core.normalize.base import MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
 
 _PROVIDER = "Anthropic"
 _TOOL_USE_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -83,9 +85,16 @@ class AnthropicNormalizer:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object or has no string ``type``.
+            IngestError: ``raw`` is not an object, has no string ``type``, or gives a field no event can hold (an id
+                with a lone surrogate).
         """
         kind = require_type(raw, _PROVIDER)
+        try:
+            return self._feed(kind, raw)
+        except ValidationError as exc:
+            raise invalid_event(_PROVIDER, exc) from None
+
+    def _feed(self, kind: str, raw: dict[str, Any]) -> list[Event]:
         if kind == "content_block_delta":
             return self._delta(raw)
         if kind == "content_block_start":

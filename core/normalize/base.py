@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from core.errors import IngestError
 from core.events import Event, TextEvent, TextMode, Visibility
 
@@ -32,7 +34,8 @@ class Normalizer(Protocol):
             unknown event types, which are ignored for forward compatibility).
 
         Raises:
-            IngestError: ``raw`` is not a JSON object or lacks the provider's type field.
+            IngestError: ``raw`` is not a JSON object, lacks the provider's type field, or a field it gives makes
+                no valid normalized event (:func:`invalid_event`).
         """
         ...
 
@@ -67,6 +70,12 @@ def require_type(raw: Any, provider: str) -> str:
     if not isinstance(kind, str) or not kind:
         raise IngestError(f"a raw {provider} stream event needs a string 'type' field, got {kind!r}")
     return kind
+
+
+def invalid_event(provider: str, exc: ValidationError) -> IngestError:
+    """The 400 for a raw event whose fields make no valid normalized event (a tool id with a lone surrogate)."""
+    problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'event'}: {err['msg']}" for err in exc.errors())
+    return IngestError(f"a raw {provider} stream event makes no valid event: {problems}")
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -28,9 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from core.errors import IngestError
 from core.events import ErrorEvent, Event, MessageEnd, ToolCall, ToolCallState, Visibility
-from core.normalize.base import MessageCounter, as_dict, as_str, require_object, text_event
+from core.normalize.base import MessageCounter, as_dict, as_str, invalid_event, require_object, text_event
 
 _PROVIDER = "OpenAI chat"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -59,7 +61,8 @@ class OpenAIChatNormalizer:
         """Normalize one raw chunk. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object, or has neither a ``choices`` list nor an ``error``.
+            IngestError: ``raw`` is not an object, has neither a ``choices`` list nor an ``error``, or gives a field
+                no event can hold (a tool call id with a lone surrogate).
         """
         chunk = require_object(raw, _PROVIDER)
         choices = chunk.get("choices")
@@ -70,10 +73,13 @@ class OpenAIChatNormalizer:
                 return [ErrorEvent(run=self._run, message=message or "provider stream error")]
             raise IngestError(f"a raw {_PROVIDER} stream chunk needs a 'choices' list, got {choices!r}")
         events: list[Event] = []
-        for choice in choices:
-            body = as_dict(choice)
-            if body.get("index", 0) == 0:
-                events += self._choice(body)
+        try:
+            for choice in choices:
+                body = as_dict(choice)
+                if body.get("index", 0) == 0:
+                    events += self._choice(body)
+        except ValidationError as exc:
+            raise invalid_event(_PROVIDER, exc) from None
         return events
 
     def close(self) -> list[Event]:

@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from core.events import (
     BlockEnd,
     ErrorEvent,
@@ -46,7 +48,7 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize.base import MessageCounter, as_dict, as_str, require_type, text_event
+from core.normalize.base import MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
 
 _PROVIDER = "OpenAI Responses"
 _WEB_SEARCH = "web_search"
@@ -80,9 +82,16 @@ class OpenAIResponsesNormalizer:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object or has no string ``type``.
+            IngestError: ``raw`` is not an object, has no string ``type``, or gives a field no event can hold (an id
+                with a lone surrogate).
         """
         kind = require_type(raw, _PROVIDER)
+        try:
+            return self._feed(kind, raw)
+        except ValidationError as exc:
+            raise invalid_event(_PROVIDER, exc) from None
+
+    def _feed(self, kind: str, raw: dict[str, Any]) -> list[Event]:
         if kind in _ANSWER_DELTAS:
             return self._text(as_str(raw.get("delta")), Visibility.ANSWER)
         if kind in _REASONING_DELTAS:
