@@ -220,6 +220,14 @@ class Relay:
             except IngestError as exc:
                 results.append(exc)
                 continue
+            except OwnershipLostError:
+                raise
+            except Exception as exc:  # a bug of ours: this line fails alone, never the batch nor the journal's 503
+                _log.exception("a line could not be admitted (run hint %s)", run_hint)
+                results.append(
+                    IngestError(f"this line could not be taken ({type(exc).__name__}): report it", status=422)
+                )
+                continue
             results.append(result)
             if run is not None and result.dropped is None:
                 line = raw if raw is not None else json.dumps(obj, default=_json_default)

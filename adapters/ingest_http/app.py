@@ -267,7 +267,8 @@ def create_app(
     handlers.watch_url = watch_url
     handlers.observer = observer
     pipeline = PipelineRoutes(relay, callers.authorize, keepalive_s=keepalive_s)
-    return Starlette(
+    app = Starlette(
+        exception_handlers={404: _not_found, 405: _not_allowed},
         routes=[
             Route("/v1/runs/{run}/events", handlers.run_events, methods=["POST"]),
             Route("/v1/events", handlers.events, methods=["POST"]),
@@ -278,8 +279,21 @@ def create_app(
             Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
             Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
             *extra_routes,
-        ]
+        ],
     )
+    app.router.redirect_slashes = False  # an empty run id is a JSON 404, not a redirect to the listing
+    return app
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    """No route: a JSON answer like every other (a run id with ``/`` or an empty one matches no route)."""
+    return JSONResponse(
+        {"error": f"no such route: {request.method} {request.url.path[:200]} (run ids hold no '/')"}, 404
+    )
+
+
+async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"error": f"{request.method} is not allowed on {request.url.path[:200]}"}, 405)
 
 
 def as_callers(token: str | None, clients: Callers | Sequence[tuple[ClientLimits, str]] | None) -> Callers:
