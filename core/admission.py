@@ -80,6 +80,8 @@ class Admission:
         self.channels = channels
         self.clients = clients if clients is not None else ClientBook()
         """The relay calls ``clients.left`` when a run leaves ``runs``."""
+        self._starting = 0
+        """Starts between their room check and their registration (they hold a slot)."""
         self.runs = runs
         self.finished = finished
         self._journal = journal
@@ -102,7 +104,7 @@ class Admission:
             raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
         run_id = obj.get("run", run_hint)
         if "kind" not in obj:
-            return await self._accept_raw(run_id, obj)
+            return await self._accept_raw(run_id, obj, enforce=not replay)
         if run_hint is not None and "run" not in obj:
             obj = {**obj, "run": run_hint}
         event = parse_event(obj)
@@ -114,16 +116,18 @@ class Admission:
             return await self._start(run, event, replay=replay)
         if run is None:
             raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
-        return self._into(run, event)
+        return self._into(run, event, enforce=not replay)
 
-    def _into(self, run: ActiveRun, event: Event) -> tuple[ActiveRun | None, list[Event], LineResult]:
-        """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end)."""
+    def _into(self, run: ActiveRun, event: Event, *, enforce: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end). The
+        client's per-run limits are ``enforce``d on new lines, not on journaled ones (taken once already)."""
         if (closed := run.closed_to(event)) is not None:
             return None, [], LineResult(dropped=closed)
         if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
             return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
         limits = self.limits_for(run.run)
-        run.usage.check_seq(event.seq, limits)
+        if enforce:
+            run.usage.check_seq(event.seq, limits)
         if isinstance(event, Media) and event.lane is not Lane.PIPELINE:
             # Refused rather than accepted and silently dropped: nothing would show it, yet the report would say
             # delivered. The run's other lines go on.
@@ -135,10 +139,10 @@ class Admission:
         if isinstance(event, End) and event.source is None:
             if run.normalizer is not None:
                 events = [*run.normalizer.close(), event]
-            run.usage.charge([event], limits)  # what the normalizer held was charged as it came
+            run.usage.charge([event], limits, enforce=False)  # an end is always taken: the run must be able to end
             run.end_taken(event.seq)
         else:
-            run.usage.charge(events, limits)
+            run.usage.charge(events, limits, enforce=enforce)
         return run, events, LineResult(events=1)
 
     async def _start(
@@ -156,7 +160,9 @@ class Admission:
             return None, [], LineResult(dropped="run.start repeated")
         return created, [], LineResult(events=1)
 
-    async def _accept_raw(self, run_id: Any, obj: dict[str, Any]) -> tuple[ActiveRun | None, list[Event], LineResult]:
+    async def _accept_raw(
+        self, run_id: Any, obj: dict[str, Any], *, enforce: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
         if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
             return None, [], LineResult(dropped=ended)
@@ -170,7 +176,7 @@ class Admission:
                 status=409 if run is None and "type" in obj else 400,
             )
         events = run.normalizer.feed(obj)
-        run.usage.charge(events, self.limits_for(run.run))
+        run.usage.charge(events, self.limits_for(run.run), enforce=enforce)
         return run, events, LineResult(events=len(events))
 
     async def _ended(self, run_id: str) -> str | None:
@@ -205,6 +211,28 @@ class Admission:
         if channel is None:  # a channel the client may not use is unknown to it: its name is not revealed
             known = ", ".join(sorted(name for name in self.channels if client.may_use(name))) or "none"
             raise IngestError(f"unknown channel {event.channel!r}: the channels you may use are {known}")
+        if not replay:  # a journaled run resumes whatever the limits are now: it was taken once
+            self._check_room(client)
+        problem = channel.adapter.check_target(event.target)
+        if problem is not None:
+            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+        self.clients.started(event.run)  # the slot is held across the await below: concurrent starts see it
+        self._starting += 1
+        registered: ActiveRun | None = None
+        try:
+            registered = await self._build(event, channel, client, replay=replay)
+        finally:
+            self._starting -= 1
+            if (
+                registered is None
+                or self.runs.get(event.run) is not registered
+                or registered.controller.start_event is not event
+            ):
+                self.clients.left(event.run)  # not this start's run: its slot is given back
+        return registered
+
+    def _check_room(self, client: ClientLimits) -> None:
+        """Raise the 429 (the client's active runs) or the 503 (the sidecar's) that refuses one more run."""
         if (active := self.clients.active[client.name]) >= client.max_active_runs:
             raise IngestError(
                 f"{active} of your runs are active, the most you may have "
@@ -212,15 +240,22 @@ class Admission:
                 status=429,
                 retry_after_s=1.0,
             )
-        if len(self.runs) >= self.limits.max_active:
+        if len(self.runs) + self._starting >= self.limits.max_active:
             raise IngestError(
                 f"{len(self.runs)} runs are active, the most this sidecar takes: retry later",
                 status=503,
                 retry_after_s=1.0,
             )
-        problem = channel.adapter.check_target(event.target)
-        if problem is not None:
-            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+
+    async def _build(
+        self, event: RunStart, channel: ChannelRuntime, client: ClientLimits, *, replay: bool
+    ) -> ActiveRun | None:
+        """The run of ``event``, registered (or the one a concurrent start registered first); None when the ledger
+        says it already ended.
+
+        Raises:
+            IngestError: 409, the run id was used before with another channel or target.
+        """
         record = await self._ledger.get_run(event.run)
         if record is not None:
             if record.ended:
@@ -256,8 +291,5 @@ class Admission:
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
         run = ActiveRun(controller, asyncio.Queue(self.limits.queue_size), gate, normalizer, [] if replay else None)
         run.usage.max_seq = event.seq
-        run.usage.charge([event], client)
-        registered = self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
-        if registered is run:
-            self.clients.started(event.run)
-        return registered
+        run.usage.charge([event], client, enforce=False)
+        return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)

@@ -23,9 +23,11 @@ DEFAULT_CLIENT = "default"
 
 KEY_SEPARATOR = "/"
 
-RUN_ID_PATTERN = re.compile(r"[^\x00-\x20\x7f/\ud800-\udfff]{1,200}")
-"""A run id: 1 to 200 characters, no ``/``, no space, control character or lone surrogate (it appears in URLs, logs,
-keys and SQLite)."""
+RUN_ID_PATTERN = re.compile(
+    r"[^\x00-\x20\x7f-\xa0\u00ad/\u200b-\u200f\u2028-\u202f\u2060-\u206f\ufeff\ud800-\udfff]{1,200}"
+)
+"""A run id: 1 to 200 characters, no ``/``, no space, control character (C0, C1), bidi, zero-width or invisible
+formatting character and no lone surrogate: it appears in URLs, logs, keys, SQLite and operators' terminals."""
 
 CLIENT_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 """A client's name: lower-case letters, digits, ``_`` and ``-``, starting with a letter or digit."""
@@ -83,7 +85,10 @@ def run_id_problem(run: object) -> str | None:
     if not isinstance(run, str):
         return f"run must be a string, got {type(run).__name__}"
     if RUN_ID_PATTERN.fullmatch(run) is None:
-        return "run must be 1 to 200 characters with no '/', no space, no control character and no lone surrogate"
+        return (
+            "run must be 1 to 200 characters with no '/', no space, no control, bidi or invisible character and no "
+            "lone surrogate"
+        )
     return None
 
 

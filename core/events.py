@@ -157,7 +157,8 @@ MAX_SEQ = 2**53 - 1
 class _EventBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    run: str = Field(min_length=1, max_length=200)
+    run: str = Field(min_length=1, max_length=300)
+    """A run key: the client's run id (at most 200 characters) behind its client's name (:mod:`core.clients`)."""
     seq: StrictInt | None = Field(default=None, ge=0, le=MAX_SEQ)
     source: Source | None = None
     lane: Lane = Lane.UI

@@ -5,18 +5,33 @@ naming the limit and its setting) and counts for nothing, so the agent can tell 
 with what it had. Counted per run: events, characters of text (a delta's length; a snapshot or replacement counts
 only its growth over the longest text its source and message had, so a snapshot stream is not charged its whole
 text again at every event; a final text or a commit only what it adds to the run's text so far; a status its
-length), and how far a ``seq`` may run ahead of
-the highest one taken (a gap wider than ``seq_window`` is refused, not waited for).
+length; tool-call fragments, tool results, phases, errors and media what they carry), and how far a ``seq`` may
+run ahead of the highest one taken (a gap wider than ``seq_window`` is refused, not waited for; a run whose
+``run.start`` has no ``seq`` counts from 0). A run's ``end`` is always taken, and lines replayed from the journal
+are counted, never refused: they were taken once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.clients import ClientLimits
 from core.errors import IngestError
-from core.events import Commit, End, Event, Status, TextEvent, TextMode
+from core.events import (
+    Commit,
+    End,
+    ErrorEvent,
+    Event,
+    Media,
+    Phase,
+    Status,
+    TextEvent,
+    TextMode,
+    ToolCall,
+    ToolResult,
+)
 
 _Key = tuple[str | None, int, str]
 
@@ -37,22 +52,24 @@ class RunUsage:
         Raises:
             IngestError: 422 naming ``clients.NAME.seq_window``.
         """
-        if seq is not None and self.max_seq is not None and seq > self.max_seq + limits.seq_window:
+        base = self.max_seq if self.max_seq is not None else -1  # no seq yet: the run counts from 0
+        if seq is not None and seq > base + limits.seq_window:
             raise IngestError(
-                f"seq {seq} is {seq - self.max_seq} ahead of the highest seq taken ({self.max_seq}), past the window "
+                f"seq {seq} is {seq - base} ahead of the highest seq taken ({base}), past the window "
                 f"of "
                 f"{limits.seq_window} ({limits.setting('seq_window')}): send the lines in between first",
                 status=422,
             )
 
-    def charge(self, events: Sequence[Event], limits: ClientLimits) -> None:
-        """Count ``events`` (one line's) against the run's limits, or refuse them all and count nothing.
+    def charge(self, events: Sequence[Event], limits: ClientLimits, *, enforce: bool = True) -> None:
+        """Count ``events`` (one line's) against the run's limits, or refuse them all and count nothing (unless not
+        ``enforce``d: a journaled line, taken once already, or a run's ``end``, always taken so the run can end).
 
         Raises:
             IngestError: 422 naming ``clients.NAME.max_events_per_run`` or ``clients.NAME.max_chars_per_run``.
         """
         n_events = self.events + len(events)
-        if n_events > limits.max_events_per_run:
+        if enforce and n_events > limits.max_events_per_run:
             raise IngestError(
                 f"the run already carries {self.events} events, the most one run may "
                 f"({limits.setting('max_events_per_run')} = {limits.max_events_per_run}): start a new run",
@@ -62,7 +79,7 @@ class RunUsage:
         chars = self.chars
         for event in events:
             chars += self._chars(event, grown, chars)
-        if chars > limits.max_chars_per_run:
+        if enforce and chars > limits.max_chars_per_run:
             raise IngestError(
                 f"this line would take the run's text to {chars} characters, past "
                 f"{limits.setting('max_chars_per_run')} = {limits.max_chars_per_run}: start a new run",
@@ -88,4 +105,20 @@ class RunUsage:
             return max(0, len(event.text or "") - so_far)
         if isinstance(event, Status):
             return len(event.text)
-        return 0
+        return _other_chars(event)
+
+
+def _other_chars(event: Event) -> int:
+    """The characters an event other than text, end, commit or status carries (what it keeps in memory)."""
+    if isinstance(event, ToolCall):
+        args = len(json.dumps(event.args, ensure_ascii=False)) if event.args is not None else 0
+        return len(event.args_delta or "") + len(event.name or "") + len(event.id) + args
+    if isinstance(event, ToolResult):
+        return len(event.summary) + len(event.name or "") + len(event.id)
+    if isinstance(event, Phase):
+        return len(event.name)
+    if isinstance(event, ErrorEvent):
+        return len(event.message)
+    if isinstance(event, Media):
+        return len(event.url) + len(event.caption or "")
+    return 0

@@ -46,6 +46,7 @@ from starlette.routing import BaseRoute, Route
 from adapters.ingest_http.callers import Caller, Callers
 from adapters.ingest_http.lines import BodyTooLargeError, Tally, TooManyRejectedError, batches, decode
 from adapters.ingest_http.pipeline import PipelineRoutes
+from core.admission import LineResult
 from core.clients import ClientLimits
 from core.errors import IngestError
 from core.surface import RunRelay
@@ -128,9 +129,12 @@ class _Ingest:
                     error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
                     _log.error("ingest: %s", error, extra={"run": hint or "", "status": 503}, exc_info=True)
                     return JSONResponse({"error": error, **tally.counts()}, status_code=503)
+                events = 0
                 for line_no, result in zip(numbers, results, strict=True):
                     public = caller.public(str(result)) if isinstance(result, IngestError) else None
                     tally.add(line_no, result, public)
+                    events += result.events if isinstance(result, LineResult) else 0
+                await caller.pace(events - len(decoded))  # raw lines may carry many events: paced by what they gave
         except BodyTooLargeError as exc:
             return tally.answer(str(exc), 413)
         except TooManyRejectedError as exc:
