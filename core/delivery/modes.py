@@ -138,7 +138,11 @@ class PreviewMode(_Parts, _NoTimers):
             self._book.set_live(slot, self._pending)
 
     def _pending(self) -> str:
-        return self._chunker.pending
+        """The live part: the chunker's pending text, or, while the chunker still holds more than one message's
+        worth (waiting to see where a protected range or a block ends), the part of it that fits: a live message
+        never grows past the platform's limit."""
+        pending = self._chunker.pending
+        return self._split.fit(pending)[0] if pending else pending
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         if change.reset:

@@ -506,3 +506,14 @@ async def test_an_error_event_in_a_run_that_ends_ok_shows_no_failure_notice() ->
     report = await h.close()
     assert h.adapter.chat() == ["All good in the end."]
     assert report.errors == ["tool web_search failed"]
+
+
+async def test_a_live_preview_never_grows_past_the_limit_while_the_chunker_waits() -> None:
+    """Found by the split property above: the chunker held a link and a list item past the limit (waiting to see
+    where the quote after them ends) and the live message was edited to that whole pending text: rejected."""
+    h = await harness(replace(policy(DeliveryMode.PREVIEW, max_units=26), delta_replay_guard=False))
+    for piece in ["OtherOtherOther**bold**ééé[link](http://a.b/c)- item\n", ">", " quote "]:
+        await h.feed(delta(piece), wait=False)
+    report = await h.close()
+    assert all(c.outcome == "ok" and len(c.text or "") <= 26 for c in h.adapter.calls_of()), h.adapter.summary()
+    assert report.status is ReportStatus.DELIVERED
