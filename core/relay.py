@@ -106,17 +106,9 @@ class Relay:
         """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
         limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
-        self._admission = Admission(
-            self.channels,
-            self._runs,
-            self._finished,
-            self._journal,
-            ledger,
-            clock,
-            limits,
-            validator,
-            clients if isinstance(clients, ClientBook) else ClientBook(clients),
-        )
+        book = clients if isinstance(clients, ClientBook) else ClientBook(clients)
+        args = (self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator, book)
+        self._admission = Admission(*args)
 
     @property
     def live_buffer(self) -> int:
