@@ -220,7 +220,7 @@ class RunStage:
 
     def _refresh_status(self) -> None:
         lines = self.agents.status_lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
-        text = self.board.render(lines)
+        text = self.board.render(lines, max_chars=self.policy.max_units // 2)  # UTF-16 units: 2 per character at most
         if self._status_slot is None:
             if not text:
                 return

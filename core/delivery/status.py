@@ -91,15 +91,37 @@ class StatusBoard:
         if self.show_progress:
             self.lines.append(f"• {name}: {summary.strip()}" if summary.strip() else f"• {name}: done")
 
-    def render(self, child_lines: list[str] | None = None) -> str:
+    def render(self, child_lines: list[str] | None = None, max_chars: int | None = None) -> str:
+        """The status message: the title, the latest progress lines (older ones counted), the children's lines, the
+        footer; each line at most :data:`LINE_CHARS` characters, and the whole within ``max_chars`` (the oldest
+        progress lines go first, then the text is cut), so a long status, phase or tool name never makes a message
+        the platform refuses."""
+        children = [_short(line) for line in child_lines or []]
+        keep = min(len(self.lines), self.max_lines)
+        while True:
+            text = self._text(keep, children)
+            if max_chars is None or len(text) <= max_chars or keep == 0:
+                break
+            keep -= 1
+        return text if max_chars is None or len(text) <= max_chars else text[: max(0, max_chars - 1)] + "…"
+
+    def _text(self, keep: int, children: list[str]) -> str:
         out: list[str] = []
         if self.title:
             out.append(self.title)
-        hidden = len(self.lines) - self.max_lines
+        hidden = len(self.lines) - keep
         if hidden > 0:
             out.append(f"… {hidden} earlier step{'s' if hidden > 1 else ''}")
-        out.extend(self.lines[max(0, hidden) :])
-        out.extend(child_lines or [])
+        out.extend(_short(line) for line in self.lines[hidden:])
+        out.extend(children)
         if self.footer:
-            out.append(self.footer)
+            out.append(_short(self.footer))
         return "\n".join(out)
+
+
+LINE_CHARS = 200
+"""A status line's characters at most (a longer one ends with an ellipsis)."""
+
+
+def _short(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"

@@ -29,6 +29,7 @@ from core.events import (
     Phase,
     RunStart,
     Source,
+    Status,
     Target,
     TextEvent,
     TextMode,
@@ -517,3 +518,17 @@ async def test_a_live_preview_never_grows_past_the_limit_while_the_chunker_waits
     report = await h.close()
     assert all(c.outcome == "ok" and len(c.text or "") <= 26 for c in h.adapter.calls_of()), h.adapter.summary()
     assert report.status is ReportStatus.DELIVERED
+
+
+async def test_a_huge_status_phase_or_tool_name_never_makes_a_message_past_the_limit() -> None:
+    """A breaker's finding: one 4,200-character status (or phase, tool name, sub-agent id) made the progress message
+    one the platform refused ("message is too long"). Lines are cut, older ones dropped, the message stays whole."""
+    h = await harness(policy(DeliveryMode.PROGRESS, max_units=300))
+    await h.feed(Phase(run=RUN, name="p" * 4200))
+    await h.feed(Status(run=RUN, text="s" * 4200))
+    for i in range(30):
+        await h.feed(Status(run=RUN, text=f"step {i} " + "x" * 50))
+    await h.feed(Commit(run=RUN, text="The answer."))
+    report = await h.close()
+    assert all(c.outcome == "ok" and len(c.text or "") <= 300 for c in h.adapter.calls_of()), h.adapter.summary()
+    assert report.status is ReportStatus.DELIVERED and "The answer." in h.adapter.chat()
