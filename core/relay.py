@@ -16,9 +16,7 @@ import contextlib
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from core.admission import Admission, Limits, LineResult
@@ -27,6 +25,7 @@ from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError, OwnershipLostError
 from core.events import Event
+from core.finished import Finished, FinishedRuns
 from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
 from core.journal import Journal, JournalEntry, MemoryJournal
 from core.ledger import Ledger
@@ -37,16 +36,6 @@ from core.run_controller import RunController
 from core.run_worker import ActiveRun, work
 
 _log = logging.getLogger("streamrelay.relay")
-
-
-@dataclass(frozen=True)
-class _Finished:
-    """What stays in memory of a finished run: its report, pipeline lane, live events and last seq."""
-
-    report: DeliveryReport
-    lane: PipelineLane
-    monitor: RunMonitor
-    last_seq: int | None
 
 
 def _json_default(value: Any) -> Any:
@@ -66,6 +55,8 @@ class Relay:
         clock: the injected clock.
         queue_size: per-run queue bound (ingest waits when a run falls this far behind).
         keep_finished: how many finished runs' reports stay in memory (older ones come from the ledger).
+        finished_chars: the characters of text all finished runs kept in memory may hold together
+            (:mod:`core.finished`).
         gap_timeout_s: how long a ``seq`` gap holds later events.
         run_idle_timeout_s: a run that receives nothing for this long is closed as failed, so no preview
             is left hanging and no run holds memory forever.
@@ -86,6 +77,7 @@ class Relay:
         journal: Journal | None = None,
         queue_size: int = 10_000,
         keep_finished: int = 10_000,
+        finished_chars: int = 64_000_000,
         gap_timeout_s: float = 2.0,
         run_idle_timeout_s: float = 600.0,
         max_active_runs: int = 10_000,
@@ -98,13 +90,12 @@ class Relay:
         self._ledger = ledger
         self._journal: Journal = journal if journal is not None else MemoryJournal()
         self._clock = clock
-        self._keep = keep_finished
         self._idle_s = run_idle_timeout_s
         self.catalog = catalog if catalog is not None else ActionCatalog()
         self._runs: dict[str, ActiveRun] = {}
         self.interrupted: set[str] = set()
         """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
-        self._finished: OrderedDict[str, _Finished] = OrderedDict()
+        self._finished = FinishedRuns(keep_finished, finished_chars)
         limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
         book = clients if isinstance(clients, ClientBook) else ClientBook(clients)
         args = (self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator, book)
@@ -283,9 +274,7 @@ class Relay:
             report = with_gaps(controller.report(), run.gate.gaps)
             if not controller.monitor.closed:
                 controller.monitor.publish("end", status="cancelled", delivery=str(report.status))
-            self._finished[controller.run] = _Finished(report, controller.lane, controller.monitor, run.gate.last)
-            while len(self._finished) > self._keep:
-                self._finished.popitem(last=False)
+            self._finished[controller.run] = Finished(report, controller.lane, controller.monitor, run.gate.last)
 
     # --- reading ----------------------------------------------------------------------------------------
 
