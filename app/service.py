@@ -33,7 +33,7 @@ from app.connections import connection_guards
 from app.version import version
 from config.actions import load_actions
 from config.connections import ConnectionSettings
-from config.settings import ChannelSettings, Settings
+from config.settings import ChannelSettings, ServiceSettings, Settings
 from core.channel import ChannelRuntime
 from core.clients import ClientLimits
 from core.clock import Clock, MonotonicClock
@@ -342,3 +342,41 @@ class Sidecar:
                     await task
         for guard in self.guards.values():
             guard.close()  # the last summary of refused and cut connections
+
+
+def service_sidecar(
+    relay: RunRelay,
+    service: ServiceSettings,
+    *,
+    clients: Callers | Sequence[tuple[ClientLimits, str]],
+    host: str,
+    port: int,
+    log_level: str,
+    metrics: ServiceMetrics,
+    health: Health,
+    metrics_token: str | None,
+    wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+) -> Sidecar:
+    """The sidecar as ``streamrelay serve`` runs it, one process or a replica: ``[service]``'s size limits, keepalive,
+    ops listener and connection limits; its logs through the service's logging; SIGTERM and SIGINT left to the
+    caller (it drains first). ``host``, ``port`` and ``log_level`` are the settings with the command line's
+    overrides applied."""
+    return Sidecar(
+        relay,
+        clients=clients,
+        host=host,
+        port=port,
+        max_body_bytes=service.max_body_bytes,
+        max_line_bytes=service.max_line_bytes,
+        log_level=log_level,
+        keepalive_s=service.keepalive_s,
+        metrics=metrics,
+        health=health,
+        metrics_token=metrics_token,
+        ops_host=service.ops_host,
+        ops_port=service.ops_port,
+        uvicorn_logging=False,
+        signals=False,
+        wrap=wrap,
+        connections=service.connections,
+    )

@@ -27,7 +27,7 @@ from pydantic import SecretStr
 
 from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState, configure_logging
 from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-from app.service import Sidecar, build_relay
+from app.service import Sidecar, build_relay, service_sidecar
 from app.version import version
 from config.settings import Settings, load_settings
 from core.clients import ClientLimits
@@ -177,23 +177,16 @@ async def serve(
     try:
         relay = build_relay(settings, ledger, journal=journal, tokens=tokens, metrics=metrics)
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
-        sidecar = Sidecar(
+        sidecar = service_sidecar(
             relay,
+            service,
             clients=clients,
             host=host or service.host,
             port=service.port if port is None else port,
-            max_body_bytes=service.max_body_bytes,
-            max_line_bytes=service.max_line_bytes,
             log_level=log_level or service.log_level,
-            keepalive_s=service.keepalive_s,
             metrics=metrics,
             health=health,
             metrics_token=metrics_token,
-            ops_host=service.ops_host,
-            ops_port=service.ops_port,
-            uvicorn_logging=False,
-            signals=False,
-            connections=service.connections,
         )
         signals.install()
         try:

@@ -23,7 +23,7 @@ from adapters.redis import InputStream, RunIndex, connect, redacted, shared_budg
 from app.replicas.front import ReplicaFront
 from app.replicas.owner import AckingJournal
 from app.replicas.service import ReplicaService
-from app.service import Sidecar, build_channels
+from app.service import build_channels, service_sidecar
 from app.version import version
 from config.actions import load_actions
 from config.settings import Settings
@@ -117,24 +117,17 @@ async def serve_replica(
         return proxy
 
     health = Health(ping, state=ServiceState.STARTING)
-    sidecar = Sidecar(
+    sidecar = service_sidecar(
         front,
+        service,
         clients=callers,
         host=host,
         port=port,
-        max_body_bytes=service.max_body_bytes,
-        max_line_bytes=service.max_line_bytes,
         log_level=log_level,
-        keepalive_s=service.keepalive_s,
         metrics=metrics,
         health=health,
         metrics_token=metrics_token,
-        ops_host=service.ops_host,
-        ops_port=service.ops_port,
-        uvicorn_logging=False,
-        signals=False,
         wrap=wrap,
-        connections=service.connections,
     )
     try:
         listening = await sidecar.start()
