@@ -53,7 +53,7 @@ class ClientLimits:
     name: str = DEFAULT_CLIENT
     channels: frozenset[str] | None = None
     max_active_runs: int = 1000
-    events_per_s: float = 1000.0
+    events_per_s: float = 10_000.0
     max_events_per_run: int = 100_000
     max_chars_per_run: int = 1_000_000
     max_messages_per_run: int = 50
