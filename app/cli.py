@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from app.ops_cli import runs_app
@@ -28,6 +29,7 @@ T = TypeVar("T")
 app = typer.Typer(
     help="streamrelay: the delivery sidecar between LLM agents and chat platforms.",
     no_args_is_help=True,
+    rich_markup_mode=None,
     add_completion=False,
 )
 app.add_typer(runs_app, name="runs")
@@ -329,13 +331,15 @@ def chaos(
         wide = console if console.width >= 130 else Console(width=130)
         wide.print(table(outcome))
         for bad in result["bad_runs"][:20]:
-            wide.print(f"[red]{bad['run']}[/] ({bad['platform']}/{bad['mode']}): {'; '.join(bad['problems'])}")
+            wide.print(
+                f"[red]{escape(bad['run'])}[/] ({bad['platform']}/{bad['mode']}): {escape('; '.join(bad['problems']))}"
+            )
             if bad["anomalies"]:
-                wide.print(f"  agent: {'; '.join(bad['anomalies'])[:400]}")
+                wide.print(f"  agent: {escape('; '.join(bad['anomalies'])[:400])}")
         if len(result["bad_runs"]) > 20:
             wide.print(f"… and {len(result['bad_runs']) - 20} more bad run(s): summary.json lists them all")
         if outcome.crashes:
-            wide.print(f"[red]the sidecar crashed:[/] {'; '.join(outcome.crashes)}")
+            wide.print(f"[red]the sidecar crashed:[/] {escape('; '.join(outcome.crashes))}")
         kept = "transcripts and logs" if options.replicated else "transcripts, logs and the ledger"
         wide.print(f"{kept} in {outcome.out}")
     raise typer.Exit(1 if failed(outcome) else 0)
@@ -353,7 +357,7 @@ def _chaos_preflight(options: Options) -> None:
     try:
         redis_server()
     except RuntimeError as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
 
 
@@ -361,12 +365,12 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except ConfigError as exc:
-        err.print(f"[red]configuration error:[/] {exc}")
+        err.print(f"[red]configuration error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except (RuntimeError, OSError, ValueError) as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
 
 

@@ -281,7 +281,7 @@ def dead_table(letters: list[tuple[int, DeadLetter]]) -> Table:
 
 # --- the commands ---------------------------------------------------------------------------------------------
 
-runs_app = typer.Typer(add_completion=False)
+runs_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 ConfigOption = Annotated[Path, typer.Option(help="channels TOML: the backend and redis_url serve would use")]
 
