@@ -17,7 +17,9 @@ Every method raises :class:`RelayError` (with the sidecar's status and message) 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -47,10 +49,15 @@ class RelayClient:
         timeout_s: seconds a plain request may take (streams wait as long as the run lasts).
         reconnects: how many times :meth:`pipeline` reconnects after a dropped stream (resuming after the
             last unit it got, so nothing is seen twice).
+        push_back_s: how long :meth:`send` keeps sending again what a sidecar past its capacity pushed back
+            (``Retry-After`` apart), in seconds.
     """
 
-    def __init__(self, url: str, token: str, *, timeout_s: float = 30.0, reconnects: int = 5) -> None:
+    def __init__(
+        self, url: str, token: str, *, timeout_s: float = 30.0, reconnects: int = 5, push_back_s: float = 300.0
+    ) -> None:
         self.url = url
+        self.push_back_s = push_back_s
         self.reconnects = reconnects
         self._http = httpx.AsyncClient(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout_s)
@@ -94,17 +101,31 @@ class RelayClient:
     async def send(self, run: str, events: Iterable[Mapping[str, Any] | Event]) -> int:
         """Post events of ``run`` as one NDJSON request; return how many the sidecar took.
 
+        A sidecar past its capacity pushes back (503 with ``Retry-After`` and ``pushed_back_from``, the first line it
+        did not take): the rest is sent again after ``Retry-After`` seconds, for up to ``push_back_s`` seconds in
+        all. A refused start (429 or 503 with ``Retry-After``: too many active runs) is sent again the same way.
+
         Raises:
-            RelayError: a line was refused (the others were taken: the error lists the refused lines).
+            RelayError: a line was refused (the others were taken: the error lists the refused lines), or the
+                sidecar still pushed back after ``push_back_s``.
         """
         lines = [json.dumps(e if isinstance(e, Mapping) else event_to_json(e), ensure_ascii=False) for e in events]
-        answer = await self._http.post(
-            f"/v1/runs/{run}/events",
-            content=("\n".join(lines) + "\n").encode(),
-            headers={"Content-Type": "application/x-ndjson"},
-        )
-        body = _json(answer)
-        return int(body.get("accepted", 0))
+        deadline = time.monotonic() + self.push_back_s
+        taken = 0
+        while True:
+            answer = await self._http.post(
+                f"/v1/runs/{run}/events",
+                content=("\n".join(lines) + "\n").encode(),
+                headers={"Content-Type": "application/x-ndjson"},
+            )
+            rest = _pushed_back(answer, lines)
+            if rest is None or time.monotonic() >= deadline:
+                body = _json(answer)
+                return taken + int(body.get("accepted", 0))
+            taken += int(answer.json().get("accepted", 0))
+            lines = rest
+            delay_s = float(answer.headers.get("retry-after", "1"))
+            await asyncio.sleep(min(delay_s, max(0.0, deadline - time.monotonic())))
 
     async def units(self, run: str, *, after: int = 0) -> list[dict[str, Any]]:
         """The run's pipeline units after position ``after`` so far (without waiting)."""
@@ -156,6 +177,23 @@ class RelayClient:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
         answer = await self._http.get(f"/v1/runs/{run}", params={"wait_s": wait_s}, timeout=wait_s + 30)
         return _json(answer)
+
+
+def _pushed_back(answer: httpx.Response, lines: list[str]) -> list[str] | None:
+    """The lines to send again after ``Retry-After`` (those from ``pushed_back_from``; the one start a 429 or 503
+    refused), or None when the answer is final."""
+    if answer.status_code not in (429, 503) or "retry-after" not in answer.headers:
+        return None
+    try:
+        body = answer.json()
+    except json.JSONDecodeError:
+        return None
+    first = body.get("pushed_back_from") if isinstance(body, dict) else None
+    if isinstance(first, int) and 1 <= first <= len(lines):
+        return lines[first - 1 :]
+    if len(lines) == 1 and not body.get("accepted"):  # a start refused for the moment (too many active runs)
+        return lines
+    return None
 
 
 def _json(answer: httpx.Response) -> dict[str, Any]:

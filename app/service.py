@@ -41,6 +41,7 @@ from core.errors import ConfigError
 from core.journal import Journal
 from core.ledger import Ledger
 from core.ports import ChannelAdapter
+from core.pressure import Pressure
 from core.relay import Relay
 from core.surface import RunRelay
 
@@ -200,6 +201,8 @@ class Sidecar:
             answer).
         connections: read timeouts, connection caps and keepalive of both listeners (``[service.connections]``;
             None: the defaults); :func:`app.connections.connection_guards` fits them to the open-file limit.
+        pressure: pushes ingest back past capacity (``[service] overload_lag_ms``); its loop-lag probe runs while
+            the sidecar serves. None: never pushed back.
     """
 
     def __init__(
@@ -223,7 +226,9 @@ class Sidecar:
         signals: bool = True,
         wrap: Callable[[ASGIApp], ASGIApp] | None = None,
         connections: ConnectionSettings | None = None,
+        pressure: Pressure | None = None,
     ) -> None:
+        self.pressure = pressure
         self.callers = as_callers(token, clients)
         self.tokens = ReadTokens(self.callers.secret)
         self.metrics = metrics if metrics is not None else ServiceMetrics(version())
@@ -242,6 +247,7 @@ class Sidecar:
             watch_url=self.watch_path,
             extra_routes=[*web_routes(relay, self.tokens, keepalive_s=keepalive_s), *probes],
             observer=self.metrics,
+            pressure=pressure,
         )
 
         def server(asgi: Any, bind: str, bind_port: int, *, catch_signals: bool, guard: ConnectionGuard) -> _Server:
@@ -315,6 +321,8 @@ class Sidecar:
         Raises:
             RuntimeError: a listener could not start (its port is in use).
         """
+        if self.pressure is not None:
+            self.pressure.start()
         self._task, port = await self._serve(self._server, "sidecar")
         self.port = port if port is not None else self.port
         if self._ops is not None:
@@ -342,6 +350,8 @@ class Sidecar:
                     await task
         for guard in self.guards.values():
             guard.close()  # the last summary of refused and cut connections
+        if self.pressure is not None:
+            await self.pressure.stop()
 
 
 def service_sidecar(
@@ -379,4 +389,5 @@ def service_sidecar(
         signals=False,
         wrap=wrap,
         connections=service.connections,
+        pressure=Pressure(max_lag_s=service.overload_lag_ms / 1000, retry_after_s=service.overload_retry_after_s),
     )

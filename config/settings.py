@@ -259,6 +259,12 @@ class ServiceSettings(_Strict):
     """A partition lease's life (renewed every third of it): a dead replica's runs move after at most 4/3 of it."""
     advertise_url: str = ""
     """Where the other replicas reach this one (``http://host:port``); unset: ``http://<host>:<port>``."""
+    overload_lag_ms: float = Field(default=100.0, ge=0)
+    """Past capacity ingest pushes back before the event loop stalls the sends: while the loop lags more than this
+    (milliseconds, smoothed over about half a second) new runs are answered 503 with ``Retry-After``, past twice it
+    every line but a run's ``end`` (the request is cut there: ``pushed_back_from`` says where to resume). 0: never."""
+    overload_retry_after_s: float = Field(default=1.0, ge=1.0, le=60.0)
+    """The ``Retry-After`` (seconds) of a pushed-back request."""
     connections: ConnectionSettings = Field(default_factory=ConnectionSettings)
     """``[service.connections]``: read timeouts, connection caps and keepalive of the ingest listener."""
 

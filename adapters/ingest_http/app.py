@@ -26,7 +26,9 @@ a ``seq`` already taken, a line of a run that already ended); a bad line fails a
 and the answer is the first failure's 4xx with the first rejected lines listed (``{"error", "accepted",
 "rejected": [{"line", "error"}], "rejected_total"?}``; after 1,000 rejected lines the body is not read further).
 401 for a missing or wrong token, 413 past the size limits, 422 past a run's limits, 429 past a client's (active
-runs with ``Retry-After``, runs per request); each names its setting, e.g. ``clients.NAME.max_active_runs``. The
+runs with ``Retry-After``, runs per request); each names its setting, e.g. ``clients.NAME.max_active_runs``. Past
+the sidecar's capacity a request is cut and answered 503 with ``Retry-After`` and ``pushed_back_from``
+(adapters/ingest_http/push_back.py): nothing after that line was taken. The
 client's ``events_per_s`` slows its requests down rather than refusing them. Every rejected line is logged (logger
 ``streamrelay.ingest``, WARNING, with ``run``, ``line``, ``status`` and ``error``; the first 20 of a request), and
 every answer is told to the optional :class:`IngestObserver` (the service's metrics).
@@ -43,12 +45,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from adapters.ingest_http import push_back
 from adapters.ingest_http.callers import Caller, Callers
 from adapters.ingest_http.lines import BodyTooLargeError, Tally, TooManyRejectedError, batches, decode
 from adapters.ingest_http.pipeline import PipelineRoutes
+from adapters.ingest_http.push_back import cut_at
 from core.admission import LineResult
 from core.clients import ClientLimits
 from core.errors import IngestError
+from core.pressure import Pressure
 from core.surface import RunRelay
 
 _log = logging.getLogger("streamrelay.ingest")
@@ -75,6 +80,8 @@ class _Ingest:
         return f"_Ingest(max_body_bytes={self.max_body_bytes})"  # never a token
 
     observer: IngestObserver | None = None
+    pressure: Pressure | None = None
+    """Past capacity, pushes requests back (:mod:`adapters.ingest_http.push_back`); None: never."""
 
     async def ingest(self, request: Request, run: str | None) -> JSONResponse:
         tally = Tally()
@@ -108,7 +115,9 @@ class _Ingest:
         started: set[str] = set()
         try:
             number = 0
-            async for batch in batches(request, self.max_body_bytes, self.max_line_bytes):
+            async for whole in batches(request, self.max_body_bytes, self.max_line_bytes):
+                cut = cut_at(whole, self.pressure.push_back()) if self.pressure is not None else None
+                batch = whole if cut is None else whole[:cut]
                 decoded: list[tuple[Any, str | None]] = []
                 numbers: list[int] = []
                 for raw in batch:
@@ -120,21 +129,12 @@ class _Ingest:
                         numbers.append(number)
                     except IngestError as exc:
                         tally.add(number, exc, caller.public(str(exc)))
-                if not decoded:
-                    continue
-                await caller.pace(len(decoded))
-                try:
-                    results = await self.relay.submit_lines(decoded, hint)
-                except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
-                    error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
-                    _log.error("ingest: %s", error, extra={"run": hint or "", "status": 503}, exc_info=True)
-                    return JSONResponse({"error": error, **tally.counts()}, status_code=503)
-                events = 0
-                for line_no, result in zip(numbers, results, strict=True):
-                    public = caller.public(str(result)) if isinstance(result, IngestError) else None
-                    tally.add(line_no, result, public)
-                    events += result.events if isinstance(result, LineResult) else 0
-                await caller.pace(events - len(decoded))  # raw lines may carry many events: paced by what they gave
+                if decoded:
+                    failed = await self._submit(decoded, numbers, caller, hint, tally)
+                    if failed is not None:
+                        return failed
+                if cut is not None and self.pressure is not None:  # the rest of the request is not read
+                    return push_back.answer(tally, number + 1, self.pressure)
         except BodyTooLargeError as exc:
             return tally.answer(str(exc), 413)
         except TooManyRejectedError as exc:
@@ -142,6 +142,25 @@ class _Ingest:
         except ClientDisconnect:
             return JSONResponse({"error": "client disconnected", **tally.counts()}, status_code=400)
         return tally.answer()
+
+    async def _submit(
+        self, decoded: list[tuple[Any, str | None]], numbers: list[int], caller: Caller, hint: str | None, tally: Tally
+    ) -> JSONResponse | None:
+        """Submit one batch's decoded lines (numbered ``numbers``) into ``tally``; the 503 when the journal failed."""
+        await caller.pace(len(decoded))
+        try:
+            results = await self.relay.submit_lines(decoded, hint)
+        except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
+            error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
+            _log.error("ingest: %s", error, extra={"run": hint or "", "status": 503}, exc_info=True)
+            return JSONResponse({"error": error, **tally.counts()}, status_code=503)
+        events = 0
+        for line_no, result in zip(numbers, results, strict=True):
+            public = caller.public(str(result)) if isinstance(result, IngestError) else None
+            tally.add(line_no, result, public)
+            events += result.events if isinstance(result, LineResult) else 0
+        await caller.pace(events - len(decoded))  # raw lines may carry many events: paced by what they gave
+        return None
 
     def _line(self, raw: bytes, caller: Caller, hint: str | None, started: set[str]) -> tuple[Any, str | None]:
         """One line decoded, its run as the core's key (its text kept when unchanged), a run it starts counted.
@@ -248,6 +267,7 @@ def create_app(
     watch_url: Callable[[str], str] | None = None,
     extra_routes: Sequence[BaseRoute] = (),
     observer: IngestObserver | None = None,
+    pressure: Pressure | None = None,
 ) -> Starlette:
     """The ingest ASGI app for ``relay``.
 
@@ -262,6 +282,8 @@ def create_app(
         watch_url: the link to a run's live page (with its read token), for ``GET /v1/runs/{run}/watch``.
         extra_routes: more routes served by the same app (the web channel's page and stream, the probes).
         observer: told what became of every ingest request (the service's metrics).
+        pressure: past capacity, ingest pushes back (503 with ``Retry-After``: :mod:`adapters.ingest_http.push_back`);
+            None: never.
 
     Raises:
         ValueError: neither a token nor clients, or clients without tokens of their own.
@@ -270,6 +292,7 @@ def create_app(
     handlers = _Ingest(relay, callers, max_body_bytes, max_line_bytes)
     handlers.watch_url = watch_url
     handlers.observer = observer
+    handlers.pressure = pressure
     pipeline = PipelineRoutes(relay, callers.authorize, keepalive_s=keepalive_s)
     app = Starlette(
         exception_handlers={404: _not_found, 405: _not_allowed},

@@ -1,0 +1,158 @@
+"""Load pressure: how far the event loop lags, so ingest pushes back before the loop stalls the sends.
+
+A :class:`LoopLag` probe sleeps ``interval_s`` at a time and measures how late it wakes: the loop's lag, in float
+seconds. It keeps two figures:
+
+- ``lag_s``: the current lag, risen at once to each late wake-up and decayed smoothly afterwards (a time constant
+  of :data:`DECAY_S`), so one garbage-collection pause does not shed load but a saturated loop does; while the
+  probe is overdue now (the loop is stalled this very moment), the overdue time counts too (:meth:`LoopLag.now_s`);
+- ``stalled_s``: the sum of every late wake-up since the probe started: the time the loop spent unable to run
+  anything on time. A platform call's deadline subtracts what the loop stalled during the call
+  (:func:`stalled_s`), so a send times out for the platform's slowness, never for our own lag.
+
+:class:`Pressure` turns the lag into ingest's decision (:meth:`Pressure.push_back`): past ``max_lag_s`` new runs
+are refused (503 with ``Retry-After``), past twice that the lines of started runs too; a run's ``end`` and the
+journal's replays are always taken (adapters/ingest_http/app.py applies it per request).
+
+One probe runs per event loop; :func:`stalled_s` reads the running loop's (0.0 without one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import math
+import weakref
+
+DECAY_S = 0.5
+"""Seconds over which a measured lag decays to a third (exponential, between wake-ups)."""
+
+_PROBES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = weakref.WeakKeyDictionary()
+
+
+class LoopLag:
+    """Measures the running event loop's lag (module docstring).
+
+    Args:
+        interval_s: seconds between wake-ups (each wake-up costs a few microseconds).
+    """
+
+    def __init__(self, interval_s: float = 0.025) -> None:
+        self.interval_s = interval_s
+        self.lag_s = 0.0
+        """The smoothed lag in seconds (risen at once, decayed over :data:`DECAY_S`)."""
+        self.stalled_s = 0.0
+        """Seconds the loop was late, summed over every wake-up since :meth:`start`."""
+        self.worst_s = 0.0
+        """The latest wake-up seen (seconds late), since the probe started or was last :meth:`reset_worst`."""
+        self._due: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        """Start probing the running loop (again a no-op while it runs); it becomes the loop's probe."""
+        if self._task is not None and not self._task.done():
+            return
+        self._loop = asyncio.get_running_loop()
+        _PROBES[self._loop] = self
+        self._task = self._loop.create_task(self._run(), name="loop-lag-probe")
+
+    async def stop(self) -> None:
+        """Stop probing."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._loop is not None and _PROBES.get(self._loop) is self:
+            del _PROBES[self._loop]
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._due = loop.time() + self.interval_s
+            await asyncio.sleep(self.interval_s)
+            self.observe(max(0.0, loop.time() - self._due), self.interval_s)
+
+    def observe(self, late_s: float, elapsed_s: float) -> None:
+        """Take one wake-up ``late_s`` seconds late, ``elapsed_s`` after the previous one (tests feed it)."""
+        self.stalled_s += late_s
+        self.worst_s = max(self.worst_s, late_s)
+        decayed = self.lag_s * math.exp(-(elapsed_s + late_s) / DECAY_S)
+        self.lag_s = max(late_s, decayed)
+
+    def reset_worst(self) -> float:
+        """The latest wake-up since the last call (seconds), forgotten afterwards."""
+        worst, self.worst_s = self.worst_s, 0.0
+        return worst
+
+    def now_s(self) -> float:
+        """The lag now, in seconds: the smoothed lag, or how overdue the probe is at this moment if more."""
+        if self._due is None or self._loop is None:
+            return self.lag_s
+        return max(self.lag_s, self._loop.time() - self._due)
+
+    def stalled_now_s(self) -> float:
+        """:attr:`stalled_s` plus how overdue the probe is now (a stall still going on)."""
+        if self._due is None or self._loop is None:
+            return self.stalled_s
+        return self.stalled_s + max(0.0, self._loop.time() - self._due)
+
+
+def probe() -> LoopLag | None:
+    """The running loop's probe, or None (none started, or no loop runs)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return _PROBES.get(loop)
+
+
+def stalled_s() -> float:
+    """Seconds the running loop has stalled since its probe started (including a stall going on now), 0.0 without
+    a probe: a deadline that reads it before and after a call knows how much of the call was our own lag."""
+    found = probe()
+    return found.stalled_now_s() if found is not None else 0.0
+
+
+class PushBack(enum.IntEnum):
+    """What ingest refuses now: nothing, new runs, or every line but a run's ``end``."""
+
+    NONE = 0
+    STARTS = 1
+    LINES = 2
+
+
+class Pressure:
+    """Ingest's push-back from the loop's lag.
+
+    Args:
+        lag: the probe (None: a new one, started by :meth:`start`).
+        max_lag_s: past this lag (seconds) new runs are refused, past twice it every line but an ``end``; 0 turns
+            push-back off (``[service] overload_lag_ms``).
+        retry_after_s: what the refusal's ``Retry-After`` says (whole seconds, at least 1, on the wire).
+    """
+
+    def __init__(self, lag: LoopLag | None = None, *, max_lag_s: float = 0.1, retry_after_s: float = 1.0) -> None:
+        self.lag = lag if lag is not None else LoopLag()
+        self.max_lag_s = max_lag_s
+        self.retry_after_s = retry_after_s
+        self.pushed_back = 0
+        """Requests pushed back so far."""
+
+    def start(self) -> None:
+        """Start the probe on the running loop."""
+        self.lag.start()
+
+    async def stop(self) -> None:
+        await self.lag.stop()
+
+    def push_back(self) -> PushBack:
+        """What to refuse now (:class:`PushBack`)."""
+        if self.max_lag_s <= 0:
+            return PushBack.NONE
+        lag = self.lag.now_s()
+        if lag > 2 * self.max_lag_s:
+            return PushBack.LINES
+        return PushBack.STARTS if lag > self.max_lag_s else PushBack.NONE

@@ -1,0 +1,59 @@
+"""The loop-lag probe and ingest's push-back levels (issue 13), with lags fed in: no real sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from adapters.ingest_http.push_back import cut_at
+from core.pressure import LoopLag, Pressure, PushBack, stalled_s
+
+
+def test_a_lag_rises_at_once_and_decays_smoothly() -> None:
+    lag = LoopLag()
+    lag.observe(0.3, 0.025)
+    assert lag.lag_s == 0.3 and lag.stalled_s == 0.3
+    for _ in range(40):  # one second of wake-ups on time
+        lag.observe(0.0, 0.025)
+    assert 0.0 < lag.lag_s < 0.05
+    assert lag.stalled_s == 0.3
+    assert lag.reset_worst() == 0.3 and lag.worst_s == 0.0
+
+
+def test_push_back_levels_follow_the_lag() -> None:
+    lag = LoopLag()
+    pressure = Pressure(lag, max_lag_s=0.1)
+    assert pressure.push_back() is PushBack.NONE
+    lag.observe(0.15, 0.025)
+    assert pressure.push_back() is PushBack.STARTS
+    lag.observe(0.25, 0.025)
+    assert pressure.push_back() is PushBack.LINES
+    assert Pressure(lag, max_lag_s=0).push_back() is PushBack.NONE  # 0: off
+
+
+def line(obj: dict[str, object]) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def test_a_batch_is_cut_at_its_first_pushed_back_line() -> None:
+    start = line({"kind": "run.start", "run": "r", "channel": "c", "target": {"chat_id": 1}})
+    text = line({"kind": "text", "text": '"run.start" and "end" as text'})
+    end = line({"kind": "end", "status": "ok"})
+    assert cut_at([text, start, text], PushBack.NONE) is None
+    assert cut_at([text, start, text], PushBack.STARTS) == 1
+    assert cut_at([text, end], PushBack.STARTS) is None
+    assert cut_at([end, b"", end, text, end], PushBack.LINES) == 3
+    assert cut_at([text, end], PushBack.LINES) == 0
+
+
+async def test_stalled_seconds_come_from_the_running_loops_probe() -> None:
+    assert stalled_s() == 0.0  # no probe on this loop
+    lag = LoopLag(interval_s=0.001)
+    lag.start()
+    try:
+        await asyncio.sleep(0.01)
+        lag.observe(0.5, 0.001)
+        assert stalled_s() >= 0.5
+    finally:
+        await lag.stop()
+    assert stalled_s() == 0.0
