@@ -1,0 +1,437 @@
+"""Benchmark: N concurrent runs streaming through HTTP into one sidecar process (issue 13, item 4's load benchmark).
+
+A ``streamrelay serve`` process (SQLite journal and ledger, one Telegram channel in ``preview``, plain text) delivers
+to a mock Telegram Bot API running in a process of its own. Each of ``--runs`` agents streams the recorded Markdown
+answer (tests/streams/anthropic/markdown-long-fences.jsonl: 739 text deltas, 8.5k characters) into its own chat as
+one chunked NDJSON request (the README's live-run shape), a delta every 20-50 ms (``--pace-ms``), then ``end``. A
+request the sidecar pushes back (503, ``pushed_back_from``) is sent again from that line after ``Retry-After``.
+
+Two budget settings: ``off`` (the mock answers every call; the sidecar's budgets are lifted, only the preview's
+``throttle_ms`` = 1 s paces a chat) and ``on`` (the documented limits: the mock answers 429 past them and the sidecar
+keeps its config/channels.toml budgets: 1/s per chat, 25/s per bot).
+
+Printed per scenario: the sidecar's CPU (process time over wall time), its RSS and RSS growth per active run, events
+taken per second, p50 / p99 event-to-call latency beyond the rate-budget wait (for each call: its arrival at the
+mock minus the later of the production time of the oldest delta it newly shows and the earliest moment the chat's
+throttle allowed it, i.e. the previous call plus ``throttle_ms``; with ``on`` the bot budget's own wait is inside the
+figure), 429s, calls per second while text flowed against the binding budget (``on``), pushed-back requests, and
+whether every chat ended showing the whole answer exactly once (whitespace-insensitive). The issue's goals are
+printed beside the figures. Shared cores make it noisy: run it once or twice and read medians.
+
+    uv run python bench/bench_load.py --runs 100 1000 [--limits off on] [--runs-on 200] [--events 739]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.client import recorded_events  # noqa: E402
+from core.events import ProviderFormat  # noqa: E402
+from mocks.telegram import MockTelegram  # noqa: E402
+
+TOKEN = "load-bench-ingest-token-0123456789"
+BOT = "123456:BENCH-load-token"
+RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
+THROTTLE_S = 1.0
+BOT_BUDGET_PER_S = 25.0
+TICK = os.sysconf("SC_CLK_TCK")
+GOALS = (
+    "goals: 1,000 runs in one process, p99 event-to-call <= 50 ms beyond the budget wait, <= 64 KB per run, "
+    "past capacity slower but nothing lost; >= 90% of the binding budget used while text flows, 0 x 429"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _nonspace(text: str) -> str:
+    return "".join(text.split())
+
+
+# --- the mock, in a process of its own ------------------------------------------------------------------------
+
+
+def _mock_child(port: int, conn: Connection) -> None:
+    """Serve a mock Telegram on ``port``; answer ``conn``'s commands: ("limits", bool), ("calls",), ("stop",)."""
+
+    async def main() -> None:
+        mock = MockTelegram(rate_limits=False)
+        await mock.start(port=port)
+        stop = asyncio.Event()
+
+        def command() -> None:
+            what = conn.recv()
+            if what[0] == "limits":
+                mock.reset()
+                mock.rate_limits = bool(what[1])
+                conn.send("ok")
+            elif what[0] == "calls":
+                conn.send([(c.method, c.chat_id, c.message_id, c.text, c.t, c.status) for c in mock.calls])
+            else:
+                stop.set()
+
+        asyncio.get_running_loop().add_reader(conn.fileno(), command)
+        await stop.wait()
+        await mock.stop()
+
+    asyncio.run(main())
+
+
+# --- the sidecar -------------------------------------------------------------------------------------------------
+
+
+def _config(folder: Path, api: str, limits: bool, overload_lag_ms: float) -> Path:
+    lifted = (
+        ""
+        if limits
+        else """
+[channels.telegram.rate.per_chat]
+per_s = 1000.0
+burst = 1000
+[channels.telegram.rate.per_group]
+per_min = 60000
+burst = 1000
+[channels.telegram.rate.per_bot]
+per_s = 100000.0
+burst = 1000
+"""
+    )
+    text = f"""
+[service]
+ledger = "{folder / "ledger.sqlite3"}"
+actions = ""
+log_level = "warning"
+drain_s = 0
+overload_lag_ms = {overload_lag_ms:g}
+
+[channels.telegram]
+platform = "telegram"
+token_env = "BENCH_BOT_TOKEN"
+api_base = "{api}"
+delivery = "preview"
+format = "plain"
+typing = false
+throttle_ms = {int(THROTTLE_S * 1000)}
+{lifted}
+[clients.bench]
+token_env = "BENCH_INGEST_TOKEN"
+max_active_runs = 100000
+max_runs_per_request = 1000
+events_per_s = 1000000
+"""
+    path = folder / "channels.toml"
+    path.write_text(text)
+    return path
+
+
+async def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "BENCH_BOT_TOKEN": BOT, "BENCH_INGEST_TOKEN": TOKEN}
+    cmd = [sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(port)]
+    log = (config.parent / "serve.log").open("wb")  # never a pipe nobody reads: a full pipe blocks the logging sidecar
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    async with httpx.AsyncClient() as client:
+        for _ in range(600):
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
+                    return proc
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve ended: {(config.parent / 'serve.log').read_text()[-2000:]}")
+            await asyncio.sleep(0.1)
+    raise RuntimeError("serve did not become ready")
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+# --- the agents -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Agent:
+    """One run's lines, when each was due, and what became of its requests."""
+
+    run: str
+    chat: int
+    lines: list[bytes]
+    due: list[float]
+    shown_after: list[int]
+    """Non-space characters of the answer once line i is shown."""
+    requests: int = 0
+    pushed_back: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], dict[str, Any]]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines if h)}
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return int(status_line.split()[1]), headers, json.loads(body or b"{}")
+
+
+async def _request(agent: Agent, port: int, first: int) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """Stream ``agent``'s lines from ``first`` on as one chunked request, each at its due time (or at once when
+    late); stop writing as soon as the answer arrives (a push-back)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"POST /v1/runs/{agent.run}/events HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+    )
+    answer = asyncio.ensure_future(_read_answer(reader))
+    try:
+        for i in range(first, len(agent.lines)):
+            delay = agent.due[i] - time.monotonic()
+            if delay > 0:
+                await asyncio.wait([answer], timeout=delay)
+            if answer.done():
+                break
+            line = agent.lines[i] + b"\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+        if not answer.done():
+            writer.write(b"0\r\n\r\n")
+        return await answer
+    finally:
+        answer.cancel()
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
+async def _agent(agent: Agent, port: int) -> None:
+    first = 0
+    while first < len(agent.lines):
+        agent.requests += 1
+        try:
+            status, headers, body = await _request(agent, port, first)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            agent.failures.append(f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(1.0)
+            continue
+        if status == 200:
+            return
+        if status in (429, 503) and isinstance(body.get("pushed_back_from"), int):
+            agent.pushed_back += 1
+            first += body["pushed_back_from"] - 1
+            await asyncio.sleep(float(headers.get("retry-after", "1")))
+            continue
+        agent.failures.append(f"{status}: {str(body.get('error'))[:200]}")
+        return
+
+
+def _agents(runs: int, events: list[dict[str, Any]], chat0: int, began: float) -> list[Agent]:
+    rng = random.Random(13)
+    agents = []
+    for i in range(runs):
+        run = f"load-{chat0 + i}"
+        start = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": chat0 + i}, "seq": 0}
+        lines = [json.dumps(start).encode()]
+        t = began + rng.uniform(0.0, 1.0)
+        due, shown, text = [t], [0], ""
+        for seq, event in enumerate(events, 1):
+            t += rng.uniform(0.020, 0.050)
+            text += event["text"]
+            lines.append(json.dumps({**event, "seq": seq}).encode())
+            due.append(t)
+            shown.append(len(_nonspace(text)))
+        lines.append(json.dumps({"kind": "end", "status": "ok", "seq": len(events) + 1}).encode())
+        due.append(t + 0.02)
+        shown.append(shown[-1])
+        agents.append(Agent(run, chat0 + i, lines, due, shown))
+    return agents
+
+
+# --- judging ----------------------------------------------------------------------------------------------------
+
+Call = tuple[str, Any, Any, str | None, float, int | None]
+
+
+@dataclass
+class Judged:
+    extra_s: list[float] = field(default_factory=list)
+    whole: int = 0
+    rate_limited: int = 0
+
+
+def _judge_chat(agent: Agent, calls: list[Call], answer: str, judged: Judged) -> None:
+    """One chat's calls: each call's latency beyond the throttle, and whether the chat shows the answer once."""
+    messages: dict[int, str] = {}
+    shown, prev_t = 0, None
+    for method, _chat, message_id, text, t, status in calls:
+        if status == 429:
+            judged.rate_limited += 1
+        if status != 200 or method not in ("sendMessage", "editMessageText") or text is None:
+            continue
+        messages[int(message_id)] = text
+        now_shown = sum(len(_nonspace(m)) for m in messages.values())
+        if now_shown > shown:
+            oldest = next((i for i, s in enumerate(agent.shown_after) if s > shown), len(agent.due) - 1)
+            earliest = agent.due[oldest] if prev_t is None else max(agent.due[oldest], prev_t + THROTTLE_S)
+            judged.extra_s.append(max(0.0, t - earliest))
+        shown, prev_t = now_shown, t
+    if _nonspace("".join(messages[k] for k in sorted(messages))) == answer:
+        judged.whole += 1
+
+
+def _judge(agents: list[Agent], calls: list[Call], answer: str) -> Judged:
+    by_chat: dict[str, list[Call]] = {}
+    for call in calls:
+        by_chat.setdefault(str(call[1]), []).append(call)
+    judged = Judged()
+    for agent in agents:
+        _judge_chat(agent, sorted(by_chat.get(str(agent.chat), []), key=lambda c: c[4]), answer, judged)
+    return judged
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --- one scenario -----------------------------------------------------------------------------------------------
+
+
+async def _sample_rss(pid: int, peak: list[int], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(OSError):
+            peak[0] = max(peak[0], _rss_bytes(pid))
+        await asyncio.sleep(0.25)
+
+
+async def _scenario(
+    runs: int, limits: bool, events: list[dict[str, Any]], mock: Connection, api: str, overload_lag_ms: float
+) -> dict[str, Any]:
+    mock.send(("limits", limits))
+    mock.recv()
+    answer = _nonspace("".join(e["text"] for e in events))
+    with tempfile.TemporaryDirectory() as folder:
+        port = _free_port()
+        proc = await _serve(_config(Path(folder), api, limits, overload_lag_ms), port)
+        try:
+            await asyncio.sleep(1.0)
+            base_rss, cpu0, wall0 = _rss_bytes(proc.pid), _cpu_s(proc.pid), time.monotonic()
+            agents = _agents(runs, events, 100_000, wall0 + 0.5)
+            peak, stop = [base_rss], asyncio.Event()
+            sampler = asyncio.create_task(_sample_rss(proc.pid, peak, stop))
+            await asyncio.gather(*(_agent(a, port) for a in agents))
+            posted = time.monotonic()
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=900) as http:
+                headers = {"Authorization": f"Bearer {TOKEN}"}
+                reports = await asyncio.gather(
+                    *(http.get(f"/v1/runs/{a.run}", params={"wait_s": 600}, headers=headers) for a in agents)
+                )
+            stop.set()
+            await sampler
+            cpu, wall = _cpu_s(proc.pid) - cpu0, time.monotonic() - wall0
+            end_rss = _rss_bytes(proc.pid)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    mock.send(("calls",))
+    calls: list[Call] = mock.recv()
+    judged = _judge(agents, calls, answer)
+    flowing = (min(a.due[0] for a in agents), max(a.due[-2] for a in agents))
+    in_window = sum(1 for c in calls if flowing[0] <= c[4] <= flowing[1] and c[5] == 200)
+    statuses = [r.json().get("status") if r.status_code == 200 else str(r.status_code) for r in reports]
+    return {
+        "runs": runs,
+        "limits": "on" if limits else "off",
+        "cpu": cpu / wall,
+        "rss_mb": peak[0] / 2**20,
+        "kb_active": (peak[0] - base_rss) / runs / 1024,
+        "kb_finished": (end_rss - base_rss) / runs / 1024,
+        "events_s": runs * len(events) / max(1e-9, posted - flowing[0]),
+        "p50_ms": _pct(judged.extra_s, 0.50) * 1000,
+        "p99_ms": _pct(judged.extra_s, 0.99) * 1000,
+        "429": judged.rate_limited,
+        "budget": in_window / (flowing[1] - flowing[0]) / BOT_BUDGET_PER_S if limits else None,
+        "pushed_back": sum(a.pushed_back for a in agents),
+        "whole": judged.whole,
+        "delivered": statuses.count("delivered"),
+        "failures": [f for a in agents for f in a.failures][:3],
+    }
+
+
+def _row(r: dict[str, Any]) -> str:
+    budget = f"{r['budget'] * 100:.0f}%" if r["budget"] is not None else "-"
+    return (
+        f"| {r['runs']:,} | {r['limits']} | {r['cpu']:.2f} | {r['rss_mb']:.0f} | {r['kb_active']:.0f} | "
+        f"{r['kb_finished']:.0f} | {r['events_s']:,.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['429']} | "
+        f"{budget} | {r['pushed_back']} | {r['whole']}/{r['runs']} | {r['delivered']}/{r['runs']} |"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    events = [e for e in recorded_events(RECORDING, ProviderFormat.ANTHROPIC, "x") if e["kind"] == "text"][
+        : args.events
+    ]
+    events = [{k: v for k, v in e.items() if k != "run"} for e in events]
+    port = _free_port()
+    ours, theirs = multiprocessing.get_context("fork").Pipe()
+    child = multiprocessing.get_context("fork").Process(target=_mock_child, args=(port, theirs), daemon=True)
+    child.start()
+    api = f"http://127.0.0.1:{port}"
+    rows = []
+    try:
+        for limits in args.limits:
+            for runs in args.runs if limits == "off" else [args.runs_on]:
+                rows.append(await _scenario(runs, limits == "on", events, ours, api, args.overload_lag_ms))
+                print(_row(rows[-1]), *rows[-1]["failures"], flush=True)
+    finally:
+        ours.send(("stop",))
+        child.join(timeout=10)
+    n_chars = sum(len(e["text"]) for e in events)
+    print(f"\n{len(events)} text deltas ({n_chars:,} characters) per run, 20-50 ms apart, one chat per run; {GOALS}")
+    print(
+        "| runs | mock limits | CPU (cores) | RSS MB | KB per active run | KB per finished run (RSS) | events/s | "
+        "p50 ms | p99 ms | 429s | bot budget used | pushed back | whole once | delivered |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(_row(row))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--limits", nargs="+", choices=["off", "on"], default=["off", "on"])
+    parser.add_argument("--runs-on", type=int, default=200, help="runs of the 'on' scenario (the bot budget binds)")
+    parser.add_argument("--overload-lag-ms", type=float, default=100.0, help="[service] overload_lag_ms (0: off)")
+    parser.add_argument("--events", type=int, default=739, help="text deltas per run (739: the whole answer)")
+    asyncio.run(main(parser.parse_args()))
