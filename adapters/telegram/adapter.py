@@ -37,7 +37,9 @@ from aiogram.methods import (
 )
 from aiogram.types import ReplyParameters
 from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_token
+from aiohttp import ClientSession
 
+from adapters.deadline import SendDeadline, traced
 from adapters.error_factories import Scrubber
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
 from adapters.telegram.render import render
@@ -46,6 +48,7 @@ from core.errors import (
     ConfigError,
     NativeUnavailableError,
     PayloadRejectedError,
+    PlatformUnavailableError,
     RejectReason,
     TargetNotFoundError,
 )
@@ -55,6 +58,10 @@ from core.units import LengthUnit, text_units
 
 T = TypeVar("T")
 
+HARD_TIMEOUT_FACTOR = 3.0
+HARD_TIMEOUT_EXTRA_S = 60.0
+"""aiogram's (aiohttp's) own per-request timeout is ``send_timeout_s`` times :data:`HARD_TIMEOUT_FACTOR` plus this: a
+cap for a loop stalled for long; the timeout that counts is :class:`~adapters.deadline.SendDeadline`'s."""
 MAX_DRAFT_ID = 2**31 - 1
 MAX_ID_BITS = 52
 """Telegram's ids have "at most 52 significant bits" (https://core.telegram.org/bots/api#chat)."""
@@ -75,8 +82,11 @@ class TelegramAdapter:
         token: the bot token ``<digits>:<secret>``. Never shown in ``repr``, ``str``, logs or errors.
         base_url: API server base, e.g. ``http://127.0.0.1:8081`` for :class:`mocks.telegram.MockTelegram`;
             ``None`` is https://api.telegram.org.
-        send_timeout_s: per-call timeout in seconds (aiogram's request timeout, applied to every call). A
-            call that times out raises :class:`core.errors.UncertainDeliveryError`: it may have landed.
+        send_timeout_s: per-call timeout in seconds, counted from when the request is written and leaving out the
+            time our event loop stalled meanwhile (:class:`adapters.deadline.SendDeadline`). A call that times out
+            raises :class:`core.errors.UncertainDeliveryError`: it may have landed; one that could not even be
+            written within it raises :class:`core.errors.PlatformUnavailableError` (not sent). aiogram's own
+            timeout is only a hard cap (:data:`HARD_TIMEOUT_EXTRA_S`).
         max_units: text limit of one message in UTF-16 code units (Telegram: 4096).
 
     Raises:
@@ -106,10 +116,10 @@ class TelegramAdapter:
         self._bot_id = extract_bot_id(token)
         secret = token.partition(":")[2]
         self._scrub = Scrubber(token, secret)
-        session_args: dict[str, Any] = {"timeout": send_timeout_s}
+        session_args: dict[str, Any] = {"timeout": send_timeout_s * HARD_TIMEOUT_FACTOR + HARD_TIMEOUT_EXTRA_S}
         if base_url is not None:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
-        self._bot = Bot(token, session=AiohttpSession(**session_args))
+        self._bot = Bot(token, session=_TracedSession(**session_args))
         self._next_draft_id = random.randrange(1, MAX_DRAFT_ID + 1)  # a counter seeded randomly (never 0)
 
     def measure(self, text: str, fmt: TextFormat) -> int:
@@ -149,9 +159,22 @@ class TelegramAdapter:
     __str__ = __repr__
 
     async def _call(self, method: TelegramMethod[T], target: Target) -> T:
-        """One attempt at one Bot API call; every failure leaves as a ``DeliveryError`` (token-free)."""
+        """One attempt at one Bot API call within :attr:`send_timeout_s` (a :class:`SendDeadline`); every failure
+        leaves as a ``DeliveryError`` (token-free)."""
+        deadline = SendDeadline(self.send_timeout_s)
         try:
-            return await self._bot(method)
+            async with deadline:
+                return await self._bot(method)
+        except TimeoutError as exc:  # our deadline (aiogram wraps its own timeout in TelegramNetworkError)
+            if deadline.written:
+                error = translate(exc, method=method.__api_method__, target=str(target.chat_id), scrub=self._scrub)
+            else:
+                error = PlatformUnavailableError(
+                    f"telegram {method.__api_method__}: not sent, the request could not be written within "
+                    f"{self.send_timeout_s:g} s",
+                    platform=PLATFORM,
+                    target=str(target.chat_id),
+                )
         except BOUNDARY_ERRORS as exc:
             error = translate(exc, method=method.__api_method__, target=str(target.chat_id), scrub=self._scrub)
         raise error  # outside the except block: no __context__ that could carry the token in its URL
@@ -318,6 +341,13 @@ class TelegramAdapter:
     async def close(self) -> None:
         """Close the HTTP session (aiogram waits 250 ms for TLS connections to close)."""
         await self._bot.session.close()
+
+
+class _TracedSession(AiohttpSession):
+    """aiogram's session whose aiohttp session tells each call's :class:`SendDeadline` when its request is written."""
+
+    async def create_session(self) -> ClientSession:
+        return traced(await super().create_session())
 
 
 def _id_problem(name: str, value: int | str, expected: str) -> str | None:
