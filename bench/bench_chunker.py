@@ -1,117 +1,463 @@
-"""Chunker throughput: cost must grow linearly with the text, whatever the size of one append.
+"""Chunker benchmark (issue 13, item 4): speed, growth and chunk quality, beside a naive baseline.
 
-Run: ``uv run python bench/bench_chunker.py [--repeat N]``
+Run: ``uv run python bench/bench_chunker.py [--repeat N] [--sizes 1,10,100] [--quick] [--memory] [--chunker M]``
 
-Feeds a real recorded stream (tests/streams/anthropic/markdown-long-fences.jsonl, its ``text_delta``
-texts in order) and synthetic Markdown of 10k, 100k and 1M characters cut into small deltas (1 to 16
-characters) through one :class:`core.chunker.Chunker` each, with Telegram's parameters (4096 UTF-16 units,
-the preview / final split with ``min = max``) and block-mode parameters (800..4096, code points). Prints
-one row per input and parameter set: text size, appends, chunks, total seconds and microseconds per KiB
-of text (KiB = 1024 characters). Linear cost shows as a flat us/KiB column; a chunker that rescanned its
-buffer on every append would grow with the buffer size instead.
+Input: the recorded 8.5k-character Markdown answer (the ``text_delta`` texts of
+tests/streams/anthropic/markdown-long-fences.jsonl, joined), repeated x1, x10 and x100 (joined with a blank
+line). Each size is fed at δ=1 (one code point per append, as the worst token stream), δ=8, δ=64 characters per
+append, and as the whole text in one append, each followed by the forced drain, with two parameter sets:
+Telegram's (4096/4096 UTF-16 units, paragraph) and block mode's (800..4096 code points, paragraph).
+
+Two chunkers are measured by the same harness: the project's (``core.chunking`` once that package exports
+``Chunker``, else ``core.chunker``; ``--chunker core.chunker,core.chunking`` measures both), and
+:class:`NaiveChunker`, the baseline: a Python buffer that rescans itself for its last paragraph break on every
+append (its whole-text growth is quadratic: each cut copies the rest of the buffer).
+
+Columns: ``ms`` the median wall time (``time.perf_counter``) of ``--repeat`` runs; ``M ch/s`` millions of
+characters per second; ``ns/ev`` nanoseconds per append; ``growth`` the time per character against the size
+ten times smaller at the same δ (1.0: linear); quality: ``para`` the chunks ending at a paragraph break among
+those whose window (the ``max_chars`` characters from the chunk's start in the text) held one outside fences,
+``fences`` the chunks with every fence closed, ``δ-inv`` whether the chunks equal those of the whole text in
+one append. ``--memory`` adds a tracemalloc run per row (peak KiB; tracemalloc slows Python 5-8 times, so it is
+never on during the timed runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-import random
+import re
+import statistics
+import sys
 import time
-from collections.abc import Callable
+import tracemalloc
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
-from core.chunker import BreakKind, Chunker, ChunkParams
+from core.fences import scan_fences
 from core.units import LengthUnit
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def _chunker() -> ModuleType:
+    """``core.chunking`` (issue 13's package) once it exports ``Chunker``, else ``core.chunker``."""
+    try:
+        package: ModuleType | None = importlib.import_module("core.chunking")
+    except ImportError:
+        package = None
+    if package is not None and hasattr(package, "Chunker"):
+        return package
+    return importlib.import_module("core.chunker")
+
+
+CHUNKER = _chunker()
+if TYPE_CHECKING:  # the public API, the same in both
+    from core.chunker import BreakKind, ChunkParams
+else:
+    BreakKind, ChunkParams = CHUNKER.BreakKind, CHUNKER.ChunkParams
+
 STREAM = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 
 PARAMS = {
-    "telegram 4096/4096 utf16": ChunkParams(4096, 4096, BreakKind.PARAGRAPH, LengthUnit.UTF16),
-    "block 800..4096 chars": ChunkParams(800, 4096, BreakKind.PARAGRAPH, LengthUnit.CHARS),
+    "telegram": ChunkParams(4096, 4096, BreakKind.PARAGRAPH, LengthUnit.UTF16),
+    "block": ChunkParams(800, 4096, BreakKind.PARAGRAPH, LengthUnit.CHARS),
 }
+DELTAS: dict[str, int | None] = {"1": 1, "8": 8, "64": 64, "whole": None}
+"""Characters per append (None: the whole text in one append)."""
+
+GOAL_MCHARS_S = 10.0
+GOAL_NS_PER_1CHAR_EVENT = 1_000.0
+GOALS = (
+    f"goals: ≥ {GOAL_MCHARS_S:.0f} M chars/s at 64/append and whole; ≤ {GOAL_NS_PER_1CHAR_EVENT:,.0f} ns per"
+    " 1-char event; growth ≈ 1.0 (linear); quality: para 100%, fences all, δ-inv yes"
+)
 
 
-def recorded_deltas() -> list[str]:
-    """The ``text_delta`` texts of the recorded Anthropic stream, in order."""
-    deltas = []
+class StreamChunker(Protocol):
+    """What the harness drives: the project's :class:`Chunker` and the baseline alike."""
+
+    def append(self, text: str) -> list[str]: ...
+
+    def drain(self, force: bool = False) -> list[str]: ...
+
+
+class NaiveChunker:
+    """The baseline: the simplest paragraph chunker one would write in Python.
+
+    A string buffer; on every append it rescans the buffer for its last paragraph break (``"\\n\\n"``). Past
+    ``max_chars`` it cuts at the last break within ``max_chars`` (else at ``max_chars``); once the buffer
+    holds a break at or past ``min_chars`` it emits up to its last break. Lengths are code points whatever
+    the unit; no fence, link or grapheme handling (so its chunks may leave fences open).
+
+    Args:
+        params: the chunk parameters (``min_chars``, ``max_chars``; the preference and unit are ignored).
+    """
+
+    def __init__(self, params: ChunkParams) -> None:
+        self.min_chars = params.min_chars
+        self.max_chars = params.max_chars
+        self.buf = ""
+
+    def append(self, text: str) -> list[str]:
+        """Add ``text``; return the chunks now complete."""
+        self.buf += text
+        out: list[str] = []
+        while True:
+            buf = self.buf
+            if len(buf) > self.max_chars:
+                cut = buf.rfind("\n\n", 0, self.max_chars)
+                if cut <= 0:
+                    cut = self.max_chars
+            else:
+                cut = buf.rfind("\n\n")
+                if cut < max(self.min_chars, 1):
+                    return out
+            chunk = buf[:cut].rstrip()
+            self.buf = buf[cut:].lstrip()
+            if chunk:
+                out.append(chunk)
+
+    def drain(self, force: bool = False) -> list[str]:
+        """The rest of the buffer as a last chunk when ``force`` (nothing otherwise)."""
+        rest, self.buf = (self.buf.strip(), "") if force else ("", self.buf)
+        return [rest] if rest else []
+
+
+Factory = Callable[[ChunkParams], StreamChunker]
+
+
+def module_factory(module: ModuleType) -> Factory:
+    """A factory of ``module.Chunker`` (``core.chunker`` or ``core.chunking``), given parameters of either."""
+
+    def make(params: ChunkParams) -> StreamChunker:
+        own = module.ChunkParams(
+            params.min_chars, params.max_chars, module.BreakKind(params.break_preference.value), params.unit
+        )
+        chunker: StreamChunker = module.Chunker(own)
+        return chunker
+
+    return make
+
+
+def recorded_text() -> str:
+    """The recorded answer: the ``text_delta`` texts of the Anthropic stream, joined (8,512 characters)."""
+    texts = []
     for line in STREAM.read_text(encoding="utf-8").splitlines():
         event = json.loads(line)
         delta = event.get("delta") if event.get("type") == "content_block_delta" else None
         if isinstance(delta, dict) and delta.get("type") == "text_delta":
-            deltas.append(str(delta["text"]))
-    return deltas
+            texts.append(str(delta["text"]))
+    return "".join(texts)
 
 
-def synthetic_text(size: int, seed: int = 7) -> str:
-    """Markdown of ``size`` code points: paragraphs, lists, inline code, links, emoji, CJK, fences."""
-    rnd = random.Random(seed)
-    words = ["stream", "delivery", "sidecar", "chunk", "the", "a", "message", "limit", "Telegram", "preview"]
-    extras = ["`code span`", "[a link](https://example.com/docs)", "😀", "👨\u200d👩\u200d👧", "中文字符", "done."]
-    parts: list[str] = []
-    total = 0
-    while total < size:
-        kind = rnd.random()
-        if kind < 0.15:
-            lines = [f"    result = compute({i}, value)  # step {i}" for i in range(rnd.randint(3, 60))]
-            block = "```python\n" + "\n".join(lines) + "\n```"
-        elif kind < 0.3:
-            block = "\n".join(f"- {' '.join(rnd.choices(words, k=8))}" for _ in range(rnd.randint(2, 6)))
-        else:
-            sentence = [*rnd.choices(words, k=rnd.randint(5, 20)), rnd.choice(extras)]
-            block = " ".join(sentence).capitalize() + ". " + " ".join(rnd.choices(words, k=10)) + "."
-        parts.append(block)
-        total += len(block) + 2
-    return "\n\n".join(parts)[:size]
+def split(text: str, size: int | None) -> list[str]:
+    """``text`` as appends of ``size`` code points (the whole text as one when ``size`` is None)."""
+    if size is None:
+        return [text]
+    if size == 1:
+        return list(text)
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def small_deltas(text: str, seed: int = 11) -> list[str]:
-    """``text`` cut into deltas of 1 to 16 code points, like a model's token stream."""
-    rnd = random.Random(seed)
-    out, i = [], 0
-    while i < len(text):
-        n = rnd.randint(1, 16)
-        out.append(text[i : i + n])
-        i += n
-    return out
+def feed(factory: Factory, params: ChunkParams, appends: Sequence[str]) -> tuple[float, list[str]]:
+    """One run: wall seconds to append everything and force the drain, and the chunks."""
+    chunker = factory(params)
+    append = chunker.append
+    out: list[str] = []
+    extend = out.extend
+    started = time.perf_counter()
+    for piece in appends:
+        extend(append(piece))
+    extend(chunker.drain(force=True))
+    return time.perf_counter() - started, out
 
 
-def run(params: ChunkParams, deltas: list[str], repeat: int) -> tuple[float, int]:
-    """Best wall time (seconds) of ``repeat`` runs, and the number of chunks."""
-    best, chunks = float("inf"), 0
-    for _ in range(repeat):
-        chunker = Chunker(params)
-        started = time.perf_counter()
-        n = 0
-        for delta in deltas:
-            n += len(chunker.append(delta))
-        n += len(chunker.drain(force=True))
-        best = min(best, time.perf_counter() - started)
-        chunks = n
-    return best, chunks
+def peak_kib(factory: Factory, params: ChunkParams, appends: Sequence[str]) -> float:
+    """Peak traced memory (KiB) of one run under tracemalloc."""
+    tracemalloc.start()
+    try:
+        feed(factory, params, appends)
+        return tracemalloc.get_traced_memory()[1] / 1024
+    finally:
+        tracemalloc.stop()
+
+
+# --- chunk quality ------------------------------------------------------------------------------------------
+
+_QUOTE_PREFIX = re.compile(r"(?m)^[ \t]*(?:>[ \t]?)+")
+_NON_WS = re.compile(r"\S")
+_PARA_BREAK = re.compile(r"(?<=\S)(?:[ \t>]*\n){2,}")
+
+
+@dataclass
+class Quality:
+    """Chunk quality of one row."""
+
+    para_ends: int = 0
+    para_windows: int = 0
+    balanced: int = 0
+    chunks: int = 0
+    aligned: bool = True
+
+    def para(self) -> str:
+        if not self.aligned:
+            return "n/a"
+        if not self.para_windows:
+            return "-"
+        return f"{100 * self.para_ends / self.para_windows:.0f}% {self.para_ends}/{self.para_windows}"
+
+    def fences(self) -> str:
+        return "all" if self.balanced == self.chunks else f"{self.chunks - self.balanced} open"
+
+
+class TextMap:
+    """Positions of a text's content characters (not whitespace, not block quote markers), to find where
+    each chunk lies in the text, and its paragraph breaks outside fences."""
+
+    def __init__(self, text: str) -> None:
+        quoted = {i for m in _QUOTE_PREFIX.finditer(text) for i in range(m.start(), m.end())}
+        self.pos = [m.start() for m in _NON_WS.finditer(text) if m.start() not in quoted]
+        self.key = "".join(text[p] for p in self.pos)
+        scan = scan_fences(text)
+        inside = [(a[1], b[0]) for a, b in zip(scan.spans[::2], scan.spans[1::2], strict=False)]
+        if scan.open_line is not None:
+            inside.append((scan.spans[-1][1], len(text)))
+        self.breaks = [m.start() for m in _PARA_BREAK.finditer(text) if not any(a <= m.start() < b for a, b in inside)]
+
+
+def _content_key(line: str) -> str:
+    return "".join(_QUOTE_PREFIX.sub("", line, count=1).split())
+
+
+def _chunk_key(chunk: str, text_map: TextMap, at: int) -> str:
+    """The chunk's content characters, without a reopened fence opener or an added closer (marker lines
+    the text does not have at that place)."""
+    lines = chunk.split("\n")
+    markers = scan_fences(chunk).markers
+    keys = [_content_key(line) for line in lines]
+    if markers and markers[0] == 0 and not text_map.key.startswith(keys[0], at):
+        keys[0] = ""
+    if len(markers) % 2 == 0 and markers and markers[-1] == len(lines) - 1 and len(lines) > 1:
+        body = "".join(keys[:-1])
+        if not text_map.key.startswith(keys[-1], at + len(body)):
+            keys[-1] = ""
+    return "".join(keys)
+
+
+def quality(text: str, text_map: TextMap, chunks: Sequence[str], max_chars: int) -> Quality:
+    """Where each chunk ends in ``text`` (paragraph breaks outside fences), and its fences' balance."""
+    q = Quality(chunks=len(chunks))
+    q.balanced = sum(scan_fences(chunk).open_line is None for chunk in chunks)
+    at = 0
+    breaks = set(text_map.breaks)
+    for i, chunk in enumerate(chunks):
+        key = _chunk_key(chunk, text_map, at)
+        if not key or not text_map.key.startswith(key, at):
+            q.aligned = False
+            return q
+        start, end = text_map.pos[at], text_map.pos[at + len(key) - 1] + 1
+        at += len(key)
+        if i == len(chunks) - 1:
+            break
+        lo, hi = bisect_left(text_map.breaks, start + 1), bisect_left(text_map.breaks, start + max_chars + 1)
+        if hi > lo:
+            q.para_windows += 1
+            q.para_ends += end in breaks
+    return q
+
+
+# --- the table -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One measured configuration."""
+
+    chunker: str
+    params: str
+    size: int
+    delta: str
+    chars: int
+    events: int
+    chunks: int
+    seconds: float
+    quality: Quality
+    invariant: bool
+    peak_kib: float | None = None
+    growth: float | None = None
+
+    @property
+    def mchars_s(self) -> float:
+        return self.chars / self.seconds / 1e6 if self.seconds else float("inf")
+
+    @property
+    def ns_per_event(self) -> float:
+        return self.seconds / self.events * 1e9
+
+    @property
+    def ns_per_char(self) -> float:
+        return self.seconds / self.chars * 1e9
+
+
+COLUMNS = [
+    ("chunker", "<14"),
+    ("params", "<8"),
+    ("size", ">4"),
+    ("δ", ">5"),
+    ("chars", ">7"),
+    ("events", ">7"),
+    ("chunks", ">6"),
+    ("ms", ">9"),
+    ("M ch/s", ">6"),
+    ("ns/ev", ">9"),
+    ("growth", ">6"),
+    ("para", ">12"),
+    ("fences", ">7"),
+    ("δ-inv", ">5"),
+]
+
+
+def _cells(row: Row) -> list[str]:
+    growth = f"{row.growth:.2f}" if row.growth is not None else ""
+    cells = [
+        row.chunker,
+        row.params,
+        f"x{row.size}",
+        row.delta,
+        f"{row.chars:,}",
+        f"{row.events:,}",
+        str(row.chunks),
+        f"{row.seconds * 1e3:,.2f}",
+        f"{row.mchars_s:.2f}",
+        f"{row.ns_per_event:,.0f}",
+        growth,
+        row.quality.para(),
+        row.quality.fences(),
+        "yes" if row.invariant else "NO",
+    ]
+    if row.peak_kib is not None:
+        cells.append(f"{row.peak_kib:,.0f}")
+    return cells
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """The rows as one aligned table (with a peak KiB column when measured)."""
+    columns = list(COLUMNS) + ([("peak KiB", ">9")] if any(r.peak_kib is not None for r in rows) else [])
+    head = " ".join(f"{name:{spec}}" for name, spec in columns)
+    lines = [head, "-" * len(head)]
+    previous = None
+    for row in rows:
+        if previous is not None and (row.chunker, row.params) != previous:
+            lines.append("")
+        previous = (row.chunker, row.params)
+        lines.append(" ".join(f"{cell:{spec}}" for cell, (_, spec) in zip(_cells(row), columns, strict=True)))
+    return "\n".join(lines)
+
+
+def verdict(rows: Sequence[Row], chunker: str) -> str:
+    """One line: how far ``chunker`` is from the goals (worst rows)."""
+    mine = [r for r in rows if r.chunker == chunker]
+    fast = [r for r in mine if r.delta in ("64", "whole")]
+    one = [r for r in mine if r.delta == "1"]
+    growth = [r.growth for r in mine if r.growth is not None]
+    parts = []
+    if fast:
+        worst = min(r.mchars_s for r in fast)
+        parts.append(f"64/whole ≥ {worst:.2f} M chars/s {'✓' if worst >= GOAL_MCHARS_S else '✗'}")
+    if one:
+        worst = max(r.ns_per_event for r in one)
+        parts.append(f"1-char event ≤ {worst:,.0f} ns {'✓' if worst <= GOAL_NS_PER_1CHAR_EVENT else '✗'}")
+    if growth:
+        parts.append(f"growth {min(growth):.2f}..{max(growth):.2f}")
+    parts.append("δ-invariant" if all(r.invariant for r in mine) else "NOT δ-invariant")
+    parts.append("fences balanced" if all(r.quality.balanced == r.quality.chunks for r in mine) else "fences OPEN")
+    return f"{chunker}: " + "; ".join(parts)
+
+
+def measure(chunkers: dict[str, Factory], base: str, sizes: Sequence[int], repeat: int, memory: bool) -> list[Row]:
+    """Every chunker x parameter set x size x δ, in table order; growth filled in against size / 10."""
+    rows: list[Row] = []
+    for name, factory in chunkers.items():
+        for label, params in PARAMS.items():
+            per_char: dict[tuple[int, str], float] = {}
+            for size in sizes:
+                text = "\n\n".join([base] * size)
+                text_map = TextMap(text)
+                whole: list[str] | None = None
+                for delta, step in reversed(DELTAS.items()):  # the whole text first: the reference chunks
+                    appends = split(text, step)
+                    times: list[float] = []
+                    chunks: list[str] = []
+                    for _ in range(repeat):
+                        seconds, chunks = feed(factory, params, appends)
+                        times.append(seconds)
+                    whole = chunks if whole is None else whole
+                    row = Row(
+                        chunker=name,
+                        params=label,
+                        size=size,
+                        delta=delta,
+                        chars=len(text),
+                        events=len(appends),
+                        chunks=len(chunks),
+                        seconds=statistics.median(times),
+                        quality=quality(text, text_map, chunks, params.max_chars),
+                        invariant=chunks == whole,
+                        peak_kib=peak_kib(factory, params, appends) if memory else None,
+                    )
+                    smaller = per_char.get((size // 10, delta))
+                    row.growth = row.ns_per_char / smaller if smaller and size % 10 == 0 else None
+                    per_char[(size, delta)] = row.ns_per_char
+                    rows.append(row)
+    order = list(DELTAS)
+    rows.sort(
+        key=lambda r: (list(chunkers).index(r.chunker), list(PARAMS).index(r.params), r.size, order.index(r.delta))
+    )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per row; the best time is shown")
+    """Measure and print the table, the goals and each chunker's verdict. Returns the exit status (0)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per row; the median is shown (3)")
+    parser.add_argument("--sizes", default="1,10,100", help="copies of the recorded answer, e.g. 1,10 (1,10,100)")
+    parser.add_argument("--quick", action="store_true", help="sizes 1,10 and one run per row")
+    parser.add_argument("--memory", action="store_true", help="one more run per row under tracemalloc: peak KiB")
+    parser.add_argument("--head", type=int, default=0, help="use only the first N characters of the answer")
+    parser.add_argument("--no-baseline", action="store_true", help="measure the project's chunker only")
+    parser.add_argument(
+        "--chunker",
+        default=CHUNKER.__name__,
+        help=f"the chunker module(s) to measure, e.g. core.chunker,core.chunking ({CHUNKER.__name__})",
+    )
     args = parser.parse_args(argv)
-    inputs: list[tuple[str, Callable[[], list[str]]]] = [
-        ("recorded anthropic markdown", recorded_deltas),
-        ("synthetic 10k", lambda: small_deltas(synthetic_text(10_000))),
-        ("synthetic 100k", lambda: small_deltas(synthetic_text(100_000))),
-        ("synthetic 1M", lambda: small_deltas(synthetic_text(1_000_000))),
-    ]
-    header = f"{'input':30} {'params':26} {'chars':>9} {'appends':>8} {'chunks':>7} {'total s':>9} {'us/KiB':>8}"
-    print(header)
-    print("-" * len(header))
-    for name, make in inputs:
-        deltas = make()
-        size = sum(len(d) for d in deltas)
-        for label, params in PARAMS.items():
-            seconds, chunks = run(params, deltas, args.repeat)
-            per_kib = seconds / size * 1024 * 1e6
-            print(f"{name:30} {label:26} {size:>9} {len(deltas):>8} {chunks:>7} {seconds:>9.4f} {per_kib:>8.1f}")
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    repeat = args.repeat
+    if args.quick:
+        sizes, repeat = [s for s in sizes if s <= 10] or [1], 1
+    base = recorded_text()
+    if args.head:
+        base = base[: args.head]
+    chunkers = {name: module_factory(importlib.import_module(name)) for name in args.chunker.split(",")}
+    if not args.no_baseline:
+        chunkers["naive baseline"] = NaiveChunker
+    print(f"input: {STREAM.relative_to(ROOT)} ({len(base):,} chars) x{', x'.join(map(str, sizes))}; ", end="")
+    print(f"median of {repeat}; Python {sys.version.split()[0]}")
+    for label, params in PARAMS.items():
+        print(
+            f"  {label}: ChunkParams({params.min_chars}, {params.max_chars}, {params.break_preference}, {params.unit})"
+        )
+    rows = measure(chunkers, base, sizes, max(1, repeat), args.memory)
+    print(format_table(rows))
+    print(GOALS)
+    for name in chunkers:
+        print(verdict(rows, name))
     return 0
 
 

@@ -1,17 +1,21 @@
 """Benchmark: the whole delivery core per delta (visible text → answer → mode → reconciler) without I/O.
 
 Feeds text deltas into a RunController whose adapter answers instantly, for growing texts, and prints
-a table: total seconds, microseconds per KiB, peak memory. Costs must grow linearly with the text.
+a table: total seconds, microseconds per KiB (with ``--memory``, peak memory). Costs must grow linearly
+with the text.
 Variants: ``plain`` answer deltas; ``think``: the first half inside an inline ``<think>`` block; ``shown``: the
 first half as reasoning with ``reasoning = "shown"``; ``children``: every delta from one of 50 sub-agents in
 turn (``subagents = "status"``), then the root's answer; ``unsafe``: every 8th delta carries control and bidi
 override characters that :mod:`core.safe_text` removes.
 
-    uv run python bench/bench_pipeline.py
+    uv run python bench/bench_pipeline.py [--memory]
+
+``--memory`` adds the peak memory of each row, from one more run under tracemalloc (never the timed run).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -123,23 +127,31 @@ async def run_once(deltas: list[str], mode: DeliveryMode, variant: str) -> tuple
     return time.perf_counter() - t0, adapter.calls, sum(len(d) for d in deltas)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Print the table; ``--memory`` adds a peak MiB column from one more run per row under tracemalloc (it slows
+    Python 5-8 times, so the timed run never has it on)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--memory", action="store_true", help="one more run per row under tracemalloc: peak MiB")
+    args = parser.parse_args(argv)
     base = recorded_deltas()
     head = f"{'mode':8} {'variant':9} {'chars':>10} {'deltas':>8} {'seconds':>9} {'µs/KiB':>9} {'calls':>6}"
-    print(head + f" {'peak MiB':>9}")
+    print(head + (f" {'peak MiB':>9}" if args.memory else ""))
     runs = [(m, "plain") for m in (DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.FINAL)]
     runs += [(DeliveryMode.PREVIEW, "think"), (DeliveryMode.FINAL, "shown"), (DeliveryMode.PREVIEW, "children")]
     runs += [(DeliveryMode.PREVIEW, "unsafe")]
     for mode, variant in runs:
         for copies in (1, 10, 100):
             deltas = base * copies
-            tracemalloc.start()
             seconds, calls, chars = asyncio.run(run_once(deltas, mode, variant))
-            peak = tracemalloc.get_traced_memory()[1] / 2**20
-            tracemalloc.stop()
             per_kib = seconds / (chars / 1024) * 1e6
             row = f"{mode:8} {variant:9} {chars:>10} {len(deltas):>8} {seconds:>9.3f} {per_kib:>9.1f} {calls:>6}"
-            print(row + f" {peak:>9.1f}")
+            if args.memory:
+                tracemalloc.start()
+                asyncio.run(run_once(deltas, mode, variant))
+                peak = tracemalloc.get_traced_memory()[1] / 2**20
+                tracemalloc.stop()
+                row += f" {peak:>9.1f}"
+            print(row)
 
 
 if __name__ == "__main__":
