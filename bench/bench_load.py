@@ -14,9 +14,10 @@ Printed per scenario: the sidecar's CPU (process time over wall time), its RSS a
 taken per second, p50 / p99 event-to-call latency beyond the rate-budget wait (for each call: its arrival at the
 mock minus the later of the production time of the oldest delta it newly shows and the earliest moment the chat's
 throttle allowed it, i.e. the previous call plus ``throttle_ms``; with ``on`` the bot budget's own wait is inside the
-figure), 429s, calls per second while text flowed against the binding budget (``on``), pushed-back requests, and
-whether every chat ended showing the whole answer exactly once (whitespace-insensitive). The issue's goals are
-printed beside the figures. Shared cores make it noisy: run it once or twice and read medians.
+figure), 429s, calls per second while text flowed against the binding budget (``on``), the calls in the first 2 s
+after runs began to end (previews of runs still streaming : calls of runs whose ``end`` was due, i.e. finals first),
+pushed-back requests, and whether every chat ended showing the whole answer exactly once (whitespace-insensitive).
+The issue's goals are printed beside the figures. Shared cores make it noisy: run it once or twice and read medians.
 
     uv run python bench/bench_load.py --runs 100 1000 [--limits off on] [--runs-on 200] [--events 739]
 """
@@ -29,6 +30,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import pickle
 import random
 import socket
 import subprocess
@@ -125,6 +127,7 @@ ledger = "{folder / "ledger.sqlite3"}"
 actions = ""
 log_level = "warning"
 drain_s = 0
+connections = {{ max_connections = 8192, max_connections_per_peer = 8192 }}
 overload_lag_ms = {overload_lag_ms:g}
 
 [channels.telegram]
@@ -215,11 +218,11 @@ async def _request(agent: Agent, port: int, first: int) -> tuple[int, dict[str, 
             delay = agent.due[i] - time.monotonic()
             if delay > 0:
                 await asyncio.wait([answer], timeout=delay)
-            if answer.done():
+            if answer.done() or writer.is_closing():
                 break
             line = agent.lines[i] + b"\n"
             writer.write(b"%x\r\n%s\r\n" % (len(line), line))
-        if not answer.done():
+        if not answer.done() and not writer.is_closing():
             writer.write(b"0\r\n\r\n")
         return await answer
     finally:
@@ -314,6 +317,21 @@ def _judge(agents: list[Agent], calls: list[Call], answer: str) -> Judged:
     return judged
 
 
+def _first_seconds_after_ends(agents: list[Agent], calls: list[Call], window_s: float = 2.0) -> tuple[int, int]:
+    """Calls in the first ``window_s`` after the first run's ``end`` was due: (previews of runs still streaming,
+    calls of runs whose ``end`` was due: their finalization)."""
+    end_due = {str(a.chat): a.due[-1] for a in agents}
+    first = min(end_due.values())
+    previews = finals = 0
+    for _method, chat, _mid, _text, t, status in calls:
+        if status == 200 and first <= t <= first + window_s:
+            if t >= end_due.get(str(chat), float("inf")):
+                finals += 1
+            else:
+                previews += 1
+    return previews, finals
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -365,6 +383,9 @@ async def _scenario(
                 proc.kill()
     mock.send(("calls",))
     calls: list[Call] = mock.recv()
+    if os.environ.get("BENCH_LOAD_DUMP"):  # for a closer look: every call and every agent's due times
+        with open(os.environ["BENCH_LOAD_DUMP"], "wb") as dump:
+            pickle.dump({"calls": calls, "due": [a.due for a in agents], "chats": [a.chat for a in agents]}, dump)
     judged = _judge(agents, calls, answer)
     flowing = (min(a.due[0] for a in agents), max(a.due[-2] for a in agents))
     in_window = sum(1 for c in calls if flowing[0] <= c[4] <= flowing[1] and c[5] == 200)
@@ -382,6 +403,7 @@ async def _scenario(
         "429": judged.rate_limited,
         "budget": in_window / (flowing[1] - flowing[0]) / BOT_BUDGET_PER_S if limits else None,
         "pushed_back": sum(a.pushed_back for a in agents),
+        "after_ends": _first_seconds_after_ends(agents, calls),
         "whole": judged.whole,
         "delivered": statuses.count("delivered"),
         "failures": [f for a in agents for f in a.failures][:3],
@@ -393,7 +415,8 @@ def _row(r: dict[str, Any]) -> str:
     return (
         f"| {r['runs']:,} | {r['limits']} | {r['cpu']:.2f} | {r['rss_mb']:.0f} | {r['kb_active']:.0f} | "
         f"{r['kb_finished']:.0f} | {r['events_s']:,.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['429']} | "
-        f"{budget} | {r['pushed_back']} | {r['whole']}/{r['runs']} | {r['delivered']}/{r['runs']} |"
+        f"{budget} | {r['after_ends'][0]} : {r['after_ends'][1]} | {r['pushed_back']} | {r['whole']}/{r['runs']} | "
+        f"{r['delivered']}/{r['runs']} |"
     )
 
 
@@ -420,9 +443,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"\n{len(events)} text deltas ({n_chars:,} characters) per run, 20-50 ms apart, one chat per run; {GOALS}")
     print(
         "| runs | mock limits | CPU (cores) | RSS MB | KB per active run | KB per finished run (RSS) | events/s | "
-        "p50 ms | p99 ms | 429s | bot budget used | pushed back | whole once | delivered |"
+        "p50 ms | p99 ms | 429s | bot budget used | previews : finals 2 s after ends begin | pushed back | "
+        "whole once | delivered |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(_row(row))
 
