@@ -1,0 +1,50 @@
+"""Chunker: cuts a stream's visible text into chunks at safe breaks (shared/DESIGN.md section 4).
+
+The rule (shared/cases/README.md), applied as if the text arrived one code point at a time, so that the
+output never depends on how the text was split into appends:
+
+- A *break* is a run of whitespace (``" \\t\\n\\r\\f\\v"``; block quote markers at the start of a
+  line belong to it, so a quoted blank line is a paragraph break) after some text: a paragraph (two
+  newlines or more), a line (one newline), a sentence (no newline, after ``.!?`` or an ellipsis and
+  optional closing quotes or brackets; also a CJK full stop U+3002, U+FF01, U+FF1F followed directly by
+  text) or a space. A break counts once the first character after its whitespace has arrived.
+- Emit: as soon as the pending text ends at a break of the preferred kind or stronger (paragraph >
+  newline > sentence) that lies outside fences, links and inline code spans, and the text before the
+  break is at least ``min_chars`` long, that text is a chunk. ``min_chars`` gates only this.
+- Cut: only when the pending text no longer fits in ``max_chars`` (trailing whitespace not counted; a
+  closer counted once the last line is fence content) is it cut, at the last break of the best kind
+  whose chunk fits: paragraph > line (breaks outside fences before breaks inside fences, so a fence
+  that fits moves whole to the next chunk) > sentence > space > code point boundary. Breaks and
+  boundaries inside links ``[text](url)``, inline code spans, fence marker lines and grapheme clusters
+  (combining marks, ZWJ sequences, variation selectors, emoji modifiers, flag pairs) are used only when
+  nothing else fits. A chunk never leaves an empty fence behind a cut, and a chunk that begins
+  mid-line never begins with three backticks or tildes (that would open a fence).
+- A cut drops the break's whitespace; the indentation of the next line is kept. A fence cut in two is
+  closed (a closer line with the fence's container prefix) and reopened at the start of the next chunk
+  (a line continued mid-way also gets its block quote markers back); those markers count in
+  ``max_chars``. The reopened opener keeps the info string while opener, closer and their newlines take
+  at most half of ``max_chars``, else it is bare; when even the first chunk cannot hold the original
+  opener, one code point and a closer, the opener is emitted closed at once and the fence continues bare.
+- The forced drain emits what is pending, as it is (trailing whitespace dropped; no closer is invented
+  for a fence the text left open); chunks made of whitespace only are dropped: chunks are never empty.
+
+Fences are CommonMark fences (`````` ``` `````` or ``~~~``, at most 3 spaces of indentation relative to
+their container, closed by a line of the same character at least as long), also inside block quotes
+and list items (core/chunking/lines.py reads them, for the whole project). A fence whose opener and
+closer cannot fit together in ``max_chars`` (or whose opener line alone is longer) is cut like text.
+Lengths are in the channel's unit (:class:`core.units.LengthUnit`): code points, or UTF-16 code units
+for Telegram, where a character beyond the BMP costs 2 and is never split.
+
+Parts: ``lines`` (block structure, one prefix read per line), ``inline`` (code spans and links by
+regular expression), ``breaks`` (the break table; breaks inside lines found only when a cut needs
+them), ``store`` (the pending text as lines), ``cutter`` (cut plans, closing and reopening fences),
+``opener`` (fence markers), ``graphemes``, ``chunker`` (appends and the moments of emits and cuts).
+
+Cost: an append does O(1) work for a small delta and reads each line once; a cut costs time
+proportional to the text it emits. bench/bench_chunker.py measures it.
+"""
+
+from core.chunking.chunker import Chunker, chunk_text
+from core.chunking.params import BreakKind, ChunkParams
+
+__all__ = ["BreakKind", "ChunkParams", "Chunker", "chunk_text"]

@@ -1,0 +1,117 @@
+"""The pending text, kept as the lines it arrived in: complete lines and the line still arriving.
+
+Appending never copies the pending text: a piece joins the current line's pieces, and a line is joined
+once, when it is read. Reads (a slice, one character, the units before a position) find their line by
+bisection; lines wholly before the pending text are dropped as cuts move past them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from core.chunking.lines import Fence
+from core.units import LengthUnit
+
+__all__ = ["Line", "TextStore", "units_of"]
+
+
+def units_of(text: str, utf16: bool) -> int:
+    """Length of ``text`` in code points, or in UTF-16 code units when ``utf16``."""
+    if not utf16 or text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le")) >> 1
+
+
+class Line:
+    """A complete line of the pending text.
+
+    Attributes:
+        pos: absolute position of its first character. cum: units before it.
+        text: its text with the newline. body: index where breaks inside it may begin.
+        end: index after its last non-space character. fence: the fence its content lies in, or None.
+        cjk: its text is inline Markdown (CJK full stops make sentence breaks).
+    """
+
+    __slots__ = ("body", "cjk", "cum", "end", "fence", "pos", "text")
+
+    def __init__(self, pos: int, cum: int, text: str, body: int, end: int, fence: Fence | None, cjk: bool) -> None:
+        self.pos, self.cum, self.text, self.body, self.end, self.fence, self.cjk = pos, cum, text, body, end, fence, cjk
+
+
+class TextStore:
+    """Complete lines (``lines``) and the current line's pieces (``parts``, starting at ``cur_pos``).
+
+    Args:
+        unit: how units are counted (``cum`` values).
+        pos: absolute position where the store begins. cum: units before it.
+    """
+
+    __slots__ = ("cur_cum", "cur_pos", "lines", "lo", "parts", "starts", "utf16")
+
+    def __init__(self, unit: LengthUnit, pos: int, cum: int) -> None:
+        self.utf16 = unit is LengthUnit.UTF16
+        self.lines: list[Line] = []
+        self.starts: list[int] = []
+        self.lo = 0
+        self.parts: list[str] = []
+        self.cur_pos = pos
+        self.cur_cum = cum
+
+    def current(self) -> str:
+        """The current line so far (joined once)."""
+        parts = self.parts
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0] if parts else ""
+
+    def push_line(self, line: Line, cum: int) -> None:
+        """The current line ended (its text and newline are in ``line``); a new one begins after
+        ``cum`` units."""
+        self.lines.append(line)
+        self.starts.append(line.pos)
+        self.parts = []
+        self.cur_pos = line.pos + len(line.text)
+        self.cur_cum = cum
+
+    def _find(self, p: int) -> tuple[str, int, int]:
+        if p >= self.cur_pos:
+            return self.current(), self.cur_pos, self.cur_cum
+        k = bisect_right(self.starts, p, self.lo) - 1
+        line = self.lines[k]
+        return line.text, line.pos, line.cum
+
+    def slice(self, a: int, b: int) -> str:
+        """Text between absolute positions ``a`` and ``b`` (both inside the store)."""
+        out = []
+        while a < b:
+            text, pos, _ = self._find(a)
+            e = min(b, pos + len(text))
+            out.append(text[a - pos : e - pos])
+            a = e
+        return "".join(out)
+
+    def char_at(self, p: int) -> str:
+        """The character at absolute position ``p``."""
+        text, pos, _ = self._find(p)
+        return text[p - pos]
+
+    def cum_at(self, p: int) -> int:
+        """Units before absolute position ``p``. Cost O(length of its line)."""
+        text, pos, cum = self._find(p)
+        return cum + units_of(text[: p - pos], self.utf16)
+
+    def lines_from(self, p: int) -> list[Line]:
+        """The complete lines that end after ``p``, in order."""
+        k = max(bisect_right(self.starts, p, self.lo) - 1, self.lo)
+        return self.lines[k:]
+
+    def forget(self, p: int) -> None:
+        """Drop the complete lines that end at or before ``p``."""
+        lines, lo = self.lines, self.lo
+        while lo < len(lines) and lines[lo].pos + len(lines[lo].text) <= p:
+            lo += 1
+        if lo > 32 and 2 * lo > len(lines):
+            del lines[:lo]
+            del self.starts[:lo]
+            lo = 0
+        self.lo = lo
