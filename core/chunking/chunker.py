@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 
 from core.chunking.breaks import EMIT_RANKS, Break
+from core.chunking.containers import NO_CONTEXT, Context, dedent, line_context
 from core.chunking.events import M_FENCE, M_INFO, M_NONE, M_TEXT, LineEvents
 from core.chunking.inline import InlineScanner
-from core.chunking.lines import Fence, LineRead, ReaderState, run_length
+from core.chunking.lines import FLINE, Fence, LineRead, ReaderState, run_length
 from core.chunking.opener import open_fence
 from core.chunking.params import BreakKind, ChunkParams
 from core.chunking.store import Line, TextStore, units_of
@@ -84,7 +85,7 @@ class Chunker(LineEvents):
             Chunks, in order; never empty strings.
         """
         if force:
-            self._emit(self.pending)
+            self._emit(self._head + self._slice(self._base, self._end))
             self._reset_block()
         out, self._out = self._out, []
         return out
@@ -97,7 +98,7 @@ class Chunker(LineEvents):
         content yet) it fits in ``max_chars``, with room for a closer while its last line is fence
         content. Cost O(len(pending)).
         """
-        return self._head + self._slice(self._base, self._end)
+        return dedent(self._head + self._slice(self._base, self._end), self._ctx_w)
 
     # --- block state ----------------------------------------------------------------------------------
 
@@ -106,6 +107,7 @@ class Chunker(LineEvents):
         self._base_cum = self._cum
         self._head = ""  # reopened fence opener that precedes the pending text
         self._head_units = 0
+        self._ctx_w = 0  # content column of the list item the pending text starts inside
         self._p_blank = True  # the pending text holds no non-whitespace yet
         self._store = TextStore(self._unit, self._end, self._cum)
         self._breaks: list[list[Break]] = [[] for _ in range(6)]
@@ -130,6 +132,8 @@ class Chunker(LineEvents):
         self._lpos = self._store.cur_pos
         self._lcum = self._store.cur_cum
         self._lr: LineRead | None = None
+        self._lr_peek: LineRead | None = None  # the prefix read while the line's break completes
+        self._lists_before: list[int] = self._rs.lists
         self._q_done = False
         self._mode = M_NONE
         self._ldone = 0  # index up to which the line's structure and inline state are read
@@ -227,7 +231,7 @@ class Chunker(LineEvents):
         self._ws_last_nl = pos + n
         self._end += n + 1
         self._cum += units + 1
-        self._store.push_line(Line(pos, self._lcum, line + "\n", 0, end, fence, fence is None), self._cum)
+        self._store.push_line(Line(pos, self._lcum, line + "\n", 0, end, fence, fence is None, NO_CONTEXT), self._cum)
         if self._p_blank and not self._head:
             self._base, self._base_cum = self._end, self._cum  # blank lines at the start of a block are dropped
             self._store.forget(self._base)
@@ -242,8 +246,15 @@ class Chunker(LineEvents):
         n = len(line)
         lr = self._lr
         assert lr is not None
+        if self._mode == M_INFO and self._info_drop(line, n, self._cum - self._lcum == n)[0] < n:
+            end = lr.start + run_length(line, lr.start, line[lr.start])  # the opener goes on bare
+            self._end -= n - end
+            self._cum -= units_of(line[end:], self._utf16)
+            line, n = line[:end], end
+            store.parts[:] = [line]
         nl_pos = self._lpos + n
         interior = self._fence if self._mode == M_FENCE else None
+        ctx = line_context(line, lr, self._lists_before, interior)
         if self._mode == M_INFO:
             self._open_fence(line, lr)
         elif self._is_closer(line, n, lr):
@@ -267,12 +278,31 @@ class Chunker(LineEvents):
         self._end += 1
         self._cum += 1
         store.push_line(
-            Line(self._lpos, self._lcum, line + "\n", lr.body, end, interior, self._mode == M_TEXT), self._cum
+            Line(self._lpos, self._lcum, line + "\n", lr.body, end, interior, self._mode == M_TEXT, ctx), self._cum
         )
         if self._p_blank and not self._head:
             self._base, self._base_cum = self._end, self._cum  # blank lines at the start of a block are dropped
             store.forget(self._base)
         self._new_line()
+
+    def _context(self, pos: int) -> tuple[Context, bool]:
+        """The container context of the line holding ``pos``, and whether ``pos`` is its start."""
+        line = self._store.line_at(pos)
+        if line is not None:
+            return line.ctx, pos == line.pos
+        lr = self._lr or self._lr_peek
+        if lr is None:
+            return NO_CONTEXT, True
+        fence = self._fence if lr.kind == FLINE else None
+        lists = self._lists_before if self._lr is not None else self._rs.lists
+        return line_context(self._store.current(), lr, lists, fence), pos == self._lpos
+
+    def _context_width(self, pos: int) -> int:
+        ctx, start = self._context(pos)
+        return ctx[0] if start else ctx[1]
+
+    def _quote_head(self, pos: int) -> str:
+        return self._context(pos)[0][2]
 
     def _is_closer(self, line: str, n: int, lr: LineRead) -> bool:
         fence = self._fence

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from operator import itemgetter
 
 from core.chunking.breaks import R_SENT, RANKS, Break
+from core.chunking.containers import dedent
 from core.chunking.graphemes import NO_START, ZWJ, is_extend, is_regional
 from core.chunking.lines import Fence
 from core.units import LengthUnit, text_units
@@ -52,6 +53,7 @@ class Cutter:
     _fence: Fence | None
     _tend: int
     _tcum: int
+    _ctx_w: int
 
     # --- provided by the scanner ------------------------------------------------------------------
 
@@ -82,10 +84,16 @@ class Cutter:
     def _forget(self, pos: int) -> None:
         raise NotImplementedError
 
+    def _context_width(self, pos: int) -> int:
+        raise NotImplementedError
+
+    def _quote_head(self, pos: int) -> str:
+        raise NotImplementedError
+
     # --- emitting -----------------------------------------------------------------------------------
 
     def _emit(self, text: str) -> None:
-        text = text.rstrip(_WS)
+        text = dedent(text, self._ctx_w).rstrip(_WS)
         if text.strip():
             self._out.append(text)
 
@@ -110,6 +118,7 @@ class Cutter:
             self._rlo = 0
         self._fences = [f for f in self._fences if f is self._fence or f.end_line < 0 or f.end_line > pos]
         self._forget(pos)
+        self._ctx_w = self._context_width(pos)
 
     def _cut_break(self, brk: Break) -> None:
         ws_start, ws_cum, rest, fence = brk
@@ -119,6 +128,8 @@ class Cutter:
             chunk += fence.closer
             if fence.end_line < 0 or fence.end_line > rest:
                 head = self._reopen(fence, rest)
+        if not head and self._char_at(rest - 1) != "\n":
+            head = self._quote_head(rest)  # a quoted line continued mid-way gets its markers back
         self._emit(chunk)
         self._set_base(rest, ws_cum + rest - ws_start, head)  # whitespace and ">": one unit each
 
@@ -141,6 +152,8 @@ class Cutter:
         if fence is not None and fence.splittable:
             chunk = chunk.rstrip(_WS) + fence.closer
             head = self._reopen(fence, p)
+        else:
+            head = self._quote_head(p)
         self._line_cut(p)
         self._emit(chunk)
         self._set_base(p, cum, head)

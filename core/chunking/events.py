@@ -49,6 +49,8 @@ class LineEvents(Cutter):
     _lpos: int
     _lcum: int
     _lr: LineRead | None
+    _lr_peek: LineRead | None
+    _lists_before: list[int]
     _q_done: bool
     _mode: int
     _ldone: int
@@ -68,8 +70,13 @@ class LineEvents(Cutter):
         if self._lr is None:
             lr = read_prefix(line, n, self._rs, self._break_open(), complete)
             if lr.q >= 0 and not self._q_done:
+                self._lr_peek = lr
                 self._complete_break(lr.q)
-            if lr.kind == OPEN:
+                self._lr_peek = None
+            if lr.kind == OPEN:  # a list marker or not: the pending text may overflow meanwhile
+                self._lr = lr
+                self._body(line, n, False)
+                self._lr = None
                 return
             self._start_line(lr)
         self._body(line, n, complete)
@@ -101,6 +108,7 @@ class LineEvents(Cutter):
             fence.end_line = self._lpos  # the line left the fence's container
             self._fence = self._rs.fence = None
         self._cancel_at = lr.new_item
+        self._lists_before = self._rs.lists
         self._rs.lists = lr.lists
         self._ldone = lr.start
         if lr.kind == FLINE:
@@ -156,11 +164,31 @@ class LineEvents(Cutter):
         k = self._first_over(line, lo, n, budget, bmp)
         if closer:
             k = min(k, self._first_over(line, max(lo, cf), n, budget - closer, bmp))
+        drop, back = self._info_drop(line, n, bmp)
+        if drop <= k < back:
+            k = back  # an info string too long to fit is not counted while the line may open a fence
         m = _NONWS.search(line, k, n) if k < n else None
         if m is None:
             self._ochk = n
             return -1
         return m.start()
+
+    def _info_drop(self, line: str, n: int, bmp: bool) -> tuple[int, int]:
+        """An opener line whose info string cannot fit in a chunk with one code point and a closer: the
+        range of its info string that does not count, ``(first index, index where the line turned into
+        text or n)``; ``(n, n)`` otherwise. The fence opens bare (core/chunking/chunker.py)."""
+        if self._mode not in (M_RUN, M_INFO):
+            return n, n
+        s = self._run_start
+        char = line[s]
+        e = s + run_length(line, s, char)
+        if e - s < 3 or e >= n:
+            return n, n
+        back = line.find("`", e, n) if char == "`" else -1
+        back = n if back < 0 else back
+        budget = self._max - (1 + e) - 1 - (2 if self._utf16 else 1)  # newline, prefix and run of a closer
+        drop = max(self._first_over(line, e, n, budget, bmp), e)
+        return (drop, back) if drop < back else (n, n)
 
     def _first_over(self, line: str, lo: int, n: int, budget: int, bmp: bool) -> int:
         """Smallest index ``k >= lo`` with ``units(line[:k + 1]) > budget`` (``n`` when none)."""

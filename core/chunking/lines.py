@@ -27,7 +27,7 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-__all__ = ["Fence", "LineRead", "ReaderState", "info_has_backtick", "read_prefix", "run_length"]
+__all__ = ["Fence", "LineRead", "ReaderState", "list_base", "read_prefix", "run_length"]
 
 SPACES = " \t\r\f\v"
 LIST_MARKER = re.compile(r"[-*+]|\d{1,9}[.)]")
@@ -114,7 +114,7 @@ class LineRead:
             the line (when ``break_open``), -1 if none yet.
         start: TEXT: where inline scanning starts; RUN: the run's index; FLINE: the content's index.
         body: index where breaks inside the line may begin (after indentation and markers).
-        quotes: block quote markers read. col: the column of ``start``.
+        quotes: block quote markers read. col: the column of ``start``. col0: the column of ``q``.
         lists: the open items after this line. blank: no content (whitespace and ``>`` only).
         implicit_end: the line left the open fence's container (the fence ends before the line).
         new_item: index of the space or tab that confirmed the line's last list marker (tentative
@@ -131,9 +131,11 @@ class LineRead:
     blank: bool
     implicit_end: bool
     new_item: int
+    col0: int = 0
 
 
-def _list_base(lists: list[int], col: int) -> int:
+def list_base(lists: list[int], col: int) -> int:
+    """Content column of the innermost open list item that column ``col`` lies in (0: none)."""
     for indent in reversed(lists):
         if indent <= col:
             return indent
@@ -173,7 +175,7 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
     Returns:
         The prefix read; ``kind`` OPEN while the characters so far cannot decide it.
     """
-    col, quotes, after_gt, q = 0, 0, False, -1
+    col, quotes, after_gt, q, col0 = 0, 0, False, -1, 0
     fence = st.fence
     lists = st.lists
     copied = False
@@ -196,27 +198,29 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
         if fence is not None and not implicit_end:
             if quotes < fence.quote_depth and c == ">" and col <= 3:
                 if q < 0 and not break_open:
-                    q = i
+                    q, col0 = i, col
                 quotes, col, after_gt = quotes + 1, 0, True
                 i += 1
                 continue
             if quotes >= fence.quote_depth and col >= fence.item_indent:
-                q = i if q < 0 else q
-                return LineRead(FLINE, q, i, i, quotes, col, lists, False, False, new_item)
+                if q < 0:
+                    q, col0 = i, col
+                return LineRead(FLINE, q, i, i, quotes, col, lists, False, False, new_item, col0)
             implicit_end = True
         if c == ">" and col <= 3:
             if q < 0 and not break_open:
-                q = i
+                q, col0 = i, col
             quotes, col, after_gt = quotes + 1, 0, True
             i += 1
             continue
         after_gt = False
-        q = i if q < 0 else q
+        if q < 0:
+            q, col0 = i, col
         blank = False
-        if col <= 3 + _list_base(lists, col) and (c in "-*+" or "0" <= c <= "9"):
+        if col <= 3 + list_base(lists, col) and (c in "-*+" or "0" <= c <= "9"):
             j = _marker_end(line, i, n, complete)
             if j == -2:
-                return LineRead(OPEN, q, i, i, quotes, col, lists, False, implicit_end, new_item)
+                return LineRead(OPEN, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0)
             if j >= 0:
                 width = j - i
                 if not copied:
@@ -236,14 +240,14 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
         elif st.prev_blank and lists and lists[-1] > col:
             lists = [x for x in lists if x <= col]
             copied = True
-        kind = RUN if c in "`~" and col <= 3 + _list_base(lists, col) else TEXT
-        return LineRead(kind, q, i, i, quotes, col, lists, False, implicit_end, new_item)
+        kind = RUN if c in "`~" and col <= 3 + list_base(lists, col) else TEXT
+        return LineRead(kind, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0)
     # whitespace and markers only (so far)
     if not complete:
-        return LineRead(OPEN, q, n, n, quotes, col, lists, blank, implicit_end, new_item)
+        return LineRead(OPEN, q, n, n, quotes, col, lists, blank, implicit_end, new_item, col0)
     if fence is not None and not implicit_end and quotes < fence.quote_depth:
         implicit_end = True  # a blank line (or fewer markers) ends a fence in a block quote
-    return LineRead(TEXT, q, n, n, quotes, col, lists, blank, implicit_end, new_item)
+    return LineRead(TEXT, q, n, n, quotes, col, lists, blank, implicit_end, new_item, col0)
 
 
 def run_length(line: str, i: int, char: str) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from core.chunking.lines import LIST_MARKER, Fence, LineRead
+from core.chunking.lines import LIST_MARKER, Fence, LineRead, list_base
 from core.chunking.params import ChunkParams
 from core.units import text_units
 
@@ -21,13 +21,6 @@ _WS = " \t\n\r\f\v"
 
 def _spaces(m: re.Match[str]) -> str:
     return " " * len(m.group(0))
-
-
-def _list_base(lists: list[int], col: int) -> int:
-    for indent in reversed(lists):
-        if indent <= col:
-            return indent
-    return 0
 
 
 def open_fence(line: str, lr: LineRead, lists: list[int], run_start: int, run_len: int, params: ChunkParams) -> Fence:
@@ -52,7 +45,7 @@ def open_fence(line: str, lr: LineRead, lists: list[int], run_start: int, run_le
         fence.quote_prefix = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
     fence.prefix, fence.info = prefix, info
     fence.quote_depth = lr.quotes
-    fence.item_indent = _list_base(lists, lr.col)
+    fence.item_indent = list_base(lists, lr.col)
     fence.closer = "\n" + prefix + run
     fence.closer_units = text_units(fence.closer, unit)
     full = prefix + run + info

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from core.chunking.containers import Context
 from core.chunking.lines import Fence
 from core.units import LengthUnit
 
@@ -30,12 +31,16 @@ class Line:
         text: its text with the newline. body: index where breaks inside it may begin.
         end: index after its last non-space character. fence: the fence its content lies in, or None.
         cjk: its text is inline Markdown (CJK full stops make sentence breaks).
+        ctx: its container context (core/chunking/containers.py).
     """
 
-    __slots__ = ("body", "cjk", "cum", "end", "fence", "pos", "text")
+    __slots__ = ("body", "cjk", "ctx", "cum", "end", "fence", "pos", "text")
 
-    def __init__(self, pos: int, cum: int, text: str, body: int, end: int, fence: Fence | None, cjk: bool) -> None:
+    def __init__(
+        self, pos: int, cum: int, text: str, body: int, end: int, fence: Fence | None, cjk: bool, ctx: Context
+    ) -> None:
         self.pos, self.cum, self.text, self.body, self.end, self.fence, self.cjk = pos, cum, text, body, end, fence, cjk
+        self.ctx = ctx
 
 
 class TextStore:
@@ -99,6 +104,12 @@ class TextStore:
         """Units before absolute position ``p``. Cost O(length of its line)."""
         text, pos, cum = self._find(p)
         return cum + units_of(text[: p - pos], self.utf16)
+
+    def line_at(self, p: int) -> Line | None:
+        """The complete line that holds absolute position ``p`` (None: the current line)."""
+        if p >= self.cur_pos:
+            return None
+        return self.lines[bisect_right(self.starts, p, self.lo) - 1]
 
     def lines_from(self, p: int) -> list[Line]:
         """The complete lines that end after ``p``, in order."""

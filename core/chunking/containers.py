@@ -1,0 +1,68 @@
+"""Containers across a cut: a chunk that starts inside a list item or a block quote renders alone as it
+did in the whole (CommonMark, https://spec.commonmark.org/0.31.2/#list-items, #block-quotes).
+
+- Block quotes: every line keeps its own ``>`` markers; a chunk that starts mid-line gets the line's
+  markers back in front (they count in ``max_chars``, like a reopened fence).
+- List items: a chunk that starts inside an item (its marker in an earlier chunk) holds the item's rest
+  dedented by the item's content column, so a continuation indented four spaces or more never becomes
+  an indented code block and a fence at six spaces is reopened as a fence. When the item's content
+  column is at most 3 and the chunk opens with a fence there, the fence already renders alone as in the
+  whole (its content is stripped relative to the opener), so the chunk is kept as it is.
+
+A line's context is ``(w_start, w_mid, quote_prefix)``: the content column of the item a chunk starting
+at the line's start lies in, the same for a chunk starting inside the line, and the line's ``>``
+markers as a chunk starting inside it must begin. Dedenting only removes spaces, so a chunk measured
+before it still fits.
+"""
+
+from __future__ import annotations
+
+import re
+
+from core.chunking.lines import FLINE, LIST_MARKER, Fence, LineRead, list_base
+
+__all__ = ["NO_CONTEXT", "Context", "dedent", "line_context"]
+
+Context = tuple[int, int, str]
+NO_CONTEXT: Context = (0, 0, "")
+
+_QUOTES = re.compile(r"(?:[ ]{0,3}>[ ]?)*")
+_FENCE_FIRST = re.compile(r"[ ]{0,3}(?:```|~~~)")
+
+
+def _spaces(m: re.Match[str]) -> str:
+    return " " * len(m.group(0))
+
+
+def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence | None) -> Context:
+    """The context of a line read with ``lr`` (``lists_before``: the items open before it; ``fence``:
+    the fence its content lies in, if any)."""
+    if lr.kind == FLINE and fence is not None:
+        return fence.item_indent, fence.item_indent, fence.quote_prefix
+    quote = ""
+    if lr.quotes:
+        prefix = LIST_MARKER.sub(_spaces, line[: lr.start])
+        gt = prefix.rfind(">")
+        quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
+    return list_base(lists_before, lr.col0), list_base(lr.lists, lr.col), quote
+
+
+def dedent(chunk: str, width: int) -> str:
+    """``chunk`` with up to ``width`` columns of indentation removed from each line, after its ``>``
+    markers (see the module docstring for when it is kept as it is)."""
+    if width <= 0:
+        return chunk
+    lines = chunk.split("\n")
+    m = _QUOTES.match(lines[0])
+    first = lines[0][m.end() if m else 0 :]
+    if width <= 3 and _FENCE_FIRST.match(first):
+        return chunk
+    out = []
+    for line in lines:
+        q = _QUOTES.match(line)
+        k = q.end() if q else 0
+        j = k
+        while j < len(line) and j - k < width and line[j] == " ":
+            j += 1
+        out.append(line[:k] + line[j:])
+    return "\n".join(out)
