@@ -22,7 +22,7 @@ from pydantic_settings import (
 from config.clients import ClientSettings
 from config.connections import ConnectionSettings
 from config.platforms import PLATFORMS, SourcedBudget
-from core.chunker import BreakKind, ChunkParams
+from core.chunking import BreakKind, ChunkParams
 from core.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
 from core.coalescer import CoalesceParams
 from core.errors import ConfigError
@@ -261,8 +261,9 @@ class ServiceSettings(_Strict):
     """Where the other replicas reach this one (``http://host:port``); unset: ``http://<host>:<port>``."""
     overload_lag_ms: float = Field(default=100.0, ge=0)
     """Past capacity ingest pushes back before the event loop stalls the sends: while the loop lags more than this
-    (milliseconds, smoothed over about half a second) new runs are answered 503 with ``Retry-After``, past twice it
-    every line but a run's ``end`` (the request is cut there: ``pushed_back_from`` says where to resume). 0: never."""
+    (milliseconds, a time-weighted mean over about a second) new runs are answered 503 with ``Retry-After``, past
+    twice it every line but a run's ``end`` (the request is cut there: ``pushed_back_from`` says where to resume).
+    0: never."""
     overload_retry_after_s: float = Field(default=1.0, ge=1.0, le=60.0)
     """The ``Retry-After`` (seconds) of a pushed-back request."""
     connections: ConnectionSettings = Field(default_factory=ConnectionSettings)

@@ -3,9 +3,10 @@
 A :class:`LoopLag` probe sleeps ``interval_s`` at a time and measures how late it wakes: the loop's lag, in float
 seconds. It keeps two figures:
 
-- ``lag_s``: the current lag, risen at once to each late wake-up and decayed smoothly afterwards (a time constant
-  of :data:`DECAY_S`), so one garbage-collection pause does not shed load but a saturated loop does; while the
-  probe is overdue now (the loop is stalled this very moment), the overdue time counts too (:meth:`LoopLag.now_s`);
+- ``lag_s``: the loop's lag, an exponentially weighted mean of the late wake-ups over time (a time constant of
+  :data:`SMOOTH_S`): a saturated loop, late at every wake-up, raises it within a second or two, while one
+  garbage-collection pause (a full collection of a large heap stalls the loop for 100-400 ms) moves it only by a
+  fraction, so it does not shed load;
 - ``stalled_s``: the sum of every late wake-up since the probe started: the time the loop spent unable to run
   anything on time. A platform call's deadline subtracts what the loop stalled during the call
   (:func:`stalled_s`), so a send times out for the platform's slowness, never for our own lag.
@@ -25,8 +26,9 @@ import enum
 import math
 import weakref
 
-DECAY_S = 0.5
-"""Seconds over which a measured lag decays to a third (exponential, between wake-ups)."""
+SMOOTH_S = 1.0
+"""The time constant of the lag's mean, in seconds: a wake-up ``dt`` seconds after the previous one weighs
+``1 - exp(-dt / SMOOTH_S)``."""
 
 _PROBES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = weakref.WeakKeyDictionary()
 
@@ -41,7 +43,7 @@ class LoopLag:
     def __init__(self, interval_s: float = 0.025) -> None:
         self.interval_s = interval_s
         self.lag_s = 0.0
-        """The smoothed lag in seconds (risen at once, decayed over :data:`DECAY_S`)."""
+        """The lag in seconds: the time-weighted mean of late wake-ups (:data:`SMOOTH_S`)."""
         self.stalled_s = 0.0
         """Seconds the loop was late, summed over every wake-up since :meth:`start`."""
         self.worst_s = 0.0
@@ -79,8 +81,8 @@ class LoopLag:
         """Take one wake-up ``late_s`` seconds late, ``elapsed_s`` after the previous one (tests feed it)."""
         self.stalled_s += late_s
         self.worst_s = max(self.worst_s, late_s)
-        decayed = self.lag_s * math.exp(-(elapsed_s + late_s) / DECAY_S)
-        self.lag_s = max(late_s, decayed)
+        weight = 1.0 - math.exp(-(elapsed_s + late_s) / SMOOTH_S)
+        self.lag_s += weight * (late_s - self.lag_s)
 
     def reset_worst(self) -> float:
         """The latest wake-up since the last call (seconds), forgotten afterwards."""
@@ -88,10 +90,9 @@ class LoopLag:
         return worst
 
     def now_s(self) -> float:
-        """The lag now, in seconds: the smoothed lag, or how overdue the probe is at this moment if more."""
-        if self._due is None or self._loop is None:
-            return self.lag_s
-        return max(self.lag_s, self._loop.time() - self._due)
+        """The lag now, in seconds (:attr:`lag_s`; a stall going on now counts once the probe wakes: the ingest
+        handlers that run right after a stall would otherwise all see it and shed load for one pause)."""
+        return self.lag_s
 
     def stalled_now_s(self) -> float:
         """:attr:`stalled_s` plus how overdue the probe is now (a stall still going on)."""
