@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from core.chunker import _ZWJ, ChunkParams, _is_extend, _is_regional, chunk_text
+from core.chunking import ChunkParams, chunk_text
+from core.chunking.graphemes import ZWJ, is_extend, is_regional
 from core.fences import scan_fences
 from core.units import text_units
 
@@ -23,13 +24,13 @@ def _fence_lines(text: str) -> tuple[list[int], list[bool], bool]:
 _QUOTE_MARKERS = re.compile(r"[ \t]*(?:>[ \t]?)+")
 
 
-def content_key(text: str, quotes: bool = False) -> str:
+def content_key(text: str, quotes: bool = True) -> str:
     """``text`` without its fence marker lines and without any whitespace (what a cut may not change).
 
     Args:
         text: one chunk, or the whole input.
-        quotes: also drop block quote markers at line starts (a fence inside a block quote that is cut
-            mid-line continues the line after a reopened ``> `` prefix).
+        quotes: also drop block quote markers at line starts (a quoted line that is cut mid-line, in a
+            fence or not, continues after a reopened ``> `` prefix); False keeps them.
     """
     markers = set(_fence_lines(text)[0])
     kept = [line for idx, line in enumerate(text.split("\n")) if idx not in markers]
@@ -53,11 +54,11 @@ def _grapheme_failures(chunks: Sequence[str]) -> list[str]:
         hi = len(lines) - 1 if markers and markers[-1] == len(lines) - 1 and len(lines) > 1 else len(lines)
         bodies.append("\n".join(lines[lo:hi]))
     for i, body in enumerate(bodies):
-        if body and (_is_extend(body[0]) and i > 0):
+        if body and (is_extend(body[0]) and i > 0):
             failures.append(f"chunk {i} starts inside a grapheme cluster: {body[:8]!r}")
-        if body and body[-1] == _ZWJ:
+        if body and body[-1] == ZWJ:
             failures.append(f"chunk {i} ends with a zero width joiner")
-        if i and body and bodies[i - 1] and _is_regional(body[0]):
+        if i and body and bodies[i - 1] and is_regional(body[0]):
             tail = bodies[i - 1]
             n = len(tail) - len(tail.rstrip("".join(chr(c) for c in range(0x1F1E6, 0x1F200))))
             if n % 2:

@@ -1,18 +1,19 @@
 """CommonMark fenced code blocks, as a line scan: which lines are fence markers (openers and closers).
 
-One reading shared by the stages that must agree on it (coverage, the chunk checks, the case checks):
-an opener is 3+ backticks or tildes at a line start (after block quote and list markers; a backtick fence's
-info string holds no backtick); a closer is a run of the same character, at least as long, with nothing
-after it. A line that looks like an opener inside an open fence (e.g. a second "```py") is content
-(https://spec.commonmark.org/0.31.2/#fenced-code-blocks).
+One reading shared by the stages that must agree on it (the chunker, coverage, the chunk checks, the case
+checks): :mod:`core.chunking.lines` reads each line's container prefix (block quotes, list items) and says
+whether it opens, continues or closes a fence. An opener is 3+ backticks or tildes at most 3 columns past
+its container's content column (a backtick fence's info string holds no backtick); a closer is a run of the
+same character, at least as long, at most 3 columns in, with nothing after it; a line that leaves the
+fence's container ends it. A line that looks like an opener inside an open fence (e.g. a second "```py") is
+content (https://spec.commonmark.org/0.31.2/#fenced-code-blocks).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-FENCE_LINE = re.compile(r"(?P<prefix>[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)*[ \t]*)(?P<run>`{3,}|~{3,})(?P<rest>.*)")
+from core.chunking.lines import FLINE, RUN, SPACES, Fence, ReaderState, list_base, read_prefix, run_length
 
 
 @dataclass
@@ -32,25 +33,49 @@ class FenceScan:
     open_line: str | None = None
 
 
+def _closes(line: str, start: int, col: int, fence: Fence) -> bool:
+    if line[start] != fence.char or col > fence.item_indent + 3:
+        return False
+    end = start + run_length(line, start, fence.char)
+    return end - start >= fence.length and not line[end:].strip(SPACES)
+
+
+def _opens(line: str, start: int) -> Fence | None:
+    char = line[start]
+    end = start + run_length(line, start, char)
+    if end - start < 3 or (char == "`" and "`" in line[end:]):
+        return None
+    return Fence(char, end - start, 0, 0, 0)
+
+
 def scan_fences(text: str) -> FenceScan:
     """Scan ``text`` line by line for fence marker lines. Cost O(len(text))."""
     scan = FenceScan()
-    open_char, open_len, opener = "", 0, ""
+    state = ReaderState()
+    opener = ""
     pos = 0
     for idx, line in enumerate(text.split("\n")):
-        m = FENCE_LINE.fullmatch(line)
-        if not open_char:
-            if m and not (m["run"][0] == "`" and "`" in m["rest"]):
-                open_char, open_len, opener = m["run"][0], len(m["run"]), line
-                scan.markers.append(idx)
-                scan.spans.append((pos, pos + len(line)))
-                scan.has_content.append(False)
-        elif m and m["run"][0] == open_char and len(m["run"]) >= open_len and not m["rest"].strip():
-            open_char = ""
-            scan.markers.append(idx)
-            scan.spans.append((pos, pos + len(line)))
-        elif line.strip(" \t>"):
-            scan.has_content[-1] = True
+        lr = read_prefix(line, len(line), state, True, True)
+        span = (pos, pos + len(line))
         pos += len(line) + 1
-    scan.open_line = opener if open_char else None
+        if lr.implicit_end:
+            state.fence = None
+        state.lists, state.prev_blank = lr.lists, lr.blank
+        fence = state.fence
+        if lr.kind == FLINE and fence is not None:
+            if _closes(line, lr.start, lr.col, fence):
+                state.fence = None
+                scan.markers.append(idx)
+                scan.spans.append(span)
+            else:
+                scan.has_content[-1] = True
+        elif lr.kind == RUN:
+            fence = _opens(line, lr.start)
+            if fence is not None:
+                fence.quote_depth, fence.item_indent = lr.quotes, list_base(lr.lists, lr.col)
+                state.fence, opener = fence, line
+                scan.markers.append(idx)
+                scan.spans.append(span)
+                scan.has_content.append(False)
+    scan.open_line = opener if state.fence is not None else None
     return scan

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.chunker import BreakKind, ChunkParams, chunk_text
+from core.chunking import BreakKind, ChunkParams, chunk_text
 from core.coalescer import CoalesceParams
 from core.errors import IngestError
 from core.events import DeliveryMode

@@ -24,7 +24,7 @@ from app.dry_run import DRY_RUN, seed_thread
 from app.service import Sidecar, make_runtime
 from core.assembler import TextAssembler
 from core.chunk_checks import chunk_property_failures
-from core.chunker import BreakKind, Chunker, ChunkParams
+from core.chunking import BreakKind, Chunker, ChunkParams
 from core.clock import FakeClock, MonotonicClock
 from core.coalescer import Chunk, CoalesceParams, Coalescer
 from core.events import DeliveryMode, TextMode, Visibility

@@ -1,8 +1,9 @@
 """Coverage: which part of a final text the channel already shows (whitespace-insensitive).
 
 Finalization sends the final text minus what is already acknowledged or queued, so nothing is shown
-twice and nothing is lost (DESIGN §4). Comparison ignores whitespace and fence marker lines, because
-chunk cuts drop the whitespace of a break and close / reopen fences.
+twice and nothing is lost (DESIGN §4). Comparison ignores whitespace, fence marker lines and block quote
+markers at line starts, because chunk cuts drop the whitespace of a break, close / reopen fences and give a
+quoted line continued mid-way its markers back.
 
 The final may cover every shown part (the runtime sends the whole answer) or only the last ones (the
 runtime sends its last assistant message as ``final_text``), so coverage is searched from each part's
@@ -13,14 +14,21 @@ shown whole. Cost: O(parts x length) in the worst case, O(length) in the usual o
 
 from __future__ import annotations
 
+import re
+
 from core.fences import scan_fences
+
+_QUOTE_MARKERS = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
 
 
 def _signature(text: str) -> tuple[str, list[int]]:
-    """Non-whitespace characters of ``text`` outside fence marker lines, with their index in ``text``."""
+    """Non-whitespace characters of ``text`` outside fence marker lines and block quote markers at line
+    starts (a chunk cut mid-line in a quote gets its markers back), with their index in ``text``."""
     chars = list(text)
     for start, end in scan_fences(text).spans:
         chars[start:end] = " " * (end - start)
+    for m in _QUOTE_MARKERS.finditer(text):
+        chars[m.start() : m.end()] = " " * (m.end() - m.start())
     masked = "".join(chars)
     positions = [i for i, ch in enumerate(masked) if not ch.isspace()]
     return "".join(masked[i] for i in positions), positions

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from core.chunker import Chunker
+from core.chunking import Chunker
 from core.clock import Clock
 from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange

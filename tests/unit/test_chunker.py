@@ -266,9 +266,11 @@ def test_fence_in_a_list_item() -> None:
 
 
 def test_fence_in_a_nested_list_item() -> None:
+    """A chunk that starts inside the inner item (content column 4) holds its rest dedented: four spaces
+    in front of the fence would make an indented code block of it alone (issue 13, item 2)."""
     text = "- outer\n  - inner\n\n    ```\n    one\n    two\n    ```"
     chunks = cut(text, 1, 24)
-    assert chunks == ["- outer\n  - inner", "    ```\n    one\n    ```", "    ```\n    two\n    ```"]
+    assert chunks == ["- outer\n  - inner", "```\none\n```", "```\ntwo\n```"]
 
 
 def test_fence_in_a_block_quote() -> None:
