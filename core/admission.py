@@ -8,7 +8,6 @@ that already ended, here or before a restart) is acknowledged and dropped. The r
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -18,6 +17,7 @@ from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError
 from core.events import End, Event, Lane, Media, RunStart, parse_event
+from core.inbox import Inbox
 from core.journal import Journal
 from core.ledger import Ledger
 from core.monitor import RunMonitor
@@ -289,7 +289,7 @@ class Admission:
         )
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
-        run = ActiveRun(controller, asyncio.Queue(self.limits.queue_size), gate, normalizer, [] if replay else None)
+        run = ActiveRun(controller, Inbox(self.limits.queue_size), gate, normalizer, [] if replay else None)
         run.usage.max_seq = event.seq
         run.usage.charge([event], client, enforce=False)
         return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)

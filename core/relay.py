@@ -46,6 +46,18 @@ def _json_default(value: Any) -> Any:
     return dump(mode="python", exclude_none=True)
 
 
+def _consecutive(staged: list[tuple[ActiveRun, list[Event]]]) -> list[tuple[ActiveRun, list[Event]]]:
+    """``staged`` with the events of consecutive lines of the same run joined: one hand-over (one wake of its
+    worker) per run and batch rather than per line. O(events)."""
+    out: list[tuple[ActiveRun, list[Event]]] = []
+    for run, events in staged:
+        if out and out[-1][0] is run:
+            out[-1][1].extend(events)
+        else:
+            out.append((run, list(events)))
+    return out
+
+
 class Relay:
     """Routes events to runs and runs to channels.
 
@@ -231,11 +243,10 @@ class Relay:
     async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
         run). A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once."""
-        for run, events in staged:
+        for run, events in _consecutive(staged):
             if not run.opened and not replay:
                 await self._open(run)
-            for event in events:
-                await run.put(event)
+            await run.put_all(events)
         for run, _ in staged:
             if not run.opened:
                 await self._open(run)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.clock import Clock
 from core.errors import OwnershipLostError
 from core.events import End, EndStatus, Event
+from core.inbox import Inbox
 from core.normalize import Normalizer
 from core.quota import RunUsage
 from core.run_controller import RunController
@@ -37,7 +39,7 @@ class ActiveRun:
     """An accepted run while it is delivered: its controller, its input queue and ``seq`` gate."""
 
     controller: RunController
-    queue: asyncio.Queue[Event]
+    queue: Inbox[Event]
     gate: SeqGate
     normalizer: Normalizer | None
     backlog: list[Event] | None = None
@@ -72,10 +74,14 @@ class ActiveRun:
 
     async def put(self, event: Event) -> None:
         """Hand one accepted event to the worker (waits while the queue is full)."""
+        await self.put_all((event,))
+
+    async def put_all(self, events: Sequence[Event]) -> None:
+        """Hand accepted events to the worker in order, waking it once (waits while the queue is full)."""
         if self.backlog is not None and not self.opened:
-            self.backlog.append(event)
-        else:
-            await self.queue.put(event)
+            self.backlog.extend(events)
+        elif events:
+            await self.queue.put_all(events)
 
 
 async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
@@ -99,8 +105,8 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         while True:
             idle_at = last_event_at + idle_s
             deadlines = [d for d in (controller.deadline(), run.gate.deadline(), idle_at) if d is not None]
-            timeout = max(0.0, min(deadlines) - clock.now())
-            batch = await _next_events(run.queue, timeout, clock)
+            await run.queue.wait(min(deadlines), clock)
+            batch = run.queue.take(BATCH)
             if batch:
                 last_event_at = clock.now()
                 if await _apply(run, batch, last_event_at):
@@ -124,6 +130,8 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     except Exception as exc:  # a bug in one run must not take others down
         _log.exception("run %s failed", controller.run)
         await _fail_run(controller, f"internal error, delivery stopped: {type(exc).__name__}: {exc}")
+    finally:
+        run.queue.close()
 
 
 async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
@@ -153,25 +161,3 @@ async def _fail_run(controller: RunController, reason: str) -> None:
     with contextlib.suppress(Exception):
         await controller.abort()
     controller.fail(reason)
-
-
-async def _next_events(queue: asyncio.Queue[Event], timeout_s: float, clock: Clock) -> list[Event]:
-    """The events waiting in ``queue`` (at most :data:`BATCH`), waiting up to ``timeout_s`` on the injected clock
-    for the first one; [] when the time ran out."""
-    if queue.empty():
-        getter = asyncio.ensure_future(queue.get())
-        sleeper = asyncio.ensure_future(clock.sleep(timeout_s))
-        try:
-            await asyncio.wait((getter, sleeper), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            getter.cancel()
-            sleeper.cancel()
-            await asyncio.wait((getter, sleeper))
-        if getter.cancelled():
-            return []
-        batch = [getter.result()]
-    else:
-        batch = [queue.get_nowait()]
-    while len(batch) < BATCH and not queue.empty():
-        batch.append(queue.get_nowait())
-    return batch

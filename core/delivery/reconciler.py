@@ -157,6 +157,7 @@ class Reconciler(OutcomeRules):
                 slot.failing_since = None
                 slot.state, slot.error = PartState.PENDING, None
         self.book.changed.set()
+        self.book.urgent.set()
         self.start()
         assert self._task is not None
         await self._task
@@ -173,6 +174,13 @@ class Reconciler(OutcomeRules):
                 await self._task
 
     async def _loop(self) -> None:
+        try:
+            await self._deliver()
+        finally:
+            self.book.changed.close()
+            self.book.urgent.close()
+
+    async def _deliver(self) -> None:
         while True:
             op = self.planner.next_op()
             if op is None:
@@ -194,24 +202,27 @@ class Reconciler(OutcomeRules):
                 await self._chain.take_turn(kind, final=final, requester=self.requester)
                 continue
             if delay > 0:
-                await self._sleep_or_wake(delay)
+                await self._sleep_or_wake(delay, throttled=self._throttled(op))
                 continue
             if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY):
                 self.book.refresh(op.slot)  # read the live text now that the call is due
                 continue
             await self._perform(op)
 
-    async def _sleep_or_wake(self, delay_s: float) -> None:
-        """Wait ``delay_s`` seconds on the injected clock, or less if a new text or :meth:`finish` wakes the loop."""
-        self.book.changed.clear()
-        sleeper = asyncio.ensure_future(self._clock.sleep(delay_s))
-        waker = asyncio.ensure_future(self.book.changed.wait())
-        try:
-            await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (sleeper, waker):
-                task.cancel()
-            await asyncio.wait((sleeper, waker))
+    async def _sleep_or_wake(self, delay_s: float, *, throttled: bool = False) -> None:
+        """Wait ``delay_s`` seconds on the injected clock, or less if a new text or :meth:`finish` wakes the loop.
+
+        ``throttled``: the call waits for the preview throttle, which every call before finalization waits for, so
+        a new text cannot make any call due sooner: only :attr:`SlotBook.urgent` changes wake the loop (one wake per
+        throttle interval, not one per delta)."""
+        wake = self.book.urgent if throttled else self.book.changed
+        wake.clear()
+        await wake.wait(self._clock.now() + delay_s, self._clock)
+
+    def _throttled(self, op: Op) -> bool:
+        """Whether ``op`` waits for the preview throttle alone (see :meth:`_sleep_or_wake`)."""
+        last, throttle_s = self.planner.last_call_at, self.book.throttle_s
+        return not self.finalizing and last is not None and op.not_before <= last + throttle_s
 
     def _typing_due(self) -> float | None:
         """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""

@@ -10,7 +10,6 @@ outcome is settled first; a part that continues a frozen one stays after it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from core.delivery.cap import MessageLimit
@@ -18,6 +17,7 @@ from core.delivery.slots import Slot, same_render
 from core.ledger import PartRecord
 from core.ports import TextFormat
 from core.report import PartReport, PartState, SlotRole, is_cut
+from core.wake import Wake
 
 _FIRST = frozenset({SlotRole.ANSWER, SlotRole.NOTICE})
 """Roles that may take the last message under the limit while the answer has none (side messages leave it free)."""
@@ -50,8 +50,12 @@ class SlotBook:
         self._restored: list[Slot] = []
         self.catching_up = False
         """A resumed run is replaying its journal: only the resulting state is sent, not every step."""
-        self.changed = asyncio.Event()
+        self.changed = Wake()
         """Set whenever a desired text changes (the reconciler waits on it)."""
+        self.urgent = Wake()
+        """Set when a change may need a call before the preview throttle's next turn (a part emptied or retired:
+        its message is deleted at once; the end of the run): a reconciler that waits only for the throttle
+        (every call waits for it) is woken by these, not by every new text."""
 
     def restore(self, records: list[PartRecord]) -> None:
         """Load the parts recorded before a restart, so they are edited, never sent again; a create recorded
@@ -167,6 +171,7 @@ class SlotBook:
         self.set_text(slot, "")
         slot.retired = True
         self.changed.set()
+        self.urgent.set()
 
     def set_text(self, slot: Slot, text: str) -> None:
         """Set what ``slot`` should show (a fixed text: ends ``set_live``); wakes the loop."""
@@ -191,6 +196,8 @@ class SlotBook:
         else:
             slot.history.clear()
         self.changed.set()
+        if not text or text.isspace():
+            self.urgent.set()
 
     def refresh(self, slot: Slot) -> None:
         """Read a live slot's text now (its cost is the text's length: done once per call, not per delta)."""
