@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from adapters.deadline import TRACE, SendDeadline
 from adapters.error_factories import Scrubber
 from adapters.slack.errors import BOUNDARY_ERRORS, error_code, translate
 from core.errors import ConfigError, DeliveryError
@@ -32,6 +33,11 @@ Send = Callable[[], Awaitable[AsyncSlackResponse]]
 
 _TOKEN_RE = re.compile(r"^xox[a-z]-[A-Za-z0-9-]+$")
 _CONNECT_ERRORS = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+
+
+HARD_TIMEOUT_EXTRA_S = 60.0
+"""aiohttp's (and slack-sdk's) own timeout is three times ``send_timeout_s`` plus this: a cap for a loop stalled for
+long; the timeout that counts is :class:`~adapters.deadline.SendDeadline`'s."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +56,12 @@ class SlackConnection:
             logs or errors.
         base_url: Web API base, e.g. ``http://127.0.0.1:8082/api/`` for :class:`mocks.slack.MockSlack`;
             ``None`` is https://slack.com/api/.
-        send_timeout_s: per-call timeout in seconds. A call that times out raises
-            :class:`core.errors.UncertainDeliveryError` (it may have landed); a connection not opened within
-            half of it raises :class:`core.errors.PlatformUnavailableError` (nothing was sent).
+        send_timeout_s: per-call timeout in seconds, counted from when the request is written and leaving out the
+            time our event loop stalled meanwhile (:class:`adapters.deadline.SendDeadline`). A call that times out
+            raises :class:`core.errors.UncertainDeliveryError` (it may have landed); one whose request could not
+            be written within it (a connection not opened in time) raises
+            :class:`core.errors.PlatformUnavailableError` (nothing was sent). aiohttp's own timeout is only a hard
+            cap (:data:`HARD_TIMEOUT_EXTRA_S` past three times it).
 
     Attributes:
         verify_backoff_s: the first wait between :meth:`verify` attempts, doubled each time.
@@ -70,8 +79,12 @@ class SlackConnection:
         secret = token.rsplit("-", 1)[-1]
         self._scrub = Scrubber(token, secret)
         self._client = AsyncWebClient(
-            token=token, base_url=self._base_url, timeout=math.ceil(send_timeout_s), retry_handlers=[]
+            token=token, base_url=self._base_url, timeout=math.ceil(self._hard_timeout_s), retry_handlers=[]
         )
+
+    @property
+    def _hard_timeout_s(self) -> float:
+        return self.send_timeout_s * 3 + HARD_TIMEOUT_EXTRA_S
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._base_url!r})"
@@ -82,18 +95,24 @@ class SlackConnection:
         """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""
         session = self._client.session
         if session is None or session.closed:
-            timeout = aiohttp.ClientTimeout(total=self.send_timeout_s, sock_connect=self.send_timeout_s / 2)
-            self._client.session = aiohttp.ClientSession(timeout=timeout)
+            timeout = aiohttp.ClientTimeout(total=self._hard_timeout_s, sock_connect=self.send_timeout_s / 2)
+            self._client.session = aiohttp.ClientSession(timeout=timeout, trace_configs=[TRACE])
 
     async def _try(
         self, method: str, target: Target, send: Send, allow: Collection[str] = ()
     ) -> AsyncSlackResponse | Refused:
         """One attempt; a refusal whose code is in ``allow`` is returned, every other failure raised."""
         self._ensure_session()
+        deadline = SendDeadline(self.send_timeout_s)
         try:
-            return await send()
+            async with deadline:
+                return await send()
         except BOUNDARY_ERRORS as exc:
             code = error_code(exc)
+            if isinstance(exc, TimeoutError) and not deadline.written:  # our deadline, before the request went out
+                exc = aiohttp.ConnectionTimeoutError(
+                    f"the request could not be written within {self.send_timeout_s:g} s"
+                )
             error = translate(exc, method=method, target=str(target.chat_id), scrub=self._scrub)
         if code is not None and code in allow:
             return Refused(code, error)

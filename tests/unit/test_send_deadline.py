@@ -10,14 +10,17 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.deadline import SendDeadline
+from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from core.errors import DeliveryError, UncertainDeliveryError
 from core.events import Target
 from core.ports import TextFormat
 from core.pressure import LoopLag
+from mocks.slack import MockSlack
 from mocks.telegram import MockTelegram
 
 TOKEN = "123456:DEADLINE-test-token"
+SLACK_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
 
 
 @pytest.fixture
@@ -83,3 +86,20 @@ async def test_without_the_rule_the_same_stall_would_fail_the_send(mock: MockTel
             await adapter.send_text(Target(chat_id=7), "hello", TextFormat.PLAIN)
     finally:
         await adapter.close()
+
+
+async def test_a_slack_post_answered_during_a_stall_is_delivered_not_uncertain() -> None:
+    async with MockSlack() as slack:
+        adapter = SlackAdapter(SLACK_TOKEN, base_url=slack.base_url, send_timeout_s=0.2)
+        lag = LoopLag(interval_s=0.005)
+        lag.start()
+        await asyncio.sleep(0.02)
+        try:
+            slack.set_latency("chat.postMessage", [50, 1000])
+            asyncio.get_running_loop().call_later(0.02, time.sleep, 0.6)
+            assert await adapter.send_text(Target(chat_id="C0DEADLINE1"), "hello", TextFormat.PLAIN)
+            with pytest.raises(UncertainDeliveryError):
+                await adapter.send_text(Target(chat_id="C0DEADLINE1"), "slow", TextFormat.PLAIN)
+        finally:
+            await lag.stop()
+            await adapter.close()
