@@ -1,0 +1,100 @@
+"""The ingest's fast JSON path (orjson) decides a line only when the strict parser would give the same value: a key
+twice, NaN / Infinity, a lone surrogate, an integer past 64 bits, a number past the double range are left to the
+strict parser, whose value or error the client gets as before."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.ingest_http.lines import _UNDECIDED, decode, fast_strict_loads
+from core.errors import IngestError
+from core.pipeline import strict_loads
+
+KEYS = st.sampled_from(["a", "b", "a:b", ":", "kind", "text", "é", "😀"])
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('ab: "\\é😀\n\x01'), max_size=8)
+)
+
+
+def _json_text(value: Any, draw: st.DrawFn) -> str:
+    """``value`` as JSON text, objects written member by member: a key may repeat, a ``:`` may be escaped."""
+    if isinstance(value, list) and value and value[0] == "__object__":
+        members = [f"{_key(key, draw)}:{_json_text(item, draw)}" for key, item in value[1:]]
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(item, draw) for item in value) + "]"
+    return json.dumps(value)
+
+
+def _key(key: str, draw: st.DrawFn) -> str:
+    text = json.dumps(key)
+    return text.replace(":", "\\u003a") if draw(st.booleans()) else text
+
+
+@st.composite
+def json_texts(draw: st.DrawFn) -> str:
+    objects = st.lists(st.tuples(KEYS, SCALARS), max_size=4).map(lambda pairs: ["__object__", *pairs])
+    tree = st.recursive(
+        SCALARS | objects,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.lists(st.tuples(KEYS, inner), max_size=4).map(lambda pairs: ["__object__", *pairs])
+        ),
+        max_leaves=12,
+    )
+    return _json_text(draw(tree), draw)
+
+
+def _strict(raw: bytes) -> Any:
+    try:
+        return ("value", strict_loads(raw.decode("utf-8")))
+    except ValueError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=json_texts())
+def test_the_fast_path_decides_only_what_the_strict_parser_decides_the_same_way(text: str) -> None:
+    raw = text.encode("utf-8", "surrogatepass")
+    fast = fast_strict_loads(raw)
+    strict = _strict(raw)
+    if fast is not _UNDECIDED:
+        assert strict == ("value", fast)
+        assert json.dumps(fast) == json.dumps(strict[1])  # the same types too (an int stays an int)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1,"a":2}',
+        b'{"a":"x:y","b":{"c":1,"c":2}}',
+        b'{"a":"\\u003a","a":1}',
+        b'{"n":12345678901234567890}',
+        b'{"a":NaN}',
+        b'{"a":Infinity}',
+        b'{"a":"\\ud800"}',
+        b"1e400",
+        b"\xef\xbb\xbf{}",
+        b'{"a":1',
+    ],
+)
+def test_lines_the_fast_path_leaves_to_the_strict_parser(raw: bytes) -> None:
+    assert fast_strict_loads(raw) is _UNDECIDED
+
+
+def test_a_repeated_key_is_refused_with_the_strict_parsers_message() -> None:
+    with pytest.raises(IngestError, match="key 'c' appears twice"):
+        decode(b'{"kind":"text","b":{"c":1,"c":2}}', 1000)
+    assert decode(b'{"kind":"text","text":"a:b"}', 1000) == (
+        {"kind": "text", "text": "a:b"},
+        '{"kind":"text","text":"a:b"}',
+    )
