@@ -114,7 +114,7 @@ class _MessageText:
         self._parts = [text] if text else []
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class TextChange:
     """What one :meth:`TextAssembler.apply` did to a message's text.
 
@@ -188,6 +188,17 @@ class TextAssembler:
             return TextChange("none", "", current.length, current)
         replaced = messages[message] = _MessageText(text)
         return TextChange("replace", "", replaced.length, replaced)
+
+    def append(self, source_key: str | None, message: int, text: str) -> None:
+        """Add ``text`` at the end of one message as a ``delta`` that is not a replay (the caller knows: the guard
+        is off, or ``text`` is shorter than :data:`REPLAY_MIN_CHARS`), without a :class:`TextChange`. O(len(text))."""
+        messages = self._texts.get(source_key)
+        if messages is None:
+            messages = self._texts[source_key] = {}
+        current = messages.get(message)
+        if current is None:
+            current = messages[message] = _MessageText()
+        current.append(text)
 
     def text(self, source_key: str | None, message: int) -> str:
         """The full text of one message (``""`` if none arrived). O(length) at most once per change."""

@@ -91,6 +91,8 @@ class RunMonitor:
         self.last_id = 0
         self.closed = False
         self._changed = asyncio.Event()
+        self._open: list[str] | None = None
+        """The deltas merged into the last event, an ``answer`` delta no watcher has read yet (None: none open)."""
         self._state: dict[str, Any] = {
             "run": run,
             "channel": None,
@@ -146,6 +148,7 @@ class RunMonitor:
         """Add one event (its ``id``, ``run``, ``seq``, ``ts`` are set here), update the state, wake watchers.
         Events after ``end`` are ignored (returned, not kept). Top-level strings are made safe to show
         (:data:`STAGE_TEXT_TYPES`)."""
+        self._seal()
         if type_ not in STAGE_TEXT_TYPES:
             fields = {k: safe_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         self.last_id += 0 if self.closed else 1
@@ -159,9 +162,34 @@ class RunMonitor:
             while len(self._events) > KEEP_AFTER_END:  # a finished run is its state (and its last events)
                 self._events.popleft()
                 self._chars -= self._sizes.popleft()
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self._changed.set()  # the waiters' futures are resolved: clearing the flag does not undo that
+        self._changed.clear()
         return event
+
+    def answer_delta(self, delta: str) -> None:
+        """Publish that the answer grew by ``delta``, lazily: a delta that follows one no watcher has read yet is
+        merged into it (one ``answer`` event, its ``delta`` the two joined when it is read), so a run streamed one
+        character at a time costs one event per read, not one per delta, and a watcher sees the same text. Any other
+        event, and any read (:meth:`since`, :meth:`wait`, :meth:`reset`), closes the merged event. O(len(delta))."""
+        if self._open is None or self.closed:
+            self.publish("answer", delta=delta)
+            if not self.closed:
+                self._open = [delta]
+            return
+        self._open.append(delta)
+        self._answer.add(delta)
+        self._sizes[-1] += len(delta)
+        self._chars += len(delta)
+        if self._chars > self._max_chars:
+            self._seal()
+            self._trim()
+
+    def _seal(self) -> None:
+        """The open ``answer`` delta becomes an event like any other (its parts joined): read, or followed."""
+        if self._open is not None:
+            if len(self._open) > 1:
+                self._events[-1]["delta"] = "".join(self._open)
+            self._open = None
 
     def _keep(self, event: dict[str, Any]) -> None:
         """Buffer ``event``, dropping the oldest past ``buffer`` events or ``max_chars`` characters of text."""
@@ -171,6 +199,9 @@ class RunMonitor:
         self._events.append(event)
         self._sizes.append(size)
         self._chars += size
+        self._trim()
+
+    def _trim(self) -> None:
         while self._chars > self._max_chars and len(self._events) > 1:
             self._events.popleft()
             self._chars -= self._sizes.popleft()
@@ -178,6 +209,7 @@ class RunMonitor:
     def since(self, last_id: int) -> list[dict[str, Any]]:
         """What a watcher that has seen up to ``last_id`` must get: the events after it, or one ``reset`` when
         they are no longer all in the buffer (or ``last_id`` is not an id of this run)."""
+        self._seal()
         if last_id == self.last_id:
             return []
         if last_id > self.last_id:  # an id this run never had (another monitor's): the state, not a silent wait
@@ -207,12 +239,14 @@ class RunMonitor:
 
     def reset(self) -> dict[str, Any]:
         """A ``reset`` event with the whole current state (id: the last event's)."""
+        self._seal()  # the watcher goes on after the last id: nothing more may join it
         state = self.state
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset"}
         return {**event, "state": state}
 
     async def wait(self, last_id: int) -> list[dict[str, Any]]:
         """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""
+        self._seal()  # a delta published while it waits is a new event, and wakes it
         while not self.closed and self.last_id == last_id:
             await self._changed.wait()
         return self.since(last_id)
@@ -254,6 +288,10 @@ class _Text:
     def __init__(self) -> None:
         self._parts: list[str] = []
 
+    def add(self, delta: str) -> None:
+        if delta:
+            self._parts.append(delta)
+
     def apply(self, event: dict[str, Any]) -> None:
         if event.get("reset"):
             self._parts = [event.get("text", "")]
@@ -269,6 +307,8 @@ class _Text:
 def progress_event(event: Event) -> tuple[str, dict[str, Any]] | None:
     """The monitor event an ingest event is, when it is progress by itself (phase, status, tool result,
     error); None for the others (text, tool calls and ends are published by the run as they are resolved)."""
+    if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
+        return None  # the common case first: no source dumped for it
     source = event.source.model_dump() if event.source is not None else None
     if isinstance(event, Phase):
         return "phase", {"name": event.name, "source": source}

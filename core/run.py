@@ -185,7 +185,7 @@ class RunStage:
             if linear.reset:
                 self.monitor.publish("answer", text=linear.text, reset=True)
             else:
-                self.monitor.publish("answer", delta=linear.text)
+                self.monitor.answer_delta(linear.text)
 
     def _on_tool_call(self, event: ToolCall) -> None:
         """Any source's tool call: progress for people, a pipeline unit once its arguments are complete. The

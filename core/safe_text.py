@@ -114,7 +114,8 @@ def safe_event(event: _E) -> _E:
         value = getattr(event, name)
         if isinstance(value, str) and UNSAFE.search(value) is not None:
             update[name] = UNSAFE.sub(_replace, value)
-    source = _safe_source(event.source)
-    if source is not event.source:
-        update["source"] = source
+    if event.source is not None:
+        source = _safe_source(event.source)
+        if source is not event.source:
+            update["source"] = source
     return cast(_E, event.model_copy(update=update)) if update else event

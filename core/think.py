@@ -190,6 +190,8 @@ class ThinkSplitter:
         Returns:
             ``(answer, reasoning)``, either may be ``""``. Cost O(len(text) + len(held)).
         """
+        if not self._held and self._block == _NONE and self._answered and not self._final_seen:
+            return text, ""  # the answer started outside any block and no <final> came: no tag can come (Where)
         buf = self._held + text if self._held else text
         answer: list[str] = []
         reasoning: list[str] = []

@@ -28,14 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import itemgetter
 
-from core.assembler import TextAssembler, TextChange
+from core.assembler import REPLAY_MIN_CHARS, TextAssembler, TextChange
 from core.events import TextEvent, TextMode, Visibility, fix_surrogates
 from core.think import ThinkSplitter
 
 _Key = tuple[str | None, int]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Split:
     """What one text event changed: the answer and the reasoning of ``(source_key, message)`` (None: no change)."""
 
@@ -80,6 +80,11 @@ class _Received:
             self._carry[slot], piece = piece[-1], piece[:-1]
         return fix_surrogates(piece), whole
 
+    @property
+    def carrying(self) -> bool:
+        """Whether some text of this visibility keeps a half surrogate pair for its next piece."""
+        return bool(self._carry)
+
     def end(self, source_key: str | None, message: int | None) -> None:
         """The end of a source's message (all of them when ``message`` is None): a half surrogate pair still kept
         is dropped (no character can complete it)."""
@@ -110,6 +115,10 @@ class VisibleText:
 
     def apply(self, event: TextEvent) -> Split:
         """Apply one ``answer`` or ``reasoning`` text event (``status`` text is not text of a message)."""
+        if event.mode is TextMode.DELTA and event.visibility is Visibility.ANSWER:
+            split = self._answer_delta(event)
+            if split is not None:
+                return split
         key = event.source.key if event.source is not None else None
         slot = (key, event.message)
         reasoning_event = event.visibility is Visibility.REASONING
@@ -136,6 +145,23 @@ class VisibleText:
             answer=self._change(self.answers, slot, mode, answer),
             reasoning=self._change(self.reasoning, slot, mode, reasoning),
         )
+
+    def _answer_delta(self, event: TextEvent) -> Split | None:
+        """The common case without the general path's intermediate values: a short answer delta (never a replay:
+        the guard needs 16 characters), no half surrogate pair kept or left at its end. None: not that case."""
+        text = event.text
+        received = self._received[Visibility.ANSWER]
+        if not text or received.carrying or "\ud800" <= text[-1] <= "\udbff":
+            return None
+        if self.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS:
+            return None
+        key = event.source.key if event.source is not None else None
+        slot = (key, event.message)
+        received.texts.append(key, event.message, text)
+        splitter = self._splitters.get(slot)
+        if splitter is None:
+            splitter = self._splitters[slot] = ThinkSplitter(self.opened)
+        return self._split(slot, *splitter.feed(fix_surrogates(text)))
 
     def flush(self, source_key: str | None, message: int | None = None) -> list[Split]:
         """Release what is held back for a source's messages (all of them when ``message`` is None):

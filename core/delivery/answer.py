@@ -14,7 +14,7 @@ from core.assembler import TextAssembler, TextChange
 MESSAGE_SEPARATOR = "\n\n"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AnswerChange:
     """``reset`` False: ``text`` is appended. ``reset`` True: ``text`` is the whole new answer."""
 

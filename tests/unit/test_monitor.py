@@ -131,3 +131,22 @@ def test_a_growing_web_part_is_told_as_appends() -> None:
     m.publish("delivery", channel="web", part=0, role="answer", state="sent", message_id="1", text="Hel")
     m.publish("delivery", channel="web", part=0, role="answer", state="edited", message_id="1", append="lo")
     assert m.reset()["state"]["parts"]["web/0"]["text"] == "Hello"
+
+
+async def test_answer_deltas_no_watcher_read_yet_are_one_event_with_the_same_text() -> None:
+    m = monitor()
+    m.publish("run")
+    for text in ("a", "b", "c"):
+        m.answer_delta(text)
+    assert [e["delta"] for e in m.since(1)] == ["abc"]  # one event per read, not one per delta
+    m.answer_delta("d")
+    m.answer_delta("e")
+    m.publish("phase", name="drafting")
+    m.answer_delta("f")
+    assert [(e["type"], e.get("delta")) for e in m.since(2)] == [("answer", "de"), ("phase", None), ("answer", "f")]
+    waiter = asyncio.ensure_future(m.wait(m.last_id))
+    await settle()
+    m.answer_delta("g")
+    await settle()
+    assert [e["delta"] for e in waiter.result()] == ["g"]
+    assert m.state["answer"] == "abcdefg" and m.reset()["id"] == m.last_id
