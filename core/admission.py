@@ -125,8 +125,8 @@ class Admission:
             return None, [], LineResult(dropped=closed)
         if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
             return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
-        limits = self.limits_for(run.run)
-        if enforce:
+        limits = run.limits if run.limits is not None else self.limits_for(run.run)
+        if enforce and event.seq is not None:
             run.usage.check_seq(event.seq, limits)
         if isinstance(event, Media) and event.lane is not Lane.PIPELINE:
             # Refused rather than accepted and silently dropped: nothing would show it, yet the report would say
@@ -291,5 +291,6 @@ class Admission:
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
         run = ActiveRun(controller, Inbox(self.limits.queue_size), gate, normalizer, [] if replay else None)
         run.usage.max_seq = event.seq
+        run.limits = client
         run.usage.charge([event], client, enforce=False)
         return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)

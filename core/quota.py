@@ -68,6 +68,9 @@ class RunUsage:
         Raises:
             IngestError: 422 naming ``clients.NAME.max_events_per_run`` or ``clients.NAME.max_chars_per_run``.
         """
+        one = events[0] if len(events) == 1 else None
+        if type(one) is TextEvent and one.mode is TextMode.DELTA and self._charged_delta(one, limits, enforce):
+            return  # the common line, without the general bookkeeping
         n_events = self.events + len(events)
         if enforce and n_events > limits.max_events_per_run:
             raise IngestError(
@@ -90,6 +93,17 @@ class RunUsage:
         for event in events:
             if event.seq is not None and (self.max_seq is None or event.seq > self.max_seq):
                 self.max_seq = event.seq
+
+    def _charged_delta(self, event: TextEvent, limits: ClientLimits, enforce: bool) -> bool:
+        """:meth:`charge` of one ``delta`` text event when it passes every limit (the same counts); False, counting
+        nothing, when a limit may refuse it (the general path then says which)."""
+        chars = self.chars + len(event.text)
+        if enforce and (self.events >= limits.max_events_per_run or chars > limits.max_chars_per_run):
+            return False
+        self.events, self.chars = self.events + 1, chars
+        if event.seq is not None and (self.max_seq is None or event.seq > self.max_seq):
+            self.max_seq = event.seq
+        return True
 
     def _chars(self, event: Event, grown: dict[_Key, int], so_far: int) -> int:
         if isinstance(event, TextEvent):

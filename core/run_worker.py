@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from core.clients import ClientLimits
 from core.clock import Clock
 from core.errors import OwnershipLostError
 from core.events import End, EndStatus, Event
@@ -55,6 +56,8 @@ class ActiveRun:
     """The root's ``end`` was taken (lines after it have nothing to change)."""
     usage: RunUsage = field(default_factory=lambda: RunUsage())
     """What the run has carried so far, against its client's per-run limits."""
+    limits: ClientLimits | None = None
+    """Its client's limits (looked up once, not per line), or None: ask the client book."""
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq
