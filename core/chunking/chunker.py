@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 
 from core.chunking.breaks import EMIT_RANKS, Break
-from core.chunking.containers import NO_CONTEXT, Context, dedent, line_context
-from core.chunking.events import M_FENCE, M_INFO, M_NONE, M_TEXT, LineEvents
+from core.chunking.containers import dedent
+from core.chunking.events import M_NONE
 from core.chunking.inline import InlineScanner
-from core.chunking.lines import FLINE, Fence, LineRead, ReaderState, run_length
-from core.chunking.opener import open_fence
+from core.chunking.line_ends import LineEnds
+from core.chunking.lines import Fence, LineRead, ReaderState
 from core.chunking.params import BreakKind, ChunkParams
-from core.chunking.store import Line, TextStore, units_of
+from core.chunking.store import TextStore, units_of
 from core.units import LengthUnit
 
 _SPECIAL = re.compile(r"[`\\\[\]()]")
@@ -27,7 +27,7 @@ _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
 _WS = " \t\n\r\f\v"
 
 
-class Chunker(LineEvents):
+class Chunker(LineEnds):
     """Incremental chunker of one text block (the rule: :mod:`core.chunking`).
 
     Args:
@@ -68,11 +68,23 @@ class Chunker(LineEvents):
         """
         if text:
             nl = text.find("\n")
-            if nl < 0:
-                self._add_partial(text)
-            else:
+            if nl >= 0:
                 self._add_lines(text, nl)
-        return self.drain()
+            elif self._sentence or (self._utf16 and not text.isascii()) or (self._lr is None and self._prefix_due()):
+                self._add_partial(text)
+            else:  # the common small delta: store it, count it, look again only if it may not fit
+                self._store.parts.append(text)
+                self._end += len(text)
+                self._cum += len(text)
+                fence = self._fence
+                closer = fence.closer_units if fence is not None and fence.splittable else 0
+                if self._head_units + self._cum - self._base_cum + closer > self._max:
+                    self._advance(False)
+        out = self._out
+        if out:
+            self._out = []
+            return out
+        return []
 
     def drain(self, force: bool = False) -> list[str]:
         """Return the chunks emitted since the last drain.
@@ -85,6 +97,7 @@ class Chunker(LineEvents):
             Chunks, in order; never empty strings.
         """
         if force:
+            self._end_info_drop()
             self._emit(self._head + self._slice(self._base, self._end))
             self._reset_block()
         out, self._out = self._out, []
@@ -167,8 +180,22 @@ class Chunker(LineEvents):
         fence = self._fence
         closer = fence.closer_units if fence is not None and fence.splittable else 0
         used = self._head_units + self._cum - self._base_cum
-        if self._lr is None or used + closer > self._max or (self._sentence and used >= self._min):
+        if (
+            (self._lr is None and self._prefix_due())
+            or used + closer > self._max
+            or (self._sentence and used >= self._min)
+        ):
             self._advance(False)
+
+    def _prefix_due(self) -> bool:
+        """The line's first characters may complete a break that emits: read its prefix now (else it is
+        read when the line ends, or when the pending text may no longer fit)."""
+        return (
+            self._ws_open
+            and not self._ws_leading
+            and self._head_units + self._ws_cum - self._base_cum >= self._min
+            and self._ws_start >= self._base
+        )
 
     def _add_lines(self, text: str, nl: int) -> None:
         store, start = self._store, 0
@@ -176,157 +203,28 @@ class Chunker(LineEvents):
         while nl >= 0:
             piece = text[start:nl]
             units = len(piece) if bmp else units_of(piece, True)
-            if store.parts or not self._fast_line(piece, units):
+            if store.parts and self._lr is None and not self._q_done:  # nothing of the line read yet
+                head = store.current()
+                store.parts = []
+                self._end -= len(head)
+                self._cum -= units_of(head, self._utf16)
+                piece = head + piece
+                units = units_of(piece, self._utf16)
+            if store.parts:
                 store.parts.append(piece)
                 self._end += len(piece)
                 self._cum += units
                 self._advance(True)
-                self._finish_line()
+                self._finish_line(store.current())
+            elif not self._fast_line(piece, units):
+                self._whole_line(piece, units)
             start = nl + 1
             nl = text.find("\n", start)
         if start < len(text):
             piece = text[start:]
             self._add_partial(piece, len(piece) if bmp else -1)
 
-    def _fast_line(self, line: str, units: int) -> bool:
-        """Read a whole ordinary line at once (text, or fence content, that begins with a letter-like
-        character and cannot make the pending text overflow); False when the general path must."""
-        used = self._head_units + self._cum + units - self._base_cum
-        if (line and line[0] in _SLOW_START) or (self._sentence and used >= self._min):
-            return False
-        fence = self._fence
-        closer = fence.closer_units if fence is not None and fence.splittable else 0
-        if self._head_units + self._cum + units - self._base_cum + closer > self._max:
-            return False
-        pos, n = self._lpos, len(line)
-        if fence is not None and (fence.quote_depth or fence.item_indent or not line or line[0] == fence.char):
-            return False
-        if line:
-            if self._ws_open:
-                self._complete_break(0)
-            else:
-                self._q_done, self._p_blank = True, False
-            end = len(line.rstrip(_WS))
-            if fence is not None:
-                fence.marks.append(pos)
-            else:
-                rs = self._rs
-                if rs.prev_blank and rs.lists:
-                    rs.lists = []
-                if _SPECIAL.search(line):
-                    self._inline.scan(line, 0, n, pos)
-            self._rs.prev_blank = False
-            self._ws_open, self._ws_leading = True, self._p_blank
-            self._ws_start, self._ws_cum, self._ws_nl = pos + end, self._cum + units - (n - end), 1
-        else:
-            end = 0
-            if fence is None:
-                self._inline.cancel()
-            self._rs.prev_blank = True
-            if self._ws_open:
-                self._ws_nl += 1
-            else:
-                self._ws_open, self._ws_leading = True, self._p_blank
-                self._ws_start, self._ws_cum, self._ws_nl = pos, self._cum, 1
-        self._ws_last_nl = pos + n
-        self._end += n + 1
-        self._cum += units + 1
-        self._store.push_line(Line(pos, self._lcum, line + "\n", 0, end, fence, fence is None, NO_CONTEXT), self._cum)
-        if self._p_blank and not self._head:
-            self._base, self._base_cum = self._end, self._cum  # blank lines at the start of a block are dropped
-            self._store.forget(self._base)
-        self._lpos, self._lcum, self._q_done = self._store.cur_pos, self._cum, False
-        return True
-
     # --- line ends ------------------------------------------------------------------------------------
-
-    def _finish_line(self) -> None:
-        store = self._store
-        line = store.current()
-        n = len(line)
-        lr = self._lr
-        assert lr is not None
-        if self._mode == M_INFO and self._info_drop(line, n, self._cum - self._lcum == n)[0] < n:
-            end = lr.start + run_length(line, lr.start, line[lr.start])  # the opener goes on bare
-            self._end -= n - end
-            self._cum -= units_of(line[end:], self._utf16)
-            line, n = line[:end], end
-            store.parts[:] = [line]
-        nl_pos = self._lpos + n
-        interior = self._fence if self._mode == M_FENCE else None
-        ctx = line_context(line, lr, self._lists_before, interior)
-        if self._mode == M_INFO:
-            self._open_fence(line, lr)
-        elif self._is_closer(line, n, lr):
-            self._close_fence(lr.start)
-        if self._fence is None and lr.blank:
-            self._inline.cancel()  # a blank line ends the paragraph: no span or link crosses it
-        self._rs.prev_blank = lr.blank
-        end = len(line.rstrip(_WS))
-        if lr.q >= 0:
-            ws_idx = max(lr.body, end)
-            self._ws_open, self._ws_leading = True, self._p_blank
-            self._ws_start = self._lpos + ws_idx
-            self._ws_cum = self._cum - (n - ws_idx)  # trailing whitespace: one unit each
-            self._ws_nl = 1
-        elif self._ws_open:
-            self._ws_nl += 1
-        else:
-            self._ws_open, self._ws_leading = True, self._p_blank
-            self._ws_start, self._ws_cum, self._ws_nl = nl_pos, self._cum, 1
-        self._ws_last_nl = nl_pos
-        self._end += 1
-        self._cum += 1
-        store.push_line(
-            Line(self._lpos, self._lcum, line + "\n", lr.body, end, interior, self._mode == M_TEXT, ctx), self._cum
-        )
-        if self._p_blank and not self._head:
-            self._base, self._base_cum = self._end, self._cum  # blank lines at the start of a block are dropped
-            store.forget(self._base)
-        self._new_line()
-
-    def _context(self, pos: int) -> tuple[Context, bool]:
-        """The container context of the line holding ``pos``, and whether ``pos`` is its start."""
-        line = self._store.line_at(pos)
-        if line is not None:
-            return line.ctx, pos == line.pos
-        lr = self._lr or self._lr_peek
-        if lr is None:
-            return NO_CONTEXT, True
-        fence = self._fence if lr.kind == FLINE else None
-        lists = self._lists_before if self._lr is not None else self._rs.lists
-        return line_context(self._store.current(), lr, lists, fence), pos == self._lpos
-
-    def _context_width(self, pos: int) -> int:
-        ctx, start = self._context(pos)
-        return ctx[0] if start else ctx[1]
-
-    def _quote_head(self, pos: int) -> str:
-        return self._context(pos)[0][2]
-
-    def _is_closer(self, line: str, n: int, lr: LineRead) -> bool:
-        fence = self._fence
-        if self._mode != M_FENCE or fence is None or self._content_from(line, n) >= 0:
-            return False
-        return run_length(line, lr.start, fence.char) >= fence.length
-
-    def _open_fence(self, line: str, lr: LineRead) -> None:
-        fence = open_fence(line, lr, self._rs.lists, self._run_start, self._run_len, self.params)
-        fence.opener_start = self._lpos
-        fence.content_start = self._lpos + len(line) + 1
-        fence.content_cum = self._cum + 1
-        self._add_region(self._lpos, self._lpos + len(line.rstrip(_WS)), False)
-        self._fence = self._rs.fence = fence
-        self._fences.append(fence)
-
-    def _close_fence(self, start: int) -> None:
-        fence = self._fence
-        assert fence is not None
-        fence.closer_line = fence.end_line = self._lpos
-        if fence.marks and fence.marks[-1] >= self._lpos:
-            fence.marks.pop()
-        self._add_region(self._lpos, self._lpos + start + run_length(self._store.current(), start, fence.char), False)
-        self._fence = self._rs.fence = None
 
 
 def chunk_text(text: str, params: ChunkParams) -> list[str]:

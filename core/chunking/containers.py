@@ -9,10 +9,9 @@ did in the whole (CommonMark, https://spec.commonmark.org/0.31.2/#list-items, #b
   column is at most 3 and the chunk opens with a fence there, the fence already renders alone as in the
   whole (its content is stripped relative to the opener), so the chunk is kept as it is.
 
-A line's context is ``(w_start, w_mid, quote_prefix)``: the content column of the item a chunk starting
-at the line's start lies in, the same for a chunk starting inside the line, and the line's ``>``
-markers as a chunk starting inside it must begin. Dedenting only removes spaces, so a chunk measured
-before it still fits.
+A chunk's context is ``(width, quote_prefix)``: the content column of the item it starts inside, and the
+``>`` markers it must begin with when it starts inside a line. Dedenting only removes spaces, so a chunk
+measured before it still fits.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from core.chunking.lines import FLINE, LIST_MARKER, Fence, LineRead, list_base
 
 __all__ = ["NO_CONTEXT", "Context", "dedent", "line_context"]
 
-Context = tuple[int, int, str]
-NO_CONTEXT: Context = (0, 0, "")
+Context = tuple[int, str]
+NO_CONTEXT: Context = (0, "")
 
 _QUOTES = re.compile(r"(?:[ ]{0,3}>[ ]?)*")
 _FENCE_FIRST = re.compile(r"[ ]{0,3}(?:```|~~~)")
@@ -34,17 +33,29 @@ def _spaces(m: re.Match[str]) -> str:
     return " " * len(m.group(0))
 
 
-def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence | None) -> Context:
-    """The context of a line read with ``lr`` (``lists_before``: the items open before it; ``fence``:
-    the fence its content lies in, if any)."""
+def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence | None, idx: int) -> Context:
+    """The context of a chunk that starts at index ``idx`` of a line read with ``lr``.
+
+    Args:
+        line: the line (so far). lr: its prefix read. lists_before: the items open before it.
+        fence: the fence its content lies in, if any. idx: where the chunk starts in the line.
+
+    Returns:
+        ``(content column to dedent by, block quote markers to give back)``; only characters before
+        ``idx`` (and the line's prefix when ``idx`` is past it) decide it.
+    """
     if lr.kind == FLINE and fence is not None:
-        return fence.item_indent, fence.item_indent, fence.quote_prefix
+        return fence.item_indent, fence.quote_prefix
+    if idx == 0:
+        return list_base(lists_before, lr.col0), ""
+    inside = idx <= lr.start  # a cut inside the prefix: the markers after it are not known yet
     quote = ""
     if lr.quotes:
-        prefix = LIST_MARKER.sub(_spaces, line[: lr.start])
+        prefix = LIST_MARKER.sub(_spaces, line[: idx if inside else lr.start])
         gt = prefix.rfind(">")
-        quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
-    return list_base(lists_before, lr.col0), list_base(lr.lists, lr.col), quote
+        if gt >= 0:
+            quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
+    return (list_base(lists_before, lr.col0) if inside else list_base(lr.lists, lr.col)), quote
 
 
 def dedent(chunk: str, width: int) -> str:

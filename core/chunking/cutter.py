@@ -16,6 +16,7 @@ start, and ``_tend`` / ``_tcum`` are the time of the cut (what the scanner had r
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from operator import itemgetter
@@ -27,6 +28,7 @@ from core.chunking.lines import Fence
 from core.units import LengthUnit, text_units
 
 _WS = " \t\n\r\f\v"
+_TRAILING_MARKERS = re.compile(r"(?:\n[ \t>]*)+\Z")  # quoted lines with no content yet end no chunk
 _FIRST = itemgetter(0)
 BIG = 1 << 62
 
@@ -93,7 +95,7 @@ class Cutter:
     # --- emitting -----------------------------------------------------------------------------------
 
     def _emit(self, text: str) -> None:
-        text = dedent(text, self._ctx_w).rstrip(_WS)
+        text = _TRAILING_MARKERS.sub("", dedent(text, self._ctx_w).rstrip(_WS))
         if text.strip():
             self._out.append(text)
 
@@ -263,12 +265,12 @@ class Cutter:
             return False
         if guard < p:
             p = guard
-        cum = self._cum_at(p)
+        cum = self._cum_at(p) if p >= lo else 0
         while p >= lo:
             k = self._region_index(p, inline)
             if k >= 0:
                 p = self._reg_starts[k]
-                cum = self._cum_at(p)
+                cum = self._cum_at(p) if p >= lo else 0
                 continue
             fence = self._fence_at(p)
             units = self._head_units + cum - self._base_cum

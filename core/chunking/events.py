@@ -74,7 +74,7 @@ class LineEvents(Cutter):
                 self._complete_break(lr.q)
                 self._lr_peek = None
             if lr.kind == OPEN:  # a list marker or not: the pending text may overflow meanwhile
-                self._lr = lr
+                self._lr, self._lists_before = lr, self._rs.lists
                 self._body(line, n, False)
                 self._lr = None
                 return
@@ -136,7 +136,7 @@ class LineEvents(Cutter):
             if k < 0:
                 break
             self._ochk = k + 1
-            self._process_to(line, k + 1, complete and k + 1 == n)
+            self._process_to(line, k + 1, False)  # the newline after it is not read yet
             self._set_time(self._lpos + k + 1, self._lcum + units_of(line[: k + 1], self._utf16))
             self._overflow()
         if complete:
@@ -282,6 +282,9 @@ class LineEvents(Cutter):
     def _candidate(self) -> bool:
         """At the time of the cut, the current line may still be a fence marker line."""
         mode = self._mode
+        lr = self._lr
+        if lr is None or self._tend - self._lpos <= lr.start:  # still in its prefix at that time
+            return self._fence is not None
         if mode in (M_RUN, M_INFO):
             return True
         if mode == M_FENCE:
@@ -317,7 +320,8 @@ class LineEvents(Cutter):
         return self._lpos if self._candidate() else self._tend
 
     def _line_cut(self, p: int) -> None:
-        if self._mode in (M_RUN, M_INFO) and p > self._lpos:
+        lr = self._lr
+        if self._mode in (M_RUN, M_INFO) and lr is not None and p > self._lpos + lr.start:
             self._mode = M_TEXT  # a line cut in two opens no fence
             self._ldone = self._tend - self._lpos
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from core.chunking.containers import Context
-from core.chunking.lines import Fence
+from core.chunking.lines import Fence, LineRead
 from core.units import LengthUnit
 
 __all__ = ["Line", "TextStore", "units_of"]
@@ -31,16 +30,26 @@ class Line:
         text: its text with the newline. body: index where breaks inside it may begin.
         end: index after its last non-space character. fence: the fence its content lies in, or None.
         cjk: its text is inline Markdown (CJK full stops make sentence breaks).
-        ctx: its container context (core/chunking/containers.py).
+        lr: its prefix read (None: an ordinary line outside containers); lists: the list items open before
+            it (for its container context, core/chunking/containers.py).
     """
 
-    __slots__ = ("body", "cjk", "ctx", "cum", "end", "fence", "pos", "text")
+    __slots__ = ("body", "cjk", "cum", "end", "fence", "lists", "lr", "pos", "text")
 
     def __init__(
-        self, pos: int, cum: int, text: str, body: int, end: int, fence: Fence | None, cjk: bool, ctx: Context
+        self,
+        pos: int,
+        cum: int,
+        text: str,
+        body: int,
+        end: int,
+        fence: Fence | None,
+        cjk: bool,
+        lr: LineRead | None,
+        lists: list[int],
     ) -> None:
         self.pos, self.cum, self.text, self.body, self.end, self.fence, self.cjk = pos, cum, text, body, end, fence, cjk
-        self.ctx = ctx
+        self.lr, self.lists = lr, lists
 
 
 class TextStore:
