@@ -24,11 +24,15 @@ import asyncio
 import contextlib
 import enum
 import math
+import random
 import weakref
 
 SMOOTH_S = 1.0
 """The time constant of the lag's mean, in seconds: a wake-up ``dt`` seconds after the previous one weighs
 ``1 - exp(-dt / SMOOTH_S)``."""
+
+SPREAD = 4.0
+"""A refusal's ``Retry-After`` is drawn from ``retry_after_s`` up to this many times it."""
 
 _PROBES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = weakref.WeakKeyDictionary()
 
@@ -132,13 +136,24 @@ class Pressure:
         lag: the probe (None: a new one, started by :meth:`start`).
         max_lag_s: past this lag (seconds) new runs are refused, past twice it every line but an ``end``; 0 turns
             push-back off (``[service] overload_lag_ms``).
-        retry_after_s: what the refusal's ``Retry-After`` says (whole seconds, at least 1, on the wire).
+        retry_after_s: the shortest ``Retry-After`` of a refusal (whole seconds, at least 1, on the wire); each refusal
+            asks for a random wait from it up to :data:`SPREAD` times it (new runs: half that spread), so agents
+            pushed back together do not all come back in the same second and keep the loop lagging by themselves.
+        rng: the random source of the spread (tests pass a seeded one).
     """
 
-    def __init__(self, lag: LoopLag | None = None, *, max_lag_s: float = 0.1, retry_after_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        lag: LoopLag | None = None,
+        *,
+        max_lag_s: float = 0.1,
+        retry_after_s: float = 1.0,
+        rng: random.Random | None = None,
+    ) -> None:
         self.lag = lag if lag is not None else LoopLag()
         self.max_lag_s = max_lag_s
         self.retry_after_s = retry_after_s
+        self._rng = rng if rng is not None else random.Random()
         self.pushed_back = 0
         """Requests pushed back so far."""
 
@@ -148,6 +163,11 @@ class Pressure:
 
     async def stop(self) -> None:
         await self.lag.stop()
+
+    def retry_after(self, level: PushBack) -> float:
+        """Seconds the refused agent should wait (see ``retry_after_s``)."""
+        spread = SPREAD if level is PushBack.LINES else (1 + SPREAD) / 2
+        return self.retry_after_s * self._rng.uniform(1.0, spread)
 
     def push_back(self) -> PushBack:
         """What to refuse now (:class:`PushBack`)."""

@@ -53,7 +53,7 @@ from adapters.ingest_http.push_back import cut_at
 from core.admission import LineResult
 from core.clients import ClientLimits
 from core.errors import IngestError
-from core.pressure import Pressure
+from core.pressure import Pressure, PushBack
 from core.surface import RunRelay
 
 _log = logging.getLogger("streamrelay.ingest")
@@ -116,7 +116,8 @@ class _Ingest:
         try:
             number = 0
             async for whole in batches(request, self.max_body_bytes, self.max_line_bytes):
-                cut = cut_at(whole, self.pressure.push_back()) if self.pressure is not None else None
+                level = self.pressure.push_back() if self.pressure is not None else PushBack.NONE
+                cut = cut_at(whole, level)
                 batch = whole if cut is None else whole[:cut]
                 decoded: list[tuple[Any, str | None]] = []
                 numbers: list[int] = []
@@ -134,7 +135,7 @@ class _Ingest:
                     if failed is not None:
                         return failed
                 if cut is not None and self.pressure is not None:  # the rest of the request is not read
-                    return push_back.answer(tally, number + 1, self.pressure)
+                    return push_back.answer(tally, number + 1, self.pressure, level)
         except BodyTooLargeError as exc:
             return tally.answer(str(exc), 413)
         except TooManyRejectedError as exc:

@@ -8,7 +8,8 @@ their own reasons) as always, none after it is looked at, so an agent that sends
 ``Retry-After``) loses nothing and repeats nothing. An ``end`` after a pushed-back line is pushed back with it:
 taking it would end the run without the text before it.
 
-The answer: 503 with ``Retry-After: <seconds>`` and ``{"error", "accepted", "pushed_back_from": N, "dropped"?,
+The answer: 503 with ``Retry-After: <seconds>`` (drawn at random from ``overload_retry_after_s`` up to four times it,
+so agents pushed back together come back spread out) and ``{"error", "accepted", "pushed_back_from": N, "dropped"?,
 "rejected"?}``: N is the first line not taken, counting every line of the body from 1 (blank ones too).
 """
 
@@ -50,8 +51,8 @@ def cut_at(batch: Sequence[bytes], level: PushBack) -> int | None:
     return None
 
 
-def answer(tally: Tally, first_line: int, pressure: Pressure) -> JSONResponse:
-    """The 503 for a request pushed back from its line ``first_line`` (module docstring)."""
+def answer(tally: Tally, first_line: int, pressure: Pressure, level: PushBack) -> JSONResponse:
+    """The 503 for a request pushed back at ``level`` from its line ``first_line`` (module docstring)."""
     lag_ms = pressure.lag.now_s() * 1000
     body = {
         "error": (
@@ -64,7 +65,7 @@ def answer(tally: Tally, first_line: int, pressure: Pressure) -> JSONResponse:
     }
     if tally.rejected:
         body["rejected"] = tally.rejected
-    retry_after_s = max(pressure.retry_after_s, tally.retry_after_s or 0.0)
+    retry_after_s = max(pressure.retry_after(level), tally.retry_after_s or 0.0)
     pressure.pushed_back += 1
     headers = {"Retry-After": str(max(1, math.ceil(retry_after_s)))}
     return JSONResponse(body, status_code=503, headers=headers)

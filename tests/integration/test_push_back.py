@@ -84,7 +84,7 @@ async def test_event_posts_are_pushed_back_with_retry_after_and_the_rest_is_take
     lines = [{"kind": "text", "mode": "delta", "text": part, "seq": i + 1} for i, part in enumerate(PARTS)]
     answer = await st.http.post("/v1/runs/r1/events", content=ndjson(*lines, {"kind": "end", "status": "ok"}))
     assert answer.status_code == 503
-    assert answer.headers["retry-after"] == "1"
+    assert 1 <= int(answer.headers["retry-after"]) <= 4  # overload_retry_after_s up to four times it
     body = answer.json()
     assert body["pushed_back_from"] == 1 and body["accepted"] == 0
     assert "overload_lag_ms" in body["error"]
@@ -101,7 +101,7 @@ async def test_new_runs_are_pushed_back_first_while_started_runs_go_on(loaded: L
     assert (await st.http.post("/v1/runs/r1/events", content=ndjson(START))).status_code == 200
     st.lag.set(0.15)  # past overload_lag_ms, under twice it: starts only
     started = await st.http.post("/v1/runs/r2/events", content=ndjson({**START, "target": {"chat_id": 8}}))
-    assert started.status_code == 503 and started.headers["retry-after"] == "1"
+    assert started.status_code == 503 and 1 <= int(started.headers["retry-after"]) <= 3
     assert started.json()["pushed_back_from"] == 1
     assert st.relay.controller("r2") is None
     text = {"kind": "text", "mode": "delta", "text": "goes on"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 
 from adapters.ingest_http.push_back import cut_at
 from core.pressure import LoopLag, Pressure, PushBack, stalled_s
@@ -32,6 +33,14 @@ def test_push_back_levels_follow_the_lag() -> None:
     lag.lag_s = 0.25
     assert pressure.push_back() is PushBack.LINES
     assert Pressure(lag, max_lag_s=0).push_back() is PushBack.NONE  # 0: off
+
+
+def test_retry_after_is_spread_so_agents_pushed_back_together_come_back_apart() -> None:
+    pressure = Pressure(LoopLag(), retry_after_s=1.0, rng=random.Random(7))
+    lines = [pressure.retry_after(PushBack.LINES) for _ in range(200)]
+    starts = [pressure.retry_after(PushBack.STARTS) for _ in range(200)]
+    assert 1.0 <= min(lines) and max(lines) <= 4.0 and max(lines) - min(lines) > 2.5
+    assert 1.0 <= min(starts) and max(starts) <= 2.5
 
 
 def line(obj: dict[str, object]) -> bytes:
