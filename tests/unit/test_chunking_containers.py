@@ -1,0 +1,119 @@
+"""core.chunking: containers across a cut, long fence openers, the shared fence reader, and delta
+invariance over a raw Markdown alphabet (issue 13, items 1 and 2).
+
+tests/unit/test_chunker_commonmark.py checks the rendering with a CommonMark oracle over generated
+documents; these are the exact chunks of the issue's cases and the fuzzing that found the chunker's
+moment-of-cut bugs (text split anywhere, tiny max_chars, prefixes and markers everywhere).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
+from core.fences import scan_fences
+from core.units import LengthUnit, text_units
+
+LIST_CONTINUATION = "1.  foo\n\n    ```\n    code\n    ```\n\n    para after the fence\n\n2.  bar"
+NESTED_SIX = (
+    "1.  outer item\n\n    - inner item\n\n      ```py\n      line one\n      line two\n      line three\n      ```"
+    "\n\n      after the fence"
+)
+QUOTE = "> a quoted line of words that is cut somewhere in the middle\n> and a second line\n>\n> quoted paragraph"
+LONG_OPENER = "```" + "x" * 40 + "\ncode line\n```\n\nparagraph one\n\nparagraph two"
+
+
+def test_a_list_items_rest_is_dedented_in_the_next_chunk() -> None:
+    assert chunk_text(LIST_CONTINUATION, ChunkParams(0, 30)) == [
+        "1.  foo",
+        "```\ncode\n```",
+        "para after the fence",
+        "2.  bar",
+    ]
+
+
+def test_a_fence_at_six_spaces_in_a_nested_item_is_reopened_as_a_fence() -> None:
+    assert chunk_text(NESTED_SIX, ChunkParams(0, 60)) == [
+        "1.  outer item",
+        "- inner item",
+        "```py\nline one\nline two\n```",
+        "```py\nline three\n```",
+        "after the fence",
+    ]
+
+
+def test_a_fence_at_three_spaces_in_an_item_is_kept_as_it_renders_the_same() -> None:
+    text = "1. Run:\n\n   ```sh\n   make alpha\n   make beta\n   ```"
+    assert chunk_text(text, ChunkParams(1, 36))[1:] == [
+        "   ```sh\n   make alpha\n   ```",
+        "   ```sh\n   make beta\n   ```",
+    ]
+
+
+def test_a_quoted_line_cut_mid_way_gets_its_markers_back() -> None:
+    assert chunk_text(QUOTE, ChunkParams(0, 30)) == [
+        "> a quoted line of words that",
+        "> is cut somewhere in the",
+        "> middle\n> and a second line",
+        "> quoted paragraph",
+    ]
+
+
+def test_an_opener_longer_than_max_goes_on_bare_and_its_closer_still_closes() -> None:
+    for max_chars in (20, 30):
+        assert chunk_text(LONG_OPENER, ChunkParams(0, max_chars)) == [
+            "```\ncode line\n```",
+            "paragraph one",
+            "paragraph two",
+        ]
+
+
+def test_an_opener_with_a_backtick_in_its_long_info_string_is_text() -> None:
+    text = "```" + "x" * 30 + "` and more words here\n\nafter"
+    chunks = chunk_text(text, ChunkParams(0, 20))
+    assert all(len(c) <= 20 for c in chunks) and chunks[-1] == "after"
+
+
+def test_scan_fences_reads_fences_as_commonmark_and_as_the_chunker() -> None:
+    assert scan_fences("para\n\n        ```\n        x").markers == []  # an indented code block
+    assert scan_fences("- a\n\n  ```\n  x\n  ```").markers == [2, 4]  # in a list item
+    assert scan_fences("- a\n\n      ```\n      x").markers == []  # 4 past the item's content: code
+    quoted = scan_fences("> ```\n> x\n\nout ```")
+    assert quoted.markers == [0] and quoted.open_line is None  # the quote's end ends the fence
+    assert scan_fences("```a`b\n```").markers == [1]  # a backtick in the info string: no opener
+    assert scan_fences("~~~~\n~~~\n~~~~").markers == [0, 2]
+
+
+# --- delta invariance over a raw alphabet -----------------------------------------------------------------
+
+PIECES = [*"ab `~>-*1.)[]()\\\n\t。é😀\u0301", "\n\n", "  ", "```", "~~~", "- ", "> ", "1. ", "    ", "[a](b)", "`c`"]
+raw_text = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
+
+
+@st.composite
+def any_params(draw: st.DrawFn) -> ChunkParams:
+    max_chars = draw(st.integers(2, 60))
+    return ChunkParams(
+        draw(st.integers(0, max_chars)), max_chars, draw(st.sampled_from(BreakKind)), draw(st.sampled_from(LengthUnit))
+    )
+
+
+def feed(params: ChunkParams, pieces: list[str]) -> list[str]:
+    chunker = Chunker(params)
+    out: list[str] = []
+    for piece in pieces:
+        out += chunker.append(piece)
+    return out + chunker.drain(force=True)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(raw_text, any_params(), st.lists(st.integers(0, 100), max_size=8))
+def test_any_split_gives_the_same_chunks_and_every_chunk_fits(text: str, params: ChunkParams, cuts: list[int]) -> None:
+    whole = chunk_text(text, params)
+    points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
+    assert feed(params, [text[a:b] for a, b in itertools.pairwise(points)]) == whole
+    assert feed(params, list(text)) == whole
+    assert all(text_units(c, params.unit) <= params.max_chars and c.strip() for c in whole)
