@@ -17,25 +17,24 @@ Notices (the idle and failure notices the sidecar shows) are told apart from the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.chaos.agent import AgentRecord
 from app.chaos.answers import text_of
 from app.chaos.plan import RunPlan
+from core.chunk_checks import content_key
 from core.run import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
 
-FENCE_LINE = re.compile(r"^[ \t]{0,3}(`{3,}[^`\n]*|~{3,}[^\n]*)$", re.MULTILINE)
-WHITESPACE = re.compile(r"\s+")
 NOTICES = (IDLE_NOTICE, FAILURE_NOTICE, STOPPED_NOTICE)
 MIN_REPEAT = 16
 """A message's text (normalized) at least this long that shows more often than in the answer is a duplicate."""
 
 
 def norm(text: str) -> str:
-    """``text`` without fence marker lines and without whitespace."""
-    return WHITESPACE.sub("", FENCE_LINE.sub("", text))
+    """``text`` without fence marker lines, block quote markers at line starts and whitespace: what a chunk
+    cut may not change (core.chunk_checks.content_key, with the project's one fence reader)."""
+    return content_key(text)
 
 
 def is_notice(text: str) -> bool:
