@@ -25,22 +25,38 @@ output never depends on how the text was split into appends:
   ``max_chars``. The reopened opener keeps the info string while opener, closer and their newlines take
   at most half of ``max_chars``, else it is bare; when even the first chunk cannot hold the original
   opener, one code point and a closer, the opener is emitted closed at once and the fence continues bare.
-- The forced drain emits what is pending, as it is (trailing whitespace dropped; no closer is invented
-  for a fence the text left open); chunks made of whitespace only are dropped: chunks are never empty.
+- Containers (each chunk renders alone as it did in the whole, CommonMark): a chunk that starts inside a
+  list item holds the item's rest dedented by the item's content column (kept as it is when that column
+  is at most 3 and the chunk opens with a fence, which renders the same), so a continuation never
+  becomes an indented code block and a reopened fence sits at its container's indentation; every line
+  keeps its own ``>`` markers, and a chunk that starts mid-line in a block quote gets the line's markers
+  back while they take at most half of ``max_chars`` (counted, like a reopened opener). Lengths are
+  measured before the dedent (a chunk only gets shorter).
+- An opener line whose info string cannot fit with one code point and a closer is never cut inside: the
+  info string does not count while the line may still open a fence, and the fence opens bare (its closer
+  still closes it; what follows stays text). If the line turns out to be text (a backtick in a backtick
+  fence's info string, or the block ends on it), it is cut like text.
+- The forced drain emits what is pending, as it is (trailing whitespace and trailing quoted lines with
+  no content dropped; no closer is invented for a fence the text left open); chunks made of whitespace
+  only are dropped: chunks are never empty.
 
 Fences are CommonMark fences (`````` ``` `````` or ``~~~``, at most 3 spaces of indentation relative to
 their container, closed by a line of the same character at least as long), also inside block quotes
-and list items (core/chunking/lines.py reads them, for the whole project). A fence whose opener and
-closer cannot fit together in ``max_chars`` (or whose opener line alone is longer) is cut like text.
-Lengths are in the channel's unit (:class:`core.units.LengthUnit`): code points, or UTF-16 code units
-for Telegram, where a character beyond the BMP costs 2 and is never split.
+and list items; a line that leaves the fence's container ends it (core/chunking/lines.py reads them, for
+the whole project: core.fences.scan_fences uses it). A fence whose bare opener, one code point and closer
+cannot fit in ``max_chars`` is cut like text. Lengths are in the channel's unit
+(:class:`core.units.LengthUnit`): code points, or UTF-16 code units for Telegram, where a character
+beyond the BMP costs 2 and is never split.
 
 Parts: ``lines`` (block structure, one prefix read per line), ``inline`` (code spans and links by
 regular expression), ``breaks`` (the break table; breaks inside lines found only when a cut needs
-them), ``store`` (the pending text as lines), ``cutter`` (cut plans, closing and reopening fences),
-``opener`` (fence markers), ``graphemes``, ``chunker`` (appends and the moments of emits and cuts).
+them), ``store`` (the pending text as lines), ``events`` (the moments of emits and cuts inside a line,
+read with the state the text held at them), ``line_ends`` (what a line leaves to the next),
+``cutter`` (cut plans, closing and reopening fences), ``opener`` (fence markers), ``containers``
+(dedent and quote markers across a cut), ``graphemes``, ``chunker`` (the public class and appends).
 
-Cost: an append does O(1) work for a small delta and reads each line once; a cut costs time
+Cost: an append does O(1) work for a small delta (it stores and counts the piece, and reads further only
+when the pending text may no longer fit or a break may emit) and reads each line once; a cut costs time
 proportional to the text it emits. bench/bench_chunker.py measures it.
 """
 
