@@ -24,12 +24,14 @@ from uvicorn.config import LOGGING_CONFIG
 
 from adapters.discord import DiscordAdapter
 from adapters.ingest_http import Callers, as_callers, create_app
-from adapters.ingest_http.connections import ConnectionGuard, uvicorn_options
+from adapters.ingest_http.connections import ConnectionGuard
+from adapters.ingest_http.protocols import uvicorn_options
 from adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.web import ReadTokens, WebAdapter, web_routes
 from app.connections import connection_guards
+from app.overload import service_pressure
 from app.version import version
 from config.actions import load_actions
 from config.connections import ConnectionSettings
@@ -389,5 +391,5 @@ def service_sidecar(
         signals=False,
         wrap=wrap,
         connections=service.connections,
-        pressure=Pressure(max_lag_s=service.overload_lag_ms / 1000, retry_after_s=service.overload_retry_after_s),
+        pressure=service_pressure(relay, service),
     )

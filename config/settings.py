@@ -264,6 +264,9 @@ class ServiceSettings(_Strict):
     (milliseconds, a time-weighted mean over about a second) new runs are answered 503 with ``Retry-After``, past
     twice it every line but a run's ``end`` (the request is cut there: ``pushed_back_from`` says where to resume).
     0: never."""
+    overload_backlog_events: int = Field(default=2000, ge=0)
+    """Past capacity, seen from the runs: while more events than this wait for their runs' workers (all runs together)
+    every line but a run's ``end`` is pushed back like past ``overload_lag_ms``, past half of it new runs. 0: never."""
     overload_retry_after_s: float = Field(default=1.0, ge=1.0, le=60.0)
     """The ``Retry-After`` (seconds) of a pushed-back request."""
     connections: ConnectionSettings = Field(default_factory=ConnectionSettings)

@@ -11,9 +11,12 @@ seconds. It keeps two figures:
   anything on time. A platform call's deadline subtracts what the loop stalled during the call
   (:func:`stalled_s`), so a send times out for the platform's slowness, never for our own lag.
 
-:class:`Pressure` turns the lag into ingest's decision (:meth:`Pressure.push_back`): past ``max_lag_s`` new runs
-are refused (503 with ``Retry-After``), past twice that the lines of started runs too; a run's ``end`` and the
-journal's replays are always taken (adapters/ingest_http/app.py applies it per request).
+:class:`Pressure` turns the lag, and the backlog of events taken but not yet handled by their runs' workers, into
+ingest's decision (:meth:`Pressure.push_back`): past ``max_lag_s`` (or half of ``max_backlog`` events) new runs are
+refused (503 with ``Retry-After``), past twice that (or ``max_backlog``) the lines of started runs too; a run's
+``end`` and the journal's replays are always taken (adapters/ingest_http/app.py applies it per request). The lag
+alone misses one overload: a loop kept busy by many short callbacks (a thousand connections' ingest) wakes the probe
+nearly on time while the run workers, one callback each, fall behind; their backlog shows it.
 
 One probe runs per event loop; :func:`stalled_s` reads the running loop's (0.0 without one).
 """
@@ -25,12 +28,16 @@ import contextlib
 import enum
 import math
 import random
+import time
 import weakref
+from collections.abc import Callable
 
 SMOOTH_S = 1.0
 """The time constant of the lag's mean, in seconds: a wake-up ``dt`` seconds after the previous one weighs
 ``1 - exp(-dt / SMOOTH_S)``."""
 
+BACKLOG_EVERY_S = 0.025
+"""How often the backlog is summed (over every active run) at most, in seconds."""
 SPREAD = 4.0
 """A refusal's ``Retry-After`` is drawn from ``retry_after_s`` up to this many times it."""
 
@@ -140,6 +147,10 @@ class Pressure:
             asks for a random wait from it up to :data:`SPREAD` times it (new runs: half that spread), so agents
             pushed back together do not all come back in the same second and keep the loop lagging by themselves.
         rng: the random source of the spread (tests pass a seeded one).
+        backlog: the events taken but not yet handled by the runs' workers (:meth:`core.relay.Relay.backlog`), read
+            at most every :data:`BACKLOG_EVERY_S`; None: not watched.
+        max_backlog: past this backlog every line but an ``end`` is pushed back, past half of it new runs
+            (``[service] overload_backlog_events``); 0: not watched.
     """
 
     def __init__(
@@ -149,11 +160,16 @@ class Pressure:
         max_lag_s: float = 0.1,
         retry_after_s: float = 1.0,
         rng: random.Random | None = None,
+        backlog: Callable[[], int] | None = None,
+        max_backlog: int = 0,
     ) -> None:
         self.lag = lag if lag is not None else LoopLag()
         self.max_lag_s = max_lag_s
         self.retry_after_s = retry_after_s
         self._rng = rng if rng is not None else random.Random()
+        self.backlog = backlog
+        self.max_backlog = max_backlog
+        self._backlog_seen = (-math.inf, 0)
         self.pushed_back = 0
         """Requests pushed back so far."""
 
@@ -170,10 +186,26 @@ class Pressure:
         return self.retry_after_s * self._rng.uniform(1.0, spread)
 
     def push_back(self) -> PushBack:
-        """What to refuse now (:class:`PushBack`)."""
-        if self.max_lag_s <= 0:
-            return PushBack.NONE
-        lag = self.lag.now_s()
-        if lag > 2 * self.max_lag_s:
-            return PushBack.LINES
-        return PushBack.STARTS if lag > self.max_lag_s else PushBack.NONE
+        """What to refuse now (:class:`PushBack`): the stricter of what the lag and the backlog ask."""
+        level = PushBack.NONE
+        if self.max_lag_s > 0:
+            lag = self.lag.now_s()
+            level = PushBack.LINES if lag > 2 * self.max_lag_s else PushBack.STARTS if lag > self.max_lag_s else level
+        if self.backlog is not None and self.max_backlog > 0 and level is not PushBack.LINES:
+            waiting = self.waiting()
+            if waiting > self.max_backlog:
+                return PushBack.LINES
+            if 2 * waiting > self.max_backlog:
+                return PushBack.STARTS
+        return level
+
+    def waiting(self) -> int:
+        """The backlog (events), read at most every :data:`BACKLOG_EVERY_S` (0 when not watched)."""
+        if self.backlog is None:
+            return 0
+        now = time.monotonic()
+        at, seen = self._backlog_seen
+        if now - at >= BACKLOG_EVERY_S:
+            seen = self.backlog()
+            self._backlog_seen = (now, seen)
+        return seen

@@ -1,0 +1,30 @@
+"""The service's push-back past capacity (:class:`core.pressure.Pressure`) from ``[service]``'s settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from config.settings import ServiceSettings
+from core.pressure import Pressure
+from core.relay import Relay
+from core.surface import RunRelay
+
+
+def service_pressure(relay: RunRelay, service: ServiceSettings) -> Pressure:
+    """Push-back by the loop's lag (``overload_lag_ms``) and by the events waiting for the runs' workers
+    (``overload_backlog_events``), with ``overload_retry_after_s``."""
+    return Pressure(
+        max_lag_s=service.overload_lag_ms / 1000,
+        retry_after_s=service.overload_retry_after_s,
+        backlog=backlog_of(relay),
+        max_backlog=service.overload_backlog_events,
+    )
+
+
+def backlog_of(relay: RunRelay) -> Callable[[], int] | None:
+    """How many events wait for their runs' workers in ``relay`` (O(active runs)), or None for a replica's front
+    (its runs live in its partitions' relays). Read from the relay's registry: core/relay.py is at its size limit."""
+    if not isinstance(relay, Relay):
+        return None
+    runs = relay._runs
+    return lambda: sum(run.queue.qsize() for run in runs.values())
