@@ -39,4 +39,4 @@ class ConnectionSettings(BaseModel):
     (one long POST per live run), the other replicas and a reverse proxy in front of live pages may share one IP.
     Above ``max_connections`` it has no effect."""
     max_header_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
-    """Bytes of request line and headers (h11's max incomplete event size); larger: 400 and closed."""
+    """Bytes of request line and headers while unfinished (httptools and h11 alike); larger: 400 and closed."""

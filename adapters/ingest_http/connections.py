@@ -1,6 +1,7 @@
 """Connection limits of an HTTP listener: caps per peer and in all, header and body read timeouts, keepalive.
 
-uvicorn's h11 protocol, subclassed (:class:`GuardedH11Protocol`), asks one :class:`ConnectionGuard` per listener:
+uvicorn's HTTP protocol, subclassed (:mod:`adapters.ingest_http.protocols`: httptools where it is installed, else
+h11), asks one :class:`ConnectionGuard` per listener:
 
 - a connection past ``max_connections`` (all peers) or ``max_connections_per_peer`` (one client IP) is refused in
   ``connection_made``: a fixed ``503`` with ``Connection: close`` and a short JSON body naming the limit and its
@@ -25,14 +26,8 @@ import enum
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
-
-import h11
-from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn.server import ServerState
+from typing import Any, Protocol
 
 LOG_PERIOD_S = 10.0
 """Seconds between two summary lines of refusals and cuts."""
@@ -247,126 +242,3 @@ def _peer_of(transport: asyncio.BaseTransport) -> str:
     if isinstance(peer, tuple | list) and peer:
         return str(peer[0])
     return "unix" if peer is not None else "unknown"
-
-
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol under a :class:`ConnectionGuard` (make a class per listener with
-    :func:`guarded_protocol`)."""
-
-    guard: ClassVar[ConnectionGuard]
-
-    def __init__(
-        self,
-        config: Config,
-        server_state: ServerState,
-        app_state: dict[str, Any],
-        _loop: asyncio.AbstractEventLoop | None = None,
-    ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
-        # uvicorn types it as whole seconds; call_later takes any float
-        self.timeout_keep_alive = self.guard.limits.keepalive_timeout_s  # type: ignore[assignment]
-        self._peer = ""
-        self._admitted = False
-        self._header_timer: asyncio.TimerHandle | None = None
-        self._body_timer: asyncio.TimerHandle | None = None
-        self._body_seen = 0.0
-        """Loop time of the request body's last piece (or of the last look while reading was paused)."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        peer = _peer_of(transport)
-        refused = self.guard.admit(peer)
-        if refused is not None:
-            transport.write(self.guard.answers[refused])
-            transport.close()
-            self.guard.note(refused, peer)
-            return
-        self._peer, self._admitted = peer, True
-        super().connection_made(transport)
-        self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self._admitted:
-            return  # refused: uvicorn never knew it
-        self._admitted = False
-        self.guard.release(self._peer)
-        self._cancel_timers()
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._watch()
-
-    def _later(self, delay_s: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
-        return self.loop.call_later(delay_s, callback)
-
-    def _cancel_timers(self) -> None:
-        for timer in (self._header_timer, self._body_timer):
-            if timer is not None:
-                timer.cancel()
-        self._header_timer = self._body_timer = None
-
-    def _watch(self) -> None:
-        """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
-        its silence counts from now; anything else → no timer of ours."""
-        if self.transport.is_closing():
-            self._cancel_timers()
-            return
-        state = self.conn.their_state
-        if state is h11.IDLE:
-            if self._header_timer is None:
-                self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
-            return
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-        if state is h11.SEND_BODY:
-            self._body_seen = self.loop.time()  # one timer per silence, not one per piece: it looks here when due
-            if self._body_timer is None:
-                self._body_timer = self._later(self.guard.limits.body_idle_timeout_s, self._body_silent)
-        elif self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
-
-    def _headers_late(self) -> None:
-        self._header_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
-            return
-        if self.conn.our_state is h11.IDLE:
-            self.transport.write(self.guard.answers[CloseReason.HEADER_TIMEOUT])
-        self.transport.close()
-        self.guard.note(CloseReason.HEADER_TIMEOUT, self._peer)
-
-    def _body_silent(self) -> None:
-        self._body_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
-            return
-        timeout_s = self.guard.limits.body_idle_timeout_s
-        if self.flow.read_paused:  # the app has not taken what came: not the client's silence
-            self._body_seen = self.loop.time()
-        silent_s = self.loop.time() - self._body_seen
-        if silent_s < timeout_s:
-            self._body_timer = self._later(timeout_s - silent_s, self._body_silent)
-            return
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_started:
-            self.transport.write(self.guard.answers[CloseReason.BODY_IDLE_TIMEOUT])
-        if cycle is not None:
-            cycle.disconnected = True  # the app's sends are dropped, its receive says http.disconnect
-            cycle.message_event.set()
-        self.transport.close()
-        self.guard.note(CloseReason.BODY_IDLE_TIMEOUT, self._peer)
-
-
-def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:
-    """A protocol class for one listener (uvicorn makes one instance per connection), bound to ``guard``."""
-    return type(f"GuardedH11Protocol_{guard.listener}", (GuardedH11Protocol,), {"guard": guard})
-
-
-def uvicorn_options(guard: ConnectionGuard) -> dict[str, Any]:
-    """The ``uvicorn.Config`` keywords that put a listener under ``guard``: ``http``, ``timeout_keep_alive``,
-    ``h11_max_incomplete_event_size``."""
-    return {
-        "http": guarded_protocol(guard),
-        "timeout_keep_alive": max(1, round(guard.limits.keepalive_timeout_s)),  # the protocol uses the exact value
-        "h11_max_incomplete_event_size": guard.limits.max_header_bytes,
-    }

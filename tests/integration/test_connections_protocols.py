@@ -1,0 +1,108 @@
+"""The connection guard behaves the same on uvicorn's httptools protocol (the default) and on its h11 one: a request
+head past ``max_header_bytes`` is a 400, a slow head a 408, a stalled body a 408, a connection past a cap a 503
+before anything is read, and a good request goes through."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from adapters.ingest_http.connections import ConnectionGuard, ConnectionLimits
+from adapters.ingest_http.protocols import HTTPTOOLS, uvicorn_options
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("http", ["httptools", "h11"])]
+
+LIMITS = ConnectionLimits(
+    header_timeout_s=0.5,
+    body_idle_timeout_s=0.5,
+    keepalive_timeout_s=5,
+    max_connections=100,
+    max_connections_per_peer=3,
+    max_header_bytes=2048,
+)
+
+
+async def _echo(request: Request) -> JSONResponse:
+    return JSONResponse({"bytes": len(await request.body())})
+
+
+class Closed(list[str]):
+    """The reasons of the refusals and cuts, as the service's metrics are told them."""
+
+    def connection_closed(self, listener: str, reason: str) -> None:
+        self.append(reason)
+
+
+@asynccontextmanager
+async def server(http: str) -> AsyncIterator[tuple[int, Closed]]:
+    if http == "httptools" and not HTTPTOOLS:
+        pytest.skip("httptools is not installed")
+    closed = Closed()
+    guard = ConnectionGuard(LIMITS, observer=closed)
+    app = Starlette(routes=[Route("/echo", _echo, methods=["POST"])])
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_config=None, lifespan="off", **uvicorn_options(guard, http)
+    )
+    uv = uvicorn.Server(config)
+    task = asyncio.create_task(uv.serve())
+    while not uv.started:
+        await asyncio.sleep(0.01)
+    port = uv.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield port, closed
+    finally:
+        uv.should_exit = True
+        await task
+        guard.close()
+
+
+async def exchange(port: int, data: bytes, *, wait_s: float = 10.0) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    try:
+        return await asyncio.wait_for(reader.read(), wait_s)
+    except ConnectionResetError:
+        return b""
+    finally:
+        writer.close()
+
+
+def status(answer: bytes) -> int | None:
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else None
+
+
+async def test_the_guard_answers_the_same_on_both_protocols(http: str) -> None:
+    async with server(http) as (port, closed):
+        body = b'{"kind":"text"}\n'
+        good = b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (
+            len(body),
+            body,
+        )
+        answer = await exchange(port, good)
+        assert status(answer) == 200 and answer.endswith(b'{"bytes":16}')
+
+        long_head = b"POST /echo HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 4000 + b"\r\n"  # never finished
+        assert status(await exchange(port, long_head)) == 400
+
+        slow = await exchange(port, b"POST /echo HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+        assert status(slow) == 408 and b"header_timeout" in slow
+
+        stalled = await exchange(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        assert status(stalled) == 408 and b"body_idle_timeout" in stalled
+
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+        try:
+            refused = await exchange(port, b"")
+            assert status(refused) == 503 and b"max_connections_per_peer" in refused
+        finally:
+            for _, writer in idle:
+                writer.close()
+        assert list(closed) == ["header_timeout", "body_idle_timeout", "max_connections_per_peer"]
