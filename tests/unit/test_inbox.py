@@ -1,0 +1,86 @@
+"""A run's inbox and the wake-up flag under it: one wake per batch, a bound that makes ingest wait, deadlines on the
+injected clock without a task per wait."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.inbox import Inbox
+from core.wake import Wake
+from tests.unit.fakes import ManualClock, settle
+
+pytestmark = pytest.mark.timeout(10)
+
+
+async def test_a_batch_put_wakes_the_worker_once_and_is_taken_in_order() -> None:
+    inbox: Inbox[int] = Inbox(100)
+    clock = ManualClock()
+    wakes = 0
+
+    async def worker() -> list[int]:
+        nonlocal wakes
+        await inbox.wait(None, clock)
+        wakes += 1
+        return inbox.take(10)
+
+    task = asyncio.ensure_future(worker())
+    await settle()
+    await inbox.put_all([1, 2, 3])
+    await inbox.put(4)
+    assert await task == [1, 2, 3, 4] and wakes == 1
+    assert inbox.take(10) == [] and inbox.empty()
+
+
+async def test_a_full_inbox_makes_puts_wait_until_the_worker_takes() -> None:
+    inbox: Inbox[int] = Inbox(2)
+    put = asyncio.ensure_future(inbox.put_all([1, 2, 3, 4, 5]))
+    await settle()
+    assert not put.done() and inbox.qsize() == 2 and inbox.full()
+    assert inbox.take(1) == [1]
+    await settle()
+    assert not put.done() and inbox.take(10) == [2, 3]
+    await settle()
+    await put
+    assert inbox.take(10) == [4, 5]
+
+
+async def test_a_wait_ends_at_its_deadline_and_a_sleep_is_kept_while_the_deadline_does_not_move_earlier() -> None:
+    inbox: Inbox[int] = Inbox()
+    clock = ManualClock()
+    waiter = asyncio.ensure_future(inbox.wait(5.0, clock))
+    await settle()
+    assert clock.sleeping() == 1
+    await inbox.put(1)
+    await waiter
+    inbox.take(1)
+    waiter = asyncio.ensure_future(inbox.wait(9.0, clock))  # later: the sleep until 5 is kept (one early wake)
+    await settle()
+    assert clock.sleeping() == 1
+    clock.advance(5.0)
+    await settle()
+    assert waiter.done() and inbox.empty()
+    waiter = asyncio.ensure_future(inbox.wait(9.0, clock))
+    await settle()
+    clock.advance(4.0)
+    await settle()
+    assert waiter.done()
+    inbox.close()
+    assert clock.sleeping() == 0
+
+
+async def test_a_wake_set_before_the_wait_returns_at_once_and_needs_a_clock_for_a_deadline() -> None:
+    wake = Wake()
+    wake.set()
+    await asyncio.wait_for(wake.wait(), 1)
+    wake.clear()
+    with pytest.raises(ValueError, match="clock"):
+        await wake.wait(1.0)
+    waiter = asyncio.ensure_future(wake.wait())
+    await settle()
+    assert not waiter.done()
+    wake.set()
+    wake.set()
+    await settle()
+    assert waiter.done() and wake.is_set()
