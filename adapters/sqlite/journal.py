@@ -11,11 +11,10 @@ Why not a library: see :mod:`.store`.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-
-import aiosqlite
 
 from adapters.sqlite.store import SqliteStore
 from core.journal import EndedRun, JournalEntry
@@ -86,13 +85,13 @@ class SqliteJournal:
         return float(row[0]) if row is not None and row[0] is not None else None
 
     async def finish(self, run: str, last_seq: int | None) -> None:
-        async def finished(db: aiosqlite.Connection) -> None:
-            await db.execute(
+        def finished(db: sqlite3.Connection) -> None:
+            db.execute(
                 "INSERT INTO journal_ended (run, last_seq, ended_at) VALUES (?, ?, ?)"
                 " ON CONFLICT (run) DO UPDATE SET last_seq = excluded.last_seq, ended_at = excluded.ended_at",
                 (run, last_seq, time.time()),
             )
-            await db.execute("DELETE FROM journal WHERE run = ?", (run,))
+            db.execute("DELETE FROM journal WHERE run = ?", (run,))
 
         await self._store.transaction(finished)
 

@@ -8,11 +8,10 @@ never send them again blindly).
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-
-import aiosqlite
 
 from adapters.sqlite.store import SqliteStore
 from core.ledger import PartRecord, RunRecord, content_key
@@ -138,13 +137,13 @@ class SqliteLedger:
         self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
     ) -> int:
 
-        async def intent(db: aiosqlite.Connection) -> int:
-            cur = await db.execute(
+        def intent(db: sqlite3.Connection) -> int:
+            cur = db.execute(
                 "INSERT INTO calls (run, slot, role, op, text_key, chars, intent_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (run, slot, str(role), op, content_key(role, text), len(text), time.time()),
             )
             if pending is not None:  # the create itself, so a restart can settle it
-                await db.execute(
+                db.execute(
                     "INSERT INTO parts (run, slot, role, state, updated_at, pending) VALUES (?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (run, slot) DO UPDATE SET pending = excluded.pending,"
                     " updated_at = excluded.updated_at",
@@ -156,12 +155,12 @@ class SqliteLedger:
         return await self._store.transaction(intent)
 
     async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
-        async def outcome_of(db: aiosqlite.Connection) -> None:
-            await db.execute(
+        def outcome_of(db: sqlite3.Connection) -> None:
+            db.execute(
                 "UPDATE calls SET outcome = ?, detail = ?, outcome_at = ? WHERE id = ?",
                 (outcome, detail[:2000], time.time(), call_id),
             )
-            await self._upsert(db, part)
+            self._upsert(db, part)
 
         await self._store.transaction(outcome_of)
 
@@ -169,8 +168,8 @@ class SqliteLedger:
         await self._store.transaction(lambda db: self._upsert(db, part))
 
     @staticmethod
-    async def _upsert(db: aiosqlite.Connection, part: PartRecord) -> None:
-        await db.execute(
+    def _upsert(db: sqlite3.Connection, part: PartRecord) -> None:
+        db.execute(
             "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at,"
             " streaming, pending, frozen, continues, unbounded, stray)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

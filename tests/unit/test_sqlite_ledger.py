@@ -8,8 +8,6 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 from core.journal import JournalEntry
 from core.ledger import PartRecord, RunRecord
@@ -75,8 +73,8 @@ async def test_many_writers_share_commits_and_a_failing_unit_fails_alone(tmp_pat
     ledger, journal = await SqliteLedger.on(store), await SqliteJournal.on(store)
     await ledger.start_run(RunRecord(run="r", channel="c", target={"chat_id": 1}, mode="preview"))
 
-    async def boom(db: aiosqlite.Connection) -> None:
-        await db.execute("INSERT INTO runs (run) VALUES (NULL)")  # NOT NULL constraints: fails
+    def boom(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO runs (run) VALUES (NULL)")  # NOT NULL constraints: fails
 
     writes: list[Coroutine[Any, Any, object]] = [
         journal.append([JournalEntry("r", f'{{"n": {i}}}')]) for i in range(50)
