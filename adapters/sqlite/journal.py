@@ -69,19 +69,14 @@ class SqliteJournal:
 
     async def unfinished(self) -> list[str]:
         query = "SELECT run, MIN(id) AS first FROM journal GROUP BY run ORDER BY first"
-        async with self._store.read() as db, db.execute(query) as cur:
-            return [row[0] for row in await cur.fetchall()]
+        return [row[0] for row in await self._store.fetch(query)]
 
     async def lines(self, run: str) -> list[str]:
-        async with (
-            self._store.read() as db,
-            db.execute("SELECT line FROM journal WHERE run = ? ORDER BY id", (run,)) as cur,
-        ):
-            return [row[0] for row in await cur.fetchall()]
+        return [row[0] for row in await self._store.fetch("SELECT line FROM journal WHERE run = ? ORDER BY id", (run,))]
 
     async def last_at(self, run: str) -> float | None:
-        async with self._store.read() as db, db.execute("SELECT MAX(at) FROM journal WHERE run = ?", (run,)) as cur:
-            row = await cur.fetchone()
+        rows = await self._store.fetch("SELECT MAX(at) FROM journal WHERE run = ?", (run,))
+        row = rows[0] if rows else None
         return float(row[0]) if row is not None and row[0] is not None else None
 
     async def finish(self, run: str, last_seq: int | None) -> None:
@@ -97,9 +92,8 @@ class SqliteJournal:
 
     async def ended(self, run: str) -> EndedRun | None:
         query = "SELECT last_seq FROM journal_ended WHERE run = ?"
-        async with self._store.read() as db, db.execute(query, (run,)) as cur:
-            row = await cur.fetchone()
-        return EndedRun(run, row[0]) if row is not None else None
+        rows = await self._store.fetch(query, (run,))
+        return EndedRun(run, rows[0][0]) if rows else None
 
     async def close(self) -> None:
         if self._owned:

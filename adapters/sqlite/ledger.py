@@ -114,15 +114,12 @@ class SqliteLedger:
         await self._store.transaction(lambda db: db.execute(sql, values))
 
     async def get_run(self, run: str) -> RunRecord | None:
-        async with (
-            self._store.read() as db,
-            db.execute(
-                "SELECT run, channel, target, mode, end_status, ended, errors FROM runs WHERE run = ?", (run,)
-            ) as cur,
-        ):
-            row = await cur.fetchone()
-        if row is None:
+        rows = await self._store.fetch(
+            "SELECT run, channel, target, mode, end_status, ended, errors FROM runs WHERE run = ?", (run,)
+        )
+        if not rows:
             return None
+        row = rows[0]
         return RunRecord(
             run=row[0],
             channel=row[1],
@@ -203,8 +200,7 @@ class SqliteLedger:
             "SELECT slot, role, state, message_id, shown, degraded, error, streaming, pending, frozen, continues,"
             " unbounded, stray FROM parts WHERE run = ? ORDER BY slot"
         )
-        async with self._store.read() as db, db.execute(query, (run,)) as cur:
-            rows = await cur.fetchall()
+        rows = await self._store.fetch(query, (run,))
         return [
             PartRecord(
                 run=run,

@@ -155,11 +155,26 @@ class SqliteStore:
             LookupError: one of ``tables`` is missing.
             sqlite3.Error | ValueError: the file cannot be read, or the store is closed.
         """
-        async with self.read() as db, db.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cur:
-            found = {row[0] for row in await cur.fetchall()}
+        found = {row[0] for row in await self.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")}
         missing = [table for table in tables if table not in found]
         if missing:
             raise LookupError(f"{self.path}: no table {', '.join(missing)}")
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one query, in one call to the connection's thread (no lock: that thread runs one job at a time
+        and a write batch is one job, so a read never sees half a transaction).
+
+        Raises:
+            sqlite3.Error | ValueError: the query failed, or the store is closed.
+        """
+
+        def rows() -> list[Any]:
+            conn = self._db._connection
+            assert conn is not None
+            return conn.execute(sql, tuple(params)).fetchall()
+
+        found: list[Any] = await self._db._execute(rows)  # type: ignore[no-untyped-call]
+        return found
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[aiosqlite.Connection]:
