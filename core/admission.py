@@ -38,6 +38,10 @@ class LineResult:
     dropped: str | None = None
 
 
+_ONE_EVENT = LineResult(events=1)
+"""What most lines become (one result shared: it is frozen)."""
+
+
 @dataclass
 class Limits:
     """How runs are admitted: ``queue_size`` per run, ``gap_timeout_s`` for ``seq`` gaps, ``idle_s`` (also the
@@ -109,9 +113,10 @@ class Admission:
             obj = {**obj, "run": run_hint}
         event = parse_event(obj)
         run = self.runs.get(event.run)
-        if run is None and (ended := await self._ended(event.run)) is not None:
-            return None, [], LineResult(dropped=ended)
-        run = self.runs.get(event.run)  # again: another request may have started it meanwhile
+        if run is None:
+            if (ended := await self._ended(event.run)) is not None:
+                return None, [], LineResult(dropped=ended)
+            run = self.runs.get(event.run)  # again: another request may have started it meanwhile
         if isinstance(event, RunStart):
             return await self._start(run, event, replay=replay)
         if run is None:
@@ -143,7 +148,7 @@ class Admission:
             run.end_taken(event.seq)
         else:
             run.usage.charge(events, limits, enforce=enforce)
-        return run, events, LineResult(events=1)
+        return run, events, _ONE_EVENT
 
     async def _start(
         self, run: ActiveRun | None, event: RunStart, *, replay: bool

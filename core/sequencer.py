@@ -85,24 +85,32 @@ def join_deltas(events: list[Event]) -> list[Event]:
     """Join adjacent text deltas of the same source, message and visibility into one.
 
     Deltas that arrive together become one append (DESIGN §4: the chunker's output does not depend on
-    how text is split, so this changes nothing a person sees, and per-event work is paid once).
+    how text is split, so this changes nothing a person sees, and per-event work is paid once). O(events): each
+    event is compared with the delta being joined by its fields, not copied (one copy per joined run).
     """
+    if len(events) < 2:
+        return events
     out: list[Event] = []
     parts: list[str] = []
+    head: TextEvent | None = None  # the delta the next ones may join
     for event in events:
-        prev = out[-1] if out else None
-        if (
-            isinstance(event, TextEvent)
-            and isinstance(prev, TextEvent)
-            and event.mode is TextMode.DELTA
-            and prev.mode is TextMode.DELTA
-            and (event.source, event.message, event.visibility, event.lane)
-            == (prev.source, prev.message, prev.visibility, prev.lane)
-        ):
-            parts.append(event.text)
+        if isinstance(event, TextEvent) and event.mode is TextMode.DELTA:
+            if (
+                head is not None
+                and event.message == head.message
+                and event.visibility is head.visibility
+                and event.lane is head.lane
+                and event.source == head.source
+            ):
+                parts.append(event.text)
+                continue
+            _flush_joined(out, parts)
+            out.append(event)
+            head = event
             continue
         _flush_joined(out, parts)
         out.append(event)
+        head = None
     _flush_joined(out, parts)
     return out
 
