@@ -3,21 +3,23 @@
 A ``streamrelay serve`` process (SQLite journal and ledger, one Telegram channel in ``preview``, plain text) delivers
 to a mock Telegram Bot API running in a process of its own. Each of ``--runs`` agents streams the recorded Markdown
 answer (tests/streams/anthropic/markdown-long-fences.jsonl: 739 text deltas, 8.5k characters) into its own chat as
-one chunked NDJSON request (the README's live-run shape), a delta every 20-50 ms (``--pace-ms``), then ``end``. A
-request the sidecar pushes back (503, ``pushed_back_from``) is sent again from that line after ``Retry-After``.
+one chunked NDJSON request (the README's live-run shape), a delta every 20-50 ms, then ``end``; an agent that is
+behind writes what is due as one chunk. A request the sidecar pushes back (503, ``pushed_back_from``) is sent again
+from that line after ``Retry-After``.
 
 Two budget settings: ``off`` (the mock answers every call; the sidecar's budgets are lifted, only the preview's
 ``throttle_ms`` = 1 s paces a chat) and ``on`` (the documented limits: the mock answers 429 past them and the sidecar
 keeps its config/channels.toml budgets: 1/s per chat, 25/s per bot).
 
-Printed per scenario: the sidecar's CPU (process time over wall time), its RSS and RSS growth per active run, events
-taken per second, p50 / p99 event-to-call latency beyond the rate-budget wait (for each call: its arrival at the
-mock minus the later of the production time of the oldest delta it newly shows and the earliest moment the chat's
-throttle allowed it, i.e. the previous call plus ``throttle_ms``; with ``on`` the bot budget's own wait is inside the
-figure), 429s, calls per second while text flowed against the binding budget (``on``), the calls in the first 2 s
-after runs began to end (previews of runs still streaming : calls of runs whose ``end`` was due, i.e. finals first),
-pushed-back requests, and whether every chat ended showing the whole answer exactly once (whitespace-insensitive).
-The issue's goals are printed beside the figures. Shared cores make it noisy: run it once or twice and read medians.
+Printed per scenario: the sidecar's CPU while the agents stream (its process time over that wall time, in cores),
+its RSS and RSS growth per active run, events taken per second, p50 / p99 event-to-call latency beyond the rate-
+budget wait (for each call: its arrival at the mock minus the later of the production time of the oldest delta it
+newly shows and the earliest moment the chat's throttle allowed it, i.e. the previous call plus ``throttle_ms``;
+with ``on`` the bot budget's own wait is inside the figure), 429s, calls per second while text flowed against the
+binding budget (``on``), the calls in the first 2 s after runs began to end (previews of runs still streaming :
+calls of runs whose ``end`` was due, i.e. finals first), pushed-back requests, and whether every chat ended showing
+the whole answer exactly once (whitespace-insensitive). The issue's goals are printed beside the figures. Shared
+cores make it noisy: run it once or twice and read medians.
 
     uv run python bench/bench_load.py --runs 100 1000 [--limits off on] [--runs-on 200] [--events 739]
 """
@@ -105,7 +107,7 @@ def _mock_child(port: int, conn: Connection) -> None:
 # --- the sidecar -------------------------------------------------------------------------------------------------
 
 
-def _config(folder: Path, api: str, limits: bool, overload_lag_ms: float) -> Path:
+def _config(folder: Path, api: str, limits: bool, overload_lag_ms: float, overload_backlog: int) -> Path:
     lifted = (
         ""
         if limits
@@ -129,6 +131,7 @@ log_level = "warning"
 drain_s = 0
 connections = {{ max_connections = 8192, max_connections_per_peer = 8192 }}
 overload_lag_ms = {overload_lag_ms:g}
+overload_backlog_events = {overload_backlog}
 
 [channels.telegram]
 platform = "telegram"
@@ -214,14 +217,19 @@ async def _request(agent: Agent, port: int, first: int) -> tuple[int, dict[str, 
     )
     answer = asyncio.ensure_future(_read_answer(reader))
     try:
-        for i in range(first, len(agent.lines)):
+        i = first
+        while i < len(agent.lines):
             delay = agent.due[i] - time.monotonic()
             if delay > 0:
                 await asyncio.wait([answer], timeout=delay)
             if answer.done() or writer.is_closing():
                 break
-            line = agent.lines[i] + b"\n"
-            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+            now, due = time.monotonic(), i + 1
+            while due < len(agent.lines) and agent.due[due] <= now:  # behind: what is due goes in one chunk
+                due += 1
+            piece = b"".join(line + b"\n" for line in agent.lines[i:due])
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            i = due
         if not answer.done() and not writer.is_closing():
             writer.write(b"0\r\n\r\n")
         return await answer
@@ -342,28 +350,42 @@ def _pct(values: list[float], q: float) -> float:
 # --- one scenario -----------------------------------------------------------------------------------------------
 
 
-async def _sample_rss(pid: int, peak: list[int], stop: asyncio.Event) -> None:
+async def _sample_rss(pid: int, peak: list[int], stop: asyncio.Event, timeline: list[tuple[float, float, int]]) -> None:
+    """Keep the peak RSS in ``peak[0]``; append (monotonic s, CPU s, RSS bytes) to ``timeline`` every 0.25 s."""
     while not stop.is_set():
         with contextlib.suppress(OSError):
-            peak[0] = max(peak[0], _rss_bytes(pid))
+            rss = _rss_bytes(pid)
+            peak[0] = max(peak[0], rss)
+            timeline.append((time.monotonic(), _cpu_s(pid), rss))
         await asyncio.sleep(0.25)
 
 
 async def _scenario(
-    runs: int, limits: bool, events: list[dict[str, Any]], mock: Connection, api: str, overload_lag_ms: float
+    runs: int,
+    limits: bool,
+    events: list[dict[str, Any]],
+    mock: Connection,
+    api: str,
+    overload_lag_ms: float,
+    overload_backlog: int,
 ) -> dict[str, Any]:
     mock.send(("limits", limits))
     mock.recv()
     answer = _nonspace("".join(e["text"] for e in events))
     with tempfile.TemporaryDirectory() as folder:
         port = _free_port()
-        proc = await _serve(_config(Path(folder), api, limits, overload_lag_ms), port)
+        proc = await _serve(_config(Path(folder), api, limits, overload_lag_ms, overload_backlog), port)
         try:
             await asyncio.sleep(1.0)
             base_rss, cpu0, wall0 = _rss_bytes(proc.pid), _cpu_s(proc.pid), time.monotonic()
             agents = _agents(runs, events, 100_000, wall0 + 0.5)
             peak, stop = [base_rss], asyncio.Event()
-            sampler = asyncio.create_task(_sample_rss(proc.pid, peak, stop))
+            timeline: list[tuple[float, float, int]] = []
+            sampler = asyncio.create_task(_sample_rss(proc.pid, peak, stop, timeline))
+            if os.environ.get("BENCH_LOAD_PYSPY"):  # a profile of the sidecar while the runs stream (py-spy installed)
+                spy = ["py-spy", "record", "-p", str(proc.pid), "-d", "8", "-r", "50", "--idle", "--format", "raw"]
+                cmd = [*spy, "--nonblocking", "-o", os.environ["BENCH_LOAD_PYSPY"]]
+                asyncio.get_running_loop().call_later(2.5, lambda: subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
             await asyncio.gather(*(_agent(a, port) for a in agents))
             posted = time.monotonic()
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=900) as http:
@@ -373,7 +395,7 @@ async def _scenario(
                 )
             stop.set()
             await sampler
-            cpu, wall = _cpu_s(proc.pid) - cpu0, time.monotonic() - wall0
+            cpu, wall = _cpu_s(proc.pid) - cpu0, time.monotonic() - wall0  # noqa: F841 (kept for a closer look)
             end_rss = _rss_bytes(proc.pid)
         finally:
             proc.terminate()
@@ -385,7 +407,8 @@ async def _scenario(
     calls: list[Call] = mock.recv()
     if os.environ.get("BENCH_LOAD_DUMP"):  # for a closer look: every call and every agent's due times
         with open(os.environ["BENCH_LOAD_DUMP"], "wb") as dump:
-            pickle.dump({"calls": calls, "due": [a.due for a in agents], "chats": [a.chat for a in agents]}, dump)
+            due = [a.due for a in agents]
+            pickle.dump({"calls": calls, "due": due, "chats": [a.chat for a in agents], "timeline": timeline}, dump)
     judged = _judge(agents, calls, answer)
     flowing = (min(a.due[0] for a in agents), max(a.due[-2] for a in agents))
     in_window = sum(1 for c in calls if flowing[0] <= c[4] <= flowing[1] and c[5] == 200)
@@ -393,7 +416,7 @@ async def _scenario(
     return {
         "runs": runs,
         "limits": "on" if limits else "off",
-        "cpu": cpu / wall,
+        "cpu": _busy(timeline, flowing[0], posted),
         "rss_mb": peak[0] / 2**20,
         "kb_active": (peak[0] - base_rss) / runs / 1024,
         "kb_finished": (end_rss - base_rss) / runs / 1024,
@@ -408,6 +431,14 @@ async def _scenario(
         "delivered": statuses.count("delivered"),
         "failures": [f for a in agents for f in a.failures][:3],
     }
+
+
+def _busy(timeline: list[tuple[float, float, int]], start: float, end: float) -> float:
+    """The sidecar's CPU (cores) from ``start`` to ``end``, from the samples' process times."""
+    inside = [(t, cpu) for t, cpu, _ in timeline if start <= t <= end]
+    if len(inside) < 2:
+        return float("nan")
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 def _row(r: dict[str, Any]) -> str:
@@ -434,7 +465,11 @@ async def main(args: argparse.Namespace) -> None:
     try:
         for limits in args.limits:
             for runs in args.runs if limits == "off" else [args.runs_on]:
-                rows.append(await _scenario(runs, limits == "on", events, ours, api, args.overload_lag_ms))
+                rows.append(
+                    await _scenario(
+                        runs, limits == "on", events, ours, api, args.overload_lag_ms, args.overload_backlog
+                    )
+                )
                 print(_row(rows[-1]), *rows[-1]["failures"], flush=True)
     finally:
         ours.send(("stop",))
@@ -457,5 +492,6 @@ if __name__ == "__main__":
     parser.add_argument("--limits", nargs="+", choices=["off", "on"], default=["off", "on"])
     parser.add_argument("--runs-on", type=int, default=200, help="runs of the 'on' scenario (the bot budget binds)")
     parser.add_argument("--overload-lag-ms", type=float, default=100.0, help="[service] overload_lag_ms (0: off)")
+    parser.add_argument("--overload-backlog", type=int, default=2000, help="[service] overload_backlog_events (0: off)")
     parser.add_argument("--events", type=int, default=739, help="text deltas per run (739: the whole answer)")
     asyncio.run(main(parser.parse_args()))
