@@ -295,6 +295,19 @@ class Judged:
     rate_limited: int = 0
 
 
+def _prefix(shown: str, answer: str) -> int:
+    """How many characters of ``answer`` the chat shows in order from its start (a fence closed and reopened at a
+    cut adds markers the answer does not have: the shown prefix ends there until the answer passes them)."""
+    low, high = 0, min(len(shown), len(answer))
+    while low < high:  # the longest common prefix, by halves (slices compare in C)
+        mid = (low + high + 1) // 2
+        if shown[:mid] == answer[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def _judge_chat(agent: Agent, calls: list[Call], answer: str, judged: Judged) -> None:
     """One chat's calls: each call's latency beyond the throttle, and whether the chat shows the answer once."""
     messages: dict[int, str] = {}
@@ -305,7 +318,7 @@ def _judge_chat(agent: Agent, calls: list[Call], answer: str, judged: Judged) ->
         if status != 200 or method not in ("sendMessage", "editMessageText") or text is None:
             continue
         messages[int(message_id)] = text
-        now_shown = sum(len(_nonspace(m)) for m in messages.values())
+        now_shown = _prefix(_nonspace("".join(messages[k] for k in sorted(messages))), answer)
         if now_shown > shown:
             oldest = next((i for i, s in enumerate(agent.shown_after) if s > shown), len(agent.due) - 1)
             earliest = agent.due[oldest] if prev_t is None else max(agent.due[oldest], prev_t + THROTTLE_S)
