@@ -29,11 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import os
 import pickle
-import random
 import socket
 import subprocess
 import sys
@@ -49,11 +47,12 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from load_agents import TOKEN, Agent, agent_run, make_agents, nonspace  # noqa: E402
+
 from app.client import recorded_events  # noqa: E402
 from core.events import ProviderFormat  # noqa: E402
 from mocks.telegram import MockTelegram  # noqa: E402
 
-TOKEN = "load-bench-ingest-token-0123456789"
 BOT = "123456:BENCH-load-token"
 RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 THROTTLE_S = 1.0
@@ -69,13 +68,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _nonspace(text: str) -> str:
-    return "".join(text.split())
-
-
-# --- the mock, in a process of its own ------------------------------------------------------------------------
 
 
 def _mock_child(port: int, conn: Connection) -> None:
@@ -102,9 +94,6 @@ def _mock_child(port: int, conn: Connection) -> None:
         await mock.stop()
 
     asyncio.run(main())
-
-
-# --- the sidecar -------------------------------------------------------------------------------------------------
 
 
 def _config(folder: Path, api: str, limits: bool, overload_lag_ms: float, overload_backlog: int) -> Path:
@@ -181,110 +170,6 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-# --- the agents -------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Agent:
-    """One run's lines, when each was due, and what became of its requests."""
-
-    run: str
-    chat: int
-    lines: list[bytes]
-    due: list[float]
-    shown_after: list[int]
-    """Non-space characters of the answer once line i is shown."""
-    requests: int = 0
-    pushed_back: int = 0
-    failures: list[str] = field(default_factory=list)
-
-
-async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], dict[str, Any]]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines if h)}
-    body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return int(status_line.split()[1]), headers, json.loads(body or b"{}")
-
-
-async def _request(agent: Agent, port: int, first: int) -> tuple[int, dict[str, str], dict[str, Any]]:
-    """Stream ``agent``'s lines from ``first`` on as one chunked request, each at its due time (or at once when
-    late); stop writing as soon as the answer arrives (a push-back)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        f"POST /v1/runs/{agent.run}/events HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\n"
-        "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
-    )
-    answer = asyncio.ensure_future(_read_answer(reader))
-    try:
-        i = first
-        while i < len(agent.lines):
-            delay = agent.due[i] - time.monotonic()
-            if delay > 0:
-                await asyncio.wait([answer], timeout=delay)
-            if answer.done() or writer.is_closing():
-                break
-            now, due = time.monotonic(), i + 1
-            while due < len(agent.lines) and agent.due[due] <= now:  # behind: what is due goes in one chunk
-                due += 1
-            piece = b"".join(line + b"\n" for line in agent.lines[i:due])
-            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            i = due
-        if not answer.done() and not writer.is_closing():
-            writer.write(b"0\r\n\r\n")
-        return await answer
-    finally:
-        answer.cancel()
-        writer.close()
-        with contextlib.suppress(Exception):
-            await writer.wait_closed()
-
-
-async def _agent(agent: Agent, port: int) -> None:
-    first = 0
-    while first < len(agent.lines):
-        agent.requests += 1
-        try:
-            status, headers, body = await _request(agent, port, first)
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            agent.failures.append(f"{type(exc).__name__}: {exc}")
-            await asyncio.sleep(1.0)
-            continue
-        if status == 200:
-            return
-        if status in (429, 503) and isinstance(body.get("pushed_back_from"), int):
-            agent.pushed_back += 1
-            first += body["pushed_back_from"] - 1
-            await asyncio.sleep(float(headers.get("retry-after", "1")))
-            continue
-        agent.failures.append(f"{status}: {str(body.get('error'))[:200]}")
-        return
-
-
-def _agents(runs: int, events: list[dict[str, Any]], chat0: int, began: float) -> list[Agent]:
-    rng = random.Random(13)
-    agents = []
-    for i in range(runs):
-        run = f"load-{chat0 + i}"
-        start = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": chat0 + i}, "seq": 0}
-        lines = [json.dumps(start).encode()]
-        t = began + rng.uniform(0.0, 1.0)
-        due, shown, text = [t], [0], ""
-        for seq, event in enumerate(events, 1):
-            t += rng.uniform(0.020, 0.050)
-            text += event["text"]
-            lines.append(json.dumps({**event, "seq": seq}).encode())
-            due.append(t)
-            shown.append(len(_nonspace(text)))
-        lines.append(json.dumps({"kind": "end", "status": "ok", "seq": len(events) + 1}).encode())
-        due.append(t + 0.02)
-        shown.append(shown[-1])
-        agents.append(Agent(run, chat0 + i, lines, due, shown))
-    return agents
-
-
-# --- judging ----------------------------------------------------------------------------------------------------
-
 Call = tuple[str, Any, Any, str | None, float, int | None]
 
 
@@ -318,13 +203,13 @@ def _judge_chat(agent: Agent, calls: list[Call], answer: str, judged: Judged) ->
         if status != 200 or method not in ("sendMessage", "editMessageText") or text is None:
             continue
         messages[int(message_id)] = text
-        now_shown = _prefix(_nonspace("".join(messages[k] for k in sorted(messages))), answer)
+        now_shown = _prefix(nonspace("".join(messages[k] for k in sorted(messages))), answer)
         if now_shown > shown:
             oldest = next((i for i, s in enumerate(agent.shown_after) if s > shown), len(agent.due) - 1)
             earliest = agent.due[oldest] if prev_t is None else max(agent.due[oldest], prev_t + THROTTLE_S)
             judged.extra_s.append(max(0.0, t - earliest))
         shown, prev_t = now_shown, t
-    if _nonspace("".join(messages[k] for k in sorted(messages))) == answer:
+    if nonspace("".join(messages[k] for k in sorted(messages))) == answer:
         judged.whole += 1
 
 
@@ -360,9 +245,6 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-# --- one scenario -----------------------------------------------------------------------------------------------
-
-
 async def _sample_rss(pid: int, peak: list[int], stop: asyncio.Event, timeline: list[tuple[float, float, int]]) -> None:
     """Keep the peak RSS in ``peak[0]``; append (monotonic s, CPU s, RSS bytes) to ``timeline`` every 0.25 s."""
     while not stop.is_set():
@@ -384,14 +266,14 @@ async def _scenario(
 ) -> dict[str, Any]:
     mock.send(("limits", limits))
     mock.recv()
-    answer = _nonspace("".join(e["text"] for e in events))
+    answer = nonspace("".join(e["text"] for e in events))
     with tempfile.TemporaryDirectory() as folder:
         port = _free_port()
         proc = await _serve(_config(Path(folder), api, limits, overload_lag_ms, overload_backlog), port)
         try:
             await asyncio.sleep(1.0)
-            base_rss, cpu0, wall0 = _rss_bytes(proc.pid), _cpu_s(proc.pid), time.monotonic()
-            agents = _agents(runs, events, 100_000, wall0 + 0.5)
+            base_rss, wall0 = _rss_bytes(proc.pid), time.monotonic()
+            agents = make_agents(runs, events, 100_000, wall0 + 0.5)
             peak, stop = [base_rss], asyncio.Event()
             timeline: list[tuple[float, float, int]] = []
             sampler = asyncio.create_task(_sample_rss(proc.pid, peak, stop, timeline))
@@ -399,7 +281,7 @@ async def _scenario(
                 spy = ["py-spy", "record", "-p", str(proc.pid), "-d", "8", "-r", "50", "--idle", "--format", "raw"]
                 cmd = [*spy, "--nonblocking", "-o", os.environ["BENCH_LOAD_PYSPY"]]
                 asyncio.get_running_loop().call_later(2.5, lambda: subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
-            await asyncio.gather(*(_agent(a, port) for a in agents))
+            await asyncio.gather(*(agent_run(a, port) for a in agents))
             posted = time.monotonic()
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=900) as http:
                 headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -408,7 +290,6 @@ async def _scenario(
                 )
             stop.set()
             await sampler
-            cpu, wall = _cpu_s(proc.pid) - cpu0, time.monotonic() - wall0  # noqa: F841 (kept for a closer look)
             end_rss = _rss_bytes(proc.pid)
         finally:
             proc.terminate()
