@@ -120,7 +120,7 @@ class Chunker(LineEnds):
         self._base_cum = self._cum
         self._head = ""  # reopened fence opener that precedes the pending text
         self._head_units = 0
-        self._ctx_w = 0  # content column of the list item the pending text starts inside
+        self._ctx_w: tuple[int, ...] = ()  # content columns of the list items the pending text starts in
         self._p_blank = True  # the pending text holds no non-whitespace yet
         self._store = TextStore(self._unit, self._end, self._cum)
         self._breaks: list[list[Break]] = [[] for _ in range(6)]
@@ -154,7 +154,7 @@ class Chunker(LineEnds):
         self._sent_from = 0
         self._cf = -1  # fence line: index where its content begins (-1: a closer so far)
         self._run_start = self._run_len = 0
-        self._cancel_at = -1
+        self._cancel_at = self._cancelled = -1  # a list item's space ends tentative inline ranges
 
     # --- text store -----------------------------------------------------------------------------------
 

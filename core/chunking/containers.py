@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import re
 
-from core.chunking.lines import FLINE, LIST_MARKER, Fence, LineRead, list_base
+from core.chunking.lines import FLINE, LIST_MARKER, Fence, LineRead, items_at
 
 __all__ = ["NO_CONTEXT", "Context", "dedent", "line_context"]
 
-Context = tuple[int, str]
-NO_CONTEXT: Context = (0, "")
+Context = tuple[tuple[int, ...], str]
+NO_CONTEXT: Context = ((), "")
 
 _QUOTES = re.compile(r"(?:[ ]{0,3}>[ ]?)*")
 _FENCE_FIRST = re.compile(r"[ ]{0,3}(?:```|~~~)")
@@ -41,13 +41,16 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
         fence: the fence its content lies in, if any. idx: where the chunk starts in the line.
 
     Returns:
-        ``(content column to dedent by, block quote markers to give back)``; only characters before
+        ``(content columns of the items it starts in, block quote markers to give back)``; only characters before
         ``idx`` (and the line's prefix when ``idx`` is past it) decide it.
     """
     if lr.kind == FLINE and fence is not None:
-        return fence.item_indent, fence.quote_prefix
+        return fence.items, fence.quote_prefix
+    # the items that hold the line: around its > markers (a quote in an item) or inside them (an item in
+    # a quote); the reader keeps one stack of item columns for both
+    col = max(lr.col0, lr.colq)
     if idx == 0:
-        return list_base(lists_before, lr.col0), ""
+        return items_at(lists_before, col), ""
     inside = idx <= lr.start  # a cut inside the prefix: the markers after it are not known yet
     quote = ""
     if lr.quotes:
@@ -55,25 +58,39 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
         gt = prefix.rfind(">")
         if gt >= 0:
             quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
-    return (list_base(lists_before, lr.col0) if inside else list_base(lr.lists, lr.col)), quote
+    return (items_at(lists_before, col) if inside else items_at(lr.lists, lr.col)), quote
 
 
-def dedent(chunk: str, width: int) -> str:
-    """``chunk`` with up to ``width`` columns of indentation removed from each line, after its ``>``
-    markers (see the module docstring for when it is kept as it is)."""
-    if width <= 0:
+def dedent(chunk: str, widths: tuple[int, ...]) -> str:
+    """``chunk`` with the indentation of the list items it starts in removed, after each line's ``>``
+    markers: up to the innermost item's content column; a text line indented less after a blank line
+    belongs to an outer item (dedented by its column) or to none (it and the lines after it are kept
+    as they are). See the module docstring for when the chunk is kept whole.
+
+    Args:
+        chunk: the chunk's text.
+        widths: content columns of the items it starts in, outermost first (empty: no item).
+    """
+    if not widths:
         return chunk
     lines = chunk.split("\n")
     m = _QUOTES.match(lines[0])
     first = lines[0][m.end() if m else 0 :]
-    if width <= 3 and _FENCE_FIRST.match(first):
+    if widths[-1] <= 3 and _FENCE_FIRST.match(first):
         return chunk
-    out = []
-    for line in lines:
+    stack = list(widths)
+    out: list[str] = []
+    blank = False
+    for i, line in enumerate(lines):
         q = _QUOTES.match(line)
         k = q.end() if q else 0
-        j = k
-        while j < len(line) and j - k < width and line[j] == " ":
-            j += 1
-        out.append(line[:k] + line[j:])
+        lead = len(line) - k - len(line[k:].lstrip(" "))
+        if blank and lead < stack[-1] and k + lead < len(line):  # less indented after a blank line
+            while stack and lead < stack[-1]:
+                stack.pop()
+            if not stack:
+                out += lines[i:]
+                break
+        blank = k + lead == len(line)
+        out.append(line[:k] + line[k + min(lead, stack[-1]) :])
     return "\n".join(out)

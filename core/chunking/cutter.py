@@ -55,7 +55,7 @@ class Cutter:
     _fence: Fence | None
     _tend: int
     _tcum: int
-    _ctx_w: int
+    _ctx_w: tuple[int, ...]
 
     # --- provided by the scanner ------------------------------------------------------------------
 
@@ -86,7 +86,7 @@ class Cutter:
     def _forget(self, pos: int) -> None:
         raise NotImplementedError
 
-    def _context_width(self, pos: int) -> int:
+    def _context_width(self, pos: int) -> tuple[int, ...]:
         raise NotImplementedError
 
     def _quote_head(self, pos: int) -> str:

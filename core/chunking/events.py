@@ -60,6 +60,7 @@ class LineEvents(Cutter):
     _run_start: int
     _run_len: int
     _cancel_at: int
+    _cancelled: int
 
     def _break_open(self) -> bool:
         return self._ws_open and not self._ws_leading
@@ -75,6 +76,7 @@ class LineEvents(Cutter):
                 self._lr_peek = None
             if lr.kind == OPEN:  # a list marker or not: the pending text may overflow meanwhile
                 self._lr, self._lists_before = lr, self._rs.lists
+                self._cancel_at = lr.new_item if lr.new_item > self._cancelled else -1
                 self._body(line, n, False)
                 self._lr = None
                 return
@@ -107,7 +109,7 @@ class LineEvents(Cutter):
         if lr.implicit_end and fence is not None:
             fence.end_line = self._lpos  # the line left the fence's container
             self._fence = self._rs.fence = None
-        self._cancel_at = lr.new_item
+        self._cancel_at = lr.new_item if lr.new_item > self._cancelled else -1
         self._lists_before = self._rs.lists
         self._rs.lists = lr.lists
         self._ldone = lr.start
@@ -251,7 +253,7 @@ class LineEvents(Cutter):
     def _process_to(self, line: str, upto: int, at_end: bool) -> None:
         """Read the line's structure and inline state up to ``upto`` (``at_end``: the newline follows)."""
         if 0 <= self._cancel_at < upto:
-            self._cancel_at = -1
+            self._cancelled, self._cancel_at = self._cancel_at, -1
             self._inline.cancel()  # a list item begins: no span or link crosses it
         if self._ldone >= upto:
             return

@@ -177,12 +177,13 @@ class LineEnds(LineEvents):
         lists = self._lists_before if self._lr is not None else self._rs.lists
         return line_context(self._store.current(), lr, lists, fence, pos - self._lpos)
 
-    def _context_width(self, pos: int) -> int:
+    def _context_width(self, pos: int) -> tuple[int, ...]:
         return self._context(pos)[0]
 
     def _quote_head(self, pos: int) -> str:
         head = self._context(pos)[1]  # given back while it takes at most half of max_chars
-        return head if 2 * units_of(head, self._utf16) <= self._max else ""
+        units = units_of(head, self._utf16)
+        return head if 2 * units <= self._max and units + self._cp_max <= self._max else ""
 
     def _is_closer(self, line: str, n: int, lr: LineRead) -> bool:
         fence = self._fence

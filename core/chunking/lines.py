@@ -27,7 +27,7 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-__all__ = ["Fence", "LineRead", "ReaderState", "list_base", "read_prefix", "run_length"]
+__all__ = ["Fence", "LineRead", "ReaderState", "items_at", "list_base", "read_prefix", "run_length"]
 
 SPACES = " \t\r\f\v"
 LIST_MARKER = re.compile(r"[-*+]|\d{1,9}[.)]")
@@ -51,6 +51,7 @@ class Fence:
         "end_line",
         "info",
         "item_indent",
+        "items",
         "length",
         "marks",
         "opener_start",
@@ -75,6 +76,7 @@ class Fence:
         self.prefix = ""  # the opener's container prefix, list markers turned into spaces
         self.info = ""
         self.item_indent = 0
+        self.items: tuple[int, ...] = ()  # content columns of the list items that hold it, outermost first
         self.closer = ""  # "\n" + container prefix + run
         self.closer_units = 0
         self.reopen = ""  # the opener line of a continuation chunk
@@ -114,7 +116,8 @@ class LineRead:
             the line (when ``break_open``), -1 if none yet.
         start: TEXT: where inline scanning starts; RUN: the run's index; FLINE: the content's index.
         body: index where breaks inside the line may begin (after indentation and markers).
-        quotes: block quote markers read. col: the column of ``start``. col0: the column of ``q``.
+        quotes: block quote markers read. col: the column of ``start``. col0: the column of its first
+            non-space character, colq: the column of ``q`` (with col0: the list items that hold the line).
         lists: the open items after this line. blank: no content (whitespace and ``>`` only).
         implicit_end: the line left the open fence's container (the fence ends before the line).
         new_item: index of the space or tab that confirmed the line's last list marker (tentative
@@ -132,6 +135,12 @@ class LineRead:
     implicit_end: bool
     new_item: int
     col0: int = 0
+    colq: int = 0
+
+
+def items_at(lists: list[int], col: int) -> tuple[int, ...]:
+    """Content columns of the open list items that column ``col`` lies in, outermost first."""
+    return tuple(x for x in lists if x <= col)
 
 
 def list_base(lists: list[int], col: int) -> int:
@@ -175,7 +184,7 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
     Returns:
         The prefix read; ``kind`` OPEN while the characters so far cannot decide it.
     """
-    col, quotes, after_gt, q, col0 = 0, 0, False, -1, 0
+    col, quotes, after_gt, q, col0, colq = 0, 0, False, -1, -1, 0
     fence = st.fence
     lists = st.lists
     copied = False
@@ -195,32 +204,34 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
                 col += 1
             i += 1
             continue
+        if col0 < 0:
+            col0 = col
         if fence is not None and not implicit_end:
-            if quotes < fence.quote_depth and c == ">" and col <= 3:
+            if quotes < fence.quote_depth and c == ">" and col <= 3 + list_base(lists, col):
                 if q < 0 and not break_open:
-                    q, col0 = i, col
+                    q, colq = i, col
                 quotes, col, after_gt = quotes + 1, 0, True
                 i += 1
                 continue
             if quotes >= fence.quote_depth and col >= fence.item_indent:
                 if q < 0:
-                    q, col0 = i, col
-                return LineRead(FLINE, q, i, i, quotes, col, lists, False, False, new_item, col0)
+                    q, colq = i, col
+                return LineRead(FLINE, q, i, i, quotes, col, lists, False, False, new_item, col0, colq)
             implicit_end = True
-        if c == ">" and col <= 3:
+        if c == ">" and col <= 3 + list_base(lists, col):
             if q < 0 and not break_open:
-                q, col0 = i, col
+                q, colq = i, col
             quotes, col, after_gt = quotes + 1, 0, True
             i += 1
             continue
         after_gt = False
         if q < 0:
-            q, col0 = i, col
+            q, colq = i, col
         blank = False
         if col <= 3 + list_base(lists, col) and (c in "-*+" or "0" <= c <= "9"):
             j = _marker_end(line, i, n, complete)
             if j == -2:
-                return LineRead(OPEN, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0)
+                return LineRead(OPEN, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0, colq)
             if j >= 0:
                 width = j - i
                 if not copied:
@@ -237,17 +248,17 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
             if not copied:
                 lists, copied = list(lists), True
             lists[-1] = col
-        elif st.prev_blank and lists and lists[-1] > col:
-            lists = [x for x in lists if x <= col]
+        elif st.prev_blank and lists and lists[-1] > max(col, col0):  # col0: around > markers
+            lists = [x for x in lists if x <= max(col, col0)]
             copied = True
         kind = RUN if c in "`~" and col <= 3 + list_base(lists, col) else TEXT
-        return LineRead(kind, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0)
+        return LineRead(kind, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0, colq)
     # whitespace and markers only (so far)
     if not complete:
-        return LineRead(OPEN, q, n, n, quotes, col, lists, blank, implicit_end, new_item, col0)
+        return LineRead(OPEN, q, n, n, quotes, col, lists, blank, implicit_end, new_item, max(col0, 0), colq)
     if fence is not None and not implicit_end and quotes < fence.quote_depth:
         implicit_end = True  # a blank line (or fewer markers) ends a fence in a block quote
-    return LineRead(TEXT, q, n, n, quotes, col, lists, blank, implicit_end, new_item, col0)
+    return LineRead(TEXT, q, n, n, quotes, col, lists, blank, implicit_end, new_item, max(col0, 0), colq)
 
 
 def run_length(line: str, i: int, char: str) -> int:

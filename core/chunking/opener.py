@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from core.chunking.lines import LIST_MARKER, Fence, LineRead, list_base
+from core.chunking.lines import LIST_MARKER, Fence, LineRead, items_at, list_base
 from core.chunking.params import ChunkParams
 from core.units import text_units
 
@@ -46,6 +46,7 @@ def open_fence(line: str, lr: LineRead, lists: list[int], run_start: int, run_le
     fence.prefix, fence.info = prefix, info
     fence.quote_depth = lr.quotes
     fence.item_indent = list_base(lists, lr.col)
+    fence.items = items_at(lists, max(lr.col, lr.col0))  # the items around its quote markers too
     fence.closer = "\n" + prefix + run
     fence.closer_units = text_units(fence.closer, unit)
     full = prefix + run + info
