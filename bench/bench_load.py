@@ -14,12 +14,12 @@ keeps its config/channels.toml budgets: 1/s per chat, 25/s per bot).
 Printed per scenario: the sidecar's CPU while the agents stream (its process time over that wall time, in cores),
 its RSS and RSS growth per active run, events taken per second, p50 / p99 event-to-call latency beyond the rate-
 budget wait (for each call: its arrival at the mock minus the later of the production time of the oldest delta it
-newly shows and the earliest moment the chat's throttle allowed it, i.e. the previous call plus ``throttle_ms``;
-with ``on`` the bot budget's own wait is inside the figure), 429s, calls per second while text flowed against the
-binding budget (``on``), the calls in the first 2 s after runs began to end (previews of runs still streaming :
-calls of runs whose ``end`` was due, i.e. finals first), pushed-back requests, and whether every chat ended showing
-the whole answer exactly once (whitespace-insensitive). The issue's goals are printed beside the figures. Shared
-cores make it noisy: run it once or twice and read medians.
+newly shows and the earliest moment the chat's throttle allowed it, i.e. the previous call plus ``throttle_ms``, a
+final not throttled; with ``on`` the bot budget's own wait is inside the figure), 429s, calls per second while text
+flowed against the binding budget (``on``), the calls in the first 2 s after runs began to end (previews of runs
+still streaming : calls of runs whose ``end`` was due, i.e. finals first), pushed-back requests, and whether every
+chat ended showing the whole answer exactly once (whitespace-insensitive). The issue's goals are printed beside the
+figures. Shared cores make it noisy: run it once or twice and read medians.
 
     uv run python bench/bench_load.py --runs 100 1000 [--limits off on] [--runs-on 200] [--events 739]
 """
@@ -206,7 +206,8 @@ def _judge_chat(agent: Agent, calls: list[Call], answer: str, judged: Judged) ->
         now_shown = _prefix(nonspace("".join(messages[k] for k in sorted(messages))), answer)
         if now_shown > shown:
             oldest = next((i for i, s in enumerate(agent.shown_after) if s > shown), len(agent.due) - 1)
-            earliest = agent.due[oldest] if prev_t is None else max(agent.due[oldest], prev_t + THROTTLE_S)
+            throttled = prev_t is not None and t < agent.due[-1]  # a final is not throttled
+            earliest = max(agent.due[oldest], prev_t + THROTTLE_S) if throttled and prev_t else agent.due[oldest]
             judged.extra_s.append(max(0.0, t - earliest))
         shown, prev_t = now_shown, t
     if nonspace("".join(messages[k] for k in sorted(messages))) == answer:
