@@ -58,7 +58,7 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
         gt = prefix.rfind(">")
         if gt >= 0:
             quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
-    return (items_at(lists_before, col) if inside else items_at(lr.lists, lr.col)), quote
+    return (items_at(lists_before, col) if inside else items_at(lr.lists, max(lr.col, lr.col0))), quote
 
 
 def dedent(chunk: str, widths: tuple[int, ...]) -> str:
