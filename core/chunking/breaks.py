@@ -16,7 +16,7 @@ from core.chunking.inline import CJK_STOPS
 from core.chunking.lines import Fence
 from core.chunking.params import BreakKind
 
-__all__ = ["EMIT_RANKS", "RANKS", "Break", "inner_breaks", "sentence_end_before"]
+__all__ = ["CJK_BREAK", "EMIT_RANKS", "RANKS", "SENTENCE_BREAK", "Break", "inner_breaks", "sentence_end_before"]
 
 # Cut ranks, best first. Breaks outside fences come before breaks inside fences ("a fence that fits is
 # never cut"); sentence and space breaks hold both.
@@ -35,11 +35,11 @@ _WS_RUN = re.compile(r"[ \t\r\f\v]+")
 _CLOSERS = "\"')\\]}*_\u2019\u201d\u00bb"
 _SENT_END = re.compile(f"[.!?\u2026{CJK_STOPS}][{_CLOSERS}]*$")
 _CJK = re.compile(f"[{CJK_STOPS}](?=[^ \t\n\r\f\v])")
-SENTENCE_BREAK = re.compile(
-    f"[.!?\u2026{CJK_STOPS}][{_CLOSERS}]*[ \\t\\r\\f\\v]+(?=[^ \\t\\r\\f\\v])|[{CJK_STOPS}](?=[^ \\t\\r\\f\\v])"
-)
-"""A sentence break inside a line: a sentence end, closers and whitespace that text follows, or a CJK
-full stop that text follows directly (match end: where the rest begins)."""
+SENTENCE_BREAK = re.compile(f"[.!?\u2026{CJK_STOPS}][{_CLOSERS}]*[ \\t\\r\\f\\v]+(?=[^ \\t\\r\\f\\v])")
+"""A sentence break inside a line: a sentence end, closers and whitespace that text follows (match end:
+where the rest begins)."""
+CJK_BREAK = re.compile(f"[{CJK_STOPS}](?=[^ \\t\\r\\f\\v])")
+"""A CJK full stop that text follows directly: a zero-width sentence break after it."""
 
 
 def sentence_end_before(line: str, a: int) -> bool:

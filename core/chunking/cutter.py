@@ -95,7 +95,7 @@ class Cutter:
     # --- emitting -----------------------------------------------------------------------------------
 
     def _emit(self, text: str) -> None:
-        text = _TRAILING_MARKERS.sub("", dedent(text, self._ctx_w).rstrip(_WS))
+        text = _TRAILING_MARKERS.sub("", dedent(text, self._ctx_w).rstrip(_WS)).rstrip(_WS)
         if text.strip():
             self._out.append(text)
 

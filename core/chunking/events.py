@@ -14,7 +14,18 @@ from __future__ import annotations
 
 import re
 
-from core.chunking.breaks import R_FLINE, R_FPARA, R_LINE, R_PARA, R_SENT, R_SPACE, SENTENCE_BREAK, Break, inner_breaks
+from core.chunking.breaks import (
+    CJK_BREAK,
+    R_FLINE,
+    R_FPARA,
+    R_LINE,
+    R_PARA,
+    R_SENT,
+    R_SPACE,
+    SENTENCE_BREAK,
+    Break,
+    inner_breaks,
+)
 from core.chunking.cutter import BIG, Cutter
 from core.chunking.inline import InlineScanner
 from core.chunking.lines import FLINE, OPEN, RUN, SPACES, Fence, LineRead, ReaderState, read_prefix, run_length
@@ -231,12 +242,13 @@ class LineEvents(Cutter):
             return None
         lo = max(self._sent_from, lr.body, self._base - self._lpos)
         m = SENTENCE_BREAK.search(line, lo, n)
+        c = CJK_BREAK.search(line, lo, n)
+        if c is not None and (m is None or c.end() < m.end()):
+            return c.end(), c.end()  # a CJK full stop that text follows: a zero-width break after it
         if m is None:
             self._sent_from = max(lo, n - 32)
             return None
-        r = m.end()
-        a = r if line[r - 1] in "\u3002\uff01\uff1f" else m.start() + len(m.group().rstrip(_WS))
-        return a, r
+        return m.start() + len(m.group().rstrip(_WS)), m.end()
 
     def _sentence_event(self, line: str, a: int, r: int) -> None:
         ws_start = self._lpos + a
