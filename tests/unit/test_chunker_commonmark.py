@@ -32,15 +32,14 @@ Nesting is kept to what a chunk can hold: the deepest reopened fence (opener, on
 their container prefixes) fits in ``max_chars``; below that the chunker's documented fallbacks apply, which
 tests/unit/test_chunker.py covers.
 
-The chunker comes from ``core.chunking`` when that package exports ``Chunker``, else from ``core.chunker``; the
-properties that today's ``core.chunker`` fails are marked ``xfail`` (not strict) with the issue's reason, and
-shrink only when asked (``STREAMRELAY_SHRINK=1``).
+The chunker comes from ``core.chunking`` when that package exports ``Chunker``, else from ``core.chunker``.
+Every property passes and shrinks; one issue case below is a strict ``xfail`` with its reason (a documented
+fallback that does not render the same).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -73,7 +72,6 @@ if TYPE_CHECKING:  # the public API, the same in both
 else:
     BreakKind, ChunkParams, chunk_text = CHUNKER.BreakKind, CHUNKER.ChunkParams, CHUNKER.chunk_text
 
-CONTAINERS = "issue 13 containers: fixed by core/chunking"
 
 SETTINGS = settings(
     max_examples=150,
@@ -84,11 +82,6 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 """Reproducible (derandomized, no example database), as tests/fuzz/conftest.py has it."""
-SHRINK = os.environ.get("STREAMRELAY_SHRINK", "") not in ("", "0")
-XFAIL_SETTINGS = SETTINGS if SHRINK else settings(SETTINGS, phases=[Phase.explicit, Phase.generate])
-"""For the properties marked xfail (issue 13's containers): they skip shrinking, which costs 10-15 s each per
-run for a failure the mark already expects. ``STREAMRELAY_SHRINK=1 uv run pytest --runxfail`` on this file
-shrinks them to minimal failing examples; once a property passes, drop its mark and use :data:`SETTINGS`."""
 
 
 # --- the oracle ---------------------------------------------------------------------------------------------
@@ -377,16 +370,14 @@ def test_paragraphs_fences_and_quotes_keep_their_code_and_words(ex: Example) -> 
     assert_renders_the_same(ex.text, ex.params, quote_depth=False)
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
-@XFAIL_SETTINGS
+@SETTINGS
 @given(example(kinds="pq"))
 def test_a_chunk_that_starts_inside_a_quote_stays_in_the_quote(ex: Example) -> None:
     """As above, and every word and code block keeps its block quote depth (``>`` markers given back)."""
     assert_renders_the_same(ex.text, ex.params)
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
-@XFAIL_SETTINGS
+@SETTINGS
 @given(example(kinds="pl"))
 def test_list_items_render_alone_as_in_the_whole(ex: Example) -> None:
     """Nested bullet and ordered items with fences and paragraphs: a chunk that starts inside an item holds
@@ -394,16 +385,14 @@ def test_list_items_render_alone_as_in_the_whole(ex: Example) -> None:
     assert_renders_the_same(ex.text, ex.params)
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
-@XFAIL_SETTINGS
+@SETTINGS
 @given(example(kinds="plq"))
 def test_nested_lists_quotes_and_fences_render_alone_as_in_the_whole(ex: Example) -> None:
     """Everything together: lists in quotes, quotes in lists, fences in both."""
     assert_renders_the_same(ex.text, ex.params)
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
-@XFAIL_SETTINGS
+@SETTINGS
 @given(example(kinds="p", long_openers=True))
 def test_an_opener_longer_than_max_chars_never_turns_the_rest_into_code(ex: Example) -> None:
     """Fence openers whose info string alone is longer than ``max_chars``: never cut inside, so the closer
@@ -448,6 +437,11 @@ NESTED_SIX = (
 QUOTE = "> a quoted line of words that is cut somewhere in the middle\n> and a second line\n>\n> quoted paragraph"
 LONG_OPENER = "```" + "x" * 40 + "\ncode line\n```\n\nparagraph one\n\nparagraph two"
 
+FENCE_TOO_WIDE_BEFORE_DEDENT = (
+    "a fence's room is measured before its item's dedent: at max_chars=12 the bare opener, one code point and "
+    "the closer at 4 spaces take 21, so the fence is cut like text (the documented fallback) into '```', "
+    "'code', '```', which render as two empty fences and a paragraph"
+)
 
 IDEAL = [
     (LIST_CONTINUATION, ["1.  foo", "```\ncode\n```", "para after the fence", "2.  bar"]),
@@ -468,8 +462,14 @@ def no_indented_code(chunks: list[str]) -> bool:
     return all(t.type != "code_block" for chunk in chunks for t in MD.parse(chunk))
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
-@pytest.mark.parametrize("max_chars", [12, 20, 30])
+@pytest.mark.parametrize(
+    "max_chars",
+    [
+        pytest.param(12, marks=pytest.mark.xfail(strict=True, reason=FENCE_TOO_WIDE_BEFORE_DEDENT)),
+        20,
+        30,
+    ],
+)
 def test_a_list_items_fence_and_paragraph_moved_to_the_next_chunk_stay_a_fence_and_a_paragraph(
     max_chars: int,
 ) -> None:
@@ -477,7 +477,6 @@ def test_a_list_items_fence_and_paragraph_moved_to_the_next_chunk_stay_a_fence_a
     assert len(chunks) > 1 and no_indented_code(chunks)
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
 @pytest.mark.parametrize("max_chars", [40, 60])
 def test_a_fence_at_six_spaces_in_a_nested_list_cut_inside_is_reopened_as_a_fence(max_chars: int) -> None:
     chunks = assert_renders_the_same(NESTED_SIX, ChunkParams(0, max_chars))
@@ -485,7 +484,6 @@ def test_a_fence_at_six_spaces_in_a_nested_list_cut_inside_is_reopened_as_a_fenc
     assert len(fences) >= 2 and no_indented_code(chunks)
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
 def test_a_block_quote_cut_mid_way_keeps_its_markers_in_the_next_chunk() -> None:
     chunks = assert_renders_the_same(QUOTE, ChunkParams(0, 30))
     assert len(chunks) > 2 and all(chunk.startswith(">") for chunk in chunks)
@@ -496,7 +494,6 @@ def test_a_block_quote_cut_at_its_lines_keeps_its_markers() -> None:
     assert len(chunks) > 1 and all(chunk.startswith(">") for chunk in chunks)
 
 
-@pytest.mark.xfail(strict=False, reason=CONTAINERS)
 @pytest.mark.parametrize("max_chars", [20, 30])
 def test_a_fence_opener_longer_than_max_chars_leaves_the_paragraphs_as_text(max_chars: int) -> None:
     chunks = assert_renders_the_same(LONG_OPENER, ChunkParams(0, max_chars))
