@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import bench_chunker
+from bench import bench_chunker, chunk_quality
 from core.chunker import ChunkParams
 
 
@@ -20,7 +20,7 @@ def test_the_chunker_bench_prints_its_table_goals_and_verdicts(capsys: pytest.Ca
 
 def test_the_baseline_cuts_at_its_last_paragraph_break_within_max() -> None:
     params = ChunkParams(0, 12)
-    chunker = bench_chunker.NaiveChunker(params)
+    chunker = chunk_quality.NaiveChunker(params)
     assert chunker.append("aaa\n\nbbb") == ["aaa"]
     assert chunker.append(" cccc dddd") == ["bbb cccc ddd"]
     assert chunker.drain(force=True) == ["d"]
@@ -29,8 +29,8 @@ def test_the_baseline_cuts_at_its_last_paragraph_break_within_max() -> None:
 def test_quality_finds_each_chunks_place_and_its_paragraph_end() -> None:
     text = "one two\n\n```\ncode\n```\n\nthree"
     chunks = ["one two", "```\ncode\n```", "three"]
-    q = bench_chunker.quality(text, bench_chunker.TextMap(text), chunks, 40)
+    q = chunk_quality.quality(text, chunk_quality.TextMap(text), chunks, 40)
     assert q.aligned and (q.para_ends, q.para_windows, q.balanced) == (2, 2, 3)
     cut = ["one two\n\n```\nco\n```", "```\nde\n```\n\nthree"]
-    q = bench_chunker.quality(text, bench_chunker.TextMap(text), cut, 20)
+    q = chunk_quality.quality(text, chunk_quality.TextMap(text), cut, 20)
     assert q.aligned and (q.para_ends, q.para_windows) == (0, 1)
