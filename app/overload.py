@@ -23,8 +23,5 @@ def service_pressure(relay: RunRelay, service: ServiceSettings) -> Pressure:
 
 def backlog_of(relay: RunRelay) -> Callable[[], int] | None:
     """How many events wait for their runs' workers in ``relay`` (O(active runs)), or None for a replica's front
-    (its runs live in its partitions' relays). Read from the relay's registry: core/relay.py is at its size limit."""
-    if not isinstance(relay, Relay):
-        return None
-    runs = relay._runs
-    return lambda: sum(run.queue.qsize() for run in runs.values())
+    (its runs live in its partitions' relays)."""
+    return relay.backlog if isinstance(relay, Relay) else None

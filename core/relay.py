@@ -40,8 +40,7 @@ _log = logging.getLogger("streamrelay.relay")
 
 def _json_default(value: Any) -> Any:
     """Pydantic models inside a line given as objects (``Relay.submit``)."""
-    dump = getattr(value, "model_dump", None)
-    if dump is None:
+    if (dump := getattr(value, "model_dump", None)) is None:
         raise TypeError(f"not JSON: {type(value).__name__}")
     return dump(mode="python", exclude_none=True)
 
@@ -121,8 +120,6 @@ class Relay:
     @live_buffer.setter
     def live_buffer(self, value: int) -> None:
         self._admission.limits.live_buffer = value
-
-    # --- ingest -----------------------------------------------------------------------------------------
 
     async def submit_lines(
         self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
@@ -375,6 +372,10 @@ class Relay:
     def active_runs(self) -> list[str]:
         return list(self._runs)
 
+    def backlog(self) -> int:
+        """Events taken but not yet handled by their runs' workers, over every active run (O(active runs))."""
+        return sum(run.queue.qsize() for run in self._runs.values())
+
     async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
         """The active runs: ``{"runs": [:meth:`core.monitor.RunMonitor.row` of each], "unreachable": []}``. One
         process holds every run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
@@ -390,10 +391,9 @@ class Relay:
     async def stop_runs(self) -> None:
         """Stop every run worker without finalizing (unfinished runs stay in the journal); the adapters stay open
         (replicas: a partition handed to another replica, while this one serves others with the same channels)."""
-        for run in list(self._runs.values()):
-            if run.task is not None:
-                run.task.cancel()
-        for run in list(self._runs.values()):
-            if run.task is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await run.task
+        tasks = [run.task for run in list(self._runs.values()) if run.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
