@@ -34,12 +34,12 @@ TOKEN = "bench-token"
 def serve(port: int, http: str, loop: str) -> None:
     """The server process: the ingest app on ``port`` until killed."""
     import uvicorn
-    from bench_relay import NullAdapter  # type: ignore[import-not-found]
 
     from adapters.ingest_http.app import create_app
     from adapters.ingest_http.connections import ConnectionGuard
     from adapters.ingest_http.protocols import uvicorn_options
     from app.connections import connection_limits
+    from bench.bench_pipeline import NullAdapter
     from core.channel import ChannelRuntime
     from core.clients import DEFAULT_CLIENT, ClientLimits
     from core.clock import MonotonicClock

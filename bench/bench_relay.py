@@ -31,73 +31,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_pipeline import RECORDING, NullAdapter, recorded_deltas
 from core.channel import ChannelRuntime
 from core.clients import DEFAULT_CLIENT, ClientLimits
 from core.clock import MonotonicClock
-from core.events import DeliveryMode, Target
+from core.events import DeliveryMode
 from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.relay import Relay
-from core.units import LengthUnit, text_units
 
-RECORDING = Path(__file__).resolve().parent.parent / "tests/streams/anthropic/markdown-long-fences.jsonl"
 BATCH = 256
-
-
-class NullAdapter:
-    """A platform that answers every call at once (the benchmark measures the core, not I/O)."""
-
-    platform = "null"
-    max_units = 4096
-    unit = LengthUnit.UTF16
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        return text_units(text, self.unit)
-
-    def check_target(self, target: Target) -> str | None:
-        return None
-
-    def is_group(self, target: Target) -> bool:
-        return False
-
-    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
-        self.calls += 1
-        return str(self.calls)
-
-    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
-        return Settlement(SettleOutcome.NOT_SENT)
-
-    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
-        self.calls += 1
-        return True
-
-    async def delete_message(self, target: Target, message_id: str) -> None:
-        self.calls += 1
-
-    async def send_typing(self, target: Target) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-
-def answer_text() -> str:
-    out = []
-    for line in RECORDING.read_text().splitlines():
-        event = json.loads(line)
-        delta = event.get("delta", {})
-        if event.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
-            out.append(delta["text"])
-    return "".join(out)
 
 
 def delta_lines(copies: int) -> list[list[dict[str, Any]]]:
     """One run: run.start, one ``text`` line per character of the answer x ``copies``, end."""
-    text = answer_text() * copies
+    text = "".join(recorded_deltas()) * copies
     start = {"kind": "run.start", "channel": "c", "target": {"chat_id": 1}}
     return [[start, *({"kind": "text", "text": ch} for ch in text), {"kind": "end"}]]
 
