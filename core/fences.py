@@ -72,7 +72,7 @@ def scan_fences(text: str) -> FenceScan:
         elif lr.kind == RUN:
             fence = _opens(line, lr.start)
             if fence is not None:
-                fence.quote_depth, fence.item_indent = lr.quotes, list_base(lr.lists, lr.col)
+                fence.quote_depth, fence.item_indent = lr.quotes, list_base(lr.lists, lr.quotes, lr.col)
                 state.fence, opener = fence, line
                 scan.markers.append(idx)
                 scan.spans.append(span)

@@ -26,7 +26,8 @@ output never depends on how the text was split into appends:
   at most half of ``max_chars``, else it is bare; when even the first chunk cannot hold the original
   opener, one code point and a closer, the opener is emitted closed at once and the fence continues bare.
 - Containers (each chunk renders alone as it did in the whole, CommonMark): a chunk that starts inside a
-  list item holds the item's rest dedented by the item's content column (kept as it is when that column
+  list item holds the item's rest dedented by the item's content column, at each block quote depth (an
+  item in a quote in an item: before and after the ``>``; kept as it is when that column
   is at most 3 and the chunk opens with a fence, which renders the same), so a continuation never
   becomes an indented code block and a reopened fence sits at its container's indentation; every line
   keeps its own ``>`` markers, and a chunk that starts mid-line in a block quote gets the line's markers

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from core.chunking.lines import FLINE, LIST_MARKER, Fence, LineRead, items_at
+from core.chunking.lines import FLINE, LIST_MARKER, QSTEP, Fence, LineRead, items_at, line_reach
 
 __all__ = ["NO_CONTEXT", "Context", "dedent", "line_context"]
 
@@ -46,11 +46,10 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
     """
     if lr.kind == FLINE and fence is not None:
         return fence.items, fence.quote_prefix
-    # the items that hold the line: around its > markers (a quote in an item) or inside them (an item in
-    # a quote); the reader keeps one stack of item columns for both
-    col = max(lr.col0, lr.colq)
+    # the items that hold the line: around its > markers (a quote in an item), inside them (an item in
+    # a quote), or both; each item entry carries its quote depth (core/chunking/lines.py)
     if idx == 0:
-        return items_at(lists_before, col), ""
+        return items_at(lists_before, line_reach(line, lr.start, True)), ""
     inside = idx <= lr.start  # a cut inside the prefix: the markers after it are not known yet
     quote = ""
     if lr.quotes:
@@ -58,39 +57,87 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
         gt = prefix.rfind(">")
         if gt >= 0:
             quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
-    return (items_at(lists_before, col) if inside else items_at(lr.lists, max(lr.col, lr.col0))), quote
+    if inside:
+        return items_at(lists_before, line_reach(line, lr.start, True)), quote
+    return items_at(lr.lists, line_reach(line, lr.start, False)), quote
 
 
 def dedent(chunk: str, widths: tuple[int, ...]) -> str:
-    """``chunk`` with the indentation of the list items it starts in removed, after each line's ``>``
-    markers: up to the innermost item's content column; a text line indented less after a blank line
-    belongs to an outer item (dedented by its column) or to none (it and the lines after it are kept
-    as they are). See the module docstring for when the chunk is kept whole.
+    """``chunk`` with the indentation of the list items it starts in removed: at each block quote depth
+    of a line (before its first ``>``, between ``>`` markers, after the last), up to the content column
+    of the innermost item at that depth. A text line indented less after a blank line belongs to an outer
+    item (dedented by its column) or to none (it and the lines after it are kept as they are); a blank
+    line with fewer ``>`` markers ends the items inside the quotes it leaves. See the module docstring
+    for when the chunk is kept whole.
 
     Args:
         chunk: the chunk's text.
-        widths: content columns of the items it starts in, outermost first (empty: no item).
+        widths: the items it starts in, outermost first (entries ``quote depth * QSTEP + content
+            column``, core/chunking/lines.py; empty: no item).
     """
     if not widths:
         return chunk
     lines = chunk.split("\n")
     m = _QUOTES.match(lines[0])
     first = lines[0][m.end() if m else 0 :]
-    if widths[-1] <= 3 and _FENCE_FIRST.match(first):
+    if widths[-1] % QSTEP <= 3 and _FENCE_FIRST.match(first):
         return chunk
     stack = list(widths)
     out: list[str] = []
     blank = False
     for i, line in enumerate(lines):
-        q = _QUOTES.match(line)
-        k = q.end() if q else 0
-        lead = len(line) - k - len(line[k:].lstrip(" "))
-        if blank and lead < stack[-1] and k + lead < len(line):  # less indented after a blank line
-            while stack and lead < stack[-1]:
-                stack.pop()
-            if not stack:
-                out += lines[i:]
-                break
-        blank = k + lead == len(line)
-        out.append(line[:k] + line[k + min(lead, stack[-1]) :])
+        head, k, d = _markers(line, stack)
+        lead = _lead(line, k)
+        if k + lead < len(line):
+            if blank and stack[-1] > d * QSTEP + lead:  # less indented after a blank line
+                while stack and stack[-1] > d * QSTEP + lead:
+                    stack.pop()
+                if not stack:
+                    out += lines[i:]
+                    break
+            blank = False
+        else:
+            while len(stack) > 1 and stack[-1] >= (d + 1) * QSTEP:
+                stack.pop()  # a blank line outside a quote ends it, and the items in it
+            blank = True
+        out.append(head + line[k + min(lead, _width_at(stack, d)) :])
     return "\n".join(out)
+
+
+def _lead(line: str, k: int) -> int:
+    """Spaces at ``line[k:]``."""
+    j = k
+    while j < len(line) and line[j] == " ":
+        j += 1
+    return j - k
+
+
+def _width_at(stack: list[int], depth: int) -> int:
+    """Content column of the innermost item of ``stack`` at block quote depth ``depth`` (0: none)."""
+    lo = depth * QSTEP
+    for e in reversed(stack):
+        if e < lo:
+            break
+        if e < lo + QSTEP:
+            return e - lo
+    return 0
+
+
+def _markers(line: str, stack: list[int]) -> tuple[str, int, int]:
+    """A line's ``>`` markers, dedented: ``(the markers as kept, index after them, quote depth)``. Up to 3
+    spaces before a marker are kept as they are; more are its item's indentation, removed."""
+    parts: list[str] = []
+    k = d = 0
+    n = len(line)
+    while True:
+        lead = _lead(line, k)
+        j = k + lead
+        w = _width_at(stack, d)
+        if j >= n or line[j] != ">" or lead > 3 + w:
+            return "".join(parts), k, d
+        parts.append(line[k + (min(lead, w) if lead > 3 else 0) : j + 1])
+        k = j + 1
+        if k < n and line[k] == " ":
+            parts.append(" ")
+            k += 1
+        d += 1

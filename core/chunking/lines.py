@@ -9,7 +9,9 @@ what a cut needs:
 - A line's prefix is block quote markers (``>`` at most 3 columns in, one optional space after) and
   list markers (``-``, ``*``, ``+`` or 1-9 digits and ``.`` / ``)``, then a space or tab, at most 3
   columns past the enclosing item's content); an item's content column is where its first line's
-  text begins. A line after a blank line indented less than an open item ends that item.
+  text begins, counted from the block quote it lies in (an item in a quote in an item keeps both
+  items, each with its quote depth). A line after a blank line indented less than an open item ends
+  that item.
 - A fence opener is a run of 3 or more backticks or tildes at most 3 columns past the content column
   of the innermost open list item that holds it (so an 8-space-indented run in a top-level paragraph
   is an indented code block, not a fence); a backtick fence's info string holds no backtick.
@@ -27,12 +29,27 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-__all__ = ["Fence", "LineRead", "ReaderState", "items_at", "list_base", "read_prefix", "run_length"]
+__all__ = [
+    "QSTEP",
+    "Fence",
+    "LineRead",
+    "ReaderState",
+    "items_at",
+    "line_reach",
+    "list_base",
+    "read_prefix",
+    "run_length",
+]
 
 SPACES = " \t\r\f\v"
 LIST_MARKER = re.compile(r"[-*+]|\d{1,9}[.)]")
 _RUN = {"`": re.compile(r"`*"), "~": re.compile(r"~*")}
 _BLANKS = re.compile(r"[ \t\r\f\v]*")
+
+QSTEP = 1 << 32
+"""An open list item is the entry ``quote depth * QSTEP + content column`` (the column relative to the
+block quote it lies in), so one increasing stack holds the items of every quote depth: an item in a
+quote in an item is ``[outer, QSTEP + inner]``."""
 
 # Line kinds.
 TEXT, RUN, FLINE, OPEN = 0, 1, 2, 3  # OPEN: a prefix not decided yet (the line is still arriving)
@@ -95,7 +112,7 @@ class ReaderState:
     """What one line's reading leaves to the next: open list items, blank line, open fence.
 
     Attributes:
-        lists: content columns of the open list items, increasing.
+        lists: the open list items, increasing: ``quote depth * QSTEP + content column`` each.
         prev_blank: the previous line was blank (only whitespace and ``>`` markers).
         fence: the open fence, or None.
     """
@@ -116,8 +133,7 @@ class LineRead:
             the line (when ``break_open``), -1 if none yet.
         start: TEXT: where inline scanning starts; RUN: the run's index; FLINE: the content's index.
         body: index where breaks inside the line may begin (after indentation and markers).
-        quotes: block quote markers read. col: the column of ``start``. col0: the column of its first
-            non-space character, colq: the column of ``q`` (with col0: the list items that hold the line).
+        quotes: block quote markers read. col: the column of ``start`` (relative to its block quote).
         lists: the open items after this line. blank: no content (whitespace and ``>`` only).
         implicit_end: the line left the open fence's container (the fence ends before the line).
         new_item: index of the space or tab that confirmed the line's last list marker (tentative
@@ -134,21 +150,62 @@ class LineRead:
     blank: bool
     implicit_end: bool
     new_item: int
-    col0: int = 0
-    colq: int = 0
 
 
-def items_at(lists: list[int], col: int) -> tuple[int, ...]:
-    """Content columns of the open list items that column ``col`` lies in, outermost first."""
-    return tuple(x for x in lists if x <= col)
+def items_at(lists: list[int], reach: list[int]) -> tuple[int, ...]:
+    """The open list items (entries of ``lists``) that hold a line whose columns are ``reach``, outermost first.
+
+    Args:
+        lists: item entries (``quote depth * QSTEP + content column``), increasing.
+        reach: per block quote depth of the line, the column it reaches there (:func:`line_reach`).
+    """
+    out = []
+    for e in lists:
+        d, c = divmod(e, QSTEP)
+        if d >= len(reach) or reach[d] < c:
+            break
+        out.append(e)
+    return tuple(out)
 
 
-def list_base(lists: list[int], col: int) -> int:
-    """Content column of the innermost open list item that column ``col`` lies in (0: none)."""
-    for indent in reversed(lists):
-        if indent <= col:
-            return indent
+def list_base(lists: list[int], quotes: int, col: int) -> int:
+    """Content column (relative to its block quote) of the innermost open list item at quote depth
+    ``quotes`` that column ``col`` lies in (0: none)."""
+    lo = quotes * QSTEP
+    for e in reversed(lists):
+        if e < lo:
+            break
+        if e <= lo + col:
+            return e - lo
     return 0
+
+
+def line_reach(line: str, stop: int, lead: bool) -> list[int]:
+    """Per block quote depth of ``line[:stop]`` (a line's prefix: spaces, ``>`` and list markers), the
+    column it reaches there: where its first non-space character is (``lead``), or where the next ``>``
+    or the content begins (list markers passed). The last entry is for the innermost depth."""
+    reach: list[int] = []
+    col, first, after_gt = 0, -1, False
+    for i in range(min(stop, len(line))):
+        c = line[i]
+        if c in SPACES:
+            if c == "\t":
+                col, after_gt = (col // 4 + 1) * 4, False
+            elif after_gt:
+                after_gt = False
+            else:
+                col += 1
+            continue
+        after_gt = False
+        if first < 0:
+            first = col
+        if c == ">":
+            reach.append(first if lead else col)
+            col, first, after_gt = 0, -1, True
+            continue
+        col += 1
+    reach.append(first if lead and first >= 0 else col)
+    return reach
 
 
 def _marker_end(line: str, i: int, n: int, complete: bool) -> int:
@@ -184,12 +241,13 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
     Returns:
         The prefix read; ``kind`` OPEN while the characters so far cannot decide it.
     """
-    col, quotes, after_gt, q, col0, colq = 0, 0, False, -1, -1, 0
+    col, quotes, after_gt, q = 0, 0, False, -1
     fence = st.fence
     lists = st.lists
     copied = False
     implicit_end = False
     new_item = -1
+    item_quotes = 0
     blank = True
     i = 0
     while i < n:
@@ -204,61 +262,73 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
                 col += 1
             i += 1
             continue
-        if col0 < 0:
-            col0 = col
         if fence is not None and not implicit_end:
-            if quotes < fence.quote_depth and c == ">" and col <= 3 + list_base(lists, col):
+            if quotes < fence.quote_depth and c == ">" and col <= 3 + list_base(lists, quotes, col):
                 if q < 0 and not break_open:
-                    q, colq = i, col
+                    q = i
                 quotes, col, after_gt = quotes + 1, 0, True
                 i += 1
                 continue
             if quotes >= fence.quote_depth and col >= fence.item_indent:
                 if q < 0:
-                    q, colq = i, col
-                return LineRead(FLINE, q, i, i, quotes, col, lists, False, False, new_item, col0, colq)
+                    q = i
+                return LineRead(FLINE, q, i, i, quotes, col, lists, False, False, new_item)
             implicit_end = True
-        if c == ">" and col <= 3 + list_base(lists, col):
+        if c == ">" and col <= 3 + list_base(lists, quotes, col):
             if q < 0 and not break_open:
-                q, colq = i, col
+                q = i
+            if lists and lists[-1] > quotes * QSTEP + col:  # items at this depth it is not indented into end
+                lists, copied = _end_items(lists, quotes, col), True
             quotes, col, after_gt = quotes + 1, 0, True
             i += 1
             continue
         after_gt = False
         if q < 0:
-            q, colq = i, col
+            q = i
         blank = False
-        if col <= 3 + list_base(lists, col) and (c in "-*+" or "0" <= c <= "9"):
+        if col <= 3 + list_base(lists, quotes, col) and (c in "-*+" or "0" <= c <= "9"):
             j = _marker_end(line, i, n, complete)
             if j == -2:
-                return LineRead(OPEN, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0, colq)
+                return LineRead(OPEN, q, i, i, quotes, col, lists, False, implicit_end, new_item)
             if j >= 0:
-                width = j - i
+                key = quotes * QSTEP + col
                 if not copied:
                     lists, copied = list(lists), True
-                while lists and lists[-1] > col:
+                while lists and lists[-1] > key:
                     lists.pop()
-                col += width
-                lists.append(col + 1)
-                new_item = j
+                col += j - i
+                lists.append(key + j - i + 1)
+                new_item, item_quotes = j, quotes
                 i = j
                 continue
         # end of the prefix: the content starts at col
         if new_item >= 0:
-            if not copied:
-                lists, copied = list(lists), True
-            lists[-1] = col
-        elif st.prev_blank and lists and lists[-1] > max(col, col0):  # col0: around > markers
-            lists = [x for x in lists if x <= max(col, col0)]
-            copied = True
-        kind = RUN if c in "`~" and col <= 3 + list_base(lists, col) else TEXT
-        return LineRead(kind, q, i, i, quotes, col, lists, False, implicit_end, new_item, col0, colq)
+            if item_quotes == quotes:
+                if not copied:
+                    lists, copied = list(lists), True
+                lists[-1] = quotes * QSTEP + col
+        elif st.prev_blank and lists:
+            held = items_at(lists, line_reach(line, i, True))  # after a blank line, less indented: items end
+            if len(held) < len(lists):
+                lists, copied = list(held), True
+        kind = RUN if c in "`~" and col <= 3 + list_base(lists, quotes, col) else TEXT
+        return LineRead(kind, q, i, i, quotes, col, lists, False, implicit_end, new_item)
     # whitespace and markers only (so far)
     if not complete:
-        return LineRead(OPEN, q, n, n, quotes, col, lists, blank, implicit_end, new_item, max(col0, 0), colq)
+        return LineRead(OPEN, q, n, n, quotes, col, lists, blank, implicit_end, new_item)
     if fence is not None and not implicit_end and quotes < fence.quote_depth:
         implicit_end = True  # a blank line (or fewer markers) ends a fence in a block quote
-    return LineRead(TEXT, q, n, n, quotes, col, lists, blank, implicit_end, new_item, max(col0, 0), colq)
+    return LineRead(TEXT, q, n, n, quotes, col, lists, blank, implicit_end, new_item)
+
+
+def _end_items(lists: list[int], quotes: int, col: int) -> list[int]:
+    """``lists`` without the items at quote depth ``quotes`` whose content column is past ``col`` (a ``>``
+    there) and the items inside them; a new list."""
+    lo, hi = quotes * QSTEP + col, (quotes + 1) * QSTEP
+    for k, e in enumerate(lists):
+        if lo < e < hi:
+            return lists[:k]
+    return list(lists)
 
 
 def run_length(line: str, i: int, char: str) -> int:

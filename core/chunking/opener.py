@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from core.chunking.lines import LIST_MARKER, Fence, LineRead, items_at, list_base
+from core.chunking.lines import LIST_MARKER, Fence, LineRead, items_at, line_reach, list_base
 from core.chunking.params import ChunkParams
 from core.units import text_units
 
@@ -45,8 +45,8 @@ def open_fence(line: str, lr: LineRead, lists: list[int], run_start: int, run_le
         fence.quote_prefix = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
     fence.prefix, fence.info = prefix, info
     fence.quote_depth = lr.quotes
-    fence.item_indent = list_base(lists, lr.col)
-    fence.items = items_at(lists, max(lr.col, lr.col0))  # the items around its quote markers too
+    fence.item_indent = list_base(lists, lr.quotes, lr.col)
+    fence.items = items_at(lists, line_reach(line, run_start, False))  # the items around its quote markers too
     fence.closer = "\n" + prefix + run
     fence.closer_units = text_units(fence.closer, unit)
     full = prefix + run + info

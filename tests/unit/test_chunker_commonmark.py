@@ -26,8 +26,9 @@ List nesting is not compared: a chunk that starts inside a list item holds the i
 in a list; block quote depth is compared: a chunk that starts inside a quote keeps its ``>`` markers.
 
 The generator writes nested containers (bullet and ordered items, ``1.  foo`` with four-space continuations,
-nested ``>`` quotes), fences (backticks or tildes, 3 to 5, with info strings, at their container's indentation
-or up to 3 spaces in, inside items and quotes), paragraphs, and fence openers longer than ``max_chars``.
+nested ``>`` quotes, an item holding a quote holding an item), fences (backticks or tildes, 3 to 5, with info
+strings, at their container's indentation or up to 3 spaces in, inside items and quotes), paragraphs, and fence
+openers longer than ``max_chars``.
 Nesting is kept to what a chunk can hold: the deepest reopened fence (opener, one content line, closer, with
 their container prefixes) fits in ``max_chars``; below that the chunker's documented fallbacks apply, which
 tests/unit/test_chunker.py covers.
@@ -313,6 +314,21 @@ def deep_fence(draw: st.DrawFn, room: Room) -> list[str]:
     return [f"{outer} {draw(text_line())}", "", *(" " * outer_width + ln if ln else "" for ln in lines)]
 
 
+@st.composite
+def item_quote_item(draw: st.DrawFn, room: Room) -> list[str]:
+    """An item holding a block quote that holds an item with more blocks after its marker line (a
+    paragraph or a fence), so a cut leaves the inner item's rest, indented on both sides of the ``>``, in
+    the next chunk."""
+    outer, inner = draw(st.sampled_from(["-", "1.", "1. "])), draw(st.sampled_from(["-", "1.", "1. "]))
+    outer_width, inner_width = len(outer) + 1, len(inner) + 1
+    deep = room.inside(outer_width).inside(2).inside(inner_width)
+    rest = draw(st.lists(st.one_of(paragraph(), fence(deep)), min_size=1, max_size=2))
+    item = blank_joined([draw(paragraph()), *rest])
+    quoted = [f"{inner} {item[0]}", *(" " * inner_width + ln if ln else "" for ln in item[1:])]
+    quoted = ["> " + ln if ln else ">" for ln in quoted]
+    return [f"{outer} {draw(text_line())}", "", *(" " * outer_width + ln for ln in quoted)]
+
+
 def blank_joined(blocks: list[list[str]]) -> list[str]:
     out: list[str] = []
     for b in blocks:
@@ -330,7 +346,18 @@ def block(room: Room) -> st.SearchStrategy[list[str]]:
     nested = [list_block(room)] * ("l" in room.kinds) + [quote_block(room)] * ("q" in room.kinds)
     if "l" in room.kinds and room.inside(8).fence_fits(3, 0):
         nested.append(deep_fence(room))
+    if "l" in room.kinds and "q" in room.kinds and room.inside(10).fence_fits(3, 0):
+        nested.append(item_quote_item(room))
     return st.one_of([*leaves, *nested])
+
+
+def _params(draw: st.DrawFn, max_chars: int) -> ChunkParams:
+    return ChunkParams(
+        min_chars=draw(st.sampled_from([0, 0, max_chars // 2, max_chars])),
+        max_chars=max_chars,
+        break_preference=draw(st.sampled_from(BreakKind)),
+        unit=draw(st.sampled_from(LengthUnit)),
+    )
 
 
 @dataclass(frozen=True)
@@ -351,13 +378,17 @@ def example(draw: st.DrawFn, kinds: str = "plq", long_openers: bool = False) -> 
     max_chars = draw(st.integers(20, 200))
     room = Room(max_chars, kinds=kinds, long_openers=long_openers)
     blocks = draw(st.lists(block(room), min_size=1, max_size=5))
-    params = ChunkParams(
-        min_chars=draw(st.sampled_from([0, 0, max_chars // 2, max_chars])),
-        max_chars=max_chars,
-        break_preference=draw(st.sampled_from(BreakKind)),
-        unit=draw(st.sampled_from(LengthUnit)),
-    )
-    return Example("\n".join(blank_joined(blocks)), params)
+    return Example("\n".join(blank_joined(blocks)), _params(draw, max_chars))
+
+
+@st.composite
+def nesting_example(draw: st.DrawFn) -> Example:
+    """A document of 1 to 3 blocks, at least one an item holding a quote holding an item."""
+    max_chars = draw(st.integers(52, 160))
+    room = Room(max_chars)
+    blocks = draw(st.lists(st.one_of(item_quote_item(room), block(room)), min_size=1, max_size=2))
+    blocks.insert(draw(st.integers(0, len(blocks))), draw(item_quote_item(room)))
+    return Example("\n".join(blank_joined(blocks)), _params(draw, max_chars))
 
 
 # --- properties ---------------------------------------------------------------------------------------------
@@ -389,6 +420,14 @@ def test_list_items_render_alone_as_in_the_whole(ex: Example) -> None:
 @given(example(kinds="plq"))
 def test_nested_lists_quotes_and_fences_render_alone_as_in_the_whole(ex: Example) -> None:
     """Everything together: lists in quotes, quotes in lists, fences in both."""
+    assert_renders_the_same(ex.text, ex.params)
+
+
+@settings(SETTINGS, max_examples=100)
+@given(nesting_example())
+def test_a_list_in_a_quote_in_a_list_item_renders_alone_as_in_the_whole(ex: Example) -> None:
+    """The inner item's rest, indented before the ``>`` by the outer item and after it by the inner one,
+    is dedented at both depths in the chunks after its marker."""
     assert_renders_the_same(ex.text, ex.params)
 
 

@@ -24,6 +24,10 @@ NESTED_SIX = (
 )
 QUOTE = "> a quoted line of words that is cut somewhere in the middle\n> and a second line\n>\n> quoted paragraph"
 LONG_OPENER = "```" + "x" * 40 + "\ncode line\n```\n\nparagraph one\n\nparagraph two"
+ITEM_QUOTE_ITEM = (
+    "1.  outer\n\n    > 1.  inner words\n    >\n    >     more words of the inner item that go on\n    >\n"
+    "    >     ```py\n    >     x = 1\n    >     y = 2\n    >     ```\n\n    after the quote"
+)
 
 
 def test_a_list_items_rest_is_dedented_in_the_next_chunk() -> None:
@@ -51,6 +55,24 @@ def test_a_fence_at_three_spaces_in_an_item_is_kept_as_it_renders_the_same() -> 
         "   ```sh\n   make alpha\n   ```",
         "   ```sh\n   make beta\n   ```",
     ]
+
+
+def test_a_list_in_a_quote_in_a_list_item_is_dedented_at_both_depths() -> None:
+    """The outer item's indentation goes before the ``>``, the inner item's after it: the inner item's
+    paragraph and fence stay a paragraph and a fence (not indented code) in the chunks after its marker."""
+    assert chunk_text(ITEM_QUOTE_ITEM, ChunkParams(0, 60)) == [
+        "1.  outer",
+        "> 1.  inner words",
+        "> more words of the inner item that go on",
+        "> ```py\n> x = 1\n> ```",
+        "> ```py\n> y = 2\n> ```",
+        "after the quote",
+    ]
+
+
+def test_a_quote_line_less_indented_than_an_item_ends_the_item() -> None:
+    text = "- a\n\n  - b\n\n    para\n\n> - c\n>\n>   - d\n>\n>     ```\n>     x\n>     ```"
+    assert chunk_text(text, ChunkParams(0, 52))[-3:] == ["> - c", "> - d", "> ```\n> x\n> ```"]
 
 
 def test_a_quoted_line_cut_mid_way_gets_its_markers_back() -> None:
