@@ -111,7 +111,8 @@ class RelayClient:
         """
         lines = [json.dumps(e if isinstance(e, Mapping) else event_to_json(e), ensure_ascii=False) for e in events]
         deadline = time.monotonic() + self.push_back_s
-        taken = 0
+        taken, sent_before = 0, 0
+        refused: list[str] = []  # lines refused beside a push-back, numbered from the first line given
         while True:
             answer = await self._http.post(
                 f"/v1/runs/{run}/events",
@@ -121,8 +122,14 @@ class RelayClient:
             rest = _pushed_back(answer, lines)
             if rest is None or time.monotonic() >= deadline:
                 body = _json(answer)
+                if refused:
+                    raise RelayError(422, "lines refused (the others were taken): " + "; ".join(refused))
                 return taken + int(body.get("accepted", 0))
-            taken += int(answer.json().get("accepted", 0))
+            body = answer.json()
+            taken += int(body.get("accepted", 0))
+            for line in body.get("rejected", []):
+                refused.append(f"line {sent_before + int(line['line'])}: {line['error']}")
+            sent_before += len(lines) - len(rest)
             lines = rest
             delay_s = float(answer.headers.get("retry-after", "1"))
             await asyncio.sleep(min(delay_s, max(0.0, deadline - time.monotonic())))

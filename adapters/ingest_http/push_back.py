@@ -26,8 +26,9 @@ from core.pressure import Pressure, PushBack
 
 
 def _kind_is(raw: bytes, kind: bytes) -> bool:
-    """Whether the line is a normalized event of ``kind`` (a cheap byte test first; JSON only when it may be)."""
-    if b'"' + kind + b'"' not in raw:
+    """Whether the line is a normalized event of ``kind`` (a cheap byte test first; JSON only when it may be: the
+    kind written plainly, or any ``\\u`` escape, which may spell it)."""
+    if b'"' + kind + b'"' not in raw and b"\\u" not in raw:
         return False
     try:
         obj = json.loads(raw)
