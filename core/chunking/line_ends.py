@@ -14,7 +14,7 @@ import re
 
 from core.chunking.containers import NO_CONTEXT, Context, line_context
 from core.chunking.events import M_FENCE, M_INFO, M_TEXT, LineEvents
-from core.chunking.lines import FLINE, LineRead, read_prefix, run_length
+from core.chunking.lines import FLINE, TEXT, Fence, LineRead, read_prefix, run_length
 from core.chunking.opener import open_fence
 from core.chunking.params import ChunkParams
 from core.chunking.store import Line, units_of
@@ -23,7 +23,29 @@ __all__ = ["LineEnds"]
 
 _SPECIAL = re.compile(r"[`\\\[\]()]")
 _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
+_NONSPACE = re.compile(r"[^ \t\r\f\v]")
+_SIMPLE_ITEM = re.compile(r"[-*+] (?:[^ \t\r\f\v>`~*+\-0-9]|\*\*)")
+"""A bullet item at column 0 whose text begins with no marker, fence run or quote: its content column is 2."""
 _WS = " \t\n\r\f\v"
+
+
+def _fence_body(line: str, fence: Fence | None) -> int:
+    """Where the content of ``line`` begins when it needs no prefix read: an ordinary line outside fences
+    that begins with a letter-like character (0), or a content line of a top-level fence that cannot be
+    its closer; else -1."""
+    if fence is None:
+        return -1 if line and line[0] in _SLOW_START else 0
+    if fence.quote_depth or fence.item_indent or not line:
+        return -1
+    if line[0] not in _SLOW_START:
+        return 0
+    m = _NONSPACE.search(line)
+    if m is None:
+        return -1
+    body = m.start()
+    if body <= 3 and line[body] == fence.char and "\t" not in line[:body]:
+        return -1
+    return body
 
 
 class LineEnds(LineEvents):
@@ -36,18 +58,20 @@ class LineEnds(LineEvents):
         raise NotImplementedError
 
     def _fast_line(self, line: str, units: int) -> bool:
-        """Read a whole ordinary line at once (text, or fence content, that begins with a letter-like
-        character and cannot make the pending text overflow); False when the general path must."""
+        """Read a whole ordinary line at once (text that begins with a letter-like character, or content
+        of a top-level fence, that cannot make the pending text overflow); False when the general path
+        must."""
         used = self._head_units + self._cum + units - self._base_cum
-        if (line and line[0] in _SLOW_START) or (self._sentence and used >= self._min):
+        if self._sentence and used >= self._min:
             return False
         fence = self._fence
+        body = _fence_body(line, fence)
+        if body < 0:
+            return False
         closer = fence.closer_units if fence is not None and fence.splittable else 0
-        if self._head_units + self._cum + units - self._base_cum + closer > self._max:
+        if used + closer > self._max:
             return False
         pos, n = self._lpos, len(line)
-        if fence is not None and (fence.quote_depth or fence.item_indent or not line or line[0] == fence.char):
-            return False
         if line:
             if self._ws_open:
                 self._complete_break(0)
@@ -55,7 +79,7 @@ class LineEnds(LineEvents):
                 self._q_done, self._p_blank = True, False
             end = len(line.rstrip(_WS))
             if fence is not None:
-                fence.marks.append(pos)
+                fence.marks.append(pos + body)
             else:
                 rs = self._rs
                 if rs.prev_blank and rs.lists:
@@ -78,7 +102,7 @@ class LineEnds(LineEvents):
         self._ws_last_nl = pos + n
         self._end += n + 1
         self._cum += units + 1
-        self._store.push_line(Line(pos, self._lcum, line + "\n", 0, end, fence, fence is None, None, []), self._cum)
+        self._store.push_line(Line(pos, self._lcum, line + "\n", body, end, fence, fence is None, None, []), self._cum)
         if self._p_blank and not self._head:
             self._base, self._base_cum = self._end, self._cum  # blank lines at the start of a block are dropped
             self._store.forget(self._base)
@@ -103,7 +127,10 @@ class LineEnds(LineEvents):
         n = len(line)
         self._end += n
         self._cum += units
-        lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, True)
+        if self._fence is None and _SIMPLE_ITEM.match(line):  # "- text": what read_prefix would say
+            lr = LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)
+        else:
+            lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, True)
         if lr.q >= 0:
             self._lr_peek = lr
             self._complete_break(lr.q)

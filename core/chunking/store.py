@@ -96,12 +96,21 @@ class TextStore:
 
     def slice(self, a: int, b: int) -> str:
         """Text between absolute positions ``a`` and ``b`` (both inside the store)."""
+        cur = self.cur_pos
+        if a >= cur:
+            return self.current()[a - cur : b - cur]
+        lines = self.lines
+        k = bisect_right(self.starts, a, self.lo) - 1
         out = []
-        while a < b:
-            text, pos, _ = self._find(a)
-            e = min(b, pos + len(text))
-            out.append(text[a - pos : e - pos])
-            a = e
+        while k < len(lines):
+            line = lines[k]
+            pos, text = line.pos, line.text
+            end = pos + len(text)
+            out.append(text if a == pos and end <= b else text[a - pos : min(b, end) - pos])
+            if b <= end:
+                return "".join(out)
+            a, k = end, k + 1
+        out.append(self.current()[: b - cur])
         return "".join(out)
 
     def char_at(self, p: int) -> str:
