@@ -1,4 +1,5 @@
-"""Breaker findings on issue 13 (push-back and the chunker package), kept as strict xfails until fixed.
+"""Breaker findings on issue 13 (push-back and the chunker package), kept as strict xfails until fixed
+(the escaped end and the client's refused line were fixed in 7e14602: plain regression tests now).
 
 Each test states what the README promises and what the sidecar did instead.
 """
@@ -33,11 +34,6 @@ async def test_a_resent_ended_run_is_dropped_not_pushed_back(loaded: Loaded) -> 
     assert again.status_code == 200, again.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="push_back._kind_is looks for the bytes '\"end\"': an end whose kind is written with a JSON escape "
-    "(\\u0065nd) is valid and strict-parsed as an end, but pushed back (an end must always be taken)",
-)
 async def test_an_end_written_with_an_escape_is_still_taken(loaded: Loaded) -> None:
     st = loaded
     first = ndjson(START, {"kind": "text", "mode": "delta", "text": "x"})
@@ -47,11 +43,6 @@ async def test_an_end_written_with_an_escape_is_still_taken(loaded: Loaded) -> N
     assert answer.status_code == 200, answer.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RelayClient.send resends from pushed_back_from and ignores the 503's 'rejected' lines: a refused line "
-    "is silently lost (its docstring: RelayError when a line was refused)",
-)
 async def test_the_client_reports_a_line_refused_beside_a_push_back(loaded: Loaded) -> None:
     st = loaded
     st.lag.set(0.15)  # new runs pushed back
