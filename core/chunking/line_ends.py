@@ -1,7 +1,8 @@
 """Line ends: what a complete line leaves to the next, and the container context a cut reads.
 
-A line read whole (``_fast_line`` for an ordinary line outside containers that cannot make the pending text
-overflow, ``_whole_line`` otherwise) or completed after arriving in pieces ends in ``_finish_line``: an
+A line read whole (``_fast_line`` for a line that needs no prefix read and cannot make the pending text
+overflow: text that begins with a letter-like character, a plain ``- text`` bullet item, content of a
+top-level fence; ``_whole_line`` otherwise) or completed after arriving in pieces ends in ``_finish_line``: an
 opener line opens its fence (bare when its info string could not fit), a closer closes it, a blank line
 ends tentative inline ranges, the whitespace run across the newline begins, and the line is stored with
 what a cut needs later (its body, its last non-space character, its fence, its prefix read for its
@@ -48,6 +49,9 @@ def _fence_body(line: str, fence: Fence | None) -> int:
     return body
 
 
+_NO_LISTS: list[int] = []  # never changed: the items open before a line outside containers
+
+
 class LineEnds(LineEvents):
     """Reading whole lines and ending lines (see the module docstring)."""
 
@@ -66,12 +70,16 @@ class LineEnds(LineEvents):
             return False
         fence = self._fence
         body = _fence_body(line, fence)
+        lr = None
         if body < 0:
-            return False
+            if fence is not None or _SIMPLE_ITEM.match(line) is None:
+                return False
+            body, lr = 2, LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)  # what read_prefix would say
         closer = fence.closer_units if fence is not None and fence.splittable else 0
         if used + closer > self._max:
             return False
         pos, n = self._lpos, len(line)
+        lists = _NO_LISTS
         if line:
             if self._ws_open:
                 self._complete_break(0)
@@ -81,11 +89,7 @@ class LineEnds(LineEvents):
             if fence is not None:
                 fence.marks.append(pos + body)
             else:
-                rs = self._rs
-                if rs.prev_blank and rs.lists:
-                    rs.lists = []
-                if _SPECIAL.search(line):
-                    self._inline.scan(line, 0, n, pos)
+                lists = self._text_line(line, pos, lr)
             self._rs.prev_blank = False
             self._ws_open, self._ws_leading = True, self._p_blank
             self._ws_start, self._ws_cum, self._ws_nl = pos + end, self._cum + units - (n - end), 1
@@ -102,12 +106,26 @@ class LineEnds(LineEvents):
         self._ws_last_nl = pos + n
         self._end += n + 1
         self._cum += units + 1
-        self._store.push_line(Line(pos, self._lcum, line + "\n", body, end, fence, fence is None, None, []), self._cum)
+        self._store.push_line(Line(pos, self._lcum, line + "\n", body, end, fence, fence is None, lr, lists), self._cum)
         if self._p_blank and not self._head:
             self._base, self._base_cum = self._end, self._cum  # blank lines at the start of a block are dropped
             self._store.forget(self._base)
         self._lpos, self._lcum, self._q_done = self._store.cur_pos, self._cum, False
         return True
+
+    def _text_line(self, line: str, pos: int, lr: LineRead | None) -> list[int]:
+        """A whole text line outside fences (``lr``: a bullet item's prefix): its list items and inline
+        ranges; returns the items open before it."""
+        rs = self._rs
+        before = rs.lists
+        if lr is not None:
+            self._inline.cancel()  # a list item begins: no span or link crosses it
+            rs.lists = lr.lists
+        elif rs.prev_blank and before:
+            rs.lists = []
+        if _SPECIAL.search(line):
+            self._inline.scan(line, lr.start if lr is not None else 0, len(line), pos)
+        return before if lr is not None else _NO_LISTS
 
     def _end_info_drop(self) -> None:
         """The block ends inside an opener line whose info string was not counted: it opened no fence,
@@ -127,10 +145,7 @@ class LineEnds(LineEvents):
         n = len(line)
         self._end += n
         self._cum += units
-        if self._fence is None and _SIMPLE_ITEM.match(line):  # "- text": what read_prefix would say
-            lr = LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)
-        else:
-            lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, True)
+        lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, True)
         if lr.q >= 0:
             self._lr_peek = lr
             self._complete_break(lr.q)
