@@ -93,6 +93,9 @@ async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) ->
     Raises:
         BodyTooLargeError: past the size limits.
     """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_body_bytes:  # refused before a byte of it is waited for
+        raise BodyTooLargeError(f"request body over {max_body_bytes} bytes: split the run into several requests")
     total = 0
     buffer = b""
     async for piece in request.stream():

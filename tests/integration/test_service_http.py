@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
 
-from tests.integration.conftest import Stack
+from tests.integration.conftest import INGEST_TOKEN, Stack
 
 
 def ndjson(*lines: dict[str, Any] | str) -> bytes:
@@ -139,3 +140,18 @@ async def test_raw_provider_lines_without_a_declared_format_are_refused(stack: S
     answer = await stack.client.post("/v1/runs/p2/events", content=body)
     assert answer.status_code == 400
     assert "declares 'format'" in answer.json()["error"]
+
+
+async def test_a_declared_body_over_the_limit_is_413_before_it_is_read(stack: Stack) -> None:
+    url = httpx.URL(stack.sidecar.url)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    head = (
+        f"POST /v1/runs/r6/events HTTP/1.1\r\nHost: {url.host}\r\nAuthorization: Bearer {INGEST_TOKEN}\r\n"
+        f"Content-Length: {10**9}\r\n\r\n"
+    )
+    writer.write(head.encode() + b'{"kind": "run.start"')  # the rest never comes: the answer must not wait for it
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(4096), 10)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert b"over 65536 bytes" in answer
