@@ -7,16 +7,19 @@ Each test states what the README promises and what the sidecar did instead.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from app.client import RelayClient, RelayError
 from core.chunk_checks import chunk_property_failures
 from core.chunking import ChunkParams, chunk_text
+from tests.integration import test_push_back
 from tests.integration.conftest import INGEST_TOKEN
-from tests.integration.test_push_back import START, Loaded, loaded, ndjson  # noqa: F401  (the fixture)
+from tests.integration.test_push_back import START, Loaded, ndjson
 
 END = {"kind": "end", "status": "ok"}
+loaded = test_push_back.loaded  # the push-back tests' fixture, used here by name
 
 
 @pytest.mark.xfail(
@@ -47,7 +50,11 @@ async def test_the_client_reports_a_line_refused_beside_a_push_back(loaded: Load
     st = loaded
     st.lag.set(0.15)  # new runs pushed back
     async with RelayClient(st.sidecar.url, INGEST_TOKEN, push_back_s=10) as relay:
-        lines = [{"kind": "text", "mode": "delta", "text": "orphan"}, {**START, "target": {"chat_id": 9}}, END]
+        lines: list[dict[str, Any]] = [
+            {"kind": "text", "mode": "delta", "text": "orphan"},
+            {**START, "target": {"chat_id": 9}},
+            END,
+        ]
         sending = asyncio.create_task(relay.send("r2", lines))
         await asyncio.sleep(0.5)
         st.lag.set(0.0)
@@ -64,8 +71,12 @@ def test_a_combining_mark_stays_with_its_letter_across_a_fence_cut() -> None:
     params = ChunkParams(min_chars=49, max_chars=100)
     x80 = "x" * 80
     text = (
-        "* * *\n👨\u200d👩\u200d👧\u200d👦é| a | b |\n|---|---|\n```" + x80 + "\n\r\n~~~```\n" + "x" * 50
-        + "~~~```\n```\n```\n\r\n    code in item\n```\n```\n```~~~\n***\n   ```\n    ```\n```" + x80
+        "* * *\n👨\u200d👩\u200d👧\u200d👦é| a | b |\n|---|---|\n```"
+        + x80
+        + "\n\r\n~~~```\n"
+        + "x" * 50
+        + "~~~```\n```\n```\n\r\n    code in item\n```\n```\n```~~~\n***\n   ```\n    ```\n```"
+        + x80
         + "\ne\u0301      ```js\n\n\n# Heading\nword 🇫🇷🇩🇪\r\n# Heading\n```python\n"
     )
     chunks = chunk_text(text, params)
