@@ -117,7 +117,7 @@ class _Ingest:
             number = 0
             async for whole in batches(request, self.max_body_bytes, self.max_line_bytes):
                 level = self.pressure.push_back() if self.pressure is not None else PushBack.NONE
-                cut = cut_at(whole, level)
+                cut = cut_at(whole, level, lambda raw: self._known_start(raw, caller, hint))
                 batch = whole if cut is None else whole[:cut]
                 decoded: list[tuple[Any, str | None]] = []
                 numbers: list[int] = []
@@ -162,6 +162,15 @@ class _Ingest:
             events += result.events if isinstance(result, LineResult) else 0
         await caller.pace(events - len(decoded))  # raw lines may carry many events: paced by what they gave
         return None
+
+    def _known_start(self, raw: bytes, caller: Caller, hint: str | None) -> bool:
+        """Whether the ``run.start`` line ``raw`` names a run this process knows (active or ended; else False)."""
+        try:
+            obj, _ = decode(raw, self.max_line_bytes)
+            run = obj.get("run", hint) if isinstance(obj, dict) else None
+            return isinstance(run, str) and self.relay.monitor(caller.key(run)) is not None
+        except IngestError:
+            return False
 
     def _line(self, raw: bytes, caller: Caller, hint: str | None, started: set[str]) -> tuple[Any, str | None]:
         """One line decoded, its run as the core's key (its text kept when unchanged), a run it starts counted.

@@ -1,8 +1,9 @@
 """Ingest's push-back past capacity (:class:`core.pressure.Pressure`): which lines of a batch are still taken, and
 the answer that tells the agent when to send the rest.
 
-While the event loop lags past ``[service] overload_lag_ms`` a request's ``run.start`` and everything after it is
-pushed back; past twice that, every line but a run's ``end`` (a run must always be able to end, freeing its slot).
+While the event loop lags past ``[service] overload_lag_ms`` a request's ``run.start`` of a new run and everything
+after it is pushed back (a resent start of a run this process knows, active or ended, is no new run: it passes);
+past twice that, every line but a run's ``end`` (a run must always be able to end, freeing its slot).
 A request is cut at its first pushed-back line and not read further: the lines before it are taken (or refused for
 their own reasons) as always, none after it is looked at, so an agent that sends the rest again (after
 ``Retry-After``) loses nothing and repeats nothing. An ``end`` after a pushed-back line is pushed back with it:
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from starlette.responses import JSONResponse
 
@@ -37,15 +38,19 @@ def _kind_is(raw: bytes, kind: bytes) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == kind.decode()
 
 
-def cut_at(batch: Sequence[bytes], level: PushBack) -> int | None:
-    """The index of the batch's first pushed-back line at ``level``, or None when every line is taken."""
+def cut_at(batch: Sequence[bytes], level: PushBack, known: Callable[[bytes], bool] | None = None) -> int | None:
+    """The index of the batch's first pushed-back line at ``level``, or None when every line is taken.
+
+    ``known(raw)``: whether a ``run.start`` line starts a run this process already knows (active or ended): its
+    agent resending it is not a new run, and the line is acknowledged (dropped or taken) as always, never pushed
+    back at :attr:`PushBack.STARTS`."""
     if level is PushBack.NONE:
         return None
     for index, raw in enumerate(batch):
         if not raw.strip():
             continue
         if level is PushBack.STARTS:
-            if _kind_is(raw, b"run.start"):
+            if _kind_is(raw, b"run.start") and not (known is not None and known(raw)):
                 return index
         elif not _kind_is(raw, b"end"):
             return index

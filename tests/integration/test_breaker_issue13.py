@@ -22,11 +22,6 @@ END = {"kind": "end", "status": "ok"}
 loaded = test_push_back.loaded  # the push-back tests' fixture, used here by name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="push-back cuts at any run.start, even a resend of a run that already ended (README: every line of an "
-    "ended run is acknowledged and dropped, never refused): the agent's replay is answered 503 instead of 200 dropped",
-)
 async def test_a_resent_ended_run_is_dropped_not_pushed_back(loaded: Loaded) -> None:
     st = loaded
     body = ndjson({**START, "seq": 0}, {"kind": "text", "mode": "delta", "text": "Done.", "seq": 1}, {**END, "seq": 2})
