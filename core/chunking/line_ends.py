@@ -24,6 +24,7 @@ __all__ = ["LineEnds"]
 
 _SPECIAL = re.compile(r"[`\\\[\]()]")
 _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
+_OPENS = re.compile(r"[`\[]")
 _NONSPACE = re.compile(r"[^ \t\r\f\v]")
 _SIMPLE_ITEM = re.compile(r"[-*+] (?:[^ \t\r\f\v>`~*+\-0-9]|\*\*)")
 """A bullet item at column 0 whose text begins with no marker, fence run or quote: its content column is 2."""
@@ -123,8 +124,10 @@ class LineEnds(LineEvents):
             rs.lists = lr.lists
         elif rs.prev_blank and before:
             rs.lists = []
-        if _SPECIAL.search(line):
-            self._inline.scan(line, lr.start if lr is not None else 0, len(line), pos)
+        inline = self._inline
+        # with no span or link open, only a backtick or a "[" can change the inline state
+        if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
+            inline.scan(line, lr.start if lr is not None else 0, len(line), pos)
         return before if lr is not None else _NO_LISTS
 
     def _end_info_drop(self) -> None:
