@@ -178,6 +178,7 @@ class Cutter:
             lambda: self._try_break(struct, False),  # a link or code span longer than the budget
             lambda: self._try_code_point(struct, False, True, False),
             self._empty_fence_cut,  # an opener whose info string leaves no room for content
+            lambda: self._try_code_point(struct, False, True, True),  # beside whitespace, clusters kept whole
             lambda: self._try_code_point(struct, False, False, False),  # a grapheme cluster over max
             lambda: self._try_code_point(BIG, False, False, True),  # anything: never loop
         )
