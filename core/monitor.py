@@ -39,8 +39,8 @@ operator's listing (``GET /v1/runs``).
 Replay: the last ``buffer`` events (and at most ``max_chars`` characters of their text) are kept while the run
 goes on; a watcher that resumes after an id still in the buffer gets exactly the events after it, once; one that
 resumes from further back (or from an id the run never had) gets one ``reset``. Once the run ended only its last
-32 events are kept: a finished run is its state (the answer, each part's and each agent's text once), and a
-watcher further behind gets one ``reset`` with ``ended`` set.
+32 events (and 4,096 characters of their text) are kept: a finished run is its state (the answer, each part's and
+each agent's text once), and a watcher further behind gets one ``reset`` with ``ended`` set.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ TIMELINE = 200
 """Progress entries the state keeps (older ones drop out of it; they were sent as events)."""
 KEEP_AFTER_END = 32
 """Events a finished run keeps, so that watchers just behind get them exactly (the others: one ``reset``)."""
+KEEP_CHARS_AFTER_END = 4096
+"""And at most this many characters of their text (besides the last event): a finished run's answer is in its state
+once, not again in the events that streamed it (an 8.5k answer joined into one delta event, its final text event)."""
 TIMELINE_TYPES = frozenset({"phase", "status", "tool_call", "tool_result", "decision", "error"})
 STAGE_TEXT_TYPES = frozenset({"answer", "agent"})
 """Events whose text the run stage built from events it sanitized (:func:`core.safe_text.safe_event`): one per
@@ -159,7 +162,9 @@ class RunMonitor:
         self._apply(event)
         if type_ == "end":
             self.closed = True
-            while len(self._events) > KEEP_AFTER_END:  # a finished run is its state (and its last events)
+            while len(self._events) > 1 and (  # a finished run is its state (and its last events)
+                len(self._events) > KEEP_AFTER_END or self._chars > KEEP_CHARS_AFTER_END
+            ):
                 self._events.popleft()
                 self._chars -= self._sizes.popleft()
         self._changed.set()  # the waiters' futures are resolved: clearing the flag does not undo that

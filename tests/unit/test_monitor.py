@@ -108,6 +108,18 @@ def test_a_finished_run_keeps_only_its_last_events_and_its_state() -> None:
     assert reset["state"]["ended"] == "ok" and reset["state"]["answer"].startswith("0 1 2")
 
 
+def test_a_finished_run_keeps_its_answer_once_not_again_in_its_last_events() -> None:
+    m = monitor(buffer=1000)
+    m.answer_delta("a" * 3000)
+    m.answer_delta("b" * 3000)  # no watcher read yet: one event of 6,000 characters
+    m.publish("answer", text="a" * 3000 + "b" * 3000, reset=True, final=True)
+    m.publish("end", status="ok")
+    kept = m.since(m.last_id - 1)
+    assert [e["type"] for e in kept] == ["end"]
+    [reset] = m.since(1)  # the text events are gone: the state has the answer
+    assert reset["state"]["answer"] == "a" * 3000 + "b" * 3000 and reset["state"]["ended"] == "ok"
+
+
 def test_an_id_of_another_monitor_or_past_the_last_gets_a_reset_at_once() -> None:
     m = monitor()
     for text in ("a", "b", "c"):
