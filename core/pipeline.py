@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import reprlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,8 @@ def strict_loads(raw: str | bytes) -> Any:
     except RecursionError:
         raise ValueError("not accepted: JSON nested too deeply") from None
     except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's own limit on the digits of an integer
+            raise ValueError(f"not accepted: an integer of more than {sys.get_int_max_str_digits()} digits") from None
         raise ValueError(f"not strict JSON: {exc}") from None
 
 

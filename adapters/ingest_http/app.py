@@ -37,6 +37,7 @@ every answer is told to the optional :class:`IngestObserver` (the service's metr
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -218,11 +219,12 @@ class _Ingest:
         caller, key = found
         run = request.path_params["run"]
         try:
-            wait_s = min(600.0, max(0.0, float(request.query_params.get("wait_s", "0"))))
+            asked = float(request.query_params.get("wait_s", "0"))
         except ValueError:
-            return JSONResponse({"error": "wait_s must be a number of seconds"}, status_code=400)
-        if wait_s != wait_s:  # NaN
-            return JSONResponse({"error": "wait_s must be a number of seconds"}, status_code=400)
+            asked = math.nan
+        if asked != asked:  # not a number, or NaN (which min / max would take for 0)
+            return JSONResponse({"error": "wait_s must be a number of seconds (0 to 600)"}, status_code=400)
+        wait_s = min(600.0, max(0.0, asked))
         try:
             report = await self.relay.wait_done(key, wait_s) if wait_s else await self.relay.report(key)
         except IngestError as exc:  # replicas: the run's partition is moving (503, ask again)

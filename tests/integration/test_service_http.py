@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.integration.conftest import INGEST_TOKEN, Stack
 
@@ -155,3 +156,18 @@ async def test_a_declared_body_over_the_limit_is_413_before_it_is_read(stack: St
     writer.close()
     assert answer.startswith(b"HTTP/1.1 413")
     assert b"over 65536 bytes" in answer
+
+
+@pytest.mark.parametrize("wait_s", ["nan", "NaN", "soon", "inf-ish"])
+async def test_a_report_wait_that_is_not_a_number_is_400(stack: Stack, wait_s: str) -> None:
+    answer = await stack.client.get("/v1/runs/nobody", params={"wait_s": wait_s})
+    assert answer.status_code == 400
+    assert "wait_s must be a number of seconds" in answer.json()["error"]
+
+
+async def test_an_integer_past_pythons_digit_limit_is_named_without_pythons_advice(stack: Stack) -> None:
+    line = '{"kind": "run.start", "channel": "telegram", "target": {"chat_id": ' + "9" * 5000 + "}}\n"
+    answer = await stack.client.post("/v1/runs/r7/events", content=line.encode())
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert "an integer of more than 4300 digits" in error and "set_int_max_str_digits" not in error
