@@ -28,6 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench.serving import free_port
+
 TOKEN = "bench-token"
 
 
@@ -128,12 +130,6 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--http", choices=("h11", "httptools"), default="httptools")
@@ -144,10 +140,14 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=10)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.events < args.runs * args.batch:
+        parser.error(
+            f"--events must be at least --runs x --batch ({args.runs * args.batch}): each run sends whole batches"
+        )
     if args.serve:
         serve(args.serve, args.http, args.loop)
         return
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, __file__, "--serve", str(port), "--http", args.http, "--loop", args.loop]
     server = subprocess.Popen(cmd)
     try:

@@ -32,7 +32,6 @@ import contextlib
 import multiprocessing
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 from load_agents import TOKEN, Agent, agent_run, make_agents, nonspace  # noqa: E402
 
 from app.client import recorded_events  # noqa: E402
+from bench.serving import free_port, serve  # noqa: E402
 from core.events import ProviderFormat  # noqa: E402
 from mocks.telegram import MockTelegram  # noqa: E402
 
@@ -62,12 +62,6 @@ GOALS = (
     "goals: 1,000 runs in one process, p99 event-to-call <= 50 ms beyond the budget wait, <= 64 KB per run, "
     "past capacity slower but nothing lost; >= 90% of the binding budget used while text flows, 0 x 429"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _mock_child(port: int, conn: Connection) -> None:
@@ -140,22 +134,6 @@ events_per_s = 1000000
     path = folder / "channels.toml"
     path.write_text(text)
     return path
-
-
-async def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "BENCH_BOT_TOKEN": BOT, "BENCH_INGEST_TOKEN": TOKEN}
-    cmd = [sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(port)]
-    log = (config.parent / "serve.log").open("wb")  # never a pipe nobody reads: a full pipe blocks the logging sidecar
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    async with httpx.AsyncClient() as client:
-        for _ in range(600):
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
-                    return proc
-            if proc.poll() is not None:
-                raise RuntimeError(f"serve ended: {(config.parent / 'serve.log').read_text()[-2000:]}")
-            await asyncio.sleep(0.1)
-    raise RuntimeError("serve did not become ready")
 
 
 def _cpu_s(pid: int) -> float:
@@ -269,8 +247,10 @@ async def _scenario(
     mock.recv()
     answer = nonspace("".join(e["text"] for e in events))
     with tempfile.TemporaryDirectory() as folder:
-        port = _free_port()
-        proc = await _serve(_config(Path(folder), api, limits, overload_lag_ms, overload_backlog), port)
+        port = free_port()
+        config = _config(Path(folder), api, limits, overload_lag_ms, overload_backlog)
+        env = {**os.environ, "BENCH_BOT_TOKEN": BOT, "BENCH_INGEST_TOKEN": TOKEN}
+        proc = await serve([sys.executable, "-m", "app", "serve"], config, port, env)
         try:
             await asyncio.sleep(1.0)
             base_rss, wall0 = _rss_bytes(proc.pid), time.monotonic()
@@ -351,7 +331,7 @@ async def main(args: argparse.Namespace) -> None:
         : args.events
     ]
     events = [{k: v for k, v in e.items() if k != "run"} for e in events]
-    port = _free_port()
+    port = free_port()
     ours, theirs = multiprocessing.get_context("fork").Pipe()
     child = multiprocessing.get_context("fork").Process(target=_mock_child, args=(port, theirs), daemon=True)
     child.start()

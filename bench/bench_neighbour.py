@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,18 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.ingest_client import recording_lines, replay  # noqa: E402
+from bench.serving import free_port, serve  # noqa: E402
 from core.events import ProviderFormat  # noqa: E402
 from mocks.telegram import MockTelegram  # noqa: E402
 
 VICTIM, NEIGHBOUR = "victim-token-bench-0123456789", "neighbour-token-bench-9876543210"
 BOT = "123456:BENCH-neighbour-token"
 STREAMS = ROOT.parent / "shared" / "streams"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(folder: Path, api: str, neighbour_runs: int) -> Path:
@@ -77,27 +70,6 @@ events_per_s = {neighbour_runs * 120}
     path = folder / "channels.toml"
     path.write_text(text)
     return path
-
-
-async def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "BENCH_BOT_TOKEN": BOT,
-        "BENCH_VICTIM_TOKEN": VICTIM,
-        "BENCH_NEIGHBOUR_TOKEN": NEIGHBOUR,
-    }
-    cmd = ["uv", "run", "--frozen", "streamrelay", "serve", "--config", str(config), "--port", str(port)]
-    log = (config.parent / "serve.log").open("wb")  # never a pipe nobody reads: a full pipe blocks the logging sidecar
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    async with httpx.AsyncClient() as client:
-        for _ in range(600):
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
-                    return proc
-            if proc.poll() is not None:
-                raise RuntimeError(f"serve ended: {(config.parent / 'serve.log').read_text()[-2000:]}")
-            await asyncio.sleep(0.1)
-    raise RuntimeError("serve did not become ready")
 
 
 async def _neighbour(url: str, runs: int, attempts: int, pace_ms: float, stop: asyncio.Event) -> dict[str, int]:
@@ -179,8 +151,10 @@ async def main(args: argparse.Namespace) -> None:
     mock = MockTelegram(rate_limits=True)
     api = await mock.start()
     with tempfile.TemporaryDirectory() as folder:
-        port = _free_port()
-        proc = await _serve(_config(Path(folder), api, args.neighbour_runs), port)
+        port = free_port()
+        env = {**os.environ, "BENCH_BOT_TOKEN": BOT, "BENCH_VICTIM_TOKEN": VICTIM, "BENCH_NEIGHBOUR_TOKEN": NEIGHBOUR}
+        cmd = ["uv", "run", "--frozen", "streamrelay", "serve"]
+        proc = await serve(cmd, _config(Path(folder), api, args.neighbour_runs), port, env)
         url = f"http://127.0.0.1:{port}"
         rows: dict[str, list[dict[str, object]]] = {"alone": [], "inside": [], "over": []}
         try:

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,13 +30,11 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.serving import free_port  # noqa: E402
+
 TOKEN = "bench-replicas-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(folder: Path, backend: str) -> Path:
@@ -91,14 +88,14 @@ async def _variant(name: str, backend: str, replicas: int, runs: int, lines: int
         env = {**os.environ, "STREAMRELAY_TOKEN": TOKEN, "NO_COLOR": "1"}
         redis = None
         if backend == "redis":
-            port = _free_port()
+            port = free_port()
             redis = subprocess.Popen(
                 ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
                 stdout=subprocess.DEVNULL,
             )
             env["STREAMRELAY_SERVICE__REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         config = _config(folder, backend)
-        ports = [_free_port() for _ in range(replicas)]
+        ports = [free_port() for _ in range(replicas)]
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(p)],
