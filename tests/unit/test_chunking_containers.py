@@ -16,14 +16,8 @@ from hypothesis import strategies as st
 from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
 from core.fences import scan_fences
 from core.units import LengthUnit, text_units
+from tests.unit.test_chunker_commonmark import LIST_CONTINUATION, LONG_OPENER, NESTED_SIX, QUOTE
 
-LIST_CONTINUATION = "1.  foo\n\n    ```\n    code\n    ```\n\n    para after the fence\n\n2.  bar"
-NESTED_SIX = (
-    "1.  outer item\n\n    - inner item\n\n      ```py\n      line one\n      line two\n      line three\n      ```"
-    "\n\n      after the fence"
-)
-QUOTE = "> a quoted line of words that is cut somewhere in the middle\n> and a second line\n>\n> quoted paragraph"
-LONG_OPENER = "```" + "x" * 40 + "\ncode line\n```\n\nparagraph one\n\nparagraph two"
 ITEM_QUOTE_ITEM = (
     "1.  outer\n\n    > 1.  inner words\n    >\n    >     more words of the inner item that go on\n    >\n"
     "    >     ```py\n    >     x = 1\n    >     y = 2\n    >     ```\n\n    after the quote"
