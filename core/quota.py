@@ -91,8 +91,7 @@ class RunUsage:
         self.events, self.chars = n_events, chars
         self._longest.update(grown)
         for event in events:
-            if event.seq is not None and (self.max_seq is None or event.seq > self.max_seq):
-                self.max_seq = event.seq
+            self._note_seq(event.seq)
 
     def _charged_delta(self, event: TextEvent, limits: ClientLimits, enforce: bool) -> bool:
         """:meth:`charge` of one ``delta`` text event when it passes every limit (the same counts); False, counting
@@ -101,9 +100,12 @@ class RunUsage:
         if enforce and (self.events >= limits.max_events_per_run or chars > limits.max_chars_per_run):
             return False
         self.events, self.chars = self.events + 1, chars
-        if event.seq is not None and (self.max_seq is None or event.seq > self.max_seq):
-            self.max_seq = event.seq
+        self._note_seq(event.seq)
         return True
+
+    def _note_seq(self, seq: int | None) -> None:
+        if seq is not None and (self.max_seq is None or seq > self.max_seq):
+            self.max_seq = seq
 
     def _chars(self, event: Event, grown: dict[_Key, int], so_far: int) -> int:
         if isinstance(event, TextEvent):

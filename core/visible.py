@@ -69,21 +69,26 @@ class _Received:
     def take(self, slot: _Key, mode: TextMode, text: str) -> tuple[str, bool] | None:
         """Apply one event; return ``(piece, whole)``: the new text to pass on, surrogates fixed, and whether it is
         a whole new text (True) or a suffix (False). None: nothing changed. O(len(text))."""
-        change = self.texts.apply(slot[0], slot[1], mode, text)
-        if change.kind == "none":
+        if not text and mode is TextMode.DELTA:
             return None
-        whole = change.kind == "replace"
-        piece = change.text if whole else self._carry.pop(slot, "") + change.appended
-        if whole:
-            self._carry.pop(slot, None)
+        if mode is TextMode.DELTA and slot not in self._carry and not self._may_replay(text):
+            self.texts.append(slot[0], slot[1], text)  # the common line: appended, no TextChange to build
+            piece, whole = text, False
+        else:
+            change = self.texts.apply(slot[0], slot[1], mode, text)
+            if change.kind == "none":
+                return None
+            whole = change.kind == "replace"
+            piece = change.text if whole else self._carry.pop(slot, "") + change.appended
+            if whole:
+                self._carry.pop(slot, None)
         if piece and "\ud800" <= piece[-1] <= "\udbff":
             self._carry[slot], piece = piece[-1], piece[:-1]
         return fix_surrogates(piece), whole
 
-    @property
-    def carrying(self) -> bool:
-        """Whether some text of this visibility keeps a half surrogate pair for its next piece."""
-        return bool(self._carry)
+    def _may_replay(self, text: str) -> bool:
+        """Whether the replay guard must look at the delta ``text`` (it needs :data:`REPLAY_MIN_CHARS`)."""
+        return self.texts.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS
 
     def end(self, source_key: str | None, message: int | None) -> None:
         """The end of a source's message (all of them when ``message`` is None): a half surrogate pair still kept
@@ -115,10 +120,6 @@ class VisibleText:
 
     def apply(self, event: TextEvent) -> Split:
         """Apply one ``answer`` or ``reasoning`` text event (``status`` text is not text of a message)."""
-        if event.mode is TextMode.DELTA and event.visibility is Visibility.ANSWER:
-            split = self._answer_delta(event)
-            if split is not None:
-                return split
         key = event.source.key if event.source is not None else None
         slot = (key, event.message)
         reasoning_event = event.visibility is Visibility.REASONING
@@ -134,7 +135,7 @@ class VisibleText:
             splitter = self._splitters.get(slot)
             if splitter is None:
                 splitter = self._splitters[slot] = ThinkSplitter(self.opened)
-            return self._split(slot, *splitter.feed(text))
+            return self._split(slot, *splitter.feed(text))  # a delta: the common line
         splitter = self._splitters[slot] = ThinkSplitter(self.opened)
         answer, reasoning = splitter.feed(text)
         if not reasoning and not self.reasoning.text(key, event.message):
@@ -145,23 +146,6 @@ class VisibleText:
             answer=self._change(self.answers, slot, mode, answer),
             reasoning=self._change(self.reasoning, slot, mode, reasoning),
         )
-
-    def _answer_delta(self, event: TextEvent) -> Split | None:
-        """The common case without the general path's intermediate values: a short answer delta (never a replay:
-        the guard needs 16 characters), no half surrogate pair kept or left at its end. None: not that case."""
-        text = event.text
-        received = self._received[Visibility.ANSWER]
-        if not text or received.carrying or "\ud800" <= text[-1] <= "\udbff":
-            return None
-        if self.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS:
-            return None
-        key = event.source.key if event.source is not None else None
-        slot = (key, event.message)
-        received.texts.append(key, event.message, text)
-        splitter = self._splitters.get(slot)
-        if splitter is None:
-            splitter = self._splitters[slot] = ThinkSplitter(self.opened)
-        return self._split(slot, *splitter.feed(fix_surrogates(text)))
 
     def flush(self, source_key: str | None, message: int | None = None) -> list[Split]:
         """Release what is held back for a source's messages (all of them when ``message`` is None):
