@@ -3,7 +3,7 @@ readers that come after the end (a late report, a parent loop reading its lane, 
 
 Bounded three times: at most ``keep`` runs, at most ``budget_chars`` characters of text over all of them (the live
 state's texts and the lane's units, measured once when the run ends), and at most ``budget_bytes`` bytes over all of
-them (:meth:`Finished.bytes`: the memory those texts take as Python strings, 1, 2 or 4 bytes a character plus each
+them (:meth:`Finished.measure`: the memory those texts take as Python strings, 1, 2 or 4 bytes a character plus each
 string's header, the kept live events and lane units, and :data:`RUN_OVERHEAD_BYTES` for the objects of the run
 itself): a client inside its limits can make each of its runs hold about ``max_chars_per_run`` characters, so a
 count alone would let 10,000 finished runs hold gigabytes, and a character count alone misjudges text outside
@@ -35,24 +35,19 @@ class Finished:
     monitor: RunMonitor
     last_seq: int | None
 
-    def size(self) -> int:
-        """Characters of text it holds (its live state and its lane's units): O(that size), once."""
-        state = self.monitor.state
-        texts = len(state["answer"]) + sum(len(a.get("text") or "") for a in state["agents"].values())
-        texts += sum(len(p.get("text") or "") for p in state["parts"].values())
-        texts += sum(len(str(e)) for e in state["timeline"])
-        return texts + sum(len(json.dumps(u, ensure_ascii=False, default=str)) for u in self.lane.units)
-
-    def bytes(self) -> int:
-        """Bytes of memory it holds, estimated (module docstring): O(its size), once."""
+    def measure(self) -> tuple[int, int]:
+        """``(characters, bytes)`` it holds: the characters of its live state's texts and its lane's units, and the
+        bytes of memory they take as Python strings, with the kept live events and :data:`RUN_OVERHEAD_BYTES`
+        (module docstring). One pass, O(its size), once."""
         state = self.monitor.state
         strings = [state["answer"], *(a.get("text") or "" for a in state["agents"].values())]
         strings += [p.get("text") or "" for p in state["parts"].values()]
-        held = sum(sys.getsizeof(text) for text in strings)
-        held += sum(sys.getsizeof(str(e)) for e in state["timeline"])
-        held += sum(sys.getsizeof(str(e)) for e in self.monitor.since(0) if e.get("type") != "reset")
-        held += sum(sys.getsizeof(json.dumps(u, ensure_ascii=False, default=str)) for u in self.lane.units)
-        return RUN_OVERHEAD_BYTES + held
+        strings += [str(e) for e in state["timeline"]]
+        strings += [json.dumps(u, ensure_ascii=False, default=str) for u in self.lane.units]
+        kept = [str(e) for e in self.monitor.since(0) if e.get("type") != "reset"]
+        chars = sum(len(text) for text in strings)
+        held = sum(sys.getsizeof(text) for text in strings) + sum(sys.getsizeof(text) for text in kept)
+        return chars, RUN_OVERHEAD_BYTES + held
 
 
 class FinishedRuns(OrderedDict[str, Finished]):
@@ -71,7 +66,7 @@ class FinishedRuns(OrderedDict[str, Finished]):
     def __setitem__(self, run: str, finished: Finished) -> None:
         if run in self:
             self.pop(run)
-        size = (finished.size(), finished.bytes())
+        size = finished.measure()
         super().__setitem__(run, finished)
         self._sizes[run] = size
         self.chars += size[0]

@@ -28,10 +28,10 @@ async def test_finished_runs_stay_within_their_byte_budget() -> None:
     finished = relay._finished
     assert finished.chars < finished.budget_chars  # the character budget alone would keep them all
     assert finished.bytes <= budget and 1 < len(finished) < 8 and "r7" in finished and "r0" not in finished
-    one = finished["r7"].bytes()
+    one = finished["r7"].measure()[1]
     # the answer once, 4 bytes a character: in the state, not again in the events that streamed it
     assert RUN_OVERHEAD_BYTES + 12_000 <= one < RUN_OVERHEAD_BYTES + 2 * 12_000
-    assert finished.bytes == sum(f.bytes() for f in finished.values())
+    assert finished.bytes == sum(f.measure()[1] for f in finished.values())
     old = await relay.report("r0")  # rebuilt from the ledger
     assert old is not None and old.done and old.status == "delivered"
     await relay.close()
