@@ -114,7 +114,7 @@ class ChannelSettings(_Strict):
     token_env: str | None = None
     api_base: str | None = None
     delivery: DeliveryMode = DeliveryMode.PREVIEW
-    format: Literal["plain", "markdown"] = "plain"
+    format: Literal["plain", "markdown"] = "markdown"
     limit: int | None = Field(default=None, ge=1)
     throttle_ms: int = Field(default=1000, ge=0)
     send_timeout_ms: int = Field(default=10_000, ge=1)
