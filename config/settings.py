@@ -8,6 +8,7 @@ the key and the file. Tokens come only from the environment variables that ``tok
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +33,8 @@ from core.ports import CallKind, TextFormat
 from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
+ENV_PREFIX = "STREAMRELAY_"
+ENV_DELIMITER = "__"
 
 NATIVE_PLATFORMS = tuple(name for name, spec in PLATFORMS.items() if spec.native)
 
@@ -223,6 +226,8 @@ class ServiceSettings(_Strict):
     port: int = Field(default=8787, ge=0, le=65535)
     token_env: str = "STREAMRELAY_TOKEN"
     ledger: str = "var/streamrelay.sqlite3"
+    """The SQLite file of the journal and the ledger (``":memory:"``: none kept). Relative: to the channels file's
+    folder, never the current directory (:func:`resolve_paths`). One process at a time holds it (a lock)."""
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_line_bytes: int = Field(default=1024 * 1024, ge=256)
     run_idle_timeout_s: float = Field(default=600.0, gt=0)
@@ -231,8 +236,9 @@ class ServiceSettings(_Strict):
     live_buffer: int = Field(default=1000, ge=1)
     """A run's latest live events kept for watchers that reconnect (past them: one ``reset`` event)."""
     actions: str = "actions.toml"
-    """The action catalog (config/actions.toml's format), relative to the channels file; "" for none (then
-    every tool is treated as irreversible: it waits for the run's commit point)."""
+    """The action catalog (config/actions.toml's format); relative: beside the channels file, else the shipped one
+    (:func:`resolve_paths`); "" for none (then every tool is treated as irreversible: it waits for the run's commit
+    point)."""
     log_format: Literal["json", "console"] | None = None
     """``json`` (one object per line) or ``console``; unset: console on a terminal, JSON otherwise."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -284,7 +290,7 @@ class ServiceSettings(_Strict):
 class Settings(BaseSettings):
     """All settings: ``[service]``, ``[channels.NAME]`` and ``[clients.NAME]`` tables."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMRELAY_", env_nested_delimiter="__", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid")
 
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
@@ -328,15 +334,24 @@ class Settings(BaseSettings):
 def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool = False, **overrides: Any) -> Settings:
     """Load settings from ``path`` (TOML), the environment and ``overrides``.
 
-    Channels with ``enabled = false`` are left out unless ``include_disabled`` (the demo dry-runs them).
+    An environment override merges into the TOML's table of the same name, also for a channel the TOML disables
+    (``STREAMRELAY_CHANNELS__SLACK__API_BASE`` while Slack has ``enabled = false``). Channels with
+    ``enabled = false`` (in the file or the environment) are then left out unless ``include_disabled`` (the demo
+    dry-runs them). Relative paths in ``[service]`` are resolved as :func:`resolve_paths` says.
 
     Raises:
-        ConfigError: the file is missing or not TOML, a key is unknown, or a value is wrong; the
-            message names the key and the file.
+        ConfigError: the file is missing or not TOML, a key is unknown, a value is wrong, or an environment variable
+            overrides a channel the file does not have; the message names the key, the file and the variable.
     """
     toml_path = Path(path)
     if not toml_path.is_file():
         raise ConfigError(f"configuration file {toml_path} not found")
+    try:
+        with toml_path.open("rb") as file:
+            table = tomllib.load(file)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
+    _check_env_channels(table, toml_path)
 
     class _FromFile(Settings):
         @classmethod
@@ -354,15 +369,86 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
         settings = _FromFile(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, toml_path)) from None
-    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+    except ValueError as exc:
         raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
     settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
     for client in settings.clients.values():  # a client keeps the channels that are on
         if client.channels is not None:
             client.channels = [name for name in client.channels if name in settings.channels]
-    if settings.service.actions and not Path(settings.service.actions).is_absolute():
-        settings.service.actions = str(toml_path.parent / settings.service.actions)
-    return Settings.model_validate(settings.model_dump())
+    resolve_paths(settings.service, toml_path)
+    try:  # validated again without the environment (read once above: it would bring back what was left out)
+        return _Validated.model_validate(settings.model_dump())
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, toml_path)) from None
+
+
+class _Validated(Settings):
+    """:class:`Settings` from the values given only (no environment: :func:`load_settings` has read it)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+def resolve_paths(service: ServiceSettings, config: Path) -> None:
+    """Make ``service``'s relative paths absolute, in place.
+
+    A relative ``ledger`` (whether the file or ``STREAMRELAY_SERVICE__LEDGER`` set it) is relative to the folder of
+    the channels file ``config``, never to the current directory (``":memory:"`` stays as it is). A relative
+    ``actions`` is looked for beside the channels file first, then among the shipped files (config/ in the
+    checkout, :data:`config.actions.DEFAULT_ACTIONS`), so a channels file copied elsewhere keeps the shipped catalog
+    until a catalog of its own sits beside it.
+
+    Raises:
+        ConfigError: the action catalog is in neither place (the message names both and what to do).
+    """
+    folder = config.resolve().parent
+    if service.ledger != ":memory:" and not Path(service.ledger).is_absolute():
+        service.ledger = str(folder / service.ledger)
+    if not service.actions or Path(service.actions).is_absolute():
+        return
+    beside, shipped = folder / service.actions, DEFAULT_CONFIG.parent / service.actions
+    if beside.is_file() or not shipped.is_file():
+        if not beside.is_file():
+            raise ConfigError(
+                f"action catalog {service.actions!r} ([service] actions in {config}) not found beside it ({beside}) "
+                f"nor in {shipped.parent}: copy config/actions.toml there, give an absolute path, or set "
+                'actions = "" for none'
+            )
+        service.actions = str(beside)
+    else:
+        service.actions = str(shipped)
+
+
+def _check_env_channels(table: dict[str, Any], path: Path) -> None:
+    """Refuse an environment override of a channel that exists nowhere: neither the file nor the environment gives
+    it a ``platform``, so it could only fail later as "platform: Field required".
+
+    Raises:
+        ConfigError: naming the variable, the channel and the file.
+    """
+    in_file = {str(name).lower() for name in table.get("channels", {})}
+    prefix = ENV_PREFIX + "CHANNELS" + ENV_DELIMITER
+    by_channel: dict[str, list[str]] = {}
+    for variable in os.environ:
+        if variable.upper().startswith(prefix):
+            name, _, key = variable[len(prefix) :].partition(ENV_DELIMITER)
+            if key:
+                by_channel.setdefault(name.lower(), []).append(variable)
+    for name, variables in sorted(by_channel.items()):
+        has_platform = any(v.upper().endswith(ENV_DELIMITER + "PLATFORM") for v in variables)
+        if name not in in_file and not has_platform:
+            raise ConfigError(
+                f"{sorted(variables)[0]} overrides channel {name!r}, which {path} does not have: check the name "
+                f"(channels there: {', '.join(sorted(in_file)) or 'none'}), or add [channels.{name}] with its platform"
+            )
 
 
 def _describe(exc: ValidationError, path: Path) -> str:
