@@ -8,7 +8,6 @@ the key and the file. Tokens come only from the environment variables that ``tok
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +21,8 @@ from pydantic_settings import (
 
 from config.clients import ClientSettings
 from config.connections import ConnectionSettings
+from config.environment import ENV_DELIMITER, ENV_PREFIX, check_env_channels
+from config.paths import resolve_actions, resolve_ledger
 from config.platforms import PLATFORMS, SourcedBudget
 from core.chunking import BreakKind, ChunkParams
 from core.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
@@ -33,8 +34,6 @@ from core.ports import CallKind, TextFormat
 from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
-ENV_PREFIX = "STREAMRELAY_"
-ENV_DELIMITER = "__"
 
 NATIVE_PLATFORMS = tuple(name for name, spec in PLATFORMS.items() if spec.native)
 
@@ -227,7 +226,7 @@ class ServiceSettings(_Strict):
     token_env: str = "STREAMRELAY_TOKEN"
     ledger: str = "var/streamrelay.sqlite3"
     """The SQLite file of the journal and the ledger (``":memory:"``: none kept). Relative: to the channels file's
-    folder, never the current directory (:func:`resolve_paths`). One process at a time holds it (a lock)."""
+    folder, never the current directory (:func:`config.paths.resolve_ledger`). One process at a time holds it."""
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_line_bytes: int = Field(default=1024 * 1024, ge=256)
     run_idle_timeout_s: float = Field(default=600.0, gt=0)
@@ -237,8 +236,8 @@ class ServiceSettings(_Strict):
     """A run's latest live events kept for watchers that reconnect (past them: one ``reset`` event)."""
     actions: str = "actions.toml"
     """The action catalog (config/actions.toml's format); relative: beside the channels file, else the shipped one
-    (:func:`resolve_paths`); "" for none (then every tool is treated as irreversible: it waits for the run's commit
-    point)."""
+    (:func:`config.paths.resolve_actions`); "" for none (then every tool is treated as irreversible: it waits for
+    the run's commit point)."""
     log_format: Literal["json", "console"] | None = None
     """``json`` (one object per line) or ``console``; unset: console on a terminal, JSON otherwise."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -337,7 +336,7 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
     An environment override merges into the TOML's table of the same name, also for a channel the TOML disables
     (``STREAMRELAY_CHANNELS__SLACK__API_BASE`` while Slack has ``enabled = false``). Channels with
     ``enabled = false`` (in the file or the environment) are then left out unless ``include_disabled`` (the demo
-    dry-runs them). Relative paths in ``[service]`` are resolved as :func:`resolve_paths` says.
+    dry-runs them). Relative paths in ``[service]`` are resolved by :mod:`config.paths`.
 
     Raises:
         ConfigError: the file is missing or not TOML, a key is unknown, a value is wrong, or an environment variable
@@ -346,14 +345,31 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
     toml_path = Path(path)
     if not toml_path.is_file():
         raise ConfigError(f"configuration file {toml_path} not found")
-    try:
-        with toml_path.open("rb") as file:
-            table = tomllib.load(file)
-    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
-        raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
-    _check_env_channels(table, toml_path)
+    check_env_channels(toml_path)
 
-    class _FromFile(Settings):
+    try:
+        settings = _sourced(toml_path)(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, toml_path)) from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
+    settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
+    for client in settings.clients.values():  # a client keeps the channels that are on
+        if client.channels is not None:
+            client.channels = [name for name in client.channels if name in settings.channels]
+    settings.service.ledger = resolve_ledger(settings.service.ledger, toml_path)
+    settings.service.actions = resolve_actions(settings.service.actions, toml_path)
+    try:  # validated again, without the environment
+        return _sourced(None).model_validate(settings.model_dump())
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, toml_path)) from None
+
+
+def _sourced(toml_path: Path | None) -> type[Settings]:
+    """:class:`Settings` from the values given, the environment, then ``toml_path``; None: from the values given only
+    (the environment was read once already: read again, it would bring back the channels left out)."""
+
+    class _Sourced(Settings):
         @classmethod
         def settings_customise_sources(
             cls,
@@ -363,92 +379,11 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
+            if toml_path is None:
+                return (init_settings,)
             return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
 
-    try:
-        settings = _FromFile(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, toml_path)) from None
-    except ValueError as exc:
-        raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
-    settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
-    for client in settings.clients.values():  # a client keeps the channels that are on
-        if client.channels is not None:
-            client.channels = [name for name in client.channels if name in settings.channels]
-    resolve_paths(settings.service, toml_path)
-    try:  # validated again without the environment (read once above: it would bring back what was left out)
-        return _Validated.model_validate(settings.model_dump())
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, toml_path)) from None
-
-
-class _Validated(Settings):
-    """:class:`Settings` from the values given only (no environment: :func:`load_settings` has read it)."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
-
-
-def resolve_paths(service: ServiceSettings, config: Path) -> None:
-    """Make ``service``'s relative paths absolute, in place.
-
-    A relative ``ledger`` (whether the file or ``STREAMRELAY_SERVICE__LEDGER`` set it) is relative to the folder of
-    the channels file ``config``, never to the current directory (``":memory:"`` stays as it is). A relative
-    ``actions`` is looked for beside the channels file first, then among the shipped files (config/ in the
-    checkout, :data:`config.actions.DEFAULT_ACTIONS`), so a channels file copied elsewhere keeps the shipped catalog
-    until a catalog of its own sits beside it.
-
-    Raises:
-        ConfigError: the action catalog is in neither place (the message names both and what to do).
-    """
-    folder = config.resolve().parent
-    if service.ledger != ":memory:" and not Path(service.ledger).is_absolute():
-        service.ledger = str(folder / service.ledger)
-    if not service.actions or Path(service.actions).is_absolute():
-        return
-    beside, shipped = folder / service.actions, DEFAULT_CONFIG.parent / service.actions
-    if beside.is_file() or not shipped.is_file():
-        if not beside.is_file():
-            raise ConfigError(
-                f"action catalog {service.actions!r} ([service] actions in {config}) not found beside it ({beside}) "
-                f"nor in {shipped.parent}: copy config/actions.toml there, give an absolute path, or set "
-                'actions = "" for none'
-            )
-        service.actions = str(beside)
-    else:
-        service.actions = str(shipped)
-
-
-def _check_env_channels(table: dict[str, Any], path: Path) -> None:
-    """Refuse an environment override of a channel that exists nowhere: neither the file nor the environment gives
-    it a ``platform``, so it could only fail later as "platform: Field required".
-
-    Raises:
-        ConfigError: naming the variable, the channel and the file.
-    """
-    in_file = {str(name).lower() for name in table.get("channels", {})}
-    prefix = ENV_PREFIX + "CHANNELS" + ENV_DELIMITER
-    by_channel: dict[str, list[str]] = {}
-    for variable in os.environ:
-        if variable.upper().startswith(prefix):
-            name, _, key = variable[len(prefix) :].partition(ENV_DELIMITER)
-            if key:
-                by_channel.setdefault(name.lower(), []).append(variable)
-    for name, variables in sorted(by_channel.items()):
-        has_platform = any(v.upper().endswith(ENV_DELIMITER + "PLATFORM") for v in variables)
-        if name not in in_file and not has_platform:
-            raise ConfigError(
-                f"{sorted(variables)[0]} overrides channel {name!r}, which {path} does not have: check the name "
-                f"(channels there: {', '.join(sorted(in_file)) or 'none'}), or add [channels.{name}] with its platform"
-            )
+    return _Sourced
 
 
 def _describe(exc: ValidationError, path: Path) -> str:
