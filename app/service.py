@@ -1,18 +1,19 @@
 """The composition root: settings → adapters → core, and the sidecar's HTTP server.
 
-``build_relay`` wires configured channels to their adapters (each wrapped in a metered adapter when the service
-keeps metrics); ``Sidecar`` runs the ingest app, with the probes ``/healthz``, ``/readyz`` and ``/metrics``
-(:mod:`adapters.ops.probes`), on uvicorn inside the current event loop, and optionally the probes alone on an ops
-listener of their own (``serve`` runs it until stopped: :mod:`app.serving`; the demo and the case runner start it
-on a free loopback port and stop it when done).
+``build_relay`` wires configured channels to their adapters (metered when the service keeps metrics; a platform's
+SDK is imported only when a channel on it is built: :mod:`app.platform_loading`); ``Sidecar`` runs the ingest app,
+with the probes ``/healthz``, ``/readyz`` and ``/metrics`` (:mod:`adapters.ops.probes`), on uvicorn inside the
+current event loop, and optionally the probes alone on an ops listener of their own (``serve`` runs it until stopped:
+:mod:`app.serving`; the demo and the case runner start it on a free loopback port and stop it when done).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import socket
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -22,16 +23,14 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
 
-from adapters.discord import DiscordAdapter
 from adapters.ingest_http import Callers, as_callers, create_app
 from adapters.ingest_http.connections import ConnectionGuard
 from adapters.ingest_http.protocols import uvicorn_options
 from adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
-from adapters.slack import SlackAdapter
-from adapters.telegram.adapter import TelegramAdapter
 from adapters.web import ReadTokens, WebAdapter, web_routes
 from app.connections import connection_guards
 from app.overload import service_pressure
+from app.platform_loading import PLATFORM_ADAPTERS
 from app.version import version
 from config.actions import load_actions
 from config.connections import ConnectionSettings
@@ -51,25 +50,24 @@ from core.surface import RunRelay
 def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:
     """The adapter of one configured channel (its SDK pointed at ``api_base`` when one is set).
 
+    Imports the platform's adapter module (:data:`app.platform_loading.PLATFORM_ADAPTERS`) when it is not yet.
+
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
     """
     policy = channel.policy(name)
-    common: dict[str, Any] = {
-        "base_url": channel.api_base or None,
-        "send_timeout_s": channel.send_timeout_ms / 1000,
-        "max_units": policy.max_units,
-    }
-    secret = token.get_secret_value()
-    if channel.platform == "telegram":
-        return TelegramAdapter(secret, **common)
-    if channel.platform == "slack":
-        return SlackAdapter(secret, **common)
-    if channel.platform == "discord":
-        return DiscordAdapter(secret, **common)
     if channel.platform == "web":
         return WebAdapter(max_units=policy.max_units)
-    raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
+    if channel.platform not in PLATFORM_ADAPTERS:
+        raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
+    module, cls = PLATFORM_ADAPTERS[channel.platform]
+    adapter: ChannelAdapter = getattr(importlib.import_module(module), cls)(
+        token.get_secret_value(),
+        base_url=channel.api_base or None,
+        send_timeout_s=channel.send_timeout_ms / 1000,
+        max_units=policy.max_units,
+    )
+    return adapter
 
 
 def make_runtime(
@@ -99,14 +97,17 @@ def build_channels(
     *,
     tokens: Mapping[str, SecretStr] | None = None,
     metrics: ServiceMetrics | None = None,
+    names: Collection[str] | None = None,
 ) -> dict[str, ChannelRuntime]:
-    """Every configured channel at run time (:func:`make_runtime`), by name.
+    """Every configured channel at run time (:func:`make_runtime`), by name; only those in ``names`` when given.
 
     Raises:
         ConfigError: a token is missing or a platform has no adapter.
     """
     channels: dict[str, ChannelRuntime] = {}
     for name, channel in settings.channels.items():
+        if names is not None and name not in names:
+            continue
         token = tokens[name] if tokens and name in tokens else channel.token(name)
         channels[name] = make_runtime(name, channel, token, metrics=metrics)
     return channels
@@ -120,8 +121,9 @@ def build_relay(
     tokens: Mapping[str, SecretStr] | None = None,
     journal: Journal | None = None,
     metrics: ServiceMetrics | None = None,
+    names: Collection[str] | None = None,
 ) -> Relay:
-    """A relay with every configured channel.
+    """A relay with every configured channel, or those in ``names`` (``serve`` adds the others once loaded).
 
     Args:
         settings: loaded settings.
@@ -130,11 +132,12 @@ def build_relay(
         tokens: tokens by channel name (default: read from each channel's ``token_env``).
         journal: the journal of accepted lines (default: in memory, nothing survives a restart).
         metrics: the service's metrics: every channel's adapter is metered (None: adapters as they are).
+        names: only these channels (None: every configured one).
 
     Raises:
         ConfigError: a token is missing, a platform has no adapter, or the action catalog is wrong.
     """
-    channels = build_channels(settings, tokens=tokens, metrics=metrics)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=names)
     catalog, validate = load_actions(settings.service.actions or None)
     return Relay(
         channels,

@@ -2,10 +2,12 @@
 
 1. Settings, tokens (from the environment), logging (:func:`adapters.ops.configure_logging`: JSON or console,
    every token registered with the redactor), metrics.
-2. The SQLite store (journal and ledger in one file), metered; the relay with every channel's adapter metered.
+2. The SQLite store (journal and ledger in one file), metered; the relay with the channels that need no SDK (web).
 3. The listeners open (ingest, probes and metrics; an ops listener too when ``ops_port`` is set) in state
-   ``resuming``: ``/healthz`` answers 200, ``/readyz`` 503, ingest 503 with ``Retry-After``, while the journal's
-   unfinished runs are rebuilt (:meth:`core.relay.Relay.resume`). Then ``ready``.
+   ``starting``, then the chat platforms' channels are built, their SDKs imported in a worker thread
+   (:func:`load_channels`: aiogram alone takes about 4 s), ``/readyz`` answering 503 "loading channels: telegram".
+   Then ``resuming`` while the journal's unfinished runs are rebuilt (:meth:`core.relay.Relay.resume`), then
+   ``ready``. Until then ``/healthz`` answers 200, ``/readyz`` 503 and ingest 503 with ``Retry-After: 1``.
 4. The first SIGTERM or SIGINT starts a drain: ``/readyz`` answers 503 ``draining``, ingest still takes the lines
    of active runs, and the service waits until no run is active or ``drain_s`` has passed; then it stops (open
    requests get a few seconds) and closes. What is unfinished stays in the journal and resumes at the next start.
@@ -21,14 +23,17 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
 from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState, configure_logging
 from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-from app.service import Sidecar, build_relay, service_sidecar
+from app.platform_loading import load_platforms, unloaded_channels
+from app.service import Sidecar, build_channels, build_relay, service_sidecar
 from app.version import version
 from config.settings import Settings, load_settings
 from core.clients import ClientLimits
@@ -100,6 +105,32 @@ def _secrets(
         values += [password] if password else []
     values += [secret.get_secret_value() for secret in tokens.values() if secret.get_secret_value()]
     return values, tokens
+
+
+async def load_channels(
+    relay: Relay,
+    settings: Settings,
+    names: Sequence[str],
+    *,
+    tokens: Mapping[str, SecretStr],
+    metrics: ServiceMetrics | None = None,
+) -> None:
+    """Build the channels ``names`` and add them to ``relay`` (``serve``, once it listens).
+
+    Their SDKs are imported in a worker thread, so the event loop keeps answering the probes; the adapters are then
+    built in the loop (cheap). Until they are in the relay the service stays ``starting``, and :class:`IngestGate`
+    answers ingest 503 with ``Retry-After: 1``. That is the simple, correct choice: a line for a channel that does not
+    exist yet cannot be admitted (its target cannot be checked, its rate budgets do not exist), the journal's
+    unfinished runs must resume before new lines arrive (the gate exists for that already), nothing is accepted
+    that could then be lost, and every client (:class:`app.client.RelayClient`, ``replay``, the demo) sends the
+    lines again after the pause, as after any 503. The pause is the SDK import: about 4 s for aiogram here.
+
+    Raises:
+        ConfigError: a channel cannot be built (a malformed token).
+    """
+    platforms = {settings.channels[name].platform for name in names}
+    await asyncio.get_running_loop().run_in_executor(None, load_platforms, platforms)
+    relay.channels.update(build_channels(settings, tokens=tokens, metrics=metrics, names=names))
 
 
 async def drain(relay: Relay, health: Health, drain_s: float, signals: StopSignals) -> list[str]:
@@ -175,8 +206,10 @@ async def serve(
     ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)
     signals = StopSignals()
+    pending = unloaded_channels(settings)
     try:
-        relay = build_relay(settings, ledger, journal=journal, tokens=tokens, metrics=metrics)
+        ready_now = [name for name in settings.channels if name not in pending]
+        relay = build_relay(settings, ledger, journal=journal, tokens=tokens, metrics=metrics, names=ready_now)
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
         sidecar = service_sidecar(
             relay,
@@ -191,7 +224,8 @@ async def serve(
         )
         signals.install()
         try:
-            await _run(sidecar, relay, health, service.drain_s, signals)
+            load = load_channels(relay, settings, pending, tokens=tokens, metrics=metrics) if pending else None
+            await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
         finally:
             signals.remove()
             await relay.close()
@@ -233,19 +267,68 @@ async def _serve_replica(
         signals.remove()
 
 
-async def _run(sidecar: Sidecar, relay: Relay, health: Health, drain_s: float, signals: StopSignals) -> None:
-    """Listen, resume, serve until a signal (or the listener ends), drain, stop.
+async def _loaded(load: Coroutine[Any, Any, None], signals: StopSignals) -> bool:
+    """Await ``load``; False when a stop signal came first (``load`` is then cancelled: an import under way in its
+    thread finishes on its own before the process exits)."""
+    loading = asyncio.ensure_future(load)
+    asked = asyncio.ensure_future(signals.asked.wait())
+    try:
+        await asyncio.wait({loading, asked}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        asked.cancel()
+    if not loading.done():
+        loading.cancel()
+        return False
+    loading.result()
+    return True
 
-    What start-up built (modules, settings, the app: some 240k objects) is moved out of the garbage collector's sight
-    first (:func:`gc.freeze`): a full collection no longer walks it, which cut the loop's longest stalls under load
-    from about 360 ms to 45 ms (100 runs of the recorded answer in one process, as the loop-lag probe saw them;
-    such a stall holds every send and every run)."""
+
+async def _run(
+    sidecar: Sidecar,
+    relay: Relay,
+    health: Health,
+    drain_s: float,
+    signals: StopSignals,
+    load: Coroutine[Any, Any, None] | None,
+    pending: Sequence[str],
+) -> None:
+    """Listen, load the chat platforms' channels (``load``: :func:`load_channels` for ``pending``), resume, serve
+    until a signal (or the listener ends), drain, stop.
+
+    What start-up built (modules, settings, the SDKs, the app: some 240k objects) is moved out of the garbage
+    collector's sight once the channels are loaded (:func:`gc.freeze`): a full collection no longer walks it, which cut
+    the loop's longest stalls under load from about 360 ms to 45 ms (100 runs of the recorded answer in one process,
+    as the loop-lag probe saw them; such a stall holds every send and every run).
+
+    Raises:
+        ConfigError: a channel could not be built (the listeners are stopped first).
+    """
+    if load is not None:
+        health.set(ServiceState.STARTING, f"loading channels: {', '.join(pending)}")
+    try:
+        url = await sidecar.start()
+    except BaseException:
+        if load is not None:
+            load.close()  # never awaited
+        raise
+    fields = {"url": url, "ops_url": sidecar.ops_url, "version": version(), "loading": list(pending)}
+    loading = f"; loading channels: {', '.join(pending)}" if load is not None else ""
+    _log.info("streamrelay %s listening on %s%s", version(), url, loading, extra=fields)
+    try:
+        loaded = load is None or await _loaded(load, signals)
+    except BaseException:
+        health.set(ServiceState.STOPPING)
+        await sidecar.stop()
+        raise
+    if not loaded:
+        health.set(ServiceState.STOPPING)
+        await sidecar.stop()
+        _log.info("stopped before the channels were loaded")
+        return
     gc.collect()
     gc.freeze()
-    url = await sidecar.start()
     health.set(ServiceState.RESUMING)
-    fields = {"url": url, "ops_url": sidecar.ops_url, "version": version(), "channels": sorted(relay.channels)}
-    _log.info("streamrelay %s listening on %s, resuming the journal", version(), url, extra=fields)
+    _log.info("channels %s loaded, resuming the journal", ", ".join(relay.channels) or "none")
     resumed = await relay.resume()
     health.set(ServiceState.READY)
     _log.info(

@@ -1,0 +1,43 @@
+"""Which chat platform SDKs a process needs, and importing them: only for enabled channels, never at start.
+
+aiogram alone takes about 4 s to import on a small machine (its ~300 pydantic models are built at import; importing
+``aiogram.client.bot`` or ``aiogram.methods`` alone loads ``aiogram.types`` whole, so no narrower import is cheaper),
+slack_sdk about 0.25 s, discord.py about 0.7 s. :func:`app.service.make_adapter` imports a platform's adapter module
+when a channel on it is built, so a process with only the web channel (or none) never loads an SDK; ``serve`` listens
+first and imports them in a worker thread while ``/healthz`` answers (:mod:`app.serving`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Collection
+
+from config.settings import Settings
+
+PLATFORM_ADAPTERS: dict[str, tuple[str, str]] = {
+    "telegram": ("adapters.telegram.adapter", "TelegramAdapter"),
+    "slack": ("adapters.slack.adapter", "SlackAdapter"),
+    "discord": ("adapters.discord", "DiscordAdapter"),
+}
+"""Each chat platform's adapter as (module, class). Importing the module imports the platform's SDK."""
+
+
+def unloaded_channels(settings: Settings) -> list[str]:
+    """The configured channels whose platform's adapter module is not imported yet, by name."""
+    return [
+        name
+        for name, channel in settings.channels.items()
+        if channel.platform in PLATFORM_ADAPTERS and PLATFORM_ADAPTERS[channel.platform][0] not in sys.modules
+    ]
+
+
+def load_platforms(platforms: Collection[str]) -> None:
+    """Import the adapter modules, and so the SDKs, of ``platforms`` (blocking: seconds for aiogram).
+
+    ``serve`` runs it in a worker thread; the event loop goes on answering meanwhile (the import holds the GIL
+    most of the time, and hands it over every ``sys.getswitchinterval()``, 5 ms).
+    """
+    for platform in sorted(platforms):
+        if platform in PLATFORM_ADAPTERS:
+            importlib.import_module(PLATFORM_ADAPTERS[platform][0])
