@@ -15,6 +15,51 @@ import httpx
 
 from core.events import ProviderFormat
 
+WAIT_POLL_S = 0.25
+"""How often :func:`wait_for_sidecar` asks a starting sidecar whether it is ready."""
+
+
+class SidecarUnreachableError(RuntimeError):
+    """The sidecar at ``url`` did not answer (or not as ready) in time; the message says what to do."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(
+            f"the sidecar at {url} is not reachable ({why}): start it (`streamrelay serve`, or the README's dry-run "
+            "block), or point --url / STREAMRELAY_URL at the one that runs"
+        )
+        self.url = url
+
+
+async def wait_for_sidecar(url: str, wait_s: float, *, on_wait: Callable[[], None] | None = None) -> None:
+    """Return once the sidecar at ``url`` answers ``GET /readyz`` with 200 (or with anything but 503: not a
+    starting sidecar, so the request that follows tells what it is), asking every :data:`WAIT_POLL_S` for up to
+    ``wait_s`` seconds. ``on_wait`` is called once, at the first failed attempt (to say that it waits).
+
+    Raises:
+        SidecarUnreachableError: nothing answered in time, or the sidecar was still starting (503).
+        ValueError: ``url`` is not an http(s) URL.
+    """
+    deadline = time.monotonic() + wait_s
+    why = ""
+    async with httpx.AsyncClient(base_url=url, timeout=max(1.0, min(wait_s, 5.0))) as client:
+        while True:
+            try:
+                answer = await client.get("/readyz")
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL):
+                raise ValueError(f"--url {url!r} is not an http:// or https:// URL") from None
+            except httpx.TransportError as exc:
+                why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            else:
+                if answer.status_code != 503:
+                    return
+                why = f"still starting: /readyz answers 503 {answer.text[:200]}"
+            if time.monotonic() + WAIT_POLL_S > deadline:
+                raise SidecarUnreachableError(url, f"{why}, waited {wait_s:g} s" if wait_s else why)
+            if on_wait is not None:
+                on_wait()
+                on_wait = None
+            await asyncio.sleep(WAIT_POLL_S)
+
 
 def detect_format(path: Path) -> ProviderFormat:
     """The provider format of a recording from its folder name (``streams/anthropic/x.jsonl``)."""
@@ -60,7 +105,8 @@ async def replay(
     """Post ``run.start`` (declaring ``fmt``), the raw events ``pace_ms`` apart, and ``end``; return the report.
 
     Raises:
-        RuntimeError: the sidecar refused the request (the message carries its answer).
+        RuntimeError: the sidecar refused the request (the message carries its answer), or the connection to it was
+            lost (:class:`SidecarUnreachableError`).
     """
     start = {
         "kind": "run.start",
@@ -83,12 +129,24 @@ async def replay(
         yield (json.dumps({"kind": "end", "run": run, "status": "ok"}) + "\n").encode()
 
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=wait_s + 30) as client:
-        answer = await client.post(f"/v1/runs/{run}/events", content=body())
-        if answer.status_code != 200:
-            raise RuntimeError(f"the sidecar answered {answer.status_code}: {answer.text}")
-        report = await client.get(f"/v1/runs/{run}", params={"wait_s": wait_s})
-        if report.status_code != 200:
-            raise RuntimeError(f"the sidecar answered {report.status_code}: {report.text}")
-        result: dict[str, Any] = report.json()
-        return result
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=wait_s + 30) as client:
+            answer = await client.post(f"/v1/runs/{run}/events", content=body())
+            _check(url, answer)
+            report = await client.get(f"/v1/runs/{run}", params={"wait_s": wait_s})
+            _check(url, report)
+            result: dict[str, Any] = report.json()
+            return result
+    except httpx.TransportError as exc:
+        raise SidecarUnreachableError(url, f"{type(exc).__name__} during the run") from None
+
+
+def _check(url: str, answer: httpx.Response) -> None:
+    """Raise what a person can act on when the sidecar did not answer 200."""
+    if answer.status_code == 401:
+        raise RuntimeError(
+            f"the sidecar at {url} refused the token (401): export the value it was started with (its "
+            "STREAMRELAY_TOKEN, or the variable its [service] token_env names)"
+        )
+    if answer.status_code != 200:
+        raise RuntimeError(f"the sidecar at {url} answered {answer.status_code}: {answer.text[:500]}")

@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from adapters.sqlite.lock import FileLock
+
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
 """A unit of writes: a plain function run on the connection's thread, inside its batch's transaction."""
@@ -47,9 +49,10 @@ class SqliteStore:
     Use :meth:`open`; ``":memory:"`` works for tests.
     """
 
-    def __init__(self, db: aiosqlite.Connection, path: str) -> None:
+    def __init__(self, db: aiosqlite.Connection, path: str, lock: FileLock | None = None) -> None:
         self._db = db
         self.path = path
+        self._file_lock = lock
         self._lock = asyncio.Lock()
         self._closed = False
         self._queue: list[tuple[Work, asyncio.Future[Any]]] = []
@@ -58,19 +61,28 @@ class SqliteStore:
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteStore:
-        """Open (and create) the file; its folder is created if missing.
+        """Open (and create) the file; its folder is created if missing. The file is this process's until
+        :meth:`close` (:mod:`.lock`: a second sidecar on it would resume and deliver the same runs).
 
         Raises:
+            LedgerLockedError: another process has the file open (the message names the file and its pid).
             sqlite3.Error: the file cannot be opened or is not a database.
         """
         path = str(path)
+        lock = None
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, isolation_level=None)  # transactions are explicit (write())
-        await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=FULL")
-        return cls(db, path)
+            lock = await FileLock.acquire(path)
+        try:
+            db = await aiosqlite.connect(path, isolation_level=None)  # transactions are explicit (write())
+            await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=FULL")
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return cls(db, path, lock)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -199,5 +211,9 @@ class SqliteStore:
             if self._writer is not None:
                 with contextlib.suppress(Exception):
                     await self._writer
-            async with self._lock:
-                await self._db.close()
+            try:
+                async with self._lock:
+                    await self._db.close()
+            finally:
+                if self._file_lock is not None:
+                    self._file_lock.release()
