@@ -77,13 +77,13 @@ async def test_a_recorded_run_streams_into_the_page(web: WebStack, live: LivePag
         await send_slowly(client, interleave(researcher, fetcher))
         await client.send(RUN, [ended(FETCHER), ended(RESEARCHER), *progress("writing")])
         await send_slowly(client, root[:half])
-        partial = await live.wait_text("#answer", bool)
+        partial = await live.wait_text("#answer-source", bool)
         await send_slowly(client, root[half:])
         await client.send(RUN, [END])
         await live.wait_state("ended")
 
     assert expected.startswith(partial) and len(partial) < len(expected)  # it streamed
-    assert await live.text("#answer") == expected
+    assert await live.text("#answer-source") == expected
     assert await live.page.locator("#final-badge").is_visible()
     assert (await live.text("#ended"), await live.text("#end-delivery")) == ("ok", "delivered")
     # The children: the fetcher nested inside the researcher, both done, each with its own text.
@@ -98,9 +98,11 @@ async def test_a_recorded_run_streams_into_the_page(web: WebStack, live: LivePag
     assert await live.texts("#timeline li[data-type=phase] .name") == ["planning", "writing"]
     calls = await live.texts("#timeline li[data-type=tool_call]:has(.src) .tool-name")
     assert {"readNoteTree", "executeEditorOperation", "weather"} <= set(calls)
-    # Deliveries: the web channel's one part, holding the answer.
+    # Deliveries: the web channel's one part, which is the Answer panel (its text not shown a second time).
     part = '#deliveries .part[data-key="web/0"]'
-    assert (await live.text(f"{part} .role"), await live.text(f"{part} .part-text")) == ("answer", expected)
+    assert await live.text(f"{part} .role") == "answer"
+    assert await live.page.locator(f"{part} .part-note").is_visible()
+    assert not await live.page.locator(f"{part} .part-text").is_visible()
 
     await live.snapshot(tmp_path / "live.png")
     if docs := os.environ.get("STREAMRELAY_SCREENSHOT"):
@@ -121,7 +123,7 @@ async def test_a_cut_stream_resumes_without_duplicates(
         await live.page.goto(web.sidecar.watch_url(RUN))
         await client.send(RUN, progress("before"))
         await send_slowly(client, first, 3)
-    await live.wait_text("#answer", bool)
+    await live.wait_text("#answer-source", bool)
     await web.stop_sidecar()  # cuts the page's stream
     await live.wait_state("reconnecting")
     for batch in batches(steps + gap, 6):  # the run goes on while nobody serves the page
@@ -135,7 +137,7 @@ async def test_a_cut_stream_resumes_without_duplicates(
         await client.send(RUN, [END])
     await live.wait_state("ended")
 
-    assert await live.text("#answer") == expected
+    assert await live.text("#answer-source") == expected
     assert await live.texts("#timeline li[data-type=phase] .name") == ["before", "after"]
     assert await live.texts("#timeline li[data-type=status] .what") == [f"step {i}" for i in range(8)]
     ids = await live.page.locator("#timeline li").evaluate_all("(items) => items.map((li) => li.dataset.id)")
@@ -221,8 +223,9 @@ async def test_model_text_that_is_html_shows_literally_and_never_runs(
         await client.send(RUN, [END])
         await live.wait_state("ended")
 
-    assert await live.text("#answer") == HTML  # literally (and the bidi override it ended in removed)
-    assert await live.text('#deliveries .part[data-key="web/0"] .part-text') == HTML
+    assert await live.text("#answer-source") == HTML  # literally (and the bidi override it ended in removed)
+    assert (await live.text("#answer")).strip() == HTML  # rendered as Markdown: a paragraph of that text
+    assert not await live.page.locator('#deliveries .part[data-key="web/0"] .part-text').is_visible()  # once
     panel = live.page.locator(f'#agent-tree section.agent[data-key="{child.key}"]')
     assert (await panel.locator(".agent-id").text_content(), await panel.locator(".agent-text").text_content()) == (
         HTML,

@@ -4,10 +4,14 @@
 // JSON event with an `id`; an event whose id is not above the last applied one is ignored (replays after a
 // reconnect), except `reset`, which rebuilds the whole view from its `state`.
 //
-// Model text only ever reaches the DOM through text nodes / textContent (never innerHTML).
+// Model text reaches the DOM through text nodes / textContent (never innerHTML), except the answer, which is
+// rendered as Markdown by live-markdown.js (markdown-it with raw HTML off, links only http(s) and mailto: every
+// text it writes is escaped); its exact text is in #answer-source (the "Markdown source" view). The answer box
+// scrolls and follows the growing answer while the reader is at its bottom. Panels with nothing in them are
+// hidden; on the web channel the answer part's text is not shown twice (it is the Answer panel).
 //
-// For tests: window.streamrelayView = {lastId, eventsApplied, resets, ignored} (plain numbers, updated in
-// place) and document.body.dataset.state = "live" | "reconnecting" | "ended" | "denied".
+// For tests: window.streamrelayView = {lastId, eventsApplied, resets, ignored, answerRenders} (plain numbers,
+// updated in place) and document.body.dataset.state = "live" | "reconnecting" | "ended" | "denied".
 "use strict";
 
 (() => {
@@ -16,12 +20,16 @@
   const DENIED_TEXT = "access denied or run unknown";
 
   /** What tests read; the object is kept and its numbers updated in place. */
-  const view = { lastId: 0, eventsApplied: 0, resets: 0, ignored: 0 };
+  const view = { lastId: 0, eventsApplied: 0, resets: 0, ignored: 0, answerRenders: 0 };
   window.streamrelayView = view;
 
   const byId = (id) => document.getElementById(id);
   let els = null;
   let answerNode = null;
+  /** The rendered answer (live-markdown.js); null if it did not load: the source is shown instead. */
+  let answerView = null;
+  /** The run's channel and platform (the `run` event, or a reset's state). */
+  const meta = { channel: null, platform: null };
   /** key -> {key, source, depth, el, stateEl, textEl, textNode, childrenEl, exact} in first-seen order. */
   const agents = new Map();
   /** "<channel>/<part>" -> {key, channel, part, data, el, …}. */
@@ -94,6 +102,8 @@
     for (const name of ["channel", "platform", "mode"]) {
       if (fields[name] !== undefined && fields[name] !== null) els[name].textContent = String(fields[name]);
     }
+    if (fields.channel !== undefined && fields.channel !== null) meta.channel = String(fields.channel);
+    if (fields.platform !== undefined && fields.platform !== null) meta.platform = String(fields.platform);
   }
 
   function setEnded(status, delivery) {
@@ -125,7 +135,25 @@
   function setAnswer(text, append) {
     if (append) answerNode.appendData(text);
     else answerNode.data = text;
-    els.answer.classList.toggle("empty", answerNode.length === 0);
+    els.answerBox.classList.toggle("empty", answerNode.length === 0);
+    if (answerView) {
+      if (append) answerView.append(text);
+      else answerView.set(text);
+      answerView.schedule(() => {
+        view.answerRenders = answerView.renders;
+        scheduleScroll(els.answerBox);
+      });
+    } else {
+      scheduleScroll(els.answerBox);
+    }
+  }
+
+  function showSource(source) {
+    els.answerView.setAttribute("aria-pressed", source ? "true" : "false");
+    els.answerView.textContent = source ? "Rendered" : "Markdown source";
+    els.answerSource.hidden = !source;
+    els.answer.hidden = source;
+    scheduleScroll(els.answerBox);
   }
 
   // ------------------------------------------------------------------------------------------------ agents
@@ -153,6 +181,7 @@
     el.dataset.depth = String(depth);
     const rec = { key, source: s, depth, el, stateEl, textEl, textNode, childrenEl, exact: false };
     agents.set(key, rec);
+    els.agentsPanel.hidden = false;
     return rec;
   }
 
@@ -298,6 +327,7 @@
     if (who) li.append(make("span", "src", who));
     els.timeline.append(li);
     timelineCount += 1;
+    els.timelinePanel.hidden = false;
     while (timelineCount > TIMELINE_MAX && els.timeline.firstElementChild) {
       els.timeline.firstElementChild.remove();
       timelineCount -= 1;
@@ -324,7 +354,9 @@
     rec.roleEl = make("span", "role");
     rec.stateEl = make("span", "badge delivery-state");
     rec.idEl = make("span", "message-id mono");
-    head.append(rec.keyEl, rec.roleEl, rec.stateEl, rec.idEl);
+    rec.noteEl = make("span", "part-note", "shown as the Answer");
+    rec.noteEl.hidden = true;
+    head.append(rec.keyEl, rec.roleEl, rec.stateEl, rec.noteEl, rec.idEl);
     rec.reasonEl = make("div", "part-reason");
     rec.textEl = make("div", "text part-text");
     rec.el.append(head, rec.reasonEl, rec.textEl);
@@ -334,6 +366,7 @@
     }
     els.deliveries.insertBefore(rec.el, before ? before.el : null);
     parts.set(key, rec);
+    els.deliveriesPanel.hidden = false;
     return rec;
   }
 
@@ -350,9 +383,14 @@
     const key = knownKey !== undefined ? knownKey : str(fields.channel) + "/" + str(fields.part);
     const rec = parts.get(key) || makePart(key, fields);
     for (const [name, value] of Object.entries(fields)) {
-      if (!["id", "run", "seq", "ts", "type", "append"].includes(name)) rec.data[name] = value;
+      if (!["id", "run", "seq", "ts", "type", "append", "text"].includes(name)) rec.data[name] = value;
     }
-    if (typeof fields.append === "string") rec.data.text = str(rec.data.text) + fields.append;
+    // The web channel's answer part is the page's Answer: its text is not kept or shown a second time.
+    const inAnswer = meta.platform === "web" && rec.data.role === "answer" && rec.channel === meta.channel;
+    if (inAnswer) delete rec.data.text;
+    else if (typeof fields.text === "string") rec.data.text = fields.text;
+    else if (typeof fields.append === "string") rec.data.text = str(rec.data.text) + fields.append;
+    rec.noteEl.hidden = !inAnswer;
     const data = rec.data;
     rec.roleEl.textContent = str(data.role);
     rec.el.dataset.state = str(data.state);
@@ -412,12 +450,16 @@
     }
     for (const rec of agents.values()) place(rec);  // all panels known: each finds its parent
 
+    els.agentsPanel.hidden = agents.size === 0;
+
     els.timeline.replaceChildren();
     timelineCount = 0;
+    els.timelinePanel.hidden = true;
     for (const ev of Array.isArray(st.timeline) ? st.timeline : []) if (ev && typeof ev === "object") addTimeline(ev);
 
     parts.clear();
     els.deliveries.replaceChildren();
+    els.deliveriesPanel.hidden = true;
     const partStates = st.parts && typeof st.parts === "object" ? st.parts : {};
     for (const [key, part] of Object.entries(partStates)) applyDelivery(part || {}, key);
 
@@ -469,12 +511,20 @@
     els = {
       runId: byId("run-id"), channel: byId("channel"), platform: byId("platform"), mode: byId("mode"),
       status: byId("status"), ended: byId("ended"), endDelivery: byId("end-delivery"), notice: byId("notice"),
-      answer: byId("answer"), finalBadge: byId("final-badge"), agentTree: byId("agent-tree"),
+      answer: byId("answer"), answerBox: byId("answer-box"), answerSource: byId("answer-source"),
+      answerView: byId("answer-view"), finalBadge: byId("final-badge"), agentTree: byId("agent-tree"),
       rootState: byId("root-state"), timeline: byId("timeline"), timelineBox: byId("timeline-box"),
-      deliveries: byId("deliveries"),
+      deliveries: byId("deliveries"), agentsPanel: byId("agents-panel"), timelinePanel: byId("timeline-panel"),
+      deliveriesPanel: byId("deliveries-panel"),
     };
     answerNode = document.createTextNode("");
-    els.answer.replaceChildren(answerNode);
+    els.answerSource.replaceChildren(answerNode);
+    const markdown = window.streamrelayMarkdown;
+    if (markdown && typeof window.markdownit === "function") answerView = new markdown.AnswerView(els.answer);
+    els.answerView.hidden = answerView === null;
+    showSource(answerView === null);
+    els.answerView.addEventListener("click", () => showSource(els.answerSource.hidden));
+    followScroll(els.answerBox);
     followScroll(els.timelineBox);
 
     const { run, token } = runFromLocation();

@@ -1,0 +1,123 @@
+// The live page's Markdown: the answer rendered with markdown-it (vendor/markdown-it.min.js, bundled: no CDN).
+//
+// Safe by construction: raw HTML is off (`html: false`: `<img onerror=…>` is shown as text), no linkify, images
+// are off (shown as their text: a picture from anywhere would be a tracking pixel), and a link is a link only
+// to http:, https: or mailto: (anything else, `javascript:` included, stays text). Links open in a new tab
+// without opener or referrer. markdown-it escapes every text it writes, so its HTML goes to the DOM whole.
+//
+// Linear enough for a long answer: blocks that can no longer change are rendered once and kept (a top-level
+// block is final once two more have started after it: a later line cannot reach back into it); each render
+// parses only the text after them. Callers render at most once per animation frame (`schedule`), and never more
+// often than every 2x the last render's duration.
+//
+// window.streamrelayMarkdown = {AnswerView}: new AnswerView(element) with set(text), append(text), source,
+// render() and schedule(afterRender).
+"use strict";
+
+(() => {
+  const SAFE_LINK = /^(https?:|mailto:)/i;
+  /** Top-level blocks kept open to later text (the last ones): "1. a\n\n2" becomes one list when ". b" comes. */
+  const OPEN_BLOCKS = 2;
+
+  function makeMarkdown() {
+    const md = window.markdownit({ html: false, linkify: false, typographer: false, breaks: false });
+    md.disable(["image"]);
+    md.validateLink = (url) => SAFE_LINK.test(String(url).trim());
+    const linkOpen = md.renderer.rules.link_open
+      || ((tokens, idx, options, env, self) => self.renderToken(tokens, idx, options));
+    md.renderer.rules.link_open = (tokens, idx, options, env, self) => {
+      tokens[idx].attrSet("target", "_blank");
+      tokens[idx].attrSet("rel", "noopener noreferrer nofollow");
+      return linkOpen(tokens, idx, options, env, self);
+    };
+    return md;
+  }
+
+  /** The offset in `text` where line `line` (0-based) starts. */
+  function lineOffset(text, line) {
+    let offset = 0;
+    for (let n = 0; n < line; n += 1) {
+      const next = text.indexOf("\n", offset);
+      if (next < 0) return text.length;
+      offset = next + 1;
+    }
+    return offset;
+  }
+
+  class AnswerView {
+    /** @param {HTMLElement} el where the rendered answer goes (its children are replaced). */
+    constructor(el) {
+      this.md = makeMarkdown();
+      this.source = "";
+      this.frozenChars = 0;
+      this.frozen = document.createElement("div");
+      this.frozen.className = "md-frozen";
+      this.tail = document.createElement("div");
+      this.tail.className = "md-tail";
+      el.replaceChildren(this.frozen, this.tail);
+      this.frame = 0;
+      this.timer = 0;
+      this.notBefore = 0;
+      this.renders = 0;
+    }
+
+    /** The whole answer is now `text` (blocks already rendered stay when it only grew). */
+    set(text) {
+      const kept = this.source.slice(0, this.frozenChars);
+      this.source = text;
+      if (!text.startsWith(kept)) {
+        this.frozenChars = 0;
+        this.frozen.replaceChildren();
+      }
+    }
+
+    append(text) {
+      this.source += text;
+    }
+
+    /** Render what changed since the last render. */
+    render() {
+      const started = performance.now();
+      const tail = this.source.slice(this.frozenChars);
+      const env = {};
+      const tokens = this.md.parse(tail, env);
+      const starts = [];
+      for (let i = 0; i < tokens.length; i += 1) {
+        const token = tokens[i];
+        if (token.level === 0 && token.nesting >= 0 && token.map) starts.push(i);
+      }
+      let open = 0;
+      if (starts.length > OPEN_BLOCKS) {
+        open = starts[starts.length - OPEN_BLOCKS];
+        const html = this.md.renderer.render(tokens.slice(0, open), this.md.options, env);
+        this.frozen.insertAdjacentHTML("beforeend", html);
+        this.frozenChars += lineOffset(tail, tokens[open].map[0]);
+      }
+      this.tail.innerHTML = this.md.renderer.render(open ? tokens.slice(open) : tokens, this.md.options, env);
+      this.renders += 1;
+      const took = performance.now() - started;
+      this.notBefore = performance.now() + 2 * took;
+    }
+
+    /** Render at the next animation frame (once, however many changes come before it); then `afterRender()`. */
+    schedule(afterRender) {
+      if (this.frame || this.timer) return;
+      const run = () => {
+        this.frame = 0;
+        this.render();
+        if (afterRender) afterRender();
+      };
+      const wait = this.notBefore - performance.now();
+      if (wait > 0) {
+        this.timer = setTimeout(() => {
+          this.timer = 0;
+          this.frame = requestAnimationFrame(run);
+        }, wait);
+      } else {
+        this.frame = requestAnimationFrame(run);
+      }
+    }
+  }
+
+  window.streamrelayMarkdown = { AnswerView };
+})();
