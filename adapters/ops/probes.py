@@ -15,7 +15,9 @@ service is not taking input yet.
   otherwise). It carries counts only: no run id, chat id or text.
 
 :class:`IngestGate` answers 503 (``Retry-After: 1``) to every other route while the service is ``starting`` or
-``resuming``, so no ingest request races the journal's replay; a client sends its lines again, as after any 503.
+``resuming`` (``serve`` loading its channels' SDKs, or replaying its journal), so no ingest request races them. The
+answer carries ``"accepted": 0, "pushed_back_from": 1`` like a push-back past capacity: a client sends the whole
+request again after ``Retry-After``, as after any 503.
 """
 
 from __future__ import annotations
@@ -200,7 +202,9 @@ class IngestGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self.health.accepting and scope["path"] not in PROBE_PATHS:
             error = f"the sidecar is {self.health.reason()}: send again in a moment"
-            body = {"error": error, "state": str(self.health.state)}
+            # Nothing was taken: the push-back answer's fields say so, and a client that honours them
+            # (app.client.RelayClient) sends the whole request again after Retry-After.
+            body = {"error": error, "state": str(self.health.state), "accepted": 0, "pushed_back_from": 1}
             await JSONResponse(body, status_code=503, headers={"Retry-After": "1"})(scope, receive, send)
             return
         await self.app(scope, receive, send)
