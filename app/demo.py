@@ -79,6 +79,8 @@ async def run_demo(
     target = dry.target(native=delivery is DeliveryMode.NATIVE) if dry is not None else Target(chat_id="demo-page")
     if mock is not None:
         seed_thread(mock, target)
+    # printed before the platform's SDK is imported (build_relay: aiogram alone takes seconds): the first line at once
+    console.print(f"[bold]mock {platform} API[/] {mock.base_url if mock else '(none: the page is the channel)'}")
     with tempfile.TemporaryDirectory(prefix="streamrelay-demo-") as tmp:
         ledger = await SqliteLedger.open(Path(tmp) / "ledger.sqlite3")
         relay = build_relay(settings, ledger, tokens={name: SecretStr(dry.token if dry else "")})
@@ -89,7 +91,6 @@ async def run_demo(
         page = relay.channels[name].adapter
         if isinstance(page, WebAdapter):
             page.record = True
-        console.print(f"[bold]mock {platform} API[/] {mock.base_url if mock else '(none: the page is the channel)'}")
         console.print(f"[bold]sidecar[/] {url}   [bold]watch it live[/] {sidecar.watch_url(run)}")
         console.print(
             f"replaying [cyan]{recording.name}[/] ({fmt}, {len(events)} events, {pace_ms:g} ms apart) "
