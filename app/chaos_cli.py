@@ -19,10 +19,10 @@ console = Console()
 
 
 def chaos(
-    runs: Annotated[int, typer.Option(min=1, help="how many runs")] = 100,
-    seed: Annotated[int, typer.Option(help="the plan's seed (same runs and seed: same plan)")] = 1,
-    platform: Annotated[str, typer.Option(help="telegram | slack | discord | all")] = "all",
-    mode: Annotated[str, typer.Option(help="delivery mode of the runs: preview | block | all")] = "all",
+    runs: Annotated[int, typer.Option(min=1, metavar="N", help="how many runs")] = 100,
+    seed: Annotated[int, typer.Option(metavar="N", help="the plan's seed (same runs and seed: same plan)")] = 1,
+    platform: Annotated[str, typer.Option(metavar="PLATFORM", help="telegram | slack | discord | all")] = "all",
+    mode: Annotated[str, typer.Option(metavar="MODE", help="delivery mode of the runs: preview | block | all")] = "all",
     exclusive_bot: Annotated[
         bool,
         typer.Option(
@@ -30,21 +30,34 @@ def chaos(
             help="Telegram's bot token is the sidecar's alone (uncertain sends settled by an id probe) or shared",
         ),
     ] = True,
-    concurrency: Annotated[int, typer.Option(min=1, help="agents streaming at once")] = 12,
+    concurrency: Annotated[int, typer.Option(min=1, metavar="N", help="agents streaming at once")] = 12,
     long: Annotated[bool, typer.Option("--long", help="outages of minutes (run idle timeout 300 s)")] = False,
     idle_timeout_s: Annotated[
-        float | None, typer.Option(help="the sidecar's run_idle_timeout_s (default 20, or 300 with --long)")
+        float | None,
+        typer.Option(metavar="SECONDS", help="the sidecar's run_idle_timeout_s (default 20, or 300 with --long)"),
     ] = None,
-    kill_every: Annotated[int, typer.Option(min=1, help="one planned kill -9 per this many runs (at least 2)")] = 12,
-    fault_every: Annotated[int, typer.Option(min=1, help="one planned platform fault per this many runs")] = 4,
-    out: Annotated[Path | None, typer.Option(help="transcript folder (default: a new temporary folder)")] = None,
+    kill_every: Annotated[
+        int, typer.Option(min=1, metavar="N", help="one planned kill -9 per this many runs (at least 2)")
+    ] = 12,
+    fault_every: Annotated[
+        int, typer.Option(min=1, metavar="N", help="one planned platform fault per this many runs")
+    ] = 4,
+    out: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="transcript folder (default: a new temporary folder)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     backend: Annotated[
-        str, typer.Option(help="sqlite (one sidecar) | redis (replicas on a redis-server the campaign starts)")
+        str,
+        typer.Option(
+            metavar="BACKEND", help="sqlite (one sidecar) | redis (replicas on a redis-server the campaign starts)"
+        ),
     ] = "sqlite",
-    replicas: Annotated[int, typer.Option(min=1, help="replica processes (--backend redis)")] = 1,
+    replicas: Annotated[int, typer.Option(min=1, metavar="N", help="replica processes (--backend redis)")] = 1,
     lease_ttl_s: Annotated[
-        float, typer.Option(min=1.0, help="the replicas' lease_ttl_s (--backend redis; short: kills cost seconds)")
+        float,
+        typer.Option(
+            min=1.0, metavar="SECONDS", help="the replicas' lease_ttl_s (--backend redis; short: kills cost seconds)"
+        ),
     ] = 3.0,
 ) -> None:
     """A seeded chaos campaign against the real sidecar and mock platforms (separate processes): kill -9 of the

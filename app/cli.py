@@ -79,9 +79,9 @@ def _options(
 
 @app.command()
 def serve(
-    config: Annotated[Path, typer.Option(help="channels TOML")] = Path("config/channels.toml"),
-    host: Annotated[str | None, typer.Option(help="override [service].host")] = None,
-    port: Annotated[int | None, typer.Option(min=0, max=65535, help="override [service].port")] = None,
+    config: Annotated[Path, typer.Option(metavar="FILE", help="channels TOML")] = Path("config/channels.toml"),
+    host: Annotated[str | None, typer.Option(metavar="HOST", help="override [service].host")] = None,
+    port: Annotated[int | None, typer.Option(min=0, max=65535, metavar="PORT", help="override [service].port")] = None,
     log_format: Annotated[
         LogFormatChoice | None, typer.Option(help="override [service].log_format (default: console on a terminal)")
     ] = None,
@@ -108,13 +108,13 @@ def serve(
 @app.command()
 def demo(
     recording: Annotated[
-        Path | None, typer.Option(callback=existing_file, help="a recorded provider stream (.jsonl)")
+        Path | None, typer.Option(callback=existing_file, metavar="FILE", help="a recorded provider stream (.jsonl)")
     ] = None,
     format: Annotated[ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")] = None,
     delivery: Annotated[DeliveryMode, typer.Option(help="delivery mode")] = DeliveryMode.PREVIEW,
-    pace_ms: Annotated[float, typer.Option(min=0, help="milliseconds between recorded events")] = 5.0,
+    pace_ms: Annotated[float, typer.Option(min=0, metavar="MS", help="milliseconds between recorded events")] = 5.0,
     throttle_ms: Annotated[
-        int | None, typer.Option(min=0, help="preview edit throttle in ms (default: the TOML's)")
+        int | None, typer.Option(min=0, metavar="MS", help="preview edit throttle in ms (default: the TOML's)")
     ] = None,
     platform: Annotated[
         DemoPlatform, typer.Option(help="which platform's mock chat to deliver to (web: the live page itself)")
@@ -142,17 +142,23 @@ def demo(
 
 @app.command()
 def replay(
-    file: Annotated[Path, typer.Argument(help="a recorded provider stream (.jsonl)", exists=True, dir_okay=False)],
-    channel: Annotated[str, typer.Option(help="configured channel name")],
-    chat_id: Annotated[str, typer.Option(help="target chat id")],
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="a recorded provider stream (.jsonl)", exists=True, dir_okay=False)
+    ],
+    channel: Annotated[str, typer.Option(metavar="NAME", help="configured channel name")],
+    chat_id: Annotated[str, typer.Option(metavar="ID", help="target chat id")],
     format: Annotated[ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")] = None,
-    url: Annotated[str, typer.Option(envvar="STREAMRELAY_URL", help="the sidecar's base URL")] = DEFAULT_URL,
-    run: Annotated[str | None, typer.Option(help="run id (default: random)")] = None,
-    pace_ms: Annotated[float, typer.Option(min=0, help="milliseconds between events")] = 0.0,
+    url: Annotated[
+        str, typer.Option(envvar="STREAMRELAY_URL", metavar="URL", help="the sidecar's base URL")
+    ] = DEFAULT_URL,
+    run: Annotated[str | None, typer.Option(metavar="RUN", help="run id (default: random)")] = None,
+    pace_ms: Annotated[float, typer.Option(min=0, metavar="MS", help="milliseconds between events")] = 0.0,
     token_env: Annotated[
-        str, typer.Option(help="environment variable holding the sidecar token")
+        str, typer.Option(metavar="VAR", help="environment variable holding the sidecar token")
     ] = "STREAMRELAY_TOKEN",
-    wait_s: Annotated[float, typer.Option(min=0, help="seconds to wait for a sidecar that is starting")] = 10.0,
+    wait_s: Annotated[
+        float, typer.Option(min=0, metavar="SECONDS", help="seconds to wait for a sidecar that is starting")
+    ] = 10.0,
 ) -> None:
     """Replay a recorded stream against a running sidecar and print its delivery report."""
     from app.ingest_client import detect_format, recording_lines, wait_for_sidecar
@@ -190,8 +196,10 @@ def replay(
 
 @app.command()
 def case(
-    paths: Annotated[list[Path], typer.Argument(help="case files or folders of them")],
-    out: Annotated[Path, typer.Option(help="folder for the transcripts (<id>.json)")] = Path("out/cases"),
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH", help="case files or folders of them")],
+    out: Annotated[Path, typer.Option(metavar="DIR", help="folder for the transcripts (<id>.json)")] = Path(
+        "out/cases"
+    ),
 ) -> None:
     """Run case files (unit and scenario) and write each transcript to OUT/<id>.json."""
     from app.cases import run_case_file
@@ -234,11 +242,15 @@ def case(
 def mock(
     platform: Annotated[Platform, typer.Argument(help="which platform's API to mock")],
     port: Annotated[
-        int | None, typer.Option(min=0, max=65535, help="port (default: telegram 8081, slack 8082, discord 8083)")
+        int | None,
+        typer.Option(min=0, max=65535, metavar="PORT", help="port (default: telegram 8081, slack 8082, discord 8083)"),
     ] = None,
     rate_limits: Annotated[bool, typer.Option(help="answer 429 past the platform's documented limits")] = True,
     host: Annotated[
-        str, typer.Option(help="interface (a container's mock for other containers: 0.0.0.0; never a real token)")
+        str,
+        typer.Option(
+            metavar="HOST", help="interface (a container's mock for other containers: 0.0.0.0; never a real token)"
+        ),
     ] = "127.0.0.1",
 ) -> None:
     """Run a mock platform API (on 127.0.0.1 by default) for dry runs (point a channel's api_base at the URL it

@@ -283,7 +283,9 @@ def dead_table(letters: list[tuple[int, DeadLetter]]) -> Table:
 
 runs_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
-ConfigOption = Annotated[Path, typer.Option(help="channels TOML: the backend and redis_url serve would use")]
+ConfigOption = Annotated[
+    Path, typer.Option(metavar="FILE", help="channels TOML: the backend and redis_url serve would use")
+]
 
 
 @contextlib.contextmanager
@@ -304,9 +306,11 @@ def _one_line() -> Iterator[None]:
 @runs_app.callback(invoke_without_command=True)
 def runs(
     ctx: typer.Context,
-    url: Annotated[str, typer.Option(help="the sidecar's base URL (any replica)")] = DEFAULT_URL,
+    url: Annotated[
+        str, typer.Option(envvar="STREAMRELAY_URL", metavar="URL", help="the sidecar's base URL (any replica)")
+    ] = DEFAULT_URL,
     token_env: Annotated[
-        str, typer.Option(help="environment variable holding the sidecar token")
+        str, typer.Option(metavar="VAR", help="environment variable holding the sidecar token")
     ] = "STREAMRELAY_TOKEN",
     dead: Annotated[bool, typer.Option("--dead", help="list the dead letters instead (Redis backend)")] = False,
     config: ConfigOption = DEFAULT_CONFIG,
@@ -360,8 +364,10 @@ def _show_dead(config: Path, as_json: bool) -> None:
         console.print(dead_table(letters))
 
 
-PartitionArg = Annotated[int, typer.Argument(help="the dead letter's partition (the first column of --dead)")]
-LetterArg = Annotated[str, typer.Argument(help="the dead letter's id (the second column of --dead)")]
+PartitionArg = Annotated[
+    int, typer.Argument(metavar="PARTITION", help="the dead letter's partition (the first column of --dead)")
+]
+LetterArg = Annotated[str, typer.Argument(metavar="ID", help="the dead letter's id (the second column of --dead)")]
 
 
 @runs_app.command()
