@@ -10,7 +10,10 @@ the service's other routes: :mod:`adapters.ops.probes`):
 - ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end.
 - ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
-- ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token.
+- ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token: ``{"url", "token",
+  "started"}``. ``url`` is absolute, built from the address the request was made to (its scheme, host and port, as
+  a proxy passes them on). A run that has not started yet answers too (``"started": false``): its page waits for
+  the run and follows it from its first event, so a link can be handed out before the agent streams.
 - ``GET /v1/runs``: the active runs for operators (``streamrelay runs``, the ``/ops`` page), oldest first:
   ``{"runs": [{"run", "channel", "platform", "mode", "started_at", "age_s", "status", "confirmed", "uncertain",
   "failed", "rate_limited", "watch", "replica"?}], "unreachable": [{"replica", "url", "error"}]}``; ``?all=1`` on a
@@ -237,17 +240,19 @@ class _Ingest:
     watch_url: Callable[[str], str] | None = None
 
     async def watch(self, request: Request) -> JSONResponse:
-        """The link to watch a run live (its read token in it): ``{"url", "token"}``; 404 without a web page."""
+        """The link to watch a run live (module docstring): ``{"url", "token", "started"}``, also for a run that
+        has not started yet (its page waits for it); 404 when this sidecar serves no live page."""
         found = self._run_key(request)
         if isinstance(found, JSONResponse):
             return found
         _, key = found
         if self.watch_url is None:
             return JSONResponse({"error": "this sidecar serves no live run page"}, status_code=404)
-        if self.relay.monitor(key) is None:
-            return JSONResponse({"error": f"unknown run {request.path_params['run']!r}"}, status_code=404)
         url = self.watch_url(key)
-        return JSONResponse({"url": url, "token": url.rsplit("token=", 1)[-1]})
+        if url.startswith("/"):
+            url = str(request.base_url).rstrip("/") + url
+        started = self.relay.monitor(key) is not None
+        return JSONResponse({"url": url, "token": url.rsplit("token=", 1)[-1], "started": started})
 
     async def runs(self, request: Request) -> JSONResponse:
         """The caller's active runs (module docstring), each with ``watch``: its live page's path with its read

@@ -7,9 +7,15 @@
   (sent as ``Authorization: Bearer``, never in a URL); each run links to its live page. The page itself holds no
   data: it is served without a token.
 - ``GET /v1/runs/{run}/live?token=T`` (or ``Authorization: Bearer T``): the run's events (core/monitor.py) as
-  Server-Sent Events, ``id`` = ``<epoch>.<event id>`` (the epoch names this run's monitor: after a restart, an id
-  of the old one gets a ``reset``). A client that reconnects with ``Last-Event-ID`` gets exactly what it
-  missed, once, or one ``reset`` event with the whole state when that is past the replay buffer. Comment keepalives
+  Server-Sent Events. Each SSE message's data is one event's JSON, whose ``id`` is the event's number in the run
+  (1, 2, …); the SSE ``id`` field is ``<epoch>.<that number>`` (e.g. ``6d4dbe23.17``: the epoch names this
+  process's monitor of the run, so after a restart an id of the old one gets a ``reset`` instead of wrong events).
+  A client that reconnects with ``Last-Event-ID`` (either form; ``?after=`` does the same) gets exactly what it
+  missed, once, or one ``reset`` event with the whole state when that is past the replay buffer. A run that has not
+  started yet (a right token: the link came from ``GET /v1/runs/{run}/watch``) is waited for: the stream sends one
+  ``{"type": "waiting", "run"}`` message (no SSE id) at once, then the run's events from its first when it starts;
+  after ``START_WAIT_S`` without it the stream ends and the browser's EventSource reconnects and waits again. (So
+  a run that ended before this process started is waited for too: its events are gone.) Comment keepalives
   every ``keepalive_s`` while idle; ``Cache-Control: no-cache`` and ``X-Accel-Buffering: no`` so proxies pass events
   through at once; never compressed. The stream ends after the ``end`` event.
 
@@ -36,6 +42,10 @@ from core.surface import RunRelay
 
 STATIC = Path(__file__).with_name("static")
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+START_WAIT_S = 600.0
+"""How long one stream waits for a run that has not started (then it ends: the browser reconnects)."""
+START_POLL_S = 0.2
+"""How often a waiting stream looks for the run."""
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:",
     "Cache-Control": "no-store",
@@ -72,19 +82,42 @@ class _Live:
     async def stream(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:
             return refused
-        monitor = self.relay.monitor(request.path_params["run"])
-        if monitor is None:
-            return JSONResponse({"error": "unknown run (or it ended before this sidecar started)"}, status_code=404)
+        run = request.path_params["run"]
         raw = request.headers.get("last-event-id") or request.query_params.get("after")
+        monitor = self.relay.monitor(run)
         try:
-            after = monitor.resume_after(raw)
+            after = _event_number(raw) if monitor is None else monitor.resume_after(raw)
         except ValueError:
             return JSONResponse({"error": f"Last-Event-ID must be an event id, got {raw!r}"}, status_code=400)
-        events = (
-            ServerSentEvent(json.dumps(e, ensure_ascii=False), id=monitor.sse_id(e))
-            async for e in follow(monitor, after)
-        )
+        events = self._wait_then_follow(run, raw) if monitor is None else _messages(monitor, after)
         return EventSourceResponse(events, headers=STREAM_HEADERS, ping=self.keepalive_s)
+
+    async def _wait_then_follow(self, run: str, raw: str | None) -> AsyncIterator[ServerSentEvent]:
+        """A ``waiting`` message, then ``run``'s events once it starts (nothing more after ``START_WAIT_S``)."""
+        yield ServerSentEvent(json.dumps({"type": "waiting", "run": run}, ensure_ascii=False))
+        loop = asyncio.get_running_loop()
+        deadline_s = loop.time() + START_WAIT_S
+        while (monitor := self.relay.monitor(run)) is None:
+            if loop.time() >= deadline_s:
+                return
+            await asyncio.sleep(START_POLL_S)
+        async for message in _messages(monitor, monitor.resume_after(raw)):
+            yield message
+
+
+def _event_number(raw: str | None) -> int:
+    """Checks a ``Last-Event-ID`` (``<epoch>.<n>`` or ``<n>``) of a run not started yet.
+
+    Raises:
+        ValueError: not an event id.
+    """
+    return int(raw.rpartition(".")[2]) if raw else 0
+
+
+async def _messages(monitor: RunMonitor, after: int) -> AsyncIterator[ServerSentEvent]:
+    """The run's events after ``after`` as SSE messages (SSE id ``<epoch>.<id>``)."""
+    async for event in follow(monitor, after):
+        yield ServerSentEvent(json.dumps(event, ensure_ascii=False), id=monitor.sse_id(event))
 
 
 async def follow(monitor: RunMonitor, after: int) -> AsyncIterator[dict[str, object]]:

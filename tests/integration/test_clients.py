@@ -99,10 +99,14 @@ async def test_another_client_cannot_feed_end_or_read_a_run(clients: Clients) ->
     assert injected.json()["error"] == ghost.json()["error"].replace("never-was", "run-1")
     ended = await c.mallory.post("/v1/events", content=ndjson({"kind": "end", "run": "run-1", "status": "error"}))
     assert ended.status_code == 409
-    for path in ("/v1/runs/{}", "/v1/runs/{}/pipeline", "/v1/runs/{}/watch"):
+    for path in ("/v1/runs/{}", "/v1/runs/{}/pipeline"):
         theirs, none = [await c.mallory.get(path.format(r)) for r in ("run-1", "never-was")]
         assert theirs.status_code == none.status_code == 404, path
         assert theirs.json()["error"] == none.json()["error"].replace("never-was", "run-1")
+    # A watch link is given for a run not started yet too: Mallory's "run-1" is her own, like "never-was".
+    theirs, none = [(await c.mallory.get(f"/v1/runs/{r}/watch")).json() for r in ("run-1", "never-was")]
+    assert theirs["started"] is none["started"] is False
+    assert "/runs/mallory%2Frun-1?token=" in theirs["url"] and "alice" not in theirs["url"]
     gate = await c.mallory.post("/v1/runs/run-1/gate", json={"id": "call-1"})
     assert gate.status_code == 404
     listing = (await c.mallory.get("/v1/runs")).json()
@@ -203,14 +207,14 @@ async def test_a_clients_watch_link_opens_its_live_page(clients: Clients) -> Non
     watch = await c.alice.get("/v1/runs/run-1/watch")
     assert watch.status_code == 200
     link = watch.json()["url"]
-    assert link.startswith("/runs/alice%2Frun-1?token=")  # the page's address names the client's run
+    assert "/runs/alice%2Frun-1?token=" in link  # the page's address names the client's run
     assert (await c.anon.get(link)).status_code == 200
     await _alice_ends(c)
     live = link.replace("/runs/", "/v1/runs/", 1).replace("?", "/live?", 1)
     stream = await c.anon.get(live)
     assert stream.status_code == 200 and "the answer, whole" in stream.text
-    mallory_link = (await c.mallory.get("/v1/runs/run-1/watch")).status_code
-    assert mallory_link == 404
+    mallory_link = (await c.mallory.get("/v1/runs/run-1/watch")).json()  # her own run-1, not started
+    assert mallory_link["started"] is False and mallory_link["token"] != watch.json()["token"]
 
 
 async def test_a_run_is_cut_at_its_clients_message_and_character_limits(clients: Clients) -> None:

@@ -91,7 +91,11 @@ async def test_the_watch_link_opens_the_page_and_its_files_are_local(web: Web) -
     assert "http://" not in page.text and "https://" not in page.text  # no CDN: everything is served here
     for asset in ("/static/live.js", "/static/live.css"):
         assert asset in page.text and (await web.client.get(asset)).status_code == 200
-    assert (await web.client.get("/v1/runs/nope/watch")).status_code == 404
+    assert link["url"].startswith(f"{web.sidecar.url}/runs/w1?token=") and link["started"] is True  # absolute
+    # A run not started yet has its link too (its page waits for the run).
+    early = await web.client.get("/v1/runs/nope/watch")
+    assert early.status_code == 200 and early.json()["started"] is False
+    assert early.json()["url"] == web.sidecar.watch_url("nope")
 
 
 async def test_a_read_token_is_needed_and_nothing_leaks_without_the_right_one(web: Web) -> None:
@@ -214,7 +218,7 @@ async def test_pipeline_calls_stay_off_the_stream_and_a_run_id_with_a_slash_is_r
     assert posted.status_code == 200, posted.text
     await web.client.get(f"/v1/runs/{run}", params={"wait_s": 10})
     link = (await web.client.get(f"/v1/runs/{run}/watch")).json()["url"]
-    assert link.startswith(f"/runs/{run}?token=") and (await web.client.get(link)).status_code == 200
+    assert link.startswith(f"{web.sidecar.url}/runs/{run}?token=") and (await web.client.get(link)).status_code == 200
     live = link.replace("/runs/", "/v1/runs/", 1).replace("?", "/live?", 1)
     events = sse((await web.client.get(live)).text)
     assert events[-1]["type"] == "end" and "secret_tool" not in json.dumps(events)

@@ -1,9 +1,9 @@
 // The live page's Markdown: the answer rendered with markdown-it (vendor/markdown-it.min.js, bundled: no CDN).
 //
-// Safe by construction: raw HTML is off (`html: false`: `<img onerror=…>` is shown as text), no linkify, images
-// are off (shown as their text: a picture from anywhere would be a tracking pixel), and a link is a link only
-// to http:, https: or mailto: (anything else, `javascript:` included, stays text). Links open in a new tab
-// without opener or referrer. markdown-it escapes every text it writes, so its HTML goes to the DOM whole.
+// Safe by construction: raw HTML is off (`html: false`: `<img onerror=…>` is shown as text), no linkify, and a
+// link is a link only to http:, https: or mailto: (anything else, `javascript:` included, stays text). Images are
+// off: one is shown as a link to it, never loaded (a picture from anywhere would be a tracking pixel). Links open
+// in a new tab without opener or referrer. markdown-it escapes every text it writes, so its HTML goes to the DOM.
 //
 // Linear enough for a long answer: blocks that can no longer change are rendered once and kept (a top-level
 // block is final once two more have started after it: a later line cannot reach back into it); each render

@@ -11,7 +11,7 @@
 // hidden; on the web channel the answer part's text is not shown twice (it is the Answer panel).
 //
 // For tests: window.streamrelayView = {lastId, eventsApplied, resets, ignored, answerRenders} (plain numbers,
-// updated in place) and document.body.dataset.state = "live" | "reconnecting" | "ended" | "denied".
+// updated in place) and document.body.dataset.state = "live" | "waiting" | "reconnecting" | "ended" | "denied".
 "use strict";
 
 (() => {
@@ -474,6 +474,10 @@
       return;  // not an event: nothing to show
     }
     if (!ev || typeof ev !== "object") return;
+    if (ev.type === "waiting") {  // the run has not started yet: its events follow when it does
+      setConnection("waiting", "waiting for the run to start…");
+      return;
+    }
     const id = Number(ev.id !== undefined ? ev.id : message.lastEventId);
     if (ev.type === "reset") {
       applyReset(ev.state);
@@ -538,7 +542,7 @@
     }
     source = new EventSource("/v1/runs/" + encodeURIComponent(run) + "/live?token=" + encodeURIComponent(token));
     source.onopen = () => {
-      if (ended === null) setConnection("live", "live");
+      if (ended === null && document.body.dataset.state !== "waiting") setConnection("live", "live");
     };
     source.onmessage = onMessage;
     source.onerror = () => {
