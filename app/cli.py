@@ -157,7 +157,10 @@ def replay(
         str, typer.Option(metavar="VAR", help="environment variable holding the sidecar token")
     ] = "STREAMRELAY_TOKEN",
     wait_s: Annotated[
-        float, typer.Option(min=0, metavar="SECONDS", help="seconds to wait for a sidecar that is starting")
+        float,
+        typer.Option(
+            min=0, metavar="SECONDS", help="seconds to wait for a sidecar to answer (then up to 120 while it starts)"
+        ),
     ] = 10.0,
 ) -> None:
     """Replay a recorded stream against a running sidecar and print its delivery report."""
@@ -178,7 +181,7 @@ def replay(
         err.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     target: int | str = int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
-    _run(wait_for_sidecar(url, wait_s, on_wait=lambda: err.print(f"waiting for the sidecar at {escape(url)}…")))
+    _run(wait_for_sidecar(url, wait_s, on_wait=lambda line: err.print(escape(line), highlight=False)))
     report = _run(
         do_replay(
             url,

@@ -17,10 +17,13 @@ from core.events import ProviderFormat
 
 WAIT_POLL_S = 0.25
 """How often :func:`wait_for_sidecar` asks a starting sidecar whether it is ready."""
+STARTING_WAIT_S = 120.0
+"""How long :func:`wait_for_sidecar` waits for a sidecar that answers it is starting (``/readyz`` 503: loading its
+channels, resuming its journal), from its first such answer, whatever ``wait_s`` says."""
 
 
 class SidecarUnreachableError(RuntimeError):
-    """The sidecar at ``url`` did not answer (or not as ready) in time; the message says what to do."""
+    """The sidecar at ``url`` did not answer, or not as ready, in time; the message says what to do."""
 
     def __init__(self, url: str, why: str) -> None:
         super().__init__(
@@ -30,35 +33,62 @@ class SidecarUnreachableError(RuntimeError):
         self.url = url
 
 
-async def wait_for_sidecar(url: str, wait_s: float, *, on_wait: Callable[[], None] | None = None) -> None:
+class SidecarNotReadyError(SidecarUnreachableError):
+    """The sidecar at ``url`` answered, but kept saying it is starting."""
+
+    def __init__(self, url: str, why: str) -> None:
+        RuntimeError.__init__(self, f"the sidecar at {url} is still not ready {why}: see its log")
+        self.url = url
+
+
+async def wait_for_sidecar(url: str, wait_s: float, *, on_wait: Callable[[str], None] | None = None) -> None:
     """Return once the sidecar at ``url`` answers ``GET /readyz`` with 200 (or with anything but 503: not a
-    starting sidecar, so the request that follows tells what it is), asking every :data:`WAIT_POLL_S` for up to
-    ``wait_s`` seconds. ``on_wait`` is called once, at the first failed attempt (to say that it waits).
+    starting sidecar, so the request that follows tells what it is). Asks every :data:`WAIT_POLL_S`: for up to
+    ``wait_s`` seconds while nothing answers, for up to :data:`STARTING_WAIT_S` once it answers that it is starting.
+    ``on_wait`` gets one line to show when the waiting begins, and one when the sidecar says it is starting.
 
     Raises:
-        SidecarUnreachableError: nothing answered in time, or the sidecar was still starting (503).
+        SidecarUnreachableError: nothing answered in time (:class:`SidecarNotReadyError`: it kept starting).
         ValueError: ``url`` is not an http(s) URL.
     """
+    say = on_wait or (lambda line: None)
     deadline = time.monotonic() + wait_s
-    why = ""
+    told: set[str] = set()
     async with httpx.AsyncClient(base_url=url, timeout=max(1.0, min(wait_s, 5.0))) as client:
         while True:
-            try:
-                answer = await client.get("/readyz")
-            except (httpx.UnsupportedProtocol, httpx.InvalidURL):
-                raise ValueError(f"--url {url!r} is not an http:// or https:// URL") from None
-            except httpx.TransportError as exc:
-                why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            else:
-                if answer.status_code != 503:
-                    return
-                why = f"still starting: /readyz answers 503 {answer.text[:200]}"
+            starting, why = await _ready(client, url)
+            if not why:
+                return
+            if starting and "starting" not in told:
+                told.add("starting")
+                deadline = max(deadline, time.monotonic() + STARTING_WAIT_S)
+                say(f"the sidecar at {url} answers, not ready yet: {why}…")
             if time.monotonic() + WAIT_POLL_S > deadline:
+                if starting:
+                    raise SidecarNotReadyError(url, f"after {STARTING_WAIT_S:g} s: {why}")
                 raise SidecarUnreachableError(url, f"{why}, waited {wait_s:g} s" if wait_s else why)
-            if on_wait is not None:
-                on_wait()
-                on_wait = None
+            if not told:
+                told.add("waiting")
+                say(f"waiting for the sidecar at {url}…")
             await asyncio.sleep(WAIT_POLL_S)
+
+
+async def _ready(client: httpx.AsyncClient, url: str) -> tuple[bool, str]:
+    """One look at ``/readyz``: (it answered that it is starting, why it is not ready); why is "" when ready."""
+    try:
+        answer = await client.get("/readyz")
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL):
+        raise ValueError(f"--url {url!r} is not an http:// or https:// URL") from None
+    except httpx.TransportError as exc:
+        return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if answer.status_code != 503:
+        return False, ""
+    try:
+        body = answer.json()
+        state = str(body.get("reason") or body.get("state") or "")
+    except (ValueError, AttributeError):
+        state = answer.text[:200]
+    return True, state or "/readyz answers 503"
 
 
 def detect_format(path: Path) -> ProviderFormat:

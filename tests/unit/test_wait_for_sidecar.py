@@ -1,0 +1,77 @@
+"""replay's wait for a sidecar: past a refused connection, then past ``/readyz`` 503 while it starts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import pytest
+
+from app import ingest_client
+from app.ingest_client import SidecarNotReadyError, SidecarUnreachableError, wait_for_sidecar
+
+pytestmark = pytest.mark.timeout(30)
+
+STARTING = {"ready": False, "state": "starting", "reason": "loading channels: telegram"}
+
+
+async def _readyz(not_ready: int) -> tuple[asyncio.Server, str]:
+    """A server answering /readyz 503 (starting) ``not_ready`` times, then 200."""
+    answers = [503] * not_ready
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        status = answers.pop(0) if answers else 200
+        body = json.dumps(STARTING if status == 503 else {"ready": True, "state": "ready"}).encode()
+        reason = b"Service Unavailable" if status == 503 else b"OK"
+        head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (
+            status,
+            reason,
+            len(body),
+        )
+        writer.write(head + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+async def test_a_starting_sidecar_is_waited_for_and_said_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_client, "WAIT_POLL_S", 0.01)
+    server, url = await _readyz(not_ready=5)
+    lines: list[str] = []
+    async with server:
+        await wait_for_sidecar(url, 0.05, on_wait=lines.append)  # 5 answers of 503 outlast wait_s: still waited
+    assert lines == [f"the sidecar at {url} answers, not ready yet: loading channels: telegram…"]
+
+
+async def test_a_sidecar_that_never_gets_ready_is_one_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_client, "WAIT_POLL_S", 0.01)
+    monkeypatch.setattr(ingest_client, "STARTING_WAIT_S", 0.1)
+    server, url = await _readyz(not_ready=10_000)
+    async with server:
+        with pytest.raises(SidecarNotReadyError) as caught:
+            await wait_for_sidecar(url, 0.0)
+    assert str(caught.value) == (
+        f"the sidecar at {url} is still not ready after 0.1 s: loading channels: telegram: see its log"
+    )
+
+
+async def test_nothing_listening_is_unreachable_after_wait_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest_client, "WAIT_POLL_S", 0.01)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    lines: list[str] = []
+    with pytest.raises(SidecarUnreachableError) as caught:
+        await wait_for_sidecar(url, 0.1, on_wait=lines.append)
+    assert lines == [f"waiting for the sidecar at {url}…"]
+    assert f"the sidecar at {url} is not reachable (ConnectError" in str(caught.value)
+
+
+async def test_a_url_that_is_not_http_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="not an http"):
+        await wait_for_sidecar("ftp://example.org", 0.0)
