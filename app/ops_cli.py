@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from core.errors import ConfigError
@@ -57,7 +58,7 @@ NUMBERS = ("age", "✓", "?", "✗", "429")
 LEGEND = "parts: ✓ confirmed, ? uncertain, ✗ failed · 429: rate limits met so far"
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 class OpsError(Exception):
@@ -88,10 +89,13 @@ async def fetch_runs(url: str, token: str, *, token_env: str = "the token variab
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
         why = type(exc).__name__
         raise OpsError(
-            f"cannot reach the sidecar at {url} ({why}): is streamrelay serve running there? (--url)"
+            f"cannot reach the sidecar at {url} ({why}): start it (`streamrelay serve`), or point --url / "
+            "STREAMRELAY_URL at the one that runs"
         ) from None
     if answer.status_code == 401:
-        raise OpsError(f"the sidecar at {url} refused the token in {token_env} (401)")
+        raise OpsError(
+            f"the sidecar at {url} refused the token in {token_env} (401): export the value it was started with"
+        )
     if answer.status_code != 200:
         raise OpsError(f"the sidecar at {url} answered {answer.status_code}: {_error_of(answer.text)}")
     try:
@@ -159,7 +163,7 @@ def live_pages(listing: dict[str, Any], url: str) -> list[str]:
 
 
 def _status(status: str) -> str:
-    color = {"delivered": "green", "partial": "yellow", "failed": "red"}.get(status, "blue")
+    color = {"delivered": "green", "partial": "yellow", "empty": "yellow", "failed": "red"}.get(status, "blue")
     return f"[{color}]{status}[/]"
 
 
@@ -294,10 +298,10 @@ def _one_line() -> Iterator[None]:
     try:
         yield
     except OpsError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(exc.code) from None
     except ConfigError as exc:
-        err.print(f"[red]configuration error:[/] {exc}", highlight=False)
+        err.print(f"[red]configuration error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
@@ -333,7 +337,10 @@ def runs(
         return
     token = os.environ.get(token_env, "")
     if not token:
-        err.print(f"[red]error:[/] environment variable {token_env} is not set: export the sidecar's bearer token")
+        err.print(
+            f"[red]error:[/] environment variable {token_env} is not set: export the bearer token the sidecar was "
+            f"started with (`export {token_env}=...` in this shell, the same value `streamrelay serve` has)"
+        )
         raise typer.Exit(2)
     with _one_line():
         listing = asyncio.run(fetch_runs(url, token, token_env=token_env))
