@@ -344,7 +344,8 @@ def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool =
     """
     toml_path = Path(path)
     if not toml_path.is_file():
-        raise ConfigError(f"configuration file {toml_path} not found")
+        where = "" if toml_path.is_absolute() else f" (in {Path.cwd()})"
+        raise ConfigError(f"configuration file {toml_path} not found{where}: pass --config with its path")
     check_env_channels(toml_path)
 
     try:

@@ -69,3 +69,13 @@ def test_a_missing_action_catalog_says_where_it_was_looked_for(tmp_path: Path) -
         load_settings(config)
     message = str(caught.value)
     assert str(tmp_path / "mine.toml") in message and 'actions = ""' in message
+
+
+def test_a_missing_config_file_says_where_it_was_looked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        load_settings("config/channels.toml")
+    assert (
+        str(caught.value)
+        == f"configuration file config/channels.toml not found (in {tmp_path}): pass --config with its path"
+    )
