@@ -2,7 +2,8 @@
 
 Shape (JSON)::
 
-    {"run": "r1", "channel": "telegram", "done": true, "status": "delivered" | "partial" | "failed" | "pending",
+    {"run": "r1", "channel": "telegram", "done": true,
+     "status": "delivered" | "partial" | "failed" | "empty" | "pending",
      "confirmed": 3, "uncertain": 0, "failed": 0, "unsent": 0, "degraded": false,
      "message_ids": ["11", "12", "13"], "parts": [{"slot": 0, "role": "answer", "state": "acked", ...}],
      "end_status": "ok", "errors": ["..."], "gaps": []}
@@ -53,10 +54,13 @@ def is_cut(error: str | None) -> bool:
 
 
 class ReportStatus(enum.StrEnum):
+    """A run's delivery in one word (:func:`summarize` says how each is decided)."""
+
     PENDING = "pending"
     DELIVERED = "delivered"
     PARTIAL = "partial"
     FAILED = "failed"
+    EMPTY = "empty"
 
 
 class PartReport(BaseModel):
@@ -97,9 +101,11 @@ def summarize(
     shows is not a whole answer, however well every part was delivered. So is a run whose answer was cut at the
     message limit (a part's error :func:`is_cut`).
 
-    ``delivered``: every part confirmed. ``partial``: some confirmed or uncertain (it may show), some not
-    confirmed. ``failed``: nothing confirmed nor uncertain while something should have been shown (nothing of it
-    can be showing). ``pending`` while not done.
+    ``delivered``: every part confirmed, an answer among them. ``partial``: some confirmed or uncertain (it may
+    show), some not confirmed. ``failed``: nothing confirmed nor uncertain while something should have been shown
+    (nothing of it can be showing). ``empty``: the run ended well but had no answer to show (nothing, or only
+    status lines and reasoning): the chat holds no answer, and the agent is told so rather than ``delivered``.
+    ``pending`` while not done.
     """
     counted = [p for p in parts if p.state is not PartState.SKIPPED]
     confirmed = sum(p.state is PartState.ACKED for p in counted)
@@ -118,6 +124,8 @@ def summarize(
         status = ReportStatus.PARTIAL if confirmed else ReportStatus.FAILED
     if status is ReportStatus.DELIVERED and any(is_cut(p.error) for p in parts):
         status = ReportStatus.PARTIAL
+    if status is ReportStatus.DELIVERED and not any(p.role is SlotRole.ANSWER and p.chars for p in counted):
+        status = ReportStatus.EMPTY
     return DeliveryReport(
         run=run,
         channel=channel,
