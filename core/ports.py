@@ -100,6 +100,11 @@ class ChannelAdapter(Protocol):
         """Show a typing indicator (Telegram: lasts <= 5 s)."""
         ...
 
+    async def clear_typing(self, target: Target) -> None:
+        """Take down a typing indicator that would outlive the run (called once at the end of a run that showed
+        one). Platforms whose indicator expires by itself within seconds do nothing."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...

@@ -11,6 +11,7 @@ the reconcilers write acknowledgements into the slot books and tell the watchers
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -18,12 +19,13 @@ from core.clock import Clock
 from core.delivery.conversation import open_conversation
 from core.delivery.reconciler import Reconciler
 from core.delivery.threads import ChildThreads
+from core.errors import DeliveryError
 from core.events import DeliveryMode, End, Event, RunStart, Source, Target
 from core.ledger import Ledger, RunRecord
 from core.monitor import DeliveryWatch, RunMonitor
 from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, SubagentPolicy
-from core.ports import ChannelAdapter, TextFormat
+from core.ports import CallKind, ChannelAdapter, TextFormat
 from core.report import DeliveryReport
 from core.run import RunStage
 from core.send_chain import SendChain
@@ -69,6 +71,7 @@ class RunController:
         self.policy = policy
         self._ledger = ledger
         self._platform = adapter.platform
+        self._adapter, self._chain = adapter, chain
         self.lane = lane if lane is not None else PipelineLane(start.run)
         self.monitor = monitor if monitor is not None else RunMonitor(start.run)
         conversation = open_conversation(
@@ -175,6 +178,12 @@ class RunController:
         if self.threads is not None:
             await self.threads.finish()
         await self.rec.finish()
+        if self.rec.typing_calls:  # however the run ended: no "typing…" left behind it (Slack's lasts 2 min)
+            adapter, target = self._adapter, self.start_event.target
+            with contextlib.suppress(DeliveryError):
+                await self._chain.call(
+                    lambda: adapter.clear_typing(target), CallKind.TYPING, requester=self.rec.requester
+                )
         await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
         self.stage.done = True
         report = self.stage.report()

@@ -250,6 +250,11 @@ class DiscordAdapter(DiscordConnection):
 
         await self._call("triggerTypingIndicator", target, channel_id, typing)
 
+    async def clear_typing(self, target: Target) -> None:
+        """Nothing: "typing…" ends by itself after about 10 s and Discord has no call to end it
+        (https://discord.com/developers/docs/resources/channel#trigger-typing-indicator)."""
+        return None
+
     # -------------------------------------------------------------- Threads
 
     def thread_refusal(self, target: Target) -> str | None:

@@ -208,6 +208,20 @@ class SlackAdapter(SlackSettling):
             ),
         )
 
+    async def clear_typing(self, target: Target) -> None:
+        """In a thread, clear the assistant thread status (an empty ``status``): a run that ends without a reply
+        after its last status would otherwise leave "is typing…" for two minutes
+        (https://docs.slack.dev/reference/methods/assistant.threads.setStatus). Elsewhere nothing."""
+        thread = thread_ts(target)
+        if thread is None:
+            return
+        channel = str(target.chat_id)
+        await self._call(
+            "assistant.threads.setStatus",
+            target,
+            lambda: self._client.assistant_threads_setStatus(channel_id=channel, thread_ts=thread, status=""),
+        )
+
     # ------------------------------------------------------------ Threads
 
     def thread_refusal(self, target: Target) -> str | None:

@@ -254,6 +254,11 @@ class TelegramAdapter:
             target,
         )
 
+    async def clear_typing(self, target: Target) -> None:
+        """Nothing: "typing…" ends by itself within 5 s and the Bot API has no call to end it
+        (https://core.telegram.org/bots/api#sendchataction)."""
+        return None
+
     # ------------------------------------------------------------ native streaming (drafts)
 
     def native_refusal(self, target: Target) -> str | None:

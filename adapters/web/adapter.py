@@ -72,9 +72,11 @@ class WebAdapter:
         return False
 
     def visible(self, chat_id: int | str) -> list[tuple[str, str]]:
-        """``(message id, text)`` of the parts shown for ``chat_id``, oldest first."""
+        """``(message id, text)`` of the parts shown for ``chat_id``, oldest first (by message id: an edit keeps a
+        part's place)."""
         prefix = f"{chat_id}:"
-        return [(key[len(prefix) :], text) for key, text in self._texts.items() if key.startswith(prefix)]
+        shown = [(key[len(prefix) :], text) for key, text in self._texts.items() if key.startswith(prefix)]
+        return sorted(shown, key=lambda part: int(part[0]))
 
     async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         self._check(target, text)
@@ -114,6 +116,9 @@ class WebAdapter:
 
     async def send_typing(self, target: Target) -> None:
         return None  # the page shows the run's state itself
+
+    async def clear_typing(self, target: Target) -> None:
+        return None
 
     async def close(self) -> None:
         return None

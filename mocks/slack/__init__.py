@@ -44,7 +44,9 @@ What it reproduces:
   message; conversations.history (newest first) and conversations.replies (parent first) read messages back and
   show it with ``include_all_metadata`` (:mod:`mocks.slack.history`, which has the rules and errors).
 - assistant.threads.setStatus needs ``channel_id``, an existing ``thread_ts`` and ``status``; the status is
-  kept (:meth:`MockSlack.status`), not shown as a message.
+  kept (:meth:`MockSlack.status`), not shown as a message, until the app posts in the thread or sets an empty
+  status (https://docs.slack.dev/reference/methods/assistant.threads.setStatus: without a message it would
+  stay two minutes).
 
 Rate limits (off by default; https://docs.slack.dev/apis/web-api/rate-limits), see :class:`SlackLimits`:
 past one, the answer is HTTP 429 with ``Retry-After: N`` (whole seconds, rounded up, at least 1) and

@@ -296,7 +296,10 @@ class MockSlack(MockServer):
     def _set_status(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
         channel, thread_ts, status = self._workspace.check_status(params)
         call.message_id, call.text = thread_ts, status
-        self._workspace.statuses[(channel, thread_ts)] = status
+        if status:
+            self._workspace.statuses[(channel, thread_ts)] = status
+        else:  # an empty status clears it
+            self._workspace.statuses.pop((channel, thread_ts), None)
         return {}
 
     def _history(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:

@@ -192,6 +192,8 @@ class Workspace:
             channel, ts, given.person_view, given.wire, given.kind, user, thread_ts, mrkdwn=given.mrkdwn
         )
         self.messages.setdefault(channel, {})[ts] = message
+        if user == BOT_USER_ID and thread_ts is not None:  # the app replied: the thread's status goes
+            self.statuses.pop((channel, thread_ts), None)
         return message
 
     def own(self, message: StoredMessage, error: str) -> StoredMessage:

@@ -118,6 +118,21 @@ async def test_typing_is_the_assistant_thread_status(slack: SlackAdapter, slack_
     assert slack_mock.visible(DM) == []
 
 
+async def test_the_thread_status_goes_with_a_reply_or_when_cleared(slack: SlackAdapter, slack_mock: MockSlack) -> None:
+    """Slack shows the status until the app replies, or for two minutes: a run that ends without a reply clears it
+    (https://docs.slack.dev/reference/methods/assistant.threads.setStatus)."""
+    question = slack_mock.post_user_message(DM, "question?")
+    thread = Target(chat_id=DM, thread_id=question)
+    await slack.send_typing(thread)
+    await slack.send_text(thread, "an answer", TextFormat.PLAIN)
+    assert slack_mock.status(DM, question) is None  # the reply took it down
+    await slack.send_typing(thread)
+    await slack.clear_typing(Target(chat_id=DM))  # no thread: nothing to call
+    await slack.clear_typing(thread)
+    assert slack_mock.status(DM, question) is None
+    assert methods(slack_mock)[-2:] == ["assistant.threads.setStatus", "assistant.threads.setStatus"]
+
+
 async def test_verify_names_the_bot(make_slack: MakeSlack) -> None:
     assert await make_slack().verify() == "streamrelay (U0MOCKBOT)"
     with pytest.raises(ForbiddenError, match="invalid_auth"):  # shaped like a token, refused by Slack

@@ -95,6 +95,7 @@ class FakeAdapter:
         group: bool = False,
     ) -> None:
         self.clock = clock
+        self.cleared: list[Target] = []
         self.group = group
         self.max_units = max_units
         self.unit = unit
@@ -254,6 +255,10 @@ class FakeAdapter:
             raise
         finally:
             self._end(call)
+
+    async def clear_typing(self, target: Target) -> None:
+        """Recorded in :attr:`cleared` (not among the calls: it never changes what the chat shows)."""
+        self.cleared.append(target)
 
     async def close(self) -> None:
         return None
@@ -462,6 +467,9 @@ class MemoryChat:
         self.messages.pop(message_id, None)
 
     async def send_typing(self, target: Target) -> None:
+        return None
+
+    async def clear_typing(self, target: Target) -> None:
         return None
 
     async def close(self) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from core.events import DeliveryMode
+from dataclasses import replace
+
+from core.events import DeliveryMode, EndStatus
 from core.report import PartReport, PartState, ReportStatus, SlotRole, summarize
-from tests.unit.test_run_controller import delta, harness, policy
+from tests.unit.fakes import settle
+from tests.unit.test_run_controller import delta, end, harness, policy
 
 
 def _part(role: SlotRole, state: PartState = PartState.ACKED, chars: int = 12) -> PartReport:
@@ -34,3 +37,19 @@ async def test_a_run_whose_answer_is_only_whitespace_reports_empty() -> None:
         await h.feed(delta("  \n\n "))
         report = await h.close()
         assert h.adapter.chat() == [] and report.status is ReportStatus.EMPTY, (mode, report)
+
+
+async def test_a_typing_indicator_is_taken_down_however_the_run_ends() -> None:
+    """Slack's assistant status stays two minutes unless cleared: every end of a run that showed "typing…"
+    clears it (the adapter decides whether its platform needs a call)."""
+    for text, status in (("", EndStatus.OK), ("an answer", EndStatus.OK), ("half an", EndStatus.ERROR)):
+        h = await harness(replace(policy(DeliveryMode.PREVIEW), typing_every_s=4.0))
+        await settle()  # the indicator goes at once: the person waits from the start
+        if text:
+            await h.feed(delta(text))
+        await h.close(end(status))
+        assert h.adapter.calls_of("send_typing") and h.adapter.cleared == [h.ctl.start_event.target], text
+    quiet = await harness(policy(DeliveryMode.PREVIEW))  # no indicator shown: nothing to clear
+    await quiet.feed(delta("an answer"))
+    await quiet.close()
+    assert quiet.adapter.cleared == []
