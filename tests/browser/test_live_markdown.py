@@ -54,6 +54,18 @@ async def box(live: LivePage) -> dict[str, float]:
     return value
 
 
+def at_end(geometry: dict[str, float]) -> bool:
+    return geometry["top"] + geometry["client"] >= geometry["height"] - 30
+
+
+async def settled_at_end(live: LivePage, timeout_s: float = 10.0) -> dict[str, float]:
+    """The box's geometry once it shows its end (renders wait for an animation frame: polled)."""
+    async with asyncio.timeout(timeout_s):
+        while not at_end(geometry := await box(live)):
+            await asyncio.sleep(0.05)
+    return geometry
+
+
 async def prose(live: LivePage) -> str:
     """The rendered answer's text outside code (where Markdown markup would show if it were not rendered)."""
     text: str = await live.page.evaluate(
@@ -150,9 +162,8 @@ async def test_the_answer_box_follows_the_end_unless_the_reader_scrolled_up(
         await live.wait_state("live")
         await send_in(client, first, 8)
         await live.wait_text("#answer-source", lambda t: len(t) >= sum(len(e["text"]) for e in first))
-        await asyncio.sleep(0.3)
-        at = await box(live)
-        assert at["height"] > at["client"] and at["top"] + at["client"] >= at["height"] - 30  # at the end
+        at = await settled_at_end(live)
+        assert at["height"] > at["client"]  # it scrolls, and shows the end
         # The reader scrolls up: the box stays there while the answer grows.
         await live.page.hover("#answer-box")
         await live.page.mouse.wheel(0, -1200)
@@ -171,9 +182,9 @@ async def test_the_answer_box_follows_the_end_unless_the_reader_scrolled_up(
         await client.send(RUN, [END])
         await live.wait_state("ended")
     await live.wait_text("#answer-source", lambda t: t == text)
-    await asyncio.sleep(0.3)
-    end = await box(live)
-    assert end["top"] + end["client"] >= end["height"] - 30 and end["page"] < 1400
+    await live.wait_text("#answer", lambda t: t.rstrip().endswith("cover another section?"))
+    end = await settled_at_end(live)
+    assert end["page"] < 1400
     view = await live.view()
     assert 0 < view["answerRenders"] < len(events) / 2  # throttled: far fewer renders than deltas
     assert (await live.page.locator("#answer pre > code").count()) == 90

@@ -92,7 +92,7 @@ async def test_a_recorded_run_streams_into_the_page(web: WebStack, live: LivePag
     assert (await panel.count(), await nested.count()) == (1, 1)
     assert [await panel.get_attribute("data-state"), await nested.get_attribute("data-state")] == ["done", "done"]
     # Its text, its messages apart by a blank line as in its pipeline message.
-    text = await panel.locator(":scope > .agent-text").text_content() or ""
+    text = await panel.locator(":scope > .agent-text > .agent-source").text_content() or ""
     assert text == answer_text(researcher) != ""
     # Progress: the root's phases in order, the children's tool calls with their agent.
     assert await live.texts("#timeline li[data-type=phase] .name") == ["planning", "writing"]
@@ -224,7 +224,7 @@ async def test_model_text_that_is_html_shows_literally_and_never_runs(
     assert (await live.text("#answer")).strip() == HTML  # rendered as Markdown: a paragraph of that text
     assert not await live.page.locator('#deliveries .part[data-key="web/0"] .part-text').is_visible()  # once
     panel = live.page.locator(f'#agent-tree section.agent[data-key="{child.key}"]')
-    assert (await panel.locator(".agent-id").text_content(), await panel.locator(".agent-text").text_content()) == (
+    assert (await panel.locator(".agent-id").text_content(), await panel.locator(".agent-source").text_content()) == (
         HTML,
         HTML,
     )

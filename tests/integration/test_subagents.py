@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from adapters.telegram.render import render
 from app.client import RelayClient, recorded_events
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
@@ -23,6 +24,7 @@ from core.clock import MonotonicClock
 from core.events import ProviderFormat, Source
 from core.gate import Action, ActionCatalog, ActionClass
 from core.ledger import MemoryLedger
+from core.ports import TextFormat
 from core.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
@@ -131,7 +133,7 @@ async def test_a_parent_with_two_children_one_nested(sidecar: tuple[MockTelegram
     # The person sees a status message with a true line per sub-agent (a tree), and the root's answer only.
     status, answer = [text for _, text in mock.visible(CHAT)]
     assert status.splitlines() == ["↳ researcher: done", "  ↳ fetcher: done", "↳ checker: done"]
-    assert answer == answer_text(root).strip()
+    assert answer == render(answer_text(root).strip(), TextFormat.MARKDOWN)[0]  # Telegram shows Markdown rendered
     for child_text in (answer_text(researcher), answer_text(checker)):
         assert child_text[:30] not in status + answer
 

@@ -30,7 +30,7 @@
   let answerView = null;
   /** The run's channel and platform (the `run` event, or a reset's state). */
   const meta = { channel: null, platform: null };
-  /** key -> {key, source, depth, el, stateEl, textEl, textNode, childrenEl, exact} in first-seen order. */
+  /** key -> {key, source, depth, el, stateEl, textEl, textNode, mdView, childrenEl, exact} in first-seen order. */
   const agents = new Map();
   /** "<channel>/<part>" -> {key, channel, part, data, el, …}. */
   const parts = new Map();
@@ -70,13 +70,18 @@
     el.className = el.className.replace(/\bstate-\S+/g, "").trim() + " " + stateClass(state);
   }
 
-  // Keep a scroll box pinned to its bottom while the reader has not scrolled up; scrolls once per frame.
+  // Keep a scroll box pinned to its bottom while the reader has not scrolled up; scrolls once per frame. The
+  // scroll event of our own scroll comes a frame later, when the text may have grown again: it is recognised by
+  // the position we scrolled to, so only the reader's scrolling unpins a box (and scrolling back down pins it).
   const toScroll = new Set();
+  const scrolledTo = new WeakMap();
   let scrollFrame = 0;
 
   function followScroll(el) {
     el.dataset.stick = "1";
     el.addEventListener("scroll", () => {
+      if (Math.abs(el.scrollTop - (scrolledTo.get(el) ?? -1e9)) < 2) return;  // our own scroll
+      scrolledTo.delete(el);
       el.dataset.stick = el.scrollHeight - el.scrollTop - el.clientHeight < 24 ? "1" : "0";
     }, { passive: true });
   }
@@ -86,7 +91,11 @@
     if (scrollFrame) return;
     scrollFrame = requestAnimationFrame(() => {
       scrollFrame = 0;
-      for (const box of toScroll) if (box.dataset.stick !== "0") box.scrollTop = box.scrollHeight;
+      for (const box of toScroll) {
+        if (box.dataset.stick === "0") continue;
+        box.scrollTop = box.scrollHeight;
+        scrolledTo.set(box, box.scrollTop);
+      }
       toScroll.clear();
     });
   }
@@ -171,15 +180,23 @@
       head.append(make("span", "agent-path mono", where));
       el.title = [s.path && "path " + s.path, s.session_id && "session " + s.session_id].filter(Boolean).join(" · ");
     }
-    const textEl = make("div", "text agent-text");
+    // Its text rendered as Markdown like the answer (.agent-md), the text as written kept in .agent-source.
+    const textEl = make("div", "agent-text");
+    const mdEl = make("div", "md agent-md");
+    const sourceEl = make("pre", "text agent-source");
     const textNode = document.createTextNode("");
-    textEl.append(textNode);
+    sourceEl.append(textNode);
+    textEl.append(mdEl, sourceEl);
+    const markdown = window.streamrelayMarkdown;
+    const mdView = markdown && typeof window.markdownit === "function" ? new markdown.AnswerView(mdEl) : null;
+    mdEl.hidden = mdView === null;
+    sourceEl.hidden = mdView !== null;
     followScroll(textEl);
     const childrenEl = make("div", "agent-children");
     el.append(head, textEl, childrenEl);
     const depth = s && Number.isFinite(Number(s.depth)) ? Number(s.depth) : 1;
     el.dataset.depth = String(depth);
-    const rec = { key, source: s, depth, el, stateEl, textEl, textNode, childrenEl, exact: false };
+    const rec = { key, source: s, depth, el, stateEl, textEl, textNode, mdView, childrenEl, exact: false };
     agents.set(key, rec);
     els.agentsPanel.hidden = false;
     return rec;
@@ -247,7 +264,13 @@
     if (append) rec.textNode.appendData(text);
     else rec.textNode.data = text;
     rec.textEl.classList.toggle("has-text", rec.textNode.length > 0);
-    if (append) scheduleScroll(rec.textEl);
+    if (rec.mdView) {
+      if (append) rec.mdView.append(text);
+      else rec.mdView.set(text);
+      rec.mdView.schedule(() => scheduleScroll(rec.textEl));
+    } else if (append) {
+      scheduleScroll(rec.textEl);
+    }
   }
 
   function applyAgent(ev) {
