@@ -1,7 +1,8 @@
 """The run monitor: one run's live progress as numbered events, for browsers and other watchers (SSE).
 
-Every event is a JSON object with ``id`` (1, 2, … per run: the SSE id a reconnecting client sends back as
-``Last-Event-ID``), ``run``, ``seq`` (= ``id``), ``ts`` (wall-clock Unix seconds, float) and ``type``:
+Every event is a JSON object with ``id`` (1, 2, … per run; its SSE id is ``<epoch>.<id>``, :meth:`RunMonitor.sse_id`,
+which a reconnecting client sends back as ``Last-Event-ID``), ``run``, ``seq`` (= ``id``), ``ts`` (wall-clock Unix
+seconds, float) and ``type``:
 
 =============  ======================================================================================================
 type           fields

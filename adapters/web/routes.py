@@ -42,8 +42,9 @@ from core.surface import RunRelay
 
 STATIC = Path(__file__).with_name("static")
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-START_WAIT_S = 600.0
-"""How long one stream waits for a run that has not started (then it ends: the browser reconnects)."""
+START_WAIT_S = 20.0
+"""How long one stream waits for a run that has not started; then it ends and the browser reconnects and waits
+again (with replicas, a reconnect is routed to the replica that owns the run once it started)."""
 START_POLL_S = 0.2
 """How often a waiting stream looks for the run."""
 PAGE_HEADERS = {

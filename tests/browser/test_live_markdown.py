@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.web import routes
 from app.client import RelayClient, recorded_events
 from core.events import ProviderFormat
 from tests.browser.conftest import INGEST_TOKEN, LivePage, WebStack
@@ -192,13 +193,18 @@ async def test_the_answer_box_follows_the_end_unless_the_reader_scrolled_up(
 
 
 async def test_a_page_opened_before_its_run_starts_waits_and_follows(
-    web: WebStack, live: LivePage, tmp_path: Path
+    web: WebStack, live: LivePage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The link works before the run: the page waits (its stream ends every START_WAIT_S and the browser asks
+    again, still waiting), then follows the run from its first event."""
+    monkeypatch.setattr(routes, "START_WAIT_S", 0.5)
     async with httpx.AsyncClient(base_url=web.sidecar.url, timeout=10) as http:
         link = (await http.get(f"/v1/runs/{RUN}/watch", headers={"Authorization": f"Bearer {INGEST_TOKEN}"})).json()
     assert link["started"] is False and link["url"].startswith(f"{web.sidecar.url}/runs/{RUN}?token=")
     await live.page.goto(link["url"])
     await live.wait_state("waiting")
+    await asyncio.sleep(1.5)  # its first stream ended: the browser asks again
+    assert await live.state() == "waiting"
     assert "waiting" in await live.text("#status") and not await live.page.locator("#notice").is_visible()
     async with web.client() as client:
         await client.start(RUN, channel="web", chat_id="page")

@@ -575,7 +575,7 @@
         source.close();
         setConnection("denied", DENIED_TEXT);
         showNotice("This run cannot be shown: " + DENIED_TEXT + ". Check the link (its token) and reload.");
-      } else {
+      } else if (document.body.dataset.state !== "waiting") {  // a waiting stream ends now and then: still waiting
         setConnection("reconnecting", "reconnecting…");
       }
     };
