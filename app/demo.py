@@ -92,6 +92,8 @@ async def run_demo(
         if isinstance(page, WebAdapter):
             page.record = True
         console.print(f"[bold]sidecar[/] {url}   [bold]watch it live[/] {sidecar.watch_url(run)}")
+        if not keep_serving:
+            console.print("[dim](the page lives as long as the demo: --keep-serving keeps it up after the run)[/]")
         console.print(
             f"replaying [cyan]{recording.name}[/] ({fmt}, {len(events)} events, {pace_ms:g} ms apart) "
             f"into {platform} chat {target.chat_id}, delivery [cyan]{delivery}[/]"
