@@ -6,18 +6,15 @@ exercised the same way: the real SDK, over loopback HTTP, against a mock that be
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.events import Target
-from mocks.common import MockPlatform
-from mocks.discord import MockDiscord
-from mocks.discord import serve_forever as serve_discord
-from mocks.slack import MockSlack
-from mocks.slack import serve_forever as serve_slack
-from mocks.telegram import MockTelegram
-from mocks.telegram import serve_forever as serve_telegram
+
+if TYPE_CHECKING:
+    from mocks.common import MockPlatform
 
 
 @dataclass(frozen=True)
@@ -48,18 +45,38 @@ class DryRunPlatform:
         return Target(chat_id=chat, thread_id=self.thread_id if native else None)
 
 
+def _mock(platform: str, cls: str) -> Callable[[bool], MockPlatform]:
+    """A factory of ``mocks.<platform>.<cls>``: the mock's module (and its aiohttp server) is imported at the first
+    mock made, so a dry run of one platform never imports the others' mocks."""
+
+    def make(limits: bool) -> MockPlatform:
+        mock: MockPlatform = getattr(importlib.import_module(f"mocks.{platform}"), cls)(rate_limits=limits)
+        return mock
+
+    return make
+
+
+def _serve(platform: str) -> Callable[[str, int, bool], Coroutine[Any, Any, None]]:
+    """``mocks.<platform>.serve_forever``, imported when it is called (``streamrelay mock NAME``)."""
+
+    async def serve(host: str, port: int, limits: bool) -> None:
+        await importlib.import_module(f"mocks.{platform}").serve_forever(host, port, limits)
+
+    return serve
+
+
 DRY_RUN: dict[str, DryRunPlatform] = {
     "telegram": DryRunPlatform(
-        make_mock=lambda limits: MockTelegram(rate_limits=limits),
-        serve=serve_telegram,
+        make_mock=_mock("telegram", "MockTelegram"),
+        serve=_serve("telegram"),
         default_port=8081,
         token="123456:DRY-run-token-for-the-mock-bot-api",
         private=1001,
         group=-1001001,
     ),
     "slack": DryRunPlatform(
-        make_mock=lambda limits: MockSlack(rate_limits=limits),
-        serve=serve_slack,
+        make_mock=_mock("slack", "MockSlack"),
+        serve=_serve("slack"),
         default_port=8082,
         token="xoxb-1001-2002-DRYrunTOKENforTHEmock",
         private="D0DRYRUN01",
@@ -67,8 +84,8 @@ DRY_RUN: dict[str, DryRunPlatform] = {
         thread_id="1700000000.000100",
     ),
     "discord": DryRunPlatform(
-        make_mock=lambda limits: MockDiscord(rate_limits=limits),
-        serve=serve_discord,
+        make_mock=_mock("discord", "MockDiscord"),
+        serve=_serve("discord"),
         default_port=8083,
         token="MTAwMTAwMTAwMTAwMTAwMQ.GdRyRn.dry-run-token-for-the-mock-discord-api",
         private=1001001001001001001,
@@ -81,5 +98,8 @@ DRY_RUN: dict[str, DryRunPlatform] = {
 def seed_thread(mock: MockPlatform, target: Target) -> None:
     """Where a dry run streams into a thread (Slack native), the person's question starts it: the mock
     holds a parent message with the target's ``thread_id``."""
-    if target.thread_id is not None and isinstance(mock, MockSlack):
+    if target.thread_id is not None and mock.platform == "slack":
+        from mocks.slack import MockSlack  # imported already: the mock is one
+
+        assert isinstance(mock, MockSlack)
         mock.add_user_message(target.chat_id, str(target.thread_id), "A question from the person, please.")
