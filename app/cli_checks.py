@@ -46,6 +46,8 @@ def listen_problem(host: str, port: int) -> str | None:
                     f"cannot listen on {where}: the port is in use (another streamrelay serve? stop it first), or "
                     f"{PORT_HINT}"
                 )
+            if exc.errno == errno.EADDRNOTAVAIL:
+                return f"cannot listen on {where}: {host} is not an address of this machine: pass --host"
             if exc.errno == errno.EACCES:
                 return f"cannot listen on {where}: not allowed (ports below 1024 need privileges): {PORT_HINT}"
             return f"cannot listen on {where}: {exc.strerror}: pass --host and --port"
