@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.chaos_cli import chaos
-from app.cli_checks import existing_file
+from app.cli_checks import existing_file, refuse_taken
 from app.cli_run import err, fast_loop
 from app.cli_run import run_async as _run
 from app.ops_cli import DEFAULT_URL, runs_app
@@ -261,7 +261,9 @@ def mock(
     from app.dry_run import DRY_RUN
 
     dry = DRY_RUN[platform.value]
-    _run(dry.serve(host, dry.default_port if port is None else port, rate_limits))
+    port = dry.default_port if port is None else port
+    refuse_taken(host, port, "pass --port")
+    _run(dry.serve(host, port, rate_limits))
 
 
 app.command()(chaos)

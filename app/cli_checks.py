@@ -24,8 +24,9 @@ def existing_file(path: Path | None) -> Path | None:
     return path
 
 
-def listen_problem(host: str, port: int) -> str | None:
-    """Why ``serve`` could not listen on ``host:port``, as one line saying what to do; None when it can (port 0:
+def listen_problem(host: str, port: int, port_hint: str = PORT_HINT) -> str | None:
+    """Why a server could not listen on ``host:port``, as one line saying what to do (``port_hint``: how to pick
+    another port); None when it can (port 0:
     any free port, always fine). Binds and closes a socket the way the server will (``SO_REUSEADDR``), so a port
     another process listens on is found, and one left in TIME_WAIT is not taken for used."""
     if port == 0:
@@ -43,13 +44,13 @@ def listen_problem(host: str, port: int) -> str | None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 return (
-                    f"cannot listen on {where}: the port is in use (another streamrelay serve? stop it first), or "
-                    f"{PORT_HINT}"
+                    f"cannot listen on {where}: the port is in use (a streamrelay started before? stop that "
+                    f"process), or {port_hint}"
                 )
             if exc.errno == errno.EADDRNOTAVAIL:
                 return f"cannot listen on {where}: {host} is not an address of this machine: pass --host"
             if exc.errno == errno.EACCES:
-                return f"cannot listen on {where}: not allowed (ports below 1024 need privileges): {PORT_HINT}"
+                return f"cannot listen on {where}: not allowed (ports below 1024 need privileges): {port_hint}"
             return f"cannot listen on {where}: {exc.strerror}: pass --host and --port"
     return None
 
@@ -62,9 +63,6 @@ def check_listeners(config: Path, host: str | None, port: int | None) -> None:
     Raises:
         typer.Exit: 1, after one line on stderr naming ``host:port`` and what to do.
     """
-    from rich.markup import escape
-
-    from app.cli_run import err
     from config.settings import load_settings
     from core.errors import ConfigError
 
@@ -72,11 +70,22 @@ def check_listeners(config: Path, host: str | None, port: int | None) -> None:
         service = load_settings(config).service
     except ConfigError:
         return
-    wanted = [(host or service.host, service.port if port is None else port)]
+    refuse_taken(host or service.host, service.port if port is None else port)
     if service.ops_port is not None:
-        wanted.append((service.ops_host, service.ops_port))
-    for where in wanted:
-        problem = listen_problem(*where)
-        if problem is not None:
-            err.print(f"[red]error:[/] {escape(problem)}", highlight=False)
-            raise typer.Exit(1)
+        refuse_taken(service.ops_host, service.ops_port, "set [service] ops_port / STREAMRELAY_SERVICE__OPS_PORT")
+
+
+def refuse_taken(host: str, port: int, port_hint: str = PORT_HINT) -> None:
+    """Exit with one line when ``host:port`` cannot be listened on (:func:`listen_problem`).
+
+    Raises:
+        typer.Exit: 1, after the line on stderr.
+    """
+    from rich.markup import escape
+
+    from app.cli_run import err
+
+    problem = listen_problem(host, port, port_hint)
+    if problem is not None:
+        err.print(f"[red]error:[/] {escape(problem)}", highlight=False)
+        raise typer.Exit(1)

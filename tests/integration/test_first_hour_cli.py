@@ -149,16 +149,18 @@ def test_replay_started_before_the_sidecar_waits_for_it_and_delivers(tmp_path: P
     assert (tmp_path / "etc" / "state" / "ledger.sqlite3").is_file()  # beside the config, not in the cwd
 
 
-def test_serve_on_a_taken_port_names_it_and_what_to_do(tmp_path: Path) -> None:
+def test_serve_and_mock_on_a_taken_port_name_it_and_what_to_do(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = int(taken.getsockname()[1])
         result = _cli("serve", "--config", str(_config(tmp_path, port)))
+        mock = _cli("mock", "telegram", "--port", str(port))
     assert result.returncode == 1
     line = _one_line_error(result)
     assert f"127.0.0.1:{port}" in line and "in use" in line and "--port" in line and "[service] port" in line
     assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert mock.returncode == 1 and f"127.0.0.1:{port}" in _one_line_error(mock) and "--port" in mock.stderr
 
 
 def test_a_second_sidecar_on_one_ledger_names_the_file_and_the_first_and_a_kill_frees_it(tmp_path: Path) -> None:
