@@ -4,11 +4,12 @@
 // JSON event with an `id`; an event whose id is not above the last applied one is ignored (replays after a
 // reconnect), except `reset`, which rebuilds the whole view from its `state`.
 //
-// Model text reaches the DOM through text nodes / textContent (never innerHTML), except the answer, which is
-// rendered as Markdown by live-markdown.js (markdown-it with raw HTML off, links only http(s) and mailto: every
-// text it writes is escaped); its exact text is in #answer-source (the "Markdown source" view). The answer box
-// scrolls and follows the growing answer while the reader is at its bottom. Panels with nothing in them are
-// hidden; on the web channel the answer part's text is not shown twice (it is the Answer panel).
+// Model text reaches the DOM through text nodes / textContent (never innerHTML), except the answer and the
+// sub-agents' text, which live-markdown.js renders as Markdown (markdown-it with raw HTML off, links only http(s)
+// and mailto: every text it writes is escaped); the answer's exact text is in #answer-source (the "Markdown
+// source" view), an agent's in its .agent-source. The answer box scrolls and follows the growing answer while the
+// reader is at its bottom. Panels with nothing in them are hidden; on the web channel the answer part's text is
+// not shown twice (it is the Answer panel).
 //
 // For tests: window.streamrelayView = {lastId, eventsApplied, resets, ignored, answerRenders} (plain numbers,
 // updated in place) and document.body.dataset.state = "live" | "waiting" | "reconnecting" | "ended" | "denied".
