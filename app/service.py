@@ -48,9 +48,7 @@ from core.surface import RunRelay
 
 
 def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:
-    """The adapter of one configured channel (its SDK pointed at ``api_base`` when one is set).
-
-    Imports the platform's adapter module (:data:`app.platform_loading.PLATFORM_ADAPTERS`) when it is not yet.
+    """The adapter of one configured channel (its SDK, imported now if it is not yet, pointed at ``api_base``).
 
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
@@ -320,13 +318,16 @@ class Sidecar:
         port = servers[0].sockets[0].getsockname()[1] if servers and servers[0].sockets else None
         return task, port
 
-    async def start(self) -> str:
+    async def start(self, *, probe_lag: bool = True) -> str:
         """Start serving (the ops listener too, when there is one); return the base URL.
+
+        Args:
+            probe_lag: start :attr:`pressure`'s loop-lag probe now (False: the caller does; ``serve``, once ready).
 
         Raises:
             RuntimeError: a listener could not start (its port is in use).
         """
-        if self.pressure is not None:
+        if self.pressure is not None and probe_lag:
             self.pressure.start()
         self._task, port = await self._serve(self._server, "sidecar")
         self.port = port if port is not None else self.port

@@ -25,20 +25,21 @@ import signal
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState, configure_logging
-from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 from app.platform_loading import load_platforms, unloaded_channels
-from app.service import Sidecar, build_channels, build_relay, service_sidecar
 from app.version import version
 from config.settings import Settings, load_settings
-from core.clients import ClientLimits
 from core.errors import ConfigError
-from core.relay import Relay
+
+if TYPE_CHECKING:  # imported where used: a configuration error is told before the service's modules load
+    from adapters.ops import Health, ServiceMetrics
+    from app.service import Sidecar
+    from core.clients import ClientLimits
+    from core.relay import Relay
 
 _log = logging.getLogger("streamrelay.service")
 
@@ -128,6 +129,8 @@ async def load_channels(
     Raises:
         ConfigError: a channel cannot be built (a malformed token).
     """
+    from app.service import build_channels
+
     platforms = {settings.channels[name].platform for name in names}
     await asyncio.get_running_loop().run_in_executor(None, load_platforms, platforms)
     relay.channels.update(build_channels(settings, tokens=tokens, metrics=metrics, names=names))
@@ -139,6 +142,8 @@ async def drain(relay: Relay, health: Health, drain_s: float, signals: StopSigna
     Returns:
         The runs still active when the drain ended (they resume at the next start).
     """
+    from adapters.ops import ServiceState
+
     active = relay.active_runs()
     health.set(ServiceState.DRAINING, f"{len(active)} active runs, at most {drain_s:g} s")
     if active:
@@ -194,6 +199,10 @@ async def serve(
     fmt = log_format or service.log_format
     if fmt not in (None, "json", "console"):
         raise ConfigError(f"log format {fmt!r} is not json or console")
+    from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState, configure_logging
+    from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+    from app.service import build_relay, service_sidecar
+
     try:
         configure_logging(fmt, log_level or service.log_level, secrets=secrets)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -303,10 +312,12 @@ async def _run(
     Raises:
         ConfigError: a channel could not be built (the listeners are stopped first).
     """
+    from adapters.ops import ServiceState
+
     if load is not None:
         health.set(ServiceState.STARTING, f"loading channels: {', '.join(pending)}")
     try:
-        url = await sidecar.start()
+        url = await sidecar.start(probe_lag=False)  # started once ready, below
     except BaseException:
         if load is not None:
             load.close()  # never awaited
@@ -330,6 +341,8 @@ async def _run(
     health.set(ServiceState.RESUMING)
     _log.info("channels %s loaded, resuming the journal", ", ".join(relay.channels) or "none")
     resumed = await relay.resume()
+    if sidecar.pressure is not None:  # the SDK import in its thread and gc.collect made the loop late: not load
+        sidecar.pressure.start()
     health.set(ServiceState.READY)
     _log.info(
         "ready: %d unfinished runs resumed; channels: %s",
