@@ -9,11 +9,15 @@ runs every measure once, in turn, so a machine that slows down during the call s
 - a configuration error (an unknown key): time until the process has printed it and exited.
 - idle RSS of the ``serve`` process 1 s after it is ready.
 
-Baselines measured in the same rounds: ``uv run python -c pass`` (an empty interpreter started through uv) and
-``uv run python -c "import aiogram"`` (what the Telegram SDK's import costs by itself), both to their exit, and their
-RSS. Prints medians (min-max) as a Markdown table.
+Baselines measured in the same rounds: ``uv run python -c pass`` (an empty interpreter started through uv, to its
+exit) and ``uv run python -c "import aiogram"`` (what the Telegram SDK's import costs by itself, to a line printed
+after it, and its RSS then). Prints medians (min-max) as a Markdown table.
 
-    uv run python bench/bench_start.py [--rounds 5]
+A shell that sets ``PYTHONDONTWRITEBYTECODE`` (as some sandboxes and container images do) compiles every module from
+source at every start: about 0.9 s of the demo's imports here. Each command then also runs with Python's default,
+a bytecode cache (in a temporary folder of its own: ``PYTHONPYCACHEPREFIX``), in the same rounds.
+
+    uv run python bench/bench_start.py [--rounds 5] [--only demo ...] [--no-bytecode]
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from bench.serving import free_port  # noqa: E402
 UV = ["uv", "run", "--quiet"]
 STREAMRELAY = [*UV, "streamrelay"]
 BOT_TOKEN = "123456:bench-start-token"
-Measure = Callable[[Path], Awaitable[dict[str, float]]]
+Measure = Callable[[Path, dict[str, str]], Awaitable[dict[str, float]]]
 
 
 def _children(pid: int) -> list[int]:
@@ -97,10 +101,10 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
             await proc.wait()
 
 
-async def to_exit(cmd: list[str], *, expect: str = "") -> dict[str, float]:
+async def to_exit(cmd: list[str], env: dict[str, str], *, expect: str = "") -> dict[str, float]:
     """Seconds until ``cmd`` exits (its output must contain ``expect``)."""
     start = time.perf_counter()
-    proc = await _spawn(cmd)
+    proc = await _spawn(cmd, env)
     out, _ = await proc.communicate()
     took = time.perf_counter() - start
     if expect.encode() not in out:
@@ -108,10 +112,10 @@ async def to_exit(cmd: list[str], *, expect: str = "") -> dict[str, float]:
     return {"exit": took}
 
 
-async def first_line(cmd: list[str], *, rss_after: str = "") -> dict[str, float]:
+async def first_line(cmd: list[str], env: dict[str, str], *, rss_after: str = "") -> dict[str, float]:
     """Seconds until ``cmd`` prints its first line; with ``rss_after``, also its RSS once a line containing it came."""
     start = time.perf_counter()
-    proc = await _spawn(cmd)
+    proc = await _spawn(cmd, env)
     assert proc.stdout is not None
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 120)
@@ -138,11 +142,11 @@ def _config(folder: Path, port: int, *, telegram: bool) -> Path:
     return config
 
 
-async def serve(folder: Path, *, telegram: bool) -> dict[str, float]:
+async def serve(folder: Path, variant: dict[str, str], *, telegram: bool) -> dict[str, float]:
     """Seconds until ``serve`` listens (``/healthz``) and is ready (``/readyz`` 200); its RSS 1 s later, in MB."""
     port = free_port()
     config = _config(folder, port, telegram=telegram)
-    env = {"STREAMRELAY_TOKEN": "bench-start-ingest", "TELEGRAM_BOT_TOKEN": BOT_TOKEN}
+    env = {**variant, "STREAMRELAY_TOKEN": "bench-start-ingest", "TELEGRAM_BOT_TOKEN": BOT_TOKEN}
     start = time.perf_counter()
     log = folder / "serve.log"
     proc = await _spawn([*STREAMRELAY, "serve", "--config", str(config)], env, log)
@@ -165,21 +169,21 @@ async def serve(folder: Path, *, telegram: bool) -> dict[str, float]:
         await _stop(proc)
 
 
-async def config_error(folder: Path) -> dict[str, float]:
+async def config_error(folder: Path, env: dict[str, str]) -> dict[str, float]:
     """Seconds until ``serve`` with an unknown key has named it and exited."""
     bad = folder / "bad.toml"
     bad.write_text('[service]\nportt = 8787\n\n[channels.web]\nplatform = "web"\n')
-    return await to_exit([*STREAMRELAY, "serve", "--config", str(bad)], expect="portt")
+    return await to_exit([*STREAMRELAY, "serve", "--config", str(bad)], env, expect="portt")
 
 
 MEASURES: dict[str, Measure] = {
-    "python -c pass": lambda _: to_exit([*UV, "python", "-c", "pass"]),
-    "python -c 'import aiogram'": lambda _: first_line(
-        [*UV, "python", "-c", "import aiogram, time; print('imported', flush=True); time.sleep(60)"], rss_after="imp"
+    "python -c pass": lambda _, env: to_exit([*UV, "python", "-c", "pass"], env),
+    "python -c 'import aiogram'": lambda _, env: first_line(
+        [*UV, "python", "-c", "import aiogram, time; print('imported', flush=True); time.sleep(60)"], env, rss_after="i"
     ),
-    "demo": lambda _: first_line([*STREAMRELAY, "demo"]),
-    "serve, telegram + web": lambda folder: serve(folder, telegram=True),
-    "serve, web only": lambda folder: serve(folder, telegram=False),
+    "demo": lambda _, env: first_line([*STREAMRELAY, "demo"], env),
+    "serve, telegram + web": lambda folder, env: serve(folder, env, telegram=True),
+    "serve, web only": lambda folder, env: serve(folder, env, telegram=False),
     "config error": config_error,
 }
 
@@ -188,49 +192,61 @@ def _cell(values: list[float], unit: str = "s") -> str:
     if not values:
         return "-"
     digits = 0 if unit == "MB" else 2
-    med = f"{statistics.median(values):.{digits}f}"
-    return f"{med} {unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    return f"{statistics.median(values):.{digits}f} {unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
-def table(samples: dict[str, dict[str, list[float]]]) -> str:
-    """The Markdown table of the medians."""
+ROWS = [
+    ("`streamrelay demo`: first line", "demo", "line"),
+    ("`serve` (telegram + web) listens: /healthz", "serve, telegram + web", "listen"),
+    ("`serve` (telegram + web) ready: /readyz", "serve, telegram + web", "ready"),
+    ("`serve` (web only) listens: /healthz", "serve, web only", "listen"),
+    ("`serve` (web only) ready: /readyz", "serve, web only", "ready"),
+    ("a configuration error printed (exit 2)", "config error", "exit"),
+    ("idle RSS after ready (telegram + web)", "serve, telegram + web", "rss"),
+    ("idle RSS after ready (web only)", "serve, web only", "rss"),
+    ("baseline: `python -c pass` (to exit)", "python -c pass", "exit"),
+    ("baseline: `python -c 'import aiogram'`", "python -c 'import aiogram'", "line"),
+    ("baseline: RSS after `import aiogram`", "python -c 'import aiogram'", "rss"),
+]
+"""The table's rows: (label, measure, figure)."""
 
-    def get(name: str, key: str, unit: str = "s") -> str:
-        return _cell(samples.get(name, {}).get(key, []), unit)
 
-    empty = get("python -c pass", "exit")
-    aiogram = get("python -c 'import aiogram'", "line")
-    aiogram_rss = get("python -c 'import aiogram'", "rss", "MB")
-    rows = [
-        ("`streamrelay demo`: first line", get("demo", "line"), f"empty python {empty}; import aiogram {aiogram}"),
-        ("`serve` (telegram + web) listens", get("serve, telegram + web", "listen"), f"import aiogram {aiogram}"),
-        ("`serve` (telegram + web) ready", get("serve, telegram + web", "ready"), f"import aiogram {aiogram}"),
-        ("`serve` (web only) listens", get("serve, web only", "listen"), f"empty python {empty}"),
-        ("`serve` (web only) ready", get("serve, web only", "ready"), f"empty python {empty}"),
-        ("a configuration error printed, exit", get("config error", "exit"), f"empty python {empty}"),
-        (
-            "idle RSS after ready (telegram + web)",
-            get("serve, telegram + web", "rss", "MB"),
-            f"import aiogram {aiogram_rss}",
-        ),
-        ("idle RSS after ready (web only)", get("serve, web only", "rss", "MB"), ""),
-    ]
-    lines = ["| measure | median (min-max) | baseline, same run |", "|---|---|---|"]
-    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+def table(samples: dict[str, dict[str, dict[str, list[float]]]]) -> str:
+    """The Markdown table of the medians, one column per variant."""
+    variants = list(samples)
+    lines = ["| measure | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
+    for label, name, key in ROWS:
+        unit = "MB" if key == "rss" else "s"
+        cells = [_cell(samples[v].get(name, {}).get(key, []), unit) for v in variants]
+        if any(cell != "-" for cell in cells):
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-async def main(rounds: int, only: list[str]) -> None:
-    """``rounds`` rounds of every measure (or those in ``only``), then the table."""
-    samples: dict[str, dict[str, list[float]]] = {}
+def variants(tmp: Path, bytecode: bool) -> dict[str, dict[str, str]]:
+    """The environments to run every command in: as this shell has it, and (``bytecode``) with Python's bytecode cache
+    on, in a folder of its own (``PYTHONPYCACHEPREFIX``), for a shell that sets ``PYTHONDONTWRITEBYTECODE``."""
+    here = "as run here" + (" (PYTHONDONTWRITEBYTECODE=1)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
+    found: dict[str, dict[str, str]] = {here: {}}
+    if bytecode and os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        found["with a bytecode cache"] = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(tmp / "pyc")}
+    return found
+
+
+async def main(rounds: int, only: list[str], bytecode: bool) -> None:
+    """``rounds`` rounds of every measure (or those in ``only``) in every variant, then the table."""
     names = [name for name in MEASURES if not only or name in only]
     with tempfile.TemporaryDirectory(prefix="bench-start-") as tmp:
-        await to_exit([*UV, "python", "-c", "import aiogram, app.cli"])  # warm-up: uv's environment, the caches
+        envs = variants(Path(tmp), bytecode)
+        samples: dict[str, dict[str, dict[str, list[float]]]] = {v: {} for v in envs}
+        for env in envs.values():  # warm-up: uv's environment, the file cache, the bytecode cache
+            await to_exit([*UV, "python", "-c", "import aiogram, slack_sdk, discord, app.demo, app.serving"], env)
         for done in range(rounds):
             for name in names:
-                result = await MEASURES[name](Path(tmp))
-                for key, value in result.items():
-                    samples.setdefault(name, {}).setdefault(key, []).append(value)
+                for variant, env in envs.items():
+                    result = await MEASURES[name](Path(tmp), env)
+                    for key, value in result.items():
+                        samples[variant].setdefault(name, {}).setdefault(key, []).append(value)
             print(f"round {done + 1}/{rounds} done", file=sys.stderr, flush=True)
     print(table(samples))
 
@@ -239,5 +255,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of every measure (medians are reported)")
     parser.add_argument("--only", nargs="*", default=[], choices=list(MEASURES), help="measure only these")
+    parser.add_argument("--no-bytecode", action="store_true", help="skip the variant with a bytecode cache")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.only))
+    asyncio.run(main(args.rounds, args.only, not args.no_bytecode))
