@@ -81,8 +81,8 @@ def _loaded_sdks(code: str) -> list[str]:
     return loaded
 
 
-def test_importing_the_cli_and_the_service_imports_no_platform_sdk() -> None:
-    assert _loaded_sdks("import app.cli, app.serving, app.service, app.dry_run") == []
+def test_importing_the_cli_the_service_the_demo_and_the_runners_imports_no_platform_sdk() -> None:
+    assert _loaded_sdks("import app.cli, app.serving, app.service, app.dry_run, app.demo, app.cases, app.chaos") == []
 
 
 def _config(tmp: Path, port: int, *, telegram_api: str | None) -> Path:
