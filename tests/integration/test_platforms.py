@@ -85,7 +85,8 @@ async def test_a_recording_reaches_every_platform_once_whole_and_without_a_429(
 ) -> None:
     report, texts, limit, calls = await deliver(platform, path, delivery)
     expected = recorded_answer(recording_lines(path), detect_format(path))
-    assert report["status"] == "delivered", report
+    # a recording whose model only called a tool has no answer to show: its run ends 'empty', never 'delivered'
+    assert report["status"] == ("delivered" if expected.strip() else "empty"), report
     assert content_key("\n".join(texts)) == content_key(expected)
     assert all(text_units(t, LengthUnit.UTF16) <= limit for t in texts)
     assert all(fences_balanced(t) for t in texts)
