@@ -1,0 +1,309 @@
+"""Every shell block of the README, pasted in order into one fresh shell (issue 14).
+
+Each ```sh block says, on the line right before its fence, whether this test runs it: ``<!-- readme-test: run -->``,
+or ``<!-- readme-test: skip — why; the test that covers it instead -->`` where running it here is impossible (a real
+bot token, packages installed with sudo) or far too long (a 1,000-run campaign).
+
+The blocks marked ``run`` are pasted, in README order, into ONE bash session: cwd the repository's root, an
+environment without any ``STREAMRELAY_*`` / ``TELEGRAM_*`` variable (so no token is set), and an ``echo '== block N'``
+separator before each block (``== end N rc=$?`` after it). The curl example is pasted twice (a second later), as a
+reader who tries it again would: each paste is a new run, delivered. After the last block the shell stops the dry-run
+block's background jobs as that block says (``kill %1 %2``). What the test changes, and why:
+
+- ports 8081 (the mock) and 8787 (the sidecar) become free ones, so the test never meets another process, and the
+  values no block can be told by text come from the environment: ``STREAMRELAY_SERVICE__PORT`` (``serve`` with no
+  ``--port``) and ``STREAMRELAY_URL`` (where ``replay``, ``runs`` and examples/parent_loop.py look by default);
+- the sidecar's ledger is the test's own (``STREAMRELAY_SERVICE__LEDGER``), and the case runner writes its
+  transcripts into the test's folder instead of ``out/cases``: nothing is written into the working tree;
+- the single line not run: ``uv run pytest`` in the Quick start block, which is this suite itself.
+
+Then every block's observable result is checked: the demo exits 0 and its checks say yes, the replay's report is
+delivered, the mock control API answers, the curl example is delivered twice with two run ids, the pipeline stream
+prints the run's units ending with ``run.end``, the parent loop prints what the README shows, ``/watch`` answers an
+absolute URL, the case runner passes every case (but those tests/scenarios/test_cases.py lists as not built yet, which
+must fail), and ``streamrelay runs`` lists the runs and explains that SQLite keeps no dead letters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.scenarios.test_cases import NOT_YET
+
+pytestmark = pytest.mark.timeout(240)
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+SH_BLOCK = re.compile(r"^```sh\n(?P<body>.*?)^```[ \t]*\n", re.S | re.M)
+MARKER = re.compile(r"<!-- readme-test: (?:(?P<run>run)|skip — (?P<why>.+)) -->")
+TEXT_AFTER = re.compile(r"\s*```text\n(?P<body>.*?)^```", re.S | re.M)
+TEST_FILE = re.compile(r"\btests/[\w/]+\.py\b")
+PYTEST_LINE = re.compile(r"^uv run pytest\b.*\n", re.M)
+
+
+@dataclass
+class Block:
+    number: int  # 1, 2, … in README order, counting every sh block
+    line: int  # the fence's line in README.md
+    body: str
+    marker: str | None  # the whole comment on the line right before the fence, if it is one
+    run: bool
+    why: str | None  # a skip's reason
+    output: str | None  # the ```text block right after it (its sample output), if any
+
+
+def _blocks(readme: str) -> list[Block]:
+    blocks = []
+    for number, found in enumerate(SH_BLOCK.finditer(readme), 1):
+        before = readme[: found.start()].split("\n")[-2:][0].strip()  # the line right before the fence, blank or not
+        marker = MARKER.fullmatch(before)
+        text = TEXT_AFTER.match(readme, found.end())
+        blocks.append(
+            Block(
+                number=number,
+                line=readme.count("\n", 0, found.start()) + 1,
+                body=found.group("body"),
+                marker=before or None,
+                run=bool(marker and marker.group("run")),
+                why=marker.group("why") if marker else None,
+                output=text.group("body") if text else None,
+            )
+        )
+    return blocks
+
+
+def _free_ports(n: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < n:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    """The JSON objects printed one after the other in ``text`` (curl prints no newline after them)."""
+    decoder, found, at = json.JSONDecoder(), [], text.find("{")
+    while at != -1:
+        value, end = decoder.raw_decode(text, at)
+        found.append(value)
+        at = text.find("{", end)
+    return found
+
+
+def _words(text: str) -> str:
+    """``text`` with its whitespace runs as one space (rich wraps its lines at 80 columns off a terminal)."""
+    return " ".join(text.split())
+
+
+def test_every_sh_block_says_whether_this_test_runs_it() -> None:
+    blocks = _blocks(README.read_text(encoding="utf-8"))
+    assert len(blocks) >= 10
+    for block in blocks:
+        where = f"README.md:{block.line} (sh block {block.number})"
+        assert block.marker is not None, f"{where}: no <!-- readme-test: run|skip — why --> on the line before it"
+        assert MARKER.fullmatch(block.marker), f"{where}: not a readme-test marker: {block.marker}"
+        if not block.run:
+            assert block.why is not None
+            covered = TEST_FILE.findall(block.why)
+            assert covered, f"{where}: a skip names the test that covers the block instead: {block.why}"
+            for path in covered:
+                assert (ROOT / path).is_file(), f"{where}: {path} does not exist"
+
+
+@dataclass
+class Pasted:
+    """One paste's output, between its separators, and the exit code of its last command."""
+
+    stdout: str
+    stderr: str
+    rc: int
+
+
+@dataclass
+class Flow:
+    blocks: list[Block]
+    pasted: dict[str, Pasted]  # by label: "3", and "5 again" for the second paste of the curl example
+    sidecar: str  # http://127.0.0.1:<port>
+    out: Path  # the case runner's transcripts
+
+
+def _sections(stream: str) -> dict[str, str]:
+    parts = re.split(r"== block (.+)\n", stream)  # curl's answers end without a newline: not at a line's start
+    return {label: text for label, text in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def _check_demo(flow: Flow, run: Pasted) -> None:
+    assert run.rc == 0, run.stdout[-3000:]
+    rows = dict(re.findall(r"^│ ([a-z][\w ,]*?)\s+│ (\S+)", run.stdout, re.M))
+    assert rows["status"] == "delivered"
+    for check in ("every message fits", "fences balanced", "answer shown once, whole"):
+        assert rows[check] == "yes", (check, run.stdout[-3000:])
+
+
+def _check_dry_run(flow: Flow, run: Pasted) -> None:
+    assert run.rc == 0, run.stderr[-3000:]
+    reports = [o for o in _objects(run.stdout) if "status" in o]
+    assert len(reports) == 1, run.stdout[-3000:]
+    assert reports[0]["status"] == "delivered" and reports[0]["channel"] == "telegram", reports[0]
+
+
+def _check_mock_control(flow: Flow, run: Pasted) -> None:
+    state, faults, outage, message, reset = _objects(run.stdout)
+    assert state["platform"] == "telegram" and state["chats"]["42"], state  # the replay's messages
+    assert faults["applied"]["faults"][0]["method"] == "sendMessage", faults
+    assert outage["applied"]["outage"]["seconds"] == 8, outage
+    assert message["chat_id"] == 42 and isinstance(message["message_id"], int), message
+    assert reset == {"reset": True}
+
+
+def _curl_run(run: Pasted) -> str:
+    accepted, answer = _objects(run.stdout)
+    assert accepted == {"accepted": 4}
+    assert answer["status"] == "delivered" and answer["channel"] == "telegram", answer
+    return str(answer["run"])
+
+
+def _check_curl(flow: Flow, run: Pasted) -> None:
+    first = _curl_run(run)
+    again = next(p for label, p in flow.pasted.items() if label.endswith(" again"))
+    assert _curl_run(again) != first  # a new run each time it is pasted
+
+
+def _last_run(flow: Flow) -> str:
+    """The ``$RUN`` the later blocks use: the curl example's second paste's."""
+    return _curl_run(next(p for label, p in flow.pasted.items() if label.endswith(" again")))
+
+
+def _check_pipeline(flow: Flow, run: Pasted) -> None:
+    assert run.rc == 0, run.stderr[-2000:]
+    units = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    assert units and units[-1]["kind"] == "run.end" and units[-1]["status"] == "ok", units
+    assert [u["index"] for u in units] == list(range(1, len(units) + 1))
+    assert {u["run"] for u in units} == {_last_run(flow)}
+
+
+def _check_parent_loop(flow: Flow, run: Pasted, block: Block) -> None:
+    assert run.rc == 0, run.stderr[-3000:]
+    assert block.output is not None, "the README shows the parent loop's output in a text block right after it"
+    assert run.stdout.splitlines() == block.output.splitlines()
+
+
+def _check_watch(flow: Flow, run: Pasted) -> None:
+    (answer,) = _objects(run.stdout)
+    assert answer["started"] is True, answer
+    assert answer["url"].startswith(f"{flow.sidecar}/runs/{_last_run(flow)}?token="), answer  # absolute
+
+
+def _check_cases(flow: Flow, run: Pasted) -> None:
+    cases = sorted((ROOT / "tests" / "cases").glob("*.json"))
+    results = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in flow.out.glob("cases/*.json")}
+    assert len(results) == len(cases), (sorted(results), run.stdout[-3000:])
+    failed = {cid for cid, result in results.items() if not result["passed"]}
+    assert failed == set(NOT_YET), {cid: results[cid]["failures"] for cid in failed ^ set(NOT_YET) if cid in results}
+    assert run.rc == (1 if NOT_YET else 0)
+    assert f"{len(cases) - len(failed)} passed" in run.stdout
+
+
+def _check_runs(flow: Flow, run: Pasted) -> None:
+    none_kept = "the SQLite backend (one process) keeps no dead letters"
+    assert re.search(r"^\d+ active runs?\b", run.stdout, re.M), run.stdout  # runs: the table, of this sidecar
+    assert none_kept in _words(run.stdout), run.stdout  # runs --dead
+    assert f"error: {none_kept}" in _words(run.stderr), run.stderr  # runs retry: one line, exit 2 (fix the call)
+    assert run.rc == 2
+
+
+CheckOne = Callable[[Flow, Pasted], None]
+CHECKS: dict[str, CheckOne] = {  # a run block is known by what it holds
+    "uv run streamrelay demo": _check_demo,
+    "uv run streamrelay replay": _check_dry_run,
+    "/_mock/state": _check_mock_control,
+    "/events <<": _check_curl,
+    "/pipeline/stream": _check_pipeline,
+    "/watch": _check_watch,
+    "uv run streamrelay case ": _check_cases,
+    "uv run streamrelay runs": _check_runs,
+}
+
+
+def _script(blocks: list[Block], mock_port: int, sidecar_port: int, out: Path) -> str:
+    lines = []
+    for block in blocks:
+        body = block.body
+        if "uv run streamrelay demo" in body:
+            assert len(PYTEST_LINE.findall(body)) == 1
+            body = PYTEST_LINE.sub("", body)  # the suite itself (module docstring)
+        pastes = [str(block.number)]
+        if "/events <<" in body:
+            pastes.append(f"{block.number} again")  # a second later: `date +%s` names the new run
+        for label in pastes:
+            if label.endswith(" again"):
+                lines.append("sleep 1")
+            lines += [
+                f"echo '== block {label}'; echo '== block {label}' >&2",
+                body.rstrip("\n"),
+                f'echo "== end {label} rc=$?"',
+            ]
+    lines += ["kill %1 %2", "wait"]  # the dry-run block: "`kill %1 %2` stops them"
+    script = "\n".join(lines) + "\n"
+    script = script.replace("8081", str(mock_port)).replace("8787", str(sidecar_port))
+    return script.replace(" out/cases", f" {out}/cases")
+
+
+def test_the_readme_blocks_work_pasted_in_order_into_one_fresh_shell(tmp_path: Path) -> None:
+    blocks = [b for b in _blocks(README.read_text(encoding="utf-8")) if b.run]
+    mock_port, sidecar_port = _free_ports(2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRELAY_", "TELEGRAM_"))}
+    env["STREAMRELAY_SERVICE__PORT"] = str(sidecar_port)  # the values no block can be told by text
+    env["STREAMRELAY_URL"] = f"http://127.0.0.1:{sidecar_port}"
+    env["STREAMRELAY_SERVICE__LEDGER"] = str(tmp_path / "ledger.sqlite3")
+    shell = subprocess.Popen(
+        ["bash", "-c", _script(blocks, mock_port, sidecar_port, tmp_path)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its background jobs in its own process group, killed whatever happens
+    )
+    try:
+        stdout, stderr = shell.communicate(timeout=225)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+    assert shell.returncode == 0, (stdout + stderr)[-4000:]
+    assert "Traceback" not in stdout + stderr, (stdout + stderr)[-4000:]
+    outs, errs = _sections(stdout), _sections(stderr)
+    flow = Flow(blocks, {}, f"http://127.0.0.1:{sidecar_port}", tmp_path)
+    for label, text in outs.items():
+        ended = re.search(rf"== end {re.escape(label)} rc=(\d+)\n", text)
+        assert ended is not None, f"block {label} did not end: {text[-2000:]}"
+        flow.pasted[label] = Pasted(text[: ended.start()], errs.get(label, ""), int(ended.group(1)))
+    assert set(flow.pasted) == {str(b.number) for b in blocks} | {
+        f"{b.number} again" for b in blocks if "/events <<" in b.body
+    }
+    for block in blocks:
+        run = flow.pasted[str(block.number)]
+        if "examples/parent_loop.py" in block.body:
+            _check_parent_loop(flow, run, block)
+            continue
+        checks = [check for needle, check in CHECKS.items() if needle in block.body]
+        assert len(checks) == 1, f"README.md:{block.line}: a block marked run needs exactly one check here"
+        checks[0](flow, run)
+        if checks[0] is not _check_runs:  # `runs retry` fails in one line, as the README says it does
+            assert "error:" not in run.stderr, run.stderr[-3000:]
