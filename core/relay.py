@@ -34,8 +34,11 @@ from core.pipeline import ArgsValidator, PipelineLane
 from core.report import DeliveryReport, summarize, with_gaps
 from core.run_controller import RunController
 from core.run_worker import ActiveRun, work
+from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.relay")
+
+STOP_LIMIT_S = 10.0  # seconds Relay.stop_runs waits for the run workers to stop before it goes on without them
 
 
 def _json_default(value: Any) -> Any:
@@ -392,8 +395,5 @@ class Relay:
         """Stop every run worker without finalizing (unfinished runs stay in the journal); the adapters stay open
         (replicas: a partition handed to another replica, while this one serves others with the same channels)."""
         tasks = [run.task for run in list(self._runs.values()) if run.task is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task in await stop_all(tasks, limit_s=STOP_LIMIT_S):
+            _log.error("%s did not stop within %g s: it is left behind (its calls are fenced)", task, STOP_LIMIT_S)

@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 
 from adapters.redis.client import Redis, Script
 from adapters.redis.keys import KEYS, KeySpace
+from core.tasks import stop
 
 log = logging.getLogger(__name__)
 
@@ -306,9 +307,7 @@ class LeaseKeeper:
     async def close(self) -> None:
         """Stop the task, release every lease held and leave the replica set (best effort when Redis is down)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop(self._task)  # again while it runs on: Python 3.11 may drop a cancellation inside redis-py
             self._task = None
         for partition in list(self._held):
             with contextlib.suppress(RedisError, OSError):

@@ -26,6 +26,7 @@ from core.errors import IngestError, OwnershipLostError, StoreUnavailableError
 from core.journal import EndedRun, JournalEntry
 from core.ledger import Ledger
 from core.relay import Relay
+from core.tasks import stop
 
 _log = logging.getLogger("streamrelay.replicas")
 
@@ -205,16 +206,15 @@ class PartitionOwner:
     async def stop(self) -> None:
         """Stop at once: reading, and every run (without finalizing: the next owner resumes them).
 
-        The reader is asked to stop and given a blocking read's time to do so (cancelling a task blocked in
-        XREADGROUP can stay pending far longer in redis-py 8.1); it is cancelled only past that, and not waited
-        for beyond :data:`STOP_WAIT_S`."""
+        The reader is asked to stop and given a blocking read's time to do so; it is cancelled only past that (again
+        while it runs on: a cancellation Python 3.11's ``wait_for`` dropped inside redis-py is repeated,
+        :func:`core.tasks.stop`), and not waited for beyond :data:`STOP_WAIT_S`."""
         self._stopping = True
         task = self.task
         if task is not None and not task.done():
             await asyncio.wait({task}, timeout=2 * READ_BLOCK_MS / 1000)
-            if not task.done():
-                task.cancel()
-                await asyncio.wait({task}, timeout=STOP_WAIT_S)
+            if not task.done() and not await stop(task, limit_s=STOP_WAIT_S):
+                _log.error("partition %d: its reader did not stop within %g s", self.partition, STOP_WAIT_S)
         await self.relay.stop_runs()
 
 

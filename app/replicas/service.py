@@ -45,6 +45,7 @@ from app.replicas.peers import ReplicaPeers
 from core.errors import ConfigError
 from core.events import Target
 from core.relay import Relay
+from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.replicas")
 
@@ -228,13 +229,8 @@ class ReplicaService:
 
     async def close(self) -> None:
         """Stop every partition (unfinished runs stay in their journals), give the leases back, leave."""
-        for running in (self._task, self._announcing):
-            if running is not None:
-                running.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await running
-        for task in list(self._handovers):
-            task.cancel()
+        # again while they run on: Python 3.11 may drop a cancellation inside redis-py (core.tasks)
+        await stop_all([t for t in (self._task, self._announcing, *self._handovers) if t is not None])
         await asyncio.gather(*(owner.stop() for owner in list(self.owners.values())))  # readers end together
         self.owners.clear()
         await self.keeper.close()

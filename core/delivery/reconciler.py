@@ -49,6 +49,7 @@ from core.ledger import Ledger, PartRecord
 from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend, SettleOutcome
 from core.report import PartState
 from core.send_chain import SendChain
+from core.tasks import stop
 
 T = TypeVar("T")
 
@@ -168,10 +169,9 @@ class Reconciler(OutcomeRules):
         await asyncio.gather(*(self._ledger.save_part(record) for record in records))
 
     async def cancel(self) -> None:
+        """Stop the delivery loop for sure (:func:`core.tasks.stop`: a cancellation Python 3.11 drops is repeated)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop(self._task)
 
     async def _loop(self) -> None:
         try:

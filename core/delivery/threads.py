@@ -36,6 +36,7 @@ from core.policy import ChannelPolicy, ReasoningPolicy
 from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
 from core.report import PartState, SlotRole
 from core.send_chain import SendChain
+from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.threads")
 
@@ -155,8 +156,7 @@ class ChildThreads:
 
     async def cancel(self) -> None:
         """Stop without finalizing (service shutdown)."""
-        for task in list(self._tasks):
-            task.cancel()
+        await stop_all(list(self._tasks))
         for child in self._children.values():
             if child.rec is not None:
                 await child.rec.cancel()
