@@ -11,6 +11,7 @@ marker lines dropped (a fence cut across messages is closed and reopened).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from adapters.markdown_strip import strip_markdown
@@ -21,6 +22,16 @@ from core.units import LengthUnit, text_units
 
 def _squeezed(text: str) -> str:
     return "".join(text.split())
+
+
+_DISCORD_MARKUP = re.compile(r"[|+#*`─—-]")
+"""What Discord's rewrite of tables, headings and rules moves (adapters/discord/markdown.py): a table cut across
+two messages is a code block in the first and pipes in the second, so these characters are left out on both sides
+(words, their order and their count still compare)."""
+
+
+def _discord_key(text: str) -> str:
+    return _squeezed(_DISCORD_MARKUP.sub("", strip_markdown(text)))
 
 
 def shown_key(texts: list[str], platform: str, fmt: TextFormat) -> str:
@@ -36,6 +47,8 @@ def shown_key(texts: list[str], platform: str, fmt: TextFormat) -> str:
         return content_key("\n".join(texts))
     if platform == "telegram":
         return _squeezed("".join(texts))
+    if platform == "discord":
+        return "".join(_discord_key(text) for text in texts)
     return _squeezed("".join(strip_markdown(text) for text in texts))
 
 
@@ -48,6 +61,8 @@ def expected_key(answer: str, platform: str, fmt: TextFormat) -> str:
         from adapters.telegram.render import render  # aiogram: only when the demo runs on Telegram
 
         return _squeezed(render(answer, TextFormat.MARKDOWN)[0])
+    if platform == "discord":
+        return _discord_key(answer)
     return _squeezed(strip_markdown(answer))
 
 

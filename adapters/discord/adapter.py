@@ -26,6 +26,7 @@ import discord
 
 from adapters.discord.connection import DiscordConnection, snowflake
 from adapters.discord.errors import PLATFORM
+from adapters.discord.markdown import discord_markdown
 from adapters.markdown_strip import strip_markdown
 from core.errors import PermanentDeliveryError
 from core.events import Target
@@ -45,15 +46,23 @@ _MAX_KNOWN_THREADS = 1024
 # ------------------------------------------------------------------ text
 
 
-def render(text: str, fmt: TextFormat) -> str:
+def render(text: str, fmt: TextFormat, max_units: int | None = None) -> str:
     """The ``content`` Discord receives for ``text``.
 
-    ``plain`` and ``markdown`` are sent as is: Discord renders its own Markdown subset
-    (https://support.discord.com/hc/en-us/articles/210298617) and a message's content is what the person sees.
+    ``plain`` is sent as is. ``markdown`` goes in Discord's own Markdown subset
+    (https://support.discord.com/hc/en-us/articles/210298617): what it does not render (``####`` headings,
+    thematic breaks, tables) is rewritten (:func:`adapters.discord.markdown.discord_markdown`), unless that would
+    take the content past ``max_units`` UTF-16 units (then it goes as typed: never refused for its length).
     ``stripped`` is the text with its markup removed (:func:`adapters.markdown_strip.strip_markdown`: a link
     keeps its target after its text, ``text (url)``, since plain text hides nothing).
     """
-    return strip_markdown(text) if fmt is TextFormat.STRIPPED else text
+    if fmt is TextFormat.STRIPPED:
+        return strip_markdown(text)
+    if fmt is TextFormat.MARKDOWN:
+        shown = discord_markdown(text)
+        if shown is text or max_units is None or text_units(shown, LengthUnit.UTF16) <= max_units:
+            return shown
+    return text
 
 
 UNKNOWN_MESSAGE = 10008
@@ -103,7 +112,7 @@ class DiscordAdapter(DiscordConnection):
 
     def measure(self, text: str, fmt: TextFormat) -> int:
         """UTF-16 units of the content sent (:func:`render`)."""
-        return text_units(render(text, fmt), LengthUnit.UTF16)
+        return text_units(render(text, fmt, self.max_units), LengthUnit.UTF16)
 
     def check_target(self, target: Target) -> str | None:
         """Discord ids are snowflakes (https://discord.com/developers/docs/reference#snowflakes): ``chat_id``
@@ -183,7 +192,7 @@ class DiscordAdapter(DiscordConnection):
     ) -> str | None:
         """One Create Message; its id, or None when ``deleted_ok`` and Discord answered 10008 (the message of this
         nonce was deleted)."""
-        content = render(text, fmt)
+        content = render(text, fmt, self.max_units)
         channel_id = self._channel_id(target)
         nonce: str | int = delivery_id if delivery_id is not None else secrets.randbits(64)  # discord.py's default
         reference = None
@@ -217,7 +226,7 @@ class DiscordAdapter(DiscordConnection):
             core.errors.TargetNotFoundError: the message (or channel) does not exist any more.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors`.
         """
-        content = render(text, fmt)
+        content = render(text, fmt, self.max_units)
         channel_id, mid = self._channel_id(target), self._id(message_id, target)
 
         async def edit(client: discord.Client) -> discord.Message:
