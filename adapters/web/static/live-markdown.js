@@ -7,7 +7,8 @@
 //
 // Linear enough for a long answer: blocks that can no longer change are rendered once and kept (a top-level
 // block is final once two more have started after it: a later line cannot reach back into it); each render
-// parses only the text after them. Callers render at most once per animation frame (`schedule`), and never more
+// parses only the text after them. Except after a link reference definition, which reaches every block: then
+// each render parses the whole text. Callers render at most once per animation frame (`schedule`), and never more
 // often than every 2x the last render's duration.
 //
 // window.streamrelayMarkdown = {AnswerView}: new AnswerView(element) with set(text), append(text), source,
@@ -59,6 +60,7 @@
       this.timer = 0;
       this.notBefore = 0;
       this.renders = 0;
+      this.whole = false;
     }
 
     /** The whole answer is now `text` (blocks already rendered stay when it only grew). */
@@ -78,16 +80,28 @@
     /** Render what changed since the last render. */
     render() {
       const started = performance.now();
-      const tail = this.source.slice(this.frozenChars);
-      const env = {};
-      const tokens = this.md.parse(tail, env);
+      let tail = this.source.slice(this.frozenChars);
+      let env = {};
+      let tokens = this.md.parse(tail, env);
+      if (env.references && !this.whole) {
+        // A link reference definition ("[1]: https://…") makes "[docs][1]" a link in any block, before or after
+        // it: from now on every render parses the whole text (nothing kept), as a whole document is rendered.
+        this.whole = true;
+        if (this.frozenChars) {
+          this.frozenChars = 0;
+          this.frozen.replaceChildren();
+          tail = this.source;
+          env = {};
+          tokens = this.md.parse(tail, env);
+        }
+      }
       const starts = [];
       for (let i = 0; i < tokens.length; i += 1) {
         const token = tokens[i];
         if (token.level === 0 && token.nesting >= 0 && token.map) starts.push(i);
       }
       let open = 0;
-      if (starts.length > OPEN_BLOCKS) {
+      if (!this.whole && starts.length > OPEN_BLOCKS) {
         open = starts[starts.length - OPEN_BLOCKS];
         const html = this.md.renderer.render(tokens.slice(0, open), this.md.options, env);
         this.frozen.insertAdjacentHTML("beforeend", html);
