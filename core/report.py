@@ -144,8 +144,9 @@ def summarize(
 
 
 def with_gaps(report: DeliveryReport, gaps: list[str]) -> DeliveryReport:
-    """The report with the run's input gaps; a run that lost input is at best ``partial``."""
+    """The report with the run's input gaps; a run that lost input is at best ``partial`` (never ``empty``: the
+    lines it lost may have held its answer)."""
     report.gaps = list(gaps)
-    if gaps and report.status is ReportStatus.DELIVERED:
+    if gaps and report.status in (ReportStatus.DELIVERED, ReportStatus.EMPTY):
         report.status = ReportStatus.PARTIAL
     return report

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.events import DeliveryMode, EndStatus
-from core.report import PartReport, PartState, ReportStatus, SlotRole, summarize
+from core.report import PartReport, PartState, ReportStatus, SlotRole, summarize, with_gaps
 from tests.unit.fakes import settle
 from tests.unit.test_run_controller import delta, end, harness, policy
 
@@ -29,6 +29,13 @@ def test_empty_is_only_for_a_run_that_ended_well() -> None:
     assert summarize("r", "c", [], done=True, end_status="error").status is ReportStatus.FAILED
     lost = [_part(SlotRole.ANSWER, PartState.FAILED)]
     assert summarize("r", "c", lost, done=True, end_status="ok").status is ReportStatus.FAILED
+
+
+def test_a_run_that_lost_input_is_never_empty() -> None:
+    """README: a gap "is reported and makes the report partial"; its lost lines may have held the answer (a run of
+    seq 0 run.start and seq 2 end, seq 1 never sent, reported ``empty`` with ``gaps: ["seq 1..1 never arrived"]``)."""
+    report = with_gaps(summarize("r", "c", [], done=True, end_status="ok"), ["seq 1..1 never arrived"])
+    assert report.status is ReportStatus.PARTIAL
 
 
 async def test_a_run_whose_answer_is_only_whitespace_reports_empty() -> None:
