@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from core.clock import Clock
 from core.delivery.conversation import open_conversation
@@ -26,7 +26,7 @@ from core.monitor import DeliveryWatch, RunMonitor
 from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, SubagentPolicy
 from core.ports import CallKind, ChannelAdapter, TextFormat
-from core.report import DeliveryReport
+from core.report import DeliveryReport, with_gaps
 from core.run import RunStage
 from core.send_chain import SendChain
 
@@ -170,9 +170,9 @@ class RunController:
     def tick(self) -> None:
         self.stage.tick()
 
-    async def close(self, end: End, *, idle: bool = False) -> DeliveryReport:
+    async def close(self, end: End, *, idle: bool = False, gaps: Sequence[str] = ()) -> DeliveryReport:
         """Finalize: the stage's final state (:meth:`RunStage.end`), delivered by every conversation; the run's
-        end recorded."""
+        end recorded. ``gaps``: the run's input gaps, for the ``end`` event's ``delivery`` (as its report says)."""
         self.rec.stop_typing()
         self.stage.end(end, idle=idle)
         if self.threads is not None:
@@ -187,7 +187,8 @@ class RunController:
         await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
         self.stage.done = True
         report = self.stage.report()
-        self.monitor.publish("end", status=str(end.status), delivery=str(report.status))
+        delivery = with_gaps(self.stage.report(), list(gaps)).status if gaps else report.status
+        self.monitor.publish("end", status=str(end.status), delivery=str(delivery))
         return report
 
     def fail(self, reason: str) -> None:

@@ -117,11 +117,11 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
             elif clock.now() >= idle_at:
                 controller.errors.append(IDLE_REASON.format(idle=idle_s))
                 run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
-                await controller.close(End(run=controller.run, status=EndStatus.ERROR), idle=True)
+                await controller.close(End(run=controller.run, status=EndStatus.ERROR), idle=True, gaps=run.gate.gaps)
                 return
             else:
                 controller.tick()
-                if await _handle(controller, run.gate.expire(clock.now())):
+                if await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps):
                     return
     except asyncio.CancelledError:
         await controller.abort()
@@ -139,13 +139,14 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
 
 async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
     """Order ``batch`` through the seq gate and apply it; True when the run was finalized."""
-    return await _handle(run.controller, join_deltas([e for event in batch for e in run.gate.push(event, now)]))
+    ready = join_deltas([e for event in batch for e in run.gate.push(event, now)])
+    return await _handle(run.controller, ready, run.gate.gaps)
 
 
-async def _handle(controller: RunController, ready: list[Event]) -> bool:
+async def _handle(controller: RunController, ready: list[Event], gaps: Sequence[str] = ()) -> bool:
     for item in ready:
         if isinstance(item, End) and item.source is None:
-            await controller.close(item)
+            await controller.close(item, gaps=gaps)
             return True
         controller.handle(item)
     return False
