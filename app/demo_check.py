@@ -11,9 +11,9 @@ marker lines dropped (a fence cut across messages is closed and reopened).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from adapters.discord.markdown import REWRITTEN
 from adapters.markdown_strip import strip_markdown
 from core.chunk_checks import content_key, fences_balanced
 from core.ports import TextFormat
@@ -24,14 +24,8 @@ def _squeezed(text: str) -> str:
     return "".join(text.split())
 
 
-_DISCORD_MARKUP = re.compile(r"[|+#*`─—-]")
-"""What Discord's rewrite of tables, headings and rules moves (adapters/discord/markdown.py): a table cut across
-two messages is a code block in the first and pipes in the second, so these characters are left out on both sides
-(words, their order and their count still compare)."""
-
-
 def _discord_key(text: str) -> str:
-    return _squeezed(_DISCORD_MARKUP.sub("", strip_markdown(text)))
+    return _squeezed(REWRITTEN.sub("", strip_markdown(text)))
 
 
 def shown_key(texts: list[str], platform: str, fmt: TextFormat) -> str:

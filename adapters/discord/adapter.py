@@ -22,8 +22,7 @@ import secrets
 from collections import OrderedDict
 from typing import Final, overload
 
-import discord
-
+from adapters.discord._sdk import discord
 from adapters.discord.connection import DiscordConnection, snowflake
 from adapters.discord.errors import PLATFORM
 from adapters.discord.markdown import discord_markdown

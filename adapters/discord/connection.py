@@ -48,9 +48,9 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import aiohttp
-import discord
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from adapters.discord._sdk import discord
 from adapters.discord.errors import BOUNDARY_ERRORS, PLATFORM, timed_out, translate
 from adapters.discord.trace import CALL, CallState, trace_config
 from adapters.error_factories import Scrubber

@@ -39,8 +39,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
-import discord
 
+from adapters.discord._sdk import discord
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
 from adapters.http_failures import NETWORK_OUTCOMES, server_error
 from core.errors import (

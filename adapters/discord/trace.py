@@ -19,8 +19,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
-import discord
 
+from adapters.discord._sdk import discord
 from adapters.discord.errors import Phase, RateLimitAnswer
 
 CLOUDFLARE_BAN_S = 60.0

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapters.discord.markdown import REWRITTEN
 from app.chaos.agent import AgentRecord
 from app.chaos.answers import text_of
 from app.chaos.plan import RunPlan
@@ -31,10 +32,12 @@ MIN_REPEAT = 16
 """A message's text (normalized) at least this long that shows more often than in the answer is a duplicate."""
 
 
-def norm(text: str) -> str:
+def norm(text: str, platform: str = "") -> str:
     """``text`` without fence marker lines, block quote markers at line starts and whitespace: what a chunk
-    cut may not change (core.chunk_checks.content_key, with the project's one fence reader)."""
-    return content_key(text)
+    cut may not change (core.chunk_checks.content_key, with the project's one fence reader). On Discord also
+    without the characters its Markdown rewrite moves (:data:`adapters.discord.markdown.REWRITTEN`)."""
+    key = content_key(text)
+    return REWRITTEN.sub("", key) if platform == "discord" else key
 
 
 def is_notice(text: str) -> bool:
@@ -102,13 +105,15 @@ def judge(
         high = text_of(plan.lines, record.sent)
     answer_messages = [m for m in chat if not is_notice(str(m.get("text", "")))]
     notices = len(chat) - len(answer_messages)
-    shown = "".join(norm(str(m.get("text", ""))) for m in answer_messages)
-    prefixes = {norm(text_of(plan.lines, j)) for j in range(record.confirmed, max(record.confirmed, record.sent) + 1)}
-    prefixes.add(norm(low))
+    p = plan.platform
+    shown = "".join(norm(str(m.get("text", "")), p) for m in answer_messages)
+    sent = range(record.confirmed, max(record.confirmed, record.sent) + 1)
+    prefixes = {norm(text_of(plan.lines, j), p) for j in sent}
+    prefixes.add(norm(low, p))
     exact = shown in prefixes
-    n_low, n_high = norm(low), norm(high)
+    n_low, n_high = norm(low, p), norm(high, p)
     if not exact:
-        _judge_text(verdict, answer_messages, shown, n_low, n_high)
+        _judge_text(verdict, answer_messages, shown, n_low, n_high, p)
     if record.end_confirmed and notices:
         verdict.notes.append(f"{notices} notice(s) shown though the run ended ok")
     if report is None and not chat and record.confirmed == 0 and record.gone is not None:
@@ -125,17 +130,19 @@ def judge(
                 verdict.problems.append(f"lying: no report for a run whose chat shows {len(chat)} message(s)")
             return verdict
     assert report is not None
-    _judge_report(verdict, plan, chat, report, shown == norm(full) and not notices, exclusive_bot)
+    _judge_report(verdict, plan, chat, report, shown == norm(full, p) and not notices, exclusive_bot)
     return verdict
 
 
-def _judge_text(verdict: Verdict, messages: list[dict[str, Any]], shown: str, low: str, high: str) -> None:
+def _judge_text(
+    verdict: Verdict, messages: list[dict[str, Any]], shown: str, low: str, high: str, platform: str
+) -> None:
     """The chat shows no prefix the run may show (``low``: at least; ``high``: at most, normalized): lost, doubled
     or both. Text shown in order with a hole is lost (what is shown after the hole proves the hole's text was
     journaled); text that is not an in-order piece of the answer is doubled when it is longer than the answer or
     repeats a message, else lost (out of order)."""
     in_order = is_subsequence(shown, high)
-    repeats = [] if in_order else _repeats(messages, high)
+    repeats = [] if in_order else _repeats(messages, high, platform)
     verdict.doubled = not in_order and (len(shown) > len(high) or bool(repeats))
     verdict.lost = in_order or not is_subsequence(low, shown) or not verdict.doubled
     at = divergence(low if in_order or verdict.lost else high, shown)
@@ -190,12 +197,12 @@ def _judge_report(
         verdict.notes.append(f"the chat shows the whole answer, the report says {status!r} (uncertain {uncertain})")
 
 
-def _repeats(messages: list[dict[str, Any]], answer: str) -> list[str]:
+def _repeats(messages: list[dict[str, Any]], answer: str, platform: str) -> list[str]:
     """Message texts (normalized, long enough) shown more often than the answer holds them."""
-    shown = "".join(norm(str(m.get("text", ""))) for m in messages)
+    shown = "".join(norm(str(m.get("text", "")), platform) for m in messages)
     out: list[str] = []
     for m in messages:
-        text = norm(str(m.get("text", "")))
+        text = norm(str(m.get("text", "")), platform)
         if len(text) >= MIN_REPEAT and shown.count(text) > max(1, answer.count(text)):
             out.append(text[:40])
     return out
