@@ -19,6 +19,17 @@
   const SAFE_LINK = /^(https?:|mailto:)/i;
   /** Top-level blocks kept open to later text (the last ones): "1. a\n\n2" becomes one list when ". b" comes. */
   const OPEN_BLOCKS = 2;
+  /**
+   * Container markers (quotes, list items) opened on one line past this depth are dropped before parsing:
+   * markdown-it stops parsing blocks past `maxNesting` (100 levels) and drops the rest of the text, so an answer
+   * could hide its end behind 150 '>' (the "Markdown source" view shows the text as written). Lines keep their
+   * number: the offsets of kept blocks are counted in the text as written.
+   */
+  const DEEP = /^((?:[ \t]*(?:>|[-+*][ \t]|\d{1,9}[.)][ \t])){20})(?:[ \t]*(?:>|[-+*][ \t]|\d{1,9}[.)][ \t]))+/gm;
+
+  function shallow(text) {
+    return text.replace(DEEP, "$1");
+  }
 
   function makeMarkdown() {
     const md = window.markdownit({ html: false, linkify: false, typographer: false, breaks: false });
@@ -82,7 +93,7 @@
       const started = performance.now();
       let tail = this.source.slice(this.frozenChars);
       let env = {};
-      let tokens = this.md.parse(tail, env);
+      let tokens = this.md.parse(shallow(tail), env);
       if (env.references && !this.whole) {
         // A link reference definition ("[1]: https://…") makes "[docs][1]" a link in any block, before or after
         // it: from now on every render parses the whole text (nothing kept), as a whole document is rendered.
@@ -92,7 +103,7 @@
           this.frozen.replaceChildren();
           tail = this.source;
           env = {};
-          tokens = this.md.parse(tail, env);
+          tokens = this.md.parse(shallow(tail), env);
         }
       }
       const starts = [];
