@@ -196,22 +196,15 @@ class SlackAdapter(SlackSettling):
         """In a thread, set the assistant thread status "is typing…" (assistant.threads.setStatus; it clears
         when the app replies). Elsewhere nothing: Slack has no typing indicator for bots outside assistant
         threads (https://docs.slack.dev/reference/methods/assistant.threads.setStatus)."""
-        thread = thread_ts(target)
-        if thread is None:
-            return
-        channel = str(target.chat_id)
-        await self._call(
-            "assistant.threads.setStatus",
-            target,
-            lambda: self._client.assistant_threads_setStatus(
-                channel_id=channel, thread_ts=thread, status=TYPING_STATUS
-            ),
-        )
+        await self._set_status(target, TYPING_STATUS)
 
     async def clear_typing(self, target: Target) -> None:
         """In a thread, clear the assistant thread status (an empty ``status``): a run that ends without a reply
         after its last status would otherwise leave "is typing…" for two minutes
         (https://docs.slack.dev/reference/methods/assistant.threads.setStatus). Elsewhere nothing."""
+        await self._set_status(target, "")
+
+    async def _set_status(self, target: Target, status: str) -> None:
         thread = thread_ts(target)
         if thread is None:
             return
@@ -219,7 +212,7 @@ class SlackAdapter(SlackSettling):
         await self._call(
             "assistant.threads.setStatus",
             target,
-            lambda: self._client.assistant_threads_setStatus(channel_id=channel, thread_ts=thread, status=""),
+            lambda: self._client.assistant_threads_setStatus(channel_id=channel, thread_ts=thread, status=status),
         )
 
     # ------------------------------------------------------------ Threads
