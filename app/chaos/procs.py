@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -37,11 +38,25 @@ FORMAT = {"telegram": "plain", "slack": "markdown", "discord": "markdown"}
 can be compared with the answer; Slack and Discord show Markdown as written."""
 
 
+PORTS = range(20_000, 32_768)
+"""Where the campaign's listeners go: below Linux's ephemeral range (32768-60999), which outgoing connections draw
+from. A port the kernel handed out for a listener (bind to 0) goes back to that pool when the probe closes, and an
+outgoing connection (the campaign's own to its Redis) could take it before the process meant to listen there binds
+it: "port in use" (a mock failed to start once in CI that way)."""
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (asked of the kernel)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
+    """A free TCP port on 127.0.0.1 in :data:`PORTS` (tried at random until one binds)."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.choice(PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1} on {HOST}")
 
 
 PIDS = "pids.json"
