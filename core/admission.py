@@ -16,7 +16,7 @@ from core.channel import ChannelRuntime
 from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, Event, Lane, Media, RunStart, parse_event
+from core.events import End, Event, RunStart, Stop, parse_event
 from core.inbox import Inbox
 from core.journal import Journal
 from core.ledger import Ledger
@@ -27,6 +27,7 @@ from core.policy import apply_overrides
 from core.run_controller import RunController
 from core.run_worker import ActiveRun
 from core.sequencer import SeqGate
+from core.stop import STOPPED_ERROR, is_stop_note
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ class Admission:
         run = self.runs.get(event.run)
         if run is None:
             if (ended := await self._ended(event.run)) is not None:
+                if await self.stopped_note(event.run) is not None:
+                    raise IngestError(STOPPED_ERROR, status=409)
                 return None, [], LineResult(dropped=ended)
             run = self.runs.get(event.run)  # again: another request may have started it meanwhile
         if isinstance(event, RunStart):
@@ -126,6 +129,16 @@ class Admission:
     def _into(self, run: ActiveRun, event: Event, *, enforce: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
         """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end). The
         client's per-run limits are ``enforce``d on new lines, not on journaled ones (taken once already)."""
+        if isinstance(event, Stop):
+            if enforce:  # an agent's line: only the reader stops a run
+                raise IngestError(
+                    "a 'stop' line comes from the run's reader, not its agent: POST /v1/runs/{run}/stop "
+                    "(an agent ends its own run with an 'end' event, status 'cancelled')"
+                )
+            self.take_stop(run, event)
+            return run, [event], _ONE_EVENT
+        if run.stopped is not None:
+            raise IngestError(STOPPED_ERROR, status=409)
         if (closed := run.closed_to(event)) is not None:
             return None, [], LineResult(dropped=closed)
         if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
@@ -133,13 +146,6 @@ class Admission:
         limits = run.limits if run.limits is not None else self.limits_for(run.run)
         if enforce and event.seq is not None:
             run.usage.check_seq(event.seq, limits)
-        if isinstance(event, Media) and event.lane is not Lane.PIPELINE:
-            # Refused rather than accepted and silently dropped: nothing would show it, yet the report would say
-            # delivered. The run's other lines go on.
-            raise IngestError(
-                "media events are not delivered yet (a channel cannot show them): send the link as text for now",
-                status=422,
-            )
         events: list[Event] = [event]
         if isinstance(event, End) and event.source is None:
             if run.normalizer is not None:
@@ -171,6 +177,8 @@ class Admission:
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
         if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
             return None, [], LineResult(dropped=ended)
+        if run is not None and run.stopped is not None:
+            raise IngestError(STOPPED_ERROR, status=409)
         if run is not None and (run.closing is not None or run.ended):
             return None, [], LineResult(dropped=run.closing or f"run {run.run!r} already took its end")
         if run is None or run.normalizer is None:
@@ -183,6 +191,30 @@ class Admission:
         events = run.normalizer.feed(obj)
         run.usage.charge(events, self.limits_for(run.run), enforce=enforce)
         return run, events, LineResult(events=len(events))
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @staticmethod
+    def take_stop(run: ActiveRun, stop: Stop) -> None:
+        """Mark ``run`` stopped by its reader (:mod:`core.stop`): from now on its agent's lines are refused (409)."""
+        if run.stopped is None:
+            run.stopped = stop
+
+    async def stopped_note(self, run_id: str) -> str | None:
+        """The :func:`core.stop.stop_note` of ``run_id`` when it ended stopped by its reader (here, or before a
+        restart: the ledger keeps it with the run's end), else None."""
+        finished = self.finished.get(run_id)
+        errors = getattr(getattr(finished, "report", None), "errors", None)
+        if errors is None:
+            record = await self._ledger.get_run(run_id)
+            errors = record.errors if record is not None and record.ended else []
+        return next((e for e in errors if is_stop_note(e)), None)
+
+    async def ended(self, run_id: str) -> str | None:
+        """Why a line of ``run_id`` would be dropped because the run already ended, else None."""
+        return await self._ended(run_id)
 
     async def _ended(self, run_id: str) -> str | None:
         """Why a line of ``run_id`` is dropped when the run already ended (here or before a restart), else None."""

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from core.errors import IngestError
+from core.media import MediaItem, MediaKind, check_caption, check_media_url
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -229,13 +230,21 @@ class Status(_EventBase):
 
 
 class Media(_EventBase):
-    """A media item (never merged into text buffers). ``media_kind`` is e.g. ``photo`` (DESIGN's ``kind``
-    of the media, renamed because ``kind`` names the event)."""
+    """A media item: its own message, never merged into text buffers (:mod:`core.media`).
+
+    ``media_kind`` (DESIGN's kind of the media, renamed because ``kind`` names the event) is ``image``, ``file``,
+    ``audio`` or ``video``; ``url`` an absolute http(s) URL (:func:`core.media.check_media_url`); ``caption`` at most
+    1024 characters (Telegram's caption limit, https://core.telegram.org/bots/api#sendphoto).
+    """
 
     kind: Literal["media"] = "media"
-    url: UnicodeText
-    media_kind: UnicodeText | None = None
-    caption: CleanText | None = None
+    url: Annotated[UnicodeText, AfterValidator(check_media_url)]
+    media_kind: MediaKind
+    caption: Annotated[CleanText, AfterValidator(check_caption)] | None = None
+
+    def item(self) -> MediaItem:
+        """What delivery sends (an empty caption is no caption)."""
+        return MediaItem(url=self.url, kind=self.media_kind, caption=self.caption or None)
 
 
 class Commit(_EventBase):
@@ -256,6 +265,16 @@ class ErrorEvent(_EventBase):
     message: CleanText
 
 
+class Stop(_EventBase):
+    """A person stopped the run (a Stop control in the chat or on the live page): journaled like every line, so a
+    restarted sidecar stops it again. Only the sidecar writes it (``POST /v1/runs/{run}/stop``, :mod:`core.stop`);
+    an agent's line of this kind is refused. ``by`` names who pressed (``telegram:user:123``), ``reason`` says why."""
+
+    kind: Literal["stop"] = "stop"
+    by: UnicodeText | None = Field(default=None, max_length=200)
+    reason: CleanText | None = Field(default=None, max_length=500)
+
+
 Event = Annotated[
     RunStart
     | TextEvent
@@ -268,7 +287,8 @@ Event = Annotated[
     | Media
     | Commit
     | End
-    | ErrorEvent,
+    | ErrorEvent
+    | Stop,
     Field(discriminator="kind"),
 ]
 
@@ -285,6 +305,7 @@ EVENT_KINDS = (
     "commit",
     "end",
     "error",
+    "stop",
 )
 
 _event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

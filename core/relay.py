@@ -33,7 +33,8 @@ from core.monitor import RunMonitor
 from core.pipeline import ArgsValidator, PipelineLane
 from core.report import DeliveryReport, summarize, with_gaps
 from core.run_controller import RunController
-from core.run_worker import ActiveRun, work
+from core.run_worker import ActiveRun, consecutive, work
+from core.stop import StopState, stop_run
 from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.relay")
@@ -46,18 +47,6 @@ def _json_default(value: Any) -> Any:
     if (dump := getattr(value, "model_dump", None)) is None:
         raise TypeError(f"not JSON: {type(value).__name__}")
     return dump(mode="python", exclude_none=True)
-
-
-def _consecutive(staged: list[tuple[ActiveRun, list[Event]]]) -> list[tuple[ActiveRun, list[Event]]]:
-    """``staged`` with the events of consecutive lines of the same run joined: one hand-over (one wake of its
-    worker) per run and batch rather than per line. O(events)."""
-    out: list[tuple[ActiveRun, list[Event]]] = []
-    for run, events in staged:
-        if out and out[-1][0] is run:
-            out[-1][1].extend(events)
-        else:
-            out.append((run, list(events)))
-    return out
 
 
 class Relay:
@@ -243,7 +232,7 @@ class Relay:
     async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
         run). A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once."""
-        for run, events in _consecutive(staged):
+        for run, events in consecutive(staged):
             if not run.opened and not replay:
                 await self._open(run)
             await run.put_all(events)
@@ -286,6 +275,14 @@ class Relay:
             if not controller.monitor.closed:
                 controller.monitor.publish("end", status="cancelled", delivery=str(report.status))
             self._finished[controller.run] = Finished(report, controller.lane, controller.monitor, run.gate.last)
+
+    async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
+        """Stop the active run ``run_id`` for its reader (:func:`core.stop.stop_run`: journaled, idempotent).
+
+        Raises:
+            IngestError: 404 for an unknown run, 409 for one that ended otherwise.
+        """
+        return await stop_run(self._admission, run_id, by, reason)
 
     # --- reading ----------------------------------------------------------------------------------------
 

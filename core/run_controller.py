@@ -20,7 +20,7 @@ from core.delivery.conversation import open_conversation
 from core.delivery.reconciler import Reconciler
 from core.delivery.threads import ChildThreads
 from core.errors import DeliveryError
-from core.events import DeliveryMode, End, Event, RunStart, Source, Target
+from core.events import DeliveryMode, End, EndStatus, Event, RunStart, Source, Stop, Target
 from core.ledger import Ledger, RunRecord
 from core.monitor import DeliveryWatch, RunMonitor
 from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
@@ -29,6 +29,7 @@ from core.ports import CallKind, ChannelAdapter, TextFormat
 from core.report import DeliveryReport, with_gaps
 from core.run import RunStage
 from core.send_chain import SendChain
+from core.stop import stop_note, stop_unit
 
 _log = logging.getLogger("streamrelay.run")
 
@@ -190,6 +191,15 @@ class RunController:
         delivery = with_gaps(self.stage.report(), list(gaps)).status if gaps else report.status
         self.monitor.publish("end", status=str(end.status), delivery=str(delivery))
         return report
+
+    async def stop(self, stop: Stop, *, gaps: Sequence[str] = ()) -> DeliveryReport:
+        """The reader stopped the run (:mod:`core.stop`): a ``stop`` unit on the pipeline lane (the parent loop stops
+        its agent), then the run ends ``cancelled`` (:meth:`close`: what the answer shows is finalized, a short
+        notice follows) with :func:`core.stop.stop_note` among its report's errors."""
+        self.lane.emit(stop_unit(stop))
+        self.stage.errors.append(stop_note(stop))
+        self.monitor.publish("decision", what="stop", reason=stop_note(stop))
+        return await self.close(End(run=self.run, status=EndStatus.CANCELLED), gaps=gaps)
 
     def fail(self, reason: str) -> None:
         """Mark the run finished and failed without finalizing (an internal error stopped it)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from core.clients import ClientLimits
 from core.clock import Clock
 from core.errors import OwnershipLostError
-from core.events import End, EndStatus, Event
+from core.events import End, EndStatus, Event, Stop
 from core.inbox import Inbox
 from core.normalize import Normalizer
 from core.quota import RunUsage
@@ -58,6 +58,8 @@ class ActiveRun:
     """What the run has carried so far, against its client's per-run limits."""
     limits: ClientLimits | None = None
     """Its client's limits (looked up once, not per line), or None: ask the client book."""
+    stopped: Stop | None = None
+    """Its reader stopped it (:mod:`core.stop`): the agent's later lines are refused with a 409."""
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq
@@ -85,6 +87,18 @@ class ActiveRun:
             self.backlog.extend(events)
         elif events:
             await self.queue.put_all(events)
+
+
+def consecutive(staged: list[tuple[ActiveRun, list[Event]]]) -> list[tuple[ActiveRun, list[Event]]]:
+    """``staged`` with the events of consecutive lines of the same run joined: one hand-over (one wake of its
+    worker) per run and batch rather than per line. O(events)."""
+    out: list[tuple[ActiveRun, list[Event]]] = []
+    for run, events in staged:
+        if out and out[-1][0] is run:
+            out[-1][1].extend(events)
+        else:
+            out.append((run, list(events)))
+    return out
 
 
 async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
@@ -147,6 +161,9 @@ async def _handle(controller: RunController, ready: list[Event], gaps: Sequence[
     for item in ready:
         if isinstance(item, End) and item.source is None:
             await controller.close(item, gaps=gaps)
+            return True
+        if isinstance(item, Stop):
+            await controller.stop(item, gaps=gaps)
             return True
         controller.handle(item)
     return False

@@ -15,6 +15,7 @@ from core.gate import GateDecision
 from core.monitor import RunMonitor
 from core.pipeline import PipelineLane
 from core.report import DeliveryReport
+from core.stop import StopState
 
 
 class RunRelay(Protocol):
@@ -35,6 +36,8 @@ class RunRelay(Protocol):
     async def gate(
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
     ) -> tuple[GateDecision, dict[str, Any]]: ...
+
+    async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState: ...
 
     def active_runs(self) -> list[str]: ...
 

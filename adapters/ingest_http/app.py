@@ -10,6 +10,8 @@ the service's other routes: :mod:`adapters.ops.probes`):
 - ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end.
 - ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
+- ``POST /v1/runs/{run}/stop``: a person pressed Stop (forwarded by the bot that owns the platform's updates): the
+  run ends ``cancelled`` (adapters/ingest_http/stop.py, core/stop.py).
 - ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token: ``{"url", "token",
   "started"}``. ``url`` is absolute, built from the address the request was made to (its scheme, host and port, as
   a proxy passes them on). A run that has not started yet answers too (``"started": false``): its page waits for
@@ -54,6 +56,7 @@ from adapters.ingest_http.callers import Caller, Callers
 from adapters.ingest_http.lines import BodyTooLargeError, Tally, TooManyRejectedError, batches, decode
 from adapters.ingest_http.pipeline import PipelineRoutes
 from adapters.ingest_http.push_back import cut_at
+from adapters.ingest_http.stop import StopRoutes
 from core.admission import LineResult
 from core.clients import ClientLimits
 from core.errors import IngestError
@@ -321,6 +324,7 @@ def create_app(
             Route("/v1/runs/{run}/pipeline", pipeline.units, methods=["GET"]),
             Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),
             Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
+            Route("/v1/runs/{run}/stop", StopRoutes(relay, callers.authorize).stop, methods=["POST"]),
             Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
             *extra_routes,
         ],

@@ -32,7 +32,7 @@ HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host"}
 )
 """Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded; nor ``host``."""
-SUFFIXES = ("/pipeline/stream", "/pipeline", "/gate", "/live", "/watch")
+SUFFIXES = ("/pipeline/stream", "/pipeline", "/gate", "/live/stop", "/live", "/watch", "/stop")
 RETRY_AFTER_S = 1
 WAIT_POLL_S = 0.2
 """How often a request waiting for a partition's owner asks again (seconds)."""
@@ -100,7 +100,7 @@ class OwnerProxy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (run := run_of(scope["method"], scope["path"])) is None:
             return await self.app(scope, receive, send)
-        if self._key_of is not None and not scope["path"].endswith("/live"):
+        if self._key_of is not None and not scope["path"].endswith(("/live", "/live/stop")):  # read/stop tokens
             header = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"authorization"), "")
             key = self._key_of(header, run)
             if key is None:  # no client (401) or no such run (404): this replica says so

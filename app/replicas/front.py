@@ -29,6 +29,7 @@ from core.monitor import RunMonitor
 from core.pipeline import PipelineLane
 from core.relay import Relay
 from core.report import DeliveryReport
+from core.stop import StopState
 
 UNREAD_POLL_S = 0.1
 """How often a report request waiting for a run its owner has not read yet asks again."""
@@ -208,6 +209,13 @@ class ReplicaFront:
         if relay is None:
             raise IngestError(f"unknown run {run_id!r}", status=404)
         return await relay.gate(run_id, call_id, source_key=source_key, wait_s=wait_s)
+
+    async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
+        """Stop the run on its partition's relay (:meth:`core.relay.Relay.stop`; the owner proxy sends it here)."""
+        relay = await self._relay(run_id)
+        if relay is None:
+            raise IngestError(f"unknown run {run_id!r}", status=404)
+        return await relay.stop(run_id, by, reason)
 
     def active_runs(self) -> list[str]:
         return [run for relay in self._relays() for run in relay.active_runs()]

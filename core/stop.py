@@ -1,0 +1,140 @@
+"""Stop: a person ends a run from the chat (a Stop control) or from its live page.
+
+The bot that owns the platform's updates forwards the click to ``POST /v1/runs/{run}/stop``; the live page posts its
+own stop with the run's stop token. Either way :func:`stop_run` does the same:
+
+1. the run is marked stopped at once: the agent's later lines of the run are refused with a 409
+   (:data:`STOPPED_ERROR`), never acknowledged and dropped;
+2. a :class:`core.events.Stop` line is journaled like every accepted line (durable: a restarted sidecar replays
+   it and stops the run again, shared/DESIGN.md §8), then handed to the run's worker;
+3. the worker puts a ``stop`` unit on the run's pipeline lane (:func:`stop_unit`: the parent loop reads it and
+   stops its agent), and ends the run ``cancelled`` (:meth:`core.run_controller.RunController.stop`): what the
+   answer shows is finalized as it is, a short notice ("⏹ Stopped.") follows, the Stop control is taken off
+   (:mod:`core.stop_controls`), and the report says ``end_status: cancelled`` with :func:`stop_note` among its
+   errors.
+
+Answers (:class:`StopState`): a second stop of the same run answers the same state (idempotent); an unknown run
+is a 404, a run that ended otherwise (its agent's ``end``, an error) a 409 saying so.
+
+Pipeline unit shape (JSON)::
+
+    {"index": 7, "kind": "stop", "run": "r1", "by": "telegram:user:123", "reason": "pressed Stop", "source": null}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from core.errors import IngestError
+from core.events import Stop, event_to_json
+from core.journal import JournalEntry
+
+if TYPE_CHECKING:
+    from core.admission import Admission
+
+STOPPED_ERROR = "run stopped by the reader; stop streaming"
+"""The 409 an agent's line gets once its run was stopped."""
+STOP_PREFIX = "stopped by the reader"
+"""How a stopped run's report names the stop among its errors (:func:`stop_note`); the ledger keeps it with the
+run's end, so a stopped run is known as such after a restart."""
+MAX_BY_CHARS = 200
+MAX_REASON_CHARS = 500
+
+
+def stop_note(stop: Stop) -> str:
+    """The line a stopped run's report carries: ``stopped by the reader (telegram:user:1): too long``."""
+    who = f" ({stop.by})" if stop.by else ""
+    why = f": {stop.reason}" if stop.reason else ""
+    return f"{STOP_PREFIX}{who}{why}"
+
+
+def stop_unit(stop: Stop) -> dict[str, Any]:
+    """The pipeline unit of a stop (without ``index``/``run``): ``{"kind": "stop", "by", "reason", "source"}``."""
+    return {"kind": "stop", "by": stop.by, "reason": stop.reason, "source": None}
+
+
+def is_stop_note(error: str) -> bool:
+    """True when a report's error line says the run was stopped by its reader."""
+    return error.startswith(STOP_PREFIX)
+
+
+@dataclass(frozen=True)
+class StopState:
+    """What a stop request answers: ``run`` (the caller's run id), ``state`` (``stopping``: the run is ending now;
+    ``stopped``: it ended stopped), ``by`` and ``reason`` of the first stop (a later one changes nothing)."""
+
+    run: str
+    state: str
+    by: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run, "state": self.state, "by": self.by, "reason": self.reason}
+
+
+def parse_stop_body(body: Any) -> tuple[str | None, str | None]:
+    """The ``by`` and ``reason`` of a stop request's JSON body (optional; an empty body is ``{}``).
+
+    Raises:
+        IngestError: 400, the body is not an object or a field is not a short string (the message says which).
+    """
+    if body is None:
+        return None, None
+    if not isinstance(body, dict):
+        raise IngestError('the body must be a JSON object: {"by": "telegram:user:1", "reason": "..."} (both optional)')
+    unknown = sorted(set(body) - {"by", "reason"})
+    if unknown:
+        raise IngestError(f"unknown field {unknown[0]!r}: a stop takes only 'by' and 'reason'")
+    out: list[str | None] = []
+    for name, limit in (("by", MAX_BY_CHARS), ("reason", MAX_REASON_CHARS)):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > limit):
+            raise IngestError(f"{name} must be a string of at most {limit} characters")
+        out.append(value or None)
+    return out[0], out[1]
+
+
+async def stop_run(admission: Admission, run_key: str, by: str | None, reason: str | None) -> StopState:
+    """Stop the active run ``run_key`` (module docstring); ``StopState.run`` is the key (the route shows the
+    caller's own id).
+
+    Raises:
+        IngestError: 404 the run is unknown; 409 it already ended otherwise, or already took its agent's ``end``
+            (it is being finalized: nothing left to stop).
+        Exception: the journal could not be written (the caller answers 503): the run goes on unstopped.
+    """
+    run = admission.runs.get(run_key)
+    if run is None:
+        note = await admission.stopped_note(run_key)
+        if note is not None:
+            return StopState(run_key, "stopped", *_who(note))
+        if await admission.ended(run_key) is not None:
+            raise IngestError(f"run {run_key!r} already ended (not by a stop): there is nothing to stop", status=409)
+        raise IngestError(f"unknown run {run_key!r}", status=404)
+    if run.stopped is not None:
+        return StopState(run_key, "stopping", run.stopped.by, run.stopped.reason)
+    if run.ended or run.closing is not None:
+        raise IngestError(
+            f"run {run_key!r} already took its end and is being finalized: there is nothing to stop", status=409
+        )
+    event = Stop(run=run_key, by=by, reason=reason)
+    admission.take_stop(run, event)
+    try:
+        await admission.journal.append([JournalEntry(run_key, json.dumps(event_to_json(event)))])
+    except Exception:
+        run.stopped = None  # not journaled: not taken (the caller answers 503 and may press again)
+        raise
+    await run.put_all([event])
+    return StopState(run_key, "stopping", by, reason)
+
+
+def _who(note: str) -> tuple[str | None, str | None]:
+    """``by`` and ``reason`` back from a :func:`stop_note` line (as the ledger kept it)."""
+    rest = note[len(STOP_PREFIX) :]
+    by = None
+    if rest.startswith(" ("):
+        by, _, rest = rest[2:].partition(")")
+    reason = rest[2:] if rest.startswith(": ") else None
+    return by or None, reason or None
