@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from core.events import Target
+from core.media import MediaItem
 from core.units import LengthUnit
 
 
@@ -62,6 +63,29 @@ class ChannelAdapter(Protocol):
         nonce returns the stored message, https://discord.com/developers/docs/resources/message#create-message);
         Slack as message ``metadata`` (``event_type`` ``streamrelay_delivery``, ``event_payload.delivery_id``,
         https://docs.slack.dev/messaging/message-metadata); Telegram cannot carry it.
+        """
+        ...
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Send one media item as a message of its own; return its platform message id (as a string).
+
+        The caption is rendered in ``fmt`` like a text. ``delivery_id`` as in :meth:`send_text`; an uncertain media
+        create is settled by :meth:`settle_send` with ``pending.media`` set. Per platform:
+
+        - Telegram: sendPhoto / sendDocument / sendAudio / sendVideo by URL with ``caption`` (0-1024 characters after
+          entity parsing), https://core.telegram.org/bots/api#sendphoto.
+        - Slack: chat.postMessage with an image block (``image_url``, ``alt_text``) for an image, a section block
+          with a mrkdwn link ``<url|caption>`` for the others, and ``text`` as the notification fallback,
+          https://docs.slack.dev/reference/block-kit/blocks/image-block.
+        - Discord: a message with one embed whose ``image.url`` is the image (``title`` the caption), a link message
+          for the others, https://discord.com/developers/docs/resources/message#embed-object.
+        - Web (the live page): a part of its own (a link with the caption; the page's CSP shows no outside image).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`send_text` (``PayloadRejectedError`` for a caption
+                or URL the platform refuses).
         """
         ...
 
@@ -128,6 +152,8 @@ class PendingSend:
         exclusive: the bot token is used by this sidecar alone (``exclusive_bot``).
         before_id: a message id acknowledged *after* this create was answered (the part sent again): the stored
             message, if any, is older. Given after a settle answered ``needs_bound``.
+        media: the media item when the create was :meth:`ChannelAdapter.send_media` (then ``text`` is
+            :meth:`MediaItem.text`); None for a text.
     """
 
     delivery_id: str
@@ -137,6 +163,7 @@ class PendingSend:
     known_ids: frozenset[str] = frozenset()
     exclusive: bool = False
     before_id: str | None = None
+    media: MediaItem | None = None
 
 
 class SettleOutcome(enum.StrEnum):
@@ -245,5 +272,49 @@ class Threads(Protocol):
 
         Raises:
             core.errors.DeliveryError: a subclass, like every adapter call (one attempt, no retries).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class StopControl:
+    """The Stop control a run's live message carries (:mod:`core.stop_controls`).
+
+    Attributes:
+        control_id: names the run without revealing it: ``stop:`` and 16 hex characters of a hash of the run's key
+            (21 bytes: inside Telegram's ``callback_data`` 1-64 bytes, Slack's ``action_id`` 255 and Discord's
+            ``custom_id`` 100). The bot forwards a click as ``POST /v1/runs/{the 16 hex}/stop``.
+        label: the button's text (Slack: at most 75 characters).
+    """
+
+    control_id: str
+    label: str = "⏹ Stop"
+
+
+@runtime_checkable
+class StopControls(Protocol):
+    """A Stop button on a message, optional: an adapter that can show one implements this.
+
+    - Telegram: an inline keyboard with one button whose ``callback_data`` is the control id
+      (https://core.telegram.org/bots/api#inlinekeyboardbutton; a click arrives to the bot as a ``callback_query``
+      it answers with answerCallbackQuery). editMessageReplyMarkup puts it on or takes it off.
+    - Slack: an ``actions`` block with one button (``action_id`` the control id, ``value`` the same) after the text
+      in a ``markdown`` block (https://docs.slack.dev/reference/block-kit/blocks/actions-block); chat.update puts it
+      on or takes it off (with the text again: Slack replaces the message's blocks).
+    - Discord: an action row with one button component (``custom_id`` the control id,
+      https://discord.com/developers/docs/components/reference#button); PATCH of the message's ``components``.
+
+    While a message carries a control the adapter's own edits of it keep it (an editMessageText without
+    ``reply_markup`` would take Telegram's inline keyboard away; a chat.update without ``blocks`` Slack's).
+    """
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control`` on message ``message_id`` (now showing ``text`` in ``fmt``), or take it off (None).
+        One attempt, no retries; "not modified" is success.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every adapter call.
         """
         ...

@@ -4,11 +4,13 @@ Shape (JSON)::
 
     {"run": "r1", "channel": "telegram", "done": true,
      "status": "delivered" | "partial" | "failed" | "empty" | "pending",
-     "confirmed": 3, "uncertain": 0, "failed": 0, "unsent": 0, "degraded": false,
+     "confirmed": 3, "uncertain": 0, "failed": 0, "unsent": 0, "degraded": false, "media": 1, "media_parts": 1,
      "message_ids": ["11", "12", "13"], "parts": [{"slot": 0, "role": "answer", "state": "acked", ...}],
      "end_status": "ok", "errors": ["..."], "gaps": []}
 
 ``confirmed`` / ``uncertain`` / ``failed`` / ``unsent`` count message parts (one part = one platform message).
+``media`` counts the media messages confirmed, ``media_parts`` the media items the run should show (a media part
+not confirmed keeps the run from ``delivered``, like any part).
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ class PartState(enum.StrEnum):
 
 
 class SlotRole(enum.StrEnum):
-    """What a message part is for: the answer, a status message, shown reasoning, or a notice (a failure shown
-    to people)."""
+    """What a message part is for: the answer, a status message, shown reasoning, a notice (a failure shown
+    to people), or a media item of the answer."""
 
     ANSWER = "answer"
     STATUS = "status"
     NOTICE = "notice"
     REASONING = "reasoning"
+    MEDIA = "media"
+    """One media item (an image, a file, ...): its own message, sent once, never edited (:mod:`core.media`)."""
 
 
 CUT_ERROR = "cut at the message limit"
@@ -51,6 +55,10 @@ run with such a part is at best ``partial``, in its live report and in one rebui
 def is_cut(error: str | None) -> bool:
     """True when ``error`` says an answer was cut at the message limit."""
     return error is not None and error.startswith(CUT_ERROR)
+
+
+_CONTENT = frozenset({SlotRole.ANSWER, SlotRole.MEDIA})
+"""Roles of what answers the person (a run that shows none of them has no answer: ``empty``)."""
 
 
 class ReportStatus(enum.StrEnum):
@@ -85,6 +93,10 @@ class DeliveryReport(BaseModel):
     uncertain: int = 0
     failed: int = 0
     unsent: int = 0
+    media: int = 0
+    """Media messages (images, files, audio, video) confirmed."""
+    media_parts: int = 0
+    """Media items the run should show (sent or not)."""
     degraded: bool = False
     message_ids: list[str] = Field(default_factory=list)
     parts: list[PartReport] = Field(default_factory=list)
@@ -104,7 +116,8 @@ def summarize(
     ``delivered``: every part confirmed, an answer among them. ``partial``: some confirmed or uncertain (it may
     show), some not confirmed. ``failed``: nothing confirmed nor uncertain while something should have been shown
     (nothing of it can be showing). ``empty``: the run ended well but had no answer to show (nothing, or only
-    status lines and reasoning): the chat holds no answer, and the agent is told so rather than ``delivered``.
+    status lines and reasoning; a media item counts as an answer): the chat holds no answer, and the agent is told
+    so rather than ``delivered``.
     ``pending`` while not done.
     """
     counted = [p for p in parts if p.state is not PartState.SKIPPED]
@@ -124,7 +137,7 @@ def summarize(
         status = ReportStatus.PARTIAL if confirmed else ReportStatus.FAILED
     if status is ReportStatus.DELIVERED and any(is_cut(p.error) for p in parts):
         status = ReportStatus.PARTIAL
-    if status is ReportStatus.DELIVERED and not any(p.role is SlotRole.ANSWER and p.chars for p in counted):
+    if status is ReportStatus.DELIVERED and not any(p.role in _CONTENT and p.chars for p in counted):
         status = ReportStatus.EMPTY
     return DeliveryReport(
         run=run,
@@ -135,6 +148,8 @@ def summarize(
         uncertain=uncertain,
         failed=failed,
         unsent=unsent,
+        media=sum(p.role is SlotRole.MEDIA and p.state is PartState.ACKED for p in counted),
+        media_parts=sum(p.role is SlotRole.MEDIA for p in counted),
         degraded=any(p.degraded for p in parts),
         message_ids=[p.message_id for p in counted if p.message_id is not None],
         parts=parts,

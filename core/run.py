@@ -37,6 +37,7 @@ from core.events import (
     ErrorEvent,
     Event,
     Lane,
+    Media,
     Phase,
     RunStart,
     Status,
@@ -129,7 +130,7 @@ class RunStage:
 
     def handle(self, event: Event) -> None:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
-        if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status):
+        if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status | Media):
             return  # meant for the parent loop only (from any agent): never shown
         event = safe_event(event)  # THE point where text enters what people see (chats and watchers alike)
         if (progress := progress_event(event)) is not None:
@@ -139,8 +140,8 @@ class RunStage:
         elif event.source is not None:
             if self.agents.handle(event):
                 self._refresh_status()
-        elif isinstance(event, TextEvent):
-            self._on_text(event)
+        elif isinstance(event, TextEvent | Media):
+            self._on_content(event)
         elif isinstance(event, ToolResult | Phase | Status):
             self._on_progress(event)
         elif isinstance(event, Commit):
@@ -153,6 +154,16 @@ class RunStage:
                 self._show_all(self.text.flush(None, event.message))
             self.mode.on_boundary(message_end=event.kind == "message_end")
 
+    def _on_media(self, event: Media) -> None:
+        """A root media item: its own message after the text so far (held-back text flushed first), before the
+        text after it (:mod:`core.delivery.segments`). One the run's message limit leaves no room for is an error."""
+        self._show_all(self.text.flush(None))
+        item = event.item()
+        slot = self.mode.on_media(item, self.answer.text())
+        self.monitor.publish("media", url=item.url, media_kind=str(item.kind), caption=item.caption or "")
+        if slot.over_limit:
+            self.errors.append(f"{item.kind} {item.url} not sent: the run's message limit is reached")
+
     def _on_progress(self, event: ToolResult | Phase | Status) -> None:
         if isinstance(event, ToolResult):
             self.board.tool_finished(event.name or "tool", event.summary)
@@ -162,7 +173,11 @@ class RunStage:
             self.board.note(event.text)
         self._refresh_status()
 
-    def _on_text(self, event: TextEvent) -> None:
+    def _on_content(self, event: TextEvent | Media) -> None:
+        """The root's answer content: text, or a media item between its text."""
+        if isinstance(event, Media):
+            self._on_media(event)
+            return
         if event.visibility is Visibility.STATUS:
             self.board.note(event.text)
             self._refresh_status()
@@ -264,6 +279,7 @@ class RunStage:
         self._refresh_status()
         if cancelled:
             self.book.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer
+            self.book.drop_unsent(SlotRole.MEDIA)
             self.book.claim_slot(SlotRole.NOTICE, STOPPED_NOTICE, TextFormat.PLAIN)
         elif idle:
             if self.committed is None and not self.mode.show_answer_at_commit():

@@ -42,8 +42,10 @@ from aiohttp import ClientSession
 from adapters.deadline import SendDeadline, traced
 from adapters.error_factories import Scrubber
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
+from adapters.telegram.media import TelegramMedia
 from adapters.telegram.render import render
 from adapters.telegram.settle import probe_ids
+from adapters.telegram.stop_control import TelegramStopControls
 from core.errors import (
     ConfigError,
     NativeUnavailableError,
@@ -73,10 +75,10 @@ at least 5 for new ones; 4-letter collectible ones exist)."""
 positive 32-bit integer (an assumption: the Bot API only says Integer)."""
 
 
-class TelegramAdapter:
-    """Sends, edits and deletes one bot's messages through the Bot API (or a mock of it), streams drafts into
-    private chats (:class:`core.ports.NativeStreaming`, replace shape) and opens reply chains as threads
-    (:class:`core.ports.Threads`).
+class TelegramAdapter(TelegramMedia, TelegramStopControls):
+    """Sends, edits and deletes one bot's messages, sends its media (:mod:`adapters.telegram.media`) through the Bot
+    API (or a mock of it), streams drafts into private chats (:class:`core.ports.NativeStreaming`, replace shape)
+    and opens reply chains as threads (:class:`core.ports.Threads`).
 
     Args:
         token: the bot token ``<digits>:<secret>``. Never shown in ``repr``, ``str``, logs or errors.
@@ -228,7 +230,11 @@ class TelegramAdapter:
         """
         body, entities = render(text, fmt)
         method = EditMessageText(
-            chat_id=target.chat_id, message_id=_message_id(message_id, target), text=body, entities=entities
+            chat_id=target.chat_id,
+            message_id=_message_id(message_id, target),
+            text=body,
+            entities=entities,
+            reply_markup=self.stop_markup(target, message_id),  # the Stop control stays on (stop_control.py)
         )
         try:
             await self._call(method, target)

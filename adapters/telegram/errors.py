@@ -23,8 +23,8 @@ Four tables, read in this order, first match wins:
    ``parameters.retry_after``, https://core.telegram.org/bots/api#responseparameters) →
    ``RateLimitedError(retry_after_s)``.
 
-A 5xx (``TelegramServerError``) is read before the descriptions: for a create (``CREATE_METHODS``: sendMessage)
-it is ``UncertainDeliveryError`` (Telegram may have stored the message), for any other call
+A 5xx (``TelegramServerError``) is read before the descriptions: for a create (``CREATE_METHODS``: sendMessage and
+the media sends) it is ``UncertainDeliveryError`` (Telegram may have stored the message), for any other call
 ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
 """
 
@@ -80,7 +80,7 @@ class NoMessageToEditError(TargetNotFoundError):
     private chat or basic group, whose ids come from one counter of the bot's) the id is another chat's."""
 
 
-CREATE_METHODS = frozenset({"sendMessage"})
+CREATE_METHODS = frozenset({"sendMessage", "sendPhoto", "sendDocument", "sendAudio", "sendVideo"})
 """Bot API methods that make a new message: a 5xx answer to them is uncertain (the message may be stored)."""
 
 
@@ -111,6 +111,7 @@ DESCRIPTION_RULES: tuple[tuple[str, ErrorFactory], ...] = (
     ("message thread not found", _plain(TargetNotFoundError)),
     ("chat not found", _plain(TargetNotFoundError)),
     ("message is too long", _rejected(RejectReason.TOO_LONG)),
+    ("message caption is too long", _rejected(RejectReason.TOO_LONG)),
     ("text is too long", _rejected(RejectReason.TOO_LONG)),
     ("message text is empty", _rejected(RejectReason.EMPTY)),
     ("text must be non-empty", _rejected(RejectReason.EMPTY)),

@@ -87,15 +87,15 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlem
 
     Returns:
         ``found`` with the message id; ``not_sent``; ``needs_bound`` (a private chat or basic group without
-        ``before_id``, nothing found); ``unknown`` (not exclusive, or more candidates than
+        ``before_id``, nothing found); ``unknown`` (not exclusive, a media send, or more candidates than
         :data:`core.ports.PROBE_LIMIT`).
 
     Raises:
         core.errors.DeliveryError: a failure other than the three probe answers (429, 5xx, timeout, a chat that
             does not exist, ...), as every call.
     """
-    if not pending.exclusive:
-        return UNKNOWN
+    if not pending.exclusive or pending.media is not None:
+        return UNKNOWN  # a media message has no text to probe with editMessageText (adapters.telegram.media)
     after = 0 if pending.after_id is None else _int(pending.after_id)
     before = None if pending.before_id is None else _int(pending.before_id)
     if after is None or (pending.before_id is not None and before is None):

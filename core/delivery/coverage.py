@@ -87,6 +87,21 @@ def uncovered_tail(final_text: str, shown: list[str]) -> str:
     return f"{opener}\n{tail}" if opener else tail
 
 
+def split_covered(final_text: str, shown: str) -> tuple[str, str]:
+    """``final_text`` cut where ``shown`` stops covering it: ``(head, tail)``, ``head`` the start of it that
+    ``shown`` covers (whitespace-insensitive, as :func:`uncovered_tail`), ``tail`` the rest as
+    :func:`uncovered_tail` gives it (a fence open at the cut reopened). A final that does not start with ``shown``
+    has an empty head (its leading whitespace at most)."""
+    final_sig, positions = _signature(final_text)
+    n = covered_prefix(final_sig, [shown])
+    if n >= len(final_sig):
+        return final_text, ""
+    start = positions[n]
+    opener = _open_fence_before(final_text, start)
+    tail = final_text[start:]
+    return final_text[:start], f"{opener}\n{tail}" if opener else tail
+
+
 def _open_fence_before(text: str, pos: int) -> str | None:
     opener = scan_fences(text[:pos]).open_line
     return opener.strip() if opener is not None else None

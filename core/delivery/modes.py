@@ -7,8 +7,10 @@
 - ``final``: nothing until the end; then the final split to the limit.
 - ``progress``: a status message of true progress; the answer only at the commit point.
 
-Every mode implements :class:`ModeHandler`, and keeps the answer within the run's message limit
-(:mod:`core.delivery.cap`): past it, the last allowed part ends with a notice and the rest is not shown.
+Every mode implements :class:`SegmentMode`, and keeps the answer within the run's message limit
+(:mod:`core.delivery.cap`): past it, the last allowed part ends with a notice and the rest is not shown. A media item
+ends a mode's text (:meth:`SegmentMode.close_segment`) and a new one of the same mode shows the text after it:
+:class:`~core.delivery.segments.MediaSegments` (what :func:`make_mode` returns) keeps them in order.
 """
 
 from __future__ import annotations
@@ -22,18 +24,20 @@ from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange
 from core.delivery.cap import within
 from core.delivery.coverage import ShownCursor, uncovered_tail
+from core.delivery.segments import MediaSegments
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
 from core.events import DeliveryMode, Target
+from core.media import MediaItem
 from core.policy import ChannelPolicy, Splitter
 from core.ports import ChannelAdapter, NativeStreaming
-from core.report import SlotRole
+from core.report import PartState, SlotRole
 
 _log = logging.getLogger("streamrelay.run")
 
 
 class ModeHandler(Protocol):
-    """What a delivery mode does with the root answer and the run's boundaries."""
+    """What a conversation's delivery does with the root answer, its media and the run's boundaries."""
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         """The linear root answer grew (or was reset)."""
@@ -57,6 +61,36 @@ class ModeHandler(Protocol):
 
     def finalize(self, final_text: str) -> None:
         """The committed final answer: make the channel show exactly it, never twice."""
+        ...
+
+    def on_media(self, media: MediaItem, answer: str) -> Slot:
+        """A media item, after the linear root ``answer`` so far: its own message, after that text, before the next
+        (:class:`~core.delivery.segments.MediaSegments`); returns its slot."""
+        ...
+
+
+class SegmentMode(Protocol):
+    """One delivery mode over one stretch of answer text (between media items): :class:`ModeHandler`'s calls but
+    :meth:`~ModeHandler.on_media`, and the two a media item needs."""
+
+    anchor: Slot | None
+    """The media part that ends this mode's text (its later parts are claimed right before it), or None."""
+
+    def on_answer(self, change: AnswerChange, message: int) -> None: ...
+
+    def on_boundary(self, message_end: bool) -> None: ...
+
+    def deadline(self) -> float | None: ...
+
+    def tick(self) -> None: ...
+
+    def show_answer_at_commit(self) -> bool: ...
+
+    def finalize(self, final_text: str) -> None: ...
+
+    def close_segment(self) -> None:
+        """A media item follows: what this mode shows of its text so far is fixed in its messages (nothing stays
+        live or waiting before the media); only :meth:`finalize` changes it later."""
         ...
 
 
@@ -84,6 +118,7 @@ class _Parts:
         self._book = book
         self._split = splitter
         self._slots: list[Slot] = []
+        self.anchor: Slot | None = None
 
     def _allowed(self) -> int | None:
         """How many answer parts this mode may have (its slots and the book's room), or None (no limit)."""
@@ -95,7 +130,7 @@ class _Parts:
         if i < len(self._slots):
             self._book.set_text(self._slots[i], text)
         else:
-            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt, before=self.anchor))
         self._book.mark_cut(self._slots[i], cut)
 
     def _lay_out(self, parts: list[str]) -> int:
@@ -133,7 +168,7 @@ class PreviewMode(_Parts, _NoTimers):
             self._book.mark_cut(self._slots[self._frozen], False)
             self._book.set_live(self._slots[self._frozen], self._pending)
         else:
-            slot = self._book.claim_slot(SlotRole.ANSWER, "", self._policy.fmt)
+            slot = self._book.claim_slot(SlotRole.ANSWER, "", self._policy.fmt, before=self.anchor)
             self._slots.append(slot)
             self._book.set_live(slot, self._pending)
 
@@ -162,6 +197,18 @@ class PreviewMode(_Parts, _NoTimers):
             self._book.set_text(slot, "")
             self._book.mark_cut(slot, False)
 
+    def close_segment(self) -> None:
+        """The pending text is fixed in the live part (split to the limit); a live part left without text is
+        skipped, so nothing waits before the media."""
+        if not self._cut:
+            for text in (fitted for chunk in self._chunker.drain(force=True) for fitted in self._split.fit(chunk)):
+                self._slot(self._frozen, text)
+                self._frozen += 1
+        for slot in self._slots[self._frozen :]:
+            self._book.set_text(slot, "")
+            if slot.message_id is None and slot.pending is None:
+                slot.state = PartState.SKIPPED
+
 
 class BlockMode:
     """Block replies: readable messages, each a coalesced block. At the run's message limit, a block with no message
@@ -180,6 +227,7 @@ class BlockMode:
         self._message = 0
         self._shown: ShownCursor | None = None
         self._cut = False
+        self.anchor: Slot | None = None
 
     def _emit(self, blocks: list[Block]) -> None:
         if self._shown is None:
@@ -202,7 +250,7 @@ class BlockMode:
             if self._book.room(SlotRole.ANSWER) == 0:
                 self._cut_last()
                 return
-            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt))
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, part, self._policy.fmt, before=self.anchor))
             self._texts.append(part)
 
     def _cut_last(self) -> None:
@@ -221,7 +269,7 @@ class BlockMode:
         while (text := self._book.restored_text(SlotRole.ANSWER)) is not None:
             shown = limit.strip(text) if limit is not None else text
             restored.append(shown)
-            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt))
+            self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt, before=self.anchor))
             self._texts.append(shown)
         self._shown = ShownCursor(restored)
 
@@ -248,6 +296,10 @@ class BlockMode:
         self._push(self._chunker.drain(force=True))
         if message_end:
             self._emit(self._coalescer.flush())
+
+    def close_segment(self) -> None:
+        """Every pending block is sent before the media (the coalescer is flushed: media never enters it)."""
+        self.on_boundary(message_end=True)
 
     def deadline(self) -> float | None:
         return self._coalescer.deadline()
@@ -287,6 +339,12 @@ class FinalMode(_Parts, _NoTimers):
             self._book.retire(slot)
             self._book.mark_cut(slot, False)
 
+    def close_segment(self) -> None:
+        """The text before the media shows at the end: an empty part holds its place (and holds the media back:
+        the planner sends nothing after a part that waits for text) until :meth:`finalize` gives it text."""
+        if not self._slots:
+            self._slot(0, "")
+
 
 class ProgressMode(FinalMode):
     """Progress in a status message; the answer only at the commit point."""
@@ -296,7 +354,13 @@ class ProgressMode(FinalMode):
 
 
 def make_mode(policy: ChannelPolicy, book: SlotBook, splitter: Splitter, clock: Clock) -> ModeHandler:
-    """The handler of ``policy.delivery``. ``native`` falls back to ``preview`` until it exists."""
+    """The handler of ``policy.delivery`` (``native`` shows as ``preview`` where the platform does not stream), in
+    stretches of text between media items (:class:`~core.delivery.segments.MediaSegments`)."""
+    return MediaSegments(lambda: segment_mode(policy, book, splitter, clock), book, policy.fmt)
+
+
+def segment_mode(policy: ChannelPolicy, book: SlotBook, splitter: Splitter, clock: Clock) -> SegmentMode:
+    """One mode of ``policy.delivery`` over one stretch of text (``native`` streams through ``preview``)."""
     if policy.delivery is DeliveryMode.BLOCK:
         return BlockMode(policy, book, splitter, clock)
     if policy.delivery is DeliveryMode.FINAL:

@@ -40,13 +40,14 @@ from typing import TypeVar
 from core.clock import Clock
 from core.delivery.outcomes import OutcomeRules
 from core.delivery.planner import Planner
+from core.delivery.settling import Settling, media_of
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, delivery_id, same_render
 from core.errors import DeliveryError
 from core.events import Target
 from core.fair import Requester
 from core.ledger import Ledger, PartRecord
-from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend, SettleOutcome
+from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend
 from core.report import PartState
 from core.send_chain import SendChain
 from core.tasks import stop
@@ -65,7 +66,7 @@ DeliveryFeed = Callable[[dict[str, object]], None]
 to the run monitor; never back into the run."""
 
 
-class Reconciler(OutcomeRules):
+class Reconciler(Settling, OutcomeRules):
     """Drives one conversation's slot book to its desired texts through the conversation's send chain.
 
     Args:
@@ -269,6 +270,7 @@ class Reconciler(OutcomeRules):
                 slot.fmt,
                 after_id=self._chain.last_message_id,
                 exclusive=self._exclusive,
+                media=media_of(slot, op.text),
             )
         call_id = await self._ledger.record_intent(self.run, slot.index, slot.role, str(op.kind), op.text, pending)
         if pending is not None:  # from now on a restart settles it; so does an unknown outcome below
@@ -303,9 +305,14 @@ class Reconciler(OutcomeRules):
         slot, target, adapter = op.slot, self._target, self._adapter
         if op.kind is OpKind.SEND:
             assert slot.pending is not None
-            sent_id = slot.pending.delivery_id
+            sent_id, media = slot.pending.delivery_id, slot.pending.media
             slot.message_id = await self._call(
-                op, lambda: adapter.send_text(target, op.text, slot.fmt, delivery_id=sent_id)
+                op,
+                lambda: (
+                    adapter.send_text(target, op.text, slot.fmt, delivery_id=sent_id)
+                    if media is None
+                    else adapter.send_media(target, media, slot.fmt, delivery_id=sent_id)
+                ),
             )
             slot.pending = None
             self._chain.note_message(slot.message_id)
@@ -325,48 +332,6 @@ class Reconciler(OutcomeRules):
             mid = slot.message_id
             await self._call(op, lambda: adapter.delete_message(target, mid))
             slot.message_id, slot.shown, slot.state = None, None, PartState.SKIPPED
-
-    async def _settle_call(self, op: Op) -> Outcome:
-        """Ask the platform what became of the slot's unsettled create (see the module docstring). A bounded
-        settle (the part was sent again because the platform needed a later message) keeps one copy: the older."""
-        slot, target, adapter = op.slot, self._target, self._adapter
-        assert slot.pending is not None
-        pending = dataclasses.replace(slot.pending, known_ids=self._chain.known_ids(), exclusive=self._exclusive)
-        settlement = await self._call(op, lambda: adapter.settle_send(target, pending))
-        slot.pending = None
-        again = slot.message_id  # the part sent again (bounded settle), or None
-        if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
-            slot.message_id, slot.stray = settlement.message_id, again  # the first copy stays; a second one goes
-            self._chain.note_message(settlement.message_id, newest=False)
-            self._sent(slot, pending.text)
-            return Outcome.FOUND
-        if settlement.outcome is SettleOutcome.NOT_SENT:
-            return Outcome.NOT_SENT  # made again (or it was: the bound's message is the only copy)
-        if settlement.outcome is SettleOutcome.NEEDS_BOUND and again is None and pending.before_id is None:
-            slot.unbounded = pending  # sent again next; settled once the new message gives the bound
-            return Outcome.NEEDS_BOUND
-        if again is not None:
-            self.book.orphans_of(slot, pending.text)  # the part shows; the older create may show too
-            return Outcome.UNKNOWN
-        slot.uncertain_text = pending.text
-        slot.state, slot.error = PartState.UNCERTAIN, "uncertain: the platform cannot tell whether it was stored"
-        timed_out, slot.timed_out, slot.restarted = slot.timed_out and not slot.restarted, False, False
-        if slot.live is not None or not same_render(slot.desired, pending.text) or not timed_out:
-            # Still growing or changed: the text goes on in a new message. Or the create died with the process, or
-            # met a 5xx or a reset (a proxy's 502 and a refused connection mostly mean not stored): sent again
-            # rather than risk it missing; the report says a duplicate is possible. Only a create that timed out
-            # after reaching the platform (which most often stored it) stays as it is, reported uncertain: the case
-            # timeout-then-continue.
-            self.book.orphan(slot)
-        return Outcome.UNKNOWN
-
-    async def _stray_call(self, op: Op) -> None:
-        """Delete the second copy of a part whose first copy was found (it was sent again meanwhile)."""
-        slot, target, adapter = op.slot, self._target, self._adapter
-        assert slot.stray is not None
-        stray = slot.stray
-        await self._call(op, lambda: adapter.delete_message(target, stray))
-        slot.stray = None
 
     async def _stream_call(self, op: Op) -> None:
         slot, target, native = op.slot, self._target, self._native

@@ -100,8 +100,11 @@ class SlotBook:
                 self._restored.append(slot)
 
     def restored_text(self, role: SlotRole) -> str | None:
-        """What the next restored part of ``role`` that no mode claimed yet shows (None when there is none)."""
+        """What the next restored part of ``role`` that no mode claimed yet shows (None when there is none). A media
+        part ends the search for other roles: the text parts after it belong to the text after the media."""
         for slot in self._restored:
+            if slot.role is SlotRole.MEDIA and role is not SlotRole.MEDIA:
+                return None
             if slot.role is role:
                 if slot.pending is not None and slot.message_id is None:
                     return slot.pending.text
@@ -119,9 +122,13 @@ class SlotBook:
             return max(0, left)
         return max(0, left - 1)  # one message stays free for the answer
 
-    def claim_slot(self, role: SlotRole, text: str = "", fmt: TextFormat = TextFormat.PLAIN) -> Slot:
-        """A slot for the next part of ``role``: a restored one if any is left, else a new one at the end. Past the
-        limit (:meth:`room` is 0), a slot in no book (:attr:`Slot.over_limit`): what it is given is never shown."""
+    def claim_slot(
+        self, role: SlotRole, text: str = "", fmt: TextFormat = TextFormat.PLAIN, *, before: Slot | None = None
+    ) -> Slot:
+        """A slot for the next part of ``role``: a restored one if any is left, else a new one at the end, or right
+        before ``before`` (the media part that ends the text this part belongs to: :mod:`core.delivery.segments`).
+        Past the limit (:meth:`room` is 0), a slot in no book (:attr:`Slot.over_limit`): what it is given is never
+        shown."""
         if self.room(role) == 0:
             return Slot(index=-1, role=role, desired=text, fmt=fmt, over_limit=True)
         self.claimed += 1
@@ -132,13 +139,30 @@ class SlotBook:
                 if slot.degraded:
                     fmt = TextFormat.STRIPPED if fmt is TextFormat.MARKDOWN else fmt
                 slot.fmt = fmt
+                self._place(slot, before)
                 self.set_text(slot, text)
                 return slot
         slot = Slot(index=self._next_index(), role=role, fmt=fmt)
         slot.native = self.native and role is SlotRole.ANSWER
         self.slots.append(slot)
+        self._place(slot, before)
         self.set_text(slot, text)
         return slot
+
+    def _place(self, slot: Slot, before: Slot | None) -> None:
+        """Move ``slot`` right before ``before`` when it stands after it (the ledger restores parts in slot number
+        order; the order they are shown in is the stages' claims)."""
+        if before is None or slot.parent is not None or slot.cont is not None:
+            return
+        at = self._position(slot)
+        to = self._position(before)
+        if at is not None and to is not None and at > to:
+            del self.slots[at]
+            self.slots.insert(to, slot)
+
+    def _position(self, slot: Slot) -> int | None:
+        """Where ``slot`` stands in :attr:`slots` (by identity: two slots may hold equal values), or None."""
+        return next((i for i, other in enumerate(self.slots) if other is slot), None)
 
     def _next_index(self) -> int:
         return max((s.index for s in self.slots), default=-1) + 1

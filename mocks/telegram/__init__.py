@@ -8,7 +8,8 @@ aiogram talks to it unchanged::
 
 Routes ``POST|GET /bot{token}/{method}`` with form-encoded, multipart, JSON or query parameters. Methods:
 ``getMe``, ``sendMessage``, ``editMessageText``, ``deleteMessage``, ``sendChatAction``, ``sendMessageDraft``,
-``sendPhoto``, ``sendDocument`` (:mod:`~mocks.telegram.media`: a media message shows its caption)
+``sendPhoto``, ``sendDocument``, ``sendAudio``, ``sendVideo`` (:mod:`~mocks.telegram.media`: a media message shows
+its caption)
 (names are case-insensitive, as on Telegram). A token not shaped ``<digits>:<secret>`` gets 401
 ``Unauthorized``; an unknown method gets 404 ``Not Found`` (so does sendMessageDraft when the mock's
 ``drafts_enabled`` is off).
@@ -19,7 +20,7 @@ Modules, one concept each:
   :class:`mocks.common.FaultScript`) and :func:`serve_forever`.
 - :mod:`~mocks.telegram.chats`: stored messages and live drafts, and the methods that change them.
 - :mod:`~mocks.telegram.content`: text + entities validation, ``parse_mode=HTML``, trimming, the 4096 limit.
-- :mod:`~mocks.telegram.media`: sendPhoto and sendDocument, captions.
+- :mod:`~mocks.telegram.media`: sendPhoto, sendDocument, sendAudio and sendVideo, captions.
 - :mod:`~mocks.telegram.flood`: flood control (:class:`TelegramLimits`), off by default.
 - :mod:`~mocks.telegram.wire`: method names, parameters, error answers, User/Chat objects.
 

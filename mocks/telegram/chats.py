@@ -15,7 +15,8 @@ Method rules (https://core.telegram.org/bots/api#available-methods):
   counter instead, as on Telegram, where a bot account's private chats and basic groups share its message
   counter and only supergroups and channels count per chat (MTProto; see
   https://docs.pyrogram.org/topics/message-identifiers): ids in such a chat then have gaps.
-- sendPhoto / sendDocument: :mod:`mocks.telegram.media` (stored with their caption as their text).
+- sendPhoto / sendDocument / sendAudio / sendVideo: :mod:`mocks.telegram.media` (stored with their caption as
+  their text).
 - sendMessageDraft (https://core.telegram.org/bots/api#sendmessagedraft): see :meth:`ChatStore.send_draft`.
 - Flood control (:mod:`mocks.telegram.flood`) is checked after validation, just before a change is stored:
   sends, edits and drafts count.
@@ -188,7 +189,8 @@ class ChatStore:
         return self._send(token, call, chat, params, text, entities)
 
     def _send_media(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
-        """sendPhoto / sendDocument (:mod:`mocks.telegram.media`): stored with its caption as its text."""
+        """sendPhoto / sendDocument / sendAudio / sendVideo (:mod:`mocks.telegram.media`): stored with its caption as
+        its text."""
         chat = require_chat(params)
         kind, file, caption, entities = media.media_content(call.method, params)
         return self._send(token, call, chat, params, caption, entities, media=(kind, file))

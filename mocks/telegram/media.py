@@ -1,11 +1,13 @@
-"""Media messages as the mock Telegram keeps them: sendPhoto and sendDocument, their captions and their objects.
+"""Media messages as the mock Telegram keeps them: sendPhoto, sendDocument, sendAudio and sendVideo, their captions
+and their objects.
 
-Rules (https://core.telegram.org/bots/api#sendphoto, https://core.telegram.org/bots/api#senddocument):
+Rules (https://core.telegram.org/bots/api#sendphoto, https://core.telegram.org/bots/api#senddocument,
+https://core.telegram.org/bots/api#sendaudio, https://core.telegram.org/bots/api#sendvideo):
 
-- The file is ``photo`` / ``document``: a file id, an HTTP URL, or an upload (``attach://<part>`` with a
-  multipart part, as aiogram sends an ``InputFile``). The mock never fetches a URL nor reads an upload: any
-  non-empty value is a file. Missing or empty: 400 ``Bad Request: there is no photo in the request`` (``document``
-  likewise).
+- The file is ``photo`` / ``document`` / ``audio`` / ``video``: a file id, an HTTP URL, or an upload
+  (``attach://<part>`` with a multipart part, as aiogram sends an ``InputFile``). The mock never fetches a URL nor
+  reads an upload: any non-empty value is a file. Missing or empty: 400 ``Bad Request: there is no photo in the
+  request`` (``document``, ``audio``, ``video`` likewise).
 - ``caption`` (optional) with ``caption_entities`` or ``parse_mode``, parsed and trimmed like a message text;
   0-1024 characters after entity parsing, else 400 ``Bad Request: message caption is too long``.
 - What a person sees of it, and what ``visible`` and the control API show, is the caption (``""`` without one);
@@ -21,7 +23,7 @@ from typing import Any
 from mocks.telegram.content import Entity, parsed
 from mocks.telegram.wire import bad
 
-MEDIA_METHODS = {"sendPhoto": "photo", "sendDocument": "document"}
+MEDIA_METHODS = {"sendPhoto": "photo", "sendDocument": "document", "sendAudio": "audio", "sendVideo": "video"}
 """Media methods and the parameter (and message field) of their file."""
 
 MAX_CAPTION_CHARS = 1024
@@ -44,11 +46,17 @@ def media_content(method: str, params: Mapping[str, Any]) -> tuple[str, str, str
 
 
 def media_json(kind: str, file: str) -> dict[str, Any]:
-    """The message field of the file: ``photo`` (a list of PhotoSize) or ``document`` (a Document)
-    (https://core.telegram.org/bots/api#message); ids are derived from the file as given."""
+    """The message field of the file: ``photo`` (a list of PhotoSize), ``document`` (a Document), ``audio`` (an
+    Audio) or ``video`` (a Video) (https://core.telegram.org/bots/api#message); ids are derived from the file as
+    given."""
     digest = hashlib.sha256(file.encode()).hexdigest()
     file_id, unique = f"AgAC{digest[:40]}", digest[:16]
     if kind == "photo":
         return {"photo": [{"file_id": file_id, "file_unique_id": unique, "width": 1280, "height": 720, "file_size": 1}]}
     name = file.rsplit("/", 1)[-1] or "file"
-    return {"document": {"file_id": file_id, "file_unique_id": unique, "file_name": name, "file_size": 1}}
+    common = {"file_id": file_id, "file_unique_id": unique, "file_name": name, "file_size": 1}
+    if kind == "audio":
+        return {"audio": {**common, "duration": 1}}
+    if kind == "video":
+        return {"video": {**common, "width": 1280, "height": 720, "duration": 1}}
+    return {"document": common}

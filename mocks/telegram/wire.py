@@ -27,6 +27,8 @@ METHODS = (
     "sendMessageDraft",
     "sendPhoto",
     "sendDocument",
+    "sendAudio",
+    "sendVideo",
 )
 """The Bot API methods the mock serves (names are case-insensitive, as on Telegram)."""
 
