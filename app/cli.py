@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from adapters.registry import REGISTRY
 from app.chaos_cli import chaos
 from app.cli_checks import existing_file, refuse_taken
 from app.cli_run import err, fast_loop
@@ -31,18 +33,24 @@ app = typer.Typer(
 app.add_typer(runs_app, name="runs")
 
 
-class Platform(enum.StrEnum):
-    TELEGRAM = "telegram"
-    SLACK = "slack"
-    DISCORD = "discord"
+MOCK_PLATFORMS = tuple(name for name, platform in REGISTRY.items() if platform.dry_run is not None)
+"""``streamrelay mock``'s platforms: those registered with a mock (:mod:`adapters.registry`)."""
+DEMO_PLATFORMS = tuple(REGISTRY)
+"""``streamrelay demo``'s platforms: every registered one (web: the live page itself)."""
 
 
-class DemoPlatform(enum.StrEnum):
-    TELEGRAM = "telegram"
-    SLACK = "slack"
-    DISCORD = "discord"
-    WEB = "web"
+def _one_of(known: tuple[str, ...]) -> Callable[[str], str]:
+    """A typer callback that takes a value in ``known`` (registered platforms) and refuses others, naming them."""
 
+    def check(value: str) -> str:
+        if value not in known:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(known)}")
+        return value
+
+    return check
+
+
+DEFAULT_PORTS = ", ".join(f"{n} {p.dry_run.default_port}" for n, p in REGISTRY.items() if p.dry_run is not None)
 
 console = Console()
 
@@ -117,8 +125,13 @@ def demo(
         int | None, typer.Option(min=0, metavar="MS", help="preview edit throttle in ms (default: the TOML's)")
     ] = None,
     platform: Annotated[
-        DemoPlatform, typer.Option(help="which platform's mock chat to deliver to (web: the live page itself)")
-    ] = DemoPlatform.TELEGRAM,
+        str,
+        typer.Option(
+            callback=_one_of(DEMO_PLATFORMS),
+            metavar="[" + "|".join(DEMO_PLATFORMS) + "]",
+            help="which platform's mock chat to deliver to (web: the live page itself)",
+        ),
+    ] = "telegram",
     keep_serving: Annotated[bool, typer.Option(help="keep the live page up after the run, until Ctrl+C")] = False,
 ) -> None:
     """Replay a real recorded stream into a mock chat (Telegram, Slack, Discord or the web page) and show what it
@@ -133,7 +146,7 @@ def demo(
             delivery=delivery,
             pace_ms=pace_ms,
             throttle_ms=throttle_ms,
-            platform=platform.value,
+            platform=platform,
             keep_serving=keep_serving,
         )
     )
@@ -243,10 +256,17 @@ def case(
 
 @app.command()
 def mock(
-    platform: Annotated[Platform, typer.Argument(help="which platform's API to mock")],
+    platform: Annotated[
+        str,
+        typer.Argument(
+            callback=_one_of(MOCK_PLATFORMS),
+            metavar="PLATFORM",
+            help=f"which platform's API to mock: {', '.join(MOCK_PLATFORMS)}",
+        ),
+    ],
     port: Annotated[
         int | None,
-        typer.Option(min=0, max=65535, metavar="PORT", help="port (default: telegram 8081, slack 8082, discord 8083)"),
+        typer.Option(min=0, max=65535, metavar="PORT", help=f"port (default: {DEFAULT_PORTS})"),
     ] = None,
     rate_limits: Annotated[bool, typer.Option(help="answer 429 past the platform's documented limits")] = True,
     host: Annotated[
@@ -260,7 +280,7 @@ def mock(
     prints)."""
     from app.dry_run import DRY_RUN
 
-    dry = DRY_RUN[platform.value]
+    dry = DRY_RUN[platform]
     port = dry.default_port if port is None else port
     refuse_taken(host, port, "pass --port")
     _run(dry.serve(host, port, rate_limits))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from adapters.platform import DryRunFacts
+from adapters.registry import REGISTRY
 from core.events import Target
 
 if TYPE_CHECKING:
@@ -45,61 +47,65 @@ class DryRunPlatform:
         return Target(chat_id=chat, thread_id=self.thread_id if native else None)
 
 
-def _mock(platform: str, cls: str) -> Callable[[bool], MockPlatform]:
-    """A factory of ``mocks.<platform>.<cls>``: the mock's module (and its aiohttp server) is imported at the first
+def _mock(where: str) -> Callable[[bool], MockPlatform]:
+    """A factory of the mock ``"module:Class"``: the mock's module (and its aiohttp server) is imported at the first
     mock made, so a dry run of one platform never imports the others' mocks."""
+    module, _, cls = where.partition(":")
 
     def make(limits: bool) -> MockPlatform:
-        mock: MockPlatform = getattr(importlib.import_module(f"mocks.{platform}"), cls)(rate_limits=limits)
+        mock: MockPlatform = getattr(importlib.import_module(module), cls)(rate_limits=limits)
         return mock
 
     return make
 
 
-def _serve(platform: str) -> Callable[[str, int, bool], Coroutine[Any, Any, None]]:
-    """``mocks.<platform>.serve_forever``, imported when it is called (``streamrelay mock NAME``)."""
+def _serve(where: str) -> Callable[[str, int, bool], Coroutine[Any, Any, None]]:
+    """The mock module's ``serve_forever``, imported when it is called (``streamrelay mock NAME``)."""
+    module = where.partition(":")[0]
 
     async def serve(host: str, port: int, limits: bool) -> None:
-        await importlib.import_module(f"mocks.{platform}").serve_forever(host, port, limits)
+        await importlib.import_module(module).serve_forever(host, port, limits)
 
     return serve
 
 
+def _dry_run(facts: DryRunFacts) -> DryRunPlatform:
+    return DryRunPlatform(
+        make_mock=_mock(facts.mock),
+        serve=_serve(facts.mock),
+        default_port=facts.default_port,
+        token=facts.token,
+        private=facts.private,
+        group=facts.group,
+        thread_id=facts.thread_id,
+    )
+
+
 DRY_RUN: dict[str, DryRunPlatform] = {
-    "telegram": DryRunPlatform(
-        make_mock=_mock("telegram", "MockTelegram"),
-        serve=_serve("telegram"),
-        default_port=8081,
-        token="123456:DRY-run-token-for-the-mock-bot-api",
-        private=1001,
-        group=-1001001,
-    ),
-    "slack": DryRunPlatform(
-        make_mock=_mock("slack", "MockSlack"),
-        serve=_serve("slack"),
-        default_port=8082,
-        token="xoxb-1001-2002-DRYrunTOKENforTHEmock",
-        private="D0DRYRUN01",
-        group="C0DRYRUN01",
-        thread_id="1700000000.000100",
-    ),
-    "discord": DryRunPlatform(
-        make_mock=_mock("discord", "MockDiscord"),
-        serve=_serve("discord"),
-        default_port=8083,
-        token="MTAwMTAwMTAwMTAwMTAwMQ.GdRyRn.dry-run-token-for-the-mock-discord-api",
-        private=1001001001001001001,
-        group=1001001001001001002,
-    ),
+    name: _dry_run(platform.dry_run) for name, platform in REGISTRY.items() if platform.dry_run is not None
 }
-"""Every platform that can be dry-run (``web`` arrives with issue 5)."""
+"""Every platform that can be dry-run against a mock, from :mod:`adapters.registry` (the web channel has no mock:
+the sidecar is its platform)."""
+
+
+@runtime_checkable
+class ThreadSeeding(Protocol):
+    """A mock whose threads start at a message a person wrote (Slack's ``thread_ts`` is its parent's ``ts``)."""
+
+    def add_user_message(self, chat_id: int | str, ts: str | None, text: str) -> object:
+        """Store the person's message ``text`` with id ``ts`` in ``chat_id``."""
+        ...
 
 
 def seed_thread(mock: MockPlatform, target: Target) -> None:
-    """Where a dry run streams into a thread (Slack native), the person's question starts it: the mock
-    holds a parent message with the target's ``thread_id``."""
-    if target.thread_id is not None and mock.platform == "slack":
-        from mocks.slack import MockSlack  # imported already: the mock is one
+    """Where a dry run streams into a thread (:attr:`adapters.platform.DryRunFacts.thread_id`: Slack native), the
+    person's question starts it: the mock holds a parent message with the target's ``thread_id``.
 
-        assert isinstance(mock, MockSlack)
-        mock.add_user_message(target.chat_id, str(target.thread_id), "A question from the person, please.")
+    Raises:
+        TypeError: the platform dry-runs in a thread but its mock cannot hold a person's message at a given id.
+    """
+    if target.thread_id is None:
+        return
+    if not isinstance(mock, ThreadSeeding):
+        raise TypeError(f"mock {mock.platform!r} cannot seed thread {target.thread_id!r}: give it add_user_message")
+    mock.add_user_message(target.chat_id, str(target.thread_id), "A question from the person, please.")

@@ -2,9 +2,10 @@
 
 aiogram alone takes about 4 s to import on a small machine (its ~300 pydantic models are built at import; importing
 ``aiogram.client.bot`` or ``aiogram.methods`` alone loads ``aiogram.types`` whole, so no narrower import is cheaper),
-slack_sdk about 0.25 s, discord.py about 0.7 s. :func:`app.service.make_adapter` imports a platform's adapter module
-when a channel on it is built, so a process with only the web channel (or none) never loads an SDK; ``serve`` listens
-first and imports them in a worker thread while ``/healthz`` answers (:mod:`app.serving`).
+slack_sdk about 0.25 s, discord.py about 0.7 s. Each registered platform names the module that loads its SDK
+(:attr:`adapters.platform.Platform.sdk_module`, imported by its adapter factory when a channel on it is built), so a
+process with only the web channel (or none) never loads an SDK; ``serve`` listens first and imports them in a worker
+thread while ``/healthz`` answers (:mod:`app.serving`).
 """
 
 from __future__ import annotations
@@ -13,22 +14,21 @@ import importlib
 import sys
 from collections.abc import Collection
 
+from adapters.registry import REGISTRY
 from config.settings import Settings
 
-PLATFORM_ADAPTERS: dict[str, tuple[str, str]] = {
-    "telegram": ("adapters.telegram.adapter", "TelegramAdapter"),
-    "slack": ("adapters.slack.adapter", "SlackAdapter"),
-    "discord": ("adapters.discord", "DiscordAdapter"),
+SDK_MODULES: dict[str, str] = {
+    name: platform.sdk_module for name, platform in REGISTRY.items() if platform.sdk_module is not None
 }
-"""Each chat platform's adapter as (module, class). Importing the module imports the platform's SDK."""
+"""Each chat platform's SDK-loading module by platform name (the web channel has none)."""
 
 
 def unloaded_channels(settings: Settings) -> list[str]:
-    """The configured channels whose platform's adapter module is not imported yet, by name."""
+    """The configured channels whose platform's SDK module is not imported yet, by name."""
     return [
         name
         for name, channel in settings.channels.items()
-        if channel.platform in PLATFORM_ADAPTERS and PLATFORM_ADAPTERS[channel.platform][0] not in sys.modules
+        if channel.platform in SDK_MODULES and SDK_MODULES[channel.platform] not in sys.modules
     ]
 
 
@@ -39,5 +39,5 @@ def load_platforms(platforms: Collection[str]) -> None:
     most of the time, and hands it over every ``sys.getswitchinterval()``, 5 ms).
     """
     for platform in sorted(platforms):
-        if platform in PLATFORM_ADAPTERS:
-            importlib.import_module(PLATFORM_ADAPTERS[platform][0])
+        if platform in SDK_MODULES:
+            importlib.import_module(SDK_MODULES[platform])

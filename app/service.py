@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import socket
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from typing import Any
@@ -27,10 +26,10 @@ from adapters.ingest_http import Callers, as_callers, create_app
 from adapters.ingest_http.connections import ConnectionGuard
 from adapters.ingest_http.protocols import uvicorn_options
 from adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
-from adapters.web import ReadTokens, WebAdapter, web_routes
+from adapters.registry import REGISTRY
+from adapters.web import ReadTokens, web_routes
 from app.connections import connection_guards
 from app.overload import service_pressure
-from app.platform_loading import PLATFORM_ADAPTERS
 from app.version import version
 from config.actions import load_actions
 from config.connections import ConnectionSettings
@@ -53,19 +52,10 @@ def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> Chann
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
     """
-    policy = channel.policy(name)
-    if channel.platform == "web":
-        return WebAdapter(max_units=policy.max_units)
-    if channel.platform not in PLATFORM_ADAPTERS:
+    if channel.platform not in REGISTRY:
         raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
-    module, cls = PLATFORM_ADAPTERS[channel.platform]
-    adapter: ChannelAdapter = getattr(importlib.import_module(module), cls)(
-        token.get_secret_value(),
-        base_url=channel.api_base or None,
-        send_timeout_s=channel.send_timeout_ms / 1000,
-        max_units=policy.max_units,
-    )
-    return adapter
+    build = REGISTRY[channel.platform].build
+    return build(token, channel.api_base or None, channel.send_timeout_ms / 1000, channel.policy(name).max_units)
 
 
 def make_runtime(

@@ -23,7 +23,7 @@ from config.clients import ClientSettings
 from config.connections import ConnectionSettings
 from config.environment import ENV_DELIMITER, ENV_PREFIX, check_env_channels
 from config.paths import resolve_actions, resolve_ledger
-from config.platforms import PLATFORMS, SourcedBudget
+from config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS, PlatformName, SourcedBudget
 from core.chunking import BreakKind, ChunkParams
 from core.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
 from core.coalescer import CoalesceParams
@@ -34,8 +34,6 @@ from core.ports import CallKind, TextFormat
 from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
-
-NATIVE_PLATFORMS = tuple(name for name, spec in PLATFORMS.items() if spec.native)
 
 
 class _Strict(BaseModel):
@@ -111,7 +109,7 @@ class BudgetSettings(_Strict):
 class ChannelSettings(_Strict):
     """One ``[channels.NAME]`` table."""
 
-    platform: Literal["telegram", "slack", "discord", "web"]
+    platform: PlatformName
     enabled: bool = True
     token_env: str | None = None
     api_base: str | None = None
@@ -126,6 +124,8 @@ class ChannelSettings(_Strict):
     reasoning_opened: bool = False
     exclusive_bot: bool = False
     delta_replay_guard: bool = True
+    stop_button: bool = False
+    """A Stop control on a run's live message (core/stop_controls.py); the bot forwards its clicks to the sidecar."""
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: dict[str, BudgetSettings] = Field(default_factory=dict)
@@ -181,6 +181,7 @@ class ChannelSettings(_Strict):
             live_text=spec.live_text,
             exclusive_bot=self.exclusive_bot,
             delta_replay_guard=self.delta_replay_guard,
+            stop_button=self.stop_button,
         )
 
     def with_values(self, name: str, **values: Any) -> ChannelSettings:
@@ -208,7 +209,7 @@ class ChannelSettings(_Strict):
         Raises:
             ConfigError: ``token_env`` is not set, or the variable is empty.
         """
-        if self.platform == "web":
+        if self.platform not in TOKEN_PLATFORMS:
             return SecretStr("")
         if not self.token_env:
             raise ConfigError(f"channels.{name}.token_env is missing: name the environment variable of the token")

@@ -1,10 +1,12 @@
-"""Discord channel adapter (discord.py, REST only): :class:`DiscordAdapter`.
+"""Discord channel adapter (discord.py, REST only): :class:`DiscordAdapter`; the registration: :data:`PLATFORM`.
 
 The package imports discord.py only when :class:`DiscordAdapter` (or a module that needs the SDK) is used: its
 Markdown rewrite (:mod:`adapters.discord.markdown`) is read by the demo's checks and the chaos judge without it.
 """
 
 from typing import TYPE_CHECKING, Any
+
+from adapters.discord.platform import PLATFORM
 
 if TYPE_CHECKING:
     from adapters.discord.adapter import DiscordAdapter
@@ -18,4 +20,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DiscordAdapter"]
+__all__ = ["PLATFORM", "DiscordAdapter"]

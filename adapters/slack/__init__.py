@@ -1,5 +1,22 @@
-"""Slack channel adapter (slack-sdk): :class:`SlackAdapter`."""
+"""Slack channel adapter (slack-sdk): :class:`SlackAdapter`; the platform's registration: :data:`PLATFORM`.
 
-from adapters.slack.adapter import SlackAdapter
+The package imports slack_sdk only when :class:`SlackAdapter` is used: the registry reads :data:`PLATFORM` without it.
+"""
 
-__all__ = ["SlackAdapter"]
+from typing import TYPE_CHECKING, Any
+
+from adapters.slack.platform import PLATFORM
+
+if TYPE_CHECKING:
+    from adapters.slack.adapter import SlackAdapter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SlackAdapter":
+        from adapters.slack.adapter import SlackAdapter
+
+        return SlackAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["PLATFORM", "SlackAdapter"]

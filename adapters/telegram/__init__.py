@@ -1,5 +1,23 @@
-"""Telegram channel adapter (aiogram 3): :class:`TelegramAdapter`."""
+"""Telegram channel adapter (aiogram 3): :class:`TelegramAdapter`; the platform's registration: :data:`PLATFORM`.
 
-from adapters.telegram.adapter import TelegramAdapter
+The package imports aiogram only when :class:`TelegramAdapter` is used (about 4 s on a small machine): the registry
+reads :data:`PLATFORM` without it.
+"""
 
-__all__ = ["TelegramAdapter"]
+from typing import TYPE_CHECKING, Any
+
+from adapters.telegram.platform import PLATFORM
+
+if TYPE_CHECKING:
+    from adapters.telegram.adapter import TelegramAdapter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TelegramAdapter":
+        from adapters.telegram.adapter import TelegramAdapter
+
+        return TelegramAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["PLATFORM", "TelegramAdapter"]

@@ -1,7 +1,28 @@
-"""The web channel: the sidecar's own live run page and SSE stream (``platform = "web"``)."""
+"""The web channel: the sidecar's own live run page and SSE stream (``platform = "web"``); its registration:
+:data:`PLATFORM`.
 
-from adapters.web.adapter import WebAdapter
-from adapters.web.routes import web_routes
-from adapters.web.tokens import ReadTokens
+The page's classes (and starlette with them) are imported when first used: the registry reads :data:`PLATFORM`
+while the settings load, before the service's modules.
+"""
 
-__all__ = ["ReadTokens", "WebAdapter", "web_routes"]
+from typing import TYPE_CHECKING, Any
+
+from adapters.web.platform import PLATFORM
+
+if TYPE_CHECKING:
+    from adapters.web.adapter import WebAdapter
+    from adapters.web.routes import web_routes
+    from adapters.web.tokens import ReadTokens
+
+_LAZY = {"WebAdapter": "adapters.web.adapter", "web_routes": "adapters.web.routes", "ReadTokens": "adapters.web.tokens"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["PLATFORM", "ReadTokens", "WebAdapter", "web_routes"]

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from adapters.registry import REGISTRY
 from app.cases.expect import check_expectations
 from app.cases.inputs import case_channel_settings, case_events, paced
 from app.cases.result import CaseResult, call_record
@@ -127,7 +128,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
         return await run_web_scenario(case, base_dir)
     dry = DRY_RUN.get(platform) if isinstance(platform, str) else None
     if dry is None:
-        why = f"platform {platform!r} is not one streamrelay knows ({', '.join([*DRY_RUN, 'web'])})"
+        why = f"platform {platform!r} is not one streamrelay knows ({', '.join(REGISTRY)})"
         return CaseResult(cid, "scenario", False, [why], unsupported=why)
     mock = dry.make_mock(False)
     mock.configure_from_case(case)

@@ -20,6 +20,7 @@ from adapters.ingest_http import Callers
 from adapters.ingest_http.owner_proxy import OwnerProxy
 from adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
 from adapters.redis import InputStream, RunIndex, connect, redacted, shared_budgets_for
+from adapters.registry import REGISTRY
 from app.replicas.front import ReplicaFront
 from app.replicas.owner import AckingJournal
 from app.replicas.service import ReplicaService
@@ -99,10 +100,9 @@ async def serve_replica(
 
     for name, runtime in channels.items():
         runtime.guard_for = replicas.guard_for(name)
-        platform = settings.channels[name].platform
-        if platform != "web":  # the bot's budgets are shared by every replica (the web page has none)
-            secret = tokens[name].get_secret_value()
-            bot_id = secret.partition(":")[0] if platform == "telegram" else None  # the id before ":", never the token
+        platform = REGISTRY[settings.channels[name].platform]
+        if platform.needs_token:  # the bot's budgets are shared by every replica (the web page has no bot)
+            bot_id = platform.bot_id(tokens[name].get_secret_value())  # e.g. Telegram's id before ":", never the token
             runtime.shared = shared_budgets_for(client, name, runtime.budgets, bot_id)
 
     async def ping() -> None:

@@ -1,0 +1,64 @@
+"""The platform registry (:mod:`adapters.registry`): one registration per platform, read by settings, the service,
+the SDK loader, the dry runs and the mock command."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from adapters.registry import REGISTRY
+from app.dry_run import DRY_RUN
+from app.platform_loading import SDK_MODULES
+from config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS
+from config.settings import load_settings
+from core.errors import ConfigError
+
+
+def test_every_list_of_platforms_is_read_from_the_registry() -> None:
+    assert list(REGISTRY) == ["telegram", "slack", "discord", "web"]
+    assert {name: spec for name, spec in PLATFORMS.items()} == {n: p.spec for n, p in REGISTRY.items()}
+    assert list(DRY_RUN) == ["telegram", "slack", "discord"]  # the web channel has no mock: the sidecar is it
+    assert SDK_MODULES == {
+        "telegram": "adapters.telegram.adapter",
+        "slack": "adapters.slack.adapter",
+        "discord": "adapters.discord.adapter",
+    }
+    assert NATIVE_PLATFORMS == ("telegram", "slack")
+    assert TOKEN_PLATFORMS == ("telegram", "slack", "discord")
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_each_registration_names_modules_that_exist(name: str) -> None:
+    platform = REGISTRY[name]
+    assert platform.name == name
+    assert importlib.import_module(f"adapters.{name}").PLATFORM is platform  # the package exposes it
+    if platform.sdk_module is not None:
+        assert importlib.util.find_spec(platform.sdk_module) is not None
+    if platform.dry_run is not None:
+        module, _, cls = platform.dry_run.mock.partition(":")
+        assert hasattr(importlib.import_module(module), cls)
+        assert hasattr(importlib.import_module(module), "serve_forever")
+    for sourced in platform.spec.budgets.values():
+        assert sourced.source.startswith("https://")
+    assert platform.spec.limit_source.startswith("https://")
+
+
+def test_the_web_adapter_is_built_from_its_registration() -> None:
+    adapter = REGISTRY["web"].build(SecretStr(""), None, 1.0, 1000)
+    assert type(adapter).__name__ == "WebAdapter"
+
+
+def test_a_telegram_bot_id_is_the_digits_before_the_colon_never_the_secret() -> None:
+    assert REGISTRY["telegram"].bot_id("123456:SECRET-part") == "123456"
+    assert REGISTRY["slack"].bot_id("xoxb-1-2-SECRET") is None
+
+
+def test_an_unregistered_platform_is_refused_naming_the_registered_ones(tmp_path: Path) -> None:
+    path = tmp_path / "channels.toml"
+    path.write_text('[channels.i]\nplatform = "irc"\n')
+    with pytest.raises(ConfigError, match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord' or"):
+        load_settings(path)
