@@ -64,6 +64,8 @@ class ChannelPolicy:
             says ``partial`` (:mod:`core.delivery.cap`). The service sets it per client.
         max_messages_setting: the setting ``max_messages`` comes from, named in the report's error
             (``clients.NAME.max_messages_per_run``).
+        stop_button: a Stop control on the run's live message, where the adapter has
+            :class:`~core.ports.StopControls` (:mod:`core.stop_controls`).
     """
 
     name: str
@@ -87,6 +89,7 @@ class ChannelPolicy:
     delta_replay_guard: bool = True
     max_messages: int | None = None
     max_messages_setting: str = "max_messages_per_run"
+    stop_button: bool = False
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).

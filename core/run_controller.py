@@ -25,11 +25,12 @@ from core.ledger import Ledger, RunRecord
 from core.monitor import DeliveryWatch, RunMonitor
 from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, SubagentPolicy
-from core.ports import CallKind, ChannelAdapter, TextFormat
+from core.ports import CallKind, ChannelAdapter, StopControls, TextFormat
 from core.report import DeliveryReport, with_gaps
 from core.run import RunStage
 from core.send_chain import SendChain
 from core.stop import stop_note, stop_unit
+from core.stop_controls import StopControlKeeper
 
 _log = logging.getLogger("streamrelay.run")
 
@@ -75,6 +76,12 @@ class RunController:
         self._adapter, self._chain = adapter, chain
         self.lane = lane if lane is not None else PipelineLane(start.run)
         self.monitor = monitor if monitor is not None else RunMonitor(start.run)
+        watch = DeliveryWatch(self.monitor, policy.name, live_text=policy.live_text)
+        self.stop_controls: StopControlKeeper | None = None
+        if policy.stop_button and isinstance(adapter, StopControls):
+            self.stop_controls = StopControlKeeper(
+                run=start.run, controls=adapter, target=start.target, chain=chain, feed=watch
+            )
         conversation = open_conversation(
             run=start.run,
             policy=policy,
@@ -84,9 +91,11 @@ class RunController:
             ledger=ledger,
             clock=clock,
             retry_window_s=retry_window_s,
-            feed=DeliveryWatch(self.monitor, policy.name, live_text=policy.live_text),
+            feed=self.stop_controls if self.stop_controls is not None else watch,
         )
         self.rec: Reconciler = conversation.rec
+        if self.stop_controls is not None:
+            self.stop_controls.book, self.stop_controls.requester = conversation.book, conversation.rec.requester
         threads: ChildThreads | None = None
         # Progress mode shows no unchecked text before the commit point: children stay status lines there.
         if (
@@ -158,6 +167,8 @@ class RunController:
             )
         )
         self.rec.restore(await self._ledger.parts(self.run))
+        if self.stop_controls is not None:
+            self.stop_controls.restored()
         self.stage.opened(self._platform)
         self.rec.start()
 
@@ -179,6 +190,9 @@ class RunController:
         if self.threads is not None:
             await self.threads.finish()
         await self.rec.finish()
+        if self.stop_controls is not None:  # the final text is delivered: the Stop control goes, however it ended
+            await self.stop_controls.finish()
+            self.stage.errors.extend(self.stop_controls.errors)
         if self.rec.typing_calls:  # however the run ended: no "typing…" left behind it (Slack's lasts 2 min)
             adapter, target = self._adapter, self.start_event.target
             with contextlib.suppress(DeliveryError):

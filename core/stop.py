@@ -27,9 +27,11 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from core.clients import split_key
 from core.errors import IngestError
 from core.events import Stop, event_to_json
 from core.journal import JournalEntry
+from core.stop_controls import is_short_id, short_id
 
 if TYPE_CHECKING:
     from core.admission import Admission
@@ -105,6 +107,7 @@ async def stop_run(admission: Admission, run_key: str, by: str | None, reason: s
             (it is being finalized: nothing left to stop).
         Exception: the journal could not be written (the caller answers 503): the run goes on unstopped.
     """
+    run_key = resolve(admission, run_key)
     run = admission.runs.get(run_key)
     if run is None:
         note = await admission.stopped_note(run_key)
@@ -128,6 +131,19 @@ async def stop_run(admission: Admission, run_key: str, by: str | None, reason: s
         raise
     await run.put_all([event])
     return StopState(run_key, "stopping", by, reason)
+
+
+def resolve(admission: Admission, run_key: str) -> str:
+    """The run a stop names: ``run_key`` itself when such a run is known here, else the run of the same client
+    whose Stop control id (:func:`core.stop_controls.short_id`) is the key's run id (a click forwarded by a bot,
+    which knows only the control's id), else ``run_key`` unchanged. O(runs known here) for a control id."""
+    client, run_id = split_key(run_key)
+    if run_key in admission.runs or run_key in admission.finished or not is_short_id(run_id):
+        return run_key
+    for key in (*admission.runs, *admission.finished):
+        if split_key(key)[0] == client and short_id(key) == run_id:
+            return key
+    return run_key
 
 
 def _who(note: str) -> tuple[str | None, str | None]:

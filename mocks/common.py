@@ -168,6 +168,14 @@ class MockServer:
         """
         raise NotImplementedError
 
+    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
+        """A person presses a button of a bot message: what the platform delivers to the bot (:mod:`mocks.control`).
+
+        Raises:
+            ValueError: no such message or button (a mock without buttons has none).
+        """
+        raise ValueError(f"the {self.platform} mock has no buttons to press")
+
     @property
     def script(self) -> FaultScript:
         """The scripted faults, latencies, outage and call counts."""

@@ -28,6 +28,12 @@ never recorded in ``calls``:
 ``POST /_mock/user_message``
     ``{"chat_id", "text"}``: a message a person wrote, stored like one (it takes the conversation's next id);
     200 ``{"chat_id", "message_id"}``, 400 ``{"error", "field"}``.
+``POST /_mock/press``
+    ``{"chat_id", "message_id", "data"?}``: a person presses a button of that bot message (the one whose callback
+    data / action id / custom id is ``data``; else its first): 200 with what the platform then delivers to the bot
+    (Telegram a ``callback_query`` update, Slack a ``block_actions`` payload, Discord an ``INTERACTION_CREATE``
+    dispatch with the component's ``custom_id``), for a test to forward as the bot would; 400 ``{"error",
+    "field"}`` when the message does not exist or carries no such button.
 ``POST /_mock/reset``
     Forget messages, calls, scripts and rate-limit state (as :meth:`MockServer.reset`); 200 ``{"reset": true}``.
 """
@@ -68,6 +74,8 @@ class Controlled(Protocol):
     def visible(self, chat_id: ChatId) -> Sequence[tuple[int | str, str]]: ...
 
     def user_message(self, chat_id: ChatId, text: str) -> int | str: ...
+
+    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]: ...
 
 
 class FieldError(ValueError):
@@ -224,21 +232,15 @@ def add_routes(app: web.Application, mock: Controlled) -> None:
 
     async def post_user_message(request: web.Request) -> web.Response:
         try:
-            body = await _json(request)
-            if not isinstance(body, dict):
-                raise FieldError("body", "must be a JSON object {chat_id, text}")
-            chat_id, text = body.get("chat_id"), body.get("text")
-            if isinstance(chat_id, bool) or not isinstance(chat_id, int | str):
-                raise FieldError("chat_id", f"must be a conversation id, got {chat_id!r}")
-            if not isinstance(text, str):
-                raise FieldError("text", f"must be a string, got {text!r}")
-            try:
-                message_id = mock.user_message(chat_id, text)
-            except ValueError as error:
-                raise FieldError("text" if "text" in str(error) else "chat_id", str(error)) from None
+            return web.json_response(user_message(mock, await _json(request)))
         except FieldError as error:
             return _refuse(error)
-        return web.json_response({"chat_id": chat_id, "message_id": message_id})
+
+    async def post_press(request: web.Request) -> web.Response:
+        try:
+            return web.json_response(press(mock, await _json(request)))
+        except FieldError as error:
+            return _refuse(error)
 
     async def post_reset(request: web.Request) -> web.Response:
         mock.reset()
@@ -247,7 +249,49 @@ def add_routes(app: web.Application, mock: Controlled) -> None:
     app.router.add_get(f"{PREFIX}/state", get_state)
     app.router.add_post(f"{PREFIX}/script", post_script)
     app.router.add_post(f"{PREFIX}/user_message", post_user_message)
+    app.router.add_post(f"{PREFIX}/press", post_press)
     app.router.add_post(f"{PREFIX}/reset", post_reset)
+
+
+def user_message(mock: Controlled, body: Any) -> dict[str, Any]:
+    """``POST /_mock/user_message``: store a person's message; ``{"chat_id", "message_id"}``.
+
+    Raises:
+        FieldError: a bad field, or a conversation or text the platform would refuse.
+    """
+    if not isinstance(body, dict):
+        raise FieldError("body", "must be a JSON object {chat_id, text}")
+    chat_id, text = body.get("chat_id"), body.get("text")
+    if isinstance(chat_id, bool) or not isinstance(chat_id, int | str):
+        raise FieldError("chat_id", f"must be a conversation id, got {chat_id!r}")
+    if not isinstance(text, str):
+        raise FieldError("text", f"must be a string, got {text!r}")
+    try:
+        message_id = mock.user_message(chat_id, text)
+    except ValueError as error:
+        raise FieldError("text" if "text" in str(error) else "chat_id", str(error)) from None
+    return {"chat_id": chat_id, "message_id": message_id}
+
+
+def press(mock: Controlled, body: Any) -> dict[str, Any]:
+    """``POST /_mock/press``: what the platform delivers to the bot when a person presses the button.
+
+    Raises:
+        FieldError: a bad field, or no such message or button.
+    """
+    if not isinstance(body, dict):
+        raise FieldError("body", "must be a JSON object {chat_id, message_id, data?}")
+    chat_id, message_id, data = body.get("chat_id"), body.get("message_id"), body.get("data")
+    if isinstance(chat_id, bool) or not isinstance(chat_id, int | str):
+        raise FieldError("chat_id", f"must be a conversation id, got {chat_id!r}")
+    if isinstance(message_id, bool) or not isinstance(message_id, int | str):
+        raise FieldError("message_id", f"must be a message id, got {message_id!r}")
+    if data is not None and not isinstance(data, str):
+        raise FieldError("data", f"must be the button's data or id (a string), got {data!r}")
+    try:
+        return mock.press(chat_id, message_id, data)
+    except ValueError as error:
+        raise FieldError("message_id", str(error)) from None
 
 
 async def _json(request: web.Request) -> Any:

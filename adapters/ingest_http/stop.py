@@ -3,6 +3,9 @@
 ``POST /v1/runs/{run}/stop`` with ``Authorization: Bearer <ingest token>`` (like every ``/v1`` route) and an
 optional JSON body ``{"by": "telegram:user:123", "reason": "pressed Stop"}``:
 
+``{run}`` is the run id, or the 16 hex characters of the run's Stop control id (``callback_data`` ``stop:<16 hex>``:
+:mod:`core.stop_controls`), which is all a bot knows of the run when a person clicks.
+
 - 200 ``{"run", "state": "stopping" | "stopped", "by", "reason"}``: the run is ending ``cancelled`` (a second stop
   answers the same state, with the first stop's ``by`` and ``reason``);
 - 400 a bad body (it says which field), 401 no or a wrong token, 404 an unknown run (or another client's);
@@ -45,8 +48,11 @@ async def read_stop_body(request: Request) -> tuple[str | None, str | None]:
     return parse_stop_body(body)
 
 
-async def answer_stop(relay: RunRelay, key: str, shown_run: str, by: str | None, reason: str | None) -> Response:
-    """Stop run ``key`` and answer as the module docstring says (``shown_run``: the id the caller knows)."""
+async def answer_stop(
+    relay: RunRelay, key: str, shown_run: str, by: str | None, reason: str | None, run_id: Callable[[str], str]
+) -> Response:
+    """Stop run ``key`` and answer as the module docstring says (``shown_run``: the id the caller knows; ``run_id``
+    the caller's id of another key: a Stop control's id names the run it stopped)."""
     try:
         state = await relay.stop(key, by, reason)
     except IngestError as exc:
@@ -60,7 +66,7 @@ async def answer_stop(relay: RunRelay, key: str, shown_run: str, by: str | None,
             503,
             headers={"Retry-After": "1"},
         )
-    return JSONResponse({**state.to_json(), "run": shown_run})
+    return JSONResponse({**state.to_json(), "run": shown_run if state.run == key else run_id(state.run)})
 
 
 class StopRoutes:
@@ -89,4 +95,4 @@ class StopRoutes:
             by, reason = await read_stop_body(request)
         except IngestError as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
-        return await answer_stop(self.relay, key, run, by, reason)
+        return await answer_stop(self.relay, key, run, by, reason, caller.run_id)

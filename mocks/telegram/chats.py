@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from mocks.common import ChatId, RecordedCall
 from mocks.telegram import media
+from mocks.telegram.buttons import ButtonMethods, inline_keyboard
 from mocks.telegram.content import Entity, message_content
 from mocks.telegram.flood import FloodControl, TelegramLimits
 from mocks.telegram.wire import (
@@ -83,6 +84,8 @@ class StoredMessage:
     deleted: bool = False
     media: tuple[str, str] | None = None
     """``(kind, file)`` of a photo or document (then ``text`` and ``entities`` are its caption)."""
+    markup: list[list[dict[str, Any]]] | None = None
+    """Its inline keyboard (:mod:`mocks.telegram.buttons`), or None."""
 
 
 @dataclass
@@ -119,7 +122,7 @@ class Policy(Protocol):
 Handler = Callable[[str, RecordedCall, Mapping[str, Any]], Any]
 
 
-class ChatStore:
+class ChatStore(ButtonMethods):
     """Messages and drafts per chat, and the methods that change them (one store per mock, rebuilt on reset).
 
     Args:
@@ -137,6 +140,7 @@ class ChatStore:
         self._next_id: defaultdict[ChatId | None, int] = defaultdict(lambda: 1)
         """Next message id per chat; under ``None`` the shared one (``account_ids``)."""
         self._drafts: dict[ChatId, dict[int, Draft]] = {}
+        self._buttons_init()
         self._handlers: dict[str, Handler] = {
             "getMe": self._get_me,
             "sendMessage": self._send_message,
@@ -144,6 +148,8 @@ class ChatStore:
             "deleteMessage": self._delete_message,
             "sendChatAction": self._send_chat_action,
             "sendMessageDraft": self.send_draft,
+            "editMessageReplyMarkup": self._edit_reply_markup,
+            "answerCallbackQuery": self._answer_callback,
             **dict.fromkeys(media.MEDIA_METHODS, self._send_media),
         }
 
@@ -206,9 +212,11 @@ class ChatStore:
         media: tuple[str, str] | None = None,
     ) -> Any:
         reply_to = self._reply_to(chat, params)
+        keyboard = inline_keyboard(params)
         self._admit(token, chat)
         message = self._store(chat, text, entities, sender_id=_bot_id(token), from_bot=True)
         message.thread_id, message.reply_to, message.media = int_param(params, "message_thread_id"), reply_to, media
+        message.markup = keyboard
         self._drafts.pop(chat, None)  # the persisted answer replaces the chat's drafts (assumption)
         call.message_id = message.message_id
         return self._message_json(message)
@@ -264,10 +272,13 @@ class ChatStore:
             raise bad("message can't be edited")
         if message.media is not None:
             raise bad(media.NO_TEXT_TO_EDIT)
-        if message.text == text and _entity_set(message.entities) == _entity_set(entities):
+        keyboard = inline_keyboard(params)  # none given: the edited message has no inline keyboard
+        same = message.text == text and _entity_set(message.entities) == _entity_set(entities)
+        if same and message.markup == keyboard:
             raise ApiError(400, NOT_MODIFIED)
         self._admit(token, chat)
         message.text, message.entities, message.edit_date = text, entities, int(time.time())
+        message.markup = keyboard
         return self._message_json(message)
 
     def send_draft(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
@@ -344,6 +355,8 @@ class ChatStore:
             body[entities_key] = message.entities
         if message.edit_date is not None:
             body["edit_date"] = message.edit_date
+        if message.markup:
+            body["reply_markup"] = {"inline_keyboard": message.markup}
         if message.thread_id is not None:
             body["message_thread_id"] = message.thread_id
         chat = self._messages.get(message.chat_id, {})

@@ -90,6 +90,20 @@ class MockTelegram(MockServer):
         """
         return self._store.user_message(chat_id, text).message_id
 
+    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
+        """A person presses an inline button (:meth:`mocks.telegram.buttons.ButtonMethods.press`): the
+        ``callback_query`` update the bot receives.
+
+        Raises:
+            ValueError: no such message or callback button.
+        """
+        return self._store.press(chat_id, message_id, data)
+
+    def inline_keyboard(self, chat_id: ChatId, message_id: int) -> list[list[dict[str, Any]]] | None:
+        """The inline keyboard message ``message_id`` of ``chat_id`` shows (None: none, or no such message)."""
+        found = [m for m in self.messages(chat_id) if m.message_id == message_id]
+        return found[0].markup if found else None
+
     def drafts(self, chat_id: ChatId) -> list[Draft]:
         """The live drafts of ``chat_id`` (updated within ``draft_ttl_s``), oldest first."""
         return self._store.drafts(chat_id)

@@ -29,6 +29,8 @@ METHODS = (
     "sendDocument",
     "sendAudio",
     "sendVideo",
+    "editMessageReplyMarkup",
+    "answerCallbackQuery",
 )
 """The Bot API methods the mock serves (names are case-insensitive, as on Telegram)."""
 

@@ -1,0 +1,169 @@
+"""The Stop control on a run's live message (channel setting ``stop_button = true``; :mod:`core.stop`).
+
+Which message carries it: the run's newest live message, the one a person is looking at: in ``preview`` mode the
+growing preview (after a rollover, the new one), in ``block`` mode the latest block reply, in ``progress`` mode the
+status message. In ``final`` mode nothing shows before the end, so no control is shown (the live page's Stop
+still works). A natively streamed message (Slack chat.startStream, a Telegram draft) carries none while it streams.
+
+How: once the reconciler acknowledges a new live message (a ``sent`` fact of an ``answer`` or ``status`` part, its
+feed), :class:`StopControlKeeper` puts the control on it with one call through the conversation's send chain
+(:meth:`core.ports.StopControls.set_stop`, counted as an edit), then takes it off the previous carrier. The text
+is never touched by these calls, and the adapter's own text edits keep the control, so the exactly-once final
+text is the reconciler's alone. When the run ends, any way, :meth:`StopControlKeeper.finish` (after the final
+text is delivered) takes the control off every message that may carry it; a removal that fails after its retries
+is reported in the run's report ("the Stop control may still show on message …"), never silently kept.
+
+A click names the run by :func:`control_id` only: ``stop:`` and 16 hex characters of a hash of the run's key
+(never a secret, 21 bytes: within Telegram's ``callback_data`` 1-64 bytes,
+https://core.telegram.org/bots/api#inlinekeyboardbutton). :func:`core.stop.stop_run` finds the run from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable
+
+from core.delivery.slotbook import SlotBook
+from core.delivery.slots import Slot
+from core.errors import DeliveryError, TransientDeliveryError
+from core.events import Target
+from core.fair import Requester
+from core.ports import CallKind, StopControl, StopControls
+from core.report import SlotRole
+from core.send_chain import SendChain
+
+_log = logging.getLogger("streamrelay.delivery")
+
+CONTROL_PREFIX = "stop:"
+SHORT_ID_CHARS = 16
+CLEAR_ATTEMPTS = 3
+"""Tries to take a control off a message at the end (a 429 or an outage in between waits in the send chain)."""
+_LIVE_ROLES = frozenset({str(SlotRole.ANSWER), str(SlotRole.STATUS)})
+
+Feed = Callable[[dict[str, object]], None]
+
+
+def short_id(run_key: str) -> str:
+    """16 hex characters naming run ``run_key`` in a Stop control (a hash: the key is not readable from it)."""
+    return hashlib.sha256(b"streamrelay stop control\x00" + run_key.encode()).hexdigest()[:SHORT_ID_CHARS]
+
+
+def control_id(run_key: str) -> str:
+    """The control id of run ``run_key``: ``stop:<16 hex>`` (what the platform hands the bot on a click)."""
+    return CONTROL_PREFIX + short_id(run_key)
+
+
+def is_short_id(value: str) -> bool:
+    """True when ``value`` looks like a :func:`short_id` (16 lowercase hex characters)."""
+    return len(value) == SHORT_ID_CHARS and all(c in "0123456789abcdef" for c in value)
+
+
+class StopControlKeeper:
+    """Keeps one run's Stop control on its newest live message (module docstring).
+
+    Args:
+        run: the run's key (the control names it by :func:`control_id`).
+        controls: the adapter, which can show a control.
+        target: the conversation.
+        chain: the conversation's send chain (one call at a time, rate budgets).
+        feed: where the reconciler's facts go on to (the watchers' feed).
+    """
+
+    def __init__(
+        self, *, run: str, controls: StopControls, target: Target, chain: SendChain, feed: Feed | None = None
+    ) -> None:
+        self.control = StopControl(control_id(run))
+        self._controls = controls
+        self._target = target
+        self._chain = chain
+        self._next = feed
+        self.book: SlotBook | None = None
+        """The conversation's slot book (set once built): the carrier's current text and format."""
+        self.requester: Requester | None = None
+        self._live = True
+        self._wanted: str | None = None
+        self._carrier: str | None = None
+        self._maybe: dict[str, None] = {}
+        """Messages that carry the control or may (a call whose outcome is unknown), oldest first."""
+        self._task: asyncio.Task[None] | None = None
+        self.errors: list[str] = []
+        """Controls that could not be taken off (for the run's report)."""
+
+    def __call__(self, fact: dict[str, object]) -> None:
+        """A reconciler fact: a new live message gets the control; the fact goes on to the watchers."""
+        message_id = fact.get("message_id")
+        if self._live and fact.get("state") == "sent" and fact.get("role") in _LIVE_ROLES and message_id is not None:
+            slot = self._slot(str(message_id))
+            if slot is not None and not slot.streaming:
+                self._wanted = str(message_id)
+                if self._task is None or self._task.done():
+                    self._task = asyncio.create_task(self._move(), name="stop-control")
+        if self._next is not None:
+            self._next(fact)
+
+    def _slot(self, message_id: str) -> Slot | None:
+        if self.book is None:
+            return None
+        return next((s for s in self.book.slots if s.message_id == message_id), None)
+
+    def restored(self) -> None:
+        """The book was restored from the ledger (a restart): its newest live message may carry the control."""
+        if self.book is None:
+            return
+        live = [s for s in self.book.slots if str(s.role) in _LIVE_ROLES and s.message_id and not s.streaming]
+        if live:
+            self._carrier = self._wanted = str(live[-1].message_id)
+            self._maybe[self._carrier] = None
+
+    async def _move(self) -> None:
+        """Put the control on the wanted message, then off the previous one, until they agree (or the run ends)."""
+        while self._live and self._wanted is not None and self._wanted != self._carrier:
+            wanted, previous = self._wanted, self._carrier
+            self._maybe[wanted] = None
+            try:
+                await self._set(wanted, self.control)
+            except DeliveryError as exc:  # not shown (or unknown): the end takes it off anyway
+                _log.info("the Stop control could not be put on message %s: %s", wanted, exc)
+                return
+            self._carrier = wanted
+            if previous is not None:
+                with contextlib.suppress(DeliveryError):  # failing, it stays in _maybe: the end tries again
+                    await self._set(previous, None)
+                    self._maybe.pop(previous, None)
+
+    async def _set(self, message_id: str, control: StopControl | None) -> None:
+        book, slot = self.book, self._slot(message_id)
+        if book is None or slot is None:  # the message is gone (deleted by a replace): nothing carries a control there
+            return
+        text = slot.shown if slot.shown is not None else slot.desired
+        controls, target, fmt = self._controls, self._target, slot.fmt
+        requester = self.requester if self.requester is not None else Requester.of(book.run)
+        await self._chain.call(
+            lambda: controls.set_stop(target, message_id, text, fmt, control),
+            CallKind.EDIT,
+            final=not self._live,
+            requester=requester,
+        )
+
+    async def finish(self) -> None:
+        """The run ended (its final text is delivered): take the control off every message that may carry it."""
+        self._live = False
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await self._task
+        for message_id in list(self._maybe):
+            for attempt in range(1, CLEAR_ATTEMPTS + 1):
+                try:
+                    await self._set(message_id, None)
+                except TransientDeliveryError as exc:
+                    if attempt == CLEAR_ATTEMPTS:
+                        self.errors.append(f"the Stop control may still show on message {message_id}: {exc}")
+                    continue
+                except DeliveryError as exc:
+                    self.errors.append(f"the Stop control may still show on message {message_id}: {exc}")
+                self._maybe.pop(message_id, None)
+                break
+        self._carrier = None
