@@ -116,11 +116,17 @@ class DeliveryMode(enum.StrEnum):
 
 
 class ProviderFormat(enum.StrEnum):
-    """Provider-native stream formats the normalizers accept (shared/streams/)."""
+    """Native stream formats the normalizers accept (core/normalize/, one module each; tests/streams/): the
+    provider APIs' streams (Anthropic, OpenAI Responses and Chat, Gemini) and the agent protocols' streams (AG-UI,
+    the AI SDK UI message stream, A2A)."""
 
     ANTHROPIC = "anthropic"
     OPENAI_RESPONSES = "openai-responses"
     OPENAI_CHAT = "openai-chat"
+    AG_UI = "ag-ui"
+    AI_SDK_UI = "ai-sdk-ui"
+    A2A = "a2a"
+    GEMINI = "gemini"
 
 
 class Source(BaseModel):

@@ -1,10 +1,11 @@
-"""Provider-native streams → normalized events (shared/DESIGN.md §3, shared/streams/).
+"""Native streams → normalized events (shared/DESIGN.md §3, shared/streams/, tests/streams/).
 
-A run that declares ``format`` (``anthropic``, ``openai-responses``, ``openai-chat``) may send raw provider
-events; :func:`make_normalizer` gives the :class:`Normalizer` that turns them into ``text`` (answer or
-reasoning deltas, with the assistant message index), ``block_end``, ``message_end``, ``tool_call``
-(``start`` / ``args_delta`` / ``end``, arguments never parsed here), ``tool_result``, ``status`` and
-``error`` events.
+A run that declares ``format`` (the provider APIs ``anthropic``, ``openai-responses``, ``openai-chat``,
+``gemini``; the agent protocols ``ag-ui``, ``ai-sdk-ui``, ``a2a``) may send raw events of that format;
+:func:`make_normalizer` gives the :class:`Normalizer` that turns them into ``text`` (answer or reasoning deltas,
+with the assistant message index), ``block_end``, ``message_end``, ``tool_call`` (``start`` / ``args_delta`` /
+``end``, arguments never parsed here), ``tool_result``, ``status``, ``media`` and ``error`` events, and, for the
+agent protocols, a sub-agent's events with its ``source`` and its ``end``.
 
 Example::
 
@@ -16,14 +17,24 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from core.events import ProviderFormat
+from core.normalize.a2a import A2ANormalizer
+from core.normalize.ag_ui import AgUiNormalizer
+from core.normalize.ai_sdk_ui import AiSdkUiNormalizer
 from core.normalize.anthropic import AnthropicNormalizer
 from core.normalize.base import Normalizer
+from core.normalize.gemini import GeminiNormalizer
 from core.normalize.openai_chat import OpenAIChatNormalizer
 from core.normalize.openai_responses import OpenAIResponsesNormalizer
 
 __all__ = [
+    "A2ANormalizer",
+    "AgUiNormalizer",
+    "AiSdkUiNormalizer",
     "AnthropicNormalizer",
+    "GeminiNormalizer",
     "Normalizer",
     "OpenAIChatNormalizer",
     "OpenAIResponsesNormalizer",
@@ -35,14 +46,26 @@ def make_normalizer(fmt: ProviderFormat, run_id: str) -> Normalizer:
     """A fresh normalizer for one provider stream of a run.
 
     Args:
-        fmt: the provider format the run declared.
+        fmt: the stream format the run declared.
         run_id: ``run`` of every event produced.
 
     Returns:
         The provider's normalizer (one per stream: it keeps the stream's state).
     """
-    if fmt is ProviderFormat.ANTHROPIC:
-        return AnthropicNormalizer(run_id)
-    if fmt is ProviderFormat.OPENAI_RESPONSES:
-        return OpenAIResponsesNormalizer(run_id)
-    return OpenAIChatNormalizer(run_id)
+    return _NORMALIZERS[fmt](run_id)
+
+
+_NORMALIZERS: dict[ProviderFormat, Callable[[str], Normalizer]] = {
+    ProviderFormat.ANTHROPIC: AnthropicNormalizer,
+    ProviderFormat.OPENAI_RESPONSES: OpenAIResponsesNormalizer,
+    ProviderFormat.OPENAI_CHAT: OpenAIChatNormalizer,
+    ProviderFormat.AG_UI: AgUiNormalizer,
+    ProviderFormat.AI_SDK_UI: AiSdkUiNormalizer,
+    ProviderFormat.A2A: A2ANormalizer,
+    ProviderFormat.GEMINI: GeminiNormalizer,
+}
+"""One normalizer class per format (a format without one fails the import, not a run)."""
+
+_MISSING = set(ProviderFormat) - set(_NORMALIZERS)
+if _MISSING:  # pragma: no cover - a format added to the enum without its normalizer
+    raise ImportError(f"no normalizer for the formats {sorted(_MISSING)}: add one in core/normalize/")

@@ -8,12 +8,13 @@ that strictly once the call has ended.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from core.errors import IngestError
-from core.events import Event, TextEvent, TextMode, Visibility
+from core.events import Event, Source, TextEvent, TextMode, ToolCall, ToolCallState, Visibility
 
 
 class Normalizer(Protocol):
@@ -111,6 +112,73 @@ class MessageCounter:
         return index
 
 
-def text_event(run_id: str, message: int, text: str, visibility: Visibility) -> TextEvent:
-    """A ``text`` delta event of one assistant message."""
-    return TextEvent(run=run_id, mode=TextMode.DELTA, text=text, message=message, visibility=visibility)
+def text_event(run_id: str, message: int, text: str, visibility: Visibility, source: Source | None = None) -> TextEvent:
+    """A ``text`` delta event of one assistant message (of the root, or of the sub-agent ``source``)."""
+    return TextEvent(run=run_id, mode=TextMode.DELTA, text=text, message=message, visibility=visibility, source=source)
+
+
+def require_str(raw: dict[str, Any], key: str, provider: str, what: str) -> str:
+    """``raw[key]`` when it is a non-empty string: an id or name a known event cannot do without.
+
+    Args:
+        raw: the raw event object.
+        key: the field's wire name (``messageId``, ``toolCallId``).
+        provider: the format's name for the message (``AG-UI``).
+        what: the event's name for the message (``TEXT_MESSAGE_START``).
+
+    Raises:
+        IngestError: the field is missing, empty or not a string (the message names the event and the field).
+    """
+    value = raw.get(key)
+    if not isinstance(value, str) or not value:
+        raise IngestError(f"a raw {provider} {what} event needs a non-empty string {key!r}, got {value!r}")
+    return value
+
+
+def text_field(raw: dict[str, Any], key: str, provider: str, what: str) -> str:
+    """``raw[key]`` as text: ``""`` when missing or null, the string when given.
+
+    Raises:
+        IngestError: the field is present but not a string (a number or object where text belongs).
+    """
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise IngestError(f"a raw {provider} {what} event's {key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def whole_tool_call(run_id: str, call_id: str, name: str | None, args: Any, source: Source | None) -> list[Event]:
+    """A tool call whose arguments arrived whole (not streamed): ``start``, one ``args_delta`` holding the
+    arguments as JSON text, ``end`` — the same three states a streamed call goes through, so the pipeline lane
+    parses the arguments strictly once, at ``end``. ``args`` ``None`` sends no fragment (the lane then reads an
+    empty argument text, which it reports as malformed rather than guessing ``{}``)."""
+    events: list[Event] = [ToolCall(run=run_id, id=call_id, name=name, state=ToolCallState.START, source=source)]
+    if args is not None:
+        fragment = json.dumps(args, ensure_ascii=False)
+        events.append(
+            ToolCall(
+                run=run_id, id=call_id, name=name, state=ToolCallState.ARGS_DELTA, args_delta=fragment, source=source
+            )
+        )
+    events.append(ToolCall(run=run_id, id=call_id, name=name, state=ToolCallState.END, source=source))
+    return events
+
+
+SUMMARY_MAX_CHARS = 120
+"""The longest error text a ``tool_result`` summary or status line keeps (characters): people read a line, not
+a dump."""
+
+
+def one_line(text: str, max_chars: int = SUMMARY_MAX_CHARS) -> str:
+    """The first line of ``text``, stripped and cut to ``max_chars`` characters (``…`` marks a cut)."""
+    first = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return first if len(first) <= max_chars else first[: max_chars - 1] + "…"
+
+
+def media_kind(mime_type: str) -> str:
+    """The ``media_kind`` of a MIME type: ``image/*`` → ``image``, ``audio/*`` → ``audio``, ``video/*`` →
+    ``video``, anything else (or none) → ``file``."""
+    major = mime_type.split("/", 1)[0].strip().lower()
+    return major if major in ("image", "audio", "video") else "file"

@@ -99,10 +99,14 @@ RAW_TOOL_IDS: dict[ProviderFormat, dict[str, Any]] = {
     ProviderFormat.OPENAI_CHAT: {
         "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": LONE, "function": {"name": "x"}}]}}]
     },
+    ProviderFormat.AG_UI: {"type": "TOOL_CALL_START", "toolCallId": LONE, "toolCallName": "x"},
+    ProviderFormat.AI_SDK_UI: {"type": "tool-input-start", "toolCallId": LONE, "toolName": "x"},
+    ProviderFormat.GEMINI: {"candidates": [{"content": {"parts": [{"functionCall": {"id": LONE, "name": "x"}}]}}]},
 }
+"""A raw event per format with tool calls (A2A has none: its task ids are checked in test_normalize_a2a.py)."""
 
 
-@pytest.mark.parametrize("fmt", list(ProviderFormat))
+@pytest.mark.parametrize("fmt", list(RAW_TOOL_IDS))
 def test_a_raw_event_whose_tool_id_has_a_lone_surrogate_is_a_400(fmt: ProviderFormat) -> None:
     normalizer = make_normalizer(fmt, "r")
     with pytest.raises(IngestError) as refused:

@@ -36,7 +36,10 @@ from core.normalize import (
 TESTS = Path(__file__).resolve().parents[1]
 STREAMS = TESTS / "streams"
 CASES = TESTS / "cases"
-STREAM_FILES = sorted(STREAMS.glob("*/*.jsonl"))
+STREAM_FILES = sorted(
+    p for fmt in ("anthropic", "openai-responses", "openai-chat") for p in (STREAMS / fmt).glob("*.jsonl")
+)
+"""The provider recordings (the agent-protocol streams have their own tests: test_normalize_<format>.py)."""
 RUN = "run-1"
 
 # Streams whose answer an independent source fixes exactly: the scenario cases' expect.content.

@@ -1,0 +1,330 @@
+"""A2A streaming responses (``message/stream``, ``tasks/resubscribe``) → normalized events.
+
+Source: https://a2a-protocol.org/latest/specification/ (§7.2 ``message/stream``: each SSE ``data:`` line is a
+JSON-RPC response whose ``result`` is a ``Task``, a ``Message``, a ``TaskStatusUpdateEvent`` or a
+``TaskArtifactUpdateEvent``; the JSON Schema in a2aproject/A2A ``specification/json/a2a.json``).
+
+Accepted shapes of one line: the JSON-RPC envelope ``{"jsonrpc": "2.0", "id": .., "result": {..}}`` (an
+``error`` member instead of ``result`` is an ``ErrorEvent``), the bare result object (told apart by ``kind``:
+``task``, ``message``, ``status-update``, ``artifact-update``), and the same objects wrapped as the gRPC/REST
+``StreamResponse`` (``{"task": ..}``, ``{"message": ..}``, ``{"statusUpdate": ..}``, ``{"artifactUpdate": ..}``,
+states spelled ``TASK_STATE_WORKING``).
+
+Mapping (``message`` = 0-based index per task: each artifact, and each agent message, is one assistant message):
+
+===========================================================  ================================================
+raw                                                          normalized
+===========================================================  ================================================
+artifact ``text`` parts (``append`` true: appended to the     ``TextEvent`` answer delta (a repeated
+artifact with the same ``artifactId``)                       ``artifactId`` without ``append``: ``replace``)
+``lastChunk`` true                                           ``MessageEnd`` of the artifact's message
+artifact ``file`` part with a ``uri``                         ``Media`` (``media_kind`` from ``mimeType``)
+``Message`` (role ``agent``) text parts                       ``TextEvent`` answer, ``MessageEnd``
+status ``working`` / ``submitted`` with a message             ``Status`` (the message's text)
+status ``input-required`` / ``auth-required``                 the message's text as answer (a question to
+                                                             the person), ``MessageEnd``
+status ``completed``                                         its message as answer when the task streamed no
+                                                             artifact text; the open message ends
+status ``failed`` / ``rejected``                              ``ErrorEvent`` (the message's text)
+status ``canceled``                                          ``Status`` ``canceled``
+===========================================================  ================================================
+
+Referenced tasks: the first task id seen is the run's main task (the root agent). Another task (one a message
+or task names in ``referenceTaskIds``, or any other ``taskId``) is a sub-agent: ``source`` = ``agent_id`` and
+``session_id`` the task id, ``parent_session_id`` the task that referenced it (else the main task), ``depth``
+one below it, ``path`` ``main task/.../task``; its terminal state is its ``End`` (``completed`` ok, ``failed`` /
+``rejected`` error, ``canceled`` cancelled).
+
+Ignored: ``data`` parts (structured data, not text), a task's ``history`` (the conversation so far, already
+seen), user messages, ``metadata``, and result objects of an unknown ``kind``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from core.errors import IngestError
+from core.events import (
+    End,
+    EndStatus,
+    ErrorEvent,
+    Event,
+    Media,
+    MessageEnd,
+    Source,
+    Status,
+    TextEvent,
+    TextMode,
+    Visibility,
+)
+from core.normalize.base import (
+    MessageCounter,
+    as_dict,
+    as_str,
+    invalid_event,
+    media_kind,
+    one_line,
+    require_object,
+    require_str,
+    text_event,
+)
+
+_PROVIDER = "A2A"
+_WRAPPERS = {"task": "task", "message": "message", "statusUpdate": "status-update", "artifactUpdate": "artifact-update"}
+_ENDED = {"completed": EndStatus.OK, "failed": EndStatus.ERROR, "rejected": EndStatus.ERROR}
+_ENDED["canceled"] = EndStatus.CANCELLED
+_QUESTIONS = frozenset({"input-required", "auth-required"})
+
+
+@dataclass
+class _Task:
+    """One task's text state (the main task's is the root's)."""
+
+    source: Source | None
+    messages: MessageCounter = field(default_factory=MessageCounter)
+    artifacts: dict[str, int] = field(default_factory=dict)
+    """``artifactId`` → its message index."""
+    texts: dict[str, str] = field(default_factory=dict)
+    """``artifactId`` → its text so far (a non-appending repeat replaces it)."""
+    ended: bool = False
+
+
+def _state(status: dict[str, Any]) -> str:
+    """A task state in the JSON-RPC spelling (``TASK_STATE_INPUT_REQUIRED`` → ``input-required``)."""
+    state = as_str(status.get("state")).lower()
+    return state.removeprefix("task_state_").replace("_", "-").replace("cancelled", "canceled")
+
+
+def _parts_text(parts: Any) -> str:
+    """The text parts of a message or artifact, joined (``kind`` ``text``, or a part holding a ``text`` string)."""
+    if not isinstance(parts, list):
+        return ""
+    return "".join(
+        as_str(p.get("text")) for p in parts if isinstance(p, dict) and as_str(p.get("kind")) in ("", "text")
+    )
+
+
+def _files(parts: list[Any]) -> list[tuple[str, str]]:
+    """``(uri, mime type)`` of each file part given by reference (bytes inline cannot be sent by URL)."""
+    out = []
+    for part in parts:
+        body = as_dict(part)
+        file = as_dict(body.get("file"))
+        uri = as_str(file.get("uri")) or as_str(file.get("fileWithUri")) or as_str(body.get("url"))
+        if uri:
+            mime = as_str(file.get("mimeType")) or as_str(file.get("mediaType")) or as_str(body.get("mediaType"))
+            out.append((uri, mime))
+    return out
+
+
+class A2ANormalizer:
+    """Normalizes one A2A stream: the main task, its status and artifacts, and the tasks it references.
+
+    Args:
+        run_id: the run the events belong to (``run`` of every event).
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self._run = run_id
+        self._main: str | None = None
+        self._tasks: dict[str, _Task] = {}
+        self._parents: dict[str, str] = {}
+        self._root = _Task(None)
+
+    def feed(self, raw: dict[str, Any]) -> list[Event]:
+        """Normalize one line. See :class:`core.normalize.base.Normalizer`.
+
+        Raises:
+            IngestError: the line is not an object, is a JSON-RPC envelope without ``result`` or ``error``, is
+                neither a known result (``kind``) nor a ``StreamResponse`` wrapper, or a known result lacks what
+                it needs (a task ``id`` / ``taskId``, a ``status`` object, an ``artifact`` with a ``parts`` list).
+        """
+        obj = require_object(raw, _PROVIDER)
+        if "jsonrpc" in obj or "result" in obj:
+            if isinstance(obj.get("error"), dict):
+                error = obj["error"]
+                text = ": ".join(p for p in (str(error.get("code", "")), as_str(error.get("message"))) if p)
+                return [ErrorEvent(run=self._run, message=text or "A2A error")]
+            if not isinstance(obj.get("result"), dict):
+                raise IngestError(f"a raw {_PROVIDER} JSON-RPC response needs a 'result' object or an 'error' object")
+            obj = obj["result"]
+        kind, body = self._kind(obj)
+        try:
+            if kind == "status-update":
+                return self._status(self._task(require_str(body, "taskId", _PROVIDER, kind)), body, kind)
+            if kind == "artifact-update":
+                return self._artifact_update(body, kind)
+            if kind == "message":
+                return self._message(body, kind)
+            if kind == "task":
+                return self._whole_task(body, kind)
+        except ValidationError as exc:
+            raise invalid_event(_PROVIDER, exc) from None
+        return []
+
+    def close(self) -> list[Event]:
+        """End of stream: end each task's open message (a referenced task that never ended is not ended)."""
+        events: list[Event] = []
+        for task in (self._root, *self._tasks.values()):
+            events += self._end_message(task)
+        return events
+
+    @staticmethod
+    def _kind(obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The result's kind and body: from ``kind``, from a ``StreamResponse`` wrapper, else an error."""
+        kind = obj.get("kind")
+        if isinstance(kind, str) and kind:
+            return kind, obj
+        for key, name in _WRAPPERS.items():
+            if isinstance(obj.get(key), dict) and len(obj) == 1:
+                return name, obj[key]
+        raise IngestError(
+            f"a raw {_PROVIDER} stream event needs a string 'kind' (task, message, status-update, artifact-update) "
+            f"or one of {', '.join(_WRAPPERS)} as a StreamResponse, got the keys {sorted(obj)[:8]}"
+        )
+
+    # --- tasks ------------------------------------------------------------------------------------------
+
+    def _task(self, task_id: str) -> _Task:
+        """The task ``task_id``: the main task (the root) or a referenced one (a child)."""
+        if self._main is None:
+            self._main = task_id
+        if task_id == self._main:
+            return self._root
+        task = self._tasks.get(task_id)
+        if task is None:
+            task = self._tasks[task_id] = _Task(self._source(task_id))
+        return task
+
+    def _source(self, task_id: str) -> Source:
+        parent_id = self._parents.get(task_id, self._main or "")
+        parent = self._tasks.get(parent_id)
+        if parent is not None and parent.source is not None:
+            base = parent.source
+            return Source(
+                agent_id=task_id,
+                session_id=task_id,
+                parent_session_id=parent_id,
+                depth=base.depth + 1,
+                path=f"{base.path}/{task_id}",
+            )
+        return Source(
+            agent_id=task_id, session_id=task_id, parent_session_id=self._main, depth=1, path=f"{self._main}/{task_id}"
+        )
+
+    def _references(self, owner: str, body: dict[str, Any]) -> None:
+        """Tasks ``body`` names in ``referenceTaskIds`` are children of ``owner`` (unless seen before)."""
+        refs = body.get("referenceTaskIds")
+        if isinstance(refs, list):
+            for ref in refs:
+                if isinstance(ref, str) and ref and ref != self._main and ref not in self._tasks:
+                    self._parents.setdefault(ref, owner)
+
+    def _end_message(self, task: _Task) -> list[Event]:
+        index = task.messages.end()
+        return [] if index is None else [MessageEnd(run=self._run, message=index, source=task.source)]
+
+    def _answer(self, task: _Task, text: str) -> list[Event]:
+        """``text`` as one whole assistant message of ``task``."""
+        if not text:
+            return []
+        events = self._end_message(task)
+        index = task.messages.start()
+        return [*events, text_event(self._run, index, text, Visibility.ANSWER, task.source), *self._end_message(task)]
+
+    # --- results ----------------------------------------------------------------------------------------
+
+    def _status(self, task: _Task, body: dict[str, Any], kind: str) -> list[Event]:
+        status = body.get("status")
+        if not isinstance(status, dict) or not as_str(status.get("state")):
+            raise IngestError(f"a raw {_PROVIDER} {kind} needs a 'status' object with a string 'state', got {status!r}")
+        state = _state(status)
+        message = as_dict(status.get("message"))
+        owner = as_str(body.get("taskId")) or as_str(body.get("id"))
+        self._references(owner, message)
+        text = _parts_text(message.get("parts"))
+        if state in _QUESTIONS:
+            return self._answer(task, text)
+        if state in ("failed", "rejected"):
+            error = ErrorEvent(run=self._run, message=text or f"task {state}", source=task.source)
+            return [*self._end_message(task), error, *self._ended(task, state)]
+        if state == "completed":
+            events = self._answer(task, text) if not task.texts else self._end_message(task)
+            return events + self._ended(task, state)
+        if state == "canceled":
+            note = Status(run=self._run, text=f"canceled: {one_line(text)}" if text else "canceled", source=task.source)
+            return [*self._end_message(task), note, *self._ended(task, state)]
+        return [Status(run=self._run, text=one_line(text), source=task.source)] if text.strip() else []
+
+    def _ended(self, task: _Task, state: str) -> list[Event]:
+        """A child's terminal state is its ``End`` (the root's end is the runtime's own ``end`` line)."""
+        if task.source is None or task.ended:
+            return []
+        task.ended = True
+        return [End(run=self._run, status=_ENDED[state], source=task.source)]
+
+    def _artifact_update(self, body: dict[str, Any], kind: str) -> list[Event]:
+        task = self._task(require_str(body, "taskId", _PROVIDER, kind))
+        artifact = body.get("artifact")
+        if not isinstance(artifact, dict) or not isinstance(artifact.get("parts"), list):
+            raise IngestError(f"a raw {_PROVIDER} {kind} needs an 'artifact' object with a 'parts' list")
+        return self._artifact(task, artifact, append=body.get("append") is True, last=body.get("lastChunk") is True)
+
+    def _artifact(self, task: _Task, artifact: dict[str, Any], *, append: bool, last: bool) -> list[Event]:
+        artifact_id = as_str(artifact.get("artifactId")) or as_str(artifact.get("name")) or "artifact"
+        text = _parts_text(artifact["parts"])
+        events: list[Event] = []
+        index = task.artifacts.get(artifact_id)
+        if not append and task.texts.get(artifact_id) == text and not _files(artifact["parts"]):
+            return self._end_message(task) if last and index == task.messages.current else []  # a repeat
+        if not text and (index is None or index != task.messages.current):  # data only: no message to open
+            return self._media(task, artifact["parts"])
+        if index is None or index != task.messages.current:
+            events += self._end_message(task)
+            index = task.artifacts[artifact_id] = task.messages.start()
+            task.texts[artifact_id] = ""
+            append = True
+        if append and text:
+            task.texts[artifact_id] += text
+            events.append(text_event(self._run, index, text, Visibility.ANSWER, task.source))
+        elif not append:
+            task.texts[artifact_id] = text
+            events.append(TextEvent(run=self._run, mode=TextMode.REPLACE, text=text, message=index, source=task.source))
+        events += self._media(task, artifact["parts"])
+        if last:
+            events += self._end_message(task)
+        return events
+
+    def _message(self, body: dict[str, Any], kind: str) -> list[Event]:
+        parts = body.get("parts")
+        if not isinstance(parts, list):
+            raise IngestError(f"a raw {_PROVIDER} message needs a 'parts' list, got {parts!r}")
+        task_id = as_str(body.get("taskId"))
+        task = self._task(task_id) if task_id else self._root
+        self._references(task_id or self._main or "", body)
+        if as_str(body.get("role")).lower() not in ("agent", "role_agent"):
+            return []
+        return self._answer(task, _parts_text(parts)) + self._media(task, parts)
+
+    def _media(self, task: _Task, parts: list[Any]) -> list[Event]:
+        """A ``media`` event per file part given by URI."""
+        return [
+            Media(run=self._run, url=uri, media_kind=media_kind(mime), source=task.source)
+            for uri, mime in _files(parts)
+        ]
+
+    def _whole_task(self, body: dict[str, Any], kind: str) -> list[Event]:
+        task_id = require_str(body, "id", _PROVIDER, kind)
+        task = self._task(task_id)
+        self._references(task_id, body)
+        events: list[Event] = []
+        artifacts = body.get("artifacts")
+        for artifact in artifacts if isinstance(artifacts, list) else []:
+            if isinstance(artifact, dict) and isinstance(artifact.get("parts"), list):
+                events += self._artifact(task, artifact, append=False, last=True)
+        if "status" in body:
+            events += self._status(task, body, kind)
+        return events
