@@ -1,0 +1,119 @@
+"""Stop from Telegram: the live message carries an inline Stop button (aiogram → the mock Bot API, which validates
+the keyboard); a press makes the mock's callback_query update, which the example bot's aiogram router
+(examples/stop_bot.py) forwards to the sidecar and answers; the run ends cancelled, the button goes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+from aiogram import Bot, Dispatcher
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+
+from core.ledger import MemoryLedger
+from core.run import STOPPED_NOTICE
+from core.stop import STOPPED_ERROR
+from core.stop_controls import control_id
+from examples.stop_bot import stop_router
+from mocks.telegram import MockTelegram
+from mocks.telegram.buttons import PRESSER_ID
+from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN, start_stack, stop_stack
+
+START = {"seq": 1, "kind": "run.start", "channel": "telegram", "target": {"chat_id": 5}}
+
+
+def lines(*objs: dict[str, Any]) -> bytes:
+    return "".join(json.dumps(o) + "\n" for o in objs).encode()
+
+
+async def keyboard_on(mock: MockTelegram, chat: int, message_id: int, *, present: bool) -> Any:
+    for _ in range(250):
+        keyboard = mock.inline_keyboard(chat, message_id)
+        if (keyboard is not None) == present:
+            return keyboard
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the keyboard of message {message_id} is still {keyboard!r}")
+
+
+async def press(mock: MockTelegram, chat: int, message_id: int) -> dict[str, Any]:
+    async with httpx.AsyncClient() as client:
+        answer = await client.post(f"{mock.control_url}/press", json={"chat_id": chat, "message_id": message_id})
+    assert answer.status_code == 200, answer.text
+    update: dict[str, Any] = answer.json()
+    return update
+
+
+async def test_stop_button_on_telegram() -> None:
+    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True)
+    bot = Bot(BOT_TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(mock.base_url)))
+    dispatcher = Dispatcher()
+    dispatcher.include_router(stop_router(sidecar.url, INGEST_TOKEN))
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            first = {"seq": 2, "kind": "text", "text": "The first half"}
+            assert (await client.post("/v1/runs/t1/events", content=lines(START, first))).status_code == 200
+            for _ in range(250):
+                if mock.visible(5):
+                    break
+                await asyncio.sleep(0.02)
+            (message_id, _), *_ = mock.visible(5)
+            button = (await keyboard_on(mock, 5, int(message_id), present=True))[0][0]
+            assert button["callback_data"] == control_id("t1") and len(button["callback_data"].encode()) <= 64
+            more = {"seq": 3, "kind": "text", "text": " of the answer."}
+            assert (await client.post("/v1/runs/t1/events", content=lines(more))).status_code == 200
+            for _ in range(250):
+                if mock.visible(5)[0][1] == "The first half of the answer.":
+                    break
+                await asyncio.sleep(0.02)
+            assert mock.inline_keyboard(5, int(message_id)) is not None  # the preview's edit kept the button
+
+            # Two presses before the run ends: both forwarded, both answered, one stop.
+            updates = [await press(mock, 5, int(message_id)), await press(mock, 5, int(message_id))]
+            assert updates[0]["callback_query"]["data"] == control_id("t1")
+            for update in updates:
+                await dispatcher.feed_raw_update(bot, update)
+            answered = [c for c in mock.calls if c.method == "answerCallbackQuery"]
+            assert [c.ok for c in answered] == [True, True]
+
+            report = (await client.get("/v1/runs/t1", params={"wait_s": 10})).json()
+            assert report["end_status"] == "cancelled"
+            assert f"stopped by the reader (telegram:user:{PRESSER_ID}): pressed Stop" in report["errors"]
+            assert [t for _, t in mock.visible(5)] == ["The first half of the answer.", STOPPED_NOTICE]
+            assert all(mock.inline_keyboard(5, int(m)) is None for m, _ in mock.visible(5))  # the button is gone
+            units = (await client.get("/v1/runs/t1/pipeline")).json()["units"]
+            assert [u["kind"] for u in units] == ["stop", "run.end"]
+            assert units[0]["by"] == f"telegram:user:{PRESSER_ID}"
+            late = await client.post("/v1/runs/t1/events", content=lines({"seq": 4, "kind": "text", "text": "!"}))
+            assert late.status_code == 409 and STOPPED_ERROR in late.text
+            async with httpx.AsyncClient() as control:
+                gone = await control.post(
+                    f"{mock.control_url}/press", json={"chat_id": 5, "message_id": int(message_id)}
+                )
+            assert gone.status_code == 400 and "no callback button" in gone.json()["error"]
+    finally:
+        await bot.session.close()
+        await stop_stack(mock, relay, sidecar)
+
+
+async def test_mock_refuses_bad_keyboards() -> None:
+    async with MockTelegram() as mock:
+        bot = Bot(BOT_TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(mock.base_url)))
+        url = f"{mock.base_url}/bot{BOT_TOKEN}/sendMessage"
+        try:
+            async with httpx.AsyncClient() as client:
+                too_long = {"inline_keyboard": [[{"text": "Stop", "callback_data": "x" * 65}]]}
+                answer = await client.post(url, data={"chat_id": 5, "text": "hi", "reply_markup": json.dumps(too_long)})
+                assert answer.status_code == 400 and "BUTTON_DATA_INVALID" in answer.json()["description"]
+                flat = {"inline_keyboard": [{"text": "Stop", "callback_data": "s"}]}
+                answer = await client.post(url, data={"chat_id": 5, "text": "hi", "reply_markup": json.dumps(flat)})
+                assert answer.status_code == 400 and "Array of Arrays" in answer.json()["description"]
+                stale = await client.post(
+                    f"{mock.base_url}/bot{BOT_TOKEN}/answerCallbackQuery", data={"callback_query_id": "1"}
+                )
+                assert stale.status_code == 400 and "query ID is invalid" in stale.json()["description"]
+        finally:
+            await bot.session.close()
