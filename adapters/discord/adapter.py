@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from typing import Final, overload
+from typing import Any, Final, overload
 
 from adapters.discord._sdk import discord
 from adapters.discord.connection import DiscordConnection, snowflake
 from adapters.discord.errors import PLATFORM
 from adapters.discord.markdown import discord_markdown
+from adapters.discord.media import media_embed
 from adapters.markdown_strip import strip_markdown
 from core.errors import PermanentDeliveryError
 from core.events import Target
+from core.media import MediaItem
 from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.units import LengthUnit, text_units
 
@@ -163,20 +165,54 @@ class DiscordAdapter(DiscordConnection):
             core.errors.DeliveryError: another subclass, as every call (429, a channel that is gone, ...).
         """
         message_id = await self._create(
-            "settleMessage", target, pending.text, pending.fmt, pending.delivery_id, deleted_ok=True
+            "settleMessage",
+            target,
+            pending.text,
+            pending.fmt,
+            pending.delivery_id,
+            deleted_ok=True,
+            media=pending.media,
         )
         if message_id is None:
             return Settlement(SettleOutcome.NOT_SENT)
         return Settlement(SettleOutcome.FOUND, message_id)
 
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Create a message showing ``media`` in one embed (:mod:`adapters.discord.media`); return its id. Target,
+        reply and nonce as :meth:`send_text`; an uncertain one is settled the same way (:meth:`settle_send`).
+
+        Raises:
+            core.errors.UncertainDeliveryError: a timeout after sending, a connection lost after sending, or a 5xx.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors` (400 50035: an embed
+                Discord refuses).
+        """
+        return await self._create("createMessage", target, "", fmt, delivery_id, media=media)
+
     @overload
     async def _create(
-        self, method: str, target: Target, text: str, fmt: TextFormat, delivery_id: str | None
+        self,
+        method: str,
+        target: Target,
+        text: str,
+        fmt: TextFormat,
+        delivery_id: str | None,
+        *,
+        media: MediaItem | None = None,
     ) -> str: ...
 
     @overload
     async def _create(
-        self, method: str, target: Target, text: str, fmt: TextFormat, delivery_id: str | None, *, deleted_ok: bool
+        self,
+        method: str,
+        target: Target,
+        text: str,
+        fmt: TextFormat,
+        delivery_id: str | None,
+        *,
+        deleted_ok: bool,
+        media: MediaItem | None = None,
     ) -> str | None: ...
 
     async def _create(
@@ -188,10 +224,12 @@ class DiscordAdapter(DiscordConnection):
         delivery_id: str | None,
         *,
         deleted_ok: bool = False,
+        media: MediaItem | None = None,
     ) -> str | None:
-        """One Create Message; its id, or None when ``deleted_ok`` and Discord answered 10008 (the message of this
-        nonce was deleted)."""
-        content = render(text, fmt, self.max_units)
+        """One Create Message (of ``text``, or of ``media`` in an embed); its id, or None when ``deleted_ok`` and
+        Discord answered 10008 (the message of this nonce was deleted)."""
+        content = render(text, fmt, self.max_units) if media is None else None
+        extra: dict[str, Any] = {} if media is None else {"embed": media_embed(media, fmt)}
         channel_id = self._channel_id(target)
         nonce: str | int = delivery_id if delivery_id is not None else secrets.randbits(64)  # discord.py's default
         reference = None
@@ -203,9 +241,9 @@ class DiscordAdapter(DiscordConnection):
             channel = client.get_partial_messageable(channel_id)
             try:
                 if reference is None:
-                    return await channel.send(content=content, allowed_mentions=NO_MENTIONS, nonce=nonce)
+                    return await channel.send(content=content, allowed_mentions=NO_MENTIONS, nonce=nonce, **extra)
                 return await channel.send(
-                    content=content, allowed_mentions=NO_MENTIONS, reference=reference, nonce=nonce
+                    content=content, allowed_mentions=NO_MENTIONS, reference=reference, nonce=nonce, **extra
                 )
             except discord.NotFound as exc:
                 if deleted_ok and exc.code == UNKNOWN_MESSAGE:

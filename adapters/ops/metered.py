@@ -30,6 +30,7 @@ from adapters.ops.logs import task_run
 from adapters.ops.metrics import ServiceMetrics, call_outcome
 from core.errors import RateLimitedError
 from core.events import Target
+from core.media import MediaItem
 from core.ports import ChannelAdapter, NativeStreaming, PendingSend, Settlement, TextFormat, Threads
 from core.units import LengthUnit
 
@@ -38,7 +39,7 @@ T = TypeVar("T")
 _log = logging.getLogger("streamrelay.calls")
 
 _WARNING_OUTCOMES = frozenset({"rate_limited", "unavailable", "uncertain", "not_found", "frozen", "native_refused"})
-_CONTENT_METHODS = frozenset({"send", "edit", "stream_start", "stream_update", "stream_finish"})
+_CONTENT_METHODS = frozenset({"send", "send_media", "edit", "stream_start", "stream_update", "stream_finish"})
 """Calls that show a run's text: they end its event-to-call wait."""
 
 
@@ -164,6 +165,18 @@ class MeteredAdapter:
             return message_id
 
         return await self._call("send", target, call, fields)
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        fields: dict[str, Any] = {"media_kind": str(media.kind)}
+
+        async def call() -> str:
+            message_id = await self.inner.send_media(target, media, fmt, delivery_id=delivery_id)
+            fields["message_id"] = message_id
+            return message_id
+
+        return await self._call("send_media", target, call, fields)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
         return await self._call("settle", target, lambda: self.inner.settle_send(target, pending))

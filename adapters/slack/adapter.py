@@ -5,7 +5,8 @@ Every method is one Web API call, one attempt (:class:`adapters.slack.connection
 inside slack-sdk), so retries belong to the core's scheduler alone and nothing can be sent twice behind its
 back. The only second calls are the documented stream recoveries below, which can never double a message.
 Failures are translated at this boundary by :mod:`adapters.slack.errors`; text is rendered by
-:mod:`adapters.slack.render`; an uncertain send is settled by its metadata (:mod:`adapters.slack.settle`).
+:mod:`adapters.slack.render`; an uncertain send is settled by its metadata (:mod:`adapters.slack.settle`); media are
+sent by :mod:`adapters.slack.media`.
 Threads make no call: a thread is the ``thread_ts`` of its parent message.
 
 Web API references:
@@ -31,6 +32,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.connection import Refused
 from adapters.slack.errors import PLATFORM
+from adapters.slack.media import SlackMedia
 from adapters.slack.render import Rendered, render, stream_markdown
 from adapters.slack.settle import SlackSettling, delivery_metadata, thread_ts
 from core.errors import (
@@ -61,7 +63,7 @@ r"""Matched whole (``fullmatch``): ``$`` would take a trailing newline, ``\d`` t
 _MAX_OPEN_STREAMS = 1024
 
 
-class SlackAdapter(SlackSettling):
+class SlackAdapter(SlackMedia, SlackSettling):
     """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it), and
     opens threads under them.
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.markdown_strip import strip_markdown
+from core.media import MediaItem, MediaKind
 from core.ports import TextFormat
 
 _MD_SPECIAL = re.compile(r"([\\`*_~\[\]<>&#|])")
@@ -64,3 +65,38 @@ def stream_markdown(text: str, fmt: TextFormat) -> str:
     if fmt is TextFormat.MARKDOWN:
         return text
     return escape_markdown(strip_markdown(text) if fmt is TextFormat.STRIPPED else text)
+
+
+MEDIA_ICONS = {"image": "🖼", "file": "📎", "audio": "🎵", "video": "🎬"}
+"""What starts a media link's line, per kind."""
+MAX_ALT_TEXT = 2000
+"""An image block's ``alt_text`` and ``title`` limit (https://docs.slack.dev/reference/block-kit/blocks/image-block)."""
+
+
+def media_message(media: MediaItem, fmt: TextFormat) -> tuple[str, list[dict[str, Any]]]:
+    """``(text, blocks)`` of a chat.postMessage that shows ``media`` as its own message.
+
+    An image: one image block (``image_url``, ``alt_text`` = the caption or "image", ``title`` = the caption when
+    there is one; https://docs.slack.dev/reference/block-kit/blocks/image-block). A file, an audio or a video: one
+    section block whose mrkdwn text is a link ``<url|label>``, the label being the caption or the file's name
+    (https://docs.slack.dev/messaging/formatting-message-text#linking-urls). ``text`` is the notification fallback
+    (https://docs.slack.dev/reference/methods/chat.postMessage: "the fallback string to display in notifications").
+    The caption is plain text in either block: Markdown (``fmt`` ``markdown``) has its markup removed.
+    """
+    caption = media.caption or ""
+    if caption and fmt is not TextFormat.PLAIN:
+        caption = strip_markdown(caption)
+    name = media.url.rstrip("/").rsplit("/", 1)[-1] or media.url
+    fallback = f"{MEDIA_ICONS[media.kind]} {caption or name}"
+    if media.kind is MediaKind.IMAGE:
+        block: dict[str, Any] = {
+            "type": "image",
+            "image_url": media.url,
+            "alt_text": (caption or "image")[:MAX_ALT_TEXT],
+        }
+        if caption:
+            block["title"] = {"type": "plain_text", "text": caption[:MAX_ALT_TEXT]}
+        return fallback, [block]
+    label = escape_text(caption or name).replace("|", "¦")  # a label holds no "|" (it ends the URL part)
+    link = f"{MEDIA_ICONS[media.kind]} <{media.url}|{label}>"
+    return fallback, [{"type": "section", "text": {"type": "mrkdwn", "text": link}}]

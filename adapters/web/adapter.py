@@ -5,7 +5,8 @@ run monitor, whose ``delivery`` events carry the part's text to the browser). No
 call fails, is rate limited or times out; "not modified" (the same text again) is answered like a platform would.
 A part holds at most ``max_units`` UTF-16 units (a page has no platform limit: this keeps one SSE event small).
 A send with a delivery id remembers it, so :meth:`WebAdapter.settle_send` can say whether that part exists (after a
-restart the page is empty: ``not_sent``, sent anew).
+restart the page is empty: ``not_sent``, sent anew). A media item is a part of its own (:meth:`WebAdapter.send_media`):
+the page shows it as a link with its caption (its CSP, ``img-src 'self' data:``, shows no outside image).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from core.errors import PayloadRejectedError, RejectReason, TargetNotFoundError
 from core.events import Target
+from core.media import MediaItem
 from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.units import LengthUnit, text_units
 
@@ -84,12 +86,29 @@ class WebAdapter:
         message_id = str(self._next)
         self._keep(target, message_id, text)
         if delivery_id is not None:
-            self._deliveries[delivery_id] = (str(target.chat_id), message_id)
-            self._deliveries.move_to_end(delivery_id)
-            while len(self._deliveries) > KEEP_MESSAGES:
-                self._deliveries.popitem(last=False)
+            self._remember(delivery_id, target, message_id)
         self._record("sendMessage", target, message_id, text)
         return message_id
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """A media part: the page keeps its caption as the part's text (``""`` without one: what a person reads of
+        it beside the link, :func:`mocks.calls.chat_record`); the live page gets the item from the run's ``media``
+        and ``delivery`` events."""
+        self._next += 1
+        message_id = str(self._next)
+        self._keep(target, message_id, media.caption or "")
+        if delivery_id is not None:
+            self._remember(delivery_id, target, message_id)
+        self._record("sendMedia", target, message_id, media.caption or "")
+        return message_id
+
+    def _remember(self, delivery_id: str, target: Target, message_id: str) -> None:
+        self._deliveries[delivery_id] = (str(target.chat_id), message_id)
+        self._deliveries.move_to_end(delivery_id)
+        while len(self._deliveries) > KEEP_MESSAGES:
+            self._deliveries.popitem(last=False)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
         """``found`` when the part sent with ``pending.delivery_id`` is on the page, else ``not_sent`` (no call)."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mocks.discord import threads, wire
+from mocks.discord.embeds import check_embeds
 from mocks.discord.threads import Thread, ThreadRequest
 from mocks.discord.wire import StoredMessage, fail
 
@@ -93,6 +94,7 @@ class Channels:
         """
         content = wire.content_of(body, required=True) or ""
         embeds = wire.embeds_of(body) or []
+        check_embeds(embeds)
         allowed = wire.allowed_mentions_of(body)
         if not content.strip() and not embeds:
             raise fail(wire.EMPTY)
@@ -192,6 +194,7 @@ class Channels:
         """
         content = wire.content_of(body, required=False)
         embeds = wire.embeds_of(body)
+        check_embeds(embeds or [])
         allowed = wire.allowed_mentions_of(body)
         new_content = ("" if "content" in body else message.content) if content is None else content
         new_embeds = message.embeds if embeds is None else embeds

@@ -13,6 +13,7 @@ from aiohttp import web
 from mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
 from mocks.discord import wire
 from mocks.discord.channels import Channels
+from mocks.discord.embeds import shown_text
 from mocks.discord.limits import DiscordLimits, Key, RateLimiter, bucket_hash, retry_after_header
 from mocks.discord.routes import API_PREFIX, METHODS, Route, json_response, read_body, resolve
 from mocks.discord.threads import Thread, thread_json
@@ -138,8 +139,13 @@ class MockDiscord(MockServer):
 
     def visible(self, chat_id: ChatId) -> list[tuple[int | str, str]]:
         """What a person sees of the bot in ``chat_id``: ``(message id, content)`` in id order, deleted ones and
-        the person's own (seeded) messages left out."""
-        return [(m.id, m.content) for m in self.messages(chat_id) if m.author_id != wire.PERSON_USER_ID]
+        the person's own (seeded) messages left out; a message of embeds alone (media) shows its caption
+        (:func:`mocks.discord.embeds.shown_text`)."""
+        return [
+            (m.id, shown_text(m.content, m.embeds))
+            for m in self.messages(chat_id)
+            if m.author_id != wire.PERSON_USER_ID
+        ]
 
     def messages(self, chat_id: ChatId) -> list[StoredMessage]:
         """Every stored, not deleted message of ``chat_id`` (seeded ones too), in id order."""

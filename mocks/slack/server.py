@@ -10,6 +10,7 @@ from aiohttp import web
 
 from mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock
 from mocks.slack import history
+from mocks.slack.blocks import read_blocks
 from mocks.slack.limits import RateLimiter, SlackLimits, retry_after_header
 from mocks.slack.wire import fault_error, message_json, read_request, str_or_none
 from mocks.slack.workspace import (
@@ -245,11 +246,14 @@ class MockSlack(MockServer):
         }
 
     def _post(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
-        channel, given, thread_ts = self._workspace.check_post(params)
+        view = read_blocks(params)  # a message with blocks shows them; its text is the notification fallback
+        channel, given, thread_ts = self._workspace.check_post(params, blocks=view is not None)
         metadata = history.metadata_of(params)
         self._admit(token, call.method, channel)
         message = self._workspace.store(channel, given, thread_ts=thread_ts, user=BOT_USER_ID)
         message.metadata = metadata
+        if view is not None:
+            message.text, message.blocks, message.media = view.text, view.blocks, view.media
         call.message_id = message.ts
         return {"channel": channel, "ts": message.ts, "message": message_json(message)}
 

@@ -35,6 +35,8 @@ def message_json(message: StoredMessage) -> dict[str, Any]:
         body["thread_ts"] = message.thread_ts
     if message.edited:
         body["edited"] = {"user": message.user, "ts": message.ts}
+    if message.blocks is not None:
+        body["blocks"] = message.blocks
     return body
 
 

@@ -65,6 +65,10 @@ class StoredMessage:
     deleted: bool = False
     metadata: dict[str, Any] | None = None
     """``{"event_type", "event_payload"}`` posted with it (:mod:`mocks.slack.history`)."""
+    blocks: list[dict[str, Any]] | None = None
+    """Its Block Kit blocks (:mod:`mocks.slack.blocks`); then ``text`` is what a person reads of them."""
+    media: dict[str, Any] | None = None
+    """``{"kind", "url", "caption"}`` of an image block it shows."""
 
 
 @dataclass
@@ -203,10 +207,11 @@ class Workspace:
 
     # ------------------------------------------------------------ methods (validation only; storing is apart)
 
-    def check_post(self, params: Params) -> tuple[str, Content, str | None]:
+    def check_post(self, params: Params, *, blocks: bool = False) -> tuple[str, Content, str | None]:
+        """Channel, text and thread of a chat.postMessage; with ``blocks`` the text may be left out (it is then
+        only the notification fallback: https://docs.slack.dev/reference/methods/chat.postMessage)."""
         channel = self.channel(params)
-        given = content(params)
-        assert given is not None
+        given = content(params, required=not blocks) or Content("text", "")
         return channel, given, self.thread(channel, params.get("thread_ts"))
 
     def check_update(self, params: Params) -> tuple[StoredMessage, Content]:

@@ -119,8 +119,15 @@ tool_call = st.one_of(
     _event("tool_call", {"id": names, "state": st.just("args_delta"), "args_delta": texts}, name=names),
     _event("tool_call", {"id": names, "state": st.just("end")}, name=names, args=st.dictionaries(texts, json_values)),
 )
-media = _event("media", {"url": names, "lane": st.just("pipeline")}, media_kind=names, caption=texts)
-"""Media on the pipeline lane: a ui-lane media event is refused (422) until channels can show it."""
+media = _event(
+    "media",
+    {
+        "url": st.one_of(names, names.map(lambda name: "https://example.com/" + name)),
+        "media_kind": st.one_of(st.sampled_from(["image", "file", "audio", "video"]), names),
+    },
+    caption=texts,
+)
+"""Media on either lane: a bad kind or URL gets a 400 naming the field; a good one is its own message."""
 events = st.one_of(
     _event(
         "text",

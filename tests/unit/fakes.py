@@ -30,12 +30,13 @@ from core.errors import (
     TargetNotFoundError,
 )
 from core.events import Target
+from core.media import MediaItem
 from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from core.units import LengthUnit, text_units
 
 T = TypeVar("T")
 
-METHODS = ("send_text", "edit_text", "delete_message", "send_typing", "settle_send")
+METHODS = ("send_text", "send_media", "edit_text", "delete_message", "send_typing", "settle_send")
 STREAM_METHODS = ("stream_start", "stream_update", "stream_finish", "stream_cancel")
 
 
@@ -155,9 +156,18 @@ class FakeAdapter:
         return self.group
 
     async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
-        call = await self._begin("send_text", text=text, fmt=fmt)
+        return await self._create("send_text", text, fmt, delivery_id)
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """A media message: the chat keeps its :meth:`MediaItem.text` (``"<kind>: <url>"`` and the caption)."""
+        return await self._create("send_media", media.text(), fmt, delivery_id)
+
+    async def _create(self, method: str, text: str, fmt: TextFormat, delivery_id: str | None) -> str:
+        call = await self._begin(method, text=text, fmt=fmt)
         try:
-            fault = self._fault("send_text")
+            fault = self._fault(method)
             if fault is None or fault.landed:
                 self._check(text)
                 call.message_id = str(next(self._ids))
@@ -455,6 +465,11 @@ class MemoryChat:
         mid = str(len(self.messages) + 1)
         self.messages[mid] = text.strip()
         return mid
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        return await self.send_text(target, media.text(), fmt, delivery_id=delivery_id)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         self.messages[message_id] = text.strip()

@@ -351,19 +351,31 @@ async def test_a_resumed_run_catches_up_in_one_step_not_every_intermediate_state
     assert len(adapter.calls_of("send_text", "edit_text")) == 1  # one send of the whole text, no replayed steps
 
 
-async def test_a_media_event_is_refused_not_accepted_and_dropped() -> None:
+async def test_a_media_event_is_its_own_message_between_the_texts_around_it() -> None:
     chat = MemoryChat()
     relay = _relay(chat)
     await relay.submit_line(START, "r")
-    with pytest.raises(IngestError, match="media events are not delivered yet") as info:
-        await relay.submit_line({"kind": "media", "url": "https://example.com/a.png", "media_kind": "image"}, "r")
-    assert info.value.status == 422
-    await relay.submit_line({"kind": "text", "text": "The chart: https://example.com/a.png"}, "r")
+    await relay.submit_line({"kind": "text", "text": "The chart:"}, "r")
+    await relay.submit_line(
+        {"kind": "media", "url": "https://example.com/a.png", "media_kind": "image", "caption": "Q3"}, "r"
+    )
+    await relay.submit_line({"kind": "text", "text": "It grew."}, "r")
     await relay.submit_line({"kind": "end"}, "r")
     report = await relay.wait_done("r", 5)
     await relay.close()
     assert report is not None and report.status == "delivered"
-    assert list(chat.messages.values()) == ["The chart: https://example.com/a.png"]
+    assert (report.media, report.media_parts) == (1, 1)
+    assert list(chat.messages.values()) == ["The chart:", "image: https://example.com/a.png\nQ3", "It grew."]
+
+
+async def test_a_media_event_with_a_bad_kind_or_url_is_refused_saying_what_to_send() -> None:
+    relay = _relay(MemoryChat())
+    await relay.submit_line(START, "r")
+    with pytest.raises(IngestError, match="media_kind: Input should be 'image', 'file', 'audio' or 'video'"):
+        await relay.submit_line({"kind": "media", "url": "https://example.com/a.png", "media_kind": "photo"}, "r")
+    with pytest.raises(IngestError, match="is not an absolute http"):
+        await relay.submit_line({"kind": "media", "url": "/tmp/a.png", "media_kind": "image"}, "r")
+    await relay.close()
 
 
 async def test_a_resumed_runs_idle_timeout_counts_from_its_last_line_not_from_the_restart() -> None:
