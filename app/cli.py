@@ -113,12 +113,18 @@ def serve(
     )
 
 
+FORMAT_HELP = (
+    "the stream's format: a provider API's (anthropic, openai-responses, openai-chat, gemini) or an agent protocol's "
+    "(ag-ui, ai-sdk-ui, a2a); default: the recording's folder name (tests/streams/<format>/)"
+)
+
+
 @app.command()
 def demo(
     recording: Annotated[
         Path | None, typer.Option(callback=existing_file, metavar="FILE", help="a recorded provider stream (.jsonl)")
     ] = None,
-    format: Annotated[ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")] = None,
+    format: Annotated[ProviderFormat | None, typer.Option(help=FORMAT_HELP)] = None,
     delivery: Annotated[DeliveryMode, typer.Option(help="delivery mode")] = DeliveryMode.PREVIEW,
     pace_ms: Annotated[float, typer.Option(min=0, metavar="MS", help="milliseconds between recorded events")] = 5.0,
     throttle_ms: Annotated[
@@ -156,11 +162,14 @@ def demo(
 @app.command()
 def replay(
     file: Annotated[
-        Path, typer.Argument(metavar="FILE", help="a recorded provider stream (.jsonl)", exists=True, dir_okay=False)
+        Path,
+        typer.Argument(
+            metavar="FILE", help="a recorded stream (.jsonl, one raw event per line)", exists=True, dir_okay=False
+        ),
     ],
     channel: Annotated[str, typer.Option(metavar="NAME", help="configured channel name")],
     chat_id: Annotated[str, typer.Option(metavar="ID", help="target chat id")],
-    format: Annotated[ProviderFormat | None, typer.Option(help="provider format (default: from the folder)")] = None,
+    format: Annotated[ProviderFormat | None, typer.Option(help=FORMAT_HELP)] = None,
     url: Annotated[
         str, typer.Option(envvar="STREAMRELAY_URL", metavar="URL", help="the sidecar's base URL")
     ] = DEFAULT_URL,
@@ -287,6 +296,23 @@ def mock(
 
 
 app.command()(chaos)
+
+
+@app.command()
+def schema(
+    out: Annotated[Path, typer.Option(metavar="DIR", help="folder to write the schemas into")] = Path("docs/schema"),
+    check: Annotated[bool, typer.Option(help="write nothing; exit 1 when a file differs from the models")] = False,
+) -> None:
+    """Write the public contracts' JSON Schemas (pipeline units, live events, the run report, …) from their models."""
+    from app.schema import stale, write_schemas
+
+    if check:
+        behind = stale(out)
+        for name in behind:
+            err.print(f"{out / name} is stale: run `uv run streamrelay schema --out {out}`")
+        raise typer.Exit(1 if behind else 0)
+    for path in write_schemas(out):
+        console.print(str(path))
 
 
 def main() -> None:

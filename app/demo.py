@@ -171,10 +171,11 @@ def _report_table(report: dict[str, Any], shown: MockPlatform | WebAdapter, chec
 
 
 def recorded_answer(events: list[dict[str, object]], fmt: ProviderFormat) -> str:
-    """The answer text of a recording, read with the same normalizer the sidecar uses (for the check)."""
+    """The root's answer text of a recording, read with the same normalizer the sidecar uses (for the check): a
+    sub-agent's text (an event with a ``source``) never enters the root's answer."""
     normalizer = make_normalizer(fmt, "check")
     assembler = TextAssembler()
     for event in [e for raw in events for e in normalizer.feed(raw)] + normalizer.close():
-        if isinstance(event, TextEvent) and event.visibility is Visibility.ANSWER:
+        if isinstance(event, TextEvent) and event.visibility is Visibility.ANSWER and event.source is None:
             assembler.apply(None, event.message, event.mode, event.text)
     return assembler.answer()

@@ -92,24 +92,40 @@ async def _ready(client: httpx.AsyncClient, url: str) -> tuple[bool, str]:
 
 
 def detect_format(path: Path) -> ProviderFormat:
-    """The provider format of a recording from its folder name (``streams/anthropic/x.jsonl``)."""
+    """The stream format of a recording from its folder name (``streams/anthropic/x.jsonl``, ``streams/ag-ui/``).
+
+    Raises:
+        ValueError: no folder on the path names a format (the message lists them and says to pass --format).
+    """
     for part in reversed(path.resolve().parts[:-1]):
         if part in {f.value for f in ProviderFormat}:
             return ProviderFormat(part)
-    raise ValueError(
-        f"cannot tell the provider format of {path}: pass --format (anthropic, openai-responses, openai-chat)"
-    )
+    names = ", ".join(f.value for f in ProviderFormat)
+    raise ValueError(f"cannot tell the stream format of {path} from its folders: pass --format ({names})")
+
+
+SSE_DONE = "[DONE]"
+"""The end-of-stream sentinel of OpenAI-style and AI SDK SSE streams (``data: [DONE]``): framing, not an event."""
+_SSE_FIELDS = ("event:", "id:", "retry:", ":")
 
 
 def recording_lines(path: Path) -> list[dict[str, Any]]:
-    """The recorded provider events, one decoded JSON object per non-empty line.
+    """The recorded raw events, one decoded JSON object per non-empty line.
+
+    A line may keep its SSE framing, as ``curl -N`` saves a stream: ``data: {...}`` is read as ``{...}``; ``event:``,
+    ``id:``, ``retry:`` and comment (``:``) lines and the ``[DONE]`` sentinel are skipped.
 
     Raises:
         ValueError: a line is not JSON (the message names the line).
     """
     out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
+    for number, raw_line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw_line.strip()
+        if line.startswith("data:"):
+            line = line[len("data:") :].strip()
+        elif line.startswith(_SSE_FIELDS):
+            continue
+        if not line or line == SSE_DONE:
             continue
         try:
             out.append(json.loads(line))

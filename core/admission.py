@@ -16,7 +16,7 @@ from core.channel import ChannelRuntime
 from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, Event, RunStart, Stop, parse_event
+from core.events import End, Event, ProviderFormat, RunStart, Stop, parse_event
 from core.inbox import Inbox
 from core.journal import Journal
 from core.ledger import Ledger
@@ -183,9 +183,9 @@ class Admission:
             return None, [], LineResult(dropped=run.closing or f"run {run.run!r} already took its end")
         if run is None or run.normalizer is None:
             raise IngestError(
-                "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw provider "
-                "events are taken only for a started run whose run.start declares 'format' (anthropic, "
-                "openai-responses, openai-chat)",
+                "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw events of a "
+                "stream format are taken only for a started run whose run.start declares 'format' "
+                f"({', '.join(ProviderFormat)})",
                 status=409 if run is None and "type" in obj else 400,
             )
         events = run.normalizer.feed(obj)

@@ -30,7 +30,14 @@ from tests.integration.conftest import INGEST_TOKEN
 
 STREAMS = sorted((Path(__file__).resolve().parents[1] / "streams").glob("*/*.jsonl"))
 LONG = next(p for p in STREAMS if p.stem == "markdown-long-fences")
-BLOCK = ("markdown-long-fences", "multi-message-tools", "web-search-annotations")
+BLOCK = (
+    "markdown-long-fences",
+    "multi-message-tools",
+    "web-search-annotations",
+    "subagent-reasoning",  # AG-UI: a sub-agent's text never in the chat (subagents hidden by default)
+    "reasoning-tool-text",  # AI SDK UI: reasoning and a fragmented tool input before the answer
+    "task-artifact-subtask",  # A2A: an artifact streamed in chunks and a referenced sub-task
+)
 PLATFORMS = ("telegram", "slack", "discord")
 CASES = [
     *(pytest.param(p, path, "preview", id=f"{p}-{path.stem}") for p in PLATFORMS for path in STREAMS),
