@@ -180,6 +180,19 @@ class RelayClient:
         answer = await self._http.post(f"/v1/runs/{run}/gate", json=body, timeout=wait_s + 30)
         return _json(answer)
 
+    async def stop(self, run: str, *, by: str | None = None, reason: str | None = None) -> dict[str, Any]:
+        """Stop run ``run`` for its reader (``POST /v1/runs/{run}/stop``; ``run`` may be a Stop control's 16 hex):
+        it ends ``cancelled``, its pipeline lane gets a ``stop`` unit, its agent's later lines get a 409.
+
+        Returns:
+            ``{"run", "state": "stopping"|"stopped", "by", "reason"}`` (a second stop answers the first's).
+
+        Raises:
+            RelayError: 404 an unknown run, 409 one that ended otherwise, 400 a bad ``by`` / ``reason``.
+        """
+        body = {key: value for key, value in (("by", by), ("reason", reason)) if value is not None}
+        return _json(await self._http.post(f"/v1/runs/{run}/stop", json=body))
+
     async def report(self, run: str, *, wait_s: float = 0.0) -> dict[str, Any]:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
         answer = await self._http.get(f"/v1/runs/{run}", params={"wait_s": wait_s}, timeout=wait_s + 30)

@@ -278,9 +278,9 @@ class Sidecar:
     def __repr__(self) -> str:
         return f"Sidecar(url={self.url!r})"
 
-    def watch_path(self, run: str) -> str:
-        """The path of ``run``'s live page, with its read token."""
-        return f"/runs/{quote(run, safe='')}?token={self.tokens.token(run)}"
+    def watch_path(self, run: str, *, stop: bool = False) -> str:
+        """The path of ``run``'s live page, with its read token (and its stop token when ``stop``)."""
+        return f"/runs/{quote(run, safe='')}?{self.tokens.query(run, stop=stop)}"
 
     def watch_url(self, run: str) -> str:
         """The full URL of ``run``'s live page (after :meth:`start`)."""

@@ -13,9 +13,11 @@ the service's other routes: :mod:`adapters.ops.probes`):
 - ``POST /v1/runs/{run}/stop``: a person pressed Stop (forwarded by the bot that owns the platform's updates): the
   run ends ``cancelled`` (adapters/ingest_http/stop.py, core/stop.py).
 - ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token: ``{"url", "token",
-  "started"}``. ``url`` is absolute, built from the address the request was made to (its scheme, host and port, as
-  a proxy passes them on). A run that has not started yet answers too (``"started": false``): its page waits for
-  the run and follows it from its first event, so a link can be handed out before the agent streams.
+  "started"}``; ``?stop=1`` adds the run's stop token to the link (``&stop=…``: its page shows a Stop button;
+  hand it only to whoever may stop the run, adapters/web/tokens.py). ``url`` is absolute, built from the address
+  the request was made to (its scheme, host and port, as a proxy passes them on). A run that has not started yet
+  answers too (``"started": false``): its page waits for the run and follows it from its first event, so a link
+  can be handed out before the agent streams.
 - ``GET /v1/runs``: the active runs for operators (``streamrelay runs``, the ``/ops`` page), oldest first:
   ``{"runs": [{"run", "channel", "platform", "mode", "started_at", "age_s", "status", "confirmed", "uncertain",
   "failed", "rate_limited", "watch", "replica"?}], "unreachable": [{"replica", "url", "error"}]}``; ``?all=1`` on a
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -64,6 +66,12 @@ from core.pressure import Pressure, PushBack
 from core.surface import RunRelay
 
 _log = logging.getLogger("streamrelay.ingest")
+
+
+class WatchUrl(Protocol):
+    """The link to run ``run``'s live page with its read token; with ``stop``, its stop token too."""
+
+    def __call__(self, run: str, *, stop: bool = False) -> str: ...
 
 
 class IngestObserver(Protocol):
@@ -240,7 +248,7 @@ class _Ingest:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         return JSONResponse({**report.model_dump(mode="json"), "run": run})
 
-    watch_url: Callable[[str], str] | None = None
+    watch_url: WatchUrl | None = None
 
     async def watch(self, request: Request) -> JSONResponse:
         """The link to watch a run live (module docstring): ``{"url", "token", "started"}``, also for a run that
@@ -251,7 +259,8 @@ class _Ingest:
         _, key = found
         if self.watch_url is None:
             return JSONResponse({"error": "this sidecar serves no live run page"}, status_code=404)
-        url = self.watch_url(key)
+        stop = request.query_params.get("stop", "").lower() in ("1", "true", "yes")  # adapters/web/tokens.py
+        url = self.watch_url(key, stop=stop)
         if url.startswith("/"):
             url = str(request.base_url).rstrip("/") + url
         started = self.relay.monitor(key) is not None
@@ -284,7 +293,7 @@ def create_app(
     max_body_bytes: int = 16 * 1024 * 1024,
     max_line_bytes: int = 1024 * 1024,
     keepalive_s: float = 15.0,
-    watch_url: Callable[[str], str] | None = None,
+    watch_url: WatchUrl | None = None,
     extra_routes: Sequence[BaseRoute] = (),
     observer: IngestObserver | None = None,
     pressure: Pressure | None = None,

@@ -36,6 +36,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from adapters.web.stop import stop_route
 from adapters.web.tokens import ReadTokens
 from core.monitor import RunMonitor
 from core.surface import RunRelay
@@ -152,6 +153,7 @@ def web_routes(relay: RunRelay, tokens: ReadTokens, *, keepalive_s: float = 15.0
         # {run:path}: the page links a run id with "/" in it as %2F, which arrives decoded
         Route("/runs/{run:path}", live.page, methods=["GET"]),
         Route("/v1/runs/{run:path}/live", live.stream, methods=["GET"]),
+        stop_route(relay, tokens),  # POST /v1/runs/{run}/live/stop with the run's stop token (adapters/web/stop.py)
         Route("/ops", ops_page, methods=["GET"]),
         Route("/favicon.ico", lambda _request: Response(status_code=204), methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

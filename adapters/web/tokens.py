@@ -4,6 +4,11 @@ A run's read token is an HMAC-SHA256 of the run id under the sidecar's secret (i
 storage, differs per run, cannot be guessed from the run id, and reveals nothing of the secret. Whoever can send a
 run's events (the ingest token) can hand out a watch link for it (``GET /v1/runs/{run}/watch``); a watcher of one
 run cannot watch another. Compared in constant time.
+
+Stopping a run is a separate permission: its stop token is an HMAC of the run id under another key derived from the
+same secret, handed out only when asked for (``GET /v1/runs/{run}/watch?stop=1`` puts it in the link as
+``&stop=…``). A read token never allows a stop, and a stop token never allows reading; a page whose link carries
+both shows a Stop button (adapters/web/stop.py).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ class ReadTokens:
 
     def __init__(self, secret: str) -> None:
         self._key = hashlib.sha256(b"streamrelay read token\x00" + secret.encode()).digest()
+        self._stop_key = hashlib.sha256(b"streamrelay stop token\x00" + secret.encode()).digest()
 
     def __repr__(self) -> str:
         return "ReadTokens()"
@@ -32,3 +38,15 @@ class ReadTokens:
     def allows(self, run: str, token: str | None) -> bool:
         """True when ``token`` is ``run``'s read token."""
         return token is not None and hmac.compare_digest(self.token(run).encode(), token.encode())
+
+    def stop_token(self, run: str) -> str:
+        """The stop token of ``run`` (the permission to stop it from its live page): 32 hex characters."""
+        return hmac.new(self._stop_key, run.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def allows_stop(self, run: str, token: str | None) -> bool:
+        """True when ``token`` is ``run``'s stop token."""
+        return token is not None and hmac.compare_digest(self.stop_token(run).encode(), token.encode())
+
+    def query(self, run: str, *, stop: bool = False) -> str:
+        """The query of ``run``'s live page link: ``token=…``, with ``stop=…&`` before it when ``stop``."""
+        return (f"stop={self.stop_token(run)}&" if stop else "") + f"token={self.token(run)}"

@@ -11,6 +11,10 @@
 // reader is at its bottom. Panels with nothing in them are hidden; on the web channel the answer part's text is
 // not shown twice (it is the Answer panel).
 //
+// Stop: a link whose query carries the run's stop token (`&stop=S`, from GET /v1/runs/{run}/watch?stop=1) shows a
+// Stop button until the run ends; a click posts /v1/runs/{run}/live/stop with `Authorization: Bearer S` (never in
+// a URL it requests) and the run then ends `cancelled` (its end event hides the button).
+//
 // For tests: window.streamrelayView = {lastId, eventsApplied, resets, ignored, answerRenders} (plain numbers,
 // updated in place) and document.body.dataset.state = "live" | "waiting" | "reconnecting" | "ended" | "denied".
 "use strict";
@@ -123,7 +127,38 @@
     document.body.classList.toggle("has-end-delivery", els.endDelivery.textContent !== "");
     setStateBadge(els.rootState, ended === "ok" ? "done" : ended, ended === "ok" ? "done" : ended);
     setConnection("ended", "ended: " + ended);
+    hideStop();
     document.title = "streamrelay · run " + els.runId.textContent + " · " + ended;
+  }
+
+  function hideStop() {
+    if (els && els.stop) els.stop.hidden = true;
+  }
+
+  async function requestStop(run, stopToken) {
+    els.stop.disabled = true;
+    els.stop.textContent = "Stopping…";
+    let answer = null;
+    try {
+      answer = await fetch("/v1/runs/" + encodeURIComponent(run) + "/live/stop", {
+        method: "POST",
+        headers: { "Authorization": "Bearer " + stopToken },
+      });
+    } catch (_) {
+      answer = null;
+    }
+    if (answer !== null && answer.ok) return;  // the run's end event hides the button
+    let why = "the sidecar could not be reached";
+    if (answer !== null) {
+      try {
+        why = str((await answer.json()).error) || "HTTP " + answer.status;
+      } catch (_) {
+        why = "HTTP " + answer.status;
+      }
+    }
+    els.stop.disabled = false;
+    els.stop.textContent = "⏹ Stop";
+    showNotice("The run could not be stopped: " + why + ".");
   }
 
   function finish() {
@@ -532,7 +567,7 @@
       // keep it as it came
     }
     const query = new URLSearchParams(location.search);
-    return { run: run || query.get("run") || "", token: query.get("token") || "" };
+    return { run: run || query.get("run") || "", token: query.get("token") || "", stop: query.get("stop") || "" };
   }
 
   function start() {
@@ -543,7 +578,7 @@
       answerView: byId("answer-view"), finalBadge: byId("final-badge"), agentTree: byId("agent-tree"),
       rootState: byId("root-state"), timeline: byId("timeline"), timelineBox: byId("timeline-box"),
       deliveries: byId("deliveries"), agentsPanel: byId("agents-panel"), timelinePanel: byId("timeline-panel"),
-      deliveriesPanel: byId("deliveries-panel"),
+      deliveriesPanel: byId("deliveries-panel"), stop: byId("stop"),
     };
     answerNode = document.createTextNode("");
     els.answerSource.replaceChildren(answerNode);
@@ -555,7 +590,11 @@
     followScroll(els.answerBox);
     followScroll(els.timelineBox);
 
-    const { run, token } = runFromLocation();
+    const { run, token, stop } = runFromLocation();
+    if (stop && run) {
+      els.stop.hidden = false;
+      els.stop.addEventListener("click", () => requestStop(run, stop));
+    }
     els.runId.textContent = run || "(none)";
     document.title = "streamrelay · run " + (run || "?");
     setConnection("reconnecting", "connecting…");
