@@ -35,6 +35,7 @@ from adapters.slack.errors import PLATFORM
 from adapters.slack.media import SlackMedia
 from adapters.slack.render import Rendered, render, stream_markdown
 from adapters.slack.settle import SlackSettling, delivery_metadata, thread_ts
+from adapters.slack.stop_control import SlackStopControls
 from core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
@@ -63,7 +64,7 @@ r"""Matched whole (``fullmatch``): ``$`` would take a trailing newline, ``\d`` t
 _MAX_OPEN_STREAMS = 1024
 
 
-class SlackAdapter(SlackMedia, SlackSettling):
+class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
     """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it), and
     opens threads under them.
 
@@ -169,7 +170,8 @@ class SlackAdapter(SlackMedia, SlackSettling):
             core.errors.TargetNotFoundError: the message is gone (``message_not_found``).
             core.errors.DeliveryError: another subclass (a 429 has ``scope=method``: Tier 3 per workspace).
         """
-        await self._update(target, message_id, self._body("chat.update", target, text, fmt))
+        body = self._body("chat.update", target, text, fmt)
+        await self._update(target, message_id, self.stop_body(target, message_id, text, fmt) or body)  # its blocks
         return True
 
     async def delete_message(self, target: Target, message_id: str) -> None:

@@ -10,7 +10,8 @@ Rules (https://docs.slack.dev/reference/block-kit/blocks, https://docs.slack.dev
   ``plain_text`` object of at most 2000 characters.
 - ``section`` (https://docs.slack.dev/reference/block-kit/blocks/section-block): ``text`` (a ``mrkdwn`` or
   ``plain_text`` object, 1-3000 characters) or ``fields`` required.
-- ``markdown`` (``text`` 1-12000 characters), ``actions``, ``context``, ``divider``, ``header``, ``rich_text``: their
+- ``actions``: buttons, checked by :mod:`mocks.slack.actions` (text 75, action_id 255, value 2000).
+- ``markdown`` (``text`` 1-12000 characters), ``context``, ``divider``, ``header``, ``rich_text``: their
   type is taken; only ``markdown``'s text is checked.
 
 What a person reads of a message with blocks (the mock's ``text`` of it, what ``visible`` and the control API show):
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mocks.slack.actions import check_actions
 from mocks.slack.workspace import SlackError
 
 MAX_BLOCKS = 50
@@ -67,6 +69,7 @@ def read_blocks(params: Mapping[str, Any]) -> BlocksView | None:
         raise SlackError("invalid_blocks")
     lines: list[str] = []
     media: dict[str, Any] | None = None
+    action_ids: set[str] = set()
     for block in raw:
         if not isinstance(block, dict) or block.get("type") not in KNOWN_TYPES:
             raise SlackError("invalid_blocks")
@@ -77,6 +80,8 @@ def read_blocks(params: Mapping[str, Any]) -> BlocksView | None:
             lines.append(_section(block))
         elif block["type"] == "markdown":
             lines.append(_text(block.get("text"), MAX_MARKDOWN_BLOCK))
+        elif block["type"] == "actions":
+            check_actions(block, action_ids)  # buttons: mocks/slack/actions.py
     return BlocksView(raw, "\n".join(line for line in lines if line) if len(lines) > 1 else "".join(lines), media)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock
-from mocks.slack import history
+from mocks.slack import actions, history
 from mocks.slack.blocks import read_blocks
 from mocks.slack.limits import RateLimiter, SlackLimits, retry_after_header
 from mocks.slack.wire import fault_error, message_json, read_request, str_or_none
@@ -165,6 +165,23 @@ class MockSlack(MockServer):
         """
         return self.add_user_message(chat_id, None, text)
 
+    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
+        """A person presses a button of the bot's message ``message_id`` (its ts): the ``block_actions`` payload
+        the app receives (:mod:`mocks.slack.actions`).
+
+        Raises:
+            ValueError: no such message or button.
+        """
+        channel, ts = str(chat_id), str(message_id)
+        found = [m for m in self.messages(channel) if m.ts == ts and m.user == BOT_USER_ID]
+        if not found:
+            raise ValueError(f"message {ts} of {channel} does not exist (or was deleted)")
+        pressed = [(b, e) for b, e in actions.buttons(found[0].blocks) if data is None or e["action_id"] == data]
+        if not pressed:
+            shown = [e["action_id"] for _, e in actions.buttons(found[0].blocks)]
+            raise ValueError(f"message {ts} has no button {data!r}: its buttons are {shown}")
+        return actions.block_actions(message_json(found[0]), channel, *pressed[0])
+
     def chats(self) -> list[ChatId]:
         """Channels that ever received a message, in first-message order."""
         return list(self._workspace.messages)
@@ -258,11 +275,22 @@ class MockSlack(MockServer):
         return {"channel": channel, "ts": message.ts, "message": message_json(message)}
 
     def _update(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        """chat.update (https://docs.slack.dev/reference/methods/chat.update): ``blocks`` replace the message's
+        blocks, an empty array removes them, and without ``blocks`` the previous ones are retained (the text is then
+        only their notification fallback); ``markdown_text`` goes with neither ``blocks`` nor ``text``."""
         message, given = self._workspace.check_update(params)
+        cleared = params.get("blocks") in ("[]", [])
+        view = None if cleared else read_blocks(params)
+        if (view is not None or cleared) and given.kind == "markdown_text":
+            raise SlackError("markdown_text_conflict")
         metadata = history.metadata_of(params)
         self._admit(token, call.method, message.channel)
         message.metadata = metadata if metadata is not None else message.metadata
-        message.text, message.wire, message.kind, message.edited = given.person_view, given.wire, given.kind, True
+        message.wire, message.kind, message.edited = given.wire, given.kind, True
+        if view is not None:
+            message.text, message.blocks = view.text, view.blocks
+        elif cleared or message.blocks is None:
+            message.text, message.blocks = given.person_view, None
         if given.kind == "text" and params.get("mrkdwn") is not None:
             message.mrkdwn = given.mrkdwn
         return {"channel": message.channel, "ts": message.ts, "text": message.wire, "message": message_json(message)}

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.contracts.units import StopUnit
 from core.run import STOPPED_NOTICE
 from tests.browser.conftest import INGEST_TOKEN, LivePage, WebStack
 
@@ -41,10 +42,11 @@ async def test_the_stop_button_stops_the_run(web: WebStack, live: LivePage, tmp_
         assert await live.text("#ended") == "cancelled"
         assert not await button.is_visible()  # the control disappears when the run ends
         report = await client.report(RUN, wait_s=10)
-        assert report["end_status"] == "cancelled"
-        assert "stopped by the reader (web)" in report["errors"]
+        assert report.end_status == "cancelled"
+        assert "stopped by the reader (web)" in report.errors
         units = await client.units(RUN)
-        assert [u["kind"] for u in units] == ["stop", "run.end"] and units[0]["by"] == "web"
+        assert [u.kind for u in units] == ["stop", "run.end"]
+        assert isinstance(units[0], StopUnit) and units[0].by == "web"
         # What the web channel shows: the answer so far, then the notice.
         parts = [t for t in await live.texts("#deliveries .part .part-text") if t]
         assert STOPPED_NOTICE in parts
@@ -65,5 +67,5 @@ async def test_a_read_token_alone_cannot_stop(web: WebStack, live: LivePage) -> 
             assert (await http.post(path)).status_code == 401
             read = await http.post(path, headers={"Authorization": f"Bearer {link['token']}"})
             assert read.status_code == 403  # reading is not stopping
-        assert (await client.report("stop-2"))["done"] is False
+        assert (await client.report("stop-2")).done is False
         await client.send("stop-2", [{"kind": "end", "status": "ok"}])
