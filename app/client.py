@@ -229,9 +229,10 @@ def _json(answer: httpx.Response) -> dict[str, Any]:
 
 
 def recorded_events(path: Path, fmt: ProviderFormat, run: str, source: Source | None = None) -> list[dict[str, Any]]:
-    """A recorded provider stream (shared/streams/) as normalized events of ``run``, each with ``source``
-    (None: the root agent), ready for :meth:`RelayClient.send`. Used to replay sub-agents: a run declares one
-    ``format``, so a child's provider stream is normalized here and sent with its source.
+    """A recorded stream (tests/streams/) as normalized events of ``run``, the recording's root agent's with
+    ``source`` (None: the root agent) and its own sub-agents' under it, ready for :meth:`RelayClient.send`. Used
+    to replay sub-agents: a run declares one ``format``, so a child's stream is normalized here and sent with its
+    source.
 
     Raises:
         ValueError: a line is not JSON (names the line); core.errors.IngestError: not that provider's format.
@@ -239,4 +240,15 @@ def recorded_events(path: Path, fmt: ProviderFormat, run: str, source: Source | 
     normalizer = make_normalizer(fmt, run)
     events = [e for raw in recording_lines(path) for e in normalizer.feed(raw)]
     events.extend(normalizer.close())
-    return [event_to_json(e.model_copy(update={"source": source})) for e in events]
+    return [event_to_json(e.model_copy(update={"source": _nested(source, e.source)})) for e in events]
+
+
+def _nested(source: Source | None, own: Source | None) -> Source | None:
+    """An event's source once its recording is replayed as ``source``: the recording's root is ``source``; a
+    sub-agent of the recording (AG-UI, A2A) keeps its own source, one level under ``source`` when one is given."""
+    if own is None or source is None:
+        return source if own is None else own
+    rest = own.path.split("/", 1)[1] if own.path and "/" in own.path else own.agent_id
+    parent = own.parent_session_id if own.depth > 1 else source.session_id
+    path = f"{source.path or source.key}/{rest}"
+    return own.model_copy(update={"depth": source.depth + own.depth, "path": path, "parent_session_id": parent})

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from app.client import recorded_events
 from app.ingest_client import detect_format, recording_lines
 from core.events import (
     End,
     Event,
     MessageEnd,
     ProviderFormat,
+    Source,
     TextEvent,
     ToolCall,
     ToolCallState,
@@ -187,3 +189,23 @@ def test_every_line_type_that_yields_nothing_is_named_in_its_normalizers_docs() 
             kind = raw.get("type") or raw.get("result", {}).get("kind")
             if normalizer.feed(raw) == [] and isinstance(kind, str):
                 assert kind in doc or (kind.startswith("data-") and "data-*" in doc), (path.name, kind)
+
+
+def test_a_replayed_recordings_sub_agents_keep_their_source_nested_under_the_replays() -> None:
+    path = STREAMS / "ag-ui/subagent-reasoning.jsonl"
+    as_root = recorded_events(path, ProviderFormat.AG_UI, RUN)
+    child = {"agent_id": "researcher", "session_id": "run_7c1e_researcher", "parent_session_id": "run_7c1e"}
+    assert {json.dumps(e.get("source"), sort_keys=True) for e in as_root} == {
+        "null",
+        json.dumps({**child, "depth": 1, "path": "run_7c1e/researcher"}, sort_keys=True),
+    }
+    planner = Source(agent_id="planner", session_id="s-plan", parent_session_id="s-root", depth=1, path="s/planner")
+    nested = recorded_events(path, ProviderFormat.AG_UI, RUN, planner)
+    sources = {Source.model_validate(e["source"]) for e in nested}
+    assert sources == {
+        planner,
+        Source(**{**child, "parent_session_id": "s-plan"}, depth=2, path="s/planner/researcher"),
+    }
+    root_text = [e["text"] for e in as_root if e["kind"] == "text" and e.get("source") is None]
+    assert "".join(root_text).startswith("The user wants")  # reasoning first, then the answer; no child text
+    assert "Opening hours checked" not in "".join(root_text)
