@@ -23,10 +23,11 @@ from collections import OrderedDict
 from typing import Any, Final, overload
 
 from adapters.discord._sdk import discord
-from adapters.discord.connection import DiscordConnection, snowflake
+from adapters.discord.connection import snowflake
 from adapters.discord.errors import PLATFORM
 from adapters.discord.markdown import discord_markdown
 from adapters.discord.media import media_embed
+from adapters.discord.stop_control import DiscordStopControls
 from adapters.markdown_strip import strip_markdown
 from core.errors import PermanentDeliveryError
 from core.events import Target
@@ -82,7 +83,7 @@ def thread_name(title: str) -> str:
 # ------------------------------------------------------------------ the adapter
 
 
-class DiscordAdapter(DiscordConnection):
+class DiscordAdapter(DiscordStopControls):
     """Sends, edits and deletes one bot's messages through Discord's REST API (or a mock of it), and starts
     threads from them.
 

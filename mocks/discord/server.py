@@ -13,6 +13,7 @@ from aiohttp import web
 from mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
 from mocks.discord import wire
 from mocks.discord.channels import Channels
+from mocks.discord.components import components_of, custom_ids, interaction_create
 from mocks.discord.embeds import shown_text
 from mocks.discord.limits import DiscordLimits, Key, RateLimiter, bucket_hash, retry_after_header
 from mocks.discord.routes import API_PREFIX, METHODS, Route, json_response, read_body, resolve
@@ -131,6 +132,22 @@ class MockDiscord(MockServer):
         can neither edit it (403 50005) nor delete it (403 50013).
         """
         return self._channels.seed(str(channel_id), content).id
+
+    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
+        """A person presses a button of the bot's message ``message_id``: the ``INTERACTION_CREATE`` dispatch the
+        app receives (:mod:`mocks.discord.components`).
+
+        Raises:
+            ValueError: no such message or button.
+        """
+        found = [m for m in self.messages(chat_id) if m.id == str(message_id) and m.author_id != wire.PERSON_USER_ID]
+        if not found:
+            raise ValueError(f"message {message_id} of channel {chat_id} does not exist (or was deleted)")
+        ids = custom_ids(found[0].components)
+        chosen = next((c for c in ids if data is None or c == data), None)
+        if chosen is None:
+            raise ValueError(f"message {message_id} has no button {data!r}: its buttons are {ids}")
+        return interaction_create(self._channels.json(found[0]), chosen)
 
     def chats(self) -> list[ChatId]:
         """Channels (threads included: a thread is a channel) that ever received a message, in first-message
@@ -278,8 +295,10 @@ class MockDiscord(MockServer):
         """createMessage / executeWebhook (https://discord.com/developers/docs/resources/message#create-message)."""
         channel = self._channels.channel(call.channel)
         draft = self._channels.check_create(channel, call.body, replies=call.route.name == "createMessage")
+        rows = components_of(call.body)
         self._admit(call)
         message = self._channels.store(channel, draft, principal=call.principal)
+        message.components = rows or []
         call.record.message_id = message.id
         if call.route.name == "executeWebhook" and call.query.get("wait", "").lower() != "true":
             return 204, None
@@ -289,8 +308,10 @@ class MockDiscord(MockServer):
         """editMessage / editWebhookMessage (https://discord.com/developers/docs/resources/message#edit-message)."""
         message = self._channels.find(call.channel, call.params["message"], principal=call.principal, deleting=False)
         change = self._channels.check_edit(message, call.body)
+        rows = components_of(call.body)  # not given: kept; []: removed
         self._admit(call)
         self._channels.apply(message, change)
+        message.components = message.components if rows is None else rows
         return 200, self._channels.json(message)
 
     def _delete(self, call: _Call) -> Result:

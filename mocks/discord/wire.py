@@ -201,6 +201,8 @@ class StoredMessage:
     webhook_id: str | None = None
     nonce: int | str | None = None
     deleted: bool = False
+    components: list[dict[str, Any]] = field(default_factory=list)
+    """Its action rows of buttons (:mod:`mocks.discord.components`)."""
 
 
 def user_json(user_id: str, *, bot: bool = True, name: str | None = None) -> dict[str, Any]:
@@ -257,7 +259,7 @@ def message_json(message: StoredMessage, referenced: StoredMessage | None = None
         "embeds": message.embeds,
         "pinned": False,
         "flags": 0,
-        "components": [],
+        "components": message.components,
     }
     if webhook:
         body["webhook_id"] = message.webhook_id

@@ -1,0 +1,121 @@
+"""Stop from Slack and Discord: the live message carries a Stop button (slack-sdk / discord.py → the mocks, which
+check the blocks / components as the platforms do); a press makes what the platform delivers to the app (a Slack
+``block_actions`` payload, a Discord ``INTERACTION_CREATE``), which a test forwards as the app would (README
+snippets); the run ends cancelled, the button goes, the parent loop reads a ``stop`` unit, later lines get 409."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from app.client import RelayClient, RelayError
+from app.dry_run import DRY_RUN
+from app.service import Sidecar, make_runtime
+from config.settings import ChannelSettings
+from core.clock import MonotonicClock
+from core.contracts.units import StopUnit
+from core.ledger import MemoryLedger
+from core.relay import Relay
+from core.run import STOPPED_NOTICE
+from core.stop import STOPPED_ERROR
+from core.stop_controls import control_id
+from mocks.common import MockServer
+from tests.integration.conftest import INGEST_TOKEN
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def slack_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[str]:
+    found = [m for m in mock.messages(chat) if str(m.ts) == str(message_id)]
+    blocks = found[0].blocks if found else None
+    return [e["action_id"] for b in blocks or [] if b.get("type") == "actions" for e in b["elements"]]
+
+
+def slack_click(payload: dict[str, Any]) -> tuple[str, str]:
+    """What a Slack app's action handler reads: the control id and who pressed (README: Bolt snippet)."""
+    assert payload["type"] == "block_actions"
+    return payload["actions"][0]["value"], f"slack:user:{payload['user']['id']}"
+
+
+def discord_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[str]:
+    found = [m for m in mock.messages(chat) if str(m.id) == str(message_id)]
+    rows = found[0].components if found else None
+    return [c["custom_id"] for row in rows or [] for c in row["components"] if c.get("type") == 2]
+
+
+def discord_click(dispatch: dict[str, Any]) -> tuple[str, str]:
+    """What a discord.py ``on_interaction`` reads: the component's custom_id and who pressed (README snippet)."""
+    assert dispatch["t"] == "INTERACTION_CREATE" and dispatch["d"]["type"] == 3
+    return dispatch["d"]["data"]["custom_id"], f"discord:user:{dispatch['d']['member']['user']['id']}"
+
+
+BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
+    "slack": slack_buttons,
+    "discord": discord_buttons,
+}
+CLICKS: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {"slack": slack_click, "discord": discord_click}
+
+
+async def until(check: Callable[[], bool]) -> None:
+    for _ in range(300):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("not reached")
+
+
+@pytest.mark.parametrize("platform", ["slack", "discord"])
+async def test_stop_button(platform: str) -> None:
+    dry = DRY_RUN[platform]
+    mock = dry.make_mock(False)
+    assert isinstance(mock, MockServer)
+    settings = ChannelSettings.model_validate(
+        {"platform": platform, "api_base": await mock.start(), "throttle_ms": 0, "stop_button": True}
+    )
+    relay = Relay({"c": make_runtime("c", settings, SecretStr(dry.token))}, MemoryLedger(), MonotonicClock())
+    sidecar = Sidecar(relay, token=INGEST_TOKEN)
+    await sidecar.start()
+    chat, buttons = dry.private, BUTTONS[platform]
+    try:
+        async with RelayClient(sidecar.url, INGEST_TOKEN) as client:
+            await client.start("s1", channel="c", chat_id=chat)
+            await client.send("s1", [{"kind": "text", "text": "The first half"}])
+            await until(lambda: bool(mock.visible(chat)))
+            message_id = mock.visible(chat)[0][0]
+            await until(lambda: buttons(mock, chat, message_id) == [control_id("s1")])
+            await client.send("s1", [{"kind": "text", "text": " of the answer."}])
+            await until(lambda: mock.visible(chat)[0][1] == "The first half of the answer.")
+            assert buttons(mock, chat, message_id) == [control_id("s1")]  # the edit kept the button
+
+            async with httpx.AsyncClient() as control:
+                pressed = await control.post(
+                    f"{mock.control_url}/press", json={"chat_id": chat, "message_id": message_id}
+                )
+            assert pressed.status_code == 200, pressed.text
+            control_value, by = CLICKS[platform](pressed.json())
+            assert control_value == control_id("s1")
+            stopped = await client.stop(control_value.removeprefix("stop:"), by=by, reason="pressed Stop")
+            assert (stopped.run, stopped.state) == ("s1", "stopping")
+
+            report = await client.report("s1", wait_s=15)
+            assert report.end_status == "cancelled"
+            assert f"stopped by the reader ({by}): pressed Stop" in report.errors
+            assert [t for _, t in mock.visible(chat)] == ["The first half of the answer.", STOPPED_NOTICE]
+            assert all(buttons(mock, chat, m) == [] for m, _ in mock.visible(chat))  # the button is gone
+            units = await client.units("s1")
+            assert [u.kind for u in units] == ["stop", "run.end"]
+            assert isinstance(units[0], StopUnit) and units[0].by == by
+            with pytest.raises(RelayError) as late:
+                await client.send("s1", [{"kind": "text", "text": "!"}])
+            assert late.value.status == 409 and STOPPED_ERROR in str(late.value)
+            again = await client.stop(control_value.removeprefix("stop:"))
+            assert (again.state, again.by) == ("stopped", by)  # idempotent
+    finally:
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()
