@@ -98,5 +98,5 @@ def media_message(media: MediaItem, fmt: TextFormat) -> tuple[str, list[dict[str
             block["title"] = {"type": "plain_text", "text": caption[:MAX_ALT_TEXT]}
         return fallback, [block]
     label = escape_text(caption or name).replace("|", "¦")  # a label holds no "|" (it ends the URL part)
-    link = f"{MEDIA_ICONS[media.kind]} <{media.url}|{label}>"
+    link = f"<{media.url}|{label}>"  # the caption alone is what a person reads (Slack unfurls the link below it)
     return fallback, [{"type": "section", "text": {"type": "mrkdwn", "text": link}}]
