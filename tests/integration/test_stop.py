@@ -14,14 +14,17 @@ from pydantic import SecretStr
 
 from adapters.sqlite import SqliteLedger
 from adapters.sqlite.journal import SqliteJournal
+from app.client import RelayClient
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
+from core.contracts.units import StopUnit
 from core.events import Stop, event_to_json
 from core.journal import JournalEntry
 from core.relay import Relay
 from core.run import STOPPED_NOTICE
 from core.stop import STOPPED_ERROR
+from examples.parent_loop import cancel_on_stop
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN, Stack
 
@@ -145,3 +148,18 @@ async def test_a_journaled_stop_survives_a_restart(tmp_path: Path) -> None:
         await ledger.close()
         await journal.close()
         assert [t for _, t in mock.visible(5)] == ["Before the stop.", STOPPED_NOTICE]
+
+
+async def test_the_parent_loop_cancels_its_agent_on_a_stop(stack: Stack) -> None:
+    async with RelayClient(stack.sidecar.url, INGEST_TOKEN) as relay:
+        await relay.start("p1", channel="telegram", chat_id=5)
+        await relay.send("p1", [{"kind": "text", "text": "Working"}])
+        agent: asyncio.Task[object] = asyncio.create_task(asyncio.sleep(60))  # the agent, busy
+        watcher = asyncio.create_task(cancel_on_stop(relay, "p1", agent))
+        await asyncio.sleep(0.1)
+        assert not agent.done()
+        await relay.stop("p1", by="web")
+        unit = await asyncio.wait_for(watcher, 10)
+        assert isinstance(unit, StopUnit) and unit.by == "web"
+        await asyncio.gather(agent, return_exceptions=True)
+        assert agent.cancelled()
