@@ -7,12 +7,16 @@ follows the run's pipeline lane, and asks the action gate before running a tool 
         await relay.start("r1", channel="telegram", chat_id=42)
         await relay.send("r1", [{"kind": "text", "text": "Looking it up…"}])
         async for unit in relay.pipeline("r1"):          # complete, checked units only; ends at run.end
-            if unit["kind"] == "tool_call":
-                decision = await relay.gate("r1", unit["id"], wait_s=30)
-                if decision["verdict"] == "run":
-                    ...                                  # run the tool
+            match unit:
+                case ToolCallUnit(id=call_id):
+                    decision = await relay.gate("r1", call_id, wait_s=30)
+                    if decision.verdict == "run":
+                        ...                              # run the tool
 
-Every method raises :class:`RelayError` (with the sidecar's status and message) when the sidecar refuses.
+Answers are the typed contracts of :mod:`core.contracts` (frozen pydantic models: pipeline units, live events,
+the run report, the gate's answer), so mypy checks a parent loop's field names. Every method raises
+:class:`RelayError` (with the sidecar's status and message) when the sidecar refuses, and
+``pydantic.ValidationError`` when an answer is not of the contract (a sidecar of another version).
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from typing import Any
 import httpx
 
 from app.ingest_client import recording_lines
+from core.contracts.answers import GateAnswer, StopAnswer, WatchLink
+from core.contracts.live import LIVE_EVENT, EndLiveEvent, LiveEvent
+from core.contracts.report import RunReport
+from core.contracts.units import PIPELINE_UNIT, PipelineUnit, RunEndUnit, parse_unit
 from core.events import Event, ProviderFormat, Source, event_to_json
 from core.normalize import make_normalizer
 
@@ -134,13 +142,12 @@ class RelayClient:
             delay_s = float(answer.headers.get("retry-after", "1"))
             await asyncio.sleep(min(delay_s, max(0.0, deadline - time.monotonic())))
 
-    async def units(self, run: str, *, after: int = 0) -> list[dict[str, Any]]:
-        """The run's pipeline units after position ``after`` so far (without waiting)."""
+    async def units(self, run: str, *, after: int = 0) -> list[PipelineUnit]:
+        """The run's pipeline units after position ``after`` so far (without waiting), typed."""
         answer = await self._http.get(f"/v1/runs/{run}/pipeline", params={"after": after})
-        units: list[dict[str, Any]] = _json(answer)["units"]
-        return units
+        return [parse_unit(unit) for unit in _json(answer)["units"]]
 
-    async def pipeline(self, run: str, *, after: int = 0) -> AsyncIterator[dict[str, Any]]:
+    async def pipeline(self, run: str, *, after: int = 0) -> AsyncIterator[PipelineUnit]:
         """The run's pipeline units after position ``after``, as they come, until ``run.end`` (included).
 
         A dropped connection is resumed after the last unit received (at most ``reconnects`` times in a row).
@@ -157,46 +164,84 @@ class RelayClient:
                     async for line in answer.aiter_lines():
                         if not line.strip():
                             continue  # keepalive
-                        unit: dict[str, Any] = json.loads(line)
-                        after = int(unit["index"])
+                        unit = PIPELINE_UNIT.validate_json(line)
+                        after = unit.index
                         failures = 0
                         yield unit
-                        if unit["kind"] == "run.end":
+                        if isinstance(unit, RunEndUnit):
                             return
             except (httpx.TransportError, httpx.RemoteProtocolError):
                 failures += 1
                 if failures > self.reconnects:
                     raise
 
-    async def gate(self, run: str, call_id: str, *, source: str | None = None, wait_s: float = 0.0) -> dict[str, Any]:
+    async def gate(self, run: str, call_id: str, *, source: str | None = None, wait_s: float = 0.0) -> GateAnswer:
         """Ask the action gate whether tool call ``call_id`` may run now.
 
         Returns:
-            ``{"verdict": "run"|"wait"|"refuse", "reason", "class", "compensation", "unit"}``.
+            its ``verdict`` (run, wait, refuse), ``reason``, ``action_class``, ``compensation`` and ``unit``.
         """
         body: dict[str, Any] = {"id": call_id, "wait_s": wait_s}
         if source is not None:
             body["source"] = source
         answer = await self._http.post(f"/v1/runs/{run}/gate", json=body, timeout=wait_s + 30)
-        return _json(answer)
+        return GateAnswer.model_validate(_json(answer))
 
-    async def stop(self, run: str, *, by: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    async def stop(self, run: str, *, by: str | None = None, reason: str | None = None) -> StopAnswer:
         """Stop run ``run`` for its reader (``POST /v1/runs/{run}/stop``; ``run`` may be a Stop control's 16 hex):
         it ends ``cancelled``, its pipeline lane gets a ``stop`` unit, its agent's later lines get a 409.
 
         Returns:
-            ``{"run", "state": "stopping"|"stopped", "by", "reason"}`` (a second stop answers the first's).
+            its ``run``, ``state`` (stopping, stopped), ``by`` and ``reason`` (a second stop answers the first's).
 
         Raises:
             RelayError: 404 an unknown run, 409 one that ended otherwise, 400 a bad ``by`` / ``reason``.
         """
         body = {key: value for key, value in (("by", by), ("reason", reason)) if value is not None}
-        return _json(await self._http.post(f"/v1/runs/{run}/stop", json=body))
+        return StopAnswer.model_validate(_json(await self._http.post(f"/v1/runs/{run}/stop", json=body)))
 
-    async def report(self, run: str, *, wait_s: float = 0.0) -> dict[str, Any]:
+    async def report(self, run: str, *, wait_s: float = 0.0) -> RunReport:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
         answer = await self._http.get(f"/v1/runs/{run}", params={"wait_s": wait_s}, timeout=wait_s + 30)
-        return _json(answer)
+        return RunReport.model_validate(_json(answer))
+
+    async def watch_link(self, run: str) -> WatchLink:
+        """The run's live page link and its read token (``GET /v1/runs/{run}/watch``), also before it starts.
+
+        Raises:
+            RelayError: 404 when the sidecar serves no live page (or the run is not the caller's).
+        """
+        return WatchLink.model_validate(_json(await self._http.get(f"/v1/runs/{run}/watch")))
+
+    async def watch(self, run: str) -> AsyncIterator[LiveEvent]:
+        """The run's live events (``GET /v1/runs/{run}/live``, SSE, with the run's read token), typed, until its
+        ``end`` (included); a ``waiting`` event first when it has not started. A dropped stream, or one that ends
+        while the run has not started, is resumed with ``Last-Event-ID`` (at most ``reconnects`` times in a row).
+        """
+        token = (await self.watch_link(run)).token
+        last_id: str | None = None
+        failures = 0
+        while True:
+            headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+            if last_id is not None:
+                headers["Last-Event-ID"] = last_id
+            try:
+                async with self._http.stream("GET", f"/v1/runs/{run}/live", headers=headers, timeout=None) as answer:
+                    if answer.status_code != 200:
+                        await answer.aread()
+                        _json(answer)
+                    async for sse_id, data in _sse_messages(answer):
+                        event = LIVE_EVENT.validate_json(data)
+                        last_id = sse_id or last_id
+                        failures = 0 if sse_id else failures
+                        yield event
+                        if isinstance(event, EndLiveEvent):
+                            return
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                pass
+            failures += 1
+            if failures > self.reconnects:
+                raise RelayError(504, f"the live stream of run {run!r} ended {failures} times without its end")
 
 
 def _pushed_back(answer: httpx.Response, lines: list[str]) -> list[str] | None:
@@ -214,6 +259,28 @@ def _pushed_back(answer: httpx.Response, lines: list[str]) -> list[str] | None:
     if len(lines) == 1 and not body.get("accepted"):  # a start refused for the moment (too many active runs)
         return lines
     return None
+
+
+async def _sse_messages(answer: httpx.Response) -> AsyncIterator[tuple[str | None, str]]:
+    """The ``(id, data)`` of each Server-Sent Events message of ``answer`` (comments and keepalives skipped;
+    several ``data`` lines joined by newlines), as
+    https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation reads them."""
+    sse_id: str | None = None
+    data: list[str] = []
+    async for line in answer.aiter_lines():
+        if not line:
+            if data:
+                yield sse_id, "\n".join(data)
+            sse_id, data = None, []
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "id":
+            sse_id = value
+    if data:
+        yield sse_id, "\n".join(data)
 
 
 def _json(answer: httpx.Response) -> dict[str, Any]:

@@ -13,7 +13,9 @@ on. It carries, per run, an append-only log of units:
 - ``commit`` when the run passed its commit point, and ``run.end`` last.
 
 Every unit has ``index`` (1, 2, …: its position in the run's lane, for resuming a subscription), ``kind``,
-``run`` and ``source`` (``null`` for the root agent). Shapes (JSON)::
+``run`` and ``source`` (``null`` for the root agent); :mod:`core.contracts.units` types them (one class per
+``kind``, docs/schema/pipeline-unit.schema.json) and :meth:`PipelineLane.emit` checks each against it. Shapes
+(JSON)::
 
     {"index": 1, "kind": "tool_call", "run": "r1", "id": "c1", "name": "search", "args": {...}, "source": null}
     {"index": 2, "kind": "tool_call.malformed", "run": "r1", "id": "c2", "name": "write_file",
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.contracts.units import PIPELINE_UNIT
 from core.events import Source, ToolCall, ToolCallState, fix_surrogates
 
 ArgsValidator = Callable[[str, dict[str, Any]], str | None]
@@ -202,11 +205,14 @@ class PipelineLane:
 
         Raises:
             RuntimeError: the lane is closed (the run ended).
+            pydantic.ValidationError: ``unit`` is not a unit of :data:`core.contracts.units.PipelineUnit` (a bug of
+                its producer: it never reaches a reader).
         """
         if self.closed:
             raise RuntimeError(f"the pipeline lane of run {self.run!r} is closed")
         unit = {"index": len(self.units) + 1, "kind": unit["kind"], "run": self.run, **unit}
         unit.setdefault("source", None)
+        PIPELINE_UNIT.validate_python(unit)  # the typed contract (core.contracts.units): never a unit off it
         self.units.append(unit)
         self._wake()
         return unit

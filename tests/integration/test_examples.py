@@ -44,7 +44,7 @@ async def test_the_parent_loop_example_runs_search_at_once_and_email_after_the_c
     assert out[1] == "researcher says: Refunds take 14 days."
     assert out[2].startswith("send_email: wait (send_email is irreversible; it waits for the run's commit point")
     assert out[3] == "send_email after the commit: run"
-    assert out[4].startswith("delivery: delivered") and report["status"] == "delivered"
+    assert out[4].startswith("delivery: delivered") and report.status == "delivered"
     assert [text for _, text in mock.visible(1001)] == [
         "↳ researcher: done",
         "Refunds take 14 days. I have emailed you the details.",

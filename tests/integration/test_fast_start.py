@@ -204,7 +204,7 @@ async def test_serve_listens_while_telegram_loads_and_a_run_sent_meanwhile_is_de
                 gate.touch()
                 assert await asyncio.wait_for(sending, 60) == 3
                 report = await relay.report("early", wait_s=20)
-            assert report["status"] == "delivered", report
+            assert report.status == "delivered", report
             assert (await client.get("/readyz")).status_code == 200
         assert [text for _, text in mock.visible(42)] == ["Sent while aiogram was loading."]
         assert "aiogram" in _stopped(proc)

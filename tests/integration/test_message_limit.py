@@ -111,8 +111,8 @@ async def test_a_sub_agent_thread_has_its_own_limit_and_its_cut_is_on_the_report
         await relay.close()
         await mock.stop()
 
-    assert report["done"] and report["status"] == "partial", report
-    assert any(e.startswith("cut at the message limit: researcher's thread") for e in report["errors"])
+    assert report.done and report.status == "partial", report
+    assert any(e.startswith("cut at the message limit: researcher's thread") for e in report.errors)
     top = [m for m in mock.messages(chat) if m.thread_ts is None or m.thread_ts == m.ts]
     assert len(top) <= 2  # the root: its answer and the child's status line
     anchor = next(m.ts for m in top if m.text.startswith("↳"))

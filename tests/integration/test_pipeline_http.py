@@ -12,6 +12,7 @@ import pytest
 
 from app.client import RelayClient, RelayError
 from app.service import Sidecar
+from core.contracts.units import CommitUnit, PipelineUnit, RunEndUnit, ToolCallUnit
 from core.gate import Action, ActionCatalog, ActionClass
 from core.ledger import MemoryLedger
 from tests.integration.conftest import INGEST_TOKEN, Stack, start_stack, stop_stack
@@ -84,17 +85,17 @@ async def test_the_client_follows_the_lane_and_the_gate_waits_for_the_commit(qui
     async with RelayClient(quick.sidecar.url, INGEST_TOKEN) as relay:
         await relay.start("p3", channel="telegram", chat_id=7)
         await relay.send("p3", [call("c1", "pay", amount=5), call("c2", "search", q="x")])
-        assert (await relay.gate("p3", "c2"))["verdict"] == "run"
+        assert (await relay.gate("p3", "c2")).verdict == "run"
         first = await relay.gate("p3", "c1")
-        assert (first["verdict"], first["class"]) == ("wait", "irreversible")
-        assert first["unit"]["args"] == {"amount": 5}
+        assert (first.verdict, first.action_class) == ("wait", "irreversible")
+        assert isinstance(first.unit, ToolCallUnit) and first.unit.args == {"amount": 5}
         waiting = asyncio.create_task(relay.gate("p3", "c1", wait_s=20))
         await asyncio.sleep(0.3)
         assert not waiting.done()
         await relay.send("p3", [{"kind": "text", "text": "Paid."}, {"kind": "commit"}, {"kind": "end"}])
-        assert (await asyncio.wait_for(waiting, 10))["verdict"] == "run"
-        assert [u["kind"] async for u in relay.pipeline("p3", after=2)] == ["commit", "run.end"]
-        assert [u["id"] for u in await relay.units("p3", after=0) if u["kind"] == "tool_call"] == ["c1", "c2"]
+        assert (await asyncio.wait_for(waiting, 10)).verdict == "run"
+        assert [type(u) async for u in relay.pipeline("p3", after=2)] == [CommitUnit, RunEndUnit]
+        assert [u.id for u in await relay.units("p3", after=0) if isinstance(u, ToolCallUnit)] == ["c1", "c2"]
 
 
 async def test_gate_and_lane_errors_say_what_to_do(quick: Stack) -> None:
@@ -153,7 +154,7 @@ async def test_ingest_takes_strict_json_only(quick: Stack, line: str, words: str
 async def test_a_stopping_sidecar_cuts_open_streams_after_a_grace_and_the_client_resumes(quick: Stack) -> None:
     await quick.client.post("/v1/runs/p8/events", content=ndjson(start("p8"), call("c1", "search", q="a")))
     async with RelayClient(quick.sidecar.url, INGEST_TOKEN, reconnects=0) as relay:
-        got: list[dict[str, Any]] = []
+        got: list[PipelineUnit] = []
 
         async def follow() -> None:
             async for unit in relay.pipeline("p8"):
@@ -167,4 +168,4 @@ async def test_a_stopping_sidecar_cuts_open_streams_after_a_grace_and_the_client
         assert loop.time() - began < 10
         with pytest.raises(httpx.HTTPError):
             await asyncio.wait_for(follower, 5)
-    assert [u["index"] for u in got] == [1]  # the client knows where to resume: after unit 1
+    assert [u.index for u in got] == [1]  # the client knows where to resume: after unit 1

@@ -137,5 +137,5 @@ async def test_the_relay_client_honours_retry_after_and_nothing_is_lost(loaded: 
         st.lag.set(0.0)
         assert await asyncio.wait_for(sending, 10) == 4
         report = await relay.report("r1", wait_s=10)
-    assert report["status"] == "delivered"
+    assert report.status == "delivered"
     assert (await chat_text(st)).split() == "".join(PARTS).split()

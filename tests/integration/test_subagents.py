@@ -21,6 +21,7 @@ from app.client import RelayClient, recorded_events
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
+from core.contracts.units import MessageUnit, PipelineUnit, RunEndUnit, ToolCallUnit
 from core.events import ProviderFormat, Source
 from core.gate import Action, ActionCatalog, ActionClass
 from core.ledger import MemoryLedger
@@ -105,7 +106,7 @@ async def test_a_parent_with_two_children_one_nested(sidecar: tuple[MockTelegram
 
     async with RelayClient(server.url, INGEST_TOKEN) as client:
         await client.start("r1", channel="telegram", chat_id=CHAT)
-        units: list[dict[str, Any]] = []
+        units: list[PipelineUnit] = []
 
         async def follow() -> None:
             async for unit in client.pipeline("r1"):
@@ -118,18 +119,18 @@ async def test_a_parent_with_two_children_one_nested(sidecar: tuple[MockTelegram
         await client.send("r1", [{**end, "source": FETCHER.model_dump()}])
         await client.send("r1", [{**end, "source": RESEARCHER.model_dump()}, {**end, "source": CHECKER.model_dump()}])
         # Before the commit point an irreversible call waits; an idempotent one may run.
-        editor = next(u for u in units if u.get("name") == "executeEditorOperation")
-        assert (await client.gate("r1", editor["id"]))["verdict"] == "wait"
-        weather = next(u for u in units if u.get("name") == "weather")
-        assert (await client.gate("r1", weather["id"]))["verdict"] == "run"
-        waiting = asyncio.create_task(client.gate("r1", editor["id"], wait_s=30))
+        editor = next(u for u in units if isinstance(u, ToolCallUnit) and u.name == "executeEditorOperation")
+        assert (await client.gate("r1", editor.id)).verdict == "wait"
+        weather = next(u for u in units if isinstance(u, ToolCallUnit) and u.name == "weather")
+        assert (await client.gate("r1", weather.id)).verdict == "run"
+        waiting = asyncio.create_task(client.gate("r1", editor.id, wait_s=30))
         await client.send("r1", root)
         await client.send("r1", [{"kind": "commit", **source}, end])
-        assert (await waiting)["verdict"] == "run"  # the gate answered as soon as the commit came
+        assert (await waiting).verdict == "run"  # the gate answered as soon as the commit came
         report = await client.report("r1", wait_s=30)
         await asyncio.wait_for(follower, 10)
 
-    assert report["status"] == "delivered", report
+    assert report.status == "delivered", report
     # The person sees a status message with a true line per sub-agent (a tree), and the root's answer only.
     status, answer = [text for _, text in mock.visible(CHAT)]
     assert status.splitlines() == ["↳ researcher: done", "  ↳ fetcher: done", "↳ checker: done"]
@@ -138,19 +139,19 @@ async def test_a_parent_with_two_children_one_nested(sidecar: tuple[MockTelegram
         assert child_text[:30] not in status + answer
 
     # The pipeline lane: complete units only, in order, never ui-lane text.
-    kinds = [u["kind"] for u in units]
-    assert [u["index"] for u in units] == list(range(1, len(units) + 1))
+    kinds = [u.kind for u in units]
+    assert [u.index for u in units] == list(range(1, len(units) + 1))
     assert set(kinds) == {"tool_call", "message", "commit", "run.end"}, kinds
-    assert kinds[-2:] == ["commit", "run.end"] and units[-1]["committed"] is True
-    calls = {(u["name"], (u["source"] or {}).get("agent_id")) for u in units if u["kind"] == "tool_call"}
+    assert kinds[-2:] == ["commit", "run.end"] and isinstance(units[-1], RunEndUnit) and units[-1].committed is True
+    calls = {(u.name, u.source.agent_id if u.source else None) for u in units if isinstance(u, ToolCallUnit)}
     assert calls == {
         ("readNoteTree", "researcher"),
         ("tool_search_tool_bm25", "researcher"),
         ("executeEditorOperation", "researcher"),
         ("weather", "fetcher"),
     }
-    messages = {u["source"]["agent_id"]: u for u in units if u["kind"] == "message"}
+    messages = {u.source.agent_id: u for u in units if isinstance(u, MessageUnit) and u.source is not None}
     assert list(messages) == ["fetcher", "researcher", "checker"]  # in the order the children ended
-    assert messages["researcher"]["text"] == answer_text(researcher) != ""
-    assert messages["checker"]["text"] == 'The word "strawberry" contains three "r"s.'  # its reasoning is not in it
-    assert all(m["status"] == "ok" for m in messages.values())
+    assert messages["researcher"].text == answer_text(researcher) != ""
+    assert messages["checker"].text == 'The word "strawberry" contains three "r"s.'  # its reasoning is not in it
+    assert all(m.status == "ok" for m in messages.values())

@@ -73,7 +73,7 @@ async def test_each_sub_agent_previews_in_its_own_thread(platform: str) -> None:
         await relay.close()
         await mock.stop()
 
-    assert report["status"] == "delivered", report
+    assert report.status == "delivered", report
     top = [(mid, text) for mid, text in mock.visible(chat) if not _in_thread(mock, chat, mid)]
     lines = {text: mid for mid, text in top if text.startswith("↳")}
     assert sorted(lines) == ["↳ researcher: done", "↳ writer: done"]

@@ -241,7 +241,7 @@ async def test_a_lane_wakes_its_readers_and_ends_with_run_end() -> None:
     reader = asyncio.ensure_future(lane.wait(0))
     await settle()
     assert not reader.done()
-    lane.emit({"kind": "tool_call", "id": "c"})
+    lane.emit({"kind": "tool_call", "id": "c", "name": "search", "args": {}})  # a unit of the contract
     await settle()
     assert [u["index"] for u in reader.result()] == [1]
     lane.close("ok", committed=True)

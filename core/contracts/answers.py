@@ -1,0 +1,58 @@
+"""The answers of the parent loop's requests, typed: the action gate's decision and a run's watch link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.contracts.units import PipelineUnit
+
+
+class GateAnswer(BaseModel):
+    """``POST /v1/runs/{run}/gate``: may the tool call run now (core/gate.py has the policy).
+
+    ``verdict``: ``run``, ``wait`` (an irreversible call before the commit point) or ``refuse``; ``reason`` one
+    sentence naming the tool; ``action_class`` (``class`` on the wire) the class used, ``compensation`` the
+    compensating action of a compensable tool; ``unit`` the call's pipeline unit.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    verdict: str = Field(description="run, wait or refuse.")
+    reason: str
+    action_class: str | None = Field(alias="class", description="readonly, idempotent, compensable, irreversible.")
+    compensation: str | None
+    unit: PipelineUnit | None = None
+
+
+class WatchLink(BaseModel):
+    """``GET /v1/runs/{run}/watch``: the run's live page ``url`` (with its read ``token``), and whether it
+    ``started`` (a page opened before waits for it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    token: str
+    started: bool
+
+
+class StopAnswer(BaseModel):
+    """``POST /v1/runs/{run}/stop``: the stopped ``run`` (the caller's id), its ``state`` (``stopping``: ending now;
+    ``stopped``: it ended stopped) and the first stop's ``by`` and ``reason`` (a later stop changes nothing)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run: str
+    state: str = Field(description="stopping or stopped.")
+    by: str | None = None
+    reason: str | None = None
+
+
+def gate_answer(body: dict[str, Any]) -> GateAnswer:
+    """The typed gate answer of its JSON body.
+
+    Raises:
+        pydantic.ValidationError: not a gate answer (a field missing, extra, or of the wrong type).
+    """
+    return GateAnswer.model_validate(body)

@@ -1,0 +1,120 @@
+"""Pipeline units, typed: the complete, checked units a run's pipeline lane carries (:mod:`core.pipeline`).
+
+Every unit has ``index`` (1, 2, …: its position in the run's lane), ``kind``, ``run`` and ``source`` (the sub-agent
+that produced it, ``null`` for the root agent), in that order around the kind's own fields; :data:`PipelineUnit`
+is their union discriminated on ``kind``. The parent loop matches on the class, never on ``unit["kind"]``::
+
+    match unit:
+        case ToolCallUnit(name="search", args=args): ...
+        case MalformedToolCallUnit(error=error): ...
+        case RunEndUnit(status=status): ...
+
+The lane checks every unit against this contract when it is emitted (:meth:`core.pipeline.PipelineLane.emit`);
+units are few (tool calls, messages, the end), never one per delta, so the check costs nothing that matters.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from core.events import EndStatus, Source
+
+TOOL_CALL = "tool_call"
+MALFORMED = "tool_call.malformed"
+
+
+class _Unit(BaseModel):
+    """What every unit has: ``index`` (its 1-based position in the run's lane), ``kind`` and ``run``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int = Field(ge=1, description="The unit's position in the run's lane: 1, 2, … (resume after it).")
+    kind: str
+    run: str = Field(description="The run id, as the caller named it.")
+
+
+class ToolCallUnit(_Unit):
+    """A tool call whose arguments were complete, strictly parsed as one JSON object and valid against the tool's
+    JSON Schema when one is configured: the parent loop may ask the gate to run it."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    id: str = Field(description="The provider's call id.")
+    name: str | None = Field(description="The tool's name (null when the provider never gave one).")
+    args: dict[str, Any] = Field(description="The arguments: one strict JSON object.")
+    source: Source | None = None
+
+
+class MalformedToolCallUnit(_Unit):
+    """A tool call that is never a call: its arguments were cut off by the end of the stream, or are not a strict
+    JSON object, or fail the tool's schema. ``raw`` keeps the text (lone surrogates replaced by U+FFFD)."""
+
+    kind: Literal["tool_call.malformed"] = "tool_call.malformed"
+    id: str
+    name: str | None
+    raw: str = Field(description="The arguments' text as received.")
+    error: str = Field(description="What is wrong with them, in one sentence.")
+    source: Source | None = None
+
+
+class MessageUnit(_Unit):
+    """A sub-agent's complete final message, when its ``end`` arrived with ``ok``."""
+
+    kind: Literal["message"] = "message"
+    status: EndStatus
+    text: str
+    source: Source | None = None
+
+
+class AgentFailedUnit(_Unit):
+    """A sub-agent ended other than ``ok``: no text (unchecked text is never a unit)."""
+
+    kind: Literal["agent.failed"] = "agent.failed"
+    status: EndStatus
+    source: Source | None = None
+
+
+class CommitUnit(_Unit):
+    """The run passed its commit point: irreversible tool calls may run now."""
+
+    kind: Literal["commit"] = "commit"
+    source: Source | None = None
+
+
+class StopUnit(_Unit):
+    """A person stopped the run (a Stop control in the chat, or the live page): stop the agent (:mod:`core.stop`)."""
+
+    kind: Literal["stop"] = "stop"
+    by: str | None = Field(default=None, description="Who stopped it, e.g. ``telegram:user:123``.")
+    reason: str | None = Field(default=None, description="Why, when they said.")
+    source: Source | None = None
+
+
+class RunEndUnit(_Unit):
+    """The last unit of a run: its end ``status`` and whether it passed its commit point."""
+
+    kind: Literal["run.end"] = "run.end"
+    status: EndStatus
+    committed: bool
+    source: Source | None = None
+
+
+PipelineUnit = Annotated[
+    ToolCallUnit | MalformedToolCallUnit | MessageUnit | AgentFailedUnit | CommitUnit | StopUnit | RunEndUnit,
+    Field(discriminator="kind"),
+]
+"""One pipeline unit: the union of the unit classes, discriminated on ``kind``."""
+
+PIPELINE_UNIT: TypeAdapter[PipelineUnit] = TypeAdapter(PipelineUnit)
+"""Validates a unit's JSON object (``validate_python``) or text (``validate_json``) into its class."""
+
+
+def parse_unit(data: dict[str, Any]) -> PipelineUnit:
+    """The typed unit of one unit's JSON object.
+
+    Raises:
+        pydantic.ValidationError: not a unit of this contract (an unknown ``kind``, a field missing or extra); the
+            message names the field.
+    """
+    return PIPELINE_UNIT.validate_python(data)

@@ -1,0 +1,167 @@
+"""The typed contracts (core/contracts): the lane emits only units of the contract, every unit and live event
+round-trips through its model key for key, the run report's reader model matches the sidecar's, the committed JSON
+Schemas are the models', and mypy refuses a field a unit does not have."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mypy import api as mypy_api
+from pydantic import ValidationError
+
+from app.schema import SCHEMA_DIR, rendered, schemas, stale
+from core.contracts.live import AnswerEvent, DeliveryEvent, EndLiveEvent, ResetEvent, RunOpened, parse_live_event
+from core.contracts.report import RunReport
+from core.contracts.units import MalformedToolCallUnit, RunEndUnit, StopUnit, ToolCallUnit, parse_unit
+from core.events import Source, ToolCall, ToolCallState
+from core.monitor import RunMonitor
+from core.pipeline import PipelineLane, ToolCallCollector
+from core.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
+
+ROOT = Path(__file__).resolve().parents[2]
+HELPER = Source(agent_id="helper", session_id="s-1", depth=1, path="root/helper")
+
+
+def _wire(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def test_every_unit_the_lane_emits_is_of_the_contract_and_round_trips_byte_for_byte() -> None:
+    lane = PipelineLane("r1")
+    tools = ToolCallCollector()
+    lane.emit(tools.feed(ToolCall(run="r1", id="c1", name="search", state=ToolCallState.END, args={"q": "x"})) or {})
+    tools.feed(ToolCall(run="r1", id="c2", name="write", state=ToolCallState.START, source=HELPER))
+    tools.feed(ToolCall(run="r1", id="c2", state=ToolCallState.ARGS_DELTA, args_delta='{"pa', source=HELPER))
+    for unit in tools.close():
+        lane.emit(unit)
+    lane.emit({"kind": "message", "status": "ok", "text": "Found it.", "source": HELPER.model_dump()})
+    lane.emit({"kind": "agent.failed", "status": "error", "source": HELPER.model_dump()})
+    lane.emit({"kind": "commit"})
+    lane.emit({"kind": "stop", "by": "telegram:user:1", "reason": None, "source": None})
+    lane.close("cancelled", committed=True)
+    typed = [parse_unit(unit) for unit in lane.units]
+    assert [type(u).__name__ for u in typed] == [
+        "ToolCallUnit",
+        "MalformedToolCallUnit",
+        "MessageUnit",
+        "AgentFailedUnit",
+        "CommitUnit",
+        "StopUnit",
+        "RunEndUnit",
+    ]
+    for raw, typed_unit in zip(lane.units, typed, strict=True):
+        assert _wire(typed_unit.model_dump(mode="json")) == _wire(raw)  # same keys, same order, same values
+    malformed = typed[1]
+    assert isinstance(malformed, MalformedToolCallUnit) and malformed.source == HELPER and malformed.raw == '{"pa'
+    assert isinstance(typed[5], StopUnit) and typed[5].by == "telegram:user:1"
+    assert isinstance(typed[-1], RunEndUnit) and typed[-1].committed and typed[-1].status == "cancelled"
+
+
+def test_a_unit_off_the_contract_never_reaches_the_lane() -> None:
+    lane = PipelineLane("r1")
+    with pytest.raises(ValidationError, match="commited"):
+        lane.emit({"kind": "run.end", "status": "ok", "commited": True})  # a typo of a field
+    with pytest.raises(ValidationError, match="does not match any of the expected tags"):
+        lane.emit({"kind": "tool_result", "id": "c1"})  # not a unit kind
+    assert lane.units == []
+
+
+def test_a_typed_unit_is_frozen() -> None:
+    unit = parse_unit({"index": 1, "kind": "tool_call", "run": "r", "id": "c", "name": "n", "args": {}, "source": None})
+    assert isinstance(unit, ToolCallUnit)
+    with pytest.raises(ValidationError, match="frozen"):
+        unit.name = "other"  # type: ignore[misc]
+
+
+def test_every_live_event_the_monitor_publishes_round_trips_through_its_model() -> None:
+    monitor = RunMonitor("r1", wall=lambda: 1700000000.5)
+    monitor.publish("run", channel="telegram", platform="telegram", mode="preview")
+    monitor.publish("phase", name="planning", source=None)
+    monitor.publish("status", text="Looking", source=HELPER.model_dump())
+    monitor.publish("tool_call", call_id="c1", name="search", args='{"q": …}', malformed=False, source=None)
+    monitor.publish("tool_result", call_id="c1", name="search", summary="3 hits", source=None)
+    monitor.publish("decision", what="gate", call_id="c1", name="search", verdict="run", reason="idempotent")
+    monitor.publish("decision", what="commit")
+    monitor.answer_delta("Hel")
+    monitor.answer_delta("lo")  # merged into the event above
+    monitor.publish("agent", key="s-1", source=HELPER.model_dump(), state="started", delta="Hi")
+    monitor.publish("delivery", channel="telegram", part=0, role="answer", state="retrying", message_id=None,
+                    retry_after_s=1.5)  # fmt: skip
+    monitor.publish("delivery", channel="telegram", part=0, role="answer", state="sent", message_id="11")
+    monitor.publish("media", url="https://example.com/a.png", media_kind="image", caption="")
+    monitor.publish("error", message="the tool failed", source=None)
+    monitor.publish("answer", text="Hello", reset=True, final=True)
+    monitor.publish("end", status="ok", delivery="delivered")
+    raw = monitor.since(0)
+    events = [parse_live_event(event) for event in raw]
+    assert isinstance(events[0], RunOpened) and isinstance(events[-1], EndLiveEvent)
+    for event, typed in zip(raw, events, strict=True):
+        assert _wire(typed.model_dump(mode="json", exclude_unset=True)) == _wire(event)
+    answer = next(e for e in events if isinstance(e, AnswerEvent))
+    assert answer.delta == "Hello" and answer.text is None
+    retry = next(e for e in events if isinstance(e, DeliveryEvent))
+    assert retry.retry_after_s == 1.5 and retry.role is SlotRole.ANSWER
+    reset = parse_live_event(monitor.reset())
+    assert isinstance(reset, ResetEvent) and reset.state.answer == "Hello" and reset.state.ended == "ok"
+    assert reset.state.agents["s-1"].text == "Hi" and reset.state.rate_limited == 1
+
+
+def test_the_run_report_reader_model_has_the_sidecar_report_fields_in_order() -> None:
+    assert list(RunReport.model_fields) == list(DeliveryReport.model_fields)
+    parts = [PartReport(slot=0, role=SlotRole.ANSWER, state=PartState.ACKED, message_id="11", chars=5)]
+    report = summarize("r1", "telegram", parts, done=True, end_status="ok")
+    wire = report.model_dump(mode="json")
+    typed = RunReport.model_validate(wire)
+    assert _wire(typed.model_dump(mode="json")) == _wire(wire) and typed.status == "delivered"
+
+
+def test_the_committed_schemas_are_the_models() -> None:
+    behind = stale(SCHEMA_DIR)
+    assert behind == [], f"docs/schema is stale ({behind}): run `uv run streamrelay schema --out docs/schema`"
+    unit = json.loads((SCHEMA_DIR / "pipeline-unit.schema.json").read_text(encoding="utf-8"))
+    assert unit["discriminator"]["propertyName"] == "kind"
+    assert set(unit["discriminator"]["mapping"]) == {
+        "tool_call",
+        "tool_call.malformed",
+        "message",
+        "agent.failed",
+        "commit",
+        "stop",
+        "run.end",
+    }
+
+
+def test_a_stale_schema_file_is_named(tmp_path: Path) -> None:
+    for name, schema in schemas().items():
+        (tmp_path / name).write_text(rendered(schema), encoding="utf-8")
+    (tmp_path / "run-report.schema.json").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "watch-link.schema.json").unlink()
+    assert stale(tmp_path) == ["run-report.schema.json", "watch-link.schema.json"]
+
+
+@pytest.mark.timeout(300)
+def test_mypy_refuses_a_field_a_unit_does_not_have(tmp_path: Path) -> None:
+    snippet = tmp_path / "loop.py"
+    snippet.write_text(
+        textwrap.dedent(
+            """
+            from app.client import RelayClient
+            from core.contracts.units import ToolCallUnit
+
+
+            async def loop(relay: RelayClient) -> None:
+                for unit in await relay.units("r1"):
+                    if isinstance(unit, ToolCallUnit):
+                        print(unit.nmae)
+                    print(unit.args)
+            """
+        )
+    )
+    out, _, status = mypy_api.run(["--config-file", str(ROOT / "pyproject.toml"), str(snippet)])
+    assert status == 1, out
+    assert '"ToolCallUnit" has no attribute "nmae"' in out
+    assert 'Item "CommitUnit" of' in out and 'has no attribute "args"' in out  # only a tool call has args
