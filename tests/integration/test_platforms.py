@@ -55,9 +55,11 @@ CASES = [
 fmt_of = {"telegram": "plain", "slack": "markdown", "discord": "markdown"}
 
 
-async def deliver(platform: str, path: Path, delivery: str) -> tuple[dict[str, Any], list[str], int, list[Any]]:
-    """Stream the recording into ``platform``'s mock chat; return the report, what the chat shows, the
-    channel's limit and every call the mock received."""
+async def deliver(
+    platform: str, path: Path, delivery: str, overrides: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str], int, list[Any]]:
+    """Stream the recording into ``platform``'s mock chat (``overrides`` in its run.start); return the report, what
+    the chat shows, the channel's limit and every call the mock received."""
     dry = DRY_RUN[platform]
     mock = dry.make_mock(True)
     api = await mock.start()
@@ -74,6 +76,8 @@ async def deliver(platform: str, path: Path, delivery: str) -> tuple[dict[str, A
         fmt = detect_format(path)
         events = recording_lines(path)
         start = {"kind": "run.start", "channel": "c", "target": target.model_dump(exclude_none=True), "format": fmt}
+        if overrides:
+            start["overrides"] = overrides
         body = "".join(json.dumps(e) + "\n" for e in [start, *events, {"kind": "end", "status": "ok"}])
         headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
         async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=120) as client:
@@ -103,3 +107,26 @@ async def test_a_recording_reaches_every_platform_once_whole_and_without_a_429(
     assert all(text_units(t, LengthUnit.UTF16) <= limit for t in texts)
     assert all(fences_balanced(t) for t in texts)
     assert [c for c in calls if c.status == 429] == []
+
+
+SUBAGENT_STREAMS = {  # recording → (its child's status line when done, a phrase of the child's own text)
+    "ag-ui/subagent-reasoning.jsonl": ("↳ researcher: done", "Opening hours checked"),
+    "a2a/task-artifact-subtask.jsonl": ("↳ task-fx-90ae: done", "Currency rates fetched"),
+}
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("name", sorted(SUBAGENT_STREAMS))
+async def test_a_protocol_streams_sub_agent_is_a_status_line_never_its_text(platform: str, name: str) -> None:
+    path = next(p for p in STREAMS if p.as_posix().endswith(name))
+    report, texts, _, _ = await deliver(platform, path, "preview", {"subagents": "status"})
+    line, child_text = SUBAGENT_STREAMS[name]
+    assert report["status"] == "delivered", report
+    assert any(line in text for text in texts), texts
+    assert not any(child_text in text for text in texts), texts
+    expected = recorded_answer(recording_lines(path), detect_format(path))
+    answer = [t for t in texts if line not in t]
+    if platform == "discord":
+        assert shown_key(answer, platform, TextFormat.MARKDOWN) == expected_key(expected, platform, TextFormat.MARKDOWN)
+    else:
+        assert content_key("\n".join(answer)) == content_key(expected)
