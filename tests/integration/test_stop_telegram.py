@@ -38,6 +38,10 @@ async def keyboard_on(mock: MockTelegram, chat: int, message_id: int, *, present
     raise AssertionError(f"the keyboard of message {message_id} is still {keyboard!r}")
 
 
+def markup_calls(mock: MockTelegram) -> int:
+    return sum(call.method == "editMessageReplyMarkup" for call in mock.calls)
+
+
 async def press(mock: MockTelegram, chat: int, message_id: int) -> dict[str, Any]:
     async with httpx.AsyncClient() as client:
         answer = await client.post(f"{mock.control_url}/press", json={"chat_id": chat, "message_id": message_id})
@@ -117,3 +121,61 @@ async def test_mock_refuses_bad_keyboards() -> None:
                 assert stale.status_code == 400 and "query ID is invalid" in stale.json()["description"]
         finally:
             await bot.session.close()
+
+
+async def test_the_button_moves_to_the_newest_block_and_goes_at_the_end() -> None:
+    coalesce = {"min_chars": 1, "max_chars": 4000, "idle_ms": 0}
+    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True, delivery="block", coalesce=coalesce)
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            first = [START, {"seq": 2, "kind": "text", "text": "First block."}, {"seq": 3, "kind": "block_end"}]
+            assert (await client.post("/v1/runs/b1/events", content=lines(*first))).status_code == 200
+            for _ in range(250):
+                if mock.visible(5):
+                    break
+                await asyncio.sleep(0.02)
+            one = int(mock.visible(5)[0][0])
+            await keyboard_on(mock, 5, one, present=True)
+            second = [{"seq": 4, "kind": "text", "text": "Second block."}, {"seq": 5, "kind": "block_end"}]
+            assert (await client.post("/v1/runs/b1/events", content=lines(*second))).status_code == 200
+            for _ in range(250):
+                if len(mock.visible(5)) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            two = int(mock.visible(5)[1][0])
+            await keyboard_on(mock, 5, two, present=True)
+            await keyboard_on(mock, 5, one, present=False)  # only the newest message carries it
+            # The end: the button goes; taking it off fails once (a 5xx), is tried again, and the report is clean.
+            mock.add_fault("editMessageReplyMarkup", markup_calls(mock) + 1, {"status": 502})
+            end = {"seq": 6, "kind": "end", "status": "ok"}
+            assert (await client.post("/v1/runs/b1/events", content=lines(end))).status_code == 200
+            report = (await client.get("/v1/runs/b1", params={"wait_s": 10})).json()
+            assert report["status"] == "delivered" and report["errors"] == []
+            assert [c.status for c in mock.calls if c.method == "editMessageReplyMarkup"][-2:] == [502, 200]
+            assert [t for _, t in mock.visible(5)] == ["First block.", "Second block."]
+            assert mock.inline_keyboard(5, one) is None and mock.inline_keyboard(5, two) is None
+    finally:
+        await stop_stack(mock, relay, sidecar)
+
+
+async def test_a_button_that_cannot_be_taken_off_is_reported() -> None:
+    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True)
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            text = {"seq": 2, "kind": "text", "text": "An answer."}
+            assert (await client.post("/v1/runs/f1/events", content=lines(START, text))).status_code == 200
+            for _ in range(250):
+                if mock.visible(5):
+                    break
+                await asyncio.sleep(0.02)
+            await keyboard_on(mock, 5, int(mock.visible(5)[0][0]), present=True)
+            refused = {"status": 400, "description": "Bad Request: message can't be edited"}
+            mock.add_fault("editMessageReplyMarkup", markup_calls(mock) + 1, refused)
+            end = {"seq": 3, "kind": "end", "status": "ok"}
+            assert (await client.post("/v1/runs/f1/events", content=lines(end))).status_code == 200
+            report = (await client.get("/v1/runs/f1", params={"wait_s": 10})).json()
+            assert any(e.startswith("the Stop control may still show on message") for e in report["errors"])
+    finally:
+        await stop_stack(mock, relay, sidecar)
