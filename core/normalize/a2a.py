@@ -18,7 +18,9 @@ raw                                                          normalized
 artifact ``text`` parts (``append`` true: appended to the     ``TextEvent`` answer delta (a repeated
 artifact with the same ``artifactId``)                       ``artifactId`` without ``append``: ``replace``)
 ``lastChunk`` true                                           ``MessageEnd`` of the artifact's message
-artifact ``file`` part with a ``uri``                         ``Media`` (``media_kind`` from ``mimeType``)
+artifact ``file`` part with a ``uri``                         ``Media`` (``media_kind`` from ``mimeType``; a
+                                                             file inline or not http(s): a ``Status`` that
+                                                             it was not shown)
 ``Message`` (role ``agent``) text parts                       ``TextEvent`` answer, ``MessageEnd``
 status ``working`` / ``submitted`` with a message             ``Status`` (the message's text)
 status ``input-required`` / ``auth-required``                 the message's text as answer (a question to
@@ -52,7 +54,6 @@ from core.events import (
     EndStatus,
     ErrorEvent,
     Event,
-    Media,
     MessageEnd,
     Source,
     Status,
@@ -65,7 +66,7 @@ from core.normalize.base import (
     as_dict,
     as_str,
     invalid_event,
-    media_kind,
+    media_event,
     one_line,
     require_object,
     require_str,
@@ -108,15 +109,16 @@ def _parts_text(parts: Any) -> str:
 
 
 def _files(parts: list[Any]) -> list[tuple[str, str]]:
-    """``(uri, mime type)`` of each file part given by reference (bytes inline cannot be sent by URL)."""
+    """``(uri, mime type)`` of each file part; ``uri`` is ``""`` for a file given inline (``bytes``, ``raw``)."""
     out = []
     for part in parts:
         body = as_dict(part)
         file = as_dict(body.get("file"))
+        if as_str(body.get("kind")) != "file" and not file and "url" not in body and "raw" not in body:
+            continue
         uri = as_str(file.get("uri")) or as_str(file.get("fileWithUri")) or as_str(body.get("url"))
-        if uri:
-            mime = as_str(file.get("mimeType")) or as_str(file.get("mediaType")) or as_str(body.get("mediaType"))
-            out.append((uri, mime))
+        mime = as_str(file.get("mimeType")) or as_str(file.get("mediaType")) or as_str(body.get("mediaType"))
+        out.append((uri, mime))
     return out
 
 
@@ -310,11 +312,9 @@ class A2ANormalizer:
         return self._answer(task, _parts_text(parts)) + self._media(task, parts)
 
     def _media(self, task: _Task, parts: list[Any]) -> list[Event]:
-        """A ``media`` event per file part given by URI."""
-        return [
-            Media(run=self._run, url=uri, media_kind=media_kind(mime), source=task.source)
-            for uri, mime in _files(parts)
-        ]
+        """A ``media`` event per file part given by an http(s) URI; a ``status`` line for one that is not (bytes
+        inline, another scheme): the platforms fetch media by URL."""
+        return [media_event(self._run, uri, mime, task.source) for uri, mime in _files(parts)]
 
     def _whole_task(self, body: dict[str, Any], kind: str) -> list[Event]:
         task_id = require_str(body, "id", _PROVIDER, kind)

@@ -70,7 +70,7 @@ from core.normalize.base import MessageCounter, as_str, invalid_event, require_s
 
 _PROVIDER = "AG-UI"
 _REASONING_CONTENT = frozenset(
-    {"THINKING_TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK", "THINKING_CONTENT"}
+    {"THINKING_TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK"}
 )
 _NAME_FIELDS = ("name", "agentName", "subagentName", "agentId")
 

@@ -21,7 +21,8 @@ raw                                              normalized
 ``tool-input-error``                             ``ToolCall`` end, ``ToolResult`` ``error: ...``
 ``tool-output-available`` (not preliminary)      ``ToolResult`` summary ``done`` (never the raw output)
 ``tool-output-error``, ``tool-output-denied``    ``ToolResult`` summary ``error: ...`` / ``denied``
-``file`` (``url``, ``mediaType``)                ``Media`` (``media_kind`` from the media type)
+``file`` (``url``, ``mediaType``)                ``Media`` (``media_kind`` from the media type; a
+                                                 ``data:`` URL: a ``Status`` that it was not shown)
 ``finish``                                       ``MessageEnd``
 ``abort``                                        ``Status`` ``stopped`` and ``MessageEnd``
 ``error`` (``errorText``)                        ``ErrorEvent``
@@ -46,7 +47,6 @@ from core.events import (
     BlockEnd,
     ErrorEvent,
     Event,
-    Media,
     MessageEnd,
     Status,
     ToolCall,
@@ -58,7 +58,7 @@ from core.normalize.base import (
     MessageCounter,
     as_str,
     invalid_event,
-    media_kind,
+    media_event,
     one_line,
     require_str,
     require_type,
@@ -212,7 +212,7 @@ class AiSdkUiNormalizer:
         url = require_str(raw, "url", _PROVIDER, kind)
         mime = text_field(raw, "mediaType", _PROVIDER, kind)
         self._messages.ensure()
-        return [Media(run=self._run, url=url, media_kind=media_kind(mime))]
+        return [media_event(self._run, url, mime, None)]
 
     def _finish(self, raw: dict[str, Any], kind: str) -> list[Event]:
         return self._end_message()

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from core.errors import IngestError
-from core.events import Event, Source, TextEvent, TextMode, ToolCall, ToolCallState, Visibility
+from core.events import Event, Media, Source, Status, TextEvent, TextMode, ToolCall, ToolCallState, Visibility
+from core.media import MediaKind, check_media_url
 
 
 class Normalizer(Protocol):
@@ -175,6 +176,21 @@ def one_line(text: str, max_chars: int = SUMMARY_MAX_CHARS) -> str:
     """The first line of ``text``, stripped and cut to ``max_chars`` characters (``…`` marks a cut)."""
     first = text.strip().splitlines()[0].strip() if text.strip() else ""
     return first if len(first) <= max_chars else first[: max_chars - 1] + "…"
+
+
+def media_event(run_id: str, url: str, mime_type: str, source: Source | None) -> Media | Status:
+    """A ``media`` event for a file a stream gives by URL (``media_kind`` from its MIME type, :func:`media_kind`).
+
+    A platform fetches a media item itself, so only an absolute http(s) URL can be shown
+    (:func:`core.media.check_media_url`). A file given otherwise (a ``data:`` URL, a ``gs://`` or file path) is not
+    dropped silently: it becomes a ``status`` line saying that a file was not shown and why.
+    """
+    kind = media_kind(mime_type)
+    try:
+        check_media_url(url)
+    except ValueError:
+        return Status(run=run_id, text=f"{kind} not shown: not given by an http(s) link", source=source)
+    return Media(run=run_id, url=url, media_kind=MediaKind(kind), source=source)
 
 
 def media_kind(mime_type: str) -> str:

@@ -21,6 +21,7 @@ from core.events import (
     TextEvent,
     TextMode,
 )
+from core.media import MediaKind
 from core.normalize import A2ANormalizer
 
 RUN = "r"
@@ -161,14 +162,17 @@ def test_bare_results_and_stream_response_wrappers_read_like_the_envelope() -> N
     assert feed(*wrapped) == expected
 
 
-def test_file_parts_with_a_uri_are_media_and_data_parts_are_ignored() -> None:
+def test_file_parts_with_a_uri_are_media_inline_files_a_note_and_data_parts_ignored() -> None:
     parts = [
         {"kind": "file", "file": {"uri": "https://example.com/chart.png", "mimeType": "image/png", "name": "c"}},
         {"kind": "file", "file": {"bytes": "aGVsbG8=", "mimeType": "text/plain"}},
         {"kind": "data", "data": {"total": 3}},
     ]
     events = feed(rpc({"kind": "artifact-update", "taskId": "t", "artifact": {"artifactId": "f", "parts": parts}}))
-    assert events == [Media(run=RUN, url="https://example.com/chart.png", media_kind="image")]
+    assert events == [
+        Media(run=RUN, url="https://example.com/chart.png", media_kind=MediaKind.IMAGE),
+        Status(run=RUN, text="file not shown: not given by an http(s) link"),  # never dropped silently
+    ]
 
 
 def test_a_json_rpc_error_is_an_error_event() -> None:

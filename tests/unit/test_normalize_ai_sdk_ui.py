@@ -111,6 +111,12 @@ def test_a_file_part_is_media_with_its_kind() -> None:
     assert media == [("chart.png", "image"), ("report.pdf", "file"), ("a.mp3", "audio"), ("v.mp4", "video")]
 
 
+@pytest.mark.parametrize("url", ["data:image/png;base64,iVBORw0KGgo=", "file:///tmp/x.png", "chart.png"])
+def test_a_file_no_platform_can_fetch_is_a_status_note_not_dropped(url: str) -> None:
+    events = feed({"type": "file", "url": url, "mediaType": "image/png"}, close=False)
+    assert events == [Status(run=RUN, text="image not shown: not given by an http(s) link")]
+
+
 def test_error_and_abort() -> None:
     events = feed(
         {"type": "text-delta", "id": "t", "delta": "Part"},
