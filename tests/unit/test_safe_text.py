@@ -38,6 +38,7 @@ from core.events import (
     ToolResult,
     Visibility,
 )
+from core.media import MediaKind
 from core.monitor import RunMonitor
 from core.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, Splitter, SubagentPolicy
@@ -169,7 +170,7 @@ SOURCE = Source(agent_id="res\u202eearcher", session_id="s\x001", path="root/res
         (Commit(run="r", text=DIRTY), ["text"]),
         (End(run="r", final_text=DIRTY), ["final_text"]),
         (ErrorEvent(run="r", message=DIRTY), ["message"]),
-        (Media(run="r", url="https://x/y.png", caption=DIRTY), ["caption"]),
+        (Media(run="r", url="https://x/y.png", media_kind=MediaKind.IMAGE, caption=DIRTY), ["caption"]),
     ],
     ids=lambda v: v.kind if hasattr(v, "kind") else "",
 )
