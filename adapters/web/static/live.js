@@ -21,7 +21,7 @@
 
 (() => {
   const TIMELINE_MAX = 500;
-  const TIMELINE_TYPES = new Set(["phase", "status", "tool_call", "tool_result", "decision", "error"]);
+  const TIMELINE_TYPES = new Set(["phase", "status", "tool_call", "tool_result", "decision", "error", "media"]);
   const DENIED_TEXT = "access denied or run unknown";
 
   /** What tests read; the object is kept and its numbers updated in place. */
@@ -328,6 +328,19 @@
     return src && typeof src === "object" ? str(src.agent_id || src.path || src.session_id) : "";
   }
 
+  // A media item of the answer is a link with its caption: the page's CSP (img-src 'self' data:) shows no outside
+  // image, and only an http(s) URL becomes a link (the sidecar takes no other; checked again here).
+  function mediaLink(ev) {
+    const url = str(ev.url);
+    const label = str(ev.caption) || url;
+    if (!/^https?:\/\//i.test(url)) return make("span", "summary", label);
+    const a = make("a", "media-link", label);
+    a.href = url;
+    a.rel = "noopener noreferrer nofollow";
+    a.target = "_blank";
+    return a;
+  }
+
   function addTimeline(ev) {
     const type = String(ev.type);
     const li = make("li", "entry t-" + type);
@@ -377,6 +390,9 @@
       case "error":
         li.classList.add("failure");
         body.append(document.createTextNode(str(ev.message)));
+        break;
+      case "media":
+        body.append(make("span", "badge", str(ev.media_kind)), mediaLink(ev));
         break;
       default:
         break;
