@@ -318,3 +318,16 @@ class StopControls(Protocol):
             core.errors.DeliveryError: a subclass, like every adapter call.
         """
         ...
+
+
+@runtime_checkable
+class DraftStopControls(Protocol):
+    """A stop button on a natively streamed draft, optional (Telegram Bot API 10.3: sendMessageDraft ``can_stop``;
+    a press reaches the bot as a ``stopped_message_generation`` update naming the chat and the ``draft_id``,
+    https://core.telegram.org/bots/api#sendmessagedraft). The bot forwards it as
+    ``POST /v1/runs/draft:<chat_id>:<draft_id>/stop`` (:func:`core.stop_controls.draft_control_id`)."""
+
+    def stoppable_draft(self, target: Target, handle: str, stoppable: bool) -> None:
+        """From now on the updates of draft ``handle`` of ``target`` show the stop button (``stoppable``), or no
+        longer (False: the draft ended). No call is made here: the next update carries it."""
+        ...

@@ -136,9 +136,18 @@ async def stop_run(admission: Admission, run_key: str, by: str | None, reason: s
 def resolve(admission: Admission, run_key: str) -> str:
     """The run a stop names: ``run_key`` itself when such a run is known here, else the run of the same client
     whose Stop control id (:func:`core.stop_controls.short_id`) is the key's run id (a click forwarded by a bot,
-    which knows only the control's id), else ``run_key`` unchanged. O(runs known here) for a control id."""
+    which knows only the control's id), or whose streamed draft is named so
+    (:func:`core.stop_controls.draft_control_id`), else ``run_key`` unchanged. O(runs known here) for a control id."""
     client, run_id = split_key(run_key)
-    if run_key in admission.runs or run_key in admission.finished or not is_short_id(run_id):
+    if run_key in admission.runs or run_key in admission.finished:
+        return run_key
+    if run_id.startswith("draft:"):  # a Telegram draft's own stop button (core.stop_controls.draft_control_id)
+        for key, run in admission.runs.items():
+            keeper = run.controller.stop_controls
+            if split_key(key)[0] == client and keeper is not None and run_id in keeper.drafts:
+                return key
+        return run_key
+    if not is_short_id(run_id):
         return run_key
     for key in (*admission.runs, *admission.finished):
         if split_key(key)[0] == client and short_id(key) == run_id:

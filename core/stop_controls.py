@@ -3,7 +3,9 @@
 Which message carries it: the run's newest live message, the one a person is looking at: in ``preview`` mode the
 growing preview (after a rollover, the new one), in ``block`` mode the latest block reply, in ``progress`` mode the
 status message. In ``final`` mode nothing shows before the end, so no control is shown (the live page's Stop
-still works). A natively streamed message (Slack chat.startStream, a Telegram draft) carries none while it streams.
+still works). A natively streamed message carries none while it streams (Slack chat.startStream), except a Telegram
+draft, which shows its own stop button instead (``can_stop``, Bot API 10.3: :class:`core.ports.DraftStopControls`);
+the bot forwards its ``stopped_message_generation`` update as ``POST /v1/runs/draft:<chat_id>:<draft_id>/stop``.
 
 How: once the reconciler acknowledges a new live message (a ``sent`` fact of an ``answer`` or ``status`` part, its
 feed), :class:`StopControlKeeper` puts the control on it with one call through the conversation's send chain
@@ -31,7 +33,7 @@ from core.delivery.slots import Slot
 from core.errors import DeliveryError, TransientDeliveryError
 from core.events import Target
 from core.fair import Requester
-from core.ports import CallKind, StopControl, StopControls
+from core.ports import CallKind, DraftStopControls, StopControl, StopControls
 from core.report import SlotRole
 from core.send_chain import SendChain
 
@@ -54,6 +56,12 @@ def short_id(run_key: str) -> str:
 def control_id(run_key: str) -> str:
     """The control id of run ``run_key``: ``stop:<16 hex>`` (what the platform hands the bot on a click)."""
     return CONTROL_PREFIX + short_id(run_key)
+
+
+def draft_control_id(chat_id: int | str, handle: str) -> str:
+    """What names a run whose natively streamed draft showed a stop button: ``draft:<chat_id>:<draft_id>`` (what
+    Telegram's ``stopped_message_generation`` update gives the bot, Bot API 10.3)."""
+    return f"draft:{chat_id}:{handle}"
 
 
 def is_short_id(value: str) -> bool:
@@ -91,13 +99,18 @@ class StopControlKeeper:
         self._task: asyncio.Task[None] | None = None
         self.errors: list[str] = []
         """Controls that could not be taken off (for the run's report)."""
+        self.drafts: dict[str, str] = {}
+        """Streamed drafts that show a stop button: :func:`draft_control_id` → the draft's handle."""
 
     def __call__(self, fact: dict[str, object]) -> None:
         """A reconciler fact: a new live message gets the control; the fact goes on to the watchers."""
         message_id = fact.get("message_id")
         if self._live and fact.get("state") == "sent" and fact.get("role") in _LIVE_ROLES and message_id is not None:
             slot = self._slot(str(message_id))
-            if slot is not None and not slot.streaming:
+            if slot is not None and slot.streaming and isinstance(self._controls, DraftStopControls):
+                self._controls.stoppable_draft(self._target, str(message_id), True)  # Telegram: can_stop
+                self.drafts[draft_control_id(self._target.chat_id, str(message_id))] = str(message_id)
+            elif slot is not None and not slot.streaming:
                 self._wanted = str(message_id)
                 if self._task is None or self._task.done():
                     self._task = asyncio.create_task(self._move(), name="stop-control")
@@ -151,6 +164,9 @@ class StopControlKeeper:
     async def finish(self) -> None:
         """The run ended (its final text is delivered): take the control off every message that may carry it."""
         self._live = False
+        if isinstance(self._controls, DraftStopControls):
+            for handle in self.drafts.values():
+                self._controls.stoppable_draft(self._target, handle, False)
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await self._task

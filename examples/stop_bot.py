@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import httpx
 from aiogram import F, Router
-from aiogram.types import CallbackQuery
+from aiogram.types import CallbackQuery, MessageGenerationStopped
 
 STOP_PREFIX = "stop:"
 """How the sidecar's Stop buttons' ``callback_data`` starts (core/stop_controls.py)."""
 
 
 def stop_router(sidecar_url: str, ingest_token: str, *, timeout_s: float = 10.0) -> Router:
-    """An aiogram router that forwards Stop clicks to the sidecar at ``sidecar_url`` and answers them.
+    """An aiogram router that forwards Stop presses to the sidecar at ``sidecar_url``: a Stop button's
+    ``callback_query`` (answered with answerCallbackQuery) and a streamed draft's ``stopped_message_generation``
+    (Bot API 10.3: the draft's own stop button, shown with ``can_stop`` when the channel streams natively).
 
     Args:
         sidecar_url: the sidecar's base URL (``http://127.0.0.1:8080``).
@@ -36,25 +38,31 @@ def stop_router(sidecar_url: str, ingest_token: str, *, timeout_s: float = 10.0)
     """
     router = Router(name="streamrelay-stop")
 
-    @router.callback_query(F.data.startswith(STOP_PREFIX))
-    async def on_stop(query: CallbackQuery) -> None:
-        control = (query.data or "").removeprefix(STOP_PREFIX)
-        body = {"by": f"telegram:user:{query.from_user.id}", "reason": "pressed Stop"}
+    async def forward(run: str, by: str) -> int | None:
+        """POST the stop; the answer's status, or None when the sidecar could not be reached."""
         try:
             async with httpx.AsyncClient(timeout=timeout_s) as client:
                 answer = await client.post(
-                    f"{sidecar_url.rstrip('/')}/v1/runs/{control}/stop",
-                    json=body,
+                    f"{sidecar_url.rstrip('/')}/v1/runs/{run}/stop",
+                    json={"by": by, "reason": "pressed Stop"},
                     headers={"Authorization": f"Bearer {ingest_token}"},
                 )
         except httpx.HTTPError:
-            await query.answer("The answer could not be stopped right now: press again.", show_alert=True)
-            return
-        if answer.status_code == 200:
+            return None
+        return answer.status_code
+
+    @router.callback_query(F.data.startswith(STOP_PREFIX))
+    async def on_stop(query: CallbackQuery) -> None:
+        status = await forward((query.data or "").removeprefix(STOP_PREFIX), f"telegram:user:{query.from_user.id}")
+        if status == 200:
             await query.answer("Stopped.")
-        elif answer.status_code == 409:  # it ended meanwhile (or was stopped before)
+        elif status == 409:  # it ended meanwhile
             await query.answer("This answer has already ended.")
         else:
             await query.answer("The answer could not be stopped: press again.", show_alert=True)
+
+    @router.stopped_message_generation()
+    async def on_draft_stopped(stopped: MessageGenerationStopped) -> None:
+        await forward(f"draft:{stopped.chat.id}:{stopped.draft_id}", f"telegram:chat:{stopped.chat.id}")
 
     return router

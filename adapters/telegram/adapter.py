@@ -324,6 +324,7 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
             text=body,
             entities=entities,
             message_thread_id=_thread_id(target),
+            can_stop=self.draft_can_stop(target, draft_id),  # a Stop on the draft (stop_control.py)
         )
         await self._call(method, target)
 

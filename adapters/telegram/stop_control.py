@@ -12,6 +12,9 @@ Bot API rules:
 - editMessageText without ``reply_markup`` takes the inline keyboard away
   (https://core.telegram.org/bots/api#editmessagetext: the markup is part of what an edit sets), so while a
   message carries the control, :meth:`TelegramStopControls.stop_markup` gives the edit the keyboard again.
+- A natively streamed draft (sendMessageDraft, Bot API 10.3) shows its own stop button with ``can_stop``; a press
+  reaches the bot as a ``stopped_message_generation`` update with the ``draft_id``
+  (https://core.telegram.org/bots/api#sendmessagedraft).
 - A click reaches the bot as a ``callback_query`` update with ``data`` = the ``callback_data``; the bot answers it
   with answerCallbackQuery (https://core.telegram.org/bots/api#answercallbackquery) and forwards the stop to the
   sidecar (examples/stop_bot.py).
@@ -61,6 +64,22 @@ class TelegramStopControls:
         marked = getattr(self, "_marked", None)
         control = marked.get((str(target.chat_id), message_id)) if marked is not None else None
         return stop_keyboard(control) if control is not None else None
+
+    def stoppable_draft(self, target: Target, handle: str, stoppable: bool) -> None:
+        """Draft ``handle``'s next updates carry ``can_stop`` (Bot API 10.3) while ``stoppable``
+        (:class:`core.ports.DraftStopControls`)."""
+        if not hasattr(self, "_stoppable"):
+            self._stoppable: set[tuple[str, str]] = set()
+        key = (str(target.chat_id), handle)
+        if stoppable and len(self._stoppable) < MAX_MARKED:
+            self._stoppable.add(key)
+        else:
+            self._stoppable.discard(key)
+
+    def draft_can_stop(self, target: Target, draft_id: int) -> bool | None:
+        """``can_stop`` of a sendMessageDraft of ``draft_id`` (None: not sent)."""
+        stoppable: set[tuple[str, str]] = getattr(self, "_stoppable", set())
+        return True if (str(target.chat_id), str(draft_id)) in stoppable else None
 
     async def set_stop(
         self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None

@@ -13,6 +13,12 @@ Rules (https://core.telegram.org/bots/api#inlinekeyboardmarkup, #inlinekeyboardb
   ``{"update_id", "callback_query": {"id", "from", "message", "chat_instance", "data"}}``; the bot answers it
   once with answerCallbackQuery (https://core.telegram.org/bots/api#answercallbackquery): an unknown or already
   answered ``callback_query_id`` is 400 "query is too old and response timeout expired or query ID is invalid".
+- sendMessageDraft's ``can_stop`` shows the person a button that stops the generation, ``keep_on_stop`` keeps the
+  draft when it is pressed (Bot API 10.3, https://core.telegram.org/bots/api#sendmessagedraft). A press of it
+  (``POST /_mock/press`` with ``message_id`` ``"draft:<draft_id>"``) makes the ``stopped_message_generation``
+  update ``{"update_id", "stopped_message_generation": {"chat", "draft_id", "message_thread_id"?}}``
+  (https://core.telegram.org/bots/api#messagegenerationstopped) and, without ``keep_on_stop``, the draft goes.
+  (Assumed: later sendMessageDraft calls of that id are accepted as before; the Bot API does not say.)
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from mocks.common import ChatId, RecordedCall
-from mocks.telegram.wire import NOT_MODIFIED, ApiError, bad, chat_key, int_param, json_param, person_user
+from mocks.telegram.wire import (
+    NOT_MODIFIED,
+    ApiError,
+    bad,
+    chat_json,
+    chat_key,
+    int_param,
+    json_param,
+    person_user,
+)
 
 MAX_CALLBACK_BYTES = 64
 BUTTON_DATA_INVALID = "BUTTON_DATA_INVALID"
@@ -66,6 +81,23 @@ def _check_button(button: Any) -> None:
         raise bad(BUTTON_DATA_INVALID)
 
 
+def draft_flags(params: Mapping[str, Any]) -> tuple[bool, bool]:
+    """``can_stop`` and ``keep_on_stop`` of a sendMessageDraft (Booleans; a form body sends ``true`` / ``false``).
+
+    Raises:
+        ApiError: 400 when one is not a Boolean.
+    """
+    flags = []
+    for name in ("can_stop", "keep_on_stop"):
+        value = params.get(name)
+        if isinstance(value, str):
+            value = {"true": True, "false": False, "": None}.get(value.lower(), value)
+        if value is not None and not isinstance(value, bool):
+            raise bad(f"invalid {name} specified: a Boolean is expected")
+        flags.append(bool(value))
+    return flags[0], flags[1]
+
+
 class ButtonMethods:
     """editMessageReplyMarkup, answerCallbackQuery and presses of :class:`~mocks.telegram.chats.ChatStore` (mixed
     in: it provides ``_find``, ``_admit``, ``_message_json`` and ``_bot_owns``)."""
@@ -85,6 +117,23 @@ class ButtonMethods:
 
     def _message_json(self, message: Any, *, nested: bool = False) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _live_drafts(self, chat: ChatId | None) -> dict[int, Any]:
+        raise NotImplementedError
+
+    _drafts: dict[ChatId, dict[int, Any]]
+
+    def _press_draft(self, chat: ChatId, draft_id: int) -> dict[str, Any]:
+        """The person stops a draft's generation: its ``stopped_message_generation`` update."""
+        draft = self._live_drafts(chat).get(draft_id)
+        if draft is None or not draft.can_stop:
+            raise ValueError(f"chat {chat} shows no draft {draft_id} with a stop button (can_stop)")
+        if not draft.keep_on_stop:
+            self._drafts[chat].pop(draft_id, None)
+        stopped: dict[str, Any] = {"chat": chat_json(chat), "draft_id": draft_id}
+        if draft.thread_id is not None:
+            stopped["message_thread_id"] = draft.thread_id
+        return {"update_id": next(self._update_ids), "stopped_message_generation": stopped}
 
     def _edit_reply_markup(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
         """editMessageReplyMarkup (https://core.telegram.org/bots/api#editmessagereplymarkup)."""
@@ -121,6 +170,12 @@ class ButtonMethods:
             ValueError: no such message, or it has no such button (the message says which).
         """
         chat = chat_key(chat_id)
+        if chat is not None and isinstance(message_id, str) and message_id.startswith("draft:"):
+            try:
+                draft = int_param({"draft_id": message_id.removeprefix("draft:")}, "draft_id")
+            except ApiError:
+                raise ValueError(f"{message_id!r}: a draft is named draft:<integer draft_id>") from None
+            return self._press_draft(chat, draft or 0)
         number = int_param({"message_id": message_id}, "message_id") if message_id is not None else None
         if chat is None or number is None:
             raise ValueError("a press needs a chat_id and an integer message_id")

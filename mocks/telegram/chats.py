@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from mocks.common import ChatId, RecordedCall
 from mocks.telegram import media
-from mocks.telegram.buttons import ButtonMethods, inline_keyboard
+from mocks.telegram.buttons import ButtonMethods, draft_flags, inline_keyboard
 from mocks.telegram.content import Entity, message_content
 from mocks.telegram.flood import FloodControl, TelegramLimits
 from mocks.telegram.wire import (
@@ -109,6 +109,9 @@ class Draft:
     started_at_s: float
     updated_at_s: float
     updates: int = 1
+    can_stop: bool = False
+    """It shows the person a button to stop the generation (Bot API 10.3, :mod:`mocks.telegram.buttons`)."""
+    keep_on_stop: bool = False
 
 
 class Policy(Protocol):
@@ -298,13 +301,16 @@ class ChatStore(ButtonMethods):
             raise ApiError(400, DRAFT_ID_INVALID)
         text, entities = message_content(params)
         thread_id = int_param(params, "message_thread_id")
+        can_stop, keep_on_stop = draft_flags(params)
         self._admit(token, chat)
         now = self._clock()
         self._live_drafts(chat)  # an expired draft is gone: the same id starts a new one
         drafts = self._drafts.setdefault(chat, {})
         prior = drafts.get(draft_id)
         started_at_s, updates = (prior.started_at_s, prior.updates + 1) if prior else (now, 1)
-        drafts[draft_id] = Draft(chat, draft_id, text, entities, thread_id, started_at_s, now, updates)
+        drafts[draft_id] = Draft(
+            chat, draft_id, text, entities, thread_id, started_at_s, now, updates, can_stop, keep_on_stop
+        )
         return True
 
     # ------------------------------------------------------------ helpers

@@ -179,3 +179,48 @@ async def test_a_button_that_cannot_be_taken_off_is_reported() -> None:
             assert any(e.startswith("the Stop control may still show on message") for e in report["errors"])
     finally:
         await stop_stack(mock, relay, sidecar)
+
+
+async def test_a_streamed_drafts_own_stop_button() -> None:
+    """Native mode (sendMessageDraft): the draft shows Telegram's own stop button (can_stop, Bot API 10.3); its
+    stopped_message_generation update, forwarded by the example router, stops the run; the text so far is persisted
+    with sendMessage, then the notice."""
+    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True, delivery="native")
+    bot = Bot(BOT_TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(mock.base_url)))
+    dispatcher = Dispatcher()
+    dispatcher.include_router(stop_router(sidecar.url, INGEST_TOKEN))
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            first = {"seq": 2, "kind": "text", "text": "Streaming"}
+            assert (await client.post("/v1/runs/d1/events", content=lines(START, first))).status_code == 200
+            for _ in range(250):
+                if mock.drafts(5):
+                    break
+                await asyncio.sleep(0.02)
+            more = {"seq": 3, "kind": "text", "text": " natively."}
+            assert (await client.post("/v1/runs/d1/events", content=lines(more))).status_code == 200
+            for _ in range(250):
+                drafts = mock.drafts(5)
+                if drafts and drafts[0].can_stop and drafts[0].text == "Streaming natively.":
+                    break
+                await asyncio.sleep(0.02)
+            (draft,) = mock.drafts(5)
+            assert draft.can_stop and mock.visible(5) == []
+            async with httpx.AsyncClient() as control:
+                answer = await control.post(
+                    f"{mock.control_url}/press", json={"chat_id": 5, "message_id": f"draft:{draft.draft_id}"}
+                )
+            assert answer.status_code == 200, answer.text
+            update = answer.json()
+            assert update["stopped_message_generation"]["draft_id"] == draft.draft_id
+            await dispatcher.feed_raw_update(bot, update)
+            report = (await client.get("/v1/runs/d1", params={"wait_s": 10})).json()
+            assert report["end_status"] == "cancelled"
+            assert "stopped by the reader (telegram:chat:5): pressed Stop" in report["errors"]
+            assert [t for _, t in mock.visible(5)] == ["Streaming natively.", STOPPED_NOTICE]
+            units = (await client.get("/v1/runs/d1/pipeline")).json()["units"]
+            assert [u["kind"] for u in units] == ["stop", "run.end"]
+    finally:
+        await bot.session.close()
+        await stop_stack(mock, relay, sidecar)
