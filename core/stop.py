@@ -24,6 +24,7 @@ Pipeline unit shape (JSON)::
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,8 @@ STOP_PREFIX = "stopped by the reader"
 """How a stopped run's report names the stop among its errors (:func:`stop_note`); the ledger keeps it with the
 run's end, so a stopped run is known as such after a restart."""
 MAX_BY_CHARS = 200
+BY_PATTERN = re.compile(r"[A-Za-z0-9:_.@#+-]{1,200}")
+"""Who stopped a run: an id like ``telegram:user:123`` (letters, digits and ``:_.@#+-``)."""
 MAX_REASON_CHARS = 500
 
 
@@ -89,13 +92,14 @@ def parse_stop_body(body: Any) -> tuple[str | None, str | None]:
     unknown = sorted(set(body) - {"by", "reason"})
     if unknown:
         raise IngestError(f"unknown field {unknown[0]!r}: a stop takes only 'by' and 'reason'")
-    out: list[str | None] = []
-    for name, limit in (("by", MAX_BY_CHARS), ("reason", MAX_REASON_CHARS)):
-        value = body.get(name)
-        if value is not None and (not isinstance(value, str) or len(value) > limit):
-            raise IngestError(f"{name} must be a string of at most {limit} characters")
-        out.append(value or None)
-    return out[0], out[1]
+    by, reason = body.get("by"), body.get("reason")
+    if by is not None and (not isinstance(by, str) or BY_PATTERN.fullmatch(by) is None):
+        raise IngestError(
+            f"by must name who stopped the run like 'telegram:user:123': 1-{MAX_BY_CHARS} letters, digits or :_.@#+-"
+        )
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
+        raise IngestError(f"reason must be a string of at most {MAX_REASON_CHARS} characters")
+    return by or None, reason or None
 
 
 async def stop_run(admission: Admission, run_key: str, by: str | None, reason: str | None) -> StopState:

@@ -56,7 +56,7 @@ async def test_stop_ends_the_run_cancelled_with_a_stop_unit(stack: Stack) -> Non
     first = await client.post("/v1/runs/r1/stop", json=body)
     assert first.status_code == 200, first.text
     assert first.json() == {"run": "r1", "state": "stopping", "by": "telegram:user:42", "reason": "pressed Stop"}
-    again = await client.post("/v1/runs/r1/stop", json={"by": "someone else"})
+    again = await client.post("/v1/runs/r1/stop", json={"by": "web"})
     assert again.status_code == 200
     assert again.json()["by"] == "telegram:user:42"  # idempotent: the first stop's state
 
@@ -98,7 +98,7 @@ async def test_stop_refusals(stack: Stack) -> None:
     assert refused.status_code == 409
     assert "already ended (not by a stop)" in refused.json()["error"]
     bad = await client.post("/v1/runs/r2/stop", json={"by": 7})
-    assert bad.status_code == 400 and "by must be a string" in bad.json()["error"]
+    assert bad.status_code == 400 and "by must name who stopped the run" in bad.json()["error"]
     async with httpx.AsyncClient(base_url=stack.sidecar.url) as anonymous:
         assert (await anonymous.post("/v1/runs/r2/stop")).status_code == 401
     agent_stop = await client.post("/v1/runs/r3/events", content=lines({**START, "seq": 1}, {"kind": "stop"}))
