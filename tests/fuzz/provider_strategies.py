@@ -1,7 +1,7 @@
-"""Hypothesis strategies over raw provider streams (anthropic, openai-responses, openai-chat): windows of the real
-recordings in tests/streams/ (valid), and the same with events mutated (a field dropped, a value of another type, a
-line cut short, another format's event), a raw event before its run's ``run.start``, a run.start that declares
-another format or none.
+"""Hypothesis strategies over raw streams of every format (anthropic, openai-responses, openai-chat, ag-ui,
+ai-sdk-ui, a2a, gemini): windows of the recordings and samples in tests/streams/ (valid), and the same with events
+mutated (a field dropped, a value of another type, a line cut short, another format's event), a raw event before
+its run's ``run.start``, a run.start that declares another format or none.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.fuzz.samples import WRONG_VALUES
 from tests.fuzz.strategies import JsonObj, Line, body, encode, json_values, run_start, texts
 
 STREAMS = Path(__file__).resolve().parents[1] / "streams"
-FORMATS = ("anthropic", "openai-responses", "openai-chat")
+FORMATS = ("anthropic", "openai-responses", "openai-chat", "ag-ui", "ai-sdk-ui", "a2a", "gemini")
 MAX_WINDOW = 60
 
 

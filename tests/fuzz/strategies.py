@@ -297,7 +297,7 @@ def hostile_start(draw: st.DrawFn) -> JsonObj:
     elif how == "mode":
         start["mode"] = draw(st.sampled_from(["stream", "", "PREVIEW"]) | json_values)
     else:
-        start["format"] = draw(st.sampled_from(["anthropic ", "openai", "gemini", ""]) | json_values)
+        start["format"] = draw(st.sampled_from(["anthropic ", "openai", "vertex", "AG-UI", ""]) | json_values)
     return start
 
 
