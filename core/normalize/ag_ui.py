@@ -168,12 +168,14 @@ class AgUiNormalizer:
         run_id = require_str(raw, "subagentRunId", _PROVIDER, kind)
         child = self._children.get(run_id)
         if child is None:
-            child = self._children[run_id] = _Agent(self._child_source(run_id, raw))
+            announced = raw if kind == "SUBAGENT_STARTED" else {}  # a child seen first elsewhere: named by its id
+            child = self._children[run_id] = _Agent(self._child_source(run_id, announced))
         return child
 
-    def _child_source(self, run_id: str, raw: dict[str, Any]) -> Source:
-        name = next((as_str(raw.get(k)) for k in _NAME_FIELDS if as_str(raw.get(k))), run_id)
-        parent_id = as_str(raw.get("parentRunId")) or as_str(raw.get("parentSubagentRunId"))
+    def _child_source(self, run_id: str, announced: dict[str, Any]) -> Source:
+        """The child's source from its ``SUBAGENT_STARTED`` (its name, the run that started it), else its run id."""
+        name = next((as_str(announced.get(k)) for k in _NAME_FIELDS if as_str(announced.get(k))), run_id)
+        parent_id = as_str(announced.get("parentRunId")) or as_str(announced.get("parentSubagentRunId"))
         parent = self._children.get(parent_id)
         if parent is not None and parent.source is not None:
             base = parent.source

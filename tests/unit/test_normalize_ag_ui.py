@@ -225,3 +225,14 @@ def test_a_truncated_stream_ends_messages_but_never_a_tool_call() -> None:
     )
     assert [e.state for e in events if isinstance(e, ToolCall)] == [ToolCallState.START, ToolCallState.ARGS_DELTA]
     assert isinstance(events[-1], MessageEnd)
+
+
+def test_a_child_seen_before_its_announcement_is_named_by_its_run_id() -> None:
+    events = feed(
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "main"},
+        {"type": "CUSTOM", "name": "progress", "value": 1, "subagentRunId": "s9"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi", "subagentRunId": "s9"},
+    )
+    assert {e.source for e in events} == {
+        Source(agent_id="s9", session_id="s9", parent_session_id="main", depth=1, path="main/s9")
+    }
