@@ -97,6 +97,13 @@ class DryRunFacts:
         group: a group conversation (Telegram group, Slack channel, Discord guild channel).
         thread_id: a thread for native streaming where the platform needs one (Slack: a parent ts), whose parent
             message (the person's question) the dry run seeds in the mock first.
+        api_path: where the SDK is pointed on the mock's host and port (Telegram: the root; Slack ``/api/``; Discord
+            ``/api/v10``): a mock in another process is ``http://HOST:PORT`` + this.
+        create_method: the platform method that creates a message, by its wire name (faults and latency scripted
+            through the mock's control API name it).
+        edit_method: the platform method that edits a message.
+        chat: the ``index``-th of many conversations (a chaos campaign gives each run its own), its id as the
+            platform spells it.
     """
 
     mock: str
@@ -104,6 +111,10 @@ class DryRunFacts:
     token: str
     private: int | str
     group: int | str
+    api_path: str
+    create_method: str
+    edit_method: str
+    chat: Callable[[int], int | str]
     thread_id: str | None = None
 
 

@@ -10,6 +10,12 @@ from core.units import LengthUnit
 
 DISCORD_RATE_LIMITS = "https://discord.com/developers/docs/topics/rate-limits"
 
+
+def chat(index: int) -> int:
+    """A channel snowflake (https://discord.com/developers/docs/reference#snowflakes), one per ``index``."""
+    return 1_300_000_000_000_000_000 + index
+
+
 SPEC = PlatformSpec(
     # Message `content` up to 2000 characters; UTF-16 units are the safe count.
     max_units=2000,
@@ -41,6 +47,10 @@ PLATFORM = Platform(
         token="MTAwMTAwMTAwMTAwMTAwMQ.GdRyRn.dry-run-token-for-the-mock-discord-api",
         private=1001001001001001001,
         group=1001001001001001002,
+        api_path="/api/v10",
+        create_method="createMessage",
+        edit_method="editMessage",
+        chat=chat,
     ),
 )
 """Discord (discord.py, REST only)."""

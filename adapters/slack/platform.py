@@ -10,6 +10,12 @@ from core.units import LengthUnit
 
 SLACK_RATE_LIMITS = "https://docs.slack.dev/apis/web-api/rate-limits"
 
+
+def chat(index: int) -> str:
+    """A channel id (``C…``, https://docs.slack.dev/reference/objects/conversation-object), one per ``index``."""
+    return f"C0CHAOS{index:05d}"
+
+
 SPEC = PlatformSpec(
     # `markdown_text` holds at most 12,000 characters; about 4,000 per message is recommended.
     max_units=12_000,
@@ -84,6 +90,10 @@ PLATFORM = Platform(
         token="xoxb-1001-2002-DRYrunTOKENforTHEmock",
         private="D0DRYRUN01",
         group="C0DRYRUN01",
+        api_path="/api/",
+        create_method="chat.postMessage",
+        edit_method="chat.update",
+        chat=chat,
         thread_id="1700000000.000100",
     ),
 )

@@ -16,6 +16,12 @@ def bot_id(token: str) -> str:
     return token.partition(":")[0]
 
 
+def chat(index: int) -> int:
+    """A private chat (even ``index``) or a supergroup (odd: its message ids are its own, so an id probe can prove a
+    send did not land; https://core.telegram.org/bots/api#chat), one per ``index``."""
+    return 7_000_000 + index if index % 2 == 0 else -1_007_000_000_000 - index
+
+
 SPEC = PlatformSpec(
     # 1-4096 characters after entity parsing; the server counts code points, entities UTF-16 units.
     max_units=4096,
@@ -52,6 +58,10 @@ PLATFORM = Platform(
         token="123456:DRY-run-token-for-the-mock-bot-api",
         private=1001,
         group=-1001001,
+        api_path="",
+        create_method="sendMessage",
+        edit_method="editMessageText",
+        chat=chat,
     ),
 )
 """Telegram (aiogram 3 against the Bot API)."""

@@ -9,15 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapters.registry import REGISTRY
 from app.chaos.answers import Answer, Recording, pick_answer, run_lines
 
-PLATFORMS = ("telegram", "slack", "discord")
+PLATFORMS = tuple(name for name, platform in REGISTRY.items() if platform.dry_run is not None)
+"""The platforms a campaign can run on: every registered one with a mock (:mod:`adapters.registry`)."""
 MODES = ("preview", "block")
 BACKENDS = ("sqlite", "redis")
 
-CREATE = {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
+CREATE = {name: dry.create_method for name, p in REGISTRY.items() if (dry := p.dry_run) is not None}
 """Each platform's method that creates a message (faults and send latency are scripted on it)."""
-EDIT = {"telegram": "editMessageText", "slack": "chat.update", "discord": "editMessage"}
+EDIT = {name: dry.edit_method for name, p in REGISTRY.items() if (dry := p.dry_run) is not None}
 """Each platform's method that edits a message."""
 
 KILL_KINDS = (("after_end", 0.35), ("in_flight", 0.2), ("in_flight_stored", 0.2), ("mid_stream", 0.25))
@@ -162,13 +164,11 @@ class RunPlan:
 
 
 def chat_id(platform: str, index: int) -> int | str:
-    """The run's own conversation: a Telegram private chat (even runs) or supergroup (odd runs: its message ids are
-    its own, so an id probe can prove a send did not land), a Slack channel id, a Discord channel snowflake."""
-    if platform == "telegram":
-        return 7_000_000 + index if index % 2 == 0 else -1_007_000_000_000 - index
-    if platform == "slack":
-        return f"C0CHAOS{index:05d}"
-    return 1_300_000_000_000_000_000 + index
+    """The run's own conversation (:attr:`adapters.platform.DryRunFacts.chat`: e.g. a Telegram private chat for even
+    runs, a supergroup for odd ones; a Slack channel id, a Discord channel snowflake)."""
+    dry = REGISTRY[platform].dry_run
+    assert dry is not None  # PLATFORMS holds only platforms with a mock
+    return dry.chat(index)
 
 
 def _batches(rng: random.Random, n: int) -> tuple[int, ...]:

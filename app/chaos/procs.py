@@ -25,17 +25,20 @@ from pathlib import Path
 from typing import IO, Any
 
 from adapters.redis import connect
+from adapters.registry import REGISTRY
 from app.chaos.plan import Options
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 90.0
 """How long a process may take to answer (the sidecar imports aiogram, slack-sdk and discord.py: seconds)."""
-API_PREFIX = {"telegram": "", "slack": "/api/", "discord": "/api/v10"}
-TOKEN_ENV = {"telegram": "CHAOS_TELEGRAM_TOKEN", "slack": "CHAOS_SLACK_TOKEN", "discord": "CHAOS_DISCORD_TOKEN"}
-THROTTLE_MS = {"telegram": 1000, "slack": 1000, "discord": 1200}
-FORMAT = {"telegram": "plain", "slack": "markdown", "discord": "markdown"}
+API_PREFIX = {name: dry.api_path for name, p in REGISTRY.items() if (dry := p.dry_run) is not None}
+"""Where each platform's SDK is pointed on its mock's host and port."""
+TOKEN_ENV = {name: f"CHAOS_{name.upper()}_TOKEN" for name in API_PREFIX}
+THROTTLE_MS = {"discord": 1200}
+"""A channel's preview throttle where it is not 1000 ms (Discord's 5 messages per 5 s per channel)."""
+FORMAT = {"telegram": "plain"}
 """Telegram's Markdown is rendered to entities (the chat's text then lacks the markup): plain, so the chat's text
-can be compared with the answer; Slack and Discord show Markdown as written."""
+can be compared with the answer; the others (markdown) show Markdown as written."""
 
 
 PORTS = range(20_000, 32_768)
@@ -187,8 +190,8 @@ def write_config(path: Path, options: Options, port: int, mocks: dict[str, int],
             f'token_env = "{TOKEN_ENV[platform]}"',
             f'api_base = "http://{HOST}:{mock_port}{API_PREFIX[platform]}"',
             'delivery = "preview"',
-            f'format = "{FORMAT[platform]}"',
-            f"throttle_ms = {THROTTLE_MS[platform]}",
+            f'format = "{FORMAT.get(platform, "markdown")}"',
+            f"throttle_ms = {THROTTLE_MS.get(platform, 1000)}",
             f"send_timeout_ms = {options.send_timeout_ms}",
             "typing = false",
             f"exclusive_bot = {'true' if options.exclusive_bot and platform == 'telegram' else 'false'}",

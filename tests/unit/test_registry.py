@@ -47,6 +47,20 @@ def test_each_registration_names_modules_that_exist(name: str) -> None:
     assert platform.spec.limit_source.startswith("https://")
 
 
+def test_a_campaign_gets_its_platforms_mock_facts_from_the_registry() -> None:
+    from app.chaos.plan import CREATE, EDIT, PLATFORMS, chat_id
+    from app.chaos.procs import API_PREFIX, TOKEN_ENV
+
+    assert PLATFORMS == ("telegram", "slack", "discord")
+    assert CREATE == {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
+    assert EDIT == {"telegram": "editMessageText", "slack": "chat.update", "discord": "editMessage"}
+    assert API_PREFIX == {"telegram": "", "slack": "/api/", "discord": "/api/v10"}
+    assert TOKEN_ENV["slack"] == "CHAOS_SLACK_TOKEN"
+    assert [chat_id("telegram", i) for i in (0, 1)] == [7_000_000, -1_007_000_000_001]  # private, supergroup
+    for platform in PLATFORMS:
+        assert len({chat_id(platform, i) for i in range(50)}) == 50  # a conversation per run
+
+
 def test_the_web_adapter_is_built_from_its_registration() -> None:
     adapter = REGISTRY["web"].build(SecretStr(""), None, 1.0, 1000)
     assert type(adapter).__name__ == "WebAdapter"
