@@ -221,6 +221,8 @@ class RunController:
 
     async def abort(self) -> None:
         """Stop delivering without finalizing (service shutdown)."""
+        if self.stop_controls is not None:
+            await self.stop_controls.cancel()
         if self.threads is not None:
             await self.threads.cancel()
         await self.rec.cancel()

@@ -36,6 +36,7 @@ from core.fair import Requester
 from core.ports import CallKind, DraftStopControls, StopControl, StopControls
 from core.report import SlotRole
 from core.send_chain import SendChain
+from core.tasks import stop
 
 _log = logging.getLogger("streamrelay.delivery")
 
@@ -160,6 +161,13 @@ class StopControlKeeper:
             final=not self._live,
             requester=requester,
         )
+
+    async def cancel(self) -> None:
+        """The run stops here unfinished (service shutdown, another replica takes it): no more control calls; the
+        run's next owner restores the carrier from the ledger (:meth:`restored`) and takes it off at the end."""
+        self._live = False
+        if self._task is not None:
+            await stop(self._task)
 
     async def finish(self) -> None:
         """The run ended (its final text is delivered): take the control off every message that may carry it."""

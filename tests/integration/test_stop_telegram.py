@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 from aiogram import Bot, Dispatcher
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
+from pydantic import SecretStr
 
+from adapters.sqlite import SqliteLedger
+from adapters.sqlite.journal import SqliteJournal
+from app.service import Sidecar, make_runtime
+from config.settings import ChannelSettings
+from core.clock import MonotonicClock
 from core.ledger import MemoryLedger
+from core.relay import Relay
 from core.run import STOPPED_NOTICE
 from core.stop import STOPPED_ERROR
 from core.stop_controls import control_id
@@ -224,3 +232,52 @@ async def test_a_streamed_drafts_own_stop_button() -> None:
     finally:
         await bot.session.close()
         await stop_stack(mock, relay, sidecar)
+
+
+async def test_after_a_restart_the_button_still_goes_at_the_end(tmp_path: Path) -> None:
+    """The process dies while the live message carries the button; the resumed run finds it in the ledger (its newest
+    live message) and takes it off when the run ends."""
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    async with MockTelegram() as mock:
+        relay, sidecar, ledger, journal = await serve_stoppable(mock.base_url, tmp_path)
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            text = {"seq": 2, "kind": "text", "text": "Before the restart."}
+            assert (await client.post("/v1/runs/k1/events", content=lines(START, text))).status_code == 200
+            for _ in range(250):
+                if mock.visible(5):
+                    break
+                await asyncio.sleep(0.02)
+            message_id = int(mock.visible(5)[0][0])
+            await keyboard_on(mock, 5, message_id, present=True)
+        await sidecar.stop()
+        await relay.close()
+        await ledger.close()
+        await journal.close()
+        assert mock.inline_keyboard(5, message_id) is not None  # left on by the dead process
+
+        relay, sidecar, ledger, journal = await serve_stoppable(mock.base_url, tmp_path)
+        assert await relay.resume() == ["k1"]
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            end = {"seq": 3, "kind": "end", "status": "ok"}
+            assert (await client.post("/v1/runs/k1/events", content=lines(end))).status_code == 200
+            report = (await client.get("/v1/runs/k1", params={"wait_s": 10})).json()
+            assert report["status"] == "delivered" and report["errors"] == []
+        await sidecar.stop()
+        await relay.close()
+        await ledger.close()
+        await journal.close()
+        assert [t for _, t in mock.visible(5)] == ["Before the restart."]
+        assert mock.inline_keyboard(5, message_id) is None
+
+
+async def serve_stoppable(api: str, tmp_path: Path) -> tuple[Relay, Sidecar, SqliteLedger, SqliteJournal]:
+    settings = ChannelSettings.model_validate(
+        {"platform": "telegram", "api_base": api, "throttle_ms": 0, "stop_button": True}
+    )
+    runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN))
+    ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
+    journal = await SqliteJournal.open(tmp_path / "journal.sqlite3")
+    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), journal=journal)
+    sidecar = Sidecar(relay, token=INGEST_TOKEN)
+    await sidecar.start()
+    return relay, sidecar, ledger, journal
