@@ -149,6 +149,21 @@ class ChannelSettings(_Strict):
             raise ValueError(f"api_base {self.api_base!r} must start with http:// or https://")
         return self
 
+    @model_validator(mode="after")
+    def _stop_button_rules(self) -> ChannelSettings:
+        """``stop_button`` needs a live chat message to carry it (core/stop_controls.py)."""
+        if self.stop_button and self.platform == "web":
+            raise ValueError(
+                "stop_button: the live page's Stop comes with its link (GET /v1/runs/{run}/watch?stop=1), "
+                "not from this setting; leave it false on a web channel"
+            )
+        if self.stop_button and self.delivery is DeliveryMode.FINAL:
+            raise ValueError(
+                "stop_button: delivery 'final' shows nothing before the end, so no message can carry a Stop "
+                "button; use preview, block, progress or native (or the live page's Stop)"
+            )
+        return self
+
     def policy(self, name: str) -> ChannelPolicy:
         """The core's view of this channel."""
         spec = PLATFORMS[self.platform]

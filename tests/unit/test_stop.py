@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from config.settings import ChannelSettings
 from core.errors import IngestError
 from core.events import Stop
 from core.stop import BY_PATTERN, _who, is_stop_note, parse_stop_body, stop_note, stop_unit
@@ -61,3 +63,17 @@ def test_control_ids_fit_every_platform(run_key: str) -> None:
 def test_a_draft_is_named_by_its_chat_and_id() -> None:
     assert draft_control_id(5, "123") == "draft:5:123"
     assert not is_short_id("draft:5:123") and not is_short_id("0123456789ABCDEF")
+
+
+@pytest.mark.parametrize(
+    ("channel", "error"),
+    [
+        ({"platform": "web"}, "the live page's Stop comes with its link"),
+        ({"platform": "telegram", "delivery": "final"}, "delivery 'final' shows nothing before the end"),
+    ],
+)
+def test_stop_button_where_no_message_could_carry_it_is_a_config_error(channel: dict[str, str], error: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        ChannelSettings.model_validate({**channel, "stop_button": True})
+    assert error in str(refused.value)
+    assert ChannelSettings.model_validate({**channel, "stop_button": False}).stop_button is False
