@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from app.ingest_client import recording_lines
-from core.contracts.answers import GateAnswer, StopAnswer, WatchLink
+from core.contracts.answers import GateAnswer, RunListing, StopAnswer, WatchLink
 from core.contracts.live import LIVE_EVENT, EndLiveEvent, LiveEvent
 from core.contracts.report import RunReport
 from core.contracts.units import PIPELINE_UNIT, PipelineUnit, RunEndUnit, parse_unit
@@ -204,6 +204,12 @@ class RelayClient:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
         answer = await self._http.get(f"/v1/runs/{run}", params={"wait_s": wait_s}, timeout=wait_s + 30)
         return RunReport.model_validate(_json(answer))
+
+    async def runs(self, *, everywhere: bool = False) -> RunListing:
+        """The caller's active runs, oldest first (``GET /v1/runs``; ``everywhere``: every replica's, with the ones
+        that could not be asked in ``unreachable``)."""
+        answer = await self._http.get("/v1/runs", params={"all": "1"} if everywhere else None)
+        return RunListing.model_validate(_json(answer))
 
     async def watch_link(self, run: str) -> WatchLink:
         """The run's live page link and its read token (``GET /v1/runs/{run}/watch``), also before it starts.

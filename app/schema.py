@@ -6,7 +6,8 @@ One file per contract (JSON Schema 2020-12, as pydantic writes it), named ``<nam
 - ``pipeline-unit``: a unit of a run's pipeline lane (:data:`core.contracts.units.PipelineUnit`);
 - ``monitor-event``: a live event of a run (:data:`core.contracts.live.LiveEvent`);
 - ``run-report``: a run's delivery report (:class:`core.contracts.report.RunReport`);
-- ``gate-answer``, ``watch-link``, ``stop-answer``: the action gate's, the watch link's and a stop's answers.
+- ``gate-answer``, ``watch-link``, ``stop-answer``: the action gate's, the watch link's and a stop's answers;
+- ``run-listing``: the active runs, as the ops page shows them (``GET /v1/runs``).
 
 tests/unit/test_contracts.py fails when the committed files differ from what this writes (run the command again).
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from core.contracts.answers import GateAnswer, StopAnswer, WatchLink
+from core.contracts.answers import GateAnswer, RunListing, StopAnswer, WatchLink
 from core.contracts.live import LIVE_EVENT
 from core.contracts.report import RunReport
 from core.contracts.units import PIPELINE_UNIT
@@ -40,6 +41,7 @@ def schemas() -> dict[str, dict[str, Any]]:
         "gate-answer": ("The action gate's answer.", GateAnswer.model_json_schema(by_alias=True)),
         "watch-link": ("A run's live page link.", WatchLink.model_json_schema()),
         "stop-answer": ("The answer to a run's stop.", StopAnswer.model_json_schema()),
+        "run-listing": ("The active runs (GET /v1/runs).", RunListing.model_json_schema()),
     }
     out: dict[str, dict[str, Any]] = {}
     for name, (title, schema) in found.items():

@@ -11,7 +11,7 @@ The sidecar's wire JSON is the models' ``model_dump(mode="json")``, key for key 
 them together); ``uv run streamrelay schema --out docs/schema`` writes their JSON Schemas (:mod:`app.schema`).
 """
 
-from core.contracts.answers import GateAnswer, StopAnswer, WatchLink
+from core.contracts.answers import GateAnswer, RunListing, RunRow, StopAnswer, WatchLink
 from core.contracts.live import LIVE_EVENT, LiveEvent, LiveState, parse_live_event
 from core.contracts.report import PartFact, RunReport
 from core.contracts.units import PIPELINE_UNIT, PipelineUnit, parse_unit
@@ -24,7 +24,9 @@ __all__ = [
     "LiveState",
     "PartFact",
     "PipelineUnit",
+    "RunListing",
     "RunReport",
+    "RunRow",
     "StopAnswer",
     "WatchLink",
     "parse_live_event",

@@ -1,4 +1,5 @@
-"""The answers of the parent loop's requests, typed: the action gate's decision and a run's watch link."""
+"""The answers of the parent loop's and the operator's requests, typed: the action gate's decision, a run's watch
+link, a stop, and the listing of active runs (``GET /v1/runs``, what the ops page shows)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,46 @@ class StopAnswer(BaseModel):
     state: str = Field(description="stopping or stopped.")
     by: str | None = None
     reason: str | None = None
+
+
+class RunRow(BaseModel):
+    """One active run in the listing (:meth:`core.monitor.RunMonitor.row`): where it goes, how old it is, and its
+    report's status with the parts counted by state."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run: str
+    channel: str
+    platform: str | None
+    mode: str | None
+    started_at: float | None = Field(description="Wall-clock Unix seconds; null until the run opened.")
+    age_s: float | None = Field(description="Seconds since it started; null until then.")
+    status: str = Field(description="The report's status: pending, delivered, partial, failed, empty.")
+    confirmed: int = Field(ge=0)
+    uncertain: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    rate_limited: int = Field(ge=0, description="429s met so far (retry_after honoured).")
+    watch: str | None = Field(description="Its live page's path with its read token (null: no live page).")
+    replica: str | None = Field(default=None, description="With replicas: the replica that owns it.")
+
+
+class Unreachable(BaseModel):
+    """A replica the listing could not ask (with ``all``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    replica: str
+    url: str
+    error: str
+
+
+class RunListing(BaseModel):
+    """``GET /v1/runs`` (``?all=1``: every replica's): the caller's active runs, oldest first."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runs: list[RunRow]
+    unreachable: list[Unreachable] = Field(default_factory=list)
 
 
 def gate_answer(body: dict[str, Any]) -> GateAnswer:

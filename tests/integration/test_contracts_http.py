@@ -1,6 +1,6 @@
 """The typed contracts over real HTTP: what the sidecar sends (pipeline units, live SSE events, the run report) is
 each model's JSON key for key, and RelayClient hands the parent loop the typed models end to end (units, the
-pipeline stream, the gate, the report, the watch link and the live events)."""
+pipeline stream, the gate, the report, the listing of active runs, the watch link and the live events)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from app.client import RelayClient
+from core.contracts.answers import RunListing
 from core.contracts.live import (
     LIVE_EVENT,
     AgentEvent,
@@ -83,6 +84,9 @@ async def test_the_wire_is_the_models_and_the_client_is_typed_end_to_end() -> No
                     streamed.append(unit)
 
             follower = asyncio.create_task(follow())
+            await client.send("t1", [{"kind": "phase", "name": "opening"}])
+            listing = await client.runs()
+            raw_listing = (await client._http.get("/v1/runs")).json()
             await client.send("t1", _events())
             report = await client.report("t1", wait_s=30)
             await asyncio.wait_for(asyncio.gather(follower, *watching), 20)
@@ -93,6 +97,10 @@ async def test_the_wire_is_the_models_and_the_client_is_typed_end_to_end() -> No
     finally:
         await stop_stack(mock, relay, sidecar)
 
+    (row,) = listing.runs
+    assert row.run == "t1" and row.channel == "telegram" and row.watch is not None and row.replica is None
+    typed_listing = RunListing.model_validate(raw_listing)  # the same listing read again: only age_s moved
+    assert _wire(typed_listing.model_dump(mode="json", exclude_unset=True)) == _wire(raw_listing)
     assert isinstance(report, RunReport) and report.status == "delivered" and report.done, report
     assert _wire(report.model_dump(mode="json")) == _wire(raw_report)
     assert units == streamed and isinstance(units[-1], RunEndUnit) and units[-1].committed

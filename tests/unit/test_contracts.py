@@ -18,7 +18,7 @@ from core.contracts.live import AnswerEvent, DeliveryEvent, EndLiveEvent, ResetE
 from core.contracts.report import RunReport
 from core.contracts.units import MalformedToolCallUnit, RunEndUnit, StopUnit, ToolCallUnit, parse_unit
 from core.events import Source, ToolCall, ToolCallState
-from core.monitor import RunMonitor
+from core.monitor import DeliveryWatch, RunMonitor
 from core.pipeline import PipelineLane, ToolCallCollector
 from core.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
 
@@ -92,7 +92,11 @@ def test_every_live_event_the_monitor_publishes_round_trips_through_its_model() 
     monitor.publish("delivery", channel="telegram", part=0, role="answer", state="retrying", message_id=None,
                     retry_after_s=1.5)  # fmt: skip
     monitor.publish("delivery", channel="telegram", part=0, role="answer", state="sent", message_id="11")
+    web = DeliveryWatch(monitor, "web", live_text=True)  # the web channel: the part's text goes too
+    web({"part": 0, "role": "answer", "state": "sent", "message_id": "w1", "text": "Hel"})
+    web({"part": 0, "role": "answer", "state": "edited", "message_id": "w1", "text": "Hello"})  # as an append
     monitor.publish("media", url="https://example.com/a.png", media_kind="image", caption="")
+    monitor.publish("decision", what="stop", reason="stopped by the reader (web)")
     monitor.publish("error", message="the tool failed", source=None)
     monitor.publish("answer", text="Hello", reset=True, final=True)
     monitor.publish("end", status="ok", delivery="delivered")
@@ -108,6 +112,9 @@ def test_every_live_event_the_monitor_publishes_round_trips_through_its_model() 
     reset = parse_live_event(monitor.reset())
     assert isinstance(reset, ResetEvent) and reset.state.answer == "Hello" and reset.state.ended == "ok"
     assert reset.state.agents["s-1"].text == "Hi" and reset.state.rate_limited == 1
+    appended = [e for e in events if isinstance(e, DeliveryEvent) and e.channel == "web"]
+    assert [(e.text, e.append) for e in appended] == [("Hel", None), (None, "lo")]
+    assert reset.state.parts["web/0"]["text"] == "Hello"
 
 
 def test_the_run_report_reader_model_has_the_sidecar_report_fields_in_order() -> None:
