@@ -28,6 +28,7 @@ from app.service import Sidecar, make_runtime
 from core.clock import MonotonicClock
 from core.events import Target
 from core.ledger import MemoryLedger
+from core.media import MediaItem
 from core.relay import Relay
 
 PAGE = Target(chat_id="page")
@@ -96,7 +97,20 @@ class SseWatcher:
                 if "append" in event:
                     part["text"] = part.get("text", "") + part.pop("append")
         shown = [parts[i] for i in sorted(parts) if parts[i].get("state") != "deleted" and parts[i].get("text")]
-        return [{"message_id": p.get("message_id"), "text": p["text"]} for p in shown if p.get("role") == "answer"]
+        return [
+            {"message_id": p.get("message_id"), "text": _shown_text(p)} for p in shown if p.get("role") in _CHAT_ROLES
+        ]
+
+
+_CHAT_ROLES = ("answer", "media")
+"""The parts a web case's chat lists: the answer's, and its media (with their captions as their text)."""
+
+
+def _shown_text(part: dict[str, Any]) -> str:
+    """A part's text as a person reads it: a media part's caption (``""`` without one), else its text."""
+    if part.get("role") == "media":
+        return MediaItem.from_text(part["text"]).caption or ""
+    return str(part["text"])
 
 
 async def _sse_events(answer: httpx.Response) -> Any:
