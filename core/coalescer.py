@@ -6,7 +6,7 @@ them:
 1. A buffer left idle for ``idle_ms`` is flushed first (as :meth:`Coalescer.poll` would have done).
 2. A chunk for another reply target, visibility class (answer / reasoning / status) or assistant
    message index flushes the buffer first, whatever its size. (Before media the caller calls
-   :meth:`Coalescer.flush`: media never enters the buffer.)
+   :meth:`Coalescer.flush`, :meth:`core.delivery.modes.BlockMode.close_segment`: media never enters the buffer.)
 3. A chunk that would push the block past ``max_chars`` (the joiner counted) flushes the buffer first.
 4. The chunk joins the buffer (``joiner`` between chunks).
 5. The buffer is emitted as soon as it holds at least ``min_chars``, or at once when ``idle_ms`` is 0

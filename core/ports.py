@@ -101,7 +101,10 @@ class ChannelAdapter(Protocol):
           ``pending.after_id`` (skipping ``pending.known_ids``) are probed with editMessageText of
           ``pending.text``; "message is not modified" proves the message is ours (``found``), "message to edit not
           found" that no later message exists (``not_sent``), "message can't be edited" is someone else's (next
-          id). Without ``exclusive``, or past :data:`PROBE_LIMIT` ids: ``unknown``.
+          id). Without ``exclusive``, or past :data:`PROBE_LIMIT` ids: ``unknown``. A media create
+          (``pending.media``): ``unknown`` (a photo has no text to probe with; the core reports it, never resends it).
+
+        Discord and Slack settle a media create like a text (the nonce with the same embed; the metadata).
 
         Raises:
             core.errors.DeliveryError: a subclass, like every call (429, 5xx: the core asks again later).
