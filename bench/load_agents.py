@@ -30,6 +30,10 @@ class Agent:
     due: list[float]
     shown_after: list[int]
     """Non-space characters of the answer once line i is shown."""
+    sent: list[float] = field(default_factory=list)
+    """When line i was written to the sidecar (monotonic seconds; the last write of a line sent again after a
+    push-back): the sidecar's latency is measured from here, not from ``due`` (an agent process that falls behind
+    its schedule must not count as the sidecar's delay)."""
     requests: int = 0
     pushed_back: int = 0
     failures: list[str] = field(default_factory=list)
@@ -65,6 +69,7 @@ async def _request(agent: Agent, port: int, first: int) -> tuple[int, dict[str, 
                 due += 1
             piece = b"".join(line + b"\n" for line in agent.lines[i:due])
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            agent.sent[i:due] = [now] * (due - i)
             i = due
         if not answer.done() and not writer.is_closing():
             writer.write(b"0\r\n\r\n")
@@ -124,7 +129,7 @@ def make_agents(runs: int, events: list[dict[str, Any]], chat0: int, lead_s: flo
         lines.append(json.dumps({"kind": "end", "status": "ok", "seq": len(events) + 1}).encode())
         due.append(t + 0.02)
         shown.append(shown[-1])
-        agents.append(Agent(run, chat0 + i, lines, due, shown))
+        agents.append(Agent(run, chat0 + i, lines, due, shown, [0.0] * len(lines)))
     began = time.monotonic() + lead_s
     for agent in agents:
         agent.due = [began + offset for offset in agent.due]
