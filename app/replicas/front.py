@@ -211,11 +211,19 @@ class ReplicaFront:
         return await relay.gate(run_id, call_id, source_key=source_key, wait_s=wait_s)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
-        """Stop the run on its partition's relay (:meth:`core.relay.Relay.stop`; the owner proxy sends it here)."""
+        """Stop the run on its partition's relay (:meth:`core.relay.Relay.stop`; the owner proxy sends it here). A
+        Stop control's id (not a run in the index) is looked for among this replica's runs only: the replica that
+        owns the run knows it; another answers 404 (the bot may send the run id instead)."""
         relay = await self._relay(run_id)
-        if relay is None:
-            raise IngestError(f"unknown run {run_id!r}", status=404)
-        return await relay.stop(run_id, by, reason)
+        if relay is not None:
+            return await relay.stop(run_id, by, reason)
+        for local in self._relays():
+            try:
+                return await local.stop(run_id, by, reason)
+            except IngestError as exc:
+                if exc.status != 404:
+                    raise
+        raise IngestError(f"unknown run {run_id!r} (a Stop control's id is known to its run's replica)", status=404)
 
     def active_runs(self) -> list[str]:
         return [run for relay in self._relays() for run in relay.active_runs()]
