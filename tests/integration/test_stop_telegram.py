@@ -281,3 +281,27 @@ async def serve_stoppable(api: str, tmp_path: Path) -> tuple[Relay, Sidecar, Sql
     sidecar = Sidecar(relay, token=INGEST_TOKEN)
     await sidecar.start()
     return relay, sidecar, ledger, journal
+
+
+async def test_progress_mode_puts_the_button_on_its_status_message() -> None:
+    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True, delivery="progress")
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            phase = {"seq": 2, "kind": "phase", "name": "searching"}
+            assert (await client.post("/v1/runs/g1/events", content=lines(START, phase))).status_code == 200
+            for _ in range(250):
+                if mock.visible(5):
+                    break
+                await asyncio.sleep(0.02)
+            status_id = int(mock.visible(5)[0][0])
+            await keyboard_on(mock, 5, status_id, present=True)
+            stopped = await client.post(f"/v1/runs/{control_id('g1').removeprefix('stop:')}/stop", json={"by": "web"})
+            assert stopped.status_code == 200 and stopped.json()["run"] == "g1"
+            report = (await client.get("/v1/runs/g1", params={"wait_s": 10})).json()
+            assert report["end_status"] == "cancelled"
+            shown = [t for _, t in mock.visible(5)]
+            assert shown[0].startswith("Stopped.") and shown[-1] == STOPPED_NOTICE
+            assert mock.inline_keyboard(5, status_id) is None
+    finally:
+        await stop_stack(mock, relay, sidecar)
