@@ -21,6 +21,7 @@ from core.clock import MonotonicClock
 from core.contracts.units import StopUnit
 from core.events import Stop, event_to_json
 from core.journal import JournalEntry
+from core.ledger import MemoryLedger
 from core.relay import Relay
 from core.run import STOPPED_NOTICE
 from core.stop import STOPPED_ERROR
@@ -163,3 +164,44 @@ async def test_the_parent_loop_cancels_its_agent_on_a_stop(stack: Stack) -> None
         assert isinstance(unit, StopUnit) and unit.by == "web"
         await asyncio.gather(agent, return_exceptions=True)
         assert agent.cancelled()
+
+
+async def test_the_live_pages_stop_needs_the_stop_token() -> None:
+    channel = ChannelSettings.model_validate({"platform": "web", "throttle_ms": 0})
+    relay = Relay({"web": make_runtime("web", channel, SecretStr(""))}, MemoryLedger(), MonotonicClock())
+    sidecar = Sidecar(relay, token=INGEST_TOKEN)
+    await sidecar.start()
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            start = {"kind": "run.start", "channel": "web", "target": {"chat_id": "page"}}
+            text = {"kind": "text", "text": "Reading along"}
+            assert (await client.post("/v1/runs/w1/events", content=lines(start, text))).status_code == 200
+            plain = (await client.get("/v1/runs/w1/watch")).json()
+            link = (await client.get("/v1/runs/w1/watch", params={"stop": "1"})).json()
+            assert "stop=" not in plain["url"] and plain["token"] == link["token"]
+            stop_token = link["url"].split("stop=", 1)[1].split("&", 1)[0]
+            assert stop_token != link["token"]
+        async with httpx.AsyncClient(base_url=sidecar.url, timeout=30) as page:
+            path = "/v1/runs/w1/live/stop"
+            assert (await page.post(path)).status_code == 401
+            read_only = {"Authorization": f"Bearer {link['token']}"}
+            assert (await page.post(path, headers=read_only)).status_code == 403
+            other = await page.post("/v1/runs/w2/live/stop", headers={"Authorization": f"Bearer {stop_token}"})
+            assert other.status_code == 403  # a stop token is one run's
+            may_stop = {"Authorization": f"Bearer {stop_token}"}
+            bad = await page.post(path, headers=may_stop, json={"reason": 3})
+            assert bad.status_code == 400 and "reason must be a string" in bad.json()["error"]
+            first = await page.post(path, headers=may_stop, json={"reason": "enough"})
+            assert first.status_code == 200
+            assert first.json() == {"run": "w1", "state": "stopping", "by": "web", "reason": "enough"}
+            again = await page.post(path, headers=may_stop)
+            assert again.status_code == 200 and again.json()["reason"] == "enough"
+            # reading with the stop token alone is refused: stopping is not reading
+            assert (await page.get("/v1/runs/w1/live", params={"token": stop_token})).status_code == 403
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            report = (await client.get("/v1/runs/w1", params={"wait_s": 10})).json()
+            assert report["end_status"] == "cancelled" and "stopped by the reader (web): enough" in report["errors"]
+    finally:
+        await sidecar.stop()
+        await relay.close()
