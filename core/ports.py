@@ -102,9 +102,10 @@ class ChannelAdapter(Protocol):
           ``pending.text``; "message is not modified" proves the message is ours (``found``), "message to edit not
           found" that no later message exists (``not_sent``), "message can't be edited" is someone else's (next
           id). Without ``exclusive``, or past :data:`PROBE_LIMIT` ids: ``unknown``. A media create
-          (``pending.media``): ``unknown`` (a photo has no text to probe with; the core reports it, never resends it).
+          (``pending.media``) is probed with editMessageCaption of its caption.
 
-        Discord and Slack settle a media create like a text (the nonce with the same embed; the metadata).
+        Discord and Slack settle a media create like a text (the nonce with the same embed; the metadata). The core
+        never sends a media create again on ``unknown``: it reports it uncertain.
 
         Raises:
             core.errors.DeliveryError: a subclass, like every call (429, 5xx: the core asks again later).

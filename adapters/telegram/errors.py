@@ -107,6 +107,8 @@ DESCRIPTION_RULES: tuple[tuple[str, ErrorFactory], ...] = (
     ("message to delete not found", _plain(TargetNotFoundError)),
     ("message to be replied not found", _plain(TargetNotFoundError)),
     ("message can't be edited", _plain(MessageFrozenError)),
+    ("there is no text in the message to edit", _plain(MessageFrozenError)),  # a media message: edit its caption
+    ("there is no caption in the message to edit", _plain(MessageFrozenError)),  # a text message
     ("message can't be deleted", _plain(TargetNotFoundError)),
     ("message thread not found", _plain(TargetNotFoundError)),
     ("chat not found", _plain(TargetNotFoundError)),

@@ -10,9 +10,10 @@ https://core.telegram.org/bots/api#sending-files):
   text + ``caption_entities``, never ``parse_mode``). Longer: 400 "message caption is too long"
   (``PayloadRejectedError(too_long)``).
 - ``image`` → sendPhoto, ``file`` → sendDocument, ``audio`` → sendAudio, ``video`` → sendVideo.
-- A media message cannot carry a delivery id, and editMessageText (the settle probe of a text) does not apply to
-  it: an uncertain media send is settled ``unknown`` (reported uncertain, never sent again:
-  :mod:`core.delivery.settling`).
+- A media message cannot carry a delivery id: an uncertain media send is settled like a text, by probing message
+  ids (only with an exclusive bot token), with editMessageCaption of its caption instead of editMessageText
+  (:mod:`adapters.telegram.settle`); without one it stays ``unknown``: reported uncertain, never sent again
+  (:mod:`core.delivery.settling`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class TelegramMedia:
 
         Raises:
             core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: it may be
-                stored (settled ``unknown``: reported, never sent again).
+                stored (settled by probing ids with an exclusive bot, else reported, never sent again).
             core.errors.PayloadRejectedError: the caption is too long (``too_long``) or cannot be parsed.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors` (a URL Telegram
                 cannot fetch: the part fails with Telegram's description).

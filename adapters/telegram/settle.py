@@ -9,7 +9,9 @@ chat (https://core.telegram.org/bots/api#editmessagetext). When the bot token is
 newer than the last one it knew, is the uncertain one. Without ``exclusive`` no call is made: ``unknown``.
 
 The probe, id by id from ``after_id + 1`` (1 without ``after_id``), skipping ``known_ids``, at most
-:data:`core.ports.PROBE_LIMIT` calls, with ``pending.text`` rendered exactly as ``sendMessage`` rendered it:
+:data:`core.ports.PROBE_LIMIT` calls, with ``pending.text`` rendered exactly as ``sendMessage`` rendered it (a media
+send: editMessageCaption with its caption, https://core.telegram.org/bots/api#editmessagecaption; a message of the
+other kind, text or media, answers "there is no caption / text in the message to edit": the next id):
 
 - "message is not modified": the message is ours and shows the text → ``found``;
 - the edit succeeds: a bot message, so the sidecar's, that showed another text (another uncertain send of the
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from aiogram.methods import EditMessageText
+from aiogram.methods import EditMessageCaption, EditMessageText
 
 from adapters.telegram.errors import NoMessageToEditError
 from adapters.telegram.render import render
@@ -48,8 +50,9 @@ from core.errors import MessageFrozenError, PayloadRejectedError, RejectReason
 from core.events import Target
 from core.ports import PROBE_LIMIT, PendingSend, Settlement, SettleOutcome
 
-Edit = Callable[[EditMessageText], Awaitable[object]]
-"""One editMessageText, one attempt, failures translated (:meth:`TelegramAdapter._call` bound to the target)."""
+Edit = Callable[[EditMessageText | EditMessageCaption], Awaitable[object]]
+"""One editMessageText (editMessageCaption for a media send), one attempt, failures translated
+(:meth:`TelegramAdapter._call` bound to the target)."""
 
 UNKNOWN = Settlement(SettleOutcome.UNKNOWN)
 NOT_SENT = Settlement(SettleOutcome.NOT_SENT)
@@ -87,15 +90,15 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlem
 
     Returns:
         ``found`` with the message id; ``not_sent``; ``needs_bound`` (a private chat or basic group without
-        ``before_id``, nothing found); ``unknown`` (not exclusive, a media send, or more candidates than
+        ``before_id``, nothing found); ``unknown`` (not exclusive, or more candidates than
         :data:`core.ports.PROBE_LIMIT`).
 
     Raises:
         core.errors.DeliveryError: a failure other than the three probe answers (429, 5xx, timeout, a chat that
             does not exist, ...), as every call.
     """
-    if not pending.exclusive or pending.media is not None:
-        return UNKNOWN  # a media message has no text to probe with editMessageText (adapters.telegram.media)
+    if not pending.exclusive:
+        return UNKNOWN
     after = 0 if pending.after_id is None else _int(pending.after_id)
     before = None if pending.before_id is None else _int(pending.before_id)
     if after is None or (pending.before_id is not None and before is None):
@@ -124,9 +127,8 @@ async def _probe(
 ) -> Settlement | None:
     """Probe ``ids`` in order: ``found`` at the first that is ours; with ``stop_at_missing`` (a chat whose ids are
     its own), ``not_sent`` at the first missing id past ``past``; None when none answered."""
-    body, entities = render(pending.text, pending.fmt)
     for message_id in ids:
-        method = EditMessageText(chat_id=target.chat_id, message_id=message_id, text=body, entities=entities)
+        method = probe_method(target, pending, message_id)
         try:
             await edit(method)
         except PayloadRejectedError as exc:
@@ -140,6 +142,20 @@ async def _probe(
             continue  # a deleted message, or an id of another chat
         return Settlement(SettleOutcome.FOUND, str(message_id))
     return None
+
+
+def probe_method(target: Target, pending: PendingSend, message_id: int) -> EditMessageText | EditMessageCaption:
+    """The edit that probes ``message_id`` for ``pending``: editMessageText of its text rendered as sendMessage
+    rendered it, or, for a media send, editMessageCaption of its caption rendered as the media send rendered it
+    (https://core.telegram.org/bots/api#editmessagecaption: the same caption again is "message is not modified"; a
+    text message answers "there is no caption in the message to edit", read as another message: the next id)."""
+    if pending.media is None:
+        body, entities = render(pending.text, pending.fmt)
+        return EditMessageText(chat_id=target.chat_id, message_id=message_id, text=body, entities=entities)
+    caption, caption_entities = render(pending.media.caption, pending.fmt) if pending.media.caption else ("", None)
+    return EditMessageCaption(
+        chat_id=target.chat_id, message_id=message_id, caption=caption, caption_entities=caption_entities
+    )
 
 
 def _int(value: str) -> int | None:

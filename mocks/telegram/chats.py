@@ -148,6 +148,7 @@ class ChatStore(ButtonMethods):
             "getMe": self._get_me,
             "sendMessage": self._send_message,
             "editMessageText": self._edit_message_text,
+            "editMessageCaption": self._edit_message_caption,
             "deleteMessage": self._delete_message,
             "sendChatAction": self._send_chat_action,
             "sendMessageDraft": self.send_draft,
@@ -282,6 +283,21 @@ class ChatStore(ButtonMethods):
         self._admit(token, chat)
         message.text, message.entities, message.edit_date = text, entities, int(time.time())
         message.markup = keyboard
+        return self._message_json(message)
+
+    def _edit_message_caption(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:
+        """editMessageCaption of a media message (:mod:`mocks.telegram.media`): answered like editMessageText."""
+        chat = require_chat(params)
+        caption, entities = media.caption_content(params)
+        message = self._find(chat, params, "message to edit not found")
+        if not message.from_bot or message.sender_id != _bot_id(token):
+            raise bad("message can't be edited")
+        if message.media is None:
+            raise bad(media.NO_CAPTION_TO_EDIT)
+        if message.text == caption and _entity_set(message.entities) == _entity_set(entities):
+            raise ApiError(400, NOT_MODIFIED)
+        self._admit(token, chat)
+        message.text, message.entities, message.edit_date = caption, entities, int(time.time())
         return self._message_json(message)
 
     def send_draft(self, token: str, call: RecordedCall, params: Mapping[str, Any]) -> Any:

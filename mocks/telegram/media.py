@@ -12,6 +12,9 @@ https://core.telegram.org/bots/api#sendaudio, https://core.telegram.org/bots/api
   0-1024 characters after entity parsing, else 400 ``Bad Request: message caption is too long``.
 - What a person sees of it, and what ``visible`` and the control API show, is the caption (``""`` without one);
   editMessageText on it is 400 ``Bad Request: there is no text in the message to edit``.
+- editMessageCaption (https://core.telegram.org/bots/api#editmessagecaption) changes it: the same caption again is
+  400 "message is not modified" (what a settle probe reads); on a text message it is 400 ``Bad Request: there is no
+  caption in the message to edit``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ MAX_CAPTION_CHARS = 1024
 
 NO_TEXT_TO_EDIT = "there is no text in the message to edit"
 """editMessageText on a media message (https://core.telegram.org/bots/api#editmessagetext: edit its caption)."""
+NO_CAPTION_TO_EDIT = "there is no caption in the message to edit"
+"""editMessageCaption on a text message."""
+
+
+def caption_content(params: Mapping[str, Any]) -> tuple[str, list[Entity]]:
+    """The caption and its entities of an editMessageCaption, or a 400 like Telegram's (too long)."""
+    caption, entities = parsed(params, "caption", "caption_entities")
+    if len(caption) > MAX_CAPTION_CHARS:
+        raise bad("message caption is too long")
+    return caption, entities
 
 
 def media_content(method: str, params: Mapping[str, Any]) -> tuple[str, str, str, list[Entity]]:

@@ -29,6 +29,7 @@ METHODS = (
     "sendDocument",
     "sendAudio",
     "sendVideo",
+    "editMessageCaption",
     "editMessageReplyMarkup",
     "answerCallbackQuery",
 )

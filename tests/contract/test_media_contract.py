@@ -1,7 +1,7 @@
 """Media out, one contract for three platforms: each adapter's ``send_media`` through its real SDK against its mock,
 which checks the call as the platform does (the caption, Slack's image block, Discord's embed) and shows the media
-message with its caption. A 5xx after the platform stored a media create is uncertain; Slack and Discord then settle
-it (found, once), Telegram answers ``unknown`` (a photo cannot be probed: reported, never sent again)."""
+message with its caption. A 5xx after the platform stored a media create is uncertain, then settled: found, once
+(Slack by its metadata, Discord by its nonce, Telegram with an exclusive bot by probing ids with editMessageCaption)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ async def test_an_image_and_a_file_are_messages_showing_their_captions(rig: Any)
         assert [c.method for c in mock.calls if c.method.startswith("send")] == ["sendPhoto", "sendDocument"]
 
 
-async def test_a_media_create_stored_then_answered_with_a_5xx_is_uncertain_then_settled(rig: Any) -> None:
+async def test_a_media_create_stored_then_answered_with_a_5xx_is_uncertain_then_settled_once(rig: Any) -> None:
     platform, mock, adapter, target = rig
     before = await adapter.send_text(target, "Before", TextFormat.PLAIN, delivery_id="sr-before")
     mock.add_fault(SEND[platform], 2 if platform != "telegram" else 1, {"status": 502}, after_commit=True)
@@ -64,11 +64,10 @@ async def test_a_media_create_stored_then_answered_with_a_5xx_is_uncertain_then_
 
     pending = PendingSend("sr-maybe", IMAGE.text(), TextFormat.PLAIN, after_id=before, exclusive=True, media=IMAGE)
     settled = await adapter.settle_send(target, pending)
-    if platform == "telegram":
-        assert settled.outcome is SettleOutcome.UNKNOWN  # no probe of a photo: reported, never sent again
-    else:
-        [stored] = [mid for mid, text in mock.visible(target.chat_id) if text == "Q3 revenue by region"]
-        assert (settled.outcome, settled.message_id) == (SettleOutcome.FOUND, str(stored))
+    [stored] = [mid for mid, text in mock.visible(target.chat_id) if text == "Q3 revenue by region"]
+    assert (settled.outcome, settled.message_id) == (SettleOutcome.FOUND, str(stored))
+    if platform == "telegram":  # probed by its caption: editMessageText was never tried on the photo
+        assert [c.method for c in mock.calls if c.method.startswith("edit")] == ["editMessageCaption"]
     assert _shown(mock, target) == ["Before", "Q3 revenue by region"]  # shown once
 
 

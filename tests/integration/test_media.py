@@ -179,10 +179,21 @@ async def test_an_uncertain_media_send_is_settled_by_the_platform_and_shown_once
 
 
 @pytest.mark.timeout(120)
-async def test_an_uncertain_telegram_media_send_is_reported_never_sent_again() -> None:
+async def test_an_uncertain_telegram_media_send_is_found_by_its_caption_with_an_exclusive_bot() -> None:
     async with channel("telegram", exclusive_bot=True, send_timeout_ms=1500) as ch:
         assert ch.mock is not None
-        ch.mock.add_fault("sendPhoto", 1, "timeout_after_commit")  # stored; Telegram cannot be asked about a photo
+        ch.mock.add_fault("sendPhoto", 1, "timeout_after_commit")  # stored, never answered
+        report = await ch.run("r1", EVENTS)
+        assert ch.chat() == CHAT  # found by editMessageCaption ("message is not modified"): shown once
+        assert len(ch.calls("sendPhoto")) == 1 and len(ch.calls("editMessageCaption")) >= 1
+    assert report["status"] == "delivered" and report["uncertain"] == 0 and report["media"] == 2, report
+
+
+@pytest.mark.timeout(120)
+async def test_an_uncertain_telegram_media_send_on_a_shared_bot_is_reported_never_sent_again() -> None:
+    async with channel("telegram", send_timeout_ms=1500) as ch:
+        assert ch.mock is not None
+        ch.mock.add_fault("sendPhoto", 1, "timeout_after_commit")  # stored; a shared bot token cannot probe ids
         report = await ch.run("r1", EVENTS)
         assert ch.chat() == CHAT  # shown once: never sent again on a guess
         assert len(ch.calls("sendPhoto")) == 1

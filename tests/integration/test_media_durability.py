@@ -1,7 +1,7 @@
 """A media send in flight at a kill -9 (`streamrelay serve` as its own process, SQLite journal and ledger), then a
 restart on the same files: the media item is never shown twice. Slack and Discord settle it by asking the platform
-(its delivery id in the message metadata, its nonce); Telegram cannot be asked about a photo, so it is reported
-uncertain and never sent again."""
+(its delivery id in the message metadata, its nonce), Telegram with an exclusive bot token by probing message ids
+with editMessageCaption; with a shared token Telegram cannot be asked, so it is reported uncertain, never resent."""
 
 from __future__ import annotations
 
@@ -35,15 +35,21 @@ def _events(run: str, target: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
-async def test_a_media_send_in_flight_at_a_kill_is_never_shown_twice(tmp_path: Path, platform: str) -> None:
+@pytest.mark.parametrize(
+    ("platform", "exclusive"),
+    [("telegram", False), ("telegram", True), ("slack", False), ("discord", False)],
+    ids=["telegram-shared-bot", "telegram-exclusive-bot", "slack", "discord"],
+)
+async def test_a_media_send_in_flight_at_a_kill_is_never_shown_twice(
+    tmp_path: Path, platform: str, exclusive: bool
+) -> None:
     dry = DRY_RUN[platform]
     target = dry.target()
     method, nth = MEDIA_SEND[platform]
     async with _mock(platform) as mock:
         mock.add_fault(method, nth, "timeout_after_commit")  # stored by the platform, never answered
         port = _free_port()
-        config = _config(tmp_path, platform, mock.base_url, port, delivery="block")
+        config = _config(tmp_path, platform, mock.base_url, port, delivery="block", exclusive_bot=exclusive)
         log = tmp_path / "sidecar.log"
         headers = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as client:
@@ -60,7 +66,7 @@ async def test_a_media_send_in_flight_at_a_kill_is_never_shown_twice(tmp_path: P
         shown = [text for _, text in mock.visible(target.chat_id)]
     assert shown == [TEXT, CAPTION, AFTER]  # the image once, in its place
     assert report["done"] and report["media_parts"] == 1, report
-    if platform == "telegram":  # a photo cannot be looked up: uncertain, reported, never sent again
+    if platform == "telegram" and not exclusive:  # a shared token cannot probe: uncertain, reported, never resent
         assert report["status"] == "partial" and report["uncertain"] == 1 and report["media"] == 0, report
-    else:  # found by its delivery id (Slack metadata) or its nonce (Discord)
+    else:  # found by its delivery id (Slack metadata), its nonce (Discord), its caption (Telegram's id probe)
         assert report["status"] == "delivered" and report["uncertain"] == 0 and report["media"] == 1, report
