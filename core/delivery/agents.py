@@ -9,7 +9,7 @@ from typing import Any
 
 from core.delivery.answer import AnswerChange, AnswerStream
 from core.delivery.threads import ChildThreads
-from core.events import End, ErrorEvent, Event, Source, TextEvent, ToolResult, Visibility
+from core.events import End, ErrorEvent, Event, Media, Source, TextEvent, ToolResult, Visibility
 from core.monitor import RunMonitor
 from core.pipeline import PipelineLane, ToolCallCollector
 from core.subagents import Children, message_unit
@@ -59,6 +59,8 @@ class SubAgents:
                     self.status_lines()  # the anchor (its status message) is claimed before the thread opens
                 self._changed(source, split.message, self._linear(source).apply(split.message, split.answer))
             return first
+        if isinstance(event, Media):
+            return self._media(source, event)
         if isinstance(event, End):
             self._end(source, event)
         elif isinstance(event, ToolResult):
@@ -69,6 +71,18 @@ class SubAgents:
             self.children.seen(source)
         self._publish(source)
         return True
+
+    def _media(self, source: Source, event: Media) -> bool:
+        """A child's media item: in its thread, in order with its text (``subagents = "thread"``); otherwise it is
+        not shown, like the child's text (only its status line and, at its end, its pipeline message go on)."""
+        first = source.key not in self.children
+        self.children.seen(source)
+        if self.threads is not None:
+            if first:
+                self.status_lines()  # the anchor (its status message) is claimed before the thread opens
+            self.threads.media(source, event.item())
+        self._publish(source)
+        return first
 
     def tool_started(self, source: Source, tool: str) -> None:
         self.children.tool_started(source, tool)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.clock import Clock
@@ -32,6 +32,7 @@ from core.errors import DeliveryError
 from core.events import DeliveryMode, Source, Target
 from core.fair import Requester
 from core.ledger import Ledger
+from core.media import MediaItem
 from core.policy import ChannelPolicy, ReasoningPolicy
 from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
 from core.report import PartState, SlotRole
@@ -55,6 +56,8 @@ class _ChildThread:
     mode: ModeHandler | None = None
     target: Target | None = None
     final: str | None = None
+    media: list[tuple[int, MediaItem]] = field(default_factory=list)
+    """Its media items, each after the first ``n`` characters of ``text`` (replayed in place when the thread opens)."""
 
 
 class ChildThreads:
@@ -128,6 +131,17 @@ class ChildThreads:
         child.text = change.text if change.reset else child.text + change.text
         if child.mode is not None:
             child.mode.on_answer(change, message)
+
+    def media(self, source: Source, item: MediaItem) -> None:
+        """A child's media item, after its text so far: its own message in its thread (opened on first text or
+        media). Call :meth:`line` for the child first."""
+        child = self._children[source.key]
+        if not child.opened:
+            child.opened = True
+            self._spawn(self._open(child))
+        child.media.append((len(child.text), item))
+        if child.mode is not None:
+            child.mode.on_media(item, child.text)
 
     def ended(self, source: Source, final_text: str) -> None:
         """A child ended: its thread shows ``final_text`` (its final message), once."""
@@ -217,8 +231,21 @@ class ChildThreads:
         rec.restore(await self._ledger.parts(rec.run))  # after a restart: edit what the thread shows, never resend
         child.rec, child.target = rec, target
         child.mode = conversation.mode
-        if child.text:
-            child.mode.on_answer(AnswerChange(child.text, reset=True), 0)
+        _replay(child, child.mode)
         if child.final is not None:
             child.mode.finalize(child.final)
         rec.start()
+
+
+def _replay(child: _ChildThread, mode: ModeHandler) -> None:
+    """What the child showed before its thread opened, into the thread's new mode: its text with its media items in
+    their places (an offset past a text that was replaced since is read as its end)."""
+    start = 0
+    for offset, item in child.media:
+        offset = max(start, min(offset, len(child.text)))
+        if offset > start:
+            mode.on_answer(AnswerChange(child.text[start:offset]), 0)
+        mode.on_media(item, child.text[:offset])
+        start = offset
+    if len(child.text) > start:
+        mode.on_answer(AnswerChange(child.text[start:]), 0)
