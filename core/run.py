@@ -55,6 +55,8 @@ from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.safe_text import safe_event, safe_text
 from core.visible import Split, VisibleText, visible_final
 
+_AT_THE_END = (DeliveryMode.FINAL, DeliveryMode.PROGRESS)
+"""Modes that show the answer, and so its media, only once committed."""
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
 PROGRESS_TITLE = "Working on it…"
 PROGRESS_DONE = "Done."
@@ -277,9 +279,10 @@ class RunStage:
             failed = PROGRESS_FAILED_AFTER if self.committed is not None else PROGRESS_FAILED
             self.board.title = PROGRESS_DONE if ok else (PROGRESS_STOPPED if cancelled else failed)
         self._refresh_status()
+        if cancelled or (self.committed is None and self.policy.delivery in _AT_THE_END):
+            self.book.drop_unsent(SlotRole.MEDIA)  # stopped, or the answer they belong in is never shown
         if cancelled:
             self.book.drop_unsent(SlotRole.ANSWER)  # the person asked to stop: nothing more of the answer
-            self.book.drop_unsent(SlotRole.MEDIA)
             self.book.claim_slot(SlotRole.NOTICE, STOPPED_NOTICE, TextFormat.PLAIN)
         elif idle:
             if self.committed is None and not self.mode.show_answer_at_commit():

@@ -110,3 +110,27 @@ async def test_a_replace_after_a_media_item_keeps_the_text_before_it() -> None:
     await relay.close()
     assert list(chat.messages.values()) == ["First.", CHART_TEXT, "Final words."]
     assert report is not None and report.status == "delivered"
+
+
+@pytest.mark.parametrize("mode", [DeliveryMode.FINAL, DeliveryMode.PROGRESS])
+async def test_a_failed_run_that_shows_its_answer_only_at_the_end_shows_none_of_its_media(mode: DeliveryMode) -> None:
+    chat = MemoryChat()
+    relay = _relay(chat, MemoryLedger(), MemoryJournal(), mode)
+    for line in (START, {"kind": "text", "text": "First."}, CHART, {"kind": "error", "message": "the tool failed"}):
+        await relay.submit_line(line, "r")
+    await relay.submit_line({"kind": "end", "status": "error"}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert CHART_TEXT not in chat.messages.values() and "First." not in chat.messages.values()
+    assert report is not None and report.media == 0 and report.media_parts == 0
+
+
+async def test_a_failed_block_run_keeps_the_media_it_streamed() -> None:
+    chat = MemoryChat()
+    relay = _relay(chat, MemoryLedger(), MemoryJournal(), DeliveryMode.BLOCK)
+    for line in (START, {"kind": "text", "text": "First."}, CHART, {"kind": "end", "status": "error"}):
+        await relay.submit_line(line, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert list(chat.messages.values())[:2] == ["First.", CHART_TEXT]
+    assert report is not None and report.status == "partial" and report.media == 1
