@@ -47,6 +47,9 @@ class PartRecord:
     """The platform accepts no more edits of this part's message."""
     continues: int | None = None
     """The slot of the frozen part this one continues (it is shown right after it)."""
+    precedes: int | None = None
+    """The slot this part is shown right before (a part of the text before a media part, claimed after that media
+    part: :mod:`core.delivery.segments`). Slot numbers give the order of claims, this the order shown."""
 
     def report(self) -> PartReport:
         """This part as the delivery report shows it."""

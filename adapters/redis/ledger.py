@@ -117,6 +117,7 @@ def part_json(part: PartRecord) -> str:
             "streaming": part.streaming,
             "frozen": part.frozen,
             "continues": part.continues,
+            "precedes": part.precedes,
             "unbounded": pending_json(part.unbounded) or None,
             "stray": part.stray,
             "updated_at": time.time(),
@@ -140,6 +141,7 @@ def part_from(run: str, slot: int, raw: str, pending: str | None) -> PartRecord:
         pending=pending_from(pending),
         frozen=bool(data.get("frozen")),
         continues=data.get("continues"),
+        precedes=data.get("precedes"),
         unbounded=pending_from(data.get("unbounded")),
         stray=data.get("stray"),
     )

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS parts (
     run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL, state TEXT NOT NULL,
     message_id TEXT, shown TEXT, content_key TEXT, degraded INTEGER NOT NULL DEFAULT 0, error TEXT,
     updated_at REAL NOT NULL, streaming INTEGER NOT NULL DEFAULT 0, pending TEXT, frozen INTEGER NOT NULL DEFAULT 0,
-    continues INTEGER, unbounded TEXT, stray TEXT, PRIMARY KEY (run, slot)
+    continues INTEGER, unbounded TEXT, stray TEXT, precedes INTEGER, PRIMARY KEY (run, slot)
 );
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL,
@@ -45,6 +45,7 @@ _ADDED_COLUMNS = (
     ("continues", "INTEGER"),
     ("unbounded", "TEXT"),
     ("stray", "TEXT"),
+    ("precedes", "INTEGER"),
 )
 
 
@@ -168,13 +169,14 @@ class SqliteLedger:
     def _upsert(db: sqlite3.Connection, part: PartRecord) -> None:
         db.execute(
             "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at,"
-            " streaming, pending, frozen, continues, unbounded, stray)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " streaming, pending, frozen, continues, unbounded, stray, precedes)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (run, slot) DO UPDATE SET role = excluded.role, state = excluded.state,"
             " message_id = excluded.message_id, shown = excluded.shown, content_key = excluded.content_key,"
             " degraded = excluded.degraded, error = excluded.error, updated_at = excluded.updated_at,"
             " streaming = excluded.streaming, pending = excluded.pending, frozen = excluded.frozen,"
-            " continues = excluded.continues, unbounded = excluded.unbounded, stray = excluded.stray",
+            " continues = excluded.continues, unbounded = excluded.unbounded, stray = excluded.stray,"
+            " precedes = excluded.precedes",
             (
                 part.run,
                 part.slot,
@@ -192,13 +194,14 @@ class SqliteLedger:
                 part.continues,
                 _pending_json(part.unbounded),
                 part.stray,
+                part.precedes,
             ),
         )
 
     async def parts(self, run: str) -> list[PartRecord]:
         query = (
             "SELECT slot, role, state, message_id, shown, degraded, error, streaming, pending, frozen, continues,"
-            " unbounded, stray FROM parts WHERE run = ? ORDER BY slot"
+            " unbounded, stray, precedes FROM parts WHERE run = ? ORDER BY slot"
         )
         rows = await self._store.fetch(query, (run,))
         return [
@@ -217,6 +220,7 @@ class SqliteLedger:
                 continues=r[10],
                 unbounded=_pending_from(r[11]),
                 stray=r[12],
+                precedes=r[13],
             )
             for r in rows
         ]

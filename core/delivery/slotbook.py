@@ -62,6 +62,7 @@ class SlotBook:
         without an outcome is settled first. Restored slots are handed out again by :meth:`claim_slot`, in order,
         per role; a part that continues a frozen one is placed after it and kept by the reconciler."""
         by_index: dict[int, Slot] = {}
+        precedes: dict[int, int] = {}
         for rec in records:
             if rec.slot < 0:
                 self.orphans.append(rec)
@@ -98,6 +99,9 @@ class SlotBook:
             else:
                 self.slots.append(slot)
                 self._restored.append(slot)
+                if rec.precedes is not None:
+                    precedes[rec.slot] = rec.precedes
+        self._placed(precedes)
 
     def restored_text(self, role: SlotRole) -> str | None:
         """What the next restored part of ``role`` that no mode claimed yet shows (None when there is none). A media
@@ -159,6 +163,24 @@ class SlotBook:
         if at is not None and to is not None and at > to:
             del self.slots[at]
             self.slots.insert(to, slot)
+            slot.precedes = before
+
+    def _placed(self, precedes: dict[int, int]) -> None:
+        """Restored parts placed right before the part they preceded (``slot → slot``), in slot order, among the
+        parts and among the restored ones: the order shown, not the order claimed."""
+        by_index = {slot.index: slot for slot in self.slots}
+        for index, target in sorted(precedes.items()):
+            slot, before = by_index.get(index), by_index.get(target)
+            if slot is None or before is None:
+                continue
+            slot.precedes = before
+            for order in (self.slots, self._restored):
+                at = next((i for i, other in enumerate(order) if other is slot), None)
+                if at is None:
+                    continue
+                del order[at]
+                to = next((i for i, other in enumerate(order) if other is before), len(order))
+                order.insert(to, slot)
 
     def _position(self, slot: Slot) -> int | None:
         """Where ``slot`` stands in :attr:`slots` (by identity: two slots may hold equal values), or None."""
@@ -283,4 +305,5 @@ class SlotBook:
             stray=slot.stray,
             frozen=slot.frozen,
             continues=slot.parent.index if slot.parent is not None else None,
+            precedes=slot.precedes.index if slot.precedes is not None else None,
         )

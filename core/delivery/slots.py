@@ -155,6 +155,8 @@ class Slot:
     """The part that continues a frozen one (right after it, in order)."""
     parent: Slot | None = None
     """The frozen part this one continues."""
+    precedes: Slot | None = None
+    """The part this one was placed right before (claimed later than it: :meth:`SlotBook.claim_slot`'s ``before``)."""
     cut: str | None = None
     """This part ends an answer cut at the run's message limit (it ends with the notice): the report's error
     (:mod:`core.delivery.cap`)."""

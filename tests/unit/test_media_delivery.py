@@ -9,15 +9,18 @@ from typing import Any
 
 import pytest
 
+from adapters.sqlite import SqliteLedger
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
 from core.delivery.coverage import split_covered
+from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode
 from core.journal import MemoryJournal
 from core.ledger import MemoryLedger
 from core.media import MediaItem, MediaKind
 from core.policy import ChannelPolicy
 from core.relay import Relay
+from core.report import SlotRole
 from core.run import PROGRESS_TITLE
 from tests.unit.fakes import MemoryChat
 
@@ -134,3 +137,28 @@ async def test_a_failed_block_run_keeps_the_media_it_streamed() -> None:
     await relay.close()
     assert list(chat.messages.values())[:2] == ["First.", CHART_TEXT]
     assert report is not None and report.status == "partial" and report.media == 1
+
+
+async def test_a_part_claimed_before_a_media_part_is_restored_before_it() -> None:
+    book = SlotBook("r", 0.0, native=False)
+    first = book.claim_slot(SlotRole.ANSWER, "First.")
+    chart = book.claim_slot(SlotRole.MEDIA, CHART_TEXT)
+    second = book.claim_slot(SlotRole.ANSWER, "First, continued.", before=chart)  # a later part of the same text
+    after = book.claim_slot(SlotRole.ANSWER, "After.")
+    assert [s.index for s in book.slots] == [first.index, second.index, chart.index, after.index] == [0, 2, 1, 3]
+    ledger = await SqliteLedger.open(":memory:")
+    for slot in book.slots:  # every part acknowledged before the restart
+        slot.message_id, slot.shown = str(100 + slot.index), slot.desired
+        await ledger.save_part(book.record(slot))
+    records = await ledger.parts("r")
+    await ledger.close()
+    assert [r.slot for r in records] == [0, 1, 2, 3] and records[2].precedes == 1
+
+    restored = SlotBook("r", 0.0, native=False)
+    restored.restore(records)
+    assert [s.index for s in restored.slots] == [0, 2, 1, 3]  # the order shown, not the order claimed
+    assert restored.restored_text(SlotRole.ANSWER) == "First."
+    restored.claim_slot(SlotRole.ANSWER, "First.")
+    assert restored.restored_text(SlotRole.ANSWER) == "First, continued."  # the text before the media part
+    restored.claim_slot(SlotRole.ANSWER, "First, continued.")
+    assert restored.restored_text(SlotRole.ANSWER) is None  # the media part ends the text before it
