@@ -22,6 +22,7 @@ from core.journal import Journal
 from core.ledger import Ledger
 from core.monitor import RunMonitor
 from core.normalize import make_normalizer
+from core.normalize.a2a import RESULT_KINDS, A2ANormalizer
 from core.pipeline import ArgsValidator
 from core.policy import apply_overrides
 from core.run_controller import RunController
@@ -108,7 +109,7 @@ class Admission:
         if run_hint is not None and obj.get("run", run_hint) != run_hint:
             raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
         run_id = obj.get("run", run_hint)
-        if "kind" not in obj:
+        if "kind" not in obj or self._is_bare_a2a(run_id, obj):
             return await self._accept_raw(run_id, obj, enforce=not replay)
         if run_hint is not None and "run" not in obj:
             obj = {**obj, "run": run_hint}
@@ -125,6 +126,11 @@ class Admission:
         if run is None:
             raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
         return self._into(run, event, enforce=not replay)
+
+    def _is_bare_a2a(self, run_id: Any, obj: dict[str, Any]) -> bool:
+        """True for a bare A2A result object (its own ``kind``: ``artifact-update``, ...) in a run declared ``a2a``."""
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
+        return run is not None and isinstance(run.normalizer, A2ANormalizer) and obj.get("kind") in RESULT_KINDS
 
     def _into(self, run: ActiveRun, event: Event, *, enforce: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
         """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end). The

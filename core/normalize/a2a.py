@@ -122,6 +122,11 @@ def _files(parts: list[Any]) -> list[tuple[str, str]]:
     return out
 
 
+RESULT_KINDS = frozenset({"task", "message", "status-update", "artifact-update"})
+"""The ``kind`` of a bare A2A result object: a line of an ``a2a`` run with one of these is a raw A2A event, not a
+normalized one (no normalized event kind is spelled so)."""
+
+
 class A2ANormalizer:
     """Normalizes one A2A stream: the main task, its status and artifacts, and the tasks it references.
 

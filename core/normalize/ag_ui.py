@@ -46,6 +46,7 @@ text of ``user`` / ``system`` / ``developer`` messages, and any unknown type. ``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,8 @@ _REASONING_CONTENT = frozenset(
     {"THINKING_TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK"}
 )
 _NAME_FIELDS = ("name", "agentName", "subagentName", "agentId")
+_EVENT_TYPE = re.compile(r"[A-Z][A-Z0-9_]*")
+"""Every AG-UI event type is UPPER_SNAKE_CASE (``TEXT_MESSAGE_CONTENT``): another spelling is another format's."""
 
 
 @dataclass
@@ -110,6 +113,9 @@ class AgUiNormalizer:
         self._root_run: str | None = None
         self._children: dict[str, _Agent] = {}
         self._calls: dict[str, _Call] = {}
+        self._ended_calls: set[str] = set()
+        self._finished: set[str] = set()
+        """Sub-agents whose SUBAGENT_FINISHED / SUBAGENT_ERROR came: a later event of theirs is refused."""
         self._names: dict[str, str] = {}
         self._chunk_call: _Call | None = None
         self._handlers: dict[str, Callable[[_Agent, dict[str, Any], str], list[Event]]] = {
@@ -136,19 +142,32 @@ class AgUiNormalizer:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object, has no string ``type``, a known event lacks an id it needs
-                (``messageId``, ``toolCallId``, ``subagentRunId``) or has a non-string text field, or a field makes
-                no valid event (an id with a lone surrogate).
+            IngestError: ``raw`` is not an object, has no string ``type`` or one that is no AG-UI type (not
+                UPPER_SNAKE_CASE: another format's event), a known event lacks an id it needs (``messageId``,
+                ``toolCallId``, ``subagentRunId``) or has a non-string text field, ``TOOL_CALL_ARGS`` / ``_END``
+                name a call never started (or ``_ARGS`` one already ended), an event names a sub-agent that
+                already finished, or a field makes no valid event (an id with a lone surrogate). A refused line
+                changes nothing: the stream goes on.
         """
         kind = require_type(raw, _PROVIDER)
         handler = self._handlers.get(kind)
+        if handler is None and _EVENT_TYPE.fullmatch(kind) is None:
+            raise IngestError(
+                f"{kind[:80]!r} is not an AG-UI event type (they are upper-case, like TEXT_MESSAGE_CONTENT): is the "
+                "run.start's 'format' the stream's format?"
+            )
+        chunk_call = self._chunk_call
         try:
             events = self._end_chunk_call() if kind != "TOOL_CALL_CHUNK" else []
             if handler is None:
                 return events
             return events + handler(self._agent(raw, kind), raw, kind)
         except ValidationError as exc:
+            self._chunk_call = chunk_call  # a refused line changes nothing: the chunked call is still open
             raise invalid_event(_PROVIDER, exc) from None
+        except IngestError:
+            self._chunk_call = chunk_call
+            raise
 
     def close(self) -> list[Event]:
         """End of stream: end every agent's open message (tool calls and sub-agents never ended stay open)."""
@@ -166,6 +185,11 @@ class AgUiNormalizer:
                 require_str(raw, "subagentRunId", _PROVIDER, kind)
             return self._root
         run_id = require_str(raw, "subagentRunId", _PROVIDER, kind)
+        if run_id in self._finished:
+            raise IngestError(
+                f"a raw {_PROVIDER} {kind} event of sub-agent {run_id[:80]!r}, which already finished "
+                "(SUBAGENT_FINISHED or SUBAGENT_ERROR came): its events must come before its end"
+            )
         child = self._children.get(run_id)
         if child is None:
             announced = raw if kind == "SUBAGENT_STARTED" else {}  # a child seen first elsewhere: named by its id
@@ -272,14 +296,38 @@ class AgUiNormalizer:
         self._names[call_id] = require_str(raw, "toolCallName", _PROVIDER, kind)
         return [self._tool(call, ToolCallState.START)]
 
+    def _started_call(self, raw: dict[str, Any], kind: str) -> _Call | None:
+        """The open call ``toolCallId`` names; None when it already ended.
+
+        Raises:
+            IngestError: no such call was ever started.
+        """
+        call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
+        call = self._calls.get(call_id)
+        if call is None and call_id not in self._ended_calls:
+            raise IngestError(
+                f"a raw {_PROVIDER} {kind} event for tool call {call_id[:80]!r} that was never started "
+                "(send its TOOL_CALL_START first)"
+            )
+        return call
+
     def _tool_args(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
-        call = self._calls.get(require_str(raw, "toolCallId", _PROVIDER, kind))
+        call = self._started_call(raw, kind)
         delta = text_field(raw, "delta", _PROVIDER, kind)
-        return [self._tool(call, ToolCallState.ARGS_DELTA, delta)] if call is not None and delta else []
+        if call is None:
+            raise IngestError(
+                f"a raw {_PROVIDER} {kind} event for tool call {raw['toolCallId'][:80]!r}, which already ended: "
+                "its arguments were taken as they were at its TOOL_CALL_END"
+            )
+        return [self._tool(call, ToolCallState.ARGS_DELTA, delta)] if delta else []
 
     def _tool_end(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
-        call = self._calls.pop(require_str(raw, "toolCallId", _PROVIDER, kind), None)
-        return [self._tool(call, ToolCallState.END)] if call is not None else []
+        call = self._started_call(raw, kind)
+        if call is None:  # ended already (a chunked call ends at the next other event): a repeat changes nothing
+            return []
+        del self._calls[call.id]
+        self._ended_calls.add(call.id)
+        return [self._tool(call, ToolCallState.END)]
 
     def _tool_chunk(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
         call_id = text_field(raw, "toolCallId", _PROVIDER, kind)
@@ -304,7 +352,10 @@ class AgUiNormalizer:
     def _end_chunk_call(self) -> list[Event]:
         """A chunked tool call's arguments are complete once another event than its chunks arrives."""
         call, self._chunk_call = self._chunk_call, None
-        return [self._tool(call, ToolCallState.END)] if call is not None else []
+        if call is None:
+            return []
+        self._ended_calls.add(call.id)
+        return [self._tool(call, ToolCallState.END)]
 
     def _tool_result(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
@@ -335,10 +386,12 @@ class AgUiNormalizer:
         return [Status(run=self._run, text=f"{name} started", source=agent.source)]
 
     def _sub_finished(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+        self._finished.add(raw["subagentRunId"])
         return [*self._end_message(agent), End(run=self._run, status=EndStatus.OK, source=agent.source)]
 
     def _sub_error(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
         text = text_field(raw, "message", _PROVIDER, kind) or as_str(raw.get("error")) or "sub-agent error"
+        self._finished.add(raw["subagentRunId"])
         return [
             *self._end_message(agent),
             ErrorEvent(run=self._run, message=text, source=agent.source),

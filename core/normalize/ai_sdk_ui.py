@@ -37,12 +37,14 @@ taken as the bare string ``"[DONE]"``), and any unknown type.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from core.errors import IngestError
 from core.events import (
     BlockEnd,
     ErrorEvent,
@@ -67,6 +69,8 @@ from core.normalize.base import (
 )
 
 _PROVIDER = "AI SDK UI"
+_CHUNK_TYPE = re.compile(r"[a-z][a-z0-9-]*")
+"""Every UI message stream chunk type (``text-delta``, ``tool-input-start``); ``data-*`` parts name their own."""
 DONE = "[DONE]"
 """The terminator of the UI message stream (``data: [DONE]``)."""
 
@@ -112,15 +116,21 @@ class AiSdkUiNormalizer:
         """Normalize one raw chunk. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object (the ``"[DONE]"`` terminator aside), has no string ``type``, a
-                known chunk lacks an id it needs (``toolCallId``, a ``file``'s ``url``) or has a non-string text
-                field, or a field makes no valid event.
+            IngestError: ``raw`` is not an object (the ``"[DONE]"`` terminator aside), has no string ``type`` or
+                one no AI SDK chunk has (not lower-case with dashes: another format's event), a known chunk lacks an
+                id it needs (``toolCallId``, a ``file``'s ``url``) or has a non-string text field, a
+                ``tool-input-delta`` names a call never started, or a field makes no valid event.
         """
         if raw == DONE:  # type: ignore[comparison-overlap]  # the SSE terminator, when a client passes it on
             return []
         kind = require_type(raw, _PROVIDER)
         handler = self._handlers.get(kind)
         if handler is None:
+            if _CHUNK_TYPE.fullmatch(kind) is None and not kind.startswith("data-"):
+                raise IngestError(
+                    f"{kind[:80]!r} is not an AI SDK UI message stream chunk type (they are lower-case with dashes, "
+                    "like 'text-delta'): is the run.start's 'format' the stream's format?"
+                )
             return []
         try:
             return handler(raw, kind)
@@ -167,6 +177,12 @@ class AiSdkUiNormalizer:
         return self._open_call(raw, kind)[0]
 
     def _tool_delta(self, raw: dict[str, Any], kind: str) -> list[Event]:
+        call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
+        if call_id not in self._calls:
+            raise IngestError(
+                f"a raw {_PROVIDER} {kind} event for tool call {call_id[:80]!r} that was never started (send its "
+                "tool-input-start first) or whose input is already complete"
+            )
         events, call = self._open_call(raw, kind)
         fragment = text_field(raw, "inputTextDelta", _PROVIDER, kind)
         if fragment:

@@ -70,7 +70,8 @@ class GeminiNormalizer:
         Raises:
             IngestError: ``raw`` is not an object, is no ``GenerateContentResponse`` (none of ``candidates``,
                 ``promptFeedback``, ``usageMetadata``, ``error``), ``candidates`` or a candidate's ``parts`` is
-                not a list, a part's ``text`` is not a string, or a ``functionCall`` has no string ``name``.
+                not a list, a part's ``text`` is not a string or its ``thought`` not a boolean (a reasoning part
+                must never be shown as the answer), or a ``functionCall`` is not an object with a string ``name``.
         """
         chunk = require_object(raw, _PROVIDER)
         if isinstance(chunk.get("error"), dict):
@@ -122,9 +123,21 @@ class GeminiNormalizer:
             text = part["text"]
             if not isinstance(text, str):
                 raise IngestError(f"a raw {_PROVIDER} part's 'text' must be a string, got {type(text).__name__}")
-            visibility = Visibility.REASONING if part.get("thought") is True else Visibility.ANSWER
+            thought = part.get("thought")
+            if thought is not None and not isinstance(thought, bool):
+                raise IngestError(
+                    f"a raw {_PROVIDER} part's 'thought' must be a boolean (true marks reasoning), got {thought!r}"[
+                        :300
+                    ]
+                )
+            visibility = Visibility.REASONING if thought is True else Visibility.ANSWER
             return [text_event(self._run, self._messages.ensure(), text, visibility)] if text else []
         call = part.get("functionCall")
+        if call is not None and not isinstance(call, dict):
+            raise IngestError(
+                f"a raw {_PROVIDER} part's 'functionCall' must be an object {{'name': ..., 'args': {{...}}}}, "
+                f"got {type(call).__name__}"
+            )
         if isinstance(call, dict):
             name = call.get("name")
             if not isinstance(name, str) or not name:
