@@ -100,12 +100,23 @@ def _state(status: dict[str, Any]) -> str:
 
 
 def _parts_text(parts: Any) -> str:
-    """The text parts of a message or artifact, joined (``kind`` ``text``, or a part holding a ``text`` string)."""
-    if not isinstance(parts, list):
+    """The text parts of a message or artifact, joined (``kind`` ``text``, or a part holding a ``text`` string).
+
+    Raises:
+        IngestError: ``parts`` is given but not a list, or a text part's ``text`` is not a string (it would be
+            dropped silently).
+    """
+    if parts is None:
         return ""
-    return "".join(
-        as_str(p.get("text")) for p in parts if isinstance(p, dict) and as_str(p.get("kind")) in ("", "text")
-    )
+    if not isinstance(parts, list):
+        raise IngestError(f"a raw {_PROVIDER} message's 'parts' must be a list, got {type(parts).__name__}")
+    texts = [p for p in parts if isinstance(p, dict) and as_str(p.get("kind")) in ("", "text") and "text" in p]
+    for part in texts:
+        if not isinstance(part["text"], str):
+            raise IngestError(
+                f"a raw {_PROVIDER} text part's 'text' must be a string, got {type(part['text']).__name__}"
+            )
+    return "".join(p["text"] for p in texts)
 
 
 def _files(parts: list[Any]) -> list[tuple[str, str]]:
