@@ -46,6 +46,30 @@ MAX_BY_CHARS = 200
 BY_PATTERN = re.compile(r"[A-Za-z0-9:_.@#+-]{1,200}")
 """Who stopped a run: an id like ``telegram:user:123`` (letters, digits and ``:_.@#+-``)."""
 MAX_REASON_CHARS = 500
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+"""What a stop's ``reason`` may not hold: control characters (newlines too), the Unicode line separators, bidi
+embeddings / overrides / isolates, U+FEFF (:mod:`core.safe_text`'s list) and lone surrogates. The reason is read
+back in the report, the logs and the ops page as one line: a newline would forge a log line, an override would
+reorder what an operator reads, a lone surrogate cannot be encoded as UTF-8 at all."""
+
+
+def check_reason(reason: Any) -> str | None:
+    """A stop's ``reason``: ``None`` (or ``""``: none), else one line of printable text.
+
+    Raises:
+        IngestError: 400, it is not a string, is longer than :data:`MAX_REASON_CHARS` characters, or holds a
+            character of :data:`_UNPRINTABLE` (the message names its code point).
+    """
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+        raise IngestError(f"reason must be a string of at most {MAX_REASON_CHARS} characters")
+    if (bad := _UNPRINTABLE.search(reason)) is not None:
+        raise IngestError(
+            f"reason must be one line of printable text: U+{ord(bad.group()):04X} at character {bad.start()} is a "
+            "control, bidi or lone surrogate character"
+        )
+    return reason or None
 
 
 def stop_note(stop: Stop) -> str:
@@ -83,7 +107,8 @@ def parse_stop_body(body: Any) -> tuple[str | None, str | None]:
     """The ``by`` and ``reason`` of a stop request's JSON body (optional; an empty body is ``{}``).
 
     Raises:
-        IngestError: 400, the body is not an object or a field is not a short string (the message says which).
+        IngestError: 400, the body is not an object, ``by`` is not an id like ``telegram:user:1`` or ``reason`` is
+            not one short line of printable text (:func:`check_reason`; the message says which).
     """
     if body is None:
         return None, None
@@ -97,9 +122,7 @@ def parse_stop_body(body: Any) -> tuple[str | None, str | None]:
         raise IngestError(
             f"by must name who stopped the run like 'telegram:user:123': 1-{MAX_BY_CHARS} letters, digits or :_.@#+-"
         )
-    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
-        raise IngestError(f"reason must be a string of at most {MAX_REASON_CHARS} characters")
-    return by or None, reason or None
+    return by or None, check_reason(reason)
 
 
 async def stop_run(admission: Admission, run_key: str, by: str | None, reason: str | None) -> StopState:

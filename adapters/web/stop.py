@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from adapters.web.tokens import ReadTokens
 from core.errors import IngestError
-from core.stop import MAX_REASON_CHARS
+from core.stop import check_reason
 from core.surface import RunRelay
 
 _log = logging.getLogger("streamrelay.web")
@@ -65,12 +65,12 @@ async def _reason(request: Request) -> str | Response | None:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return JSONResponse({"error": 'the body must be JSON: {"reason": "..."} (or empty)'}, 400)
-    reason = body.get("reason") if isinstance(body, dict) else None
     if not isinstance(body, dict) or set(body) - {"reason"}:
         return JSONResponse({"error": 'the body takes only {"reason": "..."}'}, 400)
-    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
-        return JSONResponse({"error": f"reason must be a string of at most {MAX_REASON_CHARS} characters"}, 400)
-    return reason or None
+    try:
+        return check_reason(body.get("reason"))
+    except IngestError as exc:
+        return JSONResponse({"error": str(exc)}, 400)
 
 
 def stop_route(relay: RunRelay, tokens: ReadTokens) -> Route:

@@ -8,7 +8,16 @@ import asyncio
 import json
 from typing import Any
 
-from tests.integration.conftest import Stack
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from app.service import Sidecar, make_runtime
+from config.settings import ChannelSettings
+from core.clock import MonotonicClock
+from core.ledger import MemoryLedger
+from core.relay import Relay
+from tests.integration.conftest import INGEST_TOKEN, Stack
 
 
 def lines(*objs: dict[str, Any]) -> bytes:
@@ -62,3 +71,49 @@ async def test_an_a2a_kind_in_a_run_of_another_format_is_still_refused(stack: St
     answer = await stack.client.post("/v1/runs/not-a2a/events", content=lines(start("ag-ui"), ARTIFACT))
     assert answer.status_code == 400
     assert "unknown event kind 'artifact-update'" in answer.json()["rejected"][0]["error"]
+
+
+START = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": 5}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"reason": "\\ud800 half a pair"}',  # was: 500 Internal Server Error, yet the run was stopped
+        b'{"reason": "line one\\n2026-12-02 ERROR forged log line"}',  # was: taken into the report and logs
+        b'{"reason": "looks fine \\u202egnp.exe"}',  # was: a bidi override in the ops page's report
+        b'{"reason": "bell \\u0007"}',
+    ],
+)
+async def test_a_stop_reason_that_is_not_one_printable_line_is_a_400_and_nothing_is_stopped(
+    stack: Stack, body: bytes
+) -> None:
+    assert (await stack.client.post("/v1/runs/r1/events", content=lines(START))).status_code == 200
+    answer = await stack.client.post("/v1/runs/r1/stop", content=body)
+    assert answer.status_code == 400, answer.text
+    assert "reason must be one line of printable text" in answer.json()["error"]
+    report = (await stack.client.get("/v1/runs/r1")).json()
+    assert report["done"] is False and report["end_status"] is None  # refused: not stopped
+    assert (await stack.client.post("/v1/runs/r1/stop", json={"reason": "too long"})).status_code == 200
+
+
+async def test_the_live_pages_stop_reason_is_checked_the_same_way() -> None:
+    channel = ChannelSettings.model_validate({"platform": "web", "throttle_ms": 0})
+    relay = Relay({"web": make_runtime("web", channel, SecretStr(""))}, MemoryLedger(), MonotonicClock())
+    sidecar = Sidecar(relay, token=INGEST_TOKEN)
+    await sidecar.start()
+    try:
+        headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            start_web = {"kind": "run.start", "channel": "web", "target": {"chat_id": "page"}}
+            assert (await client.post("/v1/runs/w1/events", content=lines(start_web))).status_code == 200
+            link = (await client.get("/v1/runs/w1/watch", params={"stop": "1"})).json()
+            stop_token = link["url"].split("stop=", 1)[1].split("&", 1)[0]
+        async with httpx.AsyncClient(base_url=sidecar.url, timeout=30) as page:
+            may_stop = {"Authorization": f"Bearer {stop_token}"}
+            bad = await page.post("/v1/runs/w1/live/stop", headers=may_stop, content=b'{"reason": "\\udc00"}')
+            assert bad.status_code == 400, bad.text
+            assert "reason must be one line of printable text" in bad.json()["error"]
+    finally:
+        await sidecar.stop()
+        await relay.close()
