@@ -122,12 +122,22 @@ tool_call = st.one_of(
 media = _event(
     "media",
     {
+        "url": ids.map(lambda name: "https://example.com/" + name),
+        "media_kind": st.sampled_from(["image", "file", "audio", "video"]),
+    },
+    caption=texts,
+)
+"""Valid media on either lane: its own message."""
+bad_media = _event(
+    "media",
+    {
         "url": st.one_of(names, names.map(lambda name: "https://example.com/" + name)),
         "media_kind": st.one_of(st.sampled_from(["image", "file", "audio", "video"]), names),
     },
     caption=texts,
 )
-"""Media on either lane: a bad kind or URL gets a 400 naming the field; a good one is its own message."""
+"""Media whose URL or kind may be wrong (a URL with whitespace, none, a path; an unknown kind): a 400 naming the
+field, or, when the draw happens to be valid, its own message (a broken line's check allows both)."""
 events = st.one_of(
     _event(
         "text",
@@ -278,7 +288,12 @@ def _surrogate_line(where: str, bad: str, ascii_only: bool) -> Line:
     return encode({"kind": "tool_call", "id": bad, "state": "start", "name": bad}, ascii_only)
 
 
-broken_lines = st.one_of(st.builds(encode, broken_event(), st.booleans()), depth_bomb(), byte_broken_line())
+broken_lines = st.one_of(
+    st.builds(encode, broken_event(), st.booleans()),
+    st.builds(encode, bad_media, st.booleans()),
+    depth_bomb(),
+    byte_broken_line(),
+)
 
 # --- hostile lines ----------------------------------------------------------------------------------------------
 
