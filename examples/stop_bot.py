@@ -24,6 +24,11 @@ from aiogram.types import CallbackQuery, MessageGenerationStopped
 
 STOP_PREFIX = "stop:"
 """How the sidecar's Stop buttons' ``callback_data`` starts (core/stop_controls.py)."""
+STOP_DATA = r"^stop:[0-9a-f]{16}$"
+"""The whole ``callback_data`` of a Stop button the sidecar made: ``stop:`` and 16 lowercase hex characters. Only
+such a callback is forwarded: another button of the bot whose data merely starts with ``stop:`` (``stop:t1``), or
+data crafted by a client, would otherwise name a run by its plain id (``POST /v1/runs/t1/stop`` stops run ``t1``
+in any chat) or put ``/`` and ``..`` into the URL's path. Other callbacks go on to the bot's other handlers."""
 
 
 def stop_router(sidecar_url: str, ingest_token: str, *, timeout_s: float = 10.0) -> Router:
@@ -51,7 +56,7 @@ def stop_router(sidecar_url: str, ingest_token: str, *, timeout_s: float = 10.0)
             return None
         return answer.status_code
 
-    @router.callback_query(F.data.startswith(STOP_PREFIX))
+    @router.callback_query(F.data.regexp(STOP_DATA))
     async def on_stop(query: CallbackQuery) -> None:
         status = await forward((query.data or "").removeprefix(STOP_PREFIX), f"telegram:user:{query.from_user.id}")
         if status == 200:
