@@ -104,6 +104,10 @@ class DryRunFacts:
         edit_method: the platform method that edits a message.
         chat: the ``index``-th of many conversations (a chaos campaign gives each run its own), its id as the
             platform spells it.
+        media_methods: the method that sends each ``media_kind`` (``image``, ``file``, ``audio``, ``video``) where
+            it is not ``create_method`` (Telegram: sendPhoto, sendDocument, sendAudio, sendVideo,
+            https://core.telegram.org/bots/api#sendphoto); Slack's chat.postMessage with blocks and Discord's
+            createMessage with an embed are the create method, so they have none.
     """
 
     mock: str
@@ -116,6 +120,11 @@ class DryRunFacts:
     edit_method: str
     chat: Callable[[int], int | str]
     thread_id: str | None = None
+    media_methods: dict[str, str] = field(default_factory=dict)
+
+    def media_method(self, media_kind: str) -> str:
+        """The method a media item of ``media_kind`` is sent with (faults scripted on media sends name it)."""
+        return self.media_methods.get(media_kind, self.create_method)
 
 
 def no_bot_id(token: str) -> str | None:

@@ -62,6 +62,7 @@ PLATFORM = Platform(
         create_method="sendMessage",
         edit_method="editMessageText",
         chat=chat,
+        media_methods={"image": "sendPhoto", "file": "sendDocument", "audio": "sendAudio", "video": "sendVideo"},
     ),
 )
 """Telegram (aiogram 3 against the Bot API)."""

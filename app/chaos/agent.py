@@ -24,6 +24,7 @@ import httpx
 
 from app.chaos.plan import RunPlan
 from app.chaos.services import Services, Sidecar
+from core.stop import STOPPED_ERROR
 
 REPORT_POLL_S = 20
 """``wait_s`` of one report request (the agent asks again until the report says done)."""
@@ -53,6 +54,9 @@ class AgentRecord:
     gone: str | None = None
     """Where the agent stopped for good after a kill: ``stream`` or ``report``; None when it stayed."""
     kills_seen: int = 0
+    stopped: bool = False
+    """The sidecar answered a request 409 "run stopped by the reader; stop streaming": the agent sent nothing more
+    (its run's end; the lines of that request before the stop may have been taken)."""
     resends: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
@@ -69,6 +73,10 @@ class AgentRecord:
 
 class _Killed(Exception):
     """The sidecar was killed during the request (the agent decides what to do)."""
+
+
+class _Stopped(Exception):
+    """The run was stopped by its reader: the sidecar answered 409 and the agent must stop sending."""
 
 
 class _GaveUp(Exception):
@@ -116,6 +124,9 @@ class Agent:
         self._deadline = time.monotonic() + self.patience_s
         try:
             await self._stream()
+        except _Stopped:
+            self.record.stopped = True
+            self.record.streamed_s = round(self.clock(), 3)
         except _GaveUp as exc:
             self.record.anomalies.append(f"the agent gave up streaming after {self.patience_s:g} s: {exc}")
             self.record.gone = "gave up"
@@ -155,7 +166,11 @@ class Agent:
                 if not await self._come_back():
                     self.record.gone = "report"
                     return
-                await self._replay(len(self.plan.lines))
+                if not self.record.stopped:
+                    try:
+                        await self._replay(len(self.plan.lines))
+                    except _Stopped:
+                        self.record.stopped = True  # stopped since its end: nothing more to send
                 continue
             if report is not None and report.get("done"):
                 self.record.report = report
@@ -198,6 +213,7 @@ class Agent:
 
         Raises:
             _Killed: the sidecar went away during it (a kill); the restarted one is up, or coming.
+            _Stopped: the run was stopped by its reader (409): the agent sends nothing more.
         """
         while True:
             sidecar = await self.services.pick()
@@ -221,6 +237,8 @@ class Agent:
             entry["status"] = answer.status_code
             entry["answer"] = _json(answer)
             entry["ms"] = round((self.clock() - t) * 1000)
+            if answer.status_code == 409 and STOPPED_ERROR in answer.text:
+                raise _Stopped
             if answer.status_code == 503:
                 self._journal_refusals += 1
                 if self._journal_refusals == 1:

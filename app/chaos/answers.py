@@ -63,6 +63,48 @@ class Answer:
     def text(self) -> str:
         return "".join(self.pieces)
 
+    def breaks(self) -> list[int]:
+        """Piece indices ``i`` where a media item may go between paragraphs: the text before piece ``i`` ends a
+        line outside a code fence (``len(pieces)``: after all of the text)."""
+        out: list[int] = []
+        before = ""
+        for i, piece in enumerate(self.pieces[:-1], start=1):
+            before += piece
+            if before.endswith("\n") and before.count("```") % 2 == 0 and before.strip():
+                out.append(i)
+        return [*out, len(self.pieces)]
+
+
+MEDIA_KINDS = ("image", "file", "audio", "video")
+MEDIA_EXTENSIONS = {"image": "png", "file": "pdf", "audio": "mp3", "video": "mp4"}
+
+
+@dataclass(frozen=True)
+class Media:
+    """A media item of a run's answer (the ``media`` event, README "Media"): it follows the answer's first
+    ``after`` pieces. Its caption names the run and the item, so the judge knows its message in the chat (a mock
+    shows a media message as its caption: ``GET /_mock/state``)."""
+
+    after: int
+    kind: str
+    url: str
+    caption: str
+
+    def line(self, run: str) -> dict[str, Any]:
+        """The ``media`` event line (without ``seq``)."""
+        return {"kind": "media", "run": run, "url": self.url, "media_kind": self.kind, "caption": self.caption}
+
+
+def pick_media(rng: random.Random, run: str, answer: Answer, count: int) -> tuple[Media, ...]:
+    """``count`` media items at distinct seeded paragraph breaks of ``answer`` (fewer when it has fewer)."""
+    places = sorted(rng.sample(answer.breaks(), min(count, len(answer.breaks()))))
+    out: list[Media] = []
+    for k, after in enumerate(places, start=1):
+        kind = rng.choice(MEDIA_KINDS)
+        url = f"https://example.com/chaos/{run}-{k}.{MEDIA_EXTENSIONS[kind]}"
+        out.append(Media(after, kind, url, f"Chaos media {k} ({kind}) of {run}"))
+    return tuple(out)
+
 
 def load_recordings(streams: Path = STREAMS) -> list[Recording]:
     """Normalize each recording of :data:`RECORDINGS` and keep its root answer deltas.
@@ -110,13 +152,19 @@ def pick_answer(rng: random.Random, recordings: list[Recording]) -> Answer:
     return Answer(recording.name, start, stop, size, tuple(pieces))
 
 
-def run_lines(run: str, channel: str, chat_id: int | str, mode: str, answer: Answer) -> list[dict[str, Any]]:
+def run_lines(
+    run: str, channel: str, chat_id: int | str, mode: str, answer: Answer, media: tuple[Media, ...] = ()
+) -> list[dict[str, Any]]:
     """The run's normalized event lines, ``seq`` from 0: ``run.start`` (its delivery ``mode``), one ``text``
-    delta per piece, ``block_end`` and ``end`` with status ok."""
+    delta per piece with each ``media`` line after the pieces it follows, ``block_end`` and ``end`` with status
+    ok."""
     lines: list[dict[str, Any]] = [
         {"kind": "run.start", "run": run, "channel": channel, "target": {"chat_id": chat_id}, "mode": mode}
     ]
-    lines += [{"kind": "text", "run": run, "mode": "delta", "text": piece} for piece in answer.pieces]
+    for i, piece in enumerate(answer.pieces):
+        lines += [m.line(run) for m in media if m.after == i]
+        lines.append({"kind": "text", "run": run, "mode": "delta", "text": piece})
+    lines += [m.line(run) for m in media if m.after >= len(answer.pieces)]
     lines += [{"kind": "block_end", "run": run}, {"kind": "end", "run": run, "status": "ok"}]
     return [{**line, "seq": seq} for seq, line in enumerate(lines)]
 
@@ -124,3 +172,8 @@ def run_lines(run: str, channel: str, chat_id: int | str, mode: str, answer: Ans
 def text_of(lines: list[dict[str, Any]], upto: int) -> str:
     """The answer text carried by the first ``upto`` lines."""
     return "".join(str(line.get("text", "")) for line in lines[:upto] if line.get("kind") == "text")
+
+
+def media_lines(lines: list[dict[str, Any]]) -> list[int]:
+    """The indices of the ``media`` lines among ``lines``."""
+    return [i for i, line in enumerate(lines) if line.get("kind") == "media"]

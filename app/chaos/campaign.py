@@ -40,6 +40,8 @@ class Outcome:
     skipped: list[dict[str, Any]]
     scripted: list[dict[str, Any]]
     crashes: list[str]
+    stops: dict[str, dict[str, Any]]
+    """Per run, the reader's stop the campaign posted (:attr:`app.chaos.triggers.Chaos.stops`)."""
     elapsed_s: float
     faulted_calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Per run, the platform calls that got a scripted fault or fell in an outage."""
@@ -101,6 +103,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
             outcome_states[p.platform]["chats"].get(str(p.chat_id), []),
             reports.get(p.run),
             exclusive_bot=options.exclusive_bot,
+            stop=chaos.stops.get(p.run),
         )
         for p in plans
     }
@@ -117,6 +120,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
         skipped=chaos.skipped,
         scripted=chaos.scripted,
         crashes=services.crashes,
+        stops=chaos.stops,
         elapsed_s=round(time.monotonic() - t0, 1),
     )
     outcome.faulted_calls = faulted_calls(outcome)

@@ -13,6 +13,8 @@ Notices (the idle and failure notices the sidecar shows) are told apart from the
   or a message the report does not list (an orphan) beyond what the report counts uncertain; or the report lists
   message ids the chat does not show.
 - **unfinished**: no report, or one that never said done.
+- **misplaced**, and media items and stopped runs: :mod:`app.chaos.judge_parts` (a media message is told apart from
+  the text by its caption and left out of the text compared).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from adapters.discord.markdown import REWRITTEN
 from app.chaos.agent import AgentRecord
 from app.chaos.answers import text_of
+from app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, split_media
 from app.chaos.plan import RunPlan
 from core.chunk_checks import content_key
 from core.run import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
@@ -71,6 +74,12 @@ class Verdict:
     uncertain: bool = False
     lying: bool = False
     unfinished: bool = False
+    misplaced: bool = False
+    """A media item shown out of its place between the texts."""
+    stopped: bool = False
+    """The report ends ``cancelled``: judged as a reader's stop (a prefix, the notice once)."""
+    media_planned: int = 0
+    media_shown: int = 0
     doubled_allowed: bool = False
     """A Telegram double without an exclusive bot, reported uncertain: allowed (not a lie)."""
     expected: str = "full"
@@ -80,7 +89,8 @@ class Verdict:
 
     @property
     def bad(self) -> bool:
-        return self.lost or self.lying or self.unfinished or (self.doubled and not self.doubled_allowed)
+        doubled = self.doubled and not self.doubled_allowed
+        return self.lost or self.lying or self.unfinished or self.misplaced or doubled
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "bad": self.bad}
@@ -93,10 +103,14 @@ def judge(
     report: dict[str, Any] | None,
     *,
     exclusive_bot: bool,
+    stop: dict[str, Any] | None = None,
 ) -> Verdict:
-    """Judge one run by what its chat shows (``[{"message_id", "text"}]`` from the mock) and its final report."""
-    verdict = Verdict(plan.run, plan.platform, plan.mode)
+    """Judge one run by what its chat shows (``[{"message_id", "text"}]`` from the mock) and its final report;
+    ``stop``: the reader's stop posted for it (:attr:`app.chaos.triggers.Chaos.stops`: ``sent``, the lines its
+    agent had sent when the stop was answered)."""
+    verdict = Verdict(plan.run, plan.platform, plan.mode, media_planned=len(plan.media))
     full = plan.answer.text
+    stopped = report is not None and report.get("end_status") == CANCELLED
     if record.end_confirmed:
         low = high = full
     else:
@@ -104,16 +118,22 @@ def judge(
         low = text_of(plan.lines, record.confirmed)
         high = text_of(plan.lines, record.sent)
     answer_messages = [m for m in chat if not is_notice(str(m.get("text", "")))]
+    texts, _ = split_media(plan, answer_messages)
     notices = len(chat) - len(answer_messages)
     p = plan.platform
-    shown = "".join(norm(str(m.get("text", "")), p) for m in answer_messages)
-    sent = range(record.confirmed, max(record.confirmed, record.sent) + 1)
-    prefixes = {norm(text_of(plan.lines, j), p) for j in sent}
-    prefixes.add(norm(low, p))
-    exact = shown in prefixes
-    n_low, n_high = norm(low, p), norm(high, p)
-    if not exact:
-        _judge_text(verdict, answer_messages, shown, n_low, n_high, p)
+    shown = "".join(norm(str(m.get("text", "")), p) for m in texts)
+    if stopped and report is not None:
+        verdict.expected = "stopped"
+        upto = min(record.sent, int((stop or {}).get("sent", record.sent)))
+        judge_stop(verdict, chat, report, shown, norm(text_of(plan.lines, upto), p))
+    else:
+        sent = range(record.confirmed, max(record.confirmed, record.sent) + 1)
+        prefixes = {norm(text_of(plan.lines, j), p) for j in sent}
+        prefixes.add(norm(low, p))
+        if shown not in prefixes:
+            _judge_text(verdict, texts, shown, norm(low, p), norm(high, p), p)
+    must_show = 0 if stopped else len(plan.lines) if record.end_confirmed else record.confirmed
+    judge_media(verdict, plan, answer_messages, report, must_show, lambda text: norm(text, p))
     if record.end_confirmed and notices:
         verdict.notes.append(f"{notices} notice(s) shown though the run ended ok")
     if report is None and not chat and record.confirmed == 0 and record.gone is not None:
@@ -130,7 +150,8 @@ def judge(
                 verdict.problems.append(f"lying: no report for a run whose chat shows {len(chat)} message(s)")
             return verdict
     assert report is not None
-    _judge_report(verdict, plan, chat, report, shown == norm(full, p) and not notices, exclusive_bot)
+    media_whole = verdict.media_shown == len(plan.media) and not verdict.doubled
+    _judge_report(verdict, plan, chat, report, shown == norm(full, p) and not notices and media_whole, exclusive_bot)
     return verdict
 
 

@@ -20,6 +20,9 @@ COLUMNS = (
     ("uncertain_reported", "uncertain\nreported"),
     ("lying", "lying\nreports"),
     ("unfinished", "unfinished"),
+    ("misplaced", "media\nmisplaced"),
+    ("media", "media\nshown"),
+    ("stops", "stops\n(posted)"),
     ("kills", "kills"),
     ("interrupted", "runs\ninterrupted"),
     ("faults", "faults\ninjected"),
@@ -54,6 +57,11 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
         row["uncertain_reported"] += verdict.uncertain
         row["lying"] += verdict.lying
         row["unfinished"] += verdict.unfinished
+        row["misplaced"] += verdict.misplaced
+        row["media"] += verdict.media_shown
+        row["stops"] += verdict.stopped
+        row["stops_posted"] = row.get("stops_posted", 0) + (plan.run in outcome.stops)
+        row["media_planned"] = row.get("media_planned", 0) + len(plan.media)
         row["faults"] += len(outcome.faulted_calls.get(plan.run, []))
     interrupted: defaultdict[tuple[str, str], set[str]] = defaultdict(set)
     for kill in outcome.kills:
@@ -68,7 +76,8 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
     for key, runs in interrupted.items():
         keyed[key]["interrupted"] = len(runs)
     out = list(keyed.values())
-    total = {"platform": "all", "mode": "all"} | {key: sum(r[key] for r in out) for key, _ in COLUMNS}
+    keys = [key for key, _ in COLUMNS] + ["stops_posted", "media_planned"]
+    total = {"platform": "all", "mode": "all"} | {key: sum(r.get(key, 0) for r in out) for key in keys}
     total["kills"] = len(outcome.kills)
     total["faults"] = sum(len(calls) for calls in outcome.faulted_calls.values())
     return [*out, total]
@@ -94,8 +103,14 @@ def table(outcome: Outcome) -> Table:
         cells = []
         for key, _ in COLUMNS:
             value = row[key]
-            bad = key in ("lost", "lying", "unfinished") or (key == "doubled" and "shared" not in row["platform"])
-            cells.append(f"[red]{value}[/]" if bad and value else str(value))
+            bad = key in ("lost", "lying", "unfinished", "misplaced")
+            bad = bad or (key == "doubled" and "shared" not in row["platform"])
+            cell = f"[red]{value}[/]" if bad and value else str(value)
+            if key == "media":
+                cell += f" of {row.get('media_planned', 0)}"
+            elif key == "stops":
+                cell += f" ({row.get('stops_posted', 0)})"
+            cells.append(cell)
         t.add_row(row["platform"], row["mode"], *cells)
     return t
 
@@ -145,11 +160,16 @@ def bad_runs(outcome: Outcome) -> list[dict[str, Any]]:
                 },
                 "kills": [k.to_json() for k in outcome.kills if plan.run in k.unfinished or k.run == plan.run],
                 "faults": [f for f in outcome.faults if f["run"] == plan.run],
+                "stop": outcome.stops.get(plan.run),
+                "media": [m.__dict__ for m in plan.media],
                 "faulted_calls": outcome.faulted_calls.get(plan.run, []),
                 "chat": [
                     {"message_id": m["message_id"], "chars": len(m["text"]), "text": _clip(m["text"])} for m in chat
                 ],
-                "report": {k: report.get(k) for k in ("status", "done", "confirmed", "uncertain", "failed", "unsent")}
+                "report": {
+                    k: report.get(k)
+                    for k in ("status", "end_status", "done", "confirmed", "uncertain", "failed", "unsent", "media")
+                }
                 | {"message_ids": report.get("message_ids"), "errors": report.get("errors")},
                 "transcript": str(outcome.out / "runs" / f"{plan.run}.json"),
             }
@@ -220,7 +240,10 @@ def write_transcripts(outcome: Outcome, summary_json: dict[str, Any]) -> None:
                 "resend": plan.resend,
                 "kill": plan.kill.__dict__ if plan.kill else None,
                 "fault": plan.fault.__dict__ if plan.fault else None,
+                "media": [m.__dict__ for m in plan.media],
+                "stop": plan.stop.__dict__ if plan.stop else None,
             },
+            "stop": outcome.stops.get(plan.run),
             "agent": record.to_json(),
             "verdict": outcome.verdicts[plan.run].to_json(),
             "chat": outcome.states[plan.platform]["chats"].get(str(plan.chat_id), []),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.registry import REGISTRY
-from app.chaos.answers import Answer, Recording, pick_answer, run_lines
+from app.chaos.answers import Answer, Media, Recording, pick_answer, pick_media, run_lines
 
 PLATFORMS = tuple(name for name, platform in REGISTRY.items() if platform.dry_run is not None)
 """The platforms a campaign can run on: every registered one with a mock (:mod:`adapters.registry`)."""
@@ -21,6 +21,21 @@ CREATE = {name: dry.create_method for name, p in REGISTRY.items() if (dry := p.d
 """Each platform's method that creates a message (faults and send latency are scripted on it)."""
 EDIT = {name: dry.edit_method for name, p in REGISTRY.items() if (dry := p.dry_run) is not None}
 """Each platform's method that edits a message."""
+MEDIA_SENDS = {
+    name: tuple(sorted(set(dry.media_methods.values())))
+    for name, p in REGISTRY.items()
+    if (dry := p.dry_run) is not None
+}
+"""Each platform's methods that send a media item where they are not its create method (Telegram's sendPhoto,
+sendDocument, ...: :attr:`adapters.platform.DryRunFacts.media_methods`; Slack and Discord send media with their
+create method, so its faults hit media sends too)."""
+
+MEDIA_SHARE = 0.25
+"""About this share of runs carries one or two ``media`` events between paragraphs of its answer."""
+STOP_SHARE = 1 / 6
+"""About this share of runs is stopped by its reader (``POST /v1/runs/{run}/stop``) at a planned point."""
+STOP_AFTER_END_SHARE = 0.2
+"""Of the stops, this share is posted right after the run's ``end`` was accepted (a stop racing the end)."""
 
 KILL_KINDS = (("after_end", 0.35), ("in_flight", 0.2), ("in_flight_stored", 0.2), ("mid_stream", 0.25))
 """Where a planned kill -9 lands: right after a run's ``end`` was accepted (during finalization); while sends are
@@ -119,12 +134,12 @@ class KillPlan:
 
     def script(self, platform: str) -> dict[str, Any] | None:
         """The control API body that puts sends in flight before the kill (None: nothing to script)."""
-        create, edit = CREATE[platform], EDIT[platform]
+        methods = (CREATE[platform], EDIT[platform], *MEDIA_SENDS[platform])
         if self.kind == "in_flight":
             held = [self.latency_ms] * 3
-            return {"latency_ms": {create: held, edit: held}}
+            return {"latency_ms": {m: held for m in methods}}
         if self.kind == "in_flight_stored":
-            return {"faults": [{"method": m, "nth": 1, "reply": "timeout_after_commit"} for m in (create, edit)]}
+            return {"faults": [{"method": m, "nth": 1, "reply": "timeout_after_commit"} for m in methods]}
         return None
 
 
@@ -136,6 +151,17 @@ class FaultPlan:
     kind: str
     at: float
     body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StopPlan:
+    """A reader's stop of the run (``POST /v1/runs/{run}/stop``, as the bot that owns the platform's updates
+    forwards a Stop press): at the fraction ``at`` of the run's lines, or right after its ``end`` was accepted
+    (``after_end``: racing it), ``delay_ms`` after that point."""
+
+    at: float
+    delay_ms: int
+    after_end: bool = False
 
 
 @dataclass
@@ -156,6 +182,9 @@ class RunPlan:
     """After the k-th kill it sees, the agent re-sends its whole run from seq 0 (True) or never comes back."""
     kill: KillPlan | None = None
     fault: FaultPlan | None = None
+    media: tuple[Media, ...] = ()
+    """The answer's media items (their ``media`` lines are among ``lines``)."""
+    stop: StopPlan | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -263,4 +292,44 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
         kind = _weighted(rng, FAULT_KINDS)
         platform = plans[index].platform
         plans[index].fault = FaultPlan(kind, rng.uniform(0.0, 0.9), fault_body(rng, kind, platform, options.long))
+    for plan in plans:  # drawn last: the same seed keeps the runs, kills and faults it drew before media and stops
+        _add_media_and_stop(rng, plan)
     return plans
+
+
+def _add_media_and_stop(rng: random.Random, plan: RunPlan) -> None:
+    """Seeded: media items between paragraphs (:data:`MEDIA_SHARE`; the run's lines and last batch grow by
+    them, and a fault of the run may aim at a media send) and a reader's stop (:data:`STOP_SHARE`)."""
+    if rng.random() < MEDIA_SHARE:
+        plan.media = pick_media(rng, plan.run, plan.answer, rng.choice((1, 1, 2)))
+        plan.lines = run_lines(plan.run, plan.platform, plan.chat_id, plan.mode, plan.answer, plan.media)
+        plan.batches = (*plan.batches[:-1], plan.batches[-1] + len(plan.media))
+        if plan.fault is not None and plan.media:
+            body = aim_at_media(rng, plan.fault.body, plan.platform, plan.media)
+            plan.fault = FaultPlan(plan.fault.kind, plan.fault.at, body)
+    if rng.random() < STOP_SHARE:
+        after_end = rng.random() < STOP_AFTER_END_SHARE
+        plan.stop = StopPlan(rng.uniform(0.1, 0.9), rng.randint(0, 300), after_end)
+
+
+def aim_at_media(rng: random.Random, body: dict[str, Any], platform: str, media: tuple[Media, ...]) -> dict[str, Any]:
+    """``body`` (a fault of a run with media) aimed at media sends too where they have their own method
+    (Telegram): a one-call create fault moves to a media item's method half of the time, a 429 storm covers the
+    media methods, an outage limited to some methods adds them. Unchanged where media go through the create
+    method (Slack, Discord: their create faults already hit media sends)."""
+    dry = REGISTRY[platform].dry_run
+    assert dry is not None
+    sends = sorted({dry.media_method(m.kind) for m in media} - {CREATE[platform]})
+    if not sends:
+        return body
+    if "outage" in body:
+        methods = body["outage"].get("methods")
+        return body if not methods else {"outage": {**body["outage"], "methods": [*methods, *sends]}}
+    faults = body["faults"]
+    if len(faults) > 1:  # a 429 storm: the same replies on the media methods
+        storm = [f for f in faults if f["method"] == CREATE[platform]]
+        return {"faults": [*faults, *({**f, "method": s} for s in sends for f in storm)]}
+    one = faults[0]
+    if one["method"] == CREATE[platform] and rng.random() < 0.5:
+        return {"faults": [{**one, "method": rng.choice(sends), "nth": 1}]}
+    return body

@@ -32,6 +32,10 @@ class Chaos:
         self.scripted: list[dict[str, Any]] = []
         """Every script applied (faults and kills' in-flight faults), for counting the calls they hit."""
         self.skipped: list[dict[str, Any]] = []
+        self.stops: dict[str, dict[str, Any]] = {}
+        """Per stopped run, the reader's stop: when, the lines its agent had sent when it was answered (none
+        after can show), the answer's status and body."""
+        self._sent: dict[str, int] = {}
         self._fired: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_up = 0.0
@@ -47,7 +51,10 @@ class Chaos:
 
     def progress(self, plan: RunPlan, sent: int) -> None:
         n = len(plan.lines)
-        kill, fault = plan.kill, plan.fault
+        kill, fault, stop = plan.kill, plan.fault, plan.stop
+        self._sent[plan.run] = max(sent, self._sent.get(plan.run, 0))
+        if stop is not None and not stop.after_end and sent >= stop.at * n and self._once(plan, "stop"):
+            self._spawn(self._stop(plan))
         if kill is not None and kill.kind != "after_end" and sent >= kill.at * n and self._once(plan, "kill"):
             self._spawn(self._kill(plan))
         if fault is not None and sent >= fault.at * n and self._once(plan, "fault"):
@@ -56,6 +63,8 @@ class Chaos:
     def end_accepted(self, plan: RunPlan) -> None:
         if plan.kill is not None and plan.kill.kind == "after_end" and self._once(plan, "kill"):
             self._spawn(self._kill(plan))
+        if plan.stop is not None and plan.stop.after_end and self._once(plan, "stop"):
+            self._spawn(self._stop(plan))
 
     def _once(self, plan: RunPlan, what: str) -> bool:
         key = (plan.run, what)
@@ -102,6 +111,33 @@ class Chaos:
             if record is None:
                 self.skipped.append({"kill": reason, "at_s": round(self.services.elapsed(), 3), "why": "restarting"})
             self._last_up = time.monotonic()
+
+    async def _stop(self, plan: RunPlan) -> None:
+        """The reader's stop, posted as the bot that owns the platform's updates forwards it (whatever kill or
+        fault is under way): through a kill it is posted again once a sidecar is up (a second stop answers the
+        first one's state); a 404 (the run not known yet) is asked again a few times."""
+        assert plan.stop is not None
+        await asyncio.sleep(plan.stop.delay_ms / 1000)
+        entry: dict[str, Any] = {"at_s": round(self.services.elapsed(), 3), "after_end": plan.stop.after_end}
+        self.stops[plan.run] = entry
+        body = {"by": "chaos:reader", "reason": "planned stop"}
+        for _ in range(40):
+            sidecar = await self.services.pick()
+            try:
+                answer = await self.client.post(
+                    f"{sidecar.url}/v1/runs/{plan.run}/stop", json=body, headers=self.services.headers
+                )
+            except httpx.TransportError as exc:
+                entry["errors"] = [*entry.get("errors", []), f"{type(exc).__name__}: {exc}"[:200]]
+                await asyncio.sleep(0.2)
+                await self.services.any_up.wait()
+                continue
+            entry["sent"] = self._sent.get(plan.run, 0)
+            entry["status"] = answer.status_code
+            entry["answer"] = answer.text[:300]
+            if answer.status_code not in (404, 503):
+                return
+            await asyncio.sleep(0.5)
 
     async def _fault(self, plan: RunPlan) -> None:
         fault = plan.fault
