@@ -25,8 +25,8 @@ from typing import Any
 from adapters.discord.markdown import REWRITTEN
 from app.chaos.agent import AgentRecord
 from app.chaos.answers import text_of
-from app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, split_media
-from app.chaos.plan import RunPlan
+from app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, judge_vanished, split_media
+from app.chaos.plan import CREATE, MEDIA_SENDS, RunPlan
 from core.chunk_checks import content_key
 from core.run import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
 
@@ -104,10 +104,12 @@ def judge(
     *,
     exclusive_bot: bool,
     stop: dict[str, Any] | None = None,
+    calls: list[dict[str, Any]] | None = None,
 ) -> Verdict:
     """Judge one run by what its chat shows (``[{"message_id", "text"}]`` from the mock) and its final report;
     ``stop``: the reader's stop posted for it (:attr:`app.chaos.triggers.Chaos.stops`: ``sent``, the lines its
-    agent had sent when the stop was answered)."""
+    agent had sent when the stop was answered); ``calls``: the mock's calls for the run's chat (a message created
+    there and gone from the chat is lost)."""
     verdict = Verdict(plan.run, plan.platform, plan.mode, media_planned=len(plan.media))
     full = plan.answer.text
     stopped = report is not None and report.get("end_status") == CANCELLED
@@ -134,6 +136,7 @@ def judge(
             _judge_text(verdict, texts, shown, norm(low, p), norm(high, p), p)
     must_show = 0 if stopped else len(plan.lines) if record.end_confirmed else record.confirmed
     judge_media(verdict, plan, answer_messages, report, must_show, lambda text: norm(text, p))
+    judge_vanished(verdict, chat, calls or [], {CREATE[p], *MEDIA_SENDS[p]})
     if record.end_confirmed and notices:
         verdict.notes.append(f"{notices} notice(s) shown though the run ended ok")
     if report is None and not chat and record.confirmed == 0 and record.gone is not None:

@@ -132,6 +132,22 @@ def _check_place(
     )
 
 
+def judge_vanished(
+    verdict: Verdict, chat: list[dict[str, Any]], calls: list[dict[str, Any]], creates: set[str]
+) -> None:
+    """Every message the platform created for the run (a call of ``creates`` answered ok with its id: a person
+    may have read it) is still in the chat: the text shown stays (a stop finalizes what is shown as it is; no
+    delivery mode takes back what it showed). One gone is lost."""
+    shown = {str(m.get("message_id")) for m in chat}
+    created = [
+        str(c["message_id"]) for c in calls if c.get("method") in creates and c.get("ok") and c.get("message_id")
+    ]
+    gone = [i for i in created if i not in shown]
+    if gone:
+        verdict.lost = True
+        verdict.problems.append(f"lost: message(s) {gone[:5]} were created (answered ok) and are gone from the chat")
+
+
 def judge_stop(verdict: Verdict, chat: list[dict[str, Any]], report: dict[str, Any], shown: str, high: str) -> None:
     """A stopped run (its report ends ``cancelled``): ``shown`` (the text messages, normalized) is a prefix of
     ``high`` (the text its agent had sent when the stop was answered, normalized), the notice once, the report not

@@ -157,3 +157,17 @@ def test_plan_draws_media_and_stops_and_aims_faults_at_media_sends() -> None:
         "sendMessage",
         "sendPhoto",
     }
+
+
+def test_a_message_created_and_gone_from_the_chat_is_lost() -> None:
+    plan = _plan(())
+    record = AgentRecord(plan.run, sent=4, confirmed=4, stopped=True)
+    chat = _chat(STOPPED_NOTICE)
+    calls = [
+        {"method": "chat.postMessage", "message_id": "7", "ok": True, "text": TEXT_1},
+        {"method": "chat.postMessage", "message_id": None, "ok": False, "text": TEXT_2},  # never stored
+        {"method": "chat.postMessage", "message_id": "1", "ok": True, "text": STOPPED_NOTICE},
+    ]
+    verdict = judge(plan, record, chat, _stopped(chat), exclusive_bot=True, stop={"sent": 4}, calls=calls)
+    assert verdict.lost and any("gone from the chat" in p for p in verdict.problems)
+    assert not judge(plan, record, chat, _stopped(chat), exclusive_bot=True, stop={"sent": 4}, calls=calls[1:]).bad
