@@ -34,6 +34,9 @@ MEDIA_SHARE = 0.25
 """About this share of runs carries one or two ``media`` events between paragraphs of its answer."""
 STOP_SHARE = 1 / 6
 """About this share of runs is stopped by its reader (``POST /v1/runs/{run}/stop``) at a planned point."""
+STOPPED_STREAM_MS = (1500.0, 4000.0)
+"""How long a run stopped mid-stream takes to stream (its pace: this over its lines): long enough that the stop
+lands while it streams."""
 STOP_AFTER_END_SHARE = 0.2
 """Of the stops, this share is posted right after the run's ``end`` was accepted (a stop racing the end)."""
 
@@ -309,7 +312,9 @@ def _add_media_and_stop(rng: random.Random, plan: RunPlan) -> None:
             plan.fault = FaultPlan(plan.fault.kind, plan.fault.at, body)
     if rng.random() < STOP_SHARE:
         after_end = rng.random() < STOP_AFTER_END_SHARE
-        plan.stop = StopPlan(rng.uniform(0.1, 0.9), rng.randint(0, 300), after_end)
+        plan.stop = StopPlan(rng.uniform(0.1, 0.9), rng.randint(0, 300 if after_end else 60), after_end)
+        if not after_end:  # a reader stops an answer still streaming: at a few ms a line most runs end first
+            plan.pace_ms = rng.uniform(*STOPPED_STREAM_MS) / len(plan.lines)
 
 
 def aim_at_media(rng: random.Random, body: dict[str, Any], platform: str, media: tuple[Media, ...]) -> dict[str, Any]:
