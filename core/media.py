@@ -30,6 +30,12 @@ MAX_CAPTION_CHARS = 1024
 MAX_URL_CHARS = 2048
 """The longest media URL, in characters (inside Slack's 3000 of an image block's ``image_url``)."""
 _NO_SPACE = re.compile(r"\S+")
+_NOT_IN_URL = re.compile(r'[\x00-\x1f\x7f<>"{}|\\^`]')
+"""Characters RFC 3986 does not allow in a URL unencoded (https://www.rfc-editor.org/rfc/rfc3986#section-2: they are
+not among its reserved and unreserved characters): controls, ``<`` ``>`` ``"`` ``{`` ``}`` ``|``, the backslash,
+``^`` and the backtick. Taken as they are, ``>`` and ``|`` end a Slack link early (``<url|label>``,
+https://docs.slack.dev/messaging/formatting-message-text#linking-urls): ``https://x/a><!channel>`` would ping the
+channel."""
 
 
 class MediaKind(enum.StrEnum):
@@ -43,8 +49,8 @@ class MediaKind(enum.StrEnum):
 
 
 def check_media_url(url: str) -> str:
-    """``url`` unchanged when it is an absolute ``http``/``https`` URL with a host, without whitespace, of at most
-    :data:`MAX_URL_CHARS` characters.
+    """``url`` unchanged when it is an absolute ``http``/``https`` URL with a host, without whitespace or another
+    character a URL must percent-encode (:data:`_NOT_IN_URL`), of at most :data:`MAX_URL_CHARS` characters.
 
     Raises:
         ValueError: what is wrong and what to send instead.
@@ -53,6 +59,11 @@ def check_media_url(url: str) -> str:
         raise ValueError(f"the URL has {len(url)} characters, at most {MAX_URL_CHARS} are taken: link a shorter one")
     if not _NO_SPACE.fullmatch(url):
         raise ValueError("the URL holds whitespace (or is empty): send one absolute http(s) URL, percent-encoded")
+    if (bad := _NOT_IN_URL.search(url)) is not None:
+        raise ValueError(
+            f"the URL holds {bad.group()!r} at character {bad.start()}, which a URL may not hold as it is: "
+            f"percent-encode it (%{ord(bad.group()):02X})"
+        )
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
         raise ValueError(

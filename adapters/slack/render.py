@@ -87,7 +87,7 @@ def media_message(media: MediaItem, fmt: TextFormat) -> tuple[str, list[dict[str
     if caption and fmt is not TextFormat.PLAIN:
         caption = strip_markdown(caption)
     name = media.url.rstrip("/").rsplit("/", 1)[-1] or media.url
-    fallback = f"{MEDIA_ICONS[media.kind]} {caption or name}"
+    fallback = f"{MEDIA_ICONS[media.kind]} {escape_text(caption or name)}"  # mrkdwn: "<!channel>" would notify
     if media.kind is MediaKind.IMAGE:
         block: dict[str, Any] = {
             "type": "image",
