@@ -15,6 +15,7 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from pydantic import SecretStr
 
+from app.client import RelayClient, RelayError
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
@@ -175,3 +176,20 @@ async def test_media_past_the_message_limit_make_the_report_partial_and_cut_with
     assert report["status"] == "partial", {k: v for k, v in report.items() if k != "parts"}
     texts = [t for _, t in stack.mock.visible(7)]
     assert "And the conclusion." in texts or any("[cut:" in t for t in texts), texts[-3:]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="app/client.py (typed client, still being edited) puts the run id into the URL path unquoted: a valid run "
+    "id holding '?' or '#' addresses another run",
+)
+async def test_the_relay_client_addresses_a_run_whose_id_holds_url_characters(stack: Stack) -> None:
+    async with RelayClient(stack.sidecar.url, INGEST_TOKEN) as relay:
+        await relay.send("ask", [START, {"kind": "text", "text": "Someone else's answer."}])
+        # 'ask?2' and 'ask#2' are valid run ids (core.clients.RUN_ID_PATTERN): the client posted to /v1/runs/ask
+        with pytest.raises(RelayError):
+            await relay.send("ask?2", [{"kind": "text", "text": " INJECTED"}])
+        with pytest.raises(RelayError):
+            await relay.report("ask#2")
+        assert "INJECTED" not in str((await stack.client.get("/v1/runs/ask/pipeline")).json())
+        assert "INJECTED" not in str(stack.mock.visible(5))
