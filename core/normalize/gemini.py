@@ -70,8 +70,9 @@ class GeminiNormalizer:
         Raises:
             IngestError: ``raw`` is not an object, is no ``GenerateContentResponse`` (none of ``candidates``,
                 ``promptFeedback``, ``usageMetadata``, ``error``), ``candidates`` or a candidate's ``parts`` is
-                not a list, a part's ``text`` is not a string or its ``thought`` not a boolean (a reasoning part
-                must never be shown as the answer), or a ``functionCall`` is not an object with a string ``name``.
+                not a list, a candidate is not an object with an integer ``index`` (or none), a part's ``text``
+                is not a string or its ``thought`` not a boolean (a reasoning part must never be shown as the
+                answer), or a ``functionCall`` is not an object with a string ``name``.
         """
         chunk = require_object(raw, _PROVIDER)
         if isinstance(chunk.get("error"), dict):
@@ -89,9 +90,14 @@ class GeminiNormalizer:
         events: list[Event] = []
         try:
             for candidate in candidates:
-                body = as_dict(candidate)
-                if body.get("index", 0) == 0:
-                    events += self._candidate(body)
+                index = candidate.get("index", 0) if isinstance(candidate, dict) else None
+                if not isinstance(index, int) or isinstance(index, bool):
+                    raise IngestError(
+                        f"a raw {_PROVIDER} response's candidate must be an object with an integer 'index' (or "
+                        f"none: 0), got {str(candidate)[:80]!r}"
+                    )
+                if index == 0:
+                    events += self._candidate(candidate)
             reason = as_str(as_dict(chunk.get("promptFeedback")).get("blockReason"))
             if reason:
                 events.append(ErrorEvent(run=self._run, message=f"the prompt was blocked ({reason})"))

@@ -112,3 +112,10 @@ def test_an_a2a_text_part_whose_text_is_not_a_string_is_refused(text: Any) -> No
     artifact = {"artifactId": "a", "parts": [{"kind": "text", "text": text}]}
     with pytest.raises(IngestError, match="text part's 'text' must be a string"):
         A2ANormalizer(RUN).feed({"kind": "artifact-update", "taskId": "t", "contextId": "c", "artifact": artifact})
+
+
+@pytest.mark.parametrize("candidate", ["Hello", 5, {"index": "0", "content": {"parts": [{"text": "Hello"}]}}])
+def test_a_gemini_candidate_that_is_not_an_object_or_has_a_non_integer_index_is_refused(candidate: Any) -> None:
+    # was: skipped silently (a string index "0" is not 0; a non-object candidate read as {}): the answer vanished
+    with pytest.raises(IngestError, match="candidate"):
+        GeminiNormalizer(RUN).feed({"candidates": [candidate]})
