@@ -163,7 +163,7 @@ def test_a_message_created_and_gone_from_the_chat_is_lost() -> None:
     plan = _plan(())
     record = AgentRecord(plan.run, sent=4, confirmed=4, stopped=True)
     chat = _chat(STOPPED_NOTICE)
-    calls = [
+    calls: list[dict[str, Any]] = [
         {"method": "chat.postMessage", "message_id": "7", "ok": True, "text": TEXT_1},
         {"method": "chat.postMessage", "message_id": None, "ok": False, "text": TEXT_2},  # never stored
         {"method": "chat.postMessage", "message_id": "1", "ok": True, "text": STOPPED_NOTICE},
