@@ -47,12 +47,14 @@ each agent's text once), and a watcher further behind gets one ``reset`` with ``
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from core.contracts.live import parse_live_event
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 from core.report import DeliveryReport
 from core.safe_text import safe_text
@@ -69,6 +71,11 @@ STAGE_TEXT_TYPES = frozenset({"answer", "agent"})
 """Events whose text the run stage built from events it sanitized (:func:`core.safe_text.safe_event`): one per
 delta, so not scanned again. The strings of every other event are passed through :func:`core.safe_text.safe_text`
 when published (gate decisions, delivery reasons, tool names come from elsewhere)."""
+
+CHECK_CONTRACT = os.environ.get("STREAMRELAY_CHECK_CONTRACTS", "") == "1"
+"""With ``STREAMRELAY_CHECK_CONTRACTS=1`` (the tests set it: tests/conftest.py) every event is validated against its
+typed model (:mod:`core.contracts.live`) where it is published, so a producer's field off the contract fails there.
+Off in service: a model per event would add to the per-delta cost (issue 13 measured publishing at 27%)."""
 
 
 class RunMonitor:
@@ -157,6 +164,8 @@ class RunMonitor:
             fields = {k: safe_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         self.last_id += 0 if self.closed else 1
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": type_, **fields}
+        if CHECK_CONTRACT:
+            parse_live_event(event)
         if self.closed:
             return event
         self._keep(event)
@@ -248,7 +257,10 @@ class RunMonitor:
         self._seal()  # the watcher goes on after the last id: nothing more may join it
         state = self.state
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset"}
-        return {**event, "state": state}
+        reset = {**event, "state": state}
+        if CHECK_CONTRACT:
+            parse_live_event(reset)
+        return reset
 
     async def wait(self, last_id: int) -> list[dict[str, Any]]:
         """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""
