@@ -309,7 +309,12 @@ def _add_media_and_stop(rng: random.Random, plan: RunPlan) -> None:
         plan.batches = (*plan.batches[:-1], plan.batches[-1] + len(plan.media))
         if plan.fault is not None and plan.media:
             body = aim_at_media(rng, plan.fault.body, plan.platform, plan.media)
-            plan.fault = FaultPlan(plan.fault.kind, plan.fault.at, body)
+            # half the time scripted as the run reaches a media line: its next creates are the text before the
+            # media item and the media send (Slack and Discord send media with their create method)
+            at = plan.fault.at
+            if rng.random() < 0.5:
+                at = rng.choice([i for i, line in enumerate(plan.lines) if line["kind"] == "media"]) / len(plan.lines)
+            plan.fault = FaultPlan(plan.fault.kind, at, body)
     if rng.random() < STOP_SHARE:
         after_end = rng.random() < STOP_AFTER_END_SHARE
         plan.stop = StopPlan(rng.uniform(0.1, 0.9), rng.randint(0, 300 if after_end else 60), after_end)
