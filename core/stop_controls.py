@@ -124,13 +124,19 @@ class StopControlKeeper:
         return next((s for s in self.book.slots if s.message_id == message_id), None)
 
     def restored(self) -> None:
-        """The book was restored from the ledger (a restart): its newest live message may carry the control."""
+        """The book was restored from the ledger (a restart): its newest live message may carry the control, and so
+        may the one before it: the control moves by putting it on the new message first and then taking it off the
+        previous one, one call later in the chat's rate budget (a second apart on Telegram), and the process may have
+        died in between. Both are taken off at the end (taking off a control a message does not show is harmless).
+        Older messages are not tried: each earlier move finished before the next message came, unless its removal
+        failed then; such a message is not known across a restart (the ledger does not record carriers)."""
         if self.book is None:
             return
         live = [s for s in self.book.slots if str(s.role) in _LIVE_ROLES and s.message_id and not s.streaming]
+        for slot in live[-2:]:
+            self._maybe[str(slot.message_id)] = None
         if live:
             self._carrier = self._wanted = str(live[-1].message_id)
-            self._maybe[self._carrier] = None
 
     async def _move(self) -> None:
         """Put the control on the wanted message, then off the previous one, until they agree (or the run ends)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,8 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from pydantic import SecretStr
 
+from adapters.sqlite import SqliteLedger
+from adapters.sqlite.journal import SqliteJournal
 from app.client import RelayClient, RelayError
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
@@ -22,6 +25,7 @@ from core.clock import MonotonicClock
 from core.ledger import MemoryLedger
 from core.relay import Relay
 from examples.stop_bot import stop_router
+from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN, Stack, start_stack, stop_stack
 
 
@@ -193,3 +197,65 @@ async def test_the_relay_client_addresses_a_run_whose_id_holds_url_characters(st
             await relay.report("ask#2")
         assert "INJECTED" not in str((await stack.client.get("/v1/runs/ask/pipeline")).json())
         assert "INJECTED" not in str(stack.mock.visible(5))
+
+
+async def test_after_a_restart_every_message_that_may_carry_the_button_loses_it(tmp_path: Path) -> None:
+    """Block mode: the button moved to block 2, and the process died before taking it off block 1. Was: the
+    resumed run took only its newest live message (block 2) as the carrier, so block 1 kept a Stop button after the
+    run ended (a press then answers 409)."""
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    coalesce = {"min_chars": 1, "max_chars": 4000, "idle_ms": 0}
+    channel = {"stop_button": True, "delivery": "block", "coalesce": coalesce}
+    async with MockTelegram() as mock:
+        relay, sidecar, ledger, journal = await serve_sqlite(mock.base_url, tmp_path, channel)
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            first = [START, {"kind": "text", "text": "First block."}, {"kind": "block_end"}]
+            assert (await client.post("/v1/runs/k2/events", content=lines(*first))).status_code == 200
+            one = await message_with_keyboard(mock, 0)
+            second = [{"kind": "text", "text": "Second block."}, {"kind": "block_end"}]
+            assert (await client.post("/v1/runs/k2/events", content=lines(*second))).status_code == 200
+            two = await message_with_keyboard(mock, 1)  # the call that takes it off block 1 waits for the chat's
+            # rate budget (1 message a second): the process dies before it
+        await sidecar.stop()
+        await relay.close()
+        await ledger.close()
+        await journal.close()
+        assert mock.inline_keyboard(5, one) is not None and mock.inline_keyboard(5, two) is not None
+
+        relay, sidecar, ledger, journal = await serve_sqlite(mock.base_url, tmp_path, channel)
+        assert await relay.resume() == ["k2"]
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            end = {"kind": "end", "status": "ok"}
+            assert (await client.post("/v1/runs/k2/events", content=lines(end))).status_code == 200
+            report = (await client.get("/v1/runs/k2", params={"wait_s": 10})).json()
+            assert report["status"] == "delivered", report
+        await sidecar.stop()
+        await relay.close()
+        await ledger.close()
+        await journal.close()
+        assert [t for _, t in mock.visible(5)] == ["First block.", "Second block."]
+        assert mock.inline_keyboard(5, two) is None
+        assert mock.inline_keyboard(5, one) is None, "block 1 still shows a Stop button after the run ended"
+
+
+async def message_with_keyboard(mock: MockTelegram, index: int) -> int:
+    """The id of the chat's ``index``-th message once it shows an inline keyboard."""
+    for _ in range(250):
+        visible = mock.visible(5)
+        if len(visible) > index and mock.inline_keyboard(5, int(visible[index][0])) is not None:
+            return int(visible[index][0])
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"message {index} never showed the Stop button: {mock.visible(5)}")
+
+
+async def serve_sqlite(
+    api: str, tmp_path: Path, channel: dict[str, Any]
+) -> tuple[Relay, Sidecar, SqliteLedger, SqliteJournal]:
+    settings = ChannelSettings.model_validate({"platform": "telegram", "api_base": api, "throttle_ms": 0, **channel})
+    runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN))
+    ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
+    journal = await SqliteJournal.open(tmp_path / "journal.sqlite3")
+    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), journal=journal)
+    sidecar = Sidecar(relay, token=INGEST_TOKEN)
+    await sidecar.start()
+    return relay, sidecar, ledger, journal
