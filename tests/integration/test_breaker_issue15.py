@@ -209,7 +209,7 @@ async def test_after_a_restart_every_message_that_may_carry_the_button_loses_it(
     async with MockTelegram() as mock:
         relay, sidecar, ledger, journal = await serve_sqlite(mock.base_url, tmp_path, channel)
         async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
-            first = [START, {"kind": "text", "text": "First block."}, {"kind": "block_end"}]
+            first: list[dict[str, Any]] = [START, {"kind": "text", "text": "First block."}, {"kind": "block_end"}]
             assert (await client.post("/v1/runs/k2/events", content=lines(*first))).status_code == 200
             one = await message_with_keyboard(mock, 0)
             second = [{"kind": "text", "text": "Second block."}, {"kind": "block_end"}]
