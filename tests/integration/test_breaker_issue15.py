@@ -259,3 +259,45 @@ async def serve_sqlite(
     sidecar = Sidecar(relay, token=INGEST_TOKEN)
     await sidecar.start()
     return relay, sidecar, ledger, journal
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core/admission.py + the seq gate: a raw provider line's 'seq' is ignored, so an agent that re-sends its "
+    "request (the README's safe retry) has every raw line applied twice: the tool call reaches the parent loop twice "
+    "and the answer shows twice",
+)
+async def test_a_resent_raw_stream_with_seq_is_taken_once(stack: Stack) -> None:
+    body = lines(
+        {**start("ag-ui"), "seq": 0},
+        {"seq": 1, "type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "pay"},
+        {"seq": 2, "type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": '{"amount": 5}'},
+        {"seq": 3, "type": "TOOL_CALL_END", "toolCallId": "c"},
+        {"seq": 4, "type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Paid."},
+    )
+    for _ in range(2):  # the first answer was lost (a timeout): the agent sends the same request again
+        assert (await stack.client.post("/v1/runs/twice/events", content=body)).status_code == 200
+    end = lines({"seq": 5, "kind": "end", "status": "ok"})
+    assert (await stack.client.post("/v1/runs/twice/events", content=end)).status_code == 200
+    await stack.client.get("/v1/runs/twice", params={"wait_s": 10})
+    units = (await stack.client.get("/v1/runs/twice/pipeline")).json()["units"]
+    assert [u["name"] for u in units if u["kind"] == "tool_call"] == ["pay"]
+    assert [t for _, t in stack.mock.visible(5)] == ["Paid."]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core/pipeline (tool calls): a tool call id that already became a unit is taken again, so a parent loop "
+    "that acts on units runs the same call twice",
+)
+async def test_a_tool_call_id_is_one_call(stack: Stack) -> None:
+    call: list[dict[str, Any]] = [
+        {"kind": "tool_call", "id": "c", "name": "pay", "state": "start"},
+        {"kind": "tool_call", "id": "c", "state": "end", "args": {"amount": 5}},
+    ]
+    answer = await stack.client.post("/v1/runs/dup/events", content=lines(START, *call, *call))
+    await stack.client.post("/v1/runs/dup/events", content=lines({"kind": "end", "status": "ok"}))
+    await stack.client.get("/v1/runs/dup", params={"wait_s": 10})
+    units = (await stack.client.get("/v1/runs/dup/pipeline")).json()["units"]
+    taken = [u for u in units if u["kind"] == "tool_call"]
+    assert len(taken) == 1 and answer.status_code == 400, (answer.text, taken)
