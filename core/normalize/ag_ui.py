@@ -145,9 +145,8 @@ class AgUiNormalizer:
             IngestError: ``raw`` is not an object, has no string ``type`` or one that is no AG-UI type (not
                 UPPER_SNAKE_CASE: another format's event), a known event lacks an id it needs (``messageId``,
                 ``toolCallId``, ``subagentRunId``) or has a non-string text field, ``TOOL_CALL_ARGS`` / ``_END``
-                name a call never started (or ``_ARGS`` one already ended), an event names a sub-agent that
-                already finished, or a field makes no valid event (an id with a lone surrogate). A refused line
-                changes nothing: the stream goes on.
+                name a call never started (``_ARGS`` one ended; ``_START`` one started before), an event names a
+                finished sub-agent, or a field makes no valid event (an id with a lone surrogate).
         """
         kind = require_type(raw, _PROVIDER)
         handler = self._handlers.get(kind)
@@ -291,6 +290,8 @@ class AgUiNormalizer:
 
     def _tool_start(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
+        if call_id in self._calls or call_id in self._ended_calls:  # a second call of one id: run twice, or renamed
+            raise IngestError(f"a raw {_PROVIDER} {kind}: tool call {call_id[:80]!r} was already started")
         call = _Call(call_id, require_str(raw, "toolCallName", _PROVIDER, kind), agent.source)
         self._calls[call_id] = call
         self._names[call_id] = require_str(raw, "toolCallName", _PROVIDER, kind)
@@ -315,10 +316,7 @@ class AgUiNormalizer:
         call = self._started_call(raw, kind)
         delta = text_field(raw, "delta", _PROVIDER, kind)
         if call is None:
-            raise IngestError(
-                f"a raw {_PROVIDER} {kind} event for tool call {raw['toolCallId'][:80]!r}, which already ended: "
-                "its arguments were taken as they were at its TOOL_CALL_END"
-            )
+            raise IngestError(f"a raw {_PROVIDER} {kind} of tool call {raw['toolCallId'][:80]!r}, which already ended")
         return [self._tool(call, ToolCallState.ARGS_DELTA, delta)] if delta else []
 
     def _tool_end(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:

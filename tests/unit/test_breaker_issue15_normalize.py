@@ -119,3 +119,22 @@ def test_a_gemini_candidate_that_is_not_an_object_or_has_a_non_integer_index_is_
     # was: skipped silently (a string index "0" is not 0; a non-object candidate read as {}): the answer vanished
     with pytest.raises(IngestError, match="candidate"):
         GeminiNormalizer(RUN).feed({"candidates": [candidate]})
+
+
+@pytest.mark.parametrize("ended", [True, False])
+def test_ag_ui_a_tool_call_id_started_again_is_refused(ended: bool) -> None:
+    # was: a second TOOL_CALL_START of an ended call became a second call with the same id (the parent loop ran it
+    # twice); of an open call it silently replaced the first one's name
+    normalizer = AgUiNormalizer(RUN)
+    normalizer.feed({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "pay"})
+    if ended:
+        normalizer.feed({"type": "TOOL_CALL_END", "toolCallId": "c"})
+    with pytest.raises(IngestError, match="tool call 'c' was already started"):
+        normalizer.feed({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "refund"})
+
+
+def test_ai_sdk_a_tool_call_whose_input_is_complete_is_not_taken_again() -> None:
+    normalizer = AiSdkUiNormalizer(RUN)
+    normalizer.feed({"type": "tool-input-available", "toolCallId": "c", "toolName": "pay", "input": {"a": 1}})
+    with pytest.raises(IngestError, match=r"tool call 'c'.* already complete"):
+        normalizer.feed({"type": "tool-input-available", "toolCallId": "c", "toolName": "pay", "input": {"a": 1}})
