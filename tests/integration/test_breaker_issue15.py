@@ -205,7 +205,8 @@ async def test_after_a_restart_every_message_that_may_carry_the_button_loses_it(
     run ended (a press then answers 409)."""
     headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
     coalesce = {"min_chars": 1, "max_chars": 4000, "idle_ms": 0}
-    channel = {"stop_button": True, "delivery": "block", "coalesce": coalesce}
+    # a chat budget of one call in 2.5 s: the process surely dies between the two moves of the button
+    channel = {"stop_button": True, "delivery": "block", "coalesce": coalesce, "rate": {"per_chat": {"per_s": 0.4}}}
     async with MockTelegram() as mock:
         relay, sidecar, ledger, journal = await serve_sqlite(mock.base_url, tmp_path, channel)
         async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
@@ -214,8 +215,7 @@ async def test_after_a_restart_every_message_that_may_carry_the_button_loses_it(
             one = await message_with_keyboard(mock, 0)
             second = [{"kind": "text", "text": "Second block."}, {"kind": "block_end"}]
             assert (await client.post("/v1/runs/k2/events", content=lines(*second))).status_code == 200
-            two = await message_with_keyboard(mock, 1)  # the call that takes it off block 1 waits for the chat's
-            # rate budget (1 message a second): the process dies before it
+            two = await message_with_keyboard(mock, 1)  # taking it off block 1 waits for the chat's budget
         await sidecar.stop()
         await relay.close()
         await ledger.close()
@@ -240,7 +240,7 @@ async def test_after_a_restart_every_message_that_may_carry_the_button_loses_it(
 
 async def message_with_keyboard(mock: MockTelegram, index: int) -> int:
     """The id of the chat's ``index``-th message once it shows an inline keyboard."""
-    for _ in range(250):
+    for _ in range(750):
         visible = mock.visible(5)
         if len(visible) > index and mock.inline_keyboard(5, int(visible[index][0])) is not None:
             return int(visible[index][0])
