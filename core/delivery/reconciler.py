@@ -272,9 +272,9 @@ class Reconciler(Settling, OutcomeRules):
                 exclusive=self._exclusive,
                 media=media_of(slot, op.text),
             )
-        call_id = await self._ledger.record_intent(self.run, slot.index, slot.role, str(op.kind), op.text, pending)
-        if pending is not None:  # from now on a restart settles it; so does an unknown outcome below
+        if pending is not None:  # under way from here (a stop meanwhile keeps it); a restart settles it once written
             slot.pending = pending
+        call_id = await self._ledger.record_intent(self.run, slot.index, slot.role, str(op.kind), op.text, pending)
         self.planner.last_call_at = self._clock.now()
         outcome, detail, retry_after_s = Outcome.ACK, "", None
         try:

@@ -6,7 +6,8 @@ Why: :meth:`core.delivery.slotbook.SlotBook.drop_unsent` (the stop: "nothing mor
 answer part with no message id and no pending create, and a create's ``slot.pending`` is set only after
 ``await ledger.record_intent(...)`` (core/delivery/reconciler.py ``_perform``); the create already planned is then
 sent with its text, and the emptied part's message is deleted. What the person saw is taken back (README "Stop": the
-text shown so far stays). Either the create is not made (the part was never shown), or what it showed stays.
+text shown so far stays). Now ``slot.pending`` is set before the intent is written: a create under way is kept by a
+stop like one waiting for the platform's answer, and what it shows stays.
 
 Reproduced here by holding the first create's ledger intent until the stop is taken."""
 
@@ -17,7 +18,6 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 from pydantic import SecretStr
 
 from app.service import Sidecar, make_runtime
@@ -55,12 +55,6 @@ def _lines(*objs: dict[str, Any]) -> bytes:
     return "".join(json.dumps(o) + "\n" for o in objs).encode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/delivery: a stop between a create's ledger intent and its call empties the part; the create is"
-    " made anyway and its message then deleted (slot.pending is set after record_intent; drop_unsent skips only"
-    " parts with a pending create)",
-)
 async def test_a_stop_during_a_creates_intent_never_takes_back_what_was_shown() -> None:
     ledger = _HeldLedger()
     async with MockTelegram() as mock:
