@@ -301,3 +301,36 @@ async def test_a_tool_call_id_is_one_call(stack: Stack) -> None:
     units = (await stack.client.get("/v1/runs/dup/pipeline")).json()["units"]
     taken = [u for u in units if u["kind"] == "tool_call"]
     assert len(taken) == 1 and answer.status_code == 400, (answer.text, taken)
+
+
+async def test_a2a_bare_objects_are_replayed_after_a_restart(tmp_path: Path) -> None:
+    """The bare A2A objects are journaled as they came; a restarted sidecar replays them through the same door."""
+    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    async with MockTelegram() as mock:
+        relay, sidecar, ledger, journal = await serve_sqlite(mock.base_url, tmp_path, {})
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            body = lines(start("a2a"), {**ARTIFACT, "lastChunk": False})
+            assert (await client.post("/v1/runs/a2a-r/events", content=body)).status_code == 200
+            assert await shown(Stack(mock, relay, sidecar, client), 5, 1) == ["The bare artifact's answer."]
+        await sidecar.stop()
+        await relay.close()
+        await ledger.close()
+        await journal.close()
+
+        relay, sidecar, ledger, journal = await serve_sqlite(mock.base_url, tmp_path, {})
+        assert await relay.resume() == ["a2a-r"]
+        more = {
+            **ARTIFACT,
+            "append": True,
+            "artifact": {"artifactId": "a1", "parts": [{"kind": "text", "text": " More."}]},
+        }
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+            body = lines(more, {"kind": "end", "status": "ok"})
+            assert (await client.post("/v1/runs/a2a-r/events", content=body)).status_code == 200
+            report = (await client.get("/v1/runs/a2a-r", params={"wait_s": 10})).json()
+            assert report["status"] == "delivered", report
+        await sidecar.stop()
+        await relay.close()
+        await ledger.close()
+        await journal.close()
+        assert [t for _, t in mock.visible(5)] == ["The bare artifact's answer. More."]
