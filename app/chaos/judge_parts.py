@@ -6,8 +6,9 @@ and every planned caption names its run and item, so a chat message whose whole 
 
 - **media doubled**: an item shown more than once, or more media messages than the report confirms plus counts
   uncertain.
-- **media lost**: an item the run must show (its line acknowledged, the run not stopped) is not shown, and the
-  report does not count a media part uncertain for it; or its caption is merged into a text message.
+- **media lost**: an item the run must show (its line acknowledged and the run not stopped, or text after it
+  shown) is not shown, and the report does not count a media part uncertain for it; or its caption is merged into
+  a text message.
 - **misplaced**: a media message whose text before it (the answer's text messages, normalized) is not exactly the
   answer's text before the item (a prefix of it only when the report counts uncertain parts).
 - **lying**: the report confirms a media part whose message the chat shows as text, or confirms more media than
@@ -73,20 +74,23 @@ def judge_media(
     acked_ids = {str(p.get("message_id")) for p in parts if p.get("state") == "acked"}
     texts_uncertain = int((report or {}).get("uncertain", 0) or 0)
     verdict.media_shown = sum(k >= 0 for k in kinds)
+    shown = len("".join(norm(str(m.get("text", ""))) for m, k in zip(messages, kinds, strict=True) if k < 0))
     missing = 0
     for k, item in enumerate(plan.media):
         count = kinds.count(k)
         if count > 1:
             verdict.doubled = True
             verdict.problems.append(f"doubled: media {k + 1} ({item.kind}) shown {count} times")
-        if count == 0 and lines[k] < must_show:
+        # it must show once acknowledged, or once text after it shows (a stopped run too: its text went on)
+        if count == 0 and (lines[k] < must_show or shown > len(norm(text_of(plan.lines, lines[k])))):
             missing += 1
         if count >= 1:
             _check_place(verdict, plan, messages, kinds, k, lines[k], texts_uncertain, norm)
     if missing > uncertain:
         verdict.lost = True
         verdict.problems.append(
-            f"lost: {missing} media item(s) acknowledged but not shown, the report counts {uncertain} uncertain"
+            f"lost: {missing} media item(s) not shown though acknowledged or followed by shown text; the report"
+            f" counts {uncertain} uncertain"
         )
     if verdict.media_shown > len(acked_ids) + uncertain:
         verdict.doubled = True

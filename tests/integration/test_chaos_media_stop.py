@@ -171,3 +171,14 @@ def test_a_message_created_and_gone_from_the_chat_is_lost() -> None:
     verdict = judge(plan, record, chat, _stopped(chat), exclusive_bot=True, stop={"sent": 4}, calls=calls)
     assert verdict.lost and any("gone from the chat" in p for p in verdict.problems)
     assert not judge(plan, record, chat, _stopped(chat), exclusive_bot=True, stop={"sent": 4}, calls=calls[1:]).bad
+
+
+def test_text_shown_past_a_media_item_that_is_not_shown_is_lost_even_when_stopped() -> None:
+    plan = _plan((IMAGE,))
+    record = AgentRecord(plan.run, sent=6, confirmed=6, stopped=True)
+    before = _chat(TEXT_1, STOPPED_NOTICE)  # stopped at the media item: it is never sent, nothing after it shows
+    verdict = judge(plan, record, before, _stopped(before), exclusive_bot=True, stop={"sent": 6})
+    assert not verdict.bad, verdict.problems
+    past = _chat(TEXT_1, TEXT_2, STOPPED_NOTICE)  # the text went on without the item
+    verdict = judge(plan, record, past, _stopped(past), exclusive_bot=True, stop={"sent": 6})
+    assert verdict.lost and any("media item" in p for p in verdict.problems)
