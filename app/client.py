@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -123,7 +124,7 @@ class RelayClient:
         refused: list[str] = []  # lines refused beside a push-back, numbered from the first line given
         while True:
             answer = await self._http.post(
-                f"/v1/runs/{run}/events",
+                _path(run, "/events"),
                 content=("\n".join(lines) + "\n").encode(),
                 headers={"Content-Type": "application/x-ndjson"},
             )
@@ -144,7 +145,7 @@ class RelayClient:
 
     async def units(self, run: str, *, after: int = 0) -> list[PipelineUnit]:
         """The run's pipeline units after position ``after`` so far (without waiting), typed."""
-        answer = await self._http.get(f"/v1/runs/{run}/pipeline", params={"after": after})
+        answer = await self._http.get(_path(run, "/pipeline"), params={"after": after})
         return [parse_unit(unit) for unit in _json(answer)["units"]]
 
     async def pipeline(self, run: str, *, after: int = 0) -> AsyncIterator[PipelineUnit]:
@@ -156,7 +157,7 @@ class RelayClient:
         while True:
             try:
                 async with self._http.stream(
-                    "GET", f"/v1/runs/{run}/pipeline/stream", params={"after": after}, timeout=None
+                    "GET", _path(run, "/pipeline/stream"), params={"after": after}, timeout=None
                 ) as answer:
                     if answer.status_code != 200:
                         await answer.aread()
@@ -184,7 +185,7 @@ class RelayClient:
         body: dict[str, Any] = {"id": call_id, "wait_s": wait_s}
         if source is not None:
             body["source"] = source
-        answer = await self._http.post(f"/v1/runs/{run}/gate", json=body, timeout=wait_s + 30)
+        answer = await self._http.post(_path(run, "/gate"), json=body, timeout=wait_s + 30)
         return GateAnswer.model_validate(_json(answer))
 
     async def stop(self, run: str, *, by: str | None = None, reason: str | None = None) -> StopAnswer:
@@ -198,11 +199,11 @@ class RelayClient:
             RelayError: 404 an unknown run, 409 one that ended otherwise, 400 a bad ``by`` / ``reason``.
         """
         body = {key: value for key, value in (("by", by), ("reason", reason)) if value is not None}
-        return StopAnswer.model_validate(_json(await self._http.post(f"/v1/runs/{run}/stop", json=body)))
+        return StopAnswer.model_validate(_json(await self._http.post(_path(run, "/stop"), json=body)))
 
     async def report(self, run: str, *, wait_s: float = 0.0) -> RunReport:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
-        answer = await self._http.get(f"/v1/runs/{run}", params={"wait_s": wait_s}, timeout=wait_s + 30)
+        answer = await self._http.get(_path(run), params={"wait_s": wait_s}, timeout=wait_s + 30)
         return RunReport.model_validate(_json(answer))
 
     async def runs(self, *, everywhere: bool = False) -> RunListing:
@@ -217,7 +218,7 @@ class RelayClient:
         Raises:
             RelayError: 404 when the sidecar serves no live page (or the run is not the caller's).
         """
-        return WatchLink.model_validate(_json(await self._http.get(f"/v1/runs/{run}/watch")))
+        return WatchLink.model_validate(_json(await self._http.get(_path(run, "/watch"))))
 
     async def watch(self, run: str) -> AsyncIterator[LiveEvent]:
         """The run's live events (``GET /v1/runs/{run}/live``, SSE, with the run's read token), typed, until its
@@ -232,7 +233,7 @@ class RelayClient:
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                async with self._http.stream("GET", f"/v1/runs/{run}/live", headers=headers, timeout=None) as answer:
+                async with self._http.stream("GET", _path(run, "/live"), headers=headers, timeout=None) as answer:
                     if answer.status_code != 200:
                         await answer.aread()
                         _json(answer)
@@ -248,6 +249,12 @@ class RelayClient:
             failures += 1
             if failures > self.reconnects:
                 raise RelayError(504, f"the live stream of run {run!r} ended {failures} times without its end")
+
+
+def _path(run: str, tail: str = "") -> str:
+    """``/v1/runs/<run><tail>`` with the run id percent-encoded: a valid run id may hold ``?``, ``#`` or ``%``, which
+    would otherwise address another run (https://www.rfc-editor.org/rfc/rfc3986#section-3.3)."""
+    return f"/v1/runs/{quote(run, safe='')}{tail}"
 
 
 def _pushed_back(answer: httpx.Response, lines: list[str]) -> list[str] | None:

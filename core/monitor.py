@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from core.contracts.live import parse_live_event
+from core.contracts.live import check_live_event
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 from core.report import DeliveryReport
 from core.safe_text import safe_text
@@ -165,7 +165,7 @@ class RunMonitor:
         self.last_id += 0 if self.closed else 1
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": type_, **fields}
         if CHECK_CONTRACT:
-            parse_live_event(event)
+            check_live_event(event)
         if self.closed:
             return event
         self._keep(event)
@@ -259,7 +259,7 @@ class RunMonitor:
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset"}
         reset = {**event, "state": state}
         if CHECK_CONTRACT:
-            parse_live_event(reset)
+            check_live_event(reset)
         return reset
 
     async def wait(self, last_id: int) -> list[dict[str, Any]]:

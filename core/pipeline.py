@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.contracts.units import PIPELINE_UNIT
+from core.contracts.units import check_unit
 from core.events import Source, ToolCall, ToolCallState, fix_surrogates
 
 ArgsValidator = Callable[[str, dict[str, Any]], str | None]
@@ -205,14 +205,14 @@ class PipelineLane:
 
         Raises:
             RuntimeError: the lane is closed (the run ended).
-            pydantic.ValidationError: ``unit`` is not a unit of :data:`core.contracts.units.PipelineUnit` (a bug of
-                its producer: it never reaches a reader).
+            ValueError: ``unit`` is not a unit of :data:`core.contracts.units.PipelineUnit` (an unknown kind, a
+                field missing, wrong or extra: a bug of its producer, which never reaches a reader).
         """
         if self.closed:
             raise RuntimeError(f"the pipeline lane of run {self.run!r} is closed")
         unit = {"index": len(self.units) + 1, "kind": unit["kind"], "run": self.run, **unit}
         unit.setdefault("source", None)
-        PIPELINE_UNIT.validate_python(unit)  # the typed contract (core.contracts.units): never a unit off it
+        check_unit(unit)  # the typed contract (core.contracts.units), strictly: never a unit off it
         self.units.append(unit)
         self._wake()
         return unit

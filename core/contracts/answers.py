@@ -18,7 +18,7 @@ class GateAnswer(BaseModel):
     compensating action of a compensable tool; ``unit`` the call's pipeline unit.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, serialize_by_alias=True)
 
     verdict: str = Field(description="run, wait or refuse.")
     reason: str
@@ -31,7 +31,7 @@ class WatchLink(BaseModel):
     """``GET /v1/runs/{run}/watch``: the run's live page ``url`` (with its read ``token``), and whether it
     ``started`` (a page opened before waits for it)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     url: str
     token: str
@@ -42,7 +42,7 @@ class StopAnswer(BaseModel):
     """``POST /v1/runs/{run}/stop``: the stopped ``run`` (the caller's id), its ``state`` (``stopping``: ending now;
     ``stopped``: it ended stopped) and the first stop's ``by`` and ``reason`` (a later stop changes nothing)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     run: str
     state: str = Field(description="stopping or stopped.")
@@ -54,7 +54,7 @@ class RunRow(BaseModel):
     """One active run in the listing (:meth:`core.monitor.RunMonitor.row`): where it goes, how old it is, and its
     report's status with the parts counted by state."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     run: str
     channel: str
@@ -74,7 +74,7 @@ class RunRow(BaseModel):
 class Unreachable(BaseModel):
     """A replica the listing could not ask (with ``all``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     replica: str
     url: str
@@ -84,7 +84,7 @@ class Unreachable(BaseModel):
 class RunListing(BaseModel):
     """``GET /v1/runs`` (``?all=1``: every replica's): the caller's active runs, oldest first."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     runs: list[RunRow]
     unreachable: list[Unreachable] = Field(default_factory=list)

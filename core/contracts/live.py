@@ -4,7 +4,9 @@
 Every event has ``id`` (1, 2, … per run), ``run``, ``seq`` (= ``id``), ``ts`` (wall-clock Unix seconds) and
 ``type``; :data:`LiveEvent` is their union discriminated on ``type``. Fields a type has only sometimes (an
 ``answer``'s ``delta`` or ``text``, a ``delivery``'s ``retry_after_s``) are optional: absent on the wire, None
-here; ``model_dump(mode="json", exclude_unset=True)`` gives back the wire's object key for key.
+here; ``model_dump(mode="json", exclude_unset=True)`` gives back the wire's object key for key. Read leniently (a
+field a newer sidecar adds is ignored, a type it adds is an :class:`OtherLiveEvent`); checked strictly where the
+sidecar publishes them in tests (:func:`check_live_event`).
 
 Cost: the monitor publishes plain dicts (one per read of merged answer deltas: :meth:`core.monitor.RunMonitor.
 answer_delta`), never these models: a run streamed a character at a time pays nothing for them. They are built
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 from core.report import SlotRole
 
@@ -24,7 +26,7 @@ from core.report import SlotRole
 class _Live(BaseModel):
     """What every live event has."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     id: int = Field(ge=0, description="The event's number in the run (its SSE id is ``<epoch>.<id>``).")
     run: str
@@ -36,7 +38,7 @@ class _Live(BaseModel):
 class SourceFields(BaseModel):
     """A sub-agent as live events show it (``source``: its JSON object; null is the root agent)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     agent_id: str
     session_id: str | None = None
@@ -175,7 +177,7 @@ class EndLiveEvent(_Live):
 class AgentState(BaseModel):
     """A sub-agent in the live state."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     source: SourceFields | None
     state: str
@@ -185,7 +187,7 @@ class AgentState(BaseModel):
 class LiveState(BaseModel):
     """A run's whole live state, as a ``reset`` event carries it and a page shows it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     run: str
     channel: str | None
@@ -215,39 +217,94 @@ class ResetEvent(_Live):
 class WaitingEvent(BaseModel):
     """The live stream of a run that has not started yet (no SSE id): its events follow when it starts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     type: Literal["waiting"] = "waiting"
     run: str
 
 
+class OtherLiveEvent(_Live):
+    """An event of a type this reader does not know (a sidecar one version ahead added it): its fields as sent."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+LIVE_TYPES: dict[str, type[BaseModel]] = {
+    "run": RunOpened,
+    "phase": PhaseEvent,
+    "status": StatusEvent,
+    "tool_call": ToolCallEvent,
+    "tool_result": ToolResultEvent,
+    "decision": DecisionEvent,
+    "answer": AnswerEvent,
+    "agent": AgentEvent,
+    "delivery": DeliveryEvent,
+    "media": MediaEvent,
+    "error": ErrorLiveEvent,
+    "end": EndLiveEvent,
+    "reset": ResetEvent,
+    "waiting": WaitingEvent,
+}
+"""The contract's event types and their classes."""
+
+
+def _type(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if isinstance(kind, str) and kind in LIVE_TYPES else "other"
+
+
 LiveEvent = Annotated[
-    RunOpened
-    | PhaseEvent
-    | StatusEvent
-    | ToolCallEvent
-    | ToolResultEvent
-    | DecisionEvent
-    | AnswerEvent
-    | AgentEvent
-    | DeliveryEvent
-    | MediaEvent
-    | ErrorLiveEvent
-    | EndLiveEvent
-    | ResetEvent
-    | WaitingEvent,
-    Field(discriminator="type"),
+    Annotated[RunOpened, Tag("run")]
+    | Annotated[PhaseEvent, Tag("phase")]
+    | Annotated[StatusEvent, Tag("status")]
+    | Annotated[ToolCallEvent, Tag("tool_call")]
+    | Annotated[ToolResultEvent, Tag("tool_result")]
+    | Annotated[DecisionEvent, Tag("decision")]
+    | Annotated[AnswerEvent, Tag("answer")]
+    | Annotated[AgentEvent, Tag("agent")]
+    | Annotated[DeliveryEvent, Tag("delivery")]
+    | Annotated[MediaEvent, Tag("media")]
+    | Annotated[ErrorLiveEvent, Tag("error")]
+    | Annotated[EndLiveEvent, Tag("end")]
+    | Annotated[ResetEvent, Tag("reset")]
+    | Annotated[WaitingEvent, Tag("waiting")]
+    | Annotated[OtherLiveEvent, Tag("other")],
+    Discriminator(_type),
 ]
-"""One live event: the union of the event classes, discriminated on ``type``."""
+"""One live event: the union of the event classes, discriminated on ``type`` (unknown: :class:`OtherLiveEvent`)."""
 
 LIVE_EVENT: TypeAdapter[LiveEvent] = TypeAdapter(LiveEvent)
 """Validates one live event's JSON object (``validate_python``) or SSE data (``validate_json``)."""
 
 
 def parse_live_event(data: dict[str, Any]) -> LiveEvent:
-    """The typed event of one live event's JSON object.
+    """The typed event of one live event's JSON object, read leniently (unknown fields ignored, an unknown type an
+    :class:`OtherLiveEvent`).
 
     Raises:
-        pydantic.ValidationError: not an event of this contract; the message names the field.
+        pydantic.ValidationError: a field of its type is missing or of the wrong type; the message names it.
     """
     return LIVE_EVENT.validate_python(data)
+
+
+def check_live_event(event: dict[str, Any]) -> LiveEvent:
+    """``event`` checked strictly against the contract, as the sidecar publishes it: a known type, its fields, no
+    other (in a ``reset``'s state too, at its top level).
+
+    Raises:
+        ValueError: an unknown type or a field off the contract (named, with the model to add it to); a
+            pydantic.ValidationError (a ValueError) when a field is missing or of the wrong type.
+    """
+    typed = LIVE_EVENT.validate_python(event)
+    if isinstance(typed, OtherLiveEvent):
+        raise ValueError(f"live event type {event.get('type')!r} is not in the contract: add its model")
+    _no_extra(event, type(typed))
+    if isinstance(typed, ResetEvent):
+        _no_extra(event["state"], LiveState)
+    return typed
+
+
+def _no_extra(data: dict[str, Any], model: type[BaseModel]) -> None:
+    extra = sorted(set(data) - set(model.model_fields))
+    if extra:
+        raise ValueError(f"{model.__name__} got fields off the contract {extra}: add them to core/contracts/live.py")

@@ -1,6 +1,6 @@
 """The run report, typed for its readers: what ``GET /v1/runs/{run}`` answers (:class:`core.report.DeliveryReport`,
 which the sidecar builds and mutates while a run goes on), as a frozen model of the same fields in the same order
-(a test holds the two together)."""
+(a test holds the two together). A field a newer sidecar adds is ignored when read."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from core.report import PartState, ReportStatus, SlotRole
 class PartFact(BaseModel):
     """One message part of the report (one part = one platform message), as the ledger records it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     slot: int = Field(ge=0, description="The part's number in its conversation: 0, 1, …")
     role: SlotRole
@@ -34,7 +34,7 @@ class RunReport(BaseModel):
     out after it left): they keep a run from ``delivered`` and are never sent twice.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     run: str
     channel: str

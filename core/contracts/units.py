@@ -9,15 +9,17 @@ is their union discriminated on ``kind``. The parent loop matches on the class, 
         case MalformedToolCallUnit(error=error): ...
         case RunEndUnit(status=status): ...
 
-The lane checks every unit against this contract when it is emitted (:meth:`core.pipeline.PipelineLane.emit`);
-units are few (tool calls, messages, the end), never one per delta, so the check costs nothing that matters.
+The lane checks every unit against this contract when it is emitted (:func:`check_unit`, strictly: a known kind,
+its fields and no other); units are few (tool calls, messages, the end), never one per delta, so the check costs
+nothing that matters. A reader is lenient instead, so that a sidecar one version ahead breaks no deployed parent
+loop: a field it does not know is ignored, and a kind it does not know is an :class:`OtherUnit` (skip it).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 from core.events import EndStatus, Source
 
@@ -26,9 +28,10 @@ MALFORMED = "tool_call.malformed"
 
 
 class _Unit(BaseModel):
-    """What every unit has: ``index`` (its 1-based position in the run's lane), ``kind`` and ``run``."""
+    """What every unit has: ``index`` (its 1-based position in the run's lane), ``kind`` and ``run``. A field this
+    model does not know (a newer sidecar's) is ignored when read; the sidecar never sends one (:func:`check_unit`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     index: int = Field(ge=1, description="The unit's position in the run's lane: 1, 2, … (resume after it).")
     kind: str
@@ -100,21 +103,69 @@ class RunEndUnit(_Unit):
     source: Source | None = None
 
 
+class OtherUnit(_Unit):
+    """A unit of a kind this reader does not know (a sidecar one version ahead added it): its fields as sent. A
+    parent loop may skip it; the sidecar of this version never emits one."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+UNIT_KINDS: dict[str, type[_Unit]] = {
+    "tool_call": ToolCallUnit,
+    "tool_call.malformed": MalformedToolCallUnit,
+    "message": MessageUnit,
+    "agent.failed": AgentFailedUnit,
+    "commit": CommitUnit,
+    "stop": StopUnit,
+    "run.end": RunEndUnit,
+}
+"""The contract's unit kinds and their classes."""
+
+
+def _kind(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return kind if isinstance(kind, str) and kind in UNIT_KINDS else "other"
+
+
 PipelineUnit = Annotated[
-    ToolCallUnit | MalformedToolCallUnit | MessageUnit | AgentFailedUnit | CommitUnit | StopUnit | RunEndUnit,
-    Field(discriminator="kind"),
+    Annotated[ToolCallUnit, Tag("tool_call")]
+    | Annotated[MalformedToolCallUnit, Tag("tool_call.malformed")]
+    | Annotated[MessageUnit, Tag("message")]
+    | Annotated[AgentFailedUnit, Tag("agent.failed")]
+    | Annotated[CommitUnit, Tag("commit")]
+    | Annotated[StopUnit, Tag("stop")]
+    | Annotated[RunEndUnit, Tag("run.end")]
+    | Annotated[OtherUnit, Tag("other")],
+    Discriminator(_kind),
 ]
-"""One pipeline unit: the union of the unit classes, discriminated on ``kind``."""
+"""One pipeline unit: the union of the unit classes, discriminated on ``kind`` (an unknown kind: :class:`OtherUnit`)."""
 
 PIPELINE_UNIT: TypeAdapter[PipelineUnit] = TypeAdapter(PipelineUnit)
 """Validates a unit's JSON object (``validate_python``) or text (``validate_json``) into its class."""
 
 
 def parse_unit(data: dict[str, Any]) -> PipelineUnit:
-    """The typed unit of one unit's JSON object.
+    """The typed unit of one unit's JSON object, read leniently (unknown fields ignored, an unknown kind an
+    :class:`OtherUnit`).
 
     Raises:
-        pydantic.ValidationError: not a unit of this contract (an unknown ``kind``, a field missing or extra); the
-            message names the field.
+        pydantic.ValidationError: a field of its kind is missing or of the wrong type; the message names it.
     """
     return PIPELINE_UNIT.validate_python(data)
+
+
+def check_unit(unit: dict[str, Any]) -> PipelineUnit:
+    """``unit`` checked strictly against the contract, as the sidecar emits it: a known kind, each of its fields,
+    and no other field.
+
+    Raises:
+        ValueError: an unknown kind or a field off the contract (named, with the model to add it to); a
+            pydantic.ValidationError (a ValueError) when a field is missing or of the wrong type.
+    """
+    typed = PIPELINE_UNIT.validate_python(unit)
+    if isinstance(typed, OtherUnit):
+        raise ValueError(f"unit kind {unit.get('kind')!r} is not in the contract: add its model to core/contracts")
+    extra = sorted(set(unit) - set(type(typed).model_fields))
+    if extra:
+        raise ValueError(f"unit {typed.kind!r} has fields off the contract {extra}: add them to {type(typed).__name__}")
+    return typed
