@@ -40,6 +40,8 @@ class Triggers(Protocol):
 
     def end_accepted(self, plan: RunPlan) -> None: ...
 
+    def stopped(self, plan: RunPlan) -> None: ...
+
 
 @dataclass
 class AgentRecord:
@@ -127,6 +129,7 @@ class Agent:
         except _Stopped:
             self.record.stopped = True
             self.record.streamed_s = round(self.clock(), 3)
+            self.triggers.stopped(self.plan)
         except _GaveUp as exc:
             self.record.anomalies.append(f"the agent gave up streaming after {self.patience_s:g} s: {exc}")
             self.record.gone = "gave up"

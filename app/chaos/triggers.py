@@ -66,6 +66,12 @@ class Chaos:
         if plan.stop is not None and plan.stop.after_end and self._once(plan, "stop"):
             self._spawn(self._stop(plan))
 
+    def stopped(self, plan: RunPlan) -> None:
+        """The run's agent was told its run is stopped (409): a kill it planned later in its stream hits now,
+        while the stop is finalized (else a stopped run's kill would never happen)."""
+        if plan.kill is not None and self._once(plan, "kill"):
+            self._spawn(self._kill(plan))
+
     def _once(self, plan: RunPlan, what: str) -> bool:
         key = (plan.run, what)
         if key in self._fired:
