@@ -145,7 +145,7 @@ class AgUiNormalizer:
             IngestError: ``raw`` is not an object, has no string ``type`` or one that is no AG-UI type (not
                 UPPER_SNAKE_CASE: another format's event), a known event lacks an id it needs (``messageId``,
                 ``toolCallId``, ``subagentRunId``) or has a non-string text field, ``TOOL_CALL_ARGS`` / ``_END``
-                name a call never started (``_ARGS`` one ended; ``_START`` one started before), an event names a
+                name a call never started (``_ARGS`` one ended; ``_START`` one still open), an event names a
                 finished sub-agent, or a field makes no valid event (an id with a lone surrogate).
         """
         kind = require_type(raw, _PROVIDER)
@@ -290,8 +290,10 @@ class AgUiNormalizer:
 
     def _tool_start(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
-        if call_id in self._calls or call_id in self._ended_calls:  # a second call of one id: run twice, or renamed
-            raise IngestError(f"a raw {_PROVIDER} {kind}: tool call {call_id[:80]!r} was already started")
+        if call_id in self._calls:  # an id used again after its END is a new call (core.gate.find_call: the latest)
+            raise IngestError(
+                f"a raw {_PROVIDER} {kind}: tool call {call_id[:80]!r} is already open (no TOOL_CALL_END)"
+            )
         call = _Call(call_id, require_str(raw, "toolCallName", _PROVIDER, kind), agent.source)
         self._calls[call_id] = call
         self._names[call_id] = require_str(raw, "toolCallName", _PROVIDER, kind)

@@ -94,8 +94,6 @@ class AiSdkUiNormalizer:
         self._messages = MessageCounter()
         self._calls: dict[str, _Call] = {}
         self._names: dict[str, str] = {}
-        self._complete: set[str] = set()
-        """Calls whose input is complete (an ``end`` was sent): the same id again would be a second call."""
         self._handlers: dict[str, Callable[[dict[str, Any], str], list[Event]]] = {
             "start": self._start,
             "text-delta": self._text,
@@ -169,11 +167,6 @@ class AiSdkUiNormalizer:
         call = self._calls.get(call_id)
         if call is not None:
             return [], call
-        if call_id in self._complete:
-            raise IngestError(
-                f"a raw {_PROVIDER} {kind} event for tool call {call_id[:80]!r}, whose input is already complete: a "
-                "tool call id names one call (the parent loop would run it twice)"
-            )
         self._messages.ensure()
         call = self._calls[call_id] = _Call(call_id, text_field(raw, "toolName", _PROVIDER, kind) or None)
         if call.name is not None:
@@ -201,7 +194,6 @@ class AiSdkUiNormalizer:
         """The call's input is complete: its arguments (when none were streamed) and its ``end``."""
         events, call = self._open_call(raw, kind)
         del self._calls[call.id]
-        self._complete.add(call.id)
         if not call.got_args and raw.get("input") is not None:
             fragment = json.dumps(raw["input"], ensure_ascii=False)
             events.append(self._tool(call, ToolCallState.ARGS_DELTA, fragment))

