@@ -24,9 +24,12 @@ from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.ledger import MemoryLedger
 from core.relay import Relay
+from core.stop_controls import short_id
 from examples.stop_bot import stop_router
 from mocks.telegram import MockTelegram
+from tests.integration import test_clients
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN, Stack, start_stack, stop_stack
+from tests.integration.test_clients import Clients, ndjson
 
 
 def lines(*objs: dict[str, Any]) -> bytes:
@@ -311,3 +314,28 @@ async def test_a2a_bare_objects_are_replayed_after_a_restart(tmp_path: Path) -> 
         await ledger.close()
         await journal.close()
         assert [t for _, t in mock.visible(5)] == ["The bare artifact's answer. More."]
+
+
+clients = test_clients.clients  # the clients tests' fixture (alice and mallory, own tokens), used here by name
+
+
+async def test_another_clients_run_cannot_be_stopped_by_its_id_its_control_or_its_page(clients: Clients) -> None:
+    c = clients
+    assert (await c.alice.post("/v1/runs/run-1/events", content=ndjson(start_of("run-1")))).status_code == 200
+    # mallory knows alice's run id, so she can compute its control id (a hash, never a secret) and alice's key
+    attempts = ["run-1", short_id("alice/run-1"), "alice%2Frun-1", short_id("run-1")]
+    for run in attempts:
+        answer = await c.mallory.post(f"/v1/runs/{run}/stop", json={"by": "mallory"})
+        assert answer.status_code in (400, 404), (run, answer.status_code, answer.text)
+        assert "alice" in run or "alice" not in answer.text  # nothing of alice's run comes back
+    watch = (await c.mallory.get("/v1/runs/run-1/watch", params={"stop": "1"})).json()
+    stop_token = watch["url"].split("stop=", 1)[1].split("&", 1)[0]
+    page = await c.anon.post("/v1/runs/alice%2Frun-1/live/stop", headers={"Authorization": f"Bearer {stop_token}"})
+    assert page.status_code == 403, page.text  # mallory's stop token is for her own 'run-1'
+    report = (await c.alice.get("/v1/runs/run-1")).json()
+    assert report["done"] is False and report["end_status"] is None
+    assert (await c.alice.post(f"/v1/runs/{short_id('alice/run-1')}/stop")).status_code == 200  # hers: it stops
+
+
+def start_of(run: str) -> dict[str, Any]:
+    return {"kind": "run.start", "run": run, "channel": "telegram", "target": {"chat_id": 7}}
