@@ -139,7 +139,7 @@ def judge(
     must_show = 0 if stopped else len(plan.lines) if record.end_confirmed else record.confirmed
     judge_media(verdict, plan, answer_messages, report, must_show, lambda text: norm(text, p))
     judge_vanished(verdict, chat, calls or [], {CREATE[p], *MEDIA_SENDS[p]})
-    if record.end_confirmed and notices:
+    if record.end_confirmed and notices and not stopped:
         verdict.notes.append(f"{notices} notice(s) shown though the run ended ok")
     if report is None and not chat and record.confirmed == 0 and record.gone is not None:
         verdict.notes.append("never accepted: the agent left before the sidecar acknowledged a line (no report)")
