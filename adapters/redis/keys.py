@@ -13,6 +13,7 @@ Layout (prefix ``sr``, partition 7)::
     sr:{p7}:fence           the fencing token: incremented at every grant (INCR), never decreases
     sr:{p7}:in              the input stream (XADD by any replica, XREADGROUP by the owner)
     sr:{p7}:dead            its dead letters
+    sr:{p7}:stop:<run>      a run of the partition its reader stopped (every front refuses its later lines)
     sr:{p7}:j:...           the journal (RedisJournal)
     sr:{p7}:l:...           the ledger (RedisLedger)
     sr:{rate:<scope>}:tat   a budget's GCRA state; :pause its 429 pause; :finals the finals waiting on it
@@ -83,6 +84,11 @@ class KeySpace:
     def dead(self, partition: int) -> str:
         """The partition's dead-letter stream."""
         return f"{self.partition(partition)}:dead"
+
+    def stopped(self, partition: int, run: str) -> str:
+        """The mark of ``run`` (a run key of ``partition``) stopped by its reader: in the partition's slot, so the
+        input stream's append checks it atomically (:meth:`adapters.redis.InputStream.append_open`)."""
+        return f"{self.partition(partition)}:stop:{run}"
 
     def journal(self, partition: int, name: str) -> str:
         """A journal key of ``partition`` (``name`` may end with a run id)."""

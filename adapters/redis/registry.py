@@ -7,7 +7,9 @@ index: written once, at the run's ``run.start``, from its conversation) and wher
 
 Keys: ``sr:run:<run>`` holds the run's partition (a key of its own per run, so a Redis Cluster spreads them; it
 expires ``run_ttl_s`` after it was written: a run that lasts longer must not, see :class:`RunIndex`), and
-``sr:{replicas}:urls`` a hash owner id → URL.
+``sr:{replicas}:urls`` a hash owner id → URL. ``sr:ctl:<control key>`` holds the run key a Stop control's id
+names (:func:`core.stop_controls.short_id` is a hash of the run key: not readable back), written with the run's
+index entry, so any replica finds the run of a forwarded click.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class RunIndex:
         self._keys = keys
         self._ttl_s = run_ttl_s
         self._cache: OrderedDict[str, int] = OrderedDict()
+        self._controls: OrderedDict[str, str] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"RunIndex(prefix={self._keys.prefix!r}, cached={len(self._cache)})"
@@ -69,9 +72,13 @@ class RunIndex:
             self._cache.popitem(last=False)
         return partition
 
-    async def claim(self, run: str, partition: int) -> int:
+    def _control_key(self, control: str) -> str:
+        return f"{self._keys.prefix}:ctl:{control}"
+
+    async def claim(self, run: str, partition: int, control: str | None = None) -> int:
         """Record that ``run`` lives in ``partition`` unless it was recorded before; the partition it lives in
-        (another one: the run id was started before for another conversation).
+        (another one: the run id was started before for another conversation). ``control``: the key a Stop
+        control's id makes of the run (``client/<16 hex>``), recorded as naming ``run`` in the same round trip.
 
         Raises:
             redis.exceptions.RedisError: Redis failed.
@@ -80,7 +87,12 @@ class RunIndex:
         if known is not None:
             return known
         key = self._key(run)
-        if await self._client.set(key, partition, nx=True, ex=self._ttl_s):
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.set(key, partition, nx=True, ex=self._ttl_s)
+            if control is not None:  # a hash of the run key: every write of it is the same
+                pipe.set(self._control_key(control), run, ex=self._ttl_s)
+            written = (await pipe.execute())[0]
+        if written:
             return self._remember(run, partition)
         value = await self._client.get(key)
         return self._remember(run, partition if value is None else int(value))
@@ -96,6 +108,37 @@ class RunIndex:
             return known
         value = await self._client.get(self._key(run))
         return None if value is None else self._remember(run, int(value))
+
+    async def run_of_control(self, control: str) -> str | None:
+        """The run key a Stop control's key names (:meth:`claim`'s ``control``), None when no run is known by it.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        known = self._controls.get(control)
+        if known is not None:
+            return known
+        value = await self._client.get(self._control_key(control))
+        if value is None:
+            return None
+        self._controls[control] = str(value)
+        while len(self._controls) > CACHE:
+            self._controls.popitem(last=False)
+        return str(value)
+
+    async def mark_stopped(self, run: str, partition: int) -> bool:
+        """Mark ``run`` (of ``partition``) stopped by its reader, for as long as the index remembers it: every
+        front refuses its later lines (:meth:`adapters.redis.InputStream.append_open`). True when this call made
+        the mark (False: it was there).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        return bool(await self._client.set(self._keys.stopped(partition, run), 1, nx=True, ex=self._ttl_s))
+
+    async def unmark_stopped(self, run: str, partition: int) -> None:
+        """Take back a :meth:`mark_stopped` whose stop was not taken (the run goes on)."""
+        await self._client.delete(self._keys.stopped(partition, run))
 
 
 class ReplicaUrls:

@@ -59,6 +59,22 @@ return id
 """
 
 
+_APPEND_OPEN = """
+-- KEYS: inbox, then each entry's run's stop mark; ARGV: run, line, run, line...
+-- replies per entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended)
+local out = {}
+for k = 2, #KEYS do
+  local run, line = ARGV[2 * k - 3], ARGV[2 * k - 2]
+  if redis.call('EXISTS', KEYS[k]) == 1 then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', run, 'line', line)
+  end
+end
+return out
+"""
+
+
 @dataclass(frozen=True)
 class InputEntry:
     """One input line in a partition's stream: its stream ``id`` (what :meth:`InputStream.ack` takes), its run and
@@ -109,6 +125,7 @@ class InputStream:
         self._has_group: set[int] = set()
         self._bury = Script(client, _BURY, "stream.bury")
         self._retry = Script(client, _RETRY, "stream.retry")
+        self._append_open = Script(client, _APPEND_OPEN, "stream.append_open")
 
     def __repr__(self) -> str:
         return f"InputStream(prefix={self._keys.prefix!r})"
@@ -127,6 +144,22 @@ class InputStream:
                 pipe.xadd(key, {"run": entry.run, "line": entry.line})
             ids = await pipe.execute()
         return [str(i) for i in ids]
+
+    async def append_open(self, partition: int, entries: Sequence[JournalEntry]) -> list[str | None]:
+        """Append ``entries`` of ``partition`` in order, in one script, except the lines of runs their reader stopped
+        (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`): per
+        entry its stream id, or None for a line not appended (its run was stopped; the caller refuses it with 409).
+        The check and the append are atomic: a line is either in the stream before the mark, or refused after it.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed; none of ``entries`` may be counted accepted.
+        """
+        if not entries:
+            return []
+        keys = [self._keys.inbox(partition), *(self._keys.stopped(partition, e.run) for e in entries)]
+        args = [part for e in entries for part in (e.run, e.line)]
+        reply = await self._append_open(keys, args)
+        return [None if i == 0 else str(i) for i in reply]
 
     async def _ensure_group(self, partition: int) -> None:
         if partition in self._has_group:

@@ -4,7 +4,10 @@ Lines are checked here as far as they can be without the run (a JSON object, a v
 a target the channel takes), then appended to the input stream of the run's partition: a ``run.start`` picks the
 partition from its conversation (channel and chat) and records it in the run index; every later line of the run
 follows it there. The answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops
-repeats and lines after the run's end (its journal knows them), as one process does.
+repeats and lines after the run's end (its journal knows them), as one process does. A run its reader stopped is
+marked in Redis before its owner takes the stop (:meth:`ReplicaFront.stop`); the append checks the mark atomically,
+so every front answers the run's later lines 409 :data:`core.stop.STOPPED_ERROR`, as one sidecar does (a front
+remembers the runs it saw stopped: a stop is final, so their lines are refused without asking Redis again).
 
 Reads (report, monitor, pipeline lane, gate) of a run are answered by the relay of the run's partition on this
 replica; :class:`adapters.ingest_http.owner_proxy.OwnerProxy` forwards them here from the other replicas.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,18 +25,29 @@ from adapters.redis import InputStream, RunIndex, conversation_key, partition_of
 from app.replicas.peers import ReplicaPeers
 from core.admission import LineResult
 from core.channel import ChannelRuntime
+from core.clients import run_key, split_key
 from core.errors import IngestError
 from core.events import RunStart, parse_event
 from core.gate import GateDecision
 from core.journal import JournalEntry
 from core.monitor import RunMonitor
 from core.pipeline import PipelineLane
+from core.ports import DraftStopControls
 from core.relay import Relay
 from core.report import DeliveryReport
-from core.stop import StopState
+from core.stop import STOPPED_ERROR, StopState
+from core.stop_controls import is_short_id, short_id
 
 UNREAD_POLL_S = 0.1
 """How often a report request waiting for a run its owner has not read yet asks again."""
+STOPPED_CACHE = 100_000
+"""Stopped runs a front remembers (their lines are refused without a Redis round trip)."""
+
+
+def control_key(key: str) -> str:
+    """The key a Stop control's id makes of run ``key`` (what a bot's forwarded click names):
+    ``client/<16 hex>`` (:func:`core.stop_controls.short_id`)."""
+    return run_key(split_key(key)[0], short_id(key))
 
 
 class ReplicaFront:
@@ -60,6 +75,7 @@ class ReplicaFront:
         self._partitions = partitions
         self._local = local
         self._relays: Callable[[], list[Relay]] = lambda: []
+        self._stopped: OrderedDict[str, None] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
@@ -84,18 +100,28 @@ class ReplicaFront:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
         """
         results: list[LineResult | IngestError] = []
-        batches: dict[int, list[JournalEntry]] = {}
+        batches: dict[int, list[tuple[int, JournalEntry]]] = {}
         for obj, raw in lines:
             try:
                 partition, entry = await self._route(obj, raw, run_hint)
             except IngestError as exc:
                 results.append(exc)
                 continue
-            batches.setdefault(partition, []).append(entry)
+            batches.setdefault(partition, []).append((len(results), entry))
             results.append(LineResult(events=1))
-        for partition, entries in batches.items():
-            await self._stream.append(partition, entries)
+        for partition, numbered in batches.items():
+            ids = await self._stream.append_open(partition, [entry for _, entry in numbered])
+            for (at, entry), stream_id in zip(numbered, ids, strict=True):
+                if stream_id is None:  # its run's stop mark is there: refused, never appended
+                    self._remember_stopped(entry.run)
+                    results[at] = IngestError(STOPPED_ERROR, status=409)
         return results
+
+    def _remember_stopped(self, run: str) -> None:
+        self._stopped[run] = None
+        self._stopped.move_to_end(run)
+        while len(self._stopped) > STOPPED_CACHE:
+            self._stopped.popitem(last=False)
 
     async def _route(self, obj: Any, raw: str | None, run_hint: str | None) -> tuple[int, JournalEntry]:
         if not isinstance(obj, dict):
@@ -105,6 +131,8 @@ class ReplicaFront:
         run = obj.get("run", run_hint)
         if not isinstance(run, str) or not run:
             raise IngestError("line has no 'run': post it to /v1/runs/{run}/events or give 'run'")
+        if run in self._stopped:
+            raise IngestError(STOPPED_ERROR, status=409)
         if "kind" not in obj:  # a raw provider event: its run's normalizer reads it on the owner
             partition = await self._started(run)
             return partition, JournalEntry(run, raw if raw is not None else json.dumps(obj))
@@ -125,7 +153,7 @@ class ReplicaFront:
         if problem is not None:
             raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
         partition = partition_of(conversation_key(event.channel, event.target.chat_id), self._partitions)
-        if await self._index.claim(event.run, partition) != partition:
+        if await self._index.claim(event.run, partition, control_key(event.run)) != partition:
             raise IngestError(
                 f"run {event.run!r} already started for another conversation: a run keeps its run.start; use a new "
                 "run id",
@@ -211,19 +239,60 @@ class ReplicaFront:
         return await relay.gate(run_id, call_id, source_key=source_key, wait_s=wait_s)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
-        """Stop the run on its partition's relay (:meth:`core.relay.Relay.stop`; the owner proxy sends it here). A
-        Stop control's id (not a run in the index) is looked for among this replica's runs only: the replica that
-        owns the run knows it; another answers 404 (the bot may send the run id instead)."""
-        relay = await self._relay(run_id)
-        if relay is not None:
-            return await relay.stop(run_id, by, reason)
-        for local in self._relays():
+        """Stop the run on its partition's relay (:meth:`core.relay.Relay.stop`; the owner proxy sends it here).
+        ``run_id`` is the run's key or a Stop control's key (``client/<16 hex>``, found in the run index by any
+        replica: :meth:`locate`). The run is marked stopped in Redis first, so no front takes its lines from here
+        on; the mark is taken back when the relay does not take the stop (404, 409, 503: the run goes on or ended
+        otherwise). A Telegram draft's id (``draft:<chat>:<draft>``) is looked for among this replica's runs only.
+
+        Raises:
+            IngestError: 404 unknown run, 409 it ended otherwise, 503 its partition is moving (retry).
+        """
+        key = await self.locate(run_id)
+        partition = await self._index.partition(key)
+        relay = await self._relay(key)
+        if relay is not None and partition is not None:
+            marked = await self._index.mark_stopped(key, partition)
             try:
-                return await local.stop(run_id, by, reason)
+                return await relay.stop(key, by, reason)
+            except BaseException:
+                if marked:
+                    await self._index.unmark_stopped(key, partition)
+                raise
+        for local in self._relays():  # a Telegram draft's id (draft_partition sent it to this replica)
+            try:
+                state = await local.stop(run_id, by, reason)
             except IngestError as exc:
                 if exc.status != 404:
                     raise
-        raise IngestError(f"unknown run {run_id!r} (a Stop control's id is known to its run's replica)", status=404)
+                continue
+            if (stopped := await self._index.partition(state.run)) is not None:
+                await self._index.mark_stopped(state.run, stopped)  # after: the relay refuses lines meanwhile
+            return state
+        raise IngestError(f"unknown run {run_id!r}", status=404)
+
+    def draft_partition(self, key: str) -> int | None:
+        """The partition of a Telegram draft's stop key (``client/draft:<chat>:<draft>``,
+        :func:`core.stop_controls.draft_control_id`): its chat's conversation on the channel whose adapter streams
+        drafts (None: not a draft's key, or several such channels place the chat in different partitions)."""
+        kind, _, rest = split_key(key)[1].partition(":")
+        chat = rest.rpartition(":")[0]
+        if kind != "draft" or not chat:
+            return None
+        found = {
+            partition_of(conversation_key(name, chat), self._partitions)
+            for name, channel in self.channels.items()
+            if isinstance(channel.adapter, DraftStopControls)
+        }
+        return found.pop() if len(found) == 1 else None
+
+    async def locate(self, key: str) -> str:
+        """The run key ``key`` names: itself when it is in the run index, else the run a Stop control's key names
+        (:func:`control_key`, recorded at the run's ``run.start``), else ``key`` unchanged."""
+        if await self._index.partition(key) is not None or not is_short_id(split_key(key)[1]):
+            return key
+        found = await self._index.run_of_control(key)
+        return key if found is None else found
 
     def active_runs(self) -> list[str]:
         return [run for relay in self._relays() for run in relay.active_runs()]

@@ -105,8 +105,12 @@ class ReplicaService:
         return owner.relay if owner is not None and owner.ready.is_set() and not owner.lost else None
 
     async def locate(self, run: str) -> str | None:
-        """Where ``run`` is answered (:data:`adapters.ingest_http.owner_proxy.Locate`)."""
+        """Where ``run`` is answered (:data:`adapters.ingest_http.owner_proxy.Locate`): a run key, a Stop control's
+        key (:meth:`app.replicas.front.ReplicaFront.locate`) or a Telegram draft's stop key (its chat's partition)."""
+        run = await self._front.locate(run)
         partition = await self._index.partition(run)
+        if partition is None:
+            partition = self._front.draft_partition(run)
         if partition is None or self.local(partition) is not None:
             return None  # unknown here and everywhere (404), or ours
         holder = await self._leases.holder(partition)

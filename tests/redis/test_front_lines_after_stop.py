@@ -1,8 +1,8 @@
 """Chaos finding (issue 15, ``streamrelay chaos --backend redis``, seed 12, run chaos-12-00042): on replicas an
-agent's lines of a run after the reader's stop are answered 200 ``accepted`` and then dropped by the partition's
+agent's lines of a run after the reader's stop were answered 200 ``accepted`` and then dropped by the partition's
 owner, where one sidecar answers them 409 "run stopped by the reader; stop streaming" (README "Stop": "the agent's
-later lines of the run get 409 ..., never a silent drop"). The front that takes a line into Redis does not know the
-run was stopped (the stop went to the owner's relay); the agent is never told to stop streaming."""
+later lines of the run get 409 ..., never a silent drop"). Now the stop is marked in Redis beside the partition's
+input stream before the owner takes it, and every front's append checks the mark."""
 
 from __future__ import annotations
 
@@ -25,11 +25,6 @@ class _Owner:
         return StopState(run_id, "stopping", by, reason)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replicas: a front takes a stopped run's lines into Redis (200) and the owner drops them silently; needs"
-    " the stop recorded where every front reads it (e.g. beside the run index) and a 409 there",
-)
 async def test_a_line_after_a_stop_is_refused_409_by_any_replica(client: Redis) -> None:
     relay = cast(Relay, _Owner())
     owner = ReplicaFront({}, InputStream(client), RunIndex(client), 16, local=lambda p: relay if p == 3 else None)

@@ -1,5 +1,5 @@
-"""A replica's front stops a run on its partition's relay; a Stop control's id (not in the run index) is looked for
-among the replica's own runs, and a 404 says the id is known to its run's replica only."""
+"""A replica's front stops a run on its partition's relay, by the run's id or by its Stop control's id (recorded in
+Redis with the run's index entry, so any replica finds it); an unknown id is a 404."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from adapters.redis import InputStream, RunIndex
 from adapters.redis.client import Redis
-from app.replicas.front import ReplicaFront
+from app.replicas.front import ReplicaFront, control_key
 from core.errors import IngestError
 from core.relay import Relay
 from core.stop import StopState
@@ -34,10 +34,10 @@ async def test_a_stop_reaches_the_runs_relay_by_id_or_by_its_control(client: Red
     relay = cast(Relay, owner)
     front = ReplicaFront({}, InputStream(client), RunIndex(client), 16, local=lambda p: relay if p == 3 else None)
     front.follow(lambda: [relay])
-    await RunIndex(client).claim("r1", 3)
+    await RunIndex(client).claim("r1", 3, control_key("r1"))
     assert (await front.stop("r1", "web")).run == "r1"
-    assert (await front.stop(short_id("r1"), "telegram:user:1")).run == "r1"  # the button's id: found locally
-    assert owner.stopped == [("r1", "web"), (short_id("r1"), "telegram:user:1")]
+    assert (await front.stop(short_id("r1"), "telegram:user:1")).run == "r1"  # the button's id: found in Redis
+    assert owner.stopped == [("r1", "web"), ("r1", "telegram:user:1")]
     with pytest.raises(IngestError) as unknown:
         await front.stop(short_id("r2"))
-    assert unknown.value.status == 404 and "known to its run's replica" in str(unknown.value)
+    assert unknown.value.status == 404 and str(unknown.value) == f"unknown run {short_id('r2')!r}"
