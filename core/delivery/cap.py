@@ -6,7 +6,9 @@ where the desired state is decided, so the planner and the reconciler never see 
 - The :class:`~core.delivery.slotbook.SlotBook` counts every slot the run's stages claim (answer parts, the status
   message, shown reasoning, a notice, a child's status line) and refuses a claim past the limit: the slot it hands
   back then is :attr:`~core.delivery.slots.Slot.over_limit`, in no book, never shown. Side messages (status,
-  reasoning, a child's status line) leave one message free for the answer until the answer has one.
+  reasoning, a child's status line) leave one message free for the answer until the answer has one; a media item
+  always leaves one free (the text after it, or the cut notice), and when one finds no room the last media item
+  shown is marked cut (the report says ``partial``).
 - The delivery modes ask how many answer parts they may still have (:meth:`SlotBook.room`) and lay the answer out
   within it (:func:`within`): when it needs more, the last allowed part ends with :attr:`MessageLimit.notice`,
   that part cut at its best break so the notice fits the platform's limit with it, and the rest is not sent.

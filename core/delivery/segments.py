@@ -68,6 +68,10 @@ class MediaSegments:
             self._mode.close_segment()
         slot = self._book.claim_slot(SlotRole.MEDIA, media.text(), self._fmt)
         self.media.append(slot)
+        if slot.over_limit:  # the last media item shown says the rest were cut: the report is partial
+            kept = next((m for m in reversed(self.media) if not m.over_limit), None)
+            if kept is not None:
+                self._book.mark_cut(kept, True, "the answer's media")
         if self._final or slot.over_limit:
             return slot
         self._closed.append(answer[self._offset :])

@@ -122,6 +122,8 @@ class SlotBook:
         if self.limit is None:
             return None
         left = self.limit.max_messages - self.claimed
+        if role is SlotRole.MEDIA:  # one message stays free for the text after it, or the cut notice
+            return max(0, left - 1)
         if role in _FIRST or self._answers:
             return max(0, left)
         return max(0, left - 1)  # one message stays free for the answer
