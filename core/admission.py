@@ -16,7 +16,7 @@ from core.channel import ChannelRuntime
 from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import End, Event, ProviderFormat, RunStart, Stop, parse_event
+from core.events import MAX_SEQ, End, Event, ProviderFormat, RunStart, Stop, parse_event
 from core.inbox import Inbox
 from core.journal import Journal
 from core.ledger import Ledger
@@ -27,8 +27,23 @@ from core.pipeline import ArgsValidator
 from core.policy import apply_overrides
 from core.run_controller import RunController
 from core.run_worker import ActiveRun
-from core.sequencer import SeqGate
+from core.sequencer import SeqFloor, SeqGate
 from core.stop import STOPPED_ERROR, is_stop_note
+
+
+def raw_seq(obj: dict[str, Any]) -> int | None:
+    """The ``seq`` a raw stream line carries beside the stream's own fields (none of the seven formats uses the
+    key), or None.
+
+    Raises:
+        IngestError: it is not an integer from 0 to :data:`core.events.MAX_SEQ`.
+    """
+    seq = obj.get("seq")
+    if seq is None:
+        return None
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+        raise IngestError(f"'seq' of a raw stream line must be an integer from 0 to {MAX_SEQ}, got {seq!r}")
+    return seq
 
 
 @dataclass(frozen=True)
@@ -147,11 +162,15 @@ class Admission:
             raise IngestError(STOPPED_ERROR, status=409)
         if (closed := run.closed_to(event)) is not None:
             return None, [], LineResult(dropped=closed)
-        if event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last:
+        if event.seq is not None and (
+            (run.gate.last is not None and event.seq <= run.gate.last) or run.seqs.taken(event.seq)
+        ):
             return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
         limits = run.limits if run.limits is not None else self.limits_for(run.run)
         if enforce and event.seq is not None:
             run.usage.check_seq(event.seq, limits)
+        if event.seq is not None:
+            run.seqs.take(event.seq)
         events: list[Event] = [event]
         if isinstance(event, End) and event.source is None:
             if run.normalizer is not None:
@@ -194,8 +213,24 @@ class Admission:
                 f"({', '.join(ProviderFormat)})",
                 status=409 if run is None and "type" in obj else 400,
             )
+        seq = raw_seq(obj)
+        if seq is not None:
+            if run.seqs.taken(seq):
+                return None, [], LineResult(dropped=f"seq {seq} was already taken")
+            expected = run.seqs.next_raw()
+            if expected is not None and seq != expected:
+                raise IngestError(
+                    f"raw stream line seq {seq} is not the next one: a raw line is normalized as it comes, so it is "
+                    f"taken only in order; send again from seq {expected}",
+                    status=409,
+                )
+            obj = {k: v for k, v in obj.items() if k != "seq"}
         events = run.normalizer.feed(obj)
         run.usage.charge(events, self.limits_for(run.run), enforce=enforce)
+        if seq is not None:
+            run.seqs.take(seq)
+            run.gate.consume(seq)
+            run.usage.max_seq = max(seq, run.usage.max_seq if run.usage.max_seq is not None else seq)
         return run, events, LineResult(events=len(events))
 
     @property
@@ -333,6 +368,7 @@ class Admission:
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
         run = ActiveRun(controller, Inbox(self.limits.queue_size), gate, normalizer, [] if replay else None)
+        run.seqs = SeqFloor(floor=event.seq)
         run.usage.max_seq = event.seq
         run.limits = client
         run.usage.charge([event], client, enforce=False)

@@ -25,7 +25,7 @@ from core.inbox import Inbox
 from core.normalize import Normalizer
 from core.quota import RunUsage
 from core.run_controller import RunController
-from core.sequencer import SeqGate, join_deltas
+from core.sequencer import SeqFloor, SeqGate, join_deltas
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -54,6 +54,8 @@ class ActiveRun:
     end_seq: int | None = None
     ended: bool = False
     """The root's ``end`` was taken (lines after it have nothing to change)."""
+    seqs: SeqFloor = field(default_factory=lambda: SeqFloor())
+    """The ``seq`` numbers taken at admission (raw stream lines are taken only in order)."""
     usage: RunUsage = field(default_factory=lambda: RunUsage())
     """What the run has carried so far, against its client's per-run limits."""
     limits: ClientLimits | None = None

@@ -1,7 +1,10 @@
 """Per-run input order: by ``seq`` (a repeated ``seq`` is dropped; a gap is held until filled or timed out), then
 deltas that arrived together joined into one.
 
-Events without ``seq`` pass straight through in arrival order.
+Events without ``seq`` pass straight through in arrival order. A raw stream line (a provider or agent-protocol
+event, normalized at admission) may carry ``seq`` too: admission takes such lines only in order
+(:class:`SeqFloor`: a repeat is dropped, one past a gap refused), its events go on without ``seq``, and the gate is
+told the number is used (:meth:`SeqGate.consume`), so the lines after it are not held for it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,19 @@ class SeqGate:
     dropped: int = 0
     gaps: list[str] = field(default_factory=list)
     _skipped: list[tuple[int, int]] = field(default_factory=list)
+    _consumed: set[int] = field(default_factory=set)
+
+    def consume(self, seq: int) -> None:
+        """``seq`` is used by a raw line taken at admission (its events carry no ``seq``): once the events before it
+        are released, it counts as released too."""
+        if self.last is None or seq > self.last:
+            self._consumed.add(seq)
+            self._skip_consumed()
+
+    def _skip_consumed(self) -> None:
+        while self._consumed and self.last is not None and self.last + 1 in self._consumed:
+            self._consumed.discard(self.last + 1)
+            self.last += 1
 
     def push(self, event: Event, now: float) -> list[Event]:
         """Take one event; return the events now ready, in order."""
@@ -55,10 +71,12 @@ class SeqGate:
 
     def _release(self) -> list[Event]:
         out: list[Event] = []
+        self._skip_consumed()
         while self._held and (self.last is None or self._held[0][0] == self.last + 1):
             seq, _, event = heapq.heappop(self._held)
             self.last = seq
             out.append(event)
+            self._skip_consumed()
         return out
 
     def deadline(self) -> float | None:
@@ -71,6 +89,7 @@ class SeqGate:
             return []
         out: list[Event] = []
         while self._held:
+            self._skip_consumed()
             seq, _, event = heapq.heappop(self._held)
             if self.last is not None and seq > self.last + 1:
                 self.gaps.append(f"seq {self.last + 1}..{seq - 1} never arrived")
@@ -79,6 +98,36 @@ class SeqGate:
             out.append(event)
         self._held_since = None
         return out
+
+
+@dataclass
+class SeqFloor:
+    """The ``seq`` numbers admission has taken for one run: every number up to ``floor``, and ``above`` it.
+
+    Normalized lines may come out of order (the :class:`SeqGate` orders them); a raw stream line cannot wait (it is
+    normalized as it is taken), so it is taken only as the next number after ``floor``.
+    """
+
+    floor: int | None = None
+    above: set[int] = field(default_factory=set)
+
+    def taken(self, seq: int) -> bool:
+        """Whether a line with ``seq`` was taken already."""
+        return (self.floor is not None and seq <= self.floor) or seq in self.above
+
+    def next_raw(self) -> int | None:
+        """The ``seq`` a raw line must have to be taken now (None: any, nothing numbered was taken yet)."""
+        return None if self.floor is None else self.floor + 1
+
+    def take(self, seq: int) -> None:
+        """Note ``seq`` taken."""
+        if self.floor is None:
+            self.floor = seq
+        elif seq > self.floor:
+            self.above.add(seq)
+        while self.floor + 1 in self.above:
+            self.above.discard(self.floor + 1)
+            self.floor += 1
 
 
 def join_deltas(events: list[Event]) -> list[Event]:

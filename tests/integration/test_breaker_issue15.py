@@ -268,12 +268,6 @@ async def serve_sqlite(
     return relay, sidecar, ledger, journal
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/admission.py + the seq gate: a raw provider line's 'seq' is ignored, so an agent that re-sends its "
-    "request (the README's safe retry) has every raw line applied twice: the tool call reaches the parent loop twice "
-    "and the answer shows twice",
-)
 async def test_a_resent_raw_stream_with_seq_is_taken_once(stack: Stack) -> None:
     body = lines(
         {**start("ag-ui"), "seq": 0},
