@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from adapters.sqlite import SqliteJournal, SqliteStore
 from adapters.sqlite.journal import SWEEP_ROWS
@@ -40,14 +42,14 @@ async def test_background_units_never_go_ahead_of_waiting_ones(tmp_path: Path) -
     store = await SqliteStore.open(tmp_path / "order.sqlite3")
     order: list[str] = []
 
-    def unit(name: str) -> object:
+    def unit(name: str) -> Callable[[sqlite3.Connection], None]:
         def work(db: sqlite3.Connection) -> None:
             order.append(name)
 
         return work
 
     # handed over in one loop turn: the background ones first, then the foreground ones
-    handed = [store.transaction(unit(f"bg{i}"), background=True) for i in range(5)]
+    handed: list[Coroutine[Any, Any, None]] = [store.transaction(unit(f"bg{i}"), background=True) for i in range(5)]
     handed += [store.transaction(unit(f"fg{i}")) for i in range(3)]
     await asyncio.gather(*handed)
     assert order[:3] == ["fg0", "fg1", "fg2"]
