@@ -44,6 +44,7 @@ from adapters.error_factories import Scrubber
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
 from adapters.telegram.media import TelegramMedia
 from adapters.telegram.render import render
+from adapters.telegram.responses import RESPONSE_MODELS  # noqa: F401  (kept built: see the module)
 from adapters.telegram.settle import probe_ids
 from adapters.telegram.stop_control import TelegramStopControls
 from core.errors import (
