@@ -9,36 +9,26 @@ bench/bench_load.py). Holding them here keeps them in the cache for the process'
 
 from __future__ import annotations
 
-from aiogram.methods import (
-    DeleteMessage,
-    EditMessageCaption,
-    EditMessageReplyMarkup,
-    EditMessageText,
-    SendAudio,
-    SendChatAction,
-    SendDocument,
-    SendMessage,
-    SendMessageDraft,
-    SendPhoto,
-    SendVideo,
-)
+from aiogram import methods
 from aiogram.methods.base import Response
 from pydantic import BaseModel
 
+METHODS = (
+    "DeleteMessage",
+    "EditMessageCaption",
+    "EditMessageReplyMarkup",
+    "EditMessageText",
+    "SendAudio",
+    "SendChatAction",
+    "SendDocument",
+    "SendMessage",
+    "SendMessageDraft",
+    "SendPhoto",
+    "SendVideo",
+)
+"""The Bot API methods the adapter calls (aiogram's class names)."""
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = tuple(
-    Response[method.__returning__]  # type: ignore[name-defined]
-    for method in (
-        DeleteMessage,
-        EditMessageCaption,
-        EditMessageReplyMarkup,
-        EditMessageText,
-        SendAudio,
-        SendChatAction,
-        SendDocument,
-        SendMessage,
-        SendMessageDraft,
-        SendPhoto,
-        SendVideo,
-    )
+    Response[getattr(methods, name).__returning__]  # type: ignore[misc]
+    for name in METHODS
 )
 """The response model of every method the adapter calls."""
