@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import cast
 
-import pytest
-
 from adapters.redis import InputStream, RunIndex
 from adapters.redis.client import Redis
 from app.replicas.front import ReplicaFront
