@@ -228,6 +228,20 @@ def _marker_end(line: str, i: int, n: int, complete: bool) -> int:
     return j if line[j] in " \t" else -1
 
 
+_MARKS_SO_FAR = {c: re.compile(rf"\{c}(?:[ \t]*\{c})*[ \t]*") for c in "-*"}
+
+
+def _thematic_break(line: str, i: int, n: int, complete: bool) -> bool | None:
+    """Whether ``line[i:n]`` (from a ``-`` or ``*``) is a thematic break, which wins over a list item ("* * *" is
+    no nested list: https://spec.commonmark.org/0.31.2/#thematic-breaks); None while the characters so far (the
+    marker and spaces only) cannot tell."""
+    if not _MARKS_SO_FAR[line[i]].fullmatch(line, i, n):
+        return False
+    if not complete:
+        return None
+    return line.count(line[i], i, n) >= 3
+
+
 def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: bool) -> LineRead:  # noqa: C901
     """Read the prefix of ``line[:n]`` (a whole line when ``complete``) in the state ``st``.
 
@@ -287,7 +301,8 @@ def read_prefix(line: str, n: int, st: ReaderState, break_open: bool, complete: 
             q = i
         blank = False
         if col <= 3 + list_base(lists, quotes, col) and (c in "-*+" or "0" <= c <= "9"):
-            j = _marker_end(line, i, n, complete)
+            brk = _thematic_break(line, i, n, complete) if c in "-*" else False
+            j = -1 if brk else -2 if brk is None else _marker_end(line, i, n, complete)
             if j == -2:
                 return LineRead(OPEN, q, i, i, quotes, col, lists, False, implicit_end, new_item)
             if j >= 0:
