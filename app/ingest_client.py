@@ -150,6 +150,9 @@ async def replay(
 ) -> dict[str, Any]:
     """Post ``run.start`` (declaring ``fmt``), the raw events ``pace_ms`` apart, and ``end``; return the report.
 
+    Every line carries ``seq`` (``run.start`` 0, the events 1, 2, …, ``end`` last), so replaying the same recording
+    into the same run again (after a lost answer or a sidecar's crash) takes each line once.
+
     Raises:
         RuntimeError: the sidecar refused the request (the message carries its answer), or the connection to it was
             lost (:class:`SidecarUnreachableError`).
@@ -160,6 +163,7 @@ async def replay(
         "channel": channel,
         "target": {"chat_id": chat_id, **({"thread_id": thread_id} if thread_id is not None else {})},
         "format": fmt,
+        "seq": 0,
     }
 
     async def body() -> AsyncIterator[bytes]:
@@ -169,10 +173,10 @@ async def replay(
             delay = t0 + i * pace_ms / 1000 - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            yield (json.dumps(event) + "\n").encode()
+            yield (json.dumps({**event, "seq": i + 1}) + "\n").encode()
             if on_line is not None:
                 on_line(i + 1)
-        yield (json.dumps({"kind": "end", "run": run, "status": "ok"}) + "\n").encode()
+        yield (json.dumps({"kind": "end", "run": run, "status": "ok", "seq": len(events) + 1}) + "\n").encode()
 
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
     try:
