@@ -20,15 +20,31 @@ answering it, maybe after storing it (a gateway timing out on a backend that wen
 that makes a new message: repeating it could show the message twice) that is ``UncertainDeliveryError``, settled
 with :meth:`core.ports.ChannelAdapter.settle_send`; for every other call (edits, deletes, reads, typing: repeating
 them does no harm) it is ``PlatformUnavailableError``, retried by the core.
+
+Answers the adapter cannot read, :func:`unreadable_answer`: the platform (or a proxy in front of it) answered, but
+not in the platform's documented shape (a 200 without the result, an empty body, an HTML page, a message without
+its id). Whatever the call, that is *unknown*: ``UnreadableAnswerError``, an ``UncertainDeliveryError`` (a create
+is settled, the rest retried), never the SDK's ``JSONDecodeError`` / ``KeyError`` / ``ValidationError``. Each
+adapter reads it where its SDK decodes answers (:mod:`adapters.telegram.session`, :mod:`adapters.discord.trace`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import aiohttp
 
-from core.errors import AnswerTimeoutError, DeliveryError, PlatformUnavailableError, UncertainDeliveryError
+from core.errors import (
+    AnswerTimeoutError,
+    DeliveryError,
+    PlatformUnavailableError,
+    UncertainDeliveryError,
+    UnreadableAnswerError,
+)
+
+EXCERPT_CHARS = 80
+"""How much of an unreadable answer's body an error quotes (whitespace runs count as one space)."""
 
 NETWORK_OUTCOMES: tuple[tuple[type[BaseException], type[DeliveryError]], ...] = (
     (aiohttp.ConnectionTimeoutError, PlatformUnavailableError),  # connect timed out: nothing sent
@@ -52,3 +68,43 @@ def server_error(*, creates: bool) -> type[DeliveryError]:
         else ``PlatformUnavailableError`` (safe to repeat).
     """
     return UncertainDeliveryError if creates else PlatformUnavailableError
+
+
+def excerpt(body: str | bytes, *, limit: int = EXCERPT_CHARS) -> str:
+    """The start of an answer's ``body`` for an error message: undecodable bytes replaced, whitespace runs (newlines
+    too) one space, at most ``limit`` characters (then ``…``). Not scrubbed: the caller scrubs the whole message."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + "…"
+
+
+def unreadable_answer(
+    platform: str,
+    method: str,
+    *,
+    status: int | None,
+    why: str,
+    body: str | bytes,
+    target: str,
+    scrub: Callable[[str], str],
+) -> UnreadableAnswerError:
+    """The error for an answer to ``method`` that cannot be read (module docstring).
+
+    Args:
+        platform: e.g. ``telegram``.
+        method: the platform's name of the call, e.g. ``sendMessage``.
+        status: the answer's HTTP status (None: not known).
+        why: what is wrong with it, e.g. ``ok without a result``.
+        body: the answer's body as received; only its :func:`excerpt` is quoted.
+        target: the conversation id, for the error's ``target``.
+        scrub: removes secrets (the bot token) from text; applied to the message and the excerpt.
+
+    Returns:
+        ``UnreadableAnswerError`` whose message is ``<platform> <method>: unreadable answer (HTTP <status>): <why>;
+        body '<excerpt>'`` (``body empty`` for none).
+    """
+    quoted = scrub(excerpt(body))
+    shown = f"body {quoted!r}" if quoted else "body empty"
+    code = "HTTP ?" if status is None else f"HTTP {status}"
+    message = scrub(f"{platform} {method}: unreadable answer ({code}): {why}; {shown}")
+    return UnreadableAnswerError(message, status=status, excerpt=quoted, platform=platform, target=target)

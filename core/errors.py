@@ -8,6 +8,8 @@
           RateLimitedError(retry_after_s, scope)
           PlatformUnavailableError    not done: not sent, or a 5xx to an edit or delete
         UncertainDeliveryError        unknown (timeout, reset, 5xx to a create): a create is settled, not resent
+          AnswerTimeoutError          sent whole, no answer within the send timeout
+          UnreadableAnswerError(status, excerpt)  an answer the adapter cannot read (no result, empty, HTML)
         PermanentDeliveryError        not retried; recorded with its cause
           TargetNotFoundError
           ForbiddenError
@@ -102,6 +104,26 @@ class UncertainDeliveryError(DeliveryError):
 class AnswerTimeoutError(UncertainDeliveryError):
     """Unknown, after a request that was sent whole and got no answer within the send timeout: the platform was
     reached and, most often, is still processing or has stored it (unlike a 5xx from a proxy or a reset)."""
+
+
+class UnreadableAnswerError(UncertainDeliveryError):
+    """Unknown: the platform (or something in front of it) answered, but not in a shape the adapter can read: a
+    200 without the result (Telegram ``{"ok": true}`` alone), an empty or HTML body, a message without its id. The
+    call may have been done: a create is settled like a timeout (or reported uncertain), never blindly resent; an
+    edit, a delete, typing and a Stop move are retried (they are idempotent). Never an SDK's decode error.
+
+    Args:
+        message: ``<platform> <method>: ...`` with what was wrong, token-free.
+        status: the answer's HTTP status, or None when it is not known.
+        excerpt: the start of the answer's body, short and token-free (for people; ``""``: an empty body).
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, excerpt: str = "", platform: str = "", target: str = ""
+    ) -> None:
+        super().__init__(message, platform=platform, target=target)
+        self.status = status
+        self.excerpt = excerpt
 
 
 class PermanentDeliveryError(DeliveryError):
