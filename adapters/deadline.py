@@ -7,7 +7,7 @@ an overloaded sidecar reported sends as uncertain (maybe landed) that had never 
 
 - until the request's headers are written (an aiohttp trace hook, :func:`trace_config`, marks it): ``queue_s``; a call
   that runs out of it was never sent (the caller reports it *not done*, safe to send again);
-- from then on: ``timeout_s`` plus every second the loop stalled meanwhile (:func:`core.pressure.stalled_s`, the
+- from then on: ``timeout_s`` plus every second the loop stalled meanwhile (:func:`core.ingest.pressure.stalled_s`, the
   loop-lag probe's sum of late wake-ups): a call that runs out of it waited that long for the platform itself
   (*unknown*: it may have landed).
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from core.pressure import stalled_s
+from core.ingest.pressure import stalled_s
 
 CALL: contextvars.ContextVar[SendDeadline | None] = contextvars.ContextVar("platform_call_deadline", default=None)
 """The deadline of the platform call the current task is making (None: none)."""

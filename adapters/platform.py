@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 
 from pydantic import SecretStr
 
+from core.budgets.rate import MESSAGE_CALLS, Budget, BudgetScope
 from core.ports import CallKind, ChannelAdapter
-from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 from core.units import LengthUnit
 
 
 @dataclass(frozen=True)
 class SourcedBudget:
-    """A default :class:`~core.rate.Budget` and the documentation URL its numbers come from."""
+    """A default :class:`~core.budgets.rate.Budget` and the documentation URL its numbers come from."""
 
     budget: Budget
     source: str
@@ -33,7 +33,8 @@ def sourced_budget(
     name: str, scope: BudgetScope, per_s: float, burst: float, source: str, calls: frozenset[CallKind] | None = None
 ) -> tuple[str, SourcedBudget]:
     """One default budget as ``(name, SourcedBudget)``: ``per_s`` calls a second, ``burst`` calls at once, for
-    ``calls`` (default: the message calls, :data:`core.rate.MESSAGE_CALLS`); ``source`` is its documentation URL."""
+    ``calls`` (default: the message calls, :data:`core.budgets.rate.MESSAGE_CALLS`); ``source`` is its documentation
+    URL."""
     return name, SourcedBudget(Budget(name, scope, per_s, burst, calls or MESSAGE_CALLS), source)
 
 

@@ -28,11 +28,11 @@ from app.dry_run import DRY_RUN, seed_thread
 from app.ingest_client import detect_format, recording_lines, replay
 from app.service import Sidecar, build_relay
 from config.settings import DEFAULT_CONFIG, load_settings
-from core.assembler import TextAssembler
 from core.errors import ConfigError
 from core.events import DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
 from core.normalize import make_normalizer
 from core.ports import TextFormat
+from core.text.assembler import TextAssembler
 from core.units import LengthUnit, text_units
 from mocks.common import MockPlatform
 

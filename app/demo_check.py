@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from adapters.discord.markdown import REWRITTEN
 from adapters.markdown_strip import strip_markdown
-from core.chunk_checks import content_key, fences_balanced
 from core.ports import TextFormat
+from core.text.chunk_checks import content_key, fences_balanced
 from core.units import LengthUnit, text_units
 
 

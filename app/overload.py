@@ -1,13 +1,13 @@
-"""The service's push-back past capacity (:class:`core.pressure.Pressure`) from ``[service]``'s settings."""
+"""The service's push-back past capacity (:class:`core.ingest.pressure.Pressure`) from ``[service]``'s settings."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from config.settings import ServiceSettings
-from core.pressure import Pressure
-from core.relay import Relay
-from core.surface import RunRelay
+from core.ingest.pressure import Pressure
+from core.ingest.surface import RunRelay
+from core.run.relay import Relay
 
 
 def service_pressure(relay: RunRelay, service: ServiceSettings) -> Pressure:

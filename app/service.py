@@ -35,15 +35,15 @@ from config.actions import load_actions
 from config.connections import ConnectionSettings
 from config.settings import ChannelSettings, ServiceSettings, Settings
 from core.channel import ChannelRuntime
-from core.clients import ClientLimits
 from core.clock import Clock, MonotonicClock
 from core.errors import ConfigError
-from core.journal import Journal
-from core.ledger import Ledger
+from core.ingest.clients import ClientLimits
+from core.ingest.pressure import Pressure
+from core.ingest.surface import RunRelay
 from core.ports import ChannelAdapter
-from core.pressure import Pressure
-from core.relay import Relay
-from core.surface import RunRelay
+from core.records.journal import Journal
+from core.records.ledger import Ledger
+from core.run.relay import Relay
 
 
 def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:

@@ -6,7 +6,7 @@
 3. The listeners open (ingest, probes and metrics; an ops listener too when ``ops_port`` is set) in state
    ``starting``, then the chat platforms' channels are built, their SDKs imported in a worker thread
    (:func:`load_channels`: aiogram alone takes about 4 s), ``/readyz`` answering 503 "loading channels: telegram".
-   Then ``resuming`` while the journal's unfinished runs are rebuilt (:meth:`core.relay.Relay.resume`), then
+   Then ``resuming`` while the journal's unfinished runs are rebuilt (:meth:`core.run.relay.Relay.resume`), then
    ``ready``. Until then ``/healthz`` answers 200, ``/readyz`` 503 and ingest 503 with ``Retry-After: 1``.
 4. The first SIGTERM or SIGINT starts a drain: ``/readyz`` answers 503 ``draining``, ingest still takes the lines
    of active runs, and the service waits until no run is active or ``drain_s`` has passed; then it stops (open
@@ -38,8 +38,8 @@ from core.errors import ConfigError
 if TYPE_CHECKING:  # imported where used: a configuration error is told before the service's modules load
     from adapters.ops import Health, ServiceMetrics
     from app.service import Sidecar
-    from core.clients import ClientLimits
-    from core.relay import Relay
+    from core.ingest.clients import ClientLimits
+    from core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.service")
 

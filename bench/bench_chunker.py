@@ -67,7 +67,7 @@ Factory = Callable[[ChunkParams], StreamChunker]
 
 
 def module_factory(module: ModuleType) -> Factory:
-    """A factory of ``module.Chunker`` (``core.chunker`` or ``core.chunking``), given parameters of either."""
+    """A factory of ``module.Chunker`` (``core.chunking`` or ``core.chunking``), given parameters of either."""
 
     def make(params: ChunkParams) -> StreamChunker:
         own = module.ChunkParams(
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--chunker",
         default=CHUNKER.__name__,
-        help=f"the chunker module(s) to measure, e.g. core.chunker,core.chunking ({CHUNKER.__name__})",
+        help=f"the chunker module(s) to measure, e.g. core.chunking,core.chunking ({CHUNKER.__name__})",
     )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

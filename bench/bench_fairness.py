@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.service import make_runtime
 from config.settings import ChannelSettings
-from core.clients import ClientLimits, run_key
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.ingest.clients import ClientLimits, run_key
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 
 BOT = "123456:BENCH-fairness"

@@ -43,12 +43,12 @@ def serve(port: int, http: str, loop: str) -> None:
     from app.connections import connection_limits
     from bench.bench_pipeline import NullAdapter
     from core.channel import ChannelRuntime
-    from core.clients import DEFAULT_CLIENT, ClientLimits
     from core.clock import MonotonicClock
     from core.events import DeliveryMode
-    from core.ledger import MemoryLedger
+    from core.ingest.clients import DEFAULT_CLIENT, ClientLimits
     from core.policy import ChannelPolicy
-    from core.relay import Relay
+    from core.records.ledger import MemoryLedger
+    from core.run.relay import Relay
 
     policy = ChannelPolicy(name="c", delivery=DeliveryMode.PREVIEW)
     limits = ClientLimits(events_per_s=1e9, max_events_per_run=10**7, max_chars_per_run=10**8, max_active_runs=10**5)

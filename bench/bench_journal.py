@@ -29,10 +29,10 @@ from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 from bench.bench_pipeline import NullAdapter
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
-from core.journal import Journal, MemoryJournal
-from core.ledger import Ledger, MemoryLedger
 from core.policy import ChannelPolicy
-from core.relay import Relay
+from core.records.journal import Journal, MemoryJournal
+from core.records.ledger import Ledger, MemoryLedger
+from core.run.relay import Relay
 
 
 async def _run_one(relay: Relay, run: str, lines: int, batch: int, waits: list[float]) -> None:

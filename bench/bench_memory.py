@@ -32,7 +32,7 @@ from app.service import make_runtime  # noqa: E402
 from config.settings import ChannelSettings  # noqa: E402
 from core.clock import MonotonicClock  # noqa: E402
 from core.events import ProviderFormat  # noqa: E402
-from core.relay import Relay  # noqa: E402
+from core.run.relay import Relay  # noqa: E402
 
 RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 GOAL_KB = 64

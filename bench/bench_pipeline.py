@@ -6,7 +6,7 @@ with the text.
 Variants: ``plain`` answer deltas; ``think``: the first half inside an inline ``<think>`` block; ``shown``: the
 first half as reasoning with ``reasoning = "shown"``; ``children``: every delta from one of 50 sub-agents in
 turn (``subagents = "status"``), then the root's answer; ``unsafe``: every 8th delta carries control and bidi
-override characters that :mod:`core.safe_text` removes.
+override characters that :mod:`core.text.safe_text` removes.
 
     uv run python bench/bench_pipeline.py [--memory]
 
@@ -27,12 +27,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.clock import MonotonicClock
+from core.delivery.send_chain import SendChain
 from core.events import DeliveryMode, End, Event, RunStart, Source, Target, TextEvent, Visibility
-from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from core.run_controller import RunController
-from core.send_chain import SendChain
+from core.records.ledger import MemoryLedger
+from core.run.controller import RunController
 from core.units import LengthUnit, text_units
 
 RECORDING = Path(__file__).resolve().parent.parent / "tests/streams/anthropic/markdown-long-fences.jsonl"
@@ -101,7 +101,7 @@ def events(deltas: list[str], variant: str) -> list[Event]:
     if variant == "children":
         kids = [TextEvent(run="b", text=d, source=CHILDREN[i % 50]) for i, d in enumerate(deltas[:half])]
         return [*kids, *(TextEvent(run="b", text=d) for d in deltas[half:])]
-    if variant == "unsafe":  # every 8th delta carries a NUL and a bidi override (core.safe_text removes them)
+    if variant == "unsafe":  # every 8th delta carries a NUL and a bidi override (core.text.safe_text removes them)
         return [TextEvent(run="b", text=d + "\x00\u202e" if i % 8 == 0 else d) for i, d in enumerate(deltas)]
     return [TextEvent(run="b", text=d) for d in deltas]
 

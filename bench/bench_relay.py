@@ -5,9 +5,9 @@ Inputs: the recorded 8.5k Markdown answer x10 (85k characters) re-cut to 1-chara
 events), and the recorded Anthropic stream itself (``format = "anthropic"``, 748 raw provider lines x10 runs in
 turn: the normalizer's path). Two ways to feed each:
 
-- ``batched``: lines handed to :meth:`core.relay.Relay.submit_lines` 256 at a time (as an NDJSON body is), the
+- ``batched``: lines handed to :meth:`core.run.relay.Relay.submit_lines` 256 at a time (as an NDJSON body is), the
   worker taking what has queued;
-- ``one``: one :meth:`~core.relay.Relay.submit_line` per event, and the loop run until the worker waits again (as
+- ``one``: one :meth:`~core.run.relay.Relay.submit_line` per event, and the loop run until the worker waits again (as
   events arriving one request at a time are taken: one wake-up per event).
 
 Prints CPU µs per event (process time: the machine may be shared; median of ``--repeat`` runs) and, with
@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_pipeline import RECORDING, NullAdapter, recorded_deltas
 from core.channel import ChannelRuntime
-from core.clients import DEFAULT_CLIENT, ClientLimits
 from core.clock import MonotonicClock
 from core.events import DeliveryMode
-from core.ledger import MemoryLedger
+from core.ingest.clients import DEFAULT_CLIENT, ClientLimits
 from core.policy import ChannelPolicy
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 
 BATCH = 256
 

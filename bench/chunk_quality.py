@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from core.chunking import ChunkParams
-from core.fences import scan_fences
+from core.text.fences import scan_fences
 
 
 class StreamChunker(Protocol):

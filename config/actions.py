@@ -3,7 +3,7 @@
 One ``[actions.NAME]`` table per tool (``NAME`` is the tool's name as the model calls it)::
 
     [actions.search]
-    class = "idempotent"              # idempotent | reversible | compensable | irreversible (core/gate.py)
+    class = "idempotent"              # idempotent | reversible | compensable | irreversible (core/lanes/gate.py)
     description = "web search"        # optional, for people
     schema = { type = "object", properties = { q = { type = "string" } }, required = ["q"] }
     # or: schema_file = "schemas/search.json"   (JSON, relative to the TOML file)
@@ -39,8 +39,8 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import EMPTY_REGISTRY
 
 from core.errors import ConfigError
-from core.gate import Action, ActionCatalog, ActionClass
-from core.pipeline import ArgsValidator
+from core.lanes.gate import Action, ActionCatalog, ActionClass
+from core.lanes.pipeline import ArgsValidator
 
 DEFAULT_ACTIONS = Path(__file__).with_name("actions.toml")
 
@@ -75,7 +75,7 @@ _ACTION_KEYS = ", ".join(f.alias or name for name, f in ActionSettings.model_fie
 
 
 class SchemaValidator:
-    """The :data:`~core.pipeline.ArgsValidator` of a catalog: each tool's JSON Schema, compiled once.
+    """The :data:`~core.lanes.pipeline.ArgsValidator` of a catalog: each tool's JSON Schema, compiled once.
 
     Calling it with ``(tool name, args)`` returns None when the args are valid (or the tool has no
     schema, or is not in the catalog), else one line such as
@@ -109,9 +109,9 @@ class ActionsConfig(NamedTuple):
     """What :func:`load_actions` returns; unpacks as ``catalog, validate = load_actions(...)``.
 
     Attributes:
-        catalog: the gate's catalog (core/gate.py).
+        catalog: the gate's catalog (core/lanes/gate.py).
         validate: the arguments validator (a :class:`SchemaValidator`), for the pipeline lane
-            (:class:`core.pipeline.ToolCallCollector`).
+            (:class:`core.lanes.pipeline.ToolCallCollector`).
     """
 
     catalog: ActionCatalog

@@ -1,4 +1,4 @@
-"""``[clients.NAME]``: callers with their own bearer tokens, channels and limits (:mod:`core.clients`)."""
+"""``[clients.NAME]``: callers with their own bearer tokens, channels and limits (:mod:`core.ingest.clients`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from core.clients import ClientLimits
 from core.errors import ConfigError
+from core.ingest.clients import ClientLimits
 
 
 class _Strict(BaseModel):
@@ -16,7 +16,7 @@ class _Strict(BaseModel):
 
 class ClientSettings(_Strict):
     """One ``[clients.NAME]`` table: a caller with its own bearer token, its channels and its limits
-    (:class:`core.clients.ClientLimits` documents each limit)."""
+    (:class:`core.ingest.clients.ClientLimits` documents each limit)."""
 
     token_env: str = Field(min_length=1)
     """The environment variable holding this client's bearer token."""

@@ -26,12 +26,12 @@ from config.paths import resolve_actions, resolve_ledger
 from config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS, PlatformName, SourcedBudget
 from config.tables import BudgetSettings, ChunkSettings, CoalesceSettings, Strict
 from core.chunking import ChunkParams
-from core.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
-from core.coalescer import CoalesceParams
 from core.errors import ConfigError
 from core.events import DeliveryMode
+from core.ingest.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import TextFormat
+from core.text.coalescer import CoalesceParams
 
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
 
@@ -55,7 +55,8 @@ class ChannelSettings(Strict):
     exclusive_bot: bool = False
     delta_replay_guard: bool = True
     stop_button: bool = False
-    """A Stop control on a run's live message (core/stop_controls.py); the bot forwards its clicks to the sidecar."""
+    """A Stop control on a run's live message (core/run/stop_controls.py); the bot forwards its clicks to the
+    sidecar."""
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: dict[str, BudgetSettings] = Field(default_factory=dict)
@@ -81,7 +82,7 @@ class ChannelSettings(Strict):
 
     @model_validator(mode="after")
     def _stop_button_rules(self) -> ChannelSettings:
-        """``stop_button`` needs a live chat message to carry it (core/stop_controls.py)."""
+        """``stop_button`` needs a live chat message to carry it (core/run/stop_controls.py)."""
         if self.stop_button and self.platform == "web":
             raise ValueError(
                 "stop_button: the live page's Stop comes with its link (GET /v1/runs/{run}/watch?stop=1), "
@@ -240,7 +241,8 @@ class Settings(BaseSettings):
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)
     clients: dict[str, ClientSettings] = Field(default_factory=dict)
-    """Callers with their own tokens and limits; none: one client, :data:`core.clients.DEFAULT_CLIENT`, holding the
+    """Callers with their own tokens and limits; none: one client, :data:`core.ingest.clients.DEFAULT_CLIENT`, holding
+    the
     service token (``[service] token_env``) with the default limits."""
 
     @model_validator(mode="after")

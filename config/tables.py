@@ -8,9 +8,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from config.platforms import SourcedBudget
+from core.budgets.rate import MESSAGE_CALLS, Budget, BudgetScope
 from core.chunking import BreakKind
 from core.ports import CallKind
-from core.rate import MESSAGE_CALLS, Budget, BudgetScope
 
 
 class Strict(BaseModel):

@@ -3,10 +3,11 @@
 Budgets come from the channel's TOML (``[channels.NAME.rate.BUDGET]``, each number with its documentation
 link). Per scope they are shared as the platform shares them: ``bot`` budgets and 429 pauses by every
 conversation of the channel's bot, ``chat`` and ``group`` budgets by every thread (forum topic) of a chat. The
-bot's budgets are served fairly (:class:`~core.fair.FairQueue`: finals first, then round-robin across clients, then
+bot's budgets are served fairly (:class:`~core.budgets.fair.FairQueue`: finals first, then round-robin across clients,
+then
 across a client's runs); a chat's are polled first come, first served (its few threads rarely compete). With
 replicas, ``bot`` budgets and bot-wide 429 pauses are also shared with the other processes serving the bot
-(``shared``: :class:`~core.rate.SharedBudgets`, e.g. ``adapters.redis.shared_budgets_for``).
+(``shared``: :class:`~core.budgets.rate.SharedBudgets`, e.g. ``adapters.redis.shared_budgets_for``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from core.budgets.fair import FairQueue
+from core.budgets.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
 from core.clock import Clock
+from core.delivery.send_chain import SendChain
 from core.events import Target
-from core.fair import FairQueue
 from core.policy import ChannelPolicy
 from core.ports import ChannelAdapter
-from core.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
-from core.send_chain import SendChain
 
 
 @dataclass
@@ -39,7 +40,8 @@ class ChannelRuntime:
         max_idle_chains: how many chains no run holds are kept.
         shared: the channel's budgets and pauses shared with other replicas of the service (None: one process);
             every send chain awaits it after its local budgets. Built from the same ``budgets``.
-        guard_for: the guard of a target's send chain (see :class:`~core.send_chain.SendChain`; replicas: is the
+        guard_for: the guard of a target's send chain (see :class:`~core.delivery.send_chain.SendChain`; replicas: is
+        the
             lease of the target's partition still ours), None: no guard.
         fair: serve the bot's budgets in fair order (False: first come, first served, as polled buckets: kept
             for comparison, e.g. ``bench/bench_fairness.py``).

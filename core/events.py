@@ -168,7 +168,7 @@ class _EventBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     run: str = Field(min_length=1, max_length=300)
-    """A run key: the client's run id (at most 200 characters) behind its client's name (:mod:`core.clients`)."""
+    """A run key: the client's run id (at most 200 characters) behind its client's name (:mod:`core.ingest.clients`)."""
     seq: StrictInt | None = Field(default=None, ge=0, le=MAX_SEQ)
     source: Source | None = None
     lane: Lane = Lane.UI
@@ -273,7 +273,7 @@ class ErrorEvent(_EventBase):
 
 class Stop(_EventBase):
     """A person stopped the run (a Stop control in the chat or on the live page): journaled like every line, so a
-    restarted sidecar stops it again. Only the sidecar writes it (``POST /v1/runs/{run}/stop``, :mod:`core.stop`);
+    restarted sidecar stops it again. Only the sidecar writes it (``POST /v1/runs/{run}/stop``, :mod:`core.run.stop`);
     an agent's line of this kind is refused. ``by`` names who pressed (``telegram:user:123``), ``reason`` says why."""
 
     kind: Literal["stop"] = "stop"

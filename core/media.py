@@ -4,7 +4,8 @@ core carries it from the ``media`` event (shared/DESIGN.md §3) to :meth:`core.p
 A media item is always its own message, never merged into text buffers: the delivery modes end their text before it
 and start a new message after it (:mod:`core.delivery.segments`). In the slot book and the ledger a media part's text
 is :meth:`MediaItem.text` (``"<kind>: <url>"``, then a newline and the caption when there is one): what the live page
-and the ledger show, the media part's delivery key (``(target, "media", text)``, :func:`core.ledger.delivery_key`),
+and the ledger show, the media part's delivery key (``(target, "media", text)``,
+:func:`core.records.ledger.delivery_key`),
 and what :meth:`MediaItem.from_text` reads back after a restart.
 
 Rules checked at ingest (:mod:`core.events`), with the platforms they come from:

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.chunking import BreakKind, ChunkParams, chunk_text
-from core.coalescer import CoalesceParams
 from core.errors import IngestError
 from core.events import DeliveryMode
 from core.ports import TextFormat
+from core.text.coalescer import CoalesceParams
 from core.units import LengthUnit
 
 
@@ -65,7 +65,7 @@ class ChannelPolicy:
         max_messages_setting: the setting ``max_messages`` comes from, named in the report's error
             (``clients.NAME.max_messages_per_run``).
         stop_button: a Stop control on the run's live message, where the adapter has
-            :class:`~core.ports.StopControls` (:mod:`core.stop_controls`).
+            :class:`~core.ports.StopControls` (:mod:`core.run.stop_controls`).
     """
 
     name: str

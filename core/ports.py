@@ -282,7 +282,7 @@ class Threads(Protocol):
 
 @dataclass(frozen=True)
 class StopControl:
-    """The Stop control a run's live message carries (:mod:`core.stop_controls`).
+    """The Stop control a run's live message carries (:mod:`core.run.stop_controls`).
 
     Attributes:
         control_id: names the run without revealing it: ``stop:`` and 16 hex characters of a hash of the run's key
@@ -329,7 +329,7 @@ class DraftStopControls(Protocol):
     """A stop button on a natively streamed draft, optional (Telegram Bot API 10.3: sendMessageDraft ``can_stop``;
     a press reaches the bot as a ``stopped_message_generation`` update naming the chat and the ``draft_id``,
     https://core.telegram.org/bots/api#sendmessagedraft). The bot forwards it as
-    ``POST /v1/runs/draft:<chat_id>:<draft_id>/stop`` (:func:`core.stop_controls.draft_control_id`)."""
+    ``POST /v1/runs/draft:<chat_id>:<draft_id>/stop`` (:func:`core.run.stop_controls.draft_control_id`)."""
 
     def stoppable_draft(self, target: Target, handle: str, stoppable: bool) -> None:
         """From now on the updates of draft ``handle`` of ``target`` show the stop button (``stoppable``), or no

@@ -23,7 +23,7 @@ from aiogram import F, Router
 from aiogram.types import CallbackQuery, MessageGenerationStopped
 
 STOP_PREFIX = "stop:"
-"""How the sidecar's Stop buttons' ``callback_data`` starts (core/stop_controls.py)."""
+"""How the sidecar's Stop buttons' ``callback_data`` starts (core/run/stop_controls.py)."""
 STOP_DATA = r"^stop:[0-9a-f]{16}$"
 """The whole ``callback_data`` of a Stop button the sidecar made: ``stop:`` and 16 lowercase hex characters. Only
 such a callback is forwarded: another button of the bot whose data merely starts with ``stop:`` (``stop:t1``), or

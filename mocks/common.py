@@ -24,14 +24,14 @@ import asyncio
 import socket
 import struct
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol, Self, TypeVar
 
 from aiohttp import web
 
 from mocks import control
 from mocks.calls import ChatId, RecordedCall, call_record, chat_record
-from mocks.script import Fault, FaultScript, Hang, Outage, parse_answer
+from mocks.script import Fault, FaultScript, Hang, Outage, RawAnswer, RawAnswerError, parse_answer
 
 __all__ = [
     "ChatId",
@@ -41,6 +41,7 @@ __all__ = [
     "MockPlatform",
     "MockServer",
     "Outage",
+    "RawAnswer",
     "RecordedCall",
     "call_record",
     "chat_record",
@@ -204,7 +205,7 @@ class MockServer:
         """
         if self._runner is not None:
             raise RuntimeError(f"{type(self).__name__} is already running")
-        app = web.Application()
+        app = web.Application(middlewares=[_raw_answers])
         control.add_routes(app, self)  # first: a platform's catch-all route must not take /_mock
         self._routes(app)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)  # request paths can hold tokens
@@ -286,6 +287,10 @@ class MockServer:
         after commit commits, then hangs or resets. ``commit`` validates, checks rate limits and stores (its
         own refusals propagate: nothing stored, nothing to answer after).
 
+        A :class:`RawAnswer` is raised as :class:`~mocks.script.RawAnswerError` before ``commit`` (or after it, with
+        ``after_commit``), recorded with its status (``ok`` False: no answer in the platform's shape), and sent
+        as it is by the server's middleware: no platform handler needs to know it.
+
         Returns:
             ``commit()``'s result, or the :class:`Hang` that took the answer (the caller answers nothing real:
             :meth:`_hang_up` for a reset).
@@ -293,11 +298,15 @@ class MockServer:
         answer = await self._script.begin(call.method)
         if isinstance(answer, Fault) and not answer.after_commit:
             raise refuse(answer)
+        if isinstance(answer, RawAnswer) and not answer.after_commit:
+            raise _raw(call, answer)
         if isinstance(answer, Hang) and not answer.commits:
             return await self._hold(call, answer)
         result = commit()
         if isinstance(answer, Fault):
             raise refuse(answer)
+        if isinstance(answer, RawAnswer):
+            raise _raw(call, answer)
         if isinstance(answer, Hang):
             return await self._hold(call, answer)
         return result
@@ -323,6 +332,25 @@ class MockServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             transport.abort()
         raise asyncio.CancelledError
+
+
+def _raw(call: RecordedCall, answer: RawAnswer) -> RawAnswerError:
+    call.status, call.ok, call.description = answer.status, False, f"raw answer: {answer.body[:80]}"
+    return RawAnswerError(answer)
+
+
+@web.middleware
+async def _raw_answers(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Send a scripted :class:`RawAnswer` exactly: its status, its body, its ``Content-Type``."""
+    try:
+        return await handler(request)
+    except RawAnswerError as sent:
+        answer = sent.answer
+        return web.Response(
+            status=answer.status, body=answer.body.encode(), headers={"Content-Type": answer.content_type}
+        )
 
 
 async def serve_mock(mock: MockServer, host: str, port: int) -> None:

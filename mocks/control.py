@@ -18,6 +18,20 @@ never recorded in ``calls``:
          "outage": {"seconds": 8, "reply": {"status": 502} | "timeout_before_commit" | "timeout_after_commit"
                     | "reset", "methods": ["sendMessage"]}}
 
+    A ``reply`` is one of (:mod:`mocks.script`):
+
+    - ``{"status", "description"?, "retry_after_s"?}``: an error (status >= 400) in the platform's own shape
+      (Telegram ``{"ok": false, "error_code", "description"}``, Slack ``{"ok": false, "error"}``, Discord
+      ``{"code", "message"}``), a 429 with its ``retry_after``;
+    - ``{"status", "body", "content_type"?}``: an answer in no platform's shape, sent byte for byte: any status
+      (200 too), ``body`` a string sent as it is (``""``: empty) or any other JSON value JSON-encoded,
+      ``content_type`` the ``Content-Type`` header (default ``application/json``, exactly). E.g.
+      ``{"status": 200, "body": {"ok": true}}`` (Telegram without ``result``), ``{"status": 200, "body": ""}``,
+      ``{"status": 200, "body": {"id": null}}``, ``{"status": 200, "body": "<html>…</html>", "content_type":
+      "text/html"}``. With ``after_commit`` the call is stored first (a message the chat shows, whose answer
+      the bot cannot read); its call record has that status and ``ok`` false;
+    - ``"timeout_before_commit"``, ``"timeout_after_commit"``, ``"reset"``: no answer.
+
     ``nth`` and latency positions are RELATIVE to the moment of scripting: ``"nth": 1`` is the next call of
     that method, whatever was called before (the case runner's ``nth`` is the same number, since it scripts a
     fresh mock). An outage makes every call (of ``methods``, else of every method) arriving in the next

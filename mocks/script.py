@@ -7,8 +7,10 @@ A case (or ``POST /_mock/script``, :mod:`mocks.control`) says, in one language::
     "outage": {"seconds": 8, "reply": "reset", "methods": ["sendMessage"]}
 
 A reply is a :class:`Fault` mapping ``{"status", "description"?, "retry_after_s"?}`` (rendered in the
-platform's error shape) or a :class:`Hang` name. ``after_commit`` belongs to the fault object, never to the
-reply: the platform stores the call exactly as on success, then answers the reply instead of success.
+platform's error shape), a :class:`RawAnswer` mapping ``{"status", "body", "content_type"?}`` (sent as it is: an
+answer in no platform's shape, e.g. a 200 ``{"ok": true}`` without ``result``, an empty body, an HTML page) or a
+:class:`Hang` name. ``after_commit`` belongs to the fault object, never to the reply: the platform stores the
+call exactly as on success, then answers the reply instead of success.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -88,12 +91,61 @@ class Fault:
         return cls(status, description, retry_after_s, after_commit)
 
 
-Answer = Fault | Hang
+@dataclass(frozen=True)
+class RawAnswer:
+    """A scripted answer sent byte for byte, in no platform's shape: what a proxy, a load balancer or a platform
+    having a bad day may send. ``status`` any HTTP status (200 too); ``body`` the exact text; ``content_type`` the
+    ``Content-Type`` header.
+
+    ``after_commit``: the call is stored first, exactly as on success (:class:`Fault`); without it nothing is
+    stored. Had the call been refused anyway (validation, rate limits), that refusal is the answer.
+    """
+
+    status: int
+    body: str
+    content_type: str = "application/json"
+    after_commit: bool = False
+
+    @classmethod
+    def parse(cls, reply: Mapping[str, Any], *, after_commit: bool = False) -> RawAnswer:
+        """From a case's ``{"status", "body", "content_type"?}``: a string ``body`` is sent as it is (``""``: an
+        empty body), any other JSON value JSON-encoded (``{"ok": true}``); ``content_type`` defaults to
+        ``application/json`` (exactly: discord.py decodes only that).
+
+        Raises:
+            ValueError: a status outside 100-599, a ``content_type`` that is not a string, an unknown key,
+                or ``after_commit`` in the reply (it belongs to the fault object).
+        """
+        unknown = set(reply) - {"status", "body", "content_type"}
+        if unknown:
+            raise ValueError(f"a raw reply has status, body and content_type only, not {sorted(unknown)[0]!r}")
+        status = reply.get("status")
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise ValueError(f"a raw reply needs an HTTP status (100-599), got {status!r}")
+        body = reply["body"]
+        text = body if isinstance(body, str) else json.dumps(body)
+        content_type = reply.get("content_type", "application/json")
+        if not isinstance(content_type, str):
+            raise ValueError(f"a raw reply's content_type must be a string, got {content_type!r}")
+        return cls(status, text, content_type, after_commit)
+
+
+class RawAnswerError(Exception):
+    """Raised by :meth:`mocks.common.MockServer._scripted` to send ``answer`` instead of the platform's own answer;
+    the mock's middleware turns it into the HTTP answer."""
+
+    def __init__(self, answer: RawAnswer) -> None:
+        super().__init__(f"raw answer {answer.status}")
+        self.answer = answer
+
+
+Answer = Fault | RawAnswer | Hang
 """What a scripted call gets instead of the platform's own answer."""
 
 
 def parse_answer(reply: Any, *, after_commit: bool = False) -> Answer:
-    """A reply in the case format: a :class:`Fault` mapping or a :class:`Hang` name.
+    """A reply in the case format: a :class:`Fault` mapping, a :class:`RawAnswer` mapping (one with ``body``) or a
+    :class:`Hang` name.
 
     ``"reset"`` with ``after_commit`` is :attr:`Hang.RESET_AFTER_COMMIT`; ``"timeout_after_commit"`` with it is
     the same hang.
@@ -103,10 +155,14 @@ def parse_answer(reply: Any, *, after_commit: bool = False) -> Answer:
             ``timeout_before_commit``.
     """
     if isinstance(reply, Mapping):
+        if "after_commit" in reply:
+            raise ValueError("after_commit belongs to the fault object, not to its reply")
+        if "body" in reply:
+            return RawAnswer.parse(reply, after_commit=after_commit)
         return Fault.parse(reply, after_commit=after_commit)
     names = ", ".join(h.value for h in (Hang.AFTER_COMMIT, Hang.BEFORE_COMMIT, Hang.RESET))
     if not isinstance(reply, str) or reply not in {h.value for h in Hang}:
-        raise ValueError(f"a reply is {{'status': ...}} or one of {names}, got {reply!r}")
+        raise ValueError(f"a reply is {{'status': ...}}, {{'status', 'body'}} or one of {names}, got {reply!r}")
     hang = Hang(reply)
     if not after_commit:
         return hang
@@ -184,8 +240,8 @@ class FaultScript:
         return (method, nth) in self._faults
 
     def add_fault(self, method: str, nth: int, reply: Mapping[str, Any] | str, *, after_commit: bool = False) -> None:
-        """Script the answer to the ``nth`` (1-based, absolute) call of ``method``: a :class:`Fault` mapping or a
-        :class:`Hang` name; ``after_commit`` stores the call first (:class:`Fault`).
+        """Script the answer to the ``nth`` (1-based, absolute) call of ``method``: a :class:`Fault` or
+        :class:`RawAnswer` mapping or a :class:`Hang` name; ``after_commit`` stores the call first (:class:`Fault`).
 
         Raises:
             ValueError: unknown method, ``nth`` < 1, a bad reply, or that call is already scripted.

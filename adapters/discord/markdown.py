@@ -11,7 +11,7 @@ those show as typed (``#### Setup``, ``|---|---|``). Outside fenced code:
 - a GFM table (a header row, its delimiter row, the rows after it) becomes a fenced code block with its columns
   padded to one width, which a monospace font lines up.
 
-Fences are read with the project's one fence reader (:func:`core.fences.scan_fences`): nothing inside code changes.
+Fences are read with the project's one fence reader (:func:`core.text.fences.scan_fences`): nothing inside code changes.
 Cost: one pass over the lines, compiled regular expressions per line; a text with none of ``#``, ``|``, ``-``, ``*``
 or ``_`` at a line start returns at once. (No library does this conversion for Discord's subset; markdown-it-py
 would parse all of CommonMark to change three constructs.)
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from core.fences import scan_fences
+from core.text.fences import scan_fences
 
 _HEADING = re.compile(r" {0,3}#{4,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _BREAK = re.compile(r" {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})")

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from adapters.platform import DryRunFacts, Platform, PlatformSpec, sdk_adapter, sourced_budget
+from core.budgets.rate import BudgetScope
 from core.ports import CallKind
-from core.rate import BudgetScope
 from core.units import LengthUnit
 
 DISCORD_RATE_LIMITS = "https://discord.com/developers/docs/topics/rate-limits"

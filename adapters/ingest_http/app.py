@@ -11,7 +11,7 @@ the service's other routes: :mod:`adapters.ops.probes`):
 - ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
 - ``POST /v1/runs/{run}/stop``: a person pressed Stop (forwarded by the bot that owns the platform's updates): the
-  run ends ``cancelled`` (adapters/ingest_http/stop.py, core/stop.py).
+  run ends ``cancelled`` (adapters/ingest_http/stop.py, core/run/stop.py).
 - ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token: ``{"url", "token",
   "started"}``; ``?stop=1`` adds the run's stop token to the link (``&stop=…``: its page shows a Stop button;
   hand it only to whoever may stop the run, adapters/web/tokens.py). ``url`` is absolute, built from the address
@@ -59,11 +59,11 @@ from adapters.ingest_http.lines import BodyTooLargeError, Tally, TooManyRejected
 from adapters.ingest_http.pipeline import PipelineRoutes
 from adapters.ingest_http.push_back import cut_at
 from adapters.ingest_http.stop import StopRoutes
-from core.admission import LineResult
-from core.clients import ClientLimits
 from core.errors import IngestError
-from core.pressure import Pressure, PushBack
-from core.surface import RunRelay
+from core.ingest.admission import LineResult
+from core.ingest.clients import ClientLimits
+from core.ingest.pressure import Pressure, PushBack
+from core.ingest.surface import RunRelay
 
 _log = logging.getLogger("streamrelay.ingest")
 

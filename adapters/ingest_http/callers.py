@@ -1,11 +1,11 @@
-"""Who is calling: a bearer token names a client (:mod:`core.clients`), and a client's run ids become the core's
+"""Who is calling: a bearer token names a client (:mod:`core.ingest.clients`), and a client's run ids become the core's
 run keys on the way in and run ids again on the way out.
 
 ``Authorization: Bearer <token>``: the scheme in any case (RFC 7235 §2.1: "case-insensitive",
 https://www.rfc-editor.org/rfc/rfc7235#section-2.1), the token compared with every client's in constant time
 (``hmac.compare_digest``, no early exit), so neither the answer's timing nor its text says which part was wrong or
 which clients exist. A client sees only its own runs: another client's run answers exactly as a run that does not
-exist, because its id names another key (``core.clients.run_key``).
+exist, because its id names another key (``core.ingest.clients.run_key``).
 
 Each client's ``events_per_s`` is paced here, at the edge, with aiolimiter's leaky bucket (acquire-or-wait: a
 request sending faster than its client's rate is read more slowly, nothing is refused:
@@ -22,8 +22,8 @@ from aiolimiter import AsyncLimiter
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from core.clients import KEY_SEPARATOR, ClientLimits, run_id_problem, run_key, split_key
 from core.errors import IngestError
+from core.ingest.clients import KEY_SEPARATOR, ClientLimits, run_id_problem, run_key, split_key
 
 
 class Caller:
@@ -42,7 +42,7 @@ class Caller:
         """The core's key of this client's run ``run``.
 
         Raises:
-            IngestError: 400, ``run`` is not a valid run id (:data:`core.clients.RUN_ID_PATTERN`).
+            IngestError: 400, ``run`` is not a valid run id (:data:`core.ingest.clients.RUN_ID_PATTERN`).
         """
         if (problem := run_id_problem(run)) is not None:
             raise IngestError(f"{problem}; got {run!r}"[:300])

@@ -16,9 +16,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from core.admission import LineResult
 from core.errors import IngestError
-from core.pipeline import strict_loads
+from core.ingest.admission import LineResult
+from core.lanes.pipeline import strict_loads
 
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""
@@ -118,7 +118,7 @@ strict parser; digits inside a string match too (it then only costs the strict p
 
 
 def fast_strict_loads(raw: bytes) -> Any:
-    """``raw`` parsed by orjson when the result is certainly what :func:`core.pipeline.strict_loads` gives, else
+    """``raw`` parsed by orjson when the result is certainly what :func:`core.lanes.pipeline.strict_loads` gives, else
     :data:`_UNDECIDED`: the caller then parses with the strict parser (the only one whose errors the client sees,
     so every message stays as it was).
 

@@ -10,7 +10,7 @@ Routes (``Authorization: Bearer <token>`` like ingest):
   or an empty NDJSON line, every ``keepalive_s``). Only pipeline units are sent: never ui-lane text.
 - ``POST /v1/runs/{run}/gate`` with ``{"id": "<tool call id>", "source": "<agent key>"?, "wait_s": N?}``:
   may that complete tool call run now? ``{"verdict": "run"|"wait"|"refuse", "reason", "class",
-  "compensation", "unit"}`` (core/gate.py has the policy). 404 when no unit of that call is on the lane (after
+  "compensation", "unit"}`` (core/lanes/gate.py has the policy). 404 when no unit of that call is on the lane (after
   ``wait_s``), 409 when the id is ambiguous.
 
 SSE framing: https://html.spec.whatwg.org/multipage/server-sent-events.html (sse-starlette writes it).
@@ -28,10 +28,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from adapters.ingest_http.callers import Caller
-from core.clients import run_id_problem
 from core.errors import IngestError
-from core.pipeline import PipelineLane
-from core.surface import RunRelay
+from core.ingest.clients import run_id_problem
+from core.ingest.surface import RunRelay
+from core.lanes.pipeline import PipelineLane
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers that stop proxies from buffering a stream (nginx reads X-Accel-Buffering)."""

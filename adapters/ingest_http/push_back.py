@@ -1,4 +1,5 @@
-"""Ingest's push-back past capacity (:class:`core.pressure.Pressure`): which lines of a batch are still taken, and
+"""Ingest's push-back past capacity (:class:`core.ingest.pressure.Pressure`): which lines of a batch are still taken,
+and
 the answer that tells the agent when to send the rest.
 
 While the event loop lags past ``[service] overload_lag_ms`` a request's ``run.start`` of a new run and everything
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from starlette.responses import JSONResponse
 
 from adapters.ingest_http.lines import Tally
-from core.pressure import Pressure, PushBack
+from core.ingest.pressure import Pressure, PushBack
 
 
 def _kind_is(raw: bytes, kind: bytes) -> bool:

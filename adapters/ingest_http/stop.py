@@ -1,10 +1,10 @@
-"""The stop route: the bot that owns a platform's updates forwards a Stop click here (:mod:`core.stop`).
+"""The stop route: the bot that owns a platform's updates forwards a Stop click here (:mod:`core.run.stop`).
 
 ``POST /v1/runs/{run}/stop`` with ``Authorization: Bearer <ingest token>`` (like every ``/v1`` route) and an
 optional JSON body ``{"by": "telegram:user:123", "reason": "pressed Stop"}``:
 
 ``{run}`` is the run id, or the 16 hex characters of the run's Stop control id (``callback_data`` ``stop:<16 hex>``:
-:mod:`core.stop_controls`), which is all a bot knows of the run when a person clicks.
+:mod:`core.run.stop_controls`), which is all a bot knows of the run when a person clicks.
 
 - 200 ``{"run", "state": "stopping" | "stopped", "by", "reason"}``: the run is ending ``cancelled`` (a second stop
   answers the same state, with the first stop's ``by`` and ``reason``);
@@ -26,8 +26,8 @@ from starlette.responses import JSONResponse, Response
 
 from adapters.ingest_http.callers import Caller
 from core.errors import IngestError
-from core.stop import parse_stop_body
-from core.surface import RunRelay
+from core.ingest.surface import RunRelay
+from core.run.stop import parse_stop_body
 
 _log = logging.getLogger("streamrelay.ingest")
 

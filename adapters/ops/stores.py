@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from adapters.ops.metrics import ServiceMetrics
-from core.journal import EndedRun, Journal, JournalEntry
-from core.ledger import Ledger, PartRecord, RunRecord
 from core.ports import PendingSend
-from core.report import PartState, SlotRole
+from core.records.journal import EndedRun, Journal, JournalEntry
+from core.records.ledger import Ledger, PartRecord, RunRecord
+from core.records.report import PartState, SlotRole
 
 REMEMBERED = 100_000
 """How many runs' channels, calls' ops and uncertain parts the metered ledger remembers (oldest forgotten)."""
@@ -43,7 +43,7 @@ def _bounded(value: str) -> str:
 
 
 class MeteredJournal:
-    """A :class:`core.journal.Journal` whose appends are timed and counted.
+    """A :class:`core.records.journal.Journal` whose appends are timed and counted.
 
     Args:
         inner: the journal (SQLite).
@@ -95,7 +95,7 @@ class MeteredJournal:
 
 
 class MeteredLedger:
-    """A :class:`core.ledger.Ledger` that counts the core's verdicts (see the module docstring).
+    """A :class:`core.records.ledger.Ledger` that counts the core's verdicts (see the module docstring).
 
     Args:
         inner: the ledger (SQLite).

@@ -7,12 +7,12 @@ ids scored by when their registration lapses). One script decides a call atomica
 replicas' clocks never meet), so N replicas together never exceed ``rate_per_s`` with bursts of ``burst``; it
 answers how long to wait when the call may not start, which the caller sleeps (nothing sleeps in Redis).
 
-The shape is :mod:`core.rate`'s, made atomic: ``TokenBucket.delay(now, final=)`` then ``take(now)`` becomes
+The shape is :mod:`core.budgets.rate`'s, made atomic: ``TokenBucket.delay(now, final=)`` then ``take(now)`` becomes
 :meth:`RedisBudgets.acquire` (grant and spend, or say the wait, in one step: a delay-then-take across replicas
 would race), :meth:`RedisBudgets.delay` peeks; a preview (``final=False``) leaves the finals waiting on the scope
 their tokens, as ``TokenBucket.finals_waiting`` does in one process, so finals still go before other runs'
 previews. :class:`SharedBucket` and :class:`SharedPauses` are ``TokenBucket`` and ``PauseBoard`` with async
-methods, built from the same :class:`~core.rate.Budget` settings.
+methods, built from the same :class:`~core.budgets.rate.Budget` settings.
 
 Why a small script of our own and not a library (checked against their docs and code):
 
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 from adapters.redis.client import Redis, Script
 from adapters.redis.keys import KEYS, KeySpace
+from core.budgets.rate import MESSAGE_CALLS, Budget
 from core.ports import CallKind
-from core.rate import MESSAGE_CALLS, Budget
 
 _GCRA = """
 -- KEYS: tat, finals, pause; ARGV: emission interval (us, 0: unlimited), burst, final, waiter, waiter ttl (ms), spend
@@ -191,12 +191,12 @@ class RedisBudgets:
 
 @dataclass(frozen=True)
 class SharedBucket:
-    """One budget of one scope for every replica: :class:`core.rate.TokenBucket`'s shared, async twin.
+    """One budget of one scope for every replica: :class:`core.budgets.rate.TokenBucket`'s shared, async twin.
 
     Attributes:
         budgets: where it lives.
         scope: its scope key, e.g. ``telegram:chat:42``.
-        rate_per_s, burst, calls: as in :class:`core.rate.Budget`.
+        rate_per_s, burst, calls: as in :class:`core.budgets.rate.Budget`.
     """
 
     budgets: RedisBudgets
@@ -220,7 +220,7 @@ class SharedBucket:
 
 
 class SharedPauses:
-    """429 pauses wider than one conversation for every replica: :class:`core.rate.PauseBoard`'s shared twin
+    """429 pauses wider than one conversation for every replica: :class:`core.budgets.rate.PauseBoard`'s shared twin
     (durations, not clock times: replicas share no clock).
 
     Args:

@@ -1,6 +1,6 @@
 """The Redis journal: one partition's accepted input lines, per run, in arrival order (DESIGN §8).
 
-Implements :class:`core.journal.Journal` with the semantics of ``MemoryJournal`` and ``SqliteJournal``, for the
+Implements :class:`core.records.journal.Journal` with the semantics of ``MemoryJournal`` and ``SqliteJournal``, for the
 runs of one partition (an owner holds one journal per partition it owns; every key carries the partition's hash
 tag, so each write is one Lua script in one slot). Keys (partition 7)::
 
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from adapters.redis.client import FENCE_CHECK, Redis, Script
 from adapters.redis.keys import KEYS, KeySpace
-from core.journal import EndedRun, JournalEntry
+from core.records.journal import EndedRun, JournalEntry
 
 GROUP = "owners"
 """The consumer group of every partition's input stream (one group: the partition's owner of the moment)."""

@@ -1,6 +1,6 @@
 """The Redis ledger: one partition's run records, parts and calls, every write fenced (DESIGN §8).
 
-Implements :class:`core.ledger.Ledger` with the semantics of ``MemoryLedger`` and ``SqliteLedger`` (a part is
+Implements :class:`core.records.ledger.Ledger` with the semantics of ``MemoryLedger`` and ``SqliteLedger`` (a part is
 stored as JSON with the SQLite ledger's columns, its pending create apart), for the runs of one partition. Every
 write is one Lua script that first compares the partition's fencing token with the writer's
 (:data:`~adapters.redis.client.FENCE_CHECK`) and refuses with :class:`~adapters.redis.errors.FencedError`
@@ -27,9 +27,9 @@ from typing import Any
 from adapters.redis.client import FENCE_CHECK, Redis, Script
 from adapters.redis.errors import FencedError
 from adapters.redis.keys import KEYS, KeySpace
-from core.ledger import PartRecord, RunRecord, content_key
 from core.ports import PendingSend, TextFormat
-from core.report import PartState, SlotRole
+from core.records.ledger import PartRecord, RunRecord, content_key
+from core.records.report import PartState, SlotRole
 
 _START = (
     FENCE_CHECK

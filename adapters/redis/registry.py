@@ -8,7 +8,7 @@ index: written once, at the run's ``run.start``, from its conversation) and wher
 Keys: ``sr:run:<run>`` holds the run's partition (a key of its own per run, so a Redis Cluster spreads them; it
 expires ``run_ttl_s`` after it was written: a run that lasts longer must not, see :class:`RunIndex`), and
 ``sr:{replicas}:urls`` a hash owner id → URL. ``sr:ctl:<control key>`` holds the run key a Stop control's id
-names (:func:`core.stop_controls.short_id` is a hash of the run key: not readable back), written with the run's
+names (:func:`core.run.stop_controls.short_id` is a hash of the run key: not readable back), written with the run's
 index entry, so any replica finds the run of a forwarded click.
 """
 

@@ -1,7 +1,7 @@
-"""The send chain's shared budgets on Redis: :class:`core.rate.SharedBudgets` over :class:`RedisBudgets`.
+"""The send chain's shared budgets on Redis: :class:`core.budgets.rate.SharedBudgets` over :class:`RedisBudgets`.
 
-Which budgets and pauses are shared is the core's rule (:data:`core.rate.SHARED_SCOPES`,
-:data:`core.rate.SHARED_PAUSES`): a channel's ``bot`` budgets (Telegram: about 30 messages per second per bot,
+Which budgets and pauses are shared is the core's rule (:data:`core.budgets.rate.SHARED_SCOPES`,
+:data:`core.budgets.rate.SHARED_PAUSES`): a channel's ``bot`` budgets (Telegram: about 30 messages per second per bot,
 https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this; Slack: a method's tier per
 workspace, https://docs.slack.dev/apis/web-api/rate-limits; Discord: 50 requests per second per bot,
 https://discord.com/developers/docs/topics/rate-limits) and its bot-wide and per-method 429 pauses. ``chat`` and
@@ -34,9 +34,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from adapters.redis.budget import RedisBudgets, SharedBucket, SharedPauses
 from adapters.redis.client import Redis
 from adapters.redis.keys import KEYS, KeySpace
+from core.budgets.rate import SHARED_SCOPES, Budget
 from core.errors import RateScope, StoreUnavailableError
 from core.ports import CallKind
-from core.rate import SHARED_SCOPES, Budget
 
 MAX_SLEEP_S = 5.0
 """The longest one wait lasts before a waiting call asks again: a final's registration (``waiter_ttl_ms``, 30 s by
@@ -61,7 +61,8 @@ class RedisSharedBudgets:
 
     Args:
         budgets: where the budgets live.
-        channel_budgets: the channel's budgets (all of them: those in :data:`core.rate.SHARED_SCOPES` with a rate
+        channel_budgets: the channel's budgets (all of them: those in :data:`core.budgets.rate.SHARED_SCOPES` with a
+        rate
             are kept).
         bot_scope: the bot's scope, e.g. ``telegram:bot:123456`` (see the module docstring; never a token).
         sleep: how to wait (seconds; Redis says how long, on its own clock).

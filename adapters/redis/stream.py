@@ -22,7 +22,7 @@ from redis.exceptions import ResponseError
 from adapters.redis.client import Redis, Script
 from adapters.redis.journal import GROUP
 from adapters.redis.keys import KEYS, KeySpace
-from core.journal import JournalEntry
+from core.records.journal import JournalEntry
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """The SQLite journal (the embedded default): accepted input lines, group-committed, in the ledger's file.
 
-Implements :class:`core.journal.Journal`. ``append`` returns once its lines are committed with
+Implements :class:`core.records.journal.Journal`. ``append`` returns once its lines are committed with
 ``synchronous=FULL`` (in WAL mode: the WAL is fsynced at every commit), so an accepted line survives a kill -9
 and a power loss. Commits are grouped: every ``append`` waiting while a commit is in progress joins the next
 one, so many lines (of one request's batch, of concurrent requests, and the ledger's writes meanwhile) cost one
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from adapters.sqlite.store import SqliteStore
-from core.journal import EndedRun, JournalEntry
+from core.records.journal import EndedRun, JournalEntry
 
 _log = logging.getLogger("streamrelay.journal")
 

@@ -1,6 +1,6 @@
 """The SQLite ledger (the embedded default): the journal's file, one transaction at a time (:mod:`.store`).
 
-Implements :class:`core.ledger.Ledger`. Every call's intent is committed before the call is made and its
+Implements :class:`core.records.ledger.Ledger`. Every call's intent is committed before the call is made and its
 outcome after, so a restart knows which messages exist (edit them) and which creates are unknown (settle them,
 never send them again blindly).
 """
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adapters.sqlite.store import SqliteStore
-from core.ledger import PartRecord, RunRecord, content_key
 from core.ports import PendingSend, TextFormat
-from core.report import PartState, SlotRole
+from core.records.ledger import PartRecord, RunRecord, content_key
+from core.records.report import PartState, SlotRole
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from adapters.platform import DryRunFacts, Platform, PlatformSpec, sdk_adapter, sourced_budget
-from core.rate import BudgetScope
+from core.budgets.rate import BudgetScope
 from core.units import LengthUnit
 
 TELEGRAM_FAQ = "https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this"

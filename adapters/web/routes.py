@@ -6,7 +6,7 @@
   ``GET /v1/runs?all=1`` with the main token, which the page asks for once and keeps in the tab's sessionStorage
   (sent as ``Authorization: Bearer``, never in a URL); each run links to its live page. The page itself holds no
   data: it is served without a token.
-- ``GET /v1/runs/{run}/live?token=T`` (or ``Authorization: Bearer T``): the run's events (core/monitor.py) as
+- ``GET /v1/runs/{run}/live?token=T`` (or ``Authorization: Bearer T``): the run's events (core/run/monitor.py) as
   Server-Sent Events. Each SSE message's data is one event's JSON, whose ``id`` is the event's number in the run
   (1, 2, …); the SSE ``id`` field is ``<epoch>.<that number>`` (e.g. ``6d4dbe23.17``: the epoch names this
   process's monitor of the run, so after a restart an id of the old one gets a ``reset`` instead of wrong events).
@@ -38,8 +38,8 @@ from starlette.staticfiles import StaticFiles
 
 from adapters.web.stop import stop_route
 from adapters.web.tokens import ReadTokens
-from core.monitor import RunMonitor
-from core.surface import RunRelay
+from core.ingest.surface import RunRelay
+from core.run.monitor import RunMonitor
 
 STATIC = Path(__file__).with_name("static")
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -5,7 +5,7 @@ body is optional JSON ``{"reason": "..."}``; the stop is recorded as ``by: "web"
 Answers as ``POST /v1/runs/{run}/stop`` (adapters/ingest_http/stop.py): 200 ``{"run", "state", "by", "reason"}``
 (again for a second stop), 409 for a run that ended otherwise, 404 for a run unknown here; 401 without a token,
 403 with a wrong one (a read token is a wrong one: stopping is a separate permission). The run then ends
-``cancelled`` like any stop (core/stop.py).
+``cancelled`` like any stop (core/run/stop.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from starlette.routing import Route
 
 from adapters.web.tokens import ReadTokens
 from core.errors import IngestError
-from core.stop import check_reason
-from core.surface import RunRelay
+from core.ingest.surface import RunRelay
+from core.run.stop import check_reason
 
 _log = logging.getLogger("streamrelay.web")
 

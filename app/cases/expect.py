@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from core.chunk_checks import content_key, fences_balanced
+from core.text.chunk_checks import content_key, fences_balanced
 from core.units import LengthUnit, text_units
 
 Transcript = dict[str, Any]

@@ -23,14 +23,14 @@ from app.cases.result import CaseResult, call_record
 from app.cases.web import run_web_scenario
 from app.dry_run import DRY_RUN, seed_thread
 from app.service import Sidecar, make_runtime
-from core.assembler import TextAssembler
-from core.chunk_checks import chunk_property_failures
 from core.chunking import BreakKind, Chunker, ChunkParams
 from core.clock import FakeClock, MonotonicClock
-from core.coalescer import Chunk, CoalesceParams, Coalescer
 from core.events import DeliveryMode, TextMode, Visibility
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.text.assembler import TextAssembler
+from core.text.chunk_checks import chunk_property_failures
+from core.text.coalescer import Chunk, CoalesceParams, Coalescer
 from core.units import LengthUnit
 
 

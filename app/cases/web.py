@@ -27,9 +27,9 @@ from app.cases.result import CaseResult, call_record
 from app.service import Sidecar, make_runtime
 from core.clock import MonotonicClock
 from core.events import Target
-from core.ledger import MemoryLedger
 from core.media import MediaItem
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 
 PAGE = Target(chat_id="page")
 

@@ -24,7 +24,7 @@ import httpx
 
 from app.chaos.plan import RunPlan
 from app.chaos.services import Services, Sidecar
-from core.stop import STOPPED_ERROR
+from core.run.stop import STOPPED_ERROR
 
 REPORT_POLL_S = 20
 """``wait_s`` of one report request (the agent asks again until the report says done)."""

@@ -27,8 +27,8 @@ from app.chaos.agent import AgentRecord
 from app.chaos.answers import text_of
 from app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, judge_vanished, split_media
 from app.chaos.plan import CREATE, MEDIA_SENDS, RunPlan
-from core.chunk_checks import content_key
-from core.run import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
+from core.run.stage import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
+from core.text.chunk_checks import content_key
 
 NOTICES = (IDLE_NOTICE, FAILURE_NOTICE, STOPPED_NOTICE)
 MIN_REPEAT = 16
@@ -37,7 +37,7 @@ MIN_REPEAT = 16
 
 def norm(text: str, platform: str = "") -> str:
     """``text`` without fence marker lines, block quote markers at line starts and whitespace: what a chunk
-    cut may not change (core.chunk_checks.content_key, with the project's one fence reader). On Discord also
+    cut may not change (core.text.chunk_checks.content_key, with the project's one fence reader). On Discord also
     without the characters its Markdown rewrite moves (:data:`adapters.discord.markdown.REWRITTEN`)."""
     key = content_key(text)
     return REWRITTEN.sub("", key) if platform == "discord" else key

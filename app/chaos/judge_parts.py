@@ -26,14 +26,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.chaos.answers import text_of
-from core.run import STOPPED_NOTICE
+from core.run.stage import STOPPED_NOTICE
 
 if TYPE_CHECKING:
     from app.chaos.judge import Verdict
     from app.chaos.plan import RunPlan
 
 CANCELLED = "cancelled"
-"""The ``end_status`` of a stopped run's report (core/run.py; tests/integration/test_stop.py)."""
+"""The ``end_status`` of a stopped run's report (core/run/stage.py; tests/integration/test_stop.py)."""
 
 
 def media_parts(report: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ partition from its conversation (channel and chat) and records it in the run ind
 follows it there. The answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops
 repeats and lines after the run's end (its journal knows them), as one process does. A run its reader stopped is
 marked in Redis before its owner takes the stop (:meth:`ReplicaFront.stop`); the append checks the mark atomically,
-so every front answers the run's later lines 409 :data:`core.stop.STOPPED_ERROR`, as one sidecar does (a front
+so every front answers the run's later lines 409 :data:`core.run.stop.STOPPED_ERROR`, as one sidecar does (a front
 remembers the runs it saw stopped: a stop is final, so their lines are refused without asking Redis again).
 
 Reads (report, monitor, pipeline lane, gate) of a run are answered by the relay of the run's partition on this
@@ -23,20 +23,20 @@ from typing import Any
 
 from adapters.redis import InputStream, RunIndex, conversation_key, partition_of
 from app.replicas.peers import ReplicaPeers
-from core.admission import LineResult
 from core.channel import ChannelRuntime
-from core.clients import run_key, split_key
 from core.errors import IngestError
 from core.events import RunStart, parse_event
-from core.gate import GateDecision
-from core.journal import JournalEntry
-from core.monitor import RunMonitor
-from core.pipeline import PipelineLane
+from core.ingest.admission import LineResult
+from core.ingest.clients import run_key, split_key
+from core.lanes.gate import GateDecision
+from core.lanes.pipeline import PipelineLane
 from core.ports import DraftStopControls
-from core.relay import Relay
-from core.report import DeliveryReport
-from core.stop import STOPPED_ERROR, StopState
-from core.stop_controls import is_short_id, short_id
+from core.records.journal import JournalEntry
+from core.records.report import DeliveryReport
+from core.run.monitor import RunMonitor
+from core.run.relay import Relay
+from core.run.stop import STOPPED_ERROR, StopState
+from core.run.stop_controls import is_short_id, short_id
 
 UNREAD_POLL_S = 0.1
 """How often a report request waiting for a run its owner has not read yet asks again."""
@@ -46,7 +46,7 @@ STOPPED_CACHE = 100_000
 
 def control_key(key: str) -> str:
     """The key a Stop control's id makes of run ``key`` (what a bot's forwarded click names):
-    ``client/<16 hex>`` (:func:`core.stop_controls.short_id`)."""
+    ``client/<16 hex>`` (:func:`core.run.stop_controls.short_id`)."""
     return run_key(split_key(key)[0], short_id(key))
 
 
@@ -239,7 +239,7 @@ class ReplicaFront:
         return await relay.gate(run_id, call_id, source_key=source_key, wait_s=wait_s)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
-        """Stop the run on its partition's relay (:meth:`core.relay.Relay.stop`; the owner proxy sends it here).
+        """Stop the run on its partition's relay (:meth:`core.run.relay.Relay.stop`; the owner proxy sends it here).
         ``run_id`` is the run's key or a Stop control's key (``client/<16 hex>``, found in the run index by any
         replica: :meth:`locate`). The run is marked stopped in Redis first, so no front takes its lines from here
         on; the mark is taken back when the relay does not take the stop (404, 409, 503: the run goes on or ended
@@ -273,7 +273,7 @@ class ReplicaFront:
 
     def draft_partition(self, key: str) -> int | None:
         """The partition of a Telegram draft's stop key (``client/draft:<chat>:<draft>``,
-        :func:`core.stop_controls.draft_control_id`): its chat's conversation on the channel whose adapter streams
+        :func:`core.run.stop_controls.draft_control_id`): its chat's conversation on the channel whose adapter streams
         drafts (None: not a draft's key, or several such channels place the chat in different partitions)."""
         kind, _, rest = split_key(key)[1].partition(":")
         chat = rest.rpartition(":")[0]
@@ -303,7 +303,8 @@ class ReplicaFront:
     async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
         """The active runs of this replica's partitions, each row with ``replica`` (this replica's id); with
         ``everywhere``, every other live replica's too, asked with ``bearer`` (the caller's ``Authorization``):
-        ``{"runs": [row, ...] (:meth:`core.monitor.RunMonitor.row`), "unreachable": [{"replica", "url", "error"}]}``."""
+        ``{"runs": [row, ...] (:meth:`core.run.monitor.RunMonitor.row`), "unreachable": [{"replica", "url",
+        "error"}]}``."""
         me = {} if self.peers is None else {"replica": self.peers.me}
         rows = [{**row, **me} for relay in self._relays() for row in (await relay.runs())["runs"]]
         if not everywhere or self.peers is None:

@@ -23,9 +23,9 @@ from typing import Any
 
 from adapters.redis import InputEntry, InputStream, RedisJournal, RedisLedger
 from core.errors import IngestError, OwnershipLostError, StoreUnavailableError
-from core.journal import EndedRun, JournalEntry
-from core.ledger import Ledger
-from core.relay import Relay
+from core.records.journal import EndedRun, JournalEntry
+from core.records.ledger import Ledger
+from core.run.relay import Relay
 from core.tasks import stop
 
 _log = logging.getLogger("streamrelay.replicas")
@@ -44,7 +44,7 @@ RETRY_S = 1.0
 class AckingJournal:
     """The partition's fenced journal, acknowledging the input entries a batch came from in its own append.
 
-    :class:`core.relay.Relay` journals what it accepts with ``append(entries)``; the owner sets :attr:`acks` to
+    :class:`core.run.relay.Relay` journals what it accepts with ``append(entries)``; the owner sets :attr:`acks` to
     the batch's stream ids just before handing the batch over, so the lines become durable in the journal and
     leave the input stream in one script: a kill between the two cannot journal a line twice.
     """

@@ -22,7 +22,7 @@ ASK_TIMEOUT_S = 3.0
 """How long one replica may take to answer (seconds): the operator page refreshes every 2 s."""
 
 Rows = list[dict[str, Any]]
-"""Run rows as ``GET /v1/runs`` lists them (:meth:`core.monitor.RunMonitor.row`, with ``watch`` and ``replica``)."""
+"""Run rows as ``GET /v1/runs`` lists them (:meth:`core.run.monitor.RunMonitor.row`, with ``watch`` and ``replica``)."""
 
 
 class ReplicaPeers:

@@ -44,7 +44,7 @@ from app.replicas.owner import MakeRelay, PartitionOwner
 from app.replicas.peers import ReplicaPeers
 from core.errors import ConfigError
 from core.events import Target
-from core.relay import Relay
+from core.run.relay import Relay
 from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.replicas")

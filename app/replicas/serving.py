@@ -28,10 +28,10 @@ from app.service import build_channels, service_sidecar
 from app.version import version
 from config.actions import load_actions
 from config.settings import Settings
-from core.clients import ClientBook, ClientLimits
 from core.clock import MonotonicClock
-from core.ledger import Ledger
-from core.relay import Relay
+from core.ingest.clients import ClientBook, ClientLimits
+from core.records.ledger import Ledger
+from core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.service")
 

@@ -44,7 +44,7 @@ output never depends on how the text was split into appends:
 Fences are CommonMark fences (`````` ``` `````` or ``~~~``, at most 3 spaces of indentation relative to
 their container, closed by a line of the same character at least as long), also inside block quotes
 and list items; a line that leaves the fence's container ends it (core/chunking/lines.py reads them, for
-the whole project: core.fences.scan_fences uses it). A fence whose bare opener, one code point and closer
+the whole project: core.text.fences.scan_fences uses it). A fence whose bare opener, one code point and closer
 cannot fit in ``max_chars`` is cut like text. Lengths are in the channel's unit
 (:class:`core.units.LengthUnit`): code points, or UTF-16 code units for Telegram, where a character
 beyond the BMP costs 2 and is never split.

@@ -5,7 +5,7 @@ standard library and pydantic, so the few rules that matter for a cut are writte
 before a combining mark (categories Mn, Me, Mc), a zero width joiner, a variation selector, an emoji
 modifier or a tag character; none after a zero width joiner; and regional indicator symbols pair into
 flags (https://unicode.org/reports/tr29/#Grapheme_Cluster_Boundary_Rules, GB9, GB11, GB12).
-core/chunk_checks.py uses the same helpers to check chunker output.
+core/text/chunk_checks.py uses the same helpers to check chunker output.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The line reader: CommonMark block structure a line at a time (block quotes, list items, fences).
 
 One reading of fences for the whole project: the chunker reads its pending text with it, and
-:func:`core.fences.scan_fences` (coverage, chunk checks, case checks) reads whole texts with it.
+:func:`core.text.fences.scan_fences` (coverage, chunk checks, case checks) reads whole texts with it.
 
 Rules (https://spec.commonmark.org/0.31.2/#block-quotes, #list-items, #fenced-code-blocks), kept to
 what a cut needs:

@@ -4,7 +4,7 @@
   discriminated on ``kind``: :data:`PipelineUnit`.
 - :mod:`core.contracts.live`: the live monitor's events (``GET /v1/runs/{run}/live``, SSE), a union discriminated
   on ``type``: :data:`LiveEvent`.
-- :mod:`core.contracts.report`: the run report (``GET /v1/runs/{run}``: :class:`core.report.DeliveryReport`'s
+- :mod:`core.contracts.report`: the run report (``GET /v1/runs/{run}``: :class:`core.records.report.DeliveryReport`'s
   fields, frozen), with the gate's and the watch link's answers in :mod:`core.contracts.answers`.
 
 The sidecar's wire JSON is the models' ``model_dump(mode="json")``, key for key and in the same order (tests hold

@@ -11,7 +11,7 @@ from core.contracts.units import PipelineUnit
 
 
 class GateAnswer(BaseModel):
-    """``POST /v1/runs/{run}/gate``: may the tool call run now (core/gate.py has the policy).
+    """``POST /v1/runs/{run}/gate``: may the tool call run now (core/lanes/gate.py has the policy).
 
     ``verdict``: ``run``, ``wait`` (an irreversible call before the commit point) or ``refuse``; ``reason`` one
     sentence naming the tool; ``action_class`` (``class`` on the wire) the class used, ``compensation`` the
@@ -51,7 +51,7 @@ class StopAnswer(BaseModel):
 
 
 class RunRow(BaseModel):
-    """One active run in the listing (:meth:`core.monitor.RunMonitor.row`): where it goes, how old it is, and its
+    """One active run in the listing (:meth:`core.run.monitor.RunMonitor.row`): where it goes, how old it is, and its
     report's status with the parts counted by state."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")

@@ -1,4 +1,4 @@
-"""Live monitor events, typed: one run's progress as watchers get it (:mod:`core.monitor`, the live page's SSE
+"""Live monitor events, typed: one run's progress as watchers get it (:mod:`core.run.monitor`, the live page's SSE
 ``GET /v1/runs/{run}/live``, :meth:`app.client.RelayClient.watch`).
 
 Every event has ``id`` (1, 2, … per run), ``run``, ``seq`` (= ``id``), ``ts`` (wall-clock Unix seconds) and
@@ -8,7 +8,7 @@ here; ``model_dump(mode="json", exclude_unset=True)`` gives back the wire's obje
 field a newer sidecar adds is ignored, a type it adds is an :class:`OtherLiveEvent`); checked strictly where the
 sidecar publishes them in tests (:func:`check_live_event`).
 
-Cost: the monitor publishes plain dicts (one per read of merged answer deltas: :meth:`core.monitor.RunMonitor.
+Cost: the monitor publishes plain dicts (one per read of merged answer deltas: :meth:`core.run.monitor.RunMonitor.
 answer_delta`), never these models: a run streamed a character at a time pays nothing for them. They are built
 where an event is read: by a client, a test, the schema (issue 13 measured publishing per delta at 27% of a run's
 handling; validating there would add to it).
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
-from core.report import SlotRole
+from core.records.report import SlotRole
 
 
 class _Live(BaseModel):

@@ -1,4 +1,5 @@
-"""The run report, typed for its readers: what ``GET /v1/runs/{run}`` answers (:class:`core.report.DeliveryReport`,
+"""The run report, typed for its readers: what ``GET /v1/runs/{run}`` answers
+(:class:`core.records.report.DeliveryReport`,
 which the sidecar builds and mutates while a run goes on), as a frozen model of the same fields in the same order
 (a test holds the two together). A field a newer sidecar adds is ignored when read."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.report import PartState, ReportStatus, SlotRole
+from core.records.report import PartState, ReportStatus, SlotRole
 
 
 class PartFact(BaseModel):

@@ -1,4 +1,4 @@
-"""Pipeline units, typed: the complete, checked units a run's pipeline lane carries (:mod:`core.pipeline`).
+"""Pipeline units, typed: the complete, checked units a run's pipeline lane carries (:mod:`core.lanes.pipeline`).
 
 Every unit has ``index`` (1, 2, …: its position in the run's lane), ``kind``, ``run`` and ``source`` (the sub-agent
 that produced it, ``null`` for the root agent), in that order around the kind's own fields; :data:`PipelineUnit`
@@ -86,7 +86,8 @@ class CommitUnit(_Unit):
 
 
 class StopUnit(_Unit):
-    """A person stopped the run (a Stop control in the chat, or the live page): stop the agent (:mod:`core.stop`)."""
+    """A person stopped the run (a Stop control in the chat, or the live page): stop the agent
+    (:mod:`core.run.stop`)."""
 
     kind: Literal["stop"] = "stop"
     by: str | None = Field(default=None, description="Who stopped it, e.g. ``telegram:user:123``.")

@@ -10,10 +10,10 @@ from typing import Any
 from core.delivery.answer import AnswerChange, AnswerStream
 from core.delivery.threads import ChildThreads
 from core.events import End, ErrorEvent, Event, Media, Source, TextEvent, ToolResult, Visibility
-from core.monitor import RunMonitor
-from core.pipeline import PipelineLane, ToolCallCollector
-from core.subagents import Children, message_unit
-from core.visible import VisibleText, visible_final
+from core.lanes.pipeline import PipelineLane, ToolCallCollector
+from core.run.monitor import RunMonitor
+from core.run.subagents import Children, message_unit
+from core.text.visible import VisibleText, visible_final
 
 
 class SubAgents:

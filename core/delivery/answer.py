@@ -1,6 +1,6 @@
 """The root answer as one linear text: assistant messages joined by a blank line.
 
-Turns per-message :class:`core.assembler.TextChange` values into appends to the linear answer, or a
+Turns per-message :class:`core.text.assembler.TextChange` values into appends to the linear answer, or a
 reset when earlier text changed (a replace, or an edit to an earlier message). Work per append is
 proportional to the appended text.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.assembler import TextAssembler, TextChange
+from core.text.assembler import TextAssembler, TextChange
 
 MESSAGE_SEPARATOR = "\n\n"
 

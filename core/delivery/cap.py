@@ -15,7 +15,8 @@ where the desired state is decided, so the planner and the reconciler never see 
   Preview cuts as it rolls over, block replies as blocks come, every mode again at the final (which may fit after
   all: the notice then goes).
 - The cut part is marked (:attr:`~core.delivery.slots.Slot.cut`): its ledger record's error begins with
-  :data:`core.report.CUT_ERROR` and names the limit and its setting, so the report says ``partial``, live and when
+  :data:`core.records.report.CUT_ERROR` and names the limit and its setting, so the report says ``partial``, live and
+  when
   rebuilt from the ledger.
 
 Everything is counted in the order the stage claims slots, a function of the run's events: a journal replay
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.policy import ChannelPolicy
-from core.report import CUT_ERROR
+from core.records.report import CUT_ERROR
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class MessageLimit:
         return f"… [cut: this answer is longer than {self._messages}]"
 
     def error(self, what: str = "the answer") -> str:
-        """The report's error for a cut of ``what``: begins with :data:`core.report.CUT_ERROR`."""
+        """The report's error for a cut of ``what``: begins with :data:`core.records.report.CUT_ERROR`."""
         n = self.max_messages
         return f"{CUT_ERROR}: {what} needs more than {self._messages}; the rest was not sent ({self.setting} = {n})"
 

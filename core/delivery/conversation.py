@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from core.budgets.fair import Requester
 from core.clock import Clock
 from core.delivery.cap import MessageLimit
 from core.delivery.modes import ModeHandler, make_mode, native_streaming
 from core.delivery.reconciler import DeliveryFeed, Reconciler
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode, Target
-from core.fair import Requester
-from core.ledger import Ledger
 from core.policy import ChannelPolicy, Splitter
 from core.ports import ChannelAdapter
-from core.send_chain import SendChain
+from core.records.ledger import Ledger
 
 _THROTTLED = (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
 """Modes whose calls are edits of a growing message: at most one per ``throttle_s``."""

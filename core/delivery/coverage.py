@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from core.fences import scan_fences
+from core.text.fences import scan_fences
 
 _QUOTE_MARKERS = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.MULTILINE)
 

@@ -20,7 +20,6 @@ from typing import Protocol
 
 from core.chunking import Chunker
 from core.clock import Clock
-from core.coalescer import Block, Chunk, Coalescer
 from core.delivery.answer import AnswerChange
 from core.delivery.cap import within
 from core.delivery.coverage import ShownCursor, uncovered_tail
@@ -31,7 +30,8 @@ from core.events import DeliveryMode, Target
 from core.media import MediaItem
 from core.policy import ChannelPolicy, Splitter
 from core.ports import ChannelAdapter, NativeStreaming
-from core.report import PartState, SlotRole
+from core.records.report import PartState, SlotRole
+from core.text.coalescer import Block, Chunk, Coalescer
 
 _log = logging.getLogger("streamrelay.run")
 

@@ -34,7 +34,7 @@ from core.errors import (
     UncertainDeliveryError,
 )
 from core.ports import TextFormat
-from core.report import PartState
+from core.records.report import PartState
 
 MAX_BACKOFF_S = 15.0
 """The longest wait between two attempts of a call that is retried through an outage."""

@@ -12,13 +12,13 @@ keeps what it shows; the part that continues it gets the rest of its text.
 
 from __future__ import annotations
 
+from core.budgets.fair import ANYONE, Requester
 from core.clock import Clock
 from core.delivery.coverage import uncovered_tail
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import SIDE_ROLES, Op, OpKind, Slot
-from core.fair import ANYONE, Requester
-from core.report import PartState
-from core.send_chain import SendChain
+from core.records.report import PartState
 
 
 def continuation(desired: str, frozen: str) -> str:

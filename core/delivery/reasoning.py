@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.assembler import TextAssembler
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
 from core.ports import TextFormat
-from core.report import SlotRole
+from core.records.report import SlotRole
+from core.text.assembler import TextAssembler
 
 MARK = "💭 "
 CUT_MARK = "💭 …"

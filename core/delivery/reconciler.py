@@ -37,19 +37,19 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from core.budgets.fair import Requester
 from core.clock import Clock
 from core.delivery.outcomes import OutcomeRules
 from core.delivery.planner import Planner
+from core.delivery.send_chain import SendChain
 from core.delivery.settling import Settling, media_of
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, delivery_id, same_render
 from core.errors import DeliveryError
 from core.events import Target
-from core.fair import Requester
-from core.ledger import Ledger, PartRecord
 from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend
-from core.report import PartState
-from core.send_chain import SendChain
+from core.records.ledger import Ledger, PartRecord
+from core.records.report import PartState
 from core.tasks import stop
 
 T = TypeVar("T")
@@ -83,7 +83,7 @@ class Reconciler(Settling, OutcomeRules):
         exclusive_bot: the bot token is the sidecar's alone (Telegram can then settle by probing ids).
         feed: told every call's outcome (see :data:`DeliveryFeed`); None: nobody watches.
         requester: who asks for the bot's shared budgets (its client and run; a thread asks as its run); None: the
-            book's run key (:meth:`Requester.of <core.fair.Requester.of>`).
+            book's run key (:meth:`Requester.of <core.budgets.fair.Requester.of>`).
     """
 
     def __init__(

@@ -28,7 +28,7 @@ from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
 from core.media import MediaItem
 from core.ports import TextFormat
-from core.report import SlotRole
+from core.records.report import SlotRole
 
 if TYPE_CHECKING:
     from core.delivery.modes import SegmentMode

@@ -15,13 +15,13 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, Outcome, Slot, same_render
 from core.events import Target
 from core.media import MediaItem
 from core.ports import ChannelAdapter, SettleOutcome
-from core.report import PartState, SlotRole
-from core.send_chain import SendChain
+from core.records.report import PartState, SlotRole
 
 T = TypeVar("T")
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 from core.delivery.cap import MessageLimit
 from core.delivery.slots import Slot, same_render
-from core.ledger import PartRecord
 from core.ports import TextFormat
-from core.report import PartReport, PartState, SlotRole, is_cut
+from core.records.ledger import PartRecord
+from core.records.report import PartReport, PartState, SlotRole, is_cut
 from core.wake import Wake
 
 _FIRST = frozenset({SlotRole.ANSWER, SlotRole.NOTICE})

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.ports import CallKind, PendingSend, TextFormat
-from core.report import PartState, SlotRole
+from core.records.report import PartState, SlotRole
 
 
 class OpKind(enum.StrEnum):

@@ -1,7 +1,7 @@
 """The status board: true progress as short lines for people (phases, tools, sub-agents).
 
 Never holds raw child text or tool arguments: only facts (started, using a tool, done, failed) and
-summaries the runtime chose to show. Sub-agent lines come from :class:`core.subagents.Children`.
+summaries the runtime chose to show. Sub-agent lines come from :class:`core.run.subagents.Children`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.safe_text import safe_text
+from core.text.safe_text import safe_text
 
 SECRET_KEY = re.compile(
     r"pass|pwd|secret|token|key|auth|cred|cookie|session|signature|private|bearer|header|card|cvv|cvc|"
@@ -32,7 +32,7 @@ PREVIEW_VALUE_CHARS = 40
 def redacted_args(args: dict[str, Any]) -> str:
     """A short, redacted preview of tool arguments for people: at most 3 top-level keys, each value cut to 40
     characters, values of secret-looking keys (password, token, api_key, …) replaced by ``•••``, nested
-    objects and lists summarized, control and bidi override characters removed (:mod:`core.safe_text`; the
+    objects and lists summarized, control and bidi override characters removed (:mod:`core.text.safe_text`; the
     arguments themselves go to the parent loop as they came). ``{"q": "refund policy"}`` → ``q: "refund policy"``."""
     out = []
     for name, value in list(args.items())[:PREVIEW_KEYS]:

@@ -21,22 +21,22 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.budgets.fair import Requester
 from core.clock import Clock
 from core.delivery.answer import AnswerChange
 from core.delivery.conversation import open_conversation
 from core.delivery.modes import ModeHandler
 from core.delivery.reconciler import DeliveryFeed, Reconciler
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
 from core.errors import DeliveryError
 from core.events import DeliveryMode, Source, Target
-from core.fair import Requester
-from core.ledger import Ledger
 from core.media import MediaItem
 from core.policy import ChannelPolicy, ReasoningPolicy
 from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
-from core.report import PartState, SlotRole
-from core.send_chain import SendChain
+from core.records.ledger import Ledger
+from core.records.report import PartState, SlotRole
 from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.threads")

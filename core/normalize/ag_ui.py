@@ -290,7 +290,9 @@ class AgUiNormalizer:
 
     def _tool_start(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
-        if call_id in self._calls:  # an id used again after its END is a new call (core.gate.find_call: the latest)
+        if (
+            call_id in self._calls
+        ):  # an id used again after its END is a new call (core.lanes.gate.find_call: the latest)
             raise IngestError(
                 f"a raw {_PROVIDER} {kind}: tool call {call_id[:80]!r} is already open (no TOOL_CALL_END)"
             )

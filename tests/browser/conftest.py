@@ -23,8 +23,8 @@ from app.client import RelayClient
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 
 INGEST_TOKEN = "browser-tests-ingest-secret"
 NO_CHROMIUM = "no Chromium on PATH: install Debian's chromium: apt-get install chromium"

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from core.contracts.units import StopUnit
-from core.run import STOPPED_NOTICE
+from core.run.stage import STOPPED_NOTICE
 from tests.browser.conftest import INGEST_TOKEN, LivePage, WebStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]

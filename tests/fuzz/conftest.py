@@ -25,7 +25,7 @@ from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.relay import Relay
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 
 T = TypeVar("T")

@@ -12,8 +12,8 @@ from pydantic import SecretStr
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import Ledger, MemoryLedger
-from core.relay import Relay
+from core.records.ledger import Ledger, MemoryLedger
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 
 BOT_TOKEN = "123456:INTEGRATION-test-token"

@@ -22,9 +22,9 @@ from app.client import RelayClient, RelayError
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
-from core.stop_controls import short_id
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.run.stop_controls import short_id
 from examples.stop_bot import stop_router
 from mocks.telegram import MockTelegram
 from tests.integration import test_clients
@@ -197,7 +197,7 @@ async def test_media_past_the_message_limit_make_the_report_partial_and_cut_with
 async def test_the_relay_client_addresses_a_run_whose_id_holds_url_characters(stack: Stack) -> None:
     async with RelayClient(stack.sidecar.url, INGEST_TOKEN) as relay:
         await relay.send("ask", [START, {"kind": "text", "text": "Someone else's answer."}])
-        # 'ask?2' and 'ask#2' are valid run ids (core.clients.RUN_ID_PATTERN): the client posted to /v1/runs/ask
+        # 'ask?2' and 'ask#2' are valid run ids (core.ingest.clients.RUN_ID_PATTERN): the client posted to /v1/runs/ask
         with pytest.raises(RelayError):
             await relay.send("ask?2", [{"kind": "text", "text": " INJECTED"}])
         with pytest.raises(RelayError):

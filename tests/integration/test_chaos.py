@@ -26,7 +26,7 @@ from app.chaos.answers import Answer, load_recordings, run_lines
 from app.chaos.judge import judge
 from app.chaos.plan import Options, RunPlan, make_plan
 from app.chaos.procs import stop_leftovers
-from core.run import IDLE_NOTICE
+from core.run.stage import IDLE_NOTICE
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_TIMEOUT_S = 240

@@ -23,8 +23,8 @@ from app.service import Sidecar, make_runtime
 from config.connections import ConnectionSettings
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 

@@ -24,7 +24,7 @@ from core.contracts.live import (
 )
 from core.contracts.report import RunReport
 from core.contracts.units import PIPELINE_UNIT, MessageUnit, PipelineUnit, RunEndUnit, ToolCallUnit
-from core.ledger import MemoryLedger
+from core.records.ledger import MemoryLedger
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(60)

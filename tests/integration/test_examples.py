@@ -10,8 +10,8 @@ from app.service import Sidecar, make_runtime
 from config.actions import load_actions
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from examples.parent_loop import main
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN

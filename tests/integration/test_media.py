@@ -21,8 +21,8 @@ from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.events import Target
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.calls import RecordedCall
 from mocks.common import MockPlatform
 from tests.integration.conftest import INGEST_TOKEN

@@ -14,8 +14,8 @@ from app.dry_run import DRY_RUN
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_threads import RESEARCHER, _in_thread, threads_of

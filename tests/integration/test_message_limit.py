@@ -23,8 +23,8 @@ from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.delivery.cap import MessageLimit
 from core.events import Source
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.common import utf16_len
 from mocks.slack import MockSlack
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack

@@ -35,7 +35,7 @@ from app.service import Sidecar, make_runtime
 from app.serving import STORE_TABLES
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.relay import Relay
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 

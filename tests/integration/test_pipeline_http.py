@@ -13,8 +13,8 @@ import pytest
 from app.client import RelayClient, RelayError
 from app.service import Sidecar
 from core.contracts.units import CommitUnit, PipelineUnit, RunEndUnit, ToolCallUnit
-from core.gate import Action, ActionCatalog, ActionClass
-from core.ledger import MemoryLedger
+from core.lanes.gate import Action, ActionCatalog, ActionClass
+from core.records.ledger import MemoryLedger
 from tests.integration.conftest import INGEST_TOKEN, Stack, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(60)

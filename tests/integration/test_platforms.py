@@ -20,11 +20,11 @@ from app.dry_run import DRY_RUN, seed_thread
 from app.ingest_client import detect_format, recording_lines
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
-from core.chunk_checks import content_key, fences_balanced
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
 from core.ports import TextFormat
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.text.chunk_checks import content_key, fences_balanced
 from core.units import LengthUnit, text_units
 from tests.integration.conftest import INGEST_TOKEN
 

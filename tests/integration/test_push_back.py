@@ -18,9 +18,9 @@ from app.client import RelayClient
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.pressure import LoopLag, Pressure
-from core.relay import Relay
+from core.ingest.pressure import LoopLag, Pressure
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 

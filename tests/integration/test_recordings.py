@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from app.ingest_client import recording_lines
-from core.ledger import MemoryLedger
+from core.records.ledger import MemoryLedger
 from core.units import LengthUnit, text_units
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 

@@ -14,7 +14,7 @@ from adapters.sqlite import SqliteLedger
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.relay import Relay
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 

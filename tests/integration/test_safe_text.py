@@ -18,9 +18,9 @@ from app.dry_run import DRY_RUN, seed_thread
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
-from core.safe_text import safe_text
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.text.safe_text import safe_text
 from mocks.calls import RecordedCall
 from tests.integration.conftest import INGEST_TOKEN
 

@@ -20,11 +20,11 @@ from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.contracts.units import StopUnit
 from core.events import Stop, event_to_json
-from core.journal import JournalEntry
-from core.ledger import MemoryLedger
-from core.relay import Relay
-from core.run import STOPPED_NOTICE
-from core.stop import STOPPED_ERROR
+from core.records.journal import JournalEntry
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.run.stage import STOPPED_NOTICE
+from core.run.stop import STOPPED_ERROR
 from examples.parent_loop import cancel_on_stop
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN, Stack

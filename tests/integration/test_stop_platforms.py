@@ -19,11 +19,11 @@ from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.contracts.units import StopUnit
-from core.ledger import MemoryLedger
-from core.relay import Relay
-from core.run import STOPPED_NOTICE
-from core.stop import STOPPED_ERROR
-from core.stop_controls import control_id
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.run.stage import STOPPED_NOTICE
+from core.run.stop import STOPPED_ERROR
+from core.run.stop_controls import control_id
 from mocks.common import MockServer
 from tests.integration.conftest import INGEST_TOKEN
 

@@ -23,11 +23,11 @@ from pydantic import SecretStr
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
 from core.ports import PendingSend
-from core.relay import Relay
-from core.report import SlotRole
-from core.run import STOPPED_NOTICE
+from core.records.ledger import MemoryLedger
+from core.records.report import SlotRole
+from core.run.relay import Relay
+from core.run.stage import STOPPED_NOTICE
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN
 

@@ -20,11 +20,11 @@ from adapters.sqlite.journal import SqliteJournal
 from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
-from core.ledger import MemoryLedger
-from core.relay import Relay
-from core.run import STOPPED_NOTICE
-from core.stop import STOPPED_ERROR
-from core.stop_controls import control_id
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.run.stage import STOPPED_NOTICE
+from core.run.stop import STOPPED_ERROR
+from core.run.stop_controls import control_id
 from examples.stop_bot import stop_router
 from mocks.telegram import MockTelegram
 from mocks.telegram.buttons import PRESSER_ID

@@ -23,10 +23,10 @@ from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.contracts.units import MessageUnit, PipelineUnit, RunEndUnit, ToolCallUnit
 from core.events import ProviderFormat, Source
-from core.gate import Action, ActionCatalog, ActionClass
-from core.ledger import MemoryLedger
+from core.lanes.gate import Action, ActionCatalog, ActionClass
 from core.ports import TextFormat
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 

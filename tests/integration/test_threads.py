@@ -16,8 +16,8 @@ from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.events import Source
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from mocks.common import MockPlatform
 from mocks.discord import MockDiscord
 from mocks.slack import MockSlack

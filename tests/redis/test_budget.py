@@ -12,8 +12,8 @@ import pytest
 
 from adapters.redis import Attempt, RedisBudgets, SharedBucket, SharedPauses
 from adapters.redis.client import Redis
+from core.budgets.rate import Budget, BudgetScope
 from core.ports import CallKind
-from core.rate import Budget, BudgetScope
 
 
 async def test_a_burst_then_one_call_per_interval(client: Redis) -> None:

@@ -15,8 +15,8 @@ from adapters.redis import InputStream, RunIndex
 from adapters.redis.client import Redis
 from app.replicas.front import ReplicaFront
 from core.errors import IngestError
-from core.relay import Relay
-from core.report import DeliveryReport
+from core.records.report import DeliveryReport
+from core.run.relay import Relay
 
 
 class _Owner:

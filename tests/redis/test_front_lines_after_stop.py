@@ -12,8 +12,8 @@ from adapters.redis import InputStream, RunIndex
 from adapters.redis.client import Redis
 from app.replicas.front import ReplicaFront
 from core.errors import IngestError
-from core.relay import Relay
-from core.stop import STOPPED_ERROR, StopState
+from core.run.relay import Relay
+from core.run.stop import STOPPED_ERROR, StopState
 
 
 class _Owner:

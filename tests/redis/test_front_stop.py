@@ -11,9 +11,9 @@ from adapters.redis import InputStream, RunIndex
 from adapters.redis.client import Redis
 from app.replicas.front import ReplicaFront, control_key
 from core.errors import IngestError
-from core.relay import Relay
-from core.stop import StopState
-from core.stop_controls import short_id
+from core.run.relay import Relay
+from core.run.stop import StopState
+from core.run.stop_controls import short_id
 
 
 class _Owner:

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.redis import FencedError, InputStream, Leases, RedisJournal
 from adapters.redis.client import Redis
-from core.journal import EndedRun, Journal, JournalEntry, MemoryJournal
+from core.records.journal import EndedRun, Journal, JournalEntry, MemoryJournal
 
 MakeJournal = Callable[[int], Journal]
 

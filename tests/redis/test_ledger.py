@@ -10,9 +10,9 @@ import pytest
 
 from adapters.redis import FencedError, Leases, RedisLedger
 from adapters.redis.client import Redis
-from core.ledger import Ledger, MemoryLedger, PartRecord, RunRecord
 from core.ports import PendingSend, TextFormat
-from core.report import PartState, SlotRole
+from core.records.ledger import Ledger, MemoryLedger, PartRecord, RunRecord
+from core.records.report import PartState, SlotRole
 
 MakeLedger = Callable[[], Awaitable[Ledger]]
 

@@ -20,9 +20,9 @@ from app.cli import app
 from app.ops_cli import dead_letters
 from app.replicas.front import ReplicaFront
 from app.replicas.peers import ReplicaPeers
-from core.journal import JournalEntry
-from core.ledger import MemoryLedger
-from core.relay import Relay
+from core.records.journal import JournalEntry
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(60)

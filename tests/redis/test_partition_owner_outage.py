@@ -17,14 +17,14 @@ import app.replicas.owner as owner_module
 from adapters.redis import InputEntry, InputStream, Leases, RedisJournal, RedisLedger
 from adapters.redis.client import Redis
 from app.replicas.owner import AckingJournal, PartitionOwner
-from core.admission import LineResult
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
 from core.errors import StoreUnavailableError
 from core.events import DeliveryMode
-from core.journal import JournalEntry
-from core.ledger import Ledger
-from core.relay import Relay
+from core.ingest.admission import LineResult
+from core.records.journal import JournalEntry
+from core.records.ledger import Ledger
+from core.run.relay import Relay
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 

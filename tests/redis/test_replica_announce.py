@@ -11,8 +11,8 @@ from app.replicas.front import ReplicaFront
 from app.replicas.owner import AckingJournal
 from app.replicas.service import ReplicaService
 from core.clock import MonotonicClock
-from core.ledger import Ledger
-from core.relay import Relay
+from core.records.ledger import Ledger
+from core.run.relay import Relay
 
 URL = "http://127.0.0.1:18999"
 

@@ -16,8 +16,8 @@ from app.replicas.owner import AckingJournal
 from app.replicas.service import ReplicaService
 from core.clock import MonotonicClock
 from core.errors import ConfigError
-from core.ledger import Ledger
-from core.relay import Relay
+from core.records.ledger import Ledger
+from core.run.relay import Relay
 
 
 def _relay(ledger: Ledger, journal: AckingJournal) -> Relay:

@@ -17,8 +17,8 @@ from aiogram.client.telegram import TelegramAPIServer
 
 from adapters.redis.client import Redis
 from app.dry_run import DRY_RUN
-from core.stop import STOPPED_ERROR
-from core.stop_controls import control_id
+from core.run.stop import STOPPED_ERROR
+from core.run.stop_controls import control_id
 from examples.stop_bot import stop_router
 from mocks.telegram.buttons import PRESSER_ID
 from tests.redis.test_failover import TOKEN, _cluster, _owner, _until

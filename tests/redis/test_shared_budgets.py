@@ -24,13 +24,13 @@ from adapters.redis.client import Redis
 from adapters.redis.keys import KEYS
 from adapters.redis.shared_budgets import RedisSharedBudgets, shared_budgets_for
 from adapters.telegram.adapter import TelegramAdapter
+from core.budgets.rate import Budget, BudgetScope
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
 from core.errors import RateLimitedError, RateScope
 from core.events import Target
 from core.policy import ChannelPolicy
 from core.ports import CallKind, ChannelAdapter, TextFormat
-from core.rate import Budget, BudgetScope
 from mocks.telegram import MockTelegram, TelegramLimits
 from tests.unit.fakes import MemoryChat
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from adapters.redis import InputStream
 from adapters.redis.client import Redis
-from core.journal import JournalEntry
+from core.records.journal import JournalEntry
 
 
 def lines(*texts: str, run: str = "r") -> list[JournalEntry]:

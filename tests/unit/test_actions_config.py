@@ -10,7 +10,7 @@ import pytest
 
 from config.actions import DEFAULT_ACTIONS, SchemaValidator, load_actions
 from core.errors import ConfigError
-from core.gate import ActionClass, Verdict
+from core.lanes.gate import ActionClass, Verdict
 
 
 def _write(tmp_path: Path, text: str) -> Path:

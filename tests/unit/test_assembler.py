@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.assembler import TextAssembler
 from core.events import TextMode
+from core.text.assembler import TextAssembler
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 TEXT_CASES = sorted(CASES.glob("text-*.json"))

@@ -130,7 +130,7 @@ def test_ag_ui_a_tool_call_started_again_while_open_is_refused() -> None:
 
 
 def test_ag_ui_an_id_used_again_after_its_end_is_a_new_call() -> None:
-    # agents that number their calls per turn reuse ids; the gate takes the latest (core.gate.find_call)
+    # agents that number their calls per turn reuse ids; the gate takes the latest (core.lanes.gate.find_call)
     normalizer = AgUiNormalizer(RUN)
     for _ in range(2):
         normalizer.feed({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "search"})

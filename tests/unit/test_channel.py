@@ -7,13 +7,13 @@ import itertools
 
 import pytest
 
+from core.budgets.rate import Budget, BudgetScope
 from core.channel import ChannelRuntime
 from core.clock import FakeClock
 from core.errors import RateLimitedError, RateScope
 from core.events import Target
 from core.policy import ChannelPolicy
 from core.ports import CallKind
-from core.rate import Budget, BudgetScope
 from tests.unit.fakes import ManualClock, MemoryChat, drive, settle
 
 TELEGRAM_LIKE = (

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from core.chunk_checks import chunk_property_failures, content_key, fences_balanced
-from core.chunker import BreakKind, Chunker, ChunkParams, chunk_text
+from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
+from core.text.chunk_checks import chunk_property_failures, content_key, fences_balanced
 from core.units import LengthUnit, text_units
 
 CASES = Path(__file__).resolve().parents[1] / "cases"

@@ -33,7 +33,7 @@ Nesting is kept to what a chunk can hold: the deepest reopened fence (opener, on
 their container prefixes) fits in ``max_chars``; below that the chunker's documented fallbacks apply, which
 tests/unit/test_chunker.py covers.
 
-The chunker comes from ``core.chunking`` when that package exports ``Chunker``, else from ``core.chunker``.
+The chunker comes from ``core.chunking`` when that package exports ``Chunker``, else from ``core.chunking``.
 Every property passes and shrinks; one issue case below is a strict ``xfail`` with its reason (a documented
 fallback that does not render the same).
 """
@@ -57,19 +57,19 @@ from core.units import LengthUnit, text_units
 
 
 def _chunker() -> ModuleType:
-    """``core.chunking`` (issue 13's package) once it exports ``Chunker``, else ``core.chunker``."""
+    """``core.chunking`` (issue 13's package) once it exports ``Chunker``, else ``core.chunking``."""
     try:
         package: ModuleType | None = importlib.import_module("core.chunking")
     except ImportError:
         package = None
     if package is not None and hasattr(package, "Chunker"):
         return package
-    return importlib.import_module("core.chunker")
+    return importlib.import_module("core.chunking")
 
 
 CHUNKER = _chunker()
 if TYPE_CHECKING:  # the public API, the same in both
-    from core.chunker import BreakKind, ChunkParams, chunk_text
+    from core.chunking import BreakKind, ChunkParams, chunk_text
 else:
     BreakKind, ChunkParams, chunk_text = CHUNKER.BreakKind, CHUNKER.ChunkParams, CHUNKER.chunk_text
 

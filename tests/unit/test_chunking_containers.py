@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
-from core.fences import scan_fences
+from core.text.fences import scan_fences
 from core.units import LengthUnit, text_units
 from tests.unit.test_chunker_commonmark import LIST_CONTINUATION, LONG_OPENER, NESTED_SIX, QUOTE
 

@@ -7,15 +7,15 @@ import asyncio
 from typing import Any
 
 from core.channel import ChannelRuntime
-from core.clients import ClientLimits
 from core.clock import MonotonicClock
 from core.errors import IngestError
 from core.events import parse_event
-from core.journal import MemoryJournal
-from core.ledger import MemoryLedger
+from core.ingest.clients import ClientLimits
+from core.ingest.quota import RunUsage
 from core.policy import ChannelPolicy
-from core.quota import RunUsage
-from core.relay import Relay
+from core.records.journal import MemoryJournal
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

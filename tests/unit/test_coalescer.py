@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from core.clock import FakeClock
-from core.coalescer import Block, Chunk, CoalesceParams, Coalescer
 from core.events import Visibility
+from core.text.coalescer import Block, Chunk, CoalesceParams, Coalescer
 from core.units import LengthUnit
 
 CASES = Path(__file__).resolve().parents[1] / "cases"

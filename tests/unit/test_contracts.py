@@ -35,9 +35,9 @@ from core.contracts.units import (
     parse_unit,
 )
 from core.events import Source, ToolCall, ToolCallState
-from core.monitor import DeliveryWatch, RunMonitor
-from core.pipeline import PipelineLane, ToolCallCollector
-from core.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
+from core.lanes.pipeline import PipelineLane, ToolCallCollector
+from core.records.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
+from core.run.monitor import DeliveryWatch, RunMonitor
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = Source(agent_id="helper", session_id="s-1", depth=1, path="root/helper")

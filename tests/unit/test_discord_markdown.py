@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from adapters.discord.adapter import render
 from adapters.discord.markdown import RULE, discord_markdown
-from core.chunk_checks import fences_balanced
 from core.ports import TextFormat
+from core.text.chunk_checks import fences_balanced
 
 TABLE = "| Model | Battery | Price |\n|---|:---:|--:|\n| X1 | 14 h | 1,299 EUR |\n| Zen 7 | 9 h | 899 EUR |"
 

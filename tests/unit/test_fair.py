@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
+from core.budgets.fair import FairQueue, Requester
+from core.budgets.rate import TokenBucket
 from core.clock import FakeClock
-from core.fair import FairQueue, Requester
-from core.rate import TokenBucket
 from tests.unit.fakes import ManualClock, settle
 
 pytestmark = pytest.mark.timeout(30)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from adapters.ingest_http.lines import _UNDECIDED, decode, fast_strict_loads
 from core.errors import IngestError
-from core.pipeline import strict_loads
+from core.lanes.pipeline import strict_loads
 
 KEYS = st.sampled_from(["a", "b", "a:b", ":", "kind", "text", "é", "😀"])
 SCALARS = (

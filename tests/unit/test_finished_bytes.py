@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
-from core.finished import RUN_OVERHEAD_BYTES
-from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
-from core.relay import Relay
+from core.records.ledger import MemoryLedger
+from core.run.finished import RUN_OVERHEAD_BYTES
+from core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

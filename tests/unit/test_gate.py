@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from core.gate import (
+from core.lanes.gate import (
     Action,
     ActionCatalog,
     ActionClass,

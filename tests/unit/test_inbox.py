@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from core.inbox import Inbox
+from core.run.inbox import Inbox
 from core.wake import Wake
 from tests.unit.fakes import ManualClock, settle
 

@@ -25,8 +25,8 @@ from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from core.errors import IngestError
 from core.events import ProviderFormat, Target, ToolCall, ToolCallState, parse_event
+from core.lanes.pipeline import ToolCallCollector
 from core.normalize import make_normalizer
-from core.pipeline import ToolCallCollector
 from core.policy import MAX_THROTTLE_MS, ChannelPolicy, apply_overrides
 
 LONE = "\ud800"

@@ -15,13 +15,13 @@ from core.clock import MonotonicClock
 from core.delivery.coverage import split_covered
 from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode
-from core.journal import MemoryJournal
-from core.ledger import MemoryLedger
 from core.media import MediaItem, MediaKind
 from core.policy import ChannelPolicy
-from core.relay import Relay
-from core.report import SlotRole
-from core.run import PROGRESS_TITLE
+from core.records.journal import MemoryJournal
+from core.records.ledger import MemoryLedger
+from core.records.report import SlotRole
+from core.run.relay import Relay
+from core.run.stage import PROGRESS_TITLE
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from core.chunk_checks import fences_balanced
 from core.clock import FakeClock
 from core.delivery.cap import MessageLimit
 from core.delivery.modes import make_mode
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.events import (
     BlockEnd,
@@ -28,15 +28,15 @@ from core.events import (
     TextEvent,
     TextMode,
 )
-from core.ledger import MemoryLedger
-from core.monitor import RunMonitor
-from core.pipeline import PipelineLane, ToolCallCollector
+from core.ingest.sequencer import join_deltas
+from core.lanes.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, Splitter
-from core.report import CUT_ERROR, DeliveryReport, ReportStatus, SlotRole, summarize
-from core.run import RunStage
-from core.run_controller import RunController
-from core.send_chain import SendChain
-from core.sequencer import join_deltas
+from core.records.ledger import MemoryLedger
+from core.records.report import CUT_ERROR, DeliveryReport, ReportStatus, SlotRole, summarize
+from core.run.controller import RunController
+from core.run.monitor import RunMonitor
+from core.run.stage import RunStage
+from core.text.chunk_checks import fences_balanced
 from core.units import LengthUnit, text_units
 from tests.unit import test_run_stage as stage_tests
 from tests.unit.fakes import FakeAdapter, settle

@@ -143,6 +143,43 @@ async def test_an_after_commit_fault_stores_then_fails(rig: Rig) -> None:
     assert state["calls"][0]["message_id"] == state["chats"][str(rig.platform.chat)][0]["message_id"]
 
 
+@pytest.mark.parametrize(
+    ("reply", "body", "content_type"),
+    [
+        ({"status": 200, "body": {"ok": True}}, b'{"ok": true}', "application/json"),
+        ({"status": 200, "body": ""}, b"", "application/json"),
+        ({"status": 200, "body": {"id": None}}, b'{"id": null}', "application/json"),
+        (
+            {"status": 200, "body": "<html>Bad gateway</html>", "content_type": "text/html"},
+            b"<html>Bad gateway</html>",
+            "text/html",
+        ),
+        ({"status": 502, "body": "upstream", "content_type": "text/plain"}, b"upstream", "text/plain"),
+    ],
+    ids=["ok-without-result", "empty", "id-null", "html", "text-502"],
+)
+@pytest.mark.parametrize("after_commit", [False, True], ids=["before-commit", "after-commit"])
+async def test_a_raw_reply_is_sent_byte_for_byte(
+    rig: Rig, reply: dict[str, Any], body: bytes, content_type: str, after_commit: bool
+) -> None:
+    fault = {"method": rig.platform.send_method, "nth": 1, "reply": reply, "after_commit": after_commit}
+    scripted = await rig.script({"faults": [fault]})
+
+    answer = await rig.send("maybe stored")
+    state = await rig.state()
+
+    assert scripted.json()["applied"]["faults"][0]["reply"] == reply
+    assert (answer.status_code, answer.content, answer.headers.get("Content-Type")) == (
+        reply["status"],
+        body,
+        content_type,
+    )
+    shown = [m["text"] for m in state["chats"].get(str(rig.platform.chat), [])]
+    assert shown == (["maybe stored"] if after_commit else [])
+    assert (state["calls"][0]["status"], state["calls"][0]["ok"]) == (reply["status"], False)
+    assert (await rig.send("next")).status_code == 200  # only the scripted call
+
+
 async def test_latency_counts_from_the_moment_of_scripting(rig: Rig) -> None:
     await rig.send("before")
     answer = await rig.script({"latency_ms": {rig.platform.send_method: [300]}})
@@ -244,6 +281,15 @@ async def test_a_timeout_outage_holds_the_answer(rig: Rig) -> None:
             "faults[0].after_commit",
         ),
         ({"faults": [{"method": "SEND", "nth": 1, "reply": {"status": 500}, "when": 1}]}, "faults[0].when"),
+        ({"faults": [{"method": "SEND", "nth": 1, "reply": {"status": 99, "body": ""}}]}, "faults[0].reply"),
+        (
+            {"faults": [{"method": "SEND", "nth": 1, "reply": {"status": 200, "body": "", "content_type": None}}]},
+            "faults[0].reply",
+        ),
+        (
+            {"faults": [{"method": "SEND", "nth": 1, "reply": {"status": 200, "body": "", "headers": {}}}]},
+            "faults[0].reply",
+        ),
         ({"latency_ms": {"SEND": [-1]}}, "latency_ms.SEND"),
         ({"rate_limits": "sometimes"}, "rate_limits"),
         ({"outage": {"seconds": 0, "reply": {"status": 502}}}, "outage.seconds"),

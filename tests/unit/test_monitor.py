@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-import core.monitor
+import core.run.monitor
 from core.events import ErrorEvent, Phase, Source, TextEvent, ToolResult, Visibility
-from core.monitor import RunMonitor, progress_event
+from core.run.monitor import RunMonitor, progress_event
 from tests.unit.fakes import settle
 
 pytestmark = pytest.mark.timeout(10)
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.timeout(10)
 @pytest.fixture(autouse=True)
 def _mechanics_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests drive the log's mechanics with shortened events (a ``run`` without its channel, an ``end``
-    without its delivery): the contract's check (core.monitor.CHECK_CONTRACT) is for the real producers, whose
+    without its delivery): the contract's check (core.run.monitor.CHECK_CONTRACT) is for the real producers, whose
     events tests/unit/test_contracts.py and the integration tests check."""
-    monkeypatch.setattr(core.monitor, "CHECK_CONTRACT", False)
+    monkeypatch.setattr(core.run.monitor, "CHECK_CONTRACT", False)
 
 
 def monitor(buffer: int = 100) -> RunMonitor:

@@ -7,14 +7,14 @@ sendMessageDraft then sendMessage. A refusal falls back to preview without losin
 from __future__ import annotations
 
 from core.clock import Clock, FakeClock
+from core.delivery.send_chain import SendChain
 from core.errors import UncertainDeliveryError
 from core.events import DeliveryMode, End, EndStatus, RunStart, Target, TextEvent, TextMode
-from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy
 from core.ports import TextFormat
-from core.report import ReportStatus
-from core.run_controller import RunController
-from core.send_chain import SendChain
+from core.records.ledger import MemoryLedger
+from core.records.report import ReportStatus
+from core.run.controller import RunController
 from core.units import LengthUnit
 from tests.unit.fakes import STREAM_METHODS, FakeNativeAdapter, ManualClock, drive, settle
 

@@ -22,12 +22,12 @@ from core.errors import (
     UncertainDeliveryError,
 )
 from core.events import Target
-from core.journal import JournalEntry, MemoryJournal
-from core.ledger import MemoryLedger, PartRecord, RunRecord
 from core.policy import ChannelPolicy
 from core.ports import NativeStreaming, TextFormat, Threads
-from core.relay import Relay
-from core.report import PartState, SlotRole
+from core.records.journal import JournalEntry, MemoryJournal
+from core.records.ledger import MemoryLedger, PartRecord, RunRecord
+from core.records.report import PartState, SlotRole
+from core.run.relay import Relay
 from tests.unit.fakes import FakeAdapter, FakeNativeAdapter
 
 CHAT = Target(chat_id=4242)

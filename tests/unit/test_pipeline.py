@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.events import ToolCall, ToolCallState
-from core.pipeline import ToolCallCollector
+from core.lanes.pipeline import ToolCallCollector
 
 
 def _call(state: ToolCallState, **kw: object) -> ToolCall:

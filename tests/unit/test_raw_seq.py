@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from core.admission import LineResult
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
 from core.errors import IngestError
 from core.events import TextEvent
-from core.journal import MemoryJournal
-from core.ledger import MemoryLedger
+from core.ingest.admission import LineResult
+from core.ingest.sequencer import SeqFloor, SeqGate
 from core.policy import ChannelPolicy
-from core.relay import Relay
-from core.sequencer import SeqFloor, SeqGate
+from core.records.journal import MemoryJournal
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}, "format": "ag-ui", "seq": 0}

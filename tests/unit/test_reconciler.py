@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from core.budgets.rate import TokenBucket
 from core.clock import Clock, FakeClock
 from core.delivery.reconciler import Reconciler
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.errors import (
     AnswerTimeoutError,
@@ -23,11 +25,9 @@ from core.errors import (
     UncertainDeliveryError,
 )
 from core.events import Target
-from core.ledger import MemoryLedger
 from core.ports import PendingSend, TextFormat
-from core.rate import TokenBucket
-from core.report import PartState, SlotRole
-from core.send_chain import SendChain
+from core.records.ledger import MemoryLedger
+from core.records.report import PartState, SlotRole
 from tests.unit.fakes import FakeAdapter, ManualClock, drive, settle
 
 pytestmark = pytest.mark.timeout(10)

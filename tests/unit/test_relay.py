@@ -8,17 +8,17 @@ from typing import Any
 import pytest
 
 from core.channel import ChannelRuntime
-from core.chunker import ChunkParams
+from core.chunking import ChunkParams
 from core.clock import MonotonicClock
-from core.coalescer import CoalesceParams
 from core.errors import IngestError
 from core.events import DeliveryMode, parse_event
-from core.journal import JournalEntry, MemoryJournal
-from core.ledger import MemoryLedger
+from core.ingest.sequencer import join_deltas
 from core.policy import ChannelPolicy
-from core.relay import Relay
-from core.run import IDLE_NOTICE
-from core.sequencer import join_deltas
+from core.records.journal import JournalEntry, MemoryJournal
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.run.stage import IDLE_NOTICE
+from core.text.coalescer import CoalesceParams
 from tests.unit.fakes import FakeAdapter, MemoryChat
 
 
@@ -192,7 +192,7 @@ async def test_a_bug_in_one_run_shows_its_person_a_failure_and_other_runs_go_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from core.events import Phase
-    from core.run_controller import RunController
+    from core.run.controller import RunController
 
     original = RunController.handle
 

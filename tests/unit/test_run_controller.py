@@ -13,10 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.chunk_checks import content_key, fences_balanced
-from core.chunker import BreakKind, ChunkParams
+from core.chunking import BreakKind, ChunkParams
 from core.clock import FakeClock
-from core.coalescer import CoalesceParams
+from core.delivery.send_chain import SendChain
 from core.errors import ForbiddenError, UncertainDeliveryError
 from core.events import (
     Commit,
@@ -37,13 +36,14 @@ from core.events import (
     ToolCallState,
     Visibility,
 )
-from core.ledger import MemoryLedger
 from core.policy import ChannelPolicy, SubagentPolicy
 from core.ports import TextFormat
-from core.report import DeliveryReport, ReportStatus
-from core.run import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED, PROGRESS_TITLE
-from core.run_controller import RunController
-from core.send_chain import SendChain
+from core.records.ledger import MemoryLedger
+from core.records.report import DeliveryReport, ReportStatus
+from core.run.controller import RunController
+from core.run.stage import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED, PROGRESS_TITLE
+from core.text.chunk_checks import content_key, fences_balanced
+from core.text.coalescer import CoalesceParams
 from core.units import LengthUnit, text_units
 from tests.unit.fakes import FakeAdapter, settle
 

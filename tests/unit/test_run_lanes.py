@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from core.delivery.reconciler import Reconciler
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.errors import RateLimitedError
 from core.events import (
@@ -31,12 +32,11 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.gate import Action, ActionCatalog, ActionClass, Verdict, ask_gate
-from core.ledger import MemoryLedger
-from core.pipeline import PipelineLane
+from core.lanes.gate import Action, ActionCatalog, ActionClass, Verdict, ask_gate
+from core.lanes.pipeline import PipelineLane
 from core.policy import ReasoningPolicy, SubagentPolicy
-from core.report import SlotRole
-from core.send_chain import SendChain
+from core.records.ledger import MemoryLedger
+from core.records.report import SlotRole
 from tests.unit.fakes import FakeAdapter, ManualClock, settle
 from tests.unit.test_run_controller import CHILD, RUN, Harness, delta, end, harness, policy
 
@@ -187,7 +187,7 @@ async def test_a_call_that_fails_its_schema_is_malformed_never_a_call() -> None:
 
     h = Harness(policy(DeliveryMode.FINAL))
     start = h.ctl.start_event
-    from core.run_controller import RunController
+    from core.run.controller import RunController
 
     h.ctl = RunController(start, h.policy, h.adapter, SendChain(h.clock), h.ledger, h.clock, validator=validator)
     await h.open()

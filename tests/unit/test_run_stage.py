@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from core.chunker import BreakKind, ChunkParams
+from core.chunking import BreakKind, ChunkParams
 from core.clock import FakeClock
-from core.coalescer import CoalesceParams
 from core.delivery.modes import make_mode
 from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode, End, EndStatus, Event, ProviderFormat, RunStart, Target
-from core.monitor import RunMonitor
+from core.ingest.sequencer import join_deltas
+from core.lanes.pipeline import PipelineLane, ToolCallCollector
 from core.normalize import make_normalizer
-from core.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, Splitter
 from core.ports import TextFormat
-from core.run import RunStage
-from core.sequencer import join_deltas
+from core.run.monitor import RunMonitor
+from core.run.stage import RunStage
+from core.text.coalescer import CoalesceParams
 from core.units import LengthUnit, text_units
 
 STREAMS = Path(__file__).resolve().parents[1] / "streams"
@@ -111,9 +111,21 @@ def test_replaying_a_recorded_run_gives_the_same_desired_state_however_it_is_bat
     assert replay(delivery, events, batch=len(events)) == live  # a journal replay: the whole backlog at once
 
 
-PURE = ["core.run", "core.delivery.modes", "core.delivery.slotbook", "core.delivery.agents", "core.delivery.reasoning"]
+PURE = [
+    "core.run.stage",
+    "core.delivery.modes",
+    "core.delivery.slotbook",
+    "core.delivery.agents",
+    "core.delivery.reasoning",
+]
 """The stages upstream of the slot book."""
-EFFECTFUL = ("core.delivery.reconciler", "core.send_chain", "core.run_controller", "core.relay", "core.journal")
+EFFECTFUL = (
+    "core.delivery.reconciler",
+    "core.delivery.send_chain",
+    "core.run.controller",
+    "core.run.relay",
+    "core.records.journal",
+)
 """What performs calls or writes: downstream of the slot book (the slot book turns its parts into the ledger's
 records, the data type, and never writes them)."""
 

@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.chunker import BreakKind, ChunkParams
+from core.chunking import BreakKind, ChunkParams
 from core.clock import FakeClock
-from core.coalescer import CoalesceParams
 from core.delivery.modes import make_mode
 from core.delivery.slotbook import SlotBook
 from core.delivery.status import redacted_args
@@ -38,13 +37,14 @@ from core.events import (
     ToolResult,
     Visibility,
 )
+from core.lanes.pipeline import PipelineLane, ToolCallCollector
 from core.media import MediaKind
-from core.monitor import RunMonitor
-from core.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, Splitter, SubagentPolicy
 from core.ports import TextFormat
-from core.run import RunStage
-from core.safe_text import UNSAFE, safe_event, safe_text
+from core.run.monitor import RunMonitor
+from core.run.stage import RunStage
+from core.text.coalescer import CoalesceParams
+from core.text.safe_text import UNSAFE, safe_event, safe_text
 from core.units import LengthUnit, text_units
 from tests.unit.test_run_stage import replay
 
@@ -115,7 +115,7 @@ def test_what_is_kept_is_returned_unchanged(text: str) -> None:
 
 
 def test_surrogates_are_left_for_the_text_assembler() -> None:
-    # A delta may end in half a surrogate pair that the next one completes (core.visible keeps it).
+    # A delta may end in half a surrogate pair that the next one completes (core.text.visible keeps it).
     assert safe_text("a\ud83d") == "a\ud83d"
     assert safe_text("\ude00b") == "\ude00b"
 
@@ -266,7 +266,7 @@ def test_a_snapshot_with_unsafe_characters_still_extends_the_deltas_before_it() 
     run.handle(TextEvent(run=RUN, text="lo \u202e"))
     run.handle(TextEvent(run=RUN, mode=TextMode.SNAPSHOT, text="Hel\x00lo \u202ewor\x07ld"))
     answers = [e for e in run.monitor.since(0) if e["type"] == "answer"]
-    # appended, never a reset (deltas no watcher read yet are one event: core.monitor.RunMonitor.answer_delta)
+    # appended, never a reset (deltas no watcher read yet are one event: core.run.monitor.RunMonitor.answer_delta)
     assert [e.get("delta") for e in answers] == ["Hello world"] and not any(e.get("reset") for e in answers)
     run.end(End(run=RUN, status=EndStatus.OK))
     assert shown(run) == ["Hello world"]

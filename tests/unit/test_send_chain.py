@@ -7,12 +7,12 @@ import itertools
 
 import pytest
 
+from core.budgets.rate import TokenBucket
 from core.clock import FakeClock
+from core.delivery.send_chain import SendChain
 from core.errors import PlatformUnavailableError, RateLimitedError, UncertainDeliveryError
 from core.events import Target
 from core.ports import TextFormat
-from core.rate import TokenBucket
-from core.send_chain import SendChain
 from tests.unit.fakes import FakeAdapter
 
 pytestmark = pytest.mark.timeout(10)

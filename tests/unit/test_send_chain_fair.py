@@ -7,15 +7,15 @@ import asyncio
 
 import pytest
 
+from core.budgets.fair import FairQueue, Requester
+from core.budgets.rate import Budget, BudgetScope, TokenBucket
 from core.channel import ChannelRuntime
 from core.clock import FakeClock
+from core.delivery.send_chain import HOLD_S, SendChain
 from core.errors import RateLimitedError
 from core.events import Target
-from core.fair import FairQueue, Requester
 from core.policy import ChannelPolicy
 from core.ports import CallKind
-from core.rate import Budget, BudgetScope, TokenBucket
-from core.send_chain import HOLD_S, SendChain
 from tests.unit.fakes import ManualClock, MemoryChat, settle
 
 pytestmark = pytest.mark.timeout(30)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core.clock import FakeClock
+from core.delivery.send_chain import SendChain
 from core.errors import OwnershipLostError
-from core.send_chain import SendChain
 
 
 async def test_a_call_is_made_only_while_the_guard_allows_it() -> None:

@@ -14,8 +14,8 @@ from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from core.errors import DeliveryError, UncertainDeliveryError
 from core.events import Target
+from core.ingest.pressure import LoopLag
 from core.ports import TextFormat
-from core.pressure import LoopLag
 from mocks.slack import MockSlack
 from mocks.telegram import MockTelegram
 

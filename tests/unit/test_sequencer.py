@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.events import Event, TextEvent
-from core.sequencer import SeqGate
+from core.ingest.sequencer import SeqGate
 
 
 def _ev(seq: int | None, text: str = "x") -> TextEvent:

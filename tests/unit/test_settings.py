@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from config.settings import DEFAULT_CONFIG, load_settings
+from core.budgets.rate import BudgetScope
 from core.errors import ConfigError
 from core.events import DeliveryMode
 from core.ports import CallKind
-from core.rate import BudgetScope
 from core.units import LengthUnit
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from adapters.sqlite import SqliteJournal, SqliteStore
 from adapters.sqlite.journal import SWEEP_ROWS
-from core.journal import JournalEntry
+from core.records.journal import JournalEntry
 
 
 async def _rows(store: SqliteStore, run: str) -> int:

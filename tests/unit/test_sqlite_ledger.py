@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-from core.journal import JournalEntry
-from core.ledger import PartRecord, RunRecord
-from core.report import PartState, SlotRole
+from core.records.journal import JournalEntry
+from core.records.ledger import PartRecord, RunRecord
+from core.records.report import PartState, SlotRole
 
 
 async def test_runs_parts_and_calls_survive_a_reopen(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""core/stop.py and core/stop_controls.py alone: the stop's report line round-trips, a stop body is checked, the
+"""core/run/stop.py and core/run/stop_controls.py alone: the stop's report line round-trips, a stop body is checked, the
 control ids fit every platform's limit."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from config.settings import ChannelSettings
 from core.errors import IngestError
 from core.events import Stop
-from core.stop import BY_PATTERN, _who, is_stop_note, parse_stop_body, stop_note, stop_unit
-from core.stop_controls import control_id, draft_control_id, is_short_id, short_id
+from core.run.stop import BY_PATTERN, _who, is_stop_note, parse_stop_body, stop_note, stop_unit
+from core.run.stop_controls import control_id, draft_control_id, is_short_id, short_id
 
 BY = st.from_regex(BY_PATTERN, fullmatch=True)
 REASON = st.text(max_size=500).filter(lambda text: text.strip() == text and text != "")

@@ -1,4 +1,4 @@
-"""ThinkSplitter / split_think: inline reasoning tags split out of streamed answer text (core/think.py).
+"""ThinkSplitter / split_think: inline reasoning tags split out of streamed answer text (core/text/think.py).
 
 The rule under test: a reasoning block opens only before the answer (whitespace aside) and closes only inside
 a block; everywhere else ``<think>``-like text is text (an answer that explains the tags keeps them).
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.think import ThinkSplitter, split_think
+from core.text.think import ThinkSplitter, split_think
 
 _OPENER = re.compile(r"<(?:think|thinking|thought|reasoning)>", re.IGNORECASE | re.ASCII)
 _CLOSER = re.compile(r"</(?:think|thinking|thought|reasoning)>", re.IGNORECASE | re.ASCII)

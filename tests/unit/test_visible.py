@@ -1,4 +1,5 @@
-"""VisibleText / visible_final: received text → replay guard → surrogate carry → inline tag split (core/visible.py)."""
+"""VisibleText / visible_final: received text → replay guard → surrogate carry → inline tag split
+(core/text/visible.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.events import Source, TextEvent, TextMode, Visibility
-from core.visible import VisibleText, visible_final
+from core.text.visible import VisibleText, visible_final
 
 DELTA, SNAPSHOT, REPLACE = TextMode.DELTA, TextMode.SNAPSHOT, TextMode.REPLACE
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from core.ports import PendingSend
-from core.report import PartReport, PartState, SlotRole
+from core.records.report import PartReport, PartState, SlotRole
 
 
 @dataclass

@@ -17,9 +17,9 @@ import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from core.monitor import RunMonitor
-from core.pipeline import PipelineLane
-from core.report import DeliveryReport
+from core.lanes.pipeline import PipelineLane
+from core.records.report import DeliveryReport
+from core.run.monitor import RunMonitor
 
 RUN_OVERHEAD_BYTES = 16 * 1024
 """Bytes a finished run holds besides its texts (its report, monitor, lane and their small objects): a tracemalloc

@@ -13,22 +13,22 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.channel import ChannelRuntime
-from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError
 from core.events import MAX_SEQ, End, Event, ProviderFormat, RunStart, Stop, parse_event
-from core.inbox import Inbox
-from core.journal import Journal
-from core.ledger import Ledger
-from core.monitor import RunMonitor
+from core.ingest.clients import ClientBook, ClientLimits
+from core.ingest.sequencer import SeqFloor, SeqGate
+from core.lanes.pipeline import ArgsValidator
 from core.normalize import make_normalizer
 from core.normalize.a2a import RESULT_KINDS, A2ANormalizer
-from core.pipeline import ArgsValidator
 from core.policy import apply_overrides
-from core.run_controller import RunController
-from core.run_worker import ActiveRun
-from core.sequencer import SeqFloor, SeqGate
-from core.stop import STOPPED_ERROR, is_stop_note
+from core.records.journal import Journal
+from core.records.ledger import Ledger
+from core.run.controller import RunController
+from core.run.inbox import Inbox
+from core.run.monitor import RunMonitor
+from core.run.stop import STOPPED_ERROR, is_stop_note
+from core.run.worker import ActiveRun
 
 
 def raw_seq(obj: dict[str, Any]) -> int | None:
@@ -83,7 +83,8 @@ class Admission:
         clock: the injected clock.
         limits: queue, gap, idle and active-run limits.
         validator: checks complete tool calls against their JSON Schemas.
-        clients: each client's limits and active runs (a run's client is in its key: :func:`core.clients.split_key`).
+        clients: each client's limits and active runs (a run's client is in its key:
+        :func:`core.ingest.clients.split_key`).
     """
 
     def __init__(
@@ -239,12 +240,13 @@ class Admission:
 
     @staticmethod
     def take_stop(run: ActiveRun, stop: Stop) -> None:
-        """Mark ``run`` stopped by its reader (:mod:`core.stop`): from now on its agent's lines are refused (409)."""
+        """Mark ``run`` stopped by its reader (:mod:`core.run.stop`): from now on its agent's lines are refused
+        (409)."""
         if run.stopped is None:
             run.stopped = stop
 
     async def stopped_note(self, run_id: str) -> str | None:
-        """The :func:`core.stop.stop_note` of ``run_id`` when it ended stopped by its reader (here, or before a
+        """The :func:`core.run.stop.stop_note` of ``run_id`` when it ended stopped by its reader (here, or before a
         restart: the ledger keeps it with the run's end), else None."""
         finished = self.finished.get(run_id)
         errors = getattr(getattr(finished, "report", None), "errors", None)

@@ -1,7 +1,7 @@
 """Sub-agents of a run: what is true about each child, and the complete message its ``end`` yields.
 
 A child is known by its :class:`core.events.Source` (``session_id``, else ``path``, else ``agent_id``), at any
-depth. Its text is kept apart from the root's answer (:mod:`core.visible` keys texts by source) and reaches the
+depth. Its text is kept apart from the root's answer (:mod:`core.text.visible` keys texts by source) and reaches the
 parent loop only as a complete ``message`` unit on the pipeline lane when the child's ``end`` arrives
 (DESIGN §6). People see, with ``subagents = "status"``, one line per child: started, using a tool, a tool's
 summary, done, failed or stopped — facts the runtime reported, never the child's raw text.

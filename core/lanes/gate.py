@@ -1,7 +1,7 @@
 """The action gate: may a complete tool call run now, after the run's commit point, or never?
 
 Every tool in the action catalog carries an :class:`ActionClass`. The gate looks at one pipeline unit
-(core/pipeline.py) and at where its run stands, and answers with a :class:`GateDecision`::
+(core/lanes/pipeline.py) and at where its run stands, and answers with a :class:`GateDecision`::
 
     class            running, not committed      committed                 ended without a commit
     idempotent       run                         run                       run
@@ -16,7 +16,7 @@ means the run's ``end`` came with status ``error`` or ``cancelled``, or with ``o
 not see the commit point pass (an ``ok`` end that commits is passed as ``committed=True``).
 
 The catalog does not check arguments against JSON Schemas: that needs a library the core does not
-import. ``config/actions.py`` builds an :data:`core.pipeline.ArgsValidator` next to the catalog, and the
+import. ``config/actions.py`` builds an :data:`core.lanes.pipeline.ArgsValidator` next to the catalog, and the
 pipeline lane turns a call it rejects into a ``tool_call.malformed`` unit, which the gate refuses.
 """
 
@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from core.events import Source
-from core.pipeline import PipelineLane
+from core.lanes.pipeline import PipelineLane
 
 TOOL_CALL = "tool_call"
 MALFORMED = "tool_call.malformed"

@@ -1,8 +1,8 @@
 """The relay: the run registry between ingest and delivery.
 
 Ingest (HTTP today, Redis later) hands it decoded JSON lines, a batch at a time; the relay validates each line,
-normalizes provider-native lines, journals the batch (one commit: :mod:`core.journal`) and only then hands the
-events to their runs (:mod:`core.run_worker`), so an accepted line is never lost. Runs never share a queue, so a
+normalizes provider-native lines, journals the batch (one commit: :mod:`core.records.journal`) and only then hands the
+events to their runs (:mod:`core.run.worker`), so an accepted line is never lost. Runs never share a queue, so a
 bad or slow run cannot hold up another. A bad line fails alone with an :class:`~core.errors.IngestError`.
 
 At start-up, :meth:`Relay.resume` rebuilds every run the journal holds unfinished by replaying its lines through
@@ -19,22 +19,22 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from core.admission import Admission, Limits, LineResult
 from core.channel import ChannelRuntime
-from core.clients import ClientBook, ClientLimits
 from core.clock import Clock
 from core.errors import IngestError, OwnershipLostError
 from core.events import Event
-from core.finished import Finished, FinishedRuns
-from core.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
-from core.journal import Journal, JournalEntry, MemoryJournal
-from core.ledger import Ledger
-from core.monitor import RunMonitor
-from core.pipeline import ArgsValidator, PipelineLane
-from core.report import DeliveryReport, summarize, with_gaps
-from core.run_controller import RunController
-from core.run_worker import ActiveRun, consecutive, work
-from core.stop import StopState, stop_run
+from core.ingest.admission import Admission, Limits, LineResult
+from core.ingest.clients import ClientBook, ClientLimits
+from core.lanes.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
+from core.lanes.pipeline import ArgsValidator, PipelineLane
+from core.records.journal import Journal, JournalEntry, MemoryJournal
+from core.records.ledger import Ledger
+from core.records.report import DeliveryReport, summarize, with_gaps
+from core.run.controller import RunController
+from core.run.finished import Finished, FinishedRuns
+from core.run.monitor import RunMonitor
+from core.run.stop import StopState, stop_run
+from core.run.worker import ActiveRun, consecutive, work
 from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.relay")
@@ -59,7 +59,7 @@ class Relay:
         queue_size: per-run queue bound (ingest waits when a run falls this far behind).
         keep_finished: how many finished runs' reports stay in memory (older ones come from the ledger).
         finished_chars: the characters of text all finished runs kept in memory may hold together
-            (:mod:`core.finished`).
+            (:mod:`core.run.finished`).
         gap_timeout_s: how long a ``seq`` gap holds later events.
         run_idle_timeout_s: a run that receives nothing for this long is closed as failed, so no preview
             is left hanging and no run holds memory forever.
@@ -67,7 +67,7 @@ class Relay:
         validator: checks complete tool calls against their tools' JSON Schemas (the action catalog's).
         catalog: the action catalog the gate decides with (empty: every tool waits for the commit point).
         live_buffer: how many of a run's latest live events are kept for watchers that reconnect.
-        clients: each client's limits by name (:mod:`core.clients`; a client not listed gets the defaults), or a
+        clients: each client's limits by name (:mod:`core.ingest.clients`; a client not listed gets the defaults), or a
             book of them shared with other relays (a replica's partitions count a client's active runs together).
     """
 
@@ -277,7 +277,7 @@ class Relay:
             self._finished[controller.run] = Finished(report, controller.lane, controller.monitor, run.gate.last)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
-        """Stop the active run ``run_id`` for its reader (:func:`core.stop.stop_run`: journaled, idempotent).
+        """Stop the active run ``run_id`` for its reader (:func:`core.run.stop.stop_run`: journaled, idempotent).
 
         Raises:
             IngestError: 404 for an unknown run, 409 for one that ended otherwise.
@@ -316,7 +316,7 @@ class Relay:
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
     ) -> tuple[GateDecision, dict[str, Any]]:
         """May tool call ``call_id`` of run ``run_id`` run now? The decision and the call's pipeline unit
-        (:mod:`core.gate` has the policy).
+        (:mod:`core.lanes.gate` has the policy).
 
         Args:
             run_id: the run.
@@ -377,7 +377,7 @@ class Relay:
         return sum(run.queue.qsize() for run in self._runs.values())
 
     async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
-        """The active runs: ``{"runs": [:meth:`core.monitor.RunMonitor.row` of each], "unreachable": []}``. One
+        """The active runs: ``{"runs": [:meth:`core.run.monitor.RunMonitor.row` of each], "unreachable": []}``. One
         process holds every run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
         rows = [r.controller.monitor.row(with_gaps(r.controller.report(), r.gate.gaps)) for r in self._runs.values()]
         return {"runs": rows, "unreachable": []}

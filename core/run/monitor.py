@@ -56,8 +56,8 @@ from typing import Any
 
 from core.contracts.live import check_live_event
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
-from core.report import DeliveryReport
-from core.safe_text import safe_text
+from core.records.report import DeliveryReport
+from core.text.safe_text import safe_text
 
 TIMELINE = 200
 """Progress entries the state keeps (older ones drop out of it; they were sent as events)."""
@@ -68,8 +68,8 @@ KEEP_CHARS_AFTER_END = 4096
 once, not again in the events that streamed it (an 8.5k answer joined into one delta event, its final text event)."""
 TIMELINE_TYPES = frozenset({"phase", "status", "tool_call", "tool_result", "decision", "error"})
 STAGE_TEXT_TYPES = frozenset({"answer", "agent"})
-"""Events whose text the run stage built from events it sanitized (:func:`core.safe_text.safe_event`): one per
-delta, so not scanned again. The strings of every other event are passed through :func:`core.safe_text.safe_text`
+"""Events whose text the run stage built from events it sanitized (:func:`core.text.safe_text.safe_event`): one per
+delta, so not scanned again. The strings of every other event are passed through :func:`core.text.safe_text.safe_text`
 when published (gate decisions, delivery reasons, tool names come from elsewhere)."""
 
 CHECK_CONTRACT = os.environ.get("STREAMRELAY_CHECK_CONTRACTS", "") == "1"

@@ -147,7 +147,7 @@ class Pressure:
             asks for a random wait from it up to :data:`SPREAD` times it (new runs: half that spread), so agents
             pushed back together do not all come back in the same second and keep the loop lagging by themselves.
         rng: the random source of the spread (tests pass a seeded one).
-        backlog: the events taken but not yet handled by the runs' workers (:meth:`core.relay.Relay.backlog`), read
+        backlog: the events taken but not yet handled by the runs' workers (:meth:`core.run.relay.Relay.backlog`), read
             at most every :data:`BACKLOG_EVERY_S`; None: not watched.
         max_backlog: past this backlog every line but an ``end`` is pushed back, past half of it new runs
             (``[service] overload_backlog_events``); 0: not watched.

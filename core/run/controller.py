@@ -18,19 +18,19 @@ from collections.abc import Callable, Sequence
 from core.clock import Clock
 from core.delivery.conversation import open_conversation
 from core.delivery.reconciler import Reconciler
+from core.delivery.send_chain import SendChain
 from core.delivery.threads import ChildThreads
 from core.errors import DeliveryError
 from core.events import DeliveryMode, End, EndStatus, Event, RunStart, Source, Stop, Target
-from core.ledger import Ledger, RunRecord
-from core.monitor import DeliveryWatch, RunMonitor
-from core.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
+from core.lanes.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, SubagentPolicy
 from core.ports import CallKind, ChannelAdapter, StopControls, TextFormat
-from core.report import DeliveryReport, with_gaps
-from core.run import RunStage
-from core.send_chain import SendChain
-from core.stop import stop_note, stop_unit
-from core.stop_controls import StopControlKeeper
+from core.records.ledger import Ledger, RunRecord
+from core.records.report import DeliveryReport, with_gaps
+from core.run.monitor import DeliveryWatch, RunMonitor
+from core.run.stage import RunStage
+from core.run.stop import stop_note, stop_unit
+from core.run.stop_controls import StopControlKeeper
 
 _log = logging.getLogger("streamrelay.run")
 
@@ -207,9 +207,10 @@ class RunController:
         return report
 
     async def stop(self, stop: Stop, *, gaps: Sequence[str] = ()) -> DeliveryReport:
-        """The reader stopped the run (:mod:`core.stop`): a ``stop`` unit on the pipeline lane (the parent loop stops
+        """The reader stopped the run (:mod:`core.run.stop`): a ``stop`` unit on the pipeline lane (the parent loop
+        stops
         its agent), then the run ends ``cancelled`` (:meth:`close`: what the answer shows is finalized, a short
-        notice follows) with :func:`core.stop.stop_note` among its report's errors."""
+        notice follows) with :func:`core.run.stop.stop_note` among its report's errors."""
         self.lane.emit(stop_unit(stop))
         self.stage.errors.append(stop_note(stop))
         self.monitor.publish("decision", what="stop", reason=stop_note(stop))

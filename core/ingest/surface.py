@@ -1,6 +1,6 @@
 """The service's HTTP surface port: what the ingest, pipeline, live-page and ops routes need of a relay.
 
-One process serves :class:`core.relay.Relay`; a replica serves its front (``app.replicas.front.ReplicaFront``),
+One process serves :class:`core.run.relay.Relay`; a replica serves its front (``app.replicas.front.ReplicaFront``),
 which routes lines through Redis and reads the runs its partitions hold.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from core.admission import LineResult
 from core.errors import IngestError
-from core.gate import GateDecision
-from core.monitor import RunMonitor
-from core.pipeline import PipelineLane
-from core.report import DeliveryReport
-from core.stop import StopState
+from core.ingest.admission import LineResult
+from core.lanes.gate import GateDecision
+from core.lanes.pipeline import PipelineLane
+from core.records.report import DeliveryReport
+from core.run.monitor import RunMonitor
+from core.run.stop import StopState
 
 
 class RunRelay(Protocol):

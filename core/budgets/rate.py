@@ -10,7 +10,8 @@ Why not aiolimiter: the core's stages take an injected clock (tests run on a fak
 must know *how long* until a call could start (to merge pending preview edits into one and to let finals
 go first), which aiolimiter's acquire-or-wait API does not say.
 
-Who gets a token of a budget many conversations share (the bot's) is decided by :class:`core.fair.FairQueue`: finals
+Who gets a token of a budget many conversations share (the bot's) is decided by :class:`core.budgets.fair.FairQueue`:
+finals
 first, then round-robin across clients, then across a client's runs; a client alone gets the whole budget.
 
 Replicas (DESIGN §8): when several sidecars serve one bot, what the platform counts per bot is counted once for
@@ -175,7 +176,8 @@ class SharedBudgets(Protocol):
     """Rate budgets and 429 pauses shared with other processes serving the same bot (replicas on one store).
 
     The send chain awaits :meth:`acquire` right before each platform call, after its local budgets (which stay the
-    planner's synchronous estimate: :meth:`core.send_chain.SendChain.ready_in`), and :meth:`pause` on a 429 whose
+    planner's synchronous estimate: :meth:`core.delivery.send_chain.SendChain.ready_in`), and :meth:`pause` on a 429
+    whose
     scope is in :data:`SHARED_PAUSES`. Times are durations in seconds: processes share no clock.
 
     Implementations hold the channel's budgets whose scope is in :data:`SHARED_SCOPES` and keep the local rules

@@ -5,7 +5,8 @@ see but that change what they see: a NUL or BEL that some clients drop or beep o
 Unicode bidirectional embedding, override and isolate controls, which reorder the text after them so that what is
 displayed differs from what is there ("Trojan Source", CVE-2021-42574, https://trojansource.codes/). The run stage
 passes every event through :func:`safe_event` before it builds anything a channel or the live page shows
-(:meth:`core.run.RunStage.handle`); the journal keeps the raw lines and a replay sanitizes them again, the same way.
+(:meth:`core.run.stage.RunStage.handle`); the journal keeps the raw lines and a replay sanitizes them again, the same
+way.
 
 What :func:`safe_text` does, per character (:data:`UNSAFE` is the one compiled pattern):
 

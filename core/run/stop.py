@@ -8,9 +8,9 @@ own stop with the run's stop token. Either way :func:`stop_run` does the same:
 2. a :class:`core.events.Stop` line is journaled like every accepted line (durable: a restarted sidecar replays
    it and stops the run again, shared/DESIGN.md §8), then handed to the run's worker;
 3. the worker puts a ``stop`` unit on the run's pipeline lane (:func:`stop_unit`: the parent loop reads it and
-   stops its agent), and ends the run ``cancelled`` (:meth:`core.run_controller.RunController.stop`): what the
+   stops its agent), and ends the run ``cancelled`` (:meth:`core.run.controller.RunController.stop`): what the
    answer shows is finalized as it is, a short notice ("⏹ Stopped.") follows, the Stop control is taken off
-   (:mod:`core.stop_controls`), and the report says ``end_status: cancelled`` with :func:`stop_note` among its
+   (:mod:`core.run.stop_controls`), and the report says ``end_status: cancelled`` with :func:`stop_note` among its
    errors.
 
 Answers (:class:`StopState`): a second stop of the same run answers the same state (idempotent); an unknown run
@@ -28,14 +28,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.clients import split_key
 from core.errors import IngestError
 from core.events import Stop, event_to_json
-from core.journal import JournalEntry
-from core.stop_controls import is_short_id, short_id
+from core.ingest.clients import split_key
+from core.records.journal import JournalEntry
+from core.run.stop_controls import is_short_id, short_id
 
 if TYPE_CHECKING:
-    from core.admission import Admission
+    from core.ingest.admission import Admission
 
 STOPPED_ERROR = "run stopped by the reader; stop streaming"
 """The 409 an agent's line gets once its run was stopped."""
@@ -48,7 +48,7 @@ BY_PATTERN = re.compile(r"[A-Za-z0-9:_.@#+-]{1,200}")
 MAX_REASON_CHARS = 500
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 """What a stop's ``reason`` may not hold: control characters (newlines too), the Unicode line separators, bidi
-embeddings / overrides / isolates, U+FEFF (:mod:`core.safe_text`'s list) and lone surrogates. The reason is read
+embeddings / overrides / isolates, U+FEFF (:mod:`core.text.safe_text`'s list) and lone surrogates. The reason is read
 back in the report, the logs and the ops page as one line: a newline would forge a log line, an override would
 reorder what an operator reads, a lone surrogate cannot be encoded as UTF-8 at all."""
 
@@ -162,13 +162,14 @@ async def stop_run(admission: Admission, run_key: str, by: str | None, reason: s
 
 def resolve(admission: Admission, run_key: str) -> str:
     """The run a stop names: ``run_key`` itself when such a run is known here, else the run of the same client
-    whose Stop control id (:func:`core.stop_controls.short_id`) is the key's run id (a click forwarded by a bot,
+    whose Stop control id (:func:`core.run.stop_controls.short_id`) is the key's run id (a click forwarded by a bot,
     which knows only the control's id), or whose streamed draft is named so
-    (:func:`core.stop_controls.draft_control_id`), else ``run_key`` unchanged. O(runs known here) for a control id."""
+    (:func:`core.run.stop_controls.draft_control_id`), else ``run_key`` unchanged. O(runs known here) for a control
+    id."""
     client, run_id = split_key(run_key)
     if run_key in admission.runs or run_key in admission.finished:
         return run_key
-    if run_id.startswith("draft:"):  # a Telegram draft's own stop button (core.stop_controls.draft_control_id)
+    if run_id.startswith("draft:"):  # a Telegram draft's own stop button (core.run.stop_controls.draft_control_id)
         for key, run in admission.runs.items():
             keeper = run.controller.stop_controls
             if split_key(key)[0] == client and keeper is not None and run_id in keeper.drafts:

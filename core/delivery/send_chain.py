@@ -2,16 +2,19 @@
 
 A 429 (``RateLimitedError``) pauses its scope until its ``retry_after`` has passed: this conversation
 (calls for the same chat from other runs wait too), one kind of call bot-wide, or the whole bot (the
-:class:`~core.rate.PauseBoard` the bot's chains share). The chain never retries by itself: callers (the
+:class:`~core.budgets.rate.PauseBoard` the bot's chains share). The chain never retries by itself: callers (the
 reconciler) decide, so pending preview edits can merge into one.
 
-Budgets shared by many conversations (the bot's) are served fairly (:class:`~core.fair.FairQueue`): each call says
-who asks (:class:`~core.fair.Requester`: its client and run); finals go first, then the clients take turns, then a
+Budgets shared by many conversations (the bot's) are served fairly (:class:`~core.budgets.fair.FairQueue`): each call
+says
+who asks (:class:`~core.budgets.fair.Requester`: its client and run); finals go first, then the clients take turns,
+then a
 client's runs. A caller that must wait for its turn may take it ahead of the call (:meth:`SendChain.take_turn`) and
 then decide what to send: the reconciler does, so the edit it makes after a long wait shows the latest text.
 
 With replicas, the budgets and pauses wider than one conversation are also shared with the other processes
-serving the bot (:class:`~core.rate.SharedBudgets`): after its local wait the chain awaits the shared grant, and a
+serving the bot (:class:`~core.budgets.rate.SharedBudgets`): after its local wait the chain awaits the shared grant,
+and a
 429 on a shared scope pauses every replica. The local buckets stay the planner's estimate (``ready_in`` is
 synchronous): what other replicas spend shows up as a longer wait in :meth:`SendChain.call`; local fairness orders
 this process's calls.
@@ -25,11 +28,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from core.budgets.fair import ANYONE, FairQueue, Requester
+from core.budgets.rate import SHARED_PAUSES, PauseBoard, SharedBudgets, TokenBucket
 from core.clock import Clock
 from core.errors import OwnershipLostError, RateLimitedError, RateScope
-from core.fair import ANYONE, FairQueue, Requester
 from core.ports import CallKind
-from core.rate import SHARED_PAUSES, PauseBoard, SharedBudgets, TokenBucket
 
 T = TypeVar("T")
 
@@ -124,7 +127,8 @@ class SendChain:
 
     def turn_in(self, kind: CallKind = CallKind.SEND, *, final: bool = False, requester: Requester = ANYONE) -> float:
         """Seconds until ``requester``'s turn on the fair budgets for a call of ``kind``: its place in their fair
-        order divided by their rate (:meth:`FairQueue.estimate <core.fair.FairQueue.estimate>`), 0.0 when a token is
+        order divided by their rate (:meth:`FairQueue.estimate <core.budgets.fair.FairQueue.estimate>`), 0.0 when a
+        token is
         free for it now or its turn is taken (:meth:`take_turn`)."""
         self._expire()
         wait = 0.0
@@ -196,7 +200,7 @@ class SendChain:
 
         The local budgets and pauses first, then the fair budgets (the turn ``requester`` took, or a wait for
         one), then (with replicas) the shared ones: the call starts once
-        :meth:`SharedBudgets.acquire <core.rate.SharedBudgets.acquire>` granted it.
+        :meth:`SharedBudgets.acquire <core.budgets.rate.SharedBudgets.acquire>` granted it.
 
         Args:
             fn: the single-attempt platform call.

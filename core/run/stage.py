@@ -8,7 +8,7 @@ everything ─▶ run monitor (what watchers see)
 
 The stage is deterministic: the same events give the same desired state, which is how a restarted sidecar
 rebuilds a run from its journal. Downstream of the slot book, the :class:`~core.delivery.reconciler.Reconciler`
-plans and performs the calls (:mod:`core.run_controller` wires the two and does the run's I/O).
+plans and performs the calls (:mod:`core.run.controller` wires the two and does the run's I/O).
 
 Events on the ``pipeline`` lane (``"lane": "pipeline"``) never reach a channel. A sub-agent's events (``source``
 set) never reach the root's answer: they give its status line and, at its ``end``, one ``message`` unit.
@@ -47,13 +47,13 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.monitor import RunMonitor, progress_event
-from core.pipeline import PipelineLane, ToolCallCollector
+from core.lanes.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import TextFormat
-from core.report import DeliveryReport, ReportStatus, SlotRole, summarize
-from core.safe_text import safe_event, safe_text
-from core.visible import Split, VisibleText, visible_final
+from core.records.report import DeliveryReport, ReportStatus, SlotRole, summarize
+from core.run.monitor import RunMonitor, progress_event
+from core.text.safe_text import safe_event, safe_text
+from core.text.visible import Split, VisibleText, visible_final
 
 _AT_THE_END = (DeliveryMode.FINAL, DeliveryMode.PROGRESS)
 """Modes that show the answer, and so its media, only once committed."""
@@ -255,7 +255,7 @@ class RunStage:
 
     def end(self, end: End, *, idle: bool = False) -> None:
         """The root's ``end``: the final chat state (the committed final exactly once, or a clear failure), the
-        pipeline lane closed. The conversations then deliver it (:meth:`core.run_controller.RunController.close`).
+        pipeline lane closed. The conversations then deliver it (:meth:`core.run.controller.RunController.close`).
 
         ``idle``: the agent stopped sending (``run_idle_timeout_s``): the person keeps what the answer shows
         (a block run also gets its pending text), never committed, and a short notice that it stopped there."""
@@ -317,7 +317,7 @@ def commit_point(run: RunStage, text: str) -> None:
     again, since ``final_text`` is authoritative). Before it, progress mode shows no answer text at all;
     after it, later drafts are ignored and finalization shows exactly the committed text, once. The first
     commit puts a ``commit`` unit on the pipeline lane: from then on the action gate lets compensable and
-    irreversible tool calls of this run go (:mod:`core.gate`).
+    irreversible tool calls of this run go (:mod:`core.lanes.gate`).
     """
     first = run.committed is None
     run.committed = text

@@ -1,4 +1,4 @@
-"""The Stop control on a run's live message (channel setting ``stop_button = true``; :mod:`core.stop`).
+"""The Stop control on a run's live message (channel setting ``stop_button = true``; :mod:`core.run.stop`).
 
 Which message carries it: the run's newest live message, the one a person is looking at: in ``preview`` mode the
 growing preview (after a rollover, the new one), in ``block`` mode the latest block reply, in ``progress`` mode the
@@ -17,7 +17,7 @@ is reported in the run's report ("the Stop control may still show on message …
 
 A click names the run by :func:`control_id` only: ``stop:`` and 16 hex characters of a hash of the run's key
 (never a secret, 21 bytes: within Telegram's ``callback_data`` 1-64 bytes,
-https://core.telegram.org/bots/api#inlinekeyboardbutton). :func:`core.stop.stop_run` finds the run from it.
+https://core.telegram.org/bots/api#inlinekeyboardbutton). :func:`core.run.stop.stop_run` finds the run from it.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ import hashlib
 import logging
 from collections.abc import Callable
 
+from core.budgets.fair import Requester
+from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
 from core.errors import DeliveryError, TransientDeliveryError
 from core.events import Target
-from core.fair import Requester
 from core.ports import CallKind, DraftStopControls, StopControl, StopControls
-from core.report import SlotRole
-from core.send_chain import SendChain
+from core.records.report import SlotRole
 from core.tasks import stop
 
 _log = logging.getLogger("streamrelay.delivery")

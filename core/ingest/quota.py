@@ -1,4 +1,4 @@
-"""What one run has carried, against its client's per-run limits (:class:`core.clients.ClientLimits`).
+"""What one run has carried, against its client's per-run limits (:class:`core.ingest.clients.ClientLimits`).
 
 Admission charges each line's events before it takes them; a line that would pass a limit is refused alone (422,
 naming the limit and its setting) and counts for nothing, so the agent can tell what was taken: the run goes on
@@ -17,7 +17,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from core.clients import ClientLimits
 from core.errors import IngestError
 from core.events import (
     Commit,
@@ -32,6 +31,7 @@ from core.events import (
     ToolCall,
     ToolResult,
 )
+from core.ingest.clients import ClientLimits
 
 _Key = tuple[str | None, int, str]
 

@@ -5,11 +5,12 @@ text events ─▶ received text (delta / snapshot / replace, replay guard) ─�
                                                                 └▶ reasoning texts (another TextAssembler)
     reasoning visibility: ─────────────────────────────────────────▶ reasoning texts
 
-- Each event is first resolved against the text of its visibility *as received* (:class:`core.assembler.TextAssembler`
+- Each event is first resolved against the text of its visibility *as received*
+(:class:`core.text.assembler.TextAssembler`
   with the replay guard): a delta or an extending snapshot adds a suffix, which is fed on; a diverging snapshot or a
   replace gives a whole new text, which is split again from the start. So a bare delta that replays the whole
   received text (DESIGN §4) is recognised on the text the runtime sent, tags included, before any split.
-- ``visibility = "reasoning"`` text is reasoning; ``answer`` text is split by :class:`core.think.ThinkSplitter`,
+- ``visibility = "reasoning"`` text is reasoning; ``answer`` text is split by :class:`core.text.think.ThinkSplitter`,
   so inline ``<think>…</think>`` reasoning never reaches the answer and only the inside of ``<final>…</final>`` does
   once a message has one, even when a tag is cut across deltas (a possible partial tag is held back until it can be
   classified, and released at ``message_end`` / ``end``).
@@ -28,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import itemgetter
 
-from core.assembler import REPLAY_MIN_CHARS, TextAssembler, TextChange
 from core.events import TextEvent, TextMode, Visibility, fix_surrogates
-from core.think import ThinkSplitter
+from core.text.assembler import REPLAY_MIN_CHARS, TextAssembler, TextChange
+from core.text.think import ThinkSplitter
 
 _Key = tuple[str | None, int]
 
@@ -47,7 +48,7 @@ class Split:
 
 def visible_final(text: str, opened: bool = False) -> str:
     """The answer part of a whole text given at once (a ``commit`` or ``end``'s text, a child's ``final_text``):
-    inline reasoning removed and ``<final>`` honoured by the same rules as streamed text (:mod:`core.think`;
+    inline reasoning removed and ``<final>`` honoured by the same rules as streamed text (:mod:`core.text.think`;
     ``opened`` as there). O(len(text))."""
     splitter = ThinkSplitter(opened)
     answer, _ = splitter.feed(text)
@@ -103,7 +104,7 @@ class VisibleText:
     Args:
         opened: every message starts inside a reasoning block opened by the prompt (:class:`ThinkSplitter`).
         delta_replay_guard: a bare delta that replays the whole text received so far (at least 16 characters that
-            begin with all of it) is applied as a snapshot (:mod:`core.assembler`; DESIGN §4). The channel or run
+            begin with all of it) is applied as a snapshot (:mod:`core.text.assembler`; DESIGN §4). The channel or run
             setting ``delta_replay_guard``.
     """
 

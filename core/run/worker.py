@@ -1,8 +1,8 @@
 """One active run's worker: takes its accepted events in order, feeds the run, finalizes it.
 
 The relay accepts lines (validated, journaled) and hands each run's events to its :class:`ActiveRun`; the worker
-orders them by ``seq`` (:class:`~core.sequencer.SeqGate`), joins deltas that arrived together, and applies them
-to the :class:`~core.run_controller.RunController` (its pure :class:`~core.run.RunStage`). A run resumed from the
+orders them by ``seq`` (:class:`~core.ingest.sequencer.SeqGate`), joins deltas that arrived together, and applies them
+to the :class:`~core.run.controller.RunController` (its pure :class:`~core.run.stage.RunStage`). A run resumed from the
 journal first takes its whole ``backlog`` as one batch with the reconciler catching up, so only the resulting
 state is sent, never the intermediate ones.
 
@@ -17,15 +17,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from core.clients import ClientLimits
 from core.clock import Clock
 from core.errors import OwnershipLostError
 from core.events import End, EndStatus, Event, Stop
-from core.inbox import Inbox
+from core.ingest.clients import ClientLimits
+from core.ingest.quota import RunUsage
+from core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
 from core.normalize import Normalizer
-from core.quota import RunUsage
-from core.run_controller import RunController
-from core.sequencer import SeqFloor, SeqGate, join_deltas
+from core.run.controller import RunController
+from core.run.inbox import Inbox
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -61,7 +61,7 @@ class ActiveRun:
     limits: ClientLimits | None = None
     """Its client's limits (looked up once, not per line), or None: ask the client book."""
     stopped: Stop | None = None
-    """Its reader stopped it (:mod:`core.stop`): the agent's later lines are refused with a 409."""
+    """Its reader stopped it (:mod:`core.run.stop`): the agent's later lines are refused with a 409."""
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq

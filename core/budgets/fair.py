@@ -9,7 +9,7 @@ budget, and another client's final answer waits behind its whole queue. A :class
 tokens in a fair order instead:
 
 1. finals before previews (a run's finalization goes first when the budget is short, DESIGN §4);
-2. then round-robin across clients (:mod:`core.clients`: a run key ``client/run``);
+2. then round-robin across clients (:mod:`core.ingest.clients`: a run key ``client/run``);
 3. then round-robin across a client's runs;
 4. first come, first served within a run.
 
@@ -30,9 +30,9 @@ import contextlib
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from core.clients import DEFAULT_CLIENT, split_key
+from core.budgets.rate import TokenBucket
 from core.clock import Clock
-from core.rate import TokenBucket
+from core.ingest.clients import DEFAULT_CLIENT, split_key
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Requester:
     """Who asks for a token: a client and one of its runs (a sub-agent's thread asks as its run).
 
     Attributes:
-        client: the client's name (:data:`core.clients.DEFAULT_CLIENT` for the single service token).
+        client: the client's name (:data:`core.ingest.clients.DEFAULT_CLIENT` for the single service token).
         run: the run id within the client ("" when the caller names no run).
     """
 
@@ -49,7 +49,8 @@ class Requester:
 
     @classmethod
     def of(cls, key: str) -> Requester:
-        """The requester of a core run key (:func:`core.clients.run_key`: ``client/run``, or a default client's id)."""
+        """The requester of a core run key (:func:`core.ingest.clients.run_key`: ``client/run``, or a default client's
+        id)."""
         client, run = split_key(key)
         return cls(client, run)
 
@@ -128,7 +129,7 @@ class _Tier:
 
 
 class FairQueue:
-    """Grants one :class:`~core.rate.TokenBucket`'s tokens to waiting callers in fair order (see the module).
+    """Grants one :class:`~core.budgets.rate.TokenBucket`'s tokens to waiting callers in fair order (see the module).
 
     Args:
         bucket: the shared budget (its ``finals_waiting`` is not used: the order here puts finals first).

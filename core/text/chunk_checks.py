@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from core.chunking import ChunkParams, chunk_text
 from core.chunking.graphemes import ZWJ, is_extend, is_regional
-from core.fences import scan_fences
+from core.text.fences import scan_fences
 from core.units import text_units
 
 
