@@ -3,7 +3,8 @@
 
 Every method is one Bot API call, one attempt: aiogram never retries by itself (its session has no retry
 middleware unless one is registered, and none is) and aiohttp does not retry POSTs. Retries belong to the
-core's scheduler. Failures are translated at this boundary by :mod:`adapters.telegram.errors`.
+core's scheduler. Answers are read strictly (:mod:`adapters.telegram.session`: one in no Bot API shape is an error,
+whatever the method) and failures are translated at this boundary by :mod:`adapters.telegram.errors`.
 
 Bot API references:
     sendMessage https://core.telegram.org/bots/api#sendmessage (1-4096 characters after entity parsing),
@@ -25,7 +26,6 @@ import re
 from typing import Any, TypeVar
 
 from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.methods import (
     DeleteMessage,
@@ -37,14 +37,14 @@ from aiogram.methods import (
 )
 from aiogram.types import ReplyParameters
 from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_token
-from aiohttp import ClientSession
 
-from adapters.deadline import SendDeadline, traced
+from adapters.deadline import SendDeadline
 from adapters.error_factories import Scrubber
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
 from adapters.telegram.media import TelegramMedia
 from adapters.telegram.render import render
 from adapters.telegram.responses import RESPONSE_MODELS  # noqa: F401  (kept built: see the module)
+from adapters.telegram.session import TelegramSession
 from adapters.telegram.settle import probe_ids
 from adapters.telegram.stop_control import TelegramStopControls
 from core.errors import (
@@ -122,7 +122,7 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
         session_args: dict[str, Any] = {"timeout": send_timeout_s * HARD_TIMEOUT_FACTOR + HARD_TIMEOUT_EXTRA_S}
         if base_url is not None:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
-        self._bot = Bot(token, session=_TracedSession(**session_args))
+        self._bot = Bot(token, session=TelegramSession(**session_args))
         self._next_draft_id = random.randrange(1, MAX_DRAFT_ID + 1)  # a counter seeded randomly (never 0)
 
     def measure(self, text: str, fmt: TextFormat) -> int:
@@ -190,8 +190,9 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
         not sent: a Telegram message cannot carry one (:meth:`settle_send` probes ids instead).
 
         Raises:
-            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message
-                may be stored (:meth:`settle_send`).
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, a 5xx, or an answer it
+                cannot read (``UnreadableAnswerError``, :mod:`adapters.telegram.session`): the message may be stored
+                (:meth:`settle_send`).
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
         body, entities = render(text, fmt)
@@ -354,13 +355,6 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
     async def close(self) -> None:
         """Close the HTTP session (aiogram waits 250 ms for TLS connections to close)."""
         await self._bot.session.close()
-
-
-class _TracedSession(AiohttpSession):
-    """aiogram's session whose aiohttp session tells each call's :class:`SendDeadline` when its request is written."""
-
-    async def create_session(self) -> ClientSession:
-        return traced(await super().create_session())
 
 
 def _id_problem(name: str, value: int | str, expected: str) -> str | None:

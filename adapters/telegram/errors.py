@@ -23,6 +23,10 @@ Four tables, read in this order, first match wins:
    ``parameters.retry_after``, https://core.telegram.org/bots/api#responseparameters) →
    ``RateLimitedError(retry_after_s)``.
 
+An answer in no Bot API shape (:class:`adapters.telegram.session.MalformedAnswerError`, or aiogram's own
+``ClientDecodeError``), read before everything else, is :class:`core.errors.UnreadableAnswerError` for every method
+(:func:`adapters.http_failures.unreadable_answer`): unknown, never the SDK's decode error.
+
 A 5xx (``TelegramServerError``) is read before the descriptions: for a create (``CREATE_METHODS``: sendMessage and
 the media sends) it is ``UncertainDeliveryError`` (Telegram may have stored the message), for any other call
 ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
@@ -52,7 +56,8 @@ from aiogram.exceptions import (
 )
 
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
-from adapters.http_failures import NETWORK_OUTCOMES, server_error
+from adapters.http_failures import NETWORK_OUTCOMES, server_error, unreadable_answer
+from adapters.telegram.session import MalformedAnswerError
 from core.errors import (
     AnswerTimeoutError,
     DeliveryError,
@@ -64,7 +69,6 @@ from core.errors import (
     RateLimitedError,
     RejectReason,
     TargetNotFoundError,
-    UncertainDeliveryError,
 )
 
 PLATFORM = "telegram"
@@ -141,7 +145,6 @@ TYPE_RULES: tuple[tuple[type[BaseException], ErrorFactory], ...] = (
     (TelegramBadRequest, _rejected(RejectReason.OTHER)),  # 400 with an unknown description
     (TelegramNotFound, _plain(PermanentDeliveryError)),  # 404: wrong API base URL or method
     (TelegramConflictError, _plain(PermanentDeliveryError)),  # 409
-    (ClientDecodeError, _plain(UncertainDeliveryError)),  # an unreadable answer: it may have been processed
     (TelegramAPIError, _plain(PermanentDeliveryError)),
     (asyncio.TimeoutError, _plain(AnswerTimeoutError)),
     (aiohttp.ClientError, _plain(PlatformUnavailableError)),
@@ -189,5 +192,9 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
         The error to raise; its message is ``telegram <method>: <description>``, token-free. Chain it
         ``from None``: the original may carry the request URL, which holds the token.
     """
+    if isinstance(exc, ClientDecodeError):
+        status, why = (exc.status, exc.why) if isinstance(exc, MalformedAnswerError) else (None, exc.message)
+        body = exc.content if isinstance(exc, MalformedAnswerError) else str(exc.data)
+        return unreadable_answer(PLATFORM, method, status=status, why=why, body=body, target=target, scrub=scrub)
     make, description = _factory(exc, method)
     return make(scrub(f"telegram {method}: {description}"), target, exc)
