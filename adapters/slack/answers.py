@@ -84,17 +84,24 @@ class UnreadableAnswer(SlackClientError):
         self.body = body
 
 
-def unreadable_why(method: str, status: int, data: Any) -> str | None:
-    """What makes an answer of ``method`` with HTTP ``status`` and decoded ``data`` unreadable, or None when it can
-    be read (any status outside 2xx can: Slack's status rules apply to it)."""
+def unreadable_why(method: str, status: int, data: Any, body: bytes | None, content_type: str) -> str | None:
+    """What makes an answer of ``method`` unreadable, or None when it can be read.
+
+    Args:
+        method: the Web API method, e.g. ``chat.postMessage``.
+        status: the HTTP status; any status outside 2xx can be read (Slack's status rules apply to it).
+        data: the body as slack-sdk decoded it (``{}`` when it could not, ``None`` for an empty JSON body).
+        body: the body as received, when known.
+        content_type: the ``Content-Type`` header (``""``: none).
+    """
     if not 200 <= status < 300:
         return None
     if status != 200:
-        return f"HTTP {status} is no Slack answer (Slack answers 200)"
-    if data is None or data == {} or data == b"" or data == "":
-        return "an empty body, or one that is not JSON"
-    if not isinstance(data, Mapping):
-        return f"a JSON {type(data).__name__}, not an object"
+        return f"HTTP {status}, not Slack's 200"
+    if data is None or (body is not None and not body.strip()):
+        return "an empty body"
+    if not isinstance(data, Mapping) or (not data and (body or b"").strip() != b"{}"):
+        return f"no JSON object ({content_type or 'no Content-Type'})"
     ok = data.get("ok")
     if not isinstance(ok, bool):
         return "no boolean 'ok'"
@@ -123,10 +130,12 @@ class CheckedWebClient(AsyncWebClient):
             # slack-sdk's "non-JSON format" error carries the bare aiohttp response: a body that is not JSON
             raw: aiohttp.ClientResponse = exc.response
             if 200 <= raw.status < 300:
-                raise UnreadableAnswer(raw.status, "a body that is not JSON", _BODY.get() or b"") from None
+                shape = f"no JSON object ({raw.content_type})"
+                raise UnreadableAnswer(raw.status, shape, _BODY.get() or b"") from None
             return {"data": {}, "headers": raw.headers, "status_code": raw.status}  # Slack's status rules apply
         status, data = answer["status_code"], answer["data"]
-        why = unreadable_why(method, status, data)
+        content_type = answer["headers"].get("Content-Type", "")
+        why = unreadable_why(method, status, data, _BODY.get(), content_type)
         if why is not None:
             raise UnreadableAnswer(status, why, _BODY.get() or b"")
         if not 200 <= status < 300 and not isinstance(data, dict):

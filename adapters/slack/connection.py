@@ -4,7 +4,8 @@ builds its messages, streams and threads on it.
 
 The client gets ``retry_handlers=[]`` (slack-sdk otherwise retries connection errors by itself, and with
 ``AsyncRateLimitErrorRetryHandler`` 429s), so retries belong to the core's scheduler alone; the one exception is
-:meth:`SlackConnection.verify` at start-up, which retries connection errors only (nothing was sent).
+:meth:`SlackConnection.verify` at start-up, which retries connection errors only (nothing was sent). Every answer is
+checked before it is used (:mod:`adapters.slack.answers`): one that cannot be read is *unknown*.
 
 References: auth.test https://docs.slack.dev/reference/methods/auth.test, responses
 https://docs.slack.dev/apis/web-api/#responses, slack-sdk https://docs.slack.dev/tools/python-slack-sdk/web.
@@ -18,12 +19,12 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 import aiohttp
-from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from adapters.deadline import TRACE, SendDeadline
 from adapters.error_factories import Scrubber
+from adapters.slack.answers import BodyKeepingResponse, CheckedWebClient
 from adapters.slack.errors import BOUNDARY_ERRORS, error_code, translate
 from core.errors import ConfigError, DeliveryError
 from core.events import Target
@@ -75,10 +76,10 @@ class SlackConnection:
             raise ConfigError("slack: the bot token is malformed (expected 'xoxb-…')")
         self.send_timeout_s = send_timeout_s
         self.verify_backoff_s = 0.5
-        self._base_url = base_url or AsyncWebClient.BASE_URL
+        self._base_url = base_url or CheckedWebClient.BASE_URL
         secret = token.rsplit("-", 1)[-1]
         self._scrub = Scrubber(token, secret)
-        self._client = AsyncWebClient(
+        self._client = CheckedWebClient(
             token=token, base_url=self._base_url, timeout=math.ceil(self._hard_timeout_s), retry_handlers=[]
         )
 
@@ -96,7 +97,9 @@ class SlackConnection:
         session = self._client.session
         if session is None or session.closed:
             timeout = aiohttp.ClientTimeout(total=self._hard_timeout_s, sock_connect=self.send_timeout_s / 2)
-            self._client.session = aiohttp.ClientSession(timeout=timeout, trace_configs=[TRACE])
+            self._client.session = aiohttp.ClientSession(
+                timeout=timeout, trace_configs=[TRACE], response_class=BodyKeepingResponse
+            )
 
     async def _try(
         self, method: str, target: Target, send: Send, allow: Collection[str] = ()

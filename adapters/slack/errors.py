@@ -18,6 +18,10 @@ Slack refuses with HTTP 200 ``{"ok": false, "error": "<code>"}`` and slack-sdk r
    never opened is ``PlatformUnavailableError``; a timeout or broken connection after the request may have been
    written is ``UncertainDeliveryError``.
 4. Anything else is ``PermanentDeliveryError``.
+
+Before them all: an answer with a success status that cannot be read (:class:`adapters.slack.answers.UnreadableAnswer`:
+empty, HTML, no JSON object, no ``ok``, a create without its ``ts``) is ``UnreadableAnswerError``, *unknown* for every
+method (:func:`adapters.http_failures.unreadable_answer`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
-from adapters.http_failures import NETWORK_OUTCOMES, server_error
+from adapters.http_failures import NETWORK_OUTCOMES, server_error, unreadable_answer
+from adapters.slack.answers import UnreadableAnswer
 from core.errors import (
     DeliveryError,
     ForbiddenError,
@@ -157,8 +162,13 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
 
     Returns:
         The error to raise, its message ``slack <method>: <error code or exception>`` (HTTP status added when
-        not 200), token-free. Raise it ``from None``: the original holds the request, token included.
+        not 200; ``slack <method>: unreadable answer (HTTP <status>): <why>; body '<excerpt>'`` for an
+        :class:`~adapters.slack.answers.UnreadableAnswer`), token-free. Raise it ``from None``: the original holds
+        the request, token included.
     """
+    if isinstance(exc, UnreadableAnswer):  # the body scrubbed whole: its excerpt could cut a token in two
+        why, body = exc.why, scrub(exc.body.decode("utf-8", "replace"))
+        return unreadable_answer(PLATFORM, method, status=exc.status, why=why, body=body, target=target, scrub=scrub)
     if isinstance(exc, SlackApiError):
         status, code = exc.response.status_code, error_code(exc) or "no error code"
         detail = code if status == 200 else f"HTTP {status} {code}"

@@ -18,12 +18,16 @@ at 1 request per minute and 15 messages per page (https://docs.slack.dev/apis/we
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from adapters.http_failures import unreadable_answer
+from adapters.slack.answers import TS_RE
 from adapters.slack.connection import Refused, SlackConnection
+from adapters.slack.errors import PLATFORM
 from core.events import Target
 from core.ports import PendingSend, Settlement, SettleOutcome
 
@@ -71,6 +75,8 @@ class SlackSettling(SlackConnection):
             (:data:`NO_ACCESS`).
 
         Raises:
+            core.errors.UnreadableAnswerError: an answer that cannot be read (no ``messages`` array, or the message
+                found has no ``ts``): unknown, asked again.
             core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
         """
         method, page = self._history(target, pending.after_id)
@@ -79,13 +85,28 @@ class SlackSettling(SlackConnection):
             answer = await self._try(method, target, functools.partial(page, cursor), allow=NO_ACCESS)
             if isinstance(answer, Refused):
                 return Settlement(SettleOutcome.UNKNOWN)
-            for message in answer.get("messages") or []:
+            for message in answer["messages"]:  # an array: adapters.slack.answers checked it
                 if isinstance(message, Mapping) and carries(message, pending.delivery_id):
-                    return Settlement(SettleOutcome.FOUND, str(message["ts"]))
+                    return Settlement(SettleOutcome.FOUND, self._found_ts(method, target, message))
             cursor = (answer.get("response_metadata") or {}).get("next_cursor") or None
             if not answer.get("has_more") or cursor is None:
                 return Settlement(SettleOutcome.NOT_SENT)
         return Settlement(SettleOutcome.UNKNOWN)
+
+    def _found_ts(self, method: str, target: Target, message: Mapping[str, Any]) -> str:
+        """The ts of the message found; one without a ts cannot be read (it is not "None")."""
+        ts = message.get("ts")
+        if isinstance(ts, str) and TS_RE.fullmatch(ts):
+            return ts
+        raise unreadable_answer(
+            PLATFORM,
+            method,
+            status=200,
+            why="the message that carries the delivery id has no ts",
+            body=json.dumps(message, default=str),
+            target=str(target.chat_id),
+            scrub=self._scrub,
+        )
 
     def _history(self, target: Target, after_id: str | None) -> tuple[str, Page]:
         channel, thread = str(target.chat_id), thread_ts(target)
