@@ -344,7 +344,7 @@ class DiscordAdapter(DiscordStopControls):
                 if exc.code == THREAD_EXISTS:  # asked again (after a timeout): the thread's id is the message's
                     return mid
                 raise
-            return thread["id"]
+            return int(thread["id"])  # None or not digits: a TypeError / ValueError, an unreadable answer
 
         thread_id = self._id(await self._call("startThreadFromMessage", target, channel_id, start), target)
         self._threads[thread_id] = None

@@ -25,6 +25,10 @@ What happens around a rate limit (discord.py 2.7, ``discord/http.py`` ``HTTPClie
   retries: the platform saw exactly one request and the core gets ``RateLimitedError(retry_after_s,
   scope=BOT if global else CONVERSATION)`` or ``PlatformUnavailableError``. One retry layer, ours.
 
+Answers discord.py cannot read (a 200 with an empty body, an HTML page, ``{}``, ``{"id": null}``) are
+:class:`core.errors.UnreadableAnswerError` for every call, :class:`core.errors.PlatformUnavailableError` for the
+login (:mod:`adapters.discord.trace`): never discord.py's ``JSONDecodeError`` / ``KeyError`` / ``TypeError``.
+
 Timeouts: each call runs under ``asyncio.timeout(send_timeout_s)``; the trace hooks restart it when the
 request actually starts (time queued in a bucket is not the platform's fault) and lift it once the answer is
 read (the bucket sleep after a success never turns a delivered message into an uncertain one). What a timeout
@@ -52,7 +56,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from adapters.discord._sdk import discord
 from adapters.discord.errors import BOUNDARY_ERRORS, PLATFORM, timed_out, translate
-from adapters.discord.trace import CALL, CallState, trace_config
+from adapters.discord.trace import CALL, READING_ERRORS, CallState, malformed_answer, trace_config
 from adapters.error_factories import Scrubber
 from core.errors import ConfigError, DeliveryError, PlatformUnavailableError, TargetNotFoundError
 from core.events import Target
@@ -166,12 +170,19 @@ class DiscordConnection:
 
     async def _login_once(self) -> discord.Client:
         client = discord.Client(intents=discord.Intents.none(), http_trace=trace_config())
+        state = CallState(self.send_timeout_s, {}, "login")  # keeps the answers (an unreadable one is quoted)
+        reset_token = CALL.set(state)
         try:
             async with asyncio.timeout(self.send_timeout_s):
                 await client.login(self._token)
-        except BaseException:
+        except BaseException as exc:
             await client.close()
+            malformed = malformed_answer(exc, state)
+            if malformed is not None:
+                raise malformed from None
             raise
+        finally:
+            CALL.reset(reset_token)
         return client
 
     async def _call(
@@ -198,6 +209,11 @@ class DiscordConnection:
                 )
         except BOUNDARY_ERRORS as exc:
             error = translate(exc, method=method, target=str(target.chat_id), scrub=self._scrub)
+        except READING_ERRORS as exc:  # raised reading a 2xx answer (trace.py), or not an answer's fault: re-raised
+            malformed = malformed_answer(exc, state)
+            if malformed is None:
+                raise
+            error = translate(malformed, method=method, target=str(target.chat_id), scrub=self._scrub)
         finally:
             CALL.reset(reset_token)
         raise error  # outside the except block: no __context__ holding the request headers (the token)

@@ -29,6 +29,11 @@ Read in this order, first match wins:
 3. ``PHASE_RULES``: a call that ran out of ``send_timeout_s``, by how far it got: still waiting in discord.py's
    rate-limit bucket (nothing sent) → ``RateLimitedError``; connecting (nothing sent) →
    ``PlatformUnavailableError``; sent, no answer → ``UncertainDeliveryError``.
+
+Before all of them, a 2xx answer discord.py cannot read (:class:`MalformedAnswerError`, :mod:`adapters.discord.trace`)
+is :class:`core.errors.UnreadableAnswerError` (unknown: a create is settled by its nonce, an edit retried) for every
+call (:func:`adapters.http_failures.unreadable_answer`), except the login (``READ_METHODS``): the call it came before
+was not sent, ``PlatformUnavailableError``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import aiohttp
 
 from adapters.discord._sdk import discord
 from adapters.error_factories import ErrorFactory, plain_error, rejected_error
-from adapters.http_failures import NETWORK_OUTCOMES, server_error
+from adapters.http_failures import NETWORK_OUTCOMES, server_error, unreadable_answer
 from core.errors import (
     AnswerTimeoutError,
     DeliveryError,
@@ -61,6 +66,8 @@ PLATFORM = "discord"
 
 CREATE_METHODS = frozenset({"createMessage"})
 """Calls that make a new message: a 5xx answer to them is uncertain (the message may be stored)."""
+READ_METHODS = frozenset({"login"})
+"""Calls that change nothing: an answer to them that cannot be read means the call they came before was not sent."""
 
 
 class RateLimitAnswer(discord.RateLimited):
@@ -81,6 +88,23 @@ class RateLimitAnswer(discord.RateLimited):
         self.cloudflare = cloudflare
         kind = "a Cloudflare ban" if cloudflare else "global" if is_global else f"scope {scope or 'unknown'}"
         self.args = (f"429 Too Many Requests ({kind}): retry after {retry_after:g} s",)
+
+
+class MalformedAnswerError(discord.DiscordException):
+    """A 2xx answer discord.py cannot read (:mod:`adapters.discord.trace`): a body that is not JSON (empty where an
+    object is due, an HTML page), or JSON that is not the object the call returns (``{}``, ``{"id": null}``).
+
+    Attributes:
+        status: its HTTP status.
+        why: what is wrong with it, for people (``not JSON (Content-Type text/html)``, ...).
+        body: its body as received.
+    """
+
+    def __init__(self, status: int, why: str, body: bytes) -> None:
+        super().__init__(f"unreadable answer (HTTP {status}): {why}")
+        self.status = status
+        self.why = why
+        self.body = body
 
 
 class Phase(enum.StrEnum):
@@ -193,6 +217,13 @@ def translate(exc: BaseException, *, method: str, target: str, scrub: Callable[[
         The error to raise; its message is ``discord <method>: <what discord.py said>``, token-free. Raise it
         outside the ``except`` block (no ``__context__``): the original holds the request and its headers.
     """
+    if isinstance(exc, MalformedAnswerError):
+        error = unreadable_answer(
+            PLATFORM, method, status=exc.status, why=exc.why, body=exc.body, target=target, scrub=scrub
+        )
+        return (
+            PlatformUnavailableError(str(error), platform=PLATFORM, target=target) if method in READ_METHODS else error
+        )
     description = f"{type(exc).__name__}: {exc}".rstrip(": ")
     return _factory(exc, method)(scrub(f"discord {method}: {description}"), target, exc)
 

@@ -8,12 +8,25 @@ discord.py 2.7 (``discord/http.py`` ``HTTPClient.request``) sleeps and retries a
 The other hooks move the call's deadline: restarted when the request really starts (time queued in a
 discord.py bucket is not the platform's), lifted once the answer is read. Hooks run in the calling task and
 find its :class:`CallState` in :data:`CALL` (https://discord.com/developers/docs/topics/rate-limits).
+
+Answers discord.py cannot read. Discord answers a successful call with a JSON object (``Content-Type:
+application/json``) or 204 with no body (https://discord.com/developers/docs/reference#http-api); discord.py decodes
+a body only when the header is exactly that (``discord/http.py`` ``json_or_text``), then builds its objects from it
+(``Message(data=...)``: ``int(data['id'])``, ``data['attachments']``...). A 200 with an empty body was a
+``JSONDecodeError``, an HTML page a ``TypeError``, ``{}`` a ``KeyError``, ``{"id": null}`` a ``TypeError``, each
+escaping the adapter. Two places read them, for every call:
+
+- ``on_request_end`` raises :class:`~adapters.discord.errors.MalformedAnswerError` for a 2xx body that is not JSON
+  by its header (an HTML page), and keeps each answer's status and body on the call's :class:`CallState`;
+- :func:`malformed_answer` turns what discord.py raised while reading a 2xx answer it got (:data:`READING_ERRORS`)
+  into the same error; :class:`~adapters.discord.connection.DiscordConnection` asks it for every call and the login.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -21,10 +34,12 @@ from typing import Any
 import aiohttp
 
 from adapters.discord._sdk import discord
-from adapters.discord.errors import Phase, RateLimitAnswer
+from adapters.discord.errors import MalformedAnswerError, Phase, RateLimitAnswer
 
 CLOUDFLARE_BAN_S = 60.0
 """``retry_after_s`` for a 429 without ``Via`` or JSON (a Cloudflare ban) that names no ``Retry-After``."""
+JSON = "application/json"
+"""The one ``Content-Type`` whose body discord.py decodes (exactly)."""
 MAX_REMEMBERED_BUCKETS = 1024
 """Emptied buckets remembered for timeout errors before reset ones are forgotten."""
 
@@ -36,6 +51,10 @@ class CallState:
         self.timeout_s = timeout_s
         self.phase = Phase.QUEUED
         self.deadline: asyncio.Timeout | None = None
+        self.status: int | None = None
+        """The HTTP status of the answer read (None: none yet)."""
+        self.body = b""
+        """That answer's body, kept for the call's life (an unreadable one is quoted)."""
         self._resets = resets
         self._bucket_key = bucket_key
 
@@ -50,8 +69,9 @@ class CallState:
             when = None if seconds is None else asyncio.get_running_loop().time() + seconds
             self.deadline.reschedule(when)
 
-    def answered(self, headers: Mapping[str, str]) -> None:
-        """The answer is read: lift the deadline; remember until when an emptied bucket holds the route."""
+    def answered(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        """The answer is read: keep it, lift the deadline; remember until when an emptied bucket holds the route."""
+        self.status, self.body = status, body
         self.advance(Phase.ANSWERED)
         self.reschedule(None)
         now = asyncio.get_running_loop().time()
@@ -95,14 +115,37 @@ async def _on_request_end(
 ) -> None:
     """Read the answer under the call's deadline; stop a 429 or 5xx before discord.py's retry loop sees it."""
     response = params.response
-    await response.read()  # cached: discord.py's json_or_text reads it again for free
+    body = await response.read()  # cached: discord.py's json_or_text reads it again for free
     state = CALL.get()
     if state is not None:
-        state.answered(response.headers)
+        state.answered(response.status, response.headers, body)
     if response.status == 429:
         raise _rate_limit_answer(response, await discord.http.json_or_text(response))
     if response.status >= 500:
         raise discord.DiscordServerError(response, await discord.http.json_or_text(response))
+    content_type = response.headers.get("Content-Type")
+    if 200 <= response.status < 300 and content_type != JSON and body.strip():
+        raise MalformedAnswerError(response.status, f"not JSON (Content-Type {content_type or 'none'})", body)
+
+
+READING_ERRORS: tuple[type[Exception], ...] = (ValueError, KeyError, IndexError, TypeError, AttributeError)
+"""What discord.py raises reading a 2xx answer that is not what it expects (``JSONDecodeError`` and
+``UnicodeDecodeError`` are ``ValueError``s)."""
+
+
+def malformed_answer(exc: BaseException, state: CallState) -> MalformedAnswerError | None:
+    """``exc`` as the unreadable answer it came from, when it is one of :data:`READING_ERRORS` raised after the call
+    read a 2xx answer (discord.py decoding it or building its object); None otherwise (not an answer's fault)."""
+    if not isinstance(exc, READING_ERRORS) or state.status is None or not 200 <= state.status < 300:
+        return None
+    if isinstance(exc, json.JSONDecodeError):
+        why = "an empty body" if not state.body.strip() else "not JSON"
+    elif isinstance(exc, UnicodeDecodeError):
+        why = "not UTF-8 text"
+    else:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        why = f"not the object discord.py reads ({detail[:80]})"
+    return MalformedAnswerError(state.status, why, state.body)
 
 
 def _rate_limit_answer(response: aiohttp.ClientResponse, data: dict[str, Any] | str) -> RateLimitAnswer:

@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
+from adapters.discord import DiscordAdapter
 from adapters.telegram import TelegramAdapter
-from core.errors import UnreadableAnswerError
+from core.errors import PlatformUnavailableError, UnreadableAnswerError
 from core.events import Target
 from core.media import MediaItem, MediaKind
 from core.ports import PendingSend, SettleOutcome, StopControl, TextFormat
+from mocks.discord import MockDiscord
 from mocks.telegram import MockTelegram
-from tests.contract.conftest import TELEGRAM_TOKEN, MakeTelegram
+from tests.contract.conftest import DISCORD_TOKEN, TELEGRAM_TOKEN, MakeDiscord, MakeTelegram
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -152,3 +154,86 @@ async def test_telegram_an_unreadable_probe_leaves_the_send_unknown(
 
 
 # ------------------------------------------------------------------ Discord
+
+CHANNEL = Target(chat_id=1100000000000000001)
+DISCORD_SECRET = DISCORD_TOKEN.split(".", 1)[1]
+
+DISCORD_SHAPES = [
+    pytest.param(_reply(""), "an empty body", id="empty"),
+    pytest.param(_reply(HTML, content_type="text/html"), "not JSON (Content-Type text/html)", id="html"),
+    pytest.param(_reply({}), "not the object discord.py reads (KeyError: ", id="empty-object"),
+    pytest.param(_reply({"id": None}), "not the object discord.py reads (TypeError: ", id="id-null"),
+    pytest.param(_reply([]), "not the object discord.py reads (TypeError: ", id="list"),
+    pytest.param(_reply("{not json"), "not JSON", id="broken-json"),
+]
+
+
+@pytest.mark.parametrize(("reply", "why"), DISCORD_SHAPES)
+async def test_discord_a_create_answered_unreadably_is_unknown_and_settles_by_its_nonce(
+    discord_adapter: DiscordAdapter, discord_mock: MockDiscord, reply: dict[str, Any], why: str
+) -> None:
+    await discord_adapter.send_text(CHANNEL, "first", PLAIN)  # logged in: the login is not what is scripted
+    discord_mock.add_fault("createMessage", 2, reply, after_commit=True)
+
+    with pytest.raises(UnreadableAnswerError) as raised:
+        await discord_adapter.send_text(CHANNEL, "Hello", PLAIN, delivery_id="part-2")
+    settled = await discord_adapter.settle_send(CHANNEL, PendingSend("part-2", "Hello", PLAIN))
+
+    _assert_readable(raised.value, method="createMessage", why=why, status=200, secret=DISCORD_SECRET)
+    assert (raised.value.platform, raised.value.target) == ("discord", str(CHANNEL.chat_id))
+    shown = discord_mock.visible(CHANNEL.chat_id)
+    assert [text for _, text in shown] == ["first", "Hello"]  # stored once, found by its nonce
+    assert (settled.outcome, settled.message_id) == (SettleOutcome.FOUND, str(shown[1][0]))
+
+
+async def test_discord_every_call_reads_answers_alike(
+    discord_adapter: DiscordAdapter, discord_mock: MockDiscord
+) -> None:
+    """One reading for every call (the trace hook and the call's guard): media, edits, the Stop control, threads,
+    deletes and typing; an HTML page to any of them, ``{"id": null}`` to those that return an object."""
+    mid = await discord_adapter.send_text(CHANNEL, "Hello", PLAIN)
+    other = await discord_adapter.send_text(CHANNEL, "anchor", PLAIN)
+    stop = StopControl("stop:0123456789abcdef")
+    calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("createMessage", lambda: discord_adapter.send_media(CHANNEL, IMAGE, PLAIN)),
+        ("editMessage", lambda: discord_adapter.edit_text(CHANNEL, mid, "Hello, world", PLAIN)),
+        ("editMessage", lambda: discord_adapter.set_stop(CHANNEL, mid, "", PLAIN, stop)),
+        ("startThreadFromMessage", lambda: discord_adapter.open_thread(CHANNEL, other, "a thread")),
+        ("triggerTypingIndicator", lambda: discord_adapter.send_typing(CHANNEL)),
+        ("deleteMessage", lambda: discord_adapter.delete_message(CHANNEL, mid)),
+    ]
+    html = _reply(HTML, content_type="text/html")
+    null_id = _reply({"id": None})
+    replies = [html, html, null_id, null_id, html, html]
+    counts = {"createMessage": 2}  # the two sends above
+    for (method, _), reply in zip(calls, replies, strict=True):
+        counts[method] = counts.get(method, 0) + 1
+        discord_mock.add_fault(method, counts[method], reply, after_commit=True)
+
+    for (method, call), reply in zip(calls, replies, strict=True):
+        with pytest.raises(UnreadableAnswerError) as raised:
+            await call()
+        why = "not JSON (Content-Type text/html)" if reply is html else "not the object discord.py reads (TypeError: "
+        _assert_readable(raised.value, method=method, why=why, status=200, secret=DISCORD_SECRET)
+
+    assert [text for _, text in discord_mock.visible(CHANNEL.chat_id)] == [
+        "anchor",
+        "Q3 revenue",
+    ]  # the image stored, "Hello" deleted
+    assert [thread.name for thread in discord_mock.threads()] == ["a thread"]
+
+
+async def test_discord_an_unreadable_login_is_not_sent(make_discord: MakeDiscord, discord_mock: MockDiscord) -> None:
+    """The login (``GET /users/@me``) comes before the call: an answer it cannot read means the call was not sent."""
+    discord_mock.add_fault("getCurrentUser", 1, _reply({"id": None}))
+    adapter = make_discord()
+
+    with pytest.raises(PlatformUnavailableError) as raised:
+        await adapter.send_text(CHANNEL, "Hello", PLAIN)
+    sent = await adapter.send_text(CHANNEL, "Hello", PLAIN)  # the next call logs in again
+
+    why = "not the object discord.py reads (KeyError: 'username'); body '{\"id\": null}'"
+    assert f"discord login: unreadable answer (HTTP 200): {why}" in str(raised.value)
+    assert not isinstance(raised.value, UnreadableAnswerError)
+    assert DISCORD_SECRET not in "".join(traceback.format_exception(raised.value))
+    assert [(str(mid), text) for mid, text in discord_mock.visible(CHANNEL.chat_id)] == [(sent, "Hello")]
