@@ -49,12 +49,21 @@ cannot fit in ``max_chars`` is cut like text. Lengths are in the channel's unit
 (:class:`core.units.LengthUnit`): code points, or UTF-16 code units for Telegram, where a character
 beyond the BMP costs 2 and is never split.
 
-Parts: ``lines`` (block structure, one prefix read per line), ``inline`` (code spans and links by
-regular expression), ``breaks`` (the break table; breaks inside lines found only when a cut needs
-them), ``store`` (the pending text as lines), ``events`` (the moments of emits and cuts inside a line,
-read with the state the text held at them), ``line_ends`` (what a line leaves to the next),
-``cutter`` (cut plans, closing and reopening fences), ``opener`` (fence markers), ``containers``
-(dedent and quote markers across a cut), ``graphemes``, ``chunker`` (the public class and appends).
+Parts (one concept per module; the :class:`Chunker` holds them, no class is split across modules):
+
+- ``chunker``: :class:`Chunker` (appends, drains, the pending text) and :func:`chunk_text`; it builds the
+  parts below for each text block and wires them together.
+- ``scanner``: the line scanner: reads each line once (block structure, fences, inline state, the
+  whitespace run across lines), records breaks and regions, and calls the cutter at the moments a chunk
+  is due; it is the cutter's ``Moment`` (what the text held at the time of the cut).
+- ``breaks``: the break table (candidate breaks by kind; sentence and space breaks found on demand).
+- ``regions``: protected regions (links, code spans, fence marker lines).
+- ``cutter``: picks the cut inside ``max_chars``, closes and reopens fences, emits chunks.
+- ``store``: the text store (the pending text as lines; the chunker's one interface to the text).
+- ``inline``: the inline scanner the line scanner holds (code spans and links by regular expression).
+- functions and values: ``lines`` (the CommonMark line reader, shared with ``core.text.fences``),
+  ``opener`` (fence markers), ``containers`` (dedent and quote markers across a cut), ``graphemes``,
+  ``params``.
 
 Cost: an append does O(1) work for a small delta (it stores and counts the piece, and reads further only
 when the pending text may no longer fit or a break may emit) and reads each line once; a cut costs time

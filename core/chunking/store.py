@@ -1,8 +1,15 @@
-"""The pending text, kept as the lines it arrived in: complete lines and the line still arriving.
+"""The chunker's text store: the pending text, kept as the lines it arrived in.
 
-Appending never copies the pending text: a piece joins the current line's pieces, and a line is joined
-once, when it is read. Reads (a slice, one character, the units before a position) find their line by
-bisection; lines wholly before the pending text are dropped as cuts move past them.
+Complete lines and the line still arriving. Appending never copies the pending text: a piece joins the
+current line's pieces, and a line is joined once, when it is read. Reads (a slice, one character, the
+units before a position) find their line by bisection; lines wholly before the pending text are dropped
+as cuts move past them.
+
+This is the chunker's one interface to the text itself (positions are absolute code point offsets from
+the stream's first appended character): writes are :meth:`TextStore.add`, :meth:`TextStore.take_current`,
+:meth:`TextStore.set_current` and :meth:`TextStore.push_line`; reads are :meth:`TextStore.current`,
+:meth:`TextStore.slice`, :meth:`TextStore.char_at`, :meth:`TextStore.cum_at`, :meth:`TextStore.line_at` and
+:meth:`TextStore.lines_from`; :meth:`TextStore.forget` releases what lies before the pending text.
 """
 
 from __future__ import annotations
@@ -53,37 +60,58 @@ class Line:
 
 
 class TextStore:
-    """Complete lines (``lines``) and the current line's pieces (``parts``, starting at ``cur_pos``).
+    """Complete lines (``lines``) and the current line's pieces (starting at ``cur_pos``).
 
     Args:
         unit: how units are counted (``cum`` values).
         pos: absolute position where the store begins. cum: units before it.
+
+    Attributes:
+        cur_pos: absolute position of the current line's first character. cur_cum: units before it.
     """
 
-    __slots__ = ("cur_cum", "cur_pos", "lines", "lo", "parts", "starts", "utf16")
+    __slots__ = ("_parts", "cur_cum", "cur_pos", "lines", "lo", "starts", "utf16")
 
     def __init__(self, unit: LengthUnit, pos: int, cum: int) -> None:
         self.utf16 = unit is LengthUnit.UTF16
         self.lines: list[Line] = []
         self.starts: list[int] = []
         self.lo = 0
-        self.parts: list[str] = []
+        self._parts: list[str] = []
         self.cur_pos = pos
         self.cur_cum = cum
 
+    def add(self, piece: str) -> None:
+        """Append ``piece`` (no newline in it) to the current line. Cost O(1): it is joined when read."""
+        self._parts.append(piece)
+
+    def has_current(self) -> bool:
+        """True when the current line holds some text."""
+        return bool(self._parts)
+
     def current(self) -> str:
         """The current line so far (joined once)."""
-        parts = self.parts
+        parts = self._parts
         if len(parts) > 1:
             parts[:] = ["".join(parts)]
         return parts[0] if parts else ""
+
+    def take_current(self) -> str:
+        """Remove the current line's text and return it (the caller adds it again, longer)."""
+        text = self.current()
+        self._parts.clear()
+        return text
+
+    def set_current(self, text: str) -> None:
+        """Replace the current line's text by ``text`` (a prefix of it: an opener whose info string goes)."""
+        self._parts[:] = [text]
 
     def push_line(self, line: Line, cum: int) -> None:
         """The current line ended (its text and newline are in ``line``); a new one begins after
         ``cum`` units."""
         self.lines.append(line)
         self.starts.append(line.pos)
-        self.parts = []
+        self._parts.clear()
         self.cur_pos = line.pos + len(line.text)
         self.cur_cum = cum
 
@@ -95,7 +123,9 @@ class TextStore:
         return line.text, line.pos, line.cum
 
     def slice(self, a: int, b: int) -> str:
-        """Text between absolute positions ``a`` and ``b`` (both inside the store)."""
+        """Text between absolute positions ``a`` and ``b`` (both inside the store; empty when ``a >= b``)."""
+        if a >= b:
+            return ""
         cur = self.cur_pos
         if a >= cur:
             return self.current()[a - cur : b - cur]
