@@ -53,6 +53,9 @@ STREAM_OPEN = "streaming_state_conflict"
 """chat.update on a message that is still streaming (https://docs.slack.dev/reference/methods/chat.update#errors)."""
 CANT_DELETE = "cant_delete_message"
 """chat.delete of a message the bot may not delete, or of an open stream (observed)."""
+STOP_TOO_LONG = ("msg_too_long", "msg_blocks_too_long")
+"""chat.stopStream refusals of the text it carried (https://docs.slack.dev/reference/methods/chat.stopStream): the
+stream is still open, unchanged."""
 _NOT_A_STREAM = ("cant_update_message", "message_not_found")
 TYPING_STATUS = "is typing…"
 NESTED_THREAD = "already in a thread: Slack threads do not nest"
@@ -325,31 +328,49 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
         otherwise, or when the stream is no longer open, ``NativeUnavailableError``: the core edits the message
         with the whole text (chat.update).
 
+        A stop refused for its text (:data:`STOP_TOO_LONG`: ``msg_too_long``, ``msg_blocks_too_long``) has changed
+        nothing: the stream is still open and shows ``shown`` alone. It is stopped without text, as it is, and
+        ``NativeUnavailableError`` has the core write the whole text with chat.update on the same ``ts``: the
+        message shows the part once and whole (``markdown_text`` takes 12,000 characters, and the core cuts parts
+        to the channel's ``max_units``: https://docs.slack.dev/reference/methods/chat.stopStream,
+        https://docs.slack.dev/reference/methods/chat.update). Were the text dropped instead, the chat would show
+        the streamed start only and the part would be reported failed.
+
         Raises:
-            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
+            core.errors.NativeUnavailableError: the text cannot be streamed (see above): edit the message instead.
+            core.errors.UnreadableAnswerError: chat.stopStream's answer cannot be read (it may have stopped).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors`.
         """
         suffix = self._suffix(target, handle, shown, text, fmt)
         channel = str(target.chat_id)
+        why = "can no longer be appended to"
         if suffix is not None:
             answer = await self._try(
                 "chat.stopStream",
                 target,
                 lambda: self._client.chat_stopStream(channel=channel, ts=handle, markdown_text=suffix or None),
-                allow=(NOT_STREAMING,),
+                allow=(NOT_STREAMING, *STOP_TOO_LONG),
             )
-            self._open.pop((channel, handle), None)
             if not isinstance(answer, Refused):
+                self._open.pop((channel, handle), None)
                 return handle
-        raise await self._no_longer_streamable(target, handle)
+            if answer.code == NOT_STREAMING:
+                self._open.pop((channel, handle), None)
+            else:
+                why = f"refused its last {text_units(suffix, LengthUnit.UTF16)} units ({answer.code})"
+        raise await self._no_longer_streamable(target, handle, why)
 
-    async def _no_longer_streamable(self, target: Target, handle: str) -> NativeUnavailableError:
-        """The stream cannot show the text (it expired, or the text no longer extends what it shows): it is
-        stopped if still open, and the core goes on with the message as a preview, edited with chat.update
-        under chat.update's own budget (Tier 3) and 429 scope, never under the stream's."""
+    async def _no_longer_streamable(
+        self, target: Target, handle: str, why: str = "can no longer be appended to"
+    ) -> NativeUnavailableError:
+        """The stream cannot show the text (it expired, the text no longer extends what it shows, or its stop was
+        refused for its text): it is stopped as it is if still open, and the core goes on with the message as a
+        preview, edited with chat.update under chat.update's own budget (Tier 3) and 429 scope, never under the
+        stream's."""
         if (str(target.chat_id), handle) in self._open:
             await self._stop(target, handle)
         return NativeUnavailableError(
-            f"slack: stream {handle} can no longer be appended to; continuing as a message",
+            f"slack: stream {handle} {why}; continuing as a message",
             platform=PLATFORM,
             target=str(target.chat_id),
         )

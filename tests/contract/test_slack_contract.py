@@ -461,6 +461,52 @@ async def test_an_expired_stream_is_refused_at_stop(
     assert methods(slack_mock) == ["chat.startStream", "chat.stopStream"]
 
 
+@pytest.mark.parametrize("code", ["msg_too_long", "msg_blocks_too_long"])
+async def test_a_stop_refused_for_its_text_stops_the_stream_as_it_is_then_the_edit_shows_it_whole(
+    slack: SlackAdapter, slack_mock: MockSlack, thread: Target, code: str
+) -> None:
+    """A refused chat.stopStream changed nothing: the stream is open and shows what was appended
+    (https://docs.slack.dev/reference/methods/chat.stopStream); stopped as it is, the message takes the whole text
+    by chat.update (https://docs.slack.dev/reference/methods/chat.update). Issue 23: the text it carried was lost."""
+    handle = await slack.stream_start(thread, "Hello", MARKDOWN)
+    await slack.stream_update(thread, handle, "Hello", "Hello, the plan", MARKDOWN)
+    slack_mock.add_fault("chat.stopStream", 1, {"status": 400, "description": code})
+
+    with pytest.raises(NativeUnavailableError, match=rf"refused its last 12 units \({code}\)"):
+        await slack.stream_finish(thread, handle, "Hello, the plan", "Hello, the plan **is done**", MARKDOWN)
+    streaming_after_stop = slack_mock.messages(DM)[1].streaming
+    await slack.edit_text(thread, handle, "Hello, the plan **is done**", MARKDOWN)  # what the core does next
+
+    assert [(c.method, c.text, c.ok) for c in slack_mock.calls] == [
+        ("chat.startStream", "Hello", True),
+        ("chat.appendStream", ", the plan", True),
+        ("chat.stopStream", " **is done**", False),  # refused: the stream stays open, unchanged
+        ("chat.stopStream", None, True),  # stopped as it is
+        ("chat.update", "Hello, the plan **is done**", True),  # the whole part, once
+    ]
+    assert streaming_after_stop is False
+    assert slack_mock.visible(DM) == [(handle, "Hello, the plan **is done**")]
+
+
+async def test_a_stop_refused_for_its_text_then_found_expired_is_finished_by_the_edit(
+    slack: SlackAdapter, slack_mock: MockSlack, thread: Target, clock: FakeClock
+) -> None:
+    handle = await slack.stream_start(thread, "Hello", MARKDOWN)
+    slack_mock.add_fault("chat.stopStream", 1, {"status": 400, "description": "msg_too_long"})
+    clock.advance(IDLE_S + 1)  # the stream expires before the stop without text
+    with pytest.raises(NativeUnavailableError):
+        await slack.stream_finish(thread, handle, "Hello", "Hello world", MARKDOWN)
+    await slack.edit_text(thread, handle, "Hello world", MARKDOWN)
+
+    assert [(c.method, c.description) for c in slack_mock.calls] == [
+        ("chat.startStream", None),
+        ("chat.stopStream", "msg_too_long"),
+        ("chat.stopStream", "message_not_in_streaming_state"),
+        ("chat.update", None),
+    ]
+    assert slack_mock.visible(DM) == [(handle, "Hello world")]
+
+
 async def test_plain_streams_as_escaped_markdown(slack: SlackAdapter, slack_mock: MockSlack, thread: Target) -> None:
     handle = await slack.stream_start(thread, "2*3", PLAIN)
     await slack.stream_finish(thread, handle, "2*3", "2*3 = 6_", PLAIN)
