@@ -24,6 +24,7 @@ Web API references:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Collection
@@ -40,8 +41,10 @@ from core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
     PermanentDeliveryError,
+    PlatformUnavailableError,
     RejectReason,
     TargetNotFoundError,
+    UncertainDeliveryError,
 )
 from core.events import Target
 from core.ports import TextFormat
@@ -334,7 +337,10 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
         message shows the part once and whole (``markdown_text`` takes 12,000 characters, and the core cuts parts
         to the channel's ``max_units``: https://docs.slack.dev/reference/methods/chat.stopStream,
         https://docs.slack.dev/reference/methods/chat.update). Were the text dropped instead, the chat would show
-        the streamed start only and the part would be reported failed.
+        the streamed start only and the part would be reported failed. Should that stop without text go unanswered
+        or fail on Slack's side, the edit still follows: chat.update on a stream still open answers
+        ``streaming_state_conflict``, and the stream is then stopped and the edit sent again (:meth:`_update`); a
+        429 is raised (the core retries the finish after the pause).
 
         Raises:
             core.errors.NativeUnavailableError: the text cannot be streamed (see above): edit the message instead.
@@ -354,10 +360,11 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
             if not isinstance(answer, Refused):
                 self._open.pop((channel, handle), None)
                 return handle
-            if answer.code == NOT_STREAMING:
-                self._open.pop((channel, handle), None)
-            else:
+            if answer.code != NOT_STREAMING:
                 why = f"refused its last {text_units(suffix, LengthUnit.UTF16)} units ({answer.code})"
+                with contextlib.suppress(UncertainDeliveryError, PlatformUnavailableError):
+                    await self._stop(target, handle)  # as it is; if that fails, the edit stops it first (_update)
+            self._open.pop((channel, handle), None)
         raise await self._no_longer_streamable(target, handle, why)
 
     async def _no_longer_streamable(

@@ -488,6 +488,27 @@ async def test_a_stop_refused_for_its_text_stops_the_stream_as_it_is_then_the_ed
     assert slack_mock.visible(DM) == [(handle, "Hello, the plan **is done**")]
 
 
+async def test_a_stop_refused_for_its_text_whose_plain_stop_fails_is_still_finished_by_the_edit(
+    slack: SlackAdapter, slack_mock: MockSlack, thread: Target
+) -> None:
+    handle = await slack.stream_start(thread, "Hello", MARKDOWN)
+    slack_mock.add_fault("chat.stopStream", 1, {"status": 400, "description": "msg_too_long"})
+    slack_mock.add_fault("chat.stopStream", 2, {"status": 502})  # not stopped: the stream stays open
+    with pytest.raises(NativeUnavailableError):
+        await slack.stream_finish(thread, handle, "Hello", "Hello world", MARKDOWN)
+    await slack.edit_text(thread, handle, "Hello world", MARKDOWN)
+
+    assert [(c.method, c.description) for c in slack_mock.calls] == [
+        ("chat.startStream", None),
+        ("chat.stopStream", "msg_too_long"),
+        ("chat.stopStream", "bad_gateway"),
+        ("chat.update", "streaming_state_conflict"),
+        ("chat.stopStream", None),
+        ("chat.update", None),
+    ]
+    assert slack_mock.visible(DM) == [(handle, "Hello world")]
+
+
 async def test_a_stop_refused_for_its_text_then_found_expired_is_finished_by_the_edit(
     slack: SlackAdapter, slack_mock: MockSlack, thread: Target, clock: FakeClock
 ) -> None:
