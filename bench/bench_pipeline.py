@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.clock import MonotonicClock
+from core.delivery.calls import Call, CallResult, perform_call
 from core.delivery.send_chain import SendChain
 from core.events import DeliveryMode, End, Event, RunStart, Source, Target, TextEvent, Visibility
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
@@ -45,8 +46,13 @@ class NullAdapter:
     max_units = 4096
     unit = LengthUnit.UTF16
 
+    observer = None
+
     def __init__(self) -> None:
         self.calls = 0
+
+    async def perform(self, call: Call) -> CallResult:
+        return await perform_call(self, call)
 
     def measure(self, text: str, fmt: TextFormat) -> int:
         return text_units(text, self.unit)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from core.events import Target
 from core.media import MediaItem
 from core.units import LengthUnit
+
+if TYPE_CHECKING:
+    from core.delivery.calls import Call, CallObserver, CallResult
 
 
 class TextFormat(enum.StrEnum):
@@ -39,9 +42,18 @@ class ChannelAdapter(Protocol):
 
     platform: str
     """Platform name, e.g. ``telegram``."""
+    observer: CallObserver | None
+    """Watches every call :meth:`perform` makes (metrics and call logs; set by the composition root), or None."""
     max_units: int
     """Text limit of one message, in ``unit``."""
     unit: LengthUnit
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance: perform ``call`` (a value of :mod:`core.delivery.calls`) in one attempt and
+        answer with its outcome as a value: done, not done or unknown. Never raises a delivery error (a
+        cancellation propagates). Adapters implement it as :func:`core.delivery.calls.perform_call` over the
+        single-attempt methods below, which raise as documented here."""
+        ...
 
     def measure(self, text: str, fmt: TextFormat) -> int:
         """The length the platform counts for ``text`` once rendered in ``fmt``, in ``unit``."""

@@ -29,6 +29,7 @@ from adapters.discord.markdown import discord_markdown
 from adapters.discord.media import media_embed
 from adapters.discord.stop_control import DiscordStopControls
 from adapters.markdown_strip import strip_markdown
+from core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from core.errors import PermanentDeliveryError
 from core.events import Target
 from core.media import MediaItem
@@ -98,6 +99,14 @@ class DiscordAdapter(DiscordStopControls):
 
     platform: str = PLATFORM
     unit: LengthUnit = LengthUnit.UTF16
+
+    observer: CallObserver | None = None
+    """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
+        as a value (done, not done, unknown); never raises a delivery error."""
+        return await perform_call(self, call)
 
     def __init__(
         self,

@@ -2,17 +2,17 @@
 metered decorators of the ports (adapter, journal, ledger) that feed them."""
 
 from adapters.ops.logs import LoggingSetup, configure_logging
-from adapters.ops.metered import MeteredAdapter, metered
+from adapters.ops.metered import CallMetrics, metered
 from adapters.ops.metrics import ServiceMetrics, call_outcome
 from adapters.ops.probes import Health, IngestGate, ServiceState, probe_routes
 from adapters.ops.redact import Redactor
 from adapters.ops.stores import MeteredJournal, MeteredLedger
 
 __all__ = [
+    "CallMetrics",
     "Health",
     "IngestGate",
     "LoggingSetup",
-    "MeteredAdapter",
     "MeteredJournal",
     "MeteredLedger",
     "Redactor",

@@ -37,6 +37,7 @@ from adapters.slack.media import SlackMedia
 from adapters.slack.render import Rendered, render, stream_markdown
 from adapters.slack.settle import SlackSettling, delivery_metadata, thread_ts
 from adapters.slack.stop_control import SlackStopControls
+from core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
@@ -91,6 +92,14 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
     stream_refresh_s: float | None = None
     """A stream lives about 5 idle minutes; there is nothing to append to keep it alive: an expired stream is
     finished with chat.update instead (https://docs.slack.dev/reference/methods/chat.startStream)."""
+
+    observer: CallObserver | None = None
+    """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
+        as a value (done, not done, unknown); never raises a delivery error."""
+        return await perform_call(self, call)
 
     def __init__(
         self,

@@ -47,6 +47,7 @@ from adapters.telegram.responses import RESPONSE_MODELS  # noqa: F401  (kept bui
 from adapters.telegram.session import TelegramSession
 from adapters.telegram.settle import probe_ids
 from adapters.telegram.stop_control import TelegramStopControls
+from core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from core.errors import (
     ConfigError,
     NativeUnavailableError,
@@ -100,6 +101,14 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
     unit: LengthUnit = LengthUnit.UTF16
     stream_refresh_s: float | None = 20.0
     """A draft lives about 30 s (https://core.telegram.org/bots/api#sendmessagedraft): shown again after 20 s."""
+
+    observer: CallObserver | None = None
+    """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
+        as a value (done, not done, unknown); never raises a delivery error."""
+        return await perform_call(self, call)
 
     def __init__(
         self,

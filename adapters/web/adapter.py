@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from core.errors import PayloadRejectedError, RejectReason, TargetNotFoundError
 from core.events import Target
 from core.media import MediaItem
@@ -51,6 +52,14 @@ class WebAdapter:
 
     platform = PLATFORM
     unit = LengthUnit.UTF16
+
+    observer: CallObserver | None = None
+    """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
+        as a value (done, not done, unknown); never raises a delivery error."""
+        return await perform_call(self, call)
 
     def __init__(self, *, max_units: int = MAX_UNITS, record: bool = False) -> None:
         self.max_units = min(max_units, MAX_UNITS)

@@ -1,11 +1,13 @@
-"""The reconciler: the executor that makes a conversation show its slot book's desired parts, one call at a time.
+"""The reconciler: drives one conversation's delivery machine, one call at a time, until the platform shows what
+the slot book wants.
 
 The run's stages decide *what* should be visible, as an ordered list of slots in a
 :class:`~core.delivery.slotbook.SlotBook` (one slot = one platform message: answer parts, a status message, a
-failure notice). The pure :class:`~core.delivery.planner.Planner` reads the book and decides the next call; the
-reconciler performs it through the conversation's send chain, records its intent and outcome in the ledger
-(:mod:`core.delivery.outcomes` decides what an error means for the part), writes the acknowledgement back into the
-book and tells the watchers' feed. Nothing flows back up to the run.
+failure notice). The sans-I/O :class:`~core.delivery.machine.DeliveryMachine` decides the next call and what each
+outcome means for the part; the reconciler waits until the call may start (throttle, rate budget, its turn, a
+wake-up), hands it to the conversation's :class:`~core.delivery.executor.Executor` (intent in the ledger, the call
+through the send chain and ``adapter.perform``, the outcome back to the machine and into the ledger) and tells the
+watchers' feed. Nothing flows back up to the run.
 
 Rules (shared/DESIGN.md §4, §5, §8):
 
@@ -31,28 +33,22 @@ Rules (shared/DESIGN.md §4, §5, §8):
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
 
 from core.budgets.fair import Requester
 from core.clock import Clock
-from core.delivery.outcomes import OutcomeRules
-from core.delivery.planner import Planner
+from core.delivery.calls import TypingOn
+from core.delivery.executor import Executor
+from core.delivery.machine import DeliveryMachine
 from core.delivery.send_chain import SendChain
-from core.delivery.settling import Settling, media_of
 from core.delivery.slotbook import SlotBook
-from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, delivery_id, same_render
-from core.errors import DeliveryError
+from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, same_render
 from core.events import Target
-from core.ports import CallKind, ChannelAdapter, NativeStreaming, PendingSend
+from core.ports import CallKind, ChannelAdapter, NativeStreaming
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import PartState
 from core.tasks import stop
-
-T = TypeVar("T")
 
 _log = logging.getLogger("streamrelay.delivery")
 
@@ -66,12 +62,12 @@ DeliveryFeed = Callable[[dict[str, object]], None]
 to the run monitor; never back into the run."""
 
 
-class Reconciler(Settling, OutcomeRules):
-    """Drives one conversation's slot book to its desired texts through the conversation's send chain.
+class Reconciler:
+    """Drives one conversation's slot book to its desired texts (module docstring).
 
     Args:
         book: the conversation's slot book (its ``run`` is the ledger key).
-        adapter: the channel adapter (single-attempt calls).
+        adapter: the channel adapter (its one entrance, :meth:`~core.ports.ChannelAdapter.perform`).
         chain: the conversation's send chain.
         target: where the messages go.
         ledger: records intents and outcomes.
@@ -106,24 +102,38 @@ class Reconciler(Settling, OutcomeRules):
         self.requester = requester if requester is not None else Requester.of(book.run)
         self.run = book.run
         self._chain = chain
-        self._native = native
-        self._adapter = adapter
         self._target = target
         self._ledger = ledger
         self._clock = clock
-        self.retry_window_s = retry_window_s
-        self._exclusive = exclusive_bot
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._typing_every_s = typing_every_s
-        self._last_visible_at: float | None = None
         self._last_typing_at: float | None = None
         self.typing_calls = 0
         self._feed = feed
-        self.planner = Planner(clock, chain, book)
-        self.planner.native = native is not None
-        self.planner.requester = self.requester
-        self.planner.stream_refresh_s = native.stream_refresh_s if native is not None else None
+        self.executor = Executor(adapter=adapter, chain=chain, ledger=ledger, run=book.run, requester=self.requester)
+        """The conversation's one place for platform calls (the run's typing clear and Stop moves use it too)."""
+        self.machine = DeliveryMachine(
+            book=book,
+            chain=chain,
+            target=target,
+            clock=clock,
+            retry_window_s=retry_window_s,
+            native=native is not None,
+            stream_refresh_s=native.stream_refresh_s if native is not None else None,
+            exclusive_bot=exclusive_bot,
+            requester=self.requester,
+        )
+        self.planner = self.machine.planner
+
+    @property
+    def retry_window_s(self) -> float:
+        """How long calls safe to retry are retried through an outage (seconds): the machine's."""
+        return self.machine.retry_window_s
+
+    @retry_window_s.setter
+    def retry_window_s(self, seconds: float) -> None:
+        self.machine.retry_window_s = seconds
 
     @property
     def finalizing(self) -> bool:
@@ -182,8 +192,9 @@ class Reconciler(Settling, OutcomeRules):
             self.book.urgent.close()
 
     async def _deliver(self) -> None:
+        machine, chain, clock = self.machine, self._chain, self._clock
         while True:
-            op = self.planner.next_op()
+            op = machine.next_op()
             if op is None:
                 if self._closed:
                     return
@@ -191,19 +202,19 @@ class Reconciler(Settling, OutcomeRules):
                 if typing_at is None:
                     self.book.changed.clear()
                     await self.book.changed.wait()
-                elif typing_at > self._clock.now():
-                    await self._sleep_or_wake(typing_at - self._clock.now())
+                elif typing_at > clock.now():
+                    await self._sleep_or_wake(typing_at - clock.now())
                 else:
                     await self._typing()
                 continue
-            delay = op.not_before - self._clock.now()
-            kind, final = op.kind.call_kind, self.finalizing
-            if delay > 0 and self._chain.turn_decides(kind, delay, final=final, requester=self.requester):
-                # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan again
-                await self._chain.take_turn(kind, final=final, requester=self.requester)
-                continue
+            delay = op.not_before - clock.now()
             if delay > 0:
-                await self._sleep_or_wake(delay, throttled=self._throttled(op))
+                kind, final = op.kind.call_kind, self.finalizing
+                if chain.turn_decides(kind, delay, final=final, requester=self.requester):
+                    # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan again
+                    await chain.take_turn(kind, final=final, requester=self.requester)
+                else:
+                    await self._sleep_or_wake(delay, throttled=self._throttled(op))
                 continue
             if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY):
                 self.book.refresh(op.slot)  # read the live text now that the call is due
@@ -229,7 +240,8 @@ class Reconciler(Settling, OutcomeRules):
         """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""
         if self._typing_every_s is None or self.finalizing:
             return None
-        last = max((t for t in (self._last_visible_at, self._last_typing_at) if t is not None), default=None)
+        times = (self.machine.last_visible_at, self._last_typing_at)
+        last = max((t for t in times if t is not None), default=None)
         return self._clock.now() if last is None else last + self._typing_every_s
 
     async def _typing(self) -> None:
@@ -238,58 +250,28 @@ class Reconciler(Settling, OutcomeRules):
         self._last_typing_at = self._clock.now()
         if self._chain.ready_in(CallKind.TYPING, requester=self.requester) > 0:
             return
-        adapter, target = self._adapter, self._target
-        with contextlib.suppress(DeliveryError):
-            self.typing_calls += 1
-            await self._chain.call(lambda: adapter.send_typing(target), CallKind.TYPING, requester=self.requester)
+        self.typing_calls += 1
+        await self.executor.perform(TypingOn(self._target))
 
     # --- performing one call ----------------------------------------------------------------------------
 
-    def _sent(self, slot: Slot, text: str) -> None:
-        slot.shown = text
-        self._last_visible_at = self._clock.now()
-        while slot.history and slot.history[0] != text:
-            slot.history.popleft()
-        if slot.history:
-            slot.history.popleft()
-        slot.attempts, slot.failing_since, slot.error = 0, None, None
-        if slot.shown == slot.desired:
-            slot.state = PartState.ACKED
-
     async def _perform(self, op: Op) -> None:
-        slot = op.slot
-        if op.kind in (OpKind.EDIT, OpKind.STREAM_UPDATE) and same_render(op.text, slot.shown) and not slot.verify:
-            self._sent(slot, op.text)
+        machine = self.machine
+        if machine.shortcut(op):
             return
-        pending = None
-        if op.kind is OpKind.SEND:
-            slot.creates += 1
-            pending = PendingSend(
-                delivery_id(self.run, slot.index, slot.creates),
-                op.text,
-                slot.fmt,
-                after_id=self._chain.last_message_id,
-                exclusive=self._exclusive,
-                media=media_of(slot, op.text),
-            )
-        if pending is not None:  # under way from here (a stop meanwhile keeps it); a restart settles it once written
-            slot.pending = pending
-        call_id = await self._ledger.record_intent(self.run, slot.index, slot.role, str(op.kind), op.text, pending)
+        call = machine.call_for(op)
         self.planner.last_call_at = self._clock.now()
-        outcome, detail, retry_after_s = Outcome.ACK, "", None
-        try:
-            if op.kind is OpKind.SETTLE:
-                outcome = await self._settle_call(op)
-            elif op.kind is OpKind.DELETE_STRAY:
-                await self._stray_call(op)
-            elif op.kind.value.startswith("stream_"):
-                await self._stream_call(op)
-            else:
-                await self._message_call(op)
-        except DeliveryError as exc:
-            outcome, detail, retry_after_s = self.on_error(op, exc)
-        await self._ledger.record_outcome(call_id, self.book.record(slot), str(outcome), detail)
-        for orphan in self.book.take_unsaved():
+        decision: list[tuple[Outcome, str, float | None]] = []
+        slot, book = op.slot, self.book
+
+        def apply(result: object) -> tuple[PartRecord, str, str]:
+            outcome, detail, retry_after_s = machine.apply(op, result)  # type: ignore[arg-type]
+            decision.append((outcome, detail, retry_after_s))
+            return book.record(slot), str(outcome), detail
+
+        await self.executor.perform(call, final=self.finalizing, intent=machine.intent_for(op), apply=apply)
+        outcome, detail, retry_after_s = decision[0]
+        for orphan in book.take_unsaved():
             await self._ledger.save_part(orphan)
         if outcome not in _QUIET:
             _log.info(
@@ -297,68 +279,3 @@ class Reconciler(Settling, OutcomeRules):
             )
         if self._feed is not None:
             self._feed(delivery_fact(op, outcome, detail, retry_after_s))
-
-    async def _call(self, op: Op, fn: Callable[[], Awaitable[T]]) -> T:
-        return await self._chain.call(fn, op.kind.call_kind, final=self.finalizing, requester=self.requester)
-
-    async def _message_call(self, op: Op) -> None:
-        slot, target, adapter = op.slot, self._target, self._adapter
-        if op.kind is OpKind.SEND:
-            assert slot.pending is not None
-            sent_id, media = slot.pending.delivery_id, slot.pending.media
-            slot.message_id = await self._call(
-                op,
-                lambda: (
-                    adapter.send_text(target, op.text, slot.fmt, delivery_id=sent_id)
-                    if media is None
-                    else adapter.send_media(target, media, slot.fmt, delivery_id=sent_id)
-                ),
-            )
-            slot.pending = None
-            self._chain.note_message(slot.message_id)
-            self._sent(slot, op.text)
-            if slot.unbounded is not None:  # now the older create can be settled below this message
-                slot.pending, slot.unbounded = dataclasses.replace(slot.unbounded, before_id=slot.message_id), None
-        elif op.kind is OpKind.EDIT:
-            assert slot.message_id is not None
-            mid, before, verifying = slot.message_id, slot.shown, slot.verify
-            changed = await self._call(op, lambda: adapter.edit_text(target, mid, op.text, slot.fmt))
-            expected = same_render(op.text, before) or same_render(op.text, slot.maybe_shown)
-            slot.verify = not changed and not verifying and not expected
-            slot.maybe_shown = None
-            self._sent(slot, op.text)
-        else:
-            assert slot.message_id is not None
-            mid = slot.message_id
-            await self._call(op, lambda: adapter.delete_message(target, mid))
-            slot.message_id, slot.shown, slot.state = None, None, PartState.SKIPPED
-
-    async def _stream_call(self, op: Op) -> None:
-        slot, target, native = op.slot, self._target, self._native
-        assert native is not None
-        if op.kind is OpKind.STREAM_START:
-            slot.message_id = await self._call(op, lambda: native.stream_start(target, op.text, slot.fmt))
-            slot.streaming, slot.streamed_at = True, self._clock.now()
-            self._sent(slot, op.text)
-            return
-        assert slot.message_id is not None
-        handle, shown = slot.message_id, slot.shown or ""
-        if op.kind in (OpKind.STREAM_UPDATE, OpKind.STREAM_REFRESH):
-            await self._call(op, lambda: native.stream_update(target, handle, shown, op.text, slot.fmt))
-            slot.streamed_at = self._clock.now()
-            self._sent(slot, op.text)
-        elif op.kind is OpKind.STREAM_FINISH:
-            finish = native.stream_finish
-            slot.message_id = await self._call(op, lambda: finish(target, handle, shown, op.text, slot.fmt))
-            slot.streaming = False
-            self._chain.note_message(slot.message_id)
-            self._sent(slot, op.text)
-        else:
-            await self._call(op, lambda: native.stream_cancel(target, handle))
-            slot.message_id, slot.shown, slot.streaming, slot.state = None, None, False, PartState.SKIPPED
-
-    def _native_off(self) -> None:
-        self._native = None
-        self.planner.native = self.book.native = False
-        for slot in self.book.slots:
-            slot.native = False

@@ -31,6 +31,7 @@ from typing import TypeVar
 from core.budgets.fair import ANYONE, FairQueue, Requester
 from core.budgets.rate import SHARED_PAUSES, PauseBoard, SharedBudgets, TokenBucket
 from core.clock import Clock
+from core.delivery.calls import NotDone, Unknown
 from core.errors import OwnershipLostError, RateLimitedError, RateScope
 from core.ports import CallKind
 
@@ -196,22 +197,25 @@ class SendChain:
         final: bool = False,
         requester: Requester = ANYONE,
     ) -> T:
-        """Run one platform call of ``kind`` when the chain is free, not paused and within budget.
+        """Run one platform call of ``kind`` when the chain is free, not paused and within budget; its outcome comes
+        back as a value (:mod:`core.delivery.calls`). Callers go through the conversation's executor
+        (:class:`core.delivery.executor.Executor`), the one place that makes calls.
 
         The local budgets and pauses first, then the fair budgets (the turn ``requester`` took, or a wait for
         one), then (with replicas) the shared ones: the call starts once
-        :meth:`SharedBudgets.acquire <core.budgets.rate.SharedBudgets.acquire>` granted it.
+        :meth:`SharedBudgets.acquire <core.budgets.rate.SharedBudgets.acquire>` granted it. A 429 (a
+        ``RateLimitedError``, as an outcome value or raised) pauses its scope for ``retry_after_s`` (on every replica
+        when the scope is wider than this conversation).
 
         Args:
-            fn: the single-attempt platform call.
+            fn: the single-attempt platform call (the executor's: ``adapter.perform``, whose outcome is a value).
             kind: what it is, for the budgets and pauses that apply.
             final: part of a run's finalization: goes before previews when a shared budget is short.
             requester: who asks (its client and run): its place in the fair budgets' order.
 
         Raises:
-            Whatever ``fn`` raises; a ``RateLimitedError`` also pauses its scope for ``retry_after_s`` (on every
-            replica when the scope is wider than this conversation). What the shared store raises when it cannot
-            be reached (``fn`` is not called then).
+            OwnershipLostError: this replica may no longer act for the conversation (the call is not made).
+            What the shared store raises when it cannot be reached (``fn`` is not called then). What ``fn`` raises.
         """
         async with self._lock:
             await self._wait_local(kind, final)
@@ -226,10 +230,13 @@ class SendChain:
             if self._guard is not None and not self._guard():
                 raise OwnershipLostError("this replica may no longer act for the conversation: call not made")
             try:
-                return await fn()
+                result = await fn()
             except RateLimitedError as exc:
                 await self._pause(exc, kind)
                 raise
+            if isinstance(result, NotDone | Unknown) and isinstance(result.error, RateLimitedError):
+                await self._pause(result.error, kind)
+            return result
 
     async def _wait_local(self, kind: CallKind, final: bool) -> None:
         buckets = self._applicable(kind)

@@ -24,17 +24,18 @@ from typing import Any
 from core.budgets.fair import Requester
 from core.clock import Clock
 from core.delivery.answer import AnswerChange
+from core.delivery.calls import Done, OpenThread
 from core.delivery.conversation import open_conversation
+from core.delivery.executor import Executor
 from core.delivery.modes import ModeHandler
 from core.delivery.reconciler import DeliveryFeed, Reconciler
 from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
-from core.errors import DeliveryError
 from core.events import DeliveryMode, Source, Target
 from core.media import MediaItem
 from core.policy import ChannelPolicy, ReasoningPolicy
-from core.ports import CallKind, ChannelAdapter, TextFormat, Threads
+from core.ports import ChannelAdapter, TextFormat, Threads
 from core.records.ledger import Ledger
 from core.records.report import PartState, SlotRole
 from core.tasks import stop_all
@@ -194,8 +195,7 @@ class ChildThreads:
         return None
 
     async def _open(self, child: _ChildThread) -> None:
-        threads = self._threads
-        if threads is None or self.refusal is not None:
+        if self._threads is None or self.refusal is not None:
             return
         anchor = await self._anchor_id(child.anchor)
         if anchor is None:
@@ -203,17 +203,18 @@ class ChildThreads:
             return
         chain = self._chain_for(self._target)
         title = f"{child.source.agent_id}"
+        executor = Executor(
+            adapter=self._adapter, chain=chain, ledger=self._ledger, run=self._run, requester=Requester.of(self._run)
+        )
         try:
-            target = await chain.call(
-                lambda: threads.open_thread(self._target, anchor, title),
-                CallKind.SEND,
-                requester=Requester.of(self._run),
-            )
-        except DeliveryError as exc:
-            _log.warning("run %s: no thread for %s (%s): it stays a status line", self._run, child.source.key, exc)
-            return
+            result = await executor.perform(OpenThread(self._target, anchor, title))
         finally:
             self._release(self._target)
+        if not isinstance(result, Done) or not isinstance(result.value, Target):
+            why = result.error if not isinstance(result, Done) else f"an answer without a thread: {result.value!r}"
+            _log.warning("run %s: no thread for %s (%s): it stays a status line", self._run, child.source.key, why)
+            return
+        target = result.value
         conversation = open_conversation(
             run=f"{self._run}/{child.source.key}",
             policy=self._policy,

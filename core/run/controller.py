@@ -11,20 +11,19 @@ the reconcilers write acknowledgements into the slot books and tell the watchers
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
 from core.clock import Clock
+from core.delivery.calls import TypingOff
 from core.delivery.conversation import open_conversation
 from core.delivery.reconciler import Reconciler
 from core.delivery.send_chain import SendChain
 from core.delivery.threads import ChildThreads
-from core.errors import DeliveryError
 from core.events import DeliveryMode, End, EndStatus, Event, RunStart, Source, Stop, Target
 from core.lanes.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, SubagentPolicy
-from core.ports import CallKind, ChannelAdapter, StopControls, TextFormat
+from core.ports import ChannelAdapter, StopControls, TextFormat
 from core.records.ledger import Ledger, RunRecord
 from core.records.report import DeliveryReport, with_gaps
 from core.run.monitor import DeliveryWatch, RunMonitor
@@ -79,9 +78,7 @@ class RunController:
         watch = DeliveryWatch(self.monitor, policy.name, live_text=policy.live_text)
         self.stop_controls: StopControlKeeper | None = None
         if policy.stop_button and isinstance(adapter, StopControls):
-            self.stop_controls = StopControlKeeper(
-                run=start.run, controls=adapter, target=start.target, chain=chain, feed=watch
-            )
+            self.stop_controls = StopControlKeeper(run=start.run, controls=adapter, target=start.target, feed=watch)
         conversation = open_conversation(
             run=start.run,
             policy=policy,
@@ -95,7 +92,7 @@ class RunController:
         )
         self.rec: Reconciler = conversation.rec
         if self.stop_controls is not None:
-            self.stop_controls.book, self.stop_controls.requester = conversation.book, conversation.rec.requester
+            self.stop_controls.book, self.stop_controls.executor = conversation.book, conversation.rec.executor
         threads: ChildThreads | None = None
         # Progress mode shows no unchecked text before the commit point: children stay status lines there.
         if (
@@ -194,11 +191,7 @@ class RunController:
             await self.stop_controls.finish()
             self.stage.errors.extend(self.stop_controls.errors)
         if self.rec.typing_calls:  # however the run ended: no "typing…" left behind it (Slack's lasts 2 min)
-            adapter, target = self._adapter, self.start_event.target
-            with contextlib.suppress(DeliveryError):
-                await self._chain.call(
-                    lambda: adapter.clear_typing(target), CallKind.TYPING, requester=self.rec.requester
-                )
+            await self.rec.executor.perform(TypingOff(self.start_event.target))
         await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
         self.stage.done = True
         report = self.stage.report()

@@ -28,13 +28,13 @@ import hashlib
 import logging
 from collections.abc import Callable
 
-from core.budgets.fair import Requester
-from core.delivery.send_chain import SendChain
+from core.delivery.calls import Done, SetControl
+from core.delivery.executor import Executor
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Slot
 from core.errors import DeliveryError, TransientDeliveryError
 from core.events import Target
-from core.ports import CallKind, DraftStopControls, StopControl, StopControls
+from core.ports import DraftStopControls, StopControl, StopControls
 from core.records.report import SlotRole
 from core.tasks import stop
 
@@ -77,21 +77,18 @@ class StopControlKeeper:
         run: the run's key (the control names it by :func:`control_id`).
         controls: the adapter, which can show a control.
         target: the conversation.
-        chain: the conversation's send chain (one call at a time, rate budgets).
         feed: where the reconciler's facts go on to (the watchers' feed).
     """
 
-    def __init__(
-        self, *, run: str, controls: StopControls, target: Target, chain: SendChain, feed: Feed | None = None
-    ) -> None:
+    def __init__(self, *, run: str, controls: StopControls, target: Target, feed: Feed | None = None) -> None:
         self.control = StopControl(control_id(run))
         self._controls = controls
         self._target = target
-        self._chain = chain
         self._next = feed
         self.book: SlotBook | None = None
         """The conversation's slot book (set once built): the carrier's current text and format."""
-        self.requester: Requester | None = None
+        self.executor: Executor | None = None
+        """The conversation's executor (set with the book): every Stop move is a call it makes (paced, metered)."""
         self._live = True
         self._wanted: str | None = None
         self._carrier: str | None = None
@@ -159,14 +156,11 @@ class StopControlKeeper:
         if book is None or slot is None:  # the message is gone (deleted by a replace): nothing carries a control there
             return
         text = slot.shown if slot.shown is not None else slot.desired
-        controls, target, fmt = self._controls, self._target, slot.fmt
-        requester = self.requester if self.requester is not None else Requester.of(book.run)
-        await self._chain.call(
-            lambda: controls.set_stop(target, message_id, text, fmt, control),
-            CallKind.EDIT,
-            final=not self._live,
-            requester=requester,
-        )
+        assert self.executor is not None  # set with the book
+        call = SetControl(self._target, message_id, text, slot.fmt, control)
+        result = await self.executor.perform(call, final=not self._live)
+        if not isinstance(result, Done):
+            raise result.error
 
     async def cancel(self) -> None:
         """The run stops here unfinished (service shutdown, another replica takes it): no more control calls; the

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from core.clock import Clock
+from core.delivery.calls import Call as PlatformCall
+from core.delivery.calls import CallObserver, CallResult, perform_call
 from core.errors import (
     DeliveryError,
     NativeUnavailableError,
@@ -85,6 +87,14 @@ class FakeAdapter:
     """
 
     platform = "fake"
+
+    observer: CallObserver | None = None
+    """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
+
+    async def perform(self, call: PlatformCall) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
+        as a value (done, not done, unknown); never raises a delivery error."""
+        return await perform_call(self, call)
 
     def __init__(
         self,
@@ -449,8 +459,13 @@ class MemoryChat:
     max_units = 4096
     unit = LengthUnit.CHARS
 
+    observer: CallObserver | None = None
+
     def __init__(self) -> None:
         self.messages: dict[str, str] = {}
+
+    async def perform(self, call: PlatformCall) -> CallResult:
+        return await perform_call(self, call)
 
     def measure(self, text: str, fmt: TextFormat) -> int:
         return text_units(text, self.unit)

@@ -8,11 +8,12 @@ import logging
 
 import pytest
 
-from adapters.ops.metered import MeteredAdapter, metered
+from adapters.ops.metered import CallMetrics, metered
 from adapters.ops.metrics import ServiceMetrics, call_outcome
 from adapters.ops.stores import MeteredJournal, MeteredLedger
 from core.channel import ChannelRuntime
 from core.clock import MonotonicClock
+from core.delivery.calls import Done, Edit, NotDone, SendText
 from core.errors import (
     DeliveryError,
     ForbiddenError,
@@ -58,14 +59,15 @@ def test_each_error_has_its_outcome_label(error: BaseException | None, outcome: 
     assert call_outcome(error) == outcome
 
 
-def test_the_wrapper_has_exactly_the_capabilities_of_what_it_wraps() -> None:
+def test_metered_is_the_adapter_itself_with_exactly_its_capabilities() -> None:
+    """Metrics watch ``perform``; the adapter is not wrapped, so a runtime-checkable Protocol (which looks members up
+    statically on Python 3.12+) sees exactly its capabilities: a Stop control never vanishes with metrics on."""
     metrics, clock = ServiceMetrics(), MonotonicClock()
-    plain = metered(FakeAdapter(clock, max_units=99), metrics, "c")
-    native = metered(FakeNativeAdapter(clock), metrics, "n")
-    assert isinstance(plain, MeteredAdapter) and not isinstance(plain, NativeStreaming | Threads)
+    fake, fake_native = FakeAdapter(clock, max_units=99), FakeNativeAdapter(clock)
+    plain, native = metered(fake, metrics, "c"), metered(fake_native, metrics, "n")
+    assert plain is fake and native is fake_native
+    assert isinstance(plain.observer, CallMetrics) and not isinstance(plain, NativeStreaming | Threads)
     assert isinstance(native, NativeStreaming) and not isinstance(native, Threads)
-    assert (plain.platform, plain.max_units) == ("fake", 99)
-    assert plain.messages == {}  # other attributes read through
 
 
 async def test_calls_are_counted_timed_and_logged_by_outcome(caplog: pytest.LogCaptureFixture) -> None:
@@ -74,10 +76,12 @@ async def test_calls_are_counted_timed_and_logged_by_outcome(caplog: pytest.LogC
     fake.fail("edit_text", 2, RateLimitedError("429", retry_after_s=3.0, scope=RateScope.BOT))
     adapter = metered(fake, metrics, "tg")
     with caplog.at_level(logging.INFO, logger="streamrelay.calls"):
-        mid = await adapter.send_text(CHAT, "Hello", TextFormat.PLAIN)
-        assert await adapter.edit_text(CHAT, mid, "Hello", TextFormat.PLAIN) is False
-        with pytest.raises(RateLimitedError):
-            await adapter.edit_text(CHAT, mid, "Hello there", TextFormat.PLAIN)
+        sent = await adapter.perform(SendText(CHAT, "Hello", TextFormat.PLAIN))
+        assert isinstance(sent, Done) and isinstance(sent.value, str)
+        mid = sent.value
+        assert await adapter.perform(Edit(CHAT, mid, "Hello", TextFormat.PLAIN)) == Done(False)
+        limited_call = await adapter.perform(Edit(CHAT, mid, "Hello there", TextFormat.PLAIN))
+        assert isinstance(limited_call, NotDone) and isinstance(limited_call.error, RateLimitedError)
     calls = "streamrelay_platform_calls_total"
     assert value(metrics, calls, channel="tg", platform="fake", method="send", outcome="ok") == 1
     assert value(metrics, calls, channel="tg", platform="fake", method="edit", outcome="not_modified") == 1
@@ -97,7 +101,7 @@ async def test_a_cancelled_call_is_counted_cancelled_and_still_cancels() -> None
     metrics = ServiceMetrics()
     fake = FakeAdapter(MonotonicClock(), latency_s=5.0)
     adapter = metered(fake, metrics, "tg")
-    task = asyncio.create_task(adapter.send_text(CHAT, "Hello", TextFormat.PLAIN))
+    task = asyncio.create_task(adapter.perform(SendText(CHAT, "Hello", TextFormat.PLAIN)))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -112,7 +116,7 @@ async def test_event_to_call_is_measured_once_per_wait_from_the_runs_own_task() 
     metrics.lines_accepted({"r1"})
 
     async def deliver(text: str) -> None:
-        await adapter.send_text(CHAT, text, TextFormat.PLAIN)
+        await adapter.perform(SendText(CHAT, text, TextFormat.PLAIN))
 
     await asyncio.create_task(deliver("a"), name="sqlite-writer")  # not a run's task: nothing measured
     count = "streamrelay_event_to_call_seconds_count"
