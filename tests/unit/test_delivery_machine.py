@@ -1,0 +1,258 @@
+"""The delivery machine as tables, with no I/O: for each call kind and each outcome (done, refused, rate limited,
+unknown), what the part becomes and what the ledger records (core/delivery/machine.py, its RULES table).
+
+Every row drives the machine directly: a part in a given state, the call the machine decides (``call_for``), an
+outcome value as an adapter's ``perform`` would answer it, and ``apply``. Nothing is awaited."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.budgets.fair import Requester
+from core.delivery.calls import (
+    Delete,
+    Done,
+    Edit,
+    NotDone,
+    SendMedia,
+    SendText,
+    Settle,
+    StreamAppend,
+    StreamStart,
+    StreamStop,
+    Unknown,
+)
+from core.delivery.machine import RULES, DeliveryMachine, rule_for
+from core.delivery.send_chain import SendChain
+from core.delivery.slotbook import SlotBook
+from core.delivery.slots import Op, OpKind, Outcome, Slot
+from core.errors import (
+    AnswerTimeoutError,
+    DeliveryError,
+    ForbiddenError,
+    MessageFrozenError,
+    NativeUnavailableError,
+    PayloadRejectedError,
+    PlatformUnavailableError,
+    RateLimitedError,
+    RejectReason,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+    UnreadableAnswerError,
+)
+from core.events import Target
+from core.media import MediaItem, MediaKind
+from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from core.records.report import PartState, SlotRole
+from tests.unit.fakes import ManualClock
+
+CHAT = Target(chat_id=7)
+
+
+def machine(*, native: bool = False, finalizing: bool = False) -> tuple[DeliveryMachine, Slot]:
+    clock = ManualClock(100.0)
+    book = SlotBook("r1", 0.0, native)
+    book.finalizing = finalizing
+    slot = book.claim_slot(SlotRole.ANSWER, "Hello there")
+    m = DeliveryMachine(
+        book=book,
+        chain=SendChain(clock),
+        target=CHAT,
+        clock=clock,
+        retry_window_s=60.0,
+        native=native,
+        stream_refresh_s=None,
+        exclusive_bot=False,
+        requester=Requester.of("r1"),
+    )
+    return m, slot
+
+
+def shown(slot: Slot, text: str = "Hello", message_id: str = "m1") -> Slot:
+    slot.message_id, slot.shown = message_id, text
+    return slot
+
+
+def test_the_table_has_a_row_for_every_error_and_the_last_row_takes_anything() -> None:
+    assert rule_for(OpKind.EDIT, DeliveryError("odd")) is RULES[-1]
+    for rule in RULES:
+        assert rule.why and hasattr(DeliveryMachine, rule.decide), rule
+
+
+# --- calls out: what each op becomes -------------------------------------------------------------------------
+
+
+def test_a_send_becomes_a_create_with_a_delivery_id_that_is_pending_from_here() -> None:
+    m, slot = machine()
+    call = m.call_for(Op(slot, OpKind.SEND, "Hello there", 0.0))
+    assert isinstance(call, SendText) and call.text == "Hello there" and call.delivery_id
+    assert slot.pending is not None and slot.pending.delivery_id == call.delivery_id
+    assert m.intent_for(Op(slot, OpKind.SEND, "Hello there", 0.0)).pending == slot.pending
+
+
+def test_a_media_part_becomes_a_media_create() -> None:
+    m, _ = machine()
+    item = MediaItem(url="https://example.com/a.png", kind=MediaKind.IMAGE, caption="a")
+    media = m.book.claim_slot(SlotRole.MEDIA, item.text())
+    call = m.call_for(Op(media, OpKind.SEND, item.text(), 0.0))
+    assert isinstance(call, SendMedia) and call.media == item
+
+
+@pytest.mark.parametrize(
+    ("kind", "call_class"),
+    [
+        (OpKind.EDIT, Edit),
+        (OpKind.DELETE, Delete),
+        (OpKind.STREAM_UPDATE, StreamAppend),
+        (OpKind.STREAM_FINISH, StreamStop),
+    ],
+)
+def test_calls_on_a_shown_part_name_its_message(kind: OpKind, call_class: type) -> None:
+    m, slot = machine()
+    call = m.call_for(Op(shown(slot), kind, "Hello there", 0.0))
+    assert isinstance(call, call_class) and getattr(call, "message_id", getattr(call, "handle", None)) == "m1"
+
+
+def test_an_edit_that_renders_what_is_shown_is_no_call() -> None:
+    m, slot = machine()
+    assert m.shortcut(Op(shown(slot, "Hello there "), OpKind.EDIT, "Hello there", 0.0))
+    assert slot.state is PartState.ACKED
+
+
+# --- outcomes in: done ---------------------------------------------------------------------------------------
+
+
+def test_done_send_acknowledges_the_part_with_its_message_id() -> None:
+    m, slot = machine()
+    op = Op(slot, OpKind.SEND, "Hello there", 0.0)
+    m.call_for(op)
+    assert m.apply(op, Done("m9")) == (Outcome.ACK, "", None)
+    assert (slot.message_id, slot.shown, slot.state, slot.pending) == ("m9", "Hello there", PartState.ACKED, None)
+
+
+def test_done_stream_start_opens_a_stream() -> None:
+    m, slot = machine(native=True)
+    op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
+    assert isinstance(m.call_for(op), StreamStart)
+    m.apply(op, Done("h1"))
+    assert (slot.message_id, slot.streaming, slot.shown) == ("h1", True, "Hello")
+
+
+def test_done_stream_stop_persists_the_message() -> None:
+    m, slot = machine(native=True)
+    slot.streaming = True
+    op = Op(shown(slot, "Hello", "h1"), OpKind.STREAM_FINISH, "Hello there", 0.0)
+    m.apply(op, Done("ts-9"))
+    assert (slot.message_id, slot.streaming, slot.state) == ("ts-9", False, PartState.ACKED)
+
+
+@pytest.mark.parametrize(
+    ("settled", "outcome", "message_id", "state"),
+    [
+        (Settlement(SettleOutcome.FOUND, "m5"), Outcome.FOUND, "m5", PartState.ACKED),
+        (Settlement(SettleOutcome.NOT_SENT), Outcome.NOT_SENT, None, PartState.PENDING),
+        (Settlement(SettleOutcome.NEEDS_BOUND), Outcome.NEEDS_BOUND, None, PartState.PENDING),
+        (Settlement(SettleOutcome.UNKNOWN), Outcome.UNKNOWN, None, PartState.UNCERTAIN),
+    ],
+)
+def test_a_settle_applies_what_the_platform_found(
+    settled: Settlement, outcome: Outcome, message_id: str | None, state: PartState
+) -> None:
+    m, slot = machine()
+    slot.pending = PendingSend("sr1", "Hello there", TextFormat.PLAIN)
+    slot.timed_out = True  # the create reached the platform: an unknown settle leaves it as it is
+    op = Op(slot, OpKind.SETTLE, "Hello there", 0.0)
+    assert isinstance(m.call_for(op), Settle)
+    assert m.apply(op, Done(settled))[0] is outcome
+    pending_after: object = slot.pending  # the machine clears it (mypy keeps the narrowing from above)
+    assert (slot.message_id, slot.state, pending_after) == (message_id, state, None)
+    assert (slot.unbounded is not None) is (outcome is Outcome.NEEDS_BOUND)
+
+
+# --- outcomes in: not done and unknown, one row per call kind and error ----------------------------------------
+
+ROWS = [
+    # (op kind, the outcome value, the ledger's label, the part's state after, what else holds)
+    (OpKind.SEND, NotDone(RateLimitedError("429", retry_after_s=3.0)), Outcome.RATE_LIMITED, PartState.PENDING),
+    (OpKind.SEND, Unknown(AnswerTimeoutError("no answer")), Outcome.UNCERTAIN, PartState.PENDING),
+    (
+        OpKind.SEND,
+        Unknown(UnreadableAnswerError("telegram sendMessage: ok without result")),
+        Outcome.UNCERTAIN,
+        PartState.PENDING,
+    ),
+    (OpKind.SEND, NotDone(PlatformUnavailableError("connection refused")), Outcome.RETRY, PartState.PENDING),
+    (OpKind.SEND, NotDone(ForbiddenError("bot was blocked")), Outcome.FAILED, PartState.FAILED),
+    (
+        OpKind.SEND,
+        NotDone(PayloadRejectedError("empty", reason=RejectReason.EMPTY)),
+        Outcome.SKIPPED,
+        PartState.SKIPPED,
+    ),
+    (OpKind.EDIT, NotDone(RateLimitedError("429", retry_after_s=1.0)), Outcome.RATE_LIMITED, PartState.PENDING),
+    (OpKind.EDIT, Unknown(UncertainDeliveryError("timeout")), Outcome.UNCERTAIN, PartState.PENDING),
+    (OpKind.EDIT, NotDone(MessageFrozenError("too old to edit")), Outcome.FROZEN, PartState.ACKED),
+    (OpKind.EDIT, NotDone(TargetNotFoundError("message to edit not found")), Outcome.GONE, PartState.PENDING),
+    (
+        OpKind.EDIT,
+        NotDone(PayloadRejectedError("too long", reason=RejectReason.TOO_LONG)),
+        Outcome.FAILED,
+        PartState.FAILED,
+    ),
+    (OpKind.DELETE, NotDone(TargetNotFoundError("message to delete not found")), Outcome.GONE, PartState.SKIPPED),
+    (OpKind.DELETE, NotDone(PlatformUnavailableError("502")), Outcome.RETRY, PartState.PENDING),
+    (OpKind.STREAM_UPDATE, Unknown(UncertainDeliveryError("timeout")), Outcome.UNCERTAIN, PartState.PENDING),
+    (OpKind.STREAM_FINISH, Unknown(UncertainDeliveryError("timeout")), Outcome.UNCERTAIN, PartState.UNCERTAIN),
+    # Slack chat.stopStream refused for the text it carried (msg_too_long): the adapter stopped the stream as it
+    # is and says native is unavailable: the part goes on as a message (chat.update of the whole text).
+    (OpKind.STREAM_FINISH, NotDone(NativeUnavailableError("msg_too_long")), Outcome.NATIVE_REFUSED, PartState.PENDING),
+    (OpKind.SETTLE, NotDone(RateLimitedError("429", retry_after_s=2.0)), Outcome.RATE_LIMITED, PartState.PENDING),
+    (OpKind.SETTLE, Unknown(UncertainDeliveryError("timeout")), Outcome.RETRY, PartState.PENDING),
+    (OpKind.SETTLE, NotDone(ForbiddenError("no history scope")), Outcome.UNCERTAIN, PartState.UNCERTAIN),
+    (OpKind.DELETE_STRAY, NotDone(TargetNotFoundError("gone")), Outcome.GONE, PartState.PENDING),
+]
+
+
+@pytest.mark.parametrize(("kind", "result", "label", "state"), ROWS, ids=[f"{r[0]}-{r[2]}" for r in ROWS])
+def test_each_outcome_of_each_call(kind: OpKind, result: NotDone | Unknown, label: Outcome, state: PartState) -> None:
+    m, slot = machine(native=kind.value.startswith("stream"))
+    if kind is not OpKind.SEND:
+        shown(slot)
+    if kind.value.startswith("stream"):
+        slot.streaming = slot.native = True
+    if kind is OpKind.SETTLE:
+        slot.message_id, slot.shown = None, None
+        slot.pending = PendingSend("sr1", "Hello there", TextFormat.PLAIN)
+    if kind is OpKind.DELETE_STRAY:
+        slot.stray = "m2"
+    op = Op(slot, kind, "Hello there", 0.0)
+    m.call_for(op)
+    outcome, detail, retry_after_s = m.apply(op, result)
+    assert outcome is label and detail == str(result.error)
+    assert slot.state is state
+    if isinstance(result.error, RateLimitedError):
+        assert retry_after_s == result.error.retry_after_s
+    if kind is OpKind.SEND and isinstance(result, Unknown):
+        assert slot.pending is not None  # settled next, never sent blindly again
+    if kind is OpKind.SEND and isinstance(result, NotDone):
+        assert slot.pending is None  # the platform answered: nothing was stored
+    if label is Outcome.NATIVE_REFUSED:
+        assert not m.native and not slot.streaming and not m.book.native
+
+
+def test_an_outage_past_the_retry_window_fails_the_part_and_the_end_tries_again() -> None:
+    m, slot = machine()
+    op = Op(shown(slot), OpKind.EDIT, "Hello there", 0.0)
+    m.retry_window_s = 0.0
+    assert m.apply(op, NotDone(PlatformUnavailableError("502")))[0] is Outcome.FAILED
+    assert slot.state is PartState.FAILED and slot.retry_at_finish
+
+
+def test_bad_markup_is_sent_again_stripped() -> None:
+    m, slot = machine()
+    slot.fmt = TextFormat.MARKDOWN
+    op = Op(slot, OpKind.SEND, "Hello *there", 0.0)
+    m.call_for(op)
+    error = PayloadRejectedError("can't parse entities", reason=RejectReason.BAD_FORMAT)
+    assert m.apply(op, NotDone(error))[0] is Outcome.DEGRADED
+    assert (slot.fmt, slot.degraded, slot.pending) == (TextFormat.STRIPPED, True, None)
