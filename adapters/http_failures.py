@@ -103,7 +103,8 @@ def unreadable_answer(
         ``UnreadableAnswerError`` whose message is ``<platform> <method>: unreadable answer (HTTP <status>): <why>;
         body '<excerpt>'`` (``body empty`` for none).
     """
-    quoted = scrub(excerpt(body))
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    quoted = excerpt(scrub(text))  # scrubbed whole before the cut: a token cut in half is no longer recognised
     shown = f"body {quoted!r}" if quoted else "body empty"
     code = "HTTP ?" if status is None else f"HTTP {status}"
     message = scrub(f"{platform} {method}: unreadable answer ({code}): {why}; {shown}")
