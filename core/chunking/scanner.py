@@ -79,12 +79,9 @@ M_NONE, M_TEXT, M_RUN, M_INFO, M_FENCE = range(5)  # what the current line is, a
 _NO_LISTS: list[int] = []  # never changed: the items open before a line outside containers
 
 
-def _fence_body(line: str, fence: Fence | None) -> int:
-    """Where the content of ``line`` begins when it needs no prefix read: an ordinary line outside fences
-    that begins with a letter-like character (0), or a content line of a top-level fence that cannot be
-    its closer; else -1."""
-    if fence is None:
-        return -1 if line and line[0] in _SLOW_START else 0
+def _fence_body(line: str, fence: Fence) -> int:
+    """Where the content of ``line`` (a line inside ``fence``) begins when it needs no prefix read: a
+    content line of a top-level fence that cannot be its closer; else -1."""
     if fence.quote_depth or fence.item_indent or not line:
         return -1
     if line[0] not in _SLOW_START:
@@ -136,6 +133,7 @@ class LineScanner:
         self._emit_ranks = EMIT_RANKS[params.break_preference]
         self._sentence = params.break_preference is BreakKind.SENTENCE
         self._store = store
+        self._add = store.add
         self._breaks = breaks
         self._regions = regions
         self._cutter = cutter
@@ -151,6 +149,8 @@ class LineScanner:
         # block structure
         self._fences: list[Fence] = []  # fences that may still hold pending text
         self.fence: Fence | None = None
+        self._room = 0
+        self._refit()
         self._rs = ReaderState()
         self._inline = InlineScanner(regions.add)
         self.tend = self._tnonws = 0  # the time of the last event, and the units before its last non-space
@@ -159,6 +159,13 @@ class LineScanner:
         self._ws_start = self._ws_cum = self._ws_nl = self._ws_last_nl = 0
         self._ws_leading = False
         self._new_line()
+
+    def _refit(self) -> None:
+        """``_room``: the largest ``cum`` at which the pending text still fits with room for the open
+        fence's closer (kept up to date wherever the window or the fence changes)."""
+        fence = self.fence
+        closer = fence.closer_units if fence is not None and fence.splittable else 0
+        self._room = self._max - self.head_units + self.base_cum - closer
 
     def _new_line(self) -> None:
         self._lpos = self._store.cur_pos
@@ -186,15 +193,24 @@ class LineScanner:
         nl = text.find("\n")
         if nl >= 0:
             self._add_lines(text, nl)
-        elif self._sentence or (self._utf16 and not text.isascii()) or (self._lr is None and self._prefix_due()):
+        elif (
+            self._sentence
+            or (self._utf16 and not text.isascii())
+            or (  # the line's prefix may be due (_prefix_due, inlined: this runs once per small delta)
+                self._lr is None
+                and self._ws_open
+                and not self._ws_leading
+                and self.head_units + self._ws_cum - self.base_cum >= self._min
+                and self._ws_start >= self.base
+            )
+        ):
             self._add_partial(text)
         else:  # the common small delta: store it, count it, look again only if it may not fit
-            self._store.add(text)
-            self.end += len(text)
-            self.cum += len(text)
-            fence = self.fence
-            closer = fence.closer_units if fence is not None and fence.splittable else 0
-            if self.head_units + self.cum - self.base_cum + closer > self._max:
+            self._add(text)
+            n = len(text)
+            self.end += n
+            self.cum += n
+            if self.cum > self._room:
                 self._advance(False)
 
     def end_block(self) -> None:
@@ -239,13 +255,15 @@ class LineScanner:
         while nl >= 0:
             piece = text[start:nl]
             units = len(piece) if bmp else units_of(piece, True)
-            if self._lr is None and not self._q_done and store.has_current():  # nothing of the line read yet
+            has_current = self.end > self._lpos  # the line so far holds text
+            if has_current and self._lr is None and not self._q_done:  # nothing of the line read yet
                 head = store.take_current()
                 self.end -= len(head)
                 self.cum -= units_of(head, self._utf16)
                 piece = head + piece
                 units = units_of(piece, self._utf16)
-            if store.has_current():
+                has_current = False
+            if has_current:
                 store.add(piece)
                 self.end += len(piece)
                 self.cum += units
@@ -305,6 +323,7 @@ class LineScanner:
         if lr.implicit_end and fence is not None:
             fence.end_line = self._lpos  # the line left the fence's container
             self.fence = self._rs.fence = None
+            self._refit()
         self._cancel_at = lr.new_item if lr.new_item > self._cancelled else -1
         self._lists_before = self._rs.lists
         self._rs.lists = lr.lists
@@ -563,6 +582,7 @@ class LineScanner:
         self.base, self.base_cum = pos, cum
         self.head = head
         self.head_units = units_of(head, self._utf16) if head else 0
+        self._refit()
         self._p_blank = False
         self._breaks.forget(pos)
         self._regions.forget(pos)
@@ -597,18 +617,22 @@ class LineScanner:
         """Read a whole ordinary line at once (text that begins with a letter-like character, or content
         of a top-level fence, that cannot make the pending text overflow); False when the general path
         must."""
-        used = self.head_units + self.cum + units - self.base_cum
-        if self._sentence and used >= self._min:
+        cum = self.cum + units
+        if self._sentence and self.head_units + cum - self.base_cum >= self._min:
             return False
         fence = self.fence
-        body = _fence_body(line, fence)
         lr = None
-        if body < 0:
-            if fence is not None or _SIMPLE_ITEM.match(line) is None:
+        if fence is not None:
+            body = _fence_body(line, fence)
+            if body < 0:
+                return False
+        elif line and line[0] in _SLOW_START:
+            if _SIMPLE_ITEM.match(line) is None:
                 return False
             body, lr = 2, LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)  # what read_prefix would say
-        closer = fence.closer_units if fence is not None and fence.splittable else 0
-        if used + closer > self._max:
+        else:
+            body = 0
+        if cum > self._room:  # it may not fit (with room for the fence's closer)
             return False
         pos, n = self._lpos, len(line)
         lists = _NO_LISTS
@@ -620,46 +644,59 @@ class LineScanner:
             end = len(line.rstrip(_WS))
             if fence is not None:
                 fence.marks.append(pos + body)
+            elif lr is None:
+                self._text_line(line, pos)
             else:
-                lists = self._text_line(line, pos, lr)
+                lists = self._item_line(line, pos, lr)
             self._rs.prev_blank = False
             self._ws_open, self._ws_leading = True, self._p_blank
             self._ws_start, self._ws_cum, self._ws_nl = pos + end, self.cum + units - (n - end), 1
         else:
             end = 0
-            if fence is None:
-                self._inline.cancel()
-            self._rs.prev_blank = True
-            if self._ws_open:
-                self._ws_nl += 1
-            else:
-                self._ws_open, self._ws_leading = True, self._p_blank
-                self._ws_start, self._ws_cum, self._ws_nl = pos, self.cum, 1
+            self._empty_line(pos, fence)
         self._ws_last_nl = pos + n
         self.end += n + 1
         self.cum += units + 1
         self._store.push_line(Line(pos, self._lcum, line + "\n", body, end, fence, fence is None, lr, lists), self.cum)
         if self._p_blank and not self.head:
             self.base, self.base_cum = self.end, self.cum  # blank lines at the start of a block are dropped
+            self._refit()
             self._store.forget(self.base)
         self._lpos, self._lcum, self._q_done = self._store.cur_pos, self.cum, False
         return True
 
-    def _text_line(self, line: str, pos: int, lr: LineRead | None) -> list[int]:
-        """A whole text line outside fences (``lr``: a bullet item's prefix): its list items and inline
-        ranges; returns the items open before it."""
+    def _empty_line(self, pos: int, fence: Fence | None) -> None:
+        """An empty line at ``pos`` (in ``fence`` or not): it ends a paragraph and extends the break."""
+        if fence is None:
+            self._inline.cancel()
+        self._rs.prev_blank = True
+        if self._ws_open:
+            self._ws_nl += 1
+        else:
+            self._ws_open, self._ws_leading = True, self._p_blank
+            self._ws_start, self._ws_cum, self._ws_nl = pos, self.cum, 1
+
+    def _text_line(self, line: str, pos: int) -> None:
+        """A whole text line outside fences and containers: the items it ends and its inline ranges."""
         rs = self._rs
-        before = rs.lists
-        if lr is not None:
-            self._inline.cancel()  # a list item begins: no span or link crosses it
-            rs.lists = lr.lists
-        elif rs.prev_blank and before:
+        if rs.prev_blank and rs.lists:
             rs.lists = []
         inline = self._inline
         # with no span or link open, only a backtick or a "[" can change the inline state
         if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
-            inline.scan(line, lr.start if lr is not None else 0, len(line), pos)
-        return before if lr is not None else _NO_LISTS
+            inline.scan(line, 0, len(line), pos)
+
+    def _item_line(self, line: str, pos: int, lr: LineRead) -> list[int]:
+        """A whole plain bullet item line (``lr``: its prefix): its list item and inline ranges; returns
+        the items open before it."""
+        rs = self._rs
+        before = rs.lists
+        self._inline.cancel()  # a list item begins: no span or link crosses it
+        rs.lists = lr.lists
+        inline = self._inline
+        if _OPENS.search(line):  # nothing is open: only a backtick or a "[" can change the inline state
+            inline.scan(line, lr.start, len(line), pos)
+        return before
 
     def _whole_line(self, line: str, units: int) -> None:
         """A line that arrived whole in one append: read it, handle its events, end it."""
@@ -724,6 +761,7 @@ class LineScanner:
         )
         if self._p_blank and not self.head:
             self.base, self.base_cum = self.end, self.cum  # blank lines at the start of a block are dropped
+            self._refit()
             store.forget(self.base)
         self._new_line()
 
@@ -740,6 +778,7 @@ class LineScanner:
         fence.content_cum = self.cum + 1
         self._regions.add(self._lpos, self._lpos + len(line.rstrip(_WS)), False)
         self.fence = self._rs.fence = fence
+        self._refit()
         self._fences.append(fence)
 
     def _close_fence(self, start: int) -> None:
@@ -750,3 +789,4 @@ class LineScanner:
             fence.marks.pop()
         self._regions.add(self._lpos, self._lpos + start + run_length(self._store.current(), start, fence.char), False)
         self.fence = self._rs.fence = None
+        self._refit()

@@ -15,6 +15,7 @@ the stream's first appended character): writes are :meth:`TextStore.add`, :meth:
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 
 from core.chunking.lines import Fence, LineRead
 from core.units import LengthUnit
@@ -67,10 +68,12 @@ class TextStore:
         pos: absolute position where the store begins. cum: units before it.
 
     Attributes:
+        add: appends a piece (no newline in it) to the current line; O(1), it is joined when read (the
+            pieces list's own ``append``, so that a one-character delta costs no Python call).
         cur_pos: absolute position of the current line's first character. cur_cum: units before it.
     """
 
-    __slots__ = ("_parts", "cur_cum", "cur_pos", "lines", "lo", "starts", "utf16")
+    __slots__ = ("_parts", "add", "cur_cum", "cur_pos", "lines", "lo", "starts", "utf16")
 
     def __init__(self, unit: LengthUnit, pos: int, cum: int) -> None:
         self.utf16 = unit is LengthUnit.UTF16
@@ -78,12 +81,10 @@ class TextStore:
         self.starts: list[int] = []
         self.lo = 0
         self._parts: list[str] = []
+        self.add: Callable[[str], object] = self._parts.append
+        """Append a piece (no newline in it) to the current line. Cost O(1): it is joined when read."""
         self.cur_pos = pos
         self.cur_cum = cum
-
-    def add(self, piece: str) -> None:
-        """Append ``piece`` (no newline in it) to the current line. Cost O(1): it is joined when read."""
-        self._parts.append(piece)
 
     def has_current(self) -> bool:
         """True when the current line holds some text."""
