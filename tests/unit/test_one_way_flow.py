@@ -1,0 +1,161 @@
+"""A guard for the one-way flow (ingest → journal → run → machine → executor → send chain → adapter → ledger): one
+delta is walked through the sidecar with ``sys.setprofile`` and every call from one project module into another is
+recorded with the task it ran in. A call from a later stage into an earlier one is a coupling against the flow: only
+the callbacks listed in :data:`CALLBACKS` are allowed, each with its reason. The figures (calls, module stays and
+returns per task) are printed for the issue's bookkeeping, never asserted as timings."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from core.channel import ChannelRuntime
+from core.clock import MonotonicClock
+from core.policy import ChannelPolicy
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from tests.unit.fakes import MemoryChat
+
+ROOT = str(Path(__file__).resolve().parents[2]) + "/"
+
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ingest", ("core/run/relay.py", "core/ingest/admission.py", "core/ingest/quota.py", "core/ingest/clients.py")),
+    ("journal", ("core/records/journal.py",)),
+    (
+        "run",
+        (
+            "core/run/",
+            "core/text/",
+            "core/chunking/",
+            "core/policy.py",
+            "core/units.py",
+            "core/delivery/answer.py",
+            "core/delivery/segments.py",
+            "core/delivery/modes.py",
+            "core/delivery/cap.py",
+            "core/delivery/status.py",
+            "core/delivery/agents.py",
+            "core/delivery/reasoning.py",
+            "core/delivery/coverage.py",
+        ),
+    ),
+    (
+        "machine",
+        (
+            "core/delivery/slotbook.py",
+            "core/delivery/reconciler.py",
+            "core/delivery/machine.py",
+            "core/delivery/planner.py",
+            "core/delivery/slots.py",
+        ),
+    ),
+    ("executor", ("core/delivery/executor.py",)),
+    ("send chain", ("core/delivery/send_chain.py", "core/budgets/")),
+    ("adapter", ("core/delivery/calls.py", "adapters/", "tests/unit/fakes.py")),
+    ("ledger", ("core/records/ledger.py", "core/records/report.py")),
+)
+"""The stages in the order data flows, by path prefix (the first match wins)."""
+
+SINKS = (
+    "core/clock.py",
+    "core/wake.py",
+    "core/run/monitor.py",
+    "core/text/safe_text.py",
+    "core/tasks.py",
+    "core/events.py",
+    "core/units.py",
+    "core/media.py",
+    "core/errors.py",
+)
+"""Modules any stage may call: the clock, wake-ups, the watchers' feed (downstream of every stage), and the shared
+vocabulary (events, length units, media items, errors)."""
+
+CALLBACKS = {
+    ("executor", "machine"): "the outcome goes back to the machine (Executor.perform's apply)",
+    ("send chain", "executor"): "the chain makes the executor's call when its turn comes",
+    ("machine", "run"): "a growing part's text is read when its call is due (SlotBook.set_live; to be pushed)",
+}
+"""Calls against the flow that are the design's own callbacks."""
+
+
+def stage_of(path: str) -> str | None:
+    if path.startswith(SINKS):
+        return None
+    for name, prefixes in STAGES:
+        if path.startswith(prefixes):
+            return name
+    return None
+
+
+def project_path(frame: FrameType | None) -> tuple[str | None, FrameType | None]:
+    """The nearest project frame at or above ``frame`` (library frames skipped), as a path from the root."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(ROOT) and "/.venv/" not in name and "/site-packages/" not in name:
+            return name[len(ROOT) :], frame
+        frame = frame.f_back
+    return None, None
+
+
+async def walk_one_delta() -> tuple[Counter[tuple[str, str, str]], dict[str, list[str]]]:
+    chat = MemoryChat()
+    relay = Relay({"c": ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), chat)}, MemoryLedger(), MonotonicClock())
+    await relay.submit_line({"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}, "r")
+    for i in range(5):  # a run under way: its preview exists, the delta is an edit
+        await relay.submit_line({"kind": "text", "text": f"word{i} "}, "r")
+        await asyncio.sleep(0.02)
+    edges: Counter[tuple[str, str, str]] = Counter()
+    visits: dict[str, list[str]] = {}
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        callee, _ = project_path(frame)
+        if callee is None or callee.startswith("tests/unit/test_"):
+            return
+        caller, _ = project_path(frame.f_back)
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            task = None
+        name = task.get_name().split(":")[0] if task is not None else "-"
+        visits.setdefault(name, []).append(callee)
+        if caller is not None and caller != callee:
+            edges[(name, caller, callee)] += 1
+
+    sys.setprofile(profile)
+    try:
+        await relay.submit_line({"kind": "text", "text": "delta "}, "r")
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if any("delta" in text for text in chat.messages.values()):
+                break
+    finally:
+        sys.setprofile(None)
+    assert any("delta" in text for text in chat.messages.values())
+    await relay.submit_line({"kind": "end"}, "r")
+    await relay.wait_done("r", 5)
+    await relay.close()
+    return edges, visits
+
+
+async def test_one_delta_flows_one_way_through_the_stages() -> None:
+    edges, visits = await walk_one_delta()
+    order = {name: i for i, (name, _) in enumerate(STAGES)}
+    against = []
+    for task, caller, callee in edges:
+        a, b = stage_of(caller), stage_of(callee)
+        if a is None or b is None or a == b or order[a] < order[b]:
+            continue
+        if (a, b) not in CALLBACKS:
+            against.append(f"{task}: {caller} -> {callee} ({a} -> {b})")
+    for task, modules in visits.items():  # the bookkeeping the issue asks for
+        stays = [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
+        print(f"{task}: {len(modules)} calls, {len(stays)} module stays in {len(set(modules))} modules")
+    assert not against, "calls against the flow:\n" + "\n".join(sorted(against))
+    stages_seen = {stage_of(m) for modules in visits.values() for m in modules}
+    assert {"ingest", "journal", "run", "machine", "executor", "send chain", "adapter", "ledger"} <= stages_seen
