@@ -125,6 +125,12 @@ class UnreadableAnswerError(UncertainDeliveryError):
         self.status = status
         self.excerpt = excerpt
 
+    @property
+    def accepted(self) -> bool:
+        """The answer's status was 2xx: the platform took the call and most often did it (a create is most often
+        stored, as after an :class:`AnswerTimeoutError`), though what it answered cannot be read."""
+        return self.status is not None and 200 <= self.status < 300
+
 
 class PermanentDeliveryError(DeliveryError):
     """Retrying cannot help; recorded with its cause."""
