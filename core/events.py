@@ -14,6 +14,7 @@ Errors: :func:`parse_event` raises :class:`core.errors.IngestError` naming the f
 from __future__ import annotations
 
 import enum
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -298,6 +299,23 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 
+EVENT_TYPES = (
+    RunStart,
+    TextEvent,
+    BlockEnd,
+    MessageEnd,
+    ToolCall,
+    ToolResult,
+    Phase,
+    Status,
+    Media,
+    Commit,
+    End,
+    ErrorEvent,
+    Stop,
+)
+"""The event classes (an ``isinstance`` check of a value that may be an :data:`Event`)."""
+
 EVENT_KINDS = (
     "run.start",
     "text",
@@ -347,3 +365,9 @@ def parse_event(data: Any) -> Event:
 def event_to_json(event: Event) -> dict[str, Any]:
     """The event as a JSON-ready dict, without unset optional fields."""
     return event.model_dump(mode="json", exclude_none=True, by_alias=True)
+
+
+def event_line(event: Event) -> str:
+    """The event as one JSON line (what the journal keeps; ASCII, so a lone surrogate a delta may end in is an
+    escape, as it arrived)."""
+    return json.dumps(event_to_json(event))

@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import BaseModel
+
 from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import MAX_SEQ, End, Event, ProviderFormat, RunStart, Stop, parse_event
+from core.events import EVENT_TYPES, MAX_SEQ, End, Event, ProviderFormat, RunStart, Stop, parse_event
 from core.ingest.clients import ClientBook, ClientLimits
 from core.ingest.sequencer import SeqFloor, SeqGate
 from core.lanes.pipeline import ArgsValidator
@@ -117,9 +119,16 @@ class Admission:
         return self.clients.limits_for(run_key)
 
     async def accept(
-        self, obj: Any, run_hint: str | None, *, replay: bool
+        self, obj: object, run_hint: str | None, *, replay: bool
     ) -> tuple[ActiveRun | None, list[Event], LineResult]:
-        """Validate one line and apply what must be known before the next line (a new run, the normalizer)."""
+        """Validate one line (a decoded JSON value, or an event already typed: :meth:`Relay.submit`) and apply what
+        must be known before the next line (a new run, the normalizer)."""
+        if isinstance(obj, BaseModel):
+            if not isinstance(obj, EVENT_TYPES):
+                raise IngestError(f"each line must be a JSON object or an event, got {type(obj).__name__}")
+            if run_hint is not None and obj.run != run_hint:
+                raise IngestError(f"line names run {obj.run!r} but was posted to run {run_hint!r}")
+            return await self._accept_event(obj, replay=replay)
         if not isinstance(obj, dict):
             raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
         if run_hint is not None and obj.get("run", run_hint) != run_hint:
@@ -129,7 +138,10 @@ class Admission:
             return await self._accept_raw(run_id, obj, enforce=not replay)
         if run_hint is not None and "run" not in obj:
             obj = {**obj, "run": run_hint}
-        event = parse_event(obj)
+        return await self._accept_event(parse_event(obj), replay=replay)
+
+    async def _accept_event(self, event: Event, *, replay: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A normalized event, typed: a new run, an event of a started run, or a repeat."""
         run = self.runs.get(event.run)
         if run is None:
             if (ended := await self._ended(event.run)) is not None:

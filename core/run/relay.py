@@ -22,7 +22,7 @@ from typing import Any
 from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError, OwnershipLostError
-from core.events import Event
+from core.events import EVENT_TYPES, Event, event_line
 from core.ingest.admission import Admission, Limits, LineResult
 from core.ingest.clients import ClientBook, ClientLimits
 from core.lanes.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
@@ -131,8 +131,9 @@ class Relay:
         """
         return await self._take(lines, run_hint, replay=False)
 
-    async def submit_line(self, obj: Any, run_hint: str | None = None) -> int:
-        """Take one decoded line; return how many normalized events it produced (0 when dropped).
+    async def submit_line(self, obj: object, run_hint: str | None = None) -> int:
+        """Take one decoded line, or one event already typed (taken as it is, never dumped and parsed again); return
+        how many normalized events it produced (0 when dropped).
 
         Raises:
             IngestError: as :meth:`submit_lines` reports it.
@@ -143,12 +144,13 @@ class Relay:
         return result.events
 
     async def submit(self, event: Event) -> None:
-        """Take one normalized event (as :meth:`submit_line` its JSON).
+        """Take one normalized event, typed as it is (validated when it was built): it is journaled as its JSON line
+        (:func:`core.events.event_line`) and handed to its run without being dumped and parsed again.
 
         Raises:
             IngestError: as :meth:`submit_lines` reports it.
         """
-        await self.submit_line(event.model_dump(exclude_defaults=True) | {"kind": event.kind, "run": event.run})
+        await self.submit_line(event)
 
     async def resume(self) -> list[str]:
         """Rebuild every run the journal holds unfinished (after a restart) by replaying its lines; each then
@@ -214,7 +216,12 @@ class Relay:
                 continue
             results.append(result)
             if run is not None and result.dropped is None:
-                line = raw if raw is not None else json.dumps(obj, default=_json_default)
+                if raw is not None:
+                    line = raw
+                elif isinstance(obj, EVENT_TYPES):
+                    line = event_line(obj)
+                else:
+                    line = json.dumps(obj, default=_json_default)
                 entries.append(JournalEntry(run.run, line))
                 staged.append((run, events))
         if entries and not replay:
@@ -269,11 +276,7 @@ class Relay:
             runtime = self.channels.get(controller.policy.name)
             if runtime is not None:
                 runtime.release(controller.start_event.target)
-            if not controller.lane.closed:  # cancelled (service shutdown): subscribers are not left waiting
-                controller.lane.close("cancelled", committed=controller.committed is not None)
             report = with_gaps(controller.report(), run.gate.gaps)
-            if not controller.monitor.closed:
-                controller.monitor.publish("end", status="cancelled", delivery=str(report.status))
             self._finished[controller.run] = Finished(report, controller.lane, controller.monitor, run.gate.last)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
