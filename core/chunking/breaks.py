@@ -115,11 +115,12 @@ class BreakTable:
 
     def forget(self, pos: int) -> None:
         """The pending text now starts at ``pos``: a break at or before it cuts nothing. Cost: a bisection
-        per rank; a list is trimmed when more than half of it (and over 64 breaks) is dead."""
+        per rank; a list drops its dead breaks once they are at least half of it (so dead breaks never
+        outnumber live ones, and each break is moved O(1) times on average)."""
         lo = self.lo
         for r, lst in enumerate(self.by_rank):
             k = bisect_right(lst, pos, lo[r], key=_FIRST)  # a break at pos cuts nothing
-            if k > 64 and 2 * k > len(lst):
+            if k and 2 * k >= len(lst):
                 del lst[:k]
                 k = 0
             lo[r] = k

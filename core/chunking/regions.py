@@ -55,9 +55,10 @@ class Regions:
 
     def forget(self, pos: int) -> None:
         """The pending text now starts at ``pos``: regions that end at or before it no longer matter.
-        Cost: a bisection; the lists are trimmed when more than half of them (and over 64) is dead."""
+        Cost: a bisection; the dead regions are dropped once they are at least half of the lists (so they
+        never outnumber the live ones; amortized O(1) per region)."""
         lo = self.lo = bisect_right(self.ends, pos, self.lo)
-        if lo > 64 and 2 * lo > len(self.ends):
+        if lo and 2 * lo >= len(self.ends):
             del self.starts[:lo]
             del self.ends[:lo]
             del self.inline[:lo]

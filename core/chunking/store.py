@@ -170,7 +170,7 @@ class TextStore:
         lines, lo = self.lines, self.lo
         while lo < len(lines) and lines[lo].pos + len(lines[lo].text) <= p:
             lo += 1
-        if lo > 32 and 2 * lo > len(lines):
+        if lo and 2 * lo >= len(lines):  # dead lines never outnumber live ones; amortized O(1) a line
             del lines[:lo]
             del self.starts[:lo]
             lo = 0
