@@ -74,6 +74,9 @@ _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
 _OPENS = re.compile(r"[`\[]")
 _SIMPLE_ITEM = re.compile(r"[-*+] (?:[^ \t\r\f\v>`~*+\-0-9]|\*\*)")
 """A bullet item at column 0 whose text begins with no marker, fence run or quote: its content column is 2."""
+_SIMPLE_ITEM_READ = LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)
+"""What :func:`core.chunking.lines.read_prefix` says of such a line (shared: line reads are never changed, and
+their ``lists`` are copied before any change)."""
 _WS = " \t\n\r\f\v"
 M_NONE, M_TEXT, M_RUN, M_INFO, M_FENCE = range(5)  # what the current line is, as read so far
 _NO_LISTS: list[int] = []  # never changed: the items open before a line outside containers
@@ -629,7 +632,7 @@ class LineScanner:
         elif line and line[0] in _SLOW_START:
             if _SIMPLE_ITEM.match(line) is None:
                 return False
-            body, lr = 2, LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)  # what read_prefix would say
+            body, lr = 2, _SIMPLE_ITEM_READ
         else:
             body = 0
         if cum > self._room:  # it may not fit (with room for the fence's closer)
