@@ -62,6 +62,7 @@ from core.events import (
     Visibility,
 )
 from core.normalize.base import (
+    JsonObject,
     MessageCounter,
     as_dict,
     as_str,
@@ -93,7 +94,7 @@ class _Task:
     ended: bool = False
 
 
-def _state(status: dict[str, Any]) -> str:
+def _state(status: JsonObject) -> str:
     """A task state in the JSON-RPC spelling (``TASK_STATE_INPUT_REQUIRED`` → ``input-required``)."""
     state = as_str(status.get("state")).lower()
     return state.removeprefix("task_state_").replace("_", "-").replace("cancelled", "canceled")
@@ -152,7 +153,7 @@ class A2ANormalizer:
         self._parents: dict[str, str] = {}
         self._root = _Task(None)
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one line. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
@@ -162,13 +163,13 @@ class A2ANormalizer:
         """
         obj = require_object(raw, _PROVIDER)
         if "jsonrpc" in obj or "result" in obj:
-            if isinstance(obj.get("error"), dict):
-                error = obj["error"]
+            if isinstance(error := obj.get("error"), dict):
                 text = ": ".join(p for p in (str(error.get("code", "")), as_str(error.get("message"))) if p)
                 return [ErrorEvent(run=self._run, message=text or "A2A error")]
-            if not isinstance(obj.get("result"), dict):
+            result = obj.get("result")
+            if not isinstance(result, dict):
                 raise IngestError(f"a raw {_PROVIDER} JSON-RPC response needs a 'result' object or an 'error' object")
-            obj = obj["result"]
+            obj = result
         kind, body = self._kind(obj)
         try:
             if kind == "status-update":
@@ -191,14 +192,14 @@ class A2ANormalizer:
         return events
 
     @staticmethod
-    def _kind(obj: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _kind(obj: JsonObject) -> tuple[str, JsonObject]:
         """The result's kind and body: from ``kind``, from a ``StreamResponse`` wrapper, else an error."""
         kind = obj.get("kind")
         if isinstance(kind, str) and kind:
             return kind, obj
         for key, name in _WRAPPERS.items():
-            if isinstance(obj.get(key), dict) and len(obj) == 1:
-                return name, obj[key]
+            if isinstance(inner := obj.get(key), dict) and len(obj) == 1:
+                return name, inner
         raise IngestError(
             f"a raw {_PROVIDER} stream event needs a string 'kind' (task, message, status-update, artifact-update) "
             f"or one of {', '.join(_WRAPPERS)} as a StreamResponse, got the keys {sorted(obj)[:8]}"
@@ -233,7 +234,7 @@ class A2ANormalizer:
             agent_id=task_id, session_id=task_id, parent_session_id=self._main, depth=1, path=f"{self._main}/{task_id}"
         )
 
-    def _references(self, owner: str, body: dict[str, Any]) -> None:
+    def _references(self, owner: str, body: JsonObject) -> None:
         """Tasks ``body`` names in ``referenceTaskIds`` are children of ``owner`` (unless seen before)."""
         refs = body.get("referenceTaskIds")
         if isinstance(refs, list):
@@ -255,7 +256,7 @@ class A2ANormalizer:
 
     # --- results ----------------------------------------------------------------------------------------
 
-    def _status(self, task: _Task, body: dict[str, Any], kind: str) -> list[Event]:
+    def _status(self, task: _Task, body: JsonObject, kind: str) -> list[Event]:
         status = body.get("status")
         if not isinstance(status, dict) or not as_str(status.get("state")):
             raise IngestError(f"a raw {_PROVIDER} {kind} needs a 'status' object with a string 'state', got {status!r}")
@@ -284,22 +285,24 @@ class A2ANormalizer:
         task.ended = True
         return [End(run=self._run, status=_ENDED[state], source=task.source)]
 
-    def _artifact_update(self, body: dict[str, Any], kind: str) -> list[Event]:
+    def _artifact_update(self, body: JsonObject, kind: str) -> list[Event]:
         task = self._task(require_str(body, "taskId", _PROVIDER, kind))
         artifact = body.get("artifact")
         if not isinstance(artifact, dict) or not isinstance(artifact.get("parts"), list):
             raise IngestError(f"a raw {_PROVIDER} {kind} needs an 'artifact' object with a 'parts' list")
         return self._artifact(task, artifact, append=body.get("append") is True, last=body.get("lastChunk") is True)
 
-    def _artifact(self, task: _Task, artifact: dict[str, Any], *, append: bool, last: bool) -> list[Event]:
+    def _artifact(self, task: _Task, artifact: JsonObject, *, append: bool, last: bool) -> list[Event]:
         artifact_id = as_str(artifact.get("artifactId")) or as_str(artifact.get("name")) or "artifact"
-        text = _parts_text(artifact["parts"])
+        parts = artifact.get("parts")
+        parts = parts if isinstance(parts, list) else []  # checked by the callers: a list
+        text = _parts_text(parts)
         events: list[Event] = []
         index = task.artifacts.get(artifact_id)
-        if not append and task.texts.get(artifact_id) == text and not _files(artifact["parts"]):
+        if not append and task.texts.get(artifact_id) == text and not _files(parts):
             return self._end_message(task) if last and index == task.messages.current else []  # a repeat
         if not text and (index is None or index != task.messages.current):  # data only: no message to open
-            return self._media(task, artifact["parts"])
+            return self._media(task, parts)
         if index is None or index != task.messages.current:
             events += self._end_message(task)
             index = task.artifacts[artifact_id] = task.messages.start()
@@ -311,12 +314,12 @@ class A2ANormalizer:
         elif not append:
             task.texts[artifact_id] = text
             events.append(TextEvent(run=self._run, mode=TextMode.REPLACE, text=text, message=index, source=task.source))
-        events += self._media(task, artifact["parts"])
+        events += self._media(task, parts)
         if last:
             events += self._end_message(task)
         return events
 
-    def _message(self, body: dict[str, Any], kind: str) -> list[Event]:
+    def _message(self, body: JsonObject, kind: str) -> list[Event]:
         parts = body.get("parts")
         if not isinstance(parts, list):
             raise IngestError(f"a raw {_PROVIDER} message needs a 'parts' list, got {parts!r}")
@@ -332,7 +335,7 @@ class A2ANormalizer:
         inline, another scheme): the platforms fetch media by URL."""
         return [media_event(self._run, uri, mime, task.source) for uri, mime in _files(parts)]
 
-    def _whole_task(self, body: dict[str, Any], kind: str) -> list[Event]:
+    def _whole_task(self, body: JsonObject, kind: str) -> list[Event]:
         task_id = require_str(body, "id", _PROVIDER, kind)
         task = self._task(task_id)
         self._references(task_id, body)

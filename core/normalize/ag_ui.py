@@ -49,7 +49,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -67,7 +66,16 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize.base import MessageCounter, as_str, invalid_event, require_str, require_type, text_event, text_field
+from core.normalize.base import (
+    JsonObject,
+    MessageCounter,
+    as_str,
+    invalid_event,
+    require_str,
+    require_type,
+    text_event,
+    text_field,
+)
 
 _PROVIDER = "AG-UI"
 _REASONING_CONTENT = frozenset(
@@ -118,7 +126,7 @@ class AgUiNormalizer:
         """Sub-agents whose SUBAGENT_FINISHED / SUBAGENT_ERROR came: a later event of theirs is refused."""
         self._names: dict[str, str] = {}
         self._chunk_call: _Call | None = None
-        self._handlers: dict[str, Callable[[_Agent, dict[str, Any], str], list[Event]]] = {
+        self._handlers: dict[str, Callable[[_Agent, JsonObject, str], list[Event]]] = {
             "TEXT_MESSAGE_START": self._text_start,
             "TEXT_MESSAGE_CONTENT": self._text_content,
             "TEXT_MESSAGE_END": self._text_end,
@@ -138,7 +146,7 @@ class AgUiNormalizer:
             **dict.fromkeys(_REASONING_CONTENT, self._reasoning),
         }
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
@@ -177,7 +185,7 @@ class AgUiNormalizer:
 
     # --- agents -----------------------------------------------------------------------------------------
 
-    def _agent(self, raw: dict[str, Any], kind: str) -> _Agent:
+    def _agent(self, raw: JsonObject, kind: str) -> _Agent:
         """The agent an event belongs to: the sub-agent its ``subagentRunId`` names, else the root."""
         if "subagentRunId" not in raw:
             if kind.startswith("SUBAGENT_"):
@@ -195,7 +203,7 @@ class AgUiNormalizer:
             child = self._children[run_id] = _Agent(self._child_source(run_id, announced))
         return child
 
-    def _child_source(self, run_id: str, announced: dict[str, Any]) -> Source:
+    def _child_source(self, run_id: str, announced: JsonObject) -> Source:
         """The child's source from its ``SUBAGENT_STARTED`` (its name, the run that started it), else its run id."""
         name = next((as_str(announced.get(k)) for k in _NAME_FIELDS if as_str(announced.get(k))), run_id)
         parent_id = as_str(announced.get("parentRunId")) or as_str(announced.get("parentSubagentRunId"))
@@ -242,7 +250,7 @@ class AgUiNormalizer:
             events.append(text_event(self._run, index, delta, Visibility.ANSWER, agent.source))
         return events
 
-    def _text_start(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _text_start(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         message_id = require_str(raw, "messageId", _PROVIDER, kind)
         events = self._end_message(agent) if agent.chunked is not None else []
         if as_str(raw.get("role")) not in ("", "assistant"):
@@ -250,18 +258,18 @@ class AgUiNormalizer:
             return events
         return events + self._answer(agent, message_id, "")
 
-    def _text_content(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _text_content(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         message_id = require_str(raw, "messageId", _PROVIDER, kind)
         return self._answer(agent, message_id, text_field(raw, "delta", _PROVIDER, kind))
 
-    def _text_end(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _text_end(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         message_id = require_str(raw, "messageId", _PROVIDER, kind)
         index = agent.ids.get(message_id)
         if index is not None and index == agent.messages.current:
             return self._end_message(agent)
         return []
 
-    def _text_chunk(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _text_chunk(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         message_id = text_field(raw, "messageId", _PROVIDER, kind) or agent.chunked
         if message_id is None:
             raise IngestError(f"a raw {_PROVIDER} {kind} event that opens a message needs a string 'messageId'")
@@ -275,7 +283,7 @@ class AgUiNormalizer:
             agent.chunked = message_id
         return events
 
-    def _reasoning(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _reasoning(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         delta = text_field(raw, "delta", _PROVIDER, kind)
         if not delta:
             return []
@@ -288,7 +296,7 @@ class AgUiNormalizer:
             run=self._run, id=call.id, name=call.name, state=state, args_delta=args_delta, source=call.source
         )
 
-    def _tool_start(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_start(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
         if (
             call_id in self._calls
@@ -301,7 +309,7 @@ class AgUiNormalizer:
         self._names[call_id] = require_str(raw, "toolCallName", _PROVIDER, kind)
         return [self._tool(call, ToolCallState.START)]
 
-    def _started_call(self, raw: dict[str, Any], kind: str) -> _Call | None:
+    def _started_call(self, raw: JsonObject, kind: str) -> _Call | None:
         """The open call ``toolCallId`` names; None when it already ended.
 
         Raises:
@@ -316,14 +324,16 @@ class AgUiNormalizer:
             )
         return call
 
-    def _tool_args(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_args(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         call = self._started_call(raw, kind)
         delta = text_field(raw, "delta", _PROVIDER, kind)
         if call is None:
-            raise IngestError(f"a raw {_PROVIDER} {kind} of tool call {raw['toolCallId'][:80]!r}, which already ended")
+            raise IngestError(
+                f"a raw {_PROVIDER} {kind} of tool call {as_str(raw.get('toolCallId'))[:80]!r}, which already ended"
+            )
         return [self._tool(call, ToolCallState.ARGS_DELTA, delta)] if delta else []
 
-    def _tool_end(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_end(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         call = self._started_call(raw, kind)
         if call is None:  # ended already (a chunked call ends at the next other event): a repeat changes nothing
             return []
@@ -331,7 +341,7 @@ class AgUiNormalizer:
         self._ended_calls.add(call.id)
         return [self._tool(call, ToolCallState.END)]
 
-    def _tool_chunk(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_chunk(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         call_id = text_field(raw, "toolCallId", _PROVIDER, kind)
         events: list[Event] = []
         call = self._chunk_call
@@ -359,41 +369,41 @@ class AgUiNormalizer:
         self._ended_calls.add(call.id)
         return [self._tool(call, ToolCallState.END)]
 
-    def _tool_result(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_result(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
         name = self._names.get(call_id) or as_str(raw.get("toolCallName")) or None
         return [ToolResult(run=self._run, id=call_id, name=name, summary="done", source=agent.source)]
 
     # --- runs, steps, sub-agents ------------------------------------------------------------------------
 
-    def _step(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _step(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         name = text_field(raw, "stepName", _PROVIDER, kind)
         return [Status(run=self._run, text=name, source=agent.source)] if name else []
 
-    def _run_started(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _run_started(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         if agent is self._root and self._root_run is None:
             self._root_run = as_str(raw.get("runId")) or None
         return []
 
-    def _run_finished(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _run_finished(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         return self._end_message(agent)
 
-    def _run_error(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _run_error(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         text = ": ".join(p for p in (as_str(raw.get("code")), text_field(raw, "message", _PROVIDER, kind)) if p)
         events = self._end_message(agent)
         return [*events, ErrorEvent(run=self._run, message=text or "agent run error", source=agent.source)]
 
-    def _sub_started(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _sub_started(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         name = agent.source.agent_id if agent.source is not None else "sub-agent"
         return [Status(run=self._run, text=f"{name} started", source=agent.source)]
 
-    def _sub_finished(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
-        self._finished.add(raw["subagentRunId"])
+    def _sub_finished(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
+        self._finished.add(require_str(raw, "subagentRunId", _PROVIDER, kind))
         return [*self._end_message(agent), End(run=self._run, status=EndStatus.OK, source=agent.source)]
 
-    def _sub_error(self, agent: _Agent, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _sub_error(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         text = text_field(raw, "message", _PROVIDER, kind) or as_str(raw.get("error")) or "sub-agent error"
-        self._finished.add(raw["subagentRunId"])
+        self._finished.add(require_str(raw, "subagentRunId", _PROVIDER, kind))
         return [
             *self._end_message(agent),
             ErrorEvent(run=self._run, message=text, source=agent.source),

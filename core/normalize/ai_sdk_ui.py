@@ -40,7 +40,6 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -57,6 +56,7 @@ from core.events import (
     Visibility,
 )
 from core.normalize.base import (
+    JsonObject,
     MessageCounter,
     as_str,
     invalid_event,
@@ -94,7 +94,7 @@ class AiSdkUiNormalizer:
         self._messages = MessageCounter()
         self._calls: dict[str, _Call] = {}
         self._names: dict[str, str] = {}
-        self._handlers: dict[str, Callable[[dict[str, Any], str], list[Event]]] = {
+        self._handlers: dict[str, Callable[[JsonObject, str], list[Event]]] = {
             "start": self._start,
             "text-delta": self._text,
             "reasoning-delta": self._text,
@@ -112,7 +112,7 @@ class AiSdkUiNormalizer:
             "error": self._error,
         }
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw chunk. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
@@ -145,23 +145,23 @@ class AiSdkUiNormalizer:
         index = self._messages.end()
         return [] if index is None else [MessageEnd(run=self._run, message=index)]
 
-    def _start(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _start(self, raw: JsonObject, kind: str) -> list[Event]:
         events = self._end_message()
         self._messages.start()
         return events
 
-    def _text(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _text(self, raw: JsonObject, kind: str) -> list[Event]:
         delta = text_field(raw, "delta", _PROVIDER, kind)
         visibility = Visibility.ANSWER if kind == "text-delta" else Visibility.REASONING
         return [text_event(self._run, self._messages.ensure(), delta, visibility)] if delta else []
 
-    def _text_end(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _text_end(self, raw: JsonObject, kind: str) -> list[Event]:
         return [BlockEnd(run=self._run, message=self._messages.ensure())]
 
     def _tool(self, call: _Call, state: ToolCallState, args_delta: str | None = None) -> ToolCall:
         return ToolCall(run=self._run, id=call.id, name=call.name, state=state, args_delta=args_delta)
 
-    def _open_call(self, raw: dict[str, Any], kind: str) -> tuple[list[Event], _Call]:
+    def _open_call(self, raw: JsonObject, kind: str) -> tuple[list[Event], _Call]:
         """The call ``toolCallId`` names, started now if this is its first chunk."""
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
         call = self._calls.get(call_id)
@@ -173,10 +173,10 @@ class AiSdkUiNormalizer:
             self._names[call_id] = call.name
         return [self._tool(call, ToolCallState.START)], call
 
-    def _tool_start(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_start(self, raw: JsonObject, kind: str) -> list[Event]:
         return self._open_call(raw, kind)[0]
 
-    def _tool_delta(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_delta(self, raw: JsonObject, kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
         if call_id not in self._calls:
             raise IngestError(
@@ -190,7 +190,7 @@ class AiSdkUiNormalizer:
             events.append(self._tool(call, ToolCallState.ARGS_DELTA, fragment))
         return events
 
-    def _close_call(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _close_call(self, raw: JsonObject, kind: str) -> list[Event]:
         """The call's input is complete: its arguments (when none were streamed) and its ``end``."""
         events, call = self._open_call(raw, kind)
         del self._calls[call.id]
@@ -200,44 +200,44 @@ class AiSdkUiNormalizer:
         events.append(self._tool(call, ToolCallState.END))
         return events
 
-    def _tool_available(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_available(self, raw: JsonObject, kind: str) -> list[Event]:
         return self._close_call(raw, kind)
 
-    def _tool_input_error(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_input_error(self, raw: JsonObject, kind: str) -> list[Event]:
         events = self._close_call(raw, kind)
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
         summary = "error: " + (one_line(text_field(raw, "errorText", _PROVIDER, kind)) or "invalid input")
         return [*events, ToolResult(run=self._run, id=call_id, name=self._name(raw, call_id), summary=summary)]
 
-    def _tool_output(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_output(self, raw: JsonObject, kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
         if raw.get("preliminary") is True:
             return []  # an intermediate output: the final one follows
         return [ToolResult(run=self._run, id=call_id, name=self._name(raw, call_id), summary="done")]
 
-    def _tool_output_error(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _tool_output_error(self, raw: JsonObject, kind: str) -> list[Event]:
         call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
         error = one_line(text_field(raw, "errorText", _PROVIDER, kind))
         summary = "denied" if kind == "tool-output-denied" else "error: " + (error or "tool failed")
         return [ToolResult(run=self._run, id=call_id, name=self._name(raw, call_id), summary=summary)]
 
-    def _name(self, raw: dict[str, Any], call_id: str) -> str | None:
+    def _name(self, raw: JsonObject, call_id: str) -> str | None:
         return self._names.get(call_id) or as_str(raw.get("toolName")) or None
 
-    def _file(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _file(self, raw: JsonObject, kind: str) -> list[Event]:
         url = require_str(raw, "url", _PROVIDER, kind)
         mime = text_field(raw, "mediaType", _PROVIDER, kind)
         self._messages.ensure()
         return [media_event(self._run, url, mime, None)]
 
-    def _finish(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _finish(self, raw: JsonObject, kind: str) -> list[Event]:
         return self._end_message()
 
-    def _abort(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _abort(self, raw: JsonObject, kind: str) -> list[Event]:
         reason = one_line(as_str(raw.get("reason")))
         status = Status(run=self._run, text=f"stopped: {reason}" if reason else "stopped")
         return [status, *self._end_message()]
 
-    def _error(self, raw: dict[str, Any], kind: str) -> list[Event]:
+    def _error(self, raw: JsonObject, kind: str) -> list[Event]:
         text = text_field(raw, "errorText", _PROVIDER, kind)
         return [ErrorEvent(run=self._run, message=text or "agent stream error")]

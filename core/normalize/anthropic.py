@@ -44,7 +44,7 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize.base import MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
+from core.normalize.base import JsonObject, MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
 
 _PROVIDER = "Anthropic"
 _TOOL_USE_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -62,7 +62,7 @@ class _Block:
     kind: _BlockKind
     tool_id: str = ""
     tool_name: str | None = None
-    start_input: dict[str, Any] = field(default_factory=dict)
+    start_input: JsonObject = field(default_factory=dict)
     got_args: bool = False
 
 
@@ -81,7 +81,7 @@ class AnthropicNormalizer:
         self.stop_reason: str | None = None
         """``stop_reason`` of the latest ``message_delta`` (``end_turn``, ``tool_use``, ``max_tokens``...)."""
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
@@ -94,7 +94,7 @@ class AnthropicNormalizer:
         except ValidationError as exc:
             raise invalid_event(_PROVIDER, exc) from None
 
-    def _feed(self, kind: str, raw: dict[str, Any]) -> list[Event]:
+    def _feed(self, kind: str, raw: JsonObject) -> list[Event]:
         if kind == "content_block_delta":
             return self._delta(raw)
         if kind == "content_block_start":
@@ -123,7 +123,7 @@ class AnthropicNormalizer:
         """End of stream: end open text blocks and the open message (tool calls stay unended)."""
         return self._end_message()
 
-    def _block_start(self, raw: dict[str, Any]) -> list[Event]:
+    def _block_start(self, raw: JsonObject) -> list[Event]:
         message = self._messages.ensure()
         index = raw.get("index")
         block = as_dict(raw.get("content_block"))
@@ -152,7 +152,7 @@ class AnthropicNormalizer:
             return [ToolResult(run=self._run, id=tool_id, name=self._tool_names.get(tool_id), summary=summary)]
         return []
 
-    def _delta(self, raw: dict[str, Any]) -> list[Event]:
+    def _delta(self, raw: JsonObject) -> list[Event]:
         delta = as_dict(raw.get("delta"))
         dtype = delta.get("type")
         index = raw.get("index")
@@ -170,7 +170,7 @@ class AnthropicNormalizer:
                 return [self._tool(block, ToolCallState.ARGS_DELTA, args_delta=fragment)]
         return []
 
-    def _block_stop(self, raw: dict[str, Any]) -> list[Event]:
+    def _block_stop(self, raw: JsonObject) -> list[Event]:
         index = raw.get("index")
         block = self._blocks.pop(index, None) if isinstance(index, int) else None
         if block is None:

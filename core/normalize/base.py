@@ -9,6 +9,7 @@ that strictly once the call has ended.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -16,6 +17,12 @@ from pydantic import ValidationError
 from core.errors import IngestError
 from core.events import Event, Media, Source, Status, TextEvent, TextMode, ToolCall, ToolCallState, Visibility
 from core.media import MediaKind, check_media_url
+
+JsonObject = Mapping[str, object]
+"""One decoded JSON object of a provider stream, or an object inside one: the raw input boundary. Its fields are
+the provider's and nothing about their values is known until checked (``object``, not ``Any``: every read is
+narrowed, by :func:`as_dict`, :func:`as_str`, :func:`require_str`, :func:`text_field` or ``isinstance``). It is
+read, never written."""
 
 
 class Normalizer(Protocol):
@@ -25,7 +32,7 @@ class Normalizer(Protocol):
     calls, the current assistant message index).
     """
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw provider event.
 
         Args:
@@ -50,7 +57,7 @@ class Normalizer(Protocol):
         ...
 
 
-def require_object(raw: Any, provider: str) -> dict[str, Any]:
+def require_object(raw: Any, provider: str) -> JsonObject:
     """Check that ``raw`` is a decoded JSON object.
 
     Raises:
@@ -80,7 +87,7 @@ def invalid_event(provider: str, exc: ValidationError) -> IngestError:
     return IngestError(f"a raw {provider} stream event makes no valid event: {problems}")
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> JsonObject:
     """``value`` if it is a dict, else an empty dict (tolerates missing or null sub-objects)."""
     return value if isinstance(value, dict) else {}
 
@@ -118,7 +125,7 @@ def text_event(run_id: str, message: int, text: str, visibility: Visibility, sou
     return TextEvent(run=run_id, mode=TextMode.DELTA, text=text, message=message, visibility=visibility, source=source)
 
 
-def require_str(raw: dict[str, Any], key: str, provider: str, what: str) -> str:
+def require_str(raw: JsonObject, key: str, provider: str, what: str) -> str:
     """``raw[key]`` when it is a non-empty string: an id or name a known event cannot do without.
 
     Args:
@@ -136,7 +143,7 @@ def require_str(raw: dict[str, Any], key: str, provider: str, what: str) -> str:
     return value
 
 
-def text_field(raw: dict[str, Any], key: str, provider: str, what: str) -> str:
+def text_field(raw: JsonObject, key: str, provider: str, what: str) -> str:
     """``raw[key]`` as text: ``""`` when missing or null, the string when given.
 
     Raises:

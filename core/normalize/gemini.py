@@ -31,13 +31,12 @@ or an ``error``; anything else raises :class:`core.errors.IngestError`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
 from core.errors import IngestError
 from core.events import ErrorEvent, Event, MessageEnd, Visibility
 from core.normalize.base import (
+    JsonObject,
     MessageCounter,
     as_dict,
     as_str,
@@ -64,7 +63,7 @@ class GeminiNormalizer:
         self._messages = MessageCounter()
         self._calls = 0
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw ``GenerateContentResponse``. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
@@ -75,8 +74,7 @@ class GeminiNormalizer:
                 answer), or a ``functionCall`` is not an object with a string ``name``.
         """
         chunk = require_object(raw, _PROVIDER)
-        if isinstance(chunk.get("error"), dict):
-            error = chunk["error"]
+        if isinstance(error := chunk.get("error"), dict):
             text = ": ".join(p for p in (as_str(error.get("status")), as_str(error.get("message"))) if p)
             return [ErrorEvent(run=self._run, message=text or "Gemini stream error")]
         if not any(key in chunk for key in _RESPONSE_FIELDS):
@@ -110,7 +108,7 @@ class GeminiNormalizer:
         message = self._messages.end()
         return [] if message is None else [MessageEnd(run=self._run, message=message)]
 
-    def _candidate(self, candidate: dict[str, Any]) -> list[Event]:
+    def _candidate(self, candidate: JsonObject) -> list[Event]:
         events: list[Event] = []
         parts = as_dict(candidate.get("content")).get("parts", [])
         if not isinstance(parts, list):
@@ -124,7 +122,7 @@ class GeminiNormalizer:
             events += self.close()
         return events
 
-    def _part(self, part: dict[str, Any]) -> list[Event]:
+    def _part(self, part: JsonObject) -> list[Event]:
         if "text" in part:
             text = part["text"]
             if not isinstance(text, str):

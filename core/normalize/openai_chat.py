@@ -26,13 +26,12 @@ makes a chunk; a chunk without it raises :class:`core.errors.IngestError`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
 from core.errors import IngestError
 from core.events import ErrorEvent, Event, MessageEnd, ToolCall, ToolCallState, Visibility
-from core.normalize.base import MessageCounter, as_dict, as_str, invalid_event, require_object, text_event
+from core.normalize.base import JsonObject, MessageCounter, as_dict, as_str, invalid_event, require_object, text_event
 
 _PROVIDER = "OpenAI chat"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -57,7 +56,7 @@ class OpenAIChatNormalizer:
         self._messages = MessageCounter()
         self._calls: dict[int, _Call] = {}
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw chunk. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
@@ -88,7 +87,7 @@ class OpenAIChatNormalizer:
         message = self._messages.end()
         return [] if message is None else [MessageEnd(run=self._run, message=message)]
 
-    def _choice(self, choice: dict[str, Any]) -> list[Event]:
+    def _choice(self, choice: JsonObject) -> list[Event]:
         events: list[Event] = []
         delta = as_dict(choice.get("delta"))
         for name in _REASONING_FIELDS:
@@ -107,7 +106,7 @@ class OpenAIChatNormalizer:
             self._messages.end()
         return events
 
-    def _tool_fragment(self, position: int, fragment: dict[str, Any]) -> list[Event]:
+    def _tool_fragment(self, position: int, fragment: JsonObject) -> list[Event]:
         message = self._messages.ensure()
         index = fragment.get("index")
         index = index if isinstance(index, int) else position

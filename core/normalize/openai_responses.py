@@ -48,7 +48,7 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize.base import MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
+from core.normalize.base import JsonObject, MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
 
 _PROVIDER = "OpenAI Responses"
 _WEB_SEARCH = "web_search"
@@ -78,7 +78,7 @@ class OpenAIResponsesNormalizer:
         self._messages = MessageCounter()
         self._calls: dict[str, _Call] = {}
 
-    def feed(self, raw: dict[str, Any]) -> list[Event]:
+    def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
@@ -91,7 +91,7 @@ class OpenAIResponsesNormalizer:
         except ValidationError as exc:
             raise invalid_event(_PROVIDER, exc) from None
 
-    def _feed(self, kind: str, raw: dict[str, Any]) -> list[Event]:
+    def _feed(self, kind: str, raw: JsonObject) -> list[Event]:
         if kind in _ANSWER_DELTAS:
             return self._text(as_str(raw.get("delta")), Visibility.ANSWER)
         if kind in _REASONING_DELTAS:
@@ -104,7 +104,7 @@ class OpenAIResponsesNormalizer:
         """End of stream: end the open response (tool calls not declared complete stay unended)."""
         return self._end_response()
 
-    def _other(self, kind: str, raw: dict[str, Any]) -> list[Event]:
+    def _other(self, kind: str, raw: JsonObject) -> list[Event]:
         if kind == "response.created":
             events = self._end_response()
             self._messages.start()
@@ -131,7 +131,7 @@ class OpenAIResponsesNormalizer:
             return [self._error(raw)]
         return []
 
-    def _item_added(self, item: dict[str, Any]) -> list[Event]:
+    def _item_added(self, item: JsonObject) -> list[Event]:
         itype = item.get("type")
         if itype not in ("function_call", "web_search_call"):
             return []
@@ -148,7 +148,7 @@ class OpenAIResponsesNormalizer:
             events += self._args_delta(item_id, arguments)
         return events
 
-    def _item_done(self, item: dict[str, Any]) -> list[Event]:
+    def _item_done(self, item: JsonObject) -> list[Event]:
         itype = item.get("type")
         item_id = as_str(item.get("id"))
         if itype == "function_call":
@@ -196,12 +196,12 @@ class OpenAIResponsesNormalizer:
     def _text(self, text: str, visibility: Visibility) -> list[Event]:
         return [text_event(self._run, self._messages.ensure(), text, visibility)] if text else []
 
-    def _error(self, error: dict[str, Any]) -> ErrorEvent:
+    def _error(self, error: JsonObject) -> ErrorEvent:
         text = ": ".join(p for p in (as_str(error.get("code")), as_str(error.get("message"))) if p)
         return ErrorEvent(run=self._run, message=text or "provider stream error")
 
 
-def _search_summary(action: dict[str, Any]) -> str:
+def _search_summary(action: JsonObject) -> str:
     """A short summary of a web search call's action, e.g. ``searched: tech news (5 sources)``."""
     atype = action.get("type")
     if atype == "search":
