@@ -129,7 +129,7 @@ async def run_once(deltas: list[str], mode: DeliveryMode, variant: str) -> tuple
         controller.handle(event)
         if i % 64 == 0:
             await asyncio.sleep(0)
-    await controller.close(End(run="b"))
+    await controller.end(End(run="b"))
     return time.perf_counter() - t0, adapter.calls, sum(len(d) for d in deltas)
 
 

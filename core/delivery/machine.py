@@ -76,6 +76,7 @@ from core.errors import (
     RejectReason,
     TargetNotFoundError,
     UncertainDeliveryError,
+    UnreadableAnswerError,
 )
 from core.events import Target
 from core.media import MediaItem
@@ -417,7 +418,9 @@ class DeliveryMachine:
 
     def _send_unknown(self, op: Op, exc: DeliveryError) -> Decision:
         op.slot.history.clear()
-        op.slot.timed_out = isinstance(exc, AnswerTimeoutError)
+        # Reached the platform, which most often stored it: no answer in time, or a 2xx we could not read.
+        accepted = isinstance(exc, UnreadableAnswerError) and exc.accepted
+        op.slot.timed_out = isinstance(exc, AnswerTimeoutError) or accepted
         return Outcome.UNCERTAIN, str(exc), None  # slot.pending stays: it is settled next
 
     def _finish_unknown(self, op: Op, exc: DeliveryError) -> Decision:

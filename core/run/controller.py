@@ -11,8 +11,11 @@ the reconcilers write acknowledgements into the slot books and tell the watchers
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from core.clock import Clock
 from core.delivery.calls import TypingOff
@@ -32,6 +35,31 @@ from core.run.stop import stop_note, stop_unit
 from core.run.stop_controls import StopControlKeeper
 
 _log = logging.getLogger("streamrelay.run")
+
+IDLE_REASON = "the agent sent nothing for {idle:g} s: the run was closed with what it had"
+
+FAIL_TIMEOUT_S = 30.0
+"""How long a run a bug stopped may take to show its failure before it is just stopped (seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """The run sent nothing for ``idle_s`` seconds: it is closed with what it had, as an error."""
+
+    idle_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Broken:
+    """A bug of ours stopped the run: ``reason`` goes to the report, not to the person."""
+
+    reason: str
+
+
+RunEnding = End | Stop | Quiet | Broken
+"""Every way a run ends with its final delivered (:meth:`RunController.end`): its root ``end``, a reader's Stop, the
+idle timeout, or a bug. A run stopped without its final (shutdown, another replica took it) is
+:meth:`RunController.interrupt`."""
 
 
 class RunController:
@@ -179,7 +207,57 @@ class RunController:
     def tick(self) -> None:
         self.stage.tick()
 
-    async def close(self, end: End, *, idle: bool = False, gaps: Sequence[str] = ()) -> DeliveryReport:
+    async def end(self, ending: RunEnding, *, gaps: Sequence[str] = ()) -> DeliveryReport:
+        """End the run with its final delivered: the one place a run ends (an ``end`` event, a reader's Stop, the
+        idle timeout or a bug: :data:`RunEnding`). ``gaps``: the run's input gaps, for the ``end`` event's
+        ``delivery`` (as its report says).
+
+        - ``End``: the stage's final state (:meth:`RunStage.end`) delivered by every conversation, the Stop control
+          taken off, no typing left behind, the end recorded in the ledger, ``end`` published to watchers.
+        - ``Stop``: a ``stop`` unit on the pipeline lane (the parent loop stops its agent), then the run ends
+          ``cancelled`` with what the answer shows and a short notice, :func:`core.run.stop.stop_note` among its
+          report's errors.
+        - ``Quiet``: the run ends ``error`` with what it had and the idle notice.
+        - ``Broken``: the person is shown a failure if finalizing still works (within :data:`FAIL_TIMEOUT_S`), else
+          delivery just stops; the reason goes to the report.
+        """
+        if isinstance(ending, Stop):
+            self.lane.emit(stop_unit(ending))
+            self.stage.errors.append(stop_note(ending))
+            self.monitor.publish("decision", what="stop", reason=stop_note(ending))
+            return await self._close(End(run=self.run, status=EndStatus.CANCELLED), gaps=gaps)
+        if isinstance(ending, Quiet):
+            self.stage.errors.append(IDLE_REASON.format(idle=ending.idle_s))
+            return await self._close(End(run=self.run, status=EndStatus.ERROR), idle=True, gaps=gaps)
+        if isinstance(ending, Broken):
+            return await self._broken(ending.reason)
+        return await self._close(ending, gaps=gaps)
+
+    async def _broken(self, reason: str) -> DeliveryReport:
+        if not self.done:
+            try:
+                report = await asyncio.wait_for(self._close(End(run=self.run, status=EndStatus.ERROR)), FAIL_TIMEOUT_S)
+                self.stage.errors.append(reason)
+                return report
+            except Exception:
+                _log.exception("run %s could not show its failure", self.run)
+        with contextlib.suppress(Exception):
+            await self._stop_delivering()
+        self.stage.fail(reason)
+        return self.stage.report()
+
+    async def interrupt(self, *, gaps: Sequence[str] = ()) -> None:
+        """Stop delivering without finalizing (service shutdown; another replica owns the run now): the journal
+        resumes it. The pipeline lane's subscribers are not left waiting (it closes ``cancelled``), nor are the
+        watchers (``end`` with status ``cancelled``)."""
+        await self._stop_delivering()
+        if not self.lane.closed:
+            self.lane.close("cancelled", committed=self.committed is not None)
+        if not self.monitor.closed:
+            delivery = with_gaps(self.report(), list(gaps)).status
+            self.monitor.publish("end", status="cancelled", delivery=str(delivery))
+
+    async def _close(self, end: End, *, idle: bool = False, gaps: Sequence[str] = ()) -> DeliveryReport:
         """Finalize: the stage's final state (:meth:`RunStage.end`), delivered by every conversation; the run's
         end recorded. ``gaps``: the run's input gaps, for the ``end`` event's ``delivery`` (as its report says)."""
         self.rec.stop_typing()
@@ -199,22 +277,8 @@ class RunController:
         self.monitor.publish("end", status=str(end.status), delivery=str(delivery))
         return report
 
-    async def stop(self, stop: Stop, *, gaps: Sequence[str] = ()) -> DeliveryReport:
-        """The reader stopped the run (:mod:`core.run.stop`): a ``stop`` unit on the pipeline lane (the parent loop
-        stops
-        its agent), then the run ends ``cancelled`` (:meth:`close`: what the answer shows is finalized, a short
-        notice follows) with :func:`core.run.stop.stop_note` among its report's errors."""
-        self.lane.emit(stop_unit(stop))
-        self.stage.errors.append(stop_note(stop))
-        self.monitor.publish("decision", what="stop", reason=stop_note(stop))
-        return await self.close(End(run=self.run, status=EndStatus.CANCELLED), gaps=gaps)
-
-    def fail(self, reason: str) -> None:
-        """Mark the run finished and failed without finalizing (an internal error stopped it)."""
-        self.stage.fail(reason)
-
-    async def abort(self) -> None:
-        """Stop delivering without finalizing (service shutdown)."""
+    async def _stop_delivering(self) -> None:
+        """No more calls from this run's conversations, the Stop control's keeper and its threads."""
         if self.stop_controls is not None:
             await self.stop_controls.cancel()
         if self.threads is not None:

@@ -21,11 +21,12 @@ from typing import Any
 
 from core.channel import ChannelRuntime
 from core.clock import Clock
+from core.contracts.units import PipelineUnit
 from core.errors import IngestError, OwnershipLostError
 from core.events import EVENT_TYPES, Event, event_line
 from core.ingest.admission import Admission, Limits, LineResult
 from core.ingest.clients import ClientBook, ClientLimits
-from core.lanes.gate import ActionCatalog, AmbiguousCallError, GateDecision, UnknownCallError, ask_gate
+from core.lanes.gate import ActionCatalog, AmbiguousCallError, Call, GateDecision, UnknownCallError, ask_gate
 from core.lanes.pipeline import ArgsValidator, PipelineLane
 from core.records.journal import Journal, JournalEntry, MemoryJournal
 from core.records.ledger import Ledger
@@ -294,7 +295,7 @@ class Relay:
         run = self._runs.get(run_id)
         return run.controller if run is not None else None
 
-    def pipeline(self, run_id: str) -> list[dict[str, Any]] | None:
+    def pipeline(self, run_id: str) -> list[PipelineUnit] | None:
         """The run's pipeline units so far (None for an unknown run)."""
         lane = self.lane(run_id)
         return list(lane.units) if lane is not None else None
@@ -317,7 +318,7 @@ class Relay:
 
     async def gate(
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-    ) -> tuple[GateDecision, dict[str, Any]]:
+    ) -> tuple[GateDecision, Call]:
         """May tool call ``call_id`` of run ``run_id`` run now? The decision and the call's pipeline unit
         (:mod:`core.lanes.gate` has the policy).
 
@@ -338,7 +339,7 @@ class Relay:
         except UnknownCallError as exc:
             raise IngestError(str(exc), status=409 if isinstance(exc, AmbiguousCallError) else 404) from None
         if (monitor := self.monitor(run_id)) is not None:
-            fields = {"call_id": call_id, "name": unit.get("name"), "verdict": str(decision.verdict)}
+            fields = {"call_id": call_id, "name": unit.name, "verdict": str(decision.verdict)}
             monitor.publish("decision", what="gate", reason=decision.reason, **fields)
         return decision, unit
 

@@ -12,27 +12,24 @@ A run whose agent sends nothing for ``idle_s`` seconds is closed with what it ha
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.clock import Clock
 from core.errors import OwnershipLostError
-from core.events import End, EndStatus, Event, Stop
+from core.events import End, Event, Stop
 from core.ingest.clients import ClientLimits
 from core.ingest.quota import RunUsage
 from core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
 from core.normalize import Normalizer
-from core.run.controller import RunController
+from core.run.controller import IDLE_REASON, Broken, Quiet, RunController
 from core.run.inbox import Inbox
 
 _log = logging.getLogger("streamrelay.relay")
 
 BATCH = 256
 """At most this many queued events are taken at once by a run's worker."""
-
-IDLE_REASON = "the agent sent nothing for {idle:g} s: the run was closed with what it had"
 
 
 @dataclass
@@ -131,24 +128,23 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
                 if await _apply(run, batch, last_event_at):
                     return
             elif clock.now() >= idle_at:
-                controller.errors.append(IDLE_REASON.format(idle=idle_s))
                 run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
-                await controller.close(End(run=controller.run, status=EndStatus.ERROR), idle=True, gaps=run.gate.gaps)
+                await controller.end(Quiet(idle_s), gaps=run.gate.gaps)
                 return
             else:
                 controller.tick()
                 if await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps):
                     return
     except asyncio.CancelledError:
-        await controller.abort()
+        await controller.interrupt(gaps=run.gate.gaps)
         raise
     except OwnershipLostError as exc:  # another replica owns it now, or the store is out: nothing more is sent here
         _log.warning("run %s stopped unfinished (%s): it goes on from the journal", controller.run, exc)
-        await controller.abort()
+        await controller.interrupt(gaps=run.gate.gaps)
         raise
     except Exception as exc:  # a bug in one run must not take others down
         _log.exception("run %s failed", controller.run)
-        await _fail_run(controller, f"internal error, delivery stopped: {type(exc).__name__}: {exc}")
+        await controller.end(Broken(f"internal error, delivery stopped: {type(exc).__name__}: {exc}"))
     finally:
         run.queue.close()
 
@@ -161,26 +157,8 @@ async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
 
 async def _handle(controller: RunController, ready: list[Event], gaps: Sequence[str] = ()) -> bool:
     for item in ready:
-        if isinstance(item, End) and item.source is None:
-            await controller.close(item, gaps=gaps)
-            return True
-        if isinstance(item, Stop):
-            await controller.stop(item, gaps=gaps)
+        if (isinstance(item, End) and item.source is None) or isinstance(item, Stop):
+            await controller.end(item, gaps=gaps)
             return True
         controller.handle(item)
     return False
-
-
-async def _fail_run(controller: RunController, reason: str) -> None:
-    """A bug stopped the run: show the person a failure if finalizing still works, else just stop. The reason
-    goes to the report, not to the person (it is about the sidecar, not their answer)."""
-    if not controller.done:
-        try:
-            await asyncio.wait_for(controller.close(End(run=controller.run, status=EndStatus.ERROR)), 30)
-            controller.errors.append(reason)
-            return
-        except Exception:
-            _log.exception("run %s could not show its failure", controller.run)
-    with contextlib.suppress(Exception):
-        await controller.abort()
-    controller.fail(reason)

@@ -256,3 +256,14 @@ def test_bad_markup_is_sent_again_stripped() -> None:
     error = PayloadRejectedError("can't parse entities", reason=RejectReason.BAD_FORMAT)
     assert m.apply(op, NotDone(error))[0] is Outcome.DEGRADED
     assert (slot.fmt, slot.degraded, slot.pending) == (TextFormat.STRIPPED, True, None)
+
+
+def test_an_unreadable_2xx_to_a_create_counts_as_reached_like_a_timeout() -> None:
+    """Both most often stored it: settled, and when the platform cannot tell, kept as it is (reported uncertain)
+    rather than sent again; an unreadable 5xx is not known to have been taken."""
+    for status, reached in ((200, True), (502, False)):
+        m, slot = machine()
+        op = Op(slot, OpKind.SEND, "Hello there", 0.0)
+        m.call_for(op)
+        m.apply(op, Unknown(UnreadableAnswerError("telegram sendMessage: ok without result", status=status)))
+        assert slot.pending is not None and slot.timed_out is reached

@@ -255,7 +255,7 @@ async def test_a_restarted_run_reaches_the_same_capped_chat_without_sending_twic
         await first.feed(event)
     shown = first.adapter.chat()
     assert len(shown) == 3 and shown[-1].endswith(NOTICE)
-    await first.ctl.abort()  # the process dies
+    await first.ctl.interrupt()  # the process dies
 
     clock, adapter = first.clock, first.adapter
     start = RunStart(run=RUN, channel="fake", target=Target(chat_id=1))
@@ -264,7 +264,7 @@ async def test_a_restarted_run_reaches_the_same_capped_chat_without_sending_twic
     for event in events:  # the journal replayed: the whole run
         second.handle(event)
     await settle()
-    report = await second.close(end())
+    report = await second.end(end())
     assert adapter.chat() == shown
     assert len(adapter.calls_of("send_text")) == 3
     assert_cut(report, confirmed=3)
@@ -313,6 +313,6 @@ async def test_sends_stay_within_the_limit_with_a_slow_platform() -> None:
     for event in deltas(words(2000), 30):
         ctl.handle(event)
         assert len([s for s in ctl.rec.book.slots if s.role is SlotRole.ANSWER]) <= 3
-    report = await ctl.close(end())
+    report = await ctl.end(end())
     assert len(adapter.chat()) == 3
     assert_cut(report, confirmed=3)

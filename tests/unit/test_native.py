@@ -50,7 +50,7 @@ async def test_append_style_streams_one_message_and_stops_it_with_the_final_text
         ctl.handle(delta(piece))
         await settle()
     assert adapter.chat() == ["Hello world."]
-    report = await ctl.close(End(run=RUN, status=EndStatus.OK))
+    report = await ctl.end(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["Hello world."]
     assert methods(adapter) == ["stream_start", "stream_update", "stream_update", "stream_finish"]
     assert report.status is ReportStatus.DELIVERED and report.message_ids == ["1"]
@@ -63,7 +63,7 @@ async def test_replace_style_keeps_the_draft_out_of_the_chat_until_it_is_sent() 
     ctl.handle(delta("Draft text"))
     await settle()
     assert adapter.chat() == [] and list(adapter.drafts.values()) == ["Draft text"]
-    await ctl.close(End(run=RUN, status=EndStatus.OK, final_text="Draft text, final."))
+    await ctl.end(End(run=RUN, status=EndStatus.OK, final_text="Draft text, final."))
     assert adapter.chat() == ["Draft text, final."] and adapter.drafts == {}
 
 
@@ -76,7 +76,7 @@ async def test_a_part_that_fills_up_is_persisted_at_once_and_the_next_one_stream
         ctl.handle(delta(text[i : i + 7]))
         await settle()
     assert len(adapter.chat()) >= 1  # a frozen part is a real message before the run ends
-    await ctl.close(End(run=RUN, status=EndStatus.OK))
+    await ctl.end(End(run=RUN, status=EndStatus.OK))
     assert "".join(adapter.chat()).replace(" ", "") == text.replace(" ", "")
     assert adapter.drafts == {}
 
@@ -89,7 +89,7 @@ async def test_a_refusal_falls_back_to_preview_messages_without_losing_text() ->
     await settle()
     ctl.handle(delta(" world."))
     await settle()
-    report = await ctl.close(End(run=RUN, status=EndStatus.OK))
+    report = await ctl.end(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["Hello world."]
     assert methods(adapter)[0] == "stream_start" and "stream_update" not in methods(adapter)
     assert report.status is ReportStatus.DELIVERED
@@ -100,7 +100,7 @@ async def test_a_target_the_platform_refuses_streams_as_preview_from_the_start()
     adapter = FakeNativeAdapter(clock, refuse_target="drafts are for private chats")
     ctl = await controller(adapter, policy(), clock)
     ctl.handle(delta("Hi there."))
-    await ctl.close(End(run=RUN, status=EndStatus.OK))
+    await ctl.end(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["Hi there."]
     assert not [c for c in adapter.calls if c.method in STREAM_METHODS]
 
@@ -114,7 +114,7 @@ async def test_a_replace_that_empties_the_stream_cancels_it() -> None:
     ctl.handle(TextEvent(run=RUN, mode=TextMode.REPLACE, text=""))
     await settle()
     ctl.handle(delta("Right."))
-    await ctl.close(End(run=RUN, status=EndStatus.OK))
+    await ctl.end(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["Right."]
 
 
@@ -129,7 +129,7 @@ async def test_a_draft_that_would_lapse_is_shown_again_while_nothing_new_arrives
         await settle()
     refreshes = [c.at for c in adapter.calls if c.method == "stream_update"]
     assert refreshes == [20.0, 40.0]
-    await drive(clock, ctl.close(End(run=RUN, status=EndStatus.OK)))
+    await drive(clock, ctl.end(End(run=RUN, status=EndStatus.OK)))
     assert adapter.chat() == ["Working on it"] and adapter.drafts == {}
 
 
@@ -143,7 +143,7 @@ async def test_an_append_that_may_have_landed_is_never_appended_again() -> None:
     ctl.handle(delta(" world"))
     await settle()
     ctl.handle(delta("."))
-    await ctl.close(End(run=RUN, status=EndStatus.OK))
+    await ctl.end(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["Hello world."]  # rewritten whole by an edit, not "Hello world world."
 
 
@@ -163,7 +163,7 @@ async def test_after_a_restart_an_open_draft_is_finished_never_edited_as_a_messa
     again = RunController(start, policy(), second, SendChain(clock), ledger, clock)
     await again.open()
     again.handle(delta("Half an answer, whole."))
-    await again.close(End(run=RUN, status=EndStatus.OK, final_text="Half an answer, whole."))
+    await again.end(End(run=RUN, status=EndStatus.OK, final_text="Half an answer, whole."))
     assert second.chat() == ["Half an answer, whole."]
     assert "edit_text" not in [c.method for c in second.calls]
 
@@ -176,6 +176,6 @@ async def test_a_stream_start_that_timed_out_does_not_lose_the_part() -> None:
     ctl.handle(delta("The whole"))
     await settle()
     ctl.handle(delta(" answer."))
-    report = await ctl.close(End(run=RUN, status=EndStatus.OK))
+    report = await ctl.end(End(run=RUN, status=EndStatus.OK))
     assert adapter.chat() == ["The whole answer."]
     assert report.status is ReportStatus.DELIVERED

@@ -112,7 +112,7 @@ class Harness:
         return self.adapter.chat()
 
     async def close(self, event: End | None = None) -> DeliveryReport:
-        return await self.ctl.close(event or end())
+        return await self.ctl.end(event or end())
 
     def sent_texts(self) -> list[str]:
         """Every text any call put in the chat, intermediate states included."""
