@@ -21,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from adapters.ingest_http.callers import Caller
+from core.contracts.units import PipelineUnit
 from core.errors import IngestError
 from core.ingest.clients import run_id_problem
 from core.ingest.surface import RunRelay
@@ -49,6 +49,12 @@ def _after(request: Request) -> int:
     if after < 0:
         raise IngestError("after / Last-Event-ID must not be negative")
     return after
+
+
+def _wire(caller: Caller, unit: PipelineUnit) -> str:
+    """One unit as its JSON text, as ``caller`` sees it (the lane holds it typed: it becomes JSON here, at the
+    edge)."""
+    return json.dumps(caller.unit(unit.model_dump(mode="json")), ensure_ascii=False)
 
 
 class PipelineRoutes:
@@ -89,7 +95,7 @@ class PipelineRoutes:
         if isinstance(read, Response):
             return read
         caller, lane, after = read
-        units = [caller.unit(unit) for unit in lane.after(after)]
+        units = [caller.unit(unit.model_dump(mode="json")) for unit in lane.after(after)]
         return JSONResponse({"run": request.path_params["run"], "units": units, "ended": lane.closed})
 
     async def stream(self, request: Request) -> Response:
@@ -100,19 +106,23 @@ class PipelineRoutes:
         if "text/event-stream" in request.headers.get("accept", ""):
             events = (
                 ServerSentEvent(
-                    json.dumps(caller.unit(u), ensure_ascii=False), id=str(u["index"]), event=str(u["kind"])
+                    json.dumps(caller.unit(u.model_dump(mode="json")), ensure_ascii=False),
+                    id=str(u.index),
+                    event=u.kind,
                 )
                 async for u in self._follow(lane, after)
                 if u is not None
             )
             return EventSourceResponse(events, headers=STREAM_HEADERS, ping=self.keepalive_s)
         lines = (
-            (json.dumps(caller.unit(u), ensure_ascii=False) + "\n" if u is not None else "\n").encode()
+            (
+                json.dumps(caller.unit(u.model_dump(mode="json")), ensure_ascii=False) + "\n" if u is not None else "\n"
+            ).encode()
             async for u in self._follow(lane, after)
         )
         return StreamingResponse(lines, media_type="application/x-ndjson", headers=STREAM_HEADERS)
 
-    async def _follow(self, lane: PipelineLane, after: int) -> AsyncIterator[dict[str, Any] | None]:
+    async def _follow(self, lane: PipelineLane, after: int) -> AsyncIterator[PipelineUnit | None]:
         """The lane's units after ``after`` as they come, until ``run.end``; None for a keepalive."""
         while True:
             try:
@@ -149,4 +159,4 @@ class PipelineRoutes:
             )
         except IngestError as exc:
             return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status)
-        return JSONResponse({**decision.to_json(), "unit": caller.unit(unit)})
+        return JSONResponse({**decision.to_json(), "unit": caller.unit(unit.model_dump(mode="json"))})

@@ -156,7 +156,7 @@ async def _run_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
         transcript = {
             "calls": [call_record(c, t0) for c in mock.calls],
             "chat": [{"message_id": mid, "text": text} for mid, text in mock.visible(chat_id)],
-            "pipeline": relay.pipeline(run) or [],
+            "pipeline": [unit.model_dump(mode="json") for unit in relay.pipeline(run) or []],
             "report": report,
         }
     finally:

@@ -173,7 +173,7 @@ async def run_web_scenario(case: dict[str, Any], base_dir: Path) -> CaseResult:
     transcript = {
         "calls": [call_record(c, t0) for c in adapter.calls],
         "chat": watcher.chat("case"),
-        "pipeline": relay.pipeline(run) or [],
+        "pipeline": [unit.model_dump(mode="json") for unit in relay.pipeline(run) or []],
         "report": report,
         "sse": {"connections": watcher.connections, "events": len(watcher.events)},
     }

@@ -28,7 +28,7 @@ from core.errors import IngestError
 from core.events import RunStart, parse_event
 from core.ingest.admission import LineResult
 from core.ingest.clients import run_key, split_key
-from core.lanes.gate import GateDecision
+from core.lanes.gate import Call, GateDecision
 from core.lanes.pipeline import PipelineLane
 from core.ports import DraftStopControls
 from core.records.journal import JournalEntry
@@ -232,7 +232,7 @@ class ReplicaFront:
 
     async def gate(
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-    ) -> tuple[GateDecision, dict[str, Any]]:
+    ) -> tuple[GateDecision, Call]:
         relay = await self._relay(run_id)
         if relay is None:
             raise IngestError(f"unknown run {run_id!r}", status=404)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from core.errors import IngestError
 from core.ingest.admission import LineResult
-from core.lanes.gate import GateDecision
+from core.lanes.gate import Call, GateDecision
 from core.lanes.pipeline import PipelineLane
 from core.records.report import DeliveryReport
 from core.run.monitor import RunMonitor
@@ -35,7 +35,7 @@ class RunRelay(Protocol):
 
     async def gate(
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-    ) -> tuple[GateDecision, dict[str, Any]]: ...
+    ) -> tuple[GateDecision, Call]: ...
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState: ...
 

@@ -28,9 +28,8 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
-from core.events import Source
+from core.contracts.units import CommitUnit, MalformedToolCallUnit, PipelineUnit, RunEndUnit, ToolCallUnit
 from core.lanes.pipeline import PipelineLane
 
 TOOL_CALL = "tool_call"
@@ -107,7 +106,7 @@ class GateDecision:
     action_class: ActionClass | None = None
     compensation: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | None]:
         """``{"verdict": "wait", "reason": "...", "class": "compensable", "compensation": "refund_card"}``;
         ``class`` and ``compensation`` may be null."""
         return {
@@ -165,21 +164,22 @@ class ActionCatalog:
     def __len__(self) -> int:
         return len(self._actions)
 
-    def decide(self, unit: Mapping[str, Any], *, committed: bool, ended: str | None) -> GateDecision:
+    def decide(self, unit: PipelineUnit, *, committed: bool, ended: str | None) -> GateDecision:
         """May this pipeline unit run now? The policy table is in this module's docstring.
 
         Args:
-            unit: a pipeline unit (``{"kind": "tool_call", "name": ..., "args": {...}, ...}``).
+            unit: a pipeline unit (a :class:`~core.contracts.units.ToolCallUnit` may run; any other is refused).
             committed: the run has passed its commit point (an ``ok`` end that committed counts).
             ended: the run's end status (``ok``, ``error``, ``cancelled``), or None while it runs.
 
         Returns:
             The decision; never raises on a strange unit (it is refused).
         """
-        refused = _not_a_call(unit)
-        if refused is not None:
-            return refused
-        name = str(unit["name"])
+        if not isinstance(unit, ToolCallUnit):
+            return _not_a_call(unit)
+        if not unit.name:
+            return GateDecision(Verdict.REFUSE, f"tool call {unit.id} has no tool name")
+        name = unit.name
         action = self._actions.get(name)
         if action is None:
             cls, compensation = ActionClass.IRREVERSIBLE, None
@@ -200,19 +200,12 @@ class ActionCatalog:
         return GateDecision(Verdict.WAIT, f"{what}; it waits for the run's commit point", cls, compensation)
 
 
-def _not_a_call(unit: Mapping[str, Any]) -> GateDecision | None:
-    """A refusal when ``unit`` is not a complete tool call, else None."""
-    kind = unit.get("kind")
-    call = f"{unit.get('name') or 'unnamed tool'} (call {unit.get('id')})"
-    if kind == MALFORMED:
-        return GateDecision(Verdict.REFUSE, f"{call} is a {MALFORMED} unit: {unit.get('error') or 'no error given'}")
-    if kind != TOOL_CALL:
-        return GateDecision(Verdict.REFUSE, f"a {kind!r} unit is not a tool call")
-    if not isinstance(unit.get("name"), str) or not unit["name"]:
-        return GateDecision(Verdict.REFUSE, f"tool call {unit.get('id')} has no tool name")
-    if not isinstance(unit.get("args"), dict):
-        return GateDecision(Verdict.REFUSE, f"{call} has no arguments object")
-    return None
+def _not_a_call(unit: PipelineUnit) -> GateDecision:
+    """The refusal of a unit that is not a complete tool call."""
+    if isinstance(unit, MalformedToolCallUnit):
+        call = f"{unit.name or 'unnamed tool'} (call {unit.id})"
+        return GateDecision(Verdict.REFUSE, f"{call} is a {MALFORMED} unit: {unit.error or 'no error given'}")
+    return GateDecision(Verdict.REFUSE, f"a {unit.kind!r} unit is not a tool call")
 
 
 class UnknownCallError(LookupError):
@@ -223,7 +216,11 @@ class AmbiguousCallError(UnknownCallError):
     """Several agents of the run made a call with that id, and nothing says which is meant."""
 
 
-def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -> dict[str, Any] | None:
+Call = ToolCallUnit | MalformedToolCallUnit
+"""A tool call's pipeline unit: complete, or malformed."""
+
+
+def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -> Call | None:
     """The pipeline unit of tool call ``call_id`` (complete or malformed), or None while none is there; the
     latest when one agent used the id again.
 
@@ -233,7 +230,7 @@ def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -
     Raises:
         AmbiguousCallError: two agents' calls have this id and no ``source_key`` says which.
     """
-    found = [u for u in lane.units if u["kind"] in (TOOL_CALL, MALFORMED) and u.get("id") == call_id]
+    found = [u for u in lane.units if isinstance(u, ToolCallUnit | MalformedToolCallUnit) and u.id == call_id]
     if source_key is not None:
         found = [u for u in found if _source_key(u) == source_key]
     keys = sorted({_source_key(u) for u in found})
@@ -244,22 +241,21 @@ def find_call(lane: PipelineLane, call_id: str, source_key: str | None = None) -
     return found[-1] if found else None  # an agent that numbers its calls per turn reuses ids: the latest
 
 
-def _source_key(unit: Mapping[str, Any]) -> str:
-    source = unit.get("source")
-    return Source.model_validate(source).key if isinstance(source, dict) else "root"
+def _source_key(unit: Call) -> str:
+    return unit.source.key if unit.source is not None else "root"
 
 
 def lane_state(lane: PipelineLane) -> tuple[bool, str | None]:
     """``(committed, ended)`` of a run, read from its pipeline lane (its ``commit`` and ``run.end`` units)."""
-    committed = any(u["kind"] == "commit" for u in lane.units)
+    committed = any(isinstance(u, CommitUnit) for u in lane.units)
     last = lane.units[-1] if lane.units else None
-    ended = str(last["status"]) if last is not None and last["kind"] == "run.end" else None
+    ended = str(last.status) if isinstance(last, RunEndUnit) else None
     return committed, ended
 
 
 async def ask_gate(
     catalog: ActionCatalog, lane: PipelineLane, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-) -> tuple[GateDecision, dict[str, Any]]:
+) -> tuple[GateDecision, Call]:
     """The gate's decision on tool call ``call_id`` of the run whose pipeline lane is ``lane``, and the call's
     pipeline unit it decided on.
 

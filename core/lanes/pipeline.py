@@ -13,9 +13,12 @@ on. It carries, per run, an append-only log of units:
 - ``commit`` when the run passed its commit point, and ``run.end`` last.
 
 Every unit has ``index`` (1, 2, …: its position in the run's lane, for resuming a subscription), ``kind``,
-``run`` and ``source`` (``null`` for the root agent); :mod:`core.contracts.units` types them (one class per
-``kind``, docs/schema/pipeline-unit.schema.json) and :meth:`PipelineLane.emit` checks each against it. Shapes
-(JSON)::
+``run`` and ``source`` (``null`` for the root agent). The lane holds them typed, as the classes of
+:mod:`core.contracts.units` (one class per ``kind``, docs/schema/pipeline-unit.schema.json), built and validated
+once when emitted (units are few: never one per delta); they become JSON only at the edges (the HTTP routes, a
+case's transcript: ``unit.model_dump(mode="json")``). A producer hands the lane what happened, typed
+(:class:`FinishedCall`, :class:`ChildDone`, :class:`StopAsked`; :meth:`PipelineLane.commit`,
+:meth:`PipelineLane.close`), and the lane numbers it. Shapes (JSON)::
 
     {"index": 1, "kind": "tool_call", "run": "r1", "id": "c1", "name": "search", "args": {...}, "source": null}
     {"index": 2, "kind": "tool_call.malformed", "run": "r1", "id": "c2", "name": "write_file",
@@ -36,8 +39,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.contracts.units import check_unit
-from core.events import Source, ToolCall, ToolCallState, fix_surrogates
+from core.contracts.units import (
+    AgentFailedUnit,
+    CommitUnit,
+    MalformedToolCallUnit,
+    MessageUnit,
+    PipelineUnit,
+    RunEndUnit,
+    StopUnit,
+    ToolCallUnit,
+)
+from core.events import EndStatus, Source, ToolCall, ToolCallState, fix_surrogates
 
 ArgsValidator = Callable[[str, dict[str, Any]], str | None]
 """(tool name, arguments) → what is wrong with them (a sentence), or None when they are valid."""
@@ -90,6 +102,46 @@ def strict_json_object(raw: str) -> dict[str, Any]:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class FinishedCall:
+    """A tool call the collector finished: complete (``args``, strict and valid: a ``tool_call`` unit), or never a
+    call (``error`` says why, ``raw`` keeps its text: a ``tool_call.malformed`` unit)."""
+
+    id: str
+    name: str | None
+    source: Source | None
+    args: dict[str, Any] | None = None
+    """The arguments: one strict JSON object, as the agent sent it (None when malformed)."""
+    raw: str = ""
+    error: str | None = None
+
+    @property
+    def malformed(self) -> bool:
+        return self.error is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildDone:
+    """A sub-agent ended: its complete final ``text`` when ``status`` is ``ok`` (a ``message`` unit), else the fact
+    that it failed (an ``agent.failed`` unit: unchecked text is never a unit)."""
+
+    source: Source
+    status: EndStatus
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopAsked:
+    """A person stopped the run (:mod:`core.run.stop`): a ``stop`` unit, ``by`` who and ``reason`` when given."""
+
+    by: str | None
+    reason: str | None
+
+
+UnitBody = FinishedCall | ChildDone | StopAsked
+"""What a producer hands :meth:`PipelineLane.emit`: the lane makes it a unit (its ``index``, ``run``)."""
+
+
 @dataclass
 class _OpenCall:
     id: str
@@ -109,8 +161,8 @@ class ToolCallCollector:
         self._validator = validator
         self._open: dict[str, _OpenCall] = {}
 
-    def feed(self, event: ToolCall) -> dict[str, Any] | None:
-        """Take one fragment; return the unit (without ``index``/``run``) it completes, if any."""
+    def feed(self, event: ToolCall) -> FinishedCall | None:
+        """Take one fragment; return the call it completes, if any."""
         key = f"{event.source.key}\x00{event.id}" if event.source is not None else event.id
         call = self._open.get(key)
         if call is None:
@@ -135,15 +187,15 @@ class ToolCallCollector:
         problem = self._validator(call.name or "", args) if self._validator is not None else None
         if problem is not None:
             return _malformed(call, raw or json.dumps(args, ensure_ascii=False), problem)
-        return {"kind": "tool_call", "id": call.id, "name": call.name, "args": args, "source": _source(call.source)}
+        return FinishedCall(call.id, call.name, call.source, args)
 
-    def close(self) -> list[dict[str, Any]]:
+    def close(self) -> list[FinishedCall]:
         """End of the run: every call still open was cut off; each becomes a malformed unit."""
         out = [_cut_off(c) for c in self._open.values()]
         self._open.clear()
         return out
 
-    def close_source(self, source: Source) -> list[dict[str, Any]]:
+    def close_source(self, source: Source) -> list[FinishedCall]:
         """A sub-agent ended: its calls still open were cut off."""
         keys = [k for k, c in self._open.items() if c.source is not None and c.source.key == source.key]
         return [_cut_off(self._open.pop(k)) for k in keys]
@@ -169,23 +221,13 @@ def _shown(args: dict[str, Any]) -> str:
         return reprlib.repr(args)
 
 
-def _source(source: Source | None) -> dict[str, Any] | None:
-    return source.model_dump() if source is not None else None
-
-
-def _cut_off(call: _OpenCall) -> dict[str, Any]:
+def _cut_off(call: _OpenCall) -> FinishedCall:
     return _malformed(call, "".join(call.parts), "arguments cut off by the end of the stream")
 
 
-def _malformed(call: _OpenCall, raw: str, error: str) -> dict[str, Any]:
-    return {
-        "kind": "tool_call.malformed",
-        "id": call.id,
-        "name": call.name,
-        "raw": fix_surrogates(raw),  # the unit must encode: half a UTF-16 pair becomes U+FFFD
-        "error": error,
-        "source": _source(call.source),
-    }
+def _malformed(call: _OpenCall, raw: str, error: str) -> FinishedCall:
+    # the unit must encode: half a UTF-16 pair becomes U+FFFD
+    return FinishedCall(call.id, call.name, call.source, raw=fix_surrogates(raw), error=error)
 
 
 class PipelineLane:
@@ -196,39 +238,71 @@ class PipelineLane:
 
     def __init__(self, run: str) -> None:
         self.run = run
-        self.units: list[dict[str, Any]] = []
+        self.units: list[PipelineUnit] = []
         self.closed = False
         self._changed = asyncio.Event()
 
-    def emit(self, unit: dict[str, Any]) -> dict[str, Any]:
-        """Append ``unit`` (its ``index`` and ``run`` are set here) and wake the readers; return it.
+    def emit(self, body: UnitBody) -> PipelineUnit:
+        """Append the unit of ``body`` (numbered here, validated by its class) and wake the readers; return it.
 
         Raises:
             RuntimeError: the lane is closed (the run ended).
-            ValueError: ``unit`` is not a unit of :data:`core.contracts.units.PipelineUnit` (an unknown kind, a
-                field missing, wrong or extra: a bug of its producer, which never reaches a reader).
+            pydantic.ValidationError: a field the contract refuses (a bug of its producer, which never reaches a
+                reader).
         """
-        if self.closed:
-            raise RuntimeError(f"the pipeline lane of run {self.run!r} is closed")
-        unit = {"index": len(self.units) + 1, "kind": unit["kind"], "run": self.run, **unit}
-        unit.setdefault("source", None)
-        check_unit(unit)  # the typed contract (core.contracts.units), strictly: never a unit off it
-        self.units.append(unit)
-        self._wake()
+        index, run = self._next()
+        unit: PipelineUnit
+        match body:
+            case FinishedCall(error=None, args=args) if args is not None:
+                unit = ToolCallUnit(index=index, run=run, id=body.id, name=body.name, args=args, source=body.source)
+            case FinishedCall(error=error):
+                error = error if error is not None else "no arguments"
+                unit = MalformedToolCallUnit(
+                    index=index, run=run, id=body.id, name=body.name, raw=body.raw, error=error, source=body.source
+                )
+            case ChildDone(status=EndStatus.OK):
+                unit = MessageUnit(index=index, run=run, status=body.status, text=body.text, source=body.source)
+            case ChildDone():
+                unit = AgentFailedUnit(index=index, run=run, status=body.status, source=body.source)
+            case StopAsked():
+                unit = StopUnit(index=index, run=run, by=body.by, reason=body.reason, source=None)
+        return self._append(unit)
+
+    def commit(self) -> CommitUnit:
+        """Emit the ``commit`` unit: the run passed its commit point (:mod:`core.lanes.gate`)."""
+        index, run = self._next()
+        unit = CommitUnit(index=index, run=run, source=None)
+        self._append(unit)
         return unit
 
     def close(self, status: str, committed: bool) -> None:
         """Emit ``run.end`` and close the lane (idempotent)."""
         if not self.closed:
-            self.emit({"kind": "run.end", "status": status, "committed": committed})
+            index, run = self._next()
+            self._append(RunEndUnit(index=index, run=run, status=EndStatus(status), committed=committed, source=None))
             self.closed = True
             self._wake()
 
-    def after(self, index: int) -> list[dict[str, Any]]:
+    def _next(self) -> tuple[int, str]:
+        """The next unit's ``index`` and ``run``.
+
+        Raises:
+            RuntimeError: the lane is closed (the run ended).
+        """
+        if self.closed:
+            raise RuntimeError(f"the pipeline lane of run {self.run!r} is closed")
+        return len(self.units) + 1, self.run
+
+    def _append(self, unit: PipelineUnit) -> PipelineUnit:
+        self.units.append(unit)
+        self._wake()
+        return unit
+
+    def after(self, index: int) -> list[PipelineUnit]:
         """The units after position ``index`` (0: all)."""
         return self.units[max(0, index) :]
 
-    async def wait(self, index: int) -> list[dict[str, Any]]:
+    async def wait(self, index: int) -> list[PipelineUnit]:
         """The units after ``index``, waiting for at least one unless the lane is closed ([] then)."""
         while not self.closed and len(self.units) <= index:
             event = self._changed

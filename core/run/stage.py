@@ -19,10 +19,10 @@ set) never reach the root's answer: they give its status line and, at its ``end`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from core.contracts.units import PipelineUnit
 from core.delivery.agents import SubAgents
-from core.delivery.answer import AnswerStream
+from core.delivery.answer import MESSAGE_SEPARATOR, AnswerStream
 from core.delivery.modes import ModeHandler
 from core.delivery.reasoning import ReasoningView
 from core.delivery.slotbook import SlotBook
@@ -104,6 +104,7 @@ class RunStage:
         self.monitor = monitor
         self.text = VisibleText(opened=policy.reasoning_opened, delta_replay_guard=policy.delta_replay_guard)
         self.answer = AnswerStream(self.text.answers)
+        monitor.share_answer(self.text.answers.view(None, MESSAGE_SEPARATOR))  # one copy of the answer: its ranges
         self.reasoning: ReasoningView | None = None
         if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
             self.reasoning = ReasoningView(book, self.text.reasoning, measure, policy.max_units)
@@ -118,7 +119,7 @@ class RunStage:
         self.done = False
 
     @property
-    def pipeline(self) -> list[dict[str, Any]]:
+    def pipeline(self) -> list[PipelineUnit]:
         """The run's pipeline units so far."""
         return self.lane.units
 
@@ -216,23 +217,22 @@ class RunStage:
             elif child:
                 self.agents.tool_started(event.source, tool)
             self._refresh_status()
-        unit = self.tools.feed(event)
-        if unit is None:
+        call = self.tools.feed(event)
+        if call is None:
             return
-        self.lane.emit(unit)
+        self.lane.emit(call)
         if not shown:
             return  # a call on the pipeline lane is the parent loop's alone
-        malformed = unit["kind"] != "tool_call"
         self.monitor.publish(
             "tool_call",
             call_id=event.id,
-            name=safe_text(name) if isinstance(name := unit.get("name"), str) else name,
-            args="" if malformed else redacted_args(unit["args"]),
-            malformed=malformed,
-            source=unit.get("source"),
+            name=safe_text(call.name) if call.name is not None else None,
+            args=redacted_args(call.args) if call.args is not None else "",
+            malformed=call.malformed,
+            source=call.source.model_dump() if call.source is not None else None,
         )
-        if event.source is None and unit["kind"] == "tool_call" and shown:
-            self.board.tool_called(event.id, tool, unit["args"])
+        if event.source is None and call.args is not None:
+            self.board.tool_called(event.id, tool, call.args)
             self._refresh_status()
 
     def _refresh_status(self) -> None:
@@ -323,6 +323,6 @@ def commit_point(run: RunStage, text: str) -> None:
     run.committed = text
     run.mode.finalize(text)
     if first:
-        run.lane.emit({"kind": "commit"})
+        run.lane.commit()
         run.monitor.publish("decision", what="commit")
     run.monitor.publish("answer", text=text, reset=True, final=True)

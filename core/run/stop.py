@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import IngestError
 from core.events import Stop, event_to_json
 from core.ingest.clients import split_key
+from core.lanes.pipeline import StopAsked
 from core.records.journal import JournalEntry
 from core.run.stop_controls import is_short_id, short_id
 
@@ -79,9 +80,9 @@ def stop_note(stop: Stop) -> str:
     return f"{STOP_PREFIX}{who}{why}"
 
 
-def stop_unit(stop: Stop) -> dict[str, Any]:
-    """The pipeline unit of a stop (without ``index``/``run``): ``{"kind": "stop", "by", "reason", "source"}``."""
-    return {"kind": "stop", "by": stop.by, "reason": stop.reason, "source": None}
+def stop_unit(stop: Stop) -> StopAsked:
+    """What the pipeline lane makes the ``stop`` unit of (``{"kind": "stop", "by", "reason", "source": null}``)."""
+    return StopAsked(by=stop.by, reason=stop.reason)
 
 
 def is_stop_note(error: str) -> bool:
@@ -99,7 +100,7 @@ class StopState:
     by: str | None = None
     reason: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | None]:
         return {"run": self.run, "state": self.state, "by": self.by, "reason": self.reason}
 
 

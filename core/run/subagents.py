@@ -13,9 +13,9 @@ siblings in the order they started, indented by depth.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from core.events import EndStatus, Source
+from core.lanes.pipeline import ChildDone
 
 
 @dataclass
@@ -114,8 +114,6 @@ class Children:
         return [line for _, line in self.entries()]
 
 
-def message_unit(source: Source, status: EndStatus, text: str) -> dict[str, Any]:
-    """The pipeline unit a child's ``end`` yields: its complete final message, or the fact it failed."""
-    if status is EndStatus.OK:
-        return {"kind": "message", "status": str(status), "text": text, "source": source.model_dump()}
-    return {"kind": "agent.failed", "status": str(status), "source": source.model_dump()}
+def message_unit(source: Source, status: EndStatus, text: str) -> ChildDone:
+    """What a child's ``end`` puts on the pipeline lane: its complete final message, or the fact it failed."""
+    return ChildDone(source, status, text)

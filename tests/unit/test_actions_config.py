@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from config.actions import DEFAULT_ACTIONS, SchemaValidator, load_actions
+from core.contracts.units import ToolCallUnit
 from core.errors import ConfigError
 from core.lanes.gate import ActionClass, Verdict
 
@@ -42,7 +42,7 @@ def test_the_shipped_file_loads_with_each_class_and_a_compensation() -> None:
 
 def test_the_shipped_catalog_gates_calls() -> None:
     catalog, _ = load_actions()
-    unit: dict[str, Any] = {"kind": "tool_call", "run": "r", "id": "c", "name": "charge_card", "args": {}}
+    unit = ToolCallUnit(index=1, run="r", id="c", name="charge_card", args={})
     assert catalog.decide(unit, committed=False, ended=None).verdict is Verdict.WAIT
 
 

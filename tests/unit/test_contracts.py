@@ -32,10 +32,11 @@ from core.contracts.units import (
     RunEndUnit,
     StopUnit,
     ToolCallUnit,
+    check_unit,
     parse_unit,
 )
-from core.events import Source, ToolCall, ToolCallState
-from core.lanes.pipeline import PipelineLane, ToolCallCollector
+from core.events import EndStatus, Source, ToolCall, ToolCallState
+from core.lanes.pipeline import ChildDone, FinishedCall, PipelineLane, StopAsked, ToolCallCollector
 from core.records.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
 from core.run.monitor import DeliveryWatch, RunMonitor
 
@@ -47,21 +48,39 @@ def _wire(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+HELPER_JSON = (
+    '{"agent_id": "helper", "session_id": "s-1", "parent_session_id": null, "depth": 1, "path": "root/helper"}'
+)
+WIRE = [  # what the lane sent before it held units typed (dicts): the same bytes, key order included
+    '{"index": 1, "kind": "tool_call", "run": "r1", "id": "c1", "name": "search", "args": {"q": "x", "n": [1, 2.5, '
+    'null, true, 1000000000000000000000000000000], "é": {"ü": "😀"}}, "source": null}',
+    '{"index": 2, "kind": "tool_call.malformed", "run": "r1", "id": "c2", "name": "write", "raw": "{\\"pa", '
+    f'"error": "arguments cut off by the end of the stream", "source": {HELPER_JSON}}}',
+    f'{{"index": 3, "kind": "message", "run": "r1", "status": "ok", "text": "Found it.", "source": {HELPER_JSON}}}',
+    f'{{"index": 4, "kind": "agent.failed", "run": "r1", "status": "error", "source": {HELPER_JSON}}}',
+    '{"index": 5, "kind": "commit", "run": "r1", "source": null}',
+    '{"index": 6, "kind": "stop", "run": "r1", "by": "telegram:user:1", "reason": null, "source": null}',
+    '{"index": 7, "kind": "run.end", "run": "r1", "status": "cancelled", "committed": true, "source": null}',
+]
+
+
 def test_every_unit_the_lane_emits_is_of_the_contract_and_round_trips_byte_for_byte() -> None:
     lane = PipelineLane("r1")
     tools = ToolCallCollector()
-    lane.emit(tools.feed(ToolCall(run="r1", id="c1", name="search", state=ToolCallState.END, args={"q": "x"})) or {})
+    args = {"q": "x", "n": [1, 2.5, None, True, 10**30], "é": {"ü": "😀"}}
+    call = tools.feed(ToolCall(run="r1", id="c1", name="search", state=ToolCallState.END, args=args))
+    assert call is not None
+    lane.emit(call)
     tools.feed(ToolCall(run="r1", id="c2", name="write", state=ToolCallState.START, source=HELPER))
     tools.feed(ToolCall(run="r1", id="c2", state=ToolCallState.ARGS_DELTA, args_delta='{"pa', source=HELPER))
-    for unit in tools.close():
-        lane.emit(unit)
-    lane.emit({"kind": "message", "status": "ok", "text": "Found it.", "source": HELPER.model_dump()})
-    lane.emit({"kind": "agent.failed", "status": "error", "source": HELPER.model_dump()})
-    lane.emit({"kind": "commit"})
-    lane.emit({"kind": "stop", "by": "telegram:user:1", "reason": None, "source": None})
+    for cut in tools.close():
+        lane.emit(cut)
+    lane.emit(ChildDone(HELPER, EndStatus.OK, "Found it."))
+    lane.emit(ChildDone(HELPER, EndStatus.ERROR, "unchecked text is never a unit"))
+    lane.commit()
+    lane.emit(StopAsked(by="telegram:user:1", reason=None))
     lane.close("cancelled", committed=True)
-    typed = [parse_unit(unit) for unit in lane.units]
-    assert [type(u).__name__ for u in typed] == [
+    assert [type(u).__name__ for u in lane.units] == [
         "ToolCallUnit",
         "MalformedToolCallUnit",
         "MessageUnit",
@@ -70,22 +89,27 @@ def test_every_unit_the_lane_emits_is_of_the_contract_and_round_trips_byte_for_b
         "StopUnit",
         "RunEndUnit",
     ]
-    for raw, typed_unit in zip(lane.units, typed, strict=True):
-        assert _wire(typed_unit.model_dump(mode="json")) == _wire(raw)  # same keys, same order, same values
-    malformed = typed[1]
+    wire = [unit.model_dump(mode="json") for unit in lane.units]  # what the HTTP routes send
+    assert [_wire(unit) for unit in wire] == WIRE
+    for unit, sent in zip(lane.units, wire, strict=True):
+        assert check_unit(sent) == unit  # of the contract, strictly; read back, the same typed unit
+    malformed = lane.units[1]
     assert isinstance(malformed, MalformedToolCallUnit) and malformed.source == HELPER and malformed.raw == '{"pa'
-    assert isinstance(typed[5], StopUnit) and typed[5].by == "telegram:user:1"
-    assert isinstance(typed[-1], RunEndUnit) and typed[-1].committed and typed[-1].status == "cancelled"
+    assert isinstance(lane.units[5], StopUnit) and lane.units[5].by == "telegram:user:1"
+    end = lane.units[-1]
+    assert isinstance(end, RunEndUnit) and end.committed and end.status == "cancelled"
 
 
 def test_a_unit_off_the_contract_never_reaches_the_lane() -> None:
-    lane = PipelineLane("r1")
     with pytest.raises(ValueError, match="committed"):
-        lane.emit({"kind": "run.end", "status": "ok", "commited": True})  # a typo of a field
+        check_unit({"index": 1, "kind": "run.end", "run": "r", "status": "ok", "commited": True})  # a typo
     with pytest.raises(ValueError, match=r"fields off the contract \['extra'\]: add them to CommitUnit"):
-        lane.emit({"kind": "commit", "extra": 1})
+        check_unit({"index": 1, "kind": "commit", "run": "r", "source": None, "extra": 1})
     with pytest.raises(ValueError, match="unit kind 'tool_result' is not in the contract"):
-        lane.emit({"kind": "tool_result", "id": "c1"})  # not a unit kind
+        check_unit({"index": 1, "kind": "tool_result", "run": "r", "id": "c1"})  # not a unit kind
+    lane = PipelineLane("r1")
+    with pytest.raises(ValidationError, match="name"):
+        lane.emit(FinishedCall("c1", 5, None, args={}))  # type: ignore[arg-type]  # a field the contract refuses
     assert lane.units == []
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from core.contracts.units import CommitUnit, MalformedToolCallUnit, MessageUnit, PipelineUnit, ToolCallUnit
+from core.events import EndStatus
 from core.lanes.gate import (
     Action,
     ActionCatalog,
@@ -25,8 +27,8 @@ CATALOG = ActionCatalog(
 )
 
 
-def _call(name: str | None = "search", **args: Any) -> dict[str, Any]:
-    return {"kind": "tool_call", "run": "r1", "id": "c1", "name": name, "args": args, "source": None}
+def _call(name: str | None = "search", **args: Any) -> ToolCallUnit:
+    return ToolCallUnit(index=1, run="r1", id="c1", name=name, args=args, source=None)
 
 
 RUN, WAIT, REFUSE = Verdict.RUN, Verdict.WAIT, Verdict.REFUSE
@@ -71,15 +73,15 @@ def test_a_tool_not_in_the_catalog_is_treated_as_irreversible() -> None:
 
 
 def test_a_malformed_unit_is_refused_even_after_the_commit_point() -> None:
-    unit = {
-        "kind": "tool_call.malformed",
-        "run": "r1",
-        "id": "c7",
-        "name": "search",
-        "raw": '{"q": "cats',
-        "error": "arguments cut off by the end of the stream",
-        "source": None,
-    }
+    unit = MalformedToolCallUnit(
+        index=1,
+        run="r1",
+        id="c7",
+        name="search",
+        raw='{"q": "cats',
+        error="arguments cut off by the end of the stream",
+        source=None,
+    )
     decision = CATALOG.decide(unit, committed=True, ended=None)
     assert decision.verdict is Verdict.REFUSE and decision.action_class is None
     assert "tool_call.malformed" in decision.reason and "cut off by the end of the stream" in decision.reason
@@ -88,12 +90,13 @@ def test_a_malformed_unit_is_refused_even_after_the_commit_point() -> None:
 @pytest.mark.parametrize(
     ("unit", "words"),
     [
-        ({"kind": "message", "run": "r1", "text": "hi"}, "'message' unit is not a tool call"),
+        (MessageUnit(index=1, run="r1", status=EndStatus.OK, text="hi"), "'message' unit is not a tool call"),
+        (CommitUnit(index=1, run="r1"), "'commit' unit is not a tool call"),
         (_call(None), "has no tool name"),
-        ({**_call("search"), "args": "q=cats"}, "has no arguments object"),
+        (_call(""), "has no tool name"),
     ],
 )
-def test_anything_but_a_complete_call_is_refused(unit: dict[str, Any], words: str) -> None:
+def test_anything_but_a_complete_call_is_refused(unit: PipelineUnit, words: str) -> None:
     decision = CATALOG.decide(unit, committed=True, ended=None)
     assert decision.verdict is Verdict.REFUSE and words in decision.reason
 

@@ -25,15 +25,15 @@ from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from core.errors import IngestError
 from core.events import ProviderFormat, Target, ToolCall, ToolCallState, parse_event
-from core.lanes.pipeline import ToolCallCollector
+from core.lanes.pipeline import FinishedCall, ToolCallCollector
 from core.normalize import make_normalizer
 from core.policy import MAX_THROTTLE_MS, ChannelPolicy, apply_overrides
 
 LONE = "\ud800"
 
 
-def _encodes(unit: dict[str, Any]) -> bool:
-    json.dumps(unit, ensure_ascii=False).encode("utf-8")
+def _encodes(call: FinishedCall) -> bool:
+    json.dumps([call.raw, call.error, call.args], ensure_ascii=False).encode("utf-8")
     return True
 
 
@@ -67,8 +67,8 @@ def test_text_fields_still_take_half_a_pair() -> None:
 @pytest.mark.parametrize("args", [{LONE: 1}, {"q": "x" + LONE}, {"q": [{"deep": LONE}]}])
 def test_arguments_given_whole_with_a_lone_surrogate_are_malformed_and_encode(args: dict[str, Any]) -> None:
     unit = ToolCallCollector().feed(ToolCall(run="r", id="c1", name="x", state=ToolCallState.END, args=args))
-    assert unit is not None and unit["kind"] == "tool_call.malformed"
-    assert "lone surrogate" in unit["error"]
+    assert unit is not None and unit.error is not None
+    assert "lone surrogate" in unit.error
     assert _encodes(unit)
 
 
@@ -76,14 +76,14 @@ def test_streamed_arguments_with_a_lone_surrogate_are_malformed_and_encode() -> 
     tools = ToolCallCollector()
     tools.feed(ToolCall(run="r", id="c1", state=ToolCallState.ARGS_DELTA, args_delta='{"a": "\\ud800"}'))
     unit = tools.feed(ToolCall(run="r", id="c1", state=ToolCallState.END))
-    assert unit is not None and unit["kind"] == "tool_call.malformed" and _encodes(unit)
+    assert unit is not None and unit.malformed and _encodes(unit)
 
 
 def test_a_cut_off_call_ending_in_half_a_pair_encodes() -> None:
     tools = ToolCallCollector()
     tools.feed(ToolCall(run="r", id="c1", state=ToolCallState.ARGS_DELTA, args_delta='{"a": "x\ud83d'))
     [unit] = tools.close()
-    assert unit["raw"] == '{"a": "x\ufffd' and _encodes(unit)
+    assert unit.raw == '{"a": "x\ufffd' and _encodes(unit)
 
 
 RAW_TOOL_IDS: dict[ProviderFormat, dict[str, Any]] = {

@@ -16,7 +16,7 @@ def test_complete_arguments_from_fragments_become_one_call() -> None:
     assert tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='{"path": "a.t')) is None
     assert tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='xt"}')) is None
     unit = tools.feed(_call(ToolCallState.END))
-    assert unit is not None and unit["kind"] == "tool_call" and unit["args"] == {"path": "a.txt"}
+    assert unit is not None and not unit.malformed and unit.args == {"path": "a.txt"}
 
 
 def test_arguments_cut_off_by_the_end_are_malformed_and_keep_the_raw_text() -> None:
@@ -24,16 +24,16 @@ def test_arguments_cut_off_by_the_end_are_malformed_and_keep_the_raw_text() -> N
     tools.feed(_call(ToolCallState.START))
     tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='{"path":"notes.txt","content":"li'))
     [unit] = tools.close()
-    assert unit["kind"] == "tool_call.malformed"
-    assert unit["raw"] == '{"path":"notes.txt","content":"li'
-    assert "cut off" in unit["error"]
+    assert unit.malformed
+    assert unit.raw == '{"path":"notes.txt","content":"li'
+    assert unit.error is not None and "cut off" in unit.error
 
 
 def test_invalid_json_at_end_is_malformed_never_a_call() -> None:
     tools = ToolCallCollector()
     tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta='{"a": 1,}'))
     unit = tools.feed(_call(ToolCallState.END))
-    assert unit is not None and unit["kind"] == "tool_call.malformed"
+    assert unit is not None and unit.malformed
     assert tools.close() == []
 
 
@@ -41,13 +41,13 @@ def test_arguments_that_are_not_an_object_are_malformed() -> None:
     tools = ToolCallCollector()
     tools.feed(_call(ToolCallState.ARGS_DELTA, args_delta="[1, 2]"))
     unit = tools.feed(_call(ToolCallState.END))
-    assert unit is not None and unit["kind"] == "tool_call.malformed"
+    assert unit is not None and unit.malformed
 
 
 def test_end_with_args_object_is_taken_as_is() -> None:
     tools = ToolCallCollector()
     unit = tools.feed(_call(ToolCallState.END, args={"q": "x"}))
-    assert unit is not None and unit["args"] == {"q": "x"}
+    assert unit is not None and unit.args == {"q": "x"}
 
 
 def test_two_sources_may_use_the_same_call_id() -> None:
@@ -58,6 +58,6 @@ def test_two_sources_may_use_the_same_call_id() -> None:
     tools.feed(ToolCall(run="r", id="c1", name="x", state=ToolCallState.ARGS_DELTA, args_delta='{"a": 1}'))
     tools.feed(ToolCall(run="r", id="c1", name="y", state=ToolCallState.ARGS_DELTA, args_delta='{"b"', source=child))
     unit = tools.feed(ToolCall(run="r", id="c1", state=ToolCallState.END))
-    assert unit is not None and unit["args"] == {"a": 1}
+    assert unit is not None and unit.args == {"a": 1}
     [cut] = tools.close()
-    assert cut["kind"] == "tool_call.malformed" and cut["name"] == "y"
+    assert cut.malformed and cut.name == "y"

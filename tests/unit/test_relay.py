@@ -218,7 +218,7 @@ async def test_a_bug_in_one_run_shows_its_person_a_failure_and_other_runs_go_on(
     assert any("went wrong" in t and "a bug" not in t for t in shown)  # a failure, not the sidecar's insides
     assert good is not None and good.status == "delivered" and "fine" in shown
     lane = relay.lane("bad")
-    assert lane is not None and lane.closed and lane.units[-1]["status"] == "error"
+    assert lane is not None and lane.closed and lane.units[-1].model_dump()["status"] == "error"
 
 
 # --- the journal: resume after a restart ------------------------------------------------------------------------

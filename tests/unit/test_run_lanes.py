@@ -33,7 +33,7 @@ from core.events import (
     Visibility,
 )
 from core.lanes.gate import Action, ActionCatalog, ActionClass, Verdict, ask_gate
-from core.lanes.pipeline import PipelineLane
+from core.lanes.pipeline import FinishedCall, PipelineLane
 from core.policy import ReasoningPolicy, SubagentPolicy
 from core.records.ledger import MemoryLedger
 from core.records.report import SlotRole
@@ -55,7 +55,12 @@ def call(call_id: str, state: ToolCallState, source: Source | None = None, **kw:
 
 
 def kinds(h: Harness) -> list[str]:
-    return [u["kind"] for u in h.ctl.lane.units]
+    return [u.kind for u in h.ctl.lane.units]
+
+
+def wire(h: Harness) -> list[dict[str, Any]]:
+    """The lane's units as their JSON objects (the lane holds them typed)."""
+    return [u.model_dump(mode="json") for u in h.ctl.lane.units]
 
 
 # --- inline <think> and shown reasoning ------------------------------------------------------------------
@@ -155,7 +160,7 @@ async def test_a_child_end_puts_its_whole_message_on_the_pipeline_lane() -> None
         delta("Answer."),
     )
     await h.close()
-    units = h.ctl.lane.units
+    units = wire(h)
     assert kinds(h) == ["message", "tool_call.malformed", "agent.failed", "commit", "run.end"]
     assert units[0]["text"] == "Found 3 sources." and units[0]["source"]["agent_id"] == "researcher"
     assert units[1]["raw"] == '{"q": "cu' and units[1]["source"]["agent_id"] == "checker"
@@ -166,7 +171,7 @@ async def test_a_child_end_puts_its_whole_message_on_the_pipeline_lane() -> None
 async def test_an_end_with_final_text_is_the_childs_message() -> None:
     h = await harness(policy(DeliveryMode.PREVIEW))
     await h.feed(delta("draft", source=CHILD), child_end(CHILD, final_text="Checked result."))
-    assert h.ctl.lane.units[0]["text"] == "Checked result."
+    assert wire(h)[0]["text"] == "Checked result."
 
 
 async def test_pipeline_lane_events_are_never_shown_but_a_commit_there_still_commits() -> None:
@@ -193,7 +198,7 @@ async def test_a_call_that_fails_its_schema_is_malformed_never_a_call() -> None:
     await h.open()
     await h.feed(call("a", ToolCallState.END, args={"q": "x"}), call("b", ToolCallState.END, args={"query": "x"}))
     assert kinds(h) == ["tool_call", "tool_call.malformed"]
-    assert "required property" in h.ctl.lane.units[1]["error"] and h.ctl.lane.units[1]["raw"] == '{"query": "x"}'
+    assert "required property" in wire(h)[1]["error"] and wire(h)[1]["raw"] == '{"query": "x"}'
 
 
 async def test_strict_json_refuses_nan_and_repeated_keys() -> None:
@@ -217,7 +222,7 @@ async def test_the_gate_waits_for_the_commit_point_then_lets_the_call_go() -> No
     h = await harness(policy(DeliveryMode.PROGRESS))
     await h.feed(call("m1", ToolCallState.END, name="send_email", args={"to": "a@b.c"}))
     decision, unit = await ask_gate(catalog, h.ctl.lane, "m1")
-    assert decision.verdict is Verdict.WAIT and unit["name"] == "send_email"
+    assert decision.verdict is Verdict.WAIT and unit.name == "send_email"
     waiting = asyncio.ensure_future(ask_gate(catalog, h.ctl.lane, "m1", wait_s=10))
     await settle()
     assert not waiting.done()
@@ -233,7 +238,7 @@ async def test_the_gate_refuses_what_waits_once_the_run_failed_before_its_commit
     await h.close(end(EndStatus.ERROR))
     decision, _ = await ask_gate(catalog, h.ctl.lane, "m1", wait_s=5)
     assert decision.verdict is Verdict.REFUSE and "without passing its commit point" in decision.reason
-    assert kinds(h)[-1] == "run.end" and h.ctl.lane.units[-1]["committed"] is False
+    assert kinds(h)[-1] == "run.end" and wire(h)[-1]["committed"] is False
 
 
 async def test_a_lane_wakes_its_readers_and_ends_with_run_end() -> None:
@@ -241,13 +246,13 @@ async def test_a_lane_wakes_its_readers_and_ends_with_run_end() -> None:
     reader = asyncio.ensure_future(lane.wait(0))
     await settle()
     assert not reader.done()
-    lane.emit({"kind": "tool_call", "id": "c", "name": "search", "args": {}})  # a unit of the contract
+    lane.emit(FinishedCall("c", "search", None, args={}))
     await settle()
-    assert [u["index"] for u in reader.result()] == [1]
+    assert [u.index for u in reader.result()] == [1]
     lane.close("ok", committed=True)
-    assert await lane.wait(2) == [] and lane.units[-1]["kind"] == "run.end"
+    assert await lane.wait(2) == [] and lane.units[-1].kind == "run.end"
     with pytest.raises(RuntimeError, match="closed"):
-        lane.emit({"kind": "tool_call"})
+        lane.emit(FinishedCall("d", "search", None, args={}))
 
 
 # --- typing indicators -----------------------------------------------------------------------------------
@@ -322,7 +327,7 @@ async def test_inline_reasoning_in_a_final_text_or_commit_text_never_shows(mode:
 async def test_a_childs_final_text_loses_its_inline_reasoning() -> None:
     h = await harness(policy(DeliveryMode.PREVIEW))
     await h.feed(child_end(CHILD, final_text="<think>hmm</think>Checked."))
-    assert h.ctl.lane.units[0]["text"] == "Checked."
+    assert wire(h)[0]["text"] == "Checked."
 
 
 async def test_arguments_nested_too_deeply_are_malformed_and_the_run_goes_on() -> None:
@@ -331,14 +336,14 @@ async def test_arguments_nested_too_deeply_are_malformed_and_the_run_goes_on() -
     await h.feed(call("d", ToolCallState.ARGS_DELTA, args_delta=deep), call("d", ToolCallState.END))
     await h.feed(delta("Still here."))
     await h.close()
-    assert kinds(h)[0] == "tool_call.malformed" and "nested too deeply" in h.ctl.lane.units[0]["error"]
+    assert kinds(h)[0] == "tool_call.malformed" and "nested too deeply" in wire(h)[0]["error"]
     assert h.adapter.chat() == ["Still here."]
 
 
 async def test_an_args_object_with_nan_is_malformed() -> None:
     h = await harness(policy(DeliveryMode.FINAL))
     await h.feed(call("n", ToolCallState.END, args={"amount": float("nan")}))
-    assert kinds(h) == ["tool_call.malformed"] and "strict JSON" in h.ctl.lane.units[0]["error"]
+    assert kinds(h) == ["tool_call.malformed"] and "strict JSON" in wire(h)[0]["error"]
 
 
 async def test_an_answer_that_is_only_whitespace_so_far_does_not_hold_back_status_lines() -> None:
@@ -353,7 +358,7 @@ async def test_a_childs_pipeline_lane_text_is_never_shown_nor_its_message() -> N
     h = await harness(policy(DeliveryMode.PREVIEW, subagents=SubagentPolicy.STATUS))
     private = TextEvent(run=RUN, text="for the parent only", source=CHILD, lane=Lane.PIPELINE)
     await h.feed(private, delta("Shown.", source=CHILD), child_end(CHILD))
-    assert h.ctl.lane.units[0]["text"] == "Shown."
+    assert wire(h)[0]["text"] == "Shown."
     assert not any("parent only" in t for t in h.sent_texts())
 
 
@@ -387,7 +392,7 @@ async def test_an_agent_that_reuses_a_call_id_is_gated_on_its_latest_call() -> N
     await h.feed(call("call_0", ToolCallState.END, name="search", args={}))
     await h.feed(call("call_0", ToolCallState.END, name="pay", args={}))
     decision, unit = await ask_gate(catalog, h.ctl.lane, "call_0", source_key="root")
-    assert unit["name"] == "pay" and decision.verdict is Verdict.WAIT
+    assert unit.name == "pay" and decision.verdict is Verdict.WAIT
 
 
 async def test_a_run_whose_prompt_opened_the_reasoning_shows_only_what_follows_the_closer() -> None:

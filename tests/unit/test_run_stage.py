@@ -86,7 +86,7 @@ def recorded(name: str) -> list[Event]:
 def desired(stage: RunStage) -> dict[str, Any]:
     """Everything the stage decided: each part's role and desired text, the pipeline units, the committed text."""
     parts = [(str(s.role), s.live() if s.live is not None else s.desired) for s in stage.book.slots]
-    units = [{k: v for k, v in unit.items() if k != "ts"} for unit in stage.lane.units]
+    units = [unit.model_dump(mode="json") for unit in stage.lane.units]
     return {"parts": parts, "units": units, "committed": stage.committed}
 
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from config.settings import ChannelSettings
 from core.errors import IngestError
 from core.events import Stop
+from core.lanes.pipeline import PipelineLane
 from core.run.stop import BY_PATTERN, _who, is_stop_note, parse_stop_body, stop_note, stop_unit
 from core.run.stop_controls import control_id, draft_control_id, is_short_id, short_id
 
@@ -26,8 +27,16 @@ def test_a_stop_note_names_who_and_why_and_reads_back(by: str | None, reason: st
 
 
 def test_the_stop_unit_shape() -> None:
-    unit = stop_unit(Stop(run="r", by="web", reason="too long"))
-    assert unit == {"kind": "stop", "by": "web", "reason": "too long", "source": None}
+    lane = PipelineLane("r")
+    unit = lane.emit(stop_unit(Stop(run="r", by="web", reason="too long")))
+    assert unit.model_dump(mode="json") == {
+        "index": 1,
+        "kind": "stop",
+        "run": "r",
+        "by": "web",
+        "reason": "too long",
+        "source": None,
+    }
 
 
 @pytest.mark.parametrize(
