@@ -42,6 +42,14 @@ goes on; a watcher that resumes after an id still in the buffer gets exactly the
 resumes from further back (or from an id the run never had) gets one ``reset``. Once the run ended only its last
 32 events (and 4,096 characters of their text) are kept: a finished run is its state (the answer, each part's and
 each agent's text once), and a watcher further behind gets one ``reset`` with ``ended`` set.
+
+One copy of the answer: the run stage shares the run's answer text (:meth:`RunMonitor.share_answer`, a
+:class:`core.text.buffer.TextSource`), and the monitor keeps no text of its own for it: an ``answer`` event holds the
+range of the answer it tells (materialized when a watcher reads it) and the state's answer is the shared text. A range
+whose text changed since (the answer was replaced: a new ``generation``) can no longer be told exactly: a watcher that
+needs it gets a ``reset``. The committed final is the stage's own string, kept as it is. A web part's text in the state
+is the string the delivery side showed (:class:`DeliveryWatch`), not a copy. What a finished run keeps of all this is
+:meth:`RunMonitor.record` (:mod:`core.run.finished`).
 """
 
 from __future__ import annotations
@@ -52,11 +60,13 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from core.contracts.live import check_live_event
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 from core.records.report import DeliveryReport
+from core.text.buffer import TextBuffer, TextSource
 from core.text.safe_text import safe_text
 
 TIMELINE = 200
@@ -76,6 +86,52 @@ CHECK_CONTRACT = os.environ.get("STREAMRELAY_CHECK_CONTRACTS", "") == "1"
 """With ``STREAMRELAY_CHECK_CONTRACTS=1`` (the tests set it: tests/conftest.py) every event is validated against its
 typed model (:mod:`core.contracts.live`) where it is published, so a producer's field off the contract fails there.
 Off in service: a model per event would add to the per-delta cost (issue 13 measured publishing at 27%)."""
+
+
+class _Range:
+    """An ``answer`` event's text as a range of the shared answer under one generation (module docstring)."""
+
+    __slots__ = ("end", "generation", "start")
+
+    def __init__(self, generation: int, start: int, end: int) -> None:
+        self.generation, self.start, self.end = generation, start, end
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorRecord:
+    """What a finished run's monitor holds, for :mod:`core.run.finished` to keep in its own form.
+
+    Attributes:
+        epoch: the monitor's instance (SSE ids are ``<epoch>.<id>``). last_id: its last event's id.
+        state: the state (:attr:`RunMonitor.state`) without its texts: ``answer`` is ``""``, each agent's and each
+            part's ``text`` is left out.
+        tail: the last events it kept (``KEEP_AFTER_END``), their texts materialized.
+        answer: the state's answer. agents: each agent's text. parts: each part's text (web parts only).
+    """
+
+    epoch: str
+    last_id: int
+    state: dict[str, Any]
+    tail: list[dict[str, Any]]
+    answer: str
+    agents: dict[str, str]
+    parts: dict[str, str]
+
+
+class Watched(Protocol):
+    """What a watcher reads of a run's live events: an active run's :class:`RunMonitor`, or a finished run's
+    :class:`core.run.finished.FinishedMonitor`."""
+
+    run: str
+    epoch: str
+    last_id: int
+    closed: bool
+
+    def sse_id(self, event: dict[str, Any]) -> str: ...
+
+    def resume_after(self, last_event_id: str | None) -> int: ...
+
+    async def wait(self, last_id: int) -> list[dict[str, Any]]: ...
 
 
 class RunMonitor:
@@ -102,8 +158,9 @@ class RunMonitor:
         self.last_id = 0
         self.closed = False
         self._changed = asyncio.Event()
-        self._open: list[str] | None = None
-        """The deltas merged into the last event, an ``answer`` delta no watcher has read yet (None: none open)."""
+        self._open: list[str] | _Range | None = None
+        """The last event's ``answer`` delta while no watcher has read it yet, which the next delta joins: its pieces,
+        or its range of the shared answer (None: none open)."""
         self._state: dict[str, Any] = {
             "run": run,
             "channel": None,
@@ -115,27 +172,60 @@ class RunMonitor:
             "ended": None,
             "delivery": None,
         }
-        # Texts grow by appends: kept as parts and joined only when the state is read, so an event costs its own
+        # Texts grow by appends: kept as blocks and joined only when the state is read, so an event costs its own
         # length, not the text's.
-        self._answer = _Text()
+        self._source: TextSource | None = None
+        """The run's answer, shared (:meth:`share_answer`): the state's answer while ``_published`` is not None."""
+        self._published: int | None = None
+        """How much of the shared answer the ``answer`` events told (None: the state's answer is ``_answer``)."""
+        self._answer = TextBuffer()
         self._agents: dict[str, dict[str, Any]] = {}
-        self._agent_texts: dict[str, _Text] = {}
+        self._agent_texts: dict[str, TextBuffer] = {}
         self._parts: dict[str, dict[str, Any]] = {}
-        self._part_texts: dict[str, _Text] = {}
+        self._part_texts: dict[str, TextBuffer | str] = {}
         self._timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE)
+
+    def share_answer(self, source: TextSource) -> None:
+        """Refer to the run's answer (the root's linear text, which ``answer`` deltas extend) instead of keeping a copy
+        (module docstring). Call it before the first ``answer`` event."""
+        self._source, self._published = source, 0
 
     @property
     def state(self) -> dict[str, Any]:
         """The whole current state (built when read: O(its size))."""
         state = dict(self._state)
-        state["answer"] = self._answer.value()
+        state["answer"] = self._answer_text()
         state["agents"] = {k: {**v, "text": self._agent_texts[k].value()} for k, v in self._agents.items()}
         state["parts"] = {
-            k: {**v, **({"text": self._part_texts[k].value()} if k in self._part_texts else {})}
+            k: {**v, **({"text": _value(self._part_texts[k])} if k in self._part_texts else {})}
             for k, v in self._parts.items()
         }
         state["timeline"] = list(self._timeline)
         return state
+
+    def _answer_text(self) -> str:
+        if self._published is not None and self._source is not None:
+            return self._source.slice(0, self._published)
+        return self._answer.value()
+
+    def record(self) -> MonitorRecord:
+        """What a finished run keeps of this monitor (:class:`MonitorRecord`), its texts apart. O(its size)."""
+        self._seal()
+        state = dict(self._state)
+        state["answer"] = ""
+        state["agents"] = {k: dict(v) for k, v in self._agents.items()}
+        state["parts"] = {k: dict(v) for k, v in self._parts.items()}
+        state["timeline"] = list(self._timeline)
+        tail: list[dict[str, Any]] = []
+        for event in reversed(self._events):  # the newest first: a range that can no longer be read ends the tail
+            told = self._told(event)
+            if told is None:
+                break
+            tail.append(told)
+        tail.reverse()
+        parts = {k: _value(v) for k, v in self._part_texts.items()}
+        agents = {k: v.value() for k, v in self._agent_texts.items()}
+        return MonitorRecord(self.epoch, self.last_id, state, tail, self._answer_text(), agents, parts)
 
     def row(self, report: DeliveryReport) -> dict[str, Any]:
         """The run as the operator's listing shows it (``GET /v1/runs``), with its current ``report``: ``{"run",
@@ -168,6 +258,8 @@ class RunMonitor:
             check_live_event(event)
         if self.closed:
             return event
+        if type_ == "answer" and self._published is not None:
+            self._refer(event)
         self._keep(event)
         self._apply(event)
         if type_ == "end":
@@ -181,18 +273,62 @@ class RunMonitor:
         self._changed.clear()
         return event
 
+    def _refer(self, event: dict[str, Any]) -> None:
+        """An ``answer`` event while the answer is shared: its text becomes a range of the shared answer when it is
+        that (a delta that extends it, the whole of it after a replacement); a final that differs from it, or text
+        it does not hold, is kept as it is and the state's answer is that text from then on."""
+        source, published = self._source, self._published
+        assert source is not None and published is not None
+        if "delta" in event:
+            delta = event["delta"]
+            end = published + len(delta)
+            if end <= source.length and (not CHECK_CONTRACT or source.slice(published, end) == delta):
+                event["delta"] = _Range(source.generation, published, end)
+                self._published = end
+                return
+        elif (
+            event.get("reset")
+            and not event.get("final")
+            and len(event.get("text", "")) == source.length
+            and (not CHECK_CONTRACT or source.value() == event["text"])
+        ):
+            event["text"] = _Range(source.generation, 0, source.length)
+            self._published = source.length
+            return
+        if not event.get("reset"):  # not the shared text: the state keeps its own from here
+            self._answer = TextBuffer(self._answer_text())
+        self._published = None
+
     def answer_delta(self, delta: str) -> None:
         """Publish that the answer grew by ``delta``, lazily: a delta that follows one no watcher has read yet is
         merged into it (one ``answer`` event, its ``delta`` the two joined when it is read), so a run streamed one
         character at a time costs one event per read, not one per delta, and a watcher sees the same text. Any other
-        event, and any read (:meth:`since`, :meth:`wait`, :meth:`reset`), closes the merged event. O(len(delta))."""
-        if self._open is None or self.closed:
-            self.publish("answer", delta=delta)
+        event, and any read (:meth:`since`, :meth:`wait`, :meth:`reset`), closes the merged event. O(len(delta));
+        with a shared answer (:meth:`share_answer`) no text is kept."""
+        opened = self._open
+        if opened is None or self.closed:
+            event = self.publish("answer", delta=delta)
             if not self.closed:
-                self._open = [delta]
+                told = event.get("delta")
+                self._open = told if isinstance(told, _Range) else [delta]
             return
-        self._open.append(delta)
-        self._answer.add(delta)
+        if isinstance(opened, _Range):
+            source = self._source
+            assert source is not None
+            end = opened.end + len(delta)
+            if self._published == opened.end and source.generation == opened.generation and end <= source.length:
+                opened.end = self._published = end
+                self._sizes[-1] += len(delta)
+                self._chars += len(delta)
+                if self._chars > self._max_chars:
+                    self._seal()
+                    self._trim()
+                return
+            self._seal()
+            self.answer_delta(delta)
+            return
+        opened.append(delta)
+        self._answer.append(delta)
         self._sizes[-1] += len(delta)
         self._chars += len(delta)
         if self._chars > self._max_chars:
@@ -200,15 +336,17 @@ class RunMonitor:
             self._trim()
 
     def _seal(self) -> None:
-        """The open ``answer`` delta becomes an event like any other (its parts joined): read, or followed."""
-        if self._open is not None:
-            if len(self._open) > 1:
-                self._events[-1]["delta"] = "".join(self._open)
+        """The open ``answer`` delta becomes an event like any other (its pieces joined): read, or followed."""
+        opened = self._open
+        if opened is not None:
+            if isinstance(opened, list) and len(opened) > 1:
+                self._events[-1]["delta"] = "".join(opened)
             self._open = None
 
     def _keep(self, event: dict[str, Any]) -> None:
-        """Buffer ``event``, dropping the oldest past ``buffer`` events or ``max_chars`` characters of text."""
-        size = sum(len(v) for v in event.values() if isinstance(v, str))
+        """Buffer ``event``, dropping the oldest past ``buffer`` events or ``max_chars`` characters of text (a range of
+        the shared answer counts as the text it tells)."""
+        size = sum(len(v) if isinstance(v, str) else v.end - v.start for v in event.values() if _is_text(v))
         if len(self._events) == self._events.maxlen:
             self._chars -= self._sizes.popleft()
         self._events.append(event)
@@ -221,9 +359,23 @@ class RunMonitor:
             self._events.popleft()
             self._chars -= self._sizes.popleft()
 
+    def _told(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """``event`` as a watcher gets it: a range of the shared answer read (None: that text changed since)."""
+        if event.get("type") != "answer":
+            return event
+        key = "delta" if "delta" in event else "text"
+        told = event.get(key)
+        if not isinstance(told, _Range):
+            return event
+        source = self._source
+        if source is None or source.generation != told.generation:
+            return None
+        return {**event, key: source.slice(told.start, told.end)}
+
     def since(self, last_id: int) -> list[dict[str, Any]]:
         """What a watcher that has seen up to ``last_id`` must get: the events after it, or one ``reset`` when
-        they are no longer all in the buffer (or ``last_id`` is not an id of this run)."""
+        they are no longer all in the buffer (or ``last_id`` is not an id of this run, or the text of one of them
+        changed since: module docstring)."""
         self._seal()
         if last_id == self.last_id:
             return []
@@ -231,7 +383,9 @@ class RunMonitor:
             return [self.reset()]
         first = self._events[0]["id"] if self._events else self.last_id + 1
         if 0 <= last_id < self.last_id and last_id >= first - 1:
-            return [e for e in self._events if e["id"] > last_id]
+            told = [self._told(e) for e in self._events if e["id"] > last_id]
+            if all(e is not None for e in told):
+                return [e for e in told if e is not None]
         return [self.reset()]
 
     def sse_id(self, event: dict[str, Any]) -> str:
@@ -245,22 +399,12 @@ class RunMonitor:
         Raises:
             ValueError: not an event id.
         """
-        if not last_event_id:
-            return 0
-        epoch, _, number = last_event_id.rpartition(".")
-        if epoch and epoch != self.epoch:
-            return -1
-        return int(number)
+        return resume_after(self.epoch, last_event_id)
 
     def reset(self) -> dict[str, Any]:
         """A ``reset`` event with the whole current state (id: the last event's)."""
         self._seal()  # the watcher goes on after the last id: nothing more may join it
-        state = self.state
-        event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": "reset"}
-        reset = {**event, "state": state}
-        if CHECK_CONTRACT:
-            check_live_event(reset)
-        return reset
+        return reset_event(self.run, self.last_id, self._wall(), self.state)
 
     async def wait(self, last_id: int) -> list[dict[str, Any]]:
         """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""
@@ -269,57 +413,83 @@ class RunMonitor:
             await self._changed.wait()
         return self.since(last_id)
 
+    def part_text(self, key: str, text: str) -> None:
+        """The whole text part ``key`` (``<channel>/<part>``) shows now: the state refers to ``text`` (the delivery
+        side's string) instead of building its own from the events' ``append``."""
+        if key in self._parts and not self.closed:
+            self._part_texts[key] = text
+
     def _apply(self, event: dict[str, Any]) -> None:
         state, kind = self._state, event["type"]
         if kind == "run":
             state.update(channel=event.get("channel"), platform=event.get("platform"), mode=event.get("mode"))
             state["started_at"] = event["ts"]
         elif kind == "answer":
-            self._answer.apply(event)
+            if self._published is None:
+                self._answer = _apply_text(self._answer, event)
             state["final"] = bool(event.get("final"))
         elif kind == "agent":
             key = event["key"]
             agent = self._agents.setdefault(key, {"source": event.get("source"), "state": ""})
             agent["state"] = event.get("state", agent["state"])
-            self._agent_texts.setdefault(key, _Text()).apply(event)
+            self._agent_texts[key] = _apply_text(self._agent_texts.get(key) or TextBuffer(), event)
         elif kind == "delivery":
             key = f"{event.get('channel')}/{event.get('part')}"
             if event.get("state") == "retrying" and event.get("retry_after_s") is not None:
                 state["rate_limited"] += 1
             skip = ("id", "run", "seq", "ts", "type", "append", "text")
             self._parts.setdefault(key, {}).update((k, v) for k, v in event.items() if k not in skip)
-            if "text" in event or "append" in event:
-                self._part_texts.setdefault(key, _Text()).apply(
-                    {"text": event["text"], "reset": True} if "text" in event else {"delta": event["append"]}
-                )
+            if "text" in event:
+                self._part_texts[key] = event["text"]
+            elif "append" in event:
+                shown = self._part_texts.get(key, "")
+                grown = TextBuffer(shown) if isinstance(shown, str) else shown
+                grown.append(event["append"])
+                self._part_texts[key] = grown
         elif kind == "end":
             state["ended"], state["delivery"] = event.get("status"), event.get("delivery")
         if kind in TIMELINE_TYPES:
             self._timeline.append(event)
 
 
-class _Text:
-    """A text that grows by appends (``delta``) or is replaced (``text`` with ``reset``), joined when read."""
+def _is_text(value: object) -> bool:
+    return isinstance(value, str | _Range)
 
-    __slots__ = ("_parts",)
 
-    def __init__(self) -> None:
-        self._parts: list[str] = []
+def _value(text: TextBuffer | str) -> str:
+    return text if isinstance(text, str) else text.value()
 
-    def add(self, delta: str) -> None:
-        if delta:
-            self._parts.append(delta)
 
-    def apply(self, event: dict[str, Any]) -> None:
-        if event.get("reset"):
-            self._parts = [event.get("text", "")]
-        elif event.get("delta"):
-            self._parts.append(event["delta"])
+def _apply_text(text: TextBuffer, event: dict[str, Any]) -> TextBuffer:
+    """``event``'s ``delta`` appended to ``text``, or its ``text`` instead of it when ``reset``."""
+    if event.get("reset"):
+        return TextBuffer(event.get("text", ""))
+    if event.get("delta"):
+        text.append(event["delta"])
+    return text
 
-    def value(self) -> str:
-        if len(self._parts) > 1:
-            self._parts = ["".join(self._parts)]
-        return self._parts[0] if self._parts else ""
+
+def resume_after(epoch: str, last_event_id: str | None) -> int:
+    """The id to resume after from a client's ``Last-Event-ID`` (``<epoch>.<id>``, or a bare id) for a monitor of
+    ``epoch``: -1 (a reset) when it names another monitor's event, 0 when there is none.
+
+    Raises:
+        ValueError: not an event id.
+    """
+    if not last_event_id:
+        return 0
+    event_epoch, _, number = last_event_id.rpartition(".")
+    if event_epoch and event_epoch != epoch:
+        return -1
+    return int(number)
+
+
+def reset_event(run: str, last_id: int, ts: float, state: dict[str, Any]) -> dict[str, Any]:
+    """A ``reset`` event of ``run`` carrying ``state`` (its id: the last event's, ``last_id``)."""
+    reset = {"id": last_id, "run": run, "seq": last_id, "ts": ts, "type": "reset", "state": state}
+    if CHECK_CONTRACT:
+        check_live_event(reset)
+    return reset
 
 
 def progress_event(event: Event) -> tuple[str, dict[str, Any]] | None:
@@ -362,12 +532,15 @@ class DeliveryWatch:
 
     def __call__(self, fact: dict[str, Any]) -> None:
         text = fact.pop("text", "")
-        if self._shown is not None:
-            part, before = fact["part"], self._shown.get(fact["part"], "")
-            if before and text.startswith(before):
-                if len(text) > len(before):
-                    fact["append"] = text[len(before) :]
-            else:
-                fact["text"] = text
-            self._shown[part] = text
+        if self._shown is None:
+            self._monitor.publish("delivery", channel=self._channel, **fact)
+            return
+        part, before = fact["part"], self._shown.get(fact["part"], "")
+        if before and text.startswith(before):
+            if len(text) > len(before):
+                fact["append"] = text[len(before) :]
+        else:
+            fact["text"] = text
+        self._shown[part] = text
         self._monitor.publish("delivery", channel=self._channel, **fact)
+        self._monitor.part_text(f"{self._channel}/{part}", text)  # the state refers to the part's own string

@@ -23,11 +23,15 @@ Rules (shared/DESIGN.md §4, shared/cases/text-*.json):
   never trigger it, nor does the first delta of a message. Streams whose deltas may legitimately repeat their
   text turn the guard off.
 
-Cost: a delta costs O(len(delta)) (texts are kept as lists of parts, joined only when read); the replay check
-runs only for a delta at least as long as the text so far and walks the stored parts without copying them, so it
-costs O(len(text so far)) <= O(len(delta)); a snapshot or replace costs O(len(snapshot)); reading a text joins
-its parts once and keeps the result. Many small parts are joined now and then (when there are more than
-``max(64, length / 256)``), an amortized O(1) per delta that keeps the parts list small.
+Cost: a delta costs O(len(delta)) (texts are :class:`core.text.buffer.TextBuffer` values: blocks of a few
+thousand characters, each at its own narrowest width, never joined whole), the replay check runs only for a delta at
+least as long as the text so far and walks the blocks without copying them, so it costs O(len(text so far)) <=
+O(len(delta)); a snapshot or replace costs O(len(snapshot)); reading a whole text joins its blocks into a new string
+(not kept).
+
+One copy: a source's messages are kept once, and :meth:`TextAssembler.view` lets a reader (the run monitor) refer to
+their linear text (the messages joined by a separator) by ranges instead of keeping its own copy; the view's
+``generation`` changes whenever text already there changes, so a range read earlier is known to be stale.
 
 Example::
 
@@ -46,72 +50,20 @@ from functools import cached_property
 from typing import Literal
 
 from core.events import TextMode
+from core.text.buffer import TextBuffer
 
 ChangeKind = Literal["append", "replace", "none"]
 
 REPLAY_MIN_CHARS = 16
 """A ``delta`` shorter than this is never taken for a replayed snapshot (DESIGN §4)."""
 
-_COMPACT_MIN_PARTS = 64
-_COMPACT_CHARS_PER_PART = 256
 
+def _replayed_by(current: TextBuffer, delta: str) -> bool:
+    """Whether ``delta`` is a replayed snapshot of ``current`` (the rule is in the module docstring).
 
-class _MessageText:
-    """The text of one assistant message: a list of parts, joined lazily.
-
-    Only ever grows: a replacement is a new :class:`_MessageText`, so a length taken earlier still
-    names a prefix of this object's text (which is what :class:`TextChange` relies on).
+    O(1) unless ``len(delta) >= max(16, length)``; then O(length), walking the blocks without copying them.
     """
-
-    __slots__ = ("_parts", "length")
-
-    def __init__(self, text: str = "") -> None:
-        self._parts: list[str] = [text] if text else []
-        self.length = len(text)
-
-    def append(self, text: str) -> None:
-        """Add ``text`` at the end. Amortized O(len(text) + 1): the parts are joined once there are more than
-        ``max(64, length / 256)`` of them, so a join of n characters follows at least n / 256 appends."""
-        if text:
-            self._parts.append(text)
-            self.length += len(text)
-            if len(self._parts) > _COMPACT_MIN_PARTS and len(self._parts) * _COMPACT_CHARS_PER_PART > self.length:
-                self._parts = ["".join(self._parts)]
-
-    def replayed_by(self, delta: str) -> bool:
-        """Whether ``delta`` is a replayed snapshot of this text (the rule is in the module docstring).
-
-        O(1) unless ``len(delta) >= max(16, length)``; then O(length), walking the parts without copying them.
-        """
-        return 0 < self.length <= len(delta) and len(delta) >= REPLAY_MIN_CHARS and self.common_with(delta)
-
-    def value(self) -> str:
-        """The whole text. O(length) once; the joined text is kept for the next read."""
-        if len(self._parts) > 1:
-            self._parts = ["".join(self._parts)]
-        return self._parts[0] if self._parts else ""
-
-    def common_with(self, snapshot: str) -> bool:
-        """Whether ``snapshot`` and this text agree over the shorter one's length.
-
-        O(min(len(snapshot), length)): walks only the parts the snapshot covers.
-        """
-        pos = 0
-        end = len(snapshot)
-        for part in self._parts:
-            if pos >= end:
-                return True
-            rest = end - pos
-            if len(part) >= rest:
-                return part.startswith(snapshot[pos:])
-            if not snapshot.startswith(part, pos):
-                return False
-            pos += len(part)
-        return True
-
-    def reset_to(self, text: str) -> None:
-        """Keep ``text`` as the single part (only when ``text`` equals the current text)."""
-        self._parts = [text] if text else []
+    return 0 < current.length <= len(delta) and len(delta) >= REPLAY_MIN_CHARS and current.common_with(delta)
 
 
 @dataclass(eq=False)
@@ -130,11 +82,11 @@ class TextChange:
     kind: ChangeKind
     appended: str
     length: int
-    _holder: _MessageText = field(repr=False)
+    _holder: TextBuffer = field(repr=False)
 
     @cached_property
     def text(self) -> str:
-        return self._holder.value()[: self.length]
+        return self._holder.slice(0, self.length)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TextChange):
@@ -158,7 +110,9 @@ class TextAssembler:
 
     def __init__(self, delta_replay_guard: bool = True) -> None:
         self.delta_replay_guard = delta_replay_guard
-        self._texts: dict[str | None, dict[int, _MessageText]] = {}
+        self._texts: dict[str | None, dict[int, TextBuffer]] = {}
+        self._generations: dict[str | None, int] = {}
+        """Per source: how many times text already in its linear text changed (:meth:`view`)."""
 
     def apply(self, source_key: str | None, message: int, mode: TextMode, text: str) -> TextChange:
         """Apply one text event.
@@ -176,17 +130,19 @@ class TextAssembler:
         messages = self._texts.setdefault(source_key, {})
         current = messages.get(message)
         if current is None:
-            current = messages[message] = _MessageText()
+            current = messages[message] = TextBuffer()
         if mode == TextMode.DELTA:
-            if self.delta_replay_guard and current.replayed_by(text):
-                return _extend(current, text)
+            if self.delta_replay_guard and _replayed_by(current, text):
+                return self._extend(source_key, message, current, text)
+            self._appending(source_key, message, text)
             current.append(text)
             return TextChange("append" if text else "none", text, current.length, current)
         if mode == TextMode.SNAPSHOT and current.common_with(text):
-            return _extend(current, text)
+            return self._extend(source_key, message, current, text)
         if mode == TextMode.REPLACE and len(text) == current.length and current.common_with(text):
             return TextChange("none", "", current.length, current)
-        replaced = messages[message] = _MessageText(text)
+        replaced = messages[message] = TextBuffer(text)
+        self._generations[source_key] = self._generations.get(source_key, 0) + 1
         return TextChange("replace", "", replaced.length, replaced)
 
     def append(self, source_key: str | None, message: int, text: str) -> None:
@@ -197,11 +153,28 @@ class TextAssembler:
             messages = self._texts[source_key] = {}
         current = messages.get(message)
         if current is None:
-            current = messages[message] = _MessageText()
+            current = messages[message] = TextBuffer()
+        self._appending(source_key, message, text)
         current.append(text)
 
+    def _appending(self, source_key: str | None, message: int, text: str) -> None:
+        """``text`` is about to be appended to ``message``: when a later message has text, that changes the middle of
+        the source's linear text (a new generation). O(1) unless the source has several messages."""
+        messages = self._texts[source_key]
+        if text and len(messages) > 1 and any(m > message and t.length for m, t in messages.items()):
+            self._generations[source_key] = self._generations.get(source_key, 0) + 1
+
+    def _extend(self, source_key: str | None, message: int, current: TextBuffer, snapshot: str) -> TextChange:
+        """Apply ``snapshot``, which agrees with ``current`` over the shorter one's length: add its missing suffix."""
+        if len(snapshot) <= current.length:
+            return TextChange("none", "", current.length, current)
+        appended = snapshot[current.length :]
+        self._appending(source_key, message, appended)
+        current.append(appended)
+        return TextChange("append", appended, current.length, current)
+
     def text(self, source_key: str | None, message: int) -> str:
-        """The full text of one message (``""`` if none arrived). O(length) at most once per change."""
+        """The full text of one message (``""`` if none arrived). O(length): a new string each time."""
         current = self._texts.get(source_key, {}).get(message)
         return current.value() if current is not None else ""
 
@@ -214,12 +187,60 @@ class TextAssembler:
         """A source's messages joined by ``sep``, in index order, empty messages skipped."""
         return sep.join(text for _, text in self.messages(source_key) if text)
 
+    def buffer(self, source_key: str | None, message: int) -> TextBuffer | None:
+        """The text of one message as it is kept (None if none arrived): read it, never change it."""
+        return self._texts.get(source_key, {}).get(message)
 
-def _extend(current: _MessageText, snapshot: str) -> TextChange:
-    """Apply ``snapshot``, which agrees with ``current`` over the shorter one's length: add its missing suffix."""
-    if len(snapshot) <= current.length:
-        return TextChange("none", "", current.length, current)
-    appended = snapshot[current.length :]
-    current.reset_to(snapshot)
-    current.length = len(snapshot)
-    return TextChange("append", appended, current.length, current)
+    def adopt(self, source_key: str | None, message: int, text: TextBuffer) -> None:
+        """Keep ``text`` as one message's text from now on (it has the same characters as the text it replaces:
+        another assembler's buffer shared instead of a copy, :mod:`core.text.visible`). O(1)."""
+        self._texts.setdefault(source_key, {})[message] = text
+
+    def view(self, source_key: str | None = None, sep: str = "\n\n") -> LinearText:
+        """A source's linear text (:meth:`answer`) read by ranges: a :class:`core.text.buffer.TextSource` that
+        copies nothing."""
+        return LinearText(self, source_key, sep)
+
+
+class LinearText:
+    """A source's messages joined by ``sep`` (empty ones skipped), as :meth:`TextAssembler.answer` gives them, read
+    by ranges without joining the whole (:class:`core.text.buffer.TextSource`)."""
+
+    __slots__ = ("_assembler", "_sep", "_source_key")
+
+    def __init__(self, assembler: TextAssembler, source_key: str | None, sep: str) -> None:
+        self._assembler, self._source_key, self._sep = assembler, source_key, sep
+
+    def _texts(self) -> list[TextBuffer]:
+        messages = self._assembler._texts.get(self._source_key, {})
+        if len(messages) == 1:
+            return [t for t in messages.values() if t.length]
+        return [messages[m] for m in sorted(messages) if messages[m].length]
+
+    @property
+    def generation(self) -> int:
+        return self._assembler._generations.get(self._source_key, 0)
+
+    @property
+    def length(self) -> int:
+        texts = self._texts()
+        return sum(t.length for t in texts) + len(self._sep) * max(0, len(texts) - 1)
+
+    def slice(self, start: int, end: int) -> str:
+        """The characters from ``start`` to ``end``. O(end - start + messages)."""
+        out: list[str] = []
+        pos = 0
+        for k, text in enumerate(self._texts()):
+            if k:
+                if start < pos + len(self._sep) and end > pos:
+                    out.append(self._sep[max(0, start - pos) : end - pos])
+                pos += len(self._sep)
+            if start < pos + text.length and end > pos:
+                out.append(text.slice(start - pos, end - pos))
+            pos += text.length
+            if pos >= end:
+                break
+        return "".join(out)
+
+    def value(self) -> str:
+        return self._sep.join(t.value() for t in self._texts())

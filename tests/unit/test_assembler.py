@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from core.events import TextMode
 from core.text.assembler import TextAssembler
+from core.text.buffer import BLOCK_CHARS, TAIL_PIECES, TextBuffer
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 TEXT_CASES = sorted(CASES.glob("text-*.json"))
@@ -111,8 +112,9 @@ def test_many_small_deltas_are_joined_now_and_then() -> None:
     asm = TextAssembler()
     for _ in range(100_000):
         asm.apply(None, 0, DELTA, "x")
-    parts = asm._texts[None][0]._parts  # the stored parts stay few: about one per 256 characters at most
-    assert len(parts) <= max(64, 100_000 // 256) + 1
+    buffer = asm.buffer(None, 0)
+    assert buffer is not None  # the stored pieces stay few: full blocks and a short tail
+    assert len(buffer.pieces()) <= 100_000 // BLOCK_CHARS + TAIL_PIECES + 1
 
 
 def test_prefix_snapshot_of_a_long_text_walks_only_its_own_length() -> None:
@@ -300,3 +302,52 @@ def test_interleaved_sources_do_not_mix(events: list[tuple[str, int, str]]) -> N
         expected[(source, message)] = expected.get((source, message), "") + delta
     for (source, message), text in expected.items():
         assert asm.text(None if source == "root" else source, message) == text
+
+
+# --- one copy: blocks at their own width, ranges read without joining the whole (issue 23, item 5) ------------------
+
+
+def test_a_buffer_keeps_its_text_in_blocks_each_as_narrow_as_its_own_characters() -> None:
+    text = "plain ascii text, " * 400 + "📦" + " and more ascii" * 300
+    buffer = TextBuffer()
+    for k in range(0, len(text), 7):
+        buffer.append(text[k : k + 7])
+    assert buffer.value() == text and buffer.length == len(text)
+    pieces = buffer.pieces()
+    assert all(len(p) <= BLOCK_CHARS for p in pieces)
+    wide = [p for p in pieces if max(p) > "\uffff"]
+    assert len(wide) == 1  # only the block with the emoji takes 4 bytes a character
+    assert sum(len(p) for p in pieces if p.isascii()) > len(text) - 2 * BLOCK_CHARS
+
+
+@given(st.lists(st.text(max_size=40), max_size=80), st.integers(0, 3000), st.integers(0, 3000))
+def test_a_buffer_slice_is_the_slice_of_its_text(pieces: list[str], a: int, b: int) -> None:
+    buffer = TextBuffer()
+    for piece in pieces:
+        buffer.append(piece)
+    text = "".join(pieces)
+    assert buffer.slice(a, b) == text[a:b] and buffer.value() == text
+    assert buffer.common_with(text[:a]) and buffer.common_with(text + "tail")
+
+
+def test_a_linear_view_reads_the_messages_joined_and_names_a_replacement_by_its_generation() -> None:
+    asm = TextAssembler()
+    view = asm.view(None, "\n\n")
+    asm.apply(None, 0, DELTA, "Hello")
+    asm.apply(None, 2, DELTA, "world")
+    asm.apply(None, 1, DELTA, "")  # empty messages are skipped, as answer() skips them
+    assert view.value() == asm.answer(None) == "Hello\n\nworld" and view.length == len(view.value())
+    assert [view.slice(a, b) for a, b in ((0, 5), (4, 8), (5, 7), (6, 12), (0, 99))] == [
+        "Hello",
+        "o\n\nw",
+        "\n\n",
+        "\nworld",
+        "Hello\n\nworld",
+    ]
+    first = view.generation
+    asm.apply(None, 2, DELTA, "!")  # the last message grows: earlier ranges still name the same characters
+    assert view.generation == first
+    asm.apply(None, 0, DELTA, ", you")  # the middle changes
+    assert view.generation == first + 1 and view.value() == "Hello, you\n\nworld!"
+    asm.apply(None, 2, TextMode.REPLACE, "there")
+    assert view.generation == first + 2 and view.value() == "Hello, you\n\nthere"
