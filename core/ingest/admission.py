@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -23,6 +22,7 @@ from core.ingest.sequencer import SeqFloor, SeqGate
 from core.lanes.pipeline import ArgsValidator
 from core.normalize import make_normalizer
 from core.normalize.a2a import RESULT_KINDS, A2ANormalizer
+from core.normalize.base import JsonObject
 from core.policy import apply_overrides
 from core.records.journal import Journal
 from core.records.ledger import Ledger
@@ -33,7 +33,7 @@ from core.run.stop import STOPPED_ERROR, is_stop_note
 from core.run.worker import ActiveRun
 
 
-def raw_seq(obj: dict[str, Any]) -> int | None:
+def raw_seq(obj: JsonObject) -> int | None:
     """The ``seq`` a raw stream line carries beside the stream's own fields (none of the seven formats uses the
     key), or None.
 
@@ -155,7 +155,7 @@ class Admission:
             raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
         return self._into(run, event, enforce=not replay)
 
-    def _is_bare_a2a(self, run_id: Any, obj: dict[str, Any]) -> bool:
+    def _is_bare_a2a(self, run_id: object, obj: JsonObject) -> bool:
         """True for a bare A2A result object (its own ``kind``: ``artifact-update``, ...) in a run declared ``a2a``."""
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
         return run is not None and isinstance(run.normalizer, A2ANormalizer) and obj.get("kind") in RESULT_KINDS
@@ -210,7 +210,7 @@ class Admission:
         return created, [], LineResult(events=1)
 
     async def _accept_raw(
-        self, run_id: Any, obj: dict[str, Any], *, enforce: bool
+        self, run_id: object, obj: JsonObject, *, enforce: bool
     ) -> tuple[ActiveRun | None, list[Event], LineResult]:
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
         if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
