@@ -49,6 +49,7 @@ from core.ports import CallKind, ChannelAdapter, NativeStreaming
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import PartState
 from core.tasks import stop
+from core.wake import Wake
 
 _log = logging.getLogger("streamrelay.delivery")
 
@@ -125,6 +126,8 @@ class Reconciler:
             requester=self.requester,
         )
         self.planner = self.machine.planner
+        self._watchers: list[Wake] = []
+        """Tasks waiting for a part to become a message (:meth:`wait_shown`): woken after every call."""
 
     @property
     def retry_window_s(self) -> float:
@@ -146,6 +149,30 @@ class Reconciler:
         for record in records:
             if record.slot >= 0 and record.message_id is not None and not record.streaming:
                 self._chain.note_message(record.message_id, newest=False)
+
+    async def wait_shown(self, slot: Slot, timeout_s: float) -> str | None:
+        """The id of the message ``slot`` shows, once a call made it one (an open native stream is no message yet);
+        None when the part ends without one (uncertain, failed, skipped, past the message limit), the delivery
+        loop ends, or ``timeout_s`` seconds pass on the injected clock. Woken by each call's outcome: no polling."""
+        deadline = self._clock.now() + timeout_s
+        wake = Wake()
+        self._watchers.append(wake)
+        try:
+            while True:
+                if slot.over_limit or slot.state in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
+                    return None
+                if slot.message_id is not None and not slot.streaming:
+                    return slot.message_id
+                if self._clock.now() >= deadline or (self._task is not None and self._task.done()):
+                    return None
+                wake.clear()
+                await wake.wait(deadline, self._clock)
+        finally:
+            self._watchers.remove(wake)
+
+    def _tell_watchers(self) -> None:
+        for wake in self._watchers:
+            wake.set()
 
     # --- running ----------------------------------------------------------------------------------------
 
@@ -190,6 +217,7 @@ class Reconciler:
         finally:
             self.book.changed.close()
             self.book.urgent.close()
+            self._tell_watchers()
 
     async def _deliver(self) -> None:
         machine, chain, clock = self.machine, self._chain, self._clock
@@ -279,3 +307,5 @@ class Reconciler:
             )
         if self._feed is not None:
             self._feed(delivery_fact(op, outcome, detail, retry_after_s))
+        if self._watchers:
+            self._tell_watchers()

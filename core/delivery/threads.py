@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,14 +37,13 @@ from core.media import MediaItem
 from core.policy import ChannelPolicy, ReasoningPolicy
 from core.ports import ChannelAdapter, TextFormat, Threads
 from core.records.ledger import Ledger
-from core.records.report import PartState, SlotRole
+from core.records.report import SlotRole
 from core.tasks import stop_all
 
 _log = logging.getLogger("streamrelay.threads")
 
 ANCHOR_WAIT_S = 30.0
 """How long a child waits for its status message to be acknowledged before it stays a status line."""
-ANCHOR_POLL_S = 0.05
 
 
 @dataclass
@@ -73,6 +72,9 @@ class ChildThreads:
         chain_for: the send chain of a target (the channel's), and ``release`` when the run is over.
         ledger: the durable record.
         clock: the injected clock.
+        anchor_shown: waits until a slot of the root's conversation is a message and gives its id, or None
+            (:meth:`Reconciler.wait_shown <core.delivery.reconciler.Reconciler.wait_shown>`): woken by each call's
+            outcome, never polled.
         feed_for: where the calls' outcomes in a child's thread go (for watchers).
         retry_window_s: how long calls safe to retry are retried through an outage (seconds).
     """
@@ -89,6 +91,7 @@ class ChildThreads:
         release: Callable[[Target], None],
         ledger: Ledger,
         clock: Clock,
+        anchor_shown: Callable[[Slot, float], Awaitable[str | None]],
         feed_for: Callable[[Source], DeliveryFeed] | None = None,
         retry_window_s: float = 600.0,
     ) -> None:
@@ -104,6 +107,7 @@ class ChildThreads:
         self._clock = clock
         self._feed_for = feed_for
         self._retry_window_s = retry_window_s
+        self._anchor_shown = anchor_shown
         self._children: dict[str, _ChildThread] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.refusal = self._threads.thread_refusal(target) if self._threads is not None else "no threads"
@@ -184,15 +188,7 @@ class ChildThreads:
     async def _anchor_id(self, slot: Slot) -> str | None:
         if slot.over_limit:
             return None  # the run's message limit left no status message for this child: nothing to anchor to
-        waited = 0.0
-        while waited < ANCHOR_WAIT_S:
-            if slot.message_id is not None and not slot.streaming:
-                return slot.message_id
-            if slot.state in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
-                return None  # the status message will not get an id: nothing to anchor to
-            await self._clock.sleep(ANCHOR_POLL_S)
-            waited += ANCHOR_POLL_S
-        return None
+        return await self._anchor_shown(slot, ANCHOR_WAIT_S)
 
     async def _open(self, child: _ChildThread) -> None:
         if self._threads is None or self.refusal is not None:
