@@ -59,6 +59,8 @@ from core.delivery.calls import (
     StreamCancel,
     StreamStart,
     StreamStop,
+    TypingOff,
+    TypingOn,
 )
 from core.delivery.executor import Intent
 from core.delivery.planner import Planner
@@ -80,7 +82,7 @@ from core.errors import (
 )
 from core.events import Target
 from core.media import MediaItem
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from core.ports import CallKind, PendingSend, Settlement, SettleOutcome, TextFormat
 from core.records.report import PartState, SlotRole
 
 MAX_BACKOFF_S = 15.0
@@ -159,6 +161,8 @@ class DeliveryMachine:
         stream_refresh_s: seconds after which an unchanged native stream must be shown again, or None.
         exclusive_bot: the bot token is the sidecar's alone (Telegram can then settle by probing ids).
         requester: who asks for the bot's shared budgets.
+        typing_every_s: while the run is open and nothing new became visible for this many seconds, a typing
+            indicator is due (at the start too); None: never. Never during finalization.
     """
 
     def __init__(
@@ -173,6 +177,7 @@ class DeliveryMachine:
         stream_refresh_s: float | None,
         exclusive_bot: bool,
         requester: Requester,
+        typing_every_s: float | None = None,
     ) -> None:
         self.book = book
         self.run = book.run
@@ -188,6 +193,10 @@ class DeliveryMachine:
         self.native = native
         self.last_visible_at: float | None = None
         """Clock seconds when a call last made something visible (the typing indicator waits after it)."""
+        self.typing_every_s = typing_every_s
+        self._last_typing_at: float | None = None
+        self.typing_calls = 0
+        """Typing indicators asked for (the run's end takes one down only when it showed any)."""
 
     @property
     def finalizing(self) -> bool:
@@ -196,6 +205,27 @@ class DeliveryMachine:
     def next_op(self) -> Op | None:
         """The next call the parts need (:meth:`Planner.next_op`), with the earliest clock second it may start."""
         return self.planner.next_op()
+
+    def typing_due(self) -> float | None:
+        """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""
+        if self.typing_every_s is None or self.finalizing:
+            return None
+        last = max((t for t in (self.last_visible_at, self._last_typing_at) if t is not None), default=None)
+        return self._clock.now() if last is None else last + self.typing_every_s
+
+    def typing_call(self) -> TypingOn | None:
+        """The typing indicator, now that it is due: a :class:`~core.delivery.calls.TypingOn`, or None when the
+        rate budget has no room for it (skipped: the next one is due ``typing_every_s`` later). Never in the ledger
+        (it is not a message), never retried."""
+        self._last_typing_at = self._clock.now()
+        if self._chain.ready_in(CallKind.TYPING, requester=self.planner.requester) > 0:
+            return None
+        self.typing_calls += 1
+        return TypingOn(self._target)
+
+    def typing_off(self) -> TypingOff | None:
+        """At the run's end: take down an indicator that would outlive it, when any was shown."""
+        return TypingOff(self._target) if self.typing_calls else None
 
     # --- calls out ----------------------------------------------------------------------------------------
 

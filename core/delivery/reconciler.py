@@ -38,14 +38,13 @@ from collections.abc import Callable
 
 from core.budgets.fair import Requester
 from core.clock import Clock
-from core.delivery.calls import TypingOn
 from core.delivery.executor import Executor
 from core.delivery.machine import DeliveryMachine
 from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, same_render
 from core.events import Target
-from core.ports import CallKind, ChannelAdapter, NativeStreaming
+from core.ports import ChannelAdapter, NativeStreaming
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import PartState
 from core.tasks import stop
@@ -108,9 +107,6 @@ class Reconciler:
         self._clock = clock
         self._closed = False
         self._task: asyncio.Task[None] | None = None
-        self._typing_every_s = typing_every_s
-        self._last_typing_at: float | None = None
-        self.typing_calls = 0
         self._feed = feed
         self.executor = Executor(adapter=adapter, chain=chain, ledger=ledger, run=book.run, requester=self.requester)
         """The conversation's one place for platform calls (the run's typing clear and Stop moves use it too)."""
@@ -124,6 +120,7 @@ class Reconciler:
             stream_refresh_s=native.stream_refresh_s if native is not None else None,
             exclusive_bot=exclusive_bot,
             requester=self.requester,
+            typing_every_s=typing_every_s,
         )
         self.planner = self.machine.planner
         self._watchers: list[Wake] = []
@@ -181,9 +178,14 @@ class Reconciler:
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name=f"reconciler:{self.run}")
 
+    @property
+    def typing_calls(self) -> int:
+        """How many typing indicators this conversation showed."""
+        return self.machine.typing_calls
+
     def stop_typing(self) -> None:
         """No typing indicator from now on (the run is ending)."""
-        self._typing_every_s = None
+        self.machine.typing_every_s = None
 
     async def finish(self) -> None:
         """Finalization: drop the throttle, deliver everything, and stop the loop."""
@@ -226,14 +228,14 @@ class Reconciler:
             if op is None:
                 if self._closed:
                     return
-                typing_at = self._typing_due()
+                typing_at = machine.typing_due()
                 if typing_at is None:
                     self.book.changed.clear()
                     await self.book.changed.wait()
                 elif typing_at > clock.now():
                     await self._sleep_or_wake(typing_at - clock.now())
-                else:
-                    await self._typing()
+                elif (typing := machine.typing_call()) is not None:
+                    await self.executor.perform(typing)  # one attempt, never in the ledger: it is not a message
                 continue
             delay = op.not_before - clock.now()
             if delay > 0:
@@ -263,23 +265,6 @@ class Reconciler:
         """Whether ``op`` waits for the preview throttle alone (see :meth:`_sleep_or_wake`)."""
         last, throttle_s = self.planner.last_call_at, self.book.throttle_s
         return not self.finalizing and last is not None and op.not_before <= last + throttle_s
-
-    def _typing_due(self) -> float | None:
-        """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""
-        if self._typing_every_s is None or self.finalizing:
-            return None
-        times = (self.machine.last_visible_at, self._last_typing_at)
-        last = max((t for t in times if t is not None), default=None)
-        return self._clock.now() if last is None else last + self._typing_every_s
-
-    async def _typing(self) -> None:
-        """Show the typing indicator once (one attempt, never in the ledger: it is not a message); a rate
-        limited or failed indicator is skipped, the next one is due ``typing_every_s`` later."""
-        self._last_typing_at = self._clock.now()
-        if self._chain.ready_in(CallKind.TYPING, requester=self.requester) > 0:
-            return
-        self.typing_calls += 1
-        await self.executor.perform(TypingOn(self._target))
 
     # --- performing one call ----------------------------------------------------------------------------
 

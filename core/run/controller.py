@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.clock import Clock
-from core.delivery.calls import TypingOff
 from core.delivery.conversation import open_conversation
 from core.delivery.reconciler import Reconciler
 from core.delivery.send_chain import SendChain
@@ -269,8 +268,8 @@ class RunController:
         if self.stop_controls is not None:  # the final text is delivered: the Stop control goes, however it ended
             await self.stop_controls.finish()
             self.stage.errors.extend(self.stop_controls.errors)
-        if self.rec.typing_calls:  # however the run ended: no "typing…" left behind it (Slack's lasts 2 min)
-            await self.rec.executor.perform(TypingOff(self.start_event.target))
+        if (typing_off := self.rec.machine.typing_off()) is not None:  # no "typing…" left (Slack's lasts 2 min)
+            await self.rec.executor.perform(typing_off)
         await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
         self.stage.done = True
         report = self.stage.report()
