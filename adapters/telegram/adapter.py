@@ -6,6 +6,12 @@ middleware unless one is registered, and none is) and aiohttp does not retry POS
 core's scheduler. Answers are read strictly (:mod:`adapters.telegram.session`: one in no Bot API shape is an error,
 whatever the method) and failures are translated at this boundary by :mod:`adapters.telegram.errors`.
 
+The adapter is composed, not mixed: it holds its bot (aiogram's ``Bot`` on a
+:class:`~adapters.telegram.session.TelegramSession`), its renderings (:func:`adapters.telegram.render.render` in a
+:class:`~adapters.rendering.RenderCache`: a text measured then sent is rendered once) and its Stop marks
+(:class:`~adapters.telegram.stop_control.StopMarks`); media calls are built by :mod:`adapters.telegram.media`, the
+settling probe by :mod:`adapters.telegram.settle`.
+
 Bot API references:
     sendMessage https://core.telegram.org/bots/api#sendmessage (1-4096 characters after entity parsing),
     editMessageText https://core.telegram.org/bots/api#editmessagetext,
@@ -40,13 +46,14 @@ from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_t
 
 from adapters.deadline import SendDeadline
 from adapters.error_factories import Scrubber
+from adapters.rendering import RenderCache
 from adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
-from adapters.telegram.media import TelegramMedia
-from adapters.telegram.render import render
+from adapters.telegram.media import media_method
+from adapters.telegram.render import Rendered, render
 from adapters.telegram.responses import RESPONSE_MODELS  # noqa: F401  (kept built: see the module)
 from adapters.telegram.session import TelegramSession
 from adapters.telegram.settle import probe_ids
-from adapters.telegram.stop_control import TelegramStopControls
+from adapters.telegram.stop_control import StopMarks, stop_method
 from core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from core.errors import (
     ConfigError,
@@ -57,8 +64,9 @@ from core.errors import (
     TargetNotFoundError,
 )
 from core.events import Target
-from core.ports import PendingSend, Settlement, TextFormat
-from core.units import LengthUnit, text_units
+from core.media import MediaItem
+from core.ports import PendingSend, Settlement, StopControl, TextFormat
+from core.units import LengthUnit
 
 T = TypeVar("T")
 
@@ -77,10 +85,11 @@ at least 5 for new ones; 4-letter collectible ones exist)."""
 positive 32-bit integer (an assumption: the Bot API only says Integer)."""
 
 
-class TelegramAdapter(TelegramMedia, TelegramStopControls):
+class TelegramAdapter:
     """Sends, edits and deletes one bot's messages, sends its media (:mod:`adapters.telegram.media`) through the Bot
-    API (or a mock of it), streams drafts into private chats (:class:`core.ports.NativeStreaming`, replace shape)
-    and opens reply chains as threads (:class:`core.ports.Threads`).
+    API (or a mock of it), streams drafts into private chats (:class:`core.ports.NativeStreaming`, replace shape),
+    opens reply chains as threads (:class:`core.ports.Threads`) and puts a Stop button on a message or a draft
+    (:class:`core.ports.StopControls`, :class:`core.ports.DraftStopControls`; :mod:`adapters.telegram.stop_control`).
 
     Args:
         token: the bot token ``<digits>:<secret>``. Never shown in ``repr``, ``str``, logs or errors.
@@ -133,12 +142,16 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=TelegramSession(**session_args))
         self._next_draft_id = random.randrange(1, MAX_DRAFT_ID + 1)  # a counter seeded randomly (never 0)
+        self.render = RenderCache(render)
+        """``render(text, fmt) -> Rendered``: text + entities and their UTF-16 length
+        (:func:`adapters.telegram.render.render`), kept for the texts in flight."""
+        self._stops = StopMarks()
 
     def measure(self, text: str, fmt: TextFormat) -> int:
         """UTF-16 units of the text Telegram receives: Markdown is rendered to text + entities first, and
-        the 4096 limit counts the text after entity parsing (https://core.telegram.org/bots/api#sendmessage)."""
-        body, _ = render(text, fmt)
-        return text_units(body, LengthUnit.UTF16)
+        the 4096 limit counts the text after entity parsing (https://core.telegram.org/bots/api#sendmessage). The
+        rendering is kept: the send of the same text uses it."""
+        return self.render(text, fmt).units
 
     def check_target(self, target: Target) -> str | None:
         """Telegram ids: ``chat_id`` an integer (or its ASCII digits) of at most 52 bits, or ``@channelusername``
@@ -204,18 +217,36 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
                 (:meth:`settle_send`).
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
-        body, entities = render(text, fmt)
+        shown = self.render(text, fmt)
         reply_to = _message_id(target.reply_to, target) if target.reply_to is not None else None
         method = SendMessage(
             chat_id=target.chat_id,
-            text=body,
-            entities=entities,
+            text=shown.text,
+            entities=shown.entities,
             message_thread_id=_thread_id(target),
             reply_parameters=(
                 ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to is not None else None
             ),
         )
         sent = await self._call(method, target)
+        return str(sent.message_id)
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Send ``media`` as its own message (:func:`adapters.telegram.media.media_method`: sendPhoto, sendDocument,
+        sendAudio or sendVideo by URL, the caption rendered like a text); return its message id. ``delivery_id`` is
+        not sent: a Telegram message cannot carry one.
+
+        Raises:
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: it may be
+                stored (settled by probing ids with an exclusive bot, else reported, never sent again).
+            core.errors.PayloadRejectedError: the caption is too long (``too_long``) or cannot be parsed.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors` (a URL Telegram
+                cannot fetch: the part fails with Telegram's description).
+        """
+        caption: Rendered | None = self.render(media.caption, fmt) if media.caption else None
+        sent = await self._call(media_method(target, media, caption), target)
         return str(sent.message_id)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
@@ -226,7 +257,7 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
         Raises:
             core.errors.DeliveryError: a subclass, as every call (429, 5xx, timeout, a chat that is gone).
         """
-        return await probe_ids(lambda method: self._call(method, target), target, pending)
+        return await probe_ids(lambda method: self._call(method, target), self.render, target, pending)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Replace a message's text (``editMessageText``). "message is not modified" is success.
@@ -239,13 +270,13 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
             core.errors.TargetNotFoundError: the message (or chat) does not exist any more.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
-        body, entities = render(text, fmt)
+        shown = self.render(text, fmt)
         method = EditMessageText(
             chat_id=target.chat_id,
             message_id=_message_id(message_id, target),
-            text=body,
-            entities=entities,
-            reply_markup=self.stop_markup(target, message_id),  # the Stop control stays on (stop_control.py)
+            text=shown.text,
+            entities=shown.entities,
+            reply_markup=self._stops.markup(target, message_id),  # the Stop control stays on (stop_control.py)
         )
         try:
             await self._call(method, target)
@@ -275,6 +306,31 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
         """Nothing: "typing…" ends by itself within 5 s and the Bot API has no call to end it
         (https://core.telegram.org/bots/api#sendchataction)."""
         return None
+
+    # ------------------------------------------------------------ Stop controls
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control`` on message ``message_id`` (editMessageReplyMarkup), or take it off (an empty keyboard);
+        from now on the edits of that message carry it again (:mod:`adapters.telegram.stop_control`). ``text`` and
+        ``fmt`` are not needed here: the text stays as it is. "Not modified" is success.
+
+        Raises:
+            core.errors.TargetNotFoundError: the message is gone (or ``message_id`` is not an integer).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
+        """
+        self._stops.mark(target, message_id, control)  # before the call: an edit after an unknown outcome keeps it
+        try:
+            await self._call(stop_method(target, message_id, control), target)
+        except PayloadRejectedError as exc:
+            if exc.reason is not RejectReason.NOT_MODIFIED:
+                raise
+
+    def stoppable_draft(self, target: Target, handle: str, stoppable: bool) -> None:
+        """Draft ``handle``'s next updates carry ``can_stop`` (Bot API 10.3) while ``stoppable``
+        (:class:`core.ports.DraftStopControls`); no call is made here."""
+        self._stops.stoppable_draft(target, handle, stoppable)
 
     # ------------------------------------------------------------ native streaming (drafts)
 
@@ -328,14 +384,14 @@ class TelegramAdapter(TelegramMedia, TelegramStopControls):
         reason = self.native_refusal(target)
         if reason is not None:
             raise NativeUnavailableError(reason, platform=PLATFORM, target=str(target.chat_id))
-        body, entities = render(text, fmt)
+        shown = self.render(text, fmt)
         method = SendMessageDraft(
             chat_id=int(target.chat_id),
             draft_id=draft_id,
-            text=body,
-            entities=entities,
+            text=shown.text,
+            entities=shown.entities,
             message_thread_id=_thread_id(target),
-            can_stop=self.draft_can_stop(target, draft_id),  # a Stop on the draft (stop_control.py)
+            can_stop=self._stops.draft_can_stop(target, draft_id),  # a Stop on the draft (stop_control.py)
         )
         await self._call(method, target)
 

@@ -1,4 +1,4 @@
-"""Text rendering for Telegram: plain text, or Markdown as text + entities (never ``parse_mode``).
+"""Text rendering for Telegram: plain text, or Markdown as text + entities (never ``parse_mode``), and its length.
 
 Entities carry UTF-16 offsets and cannot fail to parse, unlike ``parse_mode`` MarkdownV2/HTML
 (https://core.telegram.org/bots/api#formatting-options). The conversion is telegramify-markdown's
@@ -7,11 +7,14 @@ Entities carry UTF-16 offsets and cannot fail to parse, unlike ``parse_mode`` Ma
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import telegramify_markdown
 from aiogram.types import MessageEntity
 from telegramify_markdown.config import RenderConfig
 
 from core.ports import TextFormat
+from core.units import LengthUnit, text_units
 
 
 def _render_config() -> RenderConfig:
@@ -30,8 +33,19 @@ def _render_config() -> RenderConfig:
 _CONFIG = _render_config()
 
 
-def render(text: str, fmt: TextFormat) -> tuple[str, list[MessageEntity] | None]:
-    """Render ``text`` for ``sendMessage`` / ``editMessageText``.
+class Rendered(NamedTuple):
+    """What a sendMessage / editMessageText (or a caption) carries for one text: ``text`` and ``entities`` (None when
+    there are none to send), and ``units``, the length Telegram counts: UTF-16 units of the text after entity
+    parsing (the 1-4096 limit, https://core.telegram.org/bots/api#sendmessage)."""
+
+    text: str
+    entities: list[MessageEntity] | None
+    units: int
+
+
+def render(text: str, fmt: TextFormat) -> Rendered:
+    """Render ``text`` for ``sendMessage`` / ``editMessageText`` (pure: the adapter keeps the renderings of the texts
+    in flight, :class:`adapters.rendering.RenderCache`).
 
     Args:
         text: the text as the agent wrote it (Markdown for ``markdown`` / ``stripped``).
@@ -39,11 +53,12 @@ def render(text: str, fmt: TextFormat) -> tuple[str, list[MessageEntity] | None]
             drops the entities (the fallback after a formatting rejection).
 
     Returns:
-        ``(text, entities)``; ``entities`` is ``None`` when there are none to send.
+        ``(text, entities, units)``; ``entities`` is ``None`` when there are none to send.
     """
     if fmt is TextFormat.PLAIN:
-        return text, None
+        return Rendered(text, None, text_units(text, LengthUnit.UTF16))
     plain, entities = telegramify_markdown.convert(text, config=_CONFIG)
+    units = text_units(plain, LengthUnit.UTF16)
     if fmt is TextFormat.STRIPPED or not entities:
-        return plain, None
-    return plain, [MessageEntity.model_validate(entity.to_dict()) for entity in entities]
+        return Rendered(plain, None, units)
+    return Rendered(plain, [MessageEntity.model_validate(entity.to_dict()) for entity in entities], units)

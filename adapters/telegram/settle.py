@@ -45,14 +45,16 @@ from collections.abc import Awaitable, Callable
 from aiogram.methods import EditMessageCaption, EditMessageText
 
 from adapters.telegram.errors import NoMessageToEditError
-from adapters.telegram.render import render
+from adapters.telegram.render import Rendered
 from core.errors import MessageFrozenError, PayloadRejectedError, RejectReason
 from core.events import Target
-from core.ports import PROBE_LIMIT, PendingSend, Settlement, SettleOutcome
+from core.ports import PROBE_LIMIT, PendingSend, Settlement, SettleOutcome, TextFormat
 
 Edit = Callable[[EditMessageText | EditMessageCaption], Awaitable[object]]
 """One editMessageText (editMessageCaption for a media send), one attempt, failures translated
 (:meth:`TelegramAdapter._call` bound to the target)."""
+Render = Callable[[str, TextFormat], Rendered]
+"""The adapter's rendering of a text (:meth:`TelegramAdapter.render`)."""
 
 UNKNOWN = Settlement(SettleOutcome.UNKNOWN)
 NOT_SENT = Settlement(SettleOutcome.NOT_SENT)
@@ -80,11 +82,12 @@ UNBOUNDED_PROBES = 3
 the last one known; past these, sending again gives the bound that makes the answer certain."""
 
 
-async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlement:
+async def probe_ids(edit: Edit, render: Render, target: Target, pending: PendingSend) -> Settlement:
     """Settle ``pending`` by the probe (module docstring).
 
     Args:
         edit: sends one editMessageText (each failure a :class:`core.errors.DeliveryError`).
+        render: renders the text (or caption) the probes show, once for all the ids probed.
         target: the conversation of the uncertain send; ``chat_id`` is used.
         pending: what was sent and what is known; ``after_id``, ``before_id`` and ``known_ids`` hold integer ids.
 
@@ -109,7 +112,7 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlem
         candidates = [i for i in range(after + 1, before) if i not in known]
         if len(candidates) > PROBE_LIMIT:
             return UNKNOWN
-        found = await _probe(edit, target, pending, candidates, stop_at_missing=False)
+        found = await _probe(edit, _probed(render, pending), target, pending, candidates, stop_at_missing=False)
         return found or NOT_SENT  # every id between the last known message and the bound was looked at
     top_known = max(known, default=0)
     candidates, message_id = [], after
@@ -117,18 +120,33 @@ async def probe_ids(edit: Edit, target: Target, pending: PendingSend) -> Settlem
         message_id += 1
         if message_id not in known:
             candidates.append(message_id)
-    found = await _probe(edit, target, pending, candidates, stop_at_missing=own_ids, past=top_known)
+    shown = _probed(render, pending)
+    found = await _probe(edit, shown, target, pending, candidates, stop_at_missing=own_ids, past=top_known)
     # the bot's shared counter (a private chat, a basic group): only a later message of ours can bound the search
     return found or (UNKNOWN if own_ids else NEEDS_BOUND)
 
 
+def _probed(render: Render, pending: PendingSend) -> Rendered:
+    """What the probe edits show: the text as sendMessage rendered it, or a media send's caption ("" without one)."""
+    if pending.media is None:
+        return render(pending.text, pending.fmt)
+    return render(pending.media.caption, pending.fmt) if pending.media.caption else Rendered("", None, 0)
+
+
 async def _probe(
-    edit: Edit, target: Target, pending: PendingSend, ids: list[int], *, stop_at_missing: bool, past: int = 0
+    edit: Edit,
+    shown: Rendered,
+    target: Target,
+    pending: PendingSend,
+    ids: list[int],
+    *,
+    stop_at_missing: bool,
+    past: int = 0,
 ) -> Settlement | None:
     """Probe ``ids`` in order: ``found`` at the first that is ours; with ``stop_at_missing`` (a chat whose ids are
     its own), ``not_sent`` at the first missing id past ``past``; None when none answered."""
     for message_id in ids:
-        method = probe_method(target, pending, message_id)
+        method = probe_method(target, pending, message_id, shown)
         try:
             await edit(method)
         except PayloadRejectedError as exc:
@@ -144,17 +162,18 @@ async def _probe(
     return None
 
 
-def probe_method(target: Target, pending: PendingSend, message_id: int) -> EditMessageText | EditMessageCaption:
-    """The edit that probes ``message_id`` for ``pending``: editMessageText of its text rendered as sendMessage
-    rendered it, or, for a media send, editMessageCaption of its caption rendered as the media send rendered it
-    (https://core.telegram.org/bots/api#editmessagecaption: the same caption again is "message is not modified"; a
-    text message answers "there is no caption in the message to edit", read as another message: the next id)."""
+def probe_method(
+    target: Target, pending: PendingSend, message_id: int, shown: Rendered
+) -> EditMessageText | EditMessageCaption:
+    """The edit that probes ``message_id`` for ``pending``: editMessageText of ``shown``, its text rendered as
+    sendMessage rendered it, or, for a media send, editMessageCaption of its caption rendered as the media send
+    rendered it (https://core.telegram.org/bots/api#editmessagecaption: the same caption again is "message is not
+    modified"; a text message answers "there is no caption in the message to edit", read as another message: the
+    next id)."""
     if pending.media is None:
-        body, entities = render(pending.text, pending.fmt)
-        return EditMessageText(chat_id=target.chat_id, message_id=message_id, text=body, entities=entities)
-    caption, caption_entities = render(pending.media.caption, pending.fmt) if pending.media.caption else ("", None)
+        return EditMessageText(chat_id=target.chat_id, message_id=message_id, text=shown.text, entities=shown.entities)
     return EditMessageCaption(
-        chat_id=target.chat_id, message_id=message_id, caption=caption, caption_entities=caption_entities
+        chat_id=target.chat_id, message_id=message_id, caption=shown.text, caption_entities=shown.entities
     )
 
 
