@@ -1,6 +1,10 @@
-"""DiscordAdapter: one bot's :class:`core.ports.ChannelAdapter` and :class:`core.ports.Threads`, built on
-discord.py used REST-only (:class:`adapters.discord.connection.DiscordConnection`: login, one attempt per call,
-rate limits and timeouts).
+"""DiscordAdapter: one bot's :class:`core.ports.ChannelAdapter`, :class:`core.ports.Threads` and
+:class:`core.ports.StopControls`, built on discord.py used REST-only.
+
+The adapter is composed, not mixed: it holds its connection (:class:`adapters.discord.connection.DiscordConnection`:
+login, one attempt per call, rate limits and timeouts) and its renderings (:func:`adapters.discord.render.render` in a
+:class:`~adapters.rendering.RenderCache`: a text measured then sent is rendered once); media embeds come from
+:mod:`adapters.discord.media`, the Stop button's edit from :mod:`adapters.discord.stop_control`.
 
 Messages go through partial objects (``get_partial_messageable(id).send`` / ``get_partial_message(id).edit`` /
 ``.delete`` / ``typing``); a thread is started from a message with discord.py's
@@ -18,23 +22,24 @@ https://discord.com/developers/docs/resources/channel#start-thread-from-message.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections import OrderedDict
 from typing import Any, Final, overload
 
+from adapters.discord import stop_control
 from adapters.discord._sdk import discord
-from adapters.discord.connection import snowflake
+from adapters.discord.connection import DiscordConnection, snowflake
 from adapters.discord.errors import PLATFORM
-from adapters.discord.markdown import discord_markdown
 from adapters.discord.media import media_embed
-from adapters.discord.stop_control import DiscordStopControls
-from adapters.markdown_strip import strip_markdown
+from adapters.discord.render import Rendered, render
+from adapters.rendering import RenderCache
 from core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from core.errors import PermanentDeliveryError
 from core.events import Target
 from core.media import MediaItem
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from core.units import LengthUnit, text_units
+from core.ports import PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
+from core.units import LengthUnit
 
 NO_MENTIONS = discord.AllowedMentions.none()
 """Sent with every message and edit: model output never pings @everyone, a role or a user."""
@@ -44,28 +49,6 @@ THREAD_ARCHIVE_MIN: Final = 1440
 """A thread leaves the channel list after 24 hours without activity (``auto_archive_duration``, minutes)."""
 NESTED_THREAD = "already in a thread: Discord threads do not nest"
 _MAX_KNOWN_THREADS = 1024
-
-
-# ------------------------------------------------------------------ text
-
-
-def render(text: str, fmt: TextFormat, max_units: int | None = None) -> str:
-    """The ``content`` Discord receives for ``text``.
-
-    ``plain`` is sent as is. ``markdown`` goes in Discord's own Markdown subset
-    (https://support.discord.com/hc/en-us/articles/210298617): what it does not render (``####`` headings,
-    thematic breaks, tables) is rewritten (:func:`adapters.discord.markdown.discord_markdown`), unless that would
-    take the content past ``max_units`` UTF-16 units (then it goes as typed: never refused for its length).
-    ``stripped`` is the text with its markup removed (:func:`adapters.markdown_strip.strip_markdown`: a link
-    keeps its target after its text, ``text (url)``, since plain text hides nothing).
-    """
-    if fmt is TextFormat.STRIPPED:
-        return strip_markdown(text)
-    if fmt is TextFormat.MARKDOWN:
-        shown = discord_markdown(text)
-        if shown is text or max_units is None or text_units(shown, LengthUnit.UTF16) <= max_units:
-            return shown
-    return text
 
 
 UNKNOWN_MESSAGE = 10008
@@ -84,9 +67,9 @@ def thread_name(title: str) -> str:
 # ------------------------------------------------------------------ the adapter
 
 
-class DiscordAdapter(DiscordStopControls):
-    """Sends, edits and deletes one bot's messages through Discord's REST API (or a mock of it), and starts
-    threads from them.
+class DiscordAdapter:
+    """Sends, edits and deletes one bot's messages through Discord's REST API (or a mock of it), starts threads from
+    them and puts a Stop button on them.
 
     Args:
         token, base_url, send_timeout_s: as :class:`adapters.discord.connection.DiscordConnection`.
@@ -116,14 +99,36 @@ class DiscordAdapter(DiscordStopControls):
         send_timeout_s: float = 10.0,
         max_units: int = 2000,
     ) -> None:
-        super().__init__(token, base_url=base_url, send_timeout_s=send_timeout_s)
+        self._conn = DiscordConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
         self.max_units = max_units
+        self.render: RenderCache[Rendered] = RenderCache(functools.partial(render, max_units=max_units))
+        """``render(text, fmt) -> Rendered``: the content and its UTF-16 length (:func:`adapters.discord.render.render`
+        within ``max_units``), kept for the texts in flight."""
         self._threads: OrderedDict[int, None] = OrderedDict()
         """Threads this adapter started, oldest first (bounded): targets in them are refused new threads."""
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(bot_id={self._conn.bot_id!r}, base_url={self._conn.base_url!r})"
+
+    __str__ = __repr__
+
+    @property
+    def send_timeout_s(self) -> float:
+        """Seconds one call may take (:class:`~adapters.discord.connection.DiscordConnection`)."""
+        return self._conn.send_timeout_s
+
+    @send_timeout_s.setter
+    def send_timeout_s(self, value: float) -> None:
+        self._conn.send_timeout_s = value
+
+    async def close(self) -> None:
+        """Close the connection (:meth:`DiscordConnection.close`, idempotent)."""
+        await self._conn.close()
+
     def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the content sent (:func:`render`)."""
-        return text_units(render(text, fmt, self.max_units), LengthUnit.UTF16)
+        """UTF-16 units of the content sent (:func:`adapters.discord.render.render`); the rendering is kept: the send
+        of the same text uses it."""
+        return self.render(text, fmt).units
 
     def check_target(self, target: Target) -> str | None:
         """Discord ids are snowflakes (https://discord.com/developers/docs/reference#snowflakes): ``chat_id``
@@ -238,13 +243,13 @@ class DiscordAdapter(DiscordStopControls):
     ) -> str | None:
         """One Create Message (of ``text``, or of ``media`` in an embed); its id, or None when ``deleted_ok`` and
         Discord answered 10008 (the message of this nonce was deleted)."""
-        content = render(text, fmt, self.max_units) if media is None else None
+        content = self.render(text, fmt).content if media is None else None
         extra: dict[str, Any] = {} if media is None else {"embed": media_embed(media, fmt)}
-        channel_id = self._channel_id(target)
+        channel_id = self._conn.channel_id(target)
         nonce: str | int = delivery_id if delivery_id is not None else secrets.randbits(64)  # discord.py's default
         reference = None
         if target.reply_to is not None:
-            reply_to = self._id(target.reply_to, target)
+            reply_to = self._conn.snowflake_id(target.reply_to, target)
             reference = discord.MessageReference(message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False)
 
         async def create(client: discord.Client) -> discord.Message | None:
@@ -260,7 +265,7 @@ class DiscordAdapter(DiscordStopControls):
                     return None
                 raise
 
-        message = await self._call(method, target, channel_id, create)
+        message = await self._conn.call(method, target, channel_id, create)
         return None if message is None else str(message.id)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
@@ -273,14 +278,14 @@ class DiscordAdapter(DiscordStopControls):
             core.errors.TargetNotFoundError: the message (or channel) does not exist any more.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors`.
         """
-        content = render(text, fmt, self.max_units)
-        channel_id, mid = self._channel_id(target), self._id(message_id, target)
+        content = self.render(text, fmt).content
+        channel_id, mid = self._conn.channel_id(target), self._conn.snowflake_id(message_id, target)
 
         async def edit(client: discord.Client) -> discord.Message:
             message = client.get_partial_messageable(channel_id).get_partial_message(mid)
             return await message.edit(content=content, allowed_mentions=NO_MENTIONS)
 
-        await self._call("editMessage", target, channel_id, edit)
+        await self._conn.call("editMessage", target, channel_id, edit)
         return True
 
     async def delete_message(self, target: Target, message_id: str) -> None:
@@ -290,21 +295,33 @@ class DiscordAdapter(DiscordStopControls):
             core.errors.TargetNotFoundError: it is already gone.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors`.
         """
-        channel_id, mid = self._channel_id(target), self._id(message_id, target)
+        channel_id, mid = self._conn.channel_id(target), self._conn.snowflake_id(message_id, target)
 
         async def delete(client: discord.Client) -> None:
             await client.get_partial_messageable(channel_id).get_partial_message(mid).delete()
 
-        await self._call("deleteMessage", target, channel_id, delete)
+        await self._conn.call("deleteMessage", target, channel_id, delete)
 
     async def send_typing(self, target: Target) -> None:
         """Show "typing…" (``POST /channels/{id}/typing``); it lasts about 10 s or until the bot sends."""
-        channel_id = self._channel_id(target)
+        channel_id = self._conn.channel_id(target)
 
         async def typing(client: discord.Client) -> None:
             await client.get_partial_messageable(channel_id).typing()
 
-        await self._call("triggerTypingIndicator", target, channel_id, typing)
+        await self._conn.call("triggerTypingIndicator", target, channel_id, typing)
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control``'s button on message ``message_id`` or take every component off
+        (:func:`adapters.discord.stop_control.set_stop`); ``text`` and ``fmt`` are not needed: the content stays.
+
+        Raises:
+            core.errors.TargetNotFoundError: the message (or channel) does not exist any more.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors`.
+        """
+        await stop_control.set_stop(self._conn, target, message_id, control)
 
     async def clear_typing(self, target: Target) -> None:
         """Nothing: "typing…" ends by itself after about 10 s and Discord has no call to end it
@@ -342,7 +359,12 @@ class DiscordAdapter(DiscordStopControls):
         reason = self.thread_refusal(target)
         if reason is not None:
             raise PermanentDeliveryError(f"discord: {reason}", platform=PLATFORM, target=str(target.chat_id))
-        channel_id, mid, name = self._channel_id(target), self._id(anchor_message_id, target), thread_name(title)
+        conn = self._conn
+        channel_id, mid, name = (
+            conn.channel_id(target),
+            conn.snowflake_id(anchor_message_id, target),
+            thread_name(title),
+        )
 
         async def start(client: discord.Client) -> int | str:
             try:
@@ -355,7 +377,7 @@ class DiscordAdapter(DiscordStopControls):
                 raise
             return int(thread["id"])  # None or not digits: a TypeError / ValueError, an unreadable answer
 
-        thread_id = self._id(await self._call("startThreadFromMessage", target, channel_id, start), target)
+        thread_id = conn.snowflake_id(await conn.call("startThreadFromMessage", target, channel_id, start), target)
         self._threads[thread_id] = None
         while len(self._threads) > _MAX_KNOWN_THREADS:
             self._threads.popitem(last=False)

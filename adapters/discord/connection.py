@@ -1,6 +1,6 @@
 """DiscordConnection: one bot's discord.py client used REST-only, where every call is one attempt with its own
 deadline and every failure is translated at the boundary (:mod:`adapters.discord.errors`).
-:class:`~adapters.discord.adapter.DiscordAdapter` builds its messages and threads on it.
+:class:`~adapters.discord.adapter.DiscordAdapter` holds one and builds its messages and threads on it.
 
 No gateway connection: ``discord.Client(intents=Intents.none())`` logs in with ``GET /users/@me`` (and
 ``GET /oauth2/applications/@me``) on the first call, then sends through partial objects
@@ -88,7 +88,10 @@ class DiscordConnection:
         ConfigError: the token is malformed, or another open connection in this process uses another base URL.
     """
 
-    _base: str
+    base_url: str
+    """The API base, without a trailing slash."""
+    bot_id: str
+    """The bot's user id (public: the token's first part decoded), ``?`` when it cannot be read."""
 
     def __init__(
         self,
@@ -100,7 +103,7 @@ class DiscordConnection:
         if not TOKEN_RE.match(token):
             raise ConfigError("discord: the bot token is malformed (expected three dot-separated base64url parts)")
         base = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        others = {adapter._base for adapter in _LIVE} - {base}
+        others = {connection.base_url for connection in _LIVE} - {base}
         if others:
             raise ConfigError(
                 f"discord: base_url {base!r} differs from {sorted(others)[0]!r}, used by another open "
@@ -108,10 +111,10 @@ class DiscordConnection:
             )
         discord.http.Route.BASE = base
         _LIVE.add(self)
-        self._base = base
+        self.base_url = base
         self._token = token
         self._scrub = Scrubber(token, token.split(".", 1)[1])
-        self._bot_id = _bot_id(token)
+        self.bot_id = _bot_id(token)
         self.send_timeout_s = send_timeout_s
         self._client: discord.Client | None = None
         self._login_lock = asyncio.Lock()
@@ -119,7 +122,7 @@ class DiscordConnection:
         self._resets: dict[str, float] = {}
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(bot_id={self._bot_id!r}, base_url={self._base!r})"
+        return f"{type(self).__name__}(bot_id={self.bot_id!r}, base_url={self.base_url!r})"
 
     __str__ = __repr__
 
@@ -185,10 +188,12 @@ class DiscordConnection:
             CALL.reset(reset_token)
         return client
 
-    async def _call(
+    async def call(
         self, method: str, target: Target, channel_id: int, action: Callable[[discord.Client], Awaitable[T]]
     ) -> T:
-        """One attempt at one REST call; every failure leaves as a ``DeliveryError`` (token-free)."""
+        """One attempt at one REST call: ``action`` with the logged-in client, under ``method`` (the name errors
+        and timeouts use) and ``channel_id`` (its rate-limit bucket); every failure leaves as a ``DeliveryError``
+        (token-free)."""
         client = await self._ready(target)
         state = CallState(self.send_timeout_s, self._resets, f"{method}:{channel_id}")
         reset_token = CALL.set(state)
@@ -228,11 +233,13 @@ class DiscordConnection:
 
     # -------------------------------------------------------------- ids
 
-    def _channel_id(self, target: Target) -> int:
-        return self._id(target.thread_id if target.thread_id is not None else target.chat_id, target)
+    def channel_id(self, target: Target) -> int:
+        """The channel a target writes to: its thread (a thread is a channel), else its chat."""
+        return self.snowflake_id(target.thread_id if target.thread_id is not None else target.chat_id, target)
 
     @staticmethod
-    def _id(value: int | str, target: Target) -> int:
+    def snowflake_id(value: int | str, target: Target) -> int:
+        """``value`` as a snowflake id; :class:`core.errors.TargetNotFoundError` when it is none."""
         number = snowflake(value)
         if number is None:
             raise TargetNotFoundError(

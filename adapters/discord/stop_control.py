@@ -12,6 +12,7 @@ https://discord.com/developers/docs/resources/message#edit-message):
 
 discord.py builds the components from a :class:`discord.ui.View`; the view is stopped before the edit so the
 client does not keep it for dispatch (this process never receives interactions: the app's bot does).
+:func:`set_stop` makes the edit on the adapter's connection.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from adapters.discord._sdk import discord
 from adapters.discord.connection import DiscordConnection
 from core.events import Target
-from core.ports import StopControl, TextFormat
+from core.ports import StopControl
 
 MAX_CUSTOM_ID = 100
 MAX_LABEL = 80
@@ -42,24 +43,19 @@ def stop_view(control: StopControl) -> discord.ui.View:
     return view
 
 
-class DiscordStopControls(DiscordConnection):
-    """``set_stop`` of :class:`~adapters.discord.adapter.DiscordAdapter` (its base)."""
+async def set_stop(connection: DiscordConnection, target: Target, message_id: str, control: StopControl | None) -> None:
+    """Put ``control``'s button on message ``message_id`` or take every component off (``components: []``)
+    (``PATCH /channels/{id}/messages/{mid}``); the content is not sent (it stays as it is).
 
-    async def set_stop(
-        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
-    ) -> None:
-        """Put ``control``'s button on message ``message_id`` or take every component off (``components: []``)
-        (``PATCH /channels/{id}/messages/{mid}``); the content is not sent (it stays as it is).
+    Raises:
+        core.errors.TargetNotFoundError: the message (or channel) does not exist any more.
+        core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors`.
+    """
+    channel_id, mid = connection.channel_id(target), connection.snowflake_id(message_id, target)
+    view = stop_view(control) if control is not None else None
 
-        Raises:
-            core.errors.TargetNotFoundError: the message (or channel) does not exist any more.
-            core.errors.DeliveryError: another subclass, per :mod:`adapters.discord.errors`.
-        """
-        channel_id, mid = self._channel_id(target), self._id(message_id, target)
-        view = stop_view(control) if control is not None else None
+    async def edit(client: discord.Client) -> discord.Message:
+        message = client.get_partial_messageable(channel_id).get_partial_message(mid)
+        return await message.edit(view=view)
 
-        async def edit(client: discord.Client) -> discord.Message:
-            message = client.get_partial_messageable(channel_id).get_partial_message(mid)
-            return await message.edit(view=view)
-
-        await self._call("editMessage", target, channel_id, edit)
+    await connection.call("editMessage", target, channel_id, edit)

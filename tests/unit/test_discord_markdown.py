@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.discord.adapter import render
 from adapters.discord.markdown import RULE, discord_markdown
+from adapters.discord.render import render
 from core.ports import TextFormat
 from core.text.chunk_checks import fences_balanced
 
@@ -40,9 +40,9 @@ def test_a_table_holding_a_fence_marker_stays_as_typed() -> None:
 
 def test_the_rewrite_is_dropped_when_it_would_pass_the_limit() -> None:
     text = f"{TABLE}\n"
-    assert render(text, TextFormat.MARKDOWN, 2000).startswith("```")
-    assert render(text, TextFormat.MARKDOWN, len(text)) == text  # padded, it would not fit: sent as typed
-    assert render(text, TextFormat.PLAIN, 2000) == text
+    assert render(text, TextFormat.MARKDOWN, 2000).content.startswith("```")
+    assert render(text, TextFormat.MARKDOWN, len(text)).content == text  # padded, it would not fit: sent as typed
+    assert render(text, TextFormat.PLAIN, 2000).content == text
 
 
 @given(st.lists(st.sampled_from(["#### H", "---", "Text", "", "| a | b |", "|---|---|", "| 1 | 2 |", "```", "***"])))
