@@ -19,7 +19,7 @@ from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode, Target
 from core.policy import ChannelPolicy, Splitter
-from core.ports import ChannelAdapter
+from core.ports import ChannelAdapter, StopControl
 from core.records.ledger import Ledger
 
 _THROTTLED = (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
@@ -49,6 +49,7 @@ def open_conversation(
     thread: bool = False,
     feed: DeliveryFeed | None = None,
     requester: Requester | None = None,
+    control: StopControl | None = None,
 ) -> Conversation:
     """Build the stages of one conversation (not started: the caller restores the ledger's parts and starts it).
 
@@ -65,6 +66,7 @@ def open_conversation(
         thread: a sub-agent's thread: ``preview``, no native streaming, no typing indicator.
         feed: where each call's outcome goes for watchers.
         requester: who asks for the bot's shared budgets (None: ``run``'s client and run; a thread names its run's).
+        control: the Stop control the newest live message carries (None: none; a thread never has one).
     """
     if thread:
         policy = replace(policy, delivery=DeliveryMode.PREVIEW, typing_every_s=None)
@@ -84,5 +86,6 @@ def open_conversation(
         exclusive_bot=policy.exclusive_bot,
         feed=feed,
         requester=requester,
+        control=None if thread else control,
     )
     return Conversation(book, make_mode(policy, book, Splitter(policy, adapter.measure), clock), rec)

@@ -54,6 +54,7 @@ from core.delivery.calls import (
     Edit,
     SendMedia,
     SendText,
+    SetControl,
     Settle,
     StreamAppend,
     StreamCancel,
@@ -62,6 +63,7 @@ from core.delivery.calls import (
     TypingOff,
     TypingOn,
 )
+from core.delivery.controls import ControlPlan
 from core.delivery.executor import Intent
 from core.delivery.planner import Planner
 from core.delivery.send_chain import SendChain
@@ -82,7 +84,7 @@ from core.errors import (
 )
 from core.events import Target
 from core.media import MediaItem
-from core.ports import CallKind, PendingSend, Settlement, SettleOutcome, TextFormat
+from core.ports import CallKind, PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
 from core.records.report import PartState, SlotRole
 
 MAX_BACKOFF_S = 15.0
@@ -163,6 +165,8 @@ class DeliveryMachine:
         requester: who asks for the bot's shared budgets.
         typing_every_s: while the run is open and nothing new became visible for this many seconds, a typing
             indicator is due (at the start too); None: never. Never during finalization.
+        control: the Stop control the conversation's newest live message carries (:mod:`core.delivery.controls`),
+            or None.
     """
 
     def __init__(
@@ -178,6 +182,7 @@ class DeliveryMachine:
         exclusive_bot: bool,
         requester: Requester,
         typing_every_s: float | None = None,
+        control: StopControl | None = None,
     ) -> None:
         self.book = book
         self.run = book.run
@@ -197,14 +202,32 @@ class DeliveryMachine:
         self._last_typing_at: float | None = None
         self.typing_calls = 0
         """Typing indicators asked for (the run's end takes one down only when it showed any)."""
+        self.controls = ControlPlan(control, book) if control is not None else None
+        """Which message carries the control and which may (None: no control)."""
 
     @property
     def finalizing(self) -> bool:
         return self.book.finalizing
 
     def next_op(self) -> Op | None:
-        """The next call the parts need (:meth:`Planner.next_op`), with the earliest clock second it may start."""
-        return self.planner.next_op()
+        """The next call, with the earliest clock second it may start: a control move right after the create that
+        made a new live message, then what the parts need (:meth:`Planner.next_op`); once the final is delivered,
+        the control taken off every message that may carry it (:class:`~core.delivery.controls.ControlPlan`)."""
+        controls = self.controls
+        if controls is not None and not self.finalizing and (op := controls.next_op()) is not None:
+            return self._control_timed(op)
+        op = self.planner.next_op()
+        if op is None and controls is not None and self.finalizing:
+            if not controls.ending:
+                controls.end()
+            if (op := controls.next_op()) is not None:
+                return self._control_timed(op)
+        return op
+
+    def _control_timed(self, op: Op) -> Op:
+        """A control call waits for the edit budget and 429 pauses, never for the preview throttle."""
+        ready_in = self._chain.ready_in(op.kind.call_kind, final=self.finalizing, requester=self.planner.requester)
+        return Op(op.slot, op.kind, op.text, self._clock.now() + ready_in)
 
     def typing_due(self) -> float | None:
         """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""
@@ -270,6 +293,10 @@ class DeliveryMachine:
         if kind is OpKind.STREAM_START:
             return StreamStart(target, op.text, slot.fmt)
         assert slot.message_id is not None
+        if kind.control:
+            assert self.controls is not None
+            control = self.controls.control if kind is OpKind.CONTROL_ON else None
+            return SetControl(target, slot.message_id, op.text, slot.fmt, control)
         mid = slot.message_id
         if kind is OpKind.EDIT:
             return Edit(target, mid, op.text, slot.fmt)
@@ -281,8 +308,10 @@ class DeliveryMachine:
             return StreamStop(target, mid, slot.shown or "", op.text, slot.fmt)
         return StreamCancel(target, mid)
 
-    def intent_for(self, op: Op) -> Intent:
+    def intent_for(self, op: Op) -> Intent | None:
         """The ledger's record of ``op`` before it is made (call :meth:`call_for` first: a create's pending)."""
+        if op.kind.control:
+            return None  # a control move is no message's text: paced and metered, not journaled
         slot = op.slot
         pending = slot.pending if op.kind is OpKind.SEND else None
         return Intent(slot.index, slot.role, str(op.kind), op.text, pending)
@@ -291,6 +320,11 @@ class DeliveryMachine:
 
     def apply(self, op: Op, result: CallResult) -> Decision:
         """What ``result`` does to ``op``'s part (module docstring): :meth:`on_done`, or the table's rule."""
+        if op.kind.control:
+            assert self.controls is not None
+            error = None if isinstance(result, Done) else result.error
+            retry_after_s = error.retry_after_s if isinstance(error, RateLimitedError) else None
+            return self.controls.apply(op, error), str(error or ""), retry_after_s
         if isinstance(result, Done):
             return self.on_done(op, result.value), "", None
         return self.on_error(op, result.error)
@@ -316,6 +350,8 @@ class DeliveryMachine:
             slot.pending = None
             self._chain.note_message(slot.message_id)
             self._sent(slot, op.text)
+            if self.controls is not None:
+                self.controls.shown(slot)
             if slot.unbounded is not None:  # now the older create can be settled below this message
                 slot.pending, slot.unbounded = dataclasses.replace(slot.unbounded, before_id=slot.message_id), None
         elif kind is OpKind.EDIT:
@@ -365,6 +401,8 @@ class DeliveryMachine:
             slot.message_id, slot.stray = settlement.message_id, again  # the first copy stays; a second one goes
             self._chain.note_message(settlement.message_id, newest=False)
             self._sent(slot, pending.text)
+            if self.controls is not None:
+                self.controls.shown(slot)
             return Outcome.FOUND
         if settlement.outcome is SettleOutcome.NOT_SENT:
             return Outcome.NOT_SENT  # made again (or it was: the bound's message is the only copy)

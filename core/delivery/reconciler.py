@@ -44,7 +44,7 @@ from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, same_render
 from core.events import Target
-from core.ports import ChannelAdapter, NativeStreaming
+from core.ports import ChannelAdapter, NativeStreaming, StopControl
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import PartState
 from core.tasks import stop
@@ -80,6 +80,7 @@ class Reconciler:
         feed: told every call's outcome (see :data:`DeliveryFeed`); None: nobody watches.
         requester: who asks for the bot's shared budgets (its client and run; a thread asks as its run); None: the
             book's run key (:meth:`Requester.of <core.budgets.fair.Requester.of>`).
+        control: the Stop control the newest live message carries (:mod:`core.delivery.controls`), or None.
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class Reconciler:
         exclusive_bot: bool = False,
         feed: DeliveryFeed | None = None,
         requester: Requester | None = None,
+        control: StopControl | None = None,
     ) -> None:
         self.book = book
         self.requester = requester if requester is not None else Requester.of(book.run)
@@ -121,6 +123,7 @@ class Reconciler:
             exclusive_bot=exclusive_bot,
             requester=self.requester,
             typing_every_s=typing_every_s,
+            control=control,
         )
         self.planner = self.machine.planner
         self._watchers: list[Wake] = []
@@ -246,7 +249,7 @@ class Reconciler:
                 else:
                     await self._sleep_or_wake(delay, throttled=self._throttled(op))
                 continue
-            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY):
+            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and not op.kind.control:
                 self.book.refresh(op.slot)  # read the live text now that the call is due
                 continue
             await self._perform(op)
@@ -270,6 +273,9 @@ class Reconciler:
 
     async def _perform(self, op: Op) -> None:
         machine = self.machine
+        if op.kind.control:
+            await self._perform_control(op)
+            return
         if machine.shortcut(op):
             return
         call = machine.call_for(op)
@@ -294,3 +300,29 @@ class Reconciler:
             self._feed(delivery_fact(op, outcome, detail, retry_after_s))
         if self._watchers:
             self._tell_watchers()
+
+    async def _perform_control(self, op: Op) -> None:
+        """A control move: paced and metered by the executor like any call; not a message's text, so neither in
+        the ledger nor told to watchers."""
+        result = await self.executor.perform(self.machine.call_for(op), final=self.finalizing)
+        outcome, detail, _ = self.machine.apply(op, result)
+        if outcome not in _QUIET:
+            _log.info(
+                "run %s: the Stop control on message %s: %s %s (%s)",
+                self.run,
+                op.slot.message_id,
+                op.kind,
+                outcome,
+                detail,
+            )
+
+    @property
+    def control_errors(self) -> list[str]:
+        """Controls that could not be taken off at the end (for the run's report)."""
+        controls = self.machine.controls
+        return controls.errors if controls is not None else []
+
+    def controls_restored(self) -> None:
+        """After :meth:`restore`: the messages that may carry the control (:meth:`ControlPlan.restored`)."""
+        if self.machine.controls is not None:
+            self.machine.controls.restored()

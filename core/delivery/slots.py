@@ -30,6 +30,10 @@ class OpKind(enum.StrEnum):
     STREAM_REFRESH = "stream_refresh"
     STREAM_FINISH = "stream_finish"
     STREAM_CANCEL = "stream_cancel"
+    CONTROL_ON = "control_on"
+    """Put the message's control on (:mod:`core.delivery.controls`)."""
+    CONTROL_OFF = "control_off"
+    """Take the message's control off."""
 
     @property
     def call_kind(self) -> CallKind:
@@ -40,6 +44,11 @@ class OpKind(enum.StrEnum):
     def creates(self) -> bool:
         """True when the call makes a new message (its outcome decides whether a message exists)."""
         return self in (OpKind.SEND, OpKind.STREAM_START)
+
+    @property
+    def control(self) -> bool:
+        """True for a control move (never in the ledger, never told to watchers: not a message's text)."""
+        return self in (OpKind.CONTROL_ON, OpKind.CONTROL_OFF)
 
 
 _CALL_KINDS = {
@@ -53,6 +62,8 @@ _CALL_KINDS = {
     OpKind.STREAM_REFRESH: CallKind.STREAM_UPDATE,
     OpKind.STREAM_FINISH: CallKind.STREAM_FINISH,
     OpKind.STREAM_CANCEL: CallKind.STREAM_FINISH,
+    OpKind.CONTROL_ON: CallKind.EDIT,
+    OpKind.CONTROL_OFF: CallKind.EDIT,
 }
 
 

@@ -116,10 +116,11 @@ class RunController:
             clock=clock,
             retry_window_s=retry_window_s,
             feed=self.stop_controls if self.stop_controls is not None else watch,
+            control=self.stop_controls.control if self.stop_controls is not None else None,
         )
         self.rec: Reconciler = conversation.rec
         if self.stop_controls is not None:
-            self.stop_controls.book, self.stop_controls.executor = conversation.book, conversation.rec.executor
+            self.stop_controls.book = conversation.book
         threads: ChildThreads | None = None
         # Progress mode shows no unchecked text before the commit point: children stay status lines there.
         if (
@@ -192,8 +193,7 @@ class RunController:
             )
         )
         self.rec.restore(await self._ledger.parts(self.run))
-        if self.stop_controls is not None:
-            self.stop_controls.restored()
+        self.rec.controls_restored()
         self.stage.opened(self._platform)
         self.rec.start()
 
@@ -265,9 +265,10 @@ class RunController:
         if self.threads is not None:
             await self.threads.finish()
         await self.rec.finish()
-        if self.stop_controls is not None:  # the final text is delivered: the Stop control goes, however it ended
-            await self.stop_controls.finish()
-            self.stage.errors.extend(self.stop_controls.errors)
+        # The final text is delivered and the Stop control taken off (the machine's last calls), however it ended.
+        self.stage.errors.extend(self.rec.control_errors)
+        if self.stop_controls is not None:
+            self.stop_controls.finish()
         if (typing_off := self.rec.machine.typing_off()) is not None:  # no "typing…" left (Slack's lasts 2 min)
             await self.rec.executor.perform(typing_off)
         await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
@@ -278,9 +279,7 @@ class RunController:
         return report
 
     async def _stop_delivering(self) -> None:
-        """No more calls from this run's conversations, the Stop control's keeper and its threads."""
-        if self.stop_controls is not None:
-            await self.stop_controls.cancel()
+        """No more calls from this run's conversations (its Stop control's moves are theirs) and its threads."""
         if self.threads is not None:
             await self.threads.cancel()
         await self.rec.cancel()
