@@ -1,7 +1,8 @@
 """The planner: from the parts' desired texts and what the platform acknowledged, the next call to make.
 
 It decides, never calls: :meth:`Planner.next_op` reads the slots (and the send chain's budgets and pauses, to
-know when a call may start) and returns one :class:`~core.delivery.slots.Op` or None. The reconciler performs it.
+know when a call may start) and returns one :class:`~core.delivery.slots.Op` or None: part of the delivery machine
+(:mod:`core.delivery.machine`), which makes it a call value; the executor makes the call.
 
 Order rules (DESIGN §4, §5): parts are made strictly in slot order; a part that has no text yet and no message
 holds the answer parts after it, but not a status or reasoning message; an answer or a notice goes before an

@@ -2,8 +2,9 @@
 
 It is the state between the two halves of delivery, and the only one they share. Upstream, the run's stages
 (a delivery mode, the reasoning view, the status board) claim slots and set their desired texts: they never call
-anything. Downstream, the :class:`~core.delivery.reconciler.Reconciler` reads the book through its pure
-:class:`~core.delivery.planner.Planner`, performs the next call and writes the acknowledgement back. A restart
+anything. Downstream, the sans-I/O :class:`~core.delivery.machine.DeliveryMachine` reads the book (its
+:class:`~core.delivery.planner.Planner` decides the next call), the executor makes it, and the machine writes the
+outcome back. A restart
 restores the book from the ledger: acknowledged parts are edited, never sent again; a create recorded without an
 outcome is settled first; a part that continues a frozen one stays after it.
 """

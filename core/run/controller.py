@@ -1,12 +1,13 @@
-"""One run wired end to end, and its I/O: the pure stage upstream, the conversations' reconcilers downstream.
+"""One run wired end to end, and its I/O: the pure stage upstream, the conversations' delivery downstream.
 
-    events ─▶ RunStage (pure) ─▶ slot books (desired) ─▶ Planner (pure) ─▶ Reconciler ─▶ send chain ─▶ adapter
-                                                                                     └▶ ledger, DeliveryWatch
+    events ─▶ RunStage (pure) ─▶ slot books (desired) ─▶ DeliveryMachine (sans-I/O) ─▶ Executor ─▶ adapter.perform
+                                                         (driven by the Reconciler)      └▶ ledger, DeliveryWatch
 
 The controller builds a run's stages in one place (:func:`core.delivery.conversation.open_conversation` for the
 root and for each child thread), opens the run in the ledger and restores what it showed before a restart, hands
-events to the stage, and at the end lets every conversation deliver its final state. Nothing runs back upward:
-the reconcilers write acknowledgements into the slot books and tell the watchers' feed, never the stage.
+events to the stage, and ends the run in one place (:meth:`RunController.end`, :meth:`RunController.interrupt`):
+every conversation delivers its final state, the Stop control comes off, the end is recorded. Nothing runs back
+upward: the machines write acknowledgements into the slot books and tell the watchers' feed, never the stage.
 """
 
 from __future__ import annotations
