@@ -4,9 +4,13 @@
 Every method is one Web API call, one attempt (:class:`adapters.slack.connection.SlackConnection`: no retries
 inside slack-sdk), so retries belong to the core's scheduler alone and nothing can be sent twice behind its
 back. The only second calls are the documented stream recoveries below, which can never double a message.
-Failures are translated at this boundary by :mod:`adapters.slack.errors`; text is rendered by
-:mod:`adapters.slack.render`; an uncertain send is settled by its metadata (:mod:`adapters.slack.settle`); media are
-sent by :mod:`adapters.slack.media`.
+Failures are translated at this boundary by :mod:`adapters.slack.errors`.
+
+The adapter is composed, not mixed: it holds its connection (:class:`~adapters.slack.connection.SlackConnection`),
+its renderings (:func:`adapters.slack.render.render` in a :class:`~adapters.rendering.RenderCache`: a text measured
+then sent is rendered once) and its Stop marks (:class:`~adapters.slack.stop_control.StopMarks`); an uncertain send
+is settled by its metadata (:func:`adapters.slack.settle.settle_send`) and media are posted by
+:func:`adapters.slack.media.post_media`, both on the connection.
 Threads make no call: a thread is the ``thread_ts`` of its parent message.
 
 Web API references:
@@ -31,12 +35,14 @@ from collections.abc import Awaitable, Collection
 
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack.connection import Refused
+from adapters.rendering import RenderCache
+from adapters.slack import settle
+from adapters.slack.connection import Refused, SlackConnection
 from adapters.slack.errors import PLATFORM
-from adapters.slack.media import SlackMedia
+from adapters.slack.media import post_media
 from adapters.slack.render import Rendered, render, stream_markdown
-from adapters.slack.settle import SlackSettling, delivery_metadata, thread_ts
-from adapters.slack.stop_control import SlackStopControls
+from adapters.slack.settle import delivery_metadata, thread_ts
+from adapters.slack.stop_control import BlocksBody, StopMarks, stop_blocks
 from core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from core.errors import (
     NativeUnavailableError,
@@ -48,7 +54,8 @@ from core.errors import (
     UncertainDeliveryError,
 )
 from core.events import Target
-from core.ports import TextFormat
+from core.media import MediaItem
+from core.ports import PendingSend, Settlement, StopControl, TextFormat
 from core.units import LengthUnit, text_units
 
 NOT_STREAMING = "message_not_in_streaming_state"
@@ -71,9 +78,9 @@ r"""Matched whole (``fullmatch``): ``$`` would take a trailing newline, ``\d`` t
 _MAX_OPEN_STREAMS = 1024
 
 
-class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
-    """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it), and
-    opens threads under them.
+class SlackAdapter:
+    """Sends, edits, deletes and streams one Slack app's messages through the Web API (or a mock of it), opens
+    threads under them and puts a Stop button on them.
 
     Args:
         token, base_url, send_timeout_s: as :class:`adapters.slack.connection.SlackConnection`.
@@ -109,16 +116,56 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
         send_timeout_s: float = 10.0,
         max_units: int = 4000,
     ) -> None:
-        super().__init__(token, base_url=base_url, send_timeout_s=send_timeout_s)
+        self._conn = connection = SlackConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
+        self._client = connection.client
+        self._try = connection.try_call
+        self._call = connection.call
         self.max_units = max_units
+        self.render = RenderCache(render)
+        """``render(text, fmt) -> Rendered``: the body and its UTF-16 length (:func:`adapters.slack.render.render`),
+        kept for the texts in flight."""
+        self._stops = StopMarks()
         self._open: OrderedDict[tuple[str, str], None] = OrderedDict()
         """Streams this adapter started and has not seen end, oldest first (bounded)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
+
+    __str__ = __repr__
+
+    @property
+    def send_timeout_s(self) -> float:
+        """Seconds one call may take (:class:`~adapters.slack.connection.SlackConnection`)."""
+        return self._conn.send_timeout_s
+
+    @property
+    def verify_backoff_s(self) -> float:
+        """The first wait between :meth:`verify` attempts, doubled each time."""
+        return self._conn.verify_backoff_s
+
+    @verify_backoff_s.setter
+    def verify_backoff_s(self, value: float) -> None:
+        self._conn.verify_backoff_s = value
+
+    async def verify(self) -> str:
+        """Check the token at start-up (:meth:`SlackConnection.verify`: auth.test); return ``"<bot name> (<user id>)"``.
+
+        Raises:
+            core.errors.ForbiddenError: the token is wrong or revoked.
+            core.errors.PlatformUnavailableError: Slack could not be reached in 3 attempts.
+        """
+        return await self._conn.verify()
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        await self._conn.close()
 
     # ------------------------------------------------------------ ChannelAdapter: local checks
 
     def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the body sent: the Markdown itself, or the escaped (stripped) plain text."""
-        return text_units(render(text, fmt).body, LengthUnit.UTF16)
+        """UTF-16 units of the body sent: the Markdown itself, or the escaped (stripped) plain text. The rendering is
+        kept: the send of the same text uses it."""
+        return self.render(text, fmt).units
 
     def check_target(self, target: Target) -> str | None:
         """Slack ids: ``chat_id`` a conversation id ``C…`` / ``G…`` / ``D…`` (upper-case letters and digits);
@@ -139,7 +186,7 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
     # ------------------------------------------------------------ rendering
 
     def _body(self, method: str, target: Target, text: str, fmt: TextFormat) -> Rendered:
-        body = render(text, fmt)
+        body = self.render(text, fmt)
         if not body.body.strip():  # Slack answers no_text (and slack-sdk would warn first)
             raise PayloadRejectedError(
                 f"slack {method}: no_text (empty text, not sent)",
@@ -186,8 +233,42 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
             core.errors.DeliveryError: another subclass (a 429 has ``scope=method``: Tier 3 per workspace).
         """
         body = self._body("chat.update", target, text, fmt)
-        await self._update(target, message_id, self.stop_body(target, message_id, text, fmt) or body)  # its blocks
-        return True
+        await self._update(target, message_id, self._stops.body(target, message_id, text, fmt, body) or body)
+        return True  # a message that carried a Stop control gets its blocks (stop_control.py)
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Post ``media`` as its own message (:func:`adapters.slack.media.post_media`); return its ``ts``.
+
+        Raises:
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message
+                may be stored (settled by its delivery id).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors`.
+        """
+        return await post_media(self._conn, target, media, fmt, delivery_id)
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Find the message of an uncertain send by its delivery id (:func:`adapters.slack.settle.settle_send`:
+        ``found``, ``not_sent`` or ``unknown``).
+
+        Raises:
+            core.errors.UnreadableAnswerError: an answer that cannot be read: unknown, asked again.
+            core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
+        """
+        return await settle.settle_send(self._conn, target, pending)
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control`` on message ``message_id`` (its ts) or take it off, by chat.update with the message's text
+        and blocks (:mod:`adapters.slack.stop_control`); from now on its edits send its blocks.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
+        """
+        self._stops.mark(target, message_id, control)  # before the call: later edits send the blocks
+        await self._update(target, message_id, stop_blocks(text, fmt, control, self.render(text, fmt)))
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         """Delete a message this bot sent (chat.delete). An open stream cannot be deleted
@@ -418,7 +499,7 @@ class SlackAdapter(SlackMedia, SlackSettling, SlackStopControls):
         self._open.pop((channel, ts), None)
         return not isinstance(answer, Refused)
 
-    async def _update(self, target: Target, ts: str, body: Rendered) -> None:
+    async def _update(self, target: Target, ts: str, body: Rendered | BlocksBody) -> None:
         """chat.update; a stream still open (one this process did not start) is stopped first, then updated."""
         channel = str(target.chat_id)
 

@@ -1,6 +1,7 @@
 """SlackConnection: one Slack app's Web API client, where every call is one attempt and every failure is
 translated at the boundary (:mod:`adapters.slack.errors`). :class:`~adapters.slack.adapter.SlackAdapter`
-builds its messages, streams and threads on it.
+holds one and builds its messages, streams and threads on it (so do :mod:`adapters.slack.media` and
+:mod:`adapters.slack.settle`).
 
 The client gets ``retry_handlers=[]`` (slack-sdk otherwise retries connection errors by itself, and with
 ``AsyncRateLimitErrorRetryHandler`` 429s), so retries belong to the core's scheduler alone; the one exception is
@@ -76,11 +77,12 @@ class SlackConnection:
             raise ConfigError("slack: the bot token is malformed (expected 'xoxb-…')")
         self.send_timeout_s = send_timeout_s
         self.verify_backoff_s = 0.5
-        self._base_url = base_url or CheckedWebClient.BASE_URL
+        self.base_url = base_url or CheckedWebClient.BASE_URL
         secret = token.rsplit("-", 1)[-1]
-        self._scrub = Scrubber(token, secret)
-        self._client = CheckedWebClient(
-            token=token, base_url=self._base_url, timeout=math.ceil(self._hard_timeout_s), retry_handlers=[]
+        self.scrub = Scrubber(token, secret)
+        """Takes the token out of a text (an error's, an answer's excerpt)."""
+        self.client = CheckedWebClient(
+            token=token, base_url=self.base_url, timeout=math.ceil(self._hard_timeout_s), retry_handlers=[]
         )
 
     @property
@@ -88,23 +90,24 @@ class SlackConnection:
         return self.send_timeout_s * 3 + HARD_TIMEOUT_EXTRA_S
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._base_url!r})"
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
 
     __str__ = __repr__
 
     def _ensure_session(self) -> None:
         """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""
-        session = self._client.session
+        session = self.client.session
         if session is None or session.closed:
             timeout = aiohttp.ClientTimeout(total=self._hard_timeout_s, sock_connect=self.send_timeout_s / 2)
-            self._client.session = aiohttp.ClientSession(
+            self.client.session = aiohttp.ClientSession(
                 timeout=timeout, trace_configs=[TRACE], response_class=BodyKeepingResponse
             )
 
-    async def _try(
+    async def try_call(
         self, method: str, target: Target, send: Send, allow: Collection[str] = ()
     ) -> AsyncSlackResponse | Refused:
-        """One attempt; a refusal whose code is in ``allow`` is returned, every other failure raised."""
+        """One attempt at ``send`` (``method`` names it in errors); a refusal whose code is in ``allow`` is returned,
+        every other failure raised as a :class:`core.errors.DeliveryError`."""
         self._ensure_session()
         deadline = SendDeadline(self.send_timeout_s)
         try:
@@ -116,13 +119,14 @@ class SlackConnection:
                 exc = aiohttp.ConnectionTimeoutError(
                     f"the request could not be written within {self.send_timeout_s:g} s"
                 )
-            error = translate(exc, method=method, target=str(target.chat_id), scrub=self._scrub)
+            error = translate(exc, method=method, target=str(target.chat_id), scrub=self.scrub)
         if code is not None and code in allow:
             return Refused(code, error)
         raise error  # outside the except block: no __context__ that could carry the request
 
-    async def _call(self, method: str, target: Target, send: Send) -> AsyncSlackResponse:
-        answer = await self._try(method, target, send)
+    async def call(self, method: str, target: Target, send: Send) -> AsyncSlackResponse:
+        """One attempt at ``send``; every failure raised as a :class:`core.errors.DeliveryError`."""
+        answer = await self.try_call(method, target, send)
         if isinstance(answer, Refused):  # pragma: no cover - nothing is allowed
             raise answer.error
         return answer
@@ -144,15 +148,15 @@ class SlackConnection:
             reraise=True,
         )
         try:
-            answer: AsyncSlackResponse = await retrying(self._client.auth_test)
+            answer: AsyncSlackResponse = await retrying(self.client.auth_test)
         except BOUNDARY_ERRORS as exc:
-            error = translate(exc, method="auth.test", target="", scrub=self._scrub)
+            error = translate(exc, method="auth.test", target="", scrub=self.scrub)
         else:
             return f"{answer.get('user')} ({answer.get('user_id')})"
         raise error
 
     async def close(self) -> None:
         """Close the HTTP session."""
-        session = self._client.session
+        session = self.client.session
         if session is not None and not session.closed:
             await session.close()

@@ -17,29 +17,26 @@ from core.media import MediaItem
 from core.ports import TextFormat
 
 
-class SlackMedia(SlackConnection):
-    """``send_media`` of :class:`~adapters.slack.adapter.SlackAdapter` (mixed in)."""
+async def post_media(
+    connection: SlackConnection, target: Target, media: MediaItem, fmt: TextFormat, delivery_id: str | None
+) -> str:
+    """Post ``media`` as its own message (module docstring); return its ``ts``. ``thread_ts`` and the delivery id's
+    ``metadata`` as :meth:`SlackAdapter.send_text` sets them.
 
-    async def send_media(
-        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
-    ) -> str:
-        """Post ``media`` as its own message (module docstring); return its ``ts``. ``thread_ts`` and the delivery
-        id's ``metadata`` as :meth:`SlackAdapter.send_text` sets them.
-
-        Raises:
-            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message
-                may be stored (settled by its delivery id).
-            core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors` (``invalid_blocks``: a
-                URL or text Slack refuses).
-        """
-        text, blocks = media_message(media, fmt)
-        channel, thread = str(target.chat_id), thread_ts(target)
-        metadata = None if delivery_id is None else delivery_metadata(delivery_id)
-        answer = await self._call(
-            "chat.postMessage",
-            target,
-            lambda: self._client.chat_postMessage(
-                channel=channel, thread_ts=thread, metadata=metadata, text=text, blocks=blocks
-            ),
-        )
-        return str(answer["ts"])
+    Raises:
+        core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message may be
+            stored (settled by its delivery id).
+        core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors` (``invalid_blocks``: a URL or
+            text Slack refuses).
+    """
+    text, blocks = media_message(media, fmt)
+    channel, thread = str(target.chat_id), thread_ts(target)
+    metadata = None if delivery_id is None else delivery_metadata(delivery_id)
+    answer = await connection.call(
+        "chat.postMessage",
+        target,
+        lambda: connection.client.chat_postMessage(
+            channel=channel, thread_ts=thread, metadata=metadata, text=text, blocks=blocks
+        ),
+    )
+    return str(answer["ts"])

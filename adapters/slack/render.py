@@ -22,16 +22,19 @@ from typing import Any
 from adapters.markdown_strip import strip_markdown
 from core.media import MediaItem, MediaKind
 from core.ports import TextFormat
+from core.units import LengthUnit, text_units
 
 _MD_SPECIAL = re.compile(r"([\\`*_~\[\]<>&#|])")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rendered:
-    """One message body: ``field`` is ``markdown_text`` or ``text``; ``body`` the string sent in it."""
+    """One message body: ``field`` is ``markdown_text`` or ``text``; ``body`` the string sent in it; ``units`` its
+    length in UTF-16 units (the adapter's ``max_units`` counts them)."""
 
     field: str
     body: str
+    units: int
 
     def args(self) -> dict[str, Any]:
         """Keyword arguments for chat.postMessage / chat.update."""
@@ -53,11 +56,12 @@ def escape_markdown(text: str) -> str:
 
 
 def render(text: str, fmt: TextFormat) -> Rendered:
-    """The body of a chat.postMessage / chat.update for ``text`` in ``fmt`` (module docstring)."""
+    """The body of a chat.postMessage / chat.update for ``text`` in ``fmt`` (module docstring); pure (the adapter
+    keeps the renderings of the texts in flight, :class:`adapters.rendering.RenderCache`)."""
     if fmt is TextFormat.MARKDOWN:
-        return Rendered("markdown_text", text)
-    plain = strip_markdown(text) if fmt is TextFormat.STRIPPED else text
-    return Rendered("text", escape_text(plain))
+        return Rendered("markdown_text", text, text_units(text, LengthUnit.UTF16))
+    body = escape_text(strip_markdown(text) if fmt is TextFormat.STRIPPED else text)
+    return Rendered("text", body, text_units(body, LengthUnit.UTF16))
 
 
 def stream_markdown(text: str, fmt: TextFormat) -> str:

@@ -1,4 +1,4 @@
-"""Settling an uncertain Slack send by its message metadata: :class:`SlackSettling`.
+"""Settling an uncertain Slack send by its message metadata: :func:`settle_send` on the adapter's connection.
 
 Every chat.postMessage of :class:`~adapters.slack.adapter.SlackAdapter` that has a delivery id carries it as
 message metadata, ``{"event_type": "streamrelay_delivery", "event_payload": {"delivery_id": ...}}``
@@ -58,66 +58,65 @@ def carries(message: Mapping[str, Any], delivery_id: str) -> bool:
     return isinstance(payload, Mapping) and payload.get("delivery_id") == delivery_id
 
 
-class SlackSettling(SlackConnection):
-    """:meth:`settle_send` for :class:`~adapters.slack.adapter.SlackAdapter` (module docstring)."""
+async def settle_send(connection: SlackConnection, target: Target, pending: PendingSend) -> Settlement:
+    """Find the message of an uncertain send by its delivery id.
 
-    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
-        """Find the message of an uncertain send by its delivery id.
+    Reads conversations.replies of the thread when ``target`` posts into one (``thread_id``, else
+    ``reply_to``, like chat.postMessage's ``thread_ts``), else conversations.history, with
+    ``include_all_metadata``, ``oldest`` = ``pending.after_id`` (when given) and ``limit`` = :data:`PAGE_SIZE`,
+    following ``response_metadata.next_cursor`` for at most :data:`MAX_PAGES` pages.
 
-        Reads conversations.replies of the thread when ``target`` posts into one (``thread_id``, else
-        ``reply_to``, like chat.postMessage's ``thread_ts``), else conversations.history, with
-        ``include_all_metadata``, ``oldest`` = ``pending.after_id`` (when given) and ``limit`` = :data:`PAGE_SIZE`,
-        following ``response_metadata.next_cursor`` for at most :data:`MAX_PAGES` pages.
+    Returns:
+        ``found`` with the message ts; ``not_sent`` when every message since ``after_id`` was read and none
+        carries the id; ``unknown`` when more pages remain past the bound or the history cannot be read
+        (:data:`NO_ACCESS`).
 
-        Returns:
-            ``found`` with the message ts; ``not_sent`` when every message since ``after_id`` was read and none
-            carries the id; ``unknown`` when more pages remain past the bound or the history cannot be read
-            (:data:`NO_ACCESS`).
+    Raises:
+        core.errors.UnreadableAnswerError: an answer that cannot be read (no ``messages`` array, or the message
+            found has no ``ts``): unknown, asked again.
+        core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
+    """
+    method, page = _history(connection, target, pending.after_id)
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        answer = await connection.try_call(method, target, functools.partial(page, cursor), allow=NO_ACCESS)
+        if isinstance(answer, Refused):
+            return Settlement(SettleOutcome.UNKNOWN)
+        for message in answer["messages"]:  # an array: adapters.slack.answers checked it
+            if isinstance(message, Mapping) and carries(message, pending.delivery_id):
+                return Settlement(SettleOutcome.FOUND, _found_ts(connection, method, target, message))
+        cursor = (answer.get("response_metadata") or {}).get("next_cursor") or None
+        if not answer.get("has_more") or cursor is None:
+            return Settlement(SettleOutcome.NOT_SENT)
+    return Settlement(SettleOutcome.UNKNOWN)
 
-        Raises:
-            core.errors.UnreadableAnswerError: an answer that cannot be read (no ``messages`` array, or the message
-                found has no ``ts``): unknown, asked again.
-            core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
-        """
-        method, page = self._history(target, pending.after_id)
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            answer = await self._try(method, target, functools.partial(page, cursor), allow=NO_ACCESS)
-            if isinstance(answer, Refused):
-                return Settlement(SettleOutcome.UNKNOWN)
-            for message in answer["messages"]:  # an array: adapters.slack.answers checked it
-                if isinstance(message, Mapping) and carries(message, pending.delivery_id):
-                    return Settlement(SettleOutcome.FOUND, self._found_ts(method, target, message))
-            cursor = (answer.get("response_metadata") or {}).get("next_cursor") or None
-            if not answer.get("has_more") or cursor is None:
-                return Settlement(SettleOutcome.NOT_SENT)
-        return Settlement(SettleOutcome.UNKNOWN)
 
-    def _found_ts(self, method: str, target: Target, message: Mapping[str, Any]) -> str:
-        """The ts of the message found; one without a ts cannot be read (it is not "None")."""
-        ts = message.get("ts")
-        if isinstance(ts, str) and TS_RE.fullmatch(ts):
-            return ts
-        raise unreadable_answer(
-            PLATFORM,
-            method,
-            status=200,
-            why="the message that carries the delivery id has no ts",
-            body=json.dumps(message, default=str),
-            target=str(target.chat_id),
-            scrub=self._scrub,
+def _found_ts(connection: SlackConnection, method: str, target: Target, message: Mapping[str, Any]) -> str:
+    """The ts of the message found; one without a ts cannot be read (it is not "None")."""
+    ts = message.get("ts")
+    if isinstance(ts, str) and TS_RE.fullmatch(ts):
+        return ts
+    raise unreadable_answer(
+        PLATFORM,
+        method,
+        status=200,
+        why="the message that carries the delivery id has no ts",
+        body=json.dumps(message, default=str),
+        target=str(target.chat_id),
+        scrub=connection.scrub,
+    )
+
+
+def _history(connection: SlackConnection, target: Target, after_id: str | None) -> tuple[str, Page]:
+    channel, thread = str(target.chat_id), thread_ts(target)
+    args: dict[str, Any] = {"channel": channel, "include_all_metadata": True, "limit": PAGE_SIZE}
+    if after_id is not None:
+        args |= {"oldest": after_id, "inclusive": False}
+    if thread is not None:
+        return "conversations.replies", lambda cursor: connection.client.conversations_replies(
+            ts=thread, cursor=cursor, **args
         )
-
-    def _history(self, target: Target, after_id: str | None) -> tuple[str, Page]:
-        channel, thread = str(target.chat_id), thread_ts(target)
-        args: dict[str, Any] = {"channel": channel, "include_all_metadata": True, "limit": PAGE_SIZE}
-        if after_id is not None:
-            args |= {"oldest": after_id, "inclusive": False}
-        if thread is not None:
-            return "conversations.replies", lambda cursor: self._client.conversations_replies(
-                ts=thread, cursor=cursor, **args
-            )
-        return "conversations.history", lambda cursor: self._client.conversations_history(cursor=cursor, **args)
+    return "conversations.history", lambda cursor: connection.client.conversations_history(cursor=cursor, **args)
 
 
 def thread_ts(target: Target) -> str | None:

@@ -16,6 +16,9 @@ Web API and Block Kit rules:
 - A click reaches the app as a ``block_actions`` interaction payload
   (https://docs.slack.dev/reference/interaction-payloads/block_actions-payload); the app acknowledges it within 3 s
   and forwards the stop (README: Slack Bolt snippet).
+
+:class:`StopMarks` remembers which messages carry (or carried) a control, so the adapter's edits send their blocks;
+:func:`stop_blocks` is such a body; :meth:`~adapters.slack.adapter.SlackAdapter.set_stop` makes the chat.update.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.slack.render import Rendered, render, stream_markdown
+from adapters.slack.render import Rendered, stream_markdown
 from core.events import Target
 from core.ports import StopControl, TextFormat
 
@@ -34,17 +37,21 @@ STOP_BLOCK_ID = "streamrelay_stop"
 
 
 @dataclass(frozen=True)
-class BlocksBody(Rendered):
-    """A chat.update body with ``blocks`` (the text's ``markdown`` block, and the Stop button when on)."""
+class BlocksBody:
+    """A chat.update body with ``blocks`` (the text's ``markdown`` block, and the Stop button when on); ``text`` is
+    the notification fallback."""
 
+    text: str
     blocks: list[dict[str, Any]] = field(default_factory=list)
 
     def args(self) -> dict[str, Any]:
-        return {"text": self.body, "blocks": self.blocks}
+        """Keyword arguments for chat.update."""
+        return {"text": self.text, "blocks": self.blocks}
 
 
-def stop_blocks(text: str, fmt: TextFormat, control: StopControl | None) -> BlocksBody:
-    """The body of a message showing ``text`` in ``fmt`` with ``control``'s button (or without one: None).
+def stop_blocks(text: str, fmt: TextFormat, control: StopControl | None, rendered: Rendered) -> BlocksBody:
+    """The body of a message showing ``text`` in ``fmt`` (``rendered``: its rendering,
+    :func:`adapters.slack.render.render`) with ``control``'s button (or without one: None).
 
     Raises:
         ValueError: the button's label is over 75 characters.
@@ -61,40 +68,33 @@ def stop_blocks(text: str, fmt: TextFormat, control: StopControl | None) -> Bloc
             "style": "danger",
         }
         blocks.append({"type": "actions", "block_id": STOP_BLOCK_ID, "elements": [button]})
-    plain = render(text, fmt)
-    fallback = plain.body if plain.field == "text" else text  # the notification's text: never markdown_text here
-    return BlocksBody("text", fallback, blocks)
+    fallback = rendered.body if rendered.field == "text" else text  # the notification's text: never markdown_text
+    return BlocksBody(fallback, blocks)
 
 
-class SlackStopControls:
-    """``set_stop`` of :class:`~adapters.slack.adapter.SlackAdapter` (mixed in; it provides ``_update``)."""
+class StopMarks:
+    """The messages that carry a control, or carried one (then None), per chat, bounded by :data:`MAX_MARKED` (the
+    oldest are forgotten: their runs ended long ago)."""
 
-    _marked: OrderedDict[tuple[str, str], StopControl | None]
+    __slots__ = ("_marked",)
 
-    async def _update(self, target: Target, ts: str, body: Rendered) -> None:
-        raise NotImplementedError
+    def __init__(self) -> None:
+        self._marked: OrderedDict[tuple[str, str], StopControl | None] = OrderedDict()
 
-    def stop_body(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> BlocksBody | None:
-        """The body an edit of ``message_id`` must send (its blocks), or None: it never carried a control."""
-        marked = getattr(self, "_marked", None)
+    def mark(self, target: Target, message_id: str, control: StopControl | None) -> None:
+        """Message ``message_id`` carries ``control`` from now on (None: no more). Called before the call: the later
+        edits send the blocks whatever its outcome."""
         key = (str(target.chat_id), message_id)
-        if marked is None or key not in marked:
-            return None
-        return stop_blocks(text, fmt, marked[key])
-
-    async def set_stop(
-        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
-    ) -> None:
-        """Put ``control`` on message ``message_id`` (its ts) or take it off, by chat.update with the message's
-        text and blocks (module docstring).
-
-        Raises:
-            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
-        """
-        if not hasattr(self, "_marked"):
-            self._marked = OrderedDict()
-        self._marked[(str(target.chat_id), message_id)] = control  # before the call: later edits send the blocks
-        self._marked.move_to_end((str(target.chat_id), message_id))
+        self._marked[key] = control
+        self._marked.move_to_end(key)
         while len(self._marked) > MAX_MARKED:
             self._marked.popitem(last=False)
-        await self._update(target, message_id, stop_blocks(text, fmt, control))
+
+    def body(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, rendered: Rendered
+    ) -> BlocksBody | None:
+        """The body an edit of ``message_id`` must send (its blocks), or None: it never carried a control."""
+        key = (str(target.chat_id), message_id)
+        if key not in self._marked:
+            return None
+        return stop_blocks(text, fmt, self._marked[key], rendered)

@@ -29,6 +29,15 @@ KEEP_MESSAGES = 100_000
 """Parts whose text is kept (the oldest are forgotten: an edit of a forgotten part sends it anew)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """What the page shows for a text: the text itself (the page renders Markdown in the browser), and ``units``,
+    its length in UTF-16 units."""
+
+    text: str
+    units: int
+
+
 @dataclass
 class WebCall:
     """One call the web channel received (for the case runner and tests): like a mock platform's record."""
@@ -73,7 +82,12 @@ class WebAdapter:
     def __repr__(self) -> str:
         return f"WebAdapter(max_units={self.max_units})"
 
+    def render(self, text: str, fmt: TextFormat) -> Rendered:
+        """The part as the page gets it: the text as written, whatever ``fmt`` (pure and cheap: nothing to keep)."""
+        return Rendered(text, text_units(text, self.unit))
+
     def measure(self, text: str, fmt: TextFormat) -> int:
+        """UTF-16 units of the text (:meth:`render`)."""
         return text_units(text, self.unit)
 
     def check_target(self, target: Target) -> str | None:
