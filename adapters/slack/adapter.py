@@ -433,20 +433,34 @@ class SlackAdapter:
         429 is raised (the core retries the finish after the pause).
 
         Raises:
-            core.errors.NativeUnavailableError: the text cannot be streamed (see above): edit the message instead.
-            core.errors.UnreadableAnswerError: chat.stopStream's answer cannot be read (it may have stopped).
+            core.errors.NativeUnavailableError: the text cannot be streamed (see above), or chat.stopStream went
+                unanswered or was answered unreadably (a timeout, a reset, an HTML page: it may have stopped, or
+                not): edit the message with the whole text instead.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.slack.errors`.
         """
         suffix = self._suffix(target, handle, shown, text, fmt)
         channel = str(target.chat_id)
         why = "can no longer be appended to"
         if suffix is not None:
-            answer = await self._try(
-                "chat.stopStream",
-                target,
-                lambda: self._client.chat_stopStream(channel=channel, ts=handle, markdown_text=suffix or None),
-                allow=(NOT_STREAMING, *STOP_TOO_LONG),
-            )
+            try:
+                answer = await self._try(
+                    "chat.stopStream",
+                    target,
+                    lambda: self._client.chat_stopStream(channel=channel, ts=handle, markdown_text=suffix or None),
+                    allow=(NOT_STREAMING, *STOP_TOO_LONG),
+                )
+            except UncertainDeliveryError as exc:
+                # No answer, or one that cannot be read: the stop may have landed (the message shows the whole
+                # text) or not (the stream is still open, showing ``shown``). Never stopped again with the suffix
+                # (it could show twice): chat.update writes the whole text on the same ts, which is right either
+                # way, and on a stream still open answers streaming_state_conflict, so _update stops it first.
+                # Left uncertain instead, the chat kept the streamed start only (the rest of the answer lost).
+                self._open.pop((channel, handle), None)
+                raise NativeUnavailableError(
+                    f"slack: stream {handle}: its stop may not have landed ({exc}); continuing as a message",
+                    platform=PLATFORM,
+                    target=channel,
+                ) from None
             if not isinstance(answer, Refused):
                 self._open.pop((channel, handle), None)
                 return handle
