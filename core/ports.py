@@ -56,7 +56,12 @@ class ChannelAdapter(Protocol):
         ...
 
     def measure(self, text: str, fmt: TextFormat) -> int:
-        """The length the platform counts for ``text`` once rendered in ``fmt``, in ``unit``."""
+        """The length the platform counts for ``text`` once rendered in ``fmt``, in ``unit``.
+
+        Platform adapters also have a pure ``render(text, fmt)`` (the platform's payload for the text and its size in
+        ``unit``) and keep the renderings of the texts in flight (a small bounded cache keyed by ``(text, fmt)``):
+        this is the size of that rendering, and the send or edit of the same text uses it, so a part measured and
+        then sent is rendered once. The core calls only ``measure``."""
         ...
 
     def check_target(self, target: Target) -> str | None:
