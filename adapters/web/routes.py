@@ -39,7 +39,7 @@ from starlette.staticfiles import StaticFiles
 from adapters.web.stop import stop_route
 from adapters.web.tokens import ReadTokens
 from core.ingest.surface import RunRelay
-from core.run.monitor import RunMonitor
+from core.run.monitor import Watched
 
 STATIC = Path(__file__).with_name("static")
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -116,13 +116,13 @@ def _event_number(raw: str | None) -> int:
     return int(raw.rpartition(".")[2]) if raw else 0
 
 
-async def _messages(monitor: RunMonitor, after: int) -> AsyncIterator[ServerSentEvent]:
+async def _messages(monitor: Watched, after: int) -> AsyncIterator[ServerSentEvent]:
     """The run's events after ``after`` as SSE messages (SSE id ``<epoch>.<id>``)."""
     async for event in follow(monitor, after):
         yield ServerSentEvent(json.dumps(event, ensure_ascii=False), id=monitor.sse_id(event))
 
 
-async def follow(monitor: RunMonitor, after: int) -> AsyncIterator[dict[str, object]]:
+async def follow(monitor: Watched, after: int) -> AsyncIterator[dict[str, object]]:
     """The run's events after id ``after`` as they come (a ``reset`` when they are past the buffer), until
     ``end``."""
     while True:

@@ -33,7 +33,7 @@ from core.lanes.pipeline import PipelineLane
 from core.ports import DraftStopControls
 from core.records.journal import JournalEntry
 from core.records.report import DeliveryReport
-from core.run.monitor import RunMonitor
+from core.run.monitor import Watched
 from core.run.relay import Relay
 from core.run.stop import STOPPED_ERROR, StopState
 from core.run.stop_controls import is_short_id, short_id
@@ -222,7 +222,7 @@ class ReplicaFront:
                 return relay
         return None
 
-    def monitor(self, run_id: str) -> RunMonitor | None:
+    def monitor(self, run_id: str) -> Watched | None:
         relay = self._cached(run_id)
         return None if relay is None else relay.monitor(run_id)
 

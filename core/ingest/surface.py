@@ -14,7 +14,7 @@ from core.ingest.admission import LineResult
 from core.lanes.gate import Call, GateDecision
 from core.lanes.pipeline import PipelineLane
 from core.records.report import DeliveryReport
-from core.run.monitor import RunMonitor
+from core.run.monitor import Watched
 from core.run.stop import StopState
 
 
@@ -29,7 +29,7 @@ class RunRelay(Protocol):
 
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None: ...
 
-    def monitor(self, run_id: str) -> RunMonitor | None: ...
+    def monitor(self, run_id: str) -> Watched | None: ...
 
     def lane(self, run_id: str) -> PipelineLane | None: ...
 

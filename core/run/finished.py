@@ -1,53 +1,294 @@
-"""What the relay keeps in memory of finished runs: their report, pipeline lane, live monitor and last ``seq``, for
-readers that come after the end (a late report, a parent loop reading its lane, a watcher opening the page).
+"""What the relay keeps in memory of finished runs, for readers that come after the end (a late report, a parent loop
+reading its lane, a watcher opening the page): their report, pipeline lane and last ``seq``, and of their live monitor
+only what has no text of its own, with *references* into the ledger for its texts. Not the answer.
 
-Bounded three times: at most ``keep`` runs, at most ``budget_chars`` characters of text over all of them (the live
-state's texts and the lane's units, measured once when the run ends), and at most ``budget_bytes`` bytes over all of
-them (:meth:`Finished.measure`: the memory those texts take as Python strings, 1, 2 or 4 bytes a character plus each
-string's header, the kept live events and lane units, and :data:`RUN_OVERHEAD_BYTES` for the objects of the run
-itself): a client inside its limits can make each of its runs hold about ``max_chars_per_run`` characters, so a
-count alone would let 10,000 finished runs hold gigabytes, and a character count alone misjudges text outside
-Latin-1 by up to four times. The oldest go first; a report asked for later is rebuilt from the ledger.
+The answer a finished run's watchers get (the state's ``answer`` of a ``reset``) is what its answer parts showed: the
+ledger keeps each part's acknowledged text (``PartRecord.shown``), and the run keeps the answer as pieces of them,
+``[slot, start, end]``, with the few characters no part holds kept as they are (the blank line a cut dropped; the fence
+a cut closed and reopened is in the parts, not in the answer, and is left out). A web part's text is its ledger slot,
+and a sub-agent's text the lane's ``message`` unit that holds it. A watcher after the end reads them back (one
+:meth:`core.records.ledger.Ledger.parts`); a CRC-32 of the answer says whether the pieces still make it (else the
+watcher gets the answer parts' texts as they are). A run that ended without its parts in the ledger (stopped by a
+shutdown) keeps its answer as it is, counted in the budgets below.
+
+The rest (the state's fields and timeline, a sub-agent's text no unit holds, the last events: what
+:meth:`core.run.monitor.RunMonitor.record` gives) is kept as one compressed JSON document, the report as its JSON: a
+finished run of the recorded 8.5k Markdown answer holds about 2 KB (bench/bench_memory.py).
+
+Bounded three times: at most ``keep`` runs, at most ``budget_chars`` characters of text over all of them (the
+characters of what each keeps as text, its lane's units included, measured once when the run ends), and at most
+``budget_bytes`` bytes over all of them (:meth:`Finished.measure`): a client inside its limits can make each of its
+runs hold about ``max_chars_per_run`` characters, so a count alone would let 10,000 finished runs hold gigabytes. The
+oldest go first; a report asked for later is rebuilt from the ledger.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
+import time
+import zlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from core.contracts.units import MessageUnit
 from core.lanes.pipeline import PipelineLane
-from core.records.report import DeliveryReport
-from core.run.monitor import RunMonitor
+from core.records.ledger import Ledger, PartRecord
+from core.records.report import DeliveryReport, SlotRole
+from core.run.monitor import MonitorRecord, reset_event, resume_after
 
-RUN_OVERHEAD_BYTES = 16 * 1024
-"""Bytes a finished run holds besides its texts (its report, monitor, lane and their small objects): a tracemalloc
-snapshot diff over finished runs of the recorded Markdown answer showed about 12 KB of them; rounded up."""
+_log = logging.getLogger("streamrelay.finished")
+
+RUN_OVERHEAD_BYTES = 1024
+"""Bytes a finished run holds besides what :meth:`Finished.measure` counts (its objects and their registry entry):
+about 0.6 KB in a tracemalloc snapshot diff over finished runs of the recorded Markdown answer; rounded up."""
+PROBE_CHARS = 32
+"""Characters of the answer looked for in a part to find where the part goes on with it."""
+
+Piece = list[int] | str
+"""A piece of a finished run's text: ``[slot, start, end]`` (that range of a ledger part's text), or its characters."""
 
 
-@dataclass(frozen=True)
+def references(text: str, parts: Sequence[tuple[int, str]]) -> list[Piece]:
+    """``text`` as pieces of ``parts`` (``(slot, text)`` in the order shown) where they hold it, else as it is.
+
+    Each part is searched, from where the last piece ended, for the next characters of ``text``, or for those after
+    the whitespace a cut may have dropped (:func:`_find`); a match is extended as far as the two agree, and one shorter
+    than :data:`PROBE_CHARS` is taken only when it reaches the end of the part or of the text. So markers a part has
+    and ``text`` has not (a fence closed at a cut and reopened) fall between pieces, and the pieces always join to
+    ``text`` exactly. O(len(text) + the parts' length) per part and probe length in the worst case.
+    """
+    pieces: list[Piece] = []
+    pos, end = 0, len(text)
+    for slot, shown in parts:
+        at = 0
+        while pos < end:
+            skip = pos
+            while skip < end and skip - pos < PROBE_CHARS and text[skip].isspace():
+                skip += 1
+            found, skip = _find(shown, at, text, pos, skip)
+            if found < 0:
+                break
+            length = _agree(shown, found, text, skip)
+            if length < PROBE_CHARS and found + length < len(shown) and skip + length < end:
+                break  # a few characters that happen to be there: not where the part goes on with the text
+            if skip > pos:
+                _literal(pieces, text[pos:skip])
+            pieces.append([slot, found, found + length])
+            pos, at = skip + length, found + length
+    if pos < end:
+        _literal(pieces, text[pos:])
+    return pieces
+
+
+def _find(shown: str, at: int, text: str, pos: int, skip: int) -> tuple[int, int]:
+    """Where in ``shown`` (from ``at``) the characters of ``text`` go on, from ``pos`` or else from ``skip`` (after
+    whitespace): the first place that holds the next :data:`PROBE_CHARS` of them, or as many as ``shown`` has left,
+    halved down to one. Returns that place and where in ``text`` it begins ((-1, pos): none)."""
+    size = min(PROBE_CHARS, len(shown) - at, len(text) - pos)
+    while size > 0:
+        for start in (pos, skip) if skip > pos else (pos,):
+            found = shown.find(text[start : start + size], at)
+            if found >= 0:
+                return found, start
+        size //= 2
+    return -1, pos
+
+
+def _literal(pieces: list[Piece], text: str) -> None:
+    if pieces and isinstance(pieces[-1], str):
+        pieces[-1] += text
+    else:
+        pieces.append(text)
+
+
+def _agree(a: str, i: int, b: str, j: int) -> int:
+    """How many characters ``a[i:]`` and ``b[j:]`` have in common from their start. O(n log n) in C-speed compares."""
+    low, high = 0, min(len(a) - i, len(b) - j)
+    if a[i : i + high] == b[j : j + high]:
+        return high
+    while low < high:  # a[i:i+low] == b[j:j+low] holds; a[i:i+high] differs
+        mid = (low + high + 1) // 2
+        if a[i : i + mid] == b[j : j + mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def rebuild(pieces: Sequence[Piece], shown: dict[int, str]) -> str:
+    """The text ``pieces`` make of the parts' texts ``shown`` by slot (a missing part gives nothing)."""
+    return "".join(p if isinstance(p, str) else shown.get(p[0], "")[p[1] : p[2]] for p in pieces)
+
+
+def _slots(pieces: Sequence[Piece]) -> set[int]:
+    return {p[0] for p in pieces if isinstance(p, list)}
+
+
+def _crc(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def _answer_parts(parts: Sequence[PartRecord]) -> list[tuple[int, str]]:
+    return sorted((p.slot, p.shown) for p in parts if p.role is SlotRole.ANSWER and p.shown)
+
+
+@dataclass(eq=False, slots=True)
 class Finished:
-    """What stays in memory of a finished run: its report, pipeline lane, live events and last seq."""
+    """What stays in memory of a finished run (module docstring).
 
-    report: DeliveryReport
+    Attributes:
+        run: the run. lane: its pipeline lane. last_seq: its last ``seq``. epoch, last_id: its monitor's (SSE ids).
+        chars: characters of text it keeps as text (its lane's units included). size: bytes it holds, about.
+    """
+
+    run: str
     lane: PipelineLane
-    monitor: RunMonitor
     last_seq: int | None
+    epoch: str
+    last_id: int
+    chars: int
+    size: int
+    _report: bytes
+    _kept: bytes
+    _ledger: Ledger
+
+    @property
+    def report(self) -> DeliveryReport:
+        """Its delivery report (a new object each time). O(its size)."""
+        return DeliveryReport.model_validate_json(self._report)
+
+    @property
+    def monitor(self) -> FinishedMonitor:
+        """Its live events for watchers that come after the end."""
+        return FinishedMonitor(self)
+
+    def kept(self) -> dict[str, Any]:
+        """What it keeps of its monitor: ``state`` (without texts), ``tail`` (its last events), ``answer`` (pieces),
+        ``crc``, ``parts`` (by key: a slot, or the text), ``agents`` (by key: the index of the lane's ``message`` unit
+        with its text, or the text). O(its size)."""
+        kept: dict[str, Any] = json.loads(zlib.decompress(self._kept).decode("utf-8", "surrogatepass"))
+        return kept
+
+    async def state(self) -> dict[str, Any]:
+        """Its monitor's state as it was at the end, texts read back from the ledger (module docstring)."""
+        kept = self.kept()
+        shown: dict[int, str] = {}
+        refers = any(isinstance(p, list) for p in kept["answer"])
+        if refers or any(isinstance(slot, int) for slot in kept["parts"].values()):
+            try:
+                records = await self._ledger.parts(self.run)
+            except Exception:
+                _log.exception("run %s: its parts could not be read from the ledger", self.run)
+                records = []
+            shown = {p.slot: p.shown for p in records if p.shown is not None}
+        answer = rebuild(kept["answer"], shown)
+        if refers and _crc(answer) != kept["crc"]:
+            _log.warning("run %s: its ledger parts no longer make its answer; its answer parts are shown", self.run)
+            answer = "".join(text for slot, text in sorted(shown.items()) if slot in _slots(kept["answer"]))
+        state: dict[str, Any] = kept["state"]
+        state["answer"] = answer
+        units = {unit.index: unit.text for unit in self.lane.units if isinstance(unit, MessageUnit)}
+        agents = {k: units.get(v, "") if isinstance(v, int) else v for k, v in kept["agents"].items()}
+        state["agents"] = {k: {**v, "text": agents.get(k, "")} for k, v in state["agents"].items()}
+        texts = {k: shown.get(v, "") if isinstance(v, int) else v for k, v in kept["parts"].items()}
+        state["parts"] = {k: {**v, **({"text": texts[k]} if k in texts else {})} for k, v in state["parts"].items()}
+        return state
 
     def measure(self) -> tuple[int, int]:
-        """``(characters, bytes)`` it holds: the characters of its live state's texts and its lane's units, and the
-        bytes of memory they take as Python strings, with the kept live events and :data:`RUN_OVERHEAD_BYTES`
-        (module docstring). One pass, O(its size), once."""
-        state = self.monitor.state
-        strings = [state["answer"], *(a.get("text") or "" for a in state["agents"].values())]
-        strings += [p.get("text") or "" for p in state["parts"].values()]
-        strings += [str(e) for e in state["timeline"]]
-        strings += [json.dumps(u, ensure_ascii=False, default=str) for u in self.lane.units]
-        kept = [str(e) for e in self.monitor.since(0) if e.get("type") != "reset"]
-        chars = sum(len(text) for text in strings)
-        held = sum(sys.getsizeof(text) for text in strings) + sum(sys.getsizeof(text) for text in kept)
-        return chars, RUN_OVERHEAD_BYTES + held
+        """``(characters, bytes)`` it holds (class docstring)."""
+        return self.chars, self.size
+
+
+def finished_record(
+    report: DeliveryReport,
+    lane: PipelineLane,
+    record: MonitorRecord,
+    last_seq: int | None,
+    ledger: Ledger,
+    parts: Sequence[PartRecord] | None,
+) -> Finished:
+    """What to keep of a run that ended (module docstring).
+
+    Args:
+        report: its delivery report. lane: its pipeline lane. record: its monitor's record. last_seq: its last seq.
+        ledger: where its parts are. parts: its parts as the ledger holds them now (None: not read, the texts are
+            kept as they are).
+
+    O(its texts and parts).
+    """
+    answer_parts = _answer_parts(parts or [])
+    pieces = references(record.answer, answer_parts) if answer_parts else ([record.answer] if record.answer else [])
+    shown = {p.slot: p.shown for p in parts or [] if p.shown is not None}
+    texts: dict[str, int | str] = {}
+    for key, text in record.parts.items():
+        row, _, part = key.rpartition("/")
+        slot = int(part) if part.isdigit() and row == report.channel else None
+        texts[key] = slot if slot is not None and shown.get(slot) == text else text
+    messages = {unit.text: unit.index for unit in lane.units if isinstance(unit, MessageUnit)}
+    agents = {key: messages.get(text, text) if text else text for key, text in record.agents.items()}
+    kept = {
+        "state": record.state,
+        "tail": record.tail,
+        "answer": pieces,
+        "crc": _crc(record.answer),
+        "parts": texts,
+        "agents": agents,
+    }
+    document = json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
+    blob = zlib.compress(document.encode("utf-8", "surrogatepass"), 6)  # a lone surrogate passes, never an error
+    report_json = report.model_dump_json().encode()
+    units = [_unit_json(unit) for unit in lane.units]
+    chars = len(document) + len(report_json) + sum(len(u) for u in units)
+    size = RUN_OVERHEAD_BYTES + sys.getsizeof(blob) + sys.getsizeof(report_json) + sum(sys.getsizeof(u) for u in units)
+    return Finished(
+        record.state["run"], lane, last_seq, record.epoch, record.last_id, chars, size, report_json, blob, ledger
+    )
+
+
+def _unit_json(unit: Any) -> str:
+    """A pipeline unit as JSON (a typed unit or a dict), to measure what it holds."""
+    dump = getattr(unit, "model_dump_json", None)
+    return str(dump()) if dump is not None else json.dumps(unit, ensure_ascii=False, default=str)
+
+
+class FinishedMonitor:
+    """A finished run's live events for a watcher that comes after its end (the reading side of
+    :class:`core.run.monitor.RunMonitor`): its last events exactly, else one ``reset`` with its state, texts read back
+    from the ledger."""
+
+    def __init__(self, record: Finished) -> None:
+        self._record = record
+        self.run = record.run
+        self.epoch = record.epoch
+        self.last_id = record.last_id
+        self.closed = True
+
+    def sse_id(self, event: dict[str, Any]) -> str:
+        """The SSE id of ``event``: ``<epoch>.<id>``."""
+        return f"{self.epoch}.{event['id']}"
+
+    def resume_after(self, last_event_id: str | None) -> int:
+        """As :meth:`core.run.monitor.RunMonitor.resume_after`."""
+        return resume_after(self.epoch, last_event_id)
+
+    async def wait(self, last_id: int) -> list[dict[str, Any]]:
+        """The events after ``last_id``: none when it is the last, the kept ones when they reach back to it, else one
+        ``reset`` (as :meth:`core.run.monitor.RunMonitor.since`)."""
+        if last_id == self.last_id:
+            return []
+        tail: list[dict[str, Any]] = self._record.kept()["tail"]
+        first = tail[0]["id"] if tail else self.last_id + 1
+        if 0 <= last_id < self.last_id and last_id >= first - 1:
+            return [e for e in tail if e["id"] > last_id]
+        return [await self.reset()]
+
+    async def reset(self) -> dict[str, Any]:
+        """A ``reset`` event with the run's state (its texts read back from the ledger)."""
+        return reset_event(self.run, self.last_id, time.time(), await self._record.state())
 
 
 class FinishedRuns(OrderedDict[str, Finished]):
@@ -61,38 +302,35 @@ class FinishedRuns(OrderedDict[str, Finished]):
         self.budget_bytes = budget_bytes
         self.chars = 0
         self.bytes = 0
-        self._sizes: dict[str, tuple[int, int]] = {}
 
     def __setitem__(self, run: str, finished: Finished) -> None:
         if run in self:
             self.pop(run)
-        size = finished.measure()
         super().__setitem__(run, finished)
-        self._sizes[run] = size
-        self.chars += size[0]
-        self.bytes += size[1]
+        self.chars += finished.chars
+        self.bytes += finished.size
         while len(self) > 1 and (
             len(self) > self.keep or self.chars > self.budget_chars or self.bytes > self.budget_bytes
         ):
             self.popitem(last=False)
 
-    def _forget(self, run: str) -> None:
-        chars, size = self._sizes.pop(run, (0, 0))
-        self.chars -= chars
-        self.bytes -= size
+    def _forget(self, finished: Finished) -> None:
+        self.chars -= finished.chars
+        self.bytes -= finished.size
 
     def __delitem__(self, run: str) -> None:
+        finished = self[run]
         super().__delitem__(run)
-        self._forget(run)
+        self._forget(finished)
 
     def popitem(self, last: bool = True) -> tuple[str, Finished]:
         run, finished = super().popitem(last=last)
-        self._forget(run)
+        self._forget(finished)
         return run, finished
 
     def pop(self, run: str, *default: Finished | None) -> Finished | None:  # type: ignore[override]
         if run not in self:
             return default[0] if default else super().pop(run)
         finished = super().pop(run)
-        self._forget(run)
+        self._forget(finished)
         return finished

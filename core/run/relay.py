@@ -29,11 +29,11 @@ from core.ingest.clients import ClientBook, ClientLimits
 from core.lanes.gate import ActionCatalog, AmbiguousCallError, Call, GateDecision, UnknownCallError, ask_gate
 from core.lanes.pipeline import ArgsValidator, PipelineLane
 from core.records.journal import Journal, JournalEntry, MemoryJournal
-from core.records.ledger import Ledger
+from core.records.ledger import Ledger, PartRecord
 from core.records.report import DeliveryReport, summarize, with_gaps
 from core.run.controller import RunController
-from core.run.finished import Finished, FinishedRuns
-from core.run.monitor import RunMonitor
+from core.run.finished import FinishedRuns, finished_record
+from core.run.monitor import Watched
 from core.run.stop import StopState, stop_run
 from core.run.worker import ActiveRun, consecutive, work
 from core.tasks import stop_all
@@ -259,6 +259,7 @@ class Relay:
     async def _drive(self, run: ActiveRun) -> None:
         """The run's worker, then what the relay keeps of it; a run that finished leaves the journal."""
         controller = run.controller
+        parts: list[PartRecord] | None = None
         try:
             try:
                 await work(run, self._clock, self._idle_s)
@@ -270,6 +271,12 @@ class Relay:
                     await self._journal.finish(controller.run, run.gate.last)
                 except Exception:
                     _log.exception("run %s finished but its journal could not be closed", controller.run)
+                try:
+                    parts = await self._ledger.parts(controller.run)  # what its texts refer to once it is kept
+                except Exception:
+                    _log.exception(
+                        "run %s finished but its parts could not be read: its texts are kept", controller.run
+                    )
         finally:
             if self._runs.get(controller.run) is run:
                 del self._runs[controller.run]
@@ -278,7 +285,9 @@ class Relay:
             if runtime is not None:
                 runtime.release(controller.start_event.target)
             report = with_gaps(controller.report(), run.gate.gaps)
-            self._finished[controller.run] = Finished(report, controller.lane, controller.monitor, run.gate.last)
+            record = controller.monitor.record()
+            kept = finished_record(report, controller.lane, record, run.gate.last, self._ledger, parts)
+            self._finished[controller.run] = kept
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
         """Stop the active run ``run_id`` for its reader (:func:`core.run.stop.stop_run`: journaled, idempotent).
@@ -300,8 +309,9 @@ class Relay:
         lane = self.lane(run_id)
         return list(lane.units) if lane is not None else None
 
-    def monitor(self, run_id: str) -> RunMonitor | None:
-        """The run's live progress, active or finished (None for a run unknown to this process)."""
+    def monitor(self, run_id: str) -> Watched | None:
+        """The run's live progress, active or finished (:class:`core.run.finished.FinishedMonitor`; None for a run
+        unknown to this process)."""
         run = self._runs.get(run_id)
         if run is not None:
             return run.controller.monitor
@@ -338,7 +348,8 @@ class Relay:
             decision, unit = await ask_gate(self.catalog, lane, call_id, source_key=source_key, wait_s=wait_s)
         except UnknownCallError as exc:
             raise IngestError(str(exc), status=409 if isinstance(exc, AmbiguousCallError) else 404) from None
-        if (monitor := self.monitor(run_id)) is not None:
+        if (active := self._runs.get(run_id)) is not None:  # a finished run's events ended with its end
+            monitor = active.controller.monitor
             fields = {"call_id": call_id, "name": unit.name, "verdict": str(decision.verdict)}
             monitor.publish("decision", what="gate", reason=decision.reason, **fields)
         return decision, unit

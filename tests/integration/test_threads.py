@@ -83,7 +83,9 @@ async def test_each_sub_agent_previews_in_its_own_thread(platform: str) -> None:
     if isinstance(mock, MockDiscord):
         assert [t.name for t in mock.threads(chat)] == ["researcher", "writer"]
     monitor = relay.monitor("t1")  # watchers see each thread's messages as rows of their own
-    assert monitor is not None and {"c ↳ researcher/0", "c ↳ writer/0"} <= set(monitor.state["parts"])
+    assert monitor is not None
+    [reset] = await monitor.wait(-1)  # the run is finished: a watcher from elsewhere gets its state
+    assert {"c ↳ researcher/0", "c ↳ writer/0"} <= set(reset["state"]["parts"])
 
 
 def _in_thread(mock: MockPlatform, chat: int | str, mid: int | str) -> bool:
