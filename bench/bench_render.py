@@ -19,15 +19,14 @@ Rows, per platform (Telegram, Slack, Discord; format ``markdown``):
   function again).
 
 Columns: ``renders`` the pure render function's calls over the whole answer (counted by wrapping it where the
-adapter's modules hold it), ``per delta`` those per delta, ``us/delta`` the median wall time per delta of
-``--repeat`` runs (the chunker's own time excluded: the texts per delta are computed first).
+adapter's modules hold it), ``per delta`` those per delta, ``us/delta`` the wall time per delta, the best of
+``--repeat`` runs with the rows interleaved (the chunker's own time excluded: the texts per delta are computed first).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -170,20 +169,21 @@ def bench(platform: Platform, deltas: list[str], repeat: int) -> list[tuple[str,
     render = module.render
     shown = shown_per_delta(deltas, platform.max_units)
     discord = platform.name == "discord" and "max_units" in render.__code__.co_varnames
-    rows = []
-    for label, body in (
-        ("baseline", lambda r: run_baseline(r, shown, platform.max_units, discord)),
-        ("adapter", lambda r: run_adapter(platform.make(), r, shown, platform.max_units, discord)),
-    ):
-        times, calls = [], 0
-        for _ in range(repeat):
+    bodies = {
+        "baseline": lambda r: run_baseline(r, shown, platform.max_units, discord),
+        "adapter": lambda r: run_adapter(platform.make(), r, shown, platform.max_units, discord),
+    }
+    times: dict[str, list[float]] = {label: [] for label in bodies}
+    calls: dict[str, int] = {}
+    for _ in range(repeat):  # the rows interleaved: a machine that slows down slows both
+        for label, body in bodies.items():
             counter = [0]
             with counted(render, counter) as wrapped:
                 start = time.perf_counter()
                 body(wrapped)
-                times.append(time.perf_counter() - start)
-            calls = counter[0]
-        rows.append((label, calls, statistics.median(times) / len(deltas) * 1e6))
+                times[label].append(time.perf_counter() - start)
+            calls[label] = counter[0]
+    rows = [(label, calls[label], min(times[label]) / len(deltas) * 1e6) for label in bodies]
     return rows
 
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     deltas = recorded_deltas()
-    print(f"{len(deltas)} deltas, {sum(map(len, deltas))} characters, format {FMT}, median of {args.repeat}")
+    print(f"{len(deltas)} deltas, {sum(map(len, deltas))} characters, format {FMT}, best of {args.repeat}")
     print(f"{'platform':<10} {'row':<10} {'renders':>8} {'per delta':>10} {'us/delta':>10}")
     for platform in PLATFORMS:
         for label, calls, us in bench(platform, deltas, args.repeat):
