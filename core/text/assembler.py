@@ -192,9 +192,17 @@ class TextAssembler:
         return self._texts.get(source_key, {}).get(message)
 
     def adopt(self, source_key: str | None, message: int, text: TextBuffer) -> None:
-        """Keep ``text`` as one message's text from now on (it has the same characters as the text it replaces:
-        another assembler's buffer shared instead of a copy, :mod:`core.text.visible`). O(1)."""
+        """Keep ``text`` as one message's text from now on: another assembler's buffer shared instead of a copy
+        (:mod:`core.text.visible`), which has the same characters as the text it replaces, or begins it. O(1)."""
         self._texts.setdefault(source_key, {})[message] = text
+
+    def grew(self, source_key: str | None, message: int, text: str) -> TextChange:
+        """``text`` was appended to one message's buffer by the assembler it is shared with (:meth:`adopt`): the
+        change a ``delta`` of it would have made, without appending it twice. O(1) unless the source has several
+        messages."""
+        current = self._texts[source_key][message]
+        self._appending(source_key, message, text)
+        return TextChange("append", text, current.length, current)
 
     def view(self, source_key: str | None = None, sep: str = "\n\n") -> LinearText:
         """A source's linear text (:meth:`answer`) read by ranges: a :class:`core.text.buffer.TextSource` that

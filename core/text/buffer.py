@@ -2,9 +2,11 @@
 
 Why blocks: a Python ``str`` takes 1, 2 or 4 bytes a character for all of its characters, as its widest one needs,
 so one emoji in an 8.5k-character Markdown answer makes the joined answer 34 KB instead of 8.5 KB. Kept as blocks of
-:data:`BLOCK_CHARS`, only the block that holds the emoji is wide. And a text that is never joined whole has no second
-copy beside it: a reader that wants a range (:meth:`TextBuffer.slice`) joins that range only, one that wants the
-whole text (:meth:`TextBuffer.value`) gets a fresh string that is not kept.
+at most :data:`BLOCK_CHARS`, an emoji's block grown only by pieces that have one too, only the pieces that hold an emoji
+are 4 bytes a character
+(the recorded answer's six emoji: 12 KB instead of 34). And a text that is never joined whole has no second copy
+beside it: a reader that wants a range (:meth:`TextBuffer.slice`) joins that range only, one that wants the whole text
+(:meth:`TextBuffer.value`) gets a fresh string that is not kept.
 
 Cost: an append costs O(len(piece)) amortized: pieces wait in a short tail and are joined into the last block (at most
 :data:`BLOCK_CHARS` characters copied per :data:`TAIL_PIECES` pieces). A slice costs O(its length + log blocks),
@@ -50,36 +52,58 @@ class TextBuffer:
         text: the text it starts with (kept as one block).
     """
 
-    __slots__ = ("_blocks", "_ends", "_tail", "_tail_chars", "length")
+    __slots__ = ("_blocks", "_ends", "_stored", "_tail", "_wide", "length")
 
     def __init__(self, text: str = "") -> None:
         self._blocks: list[str] = [text] if text else []
         self._ends: list[int] = [len(text)] if text else []
         """Each block's end position (for bisection)."""
+        self._wide: list[bool] = [_astral(text)] if text else []
+        """Whether each block holds characters outside the BMP (4 bytes a character)."""
+        self._stored = len(text)
+        """Characters in the blocks (the tail's follow)."""
         self._tail: list[str] = []
-        self._tail_chars = 0
         self.length = len(text)
 
     def append(self, piece: str) -> None:
         """Add ``piece`` at the end. Amortized O(len(piece))."""
-        if not piece:
-            return
-        self._tail.append(piece)
-        self._tail_chars += len(piece)
-        self.length += len(piece)
-        if len(self._tail) > TAIL_PIECES or self._tail_chars >= BLOCK_CHARS:
-            self._join_tail()
+        if piece:
+            tail = self._tail
+            tail.append(piece)
+            self.length += len(piece)
+            if len(tail) > TAIL_PIECES or self.length - self._stored >= BLOCK_CHARS:
+                self._join_tail()
 
     def _join_tail(self) -> None:
-        tail = self._tail[0] if len(self._tail) == 1 else "".join(self._tail)
-        self._tail, self._tail_chars = [], 0
+        """The tail's pieces joined into the last block, or into a block of their own when that block has room no more
+        or holds characters outside the BMP and they do not (or the other way round: then each run of pieces alike goes
+        its own way), so an emoji makes only its own few pieces 4 bytes a character."""
+        tail = self._tail
+        if not tail:
+            return
+        self._tail = []
+        joined = tail[0] if len(tail) == 1 else "".join(tail)
+        wide = _astral(joined)
+        if not wide or len(tail) == 1 or (self._blocks and self._wide[-1]):
+            self._add_block(joined, wide)  # the common case: one join, no piece looked at alone
+            return
+        start, wide = 0, _astral(tail[0])
+        for k in range(1, len(tail) + 1):
+            next_wide = _astral(tail[k]) if k < len(tail) else not wide
+            if next_wide != wide:
+                self._add_block(tail[start] if k - start == 1 else "".join(tail[start:k]), wide)
+                start, wide = k, next_wide
+
+    def _add_block(self, text: str, wide: bool) -> None:
         blocks = self._blocks
-        if blocks and len(blocks[-1]) + len(tail) <= BLOCK_CHARS:
-            blocks[-1] += tail
-            self._ends[-1] += len(tail)
+        self._stored += len(text)
+        if blocks and len(blocks[-1]) + len(text) <= BLOCK_CHARS and self._wide[-1] == wide:
+            blocks[-1] += text
+            self._ends[-1] += len(text)
         else:
-            blocks.append(tail)
-            self._ends.append((self._ends[-1] if self._ends else 0) + len(tail))
+            blocks.append(text)
+            self._ends.append(self._stored)
+            self._wide.append(wide)
 
     def value(self) -> str:
         """The whole text: a new string each time (not kept). O(length)."""
@@ -124,6 +148,12 @@ class TextBuffer:
 
     def reset_to(self, text: str) -> None:
         """Keep ``text`` as the whole text, one block (``text`` extends or equals the current text)."""
-        self._blocks, self._ends = ([text], [len(text)]) if text else ([], [])
-        self._tail, self._tail_chars = [], 0
+        self._blocks, self._ends, self._wide = ([text], [len(text)], [_astral(text)]) if text else ([], [], [])
+        self._tail, self._stored = [], len(text)
         self.length = len(text)
+
+
+def _astral(text: str) -> bool:
+    """Whether ``text`` holds a character outside the BMP (so a ``str`` of it takes 4 bytes a character). O(len(text))
+    in C."""
+    return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text)

@@ -20,8 +20,10 @@ text events ─▶ received text (delta / snapshot / replace, replay guard) ─�
   the event's mode, so a snapshot whose answer still extends the shown answer only appends.
 
 Each source's texts stay its own: a sub-agent's text never enters the root's answer (DESIGN §6).
-Cost: a delta costs O(len(delta)); a snapshot or replace O(len(text)). The received texts are kept beside the split
-ones (about twice the text in memory), because the replay guard compares with what was received.
+Cost: a delta costs O(len(delta)); a snapshot or replace O(len(text)). One copy: the replay guard compares with what
+was received, so the received texts are kept; while a message's answer is its received text (no tag, no reasoning, no
+held back ``<``, no lone surrogate replaced: the common case), both are one buffer, appended once. When they part
+(a tag arrives), the answer gets its own copy; when they are alike again (held text released), one buffer again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from operator import itemgetter
 
 from core.events import TextEvent, TextMode, Visibility, fix_surrogates
 from core.text.assembler import REPLAY_MIN_CHARS, TextAssembler, TextChange
+from core.text.buffer import TextBuffer
 from core.text.think import ThinkSplitter
 
 _Key = tuple[str | None, int]
@@ -56,6 +59,18 @@ def visible_final(text: str, opened: bool = False) -> str:
     return answer + rest
 
 
+@dataclass(slots=True)
+class _Taken:
+    """What one event changed in a received text: ``piece``, the new text to pass on (surrogates fixed); ``whole``,
+    whether it is a whole new text (else a suffix); ``grown``, what the received text grew by (``""`` when whole);
+    ``mended``, whether a lone surrogate in ``piece`` was replaced."""
+
+    piece: str
+    whole: bool
+    grown: str
+    mended: bool
+
+
 class _Received:
     """The texts of one visibility as the runtime sent them, and the half surrogate pair each one ends in.
 
@@ -67,25 +82,26 @@ class _Received:
         self.texts = TextAssembler(delta_replay_guard)
         self._carry: dict[_Key, str] = {}
 
-    def take(self, slot: _Key, mode: TextMode, text: str) -> tuple[str, bool] | None:
-        """Apply one event; return ``(piece, whole)``: the new text to pass on, surrogates fixed, and whether it is
-        a whole new text (True) or a suffix (False). None: nothing changed. O(len(text))."""
+    def take(self, slot: _Key, mode: TextMode, text: str) -> _Taken | None:
+        """Apply one event; return what it changed (:class:`_Taken`). None: nothing changed. O(len(text))."""
         if not text and mode is TextMode.DELTA:
             return None
         if mode is TextMode.DELTA and slot not in self._carry and not self._may_replay(text):
             self.texts.append(slot[0], slot[1], text)  # the common line: appended, no TextChange to build
-            piece, whole = text, False
+            piece, whole, grown = text, False, text
         else:
             change = self.texts.apply(slot[0], slot[1], mode, text)
             if change.kind == "none":
                 return None
             whole = change.kind == "replace"
-            piece = change.text if whole else self._carry.pop(slot, "") + change.appended
+            grown = "" if whole else change.appended
+            piece = change.text if whole else self._carry.pop(slot, "") + grown
             if whole:
                 self._carry.pop(slot, None)
         if piece and "\ud800" <= piece[-1] <= "\udbff":
             self._carry[slot], piece = piece[-1], piece[:-1]
-        return fix_surrogates(piece), whole
+        fixed = fix_surrogates(piece)
+        return _Taken(fixed, whole, grown, fixed is not piece)
 
     def _may_replay(self, text: str) -> bool:
         """Whether the replay guard must look at the delta ``text`` (it needs :data:`REPLAY_MIN_CHARS`)."""
@@ -118,6 +134,10 @@ class VisibleText:
             Visibility.REASONING: _Received(delta_replay_guard),
         }
         self._splitters: dict[_Key, ThinkSplitter] = {}
+        self._shared: set[_Key] = set()
+        """Answer slots whose answer is their received text: one buffer for both (module docstring)."""
+        self._mended: set[_Key] = set()
+        """Answer slots where a lone surrogate was replaced on the way: never shared (same length, other text)."""
 
     def apply(self, event: TextEvent) -> Split:
         """Apply one ``answer`` or ``reasoning`` text event (``status`` text is not text of a message)."""
@@ -128,25 +148,73 @@ class VisibleText:
         taken = received.take(slot, event.mode, event.text)
         if taken is None:
             return Split(key, event.message)
-        text, whole = taken
+        text, whole = taken.piece, taken.whole
         mode = event.mode if whole else TextMode.DELTA  # whole: a snapshot or replace (a delta never replaces)
         if reasoning_event:
             return Split(key, event.message, reasoning=self._change(self.reasoning, slot, mode, text))
+        if taken.mended:
+            self._mended.add(slot)
         if not whole:
             splitter = self._splitters.get(slot)
             if splitter is None:
                 splitter = self._splitters[slot] = ThinkSplitter(self.opened)
-            return self._split(slot, *splitter.feed(text))  # a delta: the common line
+            answer, reasoning = splitter.feed(text)  # a delta: the common line
+            if not reasoning and (answer is taken.grown or answer == taken.grown) and not taken.mended:
+                shared = self._grown_shared(slot, answer)
+                if shared is not None:
+                    return Split(key, event.message, answer=shared)
+            elif slot in self._shared:
+                self._unshare(slot, len(taken.grown))
+            split = self._split(slot, answer, reasoning)
+            self._share_again(slot)
+            return split
+        self._shared.discard(slot)  # the received text is a new one: the answer's buffer is the old text now
         splitter = self._splitters[slot] = ThinkSplitter(self.opened)
         answer, reasoning = splitter.feed(text)
         if not reasoning and not self.reasoning.text(key, event.message):
-            return Split(key, event.message, answer=self._change(self.answers, slot, mode, answer))
-        return Split(
-            key,
-            event.message,
-            answer=self._change(self.answers, slot, mode, answer),
-            reasoning=self._change(self.reasoning, slot, mode, reasoning),
-        )
+            split = Split(key, event.message, answer=self._change(self.answers, slot, mode, answer))
+        else:
+            split = Split(
+                key,
+                event.message,
+                answer=self._change(self.answers, slot, mode, answer),
+                reasoning=self._change(self.reasoning, slot, mode, reasoning),
+            )
+        self._share_again(slot)
+        return split
+
+    # --- one buffer for a message's received text and its answer ---------------------------------------------
+
+    def _grown_shared(self, slot: _Key, answer: str) -> TextChange | None:
+        """The answer of ``slot`` grew by ``answer``, exactly what its received text grew by: when they share one
+        buffer (or the message is new and can), the change without a second copy; None when they cannot share."""
+        if slot in self._shared:
+            return self.answers.grew(slot[0], slot[1], answer)
+        received = self._received[Visibility.ANSWER].texts.buffer(slot[0], slot[1])
+        if self.answers.buffer(slot[0], slot[1]) is None and received is not None and received.length == len(answer):
+            self.answers.adopt(slot[0], slot[1], received)  # a new message: its first text is the received one
+            self._shared.add(slot)
+            return self.answers.grew(slot[0], slot[1], answer)
+        return None
+
+    def _unshare(self, slot: _Key, grown: int) -> None:
+        """The answer of ``slot`` parts from its received text: it gets its own copy of the text before the last
+        ``grown`` received characters. O(length), once."""
+        received = self._received[Visibility.ANSWER].texts.buffer(slot[0], slot[1])
+        assert received is not None
+        self.answers.adopt(slot[0], slot[1], TextBuffer(received.slice(0, received.length - grown)))
+        self._shared.discard(slot)
+
+    def _share_again(self, slot: _Key) -> None:
+        """When the answer of ``slot`` is again as long as its received text, it is that text (only removals make them
+        differ: tags, reasoning, held back characters; no lone surrogate was replaced): one buffer again. O(1)."""
+        if slot in self._shared or slot in self._mended:
+            return
+        received = self._received[Visibility.ANSWER].texts.buffer(slot[0], slot[1])
+        own = self.answers.buffer(slot[0], slot[1])
+        if received is not None and own is not None and own is not received and own.length == received.length:
+            self.answers.adopt(slot[0], slot[1], received)
+            self._shared.add(slot)
 
     def flush(self, source_key: str | None, message: int | None = None) -> list[Split]:
         """Release what is held back for a source's messages (all of them when ``message`` is None):

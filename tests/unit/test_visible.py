@@ -238,3 +238,64 @@ def test_the_streamed_answer_is_visible_final(case: tuple[str, list[int]]) -> No
     if text.endswith("\ud83d"):  # a half pair left at the end of a streamed message is dropped
         fixed = fixed[:-1]
     assert answer == visible_final(fixed)
+
+
+# -- one copy: a message's answer and its received text are one buffer while they are alike (issue 23, item 5) --------
+
+
+def _one_buffer(visible: VisibleText, message: int = 0) -> bool:
+    received = visible._received[Visibility.ANSWER].texts.buffer(None, message)
+    return received is not None and visible.answers.buffer(None, message) is received
+
+
+def test_a_plain_answer_is_kept_once_and_parts_from_its_received_text_only_while_they_differ() -> None:
+    visible = VisibleText()
+    visible.apply(text_event("<fin"))  # before the answer: a possible tag, held back
+    assert not _one_buffer(visible) and visible.answers.text(None, 0) == ""
+    visible.apply(text_event("e print"))  # not a tag: released, the answer is what came, one buffer
+    assert _one_buffer(visible) and visible.answers.text(None, 0) == "<fine print"
+    for delta in (", this is ", "plain text. ", "A <think> here is text."):
+        visible.apply(text_event(delta))
+    assert (
+        _one_buffer(visible)
+        and visible.answers.text(None, 0) == "<fine print, this is plain text. A <think> here is text."
+    )
+
+
+def test_an_answer_after_reasoning_keeps_its_own_text() -> None:
+    visible = VisibleText()
+    for delta in ("<think>plan", "</think>", "The answer."):
+        visible.apply(text_event(delta))
+    assert not _one_buffer(visible) and visible.answers.text(None, 0) == "The answer."
+
+
+_events = st.lists(
+    st.tuples(st.sampled_from([DELTA, DELTA, DELTA, SNAPSHOT, REPLACE]), texts, st.integers(0, 1), st.booleans()),
+    max_size=12,
+)
+
+
+@settings(max_examples=300)
+@given(_events)
+def test_one_buffer_for_an_answer_and_its_received_text_changes_no_change(
+    events: list[tuple[TextMode, str, int, bool]],
+) -> None:
+    shared, apart = VisibleText(), VisibleText()
+    apart._grown_shared = lambda slot, answer: None  # type: ignore[method-assign]  # the reference: never one buffer
+    apart._share_again = lambda slot: None  # type: ignore[method-assign]
+    received = ["", ""]
+    for mode, text, message, extends in events:
+        if mode is SNAPSHOT and extends:
+            text = received[message] + text  # a snapshot that extends what came (else one that diverges)
+        received[message] = received[message] + text if mode is DELTA else text
+        one, two = shared.apply(text_event(text, mode, message)), apart.apply(text_event(text, mode, message))
+        for a, b in ((one.answer, two.answer), (one.reasoning, two.reasoning)):
+            assert (a is None) == (b is None)
+            if a is not None and b is not None:
+                assert (a.kind, a.appended, a.text) == (b.kind, b.appended, b.text)
+    shared.flush(None)
+    apart.flush(None)
+    for message in (0, 1):
+        assert shared.answers.text(None, message) == apart.answers.text(None, message)
+        assert shared.reasoning.text(None, message) == apart.reasoning.text(None, message)
+    assert shared.answers.view().value() == apart.answers.view().value()
