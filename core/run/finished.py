@@ -12,8 +12,9 @@ watcher gets the answer parts' texts as they are). A run that ended without its 
 shutdown) keeps its answer as it is, counted in the budgets below.
 
 The rest (the state's fields and timeline, a sub-agent's text no unit holds, the last events: what
-:meth:`core.run.monitor.RunMonitor.record` gives) is kept as one compressed JSON document, the report as its JSON: a
-finished run of the recorded 8.5k Markdown answer holds about 2 KB (bench/bench_memory.py).
+:meth:`core.run.monitor.RunMonitor.record` gives; and the lane's units) is kept as one compressed JSON document, the
+report as its JSON; both are read back as objects when asked for. A finished run of the recorded 8.5k Markdown answer
+holds about 2 KB (bench/bench_memory.py).
 
 Bounded three times: at most ``keep`` runs, at most ``budget_chars`` characters of text over all of them (the
 characters of what each keeps as text, its lane's units included, measured once when the run ends), and at most
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.contracts.units import MessageUnit
+from core.contracts.units import MessageUnit, parse_unit
 from core.lanes.pipeline import PipelineLane
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import DeliveryReport, SlotRole
@@ -141,12 +142,11 @@ class Finished:
     """What stays in memory of a finished run (module docstring).
 
     Attributes:
-        run: the run. lane: its pipeline lane. last_seq: its last ``seq``. epoch, last_id: its monitor's (SSE ids).
+        run: the run. last_seq: its last ``seq``. epoch, last_id: its monitor's (SSE ids).
         chars: characters of text it keeps as text (its lane's units included). size: bytes it holds, about.
     """
 
     run: str
-    lane: PipelineLane
     last_seq: int | None
     epoch: str
     last_id: int
@@ -166,10 +166,19 @@ class Finished:
         """Its live events for watchers that come after the end."""
         return FinishedMonitor(self)
 
+    @property
+    def lane(self) -> PipelineLane:
+        """Its pipeline lane as it was at the end, with every unit (a new object each time). O(its units)."""
+        kept = self.kept()
+        lane = PipelineLane(self.run)
+        lane.units = [parse_unit(unit) for unit in kept["units"]]
+        lane.closed = kept["closed"]
+        return lane
+
     def kept(self) -> dict[str, Any]:
         """What it keeps of its monitor: ``state`` (without texts), ``tail`` (its last events), ``answer`` (pieces),
         ``crc``, ``parts`` (by key: a slot, or the text), ``agents`` (by key: the index of the lane's ``message`` unit
-        with its text, or the text). O(its size)."""
+        with its text, or the text); and its lane: ``units`` (their JSON objects), ``closed``. O(its size)."""
         kept: dict[str, Any] = json.loads(zlib.decompress(self._kept).decode("utf-8", "surrogatepass"))
         return kept
 
@@ -191,7 +200,7 @@ class Finished:
             answer = "".join(text for slot, text in sorted(shown.items()) if slot in _slots(kept["answer"]))
         state: dict[str, Any] = kept["state"]
         state["answer"] = answer
-        units = {unit.index: unit.text for unit in self.lane.units if isinstance(unit, MessageUnit)}
+        units = {unit["index"]: unit.get("text", "") for unit in kept["units"] if unit.get("kind") == "message"}
         agents = {k: units.get(v, "") if isinstance(v, int) else v for k, v in kept["agents"].items()}
         state["agents"] = {k: {**v, "text": agents.get(k, "")} for k, v in state["agents"].items()}
         texts = {k: shown.get(v, "") if isinstance(v, int) else v for k, v in kept["parts"].items()}
@@ -237,22 +246,15 @@ def finished_record(
         "crc": _crc(record.answer),
         "parts": texts,
         "agents": agents,
+        "units": [unit.model_dump(mode="json") for unit in lane.units],
+        "closed": lane.closed,
     }
     document = json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
     blob = zlib.compress(document.encode("utf-8", "surrogatepass"), 6)  # a lone surrogate passes, never an error
     report_json = report.model_dump_json().encode()
-    units = [_unit_json(unit) for unit in lane.units]
-    chars = len(document) + len(report_json) + sum(len(u) for u in units)
-    size = RUN_OVERHEAD_BYTES + sys.getsizeof(blob) + sys.getsizeof(report_json) + sum(sys.getsizeof(u) for u in units)
-    return Finished(
-        record.state["run"], lane, last_seq, record.epoch, record.last_id, chars, size, report_json, blob, ledger
-    )
-
-
-def _unit_json(unit: Any) -> str:
-    """A pipeline unit as JSON (a typed unit or a dict), to measure what it holds."""
-    dump = getattr(unit, "model_dump_json", None)
-    return str(dump()) if dump is not None else json.dumps(unit, ensure_ascii=False, default=str)
+    chars = len(document) + len(report_json)
+    size = RUN_OVERHEAD_BYTES + sys.getsizeof(blob) + sys.getsizeof(report_json)
+    return Finished(record.state["run"], last_seq, record.epoch, record.last_id, chars, size, report_json, blob, ledger)
 
 
 class FinishedMonitor:

@@ -42,17 +42,17 @@ def _relay(ledger: MemoryLedger | None = None) -> tuple[Relay, MemoryChat, Memor
     )
 
 
-async def _run(relay: Relay, run: str, text: str) -> tuple[DeliveryReport, RunMonitor]:
-    """Stream ``text`` as 7-character deltas and end; the live monitor as it was at the end."""
+async def _run(relay: Relay, run: str, text: str) -> tuple[DeliveryReport, RunMonitor, PipelineLane]:
+    """Stream ``text`` as 7-character deltas and end; the live monitor and lane as they were at the end."""
     await relay.submit_line({**START, "run": run})
     for k in range(0, len(text), 7):
         await relay.submit_line({"kind": "text", "run": run, "text": text[k : k + 7]})
-    live = relay.monitor(run)
-    assert isinstance(live, RunMonitor)
+    live, lane = relay.monitor(run), relay.lane(run)
+    assert isinstance(live, RunMonitor) and lane is not None
     await relay.submit_line({"kind": "end", "run": run})
     report = await relay.wait_done(run, 5)
     assert report is not None and report.status == "delivered"
-    return report, live
+    return report, live, lane
 
 
 def _kept(finished: Finished) -> str:
@@ -61,7 +61,7 @@ def _kept(finished: Finished) -> str:
 
 async def test_a_finished_run_keeps_its_report_and_references_not_its_answer() -> None:
     relay, chat, _ = _relay()
-    report, live = await _run(relay, "r1", ANSWER)
+    report, live, lane = await _run(relay, "r1", ANSWER)
     assert sum(m.startswith("```python") for m in chat.messages.values()) == 2  # the fence was cut and reopened
     finished = relay._finished["r1"]
     kept = _kept(finished)
@@ -69,8 +69,11 @@ async def test_a_finished_run_keeps_its_report_and_references_not_its_answer() -
     assert finished.size <= 4096 and finished.chars < 3000  # the answer alone is 7k characters (28 KB as one str)
     kept_as_is = [p for p in finished.kept()["answer"] if isinstance(p, str)]
     assert kept_as_is == ["\n\n", "\n"]  # the blank line a cut dropped, the last newline the chat dropped
-    # readers after the end get what they got before: the report, the last events, the state
+    # readers after the end get what they got before: the report, the lane, the last events, the state
     assert await relay.report("r1") == report
+    kept_lane = relay.lane("r1")
+    assert kept_lane is not None and kept_lane.closed and kept_lane.units == lane.units
+    assert [u.kind for u in kept_lane.units] == ["commit", "run.end"]
     watched = relay.monitor("r1")
     assert isinstance(watched, FinishedMonitor) and (watched.epoch, watched.last_id) == (live.epoch, live.last_id)
     behind = live.last_id - 3
