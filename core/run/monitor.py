@@ -48,8 +48,9 @@ One copy of the answer: the run stage shares the run's answer text (:meth:`RunMo
 range of the answer it tells (materialized when a watcher reads it) and the state's answer is the shared text. A range
 whose text changed since (the answer was replaced: a new ``generation``) can no longer be told exactly: a watcher that
 needs it gets a ``reset``. The committed final is the stage's own string, kept as it is. A web part's text in the state
-is the string the delivery side showed (:class:`DeliveryWatch`), not a copy. What a finished run keeps of all this is
-:meth:`RunMonitor.record` (:mod:`core.run.finished`).
+is the string the delivery side showed (:meth:`RunMonitor.delivered`), not a copy, and its ``delivery`` events hold
+ranges of it the same way (a new generation when it changed other than by growing). What a finished run keeps of all
+this is :meth:`RunMonitor.record` (:mod:`core.run.finished`).
 """
 
 from __future__ import annotations
@@ -89,12 +90,13 @@ Off in service: a model per event would add to the per-delta cost (issue 13 meas
 
 
 class _Range:
-    """An ``answer`` event's text as a range of the shared answer under one generation (module docstring)."""
+    """An event's text as a range of a text kept once under one generation (module docstring): of the shared answer
+    (``part`` None), or of the whole text web part ``part`` shows (a ``delivery`` event's ``append`` or ``text``)."""
 
-    __slots__ = ("end", "generation", "start")
+    __slots__ = ("end", "generation", "part", "start")
 
-    def __init__(self, generation: int, start: int, end: int) -> None:
-        self.generation, self.start, self.end = generation, start, end
+    def __init__(self, generation: int, start: int, end: int, part: str | None = None) -> None:
+        self.generation, self.start, self.end, self.part = generation, start, end, part
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,8 @@ class RunMonitor:
         self._agent_texts: dict[str, TextBuffer] = {}
         self._parts: dict[str, dict[str, Any]] = {}
         self._part_texts: dict[str, TextBuffer | str] = {}
+        self._part_generations: dict[str, int] = {}
+        """Per web part: how many times its text changed other than by growing (:meth:`delivered`)."""
         self._timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE)
 
     def share_answer(self, source: TextSource) -> None:
@@ -255,7 +259,7 @@ class RunMonitor:
         self.last_id += 0 if self.closed else 1
         event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": type_, **fields}
         if CHECK_CONTRACT:
-            check_live_event(event)
+            check_live_event(self._told(event) or event)
         if self.closed:
             return event
         if type_ == "answer" and self._published is not None:
@@ -360,13 +364,22 @@ class RunMonitor:
             self._chars -= self._sizes.popleft()
 
     def _told(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        """``event`` as a watcher gets it: a range of the shared answer read (None: that text changed since)."""
-        if event.get("type") != "answer":
+        """``event`` as a watcher gets it: a range of a text kept once read (None: that text changed since)."""
+        kind = event.get("type")
+        if kind == "answer":
+            key = "delta" if "delta" in event else "text"
+        elif kind == "delivery":
+            key = "append" if "append" in event else "text"
+        else:
             return event
-        key = "delta" if "delta" in event else "text"
         told = event.get(key)
         if not isinstance(told, _Range):
             return event
+        if told.part is not None:
+            shown = self._part_texts.get(told.part)
+            if not isinstance(shown, str) or self._part_generations.get(told.part) != told.generation:
+                return None
+            return {**event, key: shown[told.start : told.end]}
         source = self._source
         if source is None or source.generation != told.generation:
             return None
@@ -413,11 +426,25 @@ class RunMonitor:
             await self._changed.wait()
         return self.since(last_id)
 
-    def part_text(self, key: str, text: str) -> None:
-        """The whole text part ``key`` (``<channel>/<part>``) shows now: the state refers to ``text`` (the delivery
-        side's string) instead of building its own from the events' ``append``."""
-        if key in self._parts and not self.closed:
-            self._part_texts[key] = text
+    def delivered(self, channel: str, fact: dict[str, Any], shown: str | None = None) -> None:
+        """Publish a ``delivery`` event (``fact``'s fields) on the row ``channel``. ``shown``: the whole text the part
+        shows now (a web part): told as ``append`` when it extends what the part showed (a growing part costs its
+        length once, not once per edit), else whole as ``text``; either as a range of ``shown``, which the state
+        refers to (the delivery side's string, not a copy)."""
+        if shown is None or self.closed:
+            self.publish("delivery", channel=channel, **fact)
+            return
+        key = f"{channel}/{fact['part']}"
+        before = self._part_texts.get(key)
+        generation = self._part_generations.get(key, 0)
+        if isinstance(before, str) and before and shown.startswith(before):
+            if len(shown) > len(before):
+                fact["append"] = _Range(generation, len(before), len(shown), key)
+        else:
+            generation = self._part_generations[key] = generation + 1  # ranges of the text before cannot be read
+            fact["text"] = _Range(generation, 0, len(shown), key)
+        self._part_texts[key] = shown
+        self.publish("delivery", channel=channel, **fact)
 
     def _apply(self, event: dict[str, Any]) -> None:
         state, kind = self._state, event["type"]
@@ -439,7 +466,10 @@ class RunMonitor:
                 state["rate_limited"] += 1
             skip = ("id", "run", "seq", "ts", "type", "append", "text")
             self._parts.setdefault(key, {}).update((k, v) for k, v in event.items() if k not in skip)
-            if "text" in event:
+            told = event.get("text", event.get("append"))
+            if isinstance(told, _Range):
+                pass  # the state refers to the part's text already (delivered)
+            elif "text" in event:
                 self._part_texts[key] = event["text"]
             elif "append" in event:
                 shown = self._part_texts.get(key, "")
@@ -528,19 +558,8 @@ class DeliveryWatch:
     def __init__(self, monitor: RunMonitor, channel: str, *, live_text: bool) -> None:
         self._monitor = monitor
         self._channel = channel
-        self._shown: dict[Any, str] | None = {} if live_text else None
+        self._live_text = live_text
 
     def __call__(self, fact: dict[str, Any]) -> None:
         text = fact.pop("text", "")
-        if self._shown is None:
-            self._monitor.publish("delivery", channel=self._channel, **fact)
-            return
-        part, before = fact["part"], self._shown.get(fact["part"], "")
-        if before and text.startswith(before):
-            if len(text) > len(before):
-                fact["append"] = text[len(before) :]
-        else:
-            fact["text"] = text
-        self._shown[part] = text
-        self._monitor.publish("delivery", channel=self._channel, **fact)
-        self._monitor.part_text(f"{self._channel}/{part}", text)  # the state refers to the part's own string
+        self._monitor.delivered(self._channel, fact, text if self._live_text else None)

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 import core.run.monitor
-from core.events import ErrorEvent, Phase, Source, TextEvent, ToolResult, Visibility
+from core.events import ErrorEvent, Phase, Source, TextEvent, TextMode, ToolResult, Visibility
 from core.run.monitor import RunMonitor, progress_event
+from core.text.assembler import TextAssembler
 from tests.unit.fakes import settle
 
 pytestmark = pytest.mark.timeout(10)
@@ -171,3 +172,69 @@ async def test_answer_deltas_no_watcher_read_yet_are_one_event_with_the_same_tex
     await settle()
     assert [e["delta"] for e in waiter.result()] == ["g"]
     assert m.state["answer"] == "abcdefg" and m.reset()["id"] == m.last_id
+
+
+# --- one copy of the answer: the monitor refers to the run's text by ranges (issue 23, item 5) -----------------------
+
+
+def _shared() -> tuple[RunMonitor, TextAssembler]:
+    assembler = TextAssembler()
+    m = monitor()
+    m.share_answer(assembler.view())
+    m.publish("run")
+    return m, assembler
+
+
+def _grow(m: RunMonitor, assembler: TextAssembler, delta: str) -> None:
+    assembler.apply(None, 0, TextMode.DELTA, delta)  # as the stage does: the answer grows, then watchers are told
+    m.answer_delta(delta)
+
+
+async def test_a_shared_answer_is_told_by_ranges_and_kept_once() -> None:
+    m, assembler = _shared()
+    for delta in ("Hello", ", ", "world"):
+        _grow(m, assembler, delta)
+    assert [e["delta"] for e in m.since(1)] == ["Hello, world"]  # merged, read from the shared text
+    _grow(m, assembler, "! 📦")
+    m.publish("phase", name="checking")
+    _grow(m, assembler, " Done.")
+    assert [(e["type"], e.get("delta")) for e in m.since(2)] == [
+        ("answer", "! 📦"),
+        ("phase", None),
+        ("answer", " Done."),
+    ]
+    assert m.state["answer"] == "Hello, world! 📦 Done." and m._answer.length == 0  # no text of its own
+    assert all(not isinstance(v, str) for e in m._events if e["type"] == "answer" for v in (e["delta"],))
+
+
+def test_a_shared_answer_replaced_gives_watchers_behind_a_reset_not_text_it_no_longer_has() -> None:
+    m, assembler = _shared()
+    _grow(m, assembler, "Draft one.")
+    m.since(0)  # a watcher read it: the next delta is an event of its own
+    assembler.apply(None, 0, TextMode.REPLACE, "Second draft.")
+    m.publish("answer", text="Second draft.", reset=True)
+    _grow(m, assembler, " More.")
+    [reset] = m.since(1)  # the first delta's range names text that is gone
+    assert reset["type"] == "reset" and reset["state"]["answer"] == "Second draft. More."
+    assert [(e.get("text"), e.get("delta")) for e in m.since(3)] == [(None, " More.")]
+    m.publish("answer", text="Final, committed.", reset=True, final=True)  # a final that is not the text: kept as is
+    assert m.state["answer"] == "Final, committed." and m.since(4)[0]["text"] == "Final, committed."
+
+
+def test_a_web_part_refers_to_the_text_the_delivery_side_shows() -> None:
+    m = monitor()
+    fact = {"part": 0, "role": "answer", "message_id": "1"}
+    shown = ["Hel", "Hello", "Hello, world", "Goodbye"]
+    for state, text in zip(("sent", "edited", "edited", "edited"), shown, strict=True):
+        m.delivered("web", {**fact, "state": state}, text)
+        assert m.state["parts"]["web/0"]["text"] is text  # the delivery side's string, not a copy
+    [reset] = m.since(0)  # "Goodbye" did not grow from what was shown: the ranges before it name text that is gone
+    assert reset["type"] == "reset" and reset["state"]["parts"]["web/0"]["text"] == "Goodbye"
+    m2 = monitor()
+    m2.delivered("web", {**fact, "state": "sent"}, "Hel")
+    m2.delivered("web", {**fact, "state": "edited"}, "Hello")
+    assert [(e.get("text"), e.get("append")) for e in m2.since(0)] == [("Hel", None), (None, "lo")]
+    m2.delivered("web", {**fact, "state": "edited"}, "Bye")  # not a growth: the earlier ranges cannot be read
+    [reset] = m2.since(0)
+    assert reset["type"] == "reset" and reset["state"]["parts"]["web/0"]["text"] == "Bye"
+    assert [(e.get("text"), e.get("append")) for e in m2.since(2)] == [("Bye", None)]
