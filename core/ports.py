@@ -247,6 +247,10 @@ class NativeStreaming(Protocol):
     """Seconds after which an unchanged stream must be shown again to stay alive (Telegram: a draft lives about
     30 s, https://core.telegram.org/bots/api#sendmessagedraft), or None."""
 
+    finish_creates: bool
+    """:meth:`stream_finish` creates the message (Telegram: sendMessage after the drafts, so an unknown finish is
+    settled like any create), rather than persisting the streamed one (Slack: chat.stopStream of the stream's ts)."""
+
     def native_refusal(self, target: Target) -> str | None:
         """Why native streaming cannot be used for ``target`` (a group chat, no thread), or None."""
         ...

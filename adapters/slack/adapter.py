@@ -97,6 +97,8 @@ class SlackAdapter:
     platform: str = PLATFORM
     unit: LengthUnit = LengthUnit.UTF16
     stream_refresh_s: float | None = None
+    finish_creates = False
+    """stream_finish stops the stream whose ts is the message (chat.stopStream)."""
     """A stream lives about 5 idle minutes; there is nothing to append to keep it alive: an expired stream is
     finished with chat.update instead (https://docs.slack.dev/reference/methods/chat.startStream)."""
 

@@ -109,6 +109,8 @@ class TelegramAdapter:
     platform: str = PLATFORM
     unit: LengthUnit = LengthUnit.UTF16
     stream_refresh_s: float | None = 20.0
+    finish_creates = True
+    """stream_finish sends the message (sendMessage): a create."""
     """A draft lives about 30 s (https://core.telegram.org/bots/api#sendmessagedraft): shown again after 20 s."""
 
     observer: CallObserver | None = None

@@ -167,6 +167,8 @@ class DeliveryMachine:
             indicator is due (at the start too); None: never. Never during finalization.
         control: the Stop control the conversation's newest live message carries (:mod:`core.delivery.controls`),
             or None.
+        finish_creates: a native stream's finish creates the message (Telegram's sendMessage after the drafts;
+            :attr:`core.ports.NativeStreaming.finish_creates`).
     """
 
     def __init__(
@@ -183,6 +185,7 @@ class DeliveryMachine:
         requester: Requester,
         typing_every_s: float | None = None,
         control: StopControl | None = None,
+        finish_creates: bool = False,
     ) -> None:
         self.book = book
         self.run = book.run
@@ -202,6 +205,7 @@ class DeliveryMachine:
         self._last_typing_at: float | None = None
         self.typing_calls = 0
         """Typing indicators asked for (the run's end takes one down only when it showed any)."""
+        self._finish_creates = finish_creates
         self.controls = ControlPlan(control, book) if control is not None else None
         """Which message carries the control and which may (None: no control)."""
 
@@ -480,8 +484,11 @@ class DeliveryMachine:
 
     def _start_unknown(self, op: Op, exc: DeliveryError) -> Decision:
         # A stream that may have opened holds only the first words and no handle to go on with: the part goes on
-        # as a plain message (a Telegram draft lapses by itself; on Slack the fragment may stay).
+        # as a plain message. A Telegram draft lapses by itself; a Slack stream's first words may stay in the
+        # thread: reported (a part of its own, uncertain), never claimed delivered beside the answer.
         self.native_off()
+        if not self._finish_creates:
+            self.book.orphans_of(op.slot, op.text)
         return Outcome.UNCERTAIN, str(exc), None
 
     def _send_unknown(self, op: Op, exc: DeliveryError) -> Decision:
@@ -492,9 +499,25 @@ class DeliveryMachine:
         return Outcome.UNCERTAIN, str(exc), None  # slot.pending stays: it is settled next
 
     def _finish_unknown(self, op: Op, exc: DeliveryError) -> Decision:
-        slot = op.slot  # may have landed: never sent again
-        slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"
+        slot = op.slot
         slot.history.clear()
+        if self._finish_creates:
+            # Telegram: the finish is a sendMessage after the drafts, a create like any other: settled (probed with
+            # an exclusive bot), never sent blindly, never reported as the draft id, which is no message.
+            slot.creates += 1
+            slot.pending = PendingSend(
+                delivery_id(self.run, slot.index, slot.creates),
+                op.text,
+                slot.fmt,
+                after_id=self._chain.last_message_id,
+                exclusive=self._exclusive,
+            )
+            slot.message_id, slot.shown, slot.streaming, slot.native = None, None, False, False
+            slot.timed_out = isinstance(exc, AnswerTimeoutError) or (
+                isinstance(exc, UnreadableAnswerError) and exc.accepted
+            )
+            return Outcome.UNCERTAIN, str(exc), None
+        slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"  # Slack's stop: never sent again
         return Outcome.UNCERTAIN, str(exc), None
 
     def _retry_unknown(self, op: Op, exc: DeliveryError) -> Decision:

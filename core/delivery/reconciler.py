@@ -124,6 +124,7 @@ class Reconciler:
             requester=self.requester,
             typing_every_s=typing_every_s,
             control=control,
+            finish_creates=native is not None and native.finish_creates,
         )
         self.planner = self.machine.planner
         self._watchers: list[Wake] = []

@@ -38,10 +38,10 @@ STREAM_START_UNKNOWN = {
 but whose outcome the sidecar cannot know."""
 
 START_UNKNOWN_REASON = (
-    "core/delivery/machine.py DeliveryMachine._start_unknown (RULES row 'stream start (timeout) unknown') only turns "
+    "core/delivery/machine.py DeliveryMachine._start_unknown (RULES row 'stream start (timeout) unknown') turns "
     "native off and goes on with a plain chat.postMessage: the stream Slack opened (its first words) stays in the "
-    "thread, is never settled (conversations.replies would find it: its ts is the stream's handle) nor reported: "
-    "the chat shows the start of the answer twice and the report says delivered with one message"
+    "thread, never settled (a stream start carries no delivery id to find it by): the chat shows the start of the "
+    "answer twice; the report now lists it as an uncertain part (the test below)"
 )
 
 
@@ -56,7 +56,6 @@ async def test_a_slack_stream_opened_without_a_readable_answer_shows_the_answer_
     assert content_key("".join(text for _, text in messages)) == content_key(ANSWER)
 
 
-@pytest.mark.xfail(strict=True, reason=START_UNKNOWN_REASON)
 @pytest.mark.parametrize("reply", STREAM_START_UNKNOWN.values(), ids=STREAM_START_UNKNOWN.keys())
 async def test_a_slack_stream_opened_without_a_readable_answer_is_never_reported_delivered_beside_it(
     reply: Any,
@@ -164,16 +163,9 @@ FINISH_STORED = {
     "ok-without-result": {"status": 200, "body": {"ok": True}},
 }
 """... and when it did."""
-FINISH_REASON = (
-    "core/delivery/machine.py: a stream finish whose outcome is unknown goes to _finish_unknown (RULES row 'stream "
-    "stop (timeout) unknown': uncertain, never sent again), as if every finish were Slack's stop of an existing "
-    "message; on Telegram it is a create (the sendMessage that persists the draft, StreamStop.creates), but "
-    "call_for gives it no PendingSend / delivery id, intent_for records none, nothing settles it, and the part "
-    "keeps the draft's id as its message_id"
-)
+# Fixed in the machine: on Telegram the finish is a create (NativeStreaming.finish_creates), settled like a send.
 
 
-@pytest.mark.xfail(strict=True, reason=FINISH_REASON + ": a final Telegram never stored is never sent again")
 @pytest.mark.parametrize("reply", FINISH_NOT_STORED.values(), ids=FINISH_NOT_STORED.keys())
 async def test_a_telegram_draft_whose_final_send_fails_before_telegram_stores_it_still_shows_the_answer(
     reply: Any,
@@ -186,7 +178,6 @@ async def test_a_telegram_draft_whose_final_send_fails_before_telegram_stores_it
     assert content_key("".join(messages)) == content_key(ANSWER.replace("**", "")), messages
 
 
-@pytest.mark.xfail(strict=True, reason=FINISH_REASON + ": the report lists the draft id as the answer's message")
 @pytest.mark.parametrize("reply", FINISH_STORED.values(), ids=FINISH_STORED.keys())
 async def test_a_telegram_draft_whose_final_send_is_unknown_never_reports_the_draft_id_as_a_message(
     reply: Any,

@@ -267,3 +267,30 @@ def test_an_unreadable_2xx_to_a_create_counts_as_reached_like_a_timeout() -> Non
         m.call_for(op)
         m.apply(op, Unknown(UnreadableAnswerError("telegram sendMessage: ok without result", status=status)))
         assert slot.pending is not None and slot.timed_out is reached
+
+
+def test_an_unknown_finish_that_creates_the_message_is_settled_like_a_send() -> None:
+    """Telegram persists a draft with sendMessage: an unknown finish is a create whose outcome is unknown (settled,
+    never the draft id as a message); Slack's stop persists the streamed message itself (uncertain, never resent)."""
+    for creates in (True, False):
+        m, slot = machine(native=True)
+        m._finish_creates = creates
+        slot.streaming = slot.native = True
+        op = Op(shown(slot, "Hello", "draft-1"), OpKind.STREAM_FINISH, "Hello there", 0.0)
+        m.call_for(op)
+        assert m.apply(op, Unknown(AnswerTimeoutError("no answer")))[0] is Outcome.UNCERTAIN
+        if creates:
+            assert slot.pending is not None and slot.pending.text == "Hello there" and slot.message_id is None
+            assert slot.state is PartState.PENDING and not slot.streaming
+            settle = m.next_op()
+            assert settle is not None and settle.kind is OpKind.SETTLE
+        else:
+            assert slot.pending is None and slot.state is PartState.UNCERTAIN and slot.message_id == "draft-1"
+
+
+def test_an_unknown_slack_stream_start_is_reported_as_a_part_that_may_show() -> None:
+    m, slot = machine(native=True)
+    op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
+    m.call_for(op)
+    m.apply(op, Unknown(UncertainDeliveryError("timeout")))
+    assert not m.native and [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
