@@ -87,7 +87,8 @@ def test_a_send_becomes_a_create_with_a_delivery_id_that_is_pending_from_here() 
     call = m.call_for(Op(slot, OpKind.SEND, "Hello there", 0.0))
     assert isinstance(call, SendText) and call.text == "Hello there" and call.delivery_id
     assert slot.pending is not None and slot.pending.delivery_id == call.delivery_id
-    assert m.intent_for(Op(slot, OpKind.SEND, "Hello there", 0.0)).pending == slot.pending
+    intent = m.intent_for(Op(slot, OpKind.SEND, "Hello there", 0.0))
+    assert intent is not None and intent.pending == slot.pending
 
 
 def test_a_media_part_becomes_a_media_create() -> None:
