@@ -26,7 +26,7 @@ from core.normalize.base import JsonObject
 from core.policy import apply_overrides
 from core.records.journal import Journal
 from core.records.ledger import Ledger
-from core.run.controller import RunController
+from core.run.controller import IDLE_CLOSED, RunController
 from core.run.inbox import Inbox
 from core.run.monitor import RunMonitor
 from core.run.stop import STOPPED_ERROR, is_stop_note
@@ -147,6 +147,7 @@ class Admission:
             if (ended := await self._ended(event.run)) is not None:
                 if await self.stopped_note(event.run) is not None:
                     raise IngestError(STOPPED_ERROR, status=409)
+                await self._refuse_after_idle_close(event.run, event.seq)
                 return None, [], LineResult(dropped=ended)
             run = self.runs.get(event.run)  # again: another request may have started it meanwhile
         if isinstance(event, RunStart):
@@ -174,6 +175,10 @@ class Admission:
         if run.stopped is not None:
             raise IngestError(STOPPED_ERROR, status=409)
         if (closed := run.closed_to(event)) is not None:
+            if IDLE_CLOSED in closed and enforce and not (
+                event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last
+            ):
+                raise IngestError(f"{closed}: this line was not taken; send the answer again in a new run", status=409)
             return None, [], LineResult(dropped=closed)
         if event.seq is not None and (
             (run.gate.last is not None and event.seq <= run.gate.last) or run.seqs.taken(event.seq)
@@ -214,6 +219,8 @@ class Admission:
     ) -> tuple[ActiveRun | None, list[Event], LineResult]:
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
         if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
+            seq = obj.get("seq")
+            await self._refuse_after_idle_close(run_id, seq if type(seq) is int else None)
             return None, [], LineResult(dropped=ended)
         if run is not None and run.stopped is not None:
             raise IngestError(STOPPED_ERROR, status=409)
@@ -256,6 +263,42 @@ class Admission:
         (409)."""
         if run.stopped is None:
             run.stopped = stop
+
+    async def _refuse_after_idle_close(self, run_id: str, seq: int | None) -> None:
+        """A line of a run the idle timeout closed (here, or before a restart) that it never took: refused with 409,
+        so an agent that comes back (e.g. after a restart longer than the timeout) learns its answer was not shown,
+        instead of a 200 "dropped" it would read as taken. A repeat of a line the run took (its ``seq`` at most the
+        run's last) is acknowledged and dropped as after any end.
+
+        Raises:
+            IngestError: 409, naming the run and what to do.
+        """
+        if not any(IDLE_CLOSED in e for e in await self._end_errors(run_id)):
+            return
+        last = await self._last_seq(run_id)
+        if seq is not None and last is not None and seq <= last:
+            return
+        raise IngestError(
+            f"run {run_id!r} was closed after its agent sent nothing for the idle timeout, with what it had: "
+            "this line was not taken; send the answer again in a new run",
+            status=409,
+        )
+
+    async def _end_errors(self, run_id: str) -> list[str]:
+        finished = self.finished.get(run_id)
+        errors = getattr(getattr(finished, "report", None), "errors", None)
+        if errors is None:
+            record = await self._ledger.get_run(run_id)
+            errors = record.errors if record is not None and record.ended else []
+        return list(errors)
+
+    async def _last_seq(self, run_id: str) -> int | None:
+        finished = self.finished.get(run_id)
+        if finished is not None:
+            last = getattr(finished, "last_seq", getattr(finished, "last", None))
+            return last if isinstance(last, int) else None
+        ended = await self._journal.ended(run_id)
+        return ended.last_seq if ended is not None else None
 
     async def stopped_note(self, run_id: str) -> str | None:
         """The :func:`core.run.stop.stop_note` of ``run_id`` when it ended stopped by its reader (here, or before a

@@ -36,7 +36,10 @@ from core.run.stop_controls import StopControlKeeper
 
 _log = logging.getLogger("streamrelay.run")
 
-IDLE_REASON = "the agent sent nothing for {idle:g} s: the run was closed with what it had"
+IDLE_CLOSED = "the run was closed with what it had"
+IDLE_REASON = "the agent sent nothing for {idle:g} s: " + IDLE_CLOSED
+"""The report's error when the idle timeout closed a run (:class:`Quiet`); admission refuses the run's new lines
+after it (409)."""
 
 FAIL_TIMEOUT_S = 30.0
 """How long a run a bug stopped may take to show its failure before it is just stopped (seconds)."""

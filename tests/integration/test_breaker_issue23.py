@@ -191,17 +191,10 @@ async def test_a_telegram_draft_whose_final_send_is_unknown_never_reports_the_dr
     assert set(report["message_ids"]) <= set(shown_ids), (report["message_ids"], shown_ids)
 
 
-IDLE_REASON_XFAIL = (
-    "core/run/relay.py _resume_one sets quiet_s from the journal's last line (commit f64d123), so "
-    "core/run/worker.py work() closes a resumed run at once when the sidecar was down for run_idle_timeout_s or "
-    "more, before its agent (waiting for the restart) can re-send; the agent's lines are then answered 200 "
-    "'accepted 0, dropped N' (core/ingest/admission.py: an ended run's lines are acknowledged and dropped), not "
-    "409, so it believes its answer was taken while the chat ends with the idle notice (chaos: 3 of 200 runs "
-    "lost in a campaign whose restarts took 14 s against a 20 s idle timeout)"
-)
+# Fixed: a run the idle timeout closed refuses the lines it never took with a 409 (core/ingest/admission.py
+# _refuse_after_idle_close): an agent back after a restart longer than the timeout is told its answer was not shown.
 
 
-@pytest.mark.xfail(strict=True, reason=IDLE_REASON_XFAIL)
 async def test_an_agent_that_resends_after_a_long_restart_gets_its_answer_shown_or_is_told_it_was_not(
     tmp_path: Path,
 ) -> None:

@@ -58,7 +58,8 @@ async def test_the_same_run_posted_on_two_connections_at_once_shows_its_final_on
 @pytest.mark.timeout(120)
 async def test_lines_accepted_while_an_idle_run_is_closing_are_not_lost(tmp_path: Path) -> None:
     """The idle timeout fires, the close is slow (its notice's send waits), the agent comes back meanwhile: its
-    lines must not be answered accepted and then never shown: they are dropped (the run was closed)."""
+    lines must not be answered accepted and then never shown: they are refused with a 409 saying they were not taken
+    (the run was closed; a 200 "dropped" would read as taken to an agent that checks the status)."""
     dry = DRY_RUN["telegram"]
     target = dry.target()
     async with _mock("telegram") as mock:
@@ -82,10 +83,11 @@ async def test_lines_accepted_while_an_idle_run_is_closing_are_not_lost(tmp_path
                     {"kind": "text", "mode": "delta", "text": "approved: 49.99 EUR.", "seq": 2},
                     {"kind": "end", "status": "ok", "seq": 3},
                 ]
-                answer = (await client.post("/v1/runs/r/events", content=_nd(late))).json()
+                refused = await client.post("/v1/runs/r/events", content=_nd(late))
                 report = (await client.get("/v1/runs/r", params={"wait_s": 30})).json()
     chat = " ".join(text for _, text in mock.visible(target.chat_id))
-    assert answer == {"accepted": 0, "dropped": 2} or "approved" in chat, (answer, chat, report)
+    answer = refused.text
+    assert (refused.status_code == 409 and "not taken" in answer) or "approved" in chat, (answer, chat, report)
     assert report["done"] and report["status"] == "partial"
 
 
