@@ -175,8 +175,10 @@ class Admission:
         if run.stopped is not None:
             raise IngestError(STOPPED_ERROR, status=409)
         if (closed := run.closed_to(event)) is not None:
-            if IDLE_CLOSED in closed and enforce and not (
-                event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last
+            if (
+                IDLE_CLOSED in closed
+                and enforce
+                and not (event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last)
             ):
                 raise IngestError(f"{closed}: this line was not taken; send the answer again in a new run", status=409)
             return None, [], LineResult(dropped=closed)

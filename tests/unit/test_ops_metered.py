@@ -76,9 +76,9 @@ async def test_calls_are_counted_timed_and_logged_by_outcome(caplog: pytest.LogC
     fake.fail("edit_text", 2, RateLimitedError("429", retry_after_s=3.0, scope=RateScope.BOT))
     adapter = metered(fake, metrics, "tg")
     with caplog.at_level(logging.INFO, logger="streamrelay.calls"):
-        sent = await adapter.perform(SendText(CHAT, "Hello", TextFormat.PLAIN))
-        assert isinstance(sent, Done) and isinstance(sent.value, str)
-        mid = sent.value
+        created = await adapter.perform(SendText(CHAT, "Hello", TextFormat.PLAIN))
+        assert isinstance(created, Done) and isinstance(created.value, str)
+        mid = created.value
         assert await adapter.perform(Edit(CHAT, mid, "Hello", TextFormat.PLAIN)) == Done(False)
         limited_call = await adapter.perform(Edit(CHAT, mid, "Hello there", TextFormat.PLAIN))
         assert isinstance(limited_call, NotDone) and isinstance(limited_call.error, RateLimitedError)

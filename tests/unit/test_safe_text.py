@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from core.chunking import BreakKind, ChunkParams
 from core.clock import FakeClock
+from core.contracts.units import ToolCallUnit
 from core.delivery.modes import make_mode
 from core.delivery.slotbook import SlotBook
 from core.delivery.status import redacted_args
@@ -298,8 +299,8 @@ def test_every_text_the_stage_shows_or_tells_watchers_is_clean() -> None:
     assert '• using search (q: "refund policy")' in status and "• search: 3 hits" in status
     assert "• searching the web" in status and "↳ helper: done" in status
     # The pipeline lane keeps the tool call as it came: its arguments are the parent loop's, not a person's.
-    call = next(u for u in run.pipeline if u["kind"] == "tool_call")
-    assert call["name"] == "sea\u202erch" and call["args"] == {"q\u202e": "refund\u2067 policy"}
+    call = next(u for u in run.pipeline if isinstance(u, ToolCallUnit))
+    assert call.name == "sea\u202erch" and call.args == {"q\u202e": "refund\u2067 policy"}
 
 
 def test_a_failure_notice_shows_clean_error_messages() -> None:
