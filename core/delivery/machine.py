@@ -68,7 +68,16 @@ from core.delivery.executor import Intent
 from core.delivery.planner import Planner
 from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
-from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_id, same_render
+from core.delivery.slots import (
+    STREAM_START_MARK,
+    Op,
+    OpKind,
+    Outcome,
+    Slot,
+    delivery_id,
+    same_render,
+    stream_start_id,
+)
 from core.errors import (
     AnswerTimeoutError,
     DeliveryError,
@@ -318,7 +327,22 @@ class DeliveryMachine:
             return None  # a control move is no message's text: paced and metered, not journaled
         slot = op.slot
         pending = slot.pending if op.kind is OpKind.SEND else None
+        if op.kind is OpKind.STREAM_START:  # in the ledger only: a restart learns a stream may have opened
+            pending = PendingSend(stream_start_id(self.run, slot.index, slot.creates + 1), op.text, slot.fmt)
         return Intent(slot.index, slot.role, str(op.kind), op.text, pending)
+
+    def restored(self) -> None:
+        """After the book was restored from the ledger (a restart): a native stream start that was in flight when
+        the process died cannot be settled (nothing carries an id the platform keeps). On Slack its first words may
+        show in the thread: reported as an uncertain part of its own, and the part is shown anew; a Telegram draft
+        lapses by itself. The part is shown anew, streaming again when the run streams."""
+        for slot in self.book.slots:
+            pending = slot.pending
+            if pending is not None and pending.delivery_id.startswith(STREAM_START_MARK):
+                if not self._finish_creates:
+                    self.book.orphans_of(slot, pending.text)
+                slot.pending, slot.restarted, slot.creates = None, False, 0
+                slot.native = self.native  # nothing of it is known to show: it may stream again
 
     # --- outcomes in ----------------------------------------------------------------------------------------
 

@@ -147,6 +147,7 @@ class Reconciler:
         """Load the parts the ledger recorded before a restart into the book (:meth:`SlotBook.restore`), and note
         their messages in the send chain (known ids are never probed)."""
         self.book.restore(records)
+        self.machine.restored()
         for record in records:
             if record.slot >= 0 and record.message_id is not None and not record.streaming:
                 self._chain.note_message(record.message_id, newest=False)

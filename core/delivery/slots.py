@@ -107,6 +107,17 @@ def delivery_id(run: str, slot: int, attempt: int) -> str:
     return "sr" + hashlib.sha256(f"{run}\x00{slot}\x00{attempt}".encode()).hexdigest()[:23]
 
 
+STREAM_START_MARK = "ss"
+"""How the ledger's intent of a native stream start begins its delivery id (a create's is ``sr``...)."""
+
+
+def stream_start_id(run: str, slot: int, attempt: int) -> str:
+    """The id the ledger records with a native stream start's intent: no platform call carries it (a stream start
+    cannot be found again); a restart that finds it unanswered knows a stream may have opened (its first words may
+    show) and reports it (:meth:`core.delivery.machine.DeliveryMachine.restored`)."""
+    return STREAM_START_MARK + delivery_id(run, slot, attempt)[2:]
+
+
 @dataclass
 class Slot:
     """One message part: what it should show and what the platform acknowledged."""

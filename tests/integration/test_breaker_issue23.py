@@ -254,16 +254,10 @@ async def test_an_agent_that_resends_after_a_long_restart_gets_its_answer_shown_
     assert told_not_taken or delivered, (resent.status_code, resent.text, report["status"], shown)
 
 
-RESTART_START_REASON = (
-    "core/delivery/machine.py intent_for records a PendingSend only for OpKind.SEND, so a chat.startStream in "
-    "flight when the process dies leaves an intent without outcome and without anything a restart can settle or "
-    "report: the restarted run opens a second stream, the first one's words stay in the thread, and the report "
-    "says delivered with one message and 0 uncertain (the unknown-outcome path, _start_unknown, now reports such "
-    "a fragment; the restore path does not). Reproduced with kill -9 of `streamrelay serve` 4 of 4 times"
-)
+# Fixed: a stream start's intent is in the ledger (core.delivery.slots.stream_start_id); a restart that finds it
+# unanswered reports the stream's first words as an uncertain part (DeliveryMachine.restored).
 
 
-@pytest.mark.xfail(strict=True, reason=RESTART_START_REASON)
 async def test_a_slack_stream_start_cut_by_a_restart_is_never_reported_delivered_beside_its_fragment(
     tmp_path: Path,
 ) -> None:

@@ -295,3 +295,15 @@ def test_an_unknown_slack_stream_start_is_reported_as_a_part_that_may_show() -> 
     m.call_for(op)
     m.apply(op, Unknown(UncertainDeliveryError("timeout")))
     assert not m.native and [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
+
+
+def test_a_stream_start_cut_by_a_restart_is_reported_and_the_part_shown_anew() -> None:
+    """The ledger keeps a stream start's intent (its id marked): a restart that finds it unanswered cannot settle
+    it, so on Slack its first words are reported as an uncertain part, and the part streams again."""
+    m, slot = machine(native=True)
+    op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
+    intent = m.intent_for(op)
+    assert intent is not None and intent.pending is not None and slot.pending is None
+    slot.pending, slot.restarted = intent.pending, True  # as the ledger gives it back after the kill
+    m.restored()
+    assert slot.pending is None and slot.native and [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
