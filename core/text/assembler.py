@@ -200,8 +200,10 @@ class TextAssembler:
         """``text`` was appended to one message's buffer by the assembler it is shared with (:meth:`adopt`): the
         change a ``delta`` of it would have made, without appending it twice. O(1) unless the source has several
         messages."""
-        current = self._texts[source_key][message]
-        self._appending(source_key, message, text)
+        messages = self._texts[source_key]
+        current = messages[message]
+        if len(messages) > 1:
+            self._appending(source_key, message, text)
         return TextChange("append", text, current.length, current)
 
     def view(self, source_key: str | None = None, sep: str = "\n\n") -> LinearText:
@@ -231,6 +233,10 @@ class LinearText:
 
     @property
     def length(self) -> int:
+        messages = self._assembler._texts.get(self._source_key)
+        if messages is not None and len(messages) == 1:  # the common case: one message, O(1)
+            for text in messages.values():
+                return text.length
         texts = self._texts()
         return sum(t.length for t in texts) + len(self._sep) * max(0, len(texts) - 1)
 

@@ -59,18 +59,6 @@ def visible_final(text: str, opened: bool = False) -> str:
     return answer + rest
 
 
-@dataclass(slots=True)
-class _Taken:
-    """What one event changed in a received text: ``piece``, the new text to pass on (surrogates fixed); ``whole``,
-    whether it is a whole new text (else a suffix); ``grown``, what the received text grew by (``""`` when whole);
-    ``mended``, whether a lone surrogate in ``piece`` was replaced."""
-
-    piece: str
-    whole: bool
-    grown: str
-    mended: bool
-
-
 class _Received:
     """The texts of one visibility as the runtime sent them, and the half surrogate pair each one ends in.
 
@@ -82,8 +70,10 @@ class _Received:
         self.texts = TextAssembler(delta_replay_guard)
         self._carry: dict[_Key, str] = {}
 
-    def take(self, slot: _Key, mode: TextMode, text: str) -> _Taken | None:
-        """Apply one event; return what it changed (:class:`_Taken`). None: nothing changed. O(len(text))."""
+    def take(self, slot: _Key, mode: TextMode, text: str) -> tuple[str, bool, str, bool] | None:
+        """Apply one event; return what it changed: ``(piece, whole, grown, mended)``: the new text to pass on
+        (surrogates fixed); whether it is a whole new text (else a suffix); what the received text grew by (``""``
+        when whole); whether a lone surrogate in ``piece`` was replaced. None: nothing changed. O(len(text))."""
         if not text and mode is TextMode.DELTA:
             return None
         if mode is TextMode.DELTA and slot not in self._carry and not self._may_replay(text):
@@ -101,7 +91,7 @@ class _Received:
         if piece and "\ud800" <= piece[-1] <= "\udbff":
             self._carry[slot], piece = piece[-1], piece[:-1]
         fixed = fix_surrogates(piece)
-        return _Taken(fixed, whole, grown, fixed is not piece)
+        return fixed, whole, grown, fixed is not piece
 
     def _may_replay(self, text: str) -> bool:
         """Whether the replay guard must look at the delta ``text`` (it needs :data:`REPLAY_MIN_CHARS`)."""
@@ -148,23 +138,25 @@ class VisibleText:
         taken = received.take(slot, event.mode, event.text)
         if taken is None:
             return Split(key, event.message)
-        text, whole = taken.piece, taken.whole
+        text, whole, grown, mended = taken
         mode = event.mode if whole else TextMode.DELTA  # whole: a snapshot or replace (a delta never replaces)
         if reasoning_event:
             return Split(key, event.message, reasoning=self._change(self.reasoning, slot, mode, text))
-        if taken.mended:
+        if mended:
             self._mended.add(slot)
         if not whole:
             splitter = self._splitters.get(slot)
             if splitter is None:
                 splitter = self._splitters[slot] = ThinkSplitter(self.opened)
             answer, reasoning = splitter.feed(text)  # a delta: the common line
-            if not reasoning and (answer is taken.grown or answer == taken.grown) and not taken.mended:
+            if not reasoning and (answer is grown or answer == grown) and not mended:
+                if slot in self._shared:  # the common line: one buffer, grown once
+                    return Split(key, event.message, answer=self.answers.grew(key, event.message, answer))
                 shared = self._grown_shared(slot, answer)
                 if shared is not None:
                     return Split(key, event.message, answer=shared)
             elif slot in self._shared:
-                self._unshare(slot, len(taken.grown))
+                self._unshare(slot, len(grown))
             split = self._split(slot, answer, reasoning)
             self._share_again(slot)
             return split
