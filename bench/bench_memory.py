@@ -1,23 +1,42 @@
-"""Benchmark: what holds memory per active run and per finished run (issue 13, item 3), by allocation site.
+"""Benchmark: the memory an open run and a finished run hold (issue 23, item 5; issue 13, item 3), as RSS and by
+allocation site.
 
-A relay as ``serve`` builds it (the SQLite journal and ledger in one file) with a ``web`` channel (no platform I/O,
-the live page's delivery), ``--runs`` runs each fed the recorded Markdown answer
-(tests/streams/anthropic/markdown-long-fences.jsonl: 739 text deltas, 8.5k characters) in batches of ``--batch``
-deltas; a tracemalloc snapshot before and after (after a garbage collection) gives the bytes each run holds while
-active (no ``end`` yet) and once finished (``end`` taken, the run done), grouped by the line that allocated them.
-Ingest's HTTP side (uvicorn, one connection per agent) is not in it: bench/bench_load.py's RSS figures hold that too.
+A relay as ``serve`` builds it (the SQLite journal and ledger in one file, no HTTP ingest) with one channel: ``web``
+(the live page's delivery: no platform I/O, but the page's messages are kept in the process, the page being the
+chat) or ``telegram`` (``preview`` mode against a mock Bot API in a process of its own, budgets lifted, ``throttle_ms``
+1 s). Each run is fed the recorded Markdown answer (tests/streams/anthropic/markdown-long-fences.jsonl: 739 text
+deltas, 8.5k characters) in batches of ``--batch`` deltas, one batch every ``--pace-ms`` per run (as agents stream:
+queues stay short, so the RSS is the runs' own and not the peak of a backlog).
 
-    uv run python bench/bench_memory.py [--runs 30] [--batch 8] [--top 15]
+Two measurements, each in a fresh child process (one must not inherit the other's heap):
+
+- ``rss``: the process's RSS (/proc/self/status ``VmRSS``, no tracemalloc) after a warm-up run (the baseline), then
+  with ``--runs`` runs open (every delta taken and delivered, no ``end``): per open run; then ``--finished`` runs
+  taken to their end ``--group`` at a time: per finished run, counted from the RSS after the first group, so the
+  active runs' own peak (whose freed memory stays in the allocator's arenas) is not charged to the finished ones.
+- ``trace``: tracemalloc snapshots before and after (after a garbage collection): the bytes each open run and each
+  finished run holds, with the top allocation sites.
+
+Printed beside them: the baseline (the bare process's RSS) and the answer's own size (one ``str`` of it), and the
+goals (issue 23: at most 64 KB of RSS per open run, at most 4 KB per finished run in memory).
+
+    uv run python bench/bench_memory.py [--platform web telegram] [--runs 100] [--finished 300] [--batch 8]
+        [--pace-ms 20] [--top 12]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
+import json
+import subprocess
 import sys
 import tempfile
+import time
 import tracemalloc
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,70 +48,221 @@ sys.path.insert(0, str(ROOT))
 from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore  # noqa: E402
 from app.client import recorded_events  # noqa: E402
 from app.service import make_runtime  # noqa: E402
+from bench.serving import free_port  # noqa: E402
 from config.settings import ChannelSettings  # noqa: E402
 from core.clock import MonotonicClock  # noqa: E402
 from core.events import ProviderFormat  # noqa: E402
 from core.run.relay import Relay  # noqa: E402
 
 RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
-GOAL_KB = 64
+GOAL_OPEN_KB = 64
+GOAL_FINISHED_KB = 4
+SETTLE_S = 2.5
+"""Seconds given to deliveries after the last delta was taken (the preview's throttle is 1 s)."""
+LIFTED = {"per_s": 100_000.0, "burst": 1000}
+"""A rate budget that never binds: memory, not the platform's pace, is measured."""
 
 
-async def _feed(relay: Relay, run: str, events: list[dict[str, Any]], batch: int, *, end: bool) -> None:
-    await relay.submit_lines([({"kind": "run.start", "run": run, "channel": "web", "target": {"chat_id": run}}, None)])
-    for k in range(0, len(events), batch):
-        await relay.submit_lines([({**e, "run": run}, None) for e in events[k : k + batch]])
-        await asyncio.sleep(0.001)
-    if end:
-        await relay.submit_lines([({"kind": "end", "run": run, "status": "ok"}, None)])
-        await relay.wait_done(run, 30)
-
-
-async def _measure(relay: Relay, events: list[dict[str, Any]], args: argparse.Namespace, *, end: bool) -> None:
-    name = "finished" if end else "active"
-    await _feed(relay, f"warm-{name}", events, args.batch, end=True)  # first-use caches are not a run's
-    await asyncio.sleep(0.5)
-    gc.collect()
-    before = tracemalloc.take_snapshot()
-    await asyncio.gather(*(_feed(relay, f"{name}-{i}", events, args.batch, end=end) for i in range(args.runs)))
-    await asyncio.sleep(2.0)  # the workers catch up
-    gc.collect()
-    after = tracemalloc.take_snapshot()
-    diff = after.compare_to(before, "lineno")
-    total = sum(d.size_diff for d in diff) / args.runs / 1024
-    print(f"\nper {name} run: {total:.1f} KB (goal <= {GOAL_KB} KB per active run), top allocation sites:")
-    print("| KB per run | objects per run | allocated at |\n|---:|---:|---|")
-    for stat in diff[: args.top]:
-        frame = stat.traceback[0]
-        where = frame.filename.replace(str(ROOT) + "/", "")
-        print(
-            f"| {stat.size_diff / args.runs / 1024:.1f} | {stat.count_diff / args.runs:.0f} | {where}:{frame.lineno} |"
-        )
-
-
-async def main(args: argparse.Namespace) -> None:
+def _events() -> list[dict[str, Any]]:
     events = [e for e in recorded_events(RECORDING, ProviderFormat.ANTHROPIC, "x") if e["kind"] == "text"]
-    events = [{k: v for k, v in e.items() if k != "run"} for e in events]
-    settings = ChannelSettings.model_validate({"platform": "web", "throttle_ms": 1000})
+    return [{k: v for k, v in e.items() if k != "run"} for e in events]
+
+
+def _rss_kb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return float(line.split()[1])
+    return float("nan")
+
+
+@contextlib.asynccontextmanager
+async def _relay(platform: str, api: str) -> AsyncIterator[Relay]:
+    if platform == "telegram":
+        rate = {name: LIFTED for name in ("per_chat", "per_group", "per_bot")}
+        fields = {"platform": "telegram", "api_base": api, "typing": False, "rate": rate}
+        token = SecretStr("123456:BENCH-memory-token")
+    else:
+        fields, token = {"platform": "web"}, SecretStr("")
+    settings = ChannelSettings.model_validate({**fields, "throttle_ms": 1000, "format": "plain"})
     with tempfile.TemporaryDirectory() as folder:
         store = await SqliteStore.open(str(Path(folder) / "ledger.sqlite3"))
         ledger, journal = await SqliteLedger.on(store), await SqliteJournal.on(store)
-        relay = Relay({"web": make_runtime("web", settings, SecretStr(""))}, ledger, MonotonicClock(), journal=journal)
-        tracemalloc.start()
+        relay = Relay({platform: make_runtime(platform, settings, token)}, ledger, MonotonicClock(), journal=journal)
         try:
-            await _measure(relay, events, args, end=False)
-            await _measure(relay, events, args, end=True)
+            yield relay
         finally:
-            tracemalloc.stop()
             await relay.close()
             await journal.close()
             await store.close()
-    print(f"\n{args.runs} runs of {len(events)} deltas ({sum(len(e['text']) for e in events):,} characters) each")
+
+
+PACE_S = 0.02
+"""Seconds between a run's batches (``--pace-ms``)."""
+
+
+async def _feed(relay: Relay, channel: str, run: str, events: list[dict[str, Any]], batch: int, *, end: bool) -> None:
+    start = {"kind": "run.start", "run": run, "channel": channel, "target": {"chat_id": abs(hash(run)) % 10**9}}
+    await relay.submit_lines([(start, None)])
+    for k in range(0, len(events), batch):
+        await relay.submit_lines([({**e, "run": run}, None) for e in events[k : k + batch]])
+        await asyncio.sleep(PACE_S)
+    if end:
+        await relay.submit_lines([({"kind": "end", "run": run, "status": "ok"}, None)])
+        report = await relay.wait_done(run, 60)
+        assert report is not None and report.status == "delivered", report
+
+
+async def _settle(relay: Relay) -> None:
+    while relay.backlog():
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(SETTLE_S)
+    gc.collect()
+
+
+async def _open_runs(relay: Relay, channel: str, name: str, events: list[dict[str, Any]], args: Any) -> None:
+    await asyncio.gather(
+        *(_feed(relay, channel, f"{name}-{i}", events, args.batch, end=False) for i in range(args.runs))
+    )
+    await _settle(relay)
+
+
+async def _finish(relay: Relay, channel: str, name: str, first: int, count: int, events: list[Any], args: Any) -> None:
+    runs = range(first, first + count)
+    await asyncio.gather(*(_feed(relay, channel, f"{name}-{i}", events, args.batch, end=True) for i in runs))
+
+
+async def _measure_rss(args: argparse.Namespace) -> dict[str, float]:
+    events = _events()
+    async with _relay(args.platform, args.api) as relay:
+        await _feed(relay, args.platform, "warm", events, args.batch, end=True)  # first-use caches are not a run's
+        await _settle(relay)
+        base = _rss_kb()
+        await _open_runs(relay, args.platform, "open", events, args)
+        opened = _rss_kb()
+        group = min(args.group, args.finished)
+        await _finish(relay, args.platform, "done", 0, group, events, args)
+        await _settle(relay)
+        after_first = _rss_kb()
+        for first in range(group, args.finished, group):
+            await _finish(relay, args.platform, "done", first, min(group, args.finished - first), events, args)
+        await _settle(relay)
+        done = _rss_kb()
+    finished = (done - after_first) / max(1, args.finished - group)
+    return {"base_mb": base / 1024, "open_kb": (opened - base) / args.runs, "finished_kb": finished}
+
+
+async def _measure_trace(args: argparse.Namespace) -> dict[str, Any]:
+    events = _events()
+    out: dict[str, Any] = {}
+    async with _relay(args.platform, args.api) as relay:
+        tracemalloc.start()
+        try:
+            for name, end in (("open", False), ("finished", True)):
+                await _feed(relay, args.platform, f"warm-{name}", events, args.batch, end=True)
+                await _settle(relay)
+                before = tracemalloc.take_snapshot()
+                if end:
+                    await _finish(relay, args.platform, name, 0, args.runs, events, args)
+                else:
+                    await _open_runs(relay, args.platform, name, events, args)
+                await _settle(relay)
+                diff = tracemalloc.take_snapshot().compare_to(before, "lineno")
+                sites = []
+                for stat in diff[: args.top]:
+                    frame = stat.traceback[0]
+                    where = frame.filename.replace(str(ROOT) + "/", "")
+                    sites.append(
+                        (stat.size_diff / args.runs / 1024, stat.count_diff / args.runs, f"{where}:{frame.lineno}")
+                    )
+                out[name] = {"kb": sum(d.size_diff for d in diff) / args.runs / 1024, "sites": sites}
+        finally:
+            tracemalloc.stop()
+    return out
+
+
+def _child(measure: str, platform: str, api: str, args: argparse.Namespace) -> Any:
+    cmd = [sys.executable, __file__, "--child", measure, "--platform", platform, "--api", api]
+    for flag in ("runs", "finished", "group", "batch", "top", "pace_ms"):
+        cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{measure} on {platform} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def _mock_telegram() -> Any:
+    port = free_port()
+    cmd = [sys.executable, "-m", "app", "mock", "telegram", "--port", str(port), "--no-rate-limits"]
+    mock = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import httpx
+
+        for _ in range(300):
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"http://127.0.0.1:{port}/")
+                break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+
+
+def main(args: argparse.Namespace) -> None:
+    global PACE_S
+    PACE_S = args.pace_ms / 1000
+    if args.child:
+        run = _measure_rss if args.child == "rss" else _measure_trace
+        print(json.dumps(asyncio.run(run(args))))
+        return
+    events = _events()
+    answer = "".join(e["text"] for e in events)
+    one = sys.getsizeof(answer) / 1024
+    rows, traces = [], []
+    for platform in args.platform:
+        with _mock_telegram() if platform == "telegram" else contextlib.nullcontext("") as api:
+            rss = _child("rss", platform, api, args)
+            trace = _child("trace", platform, api, args)
+        rows.append((platform, rss, trace))
+        traces.append((platform, trace))
+    print(
+        f"\nthe answer: {len(answer):,} characters, one str of it {one:.1f} KB"
+        f" ({(max(answer) > chr(0xFFFF) and '4 bytes') or 'fewer'} a character); {len(events)} deltas,"
+        f" batches of {args.batch} every {args.pace_ms:g} ms; {args.runs} runs open, {args.finished} finished"
+        f" ({args.group} at a time)\n"
+    )
+    print(
+        "| channel | bare process RSS MB | RSS KB per open run | traced KB per open run | RSS KB per finished run |"
+        " traced KB per finished run |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for platform, rss, trace in rows:
+        print(
+            f"| {platform} | {rss['base_mb']:.0f} | {rss['open_kb']:.1f} | {trace['open']['kb']:.1f} |"
+            f" {rss['finished_kb']:.1f} | {trace['finished']['kb']:.1f} |"
+        )
+    print(f"| goal | | <= {GOAL_OPEN_KB} | | <= {GOAL_FINISHED_KB} | <= {GOAL_FINISHED_KB} |")
+    for platform, trace in traces:
+        for name in ("open", "finished"):
+            print(f"\n{platform}, per {name} run: {trace[name]['kb']:.1f} KB traced; top allocation sites:")
+            print("| KB per run | objects per run | allocated at |\n|---:|---:|---|")
+            for kb, count, where in trace[name]["sites"]:
+                print(f"| {kb:.1f} | {count:.0f} | {where} |")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--platform", nargs="+", default=["web", "telegram"], choices=["web", "telegram"])
+    parser.add_argument("--runs", type=int, default=100, help="runs open at once")
+    parser.add_argument("--finished", type=int, default=300, help="runs taken to their end for the RSS figure")
+    parser.add_argument("--group", type=int, default=20, help="finished runs streaming at once")
     parser.add_argument("--batch", type=int, default=8, help="deltas per submitted batch")
-    parser.add_argument("--top", type=int, default=15)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--pace-ms", type=float, default=20.0, help="a run's pause between batches")
+    parser.add_argument("--child", choices=["rss", "trace"], help=argparse.SUPPRESS)
+    parser.add_argument("--api", default="", help=argparse.SUPPRESS)
+    parsed = parser.parse_args()
+    if parsed.child:
+        parsed.platform = parsed.platform[0]
+    main(parsed)
