@@ -39,6 +39,7 @@ from starlette.staticfiles import StaticFiles
 from adapters.web.stop import stop_route
 from adapters.web.tokens import ReadTokens
 from core.ingest.surface import RunRelay
+from core.run.live import Live
 from core.run.monitor import Watched
 
 STATIC = Path(__file__).with_name("static")
@@ -119,17 +120,17 @@ def _event_number(raw: str | None) -> int:
 async def _messages(monitor: Watched, after: int) -> AsyncIterator[ServerSentEvent]:
     """The run's events after ``after`` as SSE messages (SSE id ``<epoch>.<id>``)."""
     async for event in follow(monitor, after):
-        yield ServerSentEvent(json.dumps(event, ensure_ascii=False), id=monitor.sse_id(event))
+        yield ServerSentEvent(json.dumps(event.wire(), ensure_ascii=False), id=monitor.sse_id(event))
 
 
-async def follow(monitor: Watched, after: int) -> AsyncIterator[dict[str, object]]:
+async def follow(monitor: Watched, after: int) -> AsyncIterator[Live]:
     """The run's events after id ``after`` as they come (a ``reset`` when they are past the buffer), until
     ``end``."""
     while True:
         events = await monitor.wait(after)
         for event in events:
             yield event
-            after = int(str(event["id"]))
+            after = event.id
         if monitor.closed and after >= monitor.last_id:
             return
         await asyncio.sleep(0)

@@ -8,9 +8,10 @@ here; ``model_dump(mode="json", exclude_unset=True)`` gives back the wire's obje
 field a newer sidecar adds is ignored, a type it adds is an :class:`OtherLiveEvent`); checked strictly where the
 sidecar publishes them in tests (:func:`check_live_event`).
 
-Cost: the monitor publishes plain dicts (one per read of merged answer deltas: :meth:`core.run.monitor.RunMonitor.
-answer_delta`), never these models: a run streamed a character at a time pays nothing for them. They are built
-where an event is read: by a client, a test, the schema (issue 13 measured publishing per delta at 27% of a run's
+Cost: the monitor publishes frozen slotted dataclasses (:mod:`core.run.live`; one per read of merged answer deltas:
+:meth:`core.run.monitor.RunMonitor.answer_delta`), never these models, and writes their JSON at the edge
+(:meth:`core.run.live.Live.wire`): a run streamed a character at a time pays nothing for them. They are built where
+an event is read: by a client, a test, the schema (issue 13 measured publishing per delta at 27% of a run's
 handling; validating there would add to it).
 """
 

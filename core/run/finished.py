@@ -39,6 +39,7 @@ from core.contracts.units import MessageUnit, parse_unit
 from core.lanes.pipeline import PipelineLane
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import DeliveryReport, SlotRole
+from core.run.live import Live, ResetLive, from_wire
 from core.run.monitor import MonitorRecord, reset_event, resume_after
 
 _log = logging.getLogger("streamrelay.finished")
@@ -241,7 +242,7 @@ def finished_record(
     agents = {key: messages.get(text, text) if text else text for key, text in record.agents.items()}
     kept = {
         "state": record.state,
-        "tail": record.tail,
+        "tail": [event.wire() for event in record.tail],
         "answer": pieces,
         "crc": _crc(record.answer),
         "parts": texts,
@@ -254,7 +255,9 @@ def finished_record(
     report_json = report.model_dump_json().encode()
     chars = len(document) + len(report_json)
     size = RUN_OVERHEAD_BYTES + sys.getsizeof(blob) + sys.getsizeof(report_json)
-    return Finished(record.state["run"], last_seq, record.epoch, record.last_id, chars, size, report_json, blob, ledger)
+    return Finished(
+        str(record.state["run"]), last_seq, record.epoch, record.last_id, chars, size, report_json, blob, ledger
+    )
 
 
 class FinishedMonitor:
@@ -269,15 +272,15 @@ class FinishedMonitor:
         self.last_id = record.last_id
         self.closed = True
 
-    def sse_id(self, event: dict[str, Any]) -> str:
+    def sse_id(self, event: Live) -> str:
         """The SSE id of ``event``: ``<epoch>.<id>``."""
-        return f"{self.epoch}.{event['id']}"
+        return f"{self.epoch}.{event.id}"
 
     def resume_after(self, last_event_id: str | None) -> int:
         """As :meth:`core.run.monitor.RunMonitor.resume_after`."""
         return resume_after(self.epoch, last_event_id)
 
-    async def wait(self, last_id: int) -> list[dict[str, Any]]:
+    async def wait(self, last_id: int) -> list[Live]:
         """The events after ``last_id``: none when it is the last, the kept ones when they reach back to it, else one
         ``reset`` (as :meth:`core.run.monitor.RunMonitor.since`)."""
         if last_id == self.last_id:
@@ -285,10 +288,10 @@ class FinishedMonitor:
         tail: list[dict[str, Any]] = self._record.kept()["tail"]
         first = tail[0]["id"] if tail else self.last_id + 1
         if 0 <= last_id < self.last_id and last_id >= first - 1:
-            return [e for e in tail if e["id"] > last_id]
+            return [from_wire(e) for e in tail if e["id"] > last_id]
         return [await self.reset()]
 
-    async def reset(self) -> dict[str, Any]:
+    async def reset(self) -> ResetLive:
         """A ``reset`` event with the run's state (its texts read back from the ledger)."""
         return reset_event(self.run, self.last_id, time.time(), await self._record.state())
 

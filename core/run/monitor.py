@@ -1,8 +1,9 @@
 """The run monitor: one run's live progress as numbered events, for browsers and other watchers (SSE).
 
-Every event is a JSON object with ``id`` (1, 2, … per run; its SSE id is ``<epoch>.<id>``, :meth:`RunMonitor.sse_id`,
-which a reconnecting client sends back as ``Last-Event-ID``), ``run``, ``seq`` (= ``id``), ``ts`` (wall-clock Unix
-seconds, float) and ``type``:
+Every event is a typed value at run time (:mod:`core.run.live`: one frozen slotted class per type), its JSON object
+made at the edge (:meth:`core.run.live.Live.wire`: the SSE stream, a finished run's kept record), with ``id`` (1, 2,
+… per run; its SSE id is ``<epoch>.<id>``, :meth:`RunMonitor.sse_id`, which a reconnecting client sends back as
+``Last-Event-ID``), ``run``, ``seq`` (= ``id``), ``ts`` (wall-clock Unix seconds, float) and ``type``:
 
 =============  ======================================================================================================
 type           fields
@@ -61,12 +62,24 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from core.contracts.live import check_live_event
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 from core.records.report import DeliveryReport
+from core.run.live import (
+    LIVE_VALUES,
+    AgentLive,
+    AnswerLive,
+    DeliveryLive,
+    EndLive,
+    Live,
+    ResetLive,
+    RunLive,
+    Text,
+    TextRange,
+)
 from core.text.buffer import TextBuffer, TextSource
 from core.text.safe_text import safe_text
 
@@ -78,6 +91,7 @@ KEEP_CHARS_AFTER_END = 4096
 """And at most this many characters of their text (besides the last event): a finished run's answer is in its state
 once, not again in the events that streamed it (an 8.5k answer joined into one delta event, its final text event)."""
 TIMELINE_TYPES = frozenset({"phase", "status", "tool_call", "tool_result", "decision", "error"})
+_TIMELINE_CLASSES = tuple(LIVE_VALUES[kind] for kind in sorted(TIMELINE_TYPES))
 STAGE_TEXT_TYPES = frozenset({"answer", "agent"})
 """Events whose text the run stage built from events it sanitized (:func:`core.text.safe_text.safe_event`): one per
 delta, so not scanned again. The strings of every other event are passed through :func:`core.text.safe_text.safe_text`
@@ -89,14 +103,26 @@ typed model (:mod:`core.contracts.live`) where it is published, so a producer's 
 Off in service: a model per event would add to the per-delta cost (issue 13 measured publishing at 27%)."""
 
 
-class _Range:
-    """An event's text as a range of a text kept once under one generation (module docstring): of the shared answer
-    (``part`` None), or of the whole text web part ``part`` shows (a ``delivery`` event's ``append`` or ``text``)."""
+@dataclass(slots=True)
+class _Head:
+    """The state's own fields (:attr:`RunMonitor.state`): the ``run`` event's, the 429s met, the end's."""
 
-    __slots__ = ("end", "generation", "part", "start")
+    channel: str | None = None
+    platform: str | None = None
+    mode: str | None = None
+    started_at: float | None = None
+    rate_limited: int = 0
+    final: bool = False
+    ended: str | None = None
+    delivery: str | None = None
 
-    def __init__(self, generation: int, start: int, end: int, part: str | None = None) -> None:
-        self.generation, self.start, self.end, self.part = generation, start, end, part
+
+@dataclass(slots=True)
+class _Agent:
+    """A sub-agent in the state (its text apart)."""
+
+    source: dict[str, object] | None
+    state: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,16 +131,16 @@ class MonitorRecord:
 
     Attributes:
         epoch: the monitor's instance (SSE ids are ``<epoch>.<id>``). last_id: its last event's id.
-        state: the state (:attr:`RunMonitor.state`) without its texts: ``answer`` is ``""``, each agent's and each
-            part's ``text`` is left out.
+        state: the state's JSON object (:attr:`RunMonitor.state`) without its texts: ``answer`` is ``""``, each
+            agent's and each part's ``text`` is left out.
         tail: the last events it kept (``KEEP_AFTER_END``), their texts materialized.
         answer: the state's answer. agents: each agent's text. parts: each part's text (web parts only).
     """
 
     epoch: str
     last_id: int
-    state: dict[str, Any]
-    tail: list[dict[str, Any]]
+    state: dict[str, object]
+    tail: list[Live]
     answer: str
     agents: dict[str, str]
     parts: dict[str, str]
@@ -129,11 +155,11 @@ class Watched(Protocol):
     last_id: int
     closed: bool
 
-    def sse_id(self, event: dict[str, Any]) -> str: ...
+    def sse_id(self, event: Live) -> str: ...
 
     def resume_after(self, last_event_id: str | None) -> int: ...
 
-    async def wait(self, last_id: int) -> list[dict[str, Any]]: ...
+    async def wait(self, last_id: int) -> list[Live]: ...
 
 
 class RunMonitor:
@@ -149,7 +175,7 @@ class RunMonitor:
         self, run: str, *, buffer: int = 1000, max_chars: int = 4_000_000, wall: Callable[[], float] = time.time
     ) -> None:
         self.run = run
-        self._events: deque[dict[str, Any]] = deque(maxlen=max(1, buffer))
+        self._events: deque[Live] = deque(maxlen=max(1, buffer))
         self._sizes: deque[int] = deque()
         self._chars = 0
         self._max_chars = max_chars
@@ -160,20 +186,10 @@ class RunMonitor:
         self.last_id = 0
         self.closed = False
         self._changed = asyncio.Event()
-        self._open: list[str] | _Range | None = None
+        self._open: list[str] | TextRange | None = None
         """The last event's ``answer`` delta while no watcher has read it yet, which the next delta joins: its pieces,
         or its range of the shared answer (None: none open)."""
-        self._state: dict[str, Any] = {
-            "run": run,
-            "channel": None,
-            "platform": None,
-            "mode": None,
-            "started_at": None,
-            "rate_limited": 0,
-            "final": False,
-            "ended": None,
-            "delivery": None,
-        }
+        self._head = _Head()
         # Texts grow by appends: kept as blocks and joined only when the state is read, so an event costs its own
         # length, not the text's.
         self._source: TextSource | None = None
@@ -181,13 +197,14 @@ class RunMonitor:
         self._published: int | None = None
         """How much of the shared answer the ``answer`` events told (None: the state's answer is ``_answer``)."""
         self._answer = TextBuffer()
-        self._agents: dict[str, dict[str, Any]] = {}
+        self._agents: dict[str, _Agent] = {}
         self._agent_texts: dict[str, TextBuffer] = {}
-        self._parts: dict[str, dict[str, Any]] = {}
+        self._parts: dict[str, dict[str, object]] = {}
+        """Per part: its delivery fields as on the wire, the latest of each (its ``delivery`` events', texts apart)."""
         self._part_texts: dict[str, TextBuffer | str] = {}
         self._part_generations: dict[str, int] = {}
         """Per web part: how many times its text changed other than by growing (:meth:`delivered`)."""
-        self._timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE)
+        self._timeline: deque[Live] = deque(maxlen=TIMELINE)
 
     def share_answer(self, source: TextSource) -> None:
         """Refer to the run's answer (the root's linear text, which ``answer`` deltas extend) instead of keeping a copy
@@ -195,17 +212,33 @@ class RunMonitor:
         self._source, self._published = source, 0
 
     @property
-    def state(self) -> dict[str, Any]:
-        """The whole current state (built when read: O(its size))."""
-        state = dict(self._state)
-        state["answer"] = self._answer_text()
-        state["agents"] = {k: {**v, "text": self._agent_texts[k].value()} for k, v in self._agents.items()}
-        state["parts"] = {
-            k: {**v, **({"text": _value(self._part_texts[k])} if k in self._part_texts else {})}
-            for k, v in self._parts.items()
+    def state(self) -> dict[str, object]:
+        """The whole current state, its JSON object (built when read: O(its size))."""
+        agents = {k: self._agent_texts[k].value() for k in self._agents}
+        parts = {k: _value(v) for k, v in self._part_texts.items()}
+        return self._state_json(self._answer_text(), agents, parts)
+
+    def _state_json(self, answer: str, agents: dict[str, str], parts: dict[str, str]) -> dict[str, object]:
+        """The state's JSON object with these texts (an agent's or a part's left out when not in them)."""
+        head = self._head
+        return {
+            "run": self.run,
+            "channel": head.channel,
+            "platform": head.platform,
+            "mode": head.mode,
+            "started_at": head.started_at,
+            "rate_limited": head.rate_limited,
+            "final": head.final,
+            "ended": head.ended,
+            "delivery": head.delivery,
+            "answer": answer,
+            "agents": {
+                k: {"source": v.source, "state": v.state, **({"text": agents[k]} if k in agents else {})}
+                for k, v in self._agents.items()
+            },
+            "parts": {k: {**v, **({"text": parts[k]} if k in parts else {})} for k, v in self._parts.items()},
+            "timeline": [event.wire() for event in self._timeline],
         }
-        state["timeline"] = list(self._timeline)
-        return state
 
     def _answer_text(self) -> str:
         if self._published is not None and self._source is not None:
@@ -215,12 +248,8 @@ class RunMonitor:
     def record(self) -> MonitorRecord:
         """What a finished run keeps of this monitor (:class:`MonitorRecord`), its texts apart. O(its size)."""
         self._seal()
-        state = dict(self._state)
-        state["answer"] = ""
-        state["agents"] = {k: dict(v) for k, v in self._agents.items()}
-        state["parts"] = {k: dict(v) for k, v in self._parts.items()}
-        state["timeline"] = list(self._timeline)
-        tail: list[dict[str, Any]] = []
+        state = self._state_json("", {}, {})
+        tail: list[Live] = []
         for event in reversed(self._events):  # the newest first: a range that can no longer be read ends the tail
             told = self._told(event)
             if told is None:
@@ -235,38 +264,47 @@ class RunMonitor:
         """The run as the operator's listing shows it (``GET /v1/runs``), with its current ``report``: ``{"run",
         "channel", "platform", "mode", "started_at" (Unix s, null until the run opened), "age_s", "status" (the
         report's), "confirmed", "uncertain", "failed" (counts of parts), "rate_limited" (429s met so far)}``."""
-        state, started_at = self._state, self._state["started_at"]
+        head, started_at = self._head, self._head.started_at
         counts = {"confirmed": report.confirmed, "uncertain": report.uncertain, "failed": report.failed}
         return {
             "run": self.run,
-            "channel": state["channel"] or report.channel,
-            "platform": state["platform"],
-            "mode": state["mode"],
+            "channel": head.channel or report.channel,
+            "platform": head.platform,
+            "mode": head.mode,
             "started_at": started_at,
             "age_s": None if started_at is None else round(max(0.0, self._wall() - started_at), 3),
             "status": str(report.status),
             **counts,
-            "rate_limited": state["rate_limited"],
+            "rate_limited": head.rate_limited,
         }
 
-    def publish(self, type_: str, **fields: Any) -> dict[str, Any]:
-        """Add one event (its ``id``, ``run``, ``seq``, ``ts`` are set here), update the state, wake watchers.
-        Events after ``end`` are ignored (returned, not kept). Top-level strings are made safe to show
-        (:data:`STAGE_TEXT_TYPES`)."""
+    def publish(self, type_: str, **fields: Any) -> Live:
+        """Add one event of ``type_`` with ``fields`` (its class's: :data:`core.run.live.LIVE_VALUES`; its ``id``,
+        ``run``, ``seq``, ``ts`` are set here), update the state, wake watchers. Events after ``end`` are ignored
+        (returned, not kept). Top-level strings are made safe to show (:data:`STAGE_TEXT_TYPES`).
+
+        Raises:
+            KeyError: an unknown ``type_``. TypeError: a field off its class.
+        """
         self._seal()
         if type_ not in STAGE_TEXT_TYPES:
             fields = {k: safe_text(v) if isinstance(v, str) else v for k, v in fields.items()}
+        elif type_ == "answer" and self._published is not None and not self.closed:
+            key = "delta" if "delta" in fields else "text"
+            told = self._refer(
+                fields.get("delta"), fields.get("text"), bool(fields.get("reset")), bool(fields.get("final"))
+            )
+            if told is not None:
+                fields[key] = told
         self.last_id += 0 if self.closed else 1
-        event = {"id": self.last_id, "run": self.run, "seq": self.last_id, "ts": self._wall(), "type": type_, **fields}
+        event = LIVE_VALUES[type_](id=self.last_id, run=self.run, seq=self.last_id, ts=self._wall(), **fields)
         if CHECK_CONTRACT:
-            check_live_event(self._told(event) or event)
+            check_live_event((self._told(event) or event).wire())
         if self.closed:
             return event
-        if type_ == "answer" and self._published is not None:
-            self._refer(event)
         self._keep(event)
         self._apply(event)
-        if type_ == "end":
+        if isinstance(event, EndLive):
             self.closed = True
             while len(self._events) > 1 and (  # a finished run is its state (and its last events)
                 len(self._events) > KEEP_AFTER_END or self._chars > KEEP_CHARS_AFTER_END
@@ -277,31 +315,26 @@ class RunMonitor:
         self._changed.clear()
         return event
 
-    def _refer(self, event: dict[str, Any]) -> None:
-        """An ``answer`` event while the answer is shared: its text becomes a range of the shared answer when it is
-        that (a delta that extends it, the whole of it after a replacement); a final that differs from it, or text
-        it does not hold, is kept as it is and the state's answer is that text from then on."""
+    def _refer(self, delta: str | None, text: str | None, reset: bool, final: bool) -> TextRange | None:
+        """An ``answer`` event's text while the answer is shared, as a range of the shared answer when it is that (a
+        ``delta`` that extends it, the whole of it after a replacement); None: a final that differs from it, or text it
+        does not hold, is kept as it is, and the state's answer is that text from then on."""
         source, published = self._source, self._published
         assert source is not None and published is not None
-        if "delta" in event:
-            delta = event["delta"]
+        if delta is not None:
             end = published + len(delta)
             if end <= source.length and (not CHECK_CONTRACT or source.slice(published, end) == delta):
-                event["delta"] = _Range(source.generation, published, end)
                 self._published = end
-                return
+                return TextRange(source.generation, published, end)
         elif (
-            event.get("reset")
-            and not event.get("final")
-            and len(event.get("text", "")) == source.length
-            and (not CHECK_CONTRACT or source.value() == event["text"])
+            reset and not final and len(text or "") == source.length and (not CHECK_CONTRACT or source.value() == text)
         ):
-            event["text"] = _Range(source.generation, 0, source.length)
             self._published = source.length
-            return
-        if not event.get("reset"):  # not the shared text: the state keeps its own from here
+            return TextRange(source.generation, 0, source.length)
+        if not reset:  # not the shared text: the state keeps its own from here
             self._answer = TextBuffer(self._answer_text())
         self._published = None
+        return None
 
     def answer_delta(self, delta: str) -> None:
         """Publish that the answer grew by ``delta``, lazily: a delta that follows one no watcher has read yet is
@@ -313,10 +346,10 @@ class RunMonitor:
         if opened is None or self.closed:
             event = self.publish("answer", delta=delta)
             if not self.closed:
-                told = event.get("delta")
-                self._open = told if isinstance(told, _Range) else [delta]
+                told = event.delta if isinstance(event, AnswerLive) else None
+                self._open = told if isinstance(told, TextRange) else [delta]
             return
-        if isinstance(opened, _Range):
+        if isinstance(opened, TextRange):
             source = self._source
             assert source is not None
             end = opened.end + len(delta)
@@ -344,13 +377,15 @@ class RunMonitor:
         opened = self._open
         if opened is not None:
             if isinstance(opened, list) and len(opened) > 1:
-                self._events[-1]["delta"] = "".join(opened)
+                last = self._events[-1]
+                assert isinstance(last, AnswerLive)
+                self._events[-1] = replace(last, delta="".join(opened))
             self._open = None
 
-    def _keep(self, event: dict[str, Any]) -> None:
+    def _keep(self, event: Live) -> None:
         """Buffer ``event``, dropping the oldest past ``buffer`` events or ``max_chars`` characters of text (a range of
         the shared answer counts as the text it tells)."""
-        size = sum(len(v) if isinstance(v, str) else v.end - v.start for v in event.values() if _is_text(v))
+        size = event.chars()
         if len(self._events) == self._events.maxlen:
             self._chars -= self._sizes.popleft()
         self._events.append(event)
@@ -363,29 +398,37 @@ class RunMonitor:
             self._events.popleft()
             self._chars -= self._sizes.popleft()
 
-    def _told(self, event: dict[str, Any]) -> dict[str, Any] | None:
+    def _told(self, event: Live) -> Live | None:
         """``event`` as a watcher gets it: a range of a text kept once read (None: that text changed since)."""
-        kind = event.get("type")
-        if kind == "answer":
-            key = "delta" if "delta" in event else "text"
-        elif kind == "delivery":
-            key = "append" if "append" in event else "text"
-        else:
-            return event
-        told = event.get(key)
-        if not isinstance(told, _Range):
-            return event
+        if isinstance(event, AnswerLive):
+            if isinstance(event.delta, TextRange):
+                text = self._read(event.delta)
+                return None if text is None else replace(event, delta=text)
+            if isinstance(event.text, TextRange):
+                text = self._read(event.text)
+                return None if text is None else replace(event, text=text)
+        elif isinstance(event, DeliveryLive):
+            if isinstance(event.append, TextRange):
+                text = self._read(event.append)
+                return None if text is None else replace(event, append=text)
+            if isinstance(event.text, TextRange):
+                text = self._read(event.text)
+                return None if text is None else replace(event, text=text)
+        return event
+
+    def _read(self, told: TextRange) -> str | None:
+        """The text ``told`` is a range of (None: that text changed since)."""
         if told.part is not None:
             shown = self._part_texts.get(told.part)
             if not isinstance(shown, str) or self._part_generations.get(told.part) != told.generation:
                 return None
-            return {**event, key: shown[told.start : told.end]}
+            return shown[told.start : told.end]
         source = self._source
         if source is None or source.generation != told.generation:
             return None
-        return {**event, key: source.slice(told.start, told.end)}
+        return source.slice(told.start, told.end)
 
-    def since(self, last_id: int) -> list[dict[str, Any]]:
+    def since(self, last_id: int) -> list[Live]:
         """What a watcher that has seen up to ``last_id`` must get: the events after it, or one ``reset`` when
         they are no longer all in the buffer (or ``last_id`` is not an id of this run, or the text of one of them
         changed since: module docstring)."""
@@ -394,16 +437,16 @@ class RunMonitor:
             return []
         if last_id > self.last_id:  # an id this run never had (another monitor's): the state, not a silent wait
             return [self.reset()]
-        first = self._events[0]["id"] if self._events else self.last_id + 1
+        first = self._events[0].id if self._events else self.last_id + 1
         if 0 <= last_id < self.last_id and last_id >= first - 1:
-            told = [self._told(e) for e in self._events if e["id"] > last_id]
+            told = [self._told(e) for e in self._events if e.id > last_id]
             if all(e is not None for e in told):
                 return [e for e in told if e is not None]
         return [self.reset()]
 
-    def sse_id(self, event: dict[str, Any]) -> str:
+    def sse_id(self, event: Live) -> str:
         """The SSE id of ``event``: ``<epoch>.<id>``."""
-        return f"{self.epoch}.{event['id']}"
+        return f"{self.epoch}.{event.id}"
 
     def resume_after(self, last_event_id: str | None) -> int:
         """The id to resume after from a client's ``Last-Event-ID`` (``<epoch>.<id>``, or a bare id): -1 (a reset)
@@ -414,19 +457,35 @@ class RunMonitor:
         """
         return resume_after(self.epoch, last_event_id)
 
-    def reset(self) -> dict[str, Any]:
+    def reset(self) -> ResetLive:
         """A ``reset`` event with the whole current state (id: the last event's)."""
         self._seal()  # the watcher goes on after the last id: nothing more may join it
         return reset_event(self.run, self.last_id, self._wall(), self.state)
 
-    async def wait(self, last_id: int) -> list[dict[str, Any]]:
+    async def wait(self, last_id: int) -> list[Live]:
         """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""
         self._seal()  # a delta published while it waits is a new event, and wakes it
         while not self.closed and self.last_id == last_id:
             await self._changed.wait()
         return self.since(last_id)
 
-    def delivered(self, channel: str, fact: dict[str, Any], shown: str | None = None) -> None:
+    def progress(self, event: Event) -> Live | None:
+        """Publish the event an ingest ``event`` is when it is progress by itself (phase, status, tool result, error);
+        None for the others (text, tool calls and ends are published by the run as they are resolved)."""
+        if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
+            return None  # the common case first: no source dumped for it
+        source = event.source.model_dump() if event.source is not None else None
+        if isinstance(event, Phase):
+            return self.publish("phase", name=event.name, source=source)
+        if isinstance(event, Status | TextEvent):
+            return self.publish("status", text=event.text, source=source)
+        if isinstance(event, ToolResult):
+            return self.publish("tool_result", call_id=event.id, name=event.name, summary=event.summary, source=source)
+        if isinstance(event, ErrorEvent):
+            return self.publish("error", message=event.message, source=source)
+        return None
+
+    def delivered(self, channel: str, fact: dict[str, object], shown: str | None = None) -> None:
         """Publish a ``delivery`` event (``fact``'s fields) on the row ``channel``. ``shown``: the whole text the part
         shows now (a web part): told as ``append`` when it extends what the part showed (a growing part costs its
         length once, not once per edit), else whole as ``text``; either as a range of ``shown``, which the state
@@ -439,63 +498,68 @@ class RunMonitor:
         generation = self._part_generations.get(key, 0)
         if isinstance(before, str) and before and shown.startswith(before):
             if len(shown) > len(before):
-                fact["append"] = _Range(generation, len(before), len(shown), key)
+                fact["append"] = TextRange(generation, len(before), len(shown), key)
         else:
             generation = self._part_generations[key] = generation + 1  # ranges of the text before cannot be read
-            fact["text"] = _Range(generation, 0, len(shown), key)
+            fact["text"] = TextRange(generation, 0, len(shown), key)
         self._part_texts[key] = shown
         self.publish("delivery", channel=channel, **fact)
 
-    def _apply(self, event: dict[str, Any]) -> None:
-        state, kind = self._state, event["type"]
-        if kind == "run":
-            state.update(channel=event.get("channel"), platform=event.get("platform"), mode=event.get("mode"))
-            state["started_at"] = event["ts"]
-        elif kind == "answer":
+    def _apply(self, event: Live) -> None:
+        head = self._head
+        if isinstance(event, AnswerLive):
             if self._published is None:
-                self._answer = _apply_text(self._answer, event)
-            state["final"] = bool(event.get("final"))
-        elif kind == "agent":
-            key = event["key"]
-            agent = self._agents.setdefault(key, {"source": event.get("source"), "state": ""})
-            agent["state"] = event.get("state", agent["state"])
-            self._agent_texts[key] = _apply_text(self._agent_texts.get(key) or TextBuffer(), event)
-        elif kind == "delivery":
-            key = f"{event.get('channel')}/{event.get('part')}"
-            if event.get("state") == "retrying" and event.get("retry_after_s") is not None:
-                state["rate_limited"] += 1
-            skip = ("id", "run", "seq", "ts", "type", "append", "text")
-            self._parts.setdefault(key, {}).update((k, v) for k, v in event.items() if k not in skip)
-            told = event.get("text", event.get("append"))
-            if isinstance(told, _Range):
-                pass  # the state refers to the part's text already (delivered)
-            elif "text" in event:
-                self._part_texts[key] = event["text"]
-            elif "append" in event:
-                shown = self._part_texts.get(key, "")
-                grown = TextBuffer(shown) if isinstance(shown, str) else shown
-                grown.append(event["append"])
-                self._part_texts[key] = grown
-        elif kind == "end":
-            state["ended"], state["delivery"] = event.get("status"), event.get("delivery")
-        if kind in TIMELINE_TYPES:
+                self._answer = _apply_text(self._answer, event.delta, event.text, event.reset)
+            head.final = bool(event.final)
+        elif isinstance(event, DeliveryLive):
+            self._delivery(event)
+        elif isinstance(event, AgentLive):
+            key = event.key
+            agent = self._agents.setdefault(key, _Agent(event.source, ""))
+            agent.state = event.state
+            text = self._agent_texts.get(key) or TextBuffer()
+            self._agent_texts[key] = _apply_text(text, event.delta, event.text, event.reset)
+        elif isinstance(event, RunLive):
+            head.channel, head.platform, head.mode, head.started_at = (
+                event.channel,
+                event.platform,
+                event.mode,
+                event.ts,
+            )
+        elif isinstance(event, EndLive):
+            head.ended, head.delivery = event.status, event.delivery
+        elif isinstance(event, _TIMELINE_CLASSES):
             self._timeline.append(event)
 
-
-def _is_text(value: object) -> bool:
-    return isinstance(value, str | _Range)
+    def _delivery(self, event: DeliveryLive) -> None:
+        key = f"{event.channel}/{event.part}"
+        if event.state == "retrying" and event.retry_after_s is not None:
+            self._head.rate_limited += 1
+        self._parts.setdefault(key, {}).update(event.facts())
+        text, append = event.text, event.append
+        if isinstance(text, TextRange) or (text is None and isinstance(append, TextRange)):
+            pass  # the state refers to the part's text already (delivered)
+        elif text is not None:
+            self._part_texts[key] = text
+        elif isinstance(append, str):
+            shown = self._part_texts.get(key, "")
+            grown = TextBuffer(shown) if isinstance(shown, str) else shown
+            grown.append(append)
+            self._part_texts[key] = grown
 
 
 def _value(text: TextBuffer | str) -> str:
     return text if isinstance(text, str) else text.value()
 
 
-def _apply_text(text: TextBuffer, event: dict[str, Any]) -> TextBuffer:
-    """``event``'s ``delta`` appended to ``text``, or its ``text`` instead of it when ``reset``."""
-    if event.get("reset"):
-        return TextBuffer(event.get("text", ""))
-    if event.get("delta"):
-        text.append(event["delta"])
+def _apply_text(text: TextBuffer, delta: Text | None, whole: Text | None, reset: bool | None) -> TextBuffer:
+    """``delta`` appended to ``text``, or ``whole`` instead of it when ``reset`` (never ranges: the shared answer's
+    events are not applied)."""
+    assert not isinstance(delta, TextRange) and not isinstance(whole, TextRange)
+    if reset:
+        return TextBuffer(whole or "")
+    if delta:
+        text.append(delta)
     return text
 
 
@@ -514,31 +578,12 @@ def resume_after(epoch: str, last_event_id: str | None) -> int:
     return int(number)
 
 
-def reset_event(run: str, last_id: int, ts: float, state: dict[str, Any]) -> dict[str, Any]:
-    """A ``reset`` event of ``run`` carrying ``state`` (its id: the last event's, ``last_id``)."""
-    reset = {"id": last_id, "run": run, "seq": last_id, "ts": ts, "type": "reset", "state": state}
+def reset_event(run: str, last_id: int, ts: float, state: dict[str, object]) -> ResetLive:
+    """A ``reset`` event of ``run`` carrying ``state`` (its JSON object; its id: the last event's, ``last_id``)."""
+    reset = ResetLive(id=last_id, run=run, seq=last_id, ts=ts, state=state)
     if CHECK_CONTRACT:
-        check_live_event(reset)
+        check_live_event(reset.wire())
     return reset
-
-
-def progress_event(event: Event) -> tuple[str, dict[str, Any]] | None:
-    """The monitor event an ingest event is, when it is progress by itself (phase, status, tool result,
-    error); None for the others (text, tool calls and ends are published by the run as they are resolved)."""
-    if isinstance(event, TextEvent) and event.visibility is not Visibility.STATUS:
-        return None  # the common case first: no source dumped for it
-    source = event.source.model_dump() if event.source is not None else None
-    if isinstance(event, Phase):
-        return "phase", {"name": event.name, "source": source}
-    if isinstance(event, Status):
-        return "status", {"text": event.text, "source": source}
-    if isinstance(event, TextEvent) and event.visibility is Visibility.STATUS:
-        return "status", {"text": event.text, "source": source}
-    if isinstance(event, ToolResult):
-        return "tool_result", {"call_id": event.id, "name": event.name, "summary": event.summary, "source": source}
-    if isinstance(event, ErrorEvent):
-        return "error", {"message": event.message, "source": source}
-    return None
 
 
 class DeliveryWatch:
@@ -560,6 +605,7 @@ class DeliveryWatch:
         self._channel = channel
         self._live_text = live_text
 
-    def __call__(self, fact: dict[str, Any]) -> None:
+    def __call__(self, fact: dict[str, object]) -> None:
         text = fact.pop("text", "")
-        self._monitor.delivered(self._channel, fact, text if self._live_text else None)
+        shown = text if isinstance(text, str) else ""
+        self._monitor.delivered(self._channel, fact, shown if self._live_text else None)

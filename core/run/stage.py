@@ -51,7 +51,7 @@ from core.lanes.pipeline import PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import TextFormat
 from core.records.report import DeliveryReport, ReportStatus, SlotRole, summarize
-from core.run.monitor import RunMonitor, progress_event
+from core.run.monitor import RunMonitor
 from core.text.safe_text import safe_event, safe_text
 from core.text.visible import Split, VisibleText, visible_final
 
@@ -136,8 +136,7 @@ class RunStage:
         if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status | Media):
             return  # meant for the parent loop only (from any agent): never shown
         event = safe_event(event)  # THE point where text enters what people see (chats and watchers alike)
-        if (progress := progress_event(event)) is not None:
-            self.monitor.publish(progress[0], **progress[1])
+        self.monitor.progress(event)
         if isinstance(event, ToolCall):
             self._on_tool_call(event)
         elif event.source is not None:

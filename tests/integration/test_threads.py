@@ -5,7 +5,7 @@ the root's conversation; the root's answer stays where it is.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import SecretStr
@@ -17,6 +17,7 @@ from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.events import Source
 from core.records.ledger import MemoryLedger
+from core.run.live import ResetLive
 from core.run.relay import Relay
 from mocks.common import MockPlatform
 from mocks.discord import MockDiscord
@@ -85,7 +86,9 @@ async def test_each_sub_agent_previews_in_its_own_thread(platform: str) -> None:
     monitor = relay.monitor("t1")  # watchers see each thread's messages as rows of their own
     assert monitor is not None
     [reset] = await monitor.wait(-1)  # the run is finished: a watcher from elsewhere gets its state
-    assert {"c ↳ researcher/0", "c ↳ writer/0"} <= set(reset["state"]["parts"])
+    assert isinstance(reset, ResetLive)
+    parts = cast(dict[str, Any], reset.state["parts"])
+    assert {"c ↳ researcher/0", "c ↳ writer/0"} <= set(parts)
 
 
 def _in_thread(mock: MockPlatform, chat: int | str, mid: int | str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -16,6 +16,7 @@ from app.service import Sidecar, make_runtime
 from config.settings import ChannelSettings
 from core.clock import MonotonicClock
 from core.records.ledger import MemoryLedger
+from core.run.live import ResetLive
 from core.run.relay import Relay
 from mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
@@ -207,7 +208,9 @@ async def test_a_web_part_that_grows_costs_its_length_once_not_per_edit(web: Web
     monitor = web.relay.monitor("w6")  # finished: a watcher from elsewhere gets its state, texts from the ledger
     assert monitor is not None
     [reset] = await monitor.wait(-1)
-    assert reset["state"]["parts"]["web/0"]["text"].strip() == final.strip()
+    assert isinstance(reset, ResetLive)
+    parts = cast(dict[str, Any], reset.state["parts"])
+    assert parts["web/0"]["text"].strip() == final.strip()
 
 
 async def test_pipeline_calls_stay_off_the_stream_and_a_run_id_with_a_slash_is_refused(web: Web) -> None:

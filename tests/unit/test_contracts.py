@@ -37,7 +37,9 @@ from core.contracts.units import (
 )
 from core.events import EndStatus, Source, ToolCall, ToolCallState
 from core.lanes.pipeline import ChildDone, FinishedCall, PipelineLane, StopAsked, ToolCallCollector
+from core.records.ledger import MemoryLedger
 from core.records.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
+from core.run.finished import finished_record
 from core.run.monitor import DeliveryWatch, RunMonitor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,21 +156,152 @@ def test_every_live_event_the_monitor_publishes_round_trips_through_its_model() 
     monitor.publish("error", message="the tool failed", source=None)
     monitor.publish("answer", text="Hello", reset=True, final=True)
     monitor.publish("end", status="ok", delivery="delivered")
-    raw = monitor.since(0)
+    raw = [event.wire() for event in monitor.since(0)]
     events = [parse_live_event(event) for event in raw]
     assert isinstance(events[0], RunOpened) and isinstance(events[-1], EndLiveEvent)
-    for event, typed in zip(raw, events, strict=True):
-        assert _wire(typed.model_dump(mode="json", exclude_unset=True)) == _wire(event)
+    for event, typed in zip(raw, events, strict=True):  # key order: LIVE_WIRE (a gate's reason comes second there)
+        assert typed.model_dump(mode="json", exclude_unset=True) == event
     answer = next(e for e in events if isinstance(e, AnswerEvent))
     assert answer.delta == "Hello" and answer.text is None
     retry = next(e for e in events if isinstance(e, DeliveryEvent))
     assert retry.retry_after_s == 1.5 and retry.role is SlotRole.ANSWER
-    reset = parse_live_event(monitor.reset())
+    reset = parse_live_event(monitor.reset().wire())
     assert isinstance(reset, ResetEvent) and reset.state.answer == "Hello" and reset.state.ended == "ok"
     assert reset.state.agents["s-1"].text == "Hi" and reset.state.rate_limited == 1
     appended = [e for e in events if isinstance(e, DeliveryEvent) and e.channel == "web"]
     assert [(e.text, e.append) for e in appended] == [("Hel", None), (None, "lo")]
     assert reset.state.parts["web/0"]["text"] == "Hello"
+
+
+def _head(n: int) -> str:
+    return f'{{"id": {n}, "run": "r1", "seq": {n}, "ts": 1700000000.5, '
+
+
+LIVE_WIRE = [  # what the monitor sent before it held live events typed (dicts): the same bytes, key order included
+    _head(1) + ('"type": "run", "channel": "telegram", "platform": "telegram", "mode": "preview"}'),
+    _head(2) + ('"type": "phase", "name": "planning", "source": null}'),
+    _head(3) + ('"type": "status", "text": "Looking", "source": ') + HELPER_JSON + "}",
+    _head(4)
+    + (
+        '"type": "tool_call", "call_id": "c1", "name": "search", "args": "{\\"q\\": …}", "malformed": false'
+        ', "source": null}'
+    ),
+    _head(5)
+    + ('"type": "tool_result", "call_id": "c1", "name": "search", "summary": "3 hits", "source": ')
+    + HELPER_JSON
+    + "}",
+    _head(6)
+    + (
+        '"type": "decision", "what": "gate", "reason": "idempotent", "call_id": "c1", "name": "search", "'
+        'verdict": "run"}'
+    ),
+    _head(7) + ('"type": "decision", "what": "commit"}'),
+    _head(8) + ('"type": "answer", "delta": "Hello ✓"}'),
+    _head(9) + ('"type": "agent", "key": "s-1", "source": ') + HELPER_JSON + (', "state": "started", "delta": "Hi"}'),
+    _head(10)
+    + ('"type": "agent", "key": "s-1", "source": ')
+    + HELPER_JSON
+    + (', "state": "done", "text": "Hi there", "reset": true}'),
+    _head(11)
+    + (
+        '"type": "delivery", "channel": "telegram", "part": 0, "role": "answer", "state": "retrying", "me'
+        'ssage_id": null, "retry_after_s": 1.5}'
+    ),
+    _head(12)
+    + ('"type": "delivery", "channel": "telegram", "part": 0, "role": "answer", "state": "sent", "message_id": "11"}'),
+    _head(13)
+    + (
+        '"type": "delivery", "channel": "telegram", "part": 1, "role": "answer", "state": "failed", "mess'
+        'age_id": null, "reason": "too long"}'
+    ),
+    _head(14)
+    + (
+        '"type": "delivery", "channel": "web", "part": 0, "role": "answer", "state": "sent", "message_id"'
+        ': "w1", "text": "Hel"}'
+    ),
+    _head(15)
+    + (
+        '"type": "delivery", "channel": "web", "part": 0, "role": "answer", "state": "edited", "message_i'
+        'd": "w1", "append": "lo"}'
+    ),
+    _head(16) + ('"type": "media", "url": "https://example.com/a.png", "media_kind": "image", "caption": ""}'),
+    _head(17) + ('"type": "decision", "what": "stop", "reason": "stopped by the reader (web)"}'),
+    _head(18) + ('"type": "error", "message": "the tool failed", "source": null}'),
+    _head(19) + ('"type": "answer", "text": "Hello ✓", "reset": true, "final": true}'),
+    _head(20) + ('"type": "end", "status": "ok", "delivery": "delivered"}'),
+    _head(20)
+    + (
+        '"type": "reset", "state": {"run": "r1", "channel": "telegram", "platform": "telegram", "mode": "'
+        'preview", "started_at": 1700000000.5, "rate_limited": 1, "final": true, "ended": "ok", "delivery'
+        '": "delivered", "answer": "Hello ✓", "agents": {"s-1": {"source": '
+    )
+    + HELPER_JSON
+    + (
+        ', "state": "done", "text": "Hi there"}}, "parts": {"telegram/0": {"channel": "telegram", "part":'
+        ' 0, "role": "answer", "state": "sent", "message_id": "11", "retry_after_s": 1.5}, "telegram/1": '
+        '{"channel": "telegram", "part": 1, "role": "answer", "state": "failed", "message_id": null, "rea'
+        'son": "too long"}, "web/0": {"channel": "web", "part": 0, "role": "answer", "state": "edited", "'
+        'message_id": "w1", "text": "Hello"}}, "timeline": [{"id": 2, "run": "r1", "seq": 2, "ts": 170000'
+        '0000.5, "type": "phase", "name": "planning", "source": null}, {"id": 3, "run": "r1", "seq": 3, "'
+        'ts": 1700000000.5, "type": "status", "text": "Looking", "source": '
+    )
+    + HELPER_JSON
+    + (
+        '}, {"id": 4, "run": "r1", "seq": 4, "ts": 1700000000.5, "type": "tool_call", "call_id": "c1", "n'
+        'ame": "search", "args": "{\\"q\\": …}", "malformed": false, "source": null}, {"id": 5, "run": "r1"'
+        ', "seq": 5, "ts": 1700000000.5, "type": "tool_result", "call_id": "c1", "name": "search", "summa'
+        'ry": "3 hits", "source": '
+    )
+    + HELPER_JSON
+    + (
+        '}, {"id": 6, "run": "r1", "seq": 6, "ts": 1700000000.5, "type": "decision", "what": "gate", "rea'
+        'son": "idempotent", "call_id": "c1", "name": "search", "verdict": "run"}, {"id": 7, "run": "r1",'
+        ' "seq": 7, "ts": 1700000000.5, "type": "decision", "what": "commit"}, {"id": 17, "run": "r1", "s'
+        'eq": 17, "ts": 1700000000.5, "type": "decision", "what": "stop", "reason": "stopped by the reade'
+        'r (web)"}, {"id": 18, "run": "r1", "seq": 18, "ts": 1700000000.5, "type": "error", "message": "t'
+        'he tool failed", "source": null}]}}'
+    ),
+]
+
+
+def _live_run() -> RunMonitor:
+    """Every event type the producers publish, their fields in the producers' order."""
+    m = RunMonitor("r1", wall=lambda: 1700000000.5)
+    m.publish("run", channel="telegram", platform="telegram", mode="preview")
+    m.publish("phase", name="planning", source=None)
+    m.publish("status", text="Looking", source=HELPER.model_dump())
+    m.publish("tool_call", call_id="c1", name="search", args='{"q": …}', malformed=False, source=None)
+    m.publish("tool_result", call_id="c1", name="search", summary="3 hits", source=HELPER.model_dump())
+    m.publish("decision", what="gate", reason="idempotent", call_id="c1", name="search", verdict="run")
+    m.publish("decision", what="commit")
+    m.answer_delta("Hel")
+    m.answer_delta("lo ✓")
+    m.publish("agent", key="s-1", source=HELPER.model_dump(), state="started", delta="Hi")
+    m.publish("agent", key="s-1", source=HELPER.model_dump(), state="done", text="Hi there", reset=True)
+    m.publish(
+        "delivery", channel="telegram", part=0, role="answer", state="retrying", message_id=None, retry_after_s=1.5
+    )
+    m.publish("delivery", channel="telegram", part=0, role="answer", state="sent", message_id="11")
+    m.publish("delivery", channel="telegram", part=1, role="answer", state="failed", message_id=None, reason="too long")
+    web = DeliveryWatch(m, "web", live_text=True)
+    web({"part": 0, "role": "answer", "state": "sent", "message_id": "w1", "text": "Hel"})
+    web({"part": 0, "role": "answer", "state": "edited", "message_id": "w1", "text": "Hello"})
+    m.publish("media", url="https://example.com/a.png", media_kind="image", caption="")
+    m.publish("decision", what="stop", reason="stopped by the reader (web)")
+    m.publish("error", message="the tool failed", source=None)
+    m.publish("answer", text="Hello ✓", reset=True, final=True)
+    m.publish("end", status="ok", delivery="delivered")
+    return m
+
+
+async def test_the_live_events_on_the_wire_are_the_bytes_they_were_as_dicts() -> None:
+    monitor = _live_run()
+    sent = [_wire(event.wire()) for event in monitor.since(0)]
+    assert [*sent, _wire(monitor.reset().wire())] == LIVE_WIRE
+    report = DeliveryReport(run="r1", channel="telegram")
+    finished = finished_record(report, PipelineLane("r1"), monitor.record(), None, MemoryLedger(), None)
+    kept = await finished.monitor.wait(monitor.last_id - 3)  # a finished run's last events: read back, same bytes
+    assert [_wire(event.wire()) for event in kept] == LIVE_WIRE[-4:-1]
 
 
 def test_the_run_report_reader_model_has_the_sidecar_report_fields_in_order() -> None:

@@ -22,6 +22,7 @@ from core.policy import ChannelPolicy
 from core.records.ledger import MemoryLedger
 from core.records.report import DeliveryReport
 from core.run.finished import Finished, FinishedMonitor, finished_record, rebuild, references
+from core.run.live import ResetLive
 from core.run.monitor import RunMonitor
 from core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
@@ -79,10 +80,8 @@ async def test_a_finished_run_keeps_its_report_and_references_not_its_answer() -
     behind = live.last_id - 3
     assert await watched.wait(behind) == live.since(behind)
     [reset], before = await watched.wait(-1), live.reset()
-    assert reset["state"] == before["state"] and reset["state"]["answer"] == ANSWER
-    assert {k: v for k, v in reset.items() if k not in ("ts", "state")} == {
-        k: v for k, v in before.items() if k not in ("ts", "state")
-    }
+    assert isinstance(reset, ResetLive) and reset.state == before.state and reset.state["answer"] == ANSWER
+    assert (reset.id, reset.run, reset.seq) == (before.id, before.run, before.seq)
     assert await watched.wait(live.last_id) == []
     await relay.close()
 
@@ -94,7 +93,9 @@ async def test_a_finished_run_whose_ledger_parts_changed_shows_what_they_show() 
     await ledger.save_part(replace(parts[0], shown="Here is something else."))
     [reset] = await relay._finished["r1"].monitor.wait(-1)
     shown = "Here is something else." + "".join(p.shown or "" for p in parts[1:])
-    assert reset["state"]["answer"] == shown  # what the chat shows, never pieces of another text
+    assert (
+        isinstance(reset, ResetLive) and reset.state["answer"] == shown
+    )  # what the chat shows, never pieces of another text
     await relay.close()
 
 
@@ -106,7 +107,7 @@ async def test_a_run_whose_parts_were_not_read_keeps_its_answer_as_text() -> Non
     finished = finished_record(report, PipelineLane("r1"), monitor.record(), None, MemoryLedger(), None)
     assert finished.kept()["answer"] == [ANSWER] and finished.chars > len(ANSWER)  # counted in the budgets
     [reset] = await finished.monitor.wait(-1)
-    assert reset["state"]["answer"] == ANSWER and reset["state"]["ended"] == "cancelled"
+    assert isinstance(reset, ResetLive) and reset.state["answer"] == ANSWER and reset.state["ended"] == "cancelled"
 
 
 async def test_finished_runs_stay_within_their_byte_budget() -> None:

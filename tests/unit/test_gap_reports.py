@@ -3,6 +3,7 @@ ops pages' ``end`` event."""
 
 from __future__ import annotations
 
+from core.run.live import EndLive
 from tests.unit.fakes import MemoryChat
 from tests.unit.test_relay import START, _relay
 
@@ -19,5 +20,5 @@ async def test_the_live_end_event_says_what_the_report_says_of_a_run_with_a_gap(
     monitor = relay.monitor("r")
     await relay.close()
     assert report is not None and report.status == "partial" and monitor is not None
-    ends = [event for event in await monitor.wait(0) if event["type"] == "end"]
-    assert [event["delivery"] for event in ends] == ["partial"]
+    ends = [event for event in await monitor.wait(0) if isinstance(event, EndLive)]
+    assert [event.delivery for event in ends] == ["partial"]

@@ -3,44 +3,47 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-import core.run.monitor
 from core.events import ErrorEvent, Phase, Source, TextEvent, TextMode, ToolResult, Visibility
-from core.run.monitor import RunMonitor, progress_event
+from core.run.live import AnswerLive, ErrorLive, Live, PhaseLive, StatusLive, ToolResultLive
+from core.run.monitor import RunMonitor
 from core.text.assembler import TextAssembler
 from tests.unit.fakes import settle
 
 pytestmark = pytest.mark.timeout(10)
 
 
-@pytest.fixture(autouse=True)
-def _mechanics_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests drive the log's mechanics with shortened events (a ``run`` without its channel, an ``end``
-    without its delivery): the contract's check (core.run.monitor.CHECK_CONTRACT) is for the real producers, whose
-    events tests/unit/test_contracts.py and the integration tests check."""
-    monkeypatch.setattr(core.run.monitor, "CHECK_CONTRACT", False)
-
-
 def monitor(buffer: int = 100) -> RunMonitor:
     return RunMonitor("r1", buffer=buffer, wall=lambda: 1000.0)
+
+
+def told(events: list[Live]) -> list[dict[str, Any]]:
+    """The events as a watcher reads them: their JSON objects."""
+    return [event.wire() for event in events]
+
+
+def state_of(m: RunMonitor) -> dict[str, Any]:
+    """The monitor's state, its JSON object."""
+    return m.state
 
 
 def test_events_are_numbered_and_carry_run_seq_and_time() -> None:
     m = monitor()
     first = m.publish("run", channel="web", platform="web", mode="preview")
     second = m.publish("answer", delta="Hi")
-    assert (first["id"], second["id"], second["seq"], second["run"], second["ts"]) == (1, 2, 2, "r1", 1000.0)
-    assert m.state["answer"] == "Hi" and m.state["channel"] == "web"
+    assert (first.id, second.id, second.seq, second.run, second.ts) == (1, 2, 2, "r1", 1000.0)
+    assert state_of(m)["answer"] == "Hi" and state_of(m)["channel"] == "web"
 
 
 def test_a_reconnect_gets_exactly_what_it_missed_once() -> None:
     m = monitor()
     for text in ("a", "b", "c", "d"):
         m.publish("answer", delta=text)
-    assert [e["delta"] for e in m.since(2)] == ["c", "d"]
-    assert m.since(4) == []
+    assert [e["delta"] for e in told(m.since(2))] == ["c", "d"]
+    assert told(m.since(4)) == []
 
 
 @pytest.mark.parametrize("last_id", [1, 0, 99, -1])
@@ -48,7 +51,7 @@ def test_past_the_buffer_or_an_unknown_id_comes_a_reset_with_the_whole_state(las
     m = monitor(buffer=3)
     for text in ("a", "b", "c", "d", "e"):
         m.publish("answer", delta=text)
-    [reset] = m.since(last_id)
+    [reset] = told(m.since(last_id))
     assert reset["type"] == "reset" and reset["id"] == 5 and reset["state"]["answer"] == "abcde"
 
 
@@ -56,19 +59,19 @@ def test_a_reset_answer_replaces_and_a_final_is_marked() -> None:
     m = monitor()
     m.publish("answer", delta="Refunds take 4 days.")
     m.publish("answer", text="Refunds take 14 days.", reset=True, final=True)
-    assert m.state["answer"] == "Refunds take 14 days." and m.state["final"] is True
+    assert state_of(m)["answer"] == "Refunds take 14 days." and state_of(m)["final"] is True
 
 
 def test_the_state_keeps_agents_parts_the_timeline_and_the_end() -> None:
     m = monitor()
     source = {"agent_id": "a", "session_id": "s1"}
     m.publish("agent", key="s1", source=source, state="started", delta="Hel")
-    m.publish("agent", key="s1", state="done", delta="lo")
+    m.publish("agent", key="s1", source=source, state="done", delta="lo")
     m.publish("delivery", channel="web", part=0, role="answer", state="sent", message_id="1", text="x")
     m.publish("delivery", channel="web", part=0, role="answer", state="edited", message_id="1", text="xy")
     m.publish("phase", name="planning", source=None)
     m.publish("end", status="ok", delivery="delivered")
-    state = m.reset()["state"]
+    state = told([m.reset()])[0]["state"]
     assert state["agents"]["s1"] == {"source": source, "state": "done", "text": "Hello"}
     assert state["parts"]["web/0"]["state"] == "edited" and state["parts"]["web/0"]["text"] == "xy"
     assert [e["type"] for e in state["timeline"]] == ["phase"]
@@ -77,44 +80,51 @@ def test_the_state_keeps_agents_parts_the_timeline_and_the_end() -> None:
 
 async def test_nothing_is_kept_after_the_end_and_waiters_are_released() -> None:
     m = monitor()
-    m.publish("run")
+    m.publish("run", channel="web", platform="web", mode="preview")
     waiter = asyncio.ensure_future(m.wait(1))
     await settle()
     assert not waiter.done()
-    m.publish("end", status="ok")
+    m.publish("end", status="ok", delivery="delivered")
     await settle()
-    assert [e["type"] for e in waiter.result()] == ["end"]
+    assert [e["type"] for e in told(waiter.result())] == ["end"]
     m.publish("answer", delta="late")
-    assert m.last_id == 2 and m.state["answer"] == "" and await m.wait(2) == []
+    assert m.last_id == 2 and state_of(m)["answer"] == "" and told(await m.wait(2)) == []
 
 
 def test_progress_events_come_from_the_ingest_events_that_are_progress() -> None:
     child = Source(agent_id="a", session_id="s")
-    assert progress_event(Phase(run="r", name="planning")) == ("phase", {"name": "planning", "source": None})
+    m = monitor()
+    assert isinstance(m.progress(Phase(run="r", name="planning")), PhaseLive)
     result = ToolResult(run="r", id="t", name="search", summary="3 hits", source=child)
-    kind, fields = progress_event(result) or ("", {})
-    assert kind == "tool_result" and fields["summary"] == "3 hits" and fields["source"]["agent_id"] == "a"
-    assert progress_event(ErrorEvent(run="r", message="quota")) == ("error", {"message": "quota", "source": None})
-    assert progress_event(TextEvent(run="r", text="looking", visibility=Visibility.STATUS))[0] == "status"  # type: ignore[index]
-    assert progress_event(TextEvent(run="r", text="answer")) is None
+    kept = m.progress(result)
+    assert isinstance(kept, ToolResultLive) and kept.summary == "3 hits" and (kept.source or {})["agent_id"] == "a"
+    assert isinstance(m.progress(ErrorEvent(run="r", message="quota")), ErrorLive)
+    assert isinstance(m.progress(TextEvent(run="r", text="looking", visibility=Visibility.STATUS)), StatusLive)
+    assert m.progress(TextEvent(run="r", text="answer")) is None
+    assert [(e["type"], e["source"]) for e in told(m.since(0))] == [
+        ("phase", None),
+        ("tool_result", child.model_dump()),
+        ("error", None),
+        ("status", None),
+    ]
 
 
 def test_the_buffer_holds_a_bounded_amount_of_text() -> None:
     m = RunMonitor("r1", buffer=1000, max_chars=100, wall=lambda: 0.0)
     for _ in range(10):
         m.publish("answer", delta="x" * 30)
-    [reset] = m.since(1)  # the oldest events were dropped for their size, not their number
+    [reset] = told(m.since(1))  # the oldest events were dropped for their size, not their number
     assert reset["type"] == "reset" and reset["state"]["answer"] == "x" * 300
-    assert [e["id"] for e in m.since(8)] == [9, 10]
+    assert [e["id"] for e in told(m.since(8))] == [9, 10]
 
 
 def test_a_finished_run_keeps_only_its_last_events_and_its_state() -> None:
     m = monitor(buffer=1000)
     for i in range(100):
         m.publish("answer", delta=f"{i} ")
-    m.publish("end", status="ok")
-    assert [e["id"] for e in m.since(99)] == [100, 101]
-    [reset] = m.since(10)
+    m.publish("end", status="ok", delivery="delivered")
+    assert [e["id"] for e in told(m.since(99))] == [100, 101]
+    [reset] = told(m.since(10))
     assert reset["state"]["ended"] == "ok" and reset["state"]["answer"].startswith("0 1 2")
 
 
@@ -123,21 +133,20 @@ def test_a_finished_run_keeps_its_answer_once_not_again_in_its_last_events() -> 
     m.answer_delta("a" * 3000)
     m.answer_delta("b" * 3000)  # no watcher read yet: one event of 6,000 characters
     m.publish("answer", text="a" * 3000 + "b" * 3000, reset=True, final=True)
-    m.publish("end", status="ok")
-    kept = m.since(m.last_id - 1)
+    m.publish("end", status="ok", delivery="delivered")
+    kept = told(m.since(m.last_id - 1))
     assert [e["type"] for e in kept] == ["end"]
-    [reset] = m.since(1)  # the text events are gone: the state has the answer
+    [reset] = told(m.since(1))  # the text events are gone: the state has the answer
     assert reset["state"]["answer"] == "a" * 3000 + "b" * 3000 and reset["state"]["ended"] == "ok"
 
 
 def test_an_id_of_another_monitor_or_past_the_last_gets_a_reset_at_once() -> None:
     m = monitor()
-    for text in ("a", "b", "c"):
-        m.publish("answer", delta=text)
-    assert m.resume_after(m.sse_id({"id": 2})) == 2 and m.resume_after("2") == 2 and m.resume_after(None) == 0
+    second = [m.publish("answer", delta=text) for text in ("a", "b", "c")][1]
+    assert m.resume_after(m.sse_id(second)) == 2 and m.resume_after("2") == 2 and m.resume_after(None) == 0
     assert m.resume_after("0badc0de.2") == -1  # a run resumed after a restart has a new monitor
-    assert [e["type"] for e in m.since(-1)] == ["reset"]
-    assert [e["type"] for e in m.since(13)] == ["reset"]  # a watcher of the old monitor, further along
+    assert [e["type"] for e in told(m.since(-1))] == ["reset"]
+    assert [e["type"] for e in told(m.since(13))] == ["reset"]  # a watcher of the old monitor, further along
     with pytest.raises(ValueError):
         m.resume_after("not-an-id")
 
@@ -145,33 +154,37 @@ def test_an_id_of_another_monitor_or_past_the_last_gets_a_reset_at_once() -> Non
 async def test_waiting_past_the_last_id_does_not_hang() -> None:
     m = monitor()
     m.publish("answer", delta="a")
-    assert [e["type"] for e in await asyncio.wait_for(m.wait(13), 1)] == ["reset"]
+    assert [e["type"] for e in told(await asyncio.wait_for(m.wait(13), 1))] == ["reset"]
 
 
 def test_a_growing_web_part_is_told_as_appends() -> None:
     m = monitor()
     m.publish("delivery", channel="web", part=0, role="answer", state="sent", message_id="1", text="Hel")
     m.publish("delivery", channel="web", part=0, role="answer", state="edited", message_id="1", append="lo")
-    assert m.reset()["state"]["parts"]["web/0"]["text"] == "Hello"
+    assert told([m.reset()])[0]["state"]["parts"]["web/0"]["text"] == "Hello"
 
 
 async def test_answer_deltas_no_watcher_read_yet_are_one_event_with_the_same_text() -> None:
     m = monitor()
-    m.publish("run")
+    m.publish("run", channel="web", platform="web", mode="preview")
     for text in ("a", "b", "c"):
         m.answer_delta(text)
-    assert [e["delta"] for e in m.since(1)] == ["abc"]  # one event per read, not one per delta
+    assert [e["delta"] for e in told(m.since(1))] == ["abc"]  # one event per read, not one per delta
     m.answer_delta("d")
     m.answer_delta("e")
     m.publish("phase", name="drafting")
     m.answer_delta("f")
-    assert [(e["type"], e.get("delta")) for e in m.since(2)] == [("answer", "de"), ("phase", None), ("answer", "f")]
+    assert [(e["type"], e.get("delta")) for e in told(m.since(2))] == [
+        ("answer", "de"),
+        ("phase", None),
+        ("answer", "f"),
+    ]
     waiter = asyncio.ensure_future(m.wait(m.last_id))
     await settle()
     m.answer_delta("g")
     await settle()
-    assert [e["delta"] for e in waiter.result()] == ["g"]
-    assert m.state["answer"] == "abcdefg" and m.reset()["id"] == m.last_id
+    assert [e["delta"] for e in told(waiter.result())] == ["g"]
+    assert state_of(m)["answer"] == "abcdefg" and m.reset().id == m.last_id
 
 
 # --- one copy of the answer: the monitor refers to the run's text by ranges (issue 23, item 5) -----------------------
@@ -181,7 +194,7 @@ def _shared() -> tuple[RunMonitor, TextAssembler]:
     assembler = TextAssembler()
     m = monitor()
     m.share_answer(assembler.view())
-    m.publish("run")
+    m.publish("run", channel="web", platform="web", mode="preview")
     return m, assembler
 
 
@@ -194,31 +207,31 @@ async def test_a_shared_answer_is_told_by_ranges_and_kept_once() -> None:
     m, assembler = _shared()
     for delta in ("Hello", ", ", "world"):
         _grow(m, assembler, delta)
-    assert [e["delta"] for e in m.since(1)] == ["Hello, world"]  # merged, read from the shared text
+    assert [e["delta"] for e in told(m.since(1))] == ["Hello, world"]  # merged, read from the shared text
     _grow(m, assembler, "! 📦")
     m.publish("phase", name="checking")
     _grow(m, assembler, " Done.")
-    assert [(e["type"], e.get("delta")) for e in m.since(2)] == [
+    assert [(e["type"], e.get("delta")) for e in told(m.since(2))] == [
         ("answer", "! 📦"),
         ("phase", None),
         ("answer", " Done."),
     ]
-    assert m.state["answer"] == "Hello, world! 📦 Done." and m._answer.length == 0  # no text of its own
-    assert all(not isinstance(v, str) for e in m._events if e["type"] == "answer" for v in (e["delta"],))
+    assert state_of(m)["answer"] == "Hello, world! 📦 Done." and m._answer.length == 0  # no text of its own
+    assert all(not isinstance(e.delta, str) for e in m._events if isinstance(e, AnswerLive))
 
 
 def test_a_shared_answer_replaced_gives_watchers_behind_a_reset_not_text_it_no_longer_has() -> None:
     m, assembler = _shared()
     _grow(m, assembler, "Draft one.")
-    m.since(0)  # a watcher read it: the next delta is an event of its own
+    told(m.since(0))  # a watcher read it: the next delta is an event of its own
     assembler.apply(None, 0, TextMode.REPLACE, "Second draft.")
     m.publish("answer", text="Second draft.", reset=True)
     _grow(m, assembler, " More.")
-    [reset] = m.since(1)  # the first delta's range names text that is gone
+    [reset] = told(m.since(1))  # the first delta's range names text that is gone
     assert reset["type"] == "reset" and reset["state"]["answer"] == "Second draft. More."
-    assert [(e.get("text"), e.get("delta")) for e in m.since(3)] == [(None, " More.")]
+    assert [(e.get("text"), e.get("delta")) for e in told(m.since(3))] == [(None, " More.")]
     m.publish("answer", text="Final, committed.", reset=True, final=True)  # a final that is not the text: kept as is
-    assert m.state["answer"] == "Final, committed." and m.since(4)[0]["text"] == "Final, committed."
+    assert state_of(m)["answer"] == "Final, committed." and told(m.since(4))[0]["text"] == "Final, committed."
 
 
 def test_a_web_part_refers_to_the_text_the_delivery_side_shows() -> None:
@@ -227,14 +240,16 @@ def test_a_web_part_refers_to_the_text_the_delivery_side_shows() -> None:
     shown = ["Hel", "Hello", "Hello, world", "Goodbye"]
     for state, text in zip(("sent", "edited", "edited", "edited"), shown, strict=True):
         m.delivered("web", {**fact, "state": state}, text)
-        assert m.state["parts"]["web/0"]["text"] is text  # the delivery side's string, not a copy
-    [reset] = m.since(0)  # "Goodbye" did not grow from what was shown: the ranges before it name text that is gone
+        assert state_of(m)["parts"]["web/0"]["text"] is text  # the delivery side's string, not a copy
+    [reset] = told(
+        m.since(0)
+    )  # "Goodbye" did not grow from what was shown: the ranges before it name text that is gone
     assert reset["type"] == "reset" and reset["state"]["parts"]["web/0"]["text"] == "Goodbye"
     m2 = monitor()
     m2.delivered("web", {**fact, "state": "sent"}, "Hel")
     m2.delivered("web", {**fact, "state": "edited"}, "Hello")
-    assert [(e.get("text"), e.get("append")) for e in m2.since(0)] == [("Hel", None), (None, "lo")]
+    assert [(e.get("text"), e.get("append")) for e in told(m2.since(0))] == [("Hel", None), (None, "lo")]
     m2.delivered("web", {**fact, "state": "edited"}, "Bye")  # not a growth: the earlier ranges cannot be read
-    [reset] = m2.since(0)
+    [reset] = told(m2.since(0))
     assert reset["type"] == "reset" and reset["state"]["parts"]["web/0"]["text"] == "Bye"
-    assert [(e.get("text"), e.get("append")) for e in m2.since(2)] == [("Bye", None)]
+    assert [(e.get("text"), e.get("append")) for e in told(m2.since(2))] == [("Bye", None)]

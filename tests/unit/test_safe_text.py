@@ -42,6 +42,7 @@ from core.lanes.pipeline import PipelineLane, ToolCallCollector
 from core.media import MediaKind
 from core.policy import ChannelPolicy, Splitter, SubagentPolicy
 from core.ports import TextFormat
+from core.run.live import AnswerLive, DecisionLive
 from core.run.monitor import RunMonitor
 from core.run.stage import RunStage
 from core.text.coalescer import CoalesceParams
@@ -256,7 +257,7 @@ def monitor_strings(run: RunStage) -> list[str]:
             for v in value:
                 walk(v)
 
-    walk(run.monitor.since(0))
+    walk([event.wire() for event in run.monitor.since(0)])
     walk(run.monitor.state)
     return out
 
@@ -266,7 +267,7 @@ def test_a_snapshot_with_unsafe_characters_still_extends_the_deltas_before_it() 
     run.handle(TextEvent(run=RUN, text="Hel\x00"))
     run.handle(TextEvent(run=RUN, text="lo \u202e"))
     run.handle(TextEvent(run=RUN, mode=TextMode.SNAPSHOT, text="Hel\x00lo \u202ewor\x07ld"))
-    answers = [e for e in run.monitor.since(0) if e["type"] == "answer"]
+    answers = [e.wire() for e in run.monitor.since(0) if isinstance(e, AnswerLive)]
     # appended, never a reset (deltas no watcher read yet are one event: core.run.monitor.RunMonitor.answer_delta)
     assert [e.get("delta") for e in answers] == ["Hello world"] and not any(e.get("reset") for e in answers)
     run.end(End(run=RUN, status=EndStatus.OK))
@@ -314,7 +315,7 @@ def test_a_failure_notice_shows_clean_error_messages() -> None:
 def test_the_monitor_cleans_what_it_did_not_get_from_the_stage() -> None:
     monitor = RunMonitor(RUN)
     event = monitor.publish("decision", what="gate", call_id="c1", name="pay\u202e", reason="no\x00", verdict="deny")
-    assert (event["name"], event["reason"]) == ("pay", "no")
+    assert isinstance(event, DecisionLive) and (event.name, event.reason) == ("pay", "no")
 
 
 @pytest.mark.parametrize("delivery", [DeliveryMode.PREVIEW, DeliveryMode.BLOCK])
