@@ -38,6 +38,7 @@ from collections.abc import Callable
 
 from core.budgets.fair import Requester
 from core.clock import Clock
+from core.delivery.calls import CallResult
 from core.delivery.executor import Executor
 from core.delivery.machine import DeliveryMachine
 from core.delivery.send_chain import SendChain
@@ -285,8 +286,8 @@ class Reconciler:
         decision: list[tuple[Outcome, str, float | None]] = []
         slot, book = op.slot, self.book
 
-        def apply(result: object) -> tuple[PartRecord, str, str]:
-            outcome, detail, retry_after_s = machine.apply(op, result)  # type: ignore[arg-type]
+        def apply(result: CallResult) -> tuple[PartRecord, str, str]:
+            outcome, detail, retry_after_s = machine.apply(op, result)
             decision.append((outcome, detail, retry_after_s))
             return book.record(slot), str(outcome), detail
 
