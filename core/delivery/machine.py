@@ -111,6 +111,12 @@ _NOT_CREATES = frozenset(k for k in OpKind if not k.creates)
 _TRANSIENT = (UncertainDeliveryError, PlatformUnavailableError)
 
 
+def _reached(exc: DeliveryError) -> bool:
+    """True when an unknown create reached the platform, which most often stored it: no answer in time, or a 2xx
+    answer we could not read (a 5xx or a reset says less)."""
+    return isinstance(exc, AnswerTimeoutError) or (isinstance(exc, UnreadableAnswerError) and exc.accepted)
+
+
 def media_of(slot: Slot, text: str) -> MediaItem | None:
     """The media item a create of ``slot`` sends (its text is :meth:`MediaItem.text`), or None for a text part.
 
@@ -278,15 +284,7 @@ class DeliveryMachine:
         under way from here, so a stop meanwhile keeps it, and a restart settles it once its intent is written)."""
         slot, target, kind = op.slot, self._target, op.kind
         if kind is OpKind.SEND:
-            slot.creates += 1
-            slot.pending = PendingSend(
-                delivery_id(self.run, slot.index, slot.creates),
-                op.text,
-                slot.fmt,
-                after_id=self._chain.last_message_id,
-                exclusive=self._exclusive,
-                media=media_of(slot, op.text),
-            )
+            slot.pending = self._new_create(slot, op.text)
             media = slot.pending.media
             if media is not None:
                 return SendMedia(target, media, slot.fmt, slot.pending.delivery_id)
@@ -320,6 +318,19 @@ class DeliveryMachine:
         if kind is OpKind.STREAM_FINISH:
             return StreamStop(target, mid, slot.shown or "", op.text, slot.fmt)
         return StreamCancel(target, mid)
+
+    def _new_create(self, slot: Slot, text: str) -> PendingSend:
+        """A new create of ``slot`` showing ``text``: its own delivery id, the newest message known before it (the
+        stored message, if any, is newer), and, for a media part, its item."""
+        slot.creates += 1
+        return PendingSend(
+            delivery_id(self.run, slot.index, slot.creates),
+            text,
+            slot.fmt,
+            after_id=self._chain.last_message_id,
+            exclusive=self._exclusive,
+            media=media_of(slot, text),
+        )
 
     def intent_for(self, op: Op) -> Intent | None:
         """The ledger's record of ``op`` before it is made (call :meth:`call_for` first: a create's pending)."""
@@ -517,9 +528,7 @@ class DeliveryMachine:
 
     def _send_unknown(self, op: Op, exc: DeliveryError) -> Decision:
         op.slot.history.clear()
-        # Reached the platform, which most often stored it: no answer in time, or a 2xx we could not read.
-        accepted = isinstance(exc, UnreadableAnswerError) and exc.accepted
-        op.slot.timed_out = isinstance(exc, AnswerTimeoutError) or accepted
+        op.slot.timed_out = _reached(exc)
         return Outcome.UNCERTAIN, str(exc), None  # slot.pending stays: it is settled next
 
     def _finish_unknown(self, op: Op, exc: DeliveryError) -> Decision:
@@ -528,18 +537,9 @@ class DeliveryMachine:
         if self._finish_creates:
             # Telegram: the finish is a sendMessage after the drafts, a create like any other: settled (probed with
             # an exclusive bot), never sent blindly, never reported as the draft id, which is no message.
-            slot.creates += 1
-            slot.pending = PendingSend(
-                delivery_id(self.run, slot.index, slot.creates),
-                op.text,
-                slot.fmt,
-                after_id=self._chain.last_message_id,
-                exclusive=self._exclusive,
-            )
+            slot.pending = self._new_create(slot, op.text)
             slot.message_id, slot.shown, slot.streaming, slot.native = None, None, False, False
-            slot.timed_out = isinstance(exc, AnswerTimeoutError) or (
-                isinstance(exc, UnreadableAnswerError) and exc.accepted
-            )
+            slot.timed_out = _reached(exc)
             return Outcome.UNCERTAIN, str(exc), None
         slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"  # Slack's stop: never sent again
         return Outcome.UNCERTAIN, str(exc), None
