@@ -19,12 +19,13 @@ from tests.deploy.support import DEPLOY, cli_accepts, free_port, started
 pytestmark = pytest.mark.timeout(120)
 
 K8S = DEPLOY / "k8s"
+BASE = K8S / "base"
 
 
 def documents() -> dict[str, dict[str, Any]]:
     """Every manifest by kind (one of each here), the kustomization left out."""
     found: dict[str, dict[str, Any]] = {}
-    for path in sorted(K8S.glob("*.yaml")):
+    for path in sorted([*BASE.glob("*.yaml"), K8S / "secret.example.yaml"]):
         for document in yaml.safe_load_all(path.read_text()):
             assert isinstance(document, dict) and "kind" in document, path
             assert document["kind"] not in found, f"two {document['kind']} manifests"
@@ -49,7 +50,7 @@ def test_the_manifests_parse_and_the_kustomization_lists_what_exists() -> None:
     assert kinds == {"Deployment", "ConfigMap", "Secret", "PersistentVolumeClaim", "Service", "Kustomization"}
     kustomization = documents()["Kustomization"]
     for resource in kustomization["resources"]:
-        assert (K8S / resource).is_file(), resource
+        assert (BASE / resource).is_file(), resource
     assert "secret.example.yaml" not in kustomization["resources"]  # the real Secret comes from a secret store
 
 

@@ -156,7 +156,8 @@ def secret() -> Document:
 
 
 def test_the_overlay_builds_on_the_base_without_the_claim() -> None:
-    assert kustomization(OVERLAY)["resources"][0] == ".."  # the base, as `kubectl apply -k deploy/k8s` applies it
+    assert kustomization(OVERLAY)["resources"][0] == "../base"  # the base `kubectl apply -k deploy/k8s` applies
+    assert kustomization(K8S)["resources"] == ["base"]
     documents = overlay()
     assert set(documents) == {"Deployment", "ConfigMap", "Service", "NetworkPolicy", "PodDisruptionBudget"}
     assert set(base()) == {"Deployment", "ConfigMap", "Service", "PersistentVolumeClaim"}  # the base is untouched
