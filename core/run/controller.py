@@ -40,6 +40,9 @@ IDLE_CLOSED = "the run was closed with what it had"
 IDLE_REASON = "the agent sent nothing for {idle:g} s: " + IDLE_CLOSED
 """The report's error when the idle timeout closed a run (:class:`Quiet`); admission refuses the run's new lines
 after it (409)."""
+IDLE_REFUSAL = "this line was not taken; send the answer again in a new run"
+"""What admission's 409 for a line of an idle-closed run that the run never took ends with (an agent that reads it
+knows its answer was cut where the run stood, and starts a new run)."""
 
 FAIL_TIMEOUT_S = 30.0
 """How long a run a bug stopped may take to show its failure before it is just stopped (seconds)."""
