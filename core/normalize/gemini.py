@@ -34,8 +34,9 @@ another ``finishReason`` (``MALFORMED_FUNCTION_CALL``,   ``ErrorEvent`` that end
 =======================================================  ================================================
 
 Ignored on purpose: ``usageMetadata``, ``modelVersion``, ``responseId``, ``thoughtSignature``, ``inlineData`` and
-``fileData`` parts (not yet shown: a known gap, issue 26), ``executableCode`` / ``codeExecutionResult`` (the model's own tool work), ``citationMetadata``, ``safetyRatings``,
-``groundingMetadata``, a ``functionResponse`` part (the client's own answer echoed), and any unknown part.
+``fileData`` parts (not yet shown: a known gap, issue 26), ``executableCode`` / ``codeExecutionResult`` (the
+model's own tool work), ``citationMetadata``, ``safetyRatings``, ``groundingMetadata``, a ``functionResponse`` part
+(the client's own answer echoed), and any unknown part.
 
 A line is a ``GenerateContentResponse`` when it has ``candidates`` (a list), ``promptFeedback``, ``usageMetadata``
 or an ``error``; anything else raises :class:`core.errors.IngestError`.
