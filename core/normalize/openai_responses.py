@@ -73,7 +73,6 @@ from core.normalize.base import (
     as_str,
     invalid_event,
     not_shown,
-    one_line,
     require_type,
     stream_cut,
     stream_failed,
@@ -251,9 +250,7 @@ class OpenAIResponsesNormalizer:
         """A generated image: given inline (base64 ``result``), which no platform fetches: told, not dropped."""
         if item.get("status") == "failed":
             return not_shown(self._run, "an image the image generation tool failed to make")
-        prompt = one_line(as_str(item.get("revised_prompt")), 60)
-        about = f" ({prompt})" if prompt else ""
-        return not_shown(self._run, f"a generated image{about}: given inline (base64), not by a link")
+        return not_shown(self._run, "an image the model generated: given inline (base64), not by a link to send")
 
     def _args_delta(self, item_id: str, fragment: str) -> list[Event]:
         call = self._calls.get(item_id)
