@@ -195,7 +195,7 @@ async def test_the_gate_refuses_the_calls_of_a_run_whose_stream_failed(sidecar_f
     """A real recorded tool call (tests/streams/anthropic/tool-use-json.jsonl), then the stream's own error: the call
     is whole on the lane, but the run never passed its commit point, so the gate refuses it (a tool outside the
     catalog counts as irreversible)."""
-    mock, url = await sidecar_for("preview")
+    _, url = await sidecar_for("preview")
     path = UPSTREAM / "anthropic" / "tool-use-json.jsonl"
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     events = [*recording_lines(path), error]
