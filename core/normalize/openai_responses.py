@@ -44,9 +44,11 @@ the top level), ``response.failed``                          (+ ``MessageEnd``; 
 Ignored on purpose: ``response.created`` (opens the next message), ``response.in_progress``,
 ``response.queued``, ``output_text.annotation.added`` (annotations are not text), ``content_part.*``,
 ``response.*.in_progress`` / ``.completed`` progress of hosted tools, ``image_generation_call.partial_image``
-(a preview; the whole image is told at done), ``mcp_list_tools`` and ``mcp_call`` items (the server's own calls),
-``reasoning`` items (their summary deltas are read), ``response.output_text.done``'s repeated text, and any unknown
-event type (forward compatibility).
+(a preview; the whole image is told at done), the items of :data:`IGNORED_ITEMS` (``mcp_list_tools``, ``mcp_call``,
+``file_search_call``, ``code_interpreter_call``: the server's own work), ``reasoning`` items (their summary deltas are
+read), ``response.output_text.done``'s repeated text, and any unknown event type (forward compatibility). An output
+item of a type neither read nor ignored (``computer_call``, ``local_shell_call``, a new one) is a ``Status`` and a
+report line at its done: not shown, never dropped unseen.
 """
 
 from __future__ import annotations
@@ -87,6 +89,15 @@ _WEB_SEARCH = "web_search"
 _ANSWER_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 _TEXT_DONE = frozenset({"response.output_text.done", "response.refusal.done"})
+READ_ITEMS = frozenset(
+    {"message", "reasoning", "function_call", "custom_tool_call", "web_search_call", "mcp_approval_request"}
+    | {"image_generation_call"}
+)
+"""Output item types this normalizer reads (their events, or the item at its ``output_item.done``)."""
+IGNORED_ITEMS = frozenset({"mcp_list_tools", "mcp_call", "file_search_call", "code_interpreter_call", "compaction"})
+"""Output item types ignored on purpose: hosted tools the provider ran itself (their results reach the answer as text)
+and bookkeeping. Any other item type at its ``output_item.done`` (a ``computer_call``, a ``local_shell_call``, one
+added after this was written) is told as not shown, never dropped unseen."""
 
 
 @dataclass
@@ -224,7 +235,9 @@ class OpenAIResponsesNormalizer:
         if itype == "image_generation_call":
             return self._image(item)
         if itype != "web_search_call":
-            return []
+            if not isinstance(itype, str) or itype in READ_ITEMS or itype in IGNORED_ITEMS:
+                return []
+            return not_shown(self._run, f"a {itype[:60]} item: the relay does not read it")
         call = self._calls.pop(item_id, None)
         if call is None:
             return []

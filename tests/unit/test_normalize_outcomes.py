@@ -375,3 +375,11 @@ def test_items_no_chat_can_show_are_a_status_and_a_report_line(name: str, line: 
     events = feed(F.OPENAI_RESPONSES, *recording_lines(path))
     assert line in [e.text for e in events if isinstance(e, Status)]
     assert ends(events) == [(None, line)]  # a line in the report; the run is not failed by it
+
+
+def test_an_output_item_neither_read_nor_ignored_is_told_not_dropped() -> None:
+    item = {"type": "computer_call", "id": "cu_1", "call_id": "c1", "action": {"type": "click", "x": 1, "y": 2}}
+    events = feed(F.OPENAI_RESPONSES, {"type": "response.output_item.done", "item": item}, close=False)
+    assert ends(events) == [(None, "not shown: a computer_call item: the relay does not read it")]
+    hosted = {"type": "code_interpreter_call", "id": "ci_1", "code": "1+1"}
+    assert feed(F.OPENAI_RESPONSES, {"type": "response.output_item.done", "item": hosted}, close=False) == []
