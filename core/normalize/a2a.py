@@ -74,9 +74,9 @@ from core.normalize.base import (
     one_line,
     require_object,
     require_str,
-    stream_failed,
     text_event,
 )
+from core.normalize.ends import stream_failed
 
 _PROVIDER = "A2A"
 _WRAPPERS = {"task": "task", "message": "message", "statusUpdate": "status-update", "artifactUpdate": "artifact-update"}

@@ -74,10 +74,10 @@ from core.normalize.base import (
     invalid_event,
     require_str,
     require_type,
-    stream_failed,
     text_event,
     text_field,
 )
+from core.normalize.ends import stream_failed
 
 _PROVIDER = "AG-UI"
 _REASONING_CONTENT = frozenset(

@@ -66,12 +66,10 @@ from core.normalize.base import (
     one_line,
     require_str,
     require_type,
-    stream_cut,
-    stream_failed,
-    stream_refused,
     text_event,
     text_field,
 )
+from core.normalize.ends import stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "AI SDK UI"
 _CHUNK_TYPE = re.compile(r"[a-z][a-z0-9-]*")

@@ -58,11 +58,9 @@ from core.normalize.base import (
     as_str,
     invalid_event,
     require_type,
-    stream_cut,
-    stream_failed,
-    stream_refused,
     text_event,
 )
+from core.normalize.ends import stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "Anthropic"
 _TOOL_USE_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})

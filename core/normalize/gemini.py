@@ -57,11 +57,10 @@ from core.normalize.base import (
     as_str,
     invalid_event,
     require_object,
-    stream_cut,
-    stream_failed,
     text_event,
     whole_tool_call,
 )
+from core.normalize.ends import stream_cut, stream_failed
 from core.normalize.gemini_args import StreamedCall
 
 _PROVIDER = "Gemini"

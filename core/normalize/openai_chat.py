@@ -46,11 +46,9 @@ from core.normalize.base import (
     as_str,
     invalid_event,
     require_object,
-    stream_cut,
-    stream_failed,
-    stream_refused,
     text_event,
 )
+from core.normalize.ends import stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "OpenAI chat"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")

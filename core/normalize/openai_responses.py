@@ -74,14 +74,11 @@ from core.normalize.base import (
     as_dict,
     as_str,
     invalid_event,
-    not_shown,
     require_type,
-    stream_cut,
-    stream_failed,
-    stream_refused,
     text_event,
     whole_tool_call,
 )
+from core.normalize.ends import not_shown, stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "OpenAI Responses"
 _WEB_SEARCH = "web_search"
