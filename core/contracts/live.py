@@ -171,7 +171,7 @@ class EndLiveEvent(_Live):
     """The run ended (the last event): its end ``status`` and the report's ``delivery`` status."""
 
     type: Literal["end"] = "end"
-    status: str = Field(description="ok, error or cancelled.")
+    status: str = Field(description="ok, error, cancelled, refused or cut.")
     delivery: str = Field(description="The delivery report's status: delivered, partial, failed, empty.")
 
 

@@ -26,7 +26,7 @@ type           fields
                ``deleted``), ``message_id``, ``reason`` (why a part failed or is uncertain), and for the web channel
                what the page shows as that message: ``text`` (whole) or ``append`` (added to the text shown)
 ``error``      ``message``: shown as a failure, never as an answer
-``end``        ``status`` (ok, error, cancelled), ``delivery`` (the report's status): the last event
+``end``        ``status`` (ok, error, cancelled, refused, cut), ``delivery`` (the report's status): the last event
 ``reset``      ``state``: the whole current state (below), sent instead of events a client missed past the replay
                buffer; its ``id`` is the last event's, so the client continues from there
 =============  ======================================================================================================
