@@ -219,6 +219,17 @@ class TextEvent(_EventBase):
     visibility: Visibility = Visibility.ANSWER
 
 
+class JoinedDeltas(TextEvent):
+    """Text deltas of one (source, message, visibility, lane) that arrived together, joined into one by the run's
+    worker (:func:`core.ingest.sequencer.join_deltas`) so the per-event work is paid once. Never on the wire, in a
+    journal or in a schema: made after admission, read by the run stage only.
+
+    It is not a delta as the agent sent it, so the replayed-snapshot guard never reads it as one (DESIGN §4): its
+    text is appended whole. Each part was shorter than :data:`core.text.assembler.REPLAY_MIN_CHARS` (a delta that
+    long is never joined), so none of them could have been a replay.
+    """
+
+
 class BlockEnd(_EventBase):
     kind: Literal["block_end"] = "block_end"
     message: int | None = Field(default=None, ge=0)

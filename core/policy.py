@@ -57,8 +57,9 @@ class ChannelPolicy:
         exclusive_bot: the bot token is used by this sidecar alone, so every message the bot has in a chat is
             one the ledger knows or one whose send is uncertain: an uncertain Telegram send can then be settled by
             probing message ids (Telegram has no lookup by content).
-        delta_replay_guard: a bare delta of at least 16 characters that begins with the whole text so far is a
-            replayed snapshot (DESIGN §4), applied as a snapshot; False takes every delta as new text.
+        delta_replay_guard: a bare delta of at least 16 characters that begins with the whole text so far, itself
+            at least 16 characters, is a replayed snapshot (DESIGN §4), applied as a snapshot; False takes every
+            delta as new text.
         max_messages: the most chat messages one conversation of a run may become (None: no limit). Past it the
             answer is cut: its last allowed message ends with a short notice, the rest is not sent and the report
             says ``partial`` (:mod:`core.delivery.cap`). The service sets it per client.

@@ -12,7 +12,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from core.events import Event, TextEvent, TextMode
+from core.events import Event, JoinedDeltas, TextEvent, TextMode
+from core.text.assembler import REPLAY_MIN_CHARS
 
 
 @dataclass
@@ -131,11 +132,16 @@ class SeqFloor:
 
 
 def join_deltas(events: list[Event]) -> list[Event]:
-    """Join adjacent text deltas of the same source, message and visibility into one.
+    """Join adjacent text deltas of the same source, message, visibility and lane into one
+    :class:`~core.events.JoinedDeltas`.
 
     Deltas that arrive together become one append (DESIGN §4: the chunker's output does not depend on
-    how text is split, so this changes nothing a person sees, and per-event work is paid once). O(events): each
-    event is compared with the delta being joined by its fields, not copied (one copy per joined run).
+    how text is split, so this changes nothing a person sees, and per-event work is paid once). The replayed-snapshot
+    guard reads each delta as the agent sent it (DESIGN §4), so a delta of :data:`REPLAY_MIN_CHARS` or more (one
+    that may be a replay) is never joined with another: it stays the event it came as, and the deltas before and
+    after it are joined apart; a joined event is a :class:`JoinedDeltas`, which the guard never reads as a replay.
+    O(events): each event is compared with the delta being joined by its fields, not copied (one copy per joined
+    run).
     """
     if len(events) < 2:
         return events
@@ -144,6 +150,11 @@ def join_deltas(events: list[Event]) -> list[Event]:
     head: TextEvent | None = None  # the delta the next ones may join
     for event in events:
         if isinstance(event, TextEvent) and event.mode is TextMode.DELTA:
+            if len(event.text) >= REPLAY_MIN_CHARS:  # may be a replay: the guard must see it as sent
+                _flush_joined(out, parts)
+                out.append(event)
+                head = None
+                continue
             if (
                 head is not None
                 and event.message == head.message
@@ -168,5 +179,6 @@ def _flush_joined(out: list[Event], parts: list[str]) -> None:
     if parts:
         last = out[-1]
         assert isinstance(last, TextEvent)
-        out[-1] = last.model_copy(update={"text": last.text + "".join(parts)})
+        fields = dict(last.__dict__, text=last.text + "".join(parts))  # valid already: no second validation
+        out[-1] = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)
         parts.clear()

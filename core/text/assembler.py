@@ -10,18 +10,20 @@ Rules (shared/DESIGN.md §4, shared/cases/text-*.json):
 - Replay guard (on unless turned off: ``TextAssembler(delta_replay_guard=False)``; the channel or run setting
   ``delta_replay_guard``): a ``delta`` is a *replayed snapshot* when all three hold:
 
-  1. the message's text so far is not empty;
-  2. the delta is at least :data:`REPLAY_MIN_CHARS` (16) code points long;
+  1. the message's text so far is at least :data:`REPLAY_MIN_CHARS` (16) code points long (below that the guard
+     cannot tell a replay from honest repetitive text: ``"-"``, then ``"--\n\nHello"``);
+  2. the delta, as the agent sent it (never deltas joined for a batch: :class:`core.events.JoinedDeltas`), is at
+     least :data:`REPLAY_MIN_CHARS` code points long;
   3. the delta begins with the entire text so far (so it is at least as long).
 
   It is then applied as a ``snapshot``: nothing is added when it equals the text, only the missing suffix when
   it is longer. Source: openclaw issue #136262 (https://github.com/openclaw/openclaw/issues/136262): an
   OpenAI-compatible stream occasionally sends one bare ``text_delta`` that repeats the whole text accumulated so
   far (no new ``text_start``), so the text doubled (n → 2n) and cumulative chat UIs kept the doubled text. The
-  price: a genuine delta of 16 or more characters that happens to begin with the whole text so far (text
-  ``"Ha"``, delta ``"Ha ha, that is a good one"``) loses its repeated head; token-sized deltas (shorter than 16)
-  never trigger it, nor does the first delta of a message. Streams whose deltas may legitimately repeat their
-  text turn the guard off.
+  price: a genuine delta of 16 or more characters that happens to begin with the whole text so far, itself 16 or
+  more (text ``"Ha ha ha ha ha! "``, delta ``"Ha ha ha ha ha! Ha ha, that is a good one"``) loses its repeated
+  head; token-sized deltas (shorter than 16) never trigger it, nor does any delta while the text is shorter than
+  16. Streams whose deltas may legitimately repeat their text turn the guard off.
 
 Cost: a delta costs O(len(delta)) (texts are :class:`core.text.buffer.TextBuffer` values: blocks of a few
 thousand characters, each at its own narrowest width, never joined whole), the replay check runs only for a delta at
@@ -37,10 +39,10 @@ Example::
 
     asm = TextAssembler()
     asm.apply(None, 0, TextMode.DELTA, "Hello")           # TextChange(kind="append", appended="Hello")
-    asm.apply(None, 0, TextMode.SNAPSHOT, "Hello world")  # appended=" world"
+    asm.apply(None, 0, TextMode.SNAPSHOT, "Hello world, hi!")  # appended=" world, hi!"
     asm.apply(None, 0, TextMode.SNAPSHOT, "Hello")        # kind="none"
-    asm.apply(None, 0, TextMode.DELTA, "Hello world, again")  # a replay: appended=", again"
-    asm.answer()                                          # "Hello world, again"
+    asm.apply(None, 0, TextMode.DELTA, "Hello world, hi! again")  # a replay (16+ so far): appended=" again"
+    asm.answer()                                          # "Hello world, hi! again"
 """
 
 from __future__ import annotations
@@ -55,15 +57,16 @@ from core.text.buffer import TextBuffer
 ChangeKind = Literal["append", "replace", "none"]
 
 REPLAY_MIN_CHARS = 16
-"""A ``delta`` shorter than this is never taken for a replayed snapshot (DESIGN §4)."""
+"""A ``delta`` shorter than this, or one while the text so far is shorter than this, is never taken for a replayed
+snapshot (DESIGN §4)."""
 
 
 def _replayed_by(current: TextBuffer, delta: str) -> bool:
     """Whether ``delta`` is a replayed snapshot of ``current`` (the rule is in the module docstring).
 
-    O(1) unless ``len(delta) >= max(16, length)``; then O(length), walking the blocks without copying them.
+    O(1) unless ``len(delta) >= length >= 16``; then O(length), walking the blocks without copying them.
     """
-    return 0 < current.length <= len(delta) and len(delta) >= REPLAY_MIN_CHARS and current.common_with(delta)
+    return REPLAY_MIN_CHARS <= current.length <= len(delta) and current.common_with(delta)
 
 
 @dataclass(eq=False)
@@ -105,7 +108,7 @@ class TextAssembler:
 
     Args:
         delta_replay_guard: take a ``delta`` that replays the whole text so far (at least 16 characters that
-            begin with all of it; module docstring) as a snapshot. False: every delta is new text.
+            begin with all of it, itself at least 16; module docstring) as a snapshot. False: every delta is new text.
     """
 
     def __init__(self, delta_replay_guard: bool = True) -> None:

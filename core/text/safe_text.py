@@ -48,6 +48,7 @@ from core.events import (
     End,
     ErrorEvent,
     Event,
+    JoinedDeltas,
     Media,
     Phase,
     Source,
@@ -92,6 +93,7 @@ def _safe_source(source: Source | None) -> Source | None:
 
 _TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {
     TextEvent: ("text",),
+    JoinedDeltas: ("text",),  # looked up by exact type: the joined deltas are text as much as one delta
     Status: ("text",),
     ToolResult: ("summary", "name"),
     Phase: ("name",),

@@ -9,7 +9,9 @@ text events ─▶ received text (delta / snapshot / replace, replay guard) ─�
 (:class:`core.text.assembler.TextAssembler`
   with the replay guard): a delta or an extending snapshot adds a suffix, which is fed on; a diverging snapshot or a
   replace gives a whole new text, which is split again from the start. So a bare delta that replays the whole
-  received text (DESIGN §4) is recognised on the text the runtime sent, tags included, before any split.
+  received text (DESIGN §4) is recognised on the text the runtime sent, tags included, before any split. Deltas
+  joined for a batch (:class:`core.events.JoinedDeltas`) are appended whole: the guard reads a delta as the agent
+  sent it, never several joined.
 - ``visibility = "reasoning"`` text is reasoning; ``answer`` text is split by :class:`core.text.think.ThinkSplitter`,
   so inline ``<think>…</think>`` reasoning never reaches the answer and only the inside of ``<final>…</final>`` does
   once a message has one, even when a tag is cut across deltas (a possible partial tag is held back until it can be
@@ -31,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import itemgetter
 
-from core.events import TextEvent, TextMode, Visibility, fix_surrogates
+from core.events import JoinedDeltas, TextEvent, TextMode, Visibility, fix_surrogates
 from core.text.assembler import REPLAY_MIN_CHARS, TextAssembler, TextChange
 from core.text.buffer import TextBuffer
 from core.text.think import ThinkSplitter
@@ -70,15 +72,18 @@ class _Received:
         self.texts = TextAssembler(delta_replay_guard)
         self._carry: dict[_Key, str] = {}
 
-    def take(self, slot: _Key, mode: TextMode, text: str) -> tuple[str, bool, str, bool] | None:
+    def take(self, slot: _Key, mode: TextMode, text: str, joined: bool = False) -> tuple[str, bool, str, bool] | None:
         """Apply one event; return what it changed: ``(piece, whole, grown, mended)``: the new text to pass on
         (surrogates fixed); whether it is a whole new text (else a suffix); what the received text grew by (``""``
-        when whole); whether a lone surrogate in ``piece`` was replaced. None: nothing changed. O(len(text))."""
+        when whole); whether a lone surrogate in ``piece`` was replaced. None: nothing changed. O(len(text)).
+
+        ``joined``: ``text`` is deltas joined for a batch (:class:`core.events.JoinedDeltas`), never read as a replay
+        (the guard reads each delta as the agent sent it, DESIGN §4)."""
         if not text and mode is TextMode.DELTA:
             return None
-        if mode is TextMode.DELTA and slot not in self._carry and not self._may_replay(text):
+        if mode is TextMode.DELTA and (joined or not self._may_replay(text)):
             self.texts.append(slot[0], slot[1], text)  # the common line: appended, no TextChange to build
-            piece, whole, grown = text, False, text
+            piece, whole, grown = (self._carry.pop(slot) + text if slot in self._carry else text), False, text
         else:
             change = self.texts.apply(slot[0], slot[1], mode, text)
             if change.kind == "none":
@@ -110,8 +115,8 @@ class VisibleText:
     Args:
         opened: every message starts inside a reasoning block opened by the prompt (:class:`ThinkSplitter`).
         delta_replay_guard: a bare delta that replays the whole text received so far (at least 16 characters that
-            begin with all of it) is applied as a snapshot (:mod:`core.text.assembler`; DESIGN §4). The channel or run
-            setting ``delta_replay_guard``.
+            begin with all of it, itself at least 16; each delta as sent, never joined ones) is applied as a
+            snapshot (:mod:`core.text.assembler`; DESIGN §4). The channel or run setting ``delta_replay_guard``.
     """
 
     def __init__(self, opened: bool = False, delta_replay_guard: bool = True) -> None:
@@ -135,7 +140,7 @@ class VisibleText:
         slot = (key, event.message)
         reasoning_event = event.visibility is Visibility.REASONING
         received = self._received[Visibility.REASONING if reasoning_event else Visibility.ANSWER]
-        taken = received.take(slot, event.mode, event.text)
+        taken = received.take(slot, event.mode, event.text, isinstance(event, JoinedDeltas))
         if taken is None:
             return Split(key, event.message)
         text, whole, grown, mended = taken

@@ -136,9 +136,16 @@ ORDER = "Your order #4411 shipped on Monday."
     ("before", "delta", "after"),
     [
         (ORDER, ORDER, ORDER),  # the repro: a bare delta repeating the whole text adds nothing
-        ("Hello there", "Hello there, General Kenobi", "Hello there, General Kenobi"),  # replay + new text
-        ("aaaa", "a" * 16, "a" * 16),  # 16 characters: a replay
+        ("Hello there, you", "Hello there, you, General Kenobi", "Hello there, you, General Kenobi"),  # + new text
+        ("a" * 16, "a" * 16, "a" * 16),  # 16 characters on 16 so far: a replay
+        ("a" * 16, "a" * 15 + "b", "a" * 31 + "b"),  # does not begin with all 16
         ("aaaa", "a" * 15, "a" * 19),  # 15: a token-sized delta, appended
+        # below 16 characters so far the guard does not act (DESIGN §4: it cannot tell a replay from honest
+        # repetitive text): issue 26, item 8
+        ("Hello there", "Hello there, General Kenobi", "Hello thereHello there, General Kenobi"),
+        ("aaaa", "a" * 16, "a" * 20),
+        ("a" * 15, "a" * 40, "a" * 55),
+        ("-", "--\n\nHello, here is the list", "---\n\nHello, here is the list"),
         ("ab", "abab", "ababab"),
         ("", ORDER, ORDER),  # the first delta of a message is never a replay
         (ORDER, ORDER[:-1] + "!", ORDER + ORDER[:-1] + "!"),  # does not begin with the whole text
@@ -178,9 +185,9 @@ def test_the_guard_can_be_turned_off() -> None:
 
 def test_replay_after_a_snapshot_and_a_replace() -> None:
     asm = TextAssembler()
-    asm.apply(None, 0, SNAPSHOT, "The first draft")
-    asm.apply(None, 0, DELTA, "The first draft, longer now")
-    assert asm.text(None, 0) == "The first draft, longer now"
+    asm.apply(None, 0, SNAPSHOT, "The first draft.")  # 16 characters so far: the guard acts
+    asm.apply(None, 0, DELTA, "The first draft. Longer now")
+    assert asm.text(None, 0) == "The first draft. Longer now"
     asm.apply(None, 0, REPLACE, "A new text entirely")
     asm.apply(None, 0, DELTA, "A new text entirely")
     assert asm.text(None, 0) == "A new text entirely"
