@@ -51,6 +51,18 @@ Rules:
   what was received is held back until the next delta or :meth:`~ThinkSplitter.flush` can classify it; it is at
   most 11 characters (the longest tag, ``</reasoning>``, has 12). Once the answer has started outside any block
   and no ``<final>`` was seen, nothing is ever held.
+- Opened by the chat template (:func:`opened_by_template`): DeepSeek-R1 and its distillations (and Qwen3 / QwQ)
+  served without a reasoning parser get ``<think>\n`` from the chat template at the end of the prompt, so they
+  stream their reasoning, then ``</think>`` with no opener, then the answer (reports: open-webui#9808
+  https://github.com/open-webui/open-webui/issues/9808, deepseek-ai/DeepSeek-R1#352 and #526
+  https://github.com/deepseek-ai/DeepSeek-R1/issues/352, llama.cpp#11861
+  https://github.com/ggml-org/llama.cpp/issues/11861; the recorded stream in ik_llama.cpp#690 sends
+  ``"\n</think>"`` as one delta). The splitter cannot know it while streaming (the answer has started, so a
+  closer is text there), so the rule is applied to the whole message: when the first tag of a message (any
+  reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that starts a line (at the start of
+  the text or right after ``"\n"``) within its first :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is
+  read as opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning. The channel or run
+  setting ``reasoning_opened`` says so from the first character (nothing of the reasoning shows live).
 - Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
   feeds and the flush are the same as for the whole text fed at once. A ``<`` is classified only from the at most
   12 characters starting at it and the state the text before it left, and only once they are there (or at flush).
@@ -72,7 +84,15 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["ThinkSplitter", "split_think"]
+import re
+
+__all__ = ["OPENED_BY_TEMPLATE_CHARS", "ThinkSplitter", "opened_by_template", "split_think"]
+
+OPENED_BY_TEMPLATE_CHARS = 32_768
+"""How far into a message a line-starting ``</think>`` with no tag before it marks a message whose reasoning block
+the chat template opened (:func:`opened_by_template`): R1's reasoning is often thousands of characters long."""
+
+_FIRST_TAG = re.compile(r"<(/?)(think|thinking|thought|reasoning|final)>", re.IGNORECASE | re.ASCII)
 
 _OPENERS = frozenset({"<think>", "<thinking>", "<thought>", "<reasoning>"})
 _CLOSERS = frozenset("</" + opener[1:] for opener in _OPENERS)
@@ -279,3 +299,18 @@ def split_think(text: str, opened: bool = False) -> tuple[str, str, str]:
     splitter = ThinkSplitter(opened)
     answer, reasoning = splitter.feed(text)
     return answer, reasoning, splitter.held
+
+
+def opened_by_template(text: str) -> bool:
+    """Whether ``text``, a message read with ``opened=False``, is one whose reasoning block the chat template
+    opened: its first tag is a reasoning closer (``</think>``, ``</thinking>``, ``</thought>``, ``</reasoning>``,
+    ASCII case-insensitive) that starts a line, within the first :data:`OPENED_BY_TEMPLATE_CHARS` characters
+    (module docstring, "Opened by the chat template"). O(min(len(text), OPENED_BY_TEMPLATE_CHARS)).
+
+    Example: ``opened_by_template("Let me see.\n</think>\n\nYes.")`` is True; ``"Use </think> to close it"``,
+    ``"<think>a</think>b"`` and ``"x\n</final>"`` are False.
+    """
+    match = _FIRST_TAG.search(text, 0, OPENED_BY_TEMPLATE_CHARS)
+    if match is None or not match.group(1) or match.group(2).lower() == "final":
+        return False
+    return match.start() == 0 or text[match.start() - 1] == "\n"
