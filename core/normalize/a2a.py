@@ -32,6 +32,10 @@ status ``failed`` / ``rejected``                              ``ErrorEvent`` (th
                                                              task, it ends the run ``error`` / ``refused``
                                                              (the agent declined the task)
 status ``canceled``                                          ``Status`` ``canceled``
+a status update with ``final: true``                         as its state says; the task's stream is over:
+                                                             a later artifact update of the task is a
+                                                             "not shown" status and report line, never
+                                                             edited into the answer
 ===========================================================  ================================================
 
 Referenced tasks: the first task id seen is the run's main task (the root agent). Another task (one a message
@@ -76,7 +80,7 @@ from core.normalize.base import (
     require_str,
     text_event,
 )
-from core.normalize.ends import stream_failed
+from core.normalize.ends import not_shown, stream_failed
 
 _PROVIDER = "A2A"
 _WRAPPERS = {"task": "task", "message": "message", "statusUpdate": "status-update", "artifactUpdate": "artifact-update"}
@@ -96,6 +100,8 @@ class _Task:
     texts: dict[str, str] = field(default_factory=dict)
     """``artifactId`` → its text so far (a non-appending repeat replaces it)."""
     ended: bool = False
+    final: bool = False
+    """A status update with ``final: true`` came: the task's stream is over, a later artifact is not its answer."""
 
 
 def _state(status: JsonObject) -> str:
@@ -265,6 +271,8 @@ class A2ANormalizer:
         if not isinstance(status, dict) or not as_str(status.get("state")):
             raise IngestError(f"a raw {_PROVIDER} {kind} needs a 'status' object with a string 'state', got {status!r}")
         state = _state(status)
+        if body.get("final") is True:
+            task.final = True
         message = as_dict(status.get("message"))
         owner = as_str(body.get("taskId")) or as_str(body.get("id"))
         self._references(owner, message)
@@ -295,6 +303,9 @@ class A2ANormalizer:
         artifact = body.get("artifact")
         if not isinstance(artifact, dict) or not isinstance(artifact.get("parts"), list):
             raise IngestError(f"a raw {_PROVIDER} {kind} needs an 'artifact' object with a 'parts' list")
+        if task.final:  # the spec: final marks the end of the stream; what came after is not edited into the answer
+            name = one_line(as_str(artifact.get("name")) or as_str(artifact.get("artifactId")) or "artifact", 60)
+            return not_shown(self._run, f"{name}: an artifact update after the task's final status update", task.source)
         return self._artifact(task, artifact, append=body.get("append") is True, last=body.get("lastChunk") is True)
 
     def _artifact(self, task: _Task, artifact: JsonObject, *, append: bool, last: bool) -> list[Event]:

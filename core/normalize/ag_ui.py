@@ -21,7 +21,10 @@ raw                                                               normalized
                                                                   event that is not one of its chunks
 ``TOOL_CALL_RESULT``                                              ``ToolResult`` (summary ``done``, never the
                                                                   raw content)
-``STEP_STARTED``                                                  ``Status`` (the step's name)
+``STEP_STARTED``                                                  ``Status`` (the step's name; none for a
+                                                                  framework's internal node: LangGraph
+                                                                  middleware hooks ``X.after_model``,
+                                                                  ``__start__``)
 ``RUN_FINISHED``                                                  ``MessageEnd`` of the open message
 ``RUN_ERROR`` (``message``, ``code``)                             ``ErrorEvent`` that ends the run ``error`` (a
                                                                   sub-agent's: a plain error line)
@@ -79,6 +82,13 @@ from core.normalize.base import (
 )
 from core.normalize.ends import stream_failed
 
+_INTERNAL_STEP = re.compile(
+    r"__\w+__|[\w.-]+\.(?:before|after|wrap)_(?:model|agent|tools?|model_call|tool_call)", re.ASCII
+)
+"""A step name that is a framework's internal node, not a step a person follows: the LangGraph integration names
+each step after its graph node (ag-ui-protocol/ag-ui#380, ``langgraph_node``), and LangChain agents' middleware hooks
+are nodes named ``<Middleware>.before_model`` / ``.after_model`` / ``.before_agent`` / ``.after_agent``
+(``CopilotKitMiddleware.after_model``), beside ``__start__`` / ``__end__``."""
 _PROVIDER = "AG-UI"
 _REASONING_CONTENT = frozenset(
     {"THINKING_TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK"}
@@ -380,7 +390,9 @@ class AgUiNormalizer:
 
     def _step(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         name = text_field(raw, "stepName", _PROVIDER, kind)
-        return [Status(run=self._run, text=name, source=agent.source)] if name else []
+        if not name or _INTERNAL_STEP.fullmatch(name) is not None:
+            return []  # a framework's own node (a LangGraph middleware hook, __start__): nothing a person reads
+        return [Status(run=self._run, text=name, source=agent.source)]
 
     def _run_started(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         if agent is self._root and self._root_run is None:

@@ -208,3 +208,20 @@ def test_a_referenced_task_id_with_a_lone_surrogate_is_a_400() -> None:
         normalizer.feed(rpc(chunk(LONE, "x")))
     assert refused.value.status == 400
     assert "makes no valid event" in str(refused.value) and "lone surrogate U+D800" in str(refused.value)
+
+
+def test_an_artifact_after_the_final_status_update_is_reported_not_edited_into_the_answer() -> None:
+    """A2A: ``final: true`` marks the end of the task's stream (issue 26, item 9)."""
+    artifact = {"artifactId": "a", "parts": [{"kind": "text", "text": "late"}]}
+    events = feed(
+        rpc({"kind": "artifact-update", "taskId": "t", "artifact": {**artifact, "parts": [{"text": "Answer."}]}}),
+        rpc({"kind": "status-update", "taskId": "t", "final": True, "status": {"state": "completed"}}),
+        rpc({"kind": "artifact-update", "taskId": "t", "artifact": artifact}),
+    )
+    assert [e.text for e in events if isinstance(e, TextEvent)] == ["Answer."]
+    assert [e.text for e in events if isinstance(e, Status)] == [
+        "not shown: a: an artifact update after the task's final status update"
+    ]
+    assert [e.message for e in events if isinstance(e, ErrorEvent)] == [
+        "not shown: a: an artifact update after the task's final status update"
+    ]

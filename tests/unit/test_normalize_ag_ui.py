@@ -239,3 +239,12 @@ def test_a_child_seen_before_its_announcement_is_named_by_its_run_id() -> None:
     assert {e.source for e in events} == {
         Source(agent_id="s9", session_id="s9", parent_session_id="main", depth=1, path="main/s9")
     }
+
+
+@pytest.mark.parametrize(
+    "name", ["CopilotKitMiddleware.after_model", "SummarizationMiddleware.before_model", "X.after_agent", "__start__"]
+)
+def test_a_frameworks_internal_step_is_no_status_line(name: str) -> None:
+    """LangGraph names steps after graph nodes; middleware hooks are nodes too (issue 26, item 9)."""
+    assert feed({"type": "STEP_STARTED", "stepName": name}) == []
+    assert feed({"type": "STEP_STARTED", "stepName": "model"}) == [Status(run=RUN, text="model")]
