@@ -81,6 +81,8 @@ from core.normalize.base import (
     text_event,
 )
 from core.normalize.ends import not_shown, stream_failed
+from core.normalize.meanings import EventTable, table, undeclared
+from core.normalize.meanings import Meaning as M
 
 _PROVIDER = "A2A"
 _WRAPPERS = {"task": "task", "message": "message", "statusUpdate": "status-update", "artifactUpdate": "artifact-update"}
@@ -192,6 +194,7 @@ class A2ANormalizer:
                 return self._whole_task(body, kind)
         except ValidationError as exc:
             raise invalid_event(_PROVIDER, exc) from None
+        undeclared(_PROVIDER, EVENT_TYPES, (kind,))  # ignored (forward compatibility), logged once if it has no row
         return []
 
     def close(self) -> list[Event]:
@@ -363,3 +366,61 @@ class A2ANormalizer:
         if "status" in body:
             events += self._status(task, body, kind)
         return events
+
+
+# --- what each event type means (core.normalize.meanings; README "What each format's events mean") ---------------
+
+EVENT_TYPES: EventTable = table(
+    {
+        "error": M.ERROR,  # a JSON-RPC error response
+        "task": (M.TEXT, M.MEDIA, M.STATUS, M.BOUNDARY),  # its artifacts and status, as below
+        "message": (M.TEXT, M.BOUNDARY),  # an agent message (a user message is ignored)
+        "status-update": M.STATUS,  # by its state, below
+        "artifact-update": (M.TEXT, M.MEDIA, M.BOUNDARY, M.NOT_SHOWN),  # not shown after the final update
+        "part/text": M.TEXT,
+        "part/file": (M.MEDIA, M.NOT_SHOWN),
+        "part/data": M.IGNORED,  # structured data, not text: the client renders it
+        "state/submitted": M.STATUS,
+        "state/working": M.STATUS,
+        "state/input-required": M.TEXT,  # a question to the person
+        "state/auth-required": M.TEXT,
+        "state/completed": M.BOUNDARY,
+        "state/failed": M.ERROR,
+        "state/rejected": M.REFUSAL,
+        "state/canceled": M.STATUS,
+        "state/unknown": M.IGNORED,
+    }
+)
+"""Every A2A stream result kind, part kind and task state (a2aproject/A2A ``specification/json/a2a.json``) and
+what it means here."""
+
+
+def event_types(raw: object) -> list[str]:
+    """The table keys of one raw A2A line: the result's kind, its parts' kinds and its task state."""
+    obj = as_dict(raw)
+    if "jsonrpc" in obj or "result" in obj:
+        if isinstance(obj.get("error"), dict):
+            return ["error"]
+        obj = as_dict(obj.get("result"))
+    kind = obj.get("kind")
+    if not isinstance(kind, str):
+        wrapped = [(name, obj[key]) for key, name in _WRAPPERS.items() if isinstance(obj.get(key), dict)]
+        if not wrapped:
+            return []
+        kind, obj = wrapped[0][0], as_dict(wrapped[0][1])
+    keys = [kind]
+    status = obj.get("status")
+    if isinstance(status, dict) and isinstance(status.get("state"), str):
+        keys.append("state/" + _state(status))
+    holders = [obj, obj.get("artifact"), as_dict(status).get("message")]
+    artifacts = obj.get("artifacts")
+    holders += artifacts if isinstance(artifacts, list) else []
+    for holder in holders:
+        parts = holder.get("parts") if isinstance(holder, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict):
+                keys.append(
+                    "part/"
+                    + (as_str(part.get("kind")) or ("text" if "text" in part else "file" if "file" in part else "data"))
+                )
+    return keys

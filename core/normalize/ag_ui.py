@@ -81,6 +81,8 @@ from core.normalize.base import (
     text_field,
 )
 from core.normalize.ends import stream_failed
+from core.normalize.meanings import EventTable, table, undeclared
+from core.normalize.meanings import Meaning as M
 
 _INTERNAL_STEP = re.compile(
     r"__\w+__|[\w.-]+\.(?:before|after|wrap)_(?:model|agent|tools?|model_call|tool_call)", re.ASCII
@@ -179,6 +181,7 @@ class AgUiNormalizer:
         try:
             events = self._end_chunk_call() if kind != "TOOL_CALL_CHUNK" else []
             if handler is None:
+                undeclared(_PROVIDER, EVENT_TYPES, (kind,))  # ignored; logged once if it has no row
                 return events
             return events + handler(self._agent(raw, kind), raw, kind)
         except ValidationError as exc:
@@ -423,3 +426,60 @@ class AgUiNormalizer:
             ErrorEvent(run=self._run, message=text, source=agent.source),
             End(run=self._run, status=EndStatus.ERROR, source=agent.source),
         ]
+
+
+# --- what each event type means (core.normalize.meanings; README "What each format's events mean") ---------------
+
+EVENT_TYPES: EventTable = table(
+    {
+        "TEXT_MESSAGE_START": M.BOUNDARY,
+        "TEXT_MESSAGE_CONTENT": M.TEXT,
+        "TEXT_MESSAGE_END": M.BOUNDARY,
+        "TEXT_MESSAGE_CHUNK": (M.TEXT, M.BOUNDARY),
+        "THINKING_TEXT_MESSAGE_CONTENT": M.REASONING,
+        "REASONING_MESSAGE_CONTENT": M.REASONING,
+        "REASONING_MESSAGE_CHUNK": M.REASONING,
+        "TOOL_CALL_START": M.TOOL_CALL,
+        "TOOL_CALL_ARGS": M.TOOL_CALL,
+        "TOOL_CALL_END": M.TOOL_CALL,
+        "TOOL_CALL_CHUNK": M.TOOL_CALL,
+        "TOOL_CALL_RESULT": M.TOOL_RESULT,
+        "STEP_STARTED": (M.STATUS, M.IGNORED),  # a framework's internal node: ignored (_INTERNAL_STEP)
+        "RUN_STARTED": M.BOUNDARY,
+        "RUN_FINISHED": M.BOUNDARY,
+        "RUN_ERROR": M.ERROR,
+        "SUBAGENT_STARTED": M.STATUS,
+        "SUBAGENT_FINISHED": M.BOUNDARY,
+        "SUBAGENT_ERROR": M.ERROR,
+        # ignored on purpose (module docstring): structure without text, state, history, application events
+        **dict.fromkeys(
+            (
+                "STEP_FINISHED",
+                "THINKING_START",
+                "THINKING_END",
+                "THINKING_TEXT_MESSAGE_START",
+                "THINKING_TEXT_MESSAGE_END",
+                "REASONING_START",
+                "REASONING_END",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_END",
+                "REASONING_ENCRYPTED_VALUE",
+                "STATE_SNAPSHOT",
+                "STATE_DELTA",
+                "MESSAGES_SNAPSHOT",
+                "ACTIVITY_SNAPSHOT",
+                "ACTIVITY_DELTA",
+                "CUSTOM",
+                "RAW",
+            ),
+            M.IGNORED,
+        ),
+    }
+)
+"""Every AG-UI event type (ag-ui-protocol/ag-ui ``EventType``) and what it means here."""
+
+
+def event_types(raw: object) -> list[str]:
+    """The table keys of one raw AG-UI line: its ``type``."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    return [kind] if isinstance(kind, str) else []

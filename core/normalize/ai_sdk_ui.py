@@ -70,6 +70,8 @@ from core.normalize.base import (
     text_field,
 )
 from core.normalize.ends import stream_cut, stream_failed, stream_refused
+from core.normalize.meanings import EventTable, table, undeclared
+from core.normalize.meanings import Meaning as M
 
 _PROVIDER = "AI SDK UI"
 _CHUNK_TYPE = re.compile(r"[a-z][a-z0-9-]*")
@@ -136,6 +138,7 @@ class AiSdkUiNormalizer:
                     f"{kind[:80]!r} is not an AI SDK UI message stream chunk type (they are lower-case with dashes, "
                     "like 'text-delta'): is the run.start's 'format' the stream's format?"
                 )
+            undeclared(_PROVIDER, EVENT_TYPES, event_types(raw))  # ignored; logged once if it has no row
             return []
         try:
             return handler(raw, kind)
@@ -255,3 +258,45 @@ class AiSdkUiNormalizer:
         text = text_field(raw, "errorText", _PROVIDER, kind)
         self._failed = True
         return [stream_failed(self._run, text or "agent stream error")]
+
+
+# --- what each event type means (core.normalize.meanings; README "What each format's events mean") ---------------
+
+EVENT_TYPES: EventTable = table(
+    {
+        "start": M.BOUNDARY,
+        "text-start": M.IGNORED,
+        "text-delta": M.TEXT,
+        "text-end": M.BOUNDARY,
+        "reasoning-start": M.IGNORED,
+        "reasoning-delta": M.REASONING,
+        "reasoning-end": M.IGNORED,
+        "tool-input-start": M.TOOL_CALL,
+        "tool-input-delta": M.TOOL_CALL,
+        "tool-input-available": M.TOOL_CALL,
+        "tool-input-error": (M.TOOL_CALL, M.TOOL_RESULT),
+        "tool-output-available": M.TOOL_RESULT,
+        "tool-output-error": M.TOOL_RESULT,
+        "tool-output-denied": M.TOOL_RESULT,
+        "tool-approval-request": M.IGNORED,  # the approval is the client's
+        "file": (M.MEDIA, M.NOT_SHOWN),
+        "source-url": M.IGNORED,  # not shown yet: sources as links are not built (issue 26, item 9)
+        "source-document": M.IGNORED,
+        "data-*": M.IGNORED,  # application data (data-weather): the client's UI renders it, not a chat
+        "message-metadata": M.IGNORED,
+        "start-step": M.IGNORED,
+        "finish-step": M.IGNORED,
+        "finish": (M.BOUNDARY, M.CUT, M.REFUSAL, M.ERROR),
+        "abort": (M.STATUS, M.BOUNDARY),
+        "error": M.ERROR,
+    }
+)
+"""Every AI SDK UI message stream chunk type (vercel/ai ``ui-message-chunks.ts``) and what it means here."""
+
+
+def event_types(raw: object) -> list[str]:
+    """The table keys of one raw AI SDK line: its ``type`` (every ``data-NAME`` is ``data-*``)."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if not isinstance(kind, str):
+        return []
+    return ["data-*" if kind.startswith("data-") else kind]

@@ -61,6 +61,8 @@ from core.normalize.base import (
     text_event,
 )
 from core.normalize.ends import stream_cut, stream_failed, stream_refused
+from core.normalize.meanings import EventTable, table, undeclared
+from core.normalize.meanings import Meaning as M
 
 _PROVIDER = "Anthropic"
 _TOOL_USE_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -132,6 +134,7 @@ class AnthropicNormalizer:
             error = as_dict(raw.get("error"))
             text = ": ".join(p for p in (as_str(error.get("type")), as_str(error.get("message"))) if p)
             return [stream_failed(self._run, text or "provider stream error")]
+        undeclared(_PROVIDER, EVENT_TYPES, (kind,))  # ignored (forward compatibility), logged once if it has no row
         return []
 
     def close(self) -> list[Event]:
@@ -260,3 +263,63 @@ def _result_summary(content: Any) -> str:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# --- what each event type means (core.normalize.meanings; README "What each format's events mean") ---------------
+
+EVENT_TYPES: EventTable = table(
+    {
+        "message_start": M.BOUNDARY,
+        "message_delta": M.BOUNDARY,  # its stop_reason, below
+        "message_stop": M.BOUNDARY,
+        "content_block_start": M.BOUNDARY,  # by its block type, below
+        "content_block_delta": M.TEXT,  # by its delta type, below
+        "content_block_stop": M.BOUNDARY,
+        "ping": M.IGNORED,
+        "error": M.ERROR,
+        "block/text": M.TEXT,
+        "block/thinking": M.REASONING,
+        "block/redacted_thinking": M.IGNORED,  # encrypted reasoning: nothing to read
+        "block/tool_use": M.TOOL_CALL,
+        "block/server_tool_use": M.TOOL_CALL,
+        "block/mcp_tool_use": M.TOOL_CALL,
+        "block/web_search_tool_result": M.TOOL_RESULT,
+        "block/web_fetch_tool_result": M.TOOL_RESULT,
+        "block/code_execution_tool_result": M.TOOL_RESULT,
+        "block/bash_code_execution_tool_result": M.TOOL_RESULT,
+        "block/text_editor_code_execution_tool_result": M.TOOL_RESULT,
+        "block/mcp_tool_result": M.TOOL_RESULT,
+        "block/tool_search_tool_result": M.TOOL_RESULT,
+        "block/container_upload": M.IGNORED,
+        "block/compaction": M.IGNORED,  # a summary of earlier turns, not answer text
+        "delta/text_delta": M.TEXT,
+        "delta/thinking_delta": M.REASONING,
+        "delta/input_json_delta": M.TOOL_CALL,
+        "delta/signature_delta": M.IGNORED,
+        "delta/citations_delta": M.IGNORED,  # the cited text is not answer text; sources as links: not built
+        "delta/compaction_delta": M.IGNORED,
+        "stop/end_turn": M.BOUNDARY,
+        "stop/tool_use": M.BOUNDARY,
+        "stop/stop_sequence": M.BOUNDARY,
+        "stop/pause_turn": M.BOUNDARY,
+        "stop/refusal": M.REFUSAL,
+        "stop/max_tokens": M.CUT,
+        "stop/model_context_window_exceeded": M.CUT,
+    }
+)
+"""Every Anthropic Messages stream event, content block, delta and stop reason type and what it means here."""
+
+
+def event_types(raw: object) -> list[str]:
+    """The table keys of one raw Anthropic line: its ``type``, and its block's, delta's or stop reason's."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+        return []
+    keys = [raw["type"]]
+    for field_name, prefix in (("content_block", "block/"), ("delta", "delta/")):
+        inner = raw.get(field_name)
+        if isinstance(inner, dict) and isinstance(inner.get("type"), str):
+            keys.append(prefix + inner["type"])
+    delta = raw.get("delta")
+    if raw["type"] == "message_delta" and isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+        keys.append("stop/" + delta["stop_reason"])
+    return keys

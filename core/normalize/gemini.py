@@ -62,6 +62,8 @@ from core.normalize.base import (
 )
 from core.normalize.ends import stream_cut, stream_failed
 from core.normalize.gemini_args import StreamedCall
+from core.normalize.meanings import EventTable, table
+from core.normalize.meanings import Meaning as M
 
 _PROVIDER = "Gemini"
 _DONE_REASONS = frozenset({"STOP", "FINISH_REASON_UNSPECIFIED"})
@@ -245,3 +247,68 @@ class GeminiNormalizer:
             )
         events.append(ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.END))
         return events
+
+
+# --- what each event type means (core.normalize.meanings; README "What each format's events mean") ---------------
+
+EVENT_TYPES: EventTable = table(
+    {
+        "part/text": M.TEXT,
+        "part/thought": M.REASONING,  # a text part with thought: true
+        "part/functionCall": M.TOOL_CALL,
+        "part/thoughtSignature": M.IGNORED,
+        "part/inlineData": M.IGNORED,  # inline bytes: not shown yet (a known gap, module docstring)
+        "part/fileData": M.IGNORED,
+        "part/executableCode": M.IGNORED,  # the model's own tool work
+        "part/codeExecutionResult": M.IGNORED,
+        "part/functionResponse": M.IGNORED,  # the client's own answer echoed
+        "part/videoMetadata": M.IGNORED,
+        "candidate/citationMetadata": M.IGNORED,  # sources as links: not built
+        "candidate/groundingMetadata": M.IGNORED,
+        "candidate/safetyRatings": M.IGNORED,
+        "finishReason/STOP": M.BOUNDARY,
+        "finishReason/FINISH_REASON_UNSPECIFIED": M.BOUNDARY,
+        "finishReason/MAX_TOKENS": M.CUT,
+        **dict.fromkeys((f"finishReason/{r}" for r in REFUSAL_REASONS), M.REFUSAL),
+        **dict.fromkeys(
+            (
+                "finishReason/OTHER",
+                "finishReason/MALFORMED_FUNCTION_CALL",
+                "finishReason/UNEXPECTED_TOOL_CALL",
+                "finishReason/TOO_MANY_TOOL_CALLS",
+                "finishReason/NO_IMAGE",
+                "finishReason/IMAGE_OTHER",
+            ),
+            M.ERROR,
+        ),
+        "promptFeedback/blockReason": M.REFUSAL,
+        "error": M.ERROR,
+    }
+)
+"""Every Gemini ``GenerateContentResponse`` part kind, candidate field and finish reason and what it means here."""
+
+
+def event_types(raw: object) -> list[str]:
+    """The table keys of one raw Gemini line: each part's kind (``thought`` for a thought text), the candidate's
+    read fields and finish reason, a prompt block, an error."""
+    if not isinstance(raw, dict):
+        return []
+    keys = ["error"] if isinstance(raw.get("error"), dict) else []
+    if as_dict(raw.get("promptFeedback")).get("blockReason"):
+        keys.append("promptFeedback/blockReason")
+    candidates = raw.get("candidates")
+    for candidate in candidates if isinstance(candidates, list) else []:
+        if not isinstance(candidate, dict):
+            continue
+        keys += [f"candidate/{k}" for k in ("citationMetadata", "groundingMetadata", "safetyRatings") if k in candidate]
+        if isinstance(candidate.get("finishReason"), str):
+            keys.append("finishReason/" + candidate["finishReason"])
+        parts = as_dict(candidate.get("content")).get("parts")
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict):
+                keys += [
+                    "part/thought" if k == "text" and part.get("thought") else f"part/{k}"
+                    for k in part
+                    if k != "thought"
+                ]
+    return keys

@@ -49,6 +49,8 @@ from core.normalize.base import (
     text_event,
 )
 from core.normalize.ends import stream_cut, stream_failed, stream_refused
+from core.normalize.meanings import EventTable, table
+from core.normalize.meanings import Meaning as M
 
 _PROVIDER = "OpenAI chat"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -173,3 +175,45 @@ class OpenAIChatNormalizer:
 
     def _text(self, text: str, visibility: Visibility) -> list[Event]:
         return [text_event(self._run, self._messages.ensure(), text, visibility)] if text else []
+
+
+# --- what each event type means (core.normalize.meanings; README "What each format's events mean") ---------------
+
+EVENT_TYPES: EventTable = table(
+    {
+        "delta.content": M.TEXT,
+        "delta.refusal": (M.TEXT, M.REFUSAL),
+        "delta.reasoning_content": M.REASONING,
+        "delta.reasoning": M.REASONING,
+        "delta.tool_calls": M.TOOL_CALL,
+        "delta.role": M.IGNORED,
+        "delta.function_call": M.IGNORED,  # the deprecated single call: servers send tool_calls
+        "delta.audio": M.IGNORED,
+        "delta.annotations": M.IGNORED,  # url citations: sources as links are not built
+        "finish_reason/stop": M.BOUNDARY,
+        "finish_reason/tool_calls": (M.TOOL_CALL, M.BOUNDARY),
+        "finish_reason/function_call": M.BOUNDARY,
+        "finish_reason/length": M.CUT,
+        "finish_reason/content_filter": M.REFUSAL,
+        "error": M.ERROR,
+    }
+)
+"""Every OpenAI Chat Completions chunk field and finish reason and what it means here."""
+
+
+def event_types(raw: object) -> list[str]:
+    """The table keys of one raw chat chunk: each non-null ``delta`` field and ``finish_reason`` of its choices, and
+    ``error`` for an error chunk."""
+    if not isinstance(raw, dict):
+        return []
+    keys = ["error"] if isinstance(raw.get("error"), dict) else []
+    choices = raw.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            keys += [f"delta.{k}" for k, v in delta.items() if v is not None]
+        if isinstance(choice.get("finish_reason"), str):
+            keys.append("finish_reason/" + choice["finish_reason"])
+    return keys

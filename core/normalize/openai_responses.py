@@ -79,6 +79,8 @@ from core.normalize.base import (
     whole_tool_call,
 )
 from core.normalize.ends import not_shown, stream_cut, stream_failed, stream_refused
+from core.normalize.meanings import EventTable, table, undeclared
+from core.normalize.meanings import Meaning as M
 
 _PROVIDER = "OpenAI Responses"
 _WEB_SEARCH = "web_search"
@@ -194,6 +196,7 @@ class OpenAIResponsesNormalizer:
         if kind == "error":
             nested = raw.get("error")
             return self._error(as_dict(nested) if isinstance(nested, dict) else raw)
+        undeclared(_PROVIDER, EVENT_TYPES, (kind,))  # ignored (forward compatibility), logged once if it has no row
         return []
 
     def _item_added(self, item: JsonObject) -> list[Event]:
@@ -317,3 +320,89 @@ def _search_summary(action: JsonObject) -> str:
     if atype == "find_in_page":
         return "searched in a page"
     return "done"
+
+
+# --- what each event type means (core.normalize.meanings; README "What each format's events mean") ---------------
+
+EVENT_TYPES: EventTable = table(
+    {
+        "response.output_text.delta": M.TEXT,
+        "response.refusal.delta": (M.TEXT, M.REFUSAL),
+        "response.refusal.done": M.REFUSAL,
+        "response.output_text.done": M.IGNORED,  # its text repeats the deltas
+        "response.reasoning_summary_text.delta": M.REASONING,
+        "response.reasoning_text.delta": M.REASONING,
+        "response.reasoning_summary_part.added": M.BOUNDARY,
+        "response.reasoning_summary_part.done": M.IGNORED,
+        "response.reasoning_summary_text.done": M.IGNORED,
+        "response.reasoning_text.done": M.IGNORED,
+        "response.function_call_arguments.delta": M.TOOL_CALL,
+        "response.function_call_arguments.done": M.TOOL_CALL,
+        "response.custom_tool_call_input.delta": M.TOOL_CALL,
+        "response.custom_tool_call_input.done": M.IGNORED,  # the item's done ends the call
+        "response.output_item.added": (M.TOOL_CALL, M.BOUNDARY),
+        "response.output_item.done": (M.TOOL_CALL, M.STATUS, M.NOT_SHOWN),  # by its item type, below
+        "response.web_search_call.searching": M.STATUS,
+        "response.image_generation_call.generating": M.STATUS,
+        "response.created": M.BOUNDARY,
+        "response.completed": M.BOUNDARY,
+        "response.incomplete": (M.CUT, M.REFUSAL, M.BOUNDARY),
+        "response.failed": M.ERROR,
+        "error": M.ERROR,
+        "response.output_text.annotation.added": M.IGNORED,  # url citations: sources as links are not built
+        **dict.fromkeys(
+            (
+                "response.in_progress",
+                "response.queued",
+                "response.content_part.added",
+                "response.content_part.done",
+                "response.web_search_call.in_progress",
+                "response.web_search_call.completed",
+                "response.file_search_call.in_progress",
+                "response.file_search_call.searching",
+                "response.file_search_call.completed",
+                "response.code_interpreter_call.in_progress",
+                "response.code_interpreter_call.interpreting",
+                "response.code_interpreter_call.completed",
+                "response.code_interpreter_call_code.delta",
+                "response.code_interpreter_call_code.done",
+                "response.image_generation_call.in_progress",
+                "response.image_generation_call.partial_image",
+                "response.image_generation_call.completed",
+                "response.mcp_call.in_progress",
+                "response.mcp_call.completed",
+                "response.mcp_call.failed",
+                "response.mcp_call_arguments.delta",
+                "response.mcp_call_arguments.done",
+                "response.mcp_list_tools.in_progress",
+                "response.mcp_list_tools.completed",
+                "response.mcp_list_tools.failed",
+            ),
+            M.IGNORED,
+        ),
+        "item/message": M.TEXT,
+        "item/reasoning": M.REASONING,
+        "item/function_call": M.TOOL_CALL,
+        "item/custom_tool_call": M.TOOL_CALL,
+        "item/web_search_call": (M.TOOL_CALL, M.TOOL_RESULT),
+        "item/mcp_approval_request": M.NOT_SHOWN,
+        "item/image_generation_call": M.NOT_SHOWN,
+        **dict.fromkeys((f"item/{t}" for t in IGNORED_ITEMS), M.IGNORED),
+        **dict.fromkeys(
+            ("item/computer_call", "item/local_shell_call", "item/shell_call", "item/apply_patch_call"), M.NOT_SHOWN
+        ),
+    }
+)
+"""Every OpenAI Responses stream event type and output item type and what it means here. An output item of a type
+with no row is still told (not shown) at its done: :data:`READ_ITEMS`, :data:`IGNORED_ITEMS`."""
+
+
+def event_types(raw: object) -> list[str]:
+    """The table keys of one raw Responses line: its ``type``, and ``item/<type>`` of an output item it carries."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+        return []
+    keys = [raw["type"]]
+    item = raw.get("item")
+    if isinstance(item, dict) and isinstance(item.get("type"), str):
+        keys.append("item/" + item["type"])
+    return keys
