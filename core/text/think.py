@@ -62,7 +62,8 @@ Rules:
   reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that starts a line (at the start of
   the text or right after ``"\n"``) within its first :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is
   read as opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning. The channel or run
-  setting ``reasoning_opened`` says so from the first character (nothing of the reasoning shows live).
+  setting ``reasoning_opened`` says so from the first character (nothing of the reasoning shows live; without it a
+  preview shows the reasoning until the message ends, and ``block`` mode keeps the blocks it sent before the closer).
 - Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
   feeds and the flush are the same as for the whole text fed at once. A ``<`` is classified only from the at most
   12 characters starting at it and the state the text before it left, and only once they are there (or at flush).

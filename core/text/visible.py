@@ -248,9 +248,10 @@ class VisibleText:
         self._reread.add(slot)
         self._shared.discard(slot)
         self._mended.add(slot)  # its answer is not its received text again: never shared
-        splitter = self._splitters[slot] = ThinkSplitter(opened=True)
+        splitter = ThinkSplitter(opened=True)
         answer, reasoning = splitter.feed(fix_surrogates(received.value()))
         rest_answer, rest_reasoning = splitter.flush()
+        self._splitters[slot] = ThinkSplitter(self.opened)  # as a flush leaves it: text after this is split anew
         return Split(
             slot[0],
             slot[1],

@@ -76,3 +76,13 @@ def test_the_message_is_replaced_at_its_end_and_a_later_message_is_its_own() -> 
     visible.flush(None, 1)
     assert visible.answers.messages(None) == [(0, "There are **3** r's."), (1, "Plain second message.")]
     assert visible.flush(None, 0) == []  # read again once only
+
+
+def test_text_after_a_flush_inside_the_message_is_split_anew() -> None:
+    """A media item flushes the message's held text mid-message: what follows is answer, not reasoning again."""
+    visible = VisibleText()
+    visible.apply(TextEvent(run="r", text=R1))
+    visible.flush(None)  # a media item
+    visible.apply(TextEvent(run="r", text=" And a picture above."))
+    visible.flush(None, 0)
+    assert visible.answers.text(None, 0) == "There are **3** r's. And a picture above."
