@@ -53,6 +53,7 @@ from core.ports import TextFormat
 from core.records.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.run.monitor import RunMonitor
 from core.text.safe_text import safe_event, safe_text
+from core.text.think import opened_by_template
 from core.text.visible import Split, VisibleText, visible_final
 
 _AT_THE_END = (DeliveryMode.FINAL, DeliveryMode.PROGRESS)
@@ -147,7 +148,7 @@ class RunStage:
         elif isinstance(event, ToolResult | Phase | Status):
             self._on_progress(event)
         elif isinstance(event, Commit):
-            text = self.answer.text() if event.text is None else visible_final(event.text, self.text.opened)
+            text = self._answer_text() if event.text is None else self._final_of(event.text)
             commit_point(self, text)
         elif isinstance(event, ErrorEvent):
             self.errors.append(event.message)
@@ -155,6 +156,26 @@ class RunStage:
             if event.kind == "message_end":
                 self._show_all(self.text.flush(None, event.message))
             self.mode.on_boundary(message_end=event.kind == "message_end")
+
+    def _final_of(self, text: str) -> str:
+        """The answer of a whole final text (a ``commit`` or ``end``'s): :func:`visible_final`, read as opened when
+        the channel says so or the text is one whose reasoning block the chat template opened
+        (:func:`core.text.think.opened_by_template`: DeepSeek-R1 without a reasoning parser). O(len(text))."""
+        return visible_final(text, self.text.opened or opened_by_template(text))
+
+    def _answer_text(self) -> str:
+        """The root's streamed answer as it is committed: :meth:`AnswerStream.text`, except that a message whose
+        reasoning block the chat template opened (:func:`core.text.think.opened_by_template`: reasoning, then a
+        line-starting ``</think>`` with no opener) gives only what follows the closer. Streamed, such a message showed
+        whole (the closer cannot be known as one while it streams); the commit shows the answer. O(32k) per message
+        to look, O(length) when one is such a message."""
+        if self.text.opened:
+            return self.answer.text()
+        texts = [text for _, text in self.text.answers.messages(None)]
+        if not any(opened_by_template(text) for text in texts):
+            return self.answer.text()
+        read = (visible_final(text, True) if opened_by_template(text) else text for text in texts)
+        return MESSAGE_SEPARATOR.join(text for text in read if text)
 
     def _on_media(self, event: Media) -> None:
         """A root media item: its own message after the text so far (held-back text flushed first), before the
@@ -265,9 +286,9 @@ class RunStage:
         self._show_all(self.text.flush(None))
         ok = end.status is EndStatus.OK
         if ok:
-            final = visible_final(end.final_text, self.text.opened) if end.final_text is not None else self.committed
+            final = self._final_of(end.final_text) if end.final_text is not None else self.committed
             if final is None:
-                final = self.answer.text()
+                final = self._answer_text()
             if final != self.committed:
                 commit_point(self, final)
         if self.reasoning is not None:

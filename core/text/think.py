@@ -58,12 +58,14 @@ Rules:
   https://github.com/deepseek-ai/DeepSeek-R1/issues/352, llama.cpp#11861
   https://github.com/ggml-org/llama.cpp/issues/11861; the recorded stream in ik_llama.cpp#690 sends
   ``"\n</think>"`` as one delta). The splitter cannot know it while streaming (the answer has started, so a
-  closer is text there), so the rule is applied to the whole message: when the first tag of a message (any
+  closer is text there, and the split of streamed text never depends on what comes later), so the rule is applied
+  when the answer is committed (a ``commit``, the ``end``; :meth:`core.run.stage.RunStage._answer_text`): when the first tag of a message (any
   reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that starts a line (at the start of
   the text or right after ``"\n"``) within its first :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is
-  read as opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning. The channel or run
-  setting ``reasoning_opened`` says so from the first character (nothing of the reasoning shows live; without it a
-  preview shows the reasoning until the message ends, and ``block`` mode keeps the blocks it sent before the closer).
+  committed as read opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning, the answer
+  what follows. The channel or run setting ``reasoning_opened`` says so from the first character (nothing of the
+  reasoning shows live; without it a preview shows the reasoning until the commit edits it to the answer, and
+  ``block`` mode keeps the blocks it sent before the closer).
 - Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
   feeds and the flush are the same as for the whole text fed at once. A ``<`` is classified only from the at most
   12 characters starting at it and the state the text before it left, and only once they are there (or at flush).

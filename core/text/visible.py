@@ -36,7 +36,7 @@ from operator import itemgetter
 from core.events import JoinedDeltas, TextEvent, TextMode, Visibility, fix_surrogates
 from core.text.assembler import REPLAY_MIN_CHARS, TextAssembler, TextChange
 from core.text.buffer import TextBuffer
-from core.text.think import OPENED_BY_TEMPLATE_CHARS, ThinkSplitter, opened_by_template
+from core.text.think import ThinkSplitter
 
 _Key = tuple[str | None, int]
 
@@ -54,8 +54,8 @@ class Split:
 def visible_final(text: str, opened: bool = False) -> str:
     """The answer part of a whole text given at once (a ``commit`` or ``end``'s text, a child's ``final_text``):
     inline reasoning removed and ``<final>`` honoured by the same rules as streamed text (:mod:`core.text.think`;
-    ``opened`` as there, or found by :func:`core.text.think.opened_by_template`). O(len(text))."""
-    splitter = ThinkSplitter(opened or opened_by_template(text))
+    ``opened`` as there). O(len(text))."""
+    splitter = ThinkSplitter(opened)
     answer, _ = splitter.feed(text)
     rest, _ = splitter.flush()
     return answer + rest
@@ -131,8 +131,6 @@ class VisibleText:
         self._splitters: dict[_Key, ThinkSplitter] = {}
         self._shared: set[_Key] = set()
         """Answer slots whose answer is their received text: one buffer for both (module docstring)."""
-        self._reread: set[_Key] = set()
-        """Answer slots read again as opened by the chat template (:meth:`_opened_by_template`), once."""
         self._mended: set[_Key] = set()
         """Answer slots where a lone surrogate was replaced on the way: never shared (same length, other text)."""
 
@@ -221,43 +219,12 @@ class VisibleText:
         out = []
         slots = [s for s in self._splitters if s[0] == source_key and (message is None or s[1] == message)]
         for slot in sorted(slots, key=itemgetter(1)):
-            reread = self._opened_by_template(slot)
-            if reread is not None:
-                out.append(reread)
-                continue
             split = self._split(slot, *self._splitters[slot].flush())
             if split.answer is not None or split.reasoning is not None:
                 out.append(split)
         for received in self._received.values():
             received.end(source_key, message)
         return out
-
-    def _opened_by_template(self, slot: _Key) -> Split | None:
-        """At the end of a message (or of its part before a media item): when its received answer text is one whose
-        reasoning block the chat template opened (:func:`core.text.think.opened_by_template`: its first tag is a
-        line-starting ``</think>``, DeepSeek-R1 served without a reasoning parser) and ``opened`` is off, it is read
-        again as opened: the answer is replaced by the text after the closer, the text before it is reasoning.
-        None: not such a message (or read again already). O(len(text)) when it is, O(32k) at most when not."""
-        if self.opened or slot in self._reread:
-            return None
-        received = self._received[Visibility.ANSWER].texts.buffer(slot[0], slot[1])
-        if received is None or not opened_by_template(
-            received.slice(0, min(received.length, OPENED_BY_TEMPLATE_CHARS))
-        ):
-            return None
-        self._reread.add(slot)
-        self._shared.discard(slot)
-        self._mended.add(slot)  # its answer is not its received text again: never shared
-        splitter = ThinkSplitter(opened=True)
-        answer, reasoning = splitter.feed(fix_surrogates(received.value()))
-        rest_answer, rest_reasoning = splitter.flush()
-        self._splitters[slot] = ThinkSplitter(self.opened)  # as a flush leaves it: text after this is split anew
-        return Split(
-            slot[0],
-            slot[1],
-            answer=self._change(self.answers, slot, TextMode.REPLACE, answer + rest_answer),
-            reasoning=self._change(self.reasoning, slot, TextMode.DELTA, reasoning + rest_reasoning),
-        )
 
     def _split(self, slot: _Key, answer: str, reasoning: str) -> Split:
         """The Split of answer and reasoning text appended to one message."""

@@ -1,26 +1,25 @@
 """DeepSeek-R1 served without a reasoning parser: the chat template opened ``<think>``, so the model streams its
 reasoning, then ``</think>`` with no opener, then the answer (issue 26, item 9; open-webui#9808, DeepSeek-R1#352,
-llama.cpp#11861). The reasoning and the tag are never the answer (:func:`core.text.think.opened_by_template`)."""
+llama.cpp#11861). The rule that tells such a message (:func:`core.text.think.opened_by_template`); the committed
+answer is what follows the closer (tests/integration/test_stream_reported.py replays it through the sidecar)."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+import asyncio
 
-from core.events import TextEvent
+import pytest
+
+from core.channel import ChannelRuntime
+from core.clock import MonotonicClock
+from core.events import DeliveryMode
+from core.policy import ChannelPolicy
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
 from core.text.think import OPENED_BY_TEMPLATE_CHARS, opened_by_template
-from core.text.visible import VisibleText, visible_final
+from core.text.visible import visible_final
+from tests.unit.fakes import MemoryChat
 
 R1 = "Okay, the user asks for r's.\nThree of them.\n</think>\n\nThere are **3** r's."
-
-
-def _read(deltas: list[str], visible: VisibleText | None = None) -> tuple[str, str]:
-    visible = visible or VisibleText()
-    for delta in deltas:
-        visible.apply(TextEvent(run="r", text=delta))
-    visible.flush(None, 0)
-    return visible.answers.text(None, 0), visible.reasoning.text(None, 0)
 
 
 @pytest.mark.parametrize(
@@ -42,47 +41,35 @@ def test_the_rule(text: str, opened: bool) -> None:
     assert opened_by_template(text) is opened
 
 
-@given(st.lists(st.integers(1, len(R1) - 1), max_size=12))
-def test_r1_output_cut_anywhere_shows_only_the_answer(cuts: list[int]) -> None:
-    bounds = [0, *sorted(set(cuts)), len(R1)]
-    deltas = [R1[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if a < b]
-    assert _read(deltas) == ("There are **3** r's.", "Okay, the user asks for r's.\nThree of them.\n")
+def test_read_as_opened_the_answer_is_what_follows_the_closer() -> None:
+    assert visible_final(R1, opened=True) == "There are **3** r's."
 
 
-def test_the_setting_still_says_it_from_the_first_character() -> None:
-    assert _read([R1], VisibleText(opened=True)) == (
-        "There are **3** r's.",
-        "Okay, the user asks for r's.\nThree of them.\n",
-    )
+async def _committed(deltas: list[str | dict[str, object]], end: dict[str, object]) -> list[str]:
+    chat = MemoryChat()
+    channel = ChannelPolicy(name="c", throttle_s=0, delivery=DeliveryMode.FINAL)
+    relay = Relay({"c": ChannelRuntime(channel, chat)}, MemoryLedger(), MonotonicClock())
+    await relay.submit_line({"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}, "r")
+    lines = [{"kind": "text", "text": d} if isinstance(d, str) else {"kind": "text", **d} for d in deltas]
+    await relay.submit_lines([(line, None) for line in lines], "r")
+    await relay.submit_line({"kind": "end", **end}, "r")
+    await relay.wait_done("r", 10)
+    await relay.close()
+    return list(chat.messages.values())
 
 
-def test_an_answer_that_mentions_the_tag_is_kept() -> None:
-    text = "Close the block with </think> and then\nwrite the answer."
-    assert _read([text]) == (text, "")
+@pytest.mark.parametrize("cut", [1, 10, 30, 45, 47, 60])
+def test_the_committed_answer_of_r1_output_is_what_follows_the_closer(cut: int) -> None:
+    assert asyncio.run(_committed([R1[:cut], R1[cut:]], {})) == ["There are **3** r's."]
 
 
-def test_a_whole_final_text_is_read_by_the_same_rule() -> None:
-    assert visible_final(R1) == "There are **3** r's."
-    assert visible_final("Use </think> here.") == "Use </think> here."
+def test_a_final_text_is_read_by_the_same_rule_and_prose_about_the_tag_is_kept() -> None:
+    assert asyncio.run(_committed(["x"], {"final_text": R1})) == ["There are **3** r's."]
+    prose = "Close the block with </think> and then\nwrite the answer."
+    assert asyncio.run(_committed([prose], {})) == [prose]
 
 
-def test_the_message_is_replaced_at_its_end_and_a_later_message_is_its_own() -> None:
-    visible = VisibleText()
-    visible.apply(TextEvent(run="r", text=R1))
-    (split,) = visible.flush(None, 0)
-    assert split.answer is not None and split.answer.kind == "replace"
-    assert split.answer.text == "There are **3** r's."
-    visible.apply(TextEvent(run="r", text="Plain second message.", message=1))
-    visible.flush(None, 1)
-    assert visible.answers.messages(None) == [(0, "There are **3** r's."), (1, "Plain second message.")]
-    assert visible.flush(None, 0) == []  # read again once only
-
-
-def test_text_after_a_flush_inside_the_message_is_split_anew() -> None:
-    """A media item flushes the message's held text mid-message: what follows is answer, not reasoning again."""
-    visible = VisibleText()
-    visible.apply(TextEvent(run="r", text=R1))
-    visible.flush(None)  # a media item
-    visible.apply(TextEvent(run="r", text=" And a picture above."))
-    visible.flush(None, 0)
-    assert visible.answers.text(None, 0) == "There are **3** r's. And a picture above."
+def test_each_message_is_read_alone() -> None:
+    """A plain first message keeps its text; the R1-shaped second one gives only its answer."""
+    deltas: list[str | dict[str, object]] = ["First answer.", {"text": R1, "message": 1}]
+    assert asyncio.run(_committed(deltas, {})) == ["First answer.\n\nThere are **3** r's."]
