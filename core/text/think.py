@@ -59,10 +59,10 @@ Rules:
   https://github.com/ggml-org/llama.cpp/issues/11861; the recorded stream in ik_llama.cpp#690 sends
   ``"\n</think>"`` as one delta). The splitter cannot know it while streaming (the answer has started, so a
   closer is text there, and the split of streamed text never depends on what comes later), so the rule is applied
-  when the answer is committed (a ``commit``, the ``end``; :meth:`core.run.stage.RunStage._answer_text`): when the first tag of a message (any
-  reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that starts a line (at the start of
-  the text or right after ``"\n"``) within its first :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is
-  committed as read opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning, the answer
+  when the answer is committed (a ``commit``, the ``end``; :meth:`core.run.stage.RunStage._answer_text`): when the
+  first tag of a message (any reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that
+  starts a line (at the start of the text or right after ``"\n"``) within its first
+  :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is committed as read opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning, the answer
   what follows. The channel or run setting ``reasoning_opened`` says so from the first character (nothing of the
   reasoning shows live; without it a preview shows the reasoning until the commit edits it to the answer, and
   ``block`` mode keeps the blocks it sent before the closer).
