@@ -62,8 +62,8 @@ Rules:
   when the answer is committed (a ``commit``, the ``end``; :meth:`core.run.stage.RunStage._answer_text`): when the
   first tag of a message (any reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that
   starts a line (at the start of the text or right after ``"\n"``) within its first
-  :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is committed as read opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning, the answer
-  what follows. The channel or run setting ``reasoning_opened`` says so from the first character (nothing of the
+  :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is committed as read opened
+  (``ThinkSplitter(opened=True)``): the text before the closer is reasoning, the answer what follows. The channel or run setting ``reasoning_opened`` says so from the first character (nothing of the
   reasoning shows live; without it a preview shows the reasoning until the commit edits it to the answer, and
   ``block`` mode keeps the blocks it sent before the closer).
 - Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
