@@ -51,21 +51,21 @@ Rules:
   what was received is held back until the next delta or :meth:`~ThinkSplitter.flush` can classify it; it is at
   most 11 characters (the longest tag, ``</reasoning>``, has 12). Once the answer has started outside any block
   and no ``<final>`` was seen, nothing is ever held.
-- Opened by the chat template (:func:`opened_by_template`): DeepSeek-R1 and its distillations (and Qwen3 / QwQ)
-  served without a reasoning parser get ``<think>\n`` from the chat template at the end of the prompt, so they
-  stream their reasoning, then ``</think>`` with no opener, then the answer (reports: open-webui#9808
+- Opened by the chat template (:func:`opened_by_template`): DeepSeek-R1 and its distillations (and Qwen3 / QwQ) served
+  without a reasoning parser get ``<think>\\n`` from the chat template at the end of the prompt, so they stream their
+  reasoning, then ``</think>`` with no opener, then the answer (reports: open-webui#9808
   https://github.com/open-webui/open-webui/issues/9808, deepseek-ai/DeepSeek-R1#352 and #526
   https://github.com/deepseek-ai/DeepSeek-R1/issues/352, llama.cpp#11861
-  https://github.com/ggml-org/llama.cpp/issues/11861; the recorded stream in ik_llama.cpp#690 sends
-  ``"\n</think>"`` as one delta). The splitter cannot know it while streaming (the answer has started, so a
-  closer is text there, and the split of streamed text never depends on what comes later), so the rule is applied
-  when the answer is committed (a ``commit``, the ``end``; :meth:`core.run.stage.RunStage._answer_text`): when the
-  first tag of a message (any reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that
-  starts a line (at the start of the text or right after ``"\n"``) within its first
-  :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is committed as read opened
-  (``ThinkSplitter(opened=True)``): the text before the closer is reasoning, the answer what follows. The channel or run setting ``reasoning_opened`` says so from the first character (nothing of the
-  reasoning shows live; without it a preview shows the reasoning until the commit edits it to the answer, and
-  ``block`` mode keeps the blocks it sent before the closer).
+  https://github.com/ggml-org/llama.cpp/issues/11861; the recorded stream in ik_llama.cpp#690 sends ``"\\n</think>"``
+  as one delta). The splitter cannot know it while streaming (the answer has started, so a closer is text there, and
+  the split of streamed text never depends on what comes later), so the rule is applied when the answer is committed
+  (a ``commit``, the ``end``; :meth:`core.run.stage.RunStage._answer_text`): when the first tag of a message (any
+  reasoning opener or closer, ``<final>``, ``</final>``) is a reasoning closer that starts a line (at the start of the
+  text or right after ``"\\n"``) within its first :data:`OPENED_BY_TEMPLATE_CHARS` characters, the message is committed
+  as read opened (``ThinkSplitter(opened=True)``): the text before the closer is reasoning, the answer what follows.
+  The channel or run setting ``reasoning_opened`` says so from the first character (nothing of the reasoning shows
+  live; without it a preview shows the reasoning until the commit edits it to the answer, and ``block`` mode keeps the
+  blocks it sent before the closer).
 - Independence of splitting: for every text and every way to cut it into deltas, the concatenated outputs of the
   feeds and the flush are the same as for the whole text fed at once. A ``<`` is classified only from the at most
   12 characters starting at it and the state the text before it left, and only once they are there (or at flush).
