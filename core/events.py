@@ -224,10 +224,14 @@ class JoinedDeltas(TextEvent):
     worker (:func:`core.ingest.sequencer.join_deltas`) so the per-event work is paid once. Never on the wire, in a
     journal or in a schema: made after admission, read by the run stage only.
 
-    It is not a delta as the agent sent it, so the replayed-snapshot guard never reads it as one (DESIGN §4): its
-    text is appended whole. Each part was shorter than :data:`core.text.assembler.REPLAY_MIN_CHARS` (a delta that
-    long is never joined), so none of them could have been a replay.
+    It is not a delta as the agent sent it, so the replayed-snapshot guard never reads it as one (DESIGN §4): it reads
+    only the parts listed in :attr:`replay_candidates`, each as it was sent; the others (shorter than
+    :data:`core.text.assembler.REPLAY_MIN_CHARS`) are appended as they are.
     """
+
+    replay_candidates: tuple[tuple[int, int], ...] = ()
+    """``(offset, length)`` in :attr:`text` of each joined delta at least
+    :data:`core.text.assembler.REPLAY_MIN_CHARS` long (one that may be a replay), in order."""
 
 
 class BlockEnd(_EventBase):

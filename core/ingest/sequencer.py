@@ -137,9 +137,9 @@ def join_deltas(events: list[Event]) -> list[Event]:
 
     Deltas that arrive together become one append (DESIGN §4: the chunker's output does not depend on
     how text is split, so this changes nothing a person sees, and per-event work is paid once). The replayed-snapshot
-    guard reads each delta as the agent sent it (DESIGN §4), so a delta of :data:`REPLAY_MIN_CHARS` or more (one
-    that may be a replay) is never joined with another: it stays the event it came as, and the deltas before and
-    after it are joined apart; a joined event is a :class:`JoinedDeltas`, which the guard never reads as a replay.
+    guard reads each delta as the agent sent it (DESIGN §4): a joined event is a :class:`JoinedDeltas` that lists
+    where each joined delta of :data:`REPLAY_MIN_CHARS` or more (one that may be a replay) lies in its text, and the
+    guard reads those alone, never the joined text.
     O(events): each event is compared with the delta being joined by its fields, not copied (one copy per joined
     run).
     """
@@ -150,11 +150,6 @@ def join_deltas(events: list[Event]) -> list[Event]:
     head: TextEvent | None = None  # the delta the next ones may join
     for event in events:
         if isinstance(event, TextEvent) and event.mode is TextMode.DELTA:
-            if len(event.text) >= REPLAY_MIN_CHARS:  # may be a replay: the guard must see it as sent
-                _flush_joined(out, parts)
-                out.append(event)
-                head = None
-                continue
             if (
                 head is not None
                 and event.message == head.message
@@ -179,6 +174,12 @@ def _flush_joined(out: list[Event], parts: list[str]) -> None:
     if parts:
         last = out[-1]
         assert isinstance(last, TextEvent)
-        fields = dict(last.__dict__, text=last.text + "".join(parts))  # valid already: no second validation
-        out[-1] = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)
+        candidates: list[tuple[int, int]] = []
+        offset = 0
+        for part in (last.text, *parts):  # where each delta that may be a replay lies: the guard reads it alone
+            if len(part) >= REPLAY_MIN_CHARS:
+                candidates.append((offset, len(part)))
+            offset += len(part)
+        fields = dict(last.__dict__, text=last.text + "".join(parts), replay_candidates=tuple(candidates))
+        out[-1] = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
         parts.clear()

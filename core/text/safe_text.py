@@ -121,4 +121,12 @@ def safe_event(event: _E) -> _E:
         source = _safe_source(event.source)
         if source is not event.source:
             update["source"] = source
+    if "text" in update and isinstance(event, JoinedDeltas) and event.replay_candidates:
+        update["replay_candidates"] = _moved(event.text, event.replay_candidates)
     return cast(_E, event.model_copy(update=update)) if update else event
+
+
+def _moved(text: str, parts: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Where the ``(offset, length)`` parts of ``text`` lie in ``safe_text(text)`` (it is character-local, so each
+    part is the safe text of its own characters). O(len(text))."""
+    return tuple((len(safe_text(text[:at])), len(safe_text(text[at : at + n]))) for at, n in parts)

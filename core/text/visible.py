@@ -10,8 +10,8 @@ text events ─▶ received text (delta / snapshot / replace, replay guard) ─�
   with the replay guard): a delta or an extending snapshot adds a suffix, which is fed on; a diverging snapshot or a
   replace gives a whole new text, which is split again from the start. So a bare delta that replays the whole
   received text (DESIGN §4) is recognised on the text the runtime sent, tags included, before any split. Deltas
-  joined for a batch (:class:`core.events.JoinedDeltas`) are appended whole: the guard reads a delta as the agent
-  sent it, never several joined.
+  joined for a batch (:class:`core.events.JoinedDeltas`): the guard reads each joined delta that may be a replay
+  alone, as the agent sent it, never the joined text; the rest is appended.
 - ``visibility = "reasoning"`` text is reasoning; ``answer`` text is split by :class:`core.text.think.ThinkSplitter`,
   so inline ``<think>…</think>`` reasoning never reaches the answer and only the inside of ``<final>…</final>`` does
   once a message has one, even when a tag is cut across deltas (a possible partial tag is held back until it can be
@@ -72,18 +72,27 @@ class _Received:
         self.texts = TextAssembler(delta_replay_guard)
         self._carry: dict[_Key, str] = {}
 
-    def take(self, slot: _Key, mode: TextMode, text: str, joined: bool = False) -> tuple[str, bool, str, bool] | None:
+    def take(
+        self, slot: _Key, mode: TextMode, text: str, joined: tuple[tuple[int, int], ...] | None = None
+    ) -> tuple[str, bool, str, bool] | None:
         """Apply one event; return what it changed: ``(piece, whole, grown, mended)``: the new text to pass on
         (surrogates fixed); whether it is a whole new text (else a suffix); what the received text grew by (``""``
         when whole); whether a lone surrogate in ``piece`` was replaced. None: nothing changed. O(len(text)).
 
-        ``joined``: ``text`` is deltas joined for a batch (:class:`core.events.JoinedDeltas`), never read as a replay
-        (the guard reads each delta as the agent sent it, DESIGN §4)."""
+        ``joined``: ``text`` is deltas joined for a batch (:class:`core.events.JoinedDeltas`), given with its
+        ``replay_candidates``: the guard reads each of those parts alone, as the agent sent it, never the joined text
+        (DESIGN §4); the other parts are appended."""
         if not text and mode is TextMode.DELTA:
             return None
-        if mode is TextMode.DELTA and (joined or not self._may_replay(text)):
-            self.texts.append(slot[0], slot[1], text)  # the common line: appended, no TextChange to build
-            piece, whole, grown = (self._carry.pop(slot) + text if slot in self._carry else text), False, text
+        if mode is TextMode.DELTA and (joined is not None or not self._may_replay(text)):
+            if joined and self.texts.delta_replay_guard:
+                grown = self._joined(slot, text, joined)
+                if not grown:
+                    return None
+            else:
+                self.texts.append(slot[0], slot[1], text)  # the common line: appended, no TextChange to build
+                grown = text
+            piece, whole = (self._carry.pop(slot) + grown if slot in self._carry else grown), False
         else:
             change = self.texts.apply(slot[0], slot[1], mode, text)
             if change.kind == "none":
@@ -97,6 +106,24 @@ class _Received:
             self._carry[slot], piece = piece[-1], piece[:-1]
         fixed = fix_surrogates(piece)
         return fixed, whole, grown, fixed is not piece
+
+    def _joined(self, slot: _Key, text: str, candidates: tuple[tuple[int, int], ...]) -> str:
+        """Apply joined deltas: each part of ``candidates`` (``(offset, length)``) as one delta under the guard, the
+        text between them appended; return what the received text grew by (a replay only ever extends it).
+        O(len(text)), plus the guard's comparison for a candidate at least as long as the text so far."""
+        before = self.texts.buffer(slot[0], slot[1])
+        start = before.length if before is not None else 0
+        done = 0
+        for offset, length in candidates:
+            if offset > done:
+                self.texts.append(slot[0], slot[1], text[done:offset])
+            self.texts.apply(slot[0], slot[1], TextMode.DELTA, text[offset : offset + length])
+            done = offset + length
+        if done < len(text):
+            self.texts.append(slot[0], slot[1], text[done:])
+        after = self.texts.buffer(slot[0], slot[1])
+        assert after is not None
+        return after.slice(start, after.length)
 
     def _may_replay(self, text: str) -> bool:
         """Whether the replay guard must look at the delta ``text`` (it needs :data:`REPLAY_MIN_CHARS`)."""
@@ -140,7 +167,8 @@ class VisibleText:
         slot = (key, event.message)
         reasoning_event = event.visibility is Visibility.REASONING
         received = self._received[Visibility.REASONING if reasoning_event else Visibility.ANSWER]
-        taken = received.take(slot, event.mode, event.text, isinstance(event, JoinedDeltas))
+        joined = event.replay_candidates if isinstance(event, JoinedDeltas) else None
+        taken = received.take(slot, event.mode, event.text, joined)
         if taken is None:
             return Split(key, event.message)
         text, whole, grown, mended = taken

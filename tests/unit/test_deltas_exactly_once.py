@@ -2,7 +2,8 @@
 HTTP request's lines), shows exactly once (issue 26, item 8; DESIGN §4).
 
 Deltas that arrive together are joined for speed (:func:`core.ingest.sequencer.join_deltas`); the replayed-snapshot
-guard reads each delta as the agent sent it, and only when the text so far is at least 16 characters. Before: 3,000
+guard reads each delta as the agent sent it (a joined event lists where its deltas of 16 or more lie), and only when
+the text so far is at least 16 characters. Before: 3,000
 one-character ``"b"`` deltas in one request showed 440 to 1,208 characters (a joined batch began with the whole text so
 far, so it was read as a replay); ``"-"`` then ``"-"``, ``"-"``, ``"\\n"``, ``"\\n"``, ``"Hello…"`` showed
 ``"--\\n\\nHello…"``.
@@ -27,7 +28,7 @@ from core.policy import ChannelPolicy
 from core.records.ledger import MemoryLedger
 from core.run.relay import Relay
 from core.text.assembler import REPLAY_MIN_CHARS
-from core.text.safe_text import safe_event
+from core.text.safe_text import safe_event, safe_text
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}
@@ -100,7 +101,7 @@ repetitive = st.one_of(
     st.integers(1, 400).map(lambda n: "b" * n),
     st.text(alphabet="-\n", min_size=1, max_size=12).map(lambda head: head + "Hello, here is the list:\n- one"),
     st.text(alphabet="ab \n-", min_size=1, max_size=300),
-    st.text(min_size=1, max_size=200),
+    st.text(min_size=1, max_size=200).map(safe_text),  # the guard reads text made safe: controls removed first
 )
 
 
@@ -138,6 +139,7 @@ def with_replays(draw: st.DrawFn) -> tuple[str, list[str]]:
     bare delta replaying all of it (maybe with the next deltas' text too, which the stream then skips): what the
     guard exists for (openclaw #136262)."""
     text = draw(st.one_of(st.text(alphabet="ab \n-", min_size=1, max_size=200), st.text(min_size=1, max_size=120)))
+    text = safe_text(text) or "a"  # the guard reads text made safe (controls removed): a replay as the guard sees it
     tokens = draw(cut(text, st.integers(1, REPLAY_MIN_CHARS - 1)))
     sent: list[str] = []
     so_far, index = "", 0
@@ -179,16 +181,15 @@ def _texts(*texts: str) -> list[Event]:
     return [parse_event({"run": "r", "kind": "text", "text": t}) for t in texts]
 
 
-def test_a_delta_long_enough_to_be_a_replay_is_never_joined_and_joined_ones_are_marked() -> None:
+def test_joined_deltas_say_where_each_delta_that_may_be_a_replay_lies() -> None:
     long = "x" * REPLAY_MIN_CHARS
-    joined = join_deltas(_texts("a", "b", long, "c", "d", "e" * (REPLAY_MIN_CHARS - 1)))
-    assert [(type(e).__name__, e.text) for e in joined if isinstance(e, TextEvent)] == [
-        ("JoinedDeltas", "ab"),
-        ("TextEvent", long),
-        ("JoinedDeltas", "cd" + "e" * (REPLAY_MIN_CHARS - 1)),
-    ]
+    (joined,) = join_deltas(_texts("a", "b", long, "c", "e" * (REPLAY_MIN_CHARS - 1), long + "y"))
+    assert isinstance(joined, JoinedDeltas)
+    assert joined.text == "ab" + long + "c" + "e" * (REPLAY_MIN_CHARS - 1) + long + "y"
+    assert joined.replay_candidates == ((2, REPLAY_MIN_CHARS), (2 + REPLAY_MIN_CHARS + REPLAY_MIN_CHARS, 17))
     alone = join_deltas(_texts("a", long))
-    assert [type(e) for e in alone] == [TextEvent, TextEvent]  # a delta alone stays the event it came as
+    assert isinstance(alone[0], JoinedDeltas) and alone[0].replay_candidates == ((1, REPLAY_MIN_CHARS),)
+    assert [type(e) for e in join_deltas(_texts(long))] == [TextEvent]  # a delta alone stays the event it came as
 
 
 def test_joined_deltas_are_made_safe_like_one_delta() -> None:
@@ -196,3 +197,11 @@ def test_joined_deltas_are_made_safe_like_one_delta() -> None:
     assert isinstance(joined, JoinedDeltas)
     safe = safe_event(joined)
     assert isinstance(safe, JoinedDeltas) and "\u202e" not in safe.text
+
+
+def test_a_joined_replay_is_found_in_the_safe_text() -> None:
+    """Control characters are removed before the guard reads the text: the joined deltas' parts move with them."""
+    (joined,) = join_deltas(_texts("\x1f0", "00000000000000\x1f", "000000000000000\x1f"))
+    safe = safe_event(joined)
+    assert isinstance(safe, JoinedDeltas)
+    assert [safe.text[a : a + n] for a, n in safe.replay_candidates] == ["0" * 15]
