@@ -6,7 +6,9 @@ stands); a page's include of a README section (``--8<-- "README.md:dry-run"``) s
 README, so it adds none. Each ```sh block says, on the line right before its fence, whether this test runs it:
 ``<!-- readme-test: run -->``, or ``<!-- readme-test: skip — why; the test that covers it instead -->`` where running
 it here is impossible (a real bot token, packages installed with sudo, a Docker daemon, a cluster) or far too long (a
-1,000-run campaign).
+1,000-run campaign). A block that needs what this flow cannot assume (a ``redis-server``) says
+``<!-- readme-test: run alone — why -->``: it is pasted into a shell of its own, on free ports instead of its own,
+and must leave nothing running (the last test here).
 
 The blocks marked ``run`` are pasted, in that order, into ONE bash session: cwd the repository's root, an
 environment without any ``STREAMRELAY_*`` / ``TELEGRAM_*`` variable (so no token is set), and an ``echo '== block N'``
@@ -45,6 +47,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.support import redis_server
 from tests.scenarios.test_cases import NOT_YET
 
 pytestmark = pytest.mark.timeout(240)
@@ -56,7 +59,7 @@ SITE = ROOT / "mkdocs.yml"
 INCLUDE = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"[ \t]*$', re.M)
 
 SH_BLOCK = re.compile(r"^```sh\n(?P<body>.*?)^```[ \t]*\n", re.S | re.M)
-MARKER = re.compile(r"<!-- readme-test: (?:(?P<run>run)|skip — (?P<why>.+)) -->")
+MARKER = re.compile(r"<!-- readme-test: (?:(?P<run>run)|run alone — (?P<alone>.+)|skip — (?P<why>.+)) -->")
 TEXT_AFTER = re.compile(r"\s*```text\n(?P<body>.*?)^```", re.S | re.M)
 TEST_FILE = re.compile(r"\btests/[\w/]+\.py\b")
 PYTEST_LINE = re.compile(r"^uv run pytest\b.*\n", re.M)
@@ -70,6 +73,7 @@ class Block:
     marker: str | None  # the whole comment on the line right before the fence, if it is one
     run: bool
     why: str | None  # a skip's reason
+    alone: str | None  # why it runs alone, in a shell of its own
     output: str | None  # the ```text block right after it (its sample output), if any
 
 
@@ -128,6 +132,7 @@ def _blocks_of(path: Path, text: str, first_line: int, first_number: int) -> lis
                 marker=before or None,
                 run=bool(marker and marker.group("run")),
                 why=marker.group("why") if marker else None,
+                alone=marker.group("alone") if marker else None,
                 output=text_after.group("body") if text_after else None,
             )
         )
@@ -167,7 +172,7 @@ def test_every_sh_block_says_whether_this_test_runs_it() -> None:
         where = f"{block.where} (sh block {block.number})"
         assert block.marker is not None, f"{where}: no <!-- readme-test: run|skip — why --> on the line before it"
         assert MARKER.fullmatch(block.marker), f"{where}: not a readme-test marker: {block.marker}"
-        if not block.run:
+        if not block.run and block.alone is None:
             assert block.why is not None
             covered = TEST_FILE.findall(block.why)
             assert covered, f"{where}: a skip names the test that covers the block instead: {block.why}"
@@ -357,3 +362,61 @@ def test_the_readme_blocks_work_pasted_in_order_into_one_fresh_shell(tmp_path: P
         checks[0](flow, run)
         if checks[0] is not _check_runs:  # `runs retry` fails in one line, as the README says it does
             assert "error:" not in run.stderr, run.stderr[-3000:]
+
+
+ALONE_PORT = re.compile(r"(?<![\w.~])[68]\d{3}(?![\w.])")  # 6390 (Redis), 8082, 8790… in a block that runs alone
+REDIS_PORT = re.compile(r"redis-server [^\n]*--port (\d+)")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _on_ports(body: str, ports: dict[str, str]) -> str:
+    """``body`` with each of its ports replaced as ``ports`` says."""
+    return ALONE_PORT.sub(lambda found: ports[found.group()], body)
+
+
+@pytest.mark.timeout(420)
+def test_the_blocks_that_run_alone_work_pasted_each_into_a_fresh_shell(tmp_path: Path) -> None:
+    """The replicas block (docs/replicas.md): Redis on loopback, a mock, three replicas; a run streamed into one is
+    listed by another while it streams and delivered; the block's last line leaves nothing running."""
+    blocks = [b for b in _blocks(_documents()) if b.alone is not None]
+    assert [b.where.split(":")[0] for b in blocks] == ["docs/replicas.md"]
+    for block in blocks:
+        if "redis-server" in block.body:
+            redis_server()  # skips without one (fails with STREAMRELAY_REQUIRE_REDIS=1, as in CI)
+        ports = sorted(set(ALONE_PORT.findall(block.body)))
+        free = dict(zip(ports, map(str, _free_ports(len(ports))), strict=True))
+        script = _on_ports(block.body, free)
+        redis_port = REDIS_PORT.search(script)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRELAY_", "TELEGRAM_"))}
+        env["STREAMRELAY_SERVICE__LEDGER"] = str(tmp_path / "ledger.sqlite3")  # never config/var
+        shell = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = shell.communicate(timeout=400)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGKILL)
+            if redis_port and _listening(int(redis_port.group(1))):  # daemonized: its own session
+                subprocess.run(["redis-cli", "-p", redis_port.group(1), "shutdown", "nosave"], check=False)
+        where = f"{block.where} (run alone)"
+        assert shell.returncode == 0, f"{where}: {(stdout + stderr)[-4000:]}"
+        assert "Traceback" not in stdout + stderr, f"{where}: {(stdout + stderr)[-4000:]}"
+        (report,) = [o for o in _objects(stdout) if "status" in o]
+        assert report["status"] == "delivered" and report["channel"] == "telegram", report
+        listed = re.search(r"^(\d+) active runs?\b", stdout, re.M)
+        assert listed is not None and int(listed.group(1)) >= 1, stdout  # listed while it streams
+        assert report["run"] in _words(stdout.split("live pages:")[-1]), stdout  # by another replica
+        left = [int(port) for port in free.values() if _listening(int(port))]
+        assert left == [], f"{where}: still listening on {left}"
