@@ -8,6 +8,7 @@ makes each warning an error. The site is written into the test's own folder, nev
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,17 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     built = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert built.returncode != 0
     assert "nowhere.md" in built.stdout + built.stderr
+
+
+def test_every_relative_link_of_the_readme_names_a_file_and_its_anchors_exist() -> None:
+    """README.md is read on GitHub, outside the site: its links to the pages (and their anchors) are checked here."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((?!https?:|mailto:)([^)#\s]+)(?:#([\w-]+))?\)", readme)
+    assert len(links) >= 14, links
+    for path, anchor in links:
+        target = ROOT / path
+        assert target.exists(), f"README.md links to {path}, which does not exist"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+            assert anchor in slugs, f"README.md links to {path}#{anchor}: no such heading"
