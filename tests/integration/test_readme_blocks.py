@@ -416,7 +416,8 @@ def test_the_blocks_that_run_alone_work_pasted_each_into_a_fresh_shell(tmp_path:
         (report,) = [o for o in _objects(stdout) if "status" in o]
         assert report["status"] == "delivered" and report["channel"] == "telegram", report
         listed = re.search(r"^(\d+) active runs?\b", stdout, re.M)
-        assert listed is not None and int(listed.group(1)) >= 1, stdout  # listed while it streams
-        assert report["run"] in _words(stdout.split("live pages:")[-1]), stdout  # by another replica
+        listing = f"{where}: runs should list the run while it streams: {stdout[-3000:]}"
+        assert listed is not None and int(listed.group(1)) >= 1, listing
+        assert report["run"] in _words(stdout.split("live pages:")[-1]), listing  # by another replica
         left = [int(port) for port in free.values() if _listening(int(port))]
         assert left == [], f"{where}: still listening on {left}"
