@@ -39,6 +39,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import EMPTY_REGISTRY
 
 from core.errors import ConfigError
+from core.json_types import JsonObject
 from core.lanes.gate import Action, ActionCatalog, ActionClass
 from core.lanes.pipeline import ArgsValidator
 
@@ -90,7 +91,7 @@ class SchemaValidator:
     def __contains__(self, name: object) -> bool:
         return name in self._validators
 
-    def __call__(self, name: str, args: dict[str, Any]) -> str | None:
+    def __call__(self, name: str, args: JsonObject) -> str | None:
         validator = self._validators.get(name)
         if validator is None:
             return None

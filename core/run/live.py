@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from core.json_types import JsonObject
+
 
 class TextRange:
     """An event's text as a range of a text kept once under one generation: of the run's shared answer (``part``
@@ -48,9 +50,9 @@ class Live:
     seq: int
     ts: float
 
-    def wire(self) -> dict[str, object]:
+    def wire(self) -> JsonObject:
         """The event's JSON object, key for key as the wire has it (its texts must be strings: not ranges)."""
-        out: dict[str, object] = {"id": self.id, "run": self.run, "seq": self.seq, "ts": self.ts, "type": self.type}
+        out: JsonObject = {"id": self.id, "run": self.run, "seq": self.seq, "ts": self.ts, "type": self.type}
         for name, optional in self.WIRE:
             value = getattr(self, name)
             if value is not None or not optional:
