@@ -281,10 +281,16 @@ LIVE_VALUES: dict[str, type[Live]] = {
 """The event classes by ``type``."""
 
 
-def from_wire(data: dict[str, Any]) -> Live:
-    """The event of a JSON object :meth:`Live.wire` gave (a finished run's kept event).
+def from_wire(data: JsonObject) -> Live:
+    """The event of a JSON object :meth:`Live.wire` gave (a finished run's kept event): the class its ``type`` names,
+    built with the object's other members as its fields.
 
     Raises:
         KeyError: an unknown ``type``. TypeError: a field off its class.
     """
-    return LIVE_VALUES[data["type"]](**{k: v for k, v in data.items() if k != "type"})
+    kind = data["type"]
+    if not isinstance(kind, str) or kind not in LIVE_VALUES:
+        raise KeyError(kind)
+    # The one trusted step: the members are the class's fields as Live.wire wrote them (JSON values of their types).
+    fields: dict[str, Any] = {k: v for k, v in data.items() if k != "type"}
+    return LIVE_VALUES[kind](**fields)
