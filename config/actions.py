@@ -60,7 +60,7 @@ class ActionSettings(BaseModel):
     action_class: ActionClass = Field(alias="class")
     compensation: str | None = None
     description: str = ""
-    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    json_schema: JsonObject | None = Field(default=None, alias="schema")
     schema_file: str | None = None
 
 
@@ -185,7 +185,7 @@ def _compensation_problems(actions: Mapping[str, ActionSettings]) -> Iterator[tu
             yield key, f"{compensation!r} is not another action of the catalog: add an [actions.{compensation}] table"
 
 
-def _schema_of(settings: ActionSettings, base: Path) -> dict[str, Any] | None:
+def _schema_of(settings: ActionSettings, base: Path) -> JsonObject | None:
     if settings.schema_file is None:
         return settings.json_schema
     if settings.json_schema is not None:
@@ -204,7 +204,7 @@ def _schema_of(settings: ActionSettings, base: Path) -> dict[str, Any] | None:
     return schema
 
 
-def _compile(schema: dict[str, Any]) -> Validator:
+def _compile(schema: JsonObject) -> Validator:
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)  # jsonschema warns on an unknown $schema
         try:
