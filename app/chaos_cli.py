@@ -43,7 +43,8 @@ def chaos(
         int, typer.Option(min=1, metavar="N", help="one planned platform fault per this many runs")
     ] = 4,
     out: Annotated[
-        Path | None, typer.Option(metavar="DIR", help="transcript folder (default: a new temporary folder)")
+        Path | None,
+        typer.Option(metavar="DIR", help="transcript folder, new or empty (default: a new temporary folder)"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     backend: Annotated[
@@ -140,6 +141,12 @@ def _chaos_preflight(options: Options) -> None:
     server."""
     from app.chaos.procs import redis_server
 
+    if options.out is not None and options.out.is_dir() and any(options.out.iterdir()):
+        raise typer.BadParameter(
+            f"{options.out} is not empty: a campaign's journal, ledger and transcripts start from nothing (the runs"
+            " of another campaign with the same seed would be taken as already ended); pick a new folder",
+            param_hint="--out",
+        )
     if not options.replicated:
         if options.replicas != 1:
             raise typer.BadParameter("replicas need --backend redis (sqlite runs one sidecar)", param_hint="--replicas")

@@ -106,32 +106,71 @@ def detect_format(path: Path) -> ProviderFormat:
 
 SSE_DONE = "[DONE]"
 """The end-of-stream sentinel of OpenAI-style and AI SDK SSE streams (``data: [DONE]``): framing, not an event."""
-_SSE_FIELDS = ("event:", "id:", "retry:", ":")
 
 
 def recording_lines(path: Path) -> list[dict[str, Any]]:
-    """The recorded raw events, one decoded JSON object per non-empty line.
+    """The recorded raw events, decoded: one JSON object per non-empty line, or per SSE event.
 
-    A line may keep its SSE framing, as ``curl -N`` saves a stream: ``data: {...}`` is read as ``{...}``; ``event:``,
-    ``id:``, ``retry:`` and comment (``:``) lines and the ``[DONE]`` sentinel are skipped.
+    A file may keep its SSE framing, as ``curl -N`` saves a stream, read as the SSE specification says
+    (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation): an event's ``data:``
+    lines (one space after the colon dropped) are joined with newlines, and a blank line ends the event; ``event:``,
+    ``id:`` and ``retry:`` fields, comment lines (``:``) and the ``[DONE]`` sentinel are skipped. So a JSON object
+    spread over several ``data:`` lines is one event. A file that puts one ``data:`` line per event without the blank
+    lines between (as some tools save it) is still read line by line when the joined lines are not one JSON value but
+    each line is. Lines without SSE framing are JSON Lines.
 
     Raises:
-        ValueError: a line is not JSON (the message names the line).
+        ValueError: an event or line is not JSON (the message names the line).
     """
-    out = []
+    out: list[dict[str, Any]] = []
+    data: list[tuple[int, str]] = []
+
+    def dispatch() -> None:
+        if data:
+            out.extend(_sse_event(path, data))
+            data.clear()
+
     for number, raw_line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if raw_line.startswith("data:") or raw_line == "data":
+            value = raw_line[len("data:") :]
+            data.append((number, value[1:] if value.startswith(" ") else value))
+            continue
+        if not raw_line.strip():
+            dispatch()
+            continue
+        if raw_line.startswith(":") or raw_line.split(":", 1)[0] in _SSE_FIELDS:
+            continue  # a comment, or a field a replay has no use for
+        dispatch()
         line = raw_line.strip()
-        if line.startswith("data:"):
-            line = line[len("data:") :].strip()
-        elif line.startswith(_SSE_FIELDS):
+        if line == SSE_DONE:
             continue
-        if not line or line == SSE_DONE:
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
+        out.append(_json_line(path, number, line))
+    dispatch()
     return out
+
+
+_SSE_FIELDS = frozenset({"event", "id", "retry"})
+
+
+def _sse_event(path: Path, data: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    """The JSON value of one SSE event's ``data`` lines (none for ``[DONE]`` or an empty event)."""
+    text = "\n".join(value for _, value in data).strip()
+    if not text or text == SSE_DONE:
+        return []
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        if len(data) == 1:
+            return [_json_line(path, data[0][0], text)]
+    lines = [(n, v.strip()) for n, v in data if v.strip() and v.strip() != SSE_DONE]
+    return [_json_line(path, n, v) for n, v in lines]  # one event a line, its blank separators left out
+
+
+def _json_line(path: Path, number: int, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
 
 
 async def replay(

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from core.errors import IngestError
+from core.json_types import JsonObject
 from core.media import MediaItem, MediaKind, check_caption, check_media_url
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -101,9 +102,30 @@ class ToolCallState(enum.StrEnum):
 
 
 class EndStatus(enum.StrEnum):
+    """How a run (or a sub-agent) ended.
+
+    ``ok``: a whole answer. ``error``: it failed. ``cancelled``: stopped (by a person, or its agent). ``refused``: the
+    model (or the provider's filter) declined to answer. ``cut``: the answer was cut off at the model's output
+    limit (``max_tokens``, ``length``, ``MAX_TOKENS``, an ``incomplete`` response). Only ``ok`` commits the answer:
+    every other status shows what was said with a notice, reports at best ``partial`` and lets the gate refuse the
+    run's compensable and irreversible tool calls.
+    """
+
     OK = "ok"
     ERROR = "error"
     CANCELLED = "cancelled"
+    REFUSED = "refused"
+    CUT = "cut"
+
+
+STREAM_ENDS = frozenset({EndStatus.ERROR, EndStatus.REFUSED, EndStatus.CUT})
+"""What a stream's own end may say (:attr:`ErrorEvent.ends`): it failed, refused or was cut."""
+
+
+def _stream_end(status: EndStatus | None) -> EndStatus | None:
+    if status is not None and status not in STREAM_ENDS:
+        raise ValueError(f"'ends' says how a stream ended badly: one of {', '.join(sorted(STREAM_ENDS))}")
+    return status
 
 
 class DeliveryMode(enum.StrEnum):
@@ -186,7 +208,8 @@ class RunStart(_EventBase):
     target: Target
     mode: DeliveryMode | None = None
     format: ProviderFormat | None = None
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    overrides: JsonObject = Field(default_factory=dict)
+    """Per-run settings of the channel, as sent (:func:`core.policy.apply_overrides` checks them)."""
 
 
 class TextEvent(_EventBase):
@@ -216,7 +239,8 @@ class ToolCall(_EventBase):
     name: UnicodeText | None = None
     state: ToolCallState
     args_delta: str | None = None
-    args: dict[str, Any] | None = None
+    args: JsonObject | None = None
+    """The whole arguments, when the provider gives them as one object at ``end`` (else ``args_delta`` fragments)."""
 
 
 class ToolResult(_EventBase):
@@ -268,8 +292,19 @@ class End(_EventBase):
 
 
 class ErrorEvent(_EventBase):
+    """A failure to show the person (``message``, one line), and the report's errors.
+
+    Alone it does not end the run: a run whose ``end`` says ``ok`` still commits (a tool that failed, then an answer
+    anyway). ``ends`` (``error``, ``refused`` or ``cut``) says the stream itself ended so — a provider's error event, a
+    refusal, a length cut, as the normalizers read them (core/normalize/) — and then the root's ``end`` ``ok`` counts as
+    that status: what was said is shown with a notice, never committed, the report is at best ``partial`` and the gate
+    refuses the run's compensable and irreversible calls. The first root ``error`` with ``ends`` decides; a
+    sub-agent's (``source`` set) ends only through its own ``end``.
+    """
+
     kind: Literal["error"] = "error"
     message: CleanText
+    ends: Annotated[EndStatus | None, AfterValidator(_stream_end)] = None
 
 
 class Stop(_EventBase):
@@ -362,7 +397,7 @@ def parse_event(data: Any) -> Event:
         raise IngestError(f"bad {kind!r} event: {problems}") from None
 
 
-def event_to_json(event: Event) -> dict[str, Any]:
+def event_to_json(event: Event) -> JsonObject:
     """The event as a JSON-ready dict, without unset optional fields."""
     return event.model_dump(mode="json", exclude_none=True, by_alias=True)
 

@@ -24,6 +24,7 @@ import httpx
 
 from app.chaos.plan import RunPlan
 from app.chaos.services import Services, Sidecar
+from core.run.controller import IDLE_REFUSAL
 from core.run.stop import STOPPED_ERROR
 
 REPORT_POLL_S = 20
@@ -54,7 +55,9 @@ class AgentRecord:
     """Lines the sidecar acknowledged (an answer 200 to their request): journaled for sure."""
     end_confirmed: bool = False
     gone: str | None = None
-    """Where the agent stopped for good after a kill: ``stream`` or ``report``; None when it stayed."""
+    """Where the agent stopped for good: ``stream`` or ``report`` after a kill, ``closed`` when the sidecar refused
+    its lines (409) because the idle timeout had closed the run (a restart longer than the timeout), ``gave up``;
+    None when it stayed."""
     kills_seen: int = 0
     stopped: bool = False
     """The sidecar answered a request 409 "run stopped by the reader; stop streaming": the agent sent nothing more
@@ -79,6 +82,11 @@ class _Killed(Exception):
 
 class _Stopped(Exception):
     """The run was stopped by its reader: the sidecar answered 409 and the agent must stop sending."""
+
+
+class _Closed(Exception):
+    """The run was closed by the idle timeout before these lines were taken (409): nothing more of it is taken,
+    so the agent stops sending (a real agent starts a new run)."""
 
 
 class _GaveUp(Exception):
@@ -130,6 +138,9 @@ class Agent:
             self.record.stopped = True
             self.record.streamed_s = round(self.clock(), 3)
             self.triggers.stopped(self.plan)
+        except _Closed:
+            self.record.gone = "closed"  # its end was never taken: judged by the lines acknowledged, like a gone agent
+            self.record.streamed_s = round(self.clock(), 3)
         except _GaveUp as exc:
             self.record.anomalies.append(f"the agent gave up streaming after {self.patience_s:g} s: {exc}")
             self.record.gone = "gave up"
@@ -174,6 +185,8 @@ class Agent:
                         await self._replay(len(self.plan.lines))
                     except _Stopped:
                         self.record.stopped = True  # stopped since its end: nothing more to send
+                    except _Closed:
+                        self.record.gone = "closed"  # closed before it took these lines: its report is final
                 continue
             if report is not None and report.get("done"):
                 self.record.report = report
@@ -217,6 +230,7 @@ class Agent:
         Raises:
             _Killed: the sidecar went away during it (a kill); the restarted one is up, or coming.
             _Stopped: the run was stopped by its reader (409): the agent sends nothing more.
+            _Closed: the idle timeout closed the run before it took these lines (409): nothing more is taken.
         """
         while True:
             sidecar = await self.services.pick()
@@ -242,6 +256,8 @@ class Agent:
             entry["ms"] = round((self.clock() - t) * 1000)
             if answer.status_code == 409 and STOPPED_ERROR in answer.text:
                 raise _Stopped
+            if answer.status_code == 409 and IDLE_REFUSAL in answer.text:
+                raise _Closed
             if answer.status_code == 503:
                 self._journal_refusals += 1
                 if self._journal_refusals == 1:

@@ -106,7 +106,7 @@ class Driver:
             straggler = asyncio.get_running_loop().call_later(STRAGGLER_S, let_go)
             if agent.record.gone is None:
                 await agent.await_report()
-            if agent.record.gone in ("stream", "report"):
+            if agent.record.gone in ("stream", "report", "closed"):
                 report, _ = await observe(plan.run, self.services, self.client, time.monotonic() + self._patience)
                 agent.record.report = report
         finally:

@@ -41,7 +41,9 @@ class RunReport(BaseModel):
     channel: str
     done: bool = False
     status: ReportStatus = ReportStatus.PENDING
-    end_status: str | None = Field(default=None, description="The agent's end: ok, error, cancelled; null before.")
+    end_status: str | None = Field(
+        default=None, description="The agent's end: ok, error, cancelled, refused, cut; null before."
+    )
     confirmed: int = Field(default=0, ge=0, description="Parts the platform confirmed (acked).")
     uncertain: int = Field(default=0, ge=0, description="Parts that may or may not show.")
     failed: int = Field(default=0, ge=0, description="Parts permanently refused.")

@@ -12,8 +12,9 @@ Every tool in the action catalog carries an :class:`ActionClass`. The gate looks
 
 A unit that is not a complete ``tool_call`` (a ``tool_call.malformed`` unit: arguments cut off, not
 JSON, or not matching the tool's schema) is refused, whatever the run's state. "Ended without commit"
-means the run's ``end`` came with status ``error`` or ``cancelled``, or with ``ok`` but the caller did
-not see the commit point pass (an ``ok`` end that commits is passed as ``committed=True``).
+means the run's ``end`` came with status ``error``, ``cancelled``, ``refused`` or ``cut`` (also an ``ok`` end after
+the stream's own error, refusal or length cut, which counts as that: :attr:`core.events.ErrorEvent.ends`), or with
+``ok`` but the caller did not see the commit point pass (an ``ok`` end that commits is passed as ``committed=True``).
 
 The catalog does not check arguments against JSON Schemas: that needs a library the core does not
 import. ``config/actions.py`` builds an :data:`core.lanes.pipeline.ArgsValidator` next to the catalog, and the
@@ -170,7 +171,7 @@ class ActionCatalog:
         Args:
             unit: a pipeline unit (a :class:`~core.contracts.units.ToolCallUnit` may run; any other is refused).
             committed: the run has passed its commit point (an ``ok`` end that committed counts).
-            ended: the run's end status (``ok``, ``error``, ``cancelled``), or None while it runs.
+            ended: the run's end status (``ok``, ``error``, ``cancelled``, ``refused``, ``cut``), or None while it runs.
 
         Returns:
             The decision; never raises on a strange unit (it is refused).

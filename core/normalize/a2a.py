@@ -5,7 +5,8 @@ JSON-RPC response whose ``result`` is a ``Task``, a ``Message``, a ``TaskStatusU
 ``TaskArtifactUpdateEvent``; the JSON Schema in a2aproject/A2A ``specification/json/a2a.json``).
 
 Accepted shapes of one line: the JSON-RPC envelope ``{"jsonrpc": "2.0", "id": .., "result": {..}}`` (an
-``error`` member instead of ``result`` is an ``ErrorEvent``), the bare result object (told apart by ``kind``:
+``error`` member instead of ``result`` is an ``ErrorEvent`` that ends the run ``error``), the bare result object
+(told apart by ``kind``:
 ``task``, ``message``, ``status-update``, ``artifact-update``), and the same objects wrapped as the gRPC/REST
 ``StreamResponse`` (``{"task": ..}``, ``{"message": ..}``, ``{"statusUpdate": ..}``, ``{"artifactUpdate": ..}``,
 states spelled ``TASK_STATE_WORKING``).
@@ -27,7 +28,9 @@ status ``input-required`` / ``auth-required``                 the message's text
                                                              the person), ``MessageEnd``
 status ``completed``                                         its message as answer when the task streamed no
                                                              artifact text; the open message ends
-status ``failed`` / ``rejected``                              ``ErrorEvent`` (the message's text)
+status ``failed`` / ``rejected``                              ``ErrorEvent`` (the message's text); of the main
+                                                             task, it ends the run ``error`` / ``refused``
+                                                             (the agent declined the task)
 status ``canceled``                                          ``Status`` ``canceled``
 ===========================================================  ================================================
 
@@ -73,6 +76,7 @@ from core.normalize.base import (
     require_str,
     text_event,
 )
+from core.normalize.ends import stream_failed
 
 _PROVIDER = "A2A"
 _WRAPPERS = {"task": "task", "message": "message", "statusUpdate": "status-update", "artifactUpdate": "artifact-update"}
@@ -165,7 +169,7 @@ class A2ANormalizer:
         if "jsonrpc" in obj or "result" in obj:
             if isinstance(error := obj.get("error"), dict):
                 text = ": ".join(p for p in (str(error.get("code", "")), as_str(error.get("message"))) if p)
-                return [ErrorEvent(run=self._run, message=text or "A2A error")]
+                return [stream_failed(self._run, text or "A2A error")]
             result = obj.get("result")
             if not isinstance(result, dict):
                 raise IngestError(f"a raw {_PROVIDER} JSON-RPC response needs a 'result' object or an 'error' object")
@@ -268,7 +272,8 @@ class A2ANormalizer:
         if state in _QUESTIONS:
             return self._answer(task, text)
         if state in ("failed", "rejected"):
-            error = ErrorEvent(run=self._run, message=text or f"task {state}", source=task.source)
+            ends = None if task.source is not None else EndStatus.ERROR if state == "failed" else EndStatus.REFUSED
+            error = ErrorEvent(run=self._run, message=text or f"task {state}", source=task.source, ends=ends)
             return [*self._end_message(task), error, *self._ended(task, state)]
         if state == "completed":
             events = self._answer(task, text) if not task.texts else self._end_message(task)

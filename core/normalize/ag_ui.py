@@ -23,7 +23,8 @@ raw                                                               normalized
                                                                   raw content)
 ``STEP_STARTED``                                                  ``Status`` (the step's name)
 ``RUN_FINISHED``                                                  ``MessageEnd`` of the open message
-``RUN_ERROR``                                                     ``ErrorEvent``
+``RUN_ERROR`` (``message``, ``code``)                             ``ErrorEvent`` that ends the run ``error`` (a
+                                                                  sub-agent's: a plain error line)
 ``SUBAGENT_STARTED`` / ``_FINISHED`` / ``_ERROR``                 the child's ``Status`` / ``End`` ok /
                                                                   ``ErrorEvent`` + ``End`` error
 ================================================================  ============================================
@@ -76,6 +77,7 @@ from core.normalize.base import (
     text_event,
     text_field,
 )
+from core.normalize.ends import stream_failed
 
 _PROVIDER = "AG-UI"
 _REASONING_CONTENT = frozenset(
@@ -391,7 +393,7 @@ class AgUiNormalizer:
     def _run_error(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         text = ": ".join(p for p in (as_str(raw.get("code")), text_field(raw, "message", _PROVIDER, kind)) if p)
         events = self._end_message(agent)
-        return [*events, ErrorEvent(run=self._run, message=text or "agent run error", source=agent.source)]
+        return [*events, stream_failed(self._run, text or "agent run error", agent.source)]
 
     def _sub_started(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         name = agent.source.agent_id if agent.source is not None else "sub-agent"

@@ -23,9 +23,12 @@ raw                                              normalized
 ``tool-output-error``, ``tool-output-denied``    ``ToolResult`` summary ``error: ...`` / ``denied``
 ``file`` (``url``, ``mediaType``)                ``Media`` (``media_kind`` from the media type; a
                                                  ``data:`` URL: a ``Status`` that it was not shown)
-``finish``                                       ``MessageEnd``
+``finish``                                       ``MessageEnd``; its ``finishReason`` ``length``: an
+                                                 ``ErrorEvent`` that ends the run ``cut``;
+                                                 ``content-filter``: ``refused``; ``error`` (when no
+                                                 ``error`` chunk came): ``error``
 ``abort``                                        ``Status`` ``stopped`` and ``MessageEnd``
-``error`` (``errorText``)                        ``ErrorEvent``
+``error`` (``errorText``)                        ``ErrorEvent`` that ends the run ``error``
 ===============================================  ===================================================
 
 Ignored: ``start-step`` / ``finish-step``, ``tool-approval-request`` (the approval is the client's),
@@ -46,7 +49,6 @@ from pydantic import ValidationError
 from core.errors import IngestError
 from core.events import (
     BlockEnd,
-    ErrorEvent,
     Event,
     MessageEnd,
     Status,
@@ -67,6 +69,7 @@ from core.normalize.base import (
     text_event,
     text_field,
 )
+from core.normalize.ends import stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "AI SDK UI"
 _CHUNK_TYPE = re.compile(r"[a-z][a-z0-9-]*")
@@ -94,6 +97,8 @@ class AiSdkUiNormalizer:
         self._messages = MessageCounter()
         self._calls: dict[str, _Call] = {}
         self._names: dict[str, str] = {}
+        self._failed = False
+        """An ``error`` chunk came: a ``finish`` with ``finishReason: "error"`` after it says nothing more."""
         self._handlers: dict[str, Callable[[JsonObject, str], list[Event]]] = {
             "start": self._start,
             "text-delta": self._text,
@@ -231,7 +236,15 @@ class AiSdkUiNormalizer:
         return [media_event(self._run, url, mime, None)]
 
     def _finish(self, raw: JsonObject, kind: str) -> list[Event]:
-        return self._end_message()
+        reason = as_str(raw.get("finishReason"))
+        told: list[Event] = []
+        if reason == "length":
+            told = [stream_cut(self._run, reason)]
+        elif reason == "content-filter":
+            told = [stream_refused(self._run, "the provider's content filter stopped the answer")]
+        elif reason == "error" and not self._failed:
+            told = [stream_failed(self._run, "the agent's stream ended in an error")]
+        return told + self._end_message()
 
     def _abort(self, raw: JsonObject, kind: str) -> list[Event]:
         reason = one_line(as_str(raw.get("reason")))
@@ -240,4 +253,5 @@ class AiSdkUiNormalizer:
 
     def _error(self, raw: JsonObject, kind: str) -> list[Event]:
         text = text_field(raw, "errorText", _PROVIDER, kind)
-        return [ErrorEvent(run=self._run, message=text or "agent stream error")]
+        self._failed = True
+        return [stream_failed(self._run, text or "agent stream error")]

@@ -16,13 +16,21 @@ raw                                                    normalized
                                                        ``input_json_delta``, end at its block stop
 ``*_tool_result`` block (``web_search_tool_result``)   ``ToolResult`` with a short summary
 ``message_stop``                                       ``MessageEnd``
-``error``                                              ``ErrorEvent``
+``error`` (``overloaded_error``, ``api_error``, ...)   ``ErrorEvent`` that ends the run ``error``
+``message_delta`` ``stop_reason: "refusal"``           ``ErrorEvent`` that ends the run ``refused``: the
+                                                       ``stop_details.explanation`` (or its ``category``)
+                                                       is the notice's text; text said before it is shown,
+                                                       never committed
+``stop_reason`` ``max_tokens`` /                       ``ErrorEvent`` that ends the run ``cut`` (before
+``model_context_window_exceeded``                      the ``MessageEnd``; a tool call it cut stays open)
 =====================================================  ==============================================
 
-Ignored: ``ping``, ``signature_delta``, ``citations_delta`` (the cited text is not answer text),
+``stop_reason`` ``end_turn``, ``tool_use``, ``stop_sequence`` and ``pause_turn`` (the runtime continues the turn
+in a next message) end a message normally; the latest is kept in :attr:`stop_reason`.
+
+Ignored on purpose: ``ping``, ``signature_delta``, ``citations_delta`` (the cited text is not answer text),
 ``compaction`` blocks and their ``compaction_delta`` (a summary of earlier turns, not answer text),
-``redacted_thinking``, ``message_delta`` (its ``stop_reason`` is kept in :attr:`stop_reason`), and any
-unknown event or block type.
+``redacted_thinking``, the ``message_delta`` usage, and any unknown event or block type (forward compatibility).
 """
 
 from __future__ import annotations
@@ -36,7 +44,6 @@ from pydantic import ValidationError
 
 from core.events import (
     BlockEnd,
-    ErrorEvent,
     Event,
     MessageEnd,
     ToolCall,
@@ -44,10 +51,21 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize.base import JsonObject, MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
+from core.normalize.base import (
+    JsonObject,
+    MessageCounter,
+    as_dict,
+    as_str,
+    invalid_event,
+    require_type,
+    text_event,
+)
+from core.normalize.ends import stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "Anthropic"
 _TOOL_USE_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+CUT_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
+"""``stop_reason`` values that mean the answer was cut off at a limit (https://docs.anthropic.com/en/api/handling-stop-reasons)."""
 
 
 class _BlockKind(enum.StrEnum):
@@ -107,21 +125,35 @@ class AnthropicNormalizer:
             self.stop_reason = None
             return events
         if kind == "message_delta":
-            reason = as_dict(raw.get("delta")).get("stop_reason")
-            if isinstance(reason, str):
-                self.stop_reason = reason
-            return []
+            return self._stop(as_dict(raw.get("delta")))
         if kind == "message_stop":
             return self._end_message()
         if kind == "error":
             error = as_dict(raw.get("error"))
             text = ": ".join(p for p in (as_str(error.get("type")), as_str(error.get("message"))) if p)
-            return [ErrorEvent(run=self._run, message=text or "provider stream error")]
+            return [stream_failed(self._run, text or "provider stream error")]
         return []
 
     def close(self) -> list[Event]:
         """End of stream: end open text blocks and the open message (tool calls stay unended)."""
         return self._end_message()
+
+    def _stop(self, delta: JsonObject) -> list[Event]:
+        """A ``message_delta``'s ``stop_reason``: kept; a refusal ends the run ``refused`` (with its explanation), a
+        length limit ``cut``."""
+        reason = delta.get("stop_reason")
+        if not isinstance(reason, str):
+            return []
+        self.stop_reason = reason
+        if reason in CUT_REASONS:
+            return [stream_cut(self._run, reason)]
+        if reason != "refusal":
+            return []
+        details = as_dict(delta.get("stop_details"))
+        explanation = as_str(details.get("explanation"))
+        if not explanation and as_str(details.get("category")):
+            explanation = f"the request falls under the {as_str(details.get('category'))} policy"
+        return [stream_refused(self._run, explanation)]
 
     def _block_start(self, raw: JsonObject) -> list[Event]:
         message = self._messages.ensure()

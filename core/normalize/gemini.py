@@ -13,17 +13,30 @@ raw                                                      normalized
 a part's ``text``                                        ``TextEvent`` answer delta
 a part's ``text`` with ``thought: true``                 ``TextEvent`` reasoning delta
 a ``functionCall`` part (``name``, ``args``, ``id``)      ``ToolCall`` start, the whole ``args`` as one
-                                                         args_delta, end (Gemini sends a call whole)
-``finishReason`` ``STOP`` / ``MAX_TOKENS``               ``MessageEnd``
-``finishReason`` that blocked the answer (``SAFETY``,    ``ErrorEvent`` naming the reason, ``MessageEnd``
-``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``,
-``SPII``, ``MALFORMED_FUNCTION_CALL``, ...)
-``promptFeedback.blockReason``                           ``ErrorEvent`` (the prompt was blocked)
-``error`` (``code``, ``message``, ``status``)            ``ErrorEvent``
+                                                         args_delta, end (a call sent whole)
+a ``functionCall`` with ``willContinue: true``, then     ``ToolCall`` start at the first part; the
+parts with ``partialArgs`` (no ``name``, or the same)    arguments assembled (:mod:`gemini_args`) and
+until one without ``willContinue`` (Vertex's             handed on whole as one args_delta, then end, when
+``streamFunctionCallArguments``)                         the call's last part (or ``finishReason: STOP``)
+                                                         comes; never before: a stream cut in the middle
+                                                         leaves it open (malformed, never run)
+``finishReason`` ``STOP``                                ``MessageEnd``
+``finishReason`` ``MAX_TOKENS``                          ``ErrorEvent`` that ends the run ``cut``, then
+                                                         ``MessageEnd`` (a call still streaming stays open)
+``finishReason`` that blocked the answer (``SAFETY``,    ``ErrorEvent`` that ends the run ``refused``,
+``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``,   naming the reason; ``MessageEnd``
+``SPII``, ``IMAGE_SAFETY``, ...)
+another ``finishReason`` (``MALFORMED_FUNCTION_CALL``,   ``ErrorEvent`` that ends the run ``error``;
+``UNEXPECTED_TOOL_CALL``, ``OTHER``, ...)                ``MessageEnd``
+``promptFeedback.blockReason``                           ``ErrorEvent`` that ends the run ``refused`` (the
+                                                         prompt was blocked)
+``error`` (``code``, ``message``, ``status``)            ``ErrorEvent`` that ends the run ``error``
 =======================================================  ================================================
 
-Ignored: ``usageMetadata``, ``modelVersion``, ``responseId``, ``thoughtSignature``, ``inlineData`` (bytes, no URL to
-send), ``fileData``, ``executableCode`` / ``codeExecutionResult``, ``citationMetadata``, ``safetyRatings``.
+Ignored on purpose: ``usageMetadata``, ``modelVersion``, ``responseId``, ``thoughtSignature``, ``inlineData`` and
+``fileData`` parts (not yet shown: a known gap, issue 26), ``executableCode`` / ``codeExecutionResult`` (the
+model's own tool work), ``citationMetadata``, ``safetyRatings``, ``groundingMetadata``, a ``functionResponse`` part
+(the client's own answer echoed), and any unknown part.
 
 A line is a ``GenerateContentResponse`` when it has ``candidates`` (a list), ``promptFeedback``, ``usageMetadata``
 or an ``error``; anything else raises :class:`core.errors.IngestError`.
@@ -31,10 +44,12 @@ or an ``error``; anything else raises :class:`core.errors.IngestError`.
 
 from __future__ import annotations
 
+import json
+
 from pydantic import ValidationError
 
 from core.errors import IngestError
-from core.events import ErrorEvent, Event, MessageEnd, Visibility
+from core.events import EndStatus, ErrorEvent, Event, MessageEnd, ToolCall, ToolCallState, Visibility
 from core.normalize.base import (
     JsonObject,
     MessageCounter,
@@ -45,9 +60,27 @@ from core.normalize.base import (
     text_event,
     whole_tool_call,
 )
+from core.normalize.ends import stream_cut, stream_failed
+from core.normalize.gemini_args import StreamedCall
 
 _PROVIDER = "Gemini"
-_DONE_REASONS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED"})
+_DONE_REASONS = frozenset({"STOP", "FINISH_REASON_UNSPECIFIED"})
+_CUT_REASONS = frozenset({"MAX_TOKENS"})
+REFUSAL_REASONS = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "LANGUAGE",
+    }
+)
+"""``finishReason`` values that mean the answer was withheld by policy
+(https://ai.google.dev/api/generate-content#FinishReason)."""
 _RESPONSE_FIELDS = ("candidates", "promptFeedback", "usageMetadata")
 
 
@@ -62,6 +95,8 @@ class GeminiNormalizer:
         self._run = run_id
         self._messages = MessageCounter()
         self._calls = 0
+        self._open: list[StreamedCall] = []
+        """Calls whose arguments are still streaming (``willContinue``), oldest first."""
 
     def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw ``GenerateContentResponse``. See :class:`core.normalize.base.Normalizer`.
@@ -76,7 +111,7 @@ class GeminiNormalizer:
         chunk = require_object(raw, _PROVIDER)
         if isinstance(error := chunk.get("error"), dict):
             text = ": ".join(p for p in (as_str(error.get("status")), as_str(error.get("message"))) if p)
-            return [ErrorEvent(run=self._run, message=text or "Gemini stream error")]
+            return [stream_failed(self._run, text or "Gemini stream error")]
         if not any(key in chunk for key in _RESPONSE_FIELDS):
             raise IngestError(
                 f"a raw {_PROVIDER} stream event must be a GenerateContentResponse (with 'candidates', "
@@ -89,7 +124,7 @@ class GeminiNormalizer:
         try:
             for candidate in candidates:
                 index = candidate.get("index", 0) if isinstance(candidate, dict) else None
-                if not isinstance(index, int) or isinstance(index, bool):
+                if not isinstance(candidate, dict) or not isinstance(index, int) or isinstance(index, bool):
                     raise IngestError(
                         f"a raw {_PROVIDER} response's candidate must be an object with an integer 'index' (or "
                         f"none: 0), got {str(candidate)[:80]!r}"
@@ -98,13 +133,18 @@ class GeminiNormalizer:
                     events += self._candidate(candidate)
             reason = as_str(as_dict(chunk.get("promptFeedback")).get("blockReason"))
             if reason:
-                events.append(ErrorEvent(run=self._run, message=f"the prompt was blocked ({reason})"))
+                message = f"the prompt was blocked ({reason})"
+                events.append(ErrorEvent(run=self._run, message=message, ends=EndStatus.REFUSED))
         except ValidationError as exc:
             raise invalid_event(_PROVIDER, exc) from None
         return events
 
     def close(self) -> list[Event]:
-        """End of stream: end the open model turn."""
+        """End of stream: end the open model turn (a call still streaming stays open)."""
+        return self._end_turn()
+
+    def _end_turn(self) -> list[Event]:
+        self._open.clear()  # arguments never declared complete: the lane reports them malformed, never runs them
         message = self._messages.end()
         return [] if message is None else [MessageEnd(run=self._run, message=message)]
 
@@ -117,9 +157,15 @@ class GeminiNormalizer:
             events += self._part(as_dict(part))
         reason = as_str(candidate.get("finishReason"))
         if reason:
-            if reason not in _DONE_REASONS:
-                events.append(ErrorEvent(run=self._run, message=f"the model stopped the answer ({reason})"))
-            events += self.close()
+            if reason in _DONE_REASONS:
+                while self._open:  # the turn is whole: so are the calls it streamed
+                    events += self._finish_call(self._open[0])
+            elif reason in _CUT_REASONS:
+                events.append(stream_cut(self._run, reason))
+            else:
+                ends = EndStatus.REFUSED if reason in REFUSAL_REASONS else EndStatus.ERROR
+                events.append(ErrorEvent(run=self._run, message=f"the model stopped the answer ({reason})", ends=ends))
+            events += self._end_turn()
         return events
 
     def _part(self, part: JsonObject) -> list[Event]:
@@ -143,11 +189,59 @@ class GeminiNormalizer:
                 f"got {type(call).__name__}"
             )
         if isinstance(call, dict):
-            name = call.get("name")
-            if not isinstance(name, str) or not name:
-                raise IngestError(f"a raw {_PROVIDER} functionCall part needs a string 'name', got {name!r}")
-            message = self._messages.ensure()
-            self._calls += 1
-            call_id = as_str(call.get("id")) or f"call-{message}-{self._calls}"
-            return whole_tool_call(self._run, call_id, name, call.get("args", {}), None)
+            return self._function_call(call)
         return []
+
+    def _function_call(self, call: JsonObject) -> list[Event]:
+        """A ``functionCall`` part: a whole call, or a part of one whose arguments stream (``willContinue``)."""
+        name = call.get("name")
+        call_id = as_str(call.get("id"))
+        more = call.get("willContinue") is True
+        target = self._target(name, call_id)
+        if target is not None:
+            target.apply(call)
+            return [] if more else self._finish_call(target)
+        if not isinstance(name, str) or not name:
+            if not call:
+                return []  # an empty part ends a streamed call; with none open it says nothing
+            raise IngestError(
+                f"a raw {_PROVIDER} functionCall part needs a string 'name' (or to continue a call streamed with "
+                f"'willContinue'), got {name!r}"
+            )
+        message = self._messages.ensure()
+        self._calls += 1
+        call_id = call_id or f"call-{message}-{self._calls}"
+        if not more and "partialArgs" not in call:
+            return whole_tool_call(self._run, call_id, name, call.get("args", {}), None)
+        streamed = StreamedCall(call_id, name)
+        streamed.apply(call)
+        start = ToolCall(run=self._run, id=call_id, name=name, state=ToolCallState.START)
+        if not more:
+            return [start, *self._finish_call(streamed, opened=False)]
+        self._open.append(streamed)
+        return [start]
+
+    def _target(self, name: object, call_id: str) -> StreamedCall | None:
+        """The streamed call a ``functionCall`` part continues: the one with its ``id``; else, for a part without a
+        name, the latest open call; else the latest open call of that name (Vertex may repeat the name)."""
+        if call_id:
+            return next((c for c in self._open if c.id == call_id), None)
+        if not self._open:
+            return None
+        if not isinstance(name, str) or not name:
+            return self._open[-1]
+        return next((c for c in reversed(self._open) if c.name == name), None)
+
+    def _finish_call(self, call: StreamedCall, *, opened: bool = True) -> list[Event]:
+        """The call's arguments are complete: handed on whole, then its end (none when they could not be read:
+        the lane then reports the call malformed)."""
+        if opened:
+            self._open.remove(call)
+        events: list[Event] = []
+        if call.broken is None:
+            fragment = json.dumps(call.args, ensure_ascii=False)
+            events.append(
+                ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.ARGS_DELTA, args_delta=fragment)
+            )
+        events.append(ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.END))
+        return events

@@ -16,8 +16,16 @@ raw                                                normalized
 ``delta.tool_calls[i].function.arguments``         ``ToolCall`` args_delta
 ``finish_reason``                                  ``ToolCall`` end of every open call (by ``index``),
                                                    then ``MessageEnd``
-a chunk with ``error`` and no ``choices``          ``ErrorEvent``
+``finish_reason: "length"``                        ``ErrorEvent`` that ends the run ``cut`` (before
+                                                   the ``MessageEnd``; a tool call it cut stays open)
+``finish_reason: "content_filter"``                ``ErrorEvent`` that ends the run ``refused``
+a message with ``delta.refusal`` text              the text as answer, then at its ``finish_reason`` an
+                                                   ``ErrorEvent`` that ends the run ``refused``
+a chunk with ``error`` and no ``choices``          ``ErrorEvent`` that ends the run ``error``
 =================================================  ====================================================
+
+``finish_reason`` ``stop``, ``tool_calls`` and ``function_call`` end a message normally. Ignored on purpose:
+``usage``, ``logprobs``, ``role``, ``system_fingerprint``, choices other than 0.
 
 Chunks have no ``type`` field: ``choices`` (a list, possibly empty as in the final usage chunk) is what
 makes a chunk; a chunk without it raises :class:`core.errors.IngestError`.
@@ -30,8 +38,17 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from core.errors import IngestError
-from core.events import ErrorEvent, Event, MessageEnd, ToolCall, ToolCallState, Visibility
-from core.normalize.base import JsonObject, MessageCounter, as_dict, as_str, invalid_event, require_object, text_event
+from core.events import Event, MessageEnd, ToolCall, ToolCallState, Visibility
+from core.normalize.base import (
+    JsonObject,
+    MessageCounter,
+    as_dict,
+    as_str,
+    invalid_event,
+    require_object,
+    text_event,
+)
+from core.normalize.ends import stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "OpenAI chat"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -55,6 +72,8 @@ class OpenAIChatNormalizer:
         self._run = run_id
         self._messages = MessageCounter()
         self._calls: dict[int, _Call] = {}
+        self._refusal = ""
+        """The open message's ``delta.refusal`` text (a refusal in place of an answer)."""
 
     def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw chunk. See :class:`core.normalize.base.Normalizer`.
@@ -69,7 +88,7 @@ class OpenAIChatNormalizer:
             if "error" in chunk:
                 error = chunk["error"]
                 message = as_str(as_dict(error).get("message")) if isinstance(error, dict) else as_str(error)
-                return [ErrorEvent(run=self._run, message=message or "provider stream error")]
+                return [stream_failed(self._run, message or "provider stream error")]
             raise IngestError(f"a raw {_PROVIDER} stream chunk needs a 'choices' list, got {choices!r}")
         events: list[Event] = []
         try:
@@ -94,17 +113,31 @@ class OpenAIChatNormalizer:
             events += self._text(as_str(delta.get(name)), Visibility.REASONING)
         for name in _ANSWER_FIELDS:
             events += self._text(as_str(delta.get(name)), Visibility.ANSWER)
+        self._refusal += as_str(delta.get("refusal"))
         fragments = delta.get("tool_calls")
         if isinstance(fragments, list):
             for position, fragment in enumerate(fragments):
                 events += self._tool_fragment(position, as_dict(fragment))
-        if choice.get("finish_reason"):
+        reason = as_str(choice.get("finish_reason"))
+        if reason:
             message = self._messages.ensure()
+            if reason == "length":  # the model stopped mid-answer: calls it was writing are cut, never complete
+                self._calls.clear()
             events += [self._end_call(self._calls[i]) for i in sorted(self._calls)]
             self._calls.clear()
+            events += self._finished(reason)
             events.append(MessageEnd(run=self._run, message=message))
             self._messages.end()
         return events
+
+    def _finished(self, reason: str) -> list[Event]:
+        """What a message's ``finish_reason`` says of the run: a refusal, a length cut, else nothing."""
+        refusal, self._refusal = self._refusal, ""
+        if reason == "length":
+            return [stream_cut(self._run, reason)]
+        if reason == "content_filter":
+            return [stream_refused(self._run, refusal or "the provider's content filter stopped the answer")]
+        return [stream_refused(self._run, refusal)] if refusal.strip() else []
 
     def _tool_fragment(self, position: int, fragment: JsonObject) -> list[Event]:
         message = self._messages.ensure()

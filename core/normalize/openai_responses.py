@@ -22,12 +22,33 @@ raw                                                          normalized
 ``web_search_call`` item added / ``.searching`` / done       ``ToolCall`` start / ``Status`` / ``ToolCall``
                                                              end (``args`` = the search action) and
                                                              ``ToolResult``
-``response.completed`` / ``response.incomplete``             ``MessageEnd``
-``response.failed``, ``error``                               ``ErrorEvent`` (+ ``MessageEnd``)
+``custom_tool_call`` item added / ``response.custom_tool_call_input.delta`` / item done
+                                                             ``ToolCall`` start, then at done one args_delta
+                                                             ``{"input": "<the free-form input>"}`` (a custom
+                                                             tool's input is text, not JSON) and end
+``response.completed``                                       ``MessageEnd``
+``response.incomplete`` (``incomplete_details.reason``)       ``max_output_tokens``: an ``ErrorEvent`` that
+                                                             ends the run ``cut``; ``content_filter``: one
+                                                             that ends it ``refused``; then ``MessageEnd``
+``response.refusal.delta`` ... ``response.refusal.done``      the refusal as answer text, then an
+                                                             ``ErrorEvent`` that ends the run ``refused``
+``error`` (its ``error`` object, or ``code``/``message`` at   ``ErrorEvent`` that ends the run ``error``
+the top level), ``response.failed``                          (+ ``MessageEnd``; one line for both)
+``mcp_approval_request`` item done                           a ``Status`` and a report line: not shown (the
+                                                             client approves it), naming server and tool
+``image_generation_call`` item done (``result``: base64)      a ``Status`` and a report line: the image is
+                                                             not shown (inline bytes, no link to send)
+``response.image_generation_call.generating``                ``Status`` ``generating an image``
 ===========================================================  =========================================
 
-Ignored: ``response.in_progress``, ``output_text.annotation.added`` (annotations are not text),
-``content_part.*``, other hosted tool items, and any unknown event type.
+Ignored on purpose: ``response.created`` (opens the next message), ``response.in_progress``,
+``response.queued``, ``output_text.annotation.added`` (annotations are not text), ``content_part.*``,
+``response.*.in_progress`` / ``.completed`` progress of hosted tools, ``image_generation_call.partial_image``
+(a preview; the whole image is told at done), the items of :data:`IGNORED_ITEMS` (``mcp_list_tools``, ``mcp_call``,
+``file_search_call``, ``code_interpreter_call``: the server's own work), ``reasoning`` items (their summary deltas are
+read), ``response.output_text.done``'s repeated text, and any unknown event type (forward compatibility). An output
+item of a type neither read nor ignored (``computer_call``, ``local_shell_call``, a new one) is a ``Status`` and a
+report line at its done: not shown, never dropped unseen.
 """
 
 from __future__ import annotations
@@ -39,7 +60,6 @@ from pydantic import ValidationError
 
 from core.events import (
     BlockEnd,
-    ErrorEvent,
     Event,
     MessageEnd,
     Status,
@@ -48,7 +68,17 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize.base import JsonObject, MessageCounter, as_dict, as_str, invalid_event, require_type, text_event
+from core.normalize.base import (
+    JsonObject,
+    MessageCounter,
+    as_dict,
+    as_str,
+    invalid_event,
+    require_type,
+    text_event,
+    whole_tool_call,
+)
+from core.normalize.ends import not_shown, stream_cut, stream_failed, stream_refused
 
 _PROVIDER = "OpenAI Responses"
 _WEB_SEARCH = "web_search"
@@ -56,7 +86,15 @@ _WEB_SEARCH = "web_search"
 _ANSWER_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 _TEXT_DONE = frozenset({"response.output_text.done", "response.refusal.done"})
-_RESPONSE_END = frozenset({"response.completed", "response.incomplete"})
+READ_ITEMS = frozenset(
+    {"message", "reasoning", "function_call", "custom_tool_call", "web_search_call", "mcp_approval_request"}
+    | {"image_generation_call"}
+)
+"""Output item types this normalizer reads (their events, or the item at its ``output_item.done``)."""
+IGNORED_ITEMS = frozenset({"mcp_list_tools", "mcp_call", "file_search_call", "code_interpreter_call", "compaction"})
+"""Output item types ignored on purpose: hosted tools the provider ran itself (their results reach the answer as text)
+and bookkeeping. Any other item type at its ``output_item.done`` (a ``computer_call``, a ``local_shell_call``, one
+added after this was written) is told as not shown, never dropped unseen."""
 
 
 @dataclass
@@ -64,6 +102,8 @@ class _Call:
     id: str
     name: str | None
     parts: list[str] = field(default_factory=list)
+    custom: bool = False
+    """A ``custom_tool_call``: its input is free text, handed on as ``{"input": text}`` at done."""
 
 
 class OpenAIResponsesNormalizer:
@@ -77,6 +117,8 @@ class OpenAIResponsesNormalizer:
         self._run = run_id
         self._messages = MessageCounter()
         self._calls: dict[str, _Call] = {}
+        self._failed = False
+        """The open response already told its failure (an ``error`` before its ``response.failed``)."""
 
     def feed(self, raw: JsonObject) -> list[Event]:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
@@ -98,6 +140,11 @@ class OpenAIResponsesNormalizer:
             return self._text(as_str(raw.get("delta")), Visibility.REASONING)
         if kind == "response.function_call_arguments.delta":
             return self._args_delta(as_str(raw.get("item_id")), as_str(raw.get("delta")))
+        if kind == "response.custom_tool_call_input.delta":
+            call = self._calls.get(as_str(raw.get("item_id")))
+            if call is not None and call.custom:
+                call.parts.append(as_str(raw.get("delta")))
+            return []
         return self._other(kind, raw)
 
     def close(self) -> list[Event]:
@@ -108,6 +155,7 @@ class OpenAIResponsesNormalizer:
         if kind == "response.created":
             events = self._end_response()
             self._messages.start()
+            self._failed = False
             return events
         if kind == "response.output_item.added":
             return self._item_added(as_dict(raw.get("item")))
@@ -115,6 +163,9 @@ class OpenAIResponsesNormalizer:
             return self._item_done(as_dict(raw.get("item")))
         if kind == "response.function_call_arguments.done":
             return self._end_call(as_str(raw.get("item_id")), raw.get("arguments"))
+        if kind == "response.refusal.done":
+            refusal = stream_refused(self._run, as_str(raw.get("refusal")) or "the model declined to answer")
+            return [BlockEnd(run=self._run, message=self._messages.ensure()), refusal]
         if kind in _TEXT_DONE:
             return [BlockEnd(run=self._run, message=self._messages.ensure())]
         if kind == "response.reasoning_summary_part.added":
@@ -122,25 +173,44 @@ class OpenAIResponsesNormalizer:
             return self._text("\n\n", Visibility.REASONING) if isinstance(index, int) and index > 0 else []
         if kind == "response.web_search_call.searching":
             return [Status(run=self._run, text="searching the web")]
-        if kind in _RESPONSE_END:
+        if kind == "response.image_generation_call.generating":
+            return [Status(run=self._run, text="generating an image")]
+        return self._ended(kind, raw)
+
+    def _ended(self, kind: str, raw: JsonObject) -> list[Event]:
+        """A response's end: completed, incomplete (cut or filtered), failed; or a stream ``error``."""
+        if kind == "response.completed":
             return self._end_response()
+        if kind == "response.incomplete":
+            reason = as_str(as_dict(as_dict(raw.get("response")).get("incomplete_details")).get("reason"))
+            if reason == "content_filter":
+                told = stream_refused(self._run, "the provider's content filter stopped the answer")
+            else:
+                told = stream_cut(self._run, reason or "incomplete")
+            return [told, *self._end_response()]
         if kind == "response.failed":
             error = as_dict(as_dict(raw.get("response")).get("error"))
-            return [self._error(error), *self._end_response()]
+            return [*self._error(error), *self._end_response()]
         if kind == "error":
-            return [self._error(raw)]
+            nested = raw.get("error")
+            return self._error(as_dict(nested) if isinstance(nested, dict) else raw)
         return []
 
     def _item_added(self, item: JsonObject) -> list[Event]:
         itype = item.get("type")
-        if itype not in ("function_call", "web_search_call"):
+        if itype not in ("function_call", "web_search_call", "custom_tool_call"):
             return []
         self._messages.ensure()
         item_id = as_str(item.get("id"))
-        if itype == "function_call":
-            call = _Call(id=as_str(item.get("call_id")) or item_id, name=as_str(item.get("name")) or None)
-        else:
+        if itype == "web_search_call":
             call = _Call(id=item_id, name=_WEB_SEARCH)
+        else:
+            name = as_str(item.get("name")) or None
+            call = _Call(id=as_str(item.get("call_id")) or item_id, name=name, custom=itype == "custom_tool_call")
+        if call.custom:
+            self._calls[item_id] = call
+            call.parts.append(as_str(item.get("input")))
+            return [ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.START)]
         self._calls[item_id] = call
         events: list[Event] = [ToolCall(run=self._run, id=call.id, name=call.name, state=ToolCallState.START)]
         arguments = as_str(item.get("arguments"))
@@ -153,8 +223,18 @@ class OpenAIResponsesNormalizer:
         item_id = as_str(item.get("id"))
         if itype == "function_call":
             return self._end_call(item_id, item.get("arguments"))
+        if itype == "custom_tool_call":
+            return self._end_custom(item_id, item)
+        if itype == "mcp_approval_request":
+            server, tool = as_str(item.get("server_label")), as_str(item.get("name")) or "a tool"
+            where = f"{server}: {tool}" if server else tool
+            return not_shown(self._run, f"an MCP approval request ({where}); the client approves or denies it")
+        if itype == "image_generation_call":
+            return self._image(item)
         if itype != "web_search_call":
-            return []
+            if not isinstance(itype, str) or itype in READ_ITEMS or itype in IGNORED_ITEMS:
+                return []
+            return not_shown(self._run, f"a {itype[:60]} item: the relay does not read it")
         call = self._calls.pop(item_id, None)
         if call is None:
             return []
@@ -165,9 +245,26 @@ class OpenAIResponsesNormalizer:
             ToolResult(run=self._run, id=call.id, name=call.name, summary=_search_summary(action)),
         ]
 
+    def _end_custom(self, item_id: str, item: JsonObject) -> list[Event]:
+        """A custom tool call is complete: its free-form input (the item's ``input``, else what the deltas carried)
+        goes on whole as the arguments ``{"input": text}``, then its end (:func:`whole_tool_call` without a second
+        start)."""
+        call = self._calls.pop(item_id, None)
+        if call is None or not call.custom:
+            return []
+        text = item.get("input")
+        args = {"input": text if isinstance(text, str) else "".join(call.parts)}
+        return whole_tool_call(self._run, call.id, call.name, args, None)[1:]
+
+    def _image(self, item: JsonObject) -> list[Event]:
+        """A generated image: given inline (base64 ``result``), which no platform fetches: told, not dropped."""
+        if item.get("status") == "failed":
+            return not_shown(self._run, "an image the image generation tool failed to make")
+        return not_shown(self._run, "an image the model generated: given inline (base64), not by a link to send")
+
     def _args_delta(self, item_id: str, fragment: str) -> list[Event]:
         call = self._calls.get(item_id)
-        if call is None or not fragment:
+        if call is None or call.custom or not fragment:
             return []
         call.parts.append(fragment)
         return [
@@ -196,9 +293,13 @@ class OpenAIResponsesNormalizer:
     def _text(self, text: str, visibility: Visibility) -> list[Event]:
         return [text_event(self._run, self._messages.ensure(), text, visibility)] if text else []
 
-    def _error(self, error: JsonObject) -> ErrorEvent:
+    def _error(self, error: JsonObject) -> list[Event]:
+        """The response's failure, told once (an ``error`` event and the ``response.failed`` after it are one)."""
+        if self._failed:
+            return []
+        self._failed = True
         text = ": ".join(p for p in (as_str(error.get("code")), as_str(error.get("message"))) if p)
-        return ErrorEvent(run=self._run, message=text or "provider stream error")
+        return [stream_failed(self._run, text or "provider stream error")]
 
 
 def _search_summary(action: JsonObject) -> str:

@@ -23,7 +23,7 @@ from core.delivery.conversation import open_conversation
 from core.delivery.reconciler import Reconciler
 from core.delivery.send_chain import SendChain
 from core.delivery.threads import ChildThreads
-from core.events import DeliveryMode, End, EndStatus, Event, RunStart, Source, Stop, Target
+from core.events import DeliveryMode, End, EndStatus, ErrorEvent, Event, RunStart, Source, Stop, Target
 from core.lanes.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from core.policy import ChannelPolicy, SubagentPolicy
 from core.ports import ChannelAdapter, StopControls, TextFormat
@@ -40,6 +40,9 @@ IDLE_CLOSED = "the run was closed with what it had"
 IDLE_REASON = "the agent sent nothing for {idle:g} s: " + IDLE_CLOSED
 """The report's error when the idle timeout closed a run (:class:`Quiet`); admission refuses the run's new lines
 after it (409)."""
+IDLE_REFUSAL = "this line was not taken; send the answer again in a new run"
+"""What admission's 409 for a line of an idle-closed run that the run never took ends with (an agent that reads it
+knows its answer was cut where the run stood, and starts a new run)."""
 
 FAIL_TIMEOUT_S = 30.0
 """How long a run a bug stopped may take to show its failure before it is just stopped (seconds)."""
@@ -100,6 +103,9 @@ class RunController:
     ) -> None:
         self.run = start.run
         self.start_event = start
+        self.stream_end: EndStatus | None = None
+        """How the run's stream said it ended badly (the first root ``error`` with ``ends``): its ``end`` ``ok`` then
+        counts as this status (:meth:`end`)."""
         self.policy = policy
         self._ledger = ledger
         self._platform = adapter.platform
@@ -203,6 +209,13 @@ class RunController:
 
     def handle(self, event: Event) -> None:
         """Apply one in-order event to the stage (never the root's ``end``: see :meth:`close`)."""
+        if (
+            isinstance(event, ErrorEvent)
+            and event.ends is not None
+            and event.source is None
+            and self.stream_end is None
+        ):
+            self.stream_end = event.ends
         self.stage.handle(event)
 
     def deadline(self) -> float | None:
@@ -216,7 +229,8 @@ class RunController:
         idle timeout or a bug: :data:`RunEnding`). ``gaps``: the run's input gaps, for the ``end`` event's
         ``delivery`` (as its report says).
 
-        - ``End``: the stage's final state (:meth:`RunStage.end`) delivered by every conversation, the Stop control
+        - ``End`` (an ``ok`` counts as the stream's own bad end when one came: :attr:`stream_end`): the stage's
+          final state (:meth:`RunStage.end`) delivered by every conversation, the Stop control
           taken off, no typing left behind, the end recorded in the ledger, ``end`` published to watchers.
         - ``Stop``: a ``stop`` unit on the pipeline lane (the parent loop stops its agent), then the run ends
           ``cancelled`` with what the answer shows and a short notice, :func:`core.run.stop.stop_note` among its
@@ -235,6 +249,10 @@ class RunController:
             return await self._close(End(run=self.run, status=EndStatus.ERROR), idle=True, gaps=gaps)
         if isinstance(ending, Broken):
             return await self._broken(ending.reason)
+        if ending.status is EndStatus.OK and self.stream_end is not None:
+            # The stream itself failed, refused or was cut (an ``error`` with ``ends``): an ``ok`` end after it is no
+            # whole answer. Its final_text is not committed either.
+            ending = ending.model_copy(update={"status": self.stream_end, "final_text": None})
         return await self._close(ending, gaps=gaps)
 
     async def _broken(self, reason: str) -> DeliveryReport:

@@ -26,7 +26,7 @@ type           fields
                ``deleted``), ``message_id``, ``reason`` (why a part failed or is uncertain), and for the web channel
                what the page shows as that message: ``text`` (whole) or ``append`` (added to the text shown)
 ``error``      ``message``: shown as a failure, never as an answer
-``end``        ``status`` (ok, error, cancelled), ``delivery`` (the report's status): the last event
+``end``        ``status`` (ok, error, cancelled, refused, cut), ``delivery`` (the report's status): the last event
 ``reset``      ``state``: the whole current state (below), sent instead of events a client missed past the replay
                buffer; its ``id`` is the last event's, so the client continues from there
 =============  ======================================================================================================
@@ -65,6 +65,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from core.contracts.answers import RunRow
 from core.contracts.live import check_live_event
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 from core.records.report import DeliveryReport
@@ -260,23 +261,26 @@ class RunMonitor:
         agents = {k: v.value() for k, v in self._agent_texts.items()}
         return MonitorRecord(self.epoch, self.last_id, state, tail, self._answer_text(), agents, parts)
 
-    def row(self, report: DeliveryReport) -> dict[str, Any]:
-        """The run as the operator's listing shows it (``GET /v1/runs``), with its current ``report``: ``{"run",
-        "channel", "platform", "mode", "started_at" (Unix s, null until the run opened), "age_s", "status" (the
-        report's), "confirmed", "uncertain", "failed" (counts of parts), "rate_limited" (429s met so far)}``."""
+    def row(self, report: DeliveryReport) -> RunRow:
+        """The run as the operator's listing shows it (``GET /v1/runs``), with its current ``report``: where it goes,
+        ``started_at`` (Unix s, None until the run opened), ``age_s``, the report's ``status`` and its parts counted
+        by state, ``rate_limited`` (429s met so far). Its ``watch`` is None (the HTTP surface knows the live page) and
+        ``replica`` unset (a replica's front sets it)."""
         head, started_at = self._head, self._head.started_at
-        counts = {"confirmed": report.confirmed, "uncertain": report.uncertain, "failed": report.failed}
-        return {
-            "run": self.run,
-            "channel": head.channel or report.channel,
-            "platform": head.platform,
-            "mode": head.mode,
-            "started_at": started_at,
-            "age_s": None if started_at is None else round(max(0.0, self._wall() - started_at), 3),
-            "status": str(report.status),
-            **counts,
-            "rate_limited": head.rate_limited,
-        }
+        return RunRow(
+            run=self.run,
+            channel=head.channel or report.channel,
+            platform=head.platform,
+            mode=head.mode,
+            started_at=started_at,
+            age_s=None if started_at is None else round(max(0.0, self._wall() - started_at), 3),
+            status=str(report.status),
+            confirmed=report.confirmed,
+            uncertain=report.uncertain,
+            failed=report.failed,
+            rate_limited=head.rate_limited,
+            watch=None,
+        )
 
     def publish(self, type_: str, **fields: Any) -> Live:
         """Add one event of ``type_`` with ``fields`` (its class's: :data:`core.run.live.LIVE_VALUES`; its ``id``,

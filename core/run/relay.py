@@ -21,6 +21,7 @@ from typing import Any
 
 from core.channel import ChannelRuntime
 from core.clock import Clock
+from core.contracts.answers import RunListing
 from core.contracts.units import PipelineUnit
 from core.errors import IngestError, OwnershipLostError
 from core.events import EVENT_TYPES, Event, event_line
@@ -391,11 +392,11 @@ class Relay:
         """Events taken but not yet handled by their runs' workers, over every active run (O(active runs))."""
         return sum(run.queue.qsize() for run in self._runs.values())
 
-    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
-        """The active runs: ``{"runs": [:meth:`core.run.monitor.RunMonitor.row` of each], "unreachable": []}``. One
-        process holds every run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> RunListing:
+        """The active runs (:meth:`core.run.monitor.RunMonitor.row` of each), none unreachable. One process holds every
+        run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
         rows = [r.controller.monitor.row(with_gaps(r.controller.report(), r.gate.gaps)) for r in self._runs.values()]
-        return {"runs": rows, "unreachable": []}
+        return RunListing(runs=rows)
 
     async def close(self) -> None:
         """Stop every run worker (unfinished runs stay in the journal) and close adapters."""

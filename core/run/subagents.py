@@ -28,7 +28,13 @@ class Child:
     children: list[str] = field(default_factory=list)
 
 
-ENDED_LABELS = {EndStatus.OK: "done", EndStatus.ERROR: "failed", EndStatus.CANCELLED: "stopped"}
+ENDED_LABELS = {
+    EndStatus.OK: "done",
+    EndStatus.ERROR: "failed",
+    EndStatus.CANCELLED: "stopped",
+    EndStatus.REFUSED: "refused",
+    EndStatus.CUT: "cut off",
+}
 
 
 class Children:

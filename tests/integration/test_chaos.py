@@ -90,6 +90,15 @@ def replicated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _campaign(out, *args, "--kill-every", "4", "--fault-every", "2", "--concurrency", "6")
 
 
+@pytest.fixture(scope="module")
+def idle_closed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Restarts longer than the runs' idle timeout (1 s: a sidecar takes longer than that to start): a run resumed
+    after a kill is closed with what it had before its agent comes back, and the agent's lines are refused (409)."""
+    out = tmp_path_factory.mktemp("chaos-idle")
+    args = ("--runs", "24", "--seed", "8", "--platform", "telegram", "--kill-every", "2", "--fault-every", "50")
+    return _campaign(out, *args, "--idle-timeout-s", "1", "--concurrency", "6")
+
+
 def _rows(summary: dict[str, Any], platform: str) -> list[dict[str, Any]]:
     return [r for r in summary["rows"] if r["platform"].startswith(platform)]
 
@@ -171,6 +180,21 @@ def test_replicas_slice_kills_random_replicas_and_loses_nothing(replicated: dict
     logs = "".join((out / f"replica-{n}.log").read_text(encoding="utf-8", errors="replace") for n in (1, 2, 3))
     assert "taken" in logs  # partitions changed hands
     assert not (out / "ledger.sqlite3").exists()
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
+def test_an_agent_refused_after_an_idle_close_is_judged_by_what_was_taken(idle_closed: dict[str, Any]) -> None:
+    # Before: the agent counted its end as confirmed after the 409s, so the judge wanted every media item of the
+    # answer (lines the sidecar never took) and called them lost (chaos seed 71, 1,000 runs under load: 9 "lost").
+    total = idle_closed["rows"][-1]
+    assert total["kills"] >= 1
+    assert (total["lost"], total["doubled"], total["lying"], total["unfinished"]) == (0, 0, 0, 0), _bad(
+        idle_closed, "telegram"
+    )
+    agents = [json.loads(p.read_text())["agent"] for p in (Path(idle_closed["out"]) / "runs").glob("*.json")]
+    closed = [a for a in agents if a["gone"] == "closed"]
+    assert closed, "no run was closed by the idle timeout before its agent came back: the slice tried nothing"
+    assert not any(a["end_confirmed"] for a in closed)
 
 
 # ---------------------------------------------------------------- the plan and the judge

@@ -13,6 +13,7 @@ import pytest
 from core.errors import IngestError
 from core.events import (
     BlockEnd,
+    EndStatus,
     ErrorEvent,
     Event,
     MessageEnd,
@@ -305,7 +306,7 @@ def test_anthropic_error_event() -> None:
     events = AnthropicNormalizer(RUN).feed(
         {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     )
-    assert events == [ErrorEvent(run=RUN, message="overloaded_error: Overloaded")]
+    assert events == [ErrorEvent(run=RUN, message="overloaded_error: Overloaded", ends=EndStatus.ERROR)]
 
 
 def test_anthropic_truncated_stream_ends_text_but_never_a_partial_tool_call() -> None:
@@ -394,7 +395,10 @@ def test_responses_failed_is_an_error() -> None:
             {"type": "response.failed", "response": {"error": {"code": "server_error", "message": "boom"}}},
         ],
     )
-    assert events[1:] == [ErrorEvent(run=RUN, message="server_error: boom"), MessageEnd(run=RUN, message=0)]
+    assert events[1:] == [
+        ErrorEvent(run=RUN, message="server_error: boom", ends=EndStatus.ERROR),
+        MessageEnd(run=RUN, message=0),
+    ]
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -438,4 +442,4 @@ def test_chat_truncated_tool_call_is_never_ended() -> None:
 
 def test_chat_error_chunk() -> None:
     events = OpenAIChatNormalizer(RUN).feed({"error": {"message": "rate limited"}})
-    assert events == [ErrorEvent(run=RUN, message="rate limited")]
+    assert events == [ErrorEvent(run=RUN, message="rate limited", ends=EndStatus.ERROR)]

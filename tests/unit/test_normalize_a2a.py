@@ -177,7 +177,7 @@ def test_file_parts_with_a_uri_are_media_inline_files_a_note_and_data_parts_igno
 
 def test_a_json_rpc_error_is_an_error_event() -> None:
     error = {"jsonrpc": "2.0", "id": 7, "error": {"code": -32001, "message": "Task not found"}}
-    assert feed(error) == [ErrorEvent(run=RUN, message="-32001: Task not found")]
+    assert feed(error) == [ErrorEvent(run=RUN, message="-32001: Task not found", ends=EndStatus.ERROR)]
 
 
 def test_unknown_result_kinds_are_ignored() -> None:

@@ -177,7 +177,10 @@ def test_run_error_and_steps() -> None:
         {"type": "STEP_STARTED", "stepName": "searching"},
         {"type": "RUN_ERROR", "message": "model overloaded", "code": "503"},
     )
-    assert events == [Status(run=RUN, text="searching"), ErrorEvent(run=RUN, message="503: model overloaded")]
+    assert events == [
+        Status(run=RUN, text="searching"),
+        ErrorEvent(run=RUN, message="503: model overloaded", ends=EndStatus.ERROR),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 from core.errors import IngestError
 from core.events import (
     BlockEnd,
+    EndStatus,
     ErrorEvent,
     Event,
     Media,
@@ -124,7 +125,7 @@ def test_error_and_abort() -> None:
         {"type": "abort", "reason": "user pressed stop"},
     )
     assert events[1:] == [
-        ErrorEvent(run=RUN, message="rate limited by the provider"),
+        ErrorEvent(run=RUN, message="rate limited by the provider", ends=EndStatus.ERROR),
         Status(run=RUN, text="stopped: user pressed stop"),
         MessageEnd(run=RUN, message=0),
     ]

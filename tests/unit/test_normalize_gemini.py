@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.errors import IngestError
-from core.events import ErrorEvent, Event, MessageEnd, TextEvent, ToolCall, ToolCallState, Visibility
+from core.events import EndStatus, ErrorEvent, Event, MessageEnd, TextEvent, ToolCall, ToolCallState, Visibility
 from core.normalize import GeminiNormalizer
 
 RUN = "r"
@@ -68,7 +68,7 @@ def test_a_blocking_finish_reason_and_a_blocked_prompt_are_errors() -> None:
 
 def test_an_error_object_is_an_error_event() -> None:
     raw = {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}
-    assert feed(raw) == [ErrorEvent(run=RUN, message="RESOURCE_EXHAUSTED: Resource exhausted")]
+    assert feed(raw) == [ErrorEvent(run=RUN, message="RESOURCE_EXHAUSTED: Resource exhausted", ends=EndStatus.ERROR)]
 
 
 def test_a_new_turn_after_a_finish_reason_is_the_next_message() -> None:

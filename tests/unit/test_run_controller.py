@@ -404,7 +404,7 @@ async def test_every_call_of_a_run_is_in_the_ledger() -> None:
     await h.feed(*deltas(FENCED, 6))
     await h.close()
     assert len(h.ledger.calls) == len(h.adapter.calls_of())
-    assert all(c["outcome"] == "ack" for c in h.ledger.calls)
+    assert all(c.outcome == "ack" for c in h.ledger.calls)
     record = await h.ledger.get_run(RUN)
     assert record is not None and record.ended and record.end_status == "ok"
 
