@@ -20,7 +20,8 @@ What each outcome does to a part, per call (DESIGN §4, §5, §8):
   any                         native streaming refused            native off for the run; goes on as messages
   any                         429                                 merge pending states; the chain pauses
   stream append (timeout)     unknown                             never appended again: rewritten as a message
-  stream start (timeout)      unknown                             native off; goes on as a plain message
+  stream start (timeout)      unknown                             native off; goes on as a plain message; Slack:
+                                                                  settled below it, the stream found deleted
   send (timeout, unreadable)  unknown                             pending kept: settled next, never resent
   stream stop (timeout)       unknown                             uncertain (reported), never sent again
   edit, delete (timeout)      unknown                             retried with backoff inside the window
@@ -69,7 +70,6 @@ from core.delivery.planner import Planner
 from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import (
-    STREAM_START_MARK,
     Op,
     OpKind,
     Outcome,
@@ -143,7 +143,12 @@ RULES: tuple[Rule, ...] = (
     Rule(_ANY, (NativeUnavailableError,), "_native_refused", "native off for the run; the parts go on as messages"),
     Rule(_ANY, (RateLimitedError,), "_rate_limited", "pending states merge into one; the chain pauses"),
     Rule(_STREAM_ONLY, (UncertainDeliveryError,), "_append_unknown", "never appended again: rewritten as a message"),
-    Rule(frozenset({OpKind.STREAM_START}), (UncertainDeliveryError,), "_start_unknown", "native off: a plain message"),
+    Rule(
+        frozenset({OpKind.STREAM_START}),
+        (UncertainDeliveryError,),
+        "_start_unknown",
+        "native off: a message; settled below",
+    ),
     Rule(frozenset({OpKind.SEND}), (UncertainDeliveryError,), "_send_unknown", "settled next, never sent blindly"),
     Rule(frozenset({OpKind.STREAM_FINISH}), (UncertainDeliveryError,), "_finish_unknown", "uncertain, never resent"),
     Rule(_ANY, (UncertainDeliveryError,), "_retry_unknown", "idempotent: retried with backoff in the window"),
@@ -184,6 +189,9 @@ class DeliveryMachine:
             or None.
         finish_creates: a native stream's finish creates the message (Telegram's sendMessage after the drafts;
             :attr:`core.ports.NativeStreaming.finish_creates`).
+        settles_start: a stream start whose outcome is unknown can be settled with the platform
+            (:attr:`core.ports.NativeStreaming.settles_start`, Slack): settled below the message the part goes on
+            in, and the stream's first words deleted when found; else they are reported uncertain.
     """
 
     def __init__(
@@ -201,6 +209,7 @@ class DeliveryMachine:
         typing_every_s: float | None = None,
         control: StopControl | None = None,
         finish_creates: bool = False,
+        settles_start: bool = False,
     ) -> None:
         self.book = book
         self.run = book.run
@@ -221,6 +230,7 @@ class DeliveryMachine:
         self.typing_calls = 0
         """Typing indicators asked for (the run's end takes one down only when it showed any)."""
         self._finish_creates = finish_creates
+        self._settles_start = settles_start
         self.controls = ControlPlan(control, book) if control is not None else None
         """Which message carries the control and which may (None: no control)."""
 
@@ -339,21 +349,29 @@ class DeliveryMachine:
         slot = op.slot
         pending = slot.pending if op.kind is OpKind.SEND else None
         if op.kind is OpKind.STREAM_START:  # in the ledger only: a restart learns a stream may have opened
-            pending = PendingSend(stream_start_id(self.run, slot.index, slot.creates + 1), op.text, slot.fmt)
+            pending = self._start_pending(slot, op.text)
         return Intent(slot.index, slot.role, str(op.kind), op.text, pending)
+
+    def _start_pending(self, slot: Slot, text: str) -> PendingSend:
+        """A stream start of ``slot`` showing ``text``, as its settle needs it (no platform call carries its id)."""
+        start_id = stream_start_id(self.run, slot.index, slot.creates + 1)
+        return PendingSend(start_id, text, slot.fmt, after_id=self._chain.last_message_id)
 
     def restored(self) -> None:
         """After the book was restored from the ledger (a restart): a native stream start that was in flight when
         the process died cannot be settled (nothing carries an id the platform keeps). On Slack its first words may
         show in the thread: reported as an uncertain part of its own, and the part is shown anew; a Telegram draft
-        lapses by itself. The part is shown anew, streaming again when the run streams."""
+        lapses by itself. The part is shown anew, streaming again when the run streams. A start answered unknown
+        before the restart and not yet settled (``unbounded``) goes on as a message, to be settled below it."""
         for slot in self.book.slots:
             pending = slot.pending
-            if pending is not None and pending.delivery_id.startswith(STREAM_START_MARK):
+            if pending is not None and pending.stream_start:
                 if not self._finish_creates:
                     self.book.orphans_of(slot, pending.text)
                 slot.pending, slot.restarted, slot.creates = None, False, 0
                 slot.native = self.native  # nothing of it is known to show: it may stream again
+            if slot.unbounded is not None and slot.unbounded.stream_start:
+                slot.native = False  # it goes on as a message, and its unknown start is settled below it
 
     # --- outcomes in ----------------------------------------------------------------------------------------
 
@@ -411,6 +429,7 @@ class DeliveryMachine:
             slot.streaming = False
             self._chain.note_message(slot.message_id)
             self._sent(slot, op.text)
+            self._bound_start(slot)
         elif kind is OpKind.STREAM_CANCEL:
             slot.message_id, slot.shown, slot.streaming, slot.state = None, None, False, PartState.SKIPPED
         else:  # a delete
@@ -436,12 +455,15 @@ class DeliveryMachine:
         assert pending is not None
         slot.pending = None
         again = slot.message_id  # the part sent again (bounded settle), or None
+        if pending.stream_start:
+            return self._start_settled(slot, pending, settlement)
         if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
             slot.message_id, slot.stray = settlement.message_id, again  # the first copy stays; a second one goes
             self._chain.note_message(settlement.message_id, newest=False)
             self._sent(slot, pending.text)
             if self.controls is not None:
                 self.controls.shown(slot)
+            self._bound_start(slot)
             return Outcome.FOUND
         if settlement.outcome is SettleOutcome.NOT_SENT:
             return Outcome.NOT_SENT  # made again (or it was: the bound's message is the only copy)
@@ -466,6 +488,25 @@ class DeliveryMachine:
             self.book.orphan(slot)
         return Outcome.UNKNOWN
 
+    def _start_settled(self, slot: Slot, start: PendingSend, settlement: Settlement) -> Outcome:
+        """What the platform said of an unknown stream start, settled below the message the part went on in: its
+        first words found are deleted (the part's message shows them, and the rest); not stored: nothing to do;
+        cannot tell: reported, a part of its own that may show."""
+        if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
+            slot.stray = settlement.message_id
+            return Outcome.FOUND
+        if settlement.outcome is SettleOutcome.NOT_SENT:
+            return Outcome.NOT_SENT
+        self.book.orphans_of(slot, start.text)
+        return Outcome.UNKNOWN
+
+    def _bound_start(self, slot: Slot) -> None:
+        """The part's message is known now (an unknown create of it was found): an unknown stream start before it
+        is settled next, below it (:meth:`on_done` does this for a create that was answered)."""
+        start = slot.unbounded
+        if start is not None and start.stream_start and slot.message_id is not None and slot.pending is None:
+            slot.pending, slot.unbounded = dataclasses.replace(start, before_id=slot.message_id), None
+
     def native_off(self) -> None:
         """Native streaming is off for the rest of the run: the parts go on as preview messages."""
         self.native = self.planner.native = self.book.native = False
@@ -482,6 +523,9 @@ class DeliveryMachine:
             return Outcome.RETRY, str(exc), None
         pending = slot.pending
         slot.pending = None
+        if pending is not None and pending.stream_start:  # the part shows; the stream's first words may show too
+            self.book.orphans_of(slot, pending.text)
+            return Outcome.UNCERTAIN, str(exc), None
         slot.uncertain_text = pending.text if pending is not None else None
         slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: could not be settled: {exc}"
         return Outcome.UNCERTAIN, str(exc), None
@@ -519,11 +563,16 @@ class DeliveryMachine:
 
     def _start_unknown(self, op: Op, exc: DeliveryError) -> Decision:
         # A stream that may have opened holds only the first words and no handle to go on with: the part goes on
-        # as a plain message. A Telegram draft lapses by itself; a Slack stream's first words may stay in the
-        # thread: reported (a part of its own, uncertain), never claimed delivered beside the answer.
+        # as a plain message, at once (a settle reads history, a slow budget on Slack). A Telegram draft lapses by
+        # itself. Where the platform can settle a start (Slack), it is settled below the part's new message and its
+        # first words, found, are deleted: the chat shows them once. Elsewhere they may stay in the thread:
+        # reported (a part of its own, uncertain), never claimed delivered beside the answer.
         self.native_off()
-        if not self._finish_creates:
-            self.book.orphans_of(op.slot, op.text)
+        slot = op.slot
+        if self._settles_start:
+            slot.unbounded = self._start_pending(slot, op.text)
+        elif not self._finish_creates:
+            self.book.orphans_of(slot, op.text)
         return Outcome.UNCERTAIN, str(exc), None
 
     def _send_unknown(self, op: Op, exc: DeliveryError) -> Decision:

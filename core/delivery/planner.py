@@ -103,7 +103,10 @@ class Planner:
         if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
             return Op(slot, OpKind.EDIT, slot.desired, slot.retry_at), True
         if slot.settled():
-            return None, self._mark_settled(slot)
+            blocked = self._mark_settled(slot)
+            if slot.unbounded is not None and slot.message_id is None and slot.state is not PartState.PENDING:
+                self._stranded(slot)
+            return None, blocked
         if not slot.desired.strip():
             if slot.message_id is not None and (self.finalizing or slot.retired):
                 return Op(slot, OpKind.DELETE, "", 0.0), True
@@ -131,6 +134,14 @@ class Planner:
             else:
                 slot.state = PartState.SKIPPED  # nothing to show, nothing shown
         return False
+
+    def _stranded(self, slot: Slot) -> None:
+        """``slot`` ended without a message (skipped, failed, uncertain) while an unknown stream start of it waited
+        for one to be settled below: the start's first words are reported, a part of its own that may show."""
+        start = slot.unbounded
+        if start is not None and start.stream_start:
+            self._book.orphans_of(slot, start.text)
+            slot.unbounded = None
 
     def _update_kind(self, slot: Slot) -> OpKind:
         """The call that brings ``slot`` to its desired text: open or grow a stream, send or edit."""

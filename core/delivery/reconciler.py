@@ -126,6 +126,7 @@ class Reconciler:
             typing_every_s=typing_every_s,
             control=control,
             finish_creates=native is not None and native.finish_creates,
+            settles_start=native is not None and native.settles_start,
         )
         self.planner = self.machine.planner
         self._watchers: list[Wake] = []

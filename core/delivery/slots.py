@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.ports import CallKind, PendingSend, TextFormat
+from core.ports import STREAM_START_MARK, CallKind, PendingSend, TextFormat
 from core.records.report import PartState, SlotRole
 
 
@@ -105,10 +105,6 @@ def delivery_id(run: str, slot: int, attempt: int) -> str:
     """The id a create carries so it can be settled (25 characters: Discord's nonce limit,
     https://discord.com/developers/docs/resources/message#create-message)."""
     return "sr" + hashlib.sha256(f"{run}\x00{slot}\x00{attempt}".encode()).hexdigest()[:23]
-
-
-STREAM_START_MARK = "ss"
-"""How the ledger's intent of a native stream start begins its delivery id (a create's is ``sr``...)."""
 
 
 def stream_start_id(run: str, slot: int, attempt: int) -> str:
