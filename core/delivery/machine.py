@@ -93,7 +93,7 @@ from core.errors import (
 )
 from core.events import Target
 from core.media import MediaItem
-from core.ports import CallKind, PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
+from core.ports import PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
 from core.records.report import PartState, SlotRole
 
 MAX_BACKOFF_S = 15.0
@@ -174,15 +174,16 @@ class DeliveryMachine:
 
     Args:
         book: the conversation's slot book.
-        chain: the conversation's send chain, read for its rate budgets (:meth:`SendChain.ready_in`) and its known
-            message ids (``note_message``, ``known_ids``, ``last_message_id``); the machine never calls through it.
+        chain: the conversation's send chain, for its known message ids (``note_message``, ``known_ids``,
+            ``last_message_id``); the machine never calls through it and asks no budget.
         target: where the conversation's messages go.
         clock: the injected clock (backoff, throttle).
         retry_window_s: how long calls safe to retry are retried through an outage (seconds).
         native: the run streams answers natively (the adapter has :class:`core.ports.NativeStreaming`).
         stream_refresh_s: seconds after which an unchanged native stream must be shown again, or None.
         exclusive_bot: the bot token is the sidecar's alone (Telegram can then settle by probing ids).
-        requester: who asks for the bot's shared budgets.
+        requester: who asks for the bot's shared budgets (the machine asks no budget: its calls' grants are asked
+            when they are due, :meth:`SendChain.grant`).
         typing_every_s: while the run is open and nothing new became visible for this many seconds, a typing
             indicator is due (at the start too); None: never. Never during finalization.
         control: the Stop control the conversation's newest live message carries (:mod:`core.delivery.controls`),
@@ -218,9 +219,10 @@ class DeliveryMachine:
         self._clock = clock
         self.retry_window_s = retry_window_s
         self._exclusive = exclusive_bot
-        self.planner = Planner(clock, chain, book)
+        self.requester = requester
+        """Who asks for the bot's shared budgets (the reconciler asks the grants of this machine's calls as it)."""
+        self.planner = Planner(book)
         self.planner.native = native
-        self.planner.requester = requester
         self.planner.stream_refresh_s = stream_refresh_s
         self.native = native
         self.last_visible_at: float | None = None
@@ -244,19 +246,19 @@ class DeliveryMachine:
         the control taken off every message that may carry it (:class:`~core.delivery.controls.ControlPlan`)."""
         controls = self.controls
         if controls is not None and not self.finalizing and (op := controls.next_op()) is not None:
-            return self._control_timed(op)
+            return op  # due at once: it waits for the edit budget and 429 pauses, never for the preview throttle
         op = self.planner.next_op()
         if op is None and controls is not None and self.finalizing:
             if not controls.ending:
                 controls.end()
-            if (op := controls.next_op()) is not None:
-                return self._control_timed(op)
+            return controls.next_op()
         return op
 
-    def _control_timed(self, op: Op) -> Op:
-        """A control call waits for the edit budget and 429 pauses, never for the preview throttle."""
-        ready_in = self._chain.ready_in(op.kind.call_kind, final=self.finalizing, requester=self.planner.requester)
-        return Op(op.slot, op.kind, op.text, self._clock.now() + ready_in)
+    def held_back(self, op: Op) -> None:
+        """``op`` is due but the rate budgets or a 429 pause hold it back (:meth:`SendChain.grant`): the platform
+        is not keeping up, so the part's pending states merge into one (its latest text goes next)."""
+        if not op.kind.control:
+            op.slot.history.clear()
 
     def typing_due(self) -> float | None:
         """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""
@@ -265,12 +267,12 @@ class DeliveryMachine:
         last = max((t for t in (self.last_visible_at, self._last_typing_at) if t is not None), default=None)
         return self._clock.now() if last is None else last + self.typing_every_s
 
-    def typing_call(self) -> TypingOn | None:
+    def typing_call(self, room: bool) -> TypingOn | None:
         """The typing indicator, now that it is due: a :class:`~core.delivery.calls.TypingOn`, or None when the
-        rate budget has no room for it (skipped: the next one is due ``typing_every_s`` later). Never in the ledger
-        (it is not a message), never retried."""
+        rate budget has no ``room`` for it (:meth:`SendChain.grant`; skipped: the next one is due ``typing_every_s``
+        later). Never in the ledger (it is not a message), never retried."""
         self._last_typing_at = self._clock.now()
-        if self._chain.ready_in(CallKind.TYPING, requester=self.planner.requester) > 0:
+        if not room:
             return None
         self.typing_calls += 1
         return TypingOn(self._target)

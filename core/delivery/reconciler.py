@@ -41,11 +41,11 @@ from core.clock import Clock
 from core.delivery.calls import CallResult
 from core.delivery.executor import Executor
 from core.delivery.machine import DeliveryMachine
-from core.delivery.send_chain import SendChain
+from core.delivery.send_chain import Grant, SendChain, Wait
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, same_render
 from core.events import Target
-from core.ports import ChannelAdapter, NativeStreaming, StopControl
+from core.ports import CallKind, ChannelAdapter, NativeStreaming, StopControl
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import PartState
 from core.tasks import stop
@@ -241,22 +241,32 @@ class Reconciler:
                     await self.book.changed.wait()
                 elif typing_at > clock.now():
                     await self._sleep_or_wake(typing_at - clock.now())
-                elif (typing := machine.typing_call()) is not None:
-                    await self.executor.perform(typing)  # one attempt, never in the ledger: it is not a message
+                else:
+                    ask = chain.grant(CallKind.TYPING, requester=self.requester)
+                    if (typing := machine.typing_call(isinstance(ask, Grant))) is not None:
+                        # one attempt, never in the ledger: it is not a message
+                        await self.executor.perform(typing, grant=ask if isinstance(ask, Grant) else None)
                 continue
             delay = op.not_before - clock.now()
-            if delay > 0:
-                kind, final = op.kind.call_kind, self.finalizing
-                if chain.turn_decides(kind, delay, final=final, requester=self.requester):
-                    # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan again
-                    await chain.take_turn(kind, final=final, requester=self.requester)
-                else:
-                    await self._sleep_or_wake(delay, throttled=self._throttled(op))
+            if delay > 0:  # its retry backoff or the preview throttle
+                await self._sleep_or_wake(delay, throttled=self._throttled(op))
                 continue
             if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and not op.kind.control:
                 self.book.refresh(op.slot)  # read the live text now that the call is due
                 continue
-            await self._perform(op)
+            if not op.kind.control and machine.shortcut(op):
+                continue  # no call needed: nothing to ask the budgets for
+            kind, final = op.kind.call_kind, self.finalizing
+            ask = chain.grant(kind, final=final, requester=self.requester)  # the budgets' one ask for this call
+            if isinstance(ask, Wait):
+                machine.held_back(op)
+                if ask.turn:
+                    # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan again
+                    await chain.take_turn(kind, final=final, requester=self.requester)
+                else:
+                    await self._sleep_or_wake(ask.seconds)
+                continue
+            await self._perform(op, ask)
 
     async def _sleep_or_wake(self, delay_s: float, *, throttled: bool = False) -> None:
         """Wait ``delay_s`` seconds on the injected clock, or less if a new text or :meth:`finish` wakes the loop.
@@ -275,12 +285,10 @@ class Reconciler:
 
     # --- performing one call ----------------------------------------------------------------------------
 
-    async def _perform(self, op: Op) -> None:
+    async def _perform(self, op: Op, grant: Grant) -> None:
         machine = self.machine
         if op.kind.control:
-            await self._perform_control(op)
-            return
-        if machine.shortcut(op):
+            await self._perform_control(op, grant)
             return
         call = machine.call_for(op)
         self.planner.last_call_at = self._clock.now()
@@ -292,7 +300,8 @@ class Reconciler:
             decision.append((outcome, detail, retry_after_s))
             return book.record(slot), str(outcome), detail
 
-        await self.executor.perform(call, final=self.finalizing, intent=machine.intent_for(op), apply=apply)
+        intent = machine.intent_for(op)
+        await self.executor.perform(call, final=self.finalizing, intent=intent, apply=apply, grant=grant)
         outcome, detail, retry_after_s = decision[0]
         for orphan in book.take_unsaved():
             await self._ledger.save_part(orphan)
@@ -305,10 +314,10 @@ class Reconciler:
         if self._watchers:
             self._tell_watchers()
 
-    async def _perform_control(self, op: Op) -> None:
+    async def _perform_control(self, op: Op, grant: Grant) -> None:
         """A control move: paced and metered by the executor like any call; not a message's text, so neither in
         the ledger nor told to watchers."""
-        result = await self.executor.perform(self.machine.call_for(op), final=self.finalizing)
+        result = await self.executor.perform(self.machine.call_for(op), final=self.finalizing, grant=grant)
         outcome, detail, _ = self.machine.apply(op, result)
         if outcome not in _QUIET:
             _log.info(
