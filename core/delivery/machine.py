@@ -53,6 +53,7 @@ from core.delivery.calls import (
     Delete,
     Done,
     Edit,
+    OpenThread,
     SendMedia,
     SendText,
     SetControl,
@@ -257,7 +258,7 @@ class DeliveryMachine:
     def held_back(self, op: Op) -> None:
         """``op`` is due but the rate budgets or a 429 pause hold it back (:meth:`SendChain.grant`): the platform
         is not keeping up, so the part's pending states merge into one (its latest text goes next)."""
-        if not op.kind.control:
+        if op.kind.journaled:
             op.slot.history.clear()
 
     def typing_due(self) -> float | None:
@@ -316,6 +317,8 @@ class DeliveryMachine:
         if kind is OpKind.STREAM_START:
             return StreamStart(target, op.text, slot.fmt)
         assert slot.message_id is not None
+        if kind is OpKind.OPEN_THREAD:
+            return OpenThread(target, slot.message_id, op.text)
         if kind.control:
             assert self.controls is not None
             control = self.controls.control if kind is OpKind.CONTROL_ON else None
@@ -346,8 +349,8 @@ class DeliveryMachine:
 
     def intent_for(self, op: Op) -> Intent | None:
         """The ledger's record of ``op`` before it is made (call :meth:`call_for` first: a create's pending)."""
-        if op.kind.control:
-            return None  # a control move is no message's text: paced and metered, not journaled
+        if not op.kind.journaled:
+            return None  # a control move or a thread's opening is no message's text: paced and metered, not journaled
         slot = op.slot
         pending = slot.pending if op.kind is OpKind.SEND else None
         if op.kind is OpKind.STREAM_START:  # in the ledger only: a restart learns a stream may have opened
@@ -379,6 +382,8 @@ class DeliveryMachine:
 
     def apply(self, op: Op, result: CallResult) -> Decision:
         """What ``result`` does to ``op``'s part (module docstring): :meth:`on_done`, or the table's rule."""
+        if op.kind is OpKind.OPEN_THREAD:
+            return self._thread_opened(op.slot, result)
         if op.kind.control:
             assert self.controls is not None
             error = None if isinstance(result, Done) else result.error
@@ -387,6 +392,17 @@ class DeliveryMachine:
         if isinstance(result, Done):
             return self.on_done(op, result.value), "", None
         return self.on_error(op, result.error)
+
+    def _thread_opened(self, slot: Slot, result: CallResult) -> Decision:
+        """A thread's opening under ``slot``'s message, made once: done, the part's ``thread`` is where its messages
+        go; else ``thread_error`` says why (the sub-agent stays a status line)."""
+        if isinstance(result, Done) and isinstance(result.value, Target):
+            slot.thread = result.value
+            return Outcome.ACK, "", None
+        error = result.error if not isinstance(result, Done) else f"an answer without a thread: {result.value!r}"
+        slot.thread_error = str(error)
+        retry_after_s = error.retry_after_s if isinstance(error, RateLimitedError) else None
+        return Outcome.FAILED, str(error), retry_after_s
 
     def on_error(self, op: Op, exc: DeliveryError) -> Decision:
         """What ``exc`` means for ``op``'s part: the first matching row of :data:`RULES`."""

@@ -82,6 +82,8 @@ class Planner:
             return self._timed(slot, OpKind.DELETE_STRAY, ""), True
         if slot.pending is not None:
             return self._timed(slot, OpKind.SETTLE, slot.pending.text), True
+        if (thread := self._thread_op(slot)) is not None:
+            return thread, False
         if slot.frozen:
             slot.state = PartState.ACKED  # it keeps what it shows; its continuation comes next
             return None, False
@@ -95,10 +97,7 @@ class Planner:
         if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
             return Op(slot, OpKind.EDIT, slot.desired, slot.retry_at), True
         if slot.settled():
-            blocked = self._mark_settled(slot)
-            if slot.unbounded is not None and slot.message_id is None and slot.state is not PartState.PENDING:
-                self._stranded(slot)
-            return None, blocked
+            return None, self._mark_settled(slot)
         if not slot.desired.strip():
             if slot.message_id is not None and (self.finalizing or slot.retired):
                 return Op(slot, OpKind.DELETE, "", 0.0), True
@@ -116,6 +115,14 @@ class Planner:
             return Op(slot, OpKind.STREAM_REFRESH, slot.desired, slot.streamed_at + refresh_s)
         return None
 
+    @staticmethod
+    def _thread_op(slot: Slot) -> Op | None:
+        """A thread wanted under ``slot``'s message (:attr:`Slot.thread_title`), now that the message is shown."""
+        wanted = slot.thread_title is not None and slot.thread is None and slot.thread_error is None
+        if wanted and slot.message_id is not None and not slot.streaming:
+            return Op(slot, OpKind.OPEN_THREAD, slot.thread_title or "", 0.0)
+        return None
+
     def _mark_settled(self, slot: Slot) -> bool:
         """Mark a settled pending slot acknowledged or skipped; True when later parts must wait for it."""
         if slot.state is PartState.PENDING:
@@ -125,6 +132,8 @@ class Planner:
                 return True  # emptied before it was ever sent: later parts wait for it (order)
             else:
                 slot.state = PartState.SKIPPED  # nothing to show, nothing shown
+        if slot.unbounded is not None and slot.message_id is None:
+            self._stranded(slot)
         return False
 
     def _stranded(self, slot: Slot) -> None:

@@ -251,10 +251,10 @@ class Reconciler:
             if delay > 0:  # its retry backoff or the preview throttle
                 await self._sleep_or_wake(delay, throttled=self._throttled(op))
                 continue
-            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and not op.kind.control:
+            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and op.kind.journaled:
                 self.book.refresh(op.slot)  # read the live text now that the call is due
                 continue
-            if not op.kind.control and machine.shortcut(op):
+            if op.kind.journaled and machine.shortcut(op):
                 continue  # no call needed: nothing to ask the budgets for
             kind, final = op.kind.call_kind, self.finalizing
             ask = chain.grant(kind, final=final, requester=self.requester)  # the budgets' one ask for this call
@@ -287,6 +287,9 @@ class Reconciler:
 
     async def _perform(self, op: Op, grant: Grant) -> None:
         machine = self.machine
+        if op.kind is OpKind.OPEN_THREAD:
+            await self._perform_thread(op, grant)
+            return
         if op.kind.control:
             await self._perform_control(op, grant)
             return
@@ -328,6 +331,48 @@ class Reconciler:
                 outcome,
                 detail,
             )
+
+    async def _perform_thread(self, op: Op, grant: Grant) -> None:
+        """A thread's opening under a part's message: paced and metered by the executor like any call; not a
+        message's text, so not in the ledger; whoever waits for it (:meth:`open_thread`) is woken."""
+        result = await self.executor.perform(self.machine.call_for(op), final=self.finalizing, grant=grant)
+        outcome, detail, _ = self.machine.apply(op, result)
+        if outcome is not Outcome.ACK:
+            _log.info("run %s part %d: no thread opened under it (%s)", self.run, op.slot.index, detail)
+        self._tell_watchers()
+
+    async def open_thread(self, slot: Slot, title: str, timeout_s: float) -> Target | None:
+        """Have the machine open a thread titled ``title`` under ``slot``'s message once it is shown (the call is the
+        machine's, :data:`OpKind.OPEN_THREAD`, made by the executor); return where its messages go.
+
+        None when no thread opened: the part never became a message within ``timeout_s`` seconds on the injected
+        clock (uncertain, failed, skipped, past the message limit, or slower), the platform refused or could not
+        be reached (one attempt), or the delivery loop ended. Woken by each call's outcome: no polling."""
+        slot.thread_title = title
+        self.book.changed.set()
+        self.book.urgent.set()
+        deadline = self._clock.now() + timeout_s
+        wake = Wake()
+        self._watchers.append(wake)
+        try:
+            while True:
+                if slot.thread is not None:
+                    return slot.thread
+                if slot.thread_error is not None or (self._task is not None and self._task.done()):
+                    return None
+                if slot.message_id is None:  # the anchor is not shown yet
+                    unshown = slot.over_limit or slot.state in (
+                        PartState.UNCERTAIN,
+                        PartState.FAILED,
+                        PartState.SKIPPED,
+                    )
+                    if unshown or self._clock.now() >= deadline:
+                        slot.thread_title = None
+                        return None
+                wake.clear()
+                await wake.wait(deadline if slot.message_id is None else None, self._clock)
+        finally:
+            self._watchers.remove(wake)
 
     @property
     def control_errors(self) -> list[str]:

@@ -22,8 +22,8 @@ The budgets are asked once per call. The delivery machine's calls ask when they 
 synchronous): either the call may start now, and its tokens (local buckets, its turn on the fair budgets) are taken
 and handed over as a :class:`Grant` that :meth:`SendChain.call` spends (checking only that no 429 pause began
 meanwhile), or nothing is taken and the :class:`Wait` says how long and whether its turn on the fair budgets is what
-holds it back. Other callers (a thread's opening, the typing clear at a run's end) hand no grant: the chain asks
-the budgets itself, once, and waits.
+holds it back. Other callers (the typing clear at a run's end) hand no grant: the chain asks the budgets itself,
+once, and waits.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.events import Target
 from core.ports import STREAM_START_MARK, CallKind, PendingSend, TextFormat
 from core.records.report import PartState, SlotRole
 
@@ -34,6 +35,8 @@ class OpKind(enum.StrEnum):
     """Put the message's control on (:mod:`core.delivery.controls`)."""
     CONTROL_OFF = "control_off"
     """Take the message's control off."""
+    OPEN_THREAD = "open_thread"
+    """Open a side conversation under the part's message (a sub-agent's thread: :attr:`Slot.thread_title`)."""
 
     @property
     def call_kind(self) -> CallKind:
@@ -50,6 +53,12 @@ class OpKind(enum.StrEnum):
         """True for a control move (never in the ledger, never told to watchers: not a message's text)."""
         return self in (OpKind.CONTROL_ON, OpKind.CONTROL_OFF)
 
+    @property
+    def journaled(self) -> bool:
+        """True for a call about a message's text, recorded in the ledger and told to watchers: every call but a
+        control move and a thread's opening."""
+        return self not in (OpKind.CONTROL_ON, OpKind.CONTROL_OFF, OpKind.OPEN_THREAD)
+
 
 _CALL_KINDS = {
     OpKind.SEND: CallKind.SEND,
@@ -64,6 +73,7 @@ _CALL_KINDS = {
     OpKind.STREAM_CANCEL: CallKind.STREAM_FINISH,
     OpKind.CONTROL_ON: CallKind.EDIT,
     OpKind.CONTROL_OFF: CallKind.EDIT,
+    OpKind.OPEN_THREAD: CallKind.SEND,
 }
 
 
@@ -180,6 +190,13 @@ class Slot:
     (:mod:`core.delivery.cap`)."""
     over_limit: bool = False
     """Claimed past the run's message limit: in no book, never shown (:meth:`SlotBook.claim_slot`)."""
+    thread_title: str | None = None
+    """A side conversation is wanted under this part's message, with this title (a sub-agent's thread): the
+    machine opens it once the message is shown (:data:`OpKind.OPEN_THREAD`)."""
+    thread: Target | None = None
+    """Where the thread opened under this part's message takes its messages."""
+    thread_error: str | None = None
+    """Why no thread could be opened under it (one attempt: the sub-agent stays a status line)."""
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""

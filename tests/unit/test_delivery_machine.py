@@ -14,6 +14,7 @@ from core.delivery.calls import (
     Done,
     Edit,
     NotDone,
+    OpenThread,
     SendMedia,
     SendText,
     Settle,
@@ -366,3 +367,34 @@ def test_an_unknown_stream_start_whose_part_ends_without_a_message_is_reported()
     assert m.next_op() is None
     assert slot.state is PartState.SKIPPED and slot.unbounded is None
     assert [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
+
+
+@pytest.mark.parametrize(
+    ("result", "label"),
+    [
+        (Done(Target(chat_id=7, thread_id="m1")), Outcome.ACK),
+        (NotDone(ForbiddenError("no threads here")), Outcome.FAILED),
+        (Unknown(AnswerTimeoutError("no answer")), Outcome.FAILED),
+        (Done(None), Outcome.FAILED),
+    ],
+    ids=["done", "refused", "unknown", "no-thread-in-answer"],
+)
+def test_a_thread_is_opened_by_the_machine_once_its_anchor_is_shown(result: Done | NotDone, label: Outcome) -> None:
+    """A sub-agent's thread (ChildThreads asks for it; the machine plans the call): planned only once the part
+    it hangs under is a message, made once, never journaled; done, the part knows where the thread's messages go;
+    else why not (the sub-agent stays a status line)."""
+    m, slot = machine()
+    slot.thread_title = "researcher"
+    op = m.next_op()
+    assert op is not None and op.kind is OpKind.SEND  # the anchor first
+    m.call_for(op)
+    m.apply(op, Done("m1"))
+    op = m.next_op()
+    assert op is not None and op.kind is OpKind.OPEN_THREAD and m.intent_for(op) is None
+    assert m.call_for(op) == OpenThread(CHAT, "m1", "researcher")
+    assert m.apply(op, result)[0] is label
+    if label is Outcome.ACK:
+        assert slot.thread == Target(chat_id=7, thread_id="m1") and slot.thread_error is None
+    else:
+        assert slot.thread is None and slot.thread_error
+    assert m.next_op() is None  # one attempt: never asked again
