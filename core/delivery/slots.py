@@ -11,7 +11,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.ports import CallKind, PendingSend, TextFormat
+from core.events import Target
+from core.ports import STREAM_START_MARK, CallKind, PendingSend, TextFormat
 from core.records.report import PartState, SlotRole
 
 
@@ -34,6 +35,8 @@ class OpKind(enum.StrEnum):
     """Put the message's control on (:mod:`core.delivery.controls`)."""
     CONTROL_OFF = "control_off"
     """Take the message's control off."""
+    OPEN_THREAD = "open_thread"
+    """Open a side conversation under the part's message (a sub-agent's thread: :attr:`Slot.thread_title`)."""
 
     @property
     def call_kind(self) -> CallKind:
@@ -50,6 +53,12 @@ class OpKind(enum.StrEnum):
         """True for a control move (never in the ledger, never told to watchers: not a message's text)."""
         return self in (OpKind.CONTROL_ON, OpKind.CONTROL_OFF)
 
+    @property
+    def journaled(self) -> bool:
+        """True for a call about a message's text, recorded in the ledger and told to watchers: every call but a
+        control move and a thread's opening."""
+        return self not in (OpKind.CONTROL_ON, OpKind.CONTROL_OFF, OpKind.OPEN_THREAD)
+
 
 _CALL_KINDS = {
     OpKind.SEND: CallKind.SEND,
@@ -64,6 +73,7 @@ _CALL_KINDS = {
     OpKind.STREAM_CANCEL: CallKind.STREAM_FINISH,
     OpKind.CONTROL_ON: CallKind.EDIT,
     OpKind.CONTROL_OFF: CallKind.EDIT,
+    OpKind.OPEN_THREAD: CallKind.SEND,
 }
 
 
@@ -105,10 +115,6 @@ def delivery_id(run: str, slot: int, attempt: int) -> str:
     """The id a create carries so it can be settled (25 characters: Discord's nonce limit,
     https://discord.com/developers/docs/resources/message#create-message)."""
     return "sr" + hashlib.sha256(f"{run}\x00{slot}\x00{attempt}".encode()).hexdigest()[:23]
-
-
-STREAM_START_MARK = "ss"
-"""How the ledger's intent of a native stream start begins its delivery id (a create's is ``sr``...)."""
 
 
 def stream_start_id(run: str, slot: int, attempt: int) -> str:
@@ -184,6 +190,13 @@ class Slot:
     (:mod:`core.delivery.cap`)."""
     over_limit: bool = False
     """Claimed past the run's message limit: in no book, never shown (:meth:`SlotBook.claim_slot`)."""
+    thread_title: str | None = None
+    """A side conversation is wanted under this part's message, with this title (a sub-agent's thread): the
+    machine opens it once the message is shown (:data:`OpKind.OPEN_THREAD`)."""
+    thread: Target | None = None
+    """Where the thread opened under this part's message takes its messages."""
+    thread_error: str | None = None
+    """Why no thread could be opened under it (one attempt: the sub-agent stays a status line)."""
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""
