@@ -128,6 +128,9 @@ class VisibleText:
         """Answer slots whose answer is their received text: one buffer for both (module docstring)."""
         self._mended: set[_Key] = set()
         """Answer slots where a lone surrogate was replaced on the way: never shared (same length, other text)."""
+        self._kept: set[_Key] = set()
+        """Answer slots that kept text their received text no longer has (a snapshot whose answer is a prefix of the
+        one shown adds nothing): not shared until a whole new text is split again (same length may be other text)."""
 
     def apply(self, event: TextEvent) -> Split:
         """Apply one ``answer`` or ``reasoning`` text event (``status`` text is not text of a message)."""
@@ -161,6 +164,7 @@ class VisibleText:
             self._share_again(slot)
             return split
         self._shared.discard(slot)  # the received text is a new one: the answer's buffer is the old text now
+        self._kept.discard(slot)
         splitter = self._splitters[slot] = ThinkSplitter(self.opened)
         answer, reasoning = splitter.feed(text)
         if not reasoning and not self.reasoning.text(key, event.message):
@@ -172,6 +176,9 @@ class VisibleText:
                 answer=self._change(self.answers, slot, mode, answer),
                 reasoning=self._change(self.reasoning, slot, mode, reasoning),
             )
+        own = self.answers.buffer(key, event.message)
+        if own is not None and own.length > len(answer):
+            self._kept.add(slot)  # a snapshot whose answer begins the one shown: that one is kept, not the new text's
         self._share_again(slot)
         return split
 
@@ -199,8 +206,9 @@ class VisibleText:
 
     def _share_again(self, slot: _Key) -> None:
         """When the answer of ``slot`` is again as long as its received text, it is that text (only removals make them
-        differ: tags, reasoning, held back characters; no lone surrogate was replaced): one buffer again. O(1)."""
-        if slot in self._shared or slot in self._mended:
+        differ: tags, reasoning, held back characters; no lone surrogate was replaced, no text kept past a snapshot):
+        one buffer again. O(1)."""
+        if slot in self._shared or slot in self._mended or slot in self._kept:
             return
         received = self._received[Visibility.ANSWER].texts.buffer(slot[0], slot[1])
         own = self.answers.buffer(slot[0], slot[1])
