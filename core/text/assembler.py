@@ -206,6 +206,13 @@ class TextAssembler:
             self._appending(source_key, message, text)
         return TextChange("append", text, current.length, current)
 
+    def grown(self, source_key: str | None, message: int, text: str) -> None:
+        """:meth:`grew` without the :class:`TextChange` (the caller knows what was appended). O(1) unless the source
+        has several messages."""
+        messages = self._texts[source_key]
+        if len(messages) > 1:
+            self._appending(source_key, message, text)
+
     def view(self, source_key: str | None = None, sep: str = "\n\n") -> LinearText:
         """A source's linear text (:meth:`answer`) read by ranges: a :class:`core.text.buffer.TextSource` that
         copies nothing."""

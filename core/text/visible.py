@@ -93,6 +93,10 @@ class _Received:
         fixed = fix_surrogates(piece)
         return fixed, whole, grown, fixed is not piece
 
+    def carrying(self, slot: _Key) -> bool:
+        """Whether half a surrogate pair is kept for ``slot``'s next piece."""
+        return slot in self._carry
+
     def _may_replay(self, text: str) -> bool:
         """Whether the replay guard must look at the delta ``text`` (it needs :data:`REPLAY_MIN_CHARS`)."""
         return self.texts.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS
@@ -119,10 +123,8 @@ class VisibleText:
         self.delta_replay_guard = delta_replay_guard
         self.answers = TextAssembler(delta_replay_guard=False)  # fed derived text: the guard is applied before
         self.reasoning = TextAssembler(delta_replay_guard=False)
-        self._received = {
-            Visibility.ANSWER: _Received(delta_replay_guard),
-            Visibility.REASONING: _Received(delta_replay_guard),
-        }
+        self._received_answer = _Received(delta_replay_guard)
+        self._received = {Visibility.ANSWER: self._received_answer, Visibility.REASONING: _Received(delta_replay_guard)}
         self._splitters: dict[_Key, ThinkSplitter] = {}
         self._shared: set[_Key] = set()
         """Answer slots whose answer is their received text: one buffer for both (module docstring)."""
@@ -181,6 +183,26 @@ class VisibleText:
             self._kept.add(slot)  # a snapshot whose answer begins the one shown: that one is kept, not the new text's
         self._share_again(slot)
         return split
+
+    def plain_delta(self, message: int, text: str) -> bool:
+        """Apply a root ``answer`` ``delta`` of ``message`` when it takes the common line, as :meth:`apply` would
+        (the message's answer is its received text, one buffer; no half surrogate pair is kept for it; the splitter
+        passes ``text`` on unchanged; ``text`` is too short for the replay guard): ``text`` is appended once and the
+        answer grew by exactly ``text``. False: nothing was done (the caller applies the event with :meth:`apply`).
+
+        ``text`` must be non-empty and hold no surrogate (the caller checked). O(1) plus the append."""
+        slot = (None, message)
+        if slot not in self._shared or (self.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS):
+            return False
+        received = self._received_answer
+        if received.carrying(slot):
+            return False
+        splitter = self._splitters.get(slot)
+        if splitter is None or not splitter.passes:
+            return False
+        received.texts.append(None, message, text)  # the answer's buffer too (shared)
+        self.answers.grown(None, message, text)
+        return True
 
     # --- one buffer for a message's received text and its answer ---------------------------------------------
 
