@@ -60,6 +60,8 @@ from core.text.visible import Split, VisibleText, visible_final
 _NOT_PLAIN = re.compile(UNSAFE.pattern[:-1] + "\ud800-\udfff]")
 """A character that :func:`safe_text` changes, or a surrogate (:func:`core.events.fix_surrogates`): a text without
 one is passed on unchanged by both."""
+_DELTA, _ANSWER, _UI = TextMode.DELTA, Visibility.ANSWER, Lane.UI
+"""The common event's enum members, looked up once (an enum member's lookup on its class costs a call)."""
 _AT_THE_END = (DeliveryMode.FINAL, DeliveryMode.PROGRESS)
 """Modes that show the answer, and so its media, only once committed."""
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
@@ -143,9 +145,9 @@ class RunStage:
         if (  # the common event first: a root answer delta on the ui lane, plain text, the common line of each stage
             event.__class__ is TextEvent
             and event.source is None
-            and event.mode is TextMode.DELTA
-            and event.visibility is Visibility.ANSWER
-            and event.lane is Lane.UI
+            and event.mode is _DELTA
+            and event.visibility is _ANSWER
+            and event.lane is _UI
             and (text := event.text)
             and _NOT_PLAIN.search(text) is None
             and self.text.plain_delta(event.message, text)
@@ -156,7 +158,7 @@ class RunStage:
                 if linear.reset:
                     self.monitor.publish("answer", text=linear.text, reset=True)
                 else:
-                    self.monitor.answer_delta(linear.text)
+                    self.monitor.answer_grew(linear.text)  # the shared answer grew at its end by exactly it
             else:
                 self.answer.appended(event.message, text)
             return

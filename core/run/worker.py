@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.clock import Clock
@@ -114,12 +114,9 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         if await _catch_up(run, last_event_at):
             return
         while True:
-            idle_at = deadline = last_event_at + idle_s
-            if (due := stage_deadline()) is not None and due < deadline:
-                deadline = due
-            if (due := gate.deadline()) is not None and due < deadline:
-                deadline = due
-            await queue.wait(deadline, clock)
+            idle_at = last_event_at + idle_s
+            if (waiter := _waiter(run, stage_deadline, idle_at, clock)) is not None:
+                await waiter
             batch = queue.take(BATCH)
             if batch:
                 last_event_at = clock.now()
@@ -144,6 +141,19 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         await controller.end(Broken(f"internal error, delivery stopped: {type(exc).__name__}: {exc}"))
     finally:
         run.queue.close()
+
+
+def _waiter(
+    run: ActiveRun, stage_deadline: Callable[[], float | None], idle_at: float, clock: Clock
+) -> asyncio.Future[None] | None:
+    """What the worker awaits for its next events, or its first deadline (the stage's timers, a ``seq`` gap's, the
+    idle timeout at ``idle_at``); None: events are waiting."""
+    deadline = idle_at
+    if (due := stage_deadline()) is not None and due < deadline:
+        deadline = due
+    if (due := run.gate.deadline()) is not None and due < deadline:
+        deadline = due
+    return run.queue.waiter(deadline, clock)
 
 
 async def _timers(run: ActiveRun, clock: Clock, idle_at: float, idle_s: float) -> bool:
