@@ -108,7 +108,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     """
     controller = run.controller
     queue, gate = run.queue, run.gate
-    stage_deadline = controller.stage.deadline
+    stage_deadline = controller.stage.mode.deadline  # the stage's timers are its delivery mode's
     last_event_at = clock.now() - run.quiet_s
     try:
         if await _catch_up(run, last_event_at):
