@@ -153,20 +153,23 @@ class PreviewMode(_Parts, _NoTimers):
         self._cut = False
 
     def _show(self, frozen: list[str]) -> None:
-        allowed = self._allowed()
-        for text in (fitted for chunk in frozen for fitted in self._split.fit(chunk)):
-            if allowed is not None and self._frozen + 2 > allowed:  # no message left for the text after this one
-                assert self._book.limit is not None
-                self._slot(self._frozen, self._split.ending(text, self._book.limit.notice), cut=True)
-                self._cut = True
-                return
-            self._slot(self._frozen, text)
-            self._frozen += 1
+        if frozen:
+            allowed = self._allowed()
+            for text in (fitted for chunk in frozen for fitted in self._split.fit(chunk)):
+                if allowed is not None and self._frozen + 2 > allowed:  # no message left for the text after this one
+                    assert self._book.limit is not None
+                    self._slot(self._frozen, self._split.ending(text, self._book.limit.notice), cut=True)
+                    self._cut = True
+                    return
+                self._slot(self._frozen, text)
+                self._frozen += 1
         # The live part is the chunker's pending text, read only when the reconciler is about to send
         # it: building it costs its length, so doing that per delta would cost the buffer per delta.
         if self._frozen < len(self._slots):
-            self._book.mark_cut(self._slots[self._frozen], False)
-            self._book.set_live(self._slots[self._frozen], self._pending)
+            live = self._slots[self._frozen]
+            if live.cut is not None:
+                self._book.mark_cut(live, False)
+            self._book.set_live(live, self._pending)
         else:
             slot = self._book.claim_slot(SlotRole.ANSWER, "", self._policy.fmt, before=self.anchor)
             self._slots.append(slot)

@@ -47,7 +47,9 @@ class MediaSegments:
         self._make = make
         self._book = book
         self._fmt = fmt
-        self._modes: list[SegmentMode] = [make()]
+        self._mode = make()
+        """The current stretch's mode (the last of :attr:`_modes`)."""
+        self._modes: list[SegmentMode] = [self._mode]
         self._closed: list[str] = []
         """The linear answer's text of each stretch that a media item ended, in order."""
         self._offset = 0
@@ -55,10 +57,6 @@ class MediaSegments:
         self._final = False
         self.media: list[Slot] = []
         """The media parts, in order."""
-
-    @property
-    def _mode(self) -> SegmentMode:
-        return self._modes[-1]
 
     def on_media(self, media: MediaItem, answer: str) -> Slot:
         """``media`` after the linear root ``answer`` so far: the current stretch ends (unless the answer is final
@@ -77,7 +75,8 @@ class MediaSegments:
         self._closed.append(answer[self._offset :])
         self._offset = len(answer)
         self._mode.anchor = slot
-        self._modes.append(self._make())
+        self._mode = self._make()
+        self._modes.append(self._mode)
         return slot
 
     def on_answer(self, change: AnswerChange, message: int) -> None:

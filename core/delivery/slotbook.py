@@ -20,6 +20,8 @@ from core.records.ledger import PartRecord
 from core.records.report import PartReport, PartState, SlotRole, is_cut
 from core.wake import Wake
 
+_ACKED = PartState.ACKED
+"""Looked up once: :meth:`SlotBook.set_live` runs once per delta (an enum member's lookup on its class is a call)."""
 _FIRST = frozenset({SlotRole.ANSWER, SlotRole.NOTICE})
 """Roles that may take the last message under the limit while the answer has none (side messages leave it free)."""
 
@@ -196,11 +198,11 @@ class SlotBook:
         """``slot`` shows what ``live()`` returns; it is read only when a call is about to be made (or at
         once with ``throttle_s == 0`` and ``every_state``, where every state is sent). Wakes the loop."""
         slot.live, slot.retired = live, False
-        if self._every_state() and every_state:
+        if every_state and self.throttle_s == 0 and self._every_state():
             self.assign(slot, live())
             return
         slot.stale = True
-        if slot.state is PartState.ACKED:
+        if slot.state is _ACKED:
             slot.state = PartState.PENDING
         self.changed.set()
 

@@ -91,6 +91,14 @@ class Inbox(Generic[T]):
         self._ready.clear()
         await self._ready.wait(deadline, clock)
 
+    def waiter(self, deadline: float | None, clock: Clock) -> asyncio.Future[None] | None:
+        """:meth:`wait` without its coroutines (the worker waits once per event): None when items are waiting, else
+        the future to await (:meth:`core.wake.Wake.waiter`)."""
+        if self._items:
+            return None
+        self._ready.clear()
+        return self._ready.waiter(deadline, clock)
+
     def close(self) -> None:
         """Stop the deadline's sleep (the worker is gone)."""
         self._ready.close()

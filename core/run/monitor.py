@@ -376,6 +376,23 @@ class RunMonitor:
             self._seal()
             self._trim()
 
+    def answer_grew(self, delta: str) -> None:
+        """:meth:`answer_delta` for a caller that appended ``delta`` at the end of the shared answer
+        (:meth:`share_answer`) itself, its text not replaced (the run stage's common line): while the open ``answer``
+        event is a range that ends where the answer ended, it grows by ``len(delta)``, the answer not looked at.
+        O(1)."""
+        opened = self._open
+        if opened.__class__ is TextRange and not self.closed and self._published == opened.end:
+            n = len(delta)
+            opened.end = self._published = opened.end + n
+            self._sizes[-1] += n
+            self._chars += n
+            if self._chars > self._max_chars:
+                self._seal()
+                self._trim()
+            return
+        self.answer_delta(delta)
+
     def _seal(self) -> None:
         """The open ``answer`` delta becomes an event like any other (its pieces joined): read, or followed."""
         opened = self._open

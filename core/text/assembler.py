@@ -187,6 +187,11 @@ class TextAssembler:
         """A source's messages joined by ``sep``, in index order, empty messages skipped."""
         return sep.join(text for _, text in self.messages(source_key) if text)
 
+    def last_message(self, source_key: str | None) -> int | None:
+        """The highest message index of a source (None if none arrived). O(messages)."""
+        messages = self._texts.get(source_key)
+        return max(messages) if messages else None
+
     def buffer(self, source_key: str | None, message: int) -> TextBuffer | None:
         """The text of one message as it is kept (None if none arrived): read it, never change it."""
         return self._texts.get(source_key, {}).get(message)
@@ -205,6 +210,13 @@ class TextAssembler:
         if len(messages) > 1:
             self._appending(source_key, message, text)
         return TextChange("append", text, current.length, current)
+
+    def grown(self, source_key: str | None, message: int, text: str) -> None:
+        """:meth:`grew` without the :class:`TextChange` (the caller knows what was appended). O(1) unless the source
+        has several messages."""
+        messages = self._texts[source_key]
+        if len(messages) > 1:
+            self._appending(source_key, message, text)
 
     def view(self, source_key: str | None = None, sep: str = "\n\n") -> LinearText:
         """A source's linear text (:meth:`answer`) read by ranges: a :class:`core.text.buffer.TextSource` that
