@@ -8,15 +8,27 @@ that already ended, here or before a restart) is acknowledged and dropped. The r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from core.channel import ChannelRuntime
 from core.clock import Clock
 from core.errors import IngestError
-from core.events import EVENT_TYPES, MAX_SEQ, End, Event, ProviderFormat, RunStart, Stop, parse_event
+from core.events import (
+    EVENT_TYPES,
+    MAX_SEQ,
+    End,
+    Event,
+    ProviderFormat,
+    RunStart,
+    Stop,
+    TextEvent,
+    parse_event,
+)
 from core.ingest.clients import ClientBook, ClientLimits
 from core.ingest.sequencer import SeqFloor, SeqGate
 from core.lanes.pipeline import ArgsValidator
@@ -57,8 +69,21 @@ class LineResult:
     dropped: str | None = None
 
 
-_ONE_EVENT = LineResult(events=1)
-"""What most lines become (one result shared: it is frozen)."""
+ONE_EVENT = LineResult(events=1)
+"""What most lines become (one result shared: it is frozen): each line of a :meth:`Admission.take_deltas` group."""
+
+_validate_text: Callable[[object], TextEvent] = TextEvent.__pydantic_validator__.validate_python
+"""The ``text`` event's own compiled validator: what :func:`core.events.parse_event`'s union picks by ``kind``, without
+the union's dispatch (a line it refuses goes to :func:`~core.events.parse_event`, whose message names the field)."""
+
+
+def _text_event(obj: dict[str, Any], run: str) -> TextEvent | None:
+    """The ``text`` event of the line ``obj`` (its ``run`` is ``run``, or it names none), or None when the validator
+    refuses it (:func:`~core.events.parse_event` then says why)."""
+    try:
+        return _validate_text(obj if "run" in obj else {**obj, "run": run})
+    except ValidationError:
+        return None
 
 
 @dataclass
@@ -140,6 +165,80 @@ class Admission:
             obj = {**obj, "run": run_hint}
         return await self._accept_event(parse_event(obj), replay=replay)
 
+    def take_deltas(
+        self, lines: Sequence[tuple[Any, str | None]], start: int, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun, list[Event]] | None:
+        """The fast path of the common line: ``lines[start:]``'s leading plain text deltas of one started run, taken
+        as a group (one check of the run, one charge of the group's count and summed length), or None when
+        ``lines[start]`` is not one (then :meth:`accept` takes it alone).
+
+        A line belongs to the group when it is a JSON object of ``kind`` ``text`` and ``mode`` ``delta`` (the
+        default) of the run its ``run`` (or ``run_hint``) names, active, not stopped, closing or ended; when the
+        ``text`` event validator takes it (the one :func:`core.events.parse_event` picks for ``text``, so the event
+        is the same); and when it is taken as it would be alone: its ``seq`` (if any) not taken yet and within the
+        client's ``seq_window``, and the run's ``max_events_per_run`` and ``max_chars_per_run`` not passed with it.
+        The group ends before the first line that is not so: :meth:`accept` then takes it alone and drops it, or
+        refuses it with its own error (every message as before). Nothing awaits in here, and nothing a group's line
+        is checked against changes before the group is counted: it is taken exactly as its lines one by one. Each
+        line of the group is one event (:data:`ONE_EVENT`); O(lines taken).
+
+        Returns:
+            ``(run, events)``: the run and the group's events, one per line, in order (``len(events)`` lines taken).
+        """
+        run = self._delta_run(lines[start][0], run_hint)
+        if run is None:
+            return None
+        run_id = run.run
+        usage, seqs, last = run.usage, run.seqs, run.gate.last
+        n_events, chars, max_seq = usage.events, usage.chars, usage.max_seq
+        max_events, max_chars, window = self._group_limits(run, replay=replay)
+        events: list[Event] = []
+        for obj, _ in islice(lines, start, None):
+            if type(obj) is not dict or obj.get("kind") != "text" or obj.get("mode", "delta") != "delta":
+                break  # (a mode equal to "delta" that validates is the delta mode)
+            if obj.get("run", run_hint) != run_id or (event := _text_event(obj, run_id)) is None:
+                break
+            seq, size = event.seq, len(event.text)
+            if seq is not None:
+                if (last is not None and seq <= last) or seqs.taken(seq):
+                    break  # a repeat: dropped alone
+                if seq > (max_seq if max_seq is not None else -1) + window:
+                    break  # refused alone
+            if n_events >= max_events or chars + size > max_chars:
+                break  # refused alone
+            if seq is not None:
+                seqs.take(seq)
+                if max_seq is None or seq > max_seq:
+                    max_seq = seq
+            n_events += 1
+            chars += size
+            events.append(event)
+        if not events:
+            return None
+        usage.events, usage.chars, usage.max_seq = n_events, chars, max_seq
+        return run, events
+
+    def _delta_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
+        """The run a group of :meth:`take_deltas` starting with the line ``first`` goes to, or None (no group: it is
+        not a text line, names no active run or another than ``run_hint``, or its run is stopped, closing or ended)."""
+        if type(first) is not dict or first.get("kind") != "text":
+            return None
+        run_id = first.get("run", run_hint)
+        if run_hint is not None and run_id != run_hint:
+            return None
+        run = self.runs.get(run_id) if type(run_id) is str else None
+        if run is None or run.stopped is not None or run.closing is not None or run.ended:
+            return None
+        return run
+
+    def _group_limits(self, run: ActiveRun, *, replay: bool) -> tuple[int, int, int]:
+        """``(max_events_per_run, max_chars_per_run, seq_window)`` a group of :meth:`take_deltas` is held to (none
+        for journaled lines: they are counted, never refused, as they were taken once)."""
+        if replay:
+            return MAX_SEQ * 2, MAX_SEQ * 2, MAX_SEQ * 2
+        limits = run.limits if run.limits is not None else self.limits_for(run.run)
+        return limits.max_events_per_run, limits.max_chars_per_run, limits.seq_window
+
     async def _accept_event(self, event: Event, *, replay: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
         """A normalized event, typed: a new run, an event of a started run, or a repeat."""
         run = self.runs.get(event.run)
@@ -171,7 +270,7 @@ class Admission:
                     "(an agent ends its own run with an 'end' event, status 'cancelled')"
                 )
             self.take_stop(run, event)
-            return run, [event], _ONE_EVENT
+            return run, [event], ONE_EVENT
         if run.stopped is not None:
             raise IngestError(STOPPED_ERROR, status=409)
         if (closed := run.closed_to(event)) is not None:
@@ -199,7 +298,7 @@ class Admission:
             run.end_taken(event.seq)
         else:
             run.usage.charge(events, limits, enforce=enforce)
-        return run, events, _ONE_EVENT
+        return run, events, ONE_EVENT
 
     async def _start(
         self, run: ActiveRun | None, event: RunStart, *, replay: bool

@@ -18,12 +18,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True)
-class JournalEntry:
-    """One accepted input line of ``run``: its JSON text, exactly as it will be replayed."""
+class JournalEntry(NamedTuple):
+    """One accepted input line of ``run``: its JSON text, exactly as it will be replayed (a named tuple: one is made
+    per accepted line)."""
 
     run: str
     line: str
@@ -88,9 +88,12 @@ class MemoryJournal:
 
     async def append(self, entries: Sequence[JournalEntry]) -> None:
         now = time.time()
+        run, lines = None, None
         for entry in entries:
-            self._lines.setdefault(entry.run, []).append(entry.line)
-            self._last_at[entry.run] = now
+            if entry.run != run or lines is None:  # consecutive lines of one run: one look-up
+                run, lines = entry.run, self._lines.setdefault(entry.run, [])
+                self._last_at[run] = now
+            lines.append(entry.line)
         self.commits += 1
 
     async def unfinished(self) -> list[str]:

@@ -24,7 +24,7 @@ from core.clock import Clock
 from core.contracts.units import PipelineUnit
 from core.errors import IngestError, OwnershipLostError
 from core.events import EVENT_TYPES, Event, event_line
-from core.ingest.admission import Admission, Limits, LineResult
+from core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult
 from core.ingest.clients import ClientBook, ClientLimits
 from core.lanes.gate import ActionCatalog, AmbiguousCallError, Call, GateDecision, UnknownCallError, ask_gate
 from core.lanes.pipeline import ArgsValidator, PipelineLane
@@ -48,6 +48,33 @@ def _json_default(value: Any) -> Any:
     if (dump := getattr(value, "model_dump", None)) is None:
         raise TypeError(f"not JSON: {type(value).__name__}")
     return dump(mode="python", exclude_none=True)
+
+
+def _line_text(obj: Any, raw: str | None) -> str:
+    """The JSON text a taken line is journaled as: as it came (``raw``), else its event's or its object's JSON."""
+    if raw is not None:
+        return raw
+    if isinstance(obj, EVENT_TYPES):
+        return event_line(obj)
+    return json.dumps(obj, default=_json_default)
+
+
+def _stage_group(
+    lines: Sequence[tuple[Any, str | None]],
+    start: int,
+    group: tuple[ActiveRun, list[Event]],
+    results: list[LineResult | IngestError],
+    entries: list[JournalEntry],
+    staged: list[tuple[ActiveRun, list[Event]]],
+) -> int:
+    """Note a group of :meth:`Admission.take_deltas` (``lines[start:]``'s first ``len(events)``, one event a line):
+    each line's result and journal entry, and one hand-over of its events. Returns the index of the line after it."""
+    run, events = group
+    key, end = run.run, start + len(events)
+    results += [ONE_EVENT] * len(events)
+    entries += [JournalEntry(key, raw if raw is not None else _line_text(obj, raw)) for obj, raw in lines[start:end]]
+    staged.append(group)
+    return end
 
 
 class Relay:
@@ -201,9 +228,16 @@ class Relay:
         results: list[LineResult | IngestError] = []
         staged: list[tuple[ActiveRun, list[Event]]] = []
         entries: list[JournalEntry] = []
-        for obj, raw in lines:
+        admission = self._admission
+        i, n = 0, len(lines)
+        while i < n:
+            if (group := admission.take_deltas(lines, i, run_hint, replay=replay)) is not None:
+                i = _stage_group(lines, i, group, results, entries, staged)  # the common case: no await
+                continue
+            obj, raw = lines[i]
+            i += 1
             try:
-                run, events, result = await self._admission.accept(obj, run_hint, replay=replay)
+                run, events, result = await admission.accept(obj, run_hint, replay=replay)
             except IngestError as exc:
                 results.append(exc)
                 continue
@@ -217,13 +251,7 @@ class Relay:
                 continue
             results.append(result)
             if run is not None and result.dropped is None:
-                if raw is not None:
-                    line = raw
-                elif isinstance(obj, EVENT_TYPES):
-                    line = event_line(obj)
-                else:
-                    line = json.dumps(obj, default=_json_default)
-                entries.append(JournalEntry(run.run, line))
+                entries.append(JournalEntry(run.run, _line_text(obj, raw)))
                 staged.append((run, events))
         if entries and not replay:
             try:

@@ -151,7 +151,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
 
 async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
     """Order ``batch`` through the seq gate and apply it; True when the run was finalized."""
-    ready = join_deltas([e for event in batch for e in run.gate.push(event, now)])
+    ready = join_deltas(run.gate.push_all(batch, now))
     return await _handle(run.controller, ready, run.gate.gaps)
 
 
