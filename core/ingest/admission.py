@@ -8,6 +8,7 @@ that already ended, here or before a restart) is acknowledged and dropped. The r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from core.channel import ChannelRuntime
 from core.clock import Clock
-from core.errors import IngestError
+from core.errors import IngestError, OwnershipLostError
 from core.events import (
     EVENT_TYPES,
     MAX_SEQ,
@@ -32,7 +33,7 @@ from core.events import (
 from core.ingest.clients import ClientBook, ClientLimits
 from core.ingest.sequencer import SeqFloor, SeqGate
 from core.lanes.pipeline import ArgsValidator
-from core.normalize import make_normalizer
+from core.normalize import Normalizer, make_normalizer
 from core.normalize.a2a import RESULT_KINDS, A2ANormalizer
 from core.normalize.base import JsonObject
 from core.policy import apply_overrides
@@ -71,6 +72,19 @@ class LineResult:
 
 ONE_EVENT = LineResult(events=1)
 """What most lines become (one result shared: it is frozen): each line of a :meth:`Admission.take_deltas` group."""
+
+_EVENTS = (LineResult(events=0), ONE_EVENT, LineResult(events=2), LineResult(events=3))
+"""The results of lines taken as a few events (shared: they are frozen)."""
+
+_log = logging.getLogger("streamrelay.relay")
+
+
+def line_failed(exc: Exception, run_hint: str | None) -> IngestError:
+    """The 422 of a line that could not be admitted because of a bug of ours (logged with ``exc``): it fails alone,
+    never its batch nor the journal's 503."""
+    _log.error("a line could not be admitted (run hint %s)", run_hint, exc_info=exc)
+    return IngestError(f"this line could not be taken ({type(exc).__name__}): report it", status=422)
+
 
 _validate_text: Callable[[object], TextEvent] = TextEvent.__pydantic_validator__.validate_python
 """The ``text`` event's own compiled validator: what :func:`core.events.parse_event`'s union picks by ``kind``, without
@@ -167,7 +181,7 @@ class Admission:
 
     def take_deltas(
         self, lines: Sequence[tuple[Any, str | None]], start: int, run_hint: str | None, *, replay: bool
-    ) -> tuple[ActiveRun, list[Event]] | None:
+    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
         """The fast path of the common line: ``lines[start:]``'s leading plain text deltas of one started run, taken
         as a group (one check of the run, one charge of the group's count and summed length), or None when
         ``lines[start]`` is not one (then :meth:`accept` takes it alone).
@@ -183,7 +197,8 @@ class Admission:
         line of the group is one event (:data:`ONE_EVENT`); O(lines taken).
 
         Returns:
-            ``(run, events)``: the run and the group's events, one per line, in order (``len(events)`` lines taken).
+            ``(run, events, results)``: the run, the group's events, one per line, in order, and each line's result
+            (:data:`ONE_EVENT`).
         """
         run = self._delta_run(lines[start][0], run_hint)
         if run is None:
@@ -216,7 +231,7 @@ class Admission:
         if not events:
             return None
         usage.events, usage.chars, usage.max_seq = n_events, chars, max_seq
-        return run, events
+        return run, events, [ONE_EVENT] * len(events)
 
     def _delta_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
         """The run a group of :meth:`take_deltas` starting with the line ``first`` goes to, or None (no group: it is
@@ -334,6 +349,17 @@ class Admission:
                 f"({', '.join(ProviderFormat)})",
                 status=409 if run is None and "type" in obj else 400,
             )
+        return self._feed_raw(run, run.normalizer, obj, enforce=enforce)
+
+    def _feed_raw(
+        self, run: ActiveRun, normalizer: Normalizer, obj: JsonObject, *, enforce: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A raw line of the started, open run ``run`` (its ``normalizer``'s): its ``seq`` checked, then normalized
+        and counted (or dropped: a repeated ``seq``).
+
+        Raises:
+            IngestError: a bad or out-of-order ``seq``, a line its normalizer refuses, a limit it would pass.
+        """
         seq = raw_seq(obj)
         if seq is not None:
             if run.seqs.taken(seq):
@@ -346,13 +372,66 @@ class Admission:
                     status=409,
                 )
             obj = {k: v for k, v in obj.items() if k != "seq"}
-        events = run.normalizer.feed(obj)
-        run.usage.charge(events, self.limits_for(run.run), enforce=enforce)
+        events = normalizer.feed(obj)
+        run.usage.charge(events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
         if seq is not None:
             run.seqs.take(seq)
             run.gate.consume(seq)
             run.usage.max_seq = max(seq, run.usage.max_seq if run.usage.max_seq is not None else seq)
-        return run, events, LineResult(events=len(events))
+        return run, events, _EVENTS[len(events)] if len(events) < len(_EVENTS) else LineResult(events=len(events))
+
+    def take_raw(
+        self, lines: Sequence[tuple[Any, str | None]], start: int, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
+        """The fast path of a raw stream's lines: ``lines[start:]``'s leading raw lines (no ``kind``, or a bare A2A
+        object) of one started run that declared a ``format``, open (not stopped, closing or ended), each taken as
+        :meth:`accept` takes it (its ``seq`` checked, normalized, counted; dropped, or refused alone) but without an
+        await; None when ``lines[start]`` is not one (then :meth:`accept` takes it). O(lines taken).
+
+        Returns:
+            ``(run, events, results)``: the run, the events of the lines taken, in order, and each line's result.
+        """
+        run = self._raw_run(lines[start][0], run_hint)
+        if run is None or run.normalizer is None:
+            return None
+        normalizer, enforce = run.normalizer, not replay
+        events: list[Event] = []
+        results: list[LineResult | IngestError] = []
+        for obj, _ in islice(lines, start, None):
+            if not self._is_raw_of(run, obj, run_hint):
+                break
+            try:
+                _, taken, result = self._feed_raw(run, normalizer, obj, enforce=enforce)
+            except IngestError as exc:
+                results.append(exc)
+                continue
+            except OwnershipLostError:
+                raise
+            except Exception as exc:  # a bug of ours: this line fails alone
+                results.append(line_failed(exc, run_hint))
+                continue
+            events += taken
+            results.append(result)
+        return run, events, results
+
+    def _raw_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
+        """The run a group of :meth:`take_raw` starting with the line ``first`` goes to, or None (see there)."""
+        if type(first) is not dict:
+            return None
+        run_id = first.get("run", run_hint)
+        if run_hint is not None and run_id != run_hint:
+            return None
+        run = self.runs.get(run_id) if type(run_id) is str else None
+        if run is None or run.stopped is not None or run.closing is not None or run.ended:
+            return None
+        return run if self._is_raw_of(run, first, run_hint) else None
+
+    @staticmethod
+    def _is_raw_of(run: ActiveRun, obj: object, run_hint: str | None) -> bool:
+        """Whether ``obj`` is a raw line (no ``kind``, or a bare A2A result object) of ``run``, a run with a format."""
+        if type(obj) is not dict or obj.get("run", run_hint) != run.run:
+            return False
+        return "kind" not in obj or (isinstance(run.normalizer, A2ANormalizer) and obj.get("kind") in RESULT_KINDS)
 
     @property
     def journal(self) -> Journal:

@@ -24,7 +24,7 @@ from core.clock import Clock
 from core.contracts.units import PipelineUnit
 from core.errors import IngestError, OwnershipLostError
 from core.events import EVENT_TYPES, Event, event_line
-from core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult
+from core.ingest.admission import Admission, Limits, LineResult, line_failed
 from core.ingest.clients import ClientBook, ClientLimits
 from core.lanes.gate import ActionCatalog, AmbiguousCallError, Call, GateDecision, UnknownCallError, ask_gate
 from core.lanes.pipeline import ArgsValidator, PipelineLane
@@ -62,18 +62,24 @@ def _line_text(obj: Any, raw: str | None) -> str:
 def _stage_group(
     lines: Sequence[tuple[Any, str | None]],
     start: int,
-    group: tuple[ActiveRun, list[Event]],
+    group: tuple[ActiveRun, list[Event], list[LineResult | IngestError]],
     results: list[LineResult | IngestError],
     entries: list[JournalEntry],
     staged: list[tuple[ActiveRun, list[Event]]],
 ) -> int:
-    """Note a group of :meth:`Admission.take_deltas` (``lines[start:]``'s first ``len(events)``, one event a line):
-    each line's result and journal entry, and one hand-over of its events. Returns the index of the line after it."""
-    run, events = group
-    key, end = run.run, start + len(events)
-    results += [ONE_EVENT] * len(events)
-    entries += [JournalEntry(key, raw if raw is not None else _line_text(obj, raw)) for obj, raw in lines[start:end]]
-    staged.append(group)
+    """Note a group of :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` (``lines[start:]``'s first
+    ``len(taken)``): each line's result, the journal entry of each line taken, and one hand-over of its events.
+    Returns the index of the line after it."""
+    run, events, taken = group
+    key, end = run.run, start + len(taken)
+    results += taken
+    entries += [
+        JournalEntry(key, raw if raw is not None else _line_text(obj, raw))
+        for (obj, raw), result in zip(lines[start:end], taken, strict=True)
+        if type(result) is LineResult and result.dropped is None
+    ]
+    if events:
+        staged.append((run, events))
     return end
 
 
@@ -231,8 +237,11 @@ class Relay:
         admission = self._admission
         i, n = 0, len(lines)
         while i < n:
-            if (group := admission.take_deltas(lines, i, run_hint, replay=replay)) is not None:
-                i = _stage_group(lines, i, group, results, entries, staged)  # the common case: no await
+            group = admission.take_deltas(lines, i, run_hint, replay=replay) or admission.take_raw(
+                lines, i, run_hint, replay=replay
+            )
+            if group is not None:  # the common lines: no await
+                i = _stage_group(lines, i, group, results, entries, staged)
                 continue
             obj, raw = lines[i]
             i += 1
@@ -244,10 +253,7 @@ class Relay:
             except OwnershipLostError:
                 raise
             except Exception as exc:  # a bug of ours: this line fails alone, never the batch nor the journal's 503
-                _log.exception("a line could not be admitted (run hint %s)", run_hint)
-                results.append(
-                    IngestError(f"this line could not be taken ({type(exc).__name__}): report it", status=422)
-                )
+                results.append(line_failed(exc, run_hint))
                 continue
             results.append(result)
             if run is not None and result.dropped is None:

@@ -38,6 +38,7 @@ def _relay(limits: ClientLimits, journal: MemoryJournal, *, fast: bool) -> Relay
     )
     if not fast:  # every line through Admission.accept, one by one
         relay._admission.take_deltas = lambda *args, **kw: None  # type: ignore[method-assign]
+        relay._admission.take_raw = lambda *args, **kw: None  # type: ignore[method-assign]
     return relay
 
 
@@ -63,15 +64,24 @@ def _run_state(relay: Relay) -> tuple[object, ...] | None:
         (run.seqs.floor, sorted(run.seqs.above)),
         run.ended,
         run.end_seq,
+        run.gate.last,
     )
 
 
 async def _live(
-    lines: list[Any], hint: str | None, limits: ClientLimits, start_seq: int | None, *, fast: bool
+    lines: list[Any],
+    hint: str | None,
+    limits: ClientLimits,
+    start_seq: int | None,
+    *,
+    fast: bool,
+    stream_format: str | None = None,
 ) -> tuple[object, ...]:
     journal = MemoryJournal()
     relay = _relay(limits, journal, fast=fast)
     start = START if start_seq is None else {**START, "seq": start_seq}
+    if stream_format is not None:
+        start = {**start, "format": stream_format}
     await relay.submit_lines([(start, None)], "r")
     await asyncio.sleep(0)  # the worker waits for its first events
     results = await relay.submit_lines([(obj, None) for obj in lines], hint)
@@ -161,6 +171,52 @@ WRONG: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+RAW_TEXTS = st.one_of(st.text(max_size=3), st.sampled_from(["\ud800", "😀", ""]), st.integers(0, 1), st.none())
+
+
+@st.composite
+def raw_lines(draw: st.DrawFn) -> Any:
+    """One line of a run declaring ``format = "anthropic"``: mostly a raw Anthropic stream event, at times with a
+    ``seq`` (the next, a repeat, out of order or of a wrong type) or a ``run``, broken, or a normalized line."""
+    line: Any = draw(
+        st.sampled_from(
+            [
+                {"type": "message_start", "message": {"id": "m", "role": "assistant"}},
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": ""}},
+                {
+                    "type": "content_block_start",
+                    "index": 2,
+                    "content_block": {"type": "tool_use", "id": "t", "name": "f"},
+                },
+                {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{"}},
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}},
+                {"type": "content_block_delta", "index": 1, "delta": {"type": "thinking_delta"}},
+                {"type": "content_block_stop", "index": draw(st.integers(0, 2))},
+                {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+                {"type": "message_stop"},
+                {"type": "ping"},
+                {"type": 5},
+                {},
+                {"kind": "text", "text": "x"},
+                {"kind": "end"},
+                "not an object",
+            ]
+        )
+    )
+    if not isinstance(line, dict):
+        return line
+    line = dict(line)
+    if line.get("type") == "content_block_delta" and "partial_json" not in line["delta"]:
+        key = "text" if line["delta"]["type"] == "text_delta" else "thinking"
+        line["delta"] = {**line["delta"], key: draw(RAW_TEXTS)}
+    if draw(st.booleans()):
+        line["seq"] = draw(st.one_of(st.integers(0, 8), st.sampled_from([True, -1, "2", None])))
+    if draw(st.integers(0, 5)) == 0:
+        line["run"] = draw(st.sampled_from(["r", "other", None]))
+    return line
+
+
 LIMITS = st.builds(
     ClientLimits,
     max_events_per_run=st.integers(1, 14),
@@ -177,6 +233,18 @@ def test_a_batch_taken_by_the_fast_path_is_taken_as_each_line_alone(
 ) -> None:
     fast = asyncio.run(_live(batch, hint, limits, start_seq, fast=True))
     slow = asyncio.run(_live(batch, hint, limits, start_seq, fast=False))
+    assert fast == slow
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(raw_lines(), max_size=14), st.sampled_from(["r", None]), LIMITS, st.one_of(st.none(), st.integers(0, 3))
+)
+def test_a_raw_stream_batch_taken_by_the_fast_path_is_taken_as_each_line_alone(
+    batch: list[Any], hint: str | None, limits: ClientLimits, start_seq: int | None
+) -> None:
+    fast = asyncio.run(_live(batch, hint, limits, start_seq, fast=True, stream_format="anthropic"))
+    slow = asyncio.run(_live(batch, hint, limits, start_seq, fast=False, stream_format="anthropic"))
     assert fast == slow
 
 
