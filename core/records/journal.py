@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import repeat
 from typing import NamedTuple, Protocol
 
 
@@ -27,6 +29,14 @@ class JournalEntry(NamedTuple):
 
     run: str
     line: str
+
+
+_new_entry = partial(tuple.__new__, JournalEntry)
+
+
+def entries_of(run: str, lines: Iterable[str]) -> list[JournalEntry]:
+    """One entry per line of ``run``, in order (made in C: a batch's lines of one run are many, each an entry)."""
+    return list(map(_new_entry, zip(repeat(run), lines)))
 
 
 @dataclass(frozen=True)

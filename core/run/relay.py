@@ -24,11 +24,11 @@ from core.clock import Clock
 from core.contracts.units import PipelineUnit
 from core.errors import IngestError, OwnershipLostError
 from core.events import EVENT_TYPES, Event, event_line
-from core.ingest.admission import Admission, Limits, LineResult, line_failed
+from core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
 from core.ingest.clients import ClientBook, ClientLimits
 from core.lanes.gate import ActionCatalog, AmbiguousCallError, Call, GateDecision, UnknownCallError, ask_gate
 from core.lanes.pipeline import ArgsValidator, PipelineLane
-from core.records.journal import Journal, JournalEntry, MemoryJournal
+from core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import DeliveryReport, summarize, with_gaps
 from core.run.controller import RunController
@@ -71,13 +71,20 @@ def _stage_group(
     ``len(taken)``): each line's result, the journal entry of each line taken, and one hand-over of its events.
     Returns the index of the line after it."""
     run, events, taken = group
-    key, end = run.run, start + len(taken)
+    end = start + len(taken)
     results += taken
-    entries += [
-        JournalEntry(key, raw if raw is not None else _line_text(obj, raw))
-        for (obj, raw), result in zip(lines[start:end], taken, strict=True)
-        if type(result) is LineResult and result.dropped is None
-    ]
+    chunk = lines[start:end]
+    if taken.count(ONE_EVENT) == len(taken):  # every line taken as one event (a group of deltas)
+        texts = [raw for _, raw in chunk if raw is not None]
+        if len(texts) < len(chunk):  # lines given without their text: made again
+            texts = [_line_text(obj, raw) for obj, raw in chunk]
+    else:
+        texts = [
+            _line_text(obj, raw)
+            for (obj, raw), result in zip(chunk, taken, strict=True)
+            if type(result) is LineResult and result.dropped is None
+        ]
+    entries += entries_of(run.run, texts)
     if events:
         staged.append((run, events))
     return end
