@@ -4,6 +4,12 @@ A line is validated alone (a bad line fails alone with an :class:`~core.errors.I
 creates the run (its controller and stages, not opened yet) so the lines after it in the same batch find it;
 a raw provider line is normalized by its run's normalizer; a repeat (a ``seq`` already taken, any line of a run
 that already ended, here or before a restart) is acknowledged and dropped. The relay journals what was taken.
+
+The common lines are taken in groups, without an await per line: a batch's plain text deltas of one open run
+(:meth:`Admission.take_deltas`: the ``text`` event's own validator, one count of the group against the client's
+limits) and a raw stream's lines (:meth:`Admission.take_raw`). A group ends before a line that would be dropped or
+refused, or that is of another kind or run, and :meth:`Admission.accept` takes that line alone: every result and
+error is the one the line gets alone (tests/unit/test_ingest_fast_path.py holds both paths to that).
 """
 
 from __future__ import annotations
