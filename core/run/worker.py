@@ -184,7 +184,7 @@ async def _catch_up(run: ActiveRun, now: float) -> bool:
 
 def _ordered(run: ActiveRun, batch: list[Event], now: float) -> list[Event]:
     """``batch`` ordered through the seq gate, the deltas that arrived together joined."""
-    return join_deltas([e for event in batch for e in run.gate.push(event, now)])
+    return join_deltas(run.gate.push_all(batch, now))
 
 
 async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
