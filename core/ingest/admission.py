@@ -45,7 +45,7 @@ from core.normalize.base import JsonObject
 from core.policy import apply_overrides
 from core.records.journal import Journal
 from core.records.ledger import Ledger
-from core.run.controller import IDLE_CLOSED, RunController
+from core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
 from core.run.inbox import Inbox
 from core.run.monitor import RunMonitor
 from core.run.stop import STOPPED_ERROR, is_stop_note
@@ -300,7 +300,7 @@ class Admission:
                 and enforce
                 and not (event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last)
             ):
-                raise IngestError(f"{closed}: this line was not taken; send the answer again in a new run", status=409)
+                raise IngestError(f"{closed}: {IDLE_REFUSAL}", status=409)
             return None, [], LineResult(dropped=closed)
         if event.seq is not None and (
             (run.gate.last is not None and event.seq <= run.gate.last) or run.seqs.taken(event.seq)
@@ -309,16 +309,18 @@ class Admission:
         limits = run.limits if run.limits is not None else self.limits_for(run.run)
         if enforce and event.seq is not None:
             run.usage.check_seq(event.seq, limits)
-        if event.seq is not None:
-            run.seqs.take(event.seq)
         events: list[Event] = [event]
         if isinstance(event, End) and event.source is None:
+            if event.seq is not None:
+                run.seqs.take(event.seq)
             if run.normalizer is not None:
                 events = [*run.normalizer.close(), event]
             run.usage.charge([event], limits, enforce=False)  # an end is always taken: the run must be able to end
             run.end_taken(event.seq)
         else:
-            run.usage.charge(events, limits, enforce=enforce)
+            run.usage.charge(events, limits, enforce=enforce)  # a 422 here: the line was not taken, nor its seq
+            if event.seq is not None:
+                run.seqs.take(event.seq)
         return run, events, ONE_EVENT
 
     async def _start(
@@ -466,7 +468,7 @@ class Admission:
             return
         raise IngestError(
             f"run {run_id!r} was closed after its agent sent nothing for the idle timeout, with what it had: "
-            "this line was not taken; send the answer again in a new run",
+            f"{IDLE_REFUSAL}",
             status=409,
         )
 
