@@ -11,8 +11,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.chunking.containers import dedent
 from core.ports import CallKind, PendingSend, TextFormat
 from core.records.report import PartState, SlotRole
+from core.text.buffer import TextSource
 
 
 class OpKind(enum.StrEnum):
@@ -118,6 +120,74 @@ def stream_start_id(run: str, slot: int, attempt: int) -> str:
     return STREAM_START_MARK + delivery_id(run, slot, attempt)[2:]
 
 
+@dataclass(frozen=True, slots=True)
+class PendingText:
+    """What a growing part shows, as the run stage pushes it on every change: a range of the text it is kept in (the
+    run's answer, shared: no copy), made in O(1); its text is built only when a call is due (:meth:`text`), never per
+    delta. A preview's live part: the chunker's pending text (:meth:`core.chunking.Chunker.pending_range`).
+
+    Attributes:
+        source: the text it is a range of (None: ``head`` is the whole text).
+        start: where the range starts in ``source``. end: where it ends.
+        head: the text before the range (a reopened fence opener).
+        widths: the list items the text starts in, whose indentation is removed
+            (:func:`core.chunking.containers.dedent`; empty: none).
+    """
+
+    source: TextSource | None
+    start: int = 0
+    end: int = 0
+    head: str = ""
+    widths: tuple[int, ...] = ()
+
+    def text(self, measure: Callable[[str], int]) -> str:
+        """The text (``measure`` is not needed: a part the chunker holds within a message is sent as it is).
+        O(its length)."""
+        text = self.source.slice(self.start, self.end) if self.source is not None else ""
+        if self.head:
+            text = self.head + text
+        return dedent(text, self.widths) if self.widths else text
+
+
+@dataclass(frozen=True, slots=True)
+class TailText:
+    """What a message that shows the latest part of a growing text shows (the reasoning message), pushed on every
+    change like :class:`PendingText`: ``mark`` and the text stripped, or, when that measures more than ``max_units``,
+    ``cut_mark`` and the latest part of it that fits (:meth:`text`).
+
+    Attributes:
+        source: the growing text. end: how much of it there is. mark: what opens the message. cut_mark: what opens it
+        when the text's beginning is left out. max_units: the most a message holds, measured as the platform does.
+    """
+
+    source: TextSource
+    end: int
+    mark: str
+    cut_mark: str
+    max_units: int
+
+    def text(self, measure: Callable[[str], int]) -> str:
+        """The message's text; ``measure``: a text's length once rendered, in the platform's unit (the adapter's,
+        downstream). O(the text's length) plus a few measures when it is longer than a message."""
+        body = self.source.slice(0, self.end).strip()
+        if not body:
+            return ""
+        text = self.mark + body
+        if measure(text) <= self.max_units:
+            return text
+        keep = min(len(body), self.max_units)
+        while keep > 0:
+            text = self.cut_mark + body[len(body) - keep :].lstrip()
+            if measure(text) <= self.max_units:
+                return text
+            keep = keep * 9 // 10
+        return self.cut_mark
+
+
+LiveText = PendingText | TailText
+"""A growing part's text as the run stage pushes it (:meth:`core.delivery.slotbook.SlotBook.set_live`)."""
+
+
 @dataclass
 class Slot:
     """One message part: what it should show and what the platform acknowledged."""
@@ -140,10 +210,11 @@ class Slot:
     """A "not modified" answered an edit to a text never acknowledged: confirm it at finalization."""
     maybe_shown: str | None = None
     """The text of an edit that timed out: it may be shown (a later "not modified" for it is expected)."""
-    live: Callable[[], str] | None = None
-    """Where the desired text comes from while it grows (read only when a call is about to be made)."""
+    live: LiveText | None = None
+    """What the part shows while it grows, as the run stage last pushed it (its text is built only when a call is
+    about to be made)."""
     stale: bool = False
-    """``live`` has changed since ``desired`` was last read from it."""
+    """``live`` has changed since ``desired`` was last built from it."""
     retired: bool = False
     """Emptied by a replace: its message is deleted now rather than at finalization."""
     retry_at_finish: bool = False
