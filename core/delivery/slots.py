@@ -188,7 +188,7 @@ LiveText = PendingText | TailText
 """A growing part's text as the run stage pushes it (:meth:`core.delivery.slotbook.SlotBook.set_live`)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Slot:
     """One message part: what it should show and what the platform acknowledged."""
 
@@ -267,7 +267,7 @@ class Slot:
         return self.message_id is not None and self.shown == self.desired
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
     """One call the planner decided: ``kind`` on ``slot`` with ``text``, not before clock second ``not_before``."""
 
