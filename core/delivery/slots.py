@@ -301,8 +301,8 @@ def delivery_fact(op: Op, outcome: Outcome, detail: str, retry_after_s: float | 
     if outcome in (Outcome.ACK, Outcome.FOUND):
         state = _DELIVERY_STATES.get(op.kind, "edited")
     else:
-        state = _FACT_STATES.get(outcome, str(outcome))
-    fact: dict[str, object] = {"part": slot.index, "role": str(slot.role), "state": state}
+        state = _FACT_STATES.get(outcome, outcome.value)
+    fact: dict[str, object] = {"part": slot.index, "role": slot.role.value, "state": state}
     fact["message_id"] = slot.message_id
     fact["text"] = slot.shown if slot.shown is not None else ""
     if retry_after_s is not None:

@@ -125,7 +125,9 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
             batch = run.queue.take(BATCH)
             if batch:
                 last_event_at = clock.now()
-                if await _apply(run, batch, last_event_at):
+                done = await _apply(run, batch, last_event_at)
+                batch = []  # its events are not held while the run waits for the next ones
+                if done:
                     return
             elif clock.now() >= idle_at:
                 run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
