@@ -19,7 +19,7 @@ from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.events import DeliveryMode, Target
 from core.policy import ChannelPolicy, Splitter
-from core.ports import ChannelAdapter, StopControl, TextFormat
+from core.ports import ChannelAdapter, StopControl
 from core.records.ledger import Ledger
 
 _THROTTLED = (DeliveryMode.PREVIEW, DeliveryMode.NATIVE, DeliveryMode.PROGRESS)
@@ -72,10 +72,7 @@ def open_conversation(
         policy = replace(policy, delivery=DeliveryMode.PREVIEW, typing_every_s=None)
     native = None if thread else native_streaming(policy, adapter, target)
     throttle_s = policy.throttle_s if policy.delivery in _THROTTLED else 0.0
-    measure = adapter.measure
-    book = SlotBook(
-        run, throttle_s, native is not None, MessageLimit.of(policy), lambda text: measure(text, TextFormat.PLAIN)
-    )
+    book = SlotBook(run, throttle_s, native is not None, MessageLimit.of(policy), adapter.measure)
     rec = Reconciler(
         book=book,
         adapter=adapter,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Protocol
 
 from core.chunking import Chunker
@@ -30,7 +31,7 @@ from core.delivery.slots import PendingText, Slot
 from core.events import DeliveryMode, Target
 from core.media import MediaItem
 from core.policy import ChannelPolicy, Splitter
-from core.ports import ChannelAdapter, NativeStreaming
+from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from core.records.report import PartState, SlotRole
 from core.text.buffer import TextBuffer, TextSource
 from core.text.coalescer import Block, Chunk, Coalescer
@@ -215,10 +216,10 @@ class PreviewMode(_Parts, _NoTimers):
         if units > self._params.max_chars:
             pending = self._chunker.pending
             return PendingText(None, head=self._split.fit(pending)[0] if pending else pending)
-        at = self._offset
-        live = PendingText(self._source, at + start, at + end, head, widths)
+        at, policy = self._offset, self._policy
+        live = PendingText(self._source, at + start, at + end, head, widths, policy.fmt, policy.max_units)
         if CHECK_PENDING:
-            assert live.text(len) == self._chunker.pending, (live, self._chunker.pending)
+            assert replace(live, max_units=0).text(_len) == self._chunker.pending, (live, self._chunker.pending)
         return live
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
@@ -429,3 +430,7 @@ def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Tar
         _log.info("native streaming refused for this target (%s): streaming as preview", refusal)
         return None
     return adapter
+
+
+def _len(text: str, fmt: TextFormat) -> int:
+    return len(text)

@@ -55,4 +55,5 @@ class ReasoningView:
 
     def text(self) -> str:
         """What the message shows: ``💭`` and the reasoning, or its latest part that fits. O(the reasoning)."""
-        return TailText(self._source, self._source.length, MARK, CUT_MARK, self._max).text(self._measure)
+        measure = self._measure
+        return TailText(self._source, self._source.length, MARK, CUT_MARK, self._max).text(lambda t, _: measure(t))

@@ -33,9 +33,9 @@ class SlotBook:
         throttle_s: minimum seconds between preview calls (0: every state is sent).
         native: answer parts stream natively (:class:`core.ports.NativeStreaming`) while this is True.
         limit: the most slots the conversation's stages may claim (None: no limit; :mod:`core.delivery.cap`).
-        measure: a plain text's length once rendered, in the platform's unit (the adapter's ``measure``; default:
-            UTF-16 units): what a growing part's text is fitted with when its call is due (:class:`TailText
-            <core.delivery.slots.TailText>`).
+        measure: a text's length once rendered in a format, in the platform's unit (the adapter's ``measure``;
+            default: UTF-16 units): what a growing part's text is fitted with when its call is due
+            (:class:`~core.delivery.slots.PendingText`, :class:`~core.delivery.slots.TailText`).
     """
 
     def __init__(
@@ -44,11 +44,11 @@ class SlotBook:
         throttle_s: float,
         native: bool,
         limit: MessageLimit | None = None,
-        measure: Callable[[str], int] | None = None,
+        measure: Callable[[str, TextFormat], int] | None = None,
     ) -> None:
         self.run = run
         self.limit = limit
-        self.measure: Callable[[str], int] = measure if measure is not None else _utf16_units
+        self.measure: Callable[[str, TextFormat], int] = measure if measure is not None else _utf16_units
         self.claimed = 0
         """Slots claimed so far (restored ones handed out again included), in the stages' order."""
         self._answers = 0
@@ -326,5 +326,5 @@ class SlotBook:
         )
 
 
-def _utf16_units(text: str) -> int:
+def _utf16_units(text: str, fmt: TextFormat) -> int:
     return text_units(text, LengthUnit.UTF16)

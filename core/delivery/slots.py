@@ -139,14 +139,45 @@ class PendingText:
     end: int = 0
     head: str = ""
     widths: tuple[int, ...] = ()
+    fmt: TextFormat = TextFormat.PLAIN
+    max_units: int = 0
+    """The most a message holds once rendered in ``fmt`` (0: not checked)."""
 
-    def text(self, measure: Callable[[str], int]) -> str:
-        """The text (``measure`` is not needed: a part the chunker holds within a message is sent as it is).
-        O(its length)."""
+    def text(self, measure: Callable[[str, TextFormat], int]) -> str:
+        """The text. ``measure``: its length once rendered (the adapter's, downstream; its rendering is kept for the
+        call that follows). The chunker keeps the pending text within a message on the source; should the
+        rendering make it longer than ``max_units`` (escapes, a rule line), the longest start of it that fits is
+        shown, cut at a line or a space (:func:`fitting_start`). O(its length)."""
         text = self.source.slice(self.start, self.end) if self.source is not None else ""
         if self.head:
             text = self.head + text
-        return dedent(text, self.widths) if self.widths else text
+        if self.widths:
+            text = dedent(text, self.widths)
+        if self.max_units and text and measure(text, self.fmt) > self.max_units:
+            return fitting_start(text, lambda t: measure(t, self.fmt), self.max_units)
+        return text
+
+
+def fitting_start(text: str, measure: Callable[[str], int], max_units: int) -> str:
+    """The longest start of ``text`` that measures at most ``max_units``, cut after its last line break or space
+    inside that length when there is one (trailing whitespace dropped); ``""`` when nothing fits. O(len(text) * log
+    len(text)) measures' work: only for a live part that its rendering made too long."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if measure(text[:mid]) <= max_units:
+            lo = mid
+        else:
+            hi = mid - 1
+    for sep in ("\n", " "):
+        cut = text.rfind(sep, 0, lo + 1)
+        if cut > 0 and text[:cut].strip():
+            lo = cut
+            break
+    head = text[:lo].rstrip()
+    while head and measure(head) > max_units:  # a rendering that is not monotone in its text: shorter still
+        head = head[: len(head) * 9 // 10].rstrip()
+    return head
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,19 +197,20 @@ class TailText:
     cut_mark: str
     max_units: int
 
-    def text(self, measure: Callable[[str], int]) -> str:
-        """The message's text; ``measure``: a text's length once rendered, in the platform's unit (the adapter's,
-        downstream). O(the text's length) plus a few measures when it is longer than a message."""
+    def text(self, measure: Callable[[str, TextFormat], int]) -> str:
+        """The message's text (plain); ``measure``: a text's length once rendered, in the platform's unit (the
+        adapter's, downstream). O(the text's length) plus a few measures when it is longer than a message."""
         body = self.source.slice(0, self.end).strip()
         if not body:
             return ""
+        plain = TextFormat.PLAIN
         text = self.mark + body
-        if measure(text) <= self.max_units:
+        if measure(text, plain) <= self.max_units:
             return text
         keep = min(len(body), self.max_units)
         while keep > 0:
             text = self.cut_mark + body[len(body) - keep :].lstrip()
-            if measure(text) <= self.max_units:
+            if measure(text, plain) <= self.max_units:
                 return text
             keep = keep * 9 // 10
         return self.cut_mark
