@@ -113,7 +113,9 @@ class RunStage:
         self.monitor = monitor
         self.text = VisibleText(opened=policy.reasoning_opened, delta_replay_guard=policy.delta_replay_guard)
         self.answer = AnswerStream(self.text.answers)
-        monitor.share_answer(self.text.answers.view(None, MESSAGE_SEPARATOR))  # one copy of the answer: its ranges
+        answer = self.text.answers.view(None, MESSAGE_SEPARATOR)  # one copy of the answer: the others read its ranges
+        monitor.share_answer(answer)
+        mode.share_answer(answer)
         self.reasoning: ReasoningView | None = None
         if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
             self.reasoning = ReasoningView(book, self.text.reasoning, measure, policy.max_units)

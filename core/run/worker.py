@@ -124,6 +124,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
                     ending = _feed(controller, batch)  # the gate and the join give one event without seq as it is
                 else:
                     ending = _feed(controller, _ordered(run, batch, last_event_at))
+                batch = []  # its events are not held while the run waits for the next ones
                 if ending is not None:
                     await controller.end(ending, gaps=gate.gaps)
                     return

@@ -70,14 +70,15 @@ SINKS = (
     "core/units.py",
     "core/media.py",
     "core/errors.py",
+    "core/text/buffer.py",
 )
-"""Modules any stage may call: the clock, wake-ups, the watchers' feed (downstream of every stage), and the shared
-vocabulary (events, length units, media items, errors)."""
+"""Modules any stage may call: the clock, wake-ups, the watchers' feed (downstream of every stage), the shared
+vocabulary (events, length units, media items, errors) and the run's one copy of the answer, which every stage reads
+by ranges (a growing part's pushed :class:`~core.delivery.slots.PendingText` is sliced when its call is due)."""
 
 CALLBACKS = {
     ("executor", "machine"): "the outcome goes back to the machine (Executor.perform's apply)",
     ("send chain", "executor"): "the chain makes the executor's call when its turn comes",
-    ("machine", "run"): "a growing part's text is read when its call is due (SlotBook.set_live; to be pushed)",
 }
 """Calls against the flow that are the design's own callbacks."""
 

@@ -13,6 +13,7 @@ from core.clock import Clock, FakeClock
 from core.delivery.reconciler import Reconciler
 from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
+from core.delivery.slots import PendingText
 from core.errors import (
     AnswerTimeoutError,
     DeliveryError,
@@ -365,7 +366,7 @@ async def test_an_unsettleable_send_whose_text_moved_on_goes_on_in_a_new_message
     r.adapter.settles = "unknown"
     r.adapter.fail("send_text", 1, AnswerTimeoutError("timed out"), landed=True)
     slot = r.rec.book.claim_slot(ANSWER, "")
-    r.rec.book.set_live(slot, lambda: "Your refund")
+    r.rec.book.set_live(slot, PendingText(None, head="Your refund"))
     r.rec.start()
     await settle()
     r.rec.book.set_text(slot, "Your refund of 49.99 EUR was approved.")

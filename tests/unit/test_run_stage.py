@@ -99,7 +99,9 @@ def recorded(name: str) -> list[Event]:
 
 def desired(stage: RunStage) -> dict[str, Any]:
     """Everything the stage decided: each part's role and desired text, the pipeline units, the committed text."""
-    parts = [(str(s.role), s.live() if s.live is not None else s.desired) for s in stage.book.slots]
+    parts = [
+        (str(s.role), s.live.text(stage.book.measure) if s.live is not None else s.desired) for s in stage.book.slots
+    ]
     units = [unit.model_dump(mode="json") for unit in stage.lane.units]
     return {"parts": parts, "units": units, "committed": stage.committed}
 
