@@ -72,7 +72,7 @@ def opens_block(s: str, complete: bool) -> bool:
         while i < n and s[i] == "#":
             i += 1
         return i <= 6 and (i == n or s[i] in " \t")
-    if ch.isdigit():
+    if "0" <= ch <= "9":
         i = 1
         while i < n and "0" <= s[i] <= "9":
             i += 1
@@ -268,8 +268,9 @@ class Cutter:
                 continue
             fence = brk[3]
             units = m.head_units + brk[1] - m.base_cum
-            splits = fence is not None and fence.splittable
-            if splits:
+            splits = False
+            if fence is not None and fence.splittable:
+                splits = True
                 units += fence.closer_units
             if units <= self._max and self._fence_ok(m, brk) and self.rest_ok(brk[2], m.tend, splits):
                 return brk
@@ -338,8 +339,9 @@ class Cutter:
                 continue
             fence = m.fence_at(p)
             units = head_units + cum - base_cum
-            splits = fence is not None and fence.splittable
-            if splits:
+            splits = False
+            if fence is not None and fence.splittable:
+                splits = True  # a rest here is reopened as fence content
                 units += fence.closer_units
                 if not any_ws and not fence.has_content(fence.content_start, p):
                     units = BIG  # no content before p: the chunk would hold an empty fence
