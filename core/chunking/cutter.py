@@ -7,7 +7,9 @@ whitespace); then the same inside a link or code span longer than the budget; an
 string leaves no room for content (emitted closed, the fence continues bare); anything (never loop).
 A cut inside a fence closes it (a closer line with the fence's container prefix) and reopens it at the
 start of the next chunk; a cut never leaves an empty fence behind and never begins a chunk mid-line
-with a run of three backticks or tildes.
+with a run of three backticks or tildes, nor (outside fence content; but for the two last-resort plans that
+may cut beside whitespace) with a block start (:func:`opens_block`): an earlier break or boundary is
+taken instead.
 
 The cutter keeps no state of its own between cuts: it reads the break table
 (:class:`core.chunking.breaks.BreakTable`), the protected regions (:class:`core.chunking.regions.Regions`),
