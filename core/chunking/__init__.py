@@ -19,8 +19,8 @@ output never depends on how the text was split into appends:
   boundaries inside links ``[text](url)``, inline code spans, fence marker lines and grapheme clusters
   (combining marks, ZWJ sequences, variation selectors, emoji modifiers, flag pairs) are used only when
   nothing else fits. A chunk never leaves an empty fence behind a cut, and a chunk that begins
-  mid-line never begins with three backticks or tildes (that would open a fence), nor, outside fence
-  content, with what Markdown reads as a block start at a message's start (``>``, ``|``, a heading's
+  mid-line never begins with three backticks or tildes (that would open a fence), nor with what
+  Markdown reads as a block start at a message's start (``>``, ``|``, a heading's
   ``#``, a list marker, a thematic break, an HTML block; or a start of one that the text read so far
   leaves open): an earlier break or boundary is taken; only the last resorts that may cut beside
   whitespace still cut there.

@@ -7,8 +7,8 @@ whitespace); then the same inside a link or code span longer than the budget; an
 string leaves no room for content (emitted closed, the fence continues bare); anything (never loop).
 A cut inside a fence closes it (a closer line with the fence's container prefix) and reopens it at the
 start of the next chunk; a cut never leaves an empty fence behind and never begins a chunk mid-line
-with a run of three backticks or tildes, nor (outside fence content; but for the two last-resort plans that
-may cut beside whitespace) with a block start (:func:`opens_block`): an earlier break or boundary is
+with a run of three backticks or tildes, nor (but for the two last-resort plans that may cut beside
+whitespace) with a block start (:func:`opens_block`): an earlier break or boundary is
 taken instead.
 
 The cutter keeps no state of its own between cuts: it reads the break table
@@ -270,11 +270,9 @@ class Cutter:
                 continue
             fence = brk[3]
             units = m.head_units + brk[1] - m.base_cum
-            splits = False
             if fence is not None and fence.splittable:
-                splits = True
                 units += fence.closer_units
-            if units <= self._max and self._fence_ok(m, brk) and self.rest_ok(brk[2], m.tend, splits):
+            if units <= self._max and self._fence_ok(m, brk) and self.rest_ok(brk[2], m.tend):
                 return brk
             j -= 1
         return None
@@ -294,15 +292,16 @@ class Cutter:
             return fence.has_content(rest, m.content_limit())
         return True  # the fence ended with its container: the rest is outside it
 
-    def rest_ok(self, rest: int, known: int, code: bool = False) -> bool:
+    def rest_ok(self, rest: int, known: int) -> bool:
         """A chunk that begins mid-line at ``rest`` must not begin with a fence marker: a run of three
         backticks or tildes inside a line would open a fence at the start of a message. A run that
         reaches ``known`` (the end of the text seen so far) may still grow, so it does not qualify.
 
-        Nor, outside fence content (``code`` False; a fence cut mid-line is reopened, so its rest stays
-        code), with text that Markdown reads as a block start at the start of a message while it was
-        text mid-line (:func:`opens_block`: a block quote, heading, list item, thematic break, table
-        row or HTML block); text that may still become one once more arrives does not qualify either.
+        Nor with text that Markdown reads as a block start at the start of a message while it was text
+        mid-line (:func:`opens_block`: a block quote, heading, list item, thematic break, table row or
+        HTML block); text that may still become one once more arrives does not qualify either. Also in
+        fence content, which is reopened as code: a cut there has other boundaries as good, and a line
+        continued after ``>`` would read as a quoted fence line continued after its reopened markers.
         Cost: at most :data:`LOOK` characters read."""
         char_at = self._store.char_at
         if rest >= known or char_at(rest - 1) == "\n":
@@ -313,7 +312,7 @@ class Cutter:
             while n < 3 and rest + n < known and char_at(rest + n) == ch:
                 n += 1
             return n < 3 and rest + n < known
-        if code or ch not in BLOCK_STARTERS:
+        if ch not in BLOCK_STARTERS:
             return True
         stop = min(known, rest + LOOK)
         end = rest + 1
@@ -341,23 +340,21 @@ class Cutter:
                 continue
             fence = m.fence_at(p)
             units = head_units + cum - base_cum
-            splits = False
             if fence is not None and fence.splittable:
-                splits = True  # a rest here is reopened as fence content
                 units += fence.closer_units
                 if not any_ws and not fence.has_content(fence.content_start, p):
                     units = BIG  # no content before p: the chunk would hold an empty fence
-            if units <= self._max and self._boundary_ok(m, p, grapheme, any_ws, splits):
+            if units <= self._max and self._boundary_ok(m, p, grapheme, any_ws):
                 self._cut_at(m, p, cum)
                 return True
             p -= 1
             cum -= 2 if self._utf16 and store.char_at(p) > "\uffff" else 1
         return False
 
-    def _boundary_ok(self, m: Moment, p: int, grapheme: bool, any_ws: bool, code: bool) -> bool:
+    def _boundary_ok(self, m: Moment, p: int, grapheme: bool, any_ws: bool) -> bool:
         char_at = self._store.char_at
         ch, prev = char_at(p), char_at(p - 1)
-        if not any_ws and (ch in _WS or prev in _WS or not self.rest_ok(p, m.tend, code)):
+        if not any_ws and (ch in _WS or prev in _WS or not self.rest_ok(p, m.tend)):
             return False  # next to whitespace: that is a break, tried before
         if not grapheme:
             return True

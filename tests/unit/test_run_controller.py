@@ -446,6 +446,13 @@ def split_texts(draw: st.DrawFn) -> tuple[str, list[str]]:
     throttle_s=0.0,
     waits=[False] * 12,
 )
+@example(  # the same in fence content: "> " at a line start reads as a quoted line's reopened markers
+    split=("\n```py\n" + "word" * 14 + "> quote ", ["\n```py\n" + "word" * 14 + "> quote "]),
+    mode=DeliveryMode.PREVIEW,
+    limit=24,
+    throttle_s=0.0,
+    waits=[False] * 12,
+)
 @given(
     split=split_texts(),
     mode=st.sampled_from([DeliveryMode.PREVIEW, DeliveryMode.BLOCK]),
