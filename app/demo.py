@@ -30,6 +30,7 @@ from app.service import Sidecar, build_relay
 from config.settings import DEFAULT_CONFIG, load_settings
 from core.errors import ConfigError
 from core.events import DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
+from core.json_types import JsonObject
 from core.normalize import make_normalizer
 from core.ports import TextFormat
 from core.text.assembler import TextAssembler
@@ -170,7 +171,7 @@ def _report_table(report: dict[str, Any], shown: MockPlatform | WebAdapter, chec
     return table
 
 
-def recorded_answer(events: list[dict[str, object]], fmt: ProviderFormat) -> str:
+def recorded_answer(events: list[JsonObject], fmt: ProviderFormat) -> str:
     """The root's answer text of a recording, read with the same normalizer the sidecar uses (for the check): a
     sub-agent's text (an event with a ``source``) never enters the root's answer."""
     normalizer = make_normalizer(fmt, "check")

@@ -39,6 +39,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import EMPTY_REGISTRY
 
 from core.errors import ConfigError
+from core.json_types import JsonObject
 from core.lanes.gate import Action, ActionCatalog, ActionClass
 from core.lanes.pipeline import ArgsValidator
 
@@ -59,7 +60,7 @@ class ActionSettings(BaseModel):
     action_class: ActionClass = Field(alias="class")
     compensation: str | None = None
     description: str = ""
-    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    json_schema: JsonObject | None = Field(default=None, alias="schema")
     schema_file: str | None = None
 
 
@@ -90,7 +91,7 @@ class SchemaValidator:
     def __contains__(self, name: object) -> bool:
         return name in self._validators
 
-    def __call__(self, name: str, args: dict[str, Any]) -> str | None:
+    def __call__(self, name: str, args: JsonObject) -> str | None:
         validator = self._validators.get(name)
         if validator is None:
             return None
@@ -184,7 +185,7 @@ def _compensation_problems(actions: Mapping[str, ActionSettings]) -> Iterator[tu
             yield key, f"{compensation!r} is not another action of the catalog: add an [actions.{compensation}] table"
 
 
-def _schema_of(settings: ActionSettings, base: Path) -> dict[str, Any] | None:
+def _schema_of(settings: ActionSettings, base: Path) -> JsonObject | None:
     if settings.schema_file is None:
         return settings.json_schema
     if settings.json_schema is not None:
@@ -203,7 +204,7 @@ def _schema_of(settings: ActionSettings, base: Path) -> dict[str, Any] | None:
     return schema
 
 
-def _compile(schema: dict[str, Any]) -> Validator:
+def _compile(schema: JsonObject) -> Validator:
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)  # jsonschema warns on an unknown $schema
         try:

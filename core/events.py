@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from core.errors import IngestError
+from core.json_types import JsonObject
 from core.media import MediaItem, MediaKind, check_caption, check_media_url
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -207,7 +208,8 @@ class RunStart(_EventBase):
     target: Target
     mode: DeliveryMode | None = None
     format: ProviderFormat | None = None
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    overrides: JsonObject = Field(default_factory=dict)
+    """Per-run settings of the channel, as sent (:func:`core.policy.apply_overrides` checks them)."""
 
 
 class TextEvent(_EventBase):
@@ -252,7 +254,8 @@ class ToolCall(_EventBase):
     name: UnicodeText | None = None
     state: ToolCallState
     args_delta: str | None = None
-    args: dict[str, Any] | None = None
+    args: JsonObject | None = None
+    """The whole arguments, when the provider gives them as one object at ``end`` (else ``args_delta`` fragments)."""
 
 
 class ToolResult(_EventBase):
@@ -409,7 +412,7 @@ def parse_event(data: Any) -> Event:
         raise IngestError(f"bad {kind!r} event: {problems}") from None
 
 
-def event_to_json(event: Event) -> dict[str, Any]:
+def event_to_json(event: Event) -> JsonObject:
     """The event as a JSON-ready dict, without unset optional fields."""
     return event.model_dump(mode="json", exclude_none=True, by_alias=True)
 

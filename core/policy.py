@@ -9,11 +9,12 @@ import enum
 import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypeVar
 
 from core.chunking import BreakKind, ChunkParams, chunk_text
 from core.errors import IngestError
 from core.events import DeliveryMode
+from core.json_types import JsonValue
 from core.ports import TextFormat
 from core.text.coalescer import CoalesceParams
 from core.units import LengthUnit
@@ -125,38 +126,59 @@ OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning", "reasoning_ope
 """Keys a ``run.start`` may override per run (``mode`` has its own field)."""
 
 
-def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, Any]) -> ChannelPolicy:
-    """The policy with a run's ``overrides`` applied.
+def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, JsonValue]) -> ChannelPolicy:
+    """The policy with a run's ``overrides`` applied (one JSON object, as the ``run.start`` sent it).
 
     Raises:
         IngestError: an unknown key or a bad value (the message names it and the allowed ones).
     """
-    if not overrides:
-        return policy
-    changes: dict[str, Any] = {}
     for key, value in overrides.items():
         try:
-            if key == "throttle_ms":
-                if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_THROTTLE_MS:
-                    raise ValueError(f"a number of milliseconds from 0 to {MAX_THROTTLE_MS}")
-                changes["throttle_s"] = value / 1000
-            elif key == "format":
-                changes["fmt"] = TextFormat(value) if value in ("plain", "markdown") else _bad("plain or markdown")
-            elif key == "subagents":
-                changes["subagents"] = SubagentPolicy(value)
-            elif key == "reasoning":
-                changes["reasoning"] = ReasoningPolicy(value)
-            elif key in ("reasoning_opened", "delta_replay_guard"):
-                changes[key] = value if isinstance(value, bool) else _bad("true or false")
-            else:
-                raise IngestError(f"unknown override {reprlib.repr(key)}: a run may override {', '.join(OVERRIDABLE)}")
+            policy = _override(policy, key, value)
         except ValueError as exc:
             raise IngestError(f"bad override {key}={reprlib.repr(value)}: expected {exc}") from None
-    return replace(policy, **changes)
+    return policy
 
 
-def _bad(expected: str) -> Any:
-    raise ValueError(expected)
+def _override(policy: ChannelPolicy, key: str, value: JsonValue) -> ChannelPolicy:
+    """``policy`` with the one override ``key`` set to ``value``.
+
+    Raises:
+        ValueError: a bad value (the message says what was expected). IngestError: an unknown key.
+    """
+    if key == "throttle_ms":
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_THROTTLE_MS:
+            raise ValueError(f"a number of milliseconds from 0 to {MAX_THROTTLE_MS}")
+        return replace(policy, throttle_s=value / 1000)
+    if key == "format":
+        if value not in ("plain", "markdown"):
+            raise ValueError("plain or markdown")
+        return replace(policy, fmt=TextFormat(value))
+    if key == "subagents":
+        return replace(policy, subagents=_member(SubagentPolicy, value))
+    if key == "reasoning":
+        return replace(policy, reasoning=_member(ReasoningPolicy, value))
+    if key in ("reasoning_opened", "delta_replay_guard"):
+        if not isinstance(value, bool):
+            raise ValueError("true or false")
+        if key == "reasoning_opened":
+            return replace(policy, reasoning_opened=value)
+        return replace(policy, delta_replay_guard=value)
+    raise IngestError(f"unknown override {reprlib.repr(key)}: a run may override {', '.join(OVERRIDABLE)}")
+
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def _member(kind: type[_E], value: JsonValue) -> _E:
+    """The member of ``kind`` named ``value``.
+
+    Raises:
+        ValueError: none is (the message is the enum's own).
+    """
+    if isinstance(value, str):
+        return kind(value)
+    raise ValueError(f"{value!r} is not a valid {kind.__qualname__}")
 
 
 class Splitter:

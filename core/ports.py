@@ -158,6 +158,10 @@ class ChannelAdapter(Protocol):
 PROBE_LIMIT = 20
 """At most this many message ids are probed to settle one uncertain Telegram send."""
 
+STREAM_START_MARK = "ss"
+"""How the delivery id of a native stream start's :class:`PendingSend` begins (a create's begins ``sr``): no
+platform call carries it; it names the start in the ledger and tells a settle what to look for."""
+
 
 @dataclass(frozen=True)
 class PendingSend:
@@ -185,6 +189,13 @@ class PendingSend:
     exclusive: bool = False
     before_id: str | None = None
     media: MediaItem | None = None
+
+    @property
+    def stream_start(self) -> bool:
+        """True for a native stream start (:meth:`NativeStreaming.stream_start`), which carries no delivery id: a
+        platform that can settle it (:attr:`NativeStreaming.settles_start`) looks for a message of the bot between
+        ``after_id`` and ``before_id`` that carries no delivery id and shows ``text``."""
+        return self.delivery_id.startswith(STREAM_START_MARK)
 
 
 class SettleOutcome(enum.StrEnum):
@@ -250,6 +261,12 @@ class NativeStreaming(Protocol):
     finish_creates: bool
     """:meth:`stream_finish` creates the message (Telegram: sendMessage after the drafts, so an unknown finish is
     settled like any create), rather than persisting the streamed one (Slack: chat.stopStream of the stream's ts)."""
+
+    settles_start: bool
+    """A stream start whose outcome is unknown can be settled (:meth:`ChannelAdapter.settle_send` with a
+    :attr:`PendingSend.stream_start` pending, bounded by the message the part went on in): Slack reads the thread
+    back (conversations.replies). False: an opened stream's first words are reported uncertain (Telegram: a draft
+    lapses by itself, nothing to settle)."""
 
     def native_refusal(self, target: Target) -> str | None:
         """Why native streaming cannot be used for ``target`` (a group chat, no thread), or None."""

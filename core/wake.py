@@ -54,17 +54,30 @@ class Wake:
         Raises:
             ValueError: a deadline without a clock.
         """
-        if self._flag:
+        waiter = self.waiter(deadline, clock)
+        if waiter is None:
             return
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def waiter(self, deadline: float | None = None, clock: Clock | None = None) -> asyncio.Future[None] | None:
+        """:meth:`wait` without its coroutine (a caller that waits once per event saves one per wake-up): None when the
+        flag is set, else the future to await, resolved as :meth:`wait` returns. Awaiting it is one wait (a cancelled
+        one is cancelled with it); call this again for the next.
+
+        Raises:
+            ValueError: a deadline without a clock.
+        """
+        if self._flag:
+            return None
         if deadline is not None:
             if clock is None:
                 raise ValueError("a deadline needs the clock it is counted on")
             self._arm(deadline, clock)
         waiter = self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+        return waiter
 
     def close(self) -> None:
         """Stop the deadline's sleep (nobody waits any more)."""

@@ -274,15 +274,15 @@ class _Ingest:
             return caller
         everywhere = request.query_params.get("all", "").lower() in ("1", "true", "yes")
         listing = await self.relay.runs(everywhere=everywhere, bearer=request.headers.get("authorization", ""))
-        rows: list[dict[str, Any]] = []
-        for row in listing["runs"]:
-            if not caller.owns(row["run"]):
+        rows = []
+        for row in sorted(listing.runs, key=lambda row: (row.started_at is None, row.started_at or 0.0, row.run)):
+            if not caller.owns(row.run):
                 continue
-            if row.get("watch") is None:
-                row["watch"] = None if self.watch_url is None else self.watch_url(row["run"])
-            rows.append(caller.unit(row))
-        rows.sort(key=lambda row: (row.get("started_at") is None, row.get("started_at") or 0.0, row["run"]))
-        return JSONResponse({"runs": rows, "unreachable": listing.get("unreachable", [])})
+            if row.watch is None and self.watch_url is not None:
+                row = row.model_copy(update={"watch": self.watch_url(row.run)})
+            rows.append(caller.unit(row.model_dump(mode="json", exclude_unset=True)))
+        unreachable = [lost.model_dump(mode="json") for lost in listing.unreachable]
+        return JSONResponse({"runs": rows, "unreachable": unreachable})
 
 
 def create_app(

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 
 from core.errors import IngestError
 from core.ingest.clients import KEY_SEPARATOR, ClientLimits, run_id_problem, run_key, split_key
+from core.json_types import JsonObject
 
 
 class Caller:
@@ -62,7 +63,7 @@ class Caller:
             return text
         return text.replace(f"'{self._prefix}", "'").replace(f'"{self._prefix}', '"')
 
-    def unit(self, unit: dict[str, Any]) -> dict[str, Any]:
+    def unit(self, unit: JsonObject) -> JsonObject:
         """A pipeline unit (or any answer with a ``run`` key) as this client sees it."""
         run = unit.get("run")
         if isinstance(run, str) and self._prefix and run.startswith(self._prefix):

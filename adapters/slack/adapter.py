@@ -101,6 +101,9 @@ class SlackAdapter:
     """stream_finish stops the stream whose ts is the message (chat.stopStream)."""
     """A stream lives about 5 idle minutes; there is nothing to append to keep it alive: an expired stream is
     finished with chat.update instead (https://docs.slack.dev/reference/methods/chat.startStream)."""
+    settles_start = True
+    """An unknown chat.startStream is settled by reading the thread back (:func:`adapters.slack.settle.settle_start`).
+    """
 
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
@@ -252,12 +255,16 @@ class SlackAdapter:
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
         """Find the message of an uncertain send by its delivery id (:func:`adapters.slack.settle.settle_send`:
-        ``found``, ``not_sent`` or ``unknown``).
+        ``found``, ``not_sent`` or ``unknown``); for an unknown stream start (``pending.stream_start``), the stream
+        by its text in the thread, below the part's message (:func:`adapters.slack.settle.settle_start`).
 
         Raises:
             core.errors.UnreadableAnswerError: an answer that cannot be read: unknown, asked again.
             core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
         """
+        if pending.stream_start:
+            streamed = stream_markdown(pending.text, pending.fmt)
+            return await settle.settle_start(self._conn, target, pending, streamed)
         return await settle.settle_send(self._conn, target, pending)
 
     async def set_stop(

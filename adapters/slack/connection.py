@@ -84,6 +84,7 @@ class SlackConnection:
         self.client = CheckedWebClient(
             token=token, base_url=self.base_url, timeout=math.ceil(self._hard_timeout_s), retry_handlers=[]
         )
+        self._user_id: str | None = None
 
     @property
     def _hard_timeout_s(self) -> float:
@@ -152,8 +153,23 @@ class SlackConnection:
         except BOUNDARY_ERRORS as exc:
             error = translate(exc, method="auth.test", target="", scrub=self.scrub)
         else:
+            user_id = answer.get("user_id")
+            self._user_id = user_id if isinstance(user_id, str) and user_id else None
             return f"{answer.get('user')} ({answer.get('user_id')})"
         raise error
+
+    async def user_id(self) -> str | None:
+        """The bot's own user id (auth.test, asked once and kept; :meth:`verify` keeps it too), or None when the
+        answer names none (then every message is taken as possibly the bot's).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, as every call.
+        """
+        if self._user_id is None:
+            answer = await self.call("auth.test", Target(chat_id=0), lambda: self.client.auth_test())
+            user_id = answer.get("user_id")
+            self._user_id = user_id if isinstance(user_id, str) and user_id else None
+        return self._user_id
 
     async def close(self) -> None:
         """Close the HTTP session."""

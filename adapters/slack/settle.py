@@ -8,6 +8,11 @@ https://docs.slack.dev/reference/methods/conversations.replies). So an uncertain
 conversation since the newest message known before it (``oldest`` = ``PendingSend.after_id``, exclusive) and
 looking for that delivery id.
 
+A chat.startStream carries no metadata (https://docs.slack.dev/reference/methods/chat.startStream): an unknown start
+is settled once the part went on in a message of its own (:func:`settle_start`), by reading the thread between the
+newest message known before the start and that message (``latest`` = ``PendingSend.before_id``, exclusive): a
+message of the bot there that carries no delivery id and shows the start's text is the stream.
+
 Reading history needs the ``channels:history`` / ``groups:history`` / ``im:history`` / ``mpim:history`` scope of
 the conversation, and membership of it: without them (``missing_scope``, ``not_in_channel``) the answer is
 ``unknown``. Commercially distributed apps outside the Slack Marketplace get conversations.history and .replies
@@ -91,6 +96,67 @@ async def settle_send(connection: SlackConnection, target: Target, pending: Pend
     return Settlement(SettleOutcome.UNKNOWN)
 
 
+async def settle_start(connection: SlackConnection, target: Target, pending: PendingSend, streamed: str) -> Settlement:
+    """Find the stream an unknown chat.startStream opened (``pending.stream_start``), showing ``streamed`` (the
+    Markdown it sent), in the target's thread between ``pending.after_id`` and ``pending.before_id``.
+
+    Every message there is the part's new message, a person's, another create of this sidecar (it carries a
+    delivery id, or its id is in ``known_ids``) or the stream: a message of the bot (auth.test's ``user_id``) that
+    carries no delivery id is the stream when its text is ``streamed`` (whitespace and Slack's ``&amp;`` ``&lt;``
+    ``&gt;`` aside).
+
+    Returns:
+        ``found`` with the stream's ts; ``not_sent`` when every message in the bounds was read and none is a
+        message of the bot without a delivery id; ``unknown`` when one is, but shows another text, when more pages
+        remain, or when the history cannot be read (:data:`NO_ACCESS`).
+
+    Raises:
+        core.errors.UnreadableAnswerError: an answer that cannot be read: unknown, asked again.
+        core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
+    """
+    bot = await connection.user_id()
+    thread = thread_ts(target)
+    want = _plain(streamed)
+    method, page = _history(connection, target, pending.after_id, pending.before_id)
+    cursor: str | None = None
+    unclear = False
+    for _ in range(MAX_PAGES):
+        answer = await connection.try_call(method, target, functools.partial(page, cursor), allow=NO_ACCESS)
+        if isinstance(answer, Refused):
+            return Settlement(SettleOutcome.UNKNOWN)
+        for message in answer["messages"]:
+            if not isinstance(message, Mapping) or not _may_be_stream(message, thread, bot, pending.known_ids):
+                continue
+            if _plain(message.get("text")) == want:
+                return Settlement(SettleOutcome.FOUND, _found_ts(connection, method, target, message))
+            unclear = True
+        cursor = (answer.get("response_metadata") or {}).get("next_cursor") or None
+        if not answer.get("has_more") or cursor is None:
+            return Settlement(SettleOutcome.UNKNOWN if unclear else SettleOutcome.NOT_SENT)
+    return Settlement(SettleOutcome.UNKNOWN)
+
+
+def _may_be_stream(message: Mapping[str, Any], thread: str | None, bot: str | None, known: frozenset[str]) -> bool:
+    """Whether ``message`` may be a stream this bot opened: not the thread's parent, not a create of this sidecar,
+    not a person's."""
+    ts = message.get("ts")
+    if ts == thread or ts in known or _ours(message):
+        return False
+    return bot is None or message.get("user") == bot
+
+
+def _ours(message: Mapping[str, Any]) -> bool:
+    metadata = message.get("metadata")
+    return isinstance(metadata, Mapping) and metadata.get("event_type") == EVENT_TYPE
+
+
+def _plain(text: Any) -> str:
+    """``text`` without whitespace, Slack's three escapes undone (how a stream's text is compared)."""
+    if not isinstance(text, str):
+        return ""
+    return "".join(text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").split())
+
+
 def _found_ts(connection: SlackConnection, method: str, target: Target, message: Mapping[str, Any]) -> str:
     """The ts of the message found; one without a ts cannot be read (it is not "None")."""
     ts = message.get("ts")
@@ -107,11 +173,15 @@ def _found_ts(connection: SlackConnection, method: str, target: Target, message:
     )
 
 
-def _history(connection: SlackConnection, target: Target, after_id: str | None) -> tuple[str, Page]:
+def _history(
+    connection: SlackConnection, target: Target, after_id: str | None, before_id: str | None = None
+) -> tuple[str, Page]:
     channel, thread = str(target.chat_id), thread_ts(target)
     args: dict[str, Any] = {"channel": channel, "include_all_metadata": True, "limit": PAGE_SIZE}
     if after_id is not None:
         args |= {"oldest": after_id, "inclusive": False}
+    if before_id is not None:
+        args |= {"latest": before_id, "inclusive": False}
     if thread is not None:
         return "conversations.replies", lambda cursor: connection.client.conversations_replies(
             ts=thread, cursor=cursor, **args

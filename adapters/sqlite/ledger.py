@@ -170,7 +170,7 @@ class SqliteLedger:
         db.execute(
             "INSERT INTO parts (run, slot, role, state, message_id, shown, content_key, degraded, error, updated_at,"
             " streaming, pending, frozen, continues, unbounded, stray, precedes)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (run, slot) DO UPDATE SET role = excluded.role, state = excluded.state,"
             " message_id = excluded.message_id, shown = excluded.shown, content_key = excluded.content_key,"
             " degraded = excluded.degraded, error = excluded.error, updated_at = excluded.updated_at,"
@@ -183,7 +183,7 @@ class SqliteLedger:
                 str(part.role),
                 str(part.state),
                 part.message_id,
-                part.shown,
+                _utf8(part.shown),
                 content_key(part.role, part.shown) if part.shown is not None else None,
                 int(part.degraded),
                 part.error,
@@ -228,3 +228,11 @@ class SqliteLedger:
     async def close(self) -> None:
         if self._owned:
             await self._store.close()
+
+
+def _utf8(text: str | None) -> bytes | None:
+    """``text`` encoded for a ``CAST(? AS TEXT)`` parameter: bound as a ``str``, sqlite3 would keep the text's UTF-8
+    form inside the string object (CPython caches it) for as long as the part's text lives, a second copy of every
+    part a run shows (8.4 KB per run of the recorded 8.5k answer, bench/bench_memory.py); these bytes go when the
+    statement is done. Raises UnicodeEncodeError on a lone surrogate, as binding the ``str`` does."""
+    return text.encode("utf-8") if text is not None else None

@@ -4,6 +4,10 @@ The page is the platform: sending or editing a part is keeping its text (the cor
 run monitor, whose ``delivery`` events carry the part's text to the browser). Nothing leaves the process, so no
 call fails, is rate limited or times out; "not modified" (the same text again) is answered like a platform would.
 A part holds at most ``max_units`` UTF-16 units (a page has no platform limit: this keeps one SSE event small).
+The page's texts reach the browser from the run's monitor (while the run goes on) and from what a finished run keeps
+(:mod:`core.run.finished`, the ledger's parts), never from here: in service the adapter keeps of each part only a
+digest of its text (what "not modified" and an edit's target need: 16 bytes, not a copy of every answer it showed);
+with ``record`` (tests, the case runner, the demo) it keeps the texts too, for :meth:`WebAdapter.visible`.
 A send with a delivery id remembers it, so :meth:`WebAdapter.settle_send` can say whether that part exists (after a
 restart the page is empty: ``not_sent``, sent anew). A media item is a part of its own (:meth:`WebAdapter.send_media`):
 the page shows it as a link with its caption (its CSP, ``img-src 'self' data:``, shows no outside image).
@@ -11,6 +15,7 @@ the page shows it as a link with its caption (its CSP, ``img-src 'self' data:``,
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -56,7 +61,8 @@ class WebAdapter:
 
     Args:
         max_units: the most UTF-16 units one part holds (at most :data:`MAX_UNITS`).
-        record: keep every call in :attr:`calls` (tests, the case runner); off in service.
+        record: keep every call in :attr:`calls` and every part's text (:meth:`visible`) (tests, the case runner, the
+            demo); off in service, where a part is kept as a digest of its text.
     """
 
     platform = PLATFORM
@@ -72,7 +78,8 @@ class WebAdapter:
 
     def __init__(self, *, max_units: int = MAX_UNITS, record: bool = False) -> None:
         self.max_units = min(max_units, MAX_UNITS)
-        self._texts: OrderedDict[str, str] = OrderedDict()
+        self._texts: OrderedDict[str, str | bytes] = OrderedDict()
+        """``chat id:message id`` → the part's text (with ``record``) or its digest (:func:`_digest`)."""
         self._deliveries: OrderedDict[str, tuple[str, str]] = OrderedDict()
         """``delivery id → (chat id, message id)`` of the sends that named one, as many as parts are kept."""
         self._next = 0
@@ -98,9 +105,10 @@ class WebAdapter:
 
     def visible(self, chat_id: int | str) -> list[tuple[str, str]]:
         """``(message id, text)`` of the parts shown for ``chat_id``, oldest first (by message id: an edit keeps a
-        part's place)."""
+        part's place). The texts of parts kept while ``record`` was on (a part kept without it shows its digest's
+        hex: the service keeps no text here)."""
         prefix = f"{chat_id}:"
-        shown = [(key[len(prefix) :], text) for key, text in self._texts.items() if key.startswith(prefix)]
+        shown = [(key[len(prefix) :], _text(kept)) for key, kept in self._texts.items() if key.startswith(prefix)]
         return sorted(shown, key=lambda part: int(part[0]))
 
     async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
@@ -147,7 +155,8 @@ class WebAdapter:
             self._record("editMessage", target, message_id, text, status=404)
             raise TargetNotFoundError(f"web: part {message_id} is not on the page", platform=PLATFORM)
         self._record("editMessage", target, message_id, text)
-        if self._texts[key] == text:
+        kept = self._texts[key]
+        if kept == (text if isinstance(kept, str) else _digest(text)):
             return False
         self._keep(target, message_id, text)
         return True
@@ -174,7 +183,7 @@ class WebAdapter:
 
     def _keep(self, target: Target, message_id: str, text: str) -> None:
         key = f"{target.chat_id}:{message_id}"
-        self._texts[key] = text
+        self._texts[key] = text if self.record else _digest(text)
         self._texts.move_to_end(key)
         while len(self._texts) > KEEP_MESSAGES:
             self._texts.popitem(last=False)
@@ -183,3 +192,12 @@ class WebAdapter:
         if self.record:
             call = WebCall(method, target.chat_id, message_id, text, time.monotonic(), status, status == 200)
             self.calls.append(call)
+
+
+def _digest(text: str) -> bytes:
+    """What the service keeps of a part's text: 16 bytes that differ for different texts (BLAKE2b)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _text(kept: str | bytes) -> str:
+    return kept if isinstance(kept, str) else kept.hex()

@@ -24,6 +24,7 @@ from typing import Any
 from adapters.redis import InputStream, RunIndex, conversation_key, partition_of
 from app.replicas.peers import ReplicaPeers
 from core.channel import ChannelRuntime
+from core.contracts.answers import RunListing
 from core.errors import IngestError
 from core.events import RunStart, parse_event
 from core.ingest.admission import LineResult
@@ -300,15 +301,14 @@ class ReplicaFront:
     peers: ReplicaPeers | None = None
     """The other replicas (:class:`app.replicas.service.ReplicaService` sets it), asked by :meth:`runs`."""
 
-    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
-        """The active runs of this replica's partitions, each row with ``replica`` (this replica's id); with
-        ``everywhere``, every other live replica's too, asked with ``bearer`` (the caller's ``Authorization``):
-        ``{"runs": [row, ...] (:meth:`core.run.monitor.RunMonitor.row`), "unreachable": [{"replica", "url",
-        "error"}]}``."""
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> RunListing:
+        """The active runs of this replica's partitions (:meth:`core.run.monitor.RunMonitor.row`), each with
+        ``replica`` (this replica's id); with ``everywhere``, every other live replica's too, asked with ``bearer``
+        (the caller's ``Authorization``), and those that could not be asked (``unreachable``)."""
         me = {} if self.peers is None else {"replica": self.peers.me}
-        rows = [{**row, **me} for relay in self._relays() for row in (await relay.runs())["runs"]]
+        rows = [row.model_copy(update=me) for relay in self._relays() for row in (await relay.runs()).runs]
         if not everywhere or self.peers is None:
-            return {"runs": rows, "unreachable": []}
+            return RunListing(runs=rows)
         others, unreachable = await self.peers.runs(bearer)
-        seen = {row["run"] for row in rows}  # a run handed over a moment ago: this replica's row wins
-        return {"runs": rows + [row for row in others if row.get("run") not in seen], "unreachable": unreachable}
+        seen = {row.run for row in rows}  # a run handed over a moment ago: this replica's row wins
+        return RunListing(runs=rows + [row for row in others if row.run not in seen], unreachable=unreachable)

@@ -11,18 +11,16 @@ Redis itself when the replica list cannot be read.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from adapters.redis import ReplicaUrls
+from core.contracts.answers import RunListing, RunRow, Unreachable
 
 ASK_TIMEOUT_S = 3.0
 """How long one replica may take to answer (seconds): the operator page refreshes every 2 s."""
-
-Rows = list[dict[str, Any]]
-"""Run rows as ``GET /v1/runs`` lists them (:meth:`core.run.monitor.RunMonitor.row`, with ``watch`` and ``replica``)."""
 
 
 class ReplicaPeers:
@@ -42,27 +40,27 @@ class ReplicaPeers:
     def __repr__(self) -> str:
         return f"ReplicaPeers(me={self.me!r})"
 
-    async def runs(self, bearer: str) -> tuple[Rows, Rows]:
-        """Every other live replica's active runs, each row with its ``replica``; and what could not be asked:
-        ``[{"replica", "url", "error"}]`` (``replica`` and ``url`` empty when Redis could not be read)."""
+    async def runs(self, bearer: str) -> tuple[list[RunRow], list[Unreachable]]:
+        """Every other live replica's active runs (as ``GET /v1/runs`` lists them, with ``watch``), each row with its
+        ``replica``; and what could not be asked (``replica`` and ``url`` empty when Redis could not be read)."""
         try:
             live = await self._urls.live()
         except (RedisError, OSError) as exc:  # the error's name only: the URL may hold a password
-            return [], [{"replica": "", "url": "", "error": f"Redis unreachable ({type(exc).__name__})"}]
+            return [], [Unreachable(replica="", url="", error=f"Redis unreachable ({type(exc).__name__})")]
         live.pop(self.me, None)
         async with httpx.AsyncClient(timeout=self._timeout_s, follow_redirects=False) as http:
             answers = await asyncio.gather(*(self._ask(http, live[owner], bearer) for owner in sorted(live)))
-        rows: Rows = []
-        unreachable: Rows = []
+        rows: list[RunRow] = []
+        unreachable: list[Unreachable] = []
         for owner, found in zip(sorted(live), answers, strict=True):
             if isinstance(found, str):
-                unreachable.append({"replica": owner, "url": live[owner], "error": found})
+                unreachable.append(Unreachable(replica=owner, url=live[owner], error=found))
             else:
-                rows += [{**row, "replica": row.get("replica") or owner} for row in found]
+                rows += [row.model_copy(update={"replica": row.replica or owner}) for row in found]
         return rows, unreachable
 
     @staticmethod
-    async def _ask(http: httpx.AsyncClient, url: str, bearer: str) -> Rows | str:
+    async def _ask(http: httpx.AsyncClient, url: str, bearer: str) -> list[RunRow] | str:
         """The rows of the replica at ``url``, or why they could not be had (one line)."""
         try:
             answer = await http.get(url.rstrip("/") + "/v1/runs", headers={"Authorization": bearer})
@@ -71,11 +69,6 @@ class ReplicaPeers:
         if answer.status_code != 200:
             return f"answered {answer.status_code}"
         try:
-            rows = answer.json()["runs"]
-        except (ValueError, KeyError, TypeError):
+            return RunListing.model_validate_json(answer.content).runs
+        except ValidationError:
             return "answered something other than a run list"
-        if not isinstance(rows, list) or not all(
-            isinstance(row, dict) and isinstance(row.get("run"), str) for row in rows
-        ):
-            return "answered something other than a run list"
-        return rows

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 
 from pydantic import SecretStr
@@ -131,6 +132,8 @@ async def serve_replica(
     )
     try:
         listening = await sidecar.start()
+        gc.collect()  # what start-up built lives as long as the process: kept out of every later collection's scan
+        gc.freeze()
         health.set(ServiceState.RESUMING)
         await replicas.start(service.advertise_url or listening)
         await asyncio.sleep(0)

@@ -58,6 +58,9 @@ class Requester:
 ANYONE = Requester()
 """The requester of a call that names none: one run of the default client."""
 
+_SOON_S = 0.001
+"""The least wait :meth:`FairQueue.try_take` reports when it cannot grant at once (others wait, or no token)."""
+
 
 class _Waiter:
     __slots__ = ("final", "future", "requester")
@@ -162,6 +165,18 @@ class FairQueue:
             return delay
         place = self._finals.place(requester) if final else self._finals.size + self._previews.place(requester)
         return max(delay, (place + 1 - self.bucket.available(now)) / self.bucket.rate_per_s)
+
+    def try_take(self, requester: Requester, *, final: bool) -> float:
+        """Spend a token at once when nobody waits and one is there (:meth:`acquire`'s fast path): 0.0; else the
+        seconds ``requester`` would wait for its turn (:meth:`estimate`, never 0.0: a token is due to a waiter or to
+        come), nothing taken. Synchronous: the one ask of a call that may start now
+        (:meth:`core.delivery.send_chain.SendChain.grant`)."""
+        now = self._clock.now()
+        if self.waiting == 0 and self.bucket.delay(now) == 0:
+            self.bucket.take(now)
+            self.granted += 1
+            return 0.0
+        return max(self.estimate(requester, final=final), _SOON_S)
 
     async def acquire(self, requester: Requester, *, final: bool) -> None:
         """Wait for a token in fair order and spend it (returns at once when nobody waits and one is there).

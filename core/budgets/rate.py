@@ -158,14 +158,18 @@ class PauseBoard:
     def __init__(self) -> None:
         self._bot_until = 0.0
         self._kind_until: dict[CallKind, float] = {}
+        self.begun = 0
+        """Pauses begun so far: a caller that saw no pause can tell whether one began since, without asking."""
 
     def pause_bot(self, until: float) -> None:
         """Pause every call of the bot until ``until`` (clock seconds)."""
         self._bot_until = max(self._bot_until, until)
+        self.begun += 1
 
     def pause_kind(self, kind: CallKind, until: float) -> None:
         """Pause calls of ``kind`` bot-wide until ``until`` (clock seconds)."""
         self._kind_until[kind] = max(self._kind_until.get(kind, 0.0), until)
+        self.begun += 1
 
     def remaining(self, kind: CallKind, now: float) -> float:
         """Seconds left before a call of ``kind`` may start (0.0 when not paused)."""
@@ -175,8 +179,8 @@ class PauseBoard:
 class SharedBudgets(Protocol):
     """Rate budgets and 429 pauses shared with other processes serving the same bot (replicas on one store).
 
-    The send chain awaits :meth:`acquire` right before each platform call, after its local budgets (which stay the
-    planner's synchronous estimate: :meth:`core.delivery.send_chain.SendChain.ready_in`), and :meth:`pause` on a 429
+    The send chain awaits :meth:`acquire` right before each platform call, after its local budgets (asked once per
+    call: :meth:`core.delivery.send_chain.SendChain.grant`), and :meth:`pause` on a 429
     whose
     scope is in :data:`SHARED_PAUSES`. Times are durations in seconds: processes share no clock.
 

@@ -10,7 +10,8 @@ output never depends on how the text was split into appends:
   text) or a space. A break counts once the first character after its whitespace has arrived.
 - Emit: as soon as the pending text ends at a break of the preferred kind or stronger (paragraph >
   newline > sentence) that lies outside fences, links and inline code spans, and the text before the
-  break is at least ``min_chars`` long, that text is a chunk. ``min_chars`` gates only this.
+  break is at least ``min_chars`` long, that text is a chunk. ``min_chars`` gates only this. A sentence
+  break whose first character after it may begin a block (below: ``-``, ``1``, ``#``...) emits nothing.
 - Cut: only when the pending text no longer fits in ``max_chars`` (trailing whitespace not counted; a
   closer counted once the last line is fence content) is it cut, at the last break of the best kind
   whose chunk fits: paragraph > line (breaks outside fences before breaks inside fences, so a fence
@@ -18,7 +19,11 @@ output never depends on how the text was split into appends:
   boundaries inside links ``[text](url)``, inline code spans, fence marker lines and grapheme clusters
   (combining marks, ZWJ sequences, variation selectors, emoji modifiers, flag pairs) are used only when
   nothing else fits. A chunk never leaves an empty fence behind a cut, and a chunk that begins
-  mid-line never begins with three backticks or tildes (that would open a fence).
+  mid-line never begins with three backticks or tildes (that would open a fence), nor with what
+  Markdown reads as a block start at a message's start (``>``, ``|``, a heading's
+  ``#``, a list marker, a thematic break, an HTML block; or a start of one that the text read so far
+  leaves open): an earlier break or boundary is taken; only the last resorts that may cut beside
+  whitespace still cut there.
 - A cut drops the break's whitespace; the indentation of the next line is kept. A fence cut in two is
   closed (a closer line with the fence's container prefix) and reopened at the start of the next chunk
   (a line continued mid-way also gets its block quote markers back); those markers count in

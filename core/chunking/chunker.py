@@ -100,6 +100,16 @@ class Chunker:
         scan = self._scan
         return dedent(scan.head + self._slice(scan.base, scan.end), scan.ctx_w)
 
+    def pending_range(self) -> tuple[str, int, int, tuple[int, ...], int]:
+        """Where the pending text (:attr:`pending`) lies, without building it: ``(head, start, end, widths, units)``:
+        the reopened fence opener before it, the absolute positions of the appended text it is (``start`` to
+        ``end``), the list items it starts in (:func:`~core.chunking.containers.dedent`) and its length in units
+        before dedenting (more than ``params.max_chars`` while the chunker holds more than a message, waiting to see
+        where a protected range or a block ends). ``dedent(head + text[start:end], widths)`` is :attr:`pending`.
+        O(1)."""
+        scan = self._scan
+        return scan.head, scan.base, scan.end, scan.ctx_w, scan.head_units + scan.cum - scan.base_cum
+
     def _slice(self, a: int, b: int) -> str:
         """The appended text between absolute positions ``a`` and ``b`` (``a`` not before the pending text):
         the one reader of chunk text, which the cutter is given."""

@@ -7,7 +7,9 @@ whitespace); then the same inside a link or code span longer than the budget; an
 string leaves no room for content (emitted closed, the fence continues bare); anything (never loop).
 A cut inside a fence closes it (a closer line with the fence's container prefix) and reopens it at the
 start of the next chunk; a cut never leaves an empty fence behind and never begins a chunk mid-line
-with a run of three backticks or tildes.
+with a run of three backticks or tildes, nor (but for the two last-resort plans that may cut beside
+whitespace) with a block start (:func:`opens_block`): an earlier break or boundary is
+taken instead.
 
 The cutter keeps no state of its own between cuts: it reads the break table
 (:class:`core.chunking.breaks.BreakTable`), the protected regions (:class:`core.chunking.regions.Regions`),
@@ -34,12 +36,59 @@ from core.chunking.regions import Regions
 from core.chunking.store import TextStore
 from core.units import LengthUnit
 
-__all__ = ["BIG", "Cutter", "Moment"]
+__all__ = ["BIG", "BLOCK_STARTERS", "LOOK", "Cutter", "Moment", "opens_block"]
 
 _WS = " \t\n\r\f\v"
 _TRAILING_MARKERS = re.compile(r"(?:\n[ \t>]*)+\Z")  # quoted lines with no content yet end no chunk
 _FIRST = itemgetter(0)
 BIG = 1 << 62
+
+BLOCK_STARTERS = frozenset(">|#-*+_<0123456789")
+"""The first characters of the block starts :func:`opens_block` knows (fences: :meth:`Cutter.rest_ok`)."""
+LOOK = 12
+"""Characters of a rest :func:`opens_block` is given at most: enough to decide ``123456789.`` and ``######``."""
+
+
+def opens_block(s: str, complete: bool) -> bool:
+    """True when a message that begins with ``s`` begins a block (CommonMark; GFM table rows), or may
+    begin one once more text follows.
+
+    Args:
+        s: the first characters of the rest of a line cut mid-way (at least one, no newline).
+        complete: ``s`` reaches the end of its line (else more of the line may follow).
+
+    Returns:
+        True for ``>`` and ``|`` (a block quote, a table row), ``#`` to ``######`` then a space, a tab or
+        the line end (a heading), ``-``, ``*``, ``+`` or 1 to 9 digits and ``.`` or ``)`` then the same (a
+        list item), a line of three or more ``-``, ``*`` or ``_`` and spaces (a thematic break), ``<`` and a
+        letter, ``/``, ``!`` or ``?`` (an HTML block); also when ``s`` is a prefix of one of those and not
+        ``complete``. False otherwise.
+    """
+    ch, n = s[0], len(s)
+    if ch == ">" or ch == "|":
+        return True
+    if ch == "<":
+        return (n == 1 and not complete) or (n > 1 and (s[1] in "/!?" or ("a" <= s[1].lower() <= "z")))
+    if ch == "#":
+        i = 1
+        while i < n and s[i] == "#":
+            i += 1
+        return i <= 6 and (i == n or s[i] in " \t")
+    if "0" <= ch <= "9":
+        i = 1
+        while i < n and "0" <= s[i] <= "9":
+            i += 1
+        if i == n:
+            return not complete and i <= 9
+        return i <= 9 and s[i] in ".)" and (i + 1 == n or s[i + 1] in " \t")
+    if ch in "-*+" and (n == 1 or s[1] in " \t"):
+        return True  # a list item (an empty one at the line end), or maybe one
+    if ch == "+":
+        return False
+    body = s.replace(" ", "").replace("\t", "")
+    if body.strip(ch):
+        return False  # another character on the line: no thematic break
+    return not complete or len(body) >= 3
 
 
 class Moment(Protocol):
@@ -246,17 +295,30 @@ class Cutter:
     def rest_ok(self, rest: int, known: int) -> bool:
         """A chunk that begins mid-line at ``rest`` must not begin with a fence marker: a run of three
         backticks or tildes inside a line would open a fence at the start of a message. A run that
-        reaches ``known`` (the end of the text seen so far) may still grow, so it does not qualify."""
+        reaches ``known`` (the end of the text seen so far) may still grow, so it does not qualify.
+
+        Nor with text that Markdown reads as a block start at the start of a message while it was text
+        mid-line (:func:`opens_block`: a block quote, heading, list item, thematic break, table row or
+        HTML block); text that may still become one once more arrives does not qualify either. Also in
+        fence content, which is reopened as code: a cut there has other boundaries as good, and a line
+        continued after ``>`` would read as a quoted fence line continued after its reopened markers.
+        Cost: at most :data:`LOOK` characters read."""
         char_at = self._store.char_at
         if rest >= known or char_at(rest - 1) == "\n":
             return True
         ch = char_at(rest)
-        if ch != "`" and ch != "~":
+        if ch == "`" or ch == "~":
+            n = 1
+            while n < 3 and rest + n < known and char_at(rest + n) == ch:
+                n += 1
+            return n < 3 and rest + n < known
+        if ch not in BLOCK_STARTERS:
             return True
-        n = 1
-        while n < 3 and rest + n < known and char_at(rest + n) == ch:
-            n += 1
-        return n < 3 and rest + n < known
+        stop = min(known, rest + LOOK)
+        end = rest + 1
+        while end < stop and char_at(end) != "\n":
+            end += 1
+        return not opens_block(self._read(rest, end), end < known and char_at(end) == "\n")
 
     def _try_code_point(self, m: Moment, guard: int, inline: bool, grapheme: bool, any_ws: bool) -> bool:
         """Cut at the last code point boundary inside the budget, outside protected regions."""

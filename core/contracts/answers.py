@@ -3,11 +3,10 @@ link, a stop, and the listing of active runs (``GET /v1/runs``, what the ops pag
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.contracts.units import PipelineUnit
+from core.json_types import JsonObject
 
 
 class GateAnswer(BaseModel):
@@ -90,7 +89,7 @@ class RunListing(BaseModel):
     unreachable: list[Unreachable] = Field(default_factory=list)
 
 
-def gate_answer(body: dict[str, Any]) -> GateAnswer:
+def gate_answer(body: JsonObject) -> GateAnswer:
     """The typed gate answer of its JSON body.
 
     Raises:

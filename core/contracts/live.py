@@ -17,10 +17,12 @@ handling; validating there would add to it).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
+from core.json_types import JsonObject
 from core.records.report import SlotRole
 
 
@@ -201,10 +203,10 @@ class LiveState(BaseModel):
     delivery: str | None = Field(description="The report's status at the end, null before.")
     answer: str
     agents: dict[str, AgentState]
-    parts: dict[str, dict[str, Any]] = Field(
+    parts: dict[str, JsonObject] = Field(
         description="``<channel>/<part>``: the part's delivery fields (a ``delivery`` event's), and ``text``."
     )
-    timeline: list[dict[str, Any]] = Field(description="The last 200 phase, status, tool, decision and error events.")
+    timeline: list[JsonObject] = Field(description="The last 200 phase, status, tool, decision and error events.")
 
 
 class ResetEvent(_Live):
@@ -278,7 +280,7 @@ LIVE_EVENT: TypeAdapter[LiveEvent] = TypeAdapter(LiveEvent)
 """Validates one live event's JSON object (``validate_python``) or SSE data (``validate_json``)."""
 
 
-def parse_live_event(data: dict[str, Any]) -> LiveEvent:
+def parse_live_event(data: JsonObject) -> LiveEvent:
     """The typed event of one live event's JSON object, read leniently (unknown fields ignored, an unknown type an
     :class:`OtherLiveEvent`).
 
@@ -288,7 +290,7 @@ def parse_live_event(data: dict[str, Any]) -> LiveEvent:
     return LIVE_EVENT.validate_python(data)
 
 
-def check_live_event(event: dict[str, Any]) -> LiveEvent:
+def check_live_event(event: JsonObject) -> LiveEvent:
     """``event`` checked strictly against the contract, as the sidecar publishes it: a known type, its fields, no
     other (in a ``reset``'s state too, at its top level).
 
@@ -300,12 +302,18 @@ def check_live_event(event: dict[str, Any]) -> LiveEvent:
     if isinstance(typed, OtherLiveEvent):
         raise ValueError(f"live event type {event.get('type')!r} is not in the contract: add its model")
     _no_extra(event, type(typed))
-    if isinstance(typed, ResetEvent):
-        _no_extra(event["state"], LiveState)
+    state = event.get("state")
+    if isinstance(typed, ResetEvent) and isinstance(state, dict):  # a dict: the model read it as its state
+        _no_extra(state, LiveState)
     return typed
 
 
-def _no_extra(data: dict[str, Any], model: type[BaseModel]) -> None:
-    extra = sorted(set(data) - set(model.model_fields))
+def _no_extra(keys: Iterable[str], model: type[BaseModel]) -> None:
+    """Refuse ``keys`` (a JSON object's) that ``model`` has no field for.
+
+    Raises:
+        ValueError: one or more (named, with the module to add them to).
+    """
+    extra = sorted(set(keys) - set(model.model_fields))
     if extra:
         raise ValueError(f"{model.__name__} got fields off the contract {extra}: add them to core/contracts/live.py")

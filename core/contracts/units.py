@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
 from core.events import EndStatus, Source
+from core.json_types import JsonObject
 
 TOOL_CALL = "tool_call"
 MALFORMED = "tool_call.malformed"
@@ -45,7 +46,7 @@ class ToolCallUnit(_Unit):
     kind: Literal["tool_call"] = "tool_call"
     id: str = Field(description="The provider's call id.")
     name: str | None = Field(description="The tool's name (null when the provider never gave one).")
-    args: dict[str, Any] = Field(description="The arguments: one strict JSON object.")
+    args: JsonObject = Field(description="The arguments: one strict JSON object.")
     source: Source | None = None
 
 
@@ -145,7 +146,7 @@ PIPELINE_UNIT: TypeAdapter[PipelineUnit] = TypeAdapter(PipelineUnit)
 """Validates a unit's JSON object (``validate_python``) or text (``validate_json``) into its class."""
 
 
-def parse_unit(data: dict[str, Any]) -> PipelineUnit:
+def parse_unit(data: JsonObject) -> PipelineUnit:
     """The typed unit of one unit's JSON object, read leniently (unknown fields ignored, an unknown kind an
     :class:`OtherUnit`).
 
@@ -155,7 +156,7 @@ def parse_unit(data: dict[str, Any]) -> PipelineUnit:
     return PIPELINE_UNIT.validate_python(data)
 
 
-def check_unit(unit: dict[str, Any]) -> PipelineUnit:
+def check_unit(unit: JsonObject) -> PipelineUnit:
     """``unit`` checked strictly against the contract, as the sidecar emits it: a known kind, each of its fields,
     and no other field.
 

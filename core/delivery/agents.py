@@ -5,8 +5,6 @@ its text (kept apart from the root's answer), its thread (``subagents = "thread"
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.delivery.answer import AnswerChange, AnswerStream
 from core.delivery.threads import ChildThreads
 from core.events import End, ErrorEvent, Event, Media, Source, TextEvent, ToolResult, Visibility
@@ -111,13 +109,13 @@ class SubAgents:
 
     def _publish(self, source: Source, change: AnswerChange | None = None) -> None:
         """The child's state (and its text change) for watchers."""
-        fields: dict[str, Any] = {"key": source.key, "source": source.model_dump()}
-        fields["state"] = self.children.seen(source).state
+        key, dumped, state = source.key, source.model_dump(), self.children.seen(source).state
         if change is not None and change.reset:
-            fields["text"], fields["reset"] = change.text, True
+            self._monitor.publish("agent", key=key, source=dumped, state=state, text=change.text, reset=True)
         elif change is not None:
-            fields["delta"] = change.text
-        self._monitor.publish("agent", **fields)
+            self._monitor.publish("agent", key=key, source=dumped, state=state, delta=change.text)
+        else:
+            self._monitor.publish("agent", key=key, source=dumped, state=state)
 
     def _end(self, source: Source, end: End) -> None:
         if self.children.seen(source).ended is not None:

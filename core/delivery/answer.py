@@ -35,14 +35,29 @@ class AnswerStream:
         """The change to the linear answer caused by ``change`` to assistant message ``message``."""
         if change.kind == "none":
             return None
-        if change.kind == "append" and (self._last_message is None or message >= self._last_message):
-            prefix = ""
-            if message != self._last_message and self._has_text and change.appended:
-                prefix = MESSAGE_SEPARATOR
-            if change.appended:
-                self._last_message = message
-                self._has_text = True
-            return AnswerChange(prefix + change.appended) if change.appended else None
+        if change.kind == "append":
+            return self.appended(message, change.appended) if change.appended else self._after(message)
+        return self._reset()
+
+    def appended(self, message: int, text: str) -> AnswerChange:
+        """The change to the linear answer caused by ``text`` (non-empty) appended to assistant message ``message``:
+        an append (after a blank line when the answer goes on in a later message), or a reset when an earlier
+        message grew. O(1), or O(the answer) for a reset."""
+        last = self._last_message
+        if last == message:
+            return AnswerChange(text)  # the common line: the answer goes on in its last message
+        if last is None or message > last:
+            self._last_message = message
+            prefix = MESSAGE_SEPARATOR if self._has_text else ""
+            self._has_text = True
+            return AnswerChange(prefix + text)
+        return self._reset()
+
+    def _after(self, message: int) -> AnswerChange | None:
+        """An append of nothing: no change unless it went to an earlier message than the last (then a reset)."""
+        return None if self._last_message is None or message >= self._last_message else self._reset()
+
+    def _reset(self) -> AnswerChange:
         full = self.text()
         self._last_message = max((m for m, t in self._assembler.messages(self._source_key) if t), default=None)
         self._has_text = bool(full)

@@ -72,7 +72,7 @@ def open_conversation(
         policy = replace(policy, delivery=DeliveryMode.PREVIEW, typing_every_s=None)
     native = None if thread else native_streaming(policy, adapter, target)
     throttle_s = policy.throttle_s if policy.delivery in _THROTTLED else 0.0
-    book = SlotBook(run, throttle_s, native is not None, MessageLimit.of(policy))
+    book = SlotBook(run, throttle_s, native is not None, MessageLimit.of(policy), adapter.measure)
     rec = Reconciler(
         book=book,
         adapter=adapter,

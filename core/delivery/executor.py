@@ -4,7 +4,8 @@ Every call of a conversation goes through its executor, whoever decided it (the 
 the typing indicator, a sub-agent's thread, the Stop control)::
 
     intent ─▶ ledger          (a message part's call: recorded before it is made; a restart settles it)
-    call   ─▶ send chain      (one call at a time, the rate budgets asked once, 429 pauses)
+    call   ─▶ send chain      (one call at a time, 429 pauses; the rate budgets asked once: the grant the
+                               caller got when the call was due, else asked here)
            ─▶ adapter.perform (one attempt; its outcome a value: done, not done, unknown)
     outcome ─▶ back to the machine ─▶ ledger (the part as it now stands, with the outcome's label)
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from core.budgets.fair import Requester
 from core.delivery.calls import Call, CallResult, NotDone
-from core.delivery.send_chain import SendChain
+from core.delivery.send_chain import Grant, SendChain
 from core.errors import DeliveryError
 from core.ports import ChannelAdapter, PendingSend
 from core.records.ledger import Ledger, PartRecord
@@ -75,6 +76,7 @@ class Executor:
         final: bool = False,
         intent: Intent | None = None,
         apply: Callable[[CallResult], Applied] | None = None,
+        grant: Grant | None = None,
     ) -> CallResult:
         """Make ``call``: its ``intent`` in the ledger first (when it is a message part's), then the call through
         the send chain, then ``apply`` (the machine takes the outcome) and the part's new state in the ledger.
@@ -85,6 +87,8 @@ class Executor:
             intent: the ledger's record of the call (None: not a message part's call, e.g. typing, a thread, a
                 Stop move: paced and metered, not journaled).
             apply: hands the outcome to the machine; returns what the ledger records (needs ``intent``).
+            grant: the rate budgets' yes, asked when the call was due (:meth:`SendChain.grant`), spent by the chain;
+                None: the chain asks the budgets.
 
         Returns:
             The outcome. A call the chain would not make (this replica lost the conversation, the shared budget
@@ -99,7 +103,7 @@ class Executor:
         adapter = self.adapter
         try:
             result = await self.chain.call(
-                lambda: adapter.perform(call), call.kind, final=final, requester=self.requester
+                lambda: adapter.perform(call), call.kind, final=final, requester=self.requester, grant=grant
             )
         except DeliveryError as exc:  # not made: ownership lost, or the shared budgets failed
             result = NotDone(exc)

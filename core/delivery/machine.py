@@ -20,7 +20,8 @@ What each outcome does to a part, per call (DESIGN §4, §5, §8):
   any                         native streaming refused            native off for the run; goes on as messages
   any                         429                                 merge pending states; the chain pauses
   stream append (timeout)     unknown                             never appended again: rewritten as a message
-  stream start (timeout)      unknown                             native off; goes on as a plain message
+  stream start (timeout)      unknown                             native off; goes on as a plain message; Slack:
+                                                                  settled below it, the stream found deleted
   send (timeout, unreadable)  unknown                             pending kept: settled next, never resent
   stream stop (timeout)       unknown                             uncertain (reported), never sent again
   edit, delete (timeout)      unknown                             retried with backoff inside the window
@@ -52,6 +53,7 @@ from core.delivery.calls import (
     Delete,
     Done,
     Edit,
+    OpenThread,
     SendMedia,
     SendText,
     SetControl,
@@ -69,7 +71,6 @@ from core.delivery.planner import Planner
 from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import (
-    STREAM_START_MARK,
     Op,
     OpKind,
     Outcome,
@@ -93,7 +94,7 @@ from core.errors import (
 )
 from core.events import Target
 from core.media import MediaItem
-from core.ports import CallKind, PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
+from core.ports import PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
 from core.records.report import PartState, SlotRole
 
 MAX_BACKOFF_S = 15.0
@@ -143,7 +144,12 @@ RULES: tuple[Rule, ...] = (
     Rule(_ANY, (NativeUnavailableError,), "_native_refused", "native off for the run; the parts go on as messages"),
     Rule(_ANY, (RateLimitedError,), "_rate_limited", "pending states merge into one; the chain pauses"),
     Rule(_STREAM_ONLY, (UncertainDeliveryError,), "_append_unknown", "never appended again: rewritten as a message"),
-    Rule(frozenset({OpKind.STREAM_START}), (UncertainDeliveryError,), "_start_unknown", "native off: a plain message"),
+    Rule(
+        frozenset({OpKind.STREAM_START}),
+        (UncertainDeliveryError,),
+        "_start_unknown",
+        "native off: a message; settled below",
+    ),
     Rule(frozenset({OpKind.SEND}), (UncertainDeliveryError,), "_send_unknown", "settled next, never sent blindly"),
     Rule(frozenset({OpKind.STREAM_FINISH}), (UncertainDeliveryError,), "_finish_unknown", "uncertain, never resent"),
     Rule(_ANY, (UncertainDeliveryError,), "_retry_unknown", "idempotent: retried with backoff in the window"),
@@ -169,21 +175,25 @@ class DeliveryMachine:
 
     Args:
         book: the conversation's slot book.
-        chain: the conversation's send chain, read for its rate budgets (:meth:`SendChain.ready_in`) and its known
-            message ids (``note_message``, ``known_ids``, ``last_message_id``); the machine never calls through it.
+        chain: the conversation's send chain, for its known message ids (``note_message``, ``known_ids``,
+            ``last_message_id``); the machine never calls through it and asks no budget.
         target: where the conversation's messages go.
         clock: the injected clock (backoff, throttle).
         retry_window_s: how long calls safe to retry are retried through an outage (seconds).
         native: the run streams answers natively (the adapter has :class:`core.ports.NativeStreaming`).
         stream_refresh_s: seconds after which an unchanged native stream must be shown again, or None.
         exclusive_bot: the bot token is the sidecar's alone (Telegram can then settle by probing ids).
-        requester: who asks for the bot's shared budgets.
+        requester: who asks for the bot's shared budgets (the machine asks no budget: its calls' grants are asked
+            when they are due, :meth:`SendChain.grant`).
         typing_every_s: while the run is open and nothing new became visible for this many seconds, a typing
             indicator is due (at the start too); None: never. Never during finalization.
         control: the Stop control the conversation's newest live message carries (:mod:`core.delivery.controls`),
             or None.
         finish_creates: a native stream's finish creates the message (Telegram's sendMessage after the drafts;
             :attr:`core.ports.NativeStreaming.finish_creates`).
+        settles_start: a stream start whose outcome is unknown can be settled with the platform
+            (:attr:`core.ports.NativeStreaming.settles_start`, Slack): settled below the message the part goes on
+            in, and the stream's first words deleted when found; else they are reported uncertain.
     """
 
     def __init__(
@@ -201,6 +211,7 @@ class DeliveryMachine:
         typing_every_s: float | None = None,
         control: StopControl | None = None,
         finish_creates: bool = False,
+        settles_start: bool = False,
     ) -> None:
         self.book = book
         self.run = book.run
@@ -209,9 +220,10 @@ class DeliveryMachine:
         self._clock = clock
         self.retry_window_s = retry_window_s
         self._exclusive = exclusive_bot
-        self.planner = Planner(clock, chain, book)
+        self.requester = requester
+        """Who asks for the bot's shared budgets (the reconciler asks the grants of this machine's calls as it)."""
+        self.planner = Planner(book)
         self.planner.native = native
-        self.planner.requester = requester
         self.planner.stream_refresh_s = stream_refresh_s
         self.native = native
         self.last_visible_at: float | None = None
@@ -221,6 +233,7 @@ class DeliveryMachine:
         self.typing_calls = 0
         """Typing indicators asked for (the run's end takes one down only when it showed any)."""
         self._finish_creates = finish_creates
+        self._settles_start = settles_start
         self.controls = ControlPlan(control, book) if control is not None else None
         """Which message carries the control and which may (None: no control)."""
 
@@ -234,19 +247,19 @@ class DeliveryMachine:
         the control taken off every message that may carry it (:class:`~core.delivery.controls.ControlPlan`)."""
         controls = self.controls
         if controls is not None and not self.finalizing and (op := controls.next_op()) is not None:
-            return self._control_timed(op)
+            return op  # due at once: it waits for the edit budget and 429 pauses, never for the preview throttle
         op = self.planner.next_op()
         if op is None and controls is not None and self.finalizing:
             if not controls.ending:
                 controls.end()
-            if (op := controls.next_op()) is not None:
-                return self._control_timed(op)
+            return controls.next_op()
         return op
 
-    def _control_timed(self, op: Op) -> Op:
-        """A control call waits for the edit budget and 429 pauses, never for the preview throttle."""
-        ready_in = self._chain.ready_in(op.kind.call_kind, final=self.finalizing, requester=self.planner.requester)
-        return Op(op.slot, op.kind, op.text, self._clock.now() + ready_in)
+    def held_back(self, op: Op) -> None:
+        """``op`` is due but the rate budgets or a 429 pause hold it back (:meth:`SendChain.grant`): the platform
+        is not keeping up, so the part's pending states merge into one (its latest text goes next)."""
+        if op.kind.journaled:
+            op.slot.history.clear()
 
     def typing_due(self) -> float | None:
         """When the next typing indicator is due (clock seconds), or None (no indicator, or finalizing)."""
@@ -255,12 +268,12 @@ class DeliveryMachine:
         last = max((t for t in (self.last_visible_at, self._last_typing_at) if t is not None), default=None)
         return self._clock.now() if last is None else last + self.typing_every_s
 
-    def typing_call(self) -> TypingOn | None:
+    def typing_call(self, room: bool) -> TypingOn | None:
         """The typing indicator, now that it is due: a :class:`~core.delivery.calls.TypingOn`, or None when the
-        rate budget has no room for it (skipped: the next one is due ``typing_every_s`` later). Never in the ledger
-        (it is not a message), never retried."""
+        rate budget has no ``room`` for it (:meth:`SendChain.grant`; skipped: the next one is due ``typing_every_s``
+        later). Never in the ledger (it is not a message), never retried."""
         self._last_typing_at = self._clock.now()
-        if self._chain.ready_in(CallKind.TYPING, requester=self.planner.requester) > 0:
+        if not room:
             return None
         self.typing_calls += 1
         return TypingOn(self._target)
@@ -304,6 +317,8 @@ class DeliveryMachine:
         if kind is OpKind.STREAM_START:
             return StreamStart(target, op.text, slot.fmt)
         assert slot.message_id is not None
+        if kind is OpKind.OPEN_THREAD:
+            return OpenThread(target, slot.message_id, op.text)
         if kind.control:
             assert self.controls is not None
             control = self.controls.control if kind is OpKind.CONTROL_ON else None
@@ -334,31 +349,41 @@ class DeliveryMachine:
 
     def intent_for(self, op: Op) -> Intent | None:
         """The ledger's record of ``op`` before it is made (call :meth:`call_for` first: a create's pending)."""
-        if op.kind.control:
-            return None  # a control move is no message's text: paced and metered, not journaled
+        if not op.kind.journaled:
+            return None  # a control move or a thread's opening is no message's text: paced and metered, not journaled
         slot = op.slot
         pending = slot.pending if op.kind is OpKind.SEND else None
         if op.kind is OpKind.STREAM_START:  # in the ledger only: a restart learns a stream may have opened
-            pending = PendingSend(stream_start_id(self.run, slot.index, slot.creates + 1), op.text, slot.fmt)
+            pending = self._start_pending(slot, op.text)
         return Intent(slot.index, slot.role, str(op.kind), op.text, pending)
+
+    def _start_pending(self, slot: Slot, text: str) -> PendingSend:
+        """A stream start of ``slot`` showing ``text``, as its settle needs it (no platform call carries its id)."""
+        start_id = stream_start_id(self.run, slot.index, slot.creates + 1)
+        return PendingSend(start_id, text, slot.fmt, after_id=self._chain.last_message_id)
 
     def restored(self) -> None:
         """After the book was restored from the ledger (a restart): a native stream start that was in flight when
         the process died cannot be settled (nothing carries an id the platform keeps). On Slack its first words may
         show in the thread: reported as an uncertain part of its own, and the part is shown anew; a Telegram draft
-        lapses by itself. The part is shown anew, streaming again when the run streams."""
+        lapses by itself. The part is shown anew, streaming again when the run streams. A start answered unknown
+        before the restart and not yet settled (``unbounded``) goes on as a message, to be settled below it."""
         for slot in self.book.slots:
             pending = slot.pending
-            if pending is not None and pending.delivery_id.startswith(STREAM_START_MARK):
+            if pending is not None and pending.stream_start:
                 if not self._finish_creates:
                     self.book.orphans_of(slot, pending.text)
                 slot.pending, slot.restarted, slot.creates = None, False, 0
                 slot.native = self.native  # nothing of it is known to show: it may stream again
+            if slot.unbounded is not None and slot.unbounded.stream_start:
+                slot.native = False  # it goes on as a message, and its unknown start is settled below it
 
     # --- outcomes in ----------------------------------------------------------------------------------------
 
     def apply(self, op: Op, result: CallResult) -> Decision:
         """What ``result`` does to ``op``'s part (module docstring): :meth:`on_done`, or the table's rule."""
+        if op.kind is OpKind.OPEN_THREAD:
+            return self._thread_opened(op.slot, result)
         if op.kind.control:
             assert self.controls is not None
             error = None if isinstance(result, Done) else result.error
@@ -367,6 +392,17 @@ class DeliveryMachine:
         if isinstance(result, Done):
             return self.on_done(op, result.value), "", None
         return self.on_error(op, result.error)
+
+    def _thread_opened(self, slot: Slot, result: CallResult) -> Decision:
+        """A thread's opening under ``slot``'s message, made once: done, the part's ``thread`` is where its messages
+        go; else ``thread_error`` says why (the sub-agent stays a status line)."""
+        if isinstance(result, Done) and isinstance(result.value, Target):
+            slot.thread = result.value
+            return Outcome.ACK, "", None
+        error = result.error if not isinstance(result, Done) else f"an answer without a thread: {result.value!r}"
+        slot.thread_error = str(error)
+        retry_after_s = error.retry_after_s if isinstance(error, RateLimitedError) else None
+        return Outcome.FAILED, str(error), retry_after_s
 
     def on_error(self, op: Op, exc: DeliveryError) -> Decision:
         """What ``exc`` means for ``op``'s part: the first matching row of :data:`RULES`."""
@@ -411,6 +447,7 @@ class DeliveryMachine:
             slot.streaming = False
             self._chain.note_message(slot.message_id)
             self._sent(slot, op.text)
+            self._bound_start(slot)
         elif kind is OpKind.STREAM_CANCEL:
             slot.message_id, slot.shown, slot.streaming, slot.state = None, None, False, PartState.SKIPPED
         else:  # a delete
@@ -436,12 +473,15 @@ class DeliveryMachine:
         assert pending is not None
         slot.pending = None
         again = slot.message_id  # the part sent again (bounded settle), or None
+        if pending.stream_start:
+            return self._start_settled(slot, pending, settlement)
         if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
             slot.message_id, slot.stray = settlement.message_id, again  # the first copy stays; a second one goes
             self._chain.note_message(settlement.message_id, newest=False)
             self._sent(slot, pending.text)
             if self.controls is not None:
                 self.controls.shown(slot)
+            self._bound_start(slot)
             return Outcome.FOUND
         if settlement.outcome is SettleOutcome.NOT_SENT:
             return Outcome.NOT_SENT  # made again (or it was: the bound's message is the only copy)
@@ -466,6 +506,25 @@ class DeliveryMachine:
             self.book.orphan(slot)
         return Outcome.UNKNOWN
 
+    def _start_settled(self, slot: Slot, start: PendingSend, settlement: Settlement) -> Outcome:
+        """What the platform said of an unknown stream start, settled below the message the part went on in: its
+        first words found are deleted (the part's message shows them, and the rest); not stored: nothing to do;
+        cannot tell: reported, a part of its own that may show."""
+        if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
+            slot.stray = settlement.message_id
+            return Outcome.FOUND
+        if settlement.outcome is SettleOutcome.NOT_SENT:
+            return Outcome.NOT_SENT
+        self.book.orphans_of(slot, start.text)
+        return Outcome.UNKNOWN
+
+    def _bound_start(self, slot: Slot) -> None:
+        """The part's message is known now (an unknown create of it was found): an unknown stream start before it
+        is settled next, below it (:meth:`on_done` does this for a create that was answered)."""
+        start = slot.unbounded
+        if start is not None and start.stream_start and slot.message_id is not None and slot.pending is None:
+            slot.pending, slot.unbounded = dataclasses.replace(start, before_id=slot.message_id), None
+
     def native_off(self) -> None:
         """Native streaming is off for the rest of the run: the parts go on as preview messages."""
         self.native = self.planner.native = self.book.native = False
@@ -482,6 +541,9 @@ class DeliveryMachine:
             return Outcome.RETRY, str(exc), None
         pending = slot.pending
         slot.pending = None
+        if pending is not None and pending.stream_start:  # the part shows; the stream's first words may show too
+            self.book.orphans_of(slot, pending.text)
+            return Outcome.UNCERTAIN, str(exc), None
         slot.uncertain_text = pending.text if pending is not None else None
         slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: could not be settled: {exc}"
         return Outcome.UNCERTAIN, str(exc), None
@@ -519,11 +581,16 @@ class DeliveryMachine:
 
     def _start_unknown(self, op: Op, exc: DeliveryError) -> Decision:
         # A stream that may have opened holds only the first words and no handle to go on with: the part goes on
-        # as a plain message. A Telegram draft lapses by itself; a Slack stream's first words may stay in the
-        # thread: reported (a part of its own, uncertain), never claimed delivered beside the answer.
+        # as a plain message, at once (a settle reads history, a slow budget on Slack). A Telegram draft lapses by
+        # itself. Where the platform can settle a start (Slack), it is settled below the part's new message and its
+        # first words, found, are deleted: the chat shows them once. Elsewhere they may stay in the thread:
+        # reported (a part of its own, uncertain), never claimed delivered beside the answer.
         self.native_off()
-        if not self._finish_creates:
-            self.book.orphans_of(op.slot, op.text)
+        slot = op.slot
+        if self._settles_start:
+            slot.unbounded = self._start_pending(slot, op.text)
+        elif not self._finish_creates:
+            self.book.orphans_of(slot, op.text)
         return Outcome.UNCERTAIN, str(exc), None
 
     def _send_unknown(self, op: Op, exc: DeliveryError) -> Decision:

@@ -16,6 +16,8 @@ ends a mode's text (:meth:`SegmentMode.close_segment`) and a new one of the same
 from __future__ import annotations
 
 import logging
+import os
+from dataclasses import replace
 from typing import Protocol
 
 from core.chunking import Chunker
@@ -25,15 +27,20 @@ from core.delivery.cap import within
 from core.delivery.coverage import ShownCursor, uncovered_tail
 from core.delivery.segments import MediaSegments
 from core.delivery.slotbook import SlotBook
-from core.delivery.slots import Slot
+from core.delivery.slots import PendingText, Slot
 from core.events import DeliveryMode, Target
 from core.media import MediaItem
 from core.policy import ChannelPolicy, Splitter
-from core.ports import ChannelAdapter, NativeStreaming
+from core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from core.records.report import PartState, SlotRole
+from core.text.buffer import TextBuffer, TextSource
 from core.text.coalescer import Block, Chunk, Coalescer
 
 _log = logging.getLogger("streamrelay.run")
+
+CHECK_PENDING = os.environ.get("STREAMRELAY_CHECK_CONTRACTS", "") == "1"
+"""With ``STREAMRELAY_CHECK_CONTRACTS=1`` (the tests set it) every live part pushed as a range is checked against the
+chunker's pending text (O(its length) per delta: off in service)."""
 
 
 class ModeHandler(Protocol):
@@ -68,6 +75,12 @@ class ModeHandler(Protocol):
         (:class:`~core.delivery.segments.MediaSegments`); returns its slot."""
         ...
 
+    def share_answer(self, source: TextSource) -> None:
+        """The linear answer :meth:`on_answer` tells the changes of, kept by the run (one copy): a growing part is
+        pushed as a range of it (:class:`~core.delivery.slots.PendingText`). Call it before the first change;
+        without it a mode keeps its own copy of the text it shows while it grows."""
+        ...
+
 
 class SegmentMode(Protocol):
     """One delivery mode over one stretch of answer text (between media items): :class:`ModeHandler`'s calls but
@@ -93,9 +106,18 @@ class SegmentMode(Protocol):
         live or waiting before the media); only :meth:`finalize` changes it later."""
         ...
 
+    def share_answer(self, source: TextSource | None, offset: int) -> None:
+        """The text :meth:`on_answer` gives is ``source`` from ``offset`` on (None: not a range of a kept text, the
+        mode keeps its own copy while it needs one): :meth:`ModeHandler.share_answer`. Called before the mode's
+        first change, or right before a reset."""
+        ...
+
 
 class _NoTimers:
     """Defaults for modes that neither drain at boundaries nor wait on time nor hold the answer."""
+
+    def share_answer(self, source: TextSource | None, offset: int) -> None:
+        return None  # their parts are fixed texts
 
     def on_boundary(self, message_end: bool) -> None:
         return None
@@ -148,44 +170,71 @@ class PreviewMode(_Parts, _NoTimers):
 
     def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter) -> None:
         super().__init__(policy, book, splitter)
-        self._chunker = Chunker(policy.split_params())
+        self._params = policy.split_params()
+        self._chunker = Chunker(self._params)
         self._frozen = 0
         self._cut = False
+        self._own: TextBuffer | None = TextBuffer()
+        """The text the chunker was given, while it is not a range of a shared one (:meth:`share_answer`)."""
+        self._source: TextSource = self._own
+        self._offset = 0
+        """Where the chunker's first character is in ``_source``."""
+
+    def share_answer(self, source: TextSource | None, offset: int) -> None:
+        if source is None:
+            self._own = TextBuffer()
+            self._source, self._offset = self._own, 0
+        else:
+            self._own, self._source, self._offset = None, source, offset
 
     def _show(self, frozen: list[str]) -> None:
-        allowed = self._allowed()
-        for text in (fitted for chunk in frozen for fitted in self._split.fit(chunk)):
-            if allowed is not None and self._frozen + 2 > allowed:  # no message left for the text after this one
-                assert self._book.limit is not None
-                self._slot(self._frozen, self._split.ending(text, self._book.limit.notice), cut=True)
-                self._cut = True
-                return
-            self._slot(self._frozen, text)
-            self._frozen += 1
-        # The live part is the chunker's pending text, read only when the reconciler is about to send
-        # it: building it costs its length, so doing that per delta would cost the buffer per delta.
+        if frozen:
+            allowed = self._allowed()
+            for text in (fitted for chunk in frozen for fitted in self._split.fit(chunk)):
+                if allowed is not None and self._frozen + 2 > allowed:  # no message left for the text after this one
+                    assert self._book.limit is not None
+                    self._slot(self._frozen, self._split.ending(text, self._book.limit.notice), cut=True)
+                    self._cut = True
+                    return
+                self._slot(self._frozen, text)
+                self._frozen += 1
+        # The live part is the chunker's pending text, pushed as its range of the text (O(1)) and built only when
+        # the reconciler is about to send it: building it costs its length, so doing that per delta would cost the
+        # buffer per delta.
         if self._frozen < len(self._slots):
-            self._book.mark_cut(self._slots[self._frozen], False)
-            self._book.set_live(self._slots[self._frozen], self._pending)
+            slot = self._slots[self._frozen]
+            if slot.cut is not None:
+                self._book.mark_cut(slot, False)
         else:
             slot = self._book.claim_slot(SlotRole.ANSWER, "", self._policy.fmt, before=self.anchor)
             self._slots.append(slot)
-            self._book.set_live(slot, self._pending)
+        self._book.set_live(slot, self._pending())
 
-    def _pending(self) -> str:
-        """The live part: the chunker's pending text, or, while the chunker still holds more than one message's
-        worth (waiting to see where a protected range or a block ends), the part of it that fits: a live message
-        never grows past the platform's limit."""
-        pending = self._chunker.pending
-        return self._split.fit(pending)[0] if pending else pending
+    def _pending(self) -> PendingText:
+        """The live part: the chunker's pending text as a range of the text (O(1)), or, while the chunker holds more
+        than one message's worth (waiting to see where a protected range or a block ends), the part of it that fits,
+        built now: a live message never grows past the platform's limit."""
+        head, start, end, widths, units = self._chunker.pending_range()
+        if units > self._params.max_chars:
+            pending = self._chunker.pending
+            return PendingText(None, head=self._split.fit(pending)[0] if pending else pending)
+        at, policy = self._offset, self._policy
+        live = PendingText(self._source, at + start, at + end, head, widths, policy.fmt, policy.max_units)
+        if CHECK_PENDING:
+            assert replace(live, max_units=0).text(_len) == self._chunker.pending, (live, self._chunker.pending)
+        return live
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         if change.reset:
-            self._chunker = Chunker(self._policy.split_params())
+            self._chunker = Chunker(self._params)
             self._frozen = 0
             self._cut = False
+            if self._own is not None:
+                self._own = self._source = TextBuffer()
         elif self._cut:
             return  # cut at the message limit: nothing more shows until a reset or the final
+        if self._own is not None:
+            self._own.append(change.text)
         self._show(self._chunker.append(change.text))
         if change.reset:
             for slot in self._slots[self._frozen + 1 :]:
@@ -310,6 +359,9 @@ class BlockMode:
     def show_answer_at_commit(self) -> bool:
         return False
 
+    def share_answer(self, source: TextSource | None, offset: int) -> None:
+        return None  # its parts are fixed texts
+
     def finalize(self, final_text: str) -> None:
         # What was not sent yet is dropped, not flushed: the final is authoritative, so only what no
         # block shows of it goes out (an unsent draft never does).
@@ -380,3 +432,7 @@ def native_streaming(policy: ChannelPolicy, adapter: ChannelAdapter, target: Tar
         _log.info("native streaming refused for this target (%s): streaming as preview", refusal)
         return None
     return adapter
+
+
+def _len(text: str, fmt: TextFormat) -> int:
+    return len(text)

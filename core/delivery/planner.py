@@ -1,8 +1,9 @@
 """The planner: from the parts' desired texts and what the platform acknowledged, the next call to make.
 
-It decides, never calls: :meth:`Planner.next_op` reads the slots (and the send chain's budgets and pauses, to
-know when a call may start) and returns one :class:`~core.delivery.slots.Op` or None: part of the delivery machine
-(:mod:`core.delivery.machine`), which makes it a call value; the executor makes the call.
+It decides, never calls: :meth:`Planner.next_op` reads the slots and returns one :class:`~core.delivery.slots.Op` or
+None, with the earliest time its part's retry backoff and the preview throttle let it start: part of the delivery
+machine (:mod:`core.delivery.machine`), which makes it a call value; the rate budgets are asked once, when it is due
+(:meth:`core.delivery.send_chain.SendChain.grant`); the executor makes the call.
 
 Order rules (DESIGN §4, §5): parts are made strictly in slot order; a part that has no text yet and no message
 holds the answer parts after it, but not a status or reasoning message; an answer or a notice goes before an
@@ -13,10 +14,7 @@ keeps what it shows; the part that continues it gets the rest of its text.
 
 from __future__ import annotations
 
-from core.budgets.fair import ANYONE, Requester
-from core.clock import Clock
 from core.delivery.coverage import uncovered_tail
-from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import SIDE_ROLES, Op, OpKind, Slot
 from core.records.report import PartState
@@ -34,23 +32,17 @@ class Planner:
     """Decides the next call for one conversation's slot book.
 
     Args:
-        clock: the injected clock.
-        chain: the conversation's send chain (read only: ``ready_in``).
         book: the slot book (its ``throttle_s``: minimum seconds between calls before finalization; its
             ``finalizing``). The planner reads live texts (:meth:`SlotBook.refresh`) and gives a frozen part's
             continuation its text, nothing else.
     """
 
-    def __init__(self, clock: Clock, chain: SendChain, book: SlotBook) -> None:
-        self._clock = clock
-        self._chain = chain
+    def __init__(self, book: SlotBook) -> None:
         self._book = book
         self._refresh = book.refresh
         self.last_call_at: float | None = None
         self.stream_refresh_s: float | None = None
         self.native = False
-        self.requester: Requester = ANYONE
-        """Who asks for the bot's shared budgets: the estimate of its turn (``ready_in``) is its own."""
 
     @property
     def finalizing(self) -> bool:
@@ -90,6 +82,8 @@ class Planner:
             return self._timed(slot, OpKind.DELETE_STRAY, ""), True
         if slot.pending is not None:
             return self._timed(slot, OpKind.SETTLE, slot.pending.text), True
+        if (thread := self._thread_op(slot)) is not None:
+            return thread, False
         if slot.frozen:
             slot.state = PartState.ACKED  # it keeps what it shows; its continuation comes next
             return None, False
@@ -121,6 +115,14 @@ class Planner:
             return Op(slot, OpKind.STREAM_REFRESH, slot.desired, slot.streamed_at + refresh_s)
         return None
 
+    @staticmethod
+    def _thread_op(slot: Slot) -> Op | None:
+        """A thread wanted under ``slot``'s message (:attr:`Slot.thread_title`), now that the message is shown."""
+        wanted = slot.thread_title is not None and slot.thread is None and slot.thread_error is None
+        if wanted and slot.message_id is not None and not slot.streaming:
+            return Op(slot, OpKind.OPEN_THREAD, slot.thread_title or "", 0.0)
+        return None
+
     def _mark_settled(self, slot: Slot) -> bool:
         """Mark a settled pending slot acknowledged or skipped; True when later parts must wait for it."""
         if slot.state is PartState.PENDING:
@@ -130,7 +132,17 @@ class Planner:
                 return True  # emptied before it was ever sent: later parts wait for it (order)
             else:
                 slot.state = PartState.SKIPPED  # nothing to show, nothing shown
+        if slot.unbounded is not None and slot.message_id is None:
+            self._stranded(slot)
         return False
+
+    def _stranded(self, slot: Slot) -> None:
+        """``slot`` ended without a message (skipped, failed, uncertain) while an unknown stream start of it waited
+        for one to be settled below: the start's first words are reported, a part of its own that may show."""
+        start = slot.unbounded
+        if start is not None and start.stream_start:
+            self._book.orphans_of(slot, start.text)
+            slot.unbounded = None
 
     def _update_kind(self, slot: Slot) -> OpKind:
         """The call that brings ``slot`` to its desired text: open or grow a stream, send or edit."""
@@ -140,13 +152,11 @@ class Planner:
         return OpKind.STREAM_UPDATE if slot.streaming else OpKind.EDIT
 
     def _timed(self, slot: Slot, kind: OpKind, text: str | None) -> Op:
-        """The op for ``slot`` with the earliest time it may start (rate budget, 429 pause, throttle)."""
-        ready_in = self._chain.ready_in(kind.call_kind, final=self.finalizing, requester=self.requester)
-        if ready_in > 0:
-            slot.history.clear()  # the platform is not keeping up: pending states merge into one
+        """The op for ``slot`` with the earliest time its retry backoff and the preview throttle let it start (the
+        rate budgets and 429 pauses are asked when it is due: :meth:`SendChain.grant`)."""
         if text is None:
             text = slot.history[0] if slot.history else slot.desired
-        not_before = max(slot.retry_at, self._clock.now() + ready_in)
+        not_before = slot.retry_at
         if not self.finalizing and self.last_call_at is not None:
             not_before = max(not_before, self.last_call_at + self._book.throttle_s)
         return Op(slot, kind, text, not_before)

@@ -1,8 +1,8 @@
 """Shown reasoning (``reasoning = "shown"``): one message with the root's reasoning as it grows.
 
 It is a message of its own (never mixed into the answer), plain text, opened by ``💭``; when the reasoning
-outgrows one message it shows the latest part that fits, opened by ``💭 …``. The text is read only when a
-call is due (the reconciler's live slot), so a delta costs nothing here.
+outgrows one message it shows the latest part that fits, opened by ``💭 …``. A delta pushes the reasoning's range
+(:class:`~core.delivery.slots.TailText`); its text is built only when a call is due, so a delta costs O(1) here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.delivery.slotbook import SlotBook
-from core.delivery.slots import Slot
+from core.delivery.slots import Slot, TailText
 from core.ports import TextFormat
 from core.records.report import SlotRole
 from core.text.assembler import TextAssembler
@@ -35,13 +35,18 @@ class ReasoningView:
         self._measure = measure
         self._max = max_units
         self._slot: Slot | None = None
+        self._source = reasoning.view(None)
+        """The root's reasoning, its messages joined as :meth:`text` joins them (read by ranges, not copied)."""
 
     def changed(self) -> None:
-        """The root's reasoning changed: show it (the message is created at the first reasoning)."""
+        """The root's reasoning changed: show it (the message is created at the first reasoning). O(1): the book is
+        given the reasoning's range, whose text is built only when a call is due, even without a throttle (building
+        it costs its length)."""
         if self._slot is None:
             self._slot = self._book.claim_slot(SlotRole.REASONING, "", TextFormat.PLAIN)
-        # Read only when a call is due, even without a throttle: building the text costs its length.
-        self._book.set_live(self._slot, self.text, every_state=False)
+        source = self._source
+        live = TailText(source, source.length, MARK, CUT_MARK, self._max)
+        self._book.set_live(self._slot, live, every_state=False)
 
     def finish(self) -> None:
         """Freeze the message on the reasoning's last state (before finalization)."""
@@ -49,17 +54,6 @@ class ReasoningView:
             self._book.set_text(self._slot, self.text())
 
     def text(self) -> str:
-        """What the message shows: ``💭`` and the reasoning, or its latest part that fits."""
-        reasoning = self._reasoning.answer(None).strip()
-        if not reasoning:
-            return ""
-        text = MARK + reasoning
-        if self._measure(text) <= self._max:
-            return text
-        keep = min(len(reasoning), self._max)
-        while keep > 0:
-            text = CUT_MARK + reasoning[len(reasoning) - keep :].lstrip()
-            if self._measure(text) <= self._max:
-                return text
-            keep = keep * 9 // 10
-        return CUT_MARK
+        """What the message shows: ``💭`` and the reasoning, or its latest part that fits. O(the reasoning)."""
+        measure = self._measure
+        return TailText(self._source, self._source.length, MARK, CUT_MARK, self._max).text(lambda t, _: measure(t))

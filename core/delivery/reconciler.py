@@ -41,11 +41,11 @@ from core.clock import Clock
 from core.delivery.calls import CallResult
 from core.delivery.executor import Executor
 from core.delivery.machine import DeliveryMachine
-from core.delivery.send_chain import SendChain
+from core.delivery.send_chain import Grant, SendChain, Wait
 from core.delivery.slotbook import SlotBook
 from core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, same_render
 from core.events import Target
-from core.ports import ChannelAdapter, NativeStreaming, StopControl
+from core.ports import CallKind, ChannelAdapter, NativeStreaming, StopControl
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import PartState
 from core.tasks import stop
@@ -126,6 +126,7 @@ class Reconciler:
             typing_every_s=typing_every_s,
             control=control,
             finish_creates=native is not None and native.finish_creates,
+            settles_start=native is not None and native.settles_start,
         )
         self.planner = self.machine.planner
         self._watchers: list[Wake] = []
@@ -240,22 +241,32 @@ class Reconciler:
                     await self.book.changed.wait()
                 elif typing_at > clock.now():
                     await self._sleep_or_wake(typing_at - clock.now())
-                elif (typing := machine.typing_call()) is not None:
-                    await self.executor.perform(typing)  # one attempt, never in the ledger: it is not a message
+                else:
+                    ask = chain.grant(CallKind.TYPING, requester=self.requester)
+                    if (typing := machine.typing_call(isinstance(ask, Grant))) is not None:
+                        # one attempt, never in the ledger: it is not a message
+                        await self.executor.perform(typing, grant=ask if isinstance(ask, Grant) else None)
                 continue
             delay = op.not_before - clock.now()
-            if delay > 0:
-                kind, final = op.kind.call_kind, self.finalizing
-                if chain.turn_decides(kind, delay, final=final, requester=self.requester):
+            if delay > 0:  # its retry backoff or the preview throttle
+                await self._sleep_or_wake(delay, throttled=self._throttled(op))
+                continue
+            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and op.kind.journaled:
+                self.book.refresh(op.slot)  # read the live text now that the call is due
+                continue
+            if op.kind.journaled and machine.shortcut(op):
+                continue  # no call needed: nothing to ask the budgets for
+            kind, final = op.kind.call_kind, self.finalizing
+            ask = chain.grant(kind, final=final, requester=self.requester)  # the budgets' one ask for this call
+            if isinstance(ask, Wait):
+                machine.held_back(op)
+                if ask.turn:
                     # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan again
                     await chain.take_turn(kind, final=final, requester=self.requester)
                 else:
-                    await self._sleep_or_wake(delay, throttled=self._throttled(op))
+                    await self._sleep_or_wake(ask.seconds)
                 continue
-            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and not op.kind.control:
-                self.book.refresh(op.slot)  # read the live text now that the call is due
-                continue
-            await self._perform(op)
+            await self._perform(op, ask)
 
     async def _sleep_or_wake(self, delay_s: float, *, throttled: bool = False) -> None:
         """Wait ``delay_s`` seconds on the injected clock, or less if a new text or :meth:`finish` wakes the loop.
@@ -274,12 +285,13 @@ class Reconciler:
 
     # --- performing one call ----------------------------------------------------------------------------
 
-    async def _perform(self, op: Op) -> None:
+    async def _perform(self, op: Op, grant: Grant) -> None:
         machine = self.machine
-        if op.kind.control:
-            await self._perform_control(op)
+        if op.kind is OpKind.OPEN_THREAD:
+            await self._perform_thread(op, grant)
             return
-        if machine.shortcut(op):
+        if op.kind.control:
+            await self._perform_control(op, grant)
             return
         call = machine.call_for(op)
         self.planner.last_call_at = self._clock.now()
@@ -291,7 +303,8 @@ class Reconciler:
             decision.append((outcome, detail, retry_after_s))
             return book.record(slot), str(outcome), detail
 
-        await self.executor.perform(call, final=self.finalizing, intent=machine.intent_for(op), apply=apply)
+        intent = machine.intent_for(op)
+        await self.executor.perform(call, final=self.finalizing, intent=intent, apply=apply, grant=grant)
         outcome, detail, retry_after_s = decision[0]
         for orphan in book.take_unsaved():
             await self._ledger.save_part(orphan)
@@ -304,10 +317,10 @@ class Reconciler:
         if self._watchers:
             self._tell_watchers()
 
-    async def _perform_control(self, op: Op) -> None:
+    async def _perform_control(self, op: Op, grant: Grant) -> None:
         """A control move: paced and metered by the executor like any call; not a message's text, so neither in
         the ledger nor told to watchers."""
-        result = await self.executor.perform(self.machine.call_for(op), final=self.finalizing)
+        result = await self.executor.perform(self.machine.call_for(op), final=self.finalizing, grant=grant)
         outcome, detail, _ = self.machine.apply(op, result)
         if outcome not in _QUIET:
             _log.info(
@@ -318,6 +331,48 @@ class Reconciler:
                 outcome,
                 detail,
             )
+
+    async def _perform_thread(self, op: Op, grant: Grant) -> None:
+        """A thread's opening under a part's message: paced and metered by the executor like any call; not a
+        message's text, so not in the ledger; whoever waits for it (:meth:`open_thread`) is woken."""
+        result = await self.executor.perform(self.machine.call_for(op), final=self.finalizing, grant=grant)
+        outcome, detail, _ = self.machine.apply(op, result)
+        if outcome is not Outcome.ACK:
+            _log.info("run %s part %d: no thread opened under it (%s)", self.run, op.slot.index, detail)
+        self._tell_watchers()
+
+    async def open_thread(self, slot: Slot, title: str, timeout_s: float) -> Target | None:
+        """Have the machine open a thread titled ``title`` under ``slot``'s message once it is shown (the call is the
+        machine's, :data:`OpKind.OPEN_THREAD`, made by the executor); return where its messages go.
+
+        None when no thread opened: the part never became a message within ``timeout_s`` seconds on the injected
+        clock (uncertain, failed, skipped, past the message limit, or slower), the platform refused or could not
+        be reached (one attempt), or the delivery loop ended. Woken by each call's outcome: no polling."""
+        slot.thread_title = title
+        self.book.changed.set()
+        self.book.urgent.set()
+        deadline = self._clock.now() + timeout_s
+        wake = Wake()
+        self._watchers.append(wake)
+        try:
+            while True:
+                if slot.thread is not None:
+                    return slot.thread
+                if slot.thread_error is not None or (self._task is not None and self._task.done()):
+                    return None
+                if slot.message_id is None:  # the anchor is not shown yet
+                    unshown = slot.over_limit or slot.state in (
+                        PartState.UNCERTAIN,
+                        PartState.FAILED,
+                        PartState.SKIPPED,
+                    )
+                    if unshown or self._clock.now() >= deadline:
+                        slot.thread_title = None
+                        return None
+                wake.clear()
+                await wake.wait(deadline if slot.message_id is None else None, self._clock)
+        finally:
+            self._watchers.remove(wake)
 
     @property
     def control_errors(self) -> list[str]:

@@ -29,6 +29,7 @@ from core.delivery.slots import Slot
 from core.media import MediaItem
 from core.ports import TextFormat
 from core.records.report import SlotRole
+from core.text.buffer import TextSource
 
 if TYPE_CHECKING:
     from core.delivery.modes import SegmentMode
@@ -47,18 +48,24 @@ class MediaSegments:
         self._make = make
         self._book = book
         self._fmt = fmt
-        self._modes: list[SegmentMode] = [make()]
+        self._mode = make()
+        """The current stretch's mode (the last of :attr:`_modes`)."""
+        self._modes: list[SegmentMode] = [self._mode]
         self._closed: list[str] = []
         """The linear answer's text of each stretch that a media item ended, in order."""
         self._offset = 0
         """Where the current stretch starts in the linear answer."""
         self._final = False
+        self._source: TextSource | None = None
+        """The linear answer, kept by the run (:meth:`share_answer`), or None."""
         self.media: list[Slot] = []
         """The media parts, in order."""
 
-    @property
-    def _mode(self) -> SegmentMode:
-        return self._modes[-1]
+    def share_answer(self, source: TextSource) -> None:
+        """The linear answer, kept by the run: each stretch's mode refers to its range of it
+        (:meth:`~core.delivery.modes.SegmentMode.share_answer`)."""
+        self._source = source
+        self._mode.share_answer(source, self._offset)
 
     def on_media(self, media: MediaItem, answer: str) -> Slot:
         """``media`` after the linear root ``answer`` so far: the current stretch ends (unless the answer is final
@@ -77,13 +84,19 @@ class MediaSegments:
         self._closed.append(answer[self._offset :])
         self._offset = len(answer)
         self._mode.anchor = slot
-        self._modes.append(self._make())
+        self._mode = self._make()
+        self._modes.append(self._mode)
+        if self._source is not None:
+            self._mode.share_answer(self._source, self._offset)
         return slot
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         if change.reset and self._closed:
             tail = uncovered_tail(change.text, self._closed)
             self._offset = max(0, len(change.text) - len(tail))
+            if self._source is not None:  # a tail that reopens a fence is no range of the answer: the mode copies it
+                suffix = change.text.endswith(tail) and self._source.length == len(change.text)
+                self._mode.share_answer(self._source if suffix else None, self._offset)
             change = AnswerChange(tail, reset=True)
         self._mode.on_answer(change, message)
 

@@ -15,9 +15,15 @@ then decide what to send: the reconciler does, so the edit it makes after a long
 With replicas, the budgets and pauses wider than one conversation are also shared with the other processes
 serving the bot (:class:`~core.budgets.rate.SharedBudgets`): after its local wait the chain awaits the shared grant,
 and a
-429 on a shared scope pauses every replica. The local buckets stay the planner's estimate (``ready_in`` is
-synchronous): what other replicas spend shows up as a longer wait in :meth:`SendChain.call`; local fairness orders
-this process's calls.
+429 on a shared scope pauses every replica. What other replicas spend shows up as a longer wait in
+:meth:`SendChain.call`; local fairness orders this process's calls.
+
+The budgets are asked once per call. The delivery machine's calls ask when they are due (:meth:`SendChain.grant`,
+synchronous): either the call may start now, and its tokens (local buckets, its turn on the fair budgets) are taken
+and handed over as a :class:`Grant` that :meth:`SendChain.call` spends (checking only that no 429 pause began
+meanwhile), or nothing is taken and the :class:`Wait` says how long and whether its turn on the fair budgets is what
+holds it back. Other callers (the typing clear at a run's end) hand no grant: the chain asks the budgets itself,
+once, and waits.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from core.budgets.fair import ANYONE, FairQueue, Requester
@@ -48,6 +55,33 @@ used by then goes back to its queue (the next waiter, or the bucket)."""
 
 TURN_SLACK_S = 0.001
 """Seconds by which a wait may exceed a caller's turn estimate and still be that turn's (clock readings differ)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """The budgets' yes to one call (:meth:`SendChain.grant`): its tokens are taken; :meth:`SendChain.call` spends
+    it. Attributes: ``kind`` the call's kind, ``final`` part of a finalization, ``requester`` who asked."""
+
+    kind: CallKind
+    final: bool
+    requester: Requester
+    pauses: int
+    """How many 429 pauses had begun when it was granted (none holds it then): another one since, and the call
+    waits for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """The budgets' not yet (:meth:`SendChain.grant`): nothing was taken.
+
+    Attributes:
+        seconds: until the call could start (an estimate when others wait on the fair budgets), > 0.
+        turn: its turn on the fair budgets is what holds it back (:meth:`SendChain.turn_decides`): wait in their
+            queues (:meth:`SendChain.take_turn`) rather than sleep, since a turn comes only to those who queue.
+    """
+
+    seconds: float
+    turn: bool
 
 
 class SendChain:
@@ -80,11 +114,15 @@ class SendChain:
         self._guard = guard
         self._buckets = list(buckets)
         self._fair = list(fair)
+        self._buckets_of: dict[CallKind, list[TokenBucket]] = {}
+        self._fair_of: dict[CallKind, list[FairQueue]] = {}
+        """The buckets and fair budgets that apply to each call kind (found once)."""
         self._held: dict[tuple[Requester, FairQueue], float] = {}
         self._pauses = pauses if pauses is not None else PauseBoard()
         self._shared = shared
         self._lock = asyncio.Lock()
         self.paused_until = 0.0
+        self._pauses_begun = 0
         self.last_message_id: str | None = None
         """The newest message id acknowledged in this conversation (by any run): a create whose outcome is
         unknown stored its message, if at all, after it (Telegram ids only grow)."""
@@ -108,10 +146,16 @@ class SendChain:
         return max(0.0, self.paused_until - self._clock.now())
 
     def _applicable(self, kind: CallKind) -> list[TokenBucket]:
-        return [b for b in self._buckets if kind in b.calls]
+        buckets = self._buckets_of.get(kind)
+        if buckets is None:
+            buckets = self._buckets_of[kind] = [b for b in self._buckets if kind in b.calls]
+        return buckets
 
     def _fair_for(self, kind: CallKind) -> list[FairQueue]:
-        return [q for q in self._fair if kind in q.bucket.calls]
+        queues = self._fair_of.get(kind)
+        if queues is None:
+            queues = self._fair_of[kind] = [q for q in self._fair if kind in q.bucket.calls]
+        return queues
 
     def ready_in(self, kind: CallKind = CallKind.SEND, *, final: bool = False, requester: Requester = ANYONE) -> float:
         """Seconds until a call of ``kind`` by ``requester`` could start: 429 pauses, rate budgets and its turn on
@@ -137,6 +181,41 @@ class SendChain:
             if (requester, queue) not in self._held:
                 wait = max(wait, queue.estimate(requester, final=final))
         return wait
+
+    def grant(self, kind: CallKind, *, final: bool = False, requester: Requester = ANYONE) -> Grant | Wait:
+        """The one ask of the budgets for a call of ``kind`` that is due now: each budget is consulted once.
+
+        When no 429 pause holds it, every local bucket has a token and its turn on each fair budget has come (the
+        turn it took, :meth:`take_turn`, or a token free with nobody waiting), the tokens are taken and a
+        :class:`Grant` returned, to be spent by :meth:`call` right away; else a :class:`Wait`, nothing taken. A
+        preview (``final=False``) leaves queued finals their tokens first."""
+        if self._held:
+            self._expire()
+        now = self._clock.now()
+        buckets = self._applicable(kind)
+        wait = max(0.0, self.paused_until - now, self._pauses.remaining(kind, now))
+        for bucket in buckets:
+            wait = max(wait, bucket.delay(now, final=final))
+        queues = self._fair_for(kind)
+        if wait > 0:
+            turn = max(
+                (q.estimate(requester, final=final) for q in queues if (requester, q) not in self._held), default=0
+            )
+            return Wait(max(wait, turn), turn > 0 and turn >= wait - TURN_SLACK_S)
+        taken: list[FairQueue] = []
+        for queue in queues:
+            if self._held.pop((requester, queue), None) is not None:
+                taken.append(queue)
+                continue
+            turn = queue.try_take(requester, final=final)
+            if turn > 0:
+                for other in taken:  # all or nothing: the tokens taken go on
+                    other.refund()
+                return Wait(turn, True)
+            taken.append(queue)
+        for bucket in buckets:
+            bucket.take(now)
+        return Grant(kind, final, requester, self._pauses_begun + self._pauses.begun)
 
     def turn_decides(
         self, kind: CallKind, wait_s: float, *, final: bool = False, requester: Requester = ANYONE
@@ -196,6 +275,7 @@ class SendChain:
         *,
         final: bool = False,
         requester: Requester = ANYONE,
+        grant: Grant | None = None,
     ) -> T:
         """Run one platform call of ``kind`` when the chain is free, not paused and within budget; its outcome comes
         back as a value (:mod:`core.delivery.calls`). Callers go through the conversation's executor
@@ -212,19 +292,25 @@ class SendChain:
             kind: what it is, for the budgets and pauses that apply.
             final: part of a run's finalization: goes before previews when a shared budget is short.
             requester: who asks (its client and run): its place in the fair budgets' order.
+            grant: the budgets' yes, asked when the call was due (:meth:`grant`): its tokens are spent, the budgets
+                are not asked again; only a 429 pause that began meanwhile is waited for. None: asked here.
 
         Raises:
             OwnershipLostError: this replica may no longer act for the conversation (the call is not made).
             What the shared store raises when it cannot be reached (``fn`` is not called then). What ``fn`` raises.
         """
         async with self._lock:
-            await self._wait_local(kind, final)
-            if self._fair:
-                await self._take_fair(kind, final, requester)
-                await self._wait_local(kind, final)  # a 429 pause may have begun meanwhile
-            now = self._clock.now()
-            for bucket in self._applicable(kind):
-                bucket.take(now)
+            if grant is not None:
+                if grant.pauses != self._pauses_begun + self._pauses.begun:
+                    await self._wait_paused(kind)  # a 429 pause began since the grant
+            else:
+                await self._wait_local(kind, final)
+                if self._fair:
+                    await self._take_fair(kind, final, requester)
+                    await self._wait_local(kind, final)  # a 429 pause may have begun meanwhile
+                now = self._clock.now()
+                for bucket in self._applicable(kind):
+                    bucket.take(now)
             if self._shared is not None:
                 await self._shared.acquire(kind, final=final)
             if self._guard is not None and not self._guard():
@@ -237,6 +323,10 @@ class SendChain:
             if isinstance(result, NotDone | Unknown) and isinstance(result.error, RateLimitedError):
                 await self._pause(result.error, kind)
             return result
+
+    async def _wait_paused(self, kind: CallKind) -> None:
+        while (wait := max(self.pause_remaining(), self._pauses.remaining(kind, self._clock.now()))) > 0:
+            await self._clock.sleep(wait)
 
     async def _wait_local(self, kind: CallKind, final: bool) -> None:
         buckets = self._applicable(kind)
@@ -259,6 +349,7 @@ class SendChain:
             self._pauses.pause_kind(kind, until)
         else:
             self.paused_until = max(self.paused_until, until)
+            self._pauses_begun += 1
         if self._shared is None or exc.scope not in SHARED_PAUSES:
             return
         try:

@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.delivery.cap import MessageLimit
-from core.delivery.slots import Slot, same_render
+from core.delivery.slots import LiveText, Slot, same_render
 from core.ports import TextFormat
 from core.records.ledger import PartRecord
 from core.records.report import PartReport, PartState, SlotRole, is_cut
+from core.units import LengthUnit, text_units
 from core.wake import Wake
 
+_ACKED = PartState.ACKED
+"""Looked up once: :meth:`SlotBook.set_live` runs once per delta (an enum member's lookup on its class is a call)."""
 _FIRST = frozenset({SlotRole.ANSWER, SlotRole.NOTICE})
 """Roles that may take the last message under the limit while the answer has none (side messages leave it free)."""
 
@@ -32,11 +35,22 @@ class SlotBook:
         throttle_s: minimum seconds between preview calls (0: every state is sent).
         native: answer parts stream natively (:class:`core.ports.NativeStreaming`) while this is True.
         limit: the most slots the conversation's stages may claim (None: no limit; :mod:`core.delivery.cap`).
+        measure: a text's length once rendered in a format, in the platform's unit (the adapter's ``measure``;
+            default: UTF-16 units): what a growing part's text is fitted with when its call is due
+            (:class:`~core.delivery.slots.PendingText`, :class:`~core.delivery.slots.TailText`).
     """
 
-    def __init__(self, run: str, throttle_s: float, native: bool, limit: MessageLimit | None = None) -> None:
+    def __init__(
+        self,
+        run: str,
+        throttle_s: float,
+        native: bool,
+        limit: MessageLimit | None = None,
+        measure: Callable[[str, TextFormat], int] | None = None,
+    ) -> None:
         self.run = run
         self.limit = limit
+        self.measure: Callable[[str, TextFormat], int] = measure if measure is not None else _utf16_units
         self.claimed = 0
         """Slots claimed so far (restored ones handed out again included), in the stages' order."""
         self._answers = 0
@@ -192,15 +206,16 @@ class SlotBook:
     def _next_index(self) -> int:
         return max((s.index for s in self.slots), default=-1) + 1
 
-    def set_live(self, slot: Slot, live: Callable[[], str], *, every_state: bool = True) -> None:
-        """``slot`` shows what ``live()`` returns; it is read only when a call is about to be made (or at
-        once with ``throttle_s == 0`` and ``every_state``, where every state is sent). Wakes the loop."""
+    def set_live(self, slot: Slot, live: LiveText, *, every_state: bool = True) -> None:
+        """``slot`` shows ``live``, a value the run stage pushes on every change (O(1): a range of a text kept
+        elsewhere); its text is built only when a call is about to be made (or at once with ``throttle_s == 0`` and
+        ``every_state``, where every state is sent). Wakes the loop."""
         slot.live, slot.retired = live, False
-        if self._every_state() and every_state:
-            self.assign(slot, live())
+        if every_state and self.throttle_s == 0 and self._every_state():
+            self.assign(slot, live.text(self.measure))
             return
         slot.stale = True
-        if slot.state is PartState.ACKED:
+        if slot.state is _ACKED:
             slot.state = PartState.PENDING
         self.changed.set()
 
@@ -249,10 +264,11 @@ class SlotBook:
             self.urgent.set()
 
     def refresh(self, slot: Slot) -> None:
-        """Read a live slot's text now (its cost is the text's length: done once per call, not per delta)."""
+        """Build a live slot's text now from what the stage pushed (its cost is the text's length: done once per
+        call, not per delta)."""
         if slot.stale and slot.live is not None:
             slot.stale = False
-            self.assign(slot, slot.live())
+            self.assign(slot, slot.live.text(self.measure))
 
     def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
@@ -310,3 +326,7 @@ class SlotBook:
             continues=slot.parent.index if slot.parent is not None else None,
             precedes=slot.precedes.index if slot.precedes is not None else None,
         )
+
+
+def _utf16_units(text: str, fmt: TextFormat) -> int:
+    return text_units(text, LengthUnit.UTF16)

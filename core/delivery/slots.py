@@ -11,8 +11,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core.ports import CallKind, PendingSend, TextFormat
+from core.chunking.containers import dedent
+from core.events import Target
+from core.ports import STREAM_START_MARK, CallKind, PendingSend, TextFormat
 from core.records.report import PartState, SlotRole
+from core.text.buffer import TextSource
 
 
 class OpKind(enum.StrEnum):
@@ -34,6 +37,8 @@ class OpKind(enum.StrEnum):
     """Put the message's control on (:mod:`core.delivery.controls`)."""
     CONTROL_OFF = "control_off"
     """Take the message's control off."""
+    OPEN_THREAD = "open_thread"
+    """Open a side conversation under the part's message (a sub-agent's thread: :attr:`Slot.thread_title`)."""
 
     @property
     def call_kind(self) -> CallKind:
@@ -50,6 +55,12 @@ class OpKind(enum.StrEnum):
         """True for a control move (never in the ledger, never told to watchers: not a message's text)."""
         return self in (OpKind.CONTROL_ON, OpKind.CONTROL_OFF)
 
+    @property
+    def journaled(self) -> bool:
+        """True for a call about a message's text, recorded in the ledger and told to watchers: every call but a
+        control move and a thread's opening."""
+        return self not in (OpKind.CONTROL_ON, OpKind.CONTROL_OFF, OpKind.OPEN_THREAD)
+
 
 _CALL_KINDS = {
     OpKind.SEND: CallKind.SEND,
@@ -64,6 +75,7 @@ _CALL_KINDS = {
     OpKind.STREAM_CANCEL: CallKind.STREAM_FINISH,
     OpKind.CONTROL_ON: CallKind.EDIT,
     OpKind.CONTROL_OFF: CallKind.EDIT,
+    OpKind.OPEN_THREAD: CallKind.SEND,
 }
 
 
@@ -107,10 +119,6 @@ def delivery_id(run: str, slot: int, attempt: int) -> str:
     return "sr" + hashlib.sha256(f"{run}\x00{slot}\x00{attempt}".encode()).hexdigest()[:23]
 
 
-STREAM_START_MARK = "ss"
-"""How the ledger's intent of a native stream start begins its delivery id (a create's is ``sr``...)."""
-
-
 def stream_start_id(run: str, slot: int, attempt: int) -> str:
     """The id the ledger records with a native stream start's intent: no platform call carries it (a stream start
     cannot be found again); a restart that finds it unanswered knows a stream may have opened (its first words may
@@ -118,7 +126,107 @@ def stream_start_id(run: str, slot: int, attempt: int) -> str:
     return STREAM_START_MARK + delivery_id(run, slot, attempt)[2:]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class PendingText:
+    """What a growing part shows, as the run stage pushes it on every change: a range of the text it is kept in (the
+    run's answer, shared: no copy), made in O(1); its text is built only when a call is due (:meth:`text`), never per
+    delta. A preview's live part: the chunker's pending text (:meth:`core.chunking.Chunker.pending_range`).
+
+    Attributes:
+        source: the text it is a range of (None: ``head`` is the whole text).
+        start: where the range starts in ``source``. end: where it ends.
+        head: the text before the range (a reopened fence opener).
+        widths: the list items the text starts in, whose indentation is removed
+            (:func:`core.chunking.containers.dedent`; empty: none).
+    """
+
+    source: TextSource | None
+    start: int = 0
+    end: int = 0
+    head: str = ""
+    widths: tuple[int, ...] = ()
+    fmt: TextFormat = TextFormat.PLAIN
+    max_units: int = 0
+    """The most a message holds once rendered in ``fmt`` (0: not checked)."""
+
+    def text(self, measure: Callable[[str, TextFormat], int]) -> str:
+        """The text. ``measure``: its length once rendered (the adapter's, downstream; its rendering is kept for the
+        call that follows). The chunker keeps the pending text within a message on the source; should the
+        rendering make it longer than ``max_units`` (escapes, a rule line), the longest start of it that fits is
+        shown, cut at a line or a space (:func:`fitting_start`). O(its length)."""
+        text = self.source.slice(self.start, self.end) if self.source is not None else ""
+        if self.head:
+            text = self.head + text
+        if self.widths:
+            text = dedent(text, self.widths)
+        if self.max_units and text and measure(text, self.fmt) > self.max_units:
+            return fitting_start(text, lambda t: measure(t, self.fmt), self.max_units)
+        return text
+
+
+def fitting_start(text: str, measure: Callable[[str], int], max_units: int) -> str:
+    """The longest start of ``text`` that measures at most ``max_units``, cut after its last line break or space
+    inside that length when there is one (trailing whitespace dropped); ``""`` when nothing fits. O(len(text) * log
+    len(text)) measures' work: only for a live part that its rendering made too long."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if measure(text[:mid]) <= max_units:
+            lo = mid
+        else:
+            hi = mid - 1
+    for sep in ("\n", " "):
+        cut = text.rfind(sep, 0, lo + 1)
+        if cut > 0 and text[:cut].strip():
+            lo = cut
+            break
+    head = text[:lo].rstrip()
+    while head and measure(head) > max_units:  # a rendering that is not monotone in its text: shorter still
+        head = head[: len(head) * 9 // 10].rstrip()
+    return head
+
+
+@dataclass(frozen=True, slots=True)
+class TailText:
+    """What a message that shows the latest part of a growing text shows (the reasoning message), pushed on every
+    change like :class:`PendingText`: ``mark`` and the text stripped, or, when that measures more than ``max_units``,
+    ``cut_mark`` and the latest part of it that fits (:meth:`text`).
+
+    Attributes:
+        source: the growing text. end: how much of it there is. mark: what opens the message. cut_mark: what opens it
+        when the text's beginning is left out. max_units: the most a message holds, measured as the platform does.
+    """
+
+    source: TextSource
+    end: int
+    mark: str
+    cut_mark: str
+    max_units: int
+
+    def text(self, measure: Callable[[str, TextFormat], int]) -> str:
+        """The message's text (plain); ``measure``: a text's length once rendered, in the platform's unit (the
+        adapter's, downstream). O(the text's length) plus a few measures when it is longer than a message."""
+        body = self.source.slice(0, self.end).strip()
+        if not body:
+            return ""
+        plain = TextFormat.PLAIN
+        text = self.mark + body
+        if measure(text, plain) <= self.max_units:
+            return text
+        keep = min(len(body), self.max_units)
+        while keep > 0:
+            text = self.cut_mark + body[len(body) - keep :].lstrip()
+            if measure(text, plain) <= self.max_units:
+                return text
+            keep = keep * 9 // 10
+        return self.cut_mark
+
+
+LiveText = PendingText | TailText
+"""A growing part's text as the run stage pushes it (:meth:`core.delivery.slotbook.SlotBook.set_live`)."""
+
+
+@dataclass(slots=True)
 class Slot:
     """One message part: what it should show and what the platform acknowledged."""
 
@@ -140,10 +248,11 @@ class Slot:
     """A "not modified" answered an edit to a text never acknowledged: confirm it at finalization."""
     maybe_shown: str | None = None
     """The text of an edit that timed out: it may be shown (a later "not modified" for it is expected)."""
-    live: Callable[[], str] | None = None
-    """Where the desired text comes from while it grows (read only when a call is about to be made)."""
+    live: LiveText | None = None
+    """What the part shows while it grows, as the run stage last pushed it (its text is built only when a call is
+    about to be made)."""
     stale: bool = False
-    """``live`` has changed since ``desired`` was last read from it."""
+    """``live`` has changed since ``desired`` was last built from it."""
     retired: bool = False
     """Emptied by a replace: its message is deleted now rather than at finalization."""
     retry_at_finish: bool = False
@@ -184,6 +293,13 @@ class Slot:
     (:mod:`core.delivery.cap`)."""
     over_limit: bool = False
     """Claimed past the run's message limit: in no book, never shown (:meth:`SlotBook.claim_slot`)."""
+    thread_title: str | None = None
+    """A side conversation is wanted under this part's message, with this title (a sub-agent's thread): the
+    machine opens it once the message is shown (:data:`OpKind.OPEN_THREAD`)."""
+    thread: Target | None = None
+    """Where the thread opened under this part's message takes its messages."""
+    thread_error: str | None = None
+    """Why no thread could be opened under it (one attempt: the sub-agent stays a status line)."""
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""
@@ -196,7 +312,7 @@ class Slot:
         return self.message_id is not None and self.shown == self.desired
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
     """One call the planner decided: ``kind`` on ``slot`` with ``text``, not before clock second ``not_before``."""
 
@@ -230,8 +346,8 @@ def delivery_fact(op: Op, outcome: Outcome, detail: str, retry_after_s: float | 
     if outcome in (Outcome.ACK, Outcome.FOUND):
         state = _DELIVERY_STATES.get(op.kind, "edited")
     else:
-        state = _FACT_STATES.get(outcome, str(outcome))
-    fact: dict[str, object] = {"part": slot.index, "role": str(slot.role), "state": state}
+        state = _FACT_STATES.get(outcome, outcome.value)
+    fact: dict[str, object] = {"part": slot.index, "role": slot.role.value, "state": state}
     fact["message_id"] = slot.message_id
     fact["text"] = slot.shown if slot.shown is not None else ""
     if retry_after_s is not None:

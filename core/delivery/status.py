@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
+from core.json_types import JsonObject
 from core.text.safe_text import safe_text
 
 SECRET_KEY = re.compile(
@@ -29,7 +29,7 @@ PREVIEW_KEYS = 3
 PREVIEW_VALUE_CHARS = 40
 
 
-def redacted_args(args: dict[str, Any]) -> str:
+def redacted_args(args: JsonObject) -> str:
     """A short, redacted preview of tool arguments for people: at most 3 top-level keys, each value cut to 40
     characters, values of secret-looking keys (password, token, api_key, …) replaced by ``•••``, nested
     objects and lists summarized, control and bidi override characters removed (:mod:`core.text.safe_text`; the
@@ -77,7 +77,7 @@ class StatusBoard:
             self._tool_lines[call_id] = len(self.lines)
             self.lines.append(f"• using {name}")
 
-    def tool_called(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+    def tool_called(self, call_id: str, name: str, args: JsonObject) -> None:
         """The call's arguments are complete: its line shows a redacted preview of them."""
         if self.show_progress:
             line = f"• using {name}" + (f" ({redacted_args(args)})" if args else "")

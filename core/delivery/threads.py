@@ -2,10 +2,11 @@
 
 Each child has its own status message in the run's conversation (its status line: started, using a tool,
 done…), which anchors its thread: a platform opens one thread per message (Slack ``thread_ts``, a Discord
-thread started from a message). When the child first has text, the thread is opened under that message through
-the adapter's :class:`core.ports.Threads` (a Slack thread, a Telegram reply chain, a Discord thread) and the
-child's text is shown there as a preview: one message edited in place, rolled over at the limit, finalized
-with the child's final text at its ``end``.
+thread started from a message). When the child first has text, a thread is wanted under that message: the run's
+delivery machine opens it once the message is shown (an :class:`~core.delivery.calls.OpenThread` call it plans and
+its executor makes, through the adapter's :class:`core.ports.Threads`: a Slack thread, a Telegram reply chain, a
+Discord thread), and the child's text is shown there as a preview: one message edited in place, rolled over at
+the limit, finalized with the child's final text at its ``end``. This module only routes each child's content.
 
 Where the platform has no threads (the adapter does not implement the port, or refuses for this target), or
 opening one fails, the child stays a status line only (the ``status`` behaviour): never a message in the
@@ -24,9 +25,7 @@ from typing import Any
 from core.budgets.fair import Requester
 from core.clock import Clock
 from core.delivery.answer import AnswerChange
-from core.delivery.calls import Done, OpenThread
 from core.delivery.conversation import open_conversation
-from core.delivery.executor import Executor
 from core.delivery.modes import ModeHandler
 from core.delivery.reconciler import DeliveryFeed, Reconciler
 from core.delivery.send_chain import SendChain
@@ -43,7 +42,7 @@ from core.tasks import stop_all
 _log = logging.getLogger("streamrelay.threads")
 
 ANCHOR_WAIT_S = 30.0
-"""How long a child waits for its status message to be acknowledged before it stays a status line."""
+"""How long a child waits for its status message to be shown (its thread's anchor) before it stays a status line."""
 
 
 @dataclass
@@ -72,8 +71,9 @@ class ChildThreads:
         chain_for: the send chain of a target (the channel's), and ``release`` when the run is over.
         ledger: the durable record.
         clock: the injected clock.
-        anchor_shown: waits until a slot of the root's conversation is a message and gives its id, or None
-            (:meth:`Reconciler.wait_shown <core.delivery.reconciler.Reconciler.wait_shown>`): woken by each call's
+        open_thread: has the root's delivery machine open a thread with a title under a slot's message once it is
+            shown, within a wait in seconds for that, and gives where its messages go, or None
+            (:meth:`Reconciler.open_thread <core.delivery.reconciler.Reconciler.open_thread>`): woken by each call's
             outcome, never polled.
         feed_for: where the calls' outcomes in a child's thread go (for watchers).
         retry_window_s: how long calls safe to retry are retried through an outage (seconds).
@@ -91,7 +91,7 @@ class ChildThreads:
         release: Callable[[Target], None],
         ledger: Ledger,
         clock: Clock,
-        anchor_shown: Callable[[Slot, float], Awaitable[str | None]],
+        open_thread: Callable[[Slot, str, float], Awaitable[Target | None]],
         feed_for: Callable[[Source], DeliveryFeed] | None = None,
         retry_window_s: float = 600.0,
     ) -> None:
@@ -107,7 +107,7 @@ class ChildThreads:
         self._clock = clock
         self._feed_for = feed_for
         self._retry_window_s = retry_window_s
-        self._anchor_shown = anchor_shown
+        self._open_thread = open_thread
         self._children: dict[str, _ChildThread] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.refusal = self._threads.thread_refusal(target) if self._threads is not None else "no threads"
@@ -185,32 +185,18 @@ class ChildThreads:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _anchor_id(self, slot: Slot) -> str | None:
-        if slot.over_limit:
-            return None  # the run's message limit left no status message for this child: nothing to anchor to
-        return await self._anchor_shown(slot, ANCHOR_WAIT_S)
-
     async def _open(self, child: _ChildThread) -> None:
         if self._threads is None or self.refusal is not None:
             return
-        anchor = await self._anchor_id(child.anchor)
-        if anchor is None:
+        anchor = child.anchor
+        if anchor.over_limit:  # the run's message limit left no status message for this child: nothing to anchor to
             _log.warning("run %s: no status message to anchor %s: it stays a status line", self._run, child.source.key)
             return
-        chain = self._chain_for(self._target)
-        title = f"{child.source.agent_id}"
-        executor = Executor(
-            adapter=self._adapter, chain=chain, ledger=self._ledger, run=self._run, requester=Requester.of(self._run)
-        )
-        try:
-            result = await executor.perform(OpenThread(self._target, anchor, title))
-        finally:
-            self._release(self._target)
-        if not isinstance(result, Done) or not isinstance(result.value, Target):
-            why = result.error if not isinstance(result, Done) else f"an answer without a thread: {result.value!r}"
+        target = await self._open_thread(anchor, f"{child.source.agent_id}", ANCHOR_WAIT_S)
+        if target is None:
+            why = anchor.thread_error or "its status message was not shown"
             _log.warning("run %s: no thread for %s (%s): it stays a status line", self._run, child.source.key, why)
             return
-        target = result.value
         conversation = open_conversation(
             run=f"{self._run}/{child.source.key}",
             policy=self._policy,

@@ -4,29 +4,48 @@ A line is validated alone (a bad line fails alone with an :class:`~core.errors.I
 creates the run (its controller and stages, not opened yet) so the lines after it in the same batch find it;
 a raw provider line is normalized by its run's normalizer; a repeat (a ``seq`` already taken, any line of a run
 that already ended, here or before a restart) is acknowledged and dropped. The relay journals what was taken.
+
+The common lines are taken in groups, without an await per line: a batch's plain text deltas of one open run
+(:meth:`Admission.take_deltas`: the ``text`` event's own validator, one count of the group against the client's
+limits) and a raw stream's lines (:meth:`Admission.take_raw`). A group ends before a line that would be dropped or
+refused, or that is of another kind or run, and :meth:`Admission.accept` takes that line alone: every result and
+error is the one the line gets alone (tests/unit/test_ingest_fast_path.py holds both paths to that).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from core.channel import ChannelRuntime
 from core.clock import Clock
-from core.errors import IngestError
-from core.events import EVENT_TYPES, MAX_SEQ, End, Event, ProviderFormat, RunStart, Stop, parse_event
+from core.errors import IngestError, OwnershipLostError
+from core.events import (
+    EVENT_TYPES,
+    MAX_SEQ,
+    End,
+    Event,
+    ProviderFormat,
+    RunStart,
+    Stop,
+    TextEvent,
+    parse_event,
+)
 from core.ingest.clients import ClientBook, ClientLimits
 from core.ingest.sequencer import SeqFloor, SeqGate
 from core.lanes.pipeline import ArgsValidator
-from core.normalize import make_normalizer
+from core.normalize import Normalizer, make_normalizer
 from core.normalize.a2a import RESULT_KINDS, A2ANormalizer
 from core.normalize.base import JsonObject
 from core.policy import apply_overrides
 from core.records.journal import Journal
 from core.records.ledger import Ledger
-from core.run.controller import IDLE_CLOSED, RunController
+from core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
 from core.run.inbox import Inbox
 from core.run.monitor import RunMonitor
 from core.run.stop import STOPPED_ERROR, is_stop_note
@@ -57,8 +76,34 @@ class LineResult:
     dropped: str | None = None
 
 
-_ONE_EVENT = LineResult(events=1)
-"""What most lines become (one result shared: it is frozen)."""
+ONE_EVENT = LineResult(events=1)
+"""What most lines become (one result shared: it is frozen): each line of a :meth:`Admission.take_deltas` group."""
+
+_EVENTS = (LineResult(events=0), ONE_EVENT, LineResult(events=2), LineResult(events=3))
+"""The results of lines taken as a few events (shared: they are frozen)."""
+
+_log = logging.getLogger("streamrelay.relay")
+
+
+def line_failed(exc: Exception, run_hint: str | None) -> IngestError:
+    """The 422 of a line that could not be admitted because of a bug of ours (logged with ``exc``): it fails alone,
+    never its batch nor the journal's 503."""
+    _log.error("a line could not be admitted (run hint %s)", run_hint, exc_info=exc)
+    return IngestError(f"this line could not be taken ({type(exc).__name__}): report it", status=422)
+
+
+_validate_text: Callable[[object], TextEvent] = TextEvent.__pydantic_validator__.validate_python
+"""The ``text`` event's own compiled validator: what :func:`core.events.parse_event`'s union picks by ``kind``, without
+the union's dispatch (a line it refuses goes to :func:`~core.events.parse_event`, whose message names the field)."""
+
+
+def _text_event(obj: dict[str, Any], run: str) -> TextEvent | None:
+    """The ``text`` event of the line ``obj`` (its ``run`` is ``run``, or it names none), or None when the validator
+    refuses it (:func:`~core.events.parse_event` then says why)."""
+    try:
+        return _validate_text(obj if "run" in obj else {**obj, "run": run})
+    except ValidationError:
+        return None
 
 
 @dataclass
@@ -140,6 +185,81 @@ class Admission:
             obj = {**obj, "run": run_hint}
         return await self._accept_event(parse_event(obj), replay=replay)
 
+    def take_deltas(
+        self, lines: Sequence[tuple[Any, str | None]], start: int, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
+        """The fast path of the common line: ``lines[start:]``'s leading plain text deltas of one started run, taken
+        as a group (one check of the run, one charge of the group's count and summed length), or None when
+        ``lines[start]`` is not one (then :meth:`accept` takes it alone).
+
+        A line belongs to the group when it is a JSON object of ``kind`` ``text`` and ``mode`` ``delta`` (the
+        default) of the run its ``run`` (or ``run_hint``) names, active, not stopped, closing or ended; when the
+        ``text`` event validator takes it (the one :func:`core.events.parse_event` picks for ``text``, so the event
+        is the same); and when it is taken as it would be alone: its ``seq`` (if any) not taken yet and within the
+        client's ``seq_window``, and the run's ``max_events_per_run`` and ``max_chars_per_run`` not passed with it.
+        The group ends before the first line that is not so: :meth:`accept` then takes it alone and drops it, or
+        refuses it with its own error (every message as before). Nothing awaits in here, and nothing a group's line
+        is checked against changes before the group is counted: it is taken exactly as its lines one by one. Each
+        line of the group is one event (:data:`ONE_EVENT`); O(lines taken).
+
+        Returns:
+            ``(run, events, results)``: the run, the group's events, one per line, in order, and each line's result
+            (:data:`ONE_EVENT`).
+        """
+        run = self._delta_run(lines[start][0], run_hint)
+        if run is None:
+            return None
+        run_id = run.run
+        usage, seqs, last = run.usage, run.seqs, run.gate.last
+        n_events, chars, max_seq = usage.events, usage.chars, usage.max_seq
+        max_events, max_chars, window = self._group_limits(run, replay=replay)
+        events: list[Event] = []
+        for obj, _ in islice(lines, start, None):
+            if type(obj) is not dict or obj.get("kind") != "text" or obj.get("mode", "delta") != "delta":
+                break  # (a mode equal to "delta" that validates is the delta mode)
+            if obj.get("run", run_hint) != run_id or (event := _text_event(obj, run_id)) is None:
+                break
+            seq, size = event.seq, len(event.text)
+            if seq is not None:
+                if (last is not None and seq <= last) or seqs.taken(seq):
+                    break  # a repeat: dropped alone
+                if seq > (max_seq if max_seq is not None else -1) + window:
+                    break  # refused alone
+            if n_events >= max_events or chars + size > max_chars:
+                break  # refused alone
+            if seq is not None:
+                seqs.take(seq)
+                if max_seq is None or seq > max_seq:
+                    max_seq = seq
+            n_events += 1
+            chars += size
+            events.append(event)
+        if not events:
+            return None
+        usage.events, usage.chars, usage.max_seq = n_events, chars, max_seq
+        return run, events, [ONE_EVENT] * len(events)
+
+    def _delta_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
+        """The run a group of :meth:`take_deltas` starting with the line ``first`` goes to, or None (no group: it is
+        not a text line, names no active run or another than ``run_hint``, or its run is stopped, closing or ended)."""
+        if type(first) is not dict or first.get("kind") != "text":
+            return None
+        run_id = first.get("run", run_hint)
+        if run_hint is not None and run_id != run_hint:
+            return None
+        run = self.runs.get(run_id) if type(run_id) is str else None
+        if run is None or run.stopped is not None or run.closing is not None or run.ended:
+            return None
+        return run
+
+    def _group_limits(self, run: ActiveRun, *, replay: bool) -> tuple[int, int, int]:
+        """``(max_events_per_run, max_chars_per_run, seq_window)`` a group of :meth:`take_deltas` is held to (none
+        for journaled lines: they are counted, never refused, as they were taken once)."""
+        if replay:
+            return MAX_SEQ * 2, MAX_SEQ * 2, MAX_SEQ * 2
+        limits = run.limits if run.limits is not None else self.limits_for(run.run)
+        return limits.max_events_per_run, limits.max_chars_per_run, limits.seq_window
+
     async def _accept_event(self, event: Event, *, replay: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
         """A normalized event, typed: a new run, an event of a started run, or a repeat."""
         run = self.runs.get(event.run)
@@ -171,7 +291,7 @@ class Admission:
                     "(an agent ends its own run with an 'end' event, status 'cancelled')"
                 )
             self.take_stop(run, event)
-            return run, [event], _ONE_EVENT
+            return run, [event], ONE_EVENT
         if run.stopped is not None:
             raise IngestError(STOPPED_ERROR, status=409)
         if (closed := run.closed_to(event)) is not None:
@@ -180,7 +300,7 @@ class Admission:
                 and enforce
                 and not (event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last)
             ):
-                raise IngestError(f"{closed}: this line was not taken; send the answer again in a new run", status=409)
+                raise IngestError(f"{closed}: {IDLE_REFUSAL}", status=409)
             return None, [], LineResult(dropped=closed)
         if event.seq is not None and (
             (run.gate.last is not None and event.seq <= run.gate.last) or run.seqs.taken(event.seq)
@@ -189,17 +309,19 @@ class Admission:
         limits = run.limits if run.limits is not None else self.limits_for(run.run)
         if enforce and event.seq is not None:
             run.usage.check_seq(event.seq, limits)
-        if event.seq is not None:
-            run.seqs.take(event.seq)
         events: list[Event] = [event]
         if isinstance(event, End) and event.source is None:
+            if event.seq is not None:
+                run.seqs.take(event.seq)
             if run.normalizer is not None:
                 events = [*run.normalizer.close(), event]
             run.usage.charge([event], limits, enforce=False)  # an end is always taken: the run must be able to end
             run.end_taken(event.seq)
         else:
-            run.usage.charge(events, limits, enforce=enforce)
-        return run, events, _ONE_EVENT
+            run.usage.charge(events, limits, enforce=enforce)  # a 422 here: the line was not taken, nor its seq
+            if event.seq is not None:
+                run.seqs.take(event.seq)
+        return run, events, ONE_EVENT
 
     async def _start(
         self, run: ActiveRun | None, event: RunStart, *, replay: bool
@@ -235,6 +357,17 @@ class Admission:
                 f"({', '.join(ProviderFormat)})",
                 status=409 if run is None and "type" in obj else 400,
             )
+        return self._feed_raw(run, run.normalizer, obj, enforce=enforce)
+
+    def _feed_raw(
+        self, run: ActiveRun, normalizer: Normalizer, obj: JsonObject, *, enforce: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A raw line of the started, open run ``run`` (its ``normalizer``'s): its ``seq`` checked, then normalized
+        and counted (or dropped: a repeated ``seq``).
+
+        Raises:
+            IngestError: a bad or out-of-order ``seq``, a line its normalizer refuses, a limit it would pass.
+        """
         seq = raw_seq(obj)
         if seq is not None:
             if run.seqs.taken(seq):
@@ -247,13 +380,66 @@ class Admission:
                     status=409,
                 )
             obj = {k: v for k, v in obj.items() if k != "seq"}
-        events = run.normalizer.feed(obj)
-        run.usage.charge(events, self.limits_for(run.run), enforce=enforce)
+        events = normalizer.feed(obj)
+        run.usage.charge(events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
         if seq is not None:
             run.seqs.take(seq)
             run.gate.consume(seq)
             run.usage.max_seq = max(seq, run.usage.max_seq if run.usage.max_seq is not None else seq)
-        return run, events, LineResult(events=len(events))
+        return run, events, _EVENTS[len(events)] if len(events) < len(_EVENTS) else LineResult(events=len(events))
+
+    def take_raw(
+        self, lines: Sequence[tuple[Any, str | None]], start: int, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
+        """The fast path of a raw stream's lines: ``lines[start:]``'s leading raw lines (no ``kind``, or a bare A2A
+        object) of one started run that declared a ``format``, open (not stopped, closing or ended), each taken as
+        :meth:`accept` takes it (its ``seq`` checked, normalized, counted; dropped, or refused alone) but without an
+        await; None when ``lines[start]`` is not one (then :meth:`accept` takes it). O(lines taken).
+
+        Returns:
+            ``(run, events, results)``: the run, the events of the lines taken, in order, and each line's result.
+        """
+        run = self._raw_run(lines[start][0], run_hint)
+        if run is None or run.normalizer is None:
+            return None
+        normalizer, enforce = run.normalizer, not replay
+        events: list[Event] = []
+        results: list[LineResult | IngestError] = []
+        for obj, _ in islice(lines, start, None):
+            if not self._is_raw_of(run, obj, run_hint):
+                break
+            try:
+                _, taken, result = self._feed_raw(run, normalizer, obj, enforce=enforce)
+            except IngestError as exc:
+                results.append(exc)
+                continue
+            except OwnershipLostError:
+                raise
+            except Exception as exc:  # a bug of ours: this line fails alone
+                results.append(line_failed(exc, run_hint))
+                continue
+            events += taken
+            results.append(result)
+        return run, events, results
+
+    def _raw_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
+        """The run a group of :meth:`take_raw` starting with the line ``first`` goes to, or None (see there)."""
+        if type(first) is not dict:
+            return None
+        run_id = first.get("run", run_hint)
+        if run_hint is not None and run_id != run_hint:
+            return None
+        run = self.runs.get(run_id) if type(run_id) is str else None
+        if run is None or run.stopped is not None or run.closing is not None or run.ended:
+            return None
+        return run if self._is_raw_of(run, first, run_hint) else None
+
+    @staticmethod
+    def _is_raw_of(run: ActiveRun, obj: object, run_hint: str | None) -> bool:
+        """Whether ``obj`` is a raw line (no ``kind``, or a bare A2A result object) of ``run``, a run with a format."""
+        if type(obj) is not dict or obj.get("run", run_hint) != run.run:
+            return False
+        return "kind" not in obj or (isinstance(run.normalizer, A2ANormalizer) and obj.get("kind") in RESULT_KINDS)
 
     @property
     def journal(self) -> Journal:
@@ -282,7 +468,7 @@ class Admission:
             return
         raise IngestError(
             f"run {run_id!r} was closed after its agent sent nothing for the idle timeout, with what it had: "
-            "this line was not taken; send the answer again in a new run",
+            f"{IDLE_REFUSAL}",
             status=409,
         )
 

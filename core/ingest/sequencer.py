@@ -10,6 +10,7 @@ told the number is used (:meth:`SeqGate.consume`), so the lines after it are not
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.events import Event, JoinedDeltas, TextEvent, TextMode
@@ -49,6 +50,21 @@ class SeqGate:
         while self._consumed and self.last is not None and self.last + 1 in self._consumed:
             self._consumed.discard(self.last + 1)
             self.last += 1
+
+    def push_all(self, events: Iterable[Event], now: float) -> list[Event]:
+        """:meth:`push` each of ``events`` in order; return the events now ready, in order. O(events) when they come
+        in order: an event without ``seq``, or with the next one while nothing is held, is ready at once."""
+        ready: list[Event] = []
+        for event in events:
+            seq = event.seq
+            if seq is None:
+                ready.append(event)
+            elif not self._held and not self._consumed and self.last is not None and seq == self.last + 1:
+                self.last = seq  # what push does for the next seq with nothing held, without the heap
+                ready.append(event)
+            else:
+                ready += self.push(event, now)
+        return ready
 
     def push(self, event: Event, now: float) -> list[Event]:
         """Take one event; return the events now ready, in order."""
@@ -148,8 +164,9 @@ def join_deltas(events: list[Event]) -> list[Event]:
     out: list[Event] = []
     parts: list[str] = []
     head: TextEvent | None = None  # the delta the next ones may join
+    delta = TextMode.DELTA
     for event in events:
-        if isinstance(event, TextEvent) and event.mode is TextMode.DELTA:
+        if isinstance(event, TextEvent) and event.mode is delta:
             if (
                 head is not None
                 and event.message == head.message
@@ -159,11 +176,13 @@ def join_deltas(events: list[Event]) -> list[Event]:
             ):
                 parts.append(event.text)
                 continue
-            _flush_joined(out, parts)
+            if parts:
+                _flush_joined(out, parts)
             out.append(event)
             head = event
             continue
-        _flush_joined(out, parts)
+        if parts:
+            _flush_joined(out, parts)
         out.append(event)
         head = None
     _flush_joined(out, parts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from core.contracts.answers import RunListing
 from core.errors import IngestError
 from core.ingest.admission import LineResult
 from core.lanes.gate import Call, GateDecision
@@ -41,4 +42,4 @@ class RunRelay(Protocol):
 
     def active_runs(self) -> list[str]: ...
 
-    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]: ...
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> RunListing: ...

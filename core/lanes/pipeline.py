@@ -37,7 +37,7 @@ import reprlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NoReturn
 
 from core.contracts.units import (
     AgentFailedUnit,
@@ -50,17 +50,18 @@ from core.contracts.units import (
     ToolCallUnit,
 )
 from core.events import EndStatus, Source, ToolCall, ToolCallState, fix_surrogates
+from core.json_types import JsonObject, JsonValue
 
-ArgsValidator = Callable[[str, dict[str, Any]], str | None]
+ArgsValidator = Callable[[str, JsonObject], str | None]
 """(tool name, arguments) → what is wrong with them (a sentence), or None when they are valid."""
 
 
-def _no_constants(name: str) -> Any:
+def _no_constants(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _no_repeats(pairs: list[tuple[str, JsonValue]]) -> JsonObject:
+    out: JsonObject = {}
     for key, value in pairs:
         if key in out:
             raise ValueError(f"key {key!r} appears twice")
@@ -68,7 +69,7 @@ def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def strict_loads(raw: str | bytes) -> Any:
+def strict_loads(raw: str | bytes) -> JsonValue:
     """Parse JSON strictly: no ``NaN``/``Infinity`` (RFC 8259 has none) and no key twice in one object (which
     value counts would be a guess), nesting as deep as Python's parser allows.
 
@@ -76,7 +77,8 @@ def strict_loads(raw: str | bytes) -> Any:
         ValueError: the text is not strict JSON; the message says why and where.
     """
     try:
-        return json.loads(raw, parse_constant=_no_constants, object_pairs_hook=_no_repeats)
+        value: JsonValue = json.loads(raw, parse_constant=_no_constants, object_pairs_hook=_no_repeats)
+        return value
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} at {exc.pos}") from None
     except RecursionError:
@@ -87,7 +89,7 @@ def strict_loads(raw: str | bytes) -> Any:
         raise ValueError(f"not strict JSON: {exc}") from None
 
 
-def strict_json_object(raw: str) -> dict[str, Any]:
+def strict_json_object(raw: str) -> JsonObject:
     """Parse tool-call arguments strictly (:func:`strict_loads`) as one JSON object.
 
     Raises:
@@ -110,7 +112,7 @@ class FinishedCall:
     id: str
     name: str | None
     source: Source | None
-    args: dict[str, Any] | None = None
+    args: JsonObject | None = None
     """The arguments: one strict JSON object, as the agent sent it (None when malformed)."""
     raw: str = ""
     error: str | None = None
@@ -201,7 +203,7 @@ class ToolCallCollector:
         return [_cut_off(self._open.pop(k)) for k in keys]
 
 
-def _not_strict(args: dict[str, Any]) -> str | None:
+def _not_strict(args: JsonObject) -> str | None:
     """Why ``args`` is not what strict JSON would give (NaN, nested too deeply, a lone surrogate in a key or a
     string: no reader of the unit could decode it), or None."""
     try:
@@ -213,7 +215,7 @@ def _not_strict(args: dict[str, Any]) -> str | None:
     return None
 
 
-def _shown(args: dict[str, Any]) -> str:
+def _shown(args: JsonObject) -> str:
     """``args`` shown in a malformed unit: its repr cut to 1,000 characters (shallower when it nests too deeply)."""
     try:
         return repr(args)[:1000]

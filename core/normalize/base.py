@@ -4,25 +4,23 @@ A normalizer turns raw provider stream events (one decoded JSON object per line,
 into normalized events (:mod:`core.events`, shared/DESIGN.md §3) with ``run`` set and ``seq`` left
 ``None`` (the ingest stage numbers them). It never parses tool-call arguments: the pipeline lane does
 that strictly once the call has ended.
+
+A raw event is a :data:`core.json_types.JsonObject`: its fields are the provider's and nothing about their values is
+known until checked, so every read is narrowed (by :func:`as_dict`, :func:`as_str`, :func:`require_str`,
+:func:`text_field` or ``isinstance``). It is read, never written.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from core.errors import IngestError
 from core.events import Event, Media, Source, Status, TextEvent, TextMode, ToolCall, ToolCallState, Visibility
+from core.json_types import JsonObject as JsonObject  # a raw provider event: what every normalizer reads
 from core.media import MediaKind, check_media_url
-
-JsonObject = Mapping[str, object]
-"""One decoded JSON object of a provider stream, or an object inside one: the raw input boundary. Its fields are
-the provider's and nothing about their values is known until checked (``object``, not ``Any``: every read is
-narrowed, by :func:`as_dict`, :func:`as_str`, :func:`require_str`, :func:`text_field` or ``isinstance``). It is
-read, never written."""
 
 
 class Normalizer(Protocol):

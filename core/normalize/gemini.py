@@ -126,7 +126,7 @@ class GeminiNormalizer:
         try:
             for candidate in candidates:
                 index = candidate.get("index", 0) if isinstance(candidate, dict) else None
-                if not isinstance(index, int) or isinstance(index, bool):
+                if not isinstance(candidate, dict) or not isinstance(index, int) or isinstance(index, bool):
                     raise IngestError(
                         f"a raw {_PROVIDER} response's candidate must be an object with an integer 'index' (or "
                         f"none: 0), got {str(candidate)[:80]!r}"

@@ -81,7 +81,7 @@ class StreamedCall:
 
     id: str
     name: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: JsonObject = field(default_factory=dict)
     broken: str | None = None
     _continuing: set[str] = field(default_factory=set)
 

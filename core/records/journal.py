@@ -16,17 +16,27 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from functools import partial
+from itertools import repeat
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True)
-class JournalEntry:
-    """One accepted input line of ``run``: its JSON text, exactly as it will be replayed."""
+class JournalEntry(NamedTuple):
+    """One accepted input line of ``run``: its JSON text, exactly as it will be replayed (a named tuple: one is made
+    per accepted line)."""
 
     run: str
     line: str
+
+
+_new_entry = partial(tuple.__new__, JournalEntry)
+
+
+def entries_of(run: str, lines: Iterable[str]) -> list[JournalEntry]:
+    """One entry per line of ``run``, in order (made in C: a batch's lines of one run are many, each an entry)."""
+    return list(map(_new_entry, zip(repeat(run), lines)))
 
 
 @dataclass(frozen=True)
@@ -88,9 +98,12 @@ class MemoryJournal:
 
     async def append(self, entries: Sequence[JournalEntry]) -> None:
         now = time.time()
+        run, lines = None, None
         for entry in entries:
-            self._lines.setdefault(entry.run, []).append(entry.line)
-            self._last_at[entry.run] = now
+            if entry.run != run or lines is None:  # consecutive lines of one run: one look-up
+                run, lines = entry.run, self._lines.setdefault(entry.run, [])
+                self._last_at[run] = now
+            lines.append(entry.line)
         self.commits += 1
 
     async def unfinished(self) -> list[str]:

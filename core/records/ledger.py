@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
+from core.json_types import JsonObject
 from core.ports import PendingSend
 from core.records.report import PartReport, PartState, SlotRole
 
@@ -66,13 +67,15 @@ class PartRecord:
 
 @dataclass
 class RunRecord:
+    """One run as the ledger knows it: where it goes (``channel``, ``mode``), how it ended."""
+
     run: str
     channel: str
-    target: dict[str, Any]
+    target: JsonObject
+    """The ``run.start``'s target as its JSON object (:class:`core.events.Target`); a restarted run's is the same."""
     mode: str
     end_status: str | None = None
     ended: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     """Why the run ended other than ``ok`` (for its report), recorded with its end."""
 
@@ -122,13 +125,30 @@ class Ledger(Protocol):
     async def close(self) -> None: ...
 
 
+@dataclass(slots=True)
+class CallRecord:
+    """One call :class:`MemoryLedger` recorded: its intent, then its ``outcome`` (None while unknown)."""
+
+    run: str
+    slot: int
+    role: SlotRole
+    op: str
+    text: str
+    outcome: str | None = None
+    detail: str = ""
+
+
 class MemoryLedger:
-    """A ledger in memory: for unit tests and ``ledger = "memory"`` (nothing survives a restart)."""
+    """A ledger in memory: for unit tests and ``ledger = "memory"`` (nothing survives a restart).
+
+    Attributes:
+        calls: every call recorded, by call id (its index).
+    """
 
     def __init__(self) -> None:
         self._runs: dict[str, RunRecord] = {}
         self._parts: dict[tuple[str, int], PartRecord] = {}
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[CallRecord] = []
 
     async def start_run(self, record: RunRecord) -> None:
         self._runs.setdefault(record.run, record)
@@ -146,7 +166,7 @@ class MemoryLedger:
     async def record_intent(
         self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
     ) -> int:
-        self.calls.append({"run": run, "slot": slot, "role": role, "op": op, "text": text, "outcome": None})
+        self.calls.append(CallRecord(run, slot, role, op, text))
         if pending is not None:
             part = self._parts.get((run, slot)) or PartRecord(run=run, slot=slot, role=role)
             self._parts[(run, slot)] = replace(part, pending=pending)
@@ -156,8 +176,8 @@ class MemoryLedger:
         self._parts[(part.run, part.slot)] = replace(part)
 
     async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
-        self.calls[call_id]["outcome"] = outcome
-        self.calls[call_id]["detail"] = detail
+        call = self.calls[call_id]
+        call.outcome, call.detail = outcome, detail
         self._parts[(part.run, part.slot)] = replace(part)
 
     async def parts(self, run: str) -> list[PartRecord]:

@@ -148,7 +148,7 @@ class RunController:
                 release=release or (lambda _target: None),
                 ledger=ledger,
                 clock=clock,
-                anchor_shown=conversation.rec.wait_shown,
+                open_thread=conversation.rec.open_thread,
                 feed_for=self._thread_feed,
                 retry_window_s=retry_window_s,
             )

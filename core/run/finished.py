@@ -31,11 +31,13 @@ import sys
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from core.contracts.units import MessageUnit, parse_unit
+from pydantic import TypeAdapter
+
+from core.contracts.units import MessageUnit, PipelineUnit, parse_unit
+from core.json_types import JsonObject
 from core.lanes.pipeline import PipelineLane
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import DeliveryReport, SlotRole
@@ -130,12 +132,64 @@ def _slots(pieces: Sequence[Piece]) -> set[int]:
     return {p[0] for p in pieces if isinstance(p, list)}
 
 
+def _objects(value: object) -> dict[str, dict[str, object]]:
+    """The JSON objects by key a state's ``agents`` or ``parts`` holds (``value``: that member of the state)."""
+    if not isinstance(value, dict):
+        return {}
+    return {key: member for key, member in value.items() if isinstance(key, str) and isinstance(member, dict)}
+
+
 def _crc(text: str) -> int:
     return zlib.crc32(text.encode("utf-8", "surrogatepass"))
 
 
 def _answer_parts(parts: Sequence[PartRecord]) -> list[tuple[int, str]]:
     return sorted((p.slot, p.shown) for p in parts if p.role is SlotRole.ANSWER and p.shown)
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What a finished run keeps of its monitor and lane, between its end and a late reader: one JSON document,
+    compressed (:meth:`document`; read back, checked, with :meth:`read`).
+
+    Attributes:
+        state: its monitor's state without texts (:attr:`core.run.monitor.MonitorRecord.state`).
+        tail: its last events' JSON objects (:meth:`core.run.live.Live.wire`).
+        answer: its answer as pieces (:func:`references`). crc: the CRC-32 of the answer (:func:`_crc`).
+        parts: each web part's text by key: a ledger slot, or the text. agents: each sub-agent's text by key: the
+            index of the lane's ``message`` unit holding it, or the text.
+        units: its lane's units' JSON objects. closed: whether its lane was closed.
+    """
+
+    state: Mapping[str, object]
+    tail: list[JsonObject]
+    answer: list[Piece]
+    crc: int
+    parts: dict[str, int | str]
+    agents: dict[str, int | str]
+    units: list[JsonObject]
+    closed: bool
+
+    def document(self) -> str:
+        """Its JSON document (compact; a lone surrogate a text may hold stays one, as the run had it)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+    @staticmethod
+    def read(blob: bytes) -> Kept:
+        """The document ``blob`` holds (zlib-compressed UTF-8 of :meth:`document`), checked. O(its size).
+
+        Raises:
+            pydantic.ValidationError: it is not such a document (a field missing or of another type).
+        """
+        return _KEPT.validate_python(json.loads(zlib.decompress(blob).decode("utf-8", "surrogatepass")))
+
+    def lane_units(self) -> list[PipelineUnit]:
+        """Its lane's units, typed."""
+        return [parse_unit(unit) for unit in self.units]
+
+
+_KEPT: TypeAdapter[Kept] = TypeAdapter(Kept)
 
 
 @dataclass(eq=False, slots=True)
@@ -172,40 +226,40 @@ class Finished:
         """Its pipeline lane as it was at the end, with every unit (a new object each time). O(its units)."""
         kept = self.kept()
         lane = PipelineLane(self.run)
-        lane.units = [parse_unit(unit) for unit in kept["units"]]
-        lane.closed = kept["closed"]
+        lane.units = kept.lane_units()
+        lane.closed = kept.closed
         return lane
 
-    def kept(self) -> dict[str, Any]:
-        """What it keeps of its monitor: ``state`` (without texts), ``tail`` (its last events), ``answer`` (pieces),
-        ``crc``, ``parts`` (by key: a slot, or the text), ``agents`` (by key: the index of the lane's ``message`` unit
-        with its text, or the text); and its lane: ``units`` (their JSON objects), ``closed``. O(its size)."""
-        kept: dict[str, Any] = json.loads(zlib.decompress(self._kept).decode("utf-8", "surrogatepass"))
-        return kept
+    def kept(self) -> Kept:
+        """What it keeps of its monitor and its lane (:class:`Kept`). O(its size)."""
+        return Kept.read(self._kept)
 
-    async def state(self) -> dict[str, Any]:
-        """Its monitor's state as it was at the end, texts read back from the ledger (module docstring)."""
+    async def state(self) -> dict[str, object]:
+        """Its monitor's state as it was at the end, texts read back from the ledger (module docstring): the state's
+        JSON object, as :attr:`core.run.monitor.RunMonitor.state` gives it."""
         kept = self.kept()
         shown: dict[int, str] = {}
-        refers = any(isinstance(p, list) for p in kept["answer"])
-        if refers or any(isinstance(slot, int) for slot in kept["parts"].values()):
+        refers = any(isinstance(p, list) for p in kept.answer)
+        if refers or any(isinstance(slot, int) for slot in kept.parts.values()):
             try:
                 records = await self._ledger.parts(self.run)
             except Exception:
                 _log.exception("run %s: its parts could not be read from the ledger", self.run)
                 records = []
             shown = {p.slot: p.shown for p in records if p.shown is not None}
-        answer = rebuild(kept["answer"], shown)
-        if refers and _crc(answer) != kept["crc"]:
+        answer = rebuild(kept.answer, shown)
+        if refers and _crc(answer) != kept.crc:
             _log.warning("run %s: its ledger parts no longer make its answer; its answer parts are shown", self.run)
-            answer = "".join(text for slot, text in sorted(shown.items()) if slot in _slots(kept["answer"]))
-        state: dict[str, Any] = kept["state"]
+            answer = "".join(text for slot, text in sorted(shown.items()) if slot in _slots(kept.answer))
+        state = dict(kept.state)
         state["answer"] = answer
-        units = {unit["index"]: unit.get("text", "") for unit in kept["units"] if unit.get("kind") == "message"}
-        agents = {k: units.get(v, "") if isinstance(v, int) else v for k, v in kept["agents"].items()}
-        state["agents"] = {k: {**v, "text": agents.get(k, "")} for k, v in state["agents"].items()}
-        texts = {k: shown.get(v, "") if isinstance(v, int) else v for k, v in kept["parts"].items()}
-        state["parts"] = {k: {**v, **({"text": texts[k]} if k in texts else {})} for k, v in state["parts"].items()}
+        units = {unit.index: unit.text for unit in kept.lane_units() if isinstance(unit, MessageUnit)}
+        agents = {k: units.get(v, "") if isinstance(v, int) else v for k, v in kept.agents.items()}
+        state["agents"] = {k: {**v, "text": agents.get(k, "")} for k, v in _objects(state.get("agents")).items()}
+        texts = {k: shown.get(v, "") if isinstance(v, int) else v for k, v in kept.parts.items()}
+        state["parts"] = {
+            k: {**v, **({"text": texts[k]} if k in texts else {})} for k, v in _objects(state.get("parts")).items()
+        }
         return state
 
     def measure(self) -> tuple[int, int]:
@@ -231,7 +285,9 @@ def finished_record(
     O(its texts and parts).
     """
     answer_parts = _answer_parts(parts or [])
-    pieces = references(record.answer, answer_parts) if answer_parts else ([record.answer] if record.answer else [])
+    pieces: list[Piece] = (
+        references(record.answer, answer_parts) if answer_parts else ([record.answer] if record.answer else [])
+    )
     shown = {p.slot: p.shown for p in parts or [] if p.shown is not None}
     texts: dict[str, int | str] = {}
     for key, text in record.parts.items():
@@ -239,18 +295,19 @@ def finished_record(
         slot = int(part) if part.isdigit() and row == report.channel else None
         texts[key] = slot if slot is not None and shown.get(slot) == text else text
     messages = {unit.text: unit.index for unit in lane.units if isinstance(unit, MessageUnit)}
-    agents = {key: messages.get(text, text) if text else text for key, text in record.agents.items()}
-    kept = {
-        "state": record.state,
-        "tail": [event.wire() for event in record.tail],
-        "answer": pieces,
-        "crc": _crc(record.answer),
-        "parts": texts,
-        "agents": agents,
-        "units": [unit.model_dump(mode="json") for unit in lane.units],
-        "closed": lane.closed,
+    agents: dict[str, int | str] = {
+        key: messages.get(text, text) if text else text for key, text in record.agents.items()
     }
-    document = json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
+    document = Kept(
+        state=record.state,
+        tail=[event.wire() for event in record.tail],
+        answer=pieces,
+        crc=_crc(record.answer),
+        parts=texts,
+        agents=agents,
+        units=[unit.model_dump(mode="json") for unit in lane.units],
+        closed=lane.closed,
+    ).document()
     blob = zlib.compress(document.encode("utf-8", "surrogatepass"), 6)  # a lone surrogate passes, never an error
     report_json = report.model_dump_json().encode()
     chars = len(document) + len(report_json)
@@ -285,10 +342,10 @@ class FinishedMonitor:
         ``reset`` (as :meth:`core.run.monitor.RunMonitor.since`)."""
         if last_id == self.last_id:
             return []
-        tail: list[dict[str, Any]] = self._record.kept()["tail"]
-        first = tail[0]["id"] if tail else self.last_id + 1
+        tail = [from_wire(event) for event in self._record.kept().tail]
+        first = tail[0].id if tail else self.last_id + 1
         if 0 <= last_id < self.last_id and last_id >= first - 1:
-            return [from_wire(e) for e in tail if e["id"] > last_id]
+            return [event for event in tail if event.id > last_id]
         return [await self.reset()]
 
     async def reset(self) -> ResetLive:

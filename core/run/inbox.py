@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from typing import Generic, TypeVar
 
 from core.clock import Clock
@@ -61,7 +61,11 @@ class Inbox(Generic[T]):
 
     async def put_all(self, items: Iterable[T]) -> None:
         """Add ``items`` in order, as many at a time as there is room for; waits while the inbox is full. The
-        worker is woken once (not once per item)."""
+        worker is woken once (not once per item); items that all fit are added in one step (no wait)."""
+        if isinstance(items, Sized) and (self.maxsize <= 0 or len(self._items) + len(items) <= self.maxsize):
+            self._items.extend(items)
+            self._ready.set()
+            return
         for item in items:
             while self.full():
                 self._ready.set()
@@ -90,6 +94,14 @@ class Inbox(Generic[T]):
             return
         self._ready.clear()
         await self._ready.wait(deadline, clock)
+
+    def waiter(self, deadline: float | None, clock: Clock) -> asyncio.Future[None] | None:
+        """:meth:`wait` without its coroutines (the worker waits once per event): None when items are waiting, else
+        the future to await (:meth:`core.wake.Wake.waiter`)."""
+        if self._items:
+            return None
+        self._ready.clear()
+        return self._ready.waiter(deadline, clock)
 
     def close(self) -> None:
         """Stop the deadline's sleep (the worker is gone)."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from core.json_types import JsonObject
+
 
 class TextRange:
     """An event's text as a range of a text kept once under one generation: of the run's shared answer (``part``
@@ -48,9 +50,9 @@ class Live:
     seq: int
     ts: float
 
-    def wire(self) -> dict[str, object]:
+    def wire(self) -> JsonObject:
         """The event's JSON object, key for key as the wire has it (its texts must be strings: not ranges)."""
-        out: dict[str, object] = {"id": self.id, "run": self.run, "seq": self.seq, "ts": self.ts, "type": self.type}
+        out: JsonObject = {"id": self.id, "run": self.run, "seq": self.seq, "ts": self.ts, "type": self.type}
         for name, optional in self.WIRE:
             value = getattr(self, name)
             if value is not None or not optional:
@@ -279,10 +281,16 @@ LIVE_VALUES: dict[str, type[Live]] = {
 """The event classes by ``type``."""
 
 
-def from_wire(data: dict[str, Any]) -> Live:
-    """The event of a JSON object :meth:`Live.wire` gave (a finished run's kept event).
+def from_wire(data: JsonObject) -> Live:
+    """The event of a JSON object :meth:`Live.wire` gave (a finished run's kept event): the class its ``type`` names,
+    built with the object's other members as its fields.
 
     Raises:
         KeyError: an unknown ``type``. TypeError: a field off its class.
     """
-    return LIVE_VALUES[data["type"]](**{k: v for k, v in data.items() if k != "type"})
+    kind = data["type"]
+    if not isinstance(kind, str) or kind not in LIVE_VALUES:
+        raise KeyError(kind)
+    # The one trusted step: the members are the class's fields as Live.wire wrote them (JSON values of their types).
+    fields: dict[str, Any] = {k: v for k, v in data.items() if k != "type"}
+    return LIVE_VALUES[kind](**fields)

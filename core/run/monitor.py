@@ -65,6 +65,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from core.contracts.answers import RunRow
 from core.contracts.live import check_live_event
 from core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
 from core.records.report import DeliveryReport
@@ -260,23 +261,26 @@ class RunMonitor:
         agents = {k: v.value() for k, v in self._agent_texts.items()}
         return MonitorRecord(self.epoch, self.last_id, state, tail, self._answer_text(), agents, parts)
 
-    def row(self, report: DeliveryReport) -> dict[str, Any]:
-        """The run as the operator's listing shows it (``GET /v1/runs``), with its current ``report``: ``{"run",
-        "channel", "platform", "mode", "started_at" (Unix s, null until the run opened), "age_s", "status" (the
-        report's), "confirmed", "uncertain", "failed" (counts of parts), "rate_limited" (429s met so far)}``."""
+    def row(self, report: DeliveryReport) -> RunRow:
+        """The run as the operator's listing shows it (``GET /v1/runs``), with its current ``report``: where it goes,
+        ``started_at`` (Unix s, None until the run opened), ``age_s``, the report's ``status`` and its parts counted
+        by state, ``rate_limited`` (429s met so far). Its ``watch`` is None (the HTTP surface knows the live page) and
+        ``replica`` unset (a replica's front sets it)."""
         head, started_at = self._head, self._head.started_at
-        counts = {"confirmed": report.confirmed, "uncertain": report.uncertain, "failed": report.failed}
-        return {
-            "run": self.run,
-            "channel": head.channel or report.channel,
-            "platform": head.platform,
-            "mode": head.mode,
-            "started_at": started_at,
-            "age_s": None if started_at is None else round(max(0.0, self._wall() - started_at), 3),
-            "status": str(report.status),
-            **counts,
-            "rate_limited": head.rate_limited,
-        }
+        return RunRow(
+            run=self.run,
+            channel=head.channel or report.channel,
+            platform=head.platform,
+            mode=head.mode,
+            started_at=started_at,
+            age_s=None if started_at is None else round(max(0.0, self._wall() - started_at), 3),
+            status=str(report.status),
+            confirmed=report.confirmed,
+            uncertain=report.uncertain,
+            failed=report.failed,
+            rate_limited=head.rate_limited,
+            watch=None,
+        )
 
     def publish(self, type_: str, **fields: Any) -> Live:
         """Add one event of ``type_`` with ``fields`` (its class's: :data:`core.run.live.LIVE_VALUES`; its ``id``,
@@ -371,6 +375,23 @@ class RunMonitor:
         if self._chars > self._max_chars:
             self._seal()
             self._trim()
+
+    def answer_grew(self, delta: str) -> None:
+        """:meth:`answer_delta` for a caller that appended ``delta`` at the end of the shared answer
+        (:meth:`share_answer`) itself, its text not replaced (the run stage's common line): while the open ``answer``
+        event is a range that ends where the answer ended, it grows by ``len(delta)``, the answer not looked at.
+        O(1)."""
+        opened = self._open
+        if opened.__class__ is TextRange and not self.closed and self._published == opened.end:
+            n = len(delta)
+            opened.end = self._published = opened.end + n
+            self._sizes[-1] += n
+            self._chars += n
+            if self._chars > self._max_chars:
+                self._seal()
+                self._trim()
+            return
+        self.answer_delta(delta)
 
     def _seal(self) -> None:
         """The open ``answer`` delta becomes an event like any other (its pieces joined): read, or followed."""

@@ -21,14 +21,15 @@ from typing import Any
 
 from core.channel import ChannelRuntime
 from core.clock import Clock
+from core.contracts.answers import RunListing
 from core.contracts.units import PipelineUnit
 from core.errors import IngestError, OwnershipLostError
 from core.events import EVENT_TYPES, Event, event_line
-from core.ingest.admission import Admission, Limits, LineResult
+from core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
 from core.ingest.clients import ClientBook, ClientLimits
 from core.lanes.gate import ActionCatalog, AmbiguousCallError, Call, GateDecision, UnknownCallError, ask_gate
 from core.lanes.pipeline import ArgsValidator, PipelineLane
-from core.records.journal import Journal, JournalEntry, MemoryJournal
+from core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of
 from core.records.ledger import Ledger, PartRecord
 from core.records.report import DeliveryReport, summarize, with_gaps
 from core.run.controller import RunController
@@ -48,6 +49,46 @@ def _json_default(value: Any) -> Any:
     if (dump := getattr(value, "model_dump", None)) is None:
         raise TypeError(f"not JSON: {type(value).__name__}")
     return dump(mode="python", exclude_none=True)
+
+
+def _line_text(obj: Any, raw: str | None) -> str:
+    """The JSON text a taken line is journaled as: as it came (``raw``), else its event's or its object's JSON."""
+    if raw is not None:
+        return raw
+    if isinstance(obj, EVENT_TYPES):
+        return event_line(obj)
+    return json.dumps(obj, default=_json_default)
+
+
+def _stage_group(
+    lines: Sequence[tuple[Any, str | None]],
+    start: int,
+    group: tuple[ActiveRun, list[Event], list[LineResult | IngestError]],
+    results: list[LineResult | IngestError],
+    entries: list[JournalEntry],
+    staged: list[tuple[ActiveRun, list[Event]]],
+) -> int:
+    """Note a group of :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` (``lines[start:]``'s first
+    ``len(taken)``): each line's result, the journal entry of each line taken, and one hand-over of its events.
+    Returns the index of the line after it."""
+    run, events, taken = group
+    end = start + len(taken)
+    results += taken
+    chunk = lines[start:end]
+    if taken.count(ONE_EVENT) == len(taken):  # every line taken as one event (a group of deltas)
+        texts = [raw for _, raw in chunk if raw is not None]
+        if len(texts) < len(chunk):  # lines given without their text: made again
+            texts = [_line_text(obj, raw) for obj, raw in chunk]
+    else:
+        texts = [
+            _line_text(obj, raw)
+            for (obj, raw), result in zip(chunk, taken, strict=True)
+            if type(result) is LineResult and result.dropped is None
+        ]
+    entries += entries_of(run.run, texts)
+    if events:
+        staged.append((run, events))
+    return end
 
 
 class Relay:
@@ -201,29 +242,30 @@ class Relay:
         results: list[LineResult | IngestError] = []
         staged: list[tuple[ActiveRun, list[Event]]] = []
         entries: list[JournalEntry] = []
-        for obj, raw in lines:
+        admission = self._admission
+        i, n = 0, len(lines)
+        while i < n:
+            group = admission.take_deltas(lines, i, run_hint, replay=replay) or admission.take_raw(
+                lines, i, run_hint, replay=replay
+            )
+            if group is not None:  # the common lines: no await
+                i = _stage_group(lines, i, group, results, entries, staged)
+                continue
+            obj, raw = lines[i]
+            i += 1
             try:
-                run, events, result = await self._admission.accept(obj, run_hint, replay=replay)
+                run, events, result = await admission.accept(obj, run_hint, replay=replay)
             except IngestError as exc:
                 results.append(exc)
                 continue
             except OwnershipLostError:
                 raise
             except Exception as exc:  # a bug of ours: this line fails alone, never the batch nor the journal's 503
-                _log.exception("a line could not be admitted (run hint %s)", run_hint)
-                results.append(
-                    IngestError(f"this line could not be taken ({type(exc).__name__}): report it", status=422)
-                )
+                results.append(line_failed(exc, run_hint))
                 continue
             results.append(result)
             if run is not None and result.dropped is None:
-                if raw is not None:
-                    line = raw
-                elif isinstance(obj, EVENT_TYPES):
-                    line = event_line(obj)
-                else:
-                    line = json.dumps(obj, default=_json_default)
-                entries.append(JournalEntry(run.run, line))
+                entries.append(JournalEntry(run.run, _line_text(obj, raw)))
                 staged.append((run, events))
         if entries and not replay:
             try:
@@ -391,11 +433,11 @@ class Relay:
         """Events taken but not yet handled by their runs' workers, over every active run (O(active runs))."""
         return sum(run.queue.qsize() for run in self._runs.values())
 
-    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> dict[str, Any]:
-        """The active runs: ``{"runs": [:meth:`core.run.monitor.RunMonitor.row` of each], "unreachable": []}``. One
-        process holds every run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> RunListing:
+        """The active runs (:meth:`core.run.monitor.RunMonitor.row` of each), none unreachable. One process holds every
+        run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
         rows = [r.controller.monitor.row(with_gaps(r.controller.report(), r.gate.gaps)) for r in self._runs.values()]
-        return {"runs": rows, "unreachable": []}
+        return RunListing(runs=rows)
 
     async def close(self) -> None:
         """Stop every run worker (unfinished runs stay in the journal) and close adapters."""

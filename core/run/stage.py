@@ -18,6 +18,7 @@ set) never reach the root's answer: they give its status line and, at its ``end`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from core.contracts.units import PipelineUnit
@@ -42,6 +43,7 @@ from core.events import (
     RunStart,
     Status,
     TextEvent,
+    TextMode,
     ToolCall,
     ToolCallState,
     ToolResult,
@@ -52,10 +54,15 @@ from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from core.ports import TextFormat
 from core.records.report import DeliveryReport, ReportStatus, SlotRole, summarize
 from core.run.monitor import RunMonitor
-from core.text.safe_text import safe_event, safe_text
+from core.text.safe_text import UNSAFE, safe_event, safe_text
 from core.text.think import opened_by_template
 from core.text.visible import Split, VisibleText, visible_final
 
+_NOT_PLAIN = re.compile(UNSAFE.pattern[:-1] + "\ud800-\udfff]")
+"""A character that :func:`safe_text` changes, or a surrogate (:func:`core.events.fix_surrogates`): a text without
+one is passed on unchanged by both."""
+_DELTA, _ANSWER, _UI = TextMode.DELTA, Visibility.ANSWER, Lane.UI
+"""The common event's enum members, looked up once (an enum member's lookup on its class costs a call)."""
 _AT_THE_END = (DeliveryMode.FINAL, DeliveryMode.PROGRESS)
 """Modes that show the answer, and so its media, only once committed."""
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
@@ -101,11 +108,15 @@ class RunStage:
         self.policy = policy
         self.book = book
         self.mode = mode
+        self._at_commit = mode.show_answer_at_commit()
+        """The mode holds the answer back until the commit point (fixed for its kind: progress)."""
         self.lane = lane
         self.monitor = monitor
         self.text = VisibleText(opened=policy.reasoning_opened, delta_replay_guard=policy.delta_replay_guard)
         self.answer = AnswerStream(self.text.answers)
-        monitor.share_answer(self.text.answers.view(None, MESSAGE_SEPARATOR))  # one copy of the answer: its ranges
+        answer = self.text.answers.view(None, MESSAGE_SEPARATOR)  # one copy of the answer: the others read its ranges
+        monitor.share_answer(answer)
+        mode.share_answer(answer)
         self.reasoning: ReasoningView | None = None
         if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
             self.reasoning = ReasoningView(book, self.text.reasoning, measure, policy.max_units)
@@ -134,6 +145,30 @@ class RunStage:
 
     def handle(self, event: Event) -> None:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
+        if (  # the common event first: a root answer delta on the ui lane, plain text, the common line of each stage
+            event.__class__ is TextEvent
+            and event.source is None
+            and event.mode is _DELTA
+            and event.visibility is _ANSWER
+            and event.lane is _UI
+            and (text := event.text)
+            and _NOT_PLAIN.search(text) is None
+            and self.text.plain_delta(event.message, text)
+        ):
+            if self.committed is None and not self._at_commit:
+                linear = self.answer.appended(event.message, text)
+                self.mode.on_answer(linear, event.message)
+                if linear.reset:
+                    self.monitor.publish("answer", text=linear.text, reset=True)
+                else:
+                    self.monitor.answer_grew(linear.text)  # the shared answer grew at its end by exactly it
+            else:
+                self.answer.appended(event.message, text)
+            return
+        self._handle(event)
+
+    def _handle(self, event: Event) -> None:
+        """:meth:`handle` for any event."""
         if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status | Media):
             return  # meant for the parent loop only (from any agent): never shown
         event = safe_event(event)  # THE point where text enters what people see (chats and watchers alike)
@@ -218,7 +253,7 @@ class RunStage:
         if split.answer is None:
             return
         linear = self.answer.apply(split.message, split.answer)
-        if linear is not None and self.committed is None and not self.mode.show_answer_at_commit():
+        if linear is not None and self.committed is None and not self._at_commit:
             self.mode.on_answer(linear, split.message)
             if linear.reset:
                 self.monitor.publish("answer", text=linear.text, reset=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.clock import Clock
@@ -107,34 +107,29 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         asyncio.CancelledError: the service stops; the run is left unfinished (the journal resumes it).
     """
     controller = run.controller
+    queue, gate = run.queue, run.gate
+    stage_deadline = controller.stage.mode.deadline  # the stage's timers are its delivery mode's
     last_event_at = clock.now() - run.quiet_s
     try:
-        if run.backlog:
-            backlog, run.backlog = run.backlog, None
-            controller.rec.book.catching_up = True
-            try:
-                if await _apply(run, backlog, last_event_at):
-                    return
-            finally:
-                controller.rec.book.catching_up = False
-        run.backlog = None
+        if await _catch_up(run, last_event_at):
+            return
         while True:
             idle_at = last_event_at + idle_s
-            deadlines = [d for d in (controller.deadline(), run.gate.deadline(), idle_at) if d is not None]
-            await run.queue.wait(min(deadlines), clock)
-            batch = run.queue.take(BATCH)
+            if (waiter := _waiter(run, stage_deadline, idle_at, clock)) is not None:
+                await waiter
+            batch = queue.take(BATCH)
             if batch:
                 last_event_at = clock.now()
-                if await _apply(run, batch, last_event_at):
+                if len(batch) == 1 and batch[0].seq is None:
+                    ending = _feed(controller, batch)  # the gate and the join give one event without seq as it is
+                else:
+                    ending = _feed(controller, _ordered(run, batch, last_event_at))
+                batch = []  # its events are not held while the run waits for the next ones
+                if ending is not None:
+                    await controller.end(ending, gaps=gate.gaps)
                     return
-            elif clock.now() >= idle_at:
-                run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
-                await controller.end(Quiet(idle_s), gaps=run.gate.gaps)
+            elif await _timers(run, clock, idle_at, idle_s):
                 return
-            else:
-                controller.tick()
-                if await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps):
-                    return
     except asyncio.CancelledError:
         await controller.interrupt(gaps=run.gate.gaps)
         raise
@@ -149,16 +144,69 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         run.queue.close()
 
 
+def _waiter(
+    run: ActiveRun, stage_deadline: Callable[[], float | None], idle_at: float, clock: Clock
+) -> asyncio.Future[None] | None:
+    """What the worker awaits for its next events, or its first deadline (the stage's timers, a ``seq`` gap's, the
+    idle timeout at ``idle_at``); None: events are waiting."""
+    deadline = idle_at
+    if (due := stage_deadline()) is not None and due < deadline:
+        deadline = due
+    if (due := run.gate.deadline()) is not None and due < deadline:
+        deadline = due
+    return run.queue.waiter(deadline, clock)
+
+
+async def _timers(run: ActiveRun, clock: Clock, idle_at: float, idle_s: float) -> bool:
+    """The worker woke with no event: the run is closed when it has been quiet since ``idle_at``, else time passed
+    for its stage (a coalescer's idle gap) and its ``seq`` gaps; True when the run was finalized."""
+    controller = run.controller
+    if clock.now() >= idle_at:
+        run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
+        await controller.end(Quiet(idle_s), gaps=run.gate.gaps)
+        return True
+    controller.tick()
+    return await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps)
+
+
+async def _catch_up(run: ActiveRun, now: float) -> bool:
+    """A resumed run takes its whole ``backlog`` first, as one batch, the reconciler catching up (only the resulting
+    state is sent); True when the run was finalized."""
+    backlog, run.backlog = run.backlog, None
+    if not backlog:
+        return False
+    book = run.controller.rec.book
+    book.catching_up = True
+    try:
+        return await _apply(run, backlog, now)
+    finally:
+        book.catching_up = False
+
+
+def _ordered(run: ActiveRun, batch: list[Event], now: float) -> list[Event]:
+    """``batch`` ordered through the seq gate, the deltas that arrived together joined."""
+    return join_deltas(run.gate.push_all(batch, now))
+
+
 async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
     """Order ``batch`` through the seq gate and apply it; True when the run was finalized."""
-    ready = join_deltas([e for event in batch for e in run.gate.push(event, now)])
-    return await _handle(run.controller, ready, run.gate.gaps)
+    return await _handle(run.controller, _ordered(run, batch, now), run.gate.gaps)
 
 
 async def _handle(controller: RunController, ready: list[Event], gaps: Sequence[str] = ()) -> bool:
+    """Apply ``ready``, finalizing the run at its root ``end`` or a Stop; True when it was finalized."""
+    ending = _feed(controller, ready)
+    if ending is None:
+        return False
+    await controller.end(ending, gaps=gaps)
+    return True
+
+
+def _feed(controller: RunController, ready: list[Event]) -> End | Stop | None:
+    """Apply ``ready`` to the run up to its root ``end`` or a Stop, which is returned (None: none came)."""
+    handle = controller.handle
     for item in ready:
         if (isinstance(item, End) and item.source is None) or isinstance(item, Stop):
-            await controller.end(item, gaps=gaps)
-            return True
-        controller.handle(item)
-    return False
+            return item
+        handle(item)
+    return None

@@ -52,7 +52,7 @@ from functools import cached_property
 from typing import Literal
 
 from core.events import TextMode
-from core.text.buffer import TextBuffer
+from core.text.buffer import LinearText, TextBuffer
 
 ChangeKind = Literal["append", "replace", "none"]
 
@@ -190,6 +190,11 @@ class TextAssembler:
         """A source's messages joined by ``sep``, in index order, empty messages skipped."""
         return sep.join(text for _, text in self.messages(source_key) if text)
 
+    def last_message(self, source_key: str | None) -> int | None:
+        """The highest message index of a source (None if none arrived). O(messages)."""
+        messages = self._texts.get(source_key)
+        return max(messages) if messages else None
+
     def buffer(self, source_key: str | None, message: int) -> TextBuffer | None:
         """The text of one message as it is kept (None if none arrived): read it, never change it."""
         return self._texts.get(source_key, {}).get(message)
@@ -209,55 +214,14 @@ class TextAssembler:
             self._appending(source_key, message, text)
         return TextChange("append", text, current.length, current)
 
+    def grown(self, source_key: str | None, message: int, text: str) -> None:
+        """:meth:`grew` without the :class:`TextChange` (the caller knows what was appended). O(1) unless the source
+        has several messages."""
+        messages = self._texts[source_key]
+        if len(messages) > 1:
+            self._appending(source_key, message, text)
+
     def view(self, source_key: str | None = None, sep: str = "\n\n") -> LinearText:
         """A source's linear text (:meth:`answer`) read by ranges: a :class:`core.text.buffer.TextSource` that
         copies nothing."""
-        return LinearText(self, source_key, sep)
-
-
-class LinearText:
-    """A source's messages joined by ``sep`` (empty ones skipped), as :meth:`TextAssembler.answer` gives them, read
-    by ranges without joining the whole (:class:`core.text.buffer.TextSource`)."""
-
-    __slots__ = ("_assembler", "_sep", "_source_key")
-
-    def __init__(self, assembler: TextAssembler, source_key: str | None, sep: str) -> None:
-        self._assembler, self._source_key, self._sep = assembler, source_key, sep
-
-    def _texts(self) -> list[TextBuffer]:
-        messages = self._assembler._texts.get(self._source_key, {})
-        if len(messages) == 1:
-            return [t for t in messages.values() if t.length]
-        return [messages[m] for m in sorted(messages) if messages[m].length]
-
-    @property
-    def generation(self) -> int:
-        return self._assembler._generations.get(self._source_key, 0)
-
-    @property
-    def length(self) -> int:
-        messages = self._assembler._texts.get(self._source_key)
-        if messages is not None and len(messages) == 1:  # the common case: one message, O(1)
-            for text in messages.values():
-                return text.length
-        texts = self._texts()
-        return sum(t.length for t in texts) + len(self._sep) * max(0, len(texts) - 1)
-
-    def slice(self, start: int, end: int) -> str:
-        """The characters from ``start`` to ``end``. O(end - start + messages)."""
-        out: list[str] = []
-        pos = 0
-        for k, text in enumerate(self._texts()):
-            if k:
-                if start < pos + len(self._sep) and end > pos:
-                    out.append(self._sep[max(0, start - pos) : end - pos])
-                pos += len(self._sep)
-            if start < pos + text.length and end > pos:
-                out.append(text.slice(start - pos, end - pos))
-            pos += text.length
-            if pos >= end:
-                break
-        return "".join(out)
-
-    def value(self) -> str:
-        return self._sep.join(t.value() for t in self._texts())
+        return LinearText(self._texts.setdefault(source_key, {}), self._generations, source_key, sep)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Protocol
 
-__all__ = ["BLOCK_CHARS", "TAIL_PIECES", "TextBuffer", "TextSource"]
+__all__ = ["BLOCK_CHARS", "TAIL_PIECES", "LinearText", "TextBuffer", "TextSource"]
 
 BLOCK_CHARS = 2048
 """A block grows by joined tails up to this many characters (a text given whole may be one larger block)."""
@@ -64,6 +64,11 @@ class TextBuffer:
         """Characters in the blocks (the tail's follow)."""
         self._tail: list[str] = []
         self.length = len(text)
+
+    @property
+    def generation(self) -> int:
+        """Always 0: text already in it never changes (:class:`TextSource`; :meth:`reset_to` only extends it)."""
+        return 0
 
     def append(self, piece: str) -> None:
         """Add ``piece`` at the end. Amortized O(len(piece))."""
@@ -151,6 +156,64 @@ class TextBuffer:
         self._blocks, self._ends, self._wide = ([text], [len(text)], [_astral(text)]) if text else ([], [], [])
         self._tail, self._stored = [], len(text)
         self.length = len(text)
+
+
+class LinearText:
+    """Several texts read as one, joined by ``sep`` (empty ones skipped), in key order, without joining the whole: a
+    source's messages as :meth:`core.text.assembler.TextAssembler.answer` gives them (:meth:`TextAssembler.view
+    <core.text.assembler.TextAssembler.view>` makes one), read by ranges (:class:`TextSource`).
+
+    Args:
+        messages: the texts by key (the owner's own dict: it adds and replaces texts in it, this reads them).
+        generations: the owner's generation per source (:attr:`TextSource.generation`), read under ``key``.
+        key: the source whose generation this text has.
+        sep: what stands between two non-empty texts.
+    """
+
+    __slots__ = ("_generations", "_key", "_messages", "_sep")
+
+    def __init__(
+        self, messages: dict[int, TextBuffer], generations: dict[str | None, int], key: str | None, sep: str
+    ) -> None:
+        self._messages, self._generations, self._key, self._sep = messages, generations, key, sep
+
+    def _texts(self) -> list[TextBuffer]:
+        messages = self._messages
+        if len(messages) == 1:
+            return [t for t in messages.values() if t.length]
+        return [messages[m] for m in sorted(messages) if messages[m].length]
+
+    @property
+    def generation(self) -> int:
+        return self._generations.get(self._key, 0)
+
+    @property
+    def length(self) -> int:
+        messages = self._messages
+        if len(messages) == 1:  # the common case: one message, O(1)
+            for text in messages.values():
+                return text.length
+        texts = self._texts()
+        return sum(t.length for t in texts) + len(self._sep) * max(0, len(texts) - 1)
+
+    def slice(self, start: int, end: int) -> str:
+        """The characters from ``start`` to ``end``. O(end - start + messages)."""
+        out: list[str] = []
+        pos = 0
+        for k, text in enumerate(self._texts()):
+            if k:
+                if start < pos + len(self._sep) and end > pos:
+                    out.append(self._sep[max(0, start - pos) : end - pos])
+                pos += len(self._sep)
+            if start < pos + text.length and end > pos:
+                out.append(text.slice(start - pos, end - pos))
+            pos += text.length
+            if pos >= end:
+                break
+        return "".join(out)
+
+    def value(self) -> str:
+        return self._sep.join(t.value() for t in self._texts())
 
 
 def _astral(text: str) -> bool:

@@ -112,7 +112,7 @@ def safe_event(event: _E) -> _E:
     """``event`` with every text a person may read passed through :func:`safe_text`: the fields of
     :data:`_TEXT_FIELDS` and the identifiers of its ``source``. The same object when nothing changes (the
     common case: no copy). Deterministic, so a journal replay gives the same events."""
-    update: dict[str, Any] = {}
+    update: dict[str, str | Source | tuple[tuple[int, int], ...] | None] = {}
     for name in _TEXT_FIELDS.get(type(event), ()):
         value = getattr(event, name)
         if isinstance(value, str) and UNSAFE.search(value) is not None:

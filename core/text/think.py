@@ -193,6 +193,12 @@ class ThinkSplitter:
         """The held-back tail: ``""`` or a ``<`` plus a proper prefix of a tag, at most 11 characters."""
         return self._held
 
+    @property
+    def passes(self) -> bool:
+        """Whether :meth:`feed` passes any text on as answer, unchanged: the answer started outside any block, no
+        ``<final>`` came and nothing is held back, so no tag can come (module docstring, "Where"). O(1)."""
+        return not self._held and self._block == _NONE and self._answered and not self._final_seen
+
     def _tags_here(self) -> _Tags | None:
         """The tags that count at the current place (module docstring, "Where"); None: no tag can come."""
         if self._block == _THINK:
@@ -214,7 +220,10 @@ class ThinkSplitter:
             ``(answer, reasoning)``, either may be ``""``. Cost O(len(text) + len(held)).
         """
         if not self._held and self._block == _NONE and self._answered and not self._final_seen:
-            return text, ""  # the answer started outside any block and no <final> came: no tag can come (Where)
+            return (
+                text,
+                "",
+            )  # the answer started outside any block and no <final> came: no tag can come (:attr:`passes`)
         buf = self._held + text if self._held else text
         answer: list[str] = []
         reasoning: list[str] = []

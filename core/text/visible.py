@@ -125,6 +125,10 @@ class _Received:
         assert after is not None
         return after.slice(start, after.length)
 
+    def carrying(self, slot: _Key) -> bool:
+        """Whether half a surrogate pair is kept for ``slot``'s next piece."""
+        return slot in self._carry
+
     def _may_replay(self, text: str) -> bool:
         """Whether the replay guard must look at the delta ``text`` (it needs :data:`REPLAY_MIN_CHARS`)."""
         return self.texts.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS
@@ -151,18 +155,23 @@ class VisibleText:
         self.delta_replay_guard = delta_replay_guard
         self.answers = TextAssembler(delta_replay_guard=False)  # fed derived text: the guard is applied before
         self.reasoning = TextAssembler(delta_replay_guard=False)
-        self._received = {
-            Visibility.ANSWER: _Received(delta_replay_guard),
-            Visibility.REASONING: _Received(delta_replay_guard),
-        }
+        self._received_answer = _Received(delta_replay_guard)
+        self._received = {Visibility.ANSWER: self._received_answer, Visibility.REASONING: _Received(delta_replay_guard)}
         self._splitters: dict[_Key, ThinkSplitter] = {}
         self._shared: set[_Key] = set()
         """Answer slots whose answer is their received text: one buffer for both (module docstring)."""
         self._mended: set[_Key] = set()
         """Answer slots where a lone surrogate was replaced on the way: never shared (same length, other text)."""
+        self._plain: tuple[int, TextBuffer] | None = None
+        """The root message whose plain deltas go straight to its one buffer (:meth:`plain_delta`), and that buffer:
+        kept while nothing else changes the texts (:meth:`apply` and :meth:`flush` forget it)."""
+        self._kept: set[_Key] = set()
+        """Answer slots that kept text their received text no longer has (a snapshot whose answer is a prefix of the
+        one shown adds nothing): not shared until a whole new text is split again (same length may be other text)."""
 
     def apply(self, event: TextEvent) -> Split:
         """Apply one ``answer`` or ``reasoning`` text event (``status`` text is not text of a message)."""
+        self._plain = None
         key = event.source.key if event.source is not None else None
         slot = (key, event.message)
         reasoning_event = event.visibility is Visibility.REASONING
@@ -194,6 +203,7 @@ class VisibleText:
             self._share_again(slot)
             return split
         self._shared.discard(slot)  # the received text is a new one: the answer's buffer is the old text now
+        self._kept.discard(slot)
         splitter = self._splitters[slot] = ThinkSplitter(self.opened)
         answer, reasoning = splitter.feed(text)
         if not reasoning and not self.reasoning.text(key, event.message):
@@ -205,8 +215,47 @@ class VisibleText:
                 answer=self._change(self.answers, slot, mode, answer),
                 reasoning=self._change(self.reasoning, slot, mode, reasoning),
             )
+        own = self.answers.buffer(key, event.message)
+        if own is not None and own.length > len(answer):
+            self._kept.add(slot)  # a snapshot whose answer begins the one shown: that one is kept, not the new text's
         self._share_again(slot)
         return split
+
+    def plain_delta(self, message: int, text: str) -> bool:
+        """Apply a root ``answer`` ``delta`` of ``message`` when it takes the common line, as :meth:`apply` would
+        (the message's answer is its received text, one buffer; no half surrogate pair is kept for it; the splitter
+        passes ``text`` on unchanged; the replay guard cannot take it for a replay: shorter than
+        :data:`REPLAY_MIN_CHARS` or than the text so far): ``text`` is appended once and the answer grew by exactly
+        ``text``. False: nothing was done (the caller applies the event with :meth:`apply`).
+
+        ``text`` must be non-empty and hold no surrogate (the caller checked). O(1) plus the append: the message's
+        buffer is kept while nothing else changes the texts (:attr:`_plain`)."""
+        plain = self._plain
+        if plain is not None and plain[0] == message:
+            buffer: TextBuffer | None = plain[1]
+        else:
+            buffer = self._plain_line(message)
+        if buffer is None or (self.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS and buffer.length <= len(text)):
+            return False
+        if plain is None or plain[1] is not buffer:
+            received = self._received_answer.texts
+            received.append(None, message, text)  # the answer's buffer too (shared)
+            self.answers.grown(None, message, text)
+            if received.last_message(None) == message and self.answers.last_message(None) == message:
+                self._plain = (message, buffer)  # no later message: appends change no generation
+            return True
+        buffer.append(text)
+        return True
+
+    def _plain_line(self, message: int) -> TextBuffer | None:
+        """The buffer of the root's ``message`` when its deltas can take the common line (:meth:`plain_delta`)."""
+        slot = (None, message)
+        if slot not in self._shared or self._received_answer.carrying(slot):
+            return None
+        splitter = self._splitters.get(slot)
+        if splitter is None or not splitter.passes:
+            return None
+        return self.answers.buffer(None, message)
 
     # --- one buffer for a message's received text and its answer ---------------------------------------------
 
@@ -232,8 +281,9 @@ class VisibleText:
 
     def _share_again(self, slot: _Key) -> None:
         """When the answer of ``slot`` is again as long as its received text, it is that text (only removals make them
-        differ: tags, reasoning, held back characters; no lone surrogate was replaced): one buffer again. O(1)."""
-        if slot in self._shared or slot in self._mended:
+        differ: tags, reasoning, held back characters; no lone surrogate was replaced, no text kept past a snapshot):
+        one buffer again. O(1)."""
+        if slot in self._shared or slot in self._mended or slot in self._kept:
             return
         received = self._received[Visibility.ANSWER].texts.buffer(slot[0], slot[1])
         own = self.answers.buffer(slot[0], slot[1])
@@ -244,6 +294,7 @@ class VisibleText:
     def flush(self, source_key: str | None, message: int | None = None) -> list[Split]:
         """Release what is held back for a source's messages (all of them when ``message`` is None):
         the end of a message or of the source. A half surrogate pair still kept is dropped."""
+        self._plain = None
         out = []
         slots = [s for s in self._splitters if s[0] == source_key and (message is None or s[1] == message)]
         for slot in sorted(slots, key=itemgetter(1)):

@@ -3,7 +3,7 @@ deliveries), a cut stream resumes without duplicates (replayed from the buffer, 
 and a page or stream without the run's read token is refused.
 
 Each test saves a screenshot as ``live.png`` in its ``tmp_path``. ``STREAMRELAY_SCREENSHOT=docs/live-page.png
-uv run pytest -m browser -k thinking`` also writes the README's picture from that finished run.
+uv run pytest -m browser -k thinking`` also writes the live page's picture (docs/platforms.md) from that finished run.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ async def test_a_recorded_run_streams_into_the_page(web: WebStack, live: LivePag
 
     await live.snapshot(tmp_path / "live.png")
     if docs := os.environ.get("STREAMRELAY_SCREENSHOT"):
-        await live.page.screenshot(path=docs, full_page=True)  # the README's picture
+        await live.page.screenshot(path=docs, full_page=True)  # the live page's picture in docs/platforms.md
 
 
 @pytest.mark.parametrize("live_buffer", [1000, 5], ids=["replayed", "reset"])

@@ -21,7 +21,13 @@ from adapters.slack.settle import EVENT_TYPE, MAX_PAGES, PAGE_SIZE
 from adapters.telegram import TelegramAdapter
 from adapters.telegram.settle import UNBOUNDED_PROBES
 from adapters.web.adapter import WebAdapter
-from core.errors import PlatformUnavailableError, RateLimitedError, RateScope, UncertainDeliveryError
+from core.errors import (
+    PlatformUnavailableError,
+    RateLimitedError,
+    RateScope,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+)
 from core.events import Target
 from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from mocks.discord import MockDiscord
@@ -365,3 +371,27 @@ async def test_web_a_kept_part_is_found_and_a_missing_one_not_sent(web: WebAdapt
     assert elsewhere == Settlement(NOT_SENT)
     await web.delete_message(page, part)
     assert await web.settle_send(page, PendingSend(DELIVERY, "Hello", PLAIN)) == Settlement(NOT_SENT)
+
+
+async def test_web_in_service_keeps_a_digest_of_each_part_and_still_answers_not_modified(web: WebAdapter) -> None:
+    """The service's page keeps no copy of the texts it showed (the browser gets them from the run): an edit to the
+    same text is still "not modified", another text is an edit, a deleted part is gone."""
+    page = Target(chat_id="run-1")
+    text = "An answer 🎉 " * 400
+    part = await web.send_text(page, text, PLAIN)
+    assert await web.edit_text(page, part, text, PLAIN) is False
+    assert await web.edit_text(page, part, text + "more", PLAIN) is True
+    assert await web.edit_text(page, part, text + "more", PLAIN) is False
+    assert [mid for mid, _ in web.visible("run-1")] == [part]
+    assert all(len(kept) < 40 for kept in web._texts.values())
+    await web.delete_message(page, part)
+    with pytest.raises(TargetNotFoundError):
+        await web.edit_text(page, part, text, PLAIN)
+
+
+async def test_web_recording_keeps_the_texts_it_shows(web: WebAdapter) -> None:
+    web.record = True
+    page = Target(chat_id="run-1")
+    part = await web.send_text(page, "Hello", PLAIN)
+    await web.edit_text(page, part, "Hello world", PLAIN)
+    assert web.visible("run-1") == [(part, "Hello world")]

@@ -21,7 +21,7 @@ from core.errors import (
     UnreadableAnswerError,
 )
 from core.events import Target
-from core.ports import PendingSend, SettleOutcome, TextFormat
+from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from mocks.slack import MockSlack
 from tests.contract.conftest import SLACK_TOKEN
 
@@ -108,6 +108,33 @@ async def test_media_and_stream_creates_answered_unreadably_are_unknown(
         await slack.stream_start(thread, "Hel", MARKDOWN)  # not NativeUnavailableError: it may be open
 
     assert [m.text for m in slack_mock.messages(DM)] == ["question?", "Hel"]
+
+
+async def test_an_unknown_stream_start_is_settled_by_its_text_below_the_message_the_part_went_on_in(
+    slack: SlackAdapter, slack_mock: MockSlack, thread: Target
+) -> None:
+    """chat.startStream carries no metadata: the stream is the bot's message without a delivery id, between the
+    newest message known before it and the part's new message, that shows the start's text (a person's reply in
+    between is no stream); another text there is unknown; none, not sent."""
+    slack_mock.add_fault("chat.startStream", 1, {"status": 500, "description": "internal_error"}, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await slack.stream_start(thread, "**Refund** <ok> & done", MARKDOWN)
+    slack_mock.post_user_message(DM, "**Refund** <ok> & done", thread_ts=str(thread.thread_id))
+    part = await slack.send_text(thread, "**Refund** <ok> & done, and more", MARKDOWN, delivery_id="sr-part-1")
+    [stream] = [m for m in slack_mock.messages(DM) if m.streamed]
+
+    found = await slack.settle_send(
+        thread, PendingSend("ss-start-1", "**Refund** <ok> & done", MARKDOWN, before_id=part)
+    )
+    other = await slack.settle_send(thread, PendingSend("ss-start-2", "Another start", MARKDOWN, before_id=part))
+    empty = PendingSend("ss-start-3", "**Refund** <ok> & done", MARKDOWN, after_id=stream.ts, before_id=part)
+    none = await slack.settle_send(thread, empty)
+
+    assert found == Settlement(SettleOutcome.FOUND, stream.ts)
+    assert other.outcome is SettleOutcome.UNKNOWN and none.outcome is SettleOutcome.NOT_SENT
+    assert [c.method for c in slack_mock.calls if c.method.startswith("conversations.")] == [
+        "conversations.replies"
+    ] * 3
 
 
 @pytest.mark.parametrize("name", ["empty", "html", "json-empty-object"])

@@ -1,5 +1,5 @@
-"""The README's runnable example (examples/parent_loop.py) against a real sidecar and the mock Bot API, with the
-shipped action catalog (config/actions.toml)."""
+"""The runnable example of docs/subagents.md (examples/parent_loop.py) against a real sidecar and the mock Bot API,
+with the shipped action catalog (config/actions.toml)."""
 
 from __future__ import annotations
 

@@ -99,6 +99,8 @@ async def channel(platform: str, delivery: str = "block", **settings: Any) -> As
     token = DRY_RUN[platform].token if platform != "web" else "unused"
     runtime = make_runtime("c", ChannelSettings.model_validate(values), SecretStr(token))
     web = runtime.adapter if isinstance(runtime.adapter, WebAdapter) else None
+    if web is not None:
+        web.record = True  # the page's texts kept for visible() (the service keeps digests)
     relay = Relay({"c": runtime}, MemoryLedger(), MonotonicClock())
     sidecar = Sidecar(relay, token=INGEST_TOKEN, max_body_bytes=2**20, max_line_bytes=2**16)
     await sidecar.start()

@@ -1,10 +1,16 @@
-"""Every shell block of the README, pasted in order into one fresh shell (issue 14).
+"""Every shell block of the README and of the docs site, pasted in order into one fresh shell (issues 14, 25).
 
-Each ```sh block says, on the line right before its fence, whether this test runs it: ``<!-- readme-test: run -->``,
-or ``<!-- readme-test: skip — why; the test that covers it instead -->`` where running it here is impossible (a real
-bot token, packages installed with sudo) or far too long (a 1,000-run campaign).
+The blocks are read in the order a reader meets them: README.md, then the pages of mkdocs.yml's ``nav`` in its
+order, each with the files it includes whole (``--8<-- "deploy/README.md"``: that file's blocks, where the include
+stands); a page's include of a README section (``--8<-- "README.md:dry-run"``) shows blocks already read from the
+README, so it adds none. Each ```sh block says, on the line right before its fence, whether this test runs it:
+``<!-- readme-test: run -->``, or ``<!-- readme-test: skip — why; the test that covers it instead -->`` where running
+it here is impossible (a real bot token, packages installed with sudo, a Docker daemon, a cluster) or far too long (a
+1,000-run campaign). A block that needs what this flow cannot assume (a ``redis-server``) says
+``<!-- readme-test: run alone — why -->``: it is pasted into a shell of its own, on free ports instead of its own,
+and must leave nothing running (the last test here).
 
-The blocks marked ``run`` are pasted, in README order, into ONE bash session: cwd the repository's root, an
+The blocks marked ``run`` are pasted, in that order, into ONE bash session: cwd the repository's root, an
 environment without any ``STREAMRELAY_*`` / ``TELEGRAM_*`` variable (so no token is set), and an ``echo '== block N'``
 separator before each block (``== end N rc=$?`` after it). The curl example is pasted twice (a second later), as a
 reader who tries it again would: each paste is a new run, delivered. After the last block the shell stops the dry-run
@@ -39,16 +45,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from tests.deploy.support import redis_server
 from tests.scenarios.test_cases import NOT_YET
 
 pytestmark = pytest.mark.timeout(240)
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+SITE = ROOT / "mkdocs.yml"
+
+INCLUDE = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"[ \t]*$', re.M)
 
 SH_BLOCK = re.compile(r"^```sh\n(?P<body>.*?)^```[ \t]*\n", re.S | re.M)
-MARKER = re.compile(r"<!-- readme-test: (?:(?P<run>run)|skip — (?P<why>.+)) -->")
+MARKER = re.compile(r"<!-- readme-test: (?:(?P<run>run)|run alone — (?P<alone>.+)|skip — (?P<why>.+)) -->")
 TEXT_AFTER = re.compile(r"\s*```text\n(?P<body>.*?)^```", re.S | re.M)
 TEST_FILE = re.compile(r"\btests/[\w/]+\.py\b")
 PYTEST_LINE = re.compile(r"^uv run pytest\b.*\n", re.M)
@@ -56,30 +67,73 @@ PYTEST_LINE = re.compile(r"^uv run pytest\b.*\n", re.M)
 
 @dataclass
 class Block:
-    number: int  # 1, 2, … in README order, counting every sh block
-    line: int  # the fence's line in README.md
+    number: int  # 1, 2, … in reading order (README, then the pages), counting every sh block
+    where: str  # the fence's file and line: "docs/ingest.md:40"
     body: str
     marker: str | None  # the whole comment on the line right before the fence, if it is one
     run: bool
     why: str | None  # a skip's reason
+    alone: str | None  # why it runs alone, in a shell of its own
     output: str | None  # the ```text block right after it (its sample output), if any
 
 
-def _blocks(readme: str) -> list[Block]:
+def _nav_pages(nav: list[Any]) -> list[str]:
+    """The Markdown files of mkdocs.yml's ``nav``, in its order (sections flattened)."""
+    pages: list[str] = []
+    for entry in nav:
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
+            pages += _nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+def _documents() -> list[tuple[Path, str, int]]:
+    """What a reader reads, in order: (file, text, the text's first line in that file).
+
+    README.md, then every nav page, split where it includes a whole file: that file comes in between. A README
+    section's include is left out: its blocks were read from the README."""
+    docs_dir = ROOT / str(yaml.safe_load(SITE.read_text(encoding="utf-8")).get("docs_dir", "docs"))
+    nav = yaml.safe_load(SITE.read_text(encoding="utf-8"))["nav"]
+    documents = [(README, README.read_text(encoding="utf-8"), 1)]
+    for page in _nav_pages(nav):
+        path = docs_dir / page
+        text, at, line = path.read_text(encoding="utf-8"), 0, 1
+        for found in INCLUDE.finditer(text):
+            documents.append((path, text[at : found.start()], line))
+            line += text.count("\n", at, found.end())
+            at = found.end()
+            included = ROOT / found.group("path")
+            if found.group("section") is None:
+                documents.append((included, included.read_text(encoding="utf-8"), 1))
+            else:
+                assert included == README, f"{path}: includes a part of {included}, which no test reads blocks from"
+        documents.append((path, text[at:], line))
+    return documents
+
+
+def _blocks(documents: list[tuple[Path, str, int]]) -> list[Block]:
+    blocks: list[Block] = []
+    for path, text, first_line in documents:
+        blocks += _blocks_of(path, text, first_line, len(blocks) + 1)
+    return blocks
+
+
+def _blocks_of(path: Path, text: str, first_line: int, first_number: int) -> list[Block]:
     blocks = []
-    for number, found in enumerate(SH_BLOCK.finditer(readme), 1):
-        before = readme[: found.start()].split("\n")[-2:][0].strip()  # the line right before the fence, blank or not
+    for number, found in enumerate(SH_BLOCK.finditer(text), first_number):
+        before = text[: found.start()].split("\n")[-2:][0].strip()  # the line right before the fence, blank or not
         marker = MARKER.fullmatch(before)
-        text = TEXT_AFTER.match(readme, found.end())
+        found_at = first_line + text.count("\n", 0, found.start())
+        text_after = TEXT_AFTER.match(text, found.end())
         blocks.append(
             Block(
                 number=number,
-                line=readme.count("\n", 0, found.start()) + 1,
+                where=f"{path.relative_to(ROOT)}:{found_at}",
                 body=found.group("body"),
                 marker=before or None,
                 run=bool(marker and marker.group("run")),
                 why=marker.group("why") if marker else None,
-                output=text.group("body") if text else None,
+                alone=marker.group("alone") if marker else None,
+                output=text_after.group("body") if text_after else None,
             )
         )
     return blocks
@@ -112,13 +166,13 @@ def _words(text: str) -> str:
 
 
 def test_every_sh_block_says_whether_this_test_runs_it() -> None:
-    blocks = _blocks(README.read_text(encoding="utf-8"))
-    assert len(blocks) >= 10
+    blocks = _blocks(_documents())
+    assert len(blocks) >= 17  # 13 in the README before it became the docs site, 4 in deploy/README.md
     for block in blocks:
-        where = f"README.md:{block.line} (sh block {block.number})"
+        where = f"{block.where} (sh block {block.number})"
         assert block.marker is not None, f"{where}: no <!-- readme-test: run|skip — why --> on the line before it"
         assert MARKER.fullmatch(block.marker), f"{where}: not a readme-test marker: {block.marker}"
-        if not block.run:
+        if not block.run and block.alone is None:
             assert block.why is not None
             covered = TEST_FILE.findall(block.why)
             assert covered, f"{where}: a skip names the test that covers the block instead: {block.why}"
@@ -200,7 +254,7 @@ def _check_pipeline(flow: Flow, run: Pasted) -> None:
 
 def _check_parent_loop(flow: Flow, run: Pasted, block: Block) -> None:
     assert run.rc == 0, run.stderr[-3000:]
-    assert block.output is not None, "the README shows the parent loop's output in a text block right after it"
+    assert block.output is not None, f"{block.where}: the parent loop's output is shown in a text block right after it"
     assert run.stdout.splitlines() == block.output.splitlines()
 
 
@@ -266,7 +320,8 @@ def _script(blocks: list[Block], mock_port: int, sidecar_port: int, out: Path) -
 
 
 def test_the_readme_blocks_work_pasted_in_order_into_one_fresh_shell(tmp_path: Path) -> None:
-    blocks = [b for b in _blocks(README.read_text(encoding="utf-8")) if b.run]
+    blocks = [b for b in _blocks(_documents()) if b.run]
+    assert len(blocks) >= 10  # the ten the README ran before it became the docs site
     mock_port, sidecar_port = _free_ports(2)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRELAY_", "TELEGRAM_"))}
     env["STREAMRELAY_SERVICE__PORT"] = str(sidecar_port)  # the values no block can be told by text
@@ -303,7 +358,66 @@ def test_the_readme_blocks_work_pasted_in_order_into_one_fresh_shell(tmp_path: P
             _check_parent_loop(flow, run, block)
             continue
         checks = [check for needle, check in CHECKS.items() if needle in block.body]
-        assert len(checks) == 1, f"README.md:{block.line}: a block marked run needs exactly one check here"
+        assert len(checks) == 1, f"{block.where}: a block marked run needs exactly one check here"
         checks[0](flow, run)
         if checks[0] is not _check_runs:  # `runs retry` fails in one line, as the README says it does
             assert "error:" not in run.stderr, run.stderr[-3000:]
+
+
+ALONE_PORT = re.compile(r"(?<![\w.~])[68]\d{3}(?![\w.])")  # 6390 (Redis), 8082, 8790… in a block that runs alone
+REDIS_PORT = re.compile(r"redis-server [^\n]*--port (\d+)")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _on_ports(body: str, ports: dict[str, str]) -> str:
+    """``body`` with each of its ports replaced as ``ports`` says."""
+    return ALONE_PORT.sub(lambda found: ports[found.group()], body)
+
+
+@pytest.mark.timeout(420)
+def test_the_blocks_that_run_alone_work_pasted_each_into_a_fresh_shell(tmp_path: Path) -> None:
+    """The replicas block (docs/replicas.md): Redis on loopback, a mock, three replicas; a run streamed into one is
+    listed by another while it streams and delivered; the block's last line leaves nothing running."""
+    blocks = [b for b in _blocks(_documents()) if b.alone is not None]
+    assert [b.where.split(":")[0] for b in blocks] == ["docs/replicas.md"]
+    for block in blocks:
+        if "redis-server" in block.body:
+            redis_server()  # skips without one (fails with STREAMRELAY_REQUIRE_REDIS=1, as in CI)
+        ports = sorted(set(ALONE_PORT.findall(block.body)))
+        free = dict(zip(ports, map(str, _free_ports(len(ports))), strict=True))
+        script = _on_ports(block.body, free)
+        redis_port = REDIS_PORT.search(script)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRELAY_", "TELEGRAM_"))}
+        env["STREAMRELAY_SERVICE__LEDGER"] = str(tmp_path / "ledger.sqlite3")  # never config/var
+        shell = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = shell.communicate(timeout=400)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGKILL)
+            if redis_port and _listening(int(redis_port.group(1))):  # daemonized: its own session
+                subprocess.run(["redis-cli", "-p", redis_port.group(1), "shutdown", "nosave"], check=False)
+        where = f"{block.where} (run alone)"
+        assert shell.returncode == 0, f"{where}: {(stdout + stderr)[-4000:]}"
+        assert "Traceback" not in stdout + stderr, f"{where}: {(stdout + stderr)[-4000:]}"
+        (report,) = [o for o in _objects(stdout) if "status" in o]
+        assert report["status"] == "delivered" and report["channel"] == "telegram", report
+        listed = re.search(r"^(\d+) active runs?\b", stdout, re.M)
+        listing = f"{where}: runs should list the run while it streams: {stdout[-3000:]}"
+        assert listed is not None and int(listed.group(1)) >= 1, listing
+        assert report["run"] in _words(stdout.split("live pages:")[-1]), listing  # by another replica
+        left = [int(port) for port in free.values() if _listening(int(port))]
+        assert left == [], f"{where}: still listening on {left}"

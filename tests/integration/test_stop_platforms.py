@@ -1,6 +1,6 @@
 """Stop from Slack and Discord: the live message carries a Stop button (slack-sdk / discord.py → the mocks, which
 check the blocks / components as the platforms do); a press makes what the platform delivers to the app (a Slack
-``block_actions`` payload, a Discord ``INTERACTION_CREATE``), which a test forwards as the app would (README
+``block_actions`` payload, a Discord ``INTERACTION_CREATE``), which a test forwards as the app would (docs/stop.md
 snippets); the run ends cancelled, the button goes, the parent loop reads a ``stop`` unit, later lines get 409."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def slack_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[str
 
 
 def slack_click(payload: dict[str, Any]) -> tuple[str, str]:
-    """What a Slack app's action handler reads: the control id and who pressed (README: Bolt snippet)."""
+    """What a Slack app's action handler reads: the control id and who pressed (docs/stop.md: the Bolt snippet)."""
     assert payload["type"] == "block_actions"
     return payload["actions"][0]["value"], f"slack:user:{payload['user']['id']}"
 
@@ -49,7 +49,7 @@ def discord_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[s
 
 
 def discord_click(dispatch: dict[str, Any]) -> tuple[str, str]:
-    """What a discord.py ``on_interaction`` reads: the component's custom_id and who pressed (README snippet)."""
+    """What a discord.py ``on_interaction`` reads: the component's custom_id and who pressed (docs/stop.md snippet)."""
     assert dispatch["t"] == "INTERACTION_CREATE" and dispatch["d"]["type"] == 3
     return dispatch["d"]["data"]["custom_id"], f"discord:user:{dispatch['d']['member']['user']['id']}"
 

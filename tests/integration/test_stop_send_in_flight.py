@@ -5,7 +5,7 @@ deletes it a moment later (chat.postMessage, then chat.delete 18 ms after; the r
 Why: :meth:`core.delivery.slotbook.SlotBook.drop_unsent` (the stop: "nothing more of the answer") empties every
 answer part with no message id and no pending create, and a create's ``slot.pending`` is set only after
 ``await ledger.record_intent(...)`` (core/delivery/reconciler.py ``_perform``); the create already planned is then
-sent with its text, and the emptied part's message is deleted. What the person saw is taken back (README "Stop": the
+sent with its text, and the emptied part's message is deleted. What the person saw is taken back (docs/stop.md: the
 text shown so far stays). Now ``slot.pending`` is set before the intent is written: a create under way is kept by a
 stop like one waiting for the platform's answer, and what it shows stays.
 

@@ -1,6 +1,6 @@
 """Chaos finding (issue 15, ``streamrelay chaos --backend redis``, seed 12, run chaos-12-00042): on replicas an
 agent's lines of a run after the reader's stop were answered 200 ``accepted`` and then dropped by the partition's
-owner, where one sidecar answers them 409 "run stopped by the reader; stop streaming" (README "Stop": "the agent's
+owner, where one sidecar answers them 409 "run stopped by the reader; stop streaming" (docs/stop.md: "the agent's
 later lines of the run get 409 ..., never a silent drop"). Now the stop is marked in Redis beside the partition's
 input stream before the owner takes it, and every front's append checks the mark."""
 

@@ -9,7 +9,7 @@ import asyncio
 import json
 import socket
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -20,6 +20,7 @@ from app.cli import app
 from app.ops_cli import dead_letters
 from app.replicas.front import ReplicaFront
 from app.replicas.peers import ReplicaPeers
+from core.contracts.answers import RunListing, RunRow, Unreachable
 from core.records.journal import JournalEntry
 from core.records.ledger import MemoryLedger
 from core.run.relay import Relay
@@ -108,8 +109,22 @@ async def test_dead_letter_commands_fail_in_one_clear_line(client: Redis, redis_
 class _Local:
     """The relay of a partition this replica owns, as far as the listing reads it."""
 
-    async def runs(self) -> dict[str, Any]:
-        return {"runs": [{"run": "a-1", "status": "pending", "started_at": 1.0}], "unreachable": []}
+    async def runs(self) -> RunListing:
+        row = RunRow(
+            run="a-1",
+            channel="telegram",
+            platform="telegram",
+            mode="preview",
+            started_at=1.0,
+            age_s=0.5,
+            status="pending",
+            confirmed=0,
+            uncertain=0,
+            failed=0,
+            rate_limited=0,
+            watch=None,
+        )
+        return RunListing(runs=[row])
 
 
 async def test_a_replica_lists_every_live_replicas_runs(client: Redis) -> None:
@@ -134,19 +149,17 @@ async def test_a_replica_lists_every_live_replicas_runs(client: Redis) -> None:
         front.follow(lambda: [local])
         front.peers = ReplicaPeers(urls, "a")
         mine = await front.runs()
-        assert mine == {
-            "runs": [{"run": "a-1", "status": "pending", "started_at": 1.0, "replica": "a"}],
-            "unreachable": [],
-        }
+        assert [(r.run, r.status, r.started_at, r.replica) for r in mine.runs] == [("a-1", "pending", 1.0, "a")]
+        assert mine.unreachable == []
 
         every = await front.runs(everywhere=True, bearer=f"Bearer {INGEST_TOKEN}")
-        assert [(r["run"], r["replica"]) for r in every["runs"]] == [("a-1", "a"), ("b-1", "b")]
-        assert every["runs"][1]["watch"] == sidecar.watch_path("b-1")  # b's own answer, with its read token
-        assert [(u["replica"], u["error"]) for u in every["unreachable"]] == [("d", "no answer (ConnectError)")]
+        assert [(r.run, r.replica) for r in every.runs] == [("a-1", "a"), ("b-1", "b")]
+        assert every.runs[1].watch == sidecar.watch_path("b-1")  # b's own answer, with its read token
+        assert [(u.replica, u.error) for u in every.unreachable] == [("d", "no answer (ConnectError)")]
 
         refused = await front.runs(everywhere=True, bearer="Bearer wrong")
-        assert [r["run"] for r in refused["runs"]] == ["a-1"]
-        assert {u["replica"]: u["error"] for u in refused["unreachable"]}["b"] == "answered 401"
+        assert [r.run for r in refused.runs] == ["a-1"]
+        assert {u.replica: u.error for u in refused.unreachable}["b"] == "answered 401"
     finally:
         await stop_stack(mock, relay, sidecar)
 
@@ -159,7 +172,7 @@ async def test_without_redis_a_replica_lists_its_own_runs_and_says_why(client: R
         front.follow(lambda: [local])
         front.peers = ReplicaPeers(ReplicaUrls(down), "a")
         listing = await front.runs(everywhere=True, bearer="Bearer x")
-        assert [r["run"] for r in listing["runs"]] == ["a-1"]
-        assert listing["unreachable"] == [{"replica": "", "url": "", "error": "Redis unreachable (ConnectionError)"}]
+        assert [r.run for r in listing.runs] == ["a-1"]
+        assert listing.unreachable == [Unreachable(replica="", url="", error="Redis unreachable (ConnectionError)")]
     finally:
         await down.aclose()

@@ -390,6 +390,7 @@ class FakeNativeAdapter(FakeAdapter):
         self.drafts: dict[str, str] = {}
         self.stream_refresh_s: float | None = 20.0 if style == "replace" else None
         self.finish_creates = style == "replace"
+        self.settles_start = False
 
     def native_refusal(self, target: Target) -> str | None:
         return self.refuse_target

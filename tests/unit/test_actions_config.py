@@ -10,6 +10,7 @@ import pytest
 from config.actions import DEFAULT_ACTIONS, SchemaValidator, load_actions
 from core.contracts.units import ToolCallUnit
 from core.errors import ConfigError
+from core.json_types import JsonObject
 from core.lanes.gate import ActionClass, Verdict
 
 
@@ -141,7 +142,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 
 def test_the_validator_lists_at_most_three_errors_with_their_paths() -> None:
     _, validate = load_actions()
-    args = {"customer": 7, "amount_cents": 0, "currency": "usd", "tip": 1}
+    args: JsonObject = {"customer": 7, "amount_cents": 0, "currency": "usd", "tip": 1}
     message = validate("charge_card", args)
     assert message is not None and message.startswith("args do not match charge_card's schema: ")
     assert "(at $.customer)" in message and "(at $.amount_cents)" in message and "(at $.currency)" in message

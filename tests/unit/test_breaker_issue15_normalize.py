@@ -9,6 +9,7 @@ import pytest
 
 from core.errors import IngestError
 from core.events import TextEvent, ToolCall, ToolCallState, Visibility
+from core.json_types import JsonObject
 from core.normalize import A2ANormalizer, AgUiNormalizer, AiSdkUiNormalizer, GeminiNormalizer
 
 RUN = "r"
@@ -109,7 +110,7 @@ def test_a_chunked_calls_explicit_end_is_a_harmless_repeat() -> None:
 @pytest.mark.parametrize("text", [5, {"t": "x"}, ["a"]])
 def test_an_a2a_text_part_whose_text_is_not_a_string_is_refused(text: Any) -> None:
     # was: accepted (200) and dropped: the artifact showed nothing and the report said 'empty'
-    artifact = {"artifactId": "a", "parts": [{"kind": "text", "text": text}]}
+    artifact: JsonObject = {"artifactId": "a", "parts": [{"kind": "text", "text": text}]}
     with pytest.raises(IngestError, match="text part's 'text' must be a string"):
         A2ANormalizer(RUN).feed({"kind": "artifact-update", "taskId": "t", "contextId": "c", "artifact": artifact})
 

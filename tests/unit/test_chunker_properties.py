@@ -15,6 +15,7 @@ import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
 from core.text.chunk_checks import chunk_property_failures, content_key
@@ -226,3 +227,34 @@ def _unexplained_empty_fences(chunks: list[str]) -> list[str]:
         if not (m and len(lines) == 2 and following == bare):
             bad.append(chunk)
     return bad
+
+
+# --- a cut mid-line never makes the rest a block start ------------------------------------------------------
+
+BLOCK_MD = MarkdownIt("commonmark").enable("table")
+STARTER = st.sampled_from(
+    [">", "#", "##", "######", "-", "*", "+", "1.", "2)", "10.", "***", "---", "___", "- - -", "|", "<div>"]
+)
+
+
+@st.composite
+def starter_line(draw: st.DrawFn) -> str:
+    """One paragraph line (maybe quoted): words, each maybe after a token that starts a block at a line start."""
+    items = draw(st.lists(st.tuples(st.one_of(st.just(""), STARTER), plain_word), min_size=1, max_size=60))
+    body = " ".join(f"{s} {w}" if s else w for s, w in items)
+    return draw(st.sampled_from(["", "> "])) + draw(plain_word) + " " + body
+
+
+def _blocks(text: str) -> list[str]:
+    return [t.type for t in BLOCK_MD.parse(text) if t.type != "inline"]
+
+
+@SETTINGS
+@given(starter_line(), chunk_params(), st.lists(st.integers(0, 10_000), max_size=20))
+def test_a_cut_line_renders_as_the_same_blocks_in_every_chunk(text: str, params: ChunkParams, cuts: list[int]) -> None:
+    chunks = chunk_text(text, params)
+    assert feed(params, split(text, cuts)) == chunks
+    whole = _blocks(text)  # a paragraph, maybe in a quote
+    assert whole[-2:] in (["paragraph_open", "paragraph_close"], ["paragraph_close", "blockquote_close"])
+    assert all(_blocks(c) == whole for c in chunks), [c for c in chunks if _blocks(c) != whole]
+    assert "".join(content_key(c) for c in chunks) == content_key(text)  # a quote's chunks reopen "> "

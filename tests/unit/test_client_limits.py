@@ -131,3 +131,20 @@ async def test_finished_runs_kept_in_memory_stay_within_their_character_budget()
     old = await relay.report("r0")  # rebuilt from the ledger
     assert old is not None and old.done and old.status == "delivered"
     await relay.close()
+
+
+async def test_a_line_refused_for_a_limit_leaves_its_seq_free() -> None:
+    # Before: the seq was marked taken before the limit refused the line (422), so the agent's shorter line with
+    # the same seq was answered "dropped" (read as taken) and its text never shown.
+    relay = _relay(ClientLimits(name="a", max_chars_per_run=10))
+    await relay.submit_line({**START, "run": "a/r", "seq": 0})
+    for kind in ({"kind": "text"}, {"kind": "status"}):
+        line = {**kind, "run": "a/r", "seq": 1, "text": "x" * 50}
+        (refused,) = await relay.submit_lines([(line, None)])
+        assert isinstance(refused, IngestError) and refused.status == 422, refused
+    (taken,) = await relay.submit_lines([({"kind": "text", "run": "a/r", "seq": 1, "text": "short"}, None)])
+    assert not isinstance(taken, IngestError) and taken.events == 1 and taken.dropped is None, taken
+    await relay.submit_line({"kind": "end", "run": "a/r", "seq": 2})
+    report = await relay.wait_done("a/r", 5)
+    assert report is not None and str(report.status) == "delivered"
+    await relay.close()

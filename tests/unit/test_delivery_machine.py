@@ -14,6 +14,7 @@ from core.delivery.calls import (
     Done,
     Edit,
     NotDone,
+    OpenThread,
     SendMedia,
     SendText,
     Settle,
@@ -307,3 +308,93 @@ def test_a_stream_start_cut_by_a_restart_is_reported_and_the_part_shown_anew() -
     slot.pending, slot.restarted = intent.pending, True  # as the ledger gives it back after the kill
     m.restored()
     assert slot.pending is None and slot.native and [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
+
+
+@pytest.mark.parametrize(
+    ("settlement", "label", "stray", "orphans"),
+    [
+        (Settlement(SettleOutcome.FOUND, "s1"), Outcome.FOUND, "s1", 0),
+        (Settlement(SettleOutcome.NOT_SENT), Outcome.NOT_SENT, None, 0),
+        (Settlement(SettleOutcome.UNKNOWN), Outcome.UNKNOWN, None, 1),
+    ],
+    ids=["found", "not-sent", "unknown"],
+)
+def test_an_unknown_stream_start_goes_on_as_a_message_and_is_settled_below_it(
+    settlement: Settlement, label: Outcome, stray: str | None, orphans: int
+) -> None:
+    """Where the platform can settle a stream start (Slack reads the thread back): the part goes on at once as a
+    plain message; the start is then settled below that message; found, the stream (its first words) is deleted,
+    so the chat shows them once; cannot tell: reported, a part of its own that may show."""
+    m, slot = machine(native=True)
+    m._settles_start = True
+    op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
+    assert isinstance(m.call_for(op), StreamStart)
+    assert m.apply(op, Unknown(AnswerTimeoutError("no answer")))[0] is Outcome.UNCERTAIN
+    assert not m.native and not m.book.orphans and slot.pending is None
+    assert slot.unbounded is not None and slot.unbounded.stream_start and slot.unbounded.text == "Hello"
+
+    send = m.next_op()
+    assert send is not None and send.kind is OpKind.SEND
+    assert isinstance(m.call_for(send), SendText)
+    m.apply(send, Done("m1"))
+    assert slot.message_id == "m1" and slot.unbounded is None
+    assert slot.pending is not None and slot.pending.stream_start and slot.pending.before_id == "m1"
+
+    settle = m.next_op()
+    assert settle is not None and settle.kind is OpKind.SETTLE
+    call = m.call_for(settle)
+    assert isinstance(call, Settle) and call.pending.stream_start
+    assert m.apply(settle, Done(settlement))[0] is label
+    assert slot.pending is None and slot.stray == stray and slot.message_id == "m1"
+    assert len(m.book.orphans) == orphans and slot.state is PartState.ACKED
+    if stray is not None:
+        delete = m.next_op()
+        assert delete is not None and delete.kind is OpKind.DELETE_STRAY
+        assert m.call_for(delete) == Delete(CHAT, "s1")
+        m.apply(delete, Done())
+    assert slot.stray is None and slot.settled() and m.next_op() is None
+
+
+def test_an_unknown_stream_start_whose_part_ends_without_a_message_is_reported() -> None:
+    """No message to settle it below (the part was emptied before it went on): its first words are reported."""
+    m, slot = machine(native=True, finalizing=False)
+    m._settles_start = True
+    op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
+    m.call_for(op)
+    m.apply(op, Unknown(AnswerTimeoutError("no answer")))
+    m.book.set_text(slot, "")
+    m.book.finalizing = True
+    assert m.next_op() is None
+    assert slot.state is PartState.SKIPPED and slot.unbounded is None
+    assert [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
+
+
+@pytest.mark.parametrize(
+    ("result", "label"),
+    [
+        (Done(Target(chat_id=7, thread_id="m1")), Outcome.ACK),
+        (NotDone(ForbiddenError("no threads here")), Outcome.FAILED),
+        (Unknown(AnswerTimeoutError("no answer")), Outcome.FAILED),
+        (Done(None), Outcome.FAILED),
+    ],
+    ids=["done", "refused", "unknown", "no-thread-in-answer"],
+)
+def test_a_thread_is_opened_by_the_machine_once_its_anchor_is_shown(result: Done | NotDone, label: Outcome) -> None:
+    """A sub-agent's thread (ChildThreads asks for it; the machine plans the call): planned only once the part
+    it hangs under is a message, made once, never journaled; done, the part knows where the thread's messages go;
+    else why not (the sub-agent stays a status line)."""
+    m, slot = machine()
+    slot.thread_title = "researcher"
+    op = m.next_op()
+    assert op is not None and op.kind is OpKind.SEND  # the anchor first
+    m.call_for(op)
+    m.apply(op, Done("m1"))
+    op = m.next_op()
+    assert op is not None and op.kind is OpKind.OPEN_THREAD and m.intent_for(op) is None
+    assert m.call_for(op) == OpenThread(CHAT, "m1", "researcher")
+    assert m.apply(op, result)[0] is label
+    if label is Outcome.ACK:
+        assert slot.thread == Target(chat_id=7, thread_id="m1") and slot.thread_error is None
+    else:
+        assert slot.thread is None and slot.thread_error
+    assert m.next_op() is None  # one attempt: never asked again

@@ -68,7 +68,7 @@ async def test_a_finished_run_keeps_its_report_and_references_not_its_answer() -
     kept = _kept(finished)
     assert "print('line 17')" not in kept and "Run it once" not in kept  # no text of the answer, anywhere
     assert finished.size <= 4096 and finished.chars < 3000  # the answer alone is 7k characters (28 KB as one str)
-    kept_as_is = [p for p in finished.kept()["answer"] if isinstance(p, str)]
+    kept_as_is = [p for p in finished.kept().answer if isinstance(p, str)]
     assert kept_as_is == ["\n\n", "\n"]  # the blank line a cut dropped, the last newline the chat dropped
     # readers after the end get what they got before: the report, the lane, the last events, the state
     assert await relay.report("r1") == report
@@ -105,7 +105,7 @@ async def test_a_run_whose_parts_were_not_read_keeps_its_answer_as_text() -> Non
     monitor.publish("end", status="cancelled", delivery="failed")
     report = DeliveryReport(run="r1", channel="c")
     finished = finished_record(report, PipelineLane("r1"), monitor.record(), None, MemoryLedger(), None)
-    assert finished.kept()["answer"] == [ANSWER] and finished.chars > len(ANSWER)  # counted in the budgets
+    assert finished.kept().answer == [ANSWER] and finished.chars > len(ANSWER)  # counted in the budgets
     [reset] = await finished.monitor.wait(-1)
     assert isinstance(reset, ResetLive) and reset.state["answer"] == ANSWER and reset.state["ended"] == "cancelled"
 

@@ -84,3 +84,35 @@ async def test_a_wake_set_before_the_wait_returns_at_once_and_needs_a_clock_for_
     wake.set()
     await settle()
     assert waiter.done() and wake.is_set()
+
+
+async def test_a_waiter_is_the_wait_without_its_coroutine() -> None:
+    """The worker's wait once per event (Inbox.waiter / Wake.waiter): None while items wait, else a future resolved by
+    the next put or at the deadline; a cancelled one leaves the next waiter working."""
+    inbox: Inbox[int] = Inbox()
+    clock = ManualClock()
+    await inbox.put(1)
+    assert inbox.waiter(None, clock) is None
+    assert inbox.take(10) == [1]
+    waiter = inbox.waiter(5.0, clock)
+    assert waiter is not None and not waiter.done()
+    await inbox.put_all([2, 3])
+    await asyncio.wait_for(waiter, 1)
+    assert inbox.take(10) == [2, 3]
+    waiter = inbox.waiter(5.0, clock)
+    assert waiter is not None
+    await settle()
+    assert clock.sleeping() == 1 and not waiter.done()
+    clock.advance(5.0)
+    await settle()
+    assert waiter.done() and inbox.empty()  # the deadline came: no item
+    waiter = inbox.waiter(None, clock)
+    assert waiter is not None
+    waiter.cancel()
+    waiter = inbox.waiter(None, clock)
+    assert waiter is not None
+    await inbox.put(4)
+    await asyncio.wait_for(waiter, 1)
+    inbox.close()
+    with pytest.raises(ValueError, match="clock"):
+        Wake().waiter(1.0)

@@ -70,14 +70,15 @@ SINKS = (
     "core/units.py",
     "core/media.py",
     "core/errors.py",
+    "core/text/buffer.py",
 )
-"""Modules any stage may call: the clock, wake-ups, the watchers' feed (downstream of every stage), and the shared
-vocabulary (events, length units, media items, errors)."""
+"""Modules any stage may call: the clock, wake-ups, the watchers' feed (downstream of every stage), the shared
+vocabulary (events, length units, media items, errors) and the run's one copy of the answer, which every stage reads
+by ranges (a growing part's pushed :class:`~core.delivery.slots.PendingText` is sliced when its call is due)."""
 
 CALLBACKS = {
     ("executor", "machine"): "the outcome goes back to the machine (Executor.perform's apply)",
     ("send chain", "executor"): "the chain makes the executor's call when its turn comes",
-    ("machine", "run"): "a growing part's text is read when its call is due (SlotBook.set_live; to be pushed)",
 }
 """Calls against the flow that are the design's own callbacks."""
 
@@ -101,7 +102,7 @@ def project_path(frame: FrameType | None) -> tuple[str | None, FrameType | None]
     return None, None
 
 
-async def walk_one_delta() -> tuple[Counter[tuple[str, str, str]], dict[str, list[str]]]:
+async def walk_one_delta() -> tuple[Counter[tuple[str, str, str]], dict[str, list[str]], Counter[tuple[str, str]]]:
     chat = MemoryChat()
     relay = Relay({"c": ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), chat)}, MemoryLedger(), MonotonicClock())
     await relay.submit_line({"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}, "r")
@@ -110,6 +111,8 @@ async def walk_one_delta() -> tuple[Counter[tuple[str, str, str]], dict[str, lis
         await asyncio.sleep(0.02)
     edges: Counter[tuple[str, str, str]] = Counter()
     visits: dict[str, list[str]] = {}
+    budgets: Counter[tuple[str, str]] = Counter()
+    """Per task: platform calls made (``call``) and asks of the rate budgets and 429 pauses (``ask``)."""
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -124,6 +127,10 @@ async def walk_one_delta() -> tuple[Counter[tuple[str, str, str]], dict[str, lis
             task = None
         name = task.get_name().split(":")[0] if task is not None else "-"
         visits.setdefault(name, []).append(callee)
+        if frame.f_code.co_name == "perform_call":
+            budgets[(name, "call")] += 1
+        elif callee.startswith("core/budgets/") and frame.f_code.co_name in ("remaining", "delay", "estimate"):
+            budgets[(name, "ask")] += 1
         if caller is not None and caller != callee:
             edges[(name, caller, callee)] += 1
 
@@ -140,11 +147,11 @@ async def walk_one_delta() -> tuple[Counter[tuple[str, str, str]], dict[str, lis
     await relay.submit_line({"kind": "end"}, "r")
     await relay.wait_done("r", 5)
     await relay.close()
-    return edges, visits
+    return edges, visits, budgets
 
 
 async def test_one_delta_flows_one_way_through_the_stages() -> None:
-    edges, visits = await walk_one_delta()
+    edges, visits, budgets = await walk_one_delta()
     order = {name: i for i, (name, _) in enumerate(STAGES)}
     against = []
     for task, caller, callee in edges:
@@ -159,3 +166,6 @@ async def test_one_delta_flows_one_way_through_the_stages() -> None:
     assert not against, "calls against the flow:\n" + "\n".join(sorted(against))
     stages_seen = {stage_of(m) for modules in visits.values() for m in modules}
     assert {"ingest", "journal", "run", "machine", "executor", "send chain", "adapter", "ledger"} <= stages_seen
+    calls, asks = budgets[("reconciler", "call")], budgets[("reconciler", "ask")]
+    print(f"reconciler: {calls} platform calls, {asks} asks of the rate budgets and pauses")
+    assert calls >= 1 and asks <= calls, "the rate budgets are asked once per call (SendChain.grant)"

@@ -13,6 +13,7 @@ from core.clock import Clock, FakeClock
 from core.delivery.reconciler import Reconciler
 from core.delivery.send_chain import SendChain
 from core.delivery.slotbook import SlotBook
+from core.delivery.slots import PendingText
 from core.errors import (
     AnswerTimeoutError,
     DeliveryError,
@@ -284,7 +285,7 @@ async def test_after_a_429_everything_pending_merges_into_one_edit() -> None:
         (5.0, "edit_text", "abcd", "ok"),
     ]
     assert r.adapter.chat() == ["abcd"]
-    assert [c["outcome"] for c in r.ledger.calls] == ["ack", "rate_limited", "ack"]
+    assert [c.outcome for c in r.ledger.calls] == ["ack", "rate_limited", "ack"]
 
 
 # --- uncertain ------------------------------------------------------------------------------------------------
@@ -305,7 +306,7 @@ async def test_an_uncertain_send_is_settled_with_the_platform_before_anything_el
     assert methods[:2] == ["send_text", "settle_send"]  # settled before the second part went
     assert methods.count("send_text") == (2 if landed else 3)
     assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED, PartState.ACKED]
-    assert [c["outcome"] for c in r.ledger.calls][:2] == ["uncertain", "found" if landed else "not_sent"]
+    assert [c.outcome for c in r.ledger.calls][:2] == ["uncertain", "found" if landed else "not_sent"]
 
 
 @pytest.mark.parametrize("landed", [True, False])
@@ -322,7 +323,7 @@ async def test_a_send_that_needs_a_bound_is_sent_again_then_one_copy_is_kept(lan
     assert methods[:4] == expected
     assert methods.count("delete_message") == (1 if landed else 0)
     assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED, PartState.ACKED]
-    outcomes = [c["outcome"] for c in r.ledger.calls]
+    outcomes = [c.outcome for c in r.ledger.calls]
     assert outcomes[:4] == ["uncertain", "needs_bound", "ack", "found" if landed else "not_sent"]
 
 
@@ -365,7 +366,7 @@ async def test_an_unsettleable_send_whose_text_moved_on_goes_on_in_a_new_message
     r.adapter.settles = "unknown"
     r.adapter.fail("send_text", 1, AnswerTimeoutError("timed out"), landed=True)
     slot = r.rec.book.claim_slot(ANSWER, "")
-    r.rec.book.set_live(slot, lambda: "Your refund")
+    r.rec.book.set_live(slot, PendingText(None, head="Your refund"))
     r.rec.start()
     await settle()
     r.rec.book.set_text(slot, "Your refund of 49.99 EUR was approved.")
@@ -509,7 +510,7 @@ async def test_5xx_is_retried_up_to_max_attempts_then_the_part_fails() -> None:
     assert failed.state is PartState.FAILED
     assert failed.error is not None and "4 attempts" in failed.error
     assert notice.state is PartState.ACKED
-    assert [c["outcome"] for c in r.ledger.calls] == ["retry", "retry", "retry", "failed", "ack"]
+    assert [c.outcome for c in r.ledger.calls] == ["retry", "retry", "retry", "failed", "ack"]
 
 
 # --- permanent errors ---------------------------------------------------------------------------------------
@@ -586,7 +587,7 @@ async def test_an_edit_of_a_deleted_message_sends_the_part_anew() -> None:
     ]
     (part,) = r.rec.book.parts()
     assert (part.state, part.message_id) == (PartState.ACKED, "2")
-    assert [c["outcome"] for c in r.ledger.calls] == ["ack", "gone", "ack"]
+    assert [c.outcome for c in r.ledger.calls] == ["ack", "gone", "ack"]
 
 
 # --- emptied slots --------------------------------------------------------------------------------------------
@@ -721,10 +722,10 @@ async def test_every_call_has_an_intent_and_an_outcome_in_the_ledger() -> None:
 
     ops = {"send_text": "send", "edit_text": "edit", "delete_message": "delete", "settle_send": "settle"}
     calls = r.adapter.calls_of("send_text", "edit_text", "delete_message", "settle_send")
-    assert [(ops[c.method], c.text or "") for c in calls] == [(e["op"], e["text"]) for e in r.ledger.calls]
-    assert all(e["outcome"] is not None for e in r.ledger.calls)
+    assert [(ops[c.method], c.text or "") for c in calls] == [(e.op, e.text) for e in r.ledger.calls]
+    assert all(e.outcome is not None for e in r.ledger.calls)
     outcomes = ["rate_limited", "ack", "retry", "ack", "uncertain", "not_sent", "failed", "ack", "ack", "ack"]
-    assert [e["outcome"] for e in r.ledger.calls] == outcomes
+    assert [e.outcome for e in r.ledger.calls] == outcomes
     # the parts the ledger keeps are what the reconciler reports
     stored = await r.ledger.parts("r1")
     assert [(p.state, p.message_id, p.shown) for p in stored] == [

@@ -32,8 +32,9 @@ def test_empty_is_only_for_a_run_that_ended_well() -> None:
 
 
 def test_a_run_that_lost_input_is_never_empty() -> None:
-    """README: a gap "is reported and makes the report partial"; its lost lines may have held the answer (a run of
-    seq 0 run.start and seq 2 end, seq 1 never sent, reported ``empty`` with ``gaps: ["seq 1..1 never arrived"]``)."""
+    """docs/ingest.md: a gap "is reported and makes the report partial"; its lost lines may have held the answer (a
+    run of seq 0 run.start and seq 2 end, seq 1 never sent, reported ``empty`` with ``gaps: ["seq 1..1 never
+    arrived"]``)."""
     report = with_gaps(summarize("r", "c", [], done=True, end_status="ok"), ["seq 1..1 never arrived"])
     assert report.status is ReportStatus.PARTIAL
 

@@ -12,12 +12,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.chunking import BreakKind, ChunkParams
 from core.clock import FakeClock
 from core.delivery.modes import make_mode
 from core.delivery.slotbook import SlotBook
-from core.events import DeliveryMode, End, EndStatus, Event, ProviderFormat, RunStart, Target
+from core.events import (
+    DeliveryMode,
+    End,
+    EndStatus,
+    Event,
+    MessageEnd,
+    ProviderFormat,
+    RunStart,
+    Target,
+    TextEvent,
+    TextMode,
+    Visibility,
+)
 from core.ingest.sequencer import join_deltas
 from core.lanes.pipeline import PipelineLane, ToolCallCollector
 from core.normalize import make_normalizer
@@ -51,7 +65,7 @@ def policy(delivery: DeliveryMode) -> ChannelPolicy:
     )
 
 
-def stage_for(delivery: DeliveryMode) -> RunStage:
+def stage_for(delivery: DeliveryMode, monitor: RunMonitor | None = None) -> RunStage:
     """A stage built from nothing but its policy: no adapter, chain, ledger or event loop."""
     pol = policy(delivery)
     book = SlotBook(RUN, pol.throttle_s, native=False)
@@ -68,7 +82,7 @@ def stage_for(delivery: DeliveryMode) -> RunStage:
         measure=measure,
         tools=ToolCallCollector(None),
         lane=PipelineLane(RUN),
-        monitor=RunMonitor(RUN),
+        monitor=monitor or RunMonitor(RUN),
         threads=None,
     )
 
@@ -85,7 +99,9 @@ def recorded(name: str) -> list[Event]:
 
 def desired(stage: RunStage) -> dict[str, Any]:
     """Everything the stage decided: each part's role and desired text, the pipeline units, the committed text."""
-    parts = [(str(s.role), s.live() if s.live is not None else s.desired) for s in stage.book.slots]
+    parts = [
+        (str(s.role), s.live.text(stage.book.measure) if s.live is not None else s.desired) for s in stage.book.slots
+    ]
     units = [unit.model_dump(mode="json") for unit in stage.lane.units]
     return {"parts": parts, "units": units, "committed": stage.committed}
 
@@ -138,3 +154,70 @@ def test_the_stages_upstream_of_the_slot_book_import_nothing_that_calls_or_write
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert not imported & set(EFFECTFUL)
     assert not any(isinstance(node, ast.AsyncFunctionDef | ast.Await) for node in ast.walk(tree))
+
+
+_PIECES = st.sampled_from(
+    [
+        "a",
+        "b c",
+        " ",
+        "\n",
+        "\n\n",
+        "<",
+        "<think>",
+        "</think>",
+        "<final>",
+        "</final>",
+        "<fi",
+        "```",
+        "\u202e",
+        "\x1b",
+        "\ud83d",
+        "\ude00",
+        "😀",
+        "é",
+        "a" * 20,
+        "long enough for the guard",
+    ]
+)
+_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["delta", "delta", "delta", "delta", "replay", "snapshot", "message_end", "reasoning"]),
+        st.lists(_PIECES, min_size=0, max_size=3).map("".join),
+        st.sampled_from([0, 0, 0, 1]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_EVENTS, st.sampled_from([DeliveryMode.PREVIEW, DeliveryMode.BLOCK, DeliveryMode.PROGRESS]))
+def test_the_common_line_of_a_root_delta_decides_what_the_general_path_does(
+    events: list[tuple[str, str, int]], delivery: DeliveryMode
+) -> None:
+    """RunStage.handle's short line for a plain root delta (VisibleText.plain_delta, AnswerStream.appended,
+    RunMonitor.answer_grew) changes nothing a person or a watcher sees: after every event the desired parts and the
+    live events are those of a stage that takes the general path for every event."""
+    fast, general = (stage_for(delivery, RunMonitor(RUN, wall=lambda: 1.0)) for _ in range(2))
+    general.text.plain_delta = lambda message, text: False  # type: ignore[method-assign]
+    received = ["", ""]
+    for kind, text, message in events:
+        if kind == "message_end":
+            event: Event = MessageEnd(run=RUN, message=message)
+        elif kind == "reasoning":
+            event = TextEvent(run=RUN, text=text, message=message, visibility=Visibility.REASONING)
+        elif kind == "snapshot":
+            received[message] += text
+            event = TextEvent(run=RUN, text=received[message], message=message, mode=TextMode.SNAPSHOT)
+        else:
+            text = received[message] + text if kind == "replay" else text  # a delta that replays the text so far
+            received[message] += text
+            event = TextEvent(run=RUN, text=text, message=message)
+        fast.handle(event)
+        general.handle(event)
+        assert desired(fast) == desired(general)
+    assert [e.wire() for e in fast.monitor.since(0)] == [e.wire() for e in general.monitor.since(0)]
+    fast.end(End(run=RUN, status=EndStatus.OK))
+    general.end(End(run=RUN, status=EndStatus.OK))
+    assert desired(fast) == desired(general)
+    assert fast.monitor.state == general.monitor.state

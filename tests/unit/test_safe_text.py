@@ -241,7 +241,7 @@ def stage(delivery: DeliveryMode = DeliveryMode.PREVIEW, subagents: SubagentPoli
 
 
 def shown(run: RunStage) -> list[str]:
-    return [s.live() if s.live is not None else s.desired for s in run.book.slots]
+    return [s.live.text(run.book.measure) if s.live is not None else s.desired for s in run.book.slots]
 
 
 def monitor_strings(run: RunStage) -> list[str]:

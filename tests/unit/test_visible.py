@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.events import Source, TextEvent, TextMode, Visibility
@@ -277,6 +277,7 @@ _events = st.lists(
 
 @settings(max_examples=300)
 @given(_events)
+@example([(DELTA, "</fi", 0, False), (SNAPSHOT, "<fin", 0, False), (DELTA, "<", 0, False)])  # a kept answer
 def test_one_buffer_for_an_answer_and_its_received_text_changes_no_change(
     events: list[tuple[TextMode, str, int, bool]],
 ) -> None:

@@ -67,7 +67,9 @@ async def test_nothing_listening_is_unreachable_after_wait_s(monkeypatch: pytest
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
     lines: list[str] = []
     with pytest.raises(SidecarUnreachableError) as caught:
-        await wait_for_sidecar(url, 0.1, on_wait=lines.append)
+        # 1 s: the first refused connect must come back within the wait for a wait to be told (on a loaded
+        # machine 0.1 s was sometimes spent on that first try alone)
+        await wait_for_sidecar(url, 1.0, on_wait=lines.append)
     assert lines == [f"waiting for the sidecar at {url}…"]
     assert f"the sidecar at {url} is not reachable (ConnectError" in str(caught.value)
 

@@ -1,0 +1,327 @@
+"""The admission fast path (:meth:`core.ingest.admission.Admission.take_deltas`): a batch's plain text deltas taken as
+a group must be taken exactly as each line alone through :meth:`~core.ingest.admission.Admission.accept` (the slow
+path): the same results and errors (text and status), the same events (type, fields, fields set), the same journal
+lines and the same counts against the client's limits, live and when the journal is replayed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.channel import ChannelRuntime
+from core.clock import MonotonicClock
+from core.errors import IngestError
+from core.events import MAX_SEQ, Event
+from core.ingest.clients import DEFAULT_CLIENT, ClientLimits
+from core.policy import ChannelPolicy
+from core.records.journal import JournalEntry, MemoryJournal
+from core.records.ledger import MemoryLedger
+from core.run.relay import Relay
+from core.run.stop import STOPPED_ERROR
+from tests.unit.fakes import MemoryChat
+
+START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}
+MISSING = object()
+
+
+def _relay(limits: ClientLimits, journal: MemoryJournal, *, fast: bool) -> Relay:
+    relay = Relay(
+        {"c": ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), MemoryChat())},
+        MemoryLedger(),
+        MonotonicClock(),
+        journal=journal,
+        clients={DEFAULT_CLIENT: limits},
+    )
+    if not fast:  # every line through Admission.accept, one by one
+        relay._admission.take_deltas = lambda *args, **kw: None  # type: ignore[method-assign]
+        relay._admission.take_raw = lambda *args, **kw: None  # type: ignore[method-assign]
+    return relay
+
+
+def _result(result: object) -> object:
+    if isinstance(result, IngestError):
+        return ("error", str(result), result.status)
+    return result
+
+
+def _event(event: Event) -> tuple[object, ...]:
+    return (type(event), list(event.__dict__.items()), event.model_fields_set, event.__pydantic_extra__)
+
+
+def _run_state(relay: Relay) -> tuple[object, ...] | None:
+    run = relay._runs.get("r")
+    if run is None:
+        return None
+    queued = run.backlog if run.backlog is not None else run.queue.take(10**6)
+    usage = run.usage
+    return (
+        [_event(e) for e in queued],
+        (usage.events, usage.chars, usage.max_seq),
+        (run.seqs.floor, sorted(run.seqs.above)),
+        run.ended,
+        run.end_seq,
+        run.gate.last,
+    )
+
+
+async def _live(
+    lines: list[Any],
+    hint: str | None,
+    limits: ClientLimits,
+    start_seq: int | None,
+    *,
+    fast: bool,
+    stream_format: str | None = None,
+) -> tuple[object, ...]:
+    journal = MemoryJournal()
+    relay = _relay(limits, journal, fast=fast)
+    start = START if start_seq is None else {**START, "seq": start_seq}
+    if stream_format is not None:
+        start = {**start, "format": stream_format}
+    await relay.submit_lines([(start, None)], "r")
+    await asyncio.sleep(0)  # the worker waits for its first events
+    results = await relay.submit_lines([(obj, None) for obj in lines], hint)
+    state = _run_state(relay), [_result(r) for r in results], await journal.lines("r")
+    await relay.close()
+    return state
+
+
+async def _replayed(lines: list[str], limits: ClientLimits, *, fast: bool) -> tuple[object, ...]:
+    journal = MemoryJournal()
+    await journal.append([JournalEntry("r", line) for line in lines])
+    relay = _relay(limits, journal, fast=fast)
+    await relay.resume()
+    state = _run_state(relay)
+    await asyncio.sleep(0)  # its worker starts (a worker cancelled before its first step leaves its reconciler behind)
+    await relay.close()
+    return state, await journal.lines("r")
+
+
+def _value(*choices: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from([MISSING, *choices])
+
+
+TEXTS = st.one_of(
+    st.text(max_size=4),
+    st.sampled_from(["\ud800", "a\udfff", "\ud83d", "\ude00b", "😀", ""]),  # lone surrogates are kept raw
+    st.integers(-1, 2),
+    st.none(),
+    st.just(["a"]),
+    st.booleans(),
+)
+SEQS = st.one_of(
+    st.integers(-2, 14),
+    st.sampled_from([MAX_SEQ, MAX_SEQ + 1, True, False, 1.0, "3", None]),
+)
+
+
+@st.composite
+def lines(draw: st.DrawFn) -> Any:
+    """One input line: mostly a text delta, with every field at times absent, of a wrong type or value."""
+    shape = draw(st.sampled_from(["text"] * 8 + ["other", "not an object"]))
+    if shape == "not an object":
+        return draw(st.sampled_from([[], "text", 3, None]))
+    if shape == "other":
+        return draw(
+            st.sampled_from(
+                [
+                    {"kind": "status", "text": "thinking"},
+                    {"kind": "end"},
+                    {"kind": "end", "seq": 9},
+                    {"kind": "text", "mode": "snapshot", "text": "abc"},
+                    {"kind": "text", "mode": "replace", "text": "x"},
+                    {"kind": "nope"},
+                    {"text": "no kind"},
+                    {"kind": "stop"},
+                    {"kind": "phase", "name": "drafting"},
+                ]
+            )
+        )
+    fields: dict[str, Any] = {  # a plain delta, its optional fields at times given (with their defaults or not)
+        "kind": "text",
+        "text": draw(st.one_of(st.text(max_size=3), st.sampled_from(["\ud800", "a\udfff", "\ud83d", "😀", ""]))),
+        "run": draw(_value("r")),
+        "seq": draw(st.one_of(st.just(MISSING), st.just(MISSING), st.integers(0, 12), st.none())),
+        "mode": draw(_value(MISSING, MISSING, "delta")),
+        "visibility": draw(_value(MISSING, MISSING, "answer", "reasoning")),
+        "message": draw(_value(MISSING, MISSING, 0, 1)),
+        "lane": draw(_value(MISSING, MISSING, "ui", "pipeline")),
+        "source": draw(_value(MISSING, MISSING, None, {"agent_id": "a", "depth": 1})),
+    }
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):  # then one or two fields wrong, absent or extra
+        name = draw(st.sampled_from([*fields, "extra"]))
+        fields[name] = draw(WRONG.get(name, st.just(1)))
+    return {k: v for k, v in fields.items() if v is not MISSING}
+
+
+WRONG: dict[str, st.SearchStrategy[Any]] = {
+    "kind": st.sampled_from([MISSING, 3, "Text", None]),
+    "text": st.one_of(st.just(MISSING), TEXTS),
+    "run": st.sampled_from(["other", None, 5, ""]),
+    "seq": SEQS,
+    "mode": st.sampled_from(["snapshot", "replace", "bogus", 1, None]),
+    "visibility": st.sampled_from(["status", "loud", None, 1]),
+    "message": st.sampled_from([-1, "1", True, 2.0, None, 2**64]),
+    "lane": st.sampled_from(["side", None]),
+    "source": st.sampled_from([{"agent_id": 3}, {"agent_id": "a", "depth": 0}, "a"]),
+}
+
+
+RAW_TEXTS = st.one_of(st.text(max_size=3), st.sampled_from(["\ud800", "😀", ""]), st.integers(0, 1), st.none())
+
+
+@st.composite
+def raw_lines(draw: st.DrawFn) -> Any:
+    """One line of a run declaring ``format = "anthropic"``: mostly a raw Anthropic stream event, at times with a
+    ``seq`` (the next, a repeat, out of order or of a wrong type) or a ``run``, broken, or a normalized line."""
+    line: Any = draw(
+        st.sampled_from(
+            [
+                {"type": "message_start", "message": {"id": "m", "role": "assistant"}},
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": ""}},
+                {
+                    "type": "content_block_start",
+                    "index": 2,
+                    "content_block": {"type": "tool_use", "id": "t", "name": "f"},
+                },
+                {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{"}},
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}},
+                {"type": "content_block_delta", "index": 1, "delta": {"type": "thinking_delta"}},
+                {"type": "content_block_stop", "index": draw(st.integers(0, 2))},
+                {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+                {"type": "message_stop"},
+                {"type": "ping"},
+                {"type": 5},
+                {},
+                {"kind": "text", "text": "x"},
+                {"kind": "end"},
+                "not an object",
+            ]
+        )
+    )
+    if not isinstance(line, dict):
+        return line
+    line = dict(line)
+    if line.get("type") == "content_block_delta" and "partial_json" not in line["delta"]:
+        key = "text" if line["delta"]["type"] == "text_delta" else "thinking"
+        line["delta"] = {**line["delta"], key: draw(RAW_TEXTS)}
+    if draw(st.booleans()):
+        line["seq"] = draw(st.one_of(st.integers(0, 8), st.sampled_from([True, -1, "2", None])))
+    if draw(st.integers(0, 5)) == 0:
+        line["run"] = draw(st.sampled_from(["r", "other", None]))
+    return line
+
+
+LIMITS = st.builds(
+    ClientLimits,
+    max_events_per_run=st.integers(1, 14),
+    max_chars_per_run=st.integers(0, 24),
+    seq_window=st.integers(1, 6),
+)
+BATCHES = st.lists(lines(), max_size=14)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BATCHES, st.sampled_from(["r", None]), LIMITS, st.one_of(st.none(), st.integers(0, 3)))
+def test_a_batch_taken_by_the_fast_path_is_taken_as_each_line_alone(
+    batch: list[Any], hint: str | None, limits: ClientLimits, start_seq: int | None
+) -> None:
+    fast = asyncio.run(_live(batch, hint, limits, start_seq, fast=True))
+    slow = asyncio.run(_live(batch, hint, limits, start_seq, fast=False))
+    assert fast == slow
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(raw_lines(), max_size=14), st.sampled_from(["r", None]), LIMITS, st.one_of(st.none(), st.integers(0, 3))
+)
+def test_a_raw_stream_batch_taken_by_the_fast_path_is_taken_as_each_line_alone(
+    batch: list[Any], hint: str | None, limits: ClientLimits, start_seq: int | None
+) -> None:
+    fast = asyncio.run(_live(batch, hint, limits, start_seq, fast=True, stream_format="anthropic"))
+    slow = asyncio.run(_live(batch, hint, limits, start_seq, fast=False, stream_format="anthropic"))
+    assert fast == slow
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BATCHES, LIMITS, st.one_of(st.none(), st.integers(0, 3)))
+def test_a_journal_replayed_by_the_fast_path_rebuilds_the_run_as_line_by_line(
+    batch: list[Any], limits: ClientLimits, start_seq: int | None
+) -> None:
+    start = START if start_seq is None else {**START, "seq": start_seq}
+    texts = [json.dumps({**obj, "run": "r"}) for obj in [start, *batch] if isinstance(obj, dict)]
+    fast = asyncio.run(_replayed(texts, limits, fast=True))
+    slow = asyncio.run(_replayed(texts, limits, fast=False))
+    assert fast == slow
+
+
+async def test_a_batch_of_plain_deltas_is_taken_as_one_group_each_line_with_its_result_and_journal_line() -> None:
+    journal = MemoryJournal()
+    relay = _relay(ClientLimits(), journal, fast=True)
+    await relay.submit_lines([(START, None)], "r")
+    accepted: list[object] = []
+    accept = relay._admission.accept
+
+    async def counted(obj: object, run_hint: str | None, *, replay: bool) -> Any:
+        accepted.append(obj)
+        return await accept(obj, run_hint, replay=replay)
+
+    relay._admission.accept = counted  # type: ignore[method-assign]
+    batch = [{"kind": "text", "text": ch} for ch in "Hello"] + [{"kind": "text", "text": "!", "seq": 4}]
+    results = await relay.submit_lines([(obj, json.dumps(obj)) for obj in batch], "r")
+    assert [r.events for r in results if not isinstance(r, IngestError)] == [1] * 6
+    assert accepted == []  # no line went through accept: one group
+    assert (await journal.lines("r"))[1:] == [json.dumps(obj) for obj in batch]
+    run = relay._runs["r"]
+    assert [e.text for e in run.queue.take(100)] == list("Hello!")  # type: ignore[union-attr]
+    assert (run.usage.events, run.usage.chars, run.usage.max_seq) == (7, 6, 4)
+    await relay.close()
+
+
+async def test_the_line_that_passes_a_limit_is_refused_alone_and_the_group_goes_on_around_it() -> None:
+    journal = MemoryJournal()
+    relay = _relay(ClientLimits(max_chars_per_run=6, max_events_per_run=4), journal, fast=True)
+    await relay.submit_lines([(START, None)], "r")
+    batch = [{"kind": "text", "text": t} for t in ("ab", "cd", "efg", "e", "x")]
+    results = await relay.submit_lines([(obj, None) for obj in batch], "r")
+    refused = results[2]
+    assert isinstance(refused, IngestError) and refused.status == 422
+    assert str(refused) == (
+        "this line would take the run's text to 7 characters, past clients.default.max_chars_per_run = 6: "
+        "start a new run"
+    )
+    assert [r.events for r in results if not isinstance(r, IngestError)] == [1, 1, 1]
+    last = results[4]
+    assert isinstance(last, IngestError) and "the run already carries 4 events" in str(last)
+    await relay.close()
+
+
+async def test_a_stopped_runs_deltas_are_each_refused_with_409() -> None:
+    relay = _relay(ClientLimits(), MemoryJournal(), fast=True)
+    await relay.submit_lines([(START, None)], "r")
+    await asyncio.sleep(0)
+    await relay.stop("r", by="test")
+    results = await relay.submit_lines([({"kind": "text", "text": "a"}, None)] * 3, "r")
+    assert [(str(r), r.status) for r in results if isinstance(r, IngestError)] == [(STOPPED_ERROR, 409)] * 3
+    await relay.close()
+
+
+async def test_repeated_seqs_in_a_batch_are_dropped_and_the_rest_taken() -> None:
+    relay = _relay(ClientLimits(), MemoryJournal(), fast=True)
+    await relay.submit_lines([({**START, "seq": 0}, None)], "r")
+    batch = [{"kind": "text", "text": t, "seq": s} for t, s in (("a", 1), ("b", 2), ("b", 2), ("c", 3), ("a", 1))]
+    results = await relay.submit_lines([(obj, None) for obj in batch], "r")
+    assert [getattr(r, "dropped", None) for r in results] == [
+        None,
+        None,
+        "seq 2 was already taken",
+        None,
+        "seq 1 was already taken",
+    ]
+    assert [e.text for e in relay._runs["r"].queue.take(100)] == ["a", "b", "c"]  # type: ignore[union-attr]
+    await relay.close()
