@@ -244,6 +244,11 @@ class Admission:
         not a text line, names no active run or another than ``run_hint``, or its run is stopped, closing or ended)."""
         if type(first) is not dict or first.get("kind") != "text":
             return None
+        return self._taking_run(first, run_hint)
+
+    def _taking_run(self, first: JsonObject, run_hint: str | None) -> ActiveRun | None:
+        """The active run the line ``first`` names (or ``run_hint``), while it takes lines: None when it names
+        another run than ``run_hint``, none active, or one stopped, closing or ended."""
         run_id = first.get("run", run_hint)
         if run_hint is not None and run_id != run_hint:
             return None
@@ -426,13 +431,8 @@ class Admission:
         """The run a group of :meth:`take_raw` starting with the line ``first`` goes to, or None (see there)."""
         if type(first) is not dict:
             return None
-        run_id = first.get("run", run_hint)
-        if run_hint is not None and run_id != run_hint:
-            return None
-        run = self.runs.get(run_id) if type(run_id) is str else None
-        if run is None or run.stopped is not None or run.closing is not None or run.ended:
-            return None
-        return run if self._is_raw_of(run, first, run_hint) else None
+        run = self._taking_run(first, run_hint)
+        return run if run is not None and self._is_raw_of(run, first, run_hint) else None
 
     @staticmethod
     def _is_raw_of(run: ActiveRun, obj: object, run_hint: str | None) -> bool:
