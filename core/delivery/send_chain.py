@@ -198,9 +198,14 @@ class SendChain:
             wait = max(wait, bucket.delay(now, final=final))
         queues = self._fair_for(kind)
         if wait > 0:
-            turn = max(
-                (q.estimate(requester, final=final) for q in queues if (requester, q) not in self._held), default=0
-            )
+            turn = 0.0
+            for queue in queues:
+                if (requester, queue) in self._held:
+                    # A turn it waited for stays its own through this wait (a 429 pause, its chat's bucket): let go
+                    # after HOLD_S, it would queue again at the back, and again after the next pause (starved).
+                    self._held[(requester, queue)] = now + wait
+                else:
+                    turn = max(turn, queue.estimate(requester, final=final))
             return Wait(max(wait, turn), turn > 0 and turn >= wait - TURN_SLACK_S)
         taken: list[FairQueue] = []
         for queue in queues:

@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from core.budgets.fair import FairQueue, Requester
-from core.budgets.rate import Budget, BudgetScope, TokenBucket
+from core.budgets.rate import Budget, BudgetScope, PauseBoard, TokenBucket
 from core.channel import ChannelRuntime
 from core.clock import FakeClock
-from core.delivery.send_chain import HOLD_S, SendChain
+from core.delivery.send_chain import HOLD_S, Grant, SendChain, Wait
 from core.errors import RateLimitedError
 from core.events import Target
 from core.policy import ChannelPolicy
@@ -111,6 +111,35 @@ async def test_a_turn_not_used_in_time_goes_to_the_next_waiter() -> None:
     assert chain.ready_in(CallKind.EDIT, requester=VICTIM) == 0.0  # expired: handed back, and a token is there
     assert queue.bucket.delay(clock.now()) == 0.0
     await waiting
+
+
+async def test_a_turn_waited_for_is_kept_through_a_429_pause_longer_than_the_hold() -> None:
+    # Chaos seed 72 (1,000 runs): after 429 storms, Slack previews waited minutes for chat.update. A turn taken on the
+    # bot's budget was let go when a 429 pause (or the chat's bucket) outlasted HOLD_S, so the run queued again at
+    # the back, and again at the next pause: starved while others kept the budget busy.
+    clock = ManualClock()
+    queue = bot_queue(clock)
+    pauses = PauseBoard()
+    chain = SendChain(clock, fair=[queue], pauses=pauses)
+    turn = asyncio.ensure_future(chain.take_turn(CallKind.EDIT, requester=VICTIM))
+    await settle()
+    clock.advance(0.1)
+    await settle()
+    assert turn.done()
+    log: list[str] = []
+    others = [
+        calling(SendChain(clock, fair=[queue], pauses=pauses), log, f"n{i}", who, final=False)
+        for i, who in enumerate(NOISY[:3])
+    ]
+    await settle()
+    pauses.pause_bot(clock.now() + 3 * HOLD_S)  # a 429 on the bot's scope: every chain waits
+    wait = chain.grant(CallKind.EDIT, requester=VICTIM)
+    assert isinstance(wait, Wait) and not wait.turn  # the pause holds it back, not its turn
+    clock.advance(3 * HOLD_S + 0.01)
+    assert isinstance(chain.grant(CallKind.EDIT, requester=VICTIM), Grant)  # its turn was kept through the pause
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
 
 
 async def test_a_promoted_run_waits_no_longer_as_a_preview() -> None:
