@@ -130,7 +130,7 @@ class Reconciler:
         )
         self.planner = self.machine.planner
         self._watchers: list[Wake] = []
-        """Tasks waiting for a part to become a message (:meth:`wait_shown`): woken after every call."""
+        """Tasks waiting on a call's outcome (:meth:`open_thread`): woken after every call."""
 
     @property
     def retry_window_s(self) -> float:
@@ -153,26 +153,6 @@ class Reconciler:
         for record in records:
             if record.slot >= 0 and record.message_id is not None and not record.streaming:
                 self._chain.note_message(record.message_id, newest=False)
-
-    async def wait_shown(self, slot: Slot, timeout_s: float) -> str | None:
-        """The id of the message ``slot`` shows, once a call made it one (an open native stream is no message yet);
-        None when the part ends without one (uncertain, failed, skipped, past the message limit), the delivery
-        loop ends, or ``timeout_s`` seconds pass on the injected clock. Woken by each call's outcome: no polling."""
-        deadline = self._clock.now() + timeout_s
-        wake = Wake()
-        self._watchers.append(wake)
-        try:
-            while True:
-                if slot.over_limit or slot.state in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
-                    return None
-                if slot.message_id is not None and not slot.streaming:
-                    return slot.message_id
-                if self._clock.now() >= deadline or (self._task is not None and self._task.done()):
-                    return None
-                wake.clear()
-                await wake.wait(deadline, self._clock)
-        finally:
-            self._watchers.remove(wake)
 
     def _tell_watchers(self) -> None:
         for wake in self._watchers:
