@@ -37,13 +37,13 @@ from pathlib import Path
 from types import ModuleType
 
 from bench.chunk_quality import NaiveChunker, Quality, StreamChunker, TextMap, quality
-from core.chunking import BreakKind, ChunkParams
-from core.units import LengthUnit
+from streamrelay.core.chunking import BreakKind, ChunkParams
+from streamrelay.core.units import LengthUnit
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-CHUNKER: ModuleType = importlib.import_module("core.chunking")
+CHUNKER: ModuleType = importlib.import_module("streamrelay.core.chunking")
 """The project's chunker package (``--chunker`` measures other modules with the same API beside it)."""
 
 STREAM = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"

@@ -3,7 +3,7 @@
 One relay in this process delivers through aiogram to a mock Telegram Bot API on loopback that enforces the
 documented limits (1 message per second per chat, about 30 per second per bot, 429 past them:
 https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this); the bot's budget is the
-shipped default (25 calls a second, ``config/platforms.py``) unless ``--rate`` says otherwise.
+shipped default (25 calls a second, ``streamrelay/config/platforms.py``) unless ``--rate`` says otherwise.
 
 The victim streams one answer into its chat (a delta every 0.3 s for ``--victim-s`` seconds, then its end) and waits
 for the report: its time-to-final is from its first line to the report saying done. The neighbour (another client)
@@ -32,13 +32,13 @@ from pydantic import SecretStr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.service import make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.ingest.clients import ClientLimits, run_key
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.app.service import make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.ingest.clients import ClientLimits, run_key
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 
 BOT = "123456:BENCH-fairness"
 VICTIM_CHAT = 7

@@ -37,18 +37,18 @@ def serve(port: int, http: str, loop: str) -> None:
     """The server process: the ingest app on ``port`` until killed."""
     import uvicorn
 
-    from adapters.ingest_http.app import create_app
-    from adapters.ingest_http.connections import ConnectionGuard
-    from adapters.ingest_http.protocols import uvicorn_options
-    from app.connections import connection_limits
     from bench.bench_pipeline import NullAdapter
-    from core.channel import ChannelRuntime
-    from core.clock import MonotonicClock
-    from core.events import DeliveryMode
-    from core.ingest.clients import DEFAULT_CLIENT, ClientLimits
-    from core.policy import ChannelPolicy
-    from core.records.ledger import MemoryLedger
-    from core.run.relay import Relay
+    from streamrelay.adapters.ingest_http.app import create_app
+    from streamrelay.adapters.ingest_http.connections import ConnectionGuard
+    from streamrelay.adapters.ingest_http.protocols import uvicorn_options
+    from streamrelay.app.connections import connection_limits
+    from streamrelay.core.channel import ChannelRuntime
+    from streamrelay.core.clock import MonotonicClock
+    from streamrelay.core.events import DeliveryMode
+    from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
+    from streamrelay.core.policy import ChannelPolicy
+    from streamrelay.core.records.ledger import MemoryLedger
+    from streamrelay.core.run.relay import Relay
 
     policy = ChannelPolicy(name="c", delivery=DeliveryMode.PREVIEW)
     limits = ClientLimits(events_per_s=1e9, max_events_per_run=10**7, max_chars_per_run=10**8, max_active_runs=10**5)

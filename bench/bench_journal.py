@@ -25,14 +25,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 from bench.bench_pipeline import NullAdapter
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.policy import ChannelPolicy
-from core.records.journal import Journal, MemoryJournal
-from core.records.ledger import Ledger, MemoryLedger
-from core.run.relay import Relay
+from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.journal import Journal, MemoryJournal
+from streamrelay.core.records.ledger import Ledger, MemoryLedger
+from streamrelay.core.run.relay import Relay
 
 
 async def _run_one(relay: Relay, run: str, lines: int, batch: int, waits: list[float]) -> None:

@@ -51,10 +51,10 @@ sys.path.insert(0, str(ROOT))
 
 from load_agents import TOKEN, Agent, agent_run, make_agents, nonspace  # noqa: E402
 
-from app.client import recorded_events  # noqa: E402
 from bench.serving import free_port, serve  # noqa: E402
-from core.events import ProviderFormat  # noqa: E402
-from mocks.telegram import MockTelegram  # noqa: E402
+from streamrelay.app.client import recorded_events  # noqa: E402
+from streamrelay.core.events import ProviderFormat  # noqa: E402
+from streamrelay.mocks.telegram import MockTelegram  # noqa: E402
 
 BOT = "123456:BENCH-load-token"
 RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
@@ -259,7 +259,7 @@ async def _scenario(
         config = _config(Path(folder), api, limits, overload_lag_ms, overload_backlog)
         env = {**os.environ, "BENCH_BOT_TOKEN": BOT, "BENCH_INGEST_TOKEN": TOKEN}
         taskset = ["taskset", "-c", str(SIDECAR_CPU)] if pin else []
-        proc = await serve([*taskset, sys.executable, "-m", "app", "serve"], config, port, env)
+        proc = await serve([*taskset, sys.executable, "-m", "streamrelay", "serve"], config, port, env)
         try:
             await asyncio.sleep(1.0)
             base_rss = _rss_bytes(proc.pid)

@@ -45,14 +45,14 @@ from pydantic import SecretStr
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore  # noqa: E402
-from app.client import recorded_events  # noqa: E402
-from app.service import make_runtime  # noqa: E402
 from bench.serving import free_port  # noqa: E402
-from config.settings import ChannelSettings  # noqa: E402
-from core.clock import MonotonicClock  # noqa: E402
-from core.events import ProviderFormat  # noqa: E402
-from core.run.relay import Relay  # noqa: E402
+from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore  # noqa: E402
+from streamrelay.app.client import recorded_events  # noqa: E402
+from streamrelay.app.service import make_runtime  # noqa: E402
+from streamrelay.config.settings import ChannelSettings  # noqa: E402
+from streamrelay.core.clock import MonotonicClock  # noqa: E402
+from streamrelay.core.events import ProviderFormat  # noqa: E402
+from streamrelay.core.run.relay import Relay  # noqa: E402
 
 RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 GOAL_OPEN_KB = 64
@@ -193,7 +193,7 @@ def _child(measure: str, platform: str, api: str, args: argparse.Namespace) -> A
 @contextlib.contextmanager
 def _mock_telegram() -> Any:
     port = free_port()
-    cmd = [sys.executable, "-m", "app", "mock", "telegram", "--port", str(port), "--no-rate-limits"]
+    cmd = [sys.executable, "-m", "streamrelay", "mock", "telegram", "--port", str(port), "--no-rate-limits"]
     mock = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         import httpx

@@ -35,10 +35,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.ingest_client import recording_lines, replay  # noqa: E402
 from bench.serving import free_port, serve  # noqa: E402
-from core.events import ProviderFormat  # noqa: E402
-from mocks.telegram import MockTelegram  # noqa: E402
+from streamrelay.app.ingest_client import recording_lines, replay  # noqa: E402
+from streamrelay.core.events import ProviderFormat  # noqa: E402
+from streamrelay.mocks.telegram import MockTelegram  # noqa: E402
 
 VICTIM, NEIGHBOUR = "victim-token-bench-0123456789", "neighbour-token-bench-9876543210"
 BOT = "123456:BENCH-neighbour-token"

@@ -26,15 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.clock import MonotonicClock
-from core.delivery.calls import Call, CallResult, perform_call
-from core.delivery.send_chain import SendChain
-from core.events import DeliveryMode, End, Event, RunStart, Source, Target, TextEvent, Visibility
-from core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from core.records.ledger import MemoryLedger
-from core.run.controller import RunController
-from core.units import LengthUnit, text_units
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.delivery.calls import Call, CallResult, perform_call
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.events import DeliveryMode, End, Event, RunStart, Source, Target, TextEvent, Visibility
+from streamrelay.core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.controller import RunController
+from streamrelay.core.units import LengthUnit, text_units
 
 RECORDING = Path(__file__).resolve().parent.parent / "tests/streams/anthropic/markdown-long-fences.jsonl"
 

@@ -33,13 +33,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_pipeline import RECORDING, NullAdapter, recorded_deltas
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.events import DeliveryMode
-from core.ingest.clients import DEFAULT_CLIENT, ClientLimits
-from core.policy import ChannelPolicy
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.events import DeliveryMode
+from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
 
 BATCH = 256
 

@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.chunking import BreakKind, Chunker, ChunkParams  # noqa: E402
-from core.ports import TextFormat  # noqa: E402
-from core.units import LengthUnit  # noqa: E402
+from streamrelay.core.chunking import BreakKind, Chunker, ChunkParams  # noqa: E402
+from streamrelay.core.ports import TextFormat  # noqa: E402
+from streamrelay.core.units import LengthUnit  # noqa: E402
 
 STREAM = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 FMT = TextFormat.MARKDOWN
@@ -81,19 +81,19 @@ class Platform:
 
 
 def _telegram() -> Any:
-    from adapters.telegram.adapter import TelegramAdapter
+    from streamrelay.adapters.telegram.adapter import TelegramAdapter
 
     return TelegramAdapter(TELEGRAM_TOKEN)
 
 
 def _slack() -> Any:
-    from adapters.slack.adapter import SlackAdapter
+    from streamrelay.adapters.slack.adapter import SlackAdapter
 
     return SlackAdapter(SLACK_TOKEN)
 
 
 def _discord() -> Any:
-    from adapters.discord.adapter import DiscordAdapter
+    from streamrelay.adapters.discord.adapter import DiscordAdapter
 
     return DiscordAdapter(DISCORD_TOKEN)
 
@@ -102,9 +102,9 @@ def _render_module(platform: str) -> str:
     """Where the pure render function lives (the Discord one moved out of adapter.py with this issue)."""
     if platform == "discord":
         try:
-            import adapters.discord.render  # noqa: F401
+            import streamrelay.adapters.discord.render  # noqa: F401
         except ImportError:
-            return "adapters.discord.adapter"
+            return "streamrelay.adapters.discord.adapter"
     return f"adapters.{platform}.render"
 
 

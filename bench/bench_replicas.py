@@ -98,7 +98,7 @@ async def _variant(name: str, backend: str, replicas: int, runs: int, lines: int
         ports = [free_port() for _ in range(replicas)]
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(p)],
+                [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", str(p)],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.chunking import ChunkParams
-from core.text.fences import scan_fences
+from streamrelay.core.chunking import ChunkParams
+from streamrelay.core.text.fences import scan_fences
 
 
 class StreamChunker(Protocol):

@@ -34,8 +34,8 @@ from typing import Any
 
 import httpx
 
-from app.ingest_client import detect_format, recording_lines
-from core.events import ProviderFormat
+from streamrelay.app.ingest_client import detect_format, recording_lines
+from streamrelay.core.events import ProviderFormat
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"

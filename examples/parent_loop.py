@@ -19,9 +19,9 @@ import asyncio
 import os
 import uuid
 
-from app.client import RelayClient
-from core.contracts.report import RunReport
-from core.contracts.units import MessageUnit, StopUnit, ToolCallUnit
+from streamrelay.app.client import RelayClient
+from streamrelay.core.contracts.report import RunReport
+from streamrelay.core.contracts.units import MessageUnit, StopUnit, ToolCallUnit
 
 RESEARCHER = {"agent_id": "researcher", "session_id": "s-research", "depth": 1, "path": "root/researcher"}
 SEARCH = {"kind": "tool_call", "id": "c1", "name": "search", "source": RESEARCHER}  # the researcher's call

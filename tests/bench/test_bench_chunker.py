@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import bench_chunker, chunk_quality
-from core.chunking import ChunkParams
+from streamrelay.core.chunking import ChunkParams
 
 
 def test_the_chunker_bench_prints_its_table_goals_and_verdicts(capsys: pytest.CaptureFixture[str]) -> None:

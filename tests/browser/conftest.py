@@ -19,12 +19,12 @@ import pytest
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 from pydantic import SecretStr
 
-from app.client import RelayClient
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
+from streamrelay.app.client import RelayClient
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
 
 INGEST_TOKEN = "browser-tests-ingest-secret"
 NO_CHROMIUM = "no Chromium on PATH: install Debian's chromium: apt-get install chromium"

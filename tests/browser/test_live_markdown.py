@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.web import routes
-from app.client import RelayClient, recorded_events
-from core.events import ProviderFormat
+from streamrelay.adapters.web import routes
+from streamrelay.app.client import RelayClient, recorded_events
+from streamrelay.core.events import ProviderFormat
 from tests.browser.conftest import INGEST_TOKEN, LivePage, WebStack
 from tests.integration.test_subagents import answer_text
 

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from playwright.async_api import Route
 
-from app.client import RelayClient, recorded_events
-from core.events import ProviderFormat, Source
+from streamrelay.app.client import RelayClient, recorded_events
+from streamrelay.core.events import ProviderFormat, Source
 from tests.browser.conftest import LivePage, WebStack
 from tests.integration.test_subagents import answer_text, interleave
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.contracts.units import StopUnit
-from core.run.stage import STOPPED_NOTICE
+from streamrelay.core.contracts.units import StopUnit
+from streamrelay.core.run.stage import STOPPED_NOTICE
 from tests.browser.conftest import INGEST_TOKEN, LivePage, WebStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]

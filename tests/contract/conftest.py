@@ -11,13 +11,13 @@ from typing import Protocol, TypeVar
 
 import pytest
 
-from adapters.discord import DiscordAdapter
-from adapters.slack import SlackAdapter
-from adapters.telegram import TelegramAdapter
-from core.ports import ChannelAdapter
-from mocks.discord import MockDiscord
-from mocks.slack import MockSlack
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.discord import DiscordAdapter
+from streamrelay.adapters.slack import SlackAdapter
+from streamrelay.adapters.telegram import TelegramAdapter
+from streamrelay.core.ports import ChannelAdapter
+from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.telegram import MockTelegram
 
 TELEGRAM_TOKEN = "123456789:AAE-mock_Secret-Token_0123456789abcdef"
 """Shaped like a real token (digits, colon, 35-character secret), so scrubbing is tested for real."""

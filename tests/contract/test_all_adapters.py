@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from app.dry_run import DRY_RUN
-from app.service import make_adapter
-from config.settings import ChannelSettings
-from core.errors import PayloadRejectedError, RateLimitedError, RejectReason, UncertainDeliveryError
-from core.events import Target
-from core.ports import ChannelAdapter, PendingSend, SettleOutcome, TextFormat
-from mocks.common import MockPlatform
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import make_adapter
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.errors import PayloadRejectedError, RateLimitedError, RejectReason, UncertainDeliveryError
+from streamrelay.core.events import Target
+from streamrelay.core.ports import ChannelAdapter, PendingSend, SettleOutcome, TextFormat
+from streamrelay.mocks.common import MockPlatform
 
 
 @dataclass(frozen=True)

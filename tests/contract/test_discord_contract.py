@@ -15,8 +15,8 @@ import traceback
 import pytest
 from aiohttp import web
 
-from adapters.discord import DiscordAdapter
-from core.errors import (
+from streamrelay.adapters.discord import DiscordAdapter
+from streamrelay.core.errors import (
     AnswerTimeoutError,
     ConfigError,
     DeliveryError,
@@ -29,10 +29,10 @@ from core.errors import (
     TargetNotFoundError,
     UncertainDeliveryError,
 )
-from core.events import Target
-from core.ports import TextFormat
-from core.units import LengthUnit
-from mocks.discord import Bucket, DiscordLimits, MockDiscord
+from streamrelay.core.events import Target
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.units import LengthUnit
+from streamrelay.mocks.discord import Bucket, DiscordLimits, MockDiscord
 from tests.contract.conftest import DISCORD_TOKEN, MakeDiscord
 
 pytestmark = pytest.mark.timeout(5)

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from app.dry_run import DRY_RUN
-from app.service import make_adapter
-from config.settings import ChannelSettings
-from core.errors import PayloadRejectedError, RejectReason, UncertainDeliveryError
-from core.events import Target
-from core.media import MediaItem, MediaKind
-from core.ports import ChannelAdapter, PendingSend, SettleOutcome, TextFormat
-from mocks.common import MockPlatform
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import make_adapter
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.errors import PayloadRejectedError, RejectReason, UncertainDeliveryError
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.ports import ChannelAdapter, PendingSend, SettleOutcome, TextFormat
+from streamrelay.mocks.common import MockPlatform
 
 SEND = {"telegram": "sendPhoto", "slack": "chat.postMessage", "discord": "createMessage"}
 IMAGE = MediaItem("https://example.com/q3.png", MediaKind.IMAGE, "Q3 revenue by region")

@@ -16,10 +16,10 @@ import pytest
 from aiogram.exceptions import TelegramNetworkError
 from aiogram.methods import SendMessage
 
-from adapters.discord.errors import translate as discord_translate
-from adapters.slack.errors import translate as slack_translate
-from adapters.telegram.errors import translate as telegram_translate
-from core.errors import AnswerTimeoutError, DeliveryError, PlatformUnavailableError, UncertainDeliveryError
+from streamrelay.adapters.discord.errors import translate as discord_translate
+from streamrelay.adapters.slack.errors import translate as slack_translate
+from streamrelay.adapters.telegram.errors import translate as telegram_translate
+from streamrelay.core.errors import AnswerTimeoutError, DeliveryError, PlatformUnavailableError, UncertainDeliveryError
 
 Translate = Callable[[BaseException], DeliveryError]
 

@@ -15,24 +15,24 @@ from dataclasses import replace
 
 import pytest
 
-from adapters.discord import DiscordAdapter
-from adapters.slack import SlackAdapter
-from adapters.slack.settle import EVENT_TYPE, MAX_PAGES, PAGE_SIZE
-from adapters.telegram import TelegramAdapter
-from adapters.telegram.settle import UNBOUNDED_PROBES
-from adapters.web.adapter import WebAdapter
-from core.errors import (
+from streamrelay.adapters.discord import DiscordAdapter
+from streamrelay.adapters.slack import SlackAdapter
+from streamrelay.adapters.slack.settle import EVENT_TYPE, MAX_PAGES, PAGE_SIZE
+from streamrelay.adapters.telegram import TelegramAdapter
+from streamrelay.adapters.telegram.settle import UNBOUNDED_PROBES
+from streamrelay.adapters.web.adapter import WebAdapter
+from streamrelay.core.errors import (
     PlatformUnavailableError,
     RateLimitedError,
     RateScope,
     TargetNotFoundError,
     UncertainDeliveryError,
 )
-from core.events import Target
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from mocks.discord import MockDiscord
-from mocks.slack import MockSlack
-from mocks.telegram import MockTelegram
+from streamrelay.core.events import Target
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.telegram import MockTelegram
 from tests.contract.conftest import MakeTelegram
 
 pytestmark = pytest.mark.timeout(10)

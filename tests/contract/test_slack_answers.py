@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import SlackAdapter
-from core.errors import (
+from streamrelay.adapters.slack import SlackAdapter
+from streamrelay.core.errors import (
     PlatformUnavailableError,
     UncertainDeliveryError,
     UnreadableAnswerError,
 )
-from core.events import Target
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from mocks.slack import MockSlack
+from streamrelay.core.events import Target
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.mocks.slack import MockSlack
 from tests.contract.conftest import SLACK_TOKEN
 
 pytestmark = pytest.mark.timeout(5)

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.slack import SlackAdapter
-from core.clock import FakeClock
-from core.errors import (
+from streamrelay.adapters.slack import SlackAdapter
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.errors import (
     AnswerTimeoutError,
     ConfigError,
     DeliveryError,
@@ -29,9 +29,9 @@ from core.errors import (
     TargetNotFoundError,
     UncertainDeliveryError,
 )
-from core.events import Target
-from core.ports import ChannelAdapter, NativeStreaming, TextFormat
-from mocks.slack import MockSlack
+from streamrelay.core.events import Target
+from streamrelay.core.ports import ChannelAdapter, NativeStreaming, TextFormat
+from streamrelay.mocks.slack import MockSlack
 from tests.contract.conftest import MakeSlack
 
 pytestmark = pytest.mark.timeout(5)

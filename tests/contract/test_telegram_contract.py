@@ -12,9 +12,9 @@ import traceback
 
 import pytest
 
-from adapters.telegram import TelegramAdapter
-from adapters.telegram.errors import NoMessageToEditError
-from core.errors import (
+from streamrelay.adapters.telegram import TelegramAdapter
+from streamrelay.adapters.telegram.errors import NoMessageToEditError
+from streamrelay.core.errors import (
     AnswerTimeoutError,
     ConfigError,
     DeliveryError,
@@ -27,9 +27,9 @@ from core.errors import (
     TargetNotFoundError,
     UncertainDeliveryError,
 )
-from core.events import Target
-from core.ports import TextFormat
-from mocks.telegram import NOT_MODIFIED, MockTelegram
+from streamrelay.core.events import Target
+from streamrelay.core.ports import TextFormat
+from streamrelay.mocks.telegram import NOT_MODIFIED, MockTelegram
 from tests.contract.conftest import TELEGRAM_TOKEN, MakeTelegram
 
 pytestmark = pytest.mark.timeout(5)

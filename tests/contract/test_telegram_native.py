@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.telegram import TelegramAdapter
-from core.clock import FakeClock
-from core.errors import (
+from streamrelay.adapters.telegram import TelegramAdapter
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
     PermanentDeliveryError,
@@ -20,9 +20,9 @@ from core.errors import (
     RejectReason,
     TargetNotFoundError,
 )
-from core.events import Target
-from core.ports import NativeStreaming, TextFormat
-from mocks.telegram import DRAFT_PEER_INVALID, MockTelegram
+from streamrelay.core.events import Target
+from streamrelay.core.ports import NativeStreaming, TextFormat
+from streamrelay.mocks.telegram import DRAFT_PEER_INVALID, MockTelegram
 
 pytestmark = pytest.mark.timeout(5)
 

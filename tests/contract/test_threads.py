@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.discord import DiscordAdapter
-from adapters.slack import SlackAdapter
-from adapters.telegram import TelegramAdapter
-from core.errors import (
+from streamrelay.adapters.discord import DiscordAdapter
+from streamrelay.adapters.slack import SlackAdapter
+from streamrelay.adapters.telegram import TelegramAdapter
+from streamrelay.core.errors import (
     PermanentDeliveryError,
     RateLimitedError,
     TargetNotFoundError,
     UncertainDeliveryError,
 )
-from core.events import Target
-from core.ports import TextFormat, Threads
-from mocks.discord import MockDiscord
-from mocks.slack import MockSlack
-from mocks.telegram import MockTelegram
+from streamrelay.core.events import Target
+from streamrelay.core.ports import TextFormat, Threads
+from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.telegram import MockTelegram
 from tests.contract.conftest import MakeDiscord
 
 pytestmark = pytest.mark.timeout(5)

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from adapters.discord import DiscordAdapter
-from adapters.telegram import TelegramAdapter
-from core.errors import PlatformUnavailableError, UnreadableAnswerError
-from core.events import Target
-from core.media import MediaItem, MediaKind
-from core.ports import PendingSend, SettleOutcome, StopControl, TextFormat
-from mocks.discord import MockDiscord
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.discord import DiscordAdapter
+from streamrelay.adapters.telegram import TelegramAdapter
+from streamrelay.core.errors import PlatformUnavailableError, UnreadableAnswerError
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.ports import PendingSend, SettleOutcome, StopControl, TextFormat
+from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.telegram import MockTelegram
 from tests.contract.conftest import DISCORD_TOKEN, TELEGRAM_TOKEN, MakeDiscord, MakeTelegram
 
 pytestmark = pytest.mark.timeout(10)

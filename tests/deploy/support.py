@@ -20,7 +20,7 @@ import pytest
 import redis
 import typer
 
-from app.cli import app
+from streamrelay.app.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

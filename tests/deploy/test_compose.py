@@ -18,8 +18,8 @@ import httpx
 import pytest
 import yaml
 
-from adapters.redis import Leases, ReplicaUrls, RunIndex, connect
-from config.settings import ServiceSettings
+from streamrelay.adapters.redis import Leases, ReplicaUrls, RunIndex, connect
+from streamrelay.config.settings import ServiceSettings
 from tests.deploy.support import DEPLOY, ROOT, Process, cli_accepts, free_port, started, started_redis
 
 pytestmark = pytest.mark.timeout(180)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import ServiceSettings
+from streamrelay.config.settings import ServiceSettings
 from tests.deploy.support import DEPLOY, ROOT, cli_accepts, free_port, started
 
 pytestmark = pytest.mark.timeout(120)

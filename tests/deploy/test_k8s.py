@@ -12,8 +12,8 @@ import httpx
 import pytest
 import yaml
 
-from app.service import SHUTDOWN_GRACE_S
-from config.settings import load_settings
+from streamrelay.app.service import SHUTDOWN_GRACE_S
+from streamrelay.config.settings import load_settings
 from tests.deploy.support import DEPLOY, cli_accepts, free_port, started
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,8 +19,8 @@ import httpx
 import pytest
 import yaml
 
-from adapters.redis import ReplicaUrls, connect
-from config.settings import ServiceSettings, load_settings
+from streamrelay.adapters.redis import ReplicaUrls, connect
+from streamrelay.config.settings import ServiceSettings, load_settings
 from tests.deploy.support import DEPLOY, Process, cli_accepts, free_port, started, started_redis
 
 pytestmark = pytest.mark.timeout(120)

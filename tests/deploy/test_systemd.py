@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.service import SHUTDOWN_GRACE_S
-from config.settings import ServiceSettings
+from streamrelay.app.service import SHUTDOWN_GRACE_S
+from streamrelay.config.settings import ServiceSettings
 from tests.deploy.support import DEPLOY, ROOT, cli_accepts, free_port, read_unit, started
 
 pytestmark = pytest.mark.timeout(120)

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 from pydantic import SecretStr
 
-from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 
 T = TypeVar("T")
 

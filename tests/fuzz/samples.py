@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.events import MAX_SEQ
+from streamrelay.core.events import MAX_SEQ
 
 HOSTILE_SNIPPETS = (
     "<script>alert(1)</script>",

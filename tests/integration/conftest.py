@@ -9,12 +9,12 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.records.ledger import Ledger, MemoryLedger
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import Ledger, MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 
 BOT_TOKEN = "123456:INTEGRATION-test-token"
 INGEST_TOKEN = "ingest-secret-for-tests"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from app.client import RelayClient, RelayError
-from core.chunking import ChunkParams, chunk_text
-from core.text.chunk_checks import chunk_property_failures
+from streamrelay.app.client import RelayClient, RelayError
+from streamrelay.core.chunking import ChunkParams, chunk_text
+from streamrelay.core.text.chunk_checks import chunk_property_failures
 from tests.integration import test_push_back
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_push_back import START, Loaded, ndjson

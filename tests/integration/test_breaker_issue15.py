@@ -16,17 +16,17 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from pydantic import SecretStr
 
-from adapters.sqlite import SqliteLedger
-from adapters.sqlite.journal import SqliteJournal
-from app.client import RelayClient, RelayError
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.run.stop_controls import short_id
 from examples.stop_bot import stop_router
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.sqlite import SqliteLedger
+from streamrelay.adapters.sqlite.journal import SqliteJournal
+from streamrelay.app.client import RelayClient, RelayError
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stop_controls import short_id
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration import test_clients
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN, Stack, start_stack, stop_stack
 from tests.integration.test_clients import Clients, ndjson

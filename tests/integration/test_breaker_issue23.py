@@ -17,15 +17,15 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.dry_run import DRY_RUN, seed_thread
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.events import Target
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.text.chunk_checks import content_key
-from mocks.common import MockPlatform
+from streamrelay.app.dry_run import DRY_RUN, seed_thread
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.events import Target
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.text.chunk_checks import content_key
+from streamrelay.mocks.common import MockPlatform
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_slack_answers import ANSWER, calls, shown, slack_service, stream_answer
 
@@ -196,8 +196,8 @@ async def test_a_telegram_draft_whose_final_send_is_unknown_never_reports_the_dr
 async def test_an_agent_that_resends_after_a_long_restart_gets_its_answer_shown_or_is_told_it_was_not(
     tmp_path: Path,
 ) -> None:
-    from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-    from mocks.telegram import MockTelegram
+    from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+    from streamrelay.mocks.telegram import MockTelegram
     from tests.integration.conftest import BOT_TOKEN
 
     idle_s = 1.0
@@ -258,7 +258,7 @@ async def test_an_agent_that_resends_after_a_long_restart_gets_its_answer_shown_
 async def test_a_slack_stream_start_cut_by_a_restart_is_never_reported_delivered_beside_its_fragment(
     tmp_path: Path,
 ) -> None:
-    from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+    from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
 
     dry = DRY_RUN["slack"]
     mock = dry.make_mock(True)

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from app.chaos.agent import AgentRecord
-from app.chaos.answers import Answer, load_recordings, run_lines
-from app.chaos.judge import judge
-from app.chaos.plan import Options, RunPlan, make_plan
-from app.chaos.procs import stop_leftovers
-from core.run.stage import IDLE_NOTICE
+from streamrelay.app.chaos.agent import AgentRecord
+from streamrelay.app.chaos.answers import Answer, load_recordings, run_lines
+from streamrelay.app.chaos.judge import judge
+from streamrelay.app.chaos.plan import Options, RunPlan, make_plan
+from streamrelay.app.chaos.procs import stop_leftovers
+from streamrelay.core.run.stage import IDLE_NOTICE
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN_TIMEOUT_S = 240
@@ -44,7 +44,7 @@ TELEGRAM_UNSETTLED_LOST = (
 def _campaign(out: Path, *args: str) -> dict[str, Any]:
     """Run ``streamrelay chaos --json`` in its own process; its JSON summary. The campaign and everything it
     started are stopped whatever happens (SIGTERM, then SIGKILL; leftovers by their recorded ids)."""
-    argv = [sys.executable, "-m", "app", "chaos", "--json", "--out", str(out), "--idle-timeout-s", "12", *args]
+    argv = [sys.executable, "-m", "streamrelay", "chaos", "--json", "--out", str(out), "--idle-timeout-s", "12", *args]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         stdout, stderr = proc.communicate(timeout=CAMPAIGN_TIMEOUT_S)

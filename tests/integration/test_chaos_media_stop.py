@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from app.chaos.agent import AgentRecord
-from app.chaos.answers import Answer, Media, load_recordings, run_lines
-from app.chaos.judge import judge
-from app.chaos.plan import CREATE, Options, RunPlan, aim_at_media, make_plan
-from core.run.stage import STOPPED_NOTICE
+from streamrelay.app.chaos.agent import AgentRecord
+from streamrelay.app.chaos.answers import Answer, Media, load_recordings, run_lines
+from streamrelay.app.chaos.judge import judge
+from streamrelay.app.chaos.plan import CREATE, Options, RunPlan, aim_at_media, make_plan
+from streamrelay.core.run.stage import STOPPED_NOTICE
 
 PIECES = ("First paragraph of the answer.\n\n", "Second paragraph, ", "with its end.\n\n", "Third and last.")
 IMAGE = Media(1, "image", "https://example.com/chaos/r1-1.png", "Chaos media 1 (image) of r1")

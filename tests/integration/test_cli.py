@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _streamrelay(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "app", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "streamrelay", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -13,13 +13,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.ingest.clients import ClientLimits
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.ingest.clients import ClientLimits
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN
 
 ALICE, MALLORY = "alice-token-0123456789", "mallory-token-9876543210"

@@ -19,13 +19,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.service import Sidecar, make_runtime
-from config.connections import ConnectionSettings
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.connections import ConnectionSettings
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 
 pytestmark = pytest.mark.timeout(90)

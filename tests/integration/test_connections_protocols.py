@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from adapters.ingest_http.connections import ConnectionGuard, ConnectionLimits
-from adapters.ingest_http.protocols import HTTPTOOLS, uvicorn_options
+from streamrelay.adapters.ingest_http.connections import ConnectionGuard, ConnectionLimits
+from streamrelay.adapters.ingest_http.protocols import HTTPTOOLS, uvicorn_options
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("http", ["httptools", "h11"])]
 

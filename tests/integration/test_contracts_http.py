@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from app.client import RelayClient
-from core.contracts.answers import RunListing
-from core.contracts.live import (
+from streamrelay.app.client import RelayClient
+from streamrelay.core.contracts.answers import RunListing
+from streamrelay.core.contracts.live import (
     LIVE_EVENT,
     AgentEvent,
     DeliveryEvent,
@@ -22,9 +22,9 @@ from core.contracts.live import (
     RunOpened,
     ToolCallEvent,
 )
-from core.contracts.report import RunReport
-from core.contracts.units import PIPELINE_UNIT, MessageUnit, PipelineUnit, RunEndUnit, ToolCallUnit
-from core.records.ledger import MemoryLedger
+from streamrelay.core.contracts.report import RunReport
+from streamrelay.core.contracts.units import PIPELINE_UNIT, MessageUnit, PipelineUnit, RunEndUnit, ToolCallUnit
+from streamrelay.core.records.ledger import MemoryLedger
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(60)

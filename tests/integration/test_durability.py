@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.dry_run import DRY_RUN
-from mocks.common import MockPlatform
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.mocks.common import MockPlatform
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "durability-test-token"
@@ -69,7 +69,11 @@ def _serve(config: Path, bot_token: str, log: Path) -> Iterator[subprocess.Popen
     env = {**os.environ, "STREAMRELAY_TOKEN": TOKEN, "DURABILITY_BOT_TOKEN": bot_token, "NO_COLOR": "1"}
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--config", str(config)], cwd=ROOT, env=env, stdout=out, stderr=out
+            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=out,
         )
     try:
         yield proc

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.dry_run import DRY_RUN
+from streamrelay.app.dry_run import DRY_RUN
 from tests.integration.test_durability import TOKEN, _config, _free_port, _mock, _ready, _serve, _until
 
 ANSWER = "Your refund of 49.99 EUR for order A-1029 was approved today. It reaches your card within 14 days."

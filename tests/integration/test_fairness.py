@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from app.service import make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.ingest.clients import ClientLimits, run_key
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.app.service import make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.ingest.clients import ClientLimits, run_key
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN
 
 pytestmark = pytest.mark.timeout(120)

@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.client import RelayClient
 from bench.serving import free_port
-from mocks.telegram import MockTelegram
+from streamrelay.app.client import RelayClient
+from streamrelay.mocks.telegram import MockTelegram
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +40,7 @@ SDKS = ("aiogram", "slack_sdk", "discord")
 SERVE = """
 import asyncio, json, os, sys, time
 from pathlib import Path
-import app.serving
+import streamrelay.app.serving
 
 GATE = os.environ.get("FAST_START_GATE")
 real_load = app.serving.load_platforms

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app
+from streamrelay.app.cli import app
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -44,7 +44,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app", *args],
+        [sys.executable, "-m", "streamrelay", *args],
         cwd=ROOT,
         env=_env() if env is None else env,
         capture_output=True,
@@ -69,7 +69,7 @@ def _config(folder: Path, port: int) -> Path:
 def _serving(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--config", str(config), "--log-format", "json"],
+            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--log-format", "json"],
             cwd=ROOT,
             env=_env(),
             stdout=out,
@@ -129,7 +129,19 @@ def test_replay_started_before_the_sidecar_waits_for_it_and_delivers(tmp_path: P
     config = _config(tmp_path / "etc", port)
     url = f"http://127.0.0.1:{port}"
     replay = subprocess.Popen(
-        [sys.executable, "-m", "app", "replay", str(RECORDING), "--channel", "web", "--chat-id", "42", "--url", url],
+        [
+            sys.executable,
+            "-m",
+            "streamrelay",
+            "replay",
+            str(RECORDING),
+            "--channel",
+            "web",
+            "--chat-id",
+            "42",
+            "--url",
+            url,
+        ],
         cwd=ROOT,
         env=_env(),
         stdout=subprocess.PIPE,

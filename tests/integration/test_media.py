@@ -15,16 +15,16 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from adapters.web import WebAdapter
-from app.dry_run import DRY_RUN, seed_thread
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.events import Target
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.calls import RecordedCall
-from mocks.common import MockPlatform
+from streamrelay.adapters.web import WebAdapter
+from streamrelay.app.dry_run import DRY_RUN, seed_thread
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.events import Target
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.calls import RecordedCall
+from streamrelay.mocks.common import MockPlatform
 from tests.integration.conftest import INGEST_TOKEN
 
 PLATFORMS = ("telegram", "slack", "discord", "web")

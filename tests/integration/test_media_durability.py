@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.dry_run import DRY_RUN
+from streamrelay.app.dry_run import DRY_RUN
 from tests.integration.test_durability import TOKEN, _config, _free_port, _mock, _ready, _serve, _until
 
 TEXT = "Here is the revenue chart for Q3."

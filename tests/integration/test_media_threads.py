@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from app.client import RelayClient
-from app.dry_run import DRY_RUN
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.app.client import RelayClient
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_threads import RESEARCHER, _in_thread, threads_of
 

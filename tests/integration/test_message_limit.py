@@ -16,17 +16,17 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.client import RelayClient
-from app.dry_run import DRY_RUN
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.delivery.cap import MessageLimit
-from core.events import Source
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.common import utf16_len
-from mocks.slack import MockSlack
+from streamrelay.app.client import RelayClient
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.delivery.cap import MessageLimit
+from streamrelay.core.events import Source
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.common import utf16_len
+from streamrelay.mocks.slack import MockSlack
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(120)

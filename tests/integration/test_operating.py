@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from adapters.ops import (
+from streamrelay.adapters.ops import (
     Health,
     MeteredJournal,
     MeteredLedger,
@@ -30,13 +30,13 @@ from adapters.ops import (
     configure_logging,
     probe_routes,
 )
-from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-from app.service import Sidecar, make_runtime
-from app.serving import STORE_TABLES
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.app.serving import STORE_TABLES
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 
 AUTH = {"Authorization": f"Bearer {INGEST_TOKEN}"}

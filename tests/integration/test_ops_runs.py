@@ -16,7 +16,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-from app.cli import app
+from streamrelay.app.cli import app
 from tests.integration.conftest import INGEST_TOKEN, Stack
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from app.client import RelayClient, RelayError
-from app.service import Sidecar
-from core.contracts.units import CommitUnit, PipelineUnit, RunEndUnit, ToolCallUnit
-from core.lanes.gate import Action, ActionCatalog, ActionClass
-from core.records.ledger import MemoryLedger
+from streamrelay.app.client import RelayClient, RelayError
+from streamrelay.app.service import Sidecar
+from streamrelay.core.contracts.units import CommitUnit, PipelineUnit, RunEndUnit, ToolCallUnit
+from streamrelay.core.lanes.gate import Action, ActionCatalog, ActionClass
+from streamrelay.core.records.ledger import MemoryLedger
 from tests.integration.conftest import INGEST_TOKEN, Stack, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(60)

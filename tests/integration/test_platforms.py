@@ -14,18 +14,18 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.demo import recorded_answer
-from app.demo_check import expected_key, shown_key
-from app.dry_run import DRY_RUN, seed_thread
-from app.ingest_client import detect_format, recording_lines
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.ports import TextFormat
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.text.chunk_checks import content_key, fences_balanced
-from core.units import LengthUnit, text_units
+from streamrelay.app.demo import recorded_answer
+from streamrelay.app.demo_check import expected_key, shown_key
+from streamrelay.app.dry_run import DRY_RUN, seed_thread
+from streamrelay.app.ingest_client import detect_format, recording_lines
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.text.chunk_checks import content_key, fences_balanced
+from streamrelay.core.units import LengthUnit, text_units
 from tests.integration.conftest import INGEST_TOKEN
 
 STREAMS = sorted((Path(__file__).resolve().parents[1] / "streams").glob("*/*.jsonl"))

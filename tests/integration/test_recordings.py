@@ -8,9 +8,9 @@ from pathlib import Path
 
 import httpx
 
-from app.ingest_client import recording_lines
-from core.records.ledger import MemoryLedger
-from core.units import LengthUnit, text_units
+from streamrelay.app.ingest_client import recording_lines
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.units import LengthUnit, text_units
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 STREAMS = sorted((Path(__file__).resolve().parents[1] / "streams").glob("*/*.jsonl"))

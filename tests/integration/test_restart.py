@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 
-from adapters.sqlite import SqliteLedger
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.sqlite import SqliteLedger
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mocks.telegram import MockTelegram
+from streamrelay.mocks.telegram import MockTelegram
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -109,7 +109,7 @@ async def serve(tmp: Path, api: str, *extra: str, drain_s: float = 20) -> AsyncI
     log = tmp / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--config", str(config), "--log-format", "json", *extra],
+            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--log-format", "json", *extra],
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -12,21 +12,21 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from adapters.sqlite import SqliteLedger
-from adapters.sqlite.journal import SqliteJournal
-from app.client import RelayClient
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.contracts.units import StopUnit
-from core.events import Stop, event_to_json
-from core.records.journal import JournalEntry
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.run.stage import STOPPED_NOTICE
-from core.run.stop import STOPPED_ERROR
 from examples.parent_loop import cancel_on_stop
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.sqlite import SqliteLedger
+from streamrelay.adapters.sqlite.journal import SqliteJournal
+from streamrelay.app.client import RelayClient
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.contracts.units import StopUnit
+from streamrelay.core.events import Stop, event_to_json
+from streamrelay.core.records.journal import JournalEntry
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stage import STOPPED_NOTICE
+from streamrelay.core.run.stop import STOPPED_ERROR
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN, Stack
 
 

@@ -13,18 +13,18 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.client import RelayClient, RelayError
-from app.dry_run import DRY_RUN
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.contracts.units import StopUnit
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.run.stage import STOPPED_NOTICE
-from core.run.stop import STOPPED_ERROR
-from core.run.stop_controls import control_id
-from mocks.common import MockServer
+from streamrelay.app.client import RelayClient, RelayError
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.contracts.units import StopUnit
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stage import STOPPED_NOTICE
+from streamrelay.core.run.stop import STOPPED_ERROR
+from streamrelay.core.run.stop_controls import control_id
+from streamrelay.mocks.common import MockServer
 from tests.integration.conftest import INGEST_TOKEN
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,15 +20,15 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.ports import PendingSend
-from core.records.ledger import MemoryLedger
-from core.records.report import SlotRole
-from core.run.relay import Relay
-from core.run.stage import STOPPED_NOTICE
-from mocks.telegram import MockTelegram
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.ports import PendingSend
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import SlotRole
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stage import STOPPED_NOTICE
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN
 
 CHAT = 5

@@ -15,19 +15,19 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from pydantic import SecretStr
 
-from adapters.sqlite import SqliteLedger
-from adapters.sqlite.journal import SqliteJournal
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.run.stage import STOPPED_NOTICE
-from core.run.stop import STOPPED_ERROR
-from core.run.stop_controls import control_id
 from examples.stop_bot import stop_router
-from mocks.telegram import MockTelegram
-from mocks.telegram.buttons import PRESSER_ID
+from streamrelay.adapters.sqlite import SqliteLedger
+from streamrelay.adapters.sqlite.journal import SqliteJournal
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stage import STOPPED_NOTICE
+from streamrelay.core.run.stop import STOPPED_ERROR
+from streamrelay.core.run.stop_controls import control_id
+from streamrelay.mocks.telegram import MockTelegram
+from streamrelay.mocks.telegram.buttons import PRESSER_ID
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN, start_stack, stop_stack
 
 START = {"seq": 1, "kind": "run.start", "channel": "telegram", "target": {"chat_id": 5}}

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from app.client import RelayClient
-from app.ingest_client import detect_format, recording_lines, replay
-from core.contracts.units import MalformedToolCallUnit, RunEndUnit, ToolCallUnit
-from core.records.ledger import MemoryLedger
-from core.run.stage import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED
-from mocks.telegram import MockTelegram
+from streamrelay.app.client import RelayClient
+from streamrelay.app.ingest_client import detect_format, recording_lines, replay
+from streamrelay.core.contracts.units import MalformedToolCallUnit, RunEndUnit, ToolCallUnit
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.stage import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(120)

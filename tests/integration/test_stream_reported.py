@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.ingest_client import detect_format, recording_lines, replay
-from core.run.stage import PROGRESS_DONE
+from streamrelay.app.ingest_client import detect_format, recording_lines, replay
+from streamrelay.core.run.stage import PROGRESS_DONE
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_stream_outcomes import CHAT, sidecar_for
 

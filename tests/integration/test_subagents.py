@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from adapters.telegram.render import render
-from app.client import RelayClient, recorded_events
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.contracts.units import MessageUnit, PipelineUnit, RunEndUnit, ToolCallUnit
-from core.events import ProviderFormat, Source
-from core.lanes.gate import Action, ActionCatalog, ActionClass
-from core.ports import TextFormat
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.telegram.render import render
+from streamrelay.app.client import RelayClient, recorded_events
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.contracts.units import MessageUnit, PipelineUnit, RunEndUnit, ToolCallUnit
+from streamrelay.core.events import ProviderFormat, Source
+from streamrelay.core.lanes.gate import Action, ActionCatalog, ActionClass
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 
 pytestmark = pytest.mark.timeout(90)

@@ -10,19 +10,19 @@ from typing import Any, cast
 import pytest
 from pydantic import SecretStr
 
-from app.client import RelayClient
-from app.dry_run import DRY_RUN
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.events import Source
-from core.records.ledger import MemoryLedger
-from core.run.live import ResetLive
-from core.run.relay import Relay
-from mocks.common import MockPlatform
-from mocks.discord import MockDiscord
-from mocks.slack import MockSlack
-from mocks.telegram import MockTelegram
+from streamrelay.app.client import RelayClient
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.events import Source
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.live import ResetLive
+from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.common import MockPlatform
+from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN
 
 pytestmark = pytest.mark.timeout(60)

@@ -24,15 +24,15 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.dry_run import DRY_RUN
-from app.service import Sidecar, make_runtime
-from config.settings import ChannelSettings
-from core.clock import MonotonicClock
-from core.events import Target
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.text.chunk_checks import content_key
-from mocks.common import MockPlatform
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.events import Target
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.text.chunk_checks import content_key
+from streamrelay.mocks.common import MockPlatform
 from tests.integration.conftest import INGEST_TOKEN
 
 pytestmark = pytest.mark.timeout(60)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from adapters.redis.client import Redis, connect
+from streamrelay.adapters.redis.client import Redis, connect
 
 NO_REDIS = "no redis-server on PATH: install Debian's redis-server: apt-get install redis-server"
 START_TIMEOUT_S = 10.0

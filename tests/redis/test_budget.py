@@ -10,10 +10,10 @@ import asyncio
 
 import pytest
 
-from adapters.redis import Attempt, RedisBudgets, SharedBucket, SharedPauses
-from adapters.redis.client import Redis
-from core.budgets.rate import Budget, BudgetScope
-from core.ports import CallKind
+from streamrelay.adapters.redis import Attempt, RedisBudgets, SharedBucket, SharedPauses
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.core.budgets.rate import Budget, BudgetScope
+from streamrelay.core.ports import CallKind
 
 
 async def test_a_burst_then_one_call_per_interval(client: Redis) -> None:

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.redis import InputStream, LeaseKeeper, Leases, RedisBudgets, RedisJournal, RedisLedger, connect, redacted
-from core.errors import ConfigError
+from streamrelay.adapters.redis import (
+    InputStream,
+    LeaseKeeper,
+    Leases,
+    RedisBudgets,
+    RedisJournal,
+    RedisLedger,
+    connect,
+    redacted,
+)
+from streamrelay.core.errors import ConfigError
 
 SECRET_URL = "redis://streamrelay:s3cret-pw@127.0.0.1:6390/0"
 

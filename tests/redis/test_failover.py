@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.redis.client import Redis
-from app.dry_run import DRY_RUN
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.dry_run import DRY_RUN
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -97,7 +97,7 @@ class Replicas:
         with log.open("ab") as out:
             self.procs = [
                 subprocess.Popen(
-                    [sys.executable, "-m", "app", "serve", "--config", str(config), "--port", str(port)],
+                    [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", str(port)],
                     cwd=ROOT,
                     env=env,
                     stdout=out,

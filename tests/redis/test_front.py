@@ -11,12 +11,12 @@ from typing import Any, cast
 
 import pytest
 
-from adapters.redis import InputStream, RunIndex
-from adapters.redis.client import Redis
-from app.replicas.front import ReplicaFront
-from core.errors import IngestError
-from core.records.report import DeliveryReport
-from core.run.relay import Relay
+from streamrelay.adapters.redis import InputStream, RunIndex
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.replicas.front import ReplicaFront
+from streamrelay.core.errors import IngestError
+from streamrelay.core.records.report import DeliveryReport
+from streamrelay.core.run.relay import Relay
 
 
 class _Owner:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import cast
 
-from adapters.redis import InputStream, RunIndex
-from adapters.redis.client import Redis
-from app.replicas.front import ReplicaFront
-from core.errors import IngestError
-from core.run.relay import Relay
-from core.run.stop import STOPPED_ERROR, StopState
+from streamrelay.adapters.redis import InputStream, RunIndex
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.replicas.front import ReplicaFront
+from streamrelay.core.errors import IngestError
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stop import STOPPED_ERROR, StopState
 
 
 class _Owner:

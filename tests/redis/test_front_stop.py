@@ -7,13 +7,13 @@ from typing import cast
 
 import pytest
 
-from adapters.redis import InputStream, RunIndex
-from adapters.redis.client import Redis
-from app.replicas.front import ReplicaFront, control_key
-from core.errors import IngestError
-from core.run.relay import Relay
-from core.run.stop import StopState
-from core.run.stop_controls import short_id
+from streamrelay.adapters.redis import InputStream, RunIndex
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.replicas.front import ReplicaFront, control_key
+from streamrelay.core.errors import IngestError
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stop import StopState
+from streamrelay.core.run.stop_controls import short_id
 
 
 class _Owner:

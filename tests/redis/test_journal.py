@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters.redis import FencedError, InputStream, Leases, RedisJournal
-from adapters.redis.client import Redis
-from core.records.journal import EndedRun, Journal, JournalEntry, MemoryJournal
+from streamrelay.adapters.redis import FencedError, InputStream, Leases, RedisJournal
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.core.records.journal import EndedRun, Journal, JournalEntry, MemoryJournal
 
 MakeJournal = Callable[[int], Journal]
 

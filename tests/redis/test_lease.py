@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from adapters.redis import LeaseChange, LeaseEvent, LeaseKeeper, Leases, partition_of
-from adapters.redis.client import Redis
-from adapters.redis.keys import KEYS, KeySpace
+from streamrelay.adapters.redis import LeaseChange, LeaseEvent, LeaseKeeper, Leases, partition_of
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.redis.keys import KEYS, KeySpace
 
 TTL_MS = 300
 

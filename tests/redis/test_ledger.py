@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from adapters.redis import FencedError, Leases, RedisLedger
-from adapters.redis.client import Redis
-from core.ports import PendingSend, TextFormat
-from core.records.ledger import Ledger, MemoryLedger, PartRecord, RunRecord
-from core.records.report import PartState, SlotRole
+from streamrelay.adapters.redis import FencedError, Leases, RedisLedger
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.ledger import Ledger, MemoryLedger, PartRecord, RunRecord
+from streamrelay.core.records.report import PartState, SlotRole
 
 MakeLedger = Callable[[], Awaitable[Ledger]]
 

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.redis import conversation_key, partition_of
-from adapters.redis.client import Redis
-from app.dry_run import DRY_RUN
+from streamrelay.adapters.redis import conversation_key, partition_of
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.dry_run import DRY_RUN
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,7 +78,7 @@ async def test_either_replica_lists_every_replicas_runs(tmp_path: Path, redis_ur
     }
     config = _config(tmp_path, mock.base_url)
     log = (tmp_path / "replicas.log").open("ab")
-    command = [sys.executable, "-m", "app", "serve", "--config", str(config), "--port"]
+    command = [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port"]
     procs = [subprocess.Popen([*command, str(p)], cwd=ROOT, env=env, stdout=log, stderr=log) for p in ports]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     try:
@@ -114,7 +114,7 @@ async def test_either_replica_lists_every_replicas_runs(tmp_path: Path, redis_ur
 
             done = await asyncio.to_thread(
                 subprocess.run,
-                [sys.executable, "-m", "app", "runs", "--url", urls[1]],
+                [sys.executable, "-m", "streamrelay", "runs", "--url", urls[1]],
                 cwd=ROOT,
                 env=env,
                 capture_output=True,

@@ -14,16 +14,16 @@ from typing import cast
 import pytest
 from typer.testing import CliRunner, Result
 
-from adapters.redis import InputStream, Leases, ReplicaUrls, RunIndex
-from adapters.redis.client import Redis, connect
-from app.cli import app
-from app.ops_cli import dead_letters
-from app.replicas.front import ReplicaFront
-from app.replicas.peers import ReplicaPeers
-from core.contracts.answers import RunListing, RunRow, Unreachable
-from core.records.journal import JournalEntry
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
+from streamrelay.adapters.redis import InputStream, Leases, ReplicaUrls, RunIndex
+from streamrelay.adapters.redis.client import Redis, connect
+from streamrelay.app.cli import app
+from streamrelay.app.ops_cli import dead_letters
+from streamrelay.app.replicas.front import ReplicaFront
+from streamrelay.app.replicas.peers import ReplicaPeers
+from streamrelay.core.contracts.answers import RunListing, RunRow, Unreachable
+from streamrelay.core.records.journal import JournalEntry
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
 
 pytestmark = pytest.mark.timeout(60)

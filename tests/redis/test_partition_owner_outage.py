@@ -13,18 +13,18 @@ from typing import Any, cast
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-import app.replicas.owner as owner_module
-from adapters.redis import InputEntry, InputStream, Leases, RedisJournal, RedisLedger
-from adapters.redis.client import Redis
-from app.replicas.owner import AckingJournal, PartitionOwner
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.errors import StoreUnavailableError
-from core.events import DeliveryMode
-from core.ingest.admission import LineResult
-from core.records.journal import JournalEntry
-from core.records.ledger import Ledger
-from core.run.relay import Relay
+import streamrelay.app.replicas.owner as owner_module
+from streamrelay.adapters.redis import InputEntry, InputStream, Leases, RedisJournal, RedisLedger
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import StoreUnavailableError
+from streamrelay.core.events import DeliveryMode
+from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.records.journal import JournalEntry
+from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from adapters.redis import InputStream, ReplicaUrls, RunIndex
-from adapters.redis.client import Redis
-from app.replicas.front import ReplicaFront
-from app.replicas.owner import AckingJournal
-from app.replicas.service import ReplicaService
-from core.clock import MonotonicClock
-from core.records.ledger import Ledger
-from core.run.relay import Relay
+from streamrelay.adapters.redis import InputStream, ReplicaUrls, RunIndex
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.replicas.front import ReplicaFront
+from streamrelay.app.replicas.owner import AckingJournal
+from streamrelay.app.replicas.service import ReplicaService
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.relay import Relay
 
 URL = "http://127.0.0.1:18999"
 

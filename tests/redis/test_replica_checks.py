@@ -8,16 +8,16 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from adapters.ingest_http.owner_proxy import OwnerProxy
-from adapters.redis import InputStream, RunIndex
-from adapters.redis.client import Redis
-from app.replicas.front import ReplicaFront
-from app.replicas.owner import AckingJournal
-from app.replicas.service import ReplicaService
-from core.clock import MonotonicClock
-from core.errors import ConfigError
-from core.records.ledger import Ledger
-from core.run.relay import Relay
+from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
+from streamrelay.adapters.redis import InputStream, RunIndex
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.replicas.front import ReplicaFront
+from streamrelay.app.replicas.owner import AckingJournal
+from streamrelay.app.replicas.service import ReplicaService
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import ConfigError
+from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.relay import Relay
 
 
 def _relay(ledger: Ledger, journal: AckingJournal) -> Relay:

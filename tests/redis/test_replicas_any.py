@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.redis.client import Redis
-from app.dry_run import DRY_RUN
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.dry_run import DRY_RUN
 from tests.redis.test_failover import TOKEN, _cluster, _owner
 
 pytestmark = pytest.mark.timeout(180)

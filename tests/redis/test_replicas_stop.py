@@ -15,12 +15,12 @@ from aiogram import Bot, Dispatcher
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 
-from adapters.redis.client import Redis
-from app.dry_run import DRY_RUN
-from core.run.stop import STOPPED_ERROR
-from core.run.stop_controls import control_id
 from examples.stop_bot import stop_router
-from mocks.telegram.buttons import PRESSER_ID
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.core.run.stop import STOPPED_ERROR
+from streamrelay.core.run.stop_controls import control_id
+from streamrelay.mocks.telegram.buttons import PRESSER_ID
 from tests.redis.test_failover import TOKEN, _cluster, _owner, _until
 
 pytestmark = pytest.mark.timeout(180)

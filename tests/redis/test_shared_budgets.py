@@ -19,19 +19,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from adapters.redis.budget import Attempt, RedisBudgets
-from adapters.redis.client import Redis
-from adapters.redis.keys import KEYS
-from adapters.redis.shared_budgets import RedisSharedBudgets, shared_budgets_for
-from adapters.telegram.adapter import TelegramAdapter
-from core.budgets.rate import Budget, BudgetScope
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.errors import RateLimitedError, RateScope
-from core.events import Target
-from core.policy import ChannelPolicy
-from core.ports import CallKind, ChannelAdapter, TextFormat
-from mocks.telegram import MockTelegram, TelegramLimits
+from streamrelay.adapters.redis.budget import Attempt, RedisBudgets
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.redis.keys import KEYS
+from streamrelay.adapters.redis.shared_budgets import RedisSharedBudgets, shared_budgets_for
+from streamrelay.adapters.telegram.adapter import TelegramAdapter
+from streamrelay.core.budgets.rate import Budget, BudgetScope
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import RateLimitedError, RateScope
+from streamrelay.core.events import Target
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import CallKind, ChannelAdapter, TextFormat
+from streamrelay.mocks.telegram import MockTelegram, TelegramLimits
 from tests.unit.fakes import MemoryChat
 
 pytestmark = pytest.mark.timeout(60)

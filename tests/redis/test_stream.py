@@ -3,9 +3,9 @@ pending entries claimed by the next, and entries that keep failing moved to the 
 
 from __future__ import annotations
 
-from adapters.redis import InputStream
-from adapters.redis.client import Redis
-from core.records.journal import JournalEntry
+from streamrelay.adapters.redis import InputStream
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.core.records.journal import JournalEntry
 
 
 def lines(*texts: str, run: str = "r") -> list[JournalEntry]:

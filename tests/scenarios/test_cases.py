@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cases import run_case_file
+from streamrelay.app.cases import run_case_file
 
 CASES = Path(__file__).resolve().parent.parent / "cases"
 

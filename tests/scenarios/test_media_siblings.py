@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.cases import run_case
+from streamrelay.app.cases import run_case
 
 CASE = Path(__file__).resolve().parent.parent / "cases" / "media-between-paragraphs.json"
 MEDIA_CALL = {"telegram": "sendPhoto"}

@@ -21,20 +21,20 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from core.clock import Clock
-from core.delivery.calls import Call as PlatformCall
-from core.delivery.calls import CallObserver, CallResult, perform_call
-from core.errors import (
+from streamrelay.core.clock import Clock
+from streamrelay.core.delivery.calls import Call as PlatformCall
+from streamrelay.core.delivery.calls import CallObserver, CallResult, perform_call
+from streamrelay.core.errors import (
     DeliveryError,
     NativeUnavailableError,
     PayloadRejectedError,
     RejectReason,
     TargetNotFoundError,
 )
-from core.events import Target
-from core.media import MediaItem
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from core.units import LengthUnit, text_units
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.units import LengthUnit, text_units
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""config/actions.toml and its loader: strict keys, compensations, JSON Schemas compiled once."""
+"""streamrelay/config/actions.toml and its loader: strict keys, compensations, JSON Schemas compiled once."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from config.actions import DEFAULT_ACTIONS, SchemaValidator, load_actions
-from core.contracts.units import ToolCallUnit
-from core.errors import ConfigError
-from core.json_types import JsonObject
-from core.lanes.gate import ActionClass, Verdict
+from streamrelay.config.actions import DEFAULT_ACTIONS, SchemaValidator, load_actions
+from streamrelay.core.contracts.units import ToolCallUnit
+from streamrelay.core.errors import ConfigError
+from streamrelay.core.json_types import JsonObject
+from streamrelay.core.lanes.gate import ActionClass, Verdict
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.events import TextMode
-from core.text.assembler import TextAssembler
-from core.text.buffer import BLOCK_CHARS, TAIL_PIECES, TextBuffer
+from streamrelay.core.events import TextMode
+from streamrelay.core.text.assembler import TextAssembler
+from streamrelay.core.text.buffer import BLOCK_CHARS, TAIL_PIECES, TextBuffer
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 TEXT_CASES = sorted(CASES.glob("text-*.json"))

@@ -8,7 +8,7 @@ import json
 
 import httpx
 
-from app.client import RelayClient
+from streamrelay.app.client import RelayClient
 
 UNITS = [
     {"index": 1, "kind": "commit", "run": "r1", "source": None, "added_later": "a field a newer sidecar sends"},

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.slack.render import media_message
-from core.media import MediaItem, MediaKind, check_media_url
-from core.ports import TextFormat
+from streamrelay.adapters.slack.render import media_message
+from streamrelay.core.media import MediaItem, MediaKind, check_media_url
+from streamrelay.core.ports import TextFormat
 
 
 @pytest.mark.parametrize(

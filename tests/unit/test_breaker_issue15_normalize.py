@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from core.errors import IngestError
-from core.events import TextEvent, ToolCall, ToolCallState, Visibility
-from core.json_types import JsonObject
-from core.normalize import A2ANormalizer, AgUiNormalizer, AiSdkUiNormalizer, GeminiNormalizer
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import TextEvent, ToolCall, ToolCallState, Visibility
+from streamrelay.core.json_types import JsonObject
+from streamrelay.core.normalize import A2ANormalizer, AgUiNormalizer, AiSdkUiNormalizer, GeminiNormalizer
 
 RUN = "r"
 

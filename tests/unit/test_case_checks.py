@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.cases.expect import check_expectations, contains_phrase
-from core.text.chunk_checks import content_key, fences_balanced
+from streamrelay.app.cases.expect import check_expectations, contains_phrase
+from streamrelay.core.text.chunk_checks import content_key, fences_balanced
 
 
 def _t(*texts: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -7,13 +7,13 @@ import itertools
 
 import pytest
 
-from core.budgets.rate import Budget, BudgetScope
-from core.channel import ChannelRuntime
-from core.clock import FakeClock
-from core.errors import RateLimitedError, RateScope
-from core.events import Target
-from core.policy import ChannelPolicy
-from core.ports import CallKind
+from streamrelay.core.budgets.rate import Budget, BudgetScope
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.errors import RateLimitedError, RateScope
+from streamrelay.core.events import Target
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import CallKind
 from tests.unit.fakes import ManualClock, MemoryChat, drive, settle
 
 TELEGRAM_LIKE = (

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
-from core.chunking.cutter import opens_block
-from core.text.chunk_checks import chunk_property_failures, content_key, fences_balanced
-from core.units import LengthUnit, text_units
+from streamrelay.core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
+from streamrelay.core.chunking.cutter import opens_block
+from streamrelay.core.text.chunk_checks import chunk_property_failures, content_key, fences_balanced
+from streamrelay.core.units import LengthUnit, text_units
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 CHUNK_CASES = sorted(CASES.glob("chunk-*.json"))

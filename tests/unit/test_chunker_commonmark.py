@@ -53,23 +53,23 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from core.units import LengthUnit, text_units
+from streamrelay.core.units import LengthUnit, text_units
 
 
 def _chunker() -> ModuleType:
     """``core.chunking`` (issue 13's package) once it exports ``Chunker``, else ``core.chunking``."""
     try:
-        package: ModuleType | None = importlib.import_module("core.chunking")
+        package: ModuleType | None = importlib.import_module("streamrelay.core.chunking")
     except ImportError:
         package = None
     if package is not None and hasattr(package, "Chunker"):
         return package
-    return importlib.import_module("core.chunking")
+    return importlib.import_module("streamrelay.core.chunking")
 
 
 CHUNKER = _chunker()
 if TYPE_CHECKING:  # the public API, the same in both
-    from core.chunking import BreakKind, ChunkParams, chunk_text
+    from streamrelay.core.chunking import BreakKind, ChunkParams, chunk_text
 else:
     BreakKind, ChunkParams, chunk_text = CHUNKER.BreakKind, CHUNKER.ChunkParams, CHUNKER.chunk_text
 

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
-from core.text.chunk_checks import chunk_property_failures, content_key
-from core.units import LengthUnit, text_units
+from streamrelay.core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
+from streamrelay.core.text.chunk_checks import chunk_property_failures, content_key
+from streamrelay.core.units import LengthUnit, text_units
 
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,4 +1,4 @@
-"""core.chunking: containers across a cut, long fence openers, the shared fence reader, and delta
+"""streamrelay.core.chunking: containers across a cut, long fence openers, the shared fence reader, and delta
 invariance over a raw Markdown alphabet (issue 13, items 1 and 2).
 
 tests/unit/test_chunker_commonmark.py checks the rendering with a CommonMark oracle over generated
@@ -13,9 +13,9 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
-from core.text.fences import scan_fences
-from core.units import LengthUnit, text_units
+from streamrelay.core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
+from streamrelay.core.text.fences import scan_fences
+from streamrelay.core.units import LengthUnit, text_units
 from tests.unit.test_chunker_commonmark import LIST_CONTINUATION, LONG_OPENER, NESTED_SIX, QUOTE
 
 ITEM_QUOTE_ITEM = (

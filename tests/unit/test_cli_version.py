@@ -6,8 +6,8 @@ from importlib.metadata import version
 
 from typer.testing import CliRunner
 
-from app.cli import app
-from app.version import version as streamrelay_version
+from streamrelay.app.cli import app
+from streamrelay.app.version import version as streamrelay_version
 
 
 def test_version_prints_the_installed_distributions_version_and_exits_0() -> None:

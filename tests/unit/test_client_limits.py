@@ -6,16 +6,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.errors import IngestError
-from core.events import parse_event
-from core.ingest.clients import ClientLimits
-from core.ingest.quota import RunUsage
-from core.policy import ChannelPolicy
-from core.records.journal import MemoryJournal
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import parse_event
+from streamrelay.core.ingest.clients import ClientLimits
+from streamrelay.core.ingest.quota import RunUsage
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.journal import MemoryJournal
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

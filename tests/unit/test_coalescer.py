@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from core.clock import FakeClock
-from core.events import Visibility
-from core.text.coalescer import Block, Chunk, CoalesceParams, Coalescer
-from core.units import LengthUnit
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.events import Visibility
+from streamrelay.core.text.coalescer import Block, Chunk, CoalesceParams, Coalescer
+from streamrelay.core.units import LengthUnit
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 COALESCE_CASES = sorted(CASES.glob("coalesce-*.json"))

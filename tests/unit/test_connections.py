@@ -12,12 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from adapters.ingest_http.connections import CloseReason, ConnectionGuard, ConnectionLimits
-from adapters.ingest_http.flood import RateLimitFilter, connection_ceiling, fit_to_open_files, install_flood_filters
-from app.connections import connection_limits
-from config.connections import ConnectionSettings
-from config.settings import DEFAULT_CONFIG, load_settings
-from core.errors import ConfigError
+from streamrelay.adapters.ingest_http.connections import CloseReason, ConnectionGuard, ConnectionLimits
+from streamrelay.adapters.ingest_http.flood import (
+    RateLimitFilter,
+    connection_ceiling,
+    fit_to_open_files,
+    install_flood_filters,
+)
+from streamrelay.app.connections import connection_limits
+from streamrelay.config.connections import ConnectionSettings
+from streamrelay.config.settings import DEFAULT_CONFIG, load_settings
+from streamrelay.core.errors import ConfigError
 
 
 def _limits(**changes: float) -> ConnectionLimits:

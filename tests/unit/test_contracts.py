@@ -13,8 +13,8 @@ import pytest
 from mypy import api as mypy_api
 from pydantic import ValidationError
 
-from app.schema import SCHEMA_DIR, rendered, schemas, stale
-from core.contracts.live import (
+from streamrelay.app.schema import SCHEMA_DIR, rendered, schemas, stale
+from streamrelay.core.contracts.live import (
     AnswerEvent,
     DeliveryEvent,
     EndLiveEvent,
@@ -24,8 +24,8 @@ from core.contracts.live import (
     check_live_event,
     parse_live_event,
 )
-from core.contracts.report import RunReport
-from core.contracts.units import (
+from streamrelay.core.contracts.report import RunReport
+from streamrelay.core.contracts.units import (
     CommitUnit,
     MalformedToolCallUnit,
     OtherUnit,
@@ -35,12 +35,12 @@ from core.contracts.units import (
     check_unit,
     parse_unit,
 )
-from core.events import EndStatus, Source, ToolCall, ToolCallState
-from core.lanes.pipeline import ChildDone, FinishedCall, PipelineLane, StopAsked, ToolCallCollector
-from core.records.ledger import MemoryLedger
-from core.records.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
-from core.run.finished import finished_record
-from core.run.monitor import DeliveryWatch, RunMonitor
+from streamrelay.core.events import EndStatus, Source, ToolCall, ToolCallState
+from streamrelay.core.lanes.pipeline import ChildDone, FinishedCall, PipelineLane, StopAsked, ToolCallCollector
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import DeliveryReport, PartReport, PartState, SlotRole, summarize
+from streamrelay.core.run.finished import finished_record
+from streamrelay.core.run.monitor import DeliveryWatch, RunMonitor
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = Source(agent_id="helper", session_id="s-1", depth=1, path="root/helper")
@@ -336,8 +336,8 @@ def test_mypy_refuses_a_field_a_unit_does_not_have(tmp_path: Path) -> None:
     snippet.write_text(
         textwrap.dedent(
             """
-            from app.client import RelayClient
-            from core.contracts.units import ToolCallUnit
+            from streamrelay.app.client import RelayClient
+            from streamrelay.core.contracts.units import ToolCallUnit
 
 
             async def loop(relay: RelayClient) -> None:

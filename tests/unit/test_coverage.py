@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.delivery.coverage import uncovered_tail
+from streamrelay.core.delivery.coverage import uncovered_tail
 
 
 def test_everything_shown_leaves_nothing() -> None:

@@ -4,18 +4,18 @@ carry it, through retries, or is reported."""
 
 from __future__ import annotations
 
-from core.budgets.fair import Requester
-from core.delivery.calls import Done, NotDone, SetControl, Unknown
-from core.delivery.controls import CLEAR_ATTEMPTS
-from core.delivery.machine import DeliveryMachine
-from core.delivery.send_chain import SendChain
-from core.delivery.slotbook import SlotBook
-from core.delivery.slots import Op, OpKind, Outcome, Slot
-from core.errors import PlatformUnavailableError, TargetNotFoundError, UncertainDeliveryError
-from core.events import Target
-from core.ports import StopControl
-from core.records.ledger import PartRecord
-from core.records.report import PartState, SlotRole
+from streamrelay.core.budgets.fair import Requester
+from streamrelay.core.delivery.calls import Done, NotDone, SetControl, Unknown
+from streamrelay.core.delivery.controls import CLEAR_ATTEMPTS
+from streamrelay.core.delivery.machine import DeliveryMachine
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.delivery.slots import Op, OpKind, Outcome, Slot
+from streamrelay.core.errors import PlatformUnavailableError, TargetNotFoundError, UncertainDeliveryError
+from streamrelay.core.events import Target
+from streamrelay.core.ports import StopControl
+from streamrelay.core.records.ledger import PartRecord
+from streamrelay.core.records.report import PartState, SlotRole
 from tests.unit.fakes import ManualClock
 
 CHAT = Target(chat_id=7)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.budgets.fair import Requester
-from core.delivery.calls import (
+from streamrelay.core.budgets.fair import Requester
+from streamrelay.core.delivery.calls import (
     Delete,
     Done,
     Edit,
@@ -23,11 +23,11 @@ from core.delivery.calls import (
     StreamStop,
     Unknown,
 )
-from core.delivery.machine import RULES, DeliveryMachine, rule_for
-from core.delivery.send_chain import SendChain
-from core.delivery.slotbook import SlotBook
-from core.delivery.slots import Op, OpKind, Outcome, Slot
-from core.errors import (
+from streamrelay.core.delivery.machine import RULES, DeliveryMachine, rule_for
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.delivery.slots import Op, OpKind, Outcome, Slot
+from streamrelay.core.errors import (
     AnswerTimeoutError,
     DeliveryError,
     ForbiddenError,
@@ -41,10 +41,10 @@ from core.errors import (
     UncertainDeliveryError,
     UnreadableAnswerError,
 )
-from core.events import Target
-from core.media import MediaItem, MediaKind
-from core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from core.records.report import PartState, SlotRole
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.records.report import PartState, SlotRole
 from tests.unit.fakes import ManualClock
 
 CHAT = Target(chat_id=7)

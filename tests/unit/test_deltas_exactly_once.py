@@ -20,15 +20,15 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.events import Event, JoinedDeltas, TextEvent, parse_event
-from core.ingest.sequencer import join_deltas
-from core.policy import ChannelPolicy
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.text.assembler import REPLAY_MIN_CHARS
-from core.text.safe_text import safe_event, safe_text
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.events import Event, JoinedDeltas, TextEvent, parse_event
+from streamrelay.core.ingest.sequencer import join_deltas
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
+from streamrelay.core.text.safe_text import safe_event, safe_text
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

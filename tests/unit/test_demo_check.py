@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-import app.demo
-from adapters.telegram.render import render
-from app.demo import recorded_answer, run_demo
-from app.demo_check import Check, demo_checks
-from app.ingest_client import detect_format, recording_lines
-from core.ports import TextFormat
+import streamrelay.app.demo
+from streamrelay.adapters.telegram.render import render
+from streamrelay.app.demo import recorded_answer, run_demo
+from streamrelay.app.demo_check import Check, demo_checks
+from streamrelay.app.ingest_client import detect_format, recording_lines
+from streamrelay.core.ports import TextFormat
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.discord.markdown import RULE, discord_markdown
-from adapters.discord.render import render
-from core.ports import TextFormat
-from core.text.chunk_checks import fences_balanced
+from streamrelay.adapters.discord.markdown import RULE, discord_markdown
+from streamrelay.adapters.discord.render import render
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.text.chunk_checks import fences_balanced
 
 TABLE = "| Model | Battery | Price |\n|---|:---:|--:|\n| X1 | 14 h | 1,299 EUR |\n| Zen 7 | 9 h | 899 EUR |"
 

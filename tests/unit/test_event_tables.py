@@ -10,10 +10,10 @@ from types import ModuleType
 
 import pytest
 
-from app.ingest_client import recording_lines
-from core.events import ProviderFormat
-from core.normalize import a2a, ag_ui, ai_sdk_ui, anthropic, gemini, openai_chat, openai_responses
-from core.normalize.meanings import Meaning, undeclared
+from streamrelay.app.ingest_client import recording_lines
+from streamrelay.core.events import ProviderFormat
+from streamrelay.core.normalize import a2a, ag_ui, ai_sdk_ui, anthropic, gemini, openai_chat, openai_responses
+from streamrelay.core.normalize.meanings import Meaning, undeclared
 
 MODULES: dict[ProviderFormat, ModuleType] = {
     ProviderFormat.ANTHROPIC: anthropic,
@@ -81,7 +81,7 @@ def test_an_unknown_type_has_no_row_and_is_logged_once(
     """What the stream test above would fail on; at run time such a type is ignored and logged once."""
     module = MODULES[fmt]
     assert key in module.event_types(raw) and key not in module.EVENT_TYPES
-    with caplog.at_level(logging.WARNING, logger="core.normalize.meanings"):
+    with caplog.at_level(logging.WARNING, logger="streamrelay.core.normalize.meanings"):
         assert undeclared(f"test-{fmt.value}", module.EVENT_TYPES, [key]) == [key]
         assert undeclared(f"test-{fmt.value}", module.EVENT_TYPES, [key]) == [key]
     assert [r.getMessage().count(repr(key)) for r in caplog.records] == [1]

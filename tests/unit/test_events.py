@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import IngestError
-from core.events import End, RunStart, TextEvent, TextMode, event_to_json, parse_event
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import End, RunStart, TextEvent, TextMode, event_to_json, parse_event
 
 
 def test_a_text_delta_parses_with_defaults() -> None:

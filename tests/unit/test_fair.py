@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from core.budgets.fair import FairQueue, Requester
-from core.budgets.rate import TokenBucket
-from core.clock import FakeClock
+from streamrelay.core.budgets.fair import FairQueue, Requester
+from streamrelay.core.budgets.rate import TokenBucket
+from streamrelay.core.clock import FakeClock
 from tests.unit.fakes import ManualClock, settle
 
 pytestmark = pytest.mark.timeout(30)

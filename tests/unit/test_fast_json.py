@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.ingest_http.lines import _UNDECIDED, decode, fast_strict_loads
-from core.errors import IngestError
-from core.lanes.pipeline import strict_loads
+from streamrelay.adapters.ingest_http.lines import _UNDECIDED, decode, fast_strict_loads
+from streamrelay.core.errors import IngestError
+from streamrelay.core.lanes.pipeline import strict_loads
 
 KEYS = st.sampled_from(["a", "b", "a:b", ":", "kind", "text", "é", "😀"])
 SCALARS = (

@@ -14,17 +14,17 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.channel import ChannelRuntime
-from core.chunking import ChunkParams, chunk_text
-from core.clock import MonotonicClock
-from core.lanes.pipeline import PipelineLane
-from core.policy import ChannelPolicy
-from core.records.ledger import MemoryLedger
-from core.records.report import DeliveryReport
-from core.run.finished import Finished, FinishedMonitor, finished_record, rebuild, references
-from core.run.live import ResetLive
-from core.run.monitor import RunMonitor
-from core.run.relay import Relay
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.chunking import ChunkParams, chunk_text
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.lanes.pipeline import PipelineLane
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import DeliveryReport
+from streamrelay.core.run.finished import Finished, FinishedMonitor, finished_record, rebuild, references
+from streamrelay.core.run.live import ResetLive
+from streamrelay.core.run.monitor import RunMonitor
+from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

@@ -3,7 +3,7 @@ ops pages' ``end`` event."""
 
 from __future__ import annotations
 
-from core.run.live import EndLive
+from streamrelay.core.run.live import EndLive
 from tests.unit.fakes import MemoryChat
 from tests.unit.test_relay import START, _relay
 

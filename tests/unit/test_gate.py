@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from core.contracts.units import CommitUnit, MalformedToolCallUnit, MessageUnit, PipelineUnit, ToolCallUnit
-from core.events import EndStatus
-from core.lanes.gate import (
+from streamrelay.core.contracts.units import CommitUnit, MalformedToolCallUnit, MessageUnit, PipelineUnit, ToolCallUnit
+from streamrelay.core.events import EndStatus
+from streamrelay.core.lanes.gate import (
     Action,
     ActionCatalog,
     ActionClass,

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from core.run.inbox import Inbox
-from core.wake import Wake
+from streamrelay.core.run.inbox import Inbox
+from streamrelay.core.wake import Wake
 from tests.unit.fakes import ManualClock, settle
 
 pytestmark = pytest.mark.timeout(10)

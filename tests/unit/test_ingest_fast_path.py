@@ -12,16 +12,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.errors import IngestError
-from core.events import MAX_SEQ, Event
-from core.ingest.clients import DEFAULT_CLIENT, ClientLimits
-from core.policy import ChannelPolicy
-from core.records.journal import JournalEntry, MemoryJournal
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.run.stop import STOPPED_ERROR
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import MAX_SEQ, Event
+from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.journal import JournalEntry, MemoryJournal
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stop import STOPPED_ERROR
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import SlackAdapter
-from adapters.telegram.adapter import TelegramAdapter
-from core.errors import IngestError
-from core.events import ProviderFormat, Target, ToolCall, ToolCallState, parse_event
-from core.lanes.pipeline import FinishedCall, ToolCallCollector
-from core.normalize import make_normalizer
-from core.policy import MAX_THROTTLE_MS, ChannelPolicy, apply_overrides
+from streamrelay.adapters.slack import SlackAdapter
+from streamrelay.adapters.telegram.adapter import TelegramAdapter
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import ProviderFormat, Target, ToolCall, ToolCallState, parse_event
+from streamrelay.core.lanes.pipeline import FinishedCall, ToolCallCollector
+from streamrelay.core.normalize import make_normalizer
+from streamrelay.core.policy import MAX_THROTTLE_MS, ChannelPolicy, apply_overrides
 
 LONE = "\ud800"
 

@@ -3,11 +3,11 @@ text, built when its call is due, fitted to the platform's rendered limit there.
 
 from __future__ import annotations
 
-from core.delivery.slotbook import SlotBook
-from core.delivery.slots import PendingText, TailText
-from core.ports import TextFormat
-from core.records.report import SlotRole
-from core.text.buffer import TextBuffer
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.delivery.slots import PendingText, TailText
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.report import SlotRole
+from streamrelay.core.text.buffer import TextBuffer
 
 
 def escaped(text: str, fmt: TextFormat) -> int:

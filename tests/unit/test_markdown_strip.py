@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapters.markdown_strip import strip_markdown
+from streamrelay.adapters.markdown_strip import strip_markdown
 
 
 def test_strip_markdown_keeps_the_words() -> None:

@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from adapters.sqlite import SqliteLedger
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.delivery.coverage import split_covered
-from core.delivery.slotbook import SlotBook
-from core.events import DeliveryMode
-from core.media import MediaItem, MediaKind
-from core.policy import ChannelPolicy
-from core.records.journal import MemoryJournal
-from core.records.ledger import MemoryLedger
-from core.records.report import SlotRole
-from core.run.relay import Relay
-from core.run.stage import PROGRESS_TITLE
+from streamrelay.adapters.sqlite import SqliteLedger
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.delivery.coverage import split_covered
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.events import DeliveryMode
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.journal import MemoryJournal
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import SlotRole
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stage import PROGRESS_TITLE
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}}

@@ -9,9 +9,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.events import BlockEnd, DeliveryMode, End, Event, Media, TextEvent
-from core.media import MediaItem, MediaKind
-from core.records.report import SlotRole
+from streamrelay.core.events import BlockEnd, DeliveryMode, End, Event, Media, TextEvent
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.records.report import SlotRole
 from tests.unit.test_run_stage import RUN, stage_for
 
 WORDS = st.text(alphabet="abcdefghij .,\n", min_size=1, max_size=400)

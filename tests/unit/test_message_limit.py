@@ -10,12 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from core.clock import FakeClock
-from core.delivery.cap import MessageLimit
-from core.delivery.modes import make_mode
-from core.delivery.send_chain import SendChain
-from core.delivery.slotbook import SlotBook
-from core.events import (
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.cap import MessageLimit
+from streamrelay.core.delivery.modes import make_mode
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.events import (
     BlockEnd,
     DeliveryMode,
     End,
@@ -28,16 +28,16 @@ from core.events import (
     TextEvent,
     TextMode,
 )
-from core.ingest.sequencer import join_deltas
-from core.lanes.pipeline import PipelineLane, ToolCallCollector
-from core.policy import ChannelPolicy, Splitter
-from core.records.ledger import MemoryLedger
-from core.records.report import CUT_ERROR, DeliveryReport, ReportStatus, SlotRole, summarize
-from core.run.controller import RunController
-from core.run.monitor import RunMonitor
-from core.run.stage import RunStage
-from core.text.chunk_checks import fences_balanced
-from core.units import LengthUnit, text_units
+from streamrelay.core.ingest.sequencer import join_deltas
+from streamrelay.core.lanes.pipeline import PipelineLane, ToolCallCollector
+from streamrelay.core.policy import ChannelPolicy, Splitter
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import CUT_ERROR, DeliveryReport, ReportStatus, SlotRole, summarize
+from streamrelay.core.run.controller import RunController
+from streamrelay.core.run.monitor import RunMonitor
+from streamrelay.core.run.stage import RunStage
+from streamrelay.core.text.chunk_checks import fences_balanced
+from streamrelay.core.units import LengthUnit, text_units
 from tests.unit import test_run_stage as stage_tests
 from tests.unit.fakes import FakeAdapter, settle
 from tests.unit.test_run_controller import RUN, Harness, delta, deltas, end, harness, policy

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 import pytest
 from pydantic import SecretStr
 
-from app.dry_run import DRY_RUN
-from app.service import make_adapter
-from config.settings import ChannelSettings
-from core.clock import FakeClock
-from core.events import Target
-from core.ports import ChannelAdapter, TextFormat
-from mocks.common import Fault, FaultScript, Hang, MockPlatform, parse_answer
-from mocks.discord import MockDiscord
-from mocks.slack import MockSlack
-from mocks.telegram import MockTelegram
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import make_adapter
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.events import Target
+from streamrelay.core.ports import ChannelAdapter, TextFormat
+from streamrelay.mocks.common import Fault, FaultScript, Hang, MockPlatform, parse_answer
+from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.telegram import MockTelegram
 
 
 def test_bad_fault_scripts_are_refused() -> None:

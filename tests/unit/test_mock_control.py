@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from core.clock import FakeClock
-from mocks.common import MockServer, serve_mock
-from mocks.discord import MockDiscord
-from mocks.slack import MockSlack
-from mocks.telegram import MockTelegram
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks.common import MockServer, serve_mock
+from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.telegram import MockTelegram
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -10,10 +10,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from core.clock import FakeClock
-from mocks.common import MockPlatform
-from mocks.discord import PERSON_USER_ID, Bucket, DiscordLimits, MockDiscord
-from mocks.discord.limits import retry_after_header
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks.common import MockPlatform
+from streamrelay.mocks.discord import PERSON_USER_ID, Bucket, DiscordLimits, MockDiscord
+from streamrelay.mocks.discord.limits import retry_after_header
 
 pytestmark = pytest.mark.timeout(5)
 

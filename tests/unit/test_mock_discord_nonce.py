@@ -16,8 +16,8 @@ with warnings.catch_warnings():  # discord.py imports the standard library's aud
     import discord
     from discord.http import handle_message_parameters
 
-from core.clock import FakeClock
-from mocks.discord import MockDiscord
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks.discord import MockDiscord
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from mocks.discord.embeds import check_embeds, shown_text
-from mocks.discord.wire import ApiError
-from mocks.slack.blocks import read_blocks
-from mocks.slack.workspace import SlackError
-from mocks.telegram.media import MEDIA_METHODS, media_content, media_json
-from mocks.telegram.wire import ApiError as TelegramError
+from streamrelay.mocks.discord.embeds import check_embeds, shown_text
+from streamrelay.mocks.discord.wire import ApiError
+from streamrelay.mocks.slack.blocks import read_blocks
+from streamrelay.mocks.slack.workspace import SlackError
+from streamrelay.mocks.telegram.media import MEDIA_METHODS, media_content, media_json
+from streamrelay.mocks.telegram.wire import ApiError as TelegramError
 
 IMAGE = {"type": "image", "image_url": "https://example.com/a.png", "alt_text": "a chart"}
 

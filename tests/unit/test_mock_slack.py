@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from core.clock import FakeClock
-from mocks.slack import BOT_USER_ID, MockSlack, SlackLimits
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks.slack import BOT_USER_ID, MockSlack, SlackLimits
 
 pytestmark = pytest.mark.timeout(5)
 

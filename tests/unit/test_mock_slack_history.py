@@ -13,8 +13,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.metadata import Metadata
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.clock import FakeClock
-from mocks.slack import BOT_USER_ID, PERSON_USER_ID, MockSlack, SlackLimits
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks.slack import BOT_USER_ID, PERSON_USER_ID, MockSlack, SlackLimits
 
 pytestmark = pytest.mark.timeout(10)
 

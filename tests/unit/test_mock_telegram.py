@@ -9,9 +9,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from core.clock import FakeClock
-from mocks.common import MockPlatform
-from mocks.telegram import NOT_MODIFIED, MockTelegram, TelegramLimits
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks.common import MockPlatform
+from streamrelay.mocks.telegram import NOT_MODIFIED, MockTelegram, TelegramLimits
 
 pytestmark = pytest.mark.timeout(5)
 

@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from core.clock import FakeClock
-from mocks.telegram import DRAFT_ID_INVALID, DRAFT_PEER_INVALID, MockTelegram
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks.telegram import DRAFT_ID_INVALID, DRAFT_PEER_INVALID, MockTelegram
 
 pytestmark = pytest.mark.timeout(5)
 

@@ -13,7 +13,7 @@ from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import TelegramBadRequest
 from aiogram.types import BufferedInputFile
 
-from mocks.telegram import MockTelegram
+from streamrelay.mocks.telegram import MockTelegram
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -11,7 +11,7 @@ from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import TelegramBadRequest, TelegramServerError
 
-from mocks.telegram import NOT_MODIFIED, MockTelegram
+from streamrelay.mocks.telegram import NOT_MODIFIED, MockTelegram
 
 pytestmark = pytest.mark.timeout(10)
 

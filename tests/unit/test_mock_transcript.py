@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from app.cases import result
-from app.cases.expect import check_expectations, contains_phrase
-from core.clock import FakeClock
-from mocks import calls, control
-from mocks.telegram import MockTelegram
+from streamrelay.app.cases import result
+from streamrelay.app.cases.expect import check_expectations, contains_phrase
+from streamrelay.core.clock import FakeClock
+from streamrelay.mocks import calls, control
+from streamrelay.mocks.telegram import MockTelegram
 
 pytestmark = pytest.mark.timeout(5)
 

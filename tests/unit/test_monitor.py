@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from core.events import ErrorEvent, Phase, Source, TextEvent, TextMode, ToolResult, Visibility
-from core.run.live import AnswerLive, ErrorLive, Live, PhaseLive, StatusLive, ToolResultLive
-from core.run.monitor import RunMonitor
-from core.text.assembler import TextAssembler
+from streamrelay.core.events import ErrorEvent, Phase, Source, TextEvent, TextMode, ToolResult, Visibility
+from streamrelay.core.run.live import AnswerLive, ErrorLive, Live, PhaseLive, StatusLive, ToolResultLive
+from streamrelay.core.run.monitor import RunMonitor
+from streamrelay.core.text.assembler import TextAssembler
 from tests.unit.fakes import settle
 
 pytestmark = pytest.mark.timeout(10)

@@ -6,16 +6,16 @@ sendMessageDraft then sendMessage. A refusal falls back to preview without losin
 
 from __future__ import annotations
 
-from core.clock import Clock, FakeClock
-from core.delivery.send_chain import SendChain
-from core.errors import UncertainDeliveryError
-from core.events import DeliveryMode, End, EndStatus, RunStart, Target, TextEvent, TextMode
-from core.policy import ChannelPolicy
-from core.ports import TextFormat
-from core.records.ledger import MemoryLedger
-from core.records.report import ReportStatus
-from core.run.controller import RunController
-from core.units import LengthUnit
+from streamrelay.core.clock import Clock, FakeClock
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.errors import UncertainDeliveryError
+from streamrelay.core.events import DeliveryMode, End, EndStatus, RunStart, Target, TextEvent, TextMode
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import ReportStatus
+from streamrelay.core.run.controller import RunController
+from streamrelay.core.units import LengthUnit
 from tests.unit.fakes import STREAM_METHODS, FakeNativeAdapter, ManualClock, drive, settle
 
 RUN = "r1"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from core.errors import IngestError
-from core.events import (
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import (
     BlockEnd,
     EndStatus,
     ErrorEvent,
@@ -27,7 +27,7 @@ from core.events import (
     event_to_json,
     parse_event,
 )
-from core.normalize import (
+from streamrelay.core.normalize import (
     AnthropicNormalizer,
     OpenAIChatNormalizer,
     OpenAIResponsesNormalizer,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from core.errors import IngestError
-from core.events import (
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import (
     End,
     EndStatus,
     ErrorEvent,
@@ -21,8 +21,8 @@ from core.events import (
     TextEvent,
     TextMode,
 )
-from core.media import MediaKind
-from core.normalize import A2ANormalizer
+from streamrelay.core.media import MediaKind
+from streamrelay.core.normalize import A2ANormalizer
 
 RUN = "r"
 LONE = "\ud800"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from core.errors import IngestError
-from core.events import (
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import (
     BlockEnd,
     EndStatus,
     ErrorEvent,
@@ -22,7 +22,7 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.normalize import AiSdkUiNormalizer
+from streamrelay.core.normalize import AiSdkUiNormalizer
 
 RUN = "r"
 

@@ -8,9 +8,18 @@ from typing import Any
 
 import pytest
 
-from core.errors import IngestError
-from core.events import EndStatus, ErrorEvent, Event, MessageEnd, TextEvent, ToolCall, ToolCallState, Visibility
-from core.normalize import GeminiNormalizer
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import (
+    EndStatus,
+    ErrorEvent,
+    Event,
+    MessageEnd,
+    TextEvent,
+    ToolCall,
+    ToolCallState,
+    Visibility,
+)
+from streamrelay.core.normalize import GeminiNormalizer
 
 RUN = "r"
 

@@ -10,12 +10,22 @@ from typing import Any
 
 import pytest
 
-from app.ingest_client import detect_format, recording_lines
-from core.errors import IngestError
-from core.events import EndStatus, ErrorEvent, Event, MessageEnd, Source, Status, ToolCall, ToolCallState, parse_event
-from core.events import ProviderFormat as F
-from core.normalize import make_normalizer
-from core.normalize.gemini_args import PartialArgError, StreamedCall, parse_path
+from streamrelay.app.ingest_client import detect_format, recording_lines
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import (
+    EndStatus,
+    ErrorEvent,
+    Event,
+    MessageEnd,
+    Source,
+    Status,
+    ToolCall,
+    ToolCallState,
+    parse_event,
+)
+from streamrelay.core.events import ProviderFormat as F
+from streamrelay.core.normalize import make_normalizer
+from streamrelay.core.normalize.gemini_args import PartialArgError, StreamedCall, parse_path
 
 RUN = "run-1"
 UPSTREAM = Path(__file__).resolve().parents[1] / "streams"

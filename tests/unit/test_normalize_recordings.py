@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app.client import recorded_events
-from app.ingest_client import detect_format, recording_lines
-from core.events import (
+from streamrelay.app.client import recorded_events
+from streamrelay.app.ingest_client import detect_format, recording_lines
+from streamrelay.core.events import (
     End,
     Event,
     MessageEnd,
@@ -26,7 +26,7 @@ from core.events import (
     event_to_json,
     parse_event,
 )
-from core.normalize import make_normalizer
+from streamrelay.core.normalize import make_normalizer
 
 STREAMS = Path(__file__).resolve().parents[1] / "streams"
 FORMATS = ("ag-ui", "ai-sdk-ui", "a2a", "gemini")

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.errors import IngestError
-from core.events import ProviderFormat, event_to_json, parse_event
-from core.normalize import make_normalizer
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import ProviderFormat, event_to_json, parse_event
+from streamrelay.core.normalize import make_normalizer
 
 FORMATS = [ProviderFormat.AG_UI, ProviderFormat.AI_SDK_UI, ProviderFormat.A2A, ProviderFormat.GEMINI]
 

@@ -13,64 +13,72 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.policy import ChannelPolicy
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
 
 ROOT = str(Path(__file__).resolve().parents[2]) + "/"
 
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ingest", ("core/run/relay.py", "core/ingest/admission.py", "core/ingest/quota.py", "core/ingest/clients.py")),
-    ("journal", ("core/records/journal.py",)),
+    (
+        "ingest",
+        (
+            "streamrelay/core/run/relay.py",
+            "streamrelay/core/ingest/admission.py",
+            "streamrelay/core/ingest/quota.py",
+            "streamrelay/core/ingest/clients.py",
+        ),
+    ),
+    ("journal", ("streamrelay/core/records/journal.py",)),
     (
         "run",
         (
-            "core/run/",
-            "core/text/",
-            "core/chunking/",
-            "core/policy.py",
-            "core/units.py",
-            "core/delivery/answer.py",
-            "core/delivery/segments.py",
-            "core/delivery/modes.py",
-            "core/delivery/cap.py",
-            "core/delivery/status.py",
-            "core/delivery/agents.py",
-            "core/delivery/reasoning.py",
-            "core/delivery/coverage.py",
+            "streamrelay/core/run/",
+            "streamrelay/core/text/",
+            "streamrelay/core/chunking/",
+            "streamrelay/core/policy.py",
+            "streamrelay/core/units.py",
+            "streamrelay/core/delivery/answer.py",
+            "streamrelay/core/delivery/segments.py",
+            "streamrelay/core/delivery/modes.py",
+            "streamrelay/core/delivery/cap.py",
+            "streamrelay/core/delivery/status.py",
+            "streamrelay/core/delivery/agents.py",
+            "streamrelay/core/delivery/reasoning.py",
+            "streamrelay/core/delivery/coverage.py",
         ),
     ),
     (
         "machine",
         (
-            "core/delivery/slotbook.py",
-            "core/delivery/reconciler.py",
-            "core/delivery/machine.py",
-            "core/delivery/planner.py",
-            "core/delivery/slots.py",
+            "streamrelay/core/delivery/slotbook.py",
+            "streamrelay/core/delivery/reconciler.py",
+            "streamrelay/core/delivery/machine.py",
+            "streamrelay/core/delivery/planner.py",
+            "streamrelay/core/delivery/slots.py",
         ),
     ),
-    ("executor", ("core/delivery/executor.py",)),
-    ("send chain", ("core/delivery/send_chain.py", "core/budgets/")),
-    ("adapter", ("core/delivery/calls.py", "adapters/", "tests/unit/fakes.py")),
-    ("ledger", ("core/records/ledger.py", "core/records/report.py")),
+    ("executor", ("streamrelay/core/delivery/executor.py",)),
+    ("send chain", ("streamrelay/core/delivery/send_chain.py", "streamrelay/core/budgets/")),
+    ("adapter", ("streamrelay/core/delivery/calls.py", "adapters/", "tests/unit/fakes.py")),
+    ("ledger", ("streamrelay/core/records/ledger.py", "streamrelay/core/records/report.py")),
 )
 """The stages in the order data flows, by path prefix (the first match wins)."""
 
 SINKS = (
-    "core/clock.py",
-    "core/wake.py",
-    "core/run/monitor.py",
-    "core/text/safe_text.py",
-    "core/tasks.py",
-    "core/events.py",
-    "core/units.py",
-    "core/media.py",
-    "core/errors.py",
-    "core/text/buffer.py",
+    "streamrelay/core/clock.py",
+    "streamrelay/core/wake.py",
+    "streamrelay/core/run/monitor.py",
+    "streamrelay/core/text/safe_text.py",
+    "streamrelay/core/tasks.py",
+    "streamrelay/core/events.py",
+    "streamrelay/core/units.py",
+    "streamrelay/core/media.py",
+    "streamrelay/core/errors.py",
+    "streamrelay/core/text/buffer.py",
 )
 """Modules any stage may call: the clock, wake-ups, the watchers' feed (downstream of every stage), the shared
 vocabulary (events, length units, media items, errors) and the run's one copy of the answer, which every stage reads
@@ -129,7 +137,11 @@ async def walk_one_delta() -> tuple[Counter[tuple[str, str, str]], dict[str, lis
         visits.setdefault(name, []).append(callee)
         if frame.f_code.co_name == "perform_call":
             budgets[(name, "call")] += 1
-        elif callee.startswith("core/budgets/") and frame.f_code.co_name in ("remaining", "delay", "estimate"):
+        elif callee.startswith("streamrelay/core/budgets/") and frame.f_code.co_name in (
+            "remaining",
+            "delay",
+            "estimate",
+        ):
             budgets[(name, "ask")] += 1
         if caller is not None and caller != callee:
             edges[(name, caller, callee)] += 1

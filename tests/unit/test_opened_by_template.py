@@ -9,14 +9,14 @@ import asyncio
 
 import pytest
 
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.events import DeliveryMode
-from core.policy import ChannelPolicy
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.text.think import OPENED_BY_TEMPLATE_CHARS, opened_by_template
-from core.text.visible import visible_final
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.events import DeliveryMode
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.text.think import OPENED_BY_TEMPLATE_CHARS, opened_by_template
+from streamrelay.core.text.visible import visible_final
 from tests.unit.fakes import MemoryChat
 
 R1 = "Okay, the user asks for r's.\nThree of them.\n</think>\n\nThere are **3** r's."

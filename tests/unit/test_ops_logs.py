@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import structlog
 
-from adapters.ops.logs import LoggingSetup, configure_logging
-from adapters.ops.redact import REDACTED
+from streamrelay.adapters.ops.logs import LoggingSetup, configure_logging
+from streamrelay.adapters.ops.redact import REDACTED
 
 BOT_TOKEN = "123456789:AAE-mock_Secret-Token_0123456789abcdef"
 

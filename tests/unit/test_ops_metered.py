@@ -8,13 +8,13 @@ import logging
 
 import pytest
 
-from adapters.ops.metered import CallMetrics, metered
-from adapters.ops.metrics import ServiceMetrics, call_outcome
-from adapters.ops.stores import MeteredJournal, MeteredLedger
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.delivery.calls import Done, Edit, NotDone, SendText
-from core.errors import (
+from streamrelay.adapters.ops.metered import CallMetrics, metered
+from streamrelay.adapters.ops.metrics import ServiceMetrics, call_outcome
+from streamrelay.adapters.ops.stores import MeteredJournal, MeteredLedger
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.delivery.calls import Done, Edit, NotDone, SendText
+from streamrelay.core.errors import (
     DeliveryError,
     ForbiddenError,
     PlatformUnavailableError,
@@ -22,13 +22,13 @@ from core.errors import (
     RateScope,
     UncertainDeliveryError,
 )
-from core.events import Target
-from core.policy import ChannelPolicy
-from core.ports import NativeStreaming, TextFormat, Threads
-from core.records.journal import JournalEntry, MemoryJournal
-from core.records.ledger import MemoryLedger, PartRecord, RunRecord
-from core.records.report import PartState, SlotRole
-from core.run.relay import Relay
+from streamrelay.core.events import Target
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import NativeStreaming, TextFormat, Threads
+from streamrelay.core.records.journal import JournalEntry, MemoryJournal
+from streamrelay.core.records.ledger import MemoryLedger, PartRecord, RunRecord
+from streamrelay.core.records.report import PartState, SlotRole
+from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import FakeAdapter, FakeNativeAdapter
 
 CHAT = Target(chat_id=4242)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adapters.ops.redact import REDACTED, Redactor
+from streamrelay.adapters.ops.redact import REDACTED, Redactor
 
 TELEGRAM = "123456789:AAE-mock_Secret-Token_0123456789abcdef"
 SLACK = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"

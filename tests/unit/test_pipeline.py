@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.events import ToolCall, ToolCallState
-from core.lanes.pipeline import ToolCallCollector
+from streamrelay.core.events import ToolCall, ToolCallState
+from streamrelay.core.lanes.pipeline import ToolCallCollector
 
 
 def _call(state: ToolCallState, **kw: object) -> ToolCall:
@@ -51,7 +51,7 @@ def test_end_with_args_object_is_taken_as_is() -> None:
 
 
 def test_two_sources_may_use_the_same_call_id() -> None:
-    from core.events import Source
+    from streamrelay.core.events import Source
 
     tools = ToolCallCollector()
     child = Source(agent_id="a", path="s/a")

@@ -6,8 +6,8 @@ import asyncio
 import json
 import random
 
-from adapters.ingest_http.push_back import cut_at
-from core.ingest.pressure import LoopLag, Pressure, PushBack, stalled_s
+from streamrelay.adapters.ingest_http.push_back import cut_at
+from streamrelay.core.ingest.pressure import LoopLag, Pressure, PushBack, stalled_s
 
 
 def test_one_pause_moves_the_lag_a_little_a_saturated_loop_raises_it() -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.budgets.rate import TokenBucket
+from streamrelay.core.budgets.rate import TokenBucket
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from core.channel import ChannelRuntime
-from core.clock import MonotonicClock
-from core.errors import IngestError
-from core.events import TextEvent
-from core.ingest.admission import LineResult
-from core.ingest.sequencer import SeqFloor, SeqGate
-from core.policy import ChannelPolicy
-from core.records.journal import MemoryJournal
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import TextEvent
+from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.journal import MemoryJournal
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import MemoryChat
 
 START = {"kind": "run.start", "channel": "c", "target": {"chat_id": 5}, "format": "ag-ui", "seq": 0}

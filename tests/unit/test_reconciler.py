@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from core.budgets.rate import TokenBucket
-from core.clock import Clock, FakeClock
-from core.delivery.reconciler import Reconciler
-from core.delivery.send_chain import SendChain
-from core.delivery.slotbook import SlotBook
-from core.delivery.slots import PendingText
-from core.errors import (
+from streamrelay.core.budgets.rate import TokenBucket
+from streamrelay.core.clock import Clock, FakeClock
+from streamrelay.core.delivery.reconciler import Reconciler
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.delivery.slots import PendingText
+from streamrelay.core.errors import (
     AnswerTimeoutError,
     DeliveryError,
     ForbiddenError,
@@ -25,10 +25,10 @@ from core.errors import (
     RejectReason,
     UncertainDeliveryError,
 )
-from core.events import Target
-from core.ports import PendingSend, TextFormat
-from core.records.ledger import MemoryLedger
-from core.records.report import PartState, SlotRole
+from streamrelay.core.events import Target
+from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import PartState, SlotRole
 from tests.unit.fakes import FakeAdapter, ManualClock, drive, settle
 
 pytestmark = pytest.mark.timeout(10)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ingest_client import recording_lines
+from streamrelay.app.ingest_client import recording_lines
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "streams"
 

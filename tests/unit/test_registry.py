@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from adapters.registry import REGISTRY
-from app.dry_run import DRY_RUN
-from app.platform_loading import SDK_MODULES
-from config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS
-from config.settings import load_settings
-from core.errors import ConfigError
+from streamrelay.adapters.registry import REGISTRY
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.platform_loading import SDK_MODULES
+from streamrelay.config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS
+from streamrelay.config.settings import load_settings
+from streamrelay.core.errors import ConfigError
 
 
 def test_every_list_of_platforms_is_read_from_the_registry() -> None:
@@ -23,9 +23,9 @@ def test_every_list_of_platforms_is_read_from_the_registry() -> None:
     assert {name: spec for name, spec in PLATFORMS.items()} == {n: p.spec for n, p in REGISTRY.items()}
     assert list(DRY_RUN) == ["telegram", "slack", "discord"]  # the web channel has no mock: the sidecar is it
     assert SDK_MODULES == {
-        "telegram": "adapters.telegram.adapter",
-        "slack": "adapters.slack.adapter",
-        "discord": "adapters.discord.adapter",
+        "telegram": "streamrelay.adapters.telegram.adapter",
+        "slack": "streamrelay.adapters.slack.adapter",
+        "discord": "streamrelay.adapters.discord.adapter",
     }
     assert NATIVE_PLATFORMS == ("telegram", "slack")
     assert TOKEN_PLATFORMS == ("telegram", "slack", "discord")
@@ -48,8 +48,8 @@ def test_each_registration_names_modules_that_exist(name: str) -> None:
 
 
 def test_a_campaign_gets_its_platforms_mock_facts_from_the_registry() -> None:
-    from app.chaos.plan import CREATE, EDIT, PLATFORMS, chat_id
-    from app.chaos.procs import API_PREFIX, TOKEN_ENV
+    from streamrelay.app.chaos.plan import CREATE, EDIT, PLATFORMS, chat_id
+    from streamrelay.app.chaos.procs import API_PREFIX, TOKEN_ENV
 
     assert PLATFORMS == ("telegram", "slack", "discord")
     assert CREATE == {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}

@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 
-from core.channel import ChannelRuntime
-from core.chunking import ChunkParams
-from core.clock import MonotonicClock
-from core.errors import IngestError
-from core.events import DeliveryMode, parse_event
-from core.ingest.sequencer import join_deltas
-from core.policy import ChannelPolicy
-from core.records.journal import JournalEntry, MemoryJournal
-from core.records.ledger import MemoryLedger
-from core.run.relay import Relay
-from core.run.stage import IDLE_NOTICE
-from core.text.coalescer import CoalesceParams
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.chunking import ChunkParams
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import DeliveryMode, parse_event
+from streamrelay.core.ingest.sequencer import join_deltas
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.journal import JournalEntry, MemoryJournal
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stage import IDLE_NOTICE
+from streamrelay.core.text.coalescer import CoalesceParams
 from tests.unit.fakes import FakeAdapter, MemoryChat
 
 
@@ -191,8 +191,8 @@ def test_deltas_that_arrive_together_are_joined_per_message_and_visibility() -> 
 async def test_a_bug_in_one_run_shows_its_person_a_failure_and_other_runs_go_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from core.events import Phase
-    from core.run.controller import RunController
+    from streamrelay.core.events import Phase
+    from streamrelay.core.run.controller import RunController
 
     original = RunController.handle
 

@@ -1,11 +1,11 @@
-"""adapters.rendering.RenderCache: a text measured then sent is rendered once; the cache stays bounded."""
+"""streamrelay.adapters.rendering.RenderCache: a text measured then sent is rendered once; the cache stays bounded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adapters.rendering import RenderCache
-from core.ports import TextFormat
+from streamrelay.adapters.rendering import RenderCache
+from streamrelay.core.ports import TextFormat
 
 MARKDOWN, PLAIN = TextFormat.MARKDOWN, TextFormat.PLAIN
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.events import DeliveryMode, EndStatus
-from core.records.report import PartReport, PartState, ReportStatus, SlotRole, summarize, with_gaps
+from streamrelay.core.events import DeliveryMode, EndStatus
+from streamrelay.core.records.report import PartReport, PartState, ReportStatus, SlotRole, summarize, with_gaps
 from tests.unit.fakes import settle
 from tests.unit.test_run_controller import delta, end, harness, policy
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from core.chunking import BreakKind, ChunkParams
-from core.clock import FakeClock
-from core.delivery.send_chain import SendChain
-from core.errors import ForbiddenError, UncertainDeliveryError
-from core.events import (
+from streamrelay.core.chunking import BreakKind, ChunkParams
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.errors import ForbiddenError, UncertainDeliveryError
+from streamrelay.core.events import (
     Commit,
     DeliveryMode,
     End,
@@ -36,15 +36,15 @@ from core.events import (
     ToolCallState,
     Visibility,
 )
-from core.policy import ChannelPolicy, SubagentPolicy
-from core.ports import TextFormat
-from core.records.ledger import MemoryLedger
-from core.records.report import DeliveryReport, ReportStatus
-from core.run.controller import RunController
-from core.run.stage import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED, PROGRESS_TITLE
-from core.text.chunk_checks import content_key, fences_balanced
-from core.text.coalescer import CoalesceParams
-from core.units import LengthUnit, text_units
+from streamrelay.core.policy import ChannelPolicy, SubagentPolicy
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import DeliveryReport, ReportStatus
+from streamrelay.core.run.controller import RunController
+from streamrelay.core.run.stage import FAILURE_NOTICE, PROGRESS_DONE, PROGRESS_FAILED, PROGRESS_TITLE
+from streamrelay.core.text.chunk_checks import content_key, fences_balanced
+from streamrelay.core.text.coalescer import CoalesceParams
+from streamrelay.core.units import LengthUnit, text_units
 from tests.unit.fakes import FakeAdapter, settle
 
 pytestmark = pytest.mark.timeout(30)

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from core.delivery.reconciler import Reconciler
-from core.delivery.send_chain import SendChain
-from core.delivery.slotbook import SlotBook
-from core.errors import RateLimitedError
-from core.events import (
+from streamrelay.core.delivery.reconciler import Reconciler
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.errors import RateLimitedError
+from streamrelay.core.events import (
     Commit,
     DeliveryMode,
     End,
@@ -32,11 +32,11 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.lanes.gate import Action, ActionCatalog, ActionClass, Verdict, ask_gate
-from core.lanes.pipeline import FinishedCall, PipelineLane
-from core.policy import ReasoningPolicy, SubagentPolicy
-from core.records.ledger import MemoryLedger
-from core.records.report import SlotRole
+from streamrelay.core.lanes.gate import Action, ActionCatalog, ActionClass, Verdict, ask_gate
+from streamrelay.core.lanes.pipeline import FinishedCall, PipelineLane
+from streamrelay.core.policy import ReasoningPolicy, SubagentPolicy
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.report import SlotRole
 from tests.unit.fakes import FakeAdapter, ManualClock, settle
 from tests.unit.test_run_controller import CHILD, RUN, Harness, delta, end, harness, policy
 
@@ -192,7 +192,7 @@ async def test_a_call_that_fails_its_schema_is_malformed_never_a_call() -> None:
 
     h = Harness(policy(DeliveryMode.FINAL))
     start = h.ctl.start_event
-    from core.run.controller import RunController
+    from streamrelay.core.run.controller import RunController
 
     h.ctl = RunController(start, h.policy, h.adapter, SendChain(h.clock), h.ledger, h.clock, validator=validator)
     await h.open()
@@ -396,7 +396,7 @@ async def test_an_agent_that_reuses_a_call_id_is_gated_on_its_latest_call() -> N
 
 
 async def test_a_run_whose_prompt_opened_the_reasoning_shows_only_what_follows_the_closer() -> None:
-    from core.policy import apply_overrides
+    from streamrelay.core.policy import apply_overrides
 
     h = await harness(apply_overrides(policy(DeliveryMode.PREVIEW), {"reasoning_opened": True}))
     await h.feed(delta("The user asks about"), delta(" refunds.</th"), delta("ink>\n\nRefunds take 14 days."))

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.chunking import BreakKind, ChunkParams
-from core.clock import FakeClock
-from core.delivery.modes import make_mode
-from core.delivery.slotbook import SlotBook
-from core.events import (
+from streamrelay.core.chunking import BreakKind, ChunkParams
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.modes import make_mode
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.events import (
     DeliveryMode,
     End,
     EndStatus,
@@ -32,15 +32,15 @@ from core.events import (
     TextMode,
     Visibility,
 )
-from core.ingest.sequencer import join_deltas
-from core.lanes.pipeline import PipelineLane, ToolCallCollector
-from core.normalize import make_normalizer
-from core.policy import ChannelPolicy, Splitter
-from core.ports import TextFormat
-from core.run.monitor import RunMonitor
-from core.run.stage import RunStage
-from core.text.coalescer import CoalesceParams
-from core.units import LengthUnit, text_units
+from streamrelay.core.ingest.sequencer import join_deltas
+from streamrelay.core.lanes.pipeline import PipelineLane, ToolCallCollector
+from streamrelay.core.normalize import make_normalizer
+from streamrelay.core.policy import ChannelPolicy, Splitter
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.run.monitor import RunMonitor
+from streamrelay.core.run.stage import RunStage
+from streamrelay.core.text.coalescer import CoalesceParams
+from streamrelay.core.units import LengthUnit, text_units
 
 STREAMS = Path(__file__).resolve().parents[1] / "streams"
 RUN = "r1"
@@ -128,19 +128,19 @@ def test_replaying_a_recorded_run_gives_the_same_desired_state_however_it_is_bat
 
 
 PURE = [
-    "core.run.stage",
-    "core.delivery.modes",
-    "core.delivery.slotbook",
-    "core.delivery.agents",
-    "core.delivery.reasoning",
+    "streamrelay.core.run.stage",
+    "streamrelay.core.delivery.modes",
+    "streamrelay.core.delivery.slotbook",
+    "streamrelay.core.delivery.agents",
+    "streamrelay.core.delivery.reasoning",
 ]
 """The stages upstream of the slot book."""
 EFFECTFUL = (
-    "core.delivery.reconciler",
-    "core.delivery.send_chain",
-    "core.run.controller",
-    "core.run.relay",
-    "core.records.journal",
+    "streamrelay.core.delivery.reconciler",
+    "streamrelay.core.delivery.send_chain",
+    "streamrelay.core.run.controller",
+    "streamrelay.core.run.relay",
+    "streamrelay.core.records.journal",
 )
 """What performs calls or writes: downstream of the slot book (the slot book turns its parts into the ledger's
 records, the data type, and never writes them)."""

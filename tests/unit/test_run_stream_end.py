@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.contracts.units import RunEndUnit
-from core.events import DeliveryMode, EndStatus, ErrorEvent, Source
-from core.records.report import ReportStatus
-from core.run.stage import FAILURE_NOTICE, PROGRESS_DONE
+from streamrelay.core.contracts.units import RunEndUnit
+from streamrelay.core.events import DeliveryMode, EndStatus, ErrorEvent, Source
+from streamrelay.core.records.report import ReportStatus
+from streamrelay.core.run.stage import FAILURE_NOTICE, PROGRESS_DONE
 from tests.unit.test_run_controller import RUN, delta, end, harness, policy
 
 

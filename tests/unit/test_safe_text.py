@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.chunking import BreakKind, ChunkParams
-from core.clock import FakeClock
-from core.contracts.units import ToolCallUnit
-from core.delivery.modes import make_mode
-from core.delivery.slotbook import SlotBook
-from core.delivery.status import redacted_args
-from core.events import (
+from streamrelay.core.chunking import BreakKind, ChunkParams
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.contracts.units import ToolCallUnit
+from streamrelay.core.delivery.modes import make_mode
+from streamrelay.core.delivery.slotbook import SlotBook
+from streamrelay.core.delivery.status import redacted_args
+from streamrelay.core.events import (
     Commit,
     DeliveryMode,
     End,
@@ -38,16 +38,16 @@ from core.events import (
     ToolResult,
     Visibility,
 )
-from core.lanes.pipeline import PipelineLane, ToolCallCollector
-from core.media import MediaKind
-from core.policy import ChannelPolicy, Splitter, SubagentPolicy
-from core.ports import TextFormat
-from core.run.live import AnswerLive, DecisionLive
-from core.run.monitor import RunMonitor
-from core.run.stage import RunStage
-from core.text.coalescer import CoalesceParams
-from core.text.safe_text import UNSAFE, safe_event, safe_text
-from core.units import LengthUnit, text_units
+from streamrelay.core.lanes.pipeline import PipelineLane, ToolCallCollector
+from streamrelay.core.media import MediaKind
+from streamrelay.core.policy import ChannelPolicy, Splitter, SubagentPolicy
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.run.live import AnswerLive, DecisionLive
+from streamrelay.core.run.monitor import RunMonitor
+from streamrelay.core.run.stage import RunStage
+from streamrelay.core.text.coalescer import CoalesceParams
+from streamrelay.core.text.safe_text import UNSAFE, safe_event, safe_text
+from streamrelay.core.units import LengthUnit, text_units
 from tests.unit.test_run_stage import replay
 
 SETTINGS = settings(max_examples=300, deadline=None)

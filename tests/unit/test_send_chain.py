@@ -7,12 +7,12 @@ import itertools
 
 import pytest
 
-from core.budgets.rate import TokenBucket
-from core.clock import FakeClock
-from core.delivery.send_chain import SendChain
-from core.errors import PlatformUnavailableError, RateLimitedError, UncertainDeliveryError
-from core.events import Target
-from core.ports import TextFormat
+from streamrelay.core.budgets.rate import TokenBucket
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.errors import PlatformUnavailableError, RateLimitedError, UncertainDeliveryError
+from streamrelay.core.events import Target
+from streamrelay.core.ports import TextFormat
 from tests.unit.fakes import FakeAdapter
 
 pytestmark = pytest.mark.timeout(10)

@@ -7,15 +7,15 @@ import asyncio
 
 import pytest
 
-from core.budgets.fair import FairQueue, Requester
-from core.budgets.rate import Budget, BudgetScope, PauseBoard, TokenBucket
-from core.channel import ChannelRuntime
-from core.clock import FakeClock
-from core.delivery.send_chain import HOLD_S, Grant, SendChain, Wait
-from core.errors import RateLimitedError
-from core.events import Target
-from core.policy import ChannelPolicy
-from core.ports import CallKind
+from streamrelay.core.budgets.fair import FairQueue, Requester
+from streamrelay.core.budgets.rate import Budget, BudgetScope, PauseBoard, TokenBucket
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.send_chain import HOLD_S, Grant, SendChain, Wait
+from streamrelay.core.errors import RateLimitedError
+from streamrelay.core.events import Target
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import CallKind
 from tests.unit.fakes import ManualClock, MemoryChat, settle
 
 pytestmark = pytest.mark.timeout(30)

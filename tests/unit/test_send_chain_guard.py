@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.clock import FakeClock
-from core.delivery.send_chain import SendChain
-from core.errors import OwnershipLostError
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.errors import OwnershipLostError
 
 
 async def test_a_call_is_made_only_while_the_guard_allows_it() -> None:

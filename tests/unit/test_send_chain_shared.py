@@ -8,14 +8,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from core.budgets.rate import TokenBucket
-from core.channel import ChannelRuntime
-from core.clock import FakeClock
-from core.delivery.send_chain import SendChain
-from core.errors import RateLimitedError, RateScope
-from core.events import Target
-from core.policy import ChannelPolicy
-from core.ports import CallKind
+from streamrelay.core.budgets.rate import TokenBucket
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.errors import RateLimitedError, RateScope
+from streamrelay.core.events import Target
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import CallKind
 from tests.unit.fakes import MemoryChat, settle
 
 pytestmark = pytest.mark.timeout(10)

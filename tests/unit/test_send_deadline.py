@@ -9,15 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapters.deadline import SendDeadline
-from adapters.slack import SlackAdapter
-from adapters.telegram.adapter import TelegramAdapter
-from core.errors import DeliveryError, UncertainDeliveryError
-from core.events import Target
-from core.ingest.pressure import LoopLag
-from core.ports import TextFormat
-from mocks.slack import MockSlack
-from mocks.telegram import MockTelegram
+from streamrelay.adapters.deadline import SendDeadline
+from streamrelay.adapters.slack import SlackAdapter
+from streamrelay.adapters.telegram.adapter import TelegramAdapter
+from streamrelay.core.errors import DeliveryError, UncertainDeliveryError
+from streamrelay.core.events import Target
+from streamrelay.core.ingest.pressure import LoopLag
+from streamrelay.core.ports import TextFormat
+from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.telegram import MockTelegram
 
 TOKEN = "123456:DEADLINE-test-token"
 SLACK_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"

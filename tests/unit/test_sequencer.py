@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.events import Event, TextEvent
-from core.ingest.sequencer import SeqGate
+from streamrelay.core.events import Event, TextEvent
+from streamrelay.core.ingest.sequencer import SeqGate
 
 
 def _ev(seq: int | None, text: str = "x") -> TextEvent:

@@ -1,4 +1,4 @@
-"""config/channels.toml and its loader: strict keys, environment overrides, tokens only from the env."""
+"""streamrelay/config/channels.toml and its loader: strict keys, environment overrides, tokens only from the env."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import DEFAULT_CONFIG, load_settings
-from core.budgets.rate import BudgetScope
-from core.errors import ConfigError
-from core.events import DeliveryMode
-from core.ports import CallKind
-from core.units import LengthUnit
+from streamrelay.config.settings import DEFAULT_CONFIG, load_settings
+from streamrelay.core.budgets.rate import BudgetScope
+from streamrelay.core.errors import ConfigError
+from streamrelay.core.events import DeliveryMode
+from streamrelay.core.ports import CallKind
+from streamrelay.core.units import LengthUnit
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -145,8 +145,8 @@ def test_a_small_limit_caps_the_block_parameters(tmp_path: Path) -> None:
 
 
 def test_the_splitter_recuts_a_part_that_rendering_made_too_long() -> None:
-    from core.policy import ChannelPolicy, Splitter
-    from core.ports import TextFormat
+    from streamrelay.core.policy import ChannelPolicy, Splitter
+    from streamrelay.core.ports import TextFormat
 
     policy = ChannelPolicy(name="c", max_units=100, unit=LengthUnit.CHARS, fmt=TextFormat.MARKDOWN)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from config.actions import DEFAULT_ACTIONS
-from config.settings import DEFAULT_CONFIG, load_settings
-from core.errors import ConfigError
+from streamrelay.config.actions import DEFAULT_ACTIONS
+from streamrelay.config.settings import DEFAULT_CONFIG, load_settings
+from streamrelay.core.errors import ConfigError
 
 
 def test_an_override_of_a_channel_the_file_disables_loads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,7 +74,7 @@ def test_a_missing_action_catalog_says_where_it_was_looked_for(tmp_path: Path) -
 def test_a_missing_config_file_says_where_it_was_looked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as caught:
-        load_settings("config/channels.toml")
+        load_settings("streamrelay/config/channels.toml")
     assert (
         str(caught.value)
         == f"configuration file config/channels.toml not found (in {tmp_path}): pass --config with its path"

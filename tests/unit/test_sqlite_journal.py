@@ -9,9 +9,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from adapters.sqlite import SqliteJournal, SqliteStore
-from adapters.sqlite.journal import SWEEP_ROWS
-from core.records.journal import JournalEntry
+from streamrelay.adapters.sqlite import SqliteJournal, SqliteStore
+from streamrelay.adapters.sqlite.journal import SWEEP_ROWS
+from streamrelay.core.records.journal import JournalEntry
 
 
 async def _rows(store: SqliteStore, run: str) -> int:

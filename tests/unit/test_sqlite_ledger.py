@@ -8,10 +8,10 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
-from core.records.journal import JournalEntry
-from core.records.ledger import PartRecord, RunRecord
-from core.records.report import PartState, SlotRole
+from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+from streamrelay.core.records.journal import JournalEntry
+from streamrelay.core.records.ledger import PartRecord, RunRecord
+from streamrelay.core.records.report import PartState, SlotRole
 
 
 async def test_runs_parts_and_calls_survive_a_reopen(tmp_path: Path) -> None:

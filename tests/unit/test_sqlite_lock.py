@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.sqlite.lock import LedgerLockedError
-from adapters.sqlite.store import SqliteStore
+from streamrelay.adapters.sqlite.lock import LedgerLockedError
+from streamrelay.adapters.sqlite.store import SqliteStore
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,4 +1,4 @@
-"""core/run/stop.py and core/run/stop_controls.py alone: the stop's report line round-trips, a stop body is checked, the
+"""streamrelay/core/run/stop.py and core/run/stop_controls.py alone: the stop's report line round-trips, a stop body is checked, the
 control ids fit every platform's limit."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from config.settings import ChannelSettings
-from core.errors import IngestError
-from core.events import Stop
-from core.lanes.pipeline import PipelineLane
-from core.run.stop import BY_PATTERN, _who, is_stop_note, parse_stop_body, stop_note, stop_unit
-from core.run.stop_controls import control_id, draft_control_id, is_short_id, short_id
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import Stop
+from streamrelay.core.lanes.pipeline import PipelineLane
+from streamrelay.core.run.stop import BY_PATTERN, _who, is_stop_note, parse_stop_body, stop_note, stop_unit
+from streamrelay.core.run.stop_controls import control_id, draft_control_id, is_short_id, short_id
 
 BY = st.from_regex(BY_PATTERN, fullmatch=True)
 REASON = st.text(max_size=500).filter(lambda text: text.strip() == text and text != "")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.text.think import ThinkSplitter, split_think
+from streamrelay.core.text.think import ThinkSplitter, split_think
 
 _OPENER = re.compile(r"<(?:think|thinking|thought|reasoning)>", re.IGNORECASE | re.ASCII)
 _CLOSER = re.compile(r"</(?:think|thinking|thought|reasoning)>", re.IGNORECASE | re.ASCII)

@@ -3,7 +3,7 @@ whole first; cut first, half a token is no longer recognised and its first half 
 
 from __future__ import annotations
 
-from adapters.http_failures import EXCERPT_CHARS, unreadable_answer
+from streamrelay.adapters.http_failures import EXCERPT_CHARS, unreadable_answer
 
 TOKEN = "123456:AAE-secret-token-of-the-bot-xyz"
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.events import Source, TextEvent, TextMode, Visibility
-from core.text.visible import VisibleText, visible_final
+from streamrelay.core.events import Source, TextEvent, TextMode, Visibility
+from streamrelay.core.text.visible import VisibleText, visible_final
 
 DELTA, SNAPSHOT, REPLACE = TextMode.DELTA, TextMode.SNAPSHOT, TextMode.REPLACE
 

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from app import ingest_client
-from app.ingest_client import SidecarNotReadyError, SidecarUnreachableError, wait_for_sidecar
+from streamrelay.app import ingest_client
+from streamrelay.app.ingest_client import SidecarNotReadyError, SidecarUnreachableError, wait_for_sidecar
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,5 +1,0 @@
-"""``python -m app`` runs the ``streamrelay`` command."""
-
-from app.cli import main
-
-main()

@@ -1,6 +1,0 @@
-"""The case runner: ``streamrelay case PATH... --out DIR`` (format: tests/cases/README.md)."""
-
-from app.cases.result import CaseResult
-from app.cases.runner import run_case, run_case_file
-
-__all__ = ["CaseResult", "run_case", "run_case_file"]

@@ -1,0 +1,368 @@
+"""HTTP ingest: NDJSON events per run in, delivery reports out (Starlette).
+
+Routes (all need ``Authorization: Bearer <token>``; the probes ``/healthz``, ``/readyz`` and ``/metrics`` come with
+the service's other routes: :mod:`adapters.ops.probes`):
+
+- ``POST /v1/runs/{run}/events``: an NDJSON body, one event per line (``run`` may be omitted). Lines are
+  processed as they arrive, so one long request can carry a whole live run. Raw provider events
+  (lines with ``type``, no ``kind``) are accepted once the run's ``run.start`` declared ``format``.
+- ``POST /v1/events``: the same, each line naming its ``run``.
+- ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end.
+- ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
+  parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
+- ``POST /v1/runs/{run}/stop``: a person pressed Stop (forwarded by the bot that owns the platform's updates): the
+  run ends ``cancelled`` (adapters/ingest_http/stop.py, core/run/stop.py).
+- ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token: ``{"url", "token",
+  "started"}``; ``?stop=1`` adds the run's stop token to the link (``&stop=…``: its page shows a Stop button;
+  hand it only to whoever may stop the run, adapters/web/tokens.py). ``url`` is absolute, built from the address
+  the request was made to (its scheme, host and port, as a proxy passes them on). A run that has not started yet
+  answers too (``"started": false``): its page waits for the run and follows it from its first event, so a link
+  can be handed out before the agent streams.
+- ``GET /v1/runs``: the active runs for operators (``streamrelay runs``, the ``/ops`` page), oldest first:
+  ``{"runs": [{"run", "channel", "platform", "mode", "started_at", "age_s", "status", "confirmed", "uncertain",
+  "failed", "rate_limited", "watch", "replica"?}], "unreachable": [{"replica", "url", "error"}]}``; ``?all=1`` on a
+  replica asks every other live replica too (one process holds every run: the same answer).
+
+Clients (adapters/ingest_http/callers.py): the bearer token names the client; a run belongs to the client that
+started it and its id is the client's own (two clients may both have a ``run-1``); another client's run answers
+exactly as a run that does not exist. ``GET /v1/runs`` lists the caller's runs only.
+
+Lines that arrive together are journaled in one commit before they count as accepted (503 when the journal
+cannot be written: retry them). Answers: 200 ``{"accepted": n}`` (``"dropped": k`` when k lines were repeats:
+a ``seq`` already taken, a line of a run that already ended); a bad line fails alone: the good lines are taken
+and the answer is the first failure's 4xx with the first rejected lines listed (``{"error", "accepted",
+"rejected": [{"line", "error"}], "rejected_total"?}``; after 1,000 rejected lines the body is not read further).
+401 for a missing or wrong token, 413 past the size limits, 422 past a run's limits, 429 past a client's (active
+runs with ``Retry-After``, runs per request); each names its setting, e.g. ``clients.NAME.max_active_runs``. Past
+the sidecar's capacity a request is cut and answered 503 with ``Retry-After`` and ``pushed_back_from``
+(adapters/ingest_http/push_back.py): nothing after that line was taken. The
+client's ``events_per_s`` slows its requests down rather than refusing them. Every rejected line is logged (logger
+``streamrelay.ingest``, WARNING, with ``run``, ``line``, ``status`` and ``error``; the first 20 of a request), and
+every answer is told to the optional :class:`IngestObserver` (the service's metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from streamrelay.adapters.ingest_http import push_back
+from streamrelay.adapters.ingest_http.callers import Caller, Callers
+from streamrelay.adapters.ingest_http.lines import BodyTooLargeError, Tally, TooManyRejectedError, batches, decode
+from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
+from streamrelay.adapters.ingest_http.push_back import cut_at
+from streamrelay.adapters.ingest_http.stop import StopRoutes
+from streamrelay.core.errors import IngestError
+from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.ingest.clients import ClientLimits
+from streamrelay.core.ingest.pressure import Pressure, PushBack
+from streamrelay.core.ingest.surface import RunRelay
+
+_log = logging.getLogger("streamrelay.ingest")
+
+
+class WatchUrl(Protocol):
+    """The link to run ``run``'s live page with its read token; with ``stop``, its stop token too."""
+
+    def __call__(self, run: str, *, stop: bool = False) -> str: ...
+
+
+class IngestObserver(Protocol):
+    """Told what became of each ingest request (the service's metrics implement it)."""
+
+    def ingested(self, *, accepted: int, dropped: int, rejected: int, status: int) -> None:
+        """One request answered: events accepted, lines dropped as repeats, lines rejected, the answer's status."""
+        ...
+
+
+class _Ingest:
+    """The request handlers, bound to one relay and its callers."""
+
+    def __init__(self, relay: RunRelay, callers: Callers, max_body_bytes: int, max_line_bytes: int) -> None:
+        self.relay = relay
+        self.callers = callers
+        self.max_body_bytes = max_body_bytes
+        self.max_line_bytes = max_line_bytes
+
+    def __repr__(self) -> str:
+        return f"_Ingest(max_body_bytes={self.max_body_bytes})"  # never a token
+
+    observer: IngestObserver | None = None
+    pressure: Pressure | None = None
+    """Past capacity, pushes requests back (:mod:`adapters.ingest_http.push_back`); None: never."""
+
+    async def ingest(self, request: Request, run: str | None) -> JSONResponse:
+        tally = Tally()
+        caller = self.callers.authorize(request)
+        if isinstance(caller, JSONResponse):
+            answer = caller
+        else:
+            try:
+                hint = caller.key(run) if run is not None else None
+            except IngestError as exc:
+                answer = JSONResponse({"error": str(exc), "accepted": 0}, status_code=exc.status)
+            else:
+                answer = await self._take(request, caller, hint, tally)
+        self._tell(run, tally, answer.status_code)
+        return answer
+
+    def _tell(self, run: str | None, tally: Tally, status: int) -> None:
+        """Log the rejected lines (the first :data:`MAX_REJECTED_SHOWN`) and tell the observer."""
+        for rejected in tally.rejected:
+            extra = {"run": run or "", "line": rejected["line"], "status": status, "error": rejected["error"]}
+            _log.warning("ingest: line %d rejected: %s", rejected["line"], rejected["error"], extra=extra)
+        if tally.rejected_total > len(tally.rejected):
+            _log.warning("ingest: %d more lines rejected", tally.rejected_total - len(tally.rejected))
+        if self.observer is not None:
+            self.observer.ingested(
+                accepted=tally.accepted, dropped=tally.dropped, rejected=tally.rejected_total, status=status
+            )
+
+    async def _take(self, request: Request, caller: Caller, hint: str | None, tally: Tally) -> JSONResponse:
+        """Read, decode and submit the body's lines into ``tally``; the answer."""
+        started: set[str] = set()
+        try:
+            number = 0
+            async for whole in batches(request, self.max_body_bytes, self.max_line_bytes):
+                level = self.pressure.push_back() if self.pressure is not None else PushBack.NONE
+                cut = cut_at(whole, level, lambda raw: self._known_start(raw, caller, hint))
+                batch = whole if cut is None else whole[:cut]
+                decoded: list[tuple[Any, str | None]] = []
+                numbers: list[int] = []
+                for raw in batch:
+                    number += 1
+                    if not raw.strip():
+                        continue
+                    try:
+                        decoded.append(self._line(raw, caller, hint, started))
+                        numbers.append(number)
+                    except IngestError as exc:
+                        tally.add(number, exc, caller.public(str(exc)))
+                if decoded:
+                    failed = await self._submit(decoded, numbers, caller, hint, tally)
+                    if failed is not None:
+                        return failed
+                if cut is not None and self.pressure is not None:  # the rest of the request is not read
+                    return push_back.answer(tally, number + 1, self.pressure, level)
+        except BodyTooLargeError as exc:
+            return tally.answer(str(exc), 413)
+        except TooManyRejectedError as exc:
+            return tally.answer(f"{exc}: fix the client (the first rejections are listed)")
+        except ClientDisconnect:
+            return JSONResponse({"error": "client disconnected", **tally.counts()}, status_code=400)
+        return tally.answer()
+
+    async def _submit(
+        self, decoded: list[tuple[Any, str | None]], numbers: list[int], caller: Caller, hint: str | None, tally: Tally
+    ) -> JSONResponse | None:
+        """Submit one batch's decoded lines (numbered ``numbers``) into ``tally``; the 503 when the journal failed."""
+        await caller.pace(len(decoded))
+        try:
+            results = await self.relay.submit_lines(decoded, hint)
+        except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
+            error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
+            _log.error("ingest: %s", error, extra={"run": hint or "", "status": 503}, exc_info=True)
+            return JSONResponse({"error": error, **tally.counts()}, status_code=503)
+        events = 0
+        for line_no, result in zip(numbers, results, strict=True):
+            public = caller.public(str(result)) if isinstance(result, IngestError) else None
+            tally.add(line_no, result, public)
+            events += result.events if isinstance(result, LineResult) else 0
+        await caller.pace(events - len(decoded))  # raw lines may carry many events: paced by what they gave
+        return None
+
+    def _known_start(self, raw: bytes, caller: Caller, hint: str | None) -> bool:
+        """Whether the ``run.start`` line ``raw`` names a run this process knows (active or ended; else False)."""
+        try:
+            obj, _ = decode(raw, self.max_line_bytes)
+            run = obj.get("run", hint) if isinstance(obj, dict) else None
+            return isinstance(run, str) and self.relay.monitor(caller.key(run)) is not None
+        except IngestError:
+            return False
+
+    def _line(self, raw: bytes, caller: Caller, hint: str | None, started: set[str]) -> tuple[Any, str | None]:
+        """One line decoded, its run as the core's key (its text kept when unchanged), a run it starts counted.
+
+        Raises:
+            IngestError: not JSON, a bad run id, or a run past the client's runs per request (429).
+        """
+        obj, text = decode(raw, self.max_line_bytes)
+        keyed = caller.rewrite(obj, hint)
+        if isinstance(keyed, dict) and keyed.get("kind") == "run.start":
+            key = keyed.get("run", hint)
+            if isinstance(key, str) and key not in started:
+                limits = caller.limits
+                if len(started) >= limits.max_runs_per_request:
+                    raise IngestError(
+                        f"this request already started {len(started)} runs, the most one request may "
+                        f"({limits.setting('max_runs_per_request')} = {limits.max_runs_per_request}): "
+                        "start the others in another request",
+                        status=429,
+                    )
+                started.add(key)
+        return keyed, (text if keyed is obj else None)
+
+    async def run_events(self, request: Request) -> JSONResponse:
+        return await self.ingest(request, request.path_params["run"])
+
+    async def events(self, request: Request) -> JSONResponse:
+        return await self.ingest(request, None)
+
+    def _run_key(self, request: Request) -> tuple[Caller, str] | JSONResponse:
+        """The caller and the run key a run-scoped request is about, or its 401 / 404 answer."""
+        caller = self.callers.authorize(request)
+        if isinstance(caller, JSONResponse):
+            return caller
+        run = request.path_params["run"]
+        try:
+            return caller, caller.key(run)
+        except IngestError:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+
+    async def run_report(self, request: Request) -> JSONResponse:
+        found = self._run_key(request)
+        if isinstance(found, JSONResponse):
+            return found
+        caller, key = found
+        run = request.path_params["run"]
+        try:
+            asked = float(request.query_params.get("wait_s", "0"))
+        except ValueError:
+            asked = math.nan
+        if asked != asked:  # not a number, or NaN (which min / max would take for 0)
+            return JSONResponse({"error": "wait_s must be a number of seconds (0 to 600)"}, status_code=400)
+        wait_s = min(600.0, max(0.0, asked))
+        try:
+            report = await self.relay.wait_done(key, wait_s) if wait_s else await self.relay.report(key)
+        except IngestError as exc:  # replicas: the run's partition is moving (503, ask again)
+            headers = {"Retry-After": "1"} if exc.status == 503 else None
+            return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status, headers=headers)
+        if report is None:
+            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        return JSONResponse({**report.model_dump(mode="json"), "run": run})
+
+    watch_url: WatchUrl | None = None
+
+    async def watch(self, request: Request) -> JSONResponse:
+        """The link to watch a run live (module docstring): ``{"url", "token", "started"}``, also for a run that
+        has not started yet (its page waits for it); 404 when this sidecar serves no live page."""
+        found = self._run_key(request)
+        if isinstance(found, JSONResponse):
+            return found
+        _, key = found
+        if self.watch_url is None:
+            return JSONResponse({"error": "this sidecar serves no live run page"}, status_code=404)
+        stop = request.query_params.get("stop", "").lower() in ("1", "true", "yes")  # adapters/web/tokens.py
+        url = self.watch_url(key, stop=stop)
+        if url.startswith("/"):
+            url = str(request.base_url).rstrip("/") + url
+        started = self.relay.monitor(key) is not None
+        return JSONResponse({"url": url, "token": url.rsplit("token=", 1)[-1], "started": started})
+
+    async def runs(self, request: Request) -> JSONResponse:
+        """The caller's active runs (module docstring), each with ``watch``: its live page's path with its read
+        token (null when this sidecar serves no live page)."""
+        caller = self.callers.authorize(request)
+        if isinstance(caller, JSONResponse):
+            return caller
+        everywhere = request.query_params.get("all", "").lower() in ("1", "true", "yes")
+        listing = await self.relay.runs(everywhere=everywhere, bearer=request.headers.get("authorization", ""))
+        rows = []
+        for row in sorted(listing.runs, key=lambda row: (row.started_at is None, row.started_at or 0.0, row.run)):
+            if not caller.owns(row.run):
+                continue
+            if row.watch is None and self.watch_url is not None:
+                row = row.model_copy(update={"watch": self.watch_url(row.run)})
+            rows.append(caller.unit(row.model_dump(mode="json", exclude_unset=True)))
+        unreachable = [lost.model_dump(mode="json") for lost in listing.unreachable]
+        return JSONResponse({"runs": rows, "unreachable": unreachable})
+
+
+def create_app(
+    relay: RunRelay,
+    *,
+    token: str | None = None,
+    clients: Callers | Sequence[tuple[ClientLimits, str]] | None = None,
+    max_body_bytes: int = 16 * 1024 * 1024,
+    max_line_bytes: int = 1024 * 1024,
+    keepalive_s: float = 15.0,
+    watch_url: WatchUrl | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+    observer: IngestObserver | None = None,
+    pressure: Pressure | None = None,
+) -> Starlette:
+    """The ingest ASGI app for ``relay``.
+
+    Args:
+        relay: where events go.
+        token: the one bearer token of the default client (when ``clients`` is not given).
+        clients: the clients that may call, with their tokens and limits (compared in constant time; never
+            logged).
+        max_body_bytes: the largest request body (413 past it).
+        max_line_bytes: the largest NDJSON line (413 past it).
+        keepalive_s: seconds of silence after which a pipeline stream gets a keepalive.
+        watch_url: the link to a run's live page (with its read token), for ``GET /v1/runs/{run}/watch``.
+        extra_routes: more routes served by the same app (the web channel's page and stream, the probes).
+        observer: told what became of every ingest request (the service's metrics).
+        pressure: past capacity, ingest pushes back (503 with ``Retry-After``: :mod:`adapters.ingest_http.push_back`);
+            None: never.
+
+    Raises:
+        ValueError: neither a token nor clients, or clients without tokens of their own.
+    """
+    callers = as_callers(token, clients)
+    handlers = _Ingest(relay, callers, max_body_bytes, max_line_bytes)
+    handlers.watch_url = watch_url
+    handlers.observer = observer
+    handlers.pressure = pressure
+    pipeline = PipelineRoutes(relay, callers.authorize, keepalive_s=keepalive_s)
+    app = Starlette(
+        exception_handlers={404: _not_found, 405: _not_allowed},
+        routes=[
+            Route("/v1/runs/{run}/events", handlers.run_events, methods=["POST"]),
+            Route("/v1/events", handlers.events, methods=["POST"]),
+            Route("/v1/runs", handlers.runs, methods=["GET"]),
+            Route("/v1/runs/{run}", handlers.run_report, methods=["GET"]),
+            Route("/v1/runs/{run}/pipeline", pipeline.units, methods=["GET"]),
+            Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),
+            Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
+            Route("/v1/runs/{run}/stop", StopRoutes(relay, callers.authorize).stop, methods=["POST"]),
+            Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
+            *extra_routes,
+        ],
+    )
+    app.router.redirect_slashes = False  # an empty run id is a JSON 404, not a redirect to the listing
+    return app
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    """No route: a JSON answer like every other (a run id with ``/`` or an empty one matches no route)."""
+    return JSONResponse(
+        {"error": f"no such route: {request.method} {request.url.path[:200]} (run ids hold no '/')"}, 404
+    )
+
+
+async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"error": f"{request.method} is not allowed on {request.url.path[:200]}"}, 405)
+
+
+def as_callers(token: str | None, clients: Callers | Sequence[tuple[ClientLimits, str]] | None) -> Callers:
+    """The callers of an app: ``clients`` as given, else the default client holding ``token``.
+
+    Raises:
+        ValueError: neither is given, or a token is empty or shared.
+    """
+    if isinstance(clients, Callers):
+        return clients
+    if clients is not None:
+        return Callers(clients)
+    if not token:
+        raise ValueError("a bearer token (or clients with tokens) is needed")
+    return Callers([(ClientLimits(), token)])

@@ -1,0 +1,178 @@
+"""Reading an NDJSON request body: its lines in batches, each line decoded, and a tally of what became of them.
+
+A rejected line costs constant memory: the tally keeps the first :data:`MAX_REJECTED_SHOWN` rejections and counts
+the rest, and a request stops being read after :data:`MAX_REJECTED_PER_REQUEST` of them (a client that sends
+that many bad lines is broken: reading on would only cost time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from streamrelay.core.errors import IngestError
+from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.lanes.pipeline import strict_loads
+
+MAX_REJECTED_SHOWN = 20
+"""At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""
+
+MAX_REJECTED_PER_REQUEST = 1000
+"""After this many rejected lines a request is not read further (the answer says where it stopped)."""
+
+
+class BodyTooLargeError(Exception):
+    """The body or one of its lines is over its size limit (413)."""
+
+
+class TooManyRejectedError(Exception):
+    """The request carried :data:`MAX_REJECTED_PER_REQUEST` rejected lines: it is not read further."""
+
+
+class Tally:
+    """What became of a request's lines: events accepted, lines dropped as repeats, lines rejected (the first few
+    kept, all counted), the first rejection's status, and the longest ``Retry-After`` a rejection asked for."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.dropped = 0
+        self.rejected: list[dict[str, Any]] = []
+        self.rejected_total = 0
+        self.status = 200
+        self.retry_after_s: float | None = None
+
+    def add(self, line: int, result: LineResult | IngestError, public: str | None = None) -> None:
+        """Count one line's outcome (``public``: the rejection's text as the client may see it).
+
+        Raises:
+            TooManyRejectedError: this was the request's :data:`MAX_REJECTED_PER_REQUEST`-th rejected line.
+        """
+        if isinstance(result, IngestError):
+            self.rejected_total += 1
+            if len(self.rejected) < MAX_REJECTED_SHOWN:
+                self.rejected.append({"line": line, "error": public if public is not None else str(result)})
+            self.status = result.status if self.status == 200 else self.status
+            if result.retry_after_s is not None:
+                self.retry_after_s = max(self.retry_after_s or 0.0, result.retry_after_s)
+            if self.rejected_total >= MAX_REJECTED_PER_REQUEST:
+                raise TooManyRejectedError(f"{self.rejected_total} lines were rejected: stopped reading at line {line}")
+        elif result.dropped is not None:
+            self.dropped += 1
+        else:
+            self.accepted += result.events
+
+    def counts(self) -> dict[str, int]:
+        return {"accepted": self.accepted, **({"dropped": self.dropped} if self.dropped else {})}
+
+    def answer(self, error: str | None = None, status: int | None = None) -> JSONResponse:
+        """The request's answer: 200 with the counts, else the first failure's status (or ``status``) with the
+        first rejected lines; ``error`` replaces the first failure's text (a body that could not be read on)."""
+        if not self.rejected and error is None:
+            return JSONResponse(self.counts())
+        first = self.rejected[0] if self.rejected else None
+        text = error if error is not None else f"line {first['line']}: {first['error']}" if first else ""
+        body: dict[str, Any] = {"error": text, **self.counts()}
+        if self.rejected:
+            body["rejected"] = self.rejected
+        if self.rejected_total > len(self.rejected):
+            body["rejected_total"] = self.rejected_total
+        headers = {"Retry-After": str(max(1, round(self.retry_after_s)))} if self.retry_after_s is not None else None
+        return JSONResponse(body, status_code=status or self.status, headers=headers)
+
+
+async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) -> AsyncIterator[list[bytes]]:
+    """The body's complete lines, a batch per piece received (linear in the body), so the lines that arrived
+    together are journaled in one commit.
+
+    Raises:
+        BodyTooLargeError: past the size limits.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_body_bytes:  # refused before a byte of it is waited for
+        raise BodyTooLargeError(f"request body over {max_body_bytes} bytes: split the run into several requests")
+    total = 0
+    buffer = b""
+    async for piece in request.stream():
+        total += len(piece)
+        if total > max_body_bytes:
+            raise BodyTooLargeError(f"request body over {max_body_bytes} bytes: split the run into several requests")
+        *complete, buffer = (buffer + piece).split(b"\n")
+        if complete:
+            yield complete
+        if len(buffer) > max_line_bytes:
+            raise BodyTooLargeError(f"a line is over {max_line_bytes} bytes")
+        await asyncio.sleep(0)  # other runs go on while a large body is read
+    if buffer.strip():
+        yield [buffer]
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+"""19 digits in a row: an integer orjson may turn into a float (past 64 bits), or a long number to leave to the
+strict parser; digits inside a string match too (it then only costs the strict parser's time)."""
+
+
+def fast_strict_loads(raw: bytes) -> Any:
+    """``raw`` parsed by orjson when the result is certainly what :func:`core.lanes.pipeline.strict_loads` gives, else
+    :data:`_UNDECIDED`: the caller then parses with the strict parser (the only one whose errors the client sees,
+    so every message stays as it was).
+
+    Why not orjson alone: it takes a key twice in one object (the last wins) where the strict parser refuses the
+    line, and it turns integers past 64 bits into floats. Why not the strict parser alone: its pure-Python hooks
+    (``object_pairs_hook``, ``parse_constant``) were a fifth of the service's CPU under load; orjson is ~5x faster.
+
+    The duplicate-key check: in the text every object member has one ``:`` outside strings; orjson's own
+    serialization of the result has one per member it *kept*, and both have the same ``:`` inside strings unless
+    the text wrote one as an escape (``\\u003a``). So when the text has no ``\\u003`` escape, the text has more
+    ``:`` than the re-serialization exactly when a key was repeated. orjson refuses ``NaN`` / ``Infinity`` itself
+    (as the strict parser does); a lone surrogate escape, a number out of the double range or nesting deeper than
+    orjson takes make it fail, and the strict parser then decides (it takes the first and the second, as before).
+
+    Returns:
+        The value, or :data:`_UNDECIDED` when the strict parser must decide. O(len(raw)), in C.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _UNDECIDED
+    if _LONG_DIGITS.search(raw) is not None or b"\\u003" in raw:
+        return _UNDECIDED
+    colons = raw.count(b":")
+    if colons:
+        try:
+            again = orjson.dumps(value)
+        except orjson.JSONEncodeError:  # nested past orjson.dumps' depth
+            return _UNDECIDED
+        if again.count(b":") != colons:
+            return _UNDECIDED  # a key appears twice: the strict parser says which
+    return value
+
+
+_UNDECIDED: Any = object()
+"""What :func:`fast_strict_loads` returns when the strict parser must decide."""
+
+
+def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
+    """One line's JSON value and its text.
+
+    Raises:
+        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object, nested too deeply).
+        BodyTooLargeError: the line is over ``max_line_bytes``.
+    """
+    if len(raw) > max_line_bytes:
+        raise BodyTooLargeError(f"a line is over {max_line_bytes} bytes")
+    value = fast_strict_loads(raw)
+    if value is not _UNDECIDED:
+        return value, raw.decode("utf-8")  # orjson checked it is UTF-8
+    try:
+        text = raw.decode("utf-8")
+        return strict_loads(text), text
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
+    except ValueError as exc:
+        raise IngestError(f"malformed JSON, the line is {exc}") from None

@@ -1,0 +1,259 @@
+"""uvicorn's HTTP protocols under a :class:`~adapters.ingest_http.connections.ConnectionGuard` (the rules are in that
+module's docstring): the guard's part (:class:`GuardedConnection`) mixed into uvicorn's httptools protocol (the
+default where httptools is installed: its parser is llhttp, in C, and a request costs about half the CPU of h11's)
+or its h11 protocol (pure Python; the fallback). Both behave the same to a client: the same fixed answers, timers
+and caps; past ``max_header_bytes`` of an unfinished request head, the same 400 ("Invalid HTTP request received.")
+that h11's ``max_incomplete_event_size`` gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+from streamrelay.adapters.ingest_http.connections import CloseReason, ConnectionGuard, _peer_of
+
+
+class GuardedConnection:
+    """The guard's part of a uvicorn HTTP protocol (mixed in before uvicorn's class: :class:`GuardedH11Protocol`,
+    :class:`GuardedHttpToolsProtocol`): caps in ``connection_made``, the header and
+    body timers after each piece received. The protocol says where the request it reads is (:meth:`_reading_head`,
+    :meth:`_reading_body`) and whether its answer started (:meth:`_answer_started`)."""
+
+    guard: ClassVar[ConnectionGuard]
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    flow: Any
+    cycle: Any
+
+    def _guard_init(self) -> None:
+        # uvicorn types it as whole seconds; call_later takes any float
+        setattr(self, "timeout_keep_alive", self.guard.limits.keepalive_timeout_s)  # noqa: B010
+        self._peer = ""
+        self._admitted = False
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_seen = 0.0
+        """Loop time of the request body's last piece (or of the last look while reading was paused)."""
+
+    def _reading_head(self) -> bool:
+        """The request line and headers are still coming (or the next request's, on a keep-alive connection)."""
+        raise NotImplementedError
+
+    def _reading_body(self) -> bool:
+        """The request's body is still coming."""
+        raise NotImplementedError
+
+    def _answer_started(self) -> bool:
+        """An answer to the request being read has started."""
+        raise NotImplementedError
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        peer = _peer_of(transport)
+        refused = self.guard.admit(peer)
+        if refused is not None:
+            transport.write(self.guard.answers[refused])
+            transport.close()
+            self.guard.note(refused, peer)
+            return
+        self._peer, self._admitted = peer, True
+        super().connection_made(transport)  # type: ignore[misc]
+        self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:
+            return  # refused: uvicorn never knew it
+        self._admitted = False
+        self.guard.release(self._peer)
+        self._cancel_timers()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # type: ignore[misc]
+        self._watch()
+
+    def _later(self, delay_s: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        return self.loop.call_later(delay_s, callback)
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._header_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._header_timer = self._body_timer = None
+
+    def _watch(self) -> None:
+        """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
+        its silence counts from now; anything else → no timer of ours."""
+        if self.transport.is_closing():
+            self._cancel_timers()
+            return
+        if self._reading_head():
+            if self._header_timer is None:
+                self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
+            return
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        if self._reading_body():
+            self._body_seen = self.loop.time()  # one timer per silence, not one per piece: it looks here when due
+            if self._body_timer is None:
+                self._body_timer = self._later(self.guard.limits.body_idle_timeout_s, self._body_silent)
+        elif self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or not self._reading_head():
+            return
+        if not self._answer_started():
+            self.transport.write(self.guard.answers[CloseReason.HEADER_TIMEOUT])
+        self.transport.close()
+        self.guard.note(CloseReason.HEADER_TIMEOUT, self._peer)
+
+    def _body_silent(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing() or not self._reading_body():
+            return
+        timeout_s = self.guard.limits.body_idle_timeout_s
+        if self.flow.read_paused:  # the app has not taken what came: not the client's silence
+            self._body_seen = self.loop.time()
+        silent_s = self.loop.time() - self._body_seen
+        if silent_s < timeout_s:
+            self._body_timer = self._later(timeout_s - silent_s, self._body_silent)
+            return
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:
+            self.transport.write(self.guard.answers[CloseReason.BODY_IDLE_TIMEOUT])
+        if cycle is not None:
+            cycle.disconnected = True  # the app's sends are dropped, its receive says http.disconnect
+            cycle.message_event.set()
+        self.transport.close()
+        self.guard.note(CloseReason.BODY_IDLE_TIMEOUT, self._peer)
+
+
+class GuardedH11Protocol(GuardedConnection, H11Protocol):  # type: ignore[misc]
+    """uvicorn's h11 protocol under a :class:`ConnectionGuard` (make a class per listener with
+    :func:`guarded_protocol`)."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._guard_init()
+
+    def _reading_head(self) -> bool:
+        return self.conn.their_state is h11.IDLE
+
+    def _reading_body(self) -> bool:
+        return self.conn.their_state is h11.SEND_BODY
+
+    def _answer_started(self) -> bool:
+        return self.conn.our_state is not h11.IDLE
+
+
+HTTPTOOLS = importlib.util.find_spec("httptools") is not None
+"""Whether httptools is installed (a dependency; it may lack a build for a platform)."""
+
+
+class _Head:
+    """Where the request an httptools protocol reads is (its parser's callbacks tell; h11 has states for it)."""
+
+    HEAD, BODY, DONE = 0, 1, 2
+
+
+_GuardedHttpTools: type[GuardedConnection] | None = None
+if HTTPTOOLS:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class _GuardedHttpTools(GuardedConnection, HttpToolsProtocol):  # type: ignore[misc, no-redef]
+        """uvicorn's httptools protocol under a :class:`ConnectionGuard` (make a class per listener with
+        :func:`guarded_protocol`)."""
+
+        def __init__(
+            self,
+            config: Config,
+            server_state: ServerState,
+            app_state: dict[str, Any],
+            _loop: asyncio.AbstractEventLoop | None = None,
+        ) -> None:
+            super().__init__(config, server_state, app_state, _loop)
+            self._guard_init()
+            self._where = _Head.HEAD
+            self._head_bytes = 0
+
+        def data_received(self, data: bytes) -> None:
+            if self._where != _Head.BODY:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            too_long = self._where == _Head.HEAD and self._head_bytes > self.guard.limits.max_header_bytes
+            if too_long and not self.transport.is_closing():  # what h11 answers past max_incomplete_event_size
+                self.send_400_response("Invalid HTTP request received.")
+
+        def on_message_begin(self) -> None:
+            self._where = _Head.HEAD
+            super().on_message_begin()
+
+        def on_headers_complete(self) -> None:
+            self._where, self._head_bytes = _Head.BODY, 0
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._where = _Head.DONE
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            if self._where == _Head.DONE:
+                self._where, self._head_bytes = _Head.HEAD, 0  # the next request's head, when its bytes come
+            super().on_response_complete()
+
+        def _reading_head(self) -> bool:
+            return self._where == _Head.HEAD
+
+        def _reading_body(self) -> bool:
+            return self._where == _Head.BODY
+
+        def _answer_started(self) -> bool:
+            cycle = self.cycle
+            return cycle is not None and not cycle.response_complete and cycle.response_started
+
+
+GuardedHttpToolsProtocol: type[GuardedConnection] | None = _GuardedHttpTools
+"""uvicorn's httptools protocol under the guard, or None when httptools is not installed."""
+
+
+def guarded_protocol(guard: ConnectionGuard, http: str = "auto") -> type[GuardedConnection]:
+    """A protocol class for one listener (uvicorn makes one instance per connection), bound to ``guard``.
+
+    Args:
+        guard: the listener's guard.
+        http: ``httptools`` (uvicorn's protocol on the llhttp parser, in C: about half the CPU of h11 per request),
+            ``h11`` (pure Python), or ``auto``: httptools when it is installed.
+    """
+    base: type[GuardedConnection] = GuardedH11Protocol
+    if http == "httptools" or (http == "auto" and GuardedHttpToolsProtocol is not None):
+        if GuardedHttpToolsProtocol is None:
+            raise ImportError("httptools is not installed")
+        base = GuardedHttpToolsProtocol
+    return type(f"{base.__name__}_{guard.listener}", (base,), {"guard": guard})
+
+
+def uvicorn_options(guard: ConnectionGuard, http: str = "auto") -> dict[str, Any]:
+    """The ``uvicorn.Config`` keywords that put a listener under ``guard``: ``http``, ``timeout_keep_alive``,
+    ``h11_max_incomplete_event_size``."""
+    return {
+        "http": guarded_protocol(guard, http),
+        "timeout_keep_alive": max(1, round(guard.limits.keepalive_timeout_s)),  # the protocol uses the exact value
+        "h11_max_incomplete_event_size": guard.limits.max_header_bytes,
+    }

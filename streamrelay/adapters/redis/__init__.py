@@ -1,0 +1,42 @@
+"""The Redis backend for replicas (DESIGN §8): partition leases with fencing tokens, the input streams, the
+journal and the ledger per partition, and rate budgets shared by every replica."""
+
+from streamrelay.adapters.redis.budget import Attempt, RedisBudgets, SharedBucket, SharedPauses
+from streamrelay.adapters.redis.client import connect, redacted
+from streamrelay.adapters.redis.errors import FencedError
+from streamrelay.adapters.redis.journal import RedisJournal
+from streamrelay.adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
+from streamrelay.adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
+from streamrelay.adapters.redis.ledger import RedisLedger
+from streamrelay.adapters.redis.registry import ReplicaUrls, RunIndex
+from streamrelay.adapters.redis.shared_budgets import RedisSharedBudgets, bot_scope, shared_budgets_for
+from streamrelay.adapters.redis.stream import DeadLetter, InputEntry, InputStream
+
+__all__ = [
+    "KEYS",
+    "Attempt",
+    "DeadLetter",
+    "FencedError",
+    "Holder",
+    "InputEntry",
+    "InputStream",
+    "KeySpace",
+    "LeaseChange",
+    "LeaseEvent",
+    "LeaseKeeper",
+    "Leases",
+    "RedisBudgets",
+    "RedisJournal",
+    "RedisLedger",
+    "RedisSharedBudgets",
+    "ReplicaUrls",
+    "RunIndex",
+    "SharedBucket",
+    "SharedPauses",
+    "bot_scope",
+    "connect",
+    "conversation_key",
+    "partition_of",
+    "redacted",
+    "shared_budgets_for",
+]

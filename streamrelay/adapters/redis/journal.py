@@ -1,0 +1,176 @@
+"""The Redis journal: one partition's accepted input lines, per run, in arrival order (DESIGN §8).
+
+Implements :class:`core.records.journal.Journal` with the semantics of ``MemoryJournal`` and ``SqliteJournal``, for the
+runs of one partition (an owner holds one journal per partition it owns; every key carries the partition's hash
+tag, so each write is one Lua script in one slot). Keys (partition 7)::
+
+    sr:{p7}:j:lines:<run>   a list: the run's lines
+    sr:{p7}:j:runs          a sorted set: unfinished runs, scored by their first line's order
+    sr:{p7}:j:seq           the order counter
+    sr:{p7}:j:at            a hash: run -> when its newest line was accepted (Redis's clock, float seconds)
+    sr:{p7}:j:ended         a hash: finished run -> its last seq ("" for none)
+    sr:{p7}:j:ended:order   a sorted set: finished runs, oldest first (the oldest are forgotten past keep_ended)
+
+A journal bound to the owner's fencing token (``token=``, or :meth:`RedisJournal.fenced`) checks it in every
+write, like the ledger: a paused old owner cannot append lines or finish runs after a takeover. An append can
+also acknowledge the input-stream entries it journals (``acks=``) in the same script: a line is then in the
+journal exactly once, whether the owner dies before or after (a new owner claims the entry only if the script
+did not run).
+
+Durability is Redis's: with ``appendonly yes`` and ``appendfsync everysec`` a crash of Redis itself loses at most
+about a second of accepted lines; ``appendfsync always`` loses none (https://redis.io/docs/latest/operate/oss_and_stack/management/persistence/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script
+from streamrelay.adapters.redis.keys import KEYS, KeySpace
+from streamrelay.core.records.journal import EndedRun, JournalEntry
+
+GROUP = "owners"
+"""The consumer group of every partition's input stream (one group: the partition's owner of the moment)."""
+
+_NOW = """
+local t = redis.call('TIME')
+local now = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+"""
+
+_APPEND = (
+    FENCE_CHECK
+    + _NOW
+    + """
+-- KEYS: fence, seq, runs, at, inbox, then one lines key per entry; ARGV: token, group, n_acks, acks..., run, line...
+local i = 4
+local acks = {}
+for k = 1, tonumber(ARGV[3]) do acks[k] = ARGV[i]; i = i + 1 end
+if #acks > 0 then
+  redis.call('XACK', KEYS[5], ARGV[2], unpack(acks))
+  redis.call('XDEL', KEYS[5], unpack(acks))
+end
+for k = 6, #KEYS do
+  local run = ARGV[i]
+  redis.call('RPUSH', KEYS[k], ARGV[i + 1])
+  i = i + 2
+  if not redis.call('ZSCORE', KEYS[3], run) then
+    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[2]), run)
+  end
+  redis.call('HSET', KEYS[4], run, now)
+end
+return #KEYS - 5
+"""
+)
+
+_FINISH = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, runs, at, ended, ended order, seq, lines; ARGV: token, run, last_seq or '', keep
+redis.call('DEL', KEYS[7])
+redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
+if not redis.call('ZSCORE', KEYS[5], ARGV[2]) then
+  redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[6]), ARGV[2])
+end
+local over = redis.call('ZCARD', KEYS[5]) - tonumber(ARGV[4])
+if over > 0 then
+  local old = redis.call('ZRANGE', KEYS[5], 0, over - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[5], 0, over - 1)
+  redis.call('HDEL', KEYS[4], unpack(old))
+end
+return 1
+"""
+)
+
+
+class RedisJournal:
+    """The journal of one partition's runs in Redis.
+
+    Args:
+        client: from :func:`adapters.redis.client.connect` (not closed here).
+        partition: the partition whose runs this journal holds.
+        token: the writer's fencing token (the partition owner's lease grant); None writes unfenced (a replica
+            that accepts lines for a partition it does not own should append to the input stream instead).
+        keys: the key space.
+        keep_ended: how many finished runs are remembered (oldest forgotten first).
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        partition: int,
+        *,
+        token: int | None = None,
+        keys: KeySpace = KEYS,
+        keep_ended: int = 100_000,
+    ) -> None:
+        self._client = client
+        self.partition = partition
+        self.token = token
+        self._keys = keys
+        self._keep = keep_ended
+        self._append = Script(client, _APPEND, "journal.append")
+        self._finish = Script(client, _FINISH, "journal.finish")
+
+    def __repr__(self) -> str:
+        return f"RedisJournal(partition={self.partition}, token={self.token})"
+
+    def fenced(self, token: int) -> RedisJournal:
+        """This partition's journal for the owner holding the grant ``token``."""
+        return RedisJournal(self._client, self.partition, token=token, keys=self._keys, keep_ended=self._keep)
+
+    def _key(self, name: str) -> str:
+        return self._keys.journal(self.partition, name)
+
+    async def append(self, entries: Sequence[JournalEntry], *, acks: Sequence[str] = ()) -> None:
+        """Make ``entries`` durable, in order, in one script; acknowledge (XACK, XDEL) the input-stream entries
+        ``acks`` of this partition in the same script.
+
+        Raises:
+            FencedError: the journal is fenced and its token is no longer the partition's: nothing was written.
+            redis.exceptions.RedisError: Redis failed; nothing of ``entries`` may be counted accepted.
+        """
+        if not entries and not acks:
+            return
+        keys = [self._keys.fence(self.partition), self._key("seq"), self._key("runs"), self._key("at")]
+        keys += [self._keys.inbox(self.partition), *(self._key(f"lines:{e.run}") for e in entries)]
+        args: list[str | int | float] = [GROUP, len(acks), *acks]
+        for entry in entries:
+            args += [entry.run, entry.line]
+        await self._append.fenced(self.partition, self.token, keys, args)
+
+    async def unfinished(self) -> list[str]:
+        """Runs of this partition that have lines and have not finished, oldest first (their first line's order)."""
+        return [str(run) for run in await self._client.zrange(self._key("runs"), 0, -1)]
+
+    async def lines(self, run: str) -> list[str]:
+        """``run``'s journaled lines, in the order they were accepted."""
+        return [str(line) for line in await self._client.lrange(self._key(f"lines:{run}"), 0, -1)]
+
+    async def last_at(self, run: str) -> float | None:
+        """When ``run``'s newest line was accepted (Redis's clock, seconds since the epoch), or None without lines."""
+        at = await self._client.hget(self._key("at"), run)
+        return None if at is None else float(at)
+
+    async def finish(self, run: str, last_seq: int | None) -> None:
+        """``run`` finished: drop its lines, remember its last ``seq``.
+
+        Raises:
+            FencedError: the journal is fenced and its token is no longer the partition's: nothing was written.
+        """
+        keys = [self._keys.fence(self.partition), self._key("runs"), self._key("at"), self._key("ended")]
+        keys += [self._key("ended:order"), self._key("seq"), self._key(f"lines:{run}")]
+        args: list[str | int | float] = [run, "" if last_seq is None else last_seq, self._keep]
+        await self._finish.fenced(self.partition, self.token, keys, args)
+
+    async def ended(self, run: str) -> EndedRun | None:
+        """The finished run ``run``, or None when it never finished in this partition (or was forgotten)."""
+        last_seq = await self._client.hget(self._key("ended"), run)
+        if last_seq is None:
+            return None
+        return EndedRun(run, int(last_seq) if last_seq != "" else None)
+
+    async def close(self) -> None:
+        """Nothing to close: the client belongs to the caller."""
+        return None

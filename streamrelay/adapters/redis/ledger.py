@@ -1,0 +1,265 @@
+"""The Redis ledger: one partition's run records, parts and calls, every write fenced (DESIGN §8).
+
+Implements :class:`core.records.ledger.Ledger` with the semantics of ``MemoryLedger`` and ``SqliteLedger`` (a part is
+stored as JSON with the SQLite ledger's columns, its pending create apart), for the runs of one partition. Every
+write is one Lua script that first compares the partition's fencing token with the writer's
+(:data:`~adapters.redis.client.FENCE_CHECK`) and refuses with :class:`~adapters.redis.errors.FencedError`
+otherwise, before writing anything: an owner paused past its lease cannot write once another replica holds it.
+What such an owner may still have sent to a platform is an intent without an outcome, which the new owner
+settles (the durable runs' rule). Reads need no token. Keys (partition 7)::
+
+    sr:{p7}:l:run:<run>     a hash: channel, target (JSON), mode, end_status, ended, errors (JSON), times
+    sr:{p7}:l:parts:<run>   a hash: "<slot>" -> the part (JSON), "<slot>:pending" -> its pending create (JSON)
+    sr:{p7}:l:calls:<run>   a hash: "<id>" -> a call's intent (JSON), "<id>:outcome" -> its outcome (JSON)
+    sr:{p7}:l:callseq       the partition's call ids
+
+Like the SQLite ledger, a pending create keeps its delivery id, text, format and bounds; ``known_ids`` and
+``exclusive`` are the settling sidecar's own, set again when it settles.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script
+from streamrelay.adapters.redis.errors import FencedError
+from streamrelay.adapters.redis.keys import KEYS, KeySpace
+from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.ledger import PartRecord, RunRecord, content_key
+from streamrelay.core.records.report import PartState, SlotRole
+
+_START = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, run; ARGV: token, channel, target, mode, created_at
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[2], 'channel', ARGV[2], 'target', ARGV[3], 'mode', ARGV[4], 'ended', '0', 'created_at', ARGV[5])
+return 1
+"""
+)
+
+_END = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, run; ARGV: token, end_status, errors, ended_at
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], 'end_status', ARGV[2], 'ended', '1', 'errors', ARGV[3], 'ended_at', ARGV[4])
+return 1
+"""
+)
+
+_INTENT = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, call ids, calls, parts; ARGV: token, intent, slot, new part, pending ('' for none)
+local id = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[3], id, ARGV[2])
+if ARGV[5] ~= '' then
+  redis.call('HSETNX', KEYS[4], ARGV[3], ARGV[4])
+  redis.call('HSET', KEYS[4], ARGV[3] .. ':pending', ARGV[5])
+end
+return id
+"""
+)
+
+_PART = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, calls, parts; ARGV: token, call id ('' for none), outcome, slot, part, pending ('' for none)
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[2], ARGV[2] .. ':outcome', ARGV[3]) end
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
+if ARGV[6] == '' then
+  redis.call('HDEL', KEYS[3], ARGV[4] .. ':pending')
+else
+  redis.call('HSET', KEYS[3], ARGV[4] .. ':pending', ARGV[6])
+end
+return 1
+"""
+)
+
+
+def pending_json(pending: PendingSend | None) -> str:
+    """A pending create as the SQLite ledger stores it (``""`` for none)."""
+    if pending is None:
+        return ""
+    fields = {"delivery_id": pending.delivery_id, "text": pending.text, "fmt": str(pending.fmt)}
+    return json.dumps({**fields, "after_id": pending.after_id, "before_id": pending.before_id})
+
+
+def pending_from(raw: str | None) -> PendingSend | None:
+    """The pending create of :func:`pending_json`'s text (None for none)."""
+    if not raw:
+        return None
+    data = json.loads(raw)
+    return PendingSend(
+        data["delivery_id"],
+        data["text"],
+        TextFormat(data["fmt"]),
+        after_id=data.get("after_id"),
+        before_id=data.get("before_id"),
+    )
+
+
+def part_json(part: PartRecord) -> str:
+    """A part (its pending create apart) with the SQLite ledger's columns."""
+    return json.dumps(
+        {
+            "role": str(part.role),
+            "state": str(part.state),
+            "message_id": part.message_id,
+            "shown": part.shown,
+            "content_key": content_key(part.role, part.shown) if part.shown is not None else None,
+            "degraded": part.degraded,
+            "error": part.error,
+            "streaming": part.streaming,
+            "frozen": part.frozen,
+            "continues": part.continues,
+            "precedes": part.precedes,
+            "unbounded": pending_json(part.unbounded) or None,
+            "stray": part.stray,
+            "updated_at": time.time(),
+        }
+    )
+
+
+def part_from(run: str, slot: int, raw: str, pending: str | None) -> PartRecord:
+    """The part stored as ``raw`` (:func:`part_json`) with its pending create."""
+    data: dict[str, Any] = json.loads(raw)
+    return PartRecord(
+        run=run,
+        slot=slot,
+        role=SlotRole(data["role"]),
+        state=PartState(data["state"]),
+        message_id=data.get("message_id"),
+        shown=data.get("shown"),
+        degraded=bool(data.get("degraded")),
+        error=data.get("error"),
+        streaming=bool(data.get("streaming")),
+        pending=pending_from(pending),
+        frozen=bool(data.get("frozen")),
+        continues=data.get("continues"),
+        precedes=data.get("precedes"),
+        unbounded=pending_from(data.get("unbounded")),
+        stray=data.get("stray"),
+    )
+
+
+class RedisLedger:
+    """The ledger of one partition's runs in Redis.
+
+    Args:
+        client: from :func:`adapters.redis.client.connect` (not closed here).
+        partition: the partition whose runs this ledger holds.
+        token: the writer's fencing token (the partition owner's lease grant); None: read only, every write
+            raises :class:`FencedError`. :meth:`fenced` gives the writer.
+        keys: the key space.
+    """
+
+    def __init__(self, client: Redis, partition: int, *, token: int | None = None, keys: KeySpace = KEYS) -> None:
+        self._client = client
+        self.partition = partition
+        self.token = token
+        self._keys = keys
+        self._start = Script(client, _START, "ledger.start_run")
+        self._end = Script(client, _END, "ledger.end_run")
+        self._intent = Script(client, _INTENT, "ledger.record_intent")
+        self._part = Script(client, _PART, "ledger.record_outcome")
+
+    def __repr__(self) -> str:
+        return f"RedisLedger(partition={self.partition}, token={self.token})"
+
+    def fenced(self, token: int) -> RedisLedger:
+        """This partition's ledger for the owner holding the grant ``token``: every write checks it."""
+        return RedisLedger(self._client, self.partition, token=token, keys=self._keys)
+
+    def _key(self, name: str) -> str:
+        return self._keys.ledger(self.partition, name)
+
+    async def _hash(self, name: str) -> dict[str, str]:
+        raw = await self._client.hgetall(self._key(name))
+        return {str(k): str(v) for k, v in raw.items()}
+
+    async def _write(self, script: Script, keys: list[str], args: list[str | int | float]) -> Any:
+        if self.token is None:
+            current = await self._client.get(self._keys.fence(self.partition))
+            raise FencedError(self.partition, None, None if current is None else int(current))
+        return await script.fenced(self.partition, self.token, [self._keys.fence(self.partition), *keys], args)
+
+    async def start_run(self, record: RunRecord) -> None:
+        """Create the run record, or keep the existing one (a new owner replays ``run.start``).
+
+        Raises:
+            FencedError: the token is no longer the partition's (also on every other write): nothing written.
+        """
+        args: list[str | int | float] = [record.channel, json.dumps(record.target), record.mode, time.time()]
+        await self._write(self._start, [self._key(f"run:{record.run}")], args)
+
+    async def end_run(self, run: str, end_status: str, errors: Sequence[str] = ()) -> None:
+        """Mark the run ended with ``end_status`` and the ``errors`` its report shows (unknown runs: nothing)."""
+        args: list[str | int | float] = [end_status, json.dumps(list(errors)), time.time()]
+        await self._write(self._end, [self._key(f"run:{run}")], args)
+
+    async def get_run(self, run: str) -> RunRecord | None:
+        """The run record, or None when this partition has none."""
+        data = await self._hash(f"run:{run}")
+        if not data:
+            return None
+        return RunRecord(
+            run=run,
+            channel=data["channel"],
+            target=json.loads(data["target"]),
+            mode=data["mode"],
+            end_status=data.get("end_status"),
+            ended=data.get("ended") == "1",
+            errors=json.loads(data["errors"]) if data.get("errors") else [],
+        )
+
+    async def record_intent(
+        self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
+    ) -> int:
+        """Write the intent of one call before it is made; its call id (unique in the partition). ``pending``: the
+        call creates a message, stored with the part (created if new) until an outcome clears it."""
+        intent = {"slot": slot, "role": str(role), "op": op, "text_key": content_key(role, text), "chars": len(text)}
+        new_part = part_json(PartRecord(run=run, slot=slot, role=role))
+        keys = [self._key("callseq"), self._key(f"calls:{run}"), self._key(f"parts:{run}")]
+        args: list[str | int | float] = [json.dumps({**intent, "intent_at": time.time()}), slot, new_part]
+        return int(await self._write(self._intent, keys, [*args, pending_json(pending)]))
+
+    async def save_part(self, part: PartRecord) -> None:
+        """Write one part as it is (its pending create too: None clears it)."""
+        await self._upsert(part, "", "")
+
+    async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
+        """Write a call's outcome (``ack``, ``uncertain``, ``failed``, ...) and the part, in one script."""
+        record = json.dumps({"outcome": outcome, "detail": detail[:2000], "outcome_at": time.time()})
+        await self._upsert(part, str(call_id), record)
+
+    async def _upsert(self, part: PartRecord, call_id: str, outcome: str) -> None:
+        keys = [self._key(f"calls:{part.run}"), self._key(f"parts:{part.run}")]
+        args: list[str | int | float] = [call_id, outcome, part.slot, part_json(part), pending_json(part.pending)]
+        await self._write(self._part, keys, args)
+
+    async def parts(self, run: str) -> list[PartRecord]:
+        """The run's parts in slot order."""
+        stored = await self._hash(f"parts:{run}")
+        return sorted(
+            (part_from(run, int(f), raw, stored.get(f"{f}:pending")) for f, raw in stored.items() if ":" not in f),
+            key=lambda p: p.slot,
+        )
+
+    async def calls(self, run: str) -> list[dict[str, Any]]:
+        """The run's calls in id order: ``{"id", "slot", "role", "op", "text_key", "chars", "intent_at",
+        "outcome", "detail", "outcome_at"}`` (``outcome`` None while unknown)."""
+        stored = await self._hash(f"calls:{run}")
+        found: list[dict[str, Any]] = []
+        for field in sorted((f for f in stored if ":" not in f), key=int):
+            outcome = json.loads(stored.get(f"{field}:outcome", '{"outcome": null}'))
+            found.append({"id": int(field), **json.loads(stored[field]), **outcome})
+        return found
+
+    async def close(self) -> None:
+        """Nothing to close: the client belongs to the caller."""
+        return None

@@ -1,0 +1,288 @@
+"""The input streams: accepted input lines on their way from any replica to their partition's owner.
+
+Ingest on any replica appends a request's lines for one conversation to its partition's stream ``sr:{p7}:in``
+(XADD, one MULTI per batch). The partition's owner reads them with XREADGROUP in the one consumer group
+:data:`~adapters.redis.journal.GROUP`, consumer = its owner id; a read entry stays *pending* (in the group's
+PEL) until acknowledged, which the owner does only once the entry's effect is durable (journaled, or in the
+ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done yet). A new owner takes every
+pending entry, its own from before a restart and a dead replica's, with XAUTOCLAIM; each claim counts a delivery.
+An entry delivered more than N times (XPENDING's delivery count) is moved to the dead-letter stream
+``sr:{p7}:dead`` (:meth:`InputStream.bury`) so one bad line cannot stop its partition; an operator lists, retries
+or drops dead letters. https://redis.io/docs/latest/develop/data-types/streams/
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from redis.exceptions import ResponseError
+
+from streamrelay.adapters.redis.client import Redis, Script
+from streamrelay.adapters.redis.journal import GROUP
+from streamrelay.adapters.redis.keys import KEYS, KeySpace
+from streamrelay.core.records.journal import JournalEntry
+
+T = TypeVar("T")
+
+_BURY = """
+-- KEYS: inbox, dead; ARGV: group, max deliveries, candidate ids...
+local moved = {}
+for k = 3, #ARGV do
+  local id = ARGV[k]
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  if #p == 1 and tonumber(p[1][4]) > tonumber(ARGV[2]) then
+    local found = redis.call('XRANGE', KEYS[1], id, id)
+    if #found == 1 then
+      local fields = found[1][2]
+      redis.call('XADD', KEYS[2], '*', 'source', id, 'deliveries', p[1][4], 'consumer', p[1][2], unpack(fields))
+    end
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    moved[#moved + 1] = id
+  end
+end
+return moved
+"""
+
+_RETRY = """
+-- KEYS: dead, inbox; ARGV: dead letter id
+local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+if #found == 0 then return false end
+local f = found[1][2]
+local fields = {}
+for k = 1, #f, 2 do fields[f[k]] = f[k + 1] end
+local id = redis.call('XADD', KEYS[2], '*', 'run', fields['run'] or '', 'line', fields['line'] or '')
+redis.call('XDEL', KEYS[1], ARGV[1])
+return id
+"""
+
+
+_APPEND_OPEN = """
+-- KEYS: inbox, then each entry's run's stop mark; ARGV: run, line, run, line...
+-- replies per entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended)
+local out = {}
+for k = 2, #KEYS do
+  local run, line = ARGV[2 * k - 3], ARGV[2 * k - 2]
+  if redis.call('EXISTS', KEYS[k]) == 1 then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', run, 'line', line)
+  end
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class InputEntry:
+    """One input line in a partition's stream: its stream ``id`` (what :meth:`InputStream.ack` takes), its run and
+    its JSON text."""
+
+    id: str
+    run: str
+    line: str
+
+    def entry(self) -> JournalEntry:
+        """As the journal takes it."""
+        return JournalEntry(self.run, self.line)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An input line that failed too often: ``id`` in the dead-letter stream, ``source`` its id in the input
+    stream, ``deliveries`` how often it was delivered, ``consumer`` the last owner that had it."""
+
+    id: str
+    run: str
+    line: str
+    source: str
+    deliveries: int
+    consumer: str
+
+
+def _entries(raw: Any) -> list[InputEntry]:
+    """``[(id, {field: value})]`` as redis-py parses stream entries; entries deleted meanwhile come as None."""
+    found: list[InputEntry] = []
+    for entry_id, fields in raw or []:
+        if fields:
+            found.append(InputEntry(str(entry_id), str(fields.get("run", "")), str(fields.get("line", ""))))
+    return found
+
+
+class InputStream:
+    """The input streams of every partition on one Redis.
+
+    Args:
+        client: from :func:`adapters.redis.client.connect` (not closed here).
+        keys: the key space.
+    """
+
+    def __init__(self, client: Redis, keys: KeySpace = KEYS) -> None:
+        self._client = client
+        self._keys = keys
+        self._has_group: set[int] = set()
+        self._bury = Script(client, _BURY, "stream.bury")
+        self._retry = Script(client, _RETRY, "stream.retry")
+        self._append_open = Script(client, _APPEND_OPEN, "stream.append_open")
+
+    def __repr__(self) -> str:
+        return f"InputStream(prefix={self._keys.prefix!r})"
+
+    async def append(self, partition: int, entries: Sequence[JournalEntry]) -> list[str]:
+        """Append ``entries`` (lines of conversations in ``partition``) in order, all or none (one MULTI); their ids.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed; none of ``entries`` may be counted accepted.
+        """
+        if not entries:
+            return []
+        key = self._keys.inbox(partition)
+        async with self._client.pipeline(transaction=True) as pipe:
+            for entry in entries:
+                pipe.xadd(key, {"run": entry.run, "line": entry.line})
+            ids = await pipe.execute()
+        return [str(i) for i in ids]
+
+    async def append_open(self, partition: int, entries: Sequence[JournalEntry]) -> list[str | None]:
+        """Append ``entries`` of ``partition`` in order, in one script, except the lines of runs their reader stopped
+        (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`): per
+        entry its stream id, or None for a line not appended (its run was stopped; the caller refuses it with 409).
+        The check and the append are atomic: a line is either in the stream before the mark, or refused after it.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed; none of ``entries`` may be counted accepted.
+        """
+        if not entries:
+            return []
+        keys = [self._keys.inbox(partition), *(self._keys.stopped(partition, e.run) for e in entries)]
+        args = [part for e in entries for part in (e.run, e.line)]
+        reply = await self._append_open(keys, args)
+        return [None if i == 0 else str(i) for i in reply]
+
+    async def _ensure_group(self, partition: int) -> None:
+        if partition in self._has_group:
+            return
+        try:  # from id 0: lines appended before the first owner came are delivered too
+            await self._client.xgroup_create(self._keys.inbox(partition), GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._has_group.add(partition)
+
+    async def _grouped(self, partition: int, command: Callable[[], Awaitable[T]]) -> T:
+        """Run a group command; the group is created first when missing (also after the stream was deleted)."""
+        await self._ensure_group(partition)
+        try:
+            return await command()
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            self._has_group.discard(partition)
+            await self._ensure_group(partition)
+            return await command()
+
+    async def read(
+        self, partition: int, consumer: str, *, count: int = 100, block_ms: int | None = None
+    ) -> list[InputEntry]:
+        """New entries of ``partition`` for ``consumer`` (they become its pending entries until acknowledged).
+
+        Args:
+            partition: the partition (its owner reads it).
+            consumer: the owner's id.
+            count: at most this many entries.
+            block_ms: wait up to this long for an entry when there is none (None: do not wait; never 0, which waits
+                forever). Keep it under the client's socket timeout.
+        """
+        key = self._keys.inbox(partition)
+        reply: Any = await self._grouped(
+            partition, lambda: self._client.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms)
+        )
+        return [entry for _, entries in reply or [] for entry in _entries(entries)]
+
+    async def claim(
+        self, partition: int, consumer: str, *, min_idle_ms: int = 0, count: int = 1000
+    ) -> list[InputEntry]:
+        """Take the pending entries of ``partition`` idle for ``min_idle_ms`` or more, whoever had them (a dead or
+        paused owner, or this one before a restart), for ``consumer``; at most ``count``. Each one counts a delivery.
+
+        A new owner calls it with ``min_idle_ms=0`` right after its lease is granted: the partition was nobody
+        else's since.
+        """
+        found: list[InputEntry] = []
+        cursor = "0-0"
+        while len(found) < count:
+            reply = await self._autoclaim(partition, consumer, min_idle_ms, cursor, count - len(found))
+            cursor = str(reply[0])
+            found += _entries(reply[1])
+            if cursor == "0-0":
+                break
+        return found
+
+    async def _autoclaim(self, partition: int, consumer: str, min_idle_ms: int, start: str, count: int) -> Any:
+        key = self._keys.inbox(partition)
+        return await self._grouped(
+            partition, lambda: self._client.xautoclaim(key, GROUP, consumer, min_idle_ms, start_id=start, count=count)
+        )
+
+    async def ack(self, partition: int, ids: Sequence[str]) -> int:
+        """Acknowledge and delete the entries ``ids`` of ``partition``: call only once their effect is durable (in
+        the journal, or in the ledger); :meth:`RedisJournal.append` can do it in its own script (``acks=``).
+        How many were pending."""
+        if not ids:
+            return 0
+        key = self._keys.inbox(partition)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.xack(key, GROUP, *ids)
+            pipe.xdel(key, *ids)
+            acked, _ = await pipe.execute()
+        return int(acked)
+
+    async def pending(self, partition: int, *, count: int = 1000) -> list[tuple[str, str, int]]:
+        """The pending entries of ``partition`` as ``(id, consumer, deliveries)``, oldest first, at most ``count``."""
+        key = self._keys.inbox(partition)
+        rows = await self._grouped(partition, lambda: self._client.xpending_range(key, GROUP, "-", "+", count))
+        return [(str(r["message_id"]), str(r["consumer"]), int(r["times_delivered"])) for r in rows]
+
+    async def bury(self, partition: int, *, max_deliveries: int, count: int = 1000) -> list[str]:
+        """Move the pending entries of ``partition`` delivered more than ``max_deliveries`` times to its dead-letter
+        stream (each move is atomic: never lost, never in both); the ids moved."""
+        candidates = [
+            i for i, _, deliveries in await self.pending(partition, count=count) if deliveries > max_deliveries
+        ]
+        if not candidates:
+            return []
+        keys = [self._keys.inbox(partition), self._keys.dead(partition)]
+        moved = await self._bury(keys, [GROUP, max_deliveries, *candidates])
+        return [str(i) for i in moved]
+
+    async def dead(self, partition: int, *, count: int = 100) -> list[DeadLetter]:
+        """The dead letters of ``partition``, oldest first, at most ``count``."""
+        letters: list[DeadLetter] = []
+        found: Any = await self._client.xrange(self._keys.dead(partition), count=count)
+        for letter_id, f in found or []:
+            letters.append(
+                DeadLetter(
+                    id=str(letter_id),
+                    run=str(f.get("run", "")),
+                    line=str(f.get("line", "")),
+                    source=str(f.get("source", "")),
+                    deliveries=int(f.get("deliveries", 0)),
+                    consumer=str(f.get("consumer", "")),
+                )
+            )
+        return letters
+
+    async def retry(self, partition: int, letter_id: str) -> str | None:
+        """Put a dead letter back at the end of its input stream (atomically); its new id, or None when unknown."""
+        new_id = await self._retry([self._keys.dead(partition), self._keys.inbox(partition)], [letter_id])
+        return None if new_id is None else str(new_id)
+
+    async def drop(self, partition: int, letter_id: str) -> bool:
+        """Delete a dead letter for good; False when unknown."""
+        return bool(await self._client.xdel(self._keys.dead(partition), letter_id))
+
+    async def length(self, partition: int) -> int:
+        """How many entries of ``partition`` are not done yet (new and pending): the owner's backlog."""
+        return int(await self._client.xlen(self._keys.inbox(partition)))

@@ -1,0 +1,240 @@
+"""One SQLite file for the journal and the ledger: one connection, one transaction at a time, group-committed.
+
+Every write is a unit of work handed to :meth:`SqliteStore.transaction`: a plain function of the connection. One
+writer task runs all the units that are waiting in one ``BEGIN IMMEDIATE`` … ``COMMIT``, in one call to the
+connection's thread (a failing unit rolls the batch back, and the batch is run
+again unit by unit so that unit fails alone), and each caller returns once that commit is done: many runs'
+ledger intents and outcomes and the journal's lines cost one fsync. Coroutines never share a half-done
+transaction and a failed statement never leaves the connection inside one (the cause of "database is locked"
+cascades when many resumed runs wrote at once through shared, implicit transactions). ``BEGIN IMMEDIATE`` takes
+the write lock up front: waiting for another process (``busy_timeout``) happens there, never as an instant
+SQLITE_BUSY when a read transaction is upgraded. WAL with ``synchronous=FULL``: a commit survives a kill -9 and a
+power loss. https://www.sqlite.org/lang_transaction.html, https://www.sqlite.org/wal.html
+
+Housekeeping that nobody waits for (a finished run's journal lines deleted: ~740 rows, several milliseconds) is
+handed over with ``background=True``: it runs only when no other unit waits, :data:`BACKGROUND_BATCH` units at a
+time, so a ledger intent (which holds a platform call back until it is durable) never queues behind it. Measured
+with 100 runs ending within a second (bench/bench_load.py): the deletes in every batch held the sends' intents and
+the p99 event-to-call was 450 ms; with them in the background, ~80 ms.
+
+Why not a library: this is the durability of the journal and ledger themselves (the project's core); aiosqlite
+runs the connection on its thread, SQLite does the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from streamrelay.adapters.sqlite.lock import FileLock
+
+T = TypeVar("T")
+Work = Callable[[sqlite3.Connection], Any]
+"""A unit of writes: a plain function run on the connection's thread, inside its batch's transaction."""
+Settled = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+BUSY_TIMEOUT_MS = 10_000
+"""How long a write waits for another process's write lock before it fails."""
+CACHE_KIB = 512
+"""SQLite's page cache for the one connection, in KiB (``PRAGMA cache_size=-512``; SQLite's default is 2000 KiB). The
+cache fills up to its cap as the file grows and keeps it, in malloc memory tracemalloc does not see: with the default,
+100 open runs of the 8.5k answer held 2.1 MB of it (18.6 KB of RSS per open run in bench/bench_memory.py). The
+journal's and ledger's writes touch the b-trees' last pages and their indexes' few hot pages; a page not cached is
+read from the OS's file cache. https://www.sqlite.org/pragma.html#pragma_cache_size"""
+BACKGROUND_BATCH = 2
+"""Background units run in one transaction at most (each a few milliseconds): the longest a unit handed over while
+they run waits for them."""
+
+
+class _UnitFailed(Exception):
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class SqliteStore:
+    """The connection to one SQLite file, shared by the journal and the ledger of one process.
+
+    Use :meth:`open`; ``":memory:"`` works for tests.
+    """
+
+    def __init__(self, db: aiosqlite.Connection, path: str, lock: FileLock | None = None) -> None:
+        self._db = db
+        self.path = path
+        self._file_lock = lock
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._queue: list[tuple[Work, asyncio.Future[Any]]] = []
+        self._background: list[tuple[Work, asyncio.Future[Any]]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self.commits = 0
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SqliteStore:
+        """Open (and create) the file; its folder is created if missing. The file is this process's until
+        :meth:`close` (:mod:`.lock`: a second sidecar on it would resume and deliver the same runs).
+
+        Raises:
+            LedgerLockedError: another process has the file open (the message names the file and its pid).
+            sqlite3.Error: the file cannot be opened or is not a database.
+        """
+        path = str(path)
+        lock = None
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            lock = await FileLock.acquire(path)
+        try:
+            db = await aiosqlite.connect(path, isolation_level=None)  # transactions are explicit (write())
+            await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=FULL")
+            await db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return cls(db, path, lock)
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    async def transaction(self, work: Callable[[sqlite3.Connection], T], *, background: bool = False) -> T:
+        """Run ``work`` in the next group commit; return its result once that commit is durable. ``work`` is a plain
+        function of the connection, run on its thread with the rest of the batch (it must do nothing but SQLite).
+        ``background``: housekeeping, run only when no other unit waits (module docstring).
+
+        Raises:
+            Exception: what ``work`` raised (only its own writes are rolled back), or the commit's failure.
+        """
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        (self._background if background else self._queue).append((work, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write(), name="sqlite-writer")
+        return await done
+
+    async def _write(self) -> None:
+        while self._queue or self._background:
+            if self._queue:
+                batch, self._queue = self._queue, []
+            else:
+                batch, self._background = self._background[:BACKGROUND_BATCH], self._background[BACKGROUND_BATCH:]
+            try:
+                async with self._lock:
+                    # One hop to the connection's thread for the whole batch: BEGIN, every unit, COMMIT. Each statement
+                    # awaited on its own cost a round trip through the event loop, and under load (a thousand runs'
+                    # ingest) a loop iteration each: 2,000 statements took seconds while the loop was far from full.
+                    settled: list[Settled] = await self._db._execute(self._commit, batch)  # type: ignore[no-untyped-call]
+            except BaseException:
+                for _, done in batch:  # cancelled (shutdown): the batch may still commit; its callers stop waiting
+                    done.cancel()
+                raise
+            for done, result, error in settled:
+                if done.done():
+                    continue
+                if error is not None:
+                    done.set_exception(error)
+                else:
+                    done.set_result(result)
+
+    def _commit(self, batch: list[tuple[Work, asyncio.Future[Any]]]) -> list[Settled]:
+        """One transaction for ``batch`` (on the connection's thread); the outcome of each unit. When a unit fails, the
+        transaction is rolled back and each unit runs again in a transaction of its own, so it fails alone (rare: a
+        bug or a full disk)."""
+        conn = self._db._connection
+        assert conn is not None
+        try:
+            return self._in_one(conn, batch)
+        except _UnitFailed:
+            settled: list[Settled] = []
+            for unit in batch:
+                try:
+                    settled.extend(self._in_one(conn, [unit]))
+                except _UnitFailed as failed:
+                    settled.append((unit[1], None, failed.error))
+            return settled
+
+    def _in_one(self, conn: sqlite3.Connection, batch: list[tuple[Work, asyncio.Future[Any]]]) -> list[Settled]:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except Exception as exc:
+            return [(done, None, exc) for _, done in batch]
+        settled: list[Settled] = []
+        for work, done in batch:
+            try:
+                settled.append((done, work(conn), None))
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+                raise _UnitFailed(exc) from exc
+        try:
+            conn.execute("COMMIT")
+            self.commits += 1
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+            return [(done, None, exc) for _, done in batch]
+        return settled
+
+    async def ping(self, tables: Sequence[str] = ()) -> None:
+        """A cheap read proving the file answers (the readiness probe's): its schema, with ``tables`` in it.
+
+        Raises:
+            LookupError: one of ``tables`` is missing.
+            sqlite3.Error | ValueError: the file cannot be read, or the store is closed.
+        """
+        found = {row[0] for row in await self.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [table for table in tables if table not in found]
+        if missing:
+            raise LookupError(f"{self.path}: no table {', '.join(missing)}")
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one query, in one call to the connection's thread (no lock: that thread runs one job at a time
+        and a write batch is one job, so a read never sees half a transaction).
+
+        Raises:
+            sqlite3.Error | ValueError: the query failed, or the store is closed.
+        """
+
+        def rows() -> list[Any]:
+            conn = self._db._connection
+            assert conn is not None
+            return conn.execute(sql, tuple(params)).fetchall()
+
+        found: list[Any] = await self._db._execute(rows)  # type: ignore[no-untyped-call]
+        return found
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[aiosqlite.Connection]:
+        """Reads, never inside another coroutine's transaction."""
+        async with self._lock:
+            yield self._db
+
+    async def executescript(self, script: str) -> None:
+        """Run a schema script (``CREATE … IF NOT EXISTS``; no ``;`` inside a statement) in one transaction."""
+
+        def create(db: sqlite3.Connection) -> None:
+            for statement in (part.strip() for part in script.split(";")):
+                if statement:
+                    db.execute(statement)
+
+        await self.transaction(create)
+
+    async def close(self) -> None:
+        """Finish the writes already handed over, then close the connection."""
+        if not self._closed:
+            self._closed = True
+            if self._writer is not None:
+                with contextlib.suppress(Exception):
+                    await self._writer
+            try:
+                async with self._lock:
+                    await self._db.close()
+            finally:
+                if self._file_lock is not None:
+                    self._file_lock.release()

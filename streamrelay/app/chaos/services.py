@@ -1,0 +1,335 @@
+"""The processes of one campaign together: the mocks, the sidecar, and with ``--backend redis`` its replicas on a
+redis-server of the campaign's own.
+
+The sidecar (``sqlite``) is one :class:`Sidecar`: killed with SIGKILL and started again at once on the same journal
+and ledger. Replicas (``redis``) are N of them on one Redis: a kill hits a live one at random (while another one
+answers), which is started again after :data:`RESTART_AFTER_S` (a new process: a new replica id); meanwhile the
+others take the lines of every run, and its partitions move to them once its leases lapse (``lease_ttl_s``). The
+next kill need not wait for that restart. Agents reach a random live one (:meth:`Services.pick`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from streamrelay.adapters.redis import Leases, connect, conversation_key, partition_of
+from streamrelay.app.chaos.plan import Options
+from streamrelay.app.chaos.procs import (
+    HOST,
+    PIDS,
+    READY_TIMEOUT_S,
+    TOKEN_ENV,
+    KillRecord,
+    Proc,
+    RedisServer,
+    child_env,
+    free_port,
+    write_config,
+)
+from streamrelay.app.dry_run import DRY_RUN
+
+RESTART_AFTER_S = 1.0
+"""``redis``: how long a killed replica stays down before a new process takes its place (its port)."""
+
+
+class Sidecar:
+    """One sidecar process of the campaign (the sidecar, or one replica) and whether it answers now.
+
+    Args:
+        name: ``sidecar``, or ``replica-N``.
+        port: where it listens (a restart listens there again).
+        proc: its process.
+    """
+
+    def __init__(self, name: str, port: int, proc: Proc) -> None:
+        self.name = name
+        self.port = port
+        self.url = f"http://{HOST}:{port}"
+        self.proc = proc
+        self.up = asyncio.Event()
+        """Set while it answers; cleared from a kill until the restarted one answers."""
+        self.generation = 0
+        """The campaign's start count when this one last started (a request begun before saw a kill)."""
+        self.open: Counter[str] = Counter()
+        """Requests open on it, per run (a kill of it interrupts their runs)."""
+
+    def __repr__(self) -> str:
+        return f"Sidecar({self.name!r}, {self.url}, up={self.up.is_set()})"
+
+    @contextlib.contextmanager
+    def serving(self, run: str) -> Iterator[None]:
+        """While a request of ``run`` is open on this one."""
+        self.open[run] += 1
+        try:
+            yield
+        finally:
+            self.open[run] -= 1
+            if self.open[run] <= 0:
+                del self.open[run]
+
+
+class Services:
+    """The mocks and the sidecar (or the replicas and their Redis) of one campaign.
+
+    Args:
+        options: the campaign's options.
+        out: the transcript folder (logs, config, ledger).
+
+    Raises:
+        RuntimeError: ``redis``, and no redis-server on PATH.
+    """
+
+    def __init__(self, options: Options, out: Path) -> None:
+        self.options = options
+        self.out = out
+        self.token = secrets.token_hex(16)
+        self.mock_ports = {p: free_port() for p in options.platforms}
+        self.config = out / "config.toml"
+        self.ledger = out / "ledger.sqlite3"
+        self.mocks: dict[str, Proc] = {}
+        self.redis = RedisServer(out) if options.replicated else None
+        tokens = {TOKEN_ENV[p]: DRY_RUN[p].token for p in options.platforms}
+        env = {"STREAMRELAY_TOKEN": self.token, **tokens}
+        serve = [sys.executable, "-m", "streamrelay", "serve", "--config", str(self.config)]
+        self.sidecars: list[Sidecar] = []
+        if self.redis is None:
+            port = free_port()
+            proc = Proc("sidecar", serve, child_env(env), out / "sidecar.log", out / PIDS)
+            self.sidecars.append(Sidecar("sidecar", port, proc))
+        else:
+            env["STREAMRELAY_SERVICE__REDIS_URL"] = self.redis.url
+            for n in range(1, max(1, options.replicas) + 1):
+                port, name = free_port(), f"replica-{n}"
+                proc = Proc(name, [*serve, "--port", str(port)], child_env(env), out / f"{name}.log", out / PIDS)
+                self.sidecars.append(Sidecar(name, port, proc))
+        self.port = self.sidecars[0].port
+        self.url = self.sidecars[0].url
+        self.up = asyncio.Event()
+        """Set while every sidecar answers (a kill waits for it)."""
+        self.any_up = asyncio.Event()
+        """Set while at least one sidecar answers (an agent waits for it)."""
+        self.generation = 0
+        """How many times a sidecar was started."""
+        self.kills: list[KillRecord] = []
+        self.crashes: list[str] = []
+        """A sidecar died by itself (not killed by the campaign): a finding."""
+        self.conversations: dict[str, str] = {}
+        """``redis``: each run's conversation key (its partition tells which replica holds it)."""
+        self.t0 = time.monotonic()
+        self._rng = random.Random(f"chaos-replicas-{options.seed}")
+        self._lock = asyncio.Lock()
+        self._restarts: set[asyncio.Task[None]] = set()
+
+    @property
+    def sidecar(self) -> Proc:
+        """The (first) sidecar's process."""
+        return self.sidecars[0].proc
+
+    def mock_url(self, platform: str) -> str:
+        return f"http://{HOST}:{self.mock_ports[platform]}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def watch_runs(self, runs: Iterable[tuple[str, str, int | str]]) -> None:
+        """Know each run's conversation (``run``, ``channel``, ``chat_id``) to tell which replica holds it."""
+        self.conversations.update({run: conversation_key(channel, chat) for run, channel, chat in runs})
+
+    async def start(self) -> None:
+        """Start every mock (documented rate limits on) and the Redis, then the sidecars; wait until all answer.
+
+        Raises:
+            RuntimeError: a process exited or did not answer within :data:`READY_TIMEOUT_S`.
+        """
+        for platform, port in self.mock_ports.items():
+            proc = Proc(
+                f"mock {platform}",
+                [sys.executable, "-m", "streamrelay", "mock", platform, "--port", str(port)],
+                child_env({}),
+                self.out / f"mock-{platform}.log",
+                self.out / PIDS,
+            )
+            self.mocks[platform] = proc
+            proc.start()
+        if self.redis is not None:
+            await self.redis.start()
+        for platform, proc in self.mocks.items():
+            await self._ready(proc, f"{self.mock_url(platform)}/_mock/state")
+        write_config(self.config, self.options, self.port, self.mock_ports, self.ledger)
+        await asyncio.gather(*(self._start_sidecar(s) for s in self.sidecars))
+
+    async def _ready(self, proc: Proc, url: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if not proc.alive:
+                    raise RuntimeError(f"{proc.name} exited with {proc.exit_code} while starting (log: {proc.log})")
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(url)).status_code < 500:
+                        return
+                await asyncio.sleep(0.05)
+        raise RuntimeError(f"{proc.name} did not answer within {READY_TIMEOUT_S:g} s (log: {proc.log})")
+
+    async def _start_sidecar(self, sidecar: Sidecar) -> None:
+        for attempt in range(3):
+            sidecar.proc.start()
+            try:
+                await self._ready(sidecar.proc, f"{sidecar.url}/readyz")  # listening, and the journal resumed
+            except RuntimeError as exc:
+                self.crashes.append(f"start #{sidecar.proc.starts}: {exc}")
+                sidecar.proc.kill()
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(1.0)
+                continue
+            self.generation += 1
+            sidecar.generation = self.generation
+            sidecar.up.set()
+            self._refresh()
+            return
+
+    def _refresh(self) -> None:
+        for event, value in ((self.up, all), (self.any_up, any)):
+            if value(s.up.is_set() for s in self.sidecars):
+                event.set()
+            else:
+                event.clear()
+
+    def _down(self, sidecar: Sidecar) -> None:
+        sidecar.up.clear()
+        self._refresh()
+
+    async def pick(self) -> Sidecar:
+        """A live sidecar, at random among the replicas (waits while none answers)."""
+        while True:
+            await self.any_up.wait()
+            live = [s for s in self.sidecars if s.up.is_set()]
+            if len(live) == 1:
+                return live[0]
+            if live:
+                return self._rng.choice(live)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def can_kill(self) -> bool:
+        """A kill may hit now: the sidecar answers (``redis``: at least two replicas do, so one is left)."""
+        live = sum(s.up.is_set() for s in self.sidecars)
+        return live >= 2 or (live == 1 and len(self.sidecars) == 1)
+
+    async def kill_and_restart(self, reason: str, run: str | None, unfinished: list[str]) -> KillRecord | None:
+        """Kill -9 the sidecar and start it again on the same journal and ledger (returns once it answers); with
+        replicas, kill a live one at random and return at once: a new process takes its place after
+        :data:`RESTART_AFTER_S` (:attr:`up` is set again once it answers). None when no kill may hit now (another
+        kill or a restart is under way): this one is skipped. ``unfinished``: the live runs (``redis``: narrowed to
+        those the victim holds)."""
+        if self._lock.locked() or not self.can_kill():
+            return None
+        async with self._lock:
+            if self.redis is None:
+                victim, replica = self.sidecars[0], None
+            else:
+                victim = self._rng.choice([s for s in self.sidecars if s.up.is_set()])
+                unfinished, replica = await self._held_by(victim, unfinished), victim.name
+            at = round(self.elapsed(), 3)
+            record = KillRecord(len(self.kills) + 1, reason, run, at, unfinished=unfinished, replica=replica)
+            self._down(victim)
+            victim.proc.kill()
+            self.kills.append(record)
+            if self.redis is None:
+                await self._restart(victim, record)
+            else:
+                task = asyncio.create_task(self._restart(victim, record), name=f"restart:{victim.name}")
+                self._restarts.add(task)
+                task.add_done_callback(self._restarts.discard)
+            return record
+
+    async def _restart(self, victim: Sidecar, record: KillRecord) -> None:
+        t = time.monotonic()
+        if self.redis is not None:
+            await asyncio.sleep(RESTART_AFTER_S)
+        await self._start_sidecar(victim)
+        record.down_s = round(time.monotonic() - t, 3)
+
+    async def _held_by(self, victim: Sidecar, runs: list[str]) -> list[str]:
+        """The runs among ``runs`` that ``victim`` holds: it owns their partition (asked of Redis: the lease's
+        owner id holds its process id), or their agent has a request open on it."""
+        assert self.redis is not None
+        pid = str(victim.proc.pid)
+        partitions = self.options.partitions
+        client = connect(self.redis.url, client_name="streamrelay-chaos", socket_timeout_s=5.0)
+        try:
+            leases = Leases(client)
+            owners: dict[int, str] = {}
+            for p in range(partitions):
+                holder = await leases.holder(p)
+                owners[p] = "" if holder is None else holder.owner
+        except Exception:  # Redis is the replicas' to judge: an unknown owner counts every run as held
+            owners = {p: f"-{pid}-" for p in range(partitions)}
+        finally:
+            await client.aclose()
+
+        def held(run: str) -> bool:
+            key = self.conversations.get(run)
+            owner = owners.get(partition_of(key, partitions), "") if key is not None else ""
+            return f"-{pid}-" in owner or run in victim.open
+
+        return sorted(r for r in runs if held(r))
+
+    async def watch(self) -> None:
+        """Restart a sidecar whenever it dies by itself (recorded in :attr:`crashes`); runs until cancelled."""
+        redis_gone = False
+        while True:
+            await asyncio.sleep(0.5)
+            if self.redis is not None and not self.redis.proc.alive and not redis_gone:
+                redis_gone = True
+                self.crashes.append(f"redis-server exited by itself with {self.redis.proc.exit_code}")
+            for sidecar in self.sidecars:
+                if self._lock.locked() or sidecar.proc.alive or not sidecar.up.is_set():
+                    continue
+                async with self._lock:
+                    who = "the sidecar" if self.redis is None else sidecar.name
+                    self.crashes.append(
+                        f"{who} exited by itself with {sidecar.proc.exit_code} at {self.elapsed():.1f} s"
+                    )
+                    self._down(sidecar)
+                    await self._start_sidecar(sidecar)
+
+    async def script(self, client: httpx.AsyncClient, platform: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /_mock/script`` on ``platform``'s mock; its answer (``{"applied"}`` or ``{"error"}``)."""
+        answer = await client.post(f"{self.mock_url(platform)}/_mock/script", json=body)
+        result: dict[str, Any] = answer.json()
+        return result
+
+    async def state(self, client: httpx.AsyncClient, platform: str) -> dict[str, Any]:
+        """``GET /_mock/state`` of ``platform``'s mock."""
+        answer = await client.get(f"{self.mock_url(platform)}/_mock/state", timeout=120.0)
+        answer.raise_for_status()
+        result: dict[str, Any] = answer.json()
+        return result
+
+    def close(self) -> None:
+        """Stop the sidecars (and their restarts under way), every mock and the Redis (SIGTERM, then SIGKILL)."""
+        for task in list(self._restarts):
+            task.cancel()
+        for sidecar in self.sidecars:
+            sidecar.up.clear()
+        self._refresh()
+        for sidecar in self.sidecars:
+            sidecar.proc.stop()
+        for proc in self.mocks.values():
+            proc.stop()
+        if self.redis is not None:
+            self.redis.stop()

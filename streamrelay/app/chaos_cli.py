@@ -1,0 +1,168 @@
+"""``streamrelay chaos``: a seeded chaos campaign against the real sidecar and mock platforms (:mod:`app.chaos`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from streamrelay.app.cli_run import err, run_async
+
+if TYPE_CHECKING:
+    from streamrelay.app.chaos.plan import Options
+
+console = Console()
+
+
+def chaos(
+    runs: Annotated[int, typer.Option(min=1, metavar="N", help="how many runs")] = 100,
+    seed: Annotated[int, typer.Option(metavar="N", help="the plan's seed (same runs and seed: same plan)")] = 1,
+    platform: Annotated[str, typer.Option(metavar="PLATFORM", help="telegram | slack | discord | all")] = "all",
+    mode: Annotated[str, typer.Option(metavar="MODE", help="delivery mode of the runs: preview | block | all")] = "all",
+    exclusive_bot: Annotated[
+        bool,
+        typer.Option(
+            "--exclusive-bot/--shared-bot",
+            help="Telegram's bot token is the sidecar's alone (uncertain sends settled by an id probe) or shared",
+        ),
+    ] = True,
+    concurrency: Annotated[int, typer.Option(min=1, metavar="N", help="agents streaming at once")] = 12,
+    long: Annotated[bool, typer.Option("--long", help="outages of minutes (run idle timeout 300 s)")] = False,
+    idle_timeout_s: Annotated[
+        float | None,
+        typer.Option(metavar="SECONDS", help="the sidecar's run_idle_timeout_s (default 20, or 300 with --long)"),
+    ] = None,
+    kill_every: Annotated[
+        int, typer.Option(min=1, metavar="N", help="one planned kill -9 per this many runs (at least 2)")
+    ] = 12,
+    fault_every: Annotated[
+        int, typer.Option(min=1, metavar="N", help="one planned platform fault per this many runs")
+    ] = 4,
+    out: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="transcript folder, new or empty (default: a new temporary folder)"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            metavar="BACKEND", help="sqlite (one sidecar) | redis (replicas on a redis-server the campaign starts)"
+        ),
+    ] = "sqlite",
+    replicas: Annotated[int, typer.Option(min=1, metavar="N", help="replica processes (--backend redis)")] = 1,
+    lease_ttl_s: Annotated[
+        float,
+        typer.Option(
+            min=1.0, metavar="SECONDS", help="the replicas' lease_ttl_s (--backend redis; short: kills cost seconds)"
+        ),
+    ] = 3.0,
+) -> None:
+    """A seeded chaos campaign against the real sidecar and mock platforms (separate processes): kill -9 of the
+    sidecar at random points, restarts on the same journal and ledger, agents re-sending from seq 0 or never
+    coming back, platform faults (429 storms, 5xx and timeouts before and after commit, resets, outages). With
+    --backend redis --replicas N: N replicas on a redis-server of the campaign's own, kills of random replicas.
+    Prints one row per platform and mode; exits 1 when a run was lost, lied about, left unfinished or doubled
+    where that is not allowed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from streamrelay.app.chaos import (
+        BACKENDS,
+        MODES,
+        PLATFORMS,
+        Options,
+        failed,
+        run_campaign,
+        summary,
+        table,
+        write_transcripts,
+    )
+
+    def choice(value: str, known: tuple[str, ...], name: str) -> tuple[str, ...]:
+        if value == "all":
+            return known
+        if value not in known:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(known)}, all", param_hint=name)
+        return (value,)
+
+    if backend not in BACKENDS:
+        raise typer.BadParameter(f"{backend!r} is not one of {', '.join(BACKENDS)}", param_hint="--backend")
+    options = Options(
+        runs=runs,
+        seed=seed,
+        platforms=choice(platform, PLATFORMS, "--platform"),
+        modes=choice(mode, MODES, "--mode"),
+        exclusive_bot=exclusive_bot,
+        concurrency=concurrency,
+        long=long,
+        out=out,
+        idle_timeout_s=idle_timeout_s,
+        runs_per_kill=kill_every,
+        runs_per_fault=fault_every,
+        backend=backend,
+        replicas=replicas,
+        lease_ttl_s=lease_ttl_s,
+    )
+    _chaos_preflight(options)
+    shown = err if as_json else console
+    progress = Progress(
+        TextColumn("[bold]chaos[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[line]}"),
+        TimeElapsedColumn(),
+        console=shown,
+    )
+    task = progress.add_task("runs", total=runs, line="starting the mocks and the sidecar…")
+
+    def on_progress(event: str, counts: dict[str, int]) -> None:
+        line = f"streaming {counts['streaming']} · kills {counts['kills']} · faults {counts['faults']}"
+        progress.update(task, completed=counts["done"], line=line)
+
+    with progress:
+        outcome = run_async(run_campaign(options, on_progress))
+    result = summary(outcome)
+    write_transcripts(outcome, result)
+    if as_json:
+        typer.echo(json.dumps(result, indent=1, ensure_ascii=False))  # plain: rich would wrap long lines
+    else:
+        wide = console if console.width >= 130 else Console(width=130)
+        wide.print(table(outcome))
+        for bad in result["bad_runs"][:20]:
+            wide.print(
+                f"[red]{escape(bad['run'])}[/] ({bad['platform']}/{bad['mode']}): {escape('; '.join(bad['problems']))}"
+            )
+            if bad["anomalies"]:
+                wide.print(f"  agent: {escape('; '.join(bad['anomalies'])[:400])}")
+        if len(result["bad_runs"]) > 20:
+            wide.print(f"… and {len(result['bad_runs']) - 20} more bad run(s): summary.json lists them all")
+        if outcome.crashes:
+            wide.print(f"[red]the sidecar crashed:[/] {escape('; '.join(outcome.crashes))}")
+        kept = "transcripts and logs" if options.replicated else "transcripts, logs and the ledger"
+        wide.print(f"{kept} in {outcome.out}")
+    raise typer.Exit(1 if failed(outcome) else 0)
+
+
+def _chaos_preflight(options: Options) -> None:
+    """Refuse what a campaign cannot run before anything starts: replicas without Redis, Redis without its
+    server."""
+    from streamrelay.app.chaos.procs import redis_server
+
+    if options.out is not None and options.out.is_dir() and any(options.out.iterdir()):
+        raise typer.BadParameter(
+            f"{options.out} is not empty: a campaign's journal, ledger and transcripts start from nothing (the runs"
+            " of another campaign with the same seed would be taken as already ended); pick a new folder",
+            param_hint="--out",
+        )
+    if not options.replicated:
+        if options.replicas != 1:
+            raise typer.BadParameter("replicas need --backend redis (sqlite runs one sidecar)", param_hint="--replicas")
+        return
+    try:
+        redis_server()
+    except RuntimeError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None

@@ -1,0 +1,334 @@
+"""A small Python client of the sidecar, for the parent loop: stream events in, act on the pipeline lane.
+
+The parent loop streams its run (and its sub-agents' events, each with its ``source``) into the sidecar,
+follows the run's pipeline lane, and asks the action gate before running a tool call::
+
+    async with RelayClient("http://127.0.0.1:8787", token) as relay:
+        await relay.start("r1", channel="telegram", chat_id=42)
+        await relay.send("r1", [{"kind": "text", "text": "Looking it up…"}])
+        async for unit in relay.pipeline("r1"):          # complete, checked units only; ends at run.end
+            match unit:
+                case ToolCallUnit(id=call_id):
+                    decision = await relay.gate("r1", call_id, wait_s=30)
+                    if decision.verdict == "run":
+                        ...                              # run the tool
+
+Answers are the typed contracts of :mod:`core.contracts` (frozen pydantic models: pipeline units, live events,
+the run report, the gate's answer), so mypy checks a parent loop's field names. Every method raises
+:class:`RelayError` (with the sidecar's status and message) when the sidecar refuses, and
+``pydantic.ValidationError`` when an answer is not of the contract (a sidecar of another version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from streamrelay.app.ingest_client import recording_lines
+from streamrelay.core.contracts.answers import GateAnswer, RunListing, StopAnswer, WatchLink
+from streamrelay.core.contracts.live import LIVE_EVENT, EndLiveEvent, LiveEvent
+from streamrelay.core.contracts.report import RunReport
+from streamrelay.core.contracts.units import PIPELINE_UNIT, PipelineUnit, RunEndUnit, parse_unit
+from streamrelay.core.events import Event, ProviderFormat, Source, event_to_json
+from streamrelay.core.normalize import make_normalizer
+
+
+class RelayError(RuntimeError):
+    """The sidecar refused a request. ``status`` is its HTTP status; the message is its answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"the sidecar answered {status}: {message}")
+        self.status = status
+
+
+class RelayClient:
+    """An HTTP client of one sidecar (httpx).
+
+    Args:
+        url: the sidecar's base URL.
+        token: its bearer token (never in reprs or errors).
+        timeout_s: seconds a plain request may take (streams wait as long as the run lasts).
+        reconnects: how many times :meth:`pipeline` reconnects after a dropped stream (resuming after the
+            last unit it got, so nothing is seen twice).
+        push_back_s: how long :meth:`send` keeps sending again what a sidecar past its capacity pushed back
+            (``Retry-After`` apart), in seconds.
+    """
+
+    def __init__(
+        self, url: str, token: str, *, timeout_s: float = 30.0, reconnects: int = 5, push_back_s: float = 300.0
+    ) -> None:
+        self.url = url
+        self.push_back_s = push_back_s
+        self.reconnects = reconnects
+        self._http = httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout_s)
+        )
+
+    def __repr__(self) -> str:
+        return f"RelayClient(url={self.url!r})"
+
+    async def __aenter__(self) -> RelayClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def start(
+        self,
+        run: str,
+        *,
+        channel: str,
+        chat_id: int | str,
+        thread_id: int | str | None = None,
+        mode: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Send the run's ``run.start``."""
+        target: dict[str, Any] = {"chat_id": chat_id}
+        if thread_id is not None:
+            target["thread_id"] = thread_id
+        start: dict[str, Any] = {"kind": "run.start", "channel": channel, "target": target}
+        if mode is not None:
+            start["mode"] = mode
+        if overrides:
+            start["overrides"] = dict(overrides)
+        await self.send(run, [start])
+
+    async def send(self, run: str, events: Iterable[Mapping[str, Any] | Event]) -> int:
+        """Post events of ``run`` as one NDJSON request; return how many the sidecar took.
+
+        A sidecar past its capacity pushes back (503 with ``Retry-After`` and ``pushed_back_from``, the first line it
+        did not take): the rest is sent again after ``Retry-After`` seconds, for up to ``push_back_s`` seconds in
+        all. A refused start (429 or 503 with ``Retry-After``: too many active runs) is sent again the same way.
+
+        Raises:
+            RelayError: a line was refused (the others were taken: the error lists the refused lines), or the
+                sidecar still pushed back after ``push_back_s``.
+        """
+        lines = [json.dumps(e if isinstance(e, Mapping) else event_to_json(e), ensure_ascii=False) for e in events]
+        deadline = time.monotonic() + self.push_back_s
+        taken, sent_before = 0, 0
+        refused: list[str] = []  # lines refused beside a push-back, numbered from the first line given
+        while True:
+            answer = await self._http.post(
+                _path(run, "/events"),
+                content=("\n".join(lines) + "\n").encode(),
+                headers={"Content-Type": "application/x-ndjson"},
+            )
+            rest = _pushed_back(answer, lines)
+            if rest is None or time.monotonic() >= deadline:
+                body = _json(answer)
+                if refused:
+                    raise RelayError(422, "lines refused (the others were taken): " + "; ".join(refused))
+                return taken + int(body.get("accepted", 0))
+            body = answer.json()
+            taken += int(body.get("accepted", 0))
+            for line in body.get("rejected", []):
+                refused.append(f"line {sent_before + int(line['line'])}: {line['error']}")
+            sent_before += len(lines) - len(rest)
+            lines = rest
+            delay_s = float(answer.headers.get("retry-after", "1"))
+            await asyncio.sleep(min(delay_s, max(0.0, deadline - time.monotonic())))
+
+    async def units(self, run: str, *, after: int = 0) -> list[PipelineUnit]:
+        """The run's pipeline units after position ``after`` so far (without waiting), typed."""
+        answer = await self._http.get(_path(run, "/pipeline"), params={"after": after})
+        return [parse_unit(unit) for unit in _json(answer)["units"]]
+
+    async def pipeline(self, run: str, *, after: int = 0) -> AsyncIterator[PipelineUnit]:
+        """The run's pipeline units after position ``after``, as they come, until ``run.end`` (included).
+
+        A dropped connection is resumed after the last unit received (at most ``reconnects`` times in a row).
+        """
+        failures = 0
+        while True:
+            try:
+                async with self._http.stream(
+                    "GET", _path(run, "/pipeline/stream"), params={"after": after}, timeout=None
+                ) as answer:
+                    if answer.status_code != 200:
+                        await answer.aread()
+                        _json(answer)
+                    async for line in answer.aiter_lines():
+                        if not line.strip():
+                            continue  # keepalive
+                        unit = PIPELINE_UNIT.validate_json(line)
+                        after = unit.index
+                        failures = 0
+                        yield unit
+                        if isinstance(unit, RunEndUnit):
+                            return
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                failures += 1
+                if failures > self.reconnects:
+                    raise
+
+    async def gate(self, run: str, call_id: str, *, source: str | None = None, wait_s: float = 0.0) -> GateAnswer:
+        """Ask the action gate whether tool call ``call_id`` may run now.
+
+        Returns:
+            its ``verdict`` (run, wait, refuse), ``reason``, ``action_class``, ``compensation`` and ``unit``.
+        """
+        body: dict[str, Any] = {"id": call_id, "wait_s": wait_s}
+        if source is not None:
+            body["source"] = source
+        answer = await self._http.post(_path(run, "/gate"), json=body, timeout=wait_s + 30)
+        return GateAnswer.model_validate(_json(answer))
+
+    async def stop(self, run: str, *, by: str | None = None, reason: str | None = None) -> StopAnswer:
+        """Stop run ``run`` for its reader (``POST /v1/runs/{run}/stop``; ``run`` may be a Stop control's 16 hex):
+        it ends ``cancelled``, its pipeline lane gets a ``stop`` unit, its agent's later lines get a 409.
+
+        Returns:
+            its ``run``, ``state`` (stopping, stopped), ``by`` and ``reason`` (a second stop answers the first's).
+
+        Raises:
+            RelayError: 404 an unknown run, 409 one that ended otherwise, 400 a bad ``by`` / ``reason``.
+        """
+        body = {key: value for key, value in (("by", by), ("reason", reason)) if value is not None}
+        return StopAnswer.model_validate(_json(await self._http.post(_path(run, "/stop"), json=body)))
+
+    async def report(self, run: str, *, wait_s: float = 0.0) -> RunReport:
+        """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
+        answer = await self._http.get(_path(run), params={"wait_s": wait_s}, timeout=wait_s + 30)
+        return RunReport.model_validate(_json(answer))
+
+    async def runs(self, *, everywhere: bool = False) -> RunListing:
+        """The caller's active runs, oldest first (``GET /v1/runs``; ``everywhere``: every replica's, with the ones
+        that could not be asked in ``unreachable``)."""
+        answer = await self._http.get("/v1/runs", params={"all": "1"} if everywhere else None)
+        return RunListing.model_validate(_json(answer))
+
+    async def watch_link(self, run: str) -> WatchLink:
+        """The run's live page link and its read token (``GET /v1/runs/{run}/watch``), also before it starts.
+
+        Raises:
+            RelayError: 404 when the sidecar serves no live page (or the run is not the caller's).
+        """
+        return WatchLink.model_validate(_json(await self._http.get(_path(run, "/watch"))))
+
+    async def watch(self, run: str) -> AsyncIterator[LiveEvent]:
+        """The run's live events (``GET /v1/runs/{run}/live``, SSE, with the run's read token), typed, until its
+        ``end`` (included); a ``waiting`` event first when it has not started. A dropped stream, or one that ends
+        while the run has not started, is resumed with ``Last-Event-ID`` (at most ``reconnects`` times in a row).
+        """
+        token = (await self.watch_link(run)).token
+        last_id: str | None = None
+        failures = 0
+        while True:
+            headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+            if last_id is not None:
+                headers["Last-Event-ID"] = last_id
+            try:
+                async with self._http.stream("GET", _path(run, "/live"), headers=headers, timeout=None) as answer:
+                    if answer.status_code != 200:
+                        await answer.aread()
+                        _json(answer)
+                    async for sse_id, data in _sse_messages(answer):
+                        event = LIVE_EVENT.validate_json(data)
+                        last_id = sse_id or last_id
+                        failures = 0 if sse_id else failures
+                        yield event
+                        if isinstance(event, EndLiveEvent):
+                            return
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                pass
+            failures += 1
+            if failures > self.reconnects:
+                raise RelayError(504, f"the live stream of run {run!r} ended {failures} times without its end")
+
+
+def _path(run: str, tail: str = "") -> str:
+    """``/v1/runs/<run><tail>`` with the run id percent-encoded: a valid run id may hold ``?``, ``#`` or ``%``, which
+    would otherwise address another run (https://www.rfc-editor.org/rfc/rfc3986#section-3.3)."""
+    return f"/v1/runs/{quote(run, safe='')}{tail}"
+
+
+def _pushed_back(answer: httpx.Response, lines: list[str]) -> list[str] | None:
+    """The lines to send again after ``Retry-After`` (those from ``pushed_back_from``; the one start a 429 or 503
+    refused), or None when the answer is final."""
+    if answer.status_code not in (429, 503) or "retry-after" not in answer.headers:
+        return None
+    try:
+        body = answer.json()
+    except json.JSONDecodeError:
+        return None
+    first = body.get("pushed_back_from") if isinstance(body, dict) else None
+    if isinstance(first, int) and 1 <= first <= len(lines):
+        return lines[first - 1 :]
+    if len(lines) == 1 and not body.get("accepted"):  # a start refused for the moment (too many active runs)
+        return lines
+    return None
+
+
+async def _sse_messages(answer: httpx.Response) -> AsyncIterator[tuple[str | None, str]]:
+    """The ``(id, data)`` of each Server-Sent Events message of ``answer`` (comments and keepalives skipped;
+    several ``data`` lines joined by newlines), as
+    https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation reads them."""
+    sse_id: str | None = None
+    data: list[str] = []
+    async for line in answer.aiter_lines():
+        if not line:
+            if data:
+                yield sse_id, "\n".join(data)
+            sse_id, data = None, []
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "id":
+            sse_id = value
+    if data:
+        yield sse_id, "\n".join(data)
+
+
+def _json(answer: httpx.Response) -> dict[str, Any]:
+    try:
+        body = answer.json()
+    except json.JSONDecodeError:
+        body = {"error": answer.text}
+    if answer.status_code != 200:
+        raise RelayError(answer.status_code, str(body.get("error", body)))
+    if not isinstance(body, dict):
+        raise RelayError(answer.status_code, f"expected a JSON object, got {body!r}")
+    return body
+
+
+def recorded_events(path: Path, fmt: ProviderFormat, run: str, source: Source | None = None) -> list[dict[str, Any]]:
+    """A recorded stream (tests/streams/) as normalized events of ``run``, the recording's root agent's with
+    ``source`` (None: the root agent) and its own sub-agents' under it, ready for :meth:`RelayClient.send`. Used
+    to replay sub-agents: a run declares one ``format``, so a child's stream is normalized here and sent with its
+    source.
+
+    Raises:
+        ValueError: a line is not JSON (names the line); core.errors.IngestError: not that provider's format.
+    """
+    normalizer = make_normalizer(fmt, run)
+    events = [e for raw in recording_lines(path) for e in normalizer.feed(raw)]
+    events.extend(normalizer.close())
+    return [event_to_json(e.model_copy(update={"source": _nested(source, e.source)})) for e in events]
+
+
+def _nested(source: Source | None, own: Source | None) -> Source | None:
+    """An event's source once its recording is replayed as ``source``: the recording's root is ``source``; a
+    sub-agent of the recording (AG-UI, A2A) keeps its own source, one level under ``source`` when one is given."""
+    if own is None or source is None:
+        return source if own is None else own
+    rest = own.path.split("/", 1)[1] if own.path and "/" in own.path else own.agent_id
+    parent = own.parent_session_id if own.depth > 1 else source.session_id
+    path = f"{source.path or source.key}/{rest}"
+    return own.model_copy(update={"depth": source.depth + own.depth, "path": path, "parent_session_id": parent})

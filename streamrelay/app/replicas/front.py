@@ -1,0 +1,314 @@
+"""What the HTTP app sees of a replica: lines go to their run's partition, reads go to the run's local relay.
+
+Lines are checked here as far as they can be without the run (a JSON object, a valid event, a known channel and
+a target the channel takes), then appended to the input stream of the run's partition: a ``run.start`` picks the
+partition from its conversation (channel and chat) and records it in the run index; every later line of the run
+follows it there. The answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops
+repeats and lines after the run's end (its journal knows them), as one process does. A run its reader stopped is
+marked in Redis before its owner takes the stop (:meth:`ReplicaFront.stop`); the append checks the mark atomically,
+so every front answers the run's later lines 409 :data:`core.run.stop.STOPPED_ERROR`, as one sidecar does (a front
+remembers the runs it saw stopped: a stop is final, so their lines are refused without asking Redis again).
+
+Reads (report, monitor, pipeline lane, gate) of a run are answered by the relay of the run's partition on this
+replica; :class:`adapters.ingest_http.owner_proxy.OwnerProxy` forwards them here from the other replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from streamrelay.adapters.redis import InputStream, RunIndex, conversation_key, partition_of
+from streamrelay.app.replicas.peers import ReplicaPeers
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.contracts.answers import RunListing
+from streamrelay.core.errors import IngestError
+from streamrelay.core.events import RunStart, parse_event
+from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.ingest.clients import run_key, split_key
+from streamrelay.core.lanes.gate import Call, GateDecision
+from streamrelay.core.lanes.pipeline import PipelineLane
+from streamrelay.core.ports import DraftStopControls
+from streamrelay.core.records.journal import JournalEntry
+from streamrelay.core.records.report import DeliveryReport
+from streamrelay.core.run.monitor import Watched
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.stop import STOPPED_ERROR, StopState
+from streamrelay.core.run.stop_controls import is_short_id, short_id
+
+UNREAD_POLL_S = 0.1
+"""How often a report request waiting for a run its owner has not read yet asks again."""
+STOPPED_CACHE = 100_000
+"""Stopped runs a front remembers (their lines are refused without a Redis round trip)."""
+
+
+def control_key(key: str) -> str:
+    """The key a Stop control's id makes of run ``key`` (what a bot's forwarded click names):
+    ``client/<16 hex>`` (:func:`core.run.stop_controls.short_id`)."""
+    return run_key(split_key(key)[0], short_id(key))
+
+
+class ReplicaFront:
+    """The relay surface of a replica (what :func:`adapters.ingest_http.create_app` and the web routes call).
+
+    Args:
+        channels: the configured channels (shared with the partitions' relays).
+        stream: the partitions' input streams.
+        index: run → partition.
+        partitions: P.
+        local: the relay of a partition this replica owns and runs now, or None.
+    """
+
+    def __init__(
+        self,
+        channels: Mapping[str, ChannelRuntime],
+        stream: InputStream,
+        index: RunIndex,
+        partitions: int,
+        local: Callable[[int], Relay | None],
+    ) -> None:
+        self.channels = dict(channels)
+        self._stream = stream
+        self._index = index
+        self._partitions = partitions
+        self._local = local
+        self._relays: Callable[[], list[Relay]] = lambda: []
+        self._stopped: OrderedDict[str, None] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
+
+    def follow(self, relays: Callable[[], list[Relay]]) -> None:
+        """Where the relays of the owned partitions are (for :meth:`active_runs`)."""
+        self._relays = relays
+
+    # --- ingest -----------------------------------------------------------------------------------------
+
+    async def submit_lines(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
+    ) -> list[LineResult | IngestError]:
+        """Route a batch of decoded lines to their runs' partitions (module docstring).
+
+        Returns:
+            Per line: ``LineResult(events=1)`` once it is in its partition's stream, or the :class:`IngestError`
+            that refused it (not an event, another run than the URL's, an unknown channel or target, a run that
+            has not started).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
+        """
+        results: list[LineResult | IngestError] = []
+        batches: dict[int, list[tuple[int, JournalEntry]]] = {}
+        for obj, raw in lines:
+            try:
+                partition, entry = await self._route(obj, raw, run_hint)
+            except IngestError as exc:
+                results.append(exc)
+                continue
+            batches.setdefault(partition, []).append((len(results), entry))
+            results.append(LineResult(events=1))
+        for partition, numbered in batches.items():
+            ids = await self._stream.append_open(partition, [entry for _, entry in numbered])
+            for (at, entry), stream_id in zip(numbered, ids, strict=True):
+                if stream_id is None:  # its run's stop mark is there: refused, never appended
+                    self._remember_stopped(entry.run)
+                    results[at] = IngestError(STOPPED_ERROR, status=409)
+        return results
+
+    def _remember_stopped(self, run: str) -> None:
+        self._stopped[run] = None
+        self._stopped.move_to_end(run)
+        while len(self._stopped) > STOPPED_CACHE:
+            self._stopped.popitem(last=False)
+
+    async def _route(self, obj: Any, raw: str | None, run_hint: str | None) -> tuple[int, JournalEntry]:
+        if not isinstance(obj, dict):
+            raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
+        if run_hint is not None and obj.get("run", run_hint) != run_hint:
+            raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
+        run = obj.get("run", run_hint)
+        if not isinstance(run, str) or not run:
+            raise IngestError("line has no 'run': post it to /v1/runs/{run}/events or give 'run'")
+        if run in self._stopped:
+            raise IngestError(STOPPED_ERROR, status=409)
+        if "kind" not in obj:  # a raw provider event: its run's normalizer reads it on the owner
+            partition = await self._started(run)
+            return partition, JournalEntry(run, raw if raw is not None else json.dumps(obj))
+        obj = {**obj, "run": run}
+        event = parse_event(obj)
+        if isinstance(event, RunStart):
+            partition = await self._start(event)
+        else:
+            partition = await self._started(run)
+        return partition, JournalEntry(run, json.dumps(obj, ensure_ascii=False))
+
+    async def _start(self, event: RunStart) -> int:
+        channel = self.channels.get(event.channel)
+        if channel is None:
+            known = ", ".join(sorted(self.channels)) or "none"
+            raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
+        problem = channel.adapter.check_target(event.target)
+        if problem is not None:
+            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+        partition = partition_of(conversation_key(event.channel, event.target.chat_id), self._partitions)
+        if await self._index.claim(event.run, partition, control_key(event.run)) != partition:
+            raise IngestError(
+                f"run {event.run!r} already started for another conversation: a run keeps its run.start; use a new "
+                "run id",
+                status=409,
+            )
+        return partition
+
+    async def _started(self, run: str) -> int:
+        partition = await self._index.partition(run)
+        if partition is None:
+            raise IngestError(f"run {run!r} has not started: send its run.start event first", status=409)
+        return partition
+
+    # --- reading (the run's owner: forwarded here by the owner proxy) -----------------------------------
+
+    async def _relay(self, run: str) -> Relay | None:
+        """The local relay of ``run``'s partition; None for a run nobody started (404).
+
+        Raises:
+            IngestError: 503: the run exists but its partition is not (or no longer) this replica's: the owner
+                proxy sent the request here just as the partition moved; the client asks again.
+        """
+        partition = await self._index.partition(run)
+        if partition is None:
+            return None
+        relay = self._local(partition)
+        if relay is None:
+            raise IngestError(f"run {run!r}: its partition is moving between replicas: retry in a moment", status=503)
+        return relay
+
+    async def report(self, run_id: str) -> DeliveryReport | None:
+        relay = await self._relay(run_id)
+        return None if relay is None else await relay.report(run_id)
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
+        """The run's report once it is done or ``timeout_s`` passed. A run whose ``run.start`` was taken (it is in
+        the run index) but whose lines its owner has not read from the partition's stream yet (a busy partition, a
+        new owner) is not known to the relay: it is waited for too, rather than answered as unknown (None: 404).
+
+        Raises:
+            IngestError: 503 when the run's partition is not (or no longer) this replica's: its runs stopped here and
+                go on at the next owner; the client (or the owner proxy in front) asks again.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            relay = await self._relay(run_id)
+            if relay is None:
+                return None
+            report = await relay.report(run_id)
+            left = deadline - loop.time()
+            if report is not None or left <= 0:
+                break
+            await asyncio.sleep(min(UNREAD_POLL_S, left))
+        if report is None:
+            return None
+        report = await relay.wait_done(run_id, max(0.0, deadline - loop.time()))
+        if report is not None and not report.done and loop.time() < deadline:
+            await self._relay(run_id)  # 503 when the wait ended because the partition was handed over meanwhile
+        return report
+
+    def _cached(self, run_id: str) -> Relay | None:
+        """The local relay of a run whose partition is known without asking Redis (sync reads)."""
+        for relay in self._relays():
+            if relay.monitor(run_id) is not None:
+                return relay
+        return None
+
+    def monitor(self, run_id: str) -> Watched | None:
+        relay = self._cached(run_id)
+        return None if relay is None else relay.monitor(run_id)
+
+    def lane(self, run_id: str) -> PipelineLane | None:
+        relay = self._cached(run_id)
+        return None if relay is None else relay.lane(run_id)
+
+    async def gate(
+        self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
+    ) -> tuple[GateDecision, Call]:
+        relay = await self._relay(run_id)
+        if relay is None:
+            raise IngestError(f"unknown run {run_id!r}", status=404)
+        return await relay.gate(run_id, call_id, source_key=source_key, wait_s=wait_s)
+
+    async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
+        """Stop the run on its partition's relay (:meth:`core.run.relay.Relay.stop`; the owner proxy sends it here).
+        ``run_id`` is the run's key or a Stop control's key (``client/<16 hex>``, found in the run index by any
+        replica: :meth:`locate`). The run is marked stopped in Redis first, so no front takes its lines from here
+        on; the mark is taken back when the relay does not take the stop (404, 409, 503: the run goes on or ended
+        otherwise). A Telegram draft's id (``draft:<chat>:<draft>``) is looked for among this replica's runs only.
+
+        Raises:
+            IngestError: 404 unknown run, 409 it ended otherwise, 503 its partition is moving (retry).
+        """
+        key = await self.locate(run_id)
+        partition = await self._index.partition(key)
+        relay = await self._relay(key)
+        if relay is not None and partition is not None:
+            marked = await self._index.mark_stopped(key, partition)
+            try:
+                return await relay.stop(key, by, reason)
+            except BaseException:
+                if marked:
+                    await self._index.unmark_stopped(key, partition)
+                raise
+        for local in self._relays():  # a Telegram draft's id (draft_partition sent it to this replica)
+            try:
+                state = await local.stop(run_id, by, reason)
+            except IngestError as exc:
+                if exc.status != 404:
+                    raise
+                continue
+            if (stopped := await self._index.partition(state.run)) is not None:
+                await self._index.mark_stopped(state.run, stopped)  # after: the relay refuses lines meanwhile
+            return state
+        raise IngestError(f"unknown run {run_id!r}", status=404)
+
+    def draft_partition(self, key: str) -> int | None:
+        """The partition of a Telegram draft's stop key (``client/draft:<chat>:<draft>``,
+        :func:`core.run.stop_controls.draft_control_id`): its chat's conversation on the channel whose adapter streams
+        drafts (None: not a draft's key, or several such channels place the chat in different partitions)."""
+        kind, _, rest = split_key(key)[1].partition(":")
+        chat = rest.rpartition(":")[0]
+        if kind != "draft" or not chat:
+            return None
+        found = {
+            partition_of(conversation_key(name, chat), self._partitions)
+            for name, channel in self.channels.items()
+            if isinstance(channel.adapter, DraftStopControls)
+        }
+        return found.pop() if len(found) == 1 else None
+
+    async def locate(self, key: str) -> str:
+        """The run key ``key`` names: itself when it is in the run index, else the run a Stop control's key names
+        (:func:`control_key`, recorded at the run's ``run.start``), else ``key`` unchanged."""
+        if await self._index.partition(key) is not None or not is_short_id(split_key(key)[1]):
+            return key
+        found = await self._index.run_of_control(key)
+        return key if found is None else found
+
+    def active_runs(self) -> list[str]:
+        return [run for relay in self._relays() for run in relay.active_runs()]
+
+    peers: ReplicaPeers | None = None
+    """The other replicas (:class:`app.replicas.service.ReplicaService` sets it), asked by :meth:`runs`."""
+
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> RunListing:
+        """The active runs of this replica's partitions (:meth:`core.run.monitor.RunMonitor.row`), each with
+        ``replica`` (this replica's id); with ``everywhere``, every other live replica's too, asked with ``bearer``
+        (the caller's ``Authorization``), and those that could not be asked (``unreachable``)."""
+        me = {} if self.peers is None else {"replica": self.peers.me}
+        rows = [row.model_copy(update=me) for relay in self._relays() for row in (await relay.runs()).runs]
+        if not everywhere or self.peers is None:
+            return RunListing(runs=rows)
+        others, unreachable = await self.peers.runs(bearer)
+        seen = {row.run for row in rows}  # a run handed over a moment ago: this replica's row wins
+        return RunListing(runs=rows + [row for row in others if row.run not in seen], unreachable=unreachable)

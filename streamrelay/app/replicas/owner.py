@@ -1,0 +1,223 @@
+"""One partition owned by this replica: its relay, fed from the partition's input stream.
+
+The lease's grant gives a fencing token; the partition's journal and ledger are opened fenced with it, so once
+another replica is granted the partition every write of this one is refused (:class:`adapters.redis.FencedError`,
+a :class:`core.errors.OwnershipLostError`) and its runs stop without another call. On a grant the owner:
+
+1. resumes the runs the partition's journal holds unfinished (as a restarted single process does);
+2. takes the input entries nobody acknowledged (its own before a restart, a dead owner's: XAUTOCLAIM);
+3. reads new entries (XREADGROUP) and hands them to the relay, one run's consecutive lines at a time. An entry
+   is acknowledged in the same Redis script that journals it; an entry the relay dropped or refused (a repeat, a
+   line after the run's end) is acknowledged right after. Entries that keep failing (delivered
+   :data:`MAX_DELIVERIES` times) go to the dead-letter stream (``streamrelay runs --dead`` lists them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Sequence
+from itertools import groupby
+from typing import Any
+
+from streamrelay.adapters.redis import InputEntry, InputStream, RedisJournal, RedisLedger
+from streamrelay.core.errors import IngestError, OwnershipLostError, StoreUnavailableError
+from streamrelay.core.records.journal import EndedRun, JournalEntry
+from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.relay import Relay
+from streamrelay.core.tasks import stop
+
+_log = logging.getLogger("streamrelay.replicas")
+
+MAX_DELIVERIES = 5
+"""An input entry delivered this many times without being acknowledged goes to the dead-letter stream."""
+READ_BLOCK_MS = 1000
+"""How long one XREADGROUP waits for new entries (below the client's socket timeout)."""
+READ_COUNT = 1000
+STOP_WAIT_S = 5.0
+"""How long a stop waits for a cancelled reader (it goes on in the background past that)."""
+RETRY_S = 1.0
+"""Pause after a failure to read or hand over (Redis unreachable) before the pending entries are taken again."""
+
+
+class AckingJournal:
+    """The partition's fenced journal, acknowledging the input entries a batch came from in its own append.
+
+    :class:`core.run.relay.Relay` journals what it accepts with ``append(entries)``; the owner sets :attr:`acks` to
+    the batch's stream ids just before handing the batch over, so the lines become durable in the journal and
+    leave the input stream in one script: a kill between the two cannot journal a line twice.
+    """
+
+    def __init__(self, inner: RedisJournal) -> None:
+        self.inner = inner
+        self.acks: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"AckingJournal({self.inner!r})"
+
+    async def append(self, entries: Sequence[JournalEntry]) -> None:
+        acks, self.acks = self.acks, []
+        await self.inner.append(entries, acks=acks)
+
+    async def unfinished(self) -> list[str]:
+        return await self.inner.unfinished()
+
+    async def lines(self, run: str) -> list[str]:
+        return await self.inner.lines(run)
+
+    async def last_at(self, run: str) -> float | None:
+        return await self.inner.last_at(run)
+
+    async def finish(self, run: str, last_seq: int | None) -> None:
+        await self.inner.finish(run, last_seq)
+
+    async def ended(self, run: str) -> EndedRun | None:
+        return await self.inner.ended(run)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+MakeRelay = Callable[[Ledger, AckingJournal], Relay]
+"""Builds a partition's relay on the replica's channels, with the partition's fenced ledger and journal."""
+
+
+class PartitionOwner:
+    """Owns ``partition`` with the grant ``token`` until :meth:`stop` (module docstring).
+
+    Args:
+        partition: the partition.
+        token: the fencing token of this replica's grant.
+        owner: this replica's id (the stream consumer's name).
+        stream: the partitions' input streams.
+        journal: the partition's journal (read-only; fenced here).
+        ledger: the partition's ledger (read-only; fenced here).
+        make_relay: builds the relay.
+    """
+
+    def __init__(
+        self,
+        partition: int,
+        token: int,
+        *,
+        owner: str,
+        stream: InputStream,
+        journal: RedisJournal,
+        ledger: RedisLedger,
+        make_relay: MakeRelay,
+    ) -> None:
+        self.partition = partition
+        self.token = token
+        self._owner = owner
+        self._stream = stream
+        self.journal = AckingJournal(journal.fenced(token))
+        self.relay = make_relay(ledger.fenced(token), self.journal)
+        self.ready = asyncio.Event()
+        """Set once the partition's unfinished runs were resumed and its pending entries taken."""
+        self.lost = False
+        """A write was refused: another replica holds the partition now."""
+        self.task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def __repr__(self) -> str:
+        return f"PartitionOwner(partition={self.partition}, token={self.token}, runs={len(self.relay.active_runs())})"
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"partition:{self.partition}")
+
+    async def _run(self) -> None:
+        try:
+            resumed = await self.relay.resume()
+            if resumed:
+                _log.info("partition %d: %d unfinished runs resumed", self.partition, len(resumed))
+            await self._take_pending()
+            self.ready.set()
+            retake = False
+            while not self._stopping:
+                try:
+                    if retake or self.relay.interrupted:  # inside the try: Redis may still be down
+                        await self._recover()
+                        retake = False
+                    await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
+                    entries = await self._stream.read(
+                        self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS
+                    )
+                    await self._feed(entries)
+                except StoreUnavailableError as exc:
+                    _log.warning(
+                        "partition %d: Redis did not answer (%s): its runs resume when it does", self.partition, exc
+                    )
+                    await asyncio.sleep(RETRY_S)
+                    retake = True
+                except (OwnershipLostError, asyncio.CancelledError):
+                    raise
+                except Exception:
+                    _log.exception("partition %d: input not handed over; taken again in %g s", self.partition, RETRY_S)
+                    await asyncio.sleep(RETRY_S)
+                    retake = True
+        except OwnershipLostError:
+            self.lost = True
+            _log.warning("partition %d: another replica holds it now (token %d refused)", self.partition, self.token)
+            await self.relay.stop_runs()
+
+    async def _recover(self) -> None:
+        """After a Redis outage: the runs it stopped (and any it left unsure) go on from the journal, then the
+        entries taken but never acknowledged are handed over again."""
+        if self.relay.interrupted:
+            await self.relay.stop_runs()  # every run of the partition restarts from the same journal, together
+            resumed = await self.relay.resume()
+            _log.info("partition %d: %d runs resumed after a Redis outage", self.partition, len(resumed))
+        await self._take_pending()
+
+    async def _take_pending(self) -> None:
+        """Hand over the entries taken but never acknowledged (this owner's or a previous owner's)."""
+        await self._feed(await self._stream.claim(self.partition, self._owner, min_idle_ms=0))
+
+    async def _feed(self, entries: Sequence[InputEntry]) -> None:
+        """Hand ``entries`` to the relay in stream order, as few batches as can be: normalized events name their
+        run, so a stretch of them (any runs) is one batch, journaled in one script; a raw provider line needs its
+        run given, so a stretch of one run's raw lines is a batch of its own."""
+        decoded: list[tuple[InputEntry, Any]] = []
+        for entry in entries:
+            try:
+                decoded.append((entry, json.loads(entry.line)))
+            except ValueError:
+                _log.error("partition %d: entry %s of run %s is not JSON: dropped", self.partition, entry.id, entry.run)
+                await self._stream.ack(self.partition, [entry.id])
+        for run, group in groupby(decoded, key=lambda item: _raw_run(*item)):
+            batch = list(group)
+            self.journal.acks = [entry.id for entry, _ in batch]
+            results = await self.relay.submit_lines([(obj, entry.line) for entry, obj in batch], run)
+            if self.journal.acks:  # nothing of it was journaled (repeats, lines after the end, refused lines)
+                await self._stream.ack(self.partition, self.journal.acks)
+                self.journal.acks = []
+            for (entry, _), result in zip(batch, results, strict=True):
+                if isinstance(result, IngestError):
+                    _log.warning("run %s: a line was refused by its owner: %s", entry.run, result)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Let the active runs finish for up to ``timeout_s`` seconds (input is still read: their lines come
+        through it)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.relay.active_runs() and asyncio.get_running_loop().time() < deadline and not self.lost:
+            await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        """Stop at once: reading, and every run (without finalizing: the next owner resumes them).
+
+        The reader is asked to stop and given a blocking read's time to do so; it is cancelled only past that (again
+        while it runs on: a cancellation Python 3.11's ``wait_for`` dropped inside redis-py is repeated,
+        :func:`core.tasks.stop`), and not waited for beyond :data:`STOP_WAIT_S`."""
+        self._stopping = True
+        task = self.task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=2 * READ_BLOCK_MS / 1000)
+            if not task.done() and not await stop(task, limit_s=STOP_WAIT_S):
+                _log.error("partition %d: its reader did not stop within %g s", self.partition, STOP_WAIT_S)
+        await self.relay.stop_runs()
+
+
+def _raw_run(entry: InputEntry, obj: Any) -> str | None:
+    """The run a line must be handed over with (a raw provider line names none), None for a normalized event."""
+    return None if isinstance(obj, dict) and "kind" in obj and "run" in obj else entry.run

@@ -1,0 +1,173 @@
+"""``streamrelay serve`` with ``[service] backend = "redis"``: one replica of several on one Redis.
+
+The same listeners, probes, metrics and logs as one process (:mod:`app.serving`); underneath, the journal and
+the ledger are Redis's (per partition, fenced), lines go through the partitions' input streams, and what only a
+run's owner can answer is forwarded to it. ``/readyz`` asks Redis (never a chat platform). The first SIGTERM
+drains: input stops, the owned partitions' runs get ``drain_s`` to finish, the leases are given back so the other
+replicas take the partitions at once (what was left resumes there from the journal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+
+from pydantic import SecretStr
+from starlette.types import ASGIApp
+
+from streamrelay.adapters.ingest_http import Callers
+from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
+from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
+from streamrelay.adapters.redis import InputStream, RunIndex, connect, redacted, shared_budgets_for
+from streamrelay.adapters.registry import REGISTRY
+from streamrelay.app.replicas.front import ReplicaFront
+from streamrelay.app.replicas.owner import AckingJournal
+from streamrelay.app.replicas.service import ReplicaService
+from streamrelay.app.service import build_channels, service_sidecar
+from streamrelay.app.version import version
+from streamrelay.config.actions import load_actions
+from streamrelay.config.settings import Settings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.ingest.clients import ClientBook, ClientLimits
+from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.relay import Relay
+
+_log = logging.getLogger("streamrelay.service")
+
+RESUME_WAIT_S = 30.0
+"""How long a starting replica waits for the partitions it took to resume before it says ready."""
+
+
+async def serve_replica(
+    settings: Settings,
+    *,
+    clients: list[tuple[ClientLimits, str]],
+    metrics_token: str | None,
+    tokens: dict[str, SecretStr],
+    metrics: ServiceMetrics,
+    host: str,
+    port: int,
+    log_level: str,
+    stop: asyncio.Event,
+    forced: asyncio.Event,
+) -> None:
+    """Run one replica until ``stop`` is set, then drain (until ``forced`` or ``drain_s``) and leave.
+
+    Raises:
+        ConfigError: a channel's token or adapter is wrong, or the action catalog.
+        RuntimeError: a listener could not start (its port is in use).
+    """
+    service = settings.service
+    assert service.redis_url is not None  # the settings check it
+    url = service.redis_url.get_secret_value()
+    client = connect(url)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics)
+    catalog, validate = load_actions(service.actions or None)
+    clock = MonotonicClock()
+    book = ClientBook(settings.client_limits())  # a client's active runs counted over this replica's partitions
+    callers = Callers(clients)
+
+    def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
+        return Relay(
+            channels,
+            MeteredLedger(ledger, metrics),
+            clock,
+            journal=MeteredJournal(journal, metrics),
+            run_idle_timeout_s=service.run_idle_timeout_s,
+            live_buffer=service.live_buffer,
+            catalog=catalog,
+            validator=validate,
+            clients=book,
+        )
+
+    replicas: ReplicaService | None = None
+    front = ReplicaFront(
+        channels,
+        InputStream(client),
+        RunIndex(client),
+        service.partitions,
+        local=lambda p: replicas.local(p) if replicas is not None else None,
+    )
+    replicas = ReplicaService(
+        client,
+        front,
+        make_relay,
+        partitions=service.partitions,
+        lease_ttl_s=service.lease_ttl_s,
+        drain_s=service.drain_s,
+    )
+
+    for name, runtime in channels.items():
+        runtime.guard_for = replicas.guard_for(name)
+        platform = REGISTRY[settings.channels[name].platform]
+        if platform.needs_token:  # the bot's budgets are shared by every replica (the web page has no bot)
+            bot_id = platform.bot_id(tokens[name].get_secret_value())  # e.g. Telegram's id before ":", never the token
+            runtime.shared = shared_budgets_for(client, name, runtime.budgets, bot_id)
+
+    async def ping() -> None:
+        await client.ping()
+
+    proxies: list[OwnerProxy] = []
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        assert replicas is not None
+        proxy = OwnerProxy(app, replicas.locate, max_body_bytes=service.max_line_bytes, key_of=callers.key_of)
+        proxies.append(proxy)
+        return proxy
+
+    health = Health(ping, state=ServiceState.STARTING)
+    sidecar = service_sidecar(
+        front,
+        service,
+        clients=callers,
+        host=host,
+        port=port,
+        log_level=log_level,
+        metrics=metrics,
+        health=health,
+        metrics_token=metrics_token,
+        wrap=wrap,
+    )
+    try:
+        listening = await sidecar.start()
+        gc.collect()  # what start-up built lives as long as the process: kept out of every later collection's scan
+        gc.freeze()
+        health.set(ServiceState.RESUMING)
+        await replicas.start(service.advertise_url or listening)
+        await asyncio.sleep(0)
+        await replicas.ready_partitions(RESUME_WAIT_S)
+        health.set(ServiceState.READY)
+        _log.info(
+            "streamrelay %s replica %s ready on %s (redis %s, %d partitions, holding %d)",
+            version(),
+            replicas.owner,
+            listening,
+            redacted(url),
+            service.partitions,
+            len(replicas.owners),
+            extra={"replica": replicas.owner, "partitions": sorted(replicas.owners)},
+        )
+        serving = asyncio.ensure_future(sidecar.wait())
+        asked = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({serving, asked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asked.cancel()
+        if not serving.done():
+            active = replicas.active_runs()
+            health.set(ServiceState.DRAINING, f"{len(active)} active runs, at most {service.drain_s:g} s")
+            await replicas.drain(service.drain_s, forced.is_set)
+            health.set(ServiceState.STOPPING)
+            await sidecar.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    finally:
+        await replicas.close()
+        for proxy in proxies:
+            await proxy.close()
+        for channel in channels.values():
+            await channel.adapter.close()
+        await client.aclose()
+        _log.info("stopped")

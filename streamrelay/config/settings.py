@@ -1,0 +1,347 @@
+"""Settings: ``streamrelay/config/channels.toml`` loaded with pydantic-settings, overridden from the environment.
+
+Precedence: values passed in code > environment (``STREAMRELAY_`` prefix, ``__`` between levels, e.g.
+``STREAMRELAY_CHANNELS__TELEGRAM__THROTTLE_MS=500``) > the TOML file. Unknown keys are errors that name
+the key and the file. Tokens come only from the environment variables that ``token_env`` names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from streamrelay.config.clients import ClientSettings
+from streamrelay.config.connections import ConnectionSettings
+from streamrelay.config.environment import ENV_DELIMITER, ENV_PREFIX, check_env_channels
+from streamrelay.config.paths import resolve_actions, resolve_ledger
+from streamrelay.config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS, PlatformName, SourcedBudget
+from streamrelay.config.tables import BudgetSettings, ChunkSettings, CoalesceSettings, Strict
+from streamrelay.core.chunking import ChunkParams
+from streamrelay.core.errors import ConfigError
+from streamrelay.core.events import DeliveryMode
+from streamrelay.core.ingest.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
+from streamrelay.core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.text.coalescer import CoalesceParams
+
+DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
+
+
+class ChannelSettings(Strict):
+    """One ``[channels.NAME]`` table."""
+
+    platform: PlatformName
+    enabled: bool = True
+    token_env: str | None = None
+    api_base: str | None = None
+    delivery: DeliveryMode = DeliveryMode.PREVIEW
+    format: Literal["plain", "markdown"] = "markdown"
+    limit: int | None = Field(default=None, ge=1)
+    throttle_ms: int = Field(default=1000, ge=0)
+    send_timeout_ms: int = Field(default=10_000, ge=1)
+    subagents: SubagentPolicy = SubagentPolicy.HIDDEN
+    reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
+    typing: bool = True
+    reasoning_opened: bool = False
+    exclusive_bot: bool = False
+    delta_replay_guard: bool = True
+    stop_button: bool = False
+    """A Stop control on a run's live message (core/run/stop_controls.py); the bot forwards its clicks to the
+    sidecar."""
+    chunk: ChunkSettings = Field(default_factory=ChunkSettings)
+    coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
+    rate: dict[str, BudgetSettings] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _platform_rules(self) -> ChannelSettings:
+        spec = PLATFORMS.get(self.platform)
+        if spec is not None and self.limit is not None and self.limit > spec.max_units:
+            raise ValueError(
+                f"limit {self.limit} is over the platform's {spec.max_units} ({spec.unit} units, {spec.limit_source})"
+            )
+        if self.delivery is DeliveryMode.NATIVE and self.platform not in NATIVE_PLATFORMS:
+            raise ValueError(
+                f"delivery 'native': {self.platform} has no native streaming; use preview, block, final or progress"
+                f" (native exists on {', '.join(NATIVE_PLATFORMS)})"
+            )
+        if spec is not None:
+            for name, table in self.rate.items():
+                table.merged(name, spec.budgets.get(name))
+        if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
+            raise ValueError(f"api_base {self.api_base!r} must start with http:// or https://")
+        return self
+
+    @model_validator(mode="after")
+    def _stop_button_rules(self) -> ChannelSettings:
+        """``stop_button`` needs a live chat message to carry it (core/run/stop_controls.py)."""
+        if self.stop_button and self.platform == "web":
+            raise ValueError(
+                "stop_button: the live page's Stop comes with its link (GET /v1/runs/{run}/watch?stop=1), "
+                "not from this setting; leave it false on a web channel"
+            )
+        if self.stop_button and self.delivery is DeliveryMode.FINAL:
+            raise ValueError(
+                "stop_button: delivery 'final' shows nothing before the end, so no message can carry a Stop "
+                "button; use preview, block, progress or native (or the live page's Stop)"
+            )
+        return self
+
+    def policy(self, name: str) -> ChannelPolicy:
+        """The core's view of this channel."""
+        spec = PLATFORMS[self.platform]
+        unit = spec.unit
+        max_units = self.limit or spec.default_limit
+        return ChannelPolicy(
+            name=name,
+            delivery=self.delivery,
+            max_units=max_units,
+            unit=unit,
+            fmt=TextFormat(self.format),
+            throttle_s=self.throttle_ms / 1000,
+            block_chunk=ChunkParams(
+                min_chars=self.chunk.min_chars,
+                max_chars=self.chunk.max_chars,
+                break_preference=self.chunk.break_preference,
+                unit=unit,
+            ),
+            coalesce=CoalesceParams(
+                min_chars=min(self.coalesce.min_chars, max_units),
+                max_chars=min(self.coalesce.max_chars, max_units),
+                idle_ms=self.coalesce.idle_ms,
+                joiner=self.coalesce.joiner,
+                unit=unit,
+            ),
+            subagents=self.subagents,
+            reasoning=self.reasoning,
+            typing_every_s=spec.typing_every_s if self.typing else None,
+            reasoning_opened=self.reasoning_opened,
+            live_text=spec.live_text,
+            exclusive_bot=self.exclusive_bot,
+            delta_replay_guard=self.delta_replay_guard,
+            stop_button=self.stop_button,
+        )
+
+    def with_values(self, name: str, **values: Any) -> ChannelSettings:
+        """This channel with ``values`` changed, validated like the file (a copy would skip the checks).
+
+        Raises:
+            ConfigError: a value is wrong for this channel; the message names the key.
+        """
+        try:
+            return ChannelSettings.model_validate({**self.model_dump(), **values})
+        except ValidationError as exc:
+            raise ConfigError(f"channels.{name}: " + "; ".join(str(e["msg"]) for e in exc.errors())) from None
+
+    def budgets(self) -> list[SourcedBudget]:
+        """The platform's default budgets with this channel's ``[rate.NAME]`` tables applied."""
+        defaults = PLATFORMS[self.platform].budgets
+        merged = dict(defaults)
+        for name, table in self.rate.items():
+            merged[name] = table.merged(name, defaults.get(name))
+        return list(merged.values())
+
+    def token(self, name: str) -> SecretStr:
+        """The channel's token from the environment (the web channel needs none: an empty secret).
+
+        Raises:
+            ConfigError: ``token_env`` is not set, or the variable is empty.
+        """
+        if self.platform not in TOKEN_PLATFORMS:
+            return SecretStr("")
+        if not self.token_env:
+            raise ConfigError(f"channels.{name}.token_env is missing: name the environment variable of the token")
+        value = os.environ.get(self.token_env, "")
+        if not value:
+            raise ConfigError(
+                f"channels.{name}: environment variable {self.token_env} is not set; export the bot token there"
+            )
+        return SecretStr(value)
+
+
+class ServiceSettings(Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    token_env: str = "STREAMRELAY_TOKEN"
+    ledger: str = "var/streamrelay.sqlite3"
+    """The SQLite file of the journal and the ledger (``":memory:"``: none kept). Relative: to the channels file's
+    folder, never the current directory (:func:`config.paths.resolve_ledger`). One process at a time holds it."""
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_line_bytes: int = Field(default=1024 * 1024, ge=256)
+    run_idle_timeout_s: float = Field(default=600.0, gt=0)
+    keepalive_s: float = Field(default=15.0, gt=0)
+    """Seconds of silence after which an open stream (live page, pipeline lane) gets a keepalive."""
+    live_buffer: int = Field(default=1000, ge=1)
+    """A run's latest live events kept for watchers that reconnect (past them: one ``reset`` event)."""
+    actions: str = "actions.toml"
+    """The action catalog (config/actions.toml's format); relative: beside the channels file, else the shipped one
+    (:func:`config.paths.resolve_actions`); "" for none (then every tool is treated as irreversible: it waits for
+    the run's commit point)."""
+    log_format: Literal["json", "console"] | None = None
+    """``json`` (one object per line) or ``console``; unset: console on a terminal, JSON otherwise."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics_token_env: str = "STREAMRELAY_METRICS_TOKEN"
+    """The environment variable of the bearer token ``/metrics`` wants; while it is unset or empty, ``/metrics``
+    answers loopback clients only."""
+    ops_host: str = "127.0.0.1"
+    """Interface of the ops listener (``/healthz``, ``/readyz``, ``/metrics`` only)."""
+    ops_port: int | None = Field(default=None, ge=0, le=65535)
+    """Port of the ops listener; unset: none (the probes and metrics are on the ingest listener only)."""
+    drain_s: float = Field(default=20.0, ge=0)
+    """On SIGTERM or SIGINT, how long active runs may take to finish before the service stops (what is left
+    resumes at the next start); a second signal stops at once."""
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    """``sqlite``: one process, the journal and the ledger in the ``ledger`` file. ``redis``: replicas on one Redis
+    (``redis_url``), each owning a share of the ``partitions``."""
+    redis_url: SecretStr | None = None
+    """``redis://[:password@]host:port/db`` (``rediss://`` for TLS); it may hold a password: never logged. Set it
+    from the environment: ``STREAMRELAY_SERVICE__REDIS_URL``."""
+    partitions: int = Field(default=16, ge=1, le=4096)
+    """P: conversations are spread over this many partitions, each owned by one replica at a time. Fixed for a
+    deployment (changing it moves conversations between partitions: change it only with no run active)."""
+    lease_ttl_s: float = Field(default=10.0, ge=1.0, le=300.0)
+    """A partition lease's life (renewed every third of it): a dead replica's runs move after at most 4/3 of it."""
+    advertise_url: str = ""
+    """Where the other replicas reach this one (``http://host:port``); unset: ``http://<host>:<port>``."""
+    overload_lag_ms: float = Field(default=100.0, ge=0)
+    """Past capacity ingest pushes back before the event loop stalls the sends: while the loop lags more than this
+    (milliseconds, a time-weighted mean over about a second) new runs are answered 503 with ``Retry-After``, past
+    twice it every line but a run's ``end`` (the request is cut there: ``pushed_back_from`` says where to resume).
+    0: never."""
+    overload_backlog_events: int = Field(default=2000, ge=0)
+    """Past capacity, seen from the runs: while more events than this wait for their runs' workers (all runs together)
+    every line but a run's ``end`` is pushed back like past ``overload_lag_ms``, past half of it new runs. 0: never."""
+    overload_retry_after_s: float = Field(default=1.0, ge=1.0, le=60.0)
+    """The ``Retry-After`` (seconds) of a pushed-back request."""
+    connections: ConnectionSettings = Field(default_factory=ConnectionSettings)
+    """``[service.connections]``: read timeouts, connection caps and keepalive of the ingest listener."""
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> ServiceSettings:
+        if self.backend == "redis" and (self.redis_url is None or not self.redis_url.get_secret_value()):
+            raise ValueError(
+                "backend = 'redis' needs redis_url: set [service] redis_url or STREAMRELAY_SERVICE__REDIS_URL"
+            )
+        return self
+
+
+class Settings(BaseSettings):
+    """All settings: ``[service]``, ``[channels.NAME]`` and ``[clients.NAME]`` tables."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid")
+
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    channels: dict[str, ChannelSettings] = Field(default_factory=dict)
+    clients: dict[str, ClientSettings] = Field(default_factory=dict)
+    """Callers with their own tokens and limits; none: one client, :data:`core.ingest.clients.DEFAULT_CLIENT`, holding
+    the
+    service token (``[service] token_env``) with the default limits."""
+
+    @model_validator(mode="after")
+    def _clients_known(self) -> Settings:
+        for name, client in self.clients.items():
+            if CLIENT_NAME_PATTERN.fullmatch(name) is None:
+                raise ValueError(f"client name {name!r}: use lower-case letters, digits, '_' and '-'")
+            unknown = sorted(set(client.channels or ()) - set(self.channels))
+            if unknown:
+                raise ValueError(f"clients.{name}.channels names unknown channels {unknown}: configure them first")
+        return self
+
+    def client_limits(self) -> dict[str, ClientLimits]:
+        """Every client's limits by name (the default client alone when none is configured)."""
+        if not self.clients:
+            return {DEFAULT_CLIENT: ClientLimits()}
+        return {name: client.limits(name) for name, client in self.clients.items()}
+
+    def client_tokens(self) -> list[tuple[ClientLimits, SecretStr]]:
+        """Every client with its bearer token from the environment.
+
+        Raises:
+            ConfigError: a token variable is not set.
+        """
+        if not self.clients:
+            token = os.environ.get(self.service.token_env, "")
+            if not token:
+                raise ConfigError(
+                    f"environment variable {self.service.token_env} is not set: export the bearer token agents "
+                    "must send (e.g. `export STREAMRELAY_TOKEN=$(openssl rand -hex 24)`)"
+                )
+            return [(ClientLimits(), SecretStr(token))]
+        return [(client.limits(name), client.token(name)) for name, client in self.clients.items()]
+
+
+def load_settings(path: str | Path = DEFAULT_CONFIG, *, include_disabled: bool = False, **overrides: Any) -> Settings:
+    """Load settings from ``path`` (TOML), the environment and ``overrides``.
+
+    An environment override merges into the TOML's table of the same name, also for a channel the TOML disables
+    (``STREAMRELAY_CHANNELS__SLACK__API_BASE`` while Slack has ``enabled = false``). Channels with
+    ``enabled = false`` (in the file or the environment) are then left out unless ``include_disabled`` (the demo
+    dry-runs them). Relative paths in ``[service]`` are resolved by :mod:`config.paths`.
+
+    Raises:
+        ConfigError: the file is missing or not TOML, a key is unknown, a value is wrong, or an environment variable
+            overrides a channel the file does not have; the message names the key, the file and the variable.
+    """
+    toml_path = Path(path)
+    if not toml_path.is_file():
+        where = "" if toml_path.is_absolute() else f" (in {Path.cwd()})"
+        raise ConfigError(f"configuration file {toml_path} not found{where}: pass --config with its path")
+    check_env_channels(toml_path)
+
+    try:
+        settings = _sourced(toml_path)(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, toml_path)) from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(f"{toml_path}: not valid TOML: {exc}") from None
+    settings.channels = {name: ch for name, ch in settings.channels.items() if ch.enabled or include_disabled}
+    for client in settings.clients.values():  # a client keeps the channels that are on
+        if client.channels is not None:
+            client.channels = [name for name in client.channels if name in settings.channels]
+    settings.service.ledger = resolve_ledger(settings.service.ledger, toml_path)
+    settings.service.actions = resolve_actions(settings.service.actions, toml_path)
+    try:  # validated again, without the environment
+        return _sourced(None).model_validate(settings.model_dump())
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, toml_path)) from None
+
+
+def _sourced(toml_path: Path | None) -> type[Settings]:
+    """:class:`Settings` from the values given, the environment, then ``toml_path``; None: from the values given only
+    (the environment was read once already: read again, it would bring back the channels left out)."""
+
+    class _Sourced(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            if toml_path is None:
+                return (init_settings,)
+            return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+
+    return _Sourced
+
+
+def _describe(exc: ValidationError, path: Path) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        where = f"{path} or the environment (STREAMRELAY_{key.upper().replace('.', '__')})"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key {key!r} in {where}")
+        else:
+            lines.append(f"{key} in {where}: {err['msg']}")
+    return "; ".join(lines)

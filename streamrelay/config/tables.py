@@ -1,0 +1,85 @@
+"""The tables inside a channel's settings: ``chunk``, ``coalesce`` and each ``rate.BUDGET`` (config/channels.toml).
+
+Kept apart from :mod:`config.settings` (the channel, service and whole-file settings) to keep each module small.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from streamrelay.config.platforms import SourcedBudget
+from streamrelay.core.budgets.rate import MESSAGE_CALLS, Budget, BudgetScope
+from streamrelay.core.chunking import BreakKind
+from streamrelay.core.ports import CallKind
+
+
+class Strict(BaseModel):
+    """A settings table: an unknown key is an error naming it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ChunkSettings(Strict):
+    min_chars: int = Field(default=800, ge=1)
+    max_chars: int = Field(default=4096, ge=1)
+    break_preference: BreakKind = BreakKind.PARAGRAPH
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> ChunkSettings:
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
+        return self
+
+
+class CoalesceSettings(Strict):
+    min_chars: int = Field(default=800, ge=0)
+    max_chars: int = Field(default=4096, ge=1)
+    idle_ms: int = Field(default=1000, ge=0)
+    joiner: str = "\n\n"
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> CoalesceSettings:
+        if self.min_chars > self.max_chars:
+            raise ValueError(f"min_chars ({self.min_chars}) must not exceed max_chars ({self.max_chars})")
+        return self
+
+
+class BudgetSettings(Strict):
+    """One ``[channels.NAME.rate.BUDGET]`` table: a rate budget and the documentation URL of its numbers.
+
+    A table named like one of the platform's default budgets (config/platforms.py) overrides only the
+    fields it gives; a new name must give ``scope``, a rate (``per_s`` or ``per_min``) and ``source``.
+    """
+
+    scope: BudgetScope | None = None
+    per_s: float | None = Field(default=None, ge=0)
+    per_min: float | None = Field(default=None, ge=0)
+    burst: float | None = Field(default=None, ge=1)
+    calls: list[CallKind] | None = None
+    source: str | None = None
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> BudgetSettings:
+        if self.per_s is not None and self.per_min is not None:
+            raise ValueError("give per_s or per_min, not both")
+        if self.source is not None and not self.source.startswith(("http://", "https://")):
+            raise ValueError(f"source {self.source!r} must be the documentation URL of the numbers")
+        return self
+
+    def merged(self, name: str, default: SourcedBudget | None) -> SourcedBudget:
+        """This table over the platform's default budget of the same name.
+
+        Raises:
+            ValueError: a new budget lacks its scope, rate or source.
+        """
+        base = default.budget if default is not None else None
+        scope = self.scope or (base.scope if base else None)
+        per_s = self.per_s if self.per_s is not None else (self.per_min / 60 if self.per_min is not None else None)
+        if per_s is None and base is not None:
+            per_s = base.per_s
+        source = self.source or (default.source if default else None)
+        if scope is None or per_s is None or source is None:
+            raise ValueError(f"new budget {name!r} needs scope, per_s or per_min, and source (its documentation URL)")
+        burst = self.burst if self.burst is not None else (base.burst if base else 1.0)
+        calls = frozenset(self.calls) if self.calls is not None else (base.calls if base else MESSAGE_CALLS)
+        return SourcedBudget(Budget(name, scope, per_s, burst, calls), source)

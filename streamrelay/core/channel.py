@@ -1,0 +1,116 @@
+"""A configured channel at run time: its policy, its adapter, its rate budgets and its send chains.
+
+Budgets come from the channel's TOML (``[channels.NAME.rate.BUDGET]``, each number with its documentation
+link). Per scope they are shared as the platform shares them: ``bot`` budgets and 429 pauses by every
+conversation of the channel's bot, ``chat`` and ``group`` budgets by every thread (forum topic) of a chat. The
+bot's budgets are served fairly (:class:`~core.budgets.fair.FairQueue`: finals first, then round-robin across clients,
+then
+across a client's runs); a chat's are polled first come, first served (its few threads rarely compete). With
+replicas, ``bot`` budgets and bot-wide 429 pauses are also shared with the other processes serving the bot
+(``shared``: :class:`~core.budgets.rate.SharedBudgets`, e.g. ``adapters.redis.shared_budgets_for``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from streamrelay.core.budgets.fair import FairQueue
+from streamrelay.core.budgets.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
+from streamrelay.core.clock import Clock
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.events import Target
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import ChannelAdapter
+
+
+@dataclass
+class ChannelRuntime:
+    """A configured channel: its policy, its adapter, its rate budgets and one send chain per target.
+
+    Chains are shared by every run to the same target (one call at a time per conversation) and counted;
+    past ``max_idle_chains`` the least recently used chains that no run holds are forgotten, so a
+    sidecar that has served millions of chats keeps only the ones in use.
+
+    Args:
+        policy: the core's view of the channel.
+        adapter: the platform connection (one bot).
+        budgets: the channel's rate budgets (none: unlimited).
+        max_idle_chains: how many chains no run holds are kept.
+        shared: the channel's budgets and pauses shared with other replicas of the service (None: one process);
+            every send chain awaits it after its local budgets. Built from the same ``budgets``.
+        guard_for: the guard of a target's send chain (see :class:`~core.delivery.send_chain.SendChain`; replicas: is
+        the
+            lease of the target's partition still ours), None: no guard.
+        fair: serve the bot's budgets in fair order (False: first come, first served, as polled buckets: kept
+            for comparison, e.g. ``bench/bench_fairness.py``).
+    """
+
+    policy: ChannelPolicy
+    adapter: ChannelAdapter
+    budgets: Sequence[Budget] = ()
+    max_idle_chains: int = 10_000
+    shared: SharedBudgets | None = None
+    guard_for: Callable[[Target], Callable[[], bool]] | None = None
+    fair: bool = True
+    pauses: PauseBoard = field(default_factory=PauseBoard)
+    _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
+    _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
+    _bot_buckets: list[TokenBucket] | None = None
+    _bot_queues: list[FairQueue] = field(default_factory=list)
+
+    @staticmethod
+    def _key(target: Target) -> str:
+        return f"{target.chat_id}/{target.thread_id or ''}"
+
+    def chain_for(self, target: Target, clock: Clock) -> SendChain:
+        """The send chain of ``target`` (one per chat and thread), created on first use; pair every call
+        with :meth:`release` when the run is over."""
+        key = self._key(target)
+        entry = self._chains.pop(key, None)
+        if entry is None:
+            if self._bot_buckets is None:
+                self._bot_buckets = [b.bucket() for b in self.budgets if b.scope is BudgetScope.BOT]
+                if self.fair:
+                    self._bot_queues = [FairQueue(bucket, clock) for bucket in self._bot_buckets]
+            # Threads (forum topics) of one chat share the chat's and the group's budgets.
+            chat_key = str(target.chat_id)
+            buckets = self._chat_buckets.get(chat_key)
+            if buckets is None:
+                group = self.adapter.is_group(target)
+                buckets = [
+                    b.bucket()
+                    for b in self.budgets
+                    if b.scope is BudgetScope.CHAT or (b.scope is BudgetScope.GROUP and group)
+                ]
+                self._chat_buckets[chat_key] = buckets
+            guard = self.guard_for(target) if self.guard_for is not None else None
+            polled = buckets if self.fair else [*buckets, *self._bot_buckets]
+            chain = SendChain(clock, polled, self.pauses, fair=self._bot_queues, shared=self.shared, guard=guard)
+            entry = (chain, 0)
+        chain, users = entry
+        self._chains[key] = (chain, users + 1)
+        self._prune()
+        return chain
+
+    def release(self, target: Target) -> None:
+        """A run to ``target`` is over."""
+        key = self._key(target)
+        entry = self._chains.get(key)
+        if entry is not None:
+            self._chains[key] = (entry[0], max(0, entry[1] - 1))
+        self._prune()
+
+    def _prune(self) -> None:
+        idle = len(self._chains) - self.max_idle_chains
+        if idle <= 0:
+            return
+        for key in [k for k, (chain, users) in self._chains.items() if users == 0 and chain.pause_remaining() == 0]:
+            if idle <= 0:
+                break
+            del self._chains[key]
+            chat_key = key.rsplit("/", 1)[0]
+            if not any(k.rsplit("/", 1)[0] == chat_key for k in self._chains):
+                self._chat_buckets.pop(chat_key, None)
+            idle -= 1

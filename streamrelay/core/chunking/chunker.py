@@ -1,0 +1,130 @@
+"""The chunker: the public class, composed of its parts, and the whole-text helper.
+
+A :class:`Chunker` holds one text block's parts: the text store (:class:`~core.chunking.store.TextStore`),
+the break table (:class:`~core.chunking.breaks.BreakTable`), the protected regions
+(:class:`~core.chunking.regions.Regions`), the cutter (:class:`~core.chunking.cutter.Cutter`) and the line
+scanner (:class:`~core.chunking.scanner.LineScanner`) that reads each append and calls the cutter when a
+chunk is due. A forced drain ends the block: the parts are built afresh (positions go on counting).
+"""
+
+from __future__ import annotations
+
+from streamrelay.core.chunking.breaks import BreakTable
+from streamrelay.core.chunking.containers import dedent
+from streamrelay.core.chunking.cutter import Cutter
+from streamrelay.core.chunking.params import ChunkParams
+from streamrelay.core.chunking.regions import Regions
+from streamrelay.core.chunking.scanner import LineScanner
+from streamrelay.core.chunking.store import TextStore
+
+__all__ = ["Chunker", "chunk_text"]
+
+
+class Chunker:
+    """Incremental chunker of one text block (the rule: :mod:`core.chunking`).
+
+    Args:
+        params: lengths and preferences.
+
+    Attributes:
+        params: the parameters it was made with.
+
+    Example:
+        >>> c = Chunker(ChunkParams(min_chars=1, max_chars=40))
+        >>> c.append("Intro\\n\\nBody")
+        ['Intro']
+        >>> c.pending, c.drain(force=True)
+        ('Body', ['Body'])
+    """
+
+    __slots__ = ("_cutter", "_out", "_scan", "_store", "params")
+
+    def __init__(self, params: ChunkParams) -> None:
+        self.params = params
+        self._out: list[str] = []
+        self._new_block(0, 0)
+
+    def _new_block(self, end: int, cum: int) -> None:
+        """Fresh parts for a block starting at absolute position ``end`` (``cum`` units before it)."""
+        params = self.params
+        self._store = store = TextStore(params.unit, end, cum)
+        breaks, regions = BreakTable(), Regions()
+        self._cutter = cutter = Cutter(params, store, breaks, regions, self._slice, self._out)
+        self._scan = LineScanner(params, store, breaks, regions, cutter, end, cum)
+
+    def append(self, text: str) -> list[str]:
+        """Append text, then drain normally.
+
+        Args:
+            text: the next delta of visible text (any length, may be empty).
+
+        Returns:
+            The chunks this append completed, in order. Cost O(len(text)) plus the emitted text.
+        """
+        if text:
+            self._scan.append(text)
+        out = self._out
+        if out:
+            chunks = out.copy()
+            out.clear()
+            return chunks
+        return []
+
+    def drain(self, force: bool = False) -> list[str]:
+        """Return the chunks emitted since the last drain.
+
+        Args:
+            force: end of the text block: also emit everything pending (trailing whitespace dropped;
+                it always fits in ``max_chars``) and start afresh, as at the beginning of a block.
+
+        Returns:
+            Chunks, in order; never empty strings.
+        """
+        if force:
+            scan = self._scan
+            scan.end_block()
+            self._cutter.emit(scan.head + self._slice(scan.base, scan.end), scan.ctx_w)
+            self._new_block(scan.end, scan.cum)
+        out = self._out.copy()
+        self._out.clear()
+        return out
+
+    @property
+    def pending(self) -> str:
+        """The text not emitted yet, exactly as the next chunk would begin (with a reopened fence opener).
+
+        Without its trailing whitespace (and the ``>`` markers of a trailing quoted line that has no
+        content yet) it fits in ``max_chars``, with room for a closer while its last line is fence
+        content. Cost O(len(pending)).
+        """
+        scan = self._scan
+        return dedent(scan.head + self._slice(scan.base, scan.end), scan.ctx_w)
+
+    def pending_range(self) -> tuple[str, int, int, tuple[int, ...], int]:
+        """Where the pending text (:attr:`pending`) lies, without building it: ``(head, start, end, widths, units)``:
+        the reopened fence opener before it, the absolute positions of the appended text it is (``start`` to
+        ``end``), the list items it starts in (:func:`~core.chunking.containers.dedent`) and its length in units
+        before dedenting (more than ``params.max_chars`` while the chunker holds more than a message, waiting to see
+        where a protected range or a block ends). ``dedent(head + text[start:end], widths)`` is :attr:`pending`.
+        O(1)."""
+        scan = self._scan
+        return scan.head, scan.base, scan.end, scan.ctx_w, scan.head_units + scan.cum - scan.base_cum
+
+    def _slice(self, a: int, b: int) -> str:
+        """The appended text between absolute positions ``a`` and ``b`` (``a`` not before the pending text):
+        the one reader of chunk text, which the cutter is given."""
+        return self._store.slice(a, b)
+
+
+def chunk_text(text: str, params: ChunkParams) -> list[str]:
+    """Chunks of a whole text: one append and a forced drain.
+
+    Args:
+        text: the text to split.
+        params: lengths (in ``params.unit``) and preferences.
+
+    Returns:
+        The chunks, each within ``params.max_chars``; none empty.
+    """
+    chunker = Chunker(params)
+    return chunker.append(text) + chunker.drain(force=True)

@@ -1,0 +1,795 @@
+"""The line scanner: reads the appended text line by line and says when a chunk is due, with what the text
+held at that moment.
+
+It tracks, incrementally, what each line leaves to the next (CommonMark block structure: open list items,
+block quotes, the open fence, a blank line; :mod:`core.chunking.lines`), the inline state of the current
+paragraph (:class:`core.chunking.inline.InlineScanner`), the whitespace run open across lines, and where
+the pending text starts (the *window*: ``base``, ``head``). It records each break that holds a newline
+in the break table as the line after it begins, each fence marker line as a protected region, and each
+line in the text store.
+
+A line is read lazily and only as far as an event needs: the break before it completes at its first
+character that is not indentation or a ``>`` marker (an emit at the preferred break may be due: the
+cutter's :meth:`~core.chunking.cutter.Cutter.cut_break`); the pending text may stop fitting at some
+character (a cut is due: :meth:`~core.chunking.cutter.Cutter.overflow`); under a SENTENCE preference a
+sentence break may complete mid-line. Each event is handled with the state the text held at its moment
+(the line's structure and inline state read up to it, never past it), so the output does not depend on
+how the text was split into appends. The scanner is the cutter's :class:`~core.chunking.cutter.Moment`:
+it answers what is protected at that moment, how long the chunk is, which breaks lie inside the lines.
+
+A line read whole (``_fast_line`` for a line that needs no prefix read and cannot make the pending text
+overflow: text that begins with a letter-like character, a plain ``- text`` bullet item, content of a
+top-level fence; ``_whole_line`` otherwise) or completed after arriving in pieces ends in ``_finish_line``:
+an opener line opens its fence (bare when its info string could not fit), a closer closes it, a blank
+line ends tentative inline ranges, the whitespace run across the newline begins, and the line is stored
+with what a cut needs later (its body, its last non-space character, its fence, its prefix read for its
+container context: :mod:`core.chunking.containers`).
+
+Cost: an append does O(1) work for a small delta (it stores and counts the piece, and reads further only
+when the pending text may no longer fit or a break may emit) and reads each line once.
+"""
+
+from __future__ import annotations
+
+import re
+
+from streamrelay.core.chunking.breaks import (
+    CJK_BREAK,
+    EMIT_RANKS,
+    R_FLINE,
+    R_FPARA,
+    R_LINE,
+    R_PARA,
+    SENTENCE_BREAK,
+    Break,
+    BreakTable,
+    InnerLine,
+)
+from streamrelay.core.chunking.containers import NO_CONTEXT, Context, line_context
+from streamrelay.core.chunking.cutter import BIG, Cutter
+from streamrelay.core.chunking.inline import InlineScanner
+from streamrelay.core.chunking.lines import (
+    FLINE,
+    OPEN,
+    RUN,
+    SPACES,
+    TEXT,
+    Fence,
+    LineRead,
+    ReaderState,
+    read_prefix,
+    run_length,
+)
+from streamrelay.core.chunking.opener import open_fence
+from streamrelay.core.chunking.params import BreakKind, ChunkParams
+from streamrelay.core.chunking.regions import Regions
+from streamrelay.core.chunking.store import Line, TextStore, units_of
+from streamrelay.core.units import LengthUnit
+
+__all__ = ["LineScanner"]
+
+_NONWS = re.compile(r"[^ \t\r\f\v]")
+_SPECIAL = re.compile(r"[`\\\[\]()]")
+_SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
+_OPENS = re.compile(r"[`\[]")
+_SIMPLE_ITEM = re.compile(r"[-*+] (?:[^ \t\r\f\v>`~*+\-0-9]|\*\*)")
+"""A bullet item at column 0 whose text begins with no marker, fence run or quote: its content column is 2."""
+_SIMPLE_ITEM_READ = LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)
+"""What :func:`core.chunking.lines.read_prefix` says of such a line (shared: line reads are never changed, and
+their ``lists`` are copied before any change)."""
+_WS = " \t\n\r\f\v"
+M_NONE, M_TEXT, M_RUN, M_INFO, M_FENCE = range(5)  # what the current line is, as read so far
+_NO_LISTS: list[int] = []  # never changed: the items open before a line outside containers
+
+
+def _fence_body(line: str, fence: Fence) -> int:
+    """Where the content of ``line`` (a line inside ``fence``) begins when it needs no prefix read: a
+    content line of a top-level fence that cannot be its closer; else -1."""
+    if fence.quote_depth or fence.item_indent or not line:
+        return -1
+    if line[0] not in _SLOW_START:
+        return 0
+    m = _NONWS.search(line)
+    if m is None:
+        return -1
+    body = m.start()
+    if body <= 3 and line[body] == fence.char and "\t" not in line[:body]:
+        return -1
+    return body
+
+
+class LineScanner:
+    """Reads one text block's appends and raises the chunker's events (see the module docstring).
+
+    Args:
+        params: lengths and preferences (``max_chars``, ``min_chars``, the preferred break, the unit).
+        store: the text store the lines go to. breaks: the break table. regions: the protected regions.
+        cutter: cuts and emits when an event is due.
+        end: absolute position where the block starts (code points appended before it).
+        cum: units appended before it.
+
+    Attributes:
+        end: code points appended so far (absolute). cum: units appended so far.
+        base: absolute position where the pending text starts. base_cum: units before it.
+        head: the reopened fence opener (and quote markers) that precede the pending text in the next
+            chunk. head_units: its length in units.
+        ctx_w: the list items the pending text starts in (:func:`core.chunking.containers.dedent`).
+        tend: the time of the last event: the position up to which the text was read then.
+        fence: the open fence, or None.
+    """
+
+    def __init__(
+        self,
+        params: ChunkParams,
+        store: TextStore,
+        breaks: BreakTable,
+        regions: Regions,
+        cutter: Cutter,
+        end: int,
+        cum: int,
+    ) -> None:
+        self.params = params
+        self._max = params.max_chars
+        self._min = max(params.min_chars, 1)
+        self._utf16 = params.unit is LengthUnit.UTF16
+        self._cp_max = 2 if self._utf16 else 1
+        self._emit_ranks = EMIT_RANKS[params.break_preference]
+        self._sentence = params.break_preference is BreakKind.SENTENCE
+        self._store = store
+        self._add = store.add
+        self._breaks = breaks
+        self._regions = regions
+        self._cutter = cutter
+        self.end = end
+        self.cum = cum
+        # the window: where the pending text starts
+        self.base = end
+        self.base_cum = cum
+        self.head = ""
+        self.head_units = 0
+        self.ctx_w: tuple[int, ...] = ()
+        self._p_blank = True  # the pending text holds no non-whitespace yet
+        # block structure
+        self._fences: list[Fence] = []  # fences that may still hold pending text
+        self.fence: Fence | None = None
+        self._room = 0
+        self._refit()
+        self._rs = ReaderState()
+        self._inline = InlineScanner(regions.add)
+        self.tend = self._tnonws = 0  # the time of the last event, and the units before its last non-space
+        # the whitespace run open across lines
+        self._ws_open = False
+        self._ws_start = self._ws_cum = self._ws_nl = self._ws_last_nl = 0
+        self._ws_leading = False
+        self._new_line()
+
+    def _refit(self) -> None:
+        """``_room``: the largest ``cum`` at which the pending text still fits with room for the open
+        fence's closer (kept up to date wherever the window or the fence changes)."""
+        fence = self.fence
+        closer = fence.closer_units if fence is not None and fence.splittable else 0
+        self._room = self._max - self.head_units + self.base_cum - closer
+
+    def _new_line(self) -> None:
+        self._lpos = self._store.cur_pos
+        self._lcum = self._store.cur_cum
+        self._lr: LineRead | None = None
+        self._lr_peek: LineRead | None = None  # the prefix read while the line's break completes
+        self._lists_before: list[int] = self._rs.lists
+        self._q_done = False
+        self._mode = M_NONE
+        self._ldone = 0  # index up to which the line's structure and inline state are read
+        self._ochk = 0  # index up to which the line is known to fit
+        self._sent_from = 0
+        self._cf = -1  # fence line: index where its content begins (-1: a closer so far)
+        self._run_start = self._run_len = 0
+        self._cancel_at = self._cancelled = -1  # a list item's space ends tentative inline ranges
+
+    # --- appending ------------------------------------------------------------------------------------
+
+    def append(self, text: str) -> None:
+        """Read ``text`` (non-empty), the next piece of the block; chunks go to the cutter's output.
+
+        Cost: O(1) for a small piece without a newline unless the pending text may no longer fit or a
+        break may emit; else O(len(text)) plus the text emitted.
+        """
+        nl = text.find("\n")
+        if nl >= 0:
+            self._add_lines(text, nl)
+        elif (
+            self._sentence
+            or (self._utf16 and not text.isascii())
+            or (  # the line's prefix may be due (_prefix_due, inlined: this runs once per small delta)
+                self._lr is None
+                and self._ws_open
+                and not self._ws_leading
+                and self.head_units + self._ws_cum - self.base_cum >= self._min
+                and self._ws_start >= self.base
+            )
+        ):
+            self._add_partial(text)
+        else:  # the common small delta: store it, count it, look again only if it may not fit
+            self._add(text)
+            n = len(text)
+            self.end += n
+            self.cum += n
+            if self.cum > self._room:
+                self._advance(False)
+
+    def end_block(self) -> None:
+        """The block ends: an opener line whose info string was not counted opened no fence, so it is
+        text, cut where it no longer fits. The caller then emits what is pending (the forced drain)."""
+        line = self._store.current()
+        n = len(line)
+        if self._lr is None or self._info_drop(line, n, self.cum - self._lcum == n)[0] >= n:
+            return
+        self._mode, self._ldone = M_TEXT, n
+        self._set_time(self.end, self.cum)
+        self._tnonws = self._lcum + units_of(line.rstrip(_WS), self._utf16)
+        self._cutter.overflow(self)
+
+    def _add_partial(self, text: str, units: int = -1) -> None:
+        self._store.add(text)
+        self.end += len(text)
+        self.cum += units_of(text, self._utf16) if units < 0 else units
+        fence = self.fence
+        closer = fence.closer_units if fence is not None and fence.splittable else 0
+        used = self.head_units + self.cum - self.base_cum
+        if (
+            (self._lr is None and self._prefix_due())
+            or used + closer > self._max
+            or (self._sentence and used >= self._min)
+        ):
+            self._advance(False)
+
+    def _prefix_due(self) -> bool:
+        """The line's first characters may complete a break that emits: read its prefix now (else it is
+        read when the line ends, or when the pending text may no longer fit)."""
+        return (
+            self._ws_open
+            and not self._ws_leading
+            and self.head_units + self._ws_cum - self.base_cum >= self._min
+            and self._ws_start >= self.base
+        )
+
+    def _add_lines(self, text: str, nl: int) -> None:
+        store, start = self._store, 0
+        bmp = not self._utf16 or units_of(text, True) == len(text)
+        while nl >= 0:
+            piece = text[start:nl]
+            units = len(piece) if bmp else units_of(piece, True)
+            has_current = self.end > self._lpos  # the line so far holds text
+            if has_current and self._lr is None and not self._q_done:  # nothing of the line read yet
+                head = store.take_current()
+                self.end -= len(head)
+                self.cum -= units_of(head, self._utf16)
+                piece = head + piece
+                units = units_of(piece, self._utf16)
+                has_current = False
+            if has_current:
+                store.add(piece)
+                self.end += len(piece)
+                self.cum += units
+                self._advance(True)
+                self._finish_line(store.current())
+            elif not self._fast_line(piece, units):
+                self._whole_line(piece, units)
+            start = nl + 1
+            nl = text.find("\n", start)
+        if start < len(text):
+            piece = text[start:]
+            self._add_partial(piece, len(piece) if bmp else -1)
+
+    # --- events inside a line -------------------------------------------------------------------------
+
+    def _advance(self, complete: bool) -> None:
+        line = self._store.current()
+        n = len(line)
+        if self._lr is None:
+            lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, complete)
+            if lr.q >= 0 and not self._q_done:
+                self._lr_peek = lr
+                self._complete_break(lr.q)
+                self._lr_peek = None
+            if lr.kind == OPEN:  # a list marker or not: the pending text may overflow meanwhile
+                self._lr, self._lists_before = lr, self._rs.lists
+                self._cancel_at = lr.new_item if lr.new_item > self._cancelled else -1
+                self._body(line, n, False)
+                self._lr = None
+                return
+            self._start_line(lr)
+        self._body(line, n, complete)
+
+    def _complete_break(self, q: int) -> None:
+        """The first character of the line that is not part of the break before it arrived at ``q``."""
+        self._q_done = True
+        self._p_blank = False
+        if not self._ws_open:
+            return
+        self._ws_open = False
+        start = self._ws_start
+        if self._ws_leading or start < self.base:
+            return
+        fence = self.fence
+        rank = (R_PARA if fence is None else R_FPARA) if self._ws_nl >= 2 else (R_LINE if fence is None else R_FLINE)
+        brk: Break = (start, self._ws_cum, self._ws_last_nl + 1, fence)
+        self._breaks.add(rank, brk)
+        if fence is None and rank in self._emit_ranks and self.head_units + brk[1] - self.base_cum >= self._min:
+            guard = self._inline.guard()
+            if guard < 0 or start < guard:
+                self._set_time(self._lpos + q, self._lcum + units_of(self._store.current()[:q], self._utf16))
+                self._cutter.cut_break(self, brk)
+
+    def _start_line(self, lr: LineRead) -> None:
+        self._lr = lr
+        fence = self.fence
+        if lr.implicit_end and fence is not None:
+            fence.end_line = self._lpos  # the line left the fence's container
+            self.fence = self._rs.fence = None
+            self._refit()
+        self._cancel_at = lr.new_item if lr.new_item > self._cancelled else -1
+        self._lists_before = self._rs.lists
+        self._rs.lists = lr.lists
+        self._ldone = lr.start
+        if lr.kind == FLINE:
+            assert self.fence is not None
+            self.fence.marks.append(self._lpos + lr.start)
+            self._mode = M_FENCE
+        elif lr.kind == RUN:
+            self._mode = M_RUN
+            self._run_start = lr.start
+        else:
+            self._mode = M_TEXT
+
+    def _set_time(self, t: int, cum: int) -> None:
+        self.tend, self._tnonws = t, cum
+
+    def _body(self, line: str, n: int, complete: bool) -> None:
+        while True:
+            k = self._next_overflow(line, n)
+            r = self._next_sentence(line, n) if self._sentence else None
+            if r is not None and (k < 0 or r[1] <= k):
+                self._sent_from = r[1]
+                self._process_to(line, r[1], False)
+                self._sentence_event(line, r[0], r[1])
+                continue
+            if k < 0:
+                break
+            self._ochk = k + 1
+            self._process_to(line, k + 1, False)  # the newline after it is not read yet
+            self._set_time(self._lpos + k + 1, self._lcum + units_of(line[: k + 1], self._utf16))
+            self._cutter.overflow(self)
+        if complete:
+            self._process_to(line, n, True)
+
+    def _next_overflow(self, line: str, n: int) -> int:
+        """Index of the first character after which the pending text no longer fits, or -1."""
+        lr = self._lr
+        if lr is None or lr.q < 0:
+            return -1
+        lo = max(self._ochk, lr.q)
+        if lo >= n:
+            return -1
+        budget = self._max - self.head_units + self.base_cum - self._lcum
+        fence, closer, cf = self.fence, 0, -1
+        if fence is not None and fence.splittable and self._mode == M_FENCE:
+            cf = self._content_from(line, n)
+            if cf >= 0:
+                closer = fence.closer_units
+        total = self.cum - self._lcum
+        if total <= budget - closer:
+            self._ochk = n
+            return -1
+        bmp = total == n
+        k = self._first_over(line, lo, n, budget, bmp)
+        if closer:
+            k = min(k, self._first_over(line, max(lo, cf), n, budget - closer, bmp))
+        drop, back = self._info_drop(line, n, bmp)
+        if drop <= k < back:
+            k = back  # an info string too long to fit is not counted while the line may open a fence
+        m = _NONWS.search(line, k, n) if k < n else None
+        if m is None:
+            self._ochk = n
+            return -1
+        return m.start()
+
+    def _info_drop(self, line: str, n: int, bmp: bool) -> tuple[int, int]:
+        """An opener line whose info string cannot fit in a chunk with one code point and a closer: the
+        range of its info string that does not count, ``(first index, index where the line turned into
+        text or n)``; ``(n, n)`` otherwise. The fence opens bare (see :mod:`core.chunking`)."""
+        if self._mode not in (M_RUN, M_INFO):
+            return n, n
+        s = self._run_start
+        char = line[s]
+        e = s + run_length(line, s, char)
+        if e - s < 3 or e >= n:
+            return n, n
+        back = line.find("`", e, n) if char == "`" else -1
+        back = n if back < 0 else back
+        budget = self._max - (1 + e) - 1 - (2 if self._utf16 else 1)  # newline, prefix and run of a closer
+        drop = max(self._first_over(line, e, n, budget, bmp), e)
+        return (drop, back) if drop < back else (n, n)
+
+    def _first_over(self, line: str, lo: int, n: int, budget: int, bmp: bool) -> int:
+        """Smallest index ``k >= lo`` with ``units(line[:k + 1]) > budget`` (``n`` when none)."""
+        if bmp:
+            return min(max(lo, budget), n)
+        used = units_of(line[:lo], True)
+        for k in range(lo, n):
+            used += 2 if line[k] > "\uffff" else 1
+            if used > budget:
+                return k
+        return n
+
+    def _content_from(self, line: str, n: int) -> int:
+        """Fence line: index where it becomes content (not a closer), -1 while it may be a closer."""
+        if self._cf >= 0:
+            return self._cf
+        fence, lr = self.fence, self._lr
+        assert fence is not None and lr is not None
+        s = lr.start
+        if line[s] != fence.char or lr.col > fence.item_indent + 3:
+            self._cf = s
+            return s
+        e = s + run_length(line, s, fence.char)
+        if e >= n:
+            return -1
+        if line[e] in SPACES and e - s >= fence.length:
+            m = _NONWS.search(line, e, n)
+            if m is None:
+                return -1
+            e = m.start()
+        self._cf = e
+        return e
+
+    def _next_sentence(self, line: str, n: int) -> tuple[int, int] | None:
+        """The next sentence break of the line that its next character completed: (whitespace, rest)."""
+        lr = self._lr
+        if lr is None or self.fence is not None or self.head_units + self.cum - self.base_cum < self._min:
+            return None
+        lo = max(self._sent_from, lr.body, self.base - self._lpos)
+        m = SENTENCE_BREAK.search(line, lo, n)
+        c = CJK_BREAK.search(line, lo, n)
+        if c is not None and (m is None or c.end() < m.end()):
+            return c.end(), c.end()  # a CJK full stop that text follows: a zero-width break after it
+        if m is None:
+            self._sent_from = max(lo, n - 32)
+            return None
+        return m.start() + len(m.group().rstrip(_WS)), m.end()
+
+    def _sentence_event(self, line: str, a: int, r: int) -> None:
+        ws_start = self._lpos + a
+        if ws_start <= self.base or (a == r and (self._inline.code is not None or line[a - 2 : a - 1] == "\\")):
+            return
+        cum = self._lcum + units_of(line[:a], self._utf16)
+        if self.head_units + cum - self.base_cum < self._min:
+            return
+        self._set_time(self._lpos + r, self._lcum + units_of(line[:r], self._utf16))
+        guard = self.protect(True)
+        if ws_start < guard and self._cutter.rest_ok(self._lpos + r, self.tend + 1):
+            self._cutter.cut_break(self, (ws_start, cum, self._lpos + r, None))
+
+    def _process_to(self, line: str, upto: int, at_end: bool) -> None:
+        """Read the line's structure and inline state up to ``upto`` (``at_end``: the newline follows)."""
+        if 0 <= self._cancel_at < upto:
+            self._cancelled, self._cancel_at = self._cancel_at, -1
+            self._inline.cancel()  # a list item begins: no span or link crosses it
+        if self._ldone >= upto:
+            return
+        if self._mode == M_RUN:
+            s = self._run_start
+            e = min(s + run_length(line, s, line[s]), upto)
+            if e >= upto and not at_end:
+                return
+            if e - s < 3:
+                self._mode, self._ldone = M_TEXT, s
+            else:
+                self._run_len = e - s
+                self._inline.cancel()
+                self._mode, self._ldone = M_INFO, e
+        if self._mode == M_INFO:
+            b = line.find("`", self._ldone, upto) if line[self._run_start] == "`" else -1
+            if b < 0:
+                self._ldone = upto
+                return
+            self._mode, self._ldone = M_TEXT, b
+            self._inline.code = (self._run_len, self._lpos + self._run_start)
+        if self._mode == M_TEXT:
+            j = upto if at_end else self._inline.safe_end(line, self._ldone, upto)
+            if j > self._ldone:
+                self._inline.scan(line, self._ldone, j, self._lpos)
+                self._ldone = j
+
+    # --- the moment of a cut (what the cutter asks: core.chunking.cutter.Moment) ----------------------
+
+    def _candidate(self) -> bool:
+        """At the time of the cut, the current line may still be a fence marker line."""
+        mode = self._mode
+        lr = self._lr
+        if lr is None or self.tend - self._lpos <= lr.start:  # still in its prefix at that time
+            return self.fence is not None
+        if mode in (M_RUN, M_INFO):
+            return True
+        if mode == M_FENCE:
+            cf = self._cf
+            return cf < 0 or cf >= self.tend - self._lpos
+        return mode == M_NONE and self.fence is not None
+
+    def protect(self, inline: bool) -> int:
+        """Position from which nothing may be cut at the time of the cut: the start of a tentative link or
+        code span (``inline``) or of the current line while it may be a fence marker line; ``BIG`` when
+        none."""
+        best = BIG
+        if inline:
+            g = self._inline.guard()
+            if g >= 0:
+                best = g
+            if self._mode == M_TEXT:
+                tg = self._inline.tail_guard(self._store.current(), self._ldone, self.tend - self._lpos, self._lpos)
+                if 0 <= tg < best:
+                    best = tg
+        if self._candidate() and self._lpos < best:
+            best = self._lpos
+        return best
+
+    def rendered(self) -> int:
+        """Units the pending text takes as a chunk at the time of the cut (trailing whitespace not counted;
+        a closer counted once the last line is fence content)."""
+        nonws = self._tnonws
+        if self._p_blank or nonws < self.base_cum:
+            nonws = self.base_cum
+        units = self.head_units + nonws - self.base_cum
+        fence = self.fence
+        if fence is not None and fence.splittable and self._mode == M_FENCE and not self._candidate():
+            units += fence.closer_units
+        return units
+
+    def content_limit(self) -> int:
+        """Position before which the open fence's content is known at the time of the cut."""
+        return self._lpos if self._candidate() else self.tend
+
+    def line_cut(self, p: int) -> None:
+        """A cut falls at ``p``: a line cut in two inside its fence run or info string opens no fence."""
+        lr = self._lr
+        if self._mode in (M_RUN, M_INFO) and lr is not None and p > self._lpos + lr.start:
+            self._mode = M_TEXT
+            self._ldone = self.tend - self._lpos
+
+    def fence_at(self, p: int) -> Fence | None:
+        """The fence whose content holds the code point boundary ``p``, or None."""
+        for fence in reversed(self._fences):
+            if fence.opener_start < p:
+                if p > fence.content_start and (fence.end_line < 0 or p < fence.end_line):
+                    return fence
+                return None
+        return None
+
+    def fill_inner_breaks(self) -> None:
+        """Have the break table hold the sentence and space breaks between the pending text's start and
+        the time of the cut."""
+        if self._breaks.inner_known(self.base, self.tend):
+            return
+        lines: list[InnerLine] = [
+            (ln.text, ln.pos, ln.cum, ln.body, ln.end, ln.fence, ln.cjk) for ln in self._store.lines_from(self.base)
+        ]
+        lr = self._lr
+        if lr is not None and lr.q >= 0:
+            fence = self.fence if self._mode == M_FENCE else None
+            cur = self._store.current()
+            lines.append((cur, self._lpos, self._lcum, lr.body, self.tend - self._lpos, fence, self._mode == M_TEXT))
+        self._breaks.fill_inner(lines, self.base, self._utf16)
+
+    def restart(self, pos: int, cum: int, head: str) -> None:
+        """The pending text now starts at ``pos`` (``cum`` units before it), after ``head``; what lies
+        before it is forgotten (breaks, regions, fences that ended, stored lines)."""
+        self.base, self.base_cum = pos, cum
+        self.head = head
+        self.head_units = units_of(head, self._utf16) if head else 0
+        self._refit()
+        self._p_blank = False
+        self._breaks.forget(pos)
+        self._regions.forget(pos)
+        self._fences = [f for f in self._fences if f is self.fence or f.end_line < 0 or f.end_line > pos]
+        self._store.forget(pos)
+        self.ctx_w = self._context(pos)[0]
+
+    def quote_head(self, pos: int) -> str:
+        """The block quote markers a chunk starting mid-line at ``pos`` gets back, while they take at most
+        half of ``max_chars`` and leave room for a code point ("" otherwise)."""
+        head = self._context(pos)[1]
+        units = units_of(head, self._utf16)
+        return head if 2 * units <= self._max and units + self._cp_max <= self._max else ""
+
+    def _context(self, pos: int) -> Context:
+        """The container context of a chunk starting at ``pos`` (core/chunking/containers.py)."""
+        line = self._store.line_at(pos)
+        if line is not None:
+            if line.lr is None:
+                return NO_CONTEXT
+            return line_context(line.text[:-1], line.lr, line.lists, line.fence, pos - line.pos)
+        lr = self._lr or self._lr_peek
+        if lr is None:
+            return NO_CONTEXT
+        fence = self.fence if lr.kind == FLINE else None
+        lists = self._lists_before if self._lr is not None else self._rs.lists
+        return line_context(self._store.current(), lr, lists, fence, pos - self._lpos)
+
+    # --- line ends ------------------------------------------------------------------------------------
+
+    def _fast_line(self, line: str, units: int) -> bool:
+        """Read a whole ordinary line at once (text that begins with a letter-like character, or content
+        of a top-level fence, that cannot make the pending text overflow); False when the general path
+        must."""
+        cum = self.cum + units
+        if self._sentence and self.head_units + cum - self.base_cum >= self._min:
+            return False
+        fence = self.fence
+        lr = None
+        if fence is not None:
+            body = _fence_body(line, fence)
+            if body < 0:
+                return False
+        elif line and line[0] in _SLOW_START:
+            if _SIMPLE_ITEM.match(line) is None:
+                return False
+            body, lr = 2, _SIMPLE_ITEM_READ
+        else:
+            body = 0
+        if cum > self._room:  # it may not fit (with room for the fence's closer)
+            return False
+        pos, n = self._lpos, len(line)
+        lists = _NO_LISTS
+        if line:
+            if self._ws_open:
+                self._complete_break(0)
+            else:
+                self._q_done, self._p_blank = True, False
+            end = len(line.rstrip(_WS))
+            if fence is not None:
+                fence.marks.append(pos + body)
+            elif lr is None:
+                self._text_line(line, pos)
+            else:
+                lists = self._item_line(line, pos, lr)
+            self._rs.prev_blank = False
+            self._ws_open, self._ws_leading = True, self._p_blank
+            self._ws_start, self._ws_cum, self._ws_nl = pos + end, self.cum + units - (n - end), 1
+        else:
+            end = 0
+            self._empty_line(pos, fence)
+        self._ws_last_nl = pos + n
+        self.end += n + 1
+        self.cum += units + 1
+        self._store.push_line(Line(pos, self._lcum, line + "\n", body, end, fence, fence is None, lr, lists), self.cum)
+        if self._p_blank and not self.head:
+            self.base, self.base_cum = self.end, self.cum  # blank lines at the start of a block are dropped
+            self._refit()
+            self._store.forget(self.base)
+        self._lpos, self._lcum, self._q_done = self._store.cur_pos, self.cum, False
+        return True
+
+    def _empty_line(self, pos: int, fence: Fence | None) -> None:
+        """An empty line at ``pos`` (in ``fence`` or not): it ends a paragraph and extends the break."""
+        if fence is None:
+            self._inline.cancel()
+        self._rs.prev_blank = True
+        if self._ws_open:
+            self._ws_nl += 1
+        else:
+            self._ws_open, self._ws_leading = True, self._p_blank
+            self._ws_start, self._ws_cum, self._ws_nl = pos, self.cum, 1
+
+    def _text_line(self, line: str, pos: int) -> None:
+        """A whole text line outside fences and containers: the items it ends and its inline ranges."""
+        rs = self._rs
+        if rs.prev_blank and rs.lists:
+            rs.lists = []
+        inline = self._inline
+        # with no span or link open, only a backtick or a "[" can change the inline state
+        if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
+            inline.scan(line, 0, len(line), pos)
+
+    def _item_line(self, line: str, pos: int, lr: LineRead) -> list[int]:
+        """A whole plain bullet item line (``lr``: its prefix): its list item and inline ranges; returns
+        the items open before it."""
+        rs = self._rs
+        before = rs.lists
+        self._inline.cancel()  # a list item begins: no span or link crosses it
+        rs.lists = lr.lists
+        inline = self._inline
+        if _OPENS.search(line):  # nothing is open: only a backtick or a "[" can change the inline state
+            inline.scan(line, lr.start, len(line), pos)
+        return before
+
+    def _whole_line(self, line: str, units: int) -> None:
+        """A line that arrived whole in one append: read it, handle its events, end it."""
+        self._store.add(line)
+        n = len(line)
+        self.end += n
+        self.cum += units
+        lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, True)
+        if lr.q >= 0:
+            self._lr_peek = lr
+            self._complete_break(lr.q)
+            self._lr_peek = None
+        self._start_line(lr)
+        fence = self.fence
+        closer = fence.closer_units if fence is not None and fence.splittable else 0
+        used = self.head_units + self.cum - self.base_cum
+        if used + closer > self._max or (self._sentence and used >= self._min):
+            self._body(line, n, True)
+        else:
+            self._process_to(line, n, True)
+        self._finish_line(line)
+
+    def _finish_line(self, line: str) -> None:
+        store = self._store
+        n = len(line)
+        lr = self._lr
+        assert lr is not None
+        if self._mode == M_INFO and self._info_drop(line, n, self.cum - self._lcum == n)[0] < n:
+            end = lr.start + run_length(line, lr.start, line[lr.start])  # the opener goes on bare
+            self.end -= n - end
+            self.cum -= units_of(line[end:], self._utf16)
+            line, n = line[:end], end
+            store.set_current(line)
+        nl_pos = self._lpos + n
+        interior = self.fence if self._mode == M_FENCE else None
+        if self._mode == M_INFO:
+            self._open_fence(line, lr)
+        elif self._is_closer(line, n, lr):
+            self._close_fence(lr.start)
+        if self.fence is None and lr.blank:
+            self._inline.cancel()  # a blank line ends the paragraph: no span or link crosses it
+        self._rs.prev_blank = lr.blank
+        end = len(line.rstrip(_WS))
+        if lr.q >= 0:
+            ws_idx = max(lr.body, end)
+            self._ws_open, self._ws_leading = True, self._p_blank
+            self._ws_start = self._lpos + ws_idx
+            self._ws_cum = self.cum - (n - ws_idx)  # trailing whitespace: one unit each
+            self._ws_nl = 1
+        elif self._ws_open:
+            self._ws_nl += 1
+        else:
+            self._ws_open, self._ws_leading = True, self._p_blank
+            self._ws_start, self._ws_cum, self._ws_nl = nl_pos, self.cum, 1
+        self._ws_last_nl = nl_pos
+        self.end += 1
+        self.cum += 1
+        text = line + "\n"
+        store.push_line(
+            Line(self._lpos, self._lcum, text, lr.body, end, interior, self._mode == M_TEXT, lr, self._lists_before),
+            self.cum,
+        )
+        if self._p_blank and not self.head:
+            self.base, self.base_cum = self.end, self.cum  # blank lines at the start of a block are dropped
+            self._refit()
+            store.forget(self.base)
+        self._new_line()
+
+    def _is_closer(self, line: str, n: int, lr: LineRead) -> bool:
+        fence = self.fence
+        if self._mode != M_FENCE or fence is None or self._content_from(line, n) >= 0:
+            return False
+        return run_length(line, lr.start, fence.char) >= fence.length
+
+    def _open_fence(self, line: str, lr: LineRead) -> None:
+        fence = open_fence(line, lr, self._rs.lists, self._run_start, self._run_len, self.params)
+        fence.opener_start = self._lpos
+        fence.content_start = self._lpos + len(line) + 1
+        fence.content_cum = self.cum + 1
+        self._regions.add(self._lpos, self._lpos + len(line.rstrip(_WS)), False)
+        self.fence = self._rs.fence = fence
+        self._refit()
+        self._fences.append(fence)
+
+    def _close_fence(self, start: int) -> None:
+        fence = self.fence
+        assert fence is not None
+        fence.closer_line = fence.end_line = self._lpos
+        if fence.marks and fence.marks[-1] >= self._lpos:
+            fence.marks.pop()
+        self._regions.add(self._lpos, self._lpos + start + run_length(self._store.current(), start, fence.char), False)
+        self.fence = self._rs.fence = None
+        self._refit()

@@ -1,0 +1,114 @@
+"""The executor: the one place a conversation's platform calls are made.
+
+Every call of a conversation goes through its executor, whoever decided it (the delivery machine's message parts,
+the typing indicator, a sub-agent's thread, the Stop control)::
+
+    intent ─▶ ledger          (a message part's call: recorded before it is made; a restart settles it)
+    call   ─▶ send chain      (one call at a time, 429 pauses; the rate budgets asked once: the grant the
+                               caller got when the call was due, else asked here)
+           ─▶ adapter.perform (one attempt; its outcome a value: done, not done, unknown)
+    outcome ─▶ back to the machine ─▶ ledger (the part as it now stands, with the outcome's label)
+
+Metrics and call logs watch ``perform`` (the adapter's ``observer``), so every call is counted in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from streamrelay.core.budgets.fair import Requester
+from streamrelay.core.delivery.calls import Call, CallResult, NotDone
+from streamrelay.core.delivery.send_chain import Grant, SendChain
+from streamrelay.core.errors import DeliveryError
+from streamrelay.core.ports import ChannelAdapter, PendingSend
+from streamrelay.core.records.ledger import Ledger, PartRecord
+from streamrelay.core.records.report import SlotRole
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A message part's call as the ledger records it before the call is made (:meth:`Ledger.record_intent`).
+
+    Attributes:
+        part: the part's index in the run's ledger.
+        role: the part's role (answer, status, media, ...).
+        op: the machine's name for the call (``send``, ``edit``, ``settle``, ...).
+        text: the text the call shows.
+        pending: a create's delivery (its delivery id, what it sent, the bounds a settle needs), else None.
+    """
+
+    part: int
+    role: SlotRole
+    op: str
+    text: str
+    pending: PendingSend | None = None
+
+
+Applied = tuple[PartRecord, str, str]
+"""What the machine made of an outcome, for the ledger: the part as it now stands, the outcome's label, a detail."""
+
+
+class Executor:
+    """Makes one conversation's calls (module docstring).
+
+    Args:
+        adapter: the channel adapter (its :meth:`~core.ports.ChannelAdapter.perform`).
+        chain: the conversation's send chain.
+        ledger: where message parts' intents and outcomes are recorded.
+        run: the ledger's run id for this conversation.
+        requester: who asks for the bot's shared budgets (its client and run).
+    """
+
+    def __init__(
+        self, *, adapter: ChannelAdapter, chain: SendChain, ledger: Ledger, run: str, requester: Requester
+    ) -> None:
+        self.adapter = adapter
+        self.chain = chain
+        self._ledger = ledger
+        self.run = run
+        self.requester = requester
+
+    async def perform(
+        self,
+        call: Call,
+        *,
+        final: bool = False,
+        intent: Intent | None = None,
+        apply: Callable[[CallResult], Applied] | None = None,
+        grant: Grant | None = None,
+    ) -> CallResult:
+        """Make ``call``: its ``intent`` in the ledger first (when it is a message part's), then the call through
+        the send chain, then ``apply`` (the machine takes the outcome) and the part's new state in the ledger.
+
+        Args:
+            call: the platform call.
+            final: part of a run's finalization (goes before previews when a shared budget is short).
+            intent: the ledger's record of the call (None: not a message part's call, e.g. typing, a thread, a
+                Stop move: paced and metered, not journaled).
+            apply: hands the outcome to the machine; returns what the ledger records (needs ``intent``).
+            grant: the rate budgets' yes, asked when the call was due (:meth:`SendChain.grant`), spent by the chain;
+                None: the chain asks the budgets.
+
+        Returns:
+            The outcome. A call the chain would not make (this replica lost the conversation, the shared budget
+            store failed with a delivery error) is :class:`~core.delivery.calls.NotDone`.
+        """
+        ledger = self._ledger
+        call_id = None
+        if intent is not None:
+            call_id = await ledger.record_intent(
+                self.run, intent.part, intent.role, intent.op, intent.text, intent.pending
+            )
+        adapter = self.adapter
+        try:
+            result = await self.chain.call(
+                lambda: adapter.perform(call), call.kind, final=final, requester=self.requester, grant=grant
+            )
+        except DeliveryError as exc:  # not made: ownership lost, or the shared budgets failed
+            result = NotDone(exc)
+        if apply is not None:
+            record, label, detail = apply(result)
+            if call_id is not None:
+                await ledger.record_outcome(call_id, record, label, detail)
+        return result

@@ -1,0 +1,423 @@
+"""The normalized event model: the ingest contract of streamrelay (shared/DESIGN.md §3).
+
+One JSON object per event. ``run`` names the run; ``seq`` (optional, per run, strictly increasing)
+makes replays safe. ``kind`` selects the model. Every event may carry ``source`` (``None`` for the
+root agent) and ``lane``.
+
+Example (NDJSON line)::
+
+    {"run": "r1", "seq": 3, "kind": "text", "mode": "delta", "text": "Hel"}
+
+Errors: :func:`parse_event` raises :class:`core.errors.IngestError` naming the field that was wrong.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
+
+from streamrelay.core.errors import IngestError
+from streamrelay.core.json_types import JsonObject
+from streamrelay.core.media import MediaItem, MediaKind, check_caption, check_media_url
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def fix_surrogates(text: str) -> str:
+    """Join surrogate pairs that arrived as two JSON escapes and replace lone surrogates with U+FFFD.
+
+    JSON producers that count UTF-16 units may split an emoji into ``"\\ud83d"`` and ``"\\ude00"``;
+    Python keeps those as two code points that no platform accepts. O(len(text)); a no-op for text
+    without surrogates.
+    """
+    if _SURROGATE.search(text) is None:  # a compiled scan in C, not a Python step per character
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+CleanText = Annotated[str, AfterValidator(fix_surrogates)]
+"""A text field: surrogates fixed on the way in (see :func:`fix_surrogates`)."""
+
+
+def whole_unicode(text: str) -> str:
+    """``text`` unchanged when it is valid Unicode; a lone surrogate (half a UTF-16 pair, e.g. the JSON escape
+    ``"\\ud800"``) is refused rather than repaired: an id changed on the way in would name another thing, and no
+    answer, store or platform can encode it. O(len(text)).
+
+    Raises:
+        ValueError: ``text`` holds a lone surrogate (the message says where).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = f"U+{ord(text[exc.start]):04X}"
+        raise ValueError(f"a lone surrogate {bad} at character {exc.start}: send valid Unicode (UTF-8)") from None
+    return text
+
+
+UnicodeText = Annotated[str, AfterValidator(whole_unicode)]
+"""An id or name: valid Unicode only (see :func:`whole_unicode`)."""
+
+
+def _whole_unicode_id(value: int | str) -> int | str:
+    return whole_unicode(value) if isinstance(value, str) else value
+
+
+PlatformId = Annotated[StrictInt | str, AfterValidator(_whole_unicode_id)]
+"""A platform's id of a chat, thread or message: an integer (``true`` is not chat 1), or a string of valid
+Unicode."""
+
+
+class TextMode(enum.StrEnum):
+    """How a ``text`` event relates to the text before it (per source and assistant message)."""
+
+    DELTA = "delta"
+    SNAPSHOT = "snapshot"
+    REPLACE = "replace"
+
+
+class Visibility(enum.StrEnum):
+    """Visibility class of text: only ``answer`` is visible text by default."""
+
+    ANSWER = "answer"
+    REASONING = "reasoning"
+    STATUS = "status"
+
+
+class Lane(enum.StrEnum):
+    """``ui`` feeds channels (may be rewritten); ``pipeline`` carries complete, checked units only."""
+
+    UI = "ui"
+    PIPELINE = "pipeline"
+
+
+class ToolCallState(enum.StrEnum):
+    START = "start"
+    ARGS_DELTA = "args_delta"
+    END = "end"
+
+
+class EndStatus(enum.StrEnum):
+    """How a run (or a sub-agent) ended.
+
+    ``ok``: a whole answer. ``error``: it failed. ``cancelled``: stopped (by a person, or its agent). ``refused``: the
+    model (or the provider's filter) declined to answer. ``cut``: the answer was cut off at the model's output
+    limit (``max_tokens``, ``length``, ``MAX_TOKENS``, an ``incomplete`` response). Only ``ok`` commits the answer:
+    every other status shows what was said with a notice, reports at best ``partial`` and lets the gate refuse the
+    run's compensable and irreversible tool calls.
+    """
+
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    REFUSED = "refused"
+    CUT = "cut"
+
+
+STREAM_ENDS = frozenset({EndStatus.ERROR, EndStatus.REFUSED, EndStatus.CUT})
+"""What a stream's own end may say (:attr:`ErrorEvent.ends`): it failed, refused or was cut."""
+
+
+def _stream_end(status: EndStatus | None) -> EndStatus | None:
+    if status is not None and status not in STREAM_ENDS:
+        raise ValueError(f"'ends' says how a stream ended badly: one of {', '.join(sorted(STREAM_ENDS))}")
+    return status
+
+
+class DeliveryMode(enum.StrEnum):
+    """Per-channel delivery mode (shared/DESIGN.md §5)."""
+
+    PREVIEW = "preview"
+    BLOCK = "block"
+    NATIVE = "native"
+    FINAL = "final"
+    PROGRESS = "progress"
+
+
+class ProviderFormat(enum.StrEnum):
+    """Native stream formats the normalizers accept (core/normalize/, one module each; tests/streams/): the
+    provider APIs' streams (Anthropic, OpenAI Responses and Chat, Gemini) and the agent protocols' streams (AG-UI,
+    the AI SDK UI message stream, A2A)."""
+
+    ANTHROPIC = "anthropic"
+    OPENAI_RESPONSES = "openai-responses"
+    OPENAI_CHAT = "openai-chat"
+    AG_UI = "ag-ui"
+    AI_SDK_UI = "ai-sdk-ui"
+    A2A = "a2a"
+    GEMINI = "gemini"
+
+
+class Source(BaseModel):
+    """Who produced an event. ``None`` in an event means the root agent.
+
+    ``path`` looks like ``sess-1/planner/executor``; ``depth`` 1 is a direct child of the root.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: UnicodeText
+    session_id: UnicodeText | None = None
+    parent_session_id: UnicodeText | None = None
+    depth: int = Field(default=1, ge=1)
+    path: UnicodeText | None = None
+
+    @property
+    def key(self) -> str:
+        """A stable key for per-source state: the session (two sessions of one path are two children), else
+        the path, else the agent id."""
+        return self.session_id or self.path or self.agent_id
+
+
+class Target(BaseModel):
+    """Where a run is delivered: a chat (Telegram chat id, Slack channel, ...), optional thread / reply."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chat_id: PlatformId
+    thread_id: PlatformId | None = None
+    reply_to: PlatformId | None = None
+
+
+MAX_SEQ = 2**53 - 1
+"""The largest ``seq``: the largest integer every JSON reader keeps exact (and far inside SQLite's INTEGER)."""
+
+
+class _EventBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str = Field(min_length=1, max_length=300)
+    """A run key: the client's run id (at most 200 characters) behind its client's name (:mod:`core.ingest.clients`)."""
+    seq: StrictInt | None = Field(default=None, ge=0, le=MAX_SEQ)
+    source: Source | None = None
+    lane: Lane = Lane.UI
+
+
+class RunStart(_EventBase):
+    """First event of a run: names the configured channel and the target.
+
+    ``format`` declares a provider-native stream: the run's later lines may then be raw provider events.
+    """
+
+    kind: Literal["run.start"] = "run.start"
+    channel: str = Field(min_length=1)
+    target: Target
+    mode: DeliveryMode | None = None
+    format: ProviderFormat | None = None
+    overrides: JsonObject = Field(default_factory=dict)
+    """Per-run settings of the channel, as sent (:func:`core.policy.apply_overrides` checks them)."""
+
+
+class TextEvent(_EventBase):
+    kind: Literal["text"] = "text"
+    mode: TextMode = TextMode.DELTA
+    text: str
+    """Kept raw: a delta may end in half a surrogate pair that the next delta completes."""
+    message: int = Field(default=0, ge=0)
+    visibility: Visibility = Visibility.ANSWER
+
+
+class JoinedDeltas(TextEvent):
+    """Text deltas of one (source, message, visibility, lane) that arrived together, joined into one by the run's
+    worker (:func:`core.ingest.sequencer.join_deltas`) so the per-event work is paid once. Never on the wire, in a
+    journal or in a schema: made after admission, read by the run stage only.
+
+    It is not a delta as the agent sent it, so the replayed-snapshot guard never reads it as one (DESIGN §4): it reads
+    only the parts listed in :attr:`replay_candidates`, each as it was sent; the others (shorter than
+    :data:`core.text.assembler.REPLAY_MIN_CHARS`) are appended as they are.
+    """
+
+    replay_candidates: tuple[tuple[int, int], ...] = ()
+    """``(offset, length)`` in :attr:`text` of each joined delta at least
+    :data:`core.text.assembler.REPLAY_MIN_CHARS` long (one that may be a replay), in order."""
+
+
+class BlockEnd(_EventBase):
+    kind: Literal["block_end"] = "block_end"
+    message: int | None = Field(default=None, ge=0)
+
+
+class MessageEnd(_EventBase):
+    kind: Literal["message_end"] = "message_end"
+    message: int | None = Field(default=None, ge=0)
+
+
+class ToolCall(_EventBase):
+    """A tool call fragment. Arguments become a pipeline unit only at ``end``, strictly parsed."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    id: UnicodeText
+    name: UnicodeText | None = None
+    state: ToolCallState
+    args_delta: str | None = None
+    args: JsonObject | None = None
+    """The whole arguments, when the provider gives them as one object at ``end`` (else ``args_delta`` fragments)."""
+
+
+class ToolResult(_EventBase):
+    kind: Literal["tool_result"] = "tool_result"
+    id: UnicodeText
+    name: UnicodeText | None = None
+    summary: CleanText = ""
+
+
+class Phase(_EventBase):
+    kind: Literal["phase"] = "phase"
+    name: UnicodeText
+
+
+class Status(_EventBase):
+    kind: Literal["status"] = "status"
+    text: CleanText
+
+
+class Media(_EventBase):
+    """A media item: its own message, never merged into text buffers (:mod:`core.media`).
+
+    ``media_kind`` (DESIGN's kind of the media, renamed because ``kind`` names the event) is ``image``, ``file``,
+    ``audio`` or ``video``; ``url`` an absolute http(s) URL (:func:`core.media.check_media_url`); ``caption`` at most
+    1024 characters (Telegram's caption limit, https://core.telegram.org/bots/api#sendphoto).
+    """
+
+    kind: Literal["media"] = "media"
+    url: Annotated[UnicodeText, AfterValidator(check_media_url)]
+    media_kind: MediaKind
+    caption: Annotated[CleanText, AfterValidator(check_caption)] | None = None
+
+    def item(self) -> MediaItem:
+        """What delivery sends (an empty caption is no caption)."""
+        return MediaItem(url=self.url, kind=self.media_kind, caption=self.caption or None)
+
+
+class Commit(_EventBase):
+    kind: Literal["commit"] = "commit"
+    text: CleanText | None = None
+
+
+class End(_EventBase):
+    """Closes the run. ``final_text``, when given, is authoritative for what the channel must show."""
+
+    kind: Literal["end"] = "end"
+    status: EndStatus = EndStatus.OK
+    final_text: CleanText | None = None
+
+
+class ErrorEvent(_EventBase):
+    """A failure to show the person (``message``, one line), and the report's errors.
+
+    Alone it does not end the run: a run whose ``end`` says ``ok`` still commits (a tool that failed, then an answer
+    anyway). ``ends`` (``error``, ``refused`` or ``cut``) says the stream itself ended so — a provider's error event, a
+    refusal, a length cut, as the normalizers read them (core/normalize/) — and then the root's ``end`` ``ok`` counts as
+    that status: what was said is shown with a notice, never committed, the report is at best ``partial`` and the gate
+    refuses the run's compensable and irreversible calls. The first root ``error`` with ``ends`` decides; a
+    sub-agent's (``source`` set) ends only through its own ``end``.
+    """
+
+    kind: Literal["error"] = "error"
+    message: CleanText
+    ends: Annotated[EndStatus | None, AfterValidator(_stream_end)] = None
+
+
+class Stop(_EventBase):
+    """A person stopped the run (a Stop control in the chat or on the live page): journaled like every line, so a
+    restarted sidecar stops it again. Only the sidecar writes it (``POST /v1/runs/{run}/stop``, :mod:`core.run.stop`);
+    an agent's line of this kind is refused. ``by`` names who pressed (``telegram:user:123``), ``reason`` says why."""
+
+    kind: Literal["stop"] = "stop"
+    by: UnicodeText | None = Field(default=None, max_length=200)
+    reason: CleanText | None = Field(default=None, max_length=500)
+
+
+Event = Annotated[
+    RunStart
+    | TextEvent
+    | BlockEnd
+    | MessageEnd
+    | ToolCall
+    | ToolResult
+    | Phase
+    | Status
+    | Media
+    | Commit
+    | End
+    | ErrorEvent
+    | Stop,
+    Field(discriminator="kind"),
+]
+
+EVENT_TYPES = (
+    RunStart,
+    TextEvent,
+    BlockEnd,
+    MessageEnd,
+    ToolCall,
+    ToolResult,
+    Phase,
+    Status,
+    Media,
+    Commit,
+    End,
+    ErrorEvent,
+    Stop,
+)
+"""The event classes (an ``isinstance`` check of a value that may be an :data:`Event`)."""
+
+EVENT_KINDS = (
+    "run.start",
+    "text",
+    "block_end",
+    "message_end",
+    "tool_call",
+    "tool_result",
+    "phase",
+    "status",
+    "media",
+    "commit",
+    "end",
+    "error",
+    "stop",
+)
+
+_event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(data: Any) -> Event:
+    """Validate one decoded JSON object as a normalized event.
+
+    Args:
+        data: the decoded JSON value (must be an object with a known ``kind``).
+
+    Returns:
+        The typed event.
+
+    Raises:
+        IngestError: the value is not an object, its ``kind`` is unknown, or a field is wrong; the
+            message names the field and what was expected.
+    """
+    if not isinstance(data, dict):
+        raise IngestError(f"an event must be a JSON object, got {type(data).__name__}")
+    kind = data.get("kind")
+    if kind not in EVENT_KINDS:
+        raise IngestError(f"unknown event kind {kind!r}: expected one of {', '.join(EVENT_KINDS)}")
+    try:
+        return _event_adapter.validate_python(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'event'}: {err['msg']}" for err in exc.errors()
+        )
+        raise IngestError(f"bad {kind!r} event: {problems}") from None
+
+
+def event_to_json(event: Event) -> JsonObject:
+    """The event as a JSON-ready dict, without unset optional fields."""
+    return event.model_dump(mode="json", exclude_none=True, by_alias=True)
+
+
+def event_line(event: Event) -> str:
+    """The event as one JSON line (what the journal keeps; ASCII, so a lone surrogate a delta may end in is an
+    escape, as it arrived)."""
+    return json.dumps(event_to_json(event))

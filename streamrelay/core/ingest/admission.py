@@ -1,0 +1,620 @@
+"""Admission: whether one input line is taken, and what it means before the next line is read.
+
+A line is validated alone (a bad line fails alone with an :class:`~core.errors.IngestError`); a ``run.start``
+creates the run (its controller and stages, not opened yet) so the lines after it in the same batch find it;
+a raw provider line is normalized by its run's normalizer; a repeat (a ``seq`` already taken, any line of a run
+that already ended, here or before a restart) is acknowledged and dropped. The relay journals what was taken.
+
+The common lines are taken in groups, without an await per line: a batch's plain text deltas of one open run
+(:meth:`Admission.take_deltas`: the ``text`` event's own validator, one count of the group against the client's
+limits) and a raw stream's lines (:meth:`Admission.take_raw`). A group ends before a line that would be dropped or
+refused, or that is of another kind or run, and :meth:`Admission.accept` takes that line alone: every result and
+error is the one the line gets alone (tests/unit/test_ingest_fast_path.py holds both paths to that).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import islice
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import Clock
+from streamrelay.core.errors import IngestError, OwnershipLostError
+from streamrelay.core.events import (
+    EVENT_TYPES,
+    MAX_SEQ,
+    End,
+    Event,
+    ProviderFormat,
+    RunStart,
+    Stop,
+    TextEvent,
+    parse_event,
+)
+from streamrelay.core.ingest.clients import ClientBook, ClientLimits
+from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate
+from streamrelay.core.lanes.pipeline import ArgsValidator
+from streamrelay.core.normalize import Normalizer, make_normalizer
+from streamrelay.core.normalize.a2a import RESULT_KINDS, A2ANormalizer
+from streamrelay.core.normalize.base import JsonObject
+from streamrelay.core.policy import apply_overrides
+from streamrelay.core.records.journal import Journal
+from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
+from streamrelay.core.run.inbox import Inbox
+from streamrelay.core.run.monitor import RunMonitor
+from streamrelay.core.run.stop import STOPPED_ERROR, is_stop_note
+from streamrelay.core.run.worker import ActiveRun
+
+
+def raw_seq(obj: JsonObject) -> int | None:
+    """The ``seq`` a raw stream line carries beside the stream's own fields (none of the seven formats uses the
+    key), or None.
+
+    Raises:
+        IngestError: it is not an integer from 0 to :data:`core.events.MAX_SEQ`.
+    """
+    seq = obj.get("seq")
+    if seq is None:
+        return None
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+        raise IngestError(f"'seq' of a raw stream line must be an integer from 0 to {MAX_SEQ}, got {seq!r}")
+    return seq
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """What became of one accepted line: ``events`` normalized events taken, or ``dropped`` (why the line was
+    acknowledged without effect: a repeated ``seq``, a re-sent line of a run that already ended)."""
+
+    events: int = 0
+    dropped: str | None = None
+
+
+ONE_EVENT = LineResult(events=1)
+"""What most lines become (one result shared: it is frozen): each line of a :meth:`Admission.take_deltas` group."""
+
+_EVENTS = (LineResult(events=0), ONE_EVENT, LineResult(events=2), LineResult(events=3))
+"""The results of lines taken as a few events (shared: they are frozen)."""
+
+_log = logging.getLogger("streamrelay.relay")
+
+
+def line_failed(exc: Exception, run_hint: str | None) -> IngestError:
+    """The 422 of a line that could not be admitted because of a bug of ours (logged with ``exc``): it fails alone,
+    never its batch nor the journal's 503."""
+    _log.error("a line could not be admitted (run hint %s)", run_hint, exc_info=exc)
+    return IngestError(f"this line could not be taken ({type(exc).__name__}): report it", status=422)
+
+
+_validate_text: Callable[[object], TextEvent] = TextEvent.__pydantic_validator__.validate_python
+"""The ``text`` event's own compiled validator: what :func:`core.events.parse_event`'s union picks by ``kind``, without
+the union's dispatch (a line it refuses goes to :func:`~core.events.parse_event`, whose message names the field)."""
+
+
+def _text_event(obj: dict[str, Any], run: str) -> TextEvent | None:
+    """The ``text`` event of the line ``obj`` (its ``run`` is ``run``, or it names none), or None when the validator
+    refuses it (:func:`~core.events.parse_event` then says why)."""
+    try:
+        return _validate_text(obj if "run" in obj else {**obj, "run": run})
+    except ValidationError:
+        return None
+
+
+@dataclass
+class Limits:
+    """How runs are admitted: ``queue_size`` per run, ``gap_timeout_s`` for ``seq`` gaps, ``idle_s`` (also the
+    retry window of calls through an outage), ``max_active`` runs, ``live_buffer`` events kept for watchers."""
+
+    queue_size: int = 10_000
+    gap_timeout_s: float = 2.0
+    idle_s: float = 600.0
+    max_active: int = 10_000
+    live_buffer: int = 1000
+
+
+class Admission:
+    """Admits lines into runs (see the module docstring).
+
+    Args:
+        channels: configured channels by name.
+        runs: the active runs (shared with the relay, which removes finished ones).
+        finished: ids of runs finished in this process (shared with the relay).
+        journal: where finished runs are remembered across restarts.
+        ledger: the durable record (a run id used before).
+        clock: the injected clock.
+        limits: queue, gap, idle and active-run limits.
+        validator: checks complete tool calls against their JSON Schemas.
+        clients: each client's limits and active runs (a run's client is in its key:
+        :func:`core.ingest.clients.split_key`).
+    """
+
+    def __init__(
+        self,
+        channels: Mapping[str, ChannelRuntime],
+        runs: dict[str, ActiveRun],
+        finished: Mapping[str, object],
+        journal: Journal,
+        ledger: Ledger,
+        clock: Clock,
+        limits: Limits,
+        validator: ArgsValidator | None,
+        clients: ClientBook | None = None,
+    ) -> None:
+        self.channels = channels
+        self.clients = clients if clients is not None else ClientBook()
+        """The relay calls ``clients.left`` when a run leaves ``runs``."""
+        self._starting = 0
+        """Starts between their room check and their registration (they hold a slot)."""
+        self.runs = runs
+        self.finished = finished
+        self._journal = journal
+        self._ledger = ledger
+        self._clock = clock
+        self.limits = limits
+        self._validator = validator
+
+    def limits_for(self, run_key: str) -> ClientLimits:
+        """The limits of the client that owns the run keyed ``run_key``."""
+        return self.clients.limits_for(run_key)
+
+    async def accept(
+        self, obj: object, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """Validate one line (a decoded JSON value, or an event already typed: :meth:`Relay.submit`) and apply what
+        must be known before the next line (a new run, the normalizer)."""
+        if isinstance(obj, BaseModel):
+            if not isinstance(obj, EVENT_TYPES):
+                raise IngestError(f"each line must be a JSON object or an event, got {type(obj).__name__}")
+            if run_hint is not None and obj.run != run_hint:
+                raise IngestError(f"line names run {obj.run!r} but was posted to run {run_hint!r}")
+            return await self._accept_event(obj, replay=replay)
+        if not isinstance(obj, dict):
+            raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
+        if run_hint is not None and obj.get("run", run_hint) != run_hint:
+            raise IngestError(f"line names run {obj.get('run')!r} but was posted to run {run_hint!r}")
+        run_id = obj.get("run", run_hint)
+        if "kind" not in obj or self._is_bare_a2a(run_id, obj):
+            return await self._accept_raw(run_id, obj, enforce=not replay)
+        if run_hint is not None and "run" not in obj:
+            obj = {**obj, "run": run_hint}
+        return await self._accept_event(parse_event(obj), replay=replay)
+
+    def take_deltas(
+        self, lines: Sequence[tuple[Any, str | None]], start: int, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
+        """The fast path of the common line: ``lines[start:]``'s leading plain text deltas of one started run, taken
+        as a group (one check of the run, one charge of the group's count and summed length), or None when
+        ``lines[start]`` is not one (then :meth:`accept` takes it alone).
+
+        A line belongs to the group when it is a JSON object of ``kind`` ``text`` and ``mode`` ``delta`` (the
+        default) of the run its ``run`` (or ``run_hint``) names, active, not stopped, closing or ended; when the
+        ``text`` event validator takes it (the one :func:`core.events.parse_event` picks for ``text``, so the event
+        is the same); and when it is taken as it would be alone: its ``seq`` (if any) not taken yet and within the
+        client's ``seq_window``, and the run's ``max_events_per_run`` and ``max_chars_per_run`` not passed with it.
+        The group ends before the first line that is not so: :meth:`accept` then takes it alone and drops it, or
+        refuses it with its own error (every message as before). Nothing awaits in here, and nothing a group's line
+        is checked against changes before the group is counted: it is taken exactly as its lines one by one. Each
+        line of the group is one event (:data:`ONE_EVENT`); O(lines taken).
+
+        Returns:
+            ``(run, events, results)``: the run, the group's events, one per line, in order, and each line's result
+            (:data:`ONE_EVENT`).
+        """
+        run = self._delta_run(lines[start][0], run_hint)
+        if run is None:
+            return None
+        run_id = run.run
+        usage, seqs, last = run.usage, run.seqs, run.gate.last
+        n_events, chars, max_seq = usage.events, usage.chars, usage.max_seq
+        max_events, max_chars, window = self._group_limits(run, replay=replay)
+        events: list[Event] = []
+        for obj, _ in islice(lines, start, None):
+            if type(obj) is not dict or obj.get("kind") != "text" or obj.get("mode", "delta") != "delta":
+                break  # (a mode equal to "delta" that validates is the delta mode)
+            if obj.get("run", run_hint) != run_id or (event := _text_event(obj, run_id)) is None:
+                break
+            seq, size = event.seq, len(event.text)
+            if seq is not None:
+                if (last is not None and seq <= last) or seqs.taken(seq):
+                    break  # a repeat: dropped alone
+                if seq > (max_seq if max_seq is not None else -1) + window:
+                    break  # refused alone
+            if n_events >= max_events or chars + size > max_chars:
+                break  # refused alone
+            if seq is not None:
+                seqs.take(seq)
+                if max_seq is None or seq > max_seq:
+                    max_seq = seq
+            n_events += 1
+            chars += size
+            events.append(event)
+        if not events:
+            return None
+        usage.events, usage.chars, usage.max_seq = n_events, chars, max_seq
+        return run, events, [ONE_EVENT] * len(events)
+
+    def _delta_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
+        """The run a group of :meth:`take_deltas` starting with the line ``first`` goes to, or None (no group: it is
+        not a text line, names no active run or another than ``run_hint``, or its run is stopped, closing or ended)."""
+        if type(first) is not dict or first.get("kind") != "text":
+            return None
+        return self._taking_run(first, run_hint)
+
+    def _taking_run(self, first: JsonObject, run_hint: str | None) -> ActiveRun | None:
+        """The active run the line ``first`` names (or ``run_hint``), while it takes lines: None when it names
+        another run than ``run_hint``, none active, or one stopped, closing or ended."""
+        run_id = first.get("run", run_hint)
+        if run_hint is not None and run_id != run_hint:
+            return None
+        run = self.runs.get(run_id) if type(run_id) is str else None
+        if run is None or run.stopped is not None or run.closing is not None or run.ended:
+            return None
+        return run
+
+    def _group_limits(self, run: ActiveRun, *, replay: bool) -> tuple[int, int, int]:
+        """``(max_events_per_run, max_chars_per_run, seq_window)`` a group of :meth:`take_deltas` is held to (none
+        for journaled lines: they are counted, never refused, as they were taken once)."""
+        if replay:
+            return MAX_SEQ * 2, MAX_SEQ * 2, MAX_SEQ * 2
+        limits = run.limits if run.limits is not None else self.limits_for(run.run)
+        return limits.max_events_per_run, limits.max_chars_per_run, limits.seq_window
+
+    async def _accept_event(self, event: Event, *, replay: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A normalized event, typed: a new run, an event of a started run, or a repeat."""
+        run = self.runs.get(event.run)
+        if run is None:
+            if (ended := await self._ended(event.run)) is not None:
+                if await self.stopped_note(event.run) is not None:
+                    raise IngestError(STOPPED_ERROR, status=409)
+                await self._refuse_after_idle_close(event.run, event.seq)
+                return None, [], LineResult(dropped=ended)
+            run = self.runs.get(event.run)  # again: another request may have started it meanwhile
+        if isinstance(event, RunStart):
+            return await self._start(run, event, replay=replay)
+        if run is None:
+            raise IngestError(f"run {event.run!r} has not started: send its run.start event first", status=409)
+        return self._into(run, event, enforce=not replay)
+
+    def _is_bare_a2a(self, run_id: object, obj: JsonObject) -> bool:
+        """True for a bare A2A result object (its own ``kind``: ``artifact-update``, ...) in a run declared ``a2a``."""
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
+        return run is not None and isinstance(run.normalizer, A2ANormalizer) and obj.get("kind") in RESULT_KINDS
+
+    def _into(self, run: ActiveRun, event: Event, *, enforce: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end). The
+        client's per-run limits are ``enforce``d on new lines, not on journaled ones (taken once already)."""
+        if isinstance(event, Stop):
+            if enforce:  # an agent's line: only the reader stops a run
+                raise IngestError(
+                    "a 'stop' line comes from the run's reader, not its agent: POST /v1/runs/{run}/stop "
+                    "(an agent ends its own run with an 'end' event, status 'cancelled')"
+                )
+            self.take_stop(run, event)
+            return run, [event], ONE_EVENT
+        if run.stopped is not None:
+            raise IngestError(STOPPED_ERROR, status=409)
+        if (closed := run.closed_to(event)) is not None:
+            if (
+                IDLE_CLOSED in closed
+                and enforce
+                and not (event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last)
+            ):
+                raise IngestError(f"{closed}: {IDLE_REFUSAL}", status=409)
+            return None, [], LineResult(dropped=closed)
+        if event.seq is not None and (
+            (run.gate.last is not None and event.seq <= run.gate.last) or run.seqs.taken(event.seq)
+        ):
+            return None, [], LineResult(dropped=f"seq {event.seq} was already taken")
+        limits = run.limits if run.limits is not None else self.limits_for(run.run)
+        if enforce and event.seq is not None:
+            run.usage.check_seq(event.seq, limits)
+        events: list[Event] = [event]
+        if isinstance(event, End) and event.source is None:
+            if event.seq is not None:
+                run.seqs.take(event.seq)
+            if run.normalizer is not None:
+                events = [*run.normalizer.close(), event]
+            run.usage.charge([event], limits, enforce=False)  # an end is always taken: the run must be able to end
+            run.end_taken(event.seq)
+        else:
+            run.usage.charge(events, limits, enforce=enforce)  # a 422 here: the line was not taken, nor its seq
+            if event.seq is not None:
+                run.seqs.take(event.seq)
+        return run, events, ONE_EVENT
+
+    async def _start(
+        self, run: ActiveRun | None, event: RunStart, *, replay: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A ``run.start``: a new run, or a harmless repeat of the first one."""
+        if run is not None:
+            self._check_replayed_start(run.controller.start_event, event)
+            return None, [], LineResult(dropped="run.start repeated")
+        created = await self._create(event, replay=replay)
+        if created is None:
+            return None, [], LineResult(dropped=f"run {event.run!r} already ended")
+        if created.controller.start_event is not event:  # another request started it while this one waited
+            self._check_replayed_start(created.controller.start_event, event)
+            return None, [], LineResult(dropped="run.start repeated")
+        return created, [], LineResult(events=1)
+
+    async def _accept_raw(
+        self, run_id: object, obj: JsonObject, *, enforce: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
+        if run is None and isinstance(run_id, str) and (ended := await self._ended(run_id)) is not None:
+            seq = obj.get("seq")
+            await self._refuse_after_idle_close(run_id, seq if type(seq) is int else None)
+            return None, [], LineResult(dropped=ended)
+        if run is not None and run.stopped is not None:
+            raise IngestError(STOPPED_ERROR, status=409)
+        if run is not None and (run.closing is not None or run.ended):
+            return None, [], LineResult(dropped=run.closing or f"run {run.run!r} already took its end")
+        if run is None or run.normalizer is None:
+            raise IngestError(
+                "line has no 'kind': a normalized event needs one (run.start, text, end, ...); raw events of a "
+                "stream format are taken only for a started run whose run.start declares 'format' "
+                f"({', '.join(ProviderFormat)})",
+                status=409 if run is None and "type" in obj else 400,
+            )
+        return self._feed_raw(run, run.normalizer, obj, enforce=enforce)
+
+    def _feed_raw(
+        self, run: ActiveRun, normalizer: Normalizer, obj: JsonObject, *, enforce: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A raw line of the started, open run ``run`` (its ``normalizer``'s): its ``seq`` checked, then normalized
+        and counted (or dropped: a repeated ``seq``).
+
+        Raises:
+            IngestError: a bad or out-of-order ``seq``, a line its normalizer refuses, a limit it would pass.
+        """
+        seq = raw_seq(obj)
+        if seq is not None:
+            if run.seqs.taken(seq):
+                return None, [], LineResult(dropped=f"seq {seq} was already taken")
+            expected = run.seqs.next_raw()
+            if expected is not None and seq != expected:
+                raise IngestError(
+                    f"raw stream line seq {seq} is not the next one: a raw line is normalized as it comes, so it is "
+                    f"taken only in order; send again from seq {expected}",
+                    status=409,
+                )
+            obj = {k: v for k, v in obj.items() if k != "seq"}
+        events = normalizer.feed(obj)
+        run.usage.charge(events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
+        if seq is not None:
+            run.seqs.take(seq)
+            run.gate.consume(seq)
+            run.usage.max_seq = max(seq, run.usage.max_seq if run.usage.max_seq is not None else seq)
+        return run, events, _EVENTS[len(events)] if len(events) < len(_EVENTS) else LineResult(events=len(events))
+
+    def take_raw(
+        self, lines: Sequence[tuple[Any, str | None]], start: int, run_hint: str | None, *, replay: bool
+    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
+        """The fast path of a raw stream's lines: ``lines[start:]``'s leading raw lines (no ``kind``, or a bare A2A
+        object) of one started run that declared a ``format``, open (not stopped, closing or ended), each taken as
+        :meth:`accept` takes it (its ``seq`` checked, normalized, counted; dropped, or refused alone) but without an
+        await; None when ``lines[start]`` is not one (then :meth:`accept` takes it). O(lines taken).
+
+        Returns:
+            ``(run, events, results)``: the run, the events of the lines taken, in order, and each line's result.
+        """
+        run = self._raw_run(lines[start][0], run_hint)
+        if run is None or run.normalizer is None:
+            return None
+        normalizer, enforce = run.normalizer, not replay
+        events: list[Event] = []
+        results: list[LineResult | IngestError] = []
+        for obj, _ in islice(lines, start, None):
+            if not self._is_raw_of(run, obj, run_hint):
+                break
+            try:
+                _, taken, result = self._feed_raw(run, normalizer, obj, enforce=enforce)
+            except IngestError as exc:
+                results.append(exc)
+                continue
+            except OwnershipLostError:
+                raise
+            except Exception as exc:  # a bug of ours: this line fails alone
+                results.append(line_failed(exc, run_hint))
+                continue
+            events += taken
+            results.append(result)
+        return run, events, results
+
+    def _raw_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
+        """The run a group of :meth:`take_raw` starting with the line ``first`` goes to, or None (see there)."""
+        if type(first) is not dict:
+            return None
+        run = self._taking_run(first, run_hint)
+        return run if run is not None and self._is_raw_of(run, first, run_hint) else None
+
+    @staticmethod
+    def _is_raw_of(run: ActiveRun, obj: object, run_hint: str | None) -> bool:
+        """Whether ``obj`` is a raw line (no ``kind``, or a bare A2A result object) of ``run``, a run with a format."""
+        if type(obj) is not dict or obj.get("run", run_hint) != run.run:
+            return False
+        return "kind" not in obj or (isinstance(run.normalizer, A2ANormalizer) and obj.get("kind") in RESULT_KINDS)
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @staticmethod
+    def take_stop(run: ActiveRun, stop: Stop) -> None:
+        """Mark ``run`` stopped by its reader (:mod:`core.run.stop`): from now on its agent's lines are refused
+        (409)."""
+        if run.stopped is None:
+            run.stopped = stop
+
+    async def _refuse_after_idle_close(self, run_id: str, seq: int | None) -> None:
+        """A line of a run the idle timeout closed (here, or before a restart) that it never took: refused with 409,
+        so an agent that comes back (e.g. after a restart longer than the timeout) learns its answer was not shown,
+        instead of a 200 "dropped" it would read as taken. A repeat of a line the run took (its ``seq`` at most the
+        run's last) is acknowledged and dropped as after any end.
+
+        Raises:
+            IngestError: 409, naming the run and what to do.
+        """
+        if not any(IDLE_CLOSED in e for e in await self._end_errors(run_id)):
+            return
+        last = await self._last_seq(run_id)
+        if seq is not None and last is not None and seq <= last:
+            return
+        raise IngestError(
+            f"run {run_id!r} was closed after its agent sent nothing for the idle timeout, with what it had: "
+            f"{IDLE_REFUSAL}",
+            status=409,
+        )
+
+    async def _end_errors(self, run_id: str) -> list[str]:
+        finished = self.finished.get(run_id)
+        errors = getattr(getattr(finished, "report", None), "errors", None)
+        if errors is None:
+            record = await self._ledger.get_run(run_id)
+            errors = record.errors if record is not None and record.ended else []
+        return list(errors)
+
+    async def _last_seq(self, run_id: str) -> int | None:
+        finished = self.finished.get(run_id)
+        if finished is not None:
+            last = getattr(finished, "last_seq", getattr(finished, "last", None))
+            return last if isinstance(last, int) else None
+        ended = await self._journal.ended(run_id)
+        return ended.last_seq if ended is not None else None
+
+    async def stopped_note(self, run_id: str) -> str | None:
+        """The :func:`core.run.stop.stop_note` of ``run_id`` when it ended stopped by its reader (here, or before a
+        restart: the ledger keeps it with the run's end), else None."""
+        finished = self.finished.get(run_id)
+        errors = getattr(getattr(finished, "report", None), "errors", None)
+        if errors is None:
+            record = await self._ledger.get_run(run_id)
+            errors = record.errors if record is not None and record.ended else []
+        return next((e for e in errors if is_stop_note(e)), None)
+
+    async def ended(self, run_id: str) -> str | None:
+        """Why a line of ``run_id`` would be dropped because the run already ended, else None."""
+        return await self._ended(run_id)
+
+    async def _ended(self, run_id: str) -> str | None:
+        """Why a line of ``run_id`` is dropped when the run already ended (here or before a restart), else None."""
+        if run_id in self.finished or await self._journal.ended(run_id) is not None:
+            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+        record = await self._ledger.get_run(run_id)
+        if record is not None and record.ended:
+            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+        return None
+
+    @staticmethod
+    def _check_replayed_start(first: RunStart, again: RunStart) -> None:
+        fields = ("channel", "target", "mode", "format", "overrides")
+        changed = [f for f in fields if getattr(first, f) != getattr(again, f)]
+        if changed:
+            raise IngestError(
+                f"run {again.run!r} already started with another {', '.join(changed)}: a run keeps its "
+                "run.start; use a new run id",
+                status=409,
+            )
+
+    async def _create(self, event: RunStart, *, replay: bool) -> ActiveRun | None:
+        """A new run for ``event`` (registered, not opened yet); None when the ledger says it already ended.
+
+        Raises:
+            IngestError: unknown channel, bad target or override, too many active runs (503), a run id used
+                before with another channel or target (409).
+        """
+        client = self.limits_for(event.run)
+        channel = self.channels.get(event.channel) if client.may_use(event.channel) else None
+        if channel is None:  # a channel the client may not use is unknown to it: its name is not revealed
+            known = ", ".join(sorted(name for name in self.channels if client.may_use(name))) or "none"
+            raise IngestError(f"unknown channel {event.channel!r}: the channels you may use are {known}")
+        if not replay:  # a journaled run resumes whatever the limits are now: it was taken once
+            self._check_room(client)
+        problem = channel.adapter.check_target(event.target)
+        if problem is not None:
+            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+        self.clients.started(event.run)  # the slot is held across the await below: concurrent starts see it
+        self._starting += 1
+        registered: ActiveRun | None = None
+        try:
+            registered = await self._build(event, channel, client, replay=replay)
+        finally:
+            self._starting -= 1
+            if (
+                registered is None
+                or self.runs.get(event.run) is not registered
+                or registered.controller.start_event is not event
+            ):
+                self.clients.left(event.run)  # not this start's run: its slot is given back
+        return registered
+
+    def _check_room(self, client: ClientLimits) -> None:
+        """Raise the 429 (the client's active runs) or the 503 (the sidecar's) that refuses one more run."""
+        if (active := self.clients.active[client.name]) >= client.max_active_runs:
+            raise IngestError(
+                f"{active} of your runs are active, the most you may have "
+                f"({client.setting('max_active_runs')} = {client.max_active_runs}): end one or retry later",
+                status=429,
+                retry_after_s=1.0,
+            )
+        if len(self.runs) + self._starting >= self.limits.max_active:
+            raise IngestError(
+                f"{len(self.runs)} runs are active, the most this sidecar takes: retry later",
+                status=503,
+                retry_after_s=1.0,
+            )
+
+    async def _build(
+        self, event: RunStart, channel: ChannelRuntime, client: ClientLimits, *, replay: bool
+    ) -> ActiveRun | None:
+        """The run of ``event``, registered (or the one a concurrent start registered first); None when the ledger
+        says it already ended.
+
+        Raises:
+            IngestError: 409, the run id was used before with another channel or target.
+        """
+        record = await self._ledger.get_run(event.run)
+        if record is not None:
+            if record.ended:
+                return None
+            if record.channel != event.channel or record.target != event.target.model_dump(mode="json"):
+                raise IngestError(
+                    f"run {event.run!r} was started before on another channel or target; use a new run id",
+                    status=409,
+                )
+        policy = apply_overrides(channel.policy, event.overrides)
+        if policy.max_messages is None or policy.max_messages > client.max_messages_per_run:  # the stricter cap
+            policy = replace(
+                policy,
+                max_messages=client.max_messages_per_run,
+                max_messages_setting=client.setting("max_messages_per_run"),
+            )
+        if event.mode is not None and event.mode is not policy.delivery:
+            policy = replace(policy, delivery=event.mode)
+        controller = RunController(
+            event,
+            policy,
+            channel.adapter,
+            channel.chain_for(event.target, self._clock),
+            self._ledger,
+            self._clock,
+            validator=self._validator,
+            chain_for=lambda target: channel.chain_for(target, self._clock),
+            release=channel.release,
+            monitor=RunMonitor(event.run, buffer=self.limits.live_buffer),
+            retry_window_s=self.limits.idle_s,
+        )
+        normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
+        gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
+        run = ActiveRun(controller, Inbox(self.limits.queue_size), gate, normalizer, [] if replay else None)
+        run.seqs = SeqFloor(floor=event.seq)
+        run.usage.max_seq = event.seq
+        run.limits = client
+        run.usage.charge([event], client, enforce=False)
+        return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)

@@ -1,0 +1,204 @@
+"""Per-run input order: by ``seq`` (a repeated ``seq`` is dropped; a gap is held until filled or timed out), then
+deltas that arrived together joined into one.
+
+Events without ``seq`` pass straight through in arrival order. A raw stream line (a provider or agent-protocol
+event, normalized at admission) may carry ``seq`` too: admission takes such lines only in order
+(:class:`SeqFloor`: a repeat is dropped, one past a gap refused), its events go on without ``seq``, and the gate is
+told the number is used (:meth:`SeqGate.consume`), so the lines after it are not held for it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from streamrelay.core.events import Event, JoinedDeltas, TextEvent, TextMode
+from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
+
+
+@dataclass
+class SeqGate:
+    """Orders one run's events.
+
+    ``last`` starts at the ``seq`` of the run's ``run.start`` when it has one; otherwise the first event
+    with a ``seq`` sets it.
+
+    Args:
+        gap_timeout_s: how long a gap may hold later events before they are released anyway (and the
+            gap reported).
+    """
+
+    gap_timeout_s: float = 2.0
+    last: int | None = None
+    _held: list[tuple[int, int, Event]] = field(default_factory=list)
+    _held_since: float | None = None
+    _n: int = 0
+    dropped: int = 0
+    gaps: list[str] = field(default_factory=list)
+    _skipped: list[tuple[int, int]] = field(default_factory=list)
+    _consumed: set[int] = field(default_factory=set)
+
+    def consume(self, seq: int) -> None:
+        """``seq`` is used by a raw line taken at admission (its events carry no ``seq``): once the events before it
+        are released, it counts as released too."""
+        if self.last is None or seq > self.last:
+            self._consumed.add(seq)
+            self._skip_consumed()
+
+    def _skip_consumed(self) -> None:
+        while self._consumed and self.last is not None and self.last + 1 in self._consumed:
+            self._consumed.discard(self.last + 1)
+            self.last += 1
+
+    def push_all(self, events: Iterable[Event], now: float) -> list[Event]:
+        """:meth:`push` each of ``events`` in order; return the events now ready, in order. O(events) when they come
+        in order: an event without ``seq``, or with the next one while nothing is held, is ready at once."""
+        ready: list[Event] = []
+        for event in events:
+            seq = event.seq
+            if seq is None:
+                ready.append(event)
+            elif not self._held and not self._consumed and self.last is not None and seq == self.last + 1:
+                self.last = seq  # what push does for the next seq with nothing held, without the heap
+                ready.append(event)
+            else:
+                ready += self.push(event, now)
+        return ready
+
+    def push(self, event: Event, now: float) -> list[Event]:
+        """Take one event; return the events now ready, in order."""
+        if event.seq is None:
+            return [event]
+        if self.last is not None and event.seq <= self.last:
+            self.dropped += 1
+            if any(lo <= event.seq <= hi for lo, hi in self._skipped):
+                self.gaps.append(f"seq {event.seq} arrived after its gap was given up: dropped")
+            return []
+        if any(seq == event.seq for seq, _, _ in self._held):
+            self.dropped += 1
+            return []
+        self._n += 1
+        heapq.heappush(self._held, (event.seq, self._n, event))
+        ready = self._release()
+        self._held_since = now if self._held and (ready or self._held_since is None) else self._held_since
+        if not self._held:
+            self._held_since = None
+        return ready
+
+    def _release(self) -> list[Event]:
+        out: list[Event] = []
+        self._skip_consumed()
+        while self._held and (self.last is None or self._held[0][0] == self.last + 1):
+            seq, _, event = heapq.heappop(self._held)
+            self.last = seq
+            out.append(event)
+            self._skip_consumed()
+        return out
+
+    def deadline(self) -> float | None:
+        """When held events must be released despite the gap (clock seconds), or None."""
+        return None if self._held_since is None else self._held_since + self.gap_timeout_s
+
+    def expire(self, now: float) -> list[Event]:
+        """Release held events past the gap timeout, recording the gap."""
+        if self._held_since is None or now < self._held_since + self.gap_timeout_s:
+            return []
+        out: list[Event] = []
+        while self._held:
+            self._skip_consumed()
+            seq, _, event = heapq.heappop(self._held)
+            if self.last is not None and seq > self.last + 1:
+                self.gaps.append(f"seq {self.last + 1}..{seq - 1} never arrived")
+                self._skipped.append((self.last + 1, seq - 1))
+            self.last = seq
+            out.append(event)
+        self._held_since = None
+        return out
+
+
+@dataclass
+class SeqFloor:
+    """The ``seq`` numbers admission has taken for one run: every number up to ``floor``, and ``above`` it.
+
+    Normalized lines may come out of order (the :class:`SeqGate` orders them); a raw stream line cannot wait (it is
+    normalized as it is taken), so it is taken only as the next number after ``floor``.
+    """
+
+    floor: int | None = None
+    above: set[int] = field(default_factory=set)
+
+    def taken(self, seq: int) -> bool:
+        """Whether a line with ``seq`` was taken already."""
+        return (self.floor is not None and seq <= self.floor) or seq in self.above
+
+    def next_raw(self) -> int | None:
+        """The ``seq`` a raw line must have to be taken now (None: any, nothing numbered was taken yet)."""
+        return None if self.floor is None else self.floor + 1
+
+    def take(self, seq: int) -> None:
+        """Note ``seq`` taken."""
+        if self.floor is None:
+            self.floor = seq
+        elif seq > self.floor:
+            self.above.add(seq)
+        while self.floor + 1 in self.above:
+            self.above.discard(self.floor + 1)
+            self.floor += 1
+
+
+def join_deltas(events: list[Event]) -> list[Event]:
+    """Join adjacent text deltas of the same source, message, visibility and lane into one
+    :class:`~core.events.JoinedDeltas`.
+
+    Deltas that arrive together become one append (DESIGN §4: the chunker's output does not depend on
+    how text is split, so this changes nothing a person sees, and per-event work is paid once). The replayed-snapshot
+    guard reads each delta as the agent sent it (DESIGN §4): a joined event is a :class:`JoinedDeltas` that lists
+    where each joined delta of :data:`REPLAY_MIN_CHARS` or more (one that may be a replay) lies in its text, and the
+    guard reads those alone, never the joined text.
+    O(events): each event is compared with the delta being joined by its fields, not copied (one copy per joined
+    run).
+    """
+    if len(events) < 2:
+        return events
+    out: list[Event] = []
+    parts: list[str] = []
+    head: TextEvent | None = None  # the delta the next ones may join
+    delta = TextMode.DELTA
+    for event in events:
+        if isinstance(event, TextEvent) and event.mode is delta:
+            if (
+                head is not None
+                and event.message == head.message
+                and event.visibility is head.visibility
+                and event.lane is head.lane
+                and event.source == head.source
+            ):
+                parts.append(event.text)
+                continue
+            if parts:
+                _flush_joined(out, parts)
+            out.append(event)
+            head = event
+            continue
+        if parts:
+            _flush_joined(out, parts)
+        out.append(event)
+        head = None
+    _flush_joined(out, parts)
+    return out
+
+
+def _flush_joined(out: list[Event], parts: list[str]) -> None:
+    if parts:
+        last = out[-1]
+        assert isinstance(last, TextEvent)
+        candidates: list[tuple[int, int]] = []
+        offset = 0
+        for part in (last.text, *parts):  # where each delta that may be a replay lies: the guard reads it alone
+            if len(part) >= REPLAY_MIN_CHARS:
+                candidates.append((offset, len(part)))
+            offset += len(part)
+        fields = dict(last.__dict__, text=last.text + "".join(parts), replay_candidates=tuple(candidates))
+        out[-1] = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
+        parts.clear()

@@ -1,0 +1,375 @@
+"""Ports: the Protocols that adapters implement and core stages call.
+
+Core never imports an adapter; the composition root (``app/``) wires implementations in.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem
+from streamrelay.core.units import LengthUnit
+
+if TYPE_CHECKING:
+    from streamrelay.core.delivery.calls import Call, CallObserver, CallResult
+
+
+class TextFormat(enum.StrEnum):
+    """How an adapter must render text.
+
+    ``plain``: send as is. ``markdown``: render Markdown for the platform. ``stripped``: Markdown with its
+    markup removed (the fallback when the platform rejected the formatted message).
+    """
+
+    PLAIN = "plain"
+    MARKDOWN = "markdown"
+    STRIPPED = "stripped"
+
+
+class ChannelAdapter(Protocol):
+    """One platform connection (one bot). All calls are single attempts: no retries inside.
+
+    Every method raises a :class:`core.errors.DeliveryError` subclass on failure:
+    ``RateLimitedError`` (429, with ``retry_after_s``), ``PlatformUnavailableError`` (not done: the request
+    could not be sent, or a 5xx to a call that creates nothing), ``UncertainDeliveryError`` (unknown: a timeout
+    or a reset after sending, or a 5xx to a create, which the platform may have stored), ``TargetNotFoundError``,
+    ``ForbiddenError``, ``MessageFrozenError``, ``PayloadRejectedError`` (too long, bad format, empty).
+    "message is not modified" is success, never an error.
+    """
+
+    platform: str
+    """Platform name, e.g. ``telegram``."""
+    observer: CallObserver | None
+    """Watches every call :meth:`perform` makes (metrics and call logs; set by the composition root), or None."""
+    max_units: int
+    """Text limit of one message, in ``unit``."""
+    unit: LengthUnit
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance: perform ``call`` (a value of :mod:`core.delivery.calls`) in one attempt and
+        answer with its outcome as a value: done, not done or unknown. Never raises a delivery error (a
+        cancellation propagates). Adapters implement it as :func:`core.delivery.calls.perform_call` over the
+        single-attempt methods below, which raise as documented here."""
+        ...
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """The length the platform counts for ``text`` once rendered in ``fmt``, in ``unit``.
+
+        Platform adapters also have a pure ``render(text, fmt)`` (the platform's payload for the text and its size in
+        ``unit``) and keep the renderings of the texts in flight (a small bounded cache keyed by ``(text, fmt)``):
+        this is the size of that rendering, and the send or edit of the same text uses it, so a part measured and
+        then sent is rendered once. The core calls only ``measure``."""
+        ...
+
+    def check_target(self, target: Target) -> str | None:
+        """What is wrong with ``target`` for this platform (e.g. a non-numeric reply id), or None."""
+        ...
+
+    def is_group(self, target: Target) -> bool:
+        """True when ``target`` is a group conversation (stricter rate limits apply)."""
+        ...
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        """Send a new message; return its platform message id (as a string).
+
+        ``delivery_id`` (at most 25 ASCII characters) names this create for :meth:`settle_send`, where the platform
+        can carry it: Discord sends it as the message ``nonce`` with ``enforce_nonce`` (a re-send with the same
+        nonce returns the stored message, https://discord.com/developers/docs/resources/message#create-message);
+        Slack as message ``metadata`` (``event_type`` ``streamrelay_delivery``, ``event_payload.delivery_id``,
+        https://docs.slack.dev/messaging/message-metadata); Telegram cannot carry it.
+        """
+        ...
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Send one media item as a message of its own; return its platform message id (as a string).
+
+        The caption is rendered in ``fmt`` like a text. ``delivery_id`` as in :meth:`send_text`; an uncertain media
+        create is settled by :meth:`settle_send` with ``pending.media`` set. Per platform:
+
+        - Telegram: sendPhoto / sendDocument / sendAudio / sendVideo by URL with ``caption`` (0-1024 characters after
+          entity parsing), https://core.telegram.org/bots/api#sendphoto.
+        - Slack: chat.postMessage with an image block (``image_url``, ``alt_text``) for an image, a section block
+          with a mrkdwn link ``<url|caption>`` for the others, and ``text`` as the notification fallback,
+          https://docs.slack.dev/reference/block-kit/blocks/image-block.
+        - Discord: a message with one embed whose ``image.url`` is the image (``title`` the caption), a link message
+          for the others, https://discord.com/developers/docs/resources/message#embed-object.
+        - Web (the live page): a part of its own (a link with the caption; the page's CSP shows no outside image).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`send_text` (``PayloadRejectedError`` for a caption
+                or URL the platform refuses).
+        """
+        ...
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Find out whether a create whose outcome is unknown (timed out, 5xx, reset, a kill with the call in
+        flight) stored a message, by asking the platform where that is safe. One attempt (no retries inside).
+
+        - Discord: the same create again with the same nonce and ``enforce_nonce``: the stored message comes back,
+          or the message is created now; either way exactly one exists: ``found``.
+        - Slack: conversations.history (conversations.replies in a thread) with ``include_all_metadata``, looking
+          for ``pending.delivery_id`` among the messages since ``pending.after_id``: ``found`` or ``not_sent``.
+        - Telegram, only when ``pending.exclusive`` (the bot token is the sidecar's alone): message ids after
+          ``pending.after_id`` (skipping ``pending.known_ids``) are probed with editMessageText of
+          ``pending.text``; "message is not modified" proves the message is ours (``found``), "message to edit not
+          found" that no later message exists (``not_sent``), "message can't be edited" is someone else's (next
+          id). Without ``exclusive``, or past :data:`PROBE_LIMIT` ids: ``unknown``. A media create
+          (``pending.media``) is probed with editMessageCaption of its caption.
+
+        Discord and Slack settle a media create like a text (the nonce with the same embed; the metadata). The core
+        never sends a media create again on ``unknown``: it reports it uncertain.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every call (429, 5xx: the core asks again later).
+        """
+        ...
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        """Replace the text of a message this bot sent.
+
+        Returns:
+            True when the message changed; False when the platform said it was not modified (success).
+        """
+        ...
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Delete a message this bot sent."""
+        ...
+
+    async def send_typing(self, target: Target) -> None:
+        """Show a typing indicator (Telegram: lasts <= 5 s)."""
+        ...
+
+    async def clear_typing(self, target: Target) -> None:
+        """Take down a typing indicator that would outlive the run (called once at the end of a run that showed
+        one). Platforms whose indicator expires by itself within seconds do nothing."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+PROBE_LIMIT = 20
+"""At most this many message ids are probed to settle one uncertain Telegram send."""
+
+STREAM_START_MARK = "ss"
+"""How the delivery id of a native stream start's :class:`PendingSend` begins (a create's begins ``sr``): no
+platform call carries it; it names the start in the ledger and tells a settle what to look for."""
+
+
+@dataclass(frozen=True)
+class PendingSend:
+    """A create whose outcome is unknown, as :meth:`ChannelAdapter.settle_send` needs it.
+
+    Attributes:
+        delivery_id: the id the create carried (Discord nonce, Slack metadata), at most 25 characters.
+        text: the text it sent.
+        fmt: how it was rendered.
+        after_id: the newest message id the sidecar knew in this conversation when the create was made (None:
+            none known); the stored message, if any, is newer.
+        known_ids: ids newer than ``after_id`` that are known to be other messages of the sidecar (never probed).
+        exclusive: the bot token is used by this sidecar alone (``exclusive_bot``).
+        before_id: a message id acknowledged *after* this create was answered (the part sent again): the stored
+            message, if any, is older. Given after a settle answered ``needs_bound``.
+        media: the media item when the create was :meth:`ChannelAdapter.send_media` (then ``text`` is
+            :meth:`MediaItem.text`); None for a text.
+    """
+
+    delivery_id: str
+    text: str
+    fmt: TextFormat
+    after_id: str | None = None
+    known_ids: frozenset[str] = frozenset()
+    exclusive: bool = False
+    before_id: str | None = None
+    media: MediaItem | None = None
+
+    @property
+    def stream_start(self) -> bool:
+        """True for a native stream start (:meth:`NativeStreaming.stream_start`), which carries no delivery id: a
+        platform that can settle it (:attr:`NativeStreaming.settles_start`) looks for a message of the bot between
+        ``after_id`` and ``before_id`` that carries no delivery id and shows ``text``."""
+        return self.delivery_id.startswith(STREAM_START_MARK)
+
+
+class SettleOutcome(enum.StrEnum):
+    FOUND = "found"
+    """The message is stored: ``message_id`` names it."""
+    NOT_SENT = "not_sent"
+    """No message was stored: the create may be made again."""
+    UNKNOWN = "unknown"
+    """The platform cannot tell (Telegram with a shared bot token): a duplicate is possible."""
+    NEEDS_BOUND = "needs_bound"
+    """The platform can tell only between two known messages (Telegram private chats and basic groups, whose ids
+    come from one counter per bot): the core sends the part again, then settles this create again with the new
+    message's id as ``before_id``; if the old message is found, the new one is deleted."""
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What :meth:`ChannelAdapter.settle_send` found out: ``outcome`` and, when ``found``, the ``message_id``."""
+
+    outcome: SettleOutcome
+    message_id: str | None = None
+
+
+class CallKind(enum.StrEnum):
+    """The kinds of platform call a rate budget can apply to (``calls = [...]`` in a budget's TOML)."""
+
+    SEND = "send"
+    EDIT = "edit"
+    DELETE = "delete"
+    TYPING = "typing"
+    STREAM_START = "stream_start"
+    """Open a native stream (Slack chat.startStream, Tier 2; Telegram sendMessageDraft)."""
+    STREAM_UPDATE = "stream_update"
+    """Grow a native stream (Slack chat.appendStream, Tier 4; Telegram sendMessageDraft)."""
+    STREAM_FINISH = "stream_finish"
+    """Persist a native stream (Slack chat.stopStream, Tier 2; Telegram sendMessage)."""
+
+
+@runtime_checkable
+class NativeStreaming(Protocol):
+    """The platform's own streaming preview, optional: an adapter that has it implements this too.
+
+    A native slot is one answer part whose intermediate states go through the platform's stream and whose
+    final state is persisted by :meth:`stream_finish`. Two shapes exist:
+
+    - append (Slack https://docs.slack.dev/reference/methods/chat.startStream): ``stream_start`` posts
+      the streamed message (its ``ts`` is the handle), ``stream_update`` appends the new suffix, and
+      ``stream_finish`` stops the stream; a text that no longer extends what was streamed, or a stream that
+      expired, is finished with chat.update on the same ``ts`` (never lost).
+    - replace (Telegram https://core.telegram.org/bots/api#sendmessagedraft): the handle is a draft id;
+      every update sends the whole text (a draft lives about 30 s: updates refresh it); ``stream_finish``
+      sends the text with sendMessage, whose message id is returned.
+
+    Each call is one attempt and raises :class:`core.errors.DeliveryError` subclasses like
+    :class:`ChannelAdapter`. ``NativeUnavailableError`` means the platform refused streaming here: the core
+    falls back to ``preview`` for the rest of the run.
+    """
+
+    stream_refresh_s: float | None
+    """Seconds after which an unchanged stream must be shown again to stay alive (Telegram: a draft lives about
+    30 s, https://core.telegram.org/bots/api#sendmessagedraft), or None."""
+
+    finish_creates: bool
+    """:meth:`stream_finish` creates the message (Telegram: sendMessage after the drafts, so an unknown finish is
+    settled like any create), rather than persisting the streamed one (Slack: chat.stopStream of the stream's ts)."""
+
+    settles_start: bool
+    """A stream start whose outcome is unknown can be settled (:meth:`ChannelAdapter.settle_send` with a
+    :attr:`PendingSend.stream_start` pending, bounded by the message the part went on in): Slack reads the thread
+    back (conversations.replies). False: an opened stream's first words are reported uncertain (Telegram: a draft
+    lapses by itself, nothing to settle)."""
+
+    def native_refusal(self, target: Target) -> str | None:
+        """Why native streaming cannot be used for ``target`` (a group chat, no thread), or None."""
+        ...
+
+    async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Open a stream showing ``text``; return its handle (Slack: the message ts; Telegram: draft id)."""
+        ...
+
+    async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
+        """Make the stream show ``text`` (``shown`` is what it shows now, as acknowledged)."""
+        ...
+
+    async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
+        """End the stream with ``text`` persisted; return the permanent message id."""
+        ...
+
+    async def stream_cancel(self, target: Target, handle: str) -> None:
+        """Abandon a stream whose part is no longer wanted (a replace emptied it). Slack: delete the streamed
+        message; Telegram: nothing to do (an unsent draft lapses by itself)."""
+        ...
+
+
+@runtime_checkable
+class Threads(Protocol):
+    """Side conversations anchored at a message, optional: an adapter whose platform has threads implements
+    this, so ``subagents = "thread"`` can show each sub-agent's preview in its own thread.
+
+    - Slack: a thread under the anchor message (``thread_ts`` = the anchor's ts; no call is made).
+      https://docs.slack.dev/messaging/#threading
+    - Telegram: a reply chain: the child's messages reply to the anchor message (no call is made; forum
+      topics are not created). https://core.telegram.org/bots/api#replyparameters
+    - Discord: a public thread started from the anchor message (``POST /channels/{id}/messages/{mid}/threads``,
+      thread names are 1-100 characters).
+      https://discord.com/developers/docs/resources/channel#start-thread-from-message
+    """
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """Why no thread can be opened under a message of ``target`` (e.g. it already is a thread), or None."""
+        ...
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """Open a side conversation under message ``anchor_message_id`` of ``target``; return the target its
+        messages go to. ``title`` names it where the platform shows names (trimmed to the platform's limit).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every adapter call (one attempt, no retries).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class StopControl:
+    """The Stop control a run's live message carries (:mod:`core.run.stop_controls`).
+
+    Attributes:
+        control_id: names the run without revealing it: ``stop:`` and 16 hex characters of a hash of the run's key
+            (21 bytes: inside Telegram's ``callback_data`` 1-64 bytes, Slack's ``action_id`` 255 and Discord's
+            ``custom_id`` 100). The bot forwards a click as ``POST /v1/runs/{the 16 hex}/stop``.
+        label: the button's text (Slack: at most 75 characters).
+    """
+
+    control_id: str
+    label: str = "⏹ Stop"
+
+
+@runtime_checkable
+class StopControls(Protocol):
+    """A Stop button on a message, optional: an adapter that can show one implements this.
+
+    - Telegram: an inline keyboard with one button whose ``callback_data`` is the control id
+      (https://core.telegram.org/bots/api#inlinekeyboardbutton; a click arrives to the bot as a ``callback_query``
+      it answers with answerCallbackQuery). editMessageReplyMarkup puts it on or takes it off.
+    - Slack: an ``actions`` block with one button (``action_id`` the control id, ``value`` the same) after the text
+      in a ``markdown`` block (https://docs.slack.dev/reference/block-kit/blocks/actions-block); chat.update puts it
+      on or takes it off (with the text again: Slack replaces the message's blocks).
+    - Discord: an action row with one button component (``custom_id`` the control id,
+      https://discord.com/developers/docs/components/reference#button); PATCH of the message's ``components``.
+
+    While a message carries a control the adapter's own edits of it keep it (an editMessageText without
+    ``reply_markup`` would take Telegram's inline keyboard away; a chat.update without ``blocks`` Slack's).
+    """
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control`` on message ``message_id`` (now showing ``text`` in ``fmt``), or take it off (None).
+        One attempt, no retries; "not modified" is success.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every adapter call.
+        """
+        ...
+
+
+@runtime_checkable
+class DraftStopControls(Protocol):
+    """A stop button on a natively streamed draft, optional (Telegram Bot API 10.3: sendMessageDraft ``can_stop``;
+    a press reaches the bot as a ``stopped_message_generation`` update naming the chat and the ``draft_id``,
+    https://core.telegram.org/bots/api#sendmessagedraft). The bot forwards it as
+    ``POST /v1/runs/draft:<chat_id>:<draft_id>/stop`` (:func:`core.run.stop_controls.draft_control_id`)."""
+
+    def stoppable_draft(self, target: Target, handle: str, stoppable: bool) -> None:
+        """From now on the updates of draft ``handle`` of ``target`` show the stop button (``stoppable``), or no
+        longer (False: the draft ended). No call is made here: the next update carries it."""
+        ...

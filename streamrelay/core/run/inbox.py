@@ -1,0 +1,115 @@
+"""A run's inbox: the bounded queue between ingest and the run's worker, woken once per batch.
+
+Ingest hands a run the events of a request's batch at once (:meth:`Inbox.put_all`); the worker takes what is
+waiting, up to a batch, in one go (:meth:`Inbox.take`), and when there is nothing it waits for the next put or
+for its next deadline (:meth:`Inbox.wait`). The bound is in events: a put waits while the inbox is full, so a run
+that falls behind slows its own ingest and no one else's.
+
+Why not :class:`asyncio.Queue`: its ``get`` is one future per event waited for, and waiting for "an event or a
+deadline" took two tasks and an :func:`asyncio.wait` per wake-up; that was a third of the cost of a run fed one
+event at a time. Here the worker waits on a :class:`~core.wake.Wake`: one future per wake-up, resolved by the first
+put (later puts find it resolved), and a deadline sleep kept across wake-ups (one that ends early wakes the worker
+once for nothing: it looks, finds no event and no due deadline, and waits again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable, Sized
+from typing import Generic, TypeVar
+
+from streamrelay.core.clock import Clock
+from streamrelay.core.wake import Wake
+
+T = TypeVar("T")
+
+
+class Inbox(Generic[T]):
+    """A bounded FIFO of items for one consumer.
+
+    Args:
+        maxsize: the most items held at once (a put waits past it); 0 or less: no bound.
+    """
+
+    def __init__(self, maxsize: int = 0) -> None:
+        self.maxsize = maxsize
+        self._items: deque[T] = deque()
+        self._ready = Wake()
+        self._room: deque[asyncio.Future[None]] = deque()
+
+    def __repr__(self) -> str:
+        return f"Inbox({len(self._items)}/{self.maxsize})"
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def full(self) -> bool:
+        return 0 < self.maxsize <= len(self._items)
+
+    def put_nowait(self, item: T) -> None:
+        """Add one item now, past the bound if need be (a journaled backlog must all be taken)."""
+        self._items.append(item)
+        self._ready.set()
+
+    async def put(self, item: T) -> None:
+        """Add one item, waiting while the inbox is full."""
+        await self.put_all((item,))
+
+    async def put_all(self, items: Iterable[T]) -> None:
+        """Add ``items`` in order, as many at a time as there is room for; waits while the inbox is full. The
+        worker is woken once (not once per item); items that all fit are added in one step (no wait)."""
+        if isinstance(items, Sized) and (self.maxsize <= 0 or len(self._items) + len(items) <= self.maxsize):
+            self._items.extend(items)
+            self._ready.set()
+            return
+        for item in items:
+            while self.full():
+                self._ready.set()
+                room = asyncio.get_running_loop().create_future()
+                self._room.append(room)
+                await room  # a cancelled put's future is cancelled with it: _give_room skips it
+            self._items.append(item)
+        self._ready.set()
+
+    def take(self, limit: int) -> list[T]:
+        """Up to ``limit`` items, oldest first ([] when empty); puts waiting for room go on."""
+        items = self._items
+        if len(items) <= limit:
+            batch = list(items)
+            items.clear()
+        else:
+            batch = [items.popleft() for _ in range(limit)]
+        if batch and self._room:
+            self._give_room()
+        return batch
+
+    async def wait(self, deadline: float | None, clock: Clock) -> None:
+        """Return when items are waiting, or at ``deadline`` (clock seconds, None: none) or a little before it
+        (see the module docstring); at once when items are already waiting."""
+        if self._items:
+            return
+        self._ready.clear()
+        await self._ready.wait(deadline, clock)
+
+    def waiter(self, deadline: float | None, clock: Clock) -> asyncio.Future[None] | None:
+        """:meth:`wait` without its coroutines (the worker waits once per event): None when items are waiting, else
+        the future to await (:meth:`core.wake.Wake.waiter`)."""
+        if self._items:
+            return None
+        self._ready.clear()
+        return self._ready.waiter(deadline, clock)
+
+    def close(self) -> None:
+        """Stop the deadline's sleep (the worker is gone)."""
+        self._ready.close()
+
+    def _give_room(self) -> None:
+        """Wake every put waiting for room, in the order they came (each looks again: one may find it full)."""
+        while self._room:
+            room = self._room.popleft()
+            if not room.done():
+                room.set_result(None)

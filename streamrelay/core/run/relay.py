@@ -1,0 +1,460 @@
+"""The relay: the run registry between ingest and delivery.
+
+Ingest (HTTP today, Redis later) hands it decoded JSON lines, a batch at a time; the relay validates each line,
+normalizes provider-native lines, journals the batch (one commit: :mod:`core.records.journal`) and only then hands the
+events to their runs (:mod:`core.run.worker`), so an accepted line is never lost. Runs never share a queue, so a
+bad or slow run cannot hold up another. A bad line fails alone with an :class:`~core.errors.IngestError`.
+
+At start-up, :meth:`Relay.resume` rebuilds every run the journal holds unfinished by replaying its lines through
+the same path, so an interrupted run finishes without its agent sending anything again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import Clock
+from streamrelay.core.contracts.answers import RunListing
+from streamrelay.core.contracts.units import PipelineUnit
+from streamrelay.core.errors import IngestError, OwnershipLostError
+from streamrelay.core.events import EVENT_TYPES, Event, event_line
+from streamrelay.core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
+from streamrelay.core.ingest.clients import ClientBook, ClientLimits
+from streamrelay.core.lanes.gate import (
+    ActionCatalog,
+    AmbiguousCallError,
+    Call,
+    GateDecision,
+    UnknownCallError,
+    ask_gate,
+)
+from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
+from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of
+from streamrelay.core.records.ledger import Ledger, PartRecord
+from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
+from streamrelay.core.run.controller import RunController
+from streamrelay.core.run.finished import FinishedRuns, finished_record
+from streamrelay.core.run.monitor import Watched
+from streamrelay.core.run.stop import StopState, stop_run
+from streamrelay.core.run.worker import ActiveRun, consecutive, work
+from streamrelay.core.tasks import stop_all
+
+_log = logging.getLogger("streamrelay.relay")
+
+STOP_LIMIT_S = 10.0  # seconds Relay.stop_runs waits for the run workers to stop before it goes on without them
+
+
+def _json_default(value: Any) -> Any:
+    """Pydantic models inside a line given as objects (``Relay.submit``)."""
+    if (dump := getattr(value, "model_dump", None)) is None:
+        raise TypeError(f"not JSON: {type(value).__name__}")
+    return dump(mode="python", exclude_none=True)
+
+
+def _line_text(obj: Any, raw: str | None) -> str:
+    """The JSON text a taken line is journaled as: as it came (``raw``), else its event's or its object's JSON."""
+    if raw is not None:
+        return raw
+    if isinstance(obj, EVENT_TYPES):
+        return event_line(obj)
+    return json.dumps(obj, default=_json_default)
+
+
+def _stage_group(
+    lines: Sequence[tuple[Any, str | None]],
+    start: int,
+    group: tuple[ActiveRun, list[Event], list[LineResult | IngestError]],
+    results: list[LineResult | IngestError],
+    entries: list[JournalEntry],
+    staged: list[tuple[ActiveRun, list[Event]]],
+) -> int:
+    """Note a group of :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` (``lines[start:]``'s first
+    ``len(taken)``): each line's result, the journal entry of each line taken, and one hand-over of its events.
+    Returns the index of the line after it."""
+    run, events, taken = group
+    end = start + len(taken)
+    results += taken
+    chunk = lines[start:end]
+    if taken.count(ONE_EVENT) == len(taken):  # every line taken as one event (a group of deltas)
+        texts = [raw for _, raw in chunk if raw is not None]
+        if len(texts) < len(chunk):  # lines given without their text: made again
+            texts = [_line_text(obj, raw) for obj, raw in chunk]
+    else:
+        texts = [
+            _line_text(obj, raw)
+            for (obj, raw), result in zip(chunk, taken, strict=True)
+            if type(result) is LineResult and result.dropped is None
+        ]
+    entries += entries_of(run.run, texts)
+    if events:
+        staged.append((run, events))
+    return end
+
+
+class Relay:
+    """Routes events to runs and runs to channels.
+
+    Args:
+        channels: configured channels by name.
+        ledger: the durable record shared by all runs.
+        clock: the injected clock.
+        queue_size: per-run queue bound (ingest waits when a run falls this far behind).
+        keep_finished: how many finished runs' reports stay in memory (older ones come from the ledger).
+        finished_chars: the characters of text all finished runs kept in memory may hold together
+            (:mod:`core.run.finished`).
+        gap_timeout_s: how long a ``seq`` gap holds later events.
+        run_idle_timeout_s: a run that receives nothing for this long is closed as failed, so no preview
+            is left hanging and no run holds memory forever.
+        max_active_runs: past this many active runs, a new ``run.start`` is refused with a 503.
+        validator: checks complete tool calls against their tools' JSON Schemas (the action catalog's).
+        catalog: the action catalog the gate decides with (empty: every tool waits for the commit point).
+        live_buffer: how many of a run's latest live events are kept for watchers that reconnect.
+        clients: each client's limits by name (:mod:`core.ingest.clients`; a client not listed gets the defaults), or a
+            book of them shared with other relays (a replica's partitions count a client's active runs together).
+    """
+
+    def __init__(
+        self,
+        channels: Mapping[str, ChannelRuntime],
+        ledger: Ledger,
+        clock: Clock,
+        *,
+        journal: Journal | None = None,
+        queue_size: int = 10_000,
+        keep_finished: int = 10_000,
+        finished_chars: int = 64_000_000,
+        gap_timeout_s: float = 2.0,
+        run_idle_timeout_s: float = 600.0,
+        max_active_runs: int = 10_000,
+        validator: ArgsValidator | None = None,
+        catalog: ActionCatalog | None = None,
+        live_buffer: int = 1000,
+        clients: ClientBook | Mapping[str, ClientLimits] | None = None,
+    ) -> None:
+        self.channels = dict(channels)
+        self._ledger = ledger
+        self._journal: Journal = journal if journal is not None else MemoryJournal()
+        self._clock = clock
+        self._idle_s = run_idle_timeout_s
+        self.catalog = catalog if catalog is not None else ActionCatalog()
+        self._runs: dict[str, ActiveRun] = {}
+        self.interrupted: set[str] = set()
+        """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
+        self._finished = FinishedRuns(keep_finished, finished_chars)
+        limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
+        book = clients if isinstance(clients, ClientBook) else ClientBook(clients)
+        args = (self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator, book)
+        self._admission = Admission(*args)
+
+    @property
+    def live_buffer(self) -> int:
+        """How many of a run's latest live events are kept for watchers that reconnect (new runs)."""
+        return self._admission.limits.live_buffer
+
+    @live_buffer.setter
+    def live_buffer(self, value: int) -> None:
+        self._admission.limits.live_buffer = value
+
+    async def submit_lines(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
+    ) -> list[LineResult | IngestError]:
+        """Take a batch of decoded NDJSON lines (each with its JSON text, or None to have it re-encoded).
+
+        Each line is validated alone; the good ones are journaled in one commit and only then handed to their
+        runs. A line with ``kind`` is a normalized event (``run`` defaults to ``run_hint``); a line with no
+        ``kind`` is a raw provider event of a run that declared ``format`` in its ``run.start``.
+
+        Returns:
+            Per line, in order: a :class:`LineResult`, or the :class:`IngestError` that rejected it (a 4xx: the
+            line is not a valid event, names another run or an unknown channel, belongs to no started run).
+
+        Raises:
+            Exception: the journal could not be written: none of the batch is accepted (the caller answers 503).
+        """
+        return await self._take(lines, run_hint, replay=False)
+
+    async def submit_line(self, obj: object, run_hint: str | None = None) -> int:
+        """Take one decoded line, or one event already typed (taken as it is, never dumped and parsed again); return
+        how many normalized events it produced (0 when dropped).
+
+        Raises:
+            IngestError: as :meth:`submit_lines` reports it.
+        """
+        (result,) = await self.submit_lines([(obj, None)], run_hint)
+        if isinstance(result, IngestError):
+            raise result
+        return result.events
+
+    async def submit(self, event: Event) -> None:
+        """Take one normalized event, typed as it is (validated when it was built): it is journaled as its JSON line
+        (:func:`core.events.event_line`) and handed to its run without being dumped and parsed again.
+
+        Raises:
+            IngestError: as :meth:`submit_lines` reports it.
+        """
+        await self.submit_line(event)
+
+    async def resume(self) -> list[str]:
+        """Rebuild every run the journal holds unfinished (after a restart) by replaying its lines; each then
+        goes on by itself: reconciled with the ledger, finalized when its ``end`` was journaled, else closed after
+        ``run_idle_timeout_s`` (counted from its last line) unless its agent sends more. A run that cannot be
+        rebuilt (its channel is gone, a line no longer parses) is logged and dropped alone. Returns the resumed ids."""
+        resumed: list[str] = []
+        for run_id in await self._journal.unfinished():
+            if run_id in self._runs:
+                continue  # active here (resuming again after a store outage): it goes on as it is
+            self.interrupted.discard(run_id)
+            self._finished.pop(run_id, None)  # stopped here unfinished (a store outage): not an ended run
+            try:
+                if await self._resume_one(run_id):
+                    resumed.append(run_id)
+            except OwnershipLostError:
+                raise  # not this run's fault: it stays in the journal
+            except Exception:
+                _log.exception("run %s cannot be resumed: dropped from the journal", run_id)
+                await self._journal.finish(run_id, None)
+        return resumed
+
+    async def _resume_one(self, run_id: str) -> bool:
+        """Replay one run's journal; True when it is active again (False: it had ended, or cannot be rebuilt)."""
+        lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
+        # The run.start first: a concurrent request of the same run may have been committed before it.
+        lines.sort(key=lambda item: 0 if isinstance(item[0], dict) and item[0].get("kind") == "run.start" else 1)
+        last_at = await self._journal.last_at(run_id)
+        results = await self._take(lines, run_id, replay=True)
+        problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
+        if run_id in self._runs:
+            if last_at is not None:  # quiet since then, not since the restart
+                self._runs[run_id].quiet_s = max(0.0, time.time() - last_at)
+            if problems:
+                _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
+            return True
+        record = await self._ledger.get_run(run_id)
+        if record is None or not record.ended:  # else it ended just before the journal was told
+            _log.error("run %s cannot be resumed (%s): dropped from the journal", run_id, "; ".join(problems[:3]))
+        seqs = [obj.get("seq") for obj, _ in lines if isinstance(obj, dict)]
+        await self._journal.finish(run_id, max((q for q in seqs if isinstance(q, int)), default=None))
+        return False
+
+    async def _take(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None, *, replay: bool
+    ) -> list[LineResult | IngestError]:
+        results: list[LineResult | IngestError] = []
+        staged: list[tuple[ActiveRun, list[Event]]] = []
+        entries: list[JournalEntry] = []
+        admission = self._admission
+        i, n = 0, len(lines)
+        while i < n:
+            group = admission.take_deltas(lines, i, run_hint, replay=replay) or admission.take_raw(
+                lines, i, run_hint, replay=replay
+            )
+            if group is not None:  # the common lines: no await
+                i = _stage_group(lines, i, group, results, entries, staged)
+                continue
+            obj, raw = lines[i]
+            i += 1
+            try:
+                run, events, result = await admission.accept(obj, run_hint, replay=replay)
+            except IngestError as exc:
+                results.append(exc)
+                continue
+            except OwnershipLostError:
+                raise
+            except Exception as exc:  # a bug of ours: this line fails alone, never the batch nor the journal's 503
+                results.append(line_failed(exc, run_hint))
+                continue
+            results.append(result)
+            if run is not None and result.dropped is None:
+                entries.append(JournalEntry(run.run, _line_text(obj, raw)))
+                staged.append((run, events))
+        if entries and not replay:
+            try:
+                await self._journal.append(entries)
+            except Exception:
+                for run, _ in staged:
+                    if not run.opened and self._runs.get(run.run) is run:
+                        del self._runs[run.run]
+                        self._admission.clients.left(run.run)
+                raise
+        await self._hand_over(staged, replay=replay)
+        return results
+
+    async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
+        """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
+        run). A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once."""
+        for run, events in consecutive(staged):
+            if not run.opened and not replay:
+                await self._open(run)
+            await run.put_all(events)
+        for run, _ in staged:
+            if not run.opened:
+                await self._open(run)
+
+    async def _open(self, run: ActiveRun) -> None:
+        """Restore the run's parts from the ledger and start its worker (once, whichever request gets here first)."""
+        if run.opened:
+            return
+        run.opened = True  # before the await: a concurrent request must not open it again
+        await run.controller.open()
+        run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
+
+    async def _drive(self, run: ActiveRun) -> None:
+        """The run's worker, then what the relay keeps of it; a run that finished leaves the journal."""
+        controller = run.controller
+        parts: list[PartRecord] | None = None
+        try:
+            try:
+                await work(run, self._clock, self._idle_s)
+            except OwnershipLostError:
+                self.interrupted.add(controller.run)  # left unfinished in the journal: resumed from there
+                return
+            if controller.done:  # before the run leaves the registry: waiters see it finished only after this
+                try:
+                    await self._journal.finish(controller.run, run.gate.last)
+                except Exception:
+                    _log.exception("run %s finished but its journal could not be closed", controller.run)
+                try:
+                    parts = await self._ledger.parts(controller.run)  # what its texts refer to once it is kept
+                except Exception:
+                    _log.exception(
+                        "run %s finished but its parts could not be read: its texts are kept", controller.run
+                    )
+        finally:
+            if self._runs.get(controller.run) is run:
+                del self._runs[controller.run]
+                self._admission.clients.left(run.run)
+            runtime = self.channels.get(controller.policy.name)
+            if runtime is not None:
+                runtime.release(controller.start_event.target)
+            report = with_gaps(controller.report(), run.gate.gaps)
+            record = controller.monitor.record()
+            kept = finished_record(report, controller.lane, record, run.gate.last, self._ledger, parts)
+            self._finished[controller.run] = kept
+
+    async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
+        """Stop the active run ``run_id`` for its reader (:func:`core.run.stop.stop_run`: journaled, idempotent).
+
+        Raises:
+            IngestError: 404 for an unknown run, 409 for one that ended otherwise.
+        """
+        return await stop_run(self._admission, run_id, by, reason)
+
+    # --- reading ----------------------------------------------------------------------------------------
+
+    def controller(self, run_id: str) -> RunController | None:
+        """The controller of an active run (None once it finished)."""
+        run = self._runs.get(run_id)
+        return run.controller if run is not None else None
+
+    def pipeline(self, run_id: str) -> list[PipelineUnit] | None:
+        """The run's pipeline units so far (None for an unknown run)."""
+        lane = self.lane(run_id)
+        return list(lane.units) if lane is not None else None
+
+    def monitor(self, run_id: str) -> Watched | None:
+        """The run's live progress, active or finished (:class:`core.run.finished.FinishedMonitor`; None for a run
+        unknown to this process)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run.controller.monitor
+        finished = self._finished.get(run_id)
+        return finished.monitor if finished is not None else None
+
+    def lane(self, run_id: str) -> PipelineLane | None:
+        """The run's pipeline lane, active or finished (None for a run unknown to this process)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run.controller.lane
+        finished = self._finished.get(run_id)
+        return finished.lane if finished is not None else None
+
+    async def gate(
+        self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
+    ) -> tuple[GateDecision, Call]:
+        """May tool call ``call_id`` of run ``run_id`` run now? The decision and the call's pipeline unit
+        (:mod:`core.lanes.gate` has the policy).
+
+        Args:
+            run_id: the run.
+            call_id: the call's id as the pipeline lane carries it.
+            source_key: which agent made the call when several used that id (``root`` for the root).
+            wait_s: wait up to this long while the verdict is ``wait`` or the call is not complete yet.
+
+        Raises:
+            IngestError: 404 for an unknown run or a call not on its pipeline lane; 409 for an ambiguous id.
+        """
+        lane = self.lane(run_id)
+        if lane is None:
+            raise IngestError(f"unknown run {run_id!r} (or it ended before this sidecar started)", status=404)
+        try:
+            decision, unit = await ask_gate(self.catalog, lane, call_id, source_key=source_key, wait_s=wait_s)
+        except UnknownCallError as exc:
+            raise IngestError(str(exc), status=409 if isinstance(exc, AmbiguousCallError) else 404) from None
+        if (active := self._runs.get(run_id)) is not None:  # a finished run's events ended with its end
+            monitor = active.controller.monitor
+            fields = {"call_id": call_id, "name": unit.name, "verdict": str(decision.verdict)}
+            monitor.publish("decision", what="gate", reason=decision.reason, **fields)
+        return decision, unit
+
+    async def report(self, run_id: str) -> DeliveryReport | None:
+        """The run's delivery report (from memory, else rebuilt from the ledger), or None if unknown."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return with_gaps(run.controller.report(), run.gate.gaps)
+        finished = self._finished.get(run_id)
+        if finished is not None:
+            return finished.report
+        record = await self._ledger.get_run(run_id)
+        if record is None:
+            return None
+        parts = [p.report() for p in await self._ledger.parts(run_id)]
+        report = summarize(run_id, record.channel, parts, done=record.ended, end_status=record.end_status)
+        report.errors = record.errors + report.errors
+        return report
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
+        """Wait until the run is finalized (or the timeout passes); return its report. A run taken but not opened
+        yet (its lines are being journaled) is waited for too."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        run = self._runs.get(run_id)
+        while run is not None and run.task is None and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+            run = self._runs.get(run_id)
+        if run is not None and run.task is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(run.task), max(0.0, deadline - loop.time()))
+        return await self.report(run_id)
+
+    def active_runs(self) -> list[str]:
+        return list(self._runs)
+
+    def backlog(self) -> int:
+        """Events taken but not yet handled by their runs' workers, over every active run (O(active runs))."""
+        return sum(run.queue.qsize() for run in self._runs.values())
+
+    async def runs(self, *, everywhere: bool = False, bearer: str = "") -> RunListing:
+        """The active runs (:meth:`core.run.monitor.RunMonitor.row` of each), none unreachable. One process holds every
+        run: ``everywhere`` and ``bearer`` (a replica asks the others with them) change nothing."""
+        rows = [r.controller.monitor.row(with_gaps(r.controller.report(), r.gate.gaps)) for r in self._runs.values()]
+        return RunListing(runs=rows)
+
+    async def close(self) -> None:
+        """Stop every run worker (unfinished runs stay in the journal) and close adapters."""
+        await self.stop_runs()
+        for channel in self.channels.values():
+            await channel.adapter.close()
+
+    async def stop_runs(self) -> None:
+        """Stop every run worker without finalizing (unfinished runs stay in the journal); the adapters stay open
+        (replicas: a partition handed to another replica, while this one serves others with the same channels)."""
+        tasks = [run.task for run in list(self._runs.values()) if run.task is not None]
+        for task in await stop_all(tasks, limit_s=STOP_LIMIT_S):
+            _log.error("%s did not stop within %g s: it is left behind (its calls are fenced)", task, STOP_LIMIT_S)

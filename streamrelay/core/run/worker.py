@@ -1,0 +1,212 @@
+"""One active run's worker: takes its accepted events in order, feeds the run, finalizes it.
+
+The relay accepts lines (validated, journaled) and hands each run's events to its :class:`ActiveRun`; the worker
+orders them by ``seq`` (:class:`~core.ingest.sequencer.SeqGate`), joins deltas that arrived together, and applies them
+to the :class:`~core.run.controller.RunController` (its pure :class:`~core.run.stage.RunStage`). A run resumed from the
+journal first takes its whole ``backlog`` as one batch with the reconciler catching up, so only the resulting
+state is sent, never the intermediate ones.
+
+A run whose agent sends nothing for ``idle_s`` seconds is closed with what it has and a short notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from streamrelay.core.clock import Clock
+from streamrelay.core.errors import OwnershipLostError
+from streamrelay.core.events import End, Event, Stop
+from streamrelay.core.ingest.clients import ClientLimits
+from streamrelay.core.ingest.quota import RunUsage
+from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
+from streamrelay.core.normalize import Normalizer
+from streamrelay.core.run.controller import IDLE_REASON, Broken, Quiet, RunController
+from streamrelay.core.run.inbox import Inbox
+
+_log = logging.getLogger("streamrelay.relay")
+
+BATCH = 256
+"""At most this many queued events are taken at once by a run's worker."""
+
+
+@dataclass
+class ActiveRun:
+    """An accepted run while it is delivered: its controller, its input queue and ``seq`` gate."""
+
+    controller: RunController
+    queue: Inbox[Event]
+    gate: SeqGate
+    normalizer: Normalizer | None
+    backlog: list[Event] | None = None
+    """Events replayed from the journal, taken first as one batch (None for a live run)."""
+    opened: bool = False
+    task: asyncio.Task[None] | None = None
+    quiet_s: float = 0.0
+    """How long the agent had been quiet when the run was resumed (its idle timeout counts from its last line)."""
+    closing: str | None = None
+    """Why the run takes no more lines (its agent went quiet and it is being closed), or None."""
+    end_seq: int | None = None
+    ended: bool = False
+    """The root's ``end`` was taken (lines after it have nothing to change)."""
+    seqs: SeqFloor = field(default_factory=lambda: SeqFloor())
+    """The ``seq`` numbers taken at admission (raw stream lines are taken only in order)."""
+    usage: RunUsage = field(default_factory=lambda: RunUsage())
+    """What the run has carried so far, against its client's per-run limits."""
+    limits: ClientLimits | None = None
+    """Its client's limits (looked up once, not per line), or None: ask the client book."""
+    stopped: Stop | None = None
+    """Its reader stopped it (:mod:`core.run.stop`): the agent's later lines are refused with a 409."""
+
+    def end_taken(self, seq: int | None) -> None:
+        self.ended, self.end_seq = True, seq
+
+    def closed_to(self, event: Event) -> str | None:
+        """Why ``event`` is acknowledged and dropped rather than taken: the run is closing, or its ``end`` was
+        taken and the event comes after it (with ``seq``s, a line before the end's ``seq`` still fills a gap)."""
+        if self.closing is not None:
+            return self.closing
+        if self.ended and (self.end_seq is None or event.seq is None or event.seq > self.end_seq):
+            return f"run {self.run!r} already took its end: lines after it are dropped"
+        return None
+
+    @property
+    def run(self) -> str:
+        return self.controller.run
+
+    async def put(self, event: Event) -> None:
+        """Hand one accepted event to the worker (waits while the queue is full)."""
+        await self.put_all((event,))
+
+    async def put_all(self, events: Sequence[Event]) -> None:
+        """Hand accepted events to the worker in order, waking it once (waits while the queue is full)."""
+        if self.backlog is not None and not self.opened:
+            self.backlog.extend(events)
+        elif events:
+            await self.queue.put_all(events)
+
+
+def consecutive(staged: list[tuple[ActiveRun, list[Event]]]) -> list[tuple[ActiveRun, list[Event]]]:
+    """``staged`` with the events of consecutive lines of the same run joined: one hand-over (one wake of its
+    worker) per run and batch rather than per line. O(events)."""
+    out: list[tuple[ActiveRun, list[Event]]] = []
+    for run, events in staged:
+        if out and out[-1][0] is run:
+            out[-1][1].extend(events)
+        else:
+            out.append((run, list(events)))
+    return out
+
+
+async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
+    """Drive ``run`` until its root ``end`` (or the idle timeout) is finalized.
+
+    Raises:
+        asyncio.CancelledError: the service stops; the run is left unfinished (the journal resumes it).
+    """
+    controller = run.controller
+    queue, gate = run.queue, run.gate
+    stage_deadline = controller.stage.mode.deadline  # the stage's timers are its delivery mode's
+    last_event_at = clock.now() - run.quiet_s
+    try:
+        if await _catch_up(run, last_event_at):
+            return
+        while True:
+            idle_at = last_event_at + idle_s
+            if (waiter := _waiter(run, stage_deadline, idle_at, clock)) is not None:
+                await waiter
+            batch = queue.take(BATCH)
+            if batch:
+                last_event_at = clock.now()
+                if len(batch) == 1 and batch[0].seq is None:
+                    ending = _feed(controller, batch)  # the gate and the join give one event without seq as it is
+                else:
+                    ending = _feed(controller, _ordered(run, batch, last_event_at))
+                batch = []  # its events are not held while the run waits for the next ones
+                if ending is not None:
+                    await controller.end(ending, gaps=gate.gaps)
+                    return
+            elif await _timers(run, clock, idle_at, idle_s):
+                return
+    except asyncio.CancelledError:
+        await controller.interrupt(gaps=run.gate.gaps)
+        raise
+    except OwnershipLostError as exc:  # another replica owns it now, or the store is out: nothing more is sent here
+        _log.warning("run %s stopped unfinished (%s): it goes on from the journal", controller.run, exc)
+        await controller.interrupt(gaps=run.gate.gaps)
+        raise
+    except Exception as exc:  # a bug in one run must not take others down
+        _log.exception("run %s failed", controller.run)
+        await controller.end(Broken(f"internal error, delivery stopped: {type(exc).__name__}: {exc}"))
+    finally:
+        run.queue.close()
+
+
+def _waiter(
+    run: ActiveRun, stage_deadline: Callable[[], float | None], idle_at: float, clock: Clock
+) -> asyncio.Future[None] | None:
+    """What the worker awaits for its next events, or its first deadline (the stage's timers, a ``seq`` gap's, the
+    idle timeout at ``idle_at``); None: events are waiting."""
+    deadline = idle_at
+    if (due := stage_deadline()) is not None and due < deadline:
+        deadline = due
+    if (due := run.gate.deadline()) is not None and due < deadline:
+        deadline = due
+    return run.queue.waiter(deadline, clock)
+
+
+async def _timers(run: ActiveRun, clock: Clock, idle_at: float, idle_s: float) -> bool:
+    """The worker woke with no event: the run is closed when it has been quiet since ``idle_at``, else time passed
+    for its stage (a coalescer's idle gap) and its ``seq`` gaps; True when the run was finalized."""
+    controller = run.controller
+    if clock.now() >= idle_at:
+        run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
+        await controller.end(Quiet(idle_s), gaps=run.gate.gaps)
+        return True
+    controller.tick()
+    return await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps)
+
+
+async def _catch_up(run: ActiveRun, now: float) -> bool:
+    """A resumed run takes its whole ``backlog`` first, as one batch, the reconciler catching up (only the resulting
+    state is sent); True when the run was finalized."""
+    backlog, run.backlog = run.backlog, None
+    if not backlog:
+        return False
+    book = run.controller.rec.book
+    book.catching_up = True
+    try:
+        return await _apply(run, backlog, now)
+    finally:
+        book.catching_up = False
+
+
+def _ordered(run: ActiveRun, batch: list[Event], now: float) -> list[Event]:
+    """``batch`` ordered through the seq gate, the deltas that arrived together joined."""
+    return join_deltas(run.gate.push_all(batch, now))
+
+
+async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
+    """Order ``batch`` through the seq gate and apply it; True when the run was finalized."""
+    return await _handle(run.controller, _ordered(run, batch, now), run.gate.gaps)
+
+
+async def _handle(controller: RunController, ready: list[Event], gaps: Sequence[str] = ()) -> bool:
+    """Apply ``ready``, finalizing the run at its root ``end`` or a Stop; True when it was finalized."""
+    ending = _feed(controller, ready)
+    if ending is None:
+        return False
+    await controller.end(ending, gaps=gaps)
+    return True
+
+
+def _feed(controller: RunController, ready: list[Event]) -> End | Stop | None:
+    """Apply ``ready`` to the run up to its root ``end`` or a Stop, which is returned (None: none came)."""
+    handle = controller.handle
+    for item in ready:
+        if (isinstance(item, End) and item.source is None) or isinstance(item, Stop):
+            return item
+        handle(item)
+    return None
