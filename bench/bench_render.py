@@ -105,7 +105,7 @@ def _render_module(platform: str) -> str:
             import streamrelay.adapters.discord.render  # noqa: F401
         except ImportError:
             return "streamrelay.adapters.discord.adapter"
-    return f"adapters.{platform}.render"
+    return f"streamrelay.adapters.{platform}.render"
 
 
 PLATFORMS = [

@@ -4,7 +4,7 @@ Every command runs as a newcomer types it (``uv run streamrelay ...``, a new pro
 runs every measure once, in turn, so a machine that slows down during the call slows them all alike. Measures:
 
 - ``demo``: time until ``streamrelay demo`` prints its first line (Telegram, the default; then it is stopped).
-- ``serve`` with Telegram and the web channel (``streamrelay/config/channels.toml``'s defaults), and with only the web channel:
+- ``serve`` with Telegram and the web channel (the shipped ``channels.toml``'s defaults), and with only the web channel:
   time until ``/healthz`` answers (it listens) and until ``/readyz`` answers 200 (channels built, journal resumed).
 - a configuration error (an unknown key): time until the process has printed it and exited.
 - idle RSS of the ``serve`` process 1 s after it is ready.

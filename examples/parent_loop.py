@@ -19,7 +19,7 @@ import asyncio
 import os
 import uuid
 
-from streamrelay.app.client import RelayClient
+from streamrelay import RelayClient
 from streamrelay.core.contracts.report import RunReport
 from streamrelay.core.contracts.units import MessageUnit, StopUnit, ToolCallUnit
 

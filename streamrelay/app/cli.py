@@ -21,6 +21,7 @@ from streamrelay.app.chaos_cli import chaos
 from streamrelay.app.cli_checks import existing_file, refuse_taken
 from streamrelay.app.cli_run import err, fast_loop
 from streamrelay.app.cli_run import run_async as _run
+from streamrelay.app.ops_cli import DEFAULT_CONFIG as SHIPPED_CONFIG
 from streamrelay.app.ops_cli import DEFAULT_URL, runs_app
 from streamrelay.core.events import DeliveryMode, ProviderFormat
 
@@ -87,9 +88,7 @@ def _options(
 
 @app.command()
 def serve(
-    config: Annotated[Path, typer.Option(metavar="FILE", help="channels TOML")] = Path(
-        "streamrelay/config/channels.toml"
-    ),
+    config: Annotated[Path, typer.Option(metavar="FILE", help="channels TOML")] = SHIPPED_CONFIG,
     host: Annotated[str | None, typer.Option(metavar="HOST", help="override [service].host")] = None,
     port: Annotated[int | None, typer.Option(min=0, max=65535, metavar="PORT", help="override [service].port")] = None,
     log_format: Annotated[

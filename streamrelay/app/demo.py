@@ -27,6 +27,7 @@ from streamrelay.app.demo_check import Check, demo_checks
 from streamrelay.app.dry_run import DRY_RUN, seed_thread
 from streamrelay.app.ingest_client import detect_format, recording_lines, replay
 from streamrelay.app.service import Sidecar, build_relay
+from streamrelay.config.paths import recordings
 from streamrelay.config.settings import DEFAULT_CONFIG, load_settings
 from streamrelay.core.errors import ConfigError
 from streamrelay.core.events import DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
@@ -37,8 +38,7 @@ from streamrelay.core.text.assembler import TextAssembler
 from streamrelay.core.units import LengthUnit, text_units
 from streamrelay.mocks.common import MockPlatform
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
+DEFAULT_RECORDING = recordings() / "anthropic" / "markdown-long-fences.jsonl"
 
 
 async def run_demo(

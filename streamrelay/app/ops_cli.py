@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from streamrelay.config.paths import SHIPPED
 from streamrelay.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_URL = "http://127.0.0.1:8787"
-DEFAULT_CONFIG = Path("streamrelay/config/channels.toml")
+DEFAULT_CONFIG = SHIPPED / "channels.toml"
+"""The shipped channels file (streamrelay/config/channels.toml), found wherever the package is installed."""
 TOKEN_ENV = "STREAMRELAY_TOKEN"
 HTTP_TIMEOUT_S = 10.0
 DEAD_PER_PARTITION = 100

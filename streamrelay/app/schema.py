@@ -20,13 +20,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from streamrelay.config.paths import CHECKOUT
 from streamrelay.core.contracts.answers import GateAnswer, RunListing, StopAnswer, WatchLink
 from streamrelay.core.contracts.live import LIVE_EVENT
 from streamrelay.core.contracts.report import RunReport
 from streamrelay.core.contracts.units import PIPELINE_UNIT
 from streamrelay.core.events import Event
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "docs" / "schema"
+SCHEMA_DIR = CHECKOUT / "docs" / "schema"
 """Where the schemas are committed."""
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

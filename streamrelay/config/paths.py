@@ -8,7 +8,19 @@ from pathlib import Path
 from streamrelay.core.errors import ConfigError
 
 SHIPPED = Path(__file__).parent
-"""The checkout's config/ folder: the shipped channels.toml and actions.toml."""
+"""The package's config/ folder (streamrelay/config): the shipped channels.toml and actions.toml."""
+PACKAGE = SHIPPED.parent
+"""The installed ``streamrelay`` package's folder."""
+CHECKOUT = PACKAGE.parent
+"""The source checkout's root when the package runs from one (its tests/, docs/ beside streamrelay/)."""
+
+
+def recordings() -> Path:
+    """The recorded provider streams (one folder per format) the demo and the chaos campaign replay: the wheel
+    ships the checkout's tests/streams as streamrelay/recordings (pyproject's force-include), so an installed
+    package finds them inside itself and a checkout in tests/streams (one copy of each recording in the repo)."""
+    shipped = PACKAGE / "recordings"
+    return shipped if shipped.is_dir() else CHECKOUT / "tests" / "streams"
 
 
 def resolve_ledger(ledger: str, config: Path) -> str:

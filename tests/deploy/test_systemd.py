@@ -79,7 +79,9 @@ def test_systemd_verifies_the_unit_without_a_warning(tmp_path: Path) -> None:
 
 def test_the_command_runs_as_written_and_stops_on_sigterm(tmp_path: Path) -> None:
     argv = [part.replace(INSTALLED, str(ROOT)) for part in exec_start()]
-    argv[argv.index("--config") + 1] = str(ROOT / "config" / "channels.toml")  # what the install copies there
+    argv[argv.index("--config") + 1] = str(
+        ROOT / "streamrelay" / "config" / "channels.toml"
+    )  # what the install copies there
     env = dict(value.split("=", 1) for value in service()["Environment"])
     port = free_port()
     env |= {

@@ -40,10 +40,10 @@ SDKS = ("aiogram", "slack_sdk", "discord")
 SERVE = """
 import asyncio, json, os, sys, time
 from pathlib import Path
-import streamrelay.app.serving
+import streamrelay.app.serving as serving
 
 GATE = os.environ.get("FAST_START_GATE")
-real_load = app.serving.load_platforms
+real_load = serving.load_platforms
 
 
 def held_load(platforms):
@@ -52,11 +52,11 @@ def held_load(platforms):
     real_load(platforms)
 
 
-app.serving.load_platforms = held_load
+serving.load_platforms = held_load
 
 
 async def main():
-    await app.serving.serve(Path(sys.argv[1]))
+    await serving.serve(Path(sys.argv[1]))
     print(json.dumps(sorted(m for m in ("aiogram", "slack_sdk", "discord") if m in sys.modules)), flush=True)
 
 
@@ -82,7 +82,13 @@ def _loaded_sdks(code: str) -> list[str]:
 
 
 def test_importing_the_cli_the_service_the_demo_and_the_runners_imports_no_platform_sdk() -> None:
-    assert _loaded_sdks("import app.cli, app.serving, app.service, app.dry_run, app.demo, app.cases, app.chaos") == []
+    assert (
+        _loaded_sdks(
+            "import streamrelay.app.cli, streamrelay.app.serving, streamrelay.app.service, streamrelay.app.dry_run, "
+            "streamrelay.app.demo, streamrelay.app.cases, streamrelay.app.chaos"
+        )
+        == []
+    )
 
 
 def _config(tmp: Path, port: int, *, telegram_api: str | None) -> Path:

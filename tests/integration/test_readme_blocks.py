@@ -284,7 +284,7 @@ def _check_runs(flow: Flow, run: Pasted) -> None:
 
 CheckOne = Callable[[Flow, Pasted], None]
 CHECKS: dict[str, CheckOne] = {  # a run block is known by what it holds
-    "uv run streamrelay demo": _check_demo,
+    "streamrelay demo": _check_demo,
     "uv run streamrelay replay": _check_dry_run,
     "/_mock/state": _check_mock_control,
     "/events <<": _check_curl,
@@ -299,7 +299,7 @@ def _script(blocks: list[Block], mock_port: int, sidecar_port: int, out: Path) -
     lines = []
     for block in blocks:
         body = block.body
-        if "uv run streamrelay demo" in body:
+        if "streamrelay demo" in body:
             assert len(PYTEST_LINE.findall(body)) == 1
             body = PYTEST_LINE.sub("", body)  # the suite itself (module docstring)
         pastes = [str(block.number)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-import streamrelay.app.demo
+import streamrelay.app.demo as demo_module
 from streamrelay.adapters.telegram.render import render
 from streamrelay.app.demo import recorded_answer, run_demo
 from streamrelay.app.demo_check import Check, demo_checks
@@ -100,7 +100,7 @@ async def test_the_demo_exits_1_when_a_check_says_no(monkeypatch: pytest.MonkeyP
     def failing(*args: object, **kwargs: object) -> list[Check]:
         return [Check("answer shown once, whole", False, "broken on purpose")]
 
-    monkeypatch.setattr(app.demo, "demo_checks", failing)
+    monkeypatch.setattr(demo_module, "demo_checks", failing)
     out.truncate(0)
     assert await run_demo(console, recording=recording, platform="web", pace_ms=0) == 1
     assert "NO (broken on purpose)" in out.getvalue()

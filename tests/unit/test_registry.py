@@ -35,7 +35,7 @@ def test_every_list_of_platforms_is_read_from_the_registry() -> None:
 def test_each_registration_names_modules_that_exist(name: str) -> None:
     platform = REGISTRY[name]
     assert platform.name == name
-    assert importlib.import_module(f"adapters.{name}").PLATFORM is platform  # the package exposes it
+    assert importlib.import_module(f"streamrelay.adapters.{name}").PLATFORM is platform  # the package exposes it
     if platform.sdk_module is not None:
         assert importlib.util.find_spec(platform.sdk_module) is not None
     if platform.dry_run is not None:

@@ -74,7 +74,7 @@ def test_a_missing_action_catalog_says_where_it_was_looked_for(tmp_path: Path) -
 def test_a_missing_config_file_says_where_it_was_looked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as caught:
-        load_settings("streamrelay/config/channels.toml")
+        load_settings("config/channels.toml")
     assert (
         str(caught.value)
         == f"configuration file config/channels.toml not found (in {tmp_path}): pass --config with its path"

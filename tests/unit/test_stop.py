@@ -1,4 +1,4 @@
-"""streamrelay/core/run/stop.py and core/run/stop_controls.py alone: the stop's report line round-trips, a stop body is checked, the
+"""core/run/stop.py and core/run/stop_controls.py alone: the stop's report line round-trips, a stop body is checked, the
 control ids fit every platform's limit."""
 
 from __future__ import annotations

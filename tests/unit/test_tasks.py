@@ -1,4 +1,4 @@
-"""streamrelay.core.tasks.stop: a task is stopped even when it swallows a cancellation, as Python 3.11's ``asyncio.wait_for``
+"""core.tasks.stop: a task is stopped even when it swallows a cancellation, as Python 3.11's ``asyncio.wait_for``
 does inside redis-py when the inner write completes in the same loop turn (python/cpython#86296): the replica
 hand-over that waited forever for such a run (tests/redis/test_replicas_any.py hung one time in ten)."""
 

@@ -2,7 +2,7 @@
 
 The adapter's one entrance, :meth:`core.ports.ChannelAdapter.perform`, lets an observer watch each call
 (:class:`core.delivery.calls.CallObserver`); :func:`metered` sets a :class:`CallMetrics` there, where the
-composition root builds adapters (``streamrelay/app/service.py``), so core stays free of metrics and platforms and the adapter
+composition root builds adapters (``app/service.py``), so core stays free of metrics and platforms and the adapter
 object is the adapter itself (its optional capabilities, checked with ``isinstance``, are exactly its own). Each call
 is timed and classified by its outcome's error (:func:`adapters.ops.metrics.call_outcome`), counted in
 ``streamrelay_platform_calls_total`` and ``streamrelay_platform_call_seconds``, and logged as one line on the

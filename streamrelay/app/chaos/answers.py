@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from streamrelay.app.ingest_client import detect_format, recording_lines
+from streamrelay.config.paths import recordings
 from streamrelay.core.events import TextEvent, Visibility
 from streamrelay.core.normalize import make_normalizer
 
-STREAMS = Path(__file__).resolve().parents[2] / "tests" / "streams"
+STREAMS = recordings()
 RECORDINGS = (
     "anthropic/markdown-long-fences.jsonl",
     "openai-responses/web-search-annotations.jsonl",

@@ -17,7 +17,7 @@ the stream's own error, refusal or length cut, which counts as that: :attr:`core
 ``ok`` but the caller did not see the commit point pass (an ``ok`` end that commits is passed as ``committed=True``).
 
 The catalog does not check arguments against JSON Schemas: that needs a library the core does not
-import. ``streamrelay/config/actions.py`` builds an :data:`core.lanes.pipeline.ArgsValidator` next to the catalog, and the
+import. ``config/actions.py`` builds an :data:`core.lanes.pipeline.ArgsValidator` next to the catalog, and the
 pipeline lane turns a call it rejects into a ``tool_call.malformed`` unit, which the gate refuses.
 """
 
