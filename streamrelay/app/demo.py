@@ -29,8 +29,9 @@ from streamrelay.app.ingest_client import detect_format, recording_lines, replay
 from streamrelay.app.service import Sidecar, build_relay
 from streamrelay.config.paths import recordings
 from streamrelay.config.settings import DEFAULT_CONFIG, load_settings
+from streamrelay.core.delivery.sources import SourceList, with_sources
 from streamrelay.core.errors import ConfigError
-from streamrelay.core.events import DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
+from streamrelay.core.events import Citation, DeliveryMode, ProviderFormat, Target, TextEvent, Visibility
 from streamrelay.core.json_types import JsonObject
 from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.ports import TextFormat
@@ -143,7 +144,7 @@ async def run_demo(
     texts = [t for _, t in messages]
     checks = demo_checks(
         texts,
-        recorded_answer(events, fmt),
+        recorded_answer(events, fmt, TextFormat(channel.format)),
         platform=platform,
         fmt=TextFormat(channel.format),
         limit=limit,
@@ -171,12 +172,16 @@ def _report_table(report: dict[str, Any], shown: MockPlatform | WebAdapter, chec
     return table
 
 
-def recorded_answer(events: list[JsonObject], fmt: ProviderFormat) -> str:
-    """The root's answer text of a recording, read with the same normalizer the sidecar uses (for the check): a
-    sub-agent's text (an event with a ``source``) never enters the root's answer."""
+def recorded_answer(events: list[JsonObject], fmt: ProviderFormat, shown_as: TextFormat = TextFormat.MARKDOWN) -> str:
+    """The root's answer text of a recording as the chat shows it, read with the same normalizer the sidecar uses (for
+    the check): a sub-agent's text (an event with a ``source``) never enters the root's answer; the root's sources
+    follow it as the channel's format ``shown_as`` lists them (:func:`core.delivery.sources.with_sources`)."""
     normalizer = make_normalizer(fmt, "check")
     assembler = TextAssembler()
+    sources = SourceList()
     for event in [e for raw in events for e in normalizer.feed(raw)] + normalizer.close():
         if isinstance(event, TextEvent) and event.visibility is Visibility.ANSWER and event.source is None:
             assembler.apply(None, event.message, event.mode, event.text)
-    return assembler.answer()
+        elif isinstance(event, Citation) and event.source is None:
+            sources.add(event.url, event.title)
+    return with_sources(assembler.answer(), sources, shown_as)

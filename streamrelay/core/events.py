@@ -18,7 +18,16 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.json_types import JsonObject
@@ -293,6 +302,34 @@ class Media(_EventBase):
         return MediaItem(url=self.url, kind=self.media_kind, caption=self.caption or None)
 
 
+CITATION_URL_MAX_CHARS = 4096
+"""The longest ``url`` a ``citation`` may carry (characters): longer is refused (a 400), never cut."""
+CITATION_TITLE_MAX_CHARS = 1000
+"""The longest ``title`` a ``citation`` may carry (characters); the normalizers cut a provider's longer title to it."""
+
+
+class Citation(_EventBase):
+    """A source the answer relies on (a web page it cites, a document): shown to the person as a link after the answer,
+    once per URL, as part of the final (:mod:`core.delivery.sources`). ``kind`` is ``citation`` because ``source``
+    already names who produced an event.
+
+    ``url``: the source's address as the agent gave it (only an absolute ``http``/``https`` URL is shown as a link; any
+    other is shown by its title, or counted). ``title``: what the link reads (one line; the URL's host and path when
+    absent). At least one of the two. Errors: :func:`parse_event` refuses a citation with neither, a ``url`` longer
+    than :data:`CITATION_URL_MAX_CHARS` or a ``title`` longer than :data:`CITATION_TITLE_MAX_CHARS`.
+    """
+
+    kind: Literal["citation"] = "citation"
+    url: UnicodeText | None = Field(default=None, max_length=CITATION_URL_MAX_CHARS)
+    title: CleanText | None = Field(default=None, max_length=CITATION_TITLE_MAX_CHARS)
+
+    @model_validator(mode="after")
+    def _something(self) -> Citation:
+        if not (self.url or "").strip() and not (self.title or "").strip():
+            raise ValueError("a citation needs a 'url' or a 'title'")
+        return self
+
+
 class Commit(_EventBase):
     kind: Literal["commit"] = "commit"
     text: CleanText | None = None
@@ -342,6 +379,7 @@ Event = Annotated[
     | Phase
     | Status
     | Media
+    | Citation
     | Commit
     | End
     | ErrorEvent
@@ -359,6 +397,7 @@ EVENT_TYPES = (
     Phase,
     Status,
     Media,
+    Citation,
     Commit,
     End,
     ErrorEvent,
@@ -376,6 +415,7 @@ EVENT_KINDS = (
     "phase",
     "status",
     "media",
+    "citation",
     "commit",
     "end",
     "error",

@@ -97,7 +97,7 @@ async def test_a_recording_reaches_every_platform_once_whole_and_without_a_429(
     platform: str, path: Path, delivery: str
 ) -> None:
     report, texts, limit, calls = await deliver(platform, path, delivery)
-    expected = recorded_answer(recording_lines(path), detect_format(path))
+    expected = recorded_answer(recording_lines(path), detect_format(path), TextFormat(fmt_of[platform]))
     # a recording whose model only called a tool has no answer to show: its run ends 'empty', never 'delivered'
     assert report["status"] == ("delivered" if expected.strip() else "empty"), report
     if platform == "discord":  # tables, #### headings and rules rewritten for Discord: compared as a person reads
@@ -124,7 +124,7 @@ async def test_a_protocol_streams_sub_agent_is_a_status_line_never_its_text(plat
     assert report["status"] == "delivered", report
     assert any(line in text for text in texts), texts
     assert not any(child_text in text for text in texts), texts
-    expected = recorded_answer(recording_lines(path), detect_format(path))
+    expected = recorded_answer(recording_lines(path), detect_format(path), TextFormat(fmt_of[platform]))
     answer = [t for t in texts if line not in t]
     if platform == "discord":
         assert shown_key(answer, platform, TextFormat.MARKDOWN) == expected_key(expected, platform, TextFormat.MARKDOWN)

@@ -136,7 +136,6 @@ def test_error_and_abort() -> None:
     [
         {"type": "start-step"},
         {"type": "finish-step"},
-        {"type": "source-url", "sourceId": "s", "url": "https://x"},
         {"type": "data-weather", "data": {"a": 1}},
         {"type": "message-metadata", "messageMetadata": {}},
         {"type": "tool-approval-request", "approvalId": "a", "toolCallId": "c"},

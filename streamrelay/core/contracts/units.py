@@ -62,12 +62,28 @@ class MalformedToolCallUnit(_Unit):
     source: Source | None = None
 
 
+class SourceLink(BaseModel):
+    """A source the text relies on (a ``citation`` event): its ``url`` as given and its ``title``, either may be null
+    (a document cited without an address)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    url: str | None = None
+    title: str | None = None
+
+
 class MessageUnit(_Unit):
-    """A sub-agent's complete final message, when its ``end`` arrived with ``ok``."""
+    """A sub-agent's complete final message, when its ``end`` arrived with ``ok``, with the sources it cited (in
+    order of first appearance, deduplicated by URL)."""
 
     kind: Literal["message"] = "message"
     status: EndStatus
     text: str
+    sources: list[SourceLink] = Field(
+        default_factory=list,
+        exclude_if=lambda links: not links,
+        description="The sub-agent's citations, deduplicated by URL, in first-appearance order (absent: none).",
+    )
     source: Source | None = None
 
 

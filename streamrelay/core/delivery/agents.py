@@ -6,9 +6,22 @@ its text (kept apart from the root's answer), its thread (``subagents = "thread"
 from __future__ import annotations
 
 from streamrelay.core.delivery.answer import AnswerChange, AnswerStream
+from streamrelay.core.delivery.sources import SourceList, with_sources
 from streamrelay.core.delivery.threads import ChildThreads
-from streamrelay.core.events import End, ErrorEvent, Event, Media, Source, TextEvent, ToolResult, Visibility
+from streamrelay.core.events import (
+    Citation,
+    End,
+    EndStatus,
+    ErrorEvent,
+    Event,
+    Media,
+    Source,
+    TextEvent,
+    ToolResult,
+    Visibility,
+)
 from streamrelay.core.lanes.pipeline import PipelineLane, ToolCallCollector
+from streamrelay.core.ports import TextFormat
 from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.run.subagents import Children, message_unit
 from streamrelay.core.text.visible import VisibleText, visible_final
@@ -23,6 +36,10 @@ class SubAgents:
         lane: the run's pipeline lane.
         monitor: the run's live progress.
         threads: the children's threads, when the channel shows them so (else None: status lines or nothing).
+        fmt: the channel's text format (a child's sources are listed after its text in its thread in it).
+
+    A child's ``citation`` events are its own, like its text: never in the root's answer; listed after its final
+    text in its thread (``subagents = "thread"``), and given to the parent loop with its ``message`` unit.
     """
 
     def __init__(
@@ -33,8 +50,11 @@ class SubAgents:
         lane: PipelineLane,
         monitor: RunMonitor,
         threads: ChildThreads | None,
+        fmt: TextFormat = TextFormat.MARKDOWN,
     ) -> None:
         self.children = Children()
+        self._sources: dict[str, SourceList] = {}
+        self._fmt = fmt
         self._streams: dict[str, AnswerStream] = {}
         self.threads = threads
         self._text = text
@@ -59,6 +79,11 @@ class SubAgents:
             return first
         if isinstance(event, Media):
             return self._media(source, event)
+        if isinstance(event, Citation):
+            first = source.key not in self.children
+            self.children.seen(source)
+            self._sources.setdefault(source.key, SourceList()).add(event.url, event.title)
+            return first
         if isinstance(event, End):
             self._end(source, event)
         elif isinstance(event, ToolResult):
@@ -130,6 +155,8 @@ class SubAgents:
         final = self._text.answers.answer(source.key)
         if end.final_text is not None:
             final = visible_final(end.final_text, opened)
-        self._lane.emit(message_unit(source, end.status, final))
+        sources = self._sources.pop(source.key, SourceList())
+        cited = tuple((ref.url, ref.title) for ref in sources.items)
+        self._lane.emit(message_unit(source, end.status, final, cited))
         if self.threads is not None:
-            self.threads.ended(source, final)
+            self.threads.ended(source, with_sources(final, sources, self._fmt) if end.status is EndStatus.OK else final)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import (
+    Citation,
     Commit,
     End,
     ErrorEvent,
@@ -137,4 +138,6 @@ def _other_chars(event: Event) -> int:
         return len(event.message)
     if isinstance(event, Media):
         return len(event.url) + len(event.caption or "")
+    if isinstance(event, Citation):
+        return len(event.url or "") + len(event.title or "")
     return 0

@@ -46,6 +46,7 @@ from streamrelay.core.contracts.units import (
     MessageUnit,
     PipelineUnit,
     RunEndUnit,
+    SourceLink,
     StopUnit,
     ToolCallUnit,
 )
@@ -130,6 +131,8 @@ class ChildDone:
     source: Source
     status: EndStatus
     text: str
+    sources: tuple[tuple[str | None, str | None], ...] = ()
+    """``(url, title)`` of each source it cited, deduplicated, in order of first appearance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +266,10 @@ class PipelineLane:
                     index=index, run=run, id=body.id, name=body.name, raw=body.raw, error=error, source=body.source
                 )
             case ChildDone(status=EndStatus.OK):
-                unit = MessageUnit(index=index, run=run, status=body.status, text=body.text, source=body.source)
+                links = [SourceLink(url=url, title=title) for url, title in body.sources]
+                unit = MessageUnit(
+                    index=index, run=run, status=body.status, text=body.text, sources=links, source=body.source
+                )
             case ChildDone():
                 unit = AgentFailedUnit(index=index, run=run, status=body.status, source=body.source)
             case StopAsked():

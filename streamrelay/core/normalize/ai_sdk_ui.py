@@ -27,14 +27,15 @@ raw                                              normalized
                                                  ``ErrorEvent`` that ends the run ``cut``;
                                                  ``content-filter``: ``refused``; ``error`` (when no
                                                  ``error`` chunk came): ``error``
+``source-url`` (``url``, ``title``)              ``Citation`` (listed as a link after the answer)
+``source-document`` (``title``, ``filename``)    ``Citation`` without a URL (listed by its title)
 ``abort``                                        ``Status`` ``stopped`` and ``MessageEnd``
 ``error`` (``errorText``)                        ``ErrorEvent`` that ends the run ``error``
 ===============================================  ===================================================
 
 Ignored: ``start-step`` / ``finish-step``, ``tool-approval-request`` (the approval is the client's),
-``text-start``, ``reasoning-start``, ``reasoning-end``, ``source-url``, ``source-document`` (citations are not answer
-text), ``data-*`` parts (application data), ``message-metadata``, the ``[DONE]`` terminator (SSE framing; also
-taken as the bare string ``"[DONE]"``), and any unknown type.
+``text-start``, ``reasoning-start``, ``reasoning-end``, ``data-*`` parts (application data), ``message-metadata``,
+the ``[DONE]`` terminator (SSE framing; also taken as the bare string ``"[DONE]"``), and any unknown type.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from streamrelay.core.normalize.base import (
     JsonObject,
     MessageCounter,
     as_str,
+    citation_event,
     invalid_event,
     media_event,
     one_line,
@@ -114,6 +116,8 @@ class AiSdkUiNormalizer:
             "tool-output-error": self._tool_output_error,
             "tool-output-denied": self._tool_output_error,
             "file": self._file,
+            "source-url": self._source,
+            "source-document": self._source,
             "finish": self._finish,
             "abort": self._abort,
             "error": self._error,
@@ -238,6 +242,12 @@ class AiSdkUiNormalizer:
         self._messages.ensure()
         return [media_event(self._run, url, mime, None)]
 
+    def _source(self, raw: JsonObject, kind: str) -> list[Event]:
+        """A source the answer cites: a ``source-url`` by its URL, a ``source-document`` by its title (or file name)."""
+        if kind == "source-url":
+            return citation_event(self._run, raw.get("url"), raw.get("title"))
+        return citation_event(self._run, None, as_str(raw.get("title")) or raw.get("filename"))
+
     def _finish(self, raw: JsonObject, kind: str) -> list[Event]:
         reason = as_str(raw.get("finishReason"))
         told: list[Event] = []
@@ -280,8 +290,8 @@ EVENT_TYPES: EventTable = table(
         "tool-output-denied": M.TOOL_RESULT,
         "tool-approval-request": M.IGNORED,  # the approval is the client's
         "file": (M.MEDIA, M.NOT_SHOWN),
-        "source-url": M.IGNORED,  # not shown yet: sources as links are not built (issue 26, item 9)
-        "source-document": M.IGNORED,
+        "source-url": M.SOURCE,
+        "source-document": M.SOURCE,
         "data-*": M.IGNORED,  # application data (data-weather): the client's UI renders it, not a chat
         "message-metadata": M.IGNORED,
         "start-step": M.IGNORED,

@@ -15,6 +15,10 @@ raw                                                    normalized
 ``tool_use`` / ``server_tool_use`` / ``mcp_tool_use``  ``ToolCall`` start, ``args_delta`` per
                                                        ``input_json_delta``, end at its block stop
 ``*_tool_result`` block (``web_search_tool_result``)   ``ToolResult`` with a short summary
+``citations_delta`` (``citation``), a ``text`` block's   ``Citation``: a web search result by its ``url``
+``citations``                                          and ``title``, a search result by its ``source``,
+                                                       a document by its ``document_title`` (else
+                                                       "cited document N"): listed after the answer
 ``message_stop``                                       ``MessageEnd``
 ``error`` (``overloaded_error``, ``api_error``, ...)   ``ErrorEvent`` that ends the run ``error``
 ``message_delta`` ``stop_reason: "refusal"``           ``ErrorEvent`` that ends the run ``refused``: the
@@ -28,7 +32,7 @@ raw                                                    normalized
 ``stop_reason`` ``end_turn``, ``tool_use``, ``stop_sequence`` and ``pause_turn`` (the runtime continues the turn
 in a next message) end a message normally; the latest is kept in :attr:`stop_reason`.
 
-Ignored on purpose: ``ping``, ``signature_delta``, ``citations_delta`` (the cited text is not answer text),
+Ignored on purpose: ``ping``, ``signature_delta``, a citation's ``cited_text`` (the quoted text is not answer text),
 ``compaction`` blocks and their ``compaction_delta`` (a summary of earlier turns, not answer text),
 ``redacted_thinking``, the ``message_delta`` usage, and any unknown event or block type (forward compatibility).
 """
@@ -56,6 +60,7 @@ from streamrelay.core.normalize.base import (
     MessageCounter,
     as_dict,
     as_str,
+    citation_event,
     invalid_event,
     require_type,
     text_event,
@@ -167,7 +172,11 @@ class AnthropicNormalizer:
             return []
         if btype == "text":
             self._blocks[index] = _Block(_BlockKind.TEXT)
-            return self._text(message, as_str(block.get("text")), Visibility.ANSWER)
+            cited = block.get("citations")
+            sources = (
+                [e for c in cited if isinstance(c, dict) for e in self._citation(c)] if isinstance(cited, list) else []
+            )
+            return self._text(message, as_str(block.get("text")), Visibility.ANSWER) + sources
         if btype == "thinking":
             self._blocks[index] = _Block(_BlockKind.THINKING)
             return self._text(message, as_str(block.get("thinking")), Visibility.REASONING)
@@ -198,12 +207,29 @@ class AnthropicNormalizer:
         elif dtype == "thinking_delta":
             if block is None or block.kind is _BlockKind.THINKING:
                 return self._text(self._messages.ensure(), as_str(delta.get("thinking")), Visibility.REASONING)
+        elif dtype == "citations_delta":
+            return self._citation(as_dict(delta.get("citation")))
         elif dtype == "input_json_delta" and block is not None and block.kind is _BlockKind.TOOL:
             fragment = as_str(delta.get("partial_json"))
             if fragment:
                 block.got_args = True
                 return [self._tool(block, ToolCallState.ARGS_DELTA, args_delta=fragment)]
         return []
+
+    def _citation(self, citation: JsonObject) -> list[Event]:
+        """A source the answer cites (https://docs.anthropic.com/en/docs/build-with-claude/citations): a web search
+        result (``url``, ``title``), a search result (``source``, ``title``), or a document (``char_location``,
+        ``page_location``, ``content_block_location``: its ``document_title``, else its place among the documents)."""
+        ctype = as_str(citation.get("type"))
+        if ctype == "web_search_result_location":
+            return citation_event(self._run, citation.get("url"), citation.get("title"))
+        if ctype == "search_result_location":
+            return citation_event(self._run, citation.get("source"), citation.get("title"))
+        title = as_str(citation.get("document_title")).strip()
+        index = citation.get("document_index")
+        if not title and isinstance(index, int) and not isinstance(index, bool) and index >= 0:
+            title = f"cited document {index + 1}"
+        return citation_event(self._run, None, title)
 
     def _block_stop(self, raw: JsonObject) -> list[Event]:
         index = raw.get("index")
@@ -296,7 +322,7 @@ EVENT_TYPES: EventTable = table(
         "delta/thinking_delta": M.REASONING,
         "delta/input_json_delta": M.TOOL_CALL,
         "delta/signature_delta": M.IGNORED,
-        "delta/citations_delta": M.IGNORED,  # the cited text is not answer text; sources as links: not built
+        "delta/citations_delta": M.SOURCE,
         "delta/compaction_delta": M.IGNORED,
         "stop/end_turn": M.BOUNDARY,
         "stop/tool_use": M.BOUNDARY,

@@ -19,6 +19,9 @@ from pydantic import ValidationError
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import (
+    CITATION_TITLE_MAX_CHARS,
+    CITATION_URL_MAX_CHARS,
+    Citation,
     Event,
     Media,
     Source,
@@ -213,3 +216,19 @@ def media_kind(mime_type: str) -> str:
     ``video``, anything else (or none) → ``file``."""
     major = mime_type.split("/", 1)[0].strip().lower()
     return major if major in ("image", "audio", "video") else "file"
+
+
+def citation_event(run_id: str, url: Any, title: Any, source: Source | None = None) -> list[Event]:
+    """A ``citation`` event for a source a stream names (a URL it cites, a document), or none when it gives neither a
+    URL nor a title. Tolerant, like a stream's other optional fields: a value that is not a string counts as absent, a
+    title longer than :data:`core.events.CITATION_TITLE_MAX_CHARS` is cut, and a URL longer than
+    :data:`core.events.CITATION_URL_MAX_CHARS` is dropped (the source is then shown by its title, or counted)."""
+    link = url.strip() if isinstance(url, str) else ""
+    if len(link) > CITATION_URL_MAX_CHARS:
+        link = ""
+    name = title.strip() if isinstance(title, str) else ""
+    if len(name) > CITATION_TITLE_MAX_CHARS:
+        name = name[: CITATION_TITLE_MAX_CHARS - 1] + "…"
+    if not link and not name:
+        return []
+    return [Citation(run=run_id, url=link or None, title=name or None, source=source)]

@@ -28,6 +28,11 @@ until one without ``willContinue`` (Vertex's             handed on whole as one 
 ``SPII``, ``IMAGE_SAFETY``, ...)
 another ``finishReason`` (``MALFORMED_FUNCTION_CALL``,   ``ErrorEvent`` that ends the run ``error``;
 ``UNEXPECTED_TOOL_CALL``, ``OTHER``, ...)                ``MessageEnd``
+``groundingMetadata.groundingChunks[]`` (``web``,          ``Citation`` per chunk (``uri``, ``title``): the
+``retrievedContext``, ``maps``), ordered and chosen by    chunks ``groundingSupports`` name, in the order
+``groundingSupports[].groundingChunkIndices``            the supports (segments of the answer) name them;
+                                                         all chunks, in order, when there are no supports
+``citationMetadata.citationSources[]`` (``uri``)         ``Citation`` (a source the text recites)
 ``promptFeedback.blockReason``                           ``ErrorEvent`` that ends the run ``refused`` (the
                                                          prompt was blocked)
 ``error`` (``code``, ``message``, ``status``)            ``ErrorEvent`` that ends the run ``error``
@@ -35,7 +40,8 @@ another ``finishReason`` (``MALFORMED_FUNCTION_CALL``,   ``ErrorEvent`` that end
 
 Ignored on purpose: ``usageMetadata``, ``modelVersion``, ``responseId``, ``thoughtSignature``, ``inlineData`` and
 ``fileData`` parts (not yet shown: a known gap, issue 26), ``executableCode`` / ``codeExecutionResult`` (the
-model's own tool work), ``citationMetadata``, ``safetyRatings``, ``groundingMetadata``, a ``functionResponse`` part
+model's own tool work), ``safetyRatings``, the ``searchEntryPoint`` and ``webSearchQueries`` of ``groundingMetadata``
+(Google's search suggestions are HTML for a web page, no chat can show them), a ``functionResponse`` part
 (the client's own answer echoed), and any unknown part.
 
 A line is a ``GenerateContentResponse`` when it has ``candidates`` (a list), ``promptFeedback``, ``usageMetadata``
@@ -55,6 +61,7 @@ from streamrelay.core.normalize.base import (
     MessageCounter,
     as_dict,
     as_str,
+    citation_event,
     invalid_event,
     require_object,
     text_event,
@@ -84,6 +91,9 @@ REFUSAL_REASONS = frozenset(
 """``finishReason`` values that mean the answer was withheld by policy
 (https://ai.google.dev/api/generate-content#FinishReason)."""
 _RESPONSE_FIELDS = ("candidates", "promptFeedback", "usageMetadata")
+_CHUNK_KINDS = ("web", "retrievedContext", "maps")
+"""What a grounding chunk may be (https://ai.google.dev/api/generate-content#GroundingChunk): each has ``uri`` and
+``title``."""
 
 
 class GeminiNormalizer:
@@ -157,6 +167,7 @@ class GeminiNormalizer:
             raise IngestError(f"a raw {_PROVIDER} candidate's 'content.parts' must be a list, got {parts!r}")
         for part in parts:
             events += self._part(as_dict(part))
+        events += self._sources(candidate)
         reason = as_str(candidate.get("finishReason"))
         if reason:
             if reason in _DONE_REASONS:
@@ -168,6 +179,31 @@ class GeminiNormalizer:
                 ends = EndStatus.REFUSED if reason in REFUSAL_REASONS else EndStatus.ERROR
                 events.append(ErrorEvent(run=self._run, message=f"the model stopped the answer ({reason})", ends=ends))
             events += self._end_turn()
+        return events
+
+    def _sources(self, candidate: JsonObject) -> list[Event]:
+        """The candidate's sources: its grounding chunks (https://ai.google.dev/api/generate-content#GroundingMetadata)
+        in the order its grounding supports cite them (all of them when it has no supports), and its citation sources
+        (https://ai.google.dev/api/generate-content#CitationMetadata). Repeated on later chunks of a stream, they are
+        deduplicated where they are shown."""
+        grounding = as_dict(candidate.get("groundingMetadata"))
+        chunks = grounding.get("groundingChunks")
+        chunks = chunks if isinstance(chunks, list) else []
+        supports = grounding.get("groundingSupports")
+        order: list[int] = []
+        for support in supports if isinstance(supports, list) else []:
+            indices = as_dict(support).get("groundingChunkIndices")
+            for i in indices if isinstance(indices, list) else []:
+                if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(chunks) and i not in order:
+                    order.append(i)
+        events: list[Event] = []
+        for i in order or range(len(chunks)):
+            chunk = as_dict(chunks[i])
+            place = next((as_dict(chunk[k]) for k in _CHUNK_KINDS if isinstance(chunk.get(k), dict)), {})
+            events += citation_event(self._run, place.get("uri"), place.get("title"))
+        cited = as_dict(candidate.get("citationMetadata")).get("citationSources")
+        for source in cited if isinstance(cited, list) else []:
+            events += citation_event(self._run, as_dict(source).get("uri"), as_dict(source).get("title"))
         return events
 
     def _part(self, part: JsonObject) -> list[Event]:
@@ -263,8 +299,8 @@ EVENT_TYPES: EventTable = table(
         "part/codeExecutionResult": M.IGNORED,
         "part/functionResponse": M.IGNORED,  # the client's own answer echoed
         "part/videoMetadata": M.IGNORED,
-        "candidate/citationMetadata": M.IGNORED,  # sources as links: not built
-        "candidate/groundingMetadata": M.IGNORED,
+        "candidate/citationMetadata": M.SOURCE,
+        "candidate/groundingMetadata": M.SOURCE,
         "candidate/safetyRatings": M.IGNORED,
         "finishReason/STOP": M.BOUNDARY,
         "finishReason/FINISH_REASON_UNSPECIFIED": M.BOUNDARY,

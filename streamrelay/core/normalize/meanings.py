@@ -33,7 +33,8 @@ class Meaning(enum.StrEnum):
     MEDIA = "media"
     """An image, a file, audio: sent by its URL, or told as not shown."""
     SOURCE = "source"
-    """A citation or source (a URL the answer relies on)."""
+    """A citation or source (a URL the answer relies on): a ``citation`` event, listed as a link after the committed
+    answer (:mod:`core.delivery.sources`)."""
     STATUS = "status"
     """A progress line (a step, a sub-agent started, a working state)."""
     ERROR = "error"

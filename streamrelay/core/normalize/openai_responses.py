@@ -26,6 +26,10 @@ raw                                                          normalized
                                                              ``ToolCall`` start, then at done one args_delta
                                                              ``{"input": "<the free-form input>"}`` (a custom
                                                              tool's input is text, not JSON) and end
+``response.output_text.annotation.added``, the annotations   ``Citation`` per ``url_citation`` (``url``,
+of a ``message`` item at its ``output_item.done``           ``title``) and ``file_citation`` /
+                                                             ``container_file_citation`` (``filename``, no
+                                                             URL): listed after the answer
 ``response.completed``                                       ``MessageEnd``
 ``response.incomplete`` (``incomplete_details.reason``)       ``max_output_tokens``: an ``ErrorEvent`` that
                                                              ends the run ``cut``; ``content_filter``: one
@@ -42,7 +46,7 @@ the top level), ``response.failed``                          (+ ``MessageEnd``; 
 ===========================================================  =========================================
 
 Ignored on purpose: ``response.created`` (opens the next message), ``response.in_progress``,
-``response.queued``, ``output_text.annotation.added`` (annotations are not text), ``content_part.*``,
+``response.queued``, a ``file_path`` annotation (a file the code interpreter made, not a source), ``content_part.*``,
 ``response.*.in_progress`` / ``.completed`` progress of hosted tools, ``image_generation_call.partial_image``
 (a preview; the whole image is told at done), the items of :data:`IGNORED_ITEMS` (``mcp_list_tools``, ``mcp_call``,
 ``file_search_call``, ``code_interpreter_call``: the server's own work), ``reasoning`` items (their summary deltas are
@@ -73,6 +77,7 @@ from streamrelay.core.normalize.base import (
     MessageCounter,
     as_dict,
     as_str,
+    citation_event,
     invalid_event,
     require_type,
     text_event,
@@ -163,6 +168,8 @@ class OpenAIResponsesNormalizer:
             return self._item_added(as_dict(raw.get("item")))
         if kind == "response.output_item.done":
             return self._item_done(as_dict(raw.get("item")))
+        if kind == "response.output_text.annotation.added":
+            return self._annotation(as_dict(raw.get("annotation")))
         if kind == "response.function_call_arguments.done":
             return self._end_call(as_str(raw.get("item_id")), raw.get("arguments"))
         if kind == "response.refusal.done":
@@ -221,9 +228,32 @@ class OpenAIResponsesNormalizer:
             events += self._args_delta(item_id, arguments)
         return events
 
+    def _annotation(self, annotation: JsonObject) -> list[Event]:
+        """A source the answer cites (https://platform.openai.com/docs/api-reference/responses-streaming/response/output_text/annotation/added):
+        a ``url_citation`` by its URL, a file citation by its file name; a ``file_path`` is no source."""
+        atype = as_str(annotation.get("type"))
+        if atype == "url_citation":
+            return citation_event(self._run, annotation.get("url"), annotation.get("title"))
+        if atype in ("file_citation", "container_file_citation"):
+            return citation_event(self._run, None, annotation.get("filename"))
+        return []
+
+    def _message_sources(self, item: JsonObject) -> list[Event]:
+        """The annotations of a finished ``message`` item's output text (the stream's last word on them: a stream
+        that sent no ``annotation.added`` still has its sources; repeats are deduplicated where they are shown)."""
+        content = item.get("content")
+        events: list[Event] = []
+        for part in content if isinstance(content, list) else []:
+            annotations = as_dict(part).get("annotations")
+            for annotation in annotations if isinstance(annotations, list) else []:
+                events += self._annotation(as_dict(annotation))
+        return events
+
     def _item_done(self, item: JsonObject) -> list[Event]:
         itype = item.get("type")
         item_id = as_str(item.get("id"))
+        if itype == "message":
+            return self._message_sources(item)
         if itype == "function_call":
             return self._end_call(item_id, item.get("arguments"))
         if itype == "custom_tool_call":
@@ -341,7 +371,7 @@ EVENT_TYPES: EventTable = table(
         "response.custom_tool_call_input.delta": M.TOOL_CALL,
         "response.custom_tool_call_input.done": M.IGNORED,  # the item's done ends the call
         "response.output_item.added": (M.TOOL_CALL, M.BOUNDARY),
-        "response.output_item.done": (M.TOOL_CALL, M.STATUS, M.NOT_SHOWN),  # by its item type, below
+        "response.output_item.done": (M.TOOL_CALL, M.STATUS, M.NOT_SHOWN, M.SOURCE),  # by its item type, below
         "response.web_search_call.searching": M.STATUS,
         "response.image_generation_call.generating": M.STATUS,
         "response.created": M.BOUNDARY,
@@ -349,7 +379,7 @@ EVENT_TYPES: EventTable = table(
         "response.incomplete": (M.CUT, M.REFUSAL, M.BOUNDARY),
         "response.failed": M.ERROR,
         "error": M.ERROR,
-        "response.output_text.annotation.added": M.IGNORED,  # url citations: sources as links are not built
+        "response.output_text.annotation.added": M.SOURCE,
         **dict.fromkeys(
             (
                 "response.in_progress",
@@ -380,7 +410,7 @@ EVENT_TYPES: EventTable = table(
             ),
             M.IGNORED,
         ),
-        "item/message": M.TEXT,
+        "item/message": (M.TEXT, M.SOURCE),  # its text was streamed; its annotations are sources
         "item/reasoning": M.REASONING,
         "item/function_call": M.TOOL_CALL,
         "item/custom_tool_call": M.TOOL_CALL,

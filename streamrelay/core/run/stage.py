@@ -28,9 +28,11 @@ from streamrelay.core.delivery.modes import ModeHandler
 from streamrelay.core.delivery.reasoning import ReasoningView
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import Slot
+from streamrelay.core.delivery.sources import SourceList, with_sources
 from streamrelay.core.delivery.status import StatusBoard, redacted_args
 from streamrelay.core.delivery.threads import ChildThreads
 from streamrelay.core.events import (
+    Citation,
     Commit,
     DeliveryMode,
     End,
@@ -63,6 +65,8 @@ _NOT_PLAIN = re.compile(UNSAFE.pattern[:-1] + "\ud800-\udfff]")
 one is passed on unchanged by both."""
 _DELTA, _ANSWER, _UI = TextMode.DELTA, Visibility.ANSWER, Lane.UI
 """The common event's enum members, looked up once (an enum member's lookup on its class costs a call)."""
+_SHOWN_KINDS = (TextEvent, ToolResult, Phase, Status, Media, Citation)
+"""Event kinds that are for people: on the ``pipeline`` lane they are the parent loop's alone, never shown."""
 _AT_THE_END = (DeliveryMode.FINAL, DeliveryMode.PROGRESS)
 """Modes that show the answer, and so its media, only once committed."""
 FAILURE_NOTICE = "⚠️ Sorry, something went wrong and the answer could not be finished."
@@ -124,7 +128,14 @@ class RunStage:
         progress = policy.delivery is DeliveryMode.PROGRESS
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
         self._status_slot: Slot | None = None
-        self.agents = SubAgents(text=self.text, tools=tools, lane=lane, monitor=monitor, threads=threads)
+        self.agents = SubAgents(
+            text=self.text, tools=tools, lane=lane, monitor=monitor, threads=threads, fmt=policy.fmt
+        )
+        self.sources = SourceList()
+        """The root's sources (``citation`` events): listed after the committed answer (:func:`commit_point`)."""
+        self.sources_shown = 0
+        """:attr:`sources`' changes the last commit showed (a later change commits the same answer again at the end)."""
+        self.sources_changes = 0
         self.committed: str | None = None
         self.errors: list[str] = []
         self.ended: End | None = None
@@ -169,7 +180,7 @@ class RunStage:
 
     def _handle(self, event: Event) -> None:
         """:meth:`handle` for any event."""
-        if event.lane is Lane.PIPELINE and isinstance(event, TextEvent | ToolResult | Phase | Status | Media):
+        if event.lane is Lane.PIPELINE and isinstance(event, _SHOWN_KINDS):
             return  # meant for the parent loop only (from any agent): never shown
         event = safe_event(event)  # THE point where text enters what people see (chats and watchers alike)
         self.monitor.progress(event)
@@ -178,7 +189,7 @@ class RunStage:
         elif event.source is not None:
             if self.agents.handle(event):
                 self._refresh_status()
-        elif isinstance(event, TextEvent | Media):
+        elif isinstance(event, TextEvent | Media | Citation):
             self._on_content(event)
         elif isinstance(event, ToolResult | Phase | Status):
             self._on_progress(event)
@@ -231,8 +242,12 @@ class RunStage:
             self.board.note(event.text)
         self._refresh_status()
 
-    def _on_content(self, event: TextEvent | Media) -> None:
-        """The root's answer content: text, or a media item between its text."""
+    def _on_content(self, event: TextEvent | Media | Citation) -> None:
+        """The root's answer content: text, a media item between its text, or a source (listed after the answer)."""
+        if isinstance(event, Citation):
+            if self.sources.add(event.url, event.title):
+                self.sources_changes += 1
+            return
         if isinstance(event, Media):
             self._on_media(event)
             return
@@ -324,8 +339,8 @@ class RunStage:
             final = self._final_of(end.final_text) if end.final_text is not None else self.committed
             if final is None:
                 final = self._answer_text()
-            if final != self.committed:
-                commit_point(self, final)
+            if final != self.committed or self.sources_changes != self.sources_shown:
+                commit_point(self, final)  # again when sources came after the commit: they are part of the final
         if self.reasoning is not None:
             self.reasoning.finish()
         cancelled = end.status is EndStatus.CANCELLED
@@ -370,14 +385,18 @@ def commit_point(run: RunStage, text: str) -> None:
     Called by a ``commit`` event, or by ``end`` with status ``ok`` (no verifier is configured, so the end
     itself is the check; an ``end`` whose ``final_text`` differs from the committed text commits it
     again, since ``final_text`` is authoritative). Before it, progress mode shows no answer text at all;
-    after it, later drafts are ignored and finalization shows exactly the committed text, once. The first
+    after it, later drafts are ignored and finalization shows exactly the committed text, once, followed by the run's
+    sources as links (:func:`core.delivery.sources.with_sources`; sources that arrive after a ``commit`` are added at
+    the ``end``). The first
     commit puts a ``commit`` unit on the pipeline lane: from then on the action gate lets compensable and
     irreversible tool calls of this run go (:mod:`core.lanes.gate`).
     """
     first = run.committed is None
     run.committed = text
-    run.mode.finalize(text)
+    shown = with_sources(text, run.sources, run.policy.fmt)  # the run's sources as links after the answer, once
+    run.sources_shown = run.sources_changes
+    run.mode.finalize(shown)
     if first:
         run.lane.commit()
         run.monitor.publish("decision", what="commit")
-    run.monitor.publish("answer", text=text, reset=True, final=True)
+    run.monitor.publish("answer", text=shown, reset=True, final=True)

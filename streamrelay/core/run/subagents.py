@@ -120,6 +120,9 @@ class Children:
         return [line for _, line in self.entries()]
 
 
-def message_unit(source: Source, status: EndStatus, text: str) -> ChildDone:
-    """What a child's ``end`` puts on the pipeline lane: its complete final message, or the fact it failed."""
-    return ChildDone(source, status, text)
+def message_unit(
+    source: Source, status: EndStatus, text: str, sources: tuple[tuple[str | None, str | None], ...] = ()
+) -> ChildDone:
+    """What a child's ``end`` puts on the pipeline lane: its complete final message with the ``(url, title)`` of the
+    sources it cited, or the fact it failed."""
+    return ChildDone(source, status, text, sources)

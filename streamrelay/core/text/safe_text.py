@@ -44,6 +44,7 @@ import re
 from typing import Any, TypeVar, cast
 
 from streamrelay.core.events import (
+    Citation,
     Commit,
     End,
     ErrorEvent,
@@ -101,6 +102,7 @@ _TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {
     End: ("final_text",),
     ErrorEvent: ("message",),
     Media: ("caption",),
+    Citation: ("title",),
 }
 """The fields of each event kind that people read. Not a tool call's name or arguments: those go to the parent
 loop on the pipeline lane as they came (the run stage sanitizes a tool's name where it shows it)."""
