@@ -91,7 +91,8 @@ class DryRunFacts:
 
     Attributes:
         mock: the mock server's class as ``"module:Class"`` (e.g. ``"streamrelay.mocks.telegram:MockTelegram"``);
-            the module also has ``serve_forever(host, port, rate_limits)``. A name, not an import: adapters never import mocks.
+            the module also has ``serve_forever(host, port, rate_limits)``. A name, not an import: adapters never
+            import mocks.
         default_port: the port ``streamrelay mock NAME`` listens on by default.
         token: a bot token shaped like the platform's (mocks check the shape; never a real secret).
         private: a one-to-one conversation (Telegram private chat, Slack DM, Discord channel).
