@@ -117,7 +117,8 @@ class Agent:
     ) -> None:
         self.plan = plan
         self.patience_s = patience_s
-        self._deadline = time.monotonic() + patience_s
+        self._deadline = services.up_clock() + patience_s
+        """When the agent gives up, on the services' up clock (seconds a sidecar answered)."""
         self._journal_refusals = 0
         self.services = services
         self.client = client
@@ -131,7 +132,7 @@ class Agent:
         is gone."""
         await self.services.any_up.wait()
         self.record.started_s = round(self.clock(), 3)
-        self._deadline = time.monotonic() + self.patience_s
+        self._deadline = self.services.up_clock() + self.patience_s
         try:
             await self._stream()
         except _Stopped:
@@ -167,7 +168,7 @@ class Agent:
     async def await_report(self) -> None:
         """Wait for the run's report to say done; a kill meanwhile is a decision point too (re-send, or gone)."""
         while True:
-            if time.monotonic() > self._deadline:
+            if self.services.up_clock() > self._deadline:
                 self.record.anomalies.append(f"the report did not say done within {self.patience_s:g} s")
                 self.record.gone = "gave up"
                 return
@@ -262,7 +263,7 @@ class Agent:
                 self._journal_refusals += 1
                 if self._journal_refusals == 1:
                     self.record.anomalies.append(f"503 (journal not written) at {t:.1f} s: {entry['answer']}"[:300])
-                if time.monotonic() > self._deadline:
+                if self.services.up_clock() > self._deadline:
                     raise _GaveUp(f"{self._journal_refusals} answers 503 (the journal could not be written)")
                 await asyncio.sleep(0.5)  # the lines are sent again
                 continue
@@ -275,7 +276,7 @@ class Agent:
         await asyncio.sleep(0.05)
         if sidecar.up.is_set() and sidecar.generation == generation and sidecar.proc.alive:
             self.record.anomalies.append(f"request failed with the sidecar up: {entry['error']}")
-            if time.monotonic() > self._deadline:
+            if self.services.up_clock() > self._deadline:
                 raise _GaveUp(entry["error"])
             await asyncio.sleep(0.5)
             return
@@ -322,15 +323,17 @@ class Agent:
 
 
 async def observe(
-    run: str, services: Services, client: httpx.AsyncClient, deadline: float
+    run: str, services: Services, client: httpx.AsyncClient, patience_s: float
 ) -> tuple[dict[str, Any] | None, float | None]:
     """Read ``run``'s report until it says done (a watcher's reads, not the agent's: it sends nothing), through
-    kills, until ``deadline`` (monotonic seconds); the last report and when it said done (monotonic)."""
+    kills, for ``patience_s`` seconds of a sidecar answering (:meth:`Services.up_clock`); the last report and when
+    it said done (monotonic)."""
     report: dict[str, Any] | None = None
     unknown_until: float | None = None
-    while time.monotonic() < deadline:
+    deadline = services.up_clock() + patience_s
+    while services.up_clock() < deadline:
         sidecar = await services.pick()
-        wait_s = max(0.0, min(REPORT_POLL_S, deadline - time.monotonic()))
+        wait_s = max(0.0, min(REPORT_POLL_S, deadline - services.up_clock()))
         try:
             answer = await client.get(
                 f"{sidecar.url}/v1/runs/{run}",

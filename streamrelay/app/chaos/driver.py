@@ -24,7 +24,7 @@ MOVING_S = 60.0
 """Replicas: how long a final report answered 503 (its partition changing owner) is asked again."""
 DRAIN_S = 300.0
 """After the last agent finished streaming, how long runs may take to be reported done (plus the idle timeout
-and the longest outage)."""
+and the longest outage), in seconds of a sidecar answering (:meth:`Services.up_clock`), as every patience here."""
 
 
 class Driver:
@@ -73,7 +73,7 @@ class Driver:
             pending = set(tasks)
             while pending:
                 _, pending = await asyncio.wait(pending, timeout=1.0)
-                if self._drain_deadline is not None and time.monotonic() > self._drain_deadline:
+                if self._drain_deadline is not None and self.services.up_clock() > self._drain_deadline:
                     break
             for task in pending:
                 task.cancel()
@@ -107,7 +107,7 @@ class Driver:
             if agent.record.gone is None:
                 await agent.await_report()
             if agent.record.gone in ("stream", "report", "closed"):
-                report, _ = await observe(plan.run, self.services, self.client, time.monotonic() + self._patience)
+                report, _ = await observe(plan.run, self.services, self.client, self._patience)
                 agent.record.report = report
         finally:
             if straggler is not None:
@@ -129,7 +129,9 @@ class Driver:
                 self.counters["streaming"] -= 1
                 self._streams_left -= 1
                 if self._streams_left == 0:
-                    self._drain_deadline = time.monotonic() + DRAIN_S + self.options.idle_s + self._longest_outage
+                    self._drain_deadline = (
+                        self.services.up_clock() + DRAIN_S + self.options.idle_s + self._longest_outage
+                    )
 
     async def _final_reports(self) -> dict[str, dict[str, Any] | None]:
         """Every run's report as the sidecar gives it now (after any restart: rebuilt from the ledger)."""

@@ -127,6 +127,9 @@ class Services:
         self.conversations: dict[str, str] = {}
         """``redis``: each run's conversation key (its partition tells which replica holds it)."""
         self.t0 = time.monotonic()
+        self._down_since: float | None = self.t0
+        """When the last sidecar stopped answering (monotonic seconds); None while one answers."""
+        self._down_total = 0.0
         self._rng = random.Random(f"chaos-replicas-{options.seed}")
         self._lock = asyncio.Lock()
         self._restarts: set[asyncio.Task[None]] = set()
@@ -206,6 +209,21 @@ class Services:
                 event.set()
             else:
                 event.clear()
+        now = time.monotonic()
+        if self.any_up.is_set() and self._down_since is not None:
+            self._down_total += now - self._down_since
+            self._down_since = None
+        elif not self.any_up.is_set() and self._down_since is None:
+            self._down_since = now
+
+    def up_clock(self) -> float:
+        """Seconds since the campaign began during which at least one sidecar answered. Patience is counted on
+        it: no run can be delivered while no sidecar runs, so a kill's outage and the restart (seconds on a loaded
+        machine) never eat a run's time to finish; a run is still judged unfinished when it had its full patience
+        of a running sidecar."""
+        now = time.monotonic()
+        down = self._down_total + (now - self._down_since if self._down_since is not None else 0.0)
+        return now - self.t0 - down
 
     def _down(self, sidecar: Sidecar) -> None:
         sidecar.up.clear()
