@@ -86,3 +86,34 @@ def test_float_rounding_of_the_refill_does_not_stall() -> None:
     # 3/s: after 1/3 s the refill gives 0.9999999999999998 tokens; the wait it asks for must move time
     bucket = TokenBucket(rate_per_s=3.0, burst=1)
     assert call_times(bucket, 6) == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0, 4 / 3, 5 / 3])
+
+
+def test_a_pause_grants_nothing_until_it_ends_then_the_rate() -> None:
+    # a 429 on a scope the budget counts: calls queued meanwhile go at the rate after it, not all at its end
+    bucket = TokenBucket(rate_per_s=2.0, burst=1)
+    bucket.take(0.0)
+    bucket.pause(10.0)
+    assert bucket.delay(3.0) == pytest.approx(7.0)  # refilled by then (at most the burst), held until the end
+    assert bucket.delay_for(3.0, 3.0) == pytest.approx(8.0)  # one token at its end (the burst), two more at 2/s
+    assert call_times(bucket, 3, start=3.0) == pytest.approx([10.0, 10.5, 11.0])
+
+
+def test_a_pause_shorter_than_the_one_set_changes_nothing() -> None:
+    bucket = TokenBucket(rate_per_s=1.0, burst=1)
+    bucket.pause(5.0)
+    bucket.pause(3.0)
+    assert bucket.delay(1.0) == pytest.approx(4.0)
+    assert call_times(bucket, 2, start=1.0) == pytest.approx([5.0, 6.0])
+
+
+def test_a_pause_shorter_than_the_refill_waits_for_the_refill() -> None:
+    bucket = TokenBucket(rate_per_s=0.5, burst=1)
+    bucket.take(0.0)
+    bucket.pause(1.0)
+    assert bucket.delay(0.0) == pytest.approx(2.0)
+
+
+def test_an_unlimited_bucket_is_never_paused() -> None:
+    bucket = TokenBucket(rate_per_s=0.0, burst=1)
+    bucket.pause(10.0)
+    assert bucket.delay(1.0) == 0.0

@@ -156,15 +156,16 @@ class FairQueue:
     def estimate(self, requester: Requester, *, final: bool) -> float:
         """Seconds a call of ``requester`` asked now would wait for its token (0.0: granted at once).
 
-        The wait is the caller's place in the fair order divided by the rate (an estimate: waiters that come or
-        leave meanwhile move it), never less than the bucket's own wait for its next token.
+        The wait is the caller's place in the fair order divided by the rate, after the bucket's pause if any (an
+        estimate: waiters that come or leave meanwhile move it), never less than the bucket's own wait for its next
+        token.
         """
         now = self._clock.now()
         delay = self.bucket.delay(now)
         if self.waiting == 0 or self.bucket.rate_per_s <= 0:
             return delay
         place = self._finals.place(requester) if final else self._finals.size + self._previews.place(requester)
-        return max(delay, (place + 1 - self.bucket.available(now)) / self.bucket.rate_per_s)
+        return max(delay, self.bucket.delay_for(place + 1, now))
 
     def try_take(self, requester: Requester, *, final: bool) -> float:
         """Spend a token at once when nobody waits and one is there (:meth:`acquire`'s fast path): 0.0; else the

@@ -90,6 +90,8 @@ class TokenBucket:
     ``rate_per_s <= 0`` means unlimited. The bucket starts full at the first ``delay`` or ``take``.
     ``finals_waiting`` counts finals queued on this bucket: a preview (``final=False``) leaves them the
     tokens, so when the budget is short the final answer goes before other runs' preview edits.
+    ``pause(until)`` (a 429 on a scope the bucket counts): no token is granted before ``until``, so calls queued
+    meanwhile go at the rate afterwards, not all at once.
 
     Raises:
         ValueError: a limited bucket (``rate_per_s > 0``) with ``burst < 1`` could never hold the one
@@ -102,6 +104,7 @@ class TokenBucket:
     finals_waiting: int = field(default=0, init=False)
     _tokens: float = field(default=0.0, init=False, repr=False)
     _at: float | None = field(default=None, init=False, repr=False)
+    _paused_until: float = field(default=0.0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.rate_per_s > 0 and self.burst < 1:
@@ -117,13 +120,27 @@ class TokenBucket:
     def delay(self, now: float, *, final: bool = True) -> float:
         """Seconds to wait until one token is available (0.0 when available now). A preview
         (``final=False``) also waits for the tokens that queued finals need."""
+        return self.delay_for(1.0 if final else 1.0 + self.finals_waiting, now)
+
+    def delay_for(self, tokens: float, now: float) -> float:
+        """Seconds until ``tokens`` tokens are stored and no :meth:`pause` holds them (0.0 when now)."""
         if self.rate_per_s <= 0:
             return 0.0
         self._refill(now)
-        needed = 1.0 if final else 1.0 + self.finals_waiting
-        if self._tokens >= needed - _EPSILON_TOKENS:
-            return 0.0
-        return (needed - self._tokens) / self.rate_per_s
+        paused_s = max(0.0, self._paused_until - now)
+        if paused_s == 0.0:
+            if self._tokens >= tokens - _EPSILON_TOKENS:
+                return 0.0
+            return (tokens - self._tokens) / self.rate_per_s
+        stored_then = min(self.burst, self._tokens + paused_s * self.rate_per_s)  # at the pause's end
+        return paused_s + max(0.0, tokens - stored_then) / self.rate_per_s
+
+    def pause(self, until: float) -> None:
+        """Grant no token before ``until`` (clock seconds); the refill goes on, at most ``burst`` stored. For a 429
+        whose scope covers this budget's calls (a Slack method's tier per workspace,
+        https://docs.slack.dev/apis/web-api/rate-limits; Discord's global limit): the calls queued meanwhile then go
+        at the rate, as the platform's count frees, not all at the pause's end. A longer pause already set stays."""
+        self._paused_until = max(self._paused_until, until)
 
     def take(self, now: float) -> None:
         """Spend one token (call after :meth:`delay` returned 0)."""

@@ -329,6 +329,17 @@ class SendChain:
                 await self._pause(result.error, kind)
             return result
 
+    @staticmethod
+    def _pause_fair(queues: Sequence[FairQueue], until: float) -> None:
+        """A 429 on the bot's scope or a method's: the bot's budgets it covers grant nothing until ``until``.
+
+        Their queues would else go on granting turns at the budget's rate through the pause, each conversation
+        would keep its turn for the pause's end (:meth:`grant`), and they would all call at that moment: Slack
+        counts chat.update per workspace over a minute (https://docs.slack.dev/apis/web-api/rate-limits), so a
+        pause of P seconds sent P x rate edits at once on top of a full minute's pace, and earned a longer 429."""
+        for queue in queues:
+            queue.bucket.pause(until)
+
     async def _wait_paused(self, kind: CallKind) -> None:
         while (wait := max(self.pause_remaining(), self._pauses.remaining(kind, self._clock.now()))) > 0:
             await self._clock.sleep(wait)
@@ -350,8 +361,10 @@ class SendChain:
         until = self._clock.now() + exc.retry_after_s
         if exc.scope is RateScope.BOT:
             self._pauses.pause_bot(until)
+            self._pause_fair(self._fair, until)
         elif exc.scope is RateScope.METHOD:
             self._pauses.pause_kind(kind, until)
+            self._pause_fair(self._fair_for(kind), until)
         else:
             self.paused_until = max(self.paused_until, until)
             self._pauses_begun += 1
