@@ -13,11 +13,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pydantic import SecretStr
 
 from streamrelay.core.budgets.rate import MESSAGE_CALLS, Budget, BudgetScope
-from streamrelay.core.ports import CallKind, ChannelAdapter
+from streamrelay.core.ports import NO_MARKUP, CallKind, ChannelAdapter, MarkupPermissions
 from streamrelay.core.units import LengthUnit
 
 
@@ -67,18 +68,41 @@ class PlatformSpec:
     live_text: bool = False
 
 
-AdapterFactory = Callable[[SecretStr, str | None, float, int], ChannelAdapter]
-"""Builds a channel's adapter from ``(token, api_base or None, send_timeout_s, max_units)``; imports the SDK when
-called, never before."""
+class AdapterFactory(Protocol):
+    """Builds a channel's adapter from ``(token, api_base or None, send_timeout_s, max_units)`` and the mentions and
+    links its agents' text may keep (``markup``, default none); imports the SDK when called, never before."""
+
+    def __call__(
+        self,
+        token: SecretStr,
+        base_url: str | None,
+        send_timeout_s: float,
+        max_units: int,
+        /,
+        *,
+        markup: MarkupPermissions = ...,
+    ) -> ChannelAdapter: ...
 
 
 def sdk_adapter(module: str, cls: str) -> AdapterFactory:
     """An :data:`AdapterFactory` of ``module.cls``, an adapter class taking ``(token, *, base_url, send_timeout_s,
-    max_units)``: the module, and with it the SDK, is imported at the first adapter built."""
+    max_units, markup)``: the module, and with it the SDK, is imported at the first adapter built."""
 
-    def build(token: SecretStr, base_url: str | None, send_timeout_s: float, max_units: int) -> ChannelAdapter:
+    def build(
+        token: SecretStr,
+        base_url: str | None,
+        send_timeout_s: float,
+        max_units: int,
+        /,
+        *,
+        markup: MarkupPermissions = NO_MARKUP,
+    ) -> ChannelAdapter:
         adapter: ChannelAdapter = getattr(importlib.import_module(module), cls)(
-            token.get_secret_value(), base_url=base_url, send_timeout_s=send_timeout_s, max_units=max_units
+            token.get_secret_value(),
+            base_url=base_url,
+            send_timeout_s=send_timeout_s,
+            max_units=max_units,
+            markup=markup,
         )
         return adapter
 

@@ -55,7 +55,8 @@ def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> Chann
     if channel.platform not in REGISTRY:
         raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
     build = REGISTRY[channel.platform].build
-    return build(token, channel.api_base or None, channel.send_timeout_ms / 1000, channel.policy(name).max_units)
+    max_units = channel.policy(name).max_units
+    return build(token, channel.api_base or None, channel.send_timeout_ms / 1000, max_units, markup=channel.markup())
 
 
 def make_runtime(
@@ -230,6 +231,8 @@ class Sidecar:
         self.metrics.watch_active_runs(self.health.active_runs)
         self.metrics.ready.set_function(lambda: 1.0 if self.health.state is ServiceState.READY else 0.0)
         self.guards = connection_guards(connections, self.metrics, ops=ops_port is not None)
+        # A request with a client's token is never refused for idle connections (adapters/ingest_http/connections.py)
+        self.guards["ingest"].vouch = lambda header: self.callers.identify(header) is not None
         probes = probe_routes(self.health, self.metrics, metrics_token=metrics_token)
         app = create_app(
             relay,

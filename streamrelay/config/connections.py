@@ -32,11 +32,14 @@ class ConnectionSettings(BaseModel):
     """Seconds an idle keep-alive connection (between two requests) stays open. Keep it longer than the clients'
     own pool expiry (httpx: 5 s) so a client never reuses a connection the sidecar is closing."""
     max_connections: int = Field(default=2048, ge=1, le=1_000_000)
-    """Open connections from all peers together; one more is refused with a 503. Clamped at start below the
+    """Open connections from all peers together; one more is refused with a 503 (unless its request carries a client's
+    token and an idle connection can be closed, as for ``max_connections_per_peer``). Clamped at start below the
     process's open-file limit (with a warning), which the service first raises to its hard limit."""
     max_connections_per_peer: int = Field(default=512, ge=1, le=1_000_000)
-    """Open connections from one client IP address; one more is refused with a 503. Generous by default: the bot
-    (one long POST per live run), the other replicas and a reverse proxy in front of live pages may share one IP.
-    Above ``max_connections`` it has no effect."""
+    """Open connections from one client IP address; one more is refused with a 503, unless its first request carries
+    a configured client's bearer token: then the idlest connection not inside a request is closed to make room
+    (:mod:`adapters.ingest_http.connections`), so idle or unauthenticated connections never deny a client. Generous by
+    default: the bot (one long POST per live run), the other replicas and a reverse proxy in front of live pages may
+    share one IP. Above ``max_connections`` it has no effect."""
     max_header_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
     """Bytes of request line and headers while unfinished (httptools and h11 alike); larger: 400 and closed."""

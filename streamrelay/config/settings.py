@@ -30,7 +30,7 @@ from streamrelay.core.errors import ConfigError
 from streamrelay.core.events import DeliveryMode
 from streamrelay.core.ingest.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
 from streamrelay.core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
-from streamrelay.core.ports import TextFormat
+from streamrelay.core.ports import MarkupPermissions, TextFormat
 from streamrelay.core.text.coalescer import CoalesceParams
 
 DEFAULT_CONFIG = Path(__file__).with_name("channels.toml")
@@ -57,6 +57,12 @@ class ChannelSettings(Strict):
     stop_button: bool = False
     """A Stop control on a run's live message (core/run/stop_controls.py); the bot forwards its clicks to the
     sidecar."""
+    allow_mentions: bool = False
+    """Agent text may notify people: Slack ``<!channel>``, ``<!here>``, ``<@U…>``; Discord ``@everyone``, users,
+    roles; Telegram ``tg://user?id=`` links. Off: rendered inert (:class:`core.ports.MarkupPermissions`)."""
+    allow_platform_links: bool = False
+    """Agent text may use the platform's own link forms: Slack ``<url|label>``, Telegram ``tg://`` links. Off: shown
+    as text (Markdown links to http(s) URLs are always links)."""
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: dict[str, BudgetSettings] = Field(default_factory=dict)
@@ -129,6 +135,11 @@ class ChannelSettings(Strict):
             delta_replay_guard=self.delta_replay_guard,
             stop_button=self.stop_button,
         )
+
+    def markup(self) -> MarkupPermissions:
+        """The mentions and links this channel's adapter lets agent text keep (``allow_mentions``,
+        ``allow_platform_links``)."""
+        return MarkupPermissions(mentions=self.allow_mentions, platform_links=self.allow_platform_links)
 
     def with_values(self, name: str, **values: Any) -> ChannelSettings:
         """This channel with ``values`` changed, validated like the file (a copy would skip the checks).

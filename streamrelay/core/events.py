@@ -31,7 +31,7 @@ from pydantic import (
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.json_types import JsonObject
-from streamrelay.core.media import MediaItem, MediaKind, check_caption, check_media_url
+from streamrelay.core.media import CredentialsInUrlError, MediaItem, MediaKind, check_caption, check_media_url
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -435,8 +435,9 @@ def parse_event(data: Any) -> Event:
         The typed event.
 
     Raises:
-        IngestError: the value is not an object, its ``kind`` is unknown, or a field is wrong; the
-            message names the field and what was expected.
+        IngestError: the value is not an object, its ``kind`` is unknown, or a field is wrong (400); the
+            message names the field and what was expected. A media URL with credentials is 422
+            (:class:`core.media.CredentialsInUrlError`).
     """
     if not isinstance(data, dict):
         raise IngestError(f"an event must be a JSON object, got {type(data).__name__}")
@@ -449,7 +450,8 @@ def parse_event(data: Any) -> Event:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'][1:]) or 'event'}: {err['msg']}" for err in exc.errors()
         )
-        raise IngestError(f"bad {kind!r} event: {problems}") from None
+        refused = any(isinstance(err.get("ctx", {}).get("error"), CredentialsInUrlError) for err in exc.errors())
+        raise IngestError(f"bad {kind!r} event: {problems}", status=422 if refused else 400) from None
 
 
 def event_to_json(event: Event) -> JsonObject:

@@ -15,8 +15,14 @@ Rules checked at ingest (:mod:`core.events`), with the platforms they come from:
   fetches a file "by URL", https://core.telegram.org/bots/api#sending-files; a Slack image block's ``image_url`` is
   at most 3000 characters, https://docs.slack.dev/reference/block-kit/blocks/image-block; a Discord embed's
   ``url``/``image.url`` must be http(s), https://discord.com/developers/docs/resources/message#embed-object).
-- ``caption``: at most :data:`MAX_CAPTION_CHARS` characters (Telegram: 0-1024 characters after entity parsing,
-  https://core.telegram.org/bots/api#sendphoto, the strictest of the platforms).
+- ``url`` never carries credentials: a user name or password before its host (``https://user:secret@host/…``,
+  ``https://token@host/…``) is refused (a 422 whose message does not repeat the URL), since the URL would reach the
+  chat, the ledger, the logs and the live page as it is. Link a URL that needs none (public, or pre-signed: a
+  signature in the query is the platform's to fetch with, never shown as a password).
+- ``caption``: at most :data:`MAX_CAPTION_CHARS` UTF-16 units (Telegram: 0-1024 characters after entity parsing,
+  https://core.telegram.org/bots/api#sendphoto, the strictest of the platforms). Counted like message text, in UTF-16
+  units (an emoji past U+FFFF is 2), so a caption that passes fits whichever way a platform counts; its Markdown
+  markup only adds to it here (Telegram counts after entity parsing, and the Telegram adapter checks that again).
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 MAX_CAPTION_CHARS = 1024
-"""The longest caption, in characters: Telegram's caption limit (https://core.telegram.org/bots/api#sendphoto)."""
+"""The longest caption, in UTF-16 units: Telegram's caption limit (https://core.telegram.org/bots/api#sendphoto: 0-1024
+characters after entity parsing), counted like message text."""
 MAX_URL_CHARS = 2048
 """The longest media URL, in characters (inside Slack's 3000 of an image block's ``image_url``)."""
 _NO_SPACE = re.compile(r"\S+")
@@ -37,6 +44,24 @@ not among its reserved and unreserved characters): controls, ``<`` ``>`` ``"`` `
 ``^`` and the backtick. Taken as they are, ``>`` and ``|`` end a Slack link early (``<url|label>``,
 https://docs.slack.dev/messaging/formatting-message-text#linking-urls): ``https://x/a><!channel>`` would ping the
 channel."""
+
+
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:/*[^/?#@]*@")
+"""A URL whose authority holds a userinfo part (RFC 3986 §3.2.1: ``user:password@``; its use is deprecated there)."""
+CREDENTIALS_REFUSED = (
+    "the URL carries credentials before its host (user:password@): they would reach the chat, the logs and the live "
+    "page; link a URL that needs none (public, or pre-signed in its query)"
+)
+"""The refusal's message: it never repeats the URL (nor its password)."""
+
+
+class CredentialsInUrlError(ValueError):
+    """A media URL holds credentials (:data:`CREDENTIALS_REFUSED`): at ingest a 422 (well-formed, refused)."""
+
+
+def has_credentials(url: str) -> bool:
+    """``url`` holds a user name or password before its host (``scheme://user:secret@host``)."""
+    return _USERINFO.match(url) is not None
 
 
 class MediaKind(enum.StrEnum):
@@ -54,8 +79,11 @@ def check_media_url(url: str) -> str:
     character a URL must percent-encode (:data:`_NOT_IN_URL`), of at most :data:`MAX_URL_CHARS` characters.
 
     Raises:
-        ValueError: what is wrong and what to send instead.
+        ValueError: what is wrong and what to send instead; a URL with credentials (:func:`has_credentials`) is
+            refused first, as :class:`CredentialsInUrlError`, whose message never repeats the URL.
     """
+    if has_credentials(url):
+        raise CredentialsInUrlError(CREDENTIALS_REFUSED)
     if len(url) > MAX_URL_CHARS:
         raise ValueError(f"the URL has {len(url)} characters, at most {MAX_URL_CHARS} are taken: link a shorter one")
     if not _NO_SPACE.fullmatch(url):
@@ -75,15 +103,17 @@ def check_media_url(url: str) -> str:
 
 
 def check_caption(caption: str) -> str:
-    """``caption`` unchanged when it has at most :data:`MAX_CAPTION_CHARS` characters.
+    """``caption`` unchanged when it has at most :data:`MAX_CAPTION_CHARS` UTF-16 units.
 
     Raises:
         ValueError: it is longer (the message gives both lengths and the source of the limit).
     """
-    if len(caption) > MAX_CAPTION_CHARS:
+    units = len(caption) if caption.isascii() else len(caption.encode("utf-16-le", "surrogatepass")) // 2
+    if units > MAX_CAPTION_CHARS:
         raise ValueError(
-            f"the caption has {len(caption)} characters, at most {MAX_CAPTION_CHARS} are taken (Telegram's caption "
-            "limit, https://core.telegram.org/bots/api#sendphoto): shorten it or send the rest as text"
+            f"the caption has {units} UTF-16 units, at most {MAX_CAPTION_CHARS} are taken (Telegram's caption limit, "
+            "https://core.telegram.org/bots/api#sendphoto, counted like message text): shorten it or send the rest "
+            "as text"
         )
     return caption
 

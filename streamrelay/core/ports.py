@@ -29,6 +29,28 @@ class TextFormat(enum.StrEnum):
     STRIPPED = "stripped"
 
 
+@dataclass(frozen=True, slots=True)
+class MarkupPermissions:
+    """What an agent's text may do on a channel besides being read, per channel (``allow_mentions``,
+    ``allow_platform_links`` in its TOML table); both off by default: the adapters render mentions and the
+    platform's own link syntax inert (docs/clients-security.md, "Text from agents").
+
+    Attributes:
+        mentions: mentions notify: Slack ``<!channel>``, ``<!here>``, ``<!everyone>``, ``<@U…>``, ``<#C…>``,
+            ``<!subteam^…>``; Discord ``@everyone``, ``@here``, users and roles (``allowed_mentions``); Telegram
+            ``tg://user?id=`` links.
+        platform_links: the platform's own link forms: Slack ``<url|label>``; Telegram ``tg://`` links other than
+            a user's. Markdown links to http(s) URLs are formatting and always shown; other schemes never are.
+    """
+
+    mentions: bool = False
+    platform_links: bool = False
+
+
+NO_MARKUP = MarkupPermissions()
+"""Neither mentions nor platform links: every channel's default."""
+
+
 class ChannelAdapter(Protocol):
     """One platform connection (one bot). All calls are single attempts: no retries inside.
 

@@ -38,10 +38,22 @@ from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perf
 from streamrelay.core.errors import PermanentDeliveryError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
-from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
+from streamrelay.core.ports import (
+    NO_MARKUP,
+    MarkupPermissions,
+    PendingSend,
+    Settlement,
+    SettleOutcome,
+    StopControl,
+    TextFormat,
+)
 from streamrelay.core.units import LengthUnit
 
 NO_MENTIONS = discord.AllowedMentions.none()
+"""``allowed_mentions`` ``{"parse": [], "replied_user": false}``: an ``@everyone``, ``<@id>`` or ``<@&role>`` in agent
+text notifies no one (https://discord.com/developers/docs/resources/message#allowed-mentions-object)."""
+ALL_MENTIONS = discord.AllowedMentions(everyone=True, users=True, roles=True, replied_user=False)
+"""``allowed_mentions`` ``parse: ["everyone", "users", "roles"]``: for a channel with ``allow_mentions = true``."""
 """Sent with every message and edit: model output never pings @everyone, a role or a user."""
 MAX_THREAD_NAME_CHARS = 100
 """Thread names are 1-100 characters (https://discord.com/developers/docs/resources/channel#start-thread-from-message)."""
@@ -75,6 +87,7 @@ class DiscordAdapter:
         token, base_url, send_timeout_s: as :class:`adapters.discord.connection.DiscordConnection`.
         max_units: text limit of one message in UTF-16 code units. Discord allows 2000 characters; counting
             UTF-16 units is the safe side (an emoji beyond the BMP counts 2).
+        markup: the mentions the channel lets agent text make (default: none; ``allowed_mentions``).
 
     Raises:
         ConfigError: the token is malformed, or another open adapter in this process uses another base URL.
@@ -98,7 +111,11 @@ class DiscordAdapter:
         base_url: str | None = None,
         send_timeout_s: float = 10.0,
         max_units: int = 2000,
+        markup: MarkupPermissions = NO_MARKUP,
     ) -> None:
+        self.markup = markup
+        self._mentions = ALL_MENTIONS if markup.mentions else NO_MENTIONS
+        """``allowed_mentions`` of every create and edit: parse none unless the channel allows mentions."""
         self._conn = DiscordConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
         self.max_units = max_units
         self.render: RenderCache[Rendered] = RenderCache(functools.partial(render, max_units=max_units))
@@ -152,10 +169,10 @@ class DiscordAdapter:
 
         ``target.thread_id`` is the channel written to (a thread is a channel); ``target.reply_to`` becomes a
         ``message_reference`` with ``fail_if_not_exists=False`` (a deleted reply target does not lose the
-        answer). ``allowed_mentions`` is always "none". ``delivery_id`` (at most 25 characters) is sent as the
-        message ``nonce`` with ``enforce_nonce: true`` (discord.py's ``Messageable.send(nonce=...)`` always adds
-        ``enforce_nonce``; without a ``delivery_id`` it sends a random nonce), so the same create again within a
-        few minutes returns the stored message instead of a second one
+        answer). ``allowed_mentions`` parses none (unless the channel allows mentions). ``delivery_id`` (at most 25
+        characters) is sent as the message ``nonce`` with ``enforce_nonce: true`` (discord.py's
+        ``Messageable.send(nonce=...)`` always adds ``enforce_nonce``; without a ``delivery_id`` it sends a random
+        nonce), so the same create again within a few minutes returns the stored message instead of a second one
         (https://discord.com/developers/docs/resources/message#create-message): :meth:`settle_send`.
 
         Raises:
@@ -256,9 +273,9 @@ class DiscordAdapter:
             channel = client.get_partial_messageable(channel_id)
             try:
                 if reference is None:
-                    return await channel.send(content=content, allowed_mentions=NO_MENTIONS, nonce=nonce, **extra)
+                    return await channel.send(content=content, allowed_mentions=self._mentions, nonce=nonce, **extra)
                 return await channel.send(
-                    content=content, allowed_mentions=NO_MENTIONS, reference=reference, nonce=nonce, **extra
+                    content=content, allowed_mentions=self._mentions, reference=reference, nonce=nonce, **extra
                 )
             except discord.NotFound as exc:
                 if deleted_ok and exc.code == UNKNOWN_MESSAGE:
@@ -283,7 +300,7 @@ class DiscordAdapter:
 
         async def edit(client: discord.Client) -> discord.Message:
             message = client.get_partial_messageable(channel_id).get_partial_message(mid)
-            return await message.edit(content=content, allowed_mentions=NO_MENTIONS)
+            return await message.edit(content=content, allowed_mentions=self._mentions)
 
         await self._conn.call("editMessage", target, channel_id, edit)
         return True

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from streamrelay.adapters.discord._sdk import discord
 from streamrelay.adapters.discord.markdown import discord_markdown
+from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.markdown_strip import strip_markdown
 from streamrelay.core.media import MediaItem, MediaKind
 from streamrelay.core.ports import TextFormat
@@ -27,7 +28,7 @@ ICONS = {MediaKind.FILE: "📎", MediaKind.AUDIO: "🎵", MediaKind.VIDEO: "🎬
 
 def media_embed(media: MediaItem, fmt: TextFormat) -> discord.Embed:
     """The embed that shows ``media`` (module docstring); the caption rendered like a message's text in ``fmt``."""
-    caption = media.caption or None
+    caption = strip_invisible(media.caption or "") or None
     if caption is not None and fmt is TextFormat.STRIPPED:
         caption = strip_markdown(caption)
     elif caption is not None and fmt is TextFormat.MARKDOWN:

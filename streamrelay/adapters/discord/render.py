@@ -5,7 +5,8 @@
 breaks, tables) is rewritten (:func:`adapters.discord.markdown.discord_markdown`), unless that would take the content
 past the message limit (then it goes as typed: never refused for its length). ``stripped`` is the text with its markup
 removed (:func:`adapters.markdown_strip.strip_markdown`: a link keeps its target after its text, ``text (url)``,
-since plain text hides nothing).
+since plain text hides nothing). Invisible characters are removed first, in every format
+(:func:`adapters.invisible.strip_invisible`); mentions are made inert by the adapter's ``allowed_mentions``, not here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamrelay.adapters.discord.markdown import discord_markdown
+from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.markdown_strip import strip_markdown
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.units import LengthUnit, text_units
@@ -37,6 +39,7 @@ def render(text: str, fmt: TextFormat, max_units: int | None = None) -> Rendered
         fmt: ``plain``, ``markdown`` or ``stripped``.
         max_units: the message limit in UTF-16 units: a Markdown rewrite past it is not used (None: no limit).
     """
+    text = strip_invisible(text)
     if fmt is TextFormat.STRIPPED:
         content = strip_markdown(text)
         return Rendered(content, text_units(content, LengthUnit.UTF16))

@@ -13,6 +13,20 @@ h11), asks one :class:`ConnectionGuard` per listener:
   (the app has not taken what came), silence is the service's, not the client's: the timer starts again;
 - an idle keep-alive connection is closed after ``keepalive_timeout_s`` (uvicorn's own timer, set to it).
 
+Idle connections never deny a client with a valid token (issue 25: a sidecar on loopback sees every client, and any
+local process, as one IP, so a cap per IP alone let 600 idle sockets refuse the bot). When the guard has a
+``vouch`` (the ingest listener: a bearer token of a configured client), a connection past a cap is not refused at
+once but kept on probation (:data:`PROBATION_S`, uncounted): if its first request head arrives and carries a valid
+token, the guard evicts one connection that is not inside a request, to make room, and admits it; otherwise (no head
+in time, no or a wrong token, nothing to evict) it gets the same fixed 503 as before. Who is evicted, in this order,
+oldest first within each: a connection that has sent no byte; one still sending the head of its first request
+(slowloris); an idle keep-alive connection between two requests. A connection inside a request (a live run's POST,
+a watcher's stream) is never evicted, so a client's work is never cut for another's; evictions are closed without an
+answer (a server may close an idle connection at any time, RFC 9112 §9.5) and counted as ``idle_evicted``. So an
+unauthenticated or idle connection can no longer hold a slot a client needs; a client's own busy connections are
+still capped per address (``max_connections_per_peer``) and in all (``max_connections``), and its runs per client
+(``clients.NAME``).
+
 Every refusal and cut is counted (the :class:`ConnectionObserver`, the service's metrics) and logged rate-limited:
 the first of a quiet period at once, then one summary line per ``log_period_s`` with the counts by reason (logger
 ``streamrelay.connections``, WARNING). :mod:`adapters.ingest_http.noise` keeps uvicorn's and asyncio's own lines
@@ -26,6 +40,7 @@ import enum
 import json
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,7 +50,24 @@ LOG_PERIOD_S = 10.0
 MAX_PEERS_TRACKED = 1000
 """At most this many distinct peers are counted per log period (the rest count as ``other peers``)."""
 
+PROBATION_S = 1.0
+"""Seconds a connection past a cap has to send a request head with a valid token (then it is admitted by evicting an
+idle connection) before it gets the fixed 503 (a client sends its head right after it connects)."""
+
 _log = logging.getLogger("streamrelay.connections")
+
+
+class Evictable(Protocol):
+    """An admitted connection the guard may close to make room (a ``GuardedConnection`` of the protocols module)."""
+
+    def idle_rank(self) -> int | None:
+        """0: no byte received yet; 1: the head of its first request still coming; 2: idle between two requests (or
+        the next head coming); None: inside a request (never evicted)."""
+        ...
+
+    def evict(self) -> None:
+        """Close the connection now, without an answer (the guard has already stopped counting it)."""
+        ...
 
 
 class CloseReason(enum.StrEnum):
@@ -45,10 +77,14 @@ class CloseReason(enum.StrEnum):
     MAX_CONNECTIONS_PER_PEER = "max_connections_per_peer"
     HEADER_TIMEOUT = "header_timeout"
     BODY_IDLE_TIMEOUT = "body_idle_timeout"
+    IDLE_EVICTED = "idle_evicted"
+    """Closed to make room for a request with a valid token (module docstring)."""
 
     @property
     def setting(self) -> str:
         """The ``[service.connections]`` key that governs it, e.g. ``service.connections.header_timeout_s``."""
+        if self is CloseReason.IDLE_EVICTED:
+            return "service.connections.max_connections(_per_peer)"
         suffix = "_s" if self in (CloseReason.HEADER_TIMEOUT, CloseReason.BODY_IDLE_TIMEOUT) else ""
         return f"service.connections.{self.value}{suffix}"
 
@@ -134,6 +170,9 @@ class ConnectionGuard:
         listener: its name in log lines and metrics (``ingest``, ``ops``).
         observer: told of every refusal and cut (None: nobody).
         log_period_s: seconds between two summary lines.
+        vouch: whether an ``Authorization`` header value carries a valid client token; set, a connection past a cap
+            gets :data:`PROBATION_S` to prove it and is then admitted by evicting an idle one (module docstring).
+            None: refused at once.
     """
 
     def __init__(
@@ -143,8 +182,14 @@ class ConnectionGuard:
         listener: str = "ingest",
         observer: ConnectionObserver | None = None,
         log_period_s: float = LOG_PERIOD_S,
+        vouch: Callable[[str], bool] | None = None,
     ) -> None:
         self.limits = limits
+        self.vouch = vouch
+        self.on_probation = 0
+        """Connections past a cap waiting for their first request head (:data:`PROBATION_S`)."""
+        self._conns: dict[str, dict[Evictable, None]] = {}
+        """Each peer's admitted connections that registered (:meth:`track`), oldest first."""
         self.listener = listener
         self.observer = observer
         self.log_period_s = log_period_s
@@ -173,8 +218,51 @@ class ConnectionGuard:
         self.per_peer[peer] = held + 1
         return None
 
-    def release(self, peer: str) -> None:
-        """An admitted connection from ``peer`` is gone."""
+    def track(self, peer: str, conn: Evictable) -> None:
+        """Remember an admitted connection of ``peer`` as a candidate for :meth:`make_room` (until :meth:`release`)."""
+        self._conns.setdefault(peer, {})[conn] = None
+
+    def probation_full(self) -> bool:
+        """No more connections may wait on probation (as many as ``max_connections``: each holds a socket)."""
+        return self.on_probation >= self.limits.max_connections
+
+    def admit_vouched(self, peer: str) -> CloseReason | None:
+        """Admit a connection from ``peer`` whose request carries a valid token: past a cap, first evict one idle
+        connection of that peer (``max_connections_per_peer``) or of any peer (``max_connections``); the cap it
+        still hits when nothing can be evicted, else None (counted: admitted)."""
+        for _ in range(2):  # at most one eviction per cap
+            refused = self.admit(peer)
+            if refused is None:
+                return None
+            if not self._evict_one(peer if refused is CloseReason.MAX_CONNECTIONS_PER_PEER else None):
+                return refused
+        return self.admit(peer)
+
+    def _evict_one(self, peer: str | None) -> bool:
+        """Evict the idlest connection of ``peer`` (None: of any peer), the oldest of its rank
+        (:meth:`Evictable.idle_rank`); False when none is idle. O(connections): only past a cap."""
+        best: tuple[int, int, str, Evictable] | None = None
+        for conn_peer in [peer] if peer is not None else list(self._conns):
+            for age, conn in enumerate(self._conns.get(conn_peer, {})):
+                rank = conn.idle_rank()
+                if rank is not None and (best is None or (rank, age) < (best[0], best[1])):
+                    best = (rank, age, conn_peer, conn)
+        if best is None:
+            return False
+        _, _, victim_peer, victim = best
+        self.release(victim_peer, victim)
+        victim.evict()
+        self.note(CloseReason.IDLE_EVICTED, victim_peer)
+        return True
+
+    def release(self, peer: str, conn: Evictable | None = None) -> None:
+        """An admitted connection from ``peer`` (``conn``, when it was tracked) is gone."""
+        if conn is not None:
+            conns = self._conns.get(peer)
+            if conns is not None:
+                conns.pop(conn, None)
+                if not conns:
+                    del self._conns[peer]
         self.open = max(0, self.open - 1)
         held = self.per_peer.get(peer, 0) - 1
         if held > 0:

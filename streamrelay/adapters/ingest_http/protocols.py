@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import h11
@@ -18,7 +19,27 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from streamrelay.adapters.ingest_http.connections import CloseReason, ConnectionGuard, _peer_of
+from streamrelay.adapters.ingest_http.connections import PROBATION_S, CloseReason, ConnectionGuard, _peer_of
+
+
+@dataclass
+class _Probation:
+    """A connection past a cap waiting for its first request head (:data:`PROBATION_S`): the bytes it sent so far."""
+
+    transport: asyncio.Transport
+    peer: str
+    reason: CloseReason
+    timer: asyncio.TimerHandle
+    head: bytearray = field(default_factory=bytearray)
+
+
+def authorization(head: bytes) -> str | None:
+    """The ``Authorization`` value of a request head (request line and headers, without the blank line), or None."""
+    for line in head.split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if colon and name.strip().lower() == b"authorization":
+            return value.strip().decode("latin-1")
+    return None
 
 
 class GuardedConnection:
@@ -42,6 +63,13 @@ class GuardedConnection:
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_seen = 0.0
         """Loop time of the request body's last piece (or of the last look while reading was paused)."""
+        self._probation: _Probation | None = None
+        self._bytes_seen = False
+        """A byte came (an idle connection that never sent one is the first evicted)."""
+        self._requested = False
+        """A request head was complete once (idle afterwards: a keep-alive connection, the last evicted)."""
+        self._released = False
+        """Evicted: the guard no longer counts it."""
 
     def _reading_head(self) -> bool:
         """The request line and headers are still coming (or the next request's, on a keep-alive connection)."""
@@ -58,24 +86,93 @@ class GuardedConnection:
     def connection_made(self, transport: asyncio.Transport) -> None:
         peer = _peer_of(transport)
         refused = self.guard.admit(peer)
-        if refused is not None:
-            transport.write(self.guard.answers[refused])
-            transport.close()
-            self.guard.note(refused, peer)
-            return
+        if refused is None:
+            self._admit(transport, peer)
+        elif self.guard.vouch is not None and not self.guard.probation_full():
+            self.guard.on_probation += 1
+            timer = self._later(PROBATION_S, self._probation_over)
+            self._probation = _Probation(transport, peer, refused, timer)
+        else:
+            self._refuse(transport, peer, refused)
+
+    def _admit(self, transport: asyncio.Transport, peer: str) -> None:
         self._peer, self._admitted = peer, True
+        self.guard.track(peer, self)
         super().connection_made(transport)  # type: ignore[misc]
         self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
 
+    def _refuse(self, transport: asyncio.Transport, peer: str, reason: CloseReason) -> None:
+        transport.write(self.guard.answers[reason])
+        transport.close()
+        self.guard.note(reason, peer)
+
+    def _probation_took(self, data: bytes) -> bool:
+        """On probation: keep ``data`` until the request head is complete, then admit (a valid token, room made by
+        evicting an idle connection) or refuse; True. Not on probation: False (``data`` is the parser's)."""
+        probation = self._probation
+        if probation is None:
+            return False
+        probation.head += data
+        end = probation.head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(probation.head) > self.guard.limits.max_header_bytes:
+                self._end_probation(probation.reason)
+            return True
+        header = authorization(bytes(probation.head[:end]))
+        vouch = self.guard.vouch
+        vouched = header is not None and vouch is not None and vouch(header)
+        self._end_probation(self.guard.admit_vouched(probation.peer) if vouched else probation.reason)
+        return True
+
+    def _probation_over(self) -> None:
+        if self._probation is not None:
+            self._end_probation(self._probation.reason)
+
+    def _end_probation(self, refused: CloseReason | None) -> None:
+        probation, self._probation = self._probation, None
+        if probation is None:
+            return
+        probation.timer.cancel()
+        self.guard.on_probation -= 1
+        if refused is not None:
+            self._refuse(probation.transport, probation.peer, refused)
+            return
+        self._admit(probation.transport, probation.peer)
+        self.data_received(bytes(probation.head))  # the parser reads the request from its first byte
+
+    def idle_rank(self) -> int | None:
+        """How idle this connection is (:meth:`adapters.ingest_http.connections.Evictable.idle_rank`): 0 no byte
+        yet, 1 the head of its first request coming, 2 between two requests; None inside a request."""
+        if self.transport.is_closing() or not self._reading_head():
+            return None
+        if not self._requested:
+            return 1 if self._bytes_seen else 0
+        return 2
+
+    def evict(self) -> None:
+        """Closed to make room for a request with a valid token (the guard released it already)."""
+        self._released = True
+        self._cancel_timers()
+        self.transport.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._probation is not None:
+            self._probation.timer.cancel()
+            self._probation = None
+            self.guard.on_probation -= 1
+            return
         if not self._admitted:
             return  # refused: uvicorn never knew it
         self._admitted = False
-        self.guard.release(self._peer)
+        if not self._released:
+            self.guard.release(self._peer, self)
         self._cancel_timers()
         super().connection_lost(exc)  # type: ignore[misc]
 
     def data_received(self, data: bytes) -> None:
+        if self._probation_took(data):
+            return
+        self._bytes_seen = True
         super().data_received(data)  # type: ignore[misc]
         self._watch()
 
@@ -98,6 +195,7 @@ class GuardedConnection:
             if self._header_timer is None:
                 self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
             return
+        self._requested = True
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
@@ -194,6 +292,8 @@ if HTTPTOOLS:
             self._head_bytes = 0
 
         def data_received(self, data: bytes) -> None:
+            if self._probation_took(data):
+                return
             if self._where != _Head.BODY:
                 self._head_bytes += len(data)
             super().data_received(data)

@@ -35,7 +35,8 @@ metric                                         labels                           
 ``native_refused``, ``failed`` (another delivery error), ``error`` (not a delivery error: a bug), ``cancelled``.
 
 ``reason`` of a refused or cut connection (:mod:`adapters.ingest_http.connections`): ``max_connections``,
-``max_connections_per_peer`` (refused at once with a 503), ``header_timeout``, ``body_idle_timeout`` (cut).
+``max_connections_per_peer`` (refused with a 503), ``header_timeout``, ``body_idle_timeout`` (cut), ``idle_evicted``
+(an idle connection closed to make room for a request with a client's token).
 """
 
 from __future__ import annotations

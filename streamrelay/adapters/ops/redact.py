@@ -8,8 +8,9 @@ Two layers, because either alone misses something:
 - **Shapes**: what a secret looks like where no value was registered (another process's token, a run's read token,
   which is derived per run): Telegram Bot API URLs ``/bot<id>:<secret>/``, ``Authorization`` headers and
   ``Bearer`` / ``Bot`` credentials, ``token=`` / ``access_token=`` query parameters, Slack ``xox?-`` / ``xapp-``
-  tokens, Discord bot tokens (three base64url parts joined by dots); and the whole value of a mapping key that names
-  a secret (``Authorization``, ``Cookie``, ``*token``, ``*secret``, ``password``, ``api_key``).
+  tokens, Discord bot tokens (three base64url parts joined by dots), a URL's ``user:password@``; and the whole
+  value of a mapping key that names a secret (``Authorization``, ``Cookie``, ``*token``, ``*secret``, ``password``,
+  ``api_key``).
 
 Every match becomes ``<redacted>``. A log line never carries a secret in any form this module knows; a value
 shorter than :data:`MIN_SECRET_CHARS` is not registered (replacing so short a string would garble every line).
@@ -44,6 +45,8 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer\s+)" + _TOKEN_CHARS + "+"), rf"\1{REDACTED}"),
     # Query parameters: the live page's read token, OAuth-style access tokens
     (re.compile(r"(?i)([?&](?:token|access_token|api_key|key)=)[^&\s\"'#]+"), rf"\1{REDACTED}"),
+    # Credentials in a URL's authority: scheme://user:password@host (RFC 3986 §3.2.1), whatever printed the URL
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#@\s\"'<>]+@"), rf"\1{REDACTED}@"),
     # Slack tokens (https://docs.slack.dev/authentication/tokens)
     (re.compile(r"\bx(?:ox[abposre]|app)-[A-Za-z0-9-]+"), REDACTED),
     # Discord bot tokens: base64url(user id).timestamp.hmac

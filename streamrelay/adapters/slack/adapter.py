@@ -29,6 +29,7 @@ Web API references:
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Collection
@@ -40,7 +41,7 @@ from streamrelay.adapters.slack import settle
 from streamrelay.adapters.slack.connection import Refused, SlackConnection
 from streamrelay.adapters.slack.errors import PLATFORM
 from streamrelay.adapters.slack.media import post_media
-from streamrelay.adapters.slack.render import Rendered, render, stream_markdown
+from streamrelay.adapters.slack.render import INERT, Rendered, render, stream_markdown
 from streamrelay.adapters.slack.settle import delivery_metadata, thread_ts
 from streamrelay.adapters.slack.stop_control import BlocksBody, StopMarks, stop_blocks
 from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
@@ -55,7 +56,7 @@ from streamrelay.core.errors import (
 )
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
-from streamrelay.core.ports import PendingSend, Settlement, StopControl, TextFormat
+from streamrelay.core.ports import MarkupPermissions, PendingSend, Settlement, StopControl, TextFormat
 from streamrelay.core.units import LengthUnit, text_units
 
 NOT_STREAMING = "message_not_in_streaming_state"
@@ -86,6 +87,7 @@ class SlackAdapter:
         token, base_url, send_timeout_s: as :class:`adapters.slack.connection.SlackConnection`.
         max_units: text limit of one message in UTF-16 code units (Slack recommends about 4,000 characters;
             ``text`` is cut at 40,000).
+        markup: the mentions and links the channel lets agent text keep (default: none, all inert).
 
     Attributes:
         verify_backoff_s: the first wait between :meth:`verify` attempts, doubled each time.
@@ -120,14 +122,17 @@ class SlackAdapter:
         base_url: str | None = None,
         send_timeout_s: float = 10.0,
         max_units: int = 4000,
+        markup: MarkupPermissions = INERT,
     ) -> None:
+        self.markup = markup
         self._conn = connection = SlackConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
         self._client = connection.client
         self._try = connection.try_call
         self._call = connection.call
         self.max_units = max_units
-        self.render = RenderCache(render)
-        """``render(text, fmt) -> Rendered``: the body and its UTF-16 length (:func:`adapters.slack.render.render`),
+        self.render = RenderCache(functools.partial(render, allowed=markup))
+        """``render(text, fmt) -> Rendered``: the body and its UTF-16 length (:func:`adapters.slack.render.render`,
+        mentions and links inert unless ``markup`` allows them),
         kept for the texts in flight."""
         self._stops = StopMarks()
         self._open: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -238,7 +243,9 @@ class SlackAdapter:
             core.errors.DeliveryError: another subclass (a 429 has ``scope=method``: Tier 3 per workspace).
         """
         body = self._body("chat.update", target, text, fmt)
-        await self._update(target, message_id, self._stops.body(target, message_id, text, fmt, body) or body)
+        await self._update(
+            target, message_id, self._stops.body(target, message_id, text, fmt, body, self.markup) or body
+        )
         return True  # a message that carried a Stop control gets its blocks (stop_control.py)
 
     async def send_media(
@@ -263,7 +270,7 @@ class SlackAdapter:
             core.errors.DeliveryError: a subclass, as every call (429 with ``scope=method``, 5xx, timeout).
         """
         if pending.stream_start:
-            streamed = stream_markdown(pending.text, pending.fmt)
+            streamed = stream_markdown(pending.text, pending.fmt, self.markup)
             return await settle.settle_start(self._conn, target, pending, streamed)
         return await settle.settle_send(self._conn, target, pending)
 
@@ -277,7 +284,7 @@ class SlackAdapter:
             core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
         """
         self._stops.mark(target, message_id, control)  # before the call: later edits send the blocks
-        await self._update(target, message_id, stop_blocks(text, fmt, control, self.render(text, fmt)))
+        await self._update(target, message_id, stop_blocks(text, fmt, control, self.render(text, fmt), self.markup))
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         """Delete a message this bot sent (chat.delete). An open stream cannot be deleted
@@ -382,7 +389,7 @@ class SlackAdapter:
         reason = self.native_refusal(target)
         if reason is not None:
             raise NativeUnavailableError(f"slack chat.startStream: {reason}", platform=PLATFORM, target=channel)
-        thread, body = thread_ts(target) or "", stream_markdown(text, fmt)
+        thread, body = thread_ts(target) or "", stream_markdown(text, fmt, self.markup)
         try:
             answer = await self._call(
                 "chat.startStream",
@@ -509,7 +516,7 @@ class SlackAdapter:
         rewritten: not open as far as this adapter knows, not an extension, or ``stripped`` (markup failed)."""
         if (str(target.chat_id), handle) not in self._open or fmt is TextFormat.STRIPPED:
             return None
-        old, new = stream_markdown(shown, fmt), stream_markdown(text, fmt)
+        old, new = stream_markdown(shown, fmt, self.markup), stream_markdown(text, fmt, self.markup)
         return new[len(old) :] if new.startswith(old) else None
 
     async def _stop(self, target: Target, ts: str, allow: Collection[str] = (NOT_STREAMING,)) -> bool:

@@ -11,6 +11,16 @@ its own mrkdwn in ``text`` (https://docs.slack.dev/messaging/formatting-message-
 
 Streams take ``markdown_text`` only: plain text is streamed with Markdown's inline markup characters
 backslash-escaped (:func:`escape_markdown`).
+
+Agent text is made inert before it is sent (:func:`inert_markdown`, :func:`escape_text`; Slack's rule:
+https://docs.slack.dev/messaging/formatting-message-text/#escaping): invisible characters go first
+(:func:`adapters.invisible.strip_invisible`); then Slack's control sequences (``<!channel>``, ``<!here>``,
+``<!everyone>``, ``<!subteam^…>``, ``<@U…>``, ``<#C…>``, and links ``<url|label>``) are escaped, ``<`` as ``&lt;``,
+unless the channel allows them (:class:`core.ports.MarkupPermissions`). In ``text`` every ``&``, ``<``, ``>`` is
+escaped as Slack asks. In ``markdown_text`` (CommonMark, where ``&lt;`` is a literal ``<`` too) only the ``<`` that
+opens a control sequence or a ``<scheme:`` autolink is, and the ``&`` that opens a character reference (so that
+``&lt;!channel&gt;`` stays those characters); code spans and fenced code are left as written (their text is shown
+verbatim, escaped it would show ``&lt;``) except Slack's own mentions (``<!channel>``, ``<@U…>``: never code).
 """
 
 from __future__ import annotations
@@ -19,12 +29,35 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.markdown_strip import strip_markdown
 from streamrelay.core.media import MediaItem, MediaKind
-from streamrelay.core.ports import TextFormat
+from streamrelay.core.ports import MarkupPermissions, TextFormat
 from streamrelay.core.units import LengthUnit, text_units
 
 _MD_SPECIAL = re.compile(r"([\\`*_~\[\]<>&#|])")
+INERT = MarkupPermissions()
+"""Neither mentions nor platform links: the default of every channel."""
+
+_CONTROL = re.compile(r"(?P<mention><[!@#][^<>\n]*>)|(?P<link><[A-Za-z][A-Za-z0-9+.\-]*:[^<>|\s]*(?:\|[^<>\n]*)?>)")
+"""Slack's control sequences in ``text`` (https://docs.slack.dev/messaging/formatting-message-text): special mentions
+``<!…>``, user and channel mentions ``<@…>``, ``<#…>``; links ``<url>`` and ``<url|label>``."""
+_MD_OPENER = re.compile(
+    r"(?P<mention><(?=[!@#]))|(?P<link><(?=[A-Za-z][A-Za-z0-9+.\-]*:))"
+    r"|(?P<ref>&(?=#[0-9]{1,7};|#[xX][0-9A-Fa-f]{1,6};|[A-Za-z][A-Za-z0-9]{1,31};))"
+)
+"""In ``markdown_text``: the ``<`` that opens a mention or a link, the ``&`` that opens a character reference. Each
+decided by the characters right after it, so that a streamed text's rendering extends its prefix's."""
+_CODE = re.compile(
+    r"^ {0,3}(?P<fence>`{3,}|~{3,})[^\n]*(?:\n.*?(?:\n {0,3}(?P=fence)[`~]*[ \t]*(?=\n|\Z)|\Z)|\Z)"
+    r"|(?<!`)(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`)",
+    re.MULTILINE | re.DOTALL,
+)
+"""Fenced code blocks (to their closing fence or the end) and inline code spans: left as written, but for
+:data:`_MENTION_IN_CODE`."""
+_MENTION_IN_CODE = re.compile(r"<(?=!(?:channel|here|everyone|subteam\^)|@[UWB][A-Z0-9]+[>|]|#C[A-Z0-9]+[>|])")
+"""Inside code, only the ``<`` of Slack's own mentions (never code: ``<!DOCTYPE>`` and ``<!--`` stay as written), in
+case Slack's Markdown conversion still reads them there; escaped, code shows ``&lt;`` in their place."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +76,49 @@ class Rendered:
         return {"text": self.body, "mrkdwn": False}
 
 
-def escape_text(text: str) -> str:
-    """Escape Slack's control characters for ``text`` (https://docs.slack.dev/messaging/formatting-message-text#escaping)."""
+def _escape_all(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape_text(text: str, allowed: MarkupPermissions = INERT) -> str:
+    """Escape Slack's control characters for ``text``: ``&``, ``<``, ``>`` as ``&amp;``, ``&lt;``, ``&gt;``
+    (https://docs.slack.dev/messaging/formatting-message-text#escaping), except the mentions and links ``allowed``
+    keeps (:data:`_CONTROL`)."""
+    if not (allowed.mentions or allowed.platform_links):
+        return _escape_all(text)
+    out: list[str] = []
+    at = 0
+    for match in _CONTROL.finditer(text):
+        if (allowed.mentions and match.group("mention")) or (allowed.platform_links and match.group("link")):
+            out.append(_escape_all(text[at : match.start()]))
+            out.append(match.group())
+            at = match.end()
+    out.append(_escape_all(text[at:]))
+    return "".join(out)
+
+
+def inert_markdown(text: str, allowed: MarkupPermissions = INERT) -> str:
+    """``text`` (Markdown for ``markdown_text``) with Slack's control sequences that ``allowed`` does not keep made
+    inert (module docstring): outside code, the ``<`` opening ``<!…>``, ``<@…>``, ``<#…>`` or ``<scheme:…`` becomes
+    ``&lt;`` and the ``&`` opening a character reference ``&amp;``. Returns ``text`` itself when nothing changes."""
+    if "<" not in text and "&" not in text:
+        return text
+
+    def opener(match: re.Match[str]) -> str:
+        if match.group("ref") is not None:
+            return "&amp;"
+        if (match.group("mention") and allowed.mentions) or (match.group("link") and allowed.platform_links):
+            return "<"
+        return "&lt;"
+
+    out: list[str] = []
+    at = 0
+    for code in _CODE.finditer(text):
+        out.append(_MD_OPENER.sub(opener, text[at : code.start()]))
+        out.append(code.group() if allowed.mentions else _MENTION_IN_CODE.sub("&lt;", code.group()))
+        at = code.end()
+    out.append(_MD_OPENER.sub(opener, text[at:]))
+    return "".join(out)
 
 
 def escape_markdown(text: str) -> str:
@@ -55,19 +128,24 @@ def escape_markdown(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
-def render(text: str, fmt: TextFormat) -> Rendered:
-    """The body of a chat.postMessage / chat.update for ``text`` in ``fmt`` (module docstring); pure (the adapter
-    keeps the renderings of the texts in flight, :class:`adapters.rendering.RenderCache`)."""
+def render(text: str, fmt: TextFormat, allowed: MarkupPermissions = INERT) -> Rendered:
+    """The body of a chat.postMessage / chat.update for ``text`` in ``fmt`` (module docstring): invisible characters
+    removed, control sequences inert unless ``allowed``; pure (the adapter keeps the renderings of the texts in
+    flight, :class:`adapters.rendering.RenderCache`)."""
+    text = strip_invisible(text)
     if fmt is TextFormat.MARKDOWN:
-        return Rendered("markdown_text", text, text_units(text, LengthUnit.UTF16))
-    body = escape_text(strip_markdown(text) if fmt is TextFormat.STRIPPED else text)
+        body = inert_markdown(text, allowed)
+        return Rendered("markdown_text", body, text_units(body, LengthUnit.UTF16))
+    body = escape_text(strip_markdown(text) if fmt is TextFormat.STRIPPED else text, allowed)
     return Rendered("text", body, text_units(body, LengthUnit.UTF16))
 
 
-def stream_markdown(text: str, fmt: TextFormat) -> str:
-    """The ``markdown_text`` a stream shows for ``text`` in ``fmt``."""
+def stream_markdown(text: str, fmt: TextFormat, allowed: MarkupPermissions = INERT) -> str:
+    """The ``markdown_text`` a stream shows for ``text`` in ``fmt`` (invisible characters removed, control sequences
+    inert unless ``allowed``, like :func:`render`)."""
+    text = strip_invisible(text)
     if fmt is TextFormat.MARKDOWN:
-        return text
+        return inert_markdown(text, allowed)
     return escape_markdown(strip_markdown(text) if fmt is TextFormat.STRIPPED else text)
 
 
@@ -87,7 +165,7 @@ def media_message(media: MediaItem, fmt: TextFormat) -> tuple[str, list[dict[str
     (https://docs.slack.dev/reference/methods/chat.postMessage: "the fallback string to display in notifications").
     The caption is plain text in either block: Markdown (``fmt`` ``markdown``) has its markup removed.
     """
-    caption = media.caption or ""
+    caption = strip_invisible(media.caption or "")
     if caption and fmt is not TextFormat.PLAIN:
         caption = strip_markdown(caption)
     name = media.url.rstrip("/").rsplit("/", 1)[-1] or media.url

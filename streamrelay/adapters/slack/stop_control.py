@@ -27,9 +27,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamrelay.adapters.slack.render import Rendered, stream_markdown
+from streamrelay.adapters.invisible import strip_invisible
+from streamrelay.adapters.slack.render import INERT, Rendered, escape_text, stream_markdown
 from streamrelay.core.events import Target
-from streamrelay.core.ports import StopControl, TextFormat
+from streamrelay.core.ports import MarkupPermissions, StopControl, TextFormat
 
 MAX_BUTTON_TEXT = 75
 MAX_MARKED = 10_000
@@ -49,14 +50,17 @@ class BlocksBody:
         return {"text": self.text, "blocks": self.blocks}
 
 
-def stop_blocks(text: str, fmt: TextFormat, control: StopControl | None, rendered: Rendered) -> BlocksBody:
+def stop_blocks(
+    text: str, fmt: TextFormat, control: StopControl | None, rendered: Rendered, allowed: MarkupPermissions = INERT
+) -> BlocksBody:
     """The body of a message showing ``text`` in ``fmt`` (``rendered``: its rendering,
-    :func:`adapters.slack.render.render`) with ``control``'s button (or without one: None).
+    :func:`adapters.slack.render.render`; ``allowed``: the channel's mentions and links) with ``control``'s button
+    (or without one: None). The notification fallback is ``text`` escaped (mrkdwn would act on ``<!channel>``).
 
     Raises:
         ValueError: the button's label is over 75 characters.
     """
-    blocks: list[dict[str, Any]] = [{"type": "markdown", "text": stream_markdown(text, fmt)}]
+    blocks: list[dict[str, Any]] = [{"type": "markdown", "text": stream_markdown(text, fmt, allowed)}]
     if control is not None:
         if len(control.label) > MAX_BUTTON_TEXT:
             raise ValueError(f"a Slack button's text is at most {MAX_BUTTON_TEXT} characters: {control.label!r}")
@@ -68,7 +72,8 @@ def stop_blocks(text: str, fmt: TextFormat, control: StopControl | None, rendere
             "style": "danger",
         }
         blocks.append({"type": "actions", "block_id": STOP_BLOCK_ID, "elements": [button]})
-    fallback = rendered.body if rendered.field == "text" else text  # the notification's text: never markdown_text
+    # The notification's text: never markdown_text, and inert (it is mrkdwn).
+    fallback = rendered.body if rendered.field == "text" else escape_text(strip_invisible(text))
     return BlocksBody(fallback, blocks)
 
 
@@ -91,10 +96,16 @@ class StopMarks:
             self._marked.popitem(last=False)
 
     def body(
-        self, target: Target, message_id: str, text: str, fmt: TextFormat, rendered: Rendered
+        self,
+        target: Target,
+        message_id: str,
+        text: str,
+        fmt: TextFormat,
+        rendered: Rendered,
+        allowed: MarkupPermissions = INERT,
     ) -> BlocksBody | None:
         """The body an edit of ``message_id`` must send (its blocks), or None: it never carried a control."""
         key = (str(target.chat_id), message_id)
         if key not in self._marked:
             return None
-        return stop_blocks(text, fmt, self._marked[key], rendered)
+        return stop_blocks(text, fmt, self._marked[key], rendered, allowed)

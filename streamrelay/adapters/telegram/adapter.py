@@ -27,6 +27,7 @@ Bot API references:
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from typing import Any, TypeVar
@@ -48,8 +49,8 @@ from streamrelay.adapters.deadline import SendDeadline
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.telegram.errors import BOUNDARY_ERRORS, PLATFORM, translate
-from streamrelay.adapters.telegram.media import media_method
-from streamrelay.adapters.telegram.render import Rendered, render
+from streamrelay.adapters.telegram.media import check_caption, media_method
+from streamrelay.adapters.telegram.render import INERT, Rendered, render
 from streamrelay.adapters.telegram.responses import RESPONSE_MODELS  # noqa: F401  (kept built: see the module)
 from streamrelay.adapters.telegram.session import TelegramSession
 from streamrelay.adapters.telegram.settle import probe_ids
@@ -65,7 +66,7 @@ from streamrelay.core.errors import (
 )
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
-from streamrelay.core.ports import PendingSend, Settlement, StopControl, TextFormat
+from streamrelay.core.ports import MarkupPermissions, PendingSend, Settlement, StopControl, TextFormat
 from streamrelay.core.units import LengthUnit
 
 T = TypeVar("T")
@@ -101,6 +102,7 @@ class TelegramAdapter:
             written within it raises :class:`core.errors.PlatformUnavailableError` (not sent). aiogram's own
             timeout is only a hard cap (:data:`HARD_TIMEOUT_EXTRA_S`).
         max_units: text limit of one message in UTF-16 code units (Telegram: 4096).
+        markup: the mentions and links the channel lets agent text keep (default: none).
 
     Raises:
         ConfigError: the token is malformed.
@@ -130,6 +132,7 @@ class TelegramAdapter:
         base_url: str | None = None,
         send_timeout_s: float = 10.0,
         max_units: int = 4096,
+        markup: MarkupPermissions = INERT,
     ) -> None:
         try:
             validate_token(token)
@@ -146,9 +149,11 @@ class TelegramAdapter:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=TelegramSession(**session_args))
         self._next_draft_id = random.randrange(1, MAX_DRAFT_ID + 1)  # a counter seeded randomly (never 0)
-        self.render = RenderCache(render)
+        self.markup = markup
+        self.render = RenderCache(functools.partial(render, allowed=markup))
         """``render(text, fmt) -> Rendered``: text + entities and their UTF-16 length
-        (:func:`adapters.telegram.render.render`), kept for the texts in flight."""
+        (:func:`adapters.telegram.render.render`, links and mentions as ``markup`` allows), kept for the texts in
+        flight."""
         self._stops = StopMarks()
 
     def measure(self, text: str, fmt: TextFormat) -> int:
@@ -245,11 +250,14 @@ class TelegramAdapter:
         Raises:
             core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: it may be
                 stored (settled by probing ids with an exclusive bot, else reported, never sent again).
-            core.errors.PayloadRejectedError: the caption is too long (``too_long``) or cannot be parsed.
+            core.errors.PayloadRejectedError: the caption is past 1024 UTF-16 units after entity parsing
+                (``too_long``, no call made) or cannot be parsed.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors` (a URL Telegram
                 cannot fetch: the part fails with Telegram's description).
         """
         caption: Rendered | None = self.render(media.caption, fmt) if media.caption else None
+        if caption is not None:
+            check_caption(caption, target)  # 1024 UTF-16 units after entity parsing, like a message's text
         sent = await self._call(media_method(target, media, caption), target)
         return str(sent.message_id)
 

@@ -7,8 +7,12 @@ https://core.telegram.org/bots/api#sending-files):
   upload limits of 10 MB / 50 MB are for multipart uploads). A URL it cannot fetch is a 400 ("wrong file
   identifier/HTTP URL specified", "failed to get HTTP URL content"): the part fails with that cause.
 - ``caption``: 0-1024 characters after entity parsing; rendered like a message text (:mod:`adapters.telegram.render`:
-  text + ``caption_entities``, never ``parse_mode``; the adapter hands :func:`media_method` its rendering). Longer:
-  400 "message caption is too long" (``PayloadRejectedError(too_long)``).
+  text + ``caption_entities``, never ``parse_mode``; the adapter hands :func:`media_method` its rendering) and
+  counted like one: the text after entity parsing, in UTF-16 units (:data:`MAX_CAPTION_UNITS`). Telegram's server
+  counts code points (the mock does the same, for text and captions alike); a caption within 1024 UTF-16 units is
+  within 1024 code points, so it is never refused for its length. Longer: refused before any call
+  (:func:`check_caption`), as Telegram would with 400 "message caption is too long"
+  (``PayloadRejectedError(too_long)``).
 - ``image`` → sendPhoto, ``file`` → sendDocument, ``audio`` → sendAudio, ``video`` → sendVideo.
 - A media message cannot carry a delivery id: an uncertain media send is settled like a text, by probing message
   ids (only with an exclusive bot token), with editMessageCaption of its caption instead of editMessageText
@@ -27,7 +31,7 @@ from aiogram.types import Message, ReplyParameters
 
 from streamrelay.adapters.telegram.errors import PLATFORM
 from streamrelay.adapters.telegram.render import Rendered
-from streamrelay.core.errors import TargetNotFoundError
+from streamrelay.core.errors import PayloadRejectedError, RejectReason, TargetNotFoundError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
 
@@ -38,6 +42,26 @@ METHODS: dict[MediaKind, str] = {
     MediaKind.VIDEO: "sendVideo",
 }
 """The Bot API method of each kind of media."""
+
+MAX_CAPTION_UNITS = 1024
+"""A caption's limit after entity parsing, in UTF-16 units (https://core.telegram.org/bots/api#sendphoto: "0-1024
+characters after entities parsing"; counted like message text, :data:`core.media.MAX_CAPTION_CHARS`)."""
+
+
+def check_caption(caption: Rendered, target: Target) -> None:
+    """Refuse a rendered caption past :data:`MAX_CAPTION_UNITS` before it is sent.
+
+    Raises:
+        core.errors.PayloadRejectedError: ``too_long``, with both lengths.
+    """
+    if caption.units > MAX_CAPTION_UNITS:
+        raise PayloadRejectedError(
+            f"telegram: the caption has {caption.units} UTF-16 units after entity parsing, at most "
+            f"{MAX_CAPTION_UNITS} are sent (https://core.telegram.org/bots/api#sendphoto)",
+            reason=RejectReason.TOO_LONG,
+            platform=PLATFORM,
+            target=str(target.chat_id),
+        )
 
 
 def media_method(target: Target, media: MediaItem, caption: Rendered | None) -> TelegramMethod[Message]:

@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from streamrelay.core.errors import PayloadRejectedError, RejectReason, TargetNotFoundError
 from streamrelay.core.events import Target
@@ -90,11 +91,14 @@ class WebAdapter:
         return f"WebAdapter(max_units={self.max_units})"
 
     def render(self, text: str, fmt: TextFormat) -> Rendered:
-        """The part as the page gets it: the text as written, whatever ``fmt`` (pure and cheap: nothing to keep)."""
-        return Rendered(text, text_units(text, self.unit))
+        """The part as the page shows it: the text as written without invisible characters
+        (:func:`adapters.invisible.strip_invisible`; the page's script removes them by the same rule from what the
+        run's events carry), whatever ``fmt``; never HTML: the page renders Markdown with raw HTML off."""
+        shown = strip_invisible(text)
+        return Rendered(shown, text_units(shown, self.unit))
 
     def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the text (:meth:`render`)."""
+        """UTF-16 units of the text (at most those of :meth:`render`: the text as written, a safe bound)."""
         return text_units(text, self.unit)
 
     def check_target(self, target: Target) -> str | None:

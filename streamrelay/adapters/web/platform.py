@@ -6,13 +6,22 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from streamrelay.adapters.platform import Platform, PlatformSpec
-from streamrelay.core.ports import ChannelAdapter
+from streamrelay.core.ports import NO_MARKUP, ChannelAdapter, MarkupPermissions
 from streamrelay.core.units import LengthUnit
 
 
-def build(token: SecretStr, base_url: str | None, send_timeout_s: float, max_units: int) -> ChannelAdapter:
+def build(
+    token: SecretStr,
+    base_url: str | None,
+    send_timeout_s: float,
+    max_units: int,
+    /,
+    *,
+    markup: MarkupPermissions = NO_MARKUP,
+) -> ChannelAdapter:
     """A :class:`adapters.web.WebAdapter` keeping each part under ``max_units`` UTF-16 units (token, base URL and
-    timeout do not apply: the page is in the process)."""
+    timeout do not apply: the page is in the process; nor does ``markup``: the page has no mentions, and links only
+    to http(s) and mailto)."""
     from streamrelay.adapters.web.adapter import WebAdapter
 
     return WebAdapter(max_units=max_units)

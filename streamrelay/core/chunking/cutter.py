@@ -11,6 +11,13 @@ with a run of three backticks or tildes, nor (but for the two last-resort plans 
 whitespace) with a block start (:func:`opens_block`): an earlier break or boundary is
 taken instead.
 
+Markdown tables (GFM: a header row, a delimiter row ``|---|``, body rows; rows are lines that begin with ``|``)
+are kept whole like fences: a line break between two rows is not a chunk's end when one is emitted
+(:meth:`Cutter.emit_at`), and ranks after every other line break when a chunk is cut (after fence lines, before
+sentences), so a table that fits moves whole to the next chunk. A longer table is cut between two body rows (never
+after its header or delimiter row alone), and the next chunk begins with the header and delimiter rows again (they
+count in ``max_chars``; left out when they take more than half of it), so each part renders as a table.
+
 The cutter keeps no state of its own between cuts: it reads the break table
 (:class:`core.chunking.breaks.BreakTable`), the protected regions (:class:`core.chunking.regions.Regions`),
 the text (:class:`core.chunking.store.TextStore`) and a :class:`Moment` (the line scanner: what the text
@@ -27,19 +34,28 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Protocol
 
-from streamrelay.core.chunking.breaks import R_SENT, RANKS, Break, BreakTable
+from streamrelay.core.chunking.breaks import R_LINE, R_SENT, RANKS, Break, BreakTable
 from streamrelay.core.chunking.containers import dedent
 from streamrelay.core.chunking.graphemes import NO_START, ZWJ, is_extend, is_regional
 from streamrelay.core.chunking.lines import Fence
 from streamrelay.core.chunking.params import ChunkParams
 from streamrelay.core.chunking.regions import Regions
-from streamrelay.core.chunking.store import TextStore
+from streamrelay.core.chunking.store import TextStore, units_of
 from streamrelay.core.units import LengthUnit
 
 __all__ = ["BIG", "BLOCK_STARTERS", "LOOK", "Cutter", "Moment", "opens_block"]
 
 _WS = " \t\n\r\f\v"
 _TRAILING_MARKERS = re.compile(r"(?:\n[ \t>]*)+\Z")  # quoted lines with no content yet end no chunk
+_TABLE_DELIMITER = re.compile(r" {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*")
+"""A GFM table's delimiter row (https://github.github.com/gfm/#tables-extension-): ``|---|:--:|``."""
+
+
+def _is_row(line: str) -> bool:
+    """A line that is a table row here: it begins with ``|`` (after at most 3 spaces)."""
+    return line[:4].lstrip(" ").startswith("|")
+
+
 _FIRST = itemgetter(0)
 BIG = 1 << 62
 
@@ -183,6 +199,51 @@ class Cutter:
         if text.strip():
             self._out.append(text)
 
+    def emit_at(self, m: Moment, brk: Break, first: str) -> None:
+        """The pending text ends at the break ``brk`` of an emitting kind, whose next line's first character
+        (after its indentation) is ``first``: emit it there (:meth:`cut_break`), unless ``brk`` lies between two
+        rows of a table (the table stays in one chunk while it fits)."""
+        if first == "|" and self._table_row_break(m, brk, first):
+            return
+        self.cut_break(m, brk)
+
+    def _table_row_break(self, m: Moment, brk: Break, first: str | None = None) -> bool:
+        """``brk`` is one line break (outside fences) between two table rows: the next line begins with ``|``
+        (``first``, else read from the text) and so does the previous one (read back to its start)."""
+        ws_start, _, rest, fence = brk
+        if fence is not None or self._store.char_at(rest - 1) != "\n":
+            return False
+        if first is None and not _is_row(self._read(rest, min(rest + 4, m.tend))):
+            return False
+        return _is_row((m.head + self._read(m.base, ws_start)).rsplit("\n", 1)[-1])
+
+    def _table_rows(self, m: Moment, brk: Break) -> list[str] | None:
+        """The rows of the table ``brk`` lies in, up to the break (header first), or None when ``brk`` is no
+        break inside a table: not between two lines beginning with ``|`` (:meth:`_table_row_break`), or those
+        lines have no delimiter row (second row, or the next line after a header alone): lines of pipes."""
+        if not self._table_row_break(m, brk):
+            return None
+        ws_start, _, rest, _ = brk
+        lines = (m.head + self._read(m.base, ws_start)).split("\n")
+        k = len(lines)
+        while k > 0 and _is_row(lines[k - 1]):
+            k -= 1
+        rows = lines[k:]
+        if len(rows) >= 2 and _TABLE_DELIMITER.fullmatch(rows[1]):
+            return rows
+        if len(rows) == 1 and _TABLE_DELIMITER.fullmatch(self._read(rest, min(rest + 512, m.tend)).split("\n")[0]):
+            return rows  # the break after the header: the delimiter row follows
+        return None
+
+    def _table_head(self, rows: list[str]) -> str | None:
+        """The head of the chunk after a cut below ``rows`` (:meth:`_table_rows`): the header and delimiter rows
+        (``""`` when they take more than half of ``max_chars``); None when no body row is above the cut (a cut
+        after the header or the delimiter row alone)."""
+        if len(rows) < 3:
+            return None
+        head = rows[0] + "\n" + rows[1] + "\n"
+        return head if 2 * units_of(head, self._utf16) <= self._max else ""
+
     def cut_break(self, m: Moment, brk: Break) -> None:
         """Emit the pending text up to the break ``brk`` (closing its fence) and restart after it."""
         ws_start, ws_cum, rest, fence = brk
@@ -249,7 +310,14 @@ class Cutter:
 
     def _try_break(self, m: Moment, guard: int, inline: bool) -> bool:
         for rank in RANKS:
-            if rank == R_SENT:
+            if rank == R_SENT:  # line breaks between table rows come after every other line break
+                brk = self._last_valid(m, R_LINE, guard, inline, rows=True)
+                if brk is not None:
+                    head = self._table_head(self._table_rows(m, brk) or [])
+                    ws_start, ws_cum, rest, _ = brk
+                    self.emit(m.head + self._read(m.base, ws_start), m.ctx_w)
+                    m.restart(rest, ws_cum + rest - ws_start, head or "")
+                    return True
                 m.fill_inner_breaks()  # found only when a cut needs them
             brk = self._last_valid(m, rank, guard, inline)
             if brk is not None:
@@ -257,8 +325,10 @@ class Cutter:
                 return True
         return False
 
-    def _last_valid(self, m: Moment, rank: int, guard: int, inline: bool) -> Break | None:
-        """The last break of ``rank`` before ``guard`` (outside protected regions) that fits, or None."""
+    def _last_valid(self, m: Moment, rank: int, guard: int, inline: bool, rows: bool = False) -> Break | None:
+        """The last break of ``rank`` before ``guard`` (outside protected regions) that fits, or None. A line
+        break between two table rows counts only with ``rows`` (then only such a break, between two body rows),
+        and the header the next chunk repeats counts in what fits (:meth:`_table_head`)."""
         lst, lo = self._breaks.by_rank[rank], self._breaks.lo[rank]
         regions = self._regions
         j = bisect_left(lst, guard, lo, key=_FIRST) - 1
@@ -272,10 +342,23 @@ class Cutter:
             units = m.head_units + brk[1] - m.base_cum
             if fence is not None and fence.splittable:
                 units += fence.closer_units
-            if units <= self._max and self._fence_ok(m, brk) and self.rest_ok(brk[2], m.tend):
+            if (
+                units <= self._max
+                and self._fence_ok(m, brk)
+                and self.rest_ok(brk[2], m.tend)
+                and (rank != R_LINE or self._row_cut_ok(m, brk, rows))
+            ):
                 return brk
             j -= 1
         return None
+
+    def _row_cut_ok(self, m: Moment, brk: Break, rows: bool) -> bool:
+        """A line break ``brk`` qualifies for this pass: ``rows``, one between two body rows of a table; else
+        any line break not inside a table."""
+        table = self._table_rows(m, brk)
+        if not rows:
+            return table is None
+        return table is not None and self._table_head(table) is not None
 
     def _fence_ok(self, m: Moment, brk: Break) -> bool:
         """A cut at a break inside a fence leaves content on both sides (no empty fence)."""

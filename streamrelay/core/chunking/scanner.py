@@ -289,7 +289,7 @@ class LineScanner:
             lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, complete)
             if lr.q >= 0 and not self._q_done:
                 self._lr_peek = lr
-                self._complete_break(lr.q)
+                self._complete_break(lr.q, line[lr.q : lr.q + 1])
                 self._lr_peek = None
             if lr.kind == OPEN:  # a list marker or not: the pending text may overflow meanwhile
                 self._lr, self._lists_before = lr, self._rs.lists
@@ -300,8 +300,9 @@ class LineScanner:
             self._start_line(lr)
         self._body(line, n, complete)
 
-    def _complete_break(self, q: int) -> None:
-        """The first character of the line that is not part of the break before it arrived at ``q``."""
+    def _complete_break(self, q: int, first: str) -> None:
+        """The first character of the line that is not part of the break before it arrived at ``q`` (it is
+        ``first``: the line may not be in the store yet)."""
         self._q_done = True
         self._p_blank = False
         if not self._ws_open:
@@ -318,7 +319,7 @@ class LineScanner:
             guard = self._inline.guard()
             if guard < 0 or start < guard:
                 self._set_time(self._lpos + q, self._lcum + units_of(self._store.current()[:q], self._utf16))
-                self._cutter.cut_break(self, brk)
+                self._cutter.emit_at(self, brk, first)  # not between two table rows
 
     def _start_line(self, lr: LineRead) -> None:
         self._lr = lr
@@ -641,7 +642,7 @@ class LineScanner:
         lists = _NO_LISTS
         if line:
             if self._ws_open:
-                self._complete_break(0)
+                self._complete_break(0, line[:1])
             else:
                 self._q_done, self._p_blank = True, False
             end = len(line.rstrip(_WS))
@@ -710,7 +711,7 @@ class LineScanner:
         lr = read_prefix(line, n, self._rs, self._ws_open and not self._ws_leading, True)
         if lr.q >= 0:
             self._lr_peek = lr
-            self._complete_break(lr.q)
+            self._complete_break(lr.q, line[lr.q : lr.q + 1])
             self._lr_peek = None
         self._start_line(lr)
         fence = self.fence

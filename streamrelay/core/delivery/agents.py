@@ -96,10 +96,11 @@ class SubAgents:
         return True
 
     def _media(self, source: Source, event: Media) -> bool:
-        """A child's media item: in its thread, in order with its text (``subagents = "thread"``); otherwise it is
-        not shown, like the child's text (only its status line and, at its end, its pipeline message go on)."""
+        """A child's media item: in its thread, in order with its text (``subagents = "thread"``); with status lines
+        the run stage sends it as its own message (:meth:`core.run.stage.RunStage._child_media_shown_here`) and the
+        child's line says so; with ``hidden`` it is not shown, like the child's text."""
         first = source.key not in self.children
-        self.children.seen(source)
+        self.children.media(source, event.media_kind)
         if self.threads is not None:
             if first:
                 self.status_lines()  # the anchor (its status message) is claimed before the thread opens

@@ -33,7 +33,7 @@ from streamrelay.core.events import (
     Visibility,
 )
 from streamrelay.core.json_types import JsonObject as JsonObject  # a raw provider event: what every normalizer reads
-from streamrelay.core.media import MediaKind, check_media_url
+from streamrelay.core.media import MediaKind, check_media_url, has_credentials
 
 
 class Normalizer(Protocol):
@@ -204,6 +204,8 @@ def media_event(run_id: str, url: str, mime_type: str, source: Source | None) ->
     dropped silently: it becomes a ``status`` line saying that a file was not shown and why.
     """
     kind = media_kind(mime_type)
+    if has_credentials(url):
+        return Status(run=run_id, text=f"{kind} not shown: its link carries a password", source=source)
     try:
         check_media_url(url)
     except ValueError:

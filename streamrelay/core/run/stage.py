@@ -187,6 +187,8 @@ class RunStage:
         if isinstance(event, ToolCall):
             self._on_tool_call(event)
         elif event.source is not None:
+            if isinstance(event, Media) and self._child_media_shown_here():
+                self._on_media(event)  # a child's media with status lines: its own message, never dropped
             if self.agents.handle(event):
                 self._refresh_status()
         elif isinstance(event, TextEvent | Media | Citation):
@@ -232,6 +234,13 @@ class RunStage:
         self.monitor.publish("media", url=item.url, media_kind=str(item.kind), caption=item.caption or "")
         if slot.over_limit:
             self.errors.append(f"{item.kind} {item.url} not sent: the run's message limit is reached")
+
+    def _child_media_shown_here(self) -> bool:
+        """A sub-agent's media item is sent like the root's (its own message after the text so far, in the report's
+        ``media_parts``) when the channel shows children as status lines (``subagents = "status"``, or ``thread``
+        where the platform has no threads): status lines carry facts, not files, so it would otherwise be lost.
+        With threads it goes in the child's thread; with ``hidden`` nothing of a child is shown."""
+        return self.policy.subagents is not SubagentPolicy.HIDDEN and self.agents.threads is None
 
     def _on_progress(self, event: ToolResult | Phase | Status) -> None:
         if isinstance(event, ToolResult):

@@ -81,6 +81,12 @@ class Children:
         if child.ended is None:
             child.state = f"{tool}: {summary.strip()}" if summary.strip() else f"{tool} done"
 
+    def media(self, source: Source, kind: str) -> None:
+        """The child sent a media item (``image``, ``file``, ...): its line says so until its next fact."""
+        child = self.seen(source)
+        if child.ended is None:
+            child.state = f"sent an {kind}" if kind[0] in "aeiou" else f"sent a {kind}"
+
     def failed(self, source: Source) -> None:
         """The child reported an error (its run may still go on: the line says so until it ends)."""
         child = self.seen(source)

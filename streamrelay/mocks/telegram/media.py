@@ -9,7 +9,8 @@ https://core.telegram.org/bots/api#sendaudio, https://core.telegram.org/bots/api
   reads an upload: any non-empty value is a file. Missing or empty: 400 ``Bad Request: there is no photo in the
   request`` (``document``, ``audio``, ``video`` likewise).
 - ``caption`` (optional) with ``caption_entities`` or ``parse_mode``, parsed and trimmed like a message text;
-  0-1024 characters after entity parsing, else 400 ``Bad Request: message caption is too long``.
+  0-1024 characters after entity parsing, counted in code points like a message text (:mod:`mocks.telegram.content`),
+  else 400 ``Bad Request: message caption is too long``.
 - What a person sees of it, and what ``visible`` and the control API show, is the caption (``""`` without one);
   editMessageText on it is 400 ``Bad Request: there is no text in the message to edit``.
 - editMessageCaption (https://core.telegram.org/bots/api#editmessagecaption) changes it: the same caption again is
@@ -30,7 +31,9 @@ MEDIA_METHODS = {"sendPhoto": "photo", "sendDocument": "document", "sendAudio": 
 """Media methods and the parameter (and message field) of their file."""
 
 MAX_CAPTION_CHARS = 1024
-"""Caption limit in characters after entity parsing (https://core.telegram.org/bots/api#sendphoto)."""
+"""Caption limit after entity parsing (https://core.telegram.org/bots/api#sendphoto), counted as the server counts a
+message's text (:data:`mocks.telegram.content.MAX_TEXT_CHARS`): in code points. The adapter sends at most 1024 UTF-16
+units, never more code points than that."""
 
 NO_TEXT_TO_EDIT = "there is no text in the message to edit"
 """editMessageText on a media message (https://core.telegram.org/bots/api#editmessagetext: edit its caption)."""

@@ -11,8 +11,12 @@
 // each render parses the whole text. Callers render at most once per animation frame (`schedule`), and never more
 // often than every 2x the last render's duration.
 //
-// window.streamrelayMarkdown = {AnswerView}: new AnswerView(element) with set(text), append(text), source,
-// render() and schedule(afterRender).
+// Invisible characters (tag characters, zero-width spaces and stray joiners, soft hyphens, Hangul fillers, bidi
+// controls) are removed before anything is shown: stripInvisible, the rule of streamrelay/adapters/invisible.py (its docstring
+// says which characters and why), written again here because the page gets the run's text as the agent sent it.
+//
+// window.streamrelayMarkdown = {AnswerView, stripInvisible}: new AnswerView(element) with set(text), append(text),
+// source, render() and schedule(afterRender); stripInvisible(text) -> text.
 "use strict";
 
 (() => {
@@ -27,8 +31,45 @@
    */
   const DEEP = /^((?:[ \t]*(?:>|[-+*][ \t]|\d{1,9}[.)][ \t])){20})(?:[ \t]*(?:>|[-+*][ \t]|\d{1,9}[.)][ \t]))+/gm;
 
+  // streamrelay/adapters/invisible.py's INVISIBLE, _EMOJI, _EMOJI_MODIFIER and _JOINING (keep them alike).
+  const INVISIBLE = new RegExp(
+    "(\\u{1F3F4}[\\u{E0030}-\\u{E0039}\\u{E0061}-\\u{E007A}]{3,7}\\u{E007F})"
+    + "|([\\u200C\\u200D])"
+    + "|(?<=[\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}])[\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]+"
+    + "|[\\u00AD\\u115F\\u1160\\u3164\\uFFA0\\u200B\\u2060-\\u2064\\u206A-\\u206F\\u202A-\\u202E\\u2066-\\u2069"
+    + "\\uFEFF\\uFFF9-\\uFFFB\\u{E0000}-\\u{E007F}]",
+    "gu",
+  );
+  const EMOJI = "\\u00A9\\u00AE\\u203C\\u2049\\u2122\\u2139\\u2194-\\u2199\\u21A9\\u21AA\\u231A-\\u23FF\\u24C2"
+    + "\\u25AA-\\u27BF\\u2934\\u2935\\u2B05-\\u2B55\\u3030\\u303D\\u3297\\u3299\\u{1F000}-\\u{1FAFF}";
+  const EMOJI_BEFORE = new RegExp("[" + EMOJI + "][\\uFE0F\\u{1F3FB}-\\u{1F3FF}]?$", "u");
+  const EMOJI_AFTER = new RegExp("^[" + EMOJI + "]", "u");
+  const JOINING = /[\u0600-\u08FF\u0900-\u0DFF\u1000-\u109F\u1780-\u18AF\uA8E0-\uA8FF\uFB50-\uFDFF\uFE70-\uFEFE]/;
+
+  function keepJoiner(text, at) {
+    const after = text.slice(at + 1, at + 3);
+    if (!after) return false;
+    if (EMOJI_AFTER.test(after) && EMOJI_BEFORE.test(text.slice(Math.max(0, at - 4), at))) return true;
+    return at > 0 && JOINING.test(text[at - 1]) && JOINING.test(after[0]);
+  }
+
+  /** `text` without invisible characters (streamrelay/adapters/invisible.py's rule). */
+  function stripInvisible(text) {
+    let current = String(text);
+    for (;;) {
+      const source = current;
+      const next = source.replace(INVISIBLE, (match, flag, joiner, offset) => {
+        if (flag !== undefined) return match;
+        if (joiner !== undefined) return keepJoiner(source, offset) ? match : "";
+        return "";
+      });
+      if (next === current) return current;
+      current = next;
+    }
+  }
+
   function shallow(text) {
-    return text.replace(DEEP, "$1");
+    return stripInvisible(text).replace(DEEP, "$1");
   }
 
   function makeMarkdown() {
@@ -144,5 +185,5 @@
     }
   }
 
-  window.streamrelayMarkdown = { AnswerView };
+  window.streamrelayMarkdown = { AnswerView, stripInvisible };
 })();

@@ -49,6 +49,8 @@
 
   // ---------------------------------------------------------------------------------------------- helpers
 
+  const stripInvisible = window.streamrelayMarkdown.stripInvisible;
+
   function make(tag, className, text) {
     const el = document.createElement(tag);
     if (className) el.className = className;
@@ -544,7 +546,10 @@
   function onMessage(message) {
     let ev;
     try {
-      ev = JSON.parse(message.data);
+      // Every string of the event without invisible characters (live-markdown.js's stripInvisible). A delta is
+      // cleaned on its own: a joiner at its very end, whose emoji comes in the next delta, goes (the emoji show
+      // unjoined); the rendered answer is cleaned again whole.
+      ev = JSON.parse(message.data, (key, value) => (typeof value === "string" ? stripInvisible(value) : value));
     } catch (_) {
       return;  // not an event: nothing to show
     }

@@ -1,0 +1,104 @@
+"""Invisible characters out of every text a platform adapter renders: one documented rule, one compiled pattern.
+
+The run stage already removes control characters and bidi overrides from every event, character by character
+(:mod:`core.text.safe_text`: it must be, so that each delta's sanitized text extends the one before). What is left are
+characters a person does not see but a model (or a prompt-injected tool result it repeats) can put in an answer: hidden
+text in Unicode tag characters ("ASCII smuggling"), zero-width characters that split a word so that a filter or a
+person's search misses it, fillers that look like an empty message. Some of these are harmless, even needed, next to
+certain neighbours (a family emoji is joined by ZWJ; Persian needs ZWNJ), so the rule looks at neighbours, and it runs
+where whole texts are at hand: in each adapter's ``render`` (Telegram, Slack, Discord, the web channel's parts) before
+the platform's own escaping, and in the live page's script for the text it renders (``live-markdown.js``,
+``stripInvisible``: the same rule).
+
+:func:`strip_invisible`, per character:
+
+- removed always: SOFT HYPHEN U+00AD; the Hangul fillers U+115F, U+1160, U+3164, U+FFA0; ZERO WIDTH SPACE U+200B;
+  WORD JOINER U+2060, the invisible operators U+2061-U+2064 and the deprecated format characters U+206A-U+206F; the
+  bidi embeddings, overrides and isolates U+202A-U+202E, U+2066-U+2069 and U+FEFF (again: the run stage removes them,
+  this guards texts built elsewhere); the interlinear annotation characters U+FFF9-U+FFFB.
+- tag characters U+E0000-U+E007F: removed, except in a well-formed emoji tag sequence for a subdivision flag
+  (Unicode UTS #51 §2.2 ED-14a, https://www.unicode.org/reports/tr51/#valid-emoji-tag-sequences): U+1F3F4 WAVING
+  BLACK FLAG, then 3 to 7 tag letters or digits (U+E0030-U+E0039, U+E0061-U+E007A: a subdivision id such as
+  ``gbsct``), then U+E007F CANCEL TAG. So the flag of Scotland is kept, and hidden text (U+E0041...) goes; a flag
+  carries at most 7 hidden letters, which spell a subdivision.
+- ZERO WIDTH JOINER U+200D and ZERO WIDTH NON-JOINER U+200C: kept inside an emoji ZWJ sequence (UTS #51 ED-16: the
+  character before is an emoji, possibly with VS16 or a skin tone modifier after it, and the character after is an
+  emoji: 👨‍👩‍👧, 🏳️‍🌈) and between two letters of a script that uses them to shape its letters (Arabic, Syriac, Thaana,
+  N'Ko, the Brahmic scripts of India and Sri Lanka, Myanmar, Khmer, Mongolian: Unicode §23.2, "Cursive
+  Connection and Ligatures"); removed everywhere else (between Latin letters, at a text's ends, in runs).
+- variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF: one after a base character is kept (text or emoji
+  presentation, Unicode §23.4); each one after another variation selector is removed (a run of them carries no
+  presentation, only hidden data: a byte per selector).
+
+Everything else is kept: the implicit bidi marks (LRM, RLM, ALM), combining marks, every script's letters, spaces.
+Cost: one C-level ``re.search`` per text; the substitution runs only when one of these characters is there.
+"""
+
+from __future__ import annotations
+
+import re
+
+_EMOJI = (
+    "\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2199\u21a9\u21aa\u231a-\u23ff\u24c2\u25aa-\u27bf\u2934\u2935"
+    "\u2b05-\u2b55\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
+)
+"""Code points with the Extended_Pictographic property (Unicode emoji-data.txt), by their blocks: what a ZWJ sequence
+joins."""
+_EMOJI_MODIFIER = "\ufe0f\U0001f3fb-\U0001f3ff"
+"""VS16 (emoji presentation) and the five skin tone modifiers: may stand between an emoji and its ZWJ."""
+_JOINING = (
+    "\u0600-\u08ff"  # Arabic, Syriac, Arabic Supplement, Thaana, N'Ko, Samaritan, Mandaic, Arabic Extended
+    "\u0900-\u0dff"  # Devanagari ... Sinhala
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u18af"  # Khmer, Mongolian
+    "\ua8e0-\ua8ff"  # Devanagari Extended
+    "\ufb50-\ufdff\ufe70-\ufefe"  # Arabic presentation forms
+)
+"""Scripts whose letters ZWJ / ZWNJ shape (Unicode §23.2)."""
+_TAG_FLAG = "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{3,7}\U000e007f"
+"""A subdivision flag: the black flag, its tag letters, the cancel tag (UTS #51 ED-14a)."""
+_VARIATION = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
+
+INVISIBLE = re.compile(
+    rf"(?P<flag>{_TAG_FLAG})"
+    r"|(?P<joiner>[\u200c\u200d])"
+    rf"|(?<=[{_VARIATION}])[{_VARIATION}]+"
+    "|[\u00ad\u115f\u1160\u3164\uffa0\u200b\u2060-\u2064\u206a-\u206f\u202a-\u202e\u2066-\u2069\ufeff\ufff9-\ufffb"
+    "\U000e0000-\U000e007f]"
+)
+"""Every character :func:`strip_invisible` may remove (a flag sequence is matched whole, to be kept whole)."""
+
+_EMOJI_BEFORE = re.compile(rf"[{_EMOJI}][{_EMOJI_MODIFIER}]?\Z")
+_EMOJI_AFTER = re.compile(rf"[{_EMOJI}]")
+_JOINING_CHAR = re.compile(rf"[{_JOINING}]")
+
+
+def _keep_joiner(text: str, at: int) -> bool:
+    """The ZWJ / ZWNJ at ``text[at]`` joins two emoji or two letters of a joining script."""
+    after = text[at + 1 : at + 2]
+    if not after:
+        return False
+    before = text[max(0, at - 2) : at]
+    if _EMOJI_AFTER.match(after) and _EMOJI_BEFORE.search(before):
+        return True
+    return bool(before) and _JOINING_CHAR.match(before[-1]) is not None and _JOINING_CHAR.match(after) is not None
+
+
+def strip_invisible(text: str) -> str:
+    """``text`` without the invisible characters of the module docstring's rule. Pure, idempotent, O(len(text));
+    returns ``text`` itself when there is nothing to remove."""
+    if INVISIBLE.search(text) is None:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("flag") is not None:
+            return match.group()
+        if match.group("joiner") is not None:
+            return match.group() if _keep_joiner(text, match.start()) else ""
+        return ""
+
+    while True:  # a removal can make new neighbours (a joiner between two removed fillers): until nothing changes
+        stripped = INVISIBLE.sub(replace, text)
+        if stripped == text:
+            return text
+        text = stripped
