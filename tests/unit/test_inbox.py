@@ -116,3 +116,33 @@ async def test_a_waiter_is_the_wait_without_its_coroutine() -> None:
     inbox.close()
     with pytest.raises(ValueError, match="clock"):
         Wake().waiter(1.0)
+
+
+async def test_an_offer_adds_what_fits_at_once_and_refuses_what_does_not() -> None:
+    """Inbox.offer: the hand-over without a wait (one line a request); nothing is added when the items do not all fit,
+    and the worker is woken once for what was added."""
+    inbox: Inbox[int] = Inbox(3)
+    clock = ManualClock()
+    waiter = inbox.waiter(None, clock)
+    assert waiter is not None
+    assert inbox.offer([1, 2])
+    await asyncio.wait_for(waiter, 1)
+    assert not inbox.offer([3, 4]) and inbox.qsize() == 2  # would pass the bound: nothing added
+    assert inbox.offer([]) and inbox.offer([3]) and inbox.full()
+    assert inbox.take(10) == [1, 2, 3]
+
+
+def test_a_wake_serves_the_loop_of_its_wait_and_the_next_loop_once_that_one_closed() -> None:
+    """A Wake keeps the loop of its first wait (no loop look-up per wait); a later loop takes it over once that loop
+    closed (sequential asyncio.run calls, as tests make them)."""
+    wake = Wake()
+
+    async def wait_once() -> None:
+        waiter = wake.waiter()
+        assert waiter is not None
+        asyncio.get_running_loop().call_soon(wake.set)
+        await asyncio.wait_for(waiter, 1)
+        wake.clear()
+
+    asyncio.run(wait_once())
+    asyncio.run(wait_once())

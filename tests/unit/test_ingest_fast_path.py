@@ -76,6 +76,7 @@ async def _live(
     *,
     fast: bool,
     stream_format: str | None = None,
+    one_a_request: bool = False,
 ) -> tuple[object, ...]:
     journal = MemoryJournal()
     relay = _relay(limits, journal, fast=fast)
@@ -84,7 +85,10 @@ async def _live(
         start = {**start, "format": stream_format}
     await relay.submit_lines([(start, None)], "r")
     await asyncio.sleep(0)  # the worker waits for its first events
-    results = await relay.submit_lines([(obj, None) for obj in lines], hint)
+    if one_a_request:  # each line its own request (Relay.submit_lines' path for one line)
+        results = [result for obj in lines for result in await relay.submit_lines([(obj, None)], hint)]
+    else:
+        results = await relay.submit_lines([(obj, None) for obj in lines], hint)
     state = _run_state(relay), [_result(r) for r in results], await journal.lines("r")
     await relay.close()
     return state
@@ -245,6 +249,30 @@ def test_a_raw_stream_batch_taken_by_the_fast_path_is_taken_as_each_line_alone(
 ) -> None:
     fast = asyncio.run(_live(batch, hint, limits, start_seq, fast=True, stream_format="anthropic"))
     slow = asyncio.run(_live(batch, hint, limits, start_seq, fast=False, stream_format="anthropic"))
+    assert fast == slow
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BATCHES, st.sampled_from(["r", None]), LIMITS, st.one_of(st.none(), st.integers(0, 3)))
+def test_lines_posted_one_a_request_are_taken_as_each_line_alone(
+    batch: list[Any], hint: str | None, limits: ClientLimits, start_seq: int | None
+) -> None:
+    """An agent posting each line as it comes: Relay.submit_lines' path for one line takes it as accept does."""
+    fast = asyncio.run(_live(batch, hint, limits, start_seq, fast=True, one_a_request=True))
+    slow = asyncio.run(_live(batch, hint, limits, start_seq, fast=False, one_a_request=True))
+    assert fast == slow
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(raw_lines(), max_size=14), st.sampled_from(["r", None]), LIMITS, st.one_of(st.none(), st.integers(0, 3))
+)
+def test_raw_lines_posted_one_a_request_are_taken_as_each_line_alone(
+    batch: list[Any], hint: str | None, limits: ClientLimits, start_seq: int | None
+) -> None:
+    kw: dict[str, Any] = {"stream_format": "anthropic", "one_a_request": True}
+    fast = asyncio.run(_live(batch, hint, limits, start_seq, fast=True, **kw))
+    slow = asyncio.run(_live(batch, hint, limits, start_seq, fast=False, **kw))
     assert fast == slow
 
 

@@ -126,11 +126,15 @@ def stream_start_id(run: str, slot: int, attempt: int) -> str:
     return STREAM_START_MARK + delivery_id(run, slot, attempt)[2:]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PendingText:
     """What a growing part shows, as the run stage pushes it on every change: a range of the text it is kept in (the
     run's answer, shared: no copy), made in O(1); its text is built only when a call is due (:meth:`text`), never per
     delta. A preview's live part: the chunker's pending text (:meth:`core.chunking.Chunker.pending_range`).
+
+    A value: nothing changes one once it is pushed (the stage pushes a new one). Not declared ``frozen``: one is made
+    per delta, and a frozen dataclass's ``__init__`` sets each of its seven fields through ``object.__setattr__``,
+    about four times the cost of plain slot stores (as :class:`core.delivery.answer.AnswerChange`).
 
     Attributes:
         source: the text it is a range of (None: ``head`` is the whole text).

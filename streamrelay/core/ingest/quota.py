@@ -35,6 +35,9 @@ from streamrelay.core.events import (
 from streamrelay.core.ingest.clients import ClientLimits
 
 _Key = tuple[str | None, int, str]
+_DELTA = TextMode.DELTA
+"""Looked up once (:meth:`RunUsage.charge` reads it for every line): on CPython 3.11 an enum member's lookup on its
+class goes through ``EnumType.__getattr__``'s hook (a call)."""
 
 
 @dataclass
@@ -70,7 +73,7 @@ class RunUsage:
             IngestError: 422 naming ``clients.NAME.max_events_per_run`` or ``clients.NAME.max_chars_per_run``.
         """
         one = events[0] if len(events) == 1 else None
-        if type(one) is TextEvent and one.mode is TextMode.DELTA and self._charged_delta(one, limits, enforce):
+        if type(one) is TextEvent and one.mode is _DELTA and self._charged_delta(one, limits, enforce):
             return  # the common line, without the general bookkeeping
         n_events = self.events + len(events)
         if enforce and n_events > limits.max_events_per_run:
@@ -110,7 +113,7 @@ class RunUsage:
 
     def _chars(self, event: Event, grown: dict[_Key, int], so_far: int) -> int:
         if isinstance(event, TextEvent):
-            if event.mode is TextMode.DELTA:
+            if event.mode is _DELTA:
                 return len(event.text)
             key = (event.source.key if event.source else None, event.message, str(event.visibility))
             before = grown.get(key, self._longest.get(key, 0))

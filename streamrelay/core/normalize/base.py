@@ -131,9 +131,28 @@ class MessageCounter:
         return index
 
 
+_DELTA = TextMode.DELTA
+"""Looked up once: on CPython 3.11 an enum member's lookup on its class goes through ``EnumType.__getattr__``'s hook
+(a call), and :func:`text_event` makes every delta of every format."""
+_validate_text = TextEvent.__pydantic_validator__.validate_python
+"""What ``TextEvent(**fields)`` runs, without the model's Python ``__init__`` around it (one per delta)."""
+
+
 def text_event(run_id: str, message: int, text: str, visibility: Visibility, source: Source | None = None) -> TextEvent:
-    """A ``text`` delta event of one assistant message (of the root, or of the sub-agent ``source``)."""
-    return TextEvent(run=run_id, mode=TextMode.DELTA, text=text, message=message, visibility=visibility, source=source)
+    """A ``text`` delta event of one assistant message (of the root, or of the sub-agent ``source``).
+
+    Raises:
+        pydantic.ValidationError: a field no event can hold (the normalizers turn it into an ``IngestError``).
+    """
+    fields = {
+        "run": run_id,
+        "mode": _DELTA,
+        "text": text,
+        "message": message,
+        "visibility": visibility,
+        "source": source,
+    }
+    return _validate_text(fields)  # type: ignore[no-any-return]
 
 
 def require_str(raw: JsonObject, key: str, provider: str, what: str) -> str:

@@ -31,12 +31,14 @@ class JournalEntry(NamedTuple):
     line: str
 
 
-_new_entry = partial(tuple.__new__, JournalEntry)
+new_entry = partial(tuple.__new__, JournalEntry)
+"""``new_entry((run, line))`` is ``JournalEntry(run, line)`` made in C (the named tuple's own ``__new__`` is a Python
+function): one is made per accepted line."""
 
 
 def entries_of(run: str, lines: Iterable[str]) -> list[JournalEntry]:
     """One entry per line of ``run``, in order (made in C: a batch's lines of one run are many, each an entry)."""
-    return list(map(_new_entry, zip(repeat(run), lines)))
+    return list(map(new_entry, zip(repeat(run), lines)))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Sequence, Sized
 from typing import Generic, TypeVar
 
 from streamrelay.core.clock import Clock
@@ -54,6 +54,17 @@ class Inbox(Generic[T]):
         """Add one item now, past the bound if need be (a journaled backlog must all be taken)."""
         self._items.append(item)
         self._ready.set()
+
+    def offer(self, items: Sequence[T]) -> bool:
+        """Add ``items`` now when they all fit, waking the worker once: what :meth:`put_all` does without a wait,
+        without its coroutine (a run fed one event a request hands over once per event); False, nothing added, when
+        they do not fit. ``items`` empty: True, nothing done."""
+        if self.maxsize > 0 and len(self._items) + len(items) > self.maxsize:
+            return False
+        if items:
+            self._items.extend(items)
+            self._ready.set()
+        return True
 
     async def put(self, item: T) -> None:
         """Add one item, waiting while the inbox is full."""

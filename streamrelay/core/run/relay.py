@@ -36,7 +36,7 @@ from streamrelay.core.lanes.gate import (
     ask_gate,
 )
 from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
-from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of
+from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
 from streamrelay.core.run.controller import RunController
@@ -178,7 +178,34 @@ class Relay:
         Raises:
             Exception: the journal could not be written: none of the batch is accepted (the caller answers 503).
         """
+        if len(lines) == 1 and (group := self._one_group(lines, run_hint)) is not None:
+            # One line a request (an agent posting each line as it comes), taken by a fast path: :meth:`_take` without
+            # a batch's bookkeeping (its lists, groups and joins, each a cost per request when every request is one
+            # line), nor a coroutine per step. The same journal entry, hand-over and failure as :meth:`_take` gives.
+            run, events, results = group
+            result = results[0]
+            if type(result) is LineResult and result.dropped is None:  # taken (not refused, not dropped)
+                obj, raw = lines[0]
+                staged = [(run, events)] if events else []
+                try:
+                    await self._journal.append([new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))])
+                except Exception:
+                    self._forget_unopened(staged)
+                    raise
+                if events and not run.offer(events):
+                    await self._hand_over(staged, replay=False)
+            return results
         return await self._take(lines, run_hint, replay=False)
+
+    def _one_group(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None
+    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
+        """The live line ``lines[0]`` as :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` takes it, or None
+        (then :meth:`Admission.accept` takes it)."""
+        admission = self._admission
+        return admission.take_deltas(lines, 0, run_hint, replay=False) or admission.take_raw(
+            lines, 0, run_hint, replay=False
+        )
 
     async def submit_line(self, obj: object, run_hint: str | None = None) -> int:
         """Take one decoded line, or one event already typed (taken as it is, never dumped and parsed again); return
@@ -278,13 +305,17 @@ class Relay:
             try:
                 await self._journal.append(entries)
             except Exception:
-                for run, _ in staged:
-                    if not run.opened and self._runs.get(run.run) is run:
-                        del self._runs[run.run]
-                        self._admission.clients.left(run.run)
+                self._forget_unopened(staged)
                 raise
         await self._hand_over(staged, replay=replay)
         return results
+
+    def _forget_unopened(self, staged: list[tuple[ActiveRun, list[Event]]]) -> None:
+        """The journal refused a batch: the runs it would have started (not opened yet) are forgotten."""
+        for run, _ in staged:
+            if not run.opened and self._runs.get(run.run) is run:
+                del self._runs[run.run]
+                self._admission.clients.left(run.run)
 
     async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must

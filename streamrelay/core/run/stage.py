@@ -164,17 +164,17 @@ class RunStage:
             and event.lane is _UI
             and (text := event.text)
             and _NOT_PLAIN.search(text) is None
-            and self.text.plain_delta(event.message, text)
+            and self.text.plain_delta(message := event.message, text)  # read once: a model's field read is slow
         ):
             if self.committed is None and not self._at_commit:
-                linear = self.answer.appended(event.message, text)
-                self.mode.on_answer(linear, event.message)
+                linear = self.answer.appended(message, text)
+                self.mode.on_answer(linear, message)
                 if linear.reset:
                     self.monitor.publish("answer", text=linear.text, reset=True)
                 else:
                     self.monitor.answer_grew(linear.text)  # the shared answer grew at its end by exactly it
             else:
-                self.answer.appended(event.message, text)
+                self.answer.appended(message, text)
             return
         self._handle(event)
 

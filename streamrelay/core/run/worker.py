@@ -80,6 +80,11 @@ class ActiveRun:
         """Hand one accepted event to the worker (waits while the queue is full)."""
         await self.put_all((event,))
 
+    def offer(self, events: Sequence[Event]) -> bool:
+        """:meth:`put_all` without waiting, for an opened run whose inbox has room for ``events`` (the common
+        hand-over: no coroutine made for it); False, nothing done, otherwise (then :meth:`put_all`)."""
+        return self.opened and self.queue.offer(events)
+
     async def put_all(self, events: Sequence[Event]) -> None:
         """Hand accepted events to the worker in order, waking it once (waits while the queue is full)."""
         if self.backlog is not None and not self.opened:
