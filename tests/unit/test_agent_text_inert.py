@@ -74,7 +74,7 @@ def test_it_is_idempotent(text: str) -> None:
     assert strip_invisible(once) == once
 
 
-LIVE_MARKDOWN = Path(__file__).parents[2] / "adapters" / "web" / "static" / "live-markdown.js"
+LIVE_MARKDOWN = Path(__file__).parents[2] / "streamrelay" / "adapters" / "web" / "static" / "live-markdown.js"
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="no node on PATH to run the live page's script")
