@@ -1,4 +1,5 @@
-"""The ``streamrelay`` command: serve, demo, replay, case, mock, chaos, runs (:mod:`app.ops_cli`); ``--version``."""
+"""The ``streamrelay`` command: serve, run (a bot beside it), init, demo, replay, case, mock, chaos, runs
+(:mod:`app.ops_cli`); ``--version``."""
 
 from __future__ import annotations
 
@@ -111,6 +112,76 @@ def serve(
             log_level=log_level.value if log_level else None,
         ),
         loop_factory=fast_loop(),
+    )
+
+
+@app.command(
+    name="run",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    no_args_is_help=True,
+)
+def run_with_bot(
+    command: Annotated[list[str], typer.Argument(metavar="-- COMMAND...", help="the bot, e.g. -- python bot.py")],
+    config: Annotated[Path, typer.Option(metavar="FILE", help="channels TOML")] = Path(
+        "streamrelay/config/channels.toml"
+    ),
+    host: Annotated[str | None, typer.Option(metavar="HOST", help="override [service].host")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=0, max=65535, metavar="PORT", help="override [service].port (0: a free one)")
+    ] = None,
+    log_format: Annotated[
+        LogFormatChoice | None, typer.Option(help="override [service].log_format (default: console on a terminal)")
+    ] = None,
+    log_level: Annotated[LogLevelChoice | None, typer.Option(help="override [service].log_level")] = None,
+) -> None:
+    """Serve (as serve does, same configuration), wait for /readyz, run the bot with STREAMRELAY_URL and
+    STREAMRELAY_TOKEN in its environment, pass SIGINT/SIGTERM/SIGHUP on to it, and drain the sidecar when it exits.
+    Exits with the bot's exit code. Without $STREAMRELAY_TOKEN a random token is made for the run."""
+    from streamrelay.app.cli_checks import check_listeners
+    from streamrelay.app.run_bot import run_bot
+
+    if port != 0:
+        check_listeners(config, host, port)
+    code = _run(
+        run_bot(
+            config,
+            command,
+            host=host,
+            port=port,
+            log_format=log_format.value if log_format else None,
+            log_level=log_level.value if log_level else None,
+        ),
+        loop_factory=fast_loop(),
+    )
+    raise typer.Exit(code)
+
+
+@app.command()
+def init(
+    folder: Annotated[Path, typer.Argument(metavar="[FOLDER]", help="where to write (default: here)")] = Path("."),
+    platform: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="[" + "|".join(MOCK_PLATFORMS) + "]",
+            help="a channel for this platform (repeat it; default: telegram and slack)",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="overwrite files that exist")] = False,
+) -> None:
+    """Write a starter configuration: channels.toml (each rate number under its documentation link) and
+    .env.example (the variables to set, no secrets). Refuses to overwrite either without --force."""
+    from streamrelay.app.starter import write_starter
+
+    try:
+        written = write_starter(folder, platform or ["telegram", "slack"], force=force)
+    except (FileExistsError, ValueError) as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(1) from None
+    for path in written:
+        typer.echo(f"wrote {path}")
+    config = written[0]
+    typer.echo(
+        f"next: copy {written[1]} to .env and fill it in, then: streamrelay run --config {config} -- python bot.py"
     )
 
 

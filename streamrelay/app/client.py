@@ -93,16 +93,34 @@ class RelayClient:
         channel: str,
         chat_id: int | str,
         thread_id: int | str | None = None,
+        reply_to: int | str | None = None,
         mode: str | None = None,
         overrides: Mapping[str, Any] | None = None,
+        format: str | None = None,
     ) -> None:
-        """Send the run's ``run.start``."""
+        """Send the run's ``run.start``.
+
+        Args:
+            run: the run's id (yours: one per user request).
+            channel: a configured channel's name.
+            chat_id: the chat (Telegram chat id, Slack channel id, Discord channel id).
+            thread_id: a thread or topic in it (Slack: the parent message's ``ts``).
+            reply_to: the message the answer replies to (its platform id).
+            mode: the delivery mode, else the channel's.
+            overrides: per-run channel settings (``throttle_ms``, ``subagents``, ``reasoning``...).
+            format: the provider stream the run's later lines are (``anthropic``, ``openai-chat``,
+                ``openai-responses``, ``gemini``...): send its events as they are, then an ``end``.
+        """
         target: dict[str, Any] = {"chat_id": chat_id}
         if thread_id is not None:
             target["thread_id"] = thread_id
+        if reply_to is not None:
+            target["reply_to"] = reply_to
         start: dict[str, Any] = {"kind": "run.start", "channel": channel, "target": target}
         if mode is not None:
             start["mode"] = mode
+        if format is not None:
+            start["format"] = format
         if overrides:
             start["overrides"] = dict(overrides)
         await self.send(run, [start])

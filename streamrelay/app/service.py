@@ -138,6 +138,7 @@ def build_relay(
         catalog=catalog,
         validator=validate,
         clients=settings.client_limits(),
+        observer=metrics,
     )
 
 

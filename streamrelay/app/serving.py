@@ -175,6 +175,7 @@ async def serve(
     port: int | None = None,
     log_format: str | None = None,
     log_level: str | None = None,
+    signals: StopSignals | None = None,
 ) -> None:
     """Run the sidecar until a signal, then drain and stop (see the module docstring).
 
@@ -184,6 +185,8 @@ async def serve(
         port: overrides ``[service].port``.
         log_format: overrides ``[service].log_format`` (``json`` | ``console``).
         log_level: overrides ``[service].log_level``.
+        signals: when to drain and stop, set by the caller (``streamrelay run``: when its bot exits); None: SIGTERM
+            and SIGINT, installed here.
 
     Raises:
         ConfigError: the settings are wrong or a token variable is not set.
@@ -216,12 +219,13 @@ async def serve(
         raise ConfigError(str(exc)) from None
     metrics = ServiceMetrics(version())
     if service.backend == "redis":
-        await _serve_replica(settings, clients, metrics_token, tokens, metrics, host, port, log_level)
+        await _serve_replica(settings, clients, metrics_token, tokens, metrics, host, port, log_level, signals)
         return
     store = await SqliteStore.open(service.ledger)  # the journal and the ledger: one file, one connection
     ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)
-    signals = StopSignals()
+    own = signals is None
+    signals = StopSignals() if signals is None else signals
     pending = unloaded_channels(settings)
     try:
         ready_now = [name for name in settings.channels if name not in pending]
@@ -238,12 +242,14 @@ async def serve(
             health=health,
             metrics_token=metrics_token,
         )
-        signals.install()
+        if own:
+            signals.install()
         try:
             load = load_channels(relay, settings, pending, tokens=tokens, metrics=metrics) if pending else None
             await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
         finally:
-            signals.remove()
+            if own:
+                signals.remove()
             await relay.close()
     finally:
         await journal.close()
@@ -259,13 +265,15 @@ async def _serve_replica(
     host: str | None,
     port: int | None,
     log_level: str | None,
+    given: StopSignals | None = None,
 ) -> None:
-    """One replica on Redis (:mod:`app.replicas.serving`), with this module's stop signals."""
+    """One replica on Redis (:mod:`app.replicas.serving`), with this module's stop signals (or ``given``)."""
     from streamrelay.app.replicas.serving import serve_replica
 
     service = settings.service
-    signals = StopSignals()
-    signals.install()
+    signals = StopSignals() if given is None else given
+    if given is None:
+        signals.install()
     try:
         await serve_replica(
             settings,
@@ -280,7 +288,8 @@ async def _serve_replica(
             forced=signals.forced,
         )
     finally:
-        signals.remove()
+        if given is None:
+            signals.remove()
 
 
 async def _loaded(load: Coroutine[Any, Any, None], signals: StopSignals) -> bool:

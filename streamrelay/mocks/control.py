@@ -48,6 +48,10 @@ never recorded in ``calls``:
     (Telegram a ``callback_query`` update, Slack a ``block_actions`` payload, Discord an ``INTERACTION_CREATE``
     dispatch with the component's ``custom_id``), for a test to forward as the bot would; 400 ``{"error",
     "field"}`` when the message does not exist or carries no such button.
+``POST /_mock/events`` (Slack)
+    ``{"url", "signing_secret"}``: a person's later messages are posted to the app at ``url`` (its Events API
+    Request URL, Bolt's ``/slack/events``) as signed ``message`` events (:mod:`mocks.slack.events`). Telegram's bot
+    polls for them instead (``getUpdates``: :mod:`mocks.telegram.updates`).
 ``POST /_mock/reset``
     Forget messages, calls, scripts and rate-limit state (as :meth:`MockServer.reset`); 200 ``{"reset": true}``.
 """
@@ -56,7 +60,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -265,6 +269,23 @@ def add_routes(app: web.Application, mock: Controlled) -> None:
     app.router.add_post(f"{PREFIX}/user_message", post_user_message)
     app.router.add_post(f"{PREFIX}/press", post_press)
     app.router.add_post(f"{PREFIX}/reset", post_reset)
+    events_to = getattr(mock, "events_to", None)
+    if events_to is not None:  # Slack: a Bolt app's Request URL (mocks.slack.events)
+        app.router.add_post(f"{PREFIX}/events", _events_route(events_to))
+
+
+def _events_route(events_to: Callable[[str, str], None]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``POST /_mock/events``: where a person's messages are posted as the Events API posts them."""
+
+    async def post_events(request: web.Request) -> web.Response:
+        body = await _json(request)
+        url, secret = (body.get(k) if isinstance(body, dict) else None for k in ("url", "signing_secret"))
+        if not isinstance(url, str) or not url.startswith("http") or not isinstance(secret, str) or not secret:
+            return _refuse(FieldError("url", 'want {"url": "http://...", "signing_secret": "..."}'))
+        events_to(url, secret)
+        return web.json_response({"url": url})
+
+    return post_events
 
 
 def user_message(mock: Controlled, body: Any) -> dict[str, Any]:

@@ -169,7 +169,7 @@ async def owner_url(redis_url: str, run: str) -> str:
 
 
 def runs_ended(metrics: str, channel: str) -> float:
-    pattern = rf'^streamrelay_runs_ended_total\{{channel="{channel}",status="ok"\}} (\S+)$'
+    pattern = rf'^streamrelay_runs_ended_total\{{channel="{channel}",end="ok",status="delivered"\}} (\S+)$'
     return sum(float(value) for value in re.findall(pattern, metrics, flags=re.MULTILINE))
 
 

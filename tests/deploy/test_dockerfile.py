@@ -139,3 +139,16 @@ def test_the_healthcheck_fails_when_nothing_answers() -> None:
         [sys.executable, str(DEPLOY / "healthcheck.py")], env=run_env, capture_output=True, text=True, timeout=30
     )
     assert done.returncode == 1 and "/healthz" in done.stderr
+
+
+def test_every_documented_docker_run_publishes_on_loopback_only() -> None:
+    """The Dockerfile's comment and deploy/README.md: ``-p 127.0.0.1:8787:8787``, never ``-p 8787:8787`` (every
+    interface, and Docker's own iptables rules bypass the host's firewall)."""
+    for path in (DEPLOY / "Dockerfile", DEPLOY / "README.md"):
+        runs = [
+            line for line in path.read_text().splitlines() if "-p " in line and ("docker run" in line or "-v " in line)
+        ]
+        assert runs, path
+        for line in runs:
+            published = line.split("-p ", 1)[1].split()[0]
+            assert published.startswith("127.0.0.1:"), f"{path.name}: {line.strip()}"

@@ -134,3 +134,43 @@ def test_the_probes_and_ports_declared_are_the_ones_the_service_answers(tmp_path
         assert httpx.get(f"http://127.0.0.1:{ingest}/healthz", timeout=10).status_code == 200
         assert process.stop() == 0
     assert "k8s-test-ingest-token" not in process.output() and "DRY-run-token" not in process.output()
+
+
+def mebibytes(quantity: str) -> float:
+    """A Kubernetes memory quantity (``256Mi``, ``1Gi``, ``200M``, bytes) in MiB."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 10**3, "M": 10**6, "G": 10**9}
+    for suffix, factor in sorted(units.items(), key=lambda item: -len(item[0])):
+        if quantity.endswith(suffix):
+            return float(quantity[: -len(suffix)]) * factor / 2**20
+    return float(quantity) / 2**20
+
+
+def test_the_memory_request_covers_the_sidecars_idle_resident_memory(tmp_path: Path) -> None:
+    """Started with the ConfigMap's channels (aiogram loaded), ready and idle, the sidecar's resident memory (its own
+    ``process_resident_memory_bytes``) fits in its memory request, so the scheduler never places it where that much
+    is not free; the limit leaves room for runs on top."""
+    resources = sidecar()["resources"]
+    request_mib, limit_mib = mebibytes(resources["requests"]["memory"]), mebibytes(resources["limits"]["memory"])
+    (tmp_path / "channels.toml").write_text(config_toml())
+    ingest, ops = free_port(), free_port()
+    env = {
+        "STREAMRELAY_TOKEN": "k8s-test-ingest-token",
+        "STREAMRELAY_METRICS_TOKEN": "k8s-test-metrics-token",
+        "TELEGRAM_BOT_TOKEN": "123456:DRY-run-token-for-the-mock-bot-api",
+        "STREAMRELAY_SERVICE__PORT": str(ingest),
+        "STREAMRELAY_SERVICE__OPS_PORT": str(ops),
+        "STREAMRELAY_SERVICE__OPS_HOST": "127.0.0.1",
+        "STREAMRELAY_SERVICE__LEDGER": str(tmp_path / "data" / "streamrelay.sqlite3"),
+    }
+    argv = ["uv", "run", "--frozen", "streamrelay", *sidecar()["args"]]
+    argv[argv.index("--config") + 1] = str(tmp_path / "channels.toml")
+    with started(argv, env, tmp_path / "sidecar.log") as process:
+        process.wait_http(f"http://127.0.0.1:{ops}/readyz")
+        page = httpx.get(
+            f"http://127.0.0.1:{ops}/metrics", headers={"Authorization": "Bearer k8s-test-metrics-token"}, timeout=10
+        ).text
+        assert process.stop() == 0
+    (rss,) = [float(line.split()[1]) for line in page.splitlines() if line.startswith("process_resident_memory_bytes")]
+    rss_mib = rss / 2**20
+    assert rss_mib <= request_mib, f"idle RSS {rss_mib:.0f} MiB > request {request_mib:.0f} MiB"
+    assert limit_mib >= 2 * request_mib

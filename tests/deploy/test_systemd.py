@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,58 @@ def test_the_command_runs_as_written_and_stops_on_sigterm(tmp_path: Path) -> Non
         assert process.stop(timeout_s=float(service()["TimeoutStopSec"][0])) == 0
     assert (tmp_path / "state" / "streamrelay.sqlite3").is_file()
     assert '"event": "stopped"' in process.output()  # --log-format json, as journald gets it
+
+
+HIDDEN = ("/home/", "/root/", "/run/user/")
+"""What ProtectHome=yes hides from the service."""
+
+
+def install_lines() -> list[str]:
+    """The install commands of the unit's comment."""
+    return [line.lstrip("# ").strip() for line in UNIT.read_text().splitlines() if line.startswith("#   sudo")]
+
+
+def test_the_documented_install_puts_a_uv_managed_python_under_opt_never_under_a_home() -> None:
+    (sync,) = [line for line in install_lines() if " uv sync " in line]
+    words = shlex.split(sync)
+    env = dict(word.split("=", 1) for word in words if "=" in word and not word.startswith("-"))
+    assert env["UV_PYTHON_INSTALL_DIR"].startswith(f"{INSTALLED}/") or env["UV_PYTHON_INSTALL_DIR"].startswith(
+        "/var/lib/"
+    )
+    assert {"--frozen", "--no-dev", "--managed-python"} <= set(words)
+    assert any(line.startswith(f"sudo git clone <this repository> {INSTALLED}") for line in install_lines())
+
+
+def check_venv(venv: Path) -> subprocess.CompletedProcess[str]:
+    (pre,) = service()["ExecStartPre"]
+    assert pre.startswith("+")  # outside the sandbox: it must see where the link leads
+    argv = [part.replace(INSTALLED, str(ROOT)) for part in shlex.split(pre[1:])]
+    assert argv[-1] == str(ROOT / ".venv") and (ROOT / "deploy" / "systemd" / "check-venv.sh").is_file()
+    return subprocess.run([*argv[:-1], str(venv)], capture_output=True, text=True, timeout=30)
+
+
+def venv_with(tmp: Path, python: Path) -> Path:
+    venv = tmp / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(python)
+    return venv
+
+
+def test_the_start_check_refuses_a_venv_whose_python_protecthome_hides_and_says_how_to_fix_it(tmp_path: Path) -> None:
+    python = Path(sys.executable).resolve()  # this machine's: pyenv's under /root here, /usr/bin in CI's image
+    done = check_venv(venv_with(tmp_path, python))
+    if str(python).startswith(HIDDEN):
+        assert done.returncode == 1 and "ProtectHome=yes" in done.stderr and "UV_PYTHON_INSTALL_DIR=" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+    missing = check_venv(tmp_path / "nowhere")
+    assert missing.returncode == 1 and "no Python in" in missing.stderr
+
+
+def test_the_start_check_accepts_a_python_outside_the_homes(tmp_path: Path) -> None:
+    installed = tmp_path / "opt" / "python" / "bin" / "python3"  # as UV_PYTHON_INSTALL_DIR=/opt/... places it
+    installed.parent.mkdir(parents=True)
+    installed.write_text("#!/bin/sh\n")
+    installed.chmod(0o755)
+    done = check_venv(venv_with(tmp_path, installed))
+    assert done.returncode == 0 and done.stderr == ""

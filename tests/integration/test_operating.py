@@ -52,7 +52,7 @@ class Service:
     store: SqliteStore
     client: httpx.AsyncClient
 
-    async def run(self, run: str, *texts: str, chat_id: int = 42, pause_s: float = 0.0) -> dict[str, Any]:
+    async def run(self, run: str, *texts: str, chat_id: int | str = 42, pause_s: float = 0.0) -> dict[str, Any]:
         start = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": chat_id}}
         await self.post(run, start)
         for text in texts:
@@ -92,7 +92,7 @@ async def service(tmp_path: Path) -> AsyncIterator[Service]:
     ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)
     runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN), metrics=metrics)
-    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), journal=journal)
+    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), journal=journal, observer=metrics)
     health = Health(lambda: store.ping(STORE_TABLES))
     sidecar = Sidecar(relay, token=INGEST_TOKEN, metrics=metrics, health=health, ops_port=0)
     await sidecar.start()
@@ -119,14 +119,16 @@ async def test_metrics_count_a_real_run_its_429_and_the_retry_without_an_id_as_a
     assert sample(got, "streamrelay_platform_call_seconds_count", **tg, method="send") == 1
     assert sample(got, "streamrelay_event_to_call_seconds_count", **tg) >= 1
     assert sample(got, "streamrelay_runs_started_total", channel="telegram") == 1
-    assert sample(got, "streamrelay_runs_ended_total", channel="telegram", status="ok") == 1
+    assert sample(got, "streamrelay_runs_ended_total", channel="telegram", status="delivered", end="ok") == 1
+    assert sample(got, "streamrelay_run_seconds_count", channel="telegram", status="delivered") == 1
     assert sample(got, "streamrelay_journal_lines_total") == 5
     assert sample(got, "streamrelay_journal_append_seconds_count") == 5
     assert sample(got, "streamrelay_ingest_lines_total", result="accepted") == 5
     assert sample(got, "streamrelay_ingest_requests_total", status="200") == 5
     assert sample(got, "streamrelay_active_runs") == 0 and sample(got, "streamrelay_ready") == 1
     assert sample(got, "streamrelay_build_info", version="test-version") == 1
-    label_values = {value for _, labels in got for _, value in labels}
+    # python_gc_*'s ``generation`` (0, 1, 2: prometheus-client's own) is the one label whose values are numbers
+    label_values = {value for _, labels in got for key, value in labels if key != "generation"}
     assert not {"run-metrics-1", "42", "1"} & label_values  # no run, chat or message id
 
 
@@ -233,3 +235,45 @@ async def test_an_ops_port_in_use_fails_the_start_and_leaves_no_listener_behind(
             await sidecar.start()
     with pytest.raises(httpx.TransportError):
         await service.client.get(f"{sidecar.url}/healthz")
+
+
+async def test_a_run_whose_chat_is_not_found_is_counted_and_logged_failed_not_ok(
+    service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="streamrelay")
+    for nth in range(1, 6):  # every send: the bot was removed from the chat (Telegram's 400)
+        service.mock.add_fault("sendMessage", nth, {"status": 400, "description": "Bad Request: chat not found"})
+    report = await service.run("run-no-chat", "Hello")  # the agent ends it ok
+    assert report["status"] == "failed" and report["end_status"] == "ok"
+    got = await service.samples()
+    assert sample(got, "streamrelay_runs_ended_total", channel="telegram", status="failed", end="ok") == 1
+    assert sample(got, "streamrelay_runs_ended_total", channel="telegram", status="delivered", end="ok") == 0
+    (line,) = [r for r in caplog.records if r.name == "streamrelay.runs"]
+    assert line.levelno == logging.WARNING and "chat not found" in line.getMessage()
+    fields = {k: vars(line)[k] for k in ("run", "channel", "status", "end_status", "parts", "failed")}
+    assert fields == {
+        "run": "run-no-chat",
+        "channel": "telegram",
+        "status": "failed",
+        "end_status": "ok",
+        "parts": 1,
+        "failed": 1,
+    }
+    assert isinstance(vars(line)["duration_s"], float) and vars(line)["duration_s"] >= 0
+    given_up = [r for r in caplog.records if r.name == "streamrelay.delivery" and "given up" in r.getMessage()]
+    assert given_up and all(r.levelno == logging.WARNING for r in given_up)
+
+
+async def test_a_delivered_run_logs_one_line_at_info_and_process_metrics_are_exposed(
+    service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="streamrelay")
+    assert (await service.run("run-fine", "All", " good."))["status"] == "delivered"
+    (line,) = [r for r in caplog.records if r.name == "streamrelay.runs"]
+    assert line.levelno == logging.INFO and vars(line)["status"] == "delivered" and vars(line)["parts"] == 1
+    got = await service.samples()
+    names = {name for name, _ in got}
+    assert sample(got, "process_resident_memory_bytes") > 0 and sample(got, "process_open_fds") > 0
+    assert {"process_cpu_seconds_total", "process_start_time_seconds"} <= names
+    assert any(name.startswith("python_gc_collections_total") for name in names)
+    assert sample(got, "python_gc_objects_collected_total", generation="0") >= 0

@@ -20,6 +20,7 @@ from streamrelay.core.errors import (
     PlatformUnavailableError,
     RateLimitedError,
     RateScope,
+    TargetNotFoundError,
     UncertainDeliveryError,
 )
 from streamrelay.core.events import Target
@@ -27,7 +28,7 @@ from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.ports import NativeStreaming, TextFormat, Threads
 from streamrelay.core.records.journal import JournalEntry, MemoryJournal
 from streamrelay.core.records.ledger import MemoryLedger, PartRecord, RunRecord
-from streamrelay.core.records.report import PartState, SlotRole
+from streamrelay.core.records.report import DeliveryReport, PartState, ReportStatus, SlotRole
 from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import FakeAdapter, FakeNativeAdapter
 
@@ -40,7 +41,9 @@ def value(metrics: ServiceMetrics, name: str, **labels: str) -> float:
 
 
 def label_values(metrics: ServiceMetrics) -> set[str]:
-    return {v for family in metrics.registry.collect() for s in family.samples for v in s.labels.values()}
+    """The service's own metrics' label values (prometheus-client's ``python_gc_*`` label generations 0, 1, 2)."""
+    families = [family for family in metrics.registry.collect() if family.name.startswith("streamrelay_")]
+    return {v for family in families for s in family.samples for v in s.labels.values()}
 
 
 @pytest.mark.parametrize(
@@ -143,7 +146,8 @@ async def test_the_ledger_counts_verdicts_retries_uncertain_parts_and_runs() -> 
     await ledger.save_part(uncertain)  # the same part again: counted once
     await ledger.end_run("r1", "ok")
     assert value(metrics, "streamrelay_runs_started_total", channel="tg") == 1
-    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="ok") == 1
+    # an ended run is counted by its report's status, by the relay (test_ended_runs_are_counted_by_...), not here
+    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="delivered", end="ok") == 0
     assert value(metrics, "streamrelay_delivery_outcomes_total", channel="tg", op="edit", outcome="retry") == 1
     retries = "streamrelay_retries_total"
     assert value(metrics, retries, channel="tg", op="edit", reason="unavailable") == 1
@@ -200,3 +204,58 @@ async def test_a_real_run_through_the_relay_feeds_every_counter() -> None:
     assert value(metrics, "streamrelay_event_to_call_seconds_count", channel="tg", platform="fake") >= 1
     assert value(metrics, "streamrelay_journal_lines_total") == 4
     assert not {"run-9", "7"} & label_values(metrics)
+
+
+def test_ended_runs_are_counted_by_their_reports_status_and_their_agents_end() -> None:
+    metrics = ServiceMetrics()
+    failed = DeliveryReport(run="r1", channel="tg", done=True, status=ReportStatus.FAILED, end_status="ok")
+    refused = DeliveryReport(run="r2", channel="tg", done=True, status=ReportStatus.PARTIAL, end_status="refused")
+    quiet = DeliveryReport(run="r3", channel="tg", done=True, status=ReportStatus.EMPTY)
+    metrics.run_ended(failed, 2.5)
+    metrics.run_ended(refused, 1.0)
+    metrics.run_ended(quiet, 0.1)
+    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="failed", end="ok") == 1
+    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="partial", end="refused") == 1
+    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="empty", end="none") == 1
+    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="delivered", end="ok") == 0
+    assert value(metrics, "streamrelay_run_seconds_sum", channel="tg", status="failed") == 2.5
+    assert "r1" not in label_values(metrics)
+
+
+def test_the_registry_holds_prometheus_clients_process_and_gc_metrics() -> None:
+    names = {sample.name for family in ServiceMetrics().registry.collect() for sample in family.samples}
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"} <= names
+    assert {"python_gc_collections_total", "python_gc_objects_collected_total"} <= names
+
+
+async def test_the_relay_tells_a_runs_end_once_by_its_reports_status_in_one_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run whose every send finds no chat, ended ``ok`` by its agent: counted and logged ``failed``; the part given
+    up is a warning."""
+    caplog.set_level(logging.INFO, logger="streamrelay")
+    metrics = ServiceMetrics()
+    fake = FakeAdapter(MonotonicClock())
+    fake.fail("send_text", range(1, 10), TargetNotFoundError("Bad Request: chat not found"))
+    runtime = ChannelRuntime(ChannelPolicy(name="tg", throttle_s=0), fake)
+    relay = Relay({"tg": runtime}, MemoryLedger(), MonotonicClock(), observer=metrics)
+    for event in ({"kind": "run.start", "channel": "tg", "target": {"chat_id": 7}}, {"kind": "text", "text": "Hi"}):
+        await relay.submit_line(event, "run-5")
+    await relay.submit_line({"kind": "end", "status": "ok"}, "run-5")
+    report = await relay.wait_done("run-5", 10)
+    await relay.close()
+    assert report is not None and report.status == "failed" and fake.messages == {}
+    assert value(metrics, "streamrelay_runs_ended_total", channel="tg", status="failed", end="ok") == 1
+    assert value(metrics, "streamrelay_run_seconds_count", channel="tg", status="failed") == 1
+    (line,) = [r for r in caplog.records if r.name == "streamrelay.runs"]
+    assert line.levelno == logging.WARNING and line.getMessage().startswith("run run-5 ended failed on tg")
+    fields = vars(line)
+    assert [fields[k] for k in ("run", "channel", "status", "end_status", "parts")] == [
+        "run-5",
+        "tg",
+        "failed",
+        "ok",
+        1,
+    ]
+    given_up = [r for r in caplog.records if r.name == "streamrelay.delivery" and "given up" in r.getMessage()]
+    assert given_up and {r.levelno for r in given_up} == {logging.WARNING}

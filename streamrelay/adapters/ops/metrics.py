@@ -16,7 +16,8 @@ metric                                         labels                           
 ``streamrelay_retries_total``                  channel, op, reason                         calls to be made again
 ``streamrelay_uncertain_parts_total``          channel                                     parts left uncertain
 ``streamrelay_runs_started_total``             channel                                     runs opened
-``streamrelay_runs_ended_total``               channel, status                             runs ended
+``streamrelay_runs_ended_total``               channel, status, end                        runs ended
+``streamrelay_run_seconds``                    channel, status                             a run's duration
 ``streamrelay_event_to_call_seconds``          channel, platform                           accepted → next call
 ``streamrelay_journal_append_seconds``                                                     one group commit wait
 ``streamrelay_journal_lines_total``                                                        lines journaled
@@ -28,7 +29,18 @@ metric                                         labels                           
 ``streamrelay_active_runs``                                                                runs held (gauge)
 ``streamrelay_ready``                                                                      1 when ready (gauge)
 ``streamrelay_build_info``                     version                                     always 1
+``process_*``, ``python_gc_*``                                                             prometheus-client's
 =============================================  ==========================================  =====================
+
+``status`` of an ended run is its delivery report's (:class:`core.records.report.ReportStatus`): ``delivered``,
+``partial``, ``failed``, ``empty``; ``end`` is how its agent ended it (``ok``, ``error``, ``cancelled``, ``refused``,
+``cut``; ``none`` when no end came). A run the agent ended ``ok`` whose sends all got "chat not found" is
+``status="failed", end="ok"``.
+
+``process_*`` (CPU seconds, resident and virtual memory, open file descriptors, start time; Linux only) and
+``python_gc_*`` (collections, collected and uncollectable objects per generation) are prometheus-client's own
+collectors, registered in the service's registry (not ``python_info``: its version numbers as labels would
+read like ids).
 
 ``outcome`` of a platform call (what the platform answered, :func:`call_outcome`): ``ok``, ``not_modified``,
 ``rate_limited``, ``unavailable``, ``uncertain``, ``not_found``, ``forbidden``, ``rejected``, ``frozen``,
@@ -45,7 +57,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from streamrelay.core.errors import (
@@ -59,12 +80,17 @@ from streamrelay.core.errors import (
     TargetNotFoundError,
     UncertainDeliveryError,
 )
+from streamrelay.core.events import EndStatus
+from streamrelay.core.records.report import DeliveryReport
 
 CALL_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Platform call durations (a Telegram edit is ~0.1 s; a timed-out call takes ``send_timeout_ms``)."""
 
 COMMIT_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """Journal group commits (an fsync: ~1 ms on an SSD, tens of ms on a network disk)."""
+
+RUN_BUCKETS_S = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+"""Run durations: a short answer takes seconds, an agent with tools minutes."""
 
 LAG_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 """Event to call: includes the preview throttle (1 s by default) and 429 pauses."""
@@ -85,6 +111,10 @@ _ERROR_OUTCOMES: tuple[tuple[type[DeliveryError], str], ...] = (
     (TargetNotFoundError, "not_found"),
     (ForbiddenError, "forbidden"),
 )
+
+
+_END_LABELS = frozenset(str(status) for status in EndStatus)
+"""The ``end`` label's values (anything else is ``other``: a label never takes free text)."""
 
 
 def call_outcome(error: BaseException | None) -> str:
@@ -145,7 +175,17 @@ class ServiceMetrics:
         )
         self.runs_started = Counter("streamrelay_runs_started", "Runs opened.", ["channel"], registry=r)
         self.runs_ended = Counter(
-            "streamrelay_runs_ended", "Runs ended, by end status.", ["channel", "status"], registry=r
+            "streamrelay_runs_ended",
+            "Runs ended, by their delivery report's status and their agent's end.",
+            ["channel", "status", "end"],
+            registry=r,
+        )
+        self.run_seconds = Histogram(
+            "streamrelay_run_seconds",
+            "A run's duration in this process, from its opening to its end, seconds.",
+            ["channel", "status"],
+            buckets=RUN_BUCKETS_S,
+            registry=r,
         )
         self.event_to_call = Histogram(
             "streamrelay_event_to_call_seconds",
@@ -185,6 +225,8 @@ class ServiceMetrics:
         self.active_runs = Gauge("streamrelay_active_runs", "Runs held by this process.", registry=r)
         self.ready = Gauge("streamrelay_ready", "1 when /readyz answers 200.", registry=r)
         Info("streamrelay_build", "The running version.", registry=r).info({"version": version})
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
         self._waiting: OrderedDict[str, float] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -201,6 +243,18 @@ class ServiceMetrics:
     def connection_closed(self, listener: str, reason: str) -> None:
         """A connection refused or cut (:class:`adapters.ingest_http.connections.ConnectionObserver`, structurally)."""
         self.connections_closed.labels(listener, reason).inc()
+
+    def run_ended(self, report: DeliveryReport, duration_s: float) -> None:
+        """A run ended (:class:`core.run.ended.RunEndObserver`): counted by its report's status and its agent's end,
+        its duration observed."""
+        status = str(report.status)
+        end = (
+            report.end_status
+            if report.end_status in _END_LABELS
+            else ("none" if report.end_status is None else "other")
+        )
+        self.runs_ended.labels(report.channel, status, end).inc()
+        self.run_seconds.labels(report.channel, status).observe(max(0.0, duration_s))
 
     def exposition(self) -> bytes:
         """The registry in Prometheus's text format (:data:`CONTENT_TYPE`)."""

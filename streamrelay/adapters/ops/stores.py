@@ -5,7 +5,8 @@ included, which is what an ingest answer waits for) and start the event-to-call 
 sees every call's verdict as the core records it (``ack``, ``retry``, ``rate_limited``, ``uncertain``, ``failed``,
 ``found``…): the metered ledger counts those (``streamrelay_delivery_outcomes_total``), the calls that will be made
 again (``streamrelay_retries_total``: ``retry``, ``rate_limited``, and an ``uncertain`` edit or delete, which is
-retried), the parts that became uncertain, and the runs started and ended. Both pass every call through unchanged.
+retried), the parts that became uncertain, and the runs started (ended runs are counted by the relay,
+by their report's status: :meth:`adapters.ops.ServiceMetrics.run_ended`). Both pass every call through unchanged.
 """
 
 from __future__ import annotations
@@ -130,8 +131,7 @@ class MeteredLedger:
             self._metrics.runs_started.labels(record.channel).inc()
 
     async def end_run(self, run: str, end_status: str, errors: Sequence[str] = ()) -> None:
-        await self.inner.end_run(run, end_status, errors)
-        self._metrics.runs_ended.labels(self._channel(run), _bounded(end_status)).inc()
+        await self.inner.end_run(run, end_status, errors)  # counted by the relay, by its report's status
 
     async def get_run(self, run: str) -> RunRecord | None:
         return await self.inner.get_run(run)

@@ -5,6 +5,10 @@ the ledger are Redis's (per partition, fenced), lines go through the partitions'
 run's owner can answer is forwarded to it. ``/readyz`` asks Redis (never a chat platform). The first SIGTERM
 drains: input stops, the owned partitions' runs get ``drain_s`` to finish, the leases are given back so the other
 replicas take the partitions at once (what was left resumes there from the journal).
+
+It listens first, as one process does: ``/healthz`` answers 200 and ``/readyz`` 503 "loading channels: telegram"
+while the chat platforms' SDKs are imported in a worker thread (:func:`app.serving.load_channels`' way: aiogram
+alone takes seconds); ingest answers 503 with ``Retry-After: 1`` until the partitions it took have resumed.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import asyncio
 import contextlib
 import gc
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from pydantic import SecretStr
 from starlette.types import ASGIApp
@@ -21,14 +27,17 @@ from streamrelay.adapters.ingest_http import Callers
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
 from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
 from streamrelay.adapters.redis import InputStream, RunIndex, connect, redacted, shared_budgets_for
+from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.registry import REGISTRY
+from streamrelay.app.platform_loading import load_platforms, unloaded_channels
 from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.app.replicas.service import ReplicaService
-from streamrelay.app.service import build_channels, service_sidecar
+from streamrelay.app.service import Sidecar, build_channels, service_sidecar
 from streamrelay.app.version import version
 from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
+from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.records.ledger import Ledger
@@ -63,7 +72,8 @@ async def serve_replica(
     assert service.redis_url is not None  # the settings check it
     url = service.redis_url.get_secret_value()
     client = connect(url)
-    channels = build_channels(settings, tokens=tokens, metrics=metrics)
+    pending = unloaded_channels(settings)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=_loaded_now(settings, pending))
     catalog, validate = load_actions(service.actions or None)
     clock = MonotonicClock()
     book = ClientBook(settings.client_limits())  # a client's active runs counted over this replica's partitions
@@ -80,6 +90,7 @@ async def serve_replica(
             catalog=catalog,
             validator=validate,
             clients=book,
+            observer=metrics,
         )
 
     replicas: ReplicaService | None = None
@@ -99,12 +110,13 @@ async def serve_replica(
         drain_s=service.drain_s,
     )
 
-    for name, runtime in channels.items():
-        runtime.guard_for = replicas.guard_for(name)
-        platform = REGISTRY[settings.channels[name].platform]
-        if platform.needs_token:  # the bot's budgets are shared by every replica (the web page has no bot)
-            bot_id = platform.bot_id(tokens[name].get_secret_value())  # e.g. Telegram's id before ":", never the token
-            runtime.shared = shared_budgets_for(client, name, runtime.budgets, bot_id)
+    def share(built: dict[str, ChannelRuntime]) -> None:
+        assert replicas is not None
+        _share(built, settings, tokens, client, replicas)
+        channels.update(built)
+        front.channels.update(built)
+
+    share(dict(channels))
 
     async def ping() -> None:
         await client.ping()
@@ -131,11 +143,17 @@ async def serve_replica(
         wrap=wrap,
     )
     try:
-        listening = await sidecar.start()
+        listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop)
+        if listening is None:
+            return
+        share(listening[1])
+        listening_url = listening[0]
         gc.collect()  # what start-up built lives as long as the process: kept out of every later collection's scan
         gc.freeze()
+        if sidecar.pressure is not None:  # the import in its thread and gc.collect made the loop late: not load
+            sidecar.pressure.start()
         health.set(ServiceState.RESUMING)
-        await replicas.start(service.advertise_url or listening)
+        await replicas.start(service.advertise_url or listening_url)
         await asyncio.sleep(0)
         await replicas.ready_partitions(RESUME_WAIT_S)
         health.set(ServiceState.READY)
@@ -143,7 +161,7 @@ async def serve_replica(
             "streamrelay %s replica %s ready on %s (redis %s, %d partitions, holding %d)",
             version(),
             replicas.owner,
-            listening,
+            listening_url,
             redacted(url),
             service.partitions,
             len(replicas.owners),
@@ -171,3 +189,92 @@ async def serve_replica(
             await channel.adapter.close()
         await client.aclose()
         _log.info("stopped")
+
+
+async def _listen_and_load(
+    sidecar: Sidecar,
+    health: Health,
+    settings: Settings,
+    pending: list[str],
+    tokens: dict[str, SecretStr],
+    metrics: ServiceMetrics,
+    stop: asyncio.Event,
+) -> tuple[str, dict[str, ChannelRuntime]] | None:
+    """Start listening (``/healthz`` answers, ``/readyz`` says which channels load), then build the ``pending``
+    channels; the listening URL and those channels, or None when ``stop`` came first (the listener is then stopped).
+
+    Raises:
+        ConfigError: a channel cannot be built (the listener is stopped first).
+        RuntimeError: the listener could not start.
+    """
+    if pending:
+        health.set(ServiceState.STARTING, f"loading channels: {', '.join(pending)}")
+    listening = await sidecar.start(probe_lag=False)  # started once loaded: an SDK import makes the loop late
+    loading = f"; loading channels: {', '.join(pending)}" if pending else ""
+    fields = {"url": listening, "version": version(), "loading": list(pending)}
+    _log.info("streamrelay %s replica listening on %s%s", version(), listening, loading, extra=fields)
+    if not pending:
+        return listening, {}
+    try:
+        loaded = await _until_stopped(_load(settings, pending, tokens, metrics), stop)
+    except BaseException:
+        health.set(ServiceState.STOPPING)
+        await sidecar.stop()
+        raise
+    if loaded is None:
+        _log.info("stopped before the channels were loaded")
+        health.set(ServiceState.STOPPING)
+        await sidecar.stop()
+        return None
+    return listening, loaded
+
+
+def _share(
+    built: dict[str, ChannelRuntime],
+    settings: Settings,
+    tokens: dict[str, SecretStr],
+    client: Redis,
+    replicas: ReplicaService,
+) -> None:
+    """Fence ``built``'s sends by the partitions' leases and share their bots' rate budgets with every replica."""
+    for name, runtime in built.items():
+        runtime.guard_for = replicas.guard_for(name)
+        platform = REGISTRY[settings.channels[name].platform]
+        if platform.needs_token:  # the bot's budgets are shared by every replica (the web page has no bot)
+            bot_id = platform.bot_id(tokens[name].get_secret_value())  # e.g. Telegram's id before ":", never the token
+            runtime.shared = shared_budgets_for(client, name, runtime.budgets, bot_id)
+
+
+def _loaded_now(settings: Settings, pending: list[str]) -> list[str]:
+    """The configured channels whose SDK is already imported (built before listening: no import to wait for)."""
+    return [name for name in settings.channels if name not in pending]
+
+
+async def _load(
+    settings: Settings, names: list[str], tokens: dict[str, SecretStr], metrics: ServiceMetrics
+) -> dict[str, ChannelRuntime]:
+    """The channels ``names``, their SDKs imported in a worker thread (the loop goes on answering the probes).
+
+    Raises:
+        ConfigError: a channel cannot be built (a malformed token).
+    """
+    platforms = {settings.channels[name].platform for name in names}
+    await asyncio.get_running_loop().run_in_executor(None, load_platforms, platforms)
+    return build_channels(settings, tokens=tokens, metrics=metrics, names=names)
+
+
+async def _until_stopped(
+    load: Coroutine[Any, Any, dict[str, ChannelRuntime]], stop: asyncio.Event
+) -> dict[str, ChannelRuntime] | None:
+    """``load``'s result, or None when ``stop`` was set first (``load`` is then cancelled; an import under way in
+    its thread finishes on its own)."""
+    loading = asyncio.ensure_future(load)
+    asked = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({loading, asked}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        asked.cancel()
+    if not loading.done():
+        loading.cancel()
+        return None
+    return loading.result()

@@ -55,6 +55,8 @@ _log = logging.getLogger("streamrelay.delivery")
 
 _QUIET = frozenset({Outcome.ACK, Outcome.RATE_LIMITED})
 """Outcomes not worth a log line (429s show in the report and the live page; acks are the normal case)."""
+_GIVEN_UP = frozenset({Outcome.FAILED, Outcome.UNKNOWN})
+"""Outcomes that give a part up (it is not sent again; the report shows it failed, or possibly twice): a warning."""
 
 __all__ = ["DeliveryFeed", "Reconciler", "Slot", "same_render"]
 
@@ -288,7 +290,17 @@ class Reconciler:
         outcome, detail, retry_after_s = decision[0]
         for orphan in book.take_unsaved():
             await self._ledger.save_part(orphan)
-        if outcome not in _QUIET:
+        if outcome in _GIVEN_UP:
+            _log.warning(
+                "run %s part %d given up: %s %s%s",
+                self.run,
+                slot.index,
+                op.kind,
+                outcome,
+                f" ({detail})" if detail else "",
+                extra={"part": slot.index, "op": str(op.kind), "outcome": str(outcome)},
+            )
+        elif outcome not in _QUIET:
             _log.info(
                 "run %s part %d: %s %s%s", self.run, slot.index, op.kind, outcome, f" ({detail})" if detail else ""
             )

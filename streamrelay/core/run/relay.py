@@ -40,6 +40,7 @@ from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJourna
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
 from streamrelay.core.run.controller import RunController
+from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.finished import FinishedRuns, finished_record
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
@@ -118,6 +119,8 @@ class Relay:
         live_buffer: how many of a run's latest live events are kept for watchers that reconnect.
         clients: each client's limits by name (:mod:`core.ingest.clients`; a client not listed gets the defaults), or a
             book of them shared with other relays (a replica's partitions count a client's active runs together).
+        observer: told of every run that ends here, with its report and duration (the service's metrics count
+            them by the report's status); every ended run also gets one log line (:mod:`core.run.ended`).
     """
 
     def __init__(
@@ -137,8 +140,10 @@ class Relay:
         catalog: ActionCatalog | None = None,
         live_buffer: int = 1000,
         clients: ClientBook | Mapping[str, ClientLimits] | None = None,
+        observer: RunEndObserver | None = None,
     ) -> None:
         self.channels = dict(channels)
+        self.observer = observer
         self._ledger = ledger
         self._journal: Journal = journal if journal is not None else MemoryJournal()
         self._clock = clock
@@ -333,6 +338,7 @@ class Relay:
         if run.opened:
             return
         run.opened = True  # before the await: a concurrent request must not open it again
+        run.opened_at_s = self._clock.now()
         await run.controller.open()
         run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
 
@@ -365,9 +371,20 @@ class Relay:
             if runtime is not None:
                 runtime.release(controller.start_event.target)
             report = with_gaps(controller.report(), run.gate.gaps)
+            if controller.done:
+                self._ended(report, self._clock.now() - run.opened_at_s)
             record = controller.monitor.record()
             kept = finished_record(report, controller.lane, record, run.gate.last, self._ledger, parts)
             self._finished[controller.run] = kept
+
+    def _ended(self, report: DeliveryReport, duration_s: float) -> None:
+        """Tell how a run ended: its log line, then the observer (whose failure never stops the relay)."""
+        log_run_end(report, duration_s)
+        if self.observer is not None:
+            try:
+                self.observer.run_ended(report, duration_s)
+            except Exception:
+                _log.exception("run %s: its end could not be counted", report.run)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
         """Stop the active run ``run_id`` for its reader (:func:`core.run.stop.stop_run`: journaled, idempotent).

@@ -43,6 +43,8 @@ class ActiveRun:
     backlog: list[Event] | None = None
     """Events replayed from the journal, taken first as one batch (None for a live run)."""
     opened: bool = False
+    opened_at_s: float = 0.0
+    """When its worker started, on the relay's clock (seconds): its duration counts from there."""
     task: asyncio.Task[None] | None = None
     quiet_s: float = 0.0
     """How long the agent had been quiet when the run was resumed (its idle timeout counts from its last line)."""

@@ -11,6 +11,7 @@ from aiohttp import web
 from streamrelay.mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock
 from streamrelay.mocks.slack import actions, history
 from streamrelay.mocks.slack.blocks import read_blocks
+from streamrelay.mocks.slack.events import EventSender, message_event
 from streamrelay.mocks.slack.limits import RateLimiter, SlackLimits, retry_after_header
 from streamrelay.mocks.slack.wire import fault_error, message_json, read_request, str_or_none
 from streamrelay.mocks.slack.workspace import (
@@ -72,6 +73,8 @@ class MockSlack(MockServer):
     ) -> None:
         super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
         self.limits = limits or SlackLimits()
+        self.events: EventSender | None = None
+        """Where a person's messages are posted as Events API requests (:meth:`events_to`); None: nowhere."""
         self._workspace = Workspace(clock, stream_idle_s, streaming_enabled)
         self._handlers: dict[str, Handler] = {
             "auth.test": self._auth_test,
@@ -127,6 +130,12 @@ class MockSlack(MockServer):
         self._workspace._latest_us.clear()
         self._rates = RateLimiter(self.limits)
 
+    async def stop(self) -> None:
+        """Finish the event deliveries under way, then stop as every mock does (:meth:`MockServer.stop`)."""
+        if self.events is not None:
+            await self.events.close()
+        await super().stop()
+
     def add_user_message(self, chat_id: ChatId, ts: str | None, text: str, *, thread_ts: str | None = None) -> str:
         """Seed a message a person wrote (the parent of a thread for replies and streams); return its ts.
 
@@ -163,7 +172,15 @@ class MockSlack(MockServer):
         Raises:
             ValueError: a bad channel.
         """
-        return self.add_user_message(chat_id, None, text)
+        ts = self.add_user_message(chat_id, None, text)
+        if self.events is not None:  # the app hears of it as Slack tells it (mocks.slack.events)
+            self.events.send(message_event(str(chat_id), PERSON_USER_ID, text, ts))
+        return ts
+
+    def events_to(self, url: str, signing_secret: str) -> None:
+        """Post a person's later messages to the app at ``url`` (its Events API Request URL, e.g. Bolt's
+        ``http://127.0.0.1:3000/slack/events``), signed with ``signing_secret`` (:mod:`mocks.slack.events`)."""
+        self.events = EventSender(url, signing_secret)
 
     def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
         """A person presses a button of the bot's message ``message_id`` (its ts): the ``block_actions`` payload

@@ -9,7 +9,8 @@ aiogram talks to it unchanged::
 Routes ``POST|GET /bot{token}/{method}`` with form-encoded, multipart, JSON or query parameters. Methods:
 ``getMe``, ``sendMessage``, ``editMessageText``, ``deleteMessage``, ``sendChatAction``, ``sendMessageDraft``,
 ``sendPhoto``, ``sendDocument``, ``sendAudio``, ``sendVideo`` (:mod:`~mocks.telegram.media`: a media message shows
-its caption)
+its caption), ``getUpdates`` (:mod:`~mocks.telegram.updates`: a person's message and a button press reach a polling
+bot, e.g. aiogram's ``start_polling``)
 (names are case-insensitive, as on Telegram). A token not shaped ``<digits>:<secret>`` gets 401
 ``Unauthorized``; an unknown method gets 404 ``Not Found`` (so does sendMessageDraft when the mock's
 ``drafts_enabled`` is off).
@@ -21,6 +22,7 @@ Modules, one concept each:
 - :mod:`~mocks.telegram.chats`: stored messages and live drafts, and the methods that change them.
 - :mod:`~mocks.telegram.content`: text + entities validation, ``parse_mode=HTML``, trimming, the 4096 limit.
 - :mod:`~mocks.telegram.media`: sendPhoto, sendDocument, sendAudio and sendVideo, captions.
+- :mod:`~mocks.telegram.updates`: the updates a bot receives (``getUpdates``, long polling).
 - :mod:`~mocks.telegram.flood`: flood control (:class:`TelegramLimits`), off by default.
 - :mod:`~mocks.telegram.wire`: method names, parameters, error answers, User/Chat objects.
 

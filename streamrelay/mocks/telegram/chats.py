@@ -256,6 +256,10 @@ class ChatStore(ButtonMethods):
         person = chat if isinstance(chat, int) and chat > 0 else PERSON_USER_ID
         return self._store(chat, text, entities, sender_id=person, from_bot=False)
 
+    def message_update(self, message: StoredMessage) -> dict[str, Any]:
+        """The ``message`` update a bot receives for a person's message (https://core.telegram.org/bots/api#update)."""
+        return {"update_id": next(self._update_ids), "message": self._message_json(message)}
+
     def _store(
         self, chat: ChatId, text: str, entities: list[Entity], *, sender_id: int, from_bot: bool
     ) -> StoredMessage:

@@ -12,9 +12,11 @@ from aiohttp import web
 from streamrelay.mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock
 from streamrelay.mocks.telegram.chats import ChatStore, Draft, StoredMessage
 from streamrelay.mocks.telegram.flood import TelegramLimits
+from streamrelay.mocks.telegram.updates import UpdateQueue
 from streamrelay.mocks.telegram.wire import GAVE_UP, METHODS, TOKEN_RE, ApiError, chat_key, read_params, safe_int
 
 DRAFT_METHOD = "sendMessageDraft"
+UPDATES_METHOD = "getUpdates"
 _DOCUMENTED = TelegramLimits()
 
 
@@ -56,6 +58,8 @@ class MockTelegram(MockServer):
         self.draft_ttl_s = draft_ttl_s
         self.account_ids = account_ids
         self._store = ChatStore(self, limits, clock)
+        self.updates = UpdateQueue()
+        """What a bot receives through ``getUpdates`` (:mod:`mocks.telegram.updates`)."""
 
     def _routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
@@ -66,6 +70,13 @@ class MockTelegram(MockServer):
         """Forget messages, drafts, calls, faults, latencies, counters and flood state; release hanging calls."""
         super().reset()
         self._store = ChatStore(self, self.limits, self._clock)
+        self.updates.close()
+        self.updates = UpdateQueue()
+
+    async def stop(self) -> None:
+        """Answer the bots' long polls, then stop as every mock does (:meth:`MockServer.stop`)."""
+        self.updates.close()
+        await super().stop()
 
     def chats(self) -> list[ChatId]:
         """Chats that ever received a message, in first-message order (drafts do not count)."""
@@ -88,7 +99,9 @@ class MockTelegram(MockServer):
         Raises:
             ValueError: no chat id, or a text Telegram would refuse (empty, too long).
         """
-        return self._store.user_message(chat_id, text).message_id
+        message = self._store.user_message(chat_id, text)
+        self.updates.put(self._store.message_update(message))  # the bot receives it (getUpdates)
+        return message.message_id
 
     def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
         """A person presses an inline button (:meth:`mocks.telegram.buttons.ButtonMethods.press`): the
@@ -97,7 +110,9 @@ class MockTelegram(MockServer):
         Raises:
             ValueError: no such message or callback button.
         """
-        return self._store.press(chat_id, message_id, data)
+        update = self._store.press(chat_id, message_id, data)
+        self.updates.put(update)
+        return update
 
     def inline_keyboard(self, chat_id: ChatId, message_id: int) -> list[list[dict[str, Any]]] | None:
         """The inline keyboard message ``message_id`` of ``chat_id`` shows (None: none, or no such message)."""
@@ -140,6 +155,8 @@ class MockTelegram(MockServer):
             raise ApiError(401, "Unauthorized")
         if call.method not in METHODS or (call.method == DRAFT_METHOD and not self.drafts_enabled):
             raise ApiError(404, "Not Found")
+        if call.method == UPDATES_METHOD:  # a long poll: never counted against flood control
+            return await self.updates.get_updates(params)
         return await self._scripted(call, lambda: self._store.dispatch(token, call, params), ApiError.from_fault)
 
 

@@ -32,6 +32,7 @@ METHODS = (
     "editMessageCaption",
     "editMessageReplyMarkup",
     "answerCallbackQuery",
+    "getUpdates",
 )
 """The Bot API methods the mock serves (names are case-insensitive, as on Telegram)."""
 
