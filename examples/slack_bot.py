@@ -9,7 +9,7 @@ from anthropic import AsyncAnthropic
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from streamrelay.app.client import RelayClient
+from streamrelay import RelayClient
 
 model = AsyncAnthropic()  # ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a fake model)
 relay = RelayClient(os.environ["STREAMRELAY_URL"], os.environ["STREAMRELAY_TOKEN"])  # set by `streamrelay run`

@@ -11,7 +11,7 @@ from aiogram.client.telegram import TelegramAPIServer
 from aiogram.types import Message
 from anthropic import AsyncAnthropic
 
-from streamrelay.app.client import RelayClient
+from streamrelay import RelayClient
 
 model = AsyncAnthropic()  # ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a fake model)
 relay = RelayClient(os.environ["STREAMRELAY_URL"], os.environ["STREAMRELAY_TOKEN"])  # set by `streamrelay run`
