@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable
-from operator import itemgetter
 from typing import Protocol
 
 from streamrelay.core.chunking.breaks import R_SENT, RANKS, Break, BreakTable
@@ -40,7 +39,6 @@ __all__ = ["BIG", "BLOCK_STARTERS", "LOOK", "Cutter", "Moment", "opens_block"]
 
 _WS = " \t\n\r\f\v"
 _TRAILING_MARKERS = re.compile(r"(?:\n[ \t>]*)+\Z")  # quoted lines with no content yet end no chunk
-_FIRST = itemgetter(0)
 BIG = 1 << 62
 
 BLOCK_STARTERS = frozenset(">|#-*+_<0123456789")
@@ -259,21 +257,26 @@ class Cutter:
 
     def _last_valid(self, m: Moment, rank: int, guard: int, inline: bool) -> Break | None:
         """The last break of ``rank`` before ``guard`` (outside protected regions) that fits, or None."""
-        lst, lo = self._breaks.by_rank[rank], self._breaks.lo[rank]
-        regions = self._regions
-        j = bisect_left(lst, guard, lo, key=_FIRST) - 1
+        table = self._breaks
+        starts, lo = table.starts[rank], table.lo[rank]
+        fences = table.fences[rank]
+        regions, cum_at = self._regions, self._store.cum_at
+        j = bisect_left(starts, guard, lo) - 1
         while j >= lo:
-            brk = lst[j]
-            k = regions.index(brk[0], inline)
+            ws = starts[j]
+            k = regions.index(ws, inline)
             if k >= 0:
-                j = bisect_left(lst, regions.starts[k], lo, j, key=_FIRST) - 1
+                j = bisect_left(starts, regions.starts[k], lo, j) - 1
                 continue
-            fence = brk[3]
-            units = m.head_units + brk[1] - m.base_cum
+            fence = fences[j] if fences is not None else None
+            cum = cum_at(ws)
+            units = m.head_units + cum - m.base_cum
             if fence is not None and fence.splittable:
                 units += fence.closer_units
-            if units <= self._max and self._fence_ok(m, brk) and self.rest_ok(brk[2], m.tend):
-                return brk
+            if units <= self._max:
+                brk = (ws, cum, table.rests[rank][j], fence)
+                if self._fence_ok(m, brk) and self.rest_ok(brk[2], m.tend):
+                    return brk
             j -= 1
         return None
 
