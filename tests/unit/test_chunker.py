@@ -10,12 +10,17 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
+from streamrelay.app.client import recorded_events
 from streamrelay.core.chunking import BreakKind, Chunker, ChunkParams, chunk_text
+from streamrelay.core.chunking.containers import dedent
 from streamrelay.core.chunking.cutter import opens_block
+from streamrelay.core.events import ProviderFormat
+from streamrelay.core.text.buffer import TextBuffer
 from streamrelay.core.text.chunk_checks import chunk_property_failures, content_key, fences_balanced
 from streamrelay.core.units import LengthUnit, text_units
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
+RECORDED = Path(__file__).resolve().parents[1] / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 CHUNK_CASES = sorted(CASES.glob("chunk-*.json"))
 
 PARA, LINE, SENT = BreakKind.PARAGRAPH, BreakKind.NEWLINE, BreakKind.SENTENCE
@@ -560,3 +565,58 @@ def test_a_cut_at_a_paragraphs_line_break_keeps_the_next_line_a_paragraph(text: 
     chunks = cut(text, 1, 24)
     assert len(chunks) == 2
     assert MD.parse(chunks[1])[0].type == "paragraph_open", chunks
+
+
+# --- a chunker reading the run's one copy of the text ---------------------------------------------------------
+
+
+def _shared_steps(params: ChunkParams, appends: list[str]) -> list[object]:
+    """Each append's chunks and pending text from a chunker that reads its lines in the text the appends are kept in
+    (as a run's answer keeps them: appended there first)."""
+    source, chunker = TextBuffer(), Chunker(params)
+    chunker.share(source, 0)
+    steps: list[object] = []
+    for piece in appends:
+        source.append(piece)
+        steps += [chunker.append(piece), chunker.pending]
+    return [*steps, chunker.drain(force=True)]
+
+
+def _alone_steps(params: ChunkParams, appends: list[str]) -> list[object]:
+    chunker = Chunker(params)
+    steps: list[object] = []
+    for piece in appends:
+        steps += [chunker.append(piece), chunker.pending]
+    return [*steps, chunker.drain(force=True)]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [ChunkParams(65_536, 65_536, unit=UTF16), ChunkParams(4096, 4096, unit=UTF16), ChunkParams(40, 300, SENT)],
+    ids=["web", "telegram", "small-sentence"],
+)
+def test_a_chunker_reading_the_shared_text_cuts_as_one_that_keeps_its_own(params: ChunkParams) -> None:
+    """The recorded 8.5k Markdown answer (fences, lists, emoji), as its 739 deltas: the same chunks and the same
+    pending text after every delta, whether the chunker keeps the lines it read or reads them in the run's text."""
+    deltas = [e["text"] for e in recorded_events(RECORDED, ProviderFormat.ANTHROPIC, "r") if e["kind"] == "text"]
+    assert len(deltas) > 700
+    assert _shared_steps(params, deltas) == _alone_steps(params, deltas)
+
+
+def test_pending_range_names_the_shared_text_past_a_dropped_info_string() -> None:
+    """An opener whose info string cannot fit is kept bare (the chunker's text lacks the info string): the pending
+    text is named as a range of the appended text once it lies past it, and as no range (-1) while it holds it."""
+    text = "```" + "x" * 30 + "\nab\ncd\n\nMore text here\nand more"
+    params = ChunkParams(1, 12)
+    source, chunker = TextBuffer(), Chunker(params)
+    chunker.share(source, 0)
+    starts = []
+    for ch in text:
+        source.append(ch)
+        chunker.append(ch)
+        head, start, end, widths, _ = chunker.pending_range()
+        starts.append(start)
+        if start >= 0:
+            assert dedent(head + source.slice(start, end), widths) == chunker.pending
+    assert -1 in starts and starts[-1] == text.index("more")
+    assert _shared_steps(params, list(text)) == _alone_steps(params, list(text))

@@ -64,7 +64,8 @@ Parts (one concept per module; the :class:`Chunker` holds them, no class is spli
 - ``breaks``: the break table (candidate breaks by kind; sentence and space breaks found on demand).
 - ``regions``: protected regions (links, code spans, fence marker lines).
 - ``cutter``: picks the cut inside ``max_chars``, closes and reopens fences, emits chunks.
-- ``store``: the text store (the pending text as lines; the chunker's one interface to the text).
+- ``store``: the text store (the chunker's one interface to the text): complete lines as offsets, their text read
+  where it is kept (the run's one copy of the answer: :meth:`Chunker.share`, or the store's own list of lines).
 - ``inline``: the inline scanner the line scanner holds (code spans and links by regular expression).
 - functions and values: ``lines`` (the CommonMark line reader, shared with ``core.text.fences``),
   ``opener`` (fence markers), ``containers`` (dedent and quote markers across a cut), ``graphemes``,
@@ -72,7 +73,9 @@ Parts (one concept per module; the :class:`Chunker` holds them, no class is spli
 
 Cost: an append does O(1) work for a small delta (it stores and counts the piece, and reads further only
 when the pending text may no longer fit or a break may emit) and reads each line once; a cut costs time
-proportional to the text it emits. bench/bench_chunker.py measures it.
+proportional to the text it emits. bench/bench_chunker.py measures it. Memory: a complete line of the pending text
+costs a position and a reference (its reading's leftovers only where its text cannot tell them again), a break two
+positions, a protected region two; the text itself is the run's (bench/bench_memory.py measures a run).
 """
 
 from streamrelay.core.chunking.chunker import Chunker, chunk_text

@@ -11,9 +11,9 @@ costs nothing per word. The cutter (:mod:`core.chunking.cutter`) walks the table
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from operator import itemgetter
 
 from streamrelay.core.chunking.inline import CJK_STOPS
 from streamrelay.core.chunking.lines import Fence
@@ -44,19 +44,20 @@ EMIT_RANKS = {
 
 Break = tuple[int, int, int, Fence | None]
 """A break: (whitespace start, units before it, start of the rest, enclosing fence or None); positions are
-absolute code point offsets, units count from the stream's start in the chunker's unit."""
+absolute code point offsets, units count from the stream's start in the chunker's unit. The table keeps the
+positions and the fence only (the units are the text store's :meth:`~core.chunking.store.TextStore.cum_at`); a break
+is made a tuple when a cut looks at it."""
 
-InnerLine = tuple[str, int, int, int, int, Fence | None, bool]
-"""A line whose inner breaks a cut may need: (text, absolute position of ``text[0]``, units before it, index
-where its body begins, index after the last character to consider, the fence its content lies in or None,
-whether CJK full stops make breaks in it)."""
-
-_FIRST = itemgetter(0)
+InnerLine = tuple[int, int, int, int, Fence | None, bool]
+"""A line whose inner breaks a cut may need, as indices into the text :meth:`BreakTable.fill_inner` is given:
+(where the line begins, where its body begins (after indentation and markers), the end of the text to consider,
+units before the line, the fence its content lies in or None, whether CJK full stops make breaks in it)."""
 
 _WS_RUN = re.compile(r"[ \t\r\f\v]+")
 _CLOSERS = "\"')\\]}*_\u2019\u201d\u00bb"
 _SENT_END = re.compile(f"[.!?\u2026{CJK_STOPS}][{_CLOSERS}]*$")
 _CJK = re.compile(f"[{CJK_STOPS}](?=[^ \t\n\r\f\v])")
+_CJK_ANY = re.compile(f"[{CJK_STOPS}]")
 SENTENCE_BREAK = re.compile(f"[.!?\u2026{CJK_STOPS}][{_CLOSERS}]*[ \\t\\r\\f\\v]+(?=[^ \\t\\r\\f\\v])")
 """A sentence break inside a line: a sentence end, closers and whitespace that text follows (match end:
 where the rest begins)."""
@@ -64,64 +65,80 @@ CJK_BREAK = re.compile(f"[{CJK_STOPS}](?=[^ \\t\\r\\f\\v])")
 """A CJK full stop that text follows directly: a zero-width sentence break after it."""
 
 
-def sentence_end_before(line: str, a: int) -> bool:
-    """True when the text of ``line`` before index ``a`` ends a sentence."""
-    return _SENT_END.search(line, max(0, a - 24), a) is not None
+def sentence_end_before(text: str, a: int, line_start: int = 0) -> bool:
+    """True when the text of the line starting at index ``line_start`` of ``text`` ends a sentence before index
+    ``a``."""
+    return _SENT_END.search(text, max(line_start, a - 24), a) is not None
 
 
-def inner_breaks(line: str, a: int, b: int, cjk: bool) -> Iterator[tuple[int, int, bool]]:
-    """Whitespace runs inside ``line[a:b]`` that text follows before ``b``, in order.
+def inner_breaks(text: str, ls: int, a: int, b: int, cjk: bool) -> Iterator[tuple[int, int, bool]]:
+    """Whitespace runs inside ``text[a:b]`` (one line's, which begins at index ``ls``) that text follows before
+    ``b``, in order.
 
     Args:
-        line: one line's text. a: where its body begins (after indentation and markers).
+        text: the text (one line or more; read in place, never copied). ls: where the line begins.
+        a: where its body begins (after indentation and markers).
         b: the end of the text to consider (the line's last non-space character + 1, or the time of
             a cut in the line still arriving).
         cjk: also yield the zero-width breaks after CJK full stops (text lines, not fence content).
 
     Yields:
-        ``(whitespace start, rest start, is a sentence break)`` as indices of ``line``.
+        ``(whitespace start, rest start, is a sentence break)`` as indices of ``text``.
     """
-    runs = [(m.start(), m.end(), False) for m in _WS_RUN.finditer(line, a, b) if m.end() < b and m.start() > a]
-    if cjk and any(c in line for c in CJK_STOPS):
+    runs = [(m.start(), m.end(), False) for m in _WS_RUN.finditer(text, a, b) if m.end() < b and m.start() > a]
+    if cjk and _CJK_ANY.search(text, a, b) is not None:
         extra = [
             (m.end(), m.end(), True)
-            for m in _CJK.finditer(line, a, b)
-            if m.end() < b and (m.start() == 0 or line[m.start() - 1] != "\\")
+            for m in _CJK.finditer(text, a, b)
+            if m.end() < b and (m.start() == ls or text[m.start() - 1] != "\\")
         ]
         runs = sorted(runs + extra)
     for s, e, is_cjk in runs:
-        yield s, e, is_cjk or sentence_end_before(line, s)
+        yield s, e, is_cjk or sentence_end_before(text, s, ls)
 
 
 class BreakTable:
-    """The candidate breaks of the pending text, one list per rank, each in increasing position.
+    """The candidate breaks of the pending text, one set of arrays per rank, each in increasing position.
 
     Attributes:
-        by_rank: for each rank (``R_PARA`` .. ``R_SPACE``), its breaks in order of whitespace start.
+        starts: for each rank (``R_PARA`` .. ``R_SPACE``), its breaks' whitespace starts in order.
+        rests: for each rank, where the rest begins after each break. fences: for each rank, each break's
+            enclosing fence (None for ``R_PARA`` and ``R_LINE``, whose breaks lie outside fences).
         lo: for each rank, the index of its first break after the pending text's start (those before it
             cut nothing and are trimmed lazily).
     """
 
-    __slots__ = ("_inner_key", "by_rank", "lo")
+    __slots__ = ("_inner_key", "fences", "lo", "rests", "starts")
 
     def __init__(self) -> None:
-        self.by_rank: list[list[Break]] = [[] for _ in RANKS]
+        self.starts = [array("q") for _ in RANKS]
+        self.rests = [array("q") for _ in RANKS]
+        self.fences: list[list[Fence | None] | None] = [None if r in (R_PARA, R_LINE) else [] for r in RANKS]
         self.lo = [0] * len(RANKS)
         self._inner_key = (-1, -1)
 
-    def add(self, rank: int, brk: Break) -> None:
-        """Record a break of ``rank`` (paragraph or line, in or out of fences) after those recorded."""
-        self.by_rank[rank].append(brk)
+    def add(self, rank: int, start: int, rest: int, fence: Fence | None) -> None:
+        """Record a break of ``rank`` (paragraph or line, in or out of fences) after those recorded: its whitespace
+        start, the start of the rest, its fence (None for ``R_PARA`` and ``R_LINE``)."""
+        self.starts[rank].append(start)
+        self.rests[rank].append(rest)
+        fences = self.fences[rank]
+        if fences is not None:
+            fences.append(fence)
 
     def forget(self, pos: int) -> None:
         """The pending text now starts at ``pos``: a break at or before it cuts nothing. Cost: a bisection
         per rank; a list drops its dead breaks once they are at least half of it (so dead breaks never
         outnumber live ones, and each break is moved O(1) times on average)."""
         lo = self.lo
-        for r, lst in enumerate(self.by_rank):
-            k = bisect_right(lst, pos, lo[r], key=_FIRST)  # a break at pos cuts nothing
-            if k and 2 * k >= len(lst):
-                del lst[:k]
+        for r, starts in enumerate(self.starts):
+            k = bisect_right(starts, pos, lo[r])  # a break at pos cuts nothing
+            if k and 2 * k >= len(starts):
+                del starts[:k]
+                del self.rests[r][:k]
+                fences = self.fences[r]
+                if fences is not None:
+                    del fences[:k]
                 k = 0
             lo[r] = k
 
@@ -134,22 +151,31 @@ class BreakTable:
         self._inner_key = key
         return False
 
-    def fill_inner(self, lines: Iterable[InnerLine], base: int, utf16: bool) -> None:
+    def fill_inner(self, text: str, at: int, lines: Iterable[InnerLine], base: int, utf16: bool) -> None:
         """Replace the sentence and space breaks by those inside ``lines`` after position ``base``.
 
         Args:
-            lines: the lines the chunk could hold, in order (the last may be the line still arriving, cut
-                at the time of the cut).
+            text: the text of the lines the chunk could hold (the last may be the line still arriving, read up to
+                the time of the cut). at: the absolute position of ``text[0]``.
+            lines: those lines, in order (:data:`InnerLine`: indices into ``text``).
             base: the pending text's start (absolute); breaks before it are not wanted.
             utf16: count units in UTF-16 code units (else code points).
         """
-        sent: list[Break] = []
-        space: list[Break] = []
-        for text, pos, cum, body, end, fence, cjk in lines:
-            last, used = 0, cum
-            for s, e, is_sent in inner_breaks(text, max(body, base - pos), end, cjk):
+        sent_s, sent_r, sent_f = array("q"), array("q"), []
+        space_s, space_r, space_f = array("q"), array("q"), []
+        for ls, body, end, cum, fence, cjk in lines:
+            last, used = ls, cum
+            for s, e, is_sent in inner_breaks(text, ls, max(body, base - at), end, cjk):
                 used += s - last if not utf16 else units_of(text[last:s], True)
                 last = s
-                (sent if is_sent else space).append((pos + s, used, pos + e, fence))
-        self.by_rank[R_SENT], self.by_rank[R_SPACE] = sent, space
+                if is_sent:
+                    sent_s.append(at + s)
+                    sent_r.append(at + e)
+                    sent_f.append(fence)
+                else:
+                    space_s.append(at + s)
+                    space_r.append(at + e)
+                    space_f.append(fence)
+        self.starts[R_SENT], self.rests[R_SENT], self.fences[R_SENT] = sent_s, sent_r, sent_f
+        self.starts[R_SPACE], self.rests[R_SPACE], self.fences[R_SPACE] = space_s, space_r, space_f
         self.lo[R_SENT] = self.lo[R_SPACE] = 0

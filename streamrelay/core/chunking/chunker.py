@@ -5,6 +5,9 @@ the break table (:class:`~core.chunking.breaks.BreakTable`), the protected regio
 (:class:`~core.chunking.regions.Regions`), the cutter (:class:`~core.chunking.cutter.Cutter`) and the line
 scanner (:class:`~core.chunking.scanner.LineScanner`) that reads each append and calls the cutter when a
 chunk is due. A forced drain ends the block: the parts are built afresh (positions go on counting).
+
+Given the text its appends are kept in (:meth:`Chunker.share`: a run's one copy of the answer), the chunker keeps no
+copy of the lines it has read: it reads them there by offsets.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from streamrelay.core.chunking.cutter import Cutter
 from streamrelay.core.chunking.params import ChunkParams
 from streamrelay.core.chunking.regions import Regions
 from streamrelay.core.chunking.scanner import LineScanner
-from streamrelay.core.chunking.store import TextStore
+from streamrelay.core.chunking.store import TextReader, TextStore
 
 __all__ = ["Chunker", "chunk_text"]
 
@@ -37,17 +40,36 @@ class Chunker:
         ('Body', ['Body'])
     """
 
-    __slots__ = ("_cutter", "_out", "_scan", "_store", "params")
+    __slots__ = ("_cutter", "_drops", "_off", "_out", "_scan", "_src", "_store", "params")
 
     def __init__(self, params: ChunkParams) -> None:
         self.params = params
         self._out: list[str] = []
+        self._src: TextReader | None = None
+        self._off = 0
+        self._drops: list[tuple[int, int]] = []
+        """``(position, characters)`` of each info string dropped from the text (see :mod:`core.chunking`): from
+        that position on, the chunker's positions are that many characters short of the appends'."""
         self._new_block(0, 0)
+
+    def share(self, source: TextReader, offset: int) -> None:
+        """The appends are kept in ``source`` from ``offset`` on (the first appended character is ``source``'s
+        character ``offset``, and it grows with each append before the append is given here): the chunker reads the
+        lines it has read there instead of keeping them. Call it before the first append.
+
+        Args:
+            source: a text read by ranges (:class:`core.text.buffer.TextSource`: ``slice(start, end)``).
+            offset: where the chunker's first character is in ``source``.
+        """
+        self._src, self._off = source, offset
+        self._store.share(source, offset + sum(n for _, n in self._drops))
 
     def _new_block(self, end: int, cum: int) -> None:
         """Fresh parts for a block starting at absolute position ``end`` (``cum`` units before it)."""
         params = self.params
-        self._store = store = TextStore(params.unit, end, cum)
+        self._store = store = TextStore(params.unit, end, cum, self._drops)
+        if self._src is not None:
+            store.share(self._src, self._off + sum(n for _, n in self._drops))
         breaks, regions = BreakTable(), Regions()
         self._cutter = cutter = Cutter(params, store, breaks, regions, self._slice, self._out)
         self._scan = LineScanner(params, store, breaks, regions, cutter, end, cum)
@@ -103,12 +125,19 @@ class Chunker:
     def pending_range(self) -> tuple[str, int, int, tuple[int, ...], int]:
         """Where the pending text (:attr:`pending`) lies, without building it: ``(head, start, end, widths, units)``:
         the reopened fence opener before it, the absolute positions of the appended text it is (``start`` to
-        ``end``), the list items it starts in (:func:`~core.chunking.containers.dedent`) and its length in units
-        before dedenting (more than ``params.max_chars`` while the chunker holds more than a message, waiting to see
-        where a protected range or a block ends). ``dedent(head + text[start:end], widths)`` is :attr:`pending`.
-        O(1)."""
+        ``end``; ``start`` is -1 when it is not one range of it: an opener's info string too long to fit was
+        dropped inside it), the list items it starts in (:func:`~core.chunking.containers.dedent`) and its length in
+        units before dedenting (more than ``params.max_chars`` while the chunker holds more than a message, waiting
+        to see where a protected range or a block ends). ``dedent(head + text[start:end], widths)`` is
+        :attr:`pending`. O(1) (O(info strings dropped) after one was)."""
         scan = self._scan
-        return scan.head, scan.base, scan.end, scan.ctx_w, scan.head_units + scan.cum - scan.base_cum
+        if not self._drops:
+            return scan.head, scan.base, scan.end, scan.ctx_w, scan.head_units + scan.cum - scan.base_cum
+        start, end = scan.base, scan.end
+        before = sum(n for at, n in self._drops if at <= start)
+        upto = sum(n for at, n in self._drops if at < end)
+        start, end = (start + before, end + upto) if before == upto else (-1, -1)
+        return scan.head, start, end, scan.ctx_w, scan.head_units + scan.cum - scan.base_cum
 
     def _slice(self, a: int, b: int) -> str:
         """The appended text between absolute positions ``a`` and ``b`` (``a`` not before the pending text):

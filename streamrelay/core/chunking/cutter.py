@@ -31,7 +31,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable
-from operator import itemgetter
 from typing import Protocol
 
 from streamrelay.core.chunking.breaks import R_LINE, R_SENT, RANKS, Break, BreakTable
@@ -55,8 +54,6 @@ def _is_row(line: str) -> bool:
     """A line that is a table row here: it begins with ``|`` (after at most 3 spaces)."""
     return line[:4].lstrip(" ").startswith("|")
 
-
-_FIRST = itemgetter(0)
 BIG = 1 << 62
 
 BLOCK_STARTERS = frozenset(">|#-*+_<0123456789")
@@ -329,26 +326,30 @@ class Cutter:
         """The last break of ``rank`` before ``guard`` (outside protected regions) that fits, or None. A line
         break between two table rows counts only with ``rows`` (then only such a break, between two body rows),
         and the header the next chunk repeats counts in what fits (:meth:`_table_head`)."""
-        lst, lo = self._breaks.by_rank[rank], self._breaks.lo[rank]
-        regions = self._regions
-        j = bisect_left(lst, guard, lo, key=_FIRST) - 1
+        table = self._breaks
+        starts, lo = table.starts[rank], table.lo[rank]
+        fences = table.fences[rank]
+        regions, cum_at = self._regions, self._store.cum_at
+        j = bisect_left(starts, guard, lo) - 1
         while j >= lo:
-            brk = lst[j]
-            k = regions.index(brk[0], inline)
+            ws = starts[j]
+            k = regions.index(ws, inline)
             if k >= 0:
-                j = bisect_left(lst, regions.starts[k], lo, j, key=_FIRST) - 1
+                j = bisect_left(starts, regions.starts[k], lo, j) - 1
                 continue
-            fence = brk[3]
-            units = m.head_units + brk[1] - m.base_cum
+            fence = fences[j] if fences is not None else None
+            cum = cum_at(ws)
+            units = m.head_units + cum - m.base_cum
             if fence is not None and fence.splittable:
                 units += fence.closer_units
-            if (
-                units <= self._max
-                and self._fence_ok(m, brk)
-                and self.rest_ok(brk[2], m.tend)
-                and (rank != R_LINE or self._row_cut_ok(m, brk, rows))
-            ):
-                return brk
+            if units <= self._max:
+                brk = (ws, cum, table.rests[rank][j], fence)
+                if (
+                    self._fence_ok(m, brk)
+                    and self.rest_ok(brk[2], m.tend)
+                    and (rank != R_LINE or self._row_cut_ok(m, brk, rows))
+                ):
+                    return brk
             j -= 1
         return None
 

@@ -26,6 +26,7 @@ Columns expand tabs to multiples of 4. Lines are given without their newline.
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
@@ -99,7 +100,7 @@ class Fence:
         self.reopen = ""  # the opener line of a continuation chunk
         self.reopen_full = True  # reopen carries the info string
         self.splittable = True  # markers fit in max_chars: the fence can be closed and reopened
-        self.marks: list[int] = []  # where each content line's content begins (quote markers aside)
+        self.marks = array("q")  # where each content line's content begins (quote markers aside)
 
     def has_content(self, a: int, b: int) -> bool:
         """True when some content line begins its content in ``[a, b)``."""

@@ -11,6 +11,7 @@ Lookups bisect; regions wholly before the pending text are dropped as cuts move 
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 
 __all__ = ["Regions"]
@@ -20,18 +21,18 @@ class Regions:
     """The protected regions of the pending text, in order.
 
     Attributes:
-        starts: start of each region (increasing), absolute code point positions.
+        starts: start of each region (increasing), absolute code point positions (an array of machine integers).
         ends: end (exclusive) of each region, parallel to ``starts``.
-        inline: whether each region is inline (link, code span) rather than a fence marker line.
+        inline: whether each region is inline (link, code span: 1) rather than a fence marker line (0).
         lo: index of the first region that may still lie in the pending text.
     """
 
     __slots__ = ("ends", "inline", "lo", "starts")
 
     def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.inline: list[bool] = []
+        self.starts = array("q")
+        self.ends = array("q")
+        self.inline = bytearray()  # 1: inline
         self.lo = 0
 
     def add(self, start: int, end: int, inline: bool = True) -> None:

@@ -41,7 +41,6 @@ from streamrelay.core.chunking.breaks import (
     R_LINE,
     R_PARA,
     SENTENCE_BREAK,
-    Break,
     BreakTable,
     InnerLine,
 )
@@ -63,7 +62,7 @@ from streamrelay.core.chunking.lines import (
 from streamrelay.core.chunking.opener import open_fence
 from streamrelay.core.chunking.params import BreakKind, ChunkParams
 from streamrelay.core.chunking.regions import Regions
-from streamrelay.core.chunking.store import Line, TextStore, units_of
+from streamrelay.core.chunking.store import TextStore, units_of
 from streamrelay.core.units import LengthUnit
 
 __all__ = ["LineScanner"]
@@ -313,13 +312,13 @@ class LineScanner:
             return
         fence = self.fence
         rank = (R_PARA if fence is None else R_FPARA) if self._ws_nl >= 2 else (R_LINE if fence is None else R_FLINE)
-        brk: Break = (start, self._ws_cum, self._ws_last_nl + 1, fence)
-        self._breaks.add(rank, brk)
-        if fence is None and rank in self._emit_ranks and self.head_units + brk[1] - self.base_cum >= self._min:
+        rest = self._ws_last_nl + 1
+        self._breaks.add(rank, start, rest, fence)
+        if fence is None and rank in self._emit_ranks and self.head_units + self._ws_cum - self.base_cum >= self._min:
             guard = self._inline.guard()
             if guard < 0 or start < guard:
                 self._set_time(self._lpos + q, self._lcum + units_of(self._store.current()[:q], self._utf16))
-                self._cutter.emit_at(self, brk, first)  # not between two table rows
+                self._cutter.emit_at(self, (start, self._ws_cum, rest, fence), first)  # not between two table rows
 
     def _start_line(self, lr: LineRead) -> None:
         self._lr = lr
@@ -567,18 +566,40 @@ class LineScanner:
 
     def fill_inner_breaks(self) -> None:
         """Have the break table hold the sentence and space breaks between the pending text's start and
-        the time of the cut."""
+        the time of the cut (read over the text in place: one string of the lines, each line by its indices)."""
         if self._breaks.inner_known(self.base, self.tend):
             return
-        lines: list[InnerLine] = [
-            (ln.text, ln.pos, ln.cum, ln.body, ln.end, ln.fence, ln.cjk) for ln in self._store.lines_from(self.base)
-        ]
+        store = self._store
+        k, n = store.lines_from(self.base)
+        starts, meta, cum_at = store.starts, store.meta, store.cum_at
+        lpos = self._lpos
+        at = starts[k] if k < n else lpos
         lr = self._lr
-        if lr is not None and lr.q >= 0:
+        current = lr is not None and lr.q >= 0
+        text = store.slice(at, lpos)
+        if current:
+            text += store.current()
+        lines: list[InnerLine] = []
+        for i in range(k, n):
+            ls = starts[i] - at
+            le = (starts[i + 1] if i + 1 < n else lpos) - 1 - at  # its newline
+            end = ls + len(text[ls:le].rstrip(_WS))
+            mt = meta[i]
+            if mt is None:
+                lines.append((ls, ls, end, cum_at(at + ls), None, True))
+            elif isinstance(mt, Fence):
+                m = _NONWS.search(text, ls, le) if text[ls] in _SLOW_START else None  # as _fence_body found it
+                body = ls if m is None else m.start()
+                lines.append((ls, body, end, cum_at(at + ls), mt, False))
+            elif isinstance(mt, list):
+                lines.append((ls, ls + _SIMPLE_ITEM_READ.body, end, cum_at(at + ls), None, True))
+            else:
+                lines.append((ls, ls + mt[0], end, cum_at(at + ls), mt[1], mt[2]))
+        if current and lr is not None:
             fence = self.fence if self._mode == M_FENCE else None
-            cur = self._store.current()
-            lines.append((cur, self._lpos, self._lcum, lr.body, self.tend - self._lpos, fence, self._mode == M_TEXT))
-        self._breaks.fill_inner(lines, self.base, self._utf16)
+            ls = lpos - at
+            lines.append((ls, ls + lr.body, self.tend - at, self._lcum, fence, self._mode == M_TEXT))
+        self._breaks.fill_inner(text, at, lines, self.base, self._utf16)
 
     def restart(self, pos: int, cum: int, head: str) -> None:
         """The pending text now starts at ``pos`` (``cum`` units before it), after ``head``; what lies
@@ -605,9 +626,12 @@ class LineScanner:
         """The container context of a chunk starting at ``pos`` (core/chunking/containers.py)."""
         line = self._store.line_at(pos)
         if line is not None:
-            if line.lr is None:
+            start, text, mt = line
+            if mt is None or isinstance(mt, Fence):
                 return NO_CONTEXT
-            return line_context(line.text[:-1], line.lr, line.lists, line.fence, pos - line.pos)
+            if isinstance(mt, list):
+                return line_context(text, _SIMPLE_ITEM_READ, mt, None, pos - start)
+            return line_context(text, mt[3], mt[4], mt[1], pos - start)
         lr = self._lr or self._lr_peek
         if lr is None:
             return NO_CONTEXT
@@ -661,7 +685,7 @@ class LineScanner:
         self._ws_last_nl = pos + n
         self.end += n + 1
         self.cum += units + 1
-        self._store.push_line(Line(pos, self._lcum, line + "\n", body, end, fence, fence is None, lr, lists), self.cum)
+        self._store.push_line(line, self.cum, fence if fence is not None else None if lr is None else lists)
         if self._p_blank and not self.head:
             self.base, self.base_cum = self.end, self.cum  # blank lines at the start of a block are dropped
             self._refit()
@@ -758,11 +782,7 @@ class LineScanner:
         self._ws_last_nl = nl_pos
         self.end += 1
         self.cum += 1
-        text = line + "\n"
-        store.push_line(
-            Line(self._lpos, self._lcum, text, lr.body, end, interior, self._mode == M_TEXT, lr, self._lists_before),
-            self.cum,
-        )
+        store.push_line(line, self.cum, (lr.body, interior, self._mode == M_TEXT, lr, self._lists_before))
         if self._p_blank and not self.head:
             self.base, self.base_cum = self.end, self.cum  # blank lines at the start of a block are dropped
             self._refit()

@@ -171,7 +171,6 @@ class PreviewMode(_Parts, _NoTimers):
     def __init__(self, policy: ChannelPolicy, book: SlotBook, splitter: Splitter) -> None:
         super().__init__(policy, book, splitter)
         self._params = policy.split_params()
-        self._chunker = Chunker(self._params)
         self._frozen = 0
         self._cut = False
         self._own: TextBuffer | None = TextBuffer()
@@ -179,6 +178,8 @@ class PreviewMode(_Parts, _NoTimers):
         self._source: TextSource = self._own
         self._offset = 0
         """Where the chunker's first character is in ``_source``."""
+        self._chunker = self._new_chunker()
+        """It reads the lines it has read in ``_source`` (the run's answer, or ``_own``) instead of keeping them."""
 
     def share_answer(self, source: TextSource | None, offset: int) -> None:
         if source is None:
@@ -186,6 +187,13 @@ class PreviewMode(_Parts, _NoTimers):
             self._source, self._offset = self._own, 0
         else:
             self._own, self._source, self._offset = None, source, offset
+        self._chunker = self._new_chunker()
+
+    def _new_chunker(self) -> Chunker:
+        """A chunker for the text from ``_offset`` on, reading its lines in ``_source`` (none kept twice)."""
+        chunker = Chunker(self._params)
+        chunker.share(self._source, self._offset)
+        return chunker
 
     def _show(self, frozen: list[str]) -> None:
         if frozen:
@@ -215,7 +223,7 @@ class PreviewMode(_Parts, _NoTimers):
         than one message's worth (waiting to see where a protected range or a block ends), the part of it that fits,
         built now: a live message never grows past the platform's limit."""
         head, start, end, widths, units = self._chunker.pending_range()
-        if units > self._params.max_chars:
+        if units > self._params.max_chars or start < 0:
             pending = self._chunker.pending
             return PendingText(None, head=self._split.fit(pending)[0] if pending else pending)
         at, policy = self._offset, self._policy
@@ -226,11 +234,11 @@ class PreviewMode(_Parts, _NoTimers):
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
         if change.reset:
-            self._chunker = Chunker(self._params)
             self._frozen = 0
             self._cut = False
             if self._own is not None:
                 self._own = self._source = TextBuffer()
+            self._chunker = self._new_chunker()
         elif self._cut:
             return  # cut at the message limit: nothing more shows until a reset or the final
         if self._own is not None:

@@ -204,6 +204,8 @@ class RunMonitor:
         """Per part: its delivery fields as on the wire, the latest of each (its ``delivery`` events', texts apart)."""
         self._part_texts: dict[str, TextBuffer | str] = {}
         self._part_generations: dict[str, int] = {}
+        self._part_keys: dict[str, str] = {}
+        """Each part's row key, made once: every ``delivery`` event of the part refers to the same string."""
         """Per web part: how many times its text changed other than by growing (:meth:`delivered`)."""
         self._timeline: deque[Live] = deque(maxlen=TIMELINE)
 
@@ -515,6 +517,7 @@ class RunMonitor:
             self.publish("delivery", channel=channel, **fact)
             return
         key = f"{channel}/{fact['part']}"
+        key = self._part_keys.setdefault(key, key)
         before = self._part_texts.get(key)
         generation = self._part_generations.get(key, 0)
         if isinstance(before, str) and before and shown.startswith(before):
