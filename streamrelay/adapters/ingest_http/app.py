@@ -59,7 +59,7 @@ from streamrelay.adapters.ingest_http.lines import BodyTooLargeError, Tally, Too
 from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
 from streamrelay.adapters.ingest_http.push_back import cut_at
 from streamrelay.adapters.ingest_http.stop import StopRoutes
-from streamrelay.core.errors import IngestError
+from streamrelay.core.errors import IngestError, StoreUnavailableError
 from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
@@ -168,6 +168,10 @@ class _Ingest:
             results = await self.relay.submit_lines(decoded, hint)
         except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
             error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
+            if isinstance(
+                exc, StoreUnavailableError
+            ):  # its message says why (never a secret): e.g. Redis lost its data
+                error = f"{exc}: retry these lines"
             _log.error("ingest: %s", error, extra={"run": hint or "", "status": 503}, exc_info=True)
             return JSONResponse({"error": error, **tally.counts()}, status_code=503)
         events = 0

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerUnavailableError
 from streamrelay.adapters.redis import (
     KEYS,
+    Epochs,
     InputStream,
     LeaseChange,
     LeaseEvent,
@@ -89,6 +90,7 @@ class ReplicaService:
         self._stream = InputStream(client)
         self._urls = ReplicaUrls(client)
         self._index = RunIndex(client)
+        self.epochs = Epochs(client, partitions)
         self.owners: dict[int, PartitionOwner] = {}
         self._task: asyncio.Task[None] | None = None
         self._announcing: asyncio.Task[None] | None = None
@@ -126,6 +128,8 @@ class ReplicaService:
         """Announce ``url`` (where the others reach this replica), again every lease round, and start taking
         partitions."""
         await self._check_partitions()
+        await self.epochs.claim()
+        self._front.epochs = self.epochs
         await self._urls.announce(self.owner, url)
         self.keeper.start()
         self._task = asyncio.create_task(self._follow(), name="replica:leases")
