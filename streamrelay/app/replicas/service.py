@@ -108,7 +108,18 @@ class ReplicaService:
 
     async def locate(self, run: str) -> str | None:
         """Where ``run`` is answered (:data:`adapters.ingest_http.owner_proxy.Locate`): a run key, a Stop control's
-        key (:meth:`app.replicas.front.ReplicaFront.locate`) or a Telegram draft's stop key (its chat's partition)."""
+        key (:meth:`app.replicas.front.ReplicaFront.locate`) or a Telegram draft's stop key (its chat's partition).
+
+        Raises:
+            OwnerUnavailableError: the partition has no reachable owner now, or Redis did not answer (the owner proxy
+                waits, then answers 503 with ``Retry-After``; never a 500).
+        """
+        try:
+            return await self._locate(run)
+        except (RedisError, OSError) as exc:  # the error's name only: its text may name the Redis URL
+            raise OwnerUnavailableError(f"Redis did not answer ({type(exc).__name__})") from None
+
+    async def _locate(self, run: str) -> str | None:
         run = await self._front.locate(run)
         partition = await self._index.partition(run)
         if partition is None:
