@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -227,12 +226,12 @@ class Relay:
         lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
         # The run.start first: a concurrent request of the same run may have been committed before it.
         lines.sort(key=lambda item: 0 if isinstance(item[0], dict) and item[0].get("kind") == "run.start" else 1)
-        last_at = await self._journal.last_at(run_id)
+        quiet_s = await self._journal.quiet_s(run_id)
         results = await self._take(lines, run_id, replay=True)
         problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
         if run_id in self._runs:
-            if last_at is not None:  # quiet since then, not since the restart
-                self._runs[run_id].quiet_s = max(0.0, time.time() - last_at)
+            if quiet_s is not None:  # quiet since its last line, not since the restart (never a wall-clock jump)
+                self._runs[run_id].quiet_s = quiet_s
             if problems:
                 _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
             return True
