@@ -67,6 +67,10 @@ from streamrelay.core.ingest.surface import RunRelay
 
 _log = logging.getLogger("streamrelay.ingest")
 
+STORE_RETRY_AFTER_S = 1
+"""``Retry-After`` (seconds) of the 503 when the journal could not be written (a full or read-only disk, Redis down or
+emptied): the request is cut there, and its agent sends the lines from ``pushed_back_from`` on again."""
+
 
 class WatchUrl(Protocol):
     """The link to run ``run``'s live page with its read token; with ``stop``, its stop token too."""
@@ -167,13 +171,16 @@ class _Ingest:
         try:
             results = await self.relay.submit_lines(decoded, hint)
         except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
-            error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
-            if isinstance(
-                exc, StoreUnavailableError
-            ):  # its message says why (never a secret): e.g. Redis lost its data
-                error = f"{exc}: retry these lines"
+            error = f"the journal could not be written ({type(exc).__name__}: {exc})"
+            if isinstance(exc, StoreUnavailableError):  # says why, never a secret (e.g. Redis lost its data)
+                error = str(exc)
+            first = numbers[0]
+            error += f": nothing from line {first} on was taken; send those lines again after Retry-After seconds"
             _log.error("ingest: %s", error, extra={"run": hint or "", "status": 503}, exc_info=True)
-            return JSONResponse({"error": error, **tally.counts()}, status_code=503)
+            body: dict[str, Any] = {"error": caller.public(error), **tally.counts(), "pushed_back_from": first}
+            if tally.rejected:
+                body["rejected"] = tally.rejected
+            return JSONResponse(body, status_code=503, headers={"Retry-After": str(STORE_RETRY_AFTER_S)})
         events = 0
         for line_no, result in zip(numbers, results, strict=True):
             public = caller.public(str(result)) if isinstance(result, IngestError) else None

@@ -249,8 +249,11 @@ class Relay:
         staged: list[tuple[ActiveRun, list[Event]]] = []
         entries: list[JournalEntry] = []
         admission = self._admission
+        marks: dict[str, _Mark] = {}  # what admission knew of each run before this batch (undone if not journaled)
         i, n = 0, len(lines)
         while i < n:
+            if not replay:
+                _mark_run(lines[i][0], run_hint, self._runs, marks)
             group = admission.take_deltas(lines, i, run_hint, replay=replay) or admission.take_raw(
                 lines, i, run_hint, replay=replay
             )
@@ -274,16 +277,29 @@ class Relay:
                 entries.append(JournalEntry(run.run, _line_text(obj, raw)))
                 staged.append((run, events))
         if entries and not replay:
-            try:
-                await self._journal.append(entries)
-            except Exception:
-                for run, _ in staged:
-                    if not run.opened and self._runs.get(run.run) is run:
-                        del self._runs[run.run]
-                        self._admission.clients.left(run.run)
-                raise
+            await self._journal_or_undo(entries, staged, marks)
         await self._hand_over(staged, replay=replay)
         return results
+
+    async def _journal_or_undo(
+        self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, list[Event]]], marks: dict[str, _Mark]
+    ) -> None:
+        """Journal a batch's taken lines; when the journal refuses them, admission forgets them (new runs, ``seq``
+        numbers, usage, an ``end``), so the same lines sent again are taken, never dropped as repeats.
+
+        Raises:
+            Exception: what the journal raised (the batch is answered 503).
+        """
+        try:
+            await self._journal.append(entries)
+        except Exception:
+            for run, _ in staged:
+                if not run.opened and self._runs.get(run.run) is run:
+                    del self._runs[run.run]
+                    self._admission.clients.left(run.run)
+            for mark in marks.values():
+                mark.restore()
+            raise
 
     async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
@@ -457,3 +473,37 @@ class Relay:
         tasks = [run.task for run in list(self._runs.values()) if run.task is not None]
         for task in await stop_all(tasks, limit_s=STOP_LIMIT_S):
             _log.error("%s did not stop within %g s: it is left behind (its calls are fenced)", task, STOP_LIMIT_S)
+
+
+class _Mark:
+    """What admission knows of one active run (its ``seq`` numbers taken, its usage, its end) before a batch, so a
+    batch the journal refused (a full or read-only disk) leaves the run as it was: the agent's same lines sent again
+    are taken, never dropped as repeats. A raw provider line's normalizer state is not restored."""
+
+    __slots__ = ("above", "chars", "end_seq", "ended", "events", "floor", "longest", "max_seq", "run")
+
+    def __init__(self, run: ActiveRun) -> None:
+        self.run = run
+        self.floor, self.above = run.seqs.floor, set(run.seqs.above)
+        usage = run.usage
+        self.events, self.chars, self.max_seq, self.longest = (
+            usage.events,
+            usage.chars,
+            usage.max_seq,
+            dict(usage._longest),
+        )
+        self.ended, self.end_seq = run.ended, run.end_seq
+
+    def restore(self) -> None:
+        run = self.run
+        run.seqs.floor, run.seqs.above = self.floor, self.above
+        usage = run.usage
+        usage.events, usage.chars, usage.max_seq, usage._longest = self.events, self.chars, self.max_seq, self.longest
+        run.ended, run.end_seq = self.ended, self.end_seq
+
+
+def _mark_run(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun], marks: dict[str, _Mark]) -> None:
+    """Remember the run ``obj`` names (or ``run_hint``) as it is now, once per batch (O(1))."""
+    run_id = obj.get("run", run_hint) if type(obj) is dict else run_hint
+    if type(run_id) is str and run_id not in marks and (run := runs.get(run_id)) is not None:
+        marks[run_id] = _Mark(run)
