@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from streamrelay.adapters.sqlite.lock import FileLock
+from streamrelay.core.errors import StoreUnavailableError
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
@@ -58,6 +59,26 @@ class _UnitFailed(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+_UNWRITABLE = {
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+}
+_UNWRITABLE_TEXT = ("disk is full", "readonly database", "disk i/o error", "unable to open")
+
+
+def unwritable(error: BaseException) -> bool:
+    """Whether ``error`` says the file cannot be written now (full, read-only, an I/O error, gone), not a bug."""
+    if not isinstance(error, sqlite3.OperationalError | sqlite3.DatabaseError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _UNWRITABLE
+    return any(text in str(error).lower() for text in _UNWRITABLE_TEXT)
 
 
 PROBE_BYTES = 256 * 1024
@@ -158,13 +179,17 @@ class SqliteStore:
                 for _, done in batch:  # cancelled (shutdown): the batch may still commit; its callers stop waiting
                     done.cancel()
                 raise
-            errors = [error for _, _, error in settled if isinstance(error, sqlite3.OperationalError)]
-            if errors:  # the file cannot be written (full, read-only, I/O error): not ready until a write succeeds
-                self.write_failure = f"{type(errors[0]).__name__}: {errors[0]}"
             for done, result, error in settled:
                 if done.done():
                     continue
-                if error is not None:
+                if error is not None and unwritable(error):
+                    # the file cannot be written (full, read-only, I/O error): not ready until a probe write succeeds;
+                    # a run meeting it stops where it is and resumes from the journal then (core.errors)
+                    self.write_failure = f"{type(error).__name__}: {error}"
+                    unavailable = StoreUnavailableError(f"{self.path} cannot be written ({self.write_failure})")
+                    unavailable.__cause__ = error
+                    done.set_exception(unavailable)
+                elif error is not None:
                     done.set_exception(error)
                 else:
                     done.set_result(result)
@@ -232,7 +257,7 @@ class SqliteStore:
 
             try:
                 await self.transaction(probe)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, StoreUnavailableError) as exc:
                 raise sqlite3.OperationalError(f"{self.path} cannot be written ({self.write_failure})") from exc
             self.write_failure = None
         found = {row[0] for row in await self.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -319,6 +319,14 @@ class Relay:
         run.opened = True  # before the await: a concurrent request must not open it again
         await run.controller.open()
         run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
+        run.controller.rec.on_lost.append(lambda: self._lost(run))
+
+    def _lost(self, run: ActiveRun) -> None:
+        """The run's delivery loop stopped on a store it could not write (or lost ownership): the run stops where it
+        is, unfinished, and resumes from the journal when the store is writable again (``interrupted``)."""
+        if self._runs.get(run.run) is run and run.task is not None and not run.task.done():
+            self.interrupted.add(run.run)
+            run.task.cancel()
 
     async def _drive(self, run: ActiveRun) -> None:
         """The run's worker, then what the relay keeps of it; a run that finished leaves the journal."""
