@@ -204,6 +204,7 @@ class ReplicaFront:
             return None
         relay = self._local(partition)
         if relay is None:
+            await self._check_epochs()  # the partition lost its owner because Redis lost its data: say so
             raise IngestError(f"run {run!r}: its partition is moving between replicas: retry in a moment", status=503)
         return relay
 

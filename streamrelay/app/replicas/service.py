@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerUnavailableError
 from streamrelay.adapters.redis import (
     KEYS,
+    DataLostError,
     Epochs,
     InputStream,
     LeaseChange,
@@ -116,8 +117,26 @@ class ReplicaService:
         """
         try:
             return await self._locate(run)
+        except DataLostError as exc:
+            raise OwnerUnavailableError(str(exc)) from None
+        except OwnerUnavailableError:
+            await self._lost_data()
+            raise
         except (RedisError, OSError) as exc:  # the error's name only: its text may name the Redis URL
             raise OwnerUnavailableError(f"Redis did not answer ({type(exc).__name__})") from None
+
+    async def _lost_data(self) -> None:
+        """No owner found: when that is because Redis lost its data (leases included), say so.
+
+        Raises:
+            OwnerUnavailableError: with :class:`adapters.redis.DataLostError`'s message.
+        """
+        try:
+            await self.epochs.check()
+        except DataLostError as exc:
+            raise OwnerUnavailableError(str(exc)) from None
+        except (RedisError, OSError):
+            return
 
     async def _locate(self, run: str) -> str | None:
         run = await self._front.locate(run)
