@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -34,6 +34,7 @@ from streamrelay.app.platform_loading import load_platforms, unloaded_channels
 from streamrelay.app.version import version
 from streamrelay.config.settings import Settings, load_settings
 from streamrelay.core.errors import ConfigError
+from streamrelay.core.tasks import stop_all
 
 if TYPE_CHECKING:  # imported where used: a configuration error is told before the service's modules load
     from streamrelay.adapters.ops import Health, ServiceMetrics
@@ -246,7 +247,11 @@ async def serve(
             signals.install()
         try:
             load = load_channels(relay, settings, pending, tokens=tokens, metrics=metrics) if pending else None
-            await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
+            healing = asyncio.create_task(resume_when_writable(relay, lambda: store.ping(STORE_TABLES)))
+            try:
+                await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
+            finally:
+                await stop_all([healing])
         finally:
             if own:
                 signals.remove()
@@ -254,6 +259,30 @@ async def serve(
     finally:
         await journal.close()
         await store.close()
+
+
+HEAL_POLL_S = 1.0
+"""How often runs stopped by a store that could not be written are tried again (seconds)."""
+
+
+async def resume_when_writable(relay: Relay, check: Callable[[], Awaitable[None]], poll_s: float = HEAL_POLL_S) -> None:
+    """Runs a failed journal or ledger write stopped (a full or read-only disk: ``relay.interrupted``) wait; once
+    ``check`` (the readiness probe: a probe write) succeeds, they resume from the journal and go on. Runs forever."""
+    while True:
+        await asyncio.sleep(poll_s)
+        if not relay.interrupted:
+            continue
+        try:
+            await check()
+        except Exception as exc:
+            _log.debug("store still not writable (%s): %d runs wait", type(exc).__name__, len(relay.interrupted))
+            continue
+        try:
+            resumed = await relay.resume()
+        except Exception:
+            _log.exception("runs stopped by a store failure could not be resumed yet")
+            continue
+        _log.warning("the store is writable again: %d runs resumed", len(resumed), extra={"resumed_runs": resumed[:20]})
 
 
 async def _serve_replica(

@@ -10,6 +10,15 @@ import time
 from typing import Protocol
 
 
+def boot_seconds() -> float:
+    """Seconds on the machine's boot clock (Linux ``CLOCK_BOOTTIME``: since boot, suspend included; elsewhere
+    :func:`time.monotonic`). Unlike ``time.time()`` it is never moved by a wall-clock jump (NTP, an operator, a VM
+    restored), and unlike one process's monotonic clock it goes on across process restarts on the same boot: a
+    durable store may record it and a restarted process compare with it (on the same boot only)."""
+    clock = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(clock) if clock is not None else time.monotonic()
+
+
 class Clock(Protocol):
     """A monotonic clock with an async sleep. ``now()`` is float seconds."""
 

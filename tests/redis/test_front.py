@@ -11,10 +11,11 @@ from typing import Any, cast
 
 import pytest
 
-from streamrelay.adapters.redis import InputStream, RunIndex
+from streamrelay.adapters.redis import DataLostError, Epochs, InputStream, RunIndex
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.core.errors import IngestError
+from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.records.report import DeliveryReport
 from streamrelay.core.run.relay import Relay
 
@@ -73,3 +74,30 @@ async def test_a_run_whose_partition_moved_away_is_503_not_unknown(client: Redis
         with pytest.raises(IngestError) as refused:
             await ask
         assert refused.value.status == 503
+
+
+async def test_a_redis_that_lost_its_data_is_refused_loudly_never_taken(client: Redis) -> None:
+    """Redis restarted empty under a running replica (issue 24): the run's lines are refused as a whole (the app
+    answers 503 with the reason), appends check the epoch marker in their script, and the report is 503, not 404."""
+    front = _front(client, _Owner())
+    front.epochs = Epochs(client, 16)
+    await front.epochs.claim()
+    await RunIndex(client).claim("r4", 3)
+    line = {"run": "r4", "kind": "text", "mode": "delta", "text": "Hello", "seq": 1}
+    assert await front.submit_lines([(line, None)]) == [LineResult(events=1)]
+    await front.epochs.check()
+
+    await client.flushall()
+
+    with pytest.raises(DataLostError, match="Redis lost its data"):
+        await front.epochs.check()
+    with pytest.raises(DataLostError, match="partition 3"):
+        await front.submit_lines([(line, None)])  # its run is gone from the index: not "has not started"
+    for ask in (front.report("r4"), front.wait_done("r4", 1.0)):
+        with pytest.raises(IngestError, match="Redis lost its data") as refused:
+            await ask
+        assert refused.value.status == 503
+    await RunIndex(client).claim("r4", 3)  # a resent run.start claims the run again: the append itself refuses
+    with pytest.raises(DataLostError):
+        await front.submit_lines([(line, None)])
+    assert await InputStream(client).length(3) == 0

@@ -59,13 +59,17 @@ from streamrelay.adapters.ingest_http.lines import BodyTooLargeError, Tally, Too
 from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
 from streamrelay.adapters.ingest_http.push_back import cut_at
 from streamrelay.adapters.ingest_http.stop import StopRoutes
-from streamrelay.core.errors import IngestError
+from streamrelay.core.errors import IngestError, StoreUnavailableError
 from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
 from streamrelay.core.ingest.surface import RunRelay
 
 _log = logging.getLogger("streamrelay.ingest")
+
+STORE_RETRY_AFTER_S = 1
+"""``Retry-After`` (seconds) of the 503 when the journal could not be written (a full or read-only disk, Redis down or
+emptied): the request is cut there, and its agent sends the lines from ``pushed_back_from`` on again."""
 
 
 class WatchUrl(Protocol):
@@ -167,9 +171,16 @@ class _Ingest:
         try:
             results = await self.relay.submit_lines(decoded, hint)
         except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
-            error = f"the journal could not be written ({type(exc).__name__}): retry these lines"
+            error = f"the journal could not be written ({type(exc).__name__}: {exc})"
+            if isinstance(exc, StoreUnavailableError):  # says why, never a secret (e.g. Redis lost its data)
+                error = str(exc)
+            first = numbers[0]
+            error += f": nothing from line {first} on was taken; send those lines again after Retry-After seconds"
             _log.error("ingest: %s", error, extra={"run": hint or "", "status": 503}, exc_info=True)
-            return JSONResponse({"error": error, **tally.counts()}, status_code=503)
+            body: dict[str, Any] = {"error": caller.public(error), **tally.counts(), "pushed_back_from": first}
+            if tally.rejected:
+                body["rejected"] = tally.rejected
+            return JSONResponse(body, status_code=503, headers={"Retry-After": str(STORE_RETRY_AFTER_S)})
         events = 0
         for line_no, result in zip(numbers, results, strict=True):
             public = caller.public(str(result)) if isinstance(result, IngestError) else None

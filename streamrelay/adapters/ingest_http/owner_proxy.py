@@ -39,7 +39,8 @@ WAIT_POLL_S = 0.2
 
 
 class OwnerUnavailableError(Exception):
-    """The run's partition has no owner right now (a takeover is under way): retry in a moment."""
+    """The run's partition has no owner right now (a takeover is under way), or Redis, which knows the owner, did
+    not answer: retry in a moment. A ``str`` first argument says why (shown to the client)."""
 
 
 Locate = Callable[[str], Awaitable[str | None]]
@@ -112,11 +113,12 @@ class OwnerProxy:
             return await _answer(send, 413, f"a request to a run's owner carries at most {self._max_body} bytes")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(self._patience_s, _wait_s(scope))
+        why = "this run's partition is changing owner: retry in a moment"
         while True:
             try:
                 owner = await self._locate(run)
-            except OwnerUnavailableError:
-                owner = ""
+            except OwnerUnavailableError as exc:
+                owner, why = "", _why(exc, why)
             if owner is None:
                 last = loop.time() >= deadline or scope["method"] != "GET"
                 if await self._here(scope, body, send, last=last):
@@ -127,7 +129,7 @@ class OwnerProxy:
             if owner and await self._forward(owner, scope, body, send):
                 return
             if loop.time() >= deadline:
-                return await _unavailable(send, "this run's partition is changing owner: retry in a moment")
+                return await _unavailable(send, why)
             await asyncio.sleep(WAIT_POLL_S)
 
     async def _here(self, scope: Scope, body: bytes, send: Send, *, last: bool) -> bool:
@@ -224,6 +226,13 @@ def _replay(body: bytes) -> Receive:
         return {"type": "http.disconnect"}
 
     return receive
+
+
+def _why(exc: OwnerUnavailableError, default: str) -> str:
+    """What a 503 says when the owner could not be located: ``exc``'s reason when it gives one (Redis is down)."""
+    if exc.args and isinstance(exc.args[0], str):
+        return f"this run's owner cannot be found: {exc.args[0]}: retry in a moment"
+    return default
 
 
 async def _unavailable(send: Send, why: str) -> None:

@@ -3,7 +3,8 @@ journal and the ledger per partition, and rate budgets shared by every replica."
 
 from streamrelay.adapters.redis.budget import Attempt, RedisBudgets, SharedBucket, SharedPauses
 from streamrelay.adapters.redis.client import connect, redacted
-from streamrelay.adapters.redis.errors import FencedError
+from streamrelay.adapters.redis.epoch import Epochs
+from streamrelay.adapters.redis.errors import DataLostError, FencedError
 from streamrelay.adapters.redis.journal import RedisJournal
 from streamrelay.adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from streamrelay.adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
@@ -15,7 +16,9 @@ from streamrelay.adapters.redis.stream import DeadLetter, InputEntry, InputStrea
 __all__ = [
     "KEYS",
     "Attempt",
+    "DataLostError",
     "DeadLetter",
+    "Epochs",
     "FencedError",
     "Holder",
     "InputEntry",

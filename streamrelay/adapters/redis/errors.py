@@ -4,11 +4,13 @@
 
     OwnershipLostError (core.errors)
       FencedError(partition, token, current)   a write by an owner whose lease was granted to another since
+      StoreUnavailableError (core.errors)
+        DataLostError(partitions)              Redis lost its data (restarted empty, flushed): nothing is taken
 """
 
 from __future__ import annotations
 
-from streamrelay.core.errors import OwnershipLostError
+from streamrelay.core.errors import OwnershipLostError, StoreUnavailableError
 
 
 class FencedError(OwnershipLostError):
@@ -30,3 +32,23 @@ class FencedError(OwnershipLostError):
         self.partition = partition
         self.token = token
         self.current = current
+
+
+class DataLostError(StoreUnavailableError):
+    """Redis no longer holds what this replica wrote (its epoch markers, :class:`adapters.redis.Epochs`, are gone or
+    are another start's): it restarted without persistence, failed over to a replica that had not received the data,
+    or was flushed. The runs in flight, their journals, ledgers and fencing tokens are gone with it: nothing is taken
+    (ingest answers 503) until an operator restores Redis's data or restarts the replicas on the empty Redis.
+
+    Attributes:
+        partitions: the partitions whose marker is missing or not this replica's.
+    """
+
+    def __init__(self, partitions: list[int]) -> None:
+        shown = ", ".join(str(p) for p in partitions[:8]) + (" ..." if len(partitions) > 8 else "")
+        super().__init__(
+            f"Redis lost its data (the epoch marker of partition {shown} is gone or another start's: restarted "
+            "without persistence, failed over without the data, or flushed): runs in flight there are lost and "
+            "nothing is taken; restore Redis's data, or restart every replica to start afresh on the empty Redis"
+        )
+        self.partitions = partitions

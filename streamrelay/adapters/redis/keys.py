@@ -11,6 +11,8 @@ Layout (prefix ``sr``, partition 7)::
 
     sr:{p7}:lease           the owner's lease: "<token>:<owner>", PX ttl
     sr:{p7}:fence           the fencing token: incremented at every grant (INCR), never decreases
+    sr:{p7}:epoch           the epoch marker: a random value the first replica started sets (Redis lost its data
+                            when it is gone or changed under a running replica)
     sr:{p7}:in              the input stream (XADD by any replica, XREADGROUP by the owner)
     sr:{p7}:dead            its dead letters
     sr:{p7}:stop:<run>      a run of the partition its reader stopped (every front refuses its later lines)
@@ -76,6 +78,10 @@ class KeySpace:
 
     def fence(self, partition: int) -> str:
         return f"{self.partition(partition)}:fence"
+
+    def epoch(self, partition: int) -> str:
+        """The partition's epoch marker (:class:`adapters.redis.Epochs`)."""
+        return f"{self.partition(partition)}:epoch"
 
     def inbox(self, partition: int) -> str:
         """The partition's input stream."""

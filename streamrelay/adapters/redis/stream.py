@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from redis.exceptions import ResponseError
 
 from streamrelay.adapters.redis.client import Redis, Script
+from streamrelay.adapters.redis.errors import DataLostError
 from streamrelay.adapters.redis.journal import GROUP
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.records.journal import JournalEntry
@@ -60,11 +61,15 @@ return id
 
 
 _APPEND_OPEN = """
--- KEYS: inbox, then each entry's run's stop mark; ARGV: run, line, run, line...
--- replies per entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended)
+-- KEYS: inbox, epoch marker, then each entry's run's stop mark; ARGV: epoch ('' unchecked), run, line, run, line...
+-- replies per entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended);
+-- an error LOST when the partition's epoch marker is not ARGV[1] (Redis lost its data: nothing is appended)
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return redis.error_reply('LOST')
+end
 local out = {}
-for k = 2, #KEYS do
-  local run, line = ARGV[2 * k - 3], ARGV[2 * k - 2]
+for k = 3, #KEYS do
+  local run, line = ARGV[2 * k - 4], ARGV[2 * k - 3]
   if redis.call('EXISTS', KEYS[k]) == 1 then
     out[#out + 1] = 0
   else
@@ -145,20 +150,34 @@ class InputStream:
             ids = await pipe.execute()
         return [str(i) for i in ids]
 
-    async def append_open(self, partition: int, entries: Sequence[JournalEntry]) -> list[str | None]:
+    async def append_open(
+        self, partition: int, entries: Sequence[JournalEntry], *, epoch: str = ""
+    ) -> list[str | None]:
         """Append ``entries`` of ``partition`` in order, in one script, except the lines of runs their reader stopped
         (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`): per
         entry its stream id, or None for a line not appended (its run was stopped; the caller refuses it with 409).
         The check and the append are atomic: a line is either in the stream before the mark, or refused after it.
+        With ``epoch`` (:meth:`adapters.redis.Epochs.of`), the partition's epoch marker is checked first in the same
+        script: a Redis that lost its data takes nothing.
 
         Raises:
+            DataLostError: the partition's epoch marker is not ``epoch``: nothing was appended.
             redis.exceptions.RedisError: Redis failed; none of ``entries`` may be counted accepted.
         """
         if not entries:
             return []
-        keys = [self._keys.inbox(partition), *(self._keys.stopped(partition, e.run) for e in entries)]
-        args = [part for e in entries for part in (e.run, e.line)]
-        reply = await self._append_open(keys, args)
+        keys = [
+            self._keys.inbox(partition),
+            self._keys.epoch(partition),
+            *(self._keys.stopped(partition, e.run) for e in entries),
+        ]
+        args = [epoch, *(part for e in entries for part in (e.run, e.line))]
+        try:
+            reply = await self._append_open(keys, args)
+        except ResponseError as exc:
+            if str(exc).startswith("LOST"):
+                raise DataLostError([partition]) from None
+            raise
         return [None if i == 0 else str(i) for i in reply]
 
     async def _ensure_group(self, partition: int) -> None:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +35,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from streamrelay.adapters.sqlite.lock import FileLock
+from streamrelay.core.errors import StoreUnavailableError
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], Any]
@@ -58,6 +61,41 @@ class _UnitFailed(Exception):
         self.error = error
 
 
+_UNWRITABLE = {
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+}
+_UNWRITABLE_TEXT = ("disk is full", "readonly database", "disk i/o error", "unable to open")
+
+
+def unwritable(error: BaseException) -> bool:
+    """Whether ``error`` says the file cannot be written now (full, read-only, an I/O error, gone), not a bug."""
+    if not isinstance(error, sqlite3.OperationalError | sqlite3.DatabaseError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _UNWRITABLE
+    return any(text in str(error).lower() for text in _UNWRITABLE_TEXT)
+
+
+PROBE_BYTES = 256 * 1024
+"""What the readiness probe writes (then frees) after a write failed: proof the file can grow again."""
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file at ``path`` as (device, inode); None for ``:memory:`` or a file that is not there."""
+    if path == ":memory:":
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 class SqliteStore:
     """The connection to one SQLite file, shared by the journal and the ledger of one process.
 
@@ -74,6 +112,10 @@ class SqliteStore:
         self._background: list[tuple[Work, asyncio.Future[Any]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.commits = 0
+        self.write_failure: str | None = None
+        """Why a write transaction failed (``OperationalError: database or disk is full``), None once a probe write
+        of :data:`PROBE_BYTES` succeeds again (:meth:`ping`): the readiness probe says so at once."""
+        self._identity = _identity(path)
 
     @classmethod
     async def open(cls, path: str | Path) -> SqliteStore:
@@ -95,6 +137,9 @@ class SqliteStore:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=FULL")
             await db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+            await db.execute(
+                "CREATE TABLE IF NOT EXISTS store_probe (id INTEGER PRIMARY KEY, at REAL NOT NULL, pad BLOB)"
+            )
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -137,7 +182,14 @@ class SqliteStore:
             for done, result, error in settled:
                 if done.done():
                     continue
-                if error is not None:
+                if error is not None and unwritable(error):
+                    # the file cannot be written (full, read-only, I/O error): not ready until a probe write succeeds;
+                    # a run meeting it stops where it is and resumes from the journal then (core.errors)
+                    self.write_failure = f"{type(error).__name__}: {error}"
+                    unavailable = StoreUnavailableError(f"{self.path} cannot be written ({self.write_failure})")
+                    unavailable.__cause__ = error
+                    done.set_exception(unavailable)
+                elif error is not None:
                     done.set_exception(error)
                 else:
                     done.set_result(result)
@@ -182,12 +234,32 @@ class SqliteStore:
         return settled
 
     async def ping(self, tables: Sequence[str] = ()) -> None:
-        """A cheap read proving the file answers (the readiness probe's): its schema, with ``tables`` in it.
+        """A cheap read proving the file answers (the readiness probe's): its schema, with ``tables`` in it; the file
+        at ``path`` is still the one opened (not deleted nor replaced: writes would go to a file nobody reads again);
+        and, after a write failed, a small write that succeeds (the disk healed: ready again).
 
         Raises:
             LookupError: one of ``tables`` is missing.
-            sqlite3.Error | ValueError: the file cannot be read, or the store is closed.
+            OSError: the file was deleted or replaced under the running process.
+            sqlite3.Error | ValueError: the file cannot be read or written, or the store is closed.
         """
+        if self._identity is not None and _identity(self.path) != self._identity:
+            raise FileNotFoundError(
+                f"{self.path} was deleted or replaced while open: what is written goes to a file no restart reads; "
+                "restore it and restart the sidecar"
+            )
+        if self.write_failure is not None:
+
+            def probe(db: sqlite3.Connection) -> None:
+                # room for new pages (a full disk) and a writable file; the pages go back to the free list
+                db.execute("INSERT OR REPLACE INTO store_probe VALUES (1, ?, zeroblob(?))", (time.time(), PROBE_BYTES))
+                db.execute("DELETE FROM store_probe")
+
+            try:
+                await self.transaction(probe)
+            except (sqlite3.Error, StoreUnavailableError) as exc:
+                raise sqlite3.OperationalError(f"{self.path} cannot be written ({self.write_failure})") from exc
+            self.write_failure = None
         found = {row[0] for row in await self.fetch("SELECT name FROM sqlite_master WHERE type = 'table'")}
         missing = [table for table in tables if table not in found]
         if missing:

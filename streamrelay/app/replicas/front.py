@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from streamrelay.adapters.redis import InputStream, RunIndex, conversation_key, partition_of
+from streamrelay.adapters.redis import DataLostError, Epochs, InputStream, RunIndex, conversation_key, partition_of
 from streamrelay.app.replicas.peers import ReplicaPeers
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.contracts.answers import RunListing
@@ -98,6 +98,8 @@ class ReplicaFront:
             has not started).
 
         Raises:
+            adapters.redis.DataLostError: Redis lost its data (:mod:`adapters.redis.epoch`): nothing of the batch is
+                accepted (the app answers 503 with the reason).
             redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
         """
         results: list[LineResult | IngestError] = []
@@ -111,7 +113,8 @@ class ReplicaFront:
             batches.setdefault(partition, []).append((len(results), entry))
             results.append(LineResult(events=1))
         for partition, numbered in batches.items():
-            ids = await self._stream.append_open(partition, [entry for _, entry in numbered])
+            epoch = "" if self.epochs is None else self.epochs.of(partition)
+            ids = await self._stream.append_open(partition, [entry for _, entry in numbered], epoch=epoch)
             for (at, entry), stream_id in zip(numbered, ids, strict=True):
                 if stream_id is None:  # its run's stop mark is there: refused, never appended
                     self._remember_stopped(entry.run)
@@ -165,8 +168,27 @@ class ReplicaFront:
     async def _started(self, run: str) -> int:
         partition = await self._index.partition(run)
         if partition is None:
+            if self.epochs is not None:
+                await self.epochs.check()  # DataLostError: the batch is refused (503), never answered 409 or 200
             raise IngestError(f"run {run!r} has not started: send its run.start event first", status=409)
         return partition
+
+    epochs: Epochs | None = None
+    """The epoch markers found at start-up (:class:`app.replicas.service.ReplicaService` sets them), checked by every
+    append and before a run is called unknown; None: not checked."""
+
+    async def _check_epochs(self) -> None:
+        """Before a run is called unknown (404, 409 "has not started"): is it unknown because Redis lost its data?
+
+        Raises:
+            IngestError: 503 with :class:`adapters.redis.DataLostError`'s message.
+        """
+        if self.epochs is None:
+            return
+        try:
+            await self.epochs.check()
+        except DataLostError as exc:
+            raise IngestError(str(exc), status=503) from None
 
     # --- reading (the run's owner: forwarded here by the owner proxy) -----------------------------------
 
@@ -182,12 +204,16 @@ class ReplicaFront:
             return None
         relay = self._local(partition)
         if relay is None:
+            await self._check_epochs()  # the partition lost its owner because Redis lost its data: say so
             raise IngestError(f"run {run!r}: its partition is moving between replicas: retry in a moment", status=503)
         return relay
 
     async def report(self, run_id: str) -> DeliveryReport | None:
         relay = await self._relay(run_id)
-        return None if relay is None else await relay.report(run_id)
+        report = None if relay is None else await relay.report(run_id)
+        if report is None:
+            await self._check_epochs()  # unknown because Redis lost its data: 503, never 404
+        return report
 
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
         """The run's report once it is done or ``timeout_s`` passed. A run whose ``run.start`` was taken (it is in
@@ -203,6 +229,7 @@ class ReplicaFront:
         while True:
             relay = await self._relay(run_id)
             if relay is None:
+                await self._check_epochs()
                 return None
             report = await relay.report(run_id)
             left = deadline - loop.time()
@@ -210,6 +237,7 @@ class ReplicaFront:
                 break
             await asyncio.sleep(min(UNREAD_POLL_S, left))
         if report is None:
+            await self._check_epochs()  # unknown because Redis lost its data: 503, never 404
             return None
         report = await relay.wait_done(run_id, max(0.0, deadline - loop.time()))
         if report is not None and not report.done and loop.time() < deadline:

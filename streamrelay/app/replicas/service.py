@@ -27,6 +27,8 @@ from redis.exceptions import RedisError
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerUnavailableError
 from streamrelay.adapters.redis import (
     KEYS,
+    DataLostError,
+    Epochs,
     InputStream,
     LeaseChange,
     LeaseEvent,
@@ -89,6 +91,7 @@ class ReplicaService:
         self._stream = InputStream(client)
         self._urls = ReplicaUrls(client)
         self._index = RunIndex(client)
+        self.epochs = Epochs(client, partitions)
         self.owners: dict[int, PartitionOwner] = {}
         self._task: asyncio.Task[None] | None = None
         self._announcing: asyncio.Task[None] | None = None
@@ -106,7 +109,36 @@ class ReplicaService:
 
     async def locate(self, run: str) -> str | None:
         """Where ``run`` is answered (:data:`adapters.ingest_http.owner_proxy.Locate`): a run key, a Stop control's
-        key (:meth:`app.replicas.front.ReplicaFront.locate`) or a Telegram draft's stop key (its chat's partition)."""
+        key (:meth:`app.replicas.front.ReplicaFront.locate`) or a Telegram draft's stop key (its chat's partition).
+
+        Raises:
+            OwnerUnavailableError: the partition has no reachable owner now, or Redis did not answer (the owner proxy
+                waits, then answers 503 with ``Retry-After``; never a 500).
+        """
+        try:
+            return await self._locate(run)
+        except DataLostError as exc:
+            raise OwnerUnavailableError(str(exc)) from None
+        except OwnerUnavailableError:
+            await self._lost_data()
+            raise
+        except (RedisError, OSError) as exc:  # the error's name only: its text may name the Redis URL
+            raise OwnerUnavailableError(f"Redis did not answer ({type(exc).__name__})") from None
+
+    async def _lost_data(self) -> None:
+        """No owner found: when that is because Redis lost its data (leases included), say so.
+
+        Raises:
+            OwnerUnavailableError: with :class:`adapters.redis.DataLostError`'s message.
+        """
+        try:
+            await self.epochs.check()
+        except DataLostError as exc:
+            raise OwnerUnavailableError(str(exc)) from None
+        except (RedisError, OSError):
+            return
+
+    async def _locate(self, run: str) -> str | None:
         run = await self._front.locate(run)
         partition = await self._index.partition(run)
         if partition is None:
@@ -126,6 +158,8 @@ class ReplicaService:
         """Announce ``url`` (where the others reach this replica), again every lease round, and start taking
         partitions."""
         await self._check_partitions()
+        await self.epochs.claim()
+        self._front.epochs = self.epochs
         await self._urls.announce(self.owner, url)
         self.keeper.start()
         self._task = asyncio.create_task(self._follow(), name="replica:leases")

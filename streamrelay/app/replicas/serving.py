@@ -120,6 +120,8 @@ async def serve_replica(
 
     async def ping() -> None:
         await client.ping()
+        if replicas is not None:
+            await replicas.epochs.check()  # Redis restarted empty answers a ping: not ready, with the reason
 
     proxies: list[OwnerProxy] = []
 

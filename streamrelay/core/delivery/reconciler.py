@@ -44,6 +44,7 @@ from streamrelay.core.delivery.machine import DeliveryMachine
 from streamrelay.core.delivery.send_chain import Grant, SendChain, Wait
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, same_render
+from streamrelay.core.errors import OwnershipLostError
 from streamrelay.core.events import Target
 from streamrelay.core.ports import CallKind, ChannelAdapter, NativeStreaming, StopControl
 from streamrelay.core.records.ledger import Ledger, PartRecord
@@ -112,6 +113,10 @@ class Reconciler:
         self._clock = clock
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        self.on_lost: list[Callable[[], None]] = []
+        """Told when the loop stopped because the store could not be written or ownership was lost
+        (:class:`core.errors.OwnershipLostError`): the conversation's runs stop and resume from the journal, rather
+        than wait for a loop that is gone."""
         self._feed = feed
         self.executor = Executor(adapter=adapter, chain=chain, ledger=ledger, run=book.run, requester=self.requester)
         """The conversation's one place for platform calls (the run's typing clear and Stop moves use it too)."""
@@ -205,6 +210,10 @@ class Reconciler:
     async def _loop(self) -> None:
         try:
             await self._deliver()
+        except OwnershipLostError:
+            for tell in self.on_lost:
+                tell()
+            raise
         finally:
             self.book.changed.close()
             self.book.urgent.close()

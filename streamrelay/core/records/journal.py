@@ -14,13 +14,14 @@ acknowledged and dropped (never a 409), also after a restart.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 from typing import NamedTuple, Protocol
+
+from streamrelay.core.clock import boot_seconds
 
 
 class JournalEntry(NamedTuple):
@@ -69,8 +70,14 @@ class Journal(Protocol):
         ...
 
     async def last_at(self, run: str) -> float | None:
-        """When ``run``'s newest line was accepted (``time.time()`` seconds), or None without lines: a resumed run's
-        agent has been quiet since then (its idle timeout counts from there, not from the restart)."""
+        """When ``run``'s newest line was accepted, on the journal's own clock (seconds), or None without lines."""
+        ...
+
+    async def quiet_s(self, run: str) -> float | None:
+        """How long ``run``'s agent has been quiet: seconds (>= 0) since its newest line was accepted, on a clock no
+        wall-clock jump moves (:func:`core.clock.boot_seconds` on the same boot; Redis's clock for Redis), or None
+        without lines or when the journal cannot tell (its lines were written on another boot): a resumed run's idle
+        timeout counts from there, and from the resume (afresh) when None."""
         ...
 
     async def finish(self, run: str, last_seq: int | None) -> None:
@@ -99,7 +106,7 @@ class MemoryJournal:
         self.commits = 0
 
     async def append(self, entries: Sequence[JournalEntry]) -> None:
-        now = time.time()
+        now = boot_seconds()
         run, lines = None, None
         for entry in entries:
             if entry.run != run or lines is None:  # consecutive lines of one run: one look-up
@@ -116,6 +123,10 @@ class MemoryJournal:
 
     async def last_at(self, run: str) -> float | None:
         return self._last_at.get(run)
+
+    async def quiet_s(self, run: str) -> float | None:
+        at = self._last_at.get(run)
+        return None if at is None else max(0.0, boot_seconds() - at)
 
     async def finish(self, run: str, last_seq: int | None) -> None:
         self._lines.pop(run, None)

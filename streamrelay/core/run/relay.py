@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -183,6 +182,9 @@ class Relay:
         Raises:
             Exception: the journal could not be written: none of the batch is accepted (the caller answers 503).
         """
+        marks: dict[str, _Mark] = {}  # the run as admission knew it (undone if the journal refuses the line)
+        if len(lines) == 1:
+            _mark_run(lines[0][0], run_hint, self._runs, marks)
         if len(lines) == 1 and (group := self._one_group(lines, run_hint)) is not None:
             # One line a request (an agent posting each line as it comes), taken by a fast path: :meth:`_take` without
             # a batch's bookkeeping (its lists, groups and joins, each a cost per request when every request is one
@@ -192,11 +194,8 @@ class Relay:
             if type(result) is LineResult and result.dropped is None:  # taken (not refused, not dropped)
                 obj, raw = lines[0]
                 staged = [(run, events)] if events else []
-                try:
-                    await self._journal.append([new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))])
-                except Exception:
-                    self._forget_unopened(staged)
-                    raise
+                entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
+                await self._journal_or_undo([entry], staged, marks)
                 if events and not run.offer(events):
                     await self._hand_over(staged, replay=False)
             return results
@@ -259,12 +258,12 @@ class Relay:
         lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
         # The run.start first: a concurrent request of the same run may have been committed before it.
         lines.sort(key=lambda item: 0 if isinstance(item[0], dict) and item[0].get("kind") == "run.start" else 1)
-        last_at = await self._journal.last_at(run_id)
+        quiet_s = await self._journal.quiet_s(run_id)
         results = await self._take(lines, run_id, replay=True)
         problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
         if run_id in self._runs:
-            if last_at is not None:  # quiet since then, not since the restart
-                self._runs[run_id].quiet_s = max(0.0, time.time() - last_at)
+            if quiet_s is not None:  # quiet since its last line, not since the restart (never a wall-clock jump)
+                self._runs[run_id].quiet_s = quiet_s
             if problems:
                 _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
             return True
@@ -282,8 +281,11 @@ class Relay:
         staged: list[tuple[ActiveRun, list[Event]]] = []
         entries: list[JournalEntry] = []
         admission = self._admission
+        marks: dict[str, _Mark] = {}  # what admission knew of each run before this batch (undone if not journaled)
         i, n = 0, len(lines)
         while i < n:
+            if not replay:
+                _mark_run(lines[i][0], run_hint, self._runs, marks)
             group = admission.take_deltas(lines, i, run_hint, replay=replay) or admission.take_raw(
                 lines, i, run_hint, replay=replay
             )
@@ -307,20 +309,29 @@ class Relay:
                 entries.append(JournalEntry(run.run, _line_text(obj, raw)))
                 staged.append((run, events))
         if entries and not replay:
-            try:
-                await self._journal.append(entries)
-            except Exception:
-                self._forget_unopened(staged)
-                raise
+            await self._journal_or_undo(entries, staged, marks)
         await self._hand_over(staged, replay=replay)
         return results
 
-    def _forget_unopened(self, staged: list[tuple[ActiveRun, list[Event]]]) -> None:
-        """The journal refused a batch: the runs it would have started (not opened yet) are forgotten."""
-        for run, _ in staged:
-            if not run.opened and self._runs.get(run.run) is run:
-                del self._runs[run.run]
-                self._admission.clients.left(run.run)
+    async def _journal_or_undo(
+        self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, list[Event]]], marks: dict[str, _Mark]
+    ) -> None:
+        """Journal a batch's taken lines; when the journal refuses them, admission forgets them (new runs, ``seq``
+        numbers, usage, an ``end``), so the same lines sent again are taken, never dropped as repeats.
+
+        Raises:
+            Exception: what the journal raised (the batch is answered 503).
+        """
+        try:
+            await self._journal.append(entries)
+        except Exception:
+            for run, _ in staged:
+                if not run.opened and self._runs.get(run.run) is run:
+                    del self._runs[run.run]
+                    self._admission.clients.left(run.run)
+            for mark in marks.values():
+                mark.restore()
+            raise
 
     async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
@@ -341,6 +352,14 @@ class Relay:
         run.opened_at_s = self._clock.now()
         await run.controller.open()
         run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
+        run.controller.rec.on_lost.append(lambda: self._lost(run))
+
+    def _lost(self, run: ActiveRun) -> None:
+        """The run's delivery loop stopped on a store it could not write (or lost ownership): the run stops where it
+        is, unfinished, and resumes from the journal when the store is writable again (``interrupted``)."""
+        if self._runs.get(run.run) is run and run.task is not None and not run.task.done():
+            self.interrupted.add(run.run)
+            run.task.cancel()
 
     async def _drive(self, run: ActiveRun) -> None:
         """The run's worker, then what the relay keeps of it; a run that finished leaves the journal."""
@@ -506,3 +525,37 @@ class Relay:
         tasks = [run.task for run in list(self._runs.values()) if run.task is not None]
         for task in await stop_all(tasks, limit_s=STOP_LIMIT_S):
             _log.error("%s did not stop within %g s: it is left behind (its calls are fenced)", task, STOP_LIMIT_S)
+
+
+class _Mark:
+    """What admission knows of one active run (its ``seq`` numbers taken, its usage, its end) before a batch, so a
+    batch the journal refused (a full or read-only disk) leaves the run as it was: the agent's same lines sent again
+    are taken, never dropped as repeats. A raw provider line's normalizer state is not restored."""
+
+    __slots__ = ("above", "chars", "end_seq", "ended", "events", "floor", "longest", "max_seq", "run")
+
+    def __init__(self, run: ActiveRun) -> None:
+        self.run = run
+        self.floor, self.above = run.seqs.floor, set(run.seqs.above)
+        usage = run.usage
+        self.events, self.chars, self.max_seq, self.longest = (
+            usage.events,
+            usage.chars,
+            usage.max_seq,
+            dict(usage._longest),
+        )
+        self.ended, self.end_seq = run.ended, run.end_seq
+
+    def restore(self) -> None:
+        run = self.run
+        run.seqs.floor, run.seqs.above = self.floor, self.above
+        usage = run.usage
+        usage.events, usage.chars, usage.max_seq, usage._longest = self.events, self.chars, self.max_seq, self.longest
+        run.ended, run.end_seq = self.ended, self.end_seq
+
+
+def _mark_run(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun], marks: dict[str, _Mark]) -> None:
+    """Remember the run ``obj`` names (or ``run_hint``) as it is now, once per batch (O(1))."""
+    run_id = obj.get("run", run_hint) if type(obj) is dict else run_hint
+    if type(run_id) is str and run_id not in marks and (run := runs.get(run_id)) is not None:
+        marks[run_id] = _Mark(run)
