@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import MAX_SEQ, Event
+from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.records.journal import JournalEntry, MemoryJournal
@@ -352,4 +354,32 @@ async def test_repeated_seqs_in_a_batch_are_dropped_and_the_rest_taken() -> None
         "seq 1 was already taken",
     ]
     assert [e.text for e in relay._runs["r"].queue.take(100)] == ["a", "b", "c"]  # type: ignore[union-attr]
+    await relay.close()
+
+
+class _RefusingJournal(MemoryJournal):
+    """A journal whose next ``refuse`` appends fail (a full or read-only disk), then takes lines again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = 0
+
+    async def append(self, entries: list[JournalEntry]) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            raise OSError("database or disk is full")
+        await super().append(entries)
+
+
+async def test_a_line_posted_alone_that_the_journal_refused_is_taken_when_sent_again() -> None:
+    journal = _RefusingJournal()
+    relay = _relay(ClientLimits(), journal, fast=True)
+    await relay.submit_lines([(dict(START, run="r"), None)])
+    delta = {"kind": "text", "run": "r", "seq": 1, "mode": "delta", "text": "Hello"}
+    journal.refuse = 1
+    with pytest.raises(OSError):  # the request is answered 503
+        await relay.submit_lines([(delta, None)])  # one line a request: the fast path
+    (again,) = await relay.submit_lines([(delta, None)])
+    assert isinstance(again, LineResult) and again.dropped is None, again  # taken, not dropped as a repeat
+    assert [json.loads(line)["seq"] for line in await journal.lines("r") if '"text"' in line] == [1]
     await relay.close()
