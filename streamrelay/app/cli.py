@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from streamrelay.adapters.registry import REGISTRY
@@ -291,6 +292,13 @@ def replay(
     console.print_json(json.dumps(report))
 
 
+def _case_progress() -> Progress:
+    """``case``'s progress on stderr: a line per case as it ends (``3/55 pass chunk-tilde-fence (0.41 s)``) and, on a
+    terminal, a bar naming the case running (removed at the end); the table stays alone on stdout."""
+    columns = (TextColumn("{task.fields[case]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=err, transient=True)
+
+
 @app.command()
 def case(
     paths: Annotated[list[Path], typer.Argument(metavar="PATH", help="case files or folders of them")],
@@ -317,17 +325,23 @@ def case(
         for col in ("case", "type", "result", "seconds", "why"):
             table.add_column(col)
         failed = 0
-        for file in files:
-            result = await run_case_file(file)
-            (out / f"{result.id}.json").write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
-            verdict = (
-                "[green]pass[/]"
-                if result.passed
-                else ("[yellow]unsupported[/]" if result.unsupported else "[red]FAIL[/]")
-            )
-            failed += not result.passed
-            why = "; ".join(result.failures)[:300]
-            table.add_row(result.id, result.type, verdict, f"{result.seconds:.2f}", why)
+        with _case_progress() as progress:
+            task = progress.add_task("cases", total=len(files), case="")
+            for n, file in enumerate(files, 1):
+                progress.update(task, case=file.stem)
+                result = await run_case_file(file)
+                (out / f"{result.id}.json").write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+                verdict = (
+                    "[green]pass[/]"
+                    if result.passed
+                    else ("[yellow]unsupported[/]" if result.unsupported else "[red]FAIL[/]")
+                )
+                failed += not result.passed
+                why = "; ".join(result.failures)[:300]
+                table.add_row(result.id, result.type, verdict, f"{result.seconds:.2f}", why)
+                done = f"{n:>{len(str(len(files)))}}/{len(files)}"
+                progress.console.print(f"{done} {verdict} {escape(result.id)} ({result.seconds:.2f} s)")
+                progress.advance(task)
         console.print(table)
         console.print(f"{len(files) - failed} passed, {failed} failed · transcripts in {out}")
         return 1 if failed else 0
