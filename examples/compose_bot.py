@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
 READY_TIMEOUT_S = 120.0
 REPORT_WAIT_S = 120.0
+PUSH_BACK_S = 60.0
+"""How long a run's lines may be pushed back (503, the sidecar past its capacity) before the bot gives up."""
 
 
 @dataclass(frozen=True)
@@ -94,28 +96,39 @@ async def post_run(
     pace_ms: float,
 ) -> None:
     """Post the run into ``target.url`` as one NDJSON request: ``run.start`` (declaring ``fmt``), the raw events
-    ``pace_ms`` apart (as a model streams them), then ``end``.
+    ``pace_ms`` apart (as a model streams them), then ``end``. A sidecar past its capacity pushes back (503 with
+    ``Retry-After`` and ``pushed_back_from``, the first line it did not take): those lines are sent again after
+    ``Retry-After`` seconds, for up to ``PUSH_BACK_S`` in all.
 
     Raises:
-        RuntimeError: the sidecar refused the lines (the message carries its answer).
+        RuntimeError: the sidecar refused the lines, or still pushed back after ``PUSH_BACK_S`` (the message
+            carries its answer).
     """
     start = {"kind": "run.start", "run": run, "channel": target.channel, "target": {"chat_id": target.chat_id}}
+    lines = [{**start, "format": fmt}, *events, {"kind": "end", "run": run, "status": "ok"}]
 
-    async def body() -> AsyncIterator[bytes]:
-        yield (json.dumps({**start, "format": fmt}) + "\n").encode()
+    async def body(paced: list[dict[str, Any]]) -> AsyncIterator[bytes]:
         t0 = time.monotonic()
-        for i, event in enumerate(events):
-            delay = t0 + i * pace_ms / 1000 - time.monotonic()
+        for i, line in enumerate(paced):
+            delay = t0 + (i - 1) * pace_ms / 1000 - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            yield (json.dumps(event) + "\n").encode()
-        yield (json.dumps({"kind": "end", "run": run, "status": "ok"}) + "\n").encode()
+            yield (json.dumps(line) + "\n").encode()
 
-    answer = await http.post(
-        f"{target.url}/v1/runs/{run}/events", content=body(), headers={"Content-Type": "application/x-ndjson"}
-    )
-    if answer.status_code != 200:
-        raise RuntimeError(f"{target.url} answered {answer.status_code}: {answer.text}")
+    deadline = time.monotonic() + PUSH_BACK_S
+    while True:
+        answer = await http.post(
+            f"{target.url}/v1/runs/{run}/events", content=body(lines), headers={"Content-Type": "application/x-ndjson"}
+        )
+        if answer.status_code == 200:
+            return
+        first = None
+        if answer.status_code == 503 and answer.headers.get("Content-Type", "").startswith("application/json"):
+            first = answer.json().get("pushed_back_from")
+        if not isinstance(first, int) or not 1 <= first <= len(lines) or time.monotonic() > deadline:
+            raise RuntimeError(f"{target.url} answered {answer.status_code}: {answer.text}")
+        lines = lines[first - 1 :]
+        await asyncio.sleep(float(answer.headers.get("Retry-After", "1")))
 
 
 async def read_report(http: httpx.AsyncClient, url: str, run: str, wait_s: float = REPORT_WAIT_S) -> dict[str, Any]:
