@@ -86,12 +86,13 @@ def test_messages_and_answer() -> None:
 
 
 def test_delta_cost_does_not_grow_with_the_text() -> None:
-    """Appending n deltas is linear: 200k one-char deltas take well under a second."""
+    """Appending n deltas is linear: 200k one-char deltas take well under a second of this process's CPU (CPU
+    time, not wall time: on a machine shared with other work the wall clock also counts their turns)."""
     asm = TextAssembler()
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(200_000):
         asm.apply(None, 0, DELTA, "x")
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert asm.text(None, 0) == "x" * 200_000
     assert elapsed < 2.0
 
@@ -101,10 +102,10 @@ def test_short_deltas_on_a_long_text_skip_the_replay_check() -> None:
     asm = TextAssembler()
     piece = "abcdefghijklmnopqrst"
     asm.apply(None, 0, DELTA, "Start: ")
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU, as above
     for _ in range(50_000):
         asm.apply(None, 0, DELTA, piece)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert asm.text(None, 0) == "Start: " + piece * 50_000
 
 
@@ -121,10 +122,10 @@ def test_prefix_snapshot_of_a_long_text_walks_only_its_own_length() -> None:
     asm = TextAssembler()
     for _ in range(50_000):
         asm.apply(None, 0, DELTA, "ab")
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU, as above
     for _ in range(20_000):
         assert asm.apply(None, 0, SNAPSHOT, "abab").kind == "none"
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 # --- the replay guard (DESIGN §4, openclaw #136262) --------------------------------------------------------
