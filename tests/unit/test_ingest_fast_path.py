@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -364,7 +365,7 @@ class _RefusingJournal(MemoryJournal):
         super().__init__()
         self.refuse = 0
 
-    async def append(self, entries: list[JournalEntry]) -> None:
+    async def append(self, entries: Sequence[JournalEntry]) -> None:
         if self.refuse:
             self.refuse -= 1
             raise OSError("database or disk is full")

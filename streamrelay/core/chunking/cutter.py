@@ -54,6 +54,7 @@ def _is_row(line: str) -> bool:
     """A line that is a table row here: it begins with ``|`` (after at most 3 spaces)."""
     return line[:4].lstrip(" ").startswith("|")
 
+
 BIG = 1 << 62
 
 BLOCK_STARTERS = frozenset(">|#-*+_<0123456789")
