@@ -171,3 +171,14 @@ async def test_an_integer_past_pythons_digit_limit_is_named_without_pythons_advi
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert "an integer of more than 4300 digits" in error and "set_int_max_str_digits" not in error
+
+
+async def test_a_path_no_route_serves_says_where_the_routes_are(stack: Stack) -> None:
+    """``GET /`` (someone looking at the sidecar for the first time) is told where the API and the probes are, not
+    about run ids; a run path that no route can hold still names the run id rule."""
+    root = await stack.client.get("/")
+    assert root.status_code == 404
+    assert root.json()["error"].startswith("no such route: GET /: the API is under /v1"), root.text
+    assert "/healthz" in root.json()["error"] and "run ids" not in root.json()["error"]
+    slash = await stack.client.get("/v1/runs/a/b")
+    assert slash.status_code == 404 and "run ids hold no '/'" in slash.json()["error"], slash.text

@@ -353,11 +353,19 @@ def create_app(
     return app
 
 
+ROUTES_HINT = (
+    "the API is under /v1 (POST /v1/runs/{run}/events, GET /v1/runs/{run}, GET /v1/runs); probes: /healthz, /readyz, "
+    "/metrics; the docs: docs/ingest.md in the source"
+)
+"""What a request for no route is told (``GET /`` included: someone looking at the sidecar for the first time)."""
+
+
 async def _not_found(request: Request, exc: Exception) -> JSONResponse:
-    """No route: a JSON answer like every other (a run id with ``/`` or an empty one matches no route)."""
-    return JSONResponse(
-        {"error": f"no such route: {request.method} {request.url.path[:200]} (run ids hold no '/')"}, 404
-    )
+    """No route: a JSON answer like every other, saying where the routes are; under ``/v1/runs/`` the likely cause
+    (a run id with ``/`` or an empty one matches no route)."""
+    path = request.url.path
+    why = " (run ids hold no '/')" if path.startswith("/v1/runs/") else f": {ROUTES_HINT}"
+    return JSONResponse({"error": f"no such route: {request.method} {path[:200]}{why}"}, 404)
 
 
 async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
