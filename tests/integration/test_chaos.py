@@ -305,3 +305,13 @@ def test_judge_unfinished_run() -> None:
     verdict = judge(plan, _finished(plan), chat, {"done": False, "status": "pending"}, exclusive_bot=True)
     assert verdict.unfinished and verdict.bad
     assert judge(plan, _finished(plan), chat, None, exclusive_bot=True).lying
+
+
+def test_judge_a_pending_report_is_unfinished_not_lying() -> None:
+    """A report not done is a snapshot of a delivery under way (seed 72: its last two posts landed between the
+    report's read and the chat's): unfinished is the finding, not a lie about messages it had not listed yet."""
+    plan = _plan(PIECES)
+    chat = _chat(PIECES[0], PIECES[1] + PIECES[2])
+    pending = {"done": False, "status": "pending", "uncertain": 0, "message_ids": ["1"]}
+    verdict = judge(plan, _finished(plan), chat, pending, exclusive_bot=True)
+    assert verdict.unfinished and verdict.bad and not verdict.lying, verdict.problems

@@ -149,12 +149,12 @@ def judge(
         verdict.problems.append(
             "unfinished: no report" if report is None else f"unfinished: report still {report.get('status')!r}"
         )
-        if report is None:
-            if chat:
-                verdict.lying = True
-                verdict.problems.append(f"lying: no report for a run whose chat shows {len(chat)} message(s)")
-            return verdict
-    assert report is not None
+        if report is None and chat:
+            verdict.lying = True
+            verdict.problems.append(f"lying: no report for a run whose chat shows {len(chat)} message(s)")
+        # A report not done claims nothing final: it is a snapshot of a delivery still under way, read at another
+        # instant than the chat (calls made in between show in one and not the other). Unfinished is the finding.
+        return verdict
     media_whole = verdict.media_shown == len(plan.media) and not verdict.doubled
     _judge_report(verdict, plan, chat, report, shown == norm(full, p) and not notices and media_whole, exclusive_bot)
     return verdict
