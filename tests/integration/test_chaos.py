@@ -315,3 +315,14 @@ def test_judge_a_pending_report_is_unfinished_not_lying() -> None:
     pending = {"done": False, "status": "pending", "uncertain": 0, "message_ids": ["1"]}
     verdict = judge(plan, _finished(plan), chat, pending, exclusive_bot=True)
     assert verdict.unfinished and verdict.bad and not verdict.lying, verdict.problems
+
+
+def test_judge_a_pending_run_showing_a_prefix_is_unfinished_not_lost() -> None:
+    """Seed 72: a Slack preview whose final waited in the workspace's edit queue through restarts showed its first
+    post when judged and ended delivered 12 s later: unfinished, not lost. A pending run whose chat is no prefix of
+    the answer is still judged lost."""
+    plan = _plan(PIECES)
+    pending = {"done": False, "status": "pending", "uncertain": 0, "message_ids": ["1"]}
+    verdict = judge(plan, _finished(plan), _chat(PIECES[0]), pending, exclusive_bot=True)
+    assert verdict.unfinished and verdict.bad and not verdict.lost, verdict.problems
+    assert judge(plan, _finished(plan), _chat(PIECES[1]), pending, exclusive_bot=True).lost

@@ -134,7 +134,8 @@ def judge(
         sent = range(record.confirmed, max(record.confirmed, record.sent) + 1)
         prefixes = {norm(text_of(plan.lines, j), p) for j in sent}
         prefixes.add(norm(low, p))
-        if shown not in prefixes:
+        under_way = report is not None and not report.get("done") and norm(full, p).startswith(shown)
+        if shown not in prefixes and not under_way:  # a delivery under way shows a prefix: unfinished, judged below
             _judge_text(verdict, texts, shown, norm(low, p), norm(high, p), p)
     must_show = 0 if stopped else len(plan.lines) if record.end_confirmed else record.confirmed
     judge_media(verdict, plan, answer_messages, report, must_show, lambda text: norm(text, p))
