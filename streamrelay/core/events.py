@@ -31,7 +31,15 @@ from pydantic import (
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.json_types import JsonObject
-from streamrelay.core.media import CredentialsInUrlError, MediaItem, MediaKind, check_caption, check_media_url
+from streamrelay.core.media import (
+    CREDENTIALS_REFUSED,
+    CredentialsInUrlError,
+    MediaItem,
+    MediaKind,
+    check_caption,
+    check_media_url,
+    has_credentials,
+)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -308,6 +316,16 @@ CITATION_TITLE_MAX_CHARS = 1000
 """The longest ``title`` a ``citation`` may carry (characters); the normalizers cut a provider's longer title to it."""
 
 
+def _no_credentials(url: str) -> str:
+    """``url`` unchanged unless it holds credentials before its host (:func:`core.media.has_credentials`).
+
+    Raises:
+        CredentialsInUrlError: it does (at ingest a 422 whose message never repeats the URL)."""
+    if has_credentials(url.strip()):
+        raise CredentialsInUrlError(CREDENTIALS_REFUSED)
+    return url
+
+
 class Citation(_EventBase):
     """A source the answer relies on (a web page it cites, a document): shown to the person as a link after the answer,
     once per URL, as part of the final (:mod:`core.delivery.sources`). ``kind`` is ``citation`` because ``source``
@@ -316,11 +334,14 @@ class Citation(_EventBase):
     ``url``: the source's address as the agent gave it (only an absolute ``http``/``https`` URL is shown as a link; any
     other is shown by its title, or counted). ``title``: what the link reads (one line; the URL's host and path when
     absent). At least one of the two. Errors: :func:`parse_event` refuses a citation with neither, a ``url`` longer
-    than :data:`CITATION_URL_MAX_CHARS` or a ``title`` longer than :data:`CITATION_TITLE_MAX_CHARS`.
+    than :data:`CITATION_URL_MAX_CHARS` or a ``title`` longer than :data:`CITATION_TITLE_MAX_CHARS`; a ``url``
+    with credentials before its host (``user:password@``) is refused like a media URL's (422, the URL not repeated).
     """
 
     kind: Literal["citation"] = "citation"
-    url: UnicodeText | None = Field(default=None, max_length=CITATION_URL_MAX_CHARS)
+    url: Annotated[UnicodeText, AfterValidator(_no_credentials)] | None = Field(
+        default=None, max_length=CITATION_URL_MAX_CHARS
+    )
     title: CleanText | None = Field(default=None, max_length=CITATION_TITLE_MAX_CHARS)
 
     @model_validator(mode="after")
@@ -436,7 +457,7 @@ def parse_event(data: Any) -> Event:
 
     Raises:
         IngestError: the value is not an object, its ``kind`` is unknown, or a field is wrong (400); the
-            message names the field and what was expected. A media URL with credentials is 422
+            message names the field and what was expected. A media or citation URL with credentials is 422
             (:class:`core.media.CredentialsInUrlError`).
     """
     if not isinstance(data, dict):

@@ -245,3 +245,28 @@ async def test_a_media_url_with_a_password_is_refused_and_the_password_is_nowher
     assert not any(SECRET in (call.text or "") for call in chat.mock.calls)
     assert chat.report["status"] == "delivered"
     assert [text for _mid, text in chat.mock.visible(chat.target.chat_id)] == ["Here is the chart."]
+
+
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+async def test_a_citation_url_with_a_password_is_refused_and_the_password_is_nowhere(platform: str) -> None:
+    stream = io.StringIO()
+    setup = configure_logging("json", "debug", stream=stream)
+    try:
+        chat = Chat(platform)
+        lines = [
+            {"kind": "text", "mode": "delta", "text": "Here is the answer.\n"},
+            {"kind": "citation", "url": CREDENTIALED, "title": "Q3 chart"},
+            {"kind": "end", "status": "ok"},
+        ]
+        answer = await chat.deliver(lines, expect=422)  # the bad line fails alone: the run goes on without it
+    finally:
+        setup.close()
+        structlog.reset_defaults()
+    error = answer.json()["error"]
+    assert "credentials" in error and "user:password@" in error
+    assert SECRET not in answer.text
+    assert SECRET not in stream.getvalue()
+    assert SECRET not in json.dumps(chat.lives) and SECRET not in json.dumps(chat.report)
+    assert not any(SECRET in repr(call) for call in chat.mock.calls)
+    assert chat.report["status"] == "delivered"
+    assert [text for _mid, text in chat.mock.visible(chat.target.chat_id)] == ["Here is the answer."]

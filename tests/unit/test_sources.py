@@ -113,10 +113,34 @@ def test_titles_are_escaped_and_urls_cannot_break_the_link() -> None:
         ("https://a.example/with space", False),
         ("//a.example/x", False),
         ("https://a.example/" + "x" * 1500, False),  # past LINK_URL_MAX_CHARS: shown by its title
+        ("https://u:pw-SECRET9@a.example/3", False),  # credentials before the host: never a link
+        ("https://user@a.example/3", False),
+        ("https://a.example/p?mail=a@b.example", True),  # an @ in the query is no userinfo
     ],
 )
 def test_only_http_and_https_urls_are_links(url: str, linked: bool) -> None:
     assert (link_url(url) is not None) is linked
+
+
+@pytest.mark.parametrize(
+    "url", ["https://u:pw-SECRET9@a.example/3", " http://alice@a.example/", "HTTPS://:pw-SECRET9@x"]
+)
+def test_a_citation_url_with_credentials_is_refused_422_without_repeating_it(url: str) -> None:
+    with pytest.raises(IngestError) as raised:
+        parse_event({"kind": "citation", "run": "r", "url": url, "title": "T"})
+    assert raised.value.status == 422
+    assert "user:password@" in str(raised.value)
+    assert "SECRET9" not in str(raised.value) and "alice" not in str(raised.value)
+
+
+def test_a_stream_citation_with_credentials_keeps_its_title_and_drops_the_link() -> None:
+    from streamrelay.core.normalize.base import citation_event
+
+    [titled] = citation_event("r", "https://u:pw-SECRET9@a.example/3", "Report")
+    [untitled] = citation_event("r", "https://u:pw-SECRET9@a.example/3", None)
+    assert isinstance(titled, Citation) and isinstance(untitled, Citation)
+    assert (titled.url, titled.title) == (None, "Report")
+    assert untitled.url is None and "SECRET9" not in (untitled.title or "")
 
 
 def test_a_source_without_a_link_is_shown_by_its_title_or_counted_never_dropped() -> None:

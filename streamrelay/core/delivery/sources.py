@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from streamrelay.core.media import has_credentials
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.text.fences import scan_fences
 
@@ -64,12 +65,12 @@ class SourceRef:
 
 def link_url(url: str | None) -> str | None:
     """``url`` when it can be shown as a link: an absolute ``http``/``https`` URL with a host, at most
-    :data:`LINK_URL_MAX_CHARS` long, with no whitespace, control or other character a URL never holds unescaped; else
-    None. Pure."""
+    :data:`LINK_URL_MAX_CHARS` long, with no whitespace, control or other character a URL never holds unescaped and no
+    credentials before its host (``user:password@``, :func:`core.media.has_credentials`); else None. Pure."""
     if not url:
         return None
     url = url.strip()
-    if len(url) > LINK_URL_MAX_CHARS or _URL_UNSAFE.search(url) is not None:
+    if len(url) > LINK_URL_MAX_CHARS or _URL_UNSAFE.search(url) is not None or has_credentials(url):
         return None
     try:
         parts = urlsplit(url)

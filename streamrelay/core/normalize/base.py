@@ -243,11 +243,14 @@ def citation_event(run_id: str, url: Any, title: Any, source: Source | None = No
     """A ``citation`` event for a source a stream names (a URL it cites, a document), or none when it gives neither a
     URL nor a title. Tolerant, like a stream's other optional fields: a value that is not a string counts as absent, a
     title longer than :data:`core.events.CITATION_TITLE_MAX_CHARS` is cut, and a URL longer than
-    :data:`core.events.CITATION_URL_MAX_CHARS` is dropped (the source is then shown by its title, or counted)."""
+    :data:`core.events.CITATION_URL_MAX_CHARS` or holding credentials before its host (``user:password@``,
+    :func:`core.media.has_credentials`) is dropped (the source is then shown by its title, or a title saying so)."""
     link = url.strip() if isinstance(url, str) else ""
+    name = title.strip() if isinstance(title, str) else ""
+    if has_credentials(link):
+        link, name = "", name or "a source (its link carries a password)"
     if len(link) > CITATION_URL_MAX_CHARS:
         link = ""
-    name = title.strip() if isinstance(title, str) else ""
     if len(name) > CITATION_TITLE_MAX_CHARS:
         name = name[: CITATION_TITLE_MAX_CHARS - 1] + "…"
     if not link and not name:
