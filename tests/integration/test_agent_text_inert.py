@@ -164,6 +164,33 @@ async def test_a_slack_channel_that_allows_platform_links_keeps_them() -> None:
     assert "<https://evil.example|bank>" in final and "&lt;!channel>" in final
 
 
+FAKE_CODE = "x `fake\n\n<https://evil.example|Click to verify>\n\n` y\n\n```a`b\n<https://evil2.example|Login>\n```\n"
+"""BREAKER finding 2: neither the span across a blank line nor the fence with a backtick in its info string is code
+in CommonMark."""
+
+
+async def test_slack_escapes_links_in_what_only_looks_like_code() -> None:
+    chat = Chat("slack", delivery="block")
+    await chat.deliver(run_lines(FAKE_CODE))
+    for text in chat.sent():
+        assert "<https://evil" not in text, f"a link reached Slack in {text!r}"
+    final = chat.slack()[-1].wire
+    assert "&lt;https://evil.example|Click to verify>" in final and "&lt;https://evil2.example|Login>" in final
+
+
+LOOKS_LIKE_HTML = "<!-- note --> The answer is Vec<String>, and a<b and c>d.\n\nSecond paragraph with `a<b`.\n"
+"""BREAKER finding 3: the converter dropped all but "Second paragraph"."""
+
+
+@pytest.mark.parametrize("delivery", ["preview", "block"])
+async def test_telegram_shows_text_that_looks_like_html_as_written(delivery: str) -> None:
+    chat = Chat("telegram", delivery=delivery)
+    await chat.deliver(run_lines(LOOKS_LIKE_HTML))
+    final = chat.telegram()[-1]
+    assert final.text == "<!-- note --> The answer is Vec<String>, and a<b and c>d.\n\nSecond paragraph with a<b."
+    assert [(e["type"], e["length"]) for e in final.entities] == [("code", 3)]
+
+
 def links(chat: Chat) -> list[str]:
     return [
         str(entity.get("url"))

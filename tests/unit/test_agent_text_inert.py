@@ -119,6 +119,27 @@ def test_slack_markdown_escapes_links_and_character_references_and_leaves_code()
     assert "<https://evil.example|bank>" in inert_markdown(text, MarkupPermissions(platform_links=True))
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x `fake\n\n<https://evil.example|Click to verify>\n\n` y",  # a code span ends at a paragraph break
+        "x `fake\n \t\n<https://evil.example|Click to verify>` y",  # a blank line holding spaces too
+        "```a`b\n<https://evil.example|Click to verify>\n```",  # a backtick fence's info string holds no backtick
+        "x `a\n> <https://evil.example|Click to verify>\n` y",  # a quote interrupts the paragraph
+    ],
+)
+def test_slack_markdown_escapes_links_in_what_commonmark_does_not_read_as_code(text: str) -> None:
+    """BREAKER finding 2: these are not code in CommonMark, so the link must not reach Slack."""
+    body = inert_markdown(text)
+    assert "<https://evil.example|" not in body and "&lt;https://evil.example|Click to verify>" in body
+    assert render(text, TextFormat.MARKDOWN).body == body
+
+
+def test_slack_markdown_still_leaves_real_code_as_written() -> None:
+    text = "`two\nlines <https://a.example|x>` and\n```py\n<https://b.example|y>\n```\n~~~a`b\n<https://c|z>\n~~~"
+    assert inert_markdown(text) == text
+
+
 def test_slack_markdown_without_control_sequences_is_returned_as_it_is() -> None:
     text = "**bold** [a link](https://example.com) a < b > c, 3 & 4"
     assert inert_markdown(text) is text

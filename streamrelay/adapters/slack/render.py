@@ -48,13 +48,19 @@ _MD_OPENER = re.compile(
 )
 """In ``markdown_text``: the ``<`` that opens a mention or a link, the ``&`` that opens a character reference. Each
 decided by the characters right after it, so that a streamed text's rendering extends its prefix's."""
+_LINE_BREAKS_SPAN = r"\n(?:[ \t]*(?:\n|\Z)| {0,3}[>#*+=_`~<|0-9-])"
+"""A line break a code span does not cross: a blank line (a paragraph break,
+https://spec.commonmark.org/0.31.2/#code-spans: spans are inline, inside one paragraph), or a line that may start
+another block (a quote, heading, list item, fence, HTML, table, setext underline or thematic break). Ending a span
+early only escapes more: what is wrongly read as text gets ``&lt;``; what is wrongly read as code would reach Slack."""
 _CODE = re.compile(
-    r"^ {0,3}(?P<fence>`{3,}|~{3,})[^\n]*(?:\n.*?(?:\n {0,3}(?P=fence)[`~]*[ \t]*(?=\n|\Z)|\Z)|\Z)"
-    r"|(?<!`)(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`)",
+    r"^ {0,3}(?P<fence>`{3,}(?=[^`\n]*$)|~{3,})[^\n]*(?:\n.*?(?:\n {0,3}(?P=fence)[`~]*[ \t]*(?=\n|\Z)|\Z)|\Z)"
+    rf"|(?<!`)(?P<ticks>`+)(?!`)(?:(?!{_LINE_BREAKS_SPAN}).)+?(?<!`)(?P=ticks)(?!`)",
     re.MULTILINE | re.DOTALL,
 )
-"""Fenced code blocks (to their closing fence or the end) and inline code spans: left as written, but for
-:data:`_MENTION_IN_CODE`."""
+"""Fenced code blocks (to their closing fence or the end; a backtick fence's info string holds no backtick,
+https://spec.commonmark.org/0.31.2/#fenced-code-blocks) and inline code spans within one paragraph
+(:data:`_LINE_BREAKS_SPAN`): left as written, but for :data:`_MENTION_IN_CODE`."""
 _MENTION_IN_CODE = re.compile(r"<(?=!(?:channel|here|everyone|subteam\^)|@[UWB][A-Z0-9]+[>|]|#C[A-Z0-9]+[>|])")
 """Inside code, only the ``<`` of Slack's own mentions (never code: ``<!DOCTYPE>`` and ``<!--`` stay as written), in
 case Slack's Markdown conversion still reads them there; escaped, code shows ``&lt;`` in their place."""

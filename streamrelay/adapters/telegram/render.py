@@ -11,15 +11,26 @@ link entity keeps only a target a person can safely follow (https://core.telegra
 (join a chat, resolve a username) only when it allows platform links (:class:`core.ports.MarkupPermissions`);
 ``javascript:``, ``data:``, ``file:`` and every other scheme never. A refused link loses its link, never its text.
 A ``text_mention`` entity (a user by id) is kept only with mentions allowed.
+
+Agent text is never dropped: the converter drops what its parser reads as raw HTML (an HTML block, an inline tag
+or comment: ``Vec<String>``, ``a<b and c>d``, ``<!-- x -->``, ``<!channel>``), so before conversion every ``<``
+outside code becomes the CommonMark backslash escape ``\\<`` (literal text,
+https://spec.commonmark.org/0.31.2/#backslash-escapes), but for one that opens an autolink (``<https://…>``,
+``<a@b.example>``, still a link). Code (inline code spans, fenced and indented code blocks, math) is the parser's own
+reading (pyromark, the converter's CommonMark parser, with the converter's options) of the text with its ``<`` made
+inert, so the escape never lands where it would show as a backslash.
 """
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
+import pyromark
 import telegramify_markdown
 from aiogram.types import MessageEntity
 from telegramify_markdown.config import RenderConfig
+from telegramify_markdown.converter import STANDARD_OPTIONS
 
 from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.core.ports import MarkupPermissions, TextFormat
@@ -53,6 +64,53 @@ class Rendered(NamedTuple):
     text: str
     entities: list[MessageEntity] | None
     units: int
+
+
+_LT = re.compile(
+    r"(\\[\s\S])"  # a backslash escape (``\\<`` is one already, ``\\\\`` is a backslash before a tag)
+    r"|(<(?:[A-Za-z][A-Za-z0-9+.\-]{1,31}:[^\s<>]*|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~\-]+@[A-Za-z0-9.\-]+)>)"  # autolink
+    r"|<"
+)
+"""Outside code: a backslash escape and an autolink (https://spec.commonmark.org/0.31.2/#autolinks) are kept, any
+other ``<`` is escaped."""
+
+
+def _escape_lt(part: str) -> str:
+    return _LT.sub(lambda m: m.group(1) or m.group(2) or "\\<", part)
+
+
+def _code_ranges(text: str) -> list[tuple[int, int]]:
+    """UTF-8 byte ranges of ``text`` that the converter's parser reads as code or math, once no ``<`` opens HTML
+    (each ``<`` read as a letter of the same byte length: what the text becomes after :func:`_escape_lt`)."""
+    ranges: list[tuple[int, int]] = []
+    for payload, span in pyromark.events_with_range(text.replace("<", "a"), options=STANDARD_OPTIONS):
+        if not isinstance(payload, dict):
+            continue
+        start = payload.get("Start")
+        if (isinstance(start, dict) and "CodeBlock" in start) or any(
+            kind in payload for kind in ("Code", "InlineMath", "DisplayMath")
+        ):
+            ranges.append((span["start"], span["end"]))
+    return ranges
+
+
+def literal_angles(text: str) -> str:
+    """``text`` (Markdown) with every ``<`` outside code that does not open an autolink backslash-escaped (module
+    docstring), so that the converter keeps it as text; ``text`` itself when it holds no ``<``. Cost O(len(text)):
+    one parse and one regular-expression pass."""
+    if "<" not in text:
+        return text
+    data = text.encode("utf-8")
+    out: list[str] = []
+    at = 0
+    for start, end in _code_ranges(text):
+        if start < at:  # nested (a code block's own range was taken already)
+            continue
+        out.append(_escape_lt(data[at:start].decode("utf-8")))
+        out.append(data[start:end].decode("utf-8"))
+        at = end
+    out.append(_escape_lt(data[at:].decode("utf-8")))
+    return "".join(out)
 
 
 def link_allowed(url: str, allowed: MarkupPermissions = INERT) -> bool:
@@ -95,7 +153,7 @@ def render(text: str, fmt: TextFormat, allowed: MarkupPermissions = INERT) -> Re
     text = strip_invisible(text)
     if fmt is TextFormat.PLAIN:
         return Rendered(text, None, text_units(text, LengthUnit.UTF16))
-    plain, entities = telegramify_markdown.convert(text, config=_CONFIG)
+    plain, entities = telegramify_markdown.convert(literal_angles(text), config=_CONFIG)
     units = text_units(plain, LengthUnit.UTF16)
     if fmt is TextFormat.STRIPPED or not entities:
         return Rendered(plain, None, units)
