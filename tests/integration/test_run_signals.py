@@ -156,6 +156,7 @@ def test_a_signal_to_run_reaches_the_whole_bot_group_and_leaves_no_sleep(
         assert run.wait(TIMEOUT_S) == code, log.read_text()[-4000:]
         assert group_gone(pgid), f"processes of the bot's group outlived run: {members(pgid)}"
     assert "after" not in log.read_text().splitlines()
+    assert f"journal and ledger: {tmp_path / 'ledger.sqlite3'}" in log.read_text()  # the path, logged at start
 
 
 def test_a_bot_ignoring_signals_is_killed_at_the_second_signal(tmp_path: Path) -> None:
