@@ -37,7 +37,8 @@ def run_async(
 
     Raises:
         typer.Exit: 2 on a :class:`ConfigError`, 130 on Ctrl+C, 1 on a ``RuntimeError``, ``OSError`` or
-            ``ValueError`` (their message is the line; the errors of this project say what to do).
+            ``ValueError`` (their message is the line; the errors of this project say what to do); an ``OSError``
+            with an ``exit_code`` (``run``'s bot command not found: 127) exits with that.
     """
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
@@ -49,4 +50,5 @@ def run_async(
         raise typer.Exit(130) from None
     except (RuntimeError, OSError, ValueError) as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(1) from None
+        code = getattr(exc, "exit_code", 1) if isinstance(exc, OSError) else 1
+        raise typer.Exit(code if isinstance(code, int) else 1) from None

@@ -6,11 +6,16 @@
 2. Once ``/readyz`` answers 200 the bot starts, its environment this process's plus ``STREAMRELAY_URL`` (the ingest
    base URL, ``http://127.0.0.1:8787``) and ``STREAMRELAY_TOKEN`` (the bearer token), in a session (and process
    group) of its own.
-3. SIGINT, SIGTERM and SIGHUP are forwarded to the bot (once: a terminal's Ctrl+C reaches this process alone). A
-   signal before the bot started stops the sidecar instead.
+3. SIGINT, SIGTERM and SIGHUP are forwarded to the bot's process group (``os.killpg``: the bot and what it
+   started, e.g. the ``sleep`` under ``sh -c``; a terminal's Ctrl+C reaches this process alone, the bot being in a
+   session of its own). A bot still running :data:`GRACE_S` seconds after the first, or at a second signal, is
+   killed (SIGKILL to its group). A signal before the bot started stops the sidecar instead and ``run`` exits
+   128 + N (130 on SIGINT, 143 on SIGTERM).
 4. When the bot exits the sidecar drains (its active runs finish for up to ``drain_s``) and stops; the exit code is
-   the bot's (128 + N when a signal N ended it). A sidecar that stops by itself first ends the bot (SIGTERM) and
-   exits 1; one that cannot start exits as ``serve`` would (2: configuration), the bot never started.
+   the bot's (128 + N when a signal N ended it). A sidecar that stops by itself first ends the bot (SIGTERM to its
+   group, SIGKILL after :data:`GRACE_S`) and exits 1; one that cannot start exits as ``serve`` would (2:
+   configuration), the bot never started. A command that cannot start exits 127 (not found) or 126 (not
+   executable, or another error), with one line saying so, as a shell would.
 """
 
 from __future__ import annotations
@@ -38,6 +43,33 @@ READY_POLL_S = 0.1
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals passed on to the bot."""
+
+GRACE_S = 10.0
+"""Seconds a bot has to exit after a forwarded signal (or after the sidecar stopped under it) before its process
+group gets SIGKILL; a second signal to ``run`` kills at once."""
+
+
+class BotNotStarted(OSError):
+    """The bot's command could not be started; :attr:`exit_code` is a shell's (127: not found, 126: otherwise)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def signal_group(child: asyncio.subprocess.Process, sig: int) -> bool:
+    """Send ``sig`` to the process group the bot ``child`` leads (it runs in a session of its own), while the bot
+    runs; False when it had already exited (its pid, hence its group id, may be another's by then)."""
+    if child.returncode is not None:
+        return False
+    try:
+        os.killpg(child.pid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a group we may not signal: the bot itself, at least
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(sig)
+    return True
 
 
 def _free_port(host: str) -> int:
@@ -67,7 +99,11 @@ class _Forwarder:
     def __init__(self, stop: StopSignals) -> None:
         self.stop = stop
         self.child: asyncio.subprocess.Process | None = None
+        self.first: signal.Signals | None = None
+        """The first signal received (whether it went to the bot or stopped the sidecar)."""
         self._installed: list[signal.Signals] = []
+        self._forwarded = 0
+        self._kill_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         return f"_Forwarder(child={self.child.pid if self.child else None})"
@@ -84,13 +120,27 @@ class _Forwarder:
         for sig in self._installed:
             loop.remove_signal_handler(sig)
         self._installed.clear()
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+            self._kill_timer = None
+
+    def kill(self) -> None:
+        """SIGKILL to the bot's process group, if the bot still runs."""
+        child = self.child
+        if child is not None and signal_group(child, signal.SIGKILL):
+            _log.warning("the bot (pid %d) is killed (SIGKILL to its process group)", child.pid)
 
     def _received(self, sig: signal.Signals) -> None:
+        self.first = self.first or sig
         child = self.child
         if child is not None and child.returncode is None:
-            _log.info("%s: passed on to the bot (pid %d)", sig.name, child.pid)
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(sig)
+            self._forwarded += 1
+            if self._forwarded > 1:
+                self.kill()
+                return
+            _log.info("%s: passed on to the bot's process group (pid %d)", sig.name, child.pid)
+            signal_group(child, sig)
+            self._kill_timer = asyncio.get_running_loop().call_later(GRACE_S, self.kill)
             return
         if self.stop.asked.is_set():
             self.stop.forced.set()
@@ -145,7 +195,7 @@ async def run_bot(
         if not await _until_ready(url, serving, stop):
             stop.asked.set()
             await serving  # its error, if it failed to start
-            return 130 if stop.name else 1
+            return 128 + int(forwarder.first) if forwarder.first else 1
         return await _beside(command, url, os.environ[token_env], serving, stop, forwarder)
     finally:
         forwarder.remove()
@@ -168,16 +218,20 @@ async def _beside(
     try:
         child = await asyncio.create_subprocess_exec(*command, env=env, start_new_session=True)
     except OSError as exc:
-        raise OSError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        raise BotNotStarted(f"cannot start {command[0]!r}: {exc.strerror or exc}", code) from None
     forwarder.child = child
     _log.info("bot started (pid %d): %s; STREAMRELAY_URL=%s", child.pid, " ".join(command), url)
     waiting = asyncio.ensure_future(child.wait())
     await asyncio.wait({waiting, serving}, return_when=asyncio.FIRST_COMPLETED)
     if not waiting.done():  # the sidecar stopped under the bot
-        _log.error("the sidecar stopped before the bot: stopping the bot (SIGTERM)")
-        with contextlib.suppress(ProcessLookupError):
-            child.terminate()
-        await waiting
+        _log.error("the sidecar stopped before the bot: stopping the bot (SIGTERM to its process group)")
+        signal_group(child, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiting), GRACE_S)
+        except TimeoutError:
+            forwarder.kill()
+            await waiting
         with contextlib.suppress(Exception):
             serving.result()
         return 1

@@ -222,6 +222,7 @@ async def serve(
     if service.backend == "redis":
         await _serve_replica(settings, clients, metrics_token, tokens, metrics, host, port, log_level, signals)
         return
+    _log.info("journal and ledger: %s", service.ledger, extra={"ledger": service.ledger})
     store = await SqliteStore.open(service.ledger)  # the journal and the ledger: one file, one connection
     ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)

@@ -1,8 +1,11 @@
 """Where the files of ``[service]`` are: relative paths resolved against the channels file, never the current
-directory (a sidecar started from another folder must find the same journal and ledger)."""
+directory (a sidecar started from another folder must find the same journal and ledger); the one exception is the
+shipped channels file of an installed package, whose relative ledger goes to a per-user state folder
+(:func:`state_dir`) rather than into site-packages."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from streamrelay.core.errors import ConfigError
@@ -23,12 +26,36 @@ def recordings() -> Path:
     return shipped if shipped.is_dir() else CHECKOUT / "tests" / "streams"
 
 
+INSTALLED_FOLDERS = frozenset({"site-packages", "dist-packages"})
+"""Folder names that mean the package is installed (a wheel), not run from a source checkout."""
+
+
+def installed(folder: Path = SHIPPED) -> bool:
+    """True when ``folder`` (by default the shipped config/ folder) lies inside a site-packages or dist-packages
+    folder: an installed package, whose own folders are no place for data (shared, read-only, replaced on upgrade)."""
+    return any(part in INSTALLED_FOLDERS for part in folder.resolve().parts)
+
+
+def state_dir() -> Path:
+    """The per-user folder for the journal and ledger of the shipped channels file of an installed package:
+    ``$XDG_STATE_HOME/streamrelay``, else ``~/.local/state/streamrelay`` (the store creates it on demand)."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return root / "streamrelay"
+
+
 def resolve_ledger(ledger: str, config: Path) -> str:
     """The journal and ledger file: a relative ``ledger`` (whether the file or ``STREAMRELAY_SERVICE__LEDGER`` set
-    it) is relative to the folder of the channels file ``config``; ``":memory:"`` stays as it is."""
+    it) is relative to the folder of the channels file ``config``; ``":memory:"`` stays as it is. When ``config`` is
+    the shipped channels file of an installed package (:func:`installed`: ``serve`` or ``run`` without
+    ``--config`` after ``pip install``), a relative ledger is relative to :func:`state_dir` instead, never inside
+    site-packages; in a source checkout it stays beside the shipped file (``streamrelay/config/var/...``)."""
     if ledger == ":memory:" or Path(ledger).is_absolute():
         return ledger
-    return str(config.resolve().parent / ledger)
+    folder = config.resolve().parent
+    if folder == SHIPPED.resolve() and installed(folder):
+        return str(state_dir() / ledger)
+    return str(folder / ledger)
 
 
 def resolve_actions(actions: str, config: Path) -> str:

@@ -199,3 +199,62 @@ def test_without_clients_the_service_token_is_the_default_client(
     monkeypatch.setenv("STREAMRELAY_TOKEN", "the-token")
     ((limits, token),) = load_settings(path).client_tokens()
     assert limits.name == "default" and token.get_secret_value() == "the-token"
+
+
+def _installed_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shipped channels file as a wheel installs it (inside site-packages), that folder made the SHIPPED one."""
+    from streamrelay.config import paths
+
+    shipped = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "streamrelay" / "config"
+    shipped.mkdir(parents=True)
+    for name in ("channels.toml", "actions.toml"):
+        (shipped / name).write_bytes((paths.SHIPPED / name).read_bytes())
+    monkeypatch.setattr(paths, "SHIPPED", shipped)
+    return shipped / "channels.toml"
+
+
+def test_the_shipped_file_of_an_installed_package_keeps_its_ledger_in_the_users_state_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Breaker finding 8: ``serve`` without --config after pip install wrote SQLite into site-packages."""
+    config = _installed_copy(tmp_path, monkeypatch)
+    monkeypatch.delenv("STREAMRELAY_SERVICE__LEDGER", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert load_settings(config).service.ledger == str(
+        tmp_path / "state" / "streamrelay" / "var" / "streamrelay.sqlite3"
+    )
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    expected = tmp_path / "home" / ".local" / "state" / "streamrelay" / "var" / "streamrelay.sqlite3"
+    assert load_settings(config).service.ledger == str(expected)
+    monkeypatch.setenv("STREAMRELAY_SERVICE__LEDGER", str(tmp_path / "mine.sqlite3"))  # absolute: as given
+    assert load_settings(config).service.ledger == str(tmp_path / "mine.sqlite3")
+
+
+def test_a_channels_file_of_ones_own_keeps_its_ledger_beside_it_even_under_site_packages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _installed_copy(tmp_path, monkeypatch)
+    monkeypatch.delenv("STREAMRELAY_SERVICE__LEDGER", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    own = config.parent.parent / "mine" / "channels.toml"
+    own.parent.mkdir()
+    own.write_bytes(config.read_bytes())
+    assert load_settings(own).service.ledger == str(own.parent / "var" / "streamrelay.sqlite3")
+
+
+def test_the_shipped_file_of_a_checkout_keeps_its_ledger_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docs' rule for a source checkout: streamrelay/config/var/streamrelay.sqlite3."""
+    from streamrelay.config import paths
+
+    shipped = tmp_path / "checkout" / "streamrelay" / "config"
+    shipped.mkdir(parents=True)
+    for name in ("channels.toml", "actions.toml"):
+        (shipped / name).write_bytes((paths.SHIPPED / name).read_bytes())
+    monkeypatch.setattr(paths, "SHIPPED", shipped)
+    monkeypatch.delenv("STREAMRELAY_SERVICE__LEDGER", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert not paths.installed()
+    assert load_settings(shipped / "channels.toml").service.ledger == str(shipped / "var" / "streamrelay.sqlite3")
