@@ -21,7 +21,7 @@ ENV_FILE = ".env.example"
 
 _HEAD = """\
 # streamrelay: a starter configuration (`streamrelay init`). The full reference, every key commented, is the
-# project's config/channels.toml; docs: getting-started.md. Unknown keys are errors that name the key.
+# shipped streamrelay/config/channels.toml; docs: getting-started.md. Unknown keys are errors that name the key.
 # Tokens never live here: `token_env` names the environment variable holding each one (.env.example lists them).
 
 [service]
@@ -29,7 +29,7 @@ host = "127.0.0.1"                 # ingest on loopback only: the bot runs on th
 port = 8787                        # `streamrelay run` exports http://127.0.0.1:8787 to the bot as STREAMRELAY_URL
 token_env = "STREAMRELAY_TOKEN"    # the bearer token the bot sends (`streamrelay run` makes one when unset)
 ledger = "streamrelay.sqlite3"     # the SQLite journal and ledger, relative to this file's folder
-actions = ""                       # no action catalog (config/actions.toml in the project shows one)
+actions = ""                       # no action catalog (streamrelay/config/actions.toml shows one)
 """
 
 
