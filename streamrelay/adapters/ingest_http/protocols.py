@@ -21,11 +21,6 @@ from uvicorn.server import ServerState
 
 from streamrelay.adapters.ingest_http.connections import PROBATION_S, CloseReason, ConnectionGuard, _peer_of
 
-LINGER_S = 2.0
-"""Seconds a connection answered before its request's body was read (a refusal: 401, 413 ...) stays open, its writing
-side shut (the client reads the answer, then end of file) and the bytes it still sends discarded, before it is closed
-(closing at once, with bytes unread, would reset it and could lose the answer). Evictable meanwhile."""
-
 
 @dataclass
 class _Probation:
@@ -75,8 +70,6 @@ class GuardedConnection:
         """A request head was complete once (idle afterwards: a keep-alive connection, the last evicted)."""
         self._released = False
         """Evicted: the guard no longer counts it."""
-        self._linger_timer: asyncio.TimerHandle | None = None
-        """Answered before its request's body was read: closing (:data:`LINGER_S`); what comes is discarded."""
 
     def _reading_head(self) -> bool:
         """The request line and headers are still coming (or the next request's, on a keep-alive connection)."""
@@ -149,13 +142,8 @@ class GuardedConnection:
 
     def idle_rank(self) -> int | None:
         """How idle this connection is (:meth:`adapters.ingest_http.connections.Evictable.idle_rank`): 0 no byte
-        yet, 1 the head of its first request coming, 2 between two requests; None inside a request. A connection
-        answered before its request's body was read (closing, :data:`LINGER_S`) is 0: nothing more is read from it."""
-        if self.transport.is_closing():
-            return None
-        if self._linger_timer is not None:
-            return 0
-        if not self._reading_head():
+        yet, 1 the head of its first request coming, 2 between two requests; None inside a request."""
+        if self.transport.is_closing() or not self._reading_head():
             return None
         if not self._requested:
             return 1 if self._bytes_seen else 0
@@ -166,23 +154,6 @@ class GuardedConnection:
         self._released = True
         self._cancel_timers()
         self.transport.close()
-
-    def on_response_complete(self) -> None:
-        """uvicorn's, then: answered before the request's body was all read (a refusal that never reads it: 401 for a
-        missing or wrong token, ...) → no further request can follow on this connection, so it holds no slot: its
-        writing side is shut, what it still sends is discarded and it is closed :data:`LINGER_S` later (or evicted
-        before). Otherwise a body trickling a byte at a time would keep the slot of a refused request for good."""
-        unread = self._reading_body() and not self.transport.is_closing()
-        super().on_response_complete()  # type: ignore[misc]
-        if unread and not self.transport.is_closing():
-            self._cancel_timers()
-            if self.transport.can_write_eof():
-                self.transport.write_eof()
-            self._linger_timer = self._later(LINGER_S, self.transport.close)
-
-    def _lingering(self) -> bool:
-        """Closing after an answer given before the request's body was read: what comes is discarded."""
-        return self._linger_timer is not None
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._probation is not None:
@@ -199,7 +170,7 @@ class GuardedConnection:
         super().connection_lost(exc)  # type: ignore[misc]
 
     def data_received(self, data: bytes) -> None:
-        if self._probation_took(data) or self._lingering():
+        if self._probation_took(data):
             return
         self._bytes_seen = True
         super().data_received(data)  # type: ignore[misc]
@@ -209,10 +180,10 @@ class GuardedConnection:
         return self.loop.call_later(delay_s, callback)
 
     def _cancel_timers(self) -> None:
-        for timer in (self._header_timer, self._body_timer, self._linger_timer):
+        for timer in (self._header_timer, self._body_timer):
             if timer is not None:
                 timer.cancel()
-        self._header_timer = self._body_timer = self._linger_timer = None
+        self._header_timer = self._body_timer = None
 
     def _watch(self) -> None:
         """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
@@ -321,7 +292,7 @@ if HTTPTOOLS:
             self._head_bytes = 0
 
         def data_received(self, data: bytes) -> None:
-            if self._probation_took(data) or self._lingering():
+            if self._probation_took(data):
                 return
             if self._where != _Head.BODY:
                 self._head_bytes += len(data)
