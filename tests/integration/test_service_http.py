@@ -182,3 +182,41 @@ async def test_a_path_no_route_serves_says_where_the_routes_are(stack: Stack) ->
     assert "/healthz" in root.json()["error"] and "run ids" not in root.json()["error"]
     slash = await stack.client.get("/v1/runs/a/b")
     assert slash.status_code == 404 and "run ids hold no '/'" in slash.json()["error"], slash.text
+
+
+@pytest.mark.parametrize("depth", [129, 255, 300, 999])
+async def test_a_line_nested_past_the_depth_limit_is_refused_alone_and_the_run_goes_on(
+    stack: Stack, depth: int
+) -> None:
+    """The fuzzer's depth bombs: a line nested deeper than the sidecar can encode again (orjson stops at 254 levels)
+    was taken and later killed the run's worker. It is refused at ingest (422, saying how deep and what to do); the
+    run's other lines, and another run, go on."""
+    run, other = f"deep-{depth}", f"beside-{depth}"
+    bomb = "[" * depth + "1" + "]" * depth
+    deep_object = '{"a": ' * depth + "1" + "}" * depth
+    body = ndjson(
+        start(run, chat_id=40 + depth),
+        {"kind": "text", "mode": "delta", "text": "before "},
+        '{"kind": "tool_call", "id": "t", "state": "end", "name": "f", "args": {"a": ' + bomb + "}}",
+        '{"kind": "tool_call", "id": "u", "state": "end", "name": "g", "args": ' + deep_object + "}",
+        bomb,
+        {"kind": "text", "mode": "delta", "text": "after"},
+        {"kind": "end", "status": "ok"},
+    )
+    answer = await stack.client.post(f"/v1/runs/{run}/events", content=body)
+    assert answer.status_code == 422, answer.text
+    data = answer.json()
+    assert data["accepted"] == 4
+    assert [r["line"] for r in data["rejected"]] == [3, 4, 5]
+    for rejected in data["rejected"]:
+        assert "nested" in rejected["error"] and "past the 128 levels" in rejected["error"], rejected
+        assert "flatten" in rejected["error"]
+    beside = await stack.client.post(
+        f"/v1/runs/{other}/events",
+        content=ndjson(start(other, chat_id=41 + depth), {"kind": "text", "text": "fine"}, {"kind": "end"}),
+    )
+    assert beside.status_code == 200, beside.text
+    report = (await stack.client.get(f"/v1/runs/{run}", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered", report
+    assert [t for _, t in stack.mock.visible(40 + depth)] == ["before after"]
+    assert (await stack.client.get(f"/v1/runs/{other}", params={"wait_s": 10})).json()["status"] == "delivered"

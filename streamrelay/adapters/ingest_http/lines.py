@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.admission import LineResult
-from streamrelay.core.lanes.pipeline import strict_loads
+from streamrelay.core.lanes.pipeline import JsonTooDeepError, check_json_depth, strict_loads
 
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""
@@ -161,17 +161,21 @@ def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
     """One line's JSON value and its text.
 
     Raises:
-        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object, nested too deeply).
+        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object); 422: nested deeper than
+            :data:`core.lanes.pipeline.MAX_JSON_DEPTH` (the sidecar could not write it again).
         BodyTooLargeError: the line is over ``max_line_bytes``.
     """
     if len(raw) > max_line_bytes:
         raise BodyTooLargeError(f"a line is over {max_line_bytes} bytes")
-    value = fast_strict_loads(raw)
-    if value is not _UNDECIDED:
-        return value, raw.decode("utf-8")  # orjson checked it is UTF-8
     try:
+        value = fast_strict_loads(raw)
+        if value is not _UNDECIDED:
+            check_json_depth(raw, value)
+            return value, raw.decode("utf-8")  # orjson checked it is UTF-8
         text = raw.decode("utf-8")
         return strict_loads(text), text
+    except JsonTooDeepError as exc:
+        raise IngestError(f"the line is {exc}", status=422) from None
     except UnicodeDecodeError as exc:
         raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
     except ValueError as exc:
