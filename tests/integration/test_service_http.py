@@ -220,3 +220,21 @@ async def test_a_line_nested_past_the_depth_limit_is_refused_alone_and_the_run_g
     assert report["status"] == "delivered", report
     assert [t for _, t in stack.mock.visible(40 + depth)] == ["before after"]
     assert (await stack.client.get(f"/v1/runs/{other}", params={"wait_s": 10})).json()["status"] == "delivered"
+
+
+async def test_the_rejected_lines_are_listed_in_line_order_and_the_first_one_sets_the_answer(stack: Stack) -> None:
+    """A line refused when decoded (not JSON) was listed before an earlier line refused when submitted (a bad
+    event), and its error was the answer's: the list is in line order, the answer the first rejected line's."""
+    body = ndjson(
+        start("r8", chat_id=8),
+        {"kind": "text", "mode": "sideways", "text": "x"},  # refused when submitted
+        "{not json",  # refused when decoded
+        {"kind": "teleport"},
+        '{"kind": "text", "text": "a", "text": "b"}',  # a key twice
+        {"kind": "end", "status": "ok"},
+    )
+    answer = await stack.client.post("/v1/runs/r8/events", content=body)
+    data = answer.json()
+    assert [r["line"] for r in data["rejected"]] == [2, 3, 4, 5], data
+    assert answer.status_code == 400 and data["error"].startswith("line 2: bad 'text' event: mode"), data
+    assert data["accepted"] == 2

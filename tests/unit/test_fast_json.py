@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamrelay.adapters.ingest_http.lines import _UNDECIDED, decode, fast_strict_loads
+from streamrelay.adapters.ingest_http.lines import _UNDECIDED, MAX_REJECTED_SHOWN, Tally, decode, fast_strict_loads
 from streamrelay.core.errors import IngestError
 from streamrelay.core.lanes.pipeline import (
     MAX_JSON_DEPTH,
@@ -135,3 +135,20 @@ def test_the_depth_of_a_json_value() -> None:
     values: list[object] = [1, "[[", [], {}, [1, [2]], {"a": {"b": [{}]}}]
     assert [json_depth(v) for v in values] == [0, 0, 1, 1, 2, 4]
     assert json_depth(json.loads(_nested(500)), stop_past=5) == 6  # counted no further
+
+
+def test_a_tally_lists_the_first_rejected_lines_in_line_order() -> None:
+    """A batch's lines refused when decoded are told first, those refused when submitted after: the answer lists the
+    first :data:`MAX_REJECTED_SHOWN` rejected lines by number, and its status is the first rejected line's."""
+    tally = Tally()
+    for batch in range(3):  # each batch: its odd lines refused when decoded (400), then its even ones (422)
+        lines = range(batch * 10 + 1, batch * 10 + 11)
+        for line in [n for n in lines if n % 2] + [n for n in lines if not n % 2]:
+            status = 400 if line % 2 else 422
+            tally.add(line, IngestError(f"line {line}", status=status))
+    assert [r["line"] for r in tally.rejected] == list(range(1, MAX_REJECTED_SHOWN + 1))
+    assert tally.rejected_total == 30 and tally.status == 400
+    late = Tally()
+    late.add(7, IngestError("decoded", status=400))
+    late.add(3, IngestError("submitted", status=422))
+    assert [r["line"] for r in late.rejected] == [3, 7] and late.status == 422

@@ -8,6 +8,7 @@ that many bad lines is broken: reading on would only cost time).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,6 +28,11 @@ MAX_REJECTED_PER_REQUEST = 1000
 """After this many rejected lines a request is not read further (the answer says where it stopped)."""
 
 
+def _line_of(rejected: dict[str, Any]) -> int:
+    line: int = rejected["line"]
+    return line
+
+
 class BodyTooLargeError(Exception):
     """The body or one of its lines is over its size limit (413)."""
 
@@ -37,7 +43,9 @@ class TooManyRejectedError(Exception):
 
 class Tally:
     """What became of a request's lines: events accepted, lines dropped as repeats, lines rejected (the first few
-    kept, all counted), the first rejection's status, and the longest ``Retry-After`` a rejection asked for."""
+    kept in line order, all counted: a batch's lines refused when decoded are told before those refused when
+    submitted, yet listed in their place), the first rejected line's status, and the longest ``Retry-After`` a
+    rejection asked for."""
 
     def __init__(self) -> None:
         self.accepted = 0
@@ -45,6 +53,8 @@ class Tally:
         self.rejected: list[dict[str, Any]] = []
         self.rejected_total = 0
         self.status = 200
+        """The status of the first line rejected (by line number)."""
+        self._first_line: int | None = None
         self.retry_after_s: float | None = None
 
     def add(self, line: int, result: LineResult | IngestError, public: str | None = None) -> None:
@@ -55,9 +65,14 @@ class Tally:
         """
         if isinstance(result, IngestError):
             self.rejected_total += 1
-            if len(self.rejected) < MAX_REJECTED_SHOWN:
-                self.rejected.append({"line": line, "error": public if public is not None else str(result)})
-            self.status = result.status if self.status == 200 else self.status
+            shown = self.rejected
+            if len(shown) < MAX_REJECTED_SHOWN or line < shown[-1]["line"]:  # the first lines, in line order
+                if len(shown) == MAX_REJECTED_SHOWN:
+                    shown.pop()
+                rejected = {"line": line, "error": public if public is not None else str(result)}
+                bisect.insort(shown, rejected, key=_line_of)  # a line refused when decoded comes before others
+            if self._first_line is None or line < self._first_line:
+                self.status, self._first_line = result.status, line
             if result.retry_after_s is not None:
                 self.retry_after_s = max(self.retry_after_s or 0.0, result.retry_after_s)
             if self.rejected_total >= MAX_REJECTED_PER_REQUEST:
