@@ -114,8 +114,8 @@ def check_json_depth(raw: str | bytes, value: object) -> None:
 
 def _too_deep(how_deep: str) -> JsonTooDeepError:
     return JsonTooDeepError(
-        f"JSON nested {how_deep} levels deep (arrays and objects), past the {MAX_JSON_DEPTH} levels the sidecar "
-        "takes: flatten that value (send a deep structure as a string, e.g. its JSON text)"
+        f"JSON nested too deeply ({how_deep} levels of arrays and objects; the sidecar takes {MAX_JSON_DEPTH}): "
+        "flatten that value (send a deep structure as a string, e.g. its JSON text)"
     )
 
 
