@@ -123,7 +123,7 @@ class RedisJournal:
         self._keys = keys
         self._keep = keep_ended
         self._append = Script(client, _APPEND, "journal.append")
-        self._finish = Script(client, _FINISH, "journal.finish")
+        self._finish = Script(client, _FINISH, "journal.finish", durable=True)
         self._quiet = Script(client, _QUIET, "journal.quiet")
 
     def __repr__(self) -> str:

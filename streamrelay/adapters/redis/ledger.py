@@ -164,8 +164,8 @@ class RedisLedger:
         self.token = token
         self._keys = keys
         self._start = Script(client, _START, "ledger.start_run")
-        self._end = Script(client, _END, "ledger.end_run")
-        self._intent = Script(client, _INTENT, "ledger.record_intent")
+        self._end = Script(client, _END, "ledger.end_run", durable=True)
+        self._intent = Script(client, _INTENT, "ledger.record_intent", durable=True)
         self._part = Script(client, _PART, "ledger.record_outcome")
 
     def __repr__(self) -> str:

@@ -26,7 +26,16 @@ from starlette.types import ASGIApp
 from streamrelay.adapters.ingest_http import Callers
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
 from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
-from streamrelay.adapters.redis import InputStream, RunIndex, connect, redacted, shared_budgets_for
+from streamrelay.adapters.redis import (
+    Durability,
+    InputStream,
+    RunIndex,
+    connect,
+    connect_sentinel,
+    persistence,
+    redacted,
+    shared_budgets_for,
+)
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
@@ -39,6 +48,7 @@ from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import ConfigError
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
@@ -69,9 +79,7 @@ async def serve_replica(
         RuntimeError: a listener could not start (its port is in use).
     """
     service = settings.service
-    assert service.redis_url is not None  # the settings check it
-    url = service.redis_url.get_secret_value()
-    client = connect(url)
+    client, where = redis_client(settings)
     pending = unloaded_channels(settings)
     channels = build_channels(settings, tokens=tokens, metrics=metrics, names=_loaded_now(settings, pending))
     catalog, validate = load_actions(service.actions or None)
@@ -155,6 +163,7 @@ async def serve_replica(
         if sidecar.pressure is not None:  # the import in its thread and gc.collect made the loop late: not load
             sidecar.pressure.start()
         health.set(ServiceState.RESUMING)
+        await check_persistence(client, where, allow_volatile=service.allow_volatile_redis)
         await replicas.start(service.advertise_url or listening_url)
         await asyncio.sleep(0)
         await replicas.ready_partitions(RESUME_WAIT_S)
@@ -164,7 +173,7 @@ async def serve_replica(
             version(),
             replicas.owner,
             listening_url,
-            redacted(url),
+            where,
             service.partitions,
             len(replicas.owners),
             extra={"replica": replicas.owner, "partitions": sorted(replicas.owners)},
@@ -191,6 +200,51 @@ async def serve_replica(
             await channel.adapter.close()
         await client.aclose()
         _log.info("stopped")
+
+
+def redis_client(settings: Settings) -> tuple[Redis, str]:
+    """The Redis client ``settings`` name (one URL, or the primary Sentinel names, followed across a failover), with
+    its durable writes waiting for ``redis_wait_replicas``; and where it points, as it may be shown (no password).
+
+    Raises:
+        ConfigError: the URL is not a Redis URL.
+    """
+    service = settings.service
+    url = service.redis_url.get_secret_value() if service.redis_url is not None else ""
+    durability = Durability(service.wait_replicas(), timeout_ms=service.redis_wait_timeout_ms)
+    if service.redis_sentinels:
+        where = f"sentinel {service.redis_sentinel_master!r} via {', '.join(service.redis_sentinels)}"
+        master = service.redis_sentinel_master
+        return connect_sentinel(service.sentinel_addresses(), master, url=url, durability=durability), where
+    return connect(url, durability=durability), redacted(url)
+
+
+async def check_persistence(client: Redis, where: str, *, allow_volatile: bool) -> None:
+    """Refuse a Redis primary without an append-only file unless ``allow_volatile`` (``[service]
+    allow_volatile_redis``); log what it keeps either way.
+
+    Raises:
+        ConfigError: it keeps no append-only file and ``allow_volatile`` is False (the message says why and what
+            to set).
+        redis.exceptions.RedisError: Redis did not answer.
+    """
+    kept = await persistence(client)
+    if not kept.volatile:
+        _log.info("redis %s: %s", where, kept.describe(), extra={"appendfsync": kept.appendfsync})
+        return
+    if not allow_volatile:
+        raise ConfigError(
+            f"Redis {where} keeps {kept.describe()}. The replicas keep the runs in flight, the lines answered 200 "
+            "and the partitions' fencing tokens there: a restart of it would lose those runs and hand out fencing "
+            "tokens again (a replica paused past its lease could then write). Turn on `appendonly yes` "
+            "(`appendfsync always` or `everysec`) on the primary and its replicas, or set [service] "
+            "allow_volatile_redis = true to use it anyway (tests, throwaway demos)"
+        )
+    _log.warning(
+        "redis %s keeps %s; taken because allow_volatile_redis = true: a restart of it loses the runs in flight",
+        where,
+        kept.describe(),
+    )
 
 
 async def _listen_and_load(
