@@ -31,11 +31,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start(binary: str, folder: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Start redis-server on a free port; retry when another process took the port meanwhile."""
+def _start(binary: str, folder: Path, *, appendonly: str = "yes") -> tuple[subprocess.Popen[bytes], int]:
+    """Start redis-server on a free port (``appendonly``: ``yes``, or ``no`` for a Redis ``serve`` refuses); retry
+    when another process took the port meanwhile."""
     for _ in range(3):
         port = _free_port()
-        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", appendonly]
         args += ["--dir", str(folder), "--logfile", str(folder / "redis.log"), "--loglevel", "warning"]
         server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
