@@ -16,8 +16,9 @@ The URL may hold a password (``redis://:secret@host``): it is never logged nor p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -311,6 +312,22 @@ async def persistence(client: Redis) -> Persistence:
         appendfsync=str(found.get("appendfsync", "")),
         save=str(found.get("save", "")),
     )
+
+
+@contextlib.contextmanager
+def unavailable(what: str) -> Iterator[None]:
+    """Inside: a refused, reset or timed-out connection to Redis (also a primary being failed over) raises
+    :class:`core.errors.StoreUnavailableError` naming ``what``: the caller stops where it is and resumes when Redis
+    answers, as for a write. A read of the journal or the ledger must not fail as a bug: a line whose admission
+    read failed would be refused and its input-stream entry acknowledged, i.e. lost.
+
+    Raises:
+        core.errors.StoreUnavailableError: the connection failed or timed out.
+    """
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise StoreUnavailableError(f"Redis did not answer {what} ({type(exc).__name__})") from None
 
 
 class Script:
