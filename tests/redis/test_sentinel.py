@@ -277,3 +277,60 @@ def test_redis_settings_take_sentinels_or_a_url(tmp_path: Path) -> None:
         )
     with pytest.raises(ValidationError, match="needs redis_url"):
         ServiceSettings(backend="redis")
+
+
+async def test_a_replica_started_while_redis_does_not_answer_waits_for_it(tmp_path: Path) -> None:
+    """A replica (re)started while its Redis fails over, or before Redis is up, waits for it (``/readyz`` 503
+    "waiting for Redis") and becomes ready once it answers, instead of exiting."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
+            pytest.fail(NO_REDIS, pytrace=False)
+        pytest.skip(NO_REDIS)
+    from tests.redis.conftest import _free_port
+
+    redis_port, port = _free_port(), _free_port()
+    config = tmp_path / "channels.toml"
+    config.write_text('[service]\nbackend = "redis"\nactions = ""\n')
+    env = {
+        **os.environ,
+        "STREAMRELAY_TOKEN": TOKEN,
+        "NO_COLOR": "1",
+        "STREAMRELAY_SERVICE__REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+    }
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+
+            async def waiting() -> bool:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                try:
+                    answer = await http.get(f"http://127.0.0.1:{port}/readyz")
+                except httpx.TransportError:
+                    return False
+                return answer.status_code == 503 and "waiting for Redis" in answer.text
+
+            await _until(waiting, 90, "the replica saying it waits for Redis")
+            argv = [binary, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
+            server = subprocess.Popen([*argv, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+
+            async def ready() -> bool:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                return (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
+
+            await _until(ready, 90, "the replica ready once Redis answers")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if server is not None:
+            server.kill()
+            server.wait()

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from pydantic import SecretStr
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp
 
 from streamrelay.adapters.ingest_http import Callers
@@ -57,6 +60,8 @@ _log = logging.getLogger("streamrelay.service")
 
 RESUME_WAIT_S = 30.0
 """How long a starting replica waits for the partitions it took to resume before it says ready."""
+REDIS_RETRY_S = 1.0
+"""How often a starting replica asks a Redis that does not answer again (e.g. while Sentinel promotes a replica)."""
 
 
 async def serve_replica(
@@ -163,8 +168,12 @@ async def serve_replica(
         if sidecar.pressure is not None:  # the import in its thread and gc.collect made the loop late: not load
             sidecar.pressure.start()
         health.set(ServiceState.RESUMING)
-        await check_persistence(client, where, allow_volatile=service.allow_volatile_redis)
-        await replicas.start(service.advertise_url or listening_url)
+        url = service.advertise_url or listening_url
+        start = functools.partial(_start, replicas, client, where, url, allow_volatile=service.allow_volatile_redis)
+        if not await _when_redis_answers(start, where, health, stop):
+            health.set(ServiceState.STOPPING)
+            await sidecar.stop()
+            return
         await asyncio.sleep(0)
         await replicas.ready_partitions(RESUME_WAIT_S)
         health.set(ServiceState.READY)
@@ -245,6 +254,42 @@ async def check_persistence(client: Redis, where: str, *, allow_volatile: bool) 
         where,
         kept.describe(),
     )
+
+
+async def _start(replicas: ReplicaService, client: Redis, where: str, url: str, *, allow_volatile: bool) -> None:
+    """The persistence check, then the replica's start (announced at ``url``).
+
+    Raises:
+        ConfigError: as :func:`check_persistence` and :meth:`ReplicaService.start`.
+        redis.exceptions.RedisError: Redis did not answer.
+    """
+    await check_persistence(client, where, allow_volatile=allow_volatile)
+    await replicas.start(url)
+
+
+async def _when_redis_answers(
+    start: Callable[[], Awaitable[None]], where: str, health: Health, stop: asyncio.Event
+) -> bool:
+    """Run ``start`` (the persistence check, then :meth:`ReplicaService.start`, whose Redis steps may be repeated:
+    the partition count's check, the epoch markers' ``SET NX``, the announcement), again every
+    :data:`REDIS_RETRY_S` while Redis does not answer (it is failing over, or not up yet: ``/readyz`` says so);
+    False when ``stop`` was set first.
+
+    Raises:
+        ConfigError: the primary keeps no append-only file (and ``allow_volatile_redis`` is false), or another
+            partition count than the deployment's.
+    """
+    while not stop.is_set():
+        try:
+            await start()
+            return True
+        except (RedisConnectionError, RedisTimeoutError) as exc:  # the error's name only: the URL may hold a password
+            reason = f"waiting for Redis {where} ({type(exc).__name__})"
+            health.set(ServiceState.RESUMING, reason)
+            _log.warning("%s: trying again in %g s", reason, REDIS_RETRY_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), REDIS_RETRY_S)
+    return False
 
 
 async def _listen_and_load(
