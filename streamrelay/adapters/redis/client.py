@@ -15,9 +15,7 @@ The URL may hold a password (``redis://:secret@host``): it is never logged nor p
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +34,6 @@ from streamrelay.core.errors import ConfigError, StoreUnavailableError
 
 Redis = aioredis.Redis
 
-_log = logging.getLogger(__name__)
 
 FENCE_CHECK = """
 local fence_now = redis.call('GET', KEYS[1])
@@ -66,53 +63,60 @@ class Durability:
     """How many replicas must acknowledge a durable write before it counts (``WAIT numreplicas timeout``).
 
     Redis 7.0 has no ``WAITAOF`` (7.2): a write is made durable on the primary by ``appendfsync always`` and on the
-    replicas by ``WAIT``. The number waited for is ``min(replicas, replicas connected now)`` (``INFO replication``,
-    read at most every ``refresh_s``): a primary left alone after a failover (its old self is dead) goes on, since
-    no replica exists that could be promoted without the write; one that is connected must have it.
+    replicas by ``WAIT``. A durable write is sent as one pipeline on one connection: the write, ``WAIT``, then ``INFO
+    replication``; it counts when ``min(replicas, replicas online after the WAIT)`` acknowledged it. So a primary left
+    alone after a failover (its old self dead) goes on, since no replica exists that could be promoted without the
+    write, and a replica that came back (it resynchronised) is counted from the first write after it is online: the
+    count is read after the write, in the same round trip, never from a cache.
+
+    While the last answer said no replica is online, ``WAIT`` waits ``alone_ms`` only (a replica that came back
+    answers within it; a primary alone pays it per durable write); else ``timeout_ms``.
 
     Args:
         replicas: acknowledgements wanted (0: never wait, a lone Redis or one without replicas).
-        timeout_ms: how long one ``WAIT`` may take; fewer acknowledgements by then is :class:`NotReplicatedError`.
-        refresh_s: how often the count of connected replicas is read again.
+        timeout_ms: how long one ``WAIT`` may take; fewer acknowledgements by then than replicas online is
+            :class:`NotReplicatedError`.
+        alone_ms: the ``WAIT`` while no replica was online at the last durable write.
     """
 
-    def __init__(self, replicas: int = 0, *, timeout_ms: int = 1000, refresh_s: float = 1.0) -> None:
-        if replicas < 0 or timeout_ms < 1:
-            raise ValueError(f"need replicas >= 0 and timeout_ms >= 1, got {replicas} and {timeout_ms}")
+    def __init__(self, replicas: int = 0, *, timeout_ms: int = 1000, alone_ms: int = 10) -> None:
+        if replicas < 0 or timeout_ms < 1 or alone_ms < 1:
+            raise ValueError(f"need replicas >= 0 and timeouts >= 1 ms, got {replicas}, {timeout_ms}, {alone_ms}")
         self.replicas = replicas
         self.timeout_ms = timeout_ms
-        self._refresh_s = refresh_s
-        self._connected = 0
-        self._read_at: float | None = None
+        self.alone_ms = alone_ms
+        self._online = replicas  # until Redis says otherwise: wait for them, with the full timeout
 
     def __repr__(self) -> str:
         return f"Durability(replicas={self.replicas}, timeout_ms={self.timeout_ms})"
 
-    async def needed(self, client: Redis) -> int:
-        """How many acknowledgements a write on ``client`` waits for now (0: none; no ``WAIT`` is sent).
+    @property
+    def active(self) -> bool:
+        """True when writes wait for replicas at all."""
+        return self.replicas > 0
+
+    def queue(self, pipe: Any) -> None:
+        """Queue ``WAIT`` and ``INFO replication`` on ``pipe`` after the write queued there (one connection: ``WAIT``
+        counts that connection's writes); :meth:`settle` takes their two replies."""
+        numreplicas = min(self.replicas, max(self._online, 1))
+        pipe.wait(numreplicas, self.timeout_ms if self._online > 0 else self.alone_ms)
+        pipe.info("replication")
+
+    def settle(self, name: str, acks: Any, info: Any) -> None:
+        """Check the replies of :meth:`queue`'s commands for the write ``name``.
 
         Raises:
-            redis.exceptions.RedisError: Redis failed.
+            NotReplicatedError: fewer replicas acknowledged it than are online: the write is on the primary only.
+            redis.exceptions.RedisError: ``WAIT`` or ``INFO`` failed (their reply is the error).
         """
-        if self.replicas == 0:
-            return 0
-        now = asyncio.get_running_loop().time()
-        if self._read_at is None or now - self._read_at >= self._refresh_s:
-            info = await client.info("replication")
-            online = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
-            self._connected = sum(1 for v in online if v.get("state") == "online")
-            self._read_at = now
-        return min(self.replicas, self._connected)
-
-    def check(self, name: str, acks: int, needed: int) -> None:
-        """Raise when ``acks`` < ``needed`` (and read the replicas again at the next write).
-
-        Raises:
-            NotReplicatedError: the write is on the primary only.
-        """
-        if acks < needed:
-            self._read_at = None
-            raise NotReplicatedError(name, acks, needed, self.timeout_ms)
+        for reply in (acks, info):
+            if isinstance(reply, Exception):
+                raise reply
+        replicas = [v for k, v in dict(info).items() if k.startswith("slave") and isinstance(v, dict)]
+        self._online = sum(1 for v in replicas if v.get("state") == "online")
+        needed = min(self.replicas, self._online)
+        if int(acks) < needed:
+            raise NotReplicatedError(name, int(acks), needed, self.timeout_ms)
 
 
 def durability_of(client: Redis) -> Durability | None:
@@ -361,18 +365,15 @@ class Script:
             redis.exceptions.RedisError: the server or the connection failed.
         """
         durability = durability_of(self._client) if self.durable else None
-        needed = 0 if durability is None else await durability.needed(self._client)
-        if durability is None or needed == 0:
+        if durability is None or not durability.active:
             return await self._script(keys=list(keys), args=list(args))
         async with self._client.pipeline(transaction=False) as pipe:
             await self._script(keys=list(keys), args=list(args), client=pipe)
-            pipe.wait(needed, durability.timeout_ms)
-            reply, acks = await pipe.execute(raise_on_error=False)
+            durability.queue(pipe)
+            reply, acks, info = await pipe.execute(raise_on_error=False)
         if isinstance(reply, Exception):  # as a lone EVALSHA raises it (its text unannotated: FENCED, LOST)
             raise reply
-        if isinstance(acks, Exception):
-            raise acks
-        durability.check(self.name, int(acks), needed)
+        durability.settle(self.name, acks, info)
         return reply
 
     async def fenced(

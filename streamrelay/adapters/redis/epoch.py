@@ -56,17 +56,18 @@ class Epochs:
         """
         mine = secrets.token_hex(8)
         durability = durability_of(self._client)
-        needed = 0 if durability is None else await durability.needed(self._client)
+        waits = durability is not None and durability.active
         async with self._client.pipeline(transaction=False) as pipe:
             for p in range(self._partitions):
                 pipe.set(self._keys.epoch(p), mine, nx=True)
             for p in range(self._partitions):
                 pipe.get(self._keys.epoch(p))
-            if durability is not None and needed:
-                pipe.wait(needed, durability.timeout_ms)
+            if durability is not None and waits:
+                durability.queue(pipe)
             replies = await pipe.execute()
-        if durability is not None and needed:
-            durability.check("epoch.claim", int(replies.pop()), needed)
+        if durability is not None and waits:
+            info, acks = replies.pop(), replies.pop()
+            durability.settle("epoch.claim", acks, info)
         self.known = {p: str(value) for p, value in enumerate(replies[self._partitions :]) if value is not None}
         return self.known
 
