@@ -122,7 +122,7 @@ class RedisJournal:
         self.token = token
         self._keys = keys
         self._keep = keep_ended
-        self._append = Script(client, _APPEND, "journal.append")
+        self._append = Script(client, _APPEND, "journal.append", durable=True)
         self._finish = Script(client, _FINISH, "journal.finish", durable=True)
         self._quiet = Script(client, _QUIET, "journal.quiet")
 

@@ -163,10 +163,10 @@ class RedisLedger:
         self.partition = partition
         self.token = token
         self._keys = keys
-        self._start = Script(client, _START, "ledger.start_run")
+        self._start = Script(client, _START, "ledger.start_run", durable=True)
         self._end = Script(client, _END, "ledger.end_run", durable=True)
         self._intent = Script(client, _INTENT, "ledger.record_intent", durable=True)
-        self._part = Script(client, _PART, "ledger.record_outcome")
+        self._part = Script(client, _PART, "ledger.record_outcome", durable=True)
 
     def __repr__(self) -> str:
         return f"RedisLedger(partition={self.partition}, token={self.token})"
