@@ -145,10 +145,10 @@ def redis_server() -> str:
 
 @contextmanager
 def started_redis(port: int, folder: Path) -> Iterator[Process]:
-    """A throwaway redis-server on 127.0.0.1:``port`` (nothing saved: ``--save ""``, ``--appendonly no``), answering
-    PING when this yields; killed at the end."""
+    """A throwaway redis-server on 127.0.0.1:``port`` (its append-only file in ``folder``: ``serve`` refuses a Redis
+    without one), answering PING when this yields; killed at the end."""
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    argv = [redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
     argv += ["--dir", str(folder)]
     with started(argv, {}, folder / "redis.log", cwd=folder) as process:
         probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)

@@ -1,5 +1,6 @@
 """A real redis-server for the Redis backend's tests: started once per session on 127.0.0.1, emptied before
-each test, stopped at the end.
+each test, stopped at the end. It keeps an append-only file (``appendfsync everysec``) in its temporary folder, as
+``streamrelay serve`` wants of a Redis (it refuses one without, unless ``allow_volatile_redis = true``).
 
 Without ``redis-server`` on PATH these tests skip, so ``uv run pytest`` works on a machine with only Python and
 uv; with ``STREAMRELAY_REQUIRE_REDIS=1`` (CI: ``.ci/run`` installs it) they fail instead.
@@ -30,11 +31,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start(binary: str, folder: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Start redis-server on a free port; retry when another process took the port meanwhile."""
+def _start(binary: str, folder: Path, *, appendonly: str = "yes") -> tuple[subprocess.Popen[bytes], int]:
+    """Start redis-server on a free port (``appendonly``: ``yes``, or ``no`` for a Redis ``serve`` refuses); retry
+    when another process took the port meanwhile."""
     for _ in range(3):
         port = _free_port()
-        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", appendonly]
         args += ["--dir", str(folder), "--logfile", str(folder / "redis.log"), "--loglevel", "warning"]
         server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)

@@ -240,7 +240,7 @@ def redis_server() -> str:
 
 
 class RedisServer:
-    """A redis-server of the campaign's own (``--backend redis``): a free port on 127.0.0.1, nothing saved, its
+    """A redis-server of the campaign's own (``--backend redis``): a free port on 127.0.0.1, an append-only file, its
     data in a temporary folder, its log in the transcript folder.
 
     Args:
@@ -255,7 +255,8 @@ class RedisServer:
         self.port = free_port()
         self.url = f"redis://{HOST}:{self.port}/0"
         self.folder = Path(tempfile.mkdtemp(prefix="streamrelay-chaos-redis-"))
-        argv = [binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no"]
+        argv = [binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "yes"]
+        argv += ["--appendfsync", "always"]  # serve refuses a Redis without an append-only file
         argv += ["--dir", str(self.folder), "--logfile", "", "--loglevel", "warning"]
         self.proc = Proc("redis-server", argv, child_env({}), out / "redis.log", out / PIDS)
 
