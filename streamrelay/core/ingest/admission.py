@@ -244,7 +244,10 @@ class Admission:
             if n_events >= max_events or chars + size > max_chars:
                 break  # refused alone
             if seq is not None:
-                seqs.take(seq)
+                if seq - 1 == seqs.floor and not seqs.above:  # the next in order: what take does, without the call
+                    seqs.floor = seq
+                else:
+                    seqs.take(seq)
                 if max_seq is None or seq > max_seq:
                     max_seq = seq
             n_events += 1
