@@ -251,10 +251,12 @@ def measure(args: argparse.Namespace, server_kind: str, run_tag: str = "r") -> t
         env["BENCH_INGEST_TREE"] = str(Path(server_kind).resolve())
     server = subprocess.Popen(cmd, env=env)
     try:
-        for _ in range(100):
+        for _ in range(600):  # up to 60 s: imports are slow on a loaded machine
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
                     break
+            if server.poll() is not None:
+                raise RuntimeError(f"the {server_kind} server ended with {server.returncode}")
             time.sleep(0.1)
         cpu0 = _cpu_s(server.pid)
         if args.text == "recorded":
