@@ -347,8 +347,9 @@ class Relay:
                 if not run.opened and self._runs.get(run.run) is run:
                     del self._runs[run.run]
                     self._admission.clients.left(run.run)
-            for mark in marks.values():
-                mark.restore()
+            taken = _taken_seqs(entries)
+            for run_id, mark in marks.items():
+                mark.restore(taken.get(run_id, []))
                 if mark.run.normalizer is not None:
                     await self._renormalize(mark.run)
             raise
@@ -577,28 +578,45 @@ class _Mark:
     """What admission knows of one active run (its ``seq`` numbers taken, its usage, its end) before a batch, so a
     batch the journal refused (a full or read-only disk) leaves the run as it was: the agent's same lines sent again
     are taken, never dropped as repeats. A raw provider stream's normalizer is rebuilt from the journal instead
-    (:meth:`Relay._renormalize`)."""
+    (:meth:`Relay._renormalize`).
 
-    __slots__ = ("above", "chars", "end_seq", "ended", "events", "floor", "longest", "max_seq", "run")
+    Cheap to take (O(1), for the one-line request too): the counts are a few numbers, the longest texts a reference
+    (that dict is replaced, never changed in place: :meth:`core.ingest.quota.RunUsage.charge`), and of the ``seq``
+    numbers only the floor. Undoing reverses what the refused lines took (their own ``seq`` numbers:
+    :meth:`core.ingest.sequencer.SeqFloor.untake`), so numbers another request took meanwhile stay taken; before the
+    run's first ``seq`` (no floor, so none above it) the numbers are restored as they were.
+    """
+
+    __slots__ = ("chars", "end_seq", "ended", "events", "floor", "longest", "max_seq", "run")
 
     def __init__(self, run: ActiveRun) -> None:
         self.run = run
-        self.floor, self.above = run.seqs.floor, set(run.seqs.above)
+        self.floor = run.seqs.floor
         usage = run.usage
-        self.events, self.chars, self.max_seq, self.longest = (
-            usage.events,
-            usage.chars,
-            usage.max_seq,
-            dict(usage._longest),
-        )
+        self.events, self.chars, self.max_seq, self.longest = usage.events, usage.chars, usage.max_seq, usage._longest
         self.ended, self.end_seq = run.ended, run.end_seq
 
-    def restore(self) -> None:
+    def restore(self, seqs: list[int]) -> None:
+        """Undo the batch's lines of this run that took ``seqs``."""
         run = self.run
-        run.seqs.floor, run.seqs.above = self.floor, self.above
+        if self.floor is None:
+            run.seqs.floor, run.seqs.above = None, set()
+        else:
+            run.seqs.untake(self.floor, seqs)
         usage = run.usage
         usage.events, usage.chars, usage.max_seq, usage._longest = self.events, self.chars, self.max_seq, self.longest
         run.ended, run.end_seq = self.ended, self.end_seq
+
+
+def _taken_seqs(entries: list[JournalEntry]) -> dict[str, list[int]]:
+    """The ``seq`` of each journal entry that has one, by run (read back from the lines: only when they are undone)."""
+    taken: dict[str, list[int]] = {}
+    for run, line in entries:
+        obj = json.loads(line)
+        seq = obj.get("seq") if isinstance(obj, dict) else None
+        if type(seq) is int:
+            taken.setdefault(run, []).append(seq)
+    return taken
 
 
 def _mark_run(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun], marks: dict[str, _Mark]) -> None:
