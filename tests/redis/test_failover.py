@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
+from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,12 +34,6 @@ ANSWER = " ".join(
     f"Step {i}: the replica that owns this chat may die, and the answer still arrives once." for i in range(8)
 )
 PIECES = [ANSWER[i : i + 14] for i in range(0, len(ANSWER), 14)]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(tmp: Path, api_base: str, delivery: str, *, bot_per_s: float | None = None, extra: str = "") -> Path:
