@@ -14,6 +14,13 @@ from _pytest.nodeid import NodeId
 
 os.environ.setdefault("STREAMRELAY_CHECK_CONTRACTS", "1")
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # An xdist worker starts with COLUMNS=80 and LINES=24 in its environment (a serial run has neither), and rich
+    # fixes a Console's width when it is made from COLUMNS: the CLI's module-level consoles would print 80 columns
+    # whatever width a test's CliRunner asks for (tests/redis/test_ops_runs.py's dead-letter table lost its ids).
+    for variable in ("COLUMNS", "LINES"):
+        os.environ.pop(variable, None)
+
 from tests.contention import timeout_scale
 from tests.ports import configure  # after the variable above: it imports the core
 
