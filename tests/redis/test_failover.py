@@ -22,6 +22,7 @@ import pytest
 
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
+from tests.contention import timeout_scale
 from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -169,7 +170,7 @@ async def _cluster(
                 held = [await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)]
                 return all(held)
 
-            await _until(ready, 90, "three replicas ready and every partition owned")
+            await _until(ready, 90 * timeout_scale(), "three replicas ready and every partition owned")  # a hang guard
         yield mock, replicas
     finally:
         replicas.stop()
