@@ -7,7 +7,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,12 +27,6 @@ START_TIMEOUT_S = 60.0
 NO_REDIS = (
     "no redis-server on PATH (the Redis form needs one): install Debian's redis-server: apt-get install redis-server"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cli_accepts(args: Sequence[str]) -> None:
