@@ -90,7 +90,12 @@ class CallHistory:
     """
 
     def __init__(self, calls: Sequence[tuple[str, str, CallKind, float]] = ()) -> None:
-        self._calls = sorted(calls, key=lambda c: c[3])
+        self._count = len(calls)
+        self._by_channel: dict[str, list[tuple[CallKind, float]]] = {}
+        self._by_chat: dict[tuple[str, str], list[tuple[CallKind, float]]] = {}
+        for channel, chat, kind, at in calls:  # a chat's bucket, built when its chat is first used, reads its own
+            self._by_channel.setdefault(channel, []).append((kind, at))
+            self._by_chat.setdefault((channel, chat), []).append((kind, at))
 
     @classmethod
     def of(cls, calls: Sequence[RecentCall], wall_now_s: float, clock_now_s: float) -> CallHistory:
@@ -110,10 +115,10 @@ class CallHistory:
         return cls.of(calls, wall_now_s, clock_now_s)
 
     def __len__(self) -> int:
-        return len(self._calls)
+        return self._count
 
     def __repr__(self) -> str:
-        return f"CallHistory({len(self._calls)} calls)"
+        return f"CallHistory({self._count} calls)"
 
     def seed(self, bucket: TokenBucket, now: float, *, channel: str, chat: str | None = None) -> int:
         """Seed ``bucket`` (a fresh one of ``channel``'s budget; ``chat``: a chat's budget, else the bot's) with the
@@ -125,10 +130,7 @@ class CallHistory:
         if bucket.rate_per_s <= 0:
             return 0
         since = now - SEED_LOOKBACK_S
-        times = [
-            at
-            for ch, c, kind, at in self._calls
-            if ch == channel and kind in bucket.calls and at >= since and (chat is None or c == chat)
-        ]
+        calls = self._by_channel.get(channel, []) if chat is None else self._by_chat.get((channel, chat), [])
+        times = [at for kind, at in calls if kind in bucket.calls and at >= since]
         bucket.seed(times, now, since=since)
         return len(times)
