@@ -33,6 +33,8 @@ from pydantic import SecretStr
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
 from streamrelay.app.version import version
 from streamrelay.config.settings import Settings, load_settings
+from streamrelay.core.budgets.history import SEED_LOOKBACK_S, CallHistory
+from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import ConfigError
 from streamrelay.core.tasks import stop_all
 
@@ -116,8 +118,10 @@ async def load_channels(
     *,
     tokens: Mapping[str, SecretStr],
     metrics: ServiceMetrics | None = None,
+    history: CallHistory | None = None,
 ) -> None:
-    """Build the channels ``names`` and add them to ``relay`` (``serve``, once it listens).
+    """Build the channels ``names`` and add them to ``relay`` (``serve``, once it listens); ``history``: the ledger's
+    recent calls their rate budgets begin from (:mod:`core.budgets.history`).
 
     Their SDKs are imported in a worker thread, so the event loop keeps answering the probes; the adapters are then
     built in the loop (cheap). Until they are in the relay the service stays ``starting``, and :class:`IngestGate`
@@ -134,7 +138,10 @@ async def load_channels(
 
     platforms = {settings.channels[name].platform for name in names}
     await asyncio.get_running_loop().run_in_executor(None, load_platforms, platforms)
-    relay.channels.update(build_channels(settings, tokens=tokens, metrics=metrics, names=names))
+    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=names)
+    for runtime in channels.values():
+        runtime.history = history
+    relay.channels.update(channels)
 
 
 async def drain(relay: Relay, health: Health, drain_s: float, signals: StopSignals) -> list[str]:
@@ -224,7 +231,11 @@ async def serve(
         return
     _log.info("journal and ledger: %s", service.ledger, extra={"ledger": service.ledger})
     store = await SqliteStore.open(service.ledger)  # the journal and the ledger: one file, one connection
-    ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
+    sqlite_ledger = await SqliteLedger.on(store)
+    # A restart's rate budgets begin where the platform's count is (the calls of the last minute), not full.
+    history = await CallHistory.read(sqlite_ledger, MonotonicClock().now())
+    _log.info("rate budgets seeded from %d calls of the last %.0f s", len(history), SEED_LOOKBACK_S)
+    ledger = MeteredLedger(sqlite_ledger, metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)
     own = signals is None
     signals = StopSignals() if signals is None else signals
@@ -232,6 +243,8 @@ async def serve(
     try:
         ready_now = [name for name in settings.channels if name not in pending]
         relay = build_relay(settings, ledger, journal=journal, tokens=tokens, metrics=metrics, names=ready_now)
+        for runtime in relay.channels.values():
+            runtime.history = history
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
         sidecar = service_sidecar(
             relay,
@@ -247,7 +260,11 @@ async def serve(
         if own:
             signals.install()
         try:
-            load = load_channels(relay, settings, pending, tokens=tokens, metrics=metrics) if pending else None
+            load = (
+                load_channels(relay, settings, pending, tokens=tokens, metrics=metrics, history=history)
+                if pending
+                else None
+            )
             healing = asyncio.create_task(resume_when_writable(relay, lambda: store.ping(STORE_TABLES)))
             try:
                 await _run(sidecar, relay, health, service.drain_s, signals, load, pending)

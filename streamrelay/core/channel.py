@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from streamrelay.core.budgets.fair import FairQueue
+from streamrelay.core.budgets.history import CallHistory
 from streamrelay.core.budgets.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
 from streamrelay.core.clock import Clock
 from streamrelay.core.delivery.send_chain import SendChain
@@ -45,6 +46,9 @@ class ChannelRuntime:
             lease of the target's partition still ours), None: no guard.
         fair: serve the bot's budgets in fair order (False: first come, first served, as polled buckets: kept
             for comparison, e.g. ``bench/bench_fairness.py``).
+        history: the ledger's recent calls (a restarted sidecar: :class:`~core.budgets.history.CallHistory`); each
+            bucket built here is seeded with the calls it would have granted, so it begins where the platform's count
+            is, not full. None: buckets begin full.
     """
 
     policy: ChannelPolicy
@@ -54,6 +58,7 @@ class ChannelRuntime:
     shared: SharedBudgets | None = None
     guard_for: Callable[[Target], Callable[[], bool]] | None = None
     fair: bool = True
+    history: CallHistory | None = None
     pauses: PauseBoard = field(default_factory=PauseBoard)
     _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
     _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
@@ -71,7 +76,9 @@ class ChannelRuntime:
         entry = self._chains.pop(key, None)
         if entry is None:
             if self._bot_buckets is None:
-                self._bot_buckets = [b.bucket() for b in self.budgets if b.scope is BudgetScope.BOT]
+                self._bot_buckets = [
+                    self._seeded(b.bucket(), clock) for b in self.budgets if b.scope is BudgetScope.BOT
+                ]
                 if self.fair:
                     self._bot_queues = [FairQueue(bucket, clock) for bucket in self._bot_buckets]
             # Threads (forum topics) of one chat share the chat's and the group's budgets.
@@ -80,7 +87,7 @@ class ChannelRuntime:
             if buckets is None:
                 group = self.adapter.is_group(target)
                 buckets = [
-                    b.bucket()
+                    self._seeded(b.bucket(), clock, chat_key)
                     for b in self.budgets
                     if b.scope is BudgetScope.CHAT or (b.scope is BudgetScope.GROUP and group)
                 ]
@@ -93,6 +100,11 @@ class ChannelRuntime:
         self._chains[key] = (chain, users + 1)
         self._prune()
         return chain
+
+    def _seeded(self, bucket: TokenBucket, clock: Clock, chat: str | None = None) -> TokenBucket:
+        if self.history is not None:
+            self.history.seed(bucket, clock.now(), channel=self.policy.name, chat=chat)
+        return bucket
 
     def release(self, target: Target) -> None:
         """A run to ``target`` is over."""

@@ -55,7 +55,8 @@ def test_the_shipped_file_knows_every_platform_and_starts_only_enabled_ones(
     assert slack.policy("slack").max_units == 4000 and discord.policy("discord").max_units == 2000
     update = next(b.budget for b in slack.budgets() if b.budget.name == "update_per_workspace")
     assert update.scope is BudgetScope.BOT and update.calls == {CallKind.EDIT}
-    assert update.per_s == pytest.approx(48 / 60)
+    assert update.per_s == pytest.approx(42 / 60) and update.burst == 7
+    assert update.burst + update.per_s * 60 <= 50  # Tier 3: at most 50 in any 60 s, a restart included
     monkeypatch.delenv("STREAMRELAY_CHANNELS__SLACK__ENABLED")
     assert "slack" not in load_settings(DEFAULT_CONFIG).channels
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from streamrelay.adapters.sqlite.store import SqliteStore
+from streamrelay.core.budgets.history import IN_FLIGHT_S, RecentCall
+from streamrelay.core.delivery.slots import OpKind
 from streamrelay.core.ports import PendingSend, TextFormat
 from streamrelay.core.records.ledger import PartRecord, RunRecord, content_key
 from streamrelay.core.records.report import PartState, SlotRole
@@ -47,6 +49,13 @@ _ADDED_COLUMNS = (
     ("stray", "TEXT"),
     ("precedes", "INTEGER"),
 )
+
+
+_RECENT_PAGE = 1000
+"""Calls read per query by :meth:`SqliteLedger.recent_calls`."""
+_RECENT_SLACK_S = 120.0
+"""How long before the window :meth:`SqliteLedger.recent_calls` still reads: a call's outcome comes after its intent
+(a held or timed-out call; ids follow intents), so it stops at intents this much older than ``since_s``."""
 
 
 def _pending_json(pending: PendingSend | None) -> str | None:
@@ -224,6 +233,38 @@ class SqliteLedger:
             )
             for r in rows
         ]
+
+    async def recent_calls(self, since_s: float) -> list[RecentCall]:
+        """Every call that may have reached the platform at or after ``since_s`` (wall-clock seconds:
+        :meth:`RecentCall.reached_s <core.budgets.history.RecentCall.reached_s>`), oldest first, with its run's channel
+        and chat (:class:`core.budgets.history.RecentCallsSource`: a restarted sidecar's rate budgets
+        begin from them). Read newest first by call id, a page at a time, so a long ledger costs only its tail.
+
+        Raises:
+            sqlite3.Error | ValueError: the store could not be read.
+        """
+        query = (
+            "SELECT c.id, c.op, c.intent_at, c.outcome_at, r.channel, r.target"
+            " FROM calls c JOIN runs r ON r.run = c.run WHERE c.id < ? ORDER BY c.id DESC LIMIT ?"
+        )
+        found: list[RecentCall] = []
+        below = 2**63 - 1
+        while True:
+            rows = await self._store.fetch(query, (below, _RECENT_PAGE))
+            for call_id, op, intent_at, outcome_at, channel, target in rows:
+                below = call_id
+                if (outcome_at if outcome_at is not None else intent_at + IN_FLIGHT_S) < since_s:
+                    continue  # reached the platform before the window
+                try:
+                    kind = OpKind(op).call_kind
+                except ValueError:
+                    continue
+                chat = str(json.loads(target).get("chat_id"))
+                found.append(RecentCall(channel, chat, kind, intent_at, outcome_at))
+            if len(rows) < _RECENT_PAGE or min(r[2] for r in rows) < since_s - _RECENT_SLACK_S:
+                break
+        found.reverse()
+        return found
 
     async def close(self) -> None:
         if self._owned:

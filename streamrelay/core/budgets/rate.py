@@ -24,6 +24,7 @@ pause stay in that replica's process (:data:`SHARED_SCOPES`, :data:`SHARED_PAUSE
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -87,7 +88,8 @@ class TokenBucket:
     """A token bucket: ``rate_per_s`` tokens per second, at most ``burst`` stored.
 
     ``delay(now)`` says how long to wait before a call may be made; ``take(now)`` spends one token.
-    ``rate_per_s <= 0`` means unlimited. The bucket starts full at the first ``delay`` or ``take``.
+    ``rate_per_s <= 0`` means unlimited. The bucket starts full at the first ``delay`` or ``take``, unless
+    :meth:`seed` gave it the calls a process before it made (a restart: what the platform still counts).
     ``finals_waiting`` counts finals queued on this bucket: a preview (``final=False``) leaves them the
     tokens, so when the budget is short the final answer goes before other runs' preview edits.
     ``pause(until)`` (a 429 on a scope the bucket counts): no token is granted before ``until``, so calls queued
@@ -155,6 +157,20 @@ class TokenBucket:
             return float("inf")
         self._refill(now)
         return self._tokens
+
+    def seed(self, calls_at: Sequence[float], now: float, *, since: float) -> None:
+        """Begin as if this bucket had been full at ``since`` and granted a call at each of ``calls_at`` (clock
+        seconds; one later than ``now`` counts at ``now``): a restarted process's bucket, from the calls its ledger
+        recorded (:mod:`core.budgets.history`). Calls the platform counted beyond the bucket's tokens are owed (the
+        stored tokens go below zero), so the next call waits until the platform's count has room. No calls: full.
+        """
+        if self.rate_per_s <= 0:
+            return
+        tokens, at = self.burst, since
+        for t in sorted(min(max(t, since), now) for t in calls_at):
+            tokens = min(self.burst, tokens + (t - at) * self.rate_per_s) - 1.0
+            at = t
+        self._tokens, self._at = tokens, at
 
     def give_back(self, now: float) -> None:
         """Return one token taken but not used (never more than ``burst`` stored)."""
