@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from streamrelay.core.channel import ChannelRuntime
@@ -182,23 +182,25 @@ class Relay:
         Raises:
             Exception: the journal could not be written: none of the batch is accepted (the caller answers 503).
         """
-        marks: dict[str, _Mark] = {}  # the run as admission knew it (undone if the journal refuses the line)
         if len(lines) == 1:
-            _mark_run(lines[0][0], run_hint, self._runs, marks)
-        if len(lines) == 1 and (group := self._one_group(lines, run_hint)) is not None:
             # One line a request (an agent posting each line as it comes), taken by a fast path: :meth:`_take` without
             # a batch's bookkeeping (its lists, groups and joins, each a cost per request when every request is one
             # line), nor a coroutine per step. The same journal entry, hand-over and failure as :meth:`_take` gives.
-            run, events, results = group
-            result = results[0]
-            if type(result) is LineResult and result.dropped is None:  # taken (not refused, not dropped)
-                obj, raw = lines[0]
-                staged = [(run, events)] if events else []
-                entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
-                await self._journal_or_undo([entry], staged, marks)
-                if events and not run.offer(events):
-                    await self._hand_over(staged, replay=False)
-            return results
+            obj, raw = lines[0]
+            mark = _run_mark(obj, run_hint, self._runs)  # the run as admission knew it (undone if not journaled)
+            if (group := self._one_group(lines, run_hint)) is not None:
+                run, events, results = group
+                result = results[0]
+                if type(result) is LineResult and result.dropped is None:  # taken (not refused, not dropped)
+                    entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
+                    try:
+                        await self._journal.append((entry,))
+                    except Exception:
+                        self._undo([(run, events)] if events else (), () if mark is None else (mark,))
+                        raise
+                    if events and not run.offer(events):
+                        await self._hand_over([(run, events)], replay=False)
+                return results
         return await self._take(lines, run_hint, replay=False)
 
     def _one_group(
@@ -325,13 +327,18 @@ class Relay:
         try:
             await self._journal.append(entries)
         except Exception:
-            for run, _ in staged:
-                if not run.opened and self._runs.get(run.run) is run:
-                    del self._runs[run.run]
-                    self._admission.clients.left(run.run)
-            for mark in marks.values():
-                mark.restore()
+            self._undo(staged, marks.values())
             raise
+
+    def _undo(self, staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]) -> None:
+        """Admission forgets what it took of lines the journal refused: the runs they opened, and each run's ``seq``
+        numbers, usage and end as ``marks`` kept them."""
+        for run, _ in staged:
+            if not run.opened and self._runs.get(run.run) is run:
+                del self._runs[run.run]
+                self._admission.clients.left(run.run)
+        for mark in marks:
+            mark.restore()
 
     async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
@@ -530,28 +537,45 @@ class Relay:
 class _Mark:
     """What admission knows of one active run (its ``seq`` numbers taken, its usage, its end) before a batch, so a
     batch the journal refused (a full or read-only disk) leaves the run as it was: the agent's same lines sent again
-    are taken, never dropped as repeats. A raw provider line's normalizer state is not restored."""
+    are taken, never dropped as repeats. A raw provider line's normalizer state is not restored.
 
-    __slots__ = ("above", "chars", "end_seq", "ended", "events", "floor", "longest", "max_seq", "run")
+    One is made per request (per line when an agent posts each line alone): the state is kept as one tuple, and the
+    run's set of ``seq`` numbers above its floor and its longest texts are copied only when they hold something (they
+    are empty on the common line: lines in order, deltas)."""
+
+    __slots__ = ("run", "state")
 
     def __init__(self, run: ActiveRun) -> None:
         self.run = run
-        self.floor, self.above = run.seqs.floor, set(run.seqs.above)
-        usage = run.usage
-        self.events, self.chars, self.max_seq, self.longest = (
+        seqs, usage = run.seqs, run.usage
+        above, longest = seqs.above, usage._longest
+        self.state = (
+            seqs.floor,
+            set(above) if above else None,
             usage.events,
             usage.chars,
             usage.max_seq,
-            dict(usage._longest),
+            dict(longest) if longest else None,
+            run.ended,
+            run.end_seq,
         )
-        self.ended, self.end_seq = run.ended, run.end_seq
 
     def restore(self) -> None:
         run = self.run
-        run.seqs.floor, run.seqs.above = self.floor, self.above
+        floor, above, events, chars, max_seq, longest, ended, end_seq = self.state
+        run.seqs.floor, run.seqs.above = floor, above if above is not None else set()
         usage = run.usage
-        usage.events, usage.chars, usage.max_seq, usage._longest = self.events, self.chars, self.max_seq, self.longest
-        run.ended, run.end_seq = self.ended, self.end_seq
+        usage.events, usage.chars, usage.max_seq = events, chars, max_seq
+        usage._longest = longest if longest is not None else {}
+        run.ended, run.end_seq = ended, end_seq
+
+
+def _run_mark(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun]) -> _Mark | None:
+    """The run ``obj`` names (or ``run_hint``) as admission knows it now, or None: no such active run. O(1)."""
+    run_id = obj.get("run", run_hint) if type(obj) is dict else run_hint
+    if type(run_id) is str and (run := runs.get(run_id)) is not None:
+        return _Mark(run)
+    return None
 
 
 def _mark_run(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun], marks: dict[str, _Mark]) -> None:
