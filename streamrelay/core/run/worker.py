@@ -189,8 +189,9 @@ def _took(run: ActiveRun, batch: list[Event], stage_handle: Callable[[Event], No
     """Apply ``batch``, taken at ``now``, up to the root's ``end`` or a Stop, which is returned (None: none came)."""
     if len(batch) == 1 and (event := batch[0]).seq is None:
         # The gate and the join give one event without seq as it is. A text event is neither an end, a Stop nor an
-        # error event (what RunController.handle looks at): it goes to the stage directly.
-        if event.__class__ is TextEvent:
+        # error event (what RunController.handle looks at): it goes to the stage directly. (``type()``, not
+        # ``__class__``: an event's attribute reads take pydantic's slow ``__getattr__`` hook.)
+        if type(event) is TextEvent:
             stage_handle(event)
             return None
         return _feed(run.controller, batch)
