@@ -188,30 +188,25 @@ class Relay:
             # line), nor a coroutine per step. The same journal entry, hand-over and failure as :meth:`_take` gives.
             obj, raw = lines[0]
             mark = _run_mark(obj, run_hint, self._runs)  # the run as admission knew it (undone if not journaled)
-            if (group := self._one_group(lines, run_hint)) is not None:
+            admission = self._admission
+            group = admission.take_deltas(lines, 0, run_hint, replay=False) or admission.take_raw(
+                lines, 0, run_hint, replay=False
+            )  # (else admission.accept takes it, in _take)
+            if group is not None:
                 run, events, results = group
                 result = results[0]
-                if type(result) is LineResult and result.dropped is None:  # taken (not refused, not dropped)
+                # Taken (not refused, not dropped): a delta's result is the shared ONE_EVENT.
+                if result is ONE_EVENT or (type(result) is LineResult and result.dropped is None):
                     entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
                     try:
                         await self._journal.append((entry,))
                     except Exception:
                         self._undo([(run, events)] if events else (), () if mark is None else (mark,))
                         raise
-                    if events and not run.offer(events):
+                    if events and not (run.opened and run.queue.offer(events)):  # ActiveRun.offer, written out
                         await self._hand_over([(run, events)], replay=False)
                 return results
         return await self._take(lines, run_hint, replay=False)
-
-    def _one_group(
-        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None
-    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
-        """The live line ``lines[0]`` as :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` takes it, or None
-        (then :meth:`Admission.accept` takes it)."""
-        admission = self._admission
-        return admission.take_deltas(lines, 0, run_hint, replay=False) or admission.take_raw(
-            lines, 0, run_hint, replay=False
-        )
 
     async def submit_line(self, obj: object, run_hint: str | None = None) -> int:
         """Take one decoded line, or one event already typed (taken as it is, never dumped and parsed again); return

@@ -61,6 +61,11 @@ class ActiveRun:
     """Its client's limits (looked up once, not per line), or None: ask the client book."""
     stopped: Stop | None = None
     """Its reader stopped it (:mod:`core.run.stop`): the agent's later lines are refused with a 409."""
+    run: str = field(init=False)
+    """Its run key (its controller's): a plain attribute, read twice per line taken (admission, the journal entry)."""
+
+    def __post_init__(self) -> None:
+        self.run = self.controller.run
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq
@@ -73,10 +78,6 @@ class ActiveRun:
         if self.ended and (self.end_seq is None or event.seq is None or event.seq > self.end_seq):
             return f"run {self.run!r} already took its end: lines after it are dropped"
         return None
-
-    @property
-    def run(self) -> str:
-        return self.controller.run
 
     async def put(self, event: Event) -> None:
         """Hand one accepted event to the worker (waits while the queue is full)."""
