@@ -12,25 +12,36 @@ the platform's own escaping, and in the live page's script for the text it rende
 
 :func:`strip_invisible`, per character:
 
-- removed always: SOFT HYPHEN U+00AD; the Hangul fillers U+115F, U+1160, U+3164, U+FFA0; ZERO WIDTH SPACE U+200B;
-  WORD JOINER U+2060, the invisible operators U+2061-U+2064 and the deprecated format characters U+206A-U+206F; the
-  bidi embeddings, overrides and isolates U+202A-U+202E, U+2066-U+2069 and U+FEFF (again: the run stage removes them,
-  this guards texts built elsewhere); the interlinear annotation characters U+FFF9-U+FFFB.
-- tag characters U+E0000-U+E007F: removed, except in a well-formed emoji tag sequence for a subdivision flag
-  (Unicode UTS #51 §2.2 ED-14a, https://www.unicode.org/reports/tr51/#valid-emoji-tag-sequences): U+1F3F4 WAVING
-  BLACK FLAG, then 3 to 7 tag letters or digits (U+E0030-U+E0039, U+E0061-U+E007A: a subdivision id such as
-  ``gbsct``), then U+E007F CANCEL TAG. So the flag of Scotland is kept, and hidden text (U+E0041...) goes; a flag
-  carries at most 7 hidden letters, which spell a subdivision.
+- removed always: SOFT HYPHEN U+00AD; COMBINING GRAPHEME JOINER U+034F; the Hangul fillers U+115F, U+1160, U+3164,
+  U+FFA0; the Khmer inherent vowels U+17B4, U+17B5 (Unicode: "should not be used"); MONGOLIAN VOWEL SEPARATOR
+  U+180E; ZERO WIDTH SPACE U+200B; WORD JOINER U+2060, the invisible operators U+2061-U+2064 and the deprecated
+  format characters U+206A-U+206F; the bidi embeddings, overrides and isolates U+202A-U+202E, U+2066-U+2069 and
+  U+FEFF (again: the run stage removes them, this guards texts built elsewhere); the interlinear annotation
+  characters U+FFF9-U+FFFB; the shorthand format controls U+1BCA0-U+1BCA3; the musical format characters
+  U+1D173-U+1D17A (begin / end beam, tie, slur, phrase: nothing outside a music renderer).
+- BRAILLE PATTERN BLANK U+2800 (a blank that is no space: a message of it looks empty, a name of it looks absent):
+  kept between two braille cells (U+2801-U+28FF: a word space in braille text), removed elsewhere.
+- tag characters U+E0000-U+E007F: removed, except in the three subdivision flags of the emoji standard's
+  recommended set (UTS #51 ED-14a and emoji-sequences.txt, https://www.unicode.org/reports/tr51/#valid-emoji-tag-sequences):
+  U+1F3F4 WAVING BLACK FLAG, the tag letters ``gbeng``, ``gbsct`` or ``gbwls``, U+E007F CANCEL TAG: England,
+  Scotland, Wales. So a flag carries no hidden letters however often it is repeated; any other tag sequence
+  (hidden text U+E0041..., or a subdivision no platform draws: it shows as the black flag) loses its tags.
 - ZERO WIDTH JOINER U+200D and ZERO WIDTH NON-JOINER U+200C: kept inside an emoji ZWJ sequence (UTS #51 ED-16: the
   character before is an emoji, possibly with VS16 or a skin tone modifier after it, and the character after is an
   emoji: 👨‍👩‍👧, 🏳️‍🌈) and between two letters of a script that uses them to shape its letters (Arabic, Syriac, Thaana,
   N'Ko, the Brahmic scripts of India and Sri Lanka, Myanmar, Khmer, Mongolian: Unicode §23.2, "Cursive
   Connection and Ligatures"); removed everywhere else (between Latin letters, at a text's ends, in runs).
-- variation selectors U+FE00-U+FE0F and U+E0100-U+E01EF: one after a base character is kept (text or emoji
-  presentation, Unicode §23.4); each one after another variation selector is removed (a run of them carries no
-  presentation, only hidden data: a byte per selector).
+- variation selectors (Unicode §23.4) are kept only right after a character they can apply to, else removed (one
+  after each Latin letter carries a hidden byte per letter; a run of them carries data, never presentation):
+  U+FE00-U+FE0F after an emoji (text or emoji presentation: ☺︎, ❤️), a keycap's base ``#``, ``*``, ``0``-``9``
+  (1️⃣), a CJK ideograph, a mathematical operator (U+2200-U+22FF, U+2A00-U+2AFF), a Myanmar or Phags-pa letter
+  (their standardized variation sequences); U+E0100-U+E01EF (ideographic variation sequences) after a CJK
+  ideograph; the Mongolian free variation selectors U+180B-U+180D, U+180F after a Mongolian letter.
 
-Everything else is kept: the implicit bidi marks (LRM, RLM, ALM), combining marks, every script's letters, spaces.
+Everything else is kept: the implicit bidi marks (LRM, RLM, ALM), combining marks, every script's letters, spaces,
+the prepended concatenation marks (U+0600-U+0605, U+06DD, U+070F, U+0890, U+0891, U+08E2, U+110BD, U+110CD: they
+are drawn), the Egyptian hieroglyph format controls. A variation selector still rides on each emoji or CJK
+ideograph it may follow: data there needs as many visible characters as it hides values.
 Cost: one C-level ``re.search`` per text; the substitution runs only when one of these characters is there.
 """
 
@@ -55,16 +66,26 @@ _JOINING = (
     "\ufb50-\ufdff\ufe70-\ufefe"  # Arabic presentation forms
 )
 """Scripts whose letters ZWJ / ZWNJ shape (Unicode §23.2)."""
-_TAG_FLAG = "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{3,7}\U000e007f"
-"""A subdivision flag: the black flag, its tag letters, the cancel tag (UTS #51 ED-14a)."""
-_VARIATION = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
+_TAG_FLAG = (
+    "\U0001f3f4\U000e0067\U000e0062(?:\U000e0065\U000e006e\U000e0067|\U000e0073\U000e0063\U000e0074"
+    "|\U000e0077\U000e006c\U000e0073)\U000e007f"
+)
+"""England, Scotland, Wales: the black flag, the tag letters gbeng / gbsct / gbwls, the cancel tag (UTS #51)."""
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+"""CJK ideographs (unified, extensions, compatibility): what ideographic variation sequences follow."""
+_VS_BASE = rf"{_EMOJI}#*0-9{_CJK}\u2200-\u22ff\u2a00-\u2aff\u1000-\u109f\uaa60-\uaa7f\ua9e0-\ua9ff\ua840-\ua877"
+"""What U+FE00-U+FE0F may follow: emoji and keycap bases, CJK ideographs, math operators, Myanmar, Phags-pa."""
+_BRAILLE = "\u2801-\u28ff"
 
 INVISIBLE = re.compile(
     rf"(?P<flag>{_TAG_FLAG})"
     r"|(?P<joiner>[\u200c\u200d])"
-    rf"|(?<=[{_VARIATION}])[{_VARIATION}]+"
-    "|[\u00ad\u115f\u1160\u3164\uffa0\u200b\u2060-\u2064\u206a-\u206f\u202a-\u202e\u2066-\u2069\ufeff\ufff9-\ufffb"
-    "\U000e0000-\U000e007f]"
+    rf"|(?<![{_VS_BASE}])[\ufe00-\ufe0f]"
+    rf"|(?<![{_CJK}])[\U000e0100-\U000e01ef]"
+    r"|(?<![\u1820-\u18af])[\u180b-\u180d\u180f]"
+    rf"|(?<![\u2800{_BRAILLE}])\u2800+|\u2800+(?![\u2800{_BRAILLE}])"
+    "|[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\u200b\u2060-\u2064\u206a-\u206f\u202a-\u202e"
+    "\u2066-\u2069\ufeff\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
 )
 """Every character :func:`strip_invisible` may remove (a flag sequence is matched whole, to be kept whole)."""
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand
 
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos_cli import chaos
@@ -299,7 +300,28 @@ def _case_progress() -> Progress:
     return Progress(*columns, console=err, transient=True)
 
 
-@app.command()
+class _PathsArgument(TyperArgument):
+    """A list of paths as a command's help shows it: ``PATH... <path>`` (typer shows a list argument's Python type,
+    ``PATH <list[Path]>``)."""
+
+    def _rich_display_name(self) -> str:
+        return f"{self.display_name_raw}..."
+
+    def display_type_rich(self, ctx: object) -> str:
+        return "<path>"
+
+
+class _PathsCommand(TyperCommand):
+    """A command whose arguments taking many values are lists of paths (:class:`_PathsArgument`)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        for param in self.params:
+            if isinstance(param, TyperArgument) and param.nargs == -1:
+                param.__class__ = _PathsArgument
+
+
+@app.command(cls=_PathsCommand)
 def case(
     paths: Annotated[list[Path], typer.Argument(metavar="PATH", help="case files or folders of them")],
     out: Annotated[Path, typer.Option(metavar="DIR", help="folder for the transcripts (<id>.json)")] = Path(

@@ -159,3 +159,78 @@ async def test_a_connection_inside_a_request_is_never_evicted() -> None:
             answer = await streaming
         assert answer.status_code == 200 and answer.json() == {"accepted": 3}
         assert closed(sidecar, "idle_evicted") == 0
+
+
+async def test_refused_requests_whose_bodies_trickle_never_hold_the_slots_of_a_client() -> None:
+    """Breaker finding 1: a request refused (401, no token or a wrong one) before its body was read, whose body then
+    trickles in a byte at a time, must not hold a connection slot: after the answer the connection is closed."""
+    async with sidecar_with(max_connections_per_peer=20, max_connections=30) as sidecar:
+        held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        heads: list[bytes] = []
+
+        async def trickle(writer: asyncio.StreamWriter) -> None:
+            try:
+                while not writer.is_closing():
+                    writer.write(b"x")
+                    await writer.drain()
+                    await asyncio.sleep(0.2)
+            except (ConnectionError, OSError):
+                return
+
+        async def rest_of(reader: asyncio.StreamReader) -> bytes:
+            """What comes until the server closes (a reset or a broken pipe while trickling counts as closed)."""
+            try:
+                return await asyncio.wait_for(reader.read(), 10)
+            except ConnectionError:
+                return b""
+
+        tricklers = []
+        try:
+            for i in range(20):
+                reader, writer = await connect(sidecar)
+                token = b"" if i % 2 else b"Authorization: Bearer wrong-token\r\n"
+                writer.write(
+                    b"POST /v1/runs/r/events HTTP/1.1\r\nHost: x\r\n" + token + b"Content-Length: 100000\r\n\r\n"
+                )
+                writer.write(b"{")
+                heads.append(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10))
+                held.append((reader, writer))
+                tricklers.append(asyncio.create_task(trickle(writer)))
+            assert [status_of(head) for head in heads] == [401] * 20
+            await asyncio.sleep(0.5)  # body bytes keep coming on every refused connection
+
+            statuses = await rightful_requests(sidecar.url, 6)
+            together = await asyncio.gather(*(rightful_requests(sidecar.url, 1) for _ in range(10)))
+            assert statuses == [200] * 6 and together == [[200]] * 10, (statuses, together)
+            ends = await asyncio.gather(*(rest_of(reader) for reader, _ in held))
+            assert all(b"HTTP/" not in end for end in ends)  # closed after the 401's body, no second answer
+            for _ in range(100):  # the refused connections close LINGER_S after their answer (or were evicted)
+                if sidecar.guards["ingest"].open == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert sidecar.guards["ingest"].open == 0
+        finally:
+            for task in tricklers:
+                task.cancel()
+            for _, writer in held:
+                writer.close()
+
+
+async def test_a_keepalive_client_refused_before_its_body_was_read_sends_its_next_request_on_a_new_connection() -> None:
+    """The refused connection is closed (breaker finding 1), so its answer says ``Connection: close``: httpx's pool
+    does not send the next request on it (without the header: 'Server disconnected without sending a response')."""
+    async with sidecar_with() as sidecar:
+
+        async def slow_body() -> AsyncIterator[bytes]:
+            yield b'{"kind": "run.start", "run": "r", '
+            await asyncio.sleep(0.3)  # the 401 is given before this part comes
+            yield b'"channel": "telegram", "target": {"chat_id": 5}}\n' + b" " * 200_000 + b"\n"
+
+        async with httpx.AsyncClient(base_url=sidecar.url, timeout=20) as client:
+            wrong = {"Authorization": "Bearer wrong-token"}
+            refused = await client.post("/v1/runs/r/events", content=slow_body(), headers=wrong)
+            assert refused.status_code == 401 and refused.headers["connection"] == "close"
+            for i in range(3):
+                taken = await client.post(f"/v1/runs/k-{i}/events", content=run_lines(f"k-{i}", 7 + i), headers=AUTH)
+                assert taken.status_code == 200, taken.text
+                assert "connection" not in taken.headers  # a request read whole keeps its connection

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from streamrelay.adapters.ingest_http.connections import ConnectionGuard, ConnectionLimits
-from streamrelay.adapters.ingest_http.protocols import HTTPTOOLS, uvicorn_options
+from streamrelay.adapters.ingest_http.protocols import HTTPTOOLS, LINGER_S, uvicorn_options
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("http", ["httptools", "h11"])]
 
@@ -34,6 +34,10 @@ async def _echo(request: Request) -> JSONResponse:
     return JSONResponse({"bytes": len(await request.body())})
 
 
+async def _refuse(request: Request) -> JSONResponse:
+    return JSONResponse({"error": "no token"}, status_code=401)  # the body is never read
+
+
 class Closed(list[str]):
     """The reasons of the refusals and cuts, as the service's metrics are told them."""
 
@@ -47,7 +51,7 @@ async def server(http: str) -> AsyncIterator[tuple[int, Closed]]:
         pytest.skip("httptools is not installed")
     closed = Closed()
     guard = ConnectionGuard(LIMITS, observer=closed)
-    app = Starlette(routes=[Route("/echo", _echo, methods=["POST"])])
+    app = Starlette(routes=[Route("/echo", _echo, methods=["POST"]), Route("/refuse", _refuse, methods=["POST"])])
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_config=None, lifespan="off", **uvicorn_options(guard, http)
     )
@@ -106,3 +110,49 @@ async def test_the_guard_answers_the_same_on_both_protocols(http: str) -> None:
             for _, writer in idle:
                 writer.close()
         assert list(closed) == ["header_timeout", "body_idle_timeout", "max_connections_per_peer"]
+
+
+async def test_an_answer_before_the_body_was_read_frees_the_slot_on_both_protocols(http: str) -> None:
+    """Breaker finding 1: refused before its body was read, a connection trickling that body holds no slot: its
+    answer says ``Connection: close``, then end of file, and it is closed LINGER_S later."""
+    async with server(http) as (port, closed):
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(LIMITS.max_connections_per_peer)]
+        try:
+            for _, writer in held:
+                writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{")
+            for reader, writer in held:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                assert status(head) == 401 and b"connection: close\r\n" in head.lower()  # no next request here
+                for _ in range(3):  # body bytes keep coming, faster than the body idle timeout: discarded
+                    writer.write(b"x")
+                    await asyncio.sleep(0.1)
+                assert await asyncio.wait_for(reader.read(), 10) == b'{"error":"no token"}'  # then end of file
+            await asyncio.sleep(LINGER_S + 0.5)  # closed LINGER_S after the answer
+            body = b'{"kind":"text"}\n'
+            good = b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (
+                len(body),
+                body,
+            )
+            answer = await exchange(port, good)
+            assert status(answer) == 200, answer
+        finally:
+            for _, writer in held:
+                writer.close()
+        assert list(closed) == []
+
+
+async def test_an_answer_after_the_body_was_read_keeps_the_connection_on_both_protocols(http: str) -> None:
+    """A refusal given once the whole body came (a small request in one piece) keeps the connection: the next
+    request on it is answered."""
+    async with server(http) as (port, _):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert status(head) == 401 and b"connection: close" not in head.lower()
+            await asyncio.wait_for(reader.readexactly(len(b'{"error":"no token"}')), 10)
+            writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert status(head) == 200
+        finally:
+            writer.close()

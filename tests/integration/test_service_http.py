@@ -182,3 +182,59 @@ async def test_a_path_no_route_serves_says_where_the_routes_are(stack: Stack) ->
     assert "/healthz" in root.json()["error"] and "run ids" not in root.json()["error"]
     slash = await stack.client.get("/v1/runs/a/b")
     assert slash.status_code == 404 and "run ids hold no '/'" in slash.json()["error"], slash.text
+
+
+@pytest.mark.parametrize("depth", [129, 255, 300, 999])
+async def test_a_line_nested_past_the_depth_limit_is_refused_alone_and_the_run_goes_on(
+    stack: Stack, depth: int
+) -> None:
+    """The fuzzer's depth bombs: a line nested deeper than the sidecar can encode again (orjson stops at 254 levels)
+    was taken and later killed the run's worker. It is refused at ingest (422, saying how deep and what to do); the
+    run's other lines, and another run, go on."""
+    run, other = f"deep-{depth}", f"beside-{depth}"
+    bomb = "[" * depth + "1" + "]" * depth
+    deep_object = '{"a": ' * depth + "1" + "}" * depth
+    body = ndjson(
+        start(run, chat_id=40 + depth),
+        {"kind": "text", "mode": "delta", "text": "before "},
+        '{"kind": "tool_call", "id": "t", "state": "end", "name": "f", "args": {"a": ' + bomb + "}}",
+        '{"kind": "tool_call", "id": "u", "state": "end", "name": "g", "args": ' + deep_object + "}",
+        bomb,
+        {"kind": "text", "mode": "delta", "text": "after"},
+        {"kind": "end", "status": "ok"},
+    )
+    answer = await stack.client.post(f"/v1/runs/{run}/events", content=body)
+    assert answer.status_code == 422, answer.text
+    data = answer.json()
+    assert data["accepted"] == 4
+    assert [r["line"] for r in data["rejected"]] == [3, 4, 5]
+    for rejected in data["rejected"]:
+        assert "nested too deeply (more than 128 levels" in rejected["error"], rejected
+        assert "flatten" in rejected["error"]
+    beside = await stack.client.post(
+        f"/v1/runs/{other}/events",
+        content=ndjson(start(other, chat_id=41 + depth), {"kind": "text", "text": "fine"}, {"kind": "end"}),
+    )
+    assert beside.status_code == 200, beside.text
+    report = (await stack.client.get(f"/v1/runs/{run}", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered", report
+    assert [t for _, t in stack.mock.visible(40 + depth)] == ["before after"]
+    assert (await stack.client.get(f"/v1/runs/{other}", params={"wait_s": 10})).json()["status"] == "delivered"
+
+
+async def test_the_rejected_lines_are_listed_in_line_order_and_the_first_one_sets_the_answer(stack: Stack) -> None:
+    """A line refused when decoded (not JSON) was listed before an earlier line refused when submitted (a bad
+    event), and its error was the answer's: the list is in line order, the answer the first rejected line's."""
+    body = ndjson(
+        start("r8", chat_id=8),
+        {"kind": "text", "mode": "sideways", "text": "x"},  # refused when submitted
+        "{not json",  # refused when decoded
+        {"kind": "teleport"},
+        '{"kind": "text", "text": "a", "text": "b"}',  # a key twice
+        {"kind": "end", "status": "ok"},
+    )
+    answer = await stack.client.post("/v1/runs/r8/events", content=body)
+    data = answer.json()
+    assert [r["line"] for r in data["rejected"]] == [2, 3, 4, 5], data
+    assert answer.status_code == 400 and data["error"].startswith("line 2: bad 'text' event: mode"), data
+    assert data["accepted"] == 2

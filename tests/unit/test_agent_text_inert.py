@@ -24,6 +24,13 @@ from streamrelay.core.media import check_media_url, has_credentials
 from streamrelay.core.ports import MarkupPermissions, TextFormat
 
 FLAG = "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+
+
+def tags(letters: str) -> str:
+    """``letters`` as Unicode tag characters (U+E0020-U+E007E), invisible."""
+    return "".join(chr(0xE0000 + ord(letter)) for letter in letters)
+
+
 KEPT = [
     "👨\u200d👩\u200d👧",  # an emoji ZWJ sequence
     "🏳\ufe0f\u200d🌈",  # with VS16 before the joiner
@@ -34,7 +41,14 @@ KEPT = [
     FLAG,  # Scotland: a subdivision flag's tag sequence
     "e\u0301",
     "\u200e\u200f",  # LRM, RLM: implicit marks, kept
-    "a\ufe0e",  # one variation selector after its base
+    "☺\ufe0e ❤\ufe0f",  # a variation selector after an emoji: text or emoji presentation
+    "1\ufe0f\u20e3 #\ufe0f\u20e3 *\u20e3",  # keycaps
+    "🏴" + tags("gbeng") + "\U000e007f 🏴" + tags("gbwls") + "\U000e007f",  # England, Wales
+    FLAG * 3,  # a flag as often as it is written: it hides nothing
+    "葛\U000e0100城",  # an ideographic variation sequence (a Japanese name's glyph)
+    "\u2229\ufe00",  # a standardized variation sequence of a math operator
+    "\u2813\u2811\u2800\u283a\u2815",  # a braille blank between braille cells: a word space
+    "\u1820\u180b",  # a Mongolian free variation selector after its letter
     "שלום",
 ]
 REMOVED = {
@@ -48,7 +62,19 @@ REMOVED = {
     "🏴\U000e0041\U000e007f": "🏴",  # not a subdivision flag
     "a\u2060\u2061\u2064b": "ab",
     "\u202eevil\u2066": "evil",
-    "a\ufe0f\ufe0f\ufe0fb": "a\ufe0fb",  # a run of variation selectors carries data, not presentation
+    "a\ufe0f\ufe0f\ufe0fb": "ab",  # a run of variation selectors carries data, not presentation
+    "👍\ufe0f\ufe0e\ufe01": "👍\ufe0f",  # ... after an emoji too: the first is kept
+    "a\ufe0e": "a",  # a Latin letter has no variation sequence
+    "h\ufe01e\ufe02l\ufe03l\ufe04o\U000e0100": "hello",  # one selector per letter: a hidden byte per letter
+    "a\U000e0100b\u1820\U000e01efc": "ab\u1820c",  # ideographic variation selectors after no ideograph
+    "a\u180bb": "ab",  # a Mongolian selector after no Mongolian letter
+    ("🏴" + tags("usca") + "\U000e007f") * 3: "🏴🏴🏴",  # a subdivision no platform draws: 4 hidden letters each
+    "🏴" + tags("hidden") + "\U000e007f" + FLAG: "🏴" + FLAG,  # tags spelling text, then a real flag
+    FLAG[:-1] + tags("x") + "\U000e007f": "🏴",  # a real flag with one more hidden letter
+    "x\u034fy\u180ez\u17b4\u17b5!": "xyz!",  # the grapheme joiner, the vowel separator, Khmer's invisible vowels
+    "a\U0001d173\U0001d17ab\U0001bca0": "ab",  # musical and shorthand format characters
+    "\u2800\u2800\u2800": "",  # braille blanks: a message that looks empty
+    "a\u2800b \u2813\u2800": "ab \u2813",  # ... outside braille text
     "\u200d👍": "👍",  # a joiner at a text's start
     "👍\u200d": "👍",  # ... and at its end
     "👨\u200d\u200d👩": "👨👩",
@@ -68,7 +94,26 @@ def test_invisible_characters_go(text: str, expected: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from([*"ab ", "\u200d", "\u200c", "\u200b", "👍", "\ufe0f", "م", "\U000e0061"])))
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            [
+                *"ab1 ",
+                "\u200d",
+                "\u200c",
+                "\u200b",
+                "👍",
+                "\ufe0f",
+                "\ufe0e",
+                "م",
+                "\U000e0061",
+                "\u2800",
+                "\u2813",
+                "葛",
+            ]
+        )
+    )
+)
 def test_it_is_idempotent(text: str) -> None:
     once = strip_invisible(text)
     assert strip_invisible(once) == once

@@ -20,3 +20,10 @@ def test_version_prints_the_installed_distributions_version_and_exits_0() -> Non
 def test_version_wins_over_a_command_and_its_missing_arguments() -> None:
     done = CliRunner().invoke(app, ["--version", "replay"])
     assert done.exit_code == 0 and done.output.startswith("streamrelay ")
+
+
+def test_case_help_names_its_paths_argument_without_pythons_type() -> None:
+    done = CliRunner().invoke(app, ["case", "--help"])
+    assert done.exit_code == 0, done.output
+    assert "list[Path]" not in done.output
+    assert "PATH... <path>  case files or folders of them" in done.output, done.output

@@ -11,9 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamrelay.adapters.ingest_http.lines import _UNDECIDED, decode, fast_strict_loads
+from streamrelay.adapters.ingest_http.lines import _UNDECIDED, MAX_REJECTED_SHOWN, Tally, decode, fast_strict_loads
 from streamrelay.core.errors import IngestError
-from streamrelay.core.lanes.pipeline import strict_loads
+from streamrelay.core.lanes.pipeline import (
+    MAX_JSON_DEPTH,
+    json_depth,
+    strict_json_object,
+    strict_loads,
+)
 
 KEYS = st.sampled_from(["a", "b", "a:b", ":", "kind", "text", "é", "😀"])
 SCALARS = (
@@ -98,3 +103,52 @@ def test_a_repeated_key_is_refused_with_the_strict_parsers_message() -> None:
         {"kind": "text", "text": "a:b"},
         '{"kind":"text","text":"a:b"}',
     )
+
+
+def _nested(depth: int, opener: str = "[", closer: str = "]") -> str:
+    return opener * depth + "1" + closer * depth
+
+
+@pytest.mark.parametrize("shape", [("[", "]"), ('{"a":', "}"), ('[{"a":', "}]")])
+def test_a_line_nested_past_the_depth_limit_is_refused_with_422_on_both_paths(shape: tuple[str, str]) -> None:
+    """The fuzzer's depth bombs: 128 levels (:data:`MAX_JSON_DEPTH`) are taken, one more is refused (422, saying
+    what to do), on the fast path, on the strict one (a 20-digit integer sends a line there), past Python's limit."""
+    opener, closer = shape
+    levels = opener.count("[") + opener.count("{")
+    within = _nested(MAX_JSON_DEPTH // levels, opener, closer)
+    assert json_depth(decode(within.encode(), 10**6)[0]) == MAX_JSON_DEPTH  # the fast path
+    assert json_depth(strict_loads(within)) == MAX_JSON_DEPTH
+    for depth in (MAX_JSON_DEPTH // levels + 1, 254, 255, 600, 5000):
+        bomb = _nested(depth, opener, closer)
+        unclosed = ["[" * 100_000] if depth > 2000 else []  # past Python's recursion limit before the end
+        in_a_line = '{"kind":"tool_call","args":' + bomb + "}"
+        strict_path = '{"n":12345678901234567890,"b":' + bomb + "}"
+        for raw in [bomb, in_a_line, strict_path, *unclosed]:
+            with pytest.raises(IngestError, match=r"nested too deeply \(more than 128 levels") as refused:
+                decode(raw.encode(), 10**6)
+            assert refused.value.status == 422 and "flatten" in str(refused.value), (depth, raw[:20])
+        with pytest.raises(ValueError, match=r"arguments are JSON nested too deeply \(more than 128 levels"):
+            strict_json_object('{"a":' + bomb + "}")  # a tool call's streamed arguments: malformed, never a call
+
+
+def test_the_depth_of_a_json_value() -> None:
+    values: list[object] = [1, "[[", [], {}, [1, [2]], {"a": {"b": [{}]}}]
+    assert [json_depth(v) for v in values] == [0, 0, 1, 1, 2, 4]
+    assert json_depth(json.loads(_nested(500)), stop_past=5) == 6  # counted no further
+
+
+def test_a_tally_lists_the_first_rejected_lines_in_line_order() -> None:
+    """A batch's lines refused when decoded are told first, those refused when submitted after: the answer lists the
+    first :data:`MAX_REJECTED_SHOWN` rejected lines by number, and its status is the first rejected line's."""
+    tally = Tally()
+    for batch in range(3):  # each batch: its odd lines refused when decoded (400), then its even ones (422)
+        lines = range(batch * 10 + 1, batch * 10 + 11)
+        for line in [n for n in lines if n % 2] + [n for n in lines if not n % 2]:
+            status = 400 if line % 2 else 422
+            tally.add(line, IngestError(f"line {line}", status=status))
+    assert [r["line"] for r in tally.rejected] == list(range(1, MAX_REJECTED_SHOWN + 1))
+    assert tally.rejected_total == 30 and tally.status == 400
+    late = Tally()
+    late.add(7, IngestError("decoded", status=400))
+    late.add(3, IngestError("submitted", status=422))
+    assert [r["line"] for r in late.rejected] == [3, 7] and late.status == 422

@@ -30,8 +30,9 @@ exactly as a run that does not exist. ``GET /v1/runs`` lists the caller's runs o
 Lines that arrive together are journaled in one commit before they count as accepted (503 when the journal
 cannot be written: retry them). Answers: 200 ``{"accepted": n}`` (``"dropped": k`` when k lines were repeats:
 a ``seq`` already taken, a line of a run that already ended); a bad line fails alone: the good lines are taken
-and the answer is the first failure's 4xx with the first rejected lines listed (``{"error", "accepted",
-"rejected": [{"line", "error"}], "rejected_total"?}``; after 1,000 rejected lines the body is not read further).
+and the answer is the first rejected line's 4xx with the first rejected lines listed in line order (``{"error",
+"accepted", "rejected": [{"line", "error"}], "rejected_total"?}``; after 1,000 rejected lines the body is not read
+further).
 401 for a missing or wrong token, 413 past the size limits, 422 past a run's limits, 429 past a client's (active
 runs with ``Retry-After``, runs per request); each names its setting, e.g. ``clients.NAME.max_active_runs``. Past
 the sidecar's capacity a request is cut and answered 503 with ``Retry-After`` and ``pushed_back_from``

@@ -12,6 +12,11 @@ h11), asks one :class:`ConnectionGuard` per listener:
   connection is closed; the app's ``receive`` then sees ``http.disconnect``. While uvicorn holds reading paused
   (the app has not taken what came), silence is the service's, not the client's: the timer starts again;
 - an idle keep-alive connection is closed after ``keepalive_timeout_s`` (uvicorn's own timer, set to it).
+- a request answered before its body was all read (a refusal that never reads it: 401 for a missing or wrong
+  token, 413, 429, a push-back ...) is answered with ``Connection: close`` (a client opens a new connection for its
+  next request), then the connection's writing side is shut, what it still sends is discarded and it is closed
+  :data:`~adapters.ingest_http.protocols.LINGER_S` later (at once when the client closes first); it holds no slot
+  meanwhile (evicted first). Before, a refused request whose body trickled a byte at a time held its slot for good.
 
 Idle connections never deny a client with a valid token (issue 25: a sidecar on loopback sees every client, and any
 local process, as one IP, so a cap per IP alone let 600 idle sockets refuse the bot). When the guard has a

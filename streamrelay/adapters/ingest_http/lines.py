@@ -8,6 +8,7 @@ that many bad lines is broken: reading on would only cost time).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,13 +19,18 @@ from starlette.responses import JSONResponse
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.admission import LineResult
-from streamrelay.core.lanes.pipeline import strict_loads
+from streamrelay.core.lanes.pipeline import JsonTooDeepError, check_json_depth, strict_loads
 
 MAX_REJECTED_SHOWN = 20
 """At most this many rejected lines are listed in one answer (``rejected_total`` counts them all) and logged."""
 
 MAX_REJECTED_PER_REQUEST = 1000
 """After this many rejected lines a request is not read further (the answer says where it stopped)."""
+
+
+def _line_of(rejected: dict[str, Any]) -> int:
+    line: int = rejected["line"]
+    return line
 
 
 class BodyTooLargeError(Exception):
@@ -37,7 +43,9 @@ class TooManyRejectedError(Exception):
 
 class Tally:
     """What became of a request's lines: events accepted, lines dropped as repeats, lines rejected (the first few
-    kept, all counted), the first rejection's status, and the longest ``Retry-After`` a rejection asked for."""
+    kept in line order, all counted: a batch's lines refused when decoded are told before those refused when
+    submitted, yet listed in their place), the first rejected line's status, and the longest ``Retry-After`` a
+    rejection asked for."""
 
     def __init__(self) -> None:
         self.accepted = 0
@@ -45,6 +53,8 @@ class Tally:
         self.rejected: list[dict[str, Any]] = []
         self.rejected_total = 0
         self.status = 200
+        """The status of the first line rejected (by line number)."""
+        self._first_line: int | None = None
         self.retry_after_s: float | None = None
 
     def add(self, line: int, result: LineResult | IngestError, public: str | None = None) -> None:
@@ -55,9 +65,14 @@ class Tally:
         """
         if isinstance(result, IngestError):
             self.rejected_total += 1
-            if len(self.rejected) < MAX_REJECTED_SHOWN:
-                self.rejected.append({"line": line, "error": public if public is not None else str(result)})
-            self.status = result.status if self.status == 200 else self.status
+            shown = self.rejected
+            if len(shown) < MAX_REJECTED_SHOWN or line < shown[-1]["line"]:  # the first lines, in line order
+                if len(shown) == MAX_REJECTED_SHOWN:
+                    shown.pop()
+                rejected = {"line": line, "error": public if public is not None else str(result)}
+                bisect.insort(shown, rejected, key=_line_of)  # a line refused when decoded comes before others
+            if self._first_line is None or line < self._first_line:
+                self.status, self._first_line = result.status, line
             if result.retry_after_s is not None:
                 self.retry_after_s = max(self.retry_after_s or 0.0, result.retry_after_s)
             if self.rejected_total >= MAX_REJECTED_PER_REQUEST:
@@ -161,17 +176,21 @@ def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
     """One line's JSON value and its text.
 
     Raises:
-        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object, nested too deeply).
+        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object); 422: nested deeper than
+            :data:`core.lanes.pipeline.MAX_JSON_DEPTH` (the sidecar could not write it again).
         BodyTooLargeError: the line is over ``max_line_bytes``.
     """
     if len(raw) > max_line_bytes:
         raise BodyTooLargeError(f"a line is over {max_line_bytes} bytes")
-    value = fast_strict_loads(raw)
-    if value is not _UNDECIDED:
-        return value, raw.decode("utf-8")  # orjson checked it is UTF-8
     try:
+        value = fast_strict_loads(raw)
+        if value is not _UNDECIDED:
+            check_json_depth(raw, value)
+            return value, raw.decode("utf-8")  # orjson checked it is UTF-8
         text = raw.decode("utf-8")
         return strict_loads(text), text
+    except JsonTooDeepError as exc:
+        raise IngestError(f"the line is {exc}", status=422) from None
     except UnicodeDecodeError as exc:
         raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
     except ValueError as exc:

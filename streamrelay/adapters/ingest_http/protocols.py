@@ -21,6 +21,14 @@ from uvicorn.server import ServerState
 
 from streamrelay.adapters.ingest_http.connections import PROBATION_S, CloseReason, ConnectionGuard, _peer_of
 
+LINGER_S = 2.0
+"""Seconds a connection answered before its request's body was read (a refusal: 401, 413 ...; the answer says
+``Connection: close``) stays open after the answer, its writing side shut (the client reads the answer, then end of
+file) and the bytes it still sends discarded, before it is closed: closing at once, with bytes unread, would reset it
+and could lose the answer. It holds no slot meanwhile (evicted first). A client that closes first ends it sooner."""
+
+_CLOSE = (b"connection", b"close")
+
 
 @dataclass
 class _Probation:
@@ -70,6 +78,10 @@ class GuardedConnection:
         """A request head was complete once (idle afterwards: a keep-alive connection, the last evicted)."""
         self._released = False
         """Evicted: the guard no longer counts it."""
+        self._linger_timer: asyncio.TimerHandle | None = None
+        """Answered before its request's body was read: closing (:data:`LINGER_S`); what comes is discarded."""
+        self._guarded_cycle: object = None
+        """The request cycle whose answer :meth:`_guard_cycle` watches."""
 
     def _reading_head(self) -> bool:
         """The request line and headers are still coming (or the next request's, on a keep-alive connection)."""
@@ -142,8 +154,13 @@ class GuardedConnection:
 
     def idle_rank(self) -> int | None:
         """How idle this connection is (:meth:`adapters.ingest_http.connections.Evictable.idle_rank`): 0 no byte
-        yet, 1 the head of its first request coming, 2 between two requests; None inside a request."""
-        if self.transport.is_closing() or not self._reading_head():
+        yet, 1 the head of its first request coming, 2 between two requests; None inside a request. A connection
+        answered before its request's body was read (closing, :data:`LINGER_S`) is 0: nothing more is read from it."""
+        if self.transport.is_closing():
+            return None
+        if self._linger_timer is not None:
+            return 0
+        if not self._reading_head():
             return None
         if not self._requested:
             return 1 if self._bytes_seen else 0
@@ -154,6 +171,47 @@ class GuardedConnection:
         self._released = True
         self._cancel_timers()
         self.transport.close()
+
+    def _guard_cycle(self) -> None:
+        """Once uvicorn made the cycle of a request whose head was just read: an answer that starts while the
+        request's body is still coming (a refusal that never reads it: 401 for a missing or wrong token, 413, a
+        push-back ...) says ``Connection: close`` (so a client does not send its next request on this connection)
+        and its end does not close the connection at once but :meth:`_linger` (else a body trickling a byte at a
+        time would keep the slot of a refused request for good, and closing with bytes unread resets the
+        connection, which can lose the answer)."""
+        cycle = self.cycle
+        if cycle is None or cycle is self._guarded_cycle:
+            return
+        self._guarded_cycle = cycle
+        send = cycle.send
+
+        async def guarded_send(message: Any) -> None:
+            if message["type"] == "http.response.start" and self._reading_body():
+                headers = list(message.get("headers", ()))
+                if _CLOSE not in headers:
+                    message = {**message, "headers": [*headers, _CLOSE]}
+                cycle.transport = _AnsweredEarly(self)
+            await send(message)
+
+        cycle.send = guarded_send
+
+    def _linger(self) -> None:
+        """Answered before the request's body was all read (:meth:`_guard_cycle`), now asked to close: the writing
+        side is shut, what still comes is discarded and the connection is closed :data:`LINGER_S` later (or when
+        the client closes, or evicted before); the guard's timers stop. Body read by then: closed now."""
+        transport = self.transport
+        if transport.is_closing() or self._linger_timer is not None:
+            return
+        if not self._reading_body() or not transport.can_write_eof():
+            transport.close()
+            return
+        self._cancel_timers()
+        transport.write_eof()
+        self._linger_timer = self._later(LINGER_S, transport.close)
+
+    def _lingering(self) -> bool:
+        """Closing after an answer given before the request's body was read: what comes is discarded."""
+        return self._linger_timer is not None
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._probation is not None:
@@ -170,7 +228,7 @@ class GuardedConnection:
         super().connection_lost(exc)  # type: ignore[misc]
 
     def data_received(self, data: bytes) -> None:
-        if self._probation_took(data):
+        if self._probation_took(data) or self._lingering():
             return
         self._bytes_seen = True
         super().data_received(data)  # type: ignore[misc]
@@ -180,10 +238,10 @@ class GuardedConnection:
         return self.loop.call_later(delay_s, callback)
 
     def _cancel_timers(self) -> None:
-        for timer in (self._header_timer, self._body_timer):
+        for timer in (self._header_timer, self._body_timer, self._linger_timer):
             if timer is not None:
                 timer.cancel()
-        self._header_timer = self._body_timer = None
+        self._header_timer = self._body_timer = self._linger_timer = None
 
     def _watch(self) -> None:
         """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
@@ -237,6 +295,24 @@ class GuardedConnection:
         self.guard.note(CloseReason.BODY_IDLE_TIMEOUT, self._peer)
 
 
+class _AnsweredEarly:
+    """The transport a request cycle answering before its request's body was read writes to: the connection's own,
+    except that closing it is :meth:`GuardedConnection._linger`."""
+
+    __slots__ = ("_connection", "is_closing", "write")
+
+    def __init__(self, connection: GuardedConnection) -> None:
+        self._connection = connection
+        self.write = connection.transport.write
+        self.is_closing = connection.transport.is_closing
+
+    def close(self) -> None:
+        self._connection._linger()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection.transport, name)
+
+
 class GuardedH11Protocol(GuardedConnection, H11Protocol):  # type: ignore[misc]
     """uvicorn's h11 protocol under a :class:`ConnectionGuard` (make a class per listener with
     :func:`guarded_protocol`)."""
@@ -250,6 +326,10 @@ class GuardedH11Protocol(GuardedConnection, H11Protocol):  # type: ignore[misc]
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self._guard_init()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        self._guard_cycle()
 
     def _reading_head(self) -> bool:
         return self.conn.their_state is h11.IDLE
@@ -292,7 +372,7 @@ if HTTPTOOLS:
             self._head_bytes = 0
 
         def data_received(self, data: bytes) -> None:
-            if self._probation_took(data):
+            if self._probation_took(data) or self._lingering():
                 return
             if self._where != _Head.BODY:
                 self._head_bytes += len(data)
@@ -308,6 +388,7 @@ if HTTPTOOLS:
         def on_headers_complete(self) -> None:
             self._where, self._head_bytes = _Head.BODY, 0
             super().on_headers_complete()
+            self._guard_cycle()
 
         def on_message_complete(self) -> None:
             self._where = _Head.DONE

@@ -70,24 +70,75 @@ def _no_repeats(pairs: list[tuple[str, JsonValue]]) -> JsonObject:
     return out
 
 
-def strict_loads(raw: str | bytes) -> JsonValue:
-    """Parse JSON strictly: no ``NaN``/``Infinity`` (RFC 8259 has none) and no key twice in one object (which
-    value counts would be a guess), nesting as deep as Python's parser allows.
+MAX_JSON_DEPTH = 128
+"""The deepest nesting of arrays and objects the sidecar takes in one JSON value (``[[1]]`` is 2 levels): its encoder
+(orjson) stops at 254 levels, and the sidecar wraps what it takes in its own records (the journal, the live page's
+stream), so deeper values were taken and later could not be written (the fuzzer's depth bombs killed the run)."""
+
+
+class JsonTooDeepError(ValueError):
+    """A JSON value nested deeper than :data:`MAX_JSON_DEPTH` (the message says how deep and what to do)."""
+
+
+def json_depth(value: object, stop_past: int = MAX_JSON_DEPTH) -> int:
+    """The nesting depth of arrays and objects in ``value`` (a scalar 0, ``[]`` 1, ``{"a": [1]}`` 2), counted no
+    further than ``stop_past + 1``. Iterative (no recursion limit), O(size of value)."""
+    if not isinstance(value, (list, dict)):
+        return 0
+    deepest = 1
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:  # type: ignore[attr-defined]
+            if isinstance(child, (list, dict)):
+                if level + 1 > deepest:
+                    deepest = level + 1
+                    if deepest > stop_past:
+                        return deepest
+                stack.append((child, level + 1))
+    return deepest
+
+
+def check_json_depth(raw: str | bytes, value: object) -> None:
+    """Refuse ``value`` (parsed from ``raw``) when it nests past :data:`MAX_JSON_DEPTH`. Costs two counts of
+    ``raw`` (in C) unless ``raw`` holds more than that many ``[`` and ``{``, then a walk of ``value``.
 
     Raises:
-        ValueError: the text is not strict JSON; the message says why and where.
+        JsonTooDeepError: nested too deeply.
+    """
+    openers = raw.count("[") + raw.count("{") if isinstance(raw, str) else raw.count(b"[") + raw.count(b"{")
+    if openers > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
+        raise _too_deep(f"more than {MAX_JSON_DEPTH}")
+
+
+def _too_deep(how_deep: str) -> JsonTooDeepError:
+    return JsonTooDeepError(
+        f"JSON nested too deeply ({how_deep} levels of arrays and objects; the sidecar takes {MAX_JSON_DEPTH}): "
+        "flatten that value (send a deep structure as a string, e.g. its JSON text)"
+    )
+
+
+def strict_loads(raw: str | bytes) -> JsonValue:
+    """Parse JSON strictly: no ``NaN``/``Infinity`` (RFC 8259 has none), no key twice in one object (which
+    value counts would be a guess), nesting at most :data:`MAX_JSON_DEPTH` levels deep.
+
+    Raises:
+        ValueError: the text is not strict JSON; the message says why and where. JsonTooDeepError (a ValueError):
+            nested too deeply.
     """
     try:
         value: JsonValue = json.loads(raw, parse_constant=_no_constants, object_pairs_hook=_no_repeats)
-        return value
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} at {exc.pos}") from None
     except RecursionError:
-        raise ValueError("not accepted: JSON nested too deeply") from None
+        raise _too_deep(f"more than {MAX_JSON_DEPTH}") from None
     except ValueError as exc:
         if "integer string conversion" in str(exc):  # Python's own limit on the digits of an integer
             raise ValueError(f"not accepted: an integer of more than {sys.get_int_max_str_digits()} digits") from None
         raise ValueError(f"not strict JSON: {exc}") from None
+    check_json_depth(raw, value)
+    return value
 
 
 def strict_json_object(raw: str) -> JsonObject:

@@ -35,6 +35,7 @@ from streamrelay.core.lanes.gate import (
     ask_gate,
 )
 from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
+from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
@@ -152,6 +153,9 @@ class Relay:
         self.interrupted: set[str] = set()
         """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
         self._finished = FinishedRuns(keep_finished, finished_chars)
+        self._unclosed: dict[str, int | None] = {}
+        """Runs that finished here but whose journal could not be marked so (``journal.finish`` failed: a full or
+        read-only disk), with their last ``seq``: closed at the next :meth:`resume`, never resumed."""
         limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
         book = clients if isinstance(clients, ClientBook) else ClientBook(clients)
         args = (self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator, book)
@@ -201,7 +205,7 @@ class Relay:
                     try:
                         await self._journal.append((entry,))
                     except Exception:
-                        self._undo([(run, events)] if events else (), () if mark is None else (mark,))
+                        await self._undo([(run, events)] if events else (), () if mark is None else (mark,))
                         raise
                     if events and not (run.opened and run.queue.offer(events)):  # ActiveRun.offer, written out
                         await self._hand_over([(run, events)], replay=False)
@@ -238,6 +242,9 @@ class Relay:
         for run_id in await self._journal.unfinished():
             if run_id in self._runs:
                 continue  # active here (resuming again after a store outage): it goes on as it is
+            if run_id in self._unclosed:  # it finished here: its journal is closed now, the run stays finished
+                await self._close_journal(run_id)
+                continue
             self.interrupted.discard(run_id)
             self._finished.pop(run_id, None)  # stopped here unfinished (a store outage): not an ended run
             try:
@@ -249,6 +256,16 @@ class Relay:
                 _log.exception("run %s cannot be resumed: dropped from the journal", run_id)
                 await self._journal.finish(run_id, None)
         return resumed
+
+    async def _close_journal(self, run_id: str) -> None:
+        """Mark the finished run ``run_id`` ended in the journal (its earlier ``finish`` failed); a failure is logged
+        and it is tried again at the next :meth:`resume`."""
+        try:
+            await self._journal.finish(run_id, self._unclosed[run_id])
+        except Exception:
+            _log.exception("run %s finished but its journal still cannot be closed", run_id)
+        else:
+            del self._unclosed[run_id]
 
     async def _resume_one(self, run_id: str) -> bool:
         """Replay one run's journal; True when it is active again (False: it had ended, or cannot be rebuilt)."""
@@ -314,7 +331,8 @@ class Relay:
         self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, list[Event]]], marks: dict[str, _Mark]
     ) -> None:
         """Journal a batch's taken lines; when the journal refuses them, admission forgets them (new runs, ``seq``
-        numbers, usage, an ``end``), so the same lines sent again are taken, never dropped as repeats.
+        numbers, usage, an ``end``, what a raw stream's normalizer made of them), so the same lines sent again are
+        taken, never dropped as repeats, and give the same events once.
 
         Raises:
             Exception: what the journal raised (the batch is answered 503).
@@ -322,18 +340,45 @@ class Relay:
         try:
             await self._journal.append(entries)
         except Exception:
-            self._undo(staged, marks.values())
+            await self._undo(staged, marks.values())
             raise
 
-    def _undo(self, staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]) -> None:
-        """Admission forgets what it took of lines the journal refused: the runs they opened, and each run's ``seq``
-        numbers, usage and end as ``marks`` kept them."""
+    async def _undo(self, staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]) -> None:
+        """Admission forgets what it took of lines the journal refused: the runs they opened, each run's ``seq``
+        numbers, usage and end as ``marks`` kept them, and what a raw stream's normalizer made of them."""
         for run, _ in staged:
             if not run.opened and self._runs.get(run.run) is run:
                 del self._runs[run.run]
                 self._admission.clients.left(run.run)
         for mark in marks:
             mark.restore()
+            if mark.run.normalizer is not None:
+                await self._renormalize(mark.run)
+
+    async def _renormalize(self, run: ActiveRun) -> None:
+        """Give ``run`` a normalizer in the state its journaled lines leave it (fed again, their events dropped):
+        the one before a refused batch. Copying the normalizer before each batch would cost ~50 µs a request
+        (``copy.deepcopy``); this costs a read of the run's journal, once per refusal. A journal that cannot be read
+        either leaves the normalizer as it is (logged)."""
+        stream = run.controller.start_event.format
+        if stream is None:
+            return
+        try:
+            lines = await self._journal.lines(run.run)
+        except Exception:
+            _log.exception("run %s: its raw stream's state could not be rebuilt from the journal", run.run)
+            return
+        fresh = make_normalizer(stream, run.run)
+        for line in lines:
+            obj = json.loads(line)
+            if type(obj) is not dict:
+                continue
+            if Admission._is_raw_of(run, obj, run.run):
+                with contextlib.suppress(Exception):  # it was taken when it came: never refused now
+                    fresh.feed({k: v for k, v in obj.items() if k != "seq"})
+            elif obj.get("kind") == "end" and obj.get("source") is None:
+                fresh.close()
+        run.normalizer = fresh
 
     async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
@@ -376,7 +421,8 @@ class Relay:
             if controller.done:  # before the run leaves the registry: waiters see it finished only after this
                 try:
                     await self._journal.finish(controller.run, run.gate.last)
-                except Exception:
+                except Exception:  # closed at the next resume (the disk healed): never resumed as unfinished
+                    self._unclosed[controller.run] = run.gate.last
                     _log.exception("run %s finished but its journal could not be closed", controller.run)
                 try:
                     parts = await self._ledger.parts(controller.run)  # what its texts refer to once it is kept
@@ -532,7 +578,8 @@ class Relay:
 class _Mark:
     """What admission knows of one active run (its ``seq`` numbers taken, its usage, its end) before a batch, so a
     batch the journal refused (a full or read-only disk) leaves the run as it was: the agent's same lines sent again
-    are taken, never dropped as repeats. A raw provider line's normalizer state is not restored.
+    are taken, never dropped as repeats. A raw provider stream's normalizer is rebuilt from the journal instead
+    (:meth:`Relay._renormalize`).
 
     One is made per request (per line when an agent posts each line alone): the state is kept as one tuple, and the
     run's set of ``seq`` numbers above its floor and its longest texts are copied only when they hold something (they

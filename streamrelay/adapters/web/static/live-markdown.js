@@ -31,17 +31,26 @@
    */
   const DEEP = /^((?:[ \t]*(?:>|[-+*][ \t]|\d{1,9}[.)][ \t])){20})(?:[ \t]*(?:>|[-+*][ \t]|\d{1,9}[.)][ \t]))+/gm;
 
-  // streamrelay/adapters/invisible.py's INVISIBLE, _EMOJI, _EMOJI_MODIFIER and _JOINING (keep them alike).
-  const INVISIBLE = new RegExp(
-    "(\\u{1F3F4}[\\u{E0030}-\\u{E0039}\\u{E0061}-\\u{E007A}]{3,7}\\u{E007F})"
-    + "|([\\u200C\\u200D])"
-    + "|(?<=[\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}])[\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]+"
-    + "|[\\u00AD\\u115F\\u1160\\u3164\\uFFA0\\u200B\\u2060-\\u2064\\u206A-\\u206F\\u202A-\\u202E\\u2066-\\u2069"
-    + "\\uFEFF\\uFFF9-\\uFFFB\\u{E0000}-\\u{E007F}]",
-    "gu",
-  );
+  // streamrelay/adapters/invisible.py's INVISIBLE, _EMOJI, _EMOJI_MODIFIER, _JOINING, _CJK and _VS_BASE (keep them
+  // alike).
   const EMOJI = "\\u00A9\\u00AE\\u203C\\u2049\\u2122\\u2139\\u2194-\\u2199\\u21A9\\u21AA\\u231A-\\u23FF\\u24C2"
     + "\\u25AA-\\u27BF\\u2934\\u2935\\u2B05-\\u2B55\\u3030\\u303D\\u3297\\u3299\\u{1F000}-\\u{1FAFF}";
+  const CJK = "\\u3400-\\u4DBF\\u4E00-\\u9FFF\\uF900-\\uFAFF\\u{20000}-\\u{3FFFF}";
+  const VS_BASE = EMOJI + "#*0-9" + CJK + "\\u2200-\\u22FF\\u2A00-\\u2AFF\\u1000-\\u109F\\uAA60-\\uAA7F\\uA9E0-\\uA9FF"
+    + "\\uA840-\\uA877";
+  const INVISIBLE = new RegExp(
+    "(\\u{1F3F4}\\u{E0067}\\u{E0062}(?:\\u{E0065}\\u{E006E}\\u{E0067}|\\u{E0073}\\u{E0063}\\u{E0074}"
+    + "|\\u{E0077}\\u{E006C}\\u{E0073})\\u{E007F})"
+    + "|([\\u200C\\u200D])"
+    + "|(?<![" + VS_BASE + "])[\\uFE00-\\uFE0F]"
+    + "|(?<![" + CJK + "])[\\u{E0100}-\\u{E01EF}]"
+    + "|(?<![\\u1820-\\u18AF])[\\u180B-\\u180D\\u180F]"
+    + "|(?<![\\u2800-\\u28FF])\\u2800+|\\u2800+(?![\\u2800-\\u28FF])"
+    + "|[\\u00AD\\u034F\\u115F\\u1160\\u17B4\\u17B5\\u180E\\u3164\\uFFA0\\u200B\\u2060-\\u2064\\u206A-\\u206F"
+    + "\\u202A-\\u202E\\u2066-\\u2069\\uFEFF\\uFFF9-\\uFFFB\\u{1BCA0}-\\u{1BCA3}\\u{1D173}-\\u{1D17A}"
+    + "\\u{E0000}-\\u{E007F}]",
+    "gu",
+  );
   const EMOJI_BEFORE = new RegExp("[" + EMOJI + "][\\uFE0F\\u{1F3FB}-\\u{1F3FF}]?$", "u");
   const EMOJI_AFTER = new RegExp("^[" + EMOJI + "]", "u");
   const JOINING = /[\u0600-\u08FF\u0900-\u0DFF\u1000-\u109F\u1780-\u18AF\uA8E0-\uA8FF\uFB50-\uFDFF\uFE70-\uFEFE]/;
