@@ -94,6 +94,7 @@ async def _variant(name: str, backend: str, replicas: int, runs: int, lines: int
                 stdout=subprocess.DEVNULL,
             )
             env["STREAMRELAY_SERVICE__REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+            env["STREAMRELAY_SERVICE__ALLOW_VOLATILE_REDIS"] = "true"  # no disk writes in the measured figures
         config = _config(folder, backend)
         ports = [free_port() for _ in range(replicas)]
         procs = [

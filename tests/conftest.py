@@ -1,7 +1,94 @@
 """Every test process checks the typed contracts where they are produced: each live event the monitor publishes is
 validated against core/contracts/live.py (:data:`core.run.monitor.CHECK_CONTRACT`; pipeline units are checked always).
-Set here, before any test module imports the core, and inherited by the sidecars tests start as processes."""
+Set here, before any test module imports the core, and inherited by the sidecars tests start as processes.
+
+Under pytest-xdist (``-n``; ``--dist loadgroup``: :func:`pytest_cmdline_main`) each worker draws the ports of the
+servers its tests start from its own slice (tests/ports.py), and the tests sharing a fixture wider than one test (a
+module's sidecar, a chaos campaign) run on one worker, in their file's order: :func:`pytest_collection_modifyitems`."""
 
 import os
+from pathlib import Path
+
+import pytest
+from _pytest.nodeid import NodeId
 
 os.environ.setdefault("STREAMRELAY_CHECK_CONTRACTS", "1")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # An xdist worker starts with COLUMNS=80 and LINES=24 in its environment (a serial run has neither), and rich
+    # fixes a Console's width when it is made from COLUMNS: the CLI's module-level consoles would print 80 columns
+    # whatever width a test's CliRunner asks for (tests/redis/test_ops_runs.py's dead-letter table lost its ids).
+    for variable in ("COLUMNS", "LINES"):
+        os.environ.pop(variable, None)
+
+from tests.contention import timeout_scale
+from tests.ports import configure  # after the variable above: it imports the core
+
+configure()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which makes it "load"
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``-n N`` (or ``-n auto``) without ``--dist`` distributes with ``loadgroup``: the groups below hold whatever the
+    command line. Set here rather than in ``addopts``, so ``-p no:xdist`` still runs the suite serially."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
+EXTRA_WORKERS = 1
+"""``-n auto`` runs this many workers more than the cores: most tests wait on the servers they start (mock platforms,
+sidecars, redis-server, Chromium, chaos campaigns), so a core is often idle with one worker per core."""
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown with -p no:xdist
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """The worker count for ``-n auto``: the cores this process may run on, plus :data:`EXTRA_WORKERS`; None (xdist
+    decides) when ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + EXTRA_WORKERS
+
+
+REDIS_TESTS = Path(__file__).parent / "redis"
+"""One group, one worker: their leases (300 ms to 2 s) and replicas (3 processes, seconds of CPU each to start)
+expire or time out when another worker starts replicas of its own beside them (at load 5-12 on 2 cores: 10 of 76
+failed spread over 3 workers, 6 in one group; the 6 are the sidecar's own overload answer, 503 past
+overload_lag_ms = 100, which the tests do not retry: open)."""
+
+SHARED_SCOPES = frozenset({"class", "module", "package"})
+"""Fixture scopes whose value several tests share; a session fixture (redis-server) is made once per worker."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, in each worker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Scale each test's timeout by :func:`timeout_scale`. Mark each test that uses a class-, module- or
+    package-scoped fixture ``xdist_group(<its file>)`` unless it names a group itself: spread over workers, each
+    worker would make the fixture again (a chaos campaign, a sidecar), and a module whose last test checks what the
+    earlier ones did (tests/fuzz) would lose that.
+
+    In an xdist worker each grouped test's id also gets its ``@group`` suffix, which is what the controller's
+    LoadGroupScheduling groups by (the other schedulers ignore it): xdist 3.8 writes it to ``item._nodeid``, which
+    pytest 9.2 no longer reads (``Node.nodeid`` is ``str(item._id)``), so without this every group is spread over the
+    workers."""
+    scale = timeout_scale()
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        if scale > 1:  # the closest timeout (the test's, its module's, else the ini's), scaled: the test's own now
+            written = item.get_closest_marker("timeout")
+            given = written.kwargs.get("timeout", written.args[0] if written.args else None) if written else None
+            seconds = float(given if given is not None else config.getini("timeout") or 0)
+            if seconds > 0:
+                item.add_marker(pytest.mark.timeout(seconds * scale), append=False)
+        if item.get_closest_marker("xdist_group") is None and item.path.is_relative_to(REDIS_TESTS):
+            item.add_marker(pytest.mark.xdist_group("tests/redis"))
+        if item.get_closest_marker("xdist_group") is None:
+            defs = item._fixtureinfo.name2fixturedefs.values()
+            if any(chain[-1].scope in SHARED_SCOPES for chain in defs if chain):
+                item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
+        if hasattr(config, "workerinput") and "@" not in item.nodeid:  # an xdist worker
+            names = {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+            }
+            if names:  # as xdist names a test's groups: sorted, joined with "_"
+                item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(sorted(names))}")

@@ -60,11 +60,21 @@ def chaos(
             min=1.0, metavar="SECONDS", help="the replicas' lease_ttl_s (--backend redis; short: kills cost seconds)"
         ),
     ] = 3.0,
+    failovers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="primary failovers (--backend redis): kill -9 of the Redis primary N times; its replica is promoted"
+            " by three sentinels",
+        ),
+    ] = 0,
 ) -> None:
     """A seeded chaos campaign against the real sidecar and mock platforms (separate processes): kill -9 of the
     sidecar at random points, restarts on the same journal and ledger, agents re-sending from seq 0 or never
     coming back, platform faults (429 storms, 5xx and timeouts before and after commit, resets, outages). With
-    --backend redis --replicas N: N replicas on a redis-server of the campaign's own, kills of random replicas.
+    --backend redis --replicas N: N replicas on a redis-server of the campaign's own, kills of random replicas;
+    --failovers N: that Redis is a primary, a replica and three sentinels, and its primary is killed N times.
     Prints one row per platform and mode; exits 1 when a run was lost, lied about, left unfinished or doubled
     where that is not allowed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -105,6 +115,7 @@ def chaos(
         backend=backend,
         replicas=replicas,
         lease_ttl_s=lease_ttl_s,
+        failovers=failovers,
     )
     _chaos_preflight(options)
     shown = err if as_json else console
@@ -160,6 +171,8 @@ def _chaos_preflight(options: Options) -> None:
     if not options.replicated:
         if options.replicas != 1:
             raise typer.BadParameter("replicas need --backend redis (sqlite runs one sidecar)", param_hint="--replicas")
+        if options.failovers:
+            raise typer.BadParameter("failovers need --backend redis (a Redis to fail over)", param_hint="--failovers")
         return
     try:
         redis_server()

@@ -22,6 +22,7 @@ the run report, the gate's answer), so mypy checks a parent loop's field names. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -32,7 +33,7 @@ from urllib.parse import quote
 
 import httpx
 
-from streamrelay.app.ingest_client import recording_lines
+from streamrelay.app.ingest_client import KEEPALIVE_S, recording_lines
 from streamrelay.core.contracts.answers import GateAnswer, RunListing, StopAnswer, WatchLink
 from streamrelay.core.contracts.live import LIVE_EVENT, EndLiveEvent, LiveEvent
 from streamrelay.core.contracts.report import RunReport
@@ -161,6 +162,15 @@ class RelayClient:
             delay_s = float(answer.headers.get("retry-after", "1"))
             await asyncio.sleep(min(delay_s, max(0.0, deadline - time.monotonic())))
 
+    def stream(self, run: str, *, keepalive_s: float = KEEPALIVE_S) -> RunStream:
+        """One long request that carries ``run``'s events as the agent produces them (the agent mode of
+        docs/ingest.md): ``async with relay.stream("r1") as stream: await stream.send([...])``; the request ends
+        when the block does. While nothing is sent for ``keepalive_s`` seconds (a tool call, a slow model) the body
+        gets an empty line, a keep-alive the sidecar skips: a body silent for the sidecar's
+        ``[service.connections] body_idle_timeout_s`` (120 s by default) is cut.
+        """
+        return RunStream(self, run, keepalive_s)
+
     async def units(self, run: str, *, after: int = 0) -> list[PipelineUnit]:
         """The run's pipeline units after position ``after`` so far (without waiting), typed."""
         answer = await self._http.get(_path(run, "/pipeline"), params={"after": after})
@@ -267,6 +277,83 @@ class RelayClient:
             failures += 1
             if failures > self.reconnects:
                 raise RelayError(504, f"the live stream of run {run!r} ended {failures} times without its end")
+
+
+class RunStream:
+    """One long NDJSON request of a run (:meth:`RelayClient.stream`): lines go out as :meth:`send` gives them, an
+    empty line (a keep-alive) after each ``keepalive_s`` seconds of silence, and the sidecar answers when the block
+    ends. Lines the sidecar pushed back (503 with ``pushed_back_from``, past its capacity) are sent again after the
+    request, as :meth:`RelayClient.send` does; :attr:`accepted` is then the events the sidecar took.
+
+    Raises (on leaving the block):
+        RelayError: a line was refused (the others were taken), or the sidecar still pushed back after
+            ``push_back_s``. :meth:`send` raises it at once when the sidecar already answered (e.g. 401, 413).
+    """
+
+    def __init__(self, client: RelayClient, run: str, keepalive_s: float) -> None:
+        self._client = client
+        self.run = run
+        self.keepalive_s = keepalive_s
+        self.accepted = 0
+        self._lines: list[str] = []
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._post: asyncio.Task[httpx.Response] | None = None
+
+    def __repr__(self) -> str:
+        return f"RunStream(run={self.run!r}, lines={len(self._lines)})"
+
+    async def __aenter__(self) -> RunStream:
+        http = self._client._http
+        path = _path(self.run, "/events")
+        headers = {"Content-Type": "application/x-ndjson"}
+        self._post = asyncio.create_task(http.post(path, content=self._body(), headers=headers, timeout=None))
+        return self
+
+    async def send(self, events: Iterable[Mapping[str, Any] | Event]) -> None:
+        """Send ``events`` on the open request (queued: they go out as the connection takes them).
+
+        Raises:
+            RelayError: the sidecar already answered the request (it ends it: nothing more is read).
+        """
+        if self._post is None:
+            raise RuntimeError("send inside `async with relay.stream(run) as stream:`")
+        if self._post.done():
+            _json(self._post.result())  # the answer that ended it (a 4xx, a 503): raised as RelayError
+            raise RelayError(200, "the sidecar already answered this stream: start another")
+        for event in events:
+            line = json.dumps(event if isinstance(event, Mapping) else event_to_json(event), ensure_ascii=False)
+            self._lines.append(line)
+            self._queue.put_nowait((line + "\n").encode())
+
+    async def _body(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                piece = await asyncio.wait_for(self._queue.get(), self.keepalive_s)
+            except TimeoutError:
+                yield b"\n"  # a keep-alive: the sidecar skips an empty line
+                continue
+            if piece is None:
+                return
+            yield piece
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._post is not None
+        self._queue.put_nowait(None)
+        if exc_type is not None:
+            self._post.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # the block's own error is raised
+                await self._post
+            return
+        answer = await self._post
+        rest = _pushed_back(answer, self._lines)
+        if rest is None:
+            self.accepted = int(_json(answer).get("accepted", 0))
+            return
+        taken = int(answer.json().get("accepted", 0))
+        await asyncio.sleep(float(answer.headers.get("retry-after", "1")))
+        self.accepted = taken + await self._client.send(self.run, [json.loads(line) for line in rest])
 
 
 def _path(run: str, tail: str = "") -> str:

@@ -17,6 +17,10 @@ from streamrelay.core.events import ProviderFormat
 
 WAIT_POLL_S = 0.25
 """How often :func:`wait_for_sidecar` asks a starting sidecar whether it is ready."""
+KEEPALIVE_S = 30.0
+"""Seconds of silence after which a long request's body gets an empty line (a keep-alive, docs/ingest.md): well
+under the sidecar's ``[service.connections] body_idle_timeout_s`` (120 s by default), past which a silent body is
+cut."""
 STARTING_WAIT_S = 120.0
 """How long :func:`wait_for_sidecar` waits for a sidecar that answers it is starting (``/readyz`` 503: loading its
 channels, resuming its journal), from its first such answer, whatever ``wait_s`` says."""
@@ -39,6 +43,19 @@ class SidecarNotReadyError(SidecarUnreachableError):
     def __init__(self, url: str, why: str) -> None:
         RuntimeError.__init__(self, f"the sidecar at {url} is still not ready {why}: see its log")
         self.url = url
+
+
+async def quiet(delay_s: float, keepalive_s: float = KEEPALIVE_S) -> AsyncIterator[bytes]:
+    """Wait ``delay_s`` seconds inside a request body, yielding an empty line (``b"\\n"``, a keep-alive the sidecar
+    skips) every ``keepalive_s`` seconds of it, so a long pause (an agent's tool call) never leaves the body silent
+    past the sidecar's ``body_idle_timeout_s``."""
+    deadline = time.monotonic() + delay_s
+    while (left_s := deadline - time.monotonic()) > 0:
+        if left_s <= keepalive_s:
+            await asyncio.sleep(left_s)
+            return
+        await asyncio.sleep(keepalive_s)
+        yield b"\n"
 
 
 async def wait_for_sidecar(url: str, wait_s: float, *, on_wait: Callable[[str], None] | None = None) -> None:
@@ -209,9 +226,8 @@ async def replay(
         yield (json.dumps(start) + "\n").encode()
         t0 = time.monotonic()
         for i, event in enumerate(events):
-            delay = t0 + i * pace_ms / 1000 - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            async for keepalive in quiet(t0 + i * pace_ms / 1000 - time.monotonic()):
+                yield keepalive
             yield (json.dumps({**event, "seq": i + 1}) + "\n").encode()
             if on_line is not None:
                 on_line(i + 1)

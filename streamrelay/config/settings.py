@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
@@ -214,7 +215,24 @@ class ServiceSettings(Strict):
     (``redis_url``), each owning a share of the ``partitions``."""
     redis_url: SecretStr | None = None
     """``redis://[:password@]host:port/db`` (``rediss://`` for TLS); it may hold a password: never logged. Set it
-    from the environment: ``STREAMRELAY_SERVICE__REDIS_URL``."""
+    from the environment: ``STREAMRELAY_SERVICE__REDIS_URL``. With ``redis_sentinels`` it is optional and gives
+    only the credentials, database and TLS of the data nodes, without a host (``redis://:password@/0``)."""
+    redis_sentinels: list[str] = Field(default_factory=list)
+    """Redis Sentinel instead of one URL: the sentinels' ``host:port`` (three or more, on separate machines). Every
+    replica asks them for the primary of ``redis_sentinel_master`` and follows a failover to the promoted replica."""
+    redis_sentinel_master: str = ""
+    """The name the sentinels monitor the primary under (``sentinel monitor <name> ...``); needed with
+    ``redis_sentinels``."""
+    redis_wait_replicas: int | None = Field(default=None, ge=0, le=16)
+    """How many Redis replicas must acknowledge (``WAIT``) the writes that must survive a failover: a lease's fencing
+    token, a ledger intent, an accepted line, the epoch markers; never more than are connected (a primary left
+    alone goes on). Unset: 1 with ``redis_sentinels``, 0 with ``redis_url``."""
+    redis_wait_timeout_ms: int = Field(default=1000, ge=10, le=60_000)
+    """How long such a write waits for its acknowledgements before it is refused (503, or the run resumes)."""
+    allow_volatile_redis: bool = False
+    """``serve`` refuses a Redis (the primary) without an append-only file (``appendonly no``): a restart of it
+    loses the runs in flight and the lines answered 200, and sends fencing tokens back (an owner paused past its
+    lease could then write again). ``true`` takes such a Redis anyway (tests, throwaway demos)."""
     partitions: int = Field(default=16, ge=1, le=4096)
     """P: conversations are spread over this many partitions, each owned by one replica at a time. Fixed for a
     deployment (changing it moves conversations between partitions: change it only with no run active)."""
@@ -237,11 +255,46 @@ class ServiceSettings(Strict):
 
     @model_validator(mode="after")
     def _redis_needs_url(self) -> ServiceSettings:
-        if self.backend == "redis" and (self.redis_url is None or not self.redis_url.get_secret_value()):
+        url = self.redis_url.get_secret_value() if self.redis_url is not None else ""
+        if self.redis_sentinels:
+            self.sentinel_addresses()  # each is host:port
+            if not self.redis_sentinel_master:
+                raise ValueError("redis_sentinels needs redis_sentinel_master: the name the sentinels monitor")
+            try:
+                host = urlsplit(url).hostname if url else None
+            except ValueError:
+                raise ValueError("redis_url is not a URL") from None
+            if host:
+                raise ValueError(
+                    "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
+                    "the sentinels name the primary; leave its host out"
+                )
+        elif self.backend == "redis" and not url:
             raise ValueError(
-                "backend = 'redis' needs redis_url: set [service] redis_url or STREAMRELAY_SERVICE__REDIS_URL"
+                "backend = 'redis' needs redis_url (or redis_sentinels and redis_sentinel_master): set [service] "
+                "redis_url or STREAMRELAY_SERVICE__REDIS_URL"
             )
         return self
+
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """``redis_sentinels`` as ``(host, port)`` pairs.
+
+        Raises:
+            ValueError: an entry is not ``host:port`` with a port in 1..65535.
+        """
+        found: list[tuple[str, int]] = []
+        for entry in self.redis_sentinels:
+            host, _, port = entry.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"redis_sentinels: {entry!r} is not host:port")
+            found.append((host.strip("[]"), int(port)))
+        return found
+
+    def wait_replicas(self) -> int:
+        """The replicas a durable write waits for: ``redis_wait_replicas``, else 1 with sentinels and 0 without."""
+        if self.redis_wait_replicas is not None:
+            return self.redis_wait_replicas
+        return 1 if self.redis_sentinels else 0
 
 
 class Settings(BaseSettings):

@@ -25,11 +25,14 @@ from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.run.relay import Relay
+from tests.contention import timeout_scale
 
 INGEST_TOKEN = "browser-tests-ingest-secret"
 NO_CHROMIUM = "no Chromium on PATH: install Debian's chromium: apt-get install chromium"
-WAIT_MS = 15_000
-"""Playwright's timeout for one wait (a reconnect takes about 3 s: the EventSource's own retry delay)."""
+WAIT_MS = round(15_000 * timeout_scale())
+"""Playwright's timeout for one wait (a reconnect takes about 3 s: the EventSource's own retry delay), 15 s on an
+idle machine, scaled by its contention (:func:`tests.contention.timeout_scale`: Chromium renders N times slower on
+a machine running N times more work than it has cores)."""
 POLL_S = 0.05
 
 

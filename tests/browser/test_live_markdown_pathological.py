@@ -10,6 +10,7 @@ import pytest
 
 from tests.browser.conftest import LivePage, WebStack
 from tests.browser.test_live_markdown import END, RUN, deltas, send_in
+from tests.contention import timeout_scale
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(90)]
 
@@ -46,7 +47,7 @@ async def test_pathological_markdown_renders_inert_and_the_page_stays_responsive
     await _shown(web, live, NASTY, 4000)
     started = time.monotonic()
     assert await live.page.evaluate("1 + 1") == 2
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.0 * timeout_scale()  # 1 s on an idle machine
     assert await live.page.evaluate("typeof window.__pwned") == "undefined"
     assert await live.page.evaluate("document.querySelectorAll('#answer img, #answer script').length") == 0
 

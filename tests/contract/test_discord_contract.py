@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import socket
 import time
 import traceback
 
@@ -34,6 +33,7 @@ from streamrelay.core.ports import TextFormat
 from streamrelay.core.units import LengthUnit
 from streamrelay.mocks.discord import Bucket, DiscordLimits, MockDiscord
 from tests.contract.conftest import DISCORD_TOKEN, MakeDiscord
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(5)
 
@@ -61,13 +61,6 @@ def methods(mock: MockDiscord) -> list[str]:
 
 def sends(mock: MockDiscord) -> list[int | None]:
     return [call.status for call in mock.calls if call.method == "createMessage"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 # ------------------------------------------------------------------ happy paths

@@ -5,7 +5,6 @@ Assertions read what a person would see (the mock's stored messages) and what th
 
 from __future__ import annotations
 
-import socket
 import time
 import traceback
 from collections.abc import AsyncIterator
@@ -33,6 +32,7 @@ from streamrelay.core.events import Target
 from streamrelay.core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from streamrelay.mocks.slack import MockSlack
 from tests.contract.conftest import MakeSlack
+from tests.ports import free_port as closed_port
 
 pytestmark = pytest.mark.timeout(5)
 
@@ -61,13 +61,6 @@ def methods(mock: MockSlack) -> list[str]:
 
 def texts(mock: MockSlack, channel: str) -> list[str]:
     return [text for _, text in mock.visible(channel)]
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def test_it_implements_both_ports(slack: SlackAdapter) -> None:

@@ -6,7 +6,6 @@ Assertions read what a person would see (the mock's stored messages) and what th
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import traceback
 
@@ -31,6 +30,7 @@ from streamrelay.core.events import Target
 from streamrelay.core.ports import TextFormat
 from streamrelay.mocks.telegram import NOT_MODIFIED, MockTelegram
 from tests.contract.conftest import TELEGRAM_TOKEN, MakeTelegram
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(5)
 
@@ -298,10 +298,7 @@ async def test_an_edit_telegram_refuses_for_good_is_frozen(
 
 
 async def test_connection_refused_is_platform_unavailable(make_telegram: MakeTelegram) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    telegram = make_telegram(base_url=f"http://127.0.0.1:{port}")
+    telegram = make_telegram(base_url=f"http://127.0.0.1:{free_port()}")
 
     with pytest.raises(PlatformUnavailableError):
         await telegram.send_text(CHAT, "Hello", PLAIN)

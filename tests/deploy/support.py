@@ -7,7 +7,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,12 +27,6 @@ START_TIMEOUT_S = 60.0
 NO_REDIS = (
     "no redis-server on PATH (the Redis form needs one): install Debian's redis-server: apt-get install redis-server"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cli_accepts(args: Sequence[str]) -> None:
@@ -145,10 +138,10 @@ def redis_server() -> str:
 
 @contextmanager
 def started_redis(port: int, folder: Path) -> Iterator[Process]:
-    """A throwaway redis-server on 127.0.0.1:``port`` (nothing saved: ``--save ""``, ``--appendonly no``), answering
-    PING when this yields; killed at the end."""
+    """A throwaway redis-server on 127.0.0.1:``port`` (its append-only file in ``folder``: ``serve`` refuses a Redis
+    without one), answering PING when this yields; killed at the end."""
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    argv = [redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
     argv += ["--dir", str(folder)]
     with started(argv, {}, folder / "redis.log", cwd=folder) as process:
         probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)

@@ -20,7 +20,8 @@ import yaml
 
 from streamrelay.adapters.redis import Leases, ReplicaUrls, RunIndex, connect
 from streamrelay.config.settings import ServiceSettings
-from tests.deploy.support import DEPLOY, ROOT, Process, cli_accepts, free_port, started, started_redis
+from tests.deploy.support import DEPLOY, ROOT, Process, cli_accepts, started, started_redis
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

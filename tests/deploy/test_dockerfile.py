@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from streamrelay.config.settings import ServiceSettings
-from tests.deploy.support import DEPLOY, ROOT, cli_accepts, free_port, started
+from tests.deploy.support import DEPLOY, ROOT, cli_accepts, started
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,8 @@ import yaml
 
 from streamrelay.app.service import SHUTDOWN_GRACE_S
 from streamrelay.config.settings import load_settings
-from tests.deploy.support import DEPLOY, cli_accepts, free_port, started
+from tests.deploy.support import DEPLOY, cli_accepts, started
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

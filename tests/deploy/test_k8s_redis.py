@@ -21,7 +21,8 @@ import yaml
 
 from streamrelay.adapters.redis import ReplicaUrls, connect
 from streamrelay.config.settings import ServiceSettings, load_settings
-from tests.deploy.support import DEPLOY, Process, cli_accepts, free_port, started, started_redis
+from tests.deploy.support import DEPLOY, Process, cli_accepts, started, started_redis
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

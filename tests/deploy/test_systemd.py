@@ -14,7 +14,8 @@ import pytest
 
 from streamrelay.app.service import SHUTDOWN_GRACE_S
 from streamrelay.config.settings import ServiceSettings
-from tests.deploy.support import DEPLOY, ROOT, cli_accepts, free_port, read_unit, started
+from tests.deploy.support import DEPLOY, ROOT, cli_accepts, read_unit, started
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

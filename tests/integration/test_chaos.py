@@ -110,6 +110,7 @@ def _bad(summary: dict[str, Any], platform: str) -> list[str]:
 # ---------------------------------------------------------------- the slices
 
 
+@pytest.mark.xdist_group("chaos-exclusive")  # one campaign, one worker
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 def test_slice_kills_restarts_and_faults_happen(exclusive: dict[str, Any]) -> None:
     total = exclusive["rows"][-1]
@@ -126,6 +127,7 @@ def test_slice_kills_restarts_and_faults_happen(exclusive: dict[str, Any]) -> No
     assert "resumed" in (out / "sidecar.log").read_text(encoding="utf-8", errors="replace")
 
 
+@pytest.mark.xdist_group("chaos-exclusive")  # one campaign, one worker
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 @pytest.mark.parametrize("platform", ["slack", "discord"])
 def test_slice_exactly_once(exclusive: dict[str, Any], platform: str) -> None:
@@ -133,6 +135,7 @@ def test_slice_exactly_once(exclusive: dict[str, Any], platform: str) -> None:
         assert (row["lost"], row["doubled"], row["lying"], row["unfinished"]) == (0, 0, 0, 0), _bad(exclusive, platform)
 
 
+@pytest.mark.xdist_group("chaos-exclusive")  # one campaign, one worker
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 def test_slice_telegram_exclusive_bot_exactly_once(exclusive: dict[str, Any]) -> None:
     for row in _rows(exclusive, "telegram"):
@@ -141,6 +144,7 @@ def test_slice_telegram_exclusive_bot_exactly_once(exclusive: dict[str, Any]) ->
         )
 
 
+@pytest.mark.xdist_group("chaos-shared")  # one campaign, one worker
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 def test_telegram_shared_bot_every_double_reported_uncertain(shared: dict[str, Any]) -> None:
     rows = _rows(shared, "telegram")
@@ -150,6 +154,7 @@ def test_telegram_shared_bot_every_double_reported_uncertain(shared: dict[str, A
     assert shared["rows"][-1]["kills"] >= 1
 
 
+@pytest.mark.xdist_group("chaos-shared")  # one campaign, one worker
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 def test_telegram_shared_bot_a_lost_part_is_always_reported_uncertain(shared: dict[str, Any]) -> None:
     # With a shared token an unknown create cannot be settled; a fixed part is not sent again (the
@@ -161,6 +166,7 @@ def test_telegram_shared_bot_a_lost_part_is_always_reported_uncertain(shared: di
     assert all((b["report"]["uncertain"] or 0) > 0 and not has(b, "lying") for b in lost), lost
 
 
+@pytest.mark.xdist_group("chaos-replicated")  # one campaign, one worker
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 def test_replicas_slice_kills_random_replicas_and_loses_nothing(replicated: dict[str, Any]) -> None:
     total = replicated["rows"][-1]
@@ -182,6 +188,7 @@ def test_replicas_slice_kills_random_replicas_and_loses_nothing(replicated: dict
     assert not (out / "ledger.sqlite3").exists()
 
 
+@pytest.mark.xdist_group("chaos-idle-closed")  # one campaign, one worker
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 def test_an_agent_refused_after_an_idle_close_is_judged_by_what_was_taken(idle_closed: dict[str, Any]) -> None:
     # Before: the agent counted its end as confirmed after the 409s, so the judge wanted every media item of the

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import pytest
 
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.common import MockPlatform
+from tests.contention import timeout_scale
+from tests.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "durability-test-token"
@@ -30,12 +31,6 @@ ANSWER = (
     "It reaches your card within 14 days; you will get an email when it is sent."
 )
 FIRST_SEND = {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(tmp: Path, platform: str, api_base: str, port: int, **channel: Any) -> Path:
@@ -101,7 +96,7 @@ async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: 
         except httpx.TransportError:
             return False
 
-    await _until(up, 60, "the sidecar to listen")
+    await _until(up, 60 * timeout_scale(), "the sidecar to listen")  # a hang guard, scaled as the timeouts are
 
 
 def _events(run: str, target: dict[str, Any]) -> bytes:

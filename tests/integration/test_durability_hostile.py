@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from streamrelay.app.dry_run import DRY_RUN
-from tests.integration.test_durability import TOKEN, _config, _free_port, _mock, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.ports import free_port as _free_port
 
 ANSWER = "Your refund of 49.99 EUR for order A-1029 was approved today. It reaches your card within 14 days."
 

@@ -22,12 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.serving import free_port
 from streamrelay.adapters.telegram.render import render
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.core.ports import TextFormat
 from streamrelay.mocks.slack import MockSlack
 from streamrelay.mocks.telegram import MockTelegram
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

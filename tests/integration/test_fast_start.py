@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.serving import free_port
 from streamrelay.app.client import RelayClient
 from streamrelay.mocks.telegram import MockTelegram
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

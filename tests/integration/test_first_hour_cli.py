@@ -23,18 +23,13 @@ import pytest
 from typer.testing import CliRunner
 
 from streamrelay.app.cli import app
+from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "first-hour-ingest-token"
 RECORDING = ROOT / "tests" / "streams" / "anthropic" / "markdown-long-fences.jsonl"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(**extra: str) -> dict[str, str]:

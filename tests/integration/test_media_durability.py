@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from streamrelay.app.dry_run import DRY_RUN
-from tests.integration.test_durability import TOKEN, _config, _free_port, _mock, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.ports import free_port as _free_port
 
 TEXT = "Here is the revenue chart for Q3."
 AFTER = "As you can see, EMEA grew fastest."

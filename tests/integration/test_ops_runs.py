@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,6 +17,7 @@ from typer.testing import CliRunner, Result
 
 from streamrelay.app.cli import app
 from tests.integration.conftest import INGEST_TOKEN, Stack
+from tests.ports import free_port as _closed_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -61,12 +61,6 @@ def _shown(stack: Stack, chat_id: int) -> Callable[[], Awaitable[Any]]:
         return stack.mock.visible(chat_id)
 
     return shown
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_an_active_run_is_listed_with_its_delivery_429s_and_live_page_until_it_ends(stack: Stack) -> None:

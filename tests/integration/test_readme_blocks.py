@@ -48,6 +48,7 @@ import pytest
 import yaml
 
 from tests.deploy.support import redis_server
+from tests.ports import free_port
 from tests.scenarios.test_cases import NOT_YET
 
 pytestmark = pytest.mark.timeout(240)
@@ -140,14 +141,7 @@ def _blocks_of(path: Path, text: str, first_line: int, first_number: int) -> lis
 
 
 def _free_ports(n: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < n:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in ports:
-            ports.append(port)
-    return ports
+    return [free_port() for _ in range(n)]  # never the same one twice (tests/ports.py)
 
 
 def _objects(text: str) -> list[dict[str, Any]]:

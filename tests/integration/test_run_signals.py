@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.serving import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import httpx
 import pytest
 
 from streamrelay.mocks.telegram import MockTelegram
+from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -28,12 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 INGEST_TOKEN = "serve-process-ingest-token"
 BOT_TOKEN = "123456789:AAE-serve_Secret-Token_0123456789abcd"
 METRICS_TOKEN = "serve-process-metrics-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

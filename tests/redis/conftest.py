@@ -1,5 +1,7 @@
-"""A real redis-server for the Redis backend's tests: started once per session on 127.0.0.1, emptied before
-each test, stopped at the end.
+"""A real redis-server for the Redis backend's tests: started once per session on 127.0.0.1 (under pytest-xdist
+once per worker, on a port of the worker's own: tests/ports.py), emptied before each test, stopped at the end. It
+keeps an append-only file (``appendfsync everysec``) in its temporary folder, as ``streamrelay serve`` wants of a
+Redis (it refuses one without, unless ``allow_volatile_redis = true``).
 
 Without ``redis-server`` on PATH these tests skip, so ``uv run pytest`` works on a machine with only Python and
 uv; with ``STREAMRELAY_REQUIRE_REDIS=1`` (CI: ``.ci/run`` installs it) they fail instead.
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -19,22 +20,19 @@ import pytest
 import redis
 
 from streamrelay.adapters.redis.client import Redis, connect
+from tests.ports import free_port
 
 NO_REDIS = "no redis-server on PATH: install Debian's redis-server: apt-get install redis-server"
 START_TIMEOUT_S = 10.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(binary: str, folder: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Start redis-server on a free port; retry when another process took the port meanwhile."""
+def _start(binary: str, folder: Path, *, appendonly: str = "yes") -> tuple[subprocess.Popen[bytes], int]:
+    """Start redis-server on a free port (``appendonly``: ``yes``, or ``no`` for a Redis ``serve`` refuses); retry
+    when another process took the port meanwhile (then the server that answers PING is not ours: its ``process_id``
+    tells, and flushing another's data would fail its tests)."""
     for _ in range(3):
-        port = _free_port()
-        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        port = free_port()
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", appendonly]
         args += ["--dir", str(folder), "--logfile", str(folder / "redis.log"), "--loglevel", "warning"]
         server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
@@ -43,7 +41,9 @@ def _start(binary: str, folder: Path) -> tuple[subprocess.Popen[bytes], int]:
             while time.monotonic() < deadline and server.poll() is None:
                 try:
                     if probe.ping():
-                        return server, port
+                        if probe.info("server")["process_id"] == server.pid:
+                            return server, port
+                        break
                 except redis.ConnectionError:
                     time.sleep(0.05)
         finally:

@@ -9,7 +9,6 @@ import functools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,14 @@ import pytest
 from streamrelay.adapters.redis import conversation_key, partition_of
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
+from tests.ports import free_port as _free_port
+from tests.redis.test_failover import post_as_agent
 
 pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "replica-ops-token"
 PARTITIONS = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(tmp: Path, api_base: str) -> Path:
@@ -100,7 +95,7 @@ async def test_either_replica_lists_every_replicas_runs(tmp_path: Path, redis_ur
                 run = f"ops-{partition}"
                 body = _line(run, kind="run.start", channel="chat", target={"chat_id": _chat_in(partition)})
                 body += _line(run, kind="text", mode="delta", text=f"Run {partition} is under way")
-                assert (await http.post(f"{urls[0]}/v1/runs/{run}/events", content=body)).status_code == 200
+                assert (await post_as_agent(http, f"{urls[0]}/v1/runs/{run}/events", body)).status_code == 200
 
             async def both(url: str) -> list[dict[str, Any]] | None:
                 rows: list[dict[str, Any]] = (await http.get(url + "/v1/runs", params={"all": "1"})).json()["runs"]

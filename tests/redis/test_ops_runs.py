@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import cast
 
@@ -25,17 +24,12 @@ from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.run.relay import Relay
 from tests.integration.conftest import INGEST_TOKEN, start_stack, stop_stack
+from tests.ports import free_port as _closed_port
 
 pytestmark = pytest.mark.timeout(60)
 
 PARTITIONS = 4
 BAD_LINE = '{"kind": "text", "run": "r-dead", "text": "never taken"}'
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(tmp_path: Path, redis_url: str) -> Path:

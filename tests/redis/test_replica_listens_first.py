@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.serving import free_port
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.client import RelayClient
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.telegram import MockTelegram
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

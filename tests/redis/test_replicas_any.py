@@ -14,7 +14,7 @@ import pytest
 
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
-from tests.redis.test_failover import TOKEN, _cluster, _owner
+from tests.redis.test_failover import TOKEN, _cluster, _owner, post_as_agent
 
 pytestmark = pytest.mark.timeout(180)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -36,7 +36,7 @@ async def test_the_lane_the_gate_the_report_and_the_live_page_answer_on_every_re
         start = {"kind": "run.start", "channel": "chat", "target": target.model_dump(), "seq": 0}
         call = {"kind": "tool_call", "id": "c1", "name": "search", "state": "end", "args": {"q": "refund"}, "seq": 1}
         text = {"kind": "text", "mode": "delta", "text": "Looking it up.", "seq": 2}
-        posted = await http.post(replicas.url(0) + f"/v1/runs/{run}/events", content=_ndjson(run, start, call, text))
+        posted = await post_as_agent(http, replicas.url(0) + f"/v1/runs/{run}/events", _ndjson(run, start, call, text))
         assert posted.status_code == 200, posted.text
         owner = await _owner(client, replicas, run)
         for i in range(3):  # the owner answers itself; the two others forward to it
@@ -57,7 +57,7 @@ async def test_the_lane_the_gate_the_report_and_the_live_page_answer_on_every_re
                 first = await anext(line async for line in live.aiter_lines() if line.startswith("data:"))
             assert json.loads(first[5:])["type"] == "run"
         end = {"kind": "end", "status": "ok", "seq": 3}
-        assert (await http.post(replicas.url(2) + f"/v1/runs/{run}/events", content=_ndjson(run, end))).is_success
+        assert (await post_as_agent(http, replicas.url(2) + f"/v1/runs/{run}/events", _ndjson(run, end))).is_success
         for i in range(3):
             report = await http.get(replicas.url(i) + f"/v1/runs/{run}", params={"wait_s": 30})
             assert report.status_code == 200 and report.json()["status"] == "delivered", (i, report.text)
@@ -84,7 +84,7 @@ async def test_three_replicas_sending_for_one_bot_share_its_budget_no_429(
                 {"kind": "run.start", "channel": "chat", "target": target.model_dump(), "seq": 0},
                 {"kind": "end", "status": "ok", "final_text": answer, "seq": 1},
             ]
-            posted = await http.post(replicas.url(i % 3) + f"/v1/runs/{run}/events", content=_ndjson(run, *lines))
+            posted = await post_as_agent(http, replicas.url(i % 3) + f"/v1/runs/{run}/events", _ndjson(run, *lines))
             assert posted.status_code == 200, posted.text
             report = await http.get(replicas.url((i + 1) % 3) + f"/v1/runs/{run}", params={"wait_s": 100})
             assert report.status_code == 200, report.text
@@ -114,12 +114,12 @@ async def test_clients_own_their_runs_on_every_replica(
     ):
         start = {"kind": "run.start", "channel": "chat", "target": target.model_dump(), "seq": 0}
         other = {**start, "target": {**target.model_dump(), "chat_id": 424242}}
-        posted = await http.post(
-            replicas.url(0) + "/v1/runs/same/events", content=_ndjson("same", start), headers=alice
+        posted = await post_as_agent(
+            http, replicas.url(0) + "/v1/runs/same/events", _ndjson("same", start), headers=alice
         )
         assert posted.status_code == 200, posted.text
-        claimed = await http.post(
-            replicas.url(1) + "/v1/runs/same/events", content=_ndjson("same", other), headers=mallory
+        claimed = await post_as_agent(
+            http, replicas.url(1) + "/v1/runs/same/events", _ndjson("same", other), headers=mallory
         )
         assert claimed.status_code == 200, claimed.text  # mallory's "same" is another run
         evil = {"kind": "end", "status": "ok", "final_text": "EVIL", "seq": 1}
@@ -128,10 +128,10 @@ async def test_clients_own_their_runs_on_every_replica(
             assert ghost.status_code == 404, ghost.text
         end = {"kind": "end", "status": "ok", "final_text": "alice's answer", "seq": 1}
         assert (
-            await http.post(replicas.url(2) + "/v1/runs/same/events", content=_ndjson("same", end), headers=alice)
+            await post_as_agent(http, replicas.url(2) + "/v1/runs/same/events", _ndjson("same", end), headers=alice)
         ).is_success
         assert (
-            await http.post(replicas.url(2) + "/v1/runs/same/events", content=_ndjson("same", evil), headers=mallory)
+            await post_as_agent(http, replicas.url(2) + "/v1/runs/same/events", _ndjson("same", evil), headers=mallory)
         ).is_success
         for i in range(3):
             report = await http.get(replicas.url(i) + "/v1/runs/same", params={"wait_s": 30}, headers=alice)

@@ -21,7 +21,7 @@ from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.core.run.stop import STOPPED_ERROR
 from streamrelay.core.run.stop_controls import control_id
 from streamrelay.mocks.telegram.buttons import PRESSER_ID
-from tests.redis.test_failover import TOKEN, _cluster, _owner, _until
+from tests.redis.test_failover import TOKEN, _cluster, _owner, _until, post_as_agent
 
 pytestmark = pytest.mark.timeout(180)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -44,7 +44,7 @@ async def test_a_stop_press_forwarded_to_a_replica_that_does_not_own_the_run_sto
         run = "stop-anywhere-1"
         start = {"kind": "run.start", "channel": "chat", "target": target.model_dump(), "seq": 0}
         text = {"kind": "text", "mode": "delta", "text": "The first half", "seq": 1}
-        posted = await http.post(replicas.url(0) + f"/v1/runs/{run}/events", content=_ndjson(run, start, text))
+        posted = await post_as_agent(http, replicas.url(0) + f"/v1/runs/{run}/events", _ndjson(run, start, text))
         assert posted.status_code == 200, posted.text
         owner = await _owner(client, replicas, run)
         others = [i for i in range(3) if i != owner]
@@ -77,5 +77,5 @@ async def test_a_stop_press_forwarded_to_a_replica_that_does_not_own_the_run_sto
         assert f"stopped by the reader (telegram:user:{PRESSER_ID}): pressed Stop" in report.json()["errors"]
         for i in range(3):  # the agent's later lines: refused on every replica, never accepted and dropped
             late = {"kind": "text", "mode": "delta", "text": "!", "seq": 2 + i}
-            answer = await http.post(replicas.url(i) + f"/v1/runs/{run}/events", content=_ndjson(run, late))
+            answer = await post_as_agent(http, replicas.url(i) + f"/v1/runs/{run}/events", _ndjson(run, late))
             assert answer.status_code == 409 and STOPPED_ERROR in answer.text, (i, answer.text)

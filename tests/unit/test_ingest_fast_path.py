@@ -20,6 +20,7 @@ from streamrelay.core.errors import IngestError
 from streamrelay.core.events import MAX_SEQ, Event
 from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
+from streamrelay.core.ingest.sequencer import SeqFloor
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.records.journal import JournalEntry, MemoryJournal
 from streamrelay.core.records.ledger import MemoryLedger
@@ -384,3 +385,33 @@ async def test_a_line_posted_alone_that_the_journal_refused_is_taken_when_sent_a
     assert isinstance(again, LineResult) and again.dropped is None, again  # taken, not dropped as a repeat
     assert [json.loads(line)["seq"] for line in await journal.lines("r") if '"text"' in line] == [1]
     await relay.close()
+
+
+async def test_a_batch_out_of_order_that_the_journal_refused_is_undone_and_another_requests_seqs_stay_taken() -> None:
+    journal = _RefusingJournal()
+    relay = _relay(ClientLimits(), journal, fast=True)
+    await relay.submit_lines([(dict(START, run="r", seq=0), None)])
+    await relay.submit_lines([({"kind": "text", "run": "r", "seq": 1, "text": "a"}, None)])
+    await relay.submit_lines([({"kind": "text", "run": "r", "seq": 5, "text": "e"}, None)])  # a gap: 5 above
+    batch = [({"kind": "text", "run": "r", "seq": seq, "text": "x"}, None) for seq in (2, 4, 3, 7)]
+    journal.refuse = 1
+    with pytest.raises(OSError):  # the request is answered 503
+        await relay.submit_lines(batch)
+    run = relay._runs["r"]
+    assert (run.seqs.floor, run.seqs.above) == (1, {5})  # as before the batch: 2, 3, 4, 7 undone, 5 kept
+    assert (run.usage.events, run.usage.chars, run.usage.max_seq) == (3, 2, 5)
+    again = await relay.submit_lines(batch)
+    assert all(isinstance(r, LineResult) and r.dropped is None for r in again), again
+    assert (run.seqs.floor, run.seqs.above) == (5, {7})
+    await relay.close()
+
+
+def test_untaking_seqs_keeps_the_ones_another_request_took_meanwhile() -> None:
+    seqs = SeqFloor(floor=3, above={6})
+    for seq in (4, 9, 5):  # this batch: the floor passes 4, 5 and the 6 taken before it
+        seqs.take(seq)
+    seqs.take(8)  # another request's, taken meanwhile
+    assert (seqs.floor, seqs.above) == (6, {8, 9})
+    seqs.untake(3, [4, 9, 5])
+    assert (seqs.floor, seqs.above) == (3, {6, 8})
+    assert not seqs.taken(4) and not seqs.taken(5) and seqs.taken(6) and seqs.taken(8) and not seqs.taken(9)

@@ -44,6 +44,7 @@ every answer is told to the optional :class:`IngestObserver` (the service's metr
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -56,15 +57,23 @@ from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.ingest_http import push_back
 from streamrelay.adapters.ingest_http.callers import Caller, Callers
-from streamrelay.adapters.ingest_http.lines import BodyTooLargeError, Tally, TooManyRejectedError, batches, decode
+from streamrelay.adapters.ingest_http.lines import (
+    BodyTooLargeError,
+    Tally,
+    TooManyRejectedError,
+    batches,
+    decode,
+    decode_text,
+)
 from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
 from streamrelay.adapters.ingest_http.push_back import cut_at
 from streamrelay.adapters.ingest_http.stop import StopRoutes
 from streamrelay.core.errors import IngestError, StoreUnavailableError
-from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.ingest")
 
@@ -95,6 +104,9 @@ class _Ingest:
         self.callers = callers
         self.max_body_bytes = max_body_bytes
         self.max_line_bytes = max_line_bytes
+        self.typed = isinstance(relay, Relay)
+        """Whether the relay takes text lines as events already validated (:func:`lines.decode_text`); a replica's
+        front routes JSON objects."""
 
     def __repr__(self) -> str:
         return f"_Ingest(max_body_bytes={self.max_body_bytes})"  # never a token
@@ -133,23 +145,15 @@ class _Ingest:
     async def _take(self, request: Request, caller: Caller, hint: str | None, tally: Tally) -> JSONResponse:
         """Read, decode and submit the body's lines into ``tally``; the answer."""
         started: set[str] = set()
+        run_json = json.dumps(hint).encode() if hint is not None and self.typed else None
         try:
             number = 0
             async for whole in batches(request, self.max_body_bytes, self.max_line_bytes):
                 level = self.pressure.push_back() if self.pressure is not None else PushBack.NONE
                 cut = cut_at(whole, level, lambda raw: self._known_start(raw, caller, hint))
                 batch = whole if cut is None else whole[:cut]
-                decoded: list[tuple[Any, str | None]] = []
-                numbers: list[int] = []
-                for raw in batch:
-                    number += 1
-                    if not raw.strip():
-                        continue
-                    try:
-                        decoded.append(self._line(raw, caller, hint, started))
-                        numbers.append(number)
-                    except IngestError as exc:
-                        tally.add(number, exc, caller.public(str(exc)))
+                decoded, numbers = self._decode(batch, number, caller, hint, started, run_json, tally)
+                number += len(batch)
                 if decoded:
                     failed = await self._submit(decoded, numbers, caller, hint, tally)
                     if failed is not None:
@@ -163,6 +167,44 @@ class _Ingest:
         except ClientDisconnect:
             return JSONResponse({"error": "client disconnected", **tally.counts()}, status_code=400)
         return tally.answer()
+
+    def _decode(
+        self,
+        batch: list[bytes],
+        number: int,
+        caller: Caller,
+        hint: str | None,
+        started: set[str],
+        run_json: bytes | None,
+        tally: Tally,
+    ) -> tuple[list[tuple[Any, str | None]], list[int]]:
+        """A batch's lines (numbered from ``number + 1``) decoded, each with its text, and their numbers; an empty
+        line is a keep-alive (skipped); a line refused here goes into ``tally``. With ``run_json`` (the URL's run key,
+        and a relay that takes typed events) a ``text`` line is decoded and validated in one step
+        (:func:`lines.decode_text`), else by :meth:`_line`.
+
+        Raises:
+            BodyTooLargeError: a line over the size limit. TooManyRejectedError: as :meth:`Tally.add` says.
+        """
+        decoded: list[tuple[Any, str | None]] = []
+        numbers: list[int] = []
+        max_line_bytes = self.max_line_bytes
+        for raw in batch:
+            number += 1
+            if not raw.strip():
+                continue  # an empty line: a keep-alive of a long request (docs/ingest.md)
+            if run_json is not None and len(raw) <= max_line_bytes:
+                event = decode_text(raw, run_json)  # the common line, decoded and validated in one step
+                if event is not None:
+                    decoded.append((event, raw.decode("utf-8")))
+                    numbers.append(number)
+                    continue
+            try:
+                decoded.append(self._line(raw, caller, hint, started))
+                numbers.append(number)
+            except IngestError as exc:
+                tally.add(number, exc, caller.public(str(exc)))
+        return decoded, numbers
 
     async def _submit(
         self, decoded: list[tuple[Any, str | None]], numbers: list[int], caller: Caller, hint: str | None, tally: Tally
@@ -182,6 +224,9 @@ class _Ingest:
             if tally.rejected:
                 body["rejected"] = tally.rejected
             return JSONResponse(body, status_code=503, headers={"Retry-After": str(STORE_RETRY_AFTER_S)})
+        if results.count(ONE_EVENT) == len(results):  # the common batch: every line one event (counted in C)
+            tally.accepted += len(results)
+            return None
         events = 0
         for line_no, result in zip(numbers, results, strict=True):
             public = caller.public(str(result)) if isinstance(result, IngestError) else None

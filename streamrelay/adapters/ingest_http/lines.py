@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from streamrelay.core.errors import IngestError
+from streamrelay.core.events import MAX_SEQ, TextEvent
 from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.lanes.pipeline import JsonTooDeepError, check_json_depth, strict_loads
 
@@ -26,6 +28,11 @@ MAX_REJECTED_SHOWN = 20
 
 MAX_REJECTED_PER_REQUEST = 1000
 """After this many rejected lines a request is not read further (the answer says where it stopped)."""
+
+
+YIELD_EVERY_BYTES = 64 * 1024
+"""A body read without a pause (its pieces already received) lets the other tasks run after this many bytes; a small
+request (a batch of a live run) costs no extra turn of the event loop."""
 
 
 def _line_of(rejected: dict[str, Any]) -> int:
@@ -112,6 +119,7 @@ async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) ->
     if declared.isdigit() and int(declared) > max_body_bytes:  # refused before a byte of it is waited for
         raise BodyTooLargeError(f"request body over {max_body_bytes} bytes: split the run into several requests")
     total = 0
+    unyielded = 0
     buffer = b""
     async for piece in request.stream():
         total += len(piece)
@@ -122,7 +130,10 @@ async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) ->
             yield complete
         if len(buffer) > max_line_bytes:
             raise BodyTooLargeError(f"a line is over {max_line_bytes} bytes")
-        await asyncio.sleep(0)  # other runs go on while a large body is read
+        unyielded += len(piece)
+        if unyielded >= YIELD_EVERY_BYTES:  # other runs go on while a large body is read
+            unyielded = 0
+            await asyncio.sleep(0)
     if buffer.strip():
         yield [buffer]
 
@@ -195,3 +206,52 @@ def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
         raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
     except ValueError as exc:
         raise IngestError(f"malformed JSON, the line is {exc}") from None
+
+
+_text_from_json = TextEvent.__pydantic_validator__.validate_json
+"""The ``text`` event's compiled validator, reading JSON bytes itself (pydantic-core's parser, in Rust): decoded and
+validated in one step, with no Python object of the line in between."""
+
+
+def decode_text(raw: bytes, run_json: bytes) -> TextEvent | None:
+    """The line ``raw`` (at most the line size limit; its ``run`` left to the URL) as the ``text`` event of the run
+    whose key is the JSON string ``run_json``, decoded and validated in one step, when that event is certainly what
+    :func:`decode` then :func:`core.events.parse_event` make of it; else None, and the line takes the general path
+    (:func:`decode`, whose errors are the only ones the client sees: every message stays as it was).
+
+    When it is certain: the line is one JSON object whose ``kind`` is ``text``, that names no ``run``, and that
+    writes no key twice (pydantic-core's parser keeps the last value of a repeated key, where the strict parser
+    refuses the line). The repeat check counts ``:``, as :func:`fast_strict_loads` does: in the text each member has
+    one ``:`` outside strings, so without a ``\\u003`` escape the text has as many ``:`` as the event has fields set
+    (its source's too) plus those inside its strings exactly when no key came twice (an unknown key, or a colon in a
+    key, is refused by the validator; the enum values hold none). Everything the strict parser refuses, pydantic-core
+    refuses too (``NaN``, a lone surrogate escape, bytes that are not UTF-8, content after the object), and both
+    validate the same values with the same validator (lax: JSON numbers and Python numbers coerce alike).
+
+    Returns:
+        The event (``run`` = the key, in its fields set as when the run is filled in from the URL), or None.
+        O(len(raw)), in C and Rust but for a few field reads.
+    """
+    if raw[:1] != b"{" or b"\\u003" in raw:
+        return None
+    try:
+        event = _text_from_json(b'{"run":' + run_json + b"," + raw[1:])
+    except ValidationError:
+        return None
+    return event if _certain(event, raw.count(b":")) else None
+
+
+def _certain(event: TextEvent, colons: int) -> bool:
+    """Whether ``event``, validated from a line whose text holds ``colons`` ``:`` outside its ``run`` (none written
+    as an escape), is what the general path makes of the line (:func:`decode_text` says why)."""
+    fields = event.model_fields_set
+    if "kind" not in fields or event.message > MAX_SEQ:  # no kind: a raw provider line (the default hides it)
+        return False  # (a number that long: the strict parser may refuse it, past Python's digits limit)
+    expected = len(fields) - 1 + event.text.count(":")  # the run's ':' is not in the line
+    source = event.source
+    if source is not None:
+        if source.depth > MAX_SEQ:
+            return False
+        expected += len(source.model_fields_set) + source.agent_id.count(":")
+        expected += sum(text.count(":") for text in (source.session_id, source.parent_session_id, source.path) if text)
+    return colons == expected

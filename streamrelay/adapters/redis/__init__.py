@@ -2,9 +2,16 @@
 journal and the ledger per partition, and rate budgets shared by every replica."""
 
 from streamrelay.adapters.redis.budget import Attempt, RedisBudgets, SharedBucket, SharedPauses
-from streamrelay.adapters.redis.client import connect, redacted
+from streamrelay.adapters.redis.client import (
+    Durability,
+    Persistence,
+    connect,
+    connect_sentinel,
+    persistence,
+    redacted,
+)
 from streamrelay.adapters.redis.epoch import Epochs
-from streamrelay.adapters.redis.errors import DataLostError, FencedError
+from streamrelay.adapters.redis.errors import DataLostError, FencedError, NotReplicatedError
 from streamrelay.adapters.redis.journal import RedisJournal
 from streamrelay.adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from streamrelay.adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
@@ -18,6 +25,7 @@ __all__ = [
     "Attempt",
     "DataLostError",
     "DeadLetter",
+    "Durability",
     "Epochs",
     "FencedError",
     "Holder",
@@ -28,6 +36,8 @@ __all__ = [
     "LeaseEvent",
     "LeaseKeeper",
     "Leases",
+    "NotReplicatedError",
+    "Persistence",
     "RedisBudgets",
     "RedisJournal",
     "RedisLedger",
@@ -38,8 +48,10 @@ __all__ = [
     "SharedPauses",
     "bot_scope",
     "connect",
+    "connect_sentinel",
     "conversation_key",
     "partition_of",
+    "persistence",
     "redacted",
     "shared_budgets_for",
 ]

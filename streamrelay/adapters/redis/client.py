@@ -1,7 +1,13 @@
 """The Redis connection and the Lua scripts' plumbing shared by the lease, journal, ledger and budget modules.
 
-Every module takes a ``redis.asyncio.Redis`` made by :func:`connect` (``decode_responses=True``: replies are
-``str``); none of them owns it, so one connection pool serves them all and the caller closes it.
+Every module takes a ``redis.asyncio.Redis`` made by :func:`connect` (one URL) or :func:`connect_sentinel` (a
+primary found through Redis Sentinel, followed across a failover); ``decode_responses=True``: replies are ``str``.
+None of them owns it, so one connection pool serves them all and the caller closes it.
+
+Writes that must survive a failover (a lease grant's fencing token, a ledger intent, an accepted input line, the
+epoch markers) wait for replicas to acknowledge them: :class:`Durability` (``WAIT``, pipelined after the write in
+the same round trip). Redis replicates asynchronously: without that wait a primary killed right after a write
+takes it along, and the promoted replica hands out a fencing token a second time or forgets a send.
 
 The URL may hold a password (``redis://:secret@host``): it is never logged nor put in an error or a ``repr``;
 :func:`redacted` gives the form that may be shown.
@@ -9,21 +15,25 @@ The URL may hold a password (``redis://:secret@host``): it is never logged nor p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from streamrelay.adapters.redis.errors import FencedError
+from streamrelay.adapters.redis.errors import FencedError, NotReplicatedError
 from streamrelay.core.errors import ConfigError, StoreUnavailableError
 
 Redis = aioredis.Redis
+
 
 FENCE_CHECK = """
 local fence_now = redis.call('GET', KEYS[1])
@@ -49,8 +59,107 @@ def redacted(url: str) -> str:
         return "<unparseable redis url>"
 
 
+class Durability:
+    """How many replicas must acknowledge a durable write before it counts (``WAIT numreplicas timeout``).
+
+    Redis 7.0 has no ``WAITAOF`` (7.2): a write is made durable on the primary by ``appendfsync always`` and on the
+    replicas by ``WAIT``. A durable write is sent as one pipeline on one connection: the write, ``WAIT``, then ``INFO
+    replication``; it counts when ``min(replicas, replicas online after the WAIT)`` acknowledged it. So a primary left
+    alone after a failover (its old self dead) goes on, since no replica exists that could be promoted without the
+    write, and a replica that came back (it resynchronised) is counted from the first write after it is online: the
+    count is read after the write, in the same round trip, never from a cache.
+
+    While the last answer said no replica is online, ``WAIT`` waits ``alone_ms`` only (a replica that came back
+    answers within it; a primary alone pays it per durable write); else ``timeout_ms``.
+
+    Args:
+        replicas: acknowledgements wanted (0: never wait, a lone Redis or one without replicas).
+        timeout_ms: how long one ``WAIT`` may take; fewer acknowledgements by then than replicas online is
+            :class:`NotReplicatedError`.
+        alone_ms: the ``WAIT`` while no replica was online at the last durable write.
+    """
+
+    def __init__(self, replicas: int = 0, *, timeout_ms: int = 1000, alone_ms: int = 10) -> None:
+        if replicas < 0 or timeout_ms < 1 or alone_ms < 1:
+            raise ValueError(f"need replicas >= 0 and timeouts >= 1 ms, got {replicas}, {timeout_ms}, {alone_ms}")
+        self.replicas = replicas
+        self.timeout_ms = timeout_ms
+        self.alone_ms = alone_ms
+        self._online = replicas  # until Redis says otherwise: wait for them, with the full timeout
+
+    def __repr__(self) -> str:
+        return f"Durability(replicas={self.replicas}, timeout_ms={self.timeout_ms})"
+
+    @property
+    def active(self) -> bool:
+        """True when writes wait for replicas at all."""
+        return self.replicas > 0
+
+    def queue(self, pipe: Any) -> None:
+        """Queue ``WAIT`` and ``INFO replication`` on ``pipe`` after the write queued there (one connection: ``WAIT``
+        counts that connection's writes); :meth:`settle` takes their two replies."""
+        numreplicas = min(self.replicas, max(self._online, 1))
+        pipe.wait(numreplicas, self.timeout_ms if self._online > 0 else self.alone_ms)
+        pipe.info("replication")
+
+    def settle(self, name: str, acks: Any, info: Any) -> None:
+        """Check the replies of :meth:`queue`'s commands for the write ``name``.
+
+        Raises:
+            NotReplicatedError: fewer replicas acknowledged it than are online: the write is on the primary only.
+            redis.exceptions.RedisError: ``WAIT`` or ``INFO`` failed (their reply is the error).
+        """
+        for reply in (acks, info):
+            if isinstance(reply, Exception):
+                raise reply
+        replicas = [v for k, v in dict(info).items() if k.startswith("slave") and isinstance(v, dict)]
+        self._online = sum(1 for v in replicas if v.get("state") == "online")
+        needed = min(self.replicas, self._online)
+        if int(acks) < needed:
+            raise NotReplicatedError(name, int(acks), needed, self.timeout_ms)
+
+
+def durability_of(client: Redis) -> Durability | None:
+    """The :class:`Durability` ``client`` was made with (None: a client not made here; nothing waited for)."""
+    found = getattr(client, "durability", None)
+    return found if isinstance(found, Durability) else None
+
+
+class _DurableRedis(aioredis.Redis):
+    """A client that carries its :class:`Durability` (set by :func:`connect`)."""
+
+    durability: Durability
+
+
+class _SentinelRedis(_DurableRedis):
+    """A client of the primary Sentinel names; closing it closes its connections to the sentinels too."""
+
+    sentinels: Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        if self.sentinels is not None:
+            await self.sentinels.aclose()
+
+
+class _SentinelBlockingPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """Sentinel's pool (asks the sentinels for the primary at every new connection; drops the connections to a
+    primary that changed or turned read-only) that waits for a free connection like :func:`connect`'s."""
+
+
+def _retry() -> Retry:
+    # A connection left from before a Redis restart (or a failover) fails at its first use: reconnect and send again
+    # (a refused or reset connection, or a primary turned replica; never a timeout, whose command may have run).
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError,))
+
+
 def connect(
-    url: str, *, client_name: str = "streamrelay", socket_timeout_s: float = 30.0, max_connections: int = 64
+    url: str,
+    *,
+    client_name: str = "streamrelay",
+    socket_timeout_s: float = 30.0,
+    max_connections: int = 64,
+    durability: Durability | None = None,
 ) -> Redis:
     """A client for ``url`` (``redis://``, ``rediss://`` or ``unix://``), connected lazily at the first command.
 
@@ -61,6 +170,7 @@ def connect(
             how long a command waits for a free connection.
         max_connections: connections at most (commands wait for a free one). Parsing uses hiredis (C) when it is
             installed, as the project's dependencies have it.
+        durability: how many replicas acknowledge a durable write (default: none waited for).
 
     Raises:
         ConfigError: ``url`` is not a Redis URL (shown redacted).
@@ -77,13 +187,151 @@ def connect(
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=5.0,
             health_check_interval=30,
-            # A connection left from before a Redis restart fails at its first use: reconnect and send again (a
-            # refused or reset connection; never a timeout, whose command may have run).
-            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError,)),
+            retry=_retry(),
         )
     except ValueError:
         raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
-    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes both
+    client = _DurableRedis.from_pool(pool)  # the client owns the pool: aclose() closes both
+    assert isinstance(client, _DurableRedis)
+    client.durability = durability or Durability()
+    return client
+
+
+def connect_sentinel(
+    sentinels: Sequence[tuple[str, int]],
+    master: str,
+    *,
+    url: str = "",
+    client_name: str = "streamrelay",
+    socket_timeout_s: float = 30.0,
+    max_connections: int = 64,
+    durability: Durability | None = None,
+) -> Redis:
+    """A client of the primary that Redis Sentinel names ``master`` (``redis.asyncio.sentinel``): every new
+    connection asks the sentinels where the primary is, so after a failover the connections reconnect to the
+    promoted replica (a connection to a primary that turned replica fails with ``READONLY`` and is dropped).
+
+    Args:
+        sentinels: the sentinels' ``(host, port)``; asked in turn (no password).
+        master: the name the sentinels monitor the primary under (``sentinel monitor <master> ...``).
+        url: credentials, database and TLS of the data nodes, without a host (``redis://:password@/0``,
+            ``rediss://user:password@/2``); "" for none.
+        client_name: as :func:`connect`'s.
+        socket_timeout_s: as :func:`connect`'s (the sentinels are asked with at most 5 s).
+        max_connections: as :func:`connect`'s.
+        durability: how many replicas acknowledge a durable write (default: none waited for).
+
+    Raises:
+        ConfigError: no sentinel, no ``master``, or ``url`` is not a Redis URL (shown redacted).
+    """
+    if not sentinels or not master:
+        raise ConfigError("Redis Sentinel needs at least one sentinel (host, port) and the master's name")
+    options: dict[str, Any] = {}
+    if url:
+        try:
+            parts = urlsplit(url)
+            if parts.scheme not in ("redis", "rediss"):
+                raise ValueError(parts.scheme)
+            db = parts.path.strip("/")
+            options["db"] = int(db) if db else 0
+        except ValueError:
+            raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
+        if parts.username:
+            options["username"] = unquote(parts.username)
+        if parts.password:
+            options["password"] = unquote(parts.password)
+        if parts.scheme == "rediss":
+            options["ssl"] = True
+    manager = Sentinel(  # type: ignore[no-untyped-call]
+        list(sentinels), sentinel_kwargs={"socket_timeout": min(5.0, socket_timeout_s), "socket_connect_timeout": 2.0}
+    )
+    client = manager.master_for(
+        master,
+        redis_class=_SentinelRedis,
+        connection_pool_class=_SentinelBlockingPool,
+        max_connections=max_connections,
+        timeout=socket_timeout_s,
+        decode_responses=True,
+        client_name=client_name,
+        socket_timeout=socket_timeout_s,
+        socket_connect_timeout=5.0,
+        health_check_interval=30,
+        retry=_retry(),
+        **options,
+    )
+    assert isinstance(client, _SentinelRedis)
+    client.sentinels = manager
+    client.durability = durability or Durability()
+    return client
+
+
+@dataclass(frozen=True)
+class Persistence:
+    """What a Redis keeps across its own restart (``CONFIG GET appendonly appendfsync save``).
+
+    Attributes:
+        appendonly: the append-only file is on: every write is logged before it is answered (``appendfsync``).
+        appendfsync: ``always``, ``everysec`` or ``no`` ("" when it could not be read).
+        save: the RDB snapshot schedule ("" none; ``"?"`` when it could not be read).
+    """
+
+    appendonly: bool
+    appendfsync: str
+    save: str
+
+    @property
+    def volatile(self) -> bool:
+        """True without an append-only file: a restart loses the writes since the last snapshot (all of them with
+        no snapshot), the fencing tokens go back and the runs answered 200 meanwhile are gone."""
+        return not self.appendonly
+
+    def describe(self) -> str:
+        """What it keeps, in words (for the refusal and the start-up log)."""
+        if self.appendonly:
+            return f"append-only file on (appendfsync {self.appendfsync or '?'})"
+        if self.save and self.save != "?":
+            return (
+                f"no append-only file (appendonly no), RDB snapshots only (save '{self.save}'): a restart goes back "
+                "to the last snapshot"
+            )
+        return "no persistence (appendonly no, save ''): a restart comes back empty"
+
+
+async def persistence(client: Redis) -> Persistence:
+    """What ``client``'s Redis (the primary) keeps across a restart: ``CONFIG GET``, or ``INFO persistence``
+    where ``CONFIG`` is refused (managed services rename it).
+
+    Raises:
+        redis.exceptions.RedisError: Redis failed.
+    """
+    try:
+        found = await client.config_get("appendonly")
+        found.update(await client.config_get("appendfsync"))
+        found.update(await client.config_get("save"))
+    except ResponseError:
+        info = await client.info("persistence")
+        return Persistence(appendonly=str(info.get("aof_enabled", "0")) == "1", appendfsync="", save="?")
+    return Persistence(
+        appendonly=str(found.get("appendonly", "no")) == "yes",
+        appendfsync=str(found.get("appendfsync", "")),
+        save=str(found.get("save", "")),
+    )
+
+
+@contextlib.contextmanager
+def unavailable(what: str) -> Iterator[None]:
+    """Inside: a refused, reset or timed-out connection to Redis (also a primary being failed over) raises
+    :class:`core.errors.StoreUnavailableError` naming ``what``: the caller stops where it is and resumes when Redis
+    answers, as for a write. A read of the journal or the ledger must not fail as a bug: a line whose admission
+    read failed would be refused and its input-stream entry acknowledged, i.e. lost.
+
+    Raises:
+        core.errors.StoreUnavailableError: the connection failed or timed out.
+    """
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise StoreUnavailableError(f"Redis did not answer {what} ({type(exc).__name__})") from None
 
 
 class Script:
@@ -95,9 +343,12 @@ class Script:
         name: for errors.
     """
 
-    def __init__(self, client: Redis, source: str, name: str) -> None:
+    def __init__(self, client: Redis, source: str, name: str, *, durable: bool = False) -> None:
+        self._client = client
         self._script = client.register_script(source)
         self.name = name
+        self.durable = durable
+        """Its writes must survive a failover: the client's :class:`Durability` is waited for after each call."""
 
     def __repr__(self) -> str:
         return f"Script({self.name!r})"
@@ -105,10 +356,25 @@ class Script:
     async def __call__(self, keys: Sequence[str], args: Sequence[str | int | float]) -> Any:
         """Run the script; its reply as Redis gives it (``str``, ``int``, lists, ``None``).
 
+        A ``durable`` script is followed by ``WAIT`` in the same round trip (a pipeline) when the client wants
+        acknowledgements; its reply is given once enough replicas have the write.
+
         Raises:
+            NotReplicatedError: durable, and fewer replicas than needed acknowledged the write in time (it is on the
+                primary: the caller treats it as not done, and what it wrote must be harmless if it stays).
             redis.exceptions.RedisError: the server or the connection failed.
         """
-        return await self._script(keys=list(keys), args=list(args))
+        durability = durability_of(self._client) if self.durable else None
+        if durability is None or not durability.active:
+            return await self._script(keys=list(keys), args=list(args))
+        async with self._client.pipeline(transaction=False) as pipe:
+            await self._script(keys=list(keys), args=list(args), client=pipe)
+            durability.queue(pipe)
+            reply, acks, info = await pipe.execute(raise_on_error=False)
+        if isinstance(reply, Exception):  # as a lone EVALSHA raises it (its text unannotated: FENCED, LOST)
+            raise reply
+        durability.settle(self.name, acks, info)
+        return reply
 
     async def fenced(
         self, partition: int, token: int | None, keys: Sequence[str], args: Sequence[str | int | float]

@@ -8,6 +8,9 @@ others read it) and remembers them. Every input append checks its partition's ma
 (:meth:`adapters.redis.InputStream.append_open`), and ``/readyz`` reads them all: a marker gone or changed is
 :class:`adapters.redis.errors.DataLostError`, answered 503 and logged, never 200.
 
+A failover keeps them: with replicas to wait for, the markers (like every durable write) are on a replica before they
+are relied on (:class:`adapters.redis.client.Durability`), so the promoted replica answers the same markers.
+
 A replica started after the loss writes new markers: it works on the empty Redis, while the replicas from before go
 on refusing until they are restarted (an operator's decision: the runs in flight there are lost).
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import secrets
 
-from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.redis.client import Redis, durability_of
 from streamrelay.adapters.redis.errors import DataLostError
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 
@@ -42,18 +45,29 @@ class Epochs:
 
     async def claim(self) -> dict[int, str]:
         """Set each partition's marker where there is none (a new value for this start) and remember every marker
-        (one pipeline, no transaction: each key is in its own partition's slot).
+        (one pipeline, no transaction: each key is in its own partition's slot). With replicas to wait for
+        (:class:`adapters.redis.client.Durability`) the pipeline ends with ``WAIT``: a marker is on a replica
+        before it is relied on, so a promoted replica holds the same markers and is not read as "Redis lost its
+        data".
 
         Raises:
+            NotReplicatedError: fewer replicas than needed acknowledged the markers.
             redis.exceptions.RedisError: Redis failed.
         """
         mine = secrets.token_hex(8)
+        durability = durability_of(self._client)
+        waits = durability is not None and durability.active
         async with self._client.pipeline(transaction=False) as pipe:
             for p in range(self._partitions):
                 pipe.set(self._keys.epoch(p), mine, nx=True)
             for p in range(self._partitions):
                 pipe.get(self._keys.epoch(p))
+            if durability is not None and waits:
+                durability.queue(pipe)
             replies = await pipe.execute()
+        if durability is not None and waits:
+            info, acks = replies.pop(), replies.pop()
+            durability.settle("epoch.claim", acks, info)
         self.known = {p: str(value) for p, value in enumerate(replies[self._partitions :]) if value is not None}
         return self.known
 

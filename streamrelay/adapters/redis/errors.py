@@ -6,6 +6,7 @@
       FencedError(partition, token, current)   a write by an owner whose lease was granted to another since
       StoreUnavailableError (core.errors)
         DataLostError(partitions)              Redis lost its data (restarted empty, flushed): nothing is taken
+        NotReplicatedError(name, acks, needed) a durable write no replica acknowledged in time
 """
 
 from __future__ import annotations
@@ -52,3 +53,26 @@ class DataLostError(StoreUnavailableError):
             "nothing is taken; restore Redis's data, or restart every replica to start afresh on the empty Redis"
         )
         self.partitions = partitions
+
+
+class NotReplicatedError(StoreUnavailableError):
+    """A write that must survive a failover (a lease grant, a ledger intent, an accepted line) is on the primary but
+    fewer replicas than needed acknowledged it within the timeout (``WAIT``): it is not counted done. A lease grant
+    is not used (it expires), an intent's call is not made (the run stops and resumes from the journal), a batch of
+    lines is answered 503 (the agent sends it again; a line that got in twice is acknowledged without effect, as any
+    repeated ``seq``).
+
+    Attributes:
+        name: the write (``ledger.record_intent``).
+        acks: how many replicas acknowledged it.
+        needed: how many were waited for.
+    """
+
+    def __init__(self, name: str, acks: int, needed: int, timeout_ms: int) -> None:
+        super().__init__(
+            f"Redis: {name} was acknowledged by {acks} of {needed} replicas within {timeout_ms} ms: not counted "
+            "durable (a failover now could lose it); is a replica down or lagging?"
+        )
+        self.name = name
+        self.acks = acks
+        self.needed = needed

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script
+from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.records.journal import EndedRun, JournalEntry
 
@@ -122,8 +122,8 @@ class RedisJournal:
         self.token = token
         self._keys = keys
         self._keep = keep_ended
-        self._append = Script(client, _APPEND, "journal.append")
-        self._finish = Script(client, _FINISH, "journal.finish")
+        self._append = Script(client, _APPEND, "journal.append", durable=True)
+        self._finish = Script(client, _FINISH, "journal.finish", durable=True)
         self._quiet = Script(client, _QUIET, "journal.quiet")
 
     def __repr__(self) -> str:
@@ -155,21 +155,25 @@ class RedisJournal:
 
     async def unfinished(self) -> list[str]:
         """Runs of this partition that have lines and have not finished, oldest first (their first line's order)."""
-        return [str(run) for run in await self._client.zrange(self._key("runs"), 0, -1)]
+        with unavailable("journal.unfinished"):
+            return [str(run) for run in await self._client.zrange(self._key("runs"), 0, -1)]
 
     async def lines(self, run: str) -> list[str]:
         """``run``'s journaled lines, in the order they were accepted."""
-        return [str(line) for line in await self._client.lrange(self._key(f"lines:{run}"), 0, -1)]
+        with unavailable("journal.lines"):
+            return [str(line) for line in await self._client.lrange(self._key(f"lines:{run}"), 0, -1)]
 
     async def last_at(self, run: str) -> float | None:
         """When ``run``'s newest line was accepted (Redis's clock, seconds since the epoch), or None without lines."""
-        at = await self._client.hget(self._key("at"), run)
+        with unavailable("journal.last_at"):
+            at = await self._client.hget(self._key("at"), run)
         return None if at is None else float(at)
 
     async def quiet_s(self, run: str) -> float | None:
         """Seconds since ``run``'s newest line on Redis's clock (TIME and the line's time read in one script: no
         replica's wall clock counts; a jump of Redis's own host clock would), or None without lines."""
-        quiet = await self._quiet([self._key("at")], [run])
+        with unavailable("journal.quiet"):
+            quiet = await self._quiet([self._key("at")], [run])
         return None if quiet is None else max(0.0, float(quiet))
 
     async def finish(self, run: str, last_seq: int | None) -> None:
@@ -185,7 +189,8 @@ class RedisJournal:
 
     async def ended(self, run: str) -> EndedRun | None:
         """The finished run ``run``, or None when it never finished in this partition (or was forgotten)."""
-        last_seq = await self._client.hget(self._key("ended"), run)
+        with unavailable("journal.ended"):
+            last_seq = await self._client.hget(self._key("ended"), run)
         if last_seq is None:
             return None
         return EndedRun(run, int(last_seq) if last_seq != "" else None)

@@ -2,10 +2,11 @@
 
 A partition's lease is a key ``sr:{p7}:lease`` holding ``"<token>:<owner>"`` with a TTL (``SET NX PX``): only
 one replica can hold it. Every grant increments the partition's fencing token (``INCR sr:{p7}:fence``) in the
-same script and returns it; every ledger write checks it (:mod:`.ledger`), so an owner that was paused past its
-lease (a GC pause, SIGSTOP, a network partition) and resumes cannot write after a takeover: its writes raise
-:class:`~adapters.redis.errors.FencedError`. Renewal and release compare the whole value first (Lua), so only
-the holder of that grant can extend or drop it. Pattern:
+same script and returns it (once a replica has it, when replicas are waited for: a grant the promoted replica
+never saw would be handed out again after a failover); every ledger write checks it (:mod:`.ledger`), so an
+owner that was paused past its lease (a GC pause, SIGSTOP, a network partition) and resumes cannot write after a
+takeover: its writes raise :class:`~adapters.redis.errors.FencedError`. Renewal and release compare the whole
+value first (Lua), so only the holder of that grant can extend or drop it. Pattern:
 https://redis.io/docs/latest/develop/clients/patterns/distributed-locks/ and, for the fencing token,
 https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html.
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 
 from streamrelay.adapters.redis.client import Redis, Script
+from streamrelay.adapters.redis.errors import NotReplicatedError
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.tasks import stop
 
@@ -79,7 +81,7 @@ class Leases:
     def __init__(self, client: Redis, keys: KeySpace = KEYS) -> None:
         self._client = client
         self._keys = keys
-        self._acquire = Script(client, _ACQUIRE, "lease.acquire")
+        self._acquire = Script(client, _ACQUIRE, "lease.acquire", durable=True)
         self._renew = Script(client, _RENEW, "lease.renew")
         self._release = Script(client, _RELEASE, "lease.release")
         self._heartbeat = Script(client, _HEARTBEAT, "lease.heartbeat")
@@ -96,6 +98,7 @@ class Leases:
         ``owner`` must be unique per process start (e.g. ``host-pid-random``): a restarted replica is a new owner.
 
         Raises:
+            NotReplicatedError: granted on the primary, but no replica acknowledged it in time: not used (it expires).
             redis.exceptions.RedisError: Redis failed (the lease may or may not be granted: it expires by itself).
         """
         token = await self._acquire(self._of(partition), [owner, ttl_ms])
@@ -215,7 +218,7 @@ class LeaseKeeper:
         while True:
             try:
                 await self.tick()
-            except (RedisError, OSError) as exc:  # the error's name only: never the URL (it may hold a password)
+            except (RedisError, OSError, NotReplicatedError) as exc:  # the name only: never the URL (a password)
                 log.warning("lease keeper %s: Redis unreachable (%s)", self.owner, type(exc).__name__)
                 self._expire_overdue()
             except Exception:  # a bug: keep renewing what can be renewed rather than let every lease lapse

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script
+from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.errors import FencedError
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.ports import PendingSend, TextFormat
@@ -163,10 +163,10 @@ class RedisLedger:
         self.partition = partition
         self.token = token
         self._keys = keys
-        self._start = Script(client, _START, "ledger.start_run")
-        self._end = Script(client, _END, "ledger.end_run")
-        self._intent = Script(client, _INTENT, "ledger.record_intent")
-        self._part = Script(client, _PART, "ledger.record_outcome")
+        self._start = Script(client, _START, "ledger.start_run", durable=True)
+        self._end = Script(client, _END, "ledger.end_run", durable=True)
+        self._intent = Script(client, _INTENT, "ledger.record_intent", durable=True)
+        self._part = Script(client, _PART, "ledger.record_outcome", durable=True)
 
     def __repr__(self) -> str:
         return f"RedisLedger(partition={self.partition}, token={self.token})"
@@ -179,12 +179,14 @@ class RedisLedger:
         return self._keys.ledger(self.partition, name)
 
     async def _hash(self, name: str) -> dict[str, str]:
-        raw = await self._client.hgetall(self._key(name))
+        with unavailable("ledger read"):
+            raw = await self._client.hgetall(self._key(name))
         return {str(k): str(v) for k, v in raw.items()}
 
     async def _write(self, script: Script, keys: list[str], args: list[str | int | float]) -> Any:
         if self.token is None:
-            current = await self._client.get(self._keys.fence(self.partition))
+            with unavailable("ledger fence"):
+                current = await self._client.get(self._keys.fence(self.partition))
             raise FencedError(self.partition, None, None if current is None else int(current))
         return await script.fenced(self.partition, self.token, [self._keys.fence(self.partition), *keys], args)
 

@@ -130,7 +130,7 @@ class InputStream:
         self._has_group: set[int] = set()
         self._bury = Script(client, _BURY, "stream.bury")
         self._retry = Script(client, _RETRY, "stream.retry")
-        self._append_open = Script(client, _APPEND_OPEN, "stream.append_open")
+        self._append_open = Script(client, _APPEND_OPEN, "stream.append_open", durable=True)
 
     def __repr__(self) -> str:
         return f"InputStream(prefix={self._keys.prefix!r})"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from streamrelay.app.ingest_client import KEEPALIVE_S, quiet
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.events import Target
 
@@ -60,10 +60,13 @@ def case_events(case: dict[str, Any], run: str, target: Target, base_dir: Path) 
     return [(0.0, start), *timed]
 
 
-async def paced(lines: list[tuple[float, dict[str, Any]]], t0: float) -> AsyncIterator[bytes]:
-    """The lines as an NDJSON body, each sent at its time after ``t0`` (monotonic seconds)."""
+async def paced(
+    lines: list[tuple[float, dict[str, Any]]], t0: float, keepalive_s: float = KEEPALIVE_S
+) -> AsyncIterator[bytes]:
+    """The lines as an NDJSON body, each sent at its time after ``t0`` (monotonic seconds); a pause longer than
+    ``keepalive_s`` carries an empty line every ``keepalive_s`` (a keep-alive: the sidecar cuts a body silent for
+    ``body_idle_timeout_s``)."""
     for at, obj in lines:
-        delay = t0 + at - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        async for keepalive in quiet(t0 + at - time.monotonic(), keepalive_s):
+            yield keepalive
         yield (json.dumps(obj) + "\n").encode()

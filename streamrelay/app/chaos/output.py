@@ -94,7 +94,7 @@ def table(outcome: Outcome) -> Table:
         f"streamrelay chaos: {len(outcome.plans)} runs, seed {o.seed}, {len(outcome.kills)} kills, "
         f"{outcome.elapsed_s:.0f} s"
     )
-    t = Table(title=title, caption=backend_caption(o))
+    t = Table(title=title, caption=backend_caption(o, outcome.faults))
     t.add_column("platform")
     t.add_column("mode")
     for _, label in COLUMNS:
@@ -115,12 +115,21 @@ def table(outcome: Outcome) -> Table:
     return t
 
 
-def backend_caption(options: Options) -> str | None:
-    """``redis``: how the replicas ran (the table's caption); None for the one SQLite sidecar."""
+def backend_caption(options: Options, faults: list[dict[str, Any]] | None = None) -> str | None:
+    """``redis``: how the replicas ran (the table's caption), with the primary failovers among ``faults``; None for
+    the one SQLite sidecar."""
     if not options.replicated:
         return None
+    redis = "one redis-server"
+    if options.failovers:
+        done = [f["body"] for f in faults or () if f.get("kind") == "primary failover" and f.get("applied")]
+        took = ", ".join(f"{f['took_s']:.1f}" for f in done)
+        redis = (
+            f"a Redis primary + replica + 3 sentinels, the primary killed -9 {len(done)} of {options.failovers} "
+            f"times (promotion took {took or '-'} s)"
+        )
     return (
-        f"backend redis: {options.replicas} replica processes on one redis-server, {options.partitions} partitions,"
+        f"backend redis: {options.replicas} replica processes on {redis}, {options.partitions} partitions,"
         f" lease_ttl_s {options.lease_ttl_s:g} (short: a killed replica's partitions move to the others within"
         f" {options.lease_ttl_s * 4 / 3:.1f} s); a kill hits a random replica, restarted as a new one; agents post"
         " to and read from random replicas"

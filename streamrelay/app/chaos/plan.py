@@ -93,6 +93,9 @@ class Options:
         lease_ttl_s: ``redis``: the replicas' ``lease_ttl_s`` (a killed replica's partitions move after at most
             4/3 of it: short, so a kill costs seconds).
         partitions: ``redis``: the replicas' ``partitions``.
+        failovers: ``redis``: how many primary failovers (kill -9 of the Redis primary; the sentinels promote its
+            replica). Above 0 the campaign's Redis is a primary, a replica and three sentinels
+            (:mod:`app.chaos.sentinels`), and the replicas find the primary through the sentinels.
     """
 
     runs: int
@@ -111,6 +114,7 @@ class Options:
     replicas: int = 1
     lease_ttl_s: float = 3.0
     partitions: int = 16
+    failovers: int = 0
 
     @property
     def replicated(self) -> bool:
@@ -188,6 +192,9 @@ class RunPlan:
     media: tuple[Media, ...] = ()
     """The answer's media items (their ``media`` lines are among ``lines``)."""
     stop: StopPlan | None = None
+    failover: float | None = None
+    """``redis`` with failovers: the fraction of the run's lines at which the Redis primary is killed (a
+    ``primary failover`` fault)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -297,6 +304,11 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
         plans[index].fault = FaultPlan(kind, rng.uniform(0.0, 0.9), fault_body(rng, kind, platform, options.long))
     for plan in plans:  # drawn last: the same seed keeps the runs, kills and faults it drew before media and stops
         _add_media_and_stop(rng, plan)
+    if options.replicated and options.failovers > 0:  # its own generator: the plans without failovers stay the same
+        draw = random.Random(f"failover-{options.seed}")
+        candidates = list(range(min(2, options.runs - 1), options.runs))
+        for index in sorted(draw.sample(candidates, min(options.failovers, len(candidates)))):
+            plans[index].failover = draw.uniform(0.1, 0.9)
     return plans
 
 

@@ -46,20 +46,51 @@ PORTS = range(20_000, 32_768)
 from. A port the kernel handed out for a listener (bind to 0) goes back to that pool when the probe closes, and an
 outgoing connection (the campaign's own to its Redis) could take it before the process meant to listen there binds
 it: "port in use" (a mock failed to start once in CI that way)."""
+PORTS_ENV = "STREAMRELAY_LISTEN_PORTS"
+"""``low-high`` (inclusive), a part of :data:`PORTS` for this process and its children: the test suite gives each
+pytest-xdist worker its own part (tests/ports.py), so two workers never hand out the same port."""
+
+
+def listen_ports() -> range:
+    """The ports :func:`free_port` draws from: :data:`PORTS_ENV` when set, else :data:`PORTS`.
+
+    Raises:
+        ValueError: :data:`PORTS_ENV` is not ``low-high`` with ``0 < low <= high < 65536``.
+    """
+    spec = os.environ.get(PORTS_ENV, "")
+    if not spec:
+        return PORTS
+    low, _, high = spec.partition("-")
+    first, last = int(low), int(high)
+    if not 0 < first <= last < 65_536:
+        raise ValueError(f"{PORTS_ENV}={spec!r}: expected low-high with 0 < low <= high < 65536")
+    return range(first, last + 1)
+
+
+_next: dict[range, int] = {}
+"""Per range, where this process's next :func:`free_port` looks (starts at random, then goes round)."""
 
 
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 in :data:`PORTS` (tried at random until one binds)."""
-    rng = random.SystemRandom()
-    for _ in range(200):
-        port = rng.choice(PORTS)
+    """A free TCP port on 127.0.0.1 in :func:`listen_ports`: the next one after the last handed out (from a random
+    start) that binds now. A process never hands out the same port twice until it has gone round the whole range,
+    so ports asked for together (a mock's and a sidecar's, before either listens) always differ.
+
+    Raises:
+        RuntimeError: no port in the range binds.
+    """
+    ports = listen_ports()
+    at = _next.get(ports, random.SystemRandom().randrange(len(ports)))
+    for step in range(len(ports)):
+        port = ports[(at + step) % len(ports)]
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((HOST, port))
             except OSError:
                 continue
-            return port
-    raise RuntimeError(f"no free port in {PORTS.start}-{PORTS.stop - 1} on {HOST}")
+        _next[ports] = (at + step + 1) % len(ports)
+        return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1} on {HOST}")
 
 
 PIDS = "pids.json"
@@ -240,7 +271,7 @@ def redis_server() -> str:
 
 
 class RedisServer:
-    """A redis-server of the campaign's own (``--backend redis``): a free port on 127.0.0.1, nothing saved, its
+    """A redis-server of the campaign's own (``--backend redis``): a free port on 127.0.0.1, an append-only file, its
     data in a temporary folder, its log in the transcript folder.
 
     Args:
@@ -255,7 +286,8 @@ class RedisServer:
         self.port = free_port()
         self.url = f"redis://{HOST}:{self.port}/0"
         self.folder = Path(tempfile.mkdtemp(prefix="streamrelay-chaos-redis-"))
-        argv = [binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no"]
+        argv = [binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "yes"]
+        argv += ["--appendfsync", "always"]  # serve refuses a Redis without an append-only file
         argv += ["--dir", str(self.folder), "--logfile", "", "--loglevel", "warning"]
         self.proc = Proc("redis-server", argv, child_env({}), out / "redis.log", out / PIDS)
 

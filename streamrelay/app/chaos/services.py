@@ -6,12 +6,17 @@ and ledger. Replicas (``redis``) are N of them on one Redis: a kill hits a live 
 answers), which is started again after :data:`RESTART_AFTER_S` (a new process: a new replica id); meanwhile the
 others take the lines of every run, and its partitions move to them once its leases lapse (``lease_ttl_s``). The
 next kill need not wait for that restart. Agents reach a random live one (:meth:`Services.pick`).
+
+With ``--failovers N`` the Redis is a primary, a replica and three sentinels
+(:class:`app.chaos.sentinels.RedisSentinels`) and the replicas find the primary through the sentinels; a ``primary
+failover`` fault kills the primary with -9 (:meth:`Services.fail_over`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import secrets
 import sys
@@ -23,7 +28,8 @@ from typing import Any
 
 import httpx
 
-from streamrelay.adapters.redis import Leases, connect, conversation_key, partition_of
+from streamrelay.adapters.redis import Leases, connect, connect_sentinel, conversation_key, partition_of
+from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.chaos.plan import Options
 from streamrelay.app.chaos.procs import (
     HOST,
@@ -37,6 +43,7 @@ from streamrelay.app.chaos.procs import (
     free_port,
     write_config,
 )
+from streamrelay.app.chaos.sentinels import MASTER, FailoverRecord, RedisSentinels
 from streamrelay.app.dry_run import DRY_RUN
 
 RESTART_AFTER_S = 1.0
@@ -98,17 +105,23 @@ class Services:
         self.config = out / "config.toml"
         self.ledger = out / "ledger.sqlite3"
         self.mocks: dict[str, Proc] = {}
-        self.redis = RedisServer(out) if options.replicated else None
+        failing = options.replicated and options.failovers > 0
+        self.redis = RedisServer(out) if options.replicated and not failing else None
+        self.sentinels = RedisSentinels(out) if failing else None
         tokens = {TOKEN_ENV[p]: DRY_RUN[p].token for p in options.platforms}
         env = {"STREAMRELAY_TOKEN": self.token, **tokens}
         serve = [sys.executable, "-m", "streamrelay", "serve", "--config", str(self.config)]
         self.sidecars: list[Sidecar] = []
-        if self.redis is None:
+        if not options.replicated:
             port = free_port()
             proc = Proc("sidecar", serve, child_env(env), out / "sidecar.log", out / PIDS)
             self.sidecars.append(Sidecar("sidecar", port, proc))
         else:
-            env["STREAMRELAY_SERVICE__REDIS_URL"] = self.redis.url
+            if self.redis is not None:
+                env["STREAMRELAY_SERVICE__REDIS_URL"] = self.redis.url
+            if self.sentinels is not None:
+                env["STREAMRELAY_SERVICE__REDIS_SENTINELS"] = json.dumps(self.sentinels.addresses)
+                env["STREAMRELAY_SERVICE__REDIS_SENTINEL_MASTER"] = MASTER
             for n in range(1, max(1, options.replicas) + 1):
                 port, name = free_port(), f"replica-{n}"
                 proc = Proc(name, [*serve, "--port", str(port)], child_env(env), out / f"{name}.log", out / PIDS)
@@ -168,6 +181,8 @@ class Services:
             proc.start()
         if self.redis is not None:
             await self.redis.start()
+        if self.sentinels is not None:
+            await self.sentinels.start()
         for platform, proc in self.mocks.items():
             await self._ready(proc, f"{self.mock_url(platform)}/_mock/state")
         write_config(self.config, self.options, self.port, self.mock_ports, self.ledger)
@@ -256,7 +271,7 @@ class Services:
         if self._lock.locked() or not self.can_kill():
             return None
         async with self._lock:
-            if self.redis is None:
+            if not self.options.replicated:
                 victim, replica = self.sidecars[0], None
             else:
                 victim = self._rng.choice([s for s in self.sidecars if s.up.is_set()])
@@ -266,7 +281,7 @@ class Services:
             self._down(victim)
             victim.proc.kill()
             self.kills.append(record)
-            if self.redis is None:
+            if not self.options.replicated:
                 await self._restart(victim, record)
             else:
                 task = asyncio.create_task(self._restart(victim, record), name=f"restart:{victim.name}")
@@ -276,7 +291,7 @@ class Services:
 
     async def _restart(self, victim: Sidecar, record: KillRecord) -> None:
         t = time.monotonic()
-        if self.redis is not None:
+        if self.options.replicated:
             await asyncio.sleep(RESTART_AFTER_S)
         await self._start_sidecar(victim)
         record.down_s = round(time.monotonic() - t, 3)
@@ -284,10 +299,9 @@ class Services:
     async def _held_by(self, victim: Sidecar, runs: list[str]) -> list[str]:
         """The runs among ``runs`` that ``victim`` holds: it owns their partition (asked of Redis: the lease's
         owner id holds its process id), or their agent has a request open on it."""
-        assert self.redis is not None
         pid = str(victim.proc.pid)
         partitions = self.options.partitions
-        client = connect(self.redis.url, client_name="streamrelay-chaos", socket_timeout_s=5.0)
+        client = self.redis_client()
         try:
             leases = Leases(client)
             owners: dict[int, str] = {}
@@ -306,6 +320,25 @@ class Services:
 
         return sorted(r for r in runs if held(r))
 
+    def redis_client(self) -> Redis:
+        """A client of the campaign's Redis primary (through the sentinels with failovers); the caller closes it."""
+        if self.sentinels is not None:
+            sentinels = [(HOST, port) for port in self.sentinels.sentinel_ports]
+            return connect_sentinel(sentinels, MASTER, client_name="streamrelay-chaos", socket_timeout_s=5.0)
+        assert self.redis is not None
+        return connect(self.redis.url, client_name="streamrelay-chaos", socket_timeout_s=5.0)
+
+    async def fail_over(self) -> FailoverRecord:
+        """Kill -9 the Redis primary once its replica is in sync; returns once the sentinels promoted the replica
+        (the killed one is started again and rejoins as a replica meanwhile).
+
+        Raises:
+            RuntimeError: no replica was in sync, or none was promoted in time.
+        """
+        assert self.sentinels is not None
+        await self.sentinels.replica_in_sync()
+        return await self.sentinels.fail_over(round(self.elapsed(), 3))
+
     async def watch(self) -> None:
         """Restart a sidecar whenever it dies by itself (recorded in :attr:`crashes`); runs until cancelled."""
         redis_gone = False
@@ -318,7 +351,7 @@ class Services:
                 if self._lock.locked() or sidecar.proc.alive or not sidecar.up.is_set():
                     continue
                 async with self._lock:
-                    who = "the sidecar" if self.redis is None else sidecar.name
+                    who = "the sidecar" if not self.options.replicated else sidecar.name
                     self.crashes.append(
                         f"{who} exited by itself with {sidecar.proc.exit_code} at {self.elapsed():.1f} s"
                     )
@@ -351,3 +384,5 @@ class Services:
             proc.stop()
         if self.redis is not None:
             self.redis.stop()
+        if self.sentinels is not None:
+            self.sentinels.stop()

@@ -43,6 +43,7 @@ class Chaos:
         options = services.options
         self._gap_s = MIN_KILL_GAP_S + (options.lease_ttl_s * 4 / 3 if options.replicated else 0.0)
         self._one_kill = asyncio.Lock()
+        self._one_failover = asyncio.Lock()
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro)
@@ -57,6 +58,9 @@ class Chaos:
             self._spawn(self._stop(plan))
         if kill is not None and kill.kind != "after_end" and sent >= kill.at * n and self._once(plan, "kill"):
             self._spawn(self._kill(plan))
+        failover = plan.failover
+        if failover is not None and sent >= failover * n and self._once(plan, "failover"):
+            self._spawn(self._fail_over(plan))
         if fault is not None and sent >= fault.at * n and self._once(plan, "fault"):
             self._spawn(self._fault(plan))
 
@@ -117,6 +121,30 @@ class Chaos:
             if record is None:
                 self.skipped.append({"kill": reason, "at_s": round(self.services.elapsed(), 3), "why": "restarting"})
             self._last_up = time.monotonic()
+
+    async def _fail_over(self, plan: RunPlan) -> None:
+        """Kill -9 the Redis primary (a ``primary failover`` fault, listed with the faults): the sentinels promote
+        its replica and the killed one comes back as a replica. One at a time; skipped while the primary has no
+        replica in sync (nothing could be promoted) or no run is live."""
+        entry: dict[str, Any] = {
+            "applied": None,
+            "at_s": round(self.services.elapsed(), 3),
+            "run": plan.run,
+            "platform": "redis",
+            "kind": "primary failover",
+            "body": {},
+        }
+        async with self._one_failover:
+            if not self.live:
+                self.skipped.append({"fault": "primary failover", "run": plan.run, "why": "no run was live any more"})
+                return
+            try:
+                record = await self.services.fail_over()
+            except RuntimeError as exc:
+                entry["error"] = str(exc)
+            else:
+                entry["applied"], entry["body"] = True, record.to_json()
+            self.faults.append(entry)
 
     async def _stop(self, plan: RunPlan) -> None:
         """The reader's stop, posted as the bot that owns the platform's updates forwards it (whatever kill or

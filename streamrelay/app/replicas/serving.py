@@ -15,18 +15,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from pydantic import SecretStr
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp
 
 from streamrelay.adapters.ingest_http import Callers
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
 from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
-from streamrelay.adapters.redis import InputStream, RunIndex, connect, redacted, shared_budgets_for
+from streamrelay.adapters.redis import (
+    Durability,
+    InputStream,
+    RunIndex,
+    connect,
+    connect_sentinel,
+    persistence,
+    redacted,
+    shared_budgets_for,
+)
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
@@ -39,6 +51,7 @@ from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.errors import ConfigError
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
@@ -47,6 +60,8 @@ _log = logging.getLogger("streamrelay.service")
 
 RESUME_WAIT_S = 30.0
 """How long a starting replica waits for the partitions it took to resume before it says ready."""
+REDIS_RETRY_S = 1.0
+"""How often a starting replica asks a Redis that does not answer again (e.g. while Sentinel promotes a replica)."""
 
 
 async def serve_replica(
@@ -69,9 +84,7 @@ async def serve_replica(
         RuntimeError: a listener could not start (its port is in use).
     """
     service = settings.service
-    assert service.redis_url is not None  # the settings check it
-    url = service.redis_url.get_secret_value()
-    client = connect(url)
+    client, where = redis_client(settings)
     pending = unloaded_channels(settings)
     channels = build_channels(settings, tokens=tokens, metrics=metrics, names=_loaded_now(settings, pending))
     catalog, validate = load_actions(service.actions or None)
@@ -155,7 +168,12 @@ async def serve_replica(
         if sidecar.pressure is not None:  # the import in its thread and gc.collect made the loop late: not load
             sidecar.pressure.start()
         health.set(ServiceState.RESUMING)
-        await replicas.start(service.advertise_url or listening_url)
+        url = service.advertise_url or listening_url
+        start = functools.partial(_start, replicas, client, where, url, allow_volatile=service.allow_volatile_redis)
+        if not await _when_redis_answers(start, where, health, stop):
+            health.set(ServiceState.STOPPING)
+            await sidecar.stop()
+            return
         await asyncio.sleep(0)
         await replicas.ready_partitions(RESUME_WAIT_S)
         health.set(ServiceState.READY)
@@ -164,7 +182,7 @@ async def serve_replica(
             version(),
             replicas.owner,
             listening_url,
-            redacted(url),
+            where,
             service.partitions,
             len(replicas.owners),
             extra={"replica": replicas.owner, "partitions": sorted(replicas.owners)},
@@ -191,6 +209,87 @@ async def serve_replica(
             await channel.adapter.close()
         await client.aclose()
         _log.info("stopped")
+
+
+def redis_client(settings: Settings) -> tuple[Redis, str]:
+    """The Redis client ``settings`` name (one URL, or the primary Sentinel names, followed across a failover), with
+    its durable writes waiting for ``redis_wait_replicas``; and where it points, as it may be shown (no password).
+
+    Raises:
+        ConfigError: the URL is not a Redis URL.
+    """
+    service = settings.service
+    url = service.redis_url.get_secret_value() if service.redis_url is not None else ""
+    durability = Durability(service.wait_replicas(), timeout_ms=service.redis_wait_timeout_ms)
+    if service.redis_sentinels:
+        where = f"sentinel {service.redis_sentinel_master!r} via {', '.join(service.redis_sentinels)}"
+        master = service.redis_sentinel_master
+        return connect_sentinel(service.sentinel_addresses(), master, url=url, durability=durability), where
+    return connect(url, durability=durability), redacted(url)
+
+
+async def check_persistence(client: Redis, where: str, *, allow_volatile: bool) -> None:
+    """Refuse a Redis primary without an append-only file unless ``allow_volatile`` (``[service]
+    allow_volatile_redis``); log what it keeps either way.
+
+    Raises:
+        ConfigError: it keeps no append-only file and ``allow_volatile`` is False (the message says why and what
+            to set).
+        redis.exceptions.RedisError: Redis did not answer.
+    """
+    kept = await persistence(client)
+    if not kept.volatile:
+        _log.info("redis %s: %s", where, kept.describe(), extra={"appendfsync": kept.appendfsync})
+        return
+    if not allow_volatile:
+        raise ConfigError(
+            f"Redis {where} keeps {kept.describe()}. The replicas keep the runs in flight, the lines answered 200 "
+            "and the partitions' fencing tokens there: a restart of it would lose those runs and hand out fencing "
+            "tokens again (a replica paused past its lease could then write). Turn on `appendonly yes` "
+            "(`appendfsync always` or `everysec`) on the primary and its replicas, or set [service] "
+            "allow_volatile_redis = true to use it anyway (tests, throwaway demos)"
+        )
+    _log.warning(
+        "redis %s keeps %s; taken because allow_volatile_redis = true: a restart of it loses the runs in flight",
+        where,
+        kept.describe(),
+    )
+
+
+async def _start(replicas: ReplicaService, client: Redis, where: str, url: str, *, allow_volatile: bool) -> None:
+    """The persistence check, then the replica's start (announced at ``url``).
+
+    Raises:
+        ConfigError: as :func:`check_persistence` and :meth:`ReplicaService.start`.
+        redis.exceptions.RedisError: Redis did not answer.
+    """
+    await check_persistence(client, where, allow_volatile=allow_volatile)
+    await replicas.start(url)
+
+
+async def _when_redis_answers(
+    start: Callable[[], Awaitable[None]], where: str, health: Health, stop: asyncio.Event
+) -> bool:
+    """Run ``start`` (the persistence check, then :meth:`ReplicaService.start`, whose Redis steps may be repeated:
+    the partition count's check, the epoch markers' ``SET NX``, the announcement), again every
+    :data:`REDIS_RETRY_S` while Redis does not answer (it is failing over, or not up yet: ``/readyz`` says so);
+    False when ``stop`` was set first.
+
+    Raises:
+        ConfigError: the primary keeps no append-only file (and ``allow_volatile_redis`` is false), or another
+            partition count than the deployment's.
+    """
+    while not stop.is_set():
+        try:
+            await start()
+            return True
+        except (RedisConnectionError, RedisTimeoutError) as exc:  # the error's name only: the URL may hold a password
+            reason = f"waiting for Redis {where} ({type(exc).__name__})"
+            health.set(ServiceState.RESUMING, reason)
+            _log.warning("%s: trying again in %g s", reason, REDIS_RETRY_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), REDIS_RETRY_S)
+    return False
 
 
 async def _listen_and_load(

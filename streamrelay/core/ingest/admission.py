@@ -34,6 +34,7 @@ from streamrelay.core.events import (
     RunStart,
     Stop,
     TextEvent,
+    TextMode,
     parse_event,
 )
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
@@ -92,6 +93,9 @@ def line_failed(exc: Exception, run_hint: str | None) -> IngestError:
     return IngestError(f"this line could not be taken ({type(exc).__name__}): report it", status=422)
 
 
+_DELTA = TextMode.DELTA
+"""Looked up once (an enum member's lookup on its class is a call on CPython 3.11)."""
+
 _validate_text: Callable[[object], TextEvent] = TextEvent.__pydantic_validator__.validate_python
 """The ``text`` event's own compiled validator: what :func:`core.events.parse_event`'s union picks by ``kind``, without
 the union's dispatch (a line it refuses goes to :func:`~core.events.parse_event`, whose message names the field)."""
@@ -104,6 +108,18 @@ def _text_event(obj: dict[str, Any], run: str) -> TextEvent | None:
         return _validate_text(obj if "run" in obj else {**obj, "run": run})
     except ValidationError:
         return None
+
+
+def _delta_of(obj: object, run_id: str, run_hint: str | None) -> TextEvent | None:
+    """The ``text`` event of mode ``delta`` of run ``run_id`` the line ``obj`` is (a JSON object, or an event decoded
+    and validated in one step: :func:`adapters.ingest_http.lines.decode_text`), or None."""
+    if type(obj) is TextEvent:
+        return obj if obj.mode is _DELTA and obj.run == run_id else None
+    if type(obj) is not dict or obj.get("kind") != "text" or obj.get("mode", "delta") != "delta":
+        return None  # (a mode equal to "delta" that validates is the delta mode)
+    if obj.get("run", run_hint) != run_id:
+        return None
+    return _text_event(obj, run_id)
 
 
 @dataclass
@@ -193,9 +209,11 @@ class Admission:
         ``lines[start]`` is not one (then :meth:`accept` takes it alone).
 
         A line belongs to the group when it is a JSON object of ``kind`` ``text`` and ``mode`` ``delta`` (the
-        default) of the run its ``run`` (or ``run_hint``) names, active, not stopped, closing or ended; when the
+        default) of the run its ``run`` (or ``run_hint``) names, active, not stopped, closing or ended, and the
         ``text`` event validator takes it (the one :func:`core.events.parse_event` picks for ``text``, so the event
-        is the same); and when it is taken as it would be alone: its ``seq`` (if any) not taken yet and within the
+        is the same), or a :class:`~core.events.TextEvent` of ``mode`` ``delta`` of that run already validated
+        (HTTP ingest decodes and validates a text line in one step: :func:`adapters.ingest_http.lines.decode_text`);
+        and when it is taken as it would be alone: its ``seq`` (if any) not taken yet and within the
         client's ``seq_window``, and the run's ``max_events_per_run`` and ``max_chars_per_run`` not passed with it.
         The group ends before the first line that is not so: :meth:`accept` then takes it alone and drops it, or
         refuses it with its own error (every message as before). Nothing awaits in here, and nothing a group's line
@@ -215,9 +233,7 @@ class Admission:
         max_events, max_chars, window = self._group_limits(run, replay=replay)
         events: list[Event] = []
         for obj, _ in islice(lines, start, None):
-            if type(obj) is not dict or obj.get("kind") != "text" or obj.get("mode", "delta") != "delta":
-                break  # (a mode equal to "delta" that validates is the delta mode)
-            if obj.get("run", run_hint) != run_id or (event := _text_event(obj, run_id)) is None:
+            if (event := _delta_of(obj, run_id, run_hint)) is None:
                 break
             seq, size = event.seq, len(event.text)
             if seq is not None:
@@ -228,7 +244,10 @@ class Admission:
             if n_events >= max_events or chars + size > max_chars:
                 break  # refused alone
             if seq is not None:
-                seqs.take(seq)
+                if seq - 1 == seqs.floor and not seqs.above:  # the next in order: what take does, without the call
+                    seqs.floor = seq
+                else:
+                    seqs.take(seq)
                 if max_seq is None or seq > max_seq:
                     max_seq = seq
             n_events += 1
@@ -242,14 +261,15 @@ class Admission:
     def _delta_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
         """The run a group of :meth:`take_deltas` starting with the line ``first`` goes to, or None (no group: it is
         not a text line, names no active run or another than ``run_hint``, or its run is stopped, closing or ended)."""
+        if type(first) is TextEvent:
+            return self._taking_run(first.run, run_hint)
         if type(first) is not dict or first.get("kind") != "text":
             return None
-        return self._taking_run(first, run_hint)
+        return self._taking_run(first.get("run", run_hint), run_hint)
 
-    def _taking_run(self, first: JsonObject, run_hint: str | None) -> ActiveRun | None:
-        """The active run the line ``first`` names (or ``run_hint``), while it takes lines: None when it names
-        another run than ``run_hint``, none active, or one stopped, closing or ended."""
-        run_id = first.get("run", run_hint)
+    def _taking_run(self, run_id: object, run_hint: str | None) -> ActiveRun | None:
+        """The active run a line names (``run_id``: its ``run``, or ``run_hint``), while it takes lines: None when it
+        names another run than ``run_hint``, none active, or one stopped, closing or ended."""
         if run_hint is not None and run_id != run_hint:
             return None
         run = self.runs.get(run_id) if type(run_id) is str else None
@@ -431,7 +451,7 @@ class Admission:
         """The run a group of :meth:`take_raw` starting with the line ``first`` goes to, or None (see there)."""
         if type(first) is not dict:
             return None
-        run = self._taking_run(first, run_hint)
+        run = self._taking_run(first.get("run", run_hint), run_hint)
         return run if run is not None and self._is_raw_of(run, first, run_hint) else None
 
     @staticmethod

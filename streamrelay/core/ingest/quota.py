@@ -93,7 +93,8 @@ class RunUsage:
                 status=422,
             )
         self.events, self.chars = n_events, chars
-        self._longest.update(grown)
+        if grown:  # a new dict, never changed in place: a batch's mark keeps the one before (core/run/relay.py)
+            self._longest = {**self._longest, **grown}
         for event in events:
             self._note_seq(event.seq)
 

@@ -146,6 +146,20 @@ class SeqFloor:
             self.above.discard(self.floor + 1)
             self.floor += 1
 
+    def untake(self, floor: int, seqs: list[int]) -> None:
+        """Undo the :meth:`take` of each of ``seqs``, taken while the floor was ``floor`` or above, keeping every other
+        number taken since (another request's). O(len(seqs) + how far the floor moved since)."""
+        undone = set(seqs)
+        if self.floor is not None and self.floor > floor:
+            passed = (n for n in range(floor + 1, self.floor + 1) if n not in undone)
+            self.above = self.above.difference(undone).union(passed)
+        else:
+            self.above = self.above.difference(undone)
+        self.floor = floor
+        while self.floor + 1 in self.above:
+            self.above.discard(self.floor + 1)
+            self.floor += 1
+
 
 def join_deltas(events: list[Event]) -> list[Event]:
     """Join adjacent text deltas of the same source, message, visibility and lane into one

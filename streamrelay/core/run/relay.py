@@ -205,7 +205,7 @@ class Relay:
                     try:
                         await self._journal.append((entry,))
                     except Exception:
-                        await self._undo([(run, events)] if events else (), () if mark is None else (mark,))
+                        await self._undo((entry,), [(run, events)] if events else (), () if mark is None else (mark,))
                         raise
                     if events and not (run.opened and run.queue.offer(events)):  # ActiveRun.offer, written out
                         await self._hand_over([(run, events)], replay=False)
@@ -340,18 +340,21 @@ class Relay:
         try:
             await self._journal.append(entries)
         except Exception:
-            await self._undo(staged, marks.values())
+            await self._undo(entries, staged, marks.values())
             raise
 
-    async def _undo(self, staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]) -> None:
-        """Admission forgets what it took of lines the journal refused: the runs they opened, each run's ``seq``
-        numbers, usage and end as ``marks`` kept them, and what a raw stream's normalizer made of them."""
+    async def _undo(
+        self, entries: Sequence[JournalEntry], staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]
+    ) -> None:
+        """Admission forgets what it took of the lines ``entries`` the journal refused: the runs they opened, each
+        run's ``seq`` numbers, usage and end (``marks``), and what a raw stream's normalizer made of them."""
         for run, _ in staged:
             if not run.opened and self._runs.get(run.run) is run:
                 del self._runs[run.run]
                 self._admission.clients.left(run.run)
+        taken = _taken_seqs(entries)
         for mark in marks:
-            mark.restore()
+            mark.restore(taken.get(mark.run.run, []))
             if mark.run.normalizer is not None:
                 await self._renormalize(mark.run)
 
@@ -581,35 +584,32 @@ class _Mark:
     are taken, never dropped as repeats. A raw provider stream's normalizer is rebuilt from the journal instead
     (:meth:`Relay._renormalize`).
 
-    One is made per request (per line when an agent posts each line alone): the state is kept as one tuple, and the
-    run's set of ``seq`` numbers above its floor and its longest texts are copied only when they hold something (they
-    are empty on the common line: lines in order, deltas)."""
+    Cheap to take (O(1), for the one-line request too): the counts are a few numbers, the longest texts a reference
+    (that dict is replaced, never changed in place: :meth:`core.ingest.quota.RunUsage.charge`), and of the ``seq``
+    numbers only the floor. Undoing reverses what the refused lines took (their own ``seq`` numbers:
+    :meth:`core.ingest.sequencer.SeqFloor.untake`), so numbers another request took meanwhile stay taken; before the
+    run's first ``seq`` (no floor, so none above it) the numbers are restored as they were.
+    """
 
-    __slots__ = ("run", "state")
+    __slots__ = ("chars", "end_seq", "ended", "events", "floor", "longest", "max_seq", "run")
 
     def __init__(self, run: ActiveRun) -> None:
         self.run = run
-        seqs, usage = run.seqs, run.usage
-        above, longest = seqs.above, usage._longest
-        self.state = (
-            seqs.floor,
-            set(above) if above else None,
-            usage.events,
-            usage.chars,
-            usage.max_seq,
-            dict(longest) if longest else None,
-            run.ended,
-            run.end_seq,
-        )
-
-    def restore(self) -> None:
-        run = self.run
-        floor, above, events, chars, max_seq, longest, ended, end_seq = self.state
-        run.seqs.floor, run.seqs.above = floor, above if above is not None else set()
+        self.floor = run.seqs.floor
         usage = run.usage
-        usage.events, usage.chars, usage.max_seq = events, chars, max_seq
-        usage._longest = longest if longest is not None else {}
-        run.ended, run.end_seq = ended, end_seq
+        self.events, self.chars, self.max_seq, self.longest = usage.events, usage.chars, usage.max_seq, usage._longest
+        self.ended, self.end_seq = run.ended, run.end_seq
+
+    def restore(self, seqs: list[int]) -> None:
+        """Undo the batch's lines of this run that took ``seqs``."""
+        run = self.run
+        if self.floor is None:
+            run.seqs.floor, run.seqs.above = None, set()
+        else:
+            run.seqs.untake(self.floor, seqs)
+        usage = run.usage
+        usage.events, usage.chars, usage.max_seq, usage._longest = self.events, self.chars, self.max_seq, self.longest
+        run.ended, run.end_seq = self.ended, self.end_seq
 
 
 def _run_mark(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun]) -> _Mark | None:
@@ -618,6 +618,17 @@ def _run_mark(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun]) -> 
     if type(run_id) is str and (run := runs.get(run_id)) is not None:
         return _Mark(run)
     return None
+
+
+def _taken_seqs(entries: Sequence[JournalEntry]) -> dict[str, list[int]]:
+    """The ``seq`` of each journal entry that has one, by run (read back from the lines: only when they are undone)."""
+    taken: dict[str, list[int]] = {}
+    for run, line in entries:
+        obj = json.loads(line)
+        seq = obj.get("seq") if isinstance(obj, dict) else None
+        if type(seq) is int:
+            taken.setdefault(run, []).append(seq)
+    return taken
 
 
 def _mark_run(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun], marks: dict[str, _Mark]) -> None:
