@@ -209,44 +209,45 @@ class PreviewMode(_Parts, _NoTimers):
         # The live part is the chunker's pending text, pushed as its range of the text (O(1)) and built only when
         # the reconciler is about to send it: building it costs its length, so doing that per delta would cost the
         # buffer per delta.
-        if self._frozen < len(self._slots):
-            slot = self._slots[self._frozen]
+        slots, frozen_n = self._slots, self._frozen
+        if frozen_n < len(slots):
+            slot = slots[frozen_n]
             if slot.cut is not None:
                 self._book.mark_cut(slot, False)
         else:
             slot = self._book.claim_slot(SlotRole.ANSWER, "", self._policy.fmt, before=self.anchor)
-            self._slots.append(slot)
-        self._book.set_live(slot, self._pending())
-
-    def _pending(self) -> PendingText:
-        """The live part: the chunker's pending text as a range of the text (O(1)), or, while the chunker holds more
-        than one message's worth (waiting to see where a protected range or a block ends), the part of it that fits,
-        built now: a live message never grows past the platform's limit."""
+            slots.append(slot)
+        # While the chunker holds more than one message's worth (waiting to see where a protected range or a block
+        # ends), the part of it that fits is built now: a live message never grows past the platform's limit.
         head, start, end, widths, units = self._chunker.pending_range()
         if units > self._params.max_chars or start < 0:
             pending = self._chunker.pending
-            return PendingText(None, head=self._split.fit(pending)[0] if pending else pending)
-        at, policy = self._offset, self._policy
-        live = PendingText(self._source, at + start, at + end, head, widths, policy.fmt, policy.max_units)
-        if CHECK_PENDING:
-            assert replace(live, max_units=0).text(_len) == self._chunker.pending, (live, self._chunker.pending)
-        return live
+            live = PendingText(None, head=self._split.fit(pending)[0] if pending else pending)
+        else:
+            at, policy = self._offset, self._policy
+            live = PendingText(self._source, at + start, at + end, head, widths, policy.fmt, policy.max_units)
+            if CHECK_PENDING:
+                assert replace(live, max_units=0).text(_len) == self._chunker.pending, (live, self._chunker.pending)
+        self._book.set_live(slot, live)
 
     def on_answer(self, change: AnswerChange, message: int) -> None:
-        if change.reset:
-            self._frozen = 0
-            self._cut = False
-            if self._own is not None:
-                self._own = self._source = TextBuffer()
-            self._chunker = self._new_chunker()
-        elif self._cut:
-            return  # cut at the message limit: nothing more shows until a reset or the final
+        if not change.reset:  # the common change: text appended
+            if not self._cut:  # (cut at the message limit: nothing more shows until a reset or the final)
+                if self._own is not None:
+                    self._own.append(change.text)
+                self._show(self._chunker.append(change.text))
+            return
+        # A reset: ``text`` is the whole new answer.
+        self._frozen = 0
+        self._cut = False
+        if self._own is not None:
+            self._own = self._source = TextBuffer()
+        self._chunker = self._new_chunker()
         if self._own is not None:
             self._own.append(change.text)
         self._show(self._chunker.append(change.text))
-        if change.reset:
-            for slot in self._slots[self._frozen + 1 :]:
-                self._book.retire(slot)  # parts past the new text go at once, not at the end
+        for slot in self._slots[self._frozen + 1 :]:
+            self._book.retire(slot)  # parts past the new text go at once, not at the end
 
     def finalize(self, final_text: str) -> None:
         shown = self._lay_out(self._split.split(final_text))

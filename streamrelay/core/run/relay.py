@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from streamrelay.core.channel import ChannelRuntime
@@ -186,34 +186,31 @@ class Relay:
         Raises:
             Exception: the journal could not be written: none of the batch is accepted (the caller answers 503).
         """
-        marks: dict[str, _Mark] = {}  # the run as admission knew it (undone if the journal refuses the line)
         if len(lines) == 1:
-            _mark_run(lines[0][0], run_hint, self._runs, marks)
-        if len(lines) == 1 and (group := self._one_group(lines, run_hint)) is not None:
             # One line a request (an agent posting each line as it comes), taken by a fast path: :meth:`_take` without
             # a batch's bookkeeping (its lists, groups and joins, each a cost per request when every request is one
             # line), nor a coroutine per step. The same journal entry, hand-over and failure as :meth:`_take` gives.
-            run, events, results = group
-            result = results[0]
-            if type(result) is LineResult and result.dropped is None:  # taken (not refused, not dropped)
-                obj, raw = lines[0]
-                staged = [(run, events)] if events else []
-                entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
-                await self._journal_or_undo([entry], staged, marks)
-                if events and not run.offer(events):
-                    await self._hand_over(staged, replay=False)
-            return results
+            obj, raw = lines[0]
+            mark = _run_mark(obj, run_hint, self._runs)  # the run as admission knew it (undone if not journaled)
+            admission = self._admission
+            group = admission.take_deltas(lines, 0, run_hint, replay=False) or admission.take_raw(
+                lines, 0, run_hint, replay=False
+            )  # (else admission.accept takes it, in _take)
+            if group is not None:
+                run, events, results = group
+                result = results[0]
+                # Taken (not refused, not dropped): a delta's result is the shared ONE_EVENT.
+                if result is ONE_EVENT or (type(result) is LineResult and result.dropped is None):
+                    entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
+                    try:
+                        await self._journal.append((entry,))
+                    except Exception:
+                        await self._undo((entry,), [(run, events)] if events else (), () if mark is None else (mark,))
+                        raise
+                    if events and not (run.opened and run.queue.offer(events)):  # ActiveRun.offer, written out
+                        await self._hand_over([(run, events)], replay=False)
+                return results
         return await self._take(lines, run_hint, replay=False)
-
-    def _one_group(
-        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None
-    ) -> tuple[ActiveRun, list[Event], list[LineResult | IngestError]] | None:
-        """The live line ``lines[0]`` as :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` takes it, or None
-        (then :meth:`Admission.accept` takes it)."""
-        admission = self._admission
-        return admission.take_deltas(lines, 0, run_hint, replay=False) or admission.take_raw(
-            lines, 0, run_hint, replay=False
-        )
 
     async def submit_line(self, obj: object, run_hint: str | None = None) -> int:
         """Take one decoded line, or one event already typed (taken as it is, never dumped and parsed again); return
@@ -343,16 +340,23 @@ class Relay:
         try:
             await self._journal.append(entries)
         except Exception:
-            for run, _ in staged:
-                if not run.opened and self._runs.get(run.run) is run:
-                    del self._runs[run.run]
-                    self._admission.clients.left(run.run)
-            taken = _taken_seqs(entries)
-            for run_id, mark in marks.items():
-                mark.restore(taken.get(run_id, []))
-                if mark.run.normalizer is not None:
-                    await self._renormalize(mark.run)
+            await self._undo(entries, staged, marks.values())
             raise
+
+    async def _undo(
+        self, entries: Sequence[JournalEntry], staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]
+    ) -> None:
+        """Admission forgets what it took of the lines ``entries`` the journal refused: the runs they opened, each
+        run's ``seq`` numbers, usage and end (``marks``), and what a raw stream's normalizer made of them."""
+        for run, _ in staged:
+            if not run.opened and self._runs.get(run.run) is run:
+                del self._runs[run.run]
+                self._admission.clients.left(run.run)
+        taken = _taken_seqs(entries)
+        for mark in marks:
+            mark.restore(taken.get(mark.run.run, []))
+            if mark.run.normalizer is not None:
+                await self._renormalize(mark.run)
 
     async def _renormalize(self, run: ActiveRun) -> None:
         """Give ``run`` a normalizer in the state its journaled lines leave it (fed again, their events dropped):
@@ -608,7 +612,15 @@ class _Mark:
         run.ended, run.end_seq = self.ended, self.end_seq
 
 
-def _taken_seqs(entries: list[JournalEntry]) -> dict[str, list[int]]:
+def _run_mark(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun]) -> _Mark | None:
+    """The run ``obj`` names (or ``run_hint``) as admission knows it now, or None: no such active run. O(1)."""
+    run_id = obj.get("run", run_hint) if type(obj) is dict else run_hint
+    if type(run_id) is str and (run := runs.get(run_id)) is not None:
+        return _Mark(run)
+    return None
+
+
+def _taken_seqs(entries: Sequence[JournalEntry]) -> dict[str, list[int]]:
     """The ``seq`` of each journal entry that has one, by run (read back from the lines: only when they are undone)."""
     taken: dict[str, list[int]] = {}
     for run, line in entries:

@@ -156,15 +156,17 @@ class RunStage:
 
     def handle(self, event: Event) -> None:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
-        if (  # the common event first: a root answer delta on the ui lane, plain text, the common line of each stage
-            event.__class__ is TextEvent
-            and event.source is None
-            and event.mode is _DELTA
-            and event.visibility is _ANSWER
-            and event.lane is _UI
-            and (text := event.text)
+        # The common event first: a root answer delta on the ui lane, plain text, the common line of each stage. Its
+        # fields are read from the model's ``__dict__``: pydantic's ``BaseModel.__getattr__`` makes each attribute
+        # read take CPython's slow lookup hook (about 130 ns against 40 here), and this is read once per event.
+        if type(event) is TextEvent and (
+            (fields := event.__dict__)["source"] is None
+            and fields["mode"] is _DELTA
+            and fields["visibility"] is _ANSWER
+            and fields["lane"] is _UI
+            and (text := fields["text"])
             and _NOT_PLAIN.search(text) is None
-            and self.text.plain_delta(message := event.message, text)  # read once: a model's field read is slow
+            and self.text.plain_delta(message := fields["message"], text)
         ):
             if self.committed is None and not self._at_commit:
                 linear = self.answer.appended(message, text)

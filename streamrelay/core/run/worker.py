@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from streamrelay.core.clock import Clock
 from streamrelay.core.errors import OwnershipLostError
-from streamrelay.core.events import End, Event, Stop
+from streamrelay.core.events import End, Event, Stop, TextEvent
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.quota import RunUsage
 from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
@@ -61,6 +61,11 @@ class ActiveRun:
     """Its client's limits (looked up once, not per line), or None: ask the client book."""
     stopped: Stop | None = None
     """Its reader stopped it (:mod:`core.run.stop`): the agent's later lines are refused with a 409."""
+    run: str = field(init=False)
+    """Its run key (its controller's): a plain attribute, read twice per line taken (admission, the journal entry)."""
+
+    def __post_init__(self) -> None:
+        self.run = self.controller.run
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq
@@ -73,10 +78,6 @@ class ActiveRun:
         if self.ended and (self.end_seq is None or event.seq is None or event.seq > self.end_seq):
             return f"run {self.run!r} already took its end: lines after it are dropped"
         return None
-
-    @property
-    def run(self) -> str:
-        return self.controller.run
 
     async def put(self, event: Event) -> None:
         """Hand one accepted event to the worker (waits while the queue is full)."""
@@ -115,27 +116,35 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     """
     controller = run.controller
     queue, gate = run.queue, run.gate
-    stage_deadline = controller.stage.mode.deadline  # the stage's timers are its delivery mode's
+    stage = controller.stage
+    stage_deadline = stage.mode.deadline  # the stage's timers are its delivery mode's
+    stage_handle: Callable[[Event], None] = stage.handle
+    gate_deadline, take, waiter_of = gate.deadline, queue.take, queue.waiter
     last_event_at = clock.now() - run.quiet_s
     try:
         if await _catch_up(run, last_event_at):
             return
         while True:
-            idle_at = last_event_at + idle_s
-            if (waiter := _waiter(run, stage_deadline, idle_at, clock)) is not None:
+            # What the worker awaits: its next events, or its first deadline (the stage's timers, a ``seq`` gap's,
+            # the idle timeout at ``idle_at``). Written out here, not in a call: a run fed one event a request
+            # comes round this loop once per event.
+            idle_at = deadline = last_event_at + idle_s
+            if (due := stage_deadline()) is not None and due < deadline:
+                deadline = due
+            if (due := gate_deadline()) is not None and due < deadline:
+                deadline = due
+            if (waiter := waiter_of(deadline, clock)) is not None:
                 await waiter
-            batch = queue.take(BATCH)
-            if batch:
-                last_event_at = clock.now()
-                if len(batch) == 1 and batch[0].seq is None:
-                    ending = _feed(controller, batch)  # the gate and the join give one event without seq as it is
-                else:
-                    ending = _feed(controller, _ordered(run, batch, last_event_at))
-                batch = []  # its events are not held while the run waits for the next ones
-                if ending is not None:
-                    await controller.end(ending, gaps=gate.gaps)
+            batch = take(BATCH)
+            if not batch:
+                if await _timers(run, clock, idle_at, idle_s):
                     return
-            elif await _timers(run, clock, idle_at, idle_s):
+                continue
+            last_event_at = clock.now()
+            ending = _took(run, batch, stage_handle, last_event_at)
+            batch = []  # its events are not held while the run waits for the next ones
+            if ending is not None:
+                await controller.end(ending, gaps=gate.gaps)
                 return
     except asyncio.CancelledError:
         await controller.interrupt(gaps=run.gate.gaps)
@@ -149,19 +158,6 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         await controller.end(Broken(f"internal error, delivery stopped: {type(exc).__name__}: {exc}"))
     finally:
         run.queue.close()
-
-
-def _waiter(
-    run: ActiveRun, stage_deadline: Callable[[], float | None], idle_at: float, clock: Clock
-) -> asyncio.Future[None] | None:
-    """What the worker awaits for its next events, or its first deadline (the stage's timers, a ``seq`` gap's, the
-    idle timeout at ``idle_at``); None: events are waiting."""
-    deadline = idle_at
-    if (due := stage_deadline()) is not None and due < deadline:
-        deadline = due
-    if (due := run.gate.deadline()) is not None and due < deadline:
-        deadline = due
-    return run.queue.waiter(deadline, clock)
 
 
 async def _timers(run: ActiveRun, clock: Clock, idle_at: float, idle_s: float) -> bool:
@@ -188,6 +184,19 @@ async def _catch_up(run: ActiveRun, now: float) -> bool:
         return await _apply(run, backlog, now)
     finally:
         book.catching_up = False
+
+
+def _took(run: ActiveRun, batch: list[Event], stage_handle: Callable[[Event], None], now: float) -> End | Stop | None:
+    """Apply ``batch``, taken at ``now``, up to the root's ``end`` or a Stop, which is returned (None: none came)."""
+    if len(batch) == 1 and (event := batch[0]).seq is None:
+        # The gate and the join give one event without seq as it is. A text event is neither an end, a Stop nor an
+        # error event (what RunController.handle looks at): it goes to the stage directly. (``type()``, not
+        # ``__class__``: an event's attribute reads take pydantic's slow ``__getattr__`` hook.)
+        if type(event) is TextEvent:
+            stage_handle(event)
+            return None
+        return _feed(run.controller, batch)
+    return _feed(run.controller, _ordered(run, batch, now))
 
 
 def _ordered(run: ActiveRun, batch: list[Event], now: float) -> list[Event]:
