@@ -193,6 +193,9 @@ class SqliteStore:
                     done.set_exception(error)
                 else:
                     done.set_result(result)
+            # The connection's thread keeps its last job (this batch) until the next one: emptied, the batch no longer
+            # holds its units' values (a part's record with its whole text) while the store is idle.
+            batch.clear()
 
     def _commit(self, batch: list[tuple[Work, asyncio.Future[Any]]]) -> list[Settled]:
         """One transaction for ``batch`` (on the connection's thread); the outcome of each unit. When a unit fails, the
