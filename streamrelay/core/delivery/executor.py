@@ -108,7 +108,16 @@ class Executor:
         except DeliveryError as exc:  # not made: ownership lost, or the shared budgets failed
             result = NotDone(exc)
         if apply is not None:
+            before = self.chain.known_ids()
             record, label, detail = apply(result)
+            noted = self.chain.known_ids() - before  # the ids this outcome made known (apply does not await)
             if call_id is not None:
-                await ledger.record_outcome(call_id, record, label, detail)
+                try:
+                    await ledger.record_outcome(call_id, record, label, detail)
+                except BaseException:
+                    # The ledger keeps the intent without this outcome: the run resumes and settles the create
+                    # again, in this process with this chain. A known id is never probed, so the message this
+                    # create stored would be skipped and the part sent twice: know only what the ledger knows.
+                    self.chain.forget(noted)
+                    raise
         return result
