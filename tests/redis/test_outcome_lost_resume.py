@@ -26,8 +26,8 @@ from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import StoreUnavailableError
-from streamrelay.core.events import DeliveryMode
-from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, Target
+from streamrelay.core.events import DeliveryMode, Target
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay

@@ -9,6 +9,10 @@ the typing indicator, a sub-agent's thread, the Stop control)::
            ─▶ adapter.perform (one attempt; its outcome a value: done, not done, unknown)
     outcome ─▶ back to the machine ─▶ ledger (the part as it now stands, with the outcome's label)
 
+An outcome the ledger fails to record (Redis gone between the call and the write) raises after the send chain
+forgets the message ids that outcome made known: the run resumes from the ledger, which has the intent alone, and
+its settle must be free to probe the message the create stored (a known id is never probed).
+
 Metrics and call logs watch ``perform`` (the adapter's ``observer``), so every call is counted in one place.
 """
 
