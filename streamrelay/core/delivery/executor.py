@@ -9,6 +9,10 @@ the typing indicator, a sub-agent's thread, the Stop control)::
            ─▶ adapter.perform (one attempt; its outcome a value: done, not done, unknown)
     outcome ─▶ back to the machine ─▶ ledger (the part as it now stands, with the outcome's label)
 
+An outcome the ledger fails to record (Redis gone between the call and the write) raises after the send chain
+forgets the message ids that outcome made known: the run resumes from the ledger, which has the intent alone, and
+its settle must be free to probe the message the create stored (a known id is never probed).
+
 Metrics and call logs watch ``perform`` (the adapter's ``observer``), so every call is counted in one place.
 """
 
@@ -108,7 +112,16 @@ class Executor:
         except DeliveryError as exc:  # not made: ownership lost, or the shared budgets failed
             result = NotDone(exc)
         if apply is not None:
+            before = self.chain.known_ids()
             record, label, detail = apply(result)
+            noted = self.chain.known_ids() - before  # the ids this outcome made known (apply does not await)
             if call_id is not None:
-                await ledger.record_outcome(call_id, record, label, detail)
+                try:
+                    await ledger.record_outcome(call_id, record, label, detail)
+                except BaseException:
+                    # The ledger keeps the intent without this outcome: the run resumes and settles the create
+                    # again, in this process with this chain. A known id is never probed, so the message this
+                    # create stored would be skipped and the part sent twice: know only what the ledger knows.
+                    self.chain.forget(noted)
+                    raise
         return result

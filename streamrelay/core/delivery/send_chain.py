@@ -137,6 +137,13 @@ class SendChain:
         if newest or self.last_message_id is None:
             self.last_message_id = message_id
 
+    def forget(self, message_ids: frozenset[str]) -> None:
+        """Forget ``message_ids`` as known (they may be probed again): the ledger failed to record the outcome
+        that named them, so a resumed run settles their create again and must be able to find them. The newest
+        id stays ``last_message_id`` (Telegram ids only grow: a later create is newer either way)."""
+        for message_id in message_ids:
+            self._known.pop(message_id, None)
+
     def known_ids(self) -> frozenset[str]:
         """Message ids of this sidecar in this conversation (the latest :data:`KNOWN_IDS`): never probed."""
         return frozenset(self._known)
