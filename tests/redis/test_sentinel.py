@@ -287,7 +287,7 @@ async def test_a_replica_started_while_redis_does_not_answer_waits_for_it(tmp_pa
         if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
             pytest.fail(NO_REDIS, pytrace=False)
         pytest.skip(NO_REDIS)
-    from tests.redis.conftest import _free_port
+    from tests.ports import free_port as _free_port
 
     redis_port, port = _free_port(), _free_port()
     config = tmp_path / "channels.toml"
