@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -180,6 +180,10 @@ class ChannelSettings(Strict):
 
 
 class ServiceSettings(Strict):
+    # Errors never echo the input: it holds redis_url, whose password a validator's message would otherwise print
+    # (pydantic's input_value is the whole table for a model validator).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
     token_env: str = "STREAMRELAY_TOKEN"
@@ -261,13 +265,19 @@ class ServiceSettings(Strict):
             if not self.redis_sentinel_master:
                 raise ValueError("redis_sentinels needs redis_sentinel_master: the name the sentinels monitor")
             try:
-                host = urlsplit(url).hostname if url else None
+                parts = urlsplit(url) if url else None
+                port = parts.port if parts else None
             except ValueError:
-                raise ValueError("redis_url is not a URL") from None
-            if host:
+                raise ValueError("redis_url is not a URL (with redis_sentinels: redis://:password@/0)") from None
+            if parts is not None and (parts.hostname or port is not None):
                 raise ValueError(
                     "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
-                    "the sentinels name the primary; leave its host out"
+                    "the sentinels name the primary; leave its host out, and its port"
+                )
+            if parts is not None and (parts.query or parts.fragment):
+                raise ValueError(
+                    "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
+                    "options after '?' are not read; leave them out"
                 )
         elif self.backend == "redis" and not url:
             raise ValueError(

@@ -26,14 +26,26 @@ NO_REDIS = "no redis-server on PATH: install Debian's redis-server: apt-get inst
 START_TIMEOUT_S = 10.0
 
 
-def _start(binary: str, folder: Path, *, appendonly: str = "yes") -> tuple[subprocess.Popen[bytes], int]:
-    """Start redis-server on a free port (``appendonly``: ``yes``, or ``no`` for a Redis ``serve`` refuses); retry
+def _start(
+    binary: str, folder: Path, *, appendonly: str = "yes", appendfsync: str = "everysec"
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start redis-server on a free port (``appendonly``: ``yes``, or ``no`` for a Redis ``serve`` refuses, as it
+    refuses ``appendfsync`` ``no``); retry
     when another process took the port meanwhile (then the server that answers PING is not ours: its ``process_id``
     tells, and flushing another's data would fail its tests)."""
     for _ in range(3):
         port = free_port()
         args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", appendonly]
-        args += ["--dir", str(folder), "--logfile", str(folder / "redis.log"), "--loglevel", "warning"]
+        args += [
+            "--appendfsync",
+            appendfsync,
+            "--dir",
+            str(folder),
+            "--logfile",
+            str(folder / "redis.log"),
+            "--loglevel",
+            "warning",
+        ]
         server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
         deadline = time.monotonic() + START_TIMEOUT_S

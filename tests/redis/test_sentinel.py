@@ -212,6 +212,31 @@ async def test_serve_refuses_a_redis_without_persistence_and_says_why(tmp_path: 
         server.wait()
 
 
+async def test_serve_refuses_an_append_only_file_never_fsynced(tmp_path: Path) -> None:
+    """``appendonly yes`` with ``appendfsync no``: the OS writes the file when it likes (~30 s), so a machine crash
+    loses lines answered 200 and sends fencing tokens back: refused like no append-only file (breaker2 F7)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
+            pytest.fail(NO_REDIS, pytrace=False)
+        pytest.skip(NO_REDIS)
+    from tests.redis.conftest import _start
+
+    server, port = _start(binary, tmp_path, appendonly="yes", appendfsync="no")
+    try:
+        config = tmp_path / "channels.toml"
+        config.write_text('[service]\nbackend = "redis"\nactions = ""\n')
+        env = {"STREAMRELAY_SERVICE__REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+        refused = await asyncio.to_thread(_serve, config, env)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        said = " ".join((refused.stdout + refused.stderr).split())
+        assert "never fsynced (appendfsync no)" in said, said
+        assert "allow_volatile_redis = true" in said, said
+    finally:
+        server.kill()
+        server.wait()
+
+
 async def test_serve_takes_a_volatile_redis_when_the_operator_says_so(tmp_path: Path) -> None:
     binary = shutil.which("redis-server")
     if binary is None:

@@ -48,11 +48,14 @@ token stops the script before any write with an error reply that :meth:`Script.f
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password (and a username that could be a token) replaced by ``***``."""
+    """``url`` with its password (and a username that could be a token) replaced by ``***``; a string that is not a
+    ``scheme://...`` URL is not shown at all (it may be a password alone, or a URL mistyped around one)."""
     try:
         parts = urlsplit(url)
+        if not parts.scheme or not url.startswith(f"{parts.scheme}://"):
+            return "<not shown: not a redis://host:port/db URL>"
         if parts.password is None and parts.username is None:
-            return url
+            return url if "@" not in url else "<not shown: not a redis://host:port/db URL>"
         host = parts.netloc.rpartition("@")[2]
         return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
     except ValueError:
@@ -283,10 +286,15 @@ class Persistence:
     def volatile(self) -> bool:
         """True without an append-only file: a restart loses the writes since the last snapshot (all of them with
         no snapshot), the fencing tokens go back and the runs answered 200 meanwhile are gone."""
-        return not self.appendonly
+        return not self.appendonly or self.appendfsync == "no"
 
     def describe(self) -> str:
         """What it keeps, in words (for the refusal and the start-up log)."""
+        if self.appendonly and self.appendfsync == "no":
+            return (
+                "append-only file on but never fsynced (appendfsync no): the operating system writes it when it likes "
+                "(~30 s), so a machine crash loses what was answered meanwhile"
+            )
         if self.appendonly:
             return f"append-only file on (appendfsync {self.appendfsync or '?'})"
         if self.save and self.save != "?":

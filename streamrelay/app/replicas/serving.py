@@ -229,8 +229,8 @@ def redis_client(settings: Settings) -> tuple[Redis, str]:
 
 
 async def check_persistence(client: Redis, where: str, *, allow_volatile: bool) -> None:
-    """Refuse a Redis primary without an append-only file unless ``allow_volatile`` (``[service]
-    allow_volatile_redis``); log what it keeps either way.
+    """Refuse a Redis primary without an fsynced append-only file (``appendonly no``, or ``appendfsync no``) unless
+    ``allow_volatile`` (``[service] allow_volatile_redis``); log what it keeps either way.
 
     Raises:
         ConfigError: it keeps no append-only file and ``allow_volatile`` is False (the message says why and what
