@@ -204,7 +204,7 @@ async def test_a_line_nested_past_the_depth_limit_is_refused_alone_and_the_run_g
         {"kind": "end", "status": "ok"},
     )
     answer = await stack.client.post(f"/v1/runs/{run}/events", content=body)
-    assert answer.status_code == 422, answer.text
+    assert answer.status_code == 400, answer.text  # not the JSON the sidecar takes, as NaN: test_pipeline_http
     data = answer.json()
     assert data["accepted"] == 4
     assert [r["line"] for r in data["rejected"]] == [3, 4, 5]

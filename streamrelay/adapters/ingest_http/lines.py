@@ -187,8 +187,8 @@ def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
     """One line's JSON value and its text.
 
     Raises:
-        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object); 422: nested deeper than
-            :data:`core.lanes.pipeline.MAX_JSON_DEPTH` (the sidecar could not write it again).
+        IngestError: not UTF-8, not JSON (NaN / Infinity, a key twice in one object, nested deeper than
+            :data:`core.lanes.pipeline.MAX_JSON_DEPTH`: the sidecar could not write it again): 400.
         BodyTooLargeError: the line is over ``max_line_bytes``.
     """
     if len(raw) > max_line_bytes:
@@ -201,7 +201,7 @@ def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
         text = raw.decode("utf-8")
         return strict_loads(text), text
     except JsonTooDeepError as exc:
-        raise IngestError(f"the line is {exc}", status=422) from None
+        raise IngestError(f"the line is {exc}") from None
     except UnicodeDecodeError as exc:
         raise IngestError(f"line is not UTF-8 (byte {exc.start}): send NDJSON encoded as UTF-8") from None
     except ValueError as exc:
