@@ -121,3 +121,33 @@ async def test_a_rightful_pipelined_request_in_progress_is_never_evicted_httptoo
             writer.close()
             await idle.aclose()
         assert data.count(b"HTTP/1.1 200") == 2
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+async def test_a_client_answered_early_then_idle_is_closed_quietly_like_any_keep_alive_connection(
+    http: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client's request answered before its body was read keeps its connection; once the rest of its body came,
+    the connection is idle between two requests: closed after keepalive_timeout_s without an answer, not given a
+    408 header_timeout (no request was coming) after header_timeout_s."""
+    from tests.integration.conftest import INGEST_TOKEN
+
+    monkeypatch.setattr(service, "uvicorn_options", functools.partial(protocols.uvicorn_options, http=http))
+    async with sidecar_with(header_timeout_s=1, keepalive_timeout_s=3) as sidecar:
+        reader, writer = await asyncio.open_connection("127.0.0.1", sidecar.port)
+        try:
+            body = b'{"kind": "text", "mode": "delta", "text": "' + b"x" * (2 * 1024 * 1024) + b'"}\n'
+            head = (
+                f"POST /v1/runs/quiet/events HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer {INGEST_TOKEN}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            writer.write(head.encode() + body)  # a line over max_line_bytes: 413, given before the body was read
+            answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert answer.startswith(b"HTTP/1.1 413") and b"connection: close" not in answer.lower(), answer
+            length = int(answer.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await asyncio.wait_for(reader.readexactly(length), 10)
+            await writer.drain()
+            rest = await until_closed(reader)
+        finally:
+            writer.close()
+        assert rest == b"", rest  # closed by the keep-alive timer, no 408

@@ -100,6 +100,11 @@ class GuardedConnection:
         """An answer to the request being read has started."""
         raise NotImplementedError
 
+    def _idle_after_answer(self) -> bool:
+        """The last request was answered and its body read (answered early, the rest discarded) and no byte of a
+        next request came yet."""
+        raise NotImplementedError
+
     def connection_made(self, transport: asyncio.Transport) -> None:
         peer = _peer_of(transport)
         refused = self.guard.admit(peer)
@@ -275,12 +280,21 @@ class GuardedConnection:
 
     def _watch(self) -> None:
         """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
-        its silence counts from now; anything else → no timer of ours."""
+        its silence counts from now; the body of a request answered early just ended, no next byte yet → idle
+        between two requests (uvicorn's keep-alive timer, as after any answer); anything else → no timer of ours."""
         if self.transport.is_closing():
             self._cancel_timers()
             return
         if self._reading_head():
             if self._header_timer is None:
+                if self._idle_after_answer():
+                    self._cancel_timers()
+                    protocol: Any = self
+                    protocol._unset_keepalive_if_required()
+                    protocol.timeout_keep_alive_task = self.loop.call_later(
+                        protocol.timeout_keep_alive, protocol.timeout_keep_alive_handler
+                    )
+                    return
                 self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
             return
         self._requested = True
@@ -371,6 +385,10 @@ class GuardedH11Protocol(GuardedConnection, H11Protocol):  # type: ignore[misc]
     def _answer_started(self) -> bool:
         return self.conn.our_state is not h11.IDLE
 
+    def _idle_after_answer(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and cycle.response_complete and not self.conn.trailing_data[0]
+
 
 HTTPTOOLS = importlib.util.find_spec("httptools") is not None
 """Whether httptools is installed (a dependency; it may lack a build for a platform)."""
@@ -401,6 +419,8 @@ if HTTPTOOLS:
             self._guard_init()
             self._where = _Head.HEAD
             self._head_bytes = 0
+            self._head_begun = False
+            """A byte of the request head being read came (httptools: ``on_message_begin``)."""
 
         def data_received(self, data: bytes) -> None:
             if self._probation_took(data) or self._lingering():
@@ -413,7 +433,7 @@ if HTTPTOOLS:
                 self.send_400_response("Invalid HTTP request received.")
 
         def on_message_begin(self) -> None:
-            self._where = _Head.HEAD
+            self._where, self._head_begun = _Head.HEAD, True
             super().on_message_begin()
 
         def on_headers_complete(self) -> None:
@@ -427,6 +447,7 @@ if HTTPTOOLS:
             cycle = self.cycle
             answered = cycle is not None and cycle.response_complete and not self.pipeline
             self._where = _Head.HEAD if answered else _Head.DONE
+            self._head_begun = False
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
@@ -444,6 +465,10 @@ if HTTPTOOLS:
         def _answer_started(self) -> bool:
             cycle = self.cycle
             return cycle is not None and not cycle.response_complete and cycle.response_started
+
+        def _idle_after_answer(self) -> bool:
+            cycle = self.cycle
+            return cycle is not None and cycle.response_complete and not self._head_begun
 
 
 GuardedHttpToolsProtocol: type[GuardedConnection] | None = _GuardedHttpTools
