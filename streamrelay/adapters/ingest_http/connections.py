@@ -17,6 +17,9 @@ h11), asks one :class:`ConnectionGuard` per listener:
   next request), then the connection's writing side is shut, what it still sends is discarded and it is closed
   :data:`~adapters.ingest_http.protocols.LINGER_S` later (at once when the client closes first); it holds no slot
   meanwhile (evicted first). Before, a refused request whose body trickled a byte at a time held its slot for good.
+  On a listener with a ``vouch`` (ingest) this is for requests without a valid client token only: a client's own
+  request answered early (413, a push-back 503) keeps its connection, the rest of its body read and discarded, so a
+  client that reads its answer once its body is sent (httpx, ``RelayClient.stream``) still gets it.
 
 Idle connections never deny a client with a valid token (issue 25: a sidecar on loopback sees every client, and any
 local process, as one IP, so a cap per IP alone let 600 idle sockets refuse the bot). When the guard has a
@@ -25,7 +28,8 @@ once but kept on probation (:data:`PROBATION_S`, uncounted): if its first reques
 token, the guard evicts one connection that is not inside a request, to make room, and admits it; otherwise (no head
 in time, no or a wrong token, nothing to evict) it gets the same fixed 503 as before. Who is evicted, in this order,
 oldest first within each: a connection that has sent no byte; one still sending the head of its first request
-(slowloris); an idle keep-alive connection between two requests. A connection inside a request (a live run's POST,
+(slowloris) or inside a request without a valid client token (a stranger that never reads its answers); an idle
+keep-alive connection between two requests. A connection inside a request with a valid token (a live run's POST,
 a watcher's stream) is never evicted, so a client's work is never cut for another's; evictions are closed without an
 answer (a server may close an idle connection at any time, RFC 9112 §9.5) and counted as ``idle_evicted``. So an
 unauthenticated or idle connection can no longer hold a slot a client needs; a client's own busy connections are
@@ -67,7 +71,8 @@ class Evictable(Protocol):
 
     def idle_rank(self) -> int | None:
         """0: no byte received yet; 1: the head of its first request still coming; 2: idle between two requests (or
-        the next head coming); None: inside a request (never evicted)."""
+        the next head coming); None: inside a request (never evicted; one without a valid client token
+        is 1)."""
         ...
 
     def evict(self) -> None:

@@ -25,7 +25,10 @@ LINGER_S = 2.0
 """Seconds a connection answered before its request's body was read (a refusal: 401, 413 ...; the answer says
 ``Connection: close``) stays open after the answer, its writing side shut (the client reads the answer, then end of
 file) and the bytes it still sends discarded, before it is closed: closing at once, with bytes unread, would reset it
-and could lose the answer. It holds no slot meanwhile (evicted first). A client that closes first ends it sooner."""
+and could lose the answer. It holds no slot meanwhile (evicted first). A client that closes first ends it sooner.
+Only for a request without a valid client token when the listener has a ``vouch`` (the ingest listener): a client's
+own request answered early (413, a push-back 503) keeps its connection, the rest of its body read and discarded, so a
+client that reads its answer only once its body is sent (httpx: ``RelayClient.stream``) gets it however late."""
 
 _CLOSE = (b"connection", b"close")
 
@@ -82,6 +85,8 @@ class GuardedConnection:
         """Answered before its request's body was read: closing (:data:`LINGER_S`); what comes is discarded."""
         self._guarded_cycle: object = None
         """The request cycle whose answer :meth:`_guard_cycle` watches."""
+        self._vouched: tuple[object, bool] = (None, False)
+        """A request cycle and whether its request carries a valid client token (:meth:`_carries_token`)."""
 
     def _reading_head(self) -> bool:
         """The request line and headers are still coming (or the next request's, on a keep-alive connection)."""
@@ -93,6 +98,11 @@ class GuardedConnection:
 
     def _answer_started(self) -> bool:
         """An answer to the request being read has started."""
+        raise NotImplementedError
+
+    def _idle_after_answer(self) -> bool:
+        """The last request was answered and its body read (answered early, the rest discarded) and no byte of a
+        next request came yet."""
         raise NotImplementedError
 
     def connection_made(self, transport: asyncio.Transport) -> None:
@@ -155,11 +165,17 @@ class GuardedConnection:
     def idle_rank(self) -> int | None:
         """How idle this connection is (:meth:`adapters.ingest_http.connections.Evictable.idle_rank`): 0 no byte
         yet, 1 the head of its first request coming, 2 between two requests; None inside a request. A connection
-        answered before its request's body was read (closing, :data:`LINGER_S`) is 0: nothing more is read from it."""
+        answered before its request's body was read (closing, :data:`LINGER_S`) is 0: nothing more is read from it.
+        Inside a request without a valid client token (the listener has a ``vouch``) is 1, like a head coming: a
+        stranger that pipelines requests and never reads the answers (stuck in write back-pressure, where no timer
+        runs) must not hold a slot a client needs."""
         if self.transport.is_closing():
             return None
         if self._linger_timer is not None:
             return 0
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:  # a request being answered (or queued, pipelined)
+            return 1 if self.guard.vouch is not None and not self._carries_token(cycle) else None
         if not self._reading_head():
             return None
         if not self._requested:
@@ -172,13 +188,31 @@ class GuardedConnection:
         self._cancel_timers()
         self.transport.close()
 
+    def _carries_token(self, cycle: Any) -> bool:
+        """Whether the request of ``cycle`` (a uvicorn request cycle) carries a valid client token (the guard's
+        ``vouch``; False without one). Asked once per request, only when it matters (an early answer, eviction)."""
+        seen, vouched = self._vouched
+        if seen is cycle:
+            return vouched
+        vouch = self.guard.vouch
+        vouched = False
+        if vouch is not None:
+            for name, value in cycle.scope["headers"]:
+                if name.lower() == b"authorization":
+                    vouched = vouch(value.decode("latin-1"))
+                    break
+        self._vouched = (cycle, vouched)
+        return vouched
+
     def _guard_cycle(self) -> None:
-        """Once uvicorn made the cycle of a request whose head was just read: an answer that starts while the
+        """Once uvicorn made the cycle of a request whose head was just read: an answer that starts while that
         request's body is still coming (a refusal that never reads it: 401 for a missing or wrong token, 413, a
-        push-back ...) says ``Connection: close`` (so a client does not send its next request on this connection)
-        and its end does not close the connection at once but :meth:`_linger` (else a body trickling a byte at a
-        time would keep the slot of a refused request for good, and closing with bytes unread resets the
-        connection, which can lose the answer)."""
+        push-back ...) to a request without a valid client token says ``Connection: close`` (so a client does not
+        send its next request on this connection) and its end does not close the connection at once but
+        :meth:`_linger` (else a body trickling a byte at a time would keep the slot of a refused request for good,
+        and closing with bytes unread resets the connection, which can lose the answer). A request with a valid
+        token keeps its connection (:data:`LINGER_S`). Whether the body is still coming is the cycle's own
+        (``more_body``), not the parser's: httptools parses pipelined requests ahead of the one answered."""
         cycle = self.cycle
         if cycle is None or cycle is self._guarded_cycle:
             return
@@ -186,23 +220,24 @@ class GuardedConnection:
         send = cycle.send
 
         async def guarded_send(message: Any) -> None:
-            if message["type"] == "http.response.start" and self._reading_body():
+            early = message["type"] == "http.response.start" and cycle.more_body and not self._lingering()
+            if early and (self.guard.vouch is None or not self._carries_token(cycle)):
                 headers = list(message.get("headers", ()))
                 if _CLOSE not in headers:
                     message = {**message, "headers": [*headers, _CLOSE]}
-                cycle.transport = _AnsweredEarly(self)
+                cycle.transport = _AnsweredEarly(self, cycle)
             await send(message)
 
         cycle.send = guarded_send
 
-    def _linger(self) -> None:
-        """Answered before the request's body was all read (:meth:`_guard_cycle`), now asked to close: the writing
-        side is shut, what still comes is discarded and the connection is closed :data:`LINGER_S` later (or when
-        the client closes, or evicted before); the guard's timers stop. Body read by then: closed now."""
+    def _linger(self, cycle: Any) -> None:
+        """``cycle``'s request answered before its body was all read (:meth:`_guard_cycle`), now asked to close:
+        the writing side is shut, what still comes is discarded and the connection is closed :data:`LINGER_S` later
+        (or when the client closes, or evicted before); the guard's timers stop. Body read by then: closed now."""
         transport = self.transport
         if transport.is_closing() or self._linger_timer is not None:
             return
-        if not self._reading_body() or not transport.can_write_eof():
+        if not cycle.more_body or not transport.can_write_eof():
             transport.close()
             return
         self._cancel_timers()
@@ -245,12 +280,21 @@ class GuardedConnection:
 
     def _watch(self) -> None:
         """After bytes came: headers still coming → their deadline runs (armed once per request); a body coming →
-        its silence counts from now; anything else → no timer of ours."""
+        its silence counts from now; the body of a request answered early just ended, no next byte yet → idle
+        between two requests (uvicorn's keep-alive timer, as after any answer); anything else → no timer of ours."""
         if self.transport.is_closing():
             self._cancel_timers()
             return
         if self._reading_head():
             if self._header_timer is None:
+                if self._idle_after_answer():
+                    self._cancel_timers()
+                    protocol: Any = self
+                    protocol._unset_keepalive_if_required()
+                    protocol.timeout_keep_alive_task = self.loop.call_later(
+                        protocol.timeout_keep_alive, protocol.timeout_keep_alive_handler
+                    )
+                    return
                 self._header_timer = self._later(self.guard.limits.header_timeout_s, self._headers_late)
             return
         self._requested = True
@@ -299,15 +343,16 @@ class _AnsweredEarly:
     """The transport a request cycle answering before its request's body was read writes to: the connection's own,
     except that closing it is :meth:`GuardedConnection._linger`."""
 
-    __slots__ = ("_connection", "is_closing", "write")
+    __slots__ = ("_connection", "_cycle", "is_closing", "write")
 
-    def __init__(self, connection: GuardedConnection) -> None:
+    def __init__(self, connection: GuardedConnection, cycle: Any) -> None:
         self._connection = connection
+        self._cycle = cycle
         self.write = connection.transport.write
         self.is_closing = connection.transport.is_closing
 
     def close(self) -> None:
-        self._connection._linger()
+        self._connection._linger(self._cycle)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._connection.transport, name)
@@ -340,6 +385,10 @@ class GuardedH11Protocol(GuardedConnection, H11Protocol):  # type: ignore[misc]
     def _answer_started(self) -> bool:
         return self.conn.our_state is not h11.IDLE
 
+    def _idle_after_answer(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and cycle.response_complete and not self.conn.trailing_data[0]
+
 
 HTTPTOOLS = importlib.util.find_spec("httptools") is not None
 """Whether httptools is installed (a dependency; it may lack a build for a platform)."""
@@ -370,6 +419,8 @@ if HTTPTOOLS:
             self._guard_init()
             self._where = _Head.HEAD
             self._head_bytes = 0
+            self._head_begun = False
+            """A byte of the request head being read came (httptools: ``on_message_begin``)."""
 
         def data_received(self, data: bytes) -> None:
             if self._probation_took(data) or self._lingering():
@@ -382,7 +433,7 @@ if HTTPTOOLS:
                 self.send_400_response("Invalid HTTP request received.")
 
         def on_message_begin(self) -> None:
-            self._where = _Head.HEAD
+            self._where, self._head_begun = _Head.HEAD, True
             super().on_message_begin()
 
         def on_headers_complete(self) -> None:
@@ -391,12 +442,18 @@ if HTTPTOOLS:
             self._guard_cycle()
 
         def on_message_complete(self) -> None:
-            self._where = _Head.DONE
+            # answered before its body came (a client's request: the connection stays, :data:`LINGER_S`): the next
+            # request's head comes now, its timer armed by the next bytes
+            cycle = self.cycle
+            answered = cycle is not None and cycle.response_complete and not self.pipeline
+            self._where = _Head.HEAD if answered else _Head.DONE
+            self._head_begun = False
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
-            if self._where == _Head.DONE:
-                self._where, self._head_bytes = _Head.HEAD, 0  # the next request's head, when its bytes come
+            # the last request parsed was answered (none pipelined behind it): the next request's head, when it comes
+            if self._where == _Head.DONE and not self.pipeline:
+                self._where, self._head_bytes = _Head.HEAD, 0
             super().on_response_complete()
 
         def _reading_head(self) -> bool:
@@ -408,6 +465,10 @@ if HTTPTOOLS:
         def _answer_started(self) -> bool:
             cycle = self.cycle
             return cycle is not None and not cycle.response_complete and cycle.response_started
+
+        def _idle_after_answer(self) -> bool:
+            cycle = self.cycle
+            return cycle is not None and cycle.response_complete and not self._head_begun
 
 
 GuardedHttpToolsProtocol: type[GuardedConnection] | None = _GuardedHttpTools
