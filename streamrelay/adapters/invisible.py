@@ -73,18 +73,31 @@ _TAG_FLAG = (
 """England, Scotland, Wales: the black flag, the tag letters gbeng / gbsct / gbwls, the cancel tag (UTS #51)."""
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
 """CJK ideographs (unified, extensions, compatibility): what ideographic variation sequences follow."""
-_VS_BASE = rf"{_EMOJI}#*0-9{_CJK}\u2200-\u22ff\u2a00-\u2aff\u1000-\u109f\uaa60-\uaa7f\ua9e0-\ua9ff\ua840-\ua877"
-"""What U+FE00-U+FE0F may follow: emoji and keycap bases, CJK ideographs, math operators, Myanmar, Phags-pa."""
+_VS_BASE = rf"{_EMOJI}{_CJK}\u2200-\u22ff\u2a00-\u2aff\u1000-\u109f\uaa60-\uaa7f\ua9e0-\ua9ff\ua840-\ua877"
+"""What U+FE00-U+FE0F may follow: emoji, CJK ideographs, math operators, Myanmar, Phags-pa (a keycap base ``#*0-9``
+only in a keycap: U+FE0F then U+20E3)."""
+_VIRAMA = "\u094d\u09cd\u0a4d\u0acd\u0b4d\u0bcd\u0c4d\u0ccd\u0d4d\u0dca\u1039\u17d2"
+"""The viramas of the Brahmic scripts, Myanmar and Khmer: a ZWJ after one shapes the letter before it (a Malayalam
+chillu, a Bengali khanda ta, a Devanagari half form), even at a word's end."""
+_LTR_WORD = (
+    "0-9A-Za-z\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02af\u0370-\u03ff\u0400-\u052f"
+    "\u1e00-\u1fff\u3040-\u30ff\uac00-\ud7a3" + _CJK
+)
+"""Letters and digits of left-to-right scripts (Latin, Greek, Cyrillic, kana, Hangul syllables, CJK ideographs): an
+implicit bidi mark between two of them changes nothing a reader sees."""
 _BRAILLE = "\u2801-\u28ff"
 
 INVISIBLE = re.compile(
     rf"(?P<flag>{_TAG_FLAG})"
     r"|(?P<joiner>[\u200c\u200d])"
-    rf"|(?<![{_VS_BASE}])[\ufe00-\ufe0f]"
+    rf"|(?<![{_VS_BASE}#*0-9])[\ufe00-\ufe0f]"
+    r"|(?<=[#*0-9])(?!\ufe0f\u20e3)[\ufe00-\ufe0f]"
+    rf"|(?<=[{_LTR_WORD}])[\u200e\u200f\u061c]+(?=[{_LTR_WORD}])"
+    r"|(?<![\u1100-\u115e\ua960-\ua97c])\u1160|\u115f(?![\u1161-\u11a7\ud7b0-\ud7c6])"
     rf"|(?<![{_CJK}])[\U000e0100-\U000e01ef]"
     r"|(?<![\u1820-\u18af])[\u180b-\u180d\u180f]"
     rf"|(?<![\u2800{_BRAILLE}])\u2800+|\u2800+(?![\u2800{_BRAILLE}])"
-    "|[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\u200b\u2060-\u2064\u206a-\u206f\u202a-\u202e"
+    "|[\u00ad\u034f\u17b4\u17b5\u180e\u3164\uffa0\u200b\u2060-\u2064\u206a-\u206f\u202a-\u202e"
     "\u2066-\u2069\ufeff\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f]"
 )
 """Every character :func:`strip_invisible` may remove (a flag sequence is matched whole, to be kept whole)."""
@@ -96,11 +109,13 @@ _JOINING_CHAR = re.compile(rf"[{_JOINING}]")
 
 def _keep_joiner(text: str, at: int) -> bool:
     """The ZWJ / ZWNJ at ``text[at]`` joins two emoji or two letters of a joining script."""
+    if text[at] == "\u200d" and at > 0 and text[at - 1] in _VIRAMA:
+        return True
     after = text[at + 1 : at + 2]
     if not after:
         return False
     before = text[max(0, at - 2) : at]
-    if _EMOJI_AFTER.match(after) and _EMOJI_BEFORE.search(before):
+    if text[at] == "\u200d" and _EMOJI_AFTER.match(after) and _EMOJI_BEFORE.search(before):
         return True
     return bool(before) and _JOINING_CHAR.match(before[-1]) is not None and _JOINING_CHAR.match(after) is not None
 

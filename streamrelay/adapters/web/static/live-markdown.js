@@ -36,17 +36,23 @@
   const EMOJI = "\\u00A9\\u00AE\\u203C\\u2049\\u2122\\u2139\\u2194-\\u2199\\u21A9\\u21AA\\u231A-\\u23FF\\u24C2"
     + "\\u25AA-\\u27BF\\u2934\\u2935\\u2B05-\\u2B55\\u3030\\u303D\\u3297\\u3299\\u{1F000}-\\u{1FAFF}";
   const CJK = "\\u3400-\\u4DBF\\u4E00-\\u9FFF\\uF900-\\uFAFF\\u{20000}-\\u{3FFFF}";
-  const VS_BASE = EMOJI + "#*0-9" + CJK + "\\u2200-\\u22FF\\u2A00-\\u2AFF\\u1000-\\u109F\\uAA60-\\uAA7F\\uA9E0-\\uA9FF"
+  const VS_BASE = EMOJI + CJK + "\\u2200-\\u22FF\\u2A00-\\u2AFF\\u1000-\\u109F\\uAA60-\\uAA7F\\uA9E0-\\uA9FF"
     + "\\uA840-\\uA877";
+  const VIRAMA = /[\u094D\u09CD\u0A4D\u0ACD\u0B4D\u0BCD\u0C4D\u0CCD\u0D4D\u0DCA\u1039\u17D2]/;
+  const LTR_WORD = "0-9A-Za-z\\u00AA\\u00B5\\u00BA\\u00C0-\\u00D6\\u00D8-\\u00F6\\u00F8-\\u02AF\\u0370-\\u03FF"
+    + "\\u0400-\\u052F\\u1E00-\\u1FFF\\u3040-\\u30FF\\uAC00-\\uD7A3" + CJK;
   const INVISIBLE = new RegExp(
     "(\\u{1F3F4}\\u{E0067}\\u{E0062}(?:\\u{E0065}\\u{E006E}\\u{E0067}|\\u{E0073}\\u{E0063}\\u{E0074}"
     + "|\\u{E0077}\\u{E006C}\\u{E0073})\\u{E007F})"
     + "|([\\u200C\\u200D])"
-    + "|(?<![" + VS_BASE + "])[\\uFE00-\\uFE0F]"
+    + "|(?<![" + VS_BASE + "#*0-9])[\\uFE00-\\uFE0F]"
+    + "|(?<=[#*0-9])(?!\\uFE0F\\u20E3)[\\uFE00-\\uFE0F]"
+    + "|(?<=[" + LTR_WORD + "])[\\u200E\\u200F\\u061C]+(?=[" + LTR_WORD + "])"
+    + "|(?<![\\u1100-\\u115E\\uA960-\\uA97C])\\u1160|\\u115F(?![\\u1161-\\u11A7\\uD7B0-\\uD7C6])"
     + "|(?<![" + CJK + "])[\\u{E0100}-\\u{E01EF}]"
     + "|(?<![\\u1820-\\u18AF])[\\u180B-\\u180D\\u180F]"
     + "|(?<![\\u2800-\\u28FF])\\u2800+|\\u2800+(?![\\u2800-\\u28FF])"
-    + "|[\\u00AD\\u034F\\u115F\\u1160\\u17B4\\u17B5\\u180E\\u3164\\uFFA0\\u200B\\u2060-\\u2064\\u206A-\\u206F"
+    + "|[\\u00AD\\u034F\\u17B4\\u17B5\\u180E\\u3164\\uFFA0\\u200B\\u2060-\\u2064\\u206A-\\u206F"
     + "\\u202A-\\u202E\\u2066-\\u2069\\uFEFF\\uFFF9-\\uFFFB\\u{1BCA0}-\\u{1BCA3}\\u{1D173}-\\u{1D17A}"
     + "\\u{E0000}-\\u{E007F}]",
     "gu",
@@ -56,9 +62,11 @@
   const JOINING = /[\u0600-\u08FF\u0900-\u0DFF\u1000-\u109F\u1780-\u18AF\uA8E0-\uA8FF\uFB50-\uFDFF\uFE70-\uFEFE]/;
 
   function keepJoiner(text, at) {
+    if (text[at] === "\u200D" && at > 0 && VIRAMA.test(text[at - 1])) return true;
     const after = text.slice(at + 1, at + 3);
     if (!after) return false;
-    if (EMOJI_AFTER.test(after) && EMOJI_BEFORE.test(text.slice(Math.max(0, at - 4), at))) return true;
+    const emoji = EMOJI_AFTER.test(after) && EMOJI_BEFORE.test(text.slice(Math.max(0, at - 4), at));
+    if (text[at] === "\u200D" && emoji) return true;
     return at > 0 && JOINING.test(text[at - 1]) && JOINING.test(after[0]);
   }
 
