@@ -138,3 +138,135 @@ def strip_invisible(text: str) -> str:
         if stripped == text:
             return text
         text = stripped
+
+
+_RULED = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e01ef]"
+)
+"""Every character the rule looks at (removed always or by its neighbours)."""
+NAMED_REFERENCES = {
+    "ApplyFunction": "\u2061",
+    "af": "\u2061",
+    "InvisibleComma": "\u2063",
+    "ic": "\u2063",
+    "InvisibleTimes": "\u2062",
+    "it": "\u2062",
+    "NegativeMediumSpace": "\u200b",
+    "NegativeThickSpace": "\u200b",
+    "NegativeThinSpace": "\u200b",
+    "NegativeVeryThinSpace": "\u200b",
+    "ZeroWidthSpace": "\u200b",
+    "NoBreak": "\u2060",
+    "lrm": "\u200e",
+    "rlm": "\u200f",
+    "shy": "\u00ad",
+    "zwj": "\u200d",
+    "zwnj": "\u200c",
+}
+"""The HTML named character references (https://html.spec.whatwg.org/entities.json, with their ``;``) whose value is
+one character the rule looks at. (The others holding one, ``&caps;`` and kin, are a math operator + U+FE00: a
+standardized variation sequence the rule keeps.)"""
+_REFERENCE = re.compile(r"&(?:#[xX]([0-9a-fA-F]{1,6})|#([0-9]{1,7})|([A-Za-z][A-Za-z0-9]{1,31}));")
+"""A character reference as CommonMark reads one (https://spec.commonmark.org/0.31.2/#entity-and-numeric-character-references)."""
+_LINE_PREFIX = r"(?:[ \t]*(?:>|[-+*][ \t]|[0-9]{1,9}[.)][ \t]))*[ \t]{0,3}"
+_FENCE_OPEN = re.compile(rf"{_LINE_PREFIX}(`{{3,}}|~{{3,}})([^\n]*)")
+_FENCE_CLOSE = re.compile(rf"{_LINE_PREFIX}(`{{3,}}|~{{3,}})[ \t]*")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+
+
+def _reveal(match: re.Match[str]) -> str:
+    hexadecimal, decimal, name = match.groups()
+    if name is not None:
+        value = NAMED_REFERENCES.get(name)
+    else:
+        number = int(hexadecimal, 16) if hexadecimal is not None else int(decimal)
+        value = chr(number) if number <= 0x10FFFF else None  # beyond: U+FFFD, as 0 and surrogates
+    return value if value is not None and _RULED.fullmatch(value) else match.group()
+
+
+def reveal_references(text: str) -> str:
+    """``text`` (Markdown, outside code) with each character reference whose value is a character the rule looks at
+    (``&#x200B;``, ``&#173;``, ``&ZeroWidthSpace;``, ``&#xE0041;``, ``&zwj;``) written as that character, so that
+    :func:`strip_invisible` judges it as it judges the character itself: a Markdown converter decodes references
+    after the rule ran. Every other reference (``&amp;``, ``&#60;``, an unknown name) stays as written."""
+    return _REFERENCE.sub(_reveal, text) if "&" in text else text
+
+
+def markdown_code_ranges(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` offsets (code points) of the code in Markdown ``text`` that a CommonMark parser shows as
+    written: fenced code blocks (also inside quotes and list items; an unclosed one runs to the end) and code spans
+    (a backtick run up to the next run of the same length within the paragraph). Indented code blocks are not told
+    apart from text (references there are judged as outside code: the safe side). The live page's script has the
+    same scanner (``codeRanges``). O(len(text))."""
+    fences: list[tuple[int, int]] = []
+    at = 0
+    fence: tuple[str, int, int] | None = None  # marker character, length, start
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if fence is None:
+            opened = _FENCE_OPEN.fullmatch(body)
+            if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
+                fence = (opened.group(1)[0], len(opened.group(1)), at)
+        else:
+            closed = _FENCE_CLOSE.fullmatch(body)
+            if closed and closed.group(1)[0] == fence[0] and len(closed.group(1)) >= fence[1]:
+                fences.append((fence[2], at + len(line)))
+                fence = None
+        at += len(line)
+    if fence is not None:
+        fences.append((fence[2], len(text)))
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for fence_start, fence_end in [*fences, (len(text), len(text))]:
+        ranges.extend(_code_spans(text, start, fence_start))
+        if fence_start < fence_end:
+            ranges.append((fence_start, fence_end))
+        start = fence_end
+    return ranges
+
+
+def _code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The code spans of ``text[start:end]`` (no fence in it), as offsets in ``text``."""
+    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", text[start:end])]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(runs):
+        run_start, run_end = runs[i]
+        i += 1
+        slashes = 0
+        while run_start - slashes > 0 and text[start + run_start - slashes - 1] == "\\":
+            slashes += 1
+        if slashes % 2:  # an escaped backtick: the rest of the run may open a span
+            run_start += 1
+            if run_start == run_end:
+                continue
+        for j in range(i, len(runs)):
+            if _BLANK_LINE.search(text, start + run_end, start + runs[j][0]):
+                break
+            if runs[j][1] - runs[j][0] == run_end - run_start:
+                spans.append((start + run_start, start + runs[j][1]))
+                i = j + 1
+                break
+    return spans
+
+
+def strip_invisible_markdown(text: str, code: list[tuple[int, int]] | None = None) -> str:
+    """:func:`strip_invisible` for a text a Markdown converter renders: also each character reference outside code
+    whose value the rule would remove (:func:`reveal_references`); inside code a reference is shown as written and
+    stays. ``code``: the code's ``[start, end)`` offsets in ``text``, sorted (default :func:`markdown_code_ranges`).
+    The live page's ``stripInvisible`` is this function. Pure, idempotent."""
+    text = strip_invisible(text)
+    if "&" not in text:
+        return text
+    out: list[str] = []
+    at = 0
+    for start, end in markdown_code_ranges(text) if code is None else code:
+        if start < at:
+            continue
+        out.append(reveal_references(text[at:start]))
+        out.append(text[start:end])
+        at = end
+    out.append(reveal_references(text[at:]))
+    return strip_invisible("".join(out))
