@@ -203,8 +203,9 @@ def markdown_code_ranges(text: str) -> list[tuple[int, int]]:
     fences: list[tuple[int, int]] = []
     at = 0
     fence: tuple[str, int, int] | None = None  # marker character, length, start
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
+    for found in re.finditer(r"[^\n]*\n|[^\n]+\Z", text):  # lines end at "\n" only, as in markdown-it
+        line = found.group()
+        body = line.removesuffix("\n").removesuffix("\r")
         if fence is None:
             opened = _FENCE_OPEN.fullmatch(body)
             if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):

@@ -71,7 +71,7 @@
   }
 
   /** `text` without invisible characters (streamrelay/adapters/invisible.py's rule). */
-  function stripInvisible(text) {
+  function stripRule(text) {
     let current = String(text);
     for (;;) {
       const source = current;
@@ -83,6 +83,112 @@
       if (next === current) return current;
       current = next;
     }
+  }
+
+  // invisible.py's _RULED, NAMED_REFERENCES, _REFERENCE, markdown_code_ranges and strip_invisible_markdown: a
+  // character reference markdown-it would decode into a character the rule looks at is judged as that character.
+  const RULED = new RegExp(
+    "^[\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E"
+    + "\\u2060-\\u2064\\u2066-\\u206F\\u2800\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF9-\\uFFFB"
+    + "\\u{1BCA0}-\\u{1BCA3}\\u{1D173}-\\u{1D17A}\\u{E0000}-\\u{E01EF}]$",
+    "u",
+  );
+  const NAMED = {
+    ApplyFunction: "\u2061", af: "\u2061", InvisibleComma: "\u2063", ic: "\u2063", InvisibleTimes: "\u2062",
+    it: "\u2062", NegativeMediumSpace: "\u200B", NegativeThickSpace: "\u200B", NegativeThinSpace: "\u200B",
+    NegativeVeryThinSpace: "\u200B", ZeroWidthSpace: "\u200B", NoBreak: "\u2060", lrm: "\u200E", rlm: "\u200F",
+    shy: "\u00AD", zwj: "\u200D", zwnj: "\u200C",
+  };
+  const REFERENCE = /&(?:#[xX]([0-9a-fA-F]{1,6})|#([0-9]{1,7})|([A-Za-z][A-Za-z0-9]{1,31}));/g;
+  const LINE_PREFIX = "^(?:[ \\t]*(?:>|[-+*][ \\t]|[0-9]{1,9}[.)][ \\t]))*[ \\t]{0,3}";
+  const FENCE_OPEN = new RegExp(LINE_PREFIX + "(`{3,}|~{3,})([^\\n]*)$");
+  const FENCE_CLOSE = new RegExp(LINE_PREFIX + "(`{3,}|~{3,})[ \\t]*$");
+  const BLANK_LINE = /\n[ \t]*\n/;
+
+  function reveal(text) {
+    return text.replace(REFERENCE, (match, hex, decimal, name) => {
+      let value;
+      if (name !== undefined) {
+        value = Object.prototype.hasOwnProperty.call(NAMED, name) ? NAMED[name] : undefined;
+      } else {
+        const number = hex !== undefined ? parseInt(hex, 16) : parseInt(decimal, 10);
+        value = number <= 0x10FFFF ? String.fromCodePoint(number) : undefined;
+      }
+      return value !== undefined && RULED.test(value) ? value : match;
+    });
+  }
+
+  function codeSpans(text, start, end) {
+    const runs = [];
+    const run = /`+/g;
+    const part = text.slice(start, end);
+    for (let m = run.exec(part); m; m = run.exec(part)) runs.push([m.index, m.index + m[0].length]);
+    const spans = [];
+    let i = 0;
+    while (i < runs.length) {
+      let runStart = runs[i][0];
+      const runEnd = runs[i][1];
+      i += 1;
+      let slashes = 0;
+      while (runStart - slashes > 0 && text[start + runStart - slashes - 1] === "\\") slashes += 1;
+      if (slashes % 2) {
+        runStart += 1;
+        if (runStart === runEnd) continue;
+      }
+      for (let j = i; j < runs.length; j += 1) {
+        if (BLANK_LINE.test(text.slice(start + runEnd, start + runs[j][0]))) break;
+        if (runs[j][1] - runs[j][0] === runEnd - runStart) {
+          spans.push([start + runStart, start + runs[j][1]]);
+          i = j + 1;
+          break;
+        }
+      }
+    }
+    return spans;
+  }
+
+  /** [start, end) offsets of the code markdown-it shows as written: fenced blocks, code spans (invisible.py). */
+  function codeRanges(text) {
+    const fences = [];
+    let at = 0;
+    let fence = null;
+    for (const line of text.match(/[^\n]*\n|[^\n]+$/g) || []) {
+      const body = line.replace(/\n$/, "").replace(/\r$/, "");
+      if (fence === null) {
+        const opened = FENCE_OPEN.exec(body);
+        if (opened && !(opened[1][0] === "`" && opened[2].includes("`"))) fence = [opened[1][0], opened[1].length, at];
+      } else {
+        const closed = FENCE_CLOSE.exec(body);
+        if (closed && closed[1][0] === fence[0] && closed[1].length >= fence[1]) {
+          fences.push([fence[2], at + line.length]);
+          fence = null;
+        }
+      }
+      at += line.length;
+    }
+    if (fence !== null) fences.push([fence[2], text.length]);
+    const ranges = [];
+    let start = 0;
+    for (const [fenceStart, fenceEnd] of [...fences, [text.length, text.length]]) {
+      ranges.push(...codeSpans(text, start, fenceStart));
+      if (fenceStart < fenceEnd) ranges.push([fenceStart, fenceEnd]);
+      start = fenceEnd;
+    }
+    return ranges;
+  }
+
+  /** `text` without invisible characters (streamrelay/adapters/invisible.py's strip_invisible_markdown). */
+  function stripInvisible(text) {
+    const stripped = stripRule(text);
+    if (!stripped.includes("&")) return stripped;
+    let out = "";
+    let at = 0;
+    for (const [start, end] of codeRanges(stripped)) {
+      if (start < at) continue;
+      out += reveal(stripped.slice(at, start)) + stripped.slice(start, end);
+      at = end;
+    }
+    return stripRule(out + reveal(stripped.slice(at)));
   }
 
   function shallow(text) {
