@@ -80,3 +80,144 @@ def test_character_references_never_bring_invisible_characters_to_the_live_page(
     )
     html = json.loads(subprocess.run([node, "-e", script], capture_output=True, text=True, check=True).stdout)
     assert _hidden(html) == []
+
+
+CODE = (
+    "a `x&#x200B;y` b &#x200B;c\n\n```\n&#173;&ZeroWidthSpace;\n```\n\n> ~~~\n> &#xE0041;\n> ~~~\n\n``&zwj;`` \\`&shy;`"
+)
+"""References inside code spans and fences (shown as written by CommonMark), one outside, one after an escaped
+backtick (no code span: decoded)."""
+
+
+def test_references_inside_code_stay_as_written() -> None:
+    from streamrelay.adapters.invisible import strip_invisible_markdown
+
+    assert strip_invisible_markdown(CODE) == CODE.replace(" &#x200B;c", " c").replace("\\`&shy;`", "\\``")
+
+
+def test_references_inside_code_reach_telegram_as_written() -> None:
+    from streamrelay.adapters.telegram.render import render
+    from streamrelay.core.ports import TextFormat
+
+    text = render(CODE, TextFormat.MARKDOWN).text
+    assert _hidden(text) == []
+    for shown in ("x&#x200B;y", "&#173;&ZeroWidthSpace;", "&#xE0041;", "&zwj;"):
+        assert shown in text
+    assert "&shy;" not in text
+
+
+def _node_strip(samples: list[str]) -> list[str]:
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    script = (
+        "global.window = {};"
+        f"require({json.dumps(str(Path(__file__).resolve().parents[2] / 'streamrelay/adapters/web/static/live-markdown.js'))});"
+        "const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "process.stdout.write(JSON.stringify(input.map(window.streamrelayMarkdown.stripInvisible)));"
+    )
+    done = subprocess.run([node, "-e", script], input=json.dumps(samples), capture_output=True, text=True, check=True)
+    return list(json.loads(done.stdout))
+
+
+def test_the_live_pages_script_agrees_on_random_markdown() -> None:
+    """stripInvisible (live-markdown.js) and strip_invisible_markdown (invisible.py) on 5,000 random strings drawn
+    from the characters each rule and each code scanner looks at."""
+    import random
+
+    from streamrelay.adapters.invisible import strip_invisible_markdown
+
+    pieces = [
+        *"ab1#* \n\\`~>-",
+        "```",
+        "~~~",
+        "&#x200B;",
+        "&#8205;",
+        "&zwj;",
+        "&zwnj;",
+        "&shy;",
+        "&lrm;",
+        "&#xFE0F;",
+        "&#xE0041;",
+        "&amp;",
+        "&#x110000;",
+        "\u200d",
+        "\u200c",
+        "\u200b",
+        "\u200e",
+        "\u061c",
+        "\ufe0f",
+        "\ufe01",
+        "\u20e3",
+        "\u0d4d",
+        "\u0d28",
+        "\u1100",
+        "\u1160",
+        "\u115f",
+        "\u1161",
+        "👍",
+        "م",
+        "\U000e0061",
+        "\u2800",
+        "葛",
+    ]
+    rng = random.Random(20261206)
+    samples = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 24))) for _ in range(5000)]
+    assert _node_strip(samples) == [strip_invisible_markdown(s) for s in samples]
+
+
+def test_the_rule_edges_agree_with_the_live_pages_script() -> None:
+    from streamrelay.adapters.invisible import strip_invisible_markdown
+
+    samples = [
+        "അവന\u0d4d\u200d വന്നു",
+        "😀\u200c😀",
+        "2\ufe0a0\ufe0d2\ufe034",
+        "1\ufe0f\u20e3",
+        "pass\u200e\u200fword",
+        "שלום\u200f abc",
+        "\u1100\u1160",
+        "\u115f\u1161",
+        SMUGGLED,
+        CODE,
+    ]
+    assert _node_strip(samples) == [strip_invisible_markdown(s) for s in samples]
+
+
+def test_the_named_references_are_those_of_html() -> None:
+    """Every HTML named reference whose value is one character the rule looks at, and no other."""
+    from html.entities import html5
+
+    from streamrelay.adapters.invisible import _RULED, NAMED_REFERENCES
+
+    ruled = {name[:-1]: value for name, value in html5.items() if name.endswith(";") and _RULED.fullmatch(value)}
+    assert ruled == NAMED_REFERENCES
+
+
+def test_references_inside_code_reach_the_live_page_as_written() -> None:
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    static = Path(__file__).resolve().parents[2] / "streamrelay/adapters/web/static"
+    script = (
+        f"const markdownit = require({json.dumps(str(static / 'vendor/markdown-it.min.js'))});"
+        "global.window = { markdownit };"
+        f"require({json.dumps(str(static / 'live-markdown.js'))});"
+        "const md = markdownit({ html: false, linkify: false, typographer: false, breaks: false });"
+        f"process.stdout.write(JSON.stringify(md.render(window.streamrelayMarkdown.stripInvisible({json.dumps(CODE)}))));"
+    )
+    html = json.loads(subprocess.run([node, "-e", script], capture_output=True, text=True, check=True).stdout)
+    assert _hidden(html) == []
+    for shown in ("x&amp;#x200B;y", "&amp;#173;&amp;ZeroWidthSpace;", "&amp;#xE0041;", "&amp;zwj;"):
+        assert shown in html
+    assert "&amp;shy;" not in html

@@ -191,6 +191,22 @@
     return stripRule(out + reveal(stripped.slice(at)));
   }
 
+  /**
+   * The rule again on what markdown-it decoded (text and link targets): where its reading of code differs from
+   * codeRanges' (a backtick in a link target, a fence in an indented list item), a reference stripInvisible left as
+   * written is decoded here, and so judged all the same. Code tokens are shown as written: left alone.
+   */
+  function stripDecoded(tokens) {
+    for (const token of tokens) {
+      if (token.type === "text") token.content = stripRule(token.content);
+      if (token.attrs) {
+        for (const attr of token.attrs) attr[1] = stripRule(attr[1]);
+      }
+      if (token.children) stripDecoded(token.children);
+    }
+    return tokens;
+  }
+
   function shallow(text) {
     return stripInvisible(text).replace(DEEP, "$1");
   }
@@ -257,7 +273,7 @@
       const started = performance.now();
       let tail = this.source.slice(this.frozenChars);
       let env = {};
-      let tokens = this.md.parse(shallow(tail), env);
+      let tokens = stripDecoded(this.md.parse(shallow(tail), env));
       if (env.references && !this.whole) {
         // A link reference definition ("[1]: https://…") makes "[docs][1]" a link in any block, before or after
         // it: from now on every render parses the whole text (nothing kept), as a whole document is rendered.
@@ -267,7 +283,7 @@
           this.frozen.replaceChildren();
           tail = this.source;
           env = {};
-          tokens = this.md.parse(shallow(tail), env);
+          tokens = stripDecoded(this.md.parse(shallow(tail), env));
         }
       }
       const starts = [];
