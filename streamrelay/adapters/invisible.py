@@ -12,9 +12,10 @@ the platform's own escaping, and in the live page's script for the text it rende
 
 :func:`strip_invisible`, per character:
 
-- removed always: SOFT HYPHEN U+00AD; COMBINING GRAPHEME JOINER U+034F; the Hangul fillers U+115F, U+1160, U+3164,
-  U+FFA0; the Khmer inherent vowels U+17B4, U+17B5 (Unicode: "should not be used"); MONGOLIAN VOWEL SEPARATOR
-  U+180E; ZERO WIDTH SPACE U+200B; WORD JOINER U+2060, the invisible operators U+2061-U+2064 and the deprecated
+- removed always: SOFT HYPHEN U+00AD; COMBINING GRAPHEME JOINER U+034F; the Hangul fillers U+3164, U+FFA0 (and
+  U+115F, U+1160 outside a conjoining-jamo syllable: U+1160 is kept after a leading consonant U+1100-U+115E,
+  U+A960-U+A97C, U+115F before a vowel U+1161-U+11A7, U+D7B0-U+D7C6; KS X 1026-1); the Khmer inherent vowels
+  U+17B4, U+17B5 (Unicode: "should not be used"); MONGOLIAN VOWEL SEPARATOR U+180E; ZERO WIDTH SPACE U+200B; WORD JOINER U+2060, the invisible operators U+2061-U+2064 and the deprecated
   format characters U+206A-U+206F; the bidi embeddings, overrides and isolates U+202A-U+202E, U+2066-U+2069 and
   U+FEFF (again: the run stage removes them, this guards texts built elsewhere); the interlinear annotation
   characters U+FFF9-U+FFFB; the shorthand format controls U+1BCA0-U+1BCA3; the musical format characters
@@ -30,19 +31,32 @@ the platform's own escaping, and in the live page's script for the text it rende
   character before is an emoji, possibly with VS16 or a skin tone modifier after it, and the character after is an
   emoji: 👨‍👩‍👧, 🏳️‍🌈) and between two letters of a script that uses them to shape its letters (Arabic, Syriac, Thaana,
   N'Ko, the Brahmic scripts of India and Sri Lanka, Myanmar, Khmer, Mongolian: Unicode §23.2, "Cursive
-  Connection and Ligatures"); removed everywhere else (between Latin letters, at a text's ends, in runs).
+  Connection and Ligatures"); a ZWJ also right after a virama (U+094D ... U+0DCA, Myanmar U+1039, Khmer U+17D2),
+  whatever follows: a Malayalam chillu written the pre-5.1 way, a Bengali khanda ta, at a word's end. Removed
+  everywhere else (between Latin letters, at a text's ends, in runs; a ZWNJ between emoji: only ZWJ joins them).
 - variation selectors (Unicode §23.4) are kept only right after a character they can apply to, else removed (one
   after each Latin letter carries a hidden byte per letter; a run of them carries data, never presentation):
-  U+FE00-U+FE0F after an emoji (text or emoji presentation: ☺︎, ❤️), a keycap's base ``#``, ``*``, ``0``-``9``
-  (1️⃣), a CJK ideograph, a mathematical operator (U+2200-U+22FF, U+2A00-U+2AFF), a Myanmar or Phags-pa letter
+  U+FE00-U+FE0F after an emoji (text or emoji presentation: ☺︎, ❤️), U+FE0F after a keycap's base ``#``, ``*``,
+  ``0``-``9`` only in a keycap sequence (U+20E3 after it: 1️⃣; so a number carries no selectors), a CJK
+  ideograph, a mathematical operator (U+2200-U+22FF, U+2A00-U+2AFF), a Myanmar or Phags-pa letter
   (their standardized variation sequences); U+E0100-U+E01EF (ideographic variation sequences) after a CJK
   ideograph; the Mongolian free variation selectors U+180B-U+180D, U+180F after a Mongolian letter.
 
-Everything else is kept: the implicit bidi marks (LRM, RLM, ALM), combining marks, every script's letters, spaces,
+- the implicit bidi marks LRM U+200E, RLM U+200F, ALM U+061C: removed (a run of them too) between two letters or
+  digits of left-to-right scripts (Latin, Greek, Cyrillic, kana, Hangul, CJK: ``pass\u200eword``), where they change
+  nothing a reader sees but split the word for a filter; kept elsewhere (between RTL and LTR runs, after
+  punctuation: that is where they order text).
+
+Everything else is kept: combining marks, every script's letters, spaces,
 the prepended concatenation marks (U+0600-U+0605, U+06DD, U+070F, U+0890, U+0891, U+08E2, U+110BD, U+110CD: they
 are drawn), the Egyptian hieroglyph format controls. A variation selector still rides on each emoji or CJK
 ideograph it may follow: data there needs as many visible characters as it hides values.
 Cost: one C-level ``re.search`` per text; the substitution runs only when one of these characters is there.
+
+Markdown converters decode HTML character references (``&#x200B;``, ``&#173;``, ``&ZeroWidthSpace;``,
+``&#xE0041;``) after this rule ran on the text: :func:`strip_invisible_markdown` judges each reference outside code
+as the character it decodes into (Telegram's render, the live page's ``stripInvisible``); inside code spans and
+fences a reference is shown as written, and stays.
 """
 
 from __future__ import annotations

@@ -115,9 +115,10 @@ def _node_strip(samples: list[str]) -> list[str]:
     node = shutil.which("node")
     if node is None:
         pytest.skip("no node")
+    script_path = Path(__file__).resolve().parents[2] / "streamrelay/adapters/web/static/live-markdown.js"
     script = (
         "global.window = {};"
-        f"require({json.dumps(str(Path(__file__).resolve().parents[2] / 'streamrelay/adapters/web/static/live-markdown.js'))});"
+        f"require({json.dumps(str(script_path))});"
         "const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
         "process.stdout.write(JSON.stringify(input.map(window.streamrelayMarkdown.stripInvisible)));"
     )

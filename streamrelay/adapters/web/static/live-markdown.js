@@ -13,7 +13,10 @@
 //
 // Invisible characters (tag characters, zero-width spaces and stray joiners, soft hyphens, Hangul fillers, bidi
 // controls) are removed before anything is shown: stripInvisible, the rule of streamrelay/adapters/invisible.py (its docstring
-// says which characters and why), written again here because the page gets the run's text as the agent sent it.
+// says which characters and why), written again here because the page gets the run's text as the agent sent it;
+// with strip_invisible_markdown's part: a character reference outside code that markdown-it would decode into one
+// of them is judged as that character (codeRanges finds fences and code spans; stripDecoded runs the rule again on
+// what markdown-it decoded).
 //
 // window.streamrelayMarkdown = {AnswerView, stripInvisible}: new AnswerView(element) with set(text), append(text),
 // source, render() and schedule(afterRender); stripInvisible(text) -> text.
