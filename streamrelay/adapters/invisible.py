@@ -15,7 +15,8 @@ the platform's own escaping, and in the live page's script for the text it rende
 - removed always: SOFT HYPHEN U+00AD; COMBINING GRAPHEME JOINER U+034F; the Hangul fillers U+3164, U+FFA0 (and
   U+115F, U+1160 outside a conjoining-jamo syllable: U+1160 is kept after a leading consonant U+1100-U+115E,
   U+A960-U+A97C, U+115F before a vowel U+1161-U+11A7, U+D7B0-U+D7C6; KS X 1026-1); the Khmer inherent vowels
-  U+17B4, U+17B5 (Unicode: "should not be used"); MONGOLIAN VOWEL SEPARATOR U+180E; ZERO WIDTH SPACE U+200B; WORD JOINER U+2060, the invisible operators U+2061-U+2064 and the deprecated
+  U+17B4, U+17B5 (Unicode: "should not be used"); MONGOLIAN VOWEL SEPARATOR U+180E;
+  ZERO WIDTH SPACE U+200B; WORD JOINER U+2060, the invisible operators U+2061-U+2064 and the deprecated
   format characters U+206A-U+206F; the bidi embeddings, overrides and isolates U+202A-U+202E, U+2066-U+2069 and
   U+FEFF (again: the run stage removes them, this guards texts built elsewhere); the interlinear annotation
   characters U+FFF9-U+FFFB; the shorthand format controls U+1BCA0-U+1BCA3; the musical format characters
