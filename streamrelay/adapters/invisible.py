@@ -63,6 +63,7 @@ fences a reference is shown as written, and stays.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _EMOJI = (
     "\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2199\u21a9\u21aa\u231a-\u23ff\u24c2\u25aa-\u27bf\u2934\u2935"
@@ -268,21 +269,34 @@ def _code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def strip_invisible_markdown(text: str, code: list[tuple[int, int]] | None = None) -> str:
+def strip_invisible_markdown(
+    text: str, code_ranges: Callable[[str], list[tuple[int, int]]] = markdown_code_ranges
+) -> str:
     """:func:`strip_invisible` for a text a Markdown converter renders: also each character reference outside code
     whose value the rule would remove (:func:`reveal_references`); inside code a reference is shown as written and
-    stays. ``code``: the code's ``[start, end)`` offsets in ``text``, sorted (default :func:`markdown_code_ranges`).
-    The live page's ``stripInvisible`` is this function. Pure, idempotent."""
+    stays. Until nothing changes: a removal can make a new reference (``&&#x200B;#x200B;``).
+
+    Args:
+        text: Markdown.
+        code_ranges: the ``[start, end)`` offsets (code points, sorted) of the code in a text: the converter's own
+            reading where it has one (Telegram), else :func:`markdown_code_ranges`.
+
+    Returns:
+        The text; ``text`` itself when nothing is removed. The live page's ``stripInvisible`` is this function.
+    """
     text = strip_invisible(text)
-    if "&" not in text:
-        return text
-    out: list[str] = []
-    at = 0
-    for start, end in markdown_code_ranges(text) if code is None else code:
-        if start < at:
-            continue
-        out.append(reveal_references(text[at:start]))
-        out.append(text[start:end])
-        at = end
-    out.append(reveal_references(text[at:]))
-    return strip_invisible("".join(out))
+    while "&" in text:
+        out: list[str] = []
+        at = 0
+        for start, end in code_ranges(text):
+            if start < at:
+                continue
+            out.append(reveal_references(text[at:start]))
+            out.append(text[start:end])
+            at = end
+        out.append(reveal_references(text[at:]))
+        stripped = strip_invisible("".join(out))
+        if stripped == text:
+            break
+        text = stripped
+    return text

@@ -46,6 +46,8 @@ def test_a_conjoining_jamo_syllable_with_a_vowel_filler_is_kept() -> None:
 
 
 SMUGGLED = "pass&#x200B;word &#xE0041;&#xE0042;&#xE0043; x&#173;y &ZeroWidthSpace;"
+NESTED = "a&&#x200B;#x200B;b &&shy;#173;"
+"""References that the removal of another makes."""
 """Invisible characters written as HTML character references: strip_invisible sees only ASCII."""
 
 
@@ -58,6 +60,8 @@ def test_character_references_never_bring_invisible_characters_to_telegram() -> 
     from streamrelay.core.ports import TextFormat
 
     assert _hidden(render(SMUGGLED, TextFormat.MARKDOWN).text) == []
+    assert _hidden(render(NESTED, TextFormat.MARKDOWN).text) == []
+    assert render(NESTED, TextFormat.MARKDOWN).text == "ab"  # the converter trims the end
 
 
 def test_character_references_never_bring_invisible_characters_to_the_live_page(tmp_path: object) -> None:
@@ -147,6 +151,8 @@ def test_the_live_pages_script_agrees_on_random_markdown() -> None:
         "&#xE0041;",
         "&amp;",
         "&#x110000;",
+        "&&#x200B;#",
+        "x200B;",
         "\u200d",
         "\u200c",
         "\u200b",
@@ -179,6 +185,7 @@ def test_the_rule_edges_agree_with_the_live_pages_script() -> None:
         "അവന\u0d4d\u200d വന്നു",
         "😀\u200c😀",
         "2\ufe0a0\ufe0d2\ufe034",
+        NESTED,
         "1\ufe0f\u20e3",
         "pass\u200e\u200fword",
         "שלום\u200f abc",

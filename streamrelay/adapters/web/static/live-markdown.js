@@ -182,16 +182,20 @@
 
   /** `text` without invisible characters (streamrelay/adapters/invisible.py's strip_invisible_markdown). */
   function stripInvisible(text) {
-    const stripped = stripRule(text);
-    if (!stripped.includes("&")) return stripped;
-    let out = "";
-    let at = 0;
-    for (const [start, end] of codeRanges(stripped)) {
-      if (start < at) continue;
-      out += reveal(stripped.slice(at, start)) + stripped.slice(start, end);
-      at = end;
+    let current = stripRule(text);
+    while (current.includes("&")) { // until nothing changes: a removal can make a new reference
+      let out = "";
+      let at = 0;
+      for (const [start, end] of codeRanges(current)) {
+        if (start < at) continue;
+        out += reveal(current.slice(at, start)) + current.slice(start, end);
+        at = end;
+      }
+      const next = stripRule(out + reveal(current.slice(at)));
+      if (next === current) break;
+      current = next;
     }
-    return stripRule(out + reveal(stripped.slice(at)));
+    return current;
   }
 
   /**
