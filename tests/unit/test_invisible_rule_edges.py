@@ -229,3 +229,24 @@ def test_references_inside_code_reach_the_live_page_as_written() -> None:
     for shown in ("x&amp;#x200B;y", "&amp;#173;&amp;ZeroWidthSpace;", "&amp;#xE0041;", "&amp;zwj;"):
         assert shown in html
     assert "&amp;shy;" not in html
+
+
+@pytest.mark.parametrize("platform", ["slack", "discord"])
+def test_character_references_never_bring_invisible_characters_to_slack_or_discord(platform: str) -> None:
+    """Their Markdown goes as written (Slack escapes the ``&`` of a reference, Discord decodes none); their
+    ``stripped`` format is markdown-it-py's reading, references decoded, then the rule again. Code keeps them."""
+    from streamrelay.adapters.discord.render import render as discord_render
+    from streamrelay.adapters.slack.render import render as slack_render
+    from streamrelay.core.ports import TextFormat
+
+    for fmt in TextFormat:
+        if platform == "slack":
+            shown = slack_render(SMUGGLED + " " + NESTED, fmt).body
+        else:
+            shown = discord_render(SMUGGLED + " " + NESTED, fmt).content
+        assert _hidden(shown) == []
+    if platform == "slack":
+        shown = slack_render("`a&#x200B;`", TextFormat.STRIPPED).body
+    else:
+        shown = discord_render("`a&#x200B;`", TextFormat.STRIPPED).content
+    assert "#x200B;" in shown
