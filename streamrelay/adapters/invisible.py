@@ -124,7 +124,8 @@ _JOINING_CHAR = re.compile(rf"[{_JOINING}]")
 
 
 def _keep_joiner(text: str, at: int) -> bool:
-    """The ZWJ / ZWNJ at ``text[at]`` joins two emoji or two letters of a joining script."""
+    """The ZWJ / ZWNJ at ``text[at]`` joins two letters of a joining script, or (ZWJ only) two emoji, or follows a
+    virama."""
     if text[at] == "\u200d" and at > 0 and text[at - 1] in _VIRAMA:
         return True
     after = text[at + 1 : at + 2]
