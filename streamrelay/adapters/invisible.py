@@ -286,7 +286,7 @@ def strip_invisible_markdown(
         The text; ``text`` itself when nothing is removed. The live page's ``stripInvisible`` is this function.
     """
     text = strip_invisible(text)
-    while "&" in text:
+    while reveal_references(text) != text:  # else nothing to judge, no parse (an "R&D" or "&amp;" text)
         out: list[str] = []
         at = 0
         for start, end in code_ranges(text):
