@@ -2,13 +2,17 @@
 
 Shared by the adapters whose platforms take plain text as the fallback (Slack ``text`` with mrkdwn off,
 Discord ``content``): parsed with markdown-it-py (CommonMark plus tables and strikethrough), so fences, links
-and lists are read as Markdown reads them, not guessed by pattern.
+and lists are read as Markdown reads them, not guessed by pattern. The parser decodes character references
+(``&#x200B;``, ``&shy;``) outside code: the invisible-character rule (:mod:`adapters.invisible`) runs again on each
+decoded text, so none brings back a character the adapter removed.
 """
 
 from __future__ import annotations
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
+
+from streamrelay.adapters.invisible import strip_invisible
 
 _MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 _BLOCK_JOIN = "\n\n"
@@ -17,7 +21,8 @@ _BLOCK_JOIN = "\n\n"
 def strip_markdown(text: str) -> str:
     """``text`` with its Markdown markup removed: emphasis, code and fence markers, headings' ``#``, quotes'
     ``>``, table pipes of the delimiter row; list items become ``• `` / ``N. ``; a link keeps its URL in
-    parentheses when the label differs; raw HTML is kept as text."""
+    parentheses when the label differs; raw HTML is kept as text; a character reference outside code that decodes
+    into an invisible character (:func:`adapters.invisible.strip_invisible`) is removed, in code it stays."""
     return _blocks(SyntaxTreeNode(_MD.parse(text)).children, _BLOCK_JOIN)
 
 
@@ -57,7 +62,9 @@ def _inline(nodes: list[SyntaxTreeNode]) -> str:
     parts: list[str] = []
     for node in nodes:
         kind = node.type
-        if kind in ("text", "code_inline", "html_inline"):
+        if kind == "text":  # references decoded: the rule again (``&#x200B;`` must not become a ZWSP)
+            parts.append(strip_invisible(node.content))
+        elif kind in ("code_inline", "html_inline"):  # shown as written
             parts.append(node.content)
         elif kind in ("softbreak", "hardbreak"):
             parts.append("\n")

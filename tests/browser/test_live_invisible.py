@@ -39,3 +39,28 @@ async def test_invisible_characters_never_reach_the_live_page(web: WebStack, liv
     for ch in ("\u200b", "\u00ad", "\u3164", *HIDDEN):
         assert ch not in body, f"U+{ord(ch):04X} on the page"
     assert FAMILY in body  # an emoji ZWJ sequence is kept
+
+
+async def test_character_references_never_bring_invisible_characters_to_the_live_page(
+    web: WebStack, live: LivePage
+) -> None:
+    """markdown-it decodes ``&#x200B;`` and kin: outside code they go as the characters would; in code they show as
+    written. Split across deltas too (the page strips each delta, then the whole answer it renders)."""
+    answer = "pass&#x200B;word &#xE0041;&#xE0042; x&#173;y &ZeroWidthSpace;`c&#x200B;` a&&#x200B;#x200B;b"
+    async with web.client() as client:
+        await client.start(RUN + "-refs", channel="web", chat_id="page")
+        await live.page.goto(web.sidecar.watch_url(RUN + "-refs"))
+        await live.wait_state("live")
+        await client.send(
+            RUN + "-refs",
+            [
+                {"kind": "text", "mode": "delta", "text": answer[:8]},
+                {"kind": "text", "mode": "delta", "text": answer[8:]},
+            ],
+        )
+        await client.send(RUN + "-refs", [END])
+        await live.wait_state("ended")
+    shown = (await live.text("#answer")).strip()
+    assert shown == "password  xy c&#x200B; ab"
+    for ch in shown:
+        assert ch not in "\u200b\u00ad" and not 0xE0000 <= ord(ch) <= 0xE007F, f"U+{ord(ch):04X} on the page"

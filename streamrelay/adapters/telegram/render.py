@@ -4,7 +4,9 @@ Entities carry UTF-16 offsets and cannot fail to parse, unlike ``parse_mode`` Ma
 (https://core.telegram.org/bots/api#formatting-options). The conversion is telegramify-markdown's
 ``convert`` (https://github.com/sudoskys/telegramify-markdown).
 
-Agent text is made inert first: invisible characters are removed (:func:`adapters.invisible.strip_invisible`), and a
+Agent text is made inert first: invisible characters are removed (:func:`adapters.invisible.strip_invisible`; in
+Markdown also a character reference outside code that the converter would decode into one:
+:func:`adapters.invisible.strip_invisible_markdown`, code located by the converter's own parser), and a
 link entity keeps only a target a person can safely follow (https://core.telegram.org/bots/api#formatting-options,
 ``text_link``: "URL that will be opened after user taps on the text"): ``http`` and ``https`` always; ``tg://user?id=``
 (a mention: it opens, and in groups notifies, that user) only when the channel allows mentions; other ``tg://`` links
@@ -32,7 +34,7 @@ from aiogram.types import MessageEntity
 from telegramify_markdown.config import RenderConfig
 from telegramify_markdown.converter import STANDARD_OPTIONS
 
-from streamrelay.adapters.invisible import strip_invisible
+from streamrelay.adapters.invisible import strip_invisible, strip_invisible_markdown
 from streamrelay.core.ports import MarkupPermissions, TextFormat
 from streamrelay.core.units import LengthUnit, text_units
 
@@ -94,6 +96,21 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
+def _code_offsets(text: str) -> list[tuple[int, int]]:
+    """:func:`_code_ranges` as code point offsets in ``text`` (sorted, nested ranges dropped)."""
+    data = text.encode("utf-8")
+    offsets: list[tuple[int, int]] = []
+    byte_at = char_at = 0
+    for start, end in _code_ranges(text):
+        if start < byte_at:
+            continue
+        char_start = char_at + len(data[byte_at:start].decode("utf-8"))
+        char_end = char_start + len(data[start:end].decode("utf-8"))
+        offsets.append((char_start, char_end))
+        byte_at, char_at = end, char_end
+    return offsets
+
+
 def literal_angles(text: str) -> str:
     """``text`` (Markdown) with every ``<`` outside code that does not open an autolink backslash-escaped (module
     docstring), so that the converter keeps it as text; ``text`` itself when it holds no ``<``. Cost O(len(text)):
@@ -150,9 +167,12 @@ def render(text: str, fmt: TextFormat, allowed: MarkupPermissions = INERT) -> Re
     Returns:
         ``(text, entities, units)``; ``entities`` is ``None`` when there are none to send.
     """
-    text = strip_invisible(text)
     if fmt is TextFormat.PLAIN:
+        text = strip_invisible(text)
         return Rendered(text, None, text_units(text, LengthUnit.UTF16))
+    text = strip_invisible(text)
+    if "&" in text:  # the converter decodes character references: none may bring an invisible character back
+        text = strip_invisible_markdown(text, _code_offsets)
     plain, entities = telegramify_markdown.convert(literal_angles(text), config=_CONFIG)
     units = text_units(plain, LengthUnit.UTF16)
     if fmt is TextFormat.STRIPPED or not entities:
