@@ -11,7 +11,7 @@ from streamrelay.adapters.redis.client import (
     redacted,
 )
 from streamrelay.adapters.redis.epoch import Epochs
-from streamrelay.adapters.redis.errors import DataLostError, FencedError, NotReplicatedError
+from streamrelay.adapters.redis.errors import DataLostError, FencedError, NotReplicatedError, StalePrimaryError
 from streamrelay.adapters.redis.journal import RedisJournal
 from streamrelay.adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from streamrelay.adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
@@ -46,6 +46,7 @@ __all__ = [
     "RunIndex",
     "SharedBucket",
     "SharedPauses",
+    "StalePrimaryError",
     "bot_scope",
     "connect",
     "connect_sentinel",

@@ -22,14 +22,16 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
+from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from streamrelay.adapters.redis.errors import FencedError, NotReplicatedError
+from streamrelay.adapters.redis.errors import FencedError, NotReplicatedError, StalePrimaryError
 from streamrelay.core.errors import ConfigError, StoreUnavailableError
 
 Redis = aioredis.Redis
@@ -75,6 +77,11 @@ class Durability:
     While the last answer said no replica is online, ``WAIT`` waits ``alone_ms`` only (a replica that came back
     answers within it; a primary alone pays it per durable write); else ``timeout_ms``.
 
+    Through Sentinel (:func:`connect_sentinel`) a write that finds no replica online counts only on the primary the
+    sentinels name (asked then, on the connection still held): a primary a failover left behind (frozen or cut off
+    while its replica was promoted, or killed and started again: a primary of its own until the sentinels make it a
+    replica, which replaces its data) has no replica either, and what it takes is lost (:class:`StalePrimaryError`).
+
     Args:
         replicas: acknowledgements wanted (0: never wait, a lone Redis or one without replicas).
         timeout_ms: how long one ``WAIT`` may take; fewer acknowledgements by then than replicas online is
@@ -104,6 +111,8 @@ class Durability:
         numreplicas = min(self.replicas, max(self._online, 1))
         pipe.wait(numreplicas, self.timeout_ms if self._online > 0 else self.alone_ms)
         pipe.info("replication")
+        if isinstance(pipe, _SentinelPipeline):
+            pipe.durable = True
 
     def settle(self, name: str, acks: Any, info: Any) -> None:
         """Check the replies of :meth:`queue`'s commands for the write ``name``.
@@ -115,11 +124,17 @@ class Durability:
         for reply in (acks, info):
             if isinstance(reply, Exception):
                 raise reply
-        replicas = [v for k, v in dict(info).items() if k.startswith("slave") and isinstance(v, dict)]
-        self._online = sum(1 for v in replicas if v.get("state") == "online")
+        self._online = _online(info)
         needed = min(self.replicas, self._online)
         if int(acks) < needed:
             raise NotReplicatedError(name, int(acks), needed, self.timeout_ms)
+
+
+def _online(info: Any) -> int:
+    """How many replicas ``INFO replication``'s parsed reply lists online."""
+    return sum(
+        1 for k, v in dict(info).items() if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+    )
 
 
 def durability_of(client: Redis) -> Durability | None:
@@ -134,15 +149,59 @@ class _DurableRedis(aioredis.Redis):
     durability: Durability
 
 
+class _SentinelPipeline(Pipeline):
+    """A pipeline of a Sentinel client. A durable write's pipeline (:meth:`Durability.queue` marks it) whose
+    ``INFO replication`` lists no replica online is checked while its connection is still held: the node it went to
+    must be the primary the sentinels name now, else the connection (and every idle one) is dropped and
+    :class:`StalePrimaryError` raised (never retried: the write is not repeated anywhere)."""
+
+    durable = False
+
+    async def _execute_pipeline(self, connection: Any, commands: Any, raise_on_error: bool) -> Any:
+        response = await super()._execute_pipeline(connection, commands, raise_on_error)
+        if self.durable and response and isinstance(response[-1], dict) and _online(response[-1]) == 0:
+            node = (str(connection.host), int(connection.port))
+            try:
+                found = await self.connection_pool.get_master_address()  # type: ignore[attr-defined]
+                named = (str(found[0]), int(found[1]))
+            except RedisConnectionError:  # no sentinel answered, or none names a primary: not confirmed
+                named = None
+            if named != node:
+                await connection.disconnect()
+                await self.connection_pool.disconnect(inuse_connections=False)  # the idle ones may be there too
+                raise StalePrimaryError(f"{node[0]}:{node[1]}", "" if named is None else f"{named[0]}:{named[1]}")
+        return response
+
+
 class _SentinelRedis(_DurableRedis):
     """A client of the primary Sentinel names; closing it closes its connections to the sentinels too."""
 
     sentinels: Sentinel | None = None
 
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return _SentinelPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
     async def aclose(self, close_connection_pool: bool | None = None) -> None:
         await super().aclose(close_connection_pool)
         if self.sentinels is not None:
             await self.sentinels.aclose()
+
+
+class _SentinelConnection(SentinelManagedConnection):
+    """A connection to the primary that asks the sentinels where it is at every connect, also when redis-py
+    reconnects to retry a command (``send_packed_command`` -> ``connect_check_health`` -> ``_connect``), which
+    otherwise goes back to the connection's last address: after a failover, the old primary. Killed and started
+    again it answers there as a primary of its own (for seconds, until the sentinels make it a replica and its data
+    is replaced by the promoted one's), so a command in flight at the kill reconnected to it and its connection
+    went back to the pool, taking the writes that followed (chaos seed 1: lines answered 200, then gone)."""
+
+    async def _connect(self) -> None:
+        self.host, self.port = await self.connection_pool.get_master_address()
+        await super()._connect()  # type: ignore[no-untyped-call]
+
+
+class _SentinelSSLConnection(_SentinelConnection, SSLConnection):
+    """:class:`_SentinelConnection` over TLS."""
 
 
 class _SentinelBlockingPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
@@ -248,10 +307,12 @@ def connect_sentinel(
     manager = Sentinel(  # type: ignore[no-untyped-call]
         list(sentinels), sentinel_kwargs={"socket_timeout": min(5.0, socket_timeout_s), "socket_connect_timeout": 2.0}
     )
+    tls = bool(options.pop("ssl", False))  # the connection class says it
     client = manager.master_for(
         master,
         redis_class=_SentinelRedis,
         connection_pool_class=_SentinelBlockingPool,
+        connection_class=_SentinelSSLConnection if tls else _SentinelConnection,
         max_connections=max_connections,
         timeout=socket_timeout_s,
         decode_responses=True,

@@ -165,12 +165,18 @@ class PartitionOwner:
             await self.relay.stop_runs()
 
     async def _recover(self) -> None:
-        """After a Redis outage: the runs it stopped (and any it left unsure) go on from the journal, then the
-        entries taken but never acknowledged are handed over again."""
-        if self.relay.interrupted:
-            await self.relay.stop_runs()  # every run of the partition restarts from the same journal, together
-            resumed = await self.relay.resume()
-            _log.info("partition %d: %d runs resumed after a Redis outage", self.partition, len(resumed))
+        """After a Redis outage (or a hand-over that failed): every run of the partition stops and goes on from the
+        journal, together, with its admission state (``seq`` numbers taken, usage, end) rebuilt from it; then the
+        entries taken but never acknowledged are handed over again.
+
+        Also the runs the outage did not stop: what this process knows of them may not be what Redis holds. A
+        journal append that failed here may have been applied there (not acknowledged by a replica in time, or its
+        reply lost): its lines are journaled and their input entries acknowledged in the same script, so they are
+        never handed over again, while admission undid them; kept in memory, the run went on without them (a hole
+        in its text, ``seq`` numbers "never arrived") and took them again as new when its agent sent them again."""
+        await self.relay.stop_runs()
+        resumed = await self.relay.resume()
+        _log.info("partition %d: %d runs resumed after a Redis outage", self.partition, len(resumed))
         await self._take_pending()
 
     async def _take_pending(self) -> None:

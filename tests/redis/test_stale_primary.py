@@ -1,0 +1,164 @@
+"""A line answered accepted is on the primary the sentinels name, also right after a failover (chaos seed 1, 60 runs,
+4 failovers: chaos-1-00005 and four other runs lost lines answered 200, reported delivered).
+
+There, the primary was killed (14:57:04), its replica promoted (14:57:06), and the killed one started again
+(14:57:07.6) as a primary of its own: the sentinels made it a replica only at 14:57:18.5, which replaced its data.
+A command in flight at the kill was retried by redis-py on the connection's last address (``send_packed_command`` ->
+``connect_check_health`` -> ``_connect``, no sentinel asked), so its connection went back to the pool connected to
+the restarted old primary; the appends that took it meanwhile were answered 200 because ``WAIT`` counted the
+replicas online there (none: ``min(wanted, 0)``), and were gone after 14:57:18.5. Here: a real primary, replica and
+three sentinels; a connection held across the kill (the command in flight), then appends as a front makes them,
+sent again after a refusal as an agent does. Also a primary frozen (SIGSTOP) while its replica is promoted: its
+connections stay open, so a write there must be refused although nothing reconnected."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamrelay.adapters.redis import KEYS, Durability, InputStream, StalePrimaryError, connect, connect_sentinel
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
+from streamrelay.core.errors import StoreUnavailableError
+from streamrelay.core.records.journal import JournalEntry
+from tests.redis.conftest import NO_REDIS
+
+pytestmark = pytest.mark.timeout(180)
+
+PARTITION = 0
+
+
+@pytest.fixture
+async def sentinels(tmp_path: Path) -> AsyncIterator[RedisSentinels]:
+    """A primary, a replica and three sentinels, started and in sync."""
+    if shutil.which("redis-server") is None:
+        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
+            pytest.fail(NO_REDIS, pytrace=False)
+        pytest.skip(NO_REDIS)
+    found = RedisSentinels(tmp_path)
+    try:
+        await found.start()
+        yield found
+    finally:
+        found.stop()
+
+
+def _client(sentinels: RedisSentinels) -> Redis:
+    """A replica's client: one connection (so the one held across the failover is the one the appends take)."""
+    addresses = [(host, int(port)) for host, port in (a.rsplit(":", 1) for a in sentinels.addresses)]
+    return connect_sentinel(addresses, MASTER, durability=Durability(1, timeout_ms=300), max_connections=1)
+
+
+async def _answers(port: int) -> bool:
+    probe = connect(f"redis://127.0.0.1:{port}/0")
+    try:
+        return bool(await probe.ping())
+    except Exception:
+        return False
+    finally:
+        await probe.aclose()
+
+
+async def _until(check: object, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"not within {timeout_s:g} s: {what}")
+
+
+async def _accept(stream: InputStream, line: str) -> int:
+    """Append ``line`` as a front does, sent again after a refusal (503) as an agent does; the refusals."""
+    refused = 0
+    for _ in range(100):
+        try:
+            await stream.append_open(PARTITION, [JournalEntry("run-1", line)])
+            return refused
+        except StoreUnavailableError:
+            refused += 1
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{line} was never accepted")
+
+
+async def _lines_on(port: int) -> list[str]:
+    reader = connect(f"redis://127.0.0.1:{port}/0")
+    try:
+        found: Any = await reader.xrange(KEYS.inbox(PARTITION))
+        return [str(fields["line"]) for _, fields in found]
+    finally:
+        await reader.aclose()
+
+
+async def test_a_line_accepted_after_a_failover_is_on_the_primary_the_sentinels_name(
+    sentinels: RedisSentinels,
+) -> None:
+    """The old primary killed and started again at once (a primary of its own until the sentinels turn it): a
+    command in flight across the kill is retried, then every line answered accepted is on the promoted primary."""
+    client = _client(sentinels)
+    stream = InputStream(client)
+    try:
+        await _accept(stream, '{"n": 0}')
+        held = client.pipeline(transaction=False)
+        # a connection in flight across the kill (a command sent just before it)
+        held.connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        record = await sentinels.fail_over(0.0, restart_after_s=0.0)
+        await _until(lambda: _answers(record.killed), "the killed primary answers again")
+        held.ping()
+        assert await held.execute() == [True]  # retried on a new connection, which goes back to the pool
+        for n in range(1, 4):
+            await _accept(stream, f'{{"n": {n}}}')
+        named = await sentinels.named_primary()
+        assert named == record.promoted
+        on_primary = await _lines_on(named)
+        assert [f'{{"n": {n}}}' for n in range(4)] == [line for line in on_primary if line.startswith('{"n"')]
+    finally:
+        await client.aclose()
+
+
+async def test_a_write_on_a_primary_left_behind_is_refused_and_goes_to_the_named_one(
+    sentinels: RedisSentinels,
+) -> None:
+    """The primary frozen (SIGSTOP) until its replica is promoted, then thawed: it answers as a primary with no
+    replica, on the connection opened before; a line written there is refused (not counted durable), the connection
+    dropped, and the line sent again lands on the promoted primary."""
+    client = _client(sentinels)
+    stream = InputStream(client)
+    old = sentinels.primary_port
+    proc = sentinels.nodes[old].popen
+    assert proc is not None
+    try:
+        await _accept(stream, '{"n": 0}')
+        proc.send_signal(signal.SIGSTOP)
+        try:
+
+            async def promoted() -> bool:
+                port = await sentinels.named_primary()
+                return port is not None and port != old and await _answers(port)
+
+            await _until(promoted, "the replica promoted")
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        with pytest.raises(StalePrimaryError, match=f"went to 127.0.0.1:{old}"):
+            for _ in range(20):  # the first may be refused as not replicated (the old replica still listed)
+                try:
+                    await stream.append_open(PARTITION, [JournalEntry("run-1", '{"n": 1}')])
+                    break
+                except StalePrimaryError:
+                    raise
+                except StoreUnavailableError:
+                    await asyncio.sleep(0.05)
+        await _accept(stream, '{"n": 1}')
+        named = await sentinels.named_primary()
+        assert named is not None and named != old
+        assert [line for line in await _lines_on(named) if line.startswith('{"n"')] == ['{"n": 0}', '{"n": 1}']
+    finally:
+        await client.aclose()
