@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from streamrelay.adapters.redis.client import Redis, connect
+from streamrelay.app.chaos.sentinels import RedisSentinels
 from tests.ports import free_port
 
 NO_REDIS = "no redis-server on PATH: install Debian's redis-server: apt-get install redis-server"
@@ -66,14 +67,32 @@ def _start(
     pytest.fail(f"redis-server did not answer PING within {START_TIMEOUT_S} s; its log ends:\n{log}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a redis-server started for this session (skips without one)."""
+def redis_binary() -> str:
+    """redis-server's path; without one the test skips (fails under ``STREAMRELAY_REQUIRE_REDIS=1``: CI)."""
     binary = shutil.which("redis-server")
     if binary is None:
         if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
             pytest.fail(NO_REDIS, pytrace=False)
         pytest.skip(NO_REDIS)
+    return binary
+
+
+@pytest.fixture
+async def sentinels(tmp_path: Path) -> AsyncIterator[RedisSentinels]:
+    """A primary, a replica and three sentinels (:class:`app.chaos.sentinels.RedisSentinels`), started and in sync."""
+    redis_binary()
+    found = RedisSentinels(tmp_path)
+    try:
+        await found.start()
+        yield found
+    finally:
+        found.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a redis-server started for this session (skips without one)."""
+    binary = redis_binary()
     server, port = _start(binary, tmp_path_factory.mktemp("redis"))
     try:
         yield f"redis://127.0.0.1:{port}/0"

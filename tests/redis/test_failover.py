@@ -101,6 +101,18 @@ class Replicas:
                 for port in self.ports
             ]
 
+    async def ready(self, http: httpx.AsyncClient, client: Redis) -> bool:
+        """Every replica answers /readyz 200 and every partition's lease is held (raises when a replica exited)."""
+        for i, proc in enumerate(self.procs):
+            if proc.poll() is not None:
+                raise AssertionError(f"replica {i} exited: {self.log.read_text()[-3000:]}")
+            try:
+                if (await http.get(self.url(i) + "/readyz")).status_code != 200:
+                    return False
+            except httpx.TransportError:
+                return False
+        return all([await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)])
+
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.ports[i]}"
 
@@ -159,16 +171,7 @@ async def _cluster(
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
 
             async def ready() -> bool:
-                for i, proc in enumerate(replicas.procs):
-                    if proc.poll() is not None:
-                        raise AssertionError(f"replica {i} exited: {replicas.log.read_text()[-3000:]}")
-                    try:
-                        if (await http.get(replicas.url(i) + "/readyz")).status_code != 200:
-                            return False
-                    except httpx.TransportError:
-                        return False
-                held = [await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)]
-                return all(held)
+                return await replicas.ready(http, client)
 
             await _until(ready, 90 * timeout_scale(), "three replicas ready and every partition owned")  # a hang guard
         yield mock, replicas

@@ -13,7 +13,6 @@ bounded settle had no candidate left (``not_sent``): two copies, one reported.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import replace
 from typing import Any, cast
 
@@ -28,10 +27,9 @@ from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import StoreUnavailableError
 from streamrelay.core.events import DeliveryMode, Target
 from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome
-from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import _DownFor
+from tests.redis.test_partition_owner_outage import ANSWER, _DownFor, answer_entries
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -103,11 +101,7 @@ async def test_a_create_whose_outcome_was_not_recorded_is_found_by_the_resumed_r
         ledger=RedisLedger(client, PARTITION),
         make_relay=make_relay,
     )
-    answer = ["First paragraph of the answer.", "Second paragraph of the answer.", "Third and last one."]
-    lines = [{"kind": "run.start", "run": "r6", "channel": "chat", "target": {"chat_id": 7000006}, "seq": 0}]
-    lines += [{"kind": "text", "run": "r6", "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(answer)]
-    lines.append({"kind": "end", "run": "r6", "status": "ok", "seq": len(answer) + 1})
-    await InputStream(client).append(PARTITION, [JournalEntry("r6", json.dumps(line)) for line in lines])
+    await InputStream(client).append(PARTITION, answer_entries("r6", 7000006))
     owner.start()
     try:
         report = None
@@ -119,7 +113,7 @@ async def test_a_create_whose_outcome_was_not_recorded_is_found_by_the_resumed_r
             await asyncio.sleep(0.05)
         assert _OutcomeLostOnce.failed  # the first create's outcome was lost
         assert report is not None and report.done, report
-        assert adapter.chat() == answer  # whole, once, in order: not the first paragraph twice
+        assert adapter.chat() == ANSWER  # whole, once, in order: not the first paragraph twice
         assert 1 in adapter.probed  # the settle looked at the message the lost outcome named
         assert str(report.status) == "delivered", report
     finally:

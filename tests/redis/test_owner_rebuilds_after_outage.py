@@ -10,7 +10,6 @@ of the partition is rebuilt from the journal when the owner resumes after the fa
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -27,7 +26,7 @@ from streamrelay.core.events import DeliveryMode
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import PARTITION, _DownFor, _grant
+from tests.redis.test_partition_owner_outage import ANSWER, PARTITION, _DownFor, _grant, answer_entries
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -82,11 +81,7 @@ async def test_lines_journaled_by_an_append_that_failed_here_are_in_the_run_it_g
         ledger=RedisLedger(client, PARTITION),
         make_relay=make_relay,
     )
-    answer = ["First paragraph of the answer.", "Second paragraph of the answer.", "Third and last one."]
-    lines = [{"kind": "run.start", "run": "r1", "channel": "chat", "target": {"chat_id": 7}, "seq": 0}]
-    lines += [{"kind": "text", "run": "r1", "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(answer)]
-    lines.append({"kind": "end", "run": "r1", "status": "ok", "seq": len(answer) + 1})
-    entries = [JournalEntry("r1", json.dumps(line)) for line in lines]
+    entries = answer_entries("r1", 7)
     stream = InputStream(client)
     reader = RedisJournal(client, PARTITION)
 
@@ -111,6 +106,6 @@ async def test_lines_journaled_by_an_append_that_failed_here_are_in_the_run_it_g
 
         await _until(done, 15.0)
         assert report is not None and str(report.status) == "delivered" and not report.gaps, report
-        assert adapter.chat() == answer  # whole, once, in order
+        assert adapter.chat() == ANSWER  # whole, once, in order
     finally:
         await owner.stop()

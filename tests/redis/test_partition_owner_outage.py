@@ -152,11 +152,7 @@ async def test_a_run_whose_ledger_write_met_a_redis_outage_resumes_from_the_jour
         ledger=RedisLedger(client, PARTITION),
         make_relay=make_relay,
     )
-    answer = ["First paragraph of the answer.", "Second paragraph of the answer.", "Third and last one."]
-    lines = [{"kind": "run.start", "run": "r1", "channel": "chat", "target": {"chat_id": 7}, "seq": 0}]
-    lines += [{"kind": "text", "run": "r1", "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(answer)]
-    lines.append({"kind": "end", "run": "r1", "status": "ok", "seq": len(answer) + 1})
-    await InputStream(client).append(PARTITION, [JournalEntry("r1", json.dumps(line)) for line in lines])
+    await InputStream(client).append(PARTITION, answer_entries("r1", 7))
     owner.start()
     try:
         deadline = asyncio.get_running_loop().time() + 10
@@ -166,7 +162,7 @@ async def test_a_run_whose_ledger_write_met_a_redis_outage_resumes_from_the_jour
                 break
             await asyncio.sleep(0.05)
         assert report is not None and report.done and str(report.status) == "delivered", report
-        assert adapter.chat() == answer  # whole, once, in order: nothing failed, nothing doubled
+        assert adapter.chat() == ANSWER  # whole, once, in order: nothing failed, nothing doubled
     finally:
         await owner.stop()
 
@@ -176,3 +172,17 @@ async def _grant(client: Redis) -> int:
     token = await Leases(client).acquire(PARTITION, "replica-a", 30_000)
     assert token is not None
     return token
+
+
+ANSWER = ["First paragraph of the answer.", "Second paragraph of the answer.", "Third and last one."]
+"""The answer the owner tests stream: three paragraphs, one text line each."""
+
+
+def answer_entries(run: str, chat_id: int) -> list[JournalEntry]:
+    """``run``'s whole input as journal entries: its start (channel ``chat``), :data:`ANSWER`, its end."""
+    lines: list[dict[str, object]] = [
+        {"kind": "run.start", "run": run, "channel": "chat", "target": {"chat_id": chat_id}, "seq": 0}
+    ]
+    lines += [{"kind": "text", "run": run, "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(ANSWER)]
+    lines.append({"kind": "end", "run": run, "status": "ok", "seq": len(ANSWER) + 1})
+    return [JournalEntry(run, json.dumps(line)) for line in lines]

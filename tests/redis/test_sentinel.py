@@ -13,11 +13,9 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -29,7 +27,7 @@ from streamrelay.adapters.redis.lease import Leases
 from streamrelay.app.chaos.answers import load_recordings
 from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
 from streamrelay.app.dry_run import DRY_RUN
-from tests.redis.conftest import NO_REDIS
+from tests.redis.conftest import _start, redis_binary
 from tests.redis.test_failover import PARTITIONS, ROOT, TOKEN, Replicas, _config, _until
 
 pytestmark = pytest.mark.timeout(300)
@@ -37,21 +35,6 @@ pytestmark = pytest.mark.timeout(300)
 RECORDING = "openai-chat/long-text.jsonl"
 DELTAS = 120
 """The first deltas of the recorded answer (about 600 characters, a few paragraphs)."""
-
-
-@pytest.fixture
-async def sentinels(tmp_path: Path) -> AsyncIterator[RedisSentinels]:
-    """A primary, a replica and three sentinels, started and in sync."""
-    if shutil.which("redis-server") is None:
-        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
-            pytest.fail(NO_REDIS, pytrace=False)
-        pytest.skip(NO_REDIS)
-    found = RedisSentinels(tmp_path)
-    try:
-        await found.start()
-        yield found
-    finally:
-        found.stop()
 
 
 def _sentinel_config(tmp: Path, api_base: str, sentinels: RedisSentinels) -> Path:
@@ -104,15 +87,7 @@ async def test_the_primary_killed_mid_run_is_replaced_and_the_run_finishes_once(
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
 
             async def ready() -> bool:
-                for i, proc in enumerate(replicas.procs):
-                    if proc.poll() is not None:
-                        raise AssertionError(f"replica {i} exited: {replicas.log.read_text()[-3000:]}")
-                    try:
-                        if (await http.get(replicas.url(i) + "/readyz")).status_code != 200:
-                            return False
-                    except httpx.TransportError:
-                        return False
-                return all([await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)])
+                return await replicas.ready(http, client)
 
             await _until(ready, 120, "three replicas ready on the sentinels' primary, every partition owned")
             before = await _fences(client)
@@ -190,12 +165,7 @@ def _serve(config: Path, env: dict[str, str], timeout_s: float = 90) -> subproce
 
 
 async def test_serve_refuses_a_redis_without_persistence_and_says_why(tmp_path: Path) -> None:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
-            pytest.fail(NO_REDIS, pytrace=False)
-        pytest.skip(NO_REDIS)
-    from tests.redis.conftest import _start
+    binary = redis_binary()
 
     server, port = _start(binary, tmp_path, appendonly="no")
     try:
@@ -215,12 +185,7 @@ async def test_serve_refuses_a_redis_without_persistence_and_says_why(tmp_path: 
 async def test_serve_refuses_an_append_only_file_never_fsynced(tmp_path: Path) -> None:
     """``appendonly yes`` with ``appendfsync no``: the OS writes the file when it likes (~30 s), so a machine crash
     loses lines answered 200 and sends fencing tokens back: refused like no append-only file (breaker2 F7)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
-            pytest.fail(NO_REDIS, pytrace=False)
-        pytest.skip(NO_REDIS)
-    from tests.redis.conftest import _start
+    binary = redis_binary()
 
     server, port = _start(binary, tmp_path, appendonly="yes", appendfsync="no")
     try:
@@ -238,12 +203,7 @@ async def test_serve_refuses_an_append_only_file_never_fsynced(tmp_path: Path) -
 
 
 async def test_serve_takes_a_volatile_redis_when_the_operator_says_so(tmp_path: Path) -> None:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
-            pytest.fail(NO_REDIS, pytrace=False)
-        pytest.skip(NO_REDIS)
-    from tests.redis.conftest import _start
+    binary = redis_binary()
 
     server, port = _start(binary, tmp_path, appendonly="no")
     config = tmp_path / "channels.toml"
@@ -307,11 +267,7 @@ def test_redis_settings_take_sentinels_or_a_url(tmp_path: Path) -> None:
 async def test_a_replica_started_while_redis_does_not_answer_waits_for_it(tmp_path: Path) -> None:
     """A replica (re)started while its Redis fails over, or before Redis is up, waits for it (``/readyz`` 503
     "waiting for Redis") and becomes ready once it answers, instead of exiting."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
-            pytest.fail(NO_REDIS, pytrace=False)
-        pytest.skip(NO_REDIS)
+    binary = redis_binary()
     from tests.ports import free_port as _free_port
 
     redis_port, port = _free_port(), _free_port()

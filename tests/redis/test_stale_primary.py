@@ -14,12 +14,8 @@ connections stay open, so a write there must be refused although nothing reconne
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import signal
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,26 +25,10 @@ from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
 from streamrelay.core.errors import StoreUnavailableError
 from streamrelay.core.records.journal import JournalEntry
-from tests.redis.conftest import NO_REDIS
 
 pytestmark = pytest.mark.timeout(180)
 
 PARTITION = 0
-
-
-@pytest.fixture
-async def sentinels(tmp_path: Path) -> AsyncIterator[RedisSentinels]:
-    """A primary, a replica and three sentinels, started and in sync."""
-    if shutil.which("redis-server") is None:
-        if os.environ.get("STREAMRELAY_REQUIRE_REDIS") == "1":
-            pytest.fail(NO_REDIS, pytrace=False)
-        pytest.skip(NO_REDIS)
-    found = RedisSentinels(tmp_path)
-    try:
-        await found.start()
-        yield found
-    finally:
-        found.stop()
 
 
 def _client(sentinels: RedisSentinels) -> Redis:

@@ -64,25 +64,8 @@ def test_character_references_never_bring_invisible_characters_to_telegram() -> 
     assert render(NESTED, TextFormat.MARKDOWN).text == "ab"  # the converter trims the end
 
 
-def test_character_references_never_bring_invisible_characters_to_the_live_page(tmp_path: object) -> None:
-    import json
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("no node")
-    static = Path(__file__).resolve().parents[2] / "streamrelay/adapters/web/static"
-    script = (
-        f"const markdownit = require({json.dumps(str(static / 'vendor/markdown-it.min.js'))});"
-        "global.window = { markdownit };"
-        f"require({json.dumps(str(static / 'live-markdown.js'))});"
-        "const md = markdownit({ html: false, linkify: false, typographer: false, breaks: false });"
-        f"process.stdout.write(JSON.stringify(md.render(window.streamrelayMarkdown.stripInvisible("
-        f"{json.dumps(SMUGGLED)}))));"
-    )
-    html = json.loads(subprocess.run([node, "-e", script], capture_output=True, text=True, check=True).stdout)
+def test_character_references_never_bring_invisible_characters_to_the_live_page() -> None:
+    html = _page_render(SMUGGLED)
     assert _hidden(html) == []
 
 
@@ -108,6 +91,30 @@ def test_references_inside_code_reach_telegram_as_written() -> None:
     for shown in ("x&#x200B;y", "&#173;&ZeroWidthSpace;", "&#xE0041;", "&zwj;"):
         assert shown in text
     assert "&shy;" not in text
+
+
+def _page_render(text: str) -> str:
+    """The HTML the live page makes of ``text``: its script's stripInvisible, then markdown-it as the page sets it
+    up (node runs the page's own files; the test skips without node)."""
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node")
+    static = Path(__file__).resolve().parents[2] / "streamrelay/adapters/web/static"
+    script = (
+        f"const markdownit = require({json.dumps(str(static / 'vendor/markdown-it.min.js'))});"
+        "global.window = { markdownit };"
+        f"require({json.dumps(str(static / 'live-markdown.js'))});"
+        "const md = markdownit({ html: false, linkify: false, typographer: false, breaks: false });"
+        "const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "process.stdout.write(JSON.stringify(md.render(window.streamrelayMarkdown.stripInvisible(input))));"
+    )
+    done = subprocess.run([node, "-e", script], input=json.dumps(text), capture_output=True, text=True, check=True)
+    return str(json.loads(done.stdout))
 
 
 def _node_strip(samples: list[str]) -> list[str]:
@@ -208,23 +215,7 @@ def test_the_named_references_are_those_of_html() -> None:
 
 
 def test_references_inside_code_reach_the_live_page_as_written() -> None:
-    import json
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("no node")
-    static = Path(__file__).resolve().parents[2] / "streamrelay/adapters/web/static"
-    script = (
-        f"const markdownit = require({json.dumps(str(static / 'vendor/markdown-it.min.js'))});"
-        "global.window = { markdownit };"
-        f"require({json.dumps(str(static / 'live-markdown.js'))});"
-        "const md = markdownit({ html: false, linkify: false, typographer: false, breaks: false });"
-        f"process.stdout.write(JSON.stringify(md.render(window.streamrelayMarkdown.stripInvisible({json.dumps(CODE)}))));"
-    )
-    html = json.loads(subprocess.run([node, "-e", script], capture_output=True, text=True, check=True).stdout)
+    html = _page_render(CODE)
     assert _hidden(html) == []
     for shown in ("x&amp;#x200B;y", "&amp;#173;&amp;ZeroWidthSpace;", "&amp;#xE0041;", "&amp;zwj;"):
         assert shown in html
