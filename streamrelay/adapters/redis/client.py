@@ -215,6 +215,20 @@ def _retry() -> Retry:
     return Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError,))
 
 
+def _pool_options(client_name: str, socket_timeout_s: float, max_connections: int) -> dict[str, Any]:
+    """The connection options :func:`connect` and :func:`connect_sentinel` share (see their Args)."""
+    return {
+        "max_connections": max_connections,
+        "timeout": socket_timeout_s,
+        "decode_responses": True,
+        "client_name": client_name,
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": 5.0,
+        "health_check_interval": 30,
+        "retry": _retry(),
+    }
+
+
 def connect(
     url: str,
     *,
@@ -241,15 +255,7 @@ def connect(
         # A blocking pool: hundreds of runs writing their ledgers at once wait for one of the connections rather
         # than fail (redis-py's default pool raises past 100); the partitions' blocking stream reads hold one each.
         pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=socket_timeout_s,
-            decode_responses=True,
-            client_name=client_name,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=5.0,
-            health_check_interval=30,
-            retry=_retry(),
+            url, **_pool_options(client_name, socket_timeout_s, max_connections)
         )
     except ValueError:
         raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
@@ -313,14 +319,7 @@ def connect_sentinel(
         redis_class=_SentinelRedis,
         connection_pool_class=_SentinelBlockingPool,
         connection_class=_SentinelSSLConnection if tls else _SentinelConnection,
-        max_connections=max_connections,
-        timeout=socket_timeout_s,
-        decode_responses=True,
-        client_name=client_name,
-        socket_timeout=socket_timeout_s,
-        socket_connect_timeout=5.0,
-        health_check_interval=30,
-        retry=_retry(),
+        **_pool_options(client_name, socket_timeout_s, max_connections),
         **options,
     )
     assert isinstance(client, _SentinelRedis)
