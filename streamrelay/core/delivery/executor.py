@@ -112,9 +112,9 @@ class Executor:
         except DeliveryError as exc:  # not made: ownership lost, or the shared budgets failed
             result = NotDone(exc)
         if apply is not None:
-            before = self.chain.known_ids()
+            self.chain.take_noted()  # ids noted elsewhere (a settle's probe) are not this outcome's
             record, label, detail = apply(result)
-            noted = self.chain.known_ids() - before  # the ids this outcome made known (apply does not await)
+            noted = self.chain.take_noted()  # the ids this outcome made known (apply does not await)
             if call_id is not None:
                 try:
                     await ledger.record_outcome(call_id, record, label, detail)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -127,9 +127,13 @@ class SendChain:
         """The newest message id acknowledged in this conversation (by any run): a create whose outcome is
         unknown stored its message, if at all, after it (Telegram ids only grow)."""
         self._known: OrderedDict[str, None] = OrderedDict()
+        self._noted: list[str] = []
+        """Ids that became known since :meth:`take_noted` last emptied it (the executor's, around one outcome)."""
 
     def note_message(self, message_id: str, *, newest: bool = True) -> None:
         """Remember a message of this sidecar in this conversation (``newest``: it was just acknowledged)."""
+        if message_id not in self._known and len(self._noted) < KNOWN_IDS:
+            self._noted.append(message_id)
         self._known[message_id] = None
         self._known.move_to_end(message_id)
         while len(self._known) > KNOWN_IDS:
@@ -137,7 +141,12 @@ class SendChain:
         if newest or self.last_message_id is None:
             self.last_message_id = message_id
 
-    def forget(self, message_ids: frozenset[str]) -> None:
+    def take_noted(self) -> list[str]:
+        """The ids that became known since the last call (oldest first), and start afresh: O(ids noted)."""
+        noted, self._noted = self._noted, []
+        return noted
+
+    def forget(self, message_ids: Iterable[str]) -> None:
         """Forget ``message_ids`` as known (they may be probed again): the ledger failed to record the outcome
         that named them, so a resumed run settles their create again and must be able to find them. The newest
         id stays ``last_message_id`` (Telegram ids only grow: a later create is newer either way)."""
