@@ -193,7 +193,9 @@ class _Ingest:
             number += 1
             if not raw.strip():
                 continue  # an empty line: a keep-alive of a long request (docs/ingest.md)
-            if run_json is not None and len(raw) <= max_line_bytes:
+            # A normalized event names its kind; a provider's raw line (a format's run) has no "kind" and goes straight
+            # to the general path instead of failing the text event's validator first.
+            if run_json is not None and len(raw) <= max_line_bytes and b'"kind"' in raw:
                 event = decode_text(raw, run_json)  # the common line, decoded and validated in one step
                 if event is not None:
                     decoded.append((event, raw.decode("utf-8")))

@@ -102,11 +102,14 @@ def json_depth(value: object, stop_past: int = MAX_JSON_DEPTH) -> int:
 
 def check_json_depth(raw: str | bytes, value: object) -> None:
     """Refuse ``value`` (parsed from ``raw``) when it nests past :data:`MAX_JSON_DEPTH`. Costs two counts of
-    ``raw`` (in C) unless ``raw`` holds more than that many ``[`` and ``{``, then a walk of ``value``.
+    ``raw`` (in C; none for a line of at most that many characters) unless ``raw`` holds more than that many ``[``
+    and ``{``, then a walk of ``value``.
 
     Raises:
         JsonTooDeepError: nested too deeply.
     """
+    if len(raw) <= MAX_JSON_DEPTH:
+        return  # too short to hold more openers than the limit
     openers = raw.count("[") + raw.count("{") if isinstance(raw, str) else raw.count(b"[") + raw.count(b"{")
     if openers > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
         raise _too_deep(f"more than {MAX_JSON_DEPTH}")
