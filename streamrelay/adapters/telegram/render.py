@@ -170,9 +170,8 @@ def render(text: str, fmt: TextFormat, allowed: MarkupPermissions = INERT) -> Re
     if fmt is TextFormat.PLAIN:
         text = strip_invisible(text)
         return Rendered(text, None, text_units(text, LengthUnit.UTF16))
-    text = strip_invisible(text)
-    if "&" in text:  # the converter decodes character references: none may bring an invisible character back
-        text = strip_invisible_markdown(text, _code_offsets)
+    # The converter decodes character references: none may bring an invisible character back.
+    text = strip_invisible_markdown(text, _code_offsets)
     plain, entities = telegramify_markdown.convert(literal_angles(text), config=_CONFIG)
     units = text_units(plain, LengthUnit.UTF16)
     if fmt is TextFormat.STRIPPED or not entities:

@@ -18,8 +18,9 @@
 // of them is judged as that character (codeRanges finds fences and code spans; stripDecoded runs the rule again on
 // what markdown-it decoded).
 //
-// window.streamrelayMarkdown = {AnswerView, stripInvisible}: new AnswerView(element) with set(text), append(text),
-// source, render() and schedule(afterRender); stripInvisible(text) -> text.
+// window.streamrelayMarkdown = {AnswerView, stripInvisible, stripRule}: new AnswerView(element) with set(text),
+// append(text), source, render() and schedule(afterRender); stripInvisible(markdown) -> markdown (character references
+// judged outside code too); stripRule(text) -> text (characters only: for text shown as text).
 "use strict";
 
 (() => {
@@ -184,6 +185,7 @@
   function stripInvisible(text) {
     let current = stripRule(text);
     while (current.includes("&")) { // until nothing changes: a removal can make a new reference
+      if (reveal(current) === current) break; // no reference the rule looks at: no code ranges to find
       let out = "";
       let at = 0;
       for (const [start, end] of codeRanges(current)) {
@@ -331,5 +333,5 @@
     }
   }
 
-  window.streamrelayMarkdown = { AnswerView, stripInvisible };
+  window.streamrelayMarkdown = { AnswerView, stripInvisible, stripRule };
 })();

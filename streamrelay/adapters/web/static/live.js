@@ -49,7 +49,7 @@
 
   // ---------------------------------------------------------------------------------------------- helpers
 
-  const stripInvisible = window.streamrelayMarkdown.stripInvisible;
+  const stripRule = window.streamrelayMarkdown.stripRule;
 
   function make(tag, className, text) {
     const el = document.createElement(tag);
@@ -546,10 +546,11 @@
   function onMessage(message) {
     let ev;
     try {
-      // Every string of the event without invisible characters (live-markdown.js's stripInvisible). A delta is
+      // Every string of the event without invisible characters (live-markdown.js's stripRule: characters only; a
+      // delta's character references are judged where the answer is rendered, whole, knowing its code). A delta is
       // cleaned on its own: a joiner at its very end, whose emoji comes in the next delta, goes (the emoji show
       // unjoined); the rendered answer is cleaned again whole.
-      ev = JSON.parse(message.data, (key, value) => (typeof value === "string" ? stripInvisible(value) : value));
+      ev = JSON.parse(message.data, (key, value) => (typeof value === "string" ? stripRule(value) : value));
     } catch (_) {
       return;  // not an event: nothing to show
     }
