@@ -51,7 +51,7 @@ from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
-from streamrelay.core.errors import ConfigError
+from streamrelay.core.errors import ConfigError, StoreUnavailableError
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
@@ -272,7 +272,8 @@ async def _when_redis_answers(
 ) -> bool:
     """Run ``start`` (the persistence check, then :meth:`ReplicaService.start`, whose Redis steps may be repeated:
     the partition count's check, the epoch markers' ``SET NX``, the announcement), again every
-    :data:`REDIS_RETRY_S` while Redis does not answer (it is failing over, or not up yet: ``/readyz`` says so);
+    :data:`REDIS_RETRY_S` while Redis does not answer or its replicas do not acknowledge a durable write (it is
+    failing over, resynchronising, or not up yet: ``/readyz`` says so);
     False when ``stop`` was set first.
 
     Raises:
@@ -283,7 +284,8 @@ async def _when_redis_answers(
         try:
             await start()
             return True
-        except (RedisConnectionError, RedisTimeoutError) as exc:  # the error's name only: the URL may hold a password
+        # A replica not acknowledging in time (lagging, resynchronising) is waited for like a Redis not answering.
+        except (RedisConnectionError, RedisTimeoutError, StoreUnavailableError) as exc:  # its name: never the URL
             reason = f"waiting for Redis {where} ({type(exc).__name__})"
             health.set(ServiceState.RESUMING, reason)
             _log.warning("%s: trying again in %g s", reason, REDIS_RETRY_S)
