@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -180,10 +180,6 @@ class ChannelSettings(Strict):
 
 
 class ServiceSettings(Strict):
-    # Errors never echo the input: it holds redis_url, whose password a validator's message would otherwise print
-    # (pydantic's input_value is the whole table for a model validator).
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
-
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
     token_env: str = "STREAMRELAY_TOKEN"
@@ -310,7 +306,9 @@ class ServiceSettings(Strict):
 class Settings(BaseSettings):
     """All settings: ``[service]``, ``[channels.NAME]`` and ``[clients.NAME]`` tables."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid")
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid", hide_input_in_errors=True
+    )
 
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)

@@ -14,9 +14,11 @@ from streamrelay.core.ports import CallKind
 
 
 class Strict(BaseModel):
-    """A settings table: an unknown key is an error naming it."""
+    """A settings table: an unknown key is an error naming it. Errors never echo the input (pydantic's
+    ``input_value``): a table may hold a secret (``redis_url``'s password), and a model validator's input is the
+    whole table."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
 
 class ChunkSettings(Strict):
