@@ -138,15 +138,22 @@ class RelayClient:
                 sidecar still pushed back after ``push_back_s``.
         """
         lines = [json.dumps(e if isinstance(e, Mapping) else event_to_json(e), ensure_ascii=False) for e in events]
+        return await self._send_lines(run, lines)
+
+    async def _send_lines(self, run: str, lines: list[str], first: httpx.Response | None = None) -> int:
+        """:meth:`send`'s loop over NDJSON ``lines`` (``first``: the answer ``lines`` already got, e.g. a
+        :class:`RunStream`'s long request); the lines taken. Raises as :meth:`send`."""
         deadline = time.monotonic() + self.push_back_s
         taken, sent_before = 0, 0
         refused: list[str] = []  # lines refused beside a push-back, numbered from the first line given
+        answer = first
         while True:
-            answer = await self._http.post(
-                _path(run, "/events"),
-                content=("\n".join(lines) + "\n").encode(),
-                headers={"Content-Type": "application/x-ndjson"},
-            )
+            if answer is None:
+                answer = await self._http.post(
+                    _path(run, "/events"),
+                    content=("\n".join(lines) + "\n").encode(),
+                    headers={"Content-Type": "application/x-ndjson"},
+                )
             rest = _pushed_back(answer, lines)
             if rest is None or time.monotonic() >= deadline:
                 body = _json(answer)
@@ -161,6 +168,7 @@ class RelayClient:
             lines = rest
             delay_s = float(answer.headers.get("retry-after", "1"))
             await asyncio.sleep(min(delay_s, max(0.0, deadline - time.monotonic())))
+            answer = None
 
     def stream(self, run: str, *, keepalive_s: float = KEEPALIVE_S) -> RunStream:
         """One long request that carries ``run``'s events as the agent produces them (the agent mode of
@@ -346,14 +354,8 @@ class RunStream:
             with contextlib.suppress(asyncio.CancelledError, Exception):  # the block's own error is raised
                 await self._post
             return
-        answer = await self._post
-        rest = _pushed_back(answer, self._lines)
-        if rest is None:
-            self.accepted = int(_json(answer).get("accepted", 0))
-            return
-        taken = int(answer.json().get("accepted", 0))
-        await asyncio.sleep(float(answer.headers.get("retry-after", "1")))
-        self.accepted = taken + await self._client.send(self.run, [json.loads(line) for line in rest])
+        # A push-back's rest is sent again as send does (its refused lines raise, its wait bounded by push_back_s).
+        self.accepted = await self._client._send_lines(self.run, self._lines, first=await self._post)
 
 
 def _path(run: str, tail: str = "") -> str:
