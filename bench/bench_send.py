@@ -13,7 +13,8 @@ makes the same calls two ways, alternating, ``--repeat`` times:
   logging at ``--log-level``), the outcome to the machine and the part to the ledger.
 
 Calls come in messages: one create, then ``--edits`` edits, each showing ``--grow`` more characters of the recorded
-8.5k Markdown answer (``fmt = markdown``: the adapter renders it, as a channel with ``format = "markdown"`` does).
+8.5k Markdown answer, sent as plain text (``--fmt markdown``: rendered by the adapter, as a channel with
+``format = "markdown"`` does; the bare SDK calls send the text as it is either way).
 Prints, per platform, the process CPU per call (µs, medians; the mock's CPU left out), the overhead ratio
 relay / sdk, and the machine's load average. ``--profile`` prints a cProfile of one relay pass (the project's side:
 the rows under ``streamrelay/``).
@@ -61,10 +62,14 @@ from streamrelay.core.delivery.send_chain import Wait
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.events import Target
 from streamrelay.core.ports import TextFormat
-from streamrelay.core.records.ledger import RunRecord
+from streamrelay.core.records.ledger import Ledger, MemoryLedger, RunRecord
 from streamrelay.core.records.report import SlotRole
 
 PLATFORMS = ("telegram", "slack", "discord")
+FMT = [TextFormat.PLAIN]
+"""The channel's text format (``--fmt``)."""
+LEDGER = ["sqlite"]
+"""The ledger (``--ledger``): ``sqlite`` as ``serve`` keeps it, or ``memory`` (to see what the file costs)."""
 LIFTED = {"per_s": 1_000_000.0, "burst": 1_000_000.0}
 """Every budget at this rate: asked and spent per call, never waited for."""
 
@@ -102,62 +107,75 @@ def wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
 # --- the bare SDK calls -----------------------------------------------------------------------------------------
 
 
-async def sdk_telegram(api: str, token: str, chat: Any, messages: list[list[str]]) -> float:
+async def sdk_telegram(api: str, token: str, chats: list[Any], messages: list[list[str]]) -> float:
     from aiogram import Bot
     from aiogram.client.session.aiohttp import AiohttpSession
     from aiogram.client.telegram import TelegramAPIServer
 
     bot = Bot(token, session=AiohttpSession(api=TelegramAPIServer.from_base(api)))
-    try:
-        await bot.send_message(chat, "warm up")
-        cpu = time.process_time()
-        for shown in messages:
+
+    async def one(chat: Any, mine: list[list[str]]) -> None:
+        for shown in mine:
             sent = await bot.send_message(chat, shown[0])
             for text in shown[1:]:
                 await bot.edit_message_text(text, chat_id=chat, message_id=sent.message_id)
-        return time.process_time() - cpu
+
+    try:
+        await bot.send_message(chats[0], "warm up")
+        return await timed(one, chats, messages)
     finally:
         await bot.session.close()
 
 
-async def sdk_slack(api: str, token: str, chat: Any, messages: list[list[str]]) -> float:
+async def sdk_slack(api: str, token: str, chats: list[Any], messages: list[list[str]]) -> float:
     from slack_sdk.web.async_client import AsyncWebClient
 
     client = AsyncWebClient(token=token, base_url=api)
-    try:
-        await client.chat_postMessage(channel=chat, text="warm up")
-        cpu = time.process_time()
-        for shown in messages:
+
+    async def one(chat: Any, mine: list[list[str]]) -> None:
+        for shown in mine:
             sent = await client.chat_postMessage(channel=chat, text=shown[0])
             ts, channel = sent["ts"], sent["channel"]
             for text in shown[1:]:
                 await client.chat_update(channel=channel, ts=ts, text=text)
-        return time.process_time() - cpu
+
+    try:
+        await client.chat_postMessage(channel=chats[0], text="warm up")
+        return await timed(one, chats, messages)
     finally:
         if client.session is not None:
             await client.session.close()
 
 
-async def sdk_discord(api: str, token: str, chat: Any, messages: list[list[str]]) -> float:
+async def sdk_discord(api: str, token: str, chats: list[Any], messages: list[list[str]]) -> float:
     from streamrelay.adapters.discord._sdk import discord
 
     discord.http.Route.BASE = api
     client = discord.Client(intents=discord.Intents.none())
     await client.login(token)
-    try:
+
+    async def one(chat: Any, mine: list[list[str]]) -> None:
         channel = client.get_partial_messageable(int(chat))
-        await channel.send("warm up")
-        cpu = time.process_time()
-        for shown in messages:
+        for shown in mine:
             sent = await channel.send(shown[0])
             for text in shown[1:]:
                 await sent.edit(content=text)
-        return time.process_time() - cpu
+
+    try:
+        await client.get_partial_messageable(int(chats[0])).send("warm up")
+        return await timed(one, chats, messages)
     finally:
         await client.close()
 
 
-SDK: dict[str, Callable[[str, str, Any, list[list[str]]], Awaitable[float]]] = {
+async def timed(one: Callable[[Any, list[list[str]]], Awaitable[None]], chats: list[Any], messages: list[list[str]]) -> float:
+    """CPU seconds of ``one(chat, its messages)`` for every chat at once (the messages dealt out in turn)."""
+    cpu = time.process_time()
+    await asyncio.gather(*(one(chat, messages[i :: len(chats)]) for i, chat in enumerate(chats)))
+    return time.process_time() - cpu
+
+
+SDK: dict[str, Callable[[str, str, list[Any], list[list[str]]], Awaitable[float]]] = {
     "telegram": sdk_telegram,
     "slack": sdk_slack,
     "discord": sdk_discord,
@@ -168,53 +186,59 @@ SDK: dict[str, Callable[[str, str, Any, list[list[str]]], Awaitable[float]]] = {
 
 
 async def relay_pass(
-    platform: str, api: str, token: str, chat: Any, messages: list[list[str]], profile: cProfile.Profile | None
+    platform: str, api: str, token: str, chats: list[Any], messages: list[list[str]], profile: cProfile.Profile | None
 ) -> float:
-    """The same calls through the project's send path (module docstring); the CPU seconds they took."""
+    """The same calls through the project's send path (module docstring), one run per chat, all at once; the CPU
+    seconds they took."""
     defaults = ChannelSettings.model_validate({"platform": platform, "api_base": api})
     rate = {budget.budget.name: LIFTED for budget in defaults.budgets()}
     settings = ChannelSettings.model_validate({"platform": platform, "api_base": api, "rate": rate})
     runtime = make_runtime("bench", settings, SecretStr(token), metrics=ServiceMetrics())
     adapter = runtime.adapter
     clock = MonotonicClock()
-    target = Target(chat_id=chat)
     with tempfile.TemporaryDirectory() as tmp:
         store = await SqliteStore.open(Path(tmp) / "ledger.db")
         try:
-            ledger = await SqliteLedger.on(store)
-            run = "bench-run"
-            await ledger.start_run(RunRecord(run, "bench", {"chat_id": chat}, "preview"))
-            book = SlotBook(run, 0.0, native=False, measure=adapter.measure)
-            chain = runtime.chain_for(target, clock)
-            rec = Reconciler(
-                book=book,
-                adapter=adapter,
-                chain=chain,
-                target=target,
-                ledger=ledger,
-                clock=clock,
-                requester=Requester.of(run),
-            )
-            warm = book.claim_slot(SlotRole.ANSWER, "warm up", TextFormat.MARKDOWN)
-            await step(rec)
-            book.retire(warm)  # its message is deleted: not counted
-            await step(rec)
-            made = 0
+            ledger: Ledger = await SqliteLedger.on(store) if LEDGER[0] == "sqlite" else MemoryLedger()
+            recs = []
+            for i, chat in enumerate(chats):
+                run, target = f"bench-run-{i}", Target(chat_id=chat)
+                await ledger.start_run(RunRecord(run, "bench", {"chat_id": chat}, "preview"))
+                rec = Reconciler(
+                    book=SlotBook(run, 0.0, native=False, measure=adapter.measure),
+                    adapter=adapter,
+                    chain=runtime.chain_for(target, clock),
+                    target=target,
+                    ledger=ledger,
+                    clock=clock,
+                    requester=Requester.of(run),
+                )
+                recs.append(rec)
+                warm = rec.book.claim_slot(SlotRole.ANSWER, "warm up", FMT[0])
+                await step(rec)
+                rec.book.retire(warm)  # its message is deleted: not counted
+                await step(rec)
+
+            async def one(rec: Reconciler, mine: list[list[str]]) -> int:
+                made = 0
+                for shown in mine:
+                    slot = rec.book.claim_slot(SlotRole.ANSWER, shown[0], FMT[0])
+                    made += await step(rec)
+                    for text in shown[1:]:
+                        rec.book.set_text(slot, text)
+                        made += await step(rec)
+                return made
+
             cpu = time.process_time()
             if profile is not None:
                 profile.enable()
-            for shown in messages:
-                slot = book.claim_slot(SlotRole.ANSWER, shown[0], TextFormat.MARKDOWN)
-                made += await step(rec)
-                for text in shown[1:]:
-                    book.set_text(slot, text)
-                    made += await step(rec)
+            made = await asyncio.gather(*(one(rec, messages[i :: len(recs)]) for i, rec in enumerate(recs)))
             if profile is not None:
                 profile.disable()
             spent = time.process_time() - cpu
             expected = sum(len(shown) for shown in messages)
-            if made != expected:
-                raise RuntimeError(f"{platform}: {made} calls made, {expected} expected")
+            if sum(made) != expected:
+                raise RuntimeError(f"{platform}: {sum(made)} calls made, {expected} expected")
             return spent
         finally:
             await adapter.close()
@@ -247,18 +271,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=300, help="calls per pass (creates and edits)")
     parser.add_argument("--edits", type=int, default=9, help="edits after each create")
-    parser.add_argument("--grow", type=int, default=200, help="characters each edit adds")
+    parser.add_argument("--chats", type=int, default=10, help="conversations at once (one run each)")
+    parser.add_argument("--grow", type=int, default=150, help="characters each edit adds")
     parser.add_argument("--repeat", type=int, default=3, help="alternating sdk/relay pairs (medians printed)")
     parser.add_argument("--platforms", default=",".join(PLATFORMS))
+    parser.add_argument(
+        "--fmt", choices=("plain", "markdown"), default="plain", help="the channel's format (markdown: rendered)"
+    )
+    parser.add_argument("--ledger", choices=("sqlite", "memory"), default="sqlite", help="memory: what SQLite costs")
     parser.add_argument("--log-level", default="info", help="the service's log level (serve's default: info)")
     parser.add_argument("--profile", action="store_true", help="cProfile one more relay pass per platform")
     parser.add_argument("--top", type=int, default=30, help="profile rows")
     args = parser.parse_args()
 
+    FMT[0] = TextFormat(args.fmt)
+    LEDGER[0] = args.ledger
     configure_logging("json", args.log_level, stream=open(os.devnull, "w"))  # noqa: SIM115 (lives with the process)
     messages = texts(args.calls, args.edits, args.grow)
     calls = sum(len(shown) for shown in messages)
-    print(f"{calls} calls per pass ({len(messages)} creates, {calls - len(messages)} edits of +{args.grow} chars)")
+    print(
+        f"{calls} calls per pass ({len(messages)} creates, {calls - len(messages)} edits of +{args.grow} chars),"
+        f" {args.chats} chats at once, fmt {args.fmt}, log level {args.log_level}, ledger {args.ledger}"
+    )
     print(f"{'platform':10} {'sdk µs/call':>12} {'relay µs/call':>14} {'overhead µs':>12} {'ratio':>6}  load")
     for platform in args.platforms.split(","):
         dry = DRY_RUN[platform]
@@ -275,19 +309,20 @@ def main() -> None:
         )
         try:
             wait_port(port, mock)
+            chats = [REGISTRY[platform].dry_run.chat(i) for i in range(args.chats)]  # type: ignore[union-attr]
             sdk: list[float] = []
             relay: list[float] = []
             for _ in range(args.repeat):
                 gc.collect()
-                sdk.append(asyncio.run(SDK[platform](api, dry.token, dry.private, messages)) / calls)
+                sdk.append(asyncio.run(SDK[platform](api, dry.token, chats, messages)) / calls)
                 gc.collect()
-                relay.append(asyncio.run(relay_pass(platform, api, dry.token, dry.private, messages, None)) / calls)
+                relay.append(asyncio.run(relay_pass(platform, api, dry.token, chats, messages, None)) / calls)
             s, r = statistics.median(sdk) * 1e6, statistics.median(relay) * 1e6
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             print(f"{platform:10} {s:12.0f} {r:14.0f} {r - s:12.0f} {r / s:6.2f}  {load}", flush=True)
             if args.profile:
-                profile = cProfile.Profile()
-                asyncio.run(relay_pass(platform, api, dry.token, dry.private, messages, profile))
+                profile = cProfile.Profile(time.process_time)  # CPU, not the wait for the mock
+                asyncio.run(relay_pass(platform, api, dry.token, chats, messages, profile))
                 out = io.StringIO()
                 stats = pstats.Stats(profile, stream=out).sort_stats("tottime")
                 stats.print_stats(args.top)
