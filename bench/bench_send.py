@@ -70,6 +70,8 @@ FMT = [TextFormat.PLAIN]
 """The channel's text format (``--fmt``)."""
 LEDGER = ["sqlite"]
 """The ledger (``--ledger``): ``sqlite`` as ``serve`` keeps it, or ``memory`` (to see what the file costs)."""
+COMMITS: list[float] = []
+"""The ledger's commits per call of each relay pass."""
 LIFTED = {"per_s": 1_000_000.0, "burst": 1_000_000.0}
 """Every budget at this rate: asked and spent per call, never waited for."""
 
@@ -236,6 +238,7 @@ async def relay_pass(
             if profile is not None:
                 profile.disable()
             spent = time.process_time() - cpu
+            COMMITS.append(store.commits / max(1, sum(made)))
             expected = sum(len(shown) for shown in messages)
             if sum(made) != expected:
                 raise RuntimeError(f"{platform}: {sum(made)} calls made, {expected} expected")
