@@ -38,17 +38,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pydantic import SecretStr
 
 from bench.bench_pipeline import recorded_deltas
 from bench.serving import free_port
-from pydantic import SecretStr
-
 from streamrelay.adapters.ops import ServiceMetrics, configure_logging
 from streamrelay.adapters.sqlite.ledger import SqliteLedger
 from streamrelay.adapters.sqlite.store import SqliteStore
@@ -65,6 +64,7 @@ from streamrelay.core.ports import TextFormat
 from streamrelay.core.records.ledger import Ledger, MemoryLedger, RunRecord
 from streamrelay.core.records.report import SlotRole
 
+ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("telegram", "slack", "discord")
 FMT = [TextFormat.PLAIN]
 """The channel's text format (``--fmt``)."""
@@ -170,14 +170,16 @@ async def sdk_discord(api: str, token: str, chats: list[Any], messages: list[lis
         await client.close()
 
 
-async def timed(one: Callable[[Any, list[list[str]]], Awaitable[None]], chats: list[Any], messages: list[list[str]]) -> float:
+async def timed(
+    one: Callable[[Any, list[list[str]]], Awaitable[None]], chats: list[Any], messages: list[list[str]]
+) -> float:
     """CPU seconds of ``one(chat, its messages)`` for every chat at once (the messages dealt out in turn)."""
     cpu = time.process_time()
     await asyncio.gather(*(one(chat, messages[i :: len(chats)]) for i, chat in enumerate(chats)))
     return time.process_time() - cpu
 
 
-SDK: dict[str, Callable[[str, str, list[Any], list[list[str]]], Awaitable[float]]] = {
+SDK: dict[str, Callable[[str, str, list[Any], list[list[str]]], Coroutine[Any, Any, float]]] = {
     "telegram": sdk_telegram,
     "slack": sdk_slack,
     "discord": sdk_discord,

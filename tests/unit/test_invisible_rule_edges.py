@@ -77,7 +77,7 @@ backtick (no code span: decoded)."""
 
 
 def test_references_inside_code_stay_as_written() -> None:
-    from streamrelay.adapters.invisible import _RULED, INVISIBLE, strip_invisible_markdown
+    from streamrelay.adapters.invisible import strip_invisible_markdown
 
     assert strip_invisible_markdown(CODE) == CODE.replace(" &#x200B;c", " c").replace("\\`&shy;`", "\\``")
 
@@ -142,7 +142,7 @@ def test_the_live_pages_script_agrees_on_random_markdown() -> None:
     from the characters each rule and each code scanner looks at."""
     import random
 
-    from streamrelay.adapters.invisible import _RULED, INVISIBLE, strip_invisible_markdown
+    from streamrelay.adapters.invisible import strip_invisible_markdown
 
     pieces = [
         *"ab1#* \n\\`~>-",
@@ -186,7 +186,7 @@ def test_the_live_pages_script_agrees_on_random_markdown() -> None:
 
 
 def test_the_rule_edges_agree_with_the_live_pages_script() -> None:
-    from streamrelay.adapters.invisible import _RULED, INVISIBLE, strip_invisible_markdown
+    from streamrelay.adapters.invisible import strip_invisible_markdown
 
     samples = [
         "അവന\u0d4d\u200d വന്നു",
