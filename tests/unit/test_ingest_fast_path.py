@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import MAX_SEQ, Event
+from streamrelay.core.events import MAX_SEQ, RunEvent, TextDelta, TextEvent
 from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
 from streamrelay.core.ingest.sequencer import SeqFloor
@@ -52,7 +52,15 @@ def _result(result: object) -> object:
     return result
 
 
-def _event(event: Event) -> tuple[object, ...]:
+def _event(event: RunEvent) -> tuple[object, ...]:
+    """An event as the run takes it: its type and fields; a text event's by the values alone. The fast path carries a
+    plain delta line as a :class:`TextDelta` (values, not which fields the line set: nothing after admission reads
+    that), compared as the :class:`TextEvent` it stands for, so a text event of the slow path without its fields set;
+    every other event with them."""
+    if type(event) is TextDelta:
+        event = event.event()
+    if type(event) is TextEvent:
+        return (type(event), list(event.__dict__.items()), event.__pydantic_extra__)
     return (type(event), list(event.__dict__.items()), event.model_fields_set, event.__pydantic_extra__)
 
 

@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from streamrelay.core.events import Event, JoinedDeltas, TextEvent, TextMode
+from streamrelay.core.events import JoinedDeltas, RunEvent, TextDelta, TextEvent, TextMode
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
 
 
@@ -31,7 +31,7 @@ class SeqGate:
 
     gap_timeout_s: float = 2.0
     last: int | None = None
-    _held: list[tuple[int, int, Event]] = field(default_factory=list)
+    _held: list[tuple[int, int, RunEvent]] = field(default_factory=list)
     _held_since: float | None = None
     _n: int = 0
     dropped: int = 0
@@ -51,10 +51,10 @@ class SeqGate:
             self._consumed.discard(self.last + 1)
             self.last += 1
 
-    def push_all(self, events: Iterable[Event], now: float) -> list[Event]:
+    def push_all(self, events: Iterable[RunEvent], now: float) -> list[RunEvent]:
         """:meth:`push` each of ``events`` in order; return the events now ready, in order. O(events) when they come
         in order: an event without ``seq``, or with the next one while nothing is held, is ready at once."""
-        ready: list[Event] = []
+        ready: list[RunEvent] = []
         for event in events:
             seq = event.seq
             if seq is None:
@@ -66,7 +66,7 @@ class SeqGate:
                 ready += self.push(event, now)
         return ready
 
-    def push(self, event: Event, now: float) -> list[Event]:
+    def push(self, event: RunEvent, now: float) -> list[RunEvent]:
         """Take one event; return the events now ready, in order."""
         if event.seq is None:
             return [event]
@@ -86,8 +86,8 @@ class SeqGate:
             self._held_since = None
         return ready
 
-    def _release(self) -> list[Event]:
-        out: list[Event] = []
+    def _release(self) -> list[RunEvent]:
+        out: list[RunEvent] = []
         self._skip_consumed()
         while self._held and (self.last is None or self._held[0][0] == self.last + 1):
             seq, _, event = heapq.heappop(self._held)
@@ -100,11 +100,11 @@ class SeqGate:
         """When held events must be released despite the gap (clock seconds), or None."""
         return None if self._held_since is None else self._held_since + self.gap_timeout_s
 
-    def expire(self, now: float) -> list[Event]:
+    def expire(self, now: float) -> list[RunEvent]:
         """Release held events past the gap timeout, recording the gap."""
         if self._held_since is None or now < self._held_since + self.gap_timeout_s:
             return []
-        out: list[Event] = []
+        out: list[RunEvent] = []
         while self._held:
             self._skip_consumed()
             seq, _, event = heapq.heappop(self._held)
@@ -161,7 +161,7 @@ class SeqFloor:
             self.floor += 1
 
 
-def join_deltas(events: list[Event]) -> list[Event]:
+def join_deltas(events: list[RunEvent]) -> list[RunEvent]:
     """Join adjacent text deltas of the same source, message, visibility and lane into one
     :class:`~core.events.JoinedDeltas`.
 
@@ -175,12 +175,12 @@ def join_deltas(events: list[Event]) -> list[Event]:
     """
     if len(events) < 2:
         return events
-    out: list[Event] = []
+    out: list[RunEvent] = []
     parts: list[str] = []
-    head: TextEvent | None = None  # the delta the next ones may join
+    head: TextEvent | TextDelta | None = None  # the delta the next ones may join
     delta = TextMode.DELTA
     for event in events:
-        if isinstance(event, TextEvent) and event.mode is delta:
+        if type(event) is TextDelta or (isinstance(event, TextEvent) and event.mode is delta):
             if (
                 head is not None
                 and event.message == head.message
@@ -203,9 +203,11 @@ def join_deltas(events: list[Event]) -> list[Event]:
     return out
 
 
-def _flush_joined(out: list[Event], parts: list[str]) -> None:
+def _flush_joined(out: list[RunEvent], parts: list[str]) -> None:
     if parts:
         last = out[-1]
+        if type(last) is TextDelta:
+            last = last.event()  # joined: the event it stands for, once per joined group
         assert isinstance(last, TextEvent)
         candidates: list[tuple[int, int]] = []
         offset = 0

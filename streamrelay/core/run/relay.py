@@ -23,7 +23,7 @@ from streamrelay.core.clock import Clock
 from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError, OwnershipLostError
-from streamrelay.core.events import EVENT_TYPES, Event, event_line
+from streamrelay.core.events import EVENT_TYPES, Event, RunEvent, event_line
 from streamrelay.core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.lanes.gate import (
@@ -71,10 +71,10 @@ def _line_text(obj: Any, raw: str | None) -> str:
 def _stage_group(
     lines: Sequence[tuple[Any, str | None]],
     start: int,
-    group: tuple[ActiveRun, list[Event], list[LineResult | IngestError]],
+    group: tuple[ActiveRun, Sequence[RunEvent], list[LineResult | IngestError]],
     results: list[LineResult | IngestError],
     entries: list[JournalEntry],
-    staged: list[tuple[ActiveRun, list[Event]]],
+    staged: list[tuple[ActiveRun, Sequence[RunEvent]]],
 ) -> int:
     """Note a group of :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` (``lines[start:]``'s first
     ``len(taken)``): each line's result, the journal entry of each line taken, and one hand-over of its events.
@@ -292,7 +292,7 @@ class Relay:
         self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None, *, replay: bool
     ) -> list[LineResult | IngestError]:
         results: list[LineResult | IngestError] = []
-        staged: list[tuple[ActiveRun, list[Event]]] = []
+        staged: list[tuple[ActiveRun, Sequence[RunEvent]]] = []
         entries: list[JournalEntry] = []
         admission = self._admission
         marks: dict[str, _Mark] = {}  # what admission knew of each run before this batch (undone if not journaled)
@@ -328,7 +328,7 @@ class Relay:
         return results
 
     async def _journal_or_undo(
-        self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, list[Event]]], marks: dict[str, _Mark]
+        self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, Sequence[RunEvent]]], marks: dict[str, _Mark]
     ) -> None:
         """Journal a batch's taken lines; when the journal refuses them, admission forgets them (new runs, ``seq``
         numbers, usage, an ``end``, what a raw stream's normalizer made of them), so the same lines sent again are
@@ -344,7 +344,10 @@ class Relay:
             raise
 
     async def _undo(
-        self, entries: Sequence[JournalEntry], staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]
+        self,
+        entries: Sequence[JournalEntry],
+        staged: Sequence[tuple[ActiveRun, Sequence[RunEvent]]],
+        marks: Iterable[_Mark],
     ) -> None:
         """Admission forgets what it took of the lines ``entries`` the journal refused: the runs they opened, each
         run's ``seq`` numbers, usage and end (``marks``), and what a raw stream's normalizer made of them."""
@@ -383,7 +386,7 @@ class Relay:
                 fresh.close()
         run.normalizer = fresh
 
-    async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
+    async def _hand_over(self, staged: list[tuple[ActiveRun, Sequence[RunEvent]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
         run). A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once."""
         for run, events in consecutive(staged):

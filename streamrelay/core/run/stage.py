@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import cast
 
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.delivery.agents import SubAgents
@@ -42,8 +43,10 @@ from streamrelay.core.events import (
     Lane,
     Media,
     Phase,
+    RunEvent,
     RunStart,
     Status,
+    TextDelta,
     TextEvent,
     TextMode,
     ToolCall,
@@ -154,11 +157,18 @@ class RunStage:
 
     # --- events -----------------------------------------------------------------------------------------
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: RunEvent) -> None:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
-        # The common event first: a root answer delta on the ui lane, plain text, the common line of each stage. Its
-        # fields are read from the model's ``__dict__``: pydantic's ``BaseModel.__getattr__`` makes each attribute
-        # read take CPython's slow lookup hook (about 130 ns against 40 here), and this is read once per event.
+        # The common event first: a root answer delta on the ui lane, plain text, the common line of each stage. It
+        # comes as a TextDelta (admission's typed value of a plain line), or as a TextEvent whose fields are read from
+        # the model's ``__dict__``: pydantic's ``BaseModel.__getattr__`` makes each attribute read take CPython's slow
+        # lookup hook (about 130 ns against 40 here), and this is read once per event.
+        if type(event) is TextDelta:
+            if (text := event.text) and _NOT_PLAIN.search(text) is None and self.text.plain_delta(event.message, text):
+                self._grew(event.message, text)
+                return
+            self._handle(event.event())  # the rare line: as the event it stands for
+            return
         if type(event) is TextEvent and (
             (fields := event.__dict__)["source"] is None
             and fields["mode"] is _DELTA
@@ -168,17 +178,22 @@ class RunStage:
             and _NOT_PLAIN.search(text) is None
             and self.text.plain_delta(message := fields["message"], text)
         ):
-            if self.committed is None and not self._at_commit:
-                linear = self.answer.appended(message, text)
-                self.mode.on_answer(linear, message)
-                if linear.reset:
-                    self.monitor.publish("answer", text=linear.text, reset=True)
-                else:
-                    self.monitor.answer_grew(linear.text)  # the shared answer grew at its end by exactly it
-            else:
-                self.answer.appended(message, text)
+            self._grew(message, text)
             return
-        self._handle(event)
+        self._handle(cast(Event, event))  # (not a TextDelta: taken above)
+
+    def _grew(self, message: int, text: str) -> None:
+        """The root's answer ``message`` grew at its end by the plain ``text`` (:meth:`VisibleText.plain_delta` took
+        it): the answer stream, the delivery mode and the watchers are told."""
+        if self.committed is None and not self._at_commit:
+            linear = self.answer.appended(message, text)
+            self.mode.on_answer(linear, message)
+            if linear.reset:
+                self.monitor.publish("answer", text=linear.text, reset=True)
+            else:
+                self.monitor.answer_grew(linear.text)  # the shared answer grew at its end by exactly it
+        else:
+            self.answer.appended(message, text)
 
     def _handle(self, event: Event) -> None:
         """:meth:`handle` for any event."""
