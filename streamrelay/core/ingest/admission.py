@@ -290,6 +290,30 @@ class Admission:
         usage.events, usage.chars, usage.max_seq = n_events, chars, max_seq
         return run, events, [ONE_EVENT] * len(events)
 
+    def take_delta(self, obj: object, run_hint: str | None) -> tuple[ActiveRun, RunEvent] | None:
+        """:meth:`take_deltas` of a request of the one line ``obj`` (live, never replayed), without a group's lists and
+        loop: the run and the line's event, taken (its result :data:`ONE_EVENT`), or None, nothing done, when the line
+        is not one the group would take (then :meth:`take_raw` or :meth:`accept` takes it). O(1)."""
+        run = self._delta_run(obj, run_hint)
+        if run is None or (event := _delta_of(obj, run.run, run_hint)) is None:
+            return None
+        limits = run.limits if run.limits is not None else self.limits_for(run.run)
+        usage, seq, size = run.usage, event.seq, len(event.text)
+        if usage.events >= limits.max_events_per_run or usage.chars + size > limits.max_chars_per_run:
+            return None  # refused alone
+        if seq is not None:
+            last, max_seq = run.gate.last, usage.max_seq
+            if (last is not None and seq <= last) or run.seqs.taken(seq):
+                return None  # a repeat: dropped alone
+            if seq > (max_seq if max_seq is not None else -1) + limits.seq_window:
+                return None  # refused alone
+            run.seqs.take(seq)
+            if max_seq is None or seq > max_seq:
+                usage.max_seq = seq
+        usage.events += 1
+        usage.chars += size
+        return run, event
+
     def _delta_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
         """The run a group of :meth:`take_deltas` starting with the line ``first`` goes to, or None (no group: it is
         not a text line, names no active run or another than ``run_hint``, or its run is stopped, closing or ended)."""

@@ -193,9 +193,18 @@ class Relay:
             obj, raw = lines[0]
             mark = _run_mark(obj, run_hint, self._runs)  # the run as admission knew it (undone if not journaled)
             admission = self._admission
-            group = admission.take_deltas(lines, 0, run_hint, replay=False) or admission.take_raw(
-                lines, 0, run_hint, replay=False
-            )  # (else admission.accept takes it, in _take)
+            if (taken := admission.take_delta(obj, run_hint)) is not None:  # the common line: a plain text delta
+                run, event = taken
+                entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
+                try:
+                    await self._journal.append((entry,))
+                except Exception:
+                    await self._undo((entry,), [(run, (event,))], () if mark is None else (mark,))
+                    raise
+                if not (run.opened and run.queue.offer((event,))):  # ActiveRun.offer, written out
+                    await self._hand_over([(run, [event])], replay=False)
+                return [ONE_EVENT]
+            group = admission.take_raw(lines, 0, run_hint, replay=False)  # (else admission.accept takes it, in _take)
             if group is not None:
                 run, events, results = group
                 result = results[0]
