@@ -12,9 +12,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from streamrelay.core.events import JoinedDeltas, RunEvent, TextDelta, TextEvent, TextMode
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
+
+_E = TypeVar("_E", bound=RunEvent)
+"""The events :func:`join_deltas` is given (a run's: :data:`core.events.RunEvent`, or typed events alone)."""
 
 
 @dataclass
@@ -161,7 +165,7 @@ class SeqFloor:
             self.floor += 1
 
 
-def join_deltas(events: list[RunEvent]) -> list[RunEvent]:
+def join_deltas(events: list[_E]) -> list[_E | JoinedDeltas]:
     """Join adjacent text deltas of the same source, message, visibility and lane into one
     :class:`~core.events.JoinedDeltas`.
 
@@ -174,26 +178,27 @@ def join_deltas(events: list[RunEvent]) -> list[RunEvent]:
     run).
     """
     if len(events) < 2:
-        return events
-    out: list[RunEvent] = []
+        return cast("list[_E | JoinedDeltas]", events)  # (read only: nothing is added to it)
+    out: list[_E | JoinedDeltas] = []
     parts: list[str] = []
     head: TextEvent | TextDelta | None = None  # the delta the next ones may join
     delta = TextMode.DELTA
     for event in events:
         if type(event) is TextDelta or (isinstance(event, TextEvent) and event.mode is delta):
+            text = cast("TextEvent | TextDelta", event)  # (what the line above says)
             if (
                 head is not None
-                and event.message == head.message
-                and event.visibility is head.visibility
-                and event.lane is head.lane
-                and event.source == head.source
+                and text.message == head.message
+                and text.visibility is head.visibility
+                and text.lane is head.lane
+                and text.source == head.source
             ):
-                parts.append(event.text)
+                parts.append(text.text)
                 continue
             if parts:
                 _flush_joined(out, parts)
             out.append(event)
-            head = event
+            head = text
             continue
         if parts:
             _flush_joined(out, parts)
@@ -203,11 +208,10 @@ def join_deltas(events: list[RunEvent]) -> list[RunEvent]:
     return out
 
 
-def _flush_joined(out: list[RunEvent], parts: list[str]) -> None:
+def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
     if parts:
-        last = out[-1]
-        if type(last) is TextDelta:
-            last = last.event()  # joined: the event it stands for, once per joined group
+        head = out[-1]
+        last = head.event() if isinstance(head, TextDelta) else head  # a TextDelta joined: its event, once per join
         assert isinstance(last, TextEvent)
         candidates: list[tuple[int, int]] = []
         offset = 0
@@ -216,5 +220,6 @@ def _flush_joined(out: list[RunEvent], parts: list[str]) -> None:
                 candidates.append((offset, len(part)))
             offset += len(part)
         fields = dict(last.__dict__, text=last.text + "".join(parts), replay_candidates=tuple(candidates))
-        out[-1] = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
+        joined = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
+        out[-1] = joined
         parts.clear()
