@@ -164,13 +164,13 @@ class RunStage:
         # the model's ``__dict__``: pydantic's ``BaseModel.__getattr__`` makes each attribute read take CPython's slow
         # lookup hook (about 130 ns against 40 here), and this is read once per event.
         if type(event) is TextDelta:
-            if (text := event.text) and _NOT_PLAIN.search(text) is None and self.text.plain_delta(event.message, text):
-                self._grew(event.message, text)
+            message, text = event.message, event.text
+            if not (text and _NOT_PLAIN.search(text) is None and self.text.plain_delta(message, text)):
+                self._handle(event.event())  # the rare line: as the event it stands for
                 return
-            self._handle(event.event())  # the rare line: as the event it stands for
-            return
-        if type(event) is TextEvent and (
-            (fields := event.__dict__)["source"] is None
+        elif not (
+            type(event) is TextEvent
+            and (fields := event.__dict__)["source"] is None
             and fields["mode"] is _DELTA
             and fields["visibility"] is _ANSWER
             and fields["lane"] is _UI
@@ -178,13 +178,9 @@ class RunStage:
             and _NOT_PLAIN.search(text) is None
             and self.text.plain_delta(message := fields["message"], text)
         ):
-            self._grew(message, text)
+            self._handle(cast(Event, event))  # (not a TextDelta: taken above)
             return
-        self._handle(cast(Event, event))  # (not a TextDelta: taken above)
-
-    def _grew(self, message: int, text: str) -> None:
-        """The root's answer ``message`` grew at its end by the plain ``text`` (:meth:`VisibleText.plain_delta` took
-        it): the answer stream, the delivery mode and the watchers are told."""
+        # The common line: the root's answer ``message`` grew at its end by the plain ``text``.
         if self.committed is None and not self._at_commit:
             linear = self.answer.appended(message, text)
             self.mode.on_answer(linear, message)
