@@ -390,7 +390,8 @@ async def persistence(client: Redis) -> Persistence:
 def unavailable(what: str) -> Iterator[None]:
     """Inside: a refused, reset or timed-out connection to Redis (also a primary being failed over) raises
     :class:`core.errors.StoreUnavailableError` naming ``what``: the caller stops where it is and resumes when Redis
-    answers, as for a write. A read of the journal or the ledger must not fail as a bug: a line whose admission
+    answers, as for a write. The one place the backend turns redis-py's connection errors into it (the journal's
+    and the ledger's reads, :meth:`Script.fenced`'s writes, the shared rate budgets). A read of the journal or the ledger must not fail as a bug: a line whose admission
     read failed would be refused and its input-stream entry acknowledged, i.e. lost.
 
     Raises:
@@ -457,9 +458,8 @@ class Script:
             redis.exceptions.RedisError: the server refused the script.
         """
         try:
-            return await self(keys, ["" if token is None else str(token), *args])
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise StoreUnavailableError(f"Redis did not answer {self.name} ({type(exc).__name__})") from None
+            with unavailable(self.name):
+                return await self(keys, ["" if token is None else str(token), *args])
         except ResponseError as exc:
             message = str(exc)
             if not message.startswith("FENCED"):
