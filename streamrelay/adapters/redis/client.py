@@ -361,26 +361,14 @@ def connect_sentinel(
     """
     if not sentinels or not master:
         raise ConfigError("Redis Sentinel needs at least one sentinel (host, port) and the master's name")
-    options: dict[str, Any] = {}
-    if url:
-        try:
-            parts = urlsplit(url)
-            if parts.scheme not in ("redis", "rediss"):
-                raise ValueError(parts.scheme)
-            db = parts.path.strip("/")
-            options["db"] = int(db) if db else 0
-        except ValueError:
-            raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
-        if parts.username:
-            options["username"] = unquote(parts.username)
-        if parts.password:
-            options["password"] = unquote(parts.password)
-        if parts.scheme == "rediss":
-            options["ssl"] = True
+    try:
+        options = sentinel_url_options(url)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     manager = Sentinel(  # type: ignore[no-untyped-call]
         list(sentinels), sentinel_kwargs={"socket_timeout": min(5.0, socket_timeout_s), "socket_connect_timeout": 2.0}
     )
-    tls = bool(options.pop("ssl", False))  # the connection class says it
+    tls = bool(options.pop("ssl", False))  # the connection class says it, not an option
     client = manager.master_for(
         master,
         redis_class=_SentinelRedis,
@@ -393,6 +381,48 @@ def connect_sentinel(
     client.sentinels = manager
     client.durability = durability or Durability()
     return client
+
+
+def sentinel_url_options(url: str) -> dict[str, Any]:
+    """The connection options a Sentinel deployment's ``redis_url`` gives its data nodes (``redis://:password@/0``,
+    ``rediss://user:password@/2``): ``db``, ``username``, ``password`` and ``ssl`` (``rediss``), as far as given;
+    ``{}`` for "". The one reading of that URL: the settings check it with this, :func:`connect_sentinel` uses it.
+
+    Raises:
+        ValueError: not a ``redis://`` or ``rediss://`` URL, or it names a host, a port or options after ``?`` (the
+            sentinels name the primary; options would be ignored). The message shows the URL redacted only.
+    """
+    if not url:
+        return {}
+    shown = redacted(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        db = parts.path.strip("/")
+        options: dict[str, Any] = {"db": int(db) if db else 0}
+    except ValueError:
+        raise ValueError(
+            f"redis_url is not a Redis URL (with redis_sentinels: redis://:password@/0): {shown}"
+        ) from None
+    if parts.scheme not in ("redis", "rediss"):
+        raise ValueError(f"redis_url is not a Redis URL (with redis_sentinels: redis://:password@/0): {shown}")
+    if parts.hostname or port is not None:
+        raise ValueError(
+            "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
+            "the sentinels name the primary; leave its host out, and its port"
+        )
+    if parts.query or parts.fragment:
+        raise ValueError(
+            "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
+            "options after '?' are not read; leave them out"
+        )
+    if parts.username:
+        options["username"] = unquote(parts.username)
+    if parts.password:
+        options["password"] = unquote(parts.password)
+    if parts.scheme == "rediss":
+        options["ssl"] = True
+    return options
 
 
 @dataclass(frozen=True)
