@@ -52,7 +52,8 @@ Everything else is kept: combining marks, every script's letters, spaces,
 the prepended concatenation marks (U+0600-U+0605, U+06DD, U+070F, U+0890, U+0891, U+08E2, U+110BD, U+110CD: they
 are drawn), the Egyptian hieroglyph format controls. A variation selector still rides on each emoji or CJK
 ideograph it may follow: data there needs as many visible characters as it hides values.
-Cost: one C-level ``re.search`` per text; the substitution runs only when one of these characters is there.
+Cost: one C-level ``re.search`` of a character class per text (:data:`_RULED`); the rule's pattern runs only when one
+of these characters is there.
 
 Markdown converters decode HTML character references (``&#x200B;``, ``&#173;``, ``&ZeroWidthSpace;``,
 ``&#xE0041;``) after this rule ran on the text: :func:`strip_invisible_markdown` judges each reference outside code
@@ -140,8 +141,11 @@ def _keep_joiner(text: str, at: int) -> bool:
 
 def strip_invisible(text: str) -> str:
     """``text`` without the invisible characters of the module docstring's rule. Pure, idempotent, O(len(text));
-    returns ``text`` itself when there is nothing to remove."""
-    if INVISIBLE.search(text) is None:
+    returns ``text`` itself when there is nothing to remove.
+
+    Each match of :data:`INVISIBLE` holds a character of :data:`_RULED` (a plain character class, searched ~40x faster
+    than the pattern's lookbehinds at every position): a text without one is returned at that cost."""
+    if _RULED.search(text) is None or INVISIBLE.search(text) is None:
         return text
 
     def replace(match: re.Match[str]) -> str:

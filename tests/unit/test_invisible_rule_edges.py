@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamrelay.adapters.invisible import strip_invisible
+from streamrelay.adapters.invisible import _RULED, INVISIBLE, strip_invisible
 
 
 @pytest.mark.parametrize(
@@ -287,3 +287,13 @@ def test_the_linear_code_span_scanner_finds_what_scanning_every_run_found() -> N
         if any(line.lstrip(" \t>-").startswith("```") for line in text.split("\n")):  # maybe a fence: not tested here
             continue
         assert markdown_code_ranges(text) == _spans_by_scanning(text), text
+
+
+def test_every_removal_holds_a_ruled_character() -> None:
+    """strip_invisible returns a text without a ``_RULED`` character untouched, unsearched by the rule's pattern:
+    sound only while every match of ``INVISIBLE`` consumes one. Every code point outside ``_RULED`` (surrogates aside),
+    beside every other in order and beside each base the lookbehinds look for, matches nothing."""
+    outside = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and _RULED.fullmatch(chr(c)) is None)
+    assert INVISIBLE.search(outside) is None
+    for base in ("a", "#", "\u4e00", "\U0001f468"):  # the lookbehinds' bases: Latin, a keycap's, CJK, emoji
+        assert INVISIBLE.search(base.join(outside)) is None
