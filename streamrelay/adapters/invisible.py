@@ -63,6 +63,7 @@ fences a reference is shown as written, and stays.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 
@@ -250,27 +251,40 @@ def markdown_code_ranges(text: str) -> list[tuple[int, int]]:
 
 
 def _code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The code spans of ``text[start:end]`` (no fence in it), as offsets in ``text``."""
-    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", text[start:end])]
+    """The code spans of ``text[start:end]`` (no fence in it), as offsets in ``text``. O(end - start): the blank
+    lines are found once and number each backtick run's paragraph (a span never crosses one), and each run length
+    keeps a cursor into its runs, only ever moved forward, to find an opener's closer: the next run of its length,
+    in its paragraph."""
+    runs = [(m.start() + start, m.end() + start) for m in re.finditer(r"`+", text[start:end])]
+    blanks = [m.start() + start for m in _BLANK_LINE.finditer(text[start:end])]  # none holds a backtick
+    paragraph = [bisect.bisect_left(blanks, run_start) for run_start, _ in runs]  # blank lines before the run
+    by_length: dict[int, list[int]] = {}
+    for k, (run_start, run_end) in enumerate(runs):
+        by_length.setdefault(run_end - run_start, []).append(k)
+    cursor = dict.fromkeys(by_length, 0)
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(runs):
         run_start, run_end = runs[i]
+        opener = i
         i += 1
         slashes = 0
-        while run_start - slashes > 0 and text[start + run_start - slashes - 1] == "\\":
+        while run_start - slashes > start and text[run_start - slashes - 1] == "\\":
             slashes += 1
         if slashes % 2:  # an escaped backtick: the rest of the run may open a span
             run_start += 1
             if run_start == run_end:
                 continue
-        for j in range(i, len(runs)):
-            if _BLANK_LINE.search(text, start + run_end, start + runs[j][0]):
-                break
-            if runs[j][1] - runs[j][0] == run_end - run_start:
-                spans.append((start + run_start, start + runs[j][1]))
-                i = j + 1
-                break
+        same = by_length.get(run_end - run_start)
+        if same is None:
+            continue
+        at = cursor[run_end - run_start]
+        while at < len(same) and same[at] <= opener:
+            at += 1
+        cursor[run_end - run_start] = at
+        if at < len(same) and paragraph[same[at]] == paragraph[opener]:
+            spans.append((run_start, runs[same[at]][1]))
+            i = same[at] + 1
     return spans
 
 
