@@ -49,9 +49,10 @@ One copy of the answer: the run stage shares the run's answer text (:meth:`RunMo
 range of the answer it tells (materialized when a watcher reads it) and the state's answer is the shared text. A range
 whose text changed since (the answer was replaced: a new ``generation``) can no longer be told exactly: a watcher that
 needs it gets a ``reset``. The committed final is the stage's own string, kept as it is. A web part's text in the state
-is the string the delivery side showed (:meth:`RunMonitor.delivered`), not a copy, and its ``delivery`` events hold
-ranges of it the same way (a new generation when it changed other than by growing). What a finished run keeps of all
-this is :meth:`RunMonitor.record` (:mod:`core.run.finished`).
+is what the delivery side showed (:meth:`RunMonitor.delivered`: its string, or its range of the answer, a
+:class:`core.text.buffer.Pinned`), not a copy, and its ``delivery`` events hold ranges of it the same way (a new
+generation when it changed other than by growing). A part's ``edited`` events no watcher has read yet are one event, as
+the answer's deltas are. What a finished run keeps of all this is :meth:`RunMonitor.record` (:mod:`core.run.finished`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from streamrelay.core.run.live import (
     Text,
     TextRange,
 )
-from streamrelay.core.text.buffer import TextBuffer, TextSource
+from streamrelay.core.text.buffer import Pinned, TextBuffer, TextSource
 from streamrelay.core.text.safe_text import safe_text
 
 TIMELINE = 200
@@ -206,7 +207,7 @@ class RunMonitor:
         self._agent_texts: dict[str, TextBuffer] = {}
         self._parts: dict[str, dict[str, object]] = {}
         """Per part: its delivery fields as on the wire, the latest of each (its ``delivery`` events', texts apart)."""
-        self._part_texts: dict[str, TextBuffer | str] = {}
+        self._part_texts: dict[str, TextBuffer | str | Pinned] = {}
         self._part_generations: dict[str, int] = {}
         self._part_keys: dict[str, str] = {}
         """Each part's row key, made once: every ``delivery`` event of the part refers to the same string."""
@@ -485,9 +486,9 @@ class RunMonitor:
         """The text ``told`` is a range of (None: that text changed since)."""
         if told.part is not None:
             shown = self._part_texts.get(told.part)
-            if not isinstance(shown, str) or self._part_generations.get(told.part) != told.generation:
+            if not isinstance(shown, str | Pinned) or self._part_generations.get(told.part) != told.generation:
                 return None
-            return shown[told.start : told.end]
+            return shown[told.start : told.end] if isinstance(shown, str) else shown.slice(told.start, told.end)
         source = self._source
         if source is None or source.generation != told.generation:
             return None
@@ -550,11 +551,11 @@ class RunMonitor:
             return self.publish("error", message=event.message, source=source)
         return None
 
-    def delivered(self, channel: str, fact: dict[str, object], shown: str | None = None) -> None:
+    def delivered(self, channel: str, fact: dict[str, object], shown: str | Pinned | None = None) -> None:
         """Publish a ``delivery`` event (``fact``'s fields) on the row ``channel``. ``shown``: the whole text the part
         shows now (a web part): told as ``append`` when it extends what the part showed (a growing part costs its
         length once, not once per edit), else whole as ``text``; either as a range of ``shown``, which the state
-        refers to (the delivery side's string, not a copy).
+        refers to (the delivery side's string or range of the answer, not a copy).
 
         An ``edited`` that follows the part's ``edited`` no watcher has read yet joins it (:meth:`_join`): a part
         edited once a second for minutes keeps one event until a watcher reads, as the ``answer`` deltas do, and a
@@ -567,7 +568,7 @@ class RunMonitor:
         if shown is not None:
             before = self._part_texts.get(key)
             generation = self._part_generations.get(key, 0)
-            if isinstance(before, str) and before and shown.startswith(before):
+            if isinstance(before, str | Pinned) and len(before) and _value(shown).startswith(_value(before)):
                 if len(shown) > len(before):
                     fact["append"] = TextRange(generation, len(before), len(shown), key)
             else:
@@ -662,7 +663,7 @@ class RunMonitor:
             self._part_texts[key] = text
         elif isinstance(append, str):
             shown = self._part_texts.get(key, "")
-            grown = TextBuffer(shown) if isinstance(shown, str) else shown
+            grown = shown if isinstance(shown, TextBuffer) else TextBuffer(_value(shown))
             grown.append(append)
             self._part_texts[key] = grown
 
@@ -672,7 +673,7 @@ def _joinable(fact: dict[str, object]) -> bool:
     return fact.get("reason") is None and fact.get("retry_after_s") is None
 
 
-def _value(text: TextBuffer | str) -> str:
+def _value(text: TextBuffer | str | Pinned) -> str:
     return text if isinstance(text, str) else text.value()
 
 
@@ -731,5 +732,5 @@ class DeliveryWatch:
 
     def __call__(self, fact: dict[str, object]) -> None:
         text = fact.pop("text", "")
-        shown = text if isinstance(text, str) else ""
+        shown = text if isinstance(text, str | Pinned) else ""
         self._monitor.delivered(self._channel, fact, shown if self._live_text else None)
