@@ -212,7 +212,7 @@ class SlotBook:
         ``every_state``, where every state is sent). Wakes the loop."""
         slot.live, slot.retired = live, False
         if every_state and self.throttle_s == 0 and self._every_state():
-            self.assign(slot, live.text(self.measure))
+            self._build(slot, live)
             return
         slot.stale = True
         if slot.state is _ACKED:
@@ -270,18 +270,23 @@ class SlotBook:
         live = slot.live
         if slot.stale and live is not None:
             slot.stale = False
-            text = live.text(self.measure)
-            self.assign(slot, text)
-            if (
-                isinstance(live, PendingText)
-                and live.source is not None
-                and slot.desired_kept is text
-                and not live.head
-                and not live.widths
-                and len(text) == live.end - live.start
-                and text.strip()
-            ):  # exactly its range of the answer: kept as that range once a call showed it
-                slot.pinned = (text, live.source.pin(live.start, live.end))
+            self._build(slot, live)
+
+    def _build(self, slot: Slot, live: LiveText) -> None:
+        """``slot``'s desired text built from ``live``; when it is exactly a range of the answer, that range is noted
+        with it (:attr:`Slot.pinned`): once a call showed the text, the part keeps the range instead."""
+        text = live.text(self.measure)
+        self.assign(slot, text)
+        if (
+            isinstance(live, PendingText)
+            and live.source is not None
+            and slot.desired_kept is text
+            and not live.head
+            and not live.widths
+            and len(text) == live.end - live.start
+            and text.strip()
+        ):
+            slot.pinned = (text, live.source.pin(live.start, live.end))
 
     def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
