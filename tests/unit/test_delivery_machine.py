@@ -26,7 +26,7 @@ from streamrelay.core.delivery.calls import (
 from streamrelay.core.delivery.machine import RULES, DeliveryMachine, rule_for
 from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
-from streamrelay.core.delivery.slots import Op, OpKind, Outcome, Slot
+from streamrelay.core.delivery.slots import Op, OpKind, Outcome, PendingText, Slot
 from streamrelay.core.errors import (
     AnswerTimeoutError,
     DeliveryError,
@@ -41,10 +41,12 @@ from streamrelay.core.errors import (
     UncertainDeliveryError,
     UnreadableAnswerError,
 )
-from streamrelay.core.events import Target
+from streamrelay.core.events import Target, TextMode
 from streamrelay.core.media import MediaItem, MediaKind
 from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from streamrelay.core.records.report import PartState, SlotRole
+from streamrelay.core.text.assembler import TextAssembler
+from streamrelay.core.text.buffer import Pinned
 from tests.unit.fakes import ManualClock
 
 CHAT = Target(chat_id=7)
@@ -130,6 +132,26 @@ def test_done_send_acknowledges_the_part_with_its_message_id() -> None:
     m.call_for(op)
     assert m.apply(op, Done("m9")) == (Outcome.ACK, "", None)
     assert (slot.message_id, slot.shown, slot.state, slot.pending) == ("m9", "Hello there", PartState.ACKED, None)
+
+
+def test_a_live_part_keeps_its_range_of_the_answer_once_shown_not_a_string() -> None:
+    m, slot = machine()
+    answer = TextAssembler()
+    answer.apply(None, 0, TextMode.DELTA, "Hello 🙂 world")
+    view = answer.view()
+    m.book.set_live(slot, PendingText(view, 0, view.length))
+    m.book.refresh(slot)
+    op = Op(slot, OpKind.EDIT, slot.desired, 0.0)
+    slot.message_id = "m1"
+    m.call_for(op)
+    assert m.apply(op, Done(True))[0] is Outcome.ACK
+    assert isinstance(slot.shown_kept, Pinned) and slot.desired_kept is slot.shown_kept and slot.pinned is None
+    assert (slot.shown, slot.state, slot.settled()) == ("Hello 🙂 world", PartState.ACKED, True)
+    answer.apply(None, 0, TextMode.REPLACE, "Bye")  # the answer replaced: what the message shows stays exact
+    assert slot.shown == "Hello 🙂 world" and m.book.record(slot).shown == "Hello 🙂 world"
+    m.book.set_live(slot, PendingText(view, 0, view.length))
+    m.book.refresh(slot)
+    assert (slot.desired, slot.shown, slot.settled()) == ("Bye", "Hello 🙂 world", False)
 
 
 def test_done_stream_start_opens_a_stream() -> None:

@@ -253,3 +253,34 @@ def test_a_web_part_refers_to_the_text_the_delivery_side_shows() -> None:
     [reset] = told(m2.since(0))
     assert reset["type"] == "reset" and reset["state"]["parts"]["web/0"]["text"] == "Bye"
     assert [(e.get("text"), e.get("append")) for e in told(m2.since(2))] == [("Bye", None)]
+
+
+def test_edits_no_watcher_read_join_into_one_event_that_tells_the_same_messages() -> None:
+    m = monitor()
+    fact = {"part": 0, "role": "answer", "message_id": "1"}
+    m.answer_delta("Hel")
+    m.delivered("web", {**fact, "state": "sent"}, "Hel")
+    for delta, text in (("lo", "Hello"), (", wo", "Hello, wo"), ("rld", "Hello, world")):
+        m.answer_delta(delta)
+        m.delivered("web", {**fact, "state": "edited"}, text)
+    m.delivered("telegram", {**fact, "state": "edited"}, None)  # another row: its own event
+    m.delivered("telegram", {**fact, "state": "edited"}, None)
+    events = told(m.since(0))
+    kinds = [(e["type"], e.get("state"), e.get("text"), e.get("append"), e.get("channel")) for e in events]
+    assert kinds == [
+        ("answer", None, None, None, None),
+        ("delivery", "sent", "Hel", None, "web"),
+        ("delivery", "edited", None, "lo, world", "web"),  # three edits, each character once
+        ("delivery", "edited", None, None, "telegram"),
+    ]
+    assert events[0]["delta"] == "Hello, world"  # the answer's deltas joined across the delivery events
+    # a watcher read them: the next edit is an event of its own, as is a 429's retry (never joined)
+    m.delivered("web", {**fact, "state": "edited"}, "Hello, world!")
+    m.delivered("web", {**fact, "state": "retrying", "retry_after_s": 1.0}, "Hello, world!")
+    m.delivered("web", {**fact, "state": "edited"}, "Hello, world!?")
+    after = [(e["state"], e.get("append"), e.get("retry_after_s")) for e in told(m.since(4))]
+    assert after == [("edited", "!", None), ("retrying", None, 1.0), ("edited", "?", None)]
+    assert state_of(m)["rate_limited"] == 1 and state_of(m)["parts"]["web/0"]["text"] == "Hello, world!?"
+    m.delivered("web", {**fact, "state": "edited"}, "Bye")  # not a growth, joined: the whole text, a new range
+    m.delivered("web", {**fact, "state": "edited"}, "Bye now")
+    assert [(e.get("text"), e.get("append")) for e in told(m.since(7))] == [("Bye now", None)]

@@ -455,14 +455,21 @@ class DeliveryMachine:
         return Outcome.ACK
 
     def _sent(self, slot: Slot, text: str) -> None:
-        slot.shown = text
+        pinned = slot.pinned
+        if pinned is not None and pinned[0] is text:  # the text is a range of the answer: the part keeps the range
+            slot.shown_kept = pinned[1]
+            if slot.desired_kept is text:
+                slot.desired_kept = pinned[1]
+            slot.pinned = None
+        else:
+            slot.shown = text
         self.last_visible_at = self._clock.now()
         while slot.history and slot.history[0] != text:
             slot.history.popleft()
         if slot.history:
             slot.history.popleft()
         slot.attempts, slot.failing_since, slot.error = 0, None, None
-        if slot.shown == slot.desired:
+        if slot.shows_desired():
             slot.state = PartState.ACKED
 
     def _settled(self, op: Op, settlement: Settlement) -> Outcome:

@@ -71,7 +71,7 @@ class Planner:
             if op is not None:
                 return op
             if blocked:
-                if slot.message_id is not None or slot.desired.strip() or slot.pending is not None:
+                if slot.message_id is not None or slot.has_text() or slot.pending is not None:
                     return None
                 waiting = True
         return None
@@ -94,11 +94,11 @@ class Planner:
             return self._timed(slot, self._update_kind(slot), ""), True  # the text is read when the call is due
         if slot.streaming and open_state and (op := self._stream_op(slot)) is not None:
             return op, True
-        if slot.verify and self.finalizing and slot.message_id is not None and slot.desired.strip():
+        if slot.verify and self.finalizing and slot.message_id is not None and slot.has_text():
             return Op(slot, OpKind.EDIT, slot.desired, slot.retry_at), True
         if slot.settled():
             return None, self._mark_settled(slot)
-        if not slot.desired.strip():
+        if not slot.has_text():
             if slot.message_id is not None and (self.finalizing or slot.retired):
                 return Op(slot, OpKind.DELETE, "", 0.0), True
             return None, slot.message_id is not None  # an emptied preview waits for text
@@ -106,12 +106,12 @@ class Planner:
 
     def _stream_op(self, slot: Slot) -> Op | None:
         """The call an open native stream needs now: cancel (emptied), finish (frozen or the end), refresh."""
-        if not slot.desired.strip():
+        if not slot.has_text():
             return Op(slot, OpKind.STREAM_CANCEL, "", 0.0)
         if self.finalizing or slot.live is None:  # frozen, or the end: persist the streamed part
             return self._timed(slot, OpKind.STREAM_FINISH, None)
         refresh_s = self.stream_refresh_s
-        if refresh_s and not slot.stale and slot.shown == slot.desired:  # keep a lapsing stream alive
+        if refresh_s and not slot.stale and slot.shows_desired():  # keep a lapsing stream alive
             return Op(slot, OpKind.STREAM_REFRESH, slot.desired, slot.streamed_at + refresh_s)
         return None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from streamrelay.core.delivery.cap import MessageLimit
-from streamrelay.core.delivery.slots import LiveText, Slot, same_render
+from streamrelay.core.delivery.slots import LiveText, PendingText, Slot, same_render
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.records.ledger import PartRecord
 from streamrelay.core.records.report import PartReport, PartState, SlotRole, is_cut
@@ -85,9 +85,9 @@ class SlotBook:
             slot = Slot(
                 index=rec.slot,
                 role=rec.role,
-                desired=rec.shown or "",
+                desired_kept=rec.shown or "",
                 message_id=rec.message_id,
-                shown=rec.shown,
+                shown_kept=rec.shown,
                 state=rec.state,
                 degraded=rec.degraded,
                 error=rec.error,
@@ -151,7 +151,7 @@ class SlotBook:
         Past the limit (:meth:`room` is 0), a slot in no book (:attr:`Slot.over_limit`): what it is given is never
         shown."""
         if self.room(role) == 0:
-            return Slot(index=-1, role=role, desired=text, fmt=fmt, over_limit=True)
+            return Slot(index=-1, role=role, desired_kept=text, fmt=fmt, over_limit=True)
         self.claimed += 1
         self._answers += role is SlotRole.ANSWER
         for i, slot in enumerate(self._restored):
@@ -212,7 +212,7 @@ class SlotBook:
         ``every_state``, where every state is sent). Wakes the loop."""
         slot.live, slot.retired = live, False
         if every_state and self.throttle_s == 0 and self._every_state():
-            self.assign(slot, live.text(self.measure))
+            self._build(slot, live)
             return
         slot.stale = True
         if slot.state is _ACKED:
@@ -247,9 +247,10 @@ class SlotBook:
 
     def assign(self, slot: Slot, text: str) -> None:
         """Set ``slot``'s desired text, keeping a live source (the planner gives a continuation its text so)."""
-        if text == slot.desired:
+        kept = slot.desired_kept
+        if len(text) == len(kept) and text == slot.desired:
             return
-        slot.desired = text
+        slot.desired, slot.pinned = text, None
         if slot.state is PartState.ACKED or (slot.state is PartState.SKIPPED and text.strip()):
             slot.state = PartState.PENDING
         if slot.uncertain_text is not None and not same_render(text, slot.uncertain_text):
@@ -266,9 +267,26 @@ class SlotBook:
     def refresh(self, slot: Slot) -> None:
         """Build a live slot's text now from what the stage pushed (its cost is the text's length: done once per
         call, not per delta)."""
-        if slot.stale and slot.live is not None:
+        live = slot.live
+        if slot.stale and live is not None:
             slot.stale = False
-            self.assign(slot, slot.live.text(self.measure))
+            self._build(slot, live)
+
+    def _build(self, slot: Slot, live: LiveText) -> None:
+        """``slot``'s desired text built from ``live``; when it is exactly a range of the answer, that range is noted
+        with it (:attr:`Slot.pinned`): once a call showed the text, the part keeps the range instead."""
+        text = live.text(self.measure)
+        self.assign(slot, text)
+        if (
+            isinstance(live, PendingText)
+            and live.source is not None
+            and slot.desired_kept is text
+            and not live.head
+            and not live.widths
+            and len(text) == live.end - live.start
+            and text.strip()
+        ):
+            slot.pinned = (text, live.source.pin(live.start, live.end))
 
     def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""

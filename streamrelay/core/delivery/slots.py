@@ -15,7 +15,7 @@ from streamrelay.core.chunking.containers import dedent
 from streamrelay.core.events import Target
 from streamrelay.core.ports import STREAM_START_MARK, CallKind, PendingSend, TextFormat
 from streamrelay.core.records.report import PartState, SlotRole
-from streamrelay.core.text.buffer import TextSource
+from streamrelay.core.text.buffer import Pinned, TextSource
 
 
 class OpKind(enum.StrEnum):
@@ -237,10 +237,13 @@ class Slot:
     index: int
     """The part's key in the ledger (its position is its place in the reconciler's list)."""
     role: SlotRole
-    desired: str = ""
+    desired_kept: str | Pinned = ""
+    """What it should show (:attr:`desired`): a string, or once a call showed it, its range of the run's answer
+    (:class:`core.text.buffer.Pinned`: the part holds no copy of the text between its calls)."""
     fmt: TextFormat = TextFormat.PLAIN
     message_id: str | None = None
-    shown: str | None = None
+    shown_kept: str | Pinned | None = None
+    """What the platform acknowledged it shows (:attr:`shown`), kept like ``desired_kept``."""
     state: PartState = PartState.PENDING
     degraded: bool = False
     error: str | None = None
@@ -304,6 +307,45 @@ class Slot:
     """Where the thread opened under this part's message takes its messages."""
     thread_error: str | None = None
     """Why no thread could be opened under it (one attempt: the sub-agent stays a status line)."""
+    pinned: tuple[str, Pinned] | None = None
+    """The desired text built for the call that is due and the range of the answer it is exactly (a live part's plain
+    range, not blank): once that call is done the part keeps the range instead of the string
+    (:meth:`core.delivery.machine.DeliveryMachine`'s ``_sent``)."""
+
+    @property
+    def desired(self) -> str:
+        """What the part should show (built from its range when it is kept as one: O(its length))."""
+        kept = self.desired_kept
+        return kept if kept.__class__ is str else kept.value()  # type: ignore[union-attr]
+
+    @desired.setter
+    def desired(self, text: str) -> None:
+        self.desired_kept = text
+
+    @property
+    def shown(self) -> str | None:
+        """What the platform acknowledged the part shows (None: no message), built like :attr:`desired`."""
+        kept = self.shown_kept
+        return kept if kept is None or kept.__class__ is str else kept.value()  # type: ignore[union-attr]
+
+    @shown.setter
+    def shown(self, text: str | None) -> None:
+        self.shown_kept = text
+
+    def has_text(self) -> bool:
+        """True when the part should show something (``desired`` not blank). O(1) for a kept range (never blank)."""
+        kept = self.desired_kept
+        return bool(kept.strip()) if isinstance(kept, str) else kept.length > 0
+
+    def shows_desired(self) -> bool:
+        """True when what it shows is what it should show (``shown == desired``; O(1) when both are the same kept
+        string or range)."""
+        desired, shown = self.desired_kept, self.shown_kept
+        if desired is shown:
+            return True
+        if shown is None or len(desired) != len(shown):
+            return False
+        return self.desired == self.shown
 
     def settled(self) -> bool:
         """True when no further call is needed for this slot."""
@@ -311,9 +353,9 @@ class Slot:
             return False
         if self.state in (PartState.UNCERTAIN, PartState.FAILED, PartState.SKIPPED):
             return True
-        if not self.desired.strip():
+        if not self.has_text():
             return self.message_id is None
-        return self.message_id is not None and self.shown == self.desired
+        return self.message_id is not None and self.shows_desired()
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +395,7 @@ def delivery_fact(op: Op, outcome: Outcome, detail: str, retry_after_s: float | 
         state = _FACT_STATES.get(outcome, outcome.value)
     fact: dict[str, object] = {"part": slot.index, "role": slot.role.value, "state": state}
     fact["message_id"] = slot.message_id
-    fact["text"] = slot.shown if slot.shown is not None else ""
+    fact["text"] = slot.shown_kept if slot.shown_kept is not None else ""  # a range stays one (no copy)
     if retry_after_s is not None:
         fact["retry_after_s"] = retry_after_s
     elif outcome not in (Outcome.ACK, Outcome.FOUND):

@@ -49,9 +49,10 @@ One copy of the answer: the run stage shares the run's answer text (:meth:`RunMo
 range of the answer it tells (materialized when a watcher reads it) and the state's answer is the shared text. A range
 whose text changed since (the answer was replaced: a new ``generation``) can no longer be told exactly: a watcher that
 needs it gets a ``reset``. The committed final is the stage's own string, kept as it is. A web part's text in the state
-is the string the delivery side showed (:meth:`RunMonitor.delivered`), not a copy, and its ``delivery`` events hold
-ranges of it the same way (a new generation when it changed other than by growing). What a finished run keeps of all
-this is :meth:`RunMonitor.record` (:mod:`core.run.finished`).
+is what the delivery side showed (:meth:`RunMonitor.delivered`: its string, or its range of the answer, a
+:class:`core.text.buffer.Pinned`), not a copy, and its ``delivery`` events hold ranges of it the same way (a new
+generation when it changed other than by growing). A part's ``edited`` events no watcher has read yet are one event, as
+the answer's deltas are. What a finished run keeps of all this is :meth:`RunMonitor.record` (:mod:`core.run.finished`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from streamrelay.core.run.live import (
     Text,
     TextRange,
 )
-from streamrelay.core.text.buffer import TextBuffer, TextSource
+from streamrelay.core.text.buffer import Pinned, TextBuffer, TextSource
 from streamrelay.core.text.safe_text import safe_text
 
 TIMELINE = 200
@@ -188,8 +189,12 @@ class RunMonitor:
         self.closed = False
         self._changed = asyncio.Event()
         self._open: list[str] | TextRange | None = None
-        """The last event's ``answer`` delta while no watcher has read it yet, which the next delta joins: its pieces,
-        or its range of the shared answer (None: none open)."""
+        """The open ``answer`` delta (no watcher has read it yet), which the next delta joins: its pieces, or its range
+        of the shared answer (None: none open). Its event is the one of id ``_open_id``."""
+        self._open_id = 0
+        self._open_parts: dict[str, int] = {}
+        """Per part: the id of its open ``edited`` delivery event (no watcher has read it yet), which the part's next
+        edit joins (:meth:`delivered`)."""
         self._head = _Head()
         # Texts grow by appends: kept as blocks and joined only when the state is read, so an event costs its own
         # length, not the text's.
@@ -202,7 +207,7 @@ class RunMonitor:
         self._agent_texts: dict[str, TextBuffer] = {}
         self._parts: dict[str, dict[str, object]] = {}
         """Per part: its delivery fields as on the wire, the latest of each (its ``delivery`` events', texts apart)."""
-        self._part_texts: dict[str, TextBuffer | str] = {}
+        self._part_texts: dict[str, TextBuffer | str | Pinned] = {}
         self._part_generations: dict[str, int] = {}
         self._part_keys: dict[str, str] = {}
         """Each part's row key, made once: every ``delivery`` event of the part refers to the same string."""
@@ -292,7 +297,13 @@ class RunMonitor:
         Raises:
             KeyError: an unknown ``type_``. TypeError: a field off its class.
         """
-        self._seal()
+        if type_ == "delivery":  # the part's next edit is an event after this one: its open event is closed
+            if self._open_parts:
+                self._open_parts.pop(f"{fields.get('channel')}/{fields.get('part')}", None)
+        elif type_ == "answer":
+            self._seal_answer()
+        else:
+            self._seal()
         if type_ not in STAGE_TEXT_TYPES:
             fields = {k: safe_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         elif type_ == "answer" and self._published is not None and not self.closed:
@@ -354,25 +365,37 @@ class RunMonitor:
             if not self.closed:
                 told = event.delta if isinstance(event, AnswerLive) else None
                 self._open = told if isinstance(told, TextRange) else [delta]
+                self._open_id = event.id
             return
         if isinstance(opened, TextRange):
             source = self._source
             assert source is not None
             end = opened.end + len(delta)
-            if self._published == opened.end and source.generation == opened.generation and end <= source.length:
+            at = self._at(self._open_id)
+            if (
+                at is not None
+                and self._published == opened.end
+                and source.generation == opened.generation
+                and end <= source.length
+            ):
                 opened.end = self._published = end
-                self._sizes[-1] += len(delta)
+                self._sizes[at] += len(delta)
                 self._chars += len(delta)
                 if self._chars > self._max_chars:
                     self._seal()
                     self._trim()
                 return
-            self._seal()
+            self._seal_answer()
+            self.answer_delta(delta)
+            return
+        at = self._at(self._open_id)
+        if at is None:  # its event left the buffer: the delta is an event of its own
+            self._open = None
             self.answer_delta(delta)
             return
         opened.append(delta)
         self._answer.append(delta)
-        self._sizes[-1] += len(delta)
+        self._sizes[at] += len(delta)
         self._chars += len(delta)
         if self._chars > self._max_chars:
             self._seal()
@@ -385,9 +408,13 @@ class RunMonitor:
         O(1)."""
         opened = self._open
         if opened.__class__ is TextRange and not self.closed and self._published == opened.end:
+            at = self._at(self._open_id)
+            if at is None:
+                self.answer_delta(delta)
+                return
             n = len(delta)
             opened.end = self._published = opened.end + n
-            self._sizes[-1] += n
+            self._sizes[at] += n
             self._chars += n
             if self._chars > self._max_chars:
                 self._seal()
@@ -396,14 +423,30 @@ class RunMonitor:
         self.answer_delta(delta)
 
     def _seal(self) -> None:
-        """The open ``answer`` delta becomes an event like any other (its pieces joined): read, or followed."""
+        """The open events become events like any others (the ``answer`` delta's pieces joined): read, or followed
+        by an event that is neither an ``answer`` nor a ``delivery``."""
+        self._seal_answer()
+        self._open_parts.clear()
+
+    def _seal_answer(self) -> None:
+        """The open ``answer`` delta becomes an event like any other (its pieces joined)."""
         opened = self._open
         if opened is not None:
             if isinstance(opened, list) and len(opened) > 1:
-                last = self._events[-1]
-                assert isinstance(last, AnswerLive)
-                self._events[-1] = replace(last, delta="".join(opened))
+                at = self._at(self._open_id)
+                if at is not None:
+                    event = self._events[at]
+                    assert isinstance(event, AnswerLive)
+                    self._events[at] = replace(event, delta="".join(opened))
             self._open = None
+
+    def _at(self, event_id: int) -> int | None:
+        """Where the event of ``event_id`` is in the buffer (None: it left it). The buffer's ids follow each other."""
+        events = self._events
+        if not events:
+            return None
+        at = event_id - events[0].id
+        return at if 0 <= at < len(events) and events[at].id == event_id else None
 
     def _keep(self, event: Live) -> None:
         """Buffer ``event``, dropping the oldest past ``buffer`` events or ``max_chars`` characters of text (a range of
@@ -443,9 +486,9 @@ class RunMonitor:
         """The text ``told`` is a range of (None: that text changed since)."""
         if told.part is not None:
             shown = self._part_texts.get(told.part)
-            if not isinstance(shown, str) or self._part_generations.get(told.part) != told.generation:
+            if not isinstance(shown, str | Pinned) or self._part_generations.get(told.part) != told.generation:
                 return None
-            return shown[told.start : told.end]
+            return shown[told.start : told.end] if isinstance(shown, str) else shown.slice(told.start, told.end)
         source = self._source
         if source is None or source.generation != told.generation:
             return None
@@ -508,26 +551,79 @@ class RunMonitor:
             return self.publish("error", message=event.message, source=source)
         return None
 
-    def delivered(self, channel: str, fact: dict[str, object], shown: str | None = None) -> None:
+    def delivered(self, channel: str, fact: dict[str, object], shown: str | Pinned | None = None) -> None:
         """Publish a ``delivery`` event (``fact``'s fields) on the row ``channel``. ``shown``: the whole text the part
         shows now (a web part): told as ``append`` when it extends what the part showed (a growing part costs its
         length once, not once per edit), else whole as ``text``; either as a range of ``shown``, which the state
-        refers to (the delivery side's string, not a copy)."""
-        if shown is None or self.closed:
+        refers to (the delivery side's string or range of the answer, not a copy).
+
+        An ``edited`` that follows the part's ``edited`` no watcher has read yet joins it (:meth:`_join`): a part
+        edited once a second for minutes keeps one event until a watcher reads, as the ``answer`` deltas do, and a
+        watcher sees the same messages. O(1) besides ``shown``'s comparison with what the part showed."""
+        if self.closed:
             self.publish("delivery", channel=channel, **fact)
             return
         key = f"{channel}/{fact['part']}"
         key = self._part_keys.setdefault(key, key)
-        before = self._part_texts.get(key)
-        generation = self._part_generations.get(key, 0)
-        if isinstance(before, str) and before and shown.startswith(before):
-            if len(shown) > len(before):
-                fact["append"] = TextRange(generation, len(before), len(shown), key)
-        else:
-            generation = self._part_generations[key] = generation + 1  # ranges of the text before cannot be read
-            fact["text"] = TextRange(generation, 0, len(shown), key)
-        self._part_texts[key] = shown
-        self.publish("delivery", channel=channel, **fact)
+        if shown is not None:
+            before = self._part_texts.get(key)
+            generation = self._part_generations.get(key, 0)
+            if isinstance(before, str | Pinned) and len(before) and _value(shown).startswith(_value(before)):
+                if len(shown) > len(before):
+                    fact["append"] = TextRange(generation, len(before), len(shown), key)
+            else:
+                generation = self._part_generations[key] = generation + 1  # ranges of the text before: unreadable
+                fact["text"] = TextRange(generation, 0, len(shown), key)
+            self._part_texts[key] = shown
+        opened = self._open_parts.get(key)
+        if opened is not None and self._join(opened, fact):
+            return
+        event = self.publish("delivery", channel=channel, **fact)
+        if fact.get("state") == "edited" and not self.closed and _joinable(fact):
+            self._open_parts[key] = event.id
+
+    def _join(self, event_id: int, fact: dict[str, object]) -> bool:
+        """Join the ``edited`` ``fact`` to the part's open ``edited`` event ``event_id`` (its text ranges joined: the
+        text the two tell, once): the event becomes the later one's, at the same id. False (nothing done) when they
+        cannot be one: another state, message or role, a reason or a 429's wait, ranges that do not follow."""
+        at = self._at(event_id)
+        if at is None or fact.get("state") != "edited" or not _joinable(fact):
+            return False
+        earlier = self._events[at]
+        if not isinstance(earlier, DeliveryLive) or earlier.message_id != fact.get("message_id"):
+            return False
+        if earlier.role != fact.get("role"):
+            return False
+        text, append = fact.get("text"), fact.get("append")
+        if text is None and append is None:
+            text, append = earlier.text, earlier.append
+        elif text is None:
+            prior = earlier.text if earlier.append is None else earlier.append
+            if prior is None:
+                append = append
+            elif not (
+                isinstance(prior, TextRange)
+                and isinstance(append, TextRange)
+                and (prior.generation, prior.end, prior.part) == (append.generation, append.start, append.part)
+            ):
+                return False
+            else:
+                joined = TextRange(prior.generation, prior.start, append.end, prior.part)
+                text, append = (joined, None) if earlier.append is None else (None, joined)
+        assert text is None or isinstance(text, str | TextRange)
+        assert append is None or isinstance(append, str | TextRange)
+        event = replace(earlier, ts=self._wall(), text=text, append=append)
+        if CHECK_CONTRACT:
+            check_live_event((self._told(event) or event).wire())
+        size = event.chars()
+        self._events[at] = event
+        self._chars += size - self._sizes[at]
+        self._sizes[at] = size
+        self._delivery(event)
+        self._trim()
+        self._changed.set()
+        self._changed.clear()
+        return True
 
     def _apply(self, event: Live) -> None:
         head = self._head
@@ -567,12 +663,17 @@ class RunMonitor:
             self._part_texts[key] = text
         elif isinstance(append, str):
             shown = self._part_texts.get(key, "")
-            grown = TextBuffer(shown) if isinstance(shown, str) else shown
+            grown = shown if isinstance(shown, TextBuffer) else TextBuffer(_value(shown))
             grown.append(append)
             self._part_texts[key] = grown
 
 
-def _value(text: TextBuffer | str) -> str:
+def _joinable(fact: dict[str, object]) -> bool:
+    """Whether a ``delivery`` fact may join another: no reason and no 429's wait in it (each of those is told)."""
+    return fact.get("reason") is None and fact.get("retry_after_s") is None
+
+
+def _value(text: TextBuffer | str | Pinned) -> str:
     return text if isinstance(text, str) else text.value()
 
 
@@ -631,5 +732,5 @@ class DeliveryWatch:
 
     def __call__(self, fact: dict[str, object]) -> None:
         text = fact.pop("text", "")
-        shown = text if isinstance(text, str) else ""
+        shown = text if isinstance(text, str | Pinned) else ""
         self._monitor.delivered(self._channel, fact, shown if self._live_text else None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Protocol
 
-__all__ = ["BLOCK_CHARS", "TAIL_PIECES", "LinearText", "TextBuffer", "TextSource"]
+__all__ = ["BLOCK_CHARS", "TAIL_PIECES", "LinearText", "Pinned", "TextBuffer", "TextSource"]
 
 BLOCK_CHARS = 2048
 """A block grows by joined tails up to this many characters (a text given whole may be one larger block)."""
@@ -42,6 +42,37 @@ class TextSource(Protocol):
     def slice(self, start: int, end: int) -> str: ...
 
     def value(self) -> str: ...
+
+    def pin(self, start: int, end: int) -> Pinned: ...
+
+
+class Pinned:
+    """A range of a text that only grows (:class:`TextBuffer`: the characters it holds never change), kept as references
+    to it, not as a string of its own: what a message part showed once its call is done (the run's answer holds the
+    characters once; a ``str`` of an 8.5k answer with one emoji in it is 34 KB). It stays exact whatever the text does
+    later: a replaced message is a new buffer, the old one is kept alive by the pin.
+
+    Args:
+        pieces: the range's pieces in order: ``(buffer, start, end)`` or a string (a separator between messages).
+    """
+
+    __slots__ = ("length", "pieces")
+
+    def __init__(self, pieces: tuple[tuple[TextBuffer, int, int] | str, ...]) -> None:
+        self.pieces = pieces
+        self.length = sum(len(p) if isinstance(p, str) else p[2] - p[1] for p in pieces)
+
+    def value(self) -> str:
+        """The text: a new string each time (not kept). O(length)."""
+        out = [p if isinstance(p, str) else p[0].slice(p[1], p[2]) for p in self.pieces]
+        return out[0] if len(out) == 1 else "".join(out)
+
+    def slice(self, start: int, end: int) -> str:
+        """The characters from ``start`` to ``end``. O(length)."""
+        return self.value()[start:end]
+
+    def __len__(self) -> int:
+        return self.length
 
 
 class TextBuffer:
@@ -133,6 +164,11 @@ class TextBuffer:
             start, k = stop, k + 1
         return out[0] if len(out) == 1 else "".join(out)
 
+    def pin(self, start: int, end: int) -> Pinned:
+        """The range from ``start`` to ``end`` (clamped to the text) as a :class:`Pinned` (no copy). O(1)."""
+        start, end = max(0, start), min(end, self.length)
+        return Pinned(((self, start, max(start, end)),))
+
     def pieces(self) -> list[str]:
         """The blocks and the tail, in order (their concatenation is the text; read them, never change them)."""
         return self._blocks + self._tail
@@ -214,6 +250,23 @@ class LinearText:
 
     def value(self) -> str:
         return self._sep.join(t.value() for t in self._texts())
+
+    def pin(self, start: int, end: int) -> Pinned:
+        """The characters from ``start`` to ``end`` as a :class:`Pinned`: ranges of the messages' buffers and the
+        separators between them (no copy of the text). O(messages)."""
+        out: list[tuple[TextBuffer, int, int] | str] = []
+        pos = 0
+        for k, text in enumerate(self._texts()):
+            if k:
+                if start < pos + len(self._sep) and end > pos:
+                    out.append(self._sep[max(0, start - pos) : end - pos])
+                pos += len(self._sep)
+            if start < pos + text.length and end > pos:
+                out.append((text, max(0, start - pos), min(text.length, end - pos)))
+            pos += text.length
+            if pos >= end:
+                break
+        return Pinned(tuple(out))
 
 
 def _astral(text: str) -> bool:
