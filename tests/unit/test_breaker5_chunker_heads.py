@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamrelay.core.chunking import BreakKind, Chunker, ChunkParams
+from streamrelay.core.chunking.lines import read_prefix
 from streamrelay.core.chunking.scanner import LineScanner
 from streamrelay.core.units import LengthUnit
+from tests.unit.test_chunker_heads import STATES, _expected, _fields
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -41,6 +43,9 @@ HEADS = [
     "1. - ",
     "\u00a0- ",
     "\u2003",
+    "* **",
+    " * ***",
+    "   * ** ",
 ]
 BODIES = [
     "word",
@@ -126,3 +131,32 @@ def test_chunks_do_not_depend_on_the_appends_crlf_item_after_quoted_fence() -> N
     expected = _chunks(params, text, len(text))
     for size in (1, 7, 64):
         assert _chunks(params, text, size) == expected, size
+
+
+THEMATIC_BREAKS = ["* **", "* ***", "* ** *", "* **\t", " * **", "  * ** ", "   * ***", "* ****"]
+
+
+def test_a_star_thematic_break_after_one_space_is_no_item() -> None:
+    """``* **`` (one star, a space, two stars: a thematic break, which wins over an item) was read as a list item
+    by ``_LINE_HEAD``'s ``\\*\\*`` lookahead (the bold-text case), at column 0 (older: ``_SIMPLE_ITEM``) and, since
+    today, 1-3 spaces in: its own lines and the lines after it lost their indentation in the chunks."""
+    for line in THEMATIC_BREAKS:
+        for state in STATES:
+            want = _expected(line, state)
+            if want is not None:
+                assert _fields(read_prefix(line, len(line), state, True, True)) == want, (line, state)
+
+
+def test_a_star_thematic_break_chunks_as_the_general_path() -> None:
+    texts = [
+        "  * ***\n* **\n    code line here\n  ```py\n  * ***\n    code line here\n```\n  - nested\n  - nested\n",
+        "  - nested\ntext\n * **\n  text in item\ntext\n   * ** *\n* **\t\n  text in item\ntext\n * **\n",
+        "  ```\n  ```py\n```\n* **\n    code line here\n> quote\n```\n  ```py\n  text in item\n- item\n",
+    ]
+    for text in texts:
+        for params in (ChunkParams(1, 30), ChunkParams(10, 60)):
+            fast = _chunks(params, text, len(text))
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(LineScanner, "_fast_line", lambda self, line, units: False)
+                general = _chunks(params, text, len(text))
+            assert fast == general, (text, params)
