@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -91,3 +92,67 @@ def test_the_fast_path_takes_a_line_as_the_validator_does(obj: dict[str, Any], h
     if isinstance(got, TextDelta):
         assert got.event() == want
         assert _values(got.event()) == _values(want)
+
+
+LINES: list[dict[str, Any]] = [
+    {"kind": "text", "seq": 2, "text": "Hello \ud83d"},  # out of order: held until seq 1; half a surrogate pair
+    {"kind": "text", "seq": 1, "text": "Oh. "},
+    {"kind": "text", "seq": 3, "text": "\ude00 wor"},
+    {"kind": "text", "seq": 3, "text": "\ude00 wor"},  # a repeat: dropped
+    {"kind": "text", "seq": 4, "text": "ld\x07\u202e!", "message": 0},  # control and bidi characters: not plain
+    {"kind": "text", "seq": 5, "text": "", "mode": "delta"},
+    {"kind": "text", "seq": 6, "text": "\n\nSecond message", "message": 1},
+    {"kind": "text", "seq": 7, "text": " goes on.", "message": 1, "run": "r"},
+]
+
+
+async def _chat(*, restart_after: int | None, typed: bool, batched: bool) -> list[str]:
+    import asyncio
+
+    from streamrelay.core.channel import ChannelRuntime
+    from streamrelay.core.clock import MonotonicClock
+    from streamrelay.core.events import parse_event
+    from streamrelay.core.policy import ChannelPolicy
+    from streamrelay.core.records.journal import MemoryJournal
+    from streamrelay.core.records.ledger import MemoryLedger
+    from streamrelay.core.run.relay import Relay
+    from tests.unit.fakes import MemoryChat
+
+    journal, ledger, chat = MemoryJournal(), MemoryLedger(), MemoryChat()
+
+    def relay() -> Relay:
+        runtime = ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), chat)
+        return Relay({"c": runtime}, ledger, MonotonicClock(), journal=journal)
+
+    current = relay()
+    lines: list[Any] = [{"kind": "run.start", "channel": "c", "target": {"chat_id": 5}, "seq": 0}, *LINES]
+    lines.append({"kind": "end", "seq": 8})
+    if typed:
+        lines = [parse_event({"run": "r", **line}) if line["kind"] == "text" else line for line in lines]
+    cut = len(lines) if restart_after is None else restart_after
+    if batched:
+        await current.submit_lines([(line, None) for line in lines[:cut]], "r")
+    else:
+        for line in lines[:cut]:
+            await current.submit_lines([(line, None)], "r")
+            await asyncio.sleep(0)
+    if restart_after is not None:
+        await asyncio.sleep(0.05)
+        await current.close()  # the process stops
+        current = relay()
+        assert await current.resume() == ["r"]
+        for line in lines[cut:]:
+            await current.submit_lines([(line, None)], "r")
+    report = await current.wait_done("r", 10)
+    await current.close()
+    assert report is not None and report.done
+    return list(chat.messages.values())
+
+
+@pytest.mark.parametrize("restart_after", [None, 2, 4, 6, 8])
+@pytest.mark.parametrize("batched", [False, True])
+async def test_a_run_of_plain_deltas_shows_the_same_chat_typed_and_after_a_restart(
+    restart_after: int | None, batched: bool
+) -> None:
+    want = await _chat(restart_after=None, typed=True, batched=False)
+    assert await _chat(restart_after=restart_after, typed=False, batched=batched) == want
