@@ -5,6 +5,8 @@ whole-line fast path off) and must not depend on how the text is appended (whole
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -160,3 +162,18 @@ def test_a_star_thematic_break_chunks_as_the_general_path() -> None:
                 mp.setattr(LineScanner, "_fast_line", lambda self, line, units: False)
                 general = _chunks(params, text, len(text))
             assert fast == general, (text, params)
+
+
+def test_line_heads_agree_with_read_prefix_around_other_whitespace() -> None:
+    """CR (a CRLF line), form feed, vertical tab, unicode spaces and stars: ``_LINE_HEAD`` reads what ``read_prefix``
+    reads (test_chunker_heads.py's alphabet has none of them)."""
+    chars = [" ", "-", "*", "1", ".", ")", "`", "~", "\t", "\r", "\f", "\v", "\u2003", "a"]
+    lines = {"".join(t) for n in range(1, 5) for t in itertools.product(chars, repeat=n)}
+    checked = 0
+    for line in sorted(lines):
+        for state in STATES:
+            want = _expected(line, state)
+            if want is not None:
+                assert _fields(read_prefix(line, len(line), state, True, True)) == want, (line, state)
+                checked += 1
+    assert checked > 10_000
