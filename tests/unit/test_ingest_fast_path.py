@@ -43,6 +43,7 @@ def _relay(limits: ClientLimits, journal: MemoryJournal, *, fast: bool) -> Relay
     if not fast:  # every line through Admission.accept, one by one
         relay._admission.take_deltas = lambda *args, **kw: None  # type: ignore[method-assign]
         relay._admission.take_raw = lambda *args, **kw: None  # type: ignore[method-assign]
+        relay._admission.take_delta = lambda *args, **kw: None  # type: ignore[method-assign]  # a one-line request's
     return relay
 
 

@@ -72,8 +72,8 @@ _SPECIAL = re.compile(r"[`\\\[\]()]")
 _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
 _OPENS = re.compile(r"[`\[]")
 _LINE_HEAD = re.compile(
-    r"(?P<simple>[-*+] (?=[^ \t\r\f\v>`~*+\-0-9]|\*\*))"
-    r"|(?P<item>(?P<ind> {0,3})(?:[-*+]|[0-9]{1,9}[.)]) (?=[^ \t\r\f\v>`~*+\-0-9]|\*\*))"
+    r"(?P<simple>[-*+] (?=[^ \t\r\f\v>`~*+\-0-9]|\*\*(?![ \t*]*\Z)))"
+    r"|(?P<item>(?P<ind> {0,3})(?:[-*+]|[0-9]{1,9}[.)]) (?=[^ \t\r\f\v>`~*+\-0-9]|\*\*(?![ \t*]*\Z)))"
     r"|(?P<run>`{3,}+|~{3,}+)"
     r"|(?P<text>-(?:[ \t]*-){2,}[ \t]*\Z|\*(?:[ \t]*\*){2,}[ \t]*\Z|[-*+](?![ \t])|[0-9]{1,9}+(?![.)][ \t]))"
 )
@@ -81,7 +81,8 @@ _LINE_HEAD = re.compile(
 when one match can tell (else the general path reads it), whatever the open items and the blank line before:
 
 - ``simple``: a bullet item at column 0 whose text begins with no marker, fence run or quote (content column 2:
-  :data:`_SIMPLE_ITEM_READ`);
+  :data:`_SIMPLE_ITEM_READ`); ``**`` may begin it (bold text) unless only ``*``, spaces and tabs follow: ``* **``
+  and ``* ***`` are thematic breaks, which win over an item;
 - ``item``: any other such list item, a bullet or an ordered marker (1-9 digits and ``.`` or ``)``) at most 3
   spaces in and one space after it: its content column is the match's end, the items it keeps are those whose
   content column is at most its indentation;
