@@ -104,9 +104,9 @@ class _Ingest:
         self.callers = callers
         self.max_body_bytes = max_body_bytes
         self.max_line_bytes = max_line_bytes
-        self.typed = isinstance(relay, Relay)
-        """Whether the relay takes text lines as events already validated (:func:`lines.decode_text`); a replica's
-        front routes JSON objects."""
+        self.typed = isinstance(relay, Relay) or getattr(relay, "takes_typed", False) is True
+        """Whether the relay takes text lines as events already validated (:func:`lines.decode_text`): one process's
+        relay, and a replica's front (which forwards their text as it came)."""
 
     def __repr__(self) -> str:
         return f"_Ingest(max_body_bytes={self.max_body_bytes})"  # never a token

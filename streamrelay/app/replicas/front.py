@@ -26,8 +26,8 @@ from streamrelay.app.replicas.peers import ReplicaPeers
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import RunStart, parse_event
-from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.events import RunStart, TextEvent, event_line, parse_event
+from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import run_key, split_key
 from streamrelay.core.lanes.gate import Call, GateDecision
 from streamrelay.core.lanes.pipeline import PipelineLane
@@ -87,10 +87,17 @@ class ReplicaFront:
 
     # --- ingest -----------------------------------------------------------------------------------------
 
+    takes_typed = True
+    """The app may hand a ``text`` line over decoded and validated in one step (a :class:`core.events.TextEvent`
+    with its text: :func:`adapters.ingest_http.lines.decode_text`), as to one process's relay: it is forwarded as
+    the bytes it came as, never dumped again."""
+
     async def submit_lines(
         self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
     ) -> list[LineResult | IngestError]:
-        """Route a batch of decoded lines to their runs' partitions (module docstring).
+        """Route a batch of decoded lines to their runs' partitions (module docstring): each run's lines of the batch
+        become one entry of its partition's stream holding their text as it came (joined by ``"\\n"``), and every
+        partition's entries are appended in one script (one Redis round trip per partition in the batch).
 
         Returns:
             Per line: ``LineResult(events=1)`` once it is in its partition's stream, or the :class:`IngestError`
@@ -103,22 +110,32 @@ class ReplicaFront:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
         """
         results: list[LineResult | IngestError] = []
-        batches: dict[int, list[tuple[int, JournalEntry]]] = {}
+        batches: dict[int, dict[str, list[tuple[int, str]]]] = {}  # partition -> run -> (result index, its text)
+        known = self._index.known
         for obj, raw in lines:
+            if type(obj) is TextEvent and raw is not None:  # the common line: validated, its run the URL's
+                run = obj.run
+                partition = known(run)
+                if partition is not None and run not in self._stopped:
+                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw))
+                    results.append(ONE_EVENT)
+                    continue
             try:
-                partition, entry = await self._route(obj, raw, run_hint)
+                partition, run, text = await self._route(obj, raw, run_hint)
             except IngestError as exc:
                 results.append(exc)
                 continue
-            batches.setdefault(partition, []).append((len(results), entry))
-            results.append(LineResult(events=1))
-        for partition, numbered in batches.items():
+            batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text))
+            results.append(ONE_EVENT)
+        for partition, runs in batches.items():
             epoch = "" if self.epochs is None else self.epochs.of(partition)
-            ids = await self._stream.append_open(partition, [entry for _, entry in numbered], epoch=epoch)
-            for (at, entry), stream_id in zip(numbered, ids, strict=True):
+            entries = [JournalEntry(run, "\n".join(text for _, text in taken)) for run, taken in runs.items()]
+            ids = await self._stream.append_open(partition, entries, epoch=epoch)
+            for (run, taken), stream_id in zip(runs.items(), ids, strict=True):
                 if stream_id is None:  # its run's stop mark is there: refused, never appended
-                    self._remember_stopped(entry.run)
-                    results[at] = IngestError(STOPPED_ERROR, status=409)
+                    self._remember_stopped(run)
+                    for at, _ in taken:
+                        results[at] = IngestError(STOPPED_ERROR, status=409)
         return results
 
     def _remember_stopped(self, run: str) -> None:
@@ -127,7 +144,17 @@ class ReplicaFront:
         while len(self._stopped) > STOPPED_CACHE:
             self._stopped.popitem(last=False)
 
-    async def _route(self, obj: Any, raw: str | None, run_hint: str | None) -> tuple[int, JournalEntry]:
+    async def _route(self, obj: Any, raw: str | None, run_hint: str | None) -> tuple[int, str, str]:
+        """A line's partition, run and text: the text it came as when the app kept it (its run named as the key, or
+        left to the URL), else its JSON dump with its run.
+
+        Raises:
+            IngestError: the line is refused (the reasons :meth:`submit_lines` gives).
+        """
+        if isinstance(obj, TextEvent):  # validated by the app, its run not known here yet
+            if obj.run in self._stopped:
+                raise IngestError(STOPPED_ERROR, status=409)
+            return await self._started(obj.run), obj.run, raw if raw is not None else event_line(obj)
         if not isinstance(obj, dict):
             raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
         if run_hint is not None and obj.get("run", run_hint) != run_hint:
@@ -139,14 +166,14 @@ class ReplicaFront:
             raise IngestError(STOPPED_ERROR, status=409)
         if "kind" not in obj:  # a raw provider event: its run's normalizer reads it on the owner
             partition = await self._started(run)
-            return partition, JournalEntry(run, raw if raw is not None else json.dumps(obj))
-        obj = {**obj, "run": run}
-        event = parse_event(obj)
+            return partition, run, raw if raw is not None else json.dumps(obj)
+        event = parse_event({**obj, "run": run})  # validated here: a bad line is answered 4xx to its agent
         if isinstance(event, RunStart):
             partition = await self._start(event)
         else:
             partition = await self._started(run)
-        return partition, JournalEntry(run, json.dumps(obj, ensure_ascii=False))
+        # Its text as it came (the owner reads its run from the entry), re-encoded only when the app rewrote it.
+        return partition, run, raw if raw is not None else json.dumps({**obj, "run": run}, ensure_ascii=False)
 
     async def _start(self, event: RunStart) -> int:
         channel = self.channels.get(event.channel)
