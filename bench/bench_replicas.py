@@ -16,7 +16,8 @@ redis-server spent per event, and the Redis commands per event and per request (
 commands run inside Lua scripts included), each beside the machine's load average. ``--cpu`` runs only the two
 variants that figure compares (``sqlite`` and ``redis x1``).
 
-    uv run python bench/bench_replicas.py [--runs 20] [--lines 200] [--batch 2000] [--max-replicas 2] [--cpu]
+    uv run python bench/bench_replicas.py [--runs 200] [--lines 200] [--batch 2000] [--max-replicas 2] [--cpu]
+        [--per-run] [--delivery preview|final]
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from bench.serving import free_port  # noqa: E402
 TOKEN = "bench-replicas-token"
 
 
-def _config(folder: Path, backend: str) -> Path:
+def _config(folder: Path, backend: str, delivery: str) -> Path:
     lines = [
         "[service]",
         f'backend = "{backend}"',
@@ -55,7 +56,7 @@ def _config(folder: Path, backend: str) -> Path:
         "",
         "[channels.web]",
         'platform = "web"',
-        'delivery = "preview"',
+        f'delivery = "{delivery}"',
         "typing = false",
         "throttle_ms = 100",
         "",
@@ -113,7 +114,32 @@ def load() -> str:
     return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
-async def _variant(name: str, backend: str, replicas: int, runs: int, lines: int, batch: int) -> dict[str, float]:
+def _rounds(ids: list[str], lines: int, batch: int, per_run: bool, concurrency: int) -> list[list[tuple[str, bytes]]]:
+    """The requests after the run starts, as rounds sent concurrently: ``(path, body)``. Interleaved: every run's
+    lines in turn, batches of ``batch`` lines to ``/v1/events`` (each request touches every run, so every partition);
+    ``per_run``: each request one run's next ``batch`` lines to ``/v1/runs/{run}/events`` (the agent's mode), a
+    round holding one request of each run."""
+    if not per_run:
+        body = _body(ids, lines)[len(ids) :]
+        chunks = [("/v1/events", b"\n".join(body[i : i + batch]) + b"\n") for i in range(0, len(body), batch)]
+        return [chunks[i : i + concurrency] for i in range(0, len(chunks), concurrency)]
+
+    def line(i: int) -> bytes:
+        if i == lines:
+            return json.dumps({"kind": "end", "status": "ok", "seq": lines + 1}).encode()
+        text = f"word{i} " if i % 20 else "\n\nA new paragraph begins here. "
+        return json.dumps({"kind": "text", "mode": "delta", "text": text, "seq": i + 1}).encode()
+
+    rounds = []
+    for i in range(0, lines + 1, batch):
+        chunk = b"\n".join(line(k) for k in range(i, min(i + batch, lines + 1))) + b"\n"
+        rounds.append([(f"/v1/runs/{run}/events", chunk) for run in ids])
+    return rounds
+
+
+async def _variant(
+    name: str, backend: str, replicas: int, runs: int, lines: int, batch: int, delivery: str, per_run: bool
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env = {**os.environ, "STREAMRELAY_TOKEN": TOKEN, "NO_COLOR": "1"}
@@ -127,7 +153,7 @@ async def _variant(name: str, backend: str, replicas: int, runs: int, lines: int
             )
             env["STREAMRELAY_SERVICE__REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
             env["STREAMRELAY_SERVICE__ALLOW_VOLATILE_REDIS"] = "true"  # no disk writes in the measured figures
-        config = _config(folder, backend)
+        config = _config(folder, backend, delivery)
         ports = [free_port() for _ in range(replicas)]
         procs = [
             subprocess.Popen(
@@ -140,7 +166,7 @@ async def _variant(name: str, backend: str, replicas: int, runs: int, lines: int
             for p in ports
         ]
         try:
-            result = await _drive(name, ports, runs, lines, batch, procs, redis, redis_port=port)
+            result = await _drive(name, ports, runs, lines, batch, per_run, procs, redis, redis_port=port)
             result["load"] = os.getloadavg()[0]
             return result
         finally:
@@ -158,6 +184,7 @@ async def _drive(
     runs: int,
     lines: int,
     batch: int,
+    per_run: bool,
     procs: list[subprocess.Popen[bytes]],
     redis: subprocess.Popen[bytes] | None,
     *,
@@ -176,26 +203,24 @@ async def _drive(
                 await asyncio.sleep(0.1)
         await asyncio.sleep(1.0 if len(urls) > 1 else 0.0)  # replicas that just met share the partitions
         ids = [f"{name.replace(' ', '')}-{i}" for i in range(runs)]
-        body = _body(ids, lines)
+        body = _body(ids, lines)[: len(ids)]  # the run starts
+        rounds = _rounds(ids, lines, batch, per_run, 2 * len(urls))
         cpu0 = [_cpu_s(p.pid) for p in procs]
         redis_cpu0 = _cpu_s(redis.pid) if redis is not None else 0.0
         stats0 = _commandstats(redis_port) if redis is not None else {}
-        requests = -(-runs // 20) + -(-(len(body) - runs) // batch)
+        requests = -(-runs // 20) + sum(len(r) for r in rounds)
         started = time.perf_counter()
         for i in range(0, runs, 20):  # every run.start first (20 a request: max_runs_per_request)
             first = b"\n".join(body[i : min(i + 20, runs)]) + b"\n"
             _check(await http.post(urls[0] + "/v1/events", content=first))
-        body = body[runs:]
-        posts = []
-        for k, i in enumerate(range(0, len(body), batch)):
-            chunk = b"\n".join(body[i : i + batch]) + b"\n"
-            posts.append(http.post(urls[k % len(urls)] + "/v1/events", content=chunk))
-            if len(posts) >= 2 * len(urls):
-                for answer in await asyncio.gather(*posts):
-                    _check(answer)
-                posts = []
-        for answer in await asyncio.gather(*posts):
-            _check(answer)
+        k = 0
+        for posts in rounds:
+            answers = []
+            for path, chunk in posts:
+                answers.append(http.post(urls[k % len(urls)] + path, content=chunk))
+                k += 1
+            for answer in await asyncio.gather(*answers):
+                _check(answer)
         accepted = time.perf_counter() - started
         for run in ids:
             report = await http.get(urls[0] + f"/v1/runs/{run}", params={"wait_s": 120})
@@ -203,7 +228,7 @@ async def _drive(
             assert report.json()["done"], report.text
         elapsed = time.perf_counter() - started
         await asyncio.sleep(0.5)  # the last deliveries' bookkeeping
-        events = len(body) + runs
+        events = runs * (lines + 2)
         cpu = sum(_cpu_s(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
         result = {"events": events, "seconds": elapsed, "accept_s": accepted, "cpu_us": cpu / events * 1e6}
         if redis is not None:
@@ -226,20 +251,32 @@ async def main() -> None:
     parser.add_argument("--lines", type=int, default=200)
     parser.add_argument("--batch", type=int, default=2000)
     parser.add_argument("--max-replicas", type=int, default=2)
+    parser.add_argument(
+        "--per-run", action="store_true", help="each request one run's lines (/v1/runs/{run}/events), not every run's"
+    )
     parser.add_argument("--cpu", action="store_true", help="only sqlite and redis x1: CPU per event compared")
+    parser.add_argument(
+        "--delivery",
+        choices=("preview", "final"),
+        help="the channel's delivery (default: preview; final with --cpu: one platform call per run, so a slower "
+        "variant does not make more preview edits, which would count as CPU per event)",
+    )
     args = parser.parse_args()
     if shutil.which("redis-server") is None:
         sys.exit("redis-server is not installed (apt-get install redis-server)")
     max_replicas = 1 if args.cpu else args.max_replicas
+    delivery = args.delivery or ("final" if args.cpu else "preview")
     variants = [("sqlite", "sqlite", 1)] + [(f"redis x{n}", "redis", n) for n in range(1, max_replicas + 1)]
     rows = []
     for name, backend, n in variants:
-        result = await _variant(name, backend, n, args.runs, args.lines, args.batch)
+        result = await _variant(name, backend, n, args.runs, args.lines, args.batch, delivery, args.per_run)
         rows.append((name, result))
         print(f"  {name}: {result['events'] / result['seconds']:,.0f} events/s", file=sys.stderr)
     base = next(r for name, r in rows if name == "redis x1")
     one = next(r for name, r in rows if name == "sqlite")
-    print(f"\n{args.runs} runs x {args.lines} deltas, batches of {args.batch} lines, {load()}\n")
+    shape = "of one run each" if args.per_run else "holding every run's"
+    print(f"\n{args.runs} runs x {args.lines} deltas, requests of {args.batch} lines {shape}, delivery {delivery}")
+    print(f"{load()}\n")
     print(
         f"{'variant':<10} {'events':>8} {'seconds':>8} {'accepted in':>12} {'events/s':>10} {'vs redis x1':>12}"
         f" {'CPU us/ev':>10} {'vs sqlite':>10} {'redis us/ev':>12} {'redis ops/ev':>13} {'ops/request':>12}"

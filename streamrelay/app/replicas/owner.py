@@ -139,12 +139,16 @@ class PartitionOwner:
             await self._take_pending()
             self.ready.set()
             retake = False
+            claimed = True  # entries were just claimed: those delivered too often go to the dead letters
             while not self._stopping:
                 try:
                     if retake or self.relay.interrupted:  # inside the try: Redis may still be down
                         await self._recover()
                         retake = False
-                    await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
+                        claimed = True
+                    if claimed:  # only a claim counts a delivery again: a plain read never makes an entry dead
+                        await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
+                        claimed = False
                     entries = await self._stream.read(
                         self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS
                     )
