@@ -22,13 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streamrelay.adapters.redis import DataLostError, Epochs, InputStream, RunIndex, conversation_key, partition_of
+from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.app.replicas.peers import ReplicaPeers
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import RunStart, TextEvent, event_line, parse_event
 from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
-from streamrelay.core.ingest.clients import run_key, split_key
+from streamrelay.core.ingest.clients import ClientBook, run_key, split_key
 from streamrelay.core.lanes.gate import Call, GateDecision
 from streamrelay.core.lanes.pipeline import PipelineLane
 from streamrelay.core.ports import DraftStopControls
@@ -77,6 +78,7 @@ class ReplicaFront:
         self._local = local
         self._relays: Callable[[], list[Relay]] = lambda: []
         self._stopped: OrderedDict[str, None] = OrderedDict()
+        self.book = ClientBook()
 
     def __repr__(self) -> str:
         return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
@@ -102,7 +104,8 @@ class ReplicaFront:
         Returns:
             Per line: ``LineResult(events=1)`` once it is in its partition's stream, or the :class:`IngestError`
             that refused it (not an event, another run than the URL's, an unknown channel or target, a run that
-            has not started).
+            has not started, 429 a run start past the client's ``max_active_runs`` on every replica together).
+            With :attr:`limits`, the batch first waits its client's pace (``events_per_s`` over every replica).
 
         Raises:
             adapters.redis.DataLostError: Redis lost its data (:mod:`adapters.redis.epoch`): nothing of the batch is
@@ -112,7 +115,12 @@ class ReplicaFront:
         results: list[LineResult | IngestError] = []
         batches: dict[int, dict[str, list[tuple[int, str]]]] = {}  # partition -> run -> (result index, its text)
         known = self._index.known
+        counted, refused = await self._gate(lines, run_hint) if self.limits is not None else ((), ())
+        failed_starts: list[str] = []
         for obj, raw in lines:
+            if refused and (full := self._refused_start(obj, run_hint, refused)) is not None:
+                results.append(full)
+                continue
             if type(obj) is TextEvent and raw is not None:  # the common line: validated, its run the URL's
                 run = obj.run
                 partition = known(run)
@@ -124,9 +132,22 @@ class ReplicaFront:
                 partition, run, text = await self._route(obj, raw, run_hint)
             except IngestError as exc:
                 results.append(exc)
+                if counted and type(obj) is dict and obj.get("run", run_hint) in counted:
+                    failed_starts.append(str(obj.get("run", run_hint)))  # counted, yet it never starts
                 continue
             batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text))
             results.append(ONE_EVENT)
+        if failed_starts and self.limits is not None:
+            for run in failed_starts:
+                await self.limits.left(run)
+        await self._append(batches, results)
+        return results
+
+    async def _append(
+        self, batches: dict[int, dict[str, list[tuple[int, str]]]], results: list[LineResult | IngestError]
+    ) -> None:
+        """Append each partition's entries (one per run: its lines' texts joined) in one script each; the lines of a
+        run found stopped become 409 in ``results``."""
         for partition, runs in batches.items():
             epoch = "" if self.epochs is None else self.epochs.of(partition)
             entries = [JournalEntry(run, "\n".join(text for _, text in taken)) for run, taken in runs.items()]
@@ -136,7 +157,64 @@ class ReplicaFront:
                     self._remember_stopped(run)
                     for at, _ in taken:
                         results[at] = IngestError(STOPPED_ERROR, status=409)
-        return results
+
+    def _refused_start(self, obj: Any, run_hint: str | None, refused: set[str]) -> IngestError | None:
+        """The 429 of a ``run.start`` line whose run the client's ``max_active_runs`` refused (:meth:`_gate`)."""
+        if type(obj) is not dict or obj.get("kind") != "run.start" or obj.get("run", run_hint) not in refused:
+            return None
+        limits = self.book.limits_for(str(obj.get("run", run_hint)))
+        return IngestError(
+            "your runs active on every replica are the most you may have "
+            f"({limits.setting('max_active_runs')} = {limits.max_active_runs}): end one or retry later",
+            status=429,
+            retry_after_s=1.0,
+        )
+
+    limits: SharedClientLimits | None = None
+    """A client's limits counted over every replica (:mod:`adapters.redis.client_limits`); None: counted by each
+    partition's relay alone (tests)."""
+    book: ClientBook
+    """Each client's limits (the replica's book; by default every client's default limits)."""
+    paces_clients = True
+    """Each client's ``events_per_s`` is paced here, through Redis (:meth:`_gate`), not by the HTTP edge."""
+
+    async def _gate(self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None) -> tuple[set[str], set[str]]:
+        """Pace the batch's lines on their client's ``events_per_s`` and count the runs it starts against its
+        ``max_active_runs``, across replicas, in one Redis script per client (normally one: a request is one
+        client's); waits the pace. Returns the runs counted and the runs refused (429).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed: nothing of the batch is taken (503).
+        """
+        assert self.limits is not None
+        per_client: dict[str, tuple[str, list[int], list[str]]] = {}  # client -> (a run key, [lines], new runs)
+        for obj, _ in lines:
+            if type(obj) is TextEvent:
+                run: object = obj.run
+            elif type(obj) is dict:
+                run = obj.get("run", run_hint)
+            else:
+                run = run_hint
+            if not isinstance(run, str):
+                continue
+            name = split_key(run)[0]
+            found = per_client.get(name)
+            if found is None:
+                found = per_client[name] = (run, [0], [])
+            found[1][0] += 1
+            if type(obj) is dict and obj.get("kind") == "run.start" and self._index.known(run) is None:
+                found[2].append(run)
+        counted: set[str] = set()
+        refused: set[str] = set()
+        wait_s = 0.0
+        for key, events, new_runs in per_client.values():
+            wait, no = await self.limits.gate(self.book.limits_for(key), events[0], new_runs)
+            wait_s = max(wait_s, wait)
+            refused.update(no)
+            counted.update(run for run in new_runs if run not in no)
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        return counted, refused
 
     def _remember_stopped(self, run: str) -> None:
         self._stopped[run] = None
