@@ -37,10 +37,13 @@ class SharedClientBook(ClientBook):
     def __repr__(self) -> str:
         return f"SharedClientBook(active={dict(self.active)!r}, {self.shared!r})"
 
-    def left(self, key: str) -> None:
-        """The run keyed ``key`` ended: out of this replica's count at once, out of Redis's in the background (when
-        Redis does not answer, its count lapses after ``ttl_s``)."""
-        super().left(key)
+    def left(self, key: str, *, ended: bool = True) -> None:
+        """The run keyed ``key`` left this replica: out of its count at once; out of Redis's in the background when it
+        ``ended`` (when Redis does not answer, its count lapses after ``ttl_s``). A run that only stopped here (its
+        partition was handed over: it goes on at the next owner) stays counted in Redis."""
+        super().left(key, ended=ended)
+        if not ended:
+            return
         try:
             task = asyncio.get_running_loop().create_task(self._leave(key), name="clients:left")
         except RuntimeError:  # no loop (a test's synchronous book)
