@@ -42,6 +42,10 @@ from streamrelay.core.run.stop_controls import is_short_id, short_id
 
 UNREAD_POLL_S = 0.1
 """How often a report request waiting for a run its owner has not read yet asks again."""
+ALLOWANCE_S = 0.1
+"""A replica reserves this many seconds of a client's ``events_per_s`` ahead with each batch's pace (its later batches
+spend them without a round trip while they last, at most this long): a client's pace is kept across replicas to
+within this much of it, always on the slow side (what a replica reserved and did not spend is lost)."""
 STOPPED_CACHE = 100_000
 """Stopped runs a front remembers (their lines are refused without a Redis round trip)."""
 
@@ -79,6 +83,7 @@ class ReplicaFront:
         self._relays: Callable[[], list[Relay]] = lambda: []
         self._stopped: OrderedDict[str, None] = OrderedDict()
         self.book = ClientBook()
+        self._allowance: dict[str, tuple[int, float]] = {}  # client -> (events reserved ahead, until: loop time)
 
     def __repr__(self) -> str:
         return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
@@ -181,7 +186,8 @@ class ReplicaFront:
     async def _gate(self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None) -> tuple[set[str], set[str]]:
         """Pace the batch's lines on their client's ``events_per_s`` and count the runs it starts against its
         ``max_active_runs``, across replicas, in one Redis script per client (normally one: a request is one
-        client's); waits the pace. Returns the runs counted and the runs refused (429).
+        client's); waits the pace. A batch that starts no run and fits in what this replica reserved ahead for the
+        client (:data:`ALLOWANCE_S`) takes no round trip. Returns the runs counted and the runs refused (429).
 
         Raises:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is taken (503).
@@ -207,8 +213,16 @@ class ReplicaFront:
         counted: set[str] = set()
         refused: set[str] = set()
         wait_s = 0.0
+        now = asyncio.get_running_loop().time()
         for key, events, new_runs in per_client.values():
-            wait, no = await self.limits.gate(self.book.limits_for(key), events[0], new_runs)
+            limits = self.book.limits_for(key)
+            left, until = self._allowance.get(limits.name, (0, 0.0))
+            if not new_runs and events[0] <= left and now < until:  # reserved by this replica a moment ago
+                self._allowance[limits.name] = (left - events[0], until)
+                continue
+            spare = int(max(1.0, limits.events_per_s) * ALLOWANCE_S)  # reserved ahead: fewer round trips
+            wait, no = await self.limits.gate(limits, events[0] + spare, new_runs)
+            self._allowance[limits.name] = (spare, now + wait + ALLOWANCE_S)
             wait_s = max(wait_s, wait)
             refused.update(no)
             counted.update(run for run in new_runs if run not in no)
