@@ -9,8 +9,9 @@
 
 Active runs come from the sidecar (any replica answers for all of them). Dead letters exist only on the Redis
 backend (input lines a partition's owner failed to take too many times: :mod:`adapters.redis.stream`); they are read
-from Redis directly, at the ``redis_url`` ``streamrelay serve`` would use (the TOML's ``[service]``, or
-``STREAMRELAY_SERVICE__REDIS_URL``). With one process on SQLite there are none: a bad line is refused at ingest.
+from Redis directly, connected as ``streamrelay serve`` connects (the TOML's ``[service]`` and the environment's
+overrides: ``redis_url``, or the primary ``redis_sentinels`` name for ``redis_sentinel_master``). With one process on
+SQLite there are none: a bad line is refused at ingest.
 
 Every failure is one line on stderr and an exit code: 2 for what the operator must fix first (no token, a wrong
 configuration, a partition that does not exist, the SQLite backend for ``retry`` / ``drop``), 1 for what is down,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from streamrelay.adapters.redis import DeadLetter
+    from streamrelay.config.settings import ServiceSettings
 
 T = TypeVar("T")
 
@@ -176,8 +178,9 @@ def _hot(value: Any, color: str) -> str:
 # --- dead letters (Redis backend) ---------------------------------------------------------------------------
 
 
-def redis_target(config: Path) -> tuple[str, int] | None:
-    """The ``redis_url`` and partition count ``streamrelay serve`` would use with ``config`` (the TOML, the
+def redis_target(config: Path) -> tuple[ServiceSettings, int] | None:
+    """The ``[service]`` settings ``streamrelay serve`` would reach its Redis with (``redis_url``, or
+    ``redis_sentinels`` and ``redis_sentinel_master``) and its partition count, from ``config`` (the TOML, the
     environment's overrides); None for the SQLite backend.
 
     Raises:
@@ -186,37 +189,45 @@ def redis_target(config: Path) -> tuple[str, int] | None:
     from streamrelay.config.settings import load_settings
 
     service = load_settings(config).service
-    if service.backend != "redis" or service.redis_url is None:
+    if service.backend != "redis":
         return None
-    return service.redis_url.get_secret_value(), service.partitions
+    return service, service.partitions
 
 
-async def with_redis(url: str, work: Callable[[Redis], Awaitable[T]]) -> T:
-    """Run ``work`` with a client of ``url`` and close it; Redis failures become one line (the URL redacted).
+async def with_redis(target: str | ServiceSettings, work: Callable[[Redis], Awaitable[T]]) -> T:
+    """Run ``work`` with a client of ``target`` (a Redis URL, or the ``[service]`` settings: connected as ``serve``
+    connects, :func:`app.redis_target.connect_service`) and close it; Redis failures become one line (the URL
+    redacted).
 
     Raises:
         OpsError: Redis is unreachable or refused a command.
-        ConfigError: ``url`` is not a Redis URL.
+        ConfigError: the URL is not a Redis URL.
     """
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import RedisError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
     from streamrelay.adapters.redis import connect, redacted
+    from streamrelay.app.redis_target import connect_service, redis_where
 
-    client = connect(url, client_name="streamrelay-runs", socket_timeout_s=10.0)
+    options: dict[str, Any] = {"client_name": "streamrelay-runs", "socket_timeout_s": 10.0}
+    if isinstance(target, str):
+        client, where = connect(target, **options), redacted(target)
+    else:
+        client, where = connect_service(target, **options), redis_where(target)
     try:
         return await work(client)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise OpsError(f"cannot reach Redis at {redacted(url)} ({type(exc).__name__}): is it running?") from None
+        raise OpsError(f"cannot reach Redis at {where} ({type(exc).__name__}): is it running?") from None
     except RedisError as exc:
-        raise OpsError(f"Redis at {redacted(url)} refused: {exc}") from None
+        raise OpsError(f"Redis at {where} refused: {exc}") from None
     finally:
         await client.aclose()
 
 
-async def dead_letters(url: str, partitions: int) -> list[tuple[int, DeadLetter]]:
-    """Every partition's dead letters (oldest first, at most :data:`DEAD_PER_PARTITION` each), with the partition.
+async def dead_letters(target: str | ServiceSettings, partitions: int) -> list[tuple[int, DeadLetter]]:
+    """Every partition's dead letters (oldest first, at most :data:`DEAD_PER_PARTITION` each), with the partition;
+    ``target`` as :func:`with_redis`'s.
 
     Raises:
         OpsError: Redis is unreachable.
@@ -228,26 +239,26 @@ async def dead_letters(url: str, partitions: int) -> list[tuple[int, DeadLetter]
         found = await asyncio.gather(*(stream.dead(p, count=DEAD_PER_PARTITION) for p in range(partitions)))
         return [(p, letter) for p, letters in enumerate(found) for letter in letters]
 
-    return await with_redis(url, read)
+    return await with_redis(target, read)
 
 
-def _checked(target: tuple[str, int] | None, partition: int, letter_id: str) -> str:
-    """The Redis URL, once the backend is Redis and ``partition`` and ``letter_id`` can exist.
+def _checked(target: tuple[ServiceSettings, int] | None, partition: int, letter_id: str) -> ServiceSettings:
+    """The ``[service]`` settings, once the backend is Redis and ``partition`` and ``letter_id`` can exist.
 
     Raises:
         OpsError: the SQLite backend, a partition out of range, not a stream id (exit 2).
     """
     if target is None:
         raise OpsError(SQLITE_HAS_NONE, code=2)
-    url, partitions = target
+    service, partitions = target
     if not 0 <= partition < partitions:
         raise OpsError(f"partition {partition} does not exist: this deployment has 0 to {partitions - 1}", code=2)
     if not LETTER_ID.match(letter_id):
         raise OpsError(f"{letter_id!r} is not a dead letter id (like 1712345678901-0: see streamrelay runs --dead)", 2)
-    return url
+    return service
 
 
-async def retry_letter(target: tuple[str, int] | None, partition: int, letter_id: str) -> str:
+async def retry_letter(target: tuple[ServiceSettings, int] | None, partition: int, letter_id: str) -> str:
     """Put dead letter ``letter_id`` of ``partition`` back at the end of its input stream; its new id there.
 
     Raises:
@@ -255,14 +266,14 @@ async def retry_letter(target: tuple[str, int] | None, partition: int, letter_id
     """
     from streamrelay.adapters.redis import InputStream
 
-    url = _checked(target, partition, letter_id)
-    new_id = await with_redis(url, lambda client: InputStream(client).retry(partition, letter_id))
+    service = _checked(target, partition, letter_id)
+    new_id = await with_redis(service, lambda client: InputStream(client).retry(partition, letter_id))
     if new_id is None:
         raise OpsError(f"partition {partition} has no dead letter {letter_id}")
     return new_id
 
 
-async def drop_letter(target: tuple[str, int] | None, partition: int, letter_id: str) -> None:
+async def drop_letter(target: tuple[ServiceSettings, int] | None, partition: int, letter_id: str) -> None:
     """Delete dead letter ``letter_id`` of ``partition`` for good.
 
     Raises:
@@ -270,8 +281,8 @@ async def drop_letter(target: tuple[str, int] | None, partition: int, letter_id:
     """
     from streamrelay.adapters.redis import InputStream
 
-    url = _checked(target, partition, letter_id)
-    if not await with_redis(url, lambda client: InputStream(client).drop(partition, letter_id)):
+    service = _checked(target, partition, letter_id)
+    if not await with_redis(service, lambda client: InputStream(client).drop(partition, letter_id)):
         raise OpsError(f"partition {partition} has no dead letter {letter_id}")
 
 
@@ -290,7 +301,7 @@ def dead_table(letters: list[tuple[int, DeadLetter]]) -> Table:
 runs_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 ConfigOption = Annotated[
-    Path, typer.Option(metavar="FILE", help="channels TOML: the backend and redis_url serve would use")
+    Path, typer.Option(metavar="FILE", help="channels TOML: the backend and Redis serve would use")
 ]
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
@@ -260,21 +259,9 @@ class ServiceSettings(Strict):
             self.sentinel_addresses()  # each is host:port
             if not self.redis_sentinel_master:
                 raise ValueError("redis_sentinels needs redis_sentinel_master: the name the sentinels monitor")
-            try:
-                parts = urlsplit(url) if url else None
-                port = parts.port if parts else None
-            except ValueError:
-                raise ValueError("redis_url is not a URL (with redis_sentinels: redis://:password@/0)") from None
-            if parts is not None and (parts.hostname or port is not None):
-                raise ValueError(
-                    "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
-                    "the sentinels name the primary; leave its host out, and its port"
-                )
-            if parts is not None and (parts.query or parts.fragment):
-                raise ValueError(
-                    "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
-                    "options after '?' are not read; leave them out"
-                )
+            from streamrelay.adapters.redis.client import sentinel_url_options  # redis-py: only for sentinels
+
+            sentinel_url_options(url)  # ValueError: not one that gives only credentials and database
         elif self.backend == "redis" and not url:
             raise ValueError(
                 "backend = 'redis' needs redis_url (or redis_sentinels and redis_sentinel_master): set [service] "

@@ -16,7 +16,8 @@ from __future__ import annotations
 import enum
 import json
 import re
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -253,6 +254,45 @@ class JoinedDeltas(TextEvent):
     :data:`core.text.assembler.REPLAY_MIN_CHARS` long (one that may be a replay), in order."""
 
 
+@dataclass(slots=True)
+class TextDelta:
+    """The common line as a run carries it: the root agent's answer ``text`` delta on the ``ui`` lane, the fields a
+    plain line gave (``kind`` ``text``, ``text``, and at most ``run``, ``seq``, ``mode`` ``delta``, ``message``, each
+    of a type and range the ``text`` event's validator takes unchanged). A typed value of the run, never on the wire,
+    in a journal or in a schema: admission makes it without pydantic's validation and copy
+    (:meth:`core.ingest.admission.Admission.take_deltas`), the run stage takes it as the :class:`TextEvent` it
+    stands for (:meth:`event`, which only the rare paths build). Its other fields are the event's defaults, as
+    class attributes: a reader of an event's fields reads them the same.
+
+    A value: nothing changes one once admission made it. Not declared ``frozen``: one is made per line, and a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__`` (~0.35 µs more a line here, as
+    :class:`core.delivery.slots.PendingText` says).
+
+    Attributes:
+        run: the run key. text: the delta, as sent (may end in half a surrogate pair). seq: its ``seq`` (0 to
+        :data:`MAX_SEQ`) or None. message: the assistant message index (>= 0).
+    """
+
+    run: str
+    text: str
+    seq: int | None = None
+    message: int = 0
+    kind: ClassVar[Literal["text"]] = "text"
+    mode: ClassVar[TextMode] = TextMode.DELTA
+    visibility: ClassVar[Visibility] = Visibility.ANSWER
+    lane: ClassVar[Lane] = Lane.UI
+    source: ClassVar[None] = None
+
+    def event(self) -> TextEvent:
+        """The :class:`TextEvent` this delta stands for (validated: its fields are the line's). O(len(text))."""
+        fields: dict[str, object] = {"kind": "text", "run": self.run, "text": self.text}
+        if self.seq is not None:
+            fields["seq"] = self.seq
+        if self.message:
+            fields["message"] = self.message
+        return TextEvent.model_validate(fields)
+
+
 class BlockEnd(_EventBase):
     kind: Literal["block_end"] = "block_end"
     message: int | None = Field(default=None, ge=0)
@@ -407,6 +447,9 @@ Event = Annotated[
     | Stop,
     Field(discriminator="kind"),
 ]
+
+RunEvent: TypeAlias = Event | TextDelta
+"""What a run takes from admission, in order: its events, and the common line as a :class:`TextDelta`."""
 
 EVENT_TYPES = (
     RunStart,

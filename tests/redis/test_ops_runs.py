@@ -15,6 +15,7 @@ from typer.testing import CliRunner, Result
 
 from streamrelay.adapters.redis import InputStream, Leases, ReplicaUrls, RunIndex
 from streamrelay.adapters.redis.client import Redis, connect
+from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
 from streamrelay.app.cli import app
 from streamrelay.app.ops_cli import dead_letters
 from streamrelay.app.replicas.front import ReplicaFront
@@ -80,6 +81,35 @@ async def test_dead_letters_are_listed_retried_and_dropped(client: Redis, redis_
     assert dropped.exit_code == 0 and "dropped" in dropped.stdout, dropped.output
     assert await dead_letters(redis_url, PARTITIONS) == []
     assert "0 dead letters" in (await _cli("runs", "--dead", "--config", str(config))).stdout
+
+
+async def test_dead_letters_through_sentinel_only(sentinels: RedisSentinels, tmp_path: Path) -> None:
+    """A deployment that names its Redis through Sentinel alone (no host in any URL): the dead-letter commands reach
+    the primary the sentinels name, as ``serve`` does."""
+    config = tmp_path / "channels.toml"
+    config.write_text(
+        f'[service]\nbackend = "redis"\nredis_sentinels = {json.dumps(sentinels.addresses)}\n'
+        f'redis_sentinel_master = "{MASTER}"\npartitions = {PARTITIONS}\n'
+    )
+    primary = connect(sentinels.primary_url)
+    try:
+        await _bury(primary, 1)
+        listed = await _cli("runs", "--dead", "--config", str(config), "--json")
+        assert listed.exit_code == 0, listed.output
+        rows = json.loads(listed.stdout)
+        assert [(r["partition"], r["line"]) for r in rows] == [(1, BAD_LINE)]
+
+        retried = await _cli("runs", "retry", "1", rows[0]["id"], "--config", str(config))
+        assert retried.exit_code == 0 and "back in its input stream" in retried.stdout, retried.output
+        assert [e.line for e in await InputStream(primary).read(1, "owner-d")] == [BAD_LINE]
+
+        await _bury(primary, 2)
+        (letter,) = await InputStream(primary).dead(2)
+        dropped = await _cli("runs", "drop", "2", letter.id, "--config", str(config))
+        assert dropped.exit_code == 0 and "dropped" in dropped.stdout, dropped.output
+        assert await InputStream(primary).dead(2) == []
+    finally:
+        await primary.aclose()
 
 
 async def test_dead_letter_commands_fail_in_one_clear_line(client: Redis, redis_url: str, tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import MAX_SEQ, Event
-from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.events import MAX_SEQ, RunEvent, TextDelta, TextEvent, TextMode, parse_event
+from streamrelay.core.ingest.admission import LineResult, _delta_of
 from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
 from streamrelay.core.ingest.sequencer import SeqFloor
 from streamrelay.core.policy import ChannelPolicy
@@ -52,7 +52,15 @@ def _result(result: object) -> object:
     return result
 
 
-def _event(event: Event) -> tuple[object, ...]:
+def _event(event: RunEvent) -> tuple[object, ...]:
+    """An event as the run takes it: its type and fields; a text event's by the values alone. The fast path carries a
+    plain delta line as a :class:`TextDelta` (values, not which fields the line set: nothing after admission reads
+    that), compared as the :class:`TextEvent` it stands for, so a text event of the slow path without its fields set;
+    every other event with them."""
+    if isinstance(event, TextDelta):
+        event = event.event()
+    if type(event) is TextEvent:
+        return (type(event), list(event.__dict__.items()), event.__pydantic_extra__)
     return (type(event), list(event.__dict__.items()), event.model_fields_set, event.__pydantic_extra__)
 
 
@@ -415,3 +423,64 @@ def test_untaking_seqs_keeps_the_ones_another_request_took_meanwhile() -> None:
     seqs.untake(3, [4, 9, 5])
     assert (seqs.floor, seqs.above) == (3, {6, 8})
     assert not seqs.taken(4) and not seqs.taken(5) and seqs.taken(6) and seqs.taken(8) and not seqs.taken(9)
+
+
+PLAIN_LINES = [
+    {"kind": "text", "text": "Hel"},
+    {"kind": "text", "text": "lo", "run": "r", "seq": 3, "mode": "delta", "message": 1},
+    {"kind": "text", "text": "", "seq": None, "message": 0},
+    {"kind": "text", "text": "\ud83d", "mode": TextMode.DELTA},  # half a pair, kept raw as the event keeps it
+]
+NOT_PLAIN_LINES = [
+    {"kind": "text", "text": "a", "lane": "ui"},  # a field a TextDelta does not carry, even with its default
+    {"kind": "text", "text": "a", "visibility": "answer"},
+    {"kind": "text", "text": "a", "source": None},
+    {"kind": "text", "text": "a", "message": True},  # a bool is no message index
+    {"kind": "text", "text": "a", "seq": MAX_SEQ + 1},
+]
+
+
+@pytest.mark.parametrize("line", PLAIN_LINES)
+def test_a_plain_delta_line_is_carried_as_a_text_delta_that_stands_for_its_event(line: dict[str, Any]) -> None:
+    taken = _delta_of(line, "r", "r")
+    assert type(taken) is TextDelta
+    event = parse_event({"run": "r", **line})
+    assert isinstance(event, TextEvent)
+    assert taken.event().__dict__ == event.__dict__
+    assert (taken.kind, taken.mode, taken.visibility, taken.lane, taken.source, taken.message, taken.seq) == (
+        event.kind,
+        event.mode,
+        event.visibility,
+        event.lane,
+        event.source,
+        event.message,
+        event.seq,
+    )
+
+
+@pytest.mark.parametrize("line", NOT_PLAIN_LINES)
+def test_any_other_delta_line_is_validated_as_its_text_event_or_left_to_the_slow_path(line: dict[str, Any]) -> None:
+    taken = _delta_of(line, "r", "r")
+    assert taken is None or type(taken) is TextEvent
+
+
+async def test_deltas_posted_one_a_request_reach_the_chat_as_the_same_text_as_typed_events() -> None:
+    """The same answer, once as plain lines (each a TextDelta to the stage), once as typed events (each a TextEvent):
+    the chat shows the same text."""
+    shown: list[list[str]] = []
+    for typed in (False, True):
+        chat = MemoryChat()
+        relay = Relay(
+            {"c": ChannelRuntime(ChannelPolicy(name="c", throttle_s=0), chat)}, MemoryLedger(), MonotonicClock()
+        )
+        await relay.submit_lines([(START, None)], "r")
+        for i, piece in enumerate(["Hello", ", wor", "ld", "\n\nBye", ""]):
+            line = {"kind": "text", "text": piece, "seq": i + 1}
+            await relay.submit_lines([(parse_event({"run": "r", **line}) if typed else line, None)], "r")
+            await asyncio.sleep(0)
+        await relay.submit_lines([({"kind": "end"}, None)], "r")
+        report = await relay.wait_done("r", 10)
+        assert report is not None and str(report.status) == "delivered"
+        shown.append(list(chat.messages.values()))
+        await relay.close()
+    assert shown[0] == shown[1] == ["Hello, world\n\nBye"]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from streamrelay.core.events import Event, TextEvent
-from streamrelay.core.ingest.sequencer import SeqGate
+from collections.abc import Sequence
+
+from streamrelay.core.events import BlockEnd, JoinedDeltas, RunEvent, TextDelta, TextEvent
+from streamrelay.core.ingest.sequencer import SeqGate, join_deltas
+from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
 
 
 def _ev(seq: int | None, text: str = "x") -> TextEvent:
     return TextEvent(run="r", seq=seq, text=text)
 
 
-def _texts(events: list[Event]) -> list[str]:
+def _texts(events: Sequence[RunEvent]) -> list[str]:
     return [e.text for e in events if isinstance(e, TextEvent)]
 
 
@@ -44,3 +47,22 @@ def test_events_without_seq_pass_through() -> None:
     gate = SeqGate()
     assert _texts(gate.push(_ev(None, "a"), 0)) == ["a"]
     assert _texts(gate.push(_ev(None, "a"), 0)) == ["a"]
+
+
+def test_text_deltas_are_joined_as_the_text_events_they_stand_for() -> None:
+    """A run's plain delta lines come as TextDelta values: joined, they give the JoinedDeltas the same events give (a
+    TextEvent among them joins too); one alone stays as it is, and an event of another kind ends a join."""
+    long = "y" * REPLAY_MIN_CHARS
+    plain: list[RunEvent] = [
+        TextDelta("r", "a", 1),
+        TextEvent(run="r", seq=2, text=long),
+        TextDelta("r", "b", 3),
+        BlockEnd(run="r", seq=4),
+        TextDelta("r", "c", 5, message=1),
+    ]
+    typed: list[RunEvent] = [event.event() if isinstance(event, TextDelta) else event for event in plain]
+    joined, typed_joined = join_deltas(plain), join_deltas(typed)
+    assert [type(e) for e in joined] == [JoinedDeltas, BlockEnd, TextDelta]
+    assert [e.__dict__ for e in joined[:2]] == [e.__dict__ for e in typed_joined[:2]]
+    assert isinstance(joined[0], JoinedDeltas) and joined[0].replay_candidates == ((1, REPLAY_MIN_CHARS),)
+    assert isinstance(joined[2], TextDelta) and joined[2].event().__dict__ == typed_joined[2].__dict__

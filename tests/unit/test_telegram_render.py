@@ -78,3 +78,23 @@ def test_normal_markdown_keeps_its_entities() -> None:
 def test_a_text_without_angle_brackets_is_not_touched() -> None:
     text = "plain **markdown** with `code`"
     assert literal_angles(text) is text
+
+
+def test_the_markdown_is_parsed_once_for_references_and_angle_brackets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text with a character reference (inside code: it stays) and a ``<`` is read for its code once, for both the
+    invisible-character pass and the escape of ``<`` (the converter's own parse of what it renders is its own), and
+    rendered as before."""
+    from streamrelay.adapters.telegram import render as module
+
+    text = "`a&#x200B;b` and Vec<String>"
+    parses: list[str] = []
+    parse = module._code_ranges
+
+    def counted(source: str) -> list[tuple[int, int]]:
+        parses.append(source)
+        return parse(source)
+
+    monkeypatch.setattr(module, "_code_ranges", counted)
+    rendered = render(text, TextFormat.MARKDOWN)
+    assert rendered.text == "a&#x200B;b and Vec<String>"
+    assert parses == [text]

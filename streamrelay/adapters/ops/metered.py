@@ -70,6 +70,10 @@ class CallMetrics:
         self._metrics = metrics
         self.channel = channel
         self.platform = platform
+        self._counted: dict[tuple[str, str], Any] = {}
+        self._timed: dict[str, Any] = {}
+        """The metrics' children per (method, outcome) and per method, found once (``labels`` takes a lock and
+        builds its key on every call)."""
 
     def __repr__(self) -> str:
         return f"CallMetrics(channel={self.channel!r}, platform={self.platform!r})"
@@ -101,11 +105,18 @@ class CallMetrics:
             outcome = "not_modified"
         if isinstance(call, SendText | SendMedia) and isinstance(value, str):
             fields["message_id"] = value
-        labels = (self.channel, self.platform, method)
-        self._metrics.calls.labels(*labels, outcome).inc()
-        self._metrics.call_seconds.labels(*labels).observe(seconds)
+        counted = self._counted.get((method, outcome))
+        if counted is None:
+            counted = self._counted[(method, outcome)] = self._metrics.calls.labels(
+                self.channel, self.platform, method, outcome
+            )
+        counted.inc()
+        timed = self._timed.get(method)
+        if timed is None:
+            timed = self._timed[method] = self._metrics.call_seconds.labels(self.channel, self.platform, method)
+        timed.observe(seconds)
         if isinstance(error, RateLimitedError):
-            self._metrics.rate_limited.labels(*labels, str(error.scope)).inc()
+            self._metrics.rate_limited.labels(self.channel, self.platform, method, str(error.scope)).inc()
         if isinstance(value, Settlement):
             fields["settled"] = str(value.outcome)
             self._metrics.settlements.labels(self.channel, self.platform, str(value.outcome)).inc()

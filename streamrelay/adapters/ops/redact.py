@@ -54,6 +54,17 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+def _scoped(pattern: re.Pattern[str]) -> str:
+    """``pattern`` as a group that keeps its own flags inside a larger pattern (``(?i:...)``)."""
+    flags = "".join(c for flag, c in ((re.I, "i"), (re.M, "m"), (re.S, "s"), (re.X, "x")) if pattern.flags & flag)
+    return f"(?{flags}:{re.sub(r'^[(][?][aiLmsux]+[)]', '', pattern.pattern)})"
+
+
+_ANY_SHAPE = re.compile("|".join(_scoped(pattern) for pattern, _ in _SHAPES))
+"""Matches where any of :data:`_SHAPES` matches: one search tells a value with no secret shape (nearly every one: a
+channel's name, a method, an outcome) from one the substitutions must run on."""
+
+
 _SECRET_KEYS = re.compile(
     r"(?i)(?:proxy-)?authorization|x-api-key|api[_-]?key|[a-z_-]*token|[a-z_-]*secret|password|(?:set-)?cookie"
 )
@@ -97,8 +108,9 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every known value and every secret shape replaced by ``<redacted>``."""
-        for pattern, replacement in _SHAPES:  # shapes first: "Bearer <value>" goes whole
-            text = pattern.sub(replacement, text)
+        if _ANY_SHAPE.search(text) is not None:
+            for pattern, replacement in _SHAPES:  # shapes first: "Bearer <value>" goes whole
+                text = pattern.sub(replacement, text)
         return self.known_only(text)
 
     def value(self, value: Any) -> Any:

@@ -64,18 +64,26 @@ def redacted(url: str) -> str:
         return "<unparseable redis url>"
 
 
+ALONE_WAIT_MS = 10
+"""The ``WAIT`` of a durable write while no replica was online at the last one: a replica that came back (it
+resynchronised) answers within it; a primary alone pays it per durable write."""
+
+
 class Durability:
     """How many replicas must acknowledge a durable write before it counts (``WAIT numreplicas timeout``).
 
     Redis 7.0 has no ``WAITAOF`` (7.2): a write is made durable on the primary by ``appendfsync always`` and on the
-    replicas by ``WAIT``. A durable write is sent as one pipeline on one connection: the write, ``WAIT``, then ``INFO
-    replication``; it counts when ``min(replicas, replicas online after the WAIT)`` acknowledged it. So a primary left
-    alone after a failover (its old self dead) goes on, since no replica exists that could be promoted without the
-    write, and a replica that came back (it resynchronised) is counted from the first write after it is online: the
-    count is read after the write, in the same round trip, never from a cache.
+    replicas by ``WAIT``. A durable write is sent as one pipeline on one connection: the write, then ``WAIT``
+    (:meth:`execute`); it counts when ``min(replicas, replicas online after the WAIT)`` acknowledged it. So a primary
+    left alone after a failover (its old self dead) goes on, since no replica exists that could be promoted without
+    the write, and a replica that came back (it resynchronised) is counted from the first write after it is online.
 
-    While the last answer said no replica is online, ``WAIT`` waits ``alone_ms`` only (a replica that came back
-    answers within it; a primary alone pays it per durable write); else ``timeout_ms``.
+    What is cached: the number of replicas online at the last durable write, which only chooses how the next one
+    waits (``WAIT`` for that many, at least one, with ``timeout_ms``; :data:`ALONE_WAIT_MS` while none was online).
+    What is never cached: whether a write counts. When ``WAIT`` answers that every wanted replica acknowledged it,
+    it counts, and nothing more is asked; when it answers fewer (or the last write found replicas missing) ``INFO
+    replication`` is read after the ``WAIT``, on the same connection: in the same pipeline when the cache already
+    says a replica is missing, else right after it (one more round trip, only then).
 
     Through Sentinel (:func:`connect_sentinel`) a write that finds no replica online counts only on the primary the
     sentinels name (asked then, on the connection still held): a primary a failover left behind (frozen or cut off
@@ -86,15 +94,13 @@ class Durability:
         replicas: acknowledgements wanted (0: never wait, a lone Redis or one without replicas).
         timeout_ms: how long one ``WAIT`` may take; fewer acknowledgements by then than replicas online is
             :class:`NotReplicatedError`.
-        alone_ms: the ``WAIT`` while no replica was online at the last durable write.
     """
 
-    def __init__(self, replicas: int = 0, *, timeout_ms: int = 1000, alone_ms: int = 10) -> None:
-        if replicas < 0 or timeout_ms < 1 or alone_ms < 1:
-            raise ValueError(f"need replicas >= 0 and timeouts >= 1 ms, got {replicas}, {timeout_ms}, {alone_ms}")
+    def __init__(self, replicas: int = 0, *, timeout_ms: int = 1000) -> None:
+        if replicas < 0 or timeout_ms < 1:
+            raise ValueError(f"need replicas >= 0 and timeout_ms >= 1, got {replicas}, {timeout_ms}")
         self.replicas = replicas
         self.timeout_ms = timeout_ms
-        self.alone_ms = alone_ms
         self._online = replicas  # until Redis says otherwise: wait for them, with the full timeout
 
     def __repr__(self) -> str:
@@ -105,33 +111,53 @@ class Durability:
         """True when writes wait for replicas at all."""
         return self.replicas > 0
 
-    def queue(self, pipe: Any) -> None:
-        """Queue ``WAIT`` and ``INFO replication`` on ``pipe`` after the write queued there (one connection: ``WAIT``
-        counts that connection's writes); :meth:`settle` takes their two replies."""
-        numreplicas = min(self.replicas, max(self._online, 1))
-        pipe.wait(numreplicas, self.timeout_ms if self._online > 0 else self.alone_ms)
-        pipe.info("replication")
-        if isinstance(pipe, _SentinelPipeline):
-            pipe.durable = True
+    async def execute(self, pipe: Pipeline, name: str, *, raise_on_error: bool = True) -> list[Any]:
+        """Send the write queued on ``pipe`` (a pipeline of a client made by :func:`connect` or
+        :func:`connect_sentinel`, ``transaction=False``), followed by ``WAIT`` (and ``INFO replication`` when
+        needed, class docstring) on the same connection; the write's replies, once it counts.
 
-    def settle(self, name: str, acks: Any, info: Any) -> None:
-        """Check the replies of :meth:`queue`'s commands for the write ``name``.
+        Args:
+            pipe: the pipeline, holding the write's commands only.
+            name: the write, for errors (``ledger.record_intent``).
+            raise_on_error: as ``Pipeline.execute``'s: raise a command's error, or return it among the replies.
 
         Raises:
             NotReplicatedError: fewer replicas acknowledged it than are online: the write is on the primary only.
-            redis.exceptions.RedisError: ``WAIT`` or ``INFO`` failed (their reply is the error).
+            StalePrimaryError: through Sentinel, no replica online and the node is not the primary the sentinels
+                name.
+            redis.exceptions.RedisError: a command, ``WAIT`` or ``INFO`` failed (``WAIT`` and ``INFO`` always raise).
         """
+        count = len(pipe)
+        pipe.wait(min(self.replicas, max(self._online, 1)), self.timeout_ms if self._online > 0 else ALONE_WAIT_MS)
+        asked = self._online < self.replicas
+        if asked:
+            pipe.info("replication")
+        if isinstance(pipe, _DurablePipeline):
+            pipe.durable = _DurableWrite(self, name, asked)
+        replies = await pipe.execute(raise_on_error=raise_on_error)
+        acks = replies[count]
+        info = replies[count + 1] if len(replies) > count + 1 else None
+        del replies[count:]
+        self._settle(name, acks, info)
+        return replies
+
+    def _settle(self, name: str, acks: Any, info: Any) -> None:
+        """Count the write ``name``: ``acks`` is ``WAIT``'s reply, ``info`` ``INFO replication``'s (None: not asked,
+        as ``WAIT`` answered every wanted replica)."""
         for reply in (acks, info):
             if isinstance(reply, Exception):
                 raise reply
-        self._online = _online(info)
+        if info is None:
+            self._online = int(acks)  # at least the replicas wanted: the next write waits for them again
+            return
+        self._online = online_replicas(info)
         needed = min(self.replicas, self._online)
         if int(acks) < needed:
             raise NotReplicatedError(name, int(acks), needed, self.timeout_ms)
 
 
-def _online(info: Any) -> int:
-    """How many replicas ``INFO replication``'s parsed reply lists online."""
+def online_replicas(info: Any) -> int:
+    """How many replicas ``INFO replication``'s parsed reply (a dict) lists online."""
     return sum(
         1 for k, v in dict(info).items() if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
     )
@@ -143,34 +169,75 @@ def durability_of(client: Redis) -> Durability | None:
     return found if isinstance(found, Durability) else None
 
 
+@dataclass(frozen=True)
+class _DurableWrite:
+    """What :meth:`Durability.execute` tells the pipeline it sends: whose write, and whether ``INFO replication``
+    is queued already."""
+
+    durability: Durability
+    name: str
+    asked: bool
+
+
+class _DurablePipeline(Pipeline):
+    """A pipeline of the clients made here. A durable write's (:meth:`Durability.execute` marks it) whose ``WAIT``
+    answers fewer acknowledgements than wanted, and whose ``INFO replication`` was not queued, reads it right after,
+    on the connection still held (the node the write went to); when that reply lists no replica online,
+    :meth:`_alone` checks the node."""
+
+    durable: _DurableWrite | None = None
+
+    async def _execute_pipeline(self, connection: Any, commands: Any, raise_on_error: bool) -> Any:
+        response = await super()._execute_pipeline(connection, commands, raise_on_error)
+        write = self.durable
+        if write is None:
+            return response
+        if not write.asked:
+            acks = response[-1]
+            if not isinstance(acks, int) or acks >= write.durability.replicas:
+                return response
+            await connection.send_command("INFO", "replication")
+            response.append(await self.parse_response(connection, "INFO"))
+        info = response[-1]
+        if isinstance(info, dict) and online_replicas(info) == 0:
+            await self._alone(connection, write, response[-2])
+        return response
+
+    async def _alone(self, connection: Any, write: _DurableWrite, acks: Any) -> None:
+        """The write went to a primary with no replica online (one Redis URL: nothing to check)."""
+
+
 class _DurableRedis(aioredis.Redis):
     """A client that carries its :class:`Durability` (set by :func:`connect`)."""
 
     durability: Durability
 
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return _DurablePipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
 
-class _SentinelPipeline(Pipeline):
-    """A pipeline of a Sentinel client. A durable write's pipeline (:meth:`Durability.queue` marks it) whose
-    ``INFO replication`` lists no replica online is checked while its connection is still held: the node it went to
-    must be the primary the sentinels name now, else the connection (and every idle one) is dropped and
-    :class:`StalePrimaryError` raised (never retried: the write is not repeated anywhere)."""
 
-    durable = False
+class _SentinelPipeline(_DurablePipeline):
+    """A pipeline of a Sentinel client: a durable write that found no replica online is checked while its connection
+    is still held: the node it went to must be the primary the sentinels name now, else the connection (and every
+    idle one) is dropped and :class:`StalePrimaryError` raised (never retried: the write is not repeated anywhere)."""
 
-    async def _execute_pipeline(self, connection: Any, commands: Any, raise_on_error: bool) -> Any:
-        response = await super()._execute_pipeline(connection, commands, raise_on_error)
-        if self.durable and response and isinstance(response[-1], dict) and _online(response[-1]) == 0:
-            node = (str(connection.host), int(connection.port))
-            try:
-                found = await self.connection_pool.get_master_address()  # type: ignore[attr-defined]
-                named = (str(found[0]), int(found[1]))
-            except RedisConnectionError:  # no sentinel answered, or none names a primary: not confirmed
-                named = None
-            if named != node:
-                await connection.disconnect()
-                await self.connection_pool.disconnect(inuse_connections=False)  # the idle ones may be there too
-                raise StalePrimaryError(f"{node[0]}:{node[1]}", "" if named is None else f"{named[0]}:{named[1]}")
-        return response
+    async def _alone(self, connection: Any, write: _DurableWrite, acks: Any) -> None:
+        node = (str(connection.host), int(connection.port))
+        try:
+            found = await self.connection_pool.get_master_address()  # type: ignore[attr-defined]
+            named = (str(found[0]), int(found[1]))
+        except RedisConnectionError:  # no sentinel answered, or none names a primary: not confirmed
+            named = None
+        if named != node:
+            await connection.disconnect()
+            await self.connection_pool.disconnect(inuse_connections=False)  # the idle ones may be there too
+            raise StalePrimaryError(
+                write.name,
+                acks if isinstance(acks, int) else 0,
+                write.durability.replicas,
+                node=f"{node[0]}:{node[1]}",
+                named="" if named is None else f"{named[0]}:{named[1]}",
+            )
 
 
 class _SentinelRedis(_DurableRedis):
@@ -294,26 +361,14 @@ def connect_sentinel(
     """
     if not sentinels or not master:
         raise ConfigError("Redis Sentinel needs at least one sentinel (host, port) and the master's name")
-    options: dict[str, Any] = {}
-    if url:
-        try:
-            parts = urlsplit(url)
-            if parts.scheme not in ("redis", "rediss"):
-                raise ValueError(parts.scheme)
-            db = parts.path.strip("/")
-            options["db"] = int(db) if db else 0
-        except ValueError:
-            raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
-        if parts.username:
-            options["username"] = unquote(parts.username)
-        if parts.password:
-            options["password"] = unquote(parts.password)
-        if parts.scheme == "rediss":
-            options["ssl"] = True
+    try:
+        options = sentinel_url_options(url)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     manager = Sentinel(  # type: ignore[no-untyped-call]
         list(sentinels), sentinel_kwargs={"socket_timeout": min(5.0, socket_timeout_s), "socket_connect_timeout": 2.0}
     )
-    tls = bool(options.pop("ssl", False))  # the connection class says it
+    tls = bool(options.pop("ssl", False))  # the connection class says it, not an option
     client = manager.master_for(
         master,
         redis_class=_SentinelRedis,
@@ -326,6 +381,48 @@ def connect_sentinel(
     client.sentinels = manager
     client.durability = durability or Durability()
     return client
+
+
+def sentinel_url_options(url: str) -> dict[str, Any]:
+    """The connection options a Sentinel deployment's ``redis_url`` gives its data nodes (``redis://:password@/0``,
+    ``rediss://user:password@/2``): ``db``, ``username``, ``password`` and ``ssl`` (``rediss``), as far as given;
+    ``{}`` for "". The one reading of that URL: the settings check it with this, :func:`connect_sentinel` uses it.
+
+    Raises:
+        ValueError: not a ``redis://`` or ``rediss://`` URL, or it names a host, a port or options after ``?`` (the
+            sentinels name the primary; options would be ignored). The message shows the URL redacted only.
+    """
+    if not url:
+        return {}
+    shown = redacted(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        db = parts.path.strip("/")
+        options: dict[str, Any] = {"db": int(db) if db else 0}
+    except ValueError:
+        raise ValueError(
+            f"redis_url is not a Redis URL (with redis_sentinels: redis://:password@/0): {shown}"
+        ) from None
+    if parts.scheme not in ("redis", "rediss"):
+        raise ValueError(f"redis_url is not a Redis URL (with redis_sentinels: redis://:password@/0): {shown}")
+    if parts.hostname or port is not None:
+        raise ValueError(
+            "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
+            "the sentinels name the primary; leave its host out, and its port"
+        )
+    if parts.query or parts.fragment:
+        raise ValueError(
+            "with redis_sentinels, redis_url gives only credentials and database (redis://:password@/0): "
+            "options after '?' are not read; leave them out"
+        )
+    if parts.username:
+        options["username"] = unquote(parts.username)
+    if parts.password:
+        options["password"] = unquote(parts.password)
+    if parts.scheme == "rediss":
+        options["ssl"] = True
+    return options
 
 
 @dataclass(frozen=True)
@@ -366,16 +463,19 @@ class Persistence:
 
 
 async def persistence(client: Redis) -> Persistence:
-    """What ``client``'s Redis (the primary) keeps across a restart: ``CONFIG GET``, or ``INFO persistence``
-    where ``CONFIG`` is refused (managed services rename it).
+    """What ``client``'s Redis (the primary) keeps across a restart: ``CONFIG GET`` (the three in one pipeline), or
+    ``INFO persistence`` where ``CONFIG`` is refused (managed services rename it).
 
     Raises:
         redis.exceptions.RedisError: Redis failed.
     """
+    found: dict[str, Any] = {}
     try:
-        found = await client.config_get("appendonly")
-        found.update(await client.config_get("appendfsync"))
-        found.update(await client.config_get("save"))
+        async with client.pipeline(transaction=False) as pipe:  # one round trip (CONFIG GET of several: Redis 7+)
+            for name in ("appendonly", "appendfsync", "save"):
+                pipe.config_get(name)
+            for reply in await pipe.execute():
+                found.update(reply)
     except ResponseError:
         info = await client.info("persistence")
         return Persistence(appendonly=str(info.get("aof_enabled", "0")) == "1", appendfsync="", save="?")
@@ -390,8 +490,10 @@ async def persistence(client: Redis) -> Persistence:
 def unavailable(what: str) -> Iterator[None]:
     """Inside: a refused, reset or timed-out connection to Redis (also a primary being failed over) raises
     :class:`core.errors.StoreUnavailableError` naming ``what``: the caller stops where it is and resumes when Redis
-    answers, as for a write. A read of the journal or the ledger must not fail as a bug: a line whose admission
-    read failed would be refused and its input-stream entry acknowledged, i.e. lost.
+    answers, as for a write. The one place the backend turns redis-py's connection errors into it (the journal's
+    and the ledger's reads, :meth:`Script.fenced`'s writes, the shared rate budgets). A read of the journal or the
+    ledger must not fail as a bug: a line whose admission read failed would be refused and its input-stream entry
+    acknowledged, i.e. lost.
 
     Raises:
         core.errors.StoreUnavailableError: the connection failed or timed out.
@@ -437,11 +539,9 @@ class Script:
             return await self._script(keys=list(keys), args=list(args))
         async with self._client.pipeline(transaction=False) as pipe:
             await self._script(keys=list(keys), args=list(args), client=pipe)
-            durability.queue(pipe)
-            reply, acks, info = await pipe.execute(raise_on_error=False)
+            (reply,) = await durability.execute(pipe, self.name, raise_on_error=False)
         if isinstance(reply, Exception):  # as a lone EVALSHA raises it (its text unannotated: FENCED, LOST)
             raise reply
-        durability.settle(self.name, acks, info)
         return reply
 
     async def fenced(
@@ -457,9 +557,8 @@ class Script:
             redis.exceptions.RedisError: the server refused the script.
         """
         try:
-            return await self(keys, ["" if token is None else str(token), *args])
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise StoreUnavailableError(f"Redis did not answer {self.name} ({type(exc).__name__})") from None
+            with unavailable(self.name):
+                return await self(keys, ["" if token is None else str(token), *args])
         except ResponseError as exc:
             message = str(exc)
             if not message.startswith("FENCED"):

@@ -56,19 +56,17 @@ class Epochs:
         """
         mine = secrets.token_hex(8)
         durability = durability_of(self._client)
-        waits = durability is not None and durability.active
         async with self._client.pipeline(transaction=False) as pipe:
             for p in range(self._partitions):
                 pipe.set(self._keys.epoch(p), mine, nx=True)
             for p in range(self._partitions):
                 pipe.get(self._keys.epoch(p))
-            if durability is not None and waits:
-                durability.queue(pipe)
-            replies = await pipe.execute()
-        if durability is not None and waits:
-            info, acks = replies.pop(), replies.pop()
-            durability.settle("epoch.claim", acks, info)
-        self.known = {p: str(value) for p, value in enumerate(replies[self._partitions :]) if value is not None}
+            if durability is not None and durability.active:
+                replies = await durability.execute(pipe, "epoch.claim")
+            else:
+                replies = await pipe.execute()
+        markers = self._partitions  # the GETs' replies follow the SETs'
+        self.known = {p: str(replies[markers + p]) for p in range(self._partitions) if replies[markers + p] is not None}
         return self.known
 
     def of(self, partition: int) -> str:

@@ -7,7 +7,8 @@
       StoreUnavailableError (core.errors)
         DataLostError(partitions)              Redis lost its data (restarted empty, flushed): nothing is taken
         NotReplicatedError(name, acks, needed) a durable write no replica acknowledged in time
-          StalePrimaryError(node, named)       a durable write on a lone primary the sentinels do not name
+          StalePrimaryError(name, acks, needed, node, named)
+                                               a durable write on a lone primary the sentinels do not name
 """
 
 from __future__ import annotations
@@ -83,23 +84,27 @@ class StalePrimaryError(NotReplicatedError):
     """A durable write went to a primary that has no replica online and that the sentinels do not name (or none of
     them answered): a primary a failover left behind (frozen or partitioned away while its replica was promoted, or
     killed and started again, which makes it a primary of its own until the sentinels turn it into a replica and
-    its data is replaced by the promoted one's). Its writes are not counted durable; the connection to it is dropped
-    (the next one asks the sentinels where the primary is).
+    its data is replaced by the promoted one's). Its writes are not counted durable (a lone primary's writes count
+    only on the primary the sentinels name); the connection to it is dropped (the next one asks the sentinels where
+    the primary is).
 
     Attributes:
+        name: the write (``ledger.record_intent``).
+        acks: how many replicas acknowledged it (``WAIT``'s answer: 0 unless one went offline meanwhile).
+        needed: how many it wanted (the client's ``replicas``: the allowance of a primary left alone is refused).
         node: ``host:port`` the write went to.
         named: ``host:port`` the sentinels name ("" when none answered).
     """
 
-    def __init__(self, node: str, named: str) -> None:
+    def __init__(self, name: str, acks: int, needed: int, *, node: str, named: str) -> None:
         StoreUnavailableError.__init__(
             self,
-            f"Redis: a durable write went to {node}, a primary with no replica online that the sentinels do not name "
-            f"(they name {named or 'none'}): not counted durable (a primary a failover left behind loses its writes "
-            "when it rejoins as a replica)",
+            f"Redis: the durable write {name} went to {node}, a primary with no replica online that the sentinels do "
+            f"not name (they name {named or 'none'}): not counted durable (a primary a failover left behind loses its "
+            "writes when it rejoins as a replica)",
         )
-        self.name = "write"
-        self.acks = 0
-        self.needed = 1
+        self.name = name
+        self.acks = acks
+        self.needed = needed
         self.node = node
         self.named = named

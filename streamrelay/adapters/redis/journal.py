@@ -62,6 +62,12 @@ end
 return #KEYS - 5
 """
 )
+"""``journal.append`` (durable: a line counts accepted only once journaled). KEYS: fence, the partition's run order
+counter, its runs (sorted set, first line's order), its newest-line times, its input stream, then one lines list per
+entry; ARGV: token, consumer group, the count of input-stream ids to acknowledge, those ids, then run and line per
+entry. Returns how many lines it appended. Atomic: the fence check, the lines, the run order and the input-stream
+acknowledgement (XACK + XDEL) are one step, so an input line is either journaled and gone from the stream, or
+still pending there for the next owner: never both, never neither."""
 
 _QUIET = (
     """
@@ -95,6 +101,11 @@ end
 return 1
 """
 )
+"""``journal.finish`` (durable). KEYS: fence, runs, newest-line times, ended runs (hash: run -> last seq), their
+order (sorted set), the order counter, the run's lines; ARGV: token, run, its last seq ('' none), how many ended runs
+to keep. Returns 1. Atomic: the run leaves the unfinished ones and joins the ended ones (its lines dropped, the
+oldest ended forgotten past the limit) in one step after the fence check: a new owner sees it either unfinished,
+with its lines to replay, or ended, never lost between."""
 
 
 class RedisJournal:

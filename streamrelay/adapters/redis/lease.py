@@ -41,6 +41,10 @@ local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2], 'NX')
 return token
 """
+"""``lease.acquire`` (durable: a fencing token handed out must survive a failover, or the promoted replica hands it
+out again). KEYS: the partition's lease, its fencing token counter; ARGV: owner, ttl (ms). Returns the new fencing
+token, or nil when the lease is held. Atomic: the check, the increment and the grant are one step, so two owners
+never get the lease at once and every grant has a token greater than every earlier one."""
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end

@@ -40,6 +40,10 @@ redis.call('HSET', KEYS[2], 'channel', ARGV[2], 'target', ARGV[3], 'mode', ARGV[
 return 1
 """
 )
+"""``ledger.start_run`` (durable). KEYS: the partition's fence, the run's record hash; ARGV: token, channel, target
+(JSON), mode, created_at (s). Returns 1 when it created the record, 0 when one exists (a new owner replaying
+``run.start`` keeps the first). Atomic: the fence check, the existence check and the write are one step, so a
+deposed owner writes nothing and two owners never both create the record."""
 
 _END = (
     FENCE_CHECK
@@ -50,6 +54,9 @@ redis.call('HSET', KEYS[2], 'end_status', ARGV[2], 'ended', '1', 'errors', ARGV[
 return 1
 """
 )
+"""``ledger.end_run`` (durable). KEYS: fence, the run's record hash; ARGV: token, end status, errors (JSON list),
+ended_at (s). Returns 1 when it marked the run ended, 0 for an unknown run (nothing written). Atomic: fence check,
+existence check and write in one step (no record created by an end alone)."""
 
 _INTENT = (
     FENCE_CHECK
@@ -64,6 +71,11 @@ end
 return id
 """
 )
+"""``ledger.record_intent`` (durable: written before the call is made). KEYS: fence, the partition's call id counter,
+the run's calls hash, the run's parts hash; ARGV: token, intent (JSON), slot, the new part (JSON, stored only when
+the slot has none), pending create (JSON, '' for none). Returns the new call id (unique in the partition). Atomic:
+the fence check, the id and the intent (with the pending create, when the call creates a message) land together,
+so a crash or a deposed owner never leaves an id without its intent or a pending create without its call."""
 
 _PART = (
     FENCE_CHECK
@@ -79,6 +91,10 @@ end
 return 1
 """
 )
+"""``ledger.record_outcome`` / ``save_part`` (durable). KEYS: fence, the run's calls hash, its parts hash; ARGV:
+token, call id ('' for none: a part saved alone), outcome (JSON), slot, part (JSON), pending create (JSON, '' clears
+it). Returns 1. Atomic: the call's outcome and the part it changed are written together after the fence check, so
+a reader never sees an acknowledged call with the part from before it."""
 
 
 def pending_json(pending: PendingSend | None) -> str:

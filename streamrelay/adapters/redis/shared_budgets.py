@@ -27,15 +27,13 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from streamrelay.adapters.redis.budget import RedisBudgets, SharedBucket, SharedPauses
-from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.redis.client import Redis, unavailable
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.budgets.rate import SHARED_SCOPES, Budget
-from streamrelay.core.errors import RateScope, StoreUnavailableError
+from streamrelay.core.errors import RateScope
 from streamrelay.core.ports import CallKind
 
 MAX_SLEEP_S = 5.0
@@ -120,19 +118,18 @@ class RedisSharedBudgets:
         waiter = f"{self._waiter_prefix}:{next(self._waiters)}" if final and buckets else None
         granted = False
         try:
-            while True:
-                wait = await self._pauses.remaining(kind)
-                if wait > 0 and waiter is not None:  # previews must leave it its token when the pause ends
-                    for bucket in buckets:
-                        await self._budgets.register(bucket.scope, waiter)
-                elif wait <= 0:
-                    wait = await self._pass(buckets, final, waiter)
-                if wait <= 0:
-                    granted = True
-                    return
-                await self._sleep(min(wait, MAX_SLEEP_S))
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise StoreUnavailableError(f"Redis did not answer a rate budget ({type(exc).__name__})") from None
+            with unavailable("a rate budget"):
+                while True:
+                    wait = await self._pauses.remaining(kind)
+                    if wait > 0 and waiter is not None:  # previews must leave it its token when the pause ends
+                        for bucket in buckets:
+                            await self._budgets.register(bucket.scope, waiter)
+                    elif wait <= 0:
+                        wait = await self._pass(buckets, final, waiter)
+                    if wait <= 0:
+                        granted = True
+                        return
+                    await self._sleep(min(wait, MAX_SLEEP_S))
         finally:
             if waiter is not None and not granted:
                 with contextlib.suppress(RedisError):

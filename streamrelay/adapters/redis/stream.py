@@ -81,6 +81,12 @@ for i = 2, #ARGV, 3 do
 end
 return out
 """
+"""``stream.append_open`` (durable: a line is answered 200 only once a replica has it). KEYS: the partition's input
+stream, its epoch marker, then per entry its run's stop mark; ARGV: the epoch this replica found ('' unchecked), then
+run and line per entry. Returns per entry its stream id, or 0 for a line of a stopped run (not appended); the error
+``LOST`` (nothing appended) when the epoch marker is not ARGV[1]. Atomic: the epoch check, each run's stop check and
+the appends are one step, so a line is in the stream before its run's stop mark or refused after it, and nothing is
+taken on a Redis that lost its data."""
 
 
 @dataclass(frozen=True)

@@ -96,31 +96,46 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def _code_offsets(text: str) -> list[tuple[int, int]]:
-    """:func:`_code_ranges` as code point offsets in ``text`` (sorted, nested ranges dropped)."""
-    data = text.encode("utf-8")
-    offsets: list[tuple[int, int]] = []
-    byte_at = char_at = 0
-    for start, end in _code_ranges(text):
-        if start < byte_at:
-            continue
-        char_start = char_at + len(data[byte_at:start].decode("utf-8"))
-        char_end = char_start + len(data[start:end].decode("utf-8"))
-        offsets.append((char_start, char_end))
-        byte_at, char_at = end, char_end
-    return offsets
+class _Reading:
+    """The converter's parser's code ranges (:func:`_code_ranges`) of the last text asked: one render parses each
+    text it looks at once, whether the invisible-character pass or :func:`literal_angles` asks first (a text whose
+    references change nothing is parsed once for both)."""
+
+    def __init__(self) -> None:
+        self._text: str | None = None
+        self._ranges: list[tuple[int, int]] = []
+
+    def ranges(self, text: str) -> list[tuple[int, int]]:
+        """UTF-8 byte ranges of the code in ``text`` (:func:`_code_ranges`)."""
+        if text != self._text:
+            self._text, self._ranges = text, _code_ranges(text)
+        return self._ranges
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """The code ranges as code point offsets in ``text`` (sorted, nested ranges dropped)."""
+        data = text.encode("utf-8")
+        offsets: list[tuple[int, int]] = []
+        byte_at = char_at = 0
+        for start, end in self.ranges(text):
+            if start < byte_at:
+                continue
+            char_start = char_at + len(data[byte_at:start].decode("utf-8"))
+            char_end = char_start + len(data[start:end].decode("utf-8"))
+            offsets.append((char_start, char_end))
+            byte_at, char_at = end, char_end
+        return offsets
 
 
-def literal_angles(text: str) -> str:
+def literal_angles(text: str, reading: _Reading | None = None) -> str:
     """``text`` (Markdown) with every ``<`` outside code that does not open an autolink backslash-escaped (module
     docstring), so that the converter keeps it as text; ``text`` itself when it holds no ``<``. Cost O(len(text)):
-    one parse and one regular-expression pass."""
+    one parse (none when ``reading`` parsed this text already) and one regular-expression pass."""
     if "<" not in text:
         return text
     data = text.encode("utf-8")
     out: list[str] = []
     at = 0
-    for start, end in _code_ranges(text):
+    for start, end in (reading or _Reading()).ranges(text):
         if start < at:  # nested (a code block's own range was taken already)
             continue
         out.append(_escape_lt(data[at:start].decode("utf-8")))
@@ -170,9 +185,11 @@ def render(text: str, fmt: TextFormat, allowed: MarkupPermissions = INERT) -> Re
     if fmt is TextFormat.PLAIN:
         text = strip_invisible(text)
         return Rendered(text, None, text_units(text, LengthUnit.UTF16))
-    # The converter decodes character references: none may bring an invisible character back.
-    text = strip_invisible_markdown(text, _code_offsets)
-    plain, entities = telegramify_markdown.convert(literal_angles(text), config=_CONFIG)
+    # The converter decodes character references: none may bring an invisible character back. Its parser's reading
+    # of code is taken once per text: the reference pass and the escape of "<" share it.
+    reading = _Reading()
+    text = strip_invisible_markdown(text, reading.offsets)
+    plain, entities = telegramify_markdown.convert(literal_angles(text, reading), config=_CONFIG)
     units = text_units(plain, LengthUnit.UTF16)
     if fmt is TextFormat.STRIPPED or not entities:
         return Rendered(plain, None, units)

@@ -270,6 +270,14 @@ def redis_server() -> str:
     return binary
 
 
+def redis_argv(binary: str, port: int, folder: Path) -> list[str]:
+    """The command line of a campaign's Redis data node on ``port`` of :data:`HOST`: an append-only file fsynced at
+    every write (``serve`` refuses a Redis without one; Redis 7.0 has no ``WAITAOF``, so the fsync is what makes a
+    write durable on the node itself), no RDB snapshots, its data in ``folder``, its log on stdout."""
+    argv = [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "yes"]
+    return [*argv, "--appendfsync", "always", "--dir", str(folder), "--logfile", "", "--loglevel", "warning"]
+
+
 class RedisServer:
     """A redis-server of the campaign's own (``--backend redis``): a free port on 127.0.0.1, an append-only file, its
     data in a temporary folder, its log in the transcript folder.
@@ -286,9 +294,7 @@ class RedisServer:
         self.port = free_port()
         self.url = f"redis://{HOST}:{self.port}/0"
         self.folder = Path(tempfile.mkdtemp(prefix="streamrelay-chaos-redis-"))
-        argv = [binary, "--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "yes"]
-        argv += ["--appendfsync", "always"]  # serve refuses a Redis without an append-only file
-        argv += ["--dir", str(self.folder), "--logfile", "", "--loglevel", "warning"]
+        argv = redis_argv(binary, self.port, self.folder)
         self.proc = Proc("redis-server", argv, child_env({}), out / "redis.log", out / PIDS)
 
     async def start(self) -> None:

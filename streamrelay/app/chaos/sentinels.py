@@ -23,7 +23,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from streamrelay.app.chaos.procs import HOST, PIDS, Proc, child_env, free_port, redis_server
+from streamrelay.adapters.redis.client import online_replicas
+from streamrelay.app.chaos.procs import HOST, PIDS, Proc, child_env, free_port, redis_argv, redis_server
 
 MASTER = "streamrelay"
 """The name the sentinels monitor the primary under (``redis_sentinel_master``)."""
@@ -69,8 +70,7 @@ class RedisSentinels:
         for i, port in enumerate(self.data_ports):
             folder = self.folder / f"redis-{port}"
             folder.mkdir()
-            argv = [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "yes"]
-            argv += ["--appendfsync", "always", "--dir", str(folder), "--logfile", "", "--loglevel", "warning"]
+            argv = redis_argv(binary, port, folder)
             if i > 0:
                 argv += ["--replicaof", HOST, str(self.data_ports[0])]
             self.nodes[port] = Proc(f"redis-{port}", argv, child_env({}), out / f"redis-{port}.log", out / PIDS)
@@ -96,7 +96,6 @@ class RedisSentinels:
                 Proc(f"sentinel-{port}", argv, child_env({}), out / f"sentinel-{port}.log", out / PIDS)
             )
         self.primary_port = self.data_ports[0]
-        self.failovers: list[FailoverRecord] = []
 
     def __repr__(self) -> str:
         return f"RedisSentinels(primary={self.primary_port}, sentinels={self.sentinel_ports})"
@@ -196,7 +195,6 @@ class RedisSentinels:
         assert new is not None
         self.primary_port = new
         record = FailoverRecord(killed, new, at_s, round(time.monotonic() - t, 3))
-        self.failovers.append(record)
         await asyncio.sleep(restart_after_s)
         self.nodes[killed].start()
         return record
@@ -218,8 +216,7 @@ class RedisSentinels:
 
         async def online() -> bool:
             async with self._client(self.primary_port) as client:
-                info = await client.info("replication")
-            return any(isinstance(v, dict) and v.get("state") == "online" for k, v in info.items() if "slave" in k)
+                return online_replicas(await client.info("replication")) > 0
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

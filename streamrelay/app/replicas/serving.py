@@ -33,16 +33,14 @@ from streamrelay.adapters.redis import (
     Durability,
     InputStream,
     RunIndex,
-    connect,
-    connect_sentinel,
     persistence,
-    redacted,
     shared_budgets_for,
 )
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
+from streamrelay.app.redis_target import connect_service, redis_where
 from streamrelay.app.replicas.client_book import SharedClientBook
 from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
@@ -218,20 +216,16 @@ async def serve_replica(
 
 
 def redis_client(settings: Settings) -> tuple[Redis, str]:
-    """The Redis client ``settings`` name (one URL, or the primary Sentinel names, followed across a failover), with
-    its durable writes waiting for ``redis_wait_replicas``; and where it points, as it may be shown (no password).
+    """The Redis client ``settings`` name (:func:`app.redis_target.connect_service`: one URL, or the primary Sentinel
+    names, followed across a failover), with its durable writes waiting for ``redis_wait_replicas``; and where it
+    points, as it may be shown (no password).
 
     Raises:
         ConfigError: the URL is not a Redis URL.
     """
     service = settings.service
-    url = service.redis_url.get_secret_value() if service.redis_url is not None else ""
     durability = Durability(service.wait_replicas(), timeout_ms=service.redis_wait_timeout_ms)
-    if service.redis_sentinels:
-        where = f"sentinel {service.redis_sentinel_master!r} via {', '.join(service.redis_sentinels)}"
-        master = service.redis_sentinel_master
-        return connect_sentinel(service.sentinel_addresses(), master, url=url, durability=durability), where
-    return connect(url, durability=durability), redacted(url)
+    return connect_service(service, durability=durability), redis_where(service)
 
 
 async def check_persistence(client: Redis, where: str, *, allow_volatile: bool) -> None:

@@ -62,7 +62,7 @@ from streamrelay.core.chunking.lines import (
 from streamrelay.core.chunking.opener import open_fence
 from streamrelay.core.chunking.params import BreakKind, ChunkParams
 from streamrelay.core.chunking.regions import Regions
-from streamrelay.core.chunking.store import TextStore, units_of
+from streamrelay.core.chunking.store import LineMeta, TextStore, units_of
 from streamrelay.core.units import LengthUnit
 
 __all__ = ["LineScanner"]
@@ -71,11 +71,33 @@ _NONWS = re.compile(r"[^ \t\r\f\v]")
 _SPECIAL = re.compile(r"[`\\\[\]()]")
 _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
 _OPENS = re.compile(r"[`\[]")
-_SIMPLE_ITEM = re.compile(r"[-*+] (?:[^ \t\r\f\v>`~*+\-0-9]|\*\*)")
-"""A bullet item at column 0 whose text begins with no marker, fence run or quote: its content column is 2."""
+_LINE_HEAD = re.compile(
+    r"(?P<simple>[-*+] (?=[^ \t\r\f\v>`~*+\-0-9]|\*\*))"
+    r"|(?P<item>(?P<ind> {0,3})(?:[-*+]|[0-9]{1,9}[.)]) (?=[^ \t\r\f\v>`~*+\-0-9]|\*\*))"
+    r"|(?P<run>`{3,}+|~{3,}+)"
+    r"|(?P<text>-(?:[ \t]*-){2,}[ \t]*\Z|\*(?:[ \t]*\*){2,}[ \t]*\Z|[-*+](?![ \t])|[0-9]{1,9}+(?![.)][ \t]))"
+)
+"""What :func:`core.chunking.lines.read_prefix` says of a line outside fences that begins with a marker character,
+when one match can tell (else the general path reads it), whatever the open items and the blank line before:
+
+- ``simple``: a bullet item at column 0 whose text begins with no marker, fence run or quote (content column 2:
+  :data:`_SIMPLE_ITEM_READ`);
+- ``item``: any other such list item, a bullet or an ordered marker (1-9 digits and ``.`` or ``)``) at most 3
+  spaces in and one space after it: its content column is the match's end, the items it keeps are those whose
+  content column is at most its indentation;
+- ``run``: a backtick or tilde run of 3 or more at column 0, a fence opener (its run: the match);
+- ``text``: text at column 0 that opens no item (a thematic break, a marker character that no space or tab follows,
+  digits that are no ordered marker): read as a text line.
+
+tests/unit/test_chunker_heads.py checks it against ``read_prefix``."""
 _SIMPLE_ITEM_READ = LineRead(TEXT, 0, 2, 2, 0, 2, [2], False, False, 1)
-"""What :func:`core.chunking.lines.read_prefix` says of such a line (shared: line reads are never changed, and
+"""What :func:`core.chunking.lines.read_prefix` says of a ``simple`` line (shared: line reads are never changed, and
 their ``lists`` are copied before any change)."""
+_HEAD_READS: dict[str | None, tuple[int, LineRead | None]] = {"simple": (2, _SIMPLE_ITEM_READ), "text": (0, None)}
+"""The lines of :data:`_LINE_HEAD` that :meth:`LineScanner._fast_line` reads itself: their body, their prefix read
+(None: a text line)."""
+_CLOSER = re.compile(r"(`{3,}+|~{3,}+)[ \t\r\f\v]*\Z")
+"""A closer candidate at column 0: a fence run and only whitespace after it."""
 _WS = " \t\n\r\f\v"
 M_NONE, M_TEXT, M_RUN, M_INFO, M_FENCE = range(5)  # what the current line is, as read so far
 _NO_LISTS: list[int] = []  # never changed: the items open before a line outside containers
@@ -83,8 +105,11 @@ _NO_LISTS: list[int] = []  # never changed: the items open before a line outside
 
 def _fence_body(line: str, fence: Fence) -> int:
     """Where the content of ``line`` (a line inside ``fence``) begins when it needs no prefix read: a
-    content line of a top-level fence that cannot be its closer; else -1."""
-    if fence.quote_depth or fence.item_indent or not line:
+    content line of a top-level fence that cannot be its closer, or 0 for an empty line of a fence outside block
+    quotes (a blank line: ``read_prefix`` gives it no mark and no end of the fence); else -1."""
+    if not line:
+        return -1 if fence.quote_depth else 0  # an empty line, read as a blank line (no mark: it has no content)
+    if fence.quote_depth or fence.item_indent:
         return -1
     if line[0] not in _SLOW_START:
         return 0
@@ -253,17 +278,15 @@ class LineScanner:
 
     def _add_lines(self, text: str, nl: int) -> None:
         store, start = self._store, 0
-        bmp = not self._utf16 or units_of(text, True) == len(text)
+        bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
         while nl >= 0:
             piece = text[start:nl]
             units = len(piece) if bmp else units_of(piece, True)
             has_current = self.end > self._lpos  # the line so far holds text
             if has_current and self._lr is None and not self._q_done:  # nothing of the line read yet
-                head = store.take_current()
-                self.end -= len(head)
-                self.cum -= units_of(head, self._utf16)
-                piece = head + piece
-                units = units_of(piece, self._utf16)
+                piece = store.take_current() + piece  # the line so far is end - _lpos code points, cum - _lcum units
+                units += self.cum - self._lcum
+                self.end, self.cum = self._lpos, self._lcum
                 has_current = False
             if has_current:
                 store.add(piece)
@@ -275,9 +298,24 @@ class LineScanner:
                 self._whole_line(piece, units)
             start = nl + 1
             nl = text.find("\n", start)
-        if start < len(text):
+        if start < len(text):  # the next line's beginning (as _add_partial, inlined: this runs once per append)
             piece = text[start:]
-            self._add_partial(piece, len(piece) if bmp else -1)
+            self._add(piece)
+            n = len(piece)
+            self.end += n
+            self.cum += n if bmp else units_of(piece, True)
+            if (
+                self.cum > self._room
+                or (
+                    self._lr is None
+                    and self._ws_open
+                    and not self._ws_leading
+                    and self.head_units + self._ws_cum - self.base_cum >= self._min
+                    and self._ws_start >= self.base
+                )
+                or (self._sentence and self.head_units + self.cum - self.base_cum >= self._min)
+            ):
+                self._advance(False)
 
     # --- events inside a line -------------------------------------------------------------------------
 
@@ -653,11 +691,13 @@ class LineScanner:
         if fence is not None:
             body = _fence_body(line, fence)
             if body < 0:
-                return False
+                return self._closer_line(line, units, fence)
         elif line and line[0] in _SLOW_START:
-            if _SIMPLE_ITEM.match(line) is None:
-                return False
-            body, lr = 2, _SIMPLE_ITEM_READ
+            m = _LINE_HEAD.match(line)
+            known = _HEAD_READS.get(m.lastgroup if m else None)
+            if known is None:  # an item or a fence opener, or a line the general path reads
+                return m is not None and self._head_line(line, units, m)
+            body, lr = known
         else:
             body = 0
         if cum > self._room:  # it may not fit (with room for the fence's closer)
@@ -692,6 +732,108 @@ class LineScanner:
             self._store.forget(self.base)
         self._lpos, self._lcum, self._q_done = self._store.cur_pos, self.cum, False
         return True
+
+    def _head_line(self, line: str, units: int, m: re.Match[str]) -> bool:
+        """A whole line outside fences that ``m`` (a :data:`_LINE_HEAD` match) found a list item or a fence opener
+        in: read as the general path reads it (``_whole_line``), without reading its prefix character by character.
+        False when the general path must: the line may make the pending text overflow, or it is an opener whose info
+        string might not fit or that a backtick in its info string makes text."""
+        n = len(line)
+        if self.cum + units > self._room:  # it may not fit (with room for the fence's closer)
+            return False
+        rs = self._rs
+        before = rs.lists
+        e = m.end()
+        if m.lastgroup == "run":
+            if 3 * n + 4 > self._max or (line[0] == "`" and line.find("`", e) >= 0):
+                return False
+            lists = [] if rs.prev_blank and before else before
+            lr = LineRead(RUN, 0, 0, 0, 0, 0, lists, False, False, -1)
+        else:
+            s = m.end("ind")
+            lists = [x for x in before if x <= s]
+            lists.append(e)
+            lr = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
+        self._store.add(line)
+        self.end += n
+        self.cum += units
+        q = lr.q
+        if self._ws_open:
+            self._lr_peek = lr
+            self._complete_break(q, line[q])
+            self._lr_peek = None
+        else:
+            self._q_done, self._p_blank = True, False
+        rs.lists = lists
+        inline = self._inline
+        inline.cancel()  # a list item or a fence run begins: no span or link crosses it
+        pos = self._lpos
+        if lr.kind == RUN:
+            fence = open_fence(line, lr, lists, 0, e, self.params)
+            fence.opener_start = pos
+            fence.content_start = pos + n + 1
+            fence.content_cum = self.cum + 1
+            self._regions.add(pos, pos + len(line.rstrip(_WS)), False)
+            self.fence = rs.fence = fence
+            self._refit()
+            self._fences.append(fence)
+            meta = (0, None, False, lr, before)
+        else:
+            if _OPENS.search(line, e):  # nothing is open: only a backtick or a "[" can change the inline state
+                inline.scan(line, e, n, pos)
+            meta = (e, None, True, lr, before)
+        self._end_head_line(line, n, lr.body, meta)
+        return True
+
+    def _closer_line(self, line: str, units: int, fence: Fence) -> bool:
+        """A whole line of a top-level ``fence`` that closes it (its run at column 0, only whitespace after it), that
+        cannot make the pending text overflow: read as the general path reads it. False for any other line (the
+        general path reads it)."""
+        if fence.item_indent or fence.quote_depth or not line or line[0] != fence.char or self.cum + units > self._room:
+            return False
+        m = _CLOSER.match(line)
+        if m is None or m.end(1) < fence.length:
+            return False
+        n = len(line)
+        rs = self._rs
+        before = rs.lists
+        lr = LineRead(FLINE, 0, 0, 0, 0, 0, before, False, False, -1)
+        self._store.add(line)
+        self.end += n
+        self.cum += units
+        if self._ws_open:
+            self._lr_peek = lr
+            self._complete_break(0, line[0])
+            self._lr_peek = None
+        else:
+            self._q_done, self._p_blank = True, False
+        pos = self._lpos
+        fence.closer_line = fence.end_line = pos
+        self._regions.add(pos, pos + m.end(1), False)
+        self.fence = rs.fence = None
+        self._refit()
+        self._end_head_line(line, n, 0, (0, fence, False, lr, before))
+        return True
+
+    def _end_head_line(self, line: str, n: int, body: int, meta: LineMeta) -> None:
+        """The end of a line read by :meth:`_head_line` or :meth:`_closer_line` (as ``_finish_line`` ends one)."""
+        self._rs.prev_blank = False
+        pos = self._lpos
+        ws_idx = max(body, len(line.rstrip(_WS)))
+        self._ws_open, self._ws_leading = True, self._p_blank
+        self._ws_start = pos + ws_idx
+        self._ws_cum = self.cum - (n - ws_idx)
+        self._ws_nl = 1
+        self._ws_last_nl = pos + n
+        self.end += 1
+        self.cum += 1
+        store = self._store
+        store.push_line(line, self.cum, meta)
+        if self._p_blank and not self.head:
+            self.base, self.base_cum = self.end, self.cum
+            self._refit()
+            store.forget(self.base)
+        self._lpos, self._lcum, self._q_done = store.cur_pos, self.cum, False
 
     def _empty_line(self, pos: int, fence: Fence | None) -> None:
         """An empty line at ``pos`` (in ``fence`` or not): it ends a paragraph and extends the break."""

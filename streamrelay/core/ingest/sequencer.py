@@ -12,9 +12,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
-from streamrelay.core.events import Event, JoinedDeltas, TextEvent, TextMode
+from streamrelay.core.events import JoinedDeltas, RunEvent, TextDelta, TextEvent, TextMode
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
+
+_E = TypeVar("_E", bound=RunEvent)
+"""The events :func:`join_deltas` is given (a run's: :data:`core.events.RunEvent`, or typed events alone)."""
 
 
 @dataclass
@@ -31,7 +35,7 @@ class SeqGate:
 
     gap_timeout_s: float = 2.0
     last: int | None = None
-    _held: list[tuple[int, int, Event]] = field(default_factory=list)
+    _held: list[tuple[int, int, RunEvent]] = field(default_factory=list)
     _held_since: float | None = None
     _n: int = 0
     dropped: int = 0
@@ -51,10 +55,10 @@ class SeqGate:
             self._consumed.discard(self.last + 1)
             self.last += 1
 
-    def push_all(self, events: Iterable[Event], now: float) -> list[Event]:
+    def push_all(self, events: Iterable[RunEvent], now: float) -> list[RunEvent]:
         """:meth:`push` each of ``events`` in order; return the events now ready, in order. O(events) when they come
         in order: an event without ``seq``, or with the next one while nothing is held, is ready at once."""
-        ready: list[Event] = []
+        ready: list[RunEvent] = []
         for event in events:
             seq = event.seq
             if seq is None:
@@ -66,7 +70,7 @@ class SeqGate:
                 ready += self.push(event, now)
         return ready
 
-    def push(self, event: Event, now: float) -> list[Event]:
+    def push(self, event: RunEvent, now: float) -> list[RunEvent]:
         """Take one event; return the events now ready, in order."""
         if event.seq is None:
             return [event]
@@ -86,8 +90,8 @@ class SeqGate:
             self._held_since = None
         return ready
 
-    def _release(self) -> list[Event]:
-        out: list[Event] = []
+    def _release(self) -> list[RunEvent]:
+        out: list[RunEvent] = []
         self._skip_consumed()
         while self._held and (self.last is None or self._held[0][0] == self.last + 1):
             seq, _, event = heapq.heappop(self._held)
@@ -100,11 +104,11 @@ class SeqGate:
         """When held events must be released despite the gap (clock seconds), or None."""
         return None if self._held_since is None else self._held_since + self.gap_timeout_s
 
-    def expire(self, now: float) -> list[Event]:
+    def expire(self, now: float) -> list[RunEvent]:
         """Release held events past the gap timeout, recording the gap."""
         if self._held_since is None or now < self._held_since + self.gap_timeout_s:
             return []
-        out: list[Event] = []
+        out: list[RunEvent] = []
         while self._held:
             self._skip_consumed()
             seq, _, event = heapq.heappop(self._held)
@@ -161,7 +165,7 @@ class SeqFloor:
             self.floor += 1
 
 
-def join_deltas(events: list[Event]) -> list[Event]:
+def join_deltas(events: list[_E]) -> list[_E | JoinedDeltas]:
     """Join adjacent text deltas of the same source, message, visibility and lane into one
     :class:`~core.events.JoinedDeltas`.
 
@@ -174,26 +178,27 @@ def join_deltas(events: list[Event]) -> list[Event]:
     run).
     """
     if len(events) < 2:
-        return events
-    out: list[Event] = []
+        return cast("list[_E | JoinedDeltas]", events)  # (read only: nothing is added to it)
+    out: list[_E | JoinedDeltas] = []
     parts: list[str] = []
-    head: TextEvent | None = None  # the delta the next ones may join
+    head: TextEvent | TextDelta | None = None  # the delta the next ones may join
     delta = TextMode.DELTA
     for event in events:
-        if isinstance(event, TextEvent) and event.mode is delta:
+        if type(event) is TextDelta or (isinstance(event, TextEvent) and event.mode is delta):
+            text = cast("TextEvent | TextDelta", event)  # (what the line above says)
             if (
                 head is not None
-                and event.message == head.message
-                and event.visibility is head.visibility
-                and event.lane is head.lane
-                and event.source == head.source
+                and text.message == head.message
+                and text.visibility is head.visibility
+                and text.lane is head.lane
+                and text.source == head.source
             ):
-                parts.append(event.text)
+                parts.append(text.text)
                 continue
             if parts:
                 _flush_joined(out, parts)
             out.append(event)
-            head = event
+            head = text
             continue
         if parts:
             _flush_joined(out, parts)
@@ -203,9 +208,10 @@ def join_deltas(events: list[Event]) -> list[Event]:
     return out
 
 
-def _flush_joined(out: list[Event], parts: list[str]) -> None:
+def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
     if parts:
-        last = out[-1]
+        head = out[-1]
+        last = head.event() if isinstance(head, TextDelta) else head  # a TextDelta joined: its event, once per join
         assert isinstance(last, TextEvent)
         candidates: list[tuple[int, int]] = []
         offset = 0
@@ -214,5 +220,6 @@ def _flush_joined(out: list[Event], parts: list[str]) -> None:
                 candidates.append((offset, len(part)))
             offset += len(part)
         fields = dict(last.__dict__, text=last.text + "".join(parts), replay_candidates=tuple(candidates))
-        out[-1] = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
+        joined = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
+        out[-1] = joined
         parts.clear()

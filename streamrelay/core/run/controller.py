@@ -23,7 +23,17 @@ from streamrelay.core.delivery.conversation import open_conversation
 from streamrelay.core.delivery.reconciler import Reconciler
 from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.threads import ChildThreads
-from streamrelay.core.events import DeliveryMode, End, EndStatus, ErrorEvent, Event, RunStart, Source, Stop, Target
+from streamrelay.core.events import (
+    DeliveryMode,
+    End,
+    EndStatus,
+    ErrorEvent,
+    RunEvent,
+    RunStart,
+    Source,
+    Stop,
+    Target,
+)
 from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane, ToolCallCollector
 from streamrelay.core.policy import ChannelPolicy, SubagentPolicy
 from streamrelay.core.ports import ChannelAdapter, StopControls, TextFormat
@@ -207,7 +217,7 @@ class RunController:
         self.stage.opened(self._platform)
         self.rec.start()
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: RunEvent) -> None:
         """Apply one in-order event to the stage (never the root's ``end``: see :meth:`close`)."""
         if (
             isinstance(event, ErrorEvent)

@@ -23,7 +23,7 @@ from streamrelay.core.clock import Clock
 from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError, OwnershipLostError
-from streamrelay.core.events import EVENT_TYPES, Event, event_line
+from streamrelay.core.events import EVENT_TYPES, Event, RunEvent, event_line
 from streamrelay.core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.lanes.gate import (
@@ -71,10 +71,10 @@ def _line_text(obj: Any, raw: str | None) -> str:
 def _stage_group(
     lines: Sequence[tuple[Any, str | None]],
     start: int,
-    group: tuple[ActiveRun, list[Event], list[LineResult | IngestError]],
+    group: tuple[ActiveRun, Sequence[RunEvent], list[LineResult | IngestError]],
     results: list[LineResult | IngestError],
     entries: list[JournalEntry],
-    staged: list[tuple[ActiveRun, list[Event]]],
+    staged: list[tuple[ActiveRun, Sequence[RunEvent]]],
 ) -> int:
     """Note a group of :meth:`Admission.take_deltas` or :meth:`Admission.take_raw` (``lines[start:]``'s first
     ``len(taken)``): each line's result, the journal entry of each line taken, and one hand-over of its events.
@@ -193,9 +193,18 @@ class Relay:
             obj, raw = lines[0]
             mark = _run_mark(obj, run_hint, self._runs)  # the run as admission knew it (undone if not journaled)
             admission = self._admission
-            group = admission.take_deltas(lines, 0, run_hint, replay=False) or admission.take_raw(
-                lines, 0, run_hint, replay=False
-            )  # (else admission.accept takes it, in _take)
+            if (taken := admission.take_delta(obj, run_hint)) is not None:  # the common line: a plain text delta
+                run, event = taken
+                entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
+                try:
+                    await self._journal.append((entry,))
+                except Exception:
+                    await self._undo((entry,), [(run, (event,))], () if mark is None else (mark,))
+                    raise
+                if not (run.opened and run.queue.offer((event,))):  # ActiveRun.offer, written out
+                    await self._hand_over([(run, [event])], replay=False)
+                return [ONE_EVENT]
+            group = admission.take_raw(lines, 0, run_hint, replay=False)  # (else admission.accept takes it, in _take)
             if group is not None:
                 run, events, results = group
                 result = results[0]
@@ -292,7 +301,7 @@ class Relay:
         self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None, *, replay: bool
     ) -> list[LineResult | IngestError]:
         results: list[LineResult | IngestError] = []
-        staged: list[tuple[ActiveRun, list[Event]]] = []
+        staged: list[tuple[ActiveRun, Sequence[RunEvent]]] = []
         entries: list[JournalEntry] = []
         admission = self._admission
         marks: dict[str, _Mark] = {}  # what admission knew of each run before this batch (undone if not journaled)
@@ -328,7 +337,7 @@ class Relay:
         return results
 
     async def _journal_or_undo(
-        self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, list[Event]]], marks: dict[str, _Mark]
+        self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, Sequence[RunEvent]]], marks: dict[str, _Mark]
     ) -> None:
         """Journal a batch's taken lines; when the journal refuses them, admission forgets them (new runs, ``seq``
         numbers, usage, an ``end``, what a raw stream's normalizer made of them), so the same lines sent again are
@@ -344,7 +353,10 @@ class Relay:
             raise
 
     async def _undo(
-        self, entries: Sequence[JournalEntry], staged: Sequence[tuple[ActiveRun, list[Event]]], marks: Iterable[_Mark]
+        self,
+        entries: Sequence[JournalEntry],
+        staged: Sequence[tuple[ActiveRun, Sequence[RunEvent]]],
+        marks: Iterable[_Mark],
     ) -> None:
         """Admission forgets what it took of the lines ``entries`` the journal refused: the runs they opened, each
         run's ``seq`` numbers, usage and end (``marks``), and what a raw stream's normalizer made of them."""
@@ -383,7 +395,7 @@ class Relay:
                 fresh.close()
         run.normalizer = fresh
 
-    async def _hand_over(self, staged: list[tuple[ActiveRun, list[Event]]], *, replay: bool) -> None:
+    async def _hand_over(self, staged: list[tuple[ActiveRun, Sequence[RunEvent]]], *, replay: bool) -> None:
         """Give the taken events to their runs, opening new runs first (their queues are bounded: the worker must
         run). A replayed run takes its whole journal as its backlog before it opens: one batch, caught up at once."""
         for run, events in consecutive(staged):

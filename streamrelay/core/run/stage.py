@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import cast
 
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.delivery.agents import SubAgents
@@ -42,8 +43,10 @@ from streamrelay.core.events import (
     Lane,
     Media,
     Phase,
+    RunEvent,
     RunStart,
     Status,
+    TextDelta,
     TextEvent,
     TextMode,
     ToolCall,
@@ -154,13 +157,20 @@ class RunStage:
 
     # --- events -----------------------------------------------------------------------------------------
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: RunEvent) -> None:
         """Apply one in-order event (never the root's ``end``: see :meth:`close`)."""
-        # The common event first: a root answer delta on the ui lane, plain text, the common line of each stage. Its
-        # fields are read from the model's ``__dict__``: pydantic's ``BaseModel.__getattr__`` makes each attribute
-        # read take CPython's slow lookup hook (about 130 ns against 40 here), and this is read once per event.
-        if type(event) is TextEvent and (
-            (fields := event.__dict__)["source"] is None
+        # The common event first: a root answer delta on the ui lane, plain text, the common line of each stage. It
+        # comes as a TextDelta (admission's typed value of a plain line), or as a TextEvent whose fields are read from
+        # the model's ``__dict__``: pydantic's ``BaseModel.__getattr__`` makes each attribute read take CPython's slow
+        # lookup hook (about 130 ns against 40 here), and this is read once per event.
+        if type(event) is TextDelta:
+            message, text = event.message, event.text
+            if not (text and _NOT_PLAIN.search(text) is None and self.text.plain_delta(message, text)):
+                self._handle(event.event())  # the rare line: as the event it stands for
+                return
+        elif not (
+            type(event) is TextEvent
+            and (fields := event.__dict__)["source"] is None
             and fields["mode"] is _DELTA
             and fields["visibility"] is _ANSWER
             and fields["lane"] is _UI
@@ -168,17 +178,18 @@ class RunStage:
             and _NOT_PLAIN.search(text) is None
             and self.text.plain_delta(message := fields["message"], text)
         ):
-            if self.committed is None and not self._at_commit:
-                linear = self.answer.appended(message, text)
-                self.mode.on_answer(linear, message)
-                if linear.reset:
-                    self.monitor.publish("answer", text=linear.text, reset=True)
-                else:
-                    self.monitor.answer_grew(linear.text)  # the shared answer grew at its end by exactly it
-            else:
-                self.answer.appended(message, text)
+            self._handle(cast(Event, event))  # (not a TextDelta: taken above)
             return
-        self._handle(event)
+        # The common line: the root's answer ``message`` grew at its end by the plain ``text``.
+        if self.committed is None and not self._at_commit:
+            linear = self.answer.appended(message, text)
+            self.mode.on_answer(linear, message)
+            if linear.reset:
+                self.monitor.publish("answer", text=linear.text, reset=True)
+            else:
+                self.monitor.answer_grew(linear.text)  # the shared answer grew at its end by exactly it
+        else:
+            self.answer.appended(message, text)
 
     def _handle(self, event: Event) -> None:
         """:meth:`handle` for any event."""

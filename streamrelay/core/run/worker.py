@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from streamrelay.core.clock import Clock
 from streamrelay.core.errors import OwnershipLostError
-from streamrelay.core.events import End, Event, Stop, TextEvent
+from streamrelay.core.events import End, Event, RunEvent, Stop, TextDelta, TextEvent
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.quota import RunUsage
 from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
@@ -37,10 +37,10 @@ class ActiveRun:
     """An accepted run while it is delivered: its controller, its input queue and ``seq`` gate."""
 
     controller: RunController
-    queue: Inbox[Event]
+    queue: Inbox[RunEvent]
     gate: SeqGate
     normalizer: Normalizer | None
-    backlog: list[Event] | None = None
+    backlog: list[RunEvent] | None = None
     """Events replayed from the journal, taken first as one batch (None for a live run)."""
     opened: bool = False
     opened_at_s: float = 0.0
@@ -83,12 +83,12 @@ class ActiveRun:
         """Hand one accepted event to the worker (waits while the queue is full)."""
         await self.put_all((event,))
 
-    def offer(self, events: Sequence[Event]) -> bool:
+    def offer(self, events: Sequence[RunEvent]) -> bool:
         """:meth:`put_all` without waiting, for an opened run whose inbox has room for ``events`` (the common
         hand-over: no coroutine made for it); False, nothing done, otherwise (then :meth:`put_all`)."""
         return self.opened and self.queue.offer(events)
 
-    async def put_all(self, events: Sequence[Event]) -> None:
+    async def put_all(self, events: Sequence[RunEvent]) -> None:
         """Hand accepted events to the worker in order, waking it once (waits while the queue is full)."""
         if self.backlog is not None and not self.opened:
             self.backlog.extend(events)
@@ -96,10 +96,10 @@ class ActiveRun:
             await self.queue.put_all(events)
 
 
-def consecutive(staged: list[tuple[ActiveRun, list[Event]]]) -> list[tuple[ActiveRun, list[Event]]]:
+def consecutive(staged: list[tuple[ActiveRun, Sequence[RunEvent]]]) -> list[tuple[ActiveRun, list[RunEvent]]]:
     """``staged`` with the events of consecutive lines of the same run joined: one hand-over (one wake of its
     worker) per run and batch rather than per line. O(events)."""
-    out: list[tuple[ActiveRun, list[Event]]] = []
+    out: list[tuple[ActiveRun, list[RunEvent]]] = []
     for run, events in staged:
         if out and out[-1][0] is run:
             out[-1][1].extend(events)
@@ -118,7 +118,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     queue, gate = run.queue, run.gate
     stage = controller.stage
     stage_deadline = stage.mode.deadline  # the stage's timers are its delivery mode's
-    stage_handle: Callable[[Event], None] = stage.handle
+    stage_handle: Callable[[RunEvent], None] = stage.handle
     gate_deadline, take, waiter_of = gate.deadline, queue.take, queue.waiter
     last_event_at = clock.now() - run.quiet_s
     try:
@@ -186,30 +186,32 @@ async def _catch_up(run: ActiveRun, now: float) -> bool:
         book.catching_up = False
 
 
-def _took(run: ActiveRun, batch: list[Event], stage_handle: Callable[[Event], None], now: float) -> End | Stop | None:
+def _took(
+    run: ActiveRun, batch: list[RunEvent], stage_handle: Callable[[RunEvent], None], now: float
+) -> End | Stop | None:
     """Apply ``batch``, taken at ``now``, up to the root's ``end`` or a Stop, which is returned (None: none came)."""
     if len(batch) == 1 and (event := batch[0]).seq is None:
         # The gate and the join give one event without seq as it is. A text event is neither an end, a Stop nor an
         # error event (what RunController.handle looks at): it goes to the stage directly. (``type()``, not
         # ``__class__``: an event's attribute reads take pydantic's slow ``__getattr__`` hook.)
-        if type(event) is TextEvent:
+        if type(event) is TextDelta or type(event) is TextEvent:
             stage_handle(event)
             return None
         return _feed(run.controller, batch)
     return _feed(run.controller, _ordered(run, batch, now))
 
 
-def _ordered(run: ActiveRun, batch: list[Event], now: float) -> list[Event]:
+def _ordered(run: ActiveRun, batch: list[RunEvent], now: float) -> list[RunEvent]:
     """``batch`` ordered through the seq gate, the deltas that arrived together joined."""
     return join_deltas(run.gate.push_all(batch, now))
 
 
-async def _apply(run: ActiveRun, batch: list[Event], now: float) -> bool:
+async def _apply(run: ActiveRun, batch: list[RunEvent], now: float) -> bool:
     """Order ``batch`` through the seq gate and apply it; True when the run was finalized."""
     return await _handle(run.controller, _ordered(run, batch, now), run.gate.gaps)
 
 
-async def _handle(controller: RunController, ready: list[Event], gaps: Sequence[str] = ()) -> bool:
+async def _handle(controller: RunController, ready: list[RunEvent], gaps: Sequence[str] = ()) -> bool:
     """Apply ``ready``, finalizing the run at its root ``end`` or a Stop; True when it was finalized."""
     ending = _feed(controller, ready)
     if ending is None:
@@ -218,7 +220,7 @@ async def _handle(controller: RunController, ready: list[Event], gaps: Sequence[
     return True
 
 
-def _feed(controller: RunController, ready: list[Event]) -> End | Stop | None:
+def _feed(controller: RunController, ready: list[RunEvent]) -> End | Stop | None:
     """Apply ``ready`` to the run up to its root ``end`` or a Stop, which is returned (None: none came)."""
     handle = controller.handle
     for item in ready:

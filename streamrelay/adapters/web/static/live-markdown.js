@@ -122,30 +122,51 @@
     });
   }
 
+  /**
+   * The code spans of text[start, end) (no fence in it), as offsets in `text`; linear (invisible.py's _code_spans):
+   * the blank lines number each backtick run's paragraph (a span never crosses one), and each run length keeps a
+   * cursor into its runs, only moved forward, to find an opener's closer: the next run of its length in its paragraph.
+   */
   function codeSpans(text, start, end) {
+    const part = text.slice(start, end);
     const runs = [];
     const run = /`+/g;
-    const part = text.slice(start, end);
-    for (let m = run.exec(part); m; m = run.exec(part)) runs.push([m.index, m.index + m[0].length]);
+    for (let m = run.exec(part); m; m = run.exec(part)) runs.push([start + m.index, start + m.index + m[0].length]);
+    const blank = new RegExp(BLANK_LINE.source, "g");
+    const paragraph = new Array(runs.length);
+    let k = 0;
+    let blanks = 0;
+    for (let m = blank.exec(part); m; m = blank.exec(part)) { // a blank line holds no backtick: it is between runs
+      for (; k < runs.length && runs[k][0] < start + m.index; k += 1) paragraph[k] = blanks;
+      blanks += 1;
+    }
+    for (; k < runs.length; k += 1) paragraph[k] = blanks;
+    const byLength = new Map();
+    runs.forEach(([runStart, runEnd], index) => {
+      const length = runEnd - runStart;
+      if (!byLength.has(length)) byLength.set(length, { runs: [], cursor: 0 });
+      byLength.get(length).runs.push(index);
+    });
     const spans = [];
     let i = 0;
     while (i < runs.length) {
       let runStart = runs[i][0];
       const runEnd = runs[i][1];
+      const opener = i;
       i += 1;
       let slashes = 0;
-      while (runStart - slashes > 0 && text[start + runStart - slashes - 1] === "\\") slashes += 1;
+      while (runStart - slashes > start && text[runStart - slashes - 1] === "\\") slashes += 1;
       if (slashes % 2) {
         runStart += 1;
         if (runStart === runEnd) continue;
       }
-      for (let j = i; j < runs.length; j += 1) {
-        if (BLANK_LINE.test(text.slice(start + runEnd, start + runs[j][0]))) break;
-        if (runs[j][1] - runs[j][0] === runEnd - runStart) {
-          spans.push([start + runStart, start + runs[j][1]]);
-          i = j + 1;
-          break;
-        }
+      const same = byLength.get(runEnd - runStart);
+      if (same === undefined) continue;
+      while (same.cursor < same.runs.length && same.runs[same.cursor] <= opener) same.cursor += 1;
+      const closer = same.runs[same.cursor];
+      if (closer !== undefined && paragraph[closer] === paragraph[opener]) {
+        spans.push([runStart, runs[closer][1]]);
+        i = closer + 1;
       }
     }
     return spans;
