@@ -104,9 +104,11 @@ class _Ingest:
         self.callers = callers
         self.max_body_bytes = max_body_bytes
         self.max_line_bytes = max_line_bytes
-        self.typed = isinstance(relay, Relay)
-        """Whether the relay takes text lines as events already validated (:func:`lines.decode_text`); a replica's
-        front routes JSON objects."""
+        self.typed = isinstance(relay, Relay) or getattr(relay, "takes_typed", False) is True
+        """Whether the relay takes text lines as events already validated (:func:`lines.decode_text`): one process's
+        relay, and a replica's front (which forwards their text as it came)."""
+        self.paced_by_relay = getattr(relay, "paces_clients", False) is True
+        """Whether the relay paces each client's ``events_per_s`` itself (a replica's front, through Redis)."""
 
     def __repr__(self) -> str:
         return f"_Ingest(max_body_bytes={self.max_body_bytes})"  # never a token
@@ -211,8 +213,10 @@ class _Ingest:
     async def _submit(
         self, decoded: list[tuple[Any, str | None]], numbers: list[int], caller: Caller, hint: str | None, tally: Tally
     ) -> JSONResponse | None:
-        """Submit one batch's decoded lines (numbered ``numbers``) into ``tally``; the 503 when the journal failed."""
-        await caller.pace(len(decoded))
+        """Submit one batch's decoded lines (numbered ``numbers``) into ``tally``; the 503 when the journal failed.
+        The client's ``events_per_s`` is paced here unless the relay paces it (a replica's front: across replicas)."""
+        if not self.paced_by_relay:
+            await caller.pace(len(decoded))
         try:
             results = await self.relay.submit_lines(decoded, hint)
         except Exception as exc:  # the journal could not be written: nothing of this batch is accepted
@@ -234,7 +238,8 @@ class _Ingest:
             public = caller.public(str(result)) if isinstance(result, IngestError) else None
             tally.add(line_no, result, public)
             events += result.events if isinstance(result, LineResult) else 0
-        await caller.pace(events - len(decoded))  # raw lines may carry many events: paced by what they gave
+        if not self.paced_by_relay:
+            await caller.pace(events - len(decoded))  # raw lines may carry many events: paced by what they gave
         return None
 
     def _known_start(self, raw: bytes, caller: Caller, hint: str | None) -> bool:

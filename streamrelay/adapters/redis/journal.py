@@ -4,7 +4,7 @@ Implements :class:`core.records.journal.Journal` with the semantics of ``MemoryJ
 runs of one partition (an owner holds one journal per partition it owns; every key carries the partition's hash
 tag, so each write is one Lua script in one slot). Keys (partition 7)::
 
-    sr:{p7}:j:lines:<run>   a list: the run's lines
+    sr:{p7}:j:lines:<run>   a list: the run's lines, each element one append's lines of the run joined by "\n"
     sr:{p7}:j:runs          a sorted set: unfinished runs, scored by their first line's order
     sr:{p7}:j:seq           the order counter
     sr:{p7}:j:at            a hash: run -> when its newest line was accepted (Redis's clock, float seconds)
@@ -41,7 +41,8 @@ _APPEND = (
     FENCE_CHECK
     + _NOW
     + """
--- KEYS: fence, seq, runs, at, inbox, then one lines key per entry; ARGV: token, group, n_acks, acks..., run, line...
+-- KEYS: fence, seq, runs, at, inbox, then one lines key per run; ARGV: token, group, n_acks, acks..., then per run:
+-- run, its lines joined by a newline (one list element: NDJSON lines hold none)
 local i = 4
 local acks = {}
 for k = 1, tonumber(ARGV[3]) do acks[k] = ARGV[i]; i = i + 1 end
@@ -157,11 +158,14 @@ class RedisJournal:
         """
         if not entries and not acks:
             return
-        keys = [self._keys.fence(self.partition), self._key("seq"), self._key("runs"), self._key("at")]
-        keys += [self._keys.inbox(self.partition), *(self._key(f"lines:{e.run}") for e in entries)]
-        args: list[str | int | float] = [GROUP, len(acks), *acks]
+        by_run: dict[str, list[str]] = {}  # each run's lines in order: one list element per run (few arguments)
         for entry in entries:
-            args += [entry.run, entry.line]
+            by_run.setdefault(entry.run, []).append(entry.line)
+        keys = [self._keys.fence(self.partition), self._key("seq"), self._key("runs"), self._key("at")]
+        keys += [self._keys.inbox(self.partition), *(self._key(f"lines:{run}") for run in by_run)]
+        args: list[str | int | float] = [GROUP, len(acks), *acks]
+        for run, lines in by_run.items():
+            args += [run, lines[0] if len(lines) == 1 else "\n".join(lines)]
         await self._append.fenced(self.partition, self.token, keys, args)
 
     async def unfinished(self) -> list[str]:
@@ -172,7 +176,8 @@ class RedisJournal:
     async def lines(self, run: str) -> list[str]:
         """``run``'s journaled lines, in the order they were accepted."""
         with unavailable("journal.lines"):
-            return [str(line) for line in await self._client.lrange(self._key(f"lines:{run}"), 0, -1)]
+            stored = await self._client.lrange(self._key(f"lines:{run}"), 0, -1)
+        return [line for element in stored for line in str(element).split("\n")]
 
     async def last_at(self, run: str) -> float | None:
         """When ``run``'s newest line was accepted (Redis's clock, seconds since the epoch), or None without lines."""

@@ -20,6 +20,7 @@ Layout (prefix ``sr``, partition 7)::
     sr:{p7}:l:...           the ledger (RedisLedger)
     sr:{rate:<scope>}:tat   a budget's GCRA state; :pause its 429 pause; :finals the finals waiting on it
     sr:{replicas}           live replicas (a sorted set: owner -> heartbeat deadline)
+    sr:{c:<client>}:active  a client's active runs over every replica; :tat its events_per_s (client_limits.py)
 """
 
 from __future__ import annotations

@@ -97,6 +97,10 @@ class RunIndex:
         value = await self._client.get(key)
         return self._remember(run, partition if value is None else int(value))
 
+    def known(self, run: str) -> int | None:
+        """The partition of ``run`` when this replica knows it already (no round trip), else None."""
+        return self._cache.get(run)
+
     async def partition(self, run: str) -> int | None:
         """The partition of ``run`` (None: no ``run.start`` of it was taken).
 

@@ -1,7 +1,8 @@
 """The input streams: accepted input lines on their way from any replica to their partition's owner.
 
-Ingest on any replica appends a request's lines for one conversation to its partition's stream ``sr:{p7}:in``
-(XADD, one MULTI per batch). The partition's owner reads them with XREADGROUP in the one consumer group
+Ingest on any replica appends a request's lines to their partition's stream ``sr:{p7}:in``, one entry per run
+holding the run's lines of the batch as their NDJSON text (one script per partition and batch:
+:meth:`InputStream.append_open`). The partition's owner reads them with XREADGROUP in the one consumer group
 :data:`~adapters.redis.journal.GROUP`, consumer = its owner id; a read entry stays *pending* (in the group's
 PEL) until acknowledged, which the owner does only once the entry's effect is durable (journaled, or in the
 ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done yet). A new owner takes every
@@ -61,19 +62,21 @@ return id
 
 
 _APPEND_OPEN = """
--- KEYS: inbox, epoch marker, then each entry's run's stop mark; ARGV: epoch ('' unchecked), run, line, run, line...
--- replies per entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended);
--- an error LOST when the partition's epoch marker is not ARGV[1] (Redis lost its data: nothing is appended)
+-- KEYS: inbox, epoch marker, then each run's stop mark; ARGV: epoch ('' unchecked), then per entry: the index of its
+-- run's stop mark in KEYS, run, line. Replies per entry its stream id, or 0 when its run's stop mark exists (nothing
+-- of that run is appended); an error LOST when the partition's epoch marker is not ARGV[1] (Redis lost its data:
+-- nothing is appended)
 if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return redis.error_reply('LOST')
 end
+local stopped = {}
+for k = 3, #KEYS do stopped[k] = redis.call('EXISTS', KEYS[k]) == 1 end
 local out = {}
-for k = 3, #KEYS do
-  local run, line = ARGV[2 * k - 4], ARGV[2 * k - 3]
-  if redis.call('EXISTS', KEYS[k]) == 1 then
+for i = 2, #ARGV, 3 do
+  if stopped[tonumber(ARGV[i])] then
     out[#out + 1] = 0
   else
-    out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', run, 'line', line)
+    out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', ARGV[i + 1], 'line', ARGV[i + 2])
   end
 end
 return out
@@ -88,8 +91,9 @@ taken on a Redis that lost its data."""
 
 @dataclass(frozen=True)
 class InputEntry:
-    """One input line in a partition's stream: its stream ``id`` (what :meth:`InputStream.ack` takes), its run and
-    its JSON text."""
+    """One entry of a partition's stream: its stream ``id`` (what :meth:`InputStream.ack` takes), its run and the
+    run's lines as a replica's front took them from one request: their NDJSON text, joined by ``"\\n"``
+    (:meth:`lines`)."""
 
     id: str
     run: str
@@ -98,6 +102,10 @@ class InputEntry:
     def entry(self) -> JournalEntry:
         """As the journal takes it."""
         return JournalEntry(self.run, self.line)
+
+    def lines(self) -> list[str]:
+        """The entry's NDJSON lines, in order."""
+        return self.line.split("\n")
 
 
 @dataclass(frozen=True)
@@ -161,7 +169,9 @@ class InputStream:
     ) -> list[str | None]:
         """Append ``entries`` of ``partition`` in order, in one script, except the lines of runs their reader stopped
         (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`): per
-        entry its stream id, or None for a line not appended (its run was stopped; the caller refuses it with 409).
+        entry its stream id, or None for an entry not appended (its run was stopped; the caller refuses its lines
+        with 409). An entry's ``line`` may be several NDJSON lines of its run joined by ``"\\n"`` (one stream entry,
+        :meth:`InputEntry.lines`); each run's stop mark is one key of the script however many entries it has.
         The check and the append are atomic: a line is either in the stream before the mark, or refused after it.
         With ``epoch`` (:meth:`adapters.redis.Epochs.of`), the partition's epoch marker is checked first in the same
         script: a Redis that lost its data takes nothing.
@@ -172,12 +182,12 @@ class InputStream:
         """
         if not entries:
             return []
-        keys = [
-            self._keys.inbox(partition),
-            self._keys.epoch(partition),
-            *(self._keys.stopped(partition, e.run) for e in entries),
-        ]
-        args = [epoch, *(part for e in entries for part in (e.run, e.line))]
+        marks: dict[str, int] = {}  # each run's stop mark once (its index in KEYS, from 1 as Lua counts)
+        args: list[str | int] = [epoch]
+        for e in entries:
+            args += [marks.setdefault(e.run, len(marks) + 3), e.run, e.line]
+        keys = [self._keys.inbox(partition), self._keys.epoch(partition)]
+        keys += [self._keys.stopped(partition, run) for run in marks]
         try:
             reply = await self._append_open(keys, args)
         except ResponseError as exc:

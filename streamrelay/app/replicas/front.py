@@ -22,13 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streamrelay.adapters.redis import DataLostError, Epochs, InputStream, RunIndex, conversation_key, partition_of
+from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.app.replicas.peers import ReplicaPeers
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import RunStart, parse_event
-from streamrelay.core.ingest.admission import LineResult
-from streamrelay.core.ingest.clients import run_key, split_key
+from streamrelay.core.events import RunStart, TextEvent, event_line, parse_event
+from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
+from streamrelay.core.ingest.clients import ClientBook, run_key, split_key
 from streamrelay.core.lanes.gate import Call, GateDecision
 from streamrelay.core.lanes.pipeline import PipelineLane
 from streamrelay.core.ports import DraftStopControls
@@ -41,6 +42,10 @@ from streamrelay.core.run.stop_controls import is_short_id, short_id
 
 UNREAD_POLL_S = 0.1
 """How often a report request waiting for a run its owner has not read yet asks again."""
+ALLOWANCE_S = 0.1
+"""A replica reserves this many seconds of a client's ``events_per_s`` ahead with each batch's pace (its later batches
+spend them without a round trip while they last, at most this long): a client's pace is kept across replicas to
+within this much of it, always on the slow side (what a replica reserved and did not spend is lost)."""
 STOPPED_CACHE = 100_000
 """Stopped runs a front remembers (their lines are refused without a Redis round trip)."""
 
@@ -77,6 +82,8 @@ class ReplicaFront:
         self._local = local
         self._relays: Callable[[], list[Relay]] = lambda: []
         self._stopped: OrderedDict[str, None] = OrderedDict()
+        self.book = ClientBook()
+        self._allowance: dict[str, tuple[int, float]] = {}  # client -> (events reserved ahead, until: loop time)
 
     def __repr__(self) -> str:
         return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
@@ -87,15 +94,23 @@ class ReplicaFront:
 
     # --- ingest -----------------------------------------------------------------------------------------
 
+    takes_typed = True
+    """The app may hand a ``text`` line over decoded and validated in one step (a :class:`core.events.TextEvent`
+    with its text: :func:`adapters.ingest_http.lines.decode_text`), as to one process's relay: it is forwarded as
+    the bytes it came as, never dumped again."""
+
     async def submit_lines(
         self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None = None
     ) -> list[LineResult | IngestError]:
-        """Route a batch of decoded lines to their runs' partitions (module docstring).
+        """Route a batch of decoded lines to their runs' partitions (module docstring): each run's lines of the batch
+        become one entry of its partition's stream holding their text as it came (joined by ``"\\n"``), and every
+        partition's entries are appended in one script (one Redis round trip per partition in the batch).
 
         Returns:
             Per line: ``LineResult(events=1)`` once it is in its partition's stream, or the :class:`IngestError`
             that refused it (not an event, another run than the URL's, an unknown channel or target, a run that
-            has not started).
+            has not started, 429 a run start past the client's ``max_active_runs`` on every replica together).
+            With :attr:`limits`, the batch first waits its client's pace (``events_per_s`` over every replica).
 
         Raises:
             adapters.redis.DataLostError: Redis lost its data (:mod:`adapters.redis.epoch`): nothing of the batch is
@@ -103,23 +118,117 @@ class ReplicaFront:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
         """
         results: list[LineResult | IngestError] = []
-        batches: dict[int, list[tuple[int, JournalEntry]]] = {}
+        batches: dict[int, dict[str, list[tuple[int, str]]]] = {}  # partition -> run -> (result index, its text)
+        known = self._index.known
+        counted, refused = await self._gate(lines, run_hint) if self.limits is not None else ((), ())
+        failed_starts: list[str] = []
         for obj, raw in lines:
+            if refused and (full := self._refused_start(obj, run_hint, refused)) is not None:
+                results.append(full)
+                continue
+            if type(obj) is TextEvent and raw is not None:  # the common line: validated, its run the URL's
+                run = obj.run
+                partition = known(run)
+                if partition is not None and run not in self._stopped:
+                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw))
+                    results.append(ONE_EVENT)
+                    continue
             try:
-                partition, entry = await self._route(obj, raw, run_hint)
+                partition, run, text = await self._route(obj, raw, run_hint)
             except IngestError as exc:
                 results.append(exc)
+                if counted and type(obj) is dict and obj.get("run", run_hint) in counted:
+                    failed_starts.append(str(obj.get("run", run_hint)))  # counted, yet it never starts
                 continue
-            batches.setdefault(partition, []).append((len(results), entry))
-            results.append(LineResult(events=1))
-        for partition, numbered in batches.items():
-            epoch = "" if self.epochs is None else self.epochs.of(partition)
-            ids = await self._stream.append_open(partition, [entry for _, entry in numbered], epoch=epoch)
-            for (at, entry), stream_id in zip(numbered, ids, strict=True):
-                if stream_id is None:  # its run's stop mark is there: refused, never appended
-                    self._remember_stopped(entry.run)
-                    results[at] = IngestError(STOPPED_ERROR, status=409)
+            batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text))
+            results.append(ONE_EVENT)
+        if failed_starts and self.limits is not None:
+            for run in failed_starts:
+                await self.limits.left(run)
+        await self._append(batches, results)
         return results
+
+    async def _append(
+        self, batches: dict[int, dict[str, list[tuple[int, str]]]], results: list[LineResult | IngestError]
+    ) -> None:
+        """Append each partition's entries (one per run: its lines' texts joined) in one script each; the lines of a
+        run found stopped become 409 in ``results``."""
+        for partition, runs in batches.items():
+            epoch = "" if self.epochs is None else self.epochs.of(partition)
+            entries = [JournalEntry(run, "\n".join(text for _, text in taken)) for run, taken in runs.items()]
+            ids = await self._stream.append_open(partition, entries, epoch=epoch)
+            for (run, taken), stream_id in zip(runs.items(), ids, strict=True):
+                if stream_id is None:  # its run's stop mark is there: refused, never appended
+                    self._remember_stopped(run)
+                    for at, _ in taken:
+                        results[at] = IngestError(STOPPED_ERROR, status=409)
+
+    def _refused_start(self, obj: Any, run_hint: str | None, refused: set[str]) -> IngestError | None:
+        """The 429 of a ``run.start`` line whose run the client's ``max_active_runs`` refused (:meth:`_gate`)."""
+        if type(obj) is not dict or obj.get("kind") != "run.start" or obj.get("run", run_hint) not in refused:
+            return None
+        limits = self.book.limits_for(str(obj.get("run", run_hint)))
+        return IngestError(
+            "your runs active on every replica are the most you may have "
+            f"({limits.setting('max_active_runs')} = {limits.max_active_runs}): end one or retry later",
+            status=429,
+            retry_after_s=1.0,
+        )
+
+    limits: SharedClientLimits | None = None
+    """A client's limits counted over every replica (:mod:`adapters.redis.client_limits`); None: counted by each
+    partition's relay alone (tests)."""
+    book: ClientBook
+    """Each client's limits (the replica's book; by default every client's default limits)."""
+    paces_clients = True
+    """Each client's ``events_per_s`` is paced here, through Redis (:meth:`_gate`), not by the HTTP edge."""
+
+    async def _gate(self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None) -> tuple[set[str], set[str]]:
+        """Pace the batch's lines on their client's ``events_per_s`` and count the runs it starts against its
+        ``max_active_runs``, across replicas, in one Redis script per client (normally one: a request is one
+        client's); waits the pace. A batch that starts no run and fits in what this replica reserved ahead for the
+        client (:data:`ALLOWANCE_S`) takes no round trip. Returns the runs counted and the runs refused (429).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed: nothing of the batch is taken (503).
+        """
+        assert self.limits is not None
+        per_client: dict[str, tuple[str, list[int], list[str]]] = {}  # client -> (a run key, [lines], new runs)
+        for obj, _ in lines:
+            if type(obj) is TextEvent:
+                run: object = obj.run
+            elif type(obj) is dict:
+                run = obj.get("run", run_hint)
+            else:
+                run = run_hint
+            if not isinstance(run, str):
+                continue
+            name = split_key(run)[0]
+            found = per_client.get(name)
+            if found is None:
+                found = per_client[name] = (run, [0], [])
+            found[1][0] += 1
+            if type(obj) is dict and obj.get("kind") == "run.start" and self._index.known(run) is None:
+                found[2].append(run)
+        counted: set[str] = set()
+        refused: set[str] = set()
+        wait_s = 0.0
+        now = asyncio.get_running_loop().time()
+        for key, events, new_runs in per_client.values():
+            limits = self.book.limits_for(key)
+            left, until = self._allowance.get(limits.name, (0, 0.0))
+            if not new_runs and events[0] <= left and now < until:  # reserved by this replica a moment ago
+                self._allowance[limits.name] = (left - events[0], until)
+                continue
+            spare = int(max(1.0, limits.events_per_s) * ALLOWANCE_S)  # reserved ahead: fewer round trips
+            wait, no = await self.limits.gate(limits, events[0] + spare, new_runs)
+            self._allowance[limits.name] = (spare, now + wait + ALLOWANCE_S)
+            wait_s = max(wait_s, wait)
+            refused.update(no)
+            counted.update(run for run in new_runs if run not in no)
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        return counted, refused
 
     def _remember_stopped(self, run: str) -> None:
         self._stopped[run] = None
@@ -127,7 +236,17 @@ class ReplicaFront:
         while len(self._stopped) > STOPPED_CACHE:
             self._stopped.popitem(last=False)
 
-    async def _route(self, obj: Any, raw: str | None, run_hint: str | None) -> tuple[int, JournalEntry]:
+    async def _route(self, obj: Any, raw: str | None, run_hint: str | None) -> tuple[int, str, str]:
+        """A line's partition, run and text: the text it came as when the app kept it (its run named as the key, or
+        left to the URL), else its JSON dump with its run.
+
+        Raises:
+            IngestError: the line is refused (the reasons :meth:`submit_lines` gives).
+        """
+        if isinstance(obj, TextEvent):  # validated by the app, its run not known here yet
+            if obj.run in self._stopped:
+                raise IngestError(STOPPED_ERROR, status=409)
+            return await self._started(obj.run), obj.run, raw if raw is not None else event_line(obj)
         if not isinstance(obj, dict):
             raise IngestError(f"each line must be a JSON object, got {type(obj).__name__}")
         if run_hint is not None and obj.get("run", run_hint) != run_hint:
@@ -139,14 +258,14 @@ class ReplicaFront:
             raise IngestError(STOPPED_ERROR, status=409)
         if "kind" not in obj:  # a raw provider event: its run's normalizer reads it on the owner
             partition = await self._started(run)
-            return partition, JournalEntry(run, raw if raw is not None else json.dumps(obj))
-        obj = {**obj, "run": run}
-        event = parse_event(obj)
+            return partition, run, raw if raw is not None else json.dumps(obj)
+        event = parse_event({**obj, "run": run})  # validated here: a bad line is answered 4xx to its agent
         if isinstance(event, RunStart):
             partition = await self._start(event)
         else:
             partition = await self._started(run)
-        return partition, JournalEntry(run, json.dumps(obj, ensure_ascii=False))
+        # Its text as it came (the owner reads its run from the entry), re-encoded only when the app rewrote it.
+        return partition, run, raw if raw is not None else json.dumps({**obj, "run": run}, ensure_ascii=False)
 
     async def _start(self, event: RunStart) -> int:
         channel = self.channels.get(event.channel)

@@ -6,7 +6,8 @@ a :class:`core.errors.OwnershipLostError`) and its runs stop without another cal
 
 1. resumes the runs the partition's journal holds unfinished (as a restarted single process does);
 2. takes the input entries nobody acknowledged (its own before a restart, a dead owner's: XAUTOCLAIM);
-3. reads new entries (XREADGROUP) and hands them to the relay, one run's consecutive lines at a time. An entry
+3. reads new entries (XREADGROUP: each one run's lines of one request, as the front took them), parses each line
+   once and hands them to the relay, as few batches as can be (:meth:`PartitionOwner._feed`). An entry
    is acknowledged in the same Redis script that journals it; an entry the relay dropped or refused (a repeat, a
    line after the run's end) is acknowledged right after. Entries that keep failing (delivered
    :data:`MAX_DELIVERIES` times) go to the dead-letter stream (``streamrelay runs --dead`` lists them).
@@ -21,6 +22,7 @@ from collections.abc import Callable, Sequence
 from itertools import groupby
 from typing import Any
 
+from streamrelay.adapters.ingest_http.lines import decode_text
 from streamrelay.adapters.redis import InputEntry, InputStream, RedisJournal, RedisLedger
 from streamrelay.core.errors import IngestError, OwnershipLostError, StoreUnavailableError
 from streamrelay.core.records.journal import EndedRun, JournalEntry
@@ -137,12 +139,16 @@ class PartitionOwner:
             await self._take_pending()
             self.ready.set()
             retake = False
+            claimed = True  # entries were just claimed: those delivered too often go to the dead letters
             while not self._stopping:
                 try:
                     if retake or self.relay.interrupted:  # inside the try: Redis may still be down
                         await self._recover()
                         retake = False
-                    await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
+                        claimed = True
+                    if claimed:  # only a claim counts a delivery again: a plain read never makes an entry dead
+                        await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
+                        claimed = False
                     entries = await self._stream.read(
                         self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS
                     )
@@ -184,26 +190,63 @@ class PartitionOwner:
         await self._feed(await self._stream.claim(self.partition, self._owner, min_idle_ms=0))
 
     async def _feed(self, entries: Sequence[InputEntry]) -> None:
-        """Hand ``entries`` to the relay in stream order, as few batches as can be: normalized events name their
-        run, so a stretch of them (any runs) is one batch, journaled in one script; a raw provider line needs its
-        run given, so a stretch of one run's raw lines is a batch of its own."""
-        decoded: list[tuple[InputEntry, Any]] = []
+        """Hand ``entries`` to the relay in stream order, as few batches as can be. Each line is parsed once, here: a
+        ``text`` line decoded and validated in one step (:func:`adapters.ingest_http.lines.decode_text`, as one
+        process does), any other by ``json.loads``. Normalized events are given their entry's run, so a stretch of
+        entries (any runs) is one batch, journaled in one script; an entry holding a raw provider line needs its run
+        given, so a stretch of one run's such entries is a batch of its own. An entry is never split between batches:
+        its lines are journaled, and the entry acknowledged, in one script."""
+        decoded: list[tuple[InputEntry, list[tuple[Any, str]], bool]] = []
         for entry in entries:
-            try:
-                decoded.append((entry, json.loads(entry.line)))
-            except ValueError:
-                _log.error("partition %d: entry %s of run %s is not JSON: dropped", self.partition, entry.id, entry.run)
+            lines, raw = self._decode(entry)
+            if lines:
+                decoded.append((entry, lines, raw))
+            else:
                 await self._stream.ack(self.partition, [entry.id])
-        for run, group in groupby(decoded, key=lambda item: _raw_run(*item)):
+        for run, group in groupby(decoded, key=lambda item: item[0].run if item[2] else None):
             batch = list(group)
-            self.journal.acks = [entry.id for entry, _ in batch]
-            results = await self.relay.submit_lines([(obj, entry.line) for entry, obj in batch], run)
+            self.journal.acks = [entry.id for entry, _, _ in batch]
+            lines = [line for _, taken, _ in batch for line in taken]
+            results = await self.relay.submit_lines(lines, run)
             if self.journal.acks:  # nothing of it was journaled (repeats, lines after the end, refused lines)
                 await self._stream.ack(self.partition, self.journal.acks)
                 self.journal.acks = []
-            for (entry, _), result in zip(batch, results, strict=True):
+            runs = [entry.run for entry, taken, _ in batch for _ in taken]
+            for line_run, result in zip(runs, results, strict=True):
                 if isinstance(result, IngestError):
-                    _log.warning("run %s: a line was refused by its owner: %s", entry.run, result)
+                    _log.warning("run %s: a line was refused by its owner: %s", line_run, result)
+
+    def _decode(self, entry: InputEntry) -> tuple[list[tuple[Any, str]], bool]:
+        """The entry's lines decoded, each with its text; and whether one of them is a raw provider line (its run
+        must be given as the batch's hint). A line that is not JSON is logged and left out (the front parsed it)."""
+        out: list[tuple[Any, str]] = []
+        raw = False
+        run_json: bytes | None = None
+        for text in entry.lines():
+            data = text.encode()
+            if b'"kind"' in data:
+                if run_json is None:
+                    run_json = json.dumps(entry.run).encode()
+                event = decode_text(data, run_json)  # the common line: decoded and validated in one step
+                if event is not None:
+                    out.append((event, text))
+                    continue
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                _log.error(
+                    "partition %d: a line of entry %s of run %s is not JSON: dropped",
+                    self.partition,
+                    entry.id,
+                    entry.run,
+                )
+                continue
+            if isinstance(obj, dict) and "kind" in obj:
+                obj.setdefault("run", entry.run)  # the front left it to the entry (its text is journaled as it is)
+            else:
+                raw = True
+            out.append((obj, text))
+        return out, raw
 
     async def drain(self, timeout_s: float) -> None:
         """Let the active runs finish for up to ``timeout_s`` seconds (input is still read: their lines come
@@ -225,8 +268,3 @@ class PartitionOwner:
             if not task.done() and not await stop(task, limit_s=STOP_WAIT_S):
                 _log.error("partition %d: its reader did not stop within %g s", self.partition, STOP_WAIT_S)
         await self.relay.stop_runs()
-
-
-def _raw_run(entry: InputEntry, obj: Any) -> str | None:
-    """The run a line must be handed over with (a raw provider line names none), None for a normalized event."""
-    return None if isinstance(obj, dict) and "kind" in obj and "run" in obj else entry.run

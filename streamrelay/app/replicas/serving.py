@@ -37,9 +37,11 @@ from streamrelay.adapters.redis import (
     shared_budgets_for,
 )
 from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
 from streamrelay.app.redis_target import connect_service, redis_where
+from streamrelay.app.replicas.client_book import SharedClientBook
 from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.app.replicas.service import ReplicaService
@@ -50,7 +52,7 @@ from streamrelay.config.settings import Settings
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import ConfigError, StoreUnavailableError
-from streamrelay.core.ingest.clients import ClientBook, ClientLimits
+from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
 
@@ -87,7 +89,8 @@ async def serve_replica(
     channels = build_channels(settings, tokens=tokens, metrics=metrics, names=_loaded_now(settings, pending))
     catalog, validate = load_actions(service.actions or None)
     clock = MonotonicClock()
-    book = ClientBook(settings.client_limits())  # a client's active runs counted over this replica's partitions
+    shared_limits = SharedClientLimits(client)  # a client's active runs and events per second, over every replica
+    book = SharedClientBook(settings.client_limits(), shared_limits)
     callers = Callers(clients)
 
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
@@ -112,6 +115,7 @@ async def serve_replica(
         service.partitions,
         local=lambda p: replicas.local(p) if replicas is not None else None,
     )
+    front.book, front.limits = book, shared_limits
     replicas = ReplicaService(
         client,
         front,
@@ -155,6 +159,7 @@ async def serve_replica(
         metrics_token=metrics_token,
         wrap=wrap,
     )
+    keeping = asyncio.create_task(book.keep(replicas.active_runs), name="clients:keep")  # sleeps first
     try:
         listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop)
         if listening is None:
@@ -200,6 +205,7 @@ async def serve_replica(
         with contextlib.suppress(asyncio.CancelledError):
             await serving
     finally:
+        keeping.cancel()
         await replicas.close()
         for proxy in proxies:
             await proxy.close()

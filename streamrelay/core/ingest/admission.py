@@ -627,7 +627,7 @@ class Admission:
                 or self.runs.get(event.run) is not registered
                 or registered.controller.start_event is not event
             ):
-                self.clients.left(event.run)  # not this start's run: its slot is given back
+                self.clients.left(event.run, ended=registered is None)  # not this start's run: its slot back
         return registered
 
     def _check_room(self, client: ClientLimits) -> None:

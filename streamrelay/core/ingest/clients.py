@@ -120,8 +120,10 @@ class ClientBook:
         """The run keyed ``key`` became active."""
         self.active[split_key(key)[0]] += 1
 
-    def left(self, key: str) -> None:
-        """The run keyed ``key`` is no longer active: its client may start another."""
+    def left(self, key: str, *, ended: bool = True) -> None:
+        """The run keyed ``key`` is no longer active here: its client may start another. ``ended`` False: it stopped
+        here without ending (its partition went to another replica, or its start was not taken), so a count shared
+        by replicas keeps it (:class:`app.replicas.client_book.SharedClientBook`)."""
         name = split_key(key)[0]
         self.active[name] -= 1
         if self.active[name] <= 0:

@@ -363,7 +363,7 @@ class Relay:
         for run, _ in staged:
             if not run.opened and self._runs.get(run.run) is run:
                 del self._runs[run.run]
-                self._admission.clients.left(run.run)
+                self._admission.clients.left(run.run, ended=False)  # its agent sends the start again
         taken = _taken_seqs(entries)
         for mark in marks:
             mark.restore(taken.get(mark.run.run, []))
@@ -448,7 +448,7 @@ class Relay:
         finally:
             if self._runs.get(controller.run) is run:
                 del self._runs[controller.run]
-                self._admission.clients.left(run.run)
+                self._admission.clients.left(run.run, ended=controller.done)  # else it goes on elsewhere
             runtime = self.channels.get(controller.policy.name)
             if runtime is not None:
                 runtime.release(controller.start_event.target)
