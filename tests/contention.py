@@ -21,4 +21,10 @@ def timeout_scale() -> float:
     stopped, N times later."""
     if value := os.environ.get(TIMEOUT_SCALE_ENV):
         return float(value)
+    return contention_now()
+
+
+def contention_now() -> float:
+    """How many times more work than it has cores the machine runs now: ``max(1, load average / cores)`` (the
+    one-minute load average; read anew at each call, where :func:`timeout_scale` keeps its process's first value)."""
     return max(1.0, os.getloadavg()[0] / len(os.sched_getaffinity(0)))
