@@ -26,7 +26,7 @@ from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.telegram import MockTelegram
-from tests.contention import contention_now, timeout_scale
+from tests.contention import wait_scale
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN
 
 pytestmark = pytest.mark.timeout(90)
@@ -124,7 +124,7 @@ async def test_a_flood_of_half_open_connections_is_cut_and_a_good_client_gets_th
     open_files: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)  # what `serve` writes at its default log level
-    header_timeout_s = FLOOD_HEADER_TIMEOUT_S * max(timeout_scale(), contention_now())
+    header_timeout_s = FLOOD_HEADER_TIMEOUT_S * wait_scale()
     async with sidecar_with(header_timeout_s=header_timeout_s) as sidecar:
         caplog.clear()
         attackers: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
