@@ -7,6 +7,7 @@ servers its tests start from its own slice (tests/ports.py), and the tests shari
 module's sidecar, a chaos campaign) run on one worker, in their file's order: :func:`pytest_collection_modifyitems`."""
 
 import os
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for variable in ("COLUMNS", "LINES"):
         os.environ.pop(variable, None)
 
-from tests.contention import timeout_scale
+from tests.contention import timeout_scale, wait_scale
 from tests.ports import configure  # after the variable above: it imports the core
 
 configure()
@@ -59,6 +60,21 @@ SHARED_SCOPES = frozenset({"class", "module", "package"})
 """Fixture scopes whose value several tests share; a session fixture (redis-server) is made once per worker."""
 
 
+WRITTEN_TIMEOUT = pytest.StashKey[float]()
+"""A test's timeout as written (its own, its module's or the ini's), before any scaling."""
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's wrapper, which reads the marker
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Scale the test's timeout again by :func:`wait_scale` when the machine is busier as the test starts than when
+    its process started (a suite started at load 0.4 ran its later tests at load 20 on 2 cores: 15 sidecar
+    processes failed to listen within their 60 s)."""
+    written = item.stash.get(WRITTEN_TIMEOUT, None)
+    if written is not None and (scale := wait_scale()) > timeout_scale():
+        item.add_marker(pytest.mark.timeout(written * scale), append=False)
+    return (yield)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, in each worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Scale each test's timeout by :func:`timeout_scale`. Mark each test that uses a class-, module- or
@@ -74,11 +90,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
-        if scale > 1:  # the closest timeout (the test's, its module's, else the ini's), scaled: the test's own now
-            written = item.get_closest_marker("timeout")
-            given = written.kwargs.get("timeout", written.args[0] if written.args else None) if written else None
-            seconds = float(given if given is not None else config.getini("timeout") or 0)
-            if seconds > 0:
+        # the closest timeout (the test's, its module's, else the ini's), scaled: the test's own now
+        written = item.get_closest_marker("timeout")
+        given = written.kwargs.get("timeout", written.args[0] if written.args else None) if written else None
+        seconds = float(given if given is not None else config.getini("timeout") or 0)
+        if seconds > 0:
+            item.stash[WRITTEN_TIMEOUT] = seconds
+            if scale > 1:
                 item.add_marker(pytest.mark.timeout(seconds * scale), append=False)
         if item.get_closest_marker("xdist_group") is None and item.path.is_relative_to(REDIS_TESTS):
             item.add_marker(pytest.mark.xdist_group("tests/redis"))

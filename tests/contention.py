@@ -21,4 +21,19 @@ def timeout_scale() -> float:
     stopped, N times later."""
     if value := os.environ.get(TIMEOUT_SCALE_ENV):
         return float(value)
+    return contention_now()
+
+
+def contention_now() -> float:
+    """How many times more work than it has cores the machine runs now: ``max(1, load average / cores)`` (the
+    one-minute load average; read anew at each call, where :func:`timeout_scale` keeps its process's first value)."""
     return max(1.0, os.getloadavg()[0] / len(os.sched_getaffinity(0)))
+
+
+def wait_scale() -> float:
+    """The factor for a hang guard that starts now: ``$STREAMRELAY_TIMEOUT_SCALE`` when set, else the larger of
+    :func:`timeout_scale` (the process's start) and :func:`contention_now` (a suite started on an idle machine may
+    run its later tests at load 20 on 2 cores, where a sidecar process takes over a minute to listen)."""
+    if os.environ.get(TIMEOUT_SCALE_ENV):
+        return timeout_scale()
+    return max(timeout_scale(), contention_now())

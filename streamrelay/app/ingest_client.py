@@ -61,7 +61,8 @@ async def quiet(delay_s: float, keepalive_s: float = KEEPALIVE_S) -> AsyncIterat
 async def wait_for_sidecar(url: str, wait_s: float, *, on_wait: Callable[[str], None] | None = None) -> None:
     """Return once the sidecar at ``url`` answers ``GET /readyz`` with 200 (or with anything but 503: not a
     starting sidecar, so the request that follows tells what it is). Asks every :data:`WAIT_POLL_S`: for up to
-    ``wait_s`` seconds while nothing answers, for up to :data:`STARTING_WAIT_S` once it answers that it is starting.
+    ``wait_s`` seconds while nothing answers (twice at least when ``wait_s`` > 0), for up to :data:`STARTING_WAIT_S`
+    once it answers that it is starting.
     ``on_wait`` gets one line to show when the waiting begins, and one when the sidecar says it is starting.
 
     Raises:
@@ -80,7 +81,9 @@ async def wait_for_sidecar(url: str, wait_s: float, *, on_wait: Callable[[str], 
                 told.add("starting")
                 deadline = max(deadline, time.monotonic() + STARTING_WAIT_S)
                 say(f"the sidecar at {url} answers, not ready yet: {why}…")
-            if time.monotonic() + WAIT_POLL_S > deadline:
+            # a first look that failed is followed by a second one when waiting is asked for, whatever it took: on a
+            # busy machine the first refused connect alone may outlast a short wait_s, which then was never waited
+            if time.monotonic() + WAIT_POLL_S > deadline and (told or not wait_s):
                 if starting:
                     raise SidecarNotReadyError(url, f"after {STARTING_WAIT_S:g} s: {why}")
                 raise SidecarUnreachableError(url, f"{why}, waited {wait_s:g} s" if wait_s else why)

@@ -27,6 +27,7 @@ from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.telegram import MockTelegram
+from tests.contention import wait_scale
 
 T = TypeVar("T")
 
@@ -36,8 +37,10 @@ AUTH = {"Authorization": f"Bearer {INGEST_TOKEN}"}
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024
 HANG_GUARD_S = 10.0
-"""No request may take longer than this (httpx's connect / read / write timeouts)."""
+"""No request may take longer than this on an idle machine (httpx's connect / read / write timeouts)."""
 START_TIMEOUT_S = 30.0
+"""The stack's start on an idle machine (scaled by the load: :func:`tests.contention.wait_scale`; at load 20 on 2 cores
+it took over 30 s)."""
 
 
 FUZZ_SCALE = float(os.environ.get("STREAMRELAY_FUZZ_SCALE", "1"))
@@ -85,7 +88,7 @@ class FuzzStack:
 
     def start(self) -> None:
         self._thread.start()
-        self.url = self.call(self._start())
+        self.url = self.call(self._start(), START_TIMEOUT_S * wait_scale())  # a hang guard, scaled as timeouts are
 
     async def _start(self) -> str:
         api = await self.mock.start()
@@ -135,8 +138,9 @@ class FuzzStack:
 
 
 def client(url: str) -> httpx.Client:
-    """A blocking client of the sidecar with the ingest token; every request gives up after the hang guard."""
-    return httpx.Client(base_url=url, headers=AUTH, timeout=httpx.Timeout(HANG_GUARD_S))
+    """A blocking client of the sidecar with the ingest token; every request gives up after the hang guard
+    (:data:`HANG_GUARD_S`, scaled by the load when the client is made: :func:`tests.contention.wait_scale`)."""
+    return httpx.Client(base_url=url, headers=AUTH, timeout=httpx.Timeout(HANG_GUARD_S * wait_scale()))
 
 
 @pytest.fixture(scope="module")

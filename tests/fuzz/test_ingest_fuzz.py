@@ -157,9 +157,14 @@ def test_a_raw_line_naming_a_run_id_with_a_lone_surrogate_is_a_4xx(http: httpx.C
 def test_the_victim_run_was_not_affected(fuzz_stack: FuzzStack, victim: Victim) -> None:
     """Last in the module: the run that streamed beside the fuzzing shows its whole text, once."""
     text = victim.finish()
+    # served, never starved: each of its requests answered 200 and accepted (a request the fuzzing held up past the
+    # client's hang guard, HANG_GUARD_S, is a failure here); how long the slowest took is printed, not bounded (no
+    # timing asserts: on a loaded machine any request may take seconds)
+    print(
+        f"\nthe victim streamed {len(victim.log.pieces)} pieces; its slowest request took {victim.log.slowest_s:.2f} s"
+    )
     assert victim.log.failures == []
     assert len(victim.log.pieces) > 20, "the victim hardly streamed: was the fuzzing running beside it?"
-    assert victim.log.slowest_s < 5.0, f"a victim request took {victim.log.slowest_s:.1f} s"
     report = victim.report()
     assert report["status"] == "delivered", report
     shown = fuzz_stack.visible(VICTIM_CHAT)

@@ -21,7 +21,7 @@ import pytest
 
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.common import MockPlatform
-from tests.contention import timeout_scale
+from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: 
         except httpx.TransportError:
             return False
 
-    await _until(up, 60 * timeout_scale(), "the sidecar to listen")  # a hang guard, scaled as the timeouts are
+    await _until(up, 60 * wait_scale(), "the sidecar to listen")  # a hang guard, scaled as the timeouts are
 
 
 def _events(run: str, target: dict[str, Any]) -> bytes:

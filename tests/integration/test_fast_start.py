@@ -28,6 +28,7 @@ import pytest
 
 from streamrelay.app.client import RelayClient
 from streamrelay.mocks.telegram import MockTelegram
+from tests.contention import wait_scale
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -141,20 +142,22 @@ async def _client(port: int) -> AsyncIterator[httpx.AsyncClient]:
 
 async def _answer(client: httpx.AsyncClient, path: str, proc: subprocess.Popen[str], log: Path) -> httpx.Response:
     """The first answer of ``path`` (the listener may not be up yet)."""
-    deadline = time.monotonic() + 60
+    timeout_s = 60 * wait_scale()  # a hang guard, scaled as the timeouts are
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
         try:
             return await client.get(path)
         except httpx.TransportError:
             await asyncio.sleep(0.05)
-    raise AssertionError(f"{path} did not answer in 60 s")
+    raise AssertionError(f"{path} did not answer in {timeout_s:g} s")
 
 
 async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[str], log: Path) -> None:
-    deadline = time.monotonic() + 60
+    timeout_s = 60 * wait_scale()  # a hang guard, scaled as the timeouts are
+    deadline = time.monotonic() + timeout_s
     while (await _answer(client, "/readyz", proc, log)).status_code != 200:
-        assert time.monotonic() < deadline, "not ready in 60 s"
+        assert time.monotonic() < deadline, f"not ready in {timeout_s:g} s"
         await asyncio.sleep(0.05)
 
 

@@ -23,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from streamrelay.app.cli import app
+from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -79,6 +80,7 @@ def _serving(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def _ready(port: int, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 60) -> None:
+    timeout_s *= wait_scale()  # a hang guard, scaled as the timeouts are
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]

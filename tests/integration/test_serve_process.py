@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from streamrelay.mocks.telegram import MockTelegram
+from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(90)
@@ -47,7 +48,8 @@ class Served:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
     async def ready(self) -> None:
-        deadline = time.monotonic() + 60
+        timeout_s = 60 * wait_scale()  # a hang guard, scaled as the timeouts are
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
             try:
@@ -56,7 +58,7 @@ class Served:
             except httpx.TransportError:
                 pass
             await asyncio.sleep(0.1)
-        raise AssertionError("not ready in 60 s")
+        raise AssertionError(f"not ready in {timeout_s:g} s")
 
     async def post(self, run: str, *lines: dict[str, Any]) -> httpx.Response:
         body = "".join(json.dumps(line) + "\n" for line in lines)

@@ -22,7 +22,7 @@ import pytest
 
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
-from tests.contention import timeout_scale
+from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -173,7 +173,7 @@ async def _cluster(
             async def ready() -> bool:
                 return await replicas.ready(http, client)
 
-            await _until(ready, 90 * timeout_scale(), "three replicas ready and every partition owned")  # a hang guard
+            await _until(ready, 90 * wait_scale(), "three replicas ready and every partition owned")  # a hang guard
         yield mock, replicas
     finally:
         replicas.stop()

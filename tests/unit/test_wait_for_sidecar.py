@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from typing import Any
 
 import pytest
 
@@ -72,6 +73,31 @@ async def test_nothing_listening_is_unreachable_after_wait_s(monkeypatch: pytest
         await wait_for_sidecar(url, 1.0, on_wait=lines.append)
     assert lines == [f"waiting for the sidecar at {url}…"]
     assert f"the sidecar at {url} is not reachable (ConnectError" in str(caught.value)
+
+
+async def test_a_wait_shorter_than_the_first_look_still_waits_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy machine the first refused connect may take longer than a short ``wait_s``: the wait is still said
+    and a second look made before giving up (replay --wait-s 1 gave its error without its waiting line at load 18)."""
+    monkeypatch.setattr(ingest_client, "WAIT_POLL_S", 0.01)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    looks = 0
+    look = ingest_client._ready
+
+    async def counted(client: Any, at: str) -> tuple[bool, str]:
+        nonlocal looks
+        looks += 1
+        return await look(client, at)
+
+    monkeypatch.setattr(ingest_client, "_ready", counted)
+    lines: list[str] = []
+    with pytest.raises(SidecarUnreachableError):
+        await wait_for_sidecar(url, 1e-9, on_wait=lines.append)  # over before the first look comes back
+    assert lines == [f"waiting for the sidecar at {url}…"] and looks == 2
+    with pytest.raises(SidecarUnreachableError):
+        await wait_for_sidecar(url, 0.0, on_wait=lines.append)  # no wait asked for: one look, nothing said
+    assert len(lines) == 1 and looks == 3
 
 
 async def test_a_url_that_is_not_http_is_a_value_error() -> None:
