@@ -4,13 +4,10 @@ table; the page renders it as inert text and stays responsive. And nesting deepe
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.browser.conftest import LivePage, WebStack
 from tests.browser.test_live_markdown import END, RUN, deltas, send_in
-from tests.contention import timeout_scale
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(90)]
 
@@ -45,9 +42,9 @@ async def _shown(web: WebStack, live: LivePage, text: str, chunk: int) -> str:
 
 async def test_pathological_markdown_renders_inert_and_the_page_stays_responsive(web: WebStack, live: LivePage) -> None:
     await _shown(web, live, NASTY, 4000)
-    started = time.monotonic()
+    # the page still runs scripts once the text is shown (a page stuck rendering never answers: the test's hang
+    # guard ends it); how fast it renders is a benchmark's business (bench/bench_code_spans.py), not a timed assert
     assert await live.page.evaluate("1 + 1") == 2
-    assert time.monotonic() - started < 1.0 * timeout_scale()  # 1 s on an idle machine
     assert await live.page.evaluate("typeof window.__pwned") == "undefined"
     assert await live.page.evaluate("document.querySelectorAll('#answer img, #answer script').length") == 0
 
