@@ -212,7 +212,7 @@ async def test_a_run_whose_agent_never_returns_is_closed_with_what_it_has_and_a_
                 async def preview_acknowledged() -> bool:
                     # killed once the preview's ack is in the ledger: a kill between the platform's answer and its
                     # record is the uncertain case (a shared bot sends again and reports it), tested above
-                    return (await client.get("/v1/runs/r2")).json().get("confirmed", 0) >= 1
+                    return bool((await client.get("/v1/runs/r2")).json().get("confirmed", 0) >= 1)
 
                 await _until(preview_acknowledged, 20, "the preview's ack in the ledger")
                 first.send_signal(signal.SIGKILL)
