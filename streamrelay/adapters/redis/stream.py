@@ -302,9 +302,7 @@ class InputStream:
         )
         return [entry for _, entries in reply or [] for entry in _entries(entries)]
 
-    async def _read_fenced(
-        self, partition: int, consumer: str, count: int, token: int
-    ) -> tuple[list[InputEntry], str]:
+    async def _read_fenced(self, partition: int, consumer: str, count: int, token: int) -> tuple[list[InputEntry], str]:
         """One fenced XREADGROUP (:data:`_READ`): the new entries, and the stream's last id when there are none."""
         keys = [self._keys.fence(partition), self._keys.inbox(partition)]
         reply: Any = await self._grouped(
@@ -341,7 +339,7 @@ class InputStream:
         key = self._keys.inbox(partition)
         if token is not None:
             keys = [self._keys.fence(partition), key]
-            args = [GROUP, consumer, min_idle_ms, start, count]
+            args: list[str | int | float] = [GROUP, consumer, min_idle_ms, start, count]
             return await self._grouped(partition, lambda: self._claim.fenced(partition, token, keys, args))
         return await self._grouped(
             partition, lambda: self._client.xautoclaim(key, GROUP, consumer, min_idle_ms, start_id=start, count=count)
