@@ -9,7 +9,8 @@ ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done
 pending entry, its own from before a restart and a dead replica's, with XAUTOCLAIM; each claim counts a delivery.
 An entry delivered more than N times (XPENDING's delivery count) is moved to the dead-letter stream
 ``sr:{p7}:dead`` (:meth:`InputStream.bury`) so one bad line cannot stop its partition; an operator lists, retries
-or drops dead letters. https://redis.io/docs/latest/develop/data-types/streams/
+or drops dead letters. An owner reads, claims and acknowledges with its fencing token (``token=``): once another
+replica is granted the partition, a stale owner takes and deletes nothing (:class:`adapters.redis.FencedError`). https://redis.io/docs/latest/develop/data-types/streams/
 """
 
 from __future__ import annotations
