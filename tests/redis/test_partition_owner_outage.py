@@ -91,7 +91,7 @@ async def test_the_owner_reads_its_partition_again_after_an_outage_longer_than_o
 
     owner = PartitionOwner(
         PARTITION,
-        1,
+        await _grant(client),  # an owner's reads and claims are fenced: it holds the partition's grant
         owner="replica-a",
         stream=stream,
         journal=RedisJournal(client, PARTITION),

@@ -9,7 +9,8 @@ ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done
 pending entry, its own from before a restart and a dead replica's, with XAUTOCLAIM; each claim counts a delivery.
 An entry delivered more than N times (XPENDING's delivery count) is moved to the dead-letter stream
 ``sr:{p7}:dead`` (:meth:`InputStream.bury`) so one bad line cannot stop its partition; an operator lists, retries
-or drops dead letters. https://redis.io/docs/latest/develop/data-types/streams/
+or drops dead letters. An owner reads, claims and acknowledges with its fencing token (``token=``): once another
+replica is granted the partition, a stale owner takes and deletes nothing (:class:`adapters.redis.FencedError`). https://redis.io/docs/latest/develop/data-types/streams/
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
 
-from streamrelay.adapters.redis.client import Redis, Script
+from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.errors import DataLostError
 from streamrelay.adapters.redis.journal import GROUP
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
@@ -59,6 +60,44 @@ local id = redis.call('XADD', KEYS[2], '*', 'run', fields['run'] or '', 'line', 
 redis.call('XDEL', KEYS[1], ARGV[1])
 return id
 """
+
+_READ = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, inbox; ARGV: token, group, consumer, count. Replies {the stream's last generated id, new entries}
+local got = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4], 'STREAMS', KEYS[2], '>')
+if got then return {'', got[1][2]} end
+local info = redis.call('XINFO', 'STREAM', KEYS[2])
+for k = 1, #info, 2 do
+  if info[k] == 'last-generated-id' then return {info[k + 1], {}} end
+end
+return {'0-0', {}}
+"""
+)
+"""An owner's read (``stream.read`` with its token): the new entries for its consumer, only while its grant is the
+partition's (an owner whose lease went to another replica takes no entry: the new owner gets them all, in order).
+When there is none, the stream's last id, from which the owner waits for the next one (a blocking XREAD)."""
+
+_CLAIM = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, inbox; ARGV: token, group, consumer, min idle ms, start id, count
+return redis.call('XAUTOCLAIM', KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], 'COUNT', ARGV[6])
+"""
+)
+"""An owner's claim (``stream.claim`` with its token): only while its grant is the partition's."""
+
+_ACK = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, inbox; ARGV: token, group, ids...
+local n = redis.call('XACK', KEYS[2], ARGV[2], unpack(ARGV, 3))
+redis.call('XDEL', KEYS[2], unpack(ARGV, 3))
+return n
+"""
+)
+"""An owner's acknowledgement (``stream.ack`` with its token): only while its grant is the partition's (a stale
+owner never deletes an entry the new owner has not taken)."""
 
 
 _APPEND_OPEN = """
@@ -122,9 +161,12 @@ class DeadLetter:
 
 
 def _entries(raw: Any) -> list[InputEntry]:
-    """``[(id, {field: value})]`` as redis-py parses stream entries; entries deleted meanwhile come as None."""
+    """``[(id, {field: value})]`` as redis-py parses stream entries (or ``[id, [field, value, ...]]`` as a script
+    replies them); entries deleted meanwhile come as None."""
     found: list[InputEntry] = []
     for entry_id, fields in raw or []:
+        if isinstance(fields, list):
+            fields = dict(zip(fields[::2], fields[1::2], strict=True))
         if fields:
             found.append(InputEntry(str(entry_id), str(fields.get("run", "")), str(fields.get("line", ""))))
     return found
@@ -145,6 +187,9 @@ class InputStream:
         self._bury = Script(client, _BURY, "stream.bury")
         self._retry = Script(client, _RETRY, "stream.retry")
         self._append_open = Script(client, _APPEND_OPEN, "stream.append_open", durable=True)
+        self._read = Script(client, _READ, "stream.read")
+        self._claim = Script(client, _CLAIM, "stream.claim")
+        self._ack = Script(client, _ACK, "stream.ack")
 
     def __repr__(self) -> str:
         return f"InputStream(prefix={self._keys.prefix!r})"
@@ -219,7 +264,13 @@ class InputStream:
             return await command()
 
     async def read(
-        self, partition: int, consumer: str, *, count: int = 100, block_ms: int | None = None
+        self,
+        partition: int,
+        consumer: str,
+        *,
+        count: int = 100,
+        block_ms: int | None = None,
+        token: int | None = None,
     ) -> list[InputEntry]:
         """New entries of ``partition`` for ``consumer`` (they become its pending entries until acknowledged).
 
@@ -229,45 +280,86 @@ class InputStream:
             count: at most this many entries.
             block_ms: wait up to this long for an entry when there is none (None: do not wait; never 0, which waits
                 forever). Keep it under the client's socket timeout.
+            token: the owner's fencing token: entries are taken only while it is the partition's (checked in the
+                same script as the XREADGROUP; the wait is a plain XREAD that takes nothing). None: unfenced.
+
+        Raises:
+            adapters.redis.FencedError: ``token`` is no longer the partition's: nothing was taken.
+            core.errors.StoreUnavailableError: fenced, and the connection failed or timed out.
         """
+        if token is not None:
+            found, last = await self._read_fenced(partition, consumer, count, token)
+            if found or block_ms is None:
+                return found
+            key = self._keys.inbox(partition)
+            with unavailable("stream.read"):
+                if not await self._client.xread({key: last}, count=1, block=block_ms):
+                    return []
+            found, _ = await self._read_fenced(partition, consumer, count, token)
+            return found
         key = self._keys.inbox(partition)
         reply: Any = await self._grouped(
             partition, lambda: self._client.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms)
         )
         return [entry for _, entries in reply or [] for entry in _entries(entries)]
 
+    async def _read_fenced(self, partition: int, consumer: str, count: int, token: int) -> tuple[list[InputEntry], str]:
+        """One fenced XREADGROUP (:data:`_READ`): the new entries, and the stream's last id when there are none."""
+        keys = [self._keys.fence(partition), self._keys.inbox(partition)]
+        reply: Any = await self._grouped(
+            partition, lambda: self._read.fenced(partition, token, keys, [GROUP, consumer, count])
+        )
+        return _entries(reply[1]), str(reply[0])
+
     async def claim(
-        self, partition: int, consumer: str, *, min_idle_ms: int = 0, count: int = 1000
+        self, partition: int, consumer: str, *, min_idle_ms: int = 0, count: int = 1000, token: int | None = None
     ) -> list[InputEntry]:
         """Take the pending entries of ``partition`` idle for ``min_idle_ms`` or more, whoever had them (a dead or
         paused owner, or this one before a restart), for ``consumer``; at most ``count``. Each one counts a delivery.
 
         A new owner calls it with ``min_idle_ms=0`` right after its lease is granted: the partition was nobody
-        else's since.
+        else's since. With ``token`` (the owner's fencing token) entries are claimed only while it is the partition's.
+
+        Raises:
+            adapters.redis.FencedError: ``token`` is no longer the partition's (what was claimed before stays pending
+                for the new owner, which claims it too).
         """
         found: list[InputEntry] = []
         cursor = "0-0"
         while len(found) < count:
-            reply = await self._autoclaim(partition, consumer, min_idle_ms, cursor, count - len(found))
+            reply = await self._autoclaim(partition, consumer, min_idle_ms, cursor, count - len(found), token)
             cursor = str(reply[0])
             found += _entries(reply[1])
             if cursor == "0-0":
                 break
         return found
 
-    async def _autoclaim(self, partition: int, consumer: str, min_idle_ms: int, start: str, count: int) -> Any:
+    async def _autoclaim(
+        self, partition: int, consumer: str, min_idle_ms: int, start: str, count: int, token: int | None = None
+    ) -> Any:
         key = self._keys.inbox(partition)
+        if token is not None:
+            keys = [self._keys.fence(partition), key]
+            args: list[str | int | float] = [GROUP, consumer, min_idle_ms, start, count]
+            return await self._grouped(partition, lambda: self._claim.fenced(partition, token, keys, args))
         return await self._grouped(
             partition, lambda: self._client.xautoclaim(key, GROUP, consumer, min_idle_ms, start_id=start, count=count)
         )
 
-    async def ack(self, partition: int, ids: Sequence[str]) -> int:
+    async def ack(self, partition: int, ids: Sequence[str], *, token: int | None = None) -> int:
         """Acknowledge and delete the entries ``ids`` of ``partition``: call only once their effect is durable (in
         the journal, or in the ledger); :meth:`RedisJournal.append` can do it in its own script (``acks=``).
-        How many were pending."""
+        With ``token`` (the owner's fencing token) only while it is the partition's. How many were pending.
+
+        Raises:
+            adapters.redis.FencedError: ``token`` is no longer the partition's: nothing was acknowledged.
+        """
         if not ids:
             return 0
         key = self._keys.inbox(partition)
+        if token is not None:
+            keys = [self._keys.fence(partition), key]
+            return int(await self._ack.fenced(partition, token, keys, [GROUP, *ids]))
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.xack(key, GROUP, *ids)
             pipe.xdel(key, *ids)

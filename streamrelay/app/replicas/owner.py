@@ -150,7 +150,7 @@ class PartitionOwner:
                         await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
                         claimed = False
                     entries = await self._stream.read(
-                        self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS
+                        self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS, token=self.token
                     )
                     await self._feed(entries)
                 except StoreUnavailableError as exc:
@@ -187,7 +187,7 @@ class PartitionOwner:
 
     async def _take_pending(self) -> None:
         """Hand over the entries taken but never acknowledged (this owner's or a previous owner's)."""
-        await self._feed(await self._stream.claim(self.partition, self._owner, min_idle_ms=0))
+        await self._feed(await self._stream.claim(self.partition, self._owner, min_idle_ms=0, token=self.token))
 
     async def _feed(self, entries: Sequence[InputEntry]) -> None:
         """Hand ``entries`` to the relay in stream order, as few batches as can be. Each line is parsed once, here: a
@@ -202,14 +202,14 @@ class PartitionOwner:
             if lines:
                 decoded.append((entry, lines, raw))
             else:
-                await self._stream.ack(self.partition, [entry.id])
+                await self._stream.ack(self.partition, [entry.id], token=self.token)
         for run, group in groupby(decoded, key=lambda item: item[0].run if item[2] else None):
             batch = list(group)
             self.journal.acks = [entry.id for entry, _, _ in batch]
             lines = [line for _, taken, _ in batch for line in taken]
             results = await self.relay.submit_lines(lines, run)
             if self.journal.acks:  # nothing of it was journaled (repeats, lines after the end, refused lines)
-                await self._stream.ack(self.partition, self.journal.acks)
+                await self._stream.ack(self.partition, self.journal.acks, token=self.token)
                 self.journal.acks = []
             runs = [entry.run for entry, taken, _ in batch for _ in taken]
             for line_run, result in zip(runs, results, strict=True):
