@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from streamrelay.adapters.invisible import markdown_code_ranges  # noqa: E402
+from tests.unit.test_invisible_rule_edges import _spans_by_scanning as scanned  # noqa: E402  (the old scanner: the tests' oracle)
 
 SCRIPT = ROOT / "streamrelay" / "adapters" / "web" / "static" / "live-markdown.js"
 SIZES = (5_000, 10_000, 20_000, 40_000)
@@ -43,24 +43,6 @@ def inputs(n: int) -> dict[str, str]:
         "a`` then a`": "a``" + "a`" * (n // 2),
         "alternating": "a`" * (n // 2),
     }
-
-
-def scanned(text: str) -> list[tuple[int, int]]:
-    """The baseline: the scanner before it was linear (code spans only: the inputs hold no fence)."""
-    runs = [(m.start(), m.end()) for m in re.finditer(r"`+", text)]
-    spans: list[tuple[int, int]] = []
-    i = 0
-    while i < len(runs):
-        run_start, run_end = runs[i]
-        i += 1
-        for j in range(i, len(runs)):
-            if re.compile(r"\n[ \t]*\n").search(text, run_end, runs[j][0]):
-                break
-            if runs[j][1] - runs[j][0] == run_end - run_start:
-                spans.append((run_start, runs[j][1]))
-                i = j + 1
-                break
-    return spans
 
 
 OLD_JS = r"""

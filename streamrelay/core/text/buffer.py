@@ -234,19 +234,7 @@ class LinearText:
 
     def slice(self, start: int, end: int) -> str:
         """The characters from ``start`` to ``end``. O(end - start + messages)."""
-        out: list[str] = []
-        pos = 0
-        for k, text in enumerate(self._texts()):
-            if k:
-                if start < pos + len(self._sep) and end > pos:
-                    out.append(self._sep[max(0, start - pos) : end - pos])
-                pos += len(self._sep)
-            if start < pos + text.length and end > pos:
-                out.append(text.slice(start - pos, end - pos))
-            pos += text.length
-            if pos >= end:
-                break
-        return "".join(out)
+        return self.pin(start, end).value()
 
     def value(self) -> str:
         return self._sep.join(t.value() for t in self._texts())
