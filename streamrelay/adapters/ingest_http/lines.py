@@ -226,7 +226,8 @@ def decode_text(raw: bytes, run_json: bytes) -> TextEvent | None:
     (its source's too) plus those inside its strings exactly when no key came twice (an unknown key, or a colon in a
     key, is refused by the validator; the enum values hold none). Everything the strict parser refuses, pydantic-core
     refuses too (``NaN``, a lone surrogate escape, bytes that are not UTF-8, content after the object), and both
-    validate the same values with the same validator (lax: JSON numbers and Python numbers coerce alike).
+    validate the same values with the same validator (its integer fields strict: a JSON integer only, never ``true``,
+    ``1.0`` or ``"1"``, from JSON as from Python; its other fields alike from both).
 
     Returns:
         The event (``run`` = the key, in its fields set as when the run is filled in from the URL), or None.
