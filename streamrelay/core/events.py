@@ -264,11 +264,12 @@ class JoinedDeltas(TextEvent):
 class TextDelta:
     """The common line as a run carries it: the root agent's answer ``text`` delta on the ``ui`` lane, the fields a
     plain line gave (``kind`` ``text``, ``text``, and at most ``run``, ``seq``, ``mode`` ``delta``, ``message``, each
-    of a type and range the ``text`` event's validator takes unchanged). A typed value of the run, never on the wire,
-    in a journal or in a schema: admission makes it without pydantic's validation and copy
-    (:meth:`core.ingest.admission.Admission.take_deltas`), the run stage takes it as the :class:`TextEvent` it
-    stands for (:meth:`event`, which only the rare paths build). Its other fields are the event's defaults, as
-    class attributes: a reader of an event's fields reads them the same.
+    of a type and range the ``text`` event's validator takes unchanged, and ``lane``, ``visibility`` and ``source`` at
+    their defaults). A typed value of the run, never on the wire, in a journal or in a schema: admission makes it
+    without pydantic's validation and copy (:meth:`core.ingest.admission.Admission.take_deltas`; HTTP ingest decodes
+    a plain line into one at once: :func:`adapters.ingest_http.lines.decode_delta`), the run stage takes it as the
+    :class:`TextEvent` it stands for (:meth:`event`, which only the rare paths build). Its other fields are the
+    event's defaults, as class attributes: a reader of an event's fields reads them the same.
 
     A value: nothing changes one once admission made it. Not declared ``frozen``: one is made per line, and a frozen
     dataclass's ``__init__`` sets each field through ``object.__setattr__`` (~0.35 µs more a line here, as
