@@ -84,14 +84,13 @@ class StalePrimaryError(NotReplicatedError):
     """A durable write went to a primary that has no replica online and that the sentinels do not name (or none of
     them answered): a primary a failover left behind (frozen or partitioned away while its replica was promoted, or
     killed and started again, which makes it a primary of its own until the sentinels turn it into a replica and
-    its data is replaced by the promoted one's). Its writes are not counted durable (a lone primary's writes count
-    only on the primary the sentinels name); the connection to it is dropped (the next one asks the sentinels where
-    the primary is).
+    its data is replaced by the promoted one's). Its writes are not counted durable (no write counts on a primary
+    alone); the connection to it is dropped (the next one asks the sentinels where the primary is).
 
     Attributes:
         name: the write (``ledger.record_intent``).
         acks: how many replicas acknowledged it (``WAIT``'s answer: 0 unless one went offline meanwhile).
-        needed: how many it wanted (the client's ``replicas``: the allowance of a primary left alone is refused).
+        needed: how many it wanted (the client's ``replicas``).
         node: ``host:port`` the write went to.
         named: ``host:port`` the sentinels name ("" when none answered).
     """
