@@ -52,7 +52,7 @@ async def _until(check: Any, what: str, timeout_s: float = 60.0) -> None:
 async def _ask(port: int, *command: str) -> Any:
     client = aioredis.Redis(host="127.0.0.1", port=port, decode_responses=True, socket_timeout=2.0)
     try:
-        return await client.execute_command(*command)
+        return await client.execute_command(*command)  # type: ignore[no-untyped-call]
     finally:
         await client.aclose()
 

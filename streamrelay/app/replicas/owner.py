@@ -154,7 +154,7 @@ class PartitionOwner:
                         retake = False
                         claimed = True
                     if claimed:  # only a claim counts a delivery again: a plain read never makes an entry dead
-                        await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
+                        await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES, token=self.token)
                         claimed = False
                     entries = await self._stream.read(
                         self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS, token=self.token
