@@ -109,6 +109,11 @@ async def test_a_line_accepted_while_the_primary_is_alone_survives_the_old_prima
                     refused += 1
                     await asyncio.sleep(0.05)
 
+        # A primary alone takes nothing: only the try that found it alone (its WAIT answered 0) was applied; every
+        # later one read INFO replication first and was not sent (no copy per try of an agent sending again)
+        tried = [line for line in await _lines_on(new) if line != '{"n": 0}']
+        assert len(tried) <= 1 and refused > 3, (tried, refused)
+
         # The old primary starts again with its own data, a primary of its own; the sentinels see it answer and
         # list it as the new primary's replica: the next failover (forced here) promotes it, before they turn it.
         sentinels.nodes[old].start()

@@ -129,19 +129,22 @@ class Durability:
             raise_on_error: as ``Pipeline.execute``'s: raise a command's error, or return it among the replies.
 
         Raises:
-            NotReplicatedError: fewer replicas acknowledged it than are online: the write is on the primary only.
+            NotReplicatedError: fewer replicas than ``replicas`` acknowledged it: the write is on the primary only;
+                or, the last write having found no replica online, ``INFO replication`` read first on the
+                connection still lists none: the write was not sent at all.
             StalePrimaryError: through Sentinel, no replica online and the node is not the primary the sentinels
                 name.
             redis.exceptions.RedisError: a command, ``WAIT`` or ``INFO`` failed (``WAIT`` and ``INFO`` always raise).
         """
         count = len(pipe)
+        alone = self._online == 0
         waited_ms = self.timeout_ms if self._online > 0 else ALONE_WAIT_MS
         pipe.wait(min(self.replicas, max(self._online, 1)), waited_ms)  # short when fewer are online
         asked = self._online < self.replicas
         if asked:
             pipe.info("replication")
         if isinstance(pipe, _DurablePipeline):
-            pipe.durable = _DurableWrite(self, name, asked)
+            pipe.durable = _DurableWrite(self, name, asked, alone)
         replies = await pipe.execute(raise_on_error=raise_on_error)
         acks = replies[count]
         info = replies[count + 1] if len(replies) > count + 1 else None
@@ -180,25 +183,37 @@ def durability_of(client: Redis) -> Durability | None:
 
 @dataclass(frozen=True)
 class _DurableWrite:
-    """What :meth:`Durability.execute` tells the pipeline it sends: whose write, and whether ``INFO replication``
-    is queued already."""
+    """What :meth:`Durability.execute` tells the pipeline it sends: whose write, whether ``INFO replication`` is
+    queued already, and whether the last durable write found no replica online (``alone``: asked first)."""
 
     durability: Durability
     name: str
     asked: bool
+    alone: bool = False
 
 
 class _DurablePipeline(Pipeline):
     """A pipeline of the clients made here. A durable write's (:meth:`Durability.execute` marks it) whose ``WAIT``
     answers fewer acknowledgements than wanted, and whose ``INFO replication`` was not queued, reads it right after,
     on the connection still held (the node the write went to); when that reply lists no replica online,
-    :meth:`_alone` checks the node."""
+    :meth:`_alone` checks the node.
+
+    While the last durable write found no replica online, a durable write reads ``INFO replication`` first on the
+    connection it holds and is not sent while that lists none (:class:`NotReplicatedError`, nothing applied): a
+    primary alone would refuse it anyway, and what a refused write applied stays there (a line the agent sends
+    again every second would be in the stream once per try)."""
 
     durable: _DurableWrite | None = None
 
     async def _execute_pipeline(self, connection: Any, commands: Any, raise_on_error: bool) -> Any:
-        response = await super()._execute_pipeline(connection, commands, raise_on_error)
         write = self.durable
+        if write is not None and write.alone:
+            await connection.send_command("INFO", "replication")
+            info = await self.parse_response(connection, "INFO")
+            if isinstance(info, dict) and online_replicas(info) == 0:
+                await self._alone(connection, write, 0)
+                raise NotReplicatedError(write.name, 0, write.durability.replicas, 0, sent=False)
+        response = await super()._execute_pipeline(connection, commands, raise_on_error)
         if write is None:
             return response
         if not write.asked:

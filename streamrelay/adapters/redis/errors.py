@@ -64,16 +64,21 @@ class NotReplicatedError(StoreUnavailableError):
     lines is answered 503 (the agent sends it again; a line that got in twice is acknowledged without effect, as any
     repeated ``seq``).
 
+    With ``sent=False`` the write was not sent at all: the primary was found alone first, nothing was applied.
+
     Attributes:
         name: the write (``ledger.record_intent``).
         acks: how many replicas acknowledged it.
         needed: how many were waited for.
     """
 
-    def __init__(self, name: str, acks: int, needed: int, timeout_ms: int) -> None:
+    def __init__(self, name: str, acks: int, needed: int, timeout_ms: int, *, sent: bool = True) -> None:
         super().__init__(
             f"Redis: {name} was acknowledged by {acks} of {needed} replicas within {timeout_ms} ms: not counted "
             "durable (a failover now could lose it); is a replica down or lagging?"
+            if sent
+            else f"Redis: {name} was not sent: the primary has no replica online of the {needed} wanted (a write on "
+            "it alone could be lost to the next failover); is a replica down or resynchronising?"
         )
         self.name = name
         self.acks = acks
