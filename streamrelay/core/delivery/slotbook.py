@@ -18,6 +18,7 @@ from streamrelay.core.delivery.slots import LiveText, PendingText, Slot, same_re
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.records.ledger import PartRecord
 from streamrelay.core.records.report import PartReport, PartState, SlotRole, is_cut
+from streamrelay.core.text.buffer import Pinned
 from streamrelay.core.units import LengthUnit, text_units
 from streamrelay.core.wake import Wake
 
@@ -241,6 +242,12 @@ class SlotBook:
         """Set what ``slot`` should show (a fixed text: ends ``set_live``); wakes the loop."""
         slot.live, slot.stale, slot.retired = None, False, False
         self.assign(slot, text)
+
+    def pin_text(self, slot: Slot, text: str, pin: Pinned) -> None:
+        """``slot``'s desired ``text`` (just set) is exactly ``pin``, a range of the run's answer: once a call showed
+        it, the part keeps the range instead of the string (:attr:`Slot.pinned`; a frozen preview part). O(1)."""
+        if slot.desired_kept is text and pin.length == len(text) and text.strip():
+            slot.pinned = (text, pin)
 
     def _every_state(self) -> bool:
         return self.throttle_s == 0 and not self.finalizing and not self.catching_up
