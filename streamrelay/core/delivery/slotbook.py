@@ -280,20 +280,23 @@ class SlotBook:
             self._build(slot, live)
 
     def _build(self, slot: Slot, live: LiveText) -> None:
-        """``slot``'s desired text built from ``live``; when it is exactly a range of the answer, that range is noted
-        with it (:attr:`Slot.pinned`): once a call showed the text, the part keeps the range instead."""
+        """``slot``'s desired text built from ``live``; when it is exactly a range of the answer (after a reopened
+        fence's opener, when there is one), that range is noted with it (:attr:`Slot.pinned`): once a call showed the
+        text, the part keeps the range instead."""
         text = live.text(self.measure)
         self.assign(slot, text)
         if (
             isinstance(live, PendingText)
             and live.source is not None
             and slot.desired_kept is text
-            and not live.head
             and not live.widths
-            and len(text) == live.end - live.start
+            and len(text) == len(live.head) + live.end - live.start
             and text.strip()
         ):
-            slot.pinned = (text, live.source.pin(live.start, live.end))
+            pin = live.source.pin(live.start, live.end)
+            if live.head:  # a reopened fence's opener before the range: kept as a string piece of the pin
+                pin = Pinned((live.head, *pin.pieces))
+            slot.pinned = (text, pin)
 
     def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
