@@ -102,7 +102,7 @@ async def test_a_conversation_paused_by_a_429_keeps_its_chain_when_no_run_holds_
     chain = rt.chain_for(Target(chat_id=7), clock)
 
     async def limited() -> None:
-        raise RateLimitedError("slow down", retry_after_s=30.0, scope=RateScope.CHAT)
+        raise RateLimitedError("slow down", retry_after_s=30.0, scope=RateScope.CONVERSATION)
 
     with pytest.raises(RateLimitedError):
         await chain.call(limited)
