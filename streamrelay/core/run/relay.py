@@ -457,7 +457,7 @@ class Relay:
                 self._ended(report, self._clock.now() - run.opened_at_s)
             record = controller.monitor.record()
             kept = finished_record(report, controller.lane, record, run.gate.last, self._ledger, parts)
-            self._finished[controller.run] = kept
+            self._finished[kept.run] = kept  # one str of its id: the key is its own
 
     def _ended(self, report: DeliveryReport, duration_s: float) -> None:
         """Tell how a run ended: its log line, then the observer (whose failure never stops the relay)."""
