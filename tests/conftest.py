@@ -51,10 +51,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 REDIS_TESTS = Path(__file__).parent / "redis"
-"""One group, one worker: their leases (300 ms to 2 s) and replicas (3 processes, seconds of CPU each to start)
-expire or time out when another worker starts replicas of its own beside them (at load 5-12 on 2 cores: 10 of 76
-failed spread over 3 workers, 6 in one group; the 6 are the sidecar's own overload answer, 503 past
-overload_lag_ms = 100, which the tests do not retry: open)."""
+"""Each file here is a group of its own (as ``--dist loadfile`` would make it), so the files spread over the workers:
+each worker that runs one starts its own redis-server (the session fixture ``redis_url``, on a port of the worker's
+slice) in its own temporary folder, and a file's tests run in their order on one worker. They were one group, one
+worker, the run's critical path (681 s of a 17.5-minute ``-n 4`` run on a loaded machine), because at load 5-12
+spread over 3 workers 10 of 76 failed, 6 of them a replica's push-back (503 past ``overload_lag_ms``) when other
+workers started replicas beside it: the tests post as an agent does now (``post_as_agent``: sent again on a
+push-back) and wait on conditions with hang guards scaled by the load."""
 
 SHARED_SCOPES = frozenset({"class", "module", "package"})
 """Fixture scopes whose value several tests share; a session fixture (redis-server) is made once per worker."""
@@ -77,8 +80,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, in each worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Scale each test's timeout by :func:`timeout_scale`. Mark each test that uses a class-, module- or
-    package-scoped fixture ``xdist_group(<its file>)`` unless it names a group itself: spread over workers, each
+    """Scale each test's timeout by :func:`timeout_scale`. Mark each test under tests/redis
+    (:data:`REDIS_TESTS`) and each that uses a class-, module- or package-scoped fixture ``xdist_group(<its file>)``
+    unless it names a group itself: spread over workers, each
     worker would make the fixture again (a chaos campaign, a sidecar), and a module whose last test checks what the
     earlier ones did (tests/fuzz) would lose that.
 
@@ -98,11 +102,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.stash[WRITTEN_TIMEOUT] = seconds
             if scale > 1:
                 item.add_marker(pytest.mark.timeout(seconds * scale), append=False)
-        if item.get_closest_marker("xdist_group") is None and item.path.is_relative_to(REDIS_TESTS):
-            item.add_marker(pytest.mark.xdist_group("tests/redis"))
         if item.get_closest_marker("xdist_group") is None:
             defs = item._fixtureinfo.name2fixturedefs.values()
-            if any(chain[-1].scope in SHARED_SCOPES for chain in defs if chain):
+            if item.path.is_relative_to(REDIS_TESTS) or any(
+                chain[-1].scope in SHARED_SCOPES for chain in defs if chain
+            ):
                 item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
         if hasattr(config, "workerinput") and "@" not in item.nodeid:  # an xdist worker
             names = {
