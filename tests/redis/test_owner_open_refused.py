@@ -76,7 +76,7 @@ async def test_a_run_whose_open_redis_refused_goes_on_once_the_primary_has_its_r
 
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         ledgers.append(_CountingLedger(ledger))
-        return Relay(channels, ledgers[-1], clock, journal=journal)  # type: ignore[arg-type]
+        return Relay(channels, ledgers[-1], clock, journal=journal)
 
     token = await Leases(client).acquire(PARTITION, "replica-a", 60_000)
     assert token is not None
