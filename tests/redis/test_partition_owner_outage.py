@@ -186,3 +186,53 @@ def answer_entries(run: str, chat_id: int) -> list[JournalEntry]:
     lines += [{"kind": "text", "run": run, "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(ANSWER)]
     lines.append({"kind": "end", "run": run, "status": "ok", "seq": len(ANSWER) + 1})
     return [JournalEntry(run, json.dumps(line)) for line in lines]
+
+
+class _RefusedFirstResume(_Relay):
+    """A relay whose first ``refusals`` resumes meet a Redis that refuses the runs' writes (a primary alone after a
+    failover refuses ``ledger.start_run``)."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals, self.resumes = refusals, 0
+
+    async def resume(self) -> list[str]:
+        self.resumes += 1
+        if self.refusals:
+            self.refusals -= 1
+            raise StoreUnavailableError("Redis did not answer ledger.start_run (NotReplicatedError)")
+        return []
+
+
+async def test_an_owner_whose_first_resume_is_refused_tries_again_and_reads_its_partition(
+    client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the first resume of a grant ran outside the owner's retry loop: refused, it ended the owner's task
+    while the lease keeper went on renewing the lease, so nobody read the partition (its runs stalled until the
+    replica restarted)."""
+    monkeypatch.setattr(owner_module, "RETRY_S", 0.05)
+    relay = _RefusedFirstResume(refusals=2)
+
+    def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
+        return cast(Relay, relay)
+
+    owner = PartitionOwner(
+        PARTITION,
+        await _grant(client),
+        owner="replica-a",
+        stream=_DownFor(client, reads=0, claims=0),  # its reads never block (see _DownFor.read)
+        journal=RedisJournal(client, PARTITION),
+        ledger=RedisLedger(client, PARTITION),
+        make_relay=make_relay,
+    )
+    owner.start()
+    try:
+        await asyncio.wait_for(owner.ready.wait(), 5)
+        assert relay.resumes == 3 and owner.task is not None and not owner.task.done()
+        await InputStream(client).append(PARTITION, [JournalEntry("run-after", '{"kind": "end", "run": "run-after"}')])
+        deadline = asyncio.get_running_loop().time() + 5
+        while "run-after" not in relay.runs and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert relay.runs == ["run-after"]
+    finally:
+        await owner.stop()
