@@ -61,8 +61,11 @@ def check_answer(answer: httpx.Response, data: bytes) -> dict[str, Any]:
     lines = data.split(b"\n")
     if 200 <= status < 300:
         body = _json(answer)
-        assert isinstance(body, dict) and set(body) <= {"accepted", "dropped"}, body
-        assert all(isinstance(n, int) and n >= 0 for n in body.values()), body
+        assert isinstance(body, dict) and set(body) <= {"accepted", "dropped", "dropped_reason"}, body
+        counts = [body.get("accepted"), *([body["dropped"]] if "dropped" in body else [])]
+        assert all(isinstance(n, int) and n >= 0 for n in counts), body
+        assert ("dropped" in body) == ("dropped_reason" in body), body  # a dropped line says why
+        assert "dropped_reason" not in body or str(body["dropped_reason"]).startswith("line "), body
         return body
     body = check_error(answer)
     rejected = body.get("rejected", [])

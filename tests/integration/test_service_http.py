@@ -36,6 +36,24 @@ async def test_a_run_is_delivered_and_its_report_says_so(stack: Stack) -> None:
     assert report["message_ids"] == [str(mid) for mid, _ in stack.mock.visible(7)]
 
 
+async def test_lines_sent_to_a_finished_run_are_dropped_and_the_answer_says_the_run_ended(stack: Stack) -> None:
+    """An agent that reuses a finished run's id (a second answer under the same id) is told why nothing was taken:
+    before, the answer was ``{"accepted": 0, "dropped": 3}`` with no word that the run had ended."""
+    first = ndjson(start("r-reused", chat_id=31), {"kind": "text", "text": "one"}, {"kind": "end", "status": "ok"})
+    assert (await stack.client.post("/v1/runs/r-reused/events", content=first)).status_code == 200
+    report = (await stack.client.get("/v1/runs/r-reused", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered"
+    again = ndjson({"kind": "text", "text": "two"}, {"kind": "text", "text": "three"}, {"kind": "end", "status": "ok"})
+    answer = await stack.client.post("/v1/runs/r-reused/events", content=again)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {
+        "accepted": 0,
+        "dropped": 3,
+        "dropped_reason": "line 1: run 'r-reused' already ended: its lines are acknowledged and dropped",
+    }
+    assert [t for _, t in stack.mock.visible(31)] == ["one"]
+
+
 async def test_a_missing_or_wrong_token_is_401_and_nothing_is_taken(stack: Stack) -> None:
     async with httpx.AsyncClient(base_url=stack.sidecar.url) as anon:
         missing = await anon.post("/v1/runs/r2/events", content=ndjson(start("r2")))
@@ -257,7 +275,7 @@ async def test_plain_deltas_taken_alone_get_the_answers_of_any_line(stack: Stack
     answer = await stack.client.post("/v1/runs/r9/events", content=body)
     assert answer.status_code == 422, answer.text
     data = answer.json()
-    assert (data["accepted"], data["dropped"]) == (4, 1)
+    assert (data["accepted"], data["dropped"]) == (4, 1) and data["dropped_reason"] == "line 3: seq 1 was already taken"
     assert [r["line"] for r in data["rejected"]] == [4] and "seq_window" in data["rejected"][0]["error"]
     report = (await stack.client.get("/v1/runs/r9", params={"wait_s": 10})).json()
     assert report["status"] == "delivered"

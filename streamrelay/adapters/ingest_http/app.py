@@ -29,7 +29,8 @@ exactly as a run that does not exist. ``GET /v1/runs`` lists the caller's runs o
 
 Lines that arrive together are journaled in one commit before they count as accepted (503 when the journal
 cannot be written: retry them). Answers: 200 ``{"accepted": n}`` (``"dropped": k`` when k lines were repeats:
-a ``seq`` already taken, a line of a run that already ended); a bad line fails alone: the good lines are taken
+a ``seq`` already taken, a line of a run that already ended, with ``"dropped_reason": "line N: why"`` for the
+first of them); a bad line fails alone: the good lines are taken
 and the answer is the first rejected line's 4xx with the first rejected lines listed in line order (``{"error",
 "accepted", "rejected": [{"line", "error"}], "rejected_total"?}``; after 1,000 rejected lines the body is not read
 further).

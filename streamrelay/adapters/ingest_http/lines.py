@@ -49,14 +49,18 @@ class TooManyRejectedError(Exception):
 
 
 class Tally:
-    """What became of a request's lines: events accepted, lines dropped as repeats, lines rejected (the first few
-    kept in line order, all counted: a batch's lines refused when decoded are told before those refused when
-    submitted, yet listed in their place), the first rejected line's status, and the longest ``Retry-After`` a
-    rejection asked for."""
+    """What became of a request's lines: events accepted, lines dropped as repeats (the first one's reason kept:
+    a client that reused a finished run's id learns that the run ended), lines rejected (the first few kept in line
+    order, all counted: a batch's lines refused when decoded are told before those refused when submitted, yet
+    listed in their place), the first rejected line's status, and the longest ``Retry-After`` a rejection asked
+    for."""
 
     def __init__(self) -> None:
         self.accepted = 0
         self.dropped = 0
+        self.dropped_reason: str | None = None
+        """``line N: why`` for the first line dropped (the lowest number), e.g. the run already ended."""
+        self._first_dropped: int | None = None
         self.rejected: list[dict[str, Any]] = []
         self.rejected_total = 0
         self.status = 200
@@ -86,11 +90,17 @@ class Tally:
                 raise TooManyRejectedError(f"{self.rejected_total} lines were rejected: stopped reading at line {line}")
         elif result.dropped is not None:
             self.dropped += 1
+            if self._first_dropped is None or line < self._first_dropped:
+                self._first_dropped, self.dropped_reason = line, f"line {line}: {result.dropped}"
         else:
             self.accepted += result.events
 
-    def counts(self) -> dict[str, int]:
-        return {"accepted": self.accepted, **({"dropped": self.dropped} if self.dropped else {})}
+    def counts(self) -> dict[str, int | str]:
+        """``{"accepted": n}``, with ``"dropped": k`` and ``"dropped_reason": "line N: why"`` (the first line
+        dropped) when k > 0."""
+        if not self.dropped:
+            return {"accepted": self.accepted}
+        return {"accepted": self.accepted, "dropped": self.dropped, "dropped_reason": self.dropped_reason or ""}
 
     def answer(self, error: str | None = None, status: int | None = None) -> JSONResponse:
         """The request's answer: 200 with the counts, else the first failure's status (or ``status``) with the

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from starlette.responses import JSONResponse
 
@@ -61,7 +62,7 @@ def cut_at(batch: Sequence[bytes], level: PushBack, known: Callable[[bytes], boo
 def answer(tally: Tally, first_line: int, pressure: Pressure, level: PushBack) -> JSONResponse:
     """The 503 for a request pushed back at ``level`` from its line ``first_line`` (module docstring)."""
     lag_ms = pressure.lag.now_s() * 1000
-    body = {
+    body: dict[str, Any] = {
         "error": (
             f"the sidecar is over capacity (its event loop lags {lag_ms:.0f} ms, past [service] overload_lag_ms = "
             f"{pressure.max_lag_s * 1000:g}): the lines from line {first_line} on were not taken; send them "
