@@ -146,3 +146,17 @@ def test_a_wake_serves_the_loop_of_its_wait_and_the_next_loop_once_that_one_clos
 
     asyncio.run(wait_once())
     asyncio.run(wait_once())
+
+
+async def test_a_closed_inbox_lets_every_put_return_those_waiting_for_room_included() -> None:
+    """The worker gone (its run's open failed, or it stopped unfinished), a put waiting for room waited for good:
+    the request that carried it never got its answer. Its events are journaled: a resumed run replays them."""
+    inbox: Inbox[int] = Inbox(2)
+    put = asyncio.ensure_future(inbox.put_all([1, 2, 3, 4, 5]))
+    await settle()
+    assert not put.done()
+    inbox.close()
+    await asyncio.wait_for(put, 1)
+    assert inbox.empty()
+    await asyncio.wait_for(inbox.put_all([6, 7, 8]), 1)  # later puts return too, adding nothing
+    assert inbox.offer([9]) and inbox.offer([1, 2, 3]) and inbox.empty()

@@ -430,3 +430,37 @@ async def test_a_seq_past_json_safe_integers_or_not_an_integer_is_refused() -> N
         with pytest.raises(IngestError, match="seq"):
             await relay.submit_line({"kind": "text", "text": "x", "seq": seq}, "r")
     await relay.close()
+
+
+class _OpenRefused(MemoryLedger):
+    """A ledger whose ``start_run`` waits until told, then is refused (a Redis primary with no replica to
+    acknowledge the write, a store outage)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def start_run(self, *args: Any, **kwargs: Any) -> Any:
+        await self.release.wait()
+        raise ConnectionError("no replica acknowledged the write")
+
+
+async def test_a_request_waiting_for_room_in_a_run_whose_open_failed_gets_its_answer() -> None:
+    """Two requests of one run: the first opens it and its ledger's ``start_run`` is refused; the second found the
+    run opening and waited for room in its full queue. Before, that wait never ended (the run left the relay, no
+    worker read the queue): the request hung. Now the queue is closed with the open: the second request returns,
+    its lines journaled, and the run is interrupted, to resume from the journal."""
+    ledger = _OpenRefused()
+    relay = _relay(MemoryChat(), ledger, queue_size=2)
+    first = asyncio.ensure_future(relay.submit_line(START, "r"))
+    await asyncio.sleep(0.05)
+    lines = [{"kind": "text", "text": f"{i} "} for i in range(6)]
+    second = asyncio.ensure_future(relay.submit_lines([(line, None) for line in lines], "r"))
+    await asyncio.sleep(0.05)
+    assert not second.done()  # waiting for room in the opening run's queue
+    ledger.release.set()
+    with pytest.raises(ConnectionError):
+        await asyncio.wait_for(first, 2)
+    results = await asyncio.wait_for(second, 2)
+    assert len(results) == 6 and "r" in relay.interrupted
+    await relay.close()

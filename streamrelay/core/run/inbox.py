@@ -37,6 +37,8 @@ class Inbox(Generic[T]):
         self._items: deque[T] = deque()
         self._ready = Wake()
         self._room: deque[asyncio.Future[None]] = deque()
+        self.closed = False
+        """The worker is gone: puts take nothing more (their events are journaled: a resumed run replays them)."""
 
     def __repr__(self) -> str:
         return f"Inbox({len(self._items)}/{self.maxsize})"
@@ -60,7 +62,9 @@ class Inbox(Generic[T]):
         without its coroutine (a run fed one event a request hands over once per event); False, nothing added, when
         they do not fit. ``items`` empty: True, nothing done."""
         if self.maxsize > 0 and len(self._items) + len(items) > self.maxsize:
-            return False
+            return self.closed  # closed: taken nowhere, as put_all does
+        if self.closed:
+            return True
         if items:
             self._items.extend(items)
             self._ready.set()
@@ -73,6 +77,8 @@ class Inbox(Generic[T]):
     async def put_all(self, items: Iterable[T]) -> None:
         """Add ``items`` in order, as many at a time as there is room for; waits while the inbox is full. The
         worker is woken once (not once per item); items that all fit are added in one step (no wait)."""
+        if self.closed:
+            return
         if isinstance(items, Sized) and (self.maxsize <= 0 or len(self._items) + len(items) <= self.maxsize):
             self._items.extend(items)
             self._ready.set()
@@ -83,6 +89,8 @@ class Inbox(Generic[T]):
                 room = asyncio.get_running_loop().create_future()
                 self._room.append(room)
                 await room  # a cancelled put's future is cancelled with it: _give_room skips it
+                if self.closed:
+                    return
             self._items.append(item)
         self._ready.set()
 
@@ -115,8 +123,14 @@ class Inbox(Generic[T]):
         return self._ready.waiter(deadline, clock)
 
     def close(self) -> None:
-        """Stop the deadline's sleep (the worker is gone)."""
+        """The worker is gone (its run ended, stopped or never opened): stop the deadline's sleep and let every put
+        return, those waiting for room included, without adding anything. Before, a request of the run waiting for
+        room waited for good once the worker was gone (its run's open failed, or the worker stopped unfinished while
+        the inbox was full); what it carried is journaled, and a resumed run replays it."""
+        self.closed = True
+        self._items.clear()
         self._ready.close()
+        self._give_room()
 
     def _give_room(self) -> None:
         """Wake every put waiting for room, in the order they came (each looks again: one may find it full)."""

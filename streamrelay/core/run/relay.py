@@ -426,6 +426,7 @@ class Relay:
         goes on from the journal at the next :meth:`resume` (``interrupted``). Left registered as opened with no
         worker, every later resume skipped it as active here and its lines went to a queue nobody read: its
         partition's runs silent for good, no call, no idle close (chaos seed 4 with failovers: 18 runs)."""
+        run.queue.close()  # a concurrent request of the run waiting for room returns (its lines are journaled)
         if self._runs.get(run.run) is run:
             del self._runs[run.run]
             self._admission.clients.left(run.run, ended=False)  # it goes on, here or at another owner
