@@ -210,16 +210,30 @@ def join_deltas(events: list[_E]) -> list[_E | JoinedDeltas]:
 
 def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
     if parts:
-        head = out[-1]
-        last = head.event() if isinstance(head, TextDelta) else head  # a TextDelta joined: its event, once per join
-        assert isinstance(last, TextEvent)
+        last = out[-1]
+        assert isinstance(last, TextEvent | TextDelta)
         candidates: list[tuple[int, int]] = []
         offset = 0
         for part in (last.text, *parts):  # where each delta that may be a replay lies: the guard reads it alone
             if len(part) >= REPLAY_MIN_CHARS:
                 candidates.append((offset, len(part)))
             offset += len(part)
-        fields = dict(last.__dict__, text=last.text + "".join(parts), replay_candidates=tuple(candidates))
-        joined = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
-        out[-1] = joined
+        text, replay = last.text + "".join(parts), tuple(candidates)
+        if isinstance(last, TextDelta):
+            # The event it stands for, built as :meth:`TextDelta.event` validates it (its fields are of a type and
+            # range the validator takes unchanged; the others are the defaults): no validation per join.
+            given = {"kind", "run", "text"}
+            fields: dict[str, object] = {"run": last.run, "text": text, "replay_candidates": replay}
+            if last.seq is not None:
+                fields["seq"] = last.seq
+                given.add("seq")
+            if last.message:
+                fields["message"] = last.message
+                given.add("message")
+            out[-1] = JoinedDeltas.model_construct(given, **fields)
+        else:
+            fields = dict(last.__dict__, text=text, replay_candidates=replay)
+            out[-1] = JoinedDeltas.model_construct(
+                last.model_fields_set | {"text"}, **fields
+            )  # valid: not re-validated
         parts.clear()

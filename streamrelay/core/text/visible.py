@@ -114,13 +114,17 @@ class _Received:
         before = self.texts.buffer(slot[0], slot[1])
         start = before.length if before is not None else 0
         done = 0
+        appended = True  # every candidate appended as it is (none was a replay): the text grew by exactly ``text``
         for offset, length in candidates:
             if offset > done:
                 self.texts.append(slot[0], slot[1], text[done:offset])
-            self.texts.apply(slot[0], slot[1], TextMode.DELTA, text[offset : offset + length])
+            change = self.texts.apply(slot[0], slot[1], TextMode.DELTA, text[offset : offset + length])
+            appended = appended and len(change.appended) == length
             done = offset + length
         if done < len(text):
             self.texts.append(slot[0], slot[1], text[done:])
+        if appended:
+            return text
         after = self.texts.buffer(slot[0], slot[1])
         assert after is not None
         return after.slice(start, after.length)
