@@ -221,7 +221,8 @@ def test_joined_plain_deltas_are_the_event_their_first_stands_for(
         TextDelta(run="c/r", text=t, seq=None if seq is None else seq + i, message=message) for i, t in enumerate(texts)
     ]
     (joined,) = join_deltas(deltas)
-    (reference,) = join_deltas([deltas[0].event(), *deltas[1:]])
+    events: list[TextEvent | TextDelta] = [deltas[0].event(), *deltas[1:]]
+    (reference,) = join_deltas(events)
     assert isinstance(joined, JoinedDeltas) and isinstance(reference, JoinedDeltas)
     assert list(joined.__dict__.items()) == list(reference.__dict__.items())
     assert joined.model_fields_set == reference.model_fields_set

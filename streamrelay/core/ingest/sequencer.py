@@ -222,15 +222,11 @@ def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
         if isinstance(last, TextDelta):
             # The event it stands for, built as :meth:`TextDelta.event` validates it (its fields are of a type and
             # range the validator takes unchanged; the others are the defaults): no validation per join.
-            given = {"kind", "run", "text"}
-            fields: dict[str, object] = {"run": last.run, "text": text, "replay_candidates": replay}
-            if last.seq is not None:
-                fields["seq"] = last.seq
-                given.add("seq")
-            if last.message:
-                fields["message"] = last.message
-                given.add("message")
-            out[-1] = JoinedDeltas.model_construct(given, **fields)
+            given = {"kind", "run", "text"} | ({"seq"} if last.seq is not None else set())
+            given |= {"message"} if last.message else set()
+            out[-1] = JoinedDeltas.model_construct(
+                given, run=last.run, seq=last.seq, text=text, message=last.message, replay_candidates=replay
+            )
         else:
             fields = dict(last.__dict__, text=text, replay_candidates=replay)
             out[-1] = JoinedDeltas.model_construct(
