@@ -113,6 +113,11 @@ class _Received:
         O(len(text)), plus the guard's comparison for a candidate at least as long as the text so far."""
         before = self.texts.buffer(slot[0], slot[1])
         start = before.length if before is not None else 0
+        if all(length < start + offset or start + offset < REPLAY_MIN_CHARS for offset, length in candidates):
+            # None can be a replay: each is shorter than the text before it (or that text under 16), as the guard
+            # reads it (:func:`core.text.assembler._replayed_by`) when every part before it was appended as it is.
+            self.texts.append(slot[0], slot[1], text)
+            return text
         done = 0
         appended = True  # every candidate appended as it is (none was a replay): the text grew by exactly ``text``
         for offset, length in candidates:
