@@ -194,7 +194,13 @@ class Splitter:
         self._measure = measure
 
     def split(self, text: str) -> list[str]:
-        return [fitted for part in chunk_text(text, self._policy.split_params()) for fitted in self.fit(part)]
+        """``text`` as message parts: its chunks (:meth:`ChannelPolicy.split_params`), each fitted (:meth:`fit`)."""
+        return self.fitted(chunk_text(text, self._policy.split_params()))
+
+    def fitted(self, chunks: list[str]) -> list[str]:
+        """Chunks cut with :meth:`ChannelPolicy.split_params` (of a whole text, in order) as message parts: what
+        :meth:`split` of that text gives."""
+        return [fitted for part in chunks for fitted in self.fit(part)]
 
     def fit(self, part: str) -> list[str]:
         """``part`` as one or more parts that each fit once rendered."""

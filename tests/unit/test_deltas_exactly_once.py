@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
-from streamrelay.core.events import Event, JoinedDeltas, TextEvent, parse_event
+from streamrelay.core.events import Event, JoinedDeltas, TextDelta, TextEvent, parse_event
 from streamrelay.core.ingest.sequencer import join_deltas
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.records.ledger import MemoryLedger
@@ -205,3 +205,25 @@ def test_a_joined_replay_is_found_in_the_safe_text() -> None:
     safe = safe_event(joined)
     assert isinstance(safe, JoinedDeltas)
     assert [safe.text[a : a + n] for a, n in safe.replay_candidates] == ["0" * 15]
+
+
+@given(
+    st.lists(st.text(max_size=20), min_size=2, max_size=6),
+    st.none() | st.integers(0, 1000),
+    st.integers(0, 3),
+)
+def test_joined_plain_deltas_are_the_event_their_first_stands_for(
+    texts: list[str], seq: int | None, message: int
+) -> None:
+    """Plain deltas (:class:`TextDelta`, as admission makes them) join into the same event, with the same fields set,
+    as the :class:`TextEvent` their first one stands for joined with the rest (made without validating it again)."""
+    deltas = [
+        TextDelta(run="c/r", text=t, seq=None if seq is None else seq + i, message=message) for i, t in enumerate(texts)
+    ]
+    (joined,) = join_deltas(deltas)
+    events: list[TextEvent | TextDelta] = [deltas[0].event(), *deltas[1:]]
+    (reference,) = join_deltas(events)
+    assert isinstance(joined, JoinedDeltas) and isinstance(reference, JoinedDeltas)
+    assert list(joined.__dict__.items()) == list(reference.__dict__.items())
+    assert joined.model_fields_set == reference.model_fields_set
+    assert joined.model_dump_json(exclude_unset=True) == reference.model_dump_json(exclude_unset=True)

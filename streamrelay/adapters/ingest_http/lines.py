@@ -106,7 +106,7 @@ class Tally:
         """The request's answer: 200 with the counts, else the first failure's status (or ``status``) with the
         first rejected lines; ``error`` replaces the first failure's text (a body that could not be read on)."""
         if not self.rejected and error is None:
-            return JSONResponse(self.counts())
+            return CountsResponse(self.counts())
         first = self.rejected[0] if self.rejected else None
         text = error if error is not None else f"line {first['line']}: {first['error']}" if first else ""
         body: dict[str, Any] = {"error": text, **self.counts()}
@@ -116,6 +116,14 @@ class Tally:
             body["rejected_total"] = self.rejected_total
         headers = {"Retry-After": str(max(1, round(self.retry_after_s)))} if self.retry_after_s is not None else None
         return JSONResponse(body, status_code=status or self.status, headers=headers)
+
+
+class CountsResponse(JSONResponse):
+    """A request's 200 answer, its counts (``{"accepted": n}``, and ``dropped``): the bytes :class:`JSONResponse`
+    renders (compact, UTF-8), rendered by orjson in C (every request of an agent gets one)."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 
 async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) -> AsyncIterator[list[bytes]]:

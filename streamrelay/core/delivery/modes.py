@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Protocol
 
-from streamrelay.core.chunking import Chunker
+from streamrelay.core.chunking import Chunker, chunk_text
 from streamrelay.core.clock import Clock
 from streamrelay.core.delivery.answer import AnswerChange
 from streamrelay.core.delivery.cap import within
@@ -184,6 +184,20 @@ class PreviewMode(_Parts, _NoTimers):
         self._source: TextSource = self._own
         self._offset = 0
         """Where the chunker's first character is in ``_source``."""
+        self._cuts: list[tuple[int, int] | str] | None = []
+        """Every chunk the chunker emitted, in order: its range of the text it was given (``(start, end)``, code points
+        from its first character) or, when it is not one range of it (a reopened fence), its text; None once they are
+        no longer the chunks of that whole text (appends after a segment's forced drain). :meth:`finalize` reuses
+        them when the final is exactly that text instead of chunking the whole answer again."""
+        self._fed = 0
+        """Characters given to the chunker (its text is ``_source[_offset : _offset + _fed]``)."""
+        self._generation = 0
+        """``_source``'s generation when the chunker was made (a change means its text is not what it was given)."""
+        self._complete = False
+        """``_cuts`` end with the forced drain of all of the chunker's text (:func:`core.chunking.chunk_text`'s)."""
+        self._hidden = False
+        """Only :meth:`finalize` drained the chunker (to complete ``_cuts``): before its next use it is made again
+        undrained, as if the final had not touched it."""
         self._chunker = self._new_chunker()
         """It reads the lines it has read in ``_source`` (the run's answer, or ``_own``) instead of keeping them."""
 
@@ -196,10 +210,58 @@ class PreviewMode(_Parts, _NoTimers):
         self._chunker = self._new_chunker()
 
     def _new_chunker(self) -> Chunker:
-        """A chunker for the text from ``_offset`` on, reading its lines in ``_source`` (none kept twice)."""
+        """A chunker for the text from ``_offset`` on, reading its lines in ``_source`` (none kept twice), with no
+        chunks noted yet."""
         chunker = Chunker(self._params)
         chunker.share(self._source, self._offset)
+        self._cuts, self._fed, self._generation = [], 0, self._source.generation
+        self._complete = self._hidden = False
         return chunker
+
+    def _append(self, text: str) -> list[tuple[str, int]]:
+        """``text`` given to the chunker (made again undrained first if only the final drained it); its chunks noted."""
+        if self._hidden:
+            self._revive()
+        elif self._complete:
+            self._cuts = None  # text after a forced drain: the chunks are no longer those of the whole text
+        chunks = self._chunker.append_ranges(text)
+        self._fed += len(text)
+        self._note(chunks)
+        return chunks
+
+    def _note(self, chunks: list[tuple[str, int]]) -> None:
+        """Keep where each emitted chunk lies (O(1) each: a range, or the chunk when it is not one)."""
+        cuts = self._cuts
+        if cuts is not None:
+            cuts.extend((start, start + len(chunk)) if start >= 0 else chunk for chunk, start in chunks)
+
+    def _revive(self) -> None:
+        """The chunker as it was before :meth:`finalize` drained it: a new one given the same text (the same chunks,
+        already shown, and the same pending text: its output does not depend on how the text was split)."""
+        text = self._source.slice(self._offset, self._offset + self._fed)
+        self._chunker = self._new_chunker()
+        self._note(self._chunker.append_ranges(text))
+        self._fed = len(text)
+
+    def _reused(self, final_text: str) -> list[str] | None:
+        """The final's parts from the chunks the live preview already cut (:meth:`Splitter.split` of ``final_text``,
+        without chunking it again) when ``final_text`` is exactly the text the chunker was given, else None. The
+        chunker's output does not depend on how its text was split into appends, so its chunks and a forced drain
+        are :func:`core.chunking.chunk_text` of the whole. Cost O(len(final_text)) to compare, plus the pending text's
+        drain and the parts' fitting; a full split costs a chunking of the whole answer."""
+        if (
+            self._cuts is None
+            or len(final_text) != self._fed
+            or self._source.generation != self._generation
+            or self._source.slice(self._offset, self._offset + self._fed) != final_text
+        ):
+            return None
+        if not self._complete:
+            self._note(self._chunker.drain_ranges(force=True))
+            self._complete = self._hidden = True
+        assert self._cuts is not None
+        chunks = [final_text[cut[0] : cut[1]] if isinstance(cut, tuple) else cut for cut in self._cuts]
+        return self._split.fitted(chunks)
 
     def _fitted(self, frozen: list[tuple[str, int]]) -> Iterator[tuple[str, Pinned | None]]:
         """The frozen chunks split to fit once rendered, each with its range of the answer when it is exactly one
@@ -252,7 +314,7 @@ class PreviewMode(_Parts, _NoTimers):
             if not self._cut:  # (cut at the message limit: nothing more shows until a reset or the final)
                 if self._own is not None:
                     self._own.append(change.text)
-                self._show(self._chunker.append_ranges(change.text))
+                self._show(self._append(change.text))
             return
         # A reset: ``text`` is the whole new answer.
         self._frozen = 0
@@ -262,12 +324,20 @@ class PreviewMode(_Parts, _NoTimers):
         self._chunker = self._new_chunker()
         if self._own is not None:
             self._own.append(change.text)
-        self._show(self._chunker.append_ranges(change.text))
+        self._show(self._append(change.text))
         for slot in self._slots[self._frozen + 1 :]:
             self._book.retire(slot)  # parts past the new text go at once, not at the end
 
     def finalize(self, final_text: str) -> None:
-        shown = self._lay_out(self._split.split(final_text))
+        # The final of a plain delta stream is the text the live preview chunked: its chunks are reused (the parts
+        # are the same, byte for byte); any other final (a replacement, a text cut at the message limit, sources
+        # after the answer) is split whole.
+        parts = self._reused(final_text)
+        if parts is None:
+            parts = self._split.split(final_text)
+        elif CHECK_PENDING:  # the whole text chunked again: the same parts
+            assert parts == self._split.fitted(chunk_text(final_text, self._params)), (parts, final_text)
+        shown = self._lay_out(parts)
         for slot in self._slots[shown:]:
             self._book.set_text(slot, "")
             self._book.mark_cut(slot, False)
@@ -276,7 +346,12 @@ class PreviewMode(_Parts, _NoTimers):
         """The pending text is fixed in the live part (split to the limit); a live part left without text is
         skipped, so nothing waits before the media."""
         if not self._cut:
-            for text, pin in self._fitted(self._chunker.drain_ranges(force=True)):
+            if self._hidden:
+                self._revive()
+            drained = self._chunker.drain_ranges(force=True)
+            self._note(drained)
+            self._complete = True
+            for text, pin in self._fitted(drained):
                 self._slot(self._frozen, text, pin=pin)
                 self._frozen += 1
         for slot in self._slots[self._frozen :]:

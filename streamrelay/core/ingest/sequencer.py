@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from streamrelay.core.events import JoinedDeltas, RunEvent, TextDelta, TextEvent, TextMode
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
@@ -208,18 +208,31 @@ def join_deltas(events: list[_E]) -> list[_E | JoinedDeltas]:
     return out
 
 
+_JOINED_DEFAULTS: dict[str, Any] = dict(JoinedDeltas.model_construct(run="", text="").__dict__)
+"""Every field of a :class:`JoinedDeltas` at its default (all immutable): given whole to ``model_construct``, which
+then looks up no default (that lookup costs 4x the rest of it)."""
+
+
 def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
     if parts:
-        head = out[-1]
-        last = head.event() if isinstance(head, TextDelta) else head  # a TextDelta joined: its event, once per join
-        assert isinstance(last, TextEvent)
+        last = out[-1]
+        assert isinstance(last, TextEvent | TextDelta)
         candidates: list[tuple[int, int]] = []
         offset = 0
         for part in (last.text, *parts):  # where each delta that may be a replay lies: the guard reads it alone
             if len(part) >= REPLAY_MIN_CHARS:
                 candidates.append((offset, len(part)))
             offset += len(part)
-        fields = dict(last.__dict__, text=last.text + "".join(parts), replay_candidates=tuple(candidates))
-        joined = JoinedDeltas.model_construct(last.model_fields_set | {"text"}, **fields)  # valid: no re-validation
-        out[-1] = joined
+        text, replay = last.text + "".join(parts), tuple(candidates)
+        if isinstance(last, TextDelta):
+            # The event it stands for, built as :meth:`TextDelta.event` validates it (its fields are of a type and
+            # range the validator takes unchanged; the others are the defaults): no validation per join.
+            given = {"kind", "run", "text"} | ({"seq"} if last.seq is not None else set())
+            given |= {"message"} if last.message else set()
+            fields = dict(_JOINED_DEFAULTS, run=last.run, seq=last.seq, text=text, message=last.message)
+        else:
+            fields, given = dict(last.__dict__), last.model_fields_set | {"text"}  # valid: not validated again
+            fields["text"] = text
+        fields["replay_candidates"] = replay
+        out[-1] = JoinedDeltas.model_construct(given, **fields)  # every field given
         parts.clear()

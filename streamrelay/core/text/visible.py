@@ -113,14 +113,23 @@ class _Received:
         O(len(text)), plus the guard's comparison for a candidate at least as long as the text so far."""
         before = self.texts.buffer(slot[0], slot[1])
         start = before.length if before is not None else 0
+        if all(length < start + offset or start + offset < REPLAY_MIN_CHARS for offset, length in candidates):
+            # None can be a replay: each is shorter than the text before it (or that text under 16), as the guard
+            # reads it (:func:`core.text.assembler._replayed_by`) when every part before it was appended as it is.
+            self.texts.append(slot[0], slot[1], text)
+            return text
         done = 0
+        appended = True  # every candidate appended as it is (none was a replay): the text grew by exactly ``text``
         for offset, length in candidates:
             if offset > done:
                 self.texts.append(slot[0], slot[1], text[done:offset])
-            self.texts.apply(slot[0], slot[1], TextMode.DELTA, text[offset : offset + length])
+            change = self.texts.apply(slot[0], slot[1], TextMode.DELTA, text[offset : offset + length])
+            appended = appended and len(change.appended) == length
             done = offset + length
         if done < len(text):
             self.texts.append(slot[0], slot[1], text[done:])
+        if appended:
+            return text
         after = self.texts.buffer(slot[0], slot[1])
         assert after is not None
         return after.slice(start, after.length)
