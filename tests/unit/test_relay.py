@@ -464,3 +464,21 @@ async def test_a_request_waiting_for_room_in_a_run_whose_open_failed_gets_its_an
     results = await asyncio.wait_for(second, 2)
     assert len(results) == 6 and "r" in relay.interrupted
     await relay.close()
+
+
+@pytest.mark.parametrize("blank", [" ", "\t"])
+async def test_an_answer_that_opens_with_blanks_past_a_messages_length_is_delivered(blank: str) -> None:
+    """A preview whose pending text was spaces (or tabs) past one message's length ended the run's delivery with
+    "internal error, delivery stopped: IndexError" (the blank text fits in no part): now nothing is shown for it
+    and the answer after it is delivered."""
+    chat = MemoryChat()
+    relay = _relay(chat)
+    await relay.submit_line(START, "r")
+    await relay.submit_line({"kind": "text", "text": blank * 5000}, "r")
+    await asyncio.sleep(0.05)
+    await relay.submit_line({"kind": "text", "text": "\n\nthe answer"}, "r")
+    await relay.submit_line({"kind": "end"}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert report is not None and report.status == "delivered", report
+    assert [m.strip() for m in chat.messages.values()] == ["the answer"]

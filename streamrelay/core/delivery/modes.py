@@ -301,7 +301,10 @@ class PreviewMode(_Parts, _NoTimers):
         head, start, end, widths, units = self._chunker.pending_range()
         if units > self._params.max_chars or start < 0:
             pending = self._chunker.pending
-            live = PendingText(None, head=self._split.fit(pending)[0] if pending else pending)
+            fitted = self._split.fit(pending) if pending else []
+            # none when the pending text is blank (spaces or tabs past a message's length: nothing to show yet);
+            # before, that ended the run's delivery (an IndexError)
+            live = PendingText(None, head=fitted[0] if fitted else "")
         else:
             at, policy = self._offset, self._policy
             live = PendingText(self._source, at + start, at + end, head, widths, policy.fmt, policy.max_units)
