@@ -544,6 +544,20 @@ class Script:
             raise reply
         return reply
 
+    def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[str | int | float]) -> None:
+        """Queue the script on ``pipe`` by its SHA (EVALSHA), without the ``SCRIPT EXISTS`` round trip redis-py adds to
+        a pipeline holding a registered script; a reply ``NoScriptError`` (a Redis restarted since) means it did not
+        run: :meth:`load`, then send it again."""
+        pipe.evalsha(self._script.sha, len(keys), *keys, *args)
+
+    async def load(self) -> None:
+        """Load the script into Redis (after a ``NoScriptError``).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        await self._client.script_load(self._script.script)
+
     async def fenced(
         self, partition: int, token: int | None, keys: Sequence[str], args: Sequence[str | int | float]
     ) -> Any:

@@ -23,10 +23,10 @@ import enum
 import logging
 import math
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from streamrelay.adapters.redis.client import Redis, Script
 from streamrelay.adapters.redis.errors import NotReplicatedError
@@ -111,6 +111,26 @@ class Leases:
     async def renew(self, partition: int, owner: str, token: int, ttl_ms: int) -> bool:
         """Extend the lease to ``ttl_ms`` from now if ``owner`` still holds the grant ``token``; False when lost."""
         return bool(await self._renew([self._keys.lease(partition)], [f"{token}:{owner}", ttl_ms]))
+
+    async def renew_many(self, held: Sequence[tuple[int, int]], owner: str, ttl_ms: int) -> list[bool | Exception]:
+        """:meth:`renew` each ``(partition, token)`` of ``held``, in one round trip (a pipeline): per lease True
+        (renewed), False (lost) or the error Redis answered for it.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed (none is known renewed).
+        """
+        if not held:
+            return []
+        for attempt in range(2):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for partition, token in held:
+                    self._renew.queue(pipe, [self._keys.lease(partition)], [f"{token}:{owner}", ttl_ms])
+                replies = await pipe.execute(raise_on_error=False)
+            if attempt == 0 and any(isinstance(reply, NoScriptError) for reply in replies):
+                await self._renew.load()  # Redis restarted since: a renewal is idempotent, sent again
+                continue
+            break
+        return [reply if isinstance(reply, Exception) else bool(reply) for reply in replies]
 
     async def release(self, partition: int, owner: str, token: int) -> bool:
         """Drop the lease if ``owner`` still holds the grant ``token`` (so another replica may take it at once)."""
@@ -246,9 +266,7 @@ class LeaseKeeper:
     async def _renew_all(self) -> None:
         held = list(self._held.items())
         started = asyncio.get_running_loop().time()
-        results = await asyncio.gather(
-            *(self._leases.renew(p, self.owner, token, self.ttl_ms) for p, token in held), return_exceptions=True
-        )
+        results = await self._leases.renew_many(held, self.owner, self.ttl_ms)  # one round trip for them all
         for (partition, _), result in zip(held, results, strict=True):
             if result is True:
                 self._valid_until[partition] = started + self.ttl_ms / 1000

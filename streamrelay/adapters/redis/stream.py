@@ -5,7 +5,11 @@ holding the run's lines of the batch as their NDJSON text (one script per partit
 :meth:`InputStream.append_open`). The partition's owner reads them with XREADGROUP in the one consumer group
 :data:`~adapters.redis.journal.GROUP`, consumer = its owner id; a read entry stays *pending* (in the group's
 PEL) until acknowledged, which the owner does only once the entry's effect is durable (journaled, or in the
-ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done yet). A new owner takes every
+ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done yet). Once an owner has read the
+stream up to an id, it waits for what comes after with a plain blocking XREAD and takes the entries that returns as
+they are (one round trip per wake-up): such an entry is nobody's pending entry and leaves the stream only through the
+owner's fenced journal append or acknowledgement; one the owner never journaled is read again by the next
+XREADGROUP (:meth:`InputStream.read`). A new owner takes every
 pending entry, its own from before a restart and a dead replica's, with XAUTOCLAIM; each claim counts a delivery.
 An entry delivered more than N times (XPENDING's delivery count) is moved to the dead-letter stream
 ``sr:{p7}:dead`` (:meth:`InputStream.bury`) so one bad line cannot stop its partition; an operator lists, retries
@@ -28,6 +32,11 @@ from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.records.journal import JournalEntry
 
 T = TypeVar("T")
+
+IDLE_WAITS = 5
+"""An owner's blocking waits for new entries (:meth:`InputStream.read` with a token) that may follow one another
+with no fenced read between them: after that many found nothing, the next read is a fenced one again (it learns the
+stream's last id afresh, and finds a stale grant: :class:`adapters.redis.FencedError`)."""
 
 _BURY = """
 -- KEYS: inbox, dead; ARGV: group, max deliveries, candidate ids...
@@ -76,7 +85,8 @@ return {'0-0', {}}
 )
 """An owner's read (``stream.read`` with its token): the new entries for its consumer, only while its grant is the
 partition's (an owner whose lease went to another replica takes no entry: the new owner gets them all, in order).
-When there is none, the stream's last id, from which the owner waits for the next one (a blocking XREAD)."""
+When there is none, the stream's last id, from which the owner waits for the next ones (a blocking XREAD, which
+takes nothing: :meth:`InputStream._read_owned`)."""
 
 _CLAIM = (
     FENCE_CHECK
@@ -184,6 +194,7 @@ class InputStream:
         self._client = client
         self._keys = keys
         self._has_group: set[int] = set()
+        self._after: dict[int, tuple[int, str, int]] = {}  # partition -> (grant, the id read up to, empty waits)
         self._bury = Script(client, _BURY, "stream.bury")
         self._retry = Script(client, _RETRY, "stream.retry")
         self._append_open = Script(client, _APPEND_OPEN, "stream.append_open", durable=True)
@@ -272,7 +283,8 @@ class InputStream:
         block_ms: int | None = None,
         token: int | None = None,
     ) -> list[InputEntry]:
-        """New entries of ``partition`` for ``consumer`` (they become its pending entries until acknowledged).
+        """New entries of ``partition`` for ``consumer`` (unfenced: they become its pending entries until
+        acknowledged; with ``token``, the owner's reads, as :meth:`_read_owned` says).
 
         Args:
             partition: the partition (its owner reads it).
@@ -280,36 +292,67 @@ class InputStream:
             count: at most this many entries.
             block_ms: wait up to this long for an entry when there is none (None: do not wait; never 0, which waits
                 forever). Keep it under the client's socket timeout.
-            token: the owner's fencing token: entries are taken only while it is the partition's (checked in the
-                same script as the XREADGROUP; the wait is a plain XREAD that takes nothing). None: unfenced.
+            token: the owner's fencing token: entries are taken (XREADGROUP) only while it is the partition's
+                (checked in the same script); the wait, and what it returns, is a plain XREAD that takes nothing
+                (the entries leave the stream only through fenced scripts). None: unfenced.
 
         Raises:
             adapters.redis.FencedError: ``token`` is no longer the partition's: nothing was taken.
             core.errors.StoreUnavailableError: fenced, and the connection failed or timed out.
         """
         if token is not None:
-            found, last = await self._read_fenced(partition, consumer, count, token)
-            if found or block_ms is None:
-                return found
-            key = self._keys.inbox(partition)
-            with unavailable("stream.read"):
-                if not await self._client.xread({key: last}, count=1, block=block_ms):
-                    return []
-            found, _ = await self._read_fenced(partition, consumer, count, token)
-            return found
+            return await self._read_owned(partition, consumer, count, block_ms, token)
         key = self._keys.inbox(partition)
         reply: Any = await self._grouped(
             partition, lambda: self._client.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms)
         )
         return [entry for _, entries in reply or [] for entry in _entries(entries)]
 
-    async def _read_fenced(self, partition: int, consumer: str, count: int, token: int) -> tuple[list[InputEntry], str]:
-        """One fenced XREADGROUP (:data:`_READ`): the new entries, and the stream's last id when there are none."""
+    async def _read_owned(
+        self, partition: int, consumer: str, count: int, block_ms: int | None, token: int
+    ) -> list[InputEntry]:
+        """:meth:`read` with the owner's ``token``. The first read of a grant (and every read after a claim, or after
+        :data:`IDLE_WAITS` empty waits) is the fenced script :data:`_READ` (XREADGROUP: the entries become the owner's
+        pending ones). It says up to which id the owner has seen the stream; from there on the owner waits for new
+        entries with a plain blocking XREAD from that id, and takes what it returns as it is: an entry read that way
+        is nobody's pending entry, it leaves the stream only through the owner's fenced journal append or
+        acknowledgement (:meth:`RedisJournal.append` with ``acks=``, :meth:`ack`: the fence check, then XDEL; the
+        XACK finds nothing pending). So a stale owner reads what it likes but removes nothing: the new owner reads
+        every entry it did not journal, in stream order. An entry read that way and never journaled (the owner
+        failed or stopped) is read again by the next XREADGROUP (the group's last delivered id is behind it), then
+        counts deliveries as a pending entry does. One round trip per wake-up: the wait returns the entries."""
+        key = self._keys.inbox(partition)
+        known = self._after.get(partition)
+        if known is None or known[0] != token or block_ms is None:
+            found = await self._read_fenced(partition, consumer, count, token)
+            if found or block_ms is None:
+                return found
+            known = self._after.get(partition)
+            if known is None:  # cannot happen (an empty read says the stream's last id); read again next time
+                return []
+        _, after, idle = known
+        with unavailable("stream.read"):
+            reply: Any = await self._client.xread({key: after}, count=count, block=block_ms)
+        raw = [entry for _, entries in reply or [] for entry in entries]
+        if not raw:
+            if idle + 1 < IDLE_WAITS:
+                self._after[partition] = (token, after, idle + 1)
+            else:  # the next read asks the stream itself again (fenced), however sure the id is
+                self._after.pop(partition, None)
+            return []
+        self._after[partition] = (token, str(raw[-1][0]), 0)
+        return _entries(raw)
+
+    async def _read_fenced(self, partition: int, consumer: str, count: int, token: int) -> list[InputEntry]:
+        """One fenced XREADGROUP (:data:`_READ`): the new entries. Remembers the id up to which the owner has seen the
+        stream (the last entry read, or the stream's last id when none was new)."""
         keys = [self._keys.fence(partition), self._keys.inbox(partition)]
         reply: Any = await self._grouped(
             partition, lambda: self._read.fenced(partition, token, keys, [GROUP, consumer, count])
         )
-        return _entries(reply[1]), str(reply[0])
+        raw = reply[1] or []
+        self._after[partition] = (token, str(raw[-1][0]) if raw else str(reply[0]), 0)
+        return _entries(raw)
 
     async def claim(
         self, partition: int, consumer: str, *, min_idle_ms: int = 0, count: int = 1000, token: int | None = None
@@ -324,6 +367,7 @@ class InputStream:
             adapters.redis.FencedError: ``token`` is no longer the partition's (what was claimed before stays pending
                 for the new owner, which claims it too).
         """
+        self._after.pop(partition, None)  # (a new grant, or after a failure: the next read asks the stream again)
         found: list[InputEntry] = []
         cursor = "0-0"
         while len(found) < count:

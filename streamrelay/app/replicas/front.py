@@ -46,6 +46,9 @@ ALLOWANCE_S = 0.1
 """A replica reserves this many seconds of a client's ``events_per_s`` ahead with each batch's pace (its later batches
 spend them without a round trip while they last, at most this long): a client's pace is kept across replicas to
 within this much of it, always on the slow side (what a replica reserved and did not spend is lost)."""
+OWED_MAX = 100_000
+"""At most this many events a front keeps reserved per client for lines whose append failed (:meth:`ReplicaFront._gate`
+spends them first when the lines come again)."""
 STOPPED_CACHE = 100_000
 """Stopped runs a front remembers (their lines are refused without a Redis round trip)."""
 
@@ -84,6 +87,7 @@ class ReplicaFront:
         self._stopped: OrderedDict[str, None] = OrderedDict()
         self.book = ClientBook()
         self._allowance: dict[str, tuple[int, float]] = {}  # client -> (events reserved ahead, until: loop time)
+        self._owed: dict[str, int] = {}  # client -> events reserved for lines whose append failed (sent again)
 
     def __repr__(self) -> str:
         return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
@@ -118,9 +122,27 @@ class ReplicaFront:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
         """
         results: list[LineResult | IngestError] = []
-        batches: dict[int, dict[str, list[tuple[int, str]]]] = {}  # partition -> run -> (result index, its text)
+        counted, refused = await self._gate(lines, run_hint) if self.limits is not None else (set(), set())
+        try:
+            await self._append(await self._route_all(lines, run_hint, counted, refused, results), results)
+        except BaseException:
+            if self.limits is not None:  # nothing of the batch counts taken (503): its pace is kept for it
+                self._give_back(lines, run_hint)
+            raise
+        return results
+
+    async def _route_all(
+        self,
+        lines: Sequence[tuple[Any, str | None]],
+        run_hint: str | None,
+        counted: set[str],
+        refused: set[str],
+        results: list[LineResult | IngestError],
+    ) -> dict[int, dict[str, list[tuple[int, str]]]]:
+        """Each line's result appended to ``results`` (ONE_EVENT, or why it is refused) and the lines taken, by
+        partition and run (:meth:`submit_lines`): partition -> run -> [(its index in ``results``, its text)]."""
+        batches: dict[int, dict[str, list[tuple[int, str]]]] = {}
         known = self._index.known
-        counted, refused = await self._gate(lines, run_hint) if self.limits is not None else ((), ())
         failed_starts: list[str] = []
         for obj, raw in lines:
             if refused and (full := self._refused_start(obj, run_hint, refused)) is not None:
@@ -145,8 +167,7 @@ class ReplicaFront:
         if failed_starts and self.limits is not None:
             for run in failed_starts:
                 await self.limits.left(run)
-        await self._append(batches, results)
-        return results
+        return batches
 
     async def _append(
         self, batches: dict[int, dict[str, list[tuple[int, str]]]], results: list[LineResult | IngestError]
@@ -193,7 +214,39 @@ class ReplicaFront:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is taken (503).
         """
         assert self.limits is not None
-        per_client: dict[str, tuple[str, list[int], list[str]]] = {}  # client -> (a run key, [lines], new runs)
+        per_client = self._per_client(lines, run_hint)
+        counted: set[str] = set()
+        refused: set[str] = set()
+        wait_s = 0.0
+        now = asyncio.get_running_loop().time()
+        for key, events, new_runs in per_client.values():
+            limits = self.book.limits_for(key)
+            owed = self._owed.pop(limits.name, 0)  # reserved for lines not taken then (their append failed)
+            if owed > events[0]:
+                self._owed[limits.name] = owed - events[0]
+            events[0] = max(0, events[0] - owed)
+            left, until = self._allowance.get(limits.name, (0, 0.0))
+            if not new_runs and events[0] <= left and now < until:  # reserved by this replica a moment ago
+                self._allowance[limits.name] = (left - events[0], until)
+                continue
+            if not new_runs and events[0] == 0:  # every line reserved already, when first sent
+                continue
+            spare = int(max(1.0, limits.events_per_s) * ALLOWANCE_S)  # reserved ahead: fewer round trips
+            wait, no = await self.limits.gate(limits, events[0] + spare, new_runs)
+            self._allowance[limits.name] = (spare, now + wait + ALLOWANCE_S)
+            wait_s = max(wait_s, wait)
+            refused.update(no)
+            counted.update(run for run in new_runs if run not in no)
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        return counted, refused
+
+    def _per_client(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None
+    ) -> dict[str, tuple[str, list[int], list[str]]]:
+        """A batch's lines by client: client -> (one of its run keys, [its lines], the runs its ``run.start`` lines
+        start that this replica does not know yet)."""
+        per_client: dict[str, tuple[str, list[int], list[str]]] = {}
         for obj, _ in lines:
             if type(obj) is TextEvent:
                 run: object = obj.run
@@ -210,25 +263,16 @@ class ReplicaFront:
             found[1][0] += 1
             if type(obj) is dict and obj.get("kind") == "run.start" and self._index.known(run) is None:
                 found[2].append(run)
-        counted: set[str] = set()
-        refused: set[str] = set()
-        wait_s = 0.0
-        now = asyncio.get_running_loop().time()
-        for key, events, new_runs in per_client.values():
-            limits = self.book.limits_for(key)
-            left, until = self._allowance.get(limits.name, (0, 0.0))
-            if not new_runs and events[0] <= left and now < until:  # reserved by this replica a moment ago
-                self._allowance[limits.name] = (left - events[0], until)
-                continue
-            spare = int(max(1.0, limits.events_per_s) * ALLOWANCE_S)  # reserved ahead: fewer round trips
-            wait, no = await self.limits.gate(limits, events[0] + spare, new_runs)
-            self._allowance[limits.name] = (spare, now + wait + ALLOWANCE_S)
-            wait_s = max(wait_s, wait)
-            refused.update(no)
-            counted.update(run for run in new_runs if run not in no)
-        if wait_s > 0:
-            await asyncio.sleep(wait_s)
-        return counted, refused
+        return per_client
+
+    def _give_back(self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None) -> None:
+        """A batch whose append failed (503: nothing of it counts taken) keeps what its pace reserved in Redis for the
+        same lines sent again to this replica (:attr:`_owed`), instead of reserving it a second time."""
+        if self.limits is None:
+            return
+        for key, events, _ in self._per_client(lines, run_hint).values():
+            name = self.book.limits_for(key).name
+            self._owed[name] = min(self._owed.get(name, 0) + events[0], OWED_MAX)
 
     def _remember_stopped(self, run: str) -> None:
         self._stopped[run] = None

@@ -6,10 +6,11 @@ a :class:`core.errors.OwnershipLostError`) and its runs stop without another cal
 
 1. resumes the runs the partition's journal holds unfinished (as a restarted single process does);
 2. takes the input entries nobody acknowledged (its own before a restart, a dead owner's: XAUTOCLAIM);
-3. reads new entries (XREADGROUP: each one run's lines of one request, as the front took them), parses each line
-   once and hands them to the relay, as few batches as can be (:meth:`PartitionOwner._feed`). An entry
-   is acknowledged in the same Redis script that journals it; an entry the relay dropped or refused (a repeat, a
-   line after the run's end) is acknowledged right after. Entries that keep failing (delivered
+3. reads new entries (each one run's lines of one request, as the front took them: a fenced XREADGROUP, then a
+   blocking XREAD from where it got to, one round trip per wake-up: :meth:`adapters.redis.InputStream.read`), parses
+   each line once and hands them to the relay, as few batches as can be (:meth:`PartitionOwner._feed`). An entry
+   is acknowledged (deleted) in the same fenced Redis script that journals it; an entry the relay dropped or refused
+   (a repeat, a line after the run's end) is acknowledged right after. Entries that keep failing (delivered
    :data:`MAX_DELIVERIES` times) go to the dead-letter stream (``streamrelay runs --dead`` lists them).
 """
 
@@ -54,12 +55,17 @@ class AckingJournal:
     def __init__(self, inner: RedisJournal) -> None:
         self.inner = inner
         self.acks: list[str] = []
+        self.feeder: asyncio.Task[Any] | None = None
+        """The task handing the batch over: only its own append takes :attr:`acks` (a Stop journaled meanwhile by
+        another task must not delete the batch's entries before the batch's lines are journaled)."""
 
     def __repr__(self) -> str:
         return f"AckingJournal({self.inner!r})"
 
     async def append(self, entries: Sequence[JournalEntry]) -> None:
-        acks, self.acks = self.acks, []
+        acks: list[str] = []
+        if self.acks and asyncio.current_task() is self.feeder:
+            acks, self.acks = self.acks, []
         await self.inner.append(entries, acks=acks)
 
     async def unfinished(self) -> list[str]:
@@ -206,6 +212,7 @@ class PartitionOwner:
         for run, group in groupby(decoded, key=lambda item: item[0].run if item[2] else None):
             batch = list(group)
             self.journal.acks = [entry.id for entry, _, _ in batch]
+            self.journal.feeder = asyncio.current_task()
             lines = [line for _, taken, _ in batch for line in taken]
             results = await self.relay.submit_lines(lines, run)
             if self.journal.acks:  # nothing of it was journaled (repeats, lines after the end, refused lines)
