@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from redis.asyncio.connection import Connection
 
 from streamrelay.adapters.redis import (
     InputStream,
@@ -14,6 +15,7 @@ from streamrelay.adapters.redis import (
     connect,
     redacted,
 )
+from streamrelay.adapters.redis.client import _packing_in_c
 from streamrelay.core.errors import ConfigError
 
 SECRET_URL = "redis://streamrelay:s3cret-pw@127.0.0.1:6390/0"
@@ -47,3 +49,19 @@ async def test_no_repr_shows_the_password() -> None:
     ]
     assert not [m for m in made if "s3cret-pw" in repr(m)]
     await client.aclose()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("GET", "k"),
+        ("SCRIPT LOAD", "return 1"),
+        (b"CONFIG GET", "appendonly"),
+        ("EVALSHA", "ab12", 2, "sr:{p1}:in", "sr:{p1}:epoch", "ünïcode ✓", 17, -3, b"\x00\xff"),
+        ("SET", "k", 1.5),
+        ("XADD", "k", "*", "line", "x" * 10_000),
+    ],
+)
+def test_commands_packed_in_c_are_the_bytes_redis_py_packs(args: tuple[object, ...]) -> None:
+    packed = b"".join(_packing_in_c(Connection)().pack_command(*args))
+    assert packed == b"".join(Connection().pack_command(*args))

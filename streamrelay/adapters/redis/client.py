@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import SSLConnection
@@ -254,7 +255,37 @@ class _SentinelRedis(_DurableRedis):
             await self.sentinels.aclose()
 
 
-class _SentinelConnection(SentinelManagedConnection):
+_PACKED_TYPES = (str, bytes, int)
+
+
+class _HiredisPacking:
+    """A connection that packs a command in C (``hiredis.pack_command``) instead of redis-py's loop in Python (a few
+    microseconds a command, several a batch: the replicas' hot path is a few scripts per request). The same bytes as
+    redis-py's :meth:`pack_command` (the command's name split at spaces, UTF-8 strings, integers in decimal);
+    any other argument (a float, a bool, a memoryview) or encoding takes redis-py's own packing."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        if (isinstance(first, str) and " " in first) or (isinstance(first, bytes) and b" " in first):
+            args = (*first.split(), *args[1:])  # 'CONFIG GET', 'SCRIPT LOAD': sent as separate arguments
+        encoder = self.encoder  # type: ignore[attr-defined]
+        if (
+            encoder.encoding != "utf-8"
+            or encoder.encoding_errors != "strict"
+            or any(type(arg) not in _PACKED_TYPES for arg in args)
+        ):
+            return super().pack_command(*args)  # type: ignore[misc,no-any-return]
+        return [hiredis.pack_command(args)]
+
+
+def _packing_in_c(connection_class: type[Any]) -> type[Any]:
+    """``connection_class`` with :class:`_HiredisPacking` (a pool made from a URL chose it by the URL's scheme)."""
+    if issubclass(connection_class, _HiredisPacking):
+        return connection_class
+    return type(connection_class.__name__, (_HiredisPacking, connection_class), {})
+
+
+class _SentinelConnection(_HiredisPacking, SentinelManagedConnection):
     """A connection to the primary that asks the sentinels where it is at every connect, also when redis-py
     reconnects to retry a command (``send_packed_command`` -> ``connect_check_health`` -> ``_connect``), which
     otherwise goes back to the connection's last address: after a failover, the old primary. Killed and started
@@ -326,6 +357,7 @@ def connect(
         )
     except ValueError:
         raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
+    pool.connection_class = _packing_in_c(pool.connection_class)
     client = _DurableRedis.from_pool(pool)  # the client owns the pool: aclose() closes both
     assert isinstance(client, _DurableRedis)
     client.durability = durability or Durability()
