@@ -15,6 +15,7 @@ The URL may hold a password (``redis://:secret@host``): it is never logged nor p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -276,6 +277,32 @@ class _HiredisPacking:
         ):
             return super().pack_command(*args)  # type: ignore[misc,no-any-return]
         return [hiredis.pack_command(args)]
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        """redis-py's, without a task per command: it sends under ``asyncio.wait_for`` (a task and two more turns
+        of the event loop in Python 3.11) also when the socket takes the bytes at once, as it does unless its buffer
+        is full; then only the wait for the buffer to drain is timed. The same errors as redis-py's."""
+        if not self.socket_timeout or not self.is_connected or not isinstance(command, list):  # type: ignore[attr-defined]
+            return await super().send_packed_command(command, check_health)  # type: ignore[misc,no-any-return]
+        if check_health:
+            await self.check_health()  # type: ignore[attr-defined]
+        writer = self._writer  # type: ignore[attr-defined]
+        try:
+            writer.writelines(command)
+            if writer.transport.get_write_buffer_size():  # not all taken by the socket: wait for it, bounded
+                await asyncio.wait_for(writer.drain(), self.socket_timeout)  # type: ignore[attr-defined]
+            else:
+                await writer.drain()  # returns at once (or raises: the connection was lost)
+        except TimeoutError:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        except OSError as exc:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            number, text = ("UNKNOWN", exc.args[0]) if len(exc.args) == 1 else (exc.args[0], exc.args[1])
+            raise RedisConnectionError(f"Error {number} while writing to socket. {text}.") from exc
+        except BaseException:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise
 
 
 def _packing_in_c(connection_class: type[Any]) -> type[Any]:
