@@ -112,18 +112,20 @@ owner never deletes an entry the new owner has not taken)."""
 
 _APPEND_OPEN = """
 -- KEYS: inbox, epoch marker, then each run's stop mark; ARGV: epoch ('' unchecked), then per entry: the index of its
--- run's stop mark in KEYS, run, line. Replies per entry its stream id, or 0 when its run's stop mark exists (nothing
--- of that run is appended); an error LOST when the partition's epoch marker is not ARGV[1] (Redis lost its data:
--- nothing is appended)
+-- run's stop mark in KEYS, run, line, '1' when every line is a text event the front validated ('' else). Replies per
+-- entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended); an error LOST when the
+-- partition's epoch marker is not ARGV[1] (Redis lost its data: nothing is appended)
 if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return redis.error_reply('LOST')
 end
 local stopped = {}
 for k = 3, #KEYS do stopped[k] = redis.call('EXISTS', KEYS[k]) == 1 end
 local out = {}
-for i = 2, #ARGV, 3 do
+for i = 2, #ARGV, 4 do
   if stopped[tonumber(ARGV[i])] then
     out[#out + 1] = 0
+  elseif ARGV[i + 3] == '1' then
+    out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', ARGV[i + 1], 'line', ARGV[i + 2], 'text', '1')
   else
     out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', ARGV[i + 1], 'line', ARGV[i + 2])
   end
@@ -132,21 +134,25 @@ return out
 """
 """``stream.append_open`` (durable: a line is answered 200 only once a replica has it). KEYS: the partition's input
 stream, its epoch marker, then per entry its run's stop mark; ARGV: the epoch this replica found ('' unchecked), then
-run and line per entry. Returns per entry its stream id, or 0 for a line of a stopped run (not appended); the error
-``LOST`` (nothing appended) when the epoch marker is not ARGV[1]. Atomic: the epoch check, each run's stop check and
-the appends are one step, so a line is in the stream before its run's stop mark or refused after it, and nothing is
-taken on a Redis that lost its data."""
+per entry its stop mark's index, run, line and whether every line is a validated ``text`` event (field ``text``).
+Returns per entry its stream id, or 0 for a line of a stopped run (not appended); the error ``LOST`` (nothing
+appended) when the epoch marker is not ARGV[1]. Atomic: the epoch check, each run's stop check and the appends are
+one step, so a line is in the stream before its run's stop mark or refused after it, and nothing is taken on a Redis
+that lost its data."""
 
 
 @dataclass(frozen=True)
 class InputEntry:
     """One entry of a partition's stream: its stream ``id`` (what :meth:`InputStream.ack` takes), its run and the
     run's lines as a replica's front took them from one request: their NDJSON text, joined by ``"\\n"``
-    (:meth:`lines`)."""
+    (:meth:`lines`); ``text``: see below."""
 
     id: str
     run: str
     line: str
+    text: bool = False
+    """Every line is a ``text`` event the front decoded and validated as the owner would
+    (:func:`adapters.ingest_http.lines.decode_text` gave it): the owner validates them in one call."""
 
     def entry(self) -> JournalEntry:
         """As the journal takes it."""
@@ -178,7 +184,8 @@ def _entries(raw: Any) -> list[InputEntry]:
         if isinstance(fields, list):
             fields = dict(zip(fields[::2], fields[1::2], strict=True))
         if fields:
-            found.append(InputEntry(str(entry_id), str(fields.get("run", "")), str(fields.get("line", ""))))
+            run, line = str(fields.get("run", "")), str(fields.get("line", ""))
+            found.append(InputEntry(str(entry_id), run, line, fields.get("text") == "1"))
     return found
 
 
@@ -221,7 +228,7 @@ class InputStream:
         return [str(i) for i in ids]
 
     async def append_open(
-        self, partition: int, entries: Sequence[JournalEntry], *, epoch: str = ""
+        self, partition: int, entries: Sequence[JournalEntry], *, epoch: str = "", text: Sequence[bool] = ()
     ) -> list[str | None]:
         """Append ``entries`` of ``partition`` in order, in one script, except the lines of runs their reader stopped
         (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`): per
@@ -230,7 +237,8 @@ class InputStream:
         :meth:`InputEntry.lines`); each run's stop mark is one key of the script however many entries it has.
         The check and the append are atomic: a line is either in the stream before the mark, or refused after it.
         With ``epoch`` (:meth:`adapters.redis.Epochs.of`), the partition's epoch marker is checked first in the same
-        script: a Redis that lost its data takes nothing.
+        script: a Redis that lost its data takes nothing. ``text``: per entry, whether every line of it is a ``text``
+        event the front validated (:attr:`InputEntry.text`; none when empty).
 
         Raises:
             DataLostError: the partition's epoch marker is not ``epoch``: nothing was appended.
@@ -240,8 +248,8 @@ class InputStream:
             return []
         marks: dict[str, int] = {}  # each run's stop mark once (its index in KEYS, from 1 as Lua counts)
         args: list[str | int] = [epoch]
-        for e in entries:
-            args += [marks.setdefault(e.run, len(marks) + 3), e.run, e.line]
+        for k, e in enumerate(entries):
+            args += [marks.setdefault(e.run, len(marks) + 3), e.run, e.line, "1" if text and text[k] else ""]
         keys = [self._keys.inbox(partition), self._keys.epoch(partition)]
         keys += [self._keys.stopped(partition, run) for run in marks]
         try:

@@ -138,10 +138,11 @@ class ReplicaFront:
         counted: set[str],
         refused: set[str],
         results: list[LineResult | IngestError],
-    ) -> dict[int, dict[str, list[tuple[int, str]]]]:
+    ) -> dict[int, dict[str, list[tuple[int, str, bool]]]]:
         """Each line's result appended to ``results`` (ONE_EVENT, or why it is refused) and the lines taken, by
-        partition and run (:meth:`submit_lines`): partition -> run -> [(its index in ``results``, its text)]."""
-        batches: dict[int, dict[str, list[tuple[int, str]]]] = {}
+        partition and run (:meth:`submit_lines`): partition -> run -> [(its index in ``results``, its text, whether
+        it is a ``text`` event the app decoded and validated from that text: :attr:`takes_typed`)]."""
+        batches: dict[int, dict[str, list[tuple[int, str, bool]]]] = {}
         known = self._index.known
         failed_starts: list[str] = []
         for obj, raw in lines:
@@ -152,7 +153,7 @@ class ReplicaFront:
                 run = obj.run
                 partition = known(run)
                 if partition is not None and run not in self._stopped:
-                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw))
+                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw, True))
                     results.append(ONE_EVENT)
                     continue
             try:
@@ -162,7 +163,8 @@ class ReplicaFront:
                 if counted and type(obj) is dict and obj.get("run", run_hint) in counted:
                     failed_starts.append(str(obj.get("run", run_hint)))  # counted, yet it never starts
                 continue
-            batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text))
+            typed = type(obj) is TextEvent and text is raw  # decoded and validated by the app, as the owner would
+            batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text, typed))
             results.append(ONE_EVENT)
         if failed_starts and self.limits is not None:
             for run in failed_starts:
@@ -170,18 +172,19 @@ class ReplicaFront:
         return batches
 
     async def _append(
-        self, batches: dict[int, dict[str, list[tuple[int, str]]]], results: list[LineResult | IngestError]
+        self, batches: dict[int, dict[str, list[tuple[int, str, bool]]]], results: list[LineResult | IngestError]
     ) -> None:
         """Append each partition's entries (one per run: its lines' texts joined) in one script each; the lines of a
         run found stopped become 409 in ``results``."""
         for partition, runs in batches.items():
             epoch = "" if self.epochs is None else self.epochs.of(partition)
-            entries = [JournalEntry(run, "\n".join(text for _, text in taken)) for run, taken in runs.items()]
-            ids = await self._stream.append_open(partition, entries, epoch=epoch)
+            entries = [JournalEntry(run, "\n".join(line for _, line, _ in taken)) for run, taken in runs.items()]
+            typed = [all(text for _, _, text in taken) for taken in runs.values()]
+            ids = await self._stream.append_open(partition, entries, epoch=epoch, text=typed)
             for (run, taken), stream_id in zip(runs.items(), ids, strict=True):
                 if stream_id is None:  # its run's stop mark is there: refused, never appended
                     self._remember_stopped(run)
-                    for at, _ in taken:
+                    for at, _, _ in taken:
                         results[at] = IngestError(STOPPED_ERROR, status=409)
 
     def _refused_start(self, obj: Any, run_hint: str | None, refused: set[str]) -> IngestError | None:
