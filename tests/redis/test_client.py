@@ -62,6 +62,6 @@ async def test_no_repr_shows_the_password() -> None:
         ("XADD", "k", "*", "line", "x" * 10_000),
     ],
 )
-def test_commands_packed_in_c_are_the_bytes_redis_py_packs(args: tuple[object, ...]) -> None:
+def test_commands_packed_in_c_are_the_bytes_redis_py_packs(args: tuple[str | bytes | int | float, ...]) -> None:
     packed = b"".join(_packing_in_c(Connection)().pack_command(*args))
     assert packed == b"".join(Connection().pack_command(*args))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,11 +119,13 @@ class _AppendFailsOnce(InputStream):
 
     failed = False
 
-    async def append_open(self, partition: int, entries: Any, *, epoch: str = "") -> list[str | None]:
+    async def append_open(
+        self, partition: int, entries: Any, *, epoch: str = "", text: Sequence[bool] = ()
+    ) -> list[str | None]:
         if not self.failed:
             self.failed = True
             raise RedisConnectionError("Connection closed by server.")
-        return await super().append_open(partition, entries, epoch=epoch)
+        return await super().append_open(partition, entries, epoch=epoch, text=text)
 
 
 async def test_a_batch_whose_append_failed_is_not_charged_again_when_sent_again(client: Redis) -> None:
