@@ -3,7 +3,8 @@
 A server process runs the ingest app (adapters/ingest_http/app.py) on a relay with an in-memory journal and ledger
 and a platform that answers at once, under uvicorn as ``serve`` runs it: the connection guard of
 ``[service.connections]`` on uvicorn's httptools protocol (``--http httptools``, serve's default) or its h11
-protocol (``--http h11``), on uvloop or asyncio's loop. A client (raw keep-alive HTTP/1.1 on
+protocol (``--http h11``), on uvloop or asyncio's loop, what start-up built frozen out of the garbage collector's
+scans as ``serve`` does (``gc.freeze``). A client (raw keep-alive HTTP/1.1 on
 asyncio streams, cheaper than a client library) posts, over ``--connections`` connections, each run's
 1-character ``text`` deltas either as NDJSON bodies of ``--batch`` lines or one event per request (``--batch 1``).
 Prints events per second (wall) and the server's CPU µs per event (its own process time: the machine is shared),
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import os
 import signal
@@ -79,6 +81,13 @@ def null_app() -> Any:
     return Starlette(routes=[Route("/v1/runs/{run}/events", events, methods=["POST"])])
 
 
+def _freeze() -> None:
+    """What start-up built kept out of every later collection's scan, as ``serve`` does once its channels are loaded
+    (``app/serving.py``: ``gc.collect()`` then ``gc.freeze()``); the null sidecar's too, alike."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve(port: int, http: str, loop: str, null: bool = False) -> None:
     """The server process: the ingest app (or with ``null`` the null sidecar) on ``port`` until killed."""
     import uvicorn
@@ -86,6 +95,7 @@ def serve(port: int, http: str, loop: str, null: bool = False) -> None:
     if null:
         config = uvicorn.Config(null_app(), host="127.0.0.1", port=port, log_level="warning", lifespan="off", http=http)
         server = uvicorn.Server(config)
+        _freeze()
         if loop == "uvloop":
             import uvloop
 
@@ -120,6 +130,7 @@ def serve(port: int, http: str, loop: str, null: bool = False) -> None:
     options = uvicorn_options(ConnectionGuard(connection_limits(None)), http)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **options)
     server = uvicorn.Server(config)
+    _freeze()
     profile = os.environ.get("BENCH_INGEST_PROFILE")  # a path: the server's cProfile is written there at exit
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:

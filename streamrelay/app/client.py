@@ -140,12 +140,14 @@ class RelayClient:
         lines = [json.dumps(e if isinstance(e, Mapping) else event_to_json(e), ensure_ascii=False) for e in events]
         return await self._send_lines(run, lines)
 
-    async def _send_lines(self, run: str, lines: list[str], first: httpx.Response | None = None) -> int:
+    async def _send_lines(
+        self, run: str, lines: list[str], first: httpx.Response | None = None, tally: _Taken | None = None
+    ) -> int:
         """:meth:`send`'s loop over NDJSON ``lines`` (``first``: the answer ``lines`` already got, e.g. a
-        :class:`RunStream`'s long request); the lines taken. Raises as :meth:`send`."""
+        :class:`RunStream`'s long request; ``tally``: what earlier requests of the same stream took and refused); the
+        lines taken. Raises as :meth:`send`."""
+        tally = tally if tally is not None else _Taken()
         deadline = time.monotonic() + self.push_back_s
-        taken, sent_before = 0, 0
-        refused: list[str] = []  # lines refused beside a push-back, numbered from the first line given
         answer = first
         while True:
             if answer is None:
@@ -157,14 +159,9 @@ class RelayClient:
             rest = _pushed_back(answer, lines)
             if rest is None or time.monotonic() >= deadline:
                 body = _json(answer)
-                if refused:
-                    raise RelayError(422, "lines refused (the others were taken): " + "; ".join(refused))
-                return taken + int(body.get("accepted", 0))
-            body = answer.json()
-            taken += int(body.get("accepted", 0))
-            for line in body.get("rejected", []):
-                refused.append(f"line {sent_before + int(line['line'])}: {line['error']}")
-            sent_before += len(lines) - len(rest)
+                tally.raise_refused()
+                return tally.accepted + int(body.get("accepted", 0))
+            tally.count(answer, len(lines) - len(rest))
             lines = rest
             delay_s = float(answer.headers.get("retry-after", "1"))
             await asyncio.sleep(min(delay_s, max(0.0, deadline - time.monotonic())))
@@ -290,12 +287,15 @@ class RelayClient:
 class RunStream:
     """One long NDJSON request of a run (:meth:`RelayClient.stream`): lines go out as :meth:`send` gives them, an
     empty line (a keep-alive) after each ``keepalive_s`` seconds of silence, and the sidecar answers when the block
-    ends. Lines the sidecar pushed back (503 with ``pushed_back_from``, past its capacity) are sent again after the
-    request, as :meth:`RelayClient.send` does; :attr:`accepted` is then the events the sidecar took.
+    ends. A sidecar past its capacity may cut the request partway (503 with ``Retry-After`` and ``pushed_back_from``,
+    the first line of the request it did not take, keep-alives counted as the sidecar counts them): the lines from
+    there on are sent again after the request, as :meth:`RelayClient.send` does; :attr:`accepted` is then the events
+    the sidecar took. (HTTP/1.1 as httpx speaks it reads an answer only once the request's body is sent, so a stream
+    cut partway learns it when its block ends; until then its lines go to a sidecar that no longer reads them.)
 
     Raises (on leaving the block):
         RelayError: a line was refused (the others were taken), or the sidecar still pushed back after
-            ``push_back_s``. :meth:`send` raises it at once when the sidecar already answered (e.g. 401, 413).
+            ``push_back_s``. :meth:`send` raises it at once when the sidecar answered otherwise (e.g. 401, 413).
     """
 
     def __init__(self, client: RelayClient, run: str, keepalive_s: float) -> None:
@@ -303,19 +303,38 @@ class RunStream:
         self.run = run
         self.keepalive_s = keepalive_s
         self.accepted = 0
-        self._lines: list[str] = []
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._taken = _Taken()
+        self._lines: list[str] = []  # the lines given to the open request, in order
+        self._body: list[str] = []  # what its body carried so far, a keep-alive as "" (the sidecar numbers those too)
+        self._carried = 0  # how many of _lines the body carried
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._post: asyncio.Task[httpx.Response] | None = None
 
     def __repr__(self) -> str:
         return f"RunStream(run={self.run!r}, lines={len(self._lines)})"
 
     async def __aenter__(self) -> RunStream:
-        http = self._client._http
-        path = _path(self.run, "/events")
-        headers = {"Content-Type": "application/x-ndjson"}
-        self._post = asyncio.create_task(http.post(path, content=self._body(), headers=headers, timeout=None))
+        self._open([])
         return self
+
+    def _open(self, lines: list[str]) -> None:
+        """Start the long request, its body beginning with ``lines``."""
+        self._put(lines)
+        headers = {"Content-Type": "application/x-ndjson"}
+        post = self._client._http.post(
+            _path(self.run, "/events"), content=self._body_pieces(self._queue), headers=headers, timeout=None
+        )
+        self._post = asyncio.create_task(post)
+
+    def _put(self, lines: list[str]) -> None:
+        self._lines.extend(lines)
+        for line in lines:
+            self._queue.put_nowait(line)
+
+    def _request_lines(self) -> list[str]:
+        """The open request's lines as the sidecar numbers them: those its body carried (keep-alives as ""), then
+        those still queued (a cut request never carried them)."""
+        return self._body + self._lines[self._carried :]
 
     async def send(self, events: Iterable[Mapping[str, Any] | Event]) -> None:
         """Send ``events`` on the open request (queued: they go out as the connection takes them).
@@ -328,21 +347,26 @@ class RunStream:
         if self._post.done():
             _json(self._post.result())  # the answer that ended it (a 4xx, a 503): raised as RelayError
             raise RelayError(200, "the sidecar already answered this stream: start another")
-        for event in events:
-            line = json.dumps(event if isinstance(event, Mapping) else event_to_json(event), ensure_ascii=False)
-            self._lines.append(line)
-            self._queue.put_nowait((line + "\n").encode())
+        self._put(
+            [
+                json.dumps(event if isinstance(event, Mapping) else event_to_json(event), ensure_ascii=False)
+                for event in events
+            ]
+        )
 
-    async def _body(self) -> AsyncIterator[bytes]:
+    async def _body_pieces(self, queue: asyncio.Queue[str | None]) -> AsyncIterator[bytes]:
         while True:
             try:
-                piece = await asyncio.wait_for(self._queue.get(), self.keepalive_s)
+                line = await asyncio.wait_for(queue.get(), self.keepalive_s)
             except TimeoutError:
+                self._body.append("")
                 yield b"\n"  # a keep-alive: the sidecar skips an empty line
                 continue
-            if piece is None:
+            if line is None:
                 return
-            yield piece
+            self._body.append(line)
+            self._carried += 1
+            yield (line + "\n").encode()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -355,7 +379,36 @@ class RunStream:
                 await self._post
             return
         # A push-back's rest is sent again as send does (its refused lines raise, its wait bounded by push_back_s).
-        self.accepted = await self._client._send_lines(self.run, self._lines, first=await self._post)
+        answer = await self._post
+        self.accepted = await self._client._send_lines(self.run, self._request_lines(), first=answer, tally=self._taken)
+
+
+class _Taken:
+    """What the requests of one send or stream took and refused so far (lines numbered over them all)."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.refused: list[str] = []
+        self._numbered = 0  # lines of earlier requests, to number a refused line from the first one given
+
+    def count(self, answer: httpx.Response, done: int) -> int:
+        """Count a push-back ``answer`` whose request's first ``done`` lines were read (taken or refused); the
+        events it took."""
+        try:
+            body = answer.json()
+        except json.JSONDecodeError:
+            body = {}
+        took = int(body.get("accepted", 0)) if isinstance(body, dict) else 0
+        self.accepted += took
+        for line in body.get("rejected", []) if isinstance(body, dict) else []:
+            self.refused.append(f"line {self._numbered + int(line['line'])}: {line['error']}")
+        self._numbered += done
+        return took
+
+    def raise_refused(self) -> None:
+        """Raises RelayError (422) listing the refused lines, if any."""
+        if self.refused:
+            raise RelayError(422, "lines refused (the others were taken): " + "; ".join(self.refused))
 
 
 def _path(run: str, tail: str = "") -> str:

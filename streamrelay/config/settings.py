@@ -224,8 +224,9 @@ class ServiceSettings(Strict):
     ``redis_sentinels``."""
     redis_wait_replicas: int | None = Field(default=None, ge=0, le=16)
     """How many Redis replicas must acknowledge (``WAIT``) the writes that must survive a failover: a lease's fencing
-    token, a ledger intent, an accepted line, the epoch markers; never more than are connected (a primary left
-    alone goes on). Unset: 1 with ``redis_sentinels``, 0 with ``redis_url``."""
+    token, a ledger intent, an accepted line, the epoch markers. A primary with fewer replicas online refuses them
+    (503, sent again) until enough are back: a write on a primary alone could be lost to the next failover. Unset:
+    1 with ``redis_sentinels``, 0 with ``redis_url``."""
     redis_wait_timeout_ms: int = Field(default=1000, ge=10, le=60_000)
     """How long such a write waits for its acknowledgements before it is refused (503, or the run resumes)."""
     allow_volatile_redis: bool = False

@@ -181,7 +181,9 @@ class Source(BaseModel):
     agent_id: UnicodeText
     session_id: UnicodeText | None = None
     parent_session_id: UnicodeText | None = None
-    depth: int = Field(default=1, ge=1)
+    depth: StrictInt = Field(default=1, ge=1)
+    """1 for a direct child of the root. A JSON integer only (strict: ``true``, ``1.0`` or ``"1"`` is refused, never
+    taken as 1)."""
     path: UnicodeText | None = None
 
     @property
@@ -211,6 +213,8 @@ class _EventBase(BaseModel):
     run: str = Field(min_length=1, max_length=300)
     """A run key: the client's run id (at most 200 characters) behind its client's name (:mod:`core.ingest.clients`)."""
     seq: StrictInt | None = Field(default=None, ge=0, le=MAX_SEQ)
+    """A JSON integer only (strict, as every integer field of an event: ``true``, ``1.0`` or ``"1"`` is refused with
+    the field named, never coerced)."""
     source: Source | None = None
     lane: Lane = Lane.UI
 
@@ -235,7 +239,9 @@ class TextEvent(_EventBase):
     mode: TextMode = TextMode.DELTA
     text: str
     """Kept raw: a delta may end in half a surrogate pair that the next delta completes."""
-    message: int = Field(default=0, ge=0)
+    message: StrictInt = Field(default=0, ge=0)
+    """The assistant message index: a JSON integer only (strict: ``true``, ``1.0`` or ``"1"`` is refused, never taken
+    as message 1)."""
     visibility: Visibility = Visibility.ANSWER
 
 
@@ -258,11 +264,12 @@ class JoinedDeltas(TextEvent):
 class TextDelta:
     """The common line as a run carries it: the root agent's answer ``text`` delta on the ``ui`` lane, the fields a
     plain line gave (``kind`` ``text``, ``text``, and at most ``run``, ``seq``, ``mode`` ``delta``, ``message``, each
-    of a type and range the ``text`` event's validator takes unchanged). A typed value of the run, never on the wire,
-    in a journal or in a schema: admission makes it without pydantic's validation and copy
-    (:meth:`core.ingest.admission.Admission.take_deltas`), the run stage takes it as the :class:`TextEvent` it
-    stands for (:meth:`event`, which only the rare paths build). Its other fields are the event's defaults, as
-    class attributes: a reader of an event's fields reads them the same.
+    of a type and range the ``text`` event's validator takes unchanged, and ``lane``, ``visibility`` and ``source`` at
+    their defaults). A typed value of the run, never on the wire, in a journal or in a schema: admission makes it
+    without pydantic's validation and copy (:meth:`core.ingest.admission.Admission.take_deltas`; HTTP ingest decodes
+    a plain line into one at once: :func:`adapters.ingest_http.lines.decode_delta`), the run stage takes it as the
+    :class:`TextEvent` it stands for (:meth:`event`, which only the rare paths build). Its other fields are the
+    event's defaults, as class attributes: a reader of an event's fields reads them the same.
 
     A value: nothing changes one once admission made it. Not declared ``frozen``: one is made per line, and a frozen
     dataclass's ``__init__`` sets each field through ``object.__setattr__`` (~0.35 µs more a line here, as
@@ -295,12 +302,14 @@ class TextDelta:
 
 class BlockEnd(_EventBase):
     kind: Literal["block_end"] = "block_end"
-    message: int | None = Field(default=None, ge=0)
+    message: StrictInt | None = Field(default=None, ge=0)
+    """As :attr:`TextEvent.message` (strict)."""
 
 
 class MessageEnd(_EventBase):
     kind: Literal["message_end"] = "message_end"
-    message: int | None = Field(default=None, ge=0)
+    message: StrictInt | None = Field(default=None, ge=0)
+    """As :attr:`TextEvent.message` (strict)."""
 
 
 class ToolCall(_EventBase):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,35 @@ async def test_the_relay_client_honours_retry_after_and_nothing_is_lost(loaded: 
         assert not sending.done()  # pushed back: it waits for Retry-After
         st.lag.set(0.0)
         assert await asyncio.wait_for(sending, 10) == 4
+        report = await relay.report("r1", wait_s=10)
+    assert report.status == "delivered"
+    assert (await chat_text(st)).split() == "".join(PARTS).split()
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_long_stream_cut_partway_after_keep_alives_sends_the_lines_not_taken_again(loaded: Loaded) -> None:
+    """A stream's request cut by a push-back after keep-alive lines: ``pushed_back_from`` counts the keep-alives as
+    the sidecar read them, and the client sends exactly the lines from there on again (before, it indexed its own
+    list without the keep-alives: with three keep-alives before the cut, the lines pushed back were lost)."""
+    st = loaded
+    async with RelayClient(st.sidecar.url, INGEST_TOKEN) as relay:
+        async with relay.stream("r1", keepalive_s=0.05) as stream:
+            await stream.send([START, {"kind": "text", "mode": "delta", "text": PARTS[0], "seq": 1}])
+            await until(lambda: st.relay.controller("r1") is not None)
+            await until(lambda: stream._body.count("") >= 3)  # keep-alive lines went out while the agent thought
+            st.lag.set(0.5)  # past twice overload_lag_ms: the next line cuts the request
+            await stream.send([{"kind": "text", "mode": "delta", "text": PARTS[1], "seq": 2}])
+            await until(lambda: st.sidecar.pressure is not None and st.sidecar.pressure.pushed_back == 1)
+            st.lag.set(0.0)
+            await stream.send([{"kind": "text", "mode": "delta", "text": PARTS[2], "seq": 3}])
+            await stream.send([{"kind": "end", "status": "ok", "seq": 4}])
+        assert stream.accepted == 5
         report = await relay.report("r1", wait_s=10)
     assert report.status == "delivered"
     assert (await chat_text(st)).split() == "".join(PARTS).split()

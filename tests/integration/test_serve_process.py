@@ -183,3 +183,34 @@ async def test_sigterm_drains_an_active_run_then_exits_and_a_second_stops_at_onc
         served.proc.send_signal(signal.SIGTERM)  # the agent is gone: do not wait 20 s for it
         assert await served.exit_code(10) == 0
         assert any("resume from the journal" in line["event"] for line in served.lines())
+
+
+async def test_a_bool_or_float_message_index_is_refused_alone_and_the_run_is_delivered(
+    tmp_path: Path, mock: MockTelegram
+) -> None:
+    """``"message": true`` was message 1 (lax coercion: the chat showed "there\\n\\nHello"): now that line is refused
+    with its field named, like any line of a wrong type, and the batch's other lines are taken."""
+    async with serve(tmp_path, mock.base_url) as served:
+        await served.ready()
+        answer = await served.post(
+            "r4",
+            START,
+            {"kind": "text", "text": "Hello ", "message": True},
+            {"kind": "text", "text": "there"},
+            {"kind": "text", "text": " again", "message": 1.0},
+            {"kind": "text", "text": " and again", "message": "1"},
+            {"kind": "text", "text": "!", "message": 0},
+            {"kind": "end"},
+        )
+        refused = "bad 'text' event: message: Input should be a valid integer"
+        assert answer.status_code == 400, answer.text
+        assert answer.json() == {
+            "error": f"line 2: {refused}",
+            "accepted": 4,
+            "rejected": [{"line": 2, "error": refused}, {"line": 4, "error": refused}, {"line": 5, "error": refused}],
+        }
+        report = await served.client.get(
+            "/v1/runs/r4", params={"wait_s": 20}, headers={"Authorization": f"Bearer {INGEST_TOKEN}"}
+        )
+        assert report.json()["status"] == "delivered"
+        assert [text for _, text in mock.visible(42)] == ["there!"]

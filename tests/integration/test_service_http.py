@@ -238,3 +238,27 @@ async def test_the_rejected_lines_are_listed_in_line_order_and_the_first_one_set
     assert [r["line"] for r in data["rejected"]] == [2, 3, 4, 5], data
     assert answer.status_code == 400 and data["error"].startswith("line 2: bad 'text' event: mode"), data
     assert data["accepted"] == 2
+
+
+async def test_plain_deltas_taken_alone_get_the_answers_of_any_line(stack: Stack) -> None:
+    """A plain delta line (decoded once, carried as a TextDelta) that the batch's group cannot take is taken alone with
+    the answer any line gets: a repeated seq dropped, a seq past the window refused (422), a run that has not started
+    refused (409)."""
+    ghost = await stack.client.post("/v1/runs/ghost2/events", content=ndjson({"kind": "text", "text": "x", "seq": 1}))
+    assert ghost.status_code == 409 and "send its run.start event first" in ghost.json()["error"]
+    body = ndjson(
+        {**start("r9"), "seq": 0},
+        {"kind": "text", "text": "Hello", "seq": 1},
+        {"kind": "text", "text": "Hello", "seq": 1},  # a repeat
+        {"kind": "text", "text": " far", "seq": 10**15},  # past the seq window
+        {"kind": "text", "text": ", world", "seq": 2, "lane": "ui", "visibility": "answer", "source": None},
+        {"kind": "end", "seq": 3},
+    )
+    answer = await stack.client.post("/v1/runs/r9/events", content=body)
+    assert answer.status_code == 422, answer.text
+    data = answer.json()
+    assert (data["accepted"], data["dropped"]) == (4, 1)
+    assert [r["line"] for r in data["rejected"]] == [4] and "seq_window" in data["rejected"][0]["error"]
+    report = (await stack.client.get("/v1/runs/r9", params={"wait_s": 10})).json()
+    assert report["status"] == "delivered"
+    assert [t for _, t in stack.mock.visible(7)] == ["Hello, world"]

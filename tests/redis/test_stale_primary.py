@@ -57,9 +57,10 @@ async def _until(check: object, what: str, timeout_s: float = 60.0) -> None:
 
 
 async def _accept(stream: InputStream, line: str) -> int:
-    """Append ``line`` as a front does, sent again after a refusal (503) as an agent does; the refusals."""
+    """Append ``line`` as a front does, sent again after a refusal (503) as an agent does; the refusals. A primary
+    alone refuses every line until its old self is back as its replica (the sentinels turn it after about 8 s)."""
     refused = 0
-    for _ in range(100):
+    for _ in range(600):
         try:
             await stream.append_open(PARTITION, [JournalEntry("run-1", line)])
             return refused
@@ -98,8 +99,10 @@ async def test_a_line_accepted_after_a_failover_is_on_the_primary_the_sentinels_
             await _accept(stream, f'{{"n": {n}}}')
         named = await sentinels.named_primary()
         assert named == record.promoted
-        on_primary = await _lines_on(named)
-        assert [f'{{"n": {n}}}' for n in range(4)] == [line for line in on_primary if line.startswith('{"n"')]
+        on_primary = [line for line in await _lines_on(named) if line.startswith('{"n"')]
+        # A line refused as not replicated (the promoted primary alone) was applied there all the same: sent again,
+        # it is there twice (the owner drops the second by its seq), never missing, never out of order.
+        assert [f'{{"n": {n}}}' for n in range(4)] == list(dict.fromkeys(on_primary)), on_primary
     finally:
         await client.aclose()
 
@@ -139,6 +142,7 @@ async def test_a_write_on_a_primary_left_behind_is_refused_and_goes_to_the_named
         await _accept(stream, '{"n": 1}')
         named = await sentinels.named_primary()
         assert named is not None and named != old
-        assert [line for line in await _lines_on(named) if line.startswith('{"n"')] == ['{"n": 0}', '{"n": 1}']
+        found = [line for line in await _lines_on(named) if line.startswith('{"n"')]
+        assert list(dict.fromkeys(found)) == ['{"n": 0}', '{"n": 1}'], found  # a refused try may be there too
     finally:
         await client.aclose()

@@ -12,9 +12,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamrelay.adapters.ingest_http.lines import decode, decode_text
+from streamrelay.adapters.ingest_http.lines import decode, decode_delta, decode_text
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import Event, TextEvent, parse_event
+from streamrelay.core.events import Event, TextDelta, TextEvent, parse_event
+from streamrelay.core.ingest.admission import _delta_of
 
 RUN = "client/r:1"
 RUN_JSON = json.dumps(RUN).encode()
@@ -108,3 +109,52 @@ def test_lines_the_general_path_must_judge_are_left_to_it() -> None:
         b'{"kind": "text", "text": "\xff"}',
     ]:
         assert decode_text(raw, RUN_JSON) is None, raw
+
+
+@settings(max_examples=800, deadline=None)
+@given(text_lines())
+def test_a_line_decoded_once_as_a_plain_delta_is_what_the_general_path_makes(raw: bytes) -> None:
+    """:func:`decode_delta` (HTTP's common line, carried as a TextDelta) agrees with the general path: the same event
+    (the in-process path's TextDelta of the decoded line), never a line the general path refuses."""
+    fast = decode_delta(raw, RUN)
+    if fast is None:
+        return
+    slow = _general(raw)
+    assert isinstance(slow, TextEvent), (raw, slow)
+    assert fast.event().__dict__ == slow.__dict__
+    obj, _ = decode(raw, 1 << 20)
+    assert _delta_of(obj, RUN, RUN) == fast  # what admission makes of the decoded line: the same TextDelta
+
+
+def test_plain_delta_lines_are_decoded_once_and_others_left_to_the_one_step_decoder_or_the_general_path() -> None:
+    plain = [
+        (b'{"kind": "text", "text": "Hel: lo"}', TextDelta(RUN, "Hel: lo")),
+        (b'{"kind":"text","mode":"delta","text":"\xf0\x9f\x98\x80","seq":3,"message":1}', TextDelta(RUN, "😀", 3, 1)),
+        (b'{"seq": null, "text": "", "kind": "text"}', TextDelta(RUN, "")),
+        (b'{"lane": "ui", "kind": "text", "text": "x", "visibility": "answer", "source": null}', TextDelta(RUN, "x")),
+        (b'{"kind": "text", "te\\u0078t": "a:b"}', TextDelta(RUN, "a:b")),  # an escaped key is still the key
+    ]
+    for raw, delta in plain:
+        assert decode_delta(raw, RUN) == delta, raw
+    for raw in [
+        b'{"kind": "text", "text": "a", "text": "b"}',  # a key twice
+        b'{"kind": "text", "text": "a:", "text": "b"}',
+        b'{"kind": "text", "text": "a\\u003a", "text": "b:"}',  # an escaped ':' would hide the repeat
+        b'{"kind": "text", "text": "\\ud83d"}',  # half a surrogate pair: kept raw by the general path
+        b'{"kind": "text", "text": "a", "run": "other"}',  # names its run
+        b'{"kind": "text", "text": "a", "visibility": "reasoning"}',  # not plain: the one-step decoder takes it
+        b'{"kind": "text", "text": "a", "mode": "snapshot"}',
+        b'{"kind": "text", "text": "a", "lane": "pipeline"}',
+        b'{"kind": "text", "text": "a", "source": {"agent_id": "a"}}',
+        b'{"kind": "text", "text": "a", "message": true}',  # strict: refused by the general path
+        b'{"kind": "text", "text": "a", "message": 1.0}',
+        b'{"kind": "text", "text": "a", "seq": "1"}',
+        b'{"kind": "text", "text": "a", "seq": 9007199254740992}',  # past MAX_SEQ
+        b'{"kind": "text", "text": "a", "message": 18446744073709551616}',  # a float to orjson
+        b'{"kind": "text", "text": 3}',
+        b'{"kind": "end"}',
+        b'{"kind": "text", "text": "a"} x',
+        b'{"kind": "text", "text": "\xff"}',
+        b"[]",
+    ]:
+        assert decode_delta(raw, RUN) is None, raw

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import MAX_SEQ, RunEvent, TextDelta, TextEvent, TextMode, parse_event
+from streamrelay.core.events import MAX_SEQ, Lane, RunEvent, TextDelta, TextEvent, TextMode, Visibility, parse_event
 from streamrelay.core.ingest.admission import LineResult, _delta_of
 from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
 from streamrelay.core.ingest.sequencer import SeqFloor
@@ -431,11 +431,14 @@ PLAIN_LINES = [
     {"kind": "text", "text": "lo", "run": "r", "seq": 3, "mode": "delta", "message": 1},
     {"kind": "text", "text": "", "seq": None, "message": 0},
     {"kind": "text", "text": "\ud83d", "mode": TextMode.DELTA},  # half a pair, kept raw as the event keeps it
+    {"kind": "text", "text": "a", "lane": "ui"},  # the fields a TextDelta holds as class attributes, at their defaults
+    {"kind": "text", "text": "a", "visibility": "answer", "lane": Lane.UI},  # (what a writer of every field sends)
+    {"kind": "text", "text": "a", "source": None, "visibility": Visibility.ANSWER},
 ]
 NOT_PLAIN_LINES = [
-    {"kind": "text", "text": "a", "lane": "ui"},  # a field a TextDelta does not carry, even with its default
-    {"kind": "text", "text": "a", "visibility": "answer"},
-    {"kind": "text", "text": "a", "source": None},
+    {"kind": "text", "text": "a", "lane": "pipeline"},  # a field a TextDelta does not carry, but at its default
+    {"kind": "text", "text": "a", "visibility": "reasoning"},
+    {"kind": "text", "text": "a", "source": {"agent_id": "a"}},
     {"kind": "text", "text": "a", "message": True},  # a bool is no message index
     {"kind": "text", "text": "a", "seq": MAX_SEQ + 1},
 ]

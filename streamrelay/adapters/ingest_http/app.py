@@ -63,12 +63,14 @@ from streamrelay.adapters.ingest_http.lines import (
     TooManyRejectedError,
     batches,
     decode,
+    decode_delta,
     decode_text,
 )
 from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
 from streamrelay.adapters.ingest_http.push_back import cut_at
 from streamrelay.adapters.ingest_http.stop import StopRoutes
 from streamrelay.core.errors import IngestError, StoreUnavailableError
+from streamrelay.core.events import TextDelta, TextEvent
 from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
@@ -107,6 +109,9 @@ class _Ingest:
         self.typed = isinstance(relay, Relay) or getattr(relay, "takes_typed", False) is True
         """Whether the relay takes text lines as events already validated (:func:`lines.decode_text`): one process's
         relay, and a replica's front (which forwards their text as it came)."""
+        self.deltas = isinstance(relay, Relay)
+        """Whether the relay takes a plain delta line as a :class:`core.events.TextDelta` (:func:`lines.decode_delta`):
+        one process's relay (its admission carries it to the run stage as the in-process path does)."""
         self.paced_by_relay = getattr(relay, "paces_clients", False) is True
         """Whether the relay paces each client's ``events_per_s`` itself (a replica's front, through Redis)."""
 
@@ -182,7 +187,8 @@ class _Ingest:
     ) -> tuple[list[tuple[Any, str | None]], list[int]]:
         """A batch's lines (numbered from ``number + 1``) decoded, each with its text, and their numbers; an empty
         line is a keep-alive (skipped); a line refused here goes into ``tally``. With ``run_json`` (the URL's run key,
-        and a relay that takes typed events) a ``text`` line is decoded and validated in one step
+        and a relay that takes typed events) a plain delta line is decoded once into a :class:`core.events.TextDelta`
+        (:func:`lines.decode_delta`, one process's relay), another ``text`` line decoded and validated in one step
         (:func:`lines.decode_text`), else by :meth:`_line`.
 
         Raises:
@@ -191,6 +197,7 @@ class _Ingest:
         decoded: list[tuple[Any, str | None]] = []
         numbers: list[int] = []
         max_line_bytes = self.max_line_bytes
+        delta_run = hint if self.deltas else None  # the run a plain delta is carried to, as a TextDelta
         for raw in batch:
             number += 1
             if not raw.strip():
@@ -198,7 +205,10 @@ class _Ingest:
             # A normalized event names its kind; a provider's raw line (a format's run) has no "kind" and goes straight
             # to the general path instead of failing the text event's validator first.
             if run_json is not None and len(raw) <= max_line_bytes and b'"kind"' in raw:
-                event = decode_text(raw, run_json)  # the common line, decoded and validated in one step
+                # the common line, a plain delta: decoded once; another text line: decoded and validated in one step
+                event: TextDelta | TextEvent | None = decode_delta(raw, delta_run) if delta_run is not None else None
+                if event is None:
+                    event = decode_text(raw, run_json)
                 if event is not None:
                     decoded.append((event, raw.decode("utf-8")))
                     numbers.append(number)

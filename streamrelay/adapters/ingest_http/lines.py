@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import MAX_SEQ, TextEvent
+from streamrelay.core.events import MAX_SEQ, TextDelta, TextEvent
 from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.lanes.pipeline import JsonTooDeepError, check_json_depth, strict_loads
 
@@ -208,6 +208,60 @@ def decode(raw: bytes, max_line_bytes: int) -> tuple[Any, str]:
         raise IngestError(f"malformed JSON, the line is {exc}") from None
 
 
+_PLAIN_KEYS = frozenset(("kind", "text", "seq", "mode", "message", "lane", "visibility", "source"))
+"""The keys a plain delta line may write (:func:`decode_delta`; its ``run`` is the URL's)."""
+
+
+def decode_delta(raw: bytes, run: str) -> TextDelta | None:
+    """The line ``raw`` (at most the line size limit; posted to the run keyed ``run``) as the plain delta it is, decoded
+    once (orjson, in C) and carried as a :class:`core.events.TextDelta` (no pydantic model, no validation pass: what
+    the in-process path makes of the same line, :func:`core.ingest.admission._plain_delta`), when it is certainly what
+    :func:`decode` then admission make of it; else None, and the line takes :func:`decode_text` or the general path
+    (whose errors are the only ones the client sees: every message stays as it was).
+
+    Plain: one JSON object of ``kind`` ``text`` with a string ``text``, and at most ``mode`` ``delta``, ``seq`` (an
+    integer from 0 to :data:`core.events.MAX_SEQ`, or null), ``message`` (an integer >= 0: a ``true``, ``1.0`` or
+    ``"1"`` is no integer, the ``text`` event's validator refuses it: strict) and the defaults ``lane`` ``ui``,
+    ``visibility`` ``answer`` and ``source`` null (a writer of every field sends them). No ``run`` (the general path
+    checks it against the URL's). Certain: orjson refuses what the strict parser refuses (``NaN``, bytes that are not
+    UTF-8, content after the object) and a lone surrogate escape the strict parser would keep (the general path then
+    takes it); a key written twice (orjson keeps the last where the strict parser refuses the line) is found by counting
+    ``:`` as :func:`decode_text` does: without a ``\\u003`` escape the line holds one per member plus those of its text
+    (the other values and the keys hold none), more when a key came twice. An integer past 64 bits is a float to orjson:
+    not plain.
+
+    Returns:
+        The delta (its ``run`` = ``run``), or None. O(len(raw)), in C but for a few field reads.
+    """
+    if b"\\u003" in raw:
+        return None
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or obj.get("kind") != "text":
+        return None
+    text = obj.get("text")
+    if type(text) is not str:
+        return None
+    if len(obj) > 2:  # more than kind and text
+        if not _PLAIN_KEYS.issuperset(obj) or obj.get("mode", "delta") != "delta" or obj.get("source") is not None:
+            return None
+        if obj.get("lane", "ui") != "ui" or obj.get("visibility", "answer") != "answer":
+            return None
+        seq = obj.get("seq")
+        if seq is not None and (type(seq) is not int or not 0 <= seq <= MAX_SEQ):
+            return None
+        message = obj.get("message", 0)
+        if type(message) is not int or message < 0:
+            return None
+    else:
+        seq, message = None, 0
+    if raw.count(b":") != len(obj) + text.count(":"):
+        return None  # a key twice: the general path refuses the line
+    return TextDelta(run, text, seq, message)
+
+
 _text_from_json = TextEvent.__pydantic_validator__.validate_json
 """The ``text`` event's compiled validator, reading JSON bytes itself (pydantic-core's parser, in Rust): decoded and
 validated in one step, with no Python object of the line in between."""
@@ -226,7 +280,8 @@ def decode_text(raw: bytes, run_json: bytes) -> TextEvent | None:
     (its source's too) plus those inside its strings exactly when no key came twice (an unknown key, or a colon in a
     key, is refused by the validator; the enum values hold none). Everything the strict parser refuses, pydantic-core
     refuses too (``NaN``, a lone surrogate escape, bytes that are not UTF-8, content after the object), and both
-    validate the same values with the same validator (lax: JSON numbers and Python numbers coerce alike).
+    validate the same values with the same validator (its integer fields strict: a JSON integer only, never ``true``,
+    ``1.0`` or ``"1"``, from JSON as from Python; its other fields alike from both).
 
     Returns:
         The event (``run`` = the key, in its fields set as when the run is filled in from the URL), or None.

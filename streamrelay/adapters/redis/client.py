@@ -68,7 +68,7 @@ def redacted(url: str) -> str:
 
 ALONE_WAIT_MS = 10
 """The ``WAIT`` of a durable write while no replica was online at the last one: a replica that came back (it
-resynchronised) answers within it; a primary alone pays it per durable write."""
+resynchronised) answers within it; a primary alone refuses each durable write after it."""
 
 
 class Durability:
@@ -76,21 +76,28 @@ class Durability:
 
     Redis 7.0 has no ``WAITAOF`` (7.2): a write is made durable on the primary by ``appendfsync always`` and on the
     replicas by ``WAIT``. A durable write is sent as one pipeline on one connection: the write, then ``WAIT``
-    (:meth:`execute`); it counts when ``min(replicas, replicas online after the WAIT)`` acknowledged it. So a primary
-    left alone after a failover (its old self dead) goes on, since no replica exists that could be promoted without
-    the write, and a replica that came back (it resynchronised) is counted from the first write after it is online.
+    (:meth:`execute`); it counts only when ``replicas`` acknowledged it, however many are online. A primary alone
+    (its replica dead, restarting or resynchronising) counts nothing: its writes are refused
+    (:class:`NotReplicatedError`: 503, sent again) until a replica is online and acknowledges them. A write counted
+    on a primary alone can be lost in the next failover, since the replica the sentinels promote may be one that
+    never had it: the old primary started again with its own append-only file is a primary of its own for seconds
+    (until the sentinels turn it into a replica, which replaces its data) and a candidate of a failover meanwhile, as
+    is a replica whose link just dropped (chaos seed 4: lines answered 200 while the restarted old primary came back
+    were gone; ``tests/redis/test_stale_primary_promoted.py``). Invariant: a write that counted is on the primary
+    and on ``replicas`` replicas, so any single node's loss or promotion keeps it.
 
     What is cached: the number of replicas online at the last durable write, which only chooses how the next one
-    waits (``WAIT`` for that many, at least one, with ``timeout_ms``; :data:`ALONE_WAIT_MS` while none was online).
+    waits (``WAIT`` for that many, at least one, with ``timeout_ms``; :data:`ALONE_WAIT_MS` while none was online, so
+    a primary alone refuses fast).
     What is never cached: whether a write counts. When ``WAIT`` answers that every wanted replica acknowledged it,
     it counts, and nothing more is asked; when it answers fewer (or the last write found replicas missing) ``INFO
     replication`` is read after the ``WAIT``, on the same connection: in the same pipeline when the cache already
     says a replica is missing, else right after it (one more round trip, only then).
 
-    Through Sentinel (:func:`connect_sentinel`) a write that finds no replica online counts only on the primary the
-    sentinels name (asked then, on the connection still held): a primary a failover left behind (frozen or cut off
-    while its replica was promoted, or killed and started again: a primary of its own until the sentinels make it a
-    replica, which replaces its data) has no replica either, and what it takes is lost (:class:`StalePrimaryError`).
+    Through Sentinel (:func:`connect_sentinel`) a write that finds no replica online also checks the node against
+    the primary the sentinels name (asked then, on the connection still held): a primary a failover left behind
+    (frozen or cut off while its replica was promoted, or killed and started again) is refused with
+    :class:`StalePrimaryError` and its connections dropped, so the next write goes to the named primary.
 
     Args:
         replicas: acknowledgements wanted (0: never wait, a lone Redis or one without replicas).
@@ -124,28 +131,34 @@ class Durability:
             raise_on_error: as ``Pipeline.execute``'s: raise a command's error, or return it among the replies.
 
         Raises:
-            NotReplicatedError: fewer replicas acknowledged it than are online: the write is on the primary only.
+            NotReplicatedError: fewer replicas than ``replicas`` acknowledged it: the write is on the primary only;
+                or, the last write having found no replica online, ``INFO replication`` read first on the
+                connection still lists none: the write was not sent at all.
             StalePrimaryError: through Sentinel, no replica online and the node is not the primary the sentinels
                 name.
             redis.exceptions.RedisError: a command, ``WAIT`` or ``INFO`` failed (``WAIT`` and ``INFO`` always raise).
         """
         count = len(pipe)
-        pipe.wait(min(self.replicas, max(self._online, 1)), self.timeout_ms if self._online > 0 else ALONE_WAIT_MS)
+        alone = self._online == 0
+        waited_ms = self.timeout_ms if self._online > 0 else ALONE_WAIT_MS
+        pipe.wait(min(self.replicas, max(self._online, 1)), waited_ms)  # short when fewer are online
         asked = self._online < self.replicas
         if asked:
             pipe.info("replication")
         if isinstance(pipe, _DurablePipeline):
-            pipe.durable = _DurableWrite(self, name, asked)
+            pipe.durable = _DurableWrite(self, name, asked, alone)
         replies = await pipe.execute(raise_on_error=raise_on_error)
         acks = replies[count]
         info = replies[count + 1] if len(replies) > count + 1 else None
         del replies[count:]
-        self._settle(name, acks, info)
+        self._settle(name, acks, info, waited_ms)
         return replies
 
-    def _settle(self, name: str, acks: Any, info: Any) -> None:
+    def _settle(self, name: str, acks: Any, info: Any, waited_ms: int) -> None:
         """Count the write ``name``: ``acks`` is ``WAIT``'s reply, ``info`` ``INFO replication``'s (None: not asked,
-        as ``WAIT`` answered every wanted replica)."""
+        as ``WAIT`` answered every wanted replica), ``waited_ms`` the ``WAIT``'s timeout.
+
+        It counts only when ``replicas`` acknowledged it, however many are online: never on a primary alone."""
         for reply in (acks, info):
             if isinstance(reply, Exception):
                 raise reply
@@ -153,9 +166,8 @@ class Durability:
             self._online = int(acks)  # at least the replicas wanted: the next write waits for them again
             return
         self._online = online_replicas(info)
-        needed = min(self.replicas, self._online)
-        if int(acks) < needed:
-            raise NotReplicatedError(name, int(acks), needed, self.timeout_ms)
+        if int(acks) < self.replicas:
+            raise NotReplicatedError(name, int(acks), self.replicas, waited_ms)
 
 
 def online_replicas(info: Any) -> int:
@@ -173,25 +185,37 @@ def durability_of(client: Redis) -> Durability | None:
 
 @dataclass(frozen=True)
 class _DurableWrite:
-    """What :meth:`Durability.execute` tells the pipeline it sends: whose write, and whether ``INFO replication``
-    is queued already."""
+    """What :meth:`Durability.execute` tells the pipeline it sends: whose write, whether ``INFO replication`` is
+    queued already, and whether the last durable write found no replica online (``alone``: asked first)."""
 
     durability: Durability
     name: str
     asked: bool
+    alone: bool = False
 
 
 class _DurablePipeline(Pipeline):
     """A pipeline of the clients made here. A durable write's (:meth:`Durability.execute` marks it) whose ``WAIT``
     answers fewer acknowledgements than wanted, and whose ``INFO replication`` was not queued, reads it right after,
     on the connection still held (the node the write went to); when that reply lists no replica online,
-    :meth:`_alone` checks the node."""
+    :meth:`_alone` checks the node.
+
+    While the last durable write found no replica online, a durable write reads ``INFO replication`` first on the
+    connection it holds and is not sent while that lists none (:class:`NotReplicatedError`, nothing applied): a
+    primary alone would refuse it anyway, and what a refused write applied stays there (a line the agent sends
+    again every second would be in the stream once per try)."""
 
     durable: _DurableWrite | None = None
 
     async def _execute_pipeline(self, connection: Any, commands: Any, raise_on_error: bool) -> Any:
-        response = await super()._execute_pipeline(connection, commands, raise_on_error)
         write = self.durable
+        if write is not None and write.alone:
+            await connection.send_command("INFO", "replication")
+            info = await self.parse_response(connection, "INFO")
+            if isinstance(info, dict) and online_replicas(info) == 0:
+                await self._alone(connection, write, 0)
+                raise NotReplicatedError(write.name, 0, write.durability.replicas, 0, sent=False)
+        response = await super()._execute_pipeline(connection, commands, raise_on_error)
         if write is None:
             return response
         if not write.asked:

@@ -64,16 +64,21 @@ class NotReplicatedError(StoreUnavailableError):
     lines is answered 503 (the agent sends it again; a line that got in twice is acknowledged without effect, as any
     repeated ``seq``).
 
+    With ``sent=False`` the write was not sent at all: the primary was found alone first, nothing was applied.
+
     Attributes:
         name: the write (``ledger.record_intent``).
         acks: how many replicas acknowledged it.
         needed: how many were waited for.
     """
 
-    def __init__(self, name: str, acks: int, needed: int, timeout_ms: int) -> None:
+    def __init__(self, name: str, acks: int, needed: int, timeout_ms: int, *, sent: bool = True) -> None:
         super().__init__(
             f"Redis: {name} was acknowledged by {acks} of {needed} replicas within {timeout_ms} ms: not counted "
             "durable (a failover now could lose it); is a replica down or lagging?"
+            if sent
+            else f"Redis: {name} was not sent: the primary has no replica online of the {needed} wanted (a write on "
+            "it alone could be lost to the next failover); is a replica down or resynchronising?"
         )
         self.name = name
         self.acks = acks
@@ -84,14 +89,13 @@ class StalePrimaryError(NotReplicatedError):
     """A durable write went to a primary that has no replica online and that the sentinels do not name (or none of
     them answered): a primary a failover left behind (frozen or partitioned away while its replica was promoted, or
     killed and started again, which makes it a primary of its own until the sentinels turn it into a replica and
-    its data is replaced by the promoted one's). Its writes are not counted durable (a lone primary's writes count
-    only on the primary the sentinels name); the connection to it is dropped (the next one asks the sentinels where
-    the primary is).
+    its data is replaced by the promoted one's). Its writes are not counted durable (no write counts on a primary
+    alone); the connection to it is dropped (the next one asks the sentinels where the primary is).
 
     Attributes:
         name: the write (``ledger.record_intent``).
         acks: how many replicas acknowledged it (``WAIT``'s answer: 0 unless one went offline meanwhile).
-        needed: how many it wanted (the client's ``replicas``: the allowance of a primary left alone is refused).
+        needed: how many it wanted (the client's ``replicas``).
         node: ``host:port`` the write went to.
         named: ``host:port`` the sentinels name ("" when none answered).
     """

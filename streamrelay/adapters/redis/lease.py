@@ -26,11 +26,12 @@ import zlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from streamrelay.adapters.redis.client import Redis, Script
-from streamrelay.adapters.redis.errors import NotReplicatedError
+from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script
+from streamrelay.adapters.redis.errors import FencedError
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
+from streamrelay.core.errors import StoreUnavailableError
 from streamrelay.core.tasks import stop
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,19 @@ out again). KEYS: the partition's lease, its fencing token counter; ARGV: owner,
 token, or nil when the lease is held. Atomic: the check, the increment and the grant are one step, so two owners
 never get the lease at once and every grant has a token greater than every earlier one."""
 
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+_RENEW = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, lease; ARGV: token, "<token>:<owner>", ttl ms
+if redis.call('GET', KEYS[2]) == ARGV[2] then return redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 return 0
 """
+)
+"""``lease.renew``: fenced like every write of the owner (:data:`~adapters.redis.client.FENCE_CHECK`): only while the
+grant's token is the partition's, and only the holder of that grant's lease value. Either check alone says the same
+on a Redis whose keys moved together; the fence is the one every other write of the owner answers to, so a lease
+key that outlived a newer grant (restored, or left on a node whose data went back) is never renewed by its stale
+holder, which would then go on believing it owns the partition."""
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -63,6 +73,14 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 return redis.call('ZCARD', KEYS[1])
 """
+
+
+def _renewed(reply: object) -> bool | Exception:
+    """One renewal's reply in :meth:`Leases.renew_many`: a fence refusal (``FENCED``) is a lost lease, as
+    :meth:`Leases.renew` says; any other error is given back."""
+    if isinstance(reply, ResponseError) and str(reply).startswith("FENCED"):
+        return False
+    return reply if isinstance(reply, Exception) else bool(reply)
 
 
 @dataclass(frozen=True)
@@ -109,12 +127,22 @@ class Leases:
         return None if token is None else int(token)
 
     async def renew(self, partition: int, owner: str, token: int, ttl_ms: int) -> bool:
-        """Extend the lease to ``ttl_ms`` from now if ``owner`` still holds the grant ``token``; False when lost."""
-        return bool(await self._renew([self._keys.lease(partition)], [f"{token}:{owner}", ttl_ms]))
+        """Extend the lease to ``ttl_ms`` from now if ``owner`` still holds the grant ``token`` and ``token`` is still
+        the partition's fencing token (:data:`_RENEW`); False when lost (a newer grant was made: never renewed).
+
+        Raises:
+            core.errors.StoreUnavailableError: the connection failed or timed out (the lease lapses by itself).
+        """
+        keys = [self._keys.fence(partition), self._keys.lease(partition)]
+        try:
+            return bool(await self._renew.fenced(partition, token, keys, [f"{token}:{owner}", ttl_ms]))
+        except FencedError:
+            return False
 
     async def renew_many(self, held: Sequence[tuple[int, int]], owner: str, ttl_ms: int) -> list[bool | Exception]:
-        """:meth:`renew` each ``(partition, token)`` of ``held``, in one round trip (a pipeline): per lease True
-        (renewed), False (lost) or the error Redis answered for it.
+        """:meth:`renew` each ``(partition, token)`` of ``held``, in one round trip (a pipeline of the fenced script
+        :data:`_RENEW`): per lease True (renewed), False (lost: another holder, or a newer grant's fence) or the
+        error Redis answered for it.
 
         Raises:
             redis.exceptions.RedisError: Redis failed (none is known renewed).
@@ -124,13 +152,14 @@ class Leases:
         for attempt in range(2):
             async with self._client.pipeline(transaction=False) as pipe:
                 for partition, token in held:
-                    self._renew.queue(pipe, [self._keys.lease(partition)], [f"{token}:{owner}", ttl_ms])
+                    keys = [self._keys.fence(partition), self._keys.lease(partition)]
+                    self._renew.queue(pipe, keys, [str(token), f"{token}:{owner}", ttl_ms])
                 replies = await pipe.execute(raise_on_error=False)
             if attempt == 0 and any(isinstance(reply, NoScriptError) for reply in replies):
                 await self._renew.load()  # Redis restarted since: a renewal is idempotent, sent again
                 continue
             break
-        return [reply if isinstance(reply, Exception) else bool(reply) for reply in replies]
+        return [_renewed(reply) for reply in replies]
 
     async def release(self, partition: int, owner: str, token: int) -> bool:
         """Drop the lease if ``owner`` still holds the grant ``token`` (so another replica may take it at once)."""
@@ -242,7 +271,7 @@ class LeaseKeeper:
         while True:
             try:
                 await self.tick()
-            except (RedisError, OSError, NotReplicatedError) as exc:  # the name only: never the URL (a password)
+            except (RedisError, OSError, StoreUnavailableError) as exc:  # the name only: never the URL (a password)
                 log.warning("lease keeper %s: Redis unreachable (%s)", self.owner, type(exc).__name__)
                 self._expire_overdue()
             except Exception:  # a bug: keep renewing what can be renewed rather than let every lease lapse

@@ -13,8 +13,9 @@ XREADGROUP (:meth:`InputStream.read`). A new owner takes every
 pending entry, its own from before a restart and a dead replica's, with XAUTOCLAIM; each claim counts a delivery.
 An entry delivered more than N times (XPENDING's delivery count) is moved to the dead-letter stream
 ``sr:{p7}:dead`` (:meth:`InputStream.bury`) so one bad line cannot stop its partition; an operator lists, retries
-or drops dead letters. An owner reads, claims and acknowledges with its fencing token (``token=``): once another
-replica is granted the partition, a stale owner takes and deletes nothing (:class:`adapters.redis.FencedError`). https://redis.io/docs/latest/develop/data-types/streams/
+or drops dead letters. An owner reads, claims, acknowledges and sweeps dead letters with its fencing token
+(``token=``): once another replica is granted the partition, a stale owner takes, moves and deletes nothing
+(:class:`adapters.redis.FencedError`). https://redis.io/docs/latest/develop/data-types/streams/
 """
 
 from __future__ import annotations
@@ -38,25 +39,31 @@ IDLE_WAITS = 5
 with no fenced read between them: after that many found nothing, the next read is a fenced one again (it learns the
 stream's last id afresh, and finds a stale grant: :class:`adapters.redis.FencedError`)."""
 
-_BURY = """
--- KEYS: inbox, dead; ARGV: group, max deliveries, candidate ids...
+_BURY = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, inbox, dead; ARGV: token, group, max deliveries, candidate ids...
 local moved = {}
-for k = 3, #ARGV do
+for k = 4, #ARGV do
   local id = ARGV[k]
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
-  if #p == 1 and tonumber(p[1][4]) > tonumber(ARGV[2]) then
-    local found = redis.call('XRANGE', KEYS[1], id, id)
+  local p = redis.call('XPENDING', KEYS[2], ARGV[2], id, id, 1)
+  if #p == 1 and tonumber(p[1][4]) > tonumber(ARGV[3]) then
+    local found = redis.call('XRANGE', KEYS[2], id, id)
     if #found == 1 then
       local fields = found[1][2]
-      redis.call('XADD', KEYS[2], '*', 'source', id, 'deliveries', p[1][4], 'consumer', p[1][2], unpack(fields))
+      redis.call('XADD', KEYS[3], '*', 'source', id, 'deliveries', p[1][4], 'consumer', p[1][2], unpack(fields))
     end
-    redis.call('XACK', KEYS[1], ARGV[1], id)
-    redis.call('XDEL', KEYS[1], id)
+    redis.call('XACK', KEYS[2], ARGV[2], id)
+    redis.call('XDEL', KEYS[2], id)
     moved[#moved + 1] = id
   end
 end
 return moved
 """
+)
+"""The dead-letter sweep (``stream.bury``): with an owner's token (ARGV[1]; '' unfenced, an operator's tool), only
+while its grant is the partition's. A stale owner's sweep would move entries the new owner has just claimed (each
+claim counts a delivery) to the dead letters while the new owner works on them: lines answered 200, never shown."""
 
 _RETRY = """
 -- KEYS: dead, inbox; ARGV: dead letter id
@@ -424,16 +431,24 @@ class InputStream:
         rows = await self._grouped(partition, lambda: self._client.xpending_range(key, GROUP, "-", "+", count))
         return [(str(r["message_id"]), str(r["consumer"]), int(r["times_delivered"])) for r in rows]
 
-    async def bury(self, partition: int, *, max_deliveries: int, count: int = 1000) -> list[str]:
+    async def bury(
+        self, partition: int, *, max_deliveries: int, count: int = 1000, token: int | None = None
+    ) -> list[str]:
         """Move the pending entries of ``partition`` delivered more than ``max_deliveries`` times to its dead-letter
-        stream (each move is atomic: never lost, never in both); the ids moved."""
+        stream (each move is atomic: never lost, never in both); the ids moved. With ``token`` (the owner's fencing
+        token) only while it is the partition's (:data:`_BURY`).
+
+        Raises:
+            adapters.redis.FencedError: ``token`` is no longer the partition's: nothing was moved.
+            core.errors.StoreUnavailableError: fenced, and the connection failed or timed out.
+        """
         candidates = [
             i for i, _, deliveries in await self.pending(partition, count=count) if deliveries > max_deliveries
         ]
         if not candidates:
             return []
-        keys = [self._keys.inbox(partition), self._keys.dead(partition)]
-        moved = await self._bury(keys, [GROUP, max_deliveries, *candidates])
+        keys = [self._keys.fence(partition), self._keys.inbox(partition), self._keys.dead(partition)]
+        moved = await self._bury.fenced(partition, token, keys, [GROUP, max_deliveries, *candidates])
         return [str(i) for i in moved]
 
     async def dead(self, partition: int, *, count: int = 100) -> list[DeadLetter]:

@@ -83,7 +83,14 @@ class AckingJournal:
         return await self.inner.last_at(run)
 
     async def quiet_s(self, run: str) -> float | None:
-        return await self.inner.quiet_s(run)
+        """None: a run this owner resumes (its partition just granted, or after a Redis outage) gets its idle time
+        afresh, never the time since its newest journaled line. Its agent may have been sending all along: while Redis
+        failed over (and until the promoted primary had a replica to acknowledge them) every line was refused 503 and
+        sent again, or waits in the input stream behind the resume; counted from the journal, a run quiet for a
+        ``run_idle_timeout_s`` by then was closed as "the agent sent nothing" at once and its waiting lines, answered
+        200, were never shown (chaos seed 2: 5 runs). A run whose agent is gone is closed that long after the resume.
+        """
+        return None
 
     async def finish(self, run: str, last_seq: int | None) -> None:
         await self.inner.finish(run, last_seq)
@@ -158,7 +165,7 @@ class PartitionOwner:
                         retake = False
                         claimed = True
                     if claimed:  # only a claim counts a delivery again: a plain read never makes an entry dead
-                        await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES)
+                        await self._stream.bury(self.partition, max_deliveries=MAX_DELIVERIES, token=self.token)
                         claimed = False
                     entries = await self._stream.read(
                         self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS, token=self.token

@@ -14,6 +14,7 @@ error is the one the line gets alone (tests/unit/test_ingest_fast_path.py holds 
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,6 +31,7 @@ from streamrelay.core.events import (
     MAX_SEQ,
     End,
     Event,
+    Lane,
     ProviderFormat,
     RunEvent,
     RunStart,
@@ -37,6 +39,7 @@ from streamrelay.core.events import (
     TextDelta,
     TextEvent,
     TextMode,
+    Visibility,
     parse_event,
 )
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
@@ -112,17 +115,27 @@ def _text_event(obj: dict[str, Any], run: str) -> TextEvent | None:
         return None
 
 
-_PLAIN_KEYS = frozenset(("kind", "text", "run", "seq", "mode", "message"))
+_PLAIN_KEYS = frozenset(("kind", "text", "run", "seq", "mode", "message", "lane", "visibility", "source"))
 """The keys of a plain delta line (:func:`_plain_delta`)."""
+
+_UI, _ANSWER = Lane.UI, Visibility.ANSWER
+"""Looked up once (as :data:`_DELTA`)."""
+
+
+def _is(value: object, member: enum.StrEnum, name: str) -> bool:
+    """Whether ``value`` is ``member`` or the string ``name`` (its value) itself: what the validator takes unchanged."""
+    return value is member or (type(value) is str and value == name)
 
 
 def _plain_delta(obj: dict[str, Any], run_id: str) -> TextDelta | None:
     """The :class:`~core.events.TextDelta` of the ``text`` line ``obj`` of mode ``delta`` of run ``run_id`` (the
     caller checked those three) when the ``text`` event's validator would take it unchanged: no key but ``kind``,
-    ``text``, ``run``, ``seq``, ``mode`` and ``message``; ``kind``, ``text`` and ``mode`` of type ``str`` (the mode
-    may be :attr:`~core.events.TextMode.DELTA` itself); ``seq`` absent, null or an ``int`` from 0 to
-    :data:`~core.events.MAX_SEQ`; ``message`` absent or an ``int`` >= 0. Else None (the validator then decides, and
-    says why it refuses). O(1) (the line's keys are few: more than six is not plain)."""
+    ``text``, ``run``, ``seq``, ``mode``, ``message``, ``lane``, ``visibility`` and ``source``; ``kind``, ``text`` and
+    ``mode`` of type ``str`` (the mode may be :attr:`~core.events.TextMode.DELTA` itself); ``seq`` absent, null or an
+    ``int`` from 0 to :data:`~core.events.MAX_SEQ`; ``message`` absent or an ``int`` >= 0 (strict: never a ``bool``);
+    ``lane``, ``visibility`` and ``source`` absent or their defaults (``ui``, ``answer``, null: what a writer of every
+    field sends). Else None (the validator then decides, and says why it refuses). O(1) (the line's keys are few: more
+    than nine is not plain)."""
     text = obj.get("text")
     if type(text) is not str or type(obj["kind"]) is not str:
         return None
@@ -131,6 +144,10 @@ def _plain_delta(obj: dict[str, Any], run_id: str) -> TextDelta | None:
             return None
         if (mode := obj.get("mode", _DELTA)) is not _DELTA and type(mode) is not str:
             return None  # (the caller found it equal to "delta")
+        if not _is(obj.get("lane", _UI), _UI, "ui") or not _is(obj.get("visibility", _ANSWER), _ANSWER, "answer"):
+            return None
+        if obj.get("source") is not None:
+            return None
     seq = obj.get("seq")
     if seq is not None and (type(seq) is not int or not 0 <= seq <= MAX_SEQ):
         return None
@@ -144,7 +161,10 @@ def _delta_of(obj: object, run_id: str, run_hint: str | None) -> TextEvent | Tex
     """The ``text`` event of mode ``delta`` of run ``run_id`` the line ``obj`` is (a JSON object, or an event decoded
     and validated in one step: :func:`adapters.ingest_http.lines.decode_text`), or None. A plain line (the common one:
     :func:`_plain_delta`) is taken as a :class:`~core.events.TextDelta`, without pydantic's validation and copy of the
-    line (~2.5 µs a line)."""
+    line (~2.5 µs a line); one HTTP ingest decoded so already (:func:`adapters.ingest_http.lines.decode_delta`) is taken
+    as it is."""
+    if type(obj) is TextDelta:
+        return obj if obj.run == run_id else None
     if type(obj) is TextEvent:
         return obj if obj.mode is _DELTA and obj.run == run_id else None
     if type(obj) is not dict or obj.get("kind") != "text" or obj.get("mode", "delta") != "delta":
@@ -214,8 +234,11 @@ class Admission:
     async def accept(
         self, obj: object, run_hint: str | None, *, replay: bool
     ) -> tuple[ActiveRun | None, list[Event], LineResult]:
-        """Validate one line (a decoded JSON value, or an event already typed: :meth:`Relay.submit`) and apply what
-        must be known before the next line (a new run, the normalizer)."""
+        """Validate one line (a decoded JSON value, or an event already typed: :meth:`Relay.submit`, or a plain delta
+        HTTP ingest decoded: :func:`adapters.ingest_http.lines.decode_delta`) and apply what must be known before the
+        next line (a new run, the normalizer)."""
+        if type(obj) is TextDelta:  # taken alone (a repeat, a limit, a run not open): as the event it stands for
+            obj = obj.event()
         if isinstance(obj, BaseModel):
             if not isinstance(obj, EVENT_TYPES):
                 raise IngestError(f"each line must be a JSON object or an event, got {type(obj).__name__}")
@@ -317,7 +340,7 @@ class Admission:
     def _delta_run(self, first: object, run_hint: str | None) -> ActiveRun | None:
         """The run a group of :meth:`take_deltas` starting with the line ``first`` goes to, or None (no group: it is
         not a text line, names no active run or another than ``run_hint``, or its run is stopped, closing or ended)."""
-        if type(first) is TextEvent:
+        if type(first) is TextDelta or type(first) is TextEvent:
             return self._taking_run(first.run, run_hint)
         if type(first) is not dict or first.get("kind") != "text":
             return None

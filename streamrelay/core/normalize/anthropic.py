@@ -61,6 +61,7 @@ from streamrelay.core.normalize.base import (
     as_dict,
     as_str,
     citation_event,
+    int_field,
     invalid_event,
     require_type,
     text_event,
@@ -116,8 +117,9 @@ class AnthropicNormalizer:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object, has no string ``type``, or gives a field no event can hold (an id
-                with a lone surrogate).
+            IngestError: ``raw`` is not an object, has no string ``type``, a content block event's ``index`` is not
+                an integer (``true``, ``1.0``, ``"1"``), or it gives a field no event can hold (an id with a lone
+                surrogate).
         """
         kind = require_type(raw, _PROVIDER)
         try:
@@ -170,11 +172,11 @@ class AnthropicNormalizer:
         return [stream_refused(self._run, explanation)]
 
     def _block_start(self, raw: JsonObject) -> list[Event]:
+        index = int_field(raw, "index", _PROVIDER, "content_block_start event")  # before anything changes
         message = self._messages.ensure()
-        index = raw.get("index")
         block = as_dict(raw.get("content_block"))
         btype = as_str(block.get("type"))
-        if not isinstance(index, int):
+        if index is None:
             return []
         if btype == "text":
             self._blocks[index] = _Block(_BlockKind.TEXT)
@@ -205,8 +207,8 @@ class AnthropicNormalizer:
     def _delta(self, raw: JsonObject) -> list[Event]:
         delta = as_dict(raw.get("delta"))
         dtype = delta.get("type")
-        index = raw.get("index")
-        block = self._blocks.get(index) if isinstance(index, int) else None
+        index = int_field(raw, "index", _PROVIDER, "content_block_delta event")
+        block = self._blocks.get(index) if index is not None else None
         if dtype == "text_delta":
             if block is None or block.kind is _TEXT:
                 return self._text(self._messages.ensure(), as_str(delta.get("text")), _ANSWER)
@@ -238,8 +240,8 @@ class AnthropicNormalizer:
         return citation_event(self._run, None, title)
 
     def _block_stop(self, raw: JsonObject) -> list[Event]:
-        index = raw.get("index")
-        block = self._blocks.pop(index, None) if isinstance(index, int) else None
+        index = int_field(raw, "index", _PROVIDER, "content_block_stop event")
+        block = self._blocks.pop(index, None) if index is not None else None
         if block is None:
             return []
         if block.kind is _BlockKind.TEXT:
@@ -288,7 +290,7 @@ def _result_summary(content: Any) -> str:
     if isinstance(references, list):
         return _count(len(references), "tool") + " found"
     return_code = body.get("return_code")
-    if isinstance(return_code, int):
+    if type(return_code) is int:  # tolerant, like a summary's other fields, but never ``true`` as exit code True
         return f"exit code {return_code}"
     return "done"
 

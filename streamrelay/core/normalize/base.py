@@ -7,7 +7,7 @@ that strictly once the call has ended.
 
 A raw event is a :data:`core.json_types.JsonObject`: its fields are the provider's and nothing about their values is
 known until checked, so every read is narrowed (by :func:`as_dict`, :func:`as_str`, :func:`require_str`,
-:func:`text_field` or ``isinstance``). It is read, never written.
+:func:`text_field`, :func:`int_field` or ``isinstance``). It is read, never written.
 """
 
 from __future__ import annotations
@@ -185,6 +185,26 @@ def text_field(raw: JsonObject, key: str, provider: str, what: str) -> str:
     if not isinstance(value, str):
         raise IngestError(f"a raw {provider} {what} event's {key!r} must be a string, got {type(value).__name__}")
     return value
+
+
+def int_field(raw: JsonObject, key: str, provider: str, what: str) -> int | None:
+    """``raw[key]`` when it is a JSON integer, None when missing or null: an index a format numbers its choices,
+    blocks or calls by. Strict: a ``true``, ``1.0`` or ``"1"`` is never read as 1 (Python's ``True == 1`` and
+    ``1.0 == 1`` would take it for that index silently).
+
+    Args:
+        raw: the raw event object (or the part of it that holds the field).
+        key: the field's wire name (``index``).
+        provider: the format's name for the message (``anthropic``).
+        what: what holds the field, for the message (``content_block_delta event``, ``chunk's choice``).
+
+    Raises:
+        IngestError: the field is present and not an integer (a 400 naming the field, what was expected and what came).
+    """
+    value = raw.get(key)
+    if value is None or type(value) is int:
+        return value
+    raise IngestError(f"a raw {provider} {what}'s {key!r} must be an integer, got {type(value).__name__}")
 
 
 def whole_tool_call(run_id: str, call_id: str, name: str | None, args: Any, source: Source | None) -> list[Event]:

@@ -44,6 +44,7 @@ from streamrelay.core.normalize.base import (
     MessageCounter,
     as_dict,
     as_str,
+    int_field,
     invalid_event,
     require_object,
     text_event,
@@ -81,8 +82,10 @@ class OpenAIChatNormalizer:
         """Normalize one raw chunk. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object, has neither a ``choices`` list nor an ``error``, or gives a field
-                no event can hold (a tool call id with a lone surrogate).
+            IngestError: ``raw`` is not an object, has neither a ``choices`` list nor an ``error``, a choice's or a
+                tool call's ``index`` is not an integer (``true``, ``0.0``, ``"0"``; missing or null: choice 0, the
+                call's place in the list), or it gives a field no event can hold (a tool call id with a lone
+                surrogate).
         """
         chunk = require_object(raw, _PROVIDER)
         choices = chunk.get("choices")
@@ -93,11 +96,11 @@ class OpenAIChatNormalizer:
                 return [stream_failed(self._run, message or "provider stream error")]
             raise IngestError(f"a raw {_PROVIDER} stream chunk needs a 'choices' list, got {choices!r}")
         events: list[Event] = []
+        bodies = [as_dict(choice) for choice in choices]  # every index checked before anything changes
+        read = [body for body in bodies if int_field(body, "index", _PROVIDER, "chunk's choice") in (0, None)]
         try:
-            for choice in choices:
-                body = as_dict(choice)
-                if body.get("index", 0) == 0:
-                    events += self._choice(body)
+            for body in read:
+                events += self._choice(body)
         except ValidationError as exc:
             raise invalid_event(_PROVIDER, exc) from None
         return events
@@ -111,15 +114,16 @@ class OpenAIChatNormalizer:
     def _choice(self, choice: JsonObject) -> list[Event]:
         events: list[Event] = []
         delta = as_dict(choice.get("delta"))
+        calls = delta.get("tool_calls")
+        fragments = [as_dict(fragment) for fragment in calls] if isinstance(calls, list) else []
+        fragments_at = [(int_field(f, "index", _PROVIDER, "chunk's tool call"), f) for f in fragments]  # checked first
         for name in _REASONING_FIELDS:
             events += self._text(as_str(delta.get(name)), Visibility.REASONING)
         for name in _ANSWER_FIELDS:
             events += self._text(as_str(delta.get(name)), Visibility.ANSWER)
         self._refusal += as_str(delta.get("refusal"))
-        fragments = delta.get("tool_calls")
-        if isinstance(fragments, list):
-            for position, fragment in enumerate(fragments):
-                events += self._tool_fragment(position, as_dict(fragment))
+        for position, (index, fragment) in enumerate(fragments_at):
+            events += self._tool_fragment(position if index is None else index, fragment)
         reason = as_str(choice.get("finish_reason"))
         if reason:
             message = self._messages.ensure()
@@ -141,10 +145,9 @@ class OpenAIChatNormalizer:
             return [stream_refused(self._run, refusal or "the provider's content filter stopped the answer")]
         return [stream_refused(self._run, refusal)] if refusal.strip() else []
 
-    def _tool_fragment(self, position: int, fragment: JsonObject) -> list[Event]:
+    def _tool_fragment(self, index: int, fragment: JsonObject) -> list[Event]:
+        """A tool call fragment of the call at ``index`` (its own ``index``, else its place in the chunk's list)."""
         message = self._messages.ensure()
-        index = fragment.get("index")
-        index = index if isinstance(index, int) else position
         function = as_dict(fragment.get("function"))
         call_id = as_str(fragment.get("id"))
         events: list[Event] = []

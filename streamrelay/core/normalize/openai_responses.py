@@ -78,6 +78,7 @@ from streamrelay.core.normalize.base import (
     as_dict,
     as_str,
     citation_event,
+    int_field,
     invalid_event,
     require_type,
     text_event,
@@ -131,8 +132,9 @@ class OpenAIResponsesNormalizer:
         """Normalize one raw event. See :class:`core.normalize.base.Normalizer`.
 
         Raises:
-            IngestError: ``raw`` is not an object, has no string ``type``, or gives a field no event can hold (an id
-                with a lone surrogate).
+            IngestError: ``raw`` is not an object, has no string ``type``, a reasoning summary part's
+                ``summary_index`` is not an integer (``true``, ``1.0``, ``"1"``), or it gives a field no event can
+                hold (an id with a lone surrogate).
         """
         kind = require_type(raw, _PROVIDER)
         try:
@@ -178,8 +180,8 @@ class OpenAIResponsesNormalizer:
         if kind in _TEXT_DONE:
             return [BlockEnd(run=self._run, message=self._messages.ensure())]
         if kind == "response.reasoning_summary_part.added":
-            index = raw.get("summary_index")
-            return self._text("\n\n", Visibility.REASONING) if isinstance(index, int) and index > 0 else []
+            index = int_field(raw, "summary_index", _PROVIDER, "reasoning_summary_part.added event")
+            return self._text("\n\n", Visibility.REASONING) if index is not None and index > 0 else []
         if kind == "response.web_search_call.searching":
             return [Status(run=self._run, text="searching the web")]
         if kind == "response.image_generation_call.generating":
