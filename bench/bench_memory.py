@@ -1,7 +1,8 @@
 """Benchmark: the memory an open run and a finished run hold (issue 23, item 5; issue 13, item 3), as RSS and by
 allocation site.
 
-A relay as ``serve`` builds it (the SQLite journal and ledger in one file, no HTTP ingest) with one channel: ``web``
+A relay as ``serve`` builds it (the SQLite journal and ledger in one file, both metered, the adapter metered and the
+service's metrics told of every run's end; no HTTP ingest) with one channel: ``web``
 (the live page's delivery: no platform I/O, but the page's messages are kept in the process, the page being the
 chat) or ``telegram`` (``preview`` mode against a mock Bot API in a process of its own, budgets lifted, ``throttle_ms``
 1 s). Each run is fed the recorded Markdown answer (tests/streams/anthropic/markdown-long-fences.jsonl: 739 text
@@ -15,7 +16,15 @@ Two measurements, each in a fresh child process (one must not inherit the other'
   taken to their end ``--group`` at a time: per finished run, counted from the RSS after the first group, so the
   active runs' own peak (whose freed memory stays in the allocator's arenas) is not charged to the finished ones.
 - ``trace``: tracemalloc snapshots before and after (after a garbage collection): the bytes each open run and each
-  finished run holds, with the top allocation sites.
+  finished run holds, with the top allocation sites. The finished runs are counted as the RSS counts them: the
+  snapshot before is taken after a first ``--group`` of them, so the containers' growth to hold that many runs at
+  once (the event loop's set of tasks, the registry's table) is not charged to the finished ones. (Before, the
+  ``--runs`` finished runs streamed all at once from the first snapshot: 0.2-0.4 KB a run of such high-water marks.)
+
+Why metered (since the finished-run work of issue 23): ``serve`` always keeps metrics, and the metered ledger kept
+each run's channel after its end (0.1 KB a run, as many as 100,000 runs); a bench without them did not see it.
+Each finished run streams to a chat of its own (the worst case: what a chat keeps after its runs, its send chain's
+memo and rate budgets, is charged to that run).
 
 Printed beside them: the baseline (the bare process's RSS) and the answer's own size (one ``str`` of it), and the
 goals (issue 23: at most 64 KB of RSS per open run, at most 4 KB per finished run in memory).
@@ -46,6 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.serving import free_port  # noqa: E402
+from streamrelay.adapters.ops import ServiceMetrics  # noqa: E402
+from streamrelay.adapters.ops.stores import MeteredJournal, MeteredLedger  # noqa: E402
 from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore  # noqa: E402
 from streamrelay.app.client import recorded_events  # noqa: E402
 from streamrelay.app.service import make_runtime  # noqa: E402
@@ -86,8 +97,11 @@ async def _relay(platform: str, api: str) -> AsyncIterator[Relay]:
     settings = ChannelSettings.model_validate({**fields, "throttle_ms": 1000, "format": "plain"})
     with tempfile.TemporaryDirectory() as folder:
         store = await SqliteStore.open(str(Path(folder) / "ledger.sqlite3"))
-        ledger, journal = await SqliteLedger.on(store), await SqliteJournal.on(store)
-        relay = Relay({platform: make_runtime(platform, settings, token)}, ledger, MonotonicClock(), journal=journal)
+        metrics = ServiceMetrics()
+        ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
+        journal = MeteredJournal(await SqliteJournal.on(store), metrics)
+        runtime = make_runtime(platform, settings, token, metrics=metrics)
+        relay = Relay({platform: runtime}, ledger, MonotonicClock(), journal=journal, observer=metrics)
         try:
             yield relay
         finally:
@@ -160,9 +174,14 @@ async def _measure_trace(args: argparse.Namespace) -> dict[str, Any]:
             for name, end in (("open", False), ("finished", True)):
                 await _feed(relay, args.platform, f"warm-{name}", events, args.batch, end=True)
                 await _settle(relay)
+                if end:  # counted from after a first group, as the RSS is
+                    await _finish(relay, args.platform, name, 0, args.group, events, args)
+                    await _settle(relay)
                 before = tracemalloc.take_snapshot()
                 if end:
-                    await _finish(relay, args.platform, name, 0, args.runs, events, args)
+                    for first in range(args.group, args.group + args.runs, args.group):
+                        count = min(args.group, args.group + args.runs - first)
+                        await _finish(relay, args.platform, name, first, count, events, args)
                 else:
                     await _open_runs(relay, args.platform, name, events, args)
                 await _settle(relay)

@@ -51,10 +51,36 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 REDIS_TESTS = Path(__file__).parent / "redis"
-"""One group, one worker: their leases (300 ms to 2 s) and replicas (3 processes, seconds of CPU each to start)
-expire or time out when another worker starts replicas of its own beside them (at load 5-12 on 2 cores: 10 of 76
-failed spread over 3 workers, 6 in one group; the 6 are the sidecar's own overload answer, 503 past
-overload_lag_ms = 100, which the tests do not retry: open)."""
+"""Each file here is a group of its own (as ``--dist loadfile`` would make it), except :data:`REDIS_CLUSTER_FILES`:
+the files spread over the workers, each worker that runs one starts its own redis-server (the session fixture
+``redis_url``, on a port of the worker's slice, in the worker's own temporary folder), and a file's tests run in their
+order on one worker. All of tests/redis was one group, one worker: the run's critical path (681 s of a 17.5-minute
+``-n 4`` run on a loaded machine)."""
+
+REDIS_CLUSTER_FILES = {
+    **dict.fromkeys(
+        (
+            "test_failover.py",
+            "test_sentinel.py",
+            "test_ops_replicas.py",
+            "test_ops_runs.py",
+            "test_replica_listens_first.py",
+            "test_stale_primary.py",
+        ),
+        "tests/redis:clusters-1",
+    ),
+    **dict.fromkeys(
+        ("test_replicas_any.py", "test_client_limits.py", "test_redis_data_lost.py", "test_replicas_stop.py"),
+        "tests/redis:clusters-2",
+    ),
+}
+"""The files under tests/redis whose tests start processes of their own (three ``streamrelay serve`` replicas, a
+primary with a replica and three sentinels), by group: two groups, so at most two such clusters run at once, each
+group's files one at a time on one worker (the groups balanced by their tests' durations under ``-n 4``: about half
+each). Each replica takes seconds of CPU to listen, and their leases (2 s) and overload answers (503 past
+``overload_lag_ms``) follow the CPU they get: at load 5-12 on 2 cores 10 of 76 failed spread over 3 workers, and at
+load 25-35, with every tests/redis file a group of its own under ``-n 4``, 7 of 98 failed, every one in these files
+(three clusters of three replicas at once; four of the seven a hang guard not scaled by the load, now scaled)."""
 
 SHARED_SCOPES = frozenset({"class", "module", "package"})
 """Fixture scopes whose value several tests share; a session fixture (redis-server) is made once per worker."""
@@ -77,10 +103,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, in each worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Scale each test's timeout by :func:`timeout_scale`. Mark each test that uses a class-, module- or
-    package-scoped fixture ``xdist_group(<its file>)`` unless it names a group itself: spread over workers, each
-    worker would make the fixture again (a chaos campaign, a sidecar), and a module whose last test checks what the
-    earlier ones did (tests/fuzz) would lose that.
+    """Scale each test's timeout by :func:`timeout_scale`. Mark each test under tests/redis (:data:`REDIS_TESTS`)
+    and each that uses a class-, module- or package-scoped fixture ``xdist_group(<its file>)`` (the files of
+    :data:`REDIS_CLUSTER_FILES` their cluster group's) unless it names a group itself: spread over
+    workers, each worker would make the fixture again (a chaos campaign, a sidecar), and a module whose last test
+    checks what the earlier ones did (tests/fuzz) would lose that.
 
     In an xdist worker each grouped test's id also gets its ``@group`` suffix, which is what the controller's
     LoadGroupScheduling groups by (the other schedulers ignore it): xdist 3.8 writes it to ``item._nodeid``, which
@@ -98,11 +125,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.stash[WRITTEN_TIMEOUT] = seconds
             if scale > 1:
                 item.add_marker(pytest.mark.timeout(seconds * scale), append=False)
-        if item.get_closest_marker("xdist_group") is None and item.path.is_relative_to(REDIS_TESTS):
-            item.add_marker(pytest.mark.xdist_group("tests/redis"))
         if item.get_closest_marker("xdist_group") is None:
             defs = item._fixtureinfo.name2fixturedefs.values()
-            if any(chain[-1].scope in SHARED_SCOPES for chain in defs if chain):
+            if item.path.is_relative_to(REDIS_TESTS) and item.path.name in REDIS_CLUSTER_FILES:
+                item.add_marker(pytest.mark.xdist_group(REDIS_CLUSTER_FILES[item.path.name]))
+            elif item.path.is_relative_to(REDIS_TESTS) or any(
+                chain[-1].scope in SHARED_SCOPES for chain in defs if chain
+            ):
                 item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
         if hasattr(config, "workerinput") and "@" not in item.nodeid:  # an xdist worker
             names = {

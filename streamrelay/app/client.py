@@ -314,17 +314,12 @@ class RunStream:
         return f"RunStream(run={self.run!r}, lines={len(self._lines)})"
 
     async def __aenter__(self) -> RunStream:
-        self._open([])
-        return self
-
-    def _open(self, lines: list[str]) -> None:
-        """Start the long request, its body beginning with ``lines``."""
-        self._put(lines)
         headers = {"Content-Type": "application/x-ndjson"}
         post = self._client._http.post(
             _path(self.run, "/events"), content=self._body_pieces(self._queue), headers=headers, timeout=None
         )
         self._post = asyncio.create_task(post)
+        return self
 
     def _put(self, lines: list[str]) -> None:
         self._lines.extend(lines)

@@ -20,7 +20,7 @@ from streamrelay.core.budgets.fair import FairQueue
 from streamrelay.core.budgets.history import CallHistory
 from streamrelay.core.budgets.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
 from streamrelay.core.clock import Clock
-from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.delivery.send_chain import ChainMemo, SendChain
 from streamrelay.core.events import Target
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.ports import ChannelAdapter
@@ -30,15 +30,18 @@ from streamrelay.core.ports import ChannelAdapter
 class ChannelRuntime:
     """A configured channel: its policy, its adapter, its rate budgets and one send chain per target.
 
-    Chains are shared by every run to the same target (one call at a time per conversation) and counted;
-    past ``max_idle_chains`` the least recently used chains that no run holds are forgotten, so a
-    sidecar that has served millions of chats keeps only the ones in use.
+    Chains are shared by every run to the same target (one call at a time per conversation) and counted. A chain
+    no run holds any more and that is at rest (:meth:`~core.delivery.send_chain.SendChain.at_rest`) leaves only its
+    memo (:class:`~core.delivery.send_chain.ChainMemo`: the conversation's message ids, a few hundred bytes instead
+    of the chain's 1.5 KB), from which the next run there gets a chain that knows them. Past ``max_idle_chains`` the
+    least recently used memos and idle chains are forgotten, so a sidecar that has served millions of chats keeps
+    only the ones in use.
 
     Args:
         policy: the core's view of the channel.
         adapter: the platform connection (one bot).
         budgets: the channel's rate budgets (none: unlimited).
-        max_idle_chains: how many chains no run holds are kept.
+        max_idle_chains: how many conversations no run holds are remembered (memos and idle chains).
         shared: the channel's budgets and pauses shared with other replicas of the service (None: one process);
             every send chain awaits it after its local budgets. Built from the same ``budgets``.
         guard_for: the guard of a target's send chain (see :class:`~core.delivery.send_chain.SendChain`; replicas: is
@@ -61,6 +64,7 @@ class ChannelRuntime:
     history: CallHistory | None = None
     pauses: PauseBoard = field(default_factory=PauseBoard)
     _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
+    _idle: OrderedDict[str, ChainMemo] = field(default_factory=OrderedDict)
     _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
     _bot_buckets: list[TokenBucket] | None = None
     _bot_queues: list[FairQueue] = field(default_factory=list)
@@ -95,6 +99,9 @@ class ChannelRuntime:
             guard = self.guard_for(target) if self.guard_for is not None else None
             polled = buckets if self.fair else [*buckets, *self._bot_buckets]
             chain = SendChain(clock, polled, self.pauses, fair=self._bot_queues, shared=self.shared, guard=guard)
+            memo = self._idle.pop(key, None)
+            if memo is not None:
+                chain.restore(memo)
             entry = (chain, 0)
         chain, users = entry
         self._chains[key] = (chain, users + 1)
@@ -111,18 +118,30 @@ class ChannelRuntime:
         key = self._key(target)
         entry = self._chains.get(key)
         if entry is not None:
-            self._chains[key] = (entry[0], max(0, entry[1] - 1))
+            chain, users = entry[0], max(0, entry[1] - 1)
+            if users == 0 and chain.at_rest():
+                del self._chains[key]
+                self._idle[key] = chain.memo()
+            else:
+                self._chains[key] = (chain, users)
         self._prune()
 
     def _prune(self) -> None:
-        idle = len(self._chains) - self.max_idle_chains
-        if idle <= 0:
+        over = len(self._chains) + len(self._idle) - self.max_idle_chains
+        while over > 0 and self._idle:
+            self._forget(self._idle.popitem(last=False)[0])
+            over -= 1
+        if over <= 0:
             return
         for key in [k for k, (chain, users) in self._chains.items() if users == 0 and chain.pause_remaining() == 0]:
-            if idle <= 0:
+            if over <= 0:
                 break
             del self._chains[key]
-            chat_key = key.rsplit("/", 1)[0]
-            if not any(k.rsplit("/", 1)[0] == chat_key for k in self._chains):
-                self._chat_buckets.pop(chat_key, None)
-            idle -= 1
+            self._forget(key)
+            over -= 1
+
+    def _forget(self, key: str) -> None:
+        """The conversation ``key`` is forgotten: its chat's budgets too when it was the chat's last."""
+        chat_key = key.rsplit("/", 1)[0]
+        if not any(k.rsplit("/", 1)[0] == chat_key for k in (*self._chains, *self._idle)):
+            self._chat_buckets.pop(chat_key, None)

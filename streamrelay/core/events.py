@@ -290,6 +290,19 @@ class TextDelta:
     lane: ClassVar[Lane] = Lane.UI
     source: ClassVar[None] = None
 
+    @classmethod
+    def numbered(cls, run: str, text: str, line: dict[str, Any]) -> TextDelta | None:
+        """The delta of a plain line ``line`` (a decoded JSON object whose other keys the caller checked) with its
+        ``seq`` and ``message``, each of the exact type and range the validator takes unchanged; None when one is
+        not (a bool, a float, out of range: the validator then says what is wrong)."""
+        seq = line.get("seq")
+        if seq is not None and (type(seq) is not int or not 0 <= seq <= MAX_SEQ):
+            return None
+        message = line.get("message", 0)
+        if type(message) is not int or message < 0:
+            return None
+        return cls(run, text, seq, message)
+
     def event(self) -> TextEvent:
         """The :class:`TextEvent` this delta stands for (validated: its fields are the line's). O(len(text))."""
         fields: dict[str, object] = {"kind": "text", "run": self.run, "text": self.text}

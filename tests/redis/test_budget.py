@@ -35,11 +35,23 @@ async def test_delay_peeks_without_spending(client: Redis) -> None:
     assert await budgets.delay("unlimited", 0, 1) == 0.0 and await budgets.acquire("unlimited", 0, 0) == 0.0
 
 
-async def replica(budgets: RedisBudgets, rate_per_s: float, burst: float, granted: list[Attempt], total: int) -> int:
-    """One replica calling as fast as the shared budget lets it until the replicas got ``total`` grants; its own."""
+async def replica(
+    budgets: RedisBudgets, rate_per_s: float, burst: float, granted: list[Attempt], total: int, asking: list[int]
+) -> int:
+    """One replica calling as fast as the shared budget lets it until the replicas got ``total`` grants; its own.
+    ``asking`` (one count shared by the replicas) holds the attempts in flight: a replica asks only while the grants
+    and the attempts in flight are fewer than ``total`` (else two replicas asking for the last grant at once both got
+    one: 42 grants of 40 on a stalled worker)."""
     mine = 0
     while len(granted) < total:
-        attempt = await budgets.attempt("tg:bot", rate_per_s, burst)
+        if len(granted) + asking[0] >= total:  # the last grants are being asked for: wait for their answers
+            await asyncio.sleep(0.01)
+            continue
+        asking[0] += 1
+        try:
+            attempt = await budgets.attempt("tg:bot", rate_per_s, burst)
+        finally:
+            asking[0] -= 1
         if attempt.granted:
             granted.append(attempt)
             mine += 1
@@ -52,7 +64,10 @@ async def replica(budgets: RedisBudgets, rate_per_s: float, burst: float, grante
 async def test_three_replicas_together_never_exceed_the_budget(clients: list[Redis]) -> None:
     rate_per_s, burst, total = 40.0, 4.0, 40
     granted: list[Attempt] = []
-    shares = await asyncio.gather(*(replica(RedisBudgets(c), rate_per_s, burst, granted, total) for c in clients))
+    asking = [0]
+    shares = await asyncio.gather(
+        *(replica(RedisBudgets(c), rate_per_s, burst, granted, total, asking) for c in clients)
+    )
     times = sorted(a.at_s for a in granted)
     assert len(times) == total and all(shares)  # every replica got some
     # In any window [t_i, t_j] of Redis's clock, at most burst + rate * (t_j - t_i) calls started.

@@ -22,6 +22,7 @@ import pytest
 from streamrelay.adapters.redis import conversation_key, partition_of
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
+from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
 from tests.redis.test_failover import post_as_agent
 
@@ -46,7 +47,7 @@ def _chat_in(partition: int) -> int:
 
 
 async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s * wait_scale()  # a hang guard for an idle machine, scaled by the load
     while time.monotonic() < deadline:
         if found := await check():
             return found

@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 
 import streamrelay.app.replicas.owner as owner_module
-from streamrelay.adapters.redis import InputStream, NotReplicatedError, RedisJournal, RedisLedger
+from streamrelay.adapters.redis import InputStream, NotReplicatedError, RedisJournal
 from streamrelay.adapters.redis.client import Redis
-from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
+from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.events import DeliveryMode
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import ANSWER, PARTITION, _DownFor, _grant, answer_entries
+from tests.redis.test_partition_owner_outage import ANSWER, PARTITION, _owner, answer_entries
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -72,15 +72,7 @@ async def test_lines_journaled_by_an_append_that_failed_here_are_in_the_run_it_g
         return Relay(channels, ledger, clock, journal=journal)
 
     journal = _AppliedButNotReplicated(client, PARTITION, nth=2)
-    owner = PartitionOwner(
-        PARTITION,
-        await _grant(client),
-        owner="replica-a",
-        stream=_DownFor(client, reads=0, claims=0),
-        journal=journal,
-        ledger=RedisLedger(client, PARTITION),
-        make_relay=make_relay,
-    )
+    owner = await _owner(client, make_relay, journal=journal)
     entries = answer_entries("r1", 7)
     stream = InputStream(client)
     reader = RedisJournal(client, PARTITION)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -89,15 +89,7 @@ async def test_the_owner_reads_its_partition_again_after_an_outage_longer_than_o
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return cast(Relay, relay)
 
-    owner = PartitionOwner(
-        PARTITION,
-        await _grant(client),  # an owner's reads and claims are fenced: it holds the partition's grant
-        owner="replica-a",
-        stream=stream,
-        journal=RedisJournal(client, PARTITION),
-        ledger=RedisLedger(client, PARTITION),
-        make_relay=make_relay,
-    )
+    owner = await _owner(client, make_relay, stream)
     owner.start()
     try:
         await asyncio.wait_for(owner.ready.wait(), 5)
@@ -143,15 +135,7 @@ async def test_a_run_whose_ledger_write_met_a_redis_outage_resumes_from_the_jour
         ledgers.append(_LedgerDownOnce(ledger, nth=2))
         return Relay(channels, cast(Ledger, ledgers[-1]), clock, journal=journal)
 
-    owner = PartitionOwner(
-        PARTITION,
-        await _grant(client),
-        owner="replica-a",
-        stream=_DownFor(client, reads=0, claims=0),
-        journal=RedisJournal(client, PARTITION),
-        ledger=RedisLedger(client, PARTITION),
-        make_relay=make_relay,
-    )
+    owner = await _owner(client, make_relay)
     await InputStream(client).append(PARTITION, answer_entries("r1", 7))
     owner.start()
     try:
@@ -167,11 +151,26 @@ async def test_a_run_whose_ledger_write_met_a_redis_outage_resumes_from_the_jour
         await owner.stop()
 
 
-async def _grant(client: Redis) -> int:
-    """Take the partition's lease as the owner would (its fenced writes need the token)."""
+async def _owner(
+    client: Redis,
+    make_relay: Callable[[Ledger, AckingJournal], Relay],
+    stream: InputStream | None = None,
+    journal: RedisJournal | None = None,
+) -> PartitionOwner:
+    """The partition's owner as a replica builds it, holding the partition's lease (its reads, claims and writes are
+    fenced: they need the grant's token); ``stream`` by default one whose reads never block (see ``_DownFor.read``),
+    ``journal`` the partition's."""
     token = await Leases(client).acquire(PARTITION, "replica-a", 30_000)
     assert token is not None
-    return token
+    return PartitionOwner(
+        PARTITION,
+        token,
+        owner="replica-a",
+        stream=stream if stream is not None else _DownFor(client, reads=0, claims=0),
+        journal=journal if journal is not None else RedisJournal(client, PARTITION),
+        ledger=RedisLedger(client, PARTITION),
+        make_relay=make_relay,
+    )
 
 
 ANSWER = ["First paragraph of the answer.", "Second paragraph of the answer.", "Third and last one."]
@@ -186,3 +185,45 @@ def answer_entries(run: str, chat_id: int) -> list[JournalEntry]:
     lines += [{"kind": "text", "run": run, "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(ANSWER)]
     lines.append({"kind": "end", "run": run, "status": "ok", "seq": len(ANSWER) + 1})
     return [JournalEntry(run, json.dumps(line)) for line in lines]
+
+
+class _RefusedFirstResume(_Relay):
+    """A relay whose first ``refusals`` resumes meet a Redis that refuses the runs' writes (a primary alone after a
+    failover refuses ``ledger.start_run``)."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals, self.resumes = refusals, 0
+
+    async def resume(self) -> list[str]:
+        self.resumes += 1
+        if self.refusals:
+            self.refusals -= 1
+            raise StoreUnavailableError("Redis did not answer ledger.start_run (NotReplicatedError)")
+        return []
+
+
+async def test_an_owner_whose_first_resume_is_refused_tries_again_and_reads_its_partition(
+    client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the first resume of a grant ran outside the owner's retry loop: refused, it ended the owner's task
+    while the lease keeper went on renewing the lease, so nobody read the partition (its runs stalled until the
+    replica restarted)."""
+    monkeypatch.setattr(owner_module, "RETRY_S", 0.05)
+    relay = _RefusedFirstResume(refusals=2)
+
+    def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
+        return cast(Relay, relay)
+
+    owner = await _owner(client, make_relay)
+    owner.start()
+    try:
+        await asyncio.wait_for(owner.ready.wait(), 5)
+        assert relay.resumes == 3 and owner.task is not None and not owner.task.done()
+        await InputStream(client).append(PARTITION, [JournalEntry("run-after", '{"kind": "end", "run": "run-after"}')])
+        deadline = asyncio.get_running_loop().time() + 5
+        while "run-after" not in relay.runs and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert relay.runs == ["run-after"]
+    finally:
+        await owner.stop()

@@ -21,6 +21,7 @@ from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.client import RelayClient
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.telegram import MockTelegram
+from tests.contention import wait_scale
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,14 +60,15 @@ def _config(tmp: Path, api_base: str) -> Path:
 
 
 async def _answer(http: httpx.AsyncClient, url: str, proc: subprocess.Popen[bytes], log: Path) -> httpx.Response:
-    deadline = time.monotonic() + 60
+    guard_s = 60 * wait_scale()  # a hang guard for an idle machine, scaled by the load
+    deadline = time.monotonic() + guard_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
         try:
             return await http.get(url)
         except httpx.TransportError:
             await asyncio.sleep(0.05)
-    raise AssertionError(f"{url} did not answer in 60 s")
+    raise AssertionError(f"{url} did not answer in {guard_s:.0f} s")
 
 
 async def test_a_replica_answers_healthz_while_its_channels_load_then_delivers(

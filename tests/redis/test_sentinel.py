@@ -27,6 +27,7 @@ from streamrelay.adapters.redis.lease import Leases
 from streamrelay.app.chaos.answers import load_recordings
 from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
 from streamrelay.app.dry_run import DRY_RUN
+from tests.contention import wait_scale
 from tests.redis.conftest import _start, redis_binary
 from tests.redis.test_failover import PARTITIONS, ROOT, TOKEN, Replicas, _config, _until
 
@@ -89,7 +90,9 @@ async def test_the_primary_killed_mid_run_is_replaced_and_the_run_finishes_once(
             async def ready() -> bool:
                 return await replicas.ready(http, client)
 
-            await _until(ready, 120, "three replicas ready on the sentinels' primary, every partition owned")
+            await _until(
+                ready, 120 * wait_scale(), "three replicas ready on the sentinels' primary, every partition owned"
+            )
             before = await _fences(client)
             url = replicas.url(0) + f"/v1/runs/{run}/events"
             third = len(bodies) // 3
@@ -154,6 +157,9 @@ async def test_a_durable_write_waits_for_the_replica_and_is_refused_when_it_cann
 
 
 def _serve(config: Path, env: dict[str, str], timeout_s: float = 90) -> subprocess.CompletedProcess[str]:
+    """Run ``serve`` to its exit; ``timeout_s`` is a hang guard for an idle machine, scaled by the load
+    (:func:`tests.contention.wait_scale`: at load 30 on 2 cores a refusing ``serve`` took over 90 s to exit)."""
+    timeout_s *= wait_scale()
     return subprocess.run(
         [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", "0"],
         cwd=ROOT,
@@ -229,7 +235,7 @@ async def test_serve_takes_a_volatile_redis_when_the_operator_says_so(tmp_path: 
             assert proc.poll() is None, log.read_text()[-3000:]
             return " ready on " in log.read_text()
 
-        await _until(started, 90, "the replica ready on the volatile Redis")
+        await _until(started, 90 * wait_scale(), "the replica ready on the volatile Redis")
         assert "taken because allow_volatile_redis = true" in log.read_text()
     finally:
         proc.terminate()
@@ -300,7 +306,7 @@ async def test_a_replica_started_while_redis_does_not_answer_waits_for_it(tmp_pa
                     return False
                 return answer.status_code == 503 and "waiting for Redis" in answer.text
 
-            await _until(waiting, 90, "the replica saying it waits for Redis")
+            await _until(waiting, 90 * wait_scale(), "the replica saying it waits for Redis")
             argv = [binary, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
             server = subprocess.Popen([*argv, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
 
@@ -308,7 +314,7 @@ async def test_a_replica_started_while_redis_does_not_answer_waits_for_it(tmp_pa
                 assert proc.poll() is None, log.read_text()[-3000:]
                 return (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200
 
-            await _until(ready, 90, "the replica ready once Redis answers")
+            await _until(ready, 90 * wait_scale(), "the replica ready once Redis answers")
     finally:
         proc.terminate()
         proc.wait(30)

@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from streamrelay.adapters.redis import KEYS, Durability, InputStream, connect, connect_sentinel
+from streamrelay.adapters.redis import Durability, InputStream, connect_sentinel
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
 from streamrelay.core.errors import StoreUnavailableError
 from streamrelay.core.records.journal import JournalEntry
+from tests.redis.test_stale_primary import _lines_on  # the partition's input lines on one node
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -55,15 +56,6 @@ async def _ask(port: int, *command: str) -> Any:
         return await client.execute_command(*command)  # type: ignore[no-untyped-call]
     finally:
         await client.aclose()
-
-
-async def _lines_on(port: int) -> list[str]:
-    reader = connect(f"redis://127.0.0.1:{port}/0")
-    try:
-        found: Any = await reader.xrange(KEYS.inbox(PARTITION))
-        return [str(fields["line"]) for _, fields in found]
-    finally:
-        await reader.aclose()
 
 
 async def _seen_up_by_every_sentinel(sentinels: RedisSentinels, port: int) -> bool:

@@ -359,3 +359,19 @@ def test_a_linear_view_reads_the_messages_joined_and_names_a_replacement_by_its_
     assert view.generation == first + 1 and view.value() == "Hello, you\n\nworld!"
     asm.apply(None, 2, TextMode.REPLACE, "there")
     assert view.generation == first + 2 and view.value() == "Hello, you\n\nthere"
+
+
+def test_a_buffer_stores_one_byte_a_character_and_puts_the_wide_ones_back() -> None:
+    """Arrows, dashes and emoji are kept apart: every stored block is Latin-1 (one byte a character), and every
+    range, pin and prefix reads the text as it was appended."""
+    text = ("plain text → more — " * 150 + "📦 done. ") * 3 + "café 中文 🎯"
+    buffer = TextBuffer()
+    for k in range(0, len(text), 11):
+        buffer.append(text[k : k + 11])
+    assert buffer.value() == text and "".join(buffer.pieces()) == text
+    assert all(max(block) <= "\xff" for block in buffer._blocks)
+    for a, b in ((0, 5), (10, 40), (2990, 3100), (len(text) - 12, len(text)), (0, len(text))):
+        assert buffer.slice(a, b) == text[a:b] and buffer.pin(a, b).value() == text[a:b]
+    assert buffer.common_with(text[:1234]) and buffer.common_with(text + "more") and not buffer.common_with("plain x")
+    buffer.reset_to(text + " 🧠 end")
+    assert buffer.value() == text + " 🧠 end" and buffer.slice(len(text), len(text) + 3) == " 🧠 "

@@ -80,6 +80,36 @@ async def test_idle_send_chains_are_forgotten_past_the_cap_but_never_one_in_use(
     assert len(rt._chains) <= 3
 
 
+async def test_a_conversation_no_run_holds_keeps_its_message_ids_not_its_chain() -> None:
+    clock = FakeClock()
+    rt = runtime(*TELEGRAM_LIKE)
+    first = rt.chain_for(Target(chat_id=7), clock)
+    first.note_message("10")
+    first.note_message("12")
+    first.note_message("11", newest=False)
+    rt.release(Target(chat_id=7))
+    assert not rt._chains  # at rest: only its memo stays
+    again = rt.chain_for(Target(chat_id=7), clock)
+    assert again is not first
+    assert again.last_message_id == "12"  # a later run settles its creates after the ids the first one acknowledged
+    assert again.known_ids() == frozenset({"10", "11", "12"})
+    assert rt._chat_buckets["7"]  # the chat's budgets (what it spent) are the same objects still
+
+
+async def test_a_conversation_paused_by_a_429_keeps_its_chain_when_no_run_holds_it() -> None:
+    clock = FakeClock()
+    rt = runtime(*TELEGRAM_LIKE)
+    chain = rt.chain_for(Target(chat_id=7), clock)
+
+    async def limited() -> None:
+        raise RateLimitedError("slow down", retry_after_s=30.0, scope=RateScope.CONVERSATION)
+
+    with pytest.raises(RateLimitedError):
+        await chain.call(limited)
+    rt.release(Target(chat_id=7))
+    assert rt.chain_for(Target(chat_id=7), clock) is chain  # its pause goes on for the next run there
+
+
 async def test_a_method_budget_is_shared_by_every_channel_of_the_bot_and_spares_other_calls() -> None:
     clock = FakeClock()
     rt = runtime(*SLACK_LIKE)

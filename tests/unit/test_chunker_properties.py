@@ -258,3 +258,33 @@ def test_a_cut_line_renders_as_the_same_blocks_in_every_chunk(text: str, params:
     assert whole[-2:] in (["paragraph_open", "paragraph_close"], ["paragraph_close", "blockquote_close"])
     assert all(_blocks(c) == whole for c in chunks), [c for c in chunks if _blocks(c) != whole]
     assert "".join(content_key(c) for c in chunks) == content_key(text)  # a quote's chunks reopen "> "
+
+
+@SETTINGS
+@given(document(), chunk_params(), st.lists(st.integers(0, 10_000), max_size=40))
+def test_a_chunk_given_a_start_is_that_range_of_the_text(text: str, params: ChunkParams, cuts: list[int]) -> None:
+    """``append_ranges`` and ``drain_ranges`` give the chunks ``append`` and ``drain`` give, in any split, each with a
+    start from which it is exactly the appended text (or -1); a chunk that starts its block with no head is one."""
+    chunker = Chunker(params)
+    pairs: list[tuple[str, int]] = []
+    for piece in split(text, cuts):
+        pairs.extend(chunker.append_ranges(piece))
+    pairs.extend(chunker.drain_ranges(force=True))
+    assert [chunk for chunk, _ in pairs] == chunk_text(text, params)
+    for chunk, start in pairs:
+        assert start == -1 or text[start : start + len(chunk)] == chunk
+
+
+@SETTINGS
+@given(st.lists(line(), min_size=1, max_size=30), chunk_params(), st.lists(st.integers(0, 10_000), max_size=40))
+def test_chunks_of_plain_lines_are_ranges_of_the_text(lines: list[str], params: ChunkParams, cuts: list[int]) -> None:
+    """Lines with no fence, quote or list item: every chunk is a range of the text (no head, closer or dedent)."""
+    text = "\n\n".join(lines)
+    chunker = Chunker(params)
+    pairs: list[tuple[str, int]] = []
+    for piece in split(text, cuts):
+        pairs.extend(chunker.append_ranges(piece))
+    pairs.extend(chunker.drain_ranges(force=True))
+    for chunk, start in pairs:
+        if not chunk.lstrip().startswith((">", "`", "~")):
+            assert start >= 0 and text[start : start + len(chunk)] == chunk

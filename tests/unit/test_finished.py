@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,7 +56,7 @@ async def _run(relay: Relay, run: str, text: str) -> tuple[DeliveryReport, RunMo
 
 
 def _kept(finished: Finished) -> str:
-    return zlib.decompress(finished._kept).decode("utf-8", "surrogatepass") + finished._report.decode()
+    return finished.document()
 
 
 async def test_a_finished_run_keeps_its_report_and_references_not_its_answer() -> None:

@@ -206,6 +206,22 @@ async def test_a_real_run_through_the_relay_feeds_every_counter() -> None:
     assert not {"run-9", "7"} & label_values(metrics)
 
 
+async def test_the_ledger_forgets_a_runs_channel_at_its_end_after_counting_its_outcomes() -> None:
+    metrics = ServiceMetrics()
+    runtime = ChannelRuntime(ChannelPolicy(name="tg", throttle_s=0), FakeAdapter(MonotonicClock()))
+    ledger = MeteredLedger(MemoryLedger(), metrics)
+    relay = Relay({"tg": runtime}, ledger, MonotonicClock())
+    await relay.submit_line({"kind": "run.start", "channel": "tg", "target": {"chat_id": 7}}, "run-9")
+    await relay.submit_line({"kind": "text", "text": "Hello"}, "run-9")
+    await relay.submit_line({"kind": "end"}, "run-9")
+    report = await relay.wait_done("run-9", 10)
+    await relay.close()
+    assert report is not None and report.status == "delivered"
+    assert value(metrics, "streamrelay_delivery_outcomes_total", channel="tg", op="send", outcome="ack") == 1
+    assert value(metrics, "streamrelay_delivery_outcomes_total", channel="unknown", op="send", outcome="ack") == 0
+    assert "run-9" not in ledger._channels  # nothing of an ended run stays here (a sidecar serves millions)
+
+
 def test_ended_runs_are_counted_by_their_reports_status_and_their_agents_end() -> None:
     metrics = ServiceMetrics()
     failed = DeliveryReport(run="r1", channel="tg", done=True, status=ReportStatus.FAILED, end_status="ok")

@@ -249,17 +249,9 @@ def decode_delta(raw: bytes, run: str) -> TextDelta | None:
             return None
         if obj.get("lane", "ui") != "ui" or obj.get("visibility", "answer") != "answer":
             return None
-        seq = obj.get("seq")
-        if seq is not None and (type(seq) is not int or not 0 <= seq <= MAX_SEQ):
-            return None
-        message = obj.get("message", 0)
-        if type(message) is not int or message < 0:
-            return None
-    else:
-        seq, message = None, 0
     if raw.count(b":") != len(obj) + text.count(":"):
         return None  # a key twice: the general path refuses the line
-    return TextDelta(run, text, seq, message)
+    return TextDelta.numbered(run, text, obj)
 
 
 _text_from_json = TextEvent.__pydantic_validator__.validate_json

@@ -135,6 +135,7 @@ class MeteredLedger:
 
     async def end_run(self, run: str, end_status: str, errors: Sequence[str] = ()) -> None:
         await self.inner.end_run(run, end_status, errors)  # counted by the relay, by its report's status
+        self._channels.pop(run, None)  # its last record: its calls' outcomes came before its end
 
     async def get_run(self, run: str) -> RunRecord | None:
         return await self.inner.get_run(run)

@@ -81,8 +81,9 @@ class WebAdapter:
         self.max_units = min(max_units, MAX_UNITS)
         self._texts: OrderedDict[str, str | bytes] = OrderedDict()
         """``chat id:message id`` → the part's text (with ``record``) or its digest (:func:`_digest`)."""
-        self._deliveries: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        """``delivery id → (chat id, message id)`` of the sends that named one, as many as parts are kept."""
+        self._deliveries: OrderedDict[str, str] = OrderedDict()
+        """``delivery id → chat id:message id`` (the same ``str`` as the part's key in ``_texts``) of the sends that
+        named one, as many as parts are kept."""
         self._next = 0
         self.record = record
         self.calls: list[WebCall] = []
@@ -119,9 +120,9 @@ class WebAdapter:
         self._check(target, text)
         self._next += 1
         message_id = str(self._next)
-        self._keep(target, message_id, text)
+        key = self._keep(target, message_id, text)
         if delivery_id is not None:
-            self._remember(delivery_id, target, message_id)
+            self._remember(delivery_id, key)
         self._record("sendMessage", target, message_id, text)
         return message_id
 
@@ -133,21 +134,21 @@ class WebAdapter:
         and ``delivery`` events."""
         self._next += 1
         message_id = str(self._next)
-        self._keep(target, message_id, media.caption or "")
+        key = self._keep(target, message_id, media.caption or "")
         if delivery_id is not None:
-            self._remember(delivery_id, target, message_id)
+            self._remember(delivery_id, key)
         self._record("sendMedia", target, message_id, media.caption or "")
         return message_id
 
-    def _remember(self, delivery_id: str, target: Target, message_id: str) -> None:
-        self._deliveries[delivery_id] = (str(target.chat_id), message_id)
+    def _remember(self, delivery_id: str, key: str) -> None:
+        self._deliveries[delivery_id] = key  # the part's own key: one str, no tuple of two more
         self._deliveries.move_to_end(delivery_id)
         while len(self._deliveries) > KEEP_MESSAGES:
             self._deliveries.popitem(last=False)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
         """``found`` when the part sent with ``pending.delivery_id`` is on the page, else ``not_sent`` (no call)."""
-        chat_id, message_id = self._deliveries.get(pending.delivery_id, ("", ""))
+        chat_id, _, message_id = self._deliveries.get(pending.delivery_id, "").rpartition(":")
         if chat_id != str(target.chat_id) or f"{chat_id}:{message_id}" not in self._texts:
             return Settlement(SettleOutcome.NOT_SENT)
         return Settlement(SettleOutcome.FOUND, message_id)
@@ -185,12 +186,14 @@ class WebAdapter:
             too_long = f"web: a part holds at most {self.max_units} UTF-16 units"
             raise PayloadRejectedError(too_long, reason=RejectReason.TOO_LONG, platform=PLATFORM)
 
-    def _keep(self, target: Target, message_id: str, text: str) -> None:
+    def _keep(self, target: Target, message_id: str, text: str) -> str:
+        """Keep the part's text (or digest); returns its key, ``chat id:message id``."""
         key = f"{target.chat_id}:{message_id}"
         self._texts[key] = text if self.record else _digest(text)
         self._texts.move_to_end(key)
         while len(self._texts) > KEEP_MESSAGES:
             self._texts.popitem(last=False)
+        return key
 
     def _record(self, method: str, target: Target, message_id: str | None, text: str | None, status: int = 200) -> None:
         if self.record:

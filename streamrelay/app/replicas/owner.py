@@ -151,16 +151,19 @@ class PartitionOwner:
 
     async def _run(self) -> None:
         try:
-            resumed = await self.relay.resume()
-            if resumed:
-                _log.info("partition %d: %d unfinished runs resumed", self.partition, len(resumed))
-            await self._take_pending()
-            self.ready.set()
+            started = False  # the first pass resumes the partition's runs and takes its pending entries
             retake = False
             claimed = True  # entries were just claimed: those delivered too often go to the dead letters
             while not self._stopping:
                 try:
-                    if retake or self.relay.interrupted:  # inside the try: Redis may still be down
+                    # Inside the try, the first pass too: Redis may refuse it (a primary alone after a failover
+                    # refuses the runs' ledger.start_run). Outside it, the task ended while the lease keeper went on
+                    # renewing the lease: no replica read the partition until this one restarted.
+                    if not started:
+                        await self._start()
+                        started, retake, claimed = True, False, True
+                        self.ready.set()
+                    elif retake or self.relay.interrupted:
                         await self._recover()
                         retake = False
                         claimed = True
@@ -187,6 +190,15 @@ class PartitionOwner:
             self.lost = True
             _log.warning("partition %d: another replica holds it now (token %d refused)", self.partition, self.token)
             await self.relay.stop_runs()
+
+    async def _start(self) -> None:
+        """The first pass of a grant: the partition's unfinished runs resumed from the journal, then the entries
+        taken but never acknowledged handed over. Tried again, from the runs' stop, until it passes."""
+        await self.relay.stop_runs()  # a pass that failed half way may have opened some: they start again with all
+        resumed = await self.relay.resume()
+        if resumed:
+            _log.info("partition %d: %d unfinished runs resumed", self.partition, len(resumed))
+        await self._take_pending()
 
     async def _recover(self) -> None:
         """After a Redis outage (or a hand-over that failed): every run of the partition stops and goes on from the

@@ -83,7 +83,7 @@ class Budget:
         return TokenBucket(self.per_s, self.burst, calls=self.calls)
 
 
-@dataclass
+@dataclass(slots=True)
 class TokenBucket:
     """A token bucket: ``rate_per_s`` tokens per second, at most ``burst`` stored.
 

@@ -40,11 +40,13 @@ class Chunker:
         ('Body', ['Body'])
     """
 
-    __slots__ = ("_cutter", "_drops", "_off", "_out", "_scan", "_src", "_store", "params")
+    __slots__ = ("_cutter", "_drops", "_off", "_out", "_scan", "_src", "_starts", "_store", "params")
 
     def __init__(self, params: ChunkParams) -> None:
         self.params = params
         self._out: list[str] = []
+        self._starts: list[int] = []
+        """Beside ``_out``: each chunk's absolute start when it is exactly the text from there, else -1."""
         self._src: TextReader | None = None
         self._off = 0
         self._drops: list[tuple[int, int]] = []
@@ -71,7 +73,7 @@ class Chunker:
         if self._src is not None:
             store.share(self._src, self._off + sum(n for _, n in self._drops))
         breaks, regions = BreakTable(), Regions()
-        self._cutter = cutter = Cutter(params, store, breaks, regions, self._slice, self._out)
+        self._cutter = cutter = Cutter(params, store, breaks, regions, self._slice, self._out, self._starts)
         self._scan = LineScanner(params, store, breaks, regions, cutter, end, cum)
 
     def append(self, text: str) -> list[str]:
@@ -89,8 +91,43 @@ class Chunker:
         if out:
             chunks = out.copy()
             out.clear()
+            self._starts.clear()
             return chunks
         return []
+
+    def append_ranges(self, text: str) -> list[tuple[str, int]]:
+        """:meth:`append`, each chunk with where it lies in the appended text.
+
+        Returns:
+            ``(chunk, start)`` pairs in order: ``chunk`` is the appended text from ``start`` on (code points from the
+            first appended character; ``start`` + the offset given to :meth:`share` is its position in the shared
+            text), or ``start`` is -1 when it is not one range of it (a reopened fence's opener or quote markers
+            before it, a closer after it, list items dedented, an info string dropped inside it). Cost as
+            :meth:`append`.
+        """
+        if text:
+            self._scan.append(text)
+        return self._ranged() if self._out else []
+
+    def drain_ranges(self, force: bool = False) -> list[tuple[str, int]]:
+        """:meth:`drain`, each chunk with where it lies in the appended text (as :meth:`append_ranges`)."""
+        if force:
+            self._drain_block()
+        return self._ranged()
+
+    def _ranged(self) -> list[tuple[str, int]]:
+        """The chunks emitted since the last drain with their starts in the appended text (then forgotten)."""
+        drops = self._drops
+        pairs = []
+        for chunk, start in zip(self._out, self._starts, strict=True):
+            if start >= 0 and drops:
+                end = start + len(chunk)
+                before = sum(n for at, n in drops if at <= start)
+                start = start + before if before == sum(n for at, n in drops if at < end) else -1
+            pairs.append((chunk, start))
+        self._out.clear()
+        self._starts.clear()
+        return pairs
 
     def drain(self, force: bool = False) -> list[str]:
         """Return the chunks emitted since the last drain.
@@ -103,13 +140,18 @@ class Chunker:
             Chunks, in order; never empty strings.
         """
         if force:
-            scan = self._scan
-            scan.end_block()
-            self._cutter.emit(scan.head + self._slice(scan.base, scan.end), scan.ctx_w)
-            self._new_block(scan.end, scan.cum)
+            self._drain_block()
         out = self._out.copy()
         self._out.clear()
+        self._starts.clear()
         return out
+
+    def _drain_block(self) -> None:
+        """End the text block: emit everything pending and start afresh (:meth:`drain` with ``force``)."""
+        scan = self._scan
+        scan.end_block()
+        self._cutter.emit(scan.head + self._slice(scan.base, scan.end), scan.ctx_w, -1 if scan.head else scan.base)
+        self._new_block(scan.end, scan.cum)
 
     @property
     def pending(self) -> str:

@@ -167,9 +167,12 @@ class Cutter:
         store: the text. breaks: the candidate breaks. regions: the protected regions.
         read: reads the text between two absolute positions (the chunker's one reader of chunk text).
         out: the list each chunk is appended to (never an empty or whitespace-only chunk).
+        starts: the list each chunk's start is appended to, beside ``out``: the absolute position from which the
+            chunk is exactly the text (``read(start, start + len(chunk))``), or -1 when it is not (a reopened
+            fence's opener or quote markers before it, a closer after it, list items dedented).
     """
 
-    __slots__ = ("_breaks", "_max", "_out", "_read", "_regions", "_store", "_utf16")
+    __slots__ = ("_breaks", "_max", "_out", "_read", "_regions", "_starts", "_store", "_utf16")
 
     def __init__(
         self,
@@ -179,6 +182,7 @@ class Cutter:
         regions: Regions,
         read: Callable[[int, int], str],
         out: list[str],
+        starts: list[int],
     ) -> None:
         self._max = params.max_chars
         self._utf16 = params.unit is LengthUnit.UTF16
@@ -187,15 +191,19 @@ class Cutter:
         self._regions = regions
         self._read = read
         self._out = out
+        self._starts = starts
 
     # --- emitting -----------------------------------------------------------------------------------
 
-    def emit(self, text: str, widths: tuple[int, ...]) -> None:
+    def emit(self, text: str, widths: tuple[int, ...], start: int = -1) -> None:
         """Emit ``text`` as a chunk: dedented by the list items it starts in (``widths``), trailing
-        whitespace and trailing quoted lines with no content dropped; nothing when that leaves no text."""
+        whitespace and trailing quoted lines with no content dropped; nothing when that leaves no text.
+        ``start``: the absolute position ``text`` is read from when it is exactly the text from there (-1: it is
+        not); the chunk, a start of it, is then a range of the text (``starts``)."""
         text = _TRAILING_MARKERS.sub("", dedent(text, widths).rstrip(_WS)).rstrip(_WS)
         if text.strip():
             self._out.append(text)
+            self._starts.append(-1 if widths else start)
 
     def emit_at(self, m: Moment, brk: Break, first: str) -> None:
         """The pending text ends at the break ``brk`` of an emitting kind, whose next line's first character
@@ -246,14 +254,16 @@ class Cutter:
         """Emit the pending text up to the break ``brk`` (closing its fence) and restart after it."""
         ws_start, ws_cum, rest, fence = brk
         chunk = m.head + self._read(m.base, ws_start)
+        start = -1 if m.head else m.base
         head = ""
         if fence is not None and fence.splittable:
             chunk += fence.closer
+            start = -1
             if fence.end_line < 0 or fence.end_line > rest:
                 head = self._reopen(fence, rest)
         if not head and self._store.char_at(rest - 1) != "\n":
             head = m.quote_head(rest)  # a quoted line continued mid-way gets its markers back
-        self.emit(chunk, m.ctx_w)
+        self.emit(chunk, m.ctx_w, start)
         m.restart(rest, ws_cum + rest - ws_start, head)  # whitespace and ">": one unit each
 
     def _reopen(self, fence: Fence, rest: int) -> str:
@@ -271,14 +281,16 @@ class Cutter:
     def _cut_at(self, m: Moment, p: int, cum: int) -> None:
         fence = m.fence_at(p)
         chunk = m.head + self._read(m.base, p)
+        start = -1 if m.head else m.base
         head = ""
         if fence is not None and fence.splittable:
             chunk = chunk.rstrip(_WS) + fence.closer
+            start = -1
             head = self._reopen(fence, p)
         else:
             head = m.quote_head(p)
         m.line_cut(p)
-        self.emit(chunk, m.ctx_w)
+        self.emit(chunk, m.ctx_w, start)
         m.restart(p, cum, head)
 
     # --- cutting ------------------------------------------------------------------------------------
@@ -313,7 +325,7 @@ class Cutter:
                 if brk is not None:
                     head = self._table_head(self._table_rows(m, brk) or [])
                     ws_start, ws_cum, rest, _ = brk
-                    self.emit(m.head + self._read(m.base, ws_start), m.ctx_w)
+                    self.emit(m.head + self._read(m.base, ws_start), m.ctx_w, -1 if m.head else m.base)
                     m.restart(rest, ws_cum + rest - ws_start, head or "")
                     return True
                 m.fill_inner_breaks()  # found only when a cut needs them

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Protocol
 
@@ -33,7 +34,7 @@ from streamrelay.core.media import MediaItem
 from streamrelay.core.policy import ChannelPolicy, Splitter
 from streamrelay.core.ports import ChannelAdapter, NativeStreaming, TextFormat
 from streamrelay.core.records.report import PartState, SlotRole
-from streamrelay.core.text.buffer import TextBuffer, TextSource
+from streamrelay.core.text.buffer import Pinned, TextBuffer, TextSource
 from streamrelay.core.text.coalescer import Block, Chunk, Coalescer
 
 _log = logging.getLogger("streamrelay.run")
@@ -147,13 +148,18 @@ class _Parts:
         room = self._book.room(SlotRole.ANSWER)
         return None if room is None else len(self._slots) + room
 
-    def _slot(self, i: int, text: str, cut: bool = False) -> None:
-        """Part ``i`` shows ``text`` (claimed when new); ``cut``: it ends the answer cut at the limit."""
+    def _slot(self, i: int, text: str, cut: bool = False, pin: Pinned | None = None) -> None:
+        """Part ``i`` shows ``text`` (claimed when new); ``cut``: it ends the answer cut at the limit; ``pin``: the
+        range of the answer ``text`` is exactly (the part keeps it instead of the string once a call showed it)."""
         if i < len(self._slots):
             self._book.set_text(self._slots[i], text)
         else:
             self._slots.append(self._book.claim_slot(SlotRole.ANSWER, text, self._policy.fmt, before=self.anchor))
         self._book.mark_cut(self._slots[i], cut)
+        if pin is not None:
+            if CHECK_PENDING:
+                assert pin.value() == text, (pin.value(), text)
+            self._book.pin_text(self._slots[i], text, pin)
 
     def _lay_out(self, parts: list[str]) -> int:
         """The answer is ``parts`` (within the limit, the last allowed one ending with the notice): the slots show
@@ -195,16 +201,27 @@ class PreviewMode(_Parts, _NoTimers):
         chunker.share(self._source, self._offset)
         return chunker
 
-    def _show(self, frozen: list[str]) -> None:
+    def _fitted(self, frozen: list[tuple[str, int]]) -> Iterator[tuple[str, Pinned | None]]:
+        """The frozen chunks split to fit once rendered, each with its range of the answer when it is exactly one
+        (a chunk that fits whole and is a range of the text: :meth:`core.chunking.Chunker.append_ranges`)."""
+        for chunk, start in frozen:
+            fitted = self._split.fit(chunk)
+            if len(fitted) == 1 and start >= 0:
+                at = self._offset + start
+                yield chunk, self._source.pin(at, at + len(chunk))
+            else:
+                yield from ((text, None) for text in fitted)
+
+    def _show(self, frozen: list[tuple[str, int]]) -> None:
         if frozen:
             allowed = self._allowed()
-            for text in (fitted for chunk in frozen for fitted in self._split.fit(chunk)):
+            for text, pin in self._fitted(frozen):
                 if allowed is not None and self._frozen + 2 > allowed:  # no message left for the text after this one
                     assert self._book.limit is not None
                     self._slot(self._frozen, self._split.ending(text, self._book.limit.notice), cut=True)
                     self._cut = True
                     return
-                self._slot(self._frozen, text)
+                self._slot(self._frozen, text, pin=pin)
                 self._frozen += 1
         # The live part is the chunker's pending text, pushed as its range of the text (O(1)) and built only when
         # the reconciler is about to send it: building it costs its length, so doing that per delta would cost the
@@ -235,7 +252,7 @@ class PreviewMode(_Parts, _NoTimers):
             if not self._cut:  # (cut at the message limit: nothing more shows until a reset or the final)
                 if self._own is not None:
                     self._own.append(change.text)
-                self._show(self._chunker.append(change.text))
+                self._show(self._chunker.append_ranges(change.text))
             return
         # A reset: ``text`` is the whole new answer.
         self._frozen = 0
@@ -245,7 +262,7 @@ class PreviewMode(_Parts, _NoTimers):
         self._chunker = self._new_chunker()
         if self._own is not None:
             self._own.append(change.text)
-        self._show(self._chunker.append(change.text))
+        self._show(self._chunker.append_ranges(change.text))
         for slot in self._slots[self._frozen + 1 :]:
             self._book.retire(slot)  # parts past the new text go at once, not at the end
 
@@ -259,8 +276,8 @@ class PreviewMode(_Parts, _NoTimers):
         """The pending text is fixed in the live part (split to the limit); a live part left without text is
         skipped, so nothing waits before the media."""
         if not self._cut:
-            for text in (fitted for chunk in self._chunker.drain(force=True) for fitted in self._split.fit(chunk)):
-                self._slot(self._frozen, text)
+            for text, pin in self._fitted(self._chunker.drain_ranges(force=True)):
+                self._slot(self._frozen, text, pin=pin)
                 self._frozen += 1
         for slot in self._slots[self._frozen :]:
             self._book.set_text(slot, "")

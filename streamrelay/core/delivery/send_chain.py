@@ -84,6 +84,16 @@ class Wait:
     turn: bool
 
 
+@dataclass(frozen=True, slots=True)
+class ChainMemo:
+    """What an idle conversation's send chain leaves behind (:meth:`SendChain.memo`), so a later run there settles
+    its creates as this one would: ``last_message_id`` and the ``known`` ids (oldest first). A few hundred bytes
+    instead of the chain (its lock, per-kind budget tables, dicts: about 1.5 KB)."""
+
+    last_message_id: str | None
+    known: tuple[str, ...]
+
+
 class SendChain:
     """Serializes calls for one conversation (a chat, a channel, a thread).
 
@@ -152,6 +162,21 @@ class SendChain:
         id stays ``last_message_id`` (Telegram ids only grow: a later create is newer either way)."""
         for message_id in message_ids:
             self._known.pop(message_id, None)
+
+    def at_rest(self) -> bool:
+        """True when nothing but its message ids needs the chain: no call in it, no turn held on a fair budget, no
+        429 pause of its own still running (ids :meth:`take_noted` would give belong to a call's outcome: with no
+        call in it, nobody takes them)."""
+        return not self._lock.locked() and not self._held and self.pause_remaining() == 0
+
+    def memo(self) -> ChainMemo:
+        """What the chain knows that outlives it while it is at rest (:meth:`at_rest`): its message ids."""
+        return ChainMemo(self.last_message_id, tuple(self._known))
+
+    def restore(self, memo: ChainMemo) -> None:
+        """Take back what :meth:`memo` kept (a new chain of the same conversation, before its first call)."""
+        self.last_message_id = memo.last_message_id
+        self._known = OrderedDict.fromkeys(memo.known)
 
     def known_ids(self) -> frozenset[str]:
         """Message ids of this sidecar in this conversation (the latest :data:`KNOWN_IDS`): never probed."""

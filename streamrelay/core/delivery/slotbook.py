@@ -18,6 +18,7 @@ from streamrelay.core.delivery.slots import LiveText, PendingText, Slot, same_re
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.records.ledger import PartRecord
 from streamrelay.core.records.report import PartReport, PartState, SlotRole, is_cut
+from streamrelay.core.text.buffer import Pinned
 from streamrelay.core.units import LengthUnit, text_units
 from streamrelay.core.wake import Wake
 
@@ -242,6 +243,12 @@ class SlotBook:
         slot.live, slot.stale, slot.retired = None, False, False
         self.assign(slot, text)
 
+    def pin_text(self, slot: Slot, text: str, pin: Pinned) -> None:
+        """``slot``'s desired ``text`` (just set) is exactly ``pin``, a range of the run's answer: once a call showed
+        it, the part keeps the range instead of the string (:attr:`Slot.pinned`; a frozen preview part). O(1)."""
+        if slot.desired_kept is text and pin.length == len(text) and text.strip():
+            slot.pinned = (text, pin)
+
     def _every_state(self) -> bool:
         return self.throttle_s == 0 and not self.finalizing and not self.catching_up
 
@@ -273,20 +280,23 @@ class SlotBook:
             self._build(slot, live)
 
     def _build(self, slot: Slot, live: LiveText) -> None:
-        """``slot``'s desired text built from ``live``; when it is exactly a range of the answer, that range is noted
-        with it (:attr:`Slot.pinned`): once a call showed the text, the part keeps the range instead."""
+        """``slot``'s desired text built from ``live``; when it is exactly a range of the answer (after a reopened
+        fence's opener, when there is one), that range is noted with it (:attr:`Slot.pinned`): once a call showed the
+        text, the part keeps the range instead."""
         text = live.text(self.measure)
         self.assign(slot, text)
         if (
             isinstance(live, PendingText)
             and live.source is not None
             and slot.desired_kept is text
-            and not live.head
             and not live.widths
-            and len(text) == live.end - live.start
+            and len(text) == len(live.head) + live.end - live.start
             and text.strip()
         ):
-            slot.pinned = (text, live.source.pin(live.start, live.end))
+            pin = live.source.pin(live.start, live.end)
+            if live.head:  # a reopened fence's opener before the range: kept as a string piece of the pin
+                pin = Pinned((live.head, *pin.pieces))
+            slot.pinned = (text, pin)
 
     def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""

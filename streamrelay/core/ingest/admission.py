@@ -148,13 +148,7 @@ def _plain_delta(obj: dict[str, Any], run_id: str) -> TextDelta | None:
             return None
         if obj.get("source") is not None:
             return None
-    seq = obj.get("seq")
-    if seq is not None and (type(seq) is not int or not 0 <= seq <= MAX_SEQ):
-        return None
-    message = obj.get("message", 0)
-    if type(message) is not int or message < 0:
-        return None
-    return TextDelta(run_id, text, seq, message)
+    return TextDelta.numbered(run_id, text, obj)
 
 
 def _delta_of(obj: object, run_id: str, run_hint: str | None) -> TextEvent | TextDelta | None:

@@ -12,9 +12,12 @@ watcher gets the answer parts' texts as they are). A run that ended without its 
 shutdown) keeps its answer as it is, counted in the budgets below.
 
 The rest (the state's fields and timeline, a sub-agent's text no unit holds, the last events: what
-:meth:`core.run.monitor.RunMonitor.record` gives; and the lane's units) is kept as one compressed JSON document, the
-report as its JSON; both are read back as objects when asked for. A finished run of the recorded 8.5k Markdown answer
-holds about 2 KB (bench/bench_memory.py).
+:meth:`core.run.monitor.RunMonitor.record` gives; and the lane's units), the report's JSON, its last ``seq`` and its
+monitor's SSE epoch and last id are kept as one ``bytes``: zlib-compressed with a preset dictionary of the keys and
+words such documents repeat (:data:`ZDICT`), read back as objects when asked for. Besides it a finished run holds one
+small object (:class:`Finished`: its id, the bytes, the ledger) and its registry entry: about 0.6 KB for a run of the
+recorded 8.5k Markdown answer (bench/bench_memory.py; 1.1 KB when report, record, epoch and counts were objects of
+their own).
 
 Bounded three times: at most ``keep`` runs, at most ``budget_chars`` characters of text over all of them (the
 characters of what each keeps as text, its lane's units included, measured once when the run ends), and at most
@@ -27,12 +30,14 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 import sys
 import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import TypeAdapter
 
@@ -46,9 +51,27 @@ from streamrelay.core.run.monitor import MonitorRecord, reset_event, resume_afte
 
 _log = logging.getLogger("streamrelay.finished")
 
-RUN_OVERHEAD_BYTES = 1024
-"""Bytes a finished run holds besides what :meth:`Finished.measure` counts (its objects and their registry entry):
-about 0.6 KB in a tracemalloc snapshot diff over finished runs of the recorded Markdown answer; rounded up."""
+RUN_OVERHEAD_BYTES = 512
+"""Bytes a finished run holds besides its ``bytes`` (:class:`Finished` itself and its registry entry): about 0.2 KB in
+a tracemalloc snapshot diff over finished runs of the recorded Markdown answer; rounded up."""
+ZDICT = (
+    b'{"run":"","channel":"","done":true,"status":"delivered","end_status":"ok","confirmed":0,"uncertain":0,'
+    b'"failed":0,"unsent":0,"media":0,"media_parts":0,"degraded":false,"message_ids":[],"parts":[{"slot":0,'
+    b'"role":"answer","state":"acked","message_id":"","chars":0,"degraded":false,"error":null}],"errors":[],'
+    b'"gaps":[]}\n{"state":{"run":"","channel":"","platform":"","mode":"preview","started_at":0,"rate_limited":0,'
+    b'"final":true,"ended":"ok","delivery":"delivered","answer":"","agents":{},"parts":{"":{"channel":"","part":0,'
+    b'"role":"answer","state":"edited","message_id":""}},"timeline":[{"id":0,"run":"","seq":0,"ts":0,'
+    b'"type":"decision","what":"commit"}]},"tail":[{"id":0,"run":"","seq":0,"ts":0,"type":"delivery","channel":"",'
+    b'"part":0,"role":"answer","state":"sent","message_id":""},{"id":0,"run":"","seq":0,"ts":0,"type":"end",'
+    b'"status":"ok","delivery":"delivered"}],"answer":[],"crc":0,"parts":{},"agents":{},"units":[{"index":1,'
+    b'"kind":"commit","run":"","source":null},{"index":2,"kind":"run.end","run":"","status":"ok","committed":true,'
+    b'"source":null}],"closed":true}'
+)
+"""zlib's preset dictionary for a finished run's bytes: the keys and words its report and document repeat, so a
+document of a few hundred bytes compresses as well as a long one would (about 0.25 KB less a run). In memory only:
+nothing compressed with it is written anywhere."""
+_COUNT = struct.Struct("<I")
+"""The ``bytes``' header: the characters of its text (for the budgets), then the compressed text."""
 PROBE_CHARS = 32
 """Characters of the answer looked for in a part to find where the part goes on with it."""
 
@@ -171,18 +194,18 @@ class Kept:
     closed: bool
 
     def document(self) -> str:
-        """Its JSON document (compact; a lone surrogate a text may hold stays one, as the run had it)."""
+        """Its JSON document (compact, on one line; a lone surrogate a text may hold stays one, as the run had it)."""
         fields = {name: getattr(self, name) for name in self.__slots__}
         return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
     @staticmethod
-    def read(blob: bytes) -> Kept:
-        """The document ``blob`` holds (zlib-compressed UTF-8 of :meth:`document`), checked. O(its size).
+    def read(document: str) -> Kept:
+        """The :meth:`document` ``document``, checked. O(its size).
 
         Raises:
             pydantic.ValidationError: it is not such a document (a field missing or of another type).
         """
-        return _KEPT.validate_python(json.loads(zlib.decompress(blob).decode("utf-8", "surrogatepass")))
+        return _KEPT.validate_python(json.loads(document))
 
     def lane_units(self) -> list[PipelineUnit]:
         """Its lane's units, typed."""
@@ -192,29 +215,74 @@ class Kept:
 _KEPT: TypeAdapter[Kept] = TypeAdapter(Kept)
 
 
+def _pack(report: str, meta: list[object], document: str) -> bytes:
+    """One ``bytes`` of a finished run's report JSON, its ``meta`` (last ``seq``, epoch, last id) and its document:
+    :data:`_COUNT` (the characters of the three), then their lines compressed with :data:`ZDICT`."""
+    text = "\n".join((report, json.dumps(meta, separators=(",", ":")), document))
+    packer = zlib.compressobj(6, zdict=ZDICT)
+    data = text.encode("utf-8", "surrogatepass")  # a lone surrogate passes, never an error
+    return _COUNT.pack(len(text)) + packer.compress(data) + packer.flush()
+
+
+def _unpack(blob: bytes) -> list[str]:
+    """The three lines :func:`_pack` made. O(their size)."""
+    unpacker = zlib.decompressobj(zdict=ZDICT)
+    data = unpacker.decompress(memoryview(blob)[_COUNT.size :]) + unpacker.flush()
+    return data.decode("utf-8", "surrogatepass").split("\n", 2)
+
+
 @dataclass(eq=False, slots=True)
 class Finished:
-    """What stays in memory of a finished run (module docstring).
+    """What stays in memory of a finished run (module docstring): its id, one ``bytes`` (:func:`_pack`) and the
+    ledger its texts are in; every other value is read back from the bytes when asked for (O(their size)).
 
     Attributes:
-        run: the run. last_seq: its last ``seq``. epoch, last_id: its monitor's (SSE ids).
-        chars: characters of text it keeps as text (its lane's units included). size: bytes it holds, about.
+        run: the run.
     """
 
     run: str
-    last_seq: int | None
-    epoch: str
-    last_id: int
-    chars: int
-    size: int
-    _report: bytes
-    _kept: bytes
+    _blob: bytes
     _ledger: Ledger
+
+    def _meta(self) -> list[Any]:
+        meta: list[Any] = json.loads(_unpack(self._blob)[1])
+        return meta
+
+    @property
+    def last_seq(self) -> int | None:
+        """Its last ``seq`` (None: it used none)."""
+        last: int | None = self._meta()[0]
+        return last
+
+    @property
+    def epoch(self) -> str:
+        """Its monitor's SSE epoch."""
+        return str(self._meta()[1])
+
+    @property
+    def last_id(self) -> int:
+        """Its monitor's last event id."""
+        return int(self._meta()[2])
+
+    @property
+    def chars(self) -> int:
+        """Characters of text it keeps (its lane's units and its report included), for the budgets."""
+        count: int = _COUNT.unpack_from(self._blob)[0]
+        return count
+
+    @property
+    def size(self) -> int:
+        """Bytes it holds, about: its ``bytes`` and :data:`RUN_OVERHEAD_BYTES`."""
+        return RUN_OVERHEAD_BYTES + sys.getsizeof(self._blob)
+
+    def document(self) -> str:
+        """Everything it keeps, as text (its report's JSON, its meta, its document: three lines)."""
+        return "\n".join(_unpack(self._blob))
 
     @property
     def report(self) -> DeliveryReport:
         """Its delivery report (a new object each time). O(its size)."""
-        return DeliveryReport.model_validate_json(self._report)
+        return DeliveryReport.model_validate_json(_unpack(self._blob)[0])
 
     @property
     def monitor(self) -> FinishedMonitor:
@@ -232,7 +300,7 @@ class Finished:
 
     def kept(self) -> Kept:
         """What it keeps of its monitor and its lane (:class:`Kept`). O(its size)."""
-        return Kept.read(self._kept)
+        return Kept.read(_unpack(self._blob)[2])
 
     async def state(self) -> dict[str, object]:
         """Its monitor's state as it was at the end, texts read back from the ledger (module docstring): the state's
@@ -308,13 +376,8 @@ def finished_record(
         units=[unit.model_dump(mode="json") for unit in lane.units],
         closed=lane.closed,
     ).document()
-    blob = zlib.compress(document.encode("utf-8", "surrogatepass"), 6)  # a lone surrogate passes, never an error
-    report_json = report.model_dump_json().encode()
-    chars = len(document) + len(report_json)
-    size = RUN_OVERHEAD_BYTES + sys.getsizeof(blob) + sys.getsizeof(report_json)
-    return Finished(
-        str(record.state["run"]), last_seq, record.epoch, record.last_id, chars, size, report_json, blob, ledger
-    )
+    blob = _pack(report.model_dump_json(), [last_seq, record.epoch, record.last_id], document)
+    return Finished(str(record.state["run"]), blob, ledger)
 
 
 class FinishedMonitor:
@@ -325,8 +388,7 @@ class FinishedMonitor:
     def __init__(self, record: Finished) -> None:
         self._record = record
         self.run = record.run
-        self.epoch = record.epoch
-        self.last_id = record.last_id
+        _, self.epoch, self.last_id = record._meta()
         self.closed = True
 
     def sse_id(self, event: Live) -> str:

@@ -1,21 +1,23 @@
-"""A text that grows by appends, kept once as blocks of at most a few thousand characters, never joined whole.
+"""A text that grows by appends, kept once as blocks of one byte a character, never joined whole.
 
-Why blocks: a Python ``str`` takes 1, 2 or 4 bytes a character for all of its characters, as its widest one needs,
-so one emoji in an 8.5k-character Markdown answer makes the joined answer 34 KB instead of 8.5 KB. Kept as blocks of
-at most :data:`BLOCK_CHARS`, an emoji's block grown only by pieces that have one too, only the pieces that hold an emoji
-are 4 bytes a character
-(the recorded answer's six emoji: 12 KB instead of 34). And a text that is never joined whole has no second copy
-beside it: a reader that wants a range (:meth:`TextBuffer.slice`) joins that range only, one that wants the whole text
+Why: a Python ``str`` takes 1, 2 or 4 bytes a character for all of its characters, as its widest one needs, so one
+emoji in an 8.5k-character Markdown answer makes the joined answer 34 KB instead of 8.5 KB, and one arrow or em dash
+makes it 17 KB. Here every block is Latin-1 (one byte a character): the few characters past it (the recorded
+answer's 6 emoji and 33 arrows, dashes and signs) are kept apart with their positions and put back in place when a
+range is read (an 8.5k answer: about 9 KB). And a text that is never joined whole has no second copy beside it: a
+reader that wants a range (:meth:`TextBuffer.slice`) joins that range only, one that wants the whole text
 (:meth:`TextBuffer.value`) gets a fresh string that is not kept.
 
 Cost: an append costs O(len(piece)) amortized: pieces wait in a short tail and are joined into the last block (at most
-:data:`BLOCK_CHARS` characters copied per :data:`TAIL_PIECES` pieces). A slice costs O(its length + log blocks),
+:data:`BLOCK_CHARS` characters copied per :data:`TAIL_PIECES` pieces; a join with characters past Latin-1 in it takes
+a Python step for each of them). A slice costs O(its length + log blocks + the characters past Latin-1 in it),
 :meth:`TextBuffer.value` O(length), :meth:`TextBuffer.common_with` O(the shorter text).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 from typing import Protocol
 
 __all__ = ["BLOCK_CHARS", "TAIL_PIECES", "LinearText", "Pinned", "TextBuffer", "TextSource"]
@@ -76,21 +78,23 @@ class Pinned:
 
 
 class TextBuffer:
-    """An append-only text: blocks (each joined once, at most :data:`BLOCK_CHARS` characters when built from
-    appends) and a tail of recent pieces.
+    """An append-only text: blocks of one byte a character (each joined once, at most :data:`BLOCK_CHARS` characters
+    when built from appends), the few characters past Latin-1 kept apart, and a tail of recent pieces.
 
     Args:
         text: the text it starts with (kept as one block).
     """
 
-    __slots__ = ("_blocks", "_ends", "_stored", "_tail", "_wide", "length")
+    __slots__ = ("_blocks", "_ends", "_stored", "_tail", "_xchars", "_xpos", "length")
 
     def __init__(self, text: str = "") -> None:
-        self._blocks: list[str] = [text] if text else []
+        self._xpos = array("q")
+        """Positions of the characters past Latin-1 (U+0100 on), in order: a block holds ``?`` there."""
+        self._xchars = ""
+        """Those characters, in the same order (one string: a few dozen in a long answer)."""
+        self._blocks: list[str] = [self._narrow(text, 0)] if text else []
         self._ends: list[int] = [len(text)] if text else []
         """Each block's end position (for bisection)."""
-        self._wide: list[bool] = [_astral(text)] if text else []
-        """Whether each block holds characters outside the BMP (4 bytes a character)."""
         self._stored = len(text)
         """Characters in the blocks (the tail's follow)."""
         self._tail: list[str] = []
@@ -110,42 +114,37 @@ class TextBuffer:
             if len(tail) > TAIL_PIECES or self.length - self._stored >= BLOCK_CHARS:
                 self._join_tail()
 
+    def _narrow(self, text: str, at: int) -> str:
+        """``text`` (starting at position ``at``) as a string of one byte a character: each character past Latin-1 is
+        noted apart and stands as ``?``. O(len(text)) in C, plus a Python step per such character."""
+        if text.isascii() or max(text) <= "\xff":
+            return text
+        wide = [(at + i, ch) for i, ch in enumerate(text) if ch > "\xff"]
+        self._xpos.extend(p for p, _ in wide)
+        self._xchars += "".join(ch for _, ch in wide)
+        return text.encode("latin-1", "replace").decode("latin-1")
+
     def _join_tail(self) -> None:
-        """The tail's pieces joined into the last block, or into a block of their own when that block has room no more
-        or holds characters outside the BMP and they do not (or the other way round: then each run of pieces alike goes
-        its own way), so an emoji makes only its own few pieces 4 bytes a character."""
+        """The tail's pieces joined into the last block (or a new one when it has no room left)."""
         tail = self._tail
         if not tail:
             return
         self._tail = []
-        joined = tail[0] if len(tail) == 1 else "".join(tail)
-        wide = _astral(joined)
-        if not wide or len(tail) == 1 or (self._blocks and self._wide[-1]):
-            self._add_block(joined, wide)  # the common case: one join, no piece looked at alone
-            return
-        start, wide = 0, _astral(tail[0])
-        for k in range(1, len(tail) + 1):
-            next_wide = _astral(tail[k]) if k < len(tail) else not wide
-            if next_wide != wide:
-                self._add_block(tail[start] if k - start == 1 else "".join(tail[start:k]), wide)
-                start, wide = k, next_wide
-
-    def _add_block(self, text: str, wide: bool) -> None:
+        joined = self._narrow(tail[0] if len(tail) == 1 else "".join(tail), self._stored)
         blocks = self._blocks
-        self._stored += len(text)
-        if blocks and len(blocks[-1]) + len(text) <= BLOCK_CHARS and self._wide[-1] == wide:
-            blocks[-1] += text
-            self._ends[-1] += len(text)
+        self._stored += len(joined)
+        if blocks and len(blocks[-1]) + len(joined) <= BLOCK_CHARS:
+            blocks[-1] += joined
+            self._ends[-1] += len(joined)
         else:
-            blocks.append(text)
+            blocks.append(joined)
             self._ends.append(self._stored)
-            self._wide.append(wide)
 
     def value(self) -> str:
         """The whole text: a new string each time (not kept). O(length)."""
-        if not self._tail and len(self._blocks) == 1:
+        if not self._tail and len(self._blocks) == 1 and not self._xpos:
             return self._blocks[0]
-        return "".join(self._blocks + self._tail)
+        return self.slice(0, self.length)
 
     def slice(self, start: int, end: int) -> str:
         """The characters from ``start`` to ``end`` (clamped to the text). O(end - start + log blocks)."""
@@ -156,13 +155,28 @@ class TextBuffer:
         blocks, ends = self._blocks, self._ends
         k = bisect_right(ends, start)
         out: list[str] = []
-        while start < end:
+        a = start
+        while a < end:
             block = blocks[k]
             begin = ends[k] - len(block)
             stop = min(end, ends[k])
-            out.append(block if start == begin and stop == ends[k] else block[start - begin : stop - begin])
-            start, k = stop, k + 1
-        return out[0] if len(out) == 1 else "".join(out)
+            out.append(block if a == begin and stop == ends[k] else block[a - begin : stop - begin])
+            a, k = stop, k + 1
+        text = out[0] if len(out) == 1 else "".join(out)
+        xpos = self._xpos
+        if not xpos:
+            return text
+        i, j = bisect_left(xpos, start), bisect_left(xpos, end)
+        if i == j:
+            return text
+        parts, prev, xchars = [], 0, self._xchars  # the characters past Latin-1 put back in their places
+        for x in range(i, j):
+            at = xpos[x] - start
+            parts.append(text[prev:at])
+            parts.append(xchars[x])
+            prev = at + 1
+        parts.append(text[prev:])
+        return "".join(parts)
 
     def pin(self, start: int, end: int) -> Pinned:
         """The range from ``start`` to ``end`` (clamped to the text) as a :class:`Pinned` (no copy). O(1)."""
@@ -170,26 +184,21 @@ class TextBuffer:
         return Pinned(((self, start, max(start, end)),))
 
     def pieces(self) -> list[str]:
-        """The blocks and the tail, in order (their concatenation is the text; read them, never change them)."""
-        return self._blocks + self._tail
+        """The text in pieces, in order (their concatenation is the text): the blocks, each built with its characters
+        past Latin-1 back in place (the tail joined first). O(length)."""
+        self._join_tail()
+        ends = self._ends
+        return [self.slice(ends[k] - len(block), ends[k]) for k, block in enumerate(self._blocks)]
 
     def common_with(self, text: str) -> bool:
         """Whether ``text`` and this text agree over the shorter one's length. O(min(len(text), length))."""
-        pos, end = 0, len(text)
-        for piece in self.pieces():
-            if pos >= end:
-                return True
-            rest = end - pos
-            if len(piece) >= rest:
-                return piece.startswith(text[pos:])
-            if not text.startswith(piece, pos):
-                return False
-            pos += len(piece)
-        return True
+        n = min(len(text), self.length)
+        return text.startswith(self.slice(0, n)) if len(text) > n else self.slice(0, n) == text
 
     def reset_to(self, text: str) -> None:
         """Keep ``text`` as the whole text, one block (``text`` extends or equals the current text)."""
-        self._blocks, self._ends, self._wide = ([text], [len(text)], [_astral(text)]) if text else ([], [], [])
+        self._xpos, self._xchars = array("q"), ""
+        self._blocks, self._ends = ([self._narrow(text, 0)], [len(text)]) if text else ([], [])
         self._tail, self._stored = [], len(text)
         self.length = len(text)
 
@@ -255,9 +264,3 @@ class LinearText:
             if pos >= end:
                 break
         return Pinned(tuple(out))
-
-
-def _astral(text: str) -> bool:
-    """Whether ``text`` holds a character outside the BMP (so a ``str`` of it takes 4 bytes a character). O(len(text))
-    in C."""
-    return not text.isascii() and len(text.encode("utf-16-le", "surrogatepass")) > 2 * len(text)
