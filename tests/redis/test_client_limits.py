@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
+from streamrelay.adapters.redis import InputStream, RunIndex
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.app.dry_run import DRY_RUN
-from streamrelay.core.ingest.clients import ClientLimits, run_key
+from streamrelay.app.replicas.front import ReplicaFront
+from streamrelay.core.ingest.admission import ONE_EVENT
+from streamrelay.core.ingest.clients import ClientBook, ClientLimits, run_key
 from tests.redis.test_failover import TOKEN, _cluster, post_as_agent
 
 pytestmark = pytest.mark.timeout(180)
@@ -107,3 +112,40 @@ async def test_a_counted_run_lapses_unless_its_owner_keeps_it_and_leaves_when_it
     await asyncio.sleep(2.5)  # r1's replica died: nobody refreshes it
     assert await shared.active("acme-count") == 0
     assert (await shared.gate(acme, 1, [r3]))[1] == []
+
+
+class _AppendFailsOnce(InputStream):
+    """An input stream whose first append fails as a dropped connection does (the batch is answered 503)."""
+
+    failed = False
+
+    async def append_open(
+        self, partition: int, entries: Any, *, epoch: str = "", text: Sequence[bool] = ()
+    ) -> list[str | None]:
+        if not self.failed:
+            self.failed = True
+            raise RedisConnectionError("Connection closed by server.")
+        return await super().append_open(partition, entries, epoch=epoch, text=text)
+
+
+async def test_a_batch_whose_append_failed_is_not_charged_again_when_sent_again(client: Redis) -> None:
+    """The front reserved a batch's events on the client's pace, then its append failed (503, nothing taken): the
+    same lines sent again spend that reservation instead of reserving them a second time (the pace's state in Redis
+    does not move); the lines after them reserve their own."""
+    front = ReplicaFront({}, _AppendFailsOnce(client), RunIndex(client), 16, local=lambda _p: None)
+    front.limits = SharedClientLimits(client)
+    front.book = ClientBook({"acme": ClientLimits(name="acme", events_per_s=100.0)})
+    run = run_key("acme", "r1")
+    await RunIndex(client).claim(run, 3)
+    lines = [({"run": run, "kind": "text", "mode": "delta", "text": f"w{i} ", "seq": i + 1}, None) for i in range(5)]
+    tat = "sr:{c:acme}:tat"
+    with pytest.raises(RedisConnectionError):
+        await front.submit_lines(lines)
+    charged = await client.get(tat)
+    assert charged is not None
+    await asyncio.sleep(0.3)  # past what the front reserved ahead (ALLOWANCE_S): only what the failure kept is left
+    assert await front.submit_lines(lines) == [ONE_EVENT] * 5
+    assert await client.get(tat) == charged  # not reserved a second time
+    later = [({"run": run, "kind": "text", "mode": "delta", "text": "w5 ", "seq": 6}, None)]
+    assert await front.submit_lines(later) == [ONE_EVENT]
+    assert float(await client.get(tat) or 0) > float(charged)  # new lines reserve their own

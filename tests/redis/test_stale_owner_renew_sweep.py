@@ -76,3 +76,22 @@ async def test_a_stale_owner_does_not_renew_a_lease_a_newer_grant_replaced(clien
     await client.set(KEYS.lease(PARTITION), f"{new}:replica-new", px=30_000)
     assert await leases.renew(PARTITION, "replica-new", new, 30_000) is True  # the grant of the fence renews
     assert await leases.renew(PARTITION, "replica-old", old, 30_000) is False
+
+
+async def test_the_keepers_renewals_in_one_round_trip_are_fenced_alike(client: Redis) -> None:
+    """:meth:`Leases.renew_many` (the keeper's renewals, pipelined) answers as :meth:`Leases.renew` does, lease by
+    lease: the stale grant's renewal is refused (False) beside the current one's (True) and a lease held by nobody."""
+    leases = Leases(client)
+    old = await leases.acquire(PARTITION, "replica-old", 100)
+    assert old is not None
+    await _lapse(leases, PARTITION)
+    new = await leases.acquire(PARTITION, "replica-new", 30_000)
+    assert new is not None and new > old
+    await client.set(KEYS.lease(PARTITION), f"{old}:replica-old", px=30_000)  # the old grant's value back
+    assert await leases.renew_many([(PARTITION, old)], "replica-old", 30_000) == [False]
+    await client.set(KEYS.lease(PARTITION), f"{new}:replica-new", px=30_000)
+    other = await leases.acquire(PARTITION + 1, "replica-new", 30_000)
+    assert other is not None
+    held = [(PARTITION, new), (PARTITION + 1, other)]
+    assert await leases.renew_many(held, "replica-new", 30_000) == [True, True]
+    assert await leases.renew_many([(PARTITION, old)], "replica-old", 30_000) == [False]

@@ -3,8 +3,12 @@ pending entries claimed by the next, and entries that keep failing moved to the 
 
 from __future__ import annotations
 
+import json
+
 from streamrelay.adapters.redis import InputStream
 from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.replicas.owner import PartitionOwner
+from streamrelay.core.events import TextEvent
 from streamrelay.core.records.journal import JournalEntry
 
 
@@ -87,3 +91,35 @@ async def test_a_deleted_stream_gets_its_group_back(client: Redis) -> None:
     await client.flushdb()  # e.g. Redis lost its data: the group is made again on the next read
     await stream.append(5, lines("1"))
     assert [e.line for e in await stream.read(5, "a")] == ["1"]
+
+
+async def test_an_entry_of_text_events_the_front_validated_decodes_as_each_line_would(client: Redis) -> None:
+    """An entry the front marks as validated ``text`` events (``text``) is validated by its owner in one call: the
+    same events, with the same fields set, as each line decoded alone (the path of an unmarked entry)."""
+    texts = [
+        json.dumps({"kind": "text", "mode": "delta", "text": "Hello, wörld: ✓ ", "seq": 1}),
+        json.dumps({"kind": "text", "mode": "snapshot", "text": 'a "quoted"\nline', "seq": 2, "message": 1}),
+        json.dumps({"kind": "text", "mode": "delta", "text": "x", "visibility": "reasoning", "seq": 3}),
+        json.dumps(
+            {
+                "kind": "text",
+                "mode": "delta",
+                "text": "sub: agent",
+                "seq": 4,
+                "source": {"agent_id": "a:1", "session_id": "s1", "depth": 1, "path": "s0/a"},
+            }
+        ),
+    ]
+    stream = InputStream(client)
+    entries = [JournalEntry("default/r1", "\n".join(texts))] * 2
+    await stream.append_open(6, entries, text=[True, False])
+    marked, plain = await stream.read(6, "owner")
+    assert marked.text and not plain.text
+    owner = PartitionOwner.__new__(PartitionOwner)
+    owner.partition = 6
+    (fast, raw_fast), (slow, raw_slow) = owner._decode(marked), owner._decode(plain)
+    assert not raw_fast and not raw_slow
+    assert [(e.model_dump(), e.model_fields_set, text) for e, text in fast] == [
+        (e.model_dump(), e.model_fields_set, text) for e, text in slow
+    ]
+    assert [type(e) for e, _ in fast] == [TextEvent] * 4 and [text for _, text in fast] == texts

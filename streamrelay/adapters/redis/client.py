@@ -15,12 +15,14 @@ The URL may hold a password (``redis://:secret@host``): it is never logged nor p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import SSLConnection
@@ -278,7 +280,63 @@ class _SentinelRedis(_DurableRedis):
             await self.sentinels.aclose()
 
 
-class _SentinelConnection(SentinelManagedConnection):
+_PACKED_TYPES = (str, bytes, int)
+
+
+class _HiredisPacking:
+    """A connection that packs a command in C (``hiredis.pack_command``) instead of redis-py's loop in Python (a few
+    microseconds a command, several a batch: the replicas' hot path is a few scripts per request). The same bytes as
+    redis-py's :meth:`pack_command` (the command's name split at spaces, UTF-8 strings, integers in decimal);
+    any other argument (a float, a bool, a memoryview) or encoding takes redis-py's own packing."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        if (isinstance(first, str) and " " in first) or (isinstance(first, bytes) and b" " in first):
+            args = (*first.split(), *args[1:])  # 'CONFIG GET', 'SCRIPT LOAD': sent as separate arguments
+        encoder = self.encoder  # type: ignore[attr-defined]
+        if (
+            encoder.encoding != "utf-8"
+            or encoder.encoding_errors != "strict"
+            or any(type(arg) not in _PACKED_TYPES for arg in args)
+        ):
+            return super().pack_command(*args)  # type: ignore[misc,no-any-return]
+        return [hiredis.pack_command(args)]
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        """redis-py's, without a task per command: it sends under ``asyncio.wait_for`` (a task and two more turns
+        of the event loop in Python 3.11) also when the socket takes the bytes at once, as it does unless its buffer
+        is full; then only the wait for the buffer to drain is timed. The same errors as redis-py's."""
+        if not self.socket_timeout or not self.is_connected or not isinstance(command, list):  # type: ignore[attr-defined]
+            return await super().send_packed_command(command, check_health)  # type: ignore[misc,no-any-return]
+        if check_health:
+            await self.check_health()  # type: ignore[attr-defined]
+        writer = self._writer  # type: ignore[attr-defined]
+        try:
+            writer.writelines(command)
+            if writer.transport.get_write_buffer_size():  # not all taken by the socket: wait for it, bounded
+                await asyncio.wait_for(writer.drain(), self.socket_timeout)  # type: ignore[attr-defined]
+            else:
+                await writer.drain()  # returns at once (or raises: the connection was lost)
+        except TimeoutError:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        except OSError as exc:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            number, text = ("UNKNOWN", exc.args[0]) if len(exc.args) == 1 else (exc.args[0], exc.args[1])
+            raise RedisConnectionError(f"Error {number} while writing to socket. {text}.") from exc
+        except BaseException:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise
+
+
+def _packing_in_c(connection_class: type[Any]) -> type[Any]:
+    """``connection_class`` with :class:`_HiredisPacking` (a pool made from a URL chose it by the URL's scheme)."""
+    if issubclass(connection_class, _HiredisPacking):
+        return connection_class
+    return type(connection_class.__name__, (_HiredisPacking, connection_class), {})
+
+
+class _SentinelConnection(_HiredisPacking, SentinelManagedConnection):
     """A connection to the primary that asks the sentinels where it is at every connect, also when redis-py
     reconnects to retry a command (``send_packed_command`` -> ``connect_check_health`` -> ``_connect``), which
     otherwise goes back to the connection's last address: after a failover, the old primary. Killed and started
@@ -295,7 +353,33 @@ class _SentinelSSLConnection(_SentinelConnection, SSLConnection):
     """:class:`_SentinelConnection` over TLS."""
 
 
-class _SentinelBlockingPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+class _LeanAcquire:
+    """A blocking pool that hands out an idle connection without redis-py 8's wait machinery around it (a condition
+    lock, a timeout context, a deprecation check of the arguments and two observability records: ~30 % of a command's
+    client CPU under cProfile, a replica's hot path being a few commands per request). The connection is checked as
+    redis-py's own acquisition checks it (connected, nothing left unread on it: else reconnected); only when no idle
+    connection is there (or the pool is in a maintenance window) does the caller wait redis-py's way, for up to the
+    pool's ``timeout``."""
+
+    async def get_connection(self, command_name: Any = None, *keys: Any, **options: Any) -> Any:
+        idle = self._available_connections  # type: ignore[attr-defined]
+        if not idle or self._in_maintenance:  # type: ignore[attr-defined]
+            return await super().get_connection()  # type: ignore[misc]
+        connection = idle.pop()
+        self._in_use_connections.add(connection)  # type: ignore[attr-defined]
+        try:
+            await self.ensure_connection(connection)  # type: ignore[attr-defined]
+        except BaseException:
+            await self.release(connection)  # type: ignore[attr-defined]
+            raise
+        return connection
+
+
+class _BlockingPool(_LeanAcquire, aioredis.BlockingConnectionPool):
+    """:func:`connect`'s pool: waits for a free connection (:class:`_LeanAcquire`)."""
+
+
+class _SentinelBlockingPool(_LeanAcquire, SentinelConnectionPool, aioredis.BlockingConnectionPool):
     """Sentinel's pool (asks the sentinels for the primary at every new connection; drops the connections to a
     primary that changed or turned read-only) that waits for a free connection like :func:`connect`'s."""
 
@@ -345,11 +429,10 @@ def connect(
     try:
         # A blocking pool: hundreds of runs writing their ledgers at once wait for one of the connections rather
         # than fail (redis-py's default pool raises past 100); the partitions' blocking stream reads hold one each.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url, **_pool_options(client_name, socket_timeout_s, max_connections)
-        )
+        pool = _BlockingPool.from_url(url, **_pool_options(client_name, socket_timeout_s, max_connections))
     except ValueError:
         raise ConfigError(f"redis_url is not a Redis URL: {redacted(url)}") from None
+    pool.connection_class = _packing_in_c(pool.connection_class)
     client = _DurableRedis.from_pool(pool)  # the client owns the pool: aclose() closes both
     assert isinstance(client, _DurableRedis)
     client.durability = durability or Durability()
@@ -567,6 +650,20 @@ class Script:
         if isinstance(reply, Exception):  # as a lone EVALSHA raises it (its text unannotated: FENCED, LOST)
             raise reply
         return reply
+
+    def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[str | int | float]) -> None:
+        """Queue the script on ``pipe`` by its SHA (EVALSHA), without the ``SCRIPT EXISTS`` round trip redis-py adds to
+        a pipeline holding a registered script; a reply ``NoScriptError`` (a Redis restarted since) means it did not
+        run: :meth:`load`, then send it again."""
+        pipe.evalsha(self._script.sha, len(keys), *keys, *args)
+
+    async def load(self) -> None:
+        """Load the script into Redis (after a ``NoScriptError``).
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed.
+        """
+        await self._client.script_load(self._script.script)
 
     async def fenced(
         self, partition: int, token: int | None, keys: Sequence[str], args: Sequence[str | int | float]

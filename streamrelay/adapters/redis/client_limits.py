@@ -21,8 +21,9 @@ script. Everything is per batch: one round trip, whatever its number of lines or
 
 When Redis is slow the gate adds its round trip to the batch's; when it does not answer, the batch is answered 503
 with ``Retry-After`` and nothing of it is taken (ingest needs Redis anyway: its lines go to Redis's streams). A
-reservation made for a batch whose append then failed is not given back: the client's re-sent lines count twice
-against its rate (they wait up to that much longer).
+reservation made for a batch whose append then failed stays with the front that made it, which spends it on the same
+lines sent again (:meth:`app.replicas.front.ReplicaFront._gate`); sent to another replica they count twice against
+the client's rate (they wait up to that much longer).
 """
 
 from __future__ import annotations

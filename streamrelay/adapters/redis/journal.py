@@ -67,7 +67,7 @@ counter, its runs (sorted set, first line's order), its newest-line times, its i
 entry; ARGV: token, consumer group, the count of input-stream ids to acknowledge, those ids, then run and line per
 entry. Returns how many lines it appended. Atomic: the fence check, the lines, the run order and the input-stream
 acknowledgement (XACK + XDEL) are one step, so an input line is either journaled and gone from the stream, or
-still pending there for the next owner: never both, never neither."""
+still there (pending, or not read through the group yet) for the next owner: never both, never neither."""
 
 _QUIET = (
     """

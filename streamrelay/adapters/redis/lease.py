@@ -23,10 +23,10 @@ import enum
 import logging
 import math
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script
 from streamrelay.adapters.redis.errors import FencedError
@@ -73,6 +73,14 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 return redis.call('ZCARD', KEYS[1])
 """
+
+
+def _renewed(reply: object) -> bool | Exception:
+    """One renewal's reply in :meth:`Leases.renew_many`: a fence refusal (``FENCED``) is a lost lease, as
+    :meth:`Leases.renew` says; any other error is given back."""
+    if isinstance(reply, ResponseError) and str(reply).startswith("FENCED"):
+        return False
+    return reply if isinstance(reply, Exception) else bool(reply)
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,28 @@ class Leases:
             return bool(await self._renew.fenced(partition, token, keys, [f"{token}:{owner}", ttl_ms]))
         except FencedError:
             return False
+
+    async def renew_many(self, held: Sequence[tuple[int, int]], owner: str, ttl_ms: int) -> list[bool | Exception]:
+        """:meth:`renew` each ``(partition, token)`` of ``held``, in one round trip (a pipeline of the fenced script
+        :data:`_RENEW`): per lease True (renewed), False (lost: another holder, or a newer grant's fence) or the
+        error Redis answered for it.
+
+        Raises:
+            redis.exceptions.RedisError: Redis failed (none is known renewed).
+        """
+        if not held:
+            return []
+        for attempt in range(2):
+            async with self._client.pipeline(transaction=False) as pipe:
+                for partition, token in held:
+                    keys = [self._keys.fence(partition), self._keys.lease(partition)]
+                    self._renew.queue(pipe, keys, [str(token), f"{token}:{owner}", ttl_ms])
+                replies = await pipe.execute(raise_on_error=False)
+            if attempt == 0 and any(isinstance(reply, NoScriptError) for reply in replies):
+                await self._renew.load()  # Redis restarted since: a renewal is idempotent, sent again
+                continue
+            break
+        return [_renewed(reply) for reply in replies]
 
     async def release(self, partition: int, owner: str, token: int) -> bool:
         """Drop the lease if ``owner`` still holds the grant ``token`` (so another replica may take it at once)."""
@@ -265,9 +295,7 @@ class LeaseKeeper:
     async def _renew_all(self) -> None:
         held = list(self._held.items())
         started = asyncio.get_running_loop().time()
-        results = await asyncio.gather(
-            *(self._leases.renew(p, self.owner, token, self.ttl_ms) for p, token in held), return_exceptions=True
-        )
+        results = await self._leases.renew_many(held, self.owner, self.ttl_ms)  # one round trip for them all
         for (partition, _), result in zip(held, results, strict=True):
             if result is True:
                 self._valid_until[partition] = started + self.ttl_ms / 1000

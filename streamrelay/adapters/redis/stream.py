@@ -5,7 +5,11 @@ holding the run's lines of the batch as their NDJSON text (one script per partit
 :meth:`InputStream.append_open`). The partition's owner reads them with XREADGROUP in the one consumer group
 :data:`~adapters.redis.journal.GROUP`, consumer = its owner id; a read entry stays *pending* (in the group's
 PEL) until acknowledged, which the owner does only once the entry's effect is durable (journaled, or in the
-ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done yet). A new owner takes every
+ledger) and then deletes it (XACK + XDEL: the stream holds only what is not done yet). Once an owner has read the
+stream up to an id, it waits for what comes after with a plain blocking XREAD and takes the entries that returns as
+they are (one round trip per wake-up): such an entry is nobody's pending entry and leaves the stream only through the
+owner's fenced journal append or acknowledgement; one the owner never journaled is read again by the next
+XREADGROUP (:meth:`InputStream.read`). A new owner takes every
 pending entry, its own from before a restart and a dead replica's, with XAUTOCLAIM; each claim counts a delivery.
 An entry delivered more than N times (XPENDING's delivery count) is moved to the dead-letter stream
 ``sr:{p7}:dead`` (:meth:`InputStream.bury`) so one bad line cannot stop its partition; an operator lists, retries
@@ -29,6 +33,11 @@ from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.records.journal import JournalEntry
 
 T = TypeVar("T")
+
+IDLE_WAITS = 5
+"""An owner's blocking waits for new entries (:meth:`InputStream.read` with a token) that may follow one another
+with no fenced read between them: after that many found nothing, the next read is a fenced one again (it learns the
+stream's last id afresh, and finds a stale grant: :class:`adapters.redis.FencedError`)."""
 
 _BURY = (
     FENCE_CHECK
@@ -83,7 +92,8 @@ return {'0-0', {}}
 )
 """An owner's read (``stream.read`` with its token): the new entries for its consumer, only while its grant is the
 partition's (an owner whose lease went to another replica takes no entry: the new owner gets them all, in order).
-When there is none, the stream's last id, from which the owner waits for the next one (a blocking XREAD)."""
+When there is none, the stream's last id, from which the owner waits for the next ones (a blocking XREAD, which
+takes nothing: :meth:`InputStream._read_owned`)."""
 
 _CLAIM = (
     FENCE_CHECK
@@ -109,18 +119,20 @@ owner never deletes an entry the new owner has not taken)."""
 
 _APPEND_OPEN = """
 -- KEYS: inbox, epoch marker, then each run's stop mark; ARGV: epoch ('' unchecked), then per entry: the index of its
--- run's stop mark in KEYS, run, line. Replies per entry its stream id, or 0 when its run's stop mark exists (nothing
--- of that run is appended); an error LOST when the partition's epoch marker is not ARGV[1] (Redis lost its data:
--- nothing is appended)
+-- run's stop mark in KEYS, run, line, '1' when every line is a text event the front validated ('' else). Replies per
+-- entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended); an error LOST when the
+-- partition's epoch marker is not ARGV[1] (Redis lost its data: nothing is appended)
 if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return redis.error_reply('LOST')
 end
 local stopped = {}
 for k = 3, #KEYS do stopped[k] = redis.call('EXISTS', KEYS[k]) == 1 end
 local out = {}
-for i = 2, #ARGV, 3 do
+for i = 2, #ARGV, 4 do
   if stopped[tonumber(ARGV[i])] then
     out[#out + 1] = 0
+  elseif ARGV[i + 3] == '1' then
+    out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', ARGV[i + 1], 'line', ARGV[i + 2], 'text', '1')
   else
     out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', ARGV[i + 1], 'line', ARGV[i + 2])
   end
@@ -129,21 +141,25 @@ return out
 """
 """``stream.append_open`` (durable: a line is answered 200 only once a replica has it). KEYS: the partition's input
 stream, its epoch marker, then per entry its run's stop mark; ARGV: the epoch this replica found ('' unchecked), then
-run and line per entry. Returns per entry its stream id, or 0 for a line of a stopped run (not appended); the error
-``LOST`` (nothing appended) when the epoch marker is not ARGV[1]. Atomic: the epoch check, each run's stop check and
-the appends are one step, so a line is in the stream before its run's stop mark or refused after it, and nothing is
-taken on a Redis that lost its data."""
+per entry its stop mark's index, run, line and whether every line is a validated ``text`` event (field ``text``).
+Returns per entry its stream id, or 0 for a line of a stopped run (not appended); the error ``LOST`` (nothing
+appended) when the epoch marker is not ARGV[1]. Atomic: the epoch check, each run's stop check and the appends are
+one step, so a line is in the stream before its run's stop mark or refused after it, and nothing is taken on a Redis
+that lost its data."""
 
 
 @dataclass(frozen=True)
 class InputEntry:
     """One entry of a partition's stream: its stream ``id`` (what :meth:`InputStream.ack` takes), its run and the
     run's lines as a replica's front took them from one request: their NDJSON text, joined by ``"\\n"``
-    (:meth:`lines`)."""
+    (:meth:`lines`); ``text``: see below."""
 
     id: str
     run: str
     line: str
+    text: bool = False
+    """Every line is a ``text`` event the front decoded and validated as the owner would
+    (:func:`adapters.ingest_http.lines.decode_text` gave it): the owner validates them in one call."""
 
     def entry(self) -> JournalEntry:
         """As the journal takes it."""
@@ -175,7 +191,8 @@ def _entries(raw: Any) -> list[InputEntry]:
         if isinstance(fields, list):
             fields = dict(zip(fields[::2], fields[1::2], strict=True))
         if fields:
-            found.append(InputEntry(str(entry_id), str(fields.get("run", "")), str(fields.get("line", ""))))
+            run, line = str(fields.get("run", "")), str(fields.get("line", ""))
+            found.append(InputEntry(str(entry_id), run, line, fields.get("text") == "1"))
     return found
 
 
@@ -191,6 +208,7 @@ class InputStream:
         self._client = client
         self._keys = keys
         self._has_group: set[int] = set()
+        self._after: dict[int, tuple[int, str, int]] = {}  # partition -> (grant, the id read up to, empty waits)
         self._bury = Script(client, _BURY, "stream.bury")
         self._retry = Script(client, _RETRY, "stream.retry")
         self._append_open = Script(client, _APPEND_OPEN, "stream.append_open", durable=True)
@@ -217,7 +235,7 @@ class InputStream:
         return [str(i) for i in ids]
 
     async def append_open(
-        self, partition: int, entries: Sequence[JournalEntry], *, epoch: str = ""
+        self, partition: int, entries: Sequence[JournalEntry], *, epoch: str = "", text: Sequence[bool] = ()
     ) -> list[str | None]:
         """Append ``entries`` of ``partition`` in order, in one script, except the lines of runs their reader stopped
         (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`): per
@@ -226,7 +244,8 @@ class InputStream:
         :meth:`InputEntry.lines`); each run's stop mark is one key of the script however many entries it has.
         The check and the append are atomic: a line is either in the stream before the mark, or refused after it.
         With ``epoch`` (:meth:`adapters.redis.Epochs.of`), the partition's epoch marker is checked first in the same
-        script: a Redis that lost its data takes nothing.
+        script: a Redis that lost its data takes nothing. ``text``: per entry, whether every line of it is a ``text``
+        event the front validated (:attr:`InputEntry.text`; none when empty).
 
         Raises:
             DataLostError: the partition's epoch marker is not ``epoch``: nothing was appended.
@@ -236,8 +255,8 @@ class InputStream:
             return []
         marks: dict[str, int] = {}  # each run's stop mark once (its index in KEYS, from 1 as Lua counts)
         args: list[str | int] = [epoch]
-        for e in entries:
-            args += [marks.setdefault(e.run, len(marks) + 3), e.run, e.line]
+        for k, e in enumerate(entries):
+            args += [marks.setdefault(e.run, len(marks) + 3), e.run, e.line, "1" if text and text[k] else ""]
         keys = [self._keys.inbox(partition), self._keys.epoch(partition)]
         keys += [self._keys.stopped(partition, run) for run in marks]
         try:
@@ -279,7 +298,8 @@ class InputStream:
         block_ms: int | None = None,
         token: int | None = None,
     ) -> list[InputEntry]:
-        """New entries of ``partition`` for ``consumer`` (they become its pending entries until acknowledged).
+        """New entries of ``partition`` for ``consumer`` (unfenced: they become its pending entries until
+        acknowledged; with ``token``, the owner's reads, as :meth:`_read_owned` says).
 
         Args:
             partition: the partition (its owner reads it).
@@ -287,36 +307,67 @@ class InputStream:
             count: at most this many entries.
             block_ms: wait up to this long for an entry when there is none (None: do not wait; never 0, which waits
                 forever). Keep it under the client's socket timeout.
-            token: the owner's fencing token: entries are taken only while it is the partition's (checked in the
-                same script as the XREADGROUP; the wait is a plain XREAD that takes nothing). None: unfenced.
+            token: the owner's fencing token: entries are taken (XREADGROUP) only while it is the partition's
+                (checked in the same script); the wait, and what it returns, is a plain XREAD that takes nothing
+                (the entries leave the stream only through fenced scripts). None: unfenced.
 
         Raises:
             adapters.redis.FencedError: ``token`` is no longer the partition's: nothing was taken.
             core.errors.StoreUnavailableError: fenced, and the connection failed or timed out.
         """
         if token is not None:
-            found, last = await self._read_fenced(partition, consumer, count, token)
-            if found or block_ms is None:
-                return found
-            key = self._keys.inbox(partition)
-            with unavailable("stream.read"):
-                if not await self._client.xread({key: last}, count=1, block=block_ms):
-                    return []
-            found, _ = await self._read_fenced(partition, consumer, count, token)
-            return found
+            return await self._read_owned(partition, consumer, count, block_ms, token)
         key = self._keys.inbox(partition)
         reply: Any = await self._grouped(
             partition, lambda: self._client.xreadgroup(GROUP, consumer, {key: ">"}, count=count, block=block_ms)
         )
         return [entry for _, entries in reply or [] for entry in _entries(entries)]
 
-    async def _read_fenced(self, partition: int, consumer: str, count: int, token: int) -> tuple[list[InputEntry], str]:
-        """One fenced XREADGROUP (:data:`_READ`): the new entries, and the stream's last id when there are none."""
+    async def _read_owned(
+        self, partition: int, consumer: str, count: int, block_ms: int | None, token: int
+    ) -> list[InputEntry]:
+        """:meth:`read` with the owner's ``token``. The first read of a grant (and every read after a claim, or after
+        :data:`IDLE_WAITS` empty waits) is the fenced script :data:`_READ` (XREADGROUP: the entries become the owner's
+        pending ones). It says up to which id the owner has seen the stream; from there on the owner waits for new
+        entries with a plain blocking XREAD from that id, and takes what it returns as it is: an entry read that way
+        is nobody's pending entry, it leaves the stream only through the owner's fenced journal append or
+        acknowledgement (:meth:`RedisJournal.append` with ``acks=``, :meth:`ack`: the fence check, then XDEL; the
+        XACK finds nothing pending). So a stale owner reads what it likes but removes nothing: the new owner reads
+        every entry it did not journal, in stream order. An entry read that way and never journaled (the owner
+        failed or stopped) is read again by the next XREADGROUP (the group's last delivered id is behind it), then
+        counts deliveries as a pending entry does. One round trip per wake-up: the wait returns the entries."""
+        key = self._keys.inbox(partition)
+        known = self._after.get(partition)
+        if known is None or known[0] != token or block_ms is None:
+            found = await self._read_fenced(partition, consumer, count, token)
+            if found or block_ms is None:
+                return found
+            known = self._after.get(partition)
+            if known is None:  # cannot happen (an empty read says the stream's last id); read again next time
+                return []
+        _, after, idle = known
+        with unavailable("stream.read"):
+            reply: Any = await self._client.xread({key: after}, count=count, block=block_ms)
+        raw = [entry for _, entries in reply or [] for entry in entries]
+        if not raw:
+            if idle + 1 < IDLE_WAITS:
+                self._after[partition] = (token, after, idle + 1)
+            else:  # the next read asks the stream itself again (fenced), however sure the id is
+                self._after.pop(partition, None)
+            return []
+        self._after[partition] = (token, str(raw[-1][0]), 0)
+        return _entries(raw)
+
+    async def _read_fenced(self, partition: int, consumer: str, count: int, token: int) -> list[InputEntry]:
+        """One fenced XREADGROUP (:data:`_READ`): the new entries. Remembers the id up to which the owner has seen the
+        stream (the last entry read, or the stream's last id when none was new)."""
         keys = [self._keys.fence(partition), self._keys.inbox(partition)]
         reply: Any = await self._grouped(
             partition, lambda: self._read.fenced(partition, token, keys, [GROUP, consumer, count])
         )
-        return _entries(reply[1]), str(reply[0])
+        raw = reply[1] or []
+        self._after[partition] = (token, str(raw[-1][0]) if raw else str(reply[0]), 0)
+        return _entries(raw)
 
     async def claim(
         self, partition: int, consumer: str, *, min_idle_ms: int = 0, count: int = 1000, token: int | None = None
@@ -331,6 +382,7 @@ class InputStream:
             adapters.redis.FencedError: ``token`` is no longer the partition's (what was claimed before stays pending
                 for the new owner, which claims it too).
         """
+        self._after.pop(partition, None)  # (a new grant, or after a failure: the next read asks the stream again)
         found: list[InputEntry] = []
         cursor = "0-0"
         while len(found) < count:

@@ -46,6 +46,9 @@ ALLOWANCE_S = 0.1
 """A replica reserves this many seconds of a client's ``events_per_s`` ahead with each batch's pace (its later batches
 spend them without a round trip while they last, at most this long): a client's pace is kept across replicas to
 within this much of it, always on the slow side (what a replica reserved and did not spend is lost)."""
+OWED_MAX = 100_000
+"""At most this many events a front keeps reserved per client for lines whose append failed (:meth:`ReplicaFront._gate`
+spends them first when the lines come again)."""
 STOPPED_CACHE = 100_000
 """Stopped runs a front remembers (their lines are refused without a Redis round trip)."""
 
@@ -84,6 +87,7 @@ class ReplicaFront:
         self._stopped: OrderedDict[str, None] = OrderedDict()
         self.book = ClientBook()
         self._allowance: dict[str, tuple[int, float]] = {}  # client -> (events reserved ahead, until: loop time)
+        self._owed: dict[str, int] = {}  # client -> events reserved for lines whose append failed (sent again)
 
     def __repr__(self) -> str:
         return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"
@@ -118,9 +122,28 @@ class ReplicaFront:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is accepted (the app answers 503).
         """
         results: list[LineResult | IngestError] = []
-        batches: dict[int, dict[str, list[tuple[int, str]]]] = {}  # partition -> run -> (result index, its text)
+        counted, refused = await self._gate(lines, run_hint) if self.limits is not None else (set(), set())
+        try:
+            await self._append(await self._route_all(lines, run_hint, counted, refused, results), results)
+        except BaseException:
+            if self.limits is not None:  # nothing of the batch counts taken (503): its pace is kept for it
+                self._give_back(lines, run_hint)
+            raise
+        return results
+
+    async def _route_all(
+        self,
+        lines: Sequence[tuple[Any, str | None]],
+        run_hint: str | None,
+        counted: set[str],
+        refused: set[str],
+        results: list[LineResult | IngestError],
+    ) -> dict[int, dict[str, list[tuple[int, str, bool]]]]:
+        """Each line's result appended to ``results`` (ONE_EVENT, or why it is refused) and the lines taken, by
+        partition and run (:meth:`submit_lines`): partition -> run -> [(its index in ``results``, its text, whether
+        it is a ``text`` event the app decoded and validated from that text: :attr:`takes_typed`)]."""
+        batches: dict[int, dict[str, list[tuple[int, str, bool]]]] = {}
         known = self._index.known
-        counted, refused = await self._gate(lines, run_hint) if self.limits is not None else ((), ())
         failed_starts: list[str] = []
         for obj, raw in lines:
             if refused and (full := self._refused_start(obj, run_hint, refused)) is not None:
@@ -130,7 +153,7 @@ class ReplicaFront:
                 run = obj.run
                 partition = known(run)
                 if partition is not None and run not in self._stopped:
-                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw))
+                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw, True))
                     results.append(ONE_EVENT)
                     continue
             try:
@@ -140,27 +163,28 @@ class ReplicaFront:
                 if counted and type(obj) is dict and obj.get("run", run_hint) in counted:
                     failed_starts.append(str(obj.get("run", run_hint)))  # counted, yet it never starts
                 continue
-            batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text))
+            typed = type(obj) is TextEvent and text is raw  # decoded and validated by the app, as the owner would
+            batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text, typed))
             results.append(ONE_EVENT)
         if failed_starts and self.limits is not None:
             for run in failed_starts:
                 await self.limits.left(run)
-        await self._append(batches, results)
-        return results
+        return batches
 
     async def _append(
-        self, batches: dict[int, dict[str, list[tuple[int, str]]]], results: list[LineResult | IngestError]
+        self, batches: dict[int, dict[str, list[tuple[int, str, bool]]]], results: list[LineResult | IngestError]
     ) -> None:
         """Append each partition's entries (one per run: its lines' texts joined) in one script each; the lines of a
         run found stopped become 409 in ``results``."""
         for partition, runs in batches.items():
             epoch = "" if self.epochs is None else self.epochs.of(partition)
-            entries = [JournalEntry(run, "\n".join(text for _, text in taken)) for run, taken in runs.items()]
-            ids = await self._stream.append_open(partition, entries, epoch=epoch)
+            entries = [JournalEntry(run, "\n".join(line for _, line, _ in taken)) for run, taken in runs.items()]
+            typed = [all(text for _, _, text in taken) for taken in runs.values()]
+            ids = await self._stream.append_open(partition, entries, epoch=epoch, text=typed)
             for (run, taken), stream_id in zip(runs.items(), ids, strict=True):
                 if stream_id is None:  # its run's stop mark is there: refused, never appended
                     self._remember_stopped(run)
-                    for at, _ in taken:
+                    for at, _, _ in taken:
                         results[at] = IngestError(STOPPED_ERROR, status=409)
 
     def _refused_start(self, obj: Any, run_hint: str | None, refused: set[str]) -> IngestError | None:
@@ -193,7 +217,39 @@ class ReplicaFront:
             redis.exceptions.RedisError: Redis failed: nothing of the batch is taken (503).
         """
         assert self.limits is not None
-        per_client: dict[str, tuple[str, list[int], list[str]]] = {}  # client -> (a run key, [lines], new runs)
+        per_client = self._per_client(lines, run_hint)
+        counted: set[str] = set()
+        refused: set[str] = set()
+        wait_s = 0.0
+        now = asyncio.get_running_loop().time()
+        for key, events, new_runs in per_client.values():
+            limits = self.book.limits_for(key)
+            owed = self._owed.pop(limits.name, 0)  # reserved for lines not taken then (their append failed)
+            if owed > events[0]:
+                self._owed[limits.name] = owed - events[0]
+            events[0] = max(0, events[0] - owed)
+            left, until = self._allowance.get(limits.name, (0, 0.0))
+            if not new_runs and events[0] <= left and now < until:  # reserved by this replica a moment ago
+                self._allowance[limits.name] = (left - events[0], until)
+                continue
+            if not new_runs and events[0] == 0:  # every line reserved already, when first sent
+                continue
+            spare = int(max(1.0, limits.events_per_s) * ALLOWANCE_S)  # reserved ahead: fewer round trips
+            wait, no = await self.limits.gate(limits, events[0] + spare, new_runs)
+            self._allowance[limits.name] = (spare, now + wait + ALLOWANCE_S)
+            wait_s = max(wait_s, wait)
+            refused.update(no)
+            counted.update(run for run in new_runs if run not in no)
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        return counted, refused
+
+    def _per_client(
+        self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None
+    ) -> dict[str, tuple[str, list[int], list[str]]]:
+        """A batch's lines by client: client -> (one of its run keys, [its lines], the runs its ``run.start`` lines
+        start that this replica does not know yet)."""
+        per_client: dict[str, tuple[str, list[int], list[str]]] = {}
         for obj, _ in lines:
             if type(obj) is TextEvent:
                 run: object = obj.run
@@ -210,25 +266,16 @@ class ReplicaFront:
             found[1][0] += 1
             if type(obj) is dict and obj.get("kind") == "run.start" and self._index.known(run) is None:
                 found[2].append(run)
-        counted: set[str] = set()
-        refused: set[str] = set()
-        wait_s = 0.0
-        now = asyncio.get_running_loop().time()
-        for key, events, new_runs in per_client.values():
-            limits = self.book.limits_for(key)
-            left, until = self._allowance.get(limits.name, (0, 0.0))
-            if not new_runs and events[0] <= left and now < until:  # reserved by this replica a moment ago
-                self._allowance[limits.name] = (left - events[0], until)
-                continue
-            spare = int(max(1.0, limits.events_per_s) * ALLOWANCE_S)  # reserved ahead: fewer round trips
-            wait, no = await self.limits.gate(limits, events[0] + spare, new_runs)
-            self._allowance[limits.name] = (spare, now + wait + ALLOWANCE_S)
-            wait_s = max(wait_s, wait)
-            refused.update(no)
-            counted.update(run for run in new_runs if run not in no)
-        if wait_s > 0:
-            await asyncio.sleep(wait_s)
-        return counted, refused
+        return per_client
+
+    def _give_back(self, lines: Sequence[tuple[Any, str | None]], run_hint: str | None) -> None:
+        """A batch whose append failed (503: nothing of it counts taken) keeps what its pace reserved in Redis for the
+        same lines sent again to this replica (:attr:`_owed`), instead of reserving it a second time."""
+        if self.limits is None:
+            return
+        for key, events, _ in self._per_client(lines, run_hint).values():
+            name = self.book.limits_for(key).name
+            self._owed[name] = min(self._owed.get(name, 0) + events[0], OWED_MAX)
 
     def _remember_stopped(self, run: str) -> None:
         self._stopped[run] = None
