@@ -101,3 +101,39 @@ async def test_a_redis_that_lost_its_data_is_refused_loudly_never_taken(client: 
     with pytest.raises(DataLostError):
         await front.submit_lines([(line, None)])
     assert await InputStream(client).length(3) == 0
+
+
+class _HandedBack(_Owner):
+    """A partition handed over and taken back while a report waits: the run's worker stops unfinished (its
+    wait ends early with an unfinished report), the relay forgets it, and after the partition is read again the
+    run is known once more and ends delivered."""
+
+    def __init__(self, done: DeliveryReport) -> None:
+        super().__init__()
+        self.known = DeliveryReport(run=done.run, channel=done.channel, done=False)
+        self.done = done
+        self.waits = 0
+
+    async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
+        self.waits += 1
+        if self.waits == 1:
+            interrupted, self.known = self.known, None  # stopped here unfinished, gone from the relay
+
+            async def read_again() -> None:
+                await asyncio.sleep(0.3)
+                self.known = self.done
+
+            self._reading = asyncio.create_task(read_again())
+            return interrupted
+        return await self.report(run_id)
+
+
+async def test_a_report_wait_goes_on_through_a_handover_and_back_never_unknown(client: Redis) -> None:
+    """Before, a wait whose run left its relay unfinished (the partition handed over and taken back) was answered
+    the unfinished report at once, or 404 "unknown run" once the relay had forgotten it, though the run ended
+    delivered (chaos-3-00172; test_replicas_any under load)."""
+    report = DeliveryReport(run="r5", channel="chat", done=True)
+    owner = _HandedBack(report)
+    front = _front(client, owner)
+    await RunIndex(client).claim("r5", 3)
+    assert await front.wait_done("r5", 5.0) == report

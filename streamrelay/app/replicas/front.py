@@ -393,22 +393,25 @@ class ReplicaFront:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            relay = await self._relay(run_id)
+            relay = await self._relay(run_id)  # 503 once the partition is another replica's
             if relay is None:
                 await self._check_epochs()
                 return None
             report = await relay.report(run_id)
+            if report is not None:
+                report = await relay.wait_done(run_id, max(0.0, deadline - loop.time()))
+                if report is not None and report.done:
+                    return report
+            # Not read here yet, or the wait ended early with the run unfinished or gone from this relay: its
+            # partition was handed over meanwhile (the next _relay answers 503), or taken back here and not read
+            # again yet. Before, a run gone from the relay that way was answered 404 "unknown run" though it was
+            # delivered (chaos-3-00172; test_replicas_any under load).
             left = deadline - loop.time()
-            if report is not None or left <= 0:
-                break
+            if left <= 0:
+                if report is None:
+                    await self._check_epochs()  # unknown because Redis lost its data: 503, never 404
+                return report
             await asyncio.sleep(min(UNREAD_POLL_S, left))
-        if report is None:
-            await self._check_epochs()  # unknown because Redis lost its data: 503, never 404
-            return None
-        report = await relay.wait_done(run_id, max(0.0, deadline - loop.time()))
-        if report is not None and not report.done and loop.time() < deadline:
-            await self._relay(run_id)  # 503 when the wait ended because the partition was handed over meanwhile
-        return report
 
     def _cached(self, run_id: str) -> Relay | None:
         """The local relay of a run whose partition is known without asking Redis (sync reads)."""
