@@ -12,7 +12,7 @@ ran thousands of runs shows an RSS that grows with the runs it has finished, tho
 :class:`HeapTrim` is told of every ended run (it is the relay's :class:`core.run.ended.RunEndObserver`, passing
 each end on to the service's metrics) and :meth:`HeapTrim.keep` trims at most once every ``interval_s`` seconds,
 and only when runs ended since the last trim: an idle service is never trimmed, a busy one pays one trim per
-interval however many runs end (one ``malloc_trim(0)`` costs about 1-3 ms of CPU on a 100 MB process, measured by
+interval however many runs end (one ``malloc_trim(0)`` cost 0.38-0.45 ms of CPU on a 75-200 MB process, measured by
 bench/bench_memory.py). Where the C library is not glibc (musl, macOS) there is no ``malloc_trim`` and nothing is
 done; ``[service] heap_trim_s = 0`` turns it off.
 """
