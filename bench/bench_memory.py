@@ -51,6 +51,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -311,7 +312,8 @@ def main(args: argparse.Namespace) -> None:
         f"\nthe answer: {len(answer):,} characters, one str of it {one:.1f} KB"
         f" ({(max(answer) > chr(0xFFFF) and '4 bytes') or 'fewer'} a character); {len(events)} deltas,"
         f" batches of {args.batch} every {args.pace_ms:g} ms; {args.runs} runs open, {args.finished} finished"
-        f" ({args.group} at a time); heap trim every {args.heap_trim_s:g} s after runs ended (0: none)\n"
+        f" ({args.group} at a time); heap trim every {args.heap_trim_s:g} s after runs ended (0: none);"
+        f" load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n"
     )
     print(
         "| channel | bare process RSS MB | RSS KB per open run | traced KB per open run | RSS KB per finished run |"
