@@ -15,6 +15,13 @@ Two measurements, each in a fresh child process (one must not inherit the other'
   with ``--runs`` runs open (every delta taken and delivered, no ``end``): per open run; then ``--finished`` runs
   taken to their end ``--group`` at a time: per finished run, counted from the RSS after the first group, so the
   active runs' own peak (whose freed memory stays in the allocator's arenas) is not charged to the finished ones.
+  Every RSS is read settled: deliveries done, the service's heap trim done (``--heap-trim-s``, as ``serve`` has it:
+  :mod:`adapters.ops.heap`), a garbage collection. Printed beside it, the same figure over the later half of the
+  finished runs alone: a true growth per run shows in both, while a one-off high-water (the allocator's heap
+  reaching the peak of a group that happened to overlap more, or the machine's load holding more deltas in flight at
+  once: 0.3-7 MB once, i.e. 1-25 KB a run over 280 runs) shows in the first only. ``--rounds`` repeats the RSS
+  measurement (each in a fresh process); ``--curve`` prints the RSS after the groups. (Measured with 1,500 finished
+  runs on web, before the heap trim: the RSS grew 1.0 KB a run from the first group to the last, steadily.)
 - ``trace``: tracemalloc snapshots before and after (after a garbage collection): the bytes each open run and each
   finished run holds, with the top allocation sites. The finished runs are counted as the RSS counts them: the
   snapshot before is taken after a first ``--group`` of them, so the containers' growth to hold that many runs at
@@ -26,11 +33,15 @@ each run's channel after its end (0.1 KB a run, as many as 100,000 runs); a benc
 Each finished run streams to a chat of its own (the worst case: what a chat keeps after its runs, its send chain's
 memo and rate budgets, is charged to that run).
 
+With the heap trim (the default, as ``serve``), the baseline is read after the warm-up run's trim: the open runs' RSS
+is then counted from a heap whose holes went back to the OS (before the trim, open runs filled holes the warm-up
+run had left, about 2.5 MB); ``--heap-trim-s 0`` measures as before it.
+
 Printed beside them: the baseline (the bare process's RSS) and the answer's own size (one ``str`` of it), and the
 goals (issue 23: at most 64 KB of RSS per open run, at most 4 KB per finished run in memory).
 
     uv run python bench/bench_memory.py [--platform web telegram] [--runs 100] [--finished 300] [--batch 8]
-        [--pace-ms 20] [--top 12]
+        [--pace-ms 20] [--top 12] [--heap-trim-s 5] [--rounds 1] [--curve]
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -56,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.serving import free_port  # noqa: E402
 from streamrelay.adapters.ops import ServiceMetrics  # noqa: E402
+from streamrelay.adapters.ops.heap import HEAP_TRIM_S, HeapTrim, glibc_trim  # noqa: E402
 from streamrelay.adapters.ops.stores import MeteredJournal, MeteredLedger  # noqa: E402
 from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore  # noqa: E402
 from streamrelay.app.client import recorded_events  # noqa: E402
@@ -86,8 +99,31 @@ def _rss_kb() -> float:
     return float("nan")
 
 
+class _TimedTrim:
+    """glibc's ``malloc_trim(0)`` (:func:`adapters.ops.heap.glibc_trim`), its calls and CPU seconds counted."""
+
+    def __init__(self) -> None:
+        self.trim = glibc_trim()
+        self.calls = 0
+        self.cpu_s = 0.0
+
+    def __call__(self) -> int:
+        assert self.trim is not None
+        began = time.process_time()
+        done = self.trim()
+        self.cpu_s += time.process_time() - began
+        self.calls += 1
+        return done
+
+
+TRIMS = _TimedTrim()
+HEAP: HeapTrim | None = None
+"""The relay's heap trim, as ``serve`` builds it (None with ``--heap-trim-s 0`` or without glibc)."""
+
+
 @contextlib.asynccontextmanager
-async def _relay(platform: str, api: str) -> AsyncIterator[Relay]:
+async def _relay(platform: str, api: str, heap_trim_s: float) -> AsyncIterator[Relay]:
+    global HEAP
     if platform == "telegram":
         rate = {name: LIFTED for name in ("per_chat", "per_group", "per_bot")}
         fields = {"platform": "telegram", "api_base": api, "typing": False, "rate": rate}
@@ -101,10 +137,15 @@ async def _relay(platform: str, api: str) -> AsyncIterator[Relay]:
         ledger = MeteredLedger(await SqliteLedger.on(store), metrics)
         journal = MeteredJournal(await SqliteJournal.on(store), metrics)
         runtime = make_runtime(platform, settings, token, metrics=metrics)
-        relay = Relay({platform: runtime}, ledger, MonotonicClock(), journal=journal, observer=metrics)
+        HEAP = HeapTrim(metrics, interval_s=heap_trim_s, trim=TRIMS) if heap_trim_s > 0 and TRIMS.trim else None
+        observer = HEAP if HEAP is not None else metrics
+        relay = Relay({platform: runtime}, ledger, MonotonicClock(), journal=journal, observer=observer)
+        trimming = asyncio.create_task(HEAP.keep()) if HEAP is not None else None
         try:
             yield relay
         finally:
+            if trimming is not None:
+                trimming.cancel()
             await relay.close()
             await journal.close()
             await store.close()
@@ -130,6 +171,8 @@ async def _settle(relay: Relay) -> None:
     while relay.backlog():
         await asyncio.sleep(0.05)
     await asyncio.sleep(SETTLE_S)
+    while HEAP is not None and HEAP.ended:  # the service's next trim (within --heap-trim-s)
+        await asyncio.sleep(0.05)
     gc.collect()
 
 
@@ -145,9 +188,9 @@ async def _finish(relay: Relay, channel: str, name: str, first: int, count: int,
     await asyncio.gather(*(_feed(relay, channel, f"{name}-{i}", events, args.batch, end=True) for i in runs))
 
 
-async def _measure_rss(args: argparse.Namespace) -> dict[str, float]:
+async def _measure_rss(args: argparse.Namespace) -> dict[str, Any]:
     events = _events()
-    async with _relay(args.platform, args.api) as relay:
+    async with _relay(args.platform, args.api, args.heap_trim_s) as relay:
         await _feed(relay, args.platform, "warm", events, args.batch, end=True)  # first-use caches are not a run's
         await _settle(relay)
         base = _rss_kb()
@@ -156,19 +199,39 @@ async def _measure_rss(args: argparse.Namespace) -> dict[str, float]:
         group = min(args.group, args.finished)
         await _finish(relay, args.platform, "done", 0, group, events, args)
         await _settle(relay)
-        after_first = _rss_kb()
+        settled = {group: _rss_kb()}  # finished runs -> RSS KB, settled (deliveries done, the service's trim, gc)
+        curve = [(group, settled[group])]  # ... and right after each group (gc only): how the RSS went
+        half = group * max(1, round(args.finished / group / 2))
         for first in range(group, args.finished, group):
-            await _finish(relay, args.platform, "done", first, min(group, args.finished - first), events, args)
-        await _settle(relay)
-        done = _rss_kb()
-    finished = (done - after_first) / max(1, args.finished - group)
-    return {"base_mb": base / 1024, "open_kb": (opened - base) / args.runs, "finished_kb": finished}
+            count = min(group, args.finished - first)
+            await _finish(relay, args.platform, "done", first, count, events, args)
+            gc.collect()
+            curve.append((first + count, _rss_kb()))
+            if first + count in (half, args.finished):
+                await _settle(relay)
+                settled[first + count] = _rss_kb()
+    trim_ms = TRIMS.cpu_s / TRIMS.calls * 1000 if TRIMS.calls else float("nan")
+    ends = sorted(settled)
+    return {
+        "base_mb": base / 1024,
+        "open_kb": (opened - base) / args.runs,
+        "finished_kb": _per_run(settled, ends[0], ends[-1]),
+        "later_kb": _per_run(settled, half, ends[-1]) if half in settled and half < ends[-1] else float("nan"),
+        "curve": curve,
+        "trims": TRIMS.calls,
+        "trim_ms": trim_ms,
+    }
+
+
+def _per_run(settled: dict[int, float], since: int, until: int) -> float:
+    """RSS KB per finished run between two settled points (finished-run counts)."""
+    return (settled[until] - settled[since]) / max(1, until - since)
 
 
 async def _measure_trace(args: argparse.Namespace) -> dict[str, Any]:
     events = _events()
     out: dict[str, Any] = {}
-    async with _relay(args.platform, args.api) as relay:
+    async with _relay(args.platform, args.api, args.heap_trim_s) as relay:
         tracemalloc.start()
         try:
             for name, end in (("open", False), ("finished", True)):
@@ -201,7 +264,7 @@ async def _measure_trace(args: argparse.Namespace) -> dict[str, Any]:
 
 def _child(measure: str, platform: str, api: str, args: argparse.Namespace) -> Any:
     cmd = [sys.executable, __file__, "--child", measure, "--platform", platform, "--api", api]
-    for flag in ("runs", "finished", "group", "batch", "top", "pace_ms"):
+    for flag in ("runs", "finished", "group", "batch", "top", "pace_ms", "heap_trim_s"):
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -241,27 +304,34 @@ def main(args: argparse.Namespace) -> None:
     rows, traces = [], []
     for platform in args.platform:
         with _mock_telegram() if platform == "telegram" else contextlib.nullcontext("") as api:
-            rss = _child("rss", platform, api, args)
+            rounds = [_child("rss", platform, api, args) for _ in range(args.rounds)]
             trace = _child("trace", platform, api, args)
-        rows.append((platform, rss, trace))
+        rows += [(platform, rss, trace) for rss in rounds]
         traces.append((platform, trace))
     print(
         f"\nthe answer: {len(answer):,} characters, one str of it {one:.1f} KB"
         f" ({(max(answer) > chr(0xFFFF) and '4 bytes') or 'fewer'} a character); {len(events)} deltas,"
         f" batches of {args.batch} every {args.pace_ms:g} ms; {args.runs} runs open, {args.finished} finished"
-        f" ({args.group} at a time)\n"
+        f" ({args.group} at a time); heap trim every {args.heap_trim_s:g} s after runs ended (0: none);"
+        f" load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}\n"
     )
     print(
         "| channel | bare process RSS MB | RSS KB per open run | traced KB per open run | RSS KB per finished run |"
-        " traced KB per finished run |"
+        " ... in the later half | traced KB per finished run | heap trims (ms CPU each) |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for platform, rss, trace in rows:
         print(
             f"| {platform} | {rss['base_mb']:.0f} | {rss['open_kb']:.1f} | {trace['open']['kb']:.1f} |"
-            f" {rss['finished_kb']:.1f} | {trace['finished']['kb']:.1f} |"
+            f" {rss['finished_kb']:.1f} | {rss['later_kb']:.1f} | {trace['finished']['kb']:.1f} |"
+            f" {rss['trims']} ({rss['trim_ms']:.2f}) |"
         )
-    print(f"| goal | | <= {GOAL_OPEN_KB} | | <= {GOAL_FINISHED_KB} | <= {GOAL_FINISHED_KB} |")
+    print(f"| goal | | <= {GOAL_OPEN_KB} | | <= {GOAL_FINISHED_KB} | <= {GOAL_FINISHED_KB} | <= {GOAL_FINISHED_KB} | |")
+    if args.curve:
+        for platform, rss, _ in rows:
+            points = rss["curve"][:: max(1, len(rss["curve"]) // 8)] + rss["curve"][-1:]
+            print(f"\n{platform}: RSS MB after n finished runs (right after each group): ", end="")
+            print(", ".join(f"{n}: {kb / 1024:.1f}" for n, kb in points))
     for platform, trace in traces:
         for name in ("open", "finished"):
             print(f"\n{platform}, per {name} run: {trace[name]['kb']:.1f} KB traced; top allocation sites:")
@@ -279,6 +349,11 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=8, help="deltas per submitted batch")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--pace-ms", type=float, default=20.0, help="a run's pause between batches")
+    parser.add_argument(
+        "--heap-trim-s", type=float, default=HEAP_TRIM_S, help="[service] heap_trim_s as serve has it (0: no trims)"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="RSS measurements per platform (each a fresh process)")
+    parser.add_argument("--curve", action="store_true", help="print the RSS after the finished groups")
     parser.add_argument("--child", choices=["rss", "trace"], help=argparse.SUPPRESS)
     parser.add_argument("--api", default="", help=argparse.SUPPRESS)
     parsed = parser.parse_args()

@@ -43,6 +43,7 @@ from streamrelay.core.ingest.surface import RunRelay
 from streamrelay.core.ports import ChannelAdapter
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.ended import RunEndObserver
 from streamrelay.core.run.relay import Relay
 
 
@@ -111,6 +112,7 @@ def build_relay(
     journal: Journal | None = None,
     metrics: ServiceMetrics | None = None,
     names: Collection[str] | None = None,
+    observer: RunEndObserver | None = None,
 ) -> Relay:
     """A relay with every configured channel, or those in ``names`` (``serve`` adds the others once loaded).
 
@@ -122,6 +124,8 @@ def build_relay(
         journal: the journal of accepted lines (default: in memory, nothing survives a restart).
         metrics: the service's metrics: every channel's adapter is metered (None: adapters as they are).
         names: only these channels (None: every configured one).
+        observer: told of every ended run (default: ``metrics``; ``serve`` gives its
+            :class:`adapters.ops.heap.HeapTrim`, which passes each end on to the metrics).
 
     Raises:
         ConfigError: a token is missing, a platform has no adapter, or the action catalog is wrong.
@@ -138,7 +142,7 @@ def build_relay(
         catalog=catalog,
         validator=validate,
         clients=settings.client_limits(),
-        observer=metrics,
+        observer=observer if observer is not None else metrics,
     )
 
 

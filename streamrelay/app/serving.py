@@ -40,6 +40,7 @@ from streamrelay.core.tasks import stop_all
 
 if TYPE_CHECKING:  # imported where used: a configuration error is told before the service's modules load
     from streamrelay.adapters.ops import Health, ServiceMetrics
+    from streamrelay.adapters.ops.heap import HeapTrim
     from streamrelay.app.service import Sidecar
     from streamrelay.core.ingest.clients import ClientLimits
     from streamrelay.core.run.relay import Relay
@@ -242,7 +243,10 @@ async def serve(
     pending = unloaded_channels(settings)
     try:
         ready_now = [name for name in settings.channels if name not in pending]
-        relay = build_relay(settings, ledger, journal=journal, tokens=tokens, metrics=metrics, names=ready_now)
+        trim = heap_trim(metrics, service.heap_trim_s)
+        relay = build_relay(
+            settings, ledger, journal=journal, tokens=tokens, metrics=metrics, names=ready_now, observer=trim
+        )
         for runtime in relay.channels.values():
             runtime.history = history
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
@@ -266,10 +270,11 @@ async def serve(
                 else None
             )
             healing = asyncio.create_task(resume_when_writable(relay, lambda: store.ping(STORE_TABLES)))
+            trimming = keep_heap_trim(trim)
             try:
                 await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
             finally:
-                await stop_all([healing])
+                await stop_all([healing, trimming])
         finally:
             if own:
                 signals.remove()
@@ -277,6 +282,27 @@ async def serve(
     finally:
         await journal.close()
         await store.close()
+
+
+def heap_trim(metrics: ServiceMetrics, interval_s: float) -> HeapTrim | None:
+    """The relay's observer of ended runs that trims the C heap after them (:class:`adapters.ops.heap.HeapTrim`,
+    passing each end on to ``metrics``), or None when ``interval_s`` (``[service] heap_trim_s``) is 0 or the C library
+    is not glibc; the caller runs its :meth:`~adapters.ops.heap.HeapTrim.keep` as a task."""
+    from streamrelay.adapters.ops.heap import HeapTrim
+
+    if interval_s <= 0:
+        return None
+    trim = HeapTrim(metrics, interval_s=interval_s)
+    return trim if trim.available else None
+
+
+async def _no_trim() -> None:
+    """What :func:`keep_heap_trim` runs without a trim."""
+
+
+def keep_heap_trim(trim: HeapTrim | None) -> asyncio.Task[None]:
+    """The task that keeps ``trim`` (:meth:`adapters.ops.heap.HeapTrim.keep`; one that ends at once for None)."""
+    return asyncio.create_task(trim.keep() if trim is not None else _no_trim(), name="heap:trim")
 
 
 HEAL_POLL_S = 1.0

@@ -209,6 +209,10 @@ class ServiceSettings(Strict):
     drain_s: float = Field(default=20.0, ge=0)
     """On SIGTERM or SIGINT, how long active runs may take to finish before the service stops (what is left
     resumes at the next start); a second signal stops at once."""
+    heap_trim_s: float = Field(default=5.0, ge=0)
+    """At most one trim of the C heap (glibc ``malloc_trim``) every this many seconds, and only after runs ended: the
+    pages ended runs freed inside the heap go back to the OS (:mod:`adapters.ops.heap`). 0: never; without glibc
+    (musl, macOS): nothing is done."""
     backend: Literal["sqlite", "redis"] = "sqlite"
     """``sqlite``: one process, the journal and the ledger in the ``ledger`` file. ``redis``: replicas on one Redis
     (``redis_url``), each owning a share of the ``partitions``."""

@@ -46,6 +46,7 @@ from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.app.replicas.service import ReplicaService
 from streamrelay.app.service import Sidecar, build_channels, service_sidecar
+from streamrelay.app.serving import heap_trim, keep_heap_trim
 from streamrelay.app.version import version
 from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
@@ -92,6 +93,7 @@ async def serve_replica(
     shared_limits = SharedClientLimits(client)  # a client's active runs and events per second, over every replica
     book = SharedClientBook(settings.client_limits(), shared_limits)
     callers = Callers(clients)
+    trim = heap_trim(metrics, service.heap_trim_s)  # one for every partition's relay
 
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return Relay(
@@ -104,7 +106,7 @@ async def serve_replica(
             catalog=catalog,
             validator=validate,
             clients=book,
-            observer=metrics,
+            observer=trim or metrics,
         )
 
     replicas: ReplicaService | None = None
@@ -160,6 +162,7 @@ async def serve_replica(
         wrap=wrap,
     )
     keeping = asyncio.create_task(book.keep(replicas.active_runs), name="clients:keep")  # sleeps first
+    trimming = keep_heap_trim(trim)
     try:
         listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop)
         if listening is None:
@@ -206,6 +209,7 @@ async def serve_replica(
             await serving
     finally:
         keeping.cancel()
+        trimming.cancel()
         await replicas.close()
         for proxy in proxies:
             await proxy.close()
