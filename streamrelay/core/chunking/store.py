@@ -184,21 +184,11 @@ class TextStore:
         lines, starts = self._lines, self.starts
         assert lines is not None
         k = bisect_right(starts, a, self.lo) - 1
-        out = []
-        while True:
-            pos, text = starts[k], lines[k]
-            end = pos + len(text) + 1
-            if a == pos and end <= b:
-                out.append(text)
-                out.append("\n")
-            else:
-                piece = text[a - pos : b - pos]
-                out.append(piece)
-                if b >= end:
-                    out.append("\n")
-            if b <= end:
-                return "".join(out)
-            a, k = end, k + 1
+        j = bisect_right(starts, b - 1, k) - 1  # the line that holds the last character
+        at = starts[k]
+        if k == j:
+            return (lines[k] + "\n")[a - at : b - at]
+        return ("\n".join(lines[k : j + 1]) + "\n")[a - at : b - at]  # the lines are contiguous: one join
 
     def slice(self, a: int, b: int) -> str:
         """Text between absolute positions ``a`` and ``b`` (both inside the store; empty when ``a >= b``)."""
