@@ -159,10 +159,13 @@ class LineScanner:
         self._utf16 = params.unit is LengthUnit.UTF16
         self._cp_max = 2 if self._utf16 else 1
         self._emit_ranks = EMIT_RANKS[params.break_preference]
+        self._emits = (R_LINE in self._emit_ranks, R_PARA in self._emit_ranks)  # by "the break holds a blank line"
         self._sentence = params.break_preference is BreakKind.SENTENCE
         self._store = store
         self._add = store.add
+        self._push = store.push_line
         self._breaks = breaks
+        self._add_break = breaks.add
         self._regions = regions
         self._cutter = cutter
         self.end = end
@@ -190,10 +193,12 @@ class LineScanner:
 
     def _refit(self) -> None:
         """``_room``: the largest ``cum`` at which the pending text still fits with room for the open
-        fence's closer (kept up to date wherever the window or the fence changes)."""
+        fence's closer, and ``_emit_at``: the smallest ``cum`` before a break that lets it emit (kept up to date
+        wherever the window or the fence changes)."""
         fence = self.fence
         closer = fence.closer_units if fence is not None and fence.splittable else 0
         self._room = self._max - self.head_units + self.base_cum - closer
+        self._emit_at = self._min - self.head_units + self.base_cum
 
     def _new_line(self) -> None:
         self._lpos = self._store.cur_pos
@@ -278,27 +283,38 @@ class LineScanner:
         )
 
     def _add_lines(self, text: str, nl: int) -> None:
-        store, start = self._store, 0
+        store = self._store
         bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
-        while nl >= 0:
-            piece = text[start:nl]
-            units = len(piece) if bmp else units_of(piece, True)
-            has_current = self.end > self._lpos  # the line so far holds text
-            if has_current and self._lr is None and not self._q_done:  # nothing of the line read yet
-                piece = store.take_current() + piece  # the line so far is end - _lpos code points, cum - _lcum units
+        line = text[:nl]
+        units = nl if bmp else units_of(line, True)
+        whole = True  # the line is read whole (else it was read as it arrived)
+        if self.end > self._lpos:  # the line so far holds text
+            if self._lr is None and not self._q_done:  # nothing of it read yet
+                line = store.take_current() + line  # the line so far is end - _lpos code points, cum - _lcum units
                 units += self.cum - self._lcum
                 self.end, self.cum = self._lpos, self._lcum
-                has_current = False
-            if has_current:
-                store.add(piece)
-                self.end += len(piece)
+            else:
+                store.add(line)
+                self.end += nl
                 self.cum += units
                 self._advance(True)
                 self._finish_line(store.current())
-            elif not self._fast_line(piece, units):
-                self._whole_line(piece, units)
+                whole = False
+        start = 0
+        while True:
+            if whole:
+                start, nl, line, units = self._ordinary_lines(text, start, nl, line, units, bmp)
+                if nl < 0:
+                    return  # the rest of the text is read too
+                if not self._fast_line(line, units):
+                    self._whole_line(line, units)
             start = nl + 1
             nl = text.find("\n", start)
+            if nl < 0:
+                break
+            line = text[start:nl]
+            units = nl - start if bmp else units_of(line, True)
+            whole = True
         if start < len(text):  # the next line's beginning (as _add_partial, inlined: this runs once per append)
             piece = text[start:]
             self._add(piece)
@@ -733,6 +749,133 @@ class LineScanner:
             self._store.forget(self.base)
         self._lpos, self._lcum, self._q_done = self._store.cur_pos, self.cum, False
         return True
+
+    def _ordinary_lines(  # noqa: C901 (one frame for the loop: a call per line costs what the loop saves)
+        self, text: str, start: int, nl: int, line: str, units: int, bmp: bool
+    ) -> tuple[int, int, str, int]:
+        """Read whole lines as :meth:`_fast_line` reads them, in one loop, while each is an ordinary one: outside
+        fences, text that begins with a letter-like character, a plain bullet item (``- text``), text that opens no
+        item (:data:`_LINE_HEAD`) or an empty line; in a top-level fence, a content line. None of them may make the
+        pending text overflow or complete a break that emits, and the pending text must hold some text.
+
+        Args:
+            text: the append. start, nl: where the line ``line`` (``units`` long) begins and its newline; the next
+                lines are read in ``text`` after ``nl``. bmp: ``text`` has no character outside the BMP (or the unit
+                is code points).
+
+        Returns:
+            ``(start, nl, line, units)`` of the first line it does not read, for the general path; ``nl`` is -1
+            when no complete line is left: then it has read the rest of ``text`` too, the next line's beginning.
+        """
+        if self._p_blank or self._sentence:
+            return start, nl, line, units
+        rs, inline, push, add_break = self._rs, self._inline, self._push, self._add_break
+        fence = self.fence
+        if fence is not None and (fence.quote_depth or fence.item_indent):
+            return start, nl, line, units
+        room, base = self._room, self.base
+        emit_at, emits = self._emit_at, self._emits
+        end, cum = self.end, self.cum
+        ws_open, ws_start, ws_cum, ws_nl, ws_last = (
+            self._ws_open,
+            self._ws_start,
+            self._ws_cum,
+            self._ws_nl,
+            self._ws_last_nl,
+        )
+        ws_leading, prev_blank, lists = self._ws_leading, rs.prev_blank, rs.lists
+        while True:
+            n = len(line)
+            if cum + units > room:
+                break
+            lr = None
+            if n:
+                c = line[0]
+                if fence is not None:
+                    if c in _SLOW_START:
+                        body = _fence_body(line, fence)
+                        if body < 0:
+                            break
+                    else:
+                        body = 0
+                elif c in _SLOW_START:
+                    m = _LINE_HEAD.match(line)
+                    group = m.lastgroup if m else None
+                    if group == "simple":
+                        lr = _SIMPLE_ITEM_READ
+                    elif group != "text":
+                        break
+                if ws_open:  # the break before the line completes
+                    if not ws_leading and ws_start >= base:
+                        para = ws_nl >= 2
+                        if fence is None:
+                            if ws_cum >= emit_at and emits[para]:
+                                break  # it may emit
+                            add_break(R_PARA if para else R_LINE, ws_start, ws_last + 1, None)
+                        else:
+                            add_break(R_FPARA if para else R_FLINE, ws_start, ws_last + 1, fence)
+                    ws_open = False
+                e = n if line[-1] not in _WS else len(line.rstrip(_WS))
+                if fence is not None:
+                    fence.marks.append(end + body)
+                    meta: LineMeta = fence
+                elif lr is None:
+                    if prev_blank and lists:
+                        lists = []
+                    if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
+                        inline.scan(line, 0, n, end)
+                    meta = None
+                else:
+                    meta = lists
+                    if inline.code is not None or inline.links:
+                        inline.cancel()  # a list item begins: no span or link crosses it
+                    lists = lr.lists
+                    if _OPENS.search(line, 2):
+                        inline.scan(line, 2, n, end)
+                prev_blank = False
+                ws_open, ws_leading = True, False
+                ws_start, ws_cum, ws_nl = end + e, cum + units - (n - e), 1
+            else:
+                meta = fence
+                if fence is None and (inline.code is not None or inline.links):
+                    inline.cancel()  # a blank line ends the paragraph: no span or link crosses it
+                prev_blank = True
+                if ws_open:
+                    ws_nl += 1
+                else:
+                    ws_open, ws_leading = True, False
+                    ws_start, ws_cum, ws_nl = end, cum, 1
+            ws_last = end + n
+            end += n + 1
+            cum += units + 1
+            push(line, cum, meta)
+            start = nl + 1
+            nl = text.find("\n", start)
+            if nl < 0:
+                break
+            line = text[start:nl]
+            units = nl - start if bmp else units_of(line, True)
+        self._lpos, self._lcum = end, cum
+        due = False
+        if nl < 0 and start < len(text):  # the next line's beginning (as _add_partial)
+            piece = text[start:]
+            self._add(piece)
+            end += len(piece)
+            cum += len(piece) if bmp else units_of(piece, True)
+            start = len(text)
+            due = cum > room or (not ws_leading and ws_open and ws_cum >= emit_at and ws_start >= base)
+        self.end, self.cum = end, cum
+        self._ws_open, self._ws_start, self._ws_cum, self._ws_nl, self._ws_last_nl = (
+            ws_open,
+            ws_start,
+            ws_cum,
+            ws_nl,
+            ws_last,
+        )
+        self._ws_leading, rs.prev_blank, rs.lists = ws_leading, prev_blank, lists
+        if due:  # it may not fit, or its first characters may complete a break that emits
+            self._advance(False)
+        return start, nl, line, units
 
     def _head_line(self, line: str, units: int, m: re.Match[str]) -> bool:
         """A whole line outside fences that ``m`` (a :data:`_LINE_HEAD` match) found a list item or a fence opener
