@@ -327,8 +327,10 @@ class LineScanner:
                     self._lr is None
                     and self._ws_open
                     and not self._ws_leading
-                    and self.head_units + self._ws_cum - self.base_cum >= self._min
+                    and self._ws_cum >= self._emit_at
                     and self._ws_start >= self.base
+                    and self.fence is None
+                    and self._emits[self._ws_nl > 1]  # a break of a kind that emits
                 )
                 or (self._sentence and self.head_units + self.cum - self.base_cum >= self._min)
             ):
@@ -863,7 +865,14 @@ class LineScanner:
             end += len(piece)
             cum += len(piece) if bmp else units_of(piece, True)
             start = len(text)
-            due = cum > room or (not ws_leading and ws_open and ws_cum >= emit_at and ws_start >= base)
+            due = cum > room or (
+                ws_open
+                and not ws_leading
+                and ws_cum >= emit_at
+                and ws_start >= base
+                and fence is None
+                and emits[ws_nl > 1]
+            )  # it may not fit, or its first characters may complete a break that emits
         self.end, self.cum = end, cum
         self._ws_open, self._ws_start, self._ws_cum, self._ws_nl, self._ws_last_nl = (
             ws_open,
@@ -873,7 +882,7 @@ class LineScanner:
             ws_last,
         )
         self._ws_leading, rs.prev_blank, rs.lists = ws_leading, prev_blank, lists
-        if due:  # it may not fit, or its first characters may complete a break that emits
+        if due:
             self._advance(False)
         return start, nl, line, units
 
