@@ -163,7 +163,6 @@ class LineScanner:
         self._sentence = params.break_preference is BreakKind.SENTENCE
         self._store = store
         self._add = store.add
-        self._push = store.push_line
         self._breaks = breaks
         self._add_break = breaks.add
         self._regions = regions
@@ -771,7 +770,7 @@ class LineScanner:
         """
         if self._p_blank or self._sentence:
             return start, nl, line, units
-        rs, inline, push, add_break = self._rs, self._inline, self._push, self._add_break
+        rs, inline, add_break = self._rs, self._inline, self._add_break
         fence = self.fence
         if fence is not None and (fence.quote_depth or fence.item_indent):
             return start, nl, line, units
@@ -786,6 +785,9 @@ class LineScanner:
             self._ws_last_nl,
         )
         ws_leading, prev_blank, lists = self._ws_leading, rs.prev_blank, rs.lists
+        at: list[int] = []  # the lines read, for the store (TextStore.push_lines)
+        texts: list[str] = []
+        metas: list[LineMeta] = []
         while True:
             n = len(line)
             if cum + units > room:
@@ -848,15 +850,19 @@ class LineScanner:
                     ws_open, ws_leading = True, False
                     ws_start, ws_cum, ws_nl = end, cum, 1
             ws_last = end + n
+            at.append(end)
+            texts.append(line)
+            metas.append(meta)
             end += n + 1
             cum += units + 1
-            push(line, cum, meta)
             start = nl + 1
             nl = text.find("\n", start)
             if nl < 0:
                 break
             line = text[start:nl]
             units = nl - start if bmp else units_of(line, True)
+        if at:
+            self._store.push_lines(at, texts, metas, cum)
         self._lpos, self._lcum = end, cum
         due = False
         if nl < 0 and start < len(text):  # the next line's beginning (as _add_partial)

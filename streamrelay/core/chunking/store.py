@@ -10,9 +10,10 @@ counted from the characters outside the BMP seen so far (UTF-16: two units each)
 
 This is the chunker's one interface to the text itself (positions are absolute code point offsets from the stream's
 first appended character): writes are :meth:`TextStore.add`, :meth:`TextStore.take_current`,
-:meth:`TextStore.set_current` and :meth:`TextStore.push_line`; reads are :meth:`TextStore.current`,
-:meth:`TextStore.slice`, :meth:`TextStore.char_at`, :meth:`TextStore.cum_at`, :meth:`TextStore.line_at` and
-:meth:`TextStore.lines_from`; :meth:`TextStore.forget` releases what lies before the pending text.
+:meth:`TextStore.set_current`, :meth:`TextStore.push_line` and :meth:`TextStore.push_lines`; reads are
+:meth:`TextStore.current`, :meth:`TextStore.slice`, :meth:`TextStore.char_at`, :meth:`TextStore.cum_at`,
+:meth:`TextStore.line_at` and :meth:`TextStore.lines_from`; :meth:`TextStore.forget` releases what lies before the
+pending text.
 """
 
 from __future__ import annotations
@@ -141,8 +142,9 @@ class TextStore:
 
     def take_current(self) -> str:
         """Remove the current line's text and return it (the caller adds it again, longer)."""
-        text = self.current()
-        self._parts.clear()
+        parts = self._parts
+        text = "".join(parts)  # the piece itself when there is one
+        parts.clear()
         return text
 
     def set_current(self, text: str) -> None:
@@ -168,6 +170,24 @@ class TextStore:
         end = pos + len(line) + 1
         if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
             self._astral.extend(pos + i for i, ch in enumerate(line) if ch > "\uffff")
+        self.cur_pos = end
+        self.cur_cum = cum
+
+    def push_lines(self, starts: list[int], lines: list[str], meta: list[LineMeta], cum: int) -> None:
+        """Complete lines read at once (:meth:`push_line` for each, in one call): ``starts`` their positions (the
+        first at ``cur_pos``, each line followed by its newline), ``lines`` their texts, ``meta`` what a cut needs of
+        each, ``cum`` the units before the next line."""
+        pos, end = self.cur_pos, starts[-1] + len(lines[-1]) + 1
+        self.starts.extend(starts)
+        self.meta.extend(meta)
+        kept = self._lines
+        if kept is not None:
+            kept.extend(lines)
+        self._parts.clear()
+        if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
+            for at, line in zip(starts, lines, strict=True):
+                if not line.isascii():
+                    self._astral.extend(at + i for i, ch in enumerate(line) if ch > "\uffff")
         self.cur_pos = end
         self.cur_cum = cum
 
