@@ -104,9 +104,9 @@ PARAMS = st.sampled_from(
 
 def _general_path_only(mp: pytest.MonkeyPatch) -> None:
     """Turn the scanner's whole-line fast paths off: the one-line path (``_fast_line``: marker lines by one match) and
-    the loop over ordinary lines (``_ordinary_lines``, which reads lines as ``_fast_line`` would)."""
+    the loop over ordinary lines (``_ordinary``: lines read in one loop as ``_fast_line`` would read them)."""
     mp.setattr(LineScanner, "_fast_line", lambda self, line, units: False)
-    mp.setattr(LineScanner, "_ordinary_lines", lambda self, text, start, nl, line, units, bmp: (start, nl, line, units))
+    mp.setattr(LineScanner, "_ordinary", False)
 
 
 def _chunks(params: ChunkParams, text: str, size: int) -> list[str]:

@@ -143,6 +143,10 @@ class LineScanner:
         fence: the open fence, or None.
     """
 
+    _ordinary = True
+    """Ordinary lines are read in one loop (:meth:`_add_lines`); tests turn it off to compare with the one-line
+    paths."""
+
     def __init__(
         self,
         params: ChunkParams,
@@ -280,60 +284,6 @@ class LineScanner:
             and self.head_units + self._ws_cum - self.base_cum >= self._min
             and self._ws_start >= self.base
         )
-
-    def _add_lines(self, text: str, nl: int) -> None:
-        store = self._store
-        bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
-        line = text[:nl]
-        units = nl if bmp else units_of(line, True)
-        whole = True  # the line is read whole (else it was read as it arrived)
-        if self.end > self._lpos:  # the line so far holds text
-            if self._lr is None and not self._q_done:  # nothing of it read yet
-                line = store.take_current() + line  # the line so far is end - _lpos code points, cum - _lcum units
-                units += self.cum - self._lcum
-                self.end, self.cum = self._lpos, self._lcum
-            else:
-                store.add(line)
-                self.end += nl
-                self.cum += units
-                self._advance(True)
-                self._finish_line(store.current())
-                whole = False
-        start = 0
-        while True:
-            if whole:
-                start, nl, line, units = self._ordinary_lines(text, start, nl, line, units, bmp)
-                if nl < 0:
-                    return  # the rest of the text is read too
-                if not self._fast_line(line, units):
-                    self._whole_line(line, units)
-            start = nl + 1
-            nl = text.find("\n", start)
-            if nl < 0:
-                break
-            line = text[start:nl]
-            units = nl - start if bmp else units_of(line, True)
-            whole = True
-        if start < len(text):  # the next line's beginning (as _add_partial, inlined: this runs once per append)
-            piece = text[start:]
-            self._add(piece)
-            n = len(piece)
-            self.end += n
-            self.cum += n if bmp else units_of(piece, True)
-            if (
-                self.cum > self._room
-                or (
-                    self._lr is None
-                    and self._ws_open
-                    and not self._ws_leading
-                    and self._ws_cum >= self._emit_at
-                    and self._ws_start >= self.base
-                    and self.fence is None
-                    and self._emits[self._ws_nl > 1]  # a break of a kind that emits
-                )
-                or (self._sentence and self.head_units + self.cum - self.base_cum >= self._min)
-            ):
-                self._advance(False)
 
     # --- events inside a line -------------------------------------------------------------------------
 
@@ -751,146 +701,174 @@ class LineScanner:
         self._lpos, self._lcum, self._q_done = self._store.cur_pos, self.cum, False
         return True
 
-    def _ordinary_lines(  # noqa: C901 (one frame for the loop: a call per line costs what the loop saves)
-        self, text: str, start: int, nl: int, line: str, units: int, bmp: bool
-    ) -> tuple[int, int, str, int]:
-        """Read whole lines as :meth:`_fast_line` reads them, in one loop, while each is an ordinary one: outside
-        fences, text that begins with a letter-like character, a plain bullet item (``- text``), text that opens no
-        item (:data:`_LINE_HEAD`) or an empty line; in a top-level fence, a content line. None of them may make the
-        pending text overflow or complete a break that emits, and the pending text must hold some text.
+    def _add_lines(self, text: str, nl: int) -> None:  # noqa: C901 (one frame: a call per line costs what it saves)
+        """Read ``text``, an append whose first newline is at ``nl``: its complete lines, then the next line's
+        beginning.
 
-        Args:
-            text: the append. start, nl: where the line ``line`` (``units`` long) begins and its newline; the next
-                lines are read in ``text`` after ``nl``. bmp: ``text`` has no character outside the BMP (or the unit
-                is code points).
-
-        Returns:
-            ``(start, nl, line, units)`` of the first line it does not read, for the general path; ``nl`` is -1
-            when no complete line is left: then it has read the rest of ``text`` too, the next line's beginning.
+        Ordinary lines are read in one loop, as :meth:`_fast_line` reads them, the state in locals (written back
+        once): outside fences, text that begins with a letter-like character, a plain bullet item (``- text``), text
+        that opens no item (:data:`_LINE_HEAD`) or an empty line; in a top-level fence, a content line; none of them
+        making the pending text overflow or completing a break that emits. Any other line goes to the one-line paths
+        (:meth:`_fast_line`, else :meth:`_whole_line`), as does every line while the pending text holds no text yet,
+        under a SENTENCE preference, inside a fence in a container, or with :attr:`_ordinary` off.
         """
-        if self._p_blank or self._sentence:
-            return start, nl, line, units
+        store = self._store
+        bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
+        start = 0
+        line = text[:nl]
+        units = nl if bmp else units_of(line, True)
+        if self.end > self._lpos:  # the line so far holds text
+            if self._lr is None and not self._q_done:  # nothing of it read yet: it is read whole
+                line = store.take_current() + line  # the line so far is end - _lpos code points, cum - _lcum units
+                units += self.cum - self._lcum
+                self.end, self.cum = self._lpos, self._lcum
+            else:  # it was read as it arrived
+                store.add(line)
+                self.end += nl
+                self.cum += units
+                self._advance(True)
+                self._finish_line(store.current())
+                start = nl + 1
+                nl = text.find("\n", start)
+                if nl >= 0:
+                    line = text[start:nl]
+                    units = nl - start if bmp else units_of(line, True)
         rs, inline, add_break = self._rs, self._inline, self._add_break
-        fence = self.fence
-        if fence is not None and (fence.quote_depth or fence.item_indent):
-            return start, nl, line, units
-        room, base = self._room, self.base
-        emit_at, emits = self._emit_at, self._emits
-        end, cum = self.end, self.cum
-        ws_open, ws_start, ws_cum, ws_nl, ws_last = (
-            self._ws_open,
-            self._ws_start,
-            self._ws_cum,
-            self._ws_nl,
-            self._ws_last_nl,
-        )
-        ws_leading, prev_blank, lists = self._ws_leading, rs.prev_blank, rs.lists
-        at: list[int] = []  # the lines read, for the store (TextStore.push_lines)
-        texts: list[str] = []
-        metas: list[LineMeta] = []
         while True:
-            n = len(line)
-            if cum + units > room:
-                break
-            lr = None
-            if n:
-                c = line[0]
-                if fence is not None:
-                    if c in _SLOW_START:
-                        body = _fence_body(line, fence)
-                        if body < 0:
-                            break
-                    else:
-                        body = 0
-                elif c in _SLOW_START:
-                    m = _LINE_HEAD.match(line)
-                    group = m.lastgroup if m else None
-                    if group == "simple":
-                        lr = _SIMPLE_ITEM_READ
-                    elif group != "text":
-                        break
-                if ws_open:  # the break before the line completes
-                    if not ws_leading and ws_start >= base:
-                        para = ws_nl >= 2
-                        if fence is None:
-                            if ws_cum >= emit_at and emits[para]:
-                                break  # it may emit
-                            add_break(R_PARA if para else R_LINE, ws_start, ws_last + 1, None)
+            fence = self.fence
+            ordinary = (
+                self._ordinary
+                and not self._p_blank
+                and not self._sentence
+                and (fence is None or not (fence.quote_depth or fence.item_indent))
+            )
+            room, base = self._room, self.base
+            emit_at, emits = self._emit_at, self._emits
+            end, cum = self.end, self.cum
+            ws_open, ws_start, ws_cum, ws_nl, ws_last = (
+                self._ws_open,
+                self._ws_start,
+                self._ws_cum,
+                self._ws_nl,
+                self._ws_last_nl,
+            )
+            ws_leading, prev_blank, lists = self._ws_leading, rs.prev_blank, rs.lists
+            at: list[int] = []  # the lines read, for the store (TextStore.push_lines)
+            texts: list[str] = []
+            metas: list[LineMeta] = []
+            while ordinary and nl >= 0:
+                n = len(line)
+                if cum + units > room:
+                    break
+                lr = None
+                if n:
+                    c = line[0]
+                    if fence is not None:
+                        if c in _SLOW_START:
+                            body = _fence_body(line, fence)
+                            if body < 0:
+                                break
                         else:
-                            add_break(R_FPARA if para else R_FLINE, ws_start, ws_last + 1, fence)
-                    ws_open = False
-                e = n if line[-1] not in _WS else len(line.rstrip(_WS))
-                if fence is not None:
-                    fence.marks.append(end + body)
-                    meta: LineMeta = fence
-                elif lr is None:
-                    if prev_blank and lists:
-                        lists = []
-                    if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
-                        inline.scan(line, 0, n, end)
-                    meta = None
-                else:
-                    meta = lists
-                    if inline.code is not None or inline.links:
-                        inline.cancel()  # a list item begins: no span or link crosses it
-                    lists = lr.lists
-                    if _OPENS.search(line, 2):
-                        inline.scan(line, 2, n, end)
-                prev_blank = False
-                ws_open, ws_leading = True, False
-                ws_start, ws_cum, ws_nl = end + e, cum + units - (n - e), 1
-            else:
-                meta = fence
-                if fence is None and (inline.code is not None or inline.links):
-                    inline.cancel()  # a blank line ends the paragraph: no span or link crosses it
-                prev_blank = True
-                if ws_open:
-                    ws_nl += 1
-                else:
+                            body = 0
+                    elif c in _SLOW_START:
+                        m = _LINE_HEAD.match(line)
+                        group = m.lastgroup if m else None
+                        if group == "simple":
+                            lr = _SIMPLE_ITEM_READ
+                        elif group != "text":
+                            break
+                    if ws_open:  # the break before the line completes
+                        if not ws_leading and ws_start >= base:
+                            para = ws_nl >= 2
+                            if fence is None:
+                                if ws_cum >= emit_at and emits[para]:
+                                    break  # it may emit
+                                add_break(R_PARA if para else R_LINE, ws_start, ws_last + 1, None)
+                            else:
+                                add_break(R_FPARA if para else R_FLINE, ws_start, ws_last + 1, fence)
+                        ws_open = False
+                    e = n if line[-1] not in _WS else len(line.rstrip(_WS))
+                    if fence is not None:
+                        fence.marks.append(end + body)
+                        meta: LineMeta = fence
+                    elif lr is None:
+                        if prev_blank and lists:
+                            lists = []
+                        if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
+                            inline.scan(line, 0, n, end)
+                        meta = None
+                    else:
+                        meta = lists
+                        if inline.code is not None or inline.links:
+                            inline.cancel()  # a list item begins: no span or link crosses it
+                        lists = lr.lists
+                        if _OPENS.search(line, 2):
+                            inline.scan(line, 2, n, end)
+                    prev_blank = False
                     ws_open, ws_leading = True, False
-                    ws_start, ws_cum, ws_nl = end, cum, 1
-            ws_last = end + n
-            at.append(end)
-            texts.append(line)
-            metas.append(meta)
-            end += n + 1
-            cum += units + 1
+                    ws_start, ws_cum, ws_nl = end + e, cum + units - (n - e), 1
+                else:
+                    meta = fence
+                    if fence is None and (inline.code is not None or inline.links):
+                        inline.cancel()  # a blank line ends the paragraph: no span or link crosses it
+                    prev_blank = True
+                    if ws_open:
+                        ws_nl += 1
+                    else:
+                        ws_open, ws_leading = True, False
+                        ws_start, ws_cum, ws_nl = end, cum, 1
+                ws_last = end + n
+                at.append(end)
+                texts.append(line)
+                metas.append(meta)
+                end += n + 1
+                cum += units + 1
+                start = nl + 1
+                nl = text.find("\n", start)
+                if nl >= 0:
+                    line = text[start:nl]
+                    units = nl - start if bmp else units_of(line, True)
+            if at:
+                store.push_lines(at, texts, metas, cum)
+            self._lpos, self._lcum = end, cum
+            due = False
+            if nl < 0 and start < len(text):  # the next line's beginning (as _add_partial)
+                piece = text[start:]
+                self._add(piece)
+                end += len(piece)
+                cum += len(piece) if bmp else units_of(piece, True)
+                due = (
+                    cum > room
+                    or (  # its first characters may complete a break that emits (_prefix_due, of a kind that emits)
+                        ws_open
+                        and not ws_leading
+                        and ws_cum >= emit_at
+                        and ws_start >= base
+                        and fence is None
+                        and emits[ws_nl > 1]
+                    )
+                    or (self._sentence and self.head_units + cum - self.base_cum >= self._min)
+                )
+            self.end, self.cum = end, cum
+            self._ws_open, self._ws_start, self._ws_cum, self._ws_nl, self._ws_last_nl = (
+                ws_open,
+                ws_start,
+                ws_cum,
+                ws_nl,
+                ws_last,
+            )
+            self._ws_leading, rs.prev_blank, rs.lists = ws_leading, prev_blank, lists
+            if nl < 0:
+                if due:
+                    self._advance(False)
+                return
+            if not self._fast_line(line, units):  # a line the loop does not read
+                self._whole_line(line, units)
             start = nl + 1
             nl = text.find("\n", start)
-            if nl < 0:
-                break
-            line = text[start:nl]
-            units = nl - start if bmp else units_of(line, True)
-        if at:
-            self._store.push_lines(at, texts, metas, cum)
-        self._lpos, self._lcum = end, cum
-        due = False
-        if nl < 0 and start < len(text):  # the next line's beginning (as _add_partial)
-            piece = text[start:]
-            self._add(piece)
-            end += len(piece)
-            cum += len(piece) if bmp else units_of(piece, True)
-            start = len(text)
-            due = cum > room or (
-                ws_open
-                and not ws_leading
-                and ws_cum >= emit_at
-                and ws_start >= base
-                and fence is None
-                and emits[ws_nl > 1]
-            )  # it may not fit, or its first characters may complete a break that emits
-        self.end, self.cum = end, cum
-        self._ws_open, self._ws_start, self._ws_cum, self._ws_nl, self._ws_last_nl = (
-            ws_open,
-            ws_start,
-            ws_cum,
-            ws_nl,
-            ws_last,
-        )
-        self._ws_leading, rs.prev_blank, rs.lists = ws_leading, prev_blank, lists
-        if due:
-            self._advance(False)
-        return start, nl, line, units
+            if nl >= 0:
+                line = text[start:nl]
+                units = nl - start if bmp else units_of(line, True)
 
     def _head_line(self, line: str, units: int, m: re.Match[str]) -> bool:
         """A whole line outside fences that ``m`` (a :data:`_LINE_HEAD` match) found a list item or a fence opener
