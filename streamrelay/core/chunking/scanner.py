@@ -146,6 +146,8 @@ class LineScanner:
     _ordinary = True
     """Ordinary lines are read in one loop (:meth:`_add_lines`); tests turn it off to compare with the one-line
     paths."""
+    _waits = True
+    """Appends wait to be read while nothing can happen (:attr:`_later`); tests turn it off."""
 
     def __init__(
         self,
@@ -185,6 +187,12 @@ class LineScanner:
         self.fence: Fence | None = None
         self._room = 0
         self._refit()
+        self._later: list[str] = []
+        """Appends not read yet, in order (:meth:`append`): while the pending text, them included, ends before
+        ``_wait_at`` (shorter than ``min_chars`` and than half of ``max_chars``), reading them could not emit, cut,
+        move the window or change a length: they are read at once when that no longer holds, or when something reads
+        the pending text (:meth:`catch_up`). ``end`` and ``cum`` count them; ``_later_at`` is where they begin."""
+        self._later_at = (end, cum)
         self._rs = ReaderState()
         self._inline = InlineScanner(regions.add)
         self.tend = self._tnonws = 0  # the time of the last event, and the units before its last non-space
@@ -202,6 +210,7 @@ class LineScanner:
         closer = fence.closer_units if fence is not None and fence.splittable else 0
         self._room = self._max - self.head_units + self.base_cum - closer
         self._emit_at = self._min - self.head_units + self.base_cum
+        self._wait_at = min(self._emit_at - 1, (self._max - 4) // 2 - self.head_units + self.base_cum)
 
     def _new_line(self) -> None:
         self._lpos = self._store.cur_pos
@@ -226,8 +235,20 @@ class LineScanner:
         Cost: O(1) for a small piece without a newline unless the pending text may no longer fit or a
         break may emit; else O(len(text)) plus the text emitted.
         """
+        if self._later:  # earlier appends wait to be read: this one waits too, or they are read with it
+            text = self._wait(text)
+            if not text:
+                return
         nl = text.find("\n")
         if nl >= 0:
+            if self.cum < self._wait_at and self._waits and not self._p_blank and self._lr is None and not self._q_done:
+                units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+                if self.cum + units <= self._wait_at:  # nothing can happen yet: read it later
+                    self._later_at = (self.end, self.cum)
+                    self._later.append(text)
+                    self.end += len(text)
+                    self.cum += units
+                    return
             self._add_lines(text, nl)
         elif (
             self._sentence
@@ -249,9 +270,36 @@ class LineScanner:
             if self.cum > self._room:
                 self._advance(False)
 
+    def _wait(self, text: str) -> str:
+        """Appends wait to be read (:attr:`_later`): ``text`` waits with them while the pending text stays within
+        :attr:`_wait_at` (returns ""), else they are taken out, to be read with it (returns them and ``text``,
+        joined; ``end`` and ``cum`` are back where their reading begins)."""
+        units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+        later = self._later
+        if self.cum + units <= self._wait_at:
+            later.append(text)
+            self.end += len(text)
+            self.cum += units
+            return ""
+        later.append(text)
+        text = "".join(later)
+        later.clear()
+        self.end, self.cum = self._later_at
+        return text
+
+    def catch_up(self) -> None:
+        """Read the appends that wait (:meth:`append`): before anything reads the pending text or ends the block."""
+        later = self._later
+        if later:
+            text = "".join(later)
+            later.clear()
+            self.end, self.cum = self._later_at
+            self._add_lines(text, text.find("\n"))
+
     def end_block(self) -> None:
         """The block ends: an opener line whose info string was not counted opened no fence, so it is
         text, cut where it no longer fits. The caller then emits what is pending (the forced drain)."""
+        self.catch_up()
         line = self._store.current()
         n = len(line)
         if self._lr is None or self._info_drop(line, n, self.cum - self._lcum == n)[0] >= n:
