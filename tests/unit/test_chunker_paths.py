@@ -161,3 +161,26 @@ def test_an_append_that_waits_is_read_when_the_pending_text_is() -> None:
     assert not chunker._scan._later
     chunker.append(" line\n")
     assert chunker.drain(force=True) == ["First line\nsecond line\nthird line"]
+
+
+@pytest.mark.parametrize("run", ["```", "~~~~~~~~~~", "  ````"])
+@pytest.mark.parametrize("unit", list(LengthUnit))
+def test_a_fence_opened_by_a_line_begun_before_the_waiting_appends(run: str, unit: LengthUnit) -> None:
+    """An opener run that arrived before appends with no backtick or tilde of their own (so they may wait up to a
+    whole message): its line, completed by them, opens a fence whose closer takes room, and the chunk that no longer
+    fits is cut at the append that makes it so, as on every other path."""
+    params = ChunkParams(180, 180, unit=unit)
+    lines = [f"code line number {k:02d}" for k in range(12)]
+    appends = ["Intro line\n\n", run, "py\n" + lines[0] + "\n"] + [line + "\n" for line in lines[1:]] + ["x\n"]
+    for size in (0, 5):
+        pieces = appends if size == 0 else [p[i : i + size] for p in appends for i in range(0, len(p), size)]
+        _check(params, pieces, [False])
+
+
+@pytest.mark.parametrize("unit", list(LengthUnit))
+def test_appends_that_wait_stop_at_the_room_a_fence_leaves(unit: LengthUnit) -> None:
+    """Inside an open fence, appends with no backtick or tilde wait only while the pending text fits with the fence's
+    closer: the append that overflows is read at once and cut there."""
+    params = ChunkParams(150, 150, unit=unit)
+    appends = ["Intro\n\n````````````````````py\n"] + [f"a content line {k:02d}\n" for k in range(20)]
+    _check(params, appends, [False])

@@ -123,6 +123,19 @@ def _fence_body(line: str, fence: Fence) -> int:
     return body
 
 
+def _fenceless(text: str) -> bool:
+    """Whether ``text``, appended between any others that are :func:`_fenceless` too, holds no part of a run of three
+    backticks or tildes (so no line of it opens or closes a fence): none of two, none first or last. O(len(text))
+    in C."""
+    return "``" not in text and "~~" not in text and text[0] not in "`~" and text[-1] not in "`~"
+
+
+def _runless(line: str) -> bool:
+    """Whether ``line`` (the current line so far, before :func:`_fenceless` appends) holds no run of three backticks
+    or tildes: its end and theirs make none, so the line opens or closes no fence. O(len(line)) in C."""
+    return "```" not in line and "~~~" not in line
+
+
 class LineScanner:
     """Reads one text block's appends and raises the chunker's events (see the module docstring).
 
@@ -189,10 +202,15 @@ class LineScanner:
         self._refit()
         self._later: list[str] = []
         """Appends not read yet, in order (:meth:`append`): while the pending text, them included, ends before
-        ``_wait_at`` (shorter than ``min_chars`` and than half of ``max_chars``), reading them could not emit, cut,
-        move the window or change a length: they are read at once when that no longer holds, or when something reads
-        the pending text (:meth:`catch_up`). ``end`` and ``cum`` count them; ``_later_at`` is where they begin."""
+        ``_wait_at`` (shorter than ``min_chars`` and than half of ``max_chars``), or before ``_wait_far`` (shorter
+        than ``min_chars`` and fitting in ``max_chars`` with the open fence's closer) while none of them can open or
+        close a fence (each :func:`_fenceless`, the current line before them :func:`_runless`), reading them could
+        not emit, cut, move the window or change a length: they are read at once when that no longer holds, or when
+        something reads the pending text (:meth:`catch_up`). ``end`` and ``cum`` count them; ``_later_at`` is where
+        they begin."""
         self._later_at = (end, cum)
+        self._later_far = False
+        """Whether every append that waits is :func:`_fenceless` (then they wait up to ``_wait_far``)."""
         self._rs = ReaderState()
         self._inline = InlineScanner(regions.add)
         self.tend = self._tnonws = 0  # the time of the last event, and the units before its last non-space
@@ -210,7 +228,11 @@ class LineScanner:
         closer = fence.closer_units if fence is not None and fence.splittable else 0
         self._room = self._max - self.head_units + self.base_cum - closer
         self._emit_at = self._min - self.head_units + self.base_cum
-        self._wait_at = min(self._emit_at - 1, (self._max - 4) // 2 - self.head_units + self.base_cum)
+        # appends wait while the pending text ends before these (see _later): no break can emit before _emit_at and
+        # nothing overflows up to _room; half of max_chars leaves room for the closer of a fence that they may open
+        # (a closer is at most its opener line and a newline)
+        self._wait_far = min(self._emit_at - 1, self._room)
+        self._wait_at = min(self._wait_far, (self._max - 4) // 2 - self.head_units + self.base_cum)
 
     def _new_line(self) -> None:
         self._lpos = self._store.cur_pos
@@ -235,16 +257,38 @@ class LineScanner:
         Cost: O(1) for a small piece without a newline unless the pending text may no longer fit or a
         break may emit; else O(len(text)) plus the text emitted.
         """
-        if self._later:  # earlier appends wait to be read: this one waits too, or they are read with it
-            text = self._wait(text)
-            if not text:
+        later = self._later
+        if later:  # earlier appends wait to be read: this one waits too, or they are read with it (_later)
+            units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+            cum = self.cum + units
+            if self._later_far:  # they wait up to _wait_far while this one is _fenceless too (inlined: once an append)
+                far = "``" not in text and "~~" not in text and text[0] not in "`~" and text[-1] not in "`~"
+                self._later_far = far
+                waits = cum <= (self._wait_far if far else self._wait_at)
+            else:
+                waits = cum <= self._wait_at
+            later.append(text)
+            if waits:
+                self.end += len(text)
+                self.cum = cum
                 return
+            text = "".join(later)
+            later.clear()
+            self.end, self.cum = self._later_at
         nl = text.find("\n")
         if nl >= 0:
-            if self.cum < self._wait_at and self._waits and not self._p_blank and self._lr is None and not self._q_done:
+            if (
+                self.cum < self._wait_far
+                and self._waits
+                and not self._p_blank
+                and self._lr is None
+                and not self._q_done
+            ):
                 units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
-                if self.cum + units <= self._wait_at:  # nothing can happen yet: read it later
+                far = _fenceless(text) and (self.end == self._lpos or _runless(self._store.current()))
+                if self.cum + units <= (self._wait_far if far else self._wait_at):  # nothing can happen yet
                     self._later_at = (self.end, self.cum)
+                    self._later_far = far
                     self._later.append(text)
                     self.end += len(text)
                     self.cum += units
@@ -269,23 +313,6 @@ class LineScanner:
             self.cum += n
             if self.cum > self._room:
                 self._advance(False)
-
-    def _wait(self, text: str) -> str:
-        """Appends wait to be read (:attr:`_later`): ``text`` waits with them while the pending text stays within
-        :attr:`_wait_at` (returns ""), else they are taken out, to be read with it (returns them and ``text``,
-        joined; ``end`` and ``cum`` are back where their reading begins)."""
-        units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
-        later = self._later
-        if self.cum + units <= self._wait_at:
-            later.append(text)
-            self.end += len(text)
-            self.cum += units
-            return ""
-        later.append(text)
-        text = "".join(later)
-        later.clear()
-        self.end, self.cum = self._later_at
-        return text
 
     def catch_up(self) -> None:
         """Read the appends that wait (:meth:`append`): before anything reads the pending text or ends the block."""
