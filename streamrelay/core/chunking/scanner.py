@@ -210,6 +210,9 @@ class LineScanner:
         they begin."""
         self._later_at = (end, cum)
         self._later_far = False
+        self._later_src = False
+        """Whether the appends that wait are read in the shared text when they are read (then ``_later`` keeps only
+        the first of them, to say that some wait: a waiting answer is not kept twice)."""
         """Whether every append that waits is :func:`_fenceless` (then they wait up to ``_wait_far``)."""
         self._rs = ReaderState()
         self._inline = InlineScanner(regions.add)
@@ -267,12 +270,17 @@ class LineScanner:
                 waits = cum <= (self._wait_far if far else self._wait_at)
             else:
                 waits = cum <= self._wait_at
-            later.append(text)
             if waits:
+                if not self._later_src:
+                    later.append(text)
                 self.end += len(text)
                 self.cum = cum
                 return
-            text = "".join(later)
+            if self._later_src:
+                text = self._store.appended(self._later_at[0], self.end + len(text))
+            else:
+                later.append(text)
+                text = "".join(later)
             later.clear()
             self.end, self.cum = self._later_at
         nl = text.find("\n")
@@ -289,6 +297,7 @@ class LineScanner:
                 if self.cum + units <= (self._wait_far if far else self._wait_at):  # nothing can happen yet
                     self._later_at = (self.end, self.cum)
                     self._later_far = far
+                    self._later_src = self._store.shared
                     self._later.append(text)
                     self.end += len(text)
                     self.cum += units
@@ -318,7 +327,7 @@ class LineScanner:
         """Read the appends that wait (:meth:`append`): before anything reads the pending text or ends the block."""
         later = self._later
         if later:
-            text = "".join(later)
+            text = self._store.appended(self._later_at[0], self.end) if self._later_src else "".join(later)
             later.clear()
             self.end, self.cum = self._later_at
             self._add_lines(text, text.find("\n"))

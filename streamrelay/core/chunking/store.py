@@ -123,6 +123,12 @@ class TextStore:
         """True while complete lines are read from a shared source (:meth:`share`)."""
         return self._src is not None
 
+    def appended(self, a: int, b: int) -> str:
+        """The appended text between absolute positions ``a`` and ``b``, read in the shared source (only while
+        :attr:`shared`; ``b`` not past what was appended). O(b - a)."""
+        assert self._src is not None
+        return self._src.slice(a + self._off, b + self._off)
+
     def _unshare(self) -> None:
         """Keep the complete lines' texts from now on (the chunker's text leaves the shared one)."""
         lo = self.lo
