@@ -1,6 +1,6 @@
 """Chunker benchmark (issue 13, item 4): speed, growth and chunk quality, beside a naive baseline.
 
-Run: ``uv run python bench/bench_chunker.py [--repeat N] [--sizes 1,10,100] [--quick] [--memory] [--chunker M]``
+Run: ``uv run python bench/bench_chunker.py [--repeat N] [--sizes 1,10,100] [--quick] [--memory] [--cpu] [--chunker M]``
 
 Input: the recorded 8.5k-character Markdown answer (the ``text_delta`` texts of
 tests/streams/anthropic/markdown-long-fences.jsonl, joined), repeated x1, x10 and x100 (joined with a blank
@@ -13,7 +13,8 @@ modules with the same API to measure beside it), and
 :class:`NaiveChunker`, the baseline: a Python buffer that rescans itself for its last paragraph break on every
 append (its whole-text growth is quadratic: each cut copies the rest of the buffer).
 
-Columns: ``ms`` the median wall time (``time.perf_counter``) of ``--repeat`` runs; ``M ch/s`` millions of
+Columns: ``ms`` the median wall time (``time.perf_counter``; with ``--cpu`` the process's CPU time,
+``time.process_time``, which waiting for a shared core does not count) of ``--repeat`` runs; ``M ch/s`` millions of
 characters per second; ``ns/ev`` nanoseconds per append; ``growth`` the time per character against the size
 ten times smaller at the same δ (1.0: linear); quality: ``para`` the chunks ending at a paragraph break among
 those whose window (the ``max_chars`` characters from the chunk's start in the text) held one outside fences,
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -65,6 +67,9 @@ GOALS = (
 
 Factory = Callable[[ChunkParams], StreamChunker]
 
+CLOCK: Callable[[], float] = time.perf_counter
+"""The clock of the timed runs: wall time, or the process's CPU time with ``--cpu``."""
+
 
 def module_factory(module: ModuleType) -> Factory:
     """A factory of ``module.Chunker`` (``core.chunking`` or ``core.chunking``), given parameters of either."""
@@ -100,16 +105,17 @@ def split(text: str, size: int | None) -> list[str]:
 
 
 def feed(factory: Factory, params: ChunkParams, appends: Sequence[str]) -> tuple[float, list[str]]:
-    """One run: wall seconds to append everything and force the drain, and the chunks."""
+    """One run: seconds (:data:`CLOCK`) to append everything and force the drain, and the chunks."""
     chunker = factory(params)
     append = chunker.append
     out: list[str] = []
     extend = out.extend
-    started = time.perf_counter()
+    clock = CLOCK
+    started = clock()
     for piece in appends:
         extend(append(piece))
     extend(chunker.drain(force=True))
-    return time.perf_counter() - started, out
+    return clock() - started, out
 
 
 def peak_kib(factory: Factory, params: ChunkParams, appends: Sequence[str]) -> float:
@@ -230,6 +236,18 @@ def verdict(rows: Sequence[Row], chunker: str) -> str:
     return f"{chunker}: " + "; ".join(parts)
 
 
+def against_naive(rows: Sequence[Row], chunker: str) -> str:
+    """One line: ``chunker``'s speed at 64 characters per append over the naive baseline's, per parameter set and
+    size (the issue's goal: at least 8 times)."""
+    naive = {(r.params, r.size): r.mchars_s for r in rows if r.chunker == "naive baseline" and r.delta == "64"}
+    parts = [
+        f"{r.params} x{r.size} x{r.mchars_s / naive[(r.params, r.size)]:.2f}"
+        for r in rows
+        if r.chunker == chunker and r.delta == "64" and naive.get((r.params, r.size))
+    ]
+    return f"{chunker} over the naive baseline at 64/append (goal: x8 or more): " + ", ".join(parts)
+
+
 def measure(chunkers: dict[str, Factory], base: str, sizes: Sequence[int], repeat: int, memory: bool) -> list[Row]:
     """Every chunker x parameter set x size x δ, in table order; growth filled in against size / 10."""
     rows: list[Row] = []
@@ -272,6 +290,12 @@ def measure(chunkers: dict[str, Factory], base: str, sizes: Sequence[int], repea
     return rows
 
 
+def load() -> str:
+    """The machine's load average (1, 5, 15 minutes) and its cores, to print beside the figures."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure and print the table, the goals and each chunker's verdict. Returns the exit status (0)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -280,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sizes 1,10 and one run per row")
     parser.add_argument("--memory", action="store_true", help="one more run per row under tracemalloc: peak KiB")
     parser.add_argument("--head", type=int, default=0, help="use only the first N characters of the answer")
+    parser.add_argument("--cpu", action="store_true", help="time the process's CPU time, not wall time")
     parser.add_argument("--no-baseline", action="store_true", help="measure the project's chunker only")
     parser.add_argument(
         "--chunker",
@@ -287,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the chunker module(s) to measure, e.g. core.chunking,core.chunking ({CHUNKER.__name__})",
     )
     args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.cpu else time.perf_counter
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     repeat = args.repeat
     if args.quick:
@@ -298,16 +325,20 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_baseline:
         chunkers["naive baseline"] = NaiveChunker
     print(f"input: {STREAM.relative_to(ROOT)} ({len(base):,} chars) x{', x'.join(map(str, sizes))}; ", end="")
-    print(f"median of {repeat}; Python {sys.version.split()[0]}")
+    print(f"median of {repeat}, {'CPU' if args.cpu else 'wall'} time; Python {sys.version.split()[0]}; {load()}")
     for label, params in PARAMS.items():
         print(
             f"  {label}: ChunkParams({params.min_chars}, {params.max_chars}, {params.break_preference}, {params.unit})"
         )
     rows = measure(chunkers, base, sizes, max(1, repeat), args.memory)
     print(format_table(rows))
+    print(f"after: {load()}")
     print(GOALS)
     for name in chunkers:
         print(verdict(rows, name))
+    for name in chunkers:
+        if name != "naive baseline" and "naive baseline" in chunkers:
+            print(against_naive(rows, name))
     return 0
 
 

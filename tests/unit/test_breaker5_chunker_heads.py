@@ -102,6 +102,13 @@ PARAMS = st.sampled_from(
 )
 
 
+def _general_path_only(mp: pytest.MonkeyPatch) -> None:
+    """Turn the scanner's whole-line fast paths off: the one-line path (``_fast_line``: marker lines by one match) and
+    the loop over ordinary lines (``_ordinary``: lines read in one loop as ``_fast_line`` would read them)."""
+    mp.setattr(LineScanner, "_fast_line", lambda self, line, units: False)
+    mp.setattr(LineScanner, "_ordinary", False)
+
+
 def _chunks(params: ChunkParams, text: str, size: int) -> list[str]:
     chunker = Chunker(params)
     got: list[str] = []
@@ -117,7 +124,7 @@ def test_marker_lines_chunk_as_the_general_path(text: str, params: ChunkParams) 
     for size in (len(text), 1, 7, 64):
         fast = _chunks(params, text, size)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(LineScanner, "_fast_line", lambda self, line, units: False)
+            _general_path_only(mp)
             general = _chunks(params, text, size)
         assert fast == general, size
 
@@ -159,7 +166,7 @@ def test_a_star_thematic_break_chunks_as_the_general_path() -> None:
         for params in (ChunkParams(1, 30), ChunkParams(10, 60)):
             fast = _chunks(params, text, len(text))
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(LineScanner, "_fast_line", lambda self, line, units: False)
+                _general_path_only(mp)
                 general = _chunks(params, text, len(text))
             assert fast == general, (text, params)
 

@@ -149,7 +149,7 @@ class Chunker:
     def _drain_block(self) -> None:
         """End the text block: emit everything pending and start afresh (:meth:`drain` with ``force``)."""
         scan = self._scan
-        scan.end_block()
+        scan.end_block()  # (appends waiting to be read are read first)
         self._cutter.emit(scan.head + self._slice(scan.base, scan.end), scan.ctx_w, -1 if scan.head else scan.base)
         self._new_block(scan.end, scan.cum)
 
@@ -162,6 +162,7 @@ class Chunker:
         content. Cost O(len(pending)).
         """
         scan = self._scan
+        scan.catch_up()
         return dedent(scan.head + self._slice(scan.base, scan.end), scan.ctx_w)
 
     def pending_range(self) -> tuple[str, int, int, tuple[int, ...], int]:

@@ -200,8 +200,10 @@ class Cutter:
         whitespace and trailing quoted lines with no content dropped; nothing when that leaves no text.
         ``start``: the absolute position ``text`` is read from when it is exactly the text from there (-1: it is
         not); the chunk, a start of it, is then a range of the text (``starts``)."""
-        text = _TRAILING_MARKERS.sub("", dedent(text, widths).rstrip(_WS)).rstrip(_WS)
-        if text.strip():
+        text = dedent(text, widths).rstrip(_WS)
+        if text.endswith(">"):  # only then can quoted lines with no content end it (never a scan of the chunk)
+            text = _TRAILING_MARKERS.sub("", text).rstrip(_WS)
+        if text and not text.isspace():  # e.g. a lone U+3000 is whitespace that _WS does not strip
             self._out.append(text)
             self._starts.append(-1 if widths else start)
 

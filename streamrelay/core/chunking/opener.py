@@ -12,7 +12,7 @@ import re
 
 from streamrelay.core.chunking.lines import LIST_MARKER, Fence, LineRead, items_at, line_reach, list_base
 from streamrelay.core.chunking.params import ChunkParams
-from streamrelay.core.units import text_units
+from streamrelay.core.chunking.store import units_of
 
 __all__ = ["open_fence"]
 
@@ -32,14 +32,15 @@ def open_fence(line: str, lr: LineRead, lists: list[int], run_start: int, run_le
         run_start: index of its backtick or tilde run; run_len: the run's length.
         params: for ``max_chars`` and the unit the markers are counted in.
     """
-    unit, max_chars = params.unit, params.max_chars
+    max_chars = params.max_chars
+    utf16 = params.unit == "utf16"
     char = line[run_start]
     run_end = run_start + run_len
     raw = line[:run_start]
     info = line[run_end:].rstrip(_WS)
     run = char * run_len
     fence = Fence(char, run_len, 0, 0, 0)
-    prefix = LIST_MARKER.sub(_spaces, raw)
+    prefix = LIST_MARKER.sub(_spaces, raw) if raw else ""
     gt = prefix.rfind(">")
     if gt >= 0:
         fence.quote_prefix = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
@@ -48,13 +49,13 @@ def open_fence(line: str, lr: LineRead, lists: list[int], run_start: int, run_le
     fence.item_indent = list_base(lists, lr.quotes, lr.col)
     fence.items = items_at(lists, line_reach(line, run_start, False))  # the items around its quote markers too
     fence.closer = "\n" + prefix + run
-    fence.closer_units = text_units(fence.closer, unit)
+    fence.closer_units = units_of(fence.closer, utf16)
     full = prefix + run + info
-    cp_max = 2 if unit == "utf16" else 1
-    fence.reopen_full = not info or 2 * (text_units(full, unit) + 1 + fence.closer_units) <= max_chars
+    cp_max = 2 if utf16 else 1
+    fence.reopen_full = not info or 2 * (units_of(full, utf16) + 1 + fence.closer_units) <= max_chars
     fence.reopen = full if fence.reopen_full else prefix + run
     room = max_chars - fence.closer_units - 1 - cp_max
     fence.splittable = (
-        text_units(prefix + run, unit) <= room and text_units(raw + run + info, unit) + fence.closer_units <= max_chars
+        units_of(prefix + run, utf16) <= room and units_of(raw + run + info, utf16) + fence.closer_units <= max_chars
     )
     return fence

@@ -123,6 +123,19 @@ def _fence_body(line: str, fence: Fence) -> int:
     return body
 
 
+def _fenceless(text: str) -> bool:
+    """Whether ``text``, appended between any others that are :func:`_fenceless` too, holds no part of a run of three
+    backticks or tildes (so no line of it opens or closes a fence): none of two, none first or last. O(len(text))
+    in C."""
+    return "``" not in text and "~~" not in text and text[0] not in "`~" and text[-1] not in "`~"
+
+
+def _runless(line: str) -> bool:
+    """Whether ``line`` (the current line so far, before :func:`_fenceless` appends) holds no run of three backticks
+    or tildes: its end and theirs make none, so the line opens or closes no fence. O(len(line)) in C."""
+    return "```" not in line and "~~~" not in line
+
+
 class LineScanner:
     """Reads one text block's appends and raises the chunker's events (see the module docstring).
 
@@ -143,6 +156,12 @@ class LineScanner:
         fence: the open fence, or None.
     """
 
+    _ordinary = True
+    """Ordinary lines are read in one loop (:meth:`_add_lines`); tests turn it off to compare with the one-line
+    paths."""
+    _waits = True
+    """Appends wait to be read while nothing can happen (:attr:`_later`); tests turn it off."""
+
     def __init__(
         self,
         params: ChunkParams,
@@ -159,10 +178,12 @@ class LineScanner:
         self._utf16 = params.unit is LengthUnit.UTF16
         self._cp_max = 2 if self._utf16 else 1
         self._emit_ranks = EMIT_RANKS[params.break_preference]
+        self._emits = (R_LINE in self._emit_ranks, R_PARA in self._emit_ranks)  # by "the break holds a blank line"
         self._sentence = params.break_preference is BreakKind.SENTENCE
         self._store = store
         self._add = store.add
         self._breaks = breaks
+        self._add_break = breaks.add
         self._regions = regions
         self._cutter = cutter
         self.end = end
@@ -179,6 +200,20 @@ class LineScanner:
         self.fence: Fence | None = None
         self._room = 0
         self._refit()
+        self._later: list[str] = []
+        """Appends not read yet, in order (:meth:`append`): while the pending text, them included, ends before
+        ``_wait_at`` (shorter than ``min_chars`` and than half of ``max_chars``), or before ``_wait_far`` (shorter
+        than ``min_chars`` and fitting in ``max_chars`` with the open fence's closer) while none of them can open or
+        close a fence (each :func:`_fenceless`, the current line before them :func:`_runless`), reading them could
+        not emit, cut, move the window or change a length: they are read at once when that no longer holds, or when
+        something reads the pending text (:meth:`catch_up`). ``end`` and ``cum`` count them; ``_later_at`` is where
+        they begin."""
+        self._later_at = (end, cum)
+        self._later_far = False
+        self._later_src = False
+        """Whether the appends that wait are read in the shared text when they are read (then ``_later`` keeps only
+        the first of them, to say that some wait: a waiting answer is not kept twice)."""
+        """Whether every append that waits is :func:`_fenceless` (then they wait up to ``_wait_far``)."""
         self._rs = ReaderState()
         self._inline = InlineScanner(regions.add)
         self.tend = self._tnonws = 0  # the time of the last event, and the units before its last non-space
@@ -190,10 +225,17 @@ class LineScanner:
 
     def _refit(self) -> None:
         """``_room``: the largest ``cum`` at which the pending text still fits with room for the open
-        fence's closer (kept up to date wherever the window or the fence changes)."""
+        fence's closer, and ``_emit_at``: the smallest ``cum`` before a break that lets it emit (kept up to date
+        wherever the window or the fence changes)."""
         fence = self.fence
         closer = fence.closer_units if fence is not None and fence.splittable else 0
         self._room = self._max - self.head_units + self.base_cum - closer
+        self._emit_at = self._min - self.head_units + self.base_cum
+        # appends wait while the pending text ends before these (see _later): no break can emit before _emit_at and
+        # nothing overflows up to _room; half of max_chars leaves room for the closer of a fence that they may open
+        # (a closer is at most its opener line and a newline)
+        self._wait_far = min(self._emit_at - 1, self._room)
+        self._wait_at = min(self._wait_far, (self._max - 4) // 2 - self.head_units + self.base_cum)
 
     def _new_line(self) -> None:
         self._lpos = self._store.cur_pos
@@ -218,8 +260,48 @@ class LineScanner:
         Cost: O(1) for a small piece without a newline unless the pending text may no longer fit or a
         break may emit; else O(len(text)) plus the text emitted.
         """
+        later = self._later
+        if later:  # earlier appends wait to be read: this one waits too, or they are read with it (_later)
+            units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+            cum = self.cum + units
+            if self._later_far:  # they wait up to _wait_far while this one is _fenceless too (inlined: once an append)
+                far = "``" not in text and "~~" not in text and text[0] not in "`~" and text[-1] not in "`~"
+                self._later_far = far
+                waits = cum <= (self._wait_far if far else self._wait_at)
+            else:
+                waits = cum <= self._wait_at
+            if waits:
+                if not self._later_src:
+                    later.append(text)
+                self.end += len(text)
+                self.cum = cum
+                return
+            if self._later_src:
+                text = self._store.appended(self._later_at[0], self.end + len(text))
+            else:
+                later.append(text)
+                text = "".join(later)
+            later.clear()
+            self.end, self.cum = self._later_at
         nl = text.find("\n")
         if nl >= 0:
+            if (
+                self.cum < self._wait_far
+                and self._waits
+                and not self._p_blank
+                and self._lr is None
+                and not self._q_done
+            ):
+                units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+                far = _fenceless(text) and (self.end == self._lpos or _runless(self._store.current()))
+                if self.cum + units <= (self._wait_far if far else self._wait_at):  # nothing can happen yet
+                    self._later_at = (self.end, self.cum)
+                    self._later_far = far
+                    self._later_src = self._store.shared
+                    self._later.append(text)
+                    self.end += len(text)
+                    self.cum += units
+                    return
             self._add_lines(text, nl)
         elif (
             self._sentence
@@ -241,9 +323,19 @@ class LineScanner:
             if self.cum > self._room:
                 self._advance(False)
 
+    def catch_up(self) -> None:
+        """Read the appends that wait (:meth:`append`): before anything reads the pending text or ends the block."""
+        later = self._later
+        if later:
+            text = self._store.appended(self._later_at[0], self.end) if self._later_src else "".join(later)
+            later.clear()
+            self.end, self.cum = self._later_at
+            self._add_lines(text, text.find("\n"))
+
     def end_block(self) -> None:
         """The block ends: an opener line whose info string was not counted opened no fence, so it is
         text, cut where it no longer fits. The caller then emits what is pending (the forced drain)."""
+        self.catch_up()
         line = self._store.current()
         n = len(line)
         if self._lr is None or self._info_drop(line, n, self.cum - self._lcum == n)[0] >= n:
@@ -276,47 +368,6 @@ class LineScanner:
             and self.head_units + self._ws_cum - self.base_cum >= self._min
             and self._ws_start >= self.base
         )
-
-    def _add_lines(self, text: str, nl: int) -> None:
-        store, start = self._store, 0
-        bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
-        while nl >= 0:
-            piece = text[start:nl]
-            units = len(piece) if bmp else units_of(piece, True)
-            has_current = self.end > self._lpos  # the line so far holds text
-            if has_current and self._lr is None and not self._q_done:  # nothing of the line read yet
-                piece = store.take_current() + piece  # the line so far is end - _lpos code points, cum - _lcum units
-                units += self.cum - self._lcum
-                self.end, self.cum = self._lpos, self._lcum
-                has_current = False
-            if has_current:
-                store.add(piece)
-                self.end += len(piece)
-                self.cum += units
-                self._advance(True)
-                self._finish_line(store.current())
-            elif not self._fast_line(piece, units):
-                self._whole_line(piece, units)
-            start = nl + 1
-            nl = text.find("\n", start)
-        if start < len(text):  # the next line's beginning (as _add_partial, inlined: this runs once per append)
-            piece = text[start:]
-            self._add(piece)
-            n = len(piece)
-            self.end += n
-            self.cum += n if bmp else units_of(piece, True)
-            if (
-                self.cum > self._room
-                or (
-                    self._lr is None
-                    and self._ws_open
-                    and not self._ws_leading
-                    and self.head_units + self._ws_cum - self.base_cum >= self._min
-                    and self._ws_start >= self.base
-                )
-                or (self._sentence and self.head_units + self.cum - self.base_cum >= self._min)
-            ):
-                self._advance(False)
 
     # --- events inside a line -------------------------------------------------------------------------
 
@@ -733,6 +784,175 @@ class LineScanner:
             self._store.forget(self.base)
         self._lpos, self._lcum, self._q_done = self._store.cur_pos, self.cum, False
         return True
+
+    def _add_lines(self, text: str, nl: int) -> None:  # noqa: C901 (one frame: a call per line costs what it saves)
+        """Read ``text``, an append whose first newline is at ``nl``: its complete lines, then the next line's
+        beginning.
+
+        Ordinary lines are read in one loop, as :meth:`_fast_line` reads them, the state in locals (written back
+        once): outside fences, text that begins with a letter-like character, a plain bullet item (``- text``), text
+        that opens no item (:data:`_LINE_HEAD`) or an empty line; in a top-level fence, a content line; none of them
+        making the pending text overflow or completing a break that emits. Any other line goes to the one-line paths
+        (:meth:`_fast_line`, else :meth:`_whole_line`), as does every line while the pending text holds no text yet,
+        under a SENTENCE preference, inside a fence in a container, or with :attr:`_ordinary` off.
+        """
+        store = self._store
+        bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
+        start = 0
+        line = text[:nl]
+        units = nl if bmp else units_of(line, True)
+        if self.end > self._lpos:  # the line so far holds text
+            if self._lr is None and not self._q_done:  # nothing of it read yet: it is read whole
+                line = store.take_current() + line  # the line so far is end - _lpos code points, cum - _lcum units
+                units += self.cum - self._lcum
+                self.end, self.cum = self._lpos, self._lcum
+            else:  # it was read as it arrived
+                store.add(line)
+                self.end += nl
+                self.cum += units
+                self._advance(True)
+                self._finish_line(store.current())
+                start = nl + 1
+                nl = text.find("\n", start)
+                if nl >= 0:
+                    line = text[start:nl]
+                    units = nl - start if bmp else units_of(line, True)
+        rs, inline, add_break = self._rs, self._inline, self._add_break
+        while True:
+            fence = self.fence
+            ordinary = (
+                self._ordinary
+                and not self._p_blank
+                and not self._sentence
+                and (fence is None or not (fence.quote_depth or fence.item_indent))
+            )
+            room, base = self._room, self.base
+            emit_at, emits = self._emit_at, self._emits
+            end, cum = self.end, self.cum
+            ws_open, ws_start, ws_cum, ws_nl, ws_last = (
+                self._ws_open,
+                self._ws_start,
+                self._ws_cum,
+                self._ws_nl,
+                self._ws_last_nl,
+            )
+            ws_leading, prev_blank, lists = self._ws_leading, rs.prev_blank, rs.lists
+            at: list[int] = []  # the lines read, for the store (TextStore.push_lines)
+            texts: list[str] = []
+            metas: list[LineMeta] = []
+            while ordinary and nl >= 0:
+                n = len(line)
+                if cum + units > room:
+                    break
+                lr = None
+                if n:
+                    c = line[0]
+                    if fence is not None:
+                        if c in _SLOW_START:
+                            body = _fence_body(line, fence)
+                            if body < 0:
+                                break
+                        else:
+                            body = 0
+                    elif c in _SLOW_START:
+                        m = _LINE_HEAD.match(line)
+                        group = m.lastgroup if m else None
+                        if group == "simple":
+                            lr = _SIMPLE_ITEM_READ
+                        elif group != "text":
+                            break
+                    if ws_open:  # the break before the line completes
+                        if not ws_leading and ws_start >= base:
+                            para = ws_nl >= 2
+                            if fence is None:
+                                if ws_cum >= emit_at and emits[para]:
+                                    break  # it may emit
+                                add_break(R_PARA if para else R_LINE, ws_start, ws_last + 1, None)
+                            else:
+                                add_break(R_FPARA if para else R_FLINE, ws_start, ws_last + 1, fence)
+                        ws_open = False
+                    e = n if line[-1] not in _WS else len(line.rstrip(_WS))
+                    if fence is not None:
+                        fence.marks.append(end + body)
+                        meta: LineMeta = fence
+                    elif lr is None:
+                        if prev_blank and lists:
+                            lists = []
+                        if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
+                            inline.scan(line, 0, n, end)
+                        meta = None
+                    else:
+                        meta = lists
+                        if inline.code is not None or inline.links:
+                            inline.cancel()  # a list item begins: no span or link crosses it
+                        lists = lr.lists
+                        if _OPENS.search(line, 2):
+                            inline.scan(line, 2, n, end)
+                    prev_blank = False
+                    ws_open, ws_leading = True, False
+                    ws_start, ws_cum, ws_nl = end + e, cum + units - (n - e), 1
+                else:
+                    meta = fence
+                    if fence is None and (inline.code is not None or inline.links):
+                        inline.cancel()  # a blank line ends the paragraph: no span or link crosses it
+                    prev_blank = True
+                    if ws_open:
+                        ws_nl += 1
+                    else:
+                        ws_open, ws_leading = True, False
+                        ws_start, ws_cum, ws_nl = end, cum, 1
+                ws_last = end + n
+                at.append(end)
+                texts.append(line)
+                metas.append(meta)
+                end += n + 1
+                cum += units + 1
+                start = nl + 1
+                nl = text.find("\n", start)
+                if nl >= 0:
+                    line = text[start:nl]
+                    units = nl - start if bmp else units_of(line, True)
+            if at:
+                store.push_lines(at, texts, metas, cum)
+            self._lpos, self._lcum = end, cum
+            due = False
+            if nl < 0 and start < len(text):  # the next line's beginning (as _add_partial)
+                piece = text[start:]
+                self._add(piece)
+                end += len(piece)
+                cum += len(piece) if bmp else units_of(piece, True)
+                due = (
+                    cum > room
+                    or (  # its first characters may complete a break that emits (_prefix_due, of a kind that emits)
+                        ws_open
+                        and not ws_leading
+                        and ws_cum >= emit_at
+                        and ws_start >= base
+                        and fence is None
+                        and emits[ws_nl > 1]
+                    )
+                    or (self._sentence and self.head_units + cum - self.base_cum >= self._min)
+                )
+            self.end, self.cum = end, cum
+            self._ws_open, self._ws_start, self._ws_cum, self._ws_nl, self._ws_last_nl = (
+                ws_open,
+                ws_start,
+                ws_cum,
+                ws_nl,
+                ws_last,
+            )
+            self._ws_leading, rs.prev_blank, rs.lists = ws_leading, prev_blank, lists
+            if nl < 0:
+                if due:
+                    self._advance(False)
+                return
+            if not self._fast_line(line, units):  # a line the loop does not read
+                self._whole_line(line, units)
+            start = nl + 1
+            nl = text.find("\n", start)
+            if nl >= 0:
+                line = text[start:nl]
+                units = nl - start if bmp else units_of(line, True)
 
     def _head_line(self, line: str, units: int, m: re.Match[str]) -> bool:
         """A whole line outside fences that ``m`` (a :data:`_LINE_HEAD` match) found a list item or a fence opener

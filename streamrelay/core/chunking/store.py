@@ -10,13 +10,15 @@ counted from the characters outside the BMP seen so far (UTF-16: two units each)
 
 This is the chunker's one interface to the text itself (positions are absolute code point offsets from the stream's
 first appended character): writes are :meth:`TextStore.add`, :meth:`TextStore.take_current`,
-:meth:`TextStore.set_current` and :meth:`TextStore.push_line`; reads are :meth:`TextStore.current`,
-:meth:`TextStore.slice`, :meth:`TextStore.char_at`, :meth:`TextStore.cum_at`, :meth:`TextStore.line_at` and
-:meth:`TextStore.lines_from`; :meth:`TextStore.forget` releases what lies before the pending text.
+:meth:`TextStore.set_current`, :meth:`TextStore.push_line` and :meth:`TextStore.push_lines`; reads are
+:meth:`TextStore.current`, :meth:`TextStore.slice`, :meth:`TextStore.char_at`, :meth:`TextStore.cum_at`,
+:meth:`TextStore.line_at` and :meth:`TextStore.lines_from`; :meth:`TextStore.forget` releases what lies before the
+pending text.
 """
 
 from __future__ import annotations
 
+import codecs
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -41,11 +43,16 @@ class TextReader(Protocol):
     def slice(self, start: int, end: int) -> str: ...
 
 
+_UTF16 = codecs.getencoder("utf-16-le")
+"""The UTF-16 encoder itself: ``str.encode("utf-16-le")`` looks the codec up by name on every call (only UTF-8, Latin-1
+and ASCII are found without the lookup), several times the cost of encoding a short text."""
+
+
 def units_of(text: str, utf16: bool) -> int:
     """Length of ``text`` in code points, or in UTF-16 code units when ``utf16``."""
     if not utf16 or text.isascii():
         return len(text)
-    return len(text.encode("utf-16-le")) >> 1
+    return len(_UTF16(text)[0]) >> 1
 
 
 class TextStore:
@@ -116,6 +123,12 @@ class TextStore:
         """True while complete lines are read from a shared source (:meth:`share`)."""
         return self._src is not None
 
+    def appended(self, a: int, b: int) -> str:
+        """The appended text between absolute positions ``a`` and ``b``, read in the shared source (only while
+        :attr:`shared`; ``b`` not past what was appended). O(b - a)."""
+        assert self._src is not None
+        return self._src.slice(a + self._off, b + self._off)
+
     def _unshare(self) -> None:
         """Keep the complete lines' texts from now on (the chunker's text leaves the shared one)."""
         lo = self.lo
@@ -135,8 +148,9 @@ class TextStore:
 
     def take_current(self) -> str:
         """Remove the current line's text and return it (the caller adds it again, longer)."""
-        text = self.current()
-        self._parts.clear()
+        parts = self._parts
+        text = "".join(parts)  # the piece itself when there is one
+        parts.clear()
         return text
 
     def set_current(self, text: str) -> None:
@@ -165,6 +179,24 @@ class TextStore:
         self.cur_pos = end
         self.cur_cum = cum
 
+    def push_lines(self, starts: list[int], lines: list[str], meta: list[LineMeta], cum: int) -> None:
+        """Complete lines read at once (:meth:`push_line` for each, in one call): ``starts`` their positions (the
+        first at ``cur_pos``, each line followed by its newline), ``lines`` their texts, ``meta`` what a cut needs of
+        each, ``cum`` the units before the next line."""
+        pos, end = self.cur_pos, starts[-1] + len(lines[-1]) + 1
+        self.starts.extend(starts)
+        self.meta.extend(meta)
+        kept = self._lines
+        if kept is not None:
+            kept.extend(lines)
+        self._parts.clear()
+        if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
+            for at, line in zip(starts, lines, strict=True):
+                if not line.isascii():
+                    self._astral.extend(at + i for i, ch in enumerate(line) if ch > "\uffff")
+        self.cur_pos = end
+        self.cur_cum = cum
+
     def _line(self, k: int) -> str:
         """Complete line ``k``'s text, without its newline."""
         lines = self._lines
@@ -184,21 +216,11 @@ class TextStore:
         lines, starts = self._lines, self.starts
         assert lines is not None
         k = bisect_right(starts, a, self.lo) - 1
-        out = []
-        while True:
-            pos, text = starts[k], lines[k]
-            end = pos + len(text) + 1
-            if a == pos and end <= b:
-                out.append(text)
-                out.append("\n")
-            else:
-                piece = text[a - pos : b - pos]
-                out.append(piece)
-                if b >= end:
-                    out.append("\n")
-            if b <= end:
-                return "".join(out)
-            a, k = end, k + 1
+        j = bisect_right(starts, b - 1, k) - 1  # the line that holds the last character
+        at = starts[k]
+        if k == j:
+            return (lines[k] + "\n")[a - at : b - at]
+        return ("\n".join(lines[k : j + 1]) + "\n")[a - at : b - at]  # the lines are contiguous: one join
 
     def slice(self, a: int, b: int) -> str:
         """Text between absolute positions ``a`` and ``b`` (both inside the store; empty when ``a >= b``)."""
