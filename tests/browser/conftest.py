@@ -25,14 +25,17 @@ from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.run.relay import Relay
-from tests.contention import timeout_scale
+from tests.contention import timeout_scale, wait_scale
 
 INGEST_TOKEN = "browser-tests-ingest-secret"
 NO_CHROMIUM = "no Chromium on PATH: install Debian's chromium: apt-get install chromium"
-WAIT_MS = round(15_000 * timeout_scale())
+IDLE_WAIT_MS = 15_000
+WAIT_MS = round(IDLE_WAIT_MS * timeout_scale())
 """Playwright's timeout for one wait (a reconnect takes about 3 s: the EventSource's own retry delay), 15 s on an
 idle machine, scaled by its contention (:func:`tests.contention.timeout_scale`: Chromium renders N times slower on
-a machine running N times more work than it has cores)."""
+a machine running N times more work than it has cores). A page's own default is scaled again by the load when it
+opens (:func:`tests.contention.wait_scale`: a worker started at load 3 ran a page at load 30, whose 24 s wait for
+the end of a 4,000-character answer ran out)."""
 POLL_S = 0.05
 
 
@@ -162,7 +165,7 @@ async def browser(chromium: str) -> AsyncIterator[Browser]:
 async def live(web: WebStack, browser: Browser) -> AsyncIterator[LivePage]:
     """A fresh page (1280x900) in its own context; closed before the sidecar stops (no stream holds it open)."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(WAIT_MS)
+    context.set_default_timeout(max(WAIT_MS, round(IDLE_WAIT_MS * wait_scale())))
     try:
         yield LivePage(await context.new_page())
     finally:

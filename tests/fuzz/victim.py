@@ -1,16 +1,21 @@
 """A well-behaved run streaming through the fuzzed sidecar at the same time: its own client on its own thread, one
 delta per request at a steady pace, so the fuzzing lands between its lines. What a person sees of it at the end
-tells whether the hostile input next to it did any harm."""
+tells whether the hostile input next to it did any harm.
+
+Each fuzz module has its own sidecar and its own victim (:func:`streaming_beside`, its module's fixture), checked by
+the module's last test (:func:`check_unharmed`): the modules are groups of their own under xdist, spread over the
+workers (as one module, ~1,000 examples held one worker ~20 minutes on a loaded machine)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tests.fuzz.checks import run_path
-from tests.fuzz.conftest import client
+from tests.fuzz.conftest import FuzzStack, client
 from tests.fuzz.strategies import VICTIM_CHAT
 
 PACE_S = 0.1
@@ -83,3 +88,33 @@ class Victim:
         assert answer.status_code == 200, answer.text
         report: dict[str, object] = answer.json()
         return report
+
+
+def streaming_beside(stack: FuzzStack) -> Iterator[Victim]:
+    """A module fixture's body: a victim streaming through ``stack`` while the module's tests run; stopped at the
+    module's end (idempotent when its last test, :func:`check_unharmed`, did not run: ``-k``)."""
+    streaming = Victim(stack.url)
+    streaming.start()
+    yield streaming
+    streaming.finish()
+
+
+def check_unharmed(stack: FuzzStack, victim: Victim) -> None:
+    """Last in a fuzz module: the run that streamed beside the fuzzing shows its whole text, once.
+
+    Raises:
+        AssertionError: a request of the victim failed, it hardly streamed, or its text is not shown whole, once.
+    """
+    text = victim.finish()
+    # served, never starved: each of its requests answered 200 and accepted (a request the fuzzing held up past the
+    # client's hang guard, HANG_GUARD_S, is a failure here); how long the slowest took is printed, not bounded (no
+    # timing asserts: on a loaded machine any request may take seconds)
+    print(
+        f"\nthe victim streamed {len(victim.log.pieces)} pieces; its slowest request took {victim.log.slowest_s:.2f} s"
+    )
+    assert victim.log.failures == []
+    assert len(victim.log.pieces) > 20, "the victim hardly streamed: was the fuzzing running beside it?"
+    report = victim.report()
+    assert report["status"] == "delivered", report
+    shown = stack.visible(VICTIM_CHAT)
+    assert " ".join(shown).split() == text.split()

@@ -14,6 +14,7 @@ from streamrelay.adapters.redis import Attempt, RedisBudgets, SharedBucket, Shar
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.core.budgets.rate import Budget, BudgetScope
 from streamrelay.core.ports import CallKind
+from tests.contention import wait_scale
 
 
 async def test_a_burst_then_one_call_per_interval(client: Redis) -> None:
@@ -78,18 +79,21 @@ async def test_three_replicas_together_never_exceed_the_budget(clients: list[Red
 
 async def test_previews_leave_a_waiting_final_its_token(clients: list[Redis]) -> None:
     a, b = RedisBudgets(clients[0]), RedisBudgets(clients[1])
-    assert await a.acquire("chat", 4, 2) == 0.0
-    assert await a.acquire("chat", 4, 2) == 0.0  # empty now
-    wait = await a.acquire("chat", 4, 2, final=True, waiter="a:r1:0")  # a final must wait: it registers
+    # 4 tokens a second on an idle machine, fewer on a loaded one: the preview's attempt must come before a second
+    # token is back (at load 20-30 on 2 cores the 0.25 s between tokens passed between two commands)
+    rate = 4 / wait_scale()
+    assert await a.acquire("chat", rate, 2) == 0.0
+    assert await a.acquire("chat", rate, 2) == 0.0  # empty now
+    wait = await a.acquire("chat", rate, 2, final=True, waiter="a:r1:0")  # a final must wait: it registers
     assert wait > 0
     await asyncio.sleep(wait)
     # one token is back: replica b's preview may not take it while a's final waits...
-    preview = await b.attempt("chat", 4, 2, final=False)
+    preview = await b.attempt("chat", rate, 2, final=False)
     assert not preview.granted and preview.wait_s > 0
-    assert await b.delay("chat", 4, 2, final=True) == 0.0  # ...though a final could
-    assert await a.acquire("chat", 4, 2, final=True, waiter="a:r1:0") == 0.0  # the final goes first
-    await asyncio.sleep(await b.acquire("chat", 4, 2, final=False))
-    assert await b.acquire("chat", 4, 2, final=False) == 0.0  # no final waits any more
+    assert await b.delay("chat", rate, 2, final=True) == 0.0  # ...though a final could
+    assert await a.acquire("chat", rate, 2, final=True, waiter="a:r1:0") == 0.0  # the final goes first
+    await asyncio.sleep(await b.acquire("chat", rate, 2, final=False))
+    assert await b.acquire("chat", rate, 2, final=False) == 0.0  # no final waits any more
 
 
 async def test_a_withdrawn_or_lapsed_final_holds_no_preview_back(clients: list[Redis]) -> None:
@@ -107,10 +111,11 @@ async def test_a_withdrawn_or_lapsed_final_holds_no_preview_back(clients: list[R
 async def test_a_pause_holds_every_replica_and_only_grows(clients: list[Redis]) -> None:
     a, b = RedisBudgets(clients[0]), RedisBudgets(clients[1])
     assert await a.paused_for("tg:chat:1") == 0.0
-    await a.pause("tg:chat:1", 0.3)  # a 429 with retry_after 0.3 s on replica a
-    await a.pause("tg:chat:1", 0.01)  # a shorter one does not shorten it
+    scale = wait_scale()  # the pause outlasts the next commands on a loaded machine too (0.3 s did not at load 20-30)
+    await a.pause("tg:chat:1", 0.3 * scale)  # a 429 with retry_after 0.3 s on replica a
+    await a.pause("tg:chat:1", 0.01 * scale)  # a shorter one does not shorten it
     paused = await b.paused_for("tg:chat:1")
-    assert 0 < paused <= 0.3
+    assert 0 < paused <= 0.3 * scale
     wait = await b.acquire("tg:chat:1", 100, 5)
     assert 0 < wait <= paused  # replica b waits it out: nothing spent
     assert await b.acquire("tg:chat:1", 0, 1) > 0  # an unlimited budget honours the pause too

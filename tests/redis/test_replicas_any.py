@@ -14,6 +14,7 @@ import pytest
 
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
+from tests.contention import wait_scale
 from tests.redis.test_failover import TOKEN, _cluster, _owner, post_as_agent
 
 pytestmark = pytest.mark.timeout(180)
@@ -70,9 +71,11 @@ async def test_three_replicas_sending_for_one_bot_share_its_budget_no_429(
     (30 messages a second per bot): each replica's own bot budget would let 20 a second through, 60 together; the
     budget shared in Redis keeps all three at 20."""
     dry = DRY_RUN["telegram"]
+    scale = wait_scale()  # the waits below stretch with the load, as the test's timeout does
+    wait_s = min(600.0, 100 * scale)  # the sidecar waits 600 s at most
     async with (
         _cluster(tmp_path, redis_url, client, "final", rate_limits=True) as (mock, replicas),
-        httpx.AsyncClient(headers=AUTH, timeout=120) as http,
+        httpx.AsyncClient(headers=AUTH, timeout=120 * scale) as http,
     ):
         chats = [9000 + i for i in range(90)]
         answer = "Your refund of 49.99 EUR was approved today."
@@ -86,7 +89,7 @@ async def test_three_replicas_sending_for_one_bot_share_its_budget_no_429(
             ]
             posted = await post_as_agent(http, replicas.url(i % 3) + f"/v1/runs/{run}/events", _ndjson(run, *lines))
             assert posted.status_code == 200, posted.text
-            report = await http.get(replicas.url((i + 1) % 3) + f"/v1/runs/{run}", params={"wait_s": 100})
+            report = await http.get(replicas.url((i + 1) % 3) + f"/v1/runs/{run}", params={"wait_s": wait_s})
             assert report.status_code == 200, report.text
             return dict(report.json())
 

@@ -1,0 +1,63 @@
+"""Fuzzing the ingest contract over real HTTP (issue 12, item 7): valid runs, and bodies whose lines name their runs,
+posted to a real sidecar while a victim run streams through it. A valid run is taken whole; every body gets a 2xx or
+a 4xx that names the problem, never a 5xx, never a hang; reads of the runs never fail; the victim's answer shows once,
+whole.
+
+The tests of this module run in file order: the victim starts with the first and is checked by the last. The
+fuzzing of the ingest contract is four modules (test_ingest_fuzz*.py), each with its own sidecar and victim, so
+that xdist spreads them over its workers (tests/fuzz/victim.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.fuzz.checks import check_counted, close_and_read, fresh_run, post, run_path
+from tests.fuzz.conftest import FuzzStack, fuzz_settings
+from tests.fuzz.strategies import body, multi_run_bodies, valid_run_lines, with_runs
+from tests.fuzz.victim import Victim, check_unharmed, streaming_beside
+
+pytestmark = [
+    pytest.mark.timeout(240),
+    # A failing example of a huge line would be printed whole: hypothesis warns, and warnings are errors here.
+    pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def victim(fuzz_stack: FuzzStack) -> Iterator[Victim]:
+    """The well-behaved run streaming beside the fuzzing (checked by the module's last test)."""
+    yield from streaming_beside(fuzz_stack)
+
+
+@fuzz_settings(max_examples=150)
+@given(lines=valid_run_lines(), crlf=st.booleans())
+def test_a_valid_run_is_taken_whole(http: httpx.Client, victim: Victim, lines: list[bytes], crlf: bool) -> None:
+    run = fresh_run("v")
+    data = with_runs(body(lines, crlf=crlf), run)
+    answer = post(http, run_path(run, "/events"), data)
+    assert answer["status"] == 200, answer
+    check_counted(answer, data)
+    close_and_read(http, run)
+
+
+@fuzz_settings(max_examples=200)
+@given(template=multi_run_bodies())
+def test_lines_naming_their_runs_get_a_2xx_or_a_4xx_naming_the_problem(
+    http: httpx.Client, victim: Victim, template: bytes
+) -> None:
+    run, other = fresh_run("m"), fresh_run("m")
+    data = with_runs(template, run, other)
+    answer = post(http, "/v1/events", data)
+    check_counted(answer, data)
+    close_and_read(http, run, other)
+
+
+def test_the_victim_run_was_not_affected(fuzz_stack: FuzzStack, victim: Victim) -> None:
+    """Last in the module: the run that streamed beside the fuzzing shows its whole text, once."""
+    check_unharmed(fuzz_stack, victim)
