@@ -75,6 +75,12 @@ HARD_TIMEOUT_FACTOR = 3.0
 HARD_TIMEOUT_EXTRA_S = 60.0
 """aiogram's (aiohttp's) own per-request timeout is ``send_timeout_s`` times :data:`HARD_TIMEOUT_FACTOR` plus this: a
 cap for a loop stalled for long; the timeout that counts is :class:`~adapters.deadline.SendDeadline`'s."""
+CONNECTIONS = 32
+"""HTTP connections the bot's session opens at most (aiogram's default is 100): a call finds one free or waits for one
+(a call not written within ``send_timeout_s`` is not sent: :class:`~adapters.deadline.SendDeadline`). Each kept-alive
+connection holds its buffers and objects (about 1.8 KB of Python objects beside the kernel's socket buffers,
+bench/bench_memory.py); the bot's own budget is 25 calls a second (``per_bot``, :mod:`adapters.telegram.platform`), so
+32 at once, each taking up to a second, keep up with it."""
 MAX_DRAFT_ID = 2**31 - 1
 MAX_ID_BITS = 52
 """Telegram's ids have "at most 52 significant bits" (https://core.telegram.org/bots/api#chat)."""
@@ -144,7 +150,10 @@ class TelegramAdapter:
         self._bot_id = extract_bot_id(token)
         secret = token.partition(":")[2]
         self._scrub = Scrubber(token, secret)
-        session_args: dict[str, Any] = {"timeout": send_timeout_s * HARD_TIMEOUT_FACTOR + HARD_TIMEOUT_EXTRA_S}
+        session_args: dict[str, Any] = {
+            "timeout": send_timeout_s * HARD_TIMEOUT_FACTOR + HARD_TIMEOUT_EXTRA_S,
+            "limit": CONNECTIONS,
+        }
         if base_url is not None:
             session_args["api"] = TelegramAPIServer.from_base(base_url)
         self._bot = Bot(token, session=TelegramSession(**session_args))

@@ -461,6 +461,8 @@ class DeliveryMachine:
             if slot.desired_kept is text:
                 slot.desired_kept = pinned[1]
             slot.pinned = None
+        elif self._is_desired_range(slot, text):  # the part keeps its desired range (a frozen part): shown is it
+            slot.shown_kept = slot.desired_kept
         else:
             slot.shown = text
         self.last_visible_at = self._clock.now()
@@ -471,6 +473,13 @@ class DeliveryMachine:
         slot.attempts, slot.failing_since, slot.error = 0, None, None
         if slot.shows_desired():
             slot.state = PartState.ACKED
+
+    @staticmethod
+    def _is_desired_range(slot: Slot, text: str) -> bool:
+        """True when the part keeps what it should show as a range of the answer and ``text`` is exactly it. O(1)
+        unless the lengths match, then O(its length)."""
+        kept = slot.desired_kept
+        return kept.__class__ is not str and len(kept) == len(text) and slot.desired == text
 
     def _settled(self, op: Op, settlement: Settlement) -> Outcome:
         """What the platform said of the part's unsettled create (module docstring). A bounded settle (the part

@@ -50,6 +50,7 @@ from streamrelay.core.ports import CallKind, ChannelAdapter, NativeStreaming, St
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import PartState
 from streamrelay.core.tasks import stop
+from streamrelay.core.text.buffer import Pinned
 from streamrelay.core.wake import Wake
 
 _log = logging.getLogger("streamrelay.delivery")
@@ -57,6 +58,10 @@ _log = logging.getLogger("streamrelay.delivery")
 _QUIET = frozenset({Outcome.ACK, Outcome.RATE_LIMITED})
 """Outcomes not worth a log line (429s show in the report and the live page; acks are the normal case)."""
 _GIVEN_UP = frozenset({Outcome.FAILED, Outcome.UNKNOWN})
+_SHOWS_TEXT = frozenset(
+    {OpKind.SEND, OpKind.EDIT, OpKind.STREAM_START, OpKind.STREAM_UPDATE, OpKind.STREAM_REFRESH, OpKind.STREAM_FINISH}
+)
+"""The calls whose done makes the part show the call's own text."""
 """Outcomes that give a part up (it is not sent again; the report shows it failed, or possibly twice): a warning."""
 
 __all__ = ["DeliveryFeed", "Reconciler", "Slot", "same_render"]
@@ -290,9 +295,15 @@ class Reconciler:
         slot, book = op.slot, self.book
 
         def apply(result: CallResult) -> tuple[PartRecord, str, str]:
+            before = slot.shown_kept
             outcome, detail, retry_after_s = machine.apply(op, result)
             decision.append((outcome, detail, retry_after_s))
-            return book.record(slot), str(outcome), detail
+            # Done, a part that keeps a range of the answer shows the call's text: that string (alive until the ledger
+            # has the outcome) is what the record shows, not a second copy built from the range (4 bytes a character
+            # when the part holds an emoji).
+            kept = slot.shown_kept
+            sent = op.text if kept is not before and isinstance(kept, Pinned) and op.kind in _SHOWS_TEXT else None
+            return book.record(slot, sent), str(outcome), detail
 
         intent = machine.intent_for(op)
         await self.executor.perform(call, final=self.finalizing, intent=intent, apply=apply, grant=grant)

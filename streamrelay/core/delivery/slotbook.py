@@ -244,10 +244,11 @@ class SlotBook:
         self.assign(slot, text)
 
     def pin_text(self, slot: Slot, text: str, pin: Pinned) -> None:
-        """``slot``'s desired ``text`` (just set) is exactly ``pin``, a range of the run's answer: once a call showed
-        it, the part keeps the range instead of the string (:attr:`Slot.pinned`; a frozen preview part). O(1)."""
+        """``slot``'s desired ``text`` (just set) is exactly ``pin``, a range of the run's answer: the part keeps the
+        range instead of the string from now on (a frozen preview part: its text is built again when its call is due,
+        and the string the chunker cut is not kept meanwhile, 4 bytes a character when it holds an emoji). O(1)."""
         if slot.desired_kept is text and pin.length == len(text) and text.strip():
-            slot.pinned = (text, pin)
+            slot.desired_kept, slot.pinned = pin, None
 
     def _every_state(self) -> bool:
         return self.throttle_s == 0 and not self.finalizing and not self.catching_up
@@ -335,15 +336,22 @@ class SlotBook:
         """Every part, in order, with the creates that could not be settled (uncertain) first."""
         return [o.report() for o in self.orphans] + [self.record(s).report() for s in self.slots]
 
-    def record(self, slot: Slot) -> PartRecord:
-        """``slot`` as the ledger keeps it."""
+    def record(self, slot: Slot, shown: str | None = None) -> PartRecord:
+        """``slot`` as the ledger keeps it. ``shown``: the string of what the part shows when the caller holds one
+        (the text of the call that was just done, which the part keeps as a range of the answer): used as is, so no
+        second copy of the text is built from the range (O(its length) and, with one emoji in it, 4 bytes a
+        character); None: built from the part."""
+        if slot.message_id is None and slot.uncertain_text is not None:
+            shown = slot.uncertain_text
+        elif shown is None or len(shown) != len(slot.shown_kept or ""):
+            shown = slot.shown
         return PartRecord(
             run=self.run,
             slot=slot.index,
             role=slot.role,
             state=slot.state,
             message_id=slot.message_id,
-            shown=slot.shown if slot.message_id is not None or slot.uncertain_text is None else slot.uncertain_text,
+            shown=shown,
             degraded=slot.degraded,
             error=slot.error or slot.cut,
             streaming=slot.streaming,

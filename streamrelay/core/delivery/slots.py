@@ -238,8 +238,9 @@ class Slot:
     """The part's key in the ledger (its position is its place in the reconciler's list)."""
     role: SlotRole
     desired_kept: str | Pinned = ""
-    """What it should show (:attr:`desired`): a string, or once a call showed it, its range of the run's answer
-    (:class:`core.text.buffer.Pinned`: the part holds no copy of the text between its calls)."""
+    """What it should show (:attr:`desired`): a string, or its range of the run's answer
+    (:class:`core.text.buffer.Pinned`: the part holds no copy of the text between its calls) once a call showed it,
+    or at once for a frozen part whose text is exactly one (:meth:`core.delivery.slotbook.SlotBook.pin_text`)."""
     fmt: TextFormat = TextFormat.PLAIN
     message_id: str | None = None
     shown_kept: str | Pinned | None = None
