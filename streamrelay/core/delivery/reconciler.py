@@ -58,11 +58,11 @@ _log = logging.getLogger("streamrelay.delivery")
 _QUIET = frozenset({Outcome.ACK, Outcome.RATE_LIMITED})
 """Outcomes not worth a log line (429s show in the report and the live page; acks are the normal case)."""
 _GIVEN_UP = frozenset({Outcome.FAILED, Outcome.UNKNOWN})
+"""Outcomes that give a part up (it is not sent again; the report shows it failed, or possibly twice): a warning."""
 _SHOWS_TEXT = frozenset(
     {OpKind.SEND, OpKind.EDIT, OpKind.STREAM_START, OpKind.STREAM_UPDATE, OpKind.STREAM_REFRESH, OpKind.STREAM_FINISH}
 )
 """The calls whose done makes the part show the call's own text."""
-"""Outcomes that give a part up (it is not sent again; the report shows it failed, or possibly twice): a warning."""
 
 __all__ = ["DeliveryFeed", "Reconciler", "Slot", "same_render"]
 
