@@ -154,6 +154,25 @@ def test_a_live_part_keeps_its_range_of_the_answer_once_shown_not_a_string() -> 
     assert (slot.desired, slot.shown, slot.settled()) == ("Bye", "Hello 🙂 world", False)
 
 
+def test_a_frozen_part_keeps_its_range_at_once_and_its_record_shows_the_calls_own_text() -> None:
+    """A frozen preview part whose text is exactly a range of the answer keeps the range from the moment it is set
+    (not the chunker's cut string until a call showed it); its done send shows that range, and the ledger record is
+    given the call's own string (no second copy built from the range); a string of another length is not used."""
+    m, slot = machine()
+    answer = TextAssembler()
+    answer.apply(None, 0, TextMode.DELTA, "Hello 🙂 world. And more")
+    text = "Hello 🙂 world."
+    m.book.set_text(slot, text)
+    m.book.pin_text(slot, text, answer.view().pin(0, len(text)))
+    assert isinstance(slot.desired_kept, Pinned) and slot.desired == text
+    op = Op(slot, OpKind.SEND, slot.desired, 0.0)
+    m.call_for(op)
+    assert m.apply(op, Done("m9"))[0] is Outcome.ACK
+    assert slot.shown_kept is slot.desired_kept and (slot.shown, slot.message_id) == (text, "m9")
+    assert m.book.record(slot, op.text).shown is op.text
+    assert m.book.record(slot, "other").shown == text
+
+
 def test_done_stream_start_opens_a_stream() -> None:
     m, slot = machine(native=True)
     op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
