@@ -112,6 +112,9 @@ def test_a_cut_inside_list_markers_not_decided_yet_keeps_its_space_whatever_the_
         assert chunk_text("1. - - a", params) == ["1.", " -", " -", " a"]
         assert feed(params, list("1. - - a")) == ["1.", " -", " -", " a"]
         assert feed(params, list("1. - - - a")) == chunk_text("1. - - - a", params)
+    # in a block quote: the markers given back are the same (``>`` then an item's marker: "> ", too long for 3)
+    params = ChunkParams(1, 3)
+    assert chunk_text(">- -1", params) == feed(params, list(">- -1")) == [">-", "-1"]
 
 
 # --- delta invariance over a raw alphabet -----------------------------------------------------------------

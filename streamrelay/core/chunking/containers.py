@@ -27,6 +27,7 @@ NO_CONTEXT: Context = ((), "")
 
 _QUOTES = re.compile(r"(?:[ ]{0,3}>[ ]?)*")
 _FENCE_FIRST = re.compile(r"[ ]{0,3}(?:```|~~~)")
+_CONFIRMED_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?=[ \t])")
 
 
 def _spaces(m: re.Match[str]) -> str:
@@ -44,7 +45,8 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
         ``(content columns of the items it starts in, block quote markers to give back)``; only characters before
         ``idx`` (and the line's prefix when ``idx`` is past it) decide it. A prefix not decided yet (``lr`` OPEN:
         ``- -`` may be two list markers or a thematic break) holds ``idx`` past it as it would hold it inside:
-        the items are those before the line (so a chunk read whole, whose prefix is known, gets the same items).
+        the items are those before the line and the quote markers are read up to ``idx`` with the list markers a
+        space already confirms (so a chunk read whole, whose prefix is known, gets the same context).
     """
     if lr.kind == FLINE and fence is not None:
         return fence.items, fence.quote_prefix
@@ -56,7 +58,10 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
     undecided = not inside and lr.kind == OPEN  # past what decides the prefix so far: inside it too
     quote = ""
     if lr.quotes:
-        prefix = LIST_MARKER.sub(_spaces, line[: idx if inside else lr.start])
+        if undecided:  # the markers a space or tab already confirms (as the whole line will read them)
+            prefix = _CONFIRMED_MARKER.sub(_spaces, line[:idx])
+        else:
+            prefix = LIST_MARKER.sub(_spaces, line[: idx if inside else lr.start])
         gt = prefix.rfind(">")
         if gt >= 0:
             quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
