@@ -115,6 +115,8 @@ def test_a_cut_inside_list_markers_not_decided_yet_keeps_its_space_whatever_the_
     # in a block quote: the markers given back are the same (``>`` then an item's marker: "> ", too long for 3)
     params = ChunkParams(1, 3)
     assert chunk_text(">- -1", params) == feed(params, list(">- -1")) == [">-", "-1"]
+    params = ChunkParams(1, 2)  # fed, the cut after ">-" gave ">" back before " -" (a chunk ">" alone)
+    assert chunk_text(">- -11", params) == feed(params, list(">- -11")) == [">-", " -", "11"]
 
 
 # --- delta invariance over a raw alphabet -----------------------------------------------------------------

@@ -58,8 +58,8 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
     undecided = not inside and lr.kind == OPEN  # past what decides the prefix so far: inside it too
     quote = ""
     if lr.quotes:
-        if undecided:  # the markers a space or tab already confirms (as the whole line will read them)
-            prefix = _CONFIRMED_MARKER.sub(_spaces, line[:idx])
+        if undecided:  # the markers a space or tab already confirms (the character at idx is known at a cut)
+            prefix = _CONFIRMED_MARKER.sub(_spaces, line[: idx + 1])[:idx]
         else:
             prefix = LIST_MARKER.sub(_spaces, line[: idx if inside else lr.start])
         gt = prefix.rfind(">")
