@@ -103,6 +103,22 @@ def test_scan_fences_reads_fences_as_commonmark_and_as_the_chunker() -> None:
     assert scan_fences("~~~~\n~~~\n~~~~").markers == [0, 2]
 
 
+def test_a_cut_inside_list_markers_not_decided_yet_keeps_its_space_whatever_the_split() -> None:
+    """A last-resort cut beside whitespace inside ``- -`` (nested markers or a thematic break: not decided
+    until ``a`` arrives) starts a chunk in the line's prefix: no item is dedented there, whole or fed one
+    character at a time (fed, the space before the third ``-`` was dropped as an item's indentation)."""
+    for unit, kind, lo in itertools.product(LengthUnit, BreakKind, (1, 2)):
+        params = ChunkParams(lo, 2, kind, unit)
+        assert chunk_text("1. - - a", params) == ["1.", " -", " -", " a"]
+        assert feed(params, list("1. - - a")) == ["1.", " -", " -", " a"]
+        assert feed(params, list("1. - - - a")) == chunk_text("1. - - - a", params)
+    # in a block quote: the markers given back are the same (``>`` then an item's marker: "> ", too long for 3)
+    params = ChunkParams(1, 3)
+    assert chunk_text(">- -1", params) == feed(params, list(">- -1")) == [">-", "-1"]
+    params = ChunkParams(1, 2)  # fed, the cut after ">-" gave ">" back before " -" (a chunk ">" alone)
+    assert chunk_text(">- -11", params) == feed(params, list(">- -11")) == [">-", " -", "11"]
+
+
 # --- delta invariance over a raw alphabet -----------------------------------------------------------------
 
 PIECES = [*"ab `~>-*1.)[]()\\\n\t。é😀\u0301", "\n\n", "  ", "```", "~~~", "- ", "> ", "1. ", "    ", "[a](b)", "`c`"]

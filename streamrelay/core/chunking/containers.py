@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from streamrelay.core.chunking.lines import FLINE, LIST_MARKER, QSTEP, Fence, LineRead, items_at, line_reach
+from streamrelay.core.chunking.lines import FLINE, LIST_MARKER, OPEN, QSTEP, Fence, LineRead, items_at, line_reach
 
 __all__ = ["NO_CONTEXT", "Context", "dedent", "line_context"]
 
@@ -27,6 +27,7 @@ NO_CONTEXT: Context = ((), "")
 
 _QUOTES = re.compile(r"(?:[ ]{0,3}>[ ]?)*")
 _FENCE_FIRST = re.compile(r"[ ]{0,3}(?:```|~~~)")
+_CONFIRMED_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?=[ \t])")
 
 
 def _spaces(m: re.Match[str]) -> str:
@@ -42,7 +43,10 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
 
     Returns:
         ``(content columns of the items it starts in, block quote markers to give back)``; only characters before
-        ``idx`` (and the line's prefix when ``idx`` is past it) decide it.
+        ``idx`` (and the line's prefix when ``idx`` is past it) decide it. A prefix not decided yet (``lr`` OPEN:
+        ``- -`` may be two list markers or a thematic break) holds ``idx`` past it as it would hold it inside:
+        the items are those before the line and the quote markers are read up to ``idx`` with the list markers a
+        space already confirms (so a chunk read whole, whose prefix is known, gets the same context).
     """
     if lr.kind == FLINE and fence is not None:
         return fence.items, fence.quote_prefix
@@ -51,13 +55,17 @@ def line_context(line: str, lr: LineRead, lists_before: list[int], fence: Fence 
     if idx == 0:
         return items_at(lists_before, line_reach(line, lr.start, True)), ""
     inside = idx <= lr.start  # a cut inside the prefix: the markers after it are not known yet
+    undecided = not inside and lr.kind == OPEN  # past what decides the prefix so far: inside it too
     quote = ""
     if lr.quotes:
-        prefix = LIST_MARKER.sub(_spaces, line[: idx if inside else lr.start])
+        if undecided:  # the markers a space or tab already confirms (the character at idx is known at a cut)
+            prefix = _CONFIRMED_MARKER.sub(_spaces, line[: idx + 1])[:idx]
+        else:
+            prefix = LIST_MARKER.sub(_spaces, line[: idx if inside else lr.start])
         gt = prefix.rfind(">")
         if gt >= 0:
             quote = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
-    if inside:
+    if inside or undecided:
         return items_at(lists_before, line_reach(line, lr.start, True)), quote
     return items_at(lr.lists, line_reach(line, lr.start, False)), quote
 
