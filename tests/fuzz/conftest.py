@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
@@ -159,3 +159,23 @@ def http(fuzz_stack: FuzzStack) -> Iterator[httpx.Client]:
     """A client of the module's sidecar."""
     with client(fuzz_stack.url) as session:
         yield session
+
+
+if TYPE_CHECKING:
+    from tests.fuzz.victim import Victim
+
+
+FUZZ_MARKS = [
+    pytest.mark.timeout(240),
+    # A failing example of a huge line would be printed whole: hypothesis warns, and warnings are errors here.
+    pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning"),
+]
+"""The marks of every ingest fuzz module (``pytestmark = FUZZ_MARKS``)."""
+
+
+@pytest.fixture(scope="module")
+def victim(fuzz_stack: FuzzStack) -> Iterator[Victim]:
+    """The well-behaved run streaming beside the module's fuzzing (checked by the module's last test)."""
+    from tests.fuzz.victim import streaming_beside  # victim.py reads this module's FuzzStack and client
+
+    yield from streaming_beside(fuzz_stack)

@@ -11,29 +11,18 @@ that xdist spreads them over its workers (tests/fuzz/victim.py).
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from hypothesis import given
 
 from tests.fuzz.checks import check_counted, close_and_read, fresh_run, post, run_path
-from tests.fuzz.conftest import FuzzStack, fuzz_settings
+from tests.fuzz.conftest import FUZZ_MARKS, FuzzStack, fuzz_settings
 from tests.fuzz.samples import BAD_OVERRIDES, BAD_TARGETS, ODD_TARGETS
 from tests.fuzz.strategies import body, encode, run_bodies, with_runs
-from tests.fuzz.victim import Victim, check_unharmed, streaming_beside
+from tests.fuzz.victim import Victim, check_unharmed
 
-pytestmark = [
-    pytest.mark.timeout(240),
-    # A failing example of a huge line would be printed whole: hypothesis warns, and warnings are errors here.
-    pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning"),
-]
-
-
-@pytest.fixture(scope="module")
-def victim(fuzz_stack: FuzzStack) -> Iterator[Victim]:
-    """The well-behaved run streaming beside the fuzzing (checked by the module's last test)."""
-    yield from streaming_beside(fuzz_stack)
+pytestmark = FUZZ_MARKS
 
 
 @fuzz_settings(max_examples=300)

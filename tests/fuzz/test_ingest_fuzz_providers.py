@@ -9,29 +9,16 @@ that xdist spreads them over its workers (tests/fuzz/victim.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
-import pytest
 from hypothesis import given
 
 from tests.fuzz.checks import close_and_read, fresh_run, post, run_path
-from tests.fuzz.conftest import FuzzStack, fuzz_settings
+from tests.fuzz.conftest import FUZZ_MARKS, FuzzStack, fuzz_settings
 from tests.fuzz.provider_strategies import ProviderBody, provider_bodies
 from tests.fuzz.strategies import with_runs
-from tests.fuzz.victim import Victim, check_unharmed, streaming_beside
+from tests.fuzz.victim import Victim, check_unharmed
 
-pytestmark = [
-    pytest.mark.timeout(240),
-    # A failing example of a huge line would be printed whole: hypothesis warns, and warnings are errors here.
-    pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning"),
-]
-
-
-@pytest.fixture(scope="module")
-def victim(fuzz_stack: FuzzStack) -> Iterator[Victim]:
-    """The well-behaved run streaming beside the fuzzing (checked by the module's last test)."""
-    yield from streaming_beside(fuzz_stack)
+pytestmark = FUZZ_MARKS
 
 
 @fuzz_settings(max_examples=200)

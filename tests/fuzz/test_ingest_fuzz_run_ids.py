@@ -11,7 +11,6 @@ that xdist spreads them over its workers (tests/fuzz/victim.py).
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -19,22 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.checks import check_counted, check_error, close_and_read, post, run_path
-from tests.fuzz.conftest import FuzzStack, fuzz_settings
+from tests.fuzz.conftest import FUZZ_MARKS, FuzzStack, fuzz_settings
 from tests.fuzz.samples import HOSTILE_RUN_IDS
 from tests.fuzz.strategies import body, encode, run_start, texts, with_runs
-from tests.fuzz.victim import Victim, check_unharmed, streaming_beside
+from tests.fuzz.victim import Victim, check_unharmed
 
-pytestmark = [
-    pytest.mark.timeout(240),
-    # A failing example of a huge line would be printed whole: hypothesis warns, and warnings are errors here.
-    pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning"),
-]
-
-
-@pytest.fixture(scope="module")
-def victim(fuzz_stack: FuzzStack) -> Iterator[Victim]:
-    """The well-behaved run streaming beside the fuzzing (checked by the module's last test)."""
-    yield from streaming_beside(fuzz_stack)
+pytestmark = FUZZ_MARKS
 
 
 path_run_ids = (st.sampled_from(HOSTILE_RUN_IDS) | texts).filter(lambda run: bool(run) and "/" not in run)
