@@ -33,19 +33,11 @@ from streamrelay.core.records.report import SlotRole
 from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.run.stage import RunStage
 from streamrelay.core.units import LengthUnit, text_units
+from tests.unit.test_event_tables import FILES, ROOTS  # every recording under tests/streams and /work/shared/streams
 
 pytestmark = pytest.mark.timeout(300)
 
 RUN = "r1"
-ROOTS = [Path(__file__).resolve().parents[1] / "streams", Path("/work/shared/streams")]
-FILES = sorted(
-    (fmt, path)
-    for root in ROOTS
-    if root.is_dir()
-    for fmt in ProviderFormat
-    if (root / fmt.value).is_dir()
-    for path in (root / fmt.value).rglob("*.jsonl")
-)
 IDS = [f"{path.parts[-3] if path.parent.name != fmt.value else ''}{fmt.value}/{path.stem}" for fmt, path in FILES]
 
 
