@@ -66,6 +66,7 @@ class ChannelRuntime:
     _chains: OrderedDict[str, tuple[SendChain, int]] = field(default_factory=OrderedDict)
     _idle: OrderedDict[str, ChainMemo] = field(default_factory=OrderedDict)
     _chat_buckets: dict[str, list[TokenBucket]] = field(default_factory=dict)
+    _keys_of_chat: dict[str, int] = field(default_factory=dict)
     _bot_buckets: list[TokenBucket] | None = None
     _bot_queues: list[FairQueue] = field(default_factory=list)
 
@@ -102,6 +103,8 @@ class ChannelRuntime:
             memo = self._idle.pop(key, None)
             if memo is not None:
                 chain.restore(memo)
+            else:
+                self._keys_of_chat[chat_key] = self._keys_of_chat.get(chat_key, 0) + 1
             entry = (chain, 0)
         chain, users = entry
         self._chains[key] = (chain, users + 1)
@@ -141,7 +144,12 @@ class ChannelRuntime:
             over -= 1
 
     def _forget(self, key: str) -> None:
-        """The conversation ``key`` is forgotten: its chat's budgets too when it was the chat's last."""
+        """The conversation ``key`` is forgotten: its chat's budgets too when it was the chat's last (a count per
+        chat, so forgetting costs the same with 10 or 10,000 conversations kept)."""
         chat_key = key.rsplit("/", 1)[0]
-        if not any(k.rsplit("/", 1)[0] == chat_key for k in (*self._chains, *self._idle)):
+        left = self._keys_of_chat.get(chat_key, 1) - 1
+        if left > 0:
+            self._keys_of_chat[chat_key] = left
+        else:
+            self._keys_of_chat.pop(chat_key, None)
             self._chat_buckets.pop(chat_key, None)

@@ -162,3 +162,17 @@ async def test_when_a_shared_budget_is_short_a_final_goes_before_other_runs_prev
     final = chains[2].call(lambda: call("final"), CallKind.EDIT, final=True)
     await drive(clock, asyncio.gather(preview, final))
     assert order == ["first", "final", "preview"]  # ... but the final answer goes first
+
+
+async def test_a_chats_budgets_are_forgotten_with_its_last_conversation_not_before() -> None:
+    clock = FakeClock()
+    rt = runtime(*TELEGRAM_LIKE, max_idle_chains=2)
+    for thread in ("a", "b"):  # two threads (forum topics) of chat 7 share its budgets
+        rt.chain_for(Target(chat_id=7, thread_id=thread), clock)
+        rt.release(Target(chat_id=7, thread_id=thread))
+    budgets = rt._chat_buckets["7"]
+    rt.chain_for(Target(chat_id=8), clock)  # one over the cap: the oldest idle thread of chat 7 is forgotten
+    assert rt._chat_buckets["7"] is budgets  # thread b still holds them
+    rt.chain_for(Target(chat_id=9), clock)  # and thread b too
+    assert "7" not in rt._chat_buckets
+    assert set(rt._chat_buckets) == {"8", "9"}
