@@ -48,6 +48,9 @@ EVENT_ID_RE = re.compile(r"^\$\S+$")
 TYPING_TIMEOUT_MS = 30_000
 """How long one typing notice shows (the spec's example value; the homeserver ends it then)."""
 NESTED_THREAD = "already in a thread: Matrix threads do not nest"
+MEDIA_KEY = "io.streamrelay.media"
+"""The content key that marks a media item's link message (``kind``, ``url``, ``caption``): a namespaced custom key,
+as the spec lets events carry (https://spec.matrix.org/latest/#namespacing); clients ignore it."""
 
 
 class MatrixAdapter:
@@ -271,15 +274,16 @@ def _render(text: str, fmt: TextFormat, *, mentions: bool) -> Rendered:
 
 def media_content(media: MediaItem, mentions: bool) -> dict[str, Any]:
     """The content of a media item's message: an ``m.text`` with its link (``body`` ``caption: url``, an ``<a>`` in
-    ``formatted_body``). ``m.image`` and the other file types need an ``mxc://`` URI of the homeserver's content
-    repository (https://spec.matrix.org/latest/client-server-api/#mimage), which takes an upload the sidecar does
-    not make: the link is what a person can open."""
+    ``formatted_body``) and :data:`MEDIA_KEY` naming the item. ``m.image`` and the other file types need an
+    ``mxc://`` URI of the homeserver's content repository (https://spec.matrix.org/latest/client-server-api/#mimage),
+    which takes an upload the sidecar does not make: the link is what a person can open."""
     label = media.caption or media.kind.capitalize()
     content: dict[str, Any] = {
         "msgtype": "m.text",
         "body": media.link_text(),
         "format": HTML_FORMAT,
         "formatted_body": f'<a href="{_attr(media.url)}">{_attr(label)}</a>',
+        MEDIA_KEY: {"kind": str(media.kind), "url": media.url, "caption": media.caption or ""},
     }
     if not mentions:
         content["m.mentions"] = {}

@@ -103,8 +103,9 @@ class MockMatrix(MockServer):
     def visible(self, chat_id: ChatId) -> list[tuple[int | str, str]]:
         """What a person sees of the bot in room ``chat_id``: ``(event id, body)`` of its messages (thread replies
         too) in order, as their latest edit made them; redacted ones and the person's own left out. The ``body`` is
-        the text a person reads (the sidecar sends its Markdown there, the HTML in ``formatted_body``)."""
-        return [(e.event_id, str(c.get("body", ""))) for e, c in self.rooms.shown(str(chat_id)) if e.sender != PERSON]
+        the text a person reads (the sidecar sends its Markdown there, the HTML in ``formatted_body``); a media
+        item's link message (content key ``io.streamrelay.media``) shows its caption, as every mock shows media."""
+        return [(e.event_id, _shown_text(c)) for e, c in self.rooms.shown(str(chat_id)) if e.sender != PERSON]
 
     def messages(self, chat_id: ChatId) -> list[tuple[StoredEvent, dict[str, Any]]]:
         """Every shown message of room ``chat_id`` (the person's too) with its current content."""
@@ -247,6 +248,16 @@ class MockMatrix(MockServer):
 
     async def _unknown(self, request: web.Request) -> web.Response:
         return web.json_response({"errcode": "M_UNRECOGNIZED", "error": "Unrecognized request"}, status=404)
+
+
+MEDIA_KEY = "io.streamrelay.media"
+
+
+def _shown_text(content: dict[str, Any]) -> str:
+    media = content.get(MEDIA_KEY)
+    if isinstance(media, dict):
+        return str(media.get("caption", ""))
+    return str(content.get("body", ""))
 
 
 def _note(call: RecordedCall, content: Any) -> None:
