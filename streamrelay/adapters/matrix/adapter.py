@@ -10,8 +10,9 @@ transaction id is its delivery id: the homeserver answers a repeated transaction
 token) with the event it stored the first time and stores nothing new
 (https://spec.matrix.org/latest/client-server-api/#transaction-identifiers), so an uncertain create is settled by
 sending it again as it was (:meth:`MatrixAdapter.settle_send`): exactly one message exists afterwards, whether the
-first attempt landed or not. Synapse keeps a device's transaction ids for at least 30 minutes (its HTTP transaction
-cache); settle sooner than that.
+first attempt landed or not. Synapse keeps a device's transactions, keyed by the request path, for at least 30 minutes
+(``HttpTransactionCache``, https://github.com/element-hq/synapse/blob/develop/synapse/rest/client/transactions.py);
+settle sooner than that.
 
 A preview grows by edits (an ``m.replace`` relation with ``m.new_content``,
 https://spec.matrix.org/latest/client-server-api/#event-replacements), a message is deleted by redaction

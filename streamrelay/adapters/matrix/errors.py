@@ -97,7 +97,9 @@ class ErrorAnswer(Exception):
         return cls(status, code if isinstance(code, str) else None, str(getattr(answer, "message", "")), retry_after_s)
 
 
-def translate(exc: BaseException, *, method: str, creates: bool, target: str, scrub: Callable[[str], str]) -> DeliveryError:
+def translate(
+    exc: BaseException, *, method: str, creates: bool, target: str, scrub: Callable[[str], str]
+) -> DeliveryError:
     """Map one failed call to a :class:`core.errors.DeliveryError` (module docstring).
 
     Args:

@@ -47,9 +47,9 @@ TAGS = frozenset(
     | {"code", "pre", "a", "table", "thead", "tbody", "tr", "th", "td"}
 )
 """Every tag :func:`render` can write: all in the spec's suggested set (``font``, ``del``, ``h1``-``h6``,
-``blockquote``, ``p``, ``a``, ``ul``, ``ol``, ``sup``, ``sub``, ``li``, ``b``, ``i``, ``u``, ``strong``, ``em``, ``strike``,
-``code``, ``hr``, ``br``, ``div``, ``table``, ``thead``, ``tbody``, ``tr``, ``th``, ``td``, ``caption``, ``pre``, ``span``,
-``img``, ``details``, ``summary``)."""
+``blockquote``, ``p``, ``a``, ``ul``, ``ol``, ``sup``, ``sub``, ``li``, ``b``, ``i``, ``u``, ``strong``, ``em``,
+``strike``, ``code``, ``hr``, ``br``, ``div``, ``table``, ``thead``, ``tbody``, ``tr``, ``th``, ``td``, ``caption``,
+``pre``, ``span``, ``img``, ``details``, ``summary``)."""
 EVENT_ID_STAND_IN = "$" + "A" * 43
 """An event id as long as a real one (room versions 4+): what an edit's size is measured with."""
 

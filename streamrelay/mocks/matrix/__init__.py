@@ -24,9 +24,11 @@ shape ``{"errcode", "error"}`` (https://spec.matrix.org/latest/client-server-api
 What it reproduces (https://spec.matrix.org/latest/client-server-api/):
 
 - Transaction ids (https://spec.matrix.org/latest/client-server-api/#transaction-identifiers): a ``send`` or
-  ``redact`` whose txnId this device (access token) used before answers the event id stored then, 200, and stores
-  nothing: a send retried after a timeout lands once. Checked before validation and rate limits (Synapse's
-  transaction cache answers first).
+  ``redact`` whose request path (room, event type or redacted event, txnId) this device (access token) used before
+  answers the event id stored then, 200, and stores nothing: a send retried after a timeout lands once. Checked before
+  validation and rate limits, and a refused request is not remembered, as Synapse's ``HttpTransactionCache`` does
+  (keyed by path, user and device; kept at least 30 minutes:
+  https://github.com/element-hq/synapse/blob/develop/synapse/rest/client/transactions.py).
 - ``m.room.message`` without a textual ``msgtype`` and ``body`` is 400 ``M_BAD_JSON`` (homeservers SHOULD reject
   it, https://spec.matrix.org/latest/client-server-api/#server-behaviour-7); a body that is no JSON object 400
   ``M_NOT_JSON``.

@@ -137,9 +137,9 @@ class Rooms:
         Raises:
             MatrixError: 400 ``M_NOT_JSON`` for a body that is no JSON object; 400 ``M_BAD_JSON`` for an
                 ``m.room.message`` without a textual ``msgtype`` and ``body`` (homeservers SHOULD reject it,
-                https://spec.matrix.org/latest/client-server-api/#server-behaviour-7), or an ``m.replace`` / ``m.thread``
-                relation to an event the room does not have; 413 ``M_TOO_LARGE`` past 65,536 bytes of the event's
-                JSON (:func:`mocks.matrix.wire.pdu_bytes`).
+                https://spec.matrix.org/latest/client-server-api/#server-behaviour-7), or an ``m.replace`` /
+                ``m.thread`` relation to an event the room does not have; 413 ``M_TOO_LARGE`` past 65,536 bytes of
+                the event's JSON (:func:`mocks.matrix.wire.pdu_bytes`).
         """
         if not isinstance(content, dict):
             raise MatrixError(400, "M_NOT_JSON", "Content not JSON.")

@@ -194,15 +194,15 @@ class MockMatrix(MockServer):
 
         def work(call: RecordedCall, user: str, content: Any) -> dict[str, Any]:
             room = self.rooms.room(room_id, user)
-            device = f"{user}/device"
-            known = self.rooms.txn(device, txn_id)
+            device, key = f"{user}/device", f"send/{room_id}/{event_type}/{txn_id}"  # Synapse keys by path
+            known = self.rooms.txn(device, key)
             if known is not None:  # the same transaction again: the stored event's id, nothing new
                 call.message_id = call.message_id or known
                 call.description = "deduplicated by transaction id"
                 return {"event_id": known}
             self.rooms.check_message(room, user, event_type, content)
             self._admit(user)
-            event = self.rooms.store(room, user, event_type, content, device, txn_id)
+            event = self.rooms.store(room, user, event_type, content, device, key)
             call.message_id = call.message_id or event.event_id
             return {"event_id": event.event_id}
 
@@ -213,14 +213,14 @@ class MockMatrix(MockServer):
 
         def work(call: RecordedCall, user: str, body: Any) -> dict[str, Any]:
             room = self.rooms.room(room_id, user)
-            device = f"{user}/device"
+            device, key = f"{user}/device", f"redact/{room_id}/{target_id}/{txn_id}"
             call.message_id = target_id
-            known = self.rooms.txn(device, txn_id)
+            known = self.rooms.txn(device, key)
             if known is not None:
                 return {"event_id": known}
             target = self.rooms.check_redaction(room, user, target_id)
             self._admit(user)
-            return {"event_id": self.rooms.redact(room, user, target, device, txn_id).event_id}
+            return {"event_id": self.rooms.redact(room, user, target, device, key).event_id}
 
         return await self._answer(request, REDACT, room_id, work)
 
