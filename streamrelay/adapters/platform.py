@@ -134,6 +134,11 @@ class DryRunFacts:
             it is not ``create_method`` (Telegram: sendPhoto, sendDocument, sendAudio, sendVideo,
             https://core.telegram.org/bots/api#sendphoto); Slack's chat.postMessage with blocks and Discord's
             createMessage with an embed are the create method, so they have none.
+        campaign: the channel settings a chaos campaign (``streamrelay chaos``) gives this platform where they differ
+            from its defaults (``format = "markdown"``, ``throttle_ms = 1000``), as TOML values by key (Telegram
+            ``{"format": '"plain"'}``: its Markdown becomes entities, so the chat's text would lack the markup).
+        campaign_rates: rate budgets a campaign's channel overrides, by budget name, as ``[rate.NAME]`` keys and TOML
+            values (Matrix: the mock homeserver enforces no ``rc_message``, as for a bot its operator exempted).
     """
 
     mock: str
@@ -147,6 +152,8 @@ class DryRunFacts:
     chat: Callable[[int], int | str]
     thread_id: str | None = None
     media_methods: dict[str, str] = field(default_factory=dict)
+    campaign: dict[str, str] = field(default_factory=dict)
+    campaign_rates: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def media_method(self, media_kind: str) -> str:
         """The method a media item of ``media_kind`` is sent with (faults scripted on media sends name it)."""

@@ -7,12 +7,13 @@ Importing this imports no SDK: each platform's module names its adapter, importe
 from __future__ import annotations
 
 from streamrelay.adapters.discord.platform import PLATFORM as DISCORD
+from streamrelay.adapters.matrix.platform import PLATFORM as MATRIX
 from streamrelay.adapters.platform import Platform
 from streamrelay.adapters.slack.platform import PLATFORM as SLACK
 from streamrelay.adapters.telegram.platform import PLATFORM as TELEGRAM
 from streamrelay.adapters.web.platform import PLATFORM as WEB
 
-REGISTRY: dict[str, Platform] = {platform.name: platform for platform in (TELEGRAM, SLACK, DISCORD, WEB)}
+REGISTRY: dict[str, Platform] = {platform.name: platform for platform in (TELEGRAM, SLACK, DISCORD, MATRIX, WEB)}
 """Every platform by name, in the order error messages and help texts list them."""
 
 

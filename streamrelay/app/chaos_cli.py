@@ -10,18 +10,21 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.cli_run import err, run_async
 
 if TYPE_CHECKING:
     from streamrelay.app.chaos.plan import Options
 
 console = Console()
+_PLATFORMS_HELP = " | ".join([*(name for name, p in REGISTRY.items() if p.dry_run is not None), "all"])
+"""Every registered platform with a mock (:mod:`adapters.registry`), then ``all``."""
 
 
 def chaos(
     runs: Annotated[int, typer.Option(min=1, metavar="N", help="how many runs")] = 100,
     seed: Annotated[int, typer.Option(metavar="N", help="the plan's seed (same runs and seed: same plan)")] = 1,
-    platform: Annotated[str, typer.Option(metavar="PLATFORM", help="telegram | slack | discord | all")] = "all",
+    platform: Annotated[str, typer.Option(metavar="PLATFORM", help=_PLATFORMS_HELP)] = "all",
     mode: Annotated[str, typer.Option(metavar="MODE", help="delivery mode of the runs: preview | block | all")] = "all",
     exclusive_bot: Annotated[
         bool,

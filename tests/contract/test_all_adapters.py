@@ -1,4 +1,4 @@
-"""One contract, three platforms: each adapter through its real SDK against its mock server.
+"""One contract, every platform with a mock: each adapter through its real SDK against its mock server.
 
 Send, edit, "not modified" as success, too long, 429 with retry_after, a timeout after the platform stored
 the message (uncertain), a 5xx or a reset after it stored a create (uncertain, then settled: found, once), a
@@ -38,6 +38,8 @@ NAMES = {
     ),
     "slack": Names("chat.postMessage", "chat.update", 40_001, {"status": 400, "description": "invalid_blocks"}),
     "discord": Names("createMessage", "editMessage", 2001, None),  # Discord has no parse errors
+    # An event is at most 65,536 bytes of JSON; a homeserver does not parse formatted_body: no formatting errors.
+    "matrix": Names("send", "send", 65_537, None),
 }
 
 

@@ -21,6 +21,7 @@ from streamrelay.core.run.live import ResetLive
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.common import MockPlatform
 from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.matrix import MockMatrix
 from streamrelay.mocks.slack import MockSlack
 from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import INGEST_TOKEN
@@ -44,11 +45,14 @@ def threads_of(mock: MockPlatform, chat: int | str, anchor: int | str) -> list[l
         return [[m.text] for m in replies]
     if isinstance(mock, MockSlack):
         return [[m.text for m in mock.messages(chat) if m.thread_ts == anchor and m.ts != anchor]]
+    if isinstance(mock, MockMatrix):  # the events relating to the anchor with m.thread
+        related = [(e, c) for e, c in mock.messages(chat) if e.relation.get("rel_type") == "m.thread"]
+        return [[str(c.get("body")) for e, c in related if e.relation.get("event_id") == anchor]]
     assert isinstance(mock, MockDiscord)
     return [[text for _, text in mock.visible(t.id)] for t in mock.threads(chat) if str(t.id) == str(anchor)]
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "matrix"])
 async def test_each_sub_agent_previews_in_its_own_thread(platform: str) -> None:
     dry = DRY_RUN[platform]
     mock = dry.make_mock(True)
@@ -96,4 +100,6 @@ def _in_thread(mock: MockPlatform, chat: int | str, mid: int | str) -> bool:
         return any(m.message_id == mid and m.reply_to is not None for m in mock.messages(chat))
     if isinstance(mock, MockSlack):
         return any(m.ts == mid and m.thread_ts not in (None, m.ts) for m in mock.messages(chat))
+    if isinstance(mock, MockMatrix):
+        return any(e.event_id == mid and e.relation.get("rel_type") == "m.thread" for e, _ in mock.messages(chat))
     return False

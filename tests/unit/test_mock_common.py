@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 from pydantic import SecretStr
 
+from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import make_adapter
 from streamrelay.config.settings import ChannelSettings
@@ -17,6 +18,7 @@ from streamrelay.core.events import Target
 from streamrelay.core.ports import ChannelAdapter, TextFormat
 from streamrelay.mocks.common import Fault, FaultScript, Hang, MockPlatform, parse_answer
 from streamrelay.mocks.discord import MockDiscord
+from streamrelay.mocks.matrix import MockMatrix
 from streamrelay.mocks.slack import MockSlack
 from streamrelay.mocks.telegram import MockTelegram
 
@@ -45,7 +47,7 @@ async def test_the_nth_call_gets_its_fault_and_a_429_defaults_to_one_second() ->
     assert await script.begin("sendMessage") is Hang.BEFORE_COMMIT
 
 
-@pytest.mark.parametrize("mock_type", [MockTelegram, MockSlack, MockDiscord])
+@pytest.mark.parametrize("mock_type", [MockTelegram, MockSlack, MockDiscord, MockMatrix])
 async def test_every_mock_starts_once_stops_twice_and_reads_a_case(mock_type: type[MockTelegram]) -> None:
     mock: MockPlatform = mock_type()
     with pytest.raises(RuntimeError, match="not started"):
@@ -59,7 +61,8 @@ async def test_every_mock_starts_once_stops_twice_and_reads_a_case(mock_type: ty
     await mock.stop()
 
 
-SEND_METHOD = {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
+SEND_METHOD = {name: dry.create_method for name, p in REGISTRY.items() if (dry := p.dry_run) is not None}
+"""Each platform's create method, from its registration (Telegram sendMessage, ..., Matrix send)."""
 
 
 @dataclass

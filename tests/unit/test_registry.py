@@ -19,16 +19,17 @@ from streamrelay.core.errors import ConfigError
 
 
 def test_every_list_of_platforms_is_read_from_the_registry() -> None:
-    assert list(REGISTRY) == ["telegram", "slack", "discord", "web"]
+    assert list(REGISTRY) == ["telegram", "slack", "discord", "matrix", "web"]
     assert {name: spec for name, spec in PLATFORMS.items()} == {n: p.spec for n, p in REGISTRY.items()}
-    assert list(DRY_RUN) == ["telegram", "slack", "discord"]  # the web channel has no mock: the sidecar is it
+    assert list(DRY_RUN) == ["telegram", "slack", "discord", "matrix"]  # the web channel has no mock: the sidecar is it
     assert SDK_MODULES == {
         "telegram": "streamrelay.adapters.telegram.adapter",
         "slack": "streamrelay.adapters.slack.adapter",
         "discord": "streamrelay.adapters.discord.adapter",
+        "matrix": "streamrelay.adapters.matrix.adapter",
     }
     assert NATIVE_PLATFORMS == ("telegram", "slack")
-    assert TOKEN_PLATFORMS == ("telegram", "slack", "discord")
+    assert TOKEN_PLATFORMS == ("telegram", "slack", "discord", "matrix")
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))
@@ -51,10 +52,15 @@ def test_a_campaign_gets_its_platforms_mock_facts_from_the_registry() -> None:
     from streamrelay.app.chaos.plan import CREATE, EDIT, PLATFORMS, chat_id
     from streamrelay.app.chaos.procs import API_PREFIX, TOKEN_ENV
 
-    assert PLATFORMS == ("telegram", "slack", "discord")
-    assert CREATE == {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
-    assert EDIT == {"telegram": "editMessageText", "slack": "chat.update", "discord": "editMessage"}
-    assert API_PREFIX == {"telegram": "", "slack": "/api/", "discord": "/api/v10"}
+    assert PLATFORMS == ("telegram", "slack", "discord", "matrix")
+    assert CREATE == {
+        "telegram": "sendMessage",
+        "slack": "chat.postMessage",
+        "discord": "createMessage",
+        "matrix": "send",
+    }
+    assert EDIT == {"telegram": "editMessageText", "slack": "chat.update", "discord": "editMessage", "matrix": "send"}
+    assert API_PREFIX == {"telegram": "", "slack": "/api/", "discord": "/api/v10", "matrix": ""}
     assert TOKEN_ENV["slack"] == "CHAOS_SLACK_TOKEN"
     assert [chat_id("telegram", i) for i in (0, 1)] == [7_000_000, -1_007_000_000_001]  # private, supergroup
     for platform in PLATFORMS:
@@ -74,5 +80,22 @@ def test_a_telegram_bot_id_is_the_digits_before_the_colon_never_the_secret() -> 
 def test_an_unregistered_platform_is_refused_naming_the_registered_ones(tmp_path: Path) -> None:
     path = tmp_path / "channels.toml"
     path.write_text('[channels.i]\nplatform = "irc"\n')
-    with pytest.raises(ConfigError, match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord' or"):
+    with pytest.raises(
+        ConfigError, match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord', 'matrix' or"
+    ):
         load_settings(path)
+
+
+def test_a_campaign_channel_takes_its_platforms_settings_from_the_registration(tmp_path: Path) -> None:
+    from streamrelay.app.chaos.plan import Options
+    from streamrelay.app.chaos.procs import write_config
+
+    path = tmp_path / "campaign.toml"
+    options = Options(runs=1, seed=1, platforms=("telegram", "discord", "matrix"), modes=("preview",))
+    write_config(path, options, 8787, {"telegram": 1, "discord": 2, "matrix": 3}, tmp_path / "ledger.sqlite3")
+    settings = load_settings(path)
+    assert settings.channels["telegram"].format == "plain"  # DryRunFacts.campaign
+    assert settings.channels["discord"].throttle_ms == 1200
+    assert settings.channels["matrix"].format == "markdown"  # the default
+    [budget] = [b.budget for b in settings.channels["matrix"].budgets()]  # campaign_rates over rc_message
+    assert (budget.per_s, budget.burst) == (20.0, 10)

@@ -51,6 +51,7 @@ PLATFORM = Platform(
         create_method="createMessage",
         edit_method="editMessage",
         chat=chat,
+        campaign={"throttle_ms": "1200"},  # about 5 messages per 5 s per channel
     ),
 )
 """Discord (discord.py, REST only)."""

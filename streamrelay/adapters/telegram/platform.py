@@ -63,6 +63,9 @@ PLATFORM = Platform(
         edit_method="editMessageText",
         chat=chat,
         media_methods={"image": "sendPhoto", "file": "sendDocument", "audio": "sendAudio", "video": "sendVideo"},
+        # Markdown is rendered to text + entities (the chat's text then lacks the markup): plain, so a campaign can
+        # compare the chat's text with the answer.
+        campaign={"format": '"plain"'},
     ),
 )
 """Telegram (aiogram 3 against the Bot API)."""

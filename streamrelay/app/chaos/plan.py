@@ -141,7 +141,7 @@ class KillPlan:
 
     def script(self, platform: str) -> dict[str, Any] | None:
         """The control API body that puts sends in flight before the kill (None: nothing to script)."""
-        methods = (CREATE[platform], EDIT[platform], *MEDIA_SENDS[platform])
+        methods = tuple(dict.fromkeys((CREATE[platform], EDIT[platform], *MEDIA_SENDS[platform])))  # Matrix: one
         if self.kind == "in_flight":
             held = [self.latency_ms] * 3
             return {"latency_ms": {m: held for m in methods}}
@@ -236,7 +236,7 @@ def fault_body(rng: random.Random, kind: str, platform: str, long: bool) -> dict
         count = rng.randint(3, 8)
         faults = [
             {"method": m, "nth": k, "reply": {"status": 429, "retry_after_s": retry}}
-            for m in (create, edit)
+            for m in dict.fromkeys((create, edit))  # once where one method creates and edits (Matrix: send)
             for k in range(1, count + 1)
         ]
         return {"faults": faults}
@@ -259,7 +259,7 @@ def fault_body(rng: random.Random, kind: str, platform: str, long: bool) -> dict
     seconds = rng.randint(60, 150) if long else rng.randint(2, 8)
     outage: dict[str, Any] = {"seconds": seconds, "reply": rng.choice(OUTAGE_REPLIES)}
     if rng.random() < 0.5:
-        outage["methods"] = [create, edit]
+        outage["methods"] = list(dict.fromkeys((create, edit)))
     return {"outage": outage}
 
 

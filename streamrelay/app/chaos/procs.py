@@ -34,11 +34,9 @@ READY_TIMEOUT_S = 90.0
 API_PREFIX = {name: dry.api_path for name, p in REGISTRY.items() if (dry := p.dry_run) is not None}
 """Where each platform's SDK is pointed on its mock's host and port."""
 TOKEN_ENV = {name: f"CHAOS_{name.upper()}_TOKEN" for name in API_PREFIX}
-THROTTLE_MS = {"discord": 1200}
-"""A channel's preview throttle where it is not 1000 ms (Discord's 5 messages per 5 s per channel)."""
-FORMAT = {"telegram": "plain"}
-"""Telegram's Markdown is rendered to entities (the chat's text then lacks the markup): plain, so the chat's text
-can be compared with the answer; the others (markdown) show Markdown as written."""
+CHANNEL_DEFAULTS = {"delivery": '"preview"', "format": '"markdown"', "throttle_ms": "1000"}
+"""A campaign channel's settings (TOML values) unless its platform's registration says otherwise
+(:attr:`adapters.platform.DryRunFacts.campaign`)."""
 
 
 PORTS = range(20_000, 32_768)
@@ -214,19 +212,22 @@ def write_config(path: Path, options: Options, port: int, mocks: dict[str, int],
         lines.append(f'ledger = "{ledger}"')
     lines += [f"run_idle_timeout_s = {options.idle_s}", 'actions = ""']
     for platform, mock_port in mocks.items():
+        dry = REGISTRY[platform].dry_run
+        assert dry is not None  # mocks run only for platforms with one
+        settings = {**CHANNEL_DEFAULTS, **dry.campaign}
         lines += [
             "",
             f"[channels.{platform}]",
             f'platform = "{platform}"',
             f'token_env = "{TOKEN_ENV[platform]}"',
             f'api_base = "http://{HOST}:{mock_port}{API_PREFIX[platform]}"',
-            'delivery = "preview"',
-            f'format = "{FORMAT.get(platform, "markdown")}"',
-            f"throttle_ms = {THROTTLE_MS.get(platform, 1000)}",
+            *(f"{key} = {value}" for key, value in settings.items()),
             f"send_timeout_ms = {options.send_timeout_ms}",
             "typing = false",
             f"exclusive_bot = {'true' if options.exclusive_bot and platform == 'telegram' else 'false'}",
         ]
+        for budget, keys in dry.campaign_rates.items():
+            lines += ["", f"[channels.{platform}.rate.{budget}]", *(f"{k} = {v}" for k, v in keys.items())]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

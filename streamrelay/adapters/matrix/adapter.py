@@ -1,0 +1,295 @@
+"""MatrixAdapter: one bot's :class:`core.ports.ChannelAdapter` and :class:`core.ports.Threads`, on matrix-nio.
+
+The adapter is composed: it holds its connection (:class:`adapters.matrix.connection.MatrixConnection`: one attempt
+per call, errors translated) and its renderings (:func:`adapters.matrix.render.render` in a
+:class:`~adapters.rendering.RenderCache`: a text measured then sent is rendered once).
+
+Every message is an ``m.room.message`` event sent with ``PUT /rooms/{roomId}/send/m.room.message/{txnId}``
+(https://spec.matrix.org/latest/client-server-api/#put_matrixclientv3roomsroomidsendeventtypetxnid). A create's
+transaction id is its delivery id: the homeserver answers a repeated transaction id of the same device (access
+token) with the event it stored the first time and stores nothing new
+(https://spec.matrix.org/latest/client-server-api/#transaction-identifiers), so an uncertain create is settled by
+sending it again as it was (:meth:`MatrixAdapter.settle_send`): exactly one message exists afterwards, whether the
+first attempt landed or not. Synapse keeps a device's transactions, keyed by the request path, for at least 30 minutes
+(``HttpTransactionCache``, https://github.com/element-hq/synapse/blob/develop/synapse/rest/client/transactions.py);
+settle sooner than that.
+
+A preview grows by edits (an ``m.replace`` relation with ``m.new_content``,
+https://spec.matrix.org/latest/client-server-api/#event-replacements), a message is deleted by redaction
+(https://spec.matrix.org/latest/client-server-api/#redactions), a sub-agent's thread is an ``m.thread`` relation to
+its anchor event (https://spec.matrix.org/latest/client-server-api/#threading: no call opens it), typing is
+``PUT /rooms/{roomId}/typing/{userId}`` (https://spec.matrix.org/latest/client-server-api/#typing-notifications).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import uuid
+from typing import Any
+
+from nio import AsyncClient, RoomRedactResponse, RoomSendResponse
+
+from streamrelay.adapters.matrix.connection import MatrixConnection
+from streamrelay.adapters.matrix.errors import PLATFORM
+from streamrelay.adapters.matrix.render import HTML_FORMAT, Rendered, edit_content, render
+from streamrelay.adapters.rendering import RenderCache
+from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem
+from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.units import LengthUnit
+
+MESSAGE = "m.room.message"
+ROOM_ID_RE = re.compile(r"^![^:\s]+:\S+$")
+"""``!opaque:server`` (https://spec.matrix.org/latest/appendices/#room-ids)."""
+EVENT_ID_RE = re.compile(r"^\$\S+$")
+"""``$`` then the id (https://spec.matrix.org/latest/appendices/#event-ids)."""
+TYPING_TIMEOUT_MS = 30_000
+"""How long one typing notice shows (the spec's example value; the homeserver ends it then)."""
+NESTED_THREAD = "already in a thread: Matrix threads do not nest"
+MEDIA_KEY = "io.streamrelay.media"
+"""The content key that marks a media item's link message (``kind``, ``url``, ``caption``): a namespaced custom key,
+as the spec lets events carry (https://spec.matrix.org/latest/#namespacing); clients ignore it."""
+
+
+class MatrixAdapter:
+    """Sends, edits and redacts one bot's messages in Matrix rooms through matrix-nio (or a mock homeserver).
+
+    Args:
+        token: the bot's access token.
+        base_url: the homeserver URL (None: https://matrix.org).
+        send_timeout_s: seconds one call may take.
+        max_units: the most bytes of JSON one message's edit content may take (the event limit is 65,536 bytes of
+            the whole event, https://spec.matrix.org/latest/client-server-api/#size-limits: the platform's
+            registration leaves room for the envelope).
+        markup: whether agent text may mention people (:mod:`adapters.matrix.render`).
+
+    Raises:
+        ConfigError: an empty access token.
+    """
+
+    platform: str = PLATFORM
+    unit: LengthUnit = LengthUnit.UTF16
+    """The chunker cuts the source in UTF-16 units; :meth:`measure` gives the bytes of the event's JSON, and the
+    core re-cuts a part whose rendering is too big (:class:`core.policy.Splitter`)."""
+    observer: CallObserver | None = None
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
+        return await perform_call(self, call)
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        send_timeout_s: float = 10.0,
+        max_units: int = 63_488,
+        markup: MarkupPermissions = NO_MARKUP,
+    ) -> None:
+        self.markup = markup
+        self.max_units = max_units
+        self._conn = MatrixConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
+        self.render: RenderCache[Rendered] = RenderCache(functools.partial(_render, mentions=markup.mentions))
+        """``render(text, fmt) -> Rendered``: the content and the byte size of its edit."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
+
+    __str__ = __repr__
+
+    @property
+    def send_timeout_s(self) -> float:
+        """Seconds one call may take."""
+        return self._conn.send_timeout_s
+
+    @send_timeout_s.setter
+    def send_timeout_s(self, value: float) -> None:
+        self._conn.send_timeout_s = value
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        await self._conn.close()
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """Bytes of the JSON of the edit that would show ``text`` (the larger form a text travels in)."""
+        return self.render(text, fmt).units
+
+    def check_target(self, target: Target) -> str | None:
+        """``chat_id`` is a room id (``!opaque:server``); ``thread_id`` and ``reply_to`` are event ids (``$…``)."""
+        if not ROOM_ID_RE.match(str(target.chat_id)):
+            return f"chat_id {target.chat_id!r} must be a Matrix room id (!opaque:server)"
+        for name in ("thread_id", "reply_to"):
+            value = getattr(target, name)
+            if value is not None and not EVENT_ID_RE.match(str(value)):
+                return f"{name} {value!r} must be a Matrix event id ($...)"
+        return None
+
+    def is_group(self, target: Target) -> bool:
+        """Always True: a room id does not say how many members it has, and Synapse's ``rc_message`` limit is per
+        user anyway."""
+        return True
+
+    # -------------------------------------------------------------- messages
+
+    def _content(self, target: Target, content: dict[str, Any]) -> dict[str, Any]:
+        """``content`` placed in the target's thread (``m.thread``, with the in-reply-to fallback) or as a reply."""
+        if target.thread_id is not None:
+            reply = str(target.reply_to if target.reply_to is not None else target.thread_id)
+            relation = {
+                "rel_type": "m.thread",
+                "event_id": str(target.thread_id),
+                "is_falling_back": target.reply_to is None,
+                "m.in_reply_to": {"event_id": reply},
+            }
+            return {**content, "m.relates_to": relation}
+        if target.reply_to is not None:
+            return {**content, "m.relates_to": {"m.in_reply_to": {"event_id": str(target.reply_to)}}}
+        return content
+
+    async def _send(self, method: str, target: Target, content: dict[str, Any], txn_id: str, *, creates: bool) -> str:
+        room = str(target.chat_id)
+
+        async def send(client: AsyncClient) -> Any:
+            return await client.room_send(room, MESSAGE, content, tx_id=txn_id)
+
+        answer = await self._conn.call(method, target, send, creates=creates)
+        if not isinstance(answer, RoomSendResponse) or not answer.event_id:
+            raise UnreadableAnswerError(f"matrix {method}: no event_id in the answer", platform=PLATFORM, target=room)
+        return str(answer.event_id)
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        """Send an ``m.room.message`` (module docstring); return its event id. Its transaction id is
+        ``delivery_id`` (a fresh UUID without one), so :meth:`settle_send` can repeat it.
+
+        Raises:
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the event may
+                be stored (:meth:`settle_send`).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.matrix.errors` (413 ``M_TOO_LARGE``:
+                ``too_long``).
+        """
+        content = self._content(target, self.render(text, fmt).content)
+        return await self._send("send", target, content, delivery_id or uuid.uuid4().hex, creates=True)
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """Settle an uncertain create: the same event again under the same transaction id. The homeserver answers the
+        event it stored under that id, or stores it now: exactly one exists, ``found`` with its id
+        (https://spec.matrix.org/latest/client-server-api/#transaction-identifiers).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, as every call (429, 5xx, a timeout: ask again, the transaction id
+                dedupes).
+        """
+        if pending.media is not None:
+            content = self._content(target, media_content(pending.media, self.markup.mentions))
+        else:
+            content = self._content(target, self.render(pending.text, pending.fmt).content)
+        event_id = await self._send("send", target, content, pending.delivery_id, creates=True)
+        return Settlement(SettleOutcome.FOUND, event_id)
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Send ``media`` as a message holding its link (:func:`media_content`); return its event id. Transaction id
+        and settling as :meth:`send_text`.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`send_text`.
+        """
+        content = self._content(target, media_content(media, self.markup.mentions))
+        return await self._send("send", target, content, delivery_id or uuid.uuid4().hex, creates=True)
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        """Make event ``message_id`` show ``text``: an ``m.replace`` edit (module docstring) under a fresh
+        transaction id (a repeated edit shows the same text: harmless).
+
+        Returns:
+            True: a homeserver has no "not modified".
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.matrix.errors`. An edit of a redacted event is
+                accepted by the homeserver and shows nothing: Matrix cannot tell.
+        """
+        content = edit_content(self.render(text, fmt).content, message_id)
+        await self._send("send", target, content, uuid.uuid4().hex, creates=False)
+        return True
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Redact event ``message_id`` (``PUT /rooms/{roomId}/redact/{eventId}/{txnId}``).
+
+        Raises:
+            core.errors.TargetNotFoundError: 404 ``M_NOT_FOUND``.
+            core.errors.DeliveryError: another subclass (403 ``M_FORBIDDEN``: not the bot's event).
+        """
+        room = str(target.chat_id)
+
+        async def redact(client: AsyncClient) -> Any:
+            return await client.room_redact(room, message_id, tx_id=uuid.uuid4().hex)
+
+        answer = await self._conn.call("redact", target, redact, creates=False)
+        if not isinstance(answer, RoomRedactResponse):
+            raise UnreadableAnswerError("matrix redact: no event_id in the answer", platform=PLATFORM, target=room)
+
+    async def send_typing(self, target: Target) -> None:
+        """Show the bot typing for :data:`TYPING_TIMEOUT_MS` (the first call reads the bot's user id: whoami)."""
+        await self._typing(target, True)
+
+    async def clear_typing(self, target: Target) -> None:
+        """Take the typing notice down (``typing: false``): it would show for up to 30 s after the run."""
+        await self._typing(target, False)
+
+    async def _typing(self, target: Target, typing: bool) -> None:
+        await self._conn.user_id(target)
+        room = str(target.chat_id)
+
+        async def notice(client: AsyncClient) -> Any:
+            return await client.room_typing(room, typing_state=typing, timeout=TYPING_TIMEOUT_MS)
+
+        await self._conn.call("typing", target, notice, creates=False)
+
+    # -------------------------------------------------------------- Threads
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """:data:`NESTED_THREAD` for a target in a thread already (a thread's root cannot have a relation), else
+        None."""
+        return NESTED_THREAD if target.thread_id is not None else None
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """The thread rooted at ``anchor_message_id``: no call is made (a thread is the events that relate to its
+        root with ``m.thread``); ``title`` is not shown (Matrix threads have no name).
+
+        Raises:
+            core.errors.PermanentDeliveryError: ``target`` is in a thread already.
+        """
+        reason = self.thread_refusal(target)
+        if reason is not None:
+            raise PermanentDeliveryError(f"matrix: {reason}", platform=PLATFORM, target=str(target.chat_id))
+        return Target(chat_id=target.chat_id, thread_id=anchor_message_id)
+
+
+def _render(text: str, fmt: TextFormat, *, mentions: bool) -> Rendered:
+    return render(text, fmt, mentions=mentions)
+
+
+def media_content(media: MediaItem, mentions: bool) -> dict[str, Any]:
+    """The content of a media item's message: an ``m.text`` with its link (``body`` ``caption: url``, an ``<a>`` in
+    ``formatted_body``) and :data:`MEDIA_KEY` naming the item. ``m.image`` and the other file types need an
+    ``mxc://`` URI of the homeserver's content repository (https://spec.matrix.org/latest/client-server-api/#mimage),
+    which takes an upload the sidecar does not make: the link is what a person can open."""
+    label = media.caption or media.kind.capitalize()
+    content: dict[str, Any] = {
+        "msgtype": "m.text",
+        "body": media.link_text(),
+        "format": HTML_FORMAT,
+        "formatted_body": f'<a href="{_attr(media.url)}">{_attr(label)}</a>',
+        MEDIA_KEY: {"kind": str(media.kind), "url": media.url, "caption": media.caption or ""},
+    }
+    if not mentions:
+        content["m.mentions"] = {}
+    return content
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
