@@ -183,7 +183,6 @@ class LineScanner:
         self._store = store
         self._add = store.add
         self._breaks = breaks
-        self._add_break = breaks.add
         self._regions = regions
         self._cutter = cutter
         self.end = end
@@ -816,8 +815,9 @@ class LineScanner:
                 nl = text.find("\n", start)
                 if nl >= 0:
                     line = text[start:nl]
-                    units = nl - start if bmp else units_of(line, True)
-        rs, inline, add_break = self._rs, self._inline, self._add_break
+                    units = nl - start if bmp or line.isascii() else units_of(line, True)
+        rs, inline = self._rs, self._inline
+        b_starts, b_rests, b_fences = self._breaks.starts, self._breaks.rests, self._breaks.fences
         while True:
             fence = self.fence
             ordinary = (
@@ -840,6 +840,9 @@ class LineScanner:
             at: list[int] = []  # the lines read, for the store (TextStore.push_lines)
             texts: list[str] = []
             metas: list[LineMeta] = []
+            why = 0  # why the loop stopped at a line: 1 a list item or fence opener (head), 2 a line that may close
+            # the fence (both read by their one-line paths at once), 0 any other reason (_fast_line decides)
+            head: re.Match[str] | None = None
             while ordinary and nl >= 0:
                 n = len(line)
                 if cum + units > room:
@@ -851,6 +854,7 @@ class LineScanner:
                         if c in _SLOW_START:
                             body = _fence_body(line, fence)
                             if body < 0:
+                                why = 2
                                 break
                         else:
                             body = 0
@@ -860,6 +864,7 @@ class LineScanner:
                         if group == "simple":
                             lr = _SIMPLE_ITEM_READ
                         elif group != "text":
+                            why, head = 1, m
                             break
                     if ws_open:  # the break before the line completes
                         if not ws_leading and ws_start >= base:
@@ -867,9 +872,12 @@ class LineScanner:
                             if fence is None:
                                 if ws_cum >= emit_at and emits[para]:
                                     break  # it may emit
-                                add_break(R_PARA if para else R_LINE, ws_start, ws_last + 1, None)
+                                rank = R_PARA if para else R_LINE  # BreakTable.add, inlined (once a line)
                             else:
-                                add_break(R_FPARA if para else R_FLINE, ws_start, ws_last + 1, fence)
+                                rank = R_FPARA if para else R_FLINE
+                                b_fences[rank].append(fence)  # type: ignore[union-attr]
+                            b_starts[rank].append(ws_start)
+                            b_rests[rank].append(ws_last + 1)
                         ws_open = False
                     e = n if line[-1] not in _WS else len(line.rstrip(_WS))
                     if fence is not None:
@@ -911,7 +919,7 @@ class LineScanner:
                 nl = text.find("\n", start)
                 if nl >= 0:
                     line = text[start:nl]
-                    units = nl - start if bmp else units_of(line, True)
+                    units = nl - start if bmp or line.isascii() else units_of(line, True)
             if at:
                 store.push_lines(at, texts, metas, cum)
             self._lpos, self._lcum = end, cum
@@ -946,13 +954,19 @@ class LineScanner:
                 if due:
                     self._advance(False)
                 return
-            if not self._fast_line(line, units):  # a line the loop does not read
+            if why == 1:  # (as _fast_line reads it, without matching it again)
+                done = head is not None and self._head_line(line, units, head)
+            elif why == 2:
+                done = self._closer_line(line, units, fence)  # type: ignore[arg-type]
+            else:
+                done = self._fast_line(line, units)
+            if not done:  # a line the one-line fast paths do not read
                 self._whole_line(line, units)
             start = nl + 1
             nl = text.find("\n", start)
             if nl >= 0:
                 line = text[start:nl]
-                units = nl - start if bmp else units_of(line, True)
+                units = nl - start if bmp or line.isascii() else units_of(line, True)
 
     def _head_line(self, line: str, units: int, m: re.Match[str]) -> bool:
         """A whole line outside fences that ``m`` (a :data:`_LINE_HEAD` match) found a list item or a fence opener
