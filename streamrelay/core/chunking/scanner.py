@@ -31,6 +31,7 @@ when the pending text may no longer fit or a break may emit) and reads each line
 
 from __future__ import annotations
 
+import codecs
 import re
 
 from streamrelay.core.chunking.breaks import (
@@ -67,6 +68,9 @@ from streamrelay.core.units import LengthUnit
 
 __all__ = ["LineScanner"]
 
+_UTF16 = codecs.getencoder("utf-16-le")
+"""The UTF-16 encoder (as :func:`core.chunking.store.units_of` counts units), called inline where a call per append or
+line would cost more than the count."""
 _NONWS = re.compile(r"[^ \t\r\f\v]")
 _SPECIAL = re.compile(r"[`\\\[\]()]")
 _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
@@ -261,7 +265,7 @@ class LineScanner:
         """
         later = self._later
         if later:  # earlier appends wait to be read: this one waits too, or they are read with it (_later)
-            units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+            units = len(text) if not self._utf16 or text.isascii() else len(_UTF16(text)[0]) >> 1
             cum = self.cum + units
             if self._later_far:  # they wait up to _wait_far while this one is _fenceless too (inlined: once an append)
                 far = "``" not in text and "~~" not in text and text[0] not in "`~" and text[-1] not in "`~"
@@ -291,7 +295,7 @@ class LineScanner:
                 and self._lr is None
                 and not self._q_done
             ):
-                units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+                units = len(text) if not self._utf16 or text.isascii() else len(_UTF16(text)[0]) >> 1
                 far = _fenceless(text) and (self.end == self._lpos or _runless(self._store.current()))
                 if self.cum + units <= (self._wait_far if far else self._wait_at):  # nothing can happen yet
                     self._later_at = (self.end, self.cum)
@@ -796,7 +800,7 @@ class LineScanner:
         under a SENTENCE preference, inside a fence in a container, or with :attr:`_ordinary` off.
         """
         store = self._store
-        bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
+        bmp = not self._utf16 or text.isascii() or len(_UTF16(text)[0]) == 2 * len(text)
         start = 0
         line = text[:nl]
         units = nl if bmp else units_of(line, True)
@@ -815,7 +819,7 @@ class LineScanner:
                 nl = text.find("\n", start)
                 if nl >= 0:
                     line = text[start:nl]
-                    units = nl - start if bmp or line.isascii() else units_of(line, True)
+                    units = nl - start if bmp or line.isascii() else len(_UTF16(line)[0]) >> 1
         rs, inline = self._rs, self._inline
         b_starts, b_rests, b_fences = self._breaks.starts, self._breaks.rests, self._breaks.fences
         while True:
@@ -919,7 +923,7 @@ class LineScanner:
                 nl = text.find("\n", start)
                 if nl >= 0:
                     line = text[start:nl]
-                    units = nl - start if bmp or line.isascii() else units_of(line, True)
+                    units = nl - start if bmp or line.isascii() else len(_UTF16(line)[0]) >> 1
             if at:
                 store.push_lines(at, texts, metas, cum)
             self._lpos, self._lcum = end, cum
@@ -966,7 +970,7 @@ class LineScanner:
             nl = text.find("\n", start)
             if nl >= 0:
                 line = text[start:nl]
-                units = nl - start if bmp or line.isascii() else units_of(line, True)
+                units = nl - start if bmp or line.isascii() else len(_UTF16(line)[0]) >> 1
 
     def _head_line(self, line: str, units: int, m: re.Match[str]) -> bool:
         """A whole line outside fences that ``m`` (a :data:`_LINE_HEAD` match) found a list item or a fence opener
