@@ -101,6 +101,10 @@ their ``lists`` are copied before any change)."""
 _HEAD_READS: dict[str | None, tuple[int, LineRead | None]] = {"simple": (2, _SIMPLE_ITEM_READ), "text": (0, None)}
 """The lines of :data:`_LINE_HEAD` that :meth:`LineScanner._fast_line` reads itself: their body, their prefix read
 (None: a text line)."""
+_ITEM_READS: dict[tuple[int, ...], LineRead] = {}
+"""The prefix reads of ``item`` lines (:data:`_LINE_HEAD`) made so far, by their marker's indentation, content column
+and the items open before them (at most 256, then afresh): they depend on nothing else, and line reads and their
+``lists`` are never changed (shared, as :data:`_SIMPLE_ITEM_READ`)."""
 _CLOSER = re.compile(r"(`{3,}+|~{3,}+)[ \t\r\f\v]*\Z")
 """A closer candidate at column 0: a fence run and only whitespace after it."""
 _WS = " \t\n\r\f\v"
@@ -268,9 +272,11 @@ class LineScanner:
             units = len(text) if not self._utf16 or text.isascii() else len(_UTF16(text)[0]) >> 1
             cum = self.cum + units
             if self._later_far:  # they wait up to _wait_far while this one is _fenceless too (inlined: once an append)
-                far = "``" not in text and "~~" not in text and text[0] not in "`~" and text[-1] not in "`~"
-                self._later_far = far
-                waits = cum <= (self._wait_far if far else self._wait_at)
+                if "``" in text or "~~" in text or text[0] in "`~" or text[-1] in "`~":
+                    self._later_far = False
+                    waits = cum <= self._wait_at
+                else:
+                    waits = cum <= self._wait_far
             else:
                 waits = cum <= self._wait_at
             if waits:
@@ -990,9 +996,16 @@ class LineScanner:
             lr = LineRead(RUN, 0, 0, 0, 0, 0, lists, False, False, -1)
         else:
             s = m.end("ind")
-            lists = [x for x in before if x <= s]
-            lists.append(e)
-            lr = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
+            key = (s, e, *before)
+            lr = _ITEM_READS.get(key)
+            if lr is None:
+                lists = [x for x in before if x <= s]
+                lists.append(e)
+                lr = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
+                if len(_ITEM_READS) >= 256:
+                    _ITEM_READS.clear()
+                _ITEM_READS[key] = lr
+            lists = lr.lists
         self._store.add(line)
         self.end += n
         self.cum += units
