@@ -997,15 +997,15 @@ class LineScanner:
         else:
             s = m.end("ind")
             key = (s, e, *before)
-            lr = _ITEM_READS.get(key)
-            if lr is None:
+            known = _ITEM_READS.get(key)
+            if known is None:
                 lists = [x for x in before if x <= s]
                 lists.append(e)
-                lr = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
+                known = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
                 if len(_ITEM_READS) >= 256:
                     _ITEM_READS.clear()
-                _ITEM_READS[key] = lr
-            lists = lr.lists
+                _ITEM_READS[key] = known
+            lr, lists = known, known.lists
         self._store.add(line)
         self.end += n
         self.cum += units
