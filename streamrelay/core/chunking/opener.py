@@ -46,8 +46,9 @@ def open_fence(line: str, lr: LineRead, lists: list[int], run_start: int, run_le
         fence.quote_prefix = prefix[: gt + 1] + (" " if prefix[gt + 1 : gt + 2] == " " else "")
     fence.prefix, fence.info = prefix, info
     fence.quote_depth = lr.quotes
-    fence.item_indent = list_base(lists, lr.quotes, lr.col)
-    fence.items = items_at(lists, line_reach(line, run_start, False))  # the items around its quote markers too
+    if lists:  # (none open: no item holds it, as the defaults say)
+        fence.item_indent = list_base(lists, lr.quotes, lr.col)
+        fence.items = items_at(lists, line_reach(line, run_start, False))  # the items around its quote markers too
     fence.closer = "\n" + prefix + run
     fence.closer_units = units_of(fence.closer, utf16)
     full = prefix + run + info

@@ -31,6 +31,7 @@ when the pending text may no longer fit or a break may emit) and reads each line
 
 from __future__ import annotations
 
+import codecs
 import re
 
 from streamrelay.core.chunking.breaks import (
@@ -67,6 +68,9 @@ from streamrelay.core.units import LengthUnit
 
 __all__ = ["LineScanner"]
 
+_UTF16 = codecs.getencoder("utf-16-le")
+"""The UTF-16 encoder (as :func:`core.chunking.store.units_of` counts units), called inline where a call per append or
+line would cost more than the count."""
 _NONWS = re.compile(r"[^ \t\r\f\v]")
 _SPECIAL = re.compile(r"[`\\\[\]()]")
 _SLOW_START = frozenset(" \t\r\f\v>-*+0123456789`~")
@@ -97,6 +101,10 @@ their ``lists`` are copied before any change)."""
 _HEAD_READS: dict[str | None, tuple[int, LineRead | None]] = {"simple": (2, _SIMPLE_ITEM_READ), "text": (0, None)}
 """The lines of :data:`_LINE_HEAD` that :meth:`LineScanner._fast_line` reads itself: their body, their prefix read
 (None: a text line)."""
+_ITEM_READS: dict[tuple[int, ...], LineRead] = {}
+"""The prefix reads of ``item`` lines (:data:`_LINE_HEAD`) made so far, by their marker's indentation, content column
+and the items open before them (at most 256, then afresh): they depend on nothing else, and line reads and their
+``lists`` are never changed (shared, as :data:`_SIMPLE_ITEM_READ`)."""
 _CLOSER = re.compile(r"(`{3,}+|~{3,}+)[ \t\r\f\v]*\Z")
 """A closer candidate at column 0: a fence run and only whitespace after it."""
 _WS = " \t\n\r\f\v"
@@ -183,7 +191,6 @@ class LineScanner:
         self._store = store
         self._add = store.add
         self._breaks = breaks
-        self._add_break = breaks.add
         self._regions = regions
         self._cutter = cutter
         self.end = end
@@ -262,12 +269,14 @@ class LineScanner:
         """
         later = self._later
         if later:  # earlier appends wait to be read: this one waits too, or they are read with it (_later)
-            units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+            units = len(text) if not self._utf16 or text.isascii() else len(_UTF16(text)[0]) >> 1
             cum = self.cum + units
             if self._later_far:  # they wait up to _wait_far while this one is _fenceless too (inlined: once an append)
-                far = "``" not in text and "~~" not in text and text[0] not in "`~" and text[-1] not in "`~"
-                self._later_far = far
-                waits = cum <= (self._wait_far if far else self._wait_at)
+                if "``" in text or "~~" in text or text[0] in "`~" or text[-1] in "`~":
+                    self._later_far = False
+                    waits = cum <= self._wait_at
+                else:
+                    waits = cum <= self._wait_far
             else:
                 waits = cum <= self._wait_at
             if waits:
@@ -292,7 +301,7 @@ class LineScanner:
                 and self._lr is None
                 and not self._q_done
             ):
-                units = len(text) if not self._utf16 or text.isascii() else units_of(text, True)
+                units = len(text) if not self._utf16 or text.isascii() else len(_UTF16(text)[0]) >> 1
                 far = _fenceless(text) and (self.end == self._lpos or _runless(self._store.current()))
                 if self.cum + units <= (self._wait_far if far else self._wait_at):  # nothing can happen yet
                     self._later_at = (self.end, self.cum)
@@ -797,7 +806,7 @@ class LineScanner:
         under a SENTENCE preference, inside a fence in a container, or with :attr:`_ordinary` off.
         """
         store = self._store
-        bmp = not self._utf16 or text.isascii() or units_of(text, True) == len(text)
+        bmp = not self._utf16 or text.isascii() or len(_UTF16(text)[0]) == 2 * len(text)
         start = 0
         line = text[:nl]
         units = nl if bmp else units_of(line, True)
@@ -816,8 +825,9 @@ class LineScanner:
                 nl = text.find("\n", start)
                 if nl >= 0:
                     line = text[start:nl]
-                    units = nl - start if bmp else units_of(line, True)
-        rs, inline, add_break = self._rs, self._inline, self._add_break
+                    units = nl - start if bmp or line.isascii() else len(_UTF16(line)[0]) >> 1
+        rs, inline = self._rs, self._inline
+        b_starts, b_rests, b_fences = self._breaks.starts, self._breaks.rests, self._breaks.fences
         while True:
             fence = self.fence
             ordinary = (
@@ -840,6 +850,9 @@ class LineScanner:
             at: list[int] = []  # the lines read, for the store (TextStore.push_lines)
             texts: list[str] = []
             metas: list[LineMeta] = []
+            why = 0  # why the loop stopped at a line: 1 a list item or fence opener (head), 2 a line that may close
+            # the fence (both read by their one-line paths at once), 0 any other reason (_fast_line decides)
+            head: re.Match[str] | None = None
             while ordinary and nl >= 0:
                 n = len(line)
                 if cum + units > room:
@@ -851,6 +864,7 @@ class LineScanner:
                         if c in _SLOW_START:
                             body = _fence_body(line, fence)
                             if body < 0:
+                                why = 2
                                 break
                         else:
                             body = 0
@@ -860,6 +874,7 @@ class LineScanner:
                         if group == "simple":
                             lr = _SIMPLE_ITEM_READ
                         elif group != "text":
+                            why, head = 1, m
                             break
                     if ws_open:  # the break before the line completes
                         if not ws_leading and ws_start >= base:
@@ -867,9 +882,12 @@ class LineScanner:
                             if fence is None:
                                 if ws_cum >= emit_at and emits[para]:
                                     break  # it may emit
-                                add_break(R_PARA if para else R_LINE, ws_start, ws_last + 1, None)
+                                rank = R_PARA if para else R_LINE  # BreakTable.add, inlined (once a line)
                             else:
-                                add_break(R_FPARA if para else R_FLINE, ws_start, ws_last + 1, fence)
+                                rank = R_FPARA if para else R_FLINE
+                                b_fences[rank].append(fence)  # type: ignore[union-attr]
+                            b_starts[rank].append(ws_start)
+                            b_rests[rank].append(ws_last + 1)
                         ws_open = False
                     e = n if line[-1] not in _WS else len(line.rstrip(_WS))
                     if fence is not None:
@@ -911,7 +929,7 @@ class LineScanner:
                 nl = text.find("\n", start)
                 if nl >= 0:
                     line = text[start:nl]
-                    units = nl - start if bmp else units_of(line, True)
+                    units = nl - start if bmp or line.isascii() else len(_UTF16(line)[0]) >> 1
             if at:
                 store.push_lines(at, texts, metas, cum)
             self._lpos, self._lcum = end, cum
@@ -946,13 +964,19 @@ class LineScanner:
                 if due:
                     self._advance(False)
                 return
-            if not self._fast_line(line, units):  # a line the loop does not read
+            if why == 1:  # (as _fast_line reads it, without matching it again)
+                done = head is not None and self._head_line(line, units, head)
+            elif why == 2:
+                done = self._closer_line(line, units, fence)  # type: ignore[arg-type]
+            else:
+                done = self._fast_line(line, units)
+            if not done:  # a line the one-line fast paths do not read
                 self._whole_line(line, units)
             start = nl + 1
             nl = text.find("\n", start)
             if nl >= 0:
                 line = text[start:nl]
-                units = nl - start if bmp else units_of(line, True)
+                units = nl - start if bmp or line.isascii() else len(_UTF16(line)[0]) >> 1
 
     def _head_line(self, line: str, units: int, m: re.Match[str]) -> bool:
         """A whole line outside fences that ``m`` (a :data:`_LINE_HEAD` match) found a list item or a fence opener
@@ -972,9 +996,16 @@ class LineScanner:
             lr = LineRead(RUN, 0, 0, 0, 0, 0, lists, False, False, -1)
         else:
             s = m.end("ind")
-            lists = [x for x in before if x <= s]
-            lists.append(e)
-            lr = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
+            key = (s, e, *before)
+            known = _ITEM_READS.get(key)
+            if known is None:
+                lists = [x for x in before if x <= s]
+                lists.append(e)
+                known = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
+                if len(_ITEM_READS) >= 256:
+                    _ITEM_READS.clear()
+                _ITEM_READS[key] = known
+            lr, lists = known, known.lists
         self._store.add(line)
         self.end += n
         self.cum += units

@@ -19,6 +19,7 @@ pending text.
 from __future__ import annotations
 
 import codecs
+import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -44,6 +45,8 @@ class TextReader(Protocol):
 
 
 _UTF16 = codecs.getencoder("utf-16-le")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+"""A character outside the BMP (two UTF-16 code units)."""
 """The UTF-16 encoder itself: ``str.encode("utf-16-le")`` looks the codec up by name on every call (only UTF-8, Latin-1
 and ASCII are found without the lookup), several times the cost of encoding a short text."""
 
@@ -175,7 +178,7 @@ class TextStore:
         self._parts.clear()
         end = pos + len(line) + 1
         if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
-            self._astral.extend(pos + i for i, ch in enumerate(line) if ch > "\uffff")
+            self._astral.extend([pos + m.start() for m in _ASTRAL.finditer(line)])
         self.cur_pos = end
         self.cur_cum = cum
 
@@ -191,9 +194,10 @@ class TextStore:
             kept.extend(lines)
         self._parts.clear()
         if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
+            astral, find = self._astral, _ASTRAL.search
             for at, line in zip(starts, lines, strict=True):
-                if not line.isascii():
-                    self._astral.extend(at + i for i, ch in enumerate(line) if ch > "\uffff")
+                if not line.isascii() and find(line):  # (most lines past ASCII are inside the BMP)
+                    astral.extend([at + m.start() for m in _ASTRAL.finditer(line)])
         self.cur_pos = end
         self.cur_cum = cum
 
