@@ -39,6 +39,7 @@ from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
+from streamrelay.core.run.approvals import approval_state, decide
 from streamrelay.core.run.controller import RunController
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.finished import FinishedRuns, finished_record
@@ -494,6 +495,23 @@ class Relay:
             IngestError: 404 for an unknown run, 409 for one that ended otherwise.
         """
         return await stop_run(self._admission, run_id, by, reason)
+
+    async def decide_approval(self, run_id: str, approval: str, decision: str, by: str | None) -> dict[str, Any]:
+        """Decide approval ``approval`` of run ``run_id`` (:func:`core.run.approvals.decide`: journaled, once).
+
+        Raises:
+            IngestError: 404 unknown run or approval, 409 the run ended first.
+            core.run.approvals.DecisionRefused: 403 ``by`` may not decide, 409 decided already.
+        """
+        return (await decide(self._admission, run_id, approval, decision, by))[1]
+
+    def approval(self, run_id: str, approval: str) -> dict[str, Any]:
+        """Approval ``approval`` of the open run ``run_id`` (:func:`core.run.approvals.approval_state`).
+
+        Raises:
+            IngestError: 404 not an open run's approval.
+        """
+        return approval_state(self._admission, run_id, approval)
 
     # --- reading ----------------------------------------------------------------------------------------
 

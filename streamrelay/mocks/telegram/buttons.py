@@ -107,6 +107,8 @@ class ButtonMethods:
 
     def _buttons_init(self) -> None:
         self._queries = {}
+        self.answers: dict[str, str | None] = {}
+        """Each answered ``callback_query_id``'s ``text`` (what the person was shown; None: nothing)."""
         self._update_ids = itertools.count(1)
 
     def _find(self, chat: ChatId, params: Mapping[str, Any], missing: str) -> Any:
@@ -159,16 +161,22 @@ class ButtonMethods:
         if text is not None and (not isinstance(text, str) or len(text) > 200):
             raise bad("MESSAGE_TOO_LONG: the callback answer text is 0-200 characters")
         self._queries[query] = True
+        self.answers[query] = text
         return True
 
-    def press(self, chat_id: Any, message_id: Any, data: Any = None) -> dict[str, Any]:
+    def press(self, chat_id: Any, message_id: Any, data: Any = None, user: Any = None) -> dict[str, Any]:
         """A person presses a callback button of message ``message_id`` in ``chat_id`` (the one whose
         ``callback_data`` is ``data``; the first callback button when ``data`` is None): the ``callback_query``
-        update the bot receives.
+        update the bot receives, ``from`` the user ``user`` (an integer id; None: :data:`PRESSER_ID`).
 
         Raises:
-            ValueError: no such message, or it has no such button (the message says which).
+            ValueError: no such message, or it has no such button (the message says which), or ``user`` is not an
+                integer id.
         """
+        try:
+            presser = PRESSER_ID if user is None else int(user)
+        except (TypeError, ValueError):
+            raise ValueError(f"a Telegram user id is an integer, got {user!r}") from None
         chat = chat_key(chat_id)
         if chat is not None and isinstance(message_id, str) and message_id.startswith("draft:"):
             try:
@@ -192,7 +200,7 @@ class ButtonMethods:
         self._queries[query] = False
         callback = {
             "id": query,
-            "from": person_user(PRESSER_ID),
+            "from": person_user(presser),
             "message": self._message_json(message),
             "chat_instance": str(chat),
             "data": chosen["callback_data"],
