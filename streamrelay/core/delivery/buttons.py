@@ -16,7 +16,7 @@ from __future__ import annotations
 from streamrelay.core.delivery.controls import CLEAR_ATTEMPTS
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import Op, OpKind, Outcome, Slot
-from streamrelay.core.errors import DeliveryError, RateLimitedError, TransientDeliveryError
+from streamrelay.core.errors import DeliveryError, RateLimitedError, TransientDeliveryError, UncertainDeliveryError
 from streamrelay.core.ports import StopControl
 from streamrelay.core.records.report import SlotRole
 
@@ -75,7 +75,8 @@ class ButtonPlan:
             return Outcome.ACK
         attempts = self._attempts.get(slot.index, 0) + 1
         self._attempts[slot.index] = attempts
-        if isinstance(error, TransientDeliveryError) and attempts < CLEAR_ATTEMPTS:
+        if isinstance(error, TransientDeliveryError | UncertainDeliveryError) and attempts < CLEAR_ATTEMPTS:
+            # setting a message's buttons is idempotent: an unknown outcome is set again
             slot.buttons_doubt = True
             return Outcome.RATE_LIMITED if isinstance(error, RateLimitedError) else Outcome.RETRY
         self._attempts.pop(slot.index, None)
