@@ -182,6 +182,7 @@ class RunController:
             threads=threads,
         )
         self.stage.approvals = self.approvals
+        self.stage.approval_buttons = isinstance(adapter, StopControls)
 
     def _thread_feed(self, source: Source) -> DeliveryWatch:
         """A child's thread is a row of its own for watchers: ``<channel> ↳ <agent>``."""

@@ -152,6 +152,10 @@ class RunStage:
         self.approvals = ApprovalBook()
         """The run's approvals as admission took them (the controller shares its book: :mod:`core.run.approvals`)."""
         self._approval_slots: dict[str, Slot] = {}
+        self._decided: set[str] = set()
+        self.approval_buttons = False
+        """The channel's adapter can show buttons (:class:`core.ports.StopControls`): an approval's message carries
+        Approve and Deny (else it shows the question alone, e.g. on the web channel; a bot still forwards a decision)."""
 
     @property
     def pipeline(self) -> list[PipelineUnit]:
@@ -280,7 +284,8 @@ class RunStage:
         if slot.over_limit:
             self.errors.append(f"approval {event.id!r} not shown: the run's message limit is reached")
             return
-        slot.buttons = approval_control(self.run, event.id)
+        if self.approval_buttons:
+            slot.buttons = approval_control(self.run, event.id)
         self._approval_slots[event.id] = slot
         self.monitor.publish("decision", what="approval", call_id=event.id, verdict="pending", reason=event.question)
 
@@ -288,6 +293,7 @@ class RunStage:
         """An approval decided (journaled once: :func:`core.run.approvals.decide`): the ``approval`` unit on the
         pipeline lane, its message edited to say the decision and who made it, its buttons taken off."""
         self.lane.emit(ApprovalDecided(event.id, event.decision, event.approved, event.by, event.at))
+        self._decided.add(event.id)
         approval = self.approvals.items.get(event.id)
         slot = self._approval_slots.get(event.id)
         if approval is not None and slot is not None:
@@ -299,7 +305,7 @@ class RunStage:
         """The run ends: an approval still undecided shows so, without buttons (a press now would decide nothing)."""
         for approval_id, slot in self._approval_slots.items():
             approval = self.approvals.items.get(approval_id)
-            if approval is not None and slot.buttons is not None:
+            if approval is not None and approval_id not in self._decided:
                 slot.buttons = None
                 self.book.set_text(slot, dataclasses.replace(approval, decision=None).text(ended=True))
 
