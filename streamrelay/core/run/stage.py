@@ -155,7 +155,8 @@ class RunStage:
         self._decided: set[str] = set()
         self.approval_buttons = False
         """The channel's adapter can show buttons (:class:`core.ports.StopControls`): an approval's message carries
-        Approve and Deny (else it shows the question alone, e.g. on the web channel; a bot still forwards a decision)."""
+        Approve and Deny (else it shows the question alone, e.g. on the web channel; a bot still forwards a
+        decision)."""
 
     @property
     def pipeline(self) -> list[PipelineUnit]:
