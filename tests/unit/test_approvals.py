@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from streamrelay.adapters.ingest_http.owner_proxy import run_of
 from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.contracts.units import ApprovalUnit, check_unit
 from streamrelay.core.delivery.calls import CallResult, Done, NotDone, SetControl, Unknown
@@ -422,3 +423,16 @@ def test_an_ag_ui_interrupt_outcome_is_an_approval() -> None:
     assert not any(isinstance(e, ApprovalRequest) for e in AgUiNormalizer("r1").feed(finished))
     with pytest.raises(IngestError, match="non-empty 'interrupts'"):
         AgUiNormalizer("r1").feed({**finished, "outcome": {"type": "interrupt", "interrupts": []}})
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "run"),
+    [
+        ("POST", "/v1/runs/r1/approvals/a1", "r1"),
+        ("GET", "/v1/runs/0123456789abcdef/approvals/fedcba9876543210", "0123456789abcdef"),
+        ("POST", "/v1/runs/r1/stop", "r1"),
+        ("POST", "/v1/runs/r1/events", None),
+    ],
+)
+def test_a_replica_forwards_a_decision_to_the_runs_owner(method: str, path: str, run: str | None) -> None:
+    assert run_of(method, path) == run
