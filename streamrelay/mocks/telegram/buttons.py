@@ -107,8 +107,6 @@ class ButtonMethods:
 
     def _buttons_init(self) -> None:
         self._queries = {}
-        self.answers: dict[str, str | None] = {}
-        """Each answered ``callback_query_id``'s ``text`` (what the person was shown; None: nothing)."""
         self._update_ids = itertools.count(1)
 
     def _find(self, chat: ChatId, params: Mapping[str, Any], missing: str) -> Any:
@@ -161,7 +159,6 @@ class ButtonMethods:
         if text is not None and (not isinstance(text, str) or len(text) > 200):
             raise bad("MESSAGE_TOO_LONG: the callback answer text is 0-200 characters")
         self._queries[query] = True
-        self.answers[query] = text
         return True
 
     def press(self, chat_id: Any, message_id: Any, data: Any = None, user: Any = None) -> dict[str, Any]:
