@@ -23,7 +23,7 @@ from streamrelay.core.clock import Clock
 from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError, OwnershipLostError
-from streamrelay.core.events import EVENT_TYPES, Event, RunEvent, event_line
+from streamrelay.core.events import EVENT_TYPES, ApprovalRequest, Event, RunEvent, event_line
 from streamrelay.core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.lanes.gate import (
@@ -360,8 +360,12 @@ class Relay:
         marks: Iterable[_Mark],
     ) -> None:
         """Admission forgets what it took of the lines ``entries`` the journal refused: the runs they opened, each
-        run's ``seq`` numbers, usage and end (``marks``), and what a raw stream's normalizer made of them."""
-        for run, _ in staged:
+        run's ``seq`` numbers, usage and end (``marks``), the approvals they asked (sent again, asked once), and what
+        a raw stream's normalizer made of them."""
+        for run, events in staged:
+            for event in events:
+                if isinstance(event, ApprovalRequest):
+                    run.approvals.items.pop(event.id, None)  # its expiry then finds nothing to decide
             if not run.opened and self._runs.get(run.run) is run:
                 del self._runs[run.run]
                 self._admission.clients.left(run.run, ended=False)  # its agent sends the start again
