@@ -55,7 +55,7 @@ from streamrelay.core.normalize.base import JsonObject
 from streamrelay.core.policy import apply_overrides
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
-from streamrelay.core.run.approvals import DecisionRefused, check_request, decide, take_decision
+from streamrelay.core.run.approvals import DecisionRefused, check_request, decide, forget_approvals, take_decision
 from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
 from streamrelay.core.run.inbox import Inbox
 from streamrelay.core.run.monitor import RunMonitor
@@ -419,7 +419,7 @@ class Admission:
             run.usage.charge([event], limits, enforce=False)  # an end is always taken: the run must be able to end
             run.end_taken(event.seq)
         else:
-            run.usage.charge(events, limits, enforce=enforce)  # a 422 here: the line was not taken, nor its seq
+            _charge(run, events, limits, enforce=enforce)  # a 422 here: the line was not taken, nor its seq
             if event.seq is not None:
                 run.seqs.take(event.seq)
         return run, events, ONE_EVENT
@@ -506,7 +506,7 @@ class Admission:
         events = normalizer.feed(obj)
         if any(isinstance(e, ApprovalRequest) for e in events):
             self.take_approvals(run, events, enforce=enforce)
-        run.usage.charge(events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
+        _charge(run, events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
         if seq is not None:
             run.seqs.take(seq)
             run.gate.consume(seq)
@@ -770,3 +770,17 @@ class Admission:
         run.limits = client
         run.usage.charge([event], client, enforce=False)
         return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
+
+
+def _charge(run: ActiveRun, events: list[Event], limits: ClientLimits, *, enforce: bool) -> None:
+    """Charge ``events`` to ``run``'s usage (:meth:`core.ingest.quota.RunUsage.charge`); a refusal forgets the
+    approvals they asked too (the line was not taken: sent again, each is asked once).
+
+    Raises:
+        IngestError: a limit the line would pass (422).
+    """
+    try:
+        run.usage.charge(events, limits, enforce=enforce)
+    except IngestError:
+        forget_approvals(run, events)
+        raise

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -265,6 +266,16 @@ async def decide(
         raise
     await run.put_all([event])
     return run_key, approval.to_json(run_key)
+
+
+def forget_approvals(run: ActiveRun, events: Sequence[object]) -> None:
+    """Forget the approvals ``events`` asked (a line admission or the journal refused after taking them: sent
+    again, each is asked once); their expiries then find nothing to decide."""
+    for event in events:
+        if isinstance(event, ApprovalRequest):
+            approval = run.approvals.items.get(event.id)
+            if approval is not None and approval.decision is None:
+                del run.approvals.items[event.id]
 
 
 def take_decision(run: ActiveRun, event: ApprovalDecision) -> bool:

@@ -23,7 +23,7 @@ from streamrelay.core.clock import Clock
 from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError, OwnershipLostError
-from streamrelay.core.events import EVENT_TYPES, ApprovalRequest, Event, RunEvent, event_line
+from streamrelay.core.events import EVENT_TYPES, Event, RunEvent, event_line
 from streamrelay.core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.lanes.gate import (
@@ -39,7 +39,7 @@ from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
-from streamrelay.core.run.approvals import approval_state, decide
+from streamrelay.core.run.approvals import approval_state, decide, forget_approvals
 from streamrelay.core.run.controller import RunController
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.finished import FinishedRuns, finished_record
@@ -363,9 +363,7 @@ class Relay:
         run's ``seq`` numbers, usage and end (``marks``), the approvals they asked (sent again, asked once), and what
         a raw stream's normalizer made of them."""
         for run, events in staged:
-            for event in events:
-                if isinstance(event, ApprovalRequest):
-                    run.approvals.items.pop(event.id, None)  # its expiry then finds nothing to decide
+            forget_approvals(run, events)
             if not run.opened and self._runs.get(run.run) is run:
                 del self._runs[run.run]
                 self._admission.clients.left(run.run, ended=False)  # its agent sends the start again
