@@ -37,7 +37,7 @@ from streamrelay.app.ingest_client import KEEPALIVE_S, recording_lines
 from streamrelay.core.contracts.answers import GateAnswer, RunListing, StopAnswer, WatchLink
 from streamrelay.core.contracts.live import LIVE_EVENT, EndLiveEvent, LiveEvent
 from streamrelay.core.contracts.report import RunReport
-from streamrelay.core.contracts.units import PIPELINE_UNIT, PipelineUnit, RunEndUnit, parse_unit
+from streamrelay.core.contracts.units import PIPELINE_UNIT, ApprovalUnit, PipelineUnit, RunEndUnit, parse_unit
 from streamrelay.core.events import Event, ProviderFormat, Source, event_to_json
 from streamrelay.core.normalize import make_normalizer
 
@@ -48,6 +48,8 @@ class RelayError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"the sidecar answered {status}: {message}")
         self.status = status
+        self.message = message
+        """The answer's own words (a refused approval press: what to tell the person)."""
 
 
 class RelayClient:
@@ -233,6 +235,38 @@ class RelayClient:
         """
         body = {key: value for key, value in (("by", by), ("reason", reason)) if value is not None}
         return StopAnswer.model_validate(_json(await self._http.post(_path(run, "/stop"), json=body)))
+
+    async def decide_approval(self, run: str, approval: str, decision: str, *, by: str) -> dict[str, Any]:
+        """Forward a person's Approve or Deny press (``POST /v1/runs/{run}/approvals/{approval}``; ``run`` and
+        ``approval`` may be the two 16 hex of the button's id ``approve:<run16>:<id16>``): ``decision`` is
+        ``approve`` or ``deny``, ``by`` who pressed (``telegram:user:123``).
+
+        Returns:
+            the decided approval: ``run``, ``id``, ``state``, ``decision`` (approved, denied or expired: pressed too
+            late), ``approved``, ``by``, ``at``, ``expires_at``.
+
+        Raises:
+            RelayError: 403 ``by`` may not decide (its message is what to tell the person), 409 decided already or
+                the run ended (the message says which), 404 unknown run or approval, 400 a bad body.
+        """
+        path = _path(run, f"/approvals/{quote(approval, safe='')}")
+        answer = await self._http.post(path, json={"decision": decision, "by": by})
+        if answer.status_code in (403, 409):
+            body = answer.json()
+            raise RelayError(answer.status_code, str(body.get("tell") or body.get("error")))
+        return _json(answer)
+
+    async def wait_approval(self, run: str, approval: str, *, after: int = 0) -> ApprovalUnit:
+        """Wait until approval ``approval`` of run ``run`` is decided: its ``approval`` unit on the run's pipeline
+        lane (approved, denied or expired; ``approved`` says whether to go on), read from position ``after``.
+
+        Raises:
+            RelayError: 409 the run ended (``run.end``) without deciding it.
+        """
+        async for unit in self.pipeline(run, after=after):
+            if isinstance(unit, ApprovalUnit) and unit.id == approval:
+                return unit
+        raise RelayError(409, f"run {run!r} ended before approval {approval!r} was decided")
 
     async def report(self, run: str, *, wait_s: float = 0.0) -> RunReport:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""

@@ -27,7 +27,7 @@ from streamrelay.config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLAT
 from streamrelay.config.tables import BudgetSettings, ChunkSettings, CoalesceSettings, Strict
 from streamrelay.core.chunking import ChunkParams
 from streamrelay.core.errors import ConfigError
-from streamrelay.core.events import DeliveryMode
+from streamrelay.core.events import APPROVER_ID, DeliveryMode
 from streamrelay.core.ingest.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
 from streamrelay.core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from streamrelay.core.ports import MarkupPermissions, TextFormat
@@ -57,6 +57,12 @@ class ChannelSettings(Strict):
     stop_button: bool = False
     """A Stop control on a run's live message (core/run/stop_controls.py); the bot forwards its clicks to the
     sidecar."""
+    approvers: list[str] = Field(default_factory=list, max_length=50)
+    """Platform user ids (``telegram:user:123``) who may decide an ``approval.request`` naming none
+    (core/run/approvals.py)."""
+    approvals_anyone: bool = False
+    """Anyone in the chat may decide an ``approval.request`` that names nobody (where ``approvers`` is empty too);
+    off, such a request is refused."""
     allow_mentions: bool = False
     """Agent text may notify people: Slack ``<!channel>``, ``<!here>``, ``<@U…>``; Discord ``@everyone``, users,
     roles; Telegram ``tg://user?id=`` links. Off: rendered inert (:class:`core.ports.MarkupPermissions`)."""
@@ -84,6 +90,17 @@ class ChannelSettings(Strict):
                 table.merged(name, spec.budgets.get(name))
         if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
             raise ValueError(f"api_base {self.api_base!r} must start with http:// or https://")
+        return self
+
+    @model_validator(mode="after")
+    def _approvers_rules(self) -> ChannelSettings:
+        """Each approver is a platform user id like the ``by`` a bot forwards (core/run/approvals.py)."""
+        for who in self.approvers:
+            if APPROVER_ID.fullmatch(who) is None:
+                raise ValueError(
+                    f"approvers: {who!r} is not a platform user id like 'telegram:user:123' "
+                    "(1-200 letters, digits or :_.@#+-)"
+                )
         return self
 
     @model_validator(mode="after")
@@ -134,6 +151,8 @@ class ChannelSettings(Strict):
             exclusive_bot=self.exclusive_bot,
             delta_replay_guard=self.delta_replay_guard,
             stop_button=self.stop_button,
+            approvers=tuple(self.approvers),
+            approvals_anyone=self.approvals_anyone,
         )
 
     def markup(self) -> MarkupPermissions:

@@ -21,9 +21,11 @@ from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     StrictInt,
     TypeAdapter,
     ValidationError,
@@ -452,6 +454,79 @@ class Stop(_EventBase):
     reason: CleanText | None = Field(default=None, max_length=500)
 
 
+APPROVAL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+"""An approval's ``id``: 1-64 letters, digits or ``_.:-`` (it names the approval in the decision route's path)."""
+APPROVER_ID = re.compile(r"[A-Za-z0-9:_.@#+-]{1,200}")
+"""Who may decide (and who decided): a platform user id like ``telegram:user:123``, as the bot forwards a press's
+``by`` (:mod:`core.run.approvals`)."""
+MAX_APPROVERS = 50
+MAX_APPROVAL_TTL_S = 7 * 24 * 3600.0
+"""The longest ``ttl_s`` (a week): an approval nobody decides ends at its expiry, never waits for ever."""
+
+
+def _approval_id(value: str) -> str:
+    if APPROVAL_ID.fullmatch(value) is None:
+        raise ValueError("id must be 1-64 letters, digits or _.:- (it goes in the decision route's path)")
+    return value
+
+
+def _approvers(value: tuple[str, ...]) -> tuple[str, ...]:
+    for who in value:
+        if APPROVER_ID.fullmatch(who) is None:
+            raise ValueError(
+                f"approvers: {who[:60]!r} is not a platform user id like 'telegram:user:123' "
+                "(1-200 letters, digits or :_.@#+-; the bot forwards a press's 'by' in this form)"
+            )
+    return value
+
+
+class ApprovalRequest(_EventBase):
+    """The agent asks a person to approve an action (:mod:`core.run.approvals`, docs/approvals.md): a message with
+    Approve and Deny buttons that says ``question``, ``action`` (what will be done if approved) and who may decide.
+
+    ``approvers``: platform user ids (``telegram:user:123``, ``slack:user:U1``, ``discord:user:42``, as the bot
+    forwards a press's ``by``); empty: the channel's ``approvers`` setting, or anyone in the chat only where the
+    channel says ``approvals_anyone = true`` (else the line is refused with a 400). ``expires_at`` (an ISO 8601
+    instant with its offset) or ``ttl_s`` (seconds from when the sidecar took the line, at most
+    :data:`MAX_APPROVAL_TTL_S`; after a restart it counts again from the restart): exactly one. ``on_expiry``: the
+    decision an approval nobody decided takes at its expiry (``denied`` unless said). One ``approval`` unit on the
+    pipeline lane carries the decision (approved, denied or expired), once."""
+
+    kind: Literal["approval.request"] = "approval.request"
+    id: Annotated[UnicodeText, AfterValidator(_approval_id)]
+    question: CleanText = Field(min_length=1, max_length=1000)
+    action: CleanText | None = Field(default=None, max_length=1000)
+    approvers: Annotated[tuple[UnicodeText, ...], AfterValidator(_approvers)] = Field(
+        default=(), max_length=MAX_APPROVERS
+    )
+    expires_at: AwareDatetime | None = None
+    ttl_s: StrictFloat | None = Field(default=None, gt=0, le=MAX_APPROVAL_TTL_S)
+    on_expiry: Literal["approved", "denied"] = "denied"
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> ApprovalRequest:
+        if (self.expires_at is None) == (self.ttl_s is None):
+            raise ValueError(
+                "an approval needs exactly one of 'expires_at' (an ISO 8601 instant with its offset, like "
+                "'2026-12-07T10:00:00Z') and 'ttl_s' (seconds): nobody may be asked for ever"
+            )
+        return self
+
+
+class ApprovalDecision(_EventBase):
+    """An approval was decided (:mod:`core.run.approvals`): journaled like every line, so a restarted sidecar decides
+    it the same way again. Only the sidecar writes it (``POST /v1/runs/{run}/approvals/{id}``, or the expiry); an
+    agent's line of this kind is refused. ``decision``: ``approved``, ``denied`` or ``expired`` (then ``approved``
+    says what ``on_expiry`` made of it); ``by`` who pressed (None at expiry); ``at`` when (Unix seconds)."""
+
+    kind: Literal["approval.decision"] = "approval.decision"
+    id: Annotated[UnicodeText, AfterValidator(_approval_id)]
+    decision: Literal["approved", "denied", "expired"]
+    approved: bool
+    by: UnicodeText | None = Field(default=None, max_length=200)
+    at: StrictFloat = Field(ge=0)
+
+
 Event = Annotated[
     RunStart
     | TextEvent
@@ -466,7 +541,9 @@ Event = Annotated[
     | Commit
     | End
     | ErrorEvent
-    | Stop,
+    | Stop
+    | ApprovalRequest
+    | ApprovalDecision,
     Field(discriminator="kind"),
 ]
 
@@ -488,6 +565,8 @@ EVENT_TYPES = (
     End,
     ErrorEvent,
     Stop,
+    ApprovalRequest,
+    ApprovalDecision,
 )
 """The event classes (an ``isinstance`` check of a value that may be an :data:`Event`)."""
 
@@ -506,6 +585,8 @@ EVENT_KINDS = (
     "end",
     "error",
     "stop",
+    "approval.request",
+    "approval.decision",
 )
 
 _event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

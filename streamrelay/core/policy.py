@@ -68,6 +68,10 @@ class ChannelPolicy:
             (``clients.NAME.max_messages_per_run``).
         stop_button: a Stop control on the run's live message, where the adapter has
             :class:`~core.ports.StopControls` (:mod:`core.run.stop_controls`).
+        approvers: platform user ids (``telegram:user:123``) who may decide an ``approval.request`` that names none
+            (:mod:`core.run.approvals`).
+        approvals_anyone: anyone in the chat may decide an ``approval.request`` that names nobody, where the channel
+            names no ``approvers`` either (off: such a request is refused with a 400).
     """
 
     name: str
@@ -92,6 +96,8 @@ class ChannelPolicy:
     max_messages: int | None = None
     max_messages_setting: str = "max_messages_per_run"
     stop_button: bool = False
+    approvers: tuple[str, ...] = ()
+    approvals_anyone: bool = False
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).

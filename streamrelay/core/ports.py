@@ -353,6 +353,13 @@ class StopControl:
 
     control_id: str
     label: str = "⏹ Stop"
+    more: tuple[tuple[str, str], ...] = ()
+    """Further buttons on the same row, each ``(control id, label)``: an approval's Deny after its Approve
+    (:mod:`core.run.approvals`). A Stop control has none."""
+
+    def buttons(self) -> tuple[tuple[str, str], ...]:
+        """Every button of the control, in order, as ``(control id, label)``."""
+        return ((self.control_id, self.label), *self.more)
 
 
 @runtime_checkable

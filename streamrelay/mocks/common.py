@@ -169,8 +169,11 @@ class MockServer:
         """
         raise NotImplementedError
 
-    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
-        """A person presses a button of a bot message: what the platform delivers to the bot (:mod:`mocks.control`).
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]:
+        """A person (``user``: their platform user id; None: the mock's one person) presses a button of a bot
+        message: what the platform delivers to the bot (:mod:`mocks.control`).
 
         Raises:
             ValueError: no such message or button (a mock without buttons has none).

@@ -43,8 +43,10 @@ never recorded in ``calls``:
     ``{"chat_id", "text"}``: a message a person wrote, stored like one (it takes the conversation's next id);
     200 ``{"chat_id", "message_id"}``, 400 ``{"error", "field"}``.
 ``POST /_mock/press``
-    ``{"chat_id", "message_id", "data"?}``: a person presses a button of that bot message (the one whose callback
-    data / action id / custom id is ``data``; else its first): 200 with what the platform then delivers to the bot
+    ``{"chat_id", "message_id", "data"?, "user"?}``: a person presses a button of that bot message (the one whose
+    callback data / action id / custom id is ``data``; else its first), ``user`` the pressing person's platform
+    user id (Telegram an integer, Slack ``U…``, Discord a snowflake string; else the mock's one person): 200 with
+    what the platform then delivers to the bot, naming that user as the presser
     (Telegram a ``callback_query`` update, Slack a ``block_actions`` payload, Discord an ``INTERACTION_CREATE``
     dispatch with the component's ``custom_id``), for a test to forward as the bot would; 400 ``{"error",
     "field"}`` when the message does not exist or carries no such button.
@@ -93,7 +95,9 @@ class Controlled(Protocol):
 
     def user_message(self, chat_id: ChatId, text: str) -> int | str: ...
 
-    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]: ...
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]: ...
 
 
 class FieldError(ValueError):
@@ -315,16 +319,18 @@ def press(mock: Controlled, body: Any) -> dict[str, Any]:
         FieldError: a bad field, or no such message or button.
     """
     if not isinstance(body, dict):
-        raise FieldError("body", "must be a JSON object {chat_id, message_id, data?}")
-    chat_id, message_id, data = body.get("chat_id"), body.get("message_id"), body.get("data")
+        raise FieldError("body", "must be a JSON object {chat_id, message_id, data?, user?}")
+    chat_id, message_id, data, user = body.get("chat_id"), body.get("message_id"), body.get("data"), body.get("user")
     if isinstance(chat_id, bool) or not isinstance(chat_id, int | str):
         raise FieldError("chat_id", f"must be a conversation id, got {chat_id!r}")
     if isinstance(message_id, bool) or not isinstance(message_id, int | str):
         raise FieldError("message_id", f"must be a message id, got {message_id!r}")
     if data is not None and not isinstance(data, str):
         raise FieldError("data", f"must be the button's data or id (a string), got {data!r}")
+    if user is not None and (isinstance(user, bool) or not isinstance(user, int | str) or user == ""):
+        raise FieldError("user", f"must be the pressing person's platform user id, got {user!r}")
     try:
-        return mock.press(chat_id, message_id, data)
+        return mock.press(chat_id, message_id, data, user)
     except ValueError as error:
         raise FieldError("message_id", str(error)) from None
 

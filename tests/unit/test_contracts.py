@@ -318,7 +318,17 @@ def test_the_committed_schemas_are_the_models() -> None:
     assert behind == [], f"docs/schema is stale ({behind}): run `uv run streamrelay schema --out docs/schema`"
     unit = json.loads((SCHEMA_DIR / "pipeline-unit.schema.json").read_text(encoding="utf-8"))
     kinds = {unit["$defs"][one["$ref"].rsplit("/", 1)[1]]["properties"]["kind"].get("const") for one in unit["oneOf"]}
-    assert kinds == {"tool_call", "tool_call.malformed", "message", "agent.failed", "commit", "stop", "run.end", None}
+    assert kinds == {
+        "tool_call",
+        "tool_call.malformed",
+        "message",
+        "agent.failed",
+        "commit",
+        "stop",
+        "approval",
+        "run.end",
+        None,
+    }
     assert "additionalProperties" not in unit["$defs"]["CommitUnit"]  # a newer sidecar's field is no error
 
 

@@ -127,3 +127,27 @@ async def test_a_run_that_finished_while_its_journal_could_not_be_closed_stays_f
     assert after is not None and after.status == "delivered" and after.done, after
     assert chat2.messages == {}  # nothing sent again
     await restarted.close()
+
+
+async def test_an_approval_asked_in_a_refused_batch_is_asked_again_once() -> None:
+    journal = _FlakyJournal()
+    relay, _ = _relay(journal)
+    start = {"kind": "run.start", "run": "r", "channel": "c", "target": {"chat_id": 5}}
+    await relay.submit_lines([(start, None)])
+    ask = {
+        "kind": "approval.request",
+        "run": "r",
+        "id": "a1",
+        "question": "Ok?",
+        "approvers": ["telegram:user:1"],
+        "ttl_s": 60,
+    }
+    journal.refuse = 1
+    with pytest.raises(OSError):
+        await relay.submit_lines([(ask, None)])
+    taken = (await relay.submit_lines([(ask, None)]))[0]
+    assert not isinstance(taken, Exception) and taken.events == 1  # taken now: not "already asked"
+    assert relay.approval("r", "a1")["state"] == "pending"
+    again = await relay.submit_lines([(ask, None)])
+    assert "already asked" in str(again[0])
+    await relay.close()

@@ -138,7 +138,6 @@ def test_error_and_abort() -> None:
         {"type": "finish-step"},
         {"type": "data-weather", "data": {"a": 1}},
         {"type": "message-metadata", "messageMetadata": {}},
-        {"type": "tool-approval-request", "approvalId": "a", "toolCallId": "c"},
         {"type": "some-future-part", "x": 1},
     ],
 )

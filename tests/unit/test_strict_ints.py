@@ -51,6 +51,8 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "end": {},
     "error": {"message": "failed"},
     "stop": {},
+    "approval.request": {"id": "a1", "question": "Ok?", "ttl_s": 60},
+    "approval.decision": {"id": "a1", "decision": "approved", "approved": True, "at": 1.0},
 }
 """A valid line of each kind, without its ``run``."""
 

@@ -27,18 +27,19 @@ MAX_LABEL = 80
 
 
 def stop_view(control: StopControl) -> discord.ui.View:
-    """A stopped view holding ``control``'s one button (its components are what the edit sends).
+    """A stopped view holding ``control``'s buttons, a Stop's one or an approval's Approve and Deny (its components
+    are what the edit sends).
 
     Raises:
         ValueError: the control id or label is over Discord's limit.
     """
-    if not 1 <= len(control.control_id) <= MAX_CUSTOM_ID or len(control.label) > MAX_LABEL:
-        raise ValueError(f"a Discord button's custom_id is 1-{MAX_CUSTOM_ID} characters, its label <= {MAX_LABEL}")
     view = discord.ui.View(timeout=None)
-    button: discord.ui.Button[discord.ui.View] = discord.ui.Button(
-        label=control.label, style=discord.ButtonStyle.danger, custom_id=control.control_id
-    )
-    view.add_item(button)
+    for i, (control_id, label) in enumerate(control.buttons()):
+        if not 1 <= len(control_id) <= MAX_CUSTOM_ID or len(label) > MAX_LABEL:
+            raise ValueError(f"a Discord button's custom_id is 1-{MAX_CUSTOM_ID} characters, its label <= {MAX_LABEL}")
+        style = discord.ButtonStyle.success if control.more and not i else discord.ButtonStyle.danger
+        button: discord.ui.Button[discord.ui.View] = discord.ui.Button(label=label, style=style, custom_id=control_id)
+        view.add_item(button)
     view.stop()  # never dispatched here: not kept by the client
     return view
 

@@ -12,6 +12,9 @@ the service's other routes: :mod:`adapters.ops.probes`):
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
 - ``POST /v1/runs/{run}/stop``: a person pressed Stop (forwarded by the bot that owns the platform's updates): the
   run ends ``cancelled`` (adapters/ingest_http/stop.py, core/run/stop.py).
+- ``POST /v1/runs/{run}/approvals/{id}``: a person pressed Approve or Deny (forwarded by the bot);
+  ``GET /v1/runs/{run}/approvals/{id}``: an open run's approval (adapters/ingest_http/approvals.py,
+  core/run/approvals.py).
 - ``GET /v1/runs/{run}/watch``: the link to the run's live page, with its read token: ``{"url", "token",
   "started"}``; ``?stop=1`` adds the run's stop token to the link (``&stop=…``: its page shows a Stop button;
   hand it only to whoever may stop the run, adapters/web/tokens.py). ``url`` is absolute, built from the address
@@ -57,6 +60,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.ingest_http import push_back
+from streamrelay.adapters.ingest_http.approvals import ApprovalRoutes
 from streamrelay.adapters.ingest_http.callers import Caller, Callers
 from streamrelay.adapters.ingest_http.lines import (
     BodyTooLargeError,
@@ -398,6 +402,7 @@ def create_app(
     handlers.observer = observer
     handlers.pressure = pressure
     pipeline = PipelineRoutes(relay, callers.authorize, keepalive_s=keepalive_s)
+    approvals = ApprovalRoutes(relay, callers.authorize)
     app = Starlette(
         exception_handlers={404: _not_found, 405: _not_allowed},
         routes=[
@@ -409,6 +414,8 @@ def create_app(
             Route("/v1/runs/{run}/pipeline/stream", pipeline.stream, methods=["GET"]),
             Route("/v1/runs/{run}/gate", pipeline.gate, methods=["POST"]),
             Route("/v1/runs/{run}/stop", StopRoutes(relay, callers.authorize).stop, methods=["POST"]),
+            Route("/v1/runs/{run}/approvals/{id}", approvals.decide, methods=["POST"]),
+            Route("/v1/runs/{run}/approvals/{id}", approvals.show, methods=["GET"]),
             Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
             *extra_routes,
         ],

@@ -33,6 +33,8 @@ HOP_BY_HOP = frozenset(
 )
 """Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded; nor ``host``."""
 SUFFIXES = ("/pipeline/stream", "/pipeline", "/gate", "/live/stop", "/live", "/watch", "/stop")
+APPROVALS = "/approvals/"
+"""``/v1/runs/{run}/approvals/{id}``: an approval's decision, taken by the run's owner (docs/approvals.md)."""
 RETRY_AFTER_S = 1
 WAIT_POLL_S = 0.2
 """How often a request waiting for a partition's owner asks again (seconds)."""
@@ -53,6 +55,9 @@ def run_of(method: str, path: str) -> str | None:
     if not path.startswith("/v1/runs/") or (method == "POST" and path.endswith("/events")):
         return None
     rest = path[len("/v1/runs/") :]
+    head, approvals, tail = rest.rpartition(APPROVALS)
+    if approvals and tail and "/" not in tail:  # /v1/runs/{run}/approvals/{id}: decided by the run's owner, once
+        return unquote(head) or None
     for suffix in SUFFIXES:
         if rest.endswith(suffix):
             rest = rest[: -len(suffix)]

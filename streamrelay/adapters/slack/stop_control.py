@@ -62,16 +62,22 @@ def stop_blocks(
     """
     blocks: list[dict[str, Any]] = [{"type": "markdown", "text": stream_markdown(text, fmt, allowed)}]
     if control is not None:
-        if len(control.label) > MAX_BUTTON_TEXT:
-            raise ValueError(f"a Slack button's text is at most {MAX_BUTTON_TEXT} characters: {control.label!r}")
-        button = {
-            "type": "button",
-            "text": {"type": "plain_text", "text": control.label, "emoji": True},
-            "action_id": control.control_id,
-            "value": control.control_id,
-            "style": "danger",
-        }
-        blocks.append({"type": "actions", "block_id": STOP_BLOCK_ID, "elements": [button]})
+        elements = []
+        for i, (control_id, label) in enumerate(control.buttons()):
+            if len(label) > MAX_BUTTON_TEXT:
+                raise ValueError(f"a Slack button's text is at most {MAX_BUTTON_TEXT} characters: {label!r}")
+            button = {
+                "type": "button",
+                "text": {"type": "plain_text", "text": label, "emoji": True},
+                "action_id": control_id,
+                "value": control_id,
+            }
+            if not control.more or i:  # a Stop, an approval's Deny: danger; an approval's Approve: primary
+                button["style"] = "danger"
+            else:
+                button["style"] = "primary"
+            elements.append(button)
+        blocks.append({"type": "actions", "block_id": STOP_BLOCK_ID, "elements": elements})
     # The notification's text: never markdown_text, and inert (it is mrkdwn).
     fallback = rendered.body if rendered.field == "text" else escape_text(strip_invisible(text))
     return BlocksBody(fallback, blocks)

@@ -40,15 +40,17 @@ MAX_MARKED = 10_000
 
 
 def stop_keyboard(control: StopControl) -> InlineKeyboardMarkup:
-    """The one-button inline keyboard of ``control``.
+    """The inline keyboard of ``control``: one row with its buttons (a Stop's one; an approval's Approve and Deny).
 
     Raises:
-        ValueError: the control id is not 1-64 bytes (Telegram would refuse it).
+        ValueError: a control id is not 1-64 bytes (Telegram would refuse it).
     """
-    if not 1 <= len(control.control_id.encode()) <= MAX_CALLBACK_BYTES:
-        raise ValueError(f"callback_data must be 1-{MAX_CALLBACK_BYTES} bytes, got {control.control_id!r}")
-    button = InlineKeyboardButton(text=control.label, callback_data=control.control_id)
-    return InlineKeyboardMarkup(inline_keyboard=[[button]])
+    row = []
+    for control_id, label in control.buttons():
+        if not 1 <= len(control_id.encode()) <= MAX_CALLBACK_BYTES:
+            raise ValueError(f"callback_data must be 1-{MAX_CALLBACK_BYTES} bytes, got {control_id!r}")
+        row.append(InlineKeyboardButton(text=label, callback_data=control_id))
+    return InlineKeyboardMarkup(inline_keyboard=[row])
 
 
 def stop_method(target: Target, message_id: str, control: StopControl | None) -> EditMessageReplyMarkup:

@@ -436,6 +436,26 @@ class ReplicaFront:
             raise IngestError(f"unknown run {run_id!r}", status=404)
         return await relay.gate(run_id, call_id, source_key=source_key, wait_s=wait_s)
 
+    async def decide_approval(self, run_id: str, approval: str, decision: str, by: str | None) -> dict[str, Any]:
+        """Decide an approval on the run's partition's relay (:meth:`core.run.relay.Relay.decide_approval`), found
+        as :meth:`stop` finds a run (its key or its buttons' ``client/<16 hex>``).
+
+        Raises:
+            IngestError: 404 unknown run or approval here; as the relay's otherwise.
+        """
+        key = await self.locate(run_id)
+        relay = await self._relay(key)
+        if relay is None:
+            raise IngestError(f"unknown run {run_id!r}", status=404)
+        return await relay.decide_approval(key, approval, decision, by)
+
+    def approval(self, run_id: str, approval: str) -> dict[str, Any]:
+        """An open run's approval, where this replica delivers the run (:meth:`core.run.relay.Relay.approval`)."""
+        relay = self._cached(run_id)
+        if relay is None:
+            raise IngestError(f"unknown run {run_id!r}", status=404)
+        return relay.approval(run_id, approval)
+
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
         """Stop the run on its partition's relay (:meth:`core.run.relay.Relay.stop`; the owner proxy sends it here).
         ``run_id`` is the run's key or a Stop control's key (``client/<16 hex>``, found in the run index by any

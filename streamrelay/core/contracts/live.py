@@ -98,13 +98,18 @@ class ToolResultEvent(_Live):
 
 class DecisionEvent(_Live):
     """A decision: ``commit`` (the answer passed its checks), ``gate`` (the action gate answered about
-    ``call_id``), ``stop`` (a person stopped the run: ``reason`` says who and why)."""
+    ``call_id``), ``stop`` (a person stopped the run: ``reason`` says who and why), ``approval`` (an approval
+    ``call_id`` was asked, ``verdict`` ``pending`` and ``reason`` its question, or decided: ``verdict`` approved,
+    denied or expired, ``reason`` who decided)."""
 
     type: Literal["decision"] = "decision"
-    what: str = Field(description="commit, gate or stop.")
+    what: str = Field(description="commit, gate, stop or approval.")
     call_id: str | None = None
     name: str | None = None
-    verdict: str | None = Field(default=None, description="The gate's verdict: run, wait or refuse.")
+    verdict: str | None = Field(
+        default=None,
+        description="The gate's verdict: run, wait or refuse; an approval's: pending, approved, denied or expired.",
+    )
     reason: str | None = None
 
 

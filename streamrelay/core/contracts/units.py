@@ -112,6 +112,22 @@ class StopUnit(_Unit):
     source: Source | None = None
 
 
+class ApprovalUnit(_Unit):
+    """An approval the agent asked for was decided (:mod:`core.run.approvals`), once: go on with its action when
+    ``approved``, else not."""
+
+    kind: Literal["approval"] = "approval"
+    id: str = Field(description="The approval's id, as its approval.request gave it.")
+    decision: Literal["approved", "denied", "expired"] = Field(
+        description="How it was decided: a person approved or denied it, or it expired (then ``approved`` says what "
+        "its ``on_expiry`` made of it)."
+    )
+    approved: bool = Field(description="Go on with the action.")
+    by: str | None = Field(default=None, description="Who decided, e.g. ``telegram:user:123`` (None at expiry).")
+    at: float = Field(description="When it was decided (Unix seconds).")
+    source: Source | None = None
+
+
 class RunEndUnit(_Unit):
     """The last unit of a run: its end ``status`` and whether it passed its commit point."""
 
@@ -135,6 +151,7 @@ UNIT_KINDS: dict[str, type[_Unit]] = {
     "agent.failed": AgentFailedUnit,
     "commit": CommitUnit,
     "stop": StopUnit,
+    "approval": ApprovalUnit,
     "run.end": RunEndUnit,
 }
 """The contract's unit kinds and their classes."""
@@ -152,6 +169,7 @@ PipelineUnit = Annotated[
     | Annotated[AgentFailedUnit, Tag("agent.failed")]
     | Annotated[CommitUnit, Tag("commit")]
     | Annotated[StopUnit, Tag("stop")]
+    | Annotated[ApprovalUnit, Tag("approval")]
     | Annotated[RunEndUnit, Tag("run.end")]
     | Annotated[OtherUnit, Tag("other")],
     Discriminator(_kind),

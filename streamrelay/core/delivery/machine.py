@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.clock import Clock
+from streamrelay.core.delivery.buttons import ButtonPlan
 from streamrelay.core.delivery.calls import (
     Call,
     CallResult,
@@ -236,6 +237,8 @@ class DeliveryMachine:
         self._settles_start = settles_start
         self.controls = ControlPlan(control, book) if control is not None else None
         """Which message carries the control and which may (None: no control)."""
+        self.buttons = ButtonPlan(book)
+        """The buttons approval parts carry (:mod:`core.delivery.buttons`)."""
 
     @property
     def finalizing(self) -> bool:
@@ -245,6 +248,8 @@ class DeliveryMachine:
         """The next call, with the earliest clock second it may start: a control move right after the create that
         made a new live message, then what the parts need (:meth:`Planner.next_op`); once the final is delivered,
         the control taken off every message that may carry it (:class:`~core.delivery.controls.ControlPlan`)."""
+        if (op := self.buttons.next_op()) is not None:
+            return op  # an approval's buttons: on right after its message, off before the edit with the decision
         controls = self.controls
         if controls is not None and not self.finalizing and (op := controls.next_op()) is not None:
             return op  # due at once: it waits for the edit budget and 429 pauses, never for the preview throttle
@@ -320,9 +325,7 @@ class DeliveryMachine:
         if kind is OpKind.OPEN_THREAD:
             return OpenThread(target, slot.message_id, op.text)
         if kind.control:
-            assert self.controls is not None
-            control = self.controls.control if kind is OpKind.CONTROL_ON else None
-            return SetControl(target, slot.message_id, op.text, slot.fmt, control)
+            return self._control_call(op)
         mid = slot.message_id
         if kind is OpKind.EDIT:
             return Edit(target, mid, op.text, slot.fmt)
@@ -333,6 +336,17 @@ class DeliveryMachine:
         if kind is OpKind.STREAM_FINISH:
             return StreamStop(target, mid, slot.shown or "", op.text, slot.fmt)
         return StreamCancel(target, mid)
+
+    def _control_call(self, op: Op) -> SetControl:
+        """A control call: an approval part's own buttons (:mod:`core.delivery.buttons`), or the run's Stop control
+        put on or taken off (:mod:`core.delivery.controls`)."""
+        slot = op.slot
+        assert slot.message_id is not None
+        if slot.role is SlotRole.APPROVAL:
+            return SetControl(self._target, slot.message_id, op.text, slot.fmt, ButtonPlan.control_for(op))
+        assert self.controls is not None
+        control = self.controls.control if op.kind is OpKind.CONTROL_ON else None
+        return SetControl(self._target, slot.message_id, op.text, slot.fmt, control)
 
     def _new_create(self, slot: Slot, text: str) -> PendingSend:
         """A new create of ``slot`` showing ``text``: its own delivery id, the newest message known before it (the
@@ -385,9 +399,11 @@ class DeliveryMachine:
         if op.kind is OpKind.OPEN_THREAD:
             return self._thread_opened(op.slot, result)
         if op.kind.control:
-            assert self.controls is not None
             error = None if isinstance(result, Done) else result.error
             retry_after_s = error.retry_after_s if isinstance(error, RateLimitedError) else None
+            if op.slot.role is SlotRole.APPROVAL:
+                return self.buttons.apply(op, error), str(error or ""), retry_after_s
+            assert self.controls is not None
             return self.controls.apply(op, error), str(error or ""), retry_after_s
         if isinstance(result, Done):
             return self.on_done(op, result.value), "", None

@@ -390,9 +390,11 @@ class Reconciler:
     def control_errors(self) -> list[str]:
         """Controls that could not be taken off at the end (for the run's report)."""
         controls = self.machine.controls
-        return controls.errors if controls is not None else []
+        return [*(controls.errors if controls is not None else []), *self.machine.buttons.errors]
 
     def controls_restored(self) -> None:
-        """After :meth:`restore`: the messages that may carry the control (:meth:`ControlPlan.restored`)."""
+        """After :meth:`restore`: the messages that may carry the control (:meth:`ControlPlan.restored`), and the
+        approval messages whose buttons are not known (:meth:`ButtonPlan.restored`)."""
         if self.machine.controls is not None:
             self.machine.controls.restored()
+        self.machine.buttons.restored()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from streamrelay.core.chunking.containers import dedent
 from streamrelay.core.events import Target
-from streamrelay.core.ports import STREAM_START_MARK, CallKind, PendingSend, TextFormat
+from streamrelay.core.ports import STREAM_START_MARK, CallKind, PendingSend, StopControl, TextFormat
 from streamrelay.core.records.report import PartState, SlotRole
 from streamrelay.core.text.buffer import Pinned, TextSource
 
@@ -308,6 +308,12 @@ class Slot:
     """Where the thread opened under this part's message takes its messages."""
     thread_error: str | None = None
     """Why no thread could be opened under it (one attempt: the sub-agent stays a status line)."""
+    buttons: StopControl | None = None
+    """The buttons this part's message should carry (an approval's Approve and Deny: :mod:`core.delivery.buttons`)."""
+    buttons_shown: StopControl | None = None
+    """The buttons the platform acknowledged on it."""
+    buttons_doubt: bool = False
+    """What it carries is not known (restored from the ledger, or a call's outcome unknown): set again."""
     pinned: tuple[str, Pinned] | None = None
     """The desired text built for the call that is due and the range of the answer it is exactly (a live part's plain
     range, not blank): once that call is done the part keeps the range instead of the string

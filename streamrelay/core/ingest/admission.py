@@ -14,8 +14,10 @@ error is the one the line gets alone (tests/unit/test_ingest_fast_path.py holds 
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -29,6 +31,8 @@ from streamrelay.core.errors import IngestError, OwnershipLostError
 from streamrelay.core.events import (
     EVENT_TYPES,
     MAX_SEQ,
+    ApprovalDecision,
+    ApprovalRequest,
     End,
     Event,
     Lane,
@@ -51,6 +55,7 @@ from streamrelay.core.normalize.base import JsonObject
 from streamrelay.core.policy import apply_overrides
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.approvals import DecisionRefused, check_request, decide, forget_approvals, take_decision
 from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
 from streamrelay.core.run.inbox import Inbox
 from streamrelay.core.run.monitor import RunMonitor
@@ -220,6 +225,8 @@ class Admission:
         self._clock = clock
         self.limits = limits
         self._validator = validator
+        self._expiries: set[asyncio.Task[None]] = set()
+        """The approvals' expiry timers (:meth:`take_approvals`)."""
 
     def limits_for(self, run_key: str) -> ClientLimits:
         """The limits of the client that owns the run keyed ``run_key``."""
@@ -382,14 +389,8 @@ class Admission:
     def _into(self, run: ActiveRun, event: Event, *, enforce: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
         """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end). The
         client's per-run limits are ``enforce``d on new lines, not on journaled ones (taken once already)."""
-        if isinstance(event, Stop):
-            if enforce:  # an agent's line: only the reader stops a run
-                raise IngestError(
-                    "a 'stop' line comes from the run's reader, not its agent: POST /v1/runs/{run}/stop "
-                    "(an agent ends its own run with an 'end' event, status 'cancelled')"
-                )
-            self.take_stop(run, event)
-            return run, [event], ONE_EVENT
+        if isinstance(event, Stop | ApprovalDecision):
+            return self._sidecar_line(run, event, enforce=enforce)
         if run.stopped is not None:
             raise IngestError(STOPPED_ERROR, status=409)
         if (closed := run.closed_to(event)) is not None:
@@ -408,6 +409,8 @@ class Admission:
         if enforce and event.seq is not None:
             run.usage.check_seq(event.seq, limits)
         events: list[Event] = [event]
+        if isinstance(event, ApprovalRequest):
+            self.take_approvals(run, events, enforce=enforce)
         if isinstance(event, End) and event.source is None:
             if event.seq is not None:
                 run.seqs.take(event.seq)
@@ -416,10 +419,32 @@ class Admission:
             run.usage.charge([event], limits, enforce=False)  # an end is always taken: the run must be able to end
             run.end_taken(event.seq)
         else:
-            run.usage.charge(events, limits, enforce=enforce)  # a 422 here: the line was not taken, nor its seq
+            _charge(run, events, limits, enforce=enforce)  # a 422 here: the line was not taken, nor its seq
             if event.seq is not None:
                 run.seqs.take(event.seq)
         return run, events, ONE_EVENT
+
+    def _sidecar_line(
+        self, run: ActiveRun, event: Stop | ApprovalDecision, *, enforce: bool
+    ) -> tuple[ActiveRun | None, list[Event], LineResult]:
+        """A line only the sidecar writes (a reader's stop, an approval's decision), replayed from the journal; an
+        agent's (``enforce``) is refused with a 400 saying where such a thing comes from."""
+        if isinstance(event, Stop):
+            if enforce:  # an agent's line: only the reader stops a run
+                raise IngestError(
+                    "a 'stop' line comes from the run's reader, not its agent: POST /v1/runs/{run}/stop "
+                    "(an agent ends its own run with an 'end' event, status 'cancelled')"
+                )
+            self.take_stop(run, event)
+            return run, [event], ONE_EVENT
+        if enforce:  # an agent's line: only a person (or the expiry) decides
+            raise IngestError(
+                "an 'approval.decision' line comes from the sidecar, not the agent: a person's press is forwarded "
+                "to POST /v1/runs/{run}/approvals/{id}; the agent waits with RelayClient.wait_approval"
+            )
+        if not take_decision(run, event):
+            return None, [], LineResult(dropped=f"approval {event.id!r} was decided already")
+        return run, [event], ONE_EVENT
 
     async def _start(
         self, run: ActiveRun | None, event: RunStart, *, replay: bool
@@ -479,7 +504,9 @@ class Admission:
                 )
             obj = {k: v for k, v in obj.items() if k != "seq"}
         events = normalizer.feed(obj)
-        run.usage.charge(events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
+        if any(isinstance(e, ApprovalRequest) for e in events):
+            self.take_approvals(run, events, enforce=enforce)
+        _charge(run, events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
         if seq is not None:
             run.seqs.take(seq)
             run.gate.consume(seq)
@@ -537,6 +564,38 @@ class Admission:
     @property
     def journal(self) -> Journal:
         return self._journal
+
+    def take_approvals(self, run: ActiveRun, events: Sequence[Event], *, enforce: bool) -> None:
+        """Take the ``approval.request`` events of ``events`` into ``run``'s approvals and wake each at its expiry
+        (:mod:`core.run.approvals`).
+
+        Raises:
+            IngestError: a request names nobody who may decide, or repeats an id (:func:`check_request`).
+        """
+        for event in events:
+            if isinstance(event, ApprovalRequest):
+                approval = check_request(run.approvals, event, run.controller.policy, time.time(), enforce=enforce)
+                if approval.decision is None:
+                    self._expiries.add(asyncio.create_task(self._expire(run.run, event.id, approval.expires_at)))
+
+    async def _expire(self, run_key: str, approval_id: str, at: float) -> None:
+        """At ``at`` (Unix seconds) decide approval ``approval_id`` by its ``on_expiry``, unless decided meanwhile; a
+        journal that cannot be written is tried again every second while the run is open."""
+        try:
+            await asyncio.sleep(max(0.0, at - time.time()))
+            while True:
+                try:
+                    await decide(self, run_key, approval_id, "expire", None)
+                    return
+                except (IngestError, DecisionRefused):
+                    return  # decided meanwhile, or the run ended
+                except Exception:
+                    _log.exception("run %s: the expiry of approval %s could not be journaled", run_key, approval_id)
+                    await asyncio.sleep(1.0)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._expiries.discard(task)
 
     @staticmethod
     def take_stop(run: ActiveRun, stop: Stop) -> None:
@@ -711,3 +770,17 @@ class Admission:
         run.limits = client
         run.usage.charge([event], client, enforce=False)
         return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
+
+
+def _charge(run: ActiveRun, events: list[Event], limits: ClientLimits, *, enforce: bool) -> None:
+    """Charge ``events`` to ``run``'s usage (:meth:`core.ingest.quota.RunUsage.charge`); a refusal forgets the
+    approvals they asked too (the line was not taken: sent again, each is asked once).
+
+    Raises:
+        IngestError: a limit the line would pass (422).
+    """
+    try:
+        run.usage.charge(events, limits, enforce=enforce)
+    except IngestError:
+        forget_approvals(run, events)
+        raise

@@ -37,10 +37,11 @@ import reprlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 from streamrelay.core.contracts.units import (
     AgentFailedUnit,
+    ApprovalUnit,
     CommitUnit,
     MalformedToolCallUnit,
     MessageUnit,
@@ -197,7 +198,18 @@ class StopAsked:
     reason: str | None
 
 
-UnitBody = FinishedCall | ChildDone | StopAsked
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided:
+    """An approval was decided (:mod:`core.run.approvals`): an ``approval`` unit."""
+
+    id: str
+    decision: Literal["approved", "denied", "expired"]
+    approved: bool
+    by: str | None
+    at: float
+
+
+UnitBody = FinishedCall | ChildDone | StopAsked | ApprovalDecided
 """What a producer hands :meth:`PipelineLane.emit`: the lane makes it a unit (its ``index``, ``run``)."""
 
 
@@ -328,6 +340,17 @@ class PipelineLane:
                 unit = AgentFailedUnit(index=index, run=run, status=body.status, source=body.source)
             case StopAsked():
                 unit = StopUnit(index=index, run=run, by=body.by, reason=body.reason, source=None)
+            case ApprovalDecided():
+                unit = ApprovalUnit(
+                    index=index,
+                    run=run,
+                    id=body.id,
+                    decision=body.decision,
+                    approved=body.approved,
+                    by=body.by,
+                    at=body.at,
+                    source=None,
+                )
         return self._append(unit)
 
     def commit(self) -> CommitUnit:

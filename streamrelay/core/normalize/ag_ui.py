@@ -26,6 +26,12 @@ raw                                                               normalized
                                                                   middleware hooks ``X.after_model``,
                                                                   ``__start__``)
 ``RUN_FINISHED``                                                  ``MessageEnd`` of the open message
+``RUN_FINISHED`` ``outcome`` ``{"type": "interrupt",              and an ``ApprovalRequest`` per interrupt (the
+"interrupts": [...]}`` (the root's)                               interrupt's ``id``; ``message``, else its
+                                                                  ``reason``, asked; the tool call of its
+                                                                  ``toolCallId`` as the action; its
+                                                                  ``expiresAt``, else 10 minutes; denied at
+                                                                  expiry; who may decide is the channel's)
 ``RUN_ERROR`` (``message``, ``code``)                             ``ErrorEvent`` that ends the run ``error`` (a
                                                                   sub-agent's: a plain error line)
 ``SUBAGENT_STARTED`` / ``_FINISHED`` / ``_ERROR``                 the child's ``Status`` / ``End`` ok /
@@ -73,8 +79,11 @@ from streamrelay.core.events import (
 from streamrelay.core.normalize.base import (
     JsonObject,
     MessageCounter,
+    approval_event,
+    as_dict,
     as_str,
     invalid_event,
+    one_line,
     require_str,
     require_type,
     text_event,
@@ -403,7 +412,24 @@ class AgUiNormalizer:
         return []
 
     def _run_finished(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
-        return self._end_message(agent)
+        """The run (or a step of it) finished: its open message ends; an ``interrupt`` outcome of the root's asks a
+        person (https://docs.ag-ui.com/concepts/interrupts): one ``approval.request`` per interrupt."""
+        events = self._end_message(agent)
+        outcome = as_dict(raw.get("outcome"))
+        if agent is not self._root or outcome.get("type") != "interrupt":
+            return events
+        interrupts = outcome.get("interrupts")
+        if not isinstance(interrupts, list) or not interrupts:
+            raise IngestError(f"a {_PROVIDER} RUN_FINISHED interrupt outcome needs a non-empty 'interrupts' list")
+        for item in interrupts:
+            interrupt = as_dict(item)
+            interrupt_id = require_str(interrupt, "id", _PROVIDER, "interrupt")
+            question = one_line(as_str(interrupt.get("message")) or as_str(interrupt.get("reason")), 1000)
+            call_id = as_str(interrupt.get("toolCallId"))
+            action = f"call {self._names[call_id]}" if call_id in self._names else None
+            expires = as_str(interrupt.get("expiresAt")) or None
+            events.append(approval_event(self._run, interrupt_id, question, action, expires))
+        return events
 
     def _run_error(self, agent: _Agent, raw: JsonObject, kind: str) -> list[Event]:
         text = ": ".join(p for p in (as_str(raw.get("code")), text_field(raw, "message", _PROVIDER, kind)) if p)
@@ -446,7 +472,7 @@ EVENT_TYPES: EventTable = table(
         "TOOL_CALL_RESULT": M.TOOL_RESULT,
         "STEP_STARTED": (M.STATUS, M.IGNORED),  # a framework's internal node: ignored (_INTERNAL_STEP)
         "RUN_STARTED": M.BOUNDARY,
-        "RUN_FINISHED": M.BOUNDARY,
+        "RUN_FINISHED": (M.BOUNDARY, M.APPROVAL),
         "RUN_ERROR": M.ERROR,
         "SUBAGENT_STARTED": M.STATUS,
         "SUBAGENT_FINISHED": M.BOUNDARY,

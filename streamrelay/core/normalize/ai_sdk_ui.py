@@ -30,12 +30,15 @@ raw                                              normalized
 ``source-url`` (``url``, ``title``)              ``Citation`` (listed as a link after the answer)
 ``source-document`` (``title``, ``filename``)    ``Citation`` without a URL (listed by its title)
 ``abort``                                        ``Status`` ``stopped`` and ``MessageEnd``
+``tool-approval-request`` (``approvalId``,       ``ApprovalRequest`` (docs/approvals.md): "Run the tool
+``toolCallId``)                                  NAME?", the action the call with its input; who may
+                                                 decide is the channel's; denied after 10 minutes
 ``error`` (``errorText``)                        ``ErrorEvent`` that ends the run ``error``
 ===============================================  ===================================================
 
-Ignored: ``start-step`` / ``finish-step``, ``tool-approval-request`` (the approval is the client's),
-``text-start``, ``reasoning-start``, ``reasoning-end``, ``data-*`` parts (application data), ``message-metadata``,
-the ``[DONE]`` terminator (SSE framing; also taken as the bare string ``"[DONE]"``), and any unknown type.
+Ignored: ``start-step`` / ``finish-step``, ``text-start``, ``reasoning-start``, ``reasoning-end``, ``data-*``
+parts (application data), ``message-metadata``, the ``[DONE]`` terminator (SSE framing; also taken as the bare
+string ``"[DONE]"``), and any unknown type.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from streamrelay.core.events import (
 from streamrelay.core.normalize.base import (
     JsonObject,
     MessageCounter,
+    approval_event,
     as_str,
     citation_event,
     invalid_event,
@@ -101,6 +105,8 @@ class AiSdkUiNormalizer:
         self._messages = MessageCounter()
         self._calls: dict[str, _Call] = {}
         self._names: dict[str, str] = {}
+        self._inputs: dict[str, str] = {}
+        """Each complete call's input as JSON (what an approval of it says will be done), cut to 500 characters."""
         self._failed = False
         """An ``error`` chunk came: a ``finish`` with ``finishReason: "error"`` after it says nothing more."""
         self._handlers: dict[str, Callable[[JsonObject, str], list[Event]]] = {
@@ -115,6 +121,7 @@ class AiSdkUiNormalizer:
             "tool-output-available": self._tool_output,
             "tool-output-error": self._tool_output_error,
             "tool-output-denied": self._tool_output_error,
+            "tool-approval-request": self._approval,
             "file": self._file,
             "source-url": self._source,
             "source-document": self._source,
@@ -206,6 +213,8 @@ class AiSdkUiNormalizer:
         """The call's input is complete: its arguments (when none were streamed) and its ``end``."""
         events, call = self._open_call(raw, kind)
         del self._calls[call.id]
+        if raw.get("input") is not None:
+            self._inputs[call.id] = json.dumps(raw["input"], ensure_ascii=False)[:500]
         if not call.got_args and raw.get("input") is not None:
             fragment = json.dumps(raw["input"], ensure_ascii=False)
             events.append(self._tool(call, ToolCallState.ARGS_DELTA, fragment))
@@ -232,6 +241,15 @@ class AiSdkUiNormalizer:
         error = one_line(text_field(raw, "errorText", _PROVIDER, kind))
         summary = "denied" if kind == "tool-output-denied" else "error: " + (error or "tool failed")
         return [ToolResult(run=self._run, id=call_id, name=self._name(raw, call_id), summary=summary)]
+
+    def _approval(self, raw: JsonObject, kind: str) -> list[Event]:
+        """A tool call waits for a person's approval: an ``approval.request`` whose id is the ``approvalId``."""
+        approval_id = require_str(raw, "approvalId", _PROVIDER, kind)
+        call_id = require_str(raw, "toolCallId", _PROVIDER, kind)
+        name = self._name(raw, call_id) or "a tool"
+        args = self._inputs.get(call_id)
+        action = f"{name}({args})" if args is not None else f"call {name}"
+        return [approval_event(self._run, approval_id, f"Run the tool {name}?", one_line(action, 1000))]
 
     def _name(self, raw: JsonObject, call_id: str) -> str | None:
         return self._names.get(call_id) or as_str(raw.get("toolName")) or None
@@ -288,7 +306,7 @@ EVENT_TYPES: EventTable = table(
         "tool-output-available": M.TOOL_RESULT,
         "tool-output-error": M.TOOL_RESULT,
         "tool-output-denied": M.TOOL_RESULT,
-        "tool-approval-request": M.IGNORED,  # the approval is the client's
+        "tool-approval-request": M.APPROVAL,
         "file": (M.MEDIA, M.NOT_SHOWN),
         "source-url": M.SOURCE,
         "source-document": M.SOURCE,

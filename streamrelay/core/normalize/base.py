@@ -12,6 +12,7 @@ known until checked, so every read is narrowed (by :func:`as_dict`, :func:`as_st
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Protocol
 
@@ -19,8 +20,10 @@ from pydantic import ValidationError
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import (
+    APPROVAL_ID,
     CITATION_TITLE_MAX_CHARS,
     CITATION_URL_MAX_CHARS,
+    ApprovalRequest,
     Citation,
     Event,
     Media,
@@ -276,3 +279,41 @@ def citation_event(run_id: str, url: Any, title: Any, source: Source | None = No
     if not link and not name:
         return []
     return [Citation(run=run_id, url=link or None, title=name or None, source=source)]
+
+
+DEFAULT_APPROVAL_TTL_S = 600.0
+"""How long a provider's approval request waits for a person when the provider gives no expiry (seconds); then it
+is denied (``on_expiry`` ``denied``). An agent that wants another sends its own ``approval.request``."""
+
+
+def approval_event(
+    run_id: str,
+    approval_id: str,
+    question: str,
+    action: str | None,
+    expires_at: str | None = None,
+    source: Source | None = None,
+) -> ApprovalRequest:
+    """The ``approval.request`` of a provider's approval request (the AI SDK's ``tool-approval-request``, an AG-UI
+    interrupt): who may decide is the channel's (``approvers`` / ``approvals_anyone``), the expiry ``expires_at``
+    (an ISO 8601 instant, as the provider gave it) else :data:`DEFAULT_APPROVAL_TTL_S`, denied at expiry. An id the
+    decision route could not carry in its path (over 64 characters, or other than letters, digits and ``_.:-``) is
+    replaced by ``h-`` and 16 hex characters of its hash; a question or action is cut to 1,000 characters.
+
+    Raises:
+        pydantic.ValidationError: ``expires_at`` is no ISO 8601 instant with its offset.
+    """
+    if APPROVAL_ID.fullmatch(approval_id) is None:
+        approval_id = "h-" + hashlib.sha256(approval_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    fields: dict[str, Any] = {
+        "run": run_id,
+        "id": approval_id,
+        "question": question[:1000] or "Approve?",
+        "action": action[:1000] if action else None,
+        "source": source,
+    }
+    if expires_at:
+        fields["expires_at"] = expires_at
+    else:
+        fields["ttl_s"] = DEFAULT_APPROVAL_TTL_S
+    return ApprovalRequest.model_validate(fields)

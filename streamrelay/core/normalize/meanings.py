@@ -47,6 +47,8 @@ class Meaning(enum.StrEnum):
     """A message, block, step or run starts or ends (structure, no text of its own)."""
     NOT_SHOWN = "not shown"
     """Something no chat can show: a status line and a report line say so."""
+    APPROVAL = "approval"
+    """A request that a person approve an action: an ``approval.request`` (:mod:`core.run.approvals`)."""
     IGNORED = "ignored"
     """Ignored on purpose (bookkeeping, history already streamed, application data): the reason is in the module."""
 

@@ -45,6 +45,9 @@ class SlotRole(enum.StrEnum):
     REASONING = "reasoning"
     MEDIA = "media"
     """One media item (an image, a file, ...): its own message, sent once, never edited (:mod:`core.media`)."""
+    APPROVAL = "approval"
+    """An approval's message (:mod:`core.run.approvals`): what is asked and who may decide, with Approve and Deny
+    buttons; edited once decided."""
 
 
 CUT_ERROR = "cut at the message limit"

@@ -39,6 +39,7 @@ from streamrelay.core.policy import ChannelPolicy, SubagentPolicy
 from streamrelay.core.ports import ChannelAdapter, StopControls, TextFormat
 from streamrelay.core.records.ledger import Ledger, RunRecord
 from streamrelay.core.records.report import DeliveryReport, with_gaps
+from streamrelay.core.run.approvals import ApprovalBook
 from streamrelay.core.run.monitor import DeliveryWatch, RunMonitor
 from streamrelay.core.run.stage import RunStage
 from streamrelay.core.run.stop import stop_note, stop_unit
@@ -123,6 +124,8 @@ class RunController:
         self.lane = lane if lane is not None else PipelineLane(start.run)
         self.monitor = monitor if monitor is not None else RunMonitor(start.run)
         watch = DeliveryWatch(self.monitor, policy.name, live_text=policy.live_text)
+        self.approvals = ApprovalBook()
+        """The run's approvals (:mod:`core.run.approvals`): admission takes and decides them, the stage shows them."""
         self.stop_controls: StopControlKeeper | None = None
         if policy.stop_button and isinstance(adapter, StopControls):
             self.stop_controls = StopControlKeeper(run=start.run, controls=adapter, target=start.target, feed=watch)
@@ -178,6 +181,8 @@ class RunController:
             monitor=self.monitor,
             threads=threads,
         )
+        self.stage.approvals = self.approvals
+        self.stage.approval_buttons = isinstance(adapter, StopControls)
 
     def _thread_feed(self, source: Source) -> DeliveryWatch:
         """A child's thread is a row of its own for watchers: ``<channel> ↳ <agent>``."""

@@ -39,6 +39,7 @@ from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
+from streamrelay.core.run.approvals import approval_state, decide, forget_approvals
 from streamrelay.core.run.controller import RunController
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.finished import FinishedRuns, finished_record
@@ -359,8 +360,10 @@ class Relay:
         marks: Iterable[_Mark],
     ) -> None:
         """Admission forgets what it took of the lines ``entries`` the journal refused: the runs they opened, each
-        run's ``seq`` numbers, usage and end (``marks``), and what a raw stream's normalizer made of them."""
-        for run, _ in staged:
+        run's ``seq`` numbers, usage and end (``marks``), the approvals they asked (sent again, asked once), and what
+        a raw stream's normalizer made of them."""
+        for run, events in staged:
+            forget_approvals(run, events)
             if not run.opened and self._runs.get(run.run) is run:
                 del self._runs[run.run]
                 self._admission.clients.left(run.run, ended=False)  # its agent sends the start again
@@ -494,6 +497,23 @@ class Relay:
             IngestError: 404 for an unknown run, 409 for one that ended otherwise.
         """
         return await stop_run(self._admission, run_id, by, reason)
+
+    async def decide_approval(self, run_id: str, approval: str, decision: str, by: str | None) -> dict[str, Any]:
+        """Decide approval ``approval`` of run ``run_id`` (:func:`core.run.approvals.decide`: journaled, once).
+
+        Raises:
+            IngestError: 404 unknown run or approval, 409 the run ended first.
+            core.run.approvals.DecisionRefused: 403 ``by`` may not decide, 409 decided already.
+        """
+        return (await decide(self._admission, run_id, approval, decision, by))[1]
+
+    def approval(self, run_id: str, approval: str) -> dict[str, Any]:
+        """Approval ``approval`` of the open run ``run_id`` (:func:`core.run.approvals.approval_state`).
+
+        Raises:
+            IngestError: 404 not an open run's approval.
+        """
+        return approval_state(self._admission, run_id, approval)
 
     # --- reading ----------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ set) never reach the root's answer: they give its status line and, at its ``end`
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from typing import cast
@@ -33,6 +34,9 @@ from streamrelay.core.delivery.sources import SourceList, with_sources
 from streamrelay.core.delivery.status import StatusBoard, redacted_args
 from streamrelay.core.delivery.threads import ChildThreads
 from streamrelay.core.events import (
+    ApprovalDecision,
+    ApprovalRequest,
+    BlockEnd,
     Citation,
     Commit,
     DeliveryMode,
@@ -42,6 +46,7 @@ from streamrelay.core.events import (
     Event,
     Lane,
     Media,
+    MessageEnd,
     Phase,
     RunEvent,
     RunStart,
@@ -54,10 +59,11 @@ from streamrelay.core.events import (
     ToolResult,
     Visibility,
 )
-from streamrelay.core.lanes.pipeline import PipelineLane, ToolCallCollector
+from streamrelay.core.lanes.pipeline import ApprovalDecided, PipelineLane, ToolCallCollector
 from streamrelay.core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.records.report import DeliveryReport, ReportStatus, SlotRole, summarize
+from streamrelay.core.run.approvals import Approval, ApprovalBook, approval_control
 from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.text.safe_text import UNSAFE, safe_event, safe_text
 from streamrelay.core.text.think import opened_by_template
@@ -143,6 +149,14 @@ class RunStage:
         self.errors: list[str] = []
         self.ended: End | None = None
         self.done = False
+        self.approvals = ApprovalBook()
+        """The run's approvals as admission took them (the controller shares its book: :mod:`core.run.approvals`)."""
+        self._approval_slots: dict[str, Slot] = {}
+        self._decided: set[str] = set()
+        self.approval_buttons = False
+        """The channel's adapter can show buttons (:class:`core.ports.StopControls`): an approval's message carries
+        Approve and Deny (else it shows the question alone, e.g. on the web channel; a bot still forwards a
+        decision)."""
 
     @property
     def pipeline(self) -> list[PipelineUnit]:
@@ -199,6 +213,8 @@ class RunStage:
         self.monitor.progress(event)
         if isinstance(event, ToolCall):
             self._on_tool_call(event)
+        elif isinstance(event, ApprovalRequest | ApprovalDecision):
+            self._on_approval(event)  # any agent's: its own message in the run's conversation
         elif event.source is not None:
             if isinstance(event, Media) and self._child_media_shown_here():
                 self._on_media(event)  # a child's media with status lines: its own message, never dropped
@@ -213,10 +229,13 @@ class RunStage:
             commit_point(self, text)
         elif isinstance(event, ErrorEvent):
             self.errors.append(event.message)
-        elif event.kind in ("block_end", "message_end"):
-            if event.kind == "message_end":
-                self._show_all(self.text.flush(None, event.message))
-            self.mode.on_boundary(message_end=event.kind == "message_end")
+        elif isinstance(event, BlockEnd | MessageEnd):
+            self._on_boundary(event)
+
+    def _on_boundary(self, event: BlockEnd | MessageEnd) -> None:
+        if isinstance(event, MessageEnd):
+            self._show_all(self.text.flush(None, event.message))
+        self.mode.on_boundary(message_end=isinstance(event, MessageEnd))
 
     def _final_of(self, text: str) -> str:
         """The answer of a whole final text (a ``commit`` or ``end``'s): :func:`visible_final`, read as opened when
@@ -247,6 +266,49 @@ class RunStage:
         self.monitor.publish("media", url=item.url, media_kind=str(item.kind), caption=item.caption or "")
         if slot.over_limit:
             self.errors.append(f"{item.kind} {item.url} not sent: the run's message limit is reached")
+
+    def _on_approval(self, event: ApprovalRequest | ApprovalDecision) -> None:
+        if isinstance(event, ApprovalRequest):
+            self._on_approval_request(event)
+        else:
+            self._on_approval_decision(event)
+
+    def _on_approval_request(self, event: ApprovalRequest) -> None:
+        """An approval asked (:mod:`core.run.approvals`): its own message after the text so far (held-back text
+        flushed first), saying what is asked and who may decide, with Approve and Deny buttons. Admission took the
+        request first (:attr:`approvals` has it: who may decide, its expiry)."""
+        approval = self.approvals.items.get(event.id)
+        if approval is None or event.id in self._approval_slots:
+            return  # a request admission refused never gets here; a repeated id changes nothing
+        self._show_all(self.text.flush(None))
+        slot = self.book.claim_slot(SlotRole.APPROVAL, _approval_text(approval, None), TextFormat.PLAIN)
+        if slot.over_limit:
+            self.errors.append(f"approval {event.id!r} not shown: the run's message limit is reached")
+            return
+        if self.approval_buttons:
+            slot.buttons = approval_control(self.run, event.id)
+        self._approval_slots[event.id] = slot
+        self.monitor.publish("decision", what="approval", call_id=event.id, verdict="pending", reason=event.question)
+
+    def _on_approval_decision(self, event: ApprovalDecision) -> None:
+        """An approval decided (journaled once: :func:`core.run.approvals.decide`): the ``approval`` unit on the
+        pipeline lane, its message edited to say the decision and who made it, its buttons taken off."""
+        self.lane.emit(ApprovalDecided(event.id, event.decision, event.approved, event.by, event.at))
+        self._decided.add(event.id)
+        approval = self.approvals.items.get(event.id)
+        slot = self._approval_slots.get(event.id)
+        if approval is not None and slot is not None:
+            slot.buttons = None
+            self.book.set_text(slot, _approval_text(approval, event))
+        self.monitor.publish("decision", what="approval", call_id=event.id, verdict=event.decision, reason=event.by)
+
+    def _close_approvals(self) -> None:
+        """The run ends: an approval still undecided shows so, without buttons (a press now would decide nothing)."""
+        for approval_id, slot in self._approval_slots.items():
+            approval = self.approvals.items.get(approval_id)
+            if approval is not None and approval_id not in self._decided:
+                slot.buttons = None
+                self.book.set_text(slot, dataclasses.replace(approval, decision=None).text(ended=True))
 
     def _child_media_shown_here(self) -> bool:
         """A sub-agent's media item is sent like the root's (its own message after the text so far, in the report's
@@ -353,6 +415,7 @@ class RunStage:
         (a block run also gets its pending text), never committed, and a short notice that it stopped there."""
         end = safe_event(end)  # its final_text is shown: sanitized like every event's text (:meth:`handle`)
         self.ended = end
+        self._close_approvals()
         for unit in self.tools.close():
             self.lane.emit(unit)
         self._show_all(self.text.flush(None))
@@ -422,3 +485,9 @@ def commit_point(run: RunStage, text: str) -> None:
         run.lane.commit()
         run.monitor.publish("decision", what="commit")
     run.monitor.publish("answer", text=shown, reset=True, final=True)
+
+
+def _approval_text(approval: Approval, decision: ApprovalDecision | None) -> str:
+    """An approval's message as it stands with ``decision`` (None: pending). The book's approval may already hold a
+    decision taken meanwhile: the message follows the events in order, never ahead of them."""
+    return dataclasses.replace(approval, decision=decision).text()

@@ -23,6 +23,7 @@ from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.quota import RunUsage
 from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
 from streamrelay.core.normalize import Normalizer
+from streamrelay.core.run.approvals import ApprovalBook
 from streamrelay.core.run.controller import IDLE_REASON, Broken, Quiet, RunController
 from streamrelay.core.run.inbox import Inbox
 
@@ -61,11 +62,15 @@ class ActiveRun:
     """Its client's limits (looked up once, not per line), or None: ask the client book."""
     stopped: Stop | None = None
     """Its reader stopped it (:mod:`core.run.stop`): the agent's later lines are refused with a 409."""
+    approvals: ApprovalBook = field(init=False)
+    """The approvals it asked (its controller's book, :mod:`core.run.approvals`): a decision is checked and taken
+    here, once."""
     run: str = field(init=False)
     """Its run key (its controller's): a plain attribute, read twice per line taken (admission, the journal entry)."""
 
     def __post_init__(self) -> None:
         self.run = self.controller.run
+        self.approvals = self.controller.approvals
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq

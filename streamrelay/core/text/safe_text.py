@@ -44,6 +44,7 @@ import re
 from typing import Any, TypeVar, cast
 
 from streamrelay.core.events import (
+    ApprovalRequest,
     Citation,
     Commit,
     End,
@@ -103,6 +104,7 @@ _TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {
     ErrorEvent: ("message",),
     Media: ("caption",),
     Citation: ("title",),
+    ApprovalRequest: ("question", "action"),
 }
 """The fields of each event kind that people read. Not a tool call's name or arguments: those go to the parent
 loop on the pipeline lane as they came (the run stage sanitizes a tool's name where it shows it)."""

@@ -81,15 +81,16 @@ def custom_ids(rows: list[dict[str, Any]] | None) -> list[str]:
     return [c["custom_id"] for row in rows or [] for c in row.get("components", []) if "custom_id" in c]
 
 
-def interaction_create(message: dict[str, Any], custom_id: str) -> dict[str, Any]:
-    """The gateway dispatch of a press of button ``custom_id`` on ``message`` (a message object)."""
+def interaction_create(message: dict[str, Any], custom_id: str, user: str | None = None) -> dict[str, Any]:
+    """The gateway dispatch of a press of button ``custom_id`` on ``message`` (a message object) by ``user`` (a
+    user id; None: :data:`PRESSER_ID`)."""
     interaction = {
         "id": str(next(_interaction_ids)),
         "application_id": APPLICATION_ID,
         "type": 3,
         "data": {"custom_id": custom_id, "component_type": 2},
         "channel_id": message["channel_id"],
-        "member": {"user": user_json(PRESSER_ID, bot=False), "roles": [], "permissions": "0"},
+        "member": {"user": user_json(user or PRESSER_ID, bot=False), "roles": [], "permissions": "0"},
         "token": secrets.token_urlsafe(24),
         "version": 1,
         "message": message,

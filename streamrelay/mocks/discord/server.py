@@ -133,7 +133,9 @@ class MockDiscord(MockServer):
         """
         return self._channels.seed(str(channel_id), content).id
 
-    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]:
         """A person presses a button of the bot's message ``message_id``: the ``INTERACTION_CREATE`` dispatch the
         app receives (:mod:`mocks.discord.components`).
 
@@ -147,7 +149,7 @@ class MockDiscord(MockServer):
         chosen = next((c for c in ids if data is None or c == data), None)
         if chosen is None:
             raise ValueError(f"message {message_id} has no button {data!r}: its buttons are {ids}")
-        return interaction_create(self._channels.json(found[0]), chosen)
+        return interaction_create(self._channels.json(found[0]), chosen, None if user is None else str(user))
 
     def chats(self) -> list[ChatId]:
         """Channels (threads included: a thread is a channel) that ever received a message, in first-message

@@ -73,9 +73,10 @@ def buttons(blocks: list[dict[str, Any]] | None) -> list[tuple[str | None, dict[
 
 
 def block_actions(
-    message: dict[str, Any], channel: str, block_id: str | None, button: dict[str, Any]
+    message: dict[str, Any], channel: str, block_id: str | None, button: dict[str, Any], *, user: str | None = None
 ) -> dict[str, Any]:
-    """The ``block_actions`` payload of a press of ``button`` on ``message`` (a message object) in ``channel``."""
+    """The ``block_actions`` payload of a press of ``button`` on ``message`` (a message object) in ``channel`` by
+    ``user`` (a Slack user id; None: :data:`PRESSER_ID`)."""
     now = f"{time.time():.6f}"
     action = {
         "type": "button",
@@ -87,7 +88,7 @@ def block_actions(
     }
     return {
         "type": "block_actions",
-        "user": {"id": PRESSER_ID, "username": "person", "team_id": TEAM_ID},
+        "user": {"id": user or PRESSER_ID, "username": "person", "team_id": TEAM_ID},
         "api_app_id": "A0MOCKAPP",
         "team": {"id": TEAM_ID, "domain": "streamrelay-mock"},
         "container": {"type": "message", "message_ts": message["ts"], "channel_id": channel, "is_ephemeral": False},

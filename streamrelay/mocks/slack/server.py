@@ -182,7 +182,9 @@ class MockSlack(MockServer):
         ``http://127.0.0.1:3000/slack/events``), signed with ``signing_secret`` (:mod:`mocks.slack.events`)."""
         self.events = EventSender(url, signing_secret)
 
-    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]:
         """A person presses a button of the bot's message ``message_id`` (its ts): the ``block_actions`` payload
         the app receives (:mod:`mocks.slack.actions`).
 
@@ -197,7 +199,9 @@ class MockSlack(MockServer):
         if not pressed:
             shown = [e["action_id"] for _, e in actions.buttons(found[0].blocks)]
             raise ValueError(f"message {ts} has no button {data!r}: its buttons are {shown}")
-        return actions.block_actions(message_json(found[0]), channel, *pressed[0])
+        return actions.block_actions(
+            message_json(found[0]), channel, *pressed[0], user=None if user is None else str(user)
+        )
 
     def chats(self) -> list[ChatId]:
         """Channels that ever received a message, in first-message order."""

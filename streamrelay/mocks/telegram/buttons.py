@@ -161,14 +161,19 @@ class ButtonMethods:
         self._queries[query] = True
         return True
 
-    def press(self, chat_id: Any, message_id: Any, data: Any = None) -> dict[str, Any]:
+    def press(self, chat_id: Any, message_id: Any, data: Any = None, user: Any = None) -> dict[str, Any]:
         """A person presses a callback button of message ``message_id`` in ``chat_id`` (the one whose
         ``callback_data`` is ``data``; the first callback button when ``data`` is None): the ``callback_query``
-        update the bot receives.
+        update the bot receives, ``from`` the user ``user`` (an integer id; None: :data:`PRESSER_ID`).
 
         Raises:
-            ValueError: no such message, or it has no such button (the message says which).
+            ValueError: no such message, or it has no such button (the message says which), or ``user`` is not an
+                integer id.
         """
+        try:
+            presser = PRESSER_ID if user is None else int(user)
+        except (TypeError, ValueError):
+            raise ValueError(f"a Telegram user id is an integer, got {user!r}") from None
         chat = chat_key(chat_id)
         if chat is not None and isinstance(message_id, str) and message_id.startswith("draft:"):
             try:
@@ -192,7 +197,7 @@ class ButtonMethods:
         self._queries[query] = False
         callback = {
             "id": query,
-            "from": person_user(PRESSER_ID),
+            "from": person_user(presser),
             "message": self._message_json(message),
             "chat_instance": str(chat),
             "data": chosen["callback_data"],

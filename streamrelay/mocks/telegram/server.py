@@ -103,14 +103,16 @@ class MockTelegram(MockServer):
         self.updates.put(self._store.message_update(message))  # the bot receives it (getUpdates)
         return message.message_id
 
-    def press(self, chat_id: ChatId, message_id: int | str, data: str | None) -> dict[str, Any]:
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]:
         """A person presses an inline button (:meth:`mocks.telegram.buttons.ButtonMethods.press`): the
         ``callback_query`` update the bot receives.
 
         Raises:
             ValueError: no such message or callback button.
         """
-        update = self._store.press(chat_id, message_id, data)
+        update = self._store.press(chat_id, message_id, data, user)
         self.updates.put(update)
         return update
 
