@@ -27,6 +27,7 @@ from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.core.ports import TextFormat
 from streamrelay.mocks.slack import MockSlack
 from streamrelay.mocks.telegram import MockTelegram
+from tests.contention import wait_scale
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -204,7 +205,7 @@ def test_run_with_a_configuration_error_exits_2_and_never_starts_the_bot(tmp_pat
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=120 * wait_scale(),
     )
     assert done.returncode == 2 and "EXAMPLE_BOTS_UNSET_TOKEN" in done.stderr, done.stderr
     assert not marker.exists()

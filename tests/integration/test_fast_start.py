@@ -164,7 +164,7 @@ async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[str], log: Pa
 def _stopped(proc: subprocess.Popen[str]) -> list[str]:
     """SIGTERM, exit 0, and the SDKs the process had imported (it prints them last)."""
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=30 * wait_scale())
     assert proc.returncode == 0
     loaded: list[str] = json.loads(out.splitlines()[-1])
     return loaded

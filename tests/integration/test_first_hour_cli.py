@@ -45,7 +45,7 @@ def _cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) -
         env=_env() if env is None else env,
         capture_output=True,
         text=True,
-        timeout=timeout_s,
+        timeout=timeout_s * wait_scale(),
     )
 
 
@@ -148,7 +148,7 @@ def test_replay_started_before_the_sidecar_waits_for_it_and_delivers(tmp_path: P
     try:
         time.sleep(1.5)  # as the README's dry-run block does: serve is still starting
         with _serving(config, tmp_path / "serve.log"):
-            out, errors = replay.communicate(timeout=90)
+            out, errors = replay.communicate(timeout=90 * wait_scale())
     finally:
         if replay.poll() is None:
             replay.kill()
