@@ -58,8 +58,9 @@ def process(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, log: Path, procs: list[subprocess.Popen[bytes]]) -> Any:
-    """``check()``'s first true answer (the mocks run in this event loop: the wait never blocks it)."""
-    deadline = time.monotonic() + 120
+    """``check()``'s first true answer (the mocks run in this event loop: the wait never blocks it); 120 s on an idle
+    machine, stretched by the load (the Telegram bot's first poll waits for two processes importing aiogram)."""
+    deadline = time.monotonic() + 120 * wait_scale()
     while time.monotonic() < deadline:
         for proc in procs:
             assert proc.poll() is None, f"{proc.args!r} exited while waiting for {what}:\n{log.read_text()[-4000:]}"

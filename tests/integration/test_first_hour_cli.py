@@ -105,7 +105,7 @@ def test_replay_with_no_sidecar_waits_then_says_what_to_do() -> None:
     replay = ("replay", str(RECORDING), "--channel", "web", "--chat-id", "42", "--url", url, "--wait-s", "1")
     started = time.monotonic()
     result = _cli(*replay)
-    assert result.returncode == 1 and time.monotonic() - started < 30
+    assert result.returncode == 1 and time.monotonic() - started < 30 * wait_scale()  # a hang guard (the CLI's import)
     assert f"waiting for the sidecar at {url}…" in result.stderr.splitlines()
     line = _one_line_error(result)
     assert f"the sidecar at {url} is not reachable" in line
@@ -138,6 +138,8 @@ def test_replay_started_before_the_sidecar_waits_for_it_and_delivers(tmp_path: P
             "42",
             "--url",
             url,
+            "--wait-s",  # the default 10 s, stretched by the load: serve took longer to listen at load ~20 on 2 cores
+            f"{10 * wait_scale():g}",
         ],
         cwd=ROOT,
         env=_env(),
