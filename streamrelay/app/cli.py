@@ -8,6 +8,8 @@ import json
 import os
 import secrets
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -295,9 +297,58 @@ def replay(
 
 def _case_progress() -> Progress:
     """``case``'s progress on stderr: a line per case as it ends (``3/55 pass chunk-tilde-fence (0.41 s)``) and, on a
-    terminal, a bar naming the case running (removed at the end); the table stays alone on stdout."""
+    terminal, a bar naming the case running (removed at the end), elsewhere :class:`StillRunning`'s word on a long
+    case; the table stays alone on stdout."""
     columns = (TextColumn("{task.fields[case]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err, transient=True)
+
+
+STILL_RUNNING_S = 10.0
+"""How often ``case`` says which case is still running where no bar shows it (seconds)."""
+
+
+class StillRunning:
+    """``case``'s word on a case that runs long where no progress bar shows it (stderr not a terminal: a CI log):
+    every ``every_s`` seconds of one case, ``  block-mode-keeps-first still running (20 s)``. The first scenario
+    imports its platform's SDK inside the event loop (aiogram rebuilds its ~590 pydantic models at import: ~5-6
+    CPU-seconds, 63 s of wall time at load ~5 on 2 cores), so the word comes from a thread, not a task. Use as a
+    context manager; :meth:`running` names the case that starts (``None``: between cases)."""
+
+    def __init__(self, console: Console, every_s: float = STILL_RUNNING_S) -> None:
+        self._console, self._every_s = console, every_s
+        self._lock = threading.Lock()
+        self._case: str | None = None
+        self._since = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="case-still-running", daemon=True)
+
+    def running(self, case: str | None) -> None:
+        """The case that starts now (``None``: none runs)."""
+        with self._lock:
+            self._case, self._since = case, time.monotonic()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._every_s / 2):
+            with self._lock:
+                case, since = self._case, self._since
+            if case is None:
+                continue
+            ran = time.monotonic() - since
+            if ran >= self._every_s:
+                self._console.print(f"  {escape(case)} still running ({ran:.0f} s)", highlight=False)
+                with self._lock:
+                    if self._case == case:
+                        self._since = since + ran // self._every_s * self._every_s  # the next word in every_s
+
+    def __enter__(self) -> StillRunning:
+        if not self._console.is_terminal:  # a terminal has the bar's elapsed time
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 class _PathsArgument(TyperArgument):
@@ -347,11 +398,13 @@ def case(
         for col in ("case", "type", "result", "seconds", "why"):
             table.add_column(col)
         failed = 0
-        with _case_progress() as progress:
+        with _case_progress() as progress, StillRunning(err) as still:
             task = progress.add_task("cases", total=len(files), case="")
             for n, file in enumerate(files, 1):
                 progress.update(task, case=file.stem)
+                still.running(file.stem)
                 result = await run_case_file(file)
+                still.running(None)
                 (out / f"{result.id}.json").write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
                 verdict = (
                     "[green]pass[/]"

@@ -20,10 +20,12 @@ import redis
 import typer
 
 from streamrelay.app.cli import app
+from tests.contention import wait_scale
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 START_TIMEOUT_S = 60.0
+"""A hang guard for a service to answer on an idle machine; stretched by the load as the wait starts (wait_scale)."""
 NO_REDIS = (
     "no redis-server on PATH (the Redis form needs one): install Debian's redis-server: apt-get install redis-server"
 )
@@ -57,8 +59,10 @@ class Process:
         """GET ``url`` until it answers ``status``.
 
         Raises:
-            AssertionError: the process exited, or ``url`` did not answer ``status`` in time.
+            AssertionError: the process exited, or ``url`` did not answer ``status`` in time (``timeout_s`` on an
+                idle machine, stretched by the load).
         """
+        timeout_s *= wait_scale()
         deadline = time.monotonic() + timeout_s
         last = "no answer"
         while time.monotonic() < deadline:
@@ -76,7 +80,8 @@ class Process:
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM, as every deploy form stops it (to the started process only: ``uv run`` forwards it once to the
-        service); the exit code (the whole process group is killed past ``timeout_s``)."""
+        service); the exit code (the whole process group is killed past ``timeout_s``, stretched by the load)."""
+        timeout_s *= wait_scale()
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
         try:

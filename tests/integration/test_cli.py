@@ -8,13 +8,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.contention import wait_scale
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _streamrelay(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the CLI; ``timeout`` is a hang guard for an idle machine, stretched by the load as it starts (a case run of
+    two files, the Telegram SDK's import in it, passed 120 s at load ~17 on 2 cores)."""
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "streamrelay", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "streamrelay", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout * wait_scale(),
     )
 
 
@@ -39,6 +48,9 @@ def test_case_command_writes_transcripts_and_exits_nonzero_on_failure(tmp_path: 
         "case", str(cases / "text-replace.json"), str(cases / "sep-between-messages.json"), "--out", str(tmp_path)
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    # progress on stderr (not a terminal here, as in a CI log): a line per case as it ends, in the given order
+    ended = [line.split()[:3] for line in done.stderr.splitlines() if line.strip() and not line.startswith("  ")]
+    assert ended == [["1/2", "pass", "text-replace"], ["2/2", "pass", "sep-between-messages"]], done.stderr
     transcript = json.loads((tmp_path / "sep-between-messages.json").read_text())
     assert transcript["chat"][0]["text"] == "Saved with durable\n\nNext step done."
     assert transcript["report"]["status"] == "delivered"

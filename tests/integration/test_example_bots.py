@@ -27,6 +27,7 @@ from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.core.ports import TextFormat
 from streamrelay.mocks.slack import MockSlack
 from streamrelay.mocks.telegram import MockTelegram
+from tests.contention import wait_scale
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -57,8 +58,9 @@ def process(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
 
 
 async def until(check: Callable[[], Awaitable[Any]], what: str, log: Path, procs: list[subprocess.Popen[bytes]]) -> Any:
-    """``check()``'s first true answer (the mocks run in this event loop: the wait never blocks it)."""
-    deadline = time.monotonic() + 120
+    """``check()``'s first true answer (the mocks run in this event loop: the wait never blocks it); 120 s on an idle
+    machine, stretched by the load (the Telegram bot's first poll waits for two processes importing aiogram)."""
+    deadline = time.monotonic() + 120 * wait_scale()
     while time.monotonic() < deadline:
         for proc in procs:
             assert proc.poll() is None, f"{proc.args!r} exited while waiting for {what}:\n{log.read_text()[-4000:]}"
@@ -204,7 +206,7 @@ def test_run_with_a_configuration_error_exits_2_and_never_starts_the_bot(tmp_pat
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=120 * wait_scale(),
     )
     assert done.returncode == 2 and "EXAMPLE_BOTS_UNSET_TOKEN" in done.stderr, done.stderr
     assert not marker.exists()

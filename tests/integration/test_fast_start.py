@@ -164,7 +164,7 @@ async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[str], log: Pa
 def _stopped(proc: subprocess.Popen[str]) -> list[str]:
     """SIGTERM, exit 0, and the SDKs the process had imported (it prints them last)."""
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=30 * wait_scale())
     assert proc.returncode == 0
     loaded: list[str] = json.loads(out.splitlines()[-1])
     return loaded
@@ -210,9 +210,9 @@ async def test_serve_listens_while_telegram_loads_and_a_run_sent_meanwhile_is_de
                 await asyncio.sleep(1.5)  # answered 503 + Retry-After at least once: still waiting
                 assert not sending.done()
                 assert (await client.get("/readyz")).status_code == 503
-                gate.touch()
-                assert await asyncio.wait_for(sending, 60) == 3
-                report = await relay.report("early", wait_s=20)
+                gate.touch()  # now aiogram loads: ~6 CPU-seconds, over 60 s at load 20 on 2 cores (hang guards scaled)
+                assert await asyncio.wait_for(sending, 60 * wait_scale()) == 3
+                report = await relay.report("early", wait_s=min(20 * wait_scale(), 600))
             assert report.status == "delivered", report
             assert (await client.get("/readyz")).status_code == 200
         assert [text for _, text in mock.visible(42)] == ["Sent while aiogram was loading."]

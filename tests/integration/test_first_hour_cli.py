@@ -45,7 +45,7 @@ def _cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) -
         env=_env() if env is None else env,
         capture_output=True,
         text=True,
-        timeout=timeout_s,
+        timeout=timeout_s * wait_scale(),
     )
 
 
@@ -105,7 +105,7 @@ def test_replay_with_no_sidecar_waits_then_says_what_to_do() -> None:
     replay = ("replay", str(RECORDING), "--channel", "web", "--chat-id", "42", "--url", url, "--wait-s", "1")
     started = time.monotonic()
     result = _cli(*replay)
-    assert result.returncode == 1 and time.monotonic() - started < 30
+    assert result.returncode == 1 and time.monotonic() - started < 30 * wait_scale()  # a hang guard (the CLI's import)
     assert f"waiting for the sidecar at {url}…" in result.stderr.splitlines()
     line = _one_line_error(result)
     assert f"the sidecar at {url} is not reachable" in line
@@ -138,6 +138,8 @@ def test_replay_started_before_the_sidecar_waits_for_it_and_delivers(tmp_path: P
             "42",
             "--url",
             url,
+            "--wait-s",  # the default 10 s, stretched by the load: serve took longer to listen at load ~20 on 2 cores
+            f"{10 * wait_scale():g}",
         ],
         cwd=ROOT,
         env=_env(),
@@ -148,7 +150,7 @@ def test_replay_started_before_the_sidecar_waits_for_it_and_delivers(tmp_path: P
     try:
         time.sleep(1.5)  # as the README's dry-run block does: serve is still starting
         with _serving(config, tmp_path / "serve.log"):
-            out, errors = replay.communicate(timeout=90)
+            out, errors = replay.communicate(timeout=90 * wait_scale())
     finally:
         if replay.poll() is None:
             replay.kill()

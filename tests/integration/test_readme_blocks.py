@@ -47,6 +47,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.contention import wait_scale
 from tests.deploy.support import redis_server
 from tests.ports import free_port
 from tests.scenarios.test_cases import NOT_YET
@@ -331,7 +332,7 @@ def test_the_readme_blocks_work_pasted_in_order_into_one_fresh_shell(tmp_path: P
         start_new_session=True,  # its background jobs in its own process group, killed whatever happens
     )
     try:
-        stdout, stderr = shell.communicate(timeout=225)
+        stdout, stderr = shell.communicate(timeout=225 * wait_scale())
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(shell.pid, signal.SIGKILL)
@@ -398,7 +399,7 @@ def test_the_blocks_that_run_alone_work_pasted_each_into_a_fresh_shell(tmp_path:
             start_new_session=True,
         )
         try:
-            stdout, stderr = shell.communicate(timeout=400)
+            stdout, stderr = shell.communicate(timeout=400 * wait_scale())
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(shell.pid, signal.SIGKILL)

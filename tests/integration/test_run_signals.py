@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.contention import wait_scale
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_S = 60.0
+TIMEOUT_S = 60.0  # a hang guard for an idle machine: each use stretches it by the load as it starts (wait_scale)
 
 
 def config(tmp: Path) -> Path:
@@ -84,7 +85,7 @@ def process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def until_file(path: Path, proc: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + TIMEOUT_S * wait_scale()
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
             return path.read_text().strip()
@@ -110,7 +111,7 @@ def members(pgid: int) -> list[str]:
 def until_sleeping(pgid: int, proc: subprocess.Popen[bytes], log: Path) -> None:
     """Wait until the bot's ``sleep 777`` runs (a signal between sh's ``echo`` and its fork would reach sh alone,
     which dash holds until its next command ends: the grace period's case, not this one's)."""
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + TIMEOUT_S * wait_scale()
     while time.monotonic() < deadline:
         if "sleep 777" in members(pgid):
             return
@@ -121,7 +122,7 @@ def until_sleeping(pgid: int, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 def group_gone(pgid: int) -> bool:
     """True once no process of the group ``pgid`` is left (waits up to the generous timeout)."""
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + TIMEOUT_S * wait_scale()
     while time.monotonic() < deadline:
         try:
             os.killpg(pgid, 0)
@@ -153,7 +154,7 @@ def test_a_signal_to_run_reaches_the_whole_bot_group_and_leaves_no_sleep(
         pgid = int(until_file(pid_file, run, log))
         until_sleeping(pgid, run, log)
         run.send_signal(sig)
-        assert run.wait(TIMEOUT_S) == code, log.read_text()[-4000:]
+        assert run.wait(TIMEOUT_S * wait_scale()) == code, log.read_text()[-4000:]
         assert group_gone(pgid), f"processes of the bot's group outlived run: {members(pgid)}"
     assert "after" not in log.read_text().splitlines()
     assert f"journal and ledger: {tmp_path / 'ledger.sqlite3'}" in log.read_text()  # the path, logged at start
@@ -170,7 +171,7 @@ def test_a_bot_ignoring_signals_is_killed_at_the_second_signal(tmp_path: Path) -
         time.sleep(1)  # not an assert: the two signals handled one after the other
         assert run.poll() is None, "the bot ignores SIGTERM: run waits for it"
         run.send_signal(signal.SIGTERM)
-        assert run.wait(TIMEOUT_S) == 128 + signal.SIGKILL, log.read_text()[-4000:]
+        assert run.wait(TIMEOUT_S * wait_scale()) == 128 + signal.SIGKILL, log.read_text()[-4000:]
         assert group_gone(pgid)
 
 
@@ -182,7 +183,7 @@ def test_a_bot_ignoring_signals_is_killed_after_the_grace_period(tmp_path: Path)
         pgid = int(until_file(pid_file, run, log))
         until_sleeping(pgid, run, log)
         run.send_signal(signal.SIGINT)
-        assert run.wait(TIMEOUT_S) == 128 + signal.SIGKILL, log.read_text()[-4000:]
+        assert run.wait(TIMEOUT_S * wait_scale()) == 128 + signal.SIGKILL, log.read_text()[-4000:]
         assert group_gone(pgid)
 
 
@@ -194,7 +195,7 @@ def test_a_sidecar_stopping_under_the_bot_ends_its_group_and_exits_1(tmp_path: P
         pgid = int(until_file(pid_file, run, log))
         until_sleeping(pgid, run, log)
         stop_marker.write_text("stop")
-        assert run.wait(TIMEOUT_S) == 1, log.read_text()[-4000:]
+        assert run.wait(TIMEOUT_S * wait_scale()) == 1, log.read_text()[-4000:]
         assert group_gone(pgid)
     assert "the sidecar stopped before the bot" in log.read_text()
 
@@ -209,7 +210,7 @@ def test_a_signal_before_readyz_exits_128_plus_its_number_and_never_starts_the_b
     with process(launched(600, "never-ready", waiting, args), log) as run:
         until_file(waiting, run, log)
         run.send_signal(sig)
-        assert run.wait(TIMEOUT_S) == code, log.read_text()[-4000:]
+        assert run.wait(TIMEOUT_S * wait_scale()) == code, log.read_text()[-4000:]
     assert not started.exists()
 
 
@@ -220,7 +221,7 @@ def test_a_command_that_does_not_exist_exits_127_with_one_line(tmp_path: Path) -
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=120 * wait_scale(),
     )
     assert done.returncode == 127, done.stderr
     assert f"cannot start {missing!r}" in done.stderr and "Traceback" not in done.stderr, done.stderr

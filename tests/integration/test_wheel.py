@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.contention import wait_scale
+
 ROOT = Path(__file__).resolve().parents[2]
 DEV_TOOLS = ("pytest", "mypy", "ruff", "hypothesis", "playwright", "mkdocs")
 
@@ -30,7 +32,7 @@ def _uv() -> str:
 def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
     env.update({"COLUMNS": "100", "NO_COLOR": "1"})
-    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout * wait_scale())
     assert done.returncode == 0, f"{argv}: {done.stdout}\n{done.stderr}"
     return done
 

@@ -21,6 +21,7 @@ import redis
 
 from streamrelay.adapters.redis.client import Redis, connect
 from streamrelay.app.chaos.sentinels import RedisSentinels
+from tests.contention import wait_scale
 from tests.ports import free_port
 
 NO_REDIS = "no redis-server on PATH: install Debian's redis-server: apt-get install redis-server"
@@ -49,7 +50,7 @@ def _start(
         ]
         server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         probe = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + START_TIMEOUT_S * wait_scale()  # a hang guard, stretched by the load
         try:
             while time.monotonic() < deadline and server.poll() is None:
                 try:
@@ -64,7 +65,10 @@ def _start(
         server.kill()
         server.wait()
     log = (folder / "redis.log").read_text(errors="replace")[-2000:] if (folder / "redis.log").exists() else ""
-    pytest.fail(f"redis-server did not answer PING within {START_TIMEOUT_S} s; its log ends:\n{log}", pytrace=False)
+    pytest.fail(
+        f"redis-server did not answer PING within {START_TIMEOUT_S:g} s (times the load); its log ends:\n{log}",
+        pytrace=False,
+    )
 
 
 def redis_binary() -> str:
