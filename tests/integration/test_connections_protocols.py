@@ -12,11 +12,11 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from streamrelay.adapters.ingest_http.connections import ConnectionGuard, ConnectionLimits
-from streamrelay.adapters.ingest_http.protocols import HTTPTOOLS, LINGER_S, uvicorn_options
+from streamrelay.adapters.ingest_http.protocols import HTTPTOOLS, LINGER_S, GuardedConnection, uvicorn_options
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("http", ["httptools", "h11"])]
 
@@ -38,6 +38,19 @@ async def _refuse(request: Request) -> JSONResponse:
     return JSONResponse({"error": "no token"}, status_code=401)  # the body is never read
 
 
+GO: list[asyncio.Event] = []
+"""What the streaming route waits for before its first body chunk (the client sets it once it read the head; one per
+test: an event belongs to its loop)."""
+
+
+async def _later(request: Request) -> StreamingResponse:
+    async def chunks() -> AsyncIterator[bytes]:
+        await GO[-1].wait()
+        yield b"late"
+
+    return StreamingResponse(chunks(), media_type="text/plain")
+
+
 class Closed(list[str]):
     """The reasons of the refusals and cuts, as the service's metrics are told them."""
 
@@ -51,7 +64,12 @@ async def server(http: str) -> AsyncIterator[tuple[int, Closed]]:
         pytest.skip("httptools is not installed")
     closed = Closed()
     guard = ConnectionGuard(LIMITS, observer=closed)
-    app = Starlette(routes=[Route("/echo", _echo, methods=["POST"]), Route("/refuse", _refuse, methods=["POST"])])
+    routes = [
+        Route("/echo", _echo, methods=["POST"]),
+        Route("/refuse", _refuse, methods=["POST"]),
+        Route("/later", _later),
+    ]
+    app = Starlette(routes=routes)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_config=None, lifespan="off", **uvicorn_options(guard, http)
     )
@@ -154,5 +172,38 @@ async def test_an_answer_after_the_body_was_read_keeps_the_connection_on_both_pr
             writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             assert status(head) == 200
+        finally:
+            writer.close()
+
+
+async def test_an_answer_goes_out_in_one_write_and_a_streaming_answers_head_is_not_held(
+    http: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer's head is written with its body (one ``write`` per answer: :class:`protocols._HeadHeld`), every byte
+    as before; an answer whose body comes later gets its head at once (the client reads it before the body is made)."""
+    writes: list[bytes] = []
+    plain_write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+
+    def counted(self: asyncio.Transport, data: bytes) -> None:
+        if data and isinstance(self.get_protocol(), GuardedConnection):  # (an empty write sends nothing: h11's end)
+            writes.append(bytes(data))
+        plain_write(self, data)
+
+    monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+    async with server(http) as (port, _):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for n in (3, 5):
+                writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (n, b"a" * n))
+                head = await reader.readuntil(b"\r\n\r\n")
+                body = await reader.readexactly(len(b'{"bytes":3}'))
+                assert status(head) == 200 and body == b'{"bytes":%d}' % n
+            assert len(writes) == 2 and all(w.startswith(b"HTTP/1.1 200") for w in writes), writes
+            GO.append(go := asyncio.Event())
+            writer.write(b"GET /later HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)  # before the body is made
+            assert status(head) == 200
+            go.set()
+            assert b"late" in await asyncio.wait_for(reader.readuntil(b"late"), 10)
         finally:
             writer.close()

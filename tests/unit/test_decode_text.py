@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamrelay.adapters.ingest_http.lines import decode, decode_delta, decode_text
+from streamrelay.adapters.ingest_http.lines import decode, decode_delta, decode_deltas, decode_text
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import Event, TextDelta, TextEvent, parse_event
 from streamrelay.core.ingest.admission import _delta_of
@@ -158,3 +158,55 @@ def test_plain_delta_lines_are_decoded_once_and_others_left_to_the_one_step_deco
         b"[]",
     ]:
         assert decode_delta(raw, RUN) is None, raw
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(text_lines(), min_size=1, max_size=6))
+def test_a_batch_decoded_in_one_call_is_each_lines_plain_delta(batch: list[bytes]) -> None:
+    """:func:`decode_deltas` (a batch of plain delta lines in one msgspec call) gives, for every batch it takes, what
+    :func:`decode_delta` gives line by line (so the general path's event), and the lines as sent; a batch with one
+    line that is not plain is left to the line-by-line path whole."""
+    got = decode_deltas(batch, RUN)
+    one_by_one = [decode_delta(raw, RUN) for raw in batch]
+    if got is None:
+        assert any(delta is None for delta in one_by_one) or not all(raw.endswith(b"}") for raw in batch), batch
+        return
+    assert [delta for delta, _ in got] == one_by_one, batch
+    assert [text for _, text in got] == [raw.decode() for raw in batch]
+
+
+def test_a_batch_is_decoded_in_one_call_only_when_each_line_is_one_plain_delta() -> None:
+    plain = [
+        b'{"kind": "text", "text": "Hel: lo"}',
+        b'{"kind":"text","mode":"delta","text":"\xf0\x9f\x98\x80","seq":3,"message":1}',
+        b'{"seq": null, "text": "", "kind": "text"}',
+        b'{"lane": "ui", "kind": "text", "text": "x}\\n,", "visibility": "answer", "source": null}',
+        b'{"kind": "text", "te\\u0078t": "a:b"}',
+        b'  {"kind": "text", "text": "\\ud83d\\ude00"}',
+    ]
+    got = decode_deltas(plain, RUN)
+    assert got is not None
+    assert [delta for delta, _ in got] == [decode_delta(raw, RUN) for raw in plain]
+    assert [text for _, text in got] == [raw.decode() for raw in plain]
+    for odd in [
+        b'{"kind": "text", "text": "a"},{"kind": "text", "text": "b"}',  # two objects on one line
+        b'{"kind": "text", "text": "a", "text": "b"}',  # a key twice
+        b'{"kind": "text", "text": "a\\u003a", "text": "b:"}',
+        b'{"kind": "text", "text": "\\ud83d"}',  # half a surrogate pair: kept raw by the general path
+        b'{"kind": "text", "text": "a", "run": "other"}',
+        b'{"kind": "text", "text": "a", "visibility": "reasoning"}',
+        b'{"kind": "text", "text": "a", "message": true}',
+        b'{"kind": "text", "text": "a", "seq": 9007199254740992}',
+        b'{"kind": "text", "text": "a"} ',  # ends otherwise than with "}": line by line
+        b'{"kind": "text", "text": "a"}\r',
+        b'{"kind": "end"}',
+        b"",
+    ]:
+        assert decode_deltas([*plain[:2], odd, plain[2]], RUN) is None, odd
+    # one object cut over two lines, each ending in "}", joined to a line of two: as many elements as lines
+    split = [
+        b'{"kind": "text", "text": "}',
+        b'{"kind": "text", "text": "}',
+        b'{"kind":"text","text":"a"},{"kind":"text","text":"b"}',
+    ]
+    assert decode_deltas(split, RUN) is None

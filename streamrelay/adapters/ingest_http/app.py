@@ -52,7 +52,7 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -69,6 +69,7 @@ from streamrelay.adapters.ingest_http.lines import (
     batches,
     decode,
     decode_delta,
+    decode_deltas,
     decode_text,
 )
 from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
@@ -193,16 +194,22 @@ class _Ingest:
         """A batch's lines (numbered from ``number + 1``) decoded, each with its text, and their numbers; an empty
         line is a keep-alive (skipped); a line refused here goes into ``tally``. With ``run_json`` (the URL's run key,
         and a relay that takes typed events) a plain delta line is decoded once into a :class:`core.events.TextDelta`
-        (:func:`lines.decode_delta`, one process's relay), another ``text`` line decoded and validated in one step
-        (:func:`lines.decode_text`), else by :meth:`_line`.
+        (:func:`lines.decode_delta`, one process's relay; a batch of them all at once: :func:`lines.decode_deltas`),
+        another ``text`` line decoded and validated in one step (:func:`lines.decode_text`), else by :meth:`_line`.
 
         Raises:
             BodyTooLargeError: a line over the size limit. TooManyRejectedError: as :meth:`Tally.add` says.
         """
-        decoded: list[tuple[Any, str | None]] = []
-        numbers: list[int] = []
         max_line_bytes = self.max_line_bytes
         delta_run = hint if self.deltas else None  # the run a plain delta is carried to, as a TextDelta
+        if delta_run is not None and batch and len(max(batch, key=len)) <= max_line_bytes:
+            # the common batch, all plain delta lines: decoded and validated in one call (a blank line, a line of
+            # another kind or one the decoder cannot be sure of: the batch is read line by line below)
+            deltas = decode_deltas(batch, delta_run)
+            if deltas is not None:
+                return cast(list[tuple[Any, str | None]], deltas), list(range(number + 1, number + 1 + len(batch)))
+        decoded: list[tuple[Any, str | None]] = []
+        numbers: list[int] = []
         for raw in batch:
             number += 1
             if not raw.strip():
