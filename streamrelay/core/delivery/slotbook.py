@@ -302,7 +302,7 @@ class SlotBook:
     def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
         self.orphans_of(slot, slot.uncertain_text or "")
-        slot.uncertain_text = None
+        slot.uncertain_text = slot.uncertain_create = None
         slot.state, slot.error, slot.message_id, slot.shown = PartState.PENDING, None, None, None
         self.changed.set()
 
