@@ -143,6 +143,21 @@ class DeskRoutes:
         return JSONResponse(answer, status_code=exc.status)
 
 
+NO_DESK = (
+    "this sidecar keeps no desk of undelivered parts (the Redis backend's replicas do not serve it yet): "
+    "each run's report (GET /v1/runs/{run}) says what it did not deliver"
+)
+
+
+def no_desk_route() -> BaseRoute:
+    """``/v1/deliveries...`` where no desk is served: a 404 that says so (not "no such route")."""
+
+    async def none(_request: Request) -> JSONResponse:
+        return JSONResponse({"error": NO_DESK}, status_code=404)
+
+    return Route("/v1/deliveries{rest:path}", none, methods=["GET", "POST"])
+
+
 async def _body(request: Request) -> dict[str, Any] | JSONResponse:
     """The request's JSON object body ({} when empty), or its 400."""
     raw = await request.body()

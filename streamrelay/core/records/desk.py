@@ -116,7 +116,7 @@ class DeskEntry:
             "run": split_key(self.run)[1],
             "client": self.client,
             "channel": self.channel,
-            "chat": self.target,
+            "chat": {key: value for key, value in self.target.items() if value is not None},
             "slot": self.slot,
             "role": str(self.role),
             "state": str(self.state),
