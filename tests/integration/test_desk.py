@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +69,7 @@ async def desk_stack(tmp_path: Path) -> AsyncIterator[DeskStack]:
 
 
 def _lines(run: str, chat_id: int, text: str) -> bytes:
-    events = [
+    events: list[dict[str, Any]] = [
         {"kind": "run.start", "channel": "telegram", "target": {"chat_id": chat_id}},
         {"kind": "text", "mode": "delta", "text": text},
         {"kind": "end", "status": "ok"},
@@ -78,7 +77,9 @@ def _lines(run: str, chat_id: int, text: str) -> bytes:
     return "".join(json.dumps({"run": run, **event}) + "\n" for event in events).encode()
 
 
-async def _ended(stack: DeskStack, run: str, chat_id: int, text: str, *, client: httpx.AsyncClient | None = None) -> Any:
+async def _ended(
+    stack: DeskStack, run: str, chat_id: int, text: str, *, client: httpx.AsyncClient | None = None
+) -> Any:
     http = client or stack.client
     answer = await http.post(f"/v1/runs/{run}/events", content=_lines(run, chat_id, text))
     assert answer.status_code == 200, answer.text
@@ -188,7 +189,9 @@ async def test_a_failed_final_is_resent_once_then_never_again(desk_stack: DeskSt
 async def test_resolve_prune_and_each_client_sees_its_own(desk_stack: DeskStack) -> None:
     stack = desk_stack
     for nth in (1, 2):
-        stack.mock.add_fault("sendMessage", nth, {"status": 403, "description": "Forbidden: bot was blocked by the user"})
+        stack.mock.add_fault(
+            "sendMessage", nth, {"status": 403, "description": "Forbidden: bot was blocked by the user"}
+        )
     await _ended(stack, "mine", 10, "Mine.")
     headers = {"Authorization": f"Bearer {OTHER}"}
     async with httpx.AsyncClient(base_url=stack.sidecar.url, headers=headers, timeout=30) as other:
@@ -243,12 +246,3 @@ async def test_streamrelay_deliveries_lists_and_resends_an_uncertain_final_witho
     as_json = json.loads((await _cli(stack, "--state", "all", "--json")).stdout)
     assert [r["state"] for r in as_json["deliveries"]] == ["delivered"]
     assert _texts(stack, 12) == [text]
-
-
-async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := await check():
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
