@@ -43,7 +43,7 @@ from streamrelay.core.delivery.calls import (
 from streamrelay.core.delivery.executor import Executor
 from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
-from streamrelay.core.delivery.slots import Slot, delivery_id
+from streamrelay.core.delivery.slots import Slot, delivery_id, same_render
 from streamrelay.core.errors import StreamrelayError
 from streamrelay.core.events import Target
 from streamrelay.core.json_types import JsonObject
@@ -72,10 +72,21 @@ def undelivered(
 ) -> list[DeskEntry]:
     """The parts of ``book`` (a run's root conversation, after its finalization) that are not known to be delivered,
     as desk entries: uncertain, failed, or still pending (``unsent``) with text to show. ``errors``: the run's own
-    errors, the first of which explains an unsent part (e.g. it was stopped). ``ended_at``: wall-clock seconds."""
+    errors, the first of which explains an unsent part (e.g. it was stopped). ``ended_at``: wall-clock seconds.
+
+    A create that could not be settled and whose part went on in a new message (an orphan: a negative slot) may show
+    the part's text. When that part is not delivered and the create sent its text, the part's entry carries the create
+    (its resend settles it first: it may be the one copy that shows) and the orphan has no entry of its own. Otherwise
+    the orphan is an entry of its own, a possible second copy, never resent."""
     entries: list[DeskEntry] = []
     why_unsent = errors[0] if errors else "the run ended before it was sent"
-    for orphan in book.orphans:  # a create that may show beside its part (which shows): nothing to resend
+    parts = {slot.index: _entry_of(book.run, slot, channel, target, ended_at, why_unsent) for slot in book.slots}
+    for orphan in book.orphans:
+        part, text, create = book.orphan_creates.get(orphan.slot, (None, "", None))
+        entry = parts.get(part) if part is not None else None
+        if entry is not None and create is not None and entry.pending is None and same_render(entry.text, text):
+            entry.pending = create  # the part's resend settles this create first
+            continue
         entries.append(
             DeskEntry(
                 run=book.run,
@@ -85,17 +96,15 @@ def undelivered(
                 was=DeskState.UNCERTAIN,
                 channel=channel,
                 target=target,
-                text="",
-                fmt=TextFormat.PLAIN,
+                text=text,
+                fmt=create.fmt if create is not None else TextFormat.PLAIN,
                 error=orphan.error,
                 ended_at=ended_at,
                 updated_at=ended_at,
+                pending=create,
             )
         )
-    for slot in book.slots:
-        entry = _entry_of(book.run, slot, channel, target, ended_at, why_unsent)
-        if entry is not None:
-            entries.append(entry)
+    entries += [entry for entry in parts.values() if entry is not None]
     return entries
 
 
@@ -219,8 +228,9 @@ class Desk:
             )
         if entry.slot < 0 or not entry.text:
             raise DeskError(
-                f"delivery {entry_id} is a create that may show beside its part, which shows: nothing to resend; "
-                "check the chat, delete the second copy if it is there, then resolve it",
+                f"delivery {entry_id} is a create that may show beside its part, which was sent again: a possible "
+                "second copy, nothing to resend; check the chat, delete the second copy if it is there, then "
+                "resolve it",
                 409,
             )
         runtime = self.channels.get(entry.channel)
@@ -270,8 +280,15 @@ class _Resend:
         await self._save(resends=entry.resends + 1)
         if entry.message_id is not None:
             return await self._edit(entry.message_id)
+        if entry.pending is not None:  # a create that may have landed: settled first, whatever the part's state
+            return await self._settle_first(entry.pending)
         if entry.state is DeskState.UNCERTAIN:
-            return await self._settle_first()
+            await self._save(outcome="not settled: its create's delivery id and bounds were not kept")
+            raise DeskError(
+                f"delivery {entry.id}: its create's delivery id and bounds were not kept (the run was restarted after "
+                "it): whether it landed cannot be asked; check the chat, then resolve it",
+                409,
+            )
         return await self._send(desk_delivery_id(entry.run, entry.slot), bound=None)
 
     async def _edit(self, message_id: str) -> DeskEntry:
@@ -284,16 +301,8 @@ class _Resend:
             return self.entry
         return await self._not_done(result, f"the edit of message {message_id}")
 
-    async def _settle_first(self) -> DeskEntry:
+    async def _settle_first(self, pending: PendingSend) -> DeskEntry:
         entry = self.entry
-        pending = entry.pending
-        if pending is None:
-            await self._save(outcome="not settled: its create's delivery id and bounds were not kept")
-            raise DeskError(
-                f"delivery {entry.id}: its create's delivery id and bounds were not kept (the run was restarted after "
-                "it): whether it landed cannot be asked; check the chat, then resolve it (or resend it as failed)",
-                409,
-            )
         settlement = await self._settlement(pending)
         if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
             found = settlement.message_id
@@ -332,6 +341,7 @@ class _Resend:
         entry = self.entry
         media = self._media(entry.text)
         pending = PendingSend(create_id, entry.text, entry.fmt, after_id=self.chain.last_message_id, media=media)
+        before = (entry.state, entry.pending)
         if bound is None:  # the intent: a crash from here leaves the entry uncertain with this create
             await self._save(state=DeskState.UNCERTAIN, pending=pending, outcome="sending")
         call: Call = (
@@ -356,13 +366,15 @@ class _Resend:
             raise DeskError(
                 f"delivery {entry.id}: the send's outcome is unknown: {result.error}; resend to settle", 503
             )
+        await self._save(state=before[0], pending=before[1])  # not done: nothing was stored, the intent goes
         return await self._not_done(result, "the send")
 
     async def _bounded(self, first: PendingSend, sent: str) -> DeskEntry:
         """The part was sent again as ``sent`` while its first create could be told only below a later message: settle
         that create below ``sent``; found, the new copy goes (one copy shows)."""
         settlement = await self._settlement(dataclasses.replace(first, before_id=sent))
-        if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
+        if settlement.outcome is SettleOutcome.FOUND and settlement.message_id not in (None, sent):
+            assert settlement.message_id is not None
             found = settlement.message_id
             deleted = await self._call(Delete(self.target, sent))
             outcome = f"settled below the new message {sent}: the first create landed as message {found}"
