@@ -18,7 +18,7 @@ from streamrelay.core.events import Target
 from streamrelay.core.ingest.clients import run_key
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
-from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState, entry_id
+from streamrelay.core.records.desk import OPEN_STATES, DeliveryDesk, DeskEntry, DeskState, entry_id
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.records.report import SlotRole
 from streamrelay.core.run.desk import Desk, DeskError, desk_delivery_id
@@ -59,7 +59,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[MemoryLedger | 
     await ledger.close()
 
 
-async def test_a_kept_entry_is_never_reopened_by_a_second_end(store: MemoryLedger | SqliteLedger) -> None:
+async def test_a_kept_entry_is_never_reopened_by_a_second_end(store: DeliveryDesk) -> None:
     await store.record_undelivered([_entry()])
     first = await store.delivery(entry_id("r1", 0))
     assert first is not None
@@ -70,7 +70,7 @@ async def test_a_kept_entry_is_never_reopened_by_a_second_end(store: MemoryLedge
     assert again is not None and (again.state, again.note) == (DeskState.RESOLVED, "by hand")
 
 
-async def test_entries_are_listed_by_state_and_client_oldest_end_first(store: MemoryLedger | SqliteLedger) -> None:
+async def test_entries_are_listed_by_state_and_client_oldest_end_first(store: DeliveryDesk) -> None:
     pending = PendingSend("sr-abc", TEXT, TextFormat.MARKDOWN, after_id="41")
     await store.record_undelivered(
         [
@@ -93,7 +93,7 @@ async def test_entries_are_listed_by_state_and_client_oldest_end_first(store: Me
     assert await store.delivery("dlv-000000000000") is None
 
 
-async def test_prune_deletes_by_the_run_end_open_or_not_and_by_client(store: MemoryLedger | SqliteLedger) -> None:
+async def test_prune_deletes_by_the_run_end_open_or_not_and_by_client(store: DeliveryDesk) -> None:
     await store.record_undelivered(
         [_entry("old", ended_at=10.0), _entry(run_key("acme", "old"), ended_at=10.0), _entry("new", ended_at=500.0)]
     )
