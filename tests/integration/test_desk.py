@@ -19,12 +19,14 @@ from typer.testing import CliRunner, Result
 
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.app.cli import app
+from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import Sidecar, make_runtime
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
+from streamrelay.mocks.slack import MockSlack
 from streamrelay.mocks.telegram import MockTelegram
 
 pytestmark = pytest.mark.timeout(90)
@@ -246,3 +248,54 @@ async def test_streamrelay_deliveries_lists_and_resends_an_uncertain_final_witho
     as_json = json.loads((await _cli(stack, "--state", "all", "--json")).stdout)
     assert [r["state"] for r in as_json["deliveries"]] == ["delivered"]
     assert _texts(stack, 12) == [text]
+
+
+async def test_on_slack_an_uncertain_final_is_settled_by_reading_the_conversation_back(tmp_path: Path) -> None:
+    """Slack carries the delivery id in the message's metadata: the resend reads the conversation back
+    (conversations.history with include_all_metadata) and finds the first copy, so nothing is sent."""
+    dry = DRY_RUN["slack"]
+    mock = dry.make_mock(False)
+    assert isinstance(mock, MockSlack)
+    api = await mock.start()
+    settings = ChannelSettings.model_validate({"platform": "slack", "api_base": api, "delivery": "final"})
+    ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
+    relay = Relay(
+        {"slack": make_runtime("slack", settings, SecretStr(dry.token))},
+        ledger,
+        MonotonicClock(),
+        run_idle_timeout_s=RETRY_WINDOW_S,
+    )
+    sidecar = Sidecar(relay, token=TOKEN, desk=Desk(ledger, ledger, relay.channels, MonotonicClock()))
+    await sidecar.start()
+    target = dry.target()
+    text = "Slack keeps it once."
+    mock.add_fault("chat.postMessage", 1, {"status": 500}, after_commit=True)  # stored, answered 500: unknown
+    mock.script.set_outage(60, {"status": 500}, ["conversations.history", "conversations.replies"])
+    lines = [
+        {"run": "sl", "kind": "run.start", "channel": "slack", "target": target.model_dump(mode="json")},
+        {"run": "sl", "kind": "text", "mode": "delta", "text": text},
+        {"run": "sl", "kind": "end", "status": "ok"},
+    ]
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as http:
+            body = "".join(json.dumps(line) + "\n" for line in lines).encode()
+            assert (await http.post("/v1/runs/sl/events", content=body)).status_code == 200
+            report = (await http.get("/v1/runs/sl", params={"wait_s": "30"})).json()
+            assert report["uncertain"] == 1, report
+            shown = [t for _, t in mock.visible(target.chat_id)]
+            assert shown == [text]
+            (row,) = (await http.get("/v1/deliveries")).json()["deliveries"]
+            assert row["state"] == "uncertain" and row["delivery_id"]
+            mock.script.outage = None
+            posts = mock.script.count("chat.postMessage")
+            done = await http.post(f"/v1/deliveries/{row['id']}/resend")
+            assert done.status_code == 200, done.text
+            assert done.json()["state"] == "delivered" and "nothing sent" in done.json()["outcome"]
+            assert mock.script.count("chat.postMessage") == posts
+            assert [t for _, t in mock.visible(target.chat_id)] == [text]
+    finally:
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()
+        await ledger.close()
