@@ -6,12 +6,15 @@ closed is never resent."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
 
+from streamrelay.adapters.ops import ServiceMetrics
 from streamrelay.adapters.sqlite import SqliteLedger
+from streamrelay.app.serving import keep_desk
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.errors import ForbiddenError, UncertainDeliveryError
 from streamrelay.core.events import Target
@@ -264,3 +267,22 @@ async def test_a_failed_part_whose_earlier_create_landed_is_not_sent_again() -> 
     done = await d.resend(key)
     assert (done.state, done.was, done.message_id) == (DeskState.DELIVERED, DeskState.FAILED, "1")
     assert d.sends() == 0 and d.adapter.chat() == [TEXT]
+
+
+async def test_the_keeper_prunes_past_the_retention_and_sets_the_gauges() -> None:
+    d = _Desk()
+    day_s = 86_400.0
+    await d.put(_entry("old", ended_at=1000.0 - 3 * day_s))  # the desk's wall clock reads 1000
+    await d.put(_entry("new", ended_at=1000.0 - 1 * day_s))
+    await d.put(_entry("kept", state=DeskState.UNCERTAIN, ended_at=1000.0 - 60))
+    metrics = ServiceMetrics()
+    keeper = asyncio.create_task(keep_desk(d.desk, metrics, retention_days=2, poll_s=0.01))
+    try:
+        async with asyncio.timeout(10):
+            while metrics.registry.get_sample_value("streamrelay_deliveries", {"state": "failed"}) != 1:
+                await asyncio.sleep(0.01)
+    finally:
+        keeper.cancel()
+    assert [e.run for e in await d.ledger.deliveries()] == ["new", "kept"]
+    assert metrics.registry.get_sample_value("streamrelay_deliveries", {"state": "uncertain"}) == 1
+    assert metrics.registry.get_sample_value("streamrelay_deliveries", {"state": "resolved"}) == 0
