@@ -25,7 +25,7 @@ from streamrelay.core.records.desk import OPEN_STATES, DeliveryDesk, DeskEntry, 
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.records.report import SlotRole
 from streamrelay.core.run.desk import Desk, DeskError, desk_delivery_id
-from tests.unit.fakes import FakeAdapter, ManualClock, drive
+from tests.unit.fakes import FakeAdapter, ManualClock, drive, settle
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -286,3 +286,16 @@ async def test_the_keeper_prunes_past_the_retention_and_sets_the_gauges() -> Non
     assert [e.run for e in await d.ledger.deliveries()] == ["new", "kept"]
     assert metrics.registry.get_sample_value("streamrelay_deliveries", {"state": "uncertain"}) == 1
     assert metrics.registry.get_sample_value("streamrelay_deliveries", {"state": "resolved"}) == 0
+
+
+async def test_two_resends_at_once_send_one_copy() -> None:
+    d = _Desk()
+    d.adapter.latency_s = 1.0  # the first send is in flight when the second resend comes
+    key = await d.put(_entry())
+    first = asyncio.ensure_future(d.desk.resend(key))
+    await settle()  # the first resend waits on its send
+    with pytest.raises(DeskError) as busy:
+        await d.desk.resend(key)
+    assert busy.value.status == 409 and "under way" in str(busy.value)
+    assert (await drive(d.clock, first)).state is DeskState.DELIVERED
+    assert d.sends() == 1 and d.adapter.chat() == [TEXT]

@@ -172,6 +172,8 @@ class Desk:
         self.channels = channels
         self._clock = clock
         self._wall = wall
+        self._resending: set[str] = set()
+        """Entries a resend is under way for (a second one at the same time could send a second copy)."""
 
     def now(self) -> float:
         """Wall-clock seconds."""
@@ -218,9 +220,19 @@ class Desk:
         open and raises.
 
         Raises:
-            DeskError: 404 unknown entry or channel; 409 closed, nothing to resend (a possible second copy), or the
-                platform cannot tell whether the first copy landed; 503 the platform did not do it (try again).
+            DeskError: 404 unknown entry or channel; 409 closed, nothing to resend (a possible second copy), a resend
+                of it under way, or the platform cannot tell whether the first copy landed; 503 the platform did not
+                do it (try again).
         """
+        if entry_id in self._resending:
+            raise DeskError(f"delivery {entry_id}: a resend of it is under way; look at it again when it is done", 409)
+        self._resending.add(entry_id)
+        try:
+            return await self._resend(entry_id, client)
+        finally:
+            self._resending.discard(entry_id)
+
+    async def _resend(self, entry_id: str, client: str | None) -> DeskEntry:
         entry = await self.get(entry_id, client=client)
         if not is_open(entry):
             raise DeskError(
