@@ -43,6 +43,7 @@ from streamrelay.core.ingest.surface import RunRelay
 from streamrelay.core.ports import ChannelAdapter
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.ended import RunEndObserver
 from streamrelay.core.run.relay import Relay
 
@@ -202,6 +203,7 @@ class Sidecar:
             None: the defaults); :func:`app.connections.connection_guards` fits them to the open-file limit.
         pressure: pushes ingest back past capacity (``[service] overload_lag_ms``); its loop-lag probe runs while
             the sidecar serves. None: never pushed back.
+        desk: the desk of what ended runs did not deliver (``/v1/deliveries``), or None: not served.
     """
 
     def __init__(
@@ -226,6 +228,7 @@ class Sidecar:
         wrap: Callable[[ASGIApp], ASGIApp] | None = None,
         connections: ConnectionSettings | None = None,
         pressure: Pressure | None = None,
+        desk: Desk | None = None,
     ) -> None:
         self.pressure = pressure
         self.callers = as_callers(token, clients)
@@ -249,6 +252,7 @@ class Sidecar:
             extra_routes=[*web_routes(relay, self.tokens, keepalive_s=keepalive_s), *probes],
             observer=self.metrics,
             pressure=pressure,
+            desk=desk,
         )
 
         def server(asgi: Any, bind: str, bind_port: int, *, catch_signals: bool, guard: ConnectionGuard) -> _Server:
@@ -370,6 +374,7 @@ def service_sidecar(
     health: Health,
     metrics_token: str | None,
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+    desk: Desk | None = None,
 ) -> Sidecar:
     """The sidecar as ``streamrelay serve`` runs it, one process or a replica: ``[service]``'s size limits, keepalive,
     ops listener and connection limits; its logs through the service's logging; SIGTERM and SIGINT left to the
@@ -394,4 +399,5 @@ def service_sidecar(
         wrap=wrap,
         connections=service.connections,
         pressure=service_pressure(relay, service),
+        desk=desk,
     )

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # imported where used: a configuration error is told before t
     from streamrelay.adapters.ops.heap import HeapTrim
     from streamrelay.app.service import Sidecar
     from streamrelay.core.ingest.clients import ClientLimits
+    from streamrelay.core.run.desk import Desk
     from streamrelay.core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.service")
@@ -221,6 +222,7 @@ async def serve(
     )
     from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
     from streamrelay.app.service import build_relay, service_sidecar
+    from streamrelay.core.run.desk import Desk
 
     try:
         configure_logging(fmt, log_level or service.log_level, secrets=secrets)  # type: ignore[arg-type]
@@ -250,6 +252,7 @@ async def serve(
         for runtime in relay.channels.values():
             runtime.history = history
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
+        desk = Desk(ledger, sqlite_ledger, relay.channels, MonotonicClock())
         sidecar = service_sidecar(
             relay,
             service,
@@ -260,6 +263,7 @@ async def serve(
             metrics=metrics,
             health=health,
             metrics_token=metrics_token,
+            desk=desk,
         )
         if own:
             signals.install()
@@ -271,10 +275,11 @@ async def serve(
             )
             healing = asyncio.create_task(resume_when_writable(relay, lambda: store.ping(STORE_TABLES)))
             trimming = keep_heap_trim(trim)
+            keeping = asyncio.create_task(keep_desk(desk, metrics, service.deliveries_retention_days), name="desk")
             try:
                 await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
             finally:
-                await stop_all([healing, trimming])
+                await stop_all([healing, trimming, keeping])
         finally:
             if own:
                 signals.remove()
@@ -303,6 +308,27 @@ async def _no_trim() -> None:
 def keep_heap_trim(trim: HeapTrim | None) -> asyncio.Task[None]:
     """The task that keeps ``trim`` (:meth:`adapters.ops.heap.HeapTrim.keep`; one that ends at once for None)."""
     return asyncio.create_task(trim.keep() if trim is not None else _no_trim(), name="heap:trim")
+
+
+DESK_POLL_S = 30.0
+"""How often the desk is pruned past its retention and its gauges refreshed (seconds)."""
+DAY_S = 86_400.0
+
+
+async def keep_desk(desk: Desk, metrics: ServiceMetrics, retention_days: float, poll_s: float = DESK_POLL_S) -> None:
+    """Keep the desk (:mod:`core.run.desk`) within ``[service] deliveries_retention_days``: every ``poll_s`` seconds
+    (and at once) entries of runs that ended longer ago are deleted, and ``streamrelay_deliveries{state}`` is set to
+    the ledger's counts. A store that fails is tried again at the next turn (logged). Runs forever."""
+    while True:
+        try:
+            pruned = await desk.prune(retention_days * DAY_S)
+            if pruned:
+                _log.info("desk: %d entries older than %g days pruned", pruned, retention_days)
+            for state, count in (await desk.store.delivery_counts()).items():
+                metrics.deliveries.labels(str(state)).set(count)
+        except Exception:
+            _log.exception("desk: pruning or counting failed; tried again in %g s", poll_s)
+        await asyncio.sleep(poll_s)
 
 
 HEAL_POLL_S = 1.0

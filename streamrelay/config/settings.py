@@ -232,6 +232,10 @@ class ServiceSettings(Strict):
     """At most one trim of the C heap (glibc ``malloc_trim``) every this many seconds, and only after runs ended: the
     pages ended runs freed inside the heap go back to the OS (:mod:`adapters.ops.heap`). 0: never; without glibc
     (musl, macOS): nothing is done."""
+    deliveries_retention_days: float = Field(default=30.0, gt=0, le=3650)
+    """How long the desk keeps what ended runs did not deliver (``streamrelay deliveries``, ``GET /v1/deliveries``),
+    counted from each run's end, open or not: older entries are pruned in the background (:mod:`core.run.desk`). Never
+    unbounded: at most 10 years."""
     backend: Literal["sqlite", "redis"] = "sqlite"
     """``sqlite``: one process, the journal and the ledger in the ``ledger`` file. ``redis``: replicas on one Redis
     (``redis_url``), each owning a share of the ``partitions``."""

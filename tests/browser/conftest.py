@@ -24,6 +24,7 @@ from streamrelay.app.service import Sidecar, make_runtime
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 from tests.contention import timeout_scale, wait_scale
 
@@ -56,13 +57,15 @@ class WebStack:
     def __init__(self, live_buffer: int) -> None:
         channel = ChannelSettings.model_validate({"platform": "web", "throttle_ms": 50})
         runtime = make_runtime("web", channel, SecretStr(""))
-        self.relay = Relay({"web": runtime}, MemoryLedger(), MonotonicClock(), live_buffer=live_buffer)
-        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN)
+        self.ledger = MemoryLedger()
+        self.relay = Relay({"web": runtime}, self.ledger, MonotonicClock(), live_buffer=live_buffer)
+        self.desk = Desk(self.ledger, self.ledger, self.relay.channels, MonotonicClock())
+        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, desk=self.desk)
         self.port = 0
 
     async def start_sidecar(self) -> None:
         """Start a sidecar for the relay (the first one picks a free port; later ones reuse it)."""
-        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, port=self.port)
+        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, port=self.port, desk=self.desk)
         await self.sidecar.start()
         self.port = self.sidecar.port
 

@@ -8,11 +8,16 @@ Each test saves a screenshot as ``ops.png`` in its ``tmp_path``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from pathlib import Path
 
 import pytest
 from playwright.async_api import Request
 
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.desk import DeskEntry, DeskState
+from streamrelay.core.records.report import SlotRole
 from tests.browser.conftest import INGEST_TOKEN, POLL_S, WAIT_MS, LivePage, WebStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]
@@ -65,6 +70,39 @@ async def test_the_page_lists_the_active_runs_with_the_main_token_kept_out_of_ur
     assert all(r.headers.get("authorization") == f"Bearer {INGEST_TOKEN}" for r in api)
     assert all(r.url.startswith(web.sidecar.url) for r in requests)  # nothing from elsewhere
     assert not any(INGEST_TOKEN in r.url for r in requests)
+    assert live.problems == []
+
+
+async def test_the_page_lists_what_ended_runs_did_not_deliver(web: WebStack, live: LivePage, tmp_path: Path) -> None:
+    now = time.time()
+    entry = DeskEntry(
+        run="ended-1",
+        slot=0,
+        role=SlotRole.ANSWER,
+        state=DeskState.UNCERTAIN,
+        was=DeskState.UNCERTAIN,
+        channel="web",
+        target={"chat_id": "page", "thread_id": None, "reply_to": None},
+        text="<b>not markup</b>",
+        fmt=TextFormat.PLAIN,
+        error="uncertain: could not be settled: <script>alert(1)</script>",
+        ended_at=now - 75,
+        updated_at=now - 75,
+    )
+    await web.ledger.record_undelivered([entry, dataclasses.replace(entry, slot=1, state=DeskState.RESOLVED)])
+    await live.page.goto(web.sidecar.url + "/ops")
+    await live.page.fill("#token", INGEST_TOKEN)
+    await live.page.click("button[type=submit]")
+    await live.wait_state("live")
+    row = live.page.locator(f'tr[data-delivery="{entry.id}"]')
+    await row.wait_for()
+    cells = [text.strip() for text in await row.locator("td").all_text_contents()]
+    assert cells[:6] == [entry.id, "ended-1", "web", "page", "answer 0", "uncertain"]
+    assert cells[6].startswith("1 min") and cells[7] == entry.error  # as text, never as markup
+    assert await live.page.locator("#deliveries tr").count() == 1  # the resolved one is not open
+    counts = await live.page.text_content("#desk-counts")
+    assert counts is not None and "1 uncertain" in counts and "1 resolved" in counts
+    await live.snapshot(tmp_path / "ops.png")
     assert live.problems == []
 
 

@@ -27,7 +27,8 @@ Then every block's observable result is checked: the demo exits 0 and its checks
 delivered, the mock control API answers, the curl example is delivered twice with two run ids, the pipeline stream
 prints the run's units ending with ``run.end``, the parent loop prints what the README shows, ``/watch`` answers an
 absolute URL, the case runner passes every case (but those tests/scenarios/test_cases.py lists as not built yet, which
-must fail), and ``streamrelay runs`` lists the runs and explains that SQLite keeps no dead letters.
+must fail), ``streamrelay runs`` lists the runs and explains that SQLite keeps no dead letters, and ``streamrelay
+deliveries`` lists a refused answer, resends it once and refuses to resend it again.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from tests.deploy.support import redis_server
 from tests.ports import free_port
 from tests.scenarios.test_cases import NOT_YET
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(270)
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -277,6 +278,16 @@ def _check_runs(flow: Flow, run: Pasted) -> None:
     assert run.rc == 2
 
 
+def _check_deliveries(flow: Flow, run: Pasted) -> None:
+    words = _words(run.stdout)
+    report = next(o for o in _objects(run.stdout) if "status" in o)
+    assert (report["status"], report["failed"]) == ("failed", 1), report  # the mock refused the answer once
+    assert re.search(r"\d+ deliver(y|ies) listed", words) and "failed" in words, run.stdout  # listed
+    assert re.search(r"dlv-[0-9a-f]{12}: delivered: sent as message \d+", words), run.stdout  # resent once
+    assert "never resent" in _words(run.stderr), run.stderr  # and never again: one line, exit 1
+    assert run.rc == 1
+
+
 CheckOne = Callable[[Flow, Pasted], None]
 CHECKS: dict[str, CheckOne] = {  # a run block is known by what it holds
     "streamrelay demo": _check_demo,
@@ -287,6 +298,7 @@ CHECKS: dict[str, CheckOne] = {  # a run block is known by what it holds
     "/watch": _check_watch,
     "uv run streamrelay case ": _check_cases,
     "uv run streamrelay runs": _check_runs,
+    "uv run streamrelay deliveries": _check_deliveries,
 }
 
 
@@ -332,7 +344,8 @@ def test_the_readme_blocks_work_pasted_in_order_into_one_fresh_shell(tmp_path: P
         start_new_session=True,  # its background jobs in its own process group, killed whatever happens
     )
     try:
-        stdout, stderr = shell.communicate(timeout=225 * wait_scale())
+        # 225 s before the desk's block (3 CLI starts)
+        stdout, stderr = shell.communicate(timeout=255 * wait_scale())
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(shell.pid, signal.SIGKILL)
@@ -355,7 +368,7 @@ def test_the_readme_blocks_work_pasted_in_order_into_one_fresh_shell(tmp_path: P
         checks = [check for needle, check in CHECKS.items() if needle in block.body]
         assert len(checks) == 1, f"{block.where}: a block marked run needs exactly one check here"
         checks[0](flow, run)
-        if checks[0] is not _check_runs:  # `runs retry` fails in one line, as the README says it does
+        if checks[0] not in (_check_runs, _check_deliveries):  # their last lines fail in one line, as the docs say
             assert "error:" not in run.stderr, run.stderr[-3000:]
 
 

@@ -38,6 +38,7 @@ from streamrelay.core.events import (
 )
 from streamrelay.core.policy import ChannelPolicy, SubagentPolicy
 from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.desk import DeskState
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.records.report import DeliveryReport, ReportStatus
 from streamrelay.core.run.controller import RunController
@@ -388,10 +389,40 @@ async def test_the_report_counts_confirmed_uncertain_and_failed_parts() -> None:
     assert len(h.adapter.chat()) == parts - 2
 
 
+async def test_the_parts_a_run_did_not_deliver_go_to_the_desk_at_its_end() -> None:
+    h = Harness(policy(DeliveryMode.FINAL, max_units=30))
+    h.adapter.settles = "unknown"
+    h.adapter.fail("send_text", 2, UncertainDeliveryError("timed out"))
+    h.adapter.fail("send_text", 3, ForbiddenError("bot was blocked"))
+    await h.open()
+    await h.feed(delta(LONG))
+    await h.close()
+    sent = [call.text for call in h.adapter.calls_of("send_text")]
+    assert sent[1] == sent[2]  # the part whose create could not be settled was sent again, and refused
+    # One entry: the refused part, carrying the create that may have landed (its resend settles it first).
+    (failed,) = await h.ledger.deliveries()
+    assert (failed.state, failed.run, failed.channel, failed.slot) == (DeskState.FAILED, RUN, "fake", 1)
+    assert failed.text == sent[2] and "ForbiddenError" in (failed.error or "") and failed.message_id is None
+    assert failed.pending is not None and failed.pending.text == sent[1] and failed.target["chat_id"] == 1
+
+
+async def test_a_part_sent_again_after_an_unsettled_create_leaves_that_create_on_the_desk() -> None:
+    h = Harness(policy(DeliveryMode.FINAL, max_units=30))
+    h.adapter.settles = "unknown"
+    h.adapter.fail("send_text", 2, UncertainDeliveryError("timed out"))
+    await h.open()
+    await h.feed(delta(LONG))
+    report = await h.close()
+    (orphan,) = await h.ledger.deliveries()
+    assert orphan.slot < 0 and orphan.state is DeskState.UNCERTAIN and report.uncertain == 1
+    assert orphan.text == h.adapter.calls_of("send_text")[1].text and orphan.pending is not None
+
+
 async def test_the_report_of_a_clean_run_is_delivered_with_every_message_id() -> None:
     h = await harness(policy(DeliveryMode.FINAL, max_units=30))
     await h.feed(delta(LONG))
     report = await h.close()
+    assert await h.ledger.deliveries(set(DeskState)) == []  # nothing for the desk
     chat = h.adapter.chat()
     assert report.done and report.status is ReportStatus.DELIVERED
     assert (report.confirmed, report.uncertain, report.failed) == (len(chat), 0, 0)

@@ -21,6 +21,8 @@ the service's other routes: :mod:`adapters.ops.probes`):
   the request was made to (its scheme, host and port, as a proxy passes them on). A run that has not started yet
   answers too (``"started": false``): its page waits for the run and follows it from its first event, so a link
   can be handed out before the agent streams.
+- ``/v1/deliveries``: the desk, the parts of ended runs not known to be delivered: list, inspect, resend, resolve,
+  prune (adapters/ingest_http/deliveries.py).
 - ``GET /v1/runs``: the active runs for operators (``streamrelay runs``, the ``/ops`` page), oldest first:
   ``{"runs": [{"run", "channel", "platform", "mode", "started_at", "age_s", "status", "confirmed", "uncertain",
   "failed", "rate_limited", "watch", "replica"?}], "unreachable": [{"replica", "url", "error"}]}``; ``?all=1`` on a
@@ -62,6 +64,7 @@ from starlette.routing import BaseRoute, Route
 from streamrelay.adapters.ingest_http import push_back
 from streamrelay.adapters.ingest_http.approvals import ApprovalRoutes
 from streamrelay.adapters.ingest_http.callers import Caller, Callers
+from streamrelay.adapters.ingest_http.deliveries import DeskRoutes, no_desk_route
 from streamrelay.adapters.ingest_http.lines import (
     BodyTooLargeError,
     Tally,
@@ -81,6 +84,7 @@ from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.ingest")
@@ -383,6 +387,7 @@ def create_app(
     extra_routes: Sequence[BaseRoute] = (),
     observer: IngestObserver | None = None,
     pressure: Pressure | None = None,
+    desk: Desk | None = None,
 ) -> Starlette:
     """The ingest ASGI app for ``relay``.
 
@@ -399,6 +404,8 @@ def create_app(
         observer: told what became of every ingest request (the service's metrics).
         pressure: past capacity, ingest pushes back (503 with ``Retry-After``: :mod:`adapters.ingest_http.push_back`);
             None: never.
+        desk: the desk of what ended runs did not deliver (``/v1/deliveries``: :mod:`adapters.ingest_http.deliveries`);
+            None: those routes answer 404 saying the desk is not served here.
 
     Raises:
         ValueError: neither a token nor clients, or clients without tokens of their own.
@@ -424,6 +431,7 @@ def create_app(
             Route("/v1/runs/{run}/approvals/{id}", approvals.decide, methods=["POST"]),
             Route("/v1/runs/{run}/approvals/{id}", approvals.show, methods=["GET"]),
             Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
+            *(DeskRoutes(desk, callers).routes() if desk is not None else [no_desk_route()]),
             *extra_routes,
         ],
     )

@@ -223,6 +223,13 @@ class ServiceMetrics:
             "streamrelay_connections_open", "Open HTTP connections, by listener.", ["listener"], registry=r
         )
         self.active_runs = Gauge("streamrelay_active_runs", "Runs held by this process.", registry=r)
+        self.deliveries = Gauge(
+            "streamrelay_deliveries",
+            "Desk entries (parts of ended runs not known delivered, and what became of them), by state.",
+            ["state"],
+            registry=r,
+        )
+        """Refreshed by the desk's keeper (:func:`app.serving.keep_desk`) with the ledger's counts."""
         self.ready = Gauge("streamrelay_ready", "1 when /readyz answers 200.", registry=r)
         Info("streamrelay_build", "The running version.", registry=r).info({"version": version})
         ProcessCollector(registry=r)

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from streamrelay.adapters.ops.metrics import ServiceMetrics
 from streamrelay.core.ports import PendingSend
+from streamrelay.core.records.desk import DeskEntry
 from streamrelay.core.records.journal import EndedRun, Journal, JournalEntry
 from streamrelay.core.records.ledger import Ledger, PartRecord, RunRecord
 from streamrelay.core.records.report import PartState, SlotRole
@@ -172,6 +173,9 @@ class MeteredLedger:
 
     async def parts(self, run: str) -> list[PartRecord]:
         return await self.inner.parts(run)
+
+    async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
+        await self.inner.record_undelivered(entries)
 
     async def close(self) -> None:
         await self.inner.close()

@@ -12,6 +12,8 @@ settles (the durable runs' rule). Reads need no token. Keys (partition 7)::
     sr:{p7}:l:parts:<run>   a hash: "<slot>" -> the part (JSON), "<slot>:pending" -> its pending create (JSON)
     sr:{p7}:l:calls:<run>   a hash: "<id>" -> a call's intent (JSON), "<id>:outcome" -> its outcome (JSON)
     sr:{p7}:l:callseq       the partition's call ids
+    sr:{p7}:l:desk          a hash: desk entry id -> the entry (JSON; :mod:`core.records.desk`)
+    sr:{p7}:l:desk:ended    a sorted set: desk entry id by its run's end (s), for pruning by age
 
 Like the SQLite ledger, a pending create keeps its delivery id, text, format and bounds; ``known_ids`` and
 ``exclusive`` are the settling sidecar's own, set again when it settles.
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.errors import FencedError
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState, counts_of
 from streamrelay.core.records.ledger import PartRecord, RunRecord, content_key
 from streamrelay.core.records.report import PartState, SlotRole
 
@@ -95,6 +98,91 @@ return 1
 token, call id ('' for none: a part saved alone), outcome (JSON), slot, part (JSON), pending create (JSON, '' clears
 it). Returns 1. Atomic: the call's outcome and the part it changed are written together after the fence check, so
 a reader never sees an acknowledged call with the part from before it."""
+
+
+_UNDELIVERED = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, desk, desk:ended; ARGV: token, then (id, entry, ended_at) for each entry
+for i = 2, #ARGV, 3 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('ZADD', KEYS[3], ARGV[i + 2], ARGV[i])
+  end
+end
+return 1
+"""
+)
+"""``ledger.record_undelivered`` (durable, fenced: written by the run's owner at its end). KEYS: fence, the desk hash,
+its by-end sorted set; ARGV: token, then each entry's id, JSON and run end (s). An entry already kept stays as it is
+(a run finalized again after a restart does not reopen what an operator closed)."""
+
+_DESK_SAVE = """
+-- KEYS: desk, desk:ended; ARGV: id, entry, ended_at
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return 1
+"""
+"""``ledger.save_delivery`` (durable, not fenced: an operator's write about an ended run, whoever owns its partition
+now). KEYS: the desk hash, its by-end sorted set; ARGV: id, entry (JSON), run end (s)."""
+
+_DESK_PRUNE = """
+-- KEYS: desk, desk:ended; ARGV: ended before (s)
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[1])
+for _, id in ipairs(ids) do redis.call('HDEL', KEYS[1], id) end
+if #ids > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[1]) end
+return #ids
+"""
+"""``ledger.prune_deliveries`` (durable). KEYS: the desk hash, its by-end sorted set; ARGV: the bound (s). Returns how
+many entries went."""
+
+
+def desk_json(entry: DeskEntry) -> str:
+    """A desk entry as JSON (the SQLite ledger's columns)."""
+    return json.dumps(
+        {
+            "run": entry.run,
+            "slot": entry.slot,
+            "role": str(entry.role),
+            "state": str(entry.state),
+            "was": str(entry.was),
+            "channel": entry.channel,
+            "target": entry.target,
+            "text": entry.text,
+            "fmt": str(entry.fmt),
+            "error": entry.error,
+            "pending": pending_json(entry.pending) or None,
+            "message_id": entry.message_id,
+            "ended_at": entry.ended_at,
+            "updated_at": entry.updated_at,
+            "resends": entry.resends,
+            "note": entry.note,
+            "outcome": entry.outcome,
+        }
+    )
+
+
+def desk_from(raw: str) -> DeskEntry:
+    """The desk entry stored as ``raw`` (:func:`desk_json`)."""
+    data: dict[str, Any] = json.loads(raw)
+    return DeskEntry(
+        run=data["run"],
+        slot=int(data["slot"]),
+        role=SlotRole(data["role"]),
+        state=DeskState(data["state"]),
+        was=DeskState(data["was"]),
+        channel=data["channel"],
+        target=data["target"],
+        text=data["text"],
+        fmt=TextFormat(data["fmt"]),
+        error=data.get("error"),
+        ended_at=float(data["ended_at"]),
+        updated_at=float(data["updated_at"]),
+        pending=pending_from(data.get("pending")),
+        message_id=data.get("message_id"),
+        resends=int(data.get("resends", 0)),
+        note=data.get("note"),
+        outcome=data.get("outcome"),
+    )
 
 
 def pending_json(pending: PendingSend | None) -> str:
@@ -183,6 +271,9 @@ class RedisLedger:
         self._end = Script(client, _END, "ledger.end_run", durable=True)
         self._intent = Script(client, _INTENT, "ledger.record_intent", durable=True)
         self._part = Script(client, _PART, "ledger.record_outcome", durable=True)
+        self._undelivered = Script(client, _UNDELIVERED, "ledger.record_undelivered", durable=True)
+        self._desk_save = Script(client, _DESK_SAVE, "ledger.save_delivery", durable=True)
+        self._desk_prune = Script(client, _DESK_PRUNE, "ledger.prune_deliveries", durable=True)
 
     def __repr__(self) -> str:
         return f"RedisLedger(partition={self.partition}, token={self.token})"
@@ -277,6 +368,65 @@ class RedisLedger:
             outcome = json.loads(stored.get(f"{field}:outcome", '{"outcome": null}'))
             found.append({"id": int(field), **json.loads(stored[field]), **outcome})
         return found
+
+    # --- the desk (:class:`core.records.desk.DeliveryDesk`), this partition's entries ---------------------------
+
+    async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
+        """Keep an ended run's undelivered parts (fenced, like every write of the run's owner)."""
+        if not entries:
+            return
+        args: list[str | int | float] = []
+        for entry in entries:
+            args += [entry.id, desk_json(entry), entry.ended_at]
+        await self._write(self._undelivered, [self._key("desk"), self._key("desk:ended")], args)
+
+    async def deliveries(
+        self, states: Collection[DeskState] = OPEN_STATES, *, client: str | None = None, limit: int = 1000
+    ) -> list[DeskEntry]:
+        """This partition's entries in ``states`` (of ``client`` only, when given), oldest run end first."""
+        stored = await self._hash("desk")
+        found = [desk_from(raw) for raw in stored.values()]
+        found = [e for e in found if e.state in states and (client is None or e.client == client)]
+        return sorted(found, key=lambda e: (e.ended_at, e.run, e.slot))[:limit]
+
+    async def delivery(self, entry_id: str) -> DeskEntry | None:
+        """One entry of this partition by its id, or None."""
+        with unavailable("ledger read"):
+            raw = await self._client.hget(self._key("desk"), entry_id)
+        return desk_from(str(raw)) if raw is not None else None
+
+    async def save_delivery(self, entry: DeskEntry) -> None:
+        """Write ``entry`` as it now stands (not fenced: an operator's write)."""
+        with unavailable(self._desk_save.name):
+            await self._desk_save(
+                [self._key("desk"), self._key("desk:ended")], [entry.id, desk_json(entry), entry.ended_at]
+            )
+
+    async def prune_deliveries(self, ended_before_s: float, *, client: str | None = None) -> int:
+        """Delete this partition's entries of runs that ended before ``ended_before_s`` (of ``client`` only, when
+        given); how many went."""
+        keys = [self._key("desk"), self._key("desk:ended")]
+        if client is None:
+            with unavailable(self._desk_prune.name):
+                return int(await self._desk_prune(keys, [ended_before_s]))
+        gone = [
+            e.id
+            for e in await self.deliveries(set(DeskState), client=client, limit=2**31)
+            if e.ended_at < ended_before_s
+        ]
+        if gone:
+            with unavailable(self._desk_prune.name):
+                async with self._client.pipeline(transaction=True) as pipe:
+                    pipe.hdel(keys[0], *gone)
+                    pipe.zrem(keys[1], *gone)
+                    await pipe.execute()
+        return len(gone)
+
+    async def delivery_counts(self, *, client: str | None = None) -> dict[DeskState, int]:
+        """This partition's entries per state (of ``client`` only, when given)."""
+        stored = await self._hash("desk")
+        entries = [desk_from(raw) for raw in stored.values()]
+        return counts_of([e for e in entries if client is None or e.client == client])
 
     async def close(self) -> None:
         """Nothing to close: the client belongs to the caller."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from streamrelay.adapters.sqlite.store import SqliteStore
 from streamrelay.core.budgets.history import IN_FLIGHT_S, RecentCall
 from streamrelay.core.delivery.slots import OpKind
 from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState
 from streamrelay.core.records.ledger import PartRecord, RunRecord, content_key
 from streamrelay.core.records.report import PartState, SlotRole
 
@@ -37,6 +38,14 @@ CREATE TABLE IF NOT EXISTS calls (
     intent_at REAL NOT NULL, outcome_at REAL
 );
 CREATE INDEX IF NOT EXISTS calls_run ON calls (run);
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY, run TEXT NOT NULL, client TEXT NOT NULL, slot INTEGER NOT NULL, role TEXT NOT NULL,
+    state TEXT NOT NULL, was TEXT NOT NULL, channel TEXT NOT NULL, target TEXT NOT NULL, text TEXT NOT NULL,
+    fmt TEXT NOT NULL, error TEXT, pending TEXT, message_id TEXT, ended_at REAL NOT NULL, updated_at REAL NOT NULL,
+    resends INTEGER NOT NULL DEFAULT 0, note TEXT, outcome TEXT
+);
+CREATE INDEX IF NOT EXISTS deliveries_state ON deliveries (state, ended_at);
+CREATE INDEX IF NOT EXISTS deliveries_ended ON deliveries (ended_at);
 """
 
 
@@ -75,6 +84,60 @@ def _pending_from(raw: str | None) -> PendingSend | None:
         TextFormat(data["fmt"]),
         after_id=data.get("after_id"),
         before_id=data.get("before_id"),
+    )
+
+
+_DESK_COLUMNS = (
+    "id, run, client, slot, role, state, was, channel, target, text, fmt, error, pending, message_id, ended_at,"
+    " updated_at, resends, note, outcome"
+)
+
+
+def _desk_row(entry: DeskEntry) -> tuple[object, ...]:
+    return (
+        entry.id,
+        entry.run,
+        entry.client,
+        entry.slot,
+        str(entry.role),
+        str(entry.state),
+        str(entry.was),
+        entry.channel,
+        json.dumps(entry.target),
+        entry.text,
+        str(entry.fmt),
+        entry.error,
+        _pending_json(entry.pending),
+        entry.message_id,
+        entry.ended_at,
+        entry.updated_at,
+        entry.resends,
+        entry.note,
+        entry.outcome,
+    )
+
+
+def _desk_entry(row: Sequence[object]) -> DeskEntry:
+    (_, run, _, slot, role, state, was, channel, target, text, fmt, error, pending, message_id) = row[:14]
+    ended_at, updated_at, resends, note, outcome = row[14:]
+    return DeskEntry(
+        run=str(run),
+        slot=int(str(slot)),
+        role=SlotRole(str(role)),
+        state=DeskState(str(state)),
+        was=DeskState(str(was)),
+        channel=str(channel),
+        target=json.loads(str(target)),
+        text=str(text),
+        fmt=TextFormat(str(fmt)),
+        error=None if error is None else str(error),
+        ended_at=float(str(ended_at)),
+        updated_at=float(str(updated_at)),
+        pending=_pending_from(None if pending is None else str(pending)),
+        message_id=None if message_id is None else str(message_id),
+        resends=int(str(resends)),
+        note=None if note is None else str(note),
+        outcome=None if outcome is None else str(outcome),
     )
 
 
@@ -233,6 +296,58 @@ class SqliteLedger:
             )
             for r in rows
         ]
+
+    # --- the desk (:class:`core.records.desk.DeliveryDesk`) ---------------------------------------------------
+
+    async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
+        rows = [_desk_row(entry) for entry in entries]
+        sql = f"INSERT OR IGNORE INTO deliveries ({_DESK_COLUMNS}) VALUES ({', '.join('?' * 19)})"
+        if rows:
+            await self._store.transaction(lambda db: db.executemany(sql, rows))
+
+    async def deliveries(
+        self, states: Collection[DeskState] = OPEN_STATES, *, client: str | None = None, limit: int = 1000
+    ) -> list[DeskEntry]:
+        wanted = sorted(str(state) for state in states)
+        if not wanted:
+            return []
+        query = f"SELECT {_DESK_COLUMNS} FROM deliveries WHERE state IN ({', '.join('?' * len(wanted))})"
+        params: list[object] = list(wanted)
+        if client is not None:
+            query += " AND client = ?"
+            params.append(client)
+        query += " ORDER BY ended_at, run, slot LIMIT ?"
+        rows = await self._store.fetch(query, (*params, limit))
+        return [_desk_entry(row) for row in rows]
+
+    async def delivery(self, entry_id: str) -> DeskEntry | None:
+        rows = await self._store.fetch(f"SELECT {_DESK_COLUMNS} FROM deliveries WHERE id = ?", (entry_id,))
+        return _desk_entry(rows[0]) if rows else None
+
+    async def save_delivery(self, entry: DeskEntry) -> None:
+        sql = f"INSERT OR REPLACE INTO deliveries ({_DESK_COLUMNS}) VALUES ({', '.join('?' * 19)})"
+        row = _desk_row(entry)
+        await self._store.transaction(lambda db: db.execute(sql, row))
+
+    async def prune_deliveries(self, ended_before_s: float, *, client: str | None = None) -> int:
+        sql, params = "DELETE FROM deliveries WHERE ended_at < ?", [ended_before_s, *([client] if client else [])]
+        if client is not None:
+            sql += " AND client = ?"
+
+        def prune(db: sqlite3.Connection) -> int:
+            return db.execute(sql, params).rowcount
+
+        return await self._store.transaction(prune)
+
+    async def delivery_counts(self, *, client: str | None = None) -> dict[DeskState, int]:
+        query, params = "SELECT state, COUNT(*) FROM deliveries", [client] if client is not None else []
+        if client is not None:
+            query += " WHERE client = ?"
+        rows = await self._store.fetch(query + " GROUP BY state", params)
+        counts = dict.fromkeys(DeskState, 0)
+        for state, count in rows:
+            counts[DeskState(state)] = int(count)
+        return counts
 
     async def recent_calls(self, since_s: float) -> list[RecentCall]:
         """Every call that may have reached the platform at or after ``since_s`` (wall-clock seconds:

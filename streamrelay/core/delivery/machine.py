@@ -532,7 +532,7 @@ class DeliveryMachine:
         if again is not None:
             self.book.orphans_of(slot, pending.text)  # the part shows; the older create may show too
             return Outcome.UNKNOWN
-        slot.uncertain_text = pending.text
+        slot.uncertain_text, slot.uncertain_create = pending.text, pending
         slot.state, slot.error = PartState.UNCERTAIN, "uncertain: the platform cannot tell whether it was stored"
         timed_out, slot.timed_out, slot.restarted = slot.timed_out and not slot.restarted, False, False
         media = pending.media or media_of(slot, pending.text)
@@ -586,6 +586,7 @@ class DeliveryMachine:
             self.book.orphans_of(slot, pending.text)
             return Outcome.UNCERTAIN, str(exc), None
         slot.uncertain_text = pending.text if pending is not None else None
+        slot.uncertain_create = pending
         slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: could not be settled: {exc}"
         return Outcome.UNCERTAIN, str(exc), None
 

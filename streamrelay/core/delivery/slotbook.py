@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from streamrelay.core.delivery.cap import MessageLimit
 from streamrelay.core.delivery.slots import LiveText, PendingText, Slot, same_render
-from streamrelay.core.ports import TextFormat
+from streamrelay.core.ports import PendingSend, TextFormat
 from streamrelay.core.records.ledger import PartRecord
 from streamrelay.core.records.report import PartReport, PartState, SlotRole, is_cut
 from streamrelay.core.text.buffer import Pinned
@@ -62,6 +62,9 @@ class SlotBook:
         self.slots: list[Slot] = []
         self.orphans: list[PartRecord] = []
         """Creates that may have landed but could not be settled, and whose text went on in a new message."""
+        self.orphan_creates: dict[int, tuple[int, str, PendingSend | None]] = {}
+        """Of the orphans made in this process by :meth:`orphan`, by orphan slot: the part's slot, the create's text and
+        the create (for the desk, :mod:`core.run.desk`: a resend of the part settles that create first)."""
         self._unsaved: list[PartRecord] = []
         self._restored: list[Slot] = []
         self.catching_up = False
@@ -302,7 +305,8 @@ class SlotBook:
     def orphan(self, slot: Slot) -> None:
         """The slot's unsettled create stays reported as uncertain; the slot itself goes on as a new message."""
         self.orphans_of(slot, slot.uncertain_text or "")
-        slot.uncertain_text = None
+        self.orphan_creates[self.orphans[-1].slot] = (slot.index, slot.uncertain_text or "", slot.uncertain_create)
+        slot.uncertain_text = slot.uncertain_create = None
         slot.state, slot.error, slot.message_id, slot.shown = PartState.PENDING, None, None, None
         self.changed.set()
 

@@ -288,6 +288,9 @@ class Slot:
     """Creates made for this part (each carries its own delivery id)."""
     uncertain_text: str | None = None
     """The text of an unsettled create this part stands on (state ``uncertain``, no message id)."""
+    uncertain_create: PendingSend | None = None
+    """That create itself (its delivery id and bounds), for the desk (:mod:`core.run.desk`) to settle after the run;
+    None when it is not known (restored from the ledger after a restart)."""
     frozen: bool = False
     """The platform accepts no more edits of its message: it keeps ``shown``; ``cont`` shows the rest."""
     cont: Slot | None = None

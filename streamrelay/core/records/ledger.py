@@ -13,12 +13,13 @@ key* the same without the target (DESIGN §4).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from streamrelay.core.json_types import JsonObject
 from streamrelay.core.ports import PendingSend
+from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState, counts_of
 from streamrelay.core.records.report import PartReport, PartState, SlotRole
 
 
@@ -122,6 +123,11 @@ class Ledger(Protocol):
         """The run's parts in slot order."""
         ...
 
+    async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
+        """Keep an ended run's parts that are not known to be delivered for the desk
+        (:meth:`core.records.desk.DeliveryDesk.record_undelivered`: an entry already kept stays as it is)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -148,6 +154,7 @@ class MemoryLedger:
     def __init__(self) -> None:
         self._runs: dict[str, RunRecord] = {}
         self._parts: dict[tuple[str, int], PartRecord] = {}
+        self._desk: dict[str, DeskEntry] = {}
         self.calls: list[CallRecord] = []
 
     async def start_run(self, record: RunRecord) -> None:
@@ -183,6 +190,40 @@ class MemoryLedger:
     async def parts(self, run: str) -> list[PartRecord]:
         found = [p for (r, _), p in self._parts.items() if r == run]
         return sorted(found, key=lambda p: p.slot)
+
+    # --- the desk (:class:`core.records.desk.DeliveryDesk`) ---------------------------------------------------
+
+    async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
+        for entry in entries:
+            self._desk.setdefault(entry.id, replace(entry))
+
+    async def deliveries(
+        self, states: Collection[DeskState] = OPEN_STATES, *, client: str | None = None, limit: int = 1000
+    ) -> list[DeskEntry]:
+        found = [
+            replace(e) for e in self._desk.values() if e.state in states and (client is None or e.client == client)
+        ]
+        return sorted(found, key=lambda e: (e.ended_at, e.run, e.slot))[:limit]
+
+    async def delivery(self, entry_id: str) -> DeskEntry | None:
+        entry = self._desk.get(entry_id)
+        return replace(entry) if entry is not None else None
+
+    async def save_delivery(self, entry: DeskEntry) -> None:
+        self._desk[entry.id] = replace(entry)
+
+    async def prune_deliveries(self, ended_before_s: float, *, client: str | None = None) -> int:
+        gone = [
+            key
+            for key, e in self._desk.items()
+            if e.ended_at < ended_before_s and (client is None or e.client == client)
+        ]
+        for key in gone:
+            del self._desk[key]
+        return len(gone)
+
+    async def delivery_counts(self, *, client: str | None = None) -> dict[DeskState, int]:
+        return counts_of([e for e in self._desk.values() if client is None or e.client == client])
 
     async def close(self) -> None:
         return None

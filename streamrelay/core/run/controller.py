@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from streamrelay.core.ports import ChannelAdapter, StopControls, TextFormat
 from streamrelay.core.records.ledger import Ledger, RunRecord
 from streamrelay.core.records.report import DeliveryReport, with_gaps
 from streamrelay.core.run.approvals import ApprovalBook
+from streamrelay.core.run.desk import undelivered
 from streamrelay.core.run.monitor import DeliveryWatch, RunMonitor
 from streamrelay.core.run.stage import RunStage
 from streamrelay.core.run.stop import stop_note, stop_unit
@@ -308,6 +310,17 @@ class RunController:
             self.stop_controls.finish()
         if (typing_off := self.rec.machine.typing_off()) is not None:  # no "typing…" left (Slack's lasts 2 min)
             await self.rec.executor.perform(typing_off)
+        # What the run did not deliver goes to the desk (core/run/desk.py) before its end is recorded: a crash in
+        # between finalizes the run again, and an entry already kept stays as it is.
+        undone = undelivered(
+            self.rec.book,
+            channel=self.policy.name,
+            target=self.start_event.target.model_dump(mode="json"),
+            ended_at=time.time(),
+            errors=self.stage.errors,
+        )
+        if undone:
+            await self._ledger.record_undelivered(undone)
         await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
         self.stage.done = True
         report = self.stage.report()

@@ -1,17 +1,18 @@
-// The operator page: every active run (GET /v1/runs?all=1), refreshed every 2 s.
+// The operator page: every active run (GET /v1/runs?all=1) and the desk's open entries, the parts of ended runs not
+// known delivered (GET /v1/deliveries), refreshed every 2 s.
 //
 // Served as GET /ops. It asks for the sidecar's main token once, keeps it in sessionStorage (this tab only) and sends
 // it as `Authorization: Bearer`, never in a URL. A 401 forgets it and asks again. Run ids and every other value
 // reach the DOM through textContent only; a run's link is its `watch` path (same origin, with its read token).
 //
 // For tests: document.body.dataset.state = "locked" | "loading" | "live" | "error" and window.streamrelayOps =
-// {refreshes, runs} (numbers, updated in place).
+// {refreshes, runs, deliveries} (numbers, updated in place).
 "use strict";
 
 (() => {
   const REFRESH_MS = 2000;
   const KEY = "streamrelay.ops.token";
-  const view = { refreshes: 0, runs: 0 };
+  const view = { refreshes: 0, runs: 0, deliveries: 0 };
   window.streamrelayOps = view;
 
   const byId = (id) => document.getElementById(id);
@@ -86,10 +87,60 @@
     view.runs = runs.length;
   }
 
+  function chatOf(chat) {
+    if (!chat || typeof chat !== "object") return "–";
+    return chat.thread_id === undefined || chat.thread_id === null ? String(chat.chat_id) : `${chat.chat_id} / ${chat.thread_id}`;
+  }
+
+  function deliveryRow(entry) {
+    const row = document.createElement("tr");
+    row.dataset.delivery = entry.id;
+    cell(row, entry.id, "mono");
+    cell(row, entry.run, "run");
+    cell(row, entry.channel);
+    cell(row, chatOf(entry.chat), "mono");
+    cell(row, `${entry.role} ${entry.slot}`);
+    const badge = document.createElement("span");
+    badge.className = `badge desk-${String(entry.state).replace(/[^a-z]/g, "")}`;
+    badge.textContent = entry.state;
+    cell(row, "").appendChild(badge);
+    cell(row, age(entry.age_s), "num");
+    cell(row, entry.outcome || entry.error);
+    return row;
+  }
+
+  function showDesk(listing) {
+    const entries = Array.isArray(listing.deliveries) ? listing.deliveries : [];
+    byId("deliveries").replaceChildren(...entries.map(deliveryRow));
+    byId("desk-empty").hidden = entries.length > 0;
+    byId("desk-none").hidden = true;
+    const counts = listing.counts || {};
+    byId("desk-counts").textContent = ["uncertain", "failed", "unsent", "delivered", "resolved"]
+      .map((state) => `${counts[state] || 0} ${state}`)
+      .join(" · ");
+    view.deliveries = entries.length;
+  }
+
+  async function refreshDesk(token) {
+    byId("desk").hidden = false;
+    const answer = await fetch("/v1/deliveries", { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
+    if (answer.status === 404) {
+      const body = await answer.json().catch(() => ({}));
+      byId("deliveries").replaceChildren();
+      byId("desk-empty").hidden = true;
+      byId("desk-none").hidden = false;
+      byId("desk-none").textContent = body.error || "this sidecar keeps no desk";
+      return;
+    }
+    if (!answer.ok) throw new Error(`the desk answered ${answer.status}`);
+    showDesk(await answer.json());
+  }
+
   function lock(reason) {
     clearTimeout(timer);
     sessionStorage.removeItem(KEY);
     byId("board").hidden = true;
+    byId("desk").hidden = true;
     byId("login").hidden = false;
     setState("locked", reason);
     byId("token").focus();
@@ -106,6 +157,7 @@
       if (answer.status === 401) return lock("wrong token: enter it again");
       if (!answer.ok) throw new Error(`the sidecar answered ${answer.status}`);
       show(await answer.json());
+      await refreshDesk(token);
       setState("live", `updated ${new Date().toLocaleTimeString()}`);
     } catch (error) {
       setState("error", `not updated: ${error.message}`);
