@@ -25,14 +25,12 @@ import json
 from http import HTTPStatus
 from typing import Any
 
-import orjson
 from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.exceptions import ClientDecodeError, TelegramAPIError
 from aiogram.methods import TelegramMethod
 from aiogram.methods.base import Response, TelegramType
-from aiohttp import ClientSession, FormData
-from aiohttp.payload import BytesPayload
+from aiohttp import ClientSession
 from pydantic import ValidationError
 
 from streamrelay.adapters.deadline import traced
@@ -64,28 +62,6 @@ class TelegramSession(AiohttpSession):
 
     async def create_session(self) -> ClientSession:
         return traced(await super().create_session())
-
-    def build_form_data(self, bot: Bot, method: TelegramMethod[TelegramType]) -> FormData | BytesPayload:  # type: ignore[override]
-        """The request's body: one ``application/json`` object (``orjson``, UTF-8 bytes built once), the Bot API's
-        JSON way of passing parameters ("application/json (except for uploading files)",
-        https://core.telegram.org/bots/api#making-requests); a call that uploads a file keeps aiogram's multipart form.
-
-        The parameters are aiogram's (``prepare_value``: defaults resolved, nested objects as JSON objects, a None or
-        empty string left out, as its form leaves them out). Why not aiogram's form: it percent-encodes the whole text
-        (``urllib.parse.urlencode``: a list of one string per byte on the way, about 40 KB of transient objects for a
-        4,000-character part, then the encoded str and its bytes, 5.3 KB), where the JSON body is the text's UTF-8
-        once (4.1 KB; bench/bench_memory.py, docs/benchmarks.md).
-        """
-        files: dict[str, Any] = {}
-        fields: dict[str, Any] = {}
-        for key, value in method.model_dump(warnings=False).items():
-            prepared = self.prepare_value(value, bot=bot, files=files, _dumps_json=False)
-            if prepared is None or prepared == "":
-                continue
-            fields[key] = prepared
-        if files:  # an upload: multipart, as aiogram builds it
-            return super().build_form_data(bot, method)
-        return BytesPayload(orjson.dumps(fields), content_type="application/json")
 
     async def make_request(
         self, bot: Bot, method: TelegramMethod[TelegramType], timeout: int | None = None
