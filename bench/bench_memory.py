@@ -33,9 +33,13 @@ each run's channel after its end (0.1 KB a run, as many as 100,000 runs); a benc
 Each finished run streams to a chat of its own (the worst case: what a chat keeps after its runs, its send chain's
 memo and rate budgets, is charged to that run).
 
-With the heap trim (the default, as ``serve``), the baseline is read after the warm-up run's trim: the open runs' RSS
-is then counted from a heap whose holes went back to the OS (before the trim, open runs filled holes the warm-up
-run had left, about 2.5 MB); ``--heap-trim-s 0`` measures as before it.
+With the heap trim (the default, as ``serve``), the open runs' RSS is read trimmed at both ends: the baseline after
+the warm-up run's trim and one more, the open runs' RSS right after a trim too (the bench calls it: no run ended, so
+the service would not have trimmed yet; in a service where runs end all the time it trims every ``heap_trim_s``).
+Counted from a trimmed baseline to an untrimmed reading (the bench before 2026-12-07's mem-tg), the open runs were
+charged the holes the trim gave back on one side only: they refilled them (30-40 KB a run more than without the
+trim). ``--heap-trim-s 0`` reads both ends untrimmed (the open runs fill the holes the warm-up run left, about
+2.5 MB, so the figure is lower than what they hold by up to 25 KB a run).
 
 Printed beside them: the baseline (the bare process's RSS) and the answer's own size (one ``str`` of it), and the
 goals (issue 23: at most 64 KB of RSS per open run, at most 4 KB per finished run in memory).
@@ -193,9 +197,9 @@ async def _measure_rss(args: argparse.Namespace) -> dict[str, Any]:
     async with _relay(args.platform, args.api, args.heap_trim_s) as relay:
         await _feed(relay, args.platform, "warm", events, args.batch, end=True)  # first-use caches are not a run's
         await _settle(relay)
-        base = _rss_kb()
+        base = _trimmed_rss_kb()
         await _open_runs(relay, args.platform, "open", events, args)
-        opened = _rss_kb()
+        opened = _trimmed_rss_kb()
         group = min(args.group, args.finished)
         await _finish(relay, args.platform, "done", 0, group, events, args)
         await _settle(relay)
@@ -221,6 +225,16 @@ async def _measure_rss(args: argparse.Namespace) -> dict[str, Any]:
         "trims": TRIMS.calls,
         "trim_ms": trim_ms,
     }
+
+
+def _trimmed_rss_kb() -> float:
+    """The RSS in KB, read right after a heap trim when the bench trims (``--heap-trim-s`` > 0): the open runs' figure
+    is counted from a trimmed heap to a trimmed heap, so it is what the runs hold, not the holes the trim gave back
+    on one side only. No trim with ``--heap-trim-s 0`` (both read untrimmed, as before the trim)."""
+    if HEAP is not None:
+        gc.collect()
+        TRIMS()
+    return _rss_kb()
 
 
 def _per_run(settled: dict[int, float], since: int, until: int) -> float:
