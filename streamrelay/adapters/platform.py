@@ -55,6 +55,10 @@ class PlatformSpec:
             indicator lasts a few seconds: it must be renewed), None when the platform has none.
         typing_source: documentation URL of the indicator's lifetime.
         live_text: the platform is the sidecar's own live page, whose watchers see each message's text.
+        edits: the platform can edit a sent message; False (WhatsApp): a channel's ``preview`` and ``progress``
+            delivery become ``block`` replies (:meth:`config.settings.ChannelSettings.effective_delivery`) and a Stop
+            button is refused.
+        edits_source: documentation URL saying the platform cannot edit (when ``edits`` is False).
     """
 
     max_units: int
@@ -66,6 +70,8 @@ class PlatformSpec:
     typing_every_s: float | None = None
     typing_source: str = ""
     live_text: bool = False
+    edits: bool = True
+    edits_source: str = ""
 
 
 class AdapterFactory(Protocol):
