@@ -106,8 +106,11 @@ class WhatsAppConnection:
                 f"whatsapp {method}: no answer within {self.send_timeout_s:g} s", platform=PLATFORM, target=to
             )
         except WhatsAppError as exc:
-            status = exc.raw_response.status_code if exc.raw_response is not None else None
-            answer = GraphError(status, exc.code, exc.message, exc.details)
+            response = exc.raw_response
+            status = response.status_code if response is not None else None
+            header = response.headers.get("Retry-After", "") if response is not None else ""
+            wait = float(header) if header.replace(".", "", 1).isdigit() else None
+            answer = GraphError(status, exc.code, exc.message, exc.details, wait)
             error = translate(answer, method=method, creates=creates, target=to, scrub=self._scrub)
         except httpx.HTTPError as exc:
             error = translate(exc, method=method, creates=creates, target=to, scrub=self._scrub)

@@ -7,12 +7,14 @@ first match wins (codes: https://developers.facebook.com/docs/whatsapp/cloud-api
 0. HTTP 5xx, or code 1 / 2 / 131000 (unknown error, service unavailable, something went wrong): for a send that
    creates a message ``UncertainDeliveryError`` (the platform may have sent it; nothing can tell, so it is reported
    uncertain, never sent again), else ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
-1. :data:`CODE_RULES`: rate limits are ``RateLimitedError`` (the Graph API names no wait: :data:`RETRY_AFTER_S`);
+1. :data:`CODE_RULES`: rate limits are ``RateLimitedError`` (the Graph API names no wait: :data:`RETRY_AFTER_S`,
+   unless the answer has a ``Retry-After`` header);
    131047 (more than 24 hours since the person last wrote: only a template message may be sent) is ``ForbiddenError``
    saying so; 131026 (undeliverable: not a WhatsApp user, old client, terms not accepted) ``TargetNotFoundError``;
    190 (access token expired or invalid), 10 / 200-299 (permission), 131030 (not in the test number's allowed list),
    368 (blocked for policy) ``ForbiddenError``; 100 (invalid parameter) and 131009 ``PayloadRejectedError``
-   (``too_long`` when it names the 4,096-character limit, else ``other``); 131051-131053 (media type, download,
+   (``too_long`` when it names the text body's 4,096-character limit, else ``other``: a caption too long is
+   not re-cut); 131051-131053 (media type, download,
    upload) ``PayloadRejectedError(OTHER)``.
 2. Anything else: ``PermanentDeliveryError`` with the code and message.
 
@@ -63,10 +65,10 @@ _rejected = functools.partial(rejected_error, PLATFORM)
 def _limited(code: int) -> ErrorFactory:
     scope = RateScope.CONVERSATION if code == PAIR_LIMIT else RateScope.BOT
 
-    def make(message: str, target: str, _original: BaseException) -> DeliveryError:
-        return RateLimitedError(
-            message, retry_after_s=RETRY_AFTER_S[code], scope=scope, platform=PLATFORM, target=target
-        )
+    def make(message: str, target: str, original: BaseException) -> DeliveryError:
+        header = original.retry_after_s if isinstance(original, GraphError) else None
+        wait = header if header is not None else RETRY_AFTER_S[code]
+        return RateLimitedError(message, retry_after_s=wait, scope=scope, platform=PLATFORM, target=target)
 
     return make
 
@@ -105,13 +107,24 @@ NETWORK_OUTCOMES: tuple[tuple[type[BaseException], type[DeliveryError]], ...] = 
 
 
 class GraphError(Exception):
-    """A Graph API error answer: ``status`` (HTTP), ``code`` (the error code), ``message`` and ``details``."""
+    """A Graph API error answer: ``status`` (HTTP), ``code`` (the error code), ``message``, ``details`` and
+    ``retry_after_s`` (a ``Retry-After`` header's seconds: Meta documents none, a gateway in front may send one;
+    when present it is honoured over :data:`RETRY_AFTER_S`)."""
 
-    def __init__(self, status: int | None, code: int | None, message: str, details: str | None = None) -> None:
-        super().__init__(f"HTTP {status if status is not None else '?'} code {code}: {message}" + (
-            f" ({details})" if details else ""
-        ))
+    def __init__(
+        self,
+        status: int | None,
+        code: int | None,
+        message: str,
+        details: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(
+            f"HTTP {status if status is not None else '?'} code {code}: {message}"
+            + (f" ({details})" if details else "")
+        )
         self.status, self.code, self.message, self.details = status, code, message, details
+        self.retry_after_s = retry_after_s
 
 
 def translate(
@@ -136,7 +149,7 @@ def translate(
             rule = _plain(ForbiddenError)
         if rule is None and code in (100, 131009):
             text = f"{exc.message} {exc.details or ''}".lower()
-            too_long = any(word in text for word in TOO_LONG_WORDS)
+            too_long = "body" in text and any(word in text for word in TOO_LONG_WORDS)  # a caption's: other
             rule = _rejected(RejectReason.TOO_LONG if too_long else RejectReason.OTHER)
         if rule is None and exc.status == 429:
             rule = _limited(THROUGHPUT_LIMIT)

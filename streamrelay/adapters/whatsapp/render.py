@@ -182,7 +182,11 @@ class _Blocks:
             first_lines = first.split("\n")
             item = [indent + marker + first_lines[0], *(indent + "  " + ln for ln in first_lines[1:])]
             for part in rest:
-                item += part.split("\n") if part.startswith(indent + "  ") else [indent + "  " + ln for ln in part.split("\n")]
+                item += (
+                    part.split("\n")
+                    if part.startswith(indent + "  ")
+                    else [indent + "  " + ln for ln in part.split("\n")]
+                )
             lines += item
         self.i += 1
         return "\n".join(lines)

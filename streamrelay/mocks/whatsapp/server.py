@@ -33,9 +33,12 @@ class GraphError(Exception):
     """An error answer in the Graph API's shape (``{"error": {"message", "type", "code", "error_data",
     "fbtrace_id"}}``, https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes)."""
 
-    def __init__(self, status: int, code: int, message: str, details: str | None = None) -> None:
+    def __init__(
+        self, status: int, code: int, message: str, details: str | None = None, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details
+        self.retry_after_s = retry_after_s
 
     def response(self) -> web.Response:
         error: dict[str, Any] = {
@@ -46,18 +49,22 @@ class GraphError(Exception):
         }
         if self.details:
             error["error_data"] = {"messaging_product": "whatsapp", "details": self.details}
-        return web.json_response({"error": error}, status=self.status)
+        headers = {"Retry-After": str(max(1, round(self.retry_after_s)))} if self.retry_after_s is not None else None
+        return web.json_response({"error": error}, status=self.status, headers=headers)
 
 
-def fault_error(status: int, description: str | None) -> GraphError:
+def fault_error(status: int, description: str | None, retry_after_s: float | None = None) -> GraphError:
     """A scripted fault in the Graph API's shape: a description ``CODE: text`` chooses the code (``131047: …``);
-    else a 429 is 130429 (throughput), a 5xx 131000 (something went wrong), another status 100."""
+    else a 429 is 130429 (throughput), a 5xx 131000 (something went wrong), another status 100. A scripted
+    ``retry_after_s`` is sent as a ``Retry-After`` header (Meta documents none: a script's way to set the wait)."""
     match = _CODE_RE.match(description or "")
     if match:
         code = int(match.group(1))
-        return GraphError(status, code, match.group(2) or f"error {code}", match.group(2))
+        return GraphError(status, code, match.group(2) or f"error {code}", match.group(2), retry_after_s)
     if status == 429:
-        return GraphError(429, 130429, "(#130429) Rate limit hit", "Cloud API message throughput has been reached.")
+        return GraphError(
+            429, 130429, "(#130429) Rate limit hit", "Cloud API message throughput has been reached.", retry_after_s
+        )
     if status >= 500:
         return GraphError(status, 131000, "Something went wrong", description)
     return GraphError(status, 100, description or "(#100) Invalid parameter")
@@ -191,7 +198,9 @@ class MockWhatsApp(MockServer):
             call.chat_id = body.get("to") if isinstance(body.get("to"), str) else None
             call.text = _text_of(body)
             result = await self._scripted(
-                call, lambda: self._commit(call, phone, body), lambda f: fault_error(f.status, f.description)
+                call,
+                lambda: self._commit(call, phone, body),
+                lambda f: fault_error(f.status, f.description, f.retry_after_s),
             )
         except GraphError as error:
             call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
@@ -306,7 +315,9 @@ def _checked(typ: Any, body: dict[str, Any]) -> str:
             raise GraphError(400, 100, f"(#100) Param {typ} must hold a link (this mock stores no uploads)")
         link = part.get("link")
         if not isinstance(link, str) or not link.startswith(("http://", "https://")):
-            raise GraphError(400, 131009, "(#131009) Parameter value is not valid", f"{typ}.link must be an http(s) URL")
+            raise GraphError(
+                400, 131009, "(#131009) Parameter value is not valid", f"{typ}.link must be an http(s) URL"
+            )
         caption = part.get("caption")
         if caption is not None and typ == "audio":
             raise GraphError(400, 100, "(#100) Param audio['caption'] is not supported")
