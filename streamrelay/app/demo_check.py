@@ -12,7 +12,6 @@ marker lines dropped (a fence cut across messages is closed and reopened).
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 
 from streamrelay.adapters.discord.markdown import REWRITTEN
@@ -20,7 +19,6 @@ from streamrelay.adapters.markdown_strip import strip_markdown
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.text.chunk_checks import content_key, fences_balanced
 from streamrelay.core.units import LengthUnit, text_units
-
 
 WHATSAPP_MARKS = re.compile(r"[*_~`>]|^-+(\\+-+)*$", re.M)
 """WhatsApp's formatting marks, and a rendered table's rule line."""

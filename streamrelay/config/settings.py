@@ -163,6 +163,7 @@ class ChannelSettings(Strict):
             exclusive_bot=self.exclusive_bot,
             delta_replay_guard=self.delta_replay_guard,
             stop_button=self.stop_button,
+            edits=spec.edits,
         )
 
     def markup(self) -> MarkupPermissions:

@@ -88,6 +88,7 @@ PLATFORM = Platform(
         # pair limit raised as for a test number: a campaign's runs would otherwise wait 6 s per block.
         campaign={"delivery": '"block"', "format": '"plain"'},
         campaign_rates={"pair": {"per_s": "20.0", "burst": "45"}},
+        unsettleable=True,
     ),
 )
 """WhatsApp (pywa against the WhatsApp Cloud API)."""

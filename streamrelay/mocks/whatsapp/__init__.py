@@ -35,8 +35,9 @@ What it reproduces (https://developers.facebook.com/docs/whatsapp/cloud-api/refe
 Scripted faults use the method name ``messages`` (:class:`mocks.common.FaultScript`): a description ``CODE: text``
 chooses the error code (``{"status": 400, "description": "131047: Re-engagement message"}``); else a 429 is 130429,
 a 5xx 131000, another status 100. Per call, in order: record, check the path, the token and the body's
-JSON, count, wait its latency, apply its fault, then validate, the window, rate limits, store, answer. A recorded call's ``chat_id`` is ``to``,
-``message_id`` the new ``wamid.…``, ``text`` the body (a media item's caption).
+JSON, count, wait its latency, apply its fault, then validate, the window, rate limits, store, answer. A
+recorded call's ``chat_id`` is ``to``, ``message_id`` the new ``wamid.…``, ``text`` the body (a media item's
+caption).
 """
 
 from streamrelay.mocks.whatsapp.server import (

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from streamrelay.mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock, utf16_len
+from streamrelay.mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock, utf16_len
 
 MESSAGES = "messages"
 METHODS = (MESSAGES,)
