@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pywa_async import WhatsApp
+from pywa_async.client import WhatsApp
 
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.whatsapp.connection import WhatsAppConnection

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 from pywa.errors import WhatsAppError
-from pywa_async import WhatsApp
+from pywa_async.client import WhatsApp
 
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.whatsapp.errors import PLATFORM, GraphError, translate
