@@ -98,7 +98,8 @@ def test_an_unregistered_platform_is_refused_naming_the_registered_ones(tmp_path
     path = tmp_path / "channels.toml"
     path.write_text('[channels.i]\nplatform = "irc"\n')
     with pytest.raises(
-        ConfigError, match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord', 'matrix' or"
+        ConfigError,
+        match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord', 'matrix', 'whatsapp' or",
     ):
         load_settings(path)
 
