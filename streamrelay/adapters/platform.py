@@ -55,6 +55,10 @@ class PlatformSpec:
             indicator lasts a few seconds: it must be renewed), None when the platform has none.
         typing_source: documentation URL of the indicator's lifetime.
         live_text: the platform is the sidecar's own live page, whose watchers see each message's text.
+        edits: the platform can edit a sent message; False (WhatsApp): a channel's ``preview`` and ``progress``
+            delivery become ``block`` replies (:meth:`config.settings.ChannelSettings.effective_delivery`) and a Stop
+            button is refused.
+        edits_source: documentation URL saying the platform cannot edit (when ``edits`` is False).
     """
 
     max_units: int
@@ -66,6 +70,8 @@ class PlatformSpec:
     typing_every_s: float | None = None
     typing_source: str = ""
     live_text: bool = False
+    edits: bool = True
+    edits_source: str = ""
 
 
 class AdapterFactory(Protocol):
@@ -139,6 +145,10 @@ class DryRunFacts:
             ``{"format": '"plain"'}``: its Markdown becomes entities, so the chat's text would lack the markup).
         campaign_rates: rate budgets a campaign's channel overrides, by budget name, as ``[rate.NAME]`` keys and TOML
             values (Matrix: the mock homeserver enforces no ``rc_message``, as for a bot its operator exempted).
+        unsettleable: the platform cannot tell whether an uncertain send arrived (WhatsApp: no idempotency key, no
+            message history): a create that died with the process, or met a 5xx or a reset, is sent again by the
+            core and reported uncertain ("a duplicate is possible"); a campaign allows such a reported double, as
+            for Telegram with a shared bot token.
     """
 
     mock: str
@@ -154,6 +164,7 @@ class DryRunFacts:
     media_methods: dict[str, str] = field(default_factory=dict)
     campaign: dict[str, str] = field(default_factory=dict)
     campaign_rates: dict[str, dict[str, str]] = field(default_factory=dict)
+    unsettleable: bool = False
 
     def media_method(self, media_kind: str) -> str:
         """The method a media item of ``media_kind`` is sent with (faults scripted on media sends name it)."""

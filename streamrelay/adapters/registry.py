@@ -12,8 +12,11 @@ from streamrelay.adapters.platform import Platform
 from streamrelay.adapters.slack.platform import PLATFORM as SLACK
 from streamrelay.adapters.telegram.platform import PLATFORM as TELEGRAM
 from streamrelay.adapters.web.platform import PLATFORM as WEB
+from streamrelay.adapters.whatsapp.platform import PLATFORM as WHATSAPP
 
-REGISTRY: dict[str, Platform] = {platform.name: platform for platform in (TELEGRAM, SLACK, DISCORD, MATRIX, WEB)}
+REGISTRY: dict[str, Platform] = {
+    platform.name: platform for platform in (TELEGRAM, SLACK, DISCORD, MATRIX, WHATSAPP, WEB)
+}
 """Every platform by name, in the order error messages and help texts list them."""
 
 

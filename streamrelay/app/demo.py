@@ -83,6 +83,9 @@ async def run_demo(
         seed_thread(mock, target)
     # printed before the platform's SDK is imported (build_relay: aiogram alone takes seconds): the first line at once
     console.print(f"[bold]mock {platform} API[/] {mock.base_url if mock else '(none: the page is the channel)'}")
+    note = channel.delivery_note()
+    if note is not None:
+        console.print(f"[yellow]{note}[/]")
     with tempfile.TemporaryDirectory(prefix="streamrelay-demo-") as tmp:
         ledger = await SqliteLedger.open(Path(tmp) / "ledger.sqlite3")
         relay = build_relay(settings, ledger, tokens={name: SecretStr(dry.token if dry else "")})

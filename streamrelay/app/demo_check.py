@@ -11,6 +11,7 @@ marker lines dropped (a fence cut across messages is closed and reopened).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from streamrelay.adapters.discord.markdown import REWRITTEN
@@ -19,6 +20,9 @@ from streamrelay.core.ports import TextFormat
 from streamrelay.core.text.chunk_checks import content_key, fences_balanced
 from streamrelay.core.units import LengthUnit, text_units
 
+WHATSAPP_MARKS = re.compile(r"[*_~`>]|^-+(\\+-+)*$", re.M)
+"""WhatsApp's formatting marks, and a rendered table's rule line."""
+
 
 def _squeezed(text: str) -> str:
     return "".join(text.split())
@@ -26,6 +30,12 @@ def _squeezed(text: str) -> str:
 
 def _discord_key(text: str) -> str:
     return _squeezed(REWRITTEN.sub("", strip_markdown(text)))
+
+
+def _whatsapp_key(text: str) -> str:
+    """WhatsApp's text without its marks (``*`` ``_`` ``~`` backticks, ``>``) and whitespace: a block rendered alone
+    and the whole answer rendered at once differ only in where the marks close and reopen."""
+    return _squeezed(WHATSAPP_MARKS.sub("", text))
 
 
 def shown_key(texts: list[str], platform: str, fmt: TextFormat) -> str:
@@ -43,6 +53,8 @@ def shown_key(texts: list[str], platform: str, fmt: TextFormat) -> str:
         return _squeezed("".join(texts))
     if platform == "discord":
         return "".join(_discord_key(text) for text in texts)
+    if platform == "whatsapp":
+        return "".join(_whatsapp_key(text) for text in texts)
     return _squeezed("".join(strip_markdown(text) for text in texts))
 
 
@@ -57,6 +69,10 @@ def expected_key(answer: str, platform: str, fmt: TextFormat) -> str:
         return _squeezed(render(answer, TextFormat.MARKDOWN)[0])
     if platform == "discord":
         return _discord_key(answer)
+    if platform == "whatsapp":
+        from streamrelay.adapters.whatsapp.render import markdown_to_whatsapp  # pure: imports no SDK
+
+        return _whatsapp_key(markdown_to_whatsapp(answer))
     return _squeezed(strip_markdown(answer))
 
 

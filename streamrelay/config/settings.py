@@ -111,6 +111,12 @@ class ChannelSettings(Strict):
                 "stop_button: the live page's Stop comes with its link (GET /v1/runs/{run}/watch?stop=1), "
                 "not from this setting; leave it false on a web channel"
             )
+        spec = PLATFORMS.get(self.platform)
+        if self.stop_button and spec is not None and not spec.edits:
+            raise ValueError(
+                f"stop_button: {self.platform} cannot edit a sent message ({spec.edits_source}), so no button could be "
+                "taken off when the run ends; leave it false (or use the live page's Stop)"
+            )
         if self.stop_button and self.delivery is DeliveryMode.FINAL:
             raise ValueError(
                 "stop_button: delivery 'final' shows nothing before the end, so no message can carry a Stop "
@@ -118,14 +124,37 @@ class ChannelSettings(Strict):
             )
         return self
 
+    def effective_delivery(self) -> DeliveryMode:
+        """The delivery mode the channel runs with: ``delivery``, except on a platform that cannot edit a sent
+        message (:attr:`adapters.platform.PlatformSpec.edits` False: WhatsApp), where ``preview`` and ``progress``
+        (which grow one message by edits) become ``block`` replies: the answer arrives in whole blocks, each a new
+        message. Accepted rather than refused so one channels file serves every platform; :meth:`delivery_note`
+        says so."""
+        spec = PLATFORMS[self.platform]
+        if not spec.edits and self.delivery in (DeliveryMode.PREVIEW, DeliveryMode.PROGRESS):
+            return DeliveryMode.BLOCK
+        return self.delivery
+
+    def delivery_note(self) -> str | None:
+        """Why :meth:`effective_delivery` differs from ``delivery`` (one line for dry runs and the start log), else
+        None."""
+        effective = self.effective_delivery()
+        if effective is self.delivery:
+            return None
+        source = PLATFORMS[self.platform].edits_source
+        return (
+            f"delivery {self.delivery.value!r} becomes {effective.value!r} replies on {self.platform}: it cannot edit "
+            f"a sent message ({source})"
+        )
+
     def policy(self, name: str) -> ChannelPolicy:
-        """The core's view of this channel."""
+        """The core's view of this channel (its delivery is :meth:`effective_delivery`)."""
         spec = PLATFORMS[self.platform]
         unit = spec.unit
         max_units = self.limit or spec.default_limit
         return ChannelPolicy(
             name=name,
-            delivery=self.delivery,
+            delivery=self.effective_delivery(),
             max_units=max_units,
             unit=unit,
             fmt=TextFormat(self.format),
@@ -153,6 +182,7 @@ class ChannelSettings(Strict):
             stop_button=self.stop_button,
             approvers=tuple(self.approvers),
             approvals_anyone=self.approvals_anyone,
+            edits=spec.edits,
         )
 
     def markup(self) -> MarkupPermissions:

@@ -51,6 +51,8 @@ class ChannelPolicy:
         subagents: sub-agent policy.
         reasoning: reasoning policy.
         live_text: the run's watchers see each message's text (the web channel: its page is the chat).
+        edits: the platform can edit a sent message; False: ``preview`` and ``progress`` (which grow one message
+            by edits) run as ``block`` (:meth:`delivery_for`), the channel's setting and a run's ``mode`` alike.
         reasoning_opened: the model's messages start inside a reasoning block whose ``<think>`` was in the prompt
             (DeepSeek-R1 templates): its text is reasoning until ``</think>``.
         typing_every_s: seconds between typing indicators while a run shows nothing new (None: no typing
@@ -98,6 +100,14 @@ class ChannelPolicy:
     stop_button: bool = False
     approvers: tuple[str, ...] = ()
     approvals_anyone: bool = False
+    edits: bool = True
+
+    def delivery_for(self, mode: DeliveryMode) -> DeliveryMode:
+        """The mode a run asking for ``mode`` runs with: ``block`` for ``preview`` and ``progress`` where the
+        platform cannot edit (``edits`` False), else ``mode``."""
+        if not self.edits and mode in (DeliveryMode.PREVIEW, DeliveryMode.PROGRESS):
+            return DeliveryMode.BLOCK
+        return mode
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).

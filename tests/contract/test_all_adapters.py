@@ -18,7 +18,13 @@ from pydantic import SecretStr
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import make_adapter
 from streamrelay.config.settings import ChannelSettings
-from streamrelay.core.errors import PayloadRejectedError, RateLimitedError, RejectReason, UncertainDeliveryError
+from streamrelay.core.errors import (
+    PayloadRejectedError,
+    PermanentDeliveryError,
+    RateLimitedError,
+    RejectReason,
+    UncertainDeliveryError,
+)
 from streamrelay.core.events import Target
 from streamrelay.core.ports import ChannelAdapter, PendingSend, SettleOutcome, TextFormat
 from streamrelay.mocks.common import MockPlatform
@@ -30,6 +36,8 @@ class Names:
     edit: str
     too_long: int  # code points the platform refuses in one message
     bad_format: dict[str, Any] | None  # the platform's answer to a formatting error, as a scripted fault
+    edits: bool = True  # WhatsApp cannot edit or delete a sent message
+    settles: bool = True  # WhatsApp cannot tell whether an uncertain send arrived (no idempotency key, no history)
 
 
 NAMES = {
@@ -40,6 +48,8 @@ NAMES = {
     "discord": Names("createMessage", "editMessage", 2001, None),  # Discord has no parse errors
     # An event is at most 65,536 bytes of JSON; a homeserver does not parse formatted_body: no formatting errors.
     "matrix": Names("send", "send", 65_537, None),
+    # text.body at most 4,096 characters; WhatsApp's formatting marks are plain characters: no formatting errors.
+    "whatsapp": Names("messages", "messages", 4097, None, edits=False, settles=False),
 }
 
 
@@ -73,11 +83,19 @@ async def rig(request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
 async def test_send_then_edit_shows_the_latest_text(rig: Rig) -> None:
     mid = await rig.adapter.send_text(rig.target, "Hello", TextFormat.PLAIN)
     assert rig.shown() == ["Hello"]
+    if not rig.names.edits:  # refused without a call: the message keeps its text
+        calls = len(rig.mock.calls)
+        with pytest.raises(PermanentDeliveryError):
+            await rig.adapter.edit_text(rig.target, mid, "Hello, world", TextFormat.PLAIN)
+        assert rig.shown() == ["Hello"] and len(rig.mock.calls) == calls
+        return
     await rig.adapter.edit_text(rig.target, mid, "Hello, world", TextFormat.PLAIN)
     assert rig.shown() == ["Hello, world"]
 
 
 async def test_an_unchanged_edit_is_success(rig: Rig) -> None:
+    if not rig.names.edits:
+        pytest.skip(f"{rig.platform} has no edits (test_send_then_edit_shows_the_latest_text checks the refusal)")
     mid = await rig.adapter.send_text(rig.target, "Same", TextFormat.PLAIN)
     changed = await rig.adapter.edit_text(rig.target, mid, "Same", TextFormat.PLAIN)
     assert changed in (True, False)  # Telegram says "not modified" (False); Slack and Discord answer ok
@@ -120,6 +138,10 @@ async def test_a_create_stored_then_answered_badly_is_uncertain_and_settled_once
 
     pending = PendingSend("sr-maybe", "Maybe", TextFormat.PLAIN, after_id=before, exclusive=True)
     settled = await rig.adapter.settle_send(rig.target, pending)
+    if not rig.names.settles:  # unknown: reported uncertain, never sent again; the chat shows it once
+        assert settled.outcome is SettleOutcome.UNKNOWN
+        assert rig.shown() == ["Before", "Maybe"]
+        return
 
     [(stored_id, _)] = [(mid, text) for mid, text in rig.mock.visible(rig.target.chat_id) if text == "Maybe"]
     assert (settled.outcome, settled.message_id) == (SettleOutcome.FOUND, str(stored_id))
@@ -141,5 +163,8 @@ async def test_the_token_never_shows_in_the_adapter_or_its_errors(rig: Rig) -> N
     assert secret not in repr(rig.adapter) and secret not in str(rig.adapter)
     rig.mock.add_fault(rig.names.edit, 1, {"status": 500})
     with pytest.raises(Exception) as info:
-        await rig.adapter.edit_text(rig.target, "1", "x", TextFormat.PLAIN)
+        if rig.names.edits:
+            await rig.adapter.edit_text(rig.target, "1", "x", TextFormat.PLAIN)
+        else:
+            await rig.adapter.send_text(rig.target, "x", TextFormat.PLAIN)
     assert secret not in str(info.value) and secret not in repr(info.value)

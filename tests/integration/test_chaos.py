@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import Answer, load_recordings, run_lines
 from streamrelay.app.chaos.judge import judge
@@ -131,8 +132,11 @@ def test_slice_kills_restarts_and_faults_happen(exclusive: dict[str, Any]) -> No
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 @pytest.mark.parametrize("platform", [p for p in PLATFORMS if p != "telegram"])
 def test_slice_exactly_once(exclusive: dict[str, Any], platform: str) -> None:
+    dry = REGISTRY[platform].dry_run
+    unsettleable = dry is not None and dry.unsettleable  # WhatsApp: a double reported uncertain is allowed
     for row in _rows(exclusive, platform):
-        assert (row["lost"], row["doubled"], row["lying"], row["unfinished"]) == (0, 0, 0, 0), _bad(exclusive, platform)
+        doubled = row["doubled_bad"] if unsettleable else row["doubled"]
+        assert (row["lost"], doubled, row["lying"], row["unfinished"]) == (0, 0, 0, 0), _bad(exclusive, platform)
 
 
 @pytest.mark.xdist_group("chaos-exclusive")  # one campaign, one worker
@@ -283,6 +287,18 @@ def test_judge_telegram_shared_bot_double_reported_uncertain_is_allowed() -> Non
     assert judge(plan, _finished(plan), chat, report, exclusive_bot=False).doubled_allowed
     verdict = judge(plan, _finished(plan), chat, report, exclusive_bot=True)
     assert verdict.doubled and verdict.bad
+
+
+def test_judge_whatsapp_double_reported_uncertain_is_allowed_an_unreported_one_is_a_lie() -> None:
+    plan = _plan(PIECES, platform="whatsapp")  # no idempotency key, no history: an unknown create cannot be settled
+    first = "Hello there, this is the first paragraph.\n```python\nprint(1)\n```"
+    chat = _chat(first, first, "And the second one.")
+    report = _report(chat, "partial", uncertain=1)
+    report["message_ids"] = ["2", "3"]
+    verdict = judge(plan, _finished(plan), chat, report, exclusive_bot=True)
+    assert verdict.doubled and verdict.doubled_allowed and not verdict.bad
+    unreported = judge(plan, _finished(plan), chat, _report(chat), exclusive_bot=True)
+    assert unreported.lying and unreported.bad
 
 
 def test_judge_orphans_and_strange_ids_are_lies() -> None:

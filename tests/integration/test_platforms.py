@@ -38,7 +38,7 @@ BLOCK = (
     "reasoning-tool-text",  # AI SDK UI: reasoning and a fragmented tool input before the answer
     "task-artifact-subtask",  # A2A: an artifact streamed in chunks and a referenced sub-task
 )
-PLATFORMS = ("telegram", "slack", "discord", "matrix")
+PLATFORMS = ("telegram", "slack", "discord", "matrix", "whatsapp")
 CASES = [
     *(pytest.param(p, path, "preview", id=f"{p}-{path.stem}") for p in PLATFORMS for path in STREAMS),
     *(
@@ -52,7 +52,7 @@ CASES = [
 ]
 
 
-fmt_of = {"telegram": "plain", "slack": "markdown", "discord": "markdown", "matrix": "markdown"}
+fmt_of = {"telegram": "plain", "slack": "markdown", "discord": "markdown", "matrix": "markdown", "whatsapp": "plain"}
 
 
 async def deliver(

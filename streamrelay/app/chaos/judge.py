@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamrelay.adapters.discord.markdown import REWRITTEN
+from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import text_of
 from streamrelay.app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, judge_vanished, split_media
@@ -81,7 +82,8 @@ class Verdict:
     media_planned: int = 0
     media_shown: int = 0
     doubled_allowed: bool = False
-    """A Telegram double without an exclusive bot, reported uncertain: allowed (not a lie)."""
+    """A double reported uncertain where the platform cannot settle a send (Telegram without an exclusive bot;
+    :attr:`adapters.platform.DryRunFacts.unsettleable`: WhatsApp): allowed (not a lie)."""
     expected: str = "full"
     """``full``: the whole answer; ``prefix``: its agent left after a kill, what it acknowledged at least."""
     problems: list[str] = field(default_factory=list)
@@ -206,7 +208,7 @@ def _judge_report(
         if uncertain == 0:
             verdict.lying = True
             verdict.problems.append("lying: the chat shows a duplicate the report does not count as uncertain")
-        elif plan.platform == "telegram" and not exclusive_bot:
+        elif (plan.platform == "telegram" and not exclusive_bot) or _unsettleable(plan.platform):
             verdict.doubled_allowed = True
     chat_ids = [str(m.get("message_id")) for m in chat]
     report_ids = [str(i) for i in report.get("message_ids", [])]
@@ -233,3 +235,9 @@ def _repeats(messages: list[dict[str, Any]], answer: str, platform: str) -> list
         if len(text) >= MIN_REPEAT and shown.count(text) > max(1, answer.count(text)):
             out.append(text[:40])
     return out
+
+
+def _unsettleable(platform: str) -> bool:
+    """The platform cannot tell whether an uncertain send arrived (its registration says so)."""
+    dry = REGISTRY[platform].dry_run
+    return dry is not None and dry.unsettleable

@@ -44,9 +44,11 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
             sample = next((p for p in outcome.plans if p.platform == platform and p.mode == mode), None)
             if sample is None:
                 continue
-            keyed[(platform, mode)] = {"platform": row_name(sample, exclusive), "mode": mode} | {
-                key: 0 for key, _ in COLUMNS
-            }
+            keyed[(platform, mode)] = (
+                {"platform": row_name(sample, exclusive), "mode": mode}
+                | {key: 0 for key, _ in COLUMNS}
+                | {"doubled_bad": 0}
+            )
     by_run = {p.run: p for p in outcome.plans}
     for plan in outcome.plans:
         row = keyed[(plan.platform, plan.mode)]
@@ -54,6 +56,7 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
         row["runs"] += 1
         row["lost"] += verdict.lost
         row["doubled"] += verdict.doubled
+        row["doubled_bad"] += verdict.doubled and not verdict.doubled_allowed
         row["uncertain_reported"] += verdict.uncertain
         row["lying"] += verdict.lying
         row["unfinished"] += verdict.unfinished
@@ -76,7 +79,7 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
     for key, runs in interrupted.items():
         keyed[key]["interrupted"] = len(runs)
     out = list(keyed.values())
-    keys = [key for key, _ in COLUMNS] + ["stops_posted", "media_planned"]
+    keys = [key for key, _ in COLUMNS] + ["stops_posted", "media_planned", "doubled_bad"]
     total = {"platform": "all", "mode": "all"} | {key: sum(r.get(key, 0) for r in out) for key in keys}
     total["kills"] = len(outcome.kills)
     total["faults"] = sum(len(calls) for calls in outcome.faulted_calls.values())
@@ -104,7 +107,7 @@ def table(outcome: Outcome) -> Table:
         for key, _ in COLUMNS:
             value = row[key]
             bad = key in ("lost", "lying", "unfinished", "misplaced")
-            bad = bad or (key == "doubled" and "shared" not in row["platform"])
+            bad = bad or (key == "doubled" and row["doubled_bad"] > 0)  # allowed: reported uncertain, unsettleable
             cell = f"[red]{value}[/]" if bad and value else str(value)
             if key == "media":
                 cell += f" of {row.get('media_planned', 0)}"

@@ -748,7 +748,7 @@ class Admission:
                 max_messages_setting=client.setting("max_messages_per_run"),
             )
         if event.mode is not None and event.mode is not policy.delivery:
-            policy = replace(policy, delivery=event.mode)
+            policy = replace(policy, delivery=policy.delivery_for(event.mode))  # no edits: preview runs as block
         controller = RunController(
             event,
             policy,

@@ -390,6 +390,8 @@ class RunStage:
             self._refresh_status()
 
     def _refresh_status(self) -> None:
+        if not self.policy.edits and self.ended is None:
+            return  # a platform that cannot edit (WhatsApp) gets the status board once, as it stands at the end
         lines = self.agents.status_lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
         text = self.board.render(lines, max_chars=self.policy.max_units // 2)  # UTF-16 units: 2 per character at most
         if self._status_slot is None:

@@ -1,0 +1,228 @@
+"""WhatsAppAdapter: one business phone number's :class:`core.ports.ChannelAdapter` on pywa (WhatsApp Cloud API).
+
+The adapter is composed: it holds its connection (:class:`adapters.whatsapp.connection.WhatsAppConnection`: one
+attempt per call, errors translated) and its renderings (:func:`adapters.whatsapp.render.render` in a
+:class:`~adapters.rendering.RenderCache`: a text measured then sent is rendered once).
+
+Every call is ``POST /{version}/{phone-number-id}/messages``
+(https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages):
+
+- a text is ``type: text`` with ``text.body`` (at most 4,096 characters,
+  https://developers.facebook.com/docs/whatsapp/cloud-api/messages/text-messages), a reply when the target has
+  ``reply_to`` (``context.message_id``);
+- a media item is sent by link: ``type`` ``image``, ``document`` (a file, or audio with a caption: audio messages
+  take no caption), ``audio`` or ``video`` with ``{"link": url}`` and the ``caption``
+  (https://developers.facebook.com/docs/whatsapp/cloud-api/messages/image-messages);
+- typing is the person's message marked as read with ``typing_indicator: {"type": "text"}``, shown until the reply
+  or 25 s (https://developers.facebook.com/documentation/business-messaging/whatsapp/typing-indicators/). It names
+  the *incoming* message's id (``wamid.…``): the sidecar has one only when the run's target carries it in
+  ``reply_to``; without it no typing call is made (there is no typing by phone number).
+
+What the Cloud API cannot do, and what the adapter does instead:
+
+- Edit or delete a sent message: there is no such call. The settings turn ``preview`` and ``progress`` into block
+  replies (:meth:`config.settings.ChannelSettings.effective_delivery`); :meth:`edit_text` and
+  :meth:`delete_message` refuse with ``PermanentDeliveryError``.
+- Idempotency: a send carries no key the platform dedupes on, and no call lists the messages a number sent. An
+  uncertain send (a timeout, a reset after sending, a 5xx) is reported ``unknown`` by :meth:`settle_send`: the core
+  reports it uncertain and never sends it again blind.
+- Threads: none. ``subagents = "thread"`` falls back to status lines (:meth:`thread_refusal` is not offered: the
+  adapter has no :class:`core.ports.Threads`); replies with context would quote the person's message on every
+  sub-agent line and read as answers to it, so status lines are the honest rendering.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pywa_async.client import WhatsApp
+
+from streamrelay.adapters.rendering import RenderCache
+from streamrelay.adapters.whatsapp.connection import WhatsAppConnection
+from streamrelay.adapters.whatsapp.errors import PLATFORM
+from streamrelay.adapters.whatsapp.render import Rendered, render
+from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.units import LengthUnit
+
+WA_ID_RE = re.compile(r"^\d{6,20}$")
+"""A WhatsApp user id (``wa_id``): the phone number's digits with the country code, no ``+``."""
+MESSAGE_ID_RE = re.compile(r"^wamid\.[A-Za-z0-9+/=_-]+$")
+"""A WhatsApp message id: ``wamid.`` and base64."""
+NO_EDITS = (
+    "the WhatsApp Cloud API cannot edit or delete a sent message "
+    "(https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages): use delivery block or final"
+)
+
+
+class WhatsAppAdapter:
+    """Sends one business phone number's messages to WhatsApp users through pywa (or a mock Graph API).
+
+    Args:
+        token: ``PHONE_NUMBER_ID:ACCESS_TOKEN`` (the business phone number id the messages are sent from, then the
+            access token).
+        base_url: the Graph API's URL (None: https://graph.facebook.com).
+        send_timeout_s: seconds one call may take.
+        max_units: the most UTF-16 units of one text body (4,096 characters at most).
+        markup: kept for the factory's signature: WhatsApp text has no mentions or platform links to allow.
+
+    Raises:
+        ConfigError: a malformed token.
+    """
+
+    platform: str = PLATFORM
+    unit: LengthUnit = LengthUnit.UTF16
+    observer: CallObserver | None = None
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
+        return await perform_call(self, call)
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        send_timeout_s: float = 10.0,
+        max_units: int = 4_096,
+        markup: MarkupPermissions = NO_MARKUP,
+    ) -> None:
+        self.markup = markup
+        self.max_units = max_units
+        self._conn = WhatsAppConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
+        self.render: RenderCache[Rendered] = RenderCache(render)
+        """``render(text, fmt) -> Rendered``: the body and its length."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
+
+    __str__ = __repr__
+
+    @property
+    def send_timeout_s(self) -> float:
+        """Seconds one call may take."""
+        return self._conn.send_timeout_s
+
+    @send_timeout_s.setter
+    def send_timeout_s(self, value: float) -> None:
+        self._conn.send_timeout_s = value
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        await self._conn.close()
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """UTF-16 units of the body that would show ``text``."""
+        return self.render(text, fmt).units
+
+    def check_target(self, target: Target) -> str | None:
+        """``chat_id`` is a WhatsApp user id (digits); ``reply_to`` a message id (``wamid.…``); no ``thread_id``."""
+        if not WA_ID_RE.match(str(target.chat_id)):
+            return f"chat_id {target.chat_id!r} must be a WhatsApp user id (the phone number's digits, no +)"
+        if target.thread_id is not None:
+            return f"thread_id {target.thread_id!r}: WhatsApp has no threads"
+        if target.reply_to is not None and not MESSAGE_ID_RE.match(str(target.reply_to)):
+            return f"reply_to {target.reply_to!r} must be a WhatsApp message id (wamid....)"
+        return None
+
+    def is_group(self, target: Target) -> bool:
+        """False: Cloud API messages here go to one person (the pair rate limit is per person)."""
+        return False
+
+    # -------------------------------------------------------------- messages
+
+    async def _send(self, target: Target, action: Any) -> str:
+        answer = await self._conn.call("messages", target, action, creates=True)
+        message_id = getattr(answer, "id", None)
+        if not message_id:
+            raise UnreadableAnswerError(
+                "whatsapp messages: no message id in the answer", platform=PLATFORM, target=str(target.chat_id)
+            )
+        return str(message_id)
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        """Send a text message (module docstring); return its id (``wamid.…``). ``delivery_id`` is not sent: the
+        Cloud API has no field it dedupes on.
+
+        Raises:
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message may
+                exist (:meth:`settle_send` cannot tell).
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.whatsapp.errors` (131047: the 24-hour
+                window is closed, ``ForbiddenError``; 131056: the pair rate limit, ``RateLimitedError``).
+        """
+        body = self.render(text, fmt).body
+        to, reply = str(target.chat_id), _reply(target)
+
+        async def send(client: WhatsApp) -> Any:
+            return await client.send_message(to, body, reply_to_message_id=reply)
+
+        return await self._send(target, send)
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Send ``media`` by link (module docstring); return its message id. A caption is rendered like a text.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`send_text` (131052/131053: the link could not be
+                fetched, ``PayloadRejectedError``).
+        """
+        caption = self.render(media.caption, fmt).body if media.caption else None
+        to, reply, url = str(target.chat_id), _reply(target), media.url
+
+        async def send(client: WhatsApp) -> Any:
+            if media.kind is MediaKind.IMAGE:
+                return await client.send_image(to, url, caption=caption, reply_to_message_id=reply)
+            if media.kind is MediaKind.VIDEO:
+                return await client.send_video(to, url, caption=caption, reply_to_message_id=reply)
+            if media.kind is MediaKind.AUDIO and caption is None:
+                return await client.send_audio(to, url, reply_to_message_id=reply)
+            filename = url.rsplit("/", 1)[-1].split("?", 1)[0] or "file"
+            return await client.send_document(to, url, filename=filename, caption=caption, reply_to_message_id=reply)
+
+        return await self._send(target, send)
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """``unknown``, always, without a call: the Cloud API neither dedupes a send nor lists the messages a number
+        sent, so whether an uncertain send arrived cannot be found out; the core reports it uncertain and never
+        sends it again blind."""
+        return Settlement(SettleOutcome.UNKNOWN)
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        """Refused: WhatsApp cannot edit a sent message (the settings make such channels block replies).
+
+        Raises:
+            core.errors.PermanentDeliveryError: always.
+        """
+        raise PermanentDeliveryError(f"whatsapp: {NO_EDITS}", platform=PLATFORM, target=str(target.chat_id))
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Refused: WhatsApp cannot delete a sent message.
+
+        Raises:
+            core.errors.PermanentDeliveryError: always.
+        """
+        raise PermanentDeliveryError(f"whatsapp: {NO_EDITS}", platform=PLATFORM, target=str(target.chat_id))
+
+    async def send_typing(self, target: Target) -> None:
+        """Mark the person's message ``target.reply_to`` as read with a typing indicator (module docstring); no call
+        when the target names no incoming message (typing needs one)."""
+        if target.reply_to is None:
+            return
+        message_id = str(target.reply_to)
+
+        async def typing(client: WhatsApp) -> Any:
+            return await client.indicate_typing(message_id)
+
+        await self._conn.call("messages", target, typing, creates=False)
+
+    async def clear_typing(self, target: Target) -> None:
+        """Nothing: the indicator ends at the reply or after 25 s by itself (no call takes it down)."""
+
+
+def _reply(target: Target) -> str | None:
+    return str(target.reply_to) if target.reply_to is not None else None

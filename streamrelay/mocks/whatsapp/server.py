@@ -1,0 +1,332 @@
+"""The mock WhatsApp Cloud API: routes, auth, validation, the customer service window, rate limits, faults,
+recording (rules: :mod:`mocks.whatsapp`)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from streamrelay.mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock, utf16_len
+
+MESSAGES = "messages"
+METHODS = (MESSAGES,)
+"""The one method (``POST /{version}/{phone-number-id}/messages``): sends, and marks read with typing."""
+MAX_TEXT = 4_096
+MAX_CAPTION = 1_024
+MEDIA_TYPES = ("image", "document", "audio", "video")
+VERSION_RE = re.compile(r"^v\d+\.\d+$")
+WA_ID_RE = re.compile(r"^\d{6,20}$")
+PERSON = "person"
+BOT = "bot"
+_CODE_RE = re.compile(r"^(\d+)(?::\s*(.*))?$", re.S)
+_GAVE_UP = {"error": {"message": "the client gave up", "type": "OAuthException", "code": 2}}
+
+
+class GraphError(Exception):
+    """An error answer in the Graph API's shape (``{"error": {"message", "type", "code", "error_data",
+    "fbtrace_id"}}``, https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes)."""
+
+    def __init__(
+        self, status: int, code: int, message: str, details: str | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+        self.retry_after_s = retry_after_s
+
+    def response(self) -> web.Response:
+        error: dict[str, Any] = {
+            "message": self.message,
+            "type": "OAuthException",
+            "code": self.code,
+            "fbtrace_id": "AmockTraceId0",
+        }
+        if self.details:
+            error["error_data"] = {"messaging_product": "whatsapp", "details": self.details}
+        headers = {"Retry-After": str(max(1, round(self.retry_after_s)))} if self.retry_after_s is not None else None
+        return web.json_response({"error": error}, status=self.status, headers=headers)
+
+
+def fault_error(status: int, description: str | None, retry_after_s: float | None = None) -> GraphError:
+    """A scripted fault in the Graph API's shape: a description ``CODE: text`` chooses the code (``131047: …``);
+    else a 429 is 130429 (throughput), a 5xx 131000 (something went wrong), another status 100. A scripted
+    ``retry_after_s`` is sent as a ``Retry-After`` header (Meta documents none: a script's way to set the wait)."""
+    match = _CODE_RE.match(description or "")
+    if match:
+        code = int(match.group(1))
+        return GraphError(status, code, match.group(2) or f"error {code}", match.group(2), retry_after_s)
+    if status == 429:
+        return GraphError(
+            429, 130429, "(#130429) Rate limit hit", "Cloud API message throughput has been reached.", retry_after_s
+        )
+    if status >= 500:
+        return GraphError(status, 131000, "Something went wrong", description)
+    return GraphError(status, 100, description or "(#100) Invalid parameter")
+
+
+@dataclass
+class StoredMessage:
+    """One message of a chat: ``message_id`` (``wamid.…``), who wrote it, its ``text`` (a media item's caption),
+    its ``type`` and the whole payload."""
+
+    message_id: str
+    sender: str
+    text: str
+    type: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WhatsAppLimits:
+    """The documented limits: 80 messages a second per business number
+    (https://developers.facebook.com/docs/whatsapp/throughput) and the pair rate limit, one message every 6 s to one
+    user with bursts of up to 45 (https://developers.facebook.com/docs/whatsapp/cloud-api/overview#pair-rate-limits)."""
+
+    per_second: float = 80.0
+    burst: float = 80.0
+    pair_per_second: float = 1 / 6
+    pair_burst: float = 45.0
+
+
+class _Bucket:
+    """A leaky bucket: each message adds one, ``rate`` leak out a second; past ``burst`` a message is refused."""
+
+    def __init__(self) -> None:
+        self.level, self.at = 0.0, 0.0
+
+    def fits(self, now: float, rate: float, burst: float) -> bool:
+        return max(0.0, self.level - (now - self.at) * rate) + 1 <= burst
+
+    def take(self, now: float, rate: float) -> None:
+        self.level, self.at = max(0.0, self.level - (now - self.at) * rate) + 1, now
+
+
+class MockWhatsApp(MockServer):
+    """The mock WhatsApp Cloud API (Graph API ``/{version}/{phone-number-id}/messages``). See :mod:`mocks.whatsapp`.
+
+    Args:
+        rate_limits: enforce :class:`WhatsAppLimits` (130429 and 131056 past them).
+        limits: the numbers used when ``rate_limits`` is on.
+        hang_s: how long a scripted timeout holds its answer.
+        clock: monotonic seconds for ``RecordedCall.t`` and rate limits.
+    """
+
+    platform = "whatsapp"
+    title = "WhatsApp Cloud API"
+
+    def __init__(
+        self,
+        *,
+        rate_limits: bool = False,
+        limits: WhatsAppLimits | None = None,
+        hang_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
+        self.limits = limits or WhatsAppLimits()
+        self.closed_windows: set[str] = set()
+        """Users whose last message is more than 24 hours old: a send to them is 131047."""
+        self._chats: dict[str, list[StoredMessage]] = {}
+        self._typing: dict[str, str] = {}
+        self._counter = 0
+        self._throughput: dict[str, _Bucket] = {}
+        self._pairs: dict[tuple[str, str], _Bucket] = {}
+
+    def _routes(self, app: web.Application) -> None:
+        app.router.add_post("/{version}/{phone}/messages", self._messages)
+        app.router.add_route("*", "/{tail:.*}", self._unknown)
+
+    # ------------------------------------------------------------ scripting and state
+
+    def reset(self) -> None:
+        """Forget chats, messages, closed windows, calls, faults, latencies, counters and rate state."""
+        super().reset()
+        self._chats, self._typing, self._counter = {}, {}, 0
+        self._throughput, self._pairs = {}, {}
+        self.closed_windows = set()
+
+    def chats(self) -> list[ChatId]:
+        """Users the bot sent a message to, in first-message order."""
+        return [to for to, msgs in self._chats.items() if any(m.sender == BOT for m in msgs)]
+
+    def visible(self, chat_id: ChatId) -> list[tuple[int | str, str]]:
+        """What the person sees of the bot in ``chat_id``: ``(message id, text)`` of its messages in order (a media
+        item shows its caption, as every mock shows media)."""
+        return [(m.message_id, m.text) for m in self._chats.get(str(chat_id), []) if m.sender == BOT]
+
+    def messages(self, chat_id: ChatId) -> list[StoredMessage]:
+        """Every message of chat ``chat_id`` (the person's too), in order."""
+        return list(self._chats.get(str(chat_id), []))
+
+    def user_message(self, chat_id: ChatId, text: str) -> str:
+        """Store a message the person ``chat_id`` wrote (it opens their 24-hour window); return its id.
+
+        Raises:
+            ValueError: ``chat_id`` is not a WhatsApp user id (digits).
+        """
+        to = str(chat_id)
+        if not WA_ID_RE.match(to):
+            raise ValueError(f"{to!r} is not a WhatsApp user id (digits)")
+        self.closed_windows.discard(to)
+        return self._store(to, PERSON, text, "text", {"text": {"body": text}}).message_id
+
+    def typing_for(self, chat_id: ChatId) -> str | None:
+        """The person's message id the bot last showed typing on in ``chat_id`` (None: never)."""
+        return self._typing.get(str(chat_id))
+
+    def _store(self, to: str, sender: str, text: str, typ: str, payload: dict[str, Any]) -> StoredMessage:
+        self._counter += 1
+        raw = f"mock:{to}:{self._counter:08d}".encode()
+        message = StoredMessage("wamid." + base64.b64encode(raw).decode(), sender, text, typ, payload)
+        self._chats.setdefault(to, []).append(message)
+        return message
+
+    # ------------------------------------------------------------ request handling
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        phone = request.match_info["phone"]
+        call = RecordedCall(method=MESSAGES, chat_id=None, message_id=None, text=None, t=self._clock())
+        self.calls.append(call)
+        try:
+            body = await self._begin(request, phone)
+            call.chat_id = body.get("to") if isinstance(body.get("to"), str) else None
+            call.text = _text_of(body)
+            result = await self._scripted(
+                call,
+                lambda: self._commit(call, phone, body),
+                lambda f: fault_error(f.status, f.description, f.retry_after_s),
+            )
+        except GraphError as error:
+            call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
+            return error.response()
+        if result in (Hang.RESET, Hang.RESET_AFTER_COMMIT):
+            self._hang_up(request)
+        if isinstance(result, Hang):
+            return web.json_response(_GAVE_UP, status=504)
+        call.status, call.ok = 200, True
+        return web.json_response(result)
+
+    async def _begin(self, request: web.Request, phone: str) -> dict[str, Any]:
+        if not VERSION_RE.match(request.match_info["version"]) or not phone.isdigit():
+            raise GraphError(400, 100, "Unsupported post request: unknown path components")
+        header = request.headers.get("Authorization", "")
+        if not header.startswith("Bearer "):
+            raise GraphError(400, 190, "An active access token must be used to query information")
+        if not re.match(r"^EAA[A-Za-z0-9]{20,}$", header.removeprefix("Bearer ")):
+            raise GraphError(401, 190, "Invalid OAuth access token - Cannot parse access token")
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError:
+            raise GraphError(400, 100, "(#100) Invalid JSON in the request body") from None
+        if not isinstance(body, dict):
+            raise GraphError(400, 100, "(#100) Invalid JSON in the request body")
+        if body.get("messaging_product") != "whatsapp":
+            raise GraphError(400, 100, "(#100) The parameter messaging_product is required.")
+        return body
+
+    def _commit(self, call: RecordedCall, phone: str, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("status") == "read":
+            return self._read(call, body)
+        to = body.get("to")
+        if not isinstance(to, str) or not WA_ID_RE.match(to):
+            raise GraphError(400, 100, "(#100) Invalid parameter", "Param to must be a WhatsApp user id")
+        typ = body.get("type", "text")
+        text = _checked(typ, body)
+        if to in self.closed_windows:
+            raise GraphError(
+                400,
+                131047,
+                "Re-engagement message",
+                "Message failed to send because more than 24 hours have passed since the customer last replied "
+                "to this number.",
+            )
+        self._admit(phone, to)
+        message = self._store(to, BOT, text, typ, body)
+        call.message_id = message.message_id
+        return {
+            "messaging_product": "whatsapp",
+            "contacts": [{"input": to, "wa_id": to}],
+            "messages": [{"id": message.message_id}],
+        }
+
+    def _read(self, call: RecordedCall, body: dict[str, Any]) -> dict[str, Any]:
+        """Mark a person's message as read, with a typing indicator when asked."""
+        message_id = body.get("message_id")
+        for to, msgs in self._chats.items():
+            if any(m.message_id == message_id and m.sender == PERSON for m in msgs):
+                call.chat_id, call.message_id, call.description = to, message_id, "read"
+                if isinstance(body.get("typing_indicator"), dict):
+                    self._typing[to] = str(message_id)
+                    call.description = "read, typing"
+                return {"success": True}
+        raise GraphError(400, 100, "(#100) Invalid parameter", f"message_id {message_id!r} is no received message")
+
+    def _admit(self, phone: str, to: str) -> None:
+        """Throughput (130429) and the pair rate limit (131056), when on; a refused message costs nothing."""
+        if not self.rate_limits:
+            return
+        now, lim = self._clock(), self.limits
+        number = self._throughput.setdefault(phone, _Bucket())
+        pair = self._pairs.setdefault((phone, to), _Bucket())
+        if not number.fits(now, lim.per_second, lim.burst):
+            raise GraphError(400, 130429, "(#130429) Rate limit hit", "Cloud API message throughput has been reached.")
+        if not pair.fits(now, lim.pair_per_second, lim.pair_burst):
+            raise GraphError(
+                400,
+                131056,
+                "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+                "Too many messages sent from the sender phone number to the same recipient phone number in a short "
+                "period of time.",
+            )
+        number.take(now, lim.per_second)
+        pair.take(now, lim.pair_per_second)
+
+    async def _unknown(self, request: web.Request) -> web.Response:
+        return GraphError(400, 100, "Unsupported request: unknown path components").response()
+
+
+def _text_of(body: dict[str, Any]) -> str | None:
+    typ = body.get("type", "text")
+    part = body.get(typ)
+    if not isinstance(part, dict):
+        return None
+    value = part.get("body") if typ == "text" else part.get("caption")
+    return value if isinstance(value, str) else None
+
+
+def _checked(typ: Any, body: dict[str, Any]) -> str:
+    """The text a message shows (a media item: its caption), after the checks of its type."""
+    part = body.get(typ) if isinstance(typ, str) else None
+    if typ == "text":
+        text = part.get("body") if isinstance(part, dict) else None
+        if not isinstance(text, str) or not text:
+            raise GraphError(400, 100, "(#100) Param text['body'] is required and must be a non-empty string")
+        if len(text) > MAX_TEXT:
+            raise GraphError(400, 100, f"(#100) Param text['body'] must be at most {MAX_TEXT} characters long")
+        return text
+    if typ in MEDIA_TYPES:
+        if not isinstance(part, dict) or "id" in part:
+            raise GraphError(400, 100, f"(#100) Param {typ} must hold a link (this mock stores no uploads)")
+        link = part.get("link")
+        if not isinstance(link, str) or not link.startswith(("http://", "https://")):
+            raise GraphError(
+                400, 131009, "(#131009) Parameter value is not valid", f"{typ}.link must be an http(s) URL"
+            )
+        caption = part.get("caption")
+        if caption is not None and typ == "audio":
+            raise GraphError(400, 100, "(#100) Param audio['caption'] is not supported")
+        if caption is not None and (not isinstance(caption, str) or utf16_len(caption) > MAX_CAPTION):
+            raise GraphError(400, 100, f"(#100) Param {typ}['caption'] must be at most {MAX_CAPTION} characters long")
+        return caption or ""
+    raise GraphError(400, 131051, "(#131051) Unsupported message type", f"type {typ!r} is not supported by this mock")
+
+
+async def serve_forever(host: str = "127.0.0.1", port: int = 8085, rate_limits: bool = False) -> None:
+    """Run a mock until cancelled (``streamrelay mock whatsapp --port N``); prints its base URL."""
+    await serve_mock(MockWhatsApp(rate_limits=rate_limits), host, port)
