@@ -73,8 +73,8 @@ class ChannelSettings(Strict):
         if spec is not None and self.limit is not None and self.limit > spec.max_units:
             rendered = f"; {spec.rendered_unit}" if spec.rendered_unit else ""
             raise ValueError(
-                f"limit {self.limit} is over {self.platform}'s {spec.max_units}: limit is the chunk length in {spec.unit}"
-                f" units of the source text{rendered} ({spec.limit_source})"
+                f"limit {self.limit} is over {self.platform}'s {spec.max_units}: limit is the chunk length in"
+                f" {spec.unit} units of the source text{rendered} ({spec.limit_source})"
             )
         if self.delivery is DeliveryMode.NATIVE and self.platform not in NATIVE_PLATFORMS:
             raise ValueError(

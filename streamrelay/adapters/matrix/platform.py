@@ -1,7 +1,7 @@
 """Matrix's registration (:data:`PLATFORM`): the event size limit (a chunk length in UTF-16 units of source and a
 rendered limit in bytes of the edit's JSON, :data:`DEFAULT_CHUNK`, :data:`RENDERED_MAX`) and the homeserver's rate
-limit with their sources, the matrix-nio adapter (imported when the first channel is built), the token variable and the dry-run mock.
-Imports no SDK."""
+limit with their sources, the matrix-nio adapter (imported when the first channel is built), the token variable and
+the dry-run mock. Imports no SDK."""
 
 from __future__ import annotations
 
