@@ -44,10 +44,15 @@ class PlatformSpec:
     """One platform's delivery facts.
 
     Attributes:
-        max_units: the most text one message may hold, in ``unit``.
+        max_units: the most a channel's ``limit`` may be: the chunk length, the source text the chunker cuts one
+            message's text at, in ``unit``.
         default_limit: the limit used when a channel sets none (Slack recommends about 4,000 characters).
         unit: how length is counted; UTF-16 units are safe where the platform counts code points.
         limit_source: documentation URL of the limit.
+        rendered_max: the most one message may measure once rendered, in the unit of the adapter's ``measure``
+            (Matrix: bytes of the edit's JSON), which the adapter is built with and each message is checked
+            against; None: the channel's ``limit`` (the platform counts what the chunker counts).
+        rendered_unit: what ``rendered_max`` counts, in words (for messages; empty when it is None).
         budgets: default rate budgets by name.
         native: the platform streams by itself (``delivery = "native"``): Telegram sendMessageDraft, Slack
             chat.startStream.
@@ -72,11 +77,15 @@ class PlatformSpec:
     live_text: bool = False
     edits: bool = True
     edits_source: str = ""
+    rendered_max: int | None = None
+    rendered_unit: str = ""
 
 
 class AdapterFactory(Protocol):
     """Builds a channel's adapter from ``(token, api_base or None, send_timeout_s, max_units)`` and the mentions and
-    links its agents' text may keep (``markup``, default none); imports the SDK when called, never before."""
+    links its agents' text may keep (``markup``, default none); imports the SDK when called, never before.
+    ``max_units`` is the most one message may measure once rendered (:attr:`core.policy.ChannelPolicy.rendered_max`,
+    in the unit of the adapter's ``measure``)."""
 
     def __call__(
         self,

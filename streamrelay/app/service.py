@@ -57,8 +57,8 @@ def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> Chann
     if channel.platform not in REGISTRY:
         raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
     build = REGISTRY[channel.platform].build
-    max_units = channel.policy(name).max_units
-    return build(token, channel.api_base or None, channel.send_timeout_ms / 1000, max_units, markup=channel.markup())
+    rendered_max = channel.policy(name).rendered_max  # what the adapter's measure counts, not the chunk length
+    return build(token, channel.api_base or None, channel.send_timeout_ms / 1000, rendered_max, markup=channel.markup())
 
 
 def make_runtime(

@@ -77,8 +77,10 @@ class ChannelSettings(Strict):
     def _platform_rules(self) -> ChannelSettings:
         spec = PLATFORMS.get(self.platform)
         if spec is not None and self.limit is not None and self.limit > spec.max_units:
+            rendered = f"; {spec.rendered_unit}" if spec.rendered_unit else ""
             raise ValueError(
-                f"limit {self.limit} is over the platform's {spec.max_units} ({spec.unit} units, {spec.limit_source})"
+                f"limit {self.limit} is over {self.platform}'s {spec.max_units}: limit is the chunk length in"
+                f" {spec.unit} units of the source text{rendered} ({spec.limit_source})"
             )
         if self.delivery is DeliveryMode.NATIVE and self.platform not in NATIVE_PLATFORMS:
             raise ValueError(
@@ -157,6 +159,7 @@ class ChannelSettings(Strict):
             delivery=self.effective_delivery(),
             max_units=max_units,
             unit=unit,
+            render_limit=spec.rendered_max,
             fmt=TextFormat(self.format),
             throttle_s=self.throttle_ms / 1000,
             block_chunk=ChunkParams(

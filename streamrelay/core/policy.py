@@ -41,9 +41,12 @@ class ChannelPolicy:
     Attributes:
         name: the channel's name in the configuration.
         delivery: the delivery mode (DESIGN §5).
-        max_units: the platform's text limit per message, in ``unit`` (Telegram: 4096 UTF-16 units,
-            https://core.telegram.org/bots/api#sendmessage).
+        max_units: the chunk length: the most source text one message holds, in ``unit``, where the chunker cuts
+            (Telegram: 4096 UTF-16 units, https://core.telegram.org/bots/api#sendmessage).
         unit: the length unit of ``max_units``.
+        render_limit: the most one message may measure once rendered, in the unit of the adapter's ``measure``,
+            where it differs from ``max_units`` (Matrix: 63,488 bytes of the edit's JSON while the chunker cuts
+            UTF-16 units); None: ``max_units``. Read it as :attr:`rendered_max`.
         fmt: ``plain`` or ``markdown`` (rendered by the adapter).
         throttle_s: minimum seconds between preview calls (0: every change is sent).
         block_chunk: chunker parameters for ``block`` mode (``max_chars`` is capped at ``max_units``).
@@ -80,6 +83,7 @@ class ChannelPolicy:
     delivery: DeliveryMode = DeliveryMode.PREVIEW
     max_units: int = 4096
     unit: LengthUnit = LengthUnit.UTF16
+    render_limit: int | None = None
     fmt: TextFormat = TextFormat.PLAIN
     throttle_s: float = 1.0
     block_chunk: ChunkParams = field(
@@ -108,6 +112,12 @@ class ChannelPolicy:
         if not self.edits and mode in (DeliveryMode.PREVIEW, DeliveryMode.PROGRESS):
             return DeliveryMode.BLOCK
         return mode
+
+    @property
+    def rendered_max(self) -> int:
+        """The most one message may measure once rendered (the adapter's ``measure`` is compared with it):
+        ``render_limit``, or ``max_units`` when the platform counts what the chunker counts."""
+        return self.max_units if self.render_limit is None else self.render_limit
 
     def split_params(self) -> ChunkParams:
         """Chunker parameters that fill messages up to the limit (preview rollover, final parts).
@@ -220,7 +230,7 @@ class Splitter:
 
     def fit(self, part: str) -> list[str]:
         """``part`` as one or more parts that each fit once rendered."""
-        limit = self._policy.max_units
+        limit = self._policy.rendered_max
         size = self._measure(part, self._policy.fmt)
         if size <= limit or len(part) < 2:
             return [part]
@@ -232,12 +242,12 @@ class Splitter:
         """``part`` cut short enough that ``notice`` fits after it (a blank line between) once rendered: the last
         message of an answer cut at the message limit. The cut is at the best break (paragraph > line > sentence >
         space), an open fence closed; only the notice is left when nothing of ``part`` fits with it."""
-        fmt, limit = self._policy.fmt, self._policy.max_units
+        fmt, limit = self._policy.fmt, self._policy.rendered_max
         head = part.rstrip()
         if not head.strip():
             return notice
         text = f"{head}\n\n{notice}"
-        budget = limit - self._measure(f"\n\n{notice}", fmt)
+        budget = min(self._policy.max_units, limit - self._measure(f"\n\n{notice}", fmt))  # the source's units
         if fmt is TextFormat.MARKDOWN:
             budget = budget * 9 // 10  # rendering can lengthen the source (see split_params)
         while self._measure(text, fmt) > limit:

@@ -67,7 +67,8 @@ class ChannelAdapter(Protocol):
     observer: CallObserver | None
     """Watches every call :meth:`perform` makes (metrics and call logs; set by the composition root), or None."""
     max_units: int
-    """Text limit of one message, in ``unit``."""
+    """The most one message may measure once rendered, in the unit of :meth:`measure` (``unit`` on most platforms;
+    Matrix: bytes of the edit's JSON), :attr:`core.policy.ChannelPolicy.rendered_max`."""
     unit: LengthUnit
 
     async def perform(self, call: Call) -> CallResult:
@@ -78,7 +79,8 @@ class ChannelAdapter(Protocol):
         ...
 
     def measure(self, text: str, fmt: TextFormat) -> int:
-        """The length the platform counts for ``text`` once rendered in ``fmt``, in ``unit``.
+        """The length the platform counts for ``text`` once rendered in ``fmt``, in ``unit`` or the platform's own
+        count (Matrix: bytes of the edit's JSON), compared with :attr:`max_units`.
 
         Platform adapters also have a pure ``render(text, fmt)`` (the platform's payload for the text and its size in
         ``unit``) and keep the renderings of the texts in flight (a small bounded cache keyed by ``(text, fmt)``):

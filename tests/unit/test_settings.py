@@ -261,3 +261,58 @@ def test_the_shipped_file_of_a_checkout_keeps_its_ledger_beside_it(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     assert not paths.installed()
     assert load_settings(shipped / "channels.toml").service.ledger == str(shipped / "var" / "streamrelay.sqlite3")
+
+
+def test_matrix_cuts_in_utf16_units_and_checks_each_message_on_its_bytes(tmp_path: Path) -> None:
+    """Two numbers: the chunk length (``limit``, UTF-16 units of source) and the rendered limit (bytes of the
+    edit's JSON) that the adapter is built with; the other platforms keep one."""
+    path = _write(tmp_path, '[channels.m]\nplatform = "matrix"\n[channels.t]\nplatform = "telegram"\nlimit = 3000\n')
+    channels = load_settings(path).channels
+    matrix, telegram = channels["m"].policy("m"), channels["t"].policy("t")
+    assert (matrix.max_units, matrix.unit, matrix.rendered_max) == (5000, LengthUnit.UTF16, 63_488)
+    assert matrix.split_params().max_chars == 4500  # Markdown: 10% for what rendering adds
+    assert (telegram.max_units, telegram.render_limit, telegram.rendered_max) == (3000, None, 3000)
+
+
+def test_a_matrix_limit_past_what_could_ever_fit_names_its_unit(tmp_path: Path) -> None:
+    ok = _write(tmp_path, '[channels.m]\nplatform = "matrix"\nlimit = 31744\n')
+    assert load_settings(ok).channels["m"].policy("m").max_units == 31_744  # the most: 2 bytes a unit at least
+    path = _write(tmp_path, '[channels.m]\nplatform = "matrix"\nlimit = 63488\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    message = str(err.value)
+    assert "limit 63488 is over matrix's 31744" in message and "utf16 units of the source text" in message
+    assert "63488 bytes of its edit's JSON" in message
+
+
+def test_the_matrix_adapter_is_built_with_the_rendered_limit_not_the_chunk_length(tmp_path: Path) -> None:
+    from pydantic import SecretStr
+
+    from streamrelay.app.service import make_adapter
+
+    path = _write(tmp_path, '[channels.m]\nplatform = "matrix"\napi_base = "http://127.0.0.1:9"\n')
+    channel = load_settings(path).channels["m"]
+    adapter = make_adapter("m", channel, SecretStr("syt_c3RyZWFtcmVsYXk_DryRunTokenForTheMock_0a1b2c"))
+    assert adapter.max_units == 63_488 and channel.policy("m").max_units == 5000
+
+
+def test_the_splitter_and_the_live_text_compare_the_rendering_with_the_rendered_limit() -> None:
+    """A part of 5,000 UTF-16 units that renders to 4 bytes each (20,000) fits a 63,488-byte message: neither the
+    splitter nor the live preview cuts it (comparing with the chunk length, 5,000, cut it to a quarter)."""
+    from streamrelay.core.delivery.slots import PendingText
+    from streamrelay.core.policy import ChannelPolicy, Splitter
+    from streamrelay.core.ports import TextFormat
+
+    def measure(text: str, fmt: TextFormat) -> int:  # a rendering that carries the text 4 times
+        return 4 * len(text.encode())
+
+    text = " ".join(["word"] * 1000)[:4999]
+    two = ChannelPolicy(name="m", max_units=5000, render_limit=63_488, fmt=TextFormat.PLAIN)
+    one = ChannelPolicy(name="m", max_units=5000, fmt=TextFormat.PLAIN)
+    assert Splitter(two, measure).split(text) == [text]
+    assert len(Splitter(one, measure).split(text)) >= 4  # each part at most 1,250 units
+    assert PendingText(None, head=text, max_units=two.rendered_max).text(measure) == text
+    assert len(PendingText(None, head=text, max_units=one.rendered_max).text(measure)) <= 1250
+    notice = "… [cut]"
+    ending = Splitter(two, measure).ending(text, notice)
+    assert ending == f"{text}\n\n{notice}" and measure(ending, TextFormat.PLAIN) <= 63_488  # the notice fits too

@@ -307,7 +307,7 @@ class PreviewMode(_Parts, _NoTimers):
             live = PendingText(None, head=fitted[0] if fitted else "")
         else:
             at, policy = self._offset, self._policy
-            live = PendingText(self._source, at + start, at + end, head, widths, policy.fmt, policy.max_units)
+            live = PendingText(self._source, at + start, at + end, head, widths, policy.fmt, policy.rendered_max)
             if CHECK_PENDING:
                 assert replace(live, max_units=0).text(_len) == self._chunker.pending, (live, self._chunker.pending)
         self._book.set_live(slot, live)

@@ -26,7 +26,8 @@ class ReasoningView:
         book: the run's slot book (the reasoning message is one of its slots).
         reasoning: where the reasoning texts are (the root's, source key None).
         measure: the channel's length of a plain text, in its unit.
-        max_units: the channel's limit per message.
+        max_units: the most a message may measure once rendered, in ``measure``'s unit
+            (:attr:`core.policy.ChannelPolicy.rendered_max`).
     """
 
     def __init__(self, book: SlotBook, reasoning: TextAssembler, measure: Callable[[str], int], max_units: int) -> None:

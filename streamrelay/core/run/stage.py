@@ -132,7 +132,7 @@ class RunStage:
         mode.share_answer(answer)
         self.reasoning: ReasoningView | None = None
         if policy.reasoning is ReasoningPolicy.SHOWN and policy.delivery is not DeliveryMode.PROGRESS:
-            self.reasoning = ReasoningView(book, self.text.reasoning, measure, policy.max_units)
+            self.reasoning = ReasoningView(book, self.text.reasoning, measure, policy.rendered_max)
         self.tools = tools
         progress = policy.delivery is DeliveryMode.PROGRESS
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
