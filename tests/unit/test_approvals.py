@@ -264,6 +264,17 @@ def test_the_message_says_what_is_asked_and_who_may_decide() -> None:
     assert Approval(request(), 0.0, (), True).text().splitlines()[1] == "Who may decide: anyone in the chat"
 
 
+def test_the_message_never_carries_control_characters_or_bidi_overrides() -> None:
+    """The message is built from admission's approval (the raw request), not from the sanitized event the run stage
+    sees: a NUL, ESC, BEL or RLO in the question or action reached Telegram's sendMessage as sent (breaker, live
+    against the mock)."""
+    approval = Approval(
+        request(question="a\x00b\x1b[31mc\u202etxt.exe", action="rm\x07 -r\u2066 /"), 0.0, ("telegram:user:1",), False
+    )
+    assert approval.text().splitlines()[:2] == ["🔐 Approval: ab[31mctxt.exe", "If approved: rm -r /"]
+    assert approval.text(ended=True).splitlines()[:2] == ["🔐 Approval: ab[31mctxt.exe", "If approved: rm -r /"]
+
+
 def test_button_ids_fit_every_platform_and_name_the_run_and_the_approval() -> None:
     approve, deny = button_ids("client/run-1", "a" * 64)
     assert approve == f"approve:{short_id('client/run-1')}:{approval_short('client/run-1', 'a' * 64)}"

@@ -44,6 +44,7 @@ from streamrelay.core.ingest.clients import split_key
 from streamrelay.core.ports import StopControl
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.run.stop_controls import is_short_id, short_id
+from streamrelay.core.text.safe_text import safe_text
 
 if TYPE_CHECKING:
     from streamrelay.core.ingest.admission import Admission
@@ -99,11 +100,13 @@ class Approval:
 
     def text(self, *, ended: bool = False) -> str:
         """The message: what is asked, what will be done, who may decide and until when; once decided, the decision
-        and who made it (``ended``: the run ended undecided)."""
+        and who made it (``ended``: the run ended undecided). The agent's question and action pass through
+        :func:`core.text.safe_text.safe_text` here: this approval is admission's, holding the request as it came,
+        not the sanitized event the run stage sees."""
         req = self.request
-        lines = [f"🔐 Approval: {req.question}"]
+        lines = [f"🔐 Approval: {safe_text(req.question)}"]
         if req.action:
-            lines.append(f"If approved: {req.action}")
+            lines.append(f"If approved: {safe_text(req.action)}")
         decision = self.decision
         if decision is None and ended:
             lines.append("Not decided: the run ended.")
