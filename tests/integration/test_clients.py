@@ -264,3 +264,14 @@ async def test_another_client_cannot_decide_or_read_an_approval(clients: Clients
         assert shown.status_code == 404 and "alice" not in shown.json()["error"], shown.text
     decided = await c.alice.post(f"/v1/runs/{run16}/approvals/{id16}", json=press)
     assert decided.status_code == 200 and decided.json()["run"] == "run-1", decided.text
+
+
+async def test_a_line_after_the_end_is_dropped_naming_the_run_id_not_the_key(clients: Clients) -> None:
+    """A dropped line's reason is shown as the client's own run id (breaker: "run 'alice/run-1' already took its
+    end"), as rejections already were (``Caller.public``)."""
+    c = clients
+    await _alice_run(c)
+    await _alice_ends(c)
+    late = await c.alice.post("/v1/events", content=ndjson(text("run-1", "late")))
+    assert late.status_code == 200 and late.json()["dropped"] == 1, late.text
+    assert "'run-1'" in late.json()["dropped_reason"] and "alice" not in late.json()["dropped_reason"], late.text
