@@ -22,6 +22,7 @@ from streamrelay.core.errors import (
     RejectReason,
     TargetNotFoundError,
     UncertainDeliveryError,
+    UnreadableAnswerError,
 )
 from streamrelay.core.events import Target
 from streamrelay.core.ports import PendingSend, SettleOutcome, TextFormat
@@ -171,6 +172,29 @@ async def test_a_send_retried_with_its_transaction_id_is_stored_once(mock: MockM
     assert (settled.outcome, settled.message_id) == (SettleOutcome.FOUND, stored_id)
     assert shown(mock) == ["Maybe"]  # the homeserver deduplicated the transaction: no second event
     assert len(mock.events(ROOM)) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"status": 200, "body": "<html><body>proxy</body></html>", "content_type": "text/html"},
+        {"status": 200, "body": ""},
+        {"status": 200, "body": {"event_id": None}},
+    ],
+    ids=["html", "empty", "no-event-id"],
+)
+async def test_a_2xx_send_answer_that_cannot_be_read_is_unknown_and_settled_by_its_transaction_id(
+    mock: MockMatrix, matrix: MatrixAdapter, reply: dict[str, object]
+) -> None:
+    """A 200 the adapter cannot read may follow a stored event (a proxy's page, an empty body): unknown, as Slack
+    and Discord say (UnreadableAnswerError), never a failure that would call the message not sent (breaker: it was
+    PermanentDeliveryError "HTTP 200 no errcode", the run reported failed)."""
+    mock.add_fault("send", 1, reply, after_commit=True)  # stored, then the answer nobody can read
+    with pytest.raises(UnreadableAnswerError) as info:
+        await matrix.send_text(TARGET, "Maybe", TextFormat.PLAIN, delivery_id="sr-unread")
+    assert "HTTP 200" in str(info.value) and TOKEN not in str(info.value)
+    settled = await matrix.settle_send(TARGET, PendingSend("sr-unread", "Maybe", TextFormat.PLAIN))
+    assert settled.outcome is SettleOutcome.FOUND and shown(mock) == ["Maybe"] and len(mock.events(ROOM)) == 1
 
 
 async def test_a_room_the_bot_is_not_in_is_forbidden(mock: MockMatrix, matrix: MatrixAdapter) -> None:
