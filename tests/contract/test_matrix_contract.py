@@ -208,6 +208,23 @@ def test_targets_are_room_and_event_ids(matrix: MatrixAdapter) -> None:
     assert matrix.check_target(Target(chat_id=ROOM, thread_id="$root")) is None
     assert "room id" in (matrix.check_target(Target(chat_id="room1")) or "")
     assert "event id" in (matrix.check_target(Target(chat_id=ROOM, reply_to="42")) or "")
+    for ok in ("!r:mock.local:8448", "!r:[::1]:8448", "!Abc/+=._-:127.0.0.1"):
+        assert matrix.check_target(Target(chat_id=ok)) is None, ok
+
+
+@pytest.mark.parametrize("room", [f"{ROOM}\n", "!r:mock.local/../x", "!r:mock.local?a=b#c", "!r:mock.local/send/x"])
+def test_a_room_id_whose_server_name_is_no_host_is_refused_at_the_start(matrix: MatrixAdapter, room: str) -> None:
+    """A server name is a host and a port (https://spec.matrix.org/latest/appendices/#server-name): a trailing
+    newline (the regex's ``$`` let it through), a path, a query is refused when the run starts, not answered 400 by
+    the homeserver later as a failed run (breaker); the mock refuses the newline too."""
+    assert "room id" in (matrix.check_target(Target(chat_id=room)) or "")
+    assert "event id" in (matrix.check_target(Target(chat_id=ROOM, thread_id="$root\n")) or "")
+
+
+async def test_the_mock_refuses_a_room_id_with_a_trailing_newline(mock: MockMatrix, matrix: MatrixAdapter) -> None:
+    with pytest.raises(PayloadRejectedError):
+        await matrix.send_text(Target(chat_id=f"{ROOM}\n"), "hi", TextFormat.PLAIN)
+    assert shown(mock, f"{ROOM}\n") == [] and shown(mock) == []
 
 
 def test_the_token_is_never_in_the_repr(matrix: MatrixAdapter) -> None:
