@@ -135,7 +135,9 @@ def translate(
             unread = unreadable_answer(
                 PLATFORM, method, status=exc.status, why=why, body=exc.body, target=target, scrub=scrub
             )
-            return PlatformUnavailableError(str(unread), platform=PLATFORM, target=target) if method in READS else unread
+            return (
+                PlatformUnavailableError(str(unread), platform=PLATFORM, target=target) if method in READS else unread
+            )
         if exc.status is not None and exc.status >= 500:
             return server_error(creates=creates)(message, platform=PLATFORM, target=target)
         if exc.errcode == "M_LIMIT_EXCEEDED" or exc.status == 429:
