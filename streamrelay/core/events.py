@@ -487,10 +487,10 @@ class ApprovalRequest(_EventBase):
     ``approvers``: platform user ids (``telegram:user:123``, ``slack:user:U1``, ``discord:user:42``, as the bot
     forwards a press's ``by``); empty: the channel's ``approvers`` setting, or anyone in the chat only where the
     channel says ``approvals_anyone = true`` (else the line is refused with a 400). ``expires_at`` (an ISO 8601
-    instant with its offset) or ``ttl_s`` (seconds from when the sidecar took the line, at most
-    :data:`MAX_APPROVAL_TTL_S`; after a restart it counts again from the restart): exactly one. ``on_expiry``: the
-    decision an approval nobody decided takes at its expiry (``denied`` unless said). One ``approval`` unit on the
-    pipeline lane carries the decision (approved, denied or expired), once."""
+    instant with its offset, at most :data:`MAX_APPROVAL_TTL_S` ahead when taken) or ``ttl_s`` (seconds from when the
+    sidecar took the line, at most :data:`MAX_APPROVAL_TTL_S`; after a restart it counts again from the restart):
+    exactly one. ``on_expiry``: the decision an approval nobody decided takes at its expiry (``denied`` unless said).
+    One ``approval`` unit on the pipeline lane carries the decision (approved, denied or expired), once."""
 
     kind: Literal["approval.request"] = "approval.request"
     id: Annotated[UnicodeText, AfterValidator(_approval_id)]

@@ -22,6 +22,7 @@ from streamrelay.core.errors import (
     RejectReason,
     TargetNotFoundError,
     UncertainDeliveryError,
+    UnreadableAnswerError,
 )
 from streamrelay.core.events import Target
 from streamrelay.core.ports import PendingSend, SettleOutcome, TextFormat
@@ -173,6 +174,29 @@ async def test_a_send_retried_with_its_transaction_id_is_stored_once(mock: MockM
     assert len(mock.events(ROOM)) == 1
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"status": 200, "body": "<html><body>proxy</body></html>", "content_type": "text/html"},
+        {"status": 200, "body": ""},
+        {"status": 200, "body": {"event_id": None}},
+    ],
+    ids=["html", "empty", "no-event-id"],
+)
+async def test_a_2xx_send_answer_that_cannot_be_read_is_unknown_and_settled_by_its_transaction_id(
+    mock: MockMatrix, matrix: MatrixAdapter, reply: dict[str, object]
+) -> None:
+    """A 200 the adapter cannot read may follow a stored event (a proxy's page, an empty body): unknown, as Slack
+    and Discord say (UnreadableAnswerError), never a failure that would call the message not sent (breaker: it was
+    PermanentDeliveryError "HTTP 200 no errcode", the run reported failed)."""
+    mock.add_fault("send", 1, reply, after_commit=True)  # stored, then the answer nobody can read
+    with pytest.raises(UnreadableAnswerError) as info:
+        await matrix.send_text(TARGET, "Maybe", TextFormat.PLAIN, delivery_id="sr-unread")
+    assert "HTTP 200" in str(info.value) and TOKEN not in str(info.value)
+    settled = await matrix.settle_send(TARGET, PendingSend("sr-unread", "Maybe", TextFormat.PLAIN))
+    assert settled.outcome is SettleOutcome.FOUND and shown(mock) == ["Maybe"] and len(mock.events(ROOM)) == 1
+
+
 async def test_a_room_the_bot_is_not_in_is_forbidden(mock: MockMatrix, matrix: MatrixAdapter) -> None:
     mock.rooms.missing.add("!elsewhere:mock.local")
     with pytest.raises(ForbiddenError):
@@ -184,6 +208,23 @@ def test_targets_are_room_and_event_ids(matrix: MatrixAdapter) -> None:
     assert matrix.check_target(Target(chat_id=ROOM, thread_id="$root")) is None
     assert "room id" in (matrix.check_target(Target(chat_id="room1")) or "")
     assert "event id" in (matrix.check_target(Target(chat_id=ROOM, reply_to="42")) or "")
+    for ok in ("!r:mock.local:8448", "!r:[::1]:8448", "!Abc/+=._-:127.0.0.1"):
+        assert matrix.check_target(Target(chat_id=ok)) is None, ok
+
+
+@pytest.mark.parametrize("room", [f"{ROOM}\n", "!r:mock.local/../x", "!r:mock.local?a=b#c", "!r:mock.local/send/x"])
+def test_a_room_id_whose_server_name_is_no_host_is_refused_at_the_start(matrix: MatrixAdapter, room: str) -> None:
+    """A server name is a host and a port (https://spec.matrix.org/latest/appendices/#server-name): a trailing
+    newline (the regex's ``$`` let it through), a path, a query is refused when the run starts, not answered 400 by
+    the homeserver later as a failed run (breaker); the mock refuses the newline too."""
+    assert "room id" in (matrix.check_target(Target(chat_id=room)) or "")
+    assert "event id" in (matrix.check_target(Target(chat_id=ROOM, thread_id="$root\n")) or "")
+
+
+async def test_the_mock_refuses_a_room_id_with_a_trailing_newline(mock: MockMatrix, matrix: MatrixAdapter) -> None:
+    with pytest.raises(PayloadRejectedError):
+        await matrix.send_text(Target(chat_id=f"{ROOM}\n"), "hi", TextFormat.PLAIN)
+    assert shown(mock, f"{ROOM}\n") == [] and shown(mock) == []
 
 
 def test_the_token_is_never_in_the_repr(matrix: MatrixAdapter) -> None:

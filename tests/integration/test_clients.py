@@ -16,8 +16,9 @@ from pydantic import SecretStr
 from streamrelay.app.service import Sidecar, make_runtime
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
-from streamrelay.core.ingest.clients import ClientLimits
+from streamrelay.core.ingest.clients import ClientLimits, run_key
 from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.approvals import button_ids
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.telegram import MockTelegram
 from tests.integration.conftest import BOT_TOKEN
@@ -230,3 +231,47 @@ async def test_a_run_is_cut_at_its_clients_message_and_character_limits(clients:
     )
     assert more.status_code == 422 and more.json()["accepted"] == 2
     assert "clients.mallory.max_chars_per_run" in more.json()["error"]
+
+
+async def test_another_client_cannot_decide_or_read_an_approval(clients: Clients) -> None:
+    """Approvals are per client like runs (docs/approvals.md): another client's decision by run id or by the
+    buttons' 16 hex is a 404 and decides nothing, and the owner's own errors name its run id, never the
+    client-prefixed key (breaker: a 404 through the 16 hex said "run 'alice/run-1' asked no approval 'nope'")."""
+    c = clients
+    await _alice_run(c)
+    ask = {
+        "kind": "approval.request",
+        "run": "run-1",
+        "id": "refund",
+        "question": "Refund?",
+        "ttl_s": 600,
+        "approvers": ["telegram:user:1"],
+        "seq": 1,
+    }
+    asked = await c.alice.post("/v1/runs/run-1/events", content=ndjson(ask))
+    assert asked.status_code == 200, asked.text
+    run16, id16 = button_ids(run_key("alice", "run-1"), "refund")[0].split(":")[1:]
+    press = {"decision": "approve", "by": "telegram:user:1"}
+    for run, approval in (("run-1", "refund"), (run16, id16)):
+        theirs = await c.mallory.post(f"/v1/runs/{run}/approvals/{approval}", json=press)
+        assert theirs.status_code == 404, theirs.text
+        assert (await c.mallory.get(f"/v1/runs/{run}/approvals/{approval}")).status_code == 404
+    assert (await c.alice.get("/v1/runs/run-1/approvals/refund")).json()["state"] == "pending"
+    for path in (f"/v1/runs/{run16}/approvals/nope", "/v1/runs/run-1/approvals/nope"):
+        own = await c.alice.post(path, json=press)
+        assert own.status_code == 404 and "alice" not in own.json()["error"], own.text
+        shown = await c.alice.get(path)
+        assert shown.status_code == 404 and "alice" not in shown.json()["error"], shown.text
+    decided = await c.alice.post(f"/v1/runs/{run16}/approvals/{id16}", json=press)
+    assert decided.status_code == 200 and decided.json()["run"] == "run-1", decided.text
+
+
+async def test_a_line_after_the_end_is_dropped_naming_the_run_id_not_the_key(clients: Clients) -> None:
+    """A dropped line's reason is shown as the client's own run id (breaker: "run 'alice/run-1' already took its
+    end"), as rejections already were (``Caller.public``)."""
+    c = clients
+    await _alice_run(c)
+    await _alice_ends(c)
+    late = await c.alice.post("/v1/events", content=ndjson(text("run-1", "late")))
+    assert late.status_code == 200 and late.json()["dropped"] == 1, late.text
+    assert "'run-1'" in late.json()["dropped_reason"] and "alice" not in late.json()["dropped_reason"], late.text

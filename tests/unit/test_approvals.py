@@ -264,6 +264,38 @@ def test_the_message_says_what_is_asked_and_who_may_decide() -> None:
     assert Approval(request(), 0.0, (), True).text().splitlines()[1] == "Who may decide: anyone in the chat"
 
 
+def test_the_message_never_carries_control_characters_or_bidi_overrides() -> None:
+    """The message is built from admission's approval (the raw request), not from the sanitized event the run stage
+    sees: a NUL, ESC, BEL or RLO in the question or action reached Telegram's sendMessage as sent (breaker, live
+    against the mock)."""
+    approval = Approval(
+        request(question="a\x00b\x1b[31mc\u202etxt.exe", action="rm\x07 -r\u2066 /"), 0.0, ("telegram:user:1",), False
+    )
+    assert approval.text().splitlines()[:2] == ["🔐 Approval: ab[31mctxt.exe", "If approved: rm -r /"]
+    assert approval.text(ended=True).splitlines()[:2] == ["🔐 Approval: ab[31mctxt.exe", "If approved: rm -r /"]
+
+
+@pytest.mark.parametrize("expires_at", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_an_expiry_outside_the_calendar_is_shown_not_raised(expires_at: str) -> None:
+    """``expires_at`` 0001-01-01 at +14:00 is a year-0 instant in UTC: its message raised ValueError in the run stage
+    and the whole run stopped ("internal error, delivery stopped", breaker live against the mock)."""
+    asked = request(ttl_s=None, expires_at=expires_at)
+    approval = Approval(asked, asked.expires_at.timestamp() if asked.expires_at else 0.0, ("telegram:user:1",), False)
+    assert approval.text().splitlines()[-1].startswith("Expires ")
+
+
+def test_an_expiry_past_a_week_is_refused_like_a_ttl_past_a_week() -> None:
+    """ "nobody may be asked for ever": ``ttl_s`` stops at a week, ``expires_at`` did not (9999-12-31 was taken)."""
+    far = request(ttl_s=None, expires_at="9999-12-31T23:59:59Z")
+    with pytest.raises(IngestError, match="at most a week") as refused:
+        check_request(ApprovalBook(), far, policy(approvals_anyone=True), 0.0, enforce=True)
+    assert refused.value.status == 400
+    week = request(ttl_s=None, expires_at="1970-01-08T00:00:00Z")
+    assert check_request(ApprovalBook(), week, policy(approvals_anyone=True), 0.0, enforce=True).expires_at == 604800.0
+    replayed = check_request(ApprovalBook(), far, policy(approvals_anyone=True), 0.0, enforce=False)
+    assert replayed.expires_at > 604800.0  # a journaled line is taken as it was
+
+
 def test_button_ids_fit_every_platform_and_name_the_run_and_the_approval() -> None:
     approve, deny = button_ids("client/run-1", "a" * 64)
     assert approve == f"approve:{short_id('client/run-1')}:{approval_short('client/run-1', 'a' * 64)}"

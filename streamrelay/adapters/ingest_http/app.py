@@ -261,7 +261,10 @@ class _Ingest:
             return None
         events = 0
         for line_no, result in zip(numbers, results, strict=True):
-            public = caller.public(str(result)) if isinstance(result, IngestError) else None
+            if isinstance(result, IngestError):
+                public: str | None = caller.public(str(result))
+            else:
+                public = caller.public(result.dropped) if result.dropped is not None else None
             tally.add(line_no, result, public)
             events += result.events if isinstance(result, LineResult) else 0
         if not self.paced_by_relay:

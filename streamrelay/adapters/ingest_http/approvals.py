@@ -34,6 +34,12 @@ from streamrelay.core.run.approvals import DecisionRefused, parse_decision_body
 _log = logging.getLogger("streamrelay.ingest")
 
 
+def _public(caller: Caller, key: str, run: str, exc: IngestError) -> str:
+    """An error as the caller may see it: its own run id as it wrote it (``run``, maybe its buttons' 16 hex), and
+    any other key of its own (the run the 16 hex named) as its run id, never client-prefixed."""
+    return caller.public(str(exc).replace(repr(key), repr(run)))
+
+
 class ApprovalRoutes:
     """The ingest-token approval routes, bound to one relay.
 
@@ -77,8 +83,7 @@ class ApprovalRoutes:
                 body["approval"] = {**refused.approval, "run": run}
             return JSONResponse(body, refused.status)
         except IngestError as exc:
-            error = str(exc).replace(repr(key), repr(run))  # the caller's own id, never the client-prefixed key
-            return JSONResponse({"error": error}, exc.status)
+            return JSONResponse({"error": _public(caller, key, run, exc)}, exc.status)
         except Exception:  # the journal: nothing was decided
             _log.exception("run %s: approval %s could not be journaled", key, name)
             return JSONResponse(
@@ -98,5 +103,5 @@ class ApprovalRoutes:
         try:
             answer = self.relay.approval(key, request.path_params["id"])
         except IngestError as exc:
-            return JSONResponse({"error": str(exc).replace(repr(key), repr(run))}, exc.status)
+            return JSONResponse({"error": _public(caller, key, run, exc)}, exc.status)
         return JSONResponse({**answer, "run": run if answer["run"] == key else caller.run_id(answer["run"])})

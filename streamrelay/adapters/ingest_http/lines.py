@@ -70,7 +70,7 @@ class Tally:
         self.retry_after_s: float | None = None
 
     def add(self, line: int, result: LineResult | IngestError, public: str | None = None) -> None:
-        """Count one line's outcome (``public``: the rejection's text as the client may see it).
+        """Count one line's outcome (``public``: the rejection's or the drop's reason as the client may see it).
 
         Raises:
             TooManyRejectedError: this was the request's :data:`MAX_REJECTED_PER_REQUEST`-th rejected line.
@@ -92,7 +92,8 @@ class Tally:
         elif result.dropped is not None:
             self.dropped += 1
             if self._first_dropped is None or line < self._first_dropped:
-                self._first_dropped, self.dropped_reason = line, f"line {line}: {result.dropped}"
+                reason = public if public is not None else result.dropped
+                self._first_dropped, self.dropped_reason = line, f"line {line}: {reason}"
         else:
             self.accepted += result.events
 

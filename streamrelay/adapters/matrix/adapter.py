@@ -42,10 +42,12 @@ from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Se
 from streamrelay.core.units import LengthUnit
 
 MESSAGE = "m.room.message"
-ROOM_ID_RE = re.compile(r"^![^:\s]+:\S+$")
-"""``!opaque:server`` (https://spec.matrix.org/latest/appendices/#room-ids)."""
-EVENT_ID_RE = re.compile(r"^\$\S+$")
-"""``$`` then the id (https://spec.matrix.org/latest/appendices/#event-ids)."""
+ROOM_ID_RE = re.compile(r"![^:\s]+:[A-Za-z0-9.\-\[\]:]+")
+"""``!opaque:server`` (https://spec.matrix.org/latest/appendices/#room-ids), the server name a host and an optional
+port (https://spec.matrix.org/latest/appendices/#server-name: letters, digits, ``-``, ``.``, an IPv6 literal in
+brackets). Matched whole (``fullmatch``: a ``$`` would let a trailing newline through)."""
+EVENT_ID_RE = re.compile(r"\$\S+")
+"""``$`` then the id (https://spec.matrix.org/latest/appendices/#event-ids), matched whole."""
 TYPING_TIMEOUT_MS = 30_000
 """How long one typing notice shows (the spec's example value; the homeserver ends it then)."""
 NESTED_THREAD = "already in a thread: Matrix threads do not nest"
@@ -119,11 +121,11 @@ class MatrixAdapter:
 
     def check_target(self, target: Target) -> str | None:
         """``chat_id`` is a room id (``!opaque:server``); ``thread_id`` and ``reply_to`` are event ids (``$…``)."""
-        if not ROOM_ID_RE.match(str(target.chat_id)):
+        if not ROOM_ID_RE.fullmatch(str(target.chat_id)):
             return f"chat_id {target.chat_id!r} must be a Matrix room id (!opaque:server)"
         for name in ("thread_id", "reply_to"):
             value = getattr(target, name)
-            if value is not None and not EVENT_ID_RE.match(str(value)):
+            if value is not None and not EVENT_ID_RE.fullmatch(str(value)):
                 return f"{name} {value!r} must be a Matrix event id ($...)"
         return None
 

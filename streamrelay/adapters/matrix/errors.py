@@ -6,7 +6,10 @@ retry layer (``max_limit_exceeded=0``, ``max_timeouts=0``: nio would otherwise s
 timeout, forever by default). Read in this order, first match wins
 (https://spec.matrix.org/latest/client-server-api/#common-error-codes):
 
-0. HTTP 5xx: for a ``send`` that creates a message ``UncertainDeliveryError`` (the homeserver may have stored it; the
+0. A 2xx nio could not read as the call's answer (an HTML page or an empty body from a proxy, a ``send`` answer
+   without its ``event_id``): :class:`core.errors.UnreadableAnswerError`, unknown, as Slack and Discord say (the event
+   may be stored: a ``send`` is settled by its transaction id; ``whoami``, a read, is ``PlatformUnavailableError``).
+   HTTP 5xx: for a ``send`` that creates a message ``UncertainDeliveryError`` (the homeserver may have stored it; the
    same transaction id again settles it, :meth:`~adapters.matrix.adapter.MatrixAdapter.settle_send`), else
    ``PlatformUnavailableError`` (:func:`adapters.http_failures.server_error`).
 1. :data:`ERRCODE_RULES`: ``M_LIMIT_EXCEEDED`` (429) is ``RateLimitedError`` with ``retry_after_ms`` / 1000 (else the
@@ -29,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streamrelay.adapters.error_factories import ErrorFactory, plain_error, rejected_error
-from streamrelay.adapters.http_failures import NETWORK_OUTCOMES, server_error
+from streamrelay.adapters.http_failures import NETWORK_OUTCOMES, server_error, unreadable_answer
 from streamrelay.core.errors import (
     DeliveryError,
     ForbiddenError,
@@ -44,6 +47,9 @@ from streamrelay.core.errors import (
 PLATFORM = "matrix"
 DEFAULT_RETRY_AFTER_S = 5.0
 """What nio waits after a 429 that names no wait; the same here."""
+
+READS = frozenset({"whoami"})
+"""The calls that read and change nothing: an unreadable answer to one is only unavailable (tried again)."""
 
 _plain = functools.partial(plain_error, PLATFORM)
 _rejected = functools.partial(rejected_error, PLATFORM)
@@ -79,9 +85,12 @@ class ErrorAnswer(Exception):
         retry_after_s: a 429's wait (``retry_after_ms`` / 1000, else ``Retry-After``), None otherwise.
     """
 
-    def __init__(self, status: int | None, errcode: str | None, message: str, retry_after_s: float | None) -> None:
+    def __init__(
+        self, status: int | None, errcode: str | None, message: str, retry_after_s: float | None, body: bytes = b""
+    ) -> None:
         super().__init__(f"HTTP {status if status is not None else '?'} {errcode or 'no errcode'}: {message}")
         self.status, self.errcode, self.retry_after_s = status, errcode, retry_after_s
+        self.message, self.body = message, body
 
     @classmethod
     def of(cls, answer: Any) -> ErrorAnswer:
@@ -94,7 +103,14 @@ class ErrorAnswer(Exception):
             header = transport.headers.get("Retry-After", "")
             retry_after_s = float(header) if header.replace(".", "", 1).isdigit() else None
         code = getattr(answer, "status_code", None)
-        return cls(status, code if isinstance(code, str) else None, str(getattr(answer, "message", "")), retry_after_s)
+        body = getattr(transport, "_body", None)  # aiohttp keeps the body nio read (no public sync accessor)
+        return cls(
+            status,
+            code if isinstance(code, str) else None,
+            str(getattr(answer, "message", "")),
+            retry_after_s,
+            body if isinstance(body, bytes) else b"",
+        )
 
 
 def translate(
@@ -114,6 +130,14 @@ def translate(
     """
     message = scrub(f"matrix {method}: {type(exc).__name__}: {exc}")
     if isinstance(exc, ErrorAnswer):
+        if exc.status is not None and 200 <= exc.status < 300:
+            why = f"not the call's answer ({exc.errcode or 'no errcode'}: {exc.message or 'nio read nothing'})"
+            unread = unreadable_answer(
+                PLATFORM, method, status=exc.status, why=why, body=exc.body, target=target, scrub=scrub
+            )
+            return (
+                PlatformUnavailableError(str(unread), platform=PLATFORM, target=target) if method in READS else unread
+            )
         if exc.status is not None and exc.status >= 500:
             return server_error(creates=creates)(message, platform=PLATFORM, target=target)
         if exc.errcode == "M_LIMIT_EXCEEDED" or exc.status == 429:

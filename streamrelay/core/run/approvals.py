@@ -39,11 +39,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from streamrelay.core.errors import IngestError
-from streamrelay.core.events import APPROVER_ID, ApprovalDecision, ApprovalRequest, event_to_json
+from streamrelay.core.events import (
+    APPROVER_ID,
+    MAX_APPROVAL_TTL_S,
+    ApprovalDecision,
+    ApprovalRequest,
+    event_to_json,
+)
 from streamrelay.core.ingest.clients import split_key
 from streamrelay.core.ports import StopControl
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.run.stop_controls import is_short_id, short_id
+from streamrelay.core.text.safe_text import safe_text
 
 if TYPE_CHECKING:
     from streamrelay.core.ingest.admission import Admission
@@ -79,7 +86,10 @@ def approval_control(run_key: str, approval_id: str) -> StopControl:
 
 
 def _clock_text(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """``at`` (Unix seconds) as ``YYYY-MM-DD HH:MM UTC``, held inside the calendar's years 1-9999 (an
+    ``expires_at`` like 0001-01-01T00:00:00+14:00 is year 0 in UTC: never a ValueError in the run stage)."""
+    low, high = datetime(1, 1, 1, tzinfo=UTC).timestamp(), datetime(9999, 12, 31, 23, 59, tzinfo=UTC).timestamp()
+    return datetime.fromtimestamp(min(max(at, low), high), UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @dataclass
@@ -99,11 +109,13 @@ class Approval:
 
     def text(self, *, ended: bool = False) -> str:
         """The message: what is asked, what will be done, who may decide and until when; once decided, the decision
-        and who made it (``ended``: the run ended undecided)."""
+        and who made it (``ended``: the run ended undecided). The agent's question and action pass through
+        :func:`core.text.safe_text.safe_text` here: this approval is admission's, holding the request as it came,
+        not the sanitized event the run stage sees."""
         req = self.request
-        lines = [f"🔐 Approval: {req.question}"]
+        lines = [f"🔐 Approval: {safe_text(req.question)}"]
         if req.action:
-            lines.append(f"If approved: {req.action}")
+            lines.append(f"If approved: {safe_text(req.action)}")
         decision = self.decision
         if decision is None and ended:
             lines.append("Not decided: the run ended.")
@@ -157,8 +169,8 @@ def check_request(
 
     Raises:
         IngestError: 400 when it names nobody who may decide and the channel neither names ``approvers`` nor says
-            ``approvals_anyone = true``; 409 when its id was asked already in this run (``enforce``: a new line; a
-            journaled one is taken as it was).
+            ``approvals_anyone = true``, or (``enforce``) its ``expires_at`` is more than a week ahead; 409 when its
+            id was asked already in this run (``enforce``: a new line; a journaled one is taken as it was).
     """
     approvers = request.approvers or policy.approvers
     anyone = not approvers and policy.approvals_anyone
@@ -170,6 +182,11 @@ def check_request(
     if request.id in book.items and enforce:
         raise IngestError(f"approval {request.id!r} was already asked in this run: give each its own id", status=409)
     expires_at = request.expires_at.timestamp() if request.expires_at is not None else now + (request.ttl_s or 0.0)
+    if enforce and expires_at > now + MAX_APPROVAL_TTL_S:
+        raise IngestError(
+            f"approval {request.id!r}: expires_at must be at most a week ahead (as ttl_s is at most "
+            f"{MAX_APPROVAL_TTL_S:g} s): nobody may be asked for ever"
+        )
     approval = book.items.get(request.id) or Approval(request, expires_at, tuple(approvers), anyone)
     book.items[request.id] = approval
     return approval

@@ -88,7 +88,7 @@ class Rooms:
         Raises:
             MatrixError: 400 ``M_INVALID_PARAM`` for a malformed id; 403 ``M_FORBIDDEN`` when ``sender`` is not in it.
         """
-        if not ROOM_ID_RE.match(room_id):
+        if not ROOM_ID_RE.fullmatch(room_id):  # whole: a "$" would let a trailing newline through
             raise MatrixError(400, "M_INVALID_PARAM", f"{room_id!r} is not a valid room ID")
         if room_id in self.missing:
             raise MatrixError(403, "M_FORBIDDEN", f"User {sender} not in room {room_id}")
