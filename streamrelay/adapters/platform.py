@@ -154,6 +154,8 @@ class DryRunFacts:
             ``{"format": '"plain"'}``: its Markdown becomes entities, so the chat's text would lack the markup).
         campaign_rates: rate budgets a campaign's channel overrides, by budget name, as ``[rate.NAME]`` keys and TOML
             values (Matrix: the mock homeserver enforces no ``rc_message``, as for a bot its operator exempted).
+        campaign_mock_limits: a campaign starts this platform's mock with its documented rate limits on (False:
+            ``--no-rate-limits``, the mock of a bot its operator exempted, whose pace ``campaign_rates`` sets).
         unsettleable: the platform cannot tell whether an uncertain send arrived (WhatsApp: no idempotency key, no
             message history): a create that died with the process, or met a 5xx or a reset, is sent again by the
             core and reported uncertain ("a duplicate is possible"); a campaign allows such a reported double, as
@@ -173,6 +175,7 @@ class DryRunFacts:
     media_methods: dict[str, str] = field(default_factory=dict)
     campaign: dict[str, str] = field(default_factory=dict)
     campaign_rates: dict[str, dict[str, str]] = field(default_factory=dict)
+    campaign_mock_limits: bool = True
     unsettleable: bool = False
 
     def media_method(self, media_kind: str) -> str:

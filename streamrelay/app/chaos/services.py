@@ -30,6 +30,7 @@ import httpx
 
 from streamrelay.adapters.redis import Leases, connect, connect_sentinel, conversation_key, partition_of
 from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.plan import Options
 from streamrelay.app.chaos.procs import (
     HOST,
@@ -164,7 +165,9 @@ class Services:
         self.conversations.update({run: conversation_key(channel, chat) for run, channel, chat in runs})
 
     async def start(self) -> None:
-        """Start every mock (documented rate limits on) and the Redis, then the sidecars; wait until all answer.
+        """Start every mock (documented rate limits on, unless the platform's campaign facts say its bot is exempted:
+        :attr:`adapters.platform.DryRunFacts.campaign_mock_limits`) and the Redis, then the sidecars; wait until all
+        answer.
 
         Raises:
             RuntimeError: a process exited or did not answer within :data:`READY_TIMEOUT_S`.
@@ -172,7 +175,7 @@ class Services:
         for platform, port in self.mock_ports.items():
             proc = Proc(
                 f"mock {platform}",
-                [sys.executable, "-m", "streamrelay", "mock", platform, "--port", str(port)],
+                [sys.executable, "-m", "streamrelay", "mock", platform, "--port", str(port), *_limits_flag(platform)],
                 child_env({}),
                 self.out / f"mock-{platform}.log",
                 self.out / PIDS,
@@ -386,3 +389,10 @@ class Services:
             self.redis.stop()
         if self.sentinels is not None:
             self.sentinels.stop()
+
+
+def _limits_flag(platform: str) -> list[str]:
+    """``streamrelay mock``'s flag for ``platform``'s campaign mock: none (documented rate limits on), or
+    ``--no-rate-limits`` where the registration says the campaign's bot is exempted."""
+    dry = REGISTRY[platform].dry_run
+    return [] if dry is None or dry.campaign_mock_limits else ["--no-rate-limits"]
