@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
@@ -470,6 +471,16 @@ def _approval_id(value: str) -> str:
     return value
 
 
+def _readable(value: str) -> str:
+    """``value`` when it holds a character a person can read: not only spaces, control or format characters (a
+    question of ``"  \\n "`` or of bidi marks would post "Approval:" and nothing to approve)."""
+    if any(not ch.isspace() and not unicodedata.category(ch).startswith("C") for ch in value):
+        return value
+    raise ValueError(
+        "the question is blank (only spaces, control or format characters): say what the person is asked to approve"
+    )
+
+
 def _approvers(value: tuple[str, ...]) -> tuple[str, ...]:
     for who in value:
         if APPROVER_ID.fullmatch(who) is None:
@@ -494,7 +505,7 @@ class ApprovalRequest(_EventBase):
 
     kind: Literal["approval.request"] = "approval.request"
     id: Annotated[UnicodeText, AfterValidator(_approval_id)]
-    question: CleanText = Field(min_length=1, max_length=1000)
+    question: Annotated[CleanText, AfterValidator(_readable)] = Field(min_length=1, max_length=1000)
     action: CleanText | None = Field(default=None, max_length=1000)
     approvers: Annotated[tuple[UnicodeText, ...], AfterValidator(_approvers)] = Field(
         default=(), max_length=MAX_APPROVERS

@@ -468,3 +468,14 @@ def test_an_ag_ui_interrupt_outcome_is_an_approval() -> None:
 )
 def test_a_replica_forwards_a_decision_to_the_runs_owner(method: str, path: str, run: str | None) -> None:
     assert run_of(method, path) == run
+
+
+@pytest.mark.parametrize("question", ["   \n ", "\x00\x1b\x07", "\u202e\u200b\u2066", "\t"])
+def test_a_blank_question_is_refused_saying_what_to_ask(question: str) -> None:
+    from pydantic import ValidationError
+
+    from streamrelay.core.events import ApprovalRequest
+
+    with pytest.raises(ValidationError, match="the question is blank"):
+        ApprovalRequest(run="r1", id="a1", question=question, approvers=("telegram:user:1",), ttl_s=60.0)
+    assert ApprovalRequest(run="r1", id="a1", question=" ok? ", approvers=("telegram:user:1",), ttl_s=60.0)
