@@ -2,8 +2,10 @@
 installed into a fresh virtual environment with the runtime dependencies alone, runs its demo from any folder (the
 recording ships inside the package) and gives a bot ``from streamrelay import RelayClient``.
 
-uv builds the wheel and installs it offline from its cache (the project's own ``uv sync`` filled it), so the test
-needs no network.
+uv builds the wheel and installs it with the versions of uv.lock (exported as constraints): from uv's cache where the
+project's own ``uv sync`` left a wheel uv can reuse, else from the package registry. (It installed ``--offline``
+before; on a fresh machine, where ``.ci/run``'s ``uv sync --frozen`` had only filled the cache by the lock's URLs,
+that resolver found no aiohttp it could use without the registry and the test failed.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,12 @@ def test_the_wheel_installs_one_package_whose_demo_runs_without_the_checkout(tmp
     venv = tmp_path / "venv"
     _run([uv, "venv", "--quiet", str(venv)], cwd=tmp_path)
     python = venv / "bin" / "python"
-    _run([uv, "pip", "install", "--quiet", "--offline", "--python", str(python), str(wheel)], cwd=tmp_path)
+    constraints = tmp_path / "constraints.txt"
+    _run(
+        [uv, "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes", "--quiet", "-o", str(constraints)],
+        cwd=ROOT,
+    )
+    _run([uv, "pip", "install", "--quiet", "--python", str(python), "-c", str(constraints), str(wheel)], cwd=tmp_path)
 
     elsewhere = tmp_path / "elsewhere"  # no checkout here: the demo finds its recording in the package
     elsewhere.mkdir()
