@@ -159,7 +159,12 @@ class DryRunFacts:
         unsettleable: the platform cannot tell whether an uncertain send arrived (WhatsApp: no idempotency key, no
             message history): a create that died with the process, or met a 5xx or a reset, is sent again by the
             core and reported uncertain ("a duplicate is possible"); a campaign allows such a reported double, as
-            for Telegram with a shared bot token.
+            for Telegram with a shared bot token. WhatsApp no longer is: its uncertain sends are settled by their
+            status webhooks (:mod:`adapters.whatsapp.settle`) where the webhook is served.
+        status_webhook: the sidecar's path where the platform posts status webhooks that settle uncertain sends
+            (WhatsApp ``/v1/platforms/whatsapp/webhook``), with the environment variable holding the secret they are
+            signed with: a campaign points its mock there (``POST /_mock/webhook``) and gives the sidecar a secret.
+            None: the platform has none.
     """
 
     mock: str
@@ -177,6 +182,7 @@ class DryRunFacts:
     campaign_rates: dict[str, dict[str, str]] = field(default_factory=dict)
     campaign_mock_limits: bool = True
     unsettleable: bool = False
+    status_webhook: tuple[str, str] | None = None
 
     def media_method(self, media_kind: str) -> str:
         """The method a media item of ``media_kind`` is sent with (faults scripted on media sends name it)."""

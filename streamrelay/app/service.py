@@ -19,6 +19,7 @@ from urllib.parse import quote
 import uvicorn
 from pydantic import SecretStr
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
 
@@ -43,13 +44,18 @@ from streamrelay.core.ingest.surface import RunRelay
 from streamrelay.core.ports import ChannelAdapter
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.records.receipts import Receipts
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.ended import RunEndObserver
 from streamrelay.core.run.relay import Relay
 
 
-def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> ChannelAdapter:
-    """The adapter of one configured channel (its SDK, imported now if it is not yet, pointed at ``api_base``).
+def make_adapter(
+    name: str, channel: ChannelSettings, token: SecretStr, *, receipts: Receipts | None = None
+) -> ChannelAdapter:
+    """The adapter of one configured channel (its SDK, imported now if it is not yet, pointed at ``api_base``). With
+    ``receipts`` (the platform's status webhooks are served), an adapter that settles by them gets them
+    (``use_receipts``: WhatsApp) with the channel's ``settle_window_ms``.
 
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
@@ -58,11 +64,22 @@ def make_adapter(name: str, channel: ChannelSettings, token: SecretStr) -> Chann
         raise ConfigError(f"channels.{name}: platform {channel.platform!r} has no adapter yet")
     build = REGISTRY[channel.platform].build
     rendered_max = channel.policy(name).rendered_max  # what the adapter's measure counts, not the chunk length
-    return build(token, channel.api_base or None, channel.send_timeout_ms / 1000, rendered_max, markup=channel.markup())
+    adapter = build(
+        token, channel.api_base or None, channel.send_timeout_ms / 1000, rendered_max, markup=channel.markup()
+    )
+    use_receipts = getattr(adapter, "use_receipts", None)
+    if receipts is not None and use_receipts is not None:
+        use_receipts(receipts, channel.settle_window_ms / 1000)
+    return adapter
 
 
 def make_runtime(
-    name: str, channel: ChannelSettings, token: SecretStr, *, metrics: ServiceMetrics | None = None
+    name: str,
+    channel: ChannelSettings,
+    token: SecretStr,
+    *,
+    metrics: ServiceMetrics | None = None,
+    receipts: Receipts | None = None,
 ) -> ChannelRuntime:
     """One configured channel at run time: its policy, its adapter and its rate budgets.
 
@@ -72,12 +89,13 @@ def make_runtime(
         token: its bot token.
         metrics: when given, the adapter is wrapped in a :class:`adapters.ops.MeteredAdapter` (a metric and a log
             line per platform call).
+        receipts: the status receipts the platform webhooks record (:func:`make_adapter`).
 
     Raises:
         ConfigError: as :func:`make_adapter`.
     """
     budgets = [sourced.budget for sourced in channel.budgets()]
-    adapter = make_adapter(name, channel, token)
+    adapter = make_adapter(name, channel, token, receipts=receipts)
     if metrics is not None:
         adapter = metered(adapter, metrics, name)
     return ChannelRuntime(channel.policy(name), adapter, budgets)
@@ -89,6 +107,7 @@ def build_channels(
     tokens: Mapping[str, SecretStr] | None = None,
     metrics: ServiceMetrics | None = None,
     names: Collection[str] | None = None,
+    receipts: Receipts | None = None,
 ) -> dict[str, ChannelRuntime]:
     """Every configured channel at run time (:func:`make_runtime`), by name; only those in ``names`` when given.
 
@@ -100,7 +119,7 @@ def build_channels(
         if names is not None and name not in names:
             continue
         token = tokens[name] if tokens and name in tokens else channel.token(name)
-        channels[name] = make_runtime(name, channel, token, metrics=metrics)
+        channels[name] = make_runtime(name, channel, token, metrics=metrics, receipts=receipts)
     return channels
 
 
@@ -114,6 +133,7 @@ def build_relay(
     metrics: ServiceMetrics | None = None,
     names: Collection[str] | None = None,
     observer: RunEndObserver | None = None,
+    receipts: Receipts | None = None,
 ) -> Relay:
     """A relay with every configured channel, or those in ``names`` (``serve`` adds the others once loaded).
 
@@ -127,11 +147,12 @@ def build_relay(
         names: only these channels (None: every configured one).
         observer: told of every ended run (default: ``metrics``; ``serve`` gives its
             :class:`adapters.ops.heap.HeapTrim`, which passes each end on to the metrics).
+        receipts: the platforms' status receipts (WhatsApp's webhook records them; None: not served).
 
     Raises:
         ConfigError: a token is missing, a platform has no adapter, or the action catalog is wrong.
     """
-    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=names)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=names, receipts=receipts)
     catalog, validate = load_actions(settings.service.actions or None)
     return Relay(
         channels,
@@ -204,6 +225,8 @@ class Sidecar:
         pressure: pushes ingest back past capacity (``[service] overload_lag_ms``); its loop-lag probe runs while
             the sidecar serves. None: never pushed back.
         desk: the desk of what ended runs did not deliver (``/v1/deliveries``), or None: not served.
+        routes: more routes on the ingest listener, which authenticate themselves (WhatsApp's signed status
+            webhook: :mod:`adapters.whatsapp.webhook`).
     """
 
     def __init__(
@@ -229,6 +252,7 @@ class Sidecar:
         connections: ConnectionSettings | None = None,
         pressure: Pressure | None = None,
         desk: Desk | None = None,
+        routes: Sequence[BaseRoute] = (),
     ) -> None:
         self.pressure = pressure
         self.callers = as_callers(token, clients)
@@ -249,7 +273,7 @@ class Sidecar:
             max_line_bytes=max_line_bytes,
             keepalive_s=keepalive_s,
             watch_url=self.watch_path,
-            extra_routes=[*web_routes(relay, self.tokens, keepalive_s=keepalive_s), *probes],
+            extra_routes=[*web_routes(relay, self.tokens, keepalive_s=keepalive_s), *probes, *routes],
             observer=self.metrics,
             pressure=pressure,
             desk=desk,
@@ -273,7 +297,11 @@ class Sidecar:
 
         asgi: ASGIApp = wrap(app) if wrap is not None else app
         self._server = server(
-            IngestGate(asgi, self.health), host, port, catch_signals=signals, guard=self.guards["ingest"]
+            IngestGate(asgi, self.health, open_paths=frozenset(r.path for r in routes if isinstance(r, Route))),
+            host,
+            port,
+            catch_signals=signals,
+            guard=self.guards["ingest"],
         )
         self._ops = (
             server(Starlette(routes=list(probes)), ops_host, ops_port, catch_signals=False, guard=self.guards["ops"])
@@ -375,6 +403,7 @@ def service_sidecar(
     metrics_token: str | None,
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
     desk: Desk | None = None,
+    routes: Sequence[BaseRoute] = (),
 ) -> Sidecar:
     """The sidecar as ``streamrelay serve`` runs it, one process or a replica: ``[service]``'s size limits, keepalive,
     ops listener and connection limits; its logs through the service's logging; SIGTERM and SIGINT left to the
@@ -400,4 +429,5 @@ def service_sidecar(
         connections=service.connections,
         pressure=service_pressure(relay, service),
         desk=desk,
+        routes=routes,
     )

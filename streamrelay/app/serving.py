@@ -39,10 +39,13 @@ from streamrelay.core.errors import ConfigError
 from streamrelay.core.tasks import stop_all
 
 if TYPE_CHECKING:  # imported where used: a configuration error is told before the service's modules load
+    from starlette.routing import BaseRoute
+
     from streamrelay.adapters.ops import Health, ServiceMetrics
     from streamrelay.adapters.ops.heap import HeapTrim
     from streamrelay.app.service import Sidecar
     from streamrelay.core.ingest.clients import ClientLimits
+    from streamrelay.core.records.receipts import Receipts
     from streamrelay.core.run.desk import Desk
     from streamrelay.core.run.relay import Relay
 
@@ -110,7 +113,27 @@ def _secrets(
         password = urlsplit(redis_url).password
         values += [password] if password else []
     values += [secret.get_secret_value() for secret in tokens.values() if secret.get_secret_value()]
+    values += [os.environ[name] for name in (APP_SECRET_ENV, VERIFY_TOKEN_ENV) if os.environ.get(name)]
     return values, tokens
+
+
+APP_SECRET_ENV = "WHATSAPP_APP_SECRET"
+"""The Meta app's secret: WhatsApp status webhooks are served (and checked with it) when it is set."""
+VERIFY_TOKEN_ENV = "WHATSAPP_VERIFY_TOKEN"
+"""The App Dashboard's Verify Token, for the webhook's GET verification (optional)."""
+
+
+def whatsapp_webhook(receipts: Receipts) -> list[BaseRoute]:
+    """The WhatsApp status webhook's routes (:mod:`adapters.whatsapp.webhook`) recording into ``receipts``, when
+    ``WHATSAPP_APP_SECRET`` is set; none otherwise (uncertain WhatsApp sends then stay uncertain, reported)."""
+    secret = os.environ.get(APP_SECRET_ENV, "")
+    if not secret:
+        return []
+    from streamrelay.adapters.whatsapp.webhook import WEBHOOK_PATH, WhatsAppWebhook
+
+    verify = os.environ.get(VERIFY_TOKEN_ENV, "")
+    _log.info("whatsapp status webhook served on %s", WEBHOOK_PATH)
+    return WhatsAppWebhook(receipts, SecretStr(secret), SecretStr(verify) if verify else None).routes()
 
 
 async def load_channels(
@@ -121,6 +144,7 @@ async def load_channels(
     tokens: Mapping[str, SecretStr],
     metrics: ServiceMetrics | None = None,
     history: CallHistory | None = None,
+    receipts: Receipts | None = None,
 ) -> None:
     """Build the channels ``names`` and add them to ``relay`` (``serve``, once it listens); ``history``: the ledger's
     recent calls their rate budgets begin from (:mod:`core.budgets.history`).
@@ -140,7 +164,7 @@ async def load_channels(
 
     platforms = {settings.channels[name].platform for name in names}
     await asyncio.get_running_loop().run_in_executor(None, load_platforms, platforms)
-    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=names)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=names, receipts=receipts)
     for runtime in channels.values():
         runtime.history = history
     relay.channels.update(channels)
@@ -221,6 +245,7 @@ async def serve(
         configure_logging,
     )
     from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
+    from streamrelay.adapters.sqlite.receipts import SqliteReceipts
     from streamrelay.app.service import build_relay, service_sidecar
     from streamrelay.core.run.desk import Desk
 
@@ -240,6 +265,9 @@ async def serve(
     _log.info("rate budgets seeded from %d calls of the last %.0f s", len(history), SEED_LOOKBACK_S)
     ledger = MeteredLedger(sqlite_ledger, metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)
+    receipts = await SqliteReceipts.on(store)  # WhatsApp's status webhooks, which settle its uncertain sends
+    webhook = whatsapp_webhook(receipts)
+    settling = receipts if webhook else None
     own = signals is None
     signals = StopSignals() if signals is None else signals
     pending = unloaded_channels(settings)
@@ -247,7 +275,14 @@ async def serve(
         ready_now = [name for name in settings.channels if name not in pending]
         trim = heap_trim(metrics, service.heap_trim_s)
         relay = build_relay(
-            settings, ledger, journal=journal, tokens=tokens, metrics=metrics, names=ready_now, observer=trim
+            settings,
+            ledger,
+            journal=journal,
+            tokens=tokens,
+            metrics=metrics,
+            names=ready_now,
+            observer=trim,
+            receipts=settling,
         )
         for runtime in relay.channels.values():
             runtime.history = history
@@ -264,12 +299,15 @@ async def serve(
             health=health,
             metrics_token=metrics_token,
             desk=desk,
+            routes=webhook,
         )
         if own:
             signals.install()
         try:
             load = (
-                load_channels(relay, settings, pending, tokens=tokens, metrics=metrics, history=history)
+                load_channels(
+                    relay, settings, pending, tokens=tokens, metrics=metrics, history=history, receipts=settling
+                )
                 if pending
                 else None
             )

@@ -48,6 +48,9 @@ class ChannelSettings(Strict):
     limit: int | None = Field(default=None, ge=1)
     throttle_ms: int = Field(default=1000, ge=0)
     send_timeout_ms: int = Field(default=10_000, ge=1)
+    settle_window_ms: int = Field(default=30_000, ge=0)
+    """WhatsApp: how long an uncertain send waits for its status webhook before the rule of
+    :mod:`adapters.whatsapp.settle` decides on silence (docs/platforms.md, WhatsApp)."""
     subagents: SubagentPolicy = SubagentPolicy.HIDDEN
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     typing: bool = True

@@ -54,6 +54,12 @@ never recorded in ``calls``:
     ``{"url", "signing_secret"}``: a person's later messages are posted to the app at ``url`` (its Events API
     Request URL, Bolt's ``/slack/events``) as signed ``message`` events (:mod:`mocks.slack.events`). Telegram's bot
     polls for them instead (``getUpdates``: :mod:`mocks.telegram.updates`).
+``POST /_mock/webhook`` (WhatsApp)
+    ``{"url", "app_secret", "delay_ms"?, "drop"?, "fail"?, "retry_for_s"?}``: every message the bot sends is
+    followed by signed ``statuses`` webhooks posted to ``url`` (``sent`` then ``delivered``, echoing the create's
+    ``biz_opaque_callback_data``), each held ``delay_ms`` first; the next ``drop`` messages' statuses are never
+    posted; the next ``fail`` sends are answered but never shown, and a ``failed`` status (131026) follows; a
+    delivery not answered 200 is tried again for ``retry_for_s`` (:mod:`mocks.whatsapp.statuses`).
 ``POST /_mock/reset``
     Forget messages, calls, scripts and rate-limit state (as :meth:`MockServer.reset`); 200 ``{"reset": true}``.
 """
@@ -276,6 +282,35 @@ def add_routes(app: web.Application, mock: Controlled) -> None:
     events_to = getattr(mock, "events_to", None)
     if events_to is not None:  # Slack: a Bolt app's Request URL (mocks.slack.events)
         app.router.add_post(f"{PREFIX}/events", _events_route(events_to))
+    if getattr(mock, "webhook_to", None) is not None:  # WhatsApp: status webhooks (mocks.whatsapp.statuses)
+        app.router.add_post(f"{PREFIX}/webhook", _webhook_route(mock))
+
+
+def _webhook_route(mock: Any) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``POST /_mock/webhook``: where status webhooks go, and their script (WhatsApp)."""
+
+    async def post_webhook(request: web.Request) -> web.Response:
+        body = await _json(request)
+        if not isinstance(body, dict):
+            return _refuse(FieldError("", 'want {"url": "http://...", "app_secret": "..."}'))
+        url, secret = body.get("url"), body.get("app_secret")
+        if not isinstance(url, str) or not url.startswith("http"):
+            return _refuse(FieldError("url", "want the app's webhook URL, http://..."))
+        if not isinstance(secret, str) or not secret:
+            return _refuse(FieldError("app_secret", "want the Meta app's secret the webhooks are signed with"))
+        numbers: dict[str, float] = {}
+        for key, default in (("delay_ms", 0.0), ("drop", 0), ("fail", 0), ("retry_for_s", 120.0)):
+            value = body.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                return _refuse(FieldError(key, "want a number >= 0"))
+            numbers[key] = float(value)
+        mock.webhook_to(
+            url, secret, delay_ms=numbers["delay_ms"], drop=int(numbers["drop"]), retry_for_s=numbers["retry_for_s"]
+        )
+        mock.failing = int(numbers["fail"])
+        return web.json_response({"url": url, **numbers})
+
+    return post_webhook
 
 
 def _events_route(events_to: Callable[[str, str], None]) -> Callable[[web.Request], Awaitable[web.Response]]:

@@ -193,14 +193,17 @@ class IngestGate:
     Args:
         app: the ASGI app to guard.
         health: the service's state.
+        open_paths: more paths answered in every state (WhatsApp's status webhook: it only records receipts, whose
+            store is open before the listener, and a create being settled while the service resumes waits for them).
     """
 
-    def __init__(self, app: ASGIApp, health: Health) -> None:
+    def __init__(self, app: ASGIApp, health: Health, open_paths: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.health = health
+        self.open_paths = PROBE_PATHS | open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self.health.accepting and scope["path"] not in PROBE_PATHS:
+        if scope["type"] == "http" and not self.health.accepting and scope["path"] not in self.open_paths:
             error = f"the sidecar is {self.health.reason()}: send again in a moment"
             # Nothing was taken: the push-back answer's fields say so, and a client that honours them
             # (app.client.RelayClient) sends the whole request again after Retry-After.

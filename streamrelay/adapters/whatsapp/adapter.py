@@ -23,9 +23,11 @@ What the Cloud API cannot do, and what the adapter does instead:
 - Edit or delete a sent message: there is no such call. The settings turn ``preview`` and ``progress`` into block
   replies (:meth:`config.settings.ChannelSettings.effective_delivery`); :meth:`edit_text` and
   :meth:`delete_message` refuse with ``PermanentDeliveryError``.
-- Idempotency: a send carries no key the platform dedupes on, and no call lists the messages a number sent. An
-  uncertain send (a timeout, a reset after sending, a 5xx) is reported ``unknown`` by :meth:`settle_send`: the core
-  reports it uncertain and never sends it again blind.
+- Idempotency: a send carries no key the platform dedupes on, and no call lists the messages a number sent. Every
+  send carries its delivery id as ``biz_opaque_callback_data`` (pywa's ``tracker``), which the Cloud API echoes in the
+  message's status webhooks; with the sidecar's receipts wired (:meth:`use_receipts`: the webhook route records them,
+  :mod:`adapters.whatsapp.webhook`), an uncertain send (a timeout, a reset after sending, a 5xx, a kill -9) is settled
+  by its status (:mod:`adapters.whatsapp.settle`). Without them it is ``unknown``: reported, never sent again blind.
 - Threads: none. ``subagents = "thread"`` falls back to status lines (:meth:`thread_refusal` is not offered: the
   adapter has no :class:`core.ports.Threads`); replies with context would quote the person's message on every
   sub-agent line and read as answers to it, so status lines are the honest rendering.
@@ -33,7 +35,9 @@ What the Cloud API cannot do, and what the adapter does instead:
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from typing import Any
 
 from pywa_async.client import WhatsApp
@@ -42,17 +46,21 @@ from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.whatsapp.connection import WhatsAppConnection
 from streamrelay.adapters.whatsapp.errors import PLATFORM
 from streamrelay.adapters.whatsapp.render import Rendered, render
+from streamrelay.adapters.whatsapp.settle import decide
 from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
 from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.records.receipts import Receipts
 from streamrelay.core.units import LengthUnit
 
 WA_ID_RE = re.compile(r"^\d{6,20}$")
 """A WhatsApp user id (``wa_id``): the phone number's digits with the country code, no ``+``."""
 MESSAGE_ID_RE = re.compile(r"^wamid\.[A-Za-z0-9+/=_-]+$")
 """A WhatsApp message id: ``wamid.`` and base64."""
+SETTLE_POLL_S = 0.2
+"""How often a settle looks at the receipts again while it waits for a status (seconds)."""
 NO_EDITS = (
     "the WhatsApp Cloud API cannot edit or delete a sent message "
     "(https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages): use delivery block or final"
@@ -96,6 +104,16 @@ class WhatsAppAdapter:
         self._conn = WhatsAppConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
         self.render: RenderCache[Rendered] = RenderCache(render)
         """``render(text, fmt) -> Rendered``: the body and its length."""
+        self.receipts: Receipts | None = None
+        """The status receipts the webhook records (None: uncertain sends stay ``unknown``)."""
+        self.settle_window_s = 30.0
+        """How long a settle waits for the status of an uncertain send (seconds, :mod:`adapters.whatsapp.settle`)."""
+        self._clock = time.time
+
+    def use_receipts(self, receipts: Receipts, settle_window_s: float) -> None:
+        """Settle uncertain sends by their status webhooks, recorded in ``receipts``, waiting up to
+        ``settle_window_s`` seconds for one (:mod:`adapters.whatsapp.settle`)."""
+        self.receipts, self.settle_window_s = receipts, settle_window_s
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
@@ -145,12 +163,13 @@ class WhatsAppAdapter:
         return str(message_id)
 
     async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
-        """Send a text message (module docstring); return its id (``wamid.…``). ``delivery_id`` is not sent: the
-        Cloud API has no field it dedupes on.
+        """Send a text message (module docstring); return its id (``wamid.…``). ``delivery_id`` goes as
+        ``biz_opaque_callback_data`` (at most 512 characters; the Cloud API does not dedupe on it, it echoes it in the
+        message's status webhooks: https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages).
 
         Raises:
             core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx: the message may
-                exist (:meth:`settle_send` cannot tell).
+                exist (:meth:`settle_send` reads its status webhook).
             core.errors.DeliveryError: another subclass, per :mod:`adapters.whatsapp.errors` (131047: the 24-hour
                 window is closed, ``ForbiddenError``; 131056: the pair rate limit, ``RateLimitedError``).
         """
@@ -158,39 +177,58 @@ class WhatsAppAdapter:
         to, reply = str(target.chat_id), _reply(target)
 
         async def send(client: WhatsApp) -> Any:
-            return await client.send_message(to, body, reply_to_message_id=reply)
+            return await client.send_message(to, body, reply_to_message_id=reply, tracker=delivery_id)
 
         return await self._send(target, send)
 
     async def send_media(
         self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
     ) -> str:
-        """Send ``media`` by link (module docstring); return its message id. A caption is rendered like a text.
+        """Send ``media`` by link (module docstring); return its message id. A caption is rendered like a text;
+        ``delivery_id`` goes as ``biz_opaque_callback_data`` (:meth:`send_text`).
 
         Raises:
             core.errors.DeliveryError: a subclass, like :meth:`send_text` (131052/131053: the link could not be
                 fetched, ``PayloadRejectedError``).
         """
         caption = self.render(media.caption, fmt).body if media.caption else None
-        to, reply, url = str(target.chat_id), _reply(target), media.url
+        to, reply, url, tracker = str(target.chat_id), _reply(target), media.url, delivery_id
 
         async def send(client: WhatsApp) -> Any:
             if media.kind is MediaKind.IMAGE:
-                return await client.send_image(to, url, caption=caption, reply_to_message_id=reply)
+                return await client.send_image(to, url, caption=caption, reply_to_message_id=reply, tracker=tracker)
             if media.kind is MediaKind.VIDEO:
-                return await client.send_video(to, url, caption=caption, reply_to_message_id=reply)
+                return await client.send_video(to, url, caption=caption, reply_to_message_id=reply, tracker=tracker)
             if media.kind is MediaKind.AUDIO and caption is None:
-                return await client.send_audio(to, url, reply_to_message_id=reply)
+                return await client.send_audio(to, url, reply_to_message_id=reply, tracker=tracker)
             filename = url.rsplit("/", 1)[-1].split("?", 1)[0] or "file"
-            return await client.send_document(to, url, filename=filename, caption=caption, reply_to_message_id=reply)
+            return await client.send_document(
+                to, url, filename=filename, caption=caption, reply_to_message_id=reply, tracker=tracker
+            )
 
         return await self._send(target, send)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
-        """``unknown``, always, without a call: the Cloud API neither dedupes a send nor lists the messages a number
-        sent, so whether an uncertain send arrived cannot be found out; the core reports it uncertain and never
-        sends it again blind."""
-        return Settlement(SettleOutcome.UNKNOWN)
+        """Settle an uncertain send by its status webhook, without a platform call: the receipts are read every
+        :data:`SETTLE_POLL_S` until :func:`adapters.whatsapp.settle.decide` answers (at most
+        :attr:`settle_window_s`): ``found`` with the ``wamid`` (landed), ``not_sent`` (a ``failed`` status, or
+        silence while other statuses arrive) or ``unknown`` (silence, and no webhook heard). Without receipts
+        (:meth:`use_receipts` not called: no app secret configured): ``unknown`` at once; the core reports it
+        uncertain and never sends it again blind."""
+        receipts = self.receipts
+        if receipts is None:
+            return Settlement(SettleOutcome.UNKNOWN)
+        started = self._clock()
+        while True:
+            receipt = await receipts.find(PLATFORM, pending.delivery_id)
+            now = self._clock()
+            heard = await receipts.last_heard_s(PLATFORM) if receipt is None else None
+            settlement = decide(
+                receipt, started_at_s=started, now_s=now, window_s=self.settle_window_s, last_heard_s=heard
+            )
+            if settlement is not None:
+                return settlement
+            await asyncio.sleep(SETTLE_POLL_S)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Refused: WhatsApp cannot edit a sent message (the settings make such channels block replies).

@@ -86,9 +86,12 @@ PLATFORM = Platform(
         chat=chat,
         # Block replies (preview needs edits), plain text (the chat's text is then the answer as written), and the
         # pair limit raised as for a test number: a campaign's runs would otherwise wait 6 s per block.
-        campaign={"delivery": '"block"', "format": '"plain"'},
+        # The settle window shortened from 30 s: the mock posts its statuses at once (docs/platforms.md, WhatsApp).
+        campaign={"delivery": '"block"', "format": '"plain"', "settle_window_ms": "8000"},
         campaign_rates={"pair": {"per_s": "20.0", "burst": "45"}},
-        unsettleable=True,
+        # Uncertain sends are settled by their status webhooks (adapters/whatsapp/settle.py): no double allowed.
+        unsettleable=False,
+        status_webhook=("/v1/platforms/whatsapp/webhook", "WHATSAPP_APP_SECRET"),
     ),
 )
 """WhatsApp (pywa against the WhatsApp Cloud API)."""

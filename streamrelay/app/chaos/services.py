@@ -110,7 +110,10 @@ class Services:
         self.redis = RedisServer(out) if options.replicated and not failing else None
         self.sentinels = RedisSentinels(out) if failing else None
         tokens = {TOKEN_ENV[p]: DRY_RUN[p].token for p in options.platforms}
-        env = {"STREAMRELAY_TOKEN": self.token, **tokens}
+        self.webhook_secret = secrets.token_hex(16)
+        """The secret the mocks sign their status webhooks with (:attr:`DryRunFacts.status_webhook`)."""
+        hooks = {hook[1]: self.webhook_secret for p in options.platforms if (hook := _status_webhook(p)) is not None}
+        env = {"STREAMRELAY_TOKEN": self.token, **tokens, **(hooks if not options.replicated else {})}
         serve = [sys.executable, "-m", "streamrelay", "serve", "--config", str(self.config)]
         self.sidecars: list[Sidecar] = []
         if not options.replicated:
@@ -188,8 +191,20 @@ class Services:
             await self.sentinels.start()
         for platform, proc in self.mocks.items():
             await self._ready(proc, f"{self.mock_url(platform)}/_mock/state")
+            await self._point_status_webhook(platform)
         write_config(self.config, self.options, self.port, self.mock_ports, self.ledger)
         await asyncio.gather(*(self._start_sidecar(s) for s in self.sidecars))
+
+    async def _point_status_webhook(self, platform: str) -> None:
+        """Point ``platform``'s mock at the sidecar's status webhook, signed with the campaign's secret, where the
+        platform has one (WhatsApp; one sidecar only: replicas serve no receipts yet)."""
+        hook = _status_webhook(platform)
+        if hook is None or self.options.replicated:
+            return
+        body = {"url": f"{self.url}{hook[0]}", "app_secret": self.webhook_secret, "retry_for_s": 600}
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            answer = await client.post(f"{self.mock_url(platform)}/_mock/webhook", json=body)
+            answer.raise_for_status()
 
     async def _ready(self, proc: Proc, url: str) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -389,6 +404,12 @@ class Services:
             self.redis.stop()
         if self.sentinels is not None:
             self.sentinels.stop()
+
+
+def _status_webhook(platform: str) -> tuple[str, str] | None:
+    """``platform``'s status webhook (path, secret variable), None when it has none."""
+    dry = REGISTRY[platform].dry_run
+    return None if dry is None else dry.status_webhook
 
 
 def _limits_flag(platform: str) -> list[str]:

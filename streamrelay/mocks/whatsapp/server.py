@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from streamrelay.mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock, utf16_len
+from streamrelay.mocks.whatsapp.statuses import StatusSender, status_payload
 
 MESSAGES = "messages"
 METHODS = (MESSAGES,)
@@ -137,6 +138,27 @@ class MockWhatsApp(MockServer):
         self._counter = 0
         self._throughput: dict[str, _Bucket] = {}
         self._pairs: dict[tuple[str, str], _Bucket] = {}
+        self.statuses: StatusSender | None = None
+        """Where status webhooks go (:meth:`webhook_to`; None: nowhere)."""
+        self.failing = 0
+        """How many of the next sends are answered (a ``wamid``) but never shown: a ``failed`` status follows."""
+
+    def webhook_to(
+        self, url: str, app_secret: str, *, delay_ms: float = 0.0, drop: int = 0, retry_for_s: float = 120.0
+    ) -> StatusSender:
+        """Post status webhooks of the bot's messages to ``url``, signed with ``app_secret``
+        (:mod:`mocks.whatsapp.statuses`); ``delay_ms`` before each, the next ``drop`` messages' never posted."""
+        old = self.statuses
+        self.statuses = StatusSender(url, app_secret, delay_ms=delay_ms, drop=drop, retry_for_s=retry_for_s)
+        if old is not None:
+            self.statuses.answers, self.statuses.posted = old.answers, old.posted
+        return self.statuses
+
+    async def stop(self) -> None:
+        """Stop status deliveries under way, then the server (:meth:`MockServer.stop`)."""
+        if self.statuses is not None:
+            await self.statuses.close()
+        await super().stop()
 
     def _routes(self, app: web.Application) -> None:
         app.router.add_post("/{version}/{phone}/messages", self._messages)
@@ -150,6 +172,7 @@ class MockWhatsApp(MockServer):
         self._chats, self._typing, self._counter = {}, {}, 0
         self._throughput, self._pairs = {}, {}
         self.closed_windows = set()
+        self.failing = 0
 
     def chats(self) -> list[ChatId]:
         """Users the bot sent a message to, in first-message order."""
@@ -247,13 +270,34 @@ class MockWhatsApp(MockServer):
                 "to this number.",
             )
         self._admit(phone, to)
-        message = self._store(to, BOT, text, typ, body)
+        callback = body.get("biz_opaque_callback_data")
+        callback = callback if isinstance(callback, str) else None
+        if self.failing > 0:  # accepted, then failed: a wamid, never shown, a failed status
+            self.failing -= 1
+            self._counter += 1
+            message = StoredMessage(f"wamid.failed{self._counter:08d}", BOT, text, typ, body)
+            self._post_statuses(phone, message.message_id, to, callback, failed=True)
+        else:
+            message = self._store(to, BOT, text, typ, body)
+            self._post_statuses(phone, message.message_id, to, callback, failed=False)
         call.message_id = message.message_id
         return {
             "messaging_product": "whatsapp",
             "contacts": [{"input": to, "wa_id": to}],
             "messages": [{"id": message.message_id}],
         }
+
+    def _post_statuses(self, phone: str, message_id: str, to: str, callback: str | None, *, failed: bool) -> None:
+        """The message's status webhooks (``sent`` then ``delivered``, or ``failed`` 131026), when a URL is set."""
+        if self.statuses is None:
+            return
+        if failed:
+            states: list[tuple[str, int | None]] = [("failed", 131026)]
+        else:
+            states = [("sent", None), ("delivered", None)]
+        self.statuses.send(
+            [(status_payload(phone, message_id, to, st, callback, code), message_id, st) for st, code in states]
+        )
 
     def _read(self, call: RecordedCall, body: dict[str, Any]) -> dict[str, Any]:
         """Mark a person's message as read, with a typing indicator when asked."""

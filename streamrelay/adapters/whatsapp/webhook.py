@@ -1,0 +1,168 @@
+"""The sidecar's WhatsApp webhook: ``GET`` and ``POST /v1/platforms/whatsapp/webhook`` (:class:`WhatsAppWebhook`).
+
+The Cloud API posts a ``statuses`` webhook for every message a business number sent: ``sent``, ``delivered``,
+``read`` or ``failed``, each with the message's ``id`` (``wamid.…``) and the ``biz_opaque_callback_data`` its create
+carried (https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks/components). The sidecar's creates carry
+their delivery id there, so each status is a receipt of one delivery (:mod:`core.records.receipts`), which settles a
+create whose answer was lost (:mod:`adapters.whatsapp.settle`).
+
+- ``GET ?hub.mode=subscribe&hub.verify_token=T&hub.challenge=C``: Meta's verification request when the webhook URL
+  is configured: ``C`` back (200, text) when ``T`` is the configured verify token, else 403
+  (https://developers.facebook.com/docs/graph-api/webhooks/getting-started#verification-requests).
+- ``POST``: the body is checked against ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body with the app
+  secret>`` (https://developers.facebook.com/docs/graph-api/webhooks/getting-started#validate-payloads) in constant
+  time; a missing or wrong signature is 401 and nothing is recorded. Then every ``entry[].changes[].value.statuses[]``
+  with a ``biz_opaque_callback_data`` is recorded (one commit) and the answer is 200 ``{"recorded": N}``; statuses
+  without it (other senders of the number) and incoming ``messages`` are ignored. The store failing is 500: Meta
+  delivers the webhook again (up to 7 days, https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks). The
+  route does nothing else, so it answers fast.
+
+The app secret and the verify token are held as :class:`pydantic.SecretStr`: never in a repr, a log or an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import SecretStr
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from streamrelay.adapters.whatsapp.errors import PLATFORM
+from streamrelay.core.records.receipts import Receipt, Receipts, ReceiptStatus
+
+WEBHOOK_PATH = "/v1/platforms/whatsapp/webhook"
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+MAX_BODY_BYTES = 3 * 1024 * 1024
+"""Meta's webhook payloads are at most 3 MB (https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks)."""
+_log = logging.getLogger(__name__)
+
+
+def signature(app_secret: str, body: bytes) -> str:
+    """``X-Hub-Signature-256``'s value for ``body``: ``sha256=`` and the hex HMAC-SHA256 with the app secret."""
+    return "sha256=" + hmac.new(app_secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def signed_by(app_secret: str, body: bytes, header: str | None) -> bool:
+    """True when ``header`` is ``body``'s signature with ``app_secret`` (compared in constant time)."""
+    return header is not None and hmac.compare_digest(signature(app_secret, body), header.strip())
+
+
+def receipts_of(payload: Any, now_s: float) -> list[Receipt]:
+    """The receipts in a webhook payload (``{"object": "whatsapp_business_account", "entry": [{"changes":
+    [{"field": "messages", "value": {"statuses": [...]}}]}]}``): one per status with an ``id``, a known ``status``
+    and a ``biz_opaque_callback_data``; anything else in the payload is skipped (never an error: Meta sends more
+    kinds than these)."""
+    found: list[Receipt] = []
+    entries = payload.get("entry") if isinstance(payload, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        changes = entry.get("changes") if isinstance(entry, dict) else None
+        for change in changes if isinstance(changes, list) else []:
+            value = change.get("value") if isinstance(change, dict) else None
+            statuses = value.get("statuses") if isinstance(value, dict) else None
+            for status in statuses if isinstance(statuses, list) else []:
+                receipt = _receipt(status, now_s)
+                if receipt is not None:
+                    found.append(receipt)
+    return found
+
+
+def _receipt(status: Any, now_s: float) -> Receipt | None:
+    if not isinstance(status, dict):
+        return None
+    delivery_id, message_id, state = (status.get(k) for k in ("biz_opaque_callback_data", "id", "status"))
+    if not isinstance(delivery_id, str) or not delivery_id or not isinstance(message_id, str):
+        return None
+    try:
+        kind = ReceiptStatus(str(state))
+    except ValueError:
+        return None
+    code = None
+    errors = status.get("errors")
+    if kind is ReceiptStatus.FAILED and isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        raw = errors[0].get("code")
+        code = raw if isinstance(raw, int) else None
+    return Receipt(delivery_id, kind, message_id, code, now_s)
+
+
+class WhatsAppWebhook:
+    """The webhook's two routes (module docstring).
+
+    Args:
+        receipts: where statuses are recorded.
+        app_secret: the Meta app's secret (``WHATSAPP_APP_SECRET``): signs every POST.
+        verify_token: the verify token set in the App Dashboard (``WHATSAPP_VERIFY_TOKEN``); None: the GET
+            verification answers 403 (the operator verifies the URL with the token set).
+        clock: Unix seconds for the receipts' ``recorded_at_s``.
+    """
+
+    def __init__(
+        self,
+        receipts: Receipts,
+        app_secret: SecretStr,
+        verify_token: SecretStr | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.receipts = receipts
+        self._secret = app_secret
+        self._verify = verify_token
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"WhatsAppWebhook({WEBHOOK_PATH}, receipts={self.receipts!r})"
+
+    def routes(self) -> list[BaseRoute]:
+        """``GET`` (verification) and ``POST`` (statuses) on :data:`WEBHOOK_PATH`."""
+        return [
+            Route(WEBHOOK_PATH, self.verify, methods=["GET"]),
+            Route(WEBHOOK_PATH, self.statuses, methods=["POST"]),
+        ]
+
+    async def verify(self, request: Request) -> Response:
+        """Meta's verification request: ``hub.challenge`` back when ``hub.verify_token`` is ours."""
+        query = request.query_params
+        token = query.get("hub.verify_token", "")
+        expected = self._verify.get_secret_value() if self._verify is not None else ""
+        if query.get("hub.mode") != "subscribe" or not expected or not hmac.compare_digest(token, expected):
+            why = (
+                "no verify token is configured: set WHATSAPP_VERIFY_TOKEN to the App Dashboard's Verify Token"
+                if not expected
+                else "hub.mode must be subscribe and hub.verify_token the configured verify token"
+            )
+            return JSONResponse({"error": why}, 403)
+        return PlainTextResponse(query.get("hub.challenge", ""))
+
+    async def statuses(self, request: Request) -> Response:
+        """Record the statuses of a signed webhook (module docstring)."""
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes"}, 413)
+        if not signed_by(self._secret.get_secret_value(), body, request.headers.get(SIGNATURE_HEADER)):
+            why = (
+                f"no {SIGNATURE_HEADER} header"
+                if SIGNATURE_HEADER.lower() not in request.headers
+                else f"{SIGNATURE_HEADER} does not match the body: it must be sha256=HMAC-SHA256(body) with the "
+                "Meta app's secret (WHATSAPP_APP_SECRET here)"
+            )
+            _log.warning("whatsapp webhook refused: %s", why)
+            return JSONResponse({"error": why}, 401)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return JSONResponse({"error": "the body is not JSON"}, 400)
+        found = receipts_of(payload, self._clock())
+        if found:
+            try:
+                await self.receipts.record(PLATFORM, found)
+            except Exception:  # Meta delivers it again: nothing is lost by answering 500
+                _log.exception("whatsapp webhook: recording %d statuses failed (Meta sends them again)", len(found))
+                return JSONResponse({"error": "the statuses could not be recorded: send again"}, 500)
+        return JSONResponse({"recorded": len(found)})
