@@ -268,6 +268,30 @@ class RelayClient:
                 return unit
         raise RelayError(409, f"run {run!r} ended before approval {approval!r} was decided")
 
+    async def forward_whatsapp_webhook(self, body: bytes, signature: str | None) -> int:
+        """Forward a WhatsApp Cloud API webhook the bot received to the sidecar (``POST
+        /v1/platforms/whatsapp/webhook``), for a bot that owns the Meta app's webhook URL: its status webhooks settle
+        the sidecar's uncertain sends (docs/platforms.md, WhatsApp). ``body`` is the request's raw body, byte for
+        byte, and ``signature`` its ``X-Hub-Signature-256`` header: the sidecar checks it with the same app secret
+        (``WHATSAPP_APP_SECRET``), so a forward can be neither forged nor altered on the way. Forward every POST
+        (the sidecar keeps the ``statuses`` whose ``biz_opaque_callback_data`` it set and skips the rest); answer
+        Meta 200 only once this returns, so a failed forward is delivered again by Meta.
+
+        Returns:
+            how many statuses the sidecar recorded.
+
+        Raises:
+            RelayError: 401 the signature does not match (the bot's and the sidecar's app secrets differ, or the body
+                was changed: forward the raw bytes), 404 the sidecar serves no WhatsApp webhook (no
+                ``WHATSAPP_APP_SECRET`` in its environment), 500 it could not record them (send again).
+        """
+        headers = {"Content-Type": "application/json"}
+        if signature is not None:
+            headers["X-Hub-Signature-256"] = signature
+        answer = await self._http.post("/v1/platforms/whatsapp/webhook", content=body, headers=headers)
+        recorded = _json(answer).get("recorded", 0)
+        return int(recorded) if isinstance(recorded, int) else 0
+
     async def report(self, run: str, *, wait_s: float = 0.0) -> RunReport:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
         answer = await self._http.get(_path(run), params={"wait_s": wait_s}, timeout=wait_s + 30)
