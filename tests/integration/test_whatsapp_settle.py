@@ -172,9 +172,7 @@ async def test_a_bad_signature_is_401_and_nothing_is_recorded(rig: Rig) -> None:
     async with httpx.AsyncClient(timeout=10) as client:
         wrong = await client.post(url, content=body, headers={"X-Hub-Signature-256": signature("not-it", body)})
         missing = await client.post(url, content=body)
-        tampered = await client.post(
-            url, content=body + b" ", headers={"X-Hub-Signature-256": signature(SECRET, body)}
-        )
+        tampered = await client.post(url, content=body + b" ", headers={"X-Hub-Signature-256": signature(SECRET, body)})
         assert await rig.receipts.find("whatsapp", "forged-1") is None
         right = await client.post(url, content=body, headers={"X-Hub-Signature-256": signature(SECRET, body)})
     assert [wrong.status_code, missing.status_code, tampered.status_code] == [401, 401, 401]
@@ -217,7 +215,9 @@ async def test_a_bot_that_owns_the_webhook_forwards_it_with_relay_client(rig: Ri
                 "changes": [
                     {
                         "field": "messages",
-                        "value": {"statuses": [{"id": "wamid.F", "status": "delivered", "biz_opaque_callback_data": "fw-1"}]},
+                        "value": {
+                            "statuses": [{"id": "wamid.F", "status": "delivered", "biz_opaque_callback_data": "fw-1"}]
+                        },
                     }
                 ],
             }

@@ -44,10 +44,11 @@ def receipt(status: ReceiptStatus | None) -> Receipt | None:
         (None, 29.9, 0.5, None),
         # the window passed in silence while other statuses arrived: never stored, sent again
         (None, 30.0, 0.0, Settlement(NOT_SENT)),
-        (None, 31.0, 50.0, Settlement(NOT_SENT)),  # heard 19 s before the settle began: inside the window
-        # silence, and no status heard in the window (or ever): cannot tell, reported uncertain
+        (None, 31.0, 50.0, Settlement(NOT_SENT)),  # heard 19 s before the settle began
+        (None, 30.0, 629.0, Settlement(NOT_SENT)),  # 599 s before: a restart's statuses, heard before the kill
+        # silence, and no status heard in the last 10 minutes (or ever): cannot tell, reported uncertain
         (None, 30.0, None, Settlement(UNKNOWN)),
-        (None, 30.0, 60.5, Settlement(UNKNOWN)),  # last heard 30.5 s before the settle began
+        (None, 30.0, 630.5, Settlement(UNKNOWN)),  # last heard 600.5 s before the settle began
     ],
 )
 def test_the_outcome_rule(
@@ -60,6 +61,7 @@ def test_the_outcome_rule(
 
 def test_a_zero_window_decides_on_the_first_look() -> None:
     assert decide(None, started_at_s=T0, now_s=T0, window_s=0.0, last_heard_s=T0) == Settlement(NOT_SENT)
+    assert decide(None, started_at_s=T0, now_s=T0, window_s=0.0, last_heard_s=T0 - 601) == Settlement(UNKNOWN)
     assert decide(None, started_at_s=T0, now_s=T0, window_s=0.0, last_heard_s=None) == Settlement(UNKNOWN)
 
 
@@ -102,7 +104,9 @@ async def test_sqlite_receipts_outlive_the_process(tmp_path: Path) -> None:
     await first.close()
     again = await SqliteStore.open(path)
     try:
-        assert await (await SqliteReceipts.on(again)).find("whatsapp", "d9") == Receipt("d9", S.SENT, "wamid.Z", None, T0)
+        assert await (await SqliteReceipts.on(again)).find("whatsapp", "d9") == Receipt(
+            "d9", S.SENT, "wamid.Z", None, T0
+        )
     finally:
         await again.close()
 
@@ -117,7 +121,10 @@ def webhook(*statuses: Any, messages: list[Any] | None = None) -> dict[str, Any]
         value["statuses"] = list(statuses)
     if messages is not None:
         value["messages"] = messages
-    return {"object": "whatsapp_business_account", "entry": [{"id": "1", "changes": [{"field": "messages", "value": value}]}]}
+    return {
+        "object": "whatsapp_business_account",
+        "entry": [{"id": "1", "changes": [{"field": "messages", "value": value}]}],
+    }
 
 
 def test_statuses_with_our_callback_data_become_receipts() -> None:

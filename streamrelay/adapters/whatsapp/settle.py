@@ -20,9 +20,10 @@ what the receipts say                                      settlement
                                                            lasts, 131047 say, fails the part there)
 nothing yet, inside the settle window                      wait (poll the receipts again)
 nothing in the window, and a status of another message     ``not_sent``: sent again (below)
-of this platform was heard within the window (the
-webhooks reach the sidecar)
-nothing in the window, and no status heard at all          ``unknown``: reported uncertain, never sent blind
+of this platform was heard in the :data:`FLOWING_S`
+before the settle began, or during it (the webhooks
+reach the sidecar)
+nothing in the window, and no status heard that recently   ``unknown``: reported uncertain, never sent blind
 =========================================================  ==============================================
 
 Why silence is "not stored" when the webhooks are known to flow: the Cloud API reports every message it accepted with
@@ -32,10 +33,14 @@ delivered again with decreasing frequency for up to 7 days
 and your server responds with an HTTP status code other than 200, or if we are unable to deliver the webhook for
 another reason, we will keep trying with decreasing frequency until the request succeeds, for up to 7 days"). So
 while other statuses arrive within the window, the missing one is a message that was never stored; sending it again
-is not blind. Without that proof (no webhook configured, or none heard for the whole window: the webhook may be
-broken or Meta's retries may be spread out), silence proves nothing and the create stays uncertain, reported.
+is not blind. The proof is a status heard in the :data:`FLOWING_S` (10 minutes) before the settle began, or while it
+waited: not only within the window, because after a restart (a kill -9 mid-call) the statuses heard before the kill
+are minutes old by the time the journal resumes, and a run alone on its number has no other traffic to prove it.
+Without that proof (no webhook configured, or none heard for 10 minutes: the webhook may be broken, its secret
+rotated), silence proves nothing and the create stays uncertain, reported.
 
-The residual risk, stated: a ``sent`` status that Meta holds back longer than the window while it delivers others.
+The residual risks, stated: a ``sent`` status that Meta holds back longer than the window while it delivers others;
+a webhook that broke within the last 10 minutes.
 The window (``settle_window_ms``, default 30 s) is what an operator trades against it; a status that arrives after
 its create was sent again is still recorded, and the desk shows the part (:mod:`core.run.desk`).
 """
@@ -44,6 +49,9 @@ from __future__ import annotations
 
 from streamrelay.core.ports import Settlement, SettleOutcome
 from streamrelay.core.records.receipts import Receipt
+
+FLOWING_S = 600.0
+"""A status heard this long before a settle began (or while it waited) proves the webhooks reach the sidecar."""
 
 
 def decide(
@@ -64,5 +72,5 @@ def decide(
         return Settlement(SettleOutcome.NOT_SENT)
     if now_s - started_at_s < window_s:
         return None
-    flowing = last_heard_s is not None and last_heard_s >= started_at_s - window_s
+    flowing = last_heard_s is not None and last_heard_s >= started_at_s - max(window_s, FLOWING_S)
     return Settlement(SettleOutcome.NOT_SENT if flowing else SettleOutcome.UNKNOWN)
