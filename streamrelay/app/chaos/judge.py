@@ -107,11 +107,13 @@ def judge(
     exclusive_bot: bool,
     stop: dict[str, Any] | None = None,
     calls: list[dict[str, Any]] | None = None,
+    status_webhooks: bool = True,
 ) -> Verdict:
     """Judge one run by what its chat shows (``[{"message_id", "text"}]`` from the mock) and its final report;
     ``stop``: the reader's stop posted for it (:attr:`app.chaos.triggers.Chaos.stops`: ``sent``, the lines its
     agent had sent when the stop was answered); ``calls``: the mock's calls for the run's chat (a message created
-    there and gone from the chat is lost)."""
+    there and gone from the chat is lost); ``status_webhooks``: the sidecar received the platforms' status webhooks
+    (one sidecar; replicas record none yet), so a platform that settles by them is judged as settling."""
     verdict = Verdict(plan.run, plan.platform, plan.mode, media_planned=len(plan.media))
     full = plan.answer.text
     stopped = report is not None and report.get("end_status") == CANCELLED
@@ -159,7 +161,8 @@ def judge(
         # instant than the chat (calls made in between show in one and not the other). Unfinished is the finding.
         return verdict
     media_whole = verdict.media_shown == len(plan.media) and not verdict.doubled
-    _judge_report(verdict, plan, chat, report, shown == norm(full, p) and not notices and media_whole, exclusive_bot)
+    whole = shown == norm(full, p) and not notices and media_whole
+    _judge_report(verdict, plan, chat, report, whole, exclusive_bot, status_webhooks)
     return verdict
 
 
@@ -197,6 +200,7 @@ def _judge_report(
     report: dict[str, Any],
     whole: bool,
     exclusive_bot: bool,
+    status_webhooks: bool = True,
 ) -> None:
     uncertain = int(report.get("uncertain", 0) or 0)
     verdict.uncertain = uncertain > 0
@@ -208,7 +212,7 @@ def _judge_report(
         if uncertain == 0:
             verdict.lying = True
             verdict.problems.append("lying: the chat shows a duplicate the report does not count as uncertain")
-        elif (plan.platform == "telegram" and not exclusive_bot) or _unsettleable(plan.platform):
+        elif (plan.platform == "telegram" and not exclusive_bot) or _unsettleable(plan.platform, status_webhooks):
             verdict.doubled_allowed = True
     chat_ids = [str(m.get("message_id")) for m in chat]
     report_ids = [str(i) for i in report.get("message_ids", [])]
@@ -237,7 +241,8 @@ def _repeats(messages: list[dict[str, Any]], answer: str, platform: str) -> list
     return out
 
 
-def _unsettleable(platform: str) -> bool:
-    """The platform cannot tell whether an uncertain send arrived (its registration says so)."""
+def _unsettleable(platform: str, status_webhooks: bool = True) -> bool:
+    """The platform cannot tell whether an uncertain send arrived: its registration says so, or it settles by status
+    webhooks the sidecar does not receive here (WhatsApp on replicas)."""
     dry = REGISTRY[platform].dry_run
-    return dry is not None and dry.unsettleable
+    return dry is not None and (dry.unsettleable or (dry.status_webhook is not None and not status_webhooks))
