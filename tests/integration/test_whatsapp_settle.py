@@ -66,7 +66,7 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    mock = MockWhatsApp(hang_s=3.0)
+    mock = MockWhatsApp(hang_s=15.0)  # a scripted timeout outlasts the send timeout
     api = await mock.start()
     store = await SqliteStore.open(tmp_path / "ledger.sqlite3")
     receipts = await SqliteReceipts.on(store)
@@ -76,7 +76,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
             "api_base": api,
             "delivery": "block",
             "format": "plain",
-            "send_timeout_ms": 700,
+            "send_timeout_ms": 3000,  # generous: a loaded machine must not time out a send the test did not script
             "settle_window_ms": 2500,
             "typing": False,
         }
