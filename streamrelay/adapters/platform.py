@@ -163,7 +163,8 @@ class DryRunFacts:
             status webhooks (:mod:`adapters.whatsapp.settle`) where the webhook is served.
         status_webhook: the sidecar's path where the platform posts status webhooks that settle uncertain sends
             (WhatsApp ``/v1/platforms/whatsapp/webhook``), with the environment variable holding the secret they are
-            signed with: a campaign points its mock there (``POST /_mock/webhook``) and gives the sidecar a secret.
+            signed with: a campaign points its mock there (``POST /_mock/webhook``; with replicas, the first one's)
+            and gives the sidecar a secret.
             None: the platform has none.
     """
 

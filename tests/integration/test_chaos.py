@@ -299,7 +299,7 @@ def test_judge_whatsapp_double_is_bad_where_status_webhooks_settle_allowed_where
     report["message_ids"] = ["2", "3"]
     verdict = judge(plan, _finished(plan), chat, report, exclusive_bot=True)
     assert verdict.doubled and not verdict.doubled_allowed and verdict.bad
-    # replicas receive no status webhooks yet: an uncertain send cannot be settled, a reported double is allowed
+    # a sidecar that receives no status webhooks cannot settle: a reported double is allowed
     replicas = judge(plan, _finished(plan), chat, report, exclusive_bot=True, status_webhooks=False)
     assert replicas.doubled and replicas.doubled_allowed and not replicas.bad
     unreported = judge(plan, _finished(plan), chat, _report(chat), exclusive_bot=True, status_webhooks=False)

@@ -105,7 +105,6 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
             exclusive_bot=options.exclusive_bot,
             stop=chaos.stops.get(p.run),
             calls=[c for c in outcome_states[p.platform]["calls"] if str(c.get("chat_id")) == str(p.chat_id)],
-            status_webhooks=not options.replicated,
         )
         for p in plans
     }

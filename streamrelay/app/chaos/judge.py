@@ -113,7 +113,7 @@ def judge(
     ``stop``: the reader's stop posted for it (:attr:`app.chaos.triggers.Chaos.stops`: ``sent``, the lines its
     agent had sent when the stop was answered); ``calls``: the mock's calls for the run's chat (a message created
     there and gone from the chat is lost); ``status_webhooks``: the sidecar received the platforms' status webhooks
-    (one sidecar; replicas record none yet), so a platform that settles by them is judged as settling."""
+    (a campaign points its mocks at them), so a platform that settles by them is judged as settling."""
     verdict = Verdict(plan.run, plan.platform, plan.mode, media_planned=len(plan.media))
     full = plan.answer.text
     stopped = report is not None and report.get("end_status") == CANCELLED
@@ -243,6 +243,6 @@ def _repeats(messages: list[dict[str, Any]], answer: str, platform: str) -> list
 
 def _unsettleable(platform: str, status_webhooks: bool = True) -> bool:
     """The platform cannot tell whether an uncertain send arrived: its registration says so, or it settles by status
-    webhooks the sidecar does not receive here (WhatsApp on replicas)."""
+    webhooks the sidecar does not receive (``status_webhooks`` False: WhatsApp then cannot settle)."""
     dry = REGISTRY[platform].dry_run
     return dry is not None and (dry.unsettleable or (dry.status_webhook is not None and not status_webhooks))

@@ -113,7 +113,7 @@ class Services:
         self.webhook_secret = secrets.token_hex(16)
         """The secret the mocks sign their status webhooks with (:attr:`DryRunFacts.status_webhook`)."""
         hooks = {hook[1]: self.webhook_secret for p in options.platforms if (hook := _status_webhook(p)) is not None}
-        env = {"STREAMRELAY_TOKEN": self.token, **tokens, **(hooks if not options.replicated else {})}
+        env = {"STREAMRELAY_TOKEN": self.token, **tokens, **hooks}
         serve = [sys.executable, "-m", "streamrelay", "serve", "--config", str(self.config)]
         self.sidecars: list[Sidecar] = []
         if not options.replicated:
@@ -197,9 +197,10 @@ class Services:
 
     async def _point_status_webhook(self, platform: str) -> None:
         """Point ``platform``'s mock at the sidecar's status webhook, signed with the campaign's secret, where the
-        platform has one (WhatsApp; one sidecar only: replicas serve no receipts yet)."""
+        platform has one (WhatsApp). With replicas, the first one takes them (while it is down the mock delivers them
+        again, as Meta does) and records them in Redis, where every replica reads them."""
         hook = _status_webhook(platform)
-        if hook is None or self.options.replicated:
+        if hook is None:
             return
         body = {"url": f"{self.url}{hook[0]}", "app_secret": self.webhook_secret, "retry_for_s": 600}
         async with httpx.AsyncClient(timeout=10.0) as client:

@@ -38,6 +38,7 @@ from streamrelay.adapters.redis import (
 )
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.client_limits import SharedClientLimits
+from streamrelay.adapters.redis.receipts import RedisReceipts
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
 from streamrelay.app.redis_target import connect_service, redis_where
@@ -46,7 +47,7 @@ from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.app.replicas.service import ReplicaService
 from streamrelay.app.service import Sidecar, build_channels, service_sidecar
-from streamrelay.app.serving import heap_trim, keep_heap_trim
+from streamrelay.app.serving import heap_trim, keep_heap_trim, whatsapp_webhook
 from streamrelay.app.version import version
 from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
@@ -55,6 +56,7 @@ from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import ConfigError, StoreUnavailableError
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.records.receipts import Receipts
 from streamrelay.core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.service")
@@ -87,7 +89,11 @@ async def serve_replica(
     service = settings.service
     client, where = redis_client(settings)
     pending = unloaded_channels(settings)
-    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=_loaded_now(settings, pending))
+    receipts = RedisReceipts(client)  # WhatsApp's status webhooks, taken by any replica, read by the settling one
+    webhook = whatsapp_webhook(receipts)
+    settling = receipts if webhook else None
+    loaded_now = _loaded_now(settings, pending)
+    channels = build_channels(settings, tokens=tokens, metrics=metrics, names=loaded_now, receipts=settling)
     catalog, validate = load_actions(service.actions or None)
     clock = MonotonicClock()
     shared_limits = SharedClientLimits(client)  # a client's active runs and events per second, over every replica
@@ -160,11 +166,12 @@ async def serve_replica(
         health=health,
         metrics_token=metrics_token,
         wrap=wrap,
+        routes=webhook,
     )
     keeping = asyncio.create_task(book.keep(replicas.active_runs), name="clients:keep")  # sleeps first
     trimming = keep_heap_trim(trim)
     try:
-        listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop)
+        listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop, settling)
         if listening is None:
             return
         share(listening[1])
@@ -306,6 +313,7 @@ async def _listen_and_load(
     tokens: dict[str, SecretStr],
     metrics: ServiceMetrics,
     stop: asyncio.Event,
+    receipts: Receipts | None = None,
 ) -> tuple[str, dict[str, ChannelRuntime]] | None:
     """Start listening (``/healthz`` answers, ``/readyz`` says which channels load), then build the ``pending``
     channels; the listening URL and those channels, or None when ``stop`` came first (the listener is then stopped).
@@ -323,7 +331,7 @@ async def _listen_and_load(
     if not pending:
         return listening, {}
     try:
-        loaded = await _until_stopped(_load(settings, pending, tokens, metrics), stop)
+        loaded = await _until_stopped(_load(settings, pending, tokens, metrics, receipts), stop)
     except BaseException:
         health.set(ServiceState.STOPPING)
         await sidecar.stop()
@@ -358,7 +366,11 @@ def _loaded_now(settings: Settings, pending: list[str]) -> list[str]:
 
 
 async def _load(
-    settings: Settings, names: list[str], tokens: dict[str, SecretStr], metrics: ServiceMetrics
+    settings: Settings,
+    names: list[str],
+    tokens: dict[str, SecretStr],
+    metrics: ServiceMetrics,
+    receipts: Receipts | None = None,
 ) -> dict[str, ChannelRuntime]:
     """The channels ``names``, their SDKs imported in a worker thread (the loop goes on answering the probes).
 
@@ -367,7 +379,7 @@ async def _load(
     """
     platforms = {settings.channels[name].platform for name in names}
     await asyncio.get_running_loop().run_in_executor(None, load_platforms, platforms)
-    return build_channels(settings, tokens=tokens, metrics=metrics, names=names)
+    return build_channels(settings, tokens=tokens, metrics=metrics, names=names, receipts=receipts)
 
 
 async def _until_stopped(
