@@ -7,9 +7,15 @@ and the documented throughput and pair limits.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
+import json
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
+from aiohttp import web
 
 from streamrelay.adapters.whatsapp import WhatsAppAdapter
 from streamrelay.core.errors import (
@@ -190,3 +196,47 @@ def test_check_target_names_what_is_wrong() -> None:
     assert "WhatsApp user id" in (adapter.check_target(Target(chat_id="+1 555")) or "")
     assert "no threads" in (adapter.check_target(Target(chat_id=PERSON, thread_id="t")) or "")
     assert "wamid" in (adapter.check_target(Target(chat_id=PERSON, reply_to="42")) or "")
+
+
+async def test_the_mocks_status_webhooks_are_signed_echo_the_callback_data_and_are_delivered_again(
+    mock: MockWhatsApp, wa: WhatsAppAdapter
+) -> None:
+    """The mock posts ``sent`` then ``delivered`` for a stored message, echoing ``biz_opaque_callback_data`` (the
+    delivery id pywa sent as ``tracker``), signed ``X-Hub-Signature-256``; a delivery answered 503 comes again."""
+    got: list[tuple[str | None, bytes]] = []
+    answers = [503]
+
+    async def take(request: web.Request) -> web.Response:
+        got.append((request.headers.get("X-Hub-Signature-256"), await request.read()))
+        return web.Response(status=answers.pop(0) if answers else 200)
+
+    app = web.Application()
+    app.router.add_post("/hook", take)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            refused = await client.post(f"{mock.control_url}/webhook", json={"url": url})
+            assert refused.status_code == 400 and refused.json()["field"] == "app_secret"
+            ok = await client.post(f"{mock.control_url}/webhook", json={"url": url, "app_secret": "s3"})
+            assert ok.status_code == 200
+        mid = await wa.send_text(TARGET, "Hello", TextFormat.PLAIN, delivery_id="sr0123456789abcdef012345")
+        for _ in range(200):
+            if len(got) >= 3:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await runner.cleanup()
+    assert [m.payload.get("biz_opaque_callback_data") for m in mock.messages(PERSON)] == ["sr0123456789abcdef012345"]
+    assert len(got) == 3  # sent (503, then again), delivered
+    for header, body in got:
+        assert header == "sha256=" + hmac.new(b"s3", body, hashlib.sha256).hexdigest()
+    statuses = [json.loads(body)["entry"][0]["changes"][0]["value"]["statuses"][0] for _, body in got]
+    assert [s["status"] for s in statuses] == ["sent", "sent", "delivered"]
+    assert {(s["id"], s["biz_opaque_callback_data"], s["recipient_id"]) for s in statuses} == {
+        (mid, "sr0123456789abcdef012345", PERSON)
+    }
+    assert mock.statuses is not None and mock.statuses.answers == [503, 200, 200]
