@@ -37,6 +37,7 @@ from streamrelay.core.errors import (
     PlatformUnavailableError,
     RateLimitedError,
     RejectReason,
+    RetryAfterTooLongError,
     TargetNotFoundError,
     UncertainDeliveryError,
     UnreadableAnswerError,
@@ -214,6 +215,9 @@ def test_a_settle_applies_what_the_platform_found(
 
 # --- outcomes in: not done and unknown, one row per call kind and error ----------------------------------------
 
+TOO_LONG_A_WAIT = RetryAfterTooLongError(RateLimitedError("M_LIMIT_EXCEEDED", retry_after_s=1e6), 120.0)
+"""A 429 asking for 11.5 days where the channel obeys 2 minutes: the platform refusing for now."""
+
 ROWS = [
     # (op kind, the outcome value, the ledger's label, the part's state after, what else holds)
     (OpKind.SEND, NotDone(RateLimitedError("429", retry_after_s=3.0)), Outcome.RATE_LIMITED, PartState.PENDING),
@@ -253,6 +257,9 @@ ROWS = [
     (OpKind.SETTLE, Unknown(UncertainDeliveryError("timeout")), Outcome.RETRY, PartState.PENDING),
     (OpKind.SETTLE, NotDone(ForbiddenError("no history scope")), Outcome.UNCERTAIN, PartState.UNCERTAIN),
     (OpKind.DELETE_STRAY, NotDone(TargetNotFoundError("gone")), Outcome.GONE, PartState.PENDING),
+    (OpKind.SEND, NotDone(TOO_LONG_A_WAIT), Outcome.FAILED, PartState.FAILED),
+    (OpKind.EDIT, NotDone(TOO_LONG_A_WAIT), Outcome.FAILED, PartState.FAILED),
+    (OpKind.SETTLE, NotDone(TOO_LONG_A_WAIT), Outcome.UNCERTAIN, PartState.UNCERTAIN),
 ]
 
 
@@ -289,6 +296,21 @@ def test_an_outage_past_the_retry_window_fails_the_part_and_the_end_tries_again(
     m.retry_window_s = 0.0
     assert m.apply(op, NotDone(PlatformUnavailableError("502")))[0] is Outcome.FAILED
     assert slot.state is PartState.FAILED and slot.retry_at_finish
+
+
+@pytest.mark.parametrize("finalizing", [False, True], ids=["streaming", "finalizing"])
+def test_a_wait_past_the_cap_fails_the_part_with_the_reason_and_the_end_tries_it_once_more(finalizing: bool) -> None:
+    m, slot = machine(finalizing=finalizing)
+    op = Op(shown(slot), OpKind.EDIT, "Hello there", 0.0)
+    outcome, detail, retry_after_s = m.apply(op, NotDone(TOO_LONG_A_WAIT))
+    assert (outcome, detail, retry_after_s) == (
+        Outcome.FAILED,
+        str(TOO_LONG_A_WAIT),
+        None,
+    )  # not "retrying": nothing waits for it
+    assert slot.state is PartState.FAILED and slot.error is not None
+    assert "asked to wait 1e+06 s" in slot.error and "max_retry_after_s = 120 s" in slot.error
+    assert slot.retry_at_finish is not finalizing  # failed at the end, it stays failed: the desk has it
 
 
 def test_bad_markup_is_sent_again_stripped() -> None:
