@@ -45,6 +45,7 @@ from aiogram.methods import (
 from aiogram.types import ReplyParameters
 from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_token
 
+from streamrelay.adapters.adapter_parts import measure_rendered, shows
 from streamrelay.adapters.deadline import SendDeadline
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.rendering import RenderCache
@@ -165,11 +166,10 @@ class TelegramAdapter:
         flight."""
         self._stops = StopMarks()
 
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the text Telegram receives: Markdown is rendered to text + entities first, and
-        the 4096 limit counts the text after entity parsing (https://core.telegram.org/bots/api#sendmessage). The
-        rendering is kept: the send of the same text uses it."""
-        return self.render(text, fmt).units
+    __repr__ = __str__ = shows(bot_id="_bot_id", base_url="_base_url")
+    measure = measure_rendered
+    """UTF-16 units of the text Telegram receives: Markdown is rendered to text + entities first, and the 4096 limit
+    counts the text after entity parsing (https://core.telegram.org/bots/api#sendmessage)."""
 
     def check_target(self, target: Target) -> str | None:
         """Telegram ids: ``chat_id`` an integer (or its ASCII digits) of at most 52 bits, or ``@channelusername``
@@ -195,11 +195,6 @@ class TelegramAdapter:
         if isinstance(chat, int):
             return chat < 0
         return chat.startswith(("-", "@"))
-
-    def __repr__(self) -> str:
-        return f"TelegramAdapter(bot_id={self._bot_id}, base_url={self._base_url!r})"
-
-    __str__ = __repr__
 
     async def _call(self, method: TelegramMethod[T], target: Target) -> T:
         """One attempt at one Bot API call within :attr:`send_timeout_s` (a :class:`SendDeadline`); every failure

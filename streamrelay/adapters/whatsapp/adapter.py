@@ -38,6 +38,7 @@ from typing import Any
 
 from pywa_async.client import WhatsApp
 
+from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.whatsapp.connection import WhatsAppConnection
 from streamrelay.adapters.whatsapp.errors import PLATFORM
@@ -97,27 +98,10 @@ class WhatsAppAdapter:
         self.render: RenderCache[Rendered] = RenderCache(render)
         """``render(text, fmt) -> Rendered``: the body and its length."""
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
-
-    __str__ = __repr__
-
-    @property
-    def send_timeout_s(self) -> float:
-        """Seconds one call may take."""
-        return self._conn.send_timeout_s
-
-    @send_timeout_s.setter
-    def send_timeout_s(self, value: float) -> None:
-        self._conn.send_timeout_s = value
-
-    async def close(self) -> None:
-        """Close the connection (idempotent)."""
-        await self._conn.close()
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the body that would show ``text``."""
-        return self.render(text, fmt).units
+    __repr__ = __str__ = shows(base_url="_conn.base_url")
+    send_timeout_s = ConnectionTimeout()
+    close = close_connection
+    measure = measure_rendered
 
     def check_target(self, target: Target) -> str | None:
         """``chat_id`` is a WhatsApp user id (digits); ``reply_to`` a message id (``wamid.…``); no ``thread_id``."""
