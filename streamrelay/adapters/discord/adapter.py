@@ -35,7 +35,7 @@ from streamrelay.adapters.discord.errors import PLATFORM
 from streamrelay.adapters.discord.media import media_embed
 from streamrelay.adapters.discord.render import Rendered, render
 from streamrelay.adapters.rendering import RenderCache
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import PermanentDeliveryError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
@@ -100,10 +100,9 @@ class DiscordAdapter:
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
-        as a value (done, not done, unknown); never raises a delivery error."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,

@@ -35,7 +35,7 @@ from streamrelay.adapters.matrix.connection import MatrixConnection
 from streamrelay.adapters.matrix.errors import PLATFORM
 from streamrelay.adapters.matrix.render import HTML_FORMAT, Rendered, edit_content, render
 from streamrelay.adapters.rendering import RenderCache
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
@@ -79,9 +79,9 @@ class MatrixAdapter:
     core re-cuts a part whose rendering is too big (:class:`core.policy.Splitter`)."""
     observer: CallObserver | None = None
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,

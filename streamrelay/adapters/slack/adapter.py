@@ -45,7 +45,7 @@ from streamrelay.adapters.slack.media import post_media
 from streamrelay.adapters.slack.render import INERT, Rendered, render, stream_markdown
 from streamrelay.adapters.slack.settle import delivery_metadata, thread_ts
 from streamrelay.adapters.slack.stop_control import BlocksBody, StopMarks, stop_blocks
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
@@ -111,10 +111,9 @@ class SlackAdapter:
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
-        as a value (done, not done, unknown); never raises a delivery error."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,

@@ -56,7 +56,7 @@ from streamrelay.adapters.telegram.responses import RESPONSE_MODELS  # noqa: F40
 from streamrelay.adapters.telegram.session import TelegramSession
 from streamrelay.adapters.telegram.settle import probe_ids
 from streamrelay.adapters.telegram.stop_control import StopMarks, stop_method
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import (
     ConfigError,
     NativeUnavailableError,
@@ -127,10 +127,9 @@ class TelegramAdapter:
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
-        as a value (done, not done, unknown); never raises a delivery error."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,

@@ -43,7 +43,7 @@ from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.whatsapp.connection import WhatsAppConnection
 from streamrelay.adapters.whatsapp.errors import PLATFORM
 from streamrelay.adapters.whatsapp.render import Rendered, render
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
@@ -79,9 +79,9 @@ class WhatsAppAdapter:
     unit: LengthUnit = LengthUnit.UTF16
     observer: CallObserver | None = None
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,
