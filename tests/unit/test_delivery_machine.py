@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.delivery.calls import (
     Delete,
     Done,
@@ -24,7 +23,6 @@ from streamrelay.core.delivery.calls import (
     Unknown,
 )
 from streamrelay.core.delivery.machine import RULES, DeliveryMachine, rule_for
-from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import Op, OpKind, Outcome, PendingText, Slot
 from streamrelay.core.errors import (
@@ -48,28 +46,16 @@ from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextF
 from streamrelay.core.records.report import PartState, SlotRole
 from streamrelay.core.text.assembler import TextAssembler
 from streamrelay.core.text.buffer import Pinned
-from tests.unit.fakes import ManualClock
+from tests.unit.fakes import delivery_machine
 
 CHAT = Target(chat_id=7)
 
 
 def machine(*, native: bool = False, finalizing: bool = False) -> tuple[DeliveryMachine, Slot]:
-    clock = ManualClock(100.0)
     book = SlotBook("r1", 0.0, native)
     book.finalizing = finalizing
     slot = book.claim_slot(SlotRole.ANSWER, "Hello there")
-    m = DeliveryMachine(
-        book=book,
-        chain=SendChain(clock),
-        target=CHAT,
-        clock=clock,
-        retry_window_s=60.0,
-        native=native,
-        stream_refresh_s=None,
-        exclusive_bot=False,
-        requester=Requester.of("r1"),
-    )
-    return m, slot
+    return delivery_machine(book, native=native), slot
 
 
 def shown(slot: Slot, text: str = "Hello", message_id: str = "m1") -> Slot:
