@@ -26,6 +26,7 @@ from streamrelay.config.paths import resolve_actions, resolve_ledger
 from streamrelay.config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS, PlatformName, SourcedBudget
 from streamrelay.config.tables import BudgetSettings, ChunkSettings, CoalesceSettings, Strict
 from streamrelay.core.chunking import ChunkParams
+from streamrelay.core.delivery.send_chain import MAX_RETRY_AFTER_S
 from streamrelay.core.errors import ConfigError
 from streamrelay.core.events import APPROVER_ID, DeliveryMode
 from streamrelay.core.ingest.clients import CLIENT_NAME_PATTERN, DEFAULT_CLIENT, ClientLimits
@@ -51,6 +52,10 @@ class ChannelSettings(Strict):
     settle_window_ms: int = Field(default=30_000, ge=0)
     """WhatsApp: how long an uncertain send waits for its status webhook before the rule of
     :mod:`adapters.whatsapp.settle` decides on silence (docs/platforms.md, WhatsApp)."""
+    max_retry_after_s: float = Field(default=MAX_RETRY_AFTER_S, gt=0, le=86_400)
+    """The longest 429 ``retry_after`` obeyed (seconds); a longer wait is the platform refusing for now: the part is
+    reported failed with the reason (the desk, to resend later), not waited for, and the rest of the conversation goes
+    on (:data:`core.delivery.send_chain.MAX_RETRY_AFTER_S`, the default, says why 120 s)."""
     subagents: SubagentPolicy = SubagentPolicy.HIDDEN
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     typing: bool = True
@@ -189,6 +194,7 @@ class ChannelSettings(Strict):
             approvers=tuple(self.approvers),
             approvals_anyone=self.approvals_anyone,
             edits=spec.edits,
+            max_retry_after_s=self.max_retry_after_s,
         )
 
     def markup(self) -> MarkupPermissions:

@@ -99,7 +99,15 @@ class ChannelRuntime:
                 self._chat_buckets[chat_key] = buckets
             guard = self.guard_for(target) if self.guard_for is not None else None
             polled = buckets if self.fair else [*buckets, *self._bot_buckets]
-            chain = SendChain(clock, polled, self.pauses, fair=self._bot_queues, shared=self.shared, guard=guard)
+            chain = SendChain(
+                clock,
+                polled,
+                self.pauses,
+                fair=self._bot_queues,
+                shared=self.shared,
+                guard=guard,
+                max_retry_after_s=self.policy.max_retry_after_s,
+            )
             memo = self._idle.pop(key, None)
             if memo is not None:
                 chain.restore(memo)

@@ -16,6 +16,7 @@
           PayloadRejectedError(reason: too_long | bad_format | empty | not_modified)
           NativeUnavailableError      the platform's own streaming is refused here: fall back to preview
           MessageFrozenError          the message exists but can no longer be edited: it keeps what it shows
+          RetryAfterTooLongError(retry_after_s, max_s)  a 429 asking for a longer wait than the channel obeys
       ConfigError                     start-up only; names the key and the file
       IngestError                     bad input: a clear 4xx, nothing else in the run is lost
 """
@@ -170,6 +171,31 @@ class MessageFrozenError(PermanentDeliveryError):
     (Telegram "message can't be edited", https://core.telegram.org/bots/api#editmessagetext; Slack
     ``cant_update_message`` / ``edit_window_closed``, https://docs.slack.dev/reference/methods/chat.update#errors).
     The core keeps that message as it is and continues the rest of its text in a new one."""
+
+
+class RetryAfterTooLongError(PermanentDeliveryError):
+    """The platform answered 429 with a ``retry_after`` longer than the channel obeys (``max_retry_after_s``): taken
+    as the platform refusing the call for now. The send chain makes it of the :class:`RateLimitedError` (and pauses
+    nothing: the rest of the conversation goes on); the call's part is reported failed with this reason (on the desk
+    once the run ended, to resend later), never waited for: a Matrix ``retry_after_ms`` of 10^9 would else hold the
+    conversation 11.5 days with its run pending and no error.
+
+    Attributes:
+        retry_after_s: the wait the platform asked for (float seconds).
+        max_s: the longest wait the channel obeys (``channels.NAME.max_retry_after_s``, float seconds).
+        scope: what the 429 paused (:class:`RateScope`).
+    """
+
+    def __init__(self, limited: RateLimitedError, max_s: float) -> None:
+        super().__init__(
+            f"{limited} (429: the platform asked to wait {limited.retry_after_s:g} s, longer than this channel's"
+            f" max_retry_after_s = {max_s:g} s: refused for now, not delivered; resend it from the desk later)",
+            platform=limited.platform,
+            target=limited.target,
+        )
+        self.retry_after_s = limited.retry_after_s
+        self.max_s = max_s
+        self.scope = limited.scope
 
 
 class ConfigError(StreamrelayError):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from streamrelay.core.chunking import BreakKind, ChunkParams, chunk_text
+from streamrelay.core.delivery.send_chain import MAX_RETRY_AFTER_S
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import DeliveryMode
 from streamrelay.core.json_types import JsonValue
@@ -77,6 +78,10 @@ class ChannelPolicy:
             (:mod:`core.run.approvals`).
         approvals_anyone: anyone in the chat may decide an ``approval.request`` that names nobody, where the channel
             names no ``approvers`` either (off: such a request is refused with a 400).
+        max_retry_after_s: the longest 429 ``retry_after`` the channel's send chains obey, in seconds; a longer one
+            is the platform refusing for now: the part is reported failed
+            (:class:`~core.errors.RetryAfterTooLongError`), nothing pauses
+            (:data:`~core.delivery.send_chain.MAX_RETRY_AFTER_S`).
     """
 
     name: str
@@ -105,6 +110,7 @@ class ChannelPolicy:
     approvers: tuple[str, ...] = ()
     approvals_anyone: bool = False
     edits: bool = True
+    max_retry_after_s: float = MAX_RETRY_AFTER_S
 
     def delivery_for(self, mode: DeliveryMode) -> DeliveryMode:
         """The mode a run asking for ``mode`` runs with: ``block`` for ``preview`` and ``progress`` where the

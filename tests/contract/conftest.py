@@ -6,7 +6,8 @@ fixture; the ``make_*`` fixtures then build adapters on that one.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol, TypeVar
 
 import pytest
@@ -28,6 +29,37 @@ DISCORD_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GmOcKz.mock_Secret-Hmac_0123456789abcd
 
 
 A = TypeVar("A", bound=ChannelAdapter)
+M = TypeVar("M", bound="ServedMock")
+
+
+class ServedMock(Protocol):
+    """What :func:`platform_fixtures` needs of a mock: it runs as an async context manager, at ``base_url``."""
+
+    @property
+    def base_url(self) -> str: ...
+
+
+def platform_fixtures(
+    start: Callable[[], AbstractAsyncContextManager[M]], build: Callable[[str], A], *, adapter: str
+) -> tuple[object, object]:
+    """A platform module's two fixtures: ``mock``, a running ``start()`` (stopped after the test), and one named
+    ``adapter``, ``build(mock.base_url)`` (closed after the test). Assign them to the same names in the module::
+
+        mock, matrix = platform_fixtures(MockMatrix, lambda url: MatrixAdapter(TOKEN, base_url=url), adapter="matrix")
+    """
+
+    @pytest.fixture(name="mock")
+    async def running() -> AsyncIterator[M]:
+        async with start() as server:
+            yield server
+
+    @pytest.fixture(name=adapter)
+    async def built(mock: M) -> AsyncIterator[A]:
+        made = build(mock.base_url)
+        yield made
+        await made.close()
+
+    return running, built
 
 
 class Closing:

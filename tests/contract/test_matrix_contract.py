@@ -8,7 +8,6 @@ retry_after_ms, the 65,536-byte event limit, and an uncertain send made exactly 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -27,6 +26,7 @@ from streamrelay.core.errors import (
 from streamrelay.core.events import Target
 from streamrelay.core.ports import PendingSend, SettleOutcome, TextFormat
 from streamrelay.mocks.matrix import MatrixLimits, MockMatrix
+from tests.contract.conftest import platform_fixtures
 
 TOKEN = "syt_c3RyZWFtcmVsYXk_mockSecretToken0123456789_1a2b3c"
 """Shaped like a Synapse access token (syt_, the base64 localpart "streamrelay", random, checksum)."""
@@ -34,17 +34,9 @@ ROOM = "!room1:mock.local"
 TARGET = Target(chat_id=ROOM)
 
 
-@pytest.fixture
-async def mock() -> AsyncIterator[MockMatrix]:
-    async with MockMatrix() as server:
-        yield server
-
-
-@pytest.fixture
-async def matrix(mock: MockMatrix) -> AsyncIterator[MatrixAdapter]:
-    adapter = MatrixAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)
-    yield adapter
-    await adapter.close()
+mock, matrix = platform_fixtures(
+    MockMatrix, lambda url: MatrixAdapter(TOKEN, base_url=url, send_timeout_s=0.6), adapter="matrix"
+)
 
 
 def shown(mock: MockMatrix, room: str = ROOM) -> list[str]:

@@ -11,7 +11,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -32,23 +31,16 @@ from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
 from streamrelay.core.ports import TextFormat
 from streamrelay.mocks.whatsapp import MockWhatsApp, WhatsAppLimits
+from tests.contract.conftest import platform_fixtures
 
 TOKEN = "106540352242922:EAAGm0PX4ZCpsBAmockSecretToken0123456789abcdef"
 PERSON = "15551234567"
 TARGET = Target(chat_id=PERSON)
 
 
-@pytest.fixture
-async def mock() -> AsyncIterator[MockWhatsApp]:
-    async with MockWhatsApp() as server:
-        yield server
-
-
-@pytest.fixture
-async def wa(mock: MockWhatsApp) -> AsyncIterator[WhatsAppAdapter]:
-    adapter = WhatsAppAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)
-    yield adapter
-    await adapter.close()
+mock, wa = platform_fixtures(
+    MockWhatsApp, lambda url: WhatsAppAdapter(TOKEN, base_url=url, send_timeout_s=0.6), adapter="wa"
+)
 
 
 def shown(mock: MockWhatsApp) -> list[str]:

@@ -1,10 +1,5 @@
-"""Fuzzing the ingest contract over real HTTP (issue 12, item 7): raw provider streams (valid and broken), posted to
-a real sidecar while a victim run streams through it. Every body gets a 2xx or a 4xx that names the problem (a valid
-stream a 200), never a 5xx, never a hang; reads of the runs never fail; the victim's answer shows once, whole.
-
-The tests of this module run in file order: the victim starts with the first and is checked by the last. The
-fuzzing of the ingest contract is four modules (test_ingest_fuzz*.py), each with its own sidecar and victim, so
-that xdist spreads them over its workers (tests/fuzz/victim.py).
+"""Fuzzing the ingest contract (what every fuzz module checks, and how they share the work: tests/fuzz/__init__.py):
+raw provider streams, valid (a 200) and broken.
 """
 
 from __future__ import annotations

@@ -11,12 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from aiogram import Bot, Dispatcher
-from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.client.telegram import TelegramAPIServer
 from pydantic import SecretStr
 
-from examples.stop_bot import stop_router
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.adapters.sqlite.journal import SqliteJournal
 from streamrelay.app.client import RelayClient, RelayError
@@ -29,6 +25,7 @@ from streamrelay.core.run.stop_controls import short_id
 from streamrelay.mocks.telegram import MockTelegram
 from tests.integration import test_clients
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN, Stack, start_stack, stop_stack
+from tests.integration.stop_bot_stack import stop_bot_stack
 from tests.integration.test_clients import Clients, ndjson
 
 
@@ -135,32 +132,23 @@ async def test_the_example_bot_forwards_only_the_sidecars_own_stop_buttons() -> 
     # was: the router took every callback whose data starts with 'stop:' and POSTed the rest as the run: the bot's
     # own button 'stop:t1' (or a crafted one) stopped run t1 by its plain id, in any chat, and 'stop:x/../../y'
     # went into the URL's path
-    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True)
-    bot = Bot(BOT_TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(mock.base_url)))
-    dispatcher = Dispatcher()
-    dispatcher.include_router(stop_router(sidecar.url, INGEST_TOKEN))
-    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
-    try:
-        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
-            text = {"kind": "text", "text": "An answer in progress"}
-            assert (await client.post("/v1/runs/t1/events", content=lines(START, text))).status_code == 200
-            assert await shown(Stack(mock, relay, sidecar, client), 5, 1)
-            message_id = int(mock.visible(5)[0][0])
-            for _ in range(250):
-                if mock.inline_keyboard(5, message_id) is not None:
-                    break
-                await asyncio.sleep(0.02)
-            for data in ("stop:t1", "stop:t1/../../t1", "stop:"):
-                async with httpx.AsyncClient() as control:
-                    press = {"chat_id": 5, "message_id": message_id}
-                    update = (await control.post(f"{mock.control_url}/press", json=press)).json()
-                forged = {**update, "callback_query": {**update["callback_query"], "data": data}}
-                await dispatcher.feed_raw_update(bot, forged)
-            report = (await client.get("/v1/runs/t1")).json()
-            assert report["done"] is False and report["end_status"] is None, report  # not stopped
-    finally:
-        await bot.session.close()
-        await stop_stack(mock, relay, sidecar)
+    async with stop_bot_stack() as (mock, relay, sidecar, client, bot, dispatcher):
+        text = {"kind": "text", "text": "An answer in progress"}
+        assert (await client.post("/v1/runs/t1/events", content=lines(START, text))).status_code == 200
+        assert await shown(Stack(mock, relay, sidecar, client), 5, 1)
+        message_id = int(mock.visible(5)[0][0])
+        for _ in range(250):
+            if mock.inline_keyboard(5, message_id) is not None:
+                break
+            await asyncio.sleep(0.02)
+        for data in ("stop:t1", "stop:t1/../../t1", "stop:"):
+            async with httpx.AsyncClient() as control:
+                press = {"chat_id": 5, "message_id": message_id}
+                update = (await control.post(f"{mock.control_url}/press", json=press)).json()
+            forged = {**update, "callback_query": {**update["callback_query"], "data": data}}
+            await dispatcher.feed_raw_update(bot, forged)
+        report = (await client.get("/v1/runs/t1")).json()
+        assert report["done"] is False and report["end_status"] is None, report  # not stopped
 
 
 async def test_media_past_the_message_limit_make_the_report_partial_and_cut_with_a_notice() -> None:

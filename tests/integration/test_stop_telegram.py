@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from aiogram import Bot, Dispatcher
+from aiogram import Bot
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from pydantic import SecretStr
 
-from examples.stop_bot import stop_router
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.adapters.sqlite.journal import SqliteJournal
 from streamrelay.app.service import Sidecar, make_runtime
@@ -29,6 +28,7 @@ from streamrelay.core.run.stop_controls import control_id
 from streamrelay.mocks.telegram import MockTelegram
 from streamrelay.mocks.telegram.buttons import PRESSER_ID
 from tests.integration.conftest import BOT_TOKEN, INGEST_TOKEN, start_stack, stop_stack
+from tests.integration.stop_bot_stack import stop_bot_stack
 
 START = {"seq": 1, "kind": "run.start", "channel": "telegram", "target": {"chat_id": 5}}
 
@@ -59,56 +59,45 @@ async def press(mock: MockTelegram, chat: int, message_id: int) -> dict[str, Any
 
 
 async def test_stop_button_on_telegram() -> None:
-    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True)
-    bot = Bot(BOT_TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(mock.base_url)))
-    dispatcher = Dispatcher()
-    dispatcher.include_router(stop_router(sidecar.url, INGEST_TOKEN))
-    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
-    try:
-        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
-            first = {"seq": 2, "kind": "text", "text": "The first half"}
-            assert (await client.post("/v1/runs/t1/events", content=lines(START, first))).status_code == 200
-            for _ in range(250):
-                if mock.visible(5):
-                    break
-                await asyncio.sleep(0.02)
-            (message_id, _), *_ = mock.visible(5)
-            button = (await keyboard_on(mock, 5, int(message_id), present=True))[0][0]
-            assert button["callback_data"] == control_id("t1") and len(button["callback_data"].encode()) <= 64
-            more = {"seq": 3, "kind": "text", "text": " of the answer."}
-            assert (await client.post("/v1/runs/t1/events", content=lines(more))).status_code == 200
-            for _ in range(250):
-                if mock.visible(5)[0][1] == "The first half of the answer.":
-                    break
-                await asyncio.sleep(0.02)
-            assert mock.inline_keyboard(5, int(message_id)) is not None  # the preview's edit kept the button
+    async with stop_bot_stack() as (mock, _, _, client, bot, dispatcher):
+        first = {"seq": 2, "kind": "text", "text": "The first half"}
+        assert (await client.post("/v1/runs/t1/events", content=lines(START, first))).status_code == 200
+        for _ in range(250):
+            if mock.visible(5):
+                break
+            await asyncio.sleep(0.02)
+        (message_id, _), *_ = mock.visible(5)
+        button = (await keyboard_on(mock, 5, int(message_id), present=True))[0][0]
+        assert button["callback_data"] == control_id("t1") and len(button["callback_data"].encode()) <= 64
+        more = {"seq": 3, "kind": "text", "text": " of the answer."}
+        assert (await client.post("/v1/runs/t1/events", content=lines(more))).status_code == 200
+        for _ in range(250):
+            if mock.visible(5)[0][1] == "The first half of the answer.":
+                break
+            await asyncio.sleep(0.02)
+        assert mock.inline_keyboard(5, int(message_id)) is not None  # the preview's edit kept the button
 
-            # Two presses before the run ends: both forwarded, both answered, one stop.
-            updates = [await press(mock, 5, int(message_id)), await press(mock, 5, int(message_id))]
-            assert updates[0]["callback_query"]["data"] == control_id("t1")
-            for update in updates:
-                await dispatcher.feed_raw_update(bot, update)
-            answered = [c for c in mock.calls if c.method == "answerCallbackQuery"]
-            assert [c.ok for c in answered] == [True, True]
+        # Two presses before the run ends: both forwarded, both answered, one stop.
+        updates = [await press(mock, 5, int(message_id)), await press(mock, 5, int(message_id))]
+        assert updates[0]["callback_query"]["data"] == control_id("t1")
+        for update in updates:
+            await dispatcher.feed_raw_update(bot, update)
+        answered = [c for c in mock.calls if c.method == "answerCallbackQuery"]
+        assert [c.ok for c in answered] == [True, True]
 
-            report = (await client.get("/v1/runs/t1", params={"wait_s": 10})).json()
-            assert report["end_status"] == "cancelled"
-            assert f"stopped by the reader (telegram:user:{PRESSER_ID}): pressed Stop" in report["errors"]
-            assert [t for _, t in mock.visible(5)] == ["The first half of the answer.", STOPPED_NOTICE]
-            assert all(mock.inline_keyboard(5, int(m)) is None for m, _ in mock.visible(5))  # the button is gone
-            units = (await client.get("/v1/runs/t1/pipeline")).json()["units"]
-            assert [u["kind"] for u in units] == ["stop", "run.end"]
-            assert units[0]["by"] == f"telegram:user:{PRESSER_ID}"
-            late = await client.post("/v1/runs/t1/events", content=lines({"seq": 4, "kind": "text", "text": "!"}))
-            assert late.status_code == 409 and STOPPED_ERROR in late.text
-            async with httpx.AsyncClient() as control:
-                gone = await control.post(
-                    f"{mock.control_url}/press", json={"chat_id": 5, "message_id": int(message_id)}
-                )
-            assert gone.status_code == 400 and "no callback button" in gone.json()["error"]
-    finally:
-        await bot.session.close()
-        await stop_stack(mock, relay, sidecar)
+        report = (await client.get("/v1/runs/t1", params={"wait_s": 10})).json()
+        assert report["end_status"] == "cancelled"
+        assert f"stopped by the reader (telegram:user:{PRESSER_ID}): pressed Stop" in report["errors"]
+        assert [t for _, t in mock.visible(5)] == ["The first half of the answer.", STOPPED_NOTICE]
+        assert all(mock.inline_keyboard(5, int(m)) is None for m, _ in mock.visible(5))  # the button is gone
+        units = (await client.get("/v1/runs/t1/pipeline")).json()["units"]
+        assert [u["kind"] for u in units] == ["stop", "run.end"]
+        assert units[0]["by"] == f"telegram:user:{PRESSER_ID}"
+        late = await client.post("/v1/runs/t1/events", content=lines({"seq": 4, "kind": "text", "text": "!"}))
+        assert late.status_code == 409 and STOPPED_ERROR in late.text
+        async with httpx.AsyncClient() as control:
+            gone = await control.post(f"{mock.control_url}/press", json={"chat_id": 5, "message_id": int(message_id)})
+        assert gone.status_code == 400 and "no callback button" in gone.json()["error"]
 
 
 async def test_mock_refuses_bad_keyboards() -> None:
@@ -193,45 +182,36 @@ async def test_a_streamed_drafts_own_stop_button() -> None:
     """Native mode (sendMessageDraft): the draft shows Telegram's own stop button (can_stop, Bot API 10.3); its
     stopped_message_generation update, forwarded by the example router, stops the run; the text so far is persisted
     with sendMessage, then the notice."""
-    mock, relay, sidecar = await start_stack(MemoryLedger(), stop_button=True, delivery="native")
-    bot = Bot(BOT_TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base(mock.base_url)))
-    dispatcher = Dispatcher()
-    dispatcher.include_router(stop_router(sidecar.url, INGEST_TOKEN))
-    headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
-    try:
-        async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
-            first = {"seq": 2, "kind": "text", "text": "Streaming"}
-            assert (await client.post("/v1/runs/d1/events", content=lines(START, first))).status_code == 200
-            for _ in range(250):
-                if mock.drafts(5):
-                    break
-                await asyncio.sleep(0.02)
-            more = {"seq": 3, "kind": "text", "text": " natively."}
-            assert (await client.post("/v1/runs/d1/events", content=lines(more))).status_code == 200
-            for _ in range(250):
-                drafts = mock.drafts(5)
-                if drafts and drafts[0].can_stop and drafts[0].text == "Streaming natively.":
-                    break
-                await asyncio.sleep(0.02)
-            (draft,) = mock.drafts(5)
-            assert draft.can_stop and mock.visible(5) == []
-            async with httpx.AsyncClient() as control:
-                answer = await control.post(
-                    f"{mock.control_url}/press", json={"chat_id": 5, "message_id": f"draft:{draft.draft_id}"}
-                )
-            assert answer.status_code == 200, answer.text
-            update = answer.json()
-            assert update["stopped_message_generation"]["draft_id"] == draft.draft_id
-            await dispatcher.feed_raw_update(bot, update)
-            report = (await client.get("/v1/runs/d1", params={"wait_s": 10})).json()
-            assert report["end_status"] == "cancelled"
-            assert "stopped by the reader (telegram:chat:5): pressed Stop" in report["errors"]
-            assert [t for _, t in mock.visible(5)] == ["Streaming natively.", STOPPED_NOTICE]
-            units = (await client.get("/v1/runs/d1/pipeline")).json()["units"]
-            assert [u["kind"] for u in units] == ["stop", "run.end"]
-    finally:
-        await bot.session.close()
-        await stop_stack(mock, relay, sidecar)
+    async with stop_bot_stack(delivery="native") as (mock, _, _, client, bot, dispatcher):
+        first = {"seq": 2, "kind": "text", "text": "Streaming"}
+        assert (await client.post("/v1/runs/d1/events", content=lines(START, first))).status_code == 200
+        for _ in range(250):
+            if mock.drafts(5):
+                break
+            await asyncio.sleep(0.02)
+        more = {"seq": 3, "kind": "text", "text": " natively."}
+        assert (await client.post("/v1/runs/d1/events", content=lines(more))).status_code == 200
+        for _ in range(250):
+            drafts = mock.drafts(5)
+            if drafts and drafts[0].can_stop and drafts[0].text == "Streaming natively.":
+                break
+            await asyncio.sleep(0.02)
+        (draft,) = mock.drafts(5)
+        assert draft.can_stop and mock.visible(5) == []
+        async with httpx.AsyncClient() as control:
+            answer = await control.post(
+                f"{mock.control_url}/press", json={"chat_id": 5, "message_id": f"draft:{draft.draft_id}"}
+            )
+        assert answer.status_code == 200, answer.text
+        update = answer.json()
+        assert update["stopped_message_generation"]["draft_id"] == draft.draft_id
+        await dispatcher.feed_raw_update(bot, update)
+        report = (await client.get("/v1/runs/d1", params={"wait_s": 10})).json()
+        assert report["end_status"] == "cancelled"
+        assert "stopped by the reader (telegram:chat:5): pressed Stop" in report["errors"]
+        assert [t for _, t in mock.visible(5)] == ["Streaming natively.", STOPPED_NOTICE]
+        units = (await client.get("/v1/runs/d1/pipeline")).json()["units"]
+        assert [u["kind"] for u in units] == ["stop", "run.end"]
 
 
 async def test_after_a_restart_the_button_still_goes_at_the_end(tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ from typing import Any, cast
 import pytest
 
 import streamrelay.app.replicas.owner as owner_module
-from streamrelay.adapters.redis import InputStream, Leases, RedisJournal, RedisLedger
+from streamrelay.adapters.redis import InputStream
 from streamrelay.adapters.redis.client import Redis
-from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
+from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import StoreUnavailableError
@@ -29,7 +29,7 @@ from streamrelay.core.events import DeliveryMode, Target
 from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import ANSWER, _DownFor, answer_entries
+from tests.redis.owners import ANSWER, answer_entries, partition_owner
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -90,17 +90,7 @@ async def test_a_create_whose_outcome_was_not_recorded_is_found_by_the_resumed_r
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return Relay(channels, cast(Ledger, _OutcomeLostOnce(ledger)), clock, journal=journal)
 
-    token = await Leases(client).acquire(PARTITION, "replica-a", 30_000)
-    assert token is not None
-    owner = PartitionOwner(
-        PARTITION,
-        token,
-        owner="replica-a",
-        stream=_DownFor(client, reads=0, claims=0),
-        journal=RedisJournal(client, PARTITION),
-        ledger=RedisLedger(client, PARTITION),
-        make_relay=make_relay,
-    )
+    owner = await partition_owner(client, PARTITION, make_relay)
     await InputStream(client).append(PARTITION, answer_entries("r6", 7000006))
     owner.start()
     try:

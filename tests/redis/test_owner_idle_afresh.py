@@ -14,16 +14,16 @@ from dataclasses import replace
 
 import pytest
 
-from streamrelay.adapters.redis import InputStream, Leases, RedisJournal, RedisLedger
+from streamrelay.adapters.redis import InputStream, Leases, RedisJournal
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.keys import KEYS
-from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
+from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.events import DeliveryMode
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import ANSWER, answer_entries
+from tests.redis.owners import ANSWER, answer_entries, partition_owner
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -50,15 +50,7 @@ async def test_a_resumed_run_is_not_closed_idle_for_the_time_its_owner_could_not
     assert journaled_at is not None
     await client.hset(at_key, "r1", f"{float(journaled_at) - 3600:.6f}")  # journaled an hour ago, by Redis's clock
 
-    owner = PartitionOwner(
-        PARTITION,
-        token,
-        owner="replica-a",
-        stream=InputStream(client),
-        journal=RedisJournal(client, PARTITION),
-        ledger=RedisLedger(client, PARTITION),
-        make_relay=make_relay,
-    )
+    owner = await partition_owner(client, PARTITION, make_relay, token=token, stream=InputStream(client))
     owner.start()
     try:
         await asyncio.wait_for(owner.ready.wait(), 10)

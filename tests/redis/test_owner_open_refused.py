@@ -20,17 +20,18 @@ from typing import Any
 import pytest
 
 import streamrelay.app.replicas.owner as owner_module
-from streamrelay.adapters.redis import Durability, InputStream, Leases, RedisJournal, RedisLedger, connect_sentinel
+from streamrelay.adapters.redis import Durability, InputStream, RedisJournal, connect_sentinel
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
-from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
+from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import StoreUnavailableError
 from streamrelay.core.events import DeliveryMode
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import ANSWER, PARTITION, _DownFor, answer_entries
+from tests.redis.owners import ANSWER, answer_entries, partition_owner
+from tests.redis.test_partition_owner_outage import PARTITION
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -78,17 +79,7 @@ async def test_a_run_whose_open_redis_refused_goes_on_once_the_primary_has_its_r
         ledgers.append(_CountingLedger(ledger))
         return Relay(channels, ledgers[-1], clock, journal=journal)
 
-    token = await Leases(client).acquire(PARTITION, "replica-a", 60_000)
-    assert token is not None
-    owner = PartitionOwner(
-        PARTITION,
-        token,
-        owner="replica-a",
-        stream=_DownFor(client, reads=0, claims=0),
-        journal=RedisJournal(client, PARTITION),
-        ledger=RedisLedger(client, PARTITION),
-        make_relay=make_relay,
-    )
+    owner = await partition_owner(client, PARTITION, make_relay, lease_ms=60_000)
     entries = answer_entries("r1", 7)
     stream = InputStream(client)  # the front's part: a plain append (it needs no replica)
     reader = RedisJournal(client, PARTITION)

@@ -26,7 +26,8 @@ from streamrelay.core.events import DeliveryMode
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import ANSWER, PARTITION, _owner, answer_entries
+from tests.redis.owners import ANSWER, answer_entries, partition_owner
+from tests.redis.test_partition_owner_outage import PARTITION
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -72,7 +73,7 @@ async def test_lines_journaled_by_an_append_that_failed_here_are_in_the_run_it_g
         return Relay(channels, ledger, clock, journal=journal)
 
     journal = _AppliedButNotReplicated(client, PARTITION, nth=2)
-    owner = await _owner(client, make_relay, journal=journal)
+    owner = await partition_owner(client, PARTITION, make_relay, journal=journal)
     entries = answer_entries("r1", 7)
     stream = InputStream(client)
     reader = RedisJournal(client, PARTITION)

@@ -5,18 +5,16 @@ every run of it stayed pending until the replica restarted)."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
 
 import pytest
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 import streamrelay.app.replicas.owner as owner_module
-from streamrelay.adapters.redis import InputEntry, InputStream, Leases, RedisJournal, RedisLedger
+from streamrelay.adapters.redis import InputStream
 from streamrelay.adapters.redis.client import Redis
-from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
+from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import StoreUnavailableError
@@ -25,37 +23,11 @@ from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
+from tests.redis.owners import ANSWER, DownFor, answer_entries, partition_owner
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
 PARTITION = 2
-
-
-class _DownFor(InputStream):
-    """The partition's stream while Redis is down: the first ``reads`` reads and the ``claims`` claims after the
-    owner's start-up fail as a closed connection does."""
-
-    def __init__(self, client: Redis, *, reads: int, claims: int) -> None:
-        super().__init__(client)
-        self.reads, self.claims, self.started = reads, claims, False
-
-    async def read(self, partition: int, consumer: str, **kwargs: Any) -> list[InputEntry]:
-        if self.reads:
-            self.reads -= 1
-            raise RedisConnectionError("Connection closed by server.")
-        # Never a blocking XREADGROUP here: cancelling one (the owner's stop) can hang in redis-py 8.1 (about one
-        # cancel in 50 to 100 of a read blocked on the server); the owner's loop is what is tested, not that read.
-        entries = await super().read(partition, consumer, count=kwargs.get("count", 100), block_ms=None)
-        if not entries:
-            await asyncio.sleep(0.02)
-        return entries
-
-    async def claim(self, partition: int, consumer: str, **kwargs: Any) -> list[InputEntry]:
-        if self.started and self.claims:
-            self.claims -= 1
-            raise RedisConnectionError("Error 111 connecting to 127.0.0.1. Connection refused.")
-        self.started = True
-        return await super().claim(partition, consumer, **kwargs)
 
 
 class _Relay:
@@ -83,13 +55,13 @@ async def test_the_owner_reads_its_partition_again_after_an_outage_longer_than_o
     client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(owner_module, "RETRY_S", 0.05)
-    stream = _DownFor(client, reads=1, claims=2)
+    stream = DownFor(client, reads=1, claims=2)
     relay = _Relay()
 
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return cast(Relay, relay)
 
-    owner = await _owner(client, make_relay, stream)
+    owner = await partition_owner(client, PARTITION, make_relay, stream=stream)
     owner.start()
     try:
         await asyncio.wait_for(owner.ready.wait(), 5)
@@ -135,7 +107,7 @@ async def test_a_run_whose_ledger_write_met_a_redis_outage_resumes_from_the_jour
         ledgers.append(_LedgerDownOnce(ledger, nth=2))
         return Relay(channels, cast(Ledger, ledgers[-1]), clock, journal=journal)
 
-    owner = await _owner(client, make_relay)
+    owner = await partition_owner(client, PARTITION, make_relay)
     await InputStream(client).append(PARTITION, answer_entries("r1", 7))
     owner.start()
     try:
@@ -149,42 +121,6 @@ async def test_a_run_whose_ledger_write_met_a_redis_outage_resumes_from_the_jour
         assert adapter.chat() == ANSWER  # whole, once, in order: nothing failed, nothing doubled
     finally:
         await owner.stop()
-
-
-async def _owner(
-    client: Redis,
-    make_relay: Callable[[Ledger, AckingJournal], Relay],
-    stream: InputStream | None = None,
-    journal: RedisJournal | None = None,
-) -> PartitionOwner:
-    """The partition's owner as a replica builds it, holding the partition's lease (its reads, claims and writes are
-    fenced: they need the grant's token); ``stream`` by default one whose reads never block (see ``_DownFor.read``),
-    ``journal`` the partition's."""
-    token = await Leases(client).acquire(PARTITION, "replica-a", 30_000)
-    assert token is not None
-    return PartitionOwner(
-        PARTITION,
-        token,
-        owner="replica-a",
-        stream=stream if stream is not None else _DownFor(client, reads=0, claims=0),
-        journal=journal if journal is not None else RedisJournal(client, PARTITION),
-        ledger=RedisLedger(client, PARTITION),
-        make_relay=make_relay,
-    )
-
-
-ANSWER = ["First paragraph of the answer.", "Second paragraph of the answer.", "Third and last one."]
-"""The answer the owner tests stream: three paragraphs, one text line each."""
-
-
-def answer_entries(run: str, chat_id: int) -> list[JournalEntry]:
-    """``run``'s whole input as journal entries: its start (channel ``chat``), :data:`ANSWER`, its end."""
-    lines: list[dict[str, object]] = [
-        {"kind": "run.start", "run": run, "channel": "chat", "target": {"chat_id": chat_id}, "seq": 0}
-    ]
-    lines += [{"kind": "text", "run": run, "text": p + "\n\n", "seq": i + 1} for i, p in enumerate(ANSWER)]
-    lines.append({"kind": "end", "run": run, "status": "ok", "seq": len(ANSWER) + 1})
-    return [JournalEntry(run, json.dumps(line)) for line in lines]
 
 
 class _RefusedFirstResume(_Relay):
@@ -215,7 +151,7 @@ async def test_an_owner_whose_first_resume_is_refused_tries_again_and_reads_its_
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return cast(Relay, relay)
 
-    owner = await _owner(client, make_relay)
+    owner = await partition_owner(client, PARTITION, make_relay)
     owner.start()
     try:
         await asyncio.wait_for(owner.ready.wait(), 5)

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import pytest
 
-from streamrelay.adapters.redis import InputStream, Leases, RedisJournal, RedisLedger
+from streamrelay.adapters.redis import InputStream, Leases
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
 from streamrelay.core.channel import ChannelRuntime
@@ -27,7 +27,8 @@ from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.events import DeliveryMode
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.relay import Relay
-from tests.redis.test_partition_owner_outage import ANSWER, PARTITION, answer_entries
+from tests.redis.owners import ANSWER, answer_entries, partition_owner
+from tests.redis.test_partition_owner_outage import PARTITION
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -51,27 +52,19 @@ async def test_an_owner_whose_lease_went_to_another_replica_takes_none_of_its_en
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return Relay(channels, ledger, clock, journal=journal)
 
-    def owner(name: str, token: int) -> PartitionOwner:
-        return PartitionOwner(
-            PARTITION,
-            token,
-            owner=name,
-            stream=InputStream(client),
-            journal=RedisJournal(client, PARTITION),
-            ledger=RedisLedger(client, PARTITION),
-            make_relay=make_relay,
-        )
+    async def owner(name: str, token: int) -> PartitionOwner:
+        return await partition_owner(client, PARTITION, make_relay, token=token, name=name, stream=InputStream(client))
 
     leases = Leases(client)
     old_token = await leases.acquire(PARTITION, "replica-old", 200)
     assert old_token is not None
-    stale = owner("replica-old", old_token)
+    stale = await owner("replica-old", old_token)
     stale.start()  # its lease expires unnoticed (cut off from Redis, paused): it keeps reading
     await asyncio.wait_for(stale.ready.wait(), 10)
     await asyncio.sleep(0.5)  # the stale owner is waiting in a blocking read before the new grant
     new_token = await leases.acquire(PARTITION, "replica-new", 30_000)
     assert new_token is not None and new_token > old_token
-    fresh = owner("replica-new", new_token)
+    fresh = await owner("replica-new", new_token)
     fresh.start()
     await asyncio.wait_for(fresh.ready.wait(), 10)
     await asyncio.sleep(0.3)  # both owners are waiting for the partition's entries

@@ -26,6 +26,23 @@ async def _lapse(leases: Leases, partition: int) -> None:
         await asyncio.sleep(0.02)
 
 
+async def _regranted(leases: Leases) -> tuple[int, int]:
+    """The partition granted to ``replica-old`` for 100 ms, lapsed unnoticed (a failover, a pause), then granted to
+    ``replica-new``: the two grants' fencing tokens, old first."""
+    old = await leases.acquire(PARTITION, "replica-old", 100)
+    assert old is not None
+    await _lapse(leases, PARTITION)
+    new = await leases.acquire(PARTITION, "replica-new", 30_000)
+    assert new is not None and new > old
+    return old, new
+
+
+async def _lease_says(client: Redis, token: int, owner: str) -> None:
+    """Write the partition's lease key as grant ``token`` of ``owner`` holds it: the old grant's value back (a key
+    restored from an older copy, or on a node whose data went back), or the current grant's again."""
+    await client.set(KEYS.lease(PARTITION), f"{token}:{owner}", px=30_000)
+
+
 async def test_a_stale_owner_does_not_sweep_the_entries_the_new_owner_claimed(client: Redis) -> None:
     stream = InputStream(client)
     leases = Leases(client)
@@ -65,15 +82,11 @@ async def test_a_stale_owner_does_not_renew_a_lease_a_newer_grant_replaced(clien
     outlived the grant (restored from an older copy, or on a node whose data went back) is not renewed by its stale
     holder, which would go on believing it owns the partition (its lease valid by its own clock)."""
     leases = Leases(client)
-    old = await leases.acquire(PARTITION, "replica-old", 100)
-    assert old is not None
-    await _lapse(leases, PARTITION)
-    new = await leases.acquire(PARTITION, "replica-new", 30_000)
-    assert new is not None and new > old
-    await client.set(KEYS.lease(PARTITION), f"{old}:replica-old", px=30_000)  # the old grant's value back
+    old, new = await _regranted(leases)
+    await _lease_says(client, old, "replica-old")
 
     assert await leases.renew(PARTITION, "replica-old", old, 30_000) is False
-    await client.set(KEYS.lease(PARTITION), f"{new}:replica-new", px=30_000)
+    await _lease_says(client, new, "replica-new")
     assert await leases.renew(PARTITION, "replica-new", new, 30_000) is True  # the grant of the fence renews
     assert await leases.renew(PARTITION, "replica-old", old, 30_000) is False
 
@@ -82,14 +95,10 @@ async def test_the_keepers_renewals_in_one_round_trip_are_fenced_alike(client: R
     """:meth:`Leases.renew_many` (the keeper's renewals, pipelined) answers as :meth:`Leases.renew` does, lease by
     lease: the stale grant's renewal is refused (False) beside the current one's (True) and a lease held by nobody."""
     leases = Leases(client)
-    old = await leases.acquire(PARTITION, "replica-old", 100)
-    assert old is not None
-    await _lapse(leases, PARTITION)
-    new = await leases.acquire(PARTITION, "replica-new", 30_000)
-    assert new is not None and new > old
-    await client.set(KEYS.lease(PARTITION), f"{old}:replica-old", px=30_000)  # the old grant's value back
+    old, new = await _regranted(leases)
+    await _lease_says(client, old, "replica-old")
     assert await leases.renew_many([(PARTITION, old)], "replica-old", 30_000) == [False]
-    await client.set(KEYS.lease(PARTITION), f"{new}:replica-new", px=30_000)
+    await _lease_says(client, new, "replica-new")
     other = await leases.acquire(PARTITION + 1, "replica-new", 30_000)
     assert other is not None
     held = [(PARTITION, new), (PARTITION + 1, other)]

@@ -21,9 +21,13 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.clock import Clock
 from streamrelay.core.delivery.calls import Call as PlatformCall
 from streamrelay.core.delivery.calls import CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.machine import DeliveryMachine
+from streamrelay.core.delivery.send_chain import SendChain
+from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.errors import (
     DeliveryError,
     NativeUnavailableError,
@@ -33,7 +37,7 @@ from streamrelay.core.errors import (
 )
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
-from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, StopControl, TextFormat
 from streamrelay.core.units import LengthUnit, text_units
 
 T = TypeVar("T")
@@ -506,3 +510,23 @@ class MemoryChat:
 
     async def close(self) -> None:
         return None
+
+
+def delivery_machine(
+    book: SlotBook | None = None, *, control: StopControl | None = None, native: bool = False
+) -> DeliveryMachine:
+    """A conversation's delivery machine on nothing but a manual clock at 100 s: run ``r1`` to chat 7 (``book``, or a
+    new one), a 60 s retry window, no native stream refresh, no exclusive bot; the Stop ``control`` when given."""
+    clock = ManualClock(100.0)
+    return DeliveryMachine(
+        book=book or SlotBook("r1", 0.0, native),
+        chain=SendChain(clock),
+        target=Target(chat_id=7),
+        clock=clock,
+        retry_window_s=60.0,
+        native=native,
+        stream_refresh_s=None,
+        exclusive_bot=False,
+        requester=Requester.of("r1"),
+        control=control,
+    )

@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 
 from streamrelay.adapters.ingest_http.owner_proxy import run_of
-from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.contracts.units import ApprovalUnit, check_unit
 from streamrelay.core.delivery.calls import CallResult, Done, NotDone, SetControl, Unknown
 from streamrelay.core.delivery.controls import CLEAR_ATTEMPTS
 from streamrelay.core.delivery.machine import DeliveryMachine
-from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import OpKind, Outcome
 from streamrelay.core.errors import (
@@ -27,7 +25,7 @@ from streamrelay.core.errors import (
     RejectReason,
     UncertainDeliveryError,
 )
-from streamrelay.core.events import ApprovalDecision, ApprovalRequest, Target, parse_event
+from streamrelay.core.events import ApprovalDecision, ApprovalRequest, parse_event
 from streamrelay.core.lanes.pipeline import ApprovalDecided, PipelineLane
 from streamrelay.core.normalize import AgUiNormalizer, AiSdkUiNormalizer
 from streamrelay.core.normalize.base import DEFAULT_APPROVAL_TTL_S
@@ -48,24 +46,11 @@ from streamrelay.core.run.approvals import (
     take_decision,
 )
 from streamrelay.core.run.stop_controls import short_id
-from tests.unit.fakes import ManualClock
-
-CHAT = Target(chat_id=7)
+from tests.unit.fakes import delivery_machine
 
 
 def machine(book: SlotBook | None = None) -> DeliveryMachine:
-    clock = ManualClock(100.0)
-    return DeliveryMachine(
-        book=book or SlotBook("r1", 0.0, False),
-        chain=SendChain(clock),
-        target=CHAT,
-        clock=clock,
-        retry_window_s=60.0,
-        native=False,
-        stream_refresh_s=None,
-        exclusive_bot=False,
-        requester=Requester.of("r1"),
-    )
+    return delivery_machine(book)
 
 
 BUTTONS = approval_control("r1", "a1")
@@ -105,18 +90,7 @@ def test_the_buttons_go_on_right_after_the_create_and_off_before_the_decision_ed
 
 
 def test_an_approval_part_never_carries_the_stop_control() -> None:
-    m = DeliveryMachine(
-        book=SlotBook("r1", 0.0, False),
-        chain=SendChain(ManualClock(0.0)),
-        target=CHAT,
-        clock=ManualClock(0.0),
-        retry_window_s=60.0,
-        native=False,
-        stream_refresh_s=None,
-        exclusive_bot=False,
-        requester=Requester.of("r1"),
-        control=approval_control("r1", "stop-like"),
-    )
+    m = delivery_machine(control=approval_control("r1", "stop-like"))
     shown_approval(m)  # only its own buttons: next_op is None once they are on
 
 

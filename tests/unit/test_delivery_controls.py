@@ -4,38 +4,22 @@ carry it, through retries, or is reported."""
 
 from __future__ import annotations
 
-from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.delivery.calls import Done, NotDone, SetControl, Unknown
 from streamrelay.core.delivery.controls import CLEAR_ATTEMPTS
 from streamrelay.core.delivery.machine import DeliveryMachine
-from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import Op, OpKind, Outcome, Slot
 from streamrelay.core.errors import PlatformUnavailableError, TargetNotFoundError, UncertainDeliveryError
-from streamrelay.core.events import Target
 from streamrelay.core.ports import StopControl
 from streamrelay.core.records.ledger import PartRecord
 from streamrelay.core.records.report import PartState, SlotRole
-from tests.unit.fakes import ManualClock
+from tests.unit.fakes import delivery_machine
 
-CHAT = Target(chat_id=7)
 STOP = StopControl("stop:0123456789abcdef")
 
 
 def machine(book: SlotBook | None = None) -> DeliveryMachine:
-    clock = ManualClock(100.0)
-    return DeliveryMachine(
-        book=book or SlotBook("r1", 0.0, False),
-        chain=SendChain(clock),
-        target=CHAT,
-        clock=clock,
-        retry_window_s=60.0,
-        native=False,
-        stream_refresh_s=None,
-        exclusive_bot=False,
-        requester=Requester.of("r1"),
-        control=STOP,
-    )
+    return delivery_machine(book, control=STOP)
 
 
 def send(m: DeliveryMachine, slot: Slot, message_id: str) -> None:

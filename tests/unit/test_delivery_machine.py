@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.delivery.calls import (
     Delete,
     Done,
@@ -24,7 +23,6 @@ from streamrelay.core.delivery.calls import (
     Unknown,
 )
 from streamrelay.core.delivery.machine import RULES, DeliveryMachine, rule_for
-from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import Op, OpKind, Outcome, PendingText, Slot
 from streamrelay.core.errors import (
@@ -37,6 +35,7 @@ from streamrelay.core.errors import (
     PlatformUnavailableError,
     RateLimitedError,
     RejectReason,
+    RetryAfterTooLongError,
     TargetNotFoundError,
     UncertainDeliveryError,
     UnreadableAnswerError,
@@ -47,28 +46,16 @@ from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextF
 from streamrelay.core.records.report import PartState, SlotRole
 from streamrelay.core.text.assembler import TextAssembler
 from streamrelay.core.text.buffer import Pinned
-from tests.unit.fakes import ManualClock
+from tests.unit.fakes import delivery_machine
 
 CHAT = Target(chat_id=7)
 
 
 def machine(*, native: bool = False, finalizing: bool = False) -> tuple[DeliveryMachine, Slot]:
-    clock = ManualClock(100.0)
     book = SlotBook("r1", 0.0, native)
     book.finalizing = finalizing
     slot = book.claim_slot(SlotRole.ANSWER, "Hello there")
-    m = DeliveryMachine(
-        book=book,
-        chain=SendChain(clock),
-        target=CHAT,
-        clock=clock,
-        retry_window_s=60.0,
-        native=native,
-        stream_refresh_s=None,
-        exclusive_bot=False,
-        requester=Requester.of("r1"),
-    )
-    return m, slot
+    return delivery_machine(book, native=native), slot
 
 
 def shown(slot: Slot, text: str = "Hello", message_id: str = "m1") -> Slot:
@@ -214,6 +201,9 @@ def test_a_settle_applies_what_the_platform_found(
 
 # --- outcomes in: not done and unknown, one row per call kind and error ----------------------------------------
 
+TOO_LONG_A_WAIT = RetryAfterTooLongError(RateLimitedError("M_LIMIT_EXCEEDED", retry_after_s=1e6), 120.0)
+"""A 429 asking for 11.5 days where the channel obeys 2 minutes: the platform refusing for now."""
+
 ROWS = [
     # (op kind, the outcome value, the ledger's label, the part's state after, what else holds)
     (OpKind.SEND, NotDone(RateLimitedError("429", retry_after_s=3.0)), Outcome.RATE_LIMITED, PartState.PENDING),
@@ -253,6 +243,9 @@ ROWS = [
     (OpKind.SETTLE, Unknown(UncertainDeliveryError("timeout")), Outcome.RETRY, PartState.PENDING),
     (OpKind.SETTLE, NotDone(ForbiddenError("no history scope")), Outcome.UNCERTAIN, PartState.UNCERTAIN),
     (OpKind.DELETE_STRAY, NotDone(TargetNotFoundError("gone")), Outcome.GONE, PartState.PENDING),
+    (OpKind.SEND, NotDone(TOO_LONG_A_WAIT), Outcome.FAILED, PartState.FAILED),
+    (OpKind.EDIT, NotDone(TOO_LONG_A_WAIT), Outcome.FAILED, PartState.FAILED),
+    (OpKind.SETTLE, NotDone(TOO_LONG_A_WAIT), Outcome.UNCERTAIN, PartState.UNCERTAIN),
 ]
 
 
@@ -289,6 +282,21 @@ def test_an_outage_past_the_retry_window_fails_the_part_and_the_end_tries_again(
     m.retry_window_s = 0.0
     assert m.apply(op, NotDone(PlatformUnavailableError("502")))[0] is Outcome.FAILED
     assert slot.state is PartState.FAILED and slot.retry_at_finish
+
+
+@pytest.mark.parametrize("finalizing", [False, True], ids=["streaming", "finalizing"])
+def test_a_wait_past_the_cap_fails_the_part_with_the_reason_and_the_end_tries_it_once_more(finalizing: bool) -> None:
+    m, slot = machine(finalizing=finalizing)
+    op = Op(shown(slot), OpKind.EDIT, "Hello there", 0.0)
+    outcome, detail, retry_after_s = m.apply(op, NotDone(TOO_LONG_A_WAIT))
+    assert (outcome, detail, retry_after_s) == (
+        Outcome.FAILED,
+        str(TOO_LONG_A_WAIT),
+        None,
+    )  # not "retrying": nothing waits for it
+    assert slot.state is PartState.FAILED and slot.error is not None
+    assert "asked to wait 1e+06 s" in slot.error and "max_retry_after_s = 120 s" in slot.error
+    assert slot.retry_at_finish is not finalizing  # failed at the end, it stays failed: the desk has it
 
 
 def test_bad_markup_is_sent_again_stripped() -> None:

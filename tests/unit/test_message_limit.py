@@ -12,7 +12,6 @@ import pytest
 
 from streamrelay.core.clock import FakeClock
 from streamrelay.core.delivery.cap import MessageLimit
-from streamrelay.core.delivery.modes import make_mode
 from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.events import (
@@ -29,12 +28,10 @@ from streamrelay.core.events import (
     TextMode,
 )
 from streamrelay.core.ingest.sequencer import join_deltas
-from streamrelay.core.lanes.pipeline import PipelineLane, ToolCallCollector
-from streamrelay.core.policy import ChannelPolicy, Splitter
+from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.records.report import CUT_ERROR, DeliveryReport, ReportStatus, SlotRole, summarize
 from streamrelay.core.run.controller import RunController
-from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.run.stage import RunStage
 from streamrelay.core.text.chunk_checks import fences_balanced
 from streamrelay.core.units import LengthUnit, text_units
@@ -203,22 +200,7 @@ async def test_a_failure_past_the_limit_is_reported_not_sent_as_an_extra_message
 def capped_stage(delivery: DeliveryMode, max_messages: int) -> RunStage:
     """A stage as :func:`tests.unit.test_run_stage.stage_for` builds it, with a message limit."""
     pol = replace(stage_tests.policy(delivery), max_messages=max_messages)
-    book = SlotBook(RUN, pol.throttle_s, native=False, limit=MessageLimit.of(pol))
-
-    def measure(text: str) -> int:
-        return text_units(text, LengthUnit.UTF16)
-
-    return RunStage(
-        start=RunStart(run=RUN, channel="fake", target=Target(chat_id=1)),
-        policy=pol,
-        book=book,
-        mode=make_mode(pol, book, Splitter(pol, lambda text, _fmt: measure(text)), FakeClock()),
-        measure=measure,
-        tools=ToolCallCollector(None),
-        lane=PipelineLane(RUN),
-        monitor=RunMonitor(RUN),
-        threads=None,
-    )
+    return stage_tests.stage_of(pol, limit=MessageLimit.of(pol))
 
 
 def capped_replay(delivery: DeliveryMode, events: list[Event], *, batch: int) -> dict[str, object]:

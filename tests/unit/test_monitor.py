@@ -11,6 +11,7 @@ from streamrelay.core.events import ErrorEvent, Phase, Source, TextEvent, TextMo
 from streamrelay.core.run.live import AnswerLive, ErrorLive, Live, PhaseLive, StatusLive, ToolResultLive
 from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.text.assembler import TextAssembler
+from streamrelay.core.text.buffer import TextBuffer
 from tests.unit.fakes import settle
 
 pytestmark = pytest.mark.timeout(10)
@@ -216,8 +217,22 @@ async def test_a_shared_answer_is_told_by_ranges_and_kept_once() -> None:
         ("phase", None),
         ("answer", " Done."),
     ]
-    assert state_of(m)["answer"] == "Hello, world! 📦 Done." and m._answer.length == 0  # no text of its own
+    answer = m._answer
+    assert state_of(m)["answer"] == "Hello, world! 📦 Done."
+    assert isinstance(answer, TextBuffer) and answer.length == 0  # no text of its own
     assert all(not isinstance(e.delta, str) for e in m._events if isinstance(e, AnswerLive))
+
+
+def test_the_committed_final_is_kept_as_the_stages_own_string_not_copied() -> None:
+    m, assembler = _shared()
+    _grow(m, assembler, "A draft 📦")
+    final = "The answer 📦, checked."  # past Latin-1: a TextBuffer of it would be a second copy
+    m.publish("answer", text=final, reset=True, final=True)
+    assert m._answer is final and state_of(m)["answer"] is final
+    [event] = [e for e in m._events if isinstance(e, AnswerLive) and e.final]
+    assert event.text is final
+    m.answer_delta(" And more.")  # text told after a whole string still grows it
+    assert state_of(m)["answer"] == final + " And more."
 
 
 def test_a_shared_answer_replaced_gives_watchers_behind_a_reset_not_text_it_no_longer_has() -> None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from streamrelay.core.chunking import BreakKind, ChunkParams
 from streamrelay.core.clock import FakeClock
+from streamrelay.core.delivery.cap import MessageLimit
 from streamrelay.core.delivery.modes import make_mode
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.events import (
@@ -67,8 +68,12 @@ def policy(delivery: DeliveryMode) -> ChannelPolicy:
 
 def stage_for(delivery: DeliveryMode, monitor: RunMonitor | None = None) -> RunStage:
     """A stage built from nothing but its policy: no adapter, chain, ledger or event loop."""
-    pol = policy(delivery)
-    book = SlotBook(RUN, pol.throttle_s, native=False)
+    return stage_of(policy(delivery), monitor)
+
+
+def stage_of(pol: ChannelPolicy, monitor: RunMonitor | None = None, *, limit: MessageLimit | None = None) -> RunStage:
+    """:func:`stage_for` with the policy ``pol`` (and a message ``limit`` on its slot book, None: none)."""
+    book = SlotBook(RUN, pol.throttle_s, native=False, limit=limit)
 
     def measure(text: str) -> int:
         return text_units(text, LengthUnit.UTF16)

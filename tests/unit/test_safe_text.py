@@ -13,10 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamrelay.core.chunking import BreakKind, ChunkParams
-from streamrelay.core.clock import FakeClock
 from streamrelay.core.contracts.units import ToolCallUnit
-from streamrelay.core.delivery.modes import make_mode
-from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.status import redacted_args
 from streamrelay.core.events import (
     Commit,
@@ -27,10 +24,8 @@ from streamrelay.core.events import (
     Event,
     Media,
     Phase,
-    RunStart,
     Source,
     Status,
-    Target,
     TextEvent,
     TextMode,
     ToolCall,
@@ -38,17 +33,16 @@ from streamrelay.core.events import (
     ToolResult,
     Visibility,
 )
-from streamrelay.core.lanes.pipeline import PipelineLane, ToolCallCollector
 from streamrelay.core.media import MediaKind
-from streamrelay.core.policy import ChannelPolicy, Splitter, SubagentPolicy
+from streamrelay.core.policy import ChannelPolicy, SubagentPolicy
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.run.live import AnswerLive, DecisionLive
 from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.run.stage import RunStage
 from streamrelay.core.text.coalescer import CoalesceParams
 from streamrelay.core.text.safe_text import UNSAFE, safe_event, safe_text
-from streamrelay.core.units import LengthUnit, text_units
-from tests.unit.test_run_stage import replay
+from streamrelay.core.units import LengthUnit
+from tests.unit.test_run_stage import replay, stage_of
 
 SETTINGS = settings(max_examples=300, deadline=None)
 
@@ -222,22 +216,7 @@ def stage(delivery: DeliveryMode = DeliveryMode.PREVIEW, subagents: SubagentPoli
         coalesce=CoalesceParams(min_chars=200, max_chars=700, idle_ms=1000, joiner="\n\n"),
         subagents=subagents,
     )
-    book = SlotBook(RUN, pol.throttle_s, native=False)
-
-    def measure(text: str) -> int:
-        return text_units(text, LengthUnit.UTF16)
-
-    return RunStage(
-        start=RunStart(run=RUN, channel="fake", target=Target(chat_id=1)),
-        policy=pol,
-        book=book,
-        mode=make_mode(pol, book, Splitter(pol, lambda text, _fmt: measure(text)), FakeClock()),
-        measure=measure,
-        tools=ToolCallCollector(None),
-        lane=PipelineLane(RUN),
-        monitor=RunMonitor(RUN),
-        threads=None,
-    )
+    return stage_of(pol)
 
 
 def shown(run: RunStage) -> list[str]:

@@ -9,8 +9,15 @@ import pytest
 
 from streamrelay.core.budgets.rate import TokenBucket
 from streamrelay.core.clock import FakeClock
-from streamrelay.core.delivery.send_chain import SendChain
-from streamrelay.core.errors import PlatformUnavailableError, RateLimitedError, UncertainDeliveryError
+from streamrelay.core.delivery.calls import NotDone
+from streamrelay.core.delivery.send_chain import MAX_RETRY_AFTER_S, SendChain
+from streamrelay.core.errors import (
+    PlatformUnavailableError,
+    RateLimitedError,
+    RateScope,
+    RetryAfterTooLongError,
+    UncertainDeliveryError,
+)
 from streamrelay.core.events import Target
 from streamrelay.core.ports import TextFormat
 from tests.unit.fakes import FakeAdapter
@@ -87,6 +94,40 @@ async def test_the_pause_counts_from_when_the_429_arrived() -> None:
     # the 429 came back at t=1 (latency), so nothing starts before t=3
     assert [c.at for c in adapter.calls] == pytest.approx([0.0, 3.0])
     assert adapter.chat() == ["two"]
+
+
+@pytest.mark.parametrize("scope", list(RateScope))
+async def test_a_retry_after_past_the_cap_is_refused_for_now_and_pauses_nothing(scope: RateScope) -> None:
+    clock = FakeClock()
+    adapter = FakeAdapter(clock)
+    days = 1e9 / 1000  # a Matrix retry_after_ms of 10^9: 11.5 days
+    adapter.fail("send_text", 1, RateLimitedError("M_LIMIT_EXCEEDED", retry_after_s=days, scope=scope))
+    chain = SendChain(clock)
+
+    with pytest.raises(RetryAfterTooLongError) as info:
+        await chain.call(lambda: adapter.send_text(CHAT, "first", PLAIN))
+    assert (info.value.retry_after_s, info.value.max_s, info.value.scope) == (days, MAX_RETRY_AFTER_S, scope)
+    assert "max_retry_after_s = 120 s" in str(info.value) and "1e+06 s" in str(info.value)
+    assert chain.ready_in() == 0.0  # not 11.5 days: the call is refused, nothing waits for it
+
+    await send(chain, adapter, "second")  # the rest goes on
+    assert adapter.chat() == ["second"]
+    assert [c.at for c in adapter.calls] == pytest.approx([0.0, 0.0])
+
+
+async def test_a_429_outcome_value_past_the_chain_s_cap_becomes_not_done_refused() -> None:
+    clock = FakeClock()
+    chain = SendChain(clock, max_retry_after_s=5.0)
+
+    async def limited(retry_after_s: float) -> NotDone:
+        return NotDone(RateLimitedError("429", retry_after_s=retry_after_s))
+
+    within = await chain.call(lambda: limited(5.0))
+    assert isinstance(within.error, RateLimitedError) and chain.pause_remaining() == pytest.approx(5.0)
+    clock.advance(5.0)
+    past = await chain.call(lambda: limited(5.5))
+    assert isinstance(past.error, RetryAfterTooLongError) and past.error.max_s == 5.0
+    assert chain.pause_remaining() == 0.0
 
 
 async def test_other_errors_do_not_pause_and_are_not_retried() -> None:

@@ -147,6 +147,17 @@ def test_a_small_limit_caps_the_block_parameters(tmp_path: Path) -> None:
     assert policy.block_params().max_chars == 50
 
 
+def test_max_retry_after_s_reaches_the_send_chains_and_a_bad_one_names_the_key(tmp_path: Path) -> None:
+    from streamrelay.core.delivery.send_chain import MAX_RETRY_AFTER_S
+
+    assert load_settings().channels["telegram"].policy("telegram").max_retry_after_s == MAX_RETRY_AFTER_S
+    path = _write(tmp_path, '[channels.m]\nplatform = "matrix"\nmax_retry_after_s = 30\n')
+    assert load_settings(path).channels["m"].policy("m").max_retry_after_s == 30.0
+    path = _write(tmp_path, '[channels.m]\nplatform = "matrix"\nmax_retry_after_s = 0\n')
+    with pytest.raises(ConfigError, match="max_retry_after_s"):
+        load_settings(path)
+
+
 def test_the_splitter_recuts_a_part_that_rendering_made_too_long() -> None:
     from streamrelay.core.policy import ChannelPolicy, Splitter
     from streamrelay.core.ports import TextFormat

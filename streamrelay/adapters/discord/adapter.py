@@ -27,6 +27,7 @@ import secrets
 from collections import OrderedDict
 from typing import Any, Final, overload
 
+from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.discord import stop_control
 from streamrelay.adapters.discord._sdk import discord
 from streamrelay.adapters.discord.connection import DiscordConnection, snowflake
@@ -34,7 +35,7 @@ from streamrelay.adapters.discord.errors import PLATFORM
 from streamrelay.adapters.discord.media import media_embed
 from streamrelay.adapters.discord.render import Rendered, render
 from streamrelay.adapters.rendering import RenderCache
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import PermanentDeliveryError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
@@ -99,10 +100,9 @@ class DiscordAdapter:
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
-        as a value (done, not done, unknown); never raises a delivery error."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,
@@ -124,28 +124,10 @@ class DiscordAdapter:
         self._threads: OrderedDict[int, None] = OrderedDict()
         """Threads this adapter started, oldest first (bounded): targets in them are refused new threads."""
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(bot_id={self._conn.bot_id!r}, base_url={self._conn.base_url!r})"
-
-    __str__ = __repr__
-
-    @property
-    def send_timeout_s(self) -> float:
-        """Seconds one call may take (:class:`~adapters.discord.connection.DiscordConnection`)."""
-        return self._conn.send_timeout_s
-
-    @send_timeout_s.setter
-    def send_timeout_s(self, value: float) -> None:
-        self._conn.send_timeout_s = value
-
-    async def close(self) -> None:
-        """Close the connection (:meth:`DiscordConnection.close`, idempotent)."""
-        await self._conn.close()
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the content sent (:func:`adapters.discord.render.render`); the rendering is kept: the send
-        of the same text uses it."""
-        return self.render(text, fmt).units
+    __repr__ = __str__ = shows(bot_id="_conn.bot_id", base_url="_conn.base_url")
+    send_timeout_s = ConnectionTimeout()
+    close = close_connection
+    measure = measure_rendered
 
     def check_target(self, target: Target) -> str | None:
         """Discord ids are snowflakes (https://discord.com/developers/docs/reference#snowflakes): ``chat_id``

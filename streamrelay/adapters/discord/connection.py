@@ -54,6 +54,7 @@ from typing import TypeVar
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from streamrelay.adapters.adapter_parts import shows
 from streamrelay.adapters.discord._sdk import discord
 from streamrelay.adapters.discord.errors import BOUNDARY_ERRORS, PLATFORM, timed_out, translate
 from streamrelay.adapters.discord.trace import CALL, READING_ERRORS, CallState, malformed_answer, trace_config
@@ -121,10 +122,7 @@ class DiscordConnection:
         self._closed = False
         self._resets: dict[str, float] = {}
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(bot_id={self.bot_id!r}, base_url={self.base_url!r})"
-
-    __str__ = __repr__
+    __repr__ = __str__ = shows(bot_id="bot_id", base_url="base_url")
 
     # -------------------------------------------------------------- login and one call
 

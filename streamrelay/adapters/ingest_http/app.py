@@ -63,7 +63,7 @@ from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.ingest_http import push_back
 from streamrelay.adapters.ingest_http.approvals import ApprovalRoutes
-from streamrelay.adapters.ingest_http.callers import Caller, Callers
+from streamrelay.adapters.ingest_http.callers import Caller, Callers, run_of
 from streamrelay.adapters.ingest_http.deliveries import DeskRoutes, no_desk_route
 from streamrelay.adapters.ingest_http.lines import (
     BodyTooLargeError,
@@ -308,19 +308,8 @@ class _Ingest:
     async def events(self, request: Request) -> JSONResponse:
         return await self.ingest(request, None)
 
-    def _run_key(self, request: Request) -> tuple[Caller, str] | JSONResponse:
-        """The caller and the run key a run-scoped request is about, or its 401 / 404 answer."""
-        caller = self.callers.authorize(request)
-        if isinstance(caller, JSONResponse):
-            return caller
-        run = request.path_params["run"]
-        try:
-            return caller, caller.key(run)
-        except IngestError:
-            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
-
     async def run_report(self, request: Request) -> JSONResponse:
-        found = self._run_key(request)
+        found = run_of(request, self.callers.authorize)
         if isinstance(found, JSONResponse):
             return found
         caller, key = found
@@ -346,7 +335,7 @@ class _Ingest:
     async def watch(self, request: Request) -> JSONResponse:
         """The link to watch a run live (module docstring): ``{"url", "token", "started"}``, also for a run that
         has not started yet (its page waits for it); 404 when this sidecar serves no live page."""
-        found = self._run_key(request)
+        found = run_of(request, self.callers.authorize)
         if isinstance(found, JSONResponse):
             return found
         _, key = found

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from streamrelay.adapters.ingest_http.callers import Caller
+from streamrelay.adapters.ingest_http.callers import Caller, run_of
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.surface import RunRelay
 from streamrelay.core.run.approvals import DecisionRefused, parse_decision_body
@@ -52,19 +52,9 @@ class ApprovalRoutes:
         self.relay = relay
         self._authorize = authorize
 
-    def _key(self, request: Request) -> tuple[Caller, str] | Response:
-        caller = self._authorize(request)
-        if isinstance(caller, Response):
-            return caller
-        run = request.path_params["run"]
-        try:
-            return caller, caller.key(run)
-        except IngestError:
-            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
-
     async def decide(self, request: Request) -> Response:
         """``POST /v1/runs/{run}/approvals/{id}`` (module docstring)."""
-        found = self._key(request)
+        found = run_of(request, self._authorize)
         if isinstance(found, Response):
             return found
         caller, key = found
@@ -95,7 +85,7 @@ class ApprovalRoutes:
 
     async def show(self, request: Request) -> Response:
         """``GET /v1/runs/{run}/approvals/{id}`` (module docstring)."""
-        found = self._key(request)
+        found = run_of(request, self._authorize)
         if isinstance(found, Response):
             return found
         caller, key = found

@@ -15,7 +15,7 @@ https://aiolimiter.readthedocs.io/).
 from __future__ import annotations
 
 import hmac
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiolimiter import AsyncLimiter
@@ -93,6 +93,22 @@ class Caller:
         return obj
 
 
+def run_of(
+    request: Request, authorize: Callable[[Request], Caller | JSONResponse]
+) -> tuple[Caller, str] | JSONResponse:
+    """The caller and the core's run key a run-scoped request (``/v1/runs/{run}/...``) is about: its ``run`` path
+    parameter, client-prefixed (:meth:`Caller.key`). Else the answer to give: ``authorize``'s 401, or a 404 for a run
+    id that is not valid (it names no run, as another client's run names none)."""
+    caller = authorize(request)
+    if isinstance(caller, JSONResponse):
+        return caller
+    run = request.path_params["run"]
+    try:
+        return caller, caller.key(run)
+    except IngestError:
+        return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+
+
 class Callers:
     """The clients that may call, by bearer token.
 
@@ -149,4 +165,4 @@ class Callers:
         return caller.key(run)
 
 
-__all__ = ["KEY_SEPARATOR", "Caller", "Callers"]
+__all__ = ["KEY_SEPARATOR", "Caller", "Callers", "run_of"]

@@ -26,7 +26,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from streamrelay.adapters.ingest_http.callers import Caller
+from streamrelay.adapters.ingest_http.callers import Caller, run_of
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.clients import run_id_problem
@@ -137,12 +137,10 @@ class PipelineRoutes:
                 return
 
     async def gate(self, request: Request) -> Response:
-        caller = self._authorize(request)
-        if isinstance(caller, Response):
-            return caller
-        run = request.path_params["run"]
-        if run_id_problem(run) is not None:
-            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        found = run_of(request, self._authorize)
+        if isinstance(found, Response):
+            return found
+        caller, key = found
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -155,7 +153,7 @@ class PipelineRoutes:
             return JSONResponse({"error": "source must be a string and wait_s a number of seconds"}, status_code=400)
         try:
             decision, unit = await self.relay.gate(
-                caller.key(run), body["id"], source_key=source, wait_s=min(MAX_GATE_WAIT_S, max(0.0, float(wait_s)))
+                key, body["id"], source_key=source, wait_s=min(MAX_GATE_WAIT_S, max(0.0, float(wait_s)))
             )
         except IngestError as exc:
             return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from streamrelay.adapters.ingest_http.callers import Caller
+from streamrelay.adapters.ingest_http.callers import Caller, run_of
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.surface import RunRelay
 from streamrelay.core.run.stop import parse_stop_body
@@ -83,14 +83,11 @@ class StopRoutes:
 
     async def stop(self, request: Request) -> Response:
         """``POST /v1/runs/{run}/stop`` (module docstring)."""
-        caller = self._authorize(request)
-        if isinstance(caller, Response):
-            return caller
+        found = run_of(request, self._authorize)
+        if isinstance(found, Response):
+            return found
+        caller, key = found
         run = request.path_params["run"]
-        try:
-            key = caller.key(run)
-        except IngestError:
-            return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         try:
             by, reason = await read_stop_body(request)
         except IngestError as exc:

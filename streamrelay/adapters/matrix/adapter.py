@@ -30,11 +30,12 @@ from typing import Any
 
 from nio import AsyncClient, RoomRedactResponse, RoomSendResponse
 
+from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.matrix.connection import MatrixConnection
 from streamrelay.adapters.matrix.errors import PLATFORM
 from streamrelay.adapters.matrix.render import HTML_FORMAT, Rendered, edit_content, render
 from streamrelay.adapters.rendering import RenderCache
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
@@ -78,9 +79,9 @@ class MatrixAdapter:
     core re-cuts a part whose rendering is too big (:class:`core.policy.Splitter`)."""
     observer: CallObserver | None = None
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,
@@ -97,27 +98,10 @@ class MatrixAdapter:
         self.render: RenderCache[Rendered] = RenderCache(functools.partial(_render, mentions=markup.mentions))
         """``render(text, fmt) -> Rendered``: the content and the byte size of its edit."""
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
-
-    __str__ = __repr__
-
-    @property
-    def send_timeout_s(self) -> float:
-        """Seconds one call may take."""
-        return self._conn.send_timeout_s
-
-    @send_timeout_s.setter
-    def send_timeout_s(self, value: float) -> None:
-        self._conn.send_timeout_s = value
-
-    async def close(self) -> None:
-        """Close the connection (idempotent)."""
-        await self._conn.close()
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """Bytes of the JSON of the edit that would show ``text`` (the larger form a text travels in)."""
-        return self.render(text, fmt).units
+    __repr__ = __str__ = shows(base_url="_conn.base_url")
+    send_timeout_s = ConnectionTimeout()
+    close = close_connection
+    measure = measure_rendered
 
     def check_target(self, target: Target) -> str | None:
         """``chat_id`` is a room id (``!opaque:server``); ``thread_id`` and ``reply_to`` are event ids (``$…``)."""

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 from nio import AsyncClient, AsyncClientConfig, ErrorResponse, WhoamiResponse
 
+from streamrelay.adapters.adapter_parts import shows
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.matrix.errors import PLATFORM, ErrorAnswer, translate
 from streamrelay.core.errors import AnswerTimeoutError, ConfigError, DeliveryError, PlatformUnavailableError
@@ -54,10 +55,7 @@ class MatrixConnection:
         self._user_id: str | None = None
         self._closed = False
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.base_url!r})"
-
-    __str__ = __repr__
+    __repr__ = __str__ = shows(base_url="base_url")
 
     async def user_id(self, target: Target) -> str:
         """The bot's user id (``GET /account/whoami`` once, then kept)."""

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Collection
 
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.slack import settle
 from streamrelay.adapters.slack.connection import Refused, SlackConnection
@@ -44,7 +45,7 @@ from streamrelay.adapters.slack.media import post_media
 from streamrelay.adapters.slack.render import INERT, Rendered, render, stream_markdown
 from streamrelay.adapters.slack.settle import delivery_metadata, thread_ts
 from streamrelay.adapters.slack.stop_control import BlocksBody, StopMarks, stop_blocks
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
@@ -110,10 +111,9 @@ class SlackAdapter:
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
-        as a value (done, not done, unknown); never raises a delivery error."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,
@@ -138,15 +138,10 @@ class SlackAdapter:
         self._open: OrderedDict[tuple[str, str], None] = OrderedDict()
         """Streams this adapter started and has not seen end, oldest first (bounded)."""
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
-
-    __str__ = __repr__
-
-    @property
-    def send_timeout_s(self) -> float:
-        """Seconds one call may take (:class:`~adapters.slack.connection.SlackConnection`)."""
-        return self._conn.send_timeout_s
+    __repr__ = __str__ = shows(base_url="_conn.base_url")
+    send_timeout_s = ConnectionTimeout()
+    close = close_connection
+    measure = measure_rendered
 
     @property
     def verify_backoff_s(self) -> float:
@@ -166,16 +161,7 @@ class SlackAdapter:
         """
         return await self._conn.verify()
 
-    async def close(self) -> None:
-        """Close the HTTP session."""
-        await self._conn.close()
-
     # ------------------------------------------------------------ ChannelAdapter: local checks
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the body sent: the Markdown itself, or the escaped (stripped) plain text. The rendering is
-        kept: the send of the same text uses it."""
-        return self.render(text, fmt).units
 
     def check_target(self, target: Target) -> str | None:
         """Slack ids: ``chat_id`` a conversation id ``C…`` / ``G…`` / ``D…`` (upper-case letters and digits);

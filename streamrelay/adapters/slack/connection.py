@@ -23,6 +23,7 @@ import aiohttp
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from streamrelay.adapters.adapter_parts import shows
 from streamrelay.adapters.deadline import TRACE, SendDeadline
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.slack.answers import BodyKeepingResponse, CheckedWebClient
@@ -90,10 +91,7 @@ class SlackConnection:
     def _hard_timeout_s(self) -> float:
         return self.send_timeout_s * 3 + HARD_TIMEOUT_EXTRA_S
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.base_url!r})"
-
-    __str__ = __repr__
+    __repr__ = __str__ = shows(base_url="base_url")
 
     def _ensure_session(self) -> None:
         """One aiohttp session for every call (slack-sdk would open one per call), made inside the loop."""

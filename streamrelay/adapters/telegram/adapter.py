@@ -45,6 +45,7 @@ from aiogram.methods import (
 from aiogram.types import ReplyParameters
 from aiogram.utils.token import TokenValidationError, extract_bot_id, validate_token
 
+from streamrelay.adapters.adapter_parts import measure_rendered, shows
 from streamrelay.adapters.deadline import SendDeadline
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.rendering import RenderCache
@@ -55,7 +56,7 @@ from streamrelay.adapters.telegram.responses import RESPONSE_MODELS  # noqa: F40
 from streamrelay.adapters.telegram.session import TelegramSession
 from streamrelay.adapters.telegram.settle import probe_ids
 from streamrelay.adapters.telegram.stop_control import StopMarks, stop_method
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import (
     ConfigError,
     NativeUnavailableError,
@@ -126,10 +127,9 @@ class TelegramAdapter:
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
-        as a value (done, not done, unknown); never raises a delivery error."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,
@@ -165,11 +165,10 @@ class TelegramAdapter:
         flight."""
         self._stops = StopMarks()
 
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the text Telegram receives: Markdown is rendered to text + entities first, and
-        the 4096 limit counts the text after entity parsing (https://core.telegram.org/bots/api#sendmessage). The
-        rendering is kept: the send of the same text uses it."""
-        return self.render(text, fmt).units
+    __repr__ = __str__ = shows(bot_id="_bot_id", base_url="_base_url")
+    measure = measure_rendered
+    """UTF-16 units of the text Telegram receives: Markdown is rendered to text + entities first, and the 4096 limit
+    counts the text after entity parsing (https://core.telegram.org/bots/api#sendmessage)."""
 
     def check_target(self, target: Target) -> str | None:
         """Telegram ids: ``chat_id`` an integer (or its ASCII digits) of at most 52 bits, or ``@channelusername``
@@ -195,11 +194,6 @@ class TelegramAdapter:
         if isinstance(chat, int):
             return chat < 0
         return chat.startswith(("-", "@"))
-
-    def __repr__(self) -> str:
-        return f"TelegramAdapter(bot_id={self._bot_id}, base_url={self._base_url!r})"
-
-    __str__ = __repr__
 
     async def _call(self, method: TelegramMethod[T], target: Target) -> T:
         """One attempt at one Bot API call within :attr:`send_timeout_s` (a :class:`SendDeadline`); every failure

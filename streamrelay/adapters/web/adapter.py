@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from streamrelay.adapters.invisible import strip_invisible
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import PayloadRejectedError, RejectReason, TargetNotFoundError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
@@ -72,10 +72,9 @@ class WebAdapter:
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome
-        as a value (done, not done, unknown); never raises a delivery error."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(self, *, max_units: int = MAX_UNITS, record: bool = False) -> None:
         self.max_units = min(max_units, MAX_UNITS)

@@ -42,12 +42,13 @@ from typing import Any
 
 from pywa_async.client import WhatsApp
 
+from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.whatsapp.connection import WhatsAppConnection
 from streamrelay.adapters.whatsapp.errors import PLATFORM
 from streamrelay.adapters.whatsapp.render import Rendered, render
 from streamrelay.adapters.whatsapp.settle import decide
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
@@ -86,9 +87,9 @@ class WhatsAppAdapter:
     unit: LengthUnit = LengthUnit.UTF16
     observer: CallObserver | None = None
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
+    value (done, not done, unknown); never raises a delivery error."""
 
     def __init__(
         self,
@@ -115,27 +116,10 @@ class WhatsAppAdapter:
         ``settle_window_s`` seconds for one (:mod:`adapters.whatsapp.settle`)."""
         self.receipts, self.settle_window_s = receipts, settle_window_s
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._conn.base_url!r})"
-
-    __str__ = __repr__
-
-    @property
-    def send_timeout_s(self) -> float:
-        """Seconds one call may take."""
-        return self._conn.send_timeout_s
-
-    @send_timeout_s.setter
-    def send_timeout_s(self, value: float) -> None:
-        self._conn.send_timeout_s = value
-
-    async def close(self) -> None:
-        """Close the connection (idempotent)."""
-        await self._conn.close()
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """UTF-16 units of the body that would show ``text``."""
-        return self.render(text, fmt).units
+    __repr__ = __str__ = shows(base_url="_conn.base_url")
+    send_timeout_s = ConnectionTimeout()
+    close = close_connection
+    measure = measure_rendered
 
     def check_target(self, target: Target) -> str | None:
         """``chat_id`` is a WhatsApp user id (digits); ``reply_to`` a message id (``wamid.…``); no ``thread_id``."""

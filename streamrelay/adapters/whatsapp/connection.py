@@ -21,6 +21,7 @@ import httpx
 from pywa.errors import WhatsAppError
 from pywa_async.client import WhatsApp
 
+from streamrelay.adapters.adapter_parts import shows
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.whatsapp.errors import PLATFORM, GraphError, translate
 from streamrelay.core.errors import (
@@ -83,10 +84,7 @@ class WhatsAppConnection:
         self._scrub = Scrubber(access)
         self._closed = False
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.base_url!r}, phone_id={self.phone_id!r})"
-
-    __str__ = __repr__
+    __repr__ = __str__ = shows(base_url="base_url", phone_id="phone_id")
 
     async def call(
         self, method: str, target: Target, action: Callable[[WhatsApp], Awaitable[Any]], *, creates: bool

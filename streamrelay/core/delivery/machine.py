@@ -19,6 +19,7 @@ What each outcome does to a part, per call (DESIGN §4, §5, §8):
   delete stray copy           gone / 429 / outage / other         done / later / later / the copy is reported
   any                         native streaming refused            native off for the run; goes on as messages
   any                         429                                 merge pending states; the chain pauses
+  any                         429 longer than max_retry_after_s   failed (refused for now); the end tries once more
   stream append (timeout)     unknown                             never appended again: rewritten as a message
   stream start (timeout)      unknown                             native off; goes on as a plain message; Slack:
                                                                   settled below it, the stream found deleted
@@ -89,6 +90,7 @@ from streamrelay.core.errors import (
     PlatformUnavailableError,
     RateLimitedError,
     RejectReason,
+    RetryAfterTooLongError,
     TargetNotFoundError,
     UncertainDeliveryError,
     UnreadableAnswerError,
@@ -144,6 +146,7 @@ RULES: tuple[Rule, ...] = (
     Rule(frozenset({OpKind.DELETE_STRAY}), (DeliveryError,), "_stray_failed", "gone is done; the copy is reported"),
     Rule(_ANY, (NativeUnavailableError,), "_native_refused", "native off for the run; the parts go on as messages"),
     Rule(_ANY, (RateLimitedError,), "_rate_limited", "pending states merge into one; the chain pauses"),
+    Rule(_ANY, (RetryAfterTooLongError,), "_refused_for_now", "failed: a wait past the cap; the end tries again"),
     Rule(_STREAM_ONLY, (UncertainDeliveryError,), "_append_unknown", "never appended again: rewritten as a message"),
     Rule(
         frozenset({OpKind.STREAM_START}),
@@ -612,6 +615,17 @@ class DeliveryMachine:
         assert isinstance(exc, RateLimitedError)
         op.slot.history.clear()  # everything pending merges into one call after the pause
         return Outcome.RATE_LIMITED, str(exc), exc.retry_after_s
+
+    def _refused_for_now(self, op: Op, exc: DeliveryError) -> Decision:
+        # A 429 asking for more than the channel obeys: the platform refuses the part for now. It is failed at once
+        # with that reason (the run's report, then the desk), never waited for; the rest of the conversation goes
+        # on (the chain paused nothing). Failed while the run streams, the end tries it once more (a preview is
+        # the answer's one message: the final must not be lost to a refusal met on the way).
+        slot = op.slot
+        slot.state, slot.error = PartState.FAILED, f"{type(exc).__name__}: {exc}"
+        slot.history.clear()
+        slot.retry_at_finish = not self.finalizing
+        return Outcome.FAILED, str(exc), None
 
     def _append_unknown(self, op: Op, exc: DeliveryError) -> Decision:
         # An append that may have landed must never be repeated: the part goes on as a message, rewritten whole by

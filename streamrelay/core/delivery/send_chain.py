@@ -3,7 +3,10 @@
 A 429 (``RateLimitedError``) pauses its scope until its ``retry_after`` has passed: this conversation
 (calls for the same chat from other runs wait too), one kind of call bot-wide, or the whole bot (the
 :class:`~core.budgets.rate.PauseBoard` the bot's chains share). The chain never retries by itself: callers (the
-reconciler) decide, so pending preview edits can merge into one.
+reconciler) decide, so pending preview edits can merge into one. A ``retry_after`` longer than the chain obeys
+(``max_retry_after_s``, the channel's setting) is the platform refusing the call for now: nothing pauses (the rest
+of the conversation goes on, each call asked once more) and the call's outcome becomes a
+:class:`~core.errors.RetryAfterTooLongError` (its part is reported failed, never waited for).
 
 Budgets shared by many conversations (the bot's) are served fairly (:class:`~core.budgets.fair.FairQueue`): each call
 says
@@ -33,13 +36,13 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from streamrelay.core.budgets.fair import ANYONE, FairQueue, Requester
 from streamrelay.core.budgets.rate import SHARED_PAUSES, PauseBoard, SharedBudgets, TokenBucket
 from streamrelay.core.clock import Clock
 from streamrelay.core.delivery.calls import NotDone, Unknown
-from streamrelay.core.errors import OwnershipLostError, RateLimitedError, RateScope
+from streamrelay.core.errors import OwnershipLostError, RateLimitedError, RateScope, RetryAfterTooLongError
 from streamrelay.core.ports import CallKind
 
 T = TypeVar("T")
@@ -52,6 +55,14 @@ KNOWN_IDS = 1000
 HOLD_S = 1.0
 """How long a turn taken ahead of its call (:meth:`SendChain.take_turn`) is kept for it, in seconds: a token not
 used by then goes back to its queue (the next waiter, or the bucket)."""
+
+MAX_RETRY_AFTER_S = 120.0
+"""The longest 429 ``retry_after`` a send chain obeys by default, in seconds (``channels.NAME.max_retry_after_s``).
+Above the per-minute windows platforms count in (Telegram about 20 messages a minute in a group,
+https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this; Slack's tiers per minute,
+https://docs.slack.dev/apis/web-api/rate-limits), so an ordinary 429 is waited out; short enough that a conversation
+is never held for days by one answer (a Matrix ``retry_after_ms`` of 10^9 is 11.5 days): past it the call is the
+platform refusing for now, reported, not waited for."""
 
 TURN_SLACK_S = 0.001
 """Seconds by which a wait may exceed a caller's turn estimate and still be that turn's (clock readings differ)."""
@@ -108,6 +119,8 @@ class SendChain:
         guard: asked right before every call (after every wait): False when this process may no longer act for
             the conversation (replicas: its partition's lease may have lapsed, e.g. the process was paused): the
             call is not made and :class:`~core.errors.OwnershipLostError` is raised. None: always allowed.
+        max_retry_after_s: the longest 429 ``retry_after`` obeyed (seconds, > 0); a longer one pauses nothing and the
+            call's outcome is a :class:`~core.errors.RetryAfterTooLongError` (module docstring).
     """
 
     def __init__(
@@ -119,8 +132,10 @@ class SendChain:
         fair: Sequence[FairQueue] = (),
         shared: SharedBudgets | None = None,
         guard: Callable[[], bool] | None = None,
+        max_retry_after_s: float = MAX_RETRY_AFTER_S,
     ) -> None:
         self._clock = clock
+        self.max_retry_after_s = max_retry_after_s
         self._guard = guard
         self._buckets = list(buckets)
         self._fair = list(fair)
@@ -331,7 +346,8 @@ class SendChain:
         one), then (with replicas) the shared ones: the call starts once
         :meth:`SharedBudgets.acquire <core.budgets.rate.SharedBudgets.acquire>` granted it. A 429 (a
         ``RateLimitedError``, as an outcome value or raised) pauses its scope for ``retry_after_s`` (on every replica
-        when the scope is wider than this conversation).
+        when the scope is wider than this conversation); one longer than ``max_retry_after_s`` pauses nothing and
+        comes back as a :class:`~core.errors.RetryAfterTooLongError` (not done: refused for now).
 
         Args:
             fn: the single-attempt platform call (the executor's: ``adapter.perform``, whose outcome is a value).
@@ -364,10 +380,15 @@ class SendChain:
             try:
                 result = await fn()
             except RateLimitedError as exc:
+                if exc.retry_after_s > self.max_retry_after_s:
+                    raise RetryAfterTooLongError(exc, self.max_retry_after_s) from exc
                 await self._pause(exc, kind)
                 raise
             if isinstance(result, NotDone | Unknown) and isinstance(result.error, RateLimitedError):
-                await self._pause(result.error, kind)
+                limited = result.error
+                if limited.retry_after_s > self.max_retry_after_s:
+                    return cast(T, NotDone(RetryAfterTooLongError(limited, self.max_retry_after_s)))
+                await self._pause(limited, kind)
             return result
 
     @staticmethod
@@ -399,7 +420,8 @@ class SendChain:
                     bucket.finals_waiting -= 1
 
     async def _pause(self, exc: RateLimitedError, kind: CallKind) -> None:
-        until = self._clock.now() + exc.retry_after_s
+        pause_s = exc.retry_after_s
+        until = self._clock.now() + pause_s
         if exc.scope is RateScope.BOT:
             self._pauses.pause_bot(until)
             self._pause_fair(self._fair, until)
@@ -412,6 +434,6 @@ class SendChain:
         if self._shared is None or exc.scope not in SHARED_PAUSES:
             return
         try:
-            await self._shared.pause(kind, exc.scope, exc.retry_after_s)
+            await self._shared.pause(kind, exc.scope, pause_s)
         except Exception:  # the 429 is what the caller must see; this replica keeps its own pause
-            _log.warning("a %s 429 pause of %.3f s could not be shared", exc.scope, exc.retry_after_s, exc_info=True)
+            _log.warning("a %s 429 pause of %.3f s could not be shared", exc.scope, pause_s, exc_info=True)

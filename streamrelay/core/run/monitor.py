@@ -202,9 +202,11 @@ class RunMonitor:
         """The run's answer, shared (:meth:`share_answer`): the state's answer while ``_published`` is not None."""
         self._published: int | None = None
         """How much of the shared answer the ``answer`` events told (None: the state's answer is ``_answer``)."""
-        self._answer = TextBuffer()
+        self._answer: TextBuffer | str = TextBuffer()
+        """The state's answer when it is not the shared one: the text its ``answer`` events told, or the string a
+        whole text (the committed final) came as, kept as it is (one copy of the answer: issue 23)."""
         self._agents: dict[str, _Agent] = {}
-        self._agent_texts: dict[str, TextBuffer] = {}
+        self._agent_texts: dict[str, TextBuffer | str] = {}
         self._parts: dict[str, dict[str, object]] = {}
         """Per part: its delivery fields as on the wire, the latest of each (its ``delivery`` events', texts apart)."""
         self._part_texts: dict[str, TextBuffer | str | Pinned] = {}
@@ -222,7 +224,7 @@ class RunMonitor:
     @property
     def state(self) -> dict[str, object]:
         """The whole current state, its JSON object (built when read: O(its size))."""
-        agents = {k: self._agent_texts[k].value() for k in self._agents}
+        agents = {k: _value(self._agent_texts[k]) for k in self._agents}
         parts = {k: _value(v) for k, v in self._part_texts.items()}
         return self._state_json(self._answer_text(), agents, parts)
 
@@ -251,7 +253,7 @@ class RunMonitor:
     def _answer_text(self) -> str:
         if self._published is not None and self._source is not None:
             return self._source.slice(0, self._published)
-        return self._answer.value()
+        return _value(self._answer)
 
     def record(self) -> MonitorRecord:
         """What a finished run keeps of this monitor (:class:`MonitorRecord`), its texts apart. O(its size)."""
@@ -265,7 +267,7 @@ class RunMonitor:
             tail.append(told)
         tail.reverse()
         parts = {k: _value(v) for k, v in self._part_texts.items()}
-        agents = {k: v.value() for k, v in self._agent_texts.items()}
+        agents = {k: _value(v) for k, v in self._agent_texts.items()}
         return MonitorRecord(self.epoch, self.last_id, state, tail, self._answer_text(), agents, parts)
 
     def row(self, report: DeliveryReport) -> RunRow:
@@ -394,7 +396,7 @@ class RunMonitor:
             self.answer_delta(delta)
             return
         opened.append(delta)
-        self._answer.append(delta)
+        self._answer = _apply_text(self._answer, delta, None, False)
         self._sizes[at] += len(delta)
         self._chars += len(delta)
         if self._chars > self._max_chars:
@@ -637,7 +639,7 @@ class RunMonitor:
             key = event.key
             agent = self._agents.setdefault(key, _Agent(event.source, ""))
             agent.state = event.state
-            text = self._agent_texts.get(key) or TextBuffer()
+            text = self._agent_texts.get(key, "")
             self._agent_texts[key] = _apply_text(text, event.delta, event.text, event.reset)
         elif isinstance(event, RunLive):
             head.channel, head.platform, head.mode, head.started_at = (
@@ -677,13 +679,16 @@ def _value(text: TextBuffer | str | Pinned) -> str:
     return text if isinstance(text, str) else text.value()
 
 
-def _apply_text(text: TextBuffer, delta: Text | None, whole: Text | None, reset: bool | None) -> TextBuffer:
-    """``delta`` appended to ``text``, or ``whole`` instead of it when ``reset`` (never ranges: the shared answer's
-    events are not applied)."""
+def _apply_text(text: TextBuffer | str, delta: Text | None, whole: Text | None, reset: bool | None) -> TextBuffer | str:
+    """``delta`` appended to ``text``, or ``whole`` instead of it when ``reset``: that string itself, not a copy (the
+    committed final is the run stage's string). Never ranges: the shared answer's events are not applied. A delta
+    after a whole string makes it a :class:`TextBuffer` (a copy, then appends)."""
     assert not isinstance(delta, TextRange) and not isinstance(whole, TextRange)
     if reset:
-        return TextBuffer(whole or "")
+        return whole or ""
     if delta:
+        if isinstance(text, str):
+            text = TextBuffer(text)
         text.append(delta)
     return text
 
