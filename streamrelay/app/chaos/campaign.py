@@ -17,6 +17,7 @@ import httpx
 
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import load_recordings
+from streamrelay.app.chaos.approvals import ApprovalRecord
 from streamrelay.app.chaos.driver import Driver
 from streamrelay.app.chaos.judge import Verdict, judge
 from streamrelay.app.chaos.plan import Options, RunPlan, make_plan
@@ -43,6 +44,8 @@ class Outcome:
     stops: dict[str, dict[str, Any]]
     """Per run, the reader's stop the campaign posted (:attr:`app.chaos.triggers.Chaos.stops`)."""
     elapsed_s: float
+    approvals: dict[str, ApprovalRecord] = field(default_factory=dict)
+    """Per run that asked one, what the campaign saw of its approval (:mod:`app.chaos.approvals`)."""
     faulted_calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Per run, the platform calls that got a scripted fault or fell in an outage."""
 
@@ -85,6 +88,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
                 driver = Driver(options, plans, services, client, counters, tell)
                 records, reports = await driver.run()
                 chaos = driver.chaos
+                approvals = driver.approvals.records
                 outcome_states = {p: await services.state(client, p) for p in options.platforms}
             finally:
                 watcher.cancel()
@@ -104,6 +108,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
             reports.get(p.run),
             exclusive_bot=options.exclusive_bot,
             stop=chaos.stops.get(p.run),
+            approval=approvals.get(p.run),
             calls=[c for c in outcome_states[p.platform]["calls"] if str(c.get("chat_id")) == str(p.chat_id)],
         )
         for p in plans
@@ -122,6 +127,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
         scripted=chaos.scripted,
         crashes=services.crashes,
         stops=chaos.stops,
+        approvals=approvals,
         elapsed_s=round(time.monotonic() - t0, 1),
     )
     outcome.faulted_calls = faulted_calls(outcome)
