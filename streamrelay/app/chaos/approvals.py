@@ -323,6 +323,21 @@ def _judge_presses(
                 verdict.problems.append(f"the press was answered {first}, the lane shows {unit}")
 
 
+def set_aside(
+    chat: list[dict[str, Any]], report: dict[str, Any] | None, calls: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[dict[str, Any]]]:
+    """The run's chat, report and calls without its approval's message (judged by :func:`judge_approval`, not as
+    the answer's text): the message left out of the chat, its id out of the report's ``message_ids``, the calls that
+    made or edited it out of ``calls``."""
+    ids = {str(m.get("message_id")) for m in chat if is_approval_message(m)}
+    if not ids:
+        return chat, report, calls
+    shown = [m for m in chat if str(m.get("message_id")) not in ids]
+    if report is not None:
+        report = {**report, "message_ids": [i for i in report.get("message_ids", []) if str(i) not in ids]}
+    return shown, report, [c for c in calls if str(c.get("message_id")) not in ids]
+
+
 def is_approval_message(message: dict[str, Any]) -> bool:
     """A chat message that is an approval's (left out of the answer's text by the judge)."""
     return str(message.get("text", "")).strip().startswith(MESSAGE_PREFIX)

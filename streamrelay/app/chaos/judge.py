@@ -26,7 +26,7 @@ from streamrelay.adapters.discord.markdown import REWRITTEN
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import text_of
-from streamrelay.app.chaos.approvals import ApprovalRecord, ApprovalVerdict, is_approval_message, judge_approval
+from streamrelay.app.chaos.approvals import ApprovalVerdict
 from streamrelay.app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, judge_vanished, split_media
 from streamrelay.app.chaos.plan import CREATE, MEDIA_SENDS, RunPlan
 from streamrelay.core.run.stage import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
@@ -110,18 +110,12 @@ def judge(
     exclusive_bot: bool,
     stop: dict[str, Any] | None = None,
     calls: list[dict[str, Any]] | None = None,
-    approval: ApprovalRecord | None = None,
 ) -> Verdict:
     """Judge one run by what its chat shows (``[{"message_id", "text"}]`` from the mock) and its final report;
     ``stop``: the reader's stop posted for it (:attr:`app.chaos.triggers.Chaos.stops`: ``sent``, the lines its
     agent had sent when the stop was answered); ``calls``: the mock's calls for the run's chat (a message created
-    there and gone from the chat is lost); ``approval``: what the campaign saw of the run's approval (its message is
-    judged there, not as answer text)."""
+    there and gone from the chat is lost)."""
     verdict = Verdict(plan.run, plan.platform, plan.mode, media_planned=len(plan.media))
-    verdict.approval = judge_approval(plan, approval, chat)
-    verdict.problems += verdict.approval.problems
-    everything = chat
-    chat = [m for m in chat if not is_approval_message(m)]
     full = plan.answer.text
     stopped = report is not None and report.get("end_status") == CANCELLED
     if record.end_confirmed:
@@ -150,7 +144,7 @@ def judge(
             _judge_text(verdict, texts, shown, norm(low, p), norm(high, p), p)
     must_show = 0 if stopped else len(plan.lines) if record.end_confirmed else record.confirmed
     judge_media(verdict, plan, answer_messages, report, must_show, lambda text: norm(text, p))
-    judge_vanished(verdict, everything, calls or [], {CREATE[p], *MEDIA_SENDS[p]})
+    judge_vanished(verdict, chat, calls or [], {CREATE[p], *MEDIA_SENDS[p]})
     if record.end_confirmed and notices and not stopped:
         verdict.notes.append(f"{notices} notice(s) shown though the run ended ok")
     if report is None and not chat and record.confirmed == 0 and record.gone is not None:
@@ -168,9 +162,7 @@ def judge(
         # instant than the chat (calls made in between show in one and not the other). Unfinished is the finding.
         return verdict
     media_whole = verdict.media_shown == len(plan.media) and not verdict.doubled
-    _judge_report(
-        verdict, plan, everything, report, shown == norm(full, p) and not notices and media_whole, exclusive_bot
-    )
+    _judge_report(verdict, plan, chat, report, shown == norm(full, p) and not notices and media_whole, exclusive_bot)
     return verdict
 
 
