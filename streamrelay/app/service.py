@@ -318,9 +318,10 @@ class Sidecar:
     def __repr__(self) -> str:
         return f"Sidecar(url={self.url!r})"
 
-    def watch_path(self, run: str, *, stop: bool = False) -> str:
-        """The path of ``run``'s live page, with its read token (and its stop token when ``stop``)."""
-        return f"/runs/{quote(run, safe='')}?{self.tokens.query(run, stop=stop)}"
+    def watch_path(self, run: str, *, stop: bool = False, viewer: str | None = None) -> str:
+        """The path of ``run``'s live page, with its read token (and its stop token when ``stop``; ``viewer`` and
+        its decide token when ``viewer``: adapters/web/tokens.py)."""
+        return f"/runs/{quote(run, safe='')}?{self.tokens.query(run, stop=stop, viewer=viewer)}"
 
     def watch_url(self, run: str) -> str:
         """The full URL of ``run``'s live page (after :meth:`start`)."""

@@ -51,14 +51,17 @@ def chromium_path() -> str:
 
 
 class WebStack:
-    """A relay with one ``web`` channel and its sidecar, which a test may stop and start again on the same port
-    (the same ingest token, so the same read tokens: the page's link stays valid)."""
+    """A relay with a ``web`` channel (and ``web-anyone``, whose approvals anyone may decide:
+    ``approvals_anyone = true``) and its sidecar, which a test may stop and start again on the same port (the same
+    ingest token, so the same read tokens: the page's link stays valid)."""
 
     def __init__(self, live_buffer: int) -> None:
         channel = ChannelSettings.model_validate({"platform": "web", "throttle_ms": 50})
         runtime = make_runtime("web", channel, SecretStr(""))
+        anyone = ChannelSettings.model_validate({"platform": "web", "throttle_ms": 50, "approvals_anyone": True})
+        runtimes = {"web": runtime, "web-anyone": make_runtime("web-anyone", anyone, SecretStr(""))}
         self.ledger = MemoryLedger()
-        self.relay = Relay({"web": runtime}, self.ledger, MonotonicClock(), live_buffer=live_buffer)
+        self.relay = Relay(runtimes, self.ledger, MonotonicClock(), live_buffer=live_buffer)
         self.desk = Desk(self.ledger, self.ledger, self.relay.channels, MonotonicClock())
         self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, desk=self.desk)
         self.port = 0

@@ -21,17 +21,24 @@ from aiogram import Bot, Dispatcher
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from pydantic import SecretStr
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.web.async_client import AsyncWebClient
 
 from examples.approval_bot import APPROVAL_DATA, approval_router
+from streamrelay.adapters.discord._sdk import discord
 from streamrelay.app.client import RelayClient, RelayError
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.paths import CHECKOUT
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.run.approvals import NOT_ALLOWED, button_ids
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.common import MockServer
+from streamrelay.mocks.discord.server import MockDiscord
+from streamrelay.mocks.slack.server import MockSlack
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_stop_platforms import discord_buttons, slack_buttons
 
@@ -148,6 +155,19 @@ class Stack:
         except RelayError as refused:
             return {"status": refused.status, "tell": refused.message}
 
+    async def press_stale(self, data: str, user: int | str) -> dict[str, Any]:
+        """A press of ``data`` the bot still forwards after the buttons went (a stale client), as the snippets do."""
+        match = re.fullmatch(APPROVAL_DATA, data)
+        assert match is not None
+        decision, run16, id16 = match.groups()
+        try:
+            return {
+                "status": 200,
+                **await self.client.decide_approval(run16, id16, decision, by=f"{self.platform}:user:{user}"),
+            }
+        except RelayError as refused:
+            return {"status": refused.status, "tell": refused.message}
+
     async def state(self) -> dict[str, Any]:
         async with httpx.AsyncClient(base_url=self.sidecar.url) as http:
             answer = await http.get(
@@ -221,6 +241,45 @@ async def test_approve_after_a_refused_press(platform: str) -> None:
 
 
 @pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+async def test_deny_by_the_approver(platform: str) -> None:
+    """The approver presses Deny (as the docs' bot snippet forwards it): decided once, denied; the agent's
+    ``wait_approval`` says not to go on; the message says who denied, its buttons gone; an Approve pressed after
+    gets the first decision."""
+    allowed, _ = USERS[platform]
+    async with Stack(platform) as stack:
+        client = stack.client
+        await client.start("a-run", channel="c", chat_id=stack.chat)
+        request = {
+            "kind": "approval.request",
+            "id": "rm-logs",
+            "question": "Delete /var/log/app?",
+            "action": "rm -r /var/log/app",
+            "approvers": [f"{platform}:user:{allowed}"],
+            "ttl_s": 120,
+        }
+        await client.send("a-run", [request])
+        await until(lambda: any(t.startswith("🔐") for _, t in stack.mock.visible(stack.chat)), "the approval")
+        message_id, _ = stack.approval_message()
+        approve, deny = button_ids("a-run", "rm-logs")
+        await until(lambda: stack.buttons(message_id) == [approve, deny], "the buttons")
+        waiter = asyncio.create_task(client.wait_approval("a-run", "rm-logs"))
+        decided = await stack.press(message_id, deny, allowed)
+        assert decided["status"] == 200 and decided["decision"] == "denied" and decided["approved"] is False
+        if platform == "telegram":
+            assert decided["told"] == "Denied."  # the router's answerCallbackQuery text
+        unit = await asyncio.wait_for(waiter, 30)
+        assert (unit.decision, unit.approved, unit.by) == ("denied", False, f"{platform}:user:{allowed}")
+        await until(lambda: "❌ Denied by" in stack.approval_message()[1], "the decision shown")
+        assert f"❌ Denied by {platform}:user:{allowed}" in stack.approval_message()[1]
+        await until(lambda: stack.buttons(message_id) == [], "the buttons gone")
+        late = await stack.press_stale(approve, allowed)
+        assert late["status"] == 409 and "Already denied" in str(late["tell"])
+        await client.send("a-run", [{"kind": "text", "text": "Kept the logs."}, {"kind": "end"}])
+        assert (await client.report("a-run", wait_s=15)).status == "delivered"
+        assert [u.kind for u in await client.units("a-run")] == ["approval", "commit", "run.end"]
+
+
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
 async def test_expiry_takes_on_expiry(platform: str) -> None:
     allowed, _ = USERS[platform]
     async with Stack(platform) as stack:
@@ -278,3 +337,138 @@ async def test_refused_requests_and_an_approval_the_run_ended_before() -> None:
         with pytest.raises(RelayError) as late:
             await client.wait_approval("u-run", "x")
         assert late.value.status == 409
+
+
+def docs_snippet(heading: str) -> str:
+    """The ```python block after the paragraph starting ``heading`` in docs/approvals.md (the bot snippets)."""
+    text = (CHECKOUT / "docs" / "approvals.md").read_text(encoding="utf-8")
+    found = re.search(rf"^{re.escape(heading)}.*?```python\n(.*?)```", text, re.S | re.M)
+    assert found is not None, f"docs/approvals.md lost its {heading!r} snippet"
+    return found.group(1)
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+async def test_the_slack_snippet_through_bolt(decision: str) -> None:
+    """docs/approvals.md's Slack snippet, run as written in a real Bolt ``AsyncApp`` (its client on the mock): the
+    mock's ``block_actions`` payload dispatched to it (Socket Mode's path: no signature). A stranger's press is told
+    with an ephemeral message (chat.postEphemeral) and changes nothing; the approver's decides."""
+    allowed, stranger = USERS["slack"]
+    async with Stack("slack") as stack:
+        client = stack.client
+        bolt = AsyncApp(
+            client=AsyncWebClient(token=stack.dry.token, base_url=stack.mock.base_url),
+            request_verification_enabled=False,
+            process_before_response=True,
+        )
+        slack_mock = stack.mock
+        assert isinstance(slack_mock, MockSlack)
+        namespace: dict[str, Any] = {"app": bolt, "re": re, "relay": client, "RelayError": RelayError}
+        exec(compile(docs_snippet("Slack (Bolt for Python)"), "docs/approvals.md#slack", "exec"), namespace)
+        await client.start("a-run", channel="c", chat_id=stack.chat)
+        request = {
+            "kind": "approval.request",
+            "id": "rm-logs",
+            "question": "Delete /var/log/app?",
+            "approvers": [f"slack:user:{allowed}"],
+            "ttl_s": 120,
+        }
+        await client.send("a-run", [{"kind": "text", "text": "Checking."}, request])
+        await until(lambda: any(t.startswith("🔐") for _, t in stack.mock.visible(stack.chat)), "the approval")
+        message_id, _ = stack.approval_message()
+        approve, deny = button_ids("a-run", "rm-logs")
+        await until(lambda: stack.buttons(message_id) == [approve, deny], "the buttons")
+
+        payloads: list[dict[str, Any]] = []
+
+        async def press(data: str, user: str) -> int:
+            async with httpx.AsyncClient() as control:
+                answer = await control.post(
+                    f"{stack.mock.control_url}/press",
+                    json={"chat_id": stack.chat, "message_id": message_id, "data": data, "user": user},
+                )
+            assert answer.status_code == 200, answer.text
+            payloads.append(answer.json())
+            return await dispatch(payloads[-1])
+
+        async def dispatch(payload: dict[str, Any]) -> int:
+            response = await bolt.async_dispatch(AsyncBoltRequest(body=payload, mode="socket_mode"))
+            return response.status  # 200: acknowledged within 3 s
+
+        assert await press(approve, str(stranger)) == 200
+        assert slack_mock.ephemerals == [(stack.chat, stranger, NOT_ALLOWED)]  # told, only them
+        assert (await stack.state())["state"] == "pending"  # nothing changed
+        assert await press(approve if decision == "approve" else deny, str(allowed)) == 200
+        unit = await asyncio.wait_for(client.wait_approval("a-run", "rm-logs"), 30)
+        assert (unit.approved, unit.by) == (decision == "approve", f"slack:user:{allowed}")
+        mark = "✅ Approved" if decision == "approve" else "❌ Denied"
+        await until(lambda: mark in stack.approval_message()[1], "the decision shown")
+        assert len(slack_mock.ephemerals) == 1
+        assert await dispatch(payloads[-1]) == 200  # the same press delivered again: told the first decision
+        assert slack_mock.ephemerals[-1][2].startswith("Already ")
+        await client.send("a-run", [{"kind": "end"}])
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+async def test_the_discord_snippet_through_discord_py(decision: str) -> None:
+    """docs/approvals.md's Discord snippet, run as written as a discord.py ``Client``'s ``on_interaction``: the
+    mock's ``INTERACTION_CREATE`` becomes a real ``discord.Interaction`` (the client's state, its HTTP on the mock),
+    whose responses reach the mock's createInteractionResponse. A stranger's press is answered with an ephemeral
+    message and changes nothing; the approver's is deferred and decides."""
+    allowed, stranger = USERS["discord"]
+    async with Stack("discord") as stack:
+        client = stack.client
+        discord_mock = stack.mock
+        assert isinstance(discord_mock, MockDiscord)
+        bot = discord.Client(intents=discord.Intents.none())
+        await bot.login(stack.dry.token)  # discord.py's HTTP on the mock (the adapter set its base): its user known
+        try:
+            namespace: dict[str, Any] = {
+                "bot": bot,
+                "discord": discord,
+                "re": re,
+                "relay": client,
+                "RelayError": RelayError,
+            }
+            exec(compile(docs_snippet("Discord (discord.py)"), "docs/approvals.md#discord", "exec"), namespace)
+            on_interaction = namespace["on_interaction"]
+            await client.start("a-run", channel="c", chat_id=stack.chat)
+            request = {
+                "kind": "approval.request",
+                "id": "rm-logs",
+                "question": "Delete /var/log/app?",
+                "approvers": [f"discord:user:{allowed}"],
+                "ttl_s": 120,
+            }
+            await client.send("a-run", [{"kind": "text", "text": "Checking."}, request])
+            await until(lambda: any(t.startswith("🔐") for _, t in stack.mock.visible(stack.chat)), "the approval")
+            message_id, _ = stack.approval_message()
+            approve, deny = button_ids("a-run", "rm-logs")
+            await until(lambda: stack.buttons(message_id) == [approve, deny], "the buttons")
+
+            async def press(data: str, user: str) -> dict[str, Any]:
+                async with httpx.AsyncClient() as control:
+                    answer = await control.post(
+                        f"{stack.mock.control_url}/press",
+                        json={"chat_id": stack.chat, "message_id": message_id, "data": data, "user": user},
+                    )
+                assert answer.status_code == 200, answer.text
+                interaction = discord.Interaction(data=answer.json()["d"], state=bot._connection)
+                await on_interaction(interaction)
+                responses = [r for r in discord_mock.responses if r["interaction"] == str(interaction.id)]
+                assert len(responses) == 1, responses  # answered once
+                response: dict[str, Any] = responses[0]
+                return response
+
+            told = await press(approve, str(stranger))
+            assert (told["type"], told["content"], told["ephemeral"]) == (4, NOT_ALLOWED, True)
+            assert (await stack.state())["state"] == "pending"  # nothing changed
+            deferred = await press(approve if decision == "approve" else deny, str(allowed))
+            assert deferred["type"] == 6  # deferred update: the message is edited by the sidecar
+            unit = await asyncio.wait_for(client.wait_approval("a-run", "rm-logs"), 30)
+            assert (unit.approved, unit.by) == (decision == "approve", f"discord:user:{allowed}")
+            mark = "✅ Approved" if decision == "approve" else "❌ Denied"
+            await until(lambda: mark in stack.approval_message()[1], "the decision shown")
+            await until(lambda: stack.buttons(message_id) == [], "the buttons gone")
+            await client.send("a-run", [{"kind": "end"}])
+        finally:
+            await bot.close()

@@ -437,6 +437,7 @@ def test_an_ag_ui_interrupt_outcome_is_an_approval() -> None:
         ("POST", "/v1/runs/r1/approvals/a1", "r1"),
         ("GET", "/v1/runs/0123456789abcdef/approvals/fedcba9876543210", "0123456789abcdef"),
         ("POST", "/v1/runs/r1/stop", "r1"),
+        ("POST", "/v1/runs/alice%2Fr1/live/approvals/a1", "alice/r1"),  # the live page's press (its run key)
         ("POST", "/v1/runs/r1/events", None),
     ],
 )

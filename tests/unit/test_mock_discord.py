@@ -594,3 +594,30 @@ def test_person_messages_are_not_visible() -> None:
 
     assert mock.visible(CHANNEL) == []
     assert mock.messages(CHANNEL)[0].author_id == PERSON_USER_ID
+
+
+async def test_an_interaction_is_responded_to_once(api: Client, mock: MockDiscord) -> None:
+    """createInteractionResponse: with the pressed interaction's token (no bot token), once; an ephemeral message
+    is recorded as such; ``?with_response=true`` answers the callback response object."""
+    message = (await api.send("Approve?", components=[_row("approve:x")])).body
+    pressed = mock.press(CHANNEL, message["id"], "approve:x", user="600000000000000002")["d"]
+    assert pressed["guild_id"] and pressed["member"]["user"]["id"] == "600000000000000002"
+    assert pressed["attachment_size_limit"] > 0
+    path = f"/interactions/{pressed['id']}/{pressed['token']}/callback"
+    body = {"type": 4, "data": {"content": "You may not decide this approval.", "flags": 64}}
+    first = await api("POST", f"{path}?with_response=true", body, token=None)
+    again = await api("POST", path, {"type": 6}, token=None)
+    unknown = await api("POST", "/interactions/1/nope/callback", {"type": 6}, token=None)
+    assert first.status == 200 and first.body["interaction"]["response_message_ephemeral"] is True
+    assert (again.status, again.body["code"]) == (400, 40060)
+    assert (unknown.status, unknown.body["code"]) == (404, 10062)
+    assert mock.responses == [
+        {"interaction": pressed["id"], "type": 4, "content": "You may not decide this approval.", "ephemeral": True}
+    ]
+    other = mock.press(CHANNEL, message["id"], "approve:x")["d"]
+    bad = await api("POST", f"/interactions/{other['id']}/{other['token']}/callback", {"type": 9}, token=None)
+    assert (bad.status, bad.body["code"]) == (400, 50035)
+
+
+def _row(custom_id: str) -> dict[str, Any]:
+    return {"type": 1, "components": [{"type": 2, "style": 1, "label": "Approve", "custom_id": custom_id}]}

@@ -416,3 +416,16 @@ async def test_seeding_at_a_given_ts(api: Client, mock: MockSlack) -> None:
     for ts, channel in (("1700000000.000100", DM), ("nope", DM), (None, "#general")):
         with pytest.raises(ValueError):
             mock.add_user_message(channel, ts, "x")
+
+
+async def test_an_ephemeral_message_is_seen_by_its_user_only(api: Client, mock: MockSlack) -> None:
+    """chat.postEphemeral: told to one user, never in the channel's history; a user id is required."""
+    told = await api("chat.postEphemeral", channel=CHANNEL, user="U0PRESSER", text="You may not decide this approval.")
+    assert told[1]["ok"] is True and "message_ts" in told[1]
+    assert mock.ephemerals == [(CHANNEL, "U0PRESSER", "You may not decide this approval.")]
+    assert mock.visible(CHANNEL) == []
+    assert error(await api("chat.postEphemeral", channel=CHANNEL, text="x")) == (200, "user_not_found")
+    assert error(await api("chat.postEphemeral", channel="#general", user="U0PRESSER", text="x")) == (
+        200,
+        "channel_not_found",
+    )

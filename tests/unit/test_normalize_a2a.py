@@ -4,12 +4,15 @@ results refused, unknown kinds ignored."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import (
+    ApprovalRequest,
     End,
     EndStatus,
     ErrorEvent,
@@ -93,7 +96,7 @@ def test_an_artifact_sent_again_without_append_replaces_its_text() -> None:
     assert answer(events) == [(0, TextMode.DELTA, "Draft"), (0, TextMode.REPLACE, "Final text")]
 
 
-def test_status_updates_working_is_status_input_required_is_answer_failed_is_error() -> None:
+def test_status_updates_working_is_status_input_required_is_an_approval_failed_is_error() -> None:
     events = feed(
         rpc(task("t1")),
         rpc(status("t1", "working", "Looking it up")),
@@ -102,7 +105,11 @@ def test_status_updates_working_is_status_input_required_is_answer_failed_is_err
         rpc(status("t1", "TASK_STATE_FAILED", "backend down")),
     )
     assert [e for e in events if isinstance(e, Status)] == [Status(run=RUN, text="Looking it up")]
-    assert answer(events) == [(0, TextMode.DELTA, "Which city do you mean?")]
+    asked = [e for e in events if isinstance(e, ApprovalRequest)]
+    assert [(e.id, e.question, e.action, e.ttl_s, e.on_expiry) for e in asked] == [
+        ("m", "Which city do you mean?", None, 600.0, "denied")
+    ]
+    assert answer(events) == []  # the question is the approval's message, not the answer
     assert [e.message for e in events if isinstance(e, ErrorEvent)] == ["backend down"]
     assert not [e for e in events if isinstance(e, End)]  # the root's end is the runtime's own end line
 
@@ -225,3 +232,25 @@ def test_an_artifact_after_the_final_status_update_is_reported_not_edited_into_t
     assert [e.message for e in events if isinstance(e, ErrorEvent)] == [
         "not shown: a: an artifact update after the task's final status update"
     ]
+
+
+def test_input_required_from_the_a2a_sdk_is_an_approval() -> None:
+    """tests/streams/a2a/recorded/input-required.jsonl (a2a-sdk 1.3.0's own wire JSON): the input-required status's
+    question and data part become one approval.request (id its message id); fed again, nothing more is asked."""
+    path = Path(__file__).parents[1] / "streams" / "a2a" / "recorded" / "input-required.jsonl"
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    normalizer = A2ANormalizer(RUN)
+    events = [e for line in lines for e in normalizer.feed(line)]
+    asked = [e for e in events if isinstance(e, ApprovalRequest)]
+    assert [(e.id, e.question, e.action) for e in asked] == [
+        ("m-2", "Refund 49.99 EUR for order A-1029?", '{"tool":"refund","args":{"amount":49.99,"order":"A-1029"}}')
+    ]
+    assert [e.text for e in events if isinstance(e, Status)] == ["Looking up order A-1029"]
+    assert normalizer.feed(lines[-1]) == []  # the same status again (a resubscribe): asked once
+    bare: dict[str, Any] = {"statusUpdate": {"taskId": "t9", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}}
+    again = A2ANormalizer(RUN)
+    first = [e for e in again.feed(bare) if isinstance(e, ApprovalRequest)]
+    assert [(e.id, e.question) for e in first] == [("t9:1", "The agent needs your input to go on.")]
+    assert again.feed(bare) == []  # still waiting: no second approval
+    again.feed({"statusUpdate": {"taskId": "t9", "status": {"state": "TASK_STATE_WORKING"}}})
+    assert [e.id for e in again.feed(bare) if isinstance(e, ApprovalRequest)] == ["t9:2"]

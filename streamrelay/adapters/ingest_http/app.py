@@ -20,7 +20,9 @@ the service's other routes: :mod:`adapters.ops.probes`):
   hand it only to whoever may stop the run, adapters/web/tokens.py). ``url`` is absolute, built from the address
   the request was made to (its scheme, host and port, as a proxy passes them on). A run that has not started yet
   answers too (``"started": false``): its page waits for the run and follows it from its first event, so a link
-  can be handed out before the agent streams.
+  can be handed out before the agent streams. ``?as=web:user:alice`` makes the link that person's: it carries
+  ``&viewer=…&decide=…`` and its page decides approvals as them (``by``: they may decide what names them among its
+  approvers, or where the channel says ``approvals_anyone``; docs/approvals.md); hand it only to that person.
 - ``/v1/deliveries``: the desk, the parts of ended runs not known to be delivered: list, inspect, resend, resolve,
   prune (adapters/ingest_http/deliveries.py).
 - ``GET /v1/runs``: the active runs for operators (``streamrelay runs``, the ``/ops`` page), oldest first:
@@ -79,7 +81,7 @@ from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
 from streamrelay.adapters.ingest_http.push_back import cut_at
 from streamrelay.adapters.ingest_http.stop import StopRoutes
 from streamrelay.core.errors import IngestError, StoreUnavailableError
-from streamrelay.core.events import TextDelta, TextEvent
+from streamrelay.core.events import APPROVER_ID, TextDelta, TextEvent
 from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
@@ -95,9 +97,10 @@ emptied): the request is cut there, and its agent sends the lines from ``pushed_
 
 
 class WatchUrl(Protocol):
-    """The link to run ``run``'s live page with its read token; with ``stop``, its stop token too."""
+    """The link to run ``run``'s live page with its read token; with ``stop``, its stop token too; with ``viewer``,
+    that person's decide token (approvals on the page: adapters/web/tokens.py)."""
 
-    def __call__(self, run: str, *, stop: bool = False) -> str: ...
+    def __call__(self, run: str, *, stop: bool = False, viewer: str | None = None) -> str: ...
 
 
 class IngestObserver(Protocol):
@@ -342,7 +345,13 @@ class _Ingest:
         if self.watch_url is None:
             return JSONResponse({"error": "this sidecar serves no live run page"}, status_code=404)
         stop = request.query_params.get("stop", "").lower() in ("1", "true", "yes")  # adapters/web/tokens.py
-        url = self.watch_url(key, stop=stop)
+        viewer = request.query_params.get("as")
+        if viewer is not None and APPROVER_ID.fullmatch(viewer) is None:
+            return JSONResponse(
+                {"error": "as must name the page's viewer like 'web:user:alice': 1-200 letters, digits or :_.@#+-"},
+                status_code=400,
+            )
+        url = self.watch_url(key, stop=stop, viewer=viewer)
         if url.startswith("/"):
             url = str(request.base_url).rstrip("/") + url
         started = self.relay.monitor(key) is not None

@@ -35,6 +35,8 @@ HOP_BY_HOP = frozenset(
 SUFFIXES = ("/pipeline/stream", "/pipeline", "/gate", "/live/stop", "/live", "/watch", "/stop")
 APPROVALS = "/approvals/"
 """``/v1/runs/{run}/approvals/{id}``: an approval's decision, taken by the run's owner (docs/approvals.md)."""
+LIVE = "/live"
+"""``/v1/runs/{run}/live/approvals/{id}``: the live page's decision (adapters/web/approvals.py), also the owner's."""
 RETRY_AFTER_S = 1
 WAIT_POLL_S = 0.2
 """How often a request waiting for a partition's owner asks again (seconds)."""
@@ -57,6 +59,7 @@ def run_of(method: str, path: str) -> str | None:
     rest = path[len("/v1/runs/") :]
     head, approvals, tail = rest.rpartition(APPROVALS)
     if approvals and tail and "/" not in tail:  # /v1/runs/{run}/approvals/{id}: decided by the run's owner, once
+        head = head.removesuffix(LIVE)  # /v1/runs/{run}/live/approvals/{id}: the live page's decision
         return unquote(head) or None
     for suffix in SUFFIXES:
         if rest.endswith(suffix):

@@ -2,6 +2,8 @@
 
 - ``GET /runs/{run}?token=T``: the live run page (HTML; everything it loads is served here: no CDN).
 - ``GET /static/live.js`` (and ``.css``): its files.
+- ``POST /v1/runs/{run}/live/stop`` and ``POST /v1/runs/{run}/live/approvals/{id}``: the page's Stop and its
+  Approve/Deny, each with its own token (adapters/web/stop.py, adapters/web/approvals.py).
 - ``GET /ops``: the operator page (``static/ops.html``): every active run, refreshed every 2 s from
   ``GET /v1/runs?all=1`` with the main token, which the page asks for once and keeps in the tab's sessionStorage
   (sent as ``Authorization: Bearer``, never in a URL); each run links to its live page. The page itself holds no
@@ -36,6 +38,7 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from streamrelay.adapters.web.approvals import decide_route
 from streamrelay.adapters.web.stop import stop_route
 from streamrelay.adapters.web.tokens import ReadTokens
 from streamrelay.core.ingest.surface import RunRelay
@@ -155,6 +158,7 @@ def web_routes(relay: RunRelay, tokens: ReadTokens, *, keepalive_s: float = 15.0
         Route("/runs/{run:path}", live.page, methods=["GET"]),
         Route("/v1/runs/{run:path}/live", live.stream, methods=["GET"]),
         stop_route(relay, tokens),  # POST /v1/runs/{run}/live/stop with the run's stop token (adapters/web/stop.py)
+        decide_route(relay, tokens),  # POST /v1/runs/{run}/live/approvals/{id}: a viewer's decision (approvals.py)
         Route("/ops", ops_page, methods=["GET"]),
         Route("/favicon.ico", lambda _request: Response(status_code=204), methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

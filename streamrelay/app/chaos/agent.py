@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from streamrelay.app.chaos.approvals import Approvals
 from streamrelay.app.chaos.plan import RunPlan
 from streamrelay.app.chaos.services import Services, Sidecar
 from streamrelay.core.run.controller import IDLE_REFUSAL
@@ -114,8 +115,10 @@ class Agent:
         triggers: Triggers,
         clock: Callable[[], float],
         patience_s: float = 900.0,
+        approvals: Approvals | None = None,
     ) -> None:
         self.plan = plan
+        self.approvals = approvals
         self.patience_s = patience_s
         self._deadline = services.up_clock() + patience_s
         """When the agent gives up, on the services' up clock (seconds a sidecar answered)."""
@@ -161,6 +164,9 @@ class Agent:
                     return
                 await self._replay(self.record.sent)
                 pos = max(pos, self.record.sent)
+            approval = self.plan.approval
+            if approval is not None and self.approvals is not None and self.record.confirmed > approval.line:
+                await self.approvals.asked(self.plan)  # waits for the decision, as wait_approval does
         self.record.end_confirmed = True
         self.record.streamed_s = round(self.clock(), 3)
         self.triggers.end_accepted(self.plan)

@@ -17,6 +17,7 @@ import httpx
 
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import load_recordings
+from streamrelay.app.chaos.approvals import ApprovalRecord, judge_approval, set_aside
 from streamrelay.app.chaos.driver import Driver
 from streamrelay.app.chaos.judge import Verdict, judge
 from streamrelay.app.chaos.plan import Options, RunPlan, make_plan
@@ -43,6 +44,8 @@ class Outcome:
     stops: dict[str, dict[str, Any]]
     """Per run, the reader's stop the campaign posted (:attr:`app.chaos.triggers.Chaos.stops`)."""
     elapsed_s: float
+    approvals: dict[str, ApprovalRecord] = field(default_factory=dict)
+    """Per run that asked one, what the campaign saw of its approval (:mod:`app.chaos.approvals`)."""
     faulted_calls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Per run, the platform calls that got a scripted fault or fell in an outage."""
 
@@ -85,6 +88,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
                 driver = Driver(options, plans, services, client, counters, tell)
                 records, reports = await driver.run()
                 chaos = driver.chaos
+                approvals = driver.approvals.records
                 outcome_states = {p: await services.state(client, p) for p in options.platforms}
             finally:
                 watcher.cancel()
@@ -97,14 +101,14 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(signal.SIGTERM)
     verdicts = {
-        p.run: judge(
+        p.run: _judged(
             p,
             records[p.run],
-            outcome_states[p.platform]["chats"].get(str(p.chat_id), []),
+            outcome_states[p.platform],
             reports.get(p.run),
             exclusive_bot=options.exclusive_bot,
             stop=chaos.stops.get(p.run),
-            calls=[c for c in outcome_states[p.platform]["calls"] if str(c.get("chat_id")) == str(p.chat_id)],
+            approval=approvals.get(p.run),
         )
         for p in plans
     }
@@ -122,10 +126,32 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
         scripted=chaos.scripted,
         crashes=services.crashes,
         stops=chaos.stops,
+        approvals=approvals,
         elapsed_s=round(time.monotonic() - t0, 1),
     )
     outcome.faulted_calls = faulted_calls(outcome)
     return outcome
+
+
+def _judged(
+    plan: RunPlan,
+    record: AgentRecord,
+    state: dict[str, Any],
+    report: dict[str, Any] | None,
+    *,
+    exclusive_bot: bool,
+    stop: dict[str, Any] | None,
+    approval: ApprovalRecord | None,
+) -> Verdict:
+    """The run judged: its answer by :func:`app.chaos.judge.judge` (its approval's message set aside), its approval
+    by :func:`app.chaos.approvals.judge_approval`."""
+    chat = state["chats"].get(str(plan.chat_id), [])
+    calls = [c for c in state["calls"] if str(c.get("chat_id")) == str(plan.chat_id)]
+    shown, judged_report, judged_calls = set_aside(chat, report, calls)
+    verdict = judge(plan, record, shown, judged_report, exclusive_bot=exclusive_bot, stop=stop, calls=judged_calls)
+    verdict.approval = judge_approval(plan, approval, chat)
+    verdict.problems += verdict.approval.problems
+    return verdict
 
 
 def faulted_calls(outcome: Outcome) -> dict[str, list[dict[str, Any]]]:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from streamrelay.app.chaos.agent import Agent, AgentRecord, observe
+from streamrelay.app.chaos.approvals import Approvals
 from streamrelay.app.chaos.plan import Options, RunPlan
 from streamrelay.app.chaos.services import Services
 from streamrelay.app.chaos.triggers import Chaos
@@ -58,6 +59,7 @@ class Driver:
         self.live: set[str] = set()
         """Runs started and not yet done (what a kill interrupts)."""
         self.chaos = Chaos(services, client, self.live)
+        self.approvals = Approvals(services, client)
         self.records: dict[str, AgentRecord] = {}
         self._streaming = asyncio.Semaphore(options.concurrency)
         self._in_delivery = asyncio.Semaphore(options.concurrency * 4)
@@ -87,10 +89,20 @@ class Driver:
             for task in tasks:
                 task.cancel()
         await self.services.up.wait()
+        for plan in self.plans:
+            await self.approvals.final_read(plan)
         return self.records, await self._final_reports()
 
     async def _life(self, plan: RunPlan) -> None:
-        agent = Agent(plan, self.services, self.client, self.chaos, self.services.elapsed, patience_s=self._patience)
+        agent = Agent(
+            plan,
+            self.services,
+            self.client,
+            self.chaos,
+            self.services.elapsed,
+            patience_s=self._patience,
+            approvals=self.approvals,
+        )
         self.records[plan.run] = agent.record
         await self._in_delivery.acquire()
         held = [True]

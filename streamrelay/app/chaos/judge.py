@@ -26,6 +26,7 @@ from streamrelay.adapters.discord.markdown import REWRITTEN
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import text_of
+from streamrelay.app.chaos.approvals import ApprovalVerdict
 from streamrelay.app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, judge_vanished, split_media
 from streamrelay.app.chaos.plan import CREATE, MEDIA_SENDS, RunPlan
 from streamrelay.core.run.stage import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
@@ -84,6 +85,8 @@ class Verdict:
     doubled_allowed: bool = False
     """A double reported uncertain where the platform cannot settle a send (Telegram without an exclusive bot;
     :attr:`adapters.platform.DryRunFacts.unsettleable`: WhatsApp): allowed (not a lie)."""
+    approval: ApprovalVerdict = field(default_factory=ApprovalVerdict)
+    """The run's approval (:mod:`app.chaos.approvals`), when it asked one."""
     expected: str = "full"
     """``full``: the whole answer; ``prefix``: its agent left after a kill, what it acknowledged at least."""
     problems: list[str] = field(default_factory=list)
@@ -92,10 +95,10 @@ class Verdict:
     @property
     def bad(self) -> bool:
         doubled = self.doubled and not self.doubled_allowed
-        return self.lost or self.lying or self.unfinished or self.misplaced or doubled
+        return self.lost or self.lying or self.unfinished or self.misplaced or doubled or self.approval.bad
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "bad": self.bad}
+        return {**self.__dict__, "approval": {**self.approval.__dict__, "bad": self.approval.bad}, "bad": self.bad}
 
 
 def judge(

@@ -23,6 +23,13 @@ COLUMNS = (
     ("misplaced", "media\nmisplaced"),
     ("media", "media\nshown"),
     ("stops", "stops\n(posted)"),
+    ("approvals", "approvals\nasked"),
+    ("approved", "approved"),
+    ("denied", "denied"),
+    ("expired", "expired"),
+    ("undecided", "undecided\n(run ended)"),
+    ("strangers_refused", "stranger\npresses\nrefused"),
+    ("approvals_bad", "approvals\ndoubled /\nlost /\nwrong"),
     ("kills", "kills"),
     ("interrupted", "runs\ninterrupted"),
     ("faults", "faults\ninjected"),
@@ -63,6 +70,12 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
         row["misplaced"] += verdict.misplaced
         row["media"] += verdict.media_shown
         row["stops"] += verdict.stopped
+        judged = verdict.approval
+        row["approvals"] += judged.asked
+        for decided in ("approved", "denied", "expired", "undecided"):
+            row[decided] += judged.outcome == decided
+        row["strangers_refused"] += judged.stranger_refused
+        row["approvals_bad"] += judged.bad
         row["stops_posted"] = row.get("stops_posted", 0) + (plan.run in outcome.stops)
         row["media_planned"] = row.get("media_planned", 0) + len(plan.media)
         row["faults"] += len(outcome.faulted_calls.get(plan.run, []))
@@ -106,7 +119,7 @@ def table(outcome: Outcome) -> Table:
         cells = []
         for key, _ in COLUMNS:
             value = row[key]
-            bad = key in ("lost", "lying", "unfinished", "misplaced")
+            bad = key in ("lost", "lying", "unfinished", "misplaced", "approvals_bad")
             bad = bad or (key == "doubled" and row["doubled_bad"] > 0)  # allowed: reported uncertain, unsettleable
             cell = f"[red]{value}[/]" if bad and value else str(value)
             if key == "media":
@@ -254,7 +267,9 @@ def write_transcripts(outcome: Outcome, summary_json: dict[str, Any]) -> None:
                 "fault": plan.fault.__dict__ if plan.fault else None,
                 "media": [m.__dict__ for m in plan.media],
                 "stop": plan.stop.__dict__ if plan.stop else None,
+                "approval": plan.approval.to_json() if plan.approval else None,
             },
+            "approval": outcome.approvals[plan.run].to_json() if plan.run in outcome.approvals else None,
             "stop": outcome.stops.get(plan.run),
             "agent": record.to_json(),
             "verdict": outcome.verdicts[plan.run].to_json(),

@@ -11,6 +11,7 @@ from typing import Any
 
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.answers import Answer, Media, Recording, pick_answer, pick_media, run_lines
+from streamrelay.app.chaos.approvals import ApprovalPlan, add_approvals
 
 PLATFORMS = tuple(name for name, platform in REGISTRY.items() if platform.dry_run is not None)
 """The platforms a campaign can run on: every registered one with a mock (:mod:`adapters.registry`)."""
@@ -192,6 +193,8 @@ class RunPlan:
     media: tuple[Media, ...] = ()
     """The answer's media items (their ``media`` lines are among ``lines``)."""
     stop: StopPlan | None = None
+    approval: ApprovalPlan | None = None
+    """An approval the run asks (:mod:`app.chaos.approvals`): its line is among ``lines``."""
     failover: float | None = None
     """``redis`` with failovers: the fraction of the run's lines at which the Redis primary is killed (a
     ``primary failover`` fault)."""
@@ -304,6 +307,7 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
         plans[index].fault = FaultPlan(kind, rng.uniform(0.0, 0.9), fault_body(rng, kind, platform, options.long))
     for plan in plans:  # drawn last: the same seed keeps the runs, kills and faults it drew before media and stops
         _add_media_and_stop(rng, plan)
+    add_approvals(options.seed, plans)  # its own generator: the plans above stay what the seed drew
     if options.replicated and options.failovers > 0:  # its own generator: the plans without failovers stay the same
         draw = random.Random(f"failover-{options.seed}")
         candidates = list(range(min(2, options.runs - 1), options.runs))

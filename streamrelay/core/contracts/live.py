@@ -113,6 +113,25 @@ class DecisionEvent(_Live):
     reason: str | None = None
 
 
+class ApprovalEvent(_Live):
+    """An approval as a page shows it (docs/approvals.md): asked (``state`` ``pending``), ``decided``, or ``ended``
+    (the run ended before anyone decided). Each change of an approval is one such event with all its fields."""
+
+    type: Literal["approval"] = "approval"
+    approval: str = Field(description="The approval's id in the run.")
+    state: Literal["pending", "decided", "ended"]
+    question: str = Field(description="What is asked.")
+    action: str | None = Field(default=None, description="What will be done if approved.")
+    approvers: list[str] = Field(description="Platform user ids who may decide (empty with anyone).")
+    anyone: bool = Field(description="Anyone in the chat may decide (the channel's approvals_anyone).")
+    expires_at: float = Field(description="When it expires, Unix seconds.")
+    on_expiry: Literal["approved", "denied"]
+    decision: Literal["approved", "denied", "expired"] | None = None
+    approved: bool | None = None
+    by: str | None = Field(default=None, description="Who decided (null at the expiry).")
+    at: float | None = Field(default=None, description="When it was decided, Unix seconds.")
+
+
 class AnswerEvent(_Live):
     """The root's answer as it streams: ``delta`` (appended), or ``text`` with ``reset`` (the whole answer);
     ``final`` on the committed final text."""
@@ -212,6 +231,10 @@ class LiveState(BaseModel):
         description="``<channel>/<part>``: the part's delivery fields (a ``delivery`` event's), and ``text``."
     )
     timeline: list[JsonObject] = Field(description="The last 200 phase, status, tool, decision and error events.")
+    approvals: dict[str, JsonObject] = Field(
+        default_factory=dict,
+        description="Each approval by its id: its latest ``approval`` event's fields (``approval``, ``state``, …).",
+    )
 
 
 class ResetEvent(_Live):
@@ -244,6 +267,7 @@ LIVE_TYPES: dict[str, type[BaseModel]] = {
     "tool_call": ToolCallEvent,
     "tool_result": ToolResultEvent,
     "decision": DecisionEvent,
+    "approval": ApprovalEvent,
     "answer": AnswerEvent,
     "agent": AgentEvent,
     "delivery": DeliveryEvent,
@@ -268,6 +292,7 @@ LiveEvent = Annotated[
     | Annotated[ToolCallEvent, Tag("tool_call")]
     | Annotated[ToolResultEvent, Tag("tool_result")]
     | Annotated[DecisionEvent, Tag("decision")]
+    | Annotated[ApprovalEvent, Tag("approval")]
     | Annotated[AnswerEvent, Tag("answer")]
     | Annotated[AgentEvent, Tag("agent")]
     | Annotated[DeliveryEvent, Tag("delivery")]

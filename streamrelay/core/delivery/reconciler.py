@@ -392,9 +392,11 @@ class Reconciler:
         controls = self.machine.controls
         return [*(controls.errors if controls is not None else []), *self.machine.buttons.errors]
 
-    def controls_restored(self) -> None:
+    def controls_restored(self, *, buttons: bool = True) -> None:
         """After :meth:`restore`: the messages that may carry the control (:meth:`ControlPlan.restored`), and the
-        approval messages whose buttons are not known (:meth:`ButtonPlan.restored`)."""
+        approval messages whose buttons are not known (:meth:`ButtonPlan.restored`; ``buttons`` False: the
+        platform shows none, so none can be left on: a button call there would go to an adapter without it)."""
         if self.machine.controls is not None:
             self.machine.controls.restored()
-        self.machine.buttons.restored()
+        if buttons:
+            self.machine.buttons.restored()

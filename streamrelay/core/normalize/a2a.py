@@ -24,7 +24,12 @@ artifact ``file`` part with a ``uri``                         ``Media`` (``media
                                                              it was not shown)
 ``Message`` (role ``agent``) text parts                       ``TextEvent`` answer, ``MessageEnd``
 status ``working`` / ``submitted`` with a message             ``Status`` (the message's text)
-status ``input-required`` / ``auth-required``                 the message's text as answer (a question to
+status ``input-required``                                    ``ApprovalRequest`` (docs/approvals.md): the
+                                                             message's text the question, its ``data`` parts
+                                                             (compact JSON) the action, id the message's
+                                                             ``messageId`` (else ``<taskId>:<n>``); the same
+                                                             status message again asks nothing
+status ``auth-required``                                      the message's text as answer (a question to
                                                              the person), ``MessageEnd``
 status ``completed``                                         its message as answer when the task streamed no
                                                              artifact text; the open message ends
@@ -38,6 +43,12 @@ a status update with ``final: true``                         as its state says; 
                                                              edited into the answer
 ===========================================================  ================================================
 
+An ``input-required`` task waits for the person (spec §6.3, "TaskState": the client answers with a message to the same
+``taskId``). The sidecar offers the person Approve and Deny (it reads no platform replies): the agent's client reads
+the ``approval`` unit (``RelayClient.wait_approval``) and sends the A2A follow-up message saying the decision. A
+question that wants typed input (``Which city do you mean?``) is shown the same way; who may decide is the
+channel's (``approvers`` / ``approvals_anyone``), the expiry 10 minutes, then denied.
+
 Referenced tasks: the first task id seen is the run's main task (the root agent). Another task (one a message
 or task names in ``referenceTaskIds``, or any other ``taskId``) is a sub-agent: ``source`` = ``agent_id`` and
 ``session_id`` the task id, ``parent_session_id`` the task that referenced it (else the main task), ``depth``
@@ -50,6 +61,7 @@ seen), user messages, ``metadata``, and result objects of an unknown ``kind``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +83,7 @@ from streamrelay.core.events import (
 from streamrelay.core.normalize.base import (
     JsonObject,
     MessageCounter,
+    approval_event,
     as_dict,
     as_str,
     invalid_event,
@@ -88,7 +101,7 @@ _PROVIDER = "A2A"
 _WRAPPERS = {"task": "task", "message": "message", "statusUpdate": "status-update", "artifactUpdate": "artifact-update"}
 _ENDED = {"completed": EndStatus.OK, "failed": EndStatus.ERROR, "rejected": EndStatus.ERROR}
 _ENDED["canceled"] = EndStatus.CANCELLED
-_QUESTIONS = frozenset({"input-required", "auth-required"})
+_QUESTIONS = frozenset({"auth-required"})
 
 
 @dataclass
@@ -102,6 +115,10 @@ class _Task:
     texts: dict[str, str] = field(default_factory=dict)
     """``artifactId`` → its text so far (a non-appending repeat replaces it)."""
     ended: bool = False
+    asked: set[str] = field(default_factory=set)
+    """Approval ids its ``input-required`` statuses asked (a status message seen again asks nothing)."""
+    waiting: bool = False
+    """Its last state was ``input-required`` (a bare repeat of it, without a message id, asks nothing)."""
     final: bool = False
     """A status update with ``final: true`` came: the task's stream is over, a later artifact is not its answer."""
 
@@ -280,6 +297,9 @@ class A2ANormalizer:
         owner = as_str(body.get("taskId")) or as_str(body.get("id"))
         self._references(owner, message)
         text = _parts_text(message.get("parts"))
+        if state == "input-required":
+            return self._input_required(task, owner, message, text)
+        task.waiting = False
         if state in _QUESTIONS:
             return self._answer(task, text)
         if state in ("failed", "rejected"):
@@ -293,6 +313,22 @@ class A2ANormalizer:
             note = Status(run=self._run, text=f"canceled: {one_line(text)}" if text else "canceled", source=task.source)
             return [*self._end_message(task), note, *self._ended(task, state)]
         return [Status(run=self._run, text=one_line(text), source=task.source)] if text.strip() else []
+
+    def _input_required(self, task: _Task, owner: str, message: JsonObject, text: str) -> list[Event]:
+        """An ``input-required`` status: one ``approval.request`` per status message (module docstring)."""
+        message_id = as_str(message.get("messageId"))
+        approval_id = message_id or f"{owner}:{len(task.asked) + 1}"
+        if approval_id in task.asked or (task.waiting and not message_id):
+            return []
+        task.asked.add(approval_id)
+        task.waiting = True
+        parts = message.get("parts")
+        data = [p.get("data") for p in parts if isinstance(p, dict) and "data" in p] if isinstance(parts, list) else []
+        action = (
+            json.dumps(data[0] if len(data) == 1 else data, ensure_ascii=False, separators=(",", ":")) if data else None
+        )
+        question = text.strip() or "The agent needs your input to go on."
+        return [*self._end_message(task), approval_event(self._run, approval_id, question, action, source=task.source)]
 
     def _ended(self, task: _Task, state: str) -> list[Event]:
         """A child's terminal state is its ``End`` (the root's end is the runtime's own ``end`` line)."""
@@ -382,7 +418,7 @@ EVENT_TYPES: EventTable = table(
         "part/data": M.IGNORED,  # structured data, not text: the client renders it
         "state/submitted": M.STATUS,
         "state/working": M.STATUS,
-        "state/input-required": M.TEXT,  # a question to the person
+        "state/input-required": M.APPROVAL,  # the task waits for the person: Approve / Deny
         "state/auth-required": M.TEXT,
         "state/completed": M.BOUNDARY,
         "state/failed": M.ERROR,

@@ -220,7 +220,7 @@ class RunController:
             )
         )
         self.rec.restore(await self._ledger.parts(self.run))
-        self.rec.controls_restored()
+        self.rec.controls_restored(buttons=self.stage.approval_buttons)
         self.stage.opened(self._platform)
         self.rec.start()
 

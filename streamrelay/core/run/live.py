@@ -142,6 +142,45 @@ class DecisionLive(Live):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalLive(Live):
+    """An approval as a page shows it (:mod:`core.run.approvals`): asked (``state`` ``pending``, with what is asked,
+    what will be done, who may decide and until when), ``decided`` (``decision``, ``approved``, ``by``, ``at``) or
+    ``ended`` (the run ended before anyone decided)."""
+
+    type: ClassVar[str] = "approval"
+    WIRE = (
+        ("approval", False),
+        ("state", False),
+        ("question", False),
+        ("action", True),
+        ("approvers", False),
+        ("anyone", False),
+        ("expires_at", False),
+        ("on_expiry", False),
+        ("decision", True),
+        ("approved", True),
+        ("by", True),
+        ("at", True),
+    )
+    approval: str
+    state: str
+    question: str
+    action: str | None = None
+    approvers: list[str]
+    anyone: bool
+    expires_at: float
+    on_expiry: str
+    decision: str | None = None
+    approved: bool | None = None
+    by: str | None = None
+    at: float | None = None
+
+    def facts(self) -> JsonObject:
+        """What the state keeps of the approval (its wire fields but the event's own)."""
+        return {k: v for k, v in self.wire().items() if k not in ("id", "run", "seq", "ts", "type")}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerLive(Live):
     """The root's answer: ``delta`` (appended), or ``text`` with ``reset``; ``final`` on the committed text."""
 
@@ -269,6 +308,7 @@ LIVE_VALUES: dict[str, type[Live]] = {
         ToolCallLive,
         ToolResultLive,
         DecisionLive,
+        ApprovalLive,
         AnswerLive,
         AgentLive,
         DeliveryLive,

@@ -16,6 +16,9 @@ type           fields
 ``tool_result`` ``call_id``, ``name``, ``summary``, ``source``
 ``decision``   ``what`` (``commit``: the answer passed its checks; ``gate``: the action gate answered), and for
                gate decisions ``call_id``, ``name``, ``verdict``, ``reason``
+``approval``   an approval (docs/approvals.md) asked, decided or left undecided at the end: ``approval`` (its id),
+               ``state`` (pending, decided, ended), ``question``, ``action``, ``approvers``, ``anyone``,
+               ``expires_at``, ``on_expiry``, and once decided ``decision``, ``approved``, ``by``, ``at``
 ``answer``     the root's answer as it streams: ``delta`` (appended) or ``text`` with ``reset: true`` (the whole
                answer, earlier text changed); ``final: true`` on the committed final text. In ``progress`` mode no
                answer event comes before the commit point.
@@ -34,9 +37,9 @@ type           fields
 State (what ``reset`` carries, and what a page shows): ``{"run", "channel", "platform", "mode", "started_at"
 (the ``run`` event's ``ts``), "rate_limited" (how many ``delivery`` events said ``retrying`` with ``retry_after_s``:
 the 429s met), "answer", "final", "agents": {key: {"source", "state", "text"}}, "timeline": [the last 200 phase /
-status / tool / decision / error events], "parts": {"<channel>/<part>": {delivery fields}}, "ended": status or
-null, "delivery": the report's status at the end or null}``. :meth:`RunMonitor.row` is the run's line in the
-operator's listing (``GET /v1/runs``).
+status / tool / decision / error events], "parts": {"<channel>/<part>": {delivery fields}}, "approvals" (when the
+run asked any): {id: {its latest ``approval`` event's fields}}, "ended": status or null, "delivery": the report's
+status at the end or null}``. :meth:`RunMonitor.row` is the run's line in the operator's listing (``GET /v1/runs``).
 
 Replay: the last ``buffer`` events (and at most ``max_chars`` characters of their text) are kept while the run
 goes on; a watcher that resumes after an id still in the buffer gets exactly the events after it, once; one that
@@ -69,11 +72,13 @@ from typing import Any, Protocol
 from streamrelay.core.contracts.answers import RunRow
 from streamrelay.core.contracts.live import check_live_event
 from streamrelay.core.events import ErrorEvent, Event, Phase, Status, TextEvent, ToolResult, Visibility
+from streamrelay.core.json_types import JsonObject
 from streamrelay.core.records.report import DeliveryReport
 from streamrelay.core.run.live import (
     LIVE_VALUES,
     AgentLive,
     AnswerLive,
+    ApprovalLive,
     DeliveryLive,
     EndLive,
     Live,
@@ -215,6 +220,8 @@ class RunMonitor:
         """Each part's row key, made once: every ``delivery`` event of the part refers to the same string."""
         """Per web part: how many times its text changed other than by growing (:meth:`delivered`)."""
         self._timeline: deque[Live] = deque(maxlen=TIMELINE)
+        self._approvals: dict[str, JsonObject] = {}
+        """Per approval id: its latest ``approval`` event's fields (a run asks a few: never trimmed)."""
 
     def share_answer(self, source: TextSource) -> None:
         """Refer to the run's answer (the root's linear text, which ``answer`` deltas extend) instead of keeping a copy
@@ -231,7 +238,7 @@ class RunMonitor:
     def _state_json(self, answer: str, agents: dict[str, str], parts: dict[str, str]) -> dict[str, object]:
         """The state's JSON object with these texts (an agent's or a part's left out when not in them)."""
         head = self._head
-        return {
+        state: dict[str, object] = {
             "run": self.run,
             "channel": head.channel,
             "platform": head.platform,
@@ -249,6 +256,9 @@ class RunMonitor:
             "parts": {k: {**v, **({"text": parts[k]} if k in parts else {})} for k, v in self._parts.items()},
             "timeline": [event.wire() for event in self._timeline],
         }
+        if self._approvals:  # only a run that asked any: the state of every other run is as it was
+            state["approvals"] = {k: dict(v) for k, v in self._approvals.items()}
+        return state
 
     def _answer_text(self) -> str:
         if self._published is not None and self._source is not None:
@@ -650,6 +660,8 @@ class RunMonitor:
             )
         elif isinstance(event, EndLive):
             head.ended, head.delivery = event.status, event.delivery
+        elif isinstance(event, ApprovalLive):
+            self._approvals[event.approval] = event.facts()
         elif isinstance(event, _TIMELINE_CLASSES):
             self._timeline.append(event)
 

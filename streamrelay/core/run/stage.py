@@ -289,6 +289,7 @@ class RunStage:
             slot.buttons = approval_control(self.run, event.id)
         self._approval_slots[event.id] = slot
         self.monitor.publish("decision", what="approval", call_id=event.id, verdict="pending", reason=event.question)
+        self._publish_approval(approval, "pending")
 
     def _on_approval_decision(self, event: ApprovalDecision) -> None:
         """An approval decided (journaled once: :func:`core.run.approvals.decide`): the ``approval`` unit on the
@@ -301,6 +302,8 @@ class RunStage:
             slot.buttons = None
             self.book.set_text(slot, _approval_text(approval, event))
         self.monitor.publish("decision", what="approval", call_id=event.id, verdict=event.decision, reason=event.by)
+        if approval is not None:
+            self._publish_approval(dataclasses.replace(approval, decision=event), "decided")
 
     def _close_approvals(self) -> None:
         """The run ends: an approval still undecided shows so, without buttons (a press now would decide nothing)."""
@@ -309,6 +312,27 @@ class RunStage:
             if approval is not None and approval_id not in self._decided:
                 slot.buttons = None
                 self.book.set_text(slot, dataclasses.replace(approval, decision=None).text(ended=True))
+                self._publish_approval(dataclasses.replace(approval, decision=None), "ended")
+
+    def _publish_approval(self, approval: Approval, state: str) -> None:
+        """The approval as the live page shows it (an ``approval`` event: its card with Approve and Deny while
+        ``pending``; decided, or ``ended`` undecided). Its question and action are made safe where published."""
+        req, decision = approval.request, approval.decision
+        self.monitor.publish(
+            "approval",
+            approval=req.id,
+            state=state,
+            question=req.question,
+            action=req.action,
+            approvers=list(approval.approvers),
+            anyone=approval.anyone,
+            expires_at=approval.expires_at,
+            on_expiry=req.on_expiry,
+            decision=decision.decision if decision else None,
+            approved=decision.approved if decision else None,
+            by=decision.by if decision else None,
+            at=decision.at if decision else None,
+        )
 
     def _child_media_shown_here(self) -> bool:
         """A sub-agent's media item is sent like the root's (its own message after the text so far, in the report's

@@ -9,8 +9,11 @@ Rules (https://discord.com/developers/docs/components/reference):
   (https://discord.com/developers/docs/resources/message#edit-message).
 - A press reaches the app as a gateway dispatch ``INTERACTION_CREATE`` with an interaction of type 3
   (MESSAGE_COMPONENT): ``{"op": 0, "t": "INTERACTION_CREATE", "s", "d": {"id", "application_id", "type": 3,
-  "data": {"custom_id", "component_type": 2}, "channel_id", "member": {"user"}, "token", "version": 1,
-  "message"}}`` (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object);
+  "data": {"custom_id", "component_type": 2}, "guild_id", "channel_id", "channel", "member": {"user", "roles",
+  "joined_at", …}, "token", "version": 1,
+  "message", "entitlements", "attachment_size_limit"}}``
+  (https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-object; discord.py 2.7
+  reads ``attachment_size_limit`` as required);
   :func:`interaction_create` builds it.
 """
 
@@ -20,8 +23,11 @@ import itertools
 import secrets
 from typing import Any
 
+from streamrelay.mocks.discord.threads import GUILD_ID
 from streamrelay.mocks.discord.wire import ApiError, form_error, user_json
 
+ATTACHMENT_SIZE_LIMIT = 10 * 1024 * 1024
+"""An interaction's ``attachment_size_limit`` in bytes (a server without boosts: 10 MiB)."""
 MAX_ROWS = 5
 MAX_BUTTONS = 5
 MAX_LABEL = 80
@@ -89,11 +95,32 @@ def interaction_create(message: dict[str, Any], custom_id: str, user: str | None
         "application_id": APPLICATION_ID,
         "type": 3,
         "data": {"custom_id": custom_id, "component_type": 2},
+        "guild_id": GUILD_ID,  # the mock's channels are a guild's: a press there carries the guild and the member
         "channel_id": message["channel_id"],
-        "member": {"user": user_json(user or PRESSER_ID, bot=False), "roles": [], "permissions": "0"},
+        "channel": {  # the partial channel an interaction carries
+            "id": message["channel_id"],
+            "type": 0,
+            "guild_id": GUILD_ID,
+            "name": "general",
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+        },
+        "member": {
+            "user": user_json(user or PRESSER_ID, bot=False),
+            "roles": [],
+            "joined_at": "2026-01-01T00:00:00.000000+00:00",
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "permissions": "0",
+        },
         "token": secrets.token_urlsafe(24),
         "version": 1,
         "message": message,
+        "entitlements": [],
+        "attachment_size_limit": ATTACHMENT_SIZE_LIMIT,
     }
     return {"op": 0, "t": "INTERACTION_CREATE", "s": next(_sequence), "d": interaction}
 

@@ -46,6 +46,7 @@ ROUTES = (
     route("POST", "/webhooks/{webhook}/{token}", "executeWebhook", "webhook"),
     route("PATCH", "/webhooks/{webhook}/{token}/messages/{message}", "editWebhookMessage", "webhook"),
     route("DELETE", "/webhooks/{webhook}/{token}/messages/{message}", "deleteWebhookMessage", "webhook"),
+    route("POST", "/interactions/{interaction}/{token}/callback", "createInteractionResponse", "webhook"),
 )
 METHODS = tuple(r.name for r in ROUTES)
 

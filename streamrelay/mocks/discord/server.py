@@ -18,7 +18,7 @@ from streamrelay.mocks.discord.embeds import shown_text
 from streamrelay.mocks.discord.limits import DiscordLimits, Key, RateLimiter, bucket_hash, retry_after_header
 from streamrelay.mocks.discord.routes import API_PREFIX, METHODS, Route, json_response, read_body, resolve
 from streamrelay.mocks.discord.threads import Thread, thread_json
-from streamrelay.mocks.discord.wire import ApiError, StoredMessage, fail
+from streamrelay.mocks.discord.wire import ApiError, StoredMessage, fail, form_error
 
 Body = dict[str, Any]
 Result = tuple[int, Body | None]
@@ -85,6 +85,7 @@ class MockDiscord(MockServer):
             "executeWebhook": self._create,
             "editWebhookMessage": self._edit,
             "deleteWebhookMessage": self._delete,
+            "createInteractionResponse": self._respond,
         }
         self.reset()
 
@@ -106,6 +107,10 @@ class MockDiscord(MockServer):
         super().reset()
         self._channels.reset()
         self._rates = RateLimiter(self.limits)
+        self._interactions: dict[str, str] = {}
+        """Each pressed interaction's token by its id, until it is responded to."""
+        self.responses: list[dict[str, Any]] = []
+        """Each interaction response (:meth:`_respond`): ``{"interaction", "type", "content", "ephemeral"}``."""
 
     def add_webhook(self, channel_id: ChatId) -> tuple[str, str]:
         """Create a webhook posting into ``channel_id``; return ``(webhook id, webhook token)``."""
@@ -149,7 +154,9 @@ class MockDiscord(MockServer):
         chosen = next((c for c in ids if data is None or c == data), None)
         if chosen is None:
             raise ValueError(f"message {message_id} has no button {data!r}: its buttons are {ids}")
-        return interaction_create(self._channels.json(found[0]), chosen, None if user is None else str(user))
+        dispatch = interaction_create(self._channels.json(found[0]), chosen, None if user is None else str(user))
+        self._interactions[dispatch["d"]["id"]] = dispatch["d"]["token"]
+        return dispatch
 
     def chats(self) -> list[ChatId]:
         """Channels (threads included: a thread is a channel) that ever received a message, in first-message
@@ -208,6 +215,12 @@ class MockDiscord(MockServer):
 
     def _authenticate(self, request: web.Request, call: _Call) -> None:
         """Bot routes need ``Authorization: Bot <token>``; webhook routes an existing id and its token."""
+        if "interaction" in call.params:  # an interaction's token is its credential (no bot token)
+            if self._interactions.get(call.params["interaction"]) != call.params["token"]:
+                answered = any(r["interaction"] == call.params["interaction"] for r in self.responses)
+                raise fail(wire.ALREADY_ACKNOWLEDGED if answered else wire.UNKNOWN_INTERACTION)
+            call.principal = f"interaction:{call.params['interaction']}"
+            return
         if "webhook" in call.params:
             webhook = self._webhooks.get(call.params["webhook"])
             if webhook is None:
@@ -332,6 +345,36 @@ class MockDiscord(MockServer):
         self._admit(call)
         thread = self._channels.start_thread(message, request, principal=call.principal)
         return 201, thread_json(thread)
+
+    def _respond(self, call: _Call) -> Result:
+        """createInteractionResponse: 204 (200 with the interaction callback response with ``?with_response=true``,
+        https://discord.com/developers/docs/interactions/receiving-and-responding#interaction-callback-interaction-callback-response-object),
+        once per interaction (a second: 400 40060; an unknown one, or a wrong
+        token: 404 10062) (https://discord.com/developers/docs/interactions/receiving-and-responding#create-interaction-response).
+        ``type`` 4 (a message; ``data.flags`` 64: ephemeral, only the presser sees it), 5 or 6 (deferred); any other
+        is 400 50035. Discord's 3 s to respond is not enforced (tests run on loaded machines)."""
+        kind, data = call.body.get("type"), call.body.get("data") or {}
+        if kind not in (4, 5, 6) or not isinstance(data, dict):
+            raise form_error("type", "BASE_TYPE_CHOICES", f"Value must be one of (4, 5, 6) here, got {kind!r}.")
+        if kind == 4 and not str(data.get("content") or "").strip():
+            raise fail(wire.EMPTY)
+        del self._interactions[call.params["interaction"]]
+        ephemeral = bool(int(data.get("flags") or 0) & 64)
+        content = data.get("content")
+        call.record.text = content
+        self.responses.append(
+            {"interaction": call.params["interaction"], "type": kind, "content": content, "ephemeral": ephemeral}
+        )
+        if call.query.get("with_response", "").lower() not in ("1", "true"):
+            return 204, None
+        # ?with_response: the interaction callback response object (its interaction, the response's type)
+        interaction = {
+            "id": call.params["interaction"],
+            "type": 3,
+            "response_message_loading": kind == 5,
+            "response_message_ephemeral": ephemeral,
+        }
+        return 200, {"interaction": interaction, "resource": {"type": kind}}
 
     def _typing(self, call: _Call) -> Result:
         """triggerTypingIndicator: 204; the indicator shows for about 10 s

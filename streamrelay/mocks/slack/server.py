@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,7 @@ METHODS = (
     "chat.postMessage",
     "chat.update",
     "chat.delete",
+    "chat.postEphemeral",
     "chat.startStream",
     "chat.appendStream",
     "chat.stopStream",
@@ -81,6 +83,7 @@ class MockSlack(MockServer):
             "chat.postMessage": self._post,
             "chat.update": self._update,
             "chat.delete": self._delete,
+            "chat.postEphemeral": self._post_ephemeral,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
@@ -128,6 +131,8 @@ class MockSlack(MockServer):
         self._workspace.messages.clear()
         self._workspace.statuses.clear()
         self._workspace._latest_us.clear()
+        self.ephemerals: list[tuple[str, str, str]] = []
+        """``(channel, user, text)`` of each chat.postEphemeral: seen by that user only, never in the history."""
         self._rates = RateLimiter(self.limits)
 
     async def stop(self) -> None:
@@ -345,6 +350,21 @@ class MockSlack(MockServer):
         _append(message, given)
         message.streaming = False
         return {"channel": message.channel, "ts": message.ts, "message": message_json(message)}
+
+    def _post_ephemeral(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
+        """chat.postEphemeral (https://docs.slack.dev/reference/methods/chat.postEphemeral): a message only
+        ``user`` sees in ``channel``, never stored in its history (:attr:`ephemerals`); ``user`` is required
+        (``user_not_found`` without a user id), and the text as chat.postMessage's."""
+        view = read_blocks(params)
+        channel, given, _ = self._workspace.check_post(params, blocks=view is not None)
+        user = params.get("user")
+        if not isinstance(user, str) or not re.fullmatch(r"[UW][A-Z0-9]{2,}", user):
+            raise SlackError("user_not_found")
+        self._admit(token, call.method, channel)
+        text = view.text if view is not None else given.person_view
+        self.ephemerals.append((channel, user, text))
+        call.text = text
+        return {"message_ts": f"{time.time():.6f}"}
 
     def _set_status(self, token: str, call: RecordedCall, params: Params) -> dict[str, Any]:
         channel, thread_ts, status = self._workspace.check_status(params)

@@ -15,6 +15,14 @@
 // Stop button until the run ends; a click posts /v1/runs/{run}/live/stop with `Authorization: Bearer S` (never in
 // a URL it requests) and the run then ends `cancelled` (its end event hides the button).
 //
+// Approvals: an `approval` event (or a reset's `approvals`) shows a card saying what is asked, what will be done,
+// who may decide and until when. A link made for a person (`&viewer=V&decide=D`, from GET
+// /v1/runs/{run}/watch?as=V) shows Approve and Deny on a pending card; a press posts
+// /v1/runs/{run}/live/approvals/{id} with `Authorization: Bearer D` and {"decision", "viewer": V}. The sidecar decides
+// whether V may decide: a refusal changes nothing and its `tell` is shown on the card. A link without a viewer only
+// watches (no buttons). The card shows the decision and who made it when the `approval` event says so, wherever it
+// was made (a bot's press on Telegram, the expiry, another page).
+//
 // For tests: window.streamrelayView = {lastId, eventsApplied, resets, ignored, answerRenders} (plain numbers,
 // updated in place) and document.body.dataset.state = "live" | "waiting" | "reconnecting" | "ended" | "denied".
 "use strict";
@@ -39,6 +47,10 @@
   const agents = new Map();
   /** "<channel>/<part>" -> {key, channel, part, data, el, …}. */
   const parts = new Map();
+  /** approval id -> {el, fields, ...} in first-seen order. */
+  const approvals = new Map();
+  /** Who this page decides as, and its decide token (from the link; empty: it only watches). */
+  const viewer = { id: "", token: "", run: "" };
   let timelineCount = 0;
   let ended = null;
   let source = null;
@@ -385,6 +397,10 @@
           if (ev.reason) body.append(make("span", "summary", str(ev.reason)));
         } else if (ev.what === "commit") {
           body.append(document.createTextNode("answer committed"));
+        } else if (ev.what === "approval") {
+          body.append(document.createTextNode("approval "), make("span", "tool-name mono", ev.call_id),
+            make("span", "badge verdict", str(ev.verdict)));
+          if (ev.verdict !== "pending" && ev.reason) body.append(make("span", "summary", "by " + str(ev.reason)));
         } else {
           body.append(document.createTextNode(str(ev.what)));
         }
@@ -482,6 +498,119 @@
     rec.textEl.hidden = !hasText;
   }
 
+
+  // --------------------------------------------------------------------------------------------- approvals
+
+  function clock(seconds) {
+    const t = Number(seconds);
+    return Number.isFinite(t) ? timeFormat.format(new Date(t * 1000)) : "";
+  }
+
+  function outcomeText(f) {
+    if (f.state === "ended") return "Not decided: the run ended.";
+    if (f.decision === "expired") return "⌛ Expired at " + clock(f.at) + ": " + (f.approved ? "approved" : "denied") + ".";
+    const mark = f.approved ? "✅ Approved" : "❌ Denied";
+    return mark + " by " + str(f.by) + " at " + clock(f.at) + ".";
+  }
+
+  function makeApproval(id) {
+    const rec = { id, fields: {} };
+    rec.el = make("article", "approval");
+    rec.el.dataset.approval = id;
+    rec.questionEl = make("p", "approval-question");
+    rec.actionEl = make("p", "approval-action");
+    rec.whoEl = make("p", "approval-who");
+    rec.expiryEl = make("p", "approval-expiry");
+    rec.buttonsEl = make("div", "approval-buttons");
+    rec.approveEl = make("button", "approve", "✅ Approve");
+    rec.denyEl = make("button", "deny", "❌ Deny");
+    rec.approveEl.type = rec.denyEl.type = "button";
+    rec.approveEl.addEventListener("click", () => pressApproval(rec, "approve"));
+    rec.denyEl.addEventListener("click", () => pressApproval(rec, "deny"));
+    rec.buttonsEl.append(rec.approveEl, rec.denyEl);
+    rec.outcomeEl = make("p", "approval-outcome");
+    rec.noteEl = make("p", "approval-note");
+    rec.noteEl.setAttribute("role", "status");
+    rec.el.append(rec.questionEl, rec.actionEl, rec.whoEl, rec.expiryEl, rec.buttonsEl, rec.outcomeEl, rec.noteEl);
+    els.approvals.append(rec.el);
+    approvals.set(id, rec);
+    els.approvalsPanel.hidden = false;
+    return rec;
+  }
+
+  function applyApproval(fields, knownId) {
+    const id = knownId !== undefined ? knownId : str(fields.approval);
+    if (!id) return;
+    const rec = approvals.get(id) || makeApproval(id);
+    const f = Object.assign(rec.fields, fields);
+    const question = str(f.question);
+    rec.el.dataset.state = str(f.state);
+    rec.el.dataset.approved = f.approved === true ? "true" : f.approved === false ? "false" : "";
+    rec.questionEl.textContent = "🔐 " + question;
+    rec.actionEl.replaceChildren();
+    if (f.action) rec.actionEl.append(document.createTextNode("If approved: "), make("code", "", str(f.action)));
+    rec.actionEl.hidden = !f.action;
+    const who = f.anyone ? "anyone in the chat" : (Array.isArray(f.approvers) ? f.approvers.map(str).join(", ") : "");
+    rec.whoEl.textContent = "Who may decide: " + who;
+    rec.expiryEl.textContent = "Expires " + clock(f.expires_at) + " (then " + str(f.on_expiry) + ").";
+    const pending = f.state === "pending" && ended === null;
+    rec.whoEl.hidden = rec.expiryEl.hidden = !pending;
+    rec.buttonsEl.hidden = !(pending && viewer.id);
+    rec.approveEl.setAttribute("aria-label", "Approve: " + question);
+    rec.denyEl.setAttribute("aria-label", "Deny: " + question);
+    rec.approveEl.title = rec.denyEl.title = question;
+    rec.outcomeEl.textContent = f.state === "pending" ? "" : outcomeText(f);
+    rec.outcomeEl.hidden = f.state === "pending";
+    if (f.state !== "pending") {
+      rec.noteEl.hidden = rec.noteEl.textContent === "";
+    } else if (!viewer.id) {
+      setApprovalNote(rec, "You are watching: to decide, open a link made for you (watch?as=…).", true);
+    }
+  }
+
+  function setApprovalNote(rec, text, info) {
+    rec.noteEl.textContent = text;
+    rec.noteEl.classList.toggle("info", Boolean(info));
+    rec.noteEl.hidden = text === "";
+  }
+
+  /** A card whose run ended: no press can decide it any more. */
+  function closeApprovals() {
+    for (const rec of approvals.values()) applyApproval({}, rec.id);
+  }
+
+  async function pressApproval(rec, decision) {
+    rec.approveEl.disabled = rec.denyEl.disabled = true;
+    setApprovalNote(rec, decision === "approve" ? "Approving…" : "Denying…", true);
+    let answer = null;
+    let body = null;
+    try {
+      answer = await fetch("/v1/runs/" + encodeURIComponent(viewer.run) + "/live/approvals/" + encodeURIComponent(rec.id), {
+        method: "POST",
+        headers: { "Authorization": "Bearer " + viewer.token, "Content-Type": "application/json" },
+        body: JSON.stringify({ decision, viewer: viewer.id }),
+      });
+      body = await answer.json();
+    } catch (_) {
+      body = null;
+    }
+    rec.approveEl.disabled = rec.denyEl.disabled = false;
+    if (answer === null) {
+      setApprovalNote(rec, "The sidecar could not be reached: press again.");
+    } else if (answer.ok && body) {
+      setApprovalNote(rec, "", true);
+      applyApproval({ state: "decided", decision: body.decision, approved: body.approved, by: body.by, at: body.at }, rec.id);
+    } else if (body && body.tell) {  // 403: this viewer may not decide; 409: decided already (the first decision)
+      setApprovalNote(rec, str(body.tell));
+      const first = body.approval;
+      if (first && first.state === "decided") {
+        applyApproval({ state: "decided", decision: first.decision, approved: first.approved, by: first.by, at: first.at }, rec.id);
+      }
+    } else {
+      setApprovalNote(rec, "Not decided: " + (body && body.error ? str(body.error) : "HTTP " + answer.status) + ".");
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------- applying
 
   function apply(ev) {
@@ -500,8 +629,12 @@
       case "delivery":
         applyDelivery(ev);
         break;
+      case "approval":
+        applyApproval(ev);
+        break;
       case "end":
         setEnded(ev.status, ev.delivery);
+        closeApprovals();
         break;
       default:
         break;
@@ -540,7 +673,12 @@
     const partStates = st.parts && typeof st.parts === "object" ? st.parts : {};
     for (const [key, part] of Object.entries(partStates)) applyDelivery(part || {}, key);
 
+    approvals.clear();
+    els.approvals.replaceChildren();
+    els.approvalsPanel.hidden = true;
     if (st.ended !== undefined && st.ended !== null) setEnded(st.ended, st.delivery);
+    const approvalStates = st.approvals && typeof st.approvals === "object" ? st.approvals : {};
+    for (const [id, fields] of Object.entries(approvalStates)) applyApproval(fields || {}, id);
   }
 
   function onMessage(message) {
@@ -589,7 +727,10 @@
       // keep it as it came
     }
     const query = new URLSearchParams(location.search);
-    return { run: run || query.get("run") || "", token: query.get("token") || "", stop: query.get("stop") || "" };
+    return {
+      run: run || query.get("run") || "", token: query.get("token") || "", stop: query.get("stop") || "",
+      viewer: query.get("viewer") || "", decide: query.get("decide") || "",
+    };
   }
 
   function start() {
@@ -601,6 +742,7 @@
       rootState: byId("root-state"), timeline: byId("timeline"), timelineBox: byId("timeline-box"),
       deliveries: byId("deliveries"), agentsPanel: byId("agents-panel"), timelinePanel: byId("timeline-panel"),
       deliveriesPanel: byId("deliveries-panel"), stop: byId("stop"),
+      approvalsPanel: byId("approvals-panel"), approvals: byId("approvals"), viewer: byId("viewer"),
     };
     answerNode = document.createTextNode("");
     els.answerSource.replaceChildren(answerNode);
@@ -612,7 +754,11 @@
     followScroll(els.answerBox);
     followScroll(els.timelineBox);
 
-    const { run, token, stop } = runFromLocation();
+    const { run, token, stop, viewer: viewerId, decide } = runFromLocation();
+    if (viewerId && decide && run) {
+      Object.assign(viewer, { id: viewerId, token: decide, run });
+      els.viewer.textContent = "you decide as " + viewerId;
+    }
     if (stop && run) {
       els.stop.hidden = false;
       els.stop.addEventListener("click", () => requestStop(run, stop));
