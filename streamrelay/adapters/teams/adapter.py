@@ -1,0 +1,315 @@
+"""TeamsAdapter: one bot's :class:`core.ports.ChannelAdapter`, :class:`core.ports.Threads` and
+:class:`core.ports.StopControls`, on the Teams SDK for Python (``microsoft-teams-api``).
+
+The adapter is composed: it holds its connection (:class:`adapters.teams.connection.TeamsConnection`: the SDK's
+``ConversationActivityClient`` at the service URL, one attempt per call, errors translated) and its renderings
+(:func:`adapters.teams.render.render` in a :class:`~adapters.rendering.RenderCache`).
+
+Calls (Bot Framework Connector, https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-api-reference):
+
+- a message is ``POST /v3/conversations/{id}/activities`` (Send to Conversation); in a channel's thread it carries
+  ``replyToId``, the thread's root (Reply to Activity, the reply chain of a channel post,
+  https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/conversations/send-proactive-messages);
+- a preview grows by ``PUT /v3/conversations/{id}/activities/{activityId}`` (Update Activity: the bot's own message,
+  https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/update-and-delete-bot-messages);
+- a message is deleted by ``DELETE /v3/conversations/{id}/activities/{activityId}`` (same page);
+- typing is a ``typing`` activity (https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-send-and-receive-messages).
+
+An uncertain send (a timeout, a reset after sending, a 5xx) cannot be settled: the Connector has no idempotency key
+for a new activity and no call that lists a conversation's activities to a bot (its operations are send, reply,
+update, delete, members and history upload, reference above; reading messages takes Microsoft Graph with its own
+permissions, ``ChatMessage.Read.Chat``, https://learn.microsoft.com/en-us/microsoftteams/platform/graph-api/rsc/resource-specific-consent).
+:meth:`TeamsAdapter.settle_send` answers ``unknown`` without a call: the core reports the part uncertain ("a duplicate
+is possible"), as WhatsApp's.
+
+Stop and approval buttons are ``Action.Submit`` actions of an Adaptive Card on the message (:meth:`set_stop`): a
+press reaches the bot as a message activity whose ``value`` holds the action's data
+(https://learn.microsoft.com/en-us/microsoftteams/platform/task-modules-and-cards/cards/cards-actions#adaptive-cards-actions).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from microsoft_teams.api.activities.message.message import MessageActivityInput
+from microsoft_teams.api.activities.typing import TypingActivityInput
+from microsoft_teams.api.clients.conversation.activity import ConversationActivityClient
+
+from streamrelay.adapters.rendering import RenderCache
+from streamrelay.adapters.teams.connection import TeamsConnection
+from streamrelay.adapters.teams.errors import PLATFORM
+from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
+from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem
+from streamrelay.core.ports import (
+    NO_MARKUP,
+    MarkupPermissions,
+    PendingSend,
+    Settlement,
+    SettleOutcome,
+    StopControl,
+    TextFormat,
+)
+from streamrelay.core.units import LengthUnit
+
+SEND = "sendToConversation"
+REPLY = "replyToActivity"
+UPDATE = "updateActivity"
+DELETE = "deleteActivity"
+CONVERSATION_RE = re.compile(r"(?:a|19|8|29):[^\s/?#]+")
+"""A Teams conversation id: ``a:…`` (a personal chat), ``19:…@thread.v2`` (a group chat), ``19:…@thread.tacv2`` or
+``@thread.skype`` (a channel); matched whole."""
+ACTIVITY_RE = re.compile(r"[^\s/?#]{1,200}")
+"""An activity id (digits in a channel, ``1:…`` or ``f:…`` in chats): no whitespace, ``/``, ``?`` or ``#``."""
+CHANNEL_SUFFIXES = ("@thread.tacv2", "@thread.skype")
+"""How a channel's conversation id ends: only channel posts have reply chains (threads)."""
+NO_THREADS = "only a channel's posts have threads in Teams (reply chains): this is a chat"
+NESTED_THREAD = "already in a thread: Teams reply chains do not nest"
+_PLACEHOLDER = "DO_NOT_USE_PLACEHOLDER_ID"
+"""What the SDK returns as an id when the answer had none."""
+
+
+def is_channel(conversation: str) -> bool:
+    """The conversation is a team's channel (its base id, before any ``;messageid=``)."""
+    return conversation.split(";", 1)[0].endswith(CHANNEL_SUFFIXES)
+
+
+class TeamsAdapter:
+    """Sends, updates and deletes one bot's messages in Teams conversations through the Teams SDK (or a mock).
+
+    Args:
+        token: ``APP_ID:CLIENT_SECRET[:TENANT_ID]``.
+        base_url: the service URL (None: Teams' public one).
+        send_timeout_s: seconds one call may take.
+        max_units: the most bytes one message's JSON may take in UTF-16 (:data:`adapters.teams.platform.RENDERED_MAX`).
+        markup: mentions are not rendered either way (a Teams mention needs a ``mention`` entity the sidecar never
+            adds: text cannot notify anyone).
+
+    Raises:
+        ConfigError: malformed credentials.
+    """
+
+    platform: str = PLATFORM
+    unit: LengthUnit = LengthUnit.UTF16
+    """The chunker cuts the source in UTF-16 units; :meth:`measure` gives the bytes of the message's JSON in UTF-16,
+    and the core re-cuts a part whose rendering is too big."""
+    observer: CallObserver | None = None
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
+        return await perform_call(self, call)
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        send_timeout_s: float = 10.0,
+        max_units: int = 81_920,
+        markup: MarkupPermissions = NO_MARKUP,
+    ) -> None:
+        self.markup = markup
+        self.max_units = max_units
+        self._conn = TeamsConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
+        self.render: RenderCache[Rendered] = RenderCache(render)
+        """``render(text, fmt) -> Rendered``: the activity's fields and their size."""
+        self._controls: dict[tuple[str, str], StopControl] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(service_url={self._conn.service_url!r})"
+
+    __str__ = __repr__
+
+    @property
+    def send_timeout_s(self) -> float:
+        """Seconds one call may take."""
+        return self._conn.send_timeout_s
+
+    @send_timeout_s.setter
+    def send_timeout_s(self, value: float) -> None:
+        self._conn.send_timeout_s = value
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        await self._conn.close()
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """Bytes of the JSON of the message showing ``text``, in UTF-16 (what Teams' size limit counts)."""
+        return self.render(text, fmt).units
+
+    def check_target(self, target: Target) -> str | None:
+        """``chat_id`` is a conversation id (``a:…``, ``19:…``); ``thread_id`` and ``reply_to`` are activity ids."""
+        if not CONVERSATION_RE.fullmatch(str(target.chat_id)):
+            return f"chat_id {target.chat_id!r} must be a Teams conversation id (a:... or 19:...@thread...)"
+        for name in ("thread_id", "reply_to"):
+            value = getattr(target, name)
+            if value is not None and not ACTIVITY_RE.fullmatch(str(value)):
+                return f"{name} {value!r} must be a Teams activity id"
+        return None
+
+    def is_group(self, target: Target) -> bool:
+        """A group chat or a channel (``19:…``); a personal chat (``a:…``) is not."""
+        return not str(target.chat_id).startswith("a:")
+
+    # -------------------------------------------------------------- messages
+
+    async def _create(self, method: str, target: Target, fields: dict[str, Any]) -> str:
+        conversation = str(target.chat_id)
+        activity = MessageActivityInput.model_validate(fields)
+
+        async def send(client: ConversationActivityClient) -> Any:
+            if target.thread_id is not None:
+                return await client.reply(conversation, str(target.thread_id), activity)
+            return await client.create(conversation, activity)
+
+        sent = await self._conn.call(method, target, send, creates=True)
+        activity_id = getattr(sent, "id", None)
+        if not activity_id or activity_id == _PLACEHOLDER:
+            raise UnreadableAnswerError(
+                f"teams {method}: no activity id in the answer", platform=PLATFORM, target=conversation
+            )
+        return str(activity_id)
+
+    def _method(self, target: Target) -> str:
+        return REPLY if target.thread_id is not None else SEND
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        """Send a message activity showing ``text`` (:mod:`adapters.teams.render`); return its activity id.
+        ``delivery_id`` cannot be carried (no idempotency key: module docstring).
+
+        Raises:
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.teams.errors` (413: ``too_long``).
+        """
+        return await self._create(self._method(target), target, self.render(text, fmt).activity())
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Send ``media`` as a message holding its link, Markdown ``[caption](url)``: an attachment by URL shows in
+        Teams only for images from a public host, files need the person's OneDrive consent
+        (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/bots-filesv4); a link always opens.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`send_text`.
+        """
+        label = (media.caption or media.kind.capitalize()).replace("]", "\\]")
+        fields = {"type": "message", "text": f"[{label}]({media.url})", "textFormat": "markdown"}
+        return await self._create(self._method(target), target, fields)
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """``unknown``, always, without a call: the Connector neither dedupes a new activity nor lets a bot read a
+        conversation's activities (module docstring); the core reports the part uncertain."""
+        return Settlement(SettleOutcome.UNKNOWN)
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        """Make activity ``message_id`` show ``text`` (Update Activity; a Stop or approval card on it is kept).
+
+        Returns:
+            True: Teams has no "not modified".
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.teams.errors` (404: the activity is gone).
+        """
+        control = self._controls.get((str(target.chat_id), message_id))
+        await self._update(target, message_id, self._fields(self.render(text, fmt), control))
+        return True
+
+    async def _update(self, target: Target, message_id: str, fields: dict[str, Any]) -> None:
+        conversation = str(target.chat_id)
+        activity = MessageActivityInput.model_validate(fields)
+
+        async def update(client: ConversationActivityClient) -> Any:
+            return await client.update(conversation, message_id, activity)
+
+        await self._conn.call(UPDATE, target, update, creates=False)
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Delete activity ``message_id`` (Delete Activity).
+
+        Raises:
+            core.errors.TargetNotFoundError: 404.
+            core.errors.DeliveryError: another subclass (403: not the bot's activity).
+        """
+        conversation = str(target.chat_id)
+
+        async def delete(client: ConversationActivityClient) -> Any:
+            return await client.delete(conversation, message_id)
+
+        await self._conn.call(DELETE, target, delete, creates=False)
+        self._controls.pop((conversation, message_id), None)
+
+    async def send_typing(self, target: Target) -> None:
+        """Send a ``typing`` activity (Teams shows the indicator a few seconds, until the next message)."""
+        conversation = str(target.chat_id)
+        activity = TypingActivityInput.model_validate({"type": "typing"})
+
+        async def typing(client: ConversationActivityClient) -> Any:
+            return await client.create(conversation, activity)
+
+        await self._conn.call(SEND, target, typing, creates=False)
+
+    async def clear_typing(self, target: Target) -> None:
+        """Nothing: the indicator ends by itself, or with the bot's next message."""
+
+    # -------------------------------------------------------------- StopControls
+
+    def _fields(self, rendered: Rendered, control: StopControl | None) -> dict[str, Any]:
+        """The activity of ``rendered``, with ``control``'s buttons as ``Action.Submit`` actions of a card."""
+        if control is None:
+            return rendered.activity()
+        card = dict(rendered.card) if rendered.card is not None else None
+        if card is None:
+            card = {
+                "type": "AdaptiveCard",
+                "version": CARD_VERSION,
+                "body": [{"type": "TextBlock", "text": rendered.text, "wrap": True}] if rendered.text else [],
+                "msteams": {"width": "Full"},
+            }
+        card["actions"] = [
+            {"type": "Action.Submit", "title": label, "data": {"streamrelay": control_id}}
+            for control_id, label in control.buttons()
+        ]
+        return {"type": "message", "text": "", "textFormat": "markdown", "attachments": [
+            {"contentType": CARD_TYPE, "content": card}
+        ]}
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control``'s buttons on message ``message_id`` as the ``Action.Submit`` actions of an Adaptive Card
+        showing ``text`` (a press reaches the bot as a message activity with ``value.streamrelay`` the control id,
+        module docstring), or take them off (None: the message is ``text`` again). One Update Activity.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`edit_text`.
+        """
+        key = (str(target.chat_id), message_id)
+        await self._update(target, message_id, self._fields(self.render(text, fmt), control))
+        if control is None:
+            self._controls.pop(key, None)
+        else:
+            self._controls[key] = control
+
+    # -------------------------------------------------------------- Threads
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """Why no thread can be opened: a chat (only channel posts have reply chains) or a target in a thread."""
+        if not is_channel(str(target.chat_id)):
+            return NO_THREADS
+        return NESTED_THREAD if target.thread_id is not None else None
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """The reply chain of channel post ``anchor_message_id``: no call is made (a reply names its root with
+        ``replyToId``); ``title`` is not shown (reply chains have no name).
+
+        Raises:
+            core.errors.PermanentDeliveryError: a chat, or a target in a thread already.
+        """
+        reason = self.thread_refusal(target)
+        if reason is not None:
+            raise PermanentDeliveryError(f"teams: {reason}", platform=PLATFORM, target=str(target.chat_id))
+        return Target(chat_id=target.chat_id, thread_id=anchor_message_id)
