@@ -189,16 +189,15 @@ class TeamsAdapter:
     async def send_media(
         self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
     ) -> str:
-        """Send ``media`` as a message holding its link, Markdown ``[caption](url)``: an attachment by URL shows in
-        Teams only for images from a public host, files need the person's OneDrive consent
-        (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/bots-filesv4); a link always opens.
+        """Send ``media`` as a message with one hero card: its caption as the title, an image shown from its URL (an
+        image item), and an "Open" button opening the URL (every kind: files by URL need the person's OneDrive
+        consent otherwise, https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/bots-filesv4). Hero
+        cards: https://learn.microsoft.com/en-us/microsoftteams/platform/task-modules-and-cards/cards/cards-reference#hero-card.
 
         Raises:
             core.errors.DeliveryError: a subclass, like :meth:`send_text`.
         """
-        label = (media.caption or media.kind.capitalize()).replace("]", "\\]")
-        fields = {"type": "message", "text": f"[{label}]({media.url})", "textFormat": "markdown"}
-        return await self._create(self._method(target), target, fields)
+        return await self._create(self._method(target), target, media_fields(media))
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
         """``unknown``, always, without a call: the Connector neither dedupes a new activity nor lets a bot read a
@@ -313,3 +312,22 @@ class TeamsAdapter:
         if reason is not None:
             raise PermanentDeliveryError(f"teams: {reason}", platform=PLATFORM, target=str(target.chat_id))
         return Target(chat_id=target.chat_id, thread_id=anchor_message_id)
+
+
+HERO_TYPE = "application/vnd.microsoft.card.hero"
+
+
+def media_fields(media: MediaItem) -> dict[str, Any]:
+    """The message activity of a media item: an empty text and a hero card (:meth:`TeamsAdapter.send_media`)."""
+    card: dict[str, Any] = {
+        "title": media.caption or "",
+        "buttons": [{"type": "openUrl", "title": "Open", "value": media.url}],
+    }
+    if str(media.kind) == "image":
+        card["images"] = [{"url": media.url, "alt": media.caption or "image"}]
+    return {
+        "type": "message",
+        "text": "",
+        "textFormat": "plain",
+        "attachments": [{"contentType": HERO_TYPE, "content": card}],
+    }

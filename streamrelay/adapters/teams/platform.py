@@ -99,6 +99,9 @@ PLATFORM = Platform(
         create_method="sendToConversation",
         edit_method="updateActivity",
         chat=chat,
+        # A campaign's chat compares text with the answer's Markdown: Teams shows headings in bold and tables in a
+        # card, so the campaign sends plain text (as Telegram's, whose Markdown becomes entities).
+        campaign={"format": '"plain"'},
         unsettleable=True,  # no idempotency key, no history a bot can read: an uncertain send is reported
     ),
 )

@@ -30,6 +30,7 @@ INFORMATIVE_CHARS = 1_000
 STREAM_SECONDS = 120.0
 """A native stream must be finished within two minutes."""
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
+HERO_TYPE = "application/vnd.microsoft.card.hero"
 PERSON = "person"
 BOT = "bot"
 CONVERSATION_RE = re.compile(r"^(?:a|19|8|29):[^\s/?#]+$")
@@ -144,10 +145,13 @@ def shown_text(payload: dict[str, Any]) -> str:
     if isinstance(text, str) and text:
         return text
     for attachment in payload.get("attachments") or []:
-        if isinstance(attachment, dict) and attachment.get("contentType") == CARD_TYPE:
-            content = attachment.get("content")
-            if isinstance(content, dict):
-                return _card_text(content)
+        content = attachment.get("content") if isinstance(attachment, dict) else None
+        if not isinstance(content, dict):
+            continue
+        if attachment.get("contentType") == CARD_TYPE:
+            return _card_text(content)
+        if attachment.get("contentType") == HERO_TYPE:  # a media item: its caption, as every mock shows media
+            return str(content.get("title") or "")
     return ""
 
 

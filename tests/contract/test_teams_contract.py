@@ -1,0 +1,227 @@
+"""Teams: TeamsAdapter through the Teams SDK for Python against the mock Connector (mocks.teams), what a person sees.
+
+The shared contract is in test_all_adapters.py; here what is Teams' own: the token by client credentials, Markdown as
+Teams renders it (headings in bold, code as written, a table in an Adaptive Card), updates and deletes of the bot's
+own activities, reply chains only in channels, media as a hero card, Stop and approval buttons as card actions, the
+size limit (413), the per-thread limit's 429 with Retry-After, and the uncertain send reported, never resent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from streamrelay.adapters.teams import TeamsAdapter
+from streamrelay.adapters.teams.render import render
+from streamrelay.core.errors import (
+    ConfigError,
+    ForbiddenError,
+    PayloadRejectedError,
+    PermanentDeliveryError,
+    RateLimitedError,
+    RateScope,
+    RejectReason,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+)
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.ports import PendingSend, SettleOutcome, StopControl, TextFormat
+from streamrelay.mocks.teams import MockTeams
+
+SECRET = "Xy7Q~mockClientSecret.0123456789abcdef"
+TOKEN = f"11111111-2222-4333-8444-555555555555:{SECRET}"
+GROUP = Target(chat_id="19:abcdef@thread.v2")
+CHANNEL = "19:general0123@thread.tacv2"
+
+
+@pytest.fixture
+async def mock() -> AsyncIterator[MockTeams]:
+    async with MockTeams() as server:
+        yield server
+
+
+@pytest.fixture
+async def teams(mock: MockTeams) -> AsyncIterator[TeamsAdapter]:
+    adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)
+    yield adapter
+    await adapter.close()
+
+
+def shown(mock: MockTeams, chat: str = str(GROUP.chat_id)) -> list[str]:
+    return [text for _, text in mock.visible(chat)]
+
+
+async def test_the_token_is_had_once_by_client_credentials_and_sent_as_bearer(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    await teams.send_text(GROUP, "one", TextFormat.PLAIN)
+    await teams.send_text(GROUP, "two", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls] == ["token", "sendToConversation", "sendToConversation"]
+    assert shown(mock) == ["one", "two"]
+
+
+async def test_refused_credentials_are_forbidden_and_never_show_the_secret(mock: MockTeams) -> None:
+    mock.add_fault("token", 1, {"status": 401, "description": f"invalid_client: secret {SECRET} refused"})
+    adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)
+    try:
+        with pytest.raises(ForbiddenError) as info:
+            await adapter.send_text(GROUP, "hi", TextFormat.PLAIN)
+    finally:
+        await adapter.close()
+    assert SECRET not in str(info.value) and "<token>" in str(info.value)
+    assert shown(mock) == []
+
+
+def test_malformed_credentials_are_a_config_error_without_the_secret() -> None:
+    for bad in ("not-a-guid:secret", "11111111-2222-4333-8444-555555555555", "11111111-2222-4333-8444-555555555555:"):
+        with pytest.raises(ConfigError, match="APP_ID:CLIENT_SECRET") as info:
+            TeamsAdapter(bad)
+        assert "secret" not in str(info.value).split("APP_ID")[0]
+
+
+async def test_markdown_headings_become_bold_and_code_is_kept(mock: MockTeams, teams: TeamsAdapter) -> None:
+    text = "# Plan\n\n**bold** *it* `x` [docs](https://e.x/d)\n\n```python\nprint(1)\n```\n\n- a\n- b"
+    await teams.send_text(GROUP, text, TextFormat.MARKDOWN)
+    [body] = shown(mock)
+    assert body == "**Plan**\n\n**bold** *it* `x` [docs](https://e.x/d)\n\n```python\nprint(1)\n```\n\n- a\n- b"
+    [activity] = mock.activities(str(GROUP.chat_id))
+    assert activity.payload["textFormat"] == "markdown" and "attachments" not in activity.payload
+
+
+async def test_a_table_goes_in_an_adaptive_card(mock: MockTeams, teams: TeamsAdapter) -> None:
+    text = "## Prices\n\n| fruit | n |\n|---|---|\n| figs | 12 |\n\n```\nx = 1\n```"
+    await teams.send_text(GROUP, text, TextFormat.MARKDOWN)
+    [activity] = mock.activities(str(GROUP.chat_id))
+    [attachment] = activity.payload["attachments"]
+    assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
+    kinds = [element["type"] for element in attachment["content"]["body"]]
+    assert kinds == ["TextBlock", "Table", "CodeBlock"]
+    assert shown(mock) == ["**Prices**\n\n| fruit | n |\n|---|---|\n| figs | 12 |\n\n```\nx = 1\n```"]
+
+
+async def test_update_and_delete_of_the_bots_own_activity(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mid = await teams.send_text(GROUP, "draft", TextFormat.PLAIN)
+    await teams.edit_text(GROUP, mid, "draft, longer", TextFormat.PLAIN)
+    assert shown(mock) == ["draft, longer"]
+    await teams.delete_message(GROUP, mid)
+    assert shown(mock) == []
+    with pytest.raises(TargetNotFoundError):
+        await teams.edit_text(GROUP, mid, "again", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls][1:] == [
+        "sendToConversation",
+        "updateActivity",
+        "deleteActivity",
+        "updateActivity",
+    ]
+
+
+async def test_the_persons_message_cannot_be_updated(mock: MockTeams, teams: TeamsAdapter) -> None:
+    theirs = mock.user_message(str(GROUP.chat_id), "my question")
+    with pytest.raises(ForbiddenError):
+        await teams.edit_text(GROUP, theirs, "changed", TextFormat.PLAIN)
+
+
+async def test_a_message_past_100_kb_is_too_long_and_80_kb_is_what_measure_keeps(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    assert teams.max_units == 81_920
+    assert teams.measure("x" * 40_000, TextFormat.PLAIN) < 81_920 < teams.measure("x" * 41_000, TextFormat.PLAIN)
+    with pytest.raises(PayloadRejectedError) as info:
+        await teams.send_text(GROUP, "é" * 51_200, TextFormat.PLAIN)
+    assert info.value.reason is RejectReason.TOO_LONG and shown(mock) == []
+
+
+async def test_a_429_names_its_wait_and_pauses_the_conversation(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mock.add_fault("updateActivity", 1, {"status": 429, "retry_after_s": 3})
+    mid = await teams.send_text(GROUP, "a", TextFormat.PLAIN)
+    with pytest.raises(RateLimitedError) as info:
+        await teams.edit_text(GROUP, mid, "ab", TextFormat.PLAIN)
+    assert info.value.retry_after_s == 3 and info.value.scope is RateScope.CONVERSATION
+
+
+async def test_the_documented_per_thread_limit_answers_429_with_retry_after() -> None:
+    now = [100.0]
+    async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:
+        adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+        try:
+            for i in range(7):  # 7 in a second
+                await adapter.send_text(GROUP, f"m{i}", TextFormat.PLAIN)
+            with pytest.raises(RateLimitedError) as info:
+                await adapter.send_text(GROUP, "eighth", TextFormat.PLAIN)
+            assert 0 < info.value.retry_after_s <= 1
+            other = Target(chat_id="19:other@thread.v2")  # another thread has its own limit
+            await adapter.send_text(other, "elsewhere", TextFormat.PLAIN)
+            now[0] += 1.01
+            await adapter.send_text(GROUP, "eighth", TextFormat.PLAIN)  # 8 in 2 s
+            with pytest.raises(RateLimitedError):
+                await adapter.send_text(GROUP, "ninth", TextFormat.PLAIN)
+        finally:
+            await adapter.close()
+        assert len(shown(mock)) == 8
+        assert [c.retry_after_s for c in mock.calls if c.status == 429] != []
+
+
+async def test_an_uncertain_send_is_reported_unknown_and_never_sent_again(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    mock.add_fault("sendToConversation", 1, {"status": 502}, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await teams.send_text(GROUP, "maybe", TextFormat.PLAIN, delivery_id="sr-1")
+    calls = len(mock.calls)
+    settled = await teams.settle_send(GROUP, PendingSend("sr-1", "maybe", TextFormat.PLAIN))
+    assert settled.outcome is SettleOutcome.UNKNOWN and len(mock.calls) == calls  # no call, no resend
+    assert shown(mock) == ["maybe"]
+
+
+async def test_reply_chains_only_in_channels(mock: MockTeams, teams: TeamsAdapter) -> None:
+    assert teams.thread_refusal(GROUP) is not None
+    with pytest.raises(PermanentDeliveryError, match="only a channel"):
+        await teams.open_thread(GROUP, "1:x", "sub-agent")
+    channel = Target(chat_id=CHANNEL)
+    root = await teams.send_text(channel, "Post", TextFormat.PLAIN)
+    thread = await teams.open_thread(channel, root, "sub-agent")
+    await teams.send_text(thread, "in the chain", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls][-1] == "replyToActivity"
+    [_, reply] = mock.activities(CHANNEL)
+    assert reply.reply_to == root and teams.thread_refusal(thread) is not None
+
+
+async def test_media_is_a_hero_card_shown_by_its_caption(mock: MockTeams, teams: TeamsAdapter) -> None:
+    item = MediaItem(url="https://e.x/chart.png", kind=MediaKind.IMAGE, caption="Chart")
+    await teams.send_media(GROUP, item, TextFormat.MARKDOWN)
+    [activity] = mock.activities(str(GROUP.chat_id))
+    [card] = activity.payload["attachments"]
+    assert card["contentType"] == "application/vnd.microsoft.card.hero"
+    assert card["content"]["images"] == [{"url": "https://e.x/chart.png", "alt": "Chart"}]
+    assert shown(mock) == ["Chart"]
+
+
+async def test_stop_and_approval_buttons_are_card_actions_kept_by_updates(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    mid = await teams.send_text(GROUP, "Working", TextFormat.MARKDOWN)
+    control = StopControl("approve:0123456789abcdef", "Approve", more=(("deny:0123456789abcdef", "Deny"),))
+    await teams.set_stop(GROUP, mid, "Working", TextFormat.MARKDOWN, control)
+    await teams.edit_text(GROUP, mid, "Working harder", TextFormat.MARKDOWN)
+    assert shown(mock) == ["Working harder"]
+    pressed = mock.press(str(GROUP.chat_id), mid, "deny:0123456789abcdef")
+    assert pressed["value"] == {"streamrelay": "deny:0123456789abcdef"} and pressed["replyToId"] == mid
+    await teams.set_stop(GROUP, mid, "Done", TextFormat.MARKDOWN, None)
+    with pytest.raises(ValueError, match="no button"):
+        mock.press(str(GROUP.chat_id), mid, None)
+    assert shown(mock) == ["Done"]
+
+
+def test_rendering_measures_utf16_bytes_of_the_json() -> None:
+    plain = render("ab", TextFormat.PLAIN)
+    assert plain.units == 2 * len('{"type":"message","text":"ab","textFormat":"plain"}')
+    assert render("😀", TextFormat.PLAIN).units == plain.units  # an astral character is two UTF-16 units, as "ab"
+    assert render("a", TextFormat.PLAIN).units == plain.units - 2
+
+
+async def test_the_bot_outside_the_conversation_is_forbidden(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mock.missing.add(str(GROUP.chat_id))
+    with pytest.raises(ForbiddenError):
+        await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
