@@ -41,7 +41,8 @@ that a chunk's rendering fits whatever it holds."""
 MAX_CHUNK = RENDERED_MAX // 2
 """The largest ``limit`` a channel may set (40,960 UTF-16 units): every unit takes at least 2 bytes."""
 PRIVATE = "a:1DryRunPersonalChatWithTheMock"
-GROUP = "19:dryrungroupchat@thread.v2"
+GROUP = "19:dryrunchannel@thread.tacv2"
+"""A team's channel: its posts have reply chains (sub-agent threads); the case runner's "group"."""
 
 
 def chat(index: int) -> str:
