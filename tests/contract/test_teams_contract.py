@@ -17,6 +17,8 @@ from streamrelay.adapters.teams.render import render
 from streamrelay.core.errors import (
     ConfigError,
     ForbiddenError,
+    MessageFrozenError,
+    NativeUnavailableError,
     PayloadRejectedError,
     PermanentDeliveryError,
     RateLimitedError,
@@ -225,3 +227,109 @@ async def test_the_bot_outside_the_conversation_is_forbidden(mock: MockTeams, te
     mock.missing.add(str(GROUP.chat_id))
     with pytest.raises(ForbiddenError):
         await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
+
+
+# --- native streaming (personal chats) ----------------------------------------------------------------------
+
+PERSONAL = Target(chat_id="a:1personalChatWithSomeone")
+
+
+def stream_calls(mock: MockTeams) -> list[str | None]:
+    return [c.description for c in mock.calls if c.method == "sendToConversation"]
+
+
+async def test_a_native_stream_is_typing_chunks_then_the_final_message_in_place(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    handle = await teams.stream_start(PERSONAL, "# Plan\n\nFirst", TextFormat.MARKDOWN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["# Plan\n\nFirst"]  # streamed as written
+    await teams.stream_update(PERSONAL, handle, "# Plan\n\nFirst", "# Plan\n\nFirst, second", TextFormat.MARKDOWN)
+    await teams.stream_update(PERSONAL, handle, "x", "# Plan\n\nRewritten", TextFormat.MARKDOWN)  # no extension
+    final = await teams.stream_finish(PERSONAL, handle, "", "# Plan\n\nRewritten, whole.", TextFormat.MARKDOWN)
+    assert final == handle
+    assert shown(mock, str(PERSONAL.chat_id)) == ["**Plan**\n\nRewritten, whole."]  # one message, rendered
+    assert stream_calls(mock) == ["stream start (streaming)", "stream streaming #2", "stream final"]
+    [activity] = mock.activities(str(PERSONAL.chat_id))
+    assert activity.stream_state == "final" and "entities" not in activity.payload
+
+
+async def test_native_streaming_is_refused_outside_personal_chats(mock: MockTeams, teams: TeamsAdapter) -> None:
+    assert teams.native_refusal(GROUP) is not None and teams.native_refusal(PERSONAL) is None
+    with pytest.raises(NativeUnavailableError, match="one-on-one"):
+        await teams.stream_start(GROUP, "hi", TextFormat.MARKDOWN)
+    assert mock.calls == []
+
+
+async def test_a_second_open_stream_in_the_chat_is_refused_by_teams(mock: MockTeams, teams: TeamsAdapter) -> None:
+    await teams.stream_start(PERSONAL, "one", TextFormat.PLAIN)
+    with pytest.raises(NativeUnavailableError, match="not allowed"):
+        await teams.stream_start(PERSONAL, "two", TextFormat.PLAIN)
+
+
+async def test_near_its_two_minutes_a_stream_is_finished_and_the_rest_goes_in_a_new_message(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    now = [1000.0]
+    teams.clock = lambda: now[0]
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    now[0] += 106
+    with pytest.raises(NativeUnavailableError, match="new message"):
+        await teams.stream_update(PERSONAL, handle, "Part one", "Part one and two", TextFormat.PLAIN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one"]  # finished, showing what was acknowledged
+    with pytest.raises(MessageFrozenError):  # the core then keeps it and continues in a new message
+        await teams.edit_text(PERSONAL, handle, "Part one and two", TextFormat.PLAIN)
+    await teams.send_text(PERSONAL, " and two", TextFormat.PLAIN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one", " and two"]
+
+
+async def test_teams_ending_a_stream_for_its_time_goes_on_in_a_new_message(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault(
+        "sendToConversation",
+        2,
+        {"status": 403, "description": "ContentStreamNotAllowed: Content stream finished due to exceeded streaming time."},
+    )
+    with pytest.raises(NativeUnavailableError, match="two minutes"):
+        await teams.stream_update(PERSONAL, handle, "Part one", "Part one and two", TextFormat.PLAIN)
+    with pytest.raises(MessageFrozenError):
+        await teams.edit_text(PERSONAL, handle, "Part one and two", TextFormat.PLAIN)
+
+
+async def test_a_stream_takes_one_request_a_second() -> None:
+    now = [50.0]
+    async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:
+        adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+        try:
+            handle = await adapter.stream_start(PERSONAL, "a", TextFormat.PLAIN)
+            with pytest.raises(RateLimitedError) as info:
+                await adapter.stream_update(PERSONAL, handle, "a", "ab", TextFormat.PLAIN)
+            assert info.value.retry_after_s == 1
+            now[0] += 1.0
+            await adapter.stream_update(PERSONAL, handle, "a", "ab", TextFormat.PLAIN)  # the same sequence again
+        finally:
+            await adapter.close()
+        assert shown(mock, str(PERSONAL.chat_id)) == ["ab"]
+
+
+async def test_a_cancelled_stream_is_deleted(mock: MockTeams, teams: TeamsAdapter) -> None:
+    handle = await teams.stream_start(PERSONAL, "gone soon", TextFormat.PLAIN)
+    await teams.stream_cancel(PERSONAL, handle)
+    assert shown(mock, str(PERSONAL.chat_id)) == []
+
+
+async def test_a_stream_unknown_after_a_restart_is_finished_as_it_is_and_the_rest_goes_on_anew(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    handle = await teams.stream_start(PERSONAL, "Before the restart", TextFormat.PLAIN)
+    again = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)  # a new process: no stream state
+    try:
+        with pytest.raises(NativeUnavailableError, match="not open here"):
+            await again.stream_update(PERSONAL, handle, "Before the restart", "Before the restart, after", TextFormat.PLAIN)
+        with pytest.raises(MessageFrozenError):
+            await again.edit_text(PERSONAL, handle, "Before the restart, after", TextFormat.PLAIN)
+    finally:
+        await again.close()
+    [activity] = mock.activities(str(PERSONAL.chat_id))
+    assert activity.stream_state == "final" and shown(mock, str(PERSONAL.chat_id)) == ["Before the restart"]

@@ -30,6 +30,9 @@ press reaches the bot as a message activity whose ``value`` holds the action's d
 from __future__ import annotations
 
 import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from microsoft_teams.api.activities.message.message import MessageActivityInput
@@ -38,10 +41,16 @@ from microsoft_teams.api.clients.conversation.activity import ConversationActivi
 
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.teams.connection import TeamsConnection
-from streamrelay.adapters.teams.errors import PLATFORM
+from streamrelay.adapters.teams.errors import PLATFORM, STREAM_CANCELLED, STREAM_TIMED_OUT, StreamRefused
+from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
 from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
-from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
+from streamrelay.core.errors import (
+    MessageFrozenError,
+    NativeUnavailableError,
+    PermanentDeliveryError,
+    UnreadableAnswerError,
+)
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
 from streamrelay.core.ports import (
@@ -70,6 +79,24 @@ NO_THREADS = "only a channel's posts have threads in Teams (reply chains): this 
 NESTED_THREAD = "already in a thread: Teams reply chains do not nest"
 _PLACEHOLDER = "DO_NOT_USE_PLACEHOLDER_ID"
 """What the SDK returns as an id when the answer had none."""
+STREAMING_UX = "https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux"
+STREAM_LIMIT_S = 105.0
+"""A stream must be finished within two minutes (STREAMING_UX, error codes): past this many seconds since its start
+the adapter finishes it with what it shows and the rest goes on in a new message (15 s of margin for the last
+calls, a 429's wait and a clock that is not Teams')."""
+NOT_PERSONAL = "Teams streams bot messages only in one-on-one chats (a:... conversations)"
+_MAX_STREAMS = 256
+"""Open streams remembered per adapter (one per personal chat at a time in Teams)."""
+
+
+@dataclass
+class _Stream:
+    """A native stream this adapter opened: its ``sequence`` so far, when it started (monotonic seconds) and the text
+    it streamed last."""
+
+    sequence: int
+    started: float
+    streamed: str
 
 
 def is_channel(conversation: str) -> bool:
@@ -97,6 +124,12 @@ class TeamsAdapter:
     """The chunker cuts the source in UTF-16 units; :meth:`measure` gives the bytes of the message's JSON in UTF-16,
     and the core re-cuts a part whose rendering is too big."""
     observer: CallObserver | None = None
+    stream_refresh_s: float | None = None
+    """A stream needs no refresh; it ends by its final message or after two minutes."""
+    finish_creates = False
+    """The final message completes the streamed activity in place (same id)."""
+    settles_start = False
+    """A stream start whose answer was lost cannot be found out (no history): its first words are reported."""
 
     async def perform(self, call: Call) -> CallResult:
         """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
@@ -117,6 +150,10 @@ class TeamsAdapter:
         self.render: RenderCache[Rendered] = RenderCache(render)
         """``render(text, fmt) -> Rendered``: the activity's fields and their size."""
         self._controls: dict[tuple[str, str], StopControl] = {}
+        self._streams: OrderedDict[tuple[str, str], _Stream] = OrderedDict()
+        self._finished: set[tuple[str, str]] = set()
+        """Streams finished early (their two minutes): their message keeps what it shows (:meth:`edit_text`)."""
+        self.clock = time.monotonic
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(service_url={self._conn.service_url!r})"
@@ -213,6 +250,13 @@ class TeamsAdapter:
         Raises:
             core.errors.DeliveryError: a subclass, per :mod:`adapters.teams.errors` (404: the activity is gone).
         """
+        if (str(target.chat_id), message_id) in self._finished:
+            raise MessageFrozenError(
+                f"teams: stream {message_id} was finished at its time limit ({STREAMING_UX}): its message keeps "
+                "what it shows, the rest goes on in a new one",
+                platform=PLATFORM,
+                target=str(target.chat_id),
+            )
         control = self._controls.get((str(target.chat_id), message_id))
         await self._update(target, message_id, self._fields(self.render(text, fmt), control))
         return True
@@ -253,6 +297,166 @@ class TeamsAdapter:
 
     async def clear_typing(self, target: Target) -> None:
         """Nothing: the indicator ends by itself, or with the bot's next message."""
+
+    # -------------------------------------------------------------- NativeStreaming
+
+    def native_refusal(self, target: Target) -> str | None:
+        """Teams streams only in one-on-one chats, outside reply chains (STREAMING_UX)."""
+        if not str(target.chat_id).startswith("a:") or target.thread_id is not None:
+            return NOT_PERSONAL
+        return None
+
+    async def _stream_call(self, target: Target, fields: dict[str, Any], *, creates: bool) -> Any:
+        conversation = str(target.chat_id)
+        model = MessageActivityInput if fields["type"] == "message" else TypingActivityInput
+        activity = model.model_validate(fields)
+
+        async def send(client: ConversationActivityClient) -> Any:
+            return await client.create(conversation, activity)
+
+        return await self._conn.call(SEND, target, send, creates=creates)
+
+    @staticmethod
+    def _stream_text(text: str) -> str:
+        """What a streaming chunk carries: the agent's Markdown as written (Teams renders it; headings and tables
+        come right with the final message). Kept as written so each chunk contains the one before."""
+        return strip_invisible(text)
+
+    async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Open a stream showing ``text``: a ``typing`` activity with a ``streaminfo`` entity (``streamType``
+        ``streaming``, ``streamSequence`` 1) and the same in ``channelData``; Teams answers the stream's id, which is
+        the handle and the message's id (STREAMING_UX).
+
+        Raises:
+            core.errors.NativeUnavailableError: not a personal chat, or Teams refused the stream (403
+                ``ContentStreamNotAllowed``: streaming not allowed, another stream open): goes on as ``preview``.
+            core.errors.DeliveryError: another subclass, like :meth:`send_text` (a lost answer: uncertain).
+        """
+        conversation = str(target.chat_id)
+        reason = self.native_refusal(target)
+        if reason is not None:
+            raise NativeUnavailableError(f"teams: {reason}", platform=PLATFORM, target=conversation)
+        body = self._stream_text(text)
+        info = {"streamType": "streaming", "streamSequence": 1}
+        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            sent = await self._stream_call(target, fields, creates=True)
+        except StreamRefused as exc:
+            raise NativeUnavailableError(str(exc), platform=PLATFORM, target=conversation) from None
+        stream_id = getattr(sent, "id", None)
+        if not stream_id or stream_id == _PLACEHOLDER:
+            raise UnreadableAnswerError("teams stream start: no stream id", platform=PLATFORM, target=conversation)
+        self._streams[(conversation, str(stream_id))] = _Stream(1, self.clock(), body)
+        while len(self._streams) > _MAX_STREAMS:
+            self._streams.popitem(last=False)
+        return str(stream_id)
+
+    async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
+        """Make the stream show ``text``: a ``typing`` activity naming the stream with the next ``streamSequence``,
+        carrying the whole text so far (each chunk must contain the one before, STREAMING_UX). A text that does
+        not extend what was streamed is left to the final message (no call). Paced by the channel's ``stream``
+        budget (one request a second per stream).
+
+        Raises:
+            core.errors.NativeUnavailableError: the stream cannot go on: its two minutes are (nearly) up (it is
+                finished first, showing ``shown``; the rest goes on in a new message: :meth:`edit_text` refuses its
+                message as frozen), Teams ended it for its time, or it is not this adapter's.
+            core.errors.DeliveryError: another subclass (429: the stream's pace).
+        """
+        stream = await self._open_stream(target, handle, shown)
+        body = self._stream_text(text)
+        if body == stream.streamed or not body.startswith(stream.streamed):
+            return
+        info = {"streamId": handle, "streamType": "streaming", "streamSequence": stream.sequence + 1}
+        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            await self._stream_call(target, fields, creates=False)
+        except StreamRefused as exc:
+            raise self._stream_ended(target, handle, exc) from None
+        stream.sequence, stream.streamed = stream.sequence + 1, body
+
+    async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
+        """End the stream with ``text``: the final ``message`` activity naming the stream (``streamType`` ``final``),
+        rendered as any message (:mod:`adapters.teams.render`: an Adaptive Card when a table needs one); the
+        streamed activity then shows it, and its id is returned.
+
+        Raises:
+            core.errors.NativeUnavailableError: the stream can no longer be finished (its two minutes passed): its
+                message keeps what it streamed, the rest goes on in a new message.
+            core.errors.DeliveryError: another subclass, like :meth:`send_text`.
+        """
+        await self._open_stream(target, handle, shown)
+        await self._final(target, handle, self.render(text, fmt).activity())
+        self._streams.pop((str(target.chat_id), handle), None)
+        return handle
+
+    async def _final(self, target: Target, handle: str, fields: dict[str, Any]) -> None:
+        info = {"streamId": handle, "streamType": "final"}
+        final = {**fields, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            await self._stream_call(target, final, creates=False)
+        except StreamRefused as exc:
+            raise self._stream_ended(target, handle, exc) from None
+
+    async def _open_stream(self, target: Target, handle: str, shown: str) -> _Stream:
+        """The open stream ``handle``; past :data:`STREAM_LIMIT_S` it is finished now, showing ``shown``, and
+        ``NativeUnavailableError`` says the rest goes on in a new message."""
+        key = (str(target.chat_id), handle)
+        stream = self._streams.get(key)
+        if stream is None:  # a restart forgot its sequence: finished as it is, the rest in a new message
+            await self._finish_early(target, handle, shown, "")
+            raise NativeUnavailableError(
+                f"teams: stream {handle} is not open here (a restart, or it ended): finished as it is; the rest goes"
+                " on in a new message",
+                platform=PLATFORM,
+                target=key[0],
+            )
+        if self.clock() - stream.started >= STREAM_LIMIT_S:
+            await self._finish_early(target, handle, shown, stream.streamed)
+            raise NativeUnavailableError(
+                f"teams: stream {handle} finished at {STREAM_LIMIT_S:g} s of Teams' two minutes ({STREAMING_UX});"
+                " the rest goes on in a new message",
+                platform=PLATFORM,
+                target=key[0],
+            )
+        return stream
+
+    async def _finish_early(self, target: Target, handle: str, shown: str, streamed: str) -> None:
+        """End stream ``handle`` with the final message showing ``shown`` (what the core knows it shows); its
+        message then takes no more updates here (:meth:`edit_text`). A stream Teams already ended is left so."""
+        key = (str(target.chat_id), handle)
+        self._streams.pop(key, None)
+        self._finished.add(key)
+        body = self._stream_text(shown) or streamed
+        if not body.strip():
+            return
+        try:
+            await self._final(target, handle, {"type": "message", "text": body, "textFormat": "markdown"})
+        except NativeUnavailableError:
+            pass  # Teams had ended it (its time, a Stop, completed): it shows what was streamed
+
+    def _stream_ended(self, target: Target, handle: str, exc: StreamRefused) -> NativeUnavailableError:
+        """Teams refused a stream's activity: it ended (its time, the person's Stop, already completed); its message
+        keeps what was streamed and the rest goes on in a new one."""
+        key = (str(target.chat_id), handle)
+        self._streams.pop(key, None)
+        self._finished.add(key)
+        why = "the person stopped it" if exc.reason == STREAM_CANCELLED else (
+            "its two minutes passed" if exc.reason == STREAM_TIMED_OUT else exc.reason or "refused"
+        )
+        return NativeUnavailableError(
+            f"teams: stream {handle} ended ({why}): {exc}", platform=PLATFORM, target=key[0]
+        )
+
+    async def stream_cancel(self, target: Target, handle: str) -> None:
+        """Abandon the stream ``handle``: its activity is deleted (Delete Activity).
+
+        Raises:
+            core.errors.TargetNotFoundError: it is already gone.
+            core.errors.DeliveryError: another subclass.
+        """
+        self._streams.pop((str(target.chat_id), handle), None)
+        await self.delete_message(target, handle)
 
     # -------------------------------------------------------------- StopControls
 

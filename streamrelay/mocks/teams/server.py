@@ -29,6 +29,8 @@ INFORMATIVE_CHARS = 1_000
 """An informative stream update is at most 1,000 characters."""
 STREAM_SECONDS = 120.0
 """A native stream must be finished within two minutes."""
+STREAM_PACE_S = 1.0
+"""A stream takes one request a second (when rate limits are on, a faster update is 429)."""
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
 HERO_TYPE = "application/vnd.microsoft.card.hero"
 PERSON = "person"
@@ -86,6 +88,7 @@ class StoredActivity:
     """None (a plain message), ``streaming`` (typing chunks so far) or ``final``."""
     stream_sequence: int = 0
     stream_started: float = 0.0
+    stream_last: float = 0.0
     updates: int = 0
 
 
@@ -466,6 +469,7 @@ class MockTeams(MockServer):
             activity = self._store(conversation, BOT, shown, None)
             activity.stream_state, activity.stream_started = "streaming", self._clock()
             activity.stream_sequence = int(info.get("streamSequence") or 1)
+            activity.stream_last = activity.stream_started
             call.message_id = activity.activity_id
             call.description = f"stream start ({stream_type})"
             return {"id": activity.activity_id}
@@ -502,8 +506,10 @@ class MockTeams(MockServer):
             )
         if stream_type == "informative" and len(text) > INFORMATIVE_CHARS:
             raise ConnectorError(400, "BadArgument", "Informative messages must be at most 1000 characters")
+        if self.rate_limits and self._clock() - stream.stream_last < STREAM_PACE_S:
+            raise ConnectorError(429, "Throttled", "API calls quota exceeded", STREAM_PACE_S)
         self._admit(conversation)
-        stream.stream_sequence = sequence
+        stream.stream_sequence, stream.stream_last = sequence, self._clock()
         if stream_type == "streaming":
             stream.payload = {"type": "message", "text": text}
         call.description = f"stream {stream_type} #{sequence}"
