@@ -165,9 +165,7 @@ async def test_the_documented_per_thread_limit_answers_429_with_retry_after() ->
         assert [c.retry_after_s for c in mock.calls if c.status == 429] != []
 
 
-async def test_an_uncertain_send_is_reported_unknown_and_never_sent_again(
-    mock: MockTeams, teams: TeamsAdapter
-) -> None:
+async def test_an_uncertain_send_is_reported_unknown_and_never_sent_again(mock: MockTeams, teams: TeamsAdapter) -> None:
     mock.add_fault("sendToConversation", 1, {"status": 502}, after_commit=True)
     with pytest.raises(UncertainDeliveryError):
         await teams.send_text(GROUP, "maybe", TextFormat.PLAIN, delivery_id="sr-1")
@@ -200,9 +198,7 @@ async def test_media_is_a_hero_card_shown_by_its_caption(mock: MockTeams, teams:
     assert shown(mock) == ["Chart"]
 
 
-async def test_stop_and_approval_buttons_are_card_actions_kept_by_updates(
-    mock: MockTeams, teams: TeamsAdapter
-) -> None:
+async def test_stop_and_approval_buttons_are_card_actions_kept_by_updates(mock: MockTeams, teams: TeamsAdapter) -> None:
     mid = await teams.send_text(GROUP, "Working", TextFormat.MARKDOWN)
     control = StopControl("approve:0123456789abcdef", "Approve", more=(("deny:0123456789abcdef", "Deny"),))
     await teams.set_stop(GROUP, mid, "Working", TextFormat.MARKDOWN, control)
@@ -289,7 +285,10 @@ async def test_teams_ending_a_stream_for_its_time_goes_on_in_a_new_message(
     mock.add_fault(
         "sendToConversation",
         2,
-        {"status": 403, "description": "ContentStreamNotAllowed: Content stream finished due to exceeded streaming time."},
+        {
+            "status": 403,
+            "description": "ContentStreamNotAllowed: Content stream finished due to exceeded streaming time.",
+        },
     )
     with pytest.raises(NativeUnavailableError, match="two minutes"):
         await teams.stream_update(PERSONAL, handle, "Part one", "Part one and two", TextFormat.PLAIN)
@@ -326,7 +325,9 @@ async def test_a_stream_unknown_after_a_restart_is_finished_as_it_is_and_the_res
     again = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)  # a new process: no stream state
     try:
         with pytest.raises(NativeUnavailableError, match="not open here"):
-            await again.stream_update(PERSONAL, handle, "Before the restart", "Before the restart, after", TextFormat.PLAIN)
+            await again.stream_update(
+                PERSONAL, handle, "Before the restart", "Before the restart, after", TextFormat.PLAIN
+            )
         with pytest.raises(MessageFrozenError):
             await again.edit_text(PERSONAL, handle, "Before the restart, after", TextFormat.PLAIN)
     finally:

@@ -20,8 +20,8 @@ from streamrelay.mocks.common import Fault, FaultScript, Hang, MockPlatform, par
 from streamrelay.mocks.discord import MockDiscord
 from streamrelay.mocks.matrix import MockMatrix
 from streamrelay.mocks.slack import MockSlack
-from streamrelay.mocks.telegram import MockTelegram
 from streamrelay.mocks.teams import MockTeams
+from streamrelay.mocks.telegram import MockTelegram
 from streamrelay.mocks.whatsapp import MockWhatsApp
 
 

@@ -113,7 +113,8 @@ def test_an_unregistered_platform_is_refused_naming_the_registered_ones(tmp_path
     path.write_text('[channels.i]\nplatform = "irc"\n')
     with pytest.raises(
         ConfigError,
-        match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord', 'matrix', 'whatsapp', 'teams' or",
+        match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord', 'matrix', 'whatsapp', "
+        r"'teams' or",
     ):
         load_settings(path)
 

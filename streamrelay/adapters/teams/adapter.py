@@ -29,6 +29,7 @@ press reaches the bot as a message activity whose ``value`` holds the action's d
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections import OrderedDict
@@ -39,10 +40,10 @@ from microsoft_teams.api.activities.message.message import MessageActivityInput
 from microsoft_teams.api.activities.typing import TypingActivityInput
 from microsoft_teams.api.clients.conversation.activity import ConversationActivityClient
 
+from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.teams.connection import TeamsConnection
 from streamrelay.adapters.teams.errors import PLATFORM, STREAM_CANCELLED, STREAM_TIMED_OUT, StreamRefused
-from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
 from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
 from streamrelay.core.errors import (
@@ -430,10 +431,8 @@ class TeamsAdapter:
         body = self._stream_text(shown) or streamed
         if not body.strip():
             return
-        try:
+        with contextlib.suppress(NativeUnavailableError):  # Teams had ended it: it shows what was streamed
             await self._final(target, handle, {"type": "message", "text": body, "textFormat": "markdown"})
-        except NativeUnavailableError:
-            pass  # Teams had ended it (its time, a Stop, completed): it shows what was streamed
 
     def _stream_ended(self, target: Target, handle: str, exc: StreamRefused) -> NativeUnavailableError:
         """Teams refused a stream's activity: it ended (its time, the person's Stop, already completed); its message
@@ -441,12 +440,12 @@ class TeamsAdapter:
         key = (str(target.chat_id), handle)
         self._streams.pop(key, None)
         self._finished.add(key)
-        why = "the person stopped it" if exc.reason == STREAM_CANCELLED else (
-            "its two minutes passed" if exc.reason == STREAM_TIMED_OUT else exc.reason or "refused"
+        why = (
+            "the person stopped it"
+            if exc.reason == STREAM_CANCELLED
+            else ("its two minutes passed" if exc.reason == STREAM_TIMED_OUT else exc.reason or "refused")
         )
-        return NativeUnavailableError(
-            f"teams: stream {handle} ended ({why}): {exc}", platform=PLATFORM, target=key[0]
-        )
+        return NativeUnavailableError(f"teams: stream {handle} ended ({why}): {exc}", platform=PLATFORM, target=key[0])
 
     async def stream_cancel(self, target: Target, handle: str) -> None:
         """Abandon the stream ``handle``: its activity is deleted (Delete Activity).
@@ -476,9 +475,12 @@ class TeamsAdapter:
             {"type": "Action.Submit", "title": label, "data": {"streamrelay": control_id}}
             for control_id, label in control.buttons()
         ]
-        return {"type": "message", "text": "", "textFormat": "markdown", "attachments": [
-            {"contentType": CARD_TYPE, "content": card}
-        ]}
+        return {
+            "type": "message",
+            "text": "",
+            "textFormat": "markdown",
+            "attachments": [{"contentType": CARD_TYPE, "content": card}],
+        }
 
     async def set_stop(
         self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None

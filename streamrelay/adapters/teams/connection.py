@@ -143,7 +143,12 @@ class TeamsConnection:
         return (self._credentials.client_secret,)
 
     async def call(
-        self, method: str, target: Target, action: Callable[[ConversationActivityClient], Awaitable[Any]], *, creates: bool
+        self,
+        method: str,
+        target: Target,
+        action: Callable[[ConversationActivityClient], Awaitable[Any]],
+        *,
+        creates: bool,
     ) -> Any:
         """One attempt at one call: the token (when it must be had), then ``action`` with the activity client, both
         under ``send_timeout_s``; its answer, or a ``DeliveryError`` (secret-free). ``creates``: the call makes a new

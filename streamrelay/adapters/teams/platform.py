@@ -69,9 +69,7 @@ SPEC = PlatformSpec(
         [
             # Per bot per thread: 7 in 1 s, 8 in 2 s, 60 in 30 s. A bucket of 4 refilled at 1.8 a second stays under
             # all three (5.8 in 1 s, 7.6 in 2 s, 58 in 30 s); every call counts, typing too.
-            sourced_budget(
-                "per_thread", BudgetScope.CHAT, 1.8, 4, PER_THREAD, frozenset(CallKind) - {CallKind.TYPING}
-            ),
+            sourced_budget("per_thread", BudgetScope.CHAT, 1.8, 4, PER_THREAD, frozenset(CallKind) - {CallKind.TYPING}),
             # ... and 1,800 in an hour: 0.4 a second with a burst of 360 (360 + 1,440 = 1,800 in the first hour).
             sourced_budget(
                 "per_thread_hour", BudgetScope.CHAT, 0.4, 360, PER_THREAD, frozenset(CallKind) - {CallKind.TYPING}
@@ -87,9 +85,7 @@ SPEC = PlatformSpec(
                 frozenset({CallKind.STREAM_START, CallKind.STREAM_UPDATE, CallKind.STREAM_FINISH}),
             ),
             # Per app per tenant: 50 requests a second; 45 paced.
-            sourced_budget(
-                "per_app", BudgetScope.BOT, 45.0, 10, RATE_LIMIT, frozenset(CallKind) - {CallKind.TYPING}
-            ),
+            sourced_budget("per_app", BudgetScope.BOT, 45.0, 10, RATE_LIMIT, frozenset(CallKind) - {CallKind.TYPING}),
         ]
     ),
 )

@@ -271,15 +271,17 @@ class MockTeams(MockServer):
         """
         conversation = str(chat_id)
         found = next(
-            (a for a in self._conversations.get(conversation, []) if a.activity_id == str(message_id) and not a.deleted),
+            (
+                a
+                for a in self._conversations.get(conversation, [])
+                if a.activity_id == str(message_id) and not a.deleted
+            ),
             None,
         )
         if found is None or found.sender != BOT:
             raise ValueError(f"no bot message {message_id!r} in {conversation!r}")
         actions = card_actions(found.payload)
-        chosen = next(
-            (a for a in actions if data is None or (a.get("data") or {}).get("streamrelay") == data), None
-        )
+        chosen = next((a for a in actions if data is None or (a.get("data") or {}).get("streamrelay") == data), None)
         if chosen is None:
             raise ValueError(f"message {message_id!r} has no button {data!r}")
         activity = {
@@ -292,9 +294,7 @@ class MockTeams(MockServer):
         self.pressed.append(activity)
         return activity
 
-    def _store(
-        self, conversation: str, sender: str, payload: dict[str, Any], reply_to: str | None
-    ) -> StoredActivity:
+    def _store(self, conversation: str, sender: str, payload: dict[str, Any], reply_to: str | None) -> StoredActivity:
         activity = StoredActivity(f"1:{uuid.uuid4().hex[:20]}", sender, payload, reply_to)
         self._conversations.setdefault(conversation, []).append(activity)
         return activity
@@ -455,36 +455,12 @@ class MockTeams(MockServer):
             raise ConnectorError(403, "ContentStreamNotAllowed", "Content stream is not allowed")
         stream_type = info.get("streamType")
         stream_id = info.get("streamId")
-        text = body.get("text") if isinstance(body.get("text"), str) else ""
+        raw = body.get("text")
+        text = raw if isinstance(raw, str) else ""
         if stream_id is None:
-            if body.get("type") != "typing" or stream_type not in ("informative", "streaming"):
-                raise ConnectorError(400, "BadArgument", "Only start streaming and continue streaming types are allowed")
-            if not text:
-                raise ConnectorError(400, "BadArgument", "Start streaming activities should include text")
-            if any(a.stream_state == "streaming" for a in self._conversations.get(conversation, [])):
-                raise ConnectorError(403, "ContentStreamNotAllowed", "Content stream is not allowed")
-            self._check_size(body)
-            self._admit(conversation)
-            shown = {"type": "message", "text": text if stream_type == "streaming" else ""}
-            activity = self._store(conversation, BOT, shown, None)
-            activity.stream_state, activity.stream_started = "streaming", self._clock()
-            activity.stream_sequence = int(info.get("streamSequence") or 1)
-            activity.stream_last = activity.stream_started
-            call.message_id = activity.activity_id
-            call.description = f"stream start ({stream_type})"
-            return {"id": activity.activity_id}
-        stream = self._find(conversation, str(stream_id))
+            return self._stream_start(call, conversation, body, str(stream_type), text)
+        stream = self._open_stream(conversation, str(stream_id))
         call.message_id = stream.activity_id
-        if stream.stream_state == "final":
-            raise ConnectorError(
-                403, "ContentStreamNotAllowed", "Content stream is not allowed on a already completed streamed message"
-            )
-        if stream.stream_state is None:
-            raise ConnectorError(400, "BadArgument", f"Activity {stream_id} is no stream")
-        if self._clock() - stream.stream_started > STREAM_SECONDS:
-            raise ConnectorError(
-                403, "ContentStreamNotAllowed", "Content stream finished due to exceeded streaming time."
-            )
         self._check_size(body)
         if stream_type == "final":
             self._check_message(body)
@@ -496,7 +472,8 @@ class MockTeams(MockServer):
         sequence = int(info.get("streamSequence") or 0)
         if sequence <= stream.stream_sequence:
             raise ConnectorError(
-                202, "ContentStreamSequenceOrderPreConditionFailed",
+                202,
+                "ContentStreamSequenceOrderPreConditionFailed",
                 "PreCondition failed exception when processing streaming activity.",
             )
         previous = str(stream.payload.get("text", ""))
@@ -514,6 +491,44 @@ class MockTeams(MockServer):
             stream.payload = {"type": "message", "text": text}
         call.description = f"stream {stream_type} #{sequence}"
         return {}
+
+    def _open_stream(self, conversation: str, stream_id: str) -> StoredActivity:
+        """The stream ``stream_id``, open and within its two minutes."""
+        stream = self._find(conversation, stream_id)
+        if stream.stream_state == "final":
+            raise ConnectorError(
+                403, "ContentStreamNotAllowed", "Content stream is not allowed on a already completed streamed message"
+            )
+        if stream.stream_state is None:
+            raise ConnectorError(400, "BadArgument", f"Activity {stream_id} is no stream")
+        if self._clock() - stream.stream_started > STREAM_SECONDS:
+            raise ConnectorError(
+                403, "ContentStreamNotAllowed", "Content stream finished due to exceeded streaming time."
+            )
+        return stream
+
+    def _stream_start(
+        self, call: RecordedCall, conversation: str, body: dict[str, Any], stream_type: str, text: str
+    ) -> dict[str, Any]:
+        """A stream's first activity: a ``typing`` activity, ``informative`` or ``streaming``, with text; one open
+        stream per chat."""
+        info = _stream_info(body) or {}
+        if body.get("type") != "typing" or stream_type not in ("informative", "streaming"):
+            raise ConnectorError(400, "BadArgument", "Only start streaming and continue streaming types are allowed")
+        if not text:
+            raise ConnectorError(400, "BadArgument", "Start streaming activities should include text")
+        if any(a.stream_state == "streaming" for a in self._conversations.get(conversation, [])):
+            raise ConnectorError(403, "ContentStreamNotAllowed", "Content stream is not allowed")
+        self._check_size(body)
+        self._admit(conversation)
+        shown = {"type": "message", "text": text if stream_type == "streaming" else ""}
+        activity = self._store(conversation, BOT, shown, None)
+        activity.stream_state, activity.stream_started = "streaming", self._clock()
+        activity.stream_sequence = int(info.get("streamSequence") or 1)
+        activity.stream_last = activity.stream_started
+        call.message_id = activity.activity_id
+        call.description = f"stream start ({stream_type})"
+        return {"id": activity.activity_id}
 
     async def _update(self, request: web.Request) -> web.StreamResponse:
         activity_id = request.match_info["activity"]
