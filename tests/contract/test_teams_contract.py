@@ -8,6 +8,7 @@ size limit (413), the per-thread limit's 429 with Retry-After, and the uncertain
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -21,6 +22,7 @@ from streamrelay.core.errors import (
     NativeUnavailableError,
     PayloadRejectedError,
     PermanentDeliveryError,
+    PlatformUnavailableError,
     RateLimitedError,
     RateScope,
     RejectReason,
@@ -334,3 +336,20 @@ async def test_a_stream_unknown_after_a_restart_is_finished_as_it_is_and_the_res
         await again.close()
     [activity] = mock.activities(str(PERSONAL.chat_id))
     assert activity.stream_state == "final" and shown(mock, str(PERSONAL.chat_id)) == ["Before the restart"]
+
+
+async def test_many_calls_at_once_share_one_token_request(mock: MockTeams, teams: TeamsAdapter) -> None:
+    # a restarted sidecar resumes many runs at once (chaos seed 7: 48): one token request, not one each
+    chats = [Target(chat_id=f"19:room{i}@thread.v2") for i in range(12)]
+    await asyncio.gather(*(teams.send_text(chat, "resumed", TextFormat.PLAIN) for chat in chats))
+    assert [c.method for c in mock.calls].count("token") == 1
+
+
+async def test_a_slow_token_leaves_nothing_sent_never_an_uncertain_create(mock: MockTeams, teams: TeamsAdapter) -> None:
+    # the token has its own deadline before the create's: past it nothing was sent (retried freely)
+    mock.set_latency("token", [1500])
+    with pytest.raises(PlatformUnavailableError, match="token: no answer"):
+        await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls] == ["token"] and shown(mock) == []
+    await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
+    assert shown(mock) == ["hi"]

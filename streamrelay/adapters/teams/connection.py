@@ -114,6 +114,7 @@ class TeamsConnection:
             cloud = dataclasses.replace(PUBLIC, login_endpoint=self.service_url)
         self._credentials = ClientCredentials(client_id=self.app_id, client_secret=secret, tenant_id=tenant)
         self._access: str | None = None
+        self._token_lock = asyncio.Lock()
         self._expires_at = 0.0
         self._scrub = Scrubber(token, secret)
         self._session = httpx.AsyncClient(timeout=None)
@@ -150,22 +151,20 @@ class TeamsConnection:
         *,
         creates: bool,
     ) -> Any:
-        """One attempt at one call: the token (when it must be had), then ``action`` with the activity client, both
-        under ``send_timeout_s``; its answer, or a ``DeliveryError`` (secret-free). ``creates``: the call makes a new
-        message (a 5xx or a lost answer to it is uncertain).
+        """One attempt at one call: the token when it must be had (:meth:`_token`, its own deadline), then ``action``
+        with the activity client under ``send_timeout_s``; its answer, or a ``DeliveryError`` (secret-free).
+        ``creates``: the call makes a new message (a 5xx or a lost answer to it is uncertain).
 
         A failure to get the token is ``ForbiddenError`` (401/400: the credentials are refused) or
         ``PlatformUnavailableError`` (anything else): no message was sent."""
         conversation = str(target.chat_id)
         if self._closed:
             raise PlatformUnavailableError("teams: the adapter is closed", platform=PLATFORM, target=conversation)
+        await self._token(conversation)
         error: DeliveryError
         try:
             async with asyncio.timeout(self.send_timeout_s):
-                await self._token(conversation)
                 return await action(self.activities)
-        except _TokenFailure as failure:
-            error = failure.error
         except TimeoutError:
             error = AnswerTimeoutError(
                 f"teams {method}: no answer within {self.send_timeout_s:g} s", platform=PLATFORM, target=conversation
@@ -184,9 +183,17 @@ class TeamsConnection:
         raise error  # outside the except block: no __context__ holding the request headers (the token)
 
     async def _token(self, conversation: str) -> None:
+        """The token, had before the call's own deadline starts and by one request however many calls wait for it
+        (a restarted sidecar resumes many runs at once): a slow or failed token request leaves nothing sent
+        (``PlatformUnavailableError``, ``ForbiddenError`` for refused credentials), never an uncertain create."""
         error: DeliveryError | None = None
         try:
-            await self._ensure_token()
+            async with self._token_lock, asyncio.timeout(self.send_timeout_s):
+                await self._ensure_token()
+        except TimeoutError:
+            error = PlatformUnavailableError(
+                f"teams token: no answer within {self.send_timeout_s:g} s", platform=PLATFORM, target=conversation
+            )
         except httpx.HTTPStatusError as exc:
             answer = ConnectorError.of(exc.response)
             text = self._scrub(f"teams token: HTTP {answer.status} {answer.code}: {answer.message}")
@@ -196,17 +203,9 @@ class TeamsConnection:
             text = self._scrub(f"teams token: {type(exc).__name__}: {exc}")
             error = PlatformUnavailableError(text, platform=PLATFORM, target=conversation)
         if error is not None:
-            raise _TokenFailure(error)
+            raise error
 
     async def close(self) -> None:
         """Close the HTTP session (idempotent)."""
         self._closed = True
         await self._session.aclose()
-
-
-class _TokenFailure(Exception):
-    """The token could not be had: ``error`` says why (no message was sent)."""
-
-    def __init__(self, error: DeliveryError) -> None:
-        super().__init__(str(error))
-        self.error = error
