@@ -38,7 +38,7 @@ def test_every_list_of_platforms_is_read_from_the_registry() -> None:
         "whatsapp": "streamrelay.adapters.whatsapp.adapter",
         "teams": "streamrelay.adapters.teams.adapter",
     }
-    assert NATIVE_PLATFORMS == ("telegram", "slack")
+    assert NATIVE_PLATFORMS == ("telegram", "slack", "teams")
     assert TOKEN_PLATFORMS == ("telegram", "slack", "discord", "matrix", "whatsapp", "teams")
 
 
