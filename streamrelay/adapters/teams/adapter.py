@@ -20,7 +20,7 @@ for a new activity and no call that lists a conversation's activities to a bot (
 update, delete, members and history upload, reference above; reading messages takes Microsoft Graph with its own
 permissions, ``ChatMessage.Read.Chat``, https://learn.microsoft.com/en-us/microsoftteams/platform/graph-api/rsc/resource-specific-consent).
 :meth:`TeamsAdapter.settle_send` answers ``unknown`` without a call: the core reports the part uncertain ("a duplicate
-is possible"), as WhatsApp's.
+is possible"), as for Telegram with a shared bot token.
 
 Stop and approval buttons are ``Action.Submit`` actions of an Adaptive Card on the message (:meth:`set_stop`): a
 press reaches the bot as a message activity whose ``value`` holds the action's data
