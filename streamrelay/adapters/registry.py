@@ -10,12 +10,13 @@ from streamrelay.adapters.discord.platform import PLATFORM as DISCORD
 from streamrelay.adapters.matrix.platform import PLATFORM as MATRIX
 from streamrelay.adapters.platform import Platform
 from streamrelay.adapters.slack.platform import PLATFORM as SLACK
+from streamrelay.adapters.teams.platform import PLATFORM as TEAMS
 from streamrelay.adapters.telegram.platform import PLATFORM as TELEGRAM
 from streamrelay.adapters.web.platform import PLATFORM as WEB
 from streamrelay.adapters.whatsapp.platform import PLATFORM as WHATSAPP
 
 REGISTRY: dict[str, Platform] = {
-    platform.name: platform for platform in (TELEGRAM, SLACK, DISCORD, MATRIX, WHATSAPP, WEB)
+    platform.name: platform for platform in (TELEGRAM, SLACK, DISCORD, MATRIX, WHATSAPP, TEAMS, WEB)
 }
 """Every platform by name, in the order error messages and help texts list them."""
 

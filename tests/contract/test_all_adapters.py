@@ -50,6 +50,9 @@ NAMES = {
     "matrix": Names("send", "send", 65_537, None),
     # text.body at most 4,096 characters; WhatsApp's formatting marks are plain characters: no formatting errors.
     "whatsapp": Names("messages", "messages", 4097, None, edits=False, settles=False),
+    # A message is at most ~100 KB of UTF-16 JSON (102,400 bytes: 51,200 characters and the envelope are past it);
+    # Teams parses no Markdown it could refuse; no idempotency key and no history: an uncertain send stays unknown.
+    "teams": Names("sendToConversation", "updateActivity", 51_200, None, settles=False),
 }
 
 

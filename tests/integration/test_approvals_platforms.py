@@ -1,12 +1,12 @@
-"""Approvals on Telegram, Slack and Discord through the real SDKs (aiogram, slack-sdk, discord.py) against the
-stateful mocks (docs/approvals.md): an agent's ``approval.request`` becomes a message with Approve and Deny buttons
-(the mocks check the keyboard / blocks / components as the platforms do); a press makes what the platform delivers
-to the bot (``POST /_mock/press`` with the pressing user), which the test forwards as the docs' bot snippets do
-(Telegram through examples/approval_bot.py's aiogram router). A press by someone not allowed changes nothing and is
-answered 403 with what to tell them (on Telegram the answerCallbackQuery text); the allowed person's press decides,
-once: the pipeline lane's ``approval`` unit (``RelayClient.wait_approval``), the message edited to say who decided,
-the buttons gone, a second press answered 409 with the first decision. An approval nobody decides takes its
-``on_expiry`` decision at its expiry."""
+"""Approvals on Telegram, Slack, Discord and Teams through the real SDKs (aiogram, slack-sdk, discord.py, the Teams
+SDK) against the stateful mocks (docs/approvals.md): an agent's ``approval.request`` becomes a message with Approve
+and Deny buttons (the mocks check the keyboard / blocks / components / card actions as the platforms do); a press
+makes what the platform delivers to the bot (``POST /_mock/press`` with the pressing user), which the test forwards
+as the docs' bot snippets do (Telegram through examples/approval_bot.py's aiogram router). A press by someone not
+allowed changes nothing and is answered 403 with what to tell them (on Telegram the answerCallbackQuery text); the
+allowed person's press decides, once: the pipeline lane's ``approval`` unit (``RelayClient.wait_approval``), the
+message edited to say who decided, the buttons gone, a second press answered 409 with the first decision. An
+approval nobody decides takes its ``on_expiry`` decision at its expiry."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from streamrelay.mocks.common import MockServer
 from streamrelay.mocks.discord.server import MockDiscord
 from streamrelay.mocks.slack.server import MockSlack
 from tests.integration.conftest import INGEST_TOKEN
-from tests.integration.test_stop_platforms import discord_buttons, slack_buttons
+from tests.integration.test_stop_platforms import discord_buttons, slack_buttons, teams_buttons
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -48,6 +48,7 @@ USERS: dict[str, tuple[int | str, int | str]] = {
     "telegram": (111, 222),
     "slack": ("U0ALLOWED", "U0STRANGER"),
     "discord": ("600000000000000001", "600000000000000002"),
+    "teams": ("29:1AllowedPersonAadId", "29:1StrangerAadId"),
 }
 """Each platform's (allowed, stranger) user ids."""
 
@@ -61,6 +62,7 @@ BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
     "telegram": telegram_buttons,
     "slack": slack_buttons,
     "discord": discord_buttons,
+    "teams": teams_buttons,
 }
 
 
@@ -72,6 +74,9 @@ def pressed_data(platform: str, delivered: dict[str, Any]) -> tuple[str, str]:
     if platform == "slack":
         assert delivered["type"] == "block_actions"
         return delivered["actions"][0]["value"], f"slack:user:{delivered['user']['id']}"
+    if platform == "teams":  # an Action.Submit press: a message activity whose value is the action's data
+        assert delivered["type"] == "message"
+        return delivered["value"]["streamrelay"], f"teams:user:{delivered['from']['id']}"
     assert delivered["t"] == "INTERACTION_CREATE" and delivered["d"]["type"] == 3
     return delivered["d"]["data"]["custom_id"], f"discord:user:{delivered['d']['member']['user']['id']}"
 
@@ -181,7 +186,7 @@ class Stack:
         return [c.text for c in self.mock.calls if c.method == "answerCallbackQuery"]
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "teams"])
 async def test_approve_after_a_refused_press(platform: str) -> None:
     allowed, stranger = USERS[platform]
     async with Stack(platform) as stack:
@@ -279,7 +284,7 @@ async def test_deny_by_the_approver(platform: str) -> None:
         assert [u.kind for u in await client.units("a-run")] == ["approval", "commit", "run.end"]
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "teams"])
 async def test_expiry_takes_on_expiry(platform: str) -> None:
     allowed, _ = USERS[platform]
     async with Stack(platform) as stack:

@@ -23,7 +23,7 @@ import pytest
 
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.agent import AgentRecord
-from streamrelay.app.chaos.answers import Answer, load_recordings, run_lines
+from streamrelay.app.chaos.answers import Answer, load_recordings, run_lines, text_of
 from streamrelay.app.chaos.judge import judge
 from streamrelay.app.chaos.plan import PLATFORMS, Options, RunPlan, make_plan
 from streamrelay.app.chaos.procs import stop_leftovers
@@ -304,6 +304,23 @@ def test_judge_whatsapp_double_is_bad_where_status_webhooks_settle_allowed_where
     assert replicas.doubled and replicas.doubled_allowed and not replicas.bad
     unreported = judge(plan, _finished(plan), chat, _report(chat), exclusive_bot=True, status_webhooks=False)
     assert unreported.lying and unreported.bad
+
+
+def test_judge_a_short_reported_copy_before_a_prefix_is_a_double_not_text_out_of_order() -> None:
+    # chaos seed 5 on teams: a 5-character create timed out, was reported uncertain ("a duplicate is possible") and
+    # the part went on in a new message; the agent was killed before any line was acknowledged. The chat showed
+    # "Hello" then the whole prefix: too short for the repeat check, it was judged lost (out of order).
+    plan = _plan(PIECES, platform="teams")
+    gone = AgentRecord(plan.run, sent=3, confirmed=0, gone="stream")
+    journaled = text_of(plan.lines, 2)  # the sidecar journaled the first lines the agent sent
+    assert journaled.startswith("Hello there, this is")
+    chat = _chat("Hello", journaled, IDLE_NOTICE)
+    report = _report(chat, "partial", uncertain=1)
+    report["message_ids"] = ["2", "3"]
+    verdict = judge(plan, gone, chat, report, exclusive_bot=True)
+    assert verdict.doubled and verdict.doubled_allowed and not verdict.lost and not verdict.bad, verdict.problems
+    listed = _report(chat, "partial", uncertain=1)  # the report lists the copy: nothing explains it
+    assert judge(plan, gone, chat, listed, exclusive_bot=True).bad
 
 
 def test_judge_orphans_and_strange_ids_are_lies() -> None:

@@ -27,9 +27,9 @@ from streamrelay.mocks.calls import RecordedCall
 from streamrelay.mocks.common import MockPlatform
 from tests.integration.conftest import INGEST_TOKEN
 
-PLATFORMS = ("telegram", "slack", "discord", "web")
+PLATFORMS = ("telegram", "slack", "discord", "teams", "web")
 MODES = ("preview", "block", "native", "final", "progress")
-NATIVE = ("telegram", "slack")
+NATIVE = ("telegram", "slack", "teams")
 """Platforms with native streaming (the others refuse ``delivery = "native"`` in their settings)."""
 FIRST = "Here is the revenue chart for Q3."
 IMAGE = {"kind": "media", "url": "https://example.com/charts/q3-revenue.png", "media_kind": "image"}

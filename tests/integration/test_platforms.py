@@ -38,7 +38,7 @@ BLOCK = (
     "reasoning-tool-text",  # AI SDK UI: reasoning and a fragmented tool input before the answer
     "task-artifact-subtask",  # A2A: an artifact streamed in chunks and a referenced sub-task
 )
-PLATFORMS = ("telegram", "slack", "discord", "matrix", "whatsapp")
+PLATFORMS = ("telegram", "slack", "discord", "matrix", "whatsapp", "teams")
 CASES = [
     *(pytest.param(p, path, "preview", id=f"{p}-{path.stem}") for p in PLATFORMS for path in STREAMS),
     *(
@@ -49,10 +49,18 @@ CASES = [
     ),
     pytest.param("slack", LONG, "native", id="slack-long-native"),
     pytest.param("telegram", LONG, "native", id="telegram-long-native"),
+    pytest.param("teams", LONG, "native", id="teams-long-native"),
 ]
 
 
-fmt_of = {"telegram": "plain", "slack": "markdown", "discord": "markdown", "matrix": "markdown", "whatsapp": "plain"}
+fmt_of = {
+    "telegram": "plain",
+    "slack": "markdown",
+    "discord": "markdown",
+    "matrix": "markdown",
+    "whatsapp": "plain",
+    "teams": "plain",  # Teams shows headings in bold and tables in a card (test_teams_contract.py): compared as sent
+}
 
 
 async def deliver(

@@ -1,7 +1,9 @@
-"""Stop from Slack and Discord: the live message carries a Stop button (slack-sdk / discord.py → the mocks, which
-check the blocks / components as the platforms do); a press makes what the platform delivers to the app (a Slack
-``block_actions`` payload, a Discord ``INTERACTION_CREATE``), which a test forwards as the app would (docs/stop.md
-snippets); the run ends cancelled, the button goes, the parent loop reads a ``stop`` unit, later lines get 409."""
+"""Stop from Slack, Discord and Teams: the live message carries a Stop button (slack-sdk / discord.py / the Teams
+SDK → the mocks, which check the blocks / components / card as the platforms do; Teams: an Adaptive Card's
+Action.Submit); a press makes what the platform delivers to the app (a Slack ``block_actions`` payload, a Discord
+``INTERACTION_CREATE``, a Teams message activity with the action's ``value``), which a test forwards as the app
+would (docs/stop.md snippets); the run ends cancelled, the button goes, the parent loop reads a ``stop`` unit, later
+lines get 409."""
 
 from __future__ import annotations
 
@@ -54,11 +56,29 @@ def discord_click(dispatch: dict[str, Any]) -> tuple[str, str]:
     return dispatch["d"]["data"]["custom_id"], f"discord:user:{dispatch['d']['member']['user']['id']}"
 
 
+def teams_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[str]:
+    from streamrelay.mocks.teams.server import card_actions
+
+    found = [a for a in mock.activities(chat) if a.activity_id == str(message_id) and not a.deleted]
+    return [a["data"]["streamrelay"] for a in card_actions(found[0].payload)] if found else []
+
+
+def teams_click(activity: dict[str, Any]) -> tuple[str, str]:
+    """What a Teams bot's message handler reads of an Action.Submit press: the action's data in ``value``."""
+    assert activity["type"] == "message" and "replyToId" in activity
+    return activity["value"]["streamrelay"], f"teams:user:{activity['from']['id']}"
+
+
 BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
     "slack": slack_buttons,
     "discord": discord_buttons,
+    "teams": teams_buttons,
 }
-CLICKS: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {"slack": slack_click, "discord": discord_click}
+CLICKS: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
+    "slack": slack_click,
+    "discord": discord_click,
+    "teams": teams_click,
+}
 
 
 async def until(check: Callable[[], bool]) -> None:
@@ -69,7 +89,7 @@ async def until(check: Callable[[], bool]) -> None:
     raise AssertionError("not reached")
 
 
-@pytest.mark.parametrize("platform", ["slack", "discord"])
+@pytest.mark.parametrize("platform", ["slack", "discord", "teams"])
 async def test_stop_button(platform: str) -> None:
     dry = DRY_RUN[platform]
     mock = dry.make_mock(False)

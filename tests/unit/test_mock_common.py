@@ -20,6 +20,7 @@ from streamrelay.mocks.common import Fault, FaultScript, Hang, MockPlatform, par
 from streamrelay.mocks.discord import MockDiscord
 from streamrelay.mocks.matrix import MockMatrix
 from streamrelay.mocks.slack import MockSlack
+from streamrelay.mocks.teams import MockTeams
 from streamrelay.mocks.telegram import MockTelegram
 from streamrelay.mocks.whatsapp import MockWhatsApp
 
@@ -48,7 +49,7 @@ async def test_the_nth_call_gets_its_fault_and_a_429_defaults_to_one_second() ->
     assert await script.begin("sendMessage") is Hang.BEFORE_COMMIT
 
 
-@pytest.mark.parametrize("mock_type", [MockTelegram, MockSlack, MockDiscord, MockMatrix, MockWhatsApp])
+@pytest.mark.parametrize("mock_type", [MockTelegram, MockSlack, MockDiscord, MockMatrix, MockWhatsApp, MockTeams])
 async def test_every_mock_starts_once_stops_twice_and_reads_a_case(mock_type: type[MockTelegram]) -> None:
     mock: MockPlatform = mock_type()
     with pytest.raises(RuntimeError, match="not started"):

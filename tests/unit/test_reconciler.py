@@ -27,7 +27,7 @@ from streamrelay.core.errors import (
 )
 from streamrelay.core.events import Target
 from streamrelay.core.ports import PendingSend, TextFormat
-from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.records.ledger import MemoryLedger, PartRecord
 from streamrelay.core.records.report import PartState, SlotRole
 from tests.unit.fakes import FakeAdapter, ManualClock, drive, settle
 
@@ -359,6 +359,41 @@ async def test_an_unsettleable_send_that_met_a_5xx_is_sent_again_and_the_possibl
     orphan, first, second = r.rec.book.parts()
     assert orphan.state is PartState.UNCERTAIN and "duplicate is possible" in (orphan.error or "")
     assert first.state is second.state is PartState.ACKED
+
+
+class Killed(BaseException):
+    """The process dies (a kill -9 between two ledger writes)."""
+
+
+class KilledAfterASettle(MemoryLedger):
+    """The ledger of a process killed right after a settle's outcome was written."""
+
+    async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
+        await super().record_outcome(call_id, part, outcome, detail)
+        if outcome == "unknown":
+            raise Killed
+
+
+async def test_a_possible_duplicate_is_in_the_ledger_before_the_settle_that_made_it() -> None:
+    """Chaos seed 5 on Teams: a create timed out, its settle answered unknown, the part went on as a new message and
+    the process was killed then; the ledger held the settle's outcome (the part pending anew) but not the orphan
+    written after it, so the report rebuilt after the restart counted no uncertain part for the copy the chat
+    showed (a lie). The orphan is written before the outcome."""
+    r = rig()
+    r.ledger = KilledAfterASettle()
+    r.rec = r.fresh()
+    r.adapter.settles = "unknown"
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("502 Bad Gateway"), landed=True)
+    r.rec.book.claim_slot(ANSWER, "part one")
+    with pytest.raises(Killed):
+        await r.rec.finish()
+    parts = await r.ledger.parts("r1")
+    assert [(p.slot, p.state) for p in parts if p.slot < 0] == [(-1, PartState.UNCERTAIN)]
+    again = r.fresh()
+    again.restore(parts)
+    again.book.claim_slot(ANSWER, "part one")
+    await again.finish()
+    assert [p.state for p in again.book.parts()] == [PartState.UNCERTAIN, PartState.ACKED]
 
 
 async def test_an_unsettleable_send_whose_text_moved_on_goes_on_in_a_new_message_and_stays_reported() -> None:

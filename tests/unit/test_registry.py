@@ -20,7 +20,7 @@ from streamrelay.core.events import DeliveryMode
 
 
 def test_every_list_of_platforms_is_read_from_the_registry() -> None:
-    assert list(REGISTRY) == ["telegram", "slack", "discord", "matrix", "whatsapp", "web"]
+    assert list(REGISTRY) == ["telegram", "slack", "discord", "matrix", "whatsapp", "teams", "web"]
     assert {name: spec for name, spec in PLATFORMS.items()} == {n: p.spec for n, p in REGISTRY.items()}
     assert list(DRY_RUN) == [
         "telegram",
@@ -28,6 +28,7 @@ def test_every_list_of_platforms_is_read_from_the_registry() -> None:
         "discord",
         "matrix",
         "whatsapp",
+        "teams",
     ]  # the web channel has no mock: the sidecar is it
     assert SDK_MODULES == {
         "telegram": "streamrelay.adapters.telegram.adapter",
@@ -35,9 +36,10 @@ def test_every_list_of_platforms_is_read_from_the_registry() -> None:
         "discord": "streamrelay.adapters.discord.adapter",
         "matrix": "streamrelay.adapters.matrix.adapter",
         "whatsapp": "streamrelay.adapters.whatsapp.adapter",
+        "teams": "streamrelay.adapters.teams.adapter",
     }
-    assert NATIVE_PLATFORMS == ("telegram", "slack")
-    assert TOKEN_PLATFORMS == ("telegram", "slack", "discord", "matrix", "whatsapp")
+    assert NATIVE_PLATFORMS == ("telegram", "slack", "teams")
+    assert TOKEN_PLATFORMS == ("telegram", "slack", "discord", "matrix", "whatsapp", "teams")
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))
@@ -60,13 +62,14 @@ def test_a_campaign_gets_its_platforms_mock_facts_from_the_registry() -> None:
     from streamrelay.app.chaos.plan import CREATE, EDIT, PLATFORMS, chat_id
     from streamrelay.app.chaos.procs import API_PREFIX, TOKEN_ENV
 
-    assert PLATFORMS == ("telegram", "slack", "discord", "matrix", "whatsapp")
+    assert PLATFORMS == ("telegram", "slack", "discord", "matrix", "whatsapp", "teams")
     assert CREATE == {
         "telegram": "sendMessage",
         "slack": "chat.postMessage",
         "discord": "createMessage",
         "matrix": "send",
         "whatsapp": "messages",
+        "teams": "sendToConversation",
     }
     assert EDIT == {
         "telegram": "editMessageText",
@@ -74,8 +77,16 @@ def test_a_campaign_gets_its_platforms_mock_facts_from_the_registry() -> None:
         "discord": "editMessage",
         "matrix": "send",
         "whatsapp": "messages",
+        "teams": "updateActivity",
     }
-    assert API_PREFIX == {"telegram": "", "slack": "/api/", "discord": "/api/v10", "matrix": "", "whatsapp": ""}
+    assert API_PREFIX == {
+        "telegram": "",
+        "slack": "/api/",
+        "discord": "/api/v10",
+        "matrix": "",
+        "whatsapp": "",
+        "teams": "",
+    }
     assert TOKEN_ENV["slack"] == "CHAOS_SLACK_TOKEN"
     assert [chat_id("telegram", i) for i in (0, 1)] == [7_000_000, -1_007_000_000_001]  # private, supergroup
     for platform in PLATFORMS:
@@ -92,6 +103,9 @@ def test_a_telegram_bot_id_is_the_digits_before_the_colon_never_the_secret() -> 
     assert REGISTRY["slack"].bot_id("xoxb-1-2-SECRET") is None
     assert REGISTRY["whatsapp"].bot_id("106540352242922:EAASECRET") == "106540352242922"  # the phone number id
     assert REGISTRY["whatsapp"].bot_id("EAASECRET") is None
+    app = "11111111-2222-4333-8444-555555555555"
+    assert REGISTRY["teams"].bot_id(f"{app}:Xy7Q~SECRET") == app  # the Microsoft App ID
+    assert REGISTRY["teams"].bot_id("SECRET") is None
 
 
 def test_an_unregistered_platform_is_refused_naming_the_registered_ones(tmp_path: Path) -> None:
@@ -99,7 +113,8 @@ def test_an_unregistered_platform_is_refused_naming_the_registered_ones(tmp_path
     path.write_text('[channels.i]\nplatform = "irc"\n')
     with pytest.raises(
         ConfigError,
-        match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord', 'matrix', 'whatsapp' or",
+        match=r"channels\.i\.platform.*Input should be 'telegram', 'slack', 'discord', 'matrix', 'whatsapp', "
+        r"'teams' or",
     ):
         load_settings(path)
 

@@ -129,7 +129,8 @@ def test_tokens_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
 def test_an_unknown_platform_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
     path = _write(tmp_path, '[channels.w]\nplatform = "irc"\n')
     with pytest.raises(
-        ConfigError, match=r"channels\.w\.platform.*'telegram', 'slack', 'discord', 'matrix', 'whatsapp' or 'web'"
+        ConfigError,
+        match=r"channels\.w\.platform.*'telegram', 'slack', 'discord', 'matrix', 'whatsapp', 'teams' or 'web'",
     ):
         load_settings(path)
 

@@ -143,7 +143,15 @@ def judge(
         prefixes.add(norm(low, p))
         under_way = report is not None and not report.get("done") and norm(full, p).startswith(shown)
         if shown not in prefixes and not under_way:  # a delivery under way shows a prefix: unfinished, judged below
-            _judge_text(verdict, texts, shown, norm(low, p), norm(high, p), p)
+            listed = _listed_only(texts, report, p)
+            if listed is not None and listed in prefixes:
+                verdict.doubled = True  # allowed or a lie: _judge_report (the report counts the copy uncertain)
+                verdict.problems.append(
+                    "doubled: the chat shows a copy of a part the report counts uncertain and does not list (a "
+                    "duplicate it said was possible); without it the chat shows what the run may show"
+                )
+            else:
+                _judge_text(verdict, texts, shown, norm(low, p), norm(high, p), p)
     must_show = 0 if stopped else len(plan.lines) if record.end_confirmed else record.confirmed
     judge_media(verdict, plan, answer_messages, report, must_show, lambda text: norm(text, p))
     judge_vanished(verdict, chat, calls or [], {CREATE[p], *MEDIA_SENDS[p]})
@@ -194,6 +202,19 @@ def _judge_text(
             f"doubled: the chat shows {len(shown)} characters for {len(high)} of answer, {why}; first difference at"
             f" character {at}: answer {high[at : at + 40]!r}, chat {shown[at : at + 40]!r}"
         )
+
+
+def _listed_only(texts: list[dict[str, Any]], report: dict[str, Any] | None, platform: str) -> str | None:
+    """What the chat shows without the messages the report does not list, when it counts at least as many uncertain
+    parts (each may be a create the platform could not settle, shown beside the part sent again); None otherwise.
+    A copy too short for the repeat check (``MIN_REPEAT``) would else read as text out of order."""
+    if report is None:
+        return None
+    ids = {str(i) for i in report.get("message_ids", [])}
+    unlisted = [m for m in texts if str(m.get("message_id")) not in ids]
+    if not unlisted or len(unlisted) > int(report.get("uncertain", 0) or 0):
+        return None
+    return "".join(norm(str(m.get("text", "")), platform) for m in texts if m not in unlisted)
 
 
 def _judge_report(

@@ -73,6 +73,7 @@ def judge_media(
     uncertain = sum(p.get("state") == "uncertain" for p in parts)
     acked_ids = {str(p.get("message_id")) for p in parts if p.get("state") == "acked"}
     texts_uncertain = int((report or {}).get("uncertain", 0) or 0)
+    listed = {str(i) for i in (report or {}).get("message_ids", [])} if texts_uncertain else None
     verdict.media_shown = sum(k >= 0 for k in kinds)
     shown = len("".join(norm(str(m.get("text", ""))) for m, k in zip(messages, kinds, strict=True) if k < 0))
     missing = 0
@@ -85,7 +86,7 @@ def judge_media(
         if count == 0 and (lines[k] < must_show or shown > len(norm(text_of(plan.lines, lines[k])))):
             missing += 1
         if count >= 1:
-            _check_place(verdict, plan, messages, kinds, k, lines[k], texts_uncertain, norm)
+            _check_place(verdict, plan, messages, kinds, k, lines[k], texts_uncertain, norm, listed)
     if missing > uncertain:
         verdict.lost = True
         verdict.problems.append(
@@ -122,13 +123,22 @@ def _check_place(
     line: int,
     texts_uncertain: int,
     norm: Any,
+    listed: set[str] | None = None,
 ) -> None:
-    """The text shown before media item ``k``'s first message is the answer's text before its line."""
+    """The text shown before media item ``k``'s first message is the answer's text before its line. When the report
+    counts uncertain parts (``listed``: the message ids it names), the text messages it does not name (at most that
+    many: a create it reports may show twice) may be left out: a reported double does not move the item."""
     at = kinds.index(k)
-    before = "".join(norm(str(m.get("text", ""))) for m, j in zip(messages[:at], kinds[:at], strict=True) if j < 0)
+    texts = [m for m, j in zip(messages[:at], kinds[:at], strict=True) if j < 0]
+    before = "".join(norm(str(m.get("text", ""))) for m in texts)
     expected = norm(text_of(plan.lines, line))
     if before == expected or (texts_uncertain and expected.startswith(before)):
         return
+    unlisted = [m for m in texts if listed is not None and str(m.get("message_id")) not in listed]
+    if unlisted and len(unlisted) <= texts_uncertain:
+        kept = "".join(norm(str(m.get("text", ""))) for m in texts if m not in unlisted)
+        if kept == expected or expected.startswith(kept):
+            return
     verdict.misplaced = True
     verdict.problems.append(
         f"misplaced: media {k + 1} shown after {len(before)} characters of text, the answer puts it after"

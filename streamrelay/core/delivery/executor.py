@@ -81,6 +81,7 @@ class Executor:
         intent: Intent | None = None,
         apply: Callable[[CallResult], Applied] | None = None,
         grant: Grant | None = None,
+        first: Callable[[], list[PartRecord]] | None = None,
     ) -> CallResult:
         """Make ``call``: its ``intent`` in the ledger first (when it is a message part's), then the call through
         the send chain, then ``apply`` (the machine takes the outcome) and the part's new state in the ledger.
@@ -93,6 +94,10 @@ class Executor:
             apply: hands the outcome to the machine; returns what the ledger records (needs ``intent``).
             grant: the rate budgets' yes, asked when the call was due (:meth:`SendChain.grant`), spent by the chain;
                 None: the chain asks the budgets.
+            first: the records ``apply`` made that the ledger must hold before this outcome (a create that could
+                not be settled, reported as a part of its own while the part goes on as a new message): written
+                before the outcome, so a process killed in between never leaves a part sent anew without the
+                report of the copy that may show (at worst that copy is reported twice after the restart).
 
         Returns:
             The outcome. A call the chain would not make (this replica lost the conversation, the shared budget
@@ -117,6 +122,8 @@ class Executor:
             noted = self.chain.take_noted()  # the ids this outcome made known (apply does not await)
             if call_id is not None:
                 try:
+                    for earlier in first() if first is not None else ():
+                        await ledger.save_part(earlier)
                     await ledger.record_outcome(call_id, record, label, detail)
                 except BaseException:
                     # The ledger keeps the intent without this outcome: the run resumes and settles the create

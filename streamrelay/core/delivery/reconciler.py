@@ -306,7 +306,9 @@ class Reconciler:
             return book.record(slot, sent), str(outcome), detail
 
         intent = machine.intent_for(op)
-        await self.executor.perform(call, final=self.finalizing, intent=intent, apply=apply, grant=grant)
+        await self.executor.perform(
+            call, final=self.finalizing, intent=intent, apply=apply, grant=grant, first=book.take_unsaved
+        )
         outcome, detail, retry_after_s = decision[0]
         for orphan in book.take_unsaved():
             await self._ledger.save_part(orphan)

@@ -1,0 +1,539 @@
+"""TeamsAdapter: one bot's :class:`core.ports.ChannelAdapter`, :class:`core.ports.Threads` and
+:class:`core.ports.StopControls`, on the Teams SDK for Python (``microsoft-teams-api``).
+
+The adapter is composed: it holds its connection (:class:`adapters.teams.connection.TeamsConnection`: the SDK's
+``ConversationActivityClient`` at the service URL, one attempt per call, errors translated) and its renderings
+(:func:`adapters.teams.render.render` in a :class:`~adapters.rendering.RenderCache`).
+
+Calls (Bot Framework Connector, https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-api-reference):
+
+- a message is ``POST /v3/conversations/{id}/activities`` (Send to Conversation); in a channel's thread it carries
+  ``replyToId``, the thread's root (Reply to Activity, the reply chain of a channel post,
+  https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/conversations/send-proactive-messages);
+- a preview grows by ``PUT /v3/conversations/{id}/activities/{activityId}`` (Update Activity: the bot's own message,
+  https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/update-and-delete-bot-messages);
+- a message is deleted by ``DELETE /v3/conversations/{id}/activities/{activityId}`` (same page);
+- typing is a ``typing`` activity (https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-send-and-receive-messages).
+
+An uncertain send (a timeout, a reset after sending, a 5xx) cannot be settled: the Connector has no idempotency key
+for a new activity and no call that lists a conversation's activities to a bot (its operations are send, reply,
+update, delete, members and history upload, reference above; reading messages takes Microsoft Graph with its own
+permissions, ``ChatMessage.Read.Chat``, https://learn.microsoft.com/en-us/microsoftteams/platform/graph-api/rsc/resource-specific-consent).
+:meth:`TeamsAdapter.settle_send` answers ``unknown`` without a call: the core reports the part uncertain ("a duplicate
+is possible"), as for Telegram with a shared bot token.
+
+Stop and approval buttons are ``Action.Submit`` actions of an Adaptive Card on the message (:meth:`set_stop`): a
+press reaches the bot as a message activity whose ``value`` holds the action's data
+(https://learn.microsoft.com/en-us/microsoftteams/platform/task-modules-and-cards/cards/cards-actions#adaptive-cards-actions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from microsoft_teams.api.activities.message.message import MessageActivityInput
+from microsoft_teams.api.activities.typing import TypingActivityInput
+from microsoft_teams.api.clients.conversation.activity import ConversationActivityClient
+
+from streamrelay.adapters.invisible import strip_invisible
+from streamrelay.adapters.rendering import RenderCache
+from streamrelay.adapters.teams.connection import TeamsConnection
+from streamrelay.adapters.teams.errors import PLATFORM, STREAM_CANCELLED, STREAM_TIMED_OUT, StreamRefused
+from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
+from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.errors import (
+    MessageFrozenError,
+    NativeUnavailableError,
+    PermanentDeliveryError,
+    UnreadableAnswerError,
+)
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem
+from streamrelay.core.ports import (
+    NO_MARKUP,
+    MarkupPermissions,
+    PendingSend,
+    Settlement,
+    SettleOutcome,
+    StopControl,
+    TextFormat,
+)
+from streamrelay.core.units import LengthUnit
+
+SEND = "sendToConversation"
+REPLY = "replyToActivity"
+UPDATE = "updateActivity"
+DELETE = "deleteActivity"
+CONVERSATION_RE = re.compile(r"(?:a|19|8|29):[^\s/?#]+")
+"""A Teams conversation id: ``a:…`` (a personal chat), ``19:…@thread.v2`` (a group chat), ``19:…@thread.tacv2`` or
+``@thread.skype`` (a channel); matched whole."""
+ACTIVITY_RE = re.compile(r"[^\s/?#]{1,200}")
+"""An activity id (digits in a channel, ``1:…`` or ``f:…`` in chats): no whitespace, ``/``, ``?`` or ``#``."""
+CHANNEL_SUFFIXES = ("@thread.tacv2", "@thread.skype")
+"""How a channel's conversation id ends: only channel posts have reply chains (threads)."""
+NO_THREADS = "only a channel's posts have threads in Teams (reply chains): this is a chat"
+NESTED_THREAD = "already in a thread: Teams reply chains do not nest"
+_PLACEHOLDER = "DO_NOT_USE_PLACEHOLDER_ID"
+"""What the SDK returns as an id when the answer had none."""
+STREAMING_UX = "https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux"
+STREAM_LIMIT_S = 105.0
+"""A stream must be finished within two minutes (STREAMING_UX, error codes): past this many seconds since its start
+the adapter finishes it with what it shows and the rest goes on in a new message (15 s of margin for the last
+calls, a 429's wait and a clock that is not Teams')."""
+NOT_PERSONAL = "Teams streams bot messages only in one-on-one chats (a:... conversations)"
+_MAX_STREAMS = 256
+"""Open streams remembered per adapter (one per personal chat at a time in Teams)."""
+
+
+@dataclass
+class _Stream:
+    """A native stream this adapter opened: its ``sequence`` so far, when it started (monotonic seconds) and the text
+    it streamed last."""
+
+    sequence: int
+    started: float
+    streamed: str
+
+
+def is_channel(conversation: str) -> bool:
+    """The conversation is a team's channel (its base id, before any ``;messageid=``)."""
+    return conversation.split(";", 1)[0].endswith(CHANNEL_SUFFIXES)
+
+
+class TeamsAdapter:
+    """Sends, updates and deletes one bot's messages in Teams conversations through the Teams SDK (or a mock).
+
+    Args:
+        token: ``APP_ID:CLIENT_SECRET[:TENANT_ID]``.
+        base_url: the service URL (None: Teams' public one).
+        send_timeout_s: seconds one call may take.
+        max_units: the most bytes one message's JSON may take in UTF-16 (:data:`adapters.teams.platform.RENDERED_MAX`).
+        markup: mentions are not rendered either way (a Teams mention needs a ``mention`` entity the sidecar never
+            adds: text cannot notify anyone).
+
+    Raises:
+        ConfigError: malformed credentials.
+    """
+
+    platform: str = PLATFORM
+    unit: LengthUnit = LengthUnit.UTF16
+    """The chunker cuts the source in UTF-16 units; :meth:`measure` gives the bytes of the message's JSON in UTF-16,
+    and the core re-cuts a part whose rendering is too big."""
+    observer: CallObserver | None = None
+    stream_refresh_s: float | None = None
+    """A stream needs no refresh; it ends by its final message or after two minutes."""
+    finish_creates = False
+    """The final message completes the streamed activity in place (same id)."""
+    settles_start = False
+    """A stream start whose answer was lost cannot be found out (no history): its first words are reported."""
+
+    async def perform(self, call: Call) -> CallResult:
+        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
+        return await perform_call(self, call)
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str | None = None,
+        send_timeout_s: float = 10.0,
+        max_units: int = 81_920,
+        markup: MarkupPermissions = NO_MARKUP,
+    ) -> None:
+        self.markup = markup
+        self.max_units = max_units
+        self._conn = TeamsConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
+        self.render: RenderCache[Rendered] = RenderCache(render)
+        """``render(text, fmt) -> Rendered``: the activity's fields and their size."""
+        self._controls: dict[tuple[str, str], StopControl] = {}
+        self._streams: OrderedDict[tuple[str, str], _Stream] = OrderedDict()
+        self._finished: set[tuple[str, str]] = set()
+        """Streams finished early (their two minutes): their message keeps what it shows (:meth:`edit_text`)."""
+        self.clock = time.monotonic
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(service_url={self._conn.service_url!r})"
+
+    __str__ = __repr__
+
+    @property
+    def send_timeout_s(self) -> float:
+        """Seconds one call may take."""
+        return self._conn.send_timeout_s
+
+    @send_timeout_s.setter
+    def send_timeout_s(self, value: float) -> None:
+        self._conn.send_timeout_s = value
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        await self._conn.close()
+
+    def measure(self, text: str, fmt: TextFormat) -> int:
+        """Bytes of the JSON of the message showing ``text``, in UTF-16 (what Teams' size limit counts)."""
+        return self.render(text, fmt).units
+
+    def check_target(self, target: Target) -> str | None:
+        """``chat_id`` is a conversation id (``a:…``, ``19:…``); ``thread_id`` and ``reply_to`` are activity ids."""
+        if not CONVERSATION_RE.fullmatch(str(target.chat_id)):
+            return f"chat_id {target.chat_id!r} must be a Teams conversation id (a:... or 19:...@thread...)"
+        for name in ("thread_id", "reply_to"):
+            value = getattr(target, name)
+            if value is not None and not ACTIVITY_RE.fullmatch(str(value)):
+                return f"{name} {value!r} must be a Teams activity id"
+        return None
+
+    def is_group(self, target: Target) -> bool:
+        """A group chat or a channel (``19:…``); a personal chat (``a:…``) is not."""
+        return not str(target.chat_id).startswith("a:")
+
+    # -------------------------------------------------------------- messages
+
+    async def _create(self, method: str, target: Target, fields: dict[str, Any]) -> str:
+        conversation = str(target.chat_id)
+        activity = MessageActivityInput.model_validate(fields)
+
+        async def send(client: ConversationActivityClient) -> Any:
+            if target.thread_id is not None:
+                return await client.reply(conversation, str(target.thread_id), activity)
+            return await client.create(conversation, activity)
+
+        sent = await self._conn.call(method, target, send, creates=True)
+        activity_id = getattr(sent, "id", None)
+        if not activity_id or activity_id == _PLACEHOLDER:
+            raise UnreadableAnswerError(
+                f"teams {method}: no activity id in the answer", platform=PLATFORM, target=conversation
+            )
+        return str(activity_id)
+
+    def _method(self, target: Target) -> str:
+        return REPLY if target.thread_id is not None else SEND
+
+    async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        """Send a message activity showing ``text`` (:mod:`adapters.teams.render`); return its activity id.
+        ``delivery_id`` cannot be carried (no idempotency key: module docstring).
+
+        Raises:
+            core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx.
+            core.errors.DeliveryError: another subclass, per :mod:`adapters.teams.errors` (413: ``too_long``).
+        """
+        return await self._create(self._method(target), target, self.render(text, fmt).activity())
+
+    async def send_media(
+        self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
+    ) -> str:
+        """Send ``media`` as a message with one hero card: its caption as the title, an image shown from its URL (an
+        image item), and an "Open" button opening the URL (every kind: files by URL need the person's OneDrive
+        consent otherwise, https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/bots-filesv4). Hero
+        cards: https://learn.microsoft.com/en-us/microsoftteams/platform/task-modules-and-cards/cards/cards-reference#hero-card.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`send_text`.
+        """
+        return await self._create(self._method(target), target, media_fields(media))
+
+    async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
+        """``unknown``, always, without a call: the Connector neither dedupes a new activity nor lets a bot read a
+        conversation's activities (module docstring); the core reports the part uncertain."""
+        return Settlement(SettleOutcome.UNKNOWN)
+
+    async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
+        """Make activity ``message_id`` show ``text`` (Update Activity; a Stop or approval card on it is kept).
+
+        Returns:
+            True: Teams has no "not modified".
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.teams.errors` (404: the activity is gone).
+        """
+        if (str(target.chat_id), message_id) in self._finished:
+            raise MessageFrozenError(
+                f"teams: stream {message_id} was finished at its time limit ({STREAMING_UX}): its message keeps "
+                "what it shows, the rest goes on in a new one",
+                platform=PLATFORM,
+                target=str(target.chat_id),
+            )
+        control = self._controls.get((str(target.chat_id), message_id))
+        await self._update(target, message_id, self._fields(self.render(text, fmt), control))
+        return True
+
+    async def _update(self, target: Target, message_id: str, fields: dict[str, Any]) -> None:
+        conversation = str(target.chat_id)
+        activity = MessageActivityInput.model_validate(fields)
+
+        async def update(client: ConversationActivityClient) -> Any:
+            return await client.update(conversation, message_id, activity)
+
+        await self._conn.call(UPDATE, target, update, creates=False)
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        """Delete activity ``message_id`` (Delete Activity).
+
+        Raises:
+            core.errors.TargetNotFoundError: 404.
+            core.errors.DeliveryError: another subclass (403: not the bot's activity).
+        """
+        conversation = str(target.chat_id)
+
+        async def delete(client: ConversationActivityClient) -> Any:
+            return await client.delete(conversation, message_id)
+
+        await self._conn.call(DELETE, target, delete, creates=False)
+        self._controls.pop((conversation, message_id), None)
+
+    async def send_typing(self, target: Target) -> None:
+        """Send a ``typing`` activity (Teams shows the indicator a few seconds, until the next message)."""
+        conversation = str(target.chat_id)
+        activity = TypingActivityInput.model_validate({"type": "typing"})
+
+        async def typing(client: ConversationActivityClient) -> Any:
+            return await client.create(conversation, activity)
+
+        await self._conn.call(SEND, target, typing, creates=False)
+
+    async def clear_typing(self, target: Target) -> None:
+        """Nothing: the indicator ends by itself, or with the bot's next message."""
+
+    # -------------------------------------------------------------- NativeStreaming
+
+    def native_refusal(self, target: Target) -> str | None:
+        """Teams streams only in one-on-one chats, outside reply chains (STREAMING_UX)."""
+        if not str(target.chat_id).startswith("a:") or target.thread_id is not None:
+            return NOT_PERSONAL
+        return None
+
+    async def _stream_call(self, target: Target, fields: dict[str, Any], *, creates: bool) -> Any:
+        conversation = str(target.chat_id)
+        model = MessageActivityInput if fields["type"] == "message" else TypingActivityInput
+        activity = model.model_validate(fields)
+
+        async def send(client: ConversationActivityClient) -> Any:
+            return await client.create(conversation, activity)
+
+        return await self._conn.call(SEND, target, send, creates=creates)
+
+    @staticmethod
+    def _stream_text(text: str) -> str:
+        """What a streaming chunk carries: the agent's Markdown as written (Teams renders it; headings and tables
+        come right with the final message). Kept as written so each chunk contains the one before."""
+        return strip_invisible(text)
+
+    async def stream_start(self, target: Target, text: str, fmt: TextFormat) -> str:
+        """Open a stream showing ``text``: a ``typing`` activity with a ``streaminfo`` entity (``streamType``
+        ``streaming``, ``streamSequence`` 1) and the same in ``channelData``; Teams answers the stream's id, which is
+        the handle and the message's id (STREAMING_UX).
+
+        Raises:
+            core.errors.NativeUnavailableError: not a personal chat, or Teams refused the stream (403
+                ``ContentStreamNotAllowed``: streaming not allowed, another stream open): goes on as ``preview``.
+            core.errors.DeliveryError: another subclass, like :meth:`send_text` (a lost answer: uncertain).
+        """
+        conversation = str(target.chat_id)
+        reason = self.native_refusal(target)
+        if reason is not None:
+            raise NativeUnavailableError(f"teams: {reason}", platform=PLATFORM, target=conversation)
+        body = self._stream_text(text)
+        info = {"streamType": "streaming", "streamSequence": 1}
+        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            sent = await self._stream_call(target, fields, creates=True)
+        except StreamRefused as exc:
+            raise NativeUnavailableError(str(exc), platform=PLATFORM, target=conversation) from None
+        stream_id = getattr(sent, "id", None)
+        if not stream_id or stream_id == _PLACEHOLDER:
+            raise UnreadableAnswerError("teams stream start: no stream id", platform=PLATFORM, target=conversation)
+        self._streams[(conversation, str(stream_id))] = _Stream(1, self.clock(), body)
+        while len(self._streams) > _MAX_STREAMS:
+            self._streams.popitem(last=False)
+        return str(stream_id)
+
+    async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
+        """Make the stream show ``text``: a ``typing`` activity naming the stream with the next ``streamSequence``,
+        carrying the whole text so far (each chunk must contain the one before, STREAMING_UX). A text that does
+        not extend what was streamed is left to the final message (no call). Paced by the channel's ``stream``
+        budget (one request a second per stream).
+
+        Raises:
+            core.errors.NativeUnavailableError: the stream cannot go on: its two minutes are (nearly) up (it is
+                finished first, showing ``shown``; the rest goes on in a new message: :meth:`edit_text` refuses its
+                message as frozen), Teams ended it for its time, or it is not this adapter's.
+            core.errors.DeliveryError: another subclass (429: the stream's pace).
+        """
+        stream = await self._open_stream(target, handle, shown)
+        body = self._stream_text(text)
+        if body == stream.streamed or not body.startswith(stream.streamed):
+            return
+        info = {"streamId": handle, "streamType": "streaming", "streamSequence": stream.sequence + 1}
+        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            await self._stream_call(target, fields, creates=False)
+        except StreamRefused as exc:
+            raise self._stream_ended(target, handle, exc) from None
+        stream.sequence, stream.streamed = stream.sequence + 1, body
+
+    async def stream_finish(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> str:
+        """End the stream with ``text``: the final ``message`` activity naming the stream (``streamType`` ``final``),
+        rendered as any message (:mod:`adapters.teams.render`: an Adaptive Card when a table needs one); the
+        streamed activity then shows it, and its id is returned.
+
+        Raises:
+            core.errors.NativeUnavailableError: the stream can no longer be finished (its two minutes passed): its
+                message keeps what it streamed, the rest goes on in a new message.
+            core.errors.DeliveryError: another subclass, like :meth:`send_text`.
+        """
+        await self._open_stream(target, handle, shown)
+        await self._final(target, handle, self.render(text, fmt).activity())
+        self._streams.pop((str(target.chat_id), handle), None)
+        return handle
+
+    async def _final(self, target: Target, handle: str, fields: dict[str, Any]) -> None:
+        info = {"streamId": handle, "streamType": "final"}
+        final = {**fields, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            await self._stream_call(target, final, creates=False)
+        except StreamRefused as exc:
+            raise self._stream_ended(target, handle, exc) from None
+
+    async def _open_stream(self, target: Target, handle: str, shown: str) -> _Stream:
+        """The open stream ``handle``; past :data:`STREAM_LIMIT_S` it is finished now, showing ``shown``, and
+        ``NativeUnavailableError`` says the rest goes on in a new message."""
+        key = (str(target.chat_id), handle)
+        stream = self._streams.get(key)
+        if stream is None:  # a restart forgot its sequence: finished as it is, the rest in a new message
+            await self._finish_early(target, handle, shown, "")
+            raise NativeUnavailableError(
+                f"teams: stream {handle} is not open here (a restart, or it ended): finished as it is; the rest goes"
+                " on in a new message",
+                platform=PLATFORM,
+                target=key[0],
+            )
+        if self.clock() - stream.started >= STREAM_LIMIT_S:
+            await self._finish_early(target, handle, shown, stream.streamed)
+            raise NativeUnavailableError(
+                f"teams: stream {handle} finished at {STREAM_LIMIT_S:g} s of Teams' two minutes ({STREAMING_UX});"
+                " the rest goes on in a new message",
+                platform=PLATFORM,
+                target=key[0],
+            )
+        return stream
+
+    async def _finish_early(self, target: Target, handle: str, shown: str, streamed: str) -> None:
+        """End stream ``handle`` with the final message showing ``shown`` (what the core knows it shows); its
+        message then takes no more updates here (:meth:`edit_text`). A stream Teams already ended is left so."""
+        key = (str(target.chat_id), handle)
+        self._streams.pop(key, None)
+        self._finished.add(key)
+        body = self._stream_text(shown) or streamed
+        if not body.strip():
+            return
+        with contextlib.suppress(NativeUnavailableError):  # Teams had ended it: it shows what was streamed
+            await self._final(target, handle, {"type": "message", "text": body, "textFormat": "markdown"})
+
+    def _stream_ended(self, target: Target, handle: str, exc: StreamRefused) -> NativeUnavailableError:
+        """Teams refused a stream's activity: it ended (its time, the person's Stop, already completed); its message
+        keeps what was streamed and the rest goes on in a new one."""
+        key = (str(target.chat_id), handle)
+        self._streams.pop(key, None)
+        self._finished.add(key)
+        why = (
+            "the person stopped it"
+            if exc.reason == STREAM_CANCELLED
+            else ("its two minutes passed" if exc.reason == STREAM_TIMED_OUT else exc.reason or "refused")
+        )
+        return NativeUnavailableError(f"teams: stream {handle} ended ({why}): {exc}", platform=PLATFORM, target=key[0])
+
+    async def stream_cancel(self, target: Target, handle: str) -> None:
+        """Abandon the stream ``handle``: its activity is deleted (Delete Activity).
+
+        Raises:
+            core.errors.TargetNotFoundError: it is already gone.
+            core.errors.DeliveryError: another subclass.
+        """
+        self._streams.pop((str(target.chat_id), handle), None)
+        await self.delete_message(target, handle)
+
+    # -------------------------------------------------------------- StopControls
+
+    def _fields(self, rendered: Rendered, control: StopControl | None) -> dict[str, Any]:
+        """The activity of ``rendered``, with ``control``'s buttons as ``Action.Submit`` actions of a card."""
+        if control is None:
+            return rendered.activity()
+        card = dict(rendered.card) if rendered.card is not None else None
+        if card is None:
+            card = {
+                "type": "AdaptiveCard",
+                "version": CARD_VERSION,
+                "body": [{"type": "TextBlock", "text": rendered.text, "wrap": True}] if rendered.text else [],
+                "msteams": {"width": "Full"},
+            }
+        card["actions"] = [
+            {"type": "Action.Submit", "title": label, "data": {"streamrelay": control_id}}
+            for control_id, label in control.buttons()
+        ]
+        return {
+            "type": "message",
+            "text": "",
+            "textFormat": "markdown",
+            "attachments": [{"contentType": CARD_TYPE, "content": card}],
+        }
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control``'s buttons on message ``message_id`` as the ``Action.Submit`` actions of an Adaptive Card
+        showing ``text`` (a press reaches the bot as a message activity with ``value.streamrelay`` the control id,
+        module docstring), or take them off (None: the message is ``text`` again). One Update Activity.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like :meth:`edit_text`.
+        """
+        key = (str(target.chat_id), message_id)
+        await self._update(target, message_id, self._fields(self.render(text, fmt), control))
+        if control is None:
+            self._controls.pop(key, None)
+        else:
+            self._controls[key] = control
+
+    # -------------------------------------------------------------- Threads
+
+    def thread_refusal(self, target: Target) -> str | None:
+        """Why no thread can be opened: a chat (only channel posts have reply chains) or a target in a thread."""
+        if not is_channel(str(target.chat_id)):
+            return NO_THREADS
+        return NESTED_THREAD if target.thread_id is not None else None
+
+    async def open_thread(self, target: Target, anchor_message_id: str, title: str) -> Target:
+        """The reply chain of channel post ``anchor_message_id``: no call is made (a reply names its root with
+        ``replyToId``); ``title`` is not shown (reply chains have no name).
+
+        Raises:
+            core.errors.PermanentDeliveryError: a chat, or a target in a thread already.
+        """
+        reason = self.thread_refusal(target)
+        if reason is not None:
+            raise PermanentDeliveryError(f"teams: {reason}", platform=PLATFORM, target=str(target.chat_id))
+        return Target(chat_id=target.chat_id, thread_id=anchor_message_id)
+
+
+HERO_TYPE = "application/vnd.microsoft.card.hero"
+
+
+def media_fields(media: MediaItem) -> dict[str, Any]:
+    """The message activity of a media item: an empty text and a hero card (:meth:`TeamsAdapter.send_media`)."""
+    card: dict[str, Any] = {
+        "title": media.caption or "",
+        "buttons": [{"type": "openUrl", "title": "Open", "value": media.url}],
+    }
+    if str(media.kind) == "image":
+        card["images"] = [{"url": media.url, "alt": media.caption or "image"}]
+    return {
+        "type": "message",
+        "text": "",
+        "textFormat": "plain",
+        "attachments": [{"contentType": HERO_TYPE, "content": card}],
+    }

@@ -1,0 +1,355 @@
+"""Teams: TeamsAdapter through the Teams SDK for Python against the mock Connector (mocks.teams), what a person sees.
+
+The shared contract is in test_all_adapters.py; here what is Teams' own: the token by client credentials, Markdown as
+Teams renders it (headings in bold, code as written, a table in an Adaptive Card), updates and deletes of the bot's
+own activities, reply chains only in channels, media as a hero card, Stop and approval buttons as card actions, the
+size limit (413), the per-thread limit's 429 with Retry-After, and the uncertain send reported, never resent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from streamrelay.adapters.teams import TeamsAdapter
+from streamrelay.adapters.teams.render import render
+from streamrelay.core.errors import (
+    ConfigError,
+    ForbiddenError,
+    MessageFrozenError,
+    NativeUnavailableError,
+    PayloadRejectedError,
+    PermanentDeliveryError,
+    PlatformUnavailableError,
+    RateLimitedError,
+    RateScope,
+    RejectReason,
+    TargetNotFoundError,
+    UncertainDeliveryError,
+)
+from streamrelay.core.events import Target
+from streamrelay.core.media import MediaItem, MediaKind
+from streamrelay.core.ports import PendingSend, SettleOutcome, StopControl, TextFormat
+from streamrelay.mocks.teams import MockTeams
+
+SECRET = "Xy7Q~mockClientSecret.0123456789abcdef"
+TOKEN = f"11111111-2222-4333-8444-555555555555:{SECRET}"
+GROUP = Target(chat_id="19:abcdef@thread.v2")
+CHANNEL = "19:general0123@thread.tacv2"
+
+
+@pytest.fixture
+async def mock() -> AsyncIterator[MockTeams]:
+    async with MockTeams() as server:
+        yield server
+
+
+@pytest.fixture
+async def teams(mock: MockTeams) -> AsyncIterator[TeamsAdapter]:
+    adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)
+    yield adapter
+    await adapter.close()
+
+
+def shown(mock: MockTeams, chat: str = str(GROUP.chat_id)) -> list[str]:
+    return [text for _, text in mock.visible(chat)]
+
+
+async def test_the_token_is_had_once_by_client_credentials_and_sent_as_bearer(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    await teams.send_text(GROUP, "one", TextFormat.PLAIN)
+    await teams.send_text(GROUP, "two", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls] == ["token", "sendToConversation", "sendToConversation"]
+    assert shown(mock) == ["one", "two"]
+
+
+async def test_refused_credentials_are_forbidden_and_never_show_the_secret(mock: MockTeams) -> None:
+    mock.add_fault("token", 1, {"status": 401, "description": f"invalid_client: secret {SECRET} refused"})
+    adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)
+    try:
+        with pytest.raises(ForbiddenError) as info:
+            await adapter.send_text(GROUP, "hi", TextFormat.PLAIN)
+    finally:
+        await adapter.close()
+    assert SECRET not in str(info.value) and "<token>" in str(info.value)
+    assert shown(mock) == []
+
+
+def test_malformed_credentials_are_a_config_error_without_the_secret() -> None:
+    for bad in ("not-a-guid:secret", "11111111-2222-4333-8444-555555555555", "11111111-2222-4333-8444-555555555555:"):
+        with pytest.raises(ConfigError, match="APP_ID:CLIENT_SECRET") as info:
+            TeamsAdapter(bad)
+        assert "secret" not in str(info.value).split("APP_ID")[0]
+
+
+async def test_markdown_headings_become_bold_and_code_is_kept(mock: MockTeams, teams: TeamsAdapter) -> None:
+    text = "# Plan\n\n**bold** *it* `x` [docs](https://e.x/d)\n\n```python\nprint(1)\n```\n\n- a\n- b"
+    await teams.send_text(GROUP, text, TextFormat.MARKDOWN)
+    [body] = shown(mock)
+    assert body == "**Plan**\n\n**bold** *it* `x` [docs](https://e.x/d)\n\n```python\nprint(1)\n```\n\n- a\n- b"
+    [activity] = mock.activities(str(GROUP.chat_id))
+    assert activity.payload["textFormat"] == "markdown" and "attachments" not in activity.payload
+
+
+async def test_a_table_goes_in_an_adaptive_card(mock: MockTeams, teams: TeamsAdapter) -> None:
+    text = "## Prices\n\n| fruit | n |\n|---|---|\n| figs | 12 |\n\n```\nx = 1\n```"
+    await teams.send_text(GROUP, text, TextFormat.MARKDOWN)
+    [activity] = mock.activities(str(GROUP.chat_id))
+    [attachment] = activity.payload["attachments"]
+    assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
+    kinds = [element["type"] for element in attachment["content"]["body"]]
+    assert kinds == ["TextBlock", "Table", "CodeBlock"]
+    assert shown(mock) == ["**Prices**\n\n| fruit | n |\n|---|---|\n| figs | 12 |\n\n```\nx = 1\n```"]
+
+
+async def test_update_and_delete_of_the_bots_own_activity(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mid = await teams.send_text(GROUP, "draft", TextFormat.PLAIN)
+    await teams.edit_text(GROUP, mid, "draft, longer", TextFormat.PLAIN)
+    assert shown(mock) == ["draft, longer"]
+    await teams.delete_message(GROUP, mid)
+    assert shown(mock) == []
+    with pytest.raises(TargetNotFoundError):
+        await teams.edit_text(GROUP, mid, "again", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls][1:] == [
+        "sendToConversation",
+        "updateActivity",
+        "deleteActivity",
+        "updateActivity",
+    ]
+
+
+async def test_the_persons_message_cannot_be_updated(mock: MockTeams, teams: TeamsAdapter) -> None:
+    theirs = mock.user_message(str(GROUP.chat_id), "my question")
+    with pytest.raises(ForbiddenError):
+        await teams.edit_text(GROUP, theirs, "changed", TextFormat.PLAIN)
+
+
+async def test_a_message_past_100_kb_is_too_long_and_80_kb_is_what_measure_keeps(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    assert teams.max_units == 81_920
+    assert teams.measure("x" * 40_000, TextFormat.PLAIN) < 81_920 < teams.measure("x" * 41_000, TextFormat.PLAIN)
+    with pytest.raises(PayloadRejectedError) as info:
+        await teams.send_text(GROUP, "é" * 51_200, TextFormat.PLAIN)
+    assert info.value.reason is RejectReason.TOO_LONG and shown(mock) == []
+
+
+async def test_a_429_names_its_wait_and_pauses_the_conversation(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mock.add_fault("updateActivity", 1, {"status": 429, "retry_after_s": 3})
+    mid = await teams.send_text(GROUP, "a", TextFormat.PLAIN)
+    with pytest.raises(RateLimitedError) as info:
+        await teams.edit_text(GROUP, mid, "ab", TextFormat.PLAIN)
+    assert info.value.retry_after_s == 3 and info.value.scope is RateScope.CONVERSATION
+
+
+async def test_the_documented_per_thread_limit_answers_429_with_retry_after() -> None:
+    now = [100.0]
+    async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:
+        adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+        try:
+            for i in range(7):  # 7 in a second
+                await adapter.send_text(GROUP, f"m{i}", TextFormat.PLAIN)
+            with pytest.raises(RateLimitedError) as info:
+                await adapter.send_text(GROUP, "eighth", TextFormat.PLAIN)
+            assert 0 < info.value.retry_after_s <= 1
+            other = Target(chat_id="19:other@thread.v2")  # another thread has its own limit
+            await adapter.send_text(other, "elsewhere", TextFormat.PLAIN)
+            now[0] += 1.01
+            await adapter.send_text(GROUP, "eighth", TextFormat.PLAIN)  # 8 in 2 s
+            with pytest.raises(RateLimitedError):
+                await adapter.send_text(GROUP, "ninth", TextFormat.PLAIN)
+        finally:
+            await adapter.close()
+        assert len(shown(mock)) == 8
+        assert [c.retry_after_s for c in mock.calls if c.status == 429] != []
+
+
+async def test_an_uncertain_send_is_reported_unknown_and_never_sent_again(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mock.add_fault("sendToConversation", 1, {"status": 502}, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await teams.send_text(GROUP, "maybe", TextFormat.PLAIN, delivery_id="sr-1")
+    calls = len(mock.calls)
+    settled = await teams.settle_send(GROUP, PendingSend("sr-1", "maybe", TextFormat.PLAIN))
+    assert settled.outcome is SettleOutcome.UNKNOWN and len(mock.calls) == calls  # no call, no resend
+    assert shown(mock) == ["maybe"]
+
+
+async def test_reply_chains_only_in_channels(mock: MockTeams, teams: TeamsAdapter) -> None:
+    assert teams.thread_refusal(GROUP) is not None
+    with pytest.raises(PermanentDeliveryError, match="only a channel"):
+        await teams.open_thread(GROUP, "1:x", "sub-agent")
+    channel = Target(chat_id=CHANNEL)
+    root = await teams.send_text(channel, "Post", TextFormat.PLAIN)
+    thread = await teams.open_thread(channel, root, "sub-agent")
+    await teams.send_text(thread, "in the chain", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls][-1] == "replyToActivity"
+    [_, reply] = mock.activities(CHANNEL)
+    assert reply.reply_to == root and teams.thread_refusal(thread) is not None
+
+
+async def test_media_is_a_hero_card_shown_by_its_caption(mock: MockTeams, teams: TeamsAdapter) -> None:
+    item = MediaItem(url="https://e.x/chart.png", kind=MediaKind.IMAGE, caption="Chart")
+    await teams.send_media(GROUP, item, TextFormat.MARKDOWN)
+    [activity] = mock.activities(str(GROUP.chat_id))
+    [card] = activity.payload["attachments"]
+    assert card["contentType"] == "application/vnd.microsoft.card.hero"
+    assert card["content"]["images"] == [{"url": "https://e.x/chart.png", "alt": "Chart"}]
+    assert shown(mock) == ["Chart"]
+
+
+async def test_stop_and_approval_buttons_are_card_actions_kept_by_updates(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mid = await teams.send_text(GROUP, "Working", TextFormat.MARKDOWN)
+    control = StopControl("approve:0123456789abcdef", "Approve", more=(("deny:0123456789abcdef", "Deny"),))
+    await teams.set_stop(GROUP, mid, "Working", TextFormat.MARKDOWN, control)
+    await teams.edit_text(GROUP, mid, "Working harder", TextFormat.MARKDOWN)
+    assert shown(mock) == ["Working harder"]
+    pressed = mock.press(str(GROUP.chat_id), mid, "deny:0123456789abcdef")
+    assert pressed["value"] == {"streamrelay": "deny:0123456789abcdef"} and pressed["replyToId"] == mid
+    await teams.set_stop(GROUP, mid, "Done", TextFormat.MARKDOWN, None)
+    with pytest.raises(ValueError, match="no button"):
+        mock.press(str(GROUP.chat_id), mid, None)
+    assert shown(mock) == ["Done"]
+
+
+def test_rendering_measures_utf16_bytes_of_the_json() -> None:
+    plain = render("ab", TextFormat.PLAIN)
+    assert plain.units == 2 * len('{"type":"message","text":"ab","textFormat":"plain"}')
+    assert render("😀", TextFormat.PLAIN).units == plain.units  # an astral character is two UTF-16 units, as "ab"
+    assert render("a", TextFormat.PLAIN).units == plain.units - 2
+
+
+async def test_the_bot_outside_the_conversation_is_forbidden(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mock.missing.add(str(GROUP.chat_id))
+    with pytest.raises(ForbiddenError):
+        await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
+
+
+# --- native streaming (personal chats) ----------------------------------------------------------------------
+
+PERSONAL = Target(chat_id="a:1personalChatWithSomeone")
+
+
+def stream_calls(mock: MockTeams) -> list[str | None]:
+    return [c.description for c in mock.calls if c.method == "sendToConversation"]
+
+
+async def test_a_native_stream_is_typing_chunks_then_the_final_message_in_place(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    handle = await teams.stream_start(PERSONAL, "# Plan\n\nFirst", TextFormat.MARKDOWN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["# Plan\n\nFirst"]  # streamed as written
+    await teams.stream_update(PERSONAL, handle, "# Plan\n\nFirst", "# Plan\n\nFirst, second", TextFormat.MARKDOWN)
+    await teams.stream_update(PERSONAL, handle, "x", "# Plan\n\nRewritten", TextFormat.MARKDOWN)  # no extension
+    final = await teams.stream_finish(PERSONAL, handle, "", "# Plan\n\nRewritten, whole.", TextFormat.MARKDOWN)
+    assert final == handle
+    assert shown(mock, str(PERSONAL.chat_id)) == ["**Plan**\n\nRewritten, whole."]  # one message, rendered
+    assert stream_calls(mock) == ["stream start (streaming)", "stream streaming #2", "stream final"]
+    [activity] = mock.activities(str(PERSONAL.chat_id))
+    assert activity.stream_state == "final" and "entities" not in activity.payload
+
+
+async def test_native_streaming_is_refused_outside_personal_chats(mock: MockTeams, teams: TeamsAdapter) -> None:
+    assert teams.native_refusal(GROUP) is not None and teams.native_refusal(PERSONAL) is None
+    with pytest.raises(NativeUnavailableError, match="one-on-one"):
+        await teams.stream_start(GROUP, "hi", TextFormat.MARKDOWN)
+    assert mock.calls == []
+
+
+async def test_a_second_open_stream_in_the_chat_is_refused_by_teams(mock: MockTeams, teams: TeamsAdapter) -> None:
+    await teams.stream_start(PERSONAL, "one", TextFormat.PLAIN)
+    with pytest.raises(NativeUnavailableError, match="not allowed"):
+        await teams.stream_start(PERSONAL, "two", TextFormat.PLAIN)
+
+
+async def test_near_its_two_minutes_a_stream_is_finished_and_the_rest_goes_in_a_new_message(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    now = [1000.0]
+    teams.clock = lambda: now[0]
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    now[0] += 106
+    with pytest.raises(NativeUnavailableError, match="new message"):
+        await teams.stream_update(PERSONAL, handle, "Part one", "Part one and two", TextFormat.PLAIN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one"]  # finished, showing what was acknowledged
+    with pytest.raises(MessageFrozenError):  # the core then keeps it and continues in a new message
+        await teams.edit_text(PERSONAL, handle, "Part one and two", TextFormat.PLAIN)
+    await teams.send_text(PERSONAL, " and two", TextFormat.PLAIN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one", " and two"]
+
+
+async def test_teams_ending_a_stream_for_its_time_goes_on_in_a_new_message(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault(
+        "sendToConversation",
+        2,
+        {
+            "status": 403,
+            "description": "ContentStreamNotAllowed: Content stream finished due to exceeded streaming time.",
+        },
+    )
+    with pytest.raises(NativeUnavailableError, match="two minutes"):
+        await teams.stream_update(PERSONAL, handle, "Part one", "Part one and two", TextFormat.PLAIN)
+    with pytest.raises(MessageFrozenError):
+        await teams.edit_text(PERSONAL, handle, "Part one and two", TextFormat.PLAIN)
+
+
+async def test_a_stream_takes_one_request_a_second() -> None:
+    now = [50.0]
+    async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:
+        adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+        try:
+            handle = await adapter.stream_start(PERSONAL, "a", TextFormat.PLAIN)
+            with pytest.raises(RateLimitedError) as info:
+                await adapter.stream_update(PERSONAL, handle, "a", "ab", TextFormat.PLAIN)
+            assert info.value.retry_after_s == 1
+            now[0] += 1.0
+            await adapter.stream_update(PERSONAL, handle, "a", "ab", TextFormat.PLAIN)  # the same sequence again
+        finally:
+            await adapter.close()
+        assert shown(mock, str(PERSONAL.chat_id)) == ["ab"]
+
+
+async def test_a_cancelled_stream_is_deleted(mock: MockTeams, teams: TeamsAdapter) -> None:
+    handle = await teams.stream_start(PERSONAL, "gone soon", TextFormat.PLAIN)
+    await teams.stream_cancel(PERSONAL, handle)
+    assert shown(mock, str(PERSONAL.chat_id)) == []
+
+
+async def test_a_stream_unknown_after_a_restart_is_finished_as_it_is_and_the_rest_goes_on_anew(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    handle = await teams.stream_start(PERSONAL, "Before the restart", TextFormat.PLAIN)
+    again = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)  # a new process: no stream state
+    try:
+        with pytest.raises(NativeUnavailableError, match="not open here"):
+            await again.stream_update(
+                PERSONAL, handle, "Before the restart", "Before the restart, after", TextFormat.PLAIN
+            )
+        with pytest.raises(MessageFrozenError):
+            await again.edit_text(PERSONAL, handle, "Before the restart, after", TextFormat.PLAIN)
+    finally:
+        await again.close()
+    [activity] = mock.activities(str(PERSONAL.chat_id))
+    assert activity.stream_state == "final" and shown(mock, str(PERSONAL.chat_id)) == ["Before the restart"]
+
+
+async def test_many_calls_at_once_share_one_token_request(mock: MockTeams, teams: TeamsAdapter) -> None:
+    # a restarted sidecar resumes many runs at once (chaos seed 7: 48): one token request, not one each
+    chats = [Target(chat_id=f"19:room{i}@thread.v2") for i in range(12)]
+    await asyncio.gather(*(teams.send_text(chat, "resumed", TextFormat.PLAIN) for chat in chats))
+    assert [c.method for c in mock.calls].count("token") == 1
+
+
+async def test_a_slow_token_leaves_nothing_sent_never_an_uncertain_create(mock: MockTeams, teams: TeamsAdapter) -> None:
+    # the token has its own deadline before the create's: past it nothing was sent (retried freely)
+    mock.set_latency("token", [1500])
+    with pytest.raises(PlatformUnavailableError, match="token: no answer"):
+        await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
+    assert [c.method for c in mock.calls] == ["token"] and shown(mock) == []
+    await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
+    assert shown(mock) == ["hi"]
