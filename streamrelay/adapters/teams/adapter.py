@@ -40,12 +40,13 @@ from microsoft_teams.api.activities.message.message import MessageActivityInput
 from microsoft_teams.api.activities.typing import TypingActivityInput
 from microsoft_teams.api.clients.conversation.activity import ConversationActivityClient
 
+from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.teams.connection import TeamsConnection
 from streamrelay.adapters.teams.errors import PLATFORM, STREAM_CANCELLED, STREAM_TIMED_OUT, StreamRefused
 from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
-from streamrelay.core.delivery.calls import Call, CallObserver, CallResult, perform_call
+from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import (
     MessageFrozenError,
     NativeUnavailableError,
@@ -132,9 +133,8 @@ class TeamsAdapter:
     settles_start = False
     """A stream start whose answer was lost cannot be found out (no history): its first words are reported."""
 
-    async def perform(self, call: Call) -> CallResult:
-        """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
-        return await perform_call(self, call)
+    perform = perform_call
+    """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
 
     def __init__(
         self,
@@ -156,27 +156,12 @@ class TeamsAdapter:
         """Streams finished early (their two minutes): their message keeps what it shows (:meth:`edit_text`)."""
         self.clock = time.monotonic
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(service_url={self._conn.service_url!r})"
-
-    __str__ = __repr__
-
-    @property
-    def send_timeout_s(self) -> float:
-        """Seconds one call may take."""
-        return self._conn.send_timeout_s
-
-    @send_timeout_s.setter
-    def send_timeout_s(self, value: float) -> None:
-        self._conn.send_timeout_s = value
-
-    async def close(self) -> None:
-        """Close the connection (idempotent)."""
-        await self._conn.close()
-
-    def measure(self, text: str, fmt: TextFormat) -> int:
-        """Bytes of the JSON of the message showing ``text``, in UTF-16 (what Teams' size limit counts)."""
-        return self.render(text, fmt).units
+    __repr__ = __str__ = shows(service_url="_conn.service_url")
+    send_timeout_s = ConnectionTimeout()
+    close = close_connection
+    measure = measure_rendered
+    """``measure(text, fmt)``: bytes of the JSON of the message showing ``text``, in UTF-16 (what Teams' size limit
+    counts)."""
 
     def check_target(self, target: Target) -> str | None:
         """``chat_id`` is a conversation id (``a:…``, ``19:…``); ``thread_id`` and ``reply_to`` are activity ids."""

@@ -32,6 +32,7 @@ from microsoft_teams.api.clients.bot.token_client import BotTokenClient
 from microsoft_teams.api.clients.conversation.activity import ConversationActivityClient
 from microsoft_teams.common.http import Client, ClientOptions
 
+from streamrelay.adapters.adapter_parts import shows
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.teams.errors import PLATFORM, ConnectorError, translate
 from streamrelay.core.errors import (
@@ -123,10 +124,7 @@ class TeamsConnection:
         self.activities = ConversationActivityClient(self.service_url, http)
         self._closed = False
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(service_url={self.service_url!r}, app_id={self.app_id!r})"
-
-    __str__ = __repr__
+    __repr__ = __str__ = shows(service_url="service_url", app_id="app_id")
 
     def _bearer(self) -> str | None:
         return self._access
