@@ -43,6 +43,7 @@ from streamrelay.core.ingest.surface import RunRelay
 from streamrelay.core.ports import ChannelAdapter
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.ended import RunEndObserver
 from streamrelay.core.run.relay import Relay
@@ -204,6 +205,8 @@ class Sidecar:
         pressure: pushes ingest back past capacity (``[service] overload_lag_ms``); its loop-lag probe runs while
             the sidecar serves. None: never pushed back.
         desk: the desk of what ended runs did not deliver (``/v1/deliveries``), or None: not served.
+        corrections: corrections and retractions of ended runs (``/v1/runs/{run}/corrections``), or None: answered
+            501, not served.
     """
 
     def __init__(
@@ -229,6 +232,7 @@ class Sidecar:
         connections: ConnectionSettings | None = None,
         pressure: Pressure | None = None,
         desk: Desk | None = None,
+        corrections: Corrections | None = None,
     ) -> None:
         self.pressure = pressure
         self.callers = as_callers(token, clients)
@@ -253,6 +257,7 @@ class Sidecar:
             observer=self.metrics,
             pressure=pressure,
             desk=desk,
+            corrections=corrections,
         )
 
         def server(asgi: Any, bind: str, bind_port: int, *, catch_signals: bool, guard: ConnectionGuard) -> _Server:
@@ -375,6 +380,7 @@ def service_sidecar(
     metrics_token: str | None,
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
     desk: Desk | None = None,
+    corrections: Corrections | None = None,
 ) -> Sidecar:
     """The sidecar as ``streamrelay serve`` runs it, one process or a replica: ``[service]``'s size limits, keepalive,
     ops listener and connection limits; its logs through the service's logging; SIGTERM and SIGINT left to the
@@ -400,4 +406,5 @@ def service_sidecar(
         connections=service.connections,
         pressure=service_pressure(relay, service),
         desk=desk,
+        corrections=corrections,
     )

@@ -235,6 +235,19 @@ class CorrectionRecord:
             fallback=data.get("fallback"),
         )
 
+    def summary(self) -> JsonObject:
+        """The record as a run's report lists it: ``{"id", "kind", "state", "fallback", "after", "changes"}``, each
+        change one message's step (``op``, ``message_id``, ``state``, ``outcome``; messages left as they were are not
+        listed)."""
+        return {
+            "id": self.id,
+            "kind": str(self.kind),
+            "state": str(self.state),
+            "fallback": self.fallback,
+            "after": _ids(self.after()),
+            "changes": _summary_steps(self),
+        }
+
     def public(self) -> JsonObject:
         """The record as the API shows it (module docstring): the client's run id, each step without its text."""
         return {
@@ -264,6 +277,14 @@ class CorrectionRecord:
 
 def _ids(ids: list[str]) -> list[JsonValue]:
     return list(ids)
+
+
+def _summary_steps(record: CorrectionRecord) -> list[JsonValue]:
+    return [
+        {"op": str(s.op), "message_id": s.message_id, "state": str(s.state), "outcome": s.outcome}
+        for s in record.steps
+        if s.state is not StepState.SKIPPED
+    ]
 
 
 class CorrectionStore(Protocol):
