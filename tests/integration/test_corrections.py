@@ -278,3 +278,68 @@ async def test_kill_9_mid_correction_resumes_and_applies_it_once(tmp_path: Path,
         assert all(n <= 2 for n in edits.values()), edits  # one in flight at the kill may be made again (idempotent)
         sends = [c for c in mock.calls if c.method == create_method and c.ok]
         assert len(sends) == 4  # three for the answer, one for the fourth chunk
+
+
+async def test_where_messages_cannot_be_edited_the_correction_is_a_reply(tmp_path: Path) -> None:
+    """WhatsApp (no edits, no deletes: PlatformSpec.edits False) gets the correction as a reply to the answer's first
+    message, and the retraction as a notice replying to it; the record says ``fallback: reply``."""
+    dry = DRY_RUN["whatsapp"]
+    target = dry.target()
+    chat = target.chat_id
+    async with _mock("whatsapp") as mock:
+        port = free_port()
+        config = _settings(tmp_path, "whatsapp", mock, port)
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+            with _serve(config, dry.token, log) as proc:
+                await _ready(client, proc, log)
+                await _delivered(client, "r1", target.model_dump())
+                fixed = await client.post(
+                    "/v1/runs/r1/corrections", json={"kind": "run.correct", "id": "fix-1", "text": SHORT}
+                )
+                assert fixed.status_code == 200, fixed.text
+                record = fixed.json()
+                assert (record["state"], record["fallback"]) == ("applied", "reply")
+                assert [(s["op"], s["state"]) for s in record["steps"]] == [("reply", "done")]
+                assert "cannot edit" in record["steps"][0]["outcome"]
+                shown = [t for _, t in mock.visible(chat)]
+                assert shown[:3] == OLD and len(shown) == 4 and shown[3].endswith(SHORT) and "Correction" in shown[3]
+                gone = await client.post("/v1/runs/r1/corrections", json={"kind": "run.retract", "id": "pull-1"})
+                assert gone.status_code == 200 and gone.json()["fallback"] == "reply", gone.text
+                shown = [t for _, t in mock.visible(chat)]
+                assert len(shown) == 5 and "retracted" in shown[4]
+
+
+async def test_a_telegram_message_past_its_edit_window_gets_the_correction_as_a_reply(tmp_path: Path) -> None:
+    """Telegram refuses the first edit ("message can't be edited": a bot's message older than 48 hours): the whole
+    correction is posted once as a reply to the answer's first message, and the report says so."""
+    dry = DRY_RUN["telegram"]
+    target = dry.target()
+    chat = target.chat_id
+    async with _mock("telegram") as mock:
+        port = free_port()
+        config = _settings(tmp_path, "telegram", mock, port)
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+            with _serve(config, dry.token, log) as proc:
+                await _ready(client, proc, log)
+                await _delivered(client, "r1", target.model_dump())
+                edits_so_far = sum(1 for c in mock.calls if c.method == "editMessageText")
+                mock.add_fault(
+                    "editMessageText",
+                    edits_so_far + 1,
+                    {"status": 400, "description": "Bad Request: message can't be edited"},
+                )
+                body = {"kind": "run.correct", "id": "fix-1", "text": "\n\n".join(NEW)}
+                fixed = await client.post("/v1/runs/r1/corrections", json=body)
+                assert fixed.status_code == 200, fixed.text
+                record = fixed.json()
+                assert record["fallback"] == "reply" and record["state"] == "applied", record
+                assert record["steps"][0]["state"] == "refused" and "reply" in record["steps"][0]["outcome"]
+                replies = [s for s in record["steps"] if s["op"] == "reply"]
+                assert [s["state"] for s in replies] == ["done"] * 3
+                assert [s["state"] for s in record["steps"][1:3]] == ["skipped", "skipped"]  # left as they show
+                shown = [t for _, t in mock.visible(chat)]
+                assert shown == [*OLD, f"✏️ Correction:\n\n{NEW[0]}", *NEW[1:]]

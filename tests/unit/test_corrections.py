@@ -322,6 +322,8 @@ async def test_a_frozen_message_gets_the_correction_as_a_reply() -> None:
     assert len(replies) == 1 and replies[0].text == f"{CORRECTION_HEAD}\n\nShort and right."
     assert [t.reply_to for t in targets] == ["1"]
     assert "refused" in (done.steps[0].outcome or "")
+    assert [str(s.state) for s in done.steps[1:3]] == ["skipped", "skipped"]  # the deletes: not made
+    assert rig.adapter.chat() == [*OLD_TEXTS, f"{CORRECTION_HEAD}\n\nShort and right."]
 
 
 async def test_a_platform_without_edits_gets_a_reply_and_no_edit_is_tried() -> None:

@@ -17,8 +17,9 @@ answer's first message (a retraction: a notice replying to it).
 
 **Refusals** (:func:`react`, a table, no I/O): a message that cannot be edited any more (Telegram's 48-hour edit
 window for bots, "message can't be edited", https://core.telegram.org/bots/api#editmessagetext; Slack
-``cant_update_message`` / ``edit_window_closed``; a native stream's draft that never became a message) makes the whole
-correction be posted as a reply too (once); a message that cannot be deleted (Telegram: older than 48 hours,
+``cant_update_message`` / ``edit_window_closed``, https://docs.slack.dev/reference/methods/chat.update#errors) makes
+the whole correction be posted as a reply instead (once): the steps not made yet are skipped, what was already
+edited stays edited; a message that cannot be deleted (Telegram: older than 48 hours,
 https://core.telegram.org/bots/api#deletemessage) is edited to a short marker line; one that is already gone counts
 as deleted.
 
@@ -354,7 +355,7 @@ class Corrections:
         )
         if not policy.edits:
             for step in steps:
-                step.outcome = f"{runtime.adapter.platform} cannot edit or delete a sent message: posted as a reply"
+                step.outcome = f"{runtime.adapter.platform} cannot edit or delete a sent message"
         await self.store.save_correction(record)
         return record
 
@@ -473,6 +474,11 @@ class _Apply:
         elif reaction is Reaction.REPLY:
             record.fallback = "reply"
             step.outcome += "; the correction is posted as a reply instead"
+            for later in record.steps:  # the answer is left as it shows, the reply below it says it all
+                if later.state is StepState.PLANNED and later.op not in CREATES:
+                    later.state, later.outcome = StepState.SKIPPED, "not made: the correction is posted as a reply"
+                elif later.state is StepState.PLANNED and later.op is StepOp.SEND:
+                    later.state, later.outcome = StepState.SKIPPED, "not sent: the correction is posted as a reply"
             chunks = [s.text for s in record.steps if s.part is not None and s.op is not StepOp.REPLY]
             record.steps += reply_steps(record.kind, chunks, self._reason())
         await self._save()
@@ -523,7 +529,8 @@ class _Apply:
             )
         if isinstance(result, Done):
             step.state, step.message_id = StepState.DONE, str(result.value)
-            step.outcome = "sent as a reply" if step.op is StepOp.REPLY else "sent after the answer's last message"
+            done = "sent as a reply" if step.op is StepOp.REPLY else "sent after the answer's last message"
+            step.outcome = f"{step.outcome}; {done}" if step.outcome and step.op is StepOp.REPLY else done
             self.executor.chain.note_message(step.message_id)
             await self._save()
             return
