@@ -22,6 +22,7 @@ import pytest
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.common import MockPlatform
+from tests.integration.conftest import Stack
 from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
 from tests.ports import free_port
 
@@ -343,3 +344,10 @@ async def test_a_telegram_message_past_its_edit_window_gets_the_correction_as_a_
                 assert [s["state"] for s in record["steps"][1:3]] == ["skipped", "skipped"]  # left as they show
                 shown = [t for _, t in mock.visible(chat)]
                 assert shown == [*OLD, f"✏️ Correction:\n\n{NEW[0]}", *NEW[1:]]
+
+
+async def test_a_sidecar_without_corrections_says_so(stack: Stack) -> None:
+    """A sidecar built without corrections (the Redis backend's replicas are) answers 501 saying where they are."""
+    answer = await stack.client.post("/v1/runs/r1/corrections", json={"kind": "run.retract", "id": "x"})
+    assert answer.status_code == 501 and "not served here" in answer.json()["error"]
+    assert (await stack.client.get("/v1/runs/r1/corrections")).status_code == 501
