@@ -23,6 +23,7 @@ COLUMNS = (
     ("misplaced", "media\nmisplaced"),
     ("media", "media\nshown"),
     ("stops", "stops\n(posted)"),
+    ("corrected", "corrected"),
     ("kills", "kills"),
     ("interrupted", "runs\ninterrupted"),
     ("faults", "faults\ninjected"),
@@ -63,6 +64,7 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
         row["misplaced"] += verdict.misplaced
         row["media"] += verdict.media_shown
         row["stops"] += verdict.stopped
+        row["corrected"] += verdict.expected == "corrected"
         row["stops_posted"] = row.get("stops_posted", 0) + (plan.run in outcome.stops)
         row["media_planned"] = row.get("media_planned", 0) + len(plan.media)
         row["faults"] += len(outcome.faulted_calls.get(plan.run, []))
