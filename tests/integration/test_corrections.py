@@ -302,14 +302,15 @@ async def test_where_messages_cannot_be_edited_the_correction_is_a_reply(tmp_pat
                 assert fixed.status_code == 200, fixed.text
                 record = fixed.json()
                 assert (record["state"], record["fallback"]) == ("applied", "reply")
-                assert [(s["op"], s["state"]) for s in record["steps"]] == [("reply", "done")]
+                # the head and the text cut to the channel's 50 units: two replies
+                assert [(s["op"], s["state"]) for s in record["steps"]] == [("reply", "done")] * 2
                 assert "cannot edit" in record["steps"][0]["outcome"]
                 shown = [t for _, t in mock.visible(chat)]
-                assert shown[:3] == OLD and len(shown) == 4 and shown[3].endswith(SHORT) and "Correction" in shown[3]
+                assert shown == [*OLD, "✏️ Correction:", SHORT]
                 gone = await client.post("/v1/runs/r1/corrections", json={"kind": "run.retract", "id": "pull-1"})
                 assert gone.status_code == 200 and gone.json()["fallback"] == "reply", gone.text
                 shown = [t for _, t in mock.visible(chat)]
-                assert len(shown) == 5 and "retracted" in shown[4]
+                assert len(shown) == 6 and "retracted" in shown[5]
 
 
 async def test_a_telegram_message_past_its_edit_window_gets_the_correction_as_a_reply(tmp_path: Path) -> None:
@@ -340,10 +341,10 @@ async def test_a_telegram_message_past_its_edit_window_gets_the_correction_as_a_
                 assert record["fallback"] == "reply" and record["state"] == "applied", record
                 assert record["steps"][0]["state"] == "refused" and "reply" in record["steps"][0]["outcome"]
                 replies = [s for s in record["steps"] if s["op"] == "reply"]
-                assert [s["state"] for s in replies] == ["done"] * 3
+                assert [s["state"] for s in replies] == ["done"] * 4  # the head apart: 50 units a message
                 assert [s["state"] for s in record["steps"][1:3]] == ["skipped", "skipped"]  # left as they show
                 shown = [t for _, t in mock.visible(chat)]
-                assert shown == [*OLD, f"✏️ Correction:\n\n{NEW[0]}", *NEW[1:]]
+                assert shown == [*OLD, "✏️ Correction:", *NEW]
 
 
 async def test_a_sidecar_without_corrections_says_so(stack: Stack) -> None:

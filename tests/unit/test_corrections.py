@@ -88,15 +88,20 @@ PLANS = [
         K.CORRECT,
         ["A", "B"],
         False,
-        [("reply", None, f"{CORRECTION_HEAD}\n\nA", "planned"), ("reply", None, "B", "planned")],
+        [("reply", None, CORRECTION_HEAD, "planned"), ("reply", None, "A", "planned"), ("reply", None, "B", "planned")],
     ),
     (K.RETRACT, [], False, [("reply", None, RETRACTED_LINE, "planned")]),
 ]
 
 
+def _paragraphs(text: str) -> list[str]:
+    """A splitter for the tables: one chunk per paragraph."""
+    return text.split("\n\n")
+
+
 @pytest.mark.parametrize(("kind", "chunks", "edits", "expected"), PLANS)
 def test_plan(kind: CorrectionKind, chunks: list[str], edits: bool, expected: list[tuple[str, ...]]) -> None:
-    steps = plan(kind, OLD, chunks, edits=edits)
+    steps = plan(kind, OLD, "\n\n".join(chunks), split=_paragraphs, edits=edits)
     assert [(str(s.op), s.message_id, s.text, str(s.state)) for s in steps] == expected
 
 
@@ -401,3 +406,16 @@ async def test_a_correction_cut_by_a_crash_resumes_settling_its_send_first() -> 
     assert rig.count("send_text") == 0 and rig.count("edit_text") == 1  # the send settled, not made again
     assert "settled" in (done.steps[2].outcome or "") and done.after() == ["1", "2", "3"]
     assert await drive(rig.clock, rig.corrections.resume()) == 0
+
+
+async def test_a_reply_is_cut_with_its_head_counted_so_every_message_fits() -> None:
+    """The chaos finding (seed 11, WhatsApp): a correction whose first chunk filled a message went over the limit
+    once the head was put before it (WhatsApp's 4,096: 'Param text['body'] must be at most 4096 characters')."""
+    rig = _Rig(edits=False)
+    await rig.deliver(OLD_TEXTS)
+    full = "x" * 38 + "\n\n" + "y" * 38
+    done = await rig.correct(full)
+    replies = [s.text for s in done.steps]
+    assert done.state is CorrectionState.APPLIED and len(replies) >= 3
+    assert all(len(text) <= 40 for text in replies) and replies[0].startswith(CORRECTION_HEAD)
+    assert "".join(replies).replace("\n", "") == f"{CORRECTION_HEAD}{full}".replace("\n", "")

@@ -135,33 +135,45 @@ def marker(kind: CorrectionKind, reason: str | None = None) -> str:
     return f"{RETRACTED_LINE} {reason}" if reason else RETRACTED_LINE
 
 
-def reply_steps(kind: CorrectionKind, chunks: Sequence[str], reason: str | None = None) -> list[Step]:
-    """The steps that post a correction (its chunks, the first headed :data:`CORRECTION_HEAD`) or a retraction's
-    notice as replies to the answer's first message."""
+def reply_text(text: str) -> str:
+    """A correction as it is posted as a reply: :data:`CORRECTION_HEAD`, a blank line, the new text."""
+    return f"{CORRECTION_HEAD}\n\n{text}"
+
+
+def reply_steps(
+    kind: CorrectionKind, text: str, split: Callable[[str], list[str]], reason: str | None = None
+) -> list[Step]:
+    """The steps that post a correction (:func:`reply_text` cut by ``split``: the head counts against the first
+    message's limit) or a retraction's notice as replies to the answer's first message."""
     if kind is CorrectionKind.RETRACT:
         return [Step(StepOp.REPLY, text=marker(kind, reason))]
-    return [
-        Step(StepOp.REPLY, text=f"{CORRECTION_HEAD}\n\n{chunk}" if index == 0 else chunk, part=index)
-        for index, chunk in enumerate(chunks)
-    ]
+    return [Step(StepOp.REPLY, text=chunk, part=index) for index, chunk in enumerate(split(reply_text(text)))]
 
 
 def plan(
-    kind: CorrectionKind, messages: Sequence[Shown], chunks: Sequence[str], *, edits: bool, reason: str | None = None
+    kind: CorrectionKind,
+    messages: Sequence[Shown],
+    text: str,
+    *,
+    split: Callable[[str], list[str]],
+    edits: bool,
+    reason: str | None = None,
 ) -> list[Step]:
     """The steps of a correction or retraction (module docstring), no I/O.
 
     Args:
         kind: correct or retract.
         messages: the answer's messages (id, text shown), in order; at least one.
-        chunks: the new text's chunks (empty for a retraction).
+        text: the new final (a retraction: ignored).
+        split: cuts a text into message parts with the channel's rules (:meth:`core.policy.Splitter.split`).
         edits: the platform can edit (and delete) a sent message.
         reason: a retraction's reason (shown where a message is marked instead of deleted).
     """
     if not edits:
-        return reply_steps(kind, chunks, reason)
+        return reply_steps(kind, text, split, reason)
     if kind is CorrectionKind.RETRACT:
         return [Step(StepOp.DELETE, message_id=mid) for mid, _ in messages]
+    chunks = split(text)
     steps: list[Step] = []
     for index, chunk in enumerate(chunks):
         if index < len(messages):
@@ -336,8 +348,8 @@ class Corrections:
                 409,
             )
         policy = runtime.policy
-        chunks = Splitter(policy, runtime.adapter.measure).split(text) if kind is CorrectionKind.CORRECT else []
-        steps = plan(kind, messages, chunks, edits=policy.edits, reason=text or None)
+        split = Splitter(policy, runtime.adapter.measure).split
+        steps = plan(kind, messages, text, split=split, edits=policy.edits, reason=text or None)
         now = self._wall()
         record = CorrectionRecord(
             run=run,
@@ -479,8 +491,8 @@ class _Apply:
                     later.state, later.outcome = StepState.SKIPPED, "not made: the correction is posted as a reply"
                 elif later.state is StepState.PLANNED and later.op is StepOp.SEND:
                     later.state, later.outcome = StepState.SKIPPED, "not sent: the correction is posted as a reply"
-            chunks = [s.text for s in record.steps if s.part is not None and s.op is not StepOp.REPLY]
-            record.steps += reply_steps(record.kind, chunks, self._reason())
+            split = Splitter(self.runtime.policy, self.runtime.adapter.measure).split
+            record.steps += reply_steps(record.kind, record.text, split, self._reason())
         await self._save()
 
     def _reason(self) -> str | None:
