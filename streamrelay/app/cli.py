@@ -1,5 +1,6 @@
 """The ``streamrelay`` command: serve, run (a bot beside it), init, demo, replay, case, mock, chaos, runs
-(:mod:`app.ops_cli`), deliveries (:mod:`app.deliveries_cli`); ``--version``."""
+(:mod:`app.ops_cli`; correct, retract and corrections: :mod:`app.corrections_cli`), deliveries
+(:mod:`app.deliveries_cli`); ``--version``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from streamrelay.app.chaos_cli import chaos
 from streamrelay.app.cli_checks import existing_file, refuse_taken
 from streamrelay.app.cli_run import err, fast_loop
 from streamrelay.app.cli_run import run_async as _run
+from streamrelay.app.corrections_cli import register as register_corrections
 from streamrelay.app.deliveries_cli import deliveries_app
 from streamrelay.app.ops_cli import DEFAULT_CONFIG as SHIPPED_CONFIG
 from streamrelay.app.ops_cli import DEFAULT_URL, runs_app
@@ -37,6 +39,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
 )
+register_corrections(runs_app)
 app.add_typer(runs_app, name="runs")
 app.add_typer(deliveries_app, name="deliveries")
 

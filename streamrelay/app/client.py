@@ -292,6 +292,53 @@ class RelayClient:
         recorded = _json(answer).get("recorded", 0)
         return int(recorded) if isinstance(recorded, int) else 0
 
+    async def correct(
+        self, run: str, correction_id: str, text: str, *, by: str | None = None, retries: int = 3
+    ) -> dict[str, Any]:
+        """Correct ended run ``run``'s answer to ``text`` (``POST /v1/runs/{run}/corrections``, a ``run.correct``;
+        docs/corrections.md): each of its messages edited (or deleted, or sent) once. ``correction_id`` names it: the
+        same id sent again is the same correction, applied once, so a retry is safe. A 503 (a message could not be
+        changed yet) is sent again after its ``Retry-After``, ``retries`` times.
+
+        Returns:
+            the correction: ``id``, ``run``, ``kind``, ``state`` (``applied``, or ``partial``: a step uncertain or
+            refused), ``fallback`` (``reply``: posted as a reply where the messages cannot be edited), ``before``
+            and ``after`` (the answer's message ids), ``steps`` (per message: ``op``, ``message_id``, ``state``,
+            ``outcome``).
+
+        Raises:
+            RelayError: 404 unknown run, 409 not ended / no answer message / retracted / the id taken by another
+                correction, 400 a bad text or id, 503 still not done after the retries, 501 not served (replicas).
+        """
+        body = {"kind": "run.correct", "id": correction_id, "text": text, **({"by": by} if by else {})}
+        return await self._correction(run, body, retries)
+
+    async def retract(
+        self, run: str, correction_id: str, *, reason: str | None = None, by: str | None = None, retries: int = 3
+    ) -> dict[str, Any]:
+        """Withdraw ended run ``run``'s answer (a ``run.retract``): each message deleted once (edited to a
+        "retracted" line where it cannot be deleted; a notice replying to it where it cannot be edited either).
+        Returns and raises as :meth:`correct`."""
+        body: dict[str, Any] = {"kind": "run.retract", "id": correction_id}
+        if reason:
+            body["reason"] = reason
+        if by:
+            body["by"] = by
+        return await self._correction(run, body, retries)
+
+    async def _correction(self, run: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
+        for attempt in range(retries + 1):
+            answer = await self._http.post(_path(run, "/corrections"), json=body)
+            if answer.status_code != 503 or attempt == retries:
+                return _json(answer)
+            await asyncio.sleep(min(30.0, float(answer.headers.get("Retry-After", "1") or 1)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def corrections(self, run: str) -> list[dict[str, Any]]:
+        """Run ``run``'s corrections and retractions, oldest first (``GET /v1/runs/{run}/corrections``)."""
+        found = _json(await self._http.get(_path(run, "/corrections")))["corrections"]
+        return list(found)
+
     async def report(self, run: str, *, wait_s: float = 0.0) -> RunReport:
         """The run's delivery report (waiting up to ``wait_s`` for the run to finish)."""
         answer = await self._http.get(_path(run), params={"wait_s": wait_s}, timeout=wait_s + 30)

@@ -342,6 +342,12 @@ def runs(
     streamrelay runs retry PARTITION ID    put a dead letter back into its partition's input stream
 
     streamrelay runs drop PARTITION ID     delete a dead letter for good
+
+    streamrelay runs correct RUN --id ID --text TEXT   correct an ended run's answer (each message edited once)
+
+    streamrelay runs retract RUN --id ID   withdraw an ended run's answer (each message deleted once)
+
+    streamrelay runs corrections RUN       what each correction changed, per message
     """
     if ctx.invoked_subcommand is not None:
         return

@@ -3,6 +3,8 @@
 One file per contract (JSON Schema 2020-12, as pydantic writes it), named ``<name>.schema.json``:
 
 - ``ingest-event``: a line agents send (``POST /v1/runs/{run}/events``; :data:`core.events.Event`);
+- ``correction``: a correction or retraction of an ended run (``POST /v1/runs/{run}/corrections``;
+  :data:`core.events.Correction`);
 - ``pipeline-unit``: a unit of a run's pipeline lane (:data:`core.contracts.units.PipelineUnit`);
 - ``monitor-event``: a live event of a run (:data:`core.contracts.live.LiveEvent`);
 - ``run-report``: a run's delivery report (:class:`core.contracts.report.RunReport`);
@@ -25,7 +27,7 @@ from streamrelay.core.contracts.answers import GateAnswer, RunListing, StopAnswe
 from streamrelay.core.contracts.live import LIVE_EVENT
 from streamrelay.core.contracts.report import RunReport
 from streamrelay.core.contracts.units import PIPELINE_UNIT
-from streamrelay.core.events import Event
+from streamrelay.core.events import Correction, Event
 
 SCHEMA_DIR = CHECKOUT / "docs" / "schema"
 """Where the schemas are committed."""
@@ -36,6 +38,10 @@ def schemas() -> dict[str, dict[str, Any]]:
     """Every contract's JSON Schema by file name (``pipeline-unit.schema.json``, …)."""
     found: dict[str, tuple[str, dict[str, Any]]] = {
         "ingest-event": ("A line of a run's NDJSON ingest.", TypeAdapter(Event).json_schema()),
+        "correction": (
+            "A correction or retraction of an ended run (POST /v1/runs/{run}/corrections).",
+            TypeAdapter(Correction).json_schema(),
+        ),
         "pipeline-unit": ("A unit of a run's pipeline lane.", PIPELINE_UNIT.json_schema()),
         "monitor-event": ("A live event of a run (SSE data).", LIVE_EVENT.json_schema()),
         "run-report": ("A run's delivery report (GET /v1/runs/{run}).", RunReport.model_json_schema()),

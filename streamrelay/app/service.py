@@ -45,6 +45,7 @@ from streamrelay.core.ports import ChannelAdapter
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.records.receipts import Receipts
+from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.ended import RunEndObserver
 from streamrelay.core.run.relay import Relay
@@ -227,6 +228,8 @@ class Sidecar:
         desk: the desk of what ended runs did not deliver (``/v1/deliveries``), or None: not served.
         routes: more routes on the ingest listener, which authenticate themselves (WhatsApp's signed status
             webhook: :mod:`adapters.whatsapp.webhook`).
+        corrections: corrections and retractions of ended runs (``/v1/runs/{run}/corrections``), or None: answered
+            501, not served.
     """
 
     def __init__(
@@ -253,6 +256,7 @@ class Sidecar:
         pressure: Pressure | None = None,
         desk: Desk | None = None,
         routes: Sequence[BaseRoute] = (),
+        corrections: Corrections | None = None,
     ) -> None:
         self.pressure = pressure
         self.callers = as_callers(token, clients)
@@ -277,6 +281,7 @@ class Sidecar:
             observer=self.metrics,
             pressure=pressure,
             desk=desk,
+            corrections=corrections,
         )
 
         def server(asgi: Any, bind: str, bind_port: int, *, catch_signals: bool, guard: ConnectionGuard) -> _Server:
@@ -405,6 +410,7 @@ def service_sidecar(
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
     desk: Desk | None = None,
     routes: Sequence[BaseRoute] = (),
+    corrections: Corrections | None = None,
 ) -> Sidecar:
     """The sidecar as ``streamrelay serve`` runs it, one process or a replica: ``[service]``'s size limits, keepalive,
     ops listener and connection limits; its logs through the service's logging; SIGTERM and SIGINT left to the
@@ -431,4 +437,5 @@ def service_sidecar(
         pressure=service_pressure(relay, service),
         desk=desk,
         routes=routes,
+        corrections=corrections,
     )

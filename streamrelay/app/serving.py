@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # imported where used: a configuration error is told before t
     from streamrelay.app.service import Sidecar
     from streamrelay.core.ingest.clients import ClientLimits
     from streamrelay.core.records.receipts import Receipts
+    from streamrelay.core.run.corrections import Corrections
     from streamrelay.core.run.desk import Desk
     from streamrelay.core.run.relay import Relay
 
@@ -247,6 +248,7 @@ async def serve(
     from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
     from streamrelay.adapters.sqlite.receipts import SqliteReceipts
     from streamrelay.app.service import build_relay, service_sidecar
+    from streamrelay.core.run.corrections import Corrections
     from streamrelay.core.run.desk import Desk
 
     try:
@@ -288,6 +290,7 @@ async def serve(
             runtime.history = history
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
         desk = Desk(ledger, sqlite_ledger, relay.channels, MonotonicClock())
+        corrections = Corrections(ledger, sqlite_ledger, relay.channels, MonotonicClock())
         sidecar = service_sidecar(
             relay,
             service,
@@ -300,6 +303,7 @@ async def serve(
             metrics_token=metrics_token,
             desk=desk,
             routes=webhook,
+            corrections=corrections,
         )
         if own:
             signals.install()
@@ -314,10 +318,11 @@ async def serve(
             healing = asyncio.create_task(resume_when_writable(relay, lambda: store.ping(STORE_TABLES)))
             trimming = keep_heap_trim(trim)
             keeping = asyncio.create_task(keep_desk(desk, metrics, service.deliveries_retention_days), name="desk")
+            resuming = asyncio.create_task(resume_corrections(corrections, relay), name="corrections")
             try:
                 await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
             finally:
-                await stop_all([healing, trimming, keeping])
+                await stop_all([healing, trimming, keeping, resuming])
         finally:
             if own:
                 signals.remove()
@@ -325,6 +330,24 @@ async def serve(
     finally:
         await journal.close()
         await store.close()
+
+
+async def resume_corrections(corrections: Corrections, relay: Relay, poll_s: float = 0.5) -> None:
+    """Apply again the corrections a restart cut (:meth:`core.run.corrections.Corrections.resume`), once every channel
+    they need is loaded (a channel still loading is waited for, up to a minute, then resumed as far as it can); a
+    failure is logged and left for the same correction sent again."""
+    needed = {record.channel for record in await corrections.store.open_corrections()}
+    for _ in range(120):
+        if needed <= set(relay.channels):
+            break
+        await asyncio.sleep(poll_s)
+    try:
+        resumed = await corrections.resume()
+    except Exception:
+        _log.exception("corrections: resuming those a restart cut failed; each is applied when sent again")
+        return
+    if resumed:
+        _log.info("corrections: %d cut by a restart resumed", resumed)
 
 
 def heap_trim(metrics: ServiceMetrics, interval_s: float) -> HeapTrim | None:

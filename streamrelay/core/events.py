@@ -538,6 +538,89 @@ class ApprovalDecision(_EventBase):
     at: StrictFloat = Field(ge=0)
 
 
+CORRECTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+"""A correction's ``id``: 1-64 letters, digits or ``_.:-``, unique in its run (a re-sent correction with the same id is
+the same correction, applied once)."""
+MAX_CORRECTION_CHARS = 200_000
+"""The longest new final a correction may carry (characters)."""
+
+
+def _readable_text(value: str) -> str:
+    """``value`` when a person can read something in it (as :func:`_readable`): a correction to nothing is a
+    retraction, asked as ``run.retract``."""
+    if any(not ch.isspace() and not unicodedata.category(ch).startswith("C") for ch in value):
+        return value
+    raise ValueError(
+        "the new text is blank (only spaces, control or format characters): send the corrected answer, or a "
+        "run.retract to withdraw it"
+    )
+
+
+def _correction_id(value: str) -> str:
+    if CORRECTION_ID.fullmatch(value) is None:
+        raise ValueError(
+            "id must be 1-64 letters, digits or _.:- (a re-sent correction with the same id is applied once)"
+        )
+    return value
+
+
+class _CorrectionBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str | None = Field(default=None, min_length=1, max_length=200)
+    """The run's id (optional: the route names it; when given it must be the route's)."""
+    id: Annotated[UnicodeText, AfterValidator(_correction_id)]
+    by: UnicodeText | None = Field(default=None, max_length=200)
+    """Who asks (an operator's name, the agent): kept in the record, shown nowhere else."""
+
+
+class RunCorrect(_CorrectionBase):
+    """A new final for an ended run (docs/corrections.md, :mod:`core.run.corrections`): the run's answer messages are
+    edited to the new text, re-chunked with the channel's rules (message k to new chunk k; extra chunks sent as new
+    messages after the last; surplus messages deleted), each once. Sent to ``POST /v1/runs/{run}/corrections``, not
+    as a run's line (every line of an ended run is acknowledged and dropped)."""
+
+    kind: Literal["run.correct"] = "run.correct"
+    text: Annotated[CleanText, AfterValidator(_readable_text)] = Field(min_length=1, max_length=MAX_CORRECTION_CHARS)
+
+
+class RunRetract(_CorrectionBase):
+    """Withdraw an ended run's answer (docs/corrections.md): each of its messages is deleted once (edited to a
+    "retracted" line where the platform cannot delete; a notice posted as a reply where it cannot edit either).
+    ``reason`` is shown in that line or notice when given."""
+
+    kind: Literal["run.retract"] = "run.retract"
+    reason: CleanText | None = Field(default=None, max_length=500)
+
+
+Correction = Annotated[RunCorrect | RunRetract, Field(discriminator="kind")]
+"""What ``POST /v1/runs/{run}/corrections`` takes (its JSON Schema: docs/schema/correction.schema.json)."""
+
+CORRECTION_KINDS = ("run.correct", "run.retract")
+
+_correction_adapter: TypeAdapter[RunCorrect | RunRetract] = TypeAdapter(Correction)
+
+
+def parse_correction(data: Any) -> RunCorrect | RunRetract:
+    """Validate one decoded JSON object as a correction or a retraction.
+
+    Raises:
+        IngestError: 400, not an object, an unknown ``kind`` or a bad field (the message names it).
+    """
+    if not isinstance(data, dict):
+        raise IngestError(f"a correction must be a JSON object, got {type(data).__name__}")
+    kind = data.get("kind")
+    if kind not in CORRECTION_KINDS:
+        raise IngestError(f"unknown correction kind {kind!r}: expected run.correct (with text) or run.retract")
+    try:
+        return _correction_adapter.validate_python(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'correction'}: {err['msg']}" for err in exc.errors()
+        )
+        raise IngestError(f"bad {kind!r}: {problems}") from None
+
+
 Event = Annotated[
     RunStart
     | TextEvent
@@ -620,6 +703,11 @@ def parse_event(data: Any) -> Event:
     if not isinstance(data, dict):
         raise IngestError(f"an event must be a JSON object, got {type(data).__name__}")
     kind = data.get("kind")
+    if kind in CORRECTION_KINDS:
+        raise IngestError(
+            f"a {kind!r} is not a line of a run (an ended run's lines are acknowledged and dropped): send it to "
+            "POST /v1/runs/{run}/corrections (RelayClient.correct / retract; docs/corrections.md)"
+        )
     if kind not in EVENT_KINDS:
         raise IngestError(f"unknown event kind {kind!r}: expected one of {', '.join(EVENT_KINDS)}")
     try:

@@ -371,3 +371,50 @@ def test_judge_a_pending_run_showing_a_prefix_is_unfinished_not_lost() -> None:
     verdict = judge(plan, _finished(plan), _chat(PIECES[0]), pending, exclusive_bot=True)
     assert verdict.unfinished and verdict.bad and not verdict.lost, verdict.problems
     assert judge(plan, _finished(plan), _chat(PIECES[1]), pending, exclusive_bot=True).lost
+
+
+def _corrected(plan: RunPlan, text: str, after: list[str], state: str = "applied") -> tuple[AgentRecord, Any]:
+    from streamrelay.app.chaos.plan import CorrectionPlan
+
+    plan.correction = CorrectionPlan("fix-0", text)
+    record = _finished(plan)
+    record.correction = {"posted": True, "status": 200}
+    return record, {"id": "fix-0", "kind": "correct", "state": state, "after": after, "changes": []}
+
+
+def test_judge_a_corrected_run_against_its_new_final() -> None:
+    plan = _plan(PIECES)
+    record, taken = _corrected(plan, "The new first line.\n\nThe new second line.", ["1", "2"])
+    chat = _chat("The new first line.", "The new second line.")
+    report = {**_report(_chat(*PIECES)), "corrections": [taken]}
+    verdict = judge(plan, record, chat, report, exclusive_bot=True)
+    assert not verdict.bad and verdict.expected == "corrected", verdict.problems
+    old_left = judge(
+        plan, record, [*chat, {"message_id": "3", "text": "And the second one."}], report, exclusive_bot=True
+    )
+    assert old_left.bad and old_left.lying  # a message the correction does not list
+    twice = _chat("The new first line.", "The new second line.", "The new second line.")
+    doubled = judge(
+        plan, record, twice, {**report, "corrections": [{**taken, "after": ["1", "2", "3"]}]}, exclusive_bot=True
+    )
+    assert doubled.doubled and doubled.bad
+    lost = judge(plan, record, chat[:1], {**report, "corrections": [{**taken, "after": ["1"]}]}, exclusive_bot=True)
+    assert lost.lost and lost.bad
+
+
+def test_judge_a_correction_not_applied_is_a_finding() -> None:
+    plan = _plan(PIECES)
+    record, taken = _corrected(plan, "The new first line.", ["1"], state="partial")
+    chat = _chat("The new first line.")
+    verdict = judge(plan, record, chat, {**_report(chat), "corrections": [taken]}, exclusive_bot=True)
+    assert verdict.lying and verdict.bad and "not applied" in verdict.problems[0]
+
+
+def test_judge_a_correction_posted_as_a_reply_keeps_the_old_answer_before_it() -> None:
+    plan = _plan(PIECES, platform="whatsapp")
+    record, taken = _corrected(plan, "The new answer.", ["1", "2", "3"])
+    taken["fallback"] = "reply"
+    chat = _chat("Hello there, this is the first paragraph.\n\n```python\nprint(1)\n```", "And the second one.")
+    chat.append({"message_id": "3", "text": "✏️ Correction:\n\nThe new answer."})
+    verdict = judge(plan, record, chat, {**_report(chat[:2]), "corrections": [taken]}, exclusive_bot=True)
+    assert not verdict.bad, verdict.problems

@@ -23,6 +23,9 @@ the service's other routes: :mod:`adapters.ops.probes`):
   can be handed out before the agent streams. ``?as=web:user:alice`` makes the link that person's: it carries
   ``&viewer=…&decide=…`` and its page decides approvals as them (``by``: they may decide what names them among its
   approvers, or where the channel says ``approvals_anyone``; docs/approvals.md); hand it only to that person.
+- ``POST /v1/runs/{run}/corrections``, ``GET /v1/runs/{run}/corrections[/{id}]``: a correction (a new final) or a
+  retraction of an ended run, each message edited or deleted once (adapters/ingest_http/corrections.py); an ended
+  run's report lists its corrections (``corrections``: each one's id, kind, state and per-message changes).
 - ``/v1/deliveries``: the desk, the parts of ended runs not known to be delivered: list, inspect, resend, resolve,
   prune (adapters/ingest_http/deliveries.py).
 - ``GET /v1/runs``: the active runs for operators (``streamrelay runs``, the ``/ops`` page), oldest first:
@@ -66,6 +69,7 @@ from starlette.routing import BaseRoute, Route
 from streamrelay.adapters.ingest_http import push_back
 from streamrelay.adapters.ingest_http.approvals import ApprovalRoutes
 from streamrelay.adapters.ingest_http.callers import Caller, Callers, run_of
+from streamrelay.adapters.ingest_http.corrections import CorrectionRoutes, no_corrections_routes
 from streamrelay.adapters.ingest_http.deliveries import DeskRoutes, no_desk_route
 from streamrelay.adapters.ingest_http.lines import (
     BodyTooLargeError,
@@ -86,6 +90,7 @@ from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 
@@ -331,9 +336,14 @@ class _Ingest:
             return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status, headers=headers)
         if report is None:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
-        return JSONResponse({**report.model_dump(mode="json"), "run": run})
+        answer = {**report.model_dump(mode="json"), "run": run}
+        if self.corrections is not None and report.done and (made := await self.corrections.list(key)):
+            answer["corrections"] = [record.summary() for record in made]
+        return JSONResponse(answer)
 
     watch_url: WatchUrl | None = None
+    corrections: Corrections | None = None
+    """Corrections of ended runs: a run's report lists its own (``corrections``: what each changed per message)."""
 
     async def watch(self, request: Request) -> JSONResponse:
         """The link to watch a run live (module docstring): ``{"url", "token", "started"}``, also for a run that
@@ -389,6 +399,7 @@ def create_app(
     observer: IngestObserver | None = None,
     pressure: Pressure | None = None,
     desk: Desk | None = None,
+    corrections: Corrections | None = None,
 ) -> Starlette:
     """The ingest ASGI app for ``relay``.
 
@@ -407,6 +418,8 @@ def create_app(
             None: never.
         desk: the desk of what ended runs did not deliver (``/v1/deliveries``: :mod:`adapters.ingest_http.deliveries`);
             None: those routes answer 404 saying the desk is not served here.
+        corrections: corrections and retractions of ended runs (``/v1/runs/{run}/corrections``:
+            :mod:`adapters.ingest_http.corrections`); None: those routes answer 501 saying they are not served here.
 
     Raises:
         ValueError: neither a token nor clients, or clients without tokens of their own.
@@ -416,6 +429,7 @@ def create_app(
     handlers.watch_url = watch_url
     handlers.observer = observer
     handlers.pressure = pressure
+    handlers.corrections = corrections
     pipeline = PipelineRoutes(relay, callers.authorize, keepalive_s=keepalive_s)
     approvals = ApprovalRoutes(relay, callers.authorize)
     app = Starlette(
@@ -433,6 +447,7 @@ def create_app(
             Route("/v1/runs/{run}/approvals/{id}", approvals.show, methods=["GET"]),
             Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
             *(DeskRoutes(desk, callers).routes() if desk is not None else [no_desk_route()]),
+            *(CorrectionRoutes(corrections, callers).routes() if corrections is not None else no_corrections_routes()),
             *extra_routes,
         ],
     )

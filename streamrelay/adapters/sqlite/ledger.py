@@ -17,6 +17,7 @@ from streamrelay.adapters.sqlite.store import SqliteStore
 from streamrelay.core.budgets.history import IN_FLIGHT_S, RecentCall
 from streamrelay.core.delivery.slots import OpKind
 from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.corrections import CorrectionRecord, CorrectionState
 from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState
 from streamrelay.core.records.ledger import PartRecord, RunRecord, content_key
 from streamrelay.core.records.report import PartState, SlotRole
@@ -46,6 +47,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
 );
 CREATE INDEX IF NOT EXISTS deliveries_state ON deliveries (state, ended_at);
 CREATE INDEX IF NOT EXISTS deliveries_ended ON deliveries (ended_at);
+CREATE TABLE IF NOT EXISTS corrections (
+    run TEXT NOT NULL, id TEXT NOT NULL, state TEXT NOT NULL, created_at REAL NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (run, id)
+);
 """
 
 
@@ -348,6 +353,27 @@ class SqliteLedger:
         for state, count in rows:
             counts[DeskState(state)] = int(count)
         return counts
+
+    # --- corrections (:class:`core.records.corrections.CorrectionStore`) --------------------------------------
+
+    async def save_correction(self, record: CorrectionRecord) -> None:
+        sql = "INSERT OR REPLACE INTO corrections (run, id, state, created_at, body) VALUES (?, ?, ?, ?, ?)"
+        row = (record.run, record.id, str(record.state), record.created_at, record.to_json())
+        await self._store.transaction(lambda db: db.execute(sql, row))
+
+    async def correction(self, run: str, correction_id: str) -> CorrectionRecord | None:
+        rows = await self._store.fetch("SELECT body FROM corrections WHERE run = ? AND id = ?", (run, correction_id))
+        return CorrectionRecord.from_json(str(rows[0][0])) if rows else None
+
+    async def corrections(self, run: str) -> list[CorrectionRecord]:
+        rows = await self._store.fetch("SELECT body FROM corrections WHERE run = ? ORDER BY created_at", (run,))
+        return [CorrectionRecord.from_json(str(row[0])) for row in rows]
+
+    async def open_corrections(self) -> list[CorrectionRecord]:
+        rows = await self._store.fetch(
+            "SELECT body FROM corrections WHERE state = ? ORDER BY created_at", (str(CorrectionState.APPLYING),)
+        )
+        return [CorrectionRecord.from_json(str(row[0])) for row in rows]
 
     async def recent_calls(self, since_s: float) -> list[RecentCall]:
         """Every call that may have reached the platform at or after ``since_s`` (wall-clock seconds:

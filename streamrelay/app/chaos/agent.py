@@ -44,6 +44,8 @@ class Triggers(Protocol):
 
     def stopped(self, plan: RunPlan) -> None: ...
 
+    def correcting(self, plan: RunPlan) -> None: ...
+
 
 @dataclass
 class AgentRecord:
@@ -72,6 +74,9 @@ class AgentRecord:
     done_s: float | None = None
     report: dict[str, Any] | None = None
     """The last report read while the run was live (the judge reads a fresh one at the end)."""
+    correction: dict[str, Any] | None = None
+    """The run's correction (its plan's): ``posted`` (the agent sent it), ``status`` and ``answer`` of the last
+    try, ``tries``, ``kills`` met, or ``skipped`` and why (the run was not delivered whole)."""
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "report"}
@@ -201,6 +206,52 @@ class Agent:
                 return
             if time.monotonic() - asked < 1.0:
                 await asyncio.sleep(1.0)  # not done, and answered at once (the run is not live): ask later
+
+    async def correct(self) -> None:
+        """Post the plan's correction once the report said done (docs/corrections.md), as an agent would: the same
+        id again after a kill or a 503 (applied once), until it is answered otherwise or the agent's patience ends.
+        Only a run its report calls ``delivered`` is corrected (the judge then expects the new text alone)."""
+        correction = self.plan.correction
+        report = self.record.report or {}
+        if correction is None:
+            return
+        if self.record.gone is not None or self.record.stopped or report.get("status") != "delivered":
+            self.record.correction = {"skipped": f"report {report.get('status')!r}, agent gone {self.record.gone}"}
+            return
+        entry: dict[str, Any] = {"posted": True, "tries": 0, "kills": 0, "t": round(self.clock(), 3)}
+        self.record.correction = entry
+        body = {"kind": "run.correct", "id": correction.id, "text": correction.text}
+        self.triggers.correcting(self.plan)
+        while self.services.up_clock() < self._deadline:
+            sidecar = await self.services.pick()
+            generation = sidecar.generation
+            entry["tries"] += 1
+            try:
+                answer = await self.client.post(
+                    f"{sidecar.url}/v1/runs/{self.plan.run}/corrections",
+                    json=body,
+                    headers=self.services.headers,
+                    timeout=120,
+                )
+            except httpx.TransportError as exc:
+                entry["error"] = f"{type(exc).__name__}: {exc}"[:200]
+                await asyncio.sleep(0.05)
+                if sidecar.up.is_set() and sidecar.generation == generation and sidecar.proc.alive:
+                    self.record.anomalies.append(f"correction failed with the sidecar up: {entry['error']}")
+                    await asyncio.sleep(0.5)
+                else:
+                    entry["kills"] += 1
+                    await self.services.any_up.wait()
+                continue
+            entry["status"], entry["answer"] = answer.status_code, _json(answer)
+            if answer.status_code == 503:
+                await asyncio.sleep(1.0)  # a message could not be changed yet: the same correction again
+                continue
+            if answer.status_code != 200:
+                self.record.anomalies.append(f"correction answered {answer.status_code}: {answer.text[:300]}")
+            entry["done_s"] = round(self.clock(), 3)
+            return
+        self.record.anomalies.append("the correction was not answered within the agent's patience")
 
     async def _come_back(self) -> bool:
         """After a kill: True when this agent re-sends its run (its plan's decision for this kill)."""

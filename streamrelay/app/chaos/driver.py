@@ -118,6 +118,8 @@ class Driver:
             straggler = asyncio.get_running_loop().call_later(STRAGGLER_S, let_go)
             if agent.record.gone is None:
                 await agent.await_report()
+            if plan.correction is not None:
+                await agent.correct()
             if agent.record.gone in ("stream", "report", "closed"):
                 report, _ = await observe(plan.run, self.services, self.client, self._patience)
                 agent.record.report = report

@@ -15,6 +15,8 @@ Notices (the idle and failure notices the sidecar shows) are told apart from the
 - **unfinished**: no report, or one that never said done.
 - **misplaced**, and media items and stopped runs: :mod:`app.chaos.judge_parts` (a media message is told apart from
   the text by its caption and left out of the text compared).
+- a run its agent corrected after it was delivered: :mod:`app.chaos.judge_corrections` (the chat against the new
+  final and the correction's own record).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import text_of
 from streamrelay.app.chaos.approvals import ApprovalVerdict
+from streamrelay.app.chaos.judge_corrections import correction_of, judge_corrected
 from streamrelay.app.chaos.judge_parts import CANCELLED, judge_media, judge_stop, judge_vanished, split_media
 from streamrelay.app.chaos.plan import CREATE, MEDIA_SENDS, RunPlan
 from streamrelay.core.run.stage import FAILURE_NOTICE, IDLE_NOTICE, STOPPED_NOTICE
@@ -126,10 +129,21 @@ def judge(
         verdict.expected = "prefix"
         low = text_of(plan.lines, record.confirmed)
         high = text_of(plan.lines, record.sent)
+    p = plan.platform
+    taken = correction_of(plan, record, report)
+    if taken is not None and report is not None and report.get("done"):  # the chat must show the new final alone
+        judge_corrected(
+            verdict,
+            plan,
+            chat,
+            taken,
+            lambda text: norm(text, p),
+            lambda shown, want: _judge_text(verdict, chat, shown, want, want, p),
+        )
+        return verdict
     answer_messages = [m for m in chat if not is_notice(str(m.get("text", "")))]
     texts, _ = split_media(plan, answer_messages)
     notices = len(chat) - len(answer_messages)
-    p = plan.platform
     shown = "".join(norm(str(m.get("text", "")), p) for m in texts)
     if stopped and report is not None:
         verdict.expected = "stopped"

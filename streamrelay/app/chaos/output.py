@@ -30,6 +30,7 @@ COLUMNS = (
     ("undecided", "undecided\n(run ended)"),
     ("strangers_refused", "stranger\npresses\nrefused"),
     ("approvals_bad", "approvals\ndoubled /\nlost /\nwrong"),
+    ("corrected", "corrected"),
     ("kills", "kills"),
     ("interrupted", "runs\ninterrupted"),
     ("faults", "faults\ninjected"),
@@ -76,6 +77,7 @@ def rows(outcome: Outcome) -> list[dict[str, Any]]:
             row[decided] += judged.outcome == decided
         row["strangers_refused"] += judged.stranger_refused
         row["approvals_bad"] += judged.bad
+        row["corrected"] += verdict.expected == "corrected"
         row["stops_posted"] = row.get("stops_posted", 0) + (plan.run in outcome.stops)
         row["media_planned"] = row.get("media_planned", 0) + len(plan.media)
         row["faults"] += len(outcome.faulted_calls.get(plan.run, []))

@@ -39,6 +39,11 @@ STOPPED_STREAM_MS = (1500.0, 4000.0)
 """How long a run stopped mid-stream takes to stream (its pace: this over its lines): long enough that the stop
 lands while it streams."""
 STOP_AFTER_END_SHARE = 0.2
+CORRECTION_SHARE = 0.2
+"""About this share of the runs without media or a stop is corrected after its report says delivered: its agent
+posts a new final (another slice of a recording: longer or shorter, so messages are edited, sent and deleted)."""
+CORRECTION_KILL_SHARE = 0.4
+"""Of the corrections, this share has the sidecar killed -9 while it is applied (0-600 ms after it is posted)."""
 """Of the stops, this share is posted right after the run's ``end`` was accepted (a stop racing the end)."""
 
 KILL_KINDS = (("after_end", 0.35), ("in_flight", 0.2), ("in_flight_stored", 0.2), ("mid_stream", 0.25))
@@ -172,6 +177,16 @@ class StopPlan:
     after_end: bool = False
 
 
+@dataclass(frozen=True)
+class CorrectionPlan:
+    """A correction of the run once it is delivered (``POST /v1/runs/{run}/corrections``, docs/corrections.md):
+    ``id``, the new final ``text``, and a kill -9 ``kill_ms`` after it is posted (None: none)."""
+
+    id: str
+    text: str
+    kill_ms: int | None = None
+
+
 @dataclass
 class RunPlan:
     """One run of the campaign."""
@@ -195,6 +210,7 @@ class RunPlan:
     stop: StopPlan | None = None
     approval: ApprovalPlan | None = None
     """An approval the run asks (:mod:`app.chaos.approvals`): its line is among ``lines``."""
+    correction: CorrectionPlan | None = None
     failover: float | None = None
     """``redis`` with failovers: the fraction of the run's lines at which the Redis primary is killed (a
     ``primary failover`` fault)."""
@@ -308,6 +324,13 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
     for plan in plans:  # drawn last: the same seed keeps the runs, kills and faults it drew before media and stops
         _add_media_and_stop(rng, plan)
     add_approvals(options.seed, plans)  # its own generator: the plans above stay what the seed drew
+    if not options.replicated:  # its own generator: the runs, kills, faults, media and stops stay those of the seed
+        draw = random.Random(f"correction-{options.seed}")
+        for plan in plans:
+            if draw.random() < CORRECTION_SHARE and not plan.media and plan.stop is None and plan.approval is None:
+                text = pick_answer(draw, recordings).text
+                kill_ms = draw.randint(0, 600) if draw.random() < CORRECTION_KILL_SHARE else None
+                plan.correction = CorrectionPlan(f"fix-{plan.index}", text, kill_ms)
     if options.replicated and options.failovers > 0:  # its own generator: the plans without failovers stay the same
         draw = random.Random(f"failover-{options.seed}")
         candidates = list(range(min(2, options.runs - 1), options.runs))

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from streamrelay.app.chaos.plan import RunPlan
+from streamrelay.app.chaos.plan import KillPlan, RunPlan
 from streamrelay.app.chaos.services import Services
 
 MIN_KILL_GAP_S = 1.5
@@ -76,6 +76,12 @@ class Chaos:
         if plan.kill is not None and self._once(plan, "kill"):
             self._spawn(self._kill(plan))
 
+    def correcting(self, plan: RunPlan) -> None:
+        """The run's agent posted its correction: the kill its plan puts in the correction's way fires now."""
+        correction = plan.correction
+        if correction is not None and correction.kill_ms is not None and self._once(plan, "correction kill"):
+            self._spawn(self._kill(plan, KillPlan("correction", 1.0, correction.kill_ms)))
+
     def _once(self, plan: RunPlan, what: str) -> bool:
         key = (plan.run, what)
         if key in self._fired:
@@ -92,12 +98,13 @@ class Chaos:
             return "too soon after the last kill, or fewer than two replicas answered"
         return "the sidecar was restarting"
 
-    async def _kill(self, plan: RunPlan) -> None:
+    async def _kill(self, plan: RunPlan, planned: KillPlan | None = None) -> None:
         """Kill -9 the sidecar as ``plan.kill`` says: one kill at a time, in trigger order; a kill waits (up to
         :data:`KILL_DEFER_S`) while the sidecar restarts (it then hits whatever runs are live: its own may be done),
-        and is skipped when no run is live any more. With replicas it waits for the gap after the last kill and for
+        and is skipped when no run is live any more. ``planned``: a kill other than ``plan.kill`` (the one in a
+        correction's way). With replicas it waits for the gap after the last kill and for
         two replicas to answer."""
-        kill = plan.kill
+        kill = planned or plan.kill
         assert kill is not None
         reason = f"{kill.kind} of {plan.run} ({plan.combo})"
         deadline = time.monotonic() + KILL_DEFER_S

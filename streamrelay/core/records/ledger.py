@@ -19,6 +19,7 @@ from typing import Protocol
 
 from streamrelay.core.json_types import JsonObject
 from streamrelay.core.ports import PendingSend
+from streamrelay.core.records.corrections import CorrectionRecord, CorrectionState
 from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState, counts_of
 from streamrelay.core.records.report import PartReport, PartState, SlotRole
 
@@ -155,6 +156,7 @@ class MemoryLedger:
         self._runs: dict[str, RunRecord] = {}
         self._parts: dict[tuple[str, int], PartRecord] = {}
         self._desk: dict[str, DeskEntry] = {}
+        self._corrections: dict[tuple[str, str], str] = {}
         self.calls: list[CallRecord] = []
 
     async def start_run(self, record: RunRecord) -> None:
@@ -224,6 +226,23 @@ class MemoryLedger:
 
     async def delivery_counts(self, *, client: str | None = None) -> dict[DeskState, int]:
         return counts_of([e for e in self._desk.values() if client is None or e.client == client])
+
+    # --- corrections (:class:`core.records.corrections.CorrectionStore`) --------------------------------------
+
+    async def save_correction(self, record: CorrectionRecord) -> None:
+        self._corrections[(record.run, record.id)] = record.to_json()
+
+    async def correction(self, run: str, correction_id: str) -> CorrectionRecord | None:
+        raw = self._corrections.get((run, correction_id))
+        return CorrectionRecord.from_json(raw) if raw is not None else None
+
+    async def corrections(self, run: str) -> list[CorrectionRecord]:
+        found = [CorrectionRecord.from_json(raw) for (r, _), raw in self._corrections.items() if r == run]
+        return sorted(found, key=lambda c: c.created_at)
+
+    async def open_corrections(self) -> list[CorrectionRecord]:
+        found = [CorrectionRecord.from_json(raw) for raw in self._corrections.values()]
+        return sorted((c for c in found if c.state is CorrectionState.APPLYING), key=lambda c: c.created_at)
 
     async def close(self) -> None:
         return None

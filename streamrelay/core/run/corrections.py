@@ -1,0 +1,632 @@
+"""Corrections and retractions of ended runs (docs/corrections.md); the records: :mod:`core.records.corrections`.
+
+After a run ended, its agent or an operator may send a new final (``run.correct``) or withdraw the answer
+(``run.retract``). The answer's messages are those the ledger says show the run's answer (its ``answer`` parts with
+a message, in order), or, after an earlier correction, what that correction left (:meth:`CorrectionRecord.after`).
+
+**The plan** (:func:`plan`, no I/O): a correction's text is chunked with the channel's rules for a final
+(:class:`core.policy.Splitter`: the channel's limit, its format, its measure) and mapped onto the messages:
+
+- message k is edited to new chunk k (skipped when it already shows it);
+- new chunks past the last message are sent as new messages after it;
+- messages past the last new chunk are deleted.
+
+A retraction deletes each message. A platform that cannot edit (``ChannelPolicy.edits`` False: WhatsApp,
+https://developers.facebook.com/docs/whatsapp/cloud-api/guides/send-messages) gets the correction as a reply to the
+answer's first message (a retraction: a notice replying to it).
+
+**Refusals** (:func:`react`, a table, no I/O): a message that cannot be edited any more (Telegram's 48-hour edit
+window for bots, "message can't be edited", https://core.telegram.org/bots/api#editmessagetext; Slack
+``cant_update_message`` / ``edit_window_closed``, https://docs.slack.dev/reference/methods/chat.update#errors) makes
+the whole correction be posted as a reply instead (once): the steps not made yet are skipped, what was already
+edited stays edited; a message that cannot be deleted (Telegram: older than 48 hours,
+https://core.telegram.org/bots/api#deletemessage) is edited to a short marker line; one that is already gone counts
+as deleted.
+
+**Once.** Each correction is journaled with its id before any call; every step is written ``started`` before its
+call and with its outcome after (the ledger's intent and outcome), and made through the conversation's executor
+(its send chain, rate budgets, the adapter's one ``perform``), as the desk's resend is (:mod:`core.run.desk`). A
+correction sent again with the same id is the same one: applied once (its unfinished steps go on). After a kill -9
+the service resumes every correction still ``applying``: an edit, a marker or a delete is made again (idempotent:
+"not modified" and "already gone" are done), a send whose call was under way is settled with the platform first
+(Discord's nonce, Slack's metadata, Telegram's probe with an exclusive bot: ``settle_send``), never sent twice
+blindly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from streamrelay.core.budgets.fair import Requester
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.clock import Clock
+from streamrelay.core.delivery.calls import Call, CallResult, Delete, Done, Edit, NotDone, SendText, Settle, Unknown
+from streamrelay.core.delivery.executor import Executor
+from streamrelay.core.errors import (
+    PayloadRejectedError,
+    RateLimitedError,
+    RejectReason,
+    StreamrelayError,
+    TargetNotFoundError,
+    TransientDeliveryError,
+)
+from streamrelay.core.events import RunCorrect, RunRetract, Target
+from streamrelay.core.policy import Splitter
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.records.corrections import (
+    CREATES,
+    OPEN_STEPS,
+    CorrectionKind,
+    CorrectionRecord,
+    CorrectionState,
+    CorrectionStore,
+    Step,
+    StepOp,
+    StepState,
+)
+from streamrelay.core.records.ledger import Ledger, PartRecord
+from streamrelay.core.records.report import PartState, SlotRole
+from streamrelay.core.text.safe_text import safe_text
+
+CORRECTION_HEAD = "✏️ Correction:"
+"""What the first message of a correction posted as a reply begins with (a line of its own)."""
+RETRACTED_LINE = "🗑 This answer was retracted."
+"""What a retracted message that cannot be deleted is edited to (and the notice replying to an answer that can be
+neither deleted nor edited), the retraction's ``reason`` after it when given."""
+REMOVED_LINE = "🗑 (removed by a correction)"
+"""What a message a correction no longer needs is edited to where it cannot be deleted."""
+RETRIES = 6
+"""How many times an edit, a delete or a settle is tried through an outage or 429s before its step is ``failed``."""
+RETRY_MAX_S = 15.0
+"""The longest wait between two tries (seconds)."""
+
+
+def correction_delivery_id(run: str, correction_id: str, step: int) -> str:
+    """The delivery id of step ``step`` of a correction (25 characters: Discord's nonce limit,
+    https://discord.com/developers/docs/resources/message#create-message): the same on every try of that step, never
+    one of the run's own creates' (:func:`core.delivery.slots.delivery_id`)."""
+    return "sr" + hashlib.sha256(f"{run}\x00correction\x00{correction_id}\x00{step}".encode()).hexdigest()[:23]
+
+
+Shown = tuple[str, str]
+"""One message of the answer: its id and the text it shows."""
+
+
+def answer_messages(parts: Sequence[PartRecord]) -> list[Shown]:
+    """The messages that show a run's answer, in order: its ``answer`` parts acknowledged with a message (a native
+    stream's handle that never became a message is not one)."""
+    return [
+        (part.message_id, part.shown or "")
+        for part in parts
+        if part.role is SlotRole.ANSWER
+        and part.message_id is not None
+        and not part.streaming
+        and part.state in (PartState.ACKED, PartState.PENDING, PartState.FAILED)
+        and part.slot >= 0
+    ]
+
+
+def layout(messages: Sequence[Shown], earlier: Sequence[CorrectionRecord]) -> list[Shown]:
+    """The answer's messages once the ``earlier`` corrections' done steps are counted, in order (what the next
+    correction maps onto)."""
+    shown = list(messages)
+    for record in earlier:
+        for step in record.steps:
+            if step.state not in (StepState.DONE, StepState.UNCERTAIN) or step.message_id is None:
+                continue
+            if step.op in (StepOp.EDIT, StepOp.MARK):
+                shown = [(mid, step.text if mid == step.message_id else text) for mid, text in shown]
+            elif step.op is StepOp.DELETE:
+                shown = [(mid, text) for mid, text in shown if mid != step.message_id]
+            elif step.op in CREATES:
+                shown.append((step.message_id, step.text))
+    return shown
+
+
+def marker(kind: CorrectionKind, reason: str | None = None) -> str:
+    """The line a message that cannot be deleted is edited to."""
+    if kind is CorrectionKind.CORRECT:
+        return REMOVED_LINE
+    return f"{RETRACTED_LINE} {reason}" if reason else RETRACTED_LINE
+
+
+def reply_text(text: str) -> str:
+    """A correction as it is posted as a reply: :data:`CORRECTION_HEAD`, a blank line, the new text."""
+    return f"{CORRECTION_HEAD}\n\n{text}"
+
+
+def reply_steps(
+    kind: CorrectionKind, text: str, split: Callable[[str], list[str]], reason: str | None = None
+) -> list[Step]:
+    """The steps that post a correction (:func:`reply_text` cut by ``split``: the head counts against the first
+    message's limit) or a retraction's notice as replies to the answer's first message."""
+    if kind is CorrectionKind.RETRACT:
+        return [Step(StepOp.REPLY, text=marker(kind, reason))]
+    return [Step(StepOp.REPLY, text=chunk, part=index) for index, chunk in enumerate(split(reply_text(text)))]
+
+
+def plan(
+    kind: CorrectionKind,
+    messages: Sequence[Shown],
+    text: str,
+    *,
+    split: Callable[[str], list[str]],
+    edits: bool,
+    reason: str | None = None,
+) -> list[Step]:
+    """The steps of a correction or retraction (module docstring), no I/O.
+
+    Args:
+        kind: correct or retract.
+        messages: the answer's messages (id, text shown), in order; at least one.
+        text: the new final (a retraction: ignored).
+        split: cuts a text into message parts with the channel's rules (:meth:`core.policy.Splitter.split`).
+        edits: the platform can edit (and delete) a sent message.
+        reason: a retraction's reason (shown where a message is marked instead of deleted).
+    """
+    if not edits:
+        return reply_steps(kind, text, split, reason)
+    if kind is CorrectionKind.RETRACT:
+        return [Step(StepOp.DELETE, message_id=mid) for mid, _ in messages]
+    chunks = split(text)
+    steps: list[Step] = []
+    for index, chunk in enumerate(chunks):
+        if index < len(messages):
+            mid, text = messages[index]
+            same = text == chunk
+            steps.append(
+                Step(
+                    StepOp.EDIT,
+                    message_id=mid,
+                    text=chunk,
+                    part=index,
+                    state=StepState.SKIPPED if same else StepState.PLANNED,
+                    outcome="already shows the new text" if same else None,
+                )
+            )
+        else:
+            steps.append(Step(StepOp.SEND, text=chunk, part=index))
+    steps += [Step(StepOp.DELETE, message_id=mid) for mid, _ in messages[len(chunks) :]]
+    return steps
+
+
+class Reaction(enum.StrEnum):
+    """What follows a step the platform refused (:func:`react`)."""
+
+    DONE = "done"
+    """It needs nothing more (a delete of a message already gone)."""
+    MARK = "mark"
+    """A delete refused: the message is edited to :func:`marker`."""
+    REPLY = "reply"
+    """An edit refused: the correction (or the retraction's notice) is posted as a reply, once."""
+    NONE = "none"
+    """Nothing else can be done: the step is reported."""
+
+
+def react(kind: CorrectionKind, op: StepOp, *, gone: bool, replied: bool) -> Reaction:
+    """What follows the refusal of a step ``op`` of a correction of ``kind`` (no I/O).
+
+    Args:
+        kind: correct or retract.
+        op: the refused step's call.
+        gone: the platform said the message does not exist (any more).
+        replied: the correction was already posted as a reply (a second reply is never planned).
+    """
+    if op is StepOp.DELETE:
+        return Reaction.DONE if gone else Reaction.MARK
+    if op in (StepOp.EDIT, StepOp.MARK):
+        if op is StepOp.MARK and kind is CorrectionKind.CORRECT and gone:
+            return Reaction.DONE  # a surplus message gone is what was wanted
+        return Reaction.NONE if replied else Reaction.REPLY
+    return Reaction.NONE  # a send or a reply refused: reported
+
+
+def finished_state(steps: Sequence[Step]) -> CorrectionState:
+    """A correction's state once no step is left to try: ``applied`` when every step is done, skipped, or refused
+    with its follow-up planned; else ``partial``."""
+    if any(s.state in (StepState.FAILED, StepState.UNCERTAIN, StepState.PLANNED, StepState.STARTED) for s in steps):
+        return CorrectionState.PARTIAL
+    if any(s.state is StepState.REFUSED and s.op in CREATES for s in steps):
+        return CorrectionState.PARTIAL
+    return CorrectionState.APPLIED
+
+
+class CorrectionError(StreamrelayError):
+    """A correction that cannot be taken: ``status`` is its HTTP status (404 unknown run, 409 not possible now,
+    501 not served here, 503 the store did not answer)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Corrections:
+    """Takes, applies, resumes and lists corrections (module docstring).
+
+    Args:
+        ledger: the ledger (runs and their parts; the executor's).
+        store: where corrections are kept (the same ledger's :class:`~core.records.corrections.CorrectionStore`
+            side).
+        channels: the configured channels by name (their adapters, policies and send chains).
+        clock: the injected clock (the send chains').
+        wall: wall-clock seconds (the records' times).
+        sleep: how a retry waits (tests pass a fast one).
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        store: CorrectionStore,
+        channels: Mapping[str, ChannelRuntime],
+        clock: Clock,
+        wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.store = store
+        self.channels = channels
+        self._clock = clock
+        self._wall = wall
+        self._sleep = sleep or asyncio.sleep
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, run: str) -> asyncio.Lock:
+        lock = self._locks.get(run)
+        if lock is None:
+            lock = self._locks[run] = asyncio.Lock()
+        return lock
+
+    async def list(self, run: str) -> list[CorrectionRecord]:
+        """The corrections of run ``run`` (a run key), oldest first."""
+        return await self.store.corrections(run)
+
+    async def get(self, run: str, correction_id: str) -> CorrectionRecord:
+        """One correction.
+
+        Raises:
+            CorrectionError: 404 none with that id in that run.
+        """
+        record = await self.store.correction(run, correction_id)
+        if record is None:
+            raise CorrectionError(f"run {run!r} has no correction {correction_id!r}", 404)
+        return record
+
+    async def submit(self, run: str, asked: RunCorrect | RunRetract) -> CorrectionRecord:
+        """Take a correction of run ``run`` (a run key) and apply it; the record as it then stands. The same id sent
+        again returns the first one (its unfinished steps tried again), never applies it twice.
+
+        Raises:
+            CorrectionError: 404 the run is unknown (or another client's); 409 it has not ended, it shows no answer
+                message, it was retracted, the id names another correction, or its channel is not configured here.
+        """
+        kind = CorrectionKind.CORRECT if isinstance(asked, RunCorrect) else CorrectionKind.RETRACT
+        if isinstance(asked, RunCorrect):
+            text = safe_text(asked.text)
+        else:  # a retraction keeps its reason as its text (shown in its marker lines and notice)
+            text = safe_text(asked.reason) if asked.reason else ""
+        async with self._lock(run):
+            record = await self.store.correction(run, asked.id)
+            if record is not None:
+                if record.kind is not kind or record.text != text:
+                    raise CorrectionError(
+                        f"correction {asked.id!r} of run {run!r} was already taken with another "
+                        f"{'text' if record.kind is kind else 'kind'}: a new correction needs a new id",
+                        409,
+                    )
+                if record.state is CorrectionState.APPLIED:
+                    return record
+                return await self._apply(record)
+            record = await self._take(run, asked.id, kind, text)
+            return await self._apply(record)
+
+    async def _take(self, run: str, correction_id: str, kind: CorrectionKind, text: str) -> CorrectionRecord:
+        found = await self.ledger.get_run(run)
+        if found is None:
+            raise CorrectionError(f"unknown run {run!r}", 404)
+        if not found.ended:
+            raise CorrectionError(
+                f"run {run!r} has not ended: a correction applies to an ended run's answer (while it runs, send the "
+                "new text as its final)",
+                409,
+            )
+        runtime = self.channels.get(found.channel)
+        if runtime is None:
+            raise CorrectionError(f"run {run!r}: its channel {found.channel!r} is not configured here", 409)
+        earlier = await self.store.corrections(run)
+        if any(r.kind is CorrectionKind.RETRACT for r in earlier):
+            raise CorrectionError(f"run {run!r} was retracted: its answer cannot be corrected any more", 409)
+        messages = layout(answer_messages(await self.ledger.parts(run)), earlier)
+        if not messages:
+            raise CorrectionError(
+                f"run {run!r} shows no answer message to {kind}: its report (GET /v1/runs/{{run}}) lists none "
+                "confirmed",
+                409,
+            )
+        policy = runtime.policy
+        split = Splitter(policy, runtime.adapter.measure).split
+        steps = plan(kind, messages, text, split=split, edits=policy.edits, reason=text or None)
+        now = self._wall()
+        record = CorrectionRecord(
+            run=run,
+            id=correction_id,
+            kind=kind,
+            text=text,
+            fmt=policy.fmt,
+            channel=found.channel,
+            target=found.target,
+            before=[mid for mid, _ in messages],
+            steps=steps,
+            created_at=now,
+            updated_at=now,
+            fallback=None if policy.edits else "reply",
+        )
+        if not policy.edits:
+            for step in steps:
+                step.outcome = f"{runtime.adapter.platform} cannot edit or delete a sent message"
+        await self.store.save_correction(record)
+        return record
+
+    async def resume(self) -> int:
+        """Apply again every correction a restart cut (state ``applying``); how many. One that fails is logged in
+        its record and left for a re-sent correction."""
+        resumed = 0
+        for record in await self.store.open_corrections():
+            async with self._lock(record.run):
+                current = await self.store.correction(record.run, record.id)
+                if current is None or current.state is not CorrectionState.APPLYING:
+                    continue
+                await self._apply(current)
+                resumed += 1
+        return resumed
+
+    async def _apply(self, record: CorrectionRecord) -> CorrectionRecord:
+        runtime = self.channels.get(record.channel)
+        if runtime is None:
+            raise CorrectionError(f"run {record.run!r}: its channel {record.channel!r} is not configured here", 409)
+        target = Target.model_validate(record.target)
+        chain = runtime.chain_for(target, self._clock)
+        try:
+            executor = Executor(
+                adapter=runtime.adapter,
+                chain=chain,
+                ledger=self.ledger,
+                run=record.run,
+                requester=Requester.of(record.run),
+            )
+            if record.state is not CorrectionState.APPLYING:
+                for step in record.steps:  # sent again: what failed is tried again
+                    if step.state is StepState.FAILED:
+                        step.state = StepState.PLANNED
+                record.state = CorrectionState.APPLYING
+                await self._save(record)
+            await _Apply(self, record, runtime, target, executor).run()
+        finally:
+            runtime.release(target)
+        return record
+
+    async def _save(self, record: CorrectionRecord) -> None:
+        record.updated_at = self._wall()
+        await self.store.save_correction(record)
+
+
+class _Apply:
+    """One pass over a correction's steps (:meth:`Corrections._apply`)."""
+
+    def __init__(
+        self,
+        owner: Corrections,
+        record: CorrectionRecord,
+        runtime: ChannelRuntime,
+        target: Target,
+        executor: Executor,
+    ) -> None:
+        self.owner, self.record, self.runtime, self.target, self.executor = owner, record, runtime, target, executor
+
+    async def _save(self) -> None:
+        await self.owner._save(self.record)
+
+    async def run(self) -> None:
+        record = self.record
+        index = 0
+        while index < len(record.steps):  # a refusal may append steps
+            step = record.steps[index]
+            if step.state in (StepState.PLANNED, StepState.STARTED):
+                await self._step(index, step)
+            index += 1
+        record.state = finished_state(record.steps)
+        await self._save()
+
+    async def _step(self, index: int, step: Step) -> None:
+        if step.op in CREATES:
+            await self._create(index, step)
+            return
+        assert step.message_id is not None
+        resumed = step.state is StepState.STARTED
+        step.state = StepState.STARTED
+        await self._save()
+        call: Call = (
+            Delete(self.target, step.message_id)
+            if step.op is StepOp.DELETE
+            else Edit(self.target, step.message_id, step.text, self.record.fmt)
+        )
+        result = await self._idempotent(call)
+        again = " (made again after a restart)" if resumed else ""
+        if isinstance(result, Done):
+            step.state = StepState.DONE
+            step.outcome = (
+                f"deleted{again}"
+                if step.op is StepOp.DELETE
+                else f"edited{again}" + ("" if result.value is not False else ": it already showed the text")
+            )
+            await self._save()
+            return
+        assert isinstance(result, NotDone | Unknown)
+        error = result.error
+        if isinstance(result, Unknown) or isinstance(error, TransientDeliveryError):
+            step.state, step.outcome = StepState.FAILED, f"not done after {RETRIES} tries: {error}"
+            await self._save()
+            return
+        await self._refused(step, error, gone=isinstance(error, TargetNotFoundError))
+
+    async def _refused(self, step: Step, error: Exception, *, gone: bool) -> None:
+        record = self.record
+        reaction = react(record.kind, step.op, gone=gone, replied=record.fallback == "reply")
+        step.state = StepState.DONE if reaction is Reaction.DONE else StepState.REFUSED
+        step.outcome = f"already gone ({error})" if reaction is Reaction.DONE else f"refused: {error}"
+        if reaction is Reaction.MARK:
+            assert step.message_id is not None
+            step.outcome += "; edited to a marker line instead"
+            mark = marker(record.kind, self._reason())
+            record.steps.append(Step(StepOp.MARK, message_id=step.message_id, text=mark))
+        elif reaction is Reaction.REPLY:
+            record.fallback = "reply"
+            step.outcome += "; the correction is posted as a reply instead"
+            for later in record.steps:  # the answer is left as it shows, the reply below it says it all
+                if later.state is StepState.PLANNED and later.op not in CREATES:
+                    later.state, later.outcome = StepState.SKIPPED, "not made: the correction is posted as a reply"
+                elif later.state is StepState.PLANNED and later.op is StepOp.SEND:
+                    later.state, later.outcome = StepState.SKIPPED, "not sent: the correction is posted as a reply"
+            split = Splitter(self.runtime.policy, self.runtime.adapter.measure).split
+            record.steps += reply_steps(record.kind, record.text, split, self._reason())
+        await self._save()
+
+    def _reason(self) -> str | None:
+        """A retraction's reason (its record's text)."""
+        return self.record.text or None if self.record.kind is CorrectionKind.RETRACT else None
+
+    def _reply_target(self) -> Target:
+        first = self.record.before[0] if self.record.before else None
+        if first is None:
+            return self.target
+        reply_to: int | str = int(first) if first.isdigit() and self.runtime.adapter.platform == "telegram" else first
+        return self.target.model_copy(update={"reply_to": reply_to})
+
+    def _after_id(self) -> str | None:
+        known = [mid for mid in self.record.after() if mid is not None]
+        return known[-1] if known else None
+
+    async def _create(self, index: int, step: Step) -> None:
+        record = self.record
+        target = self._reply_target() if step.op is StepOp.REPLY else self.target
+        if step.state is StepState.STARTED and step.delivery_id is not None:  # cut by a restart: settle first
+            settlement = await self._settle(target, step)
+            if settlement is None:
+                return
+            if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
+                step.state, step.message_id = StepState.DONE, settlement.message_id
+                step.outcome = f"settled after a restart: it had landed as message {settlement.message_id}"
+                await self._save()
+                return
+            if settlement.outcome is not SettleOutcome.NOT_SENT:
+                step.state = StepState.UNCERTAIN
+                step.outcome = (
+                    f"{self.runtime.adapter.platform} cannot tell whether it landed before the restart "
+                    "(Telegram settles only with exclusive_bot = true in a supergroup or channel): not sent again"
+                )
+                await self._save()
+                return
+        step.delivery_id = correction_delivery_id(record.run, record.id, index)
+        step.after_id = self._after_id()
+        step.state = StepState.STARTED
+        await self._save()
+        result = await self.executor.perform(SendText(target, step.text, record.fmt, step.delivery_id), final=True)
+        if isinstance(result, NotDone) and _bad_markup(result.error) and record.fmt is not TextFormat.PLAIN:
+            result = await self.executor.perform(
+                SendText(target, step.text, TextFormat.PLAIN, step.delivery_id), final=True
+            )
+        if isinstance(result, Done):
+            step.state, step.message_id = StepState.DONE, str(result.value)
+            done = "sent as a reply" if step.op is StepOp.REPLY else "sent after the answer's last message"
+            step.outcome = f"{step.outcome}; {done}" if step.outcome and step.op is StepOp.REPLY else done
+            self.executor.chain.note_message(step.message_id)
+            await self._save()
+            return
+        if isinstance(result, Unknown):  # it may have landed: settled, never sent blindly
+            settlement = await self._settle(target, step)
+            if settlement is None:
+                return
+            if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
+                step.state, step.message_id = StepState.DONE, settlement.message_id
+                step.outcome = f"its answer was lost ({result.error}); settled: it landed as {settlement.message_id}"
+            elif settlement.outcome is SettleOutcome.NOT_SENT:
+                step.state, step.outcome = StepState.FAILED, f"not stored ({result.error}): sent again next time"
+            else:
+                step.state = StepState.UNCERTAIN
+                step.outcome = f"may have landed ({result.error}); the platform cannot tell: not sent again"
+            await self._save()
+            return
+        error = result.error
+        step.state = StepState.FAILED if isinstance(error, TransientDeliveryError) else StepState.REFUSED
+        step.outcome = f"not sent: {error}"
+        await self._save()
+
+    async def _settle(self, target: Target, step: Step) -> Settlement | None:
+        """Ask the platform whether ``step``'s create landed; None when it did not answer: the step is kept
+        ``started`` (the correction ``partial``), so the next try settles it before any send."""
+        assert step.delivery_id is not None
+        pending = PendingSend(
+            step.delivery_id,
+            step.text,
+            self.record.fmt,
+            after_id=step.after_id,
+            exclusive=self.runtime.policy.exclusive_bot,
+        )
+        result = await self._idempotent(Settle(target, pending))
+        if isinstance(result, Done) and isinstance(result.value, Settlement):
+            return result.value
+        why = result.error if isinstance(result, NotDone | Unknown) else result
+        step.state = StepState.STARTED
+        step.outcome = f"may have landed and could not be settled ({why}): settled first on the next try"
+        await self._save()
+        return None
+
+    async def _idempotent(self, call: Call) -> CallResult:
+        """``call`` (an edit, a delete, a settle) tried through 429s, outages and unknown outcomes, up to
+        :data:`RETRIES` times, waiting a 429's ``retry_after`` or a doubling backoff (at most :data:`RETRY_MAX_S`)."""
+        wait = 0.5
+        result: CallResult = NotDone(TransientDeliveryError("not tried"))
+        for attempt in range(RETRIES):
+            result = await self.executor.perform(call, final=True)
+            if isinstance(result, Done):
+                return result
+            error = result.error
+            if isinstance(result, NotDone) and not isinstance(error, TransientDeliveryError):
+                if _bad_markup(error) and isinstance(call, Edit) and call.fmt is not TextFormat.PLAIN:
+                    call = dataclasses.replace(call, fmt=TextFormat.PLAIN)
+                    continue
+                return result
+            if attempt + 1 < RETRIES:
+                delay = error.retry_after_s if isinstance(error, RateLimitedError) else wait
+                await _maybe_await(self.owner._sleep(min(RETRY_MAX_S, delay)))
+                wait = min(RETRY_MAX_S, wait * 2)
+        return result
+
+
+def _bad_markup(error: Exception) -> bool:
+    return isinstance(error, PayloadRejectedError) and error.reason is RejectReason.BAD_FORMAT
+
+
+async def _maybe_await(value: object) -> None:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        await value
+
+
+__all__ = [
+    "CORRECTION_HEAD",
+    "OPEN_STEPS",
+    "CorrectionError",
+    "Corrections",
+    "Reaction",
+    "answer_messages",
+    "correction_delivery_id",
+    "finished_state",
+    "layout",
+    "marker",
+    "plan",
+    "react",
+]

@@ -1,0 +1,354 @@
+"""Corrections end to end (docs/corrections.md): ``streamrelay serve`` as its own process on a SQLite journal and
+ledger, the platform SDK (aiogram, slack-sdk, discord.py) over HTTP to the stateful mock. A delivered 3-message answer
+is corrected (each message edited once, the mock shows the new text), corrected again shorter (the surplus deleted),
+and retracted (every message deleted); the same correction sent again changes nothing; another client's run is a
+404 like a missing one; ``streamrelay runs correct`` does it from the command line. kill -9 of serve in the middle
+of a correction: the restarted sidecar resumes it, and each message ends showing its new chunk once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from streamrelay.adapters.registry import REGISTRY
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.mocks.common import MockPlatform
+from tests.integration.conftest import Stack
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.ports import free_port
+
+pytestmark = pytest.mark.timeout(240)
+
+ROOT = Path(__file__).resolve().parents[2]
+OLD = [
+    "Your refund of 49.99 EUR was declined.",
+    "The order A-1029 is outside the window.",
+    "Write to support if you disagree.",
+]
+NEW = [
+    "Your refund of 49.99 EUR was approved.",
+    "The order A-1029 is inside the window.",
+    "It reaches your card within 14 days.",
+]
+SHORT = "Your refund of 49.99 EUR was approved."
+
+
+def _lines(run: str, target: dict[str, Any], paragraphs: list[str]) -> bytes:
+    events: list[dict[str, Any]] = [
+        {"kind": "run.start", "channel": "chat", "target": target},
+        {"kind": "text", "mode": "delta", "text": "\n\n".join(paragraphs)},
+        {"kind": "end", "status": "ok"},
+    ]
+    return "".join(json.dumps({"run": run, **event}) + "\n" for event in events).encode()
+
+
+def _settings(tmp_path: Path, platform: str, mock: MockPlatform, port: int) -> Path:
+    """A channel delivering ``final`` answers cut at 50 units: each paragraph above is one message."""
+    config = _config(tmp_path, platform, mock.base_url, port, throttle_ms=0, delivery="final", limit=50)
+    config.write_text(config.read_text().replace("run_idle_timeout_s = 4", "run_idle_timeout_s = 120"))
+    return config
+
+
+def _methods(platform: str) -> tuple[str, str]:
+    """The platform's create and edit methods, by their wire names (the registration's)."""
+    facts = REGISTRY[platform].dry_run
+    assert facts is not None
+    return facts.create_method, facts.edit_method
+
+
+def _edits(mock: MockPlatform, method: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for call in mock.calls:
+        if call.method == method and call.ok:
+            counts[str(call.message_id)] = counts.get(str(call.message_id), 0) + 1
+    return counts
+
+
+async def _delivered(client: httpx.AsyncClient, run: str, target: dict[str, Any]) -> list[str]:
+    answer = await client.post(f"/v1/runs/{run}/events", content=_lines(run, target, OLD))
+    assert answer.status_code == 200, answer.text
+    report = (await client.get(f"/v1/runs/{run}", params={"wait_s": 60})).json()
+    assert report["done"] and report["status"] == "delivered" and len(report["message_ids"]) == 3, report
+    return [str(m) for m in report["message_ids"]]
+
+
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+async def test_a_delivered_answer_is_corrected_once_shortened_and_retracted(tmp_path: Path, platform: str) -> None:
+    dry = DRY_RUN[platform]
+    _, edit_method = _methods(platform)
+    target = dry.target()
+    chat = target.chat_id
+    async with _mock(platform) as mock:
+        port = free_port()
+        config = _settings(tmp_path, platform, mock, port)
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+            with _serve(config, dry.token, log) as proc:
+                await _ready(client, proc, log)
+                ids = await _delivered(client, "r1", target.model_dump())
+                assert [t for _, t in mock.visible(chat)] == OLD
+
+                body = {"kind": "run.correct", "id": "fix-1", "text": "\n\n".join(NEW)}
+                fixed = await client.post("/v1/runs/r1/corrections", json=body)
+                assert fixed.status_code == 200, fixed.text
+                record = fixed.json()
+                assert record["state"] == "applied" and record["before"] == ids and record["after"] == ids, record
+                assert [s["op"] for s in record["steps"]] == ["edit", "edit", "edit"]
+                assert [t for _, t in mock.visible(chat)] == NEW
+                assert _edits(mock, edit_method) == dict.fromkeys(ids, 1)  # each message edited once
+
+                again = await client.post("/v1/runs/r1/corrections", json=body)  # the agent retried
+                assert again.status_code == 200 and again.json()["state"] == "applied"
+                assert _edits(mock, edit_method) == dict.fromkeys(ids, 1)
+
+                other = await client.post("/v1/runs/r1/corrections", json={**body, "text": "Something else."})
+                assert other.status_code == 409 and "new id" in other.json()["error"]
+
+                short = await client.post(
+                    "/v1/runs/r1/corrections", json={"kind": "run.correct", "id": "fix-2", "text": SHORT}
+                )
+                assert short.status_code == 200, short.text
+                assert [s["op"] for s in short.json()["steps"]] == ["edit", "delete", "delete"]
+                assert short.json()["steps"][0]["state"] == "skipped"  # it already showed the new first line
+                assert [t for _, t in mock.visible(chat)] == [SHORT] and short.json()["after"] == ids[:1]
+
+                report = (await client.get("/v1/runs/r1")).json()
+                assert [c["id"] for c in report["corrections"]] == ["fix-1", "fix-2"]
+                assert [c["op"] for c in report["corrections"][1]["changes"]] == ["delete", "delete"]
+
+                gone = await client.post("/v1/runs/r1/corrections", json={"kind": "run.retract", "id": "pull-1"})
+                assert gone.status_code == 200 and gone.json()["state"] == "applied", gone.text
+                assert mock.visible(chat) == []
+                late = await client.post("/v1/runs/r1/corrections", json={**body, "id": "fix-3"})
+                assert late.status_code == 409 and "retracted" in late.json()["error"]
+
+                listed = (await client.get("/v1/runs/r1/corrections")).json()["corrections"]
+                assert [(c["id"], c["kind"], c["state"]) for c in listed] == [
+                    ("fix-1", "correct", "applied"),
+                    ("fix-2", "correct", "applied"),
+                    ("pull-1", "retract", "applied"),
+                ]
+
+
+async def test_the_api_refuses_what_it_cannot_correct(tmp_path: Path) -> None:
+    dry = DRY_RUN["telegram"]
+    target = dry.target()
+    async with _mock("telegram") as mock:
+        port = free_port()
+        config = _settings(tmp_path, "telegram", mock, port)
+        config.write_text(
+            config.read_text()
+            + '\n[clients.default]\ntoken_env = "STREAMRELAY_TOKEN"\n\n[clients.other]\ntoken_env = "OTHER_TOKEN"\n'
+        )
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        os.environ["OTHER_TOKEN"] = "corrections-other-client"
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+                with _serve(config, dry.token, log) as proc:
+                    await _ready(client, proc, log)
+                    body = {"kind": "run.correct", "id": "fix-1", "text": "New."}
+                    missing = await client.post("/v1/runs/nope/corrections", json=body)
+                    assert missing.status_code == 404 and missing.json() == {"error": "unknown run 'nope'"}
+                    await _delivered(client, "r1", target.model_dump())
+                    theirs = await client.post(
+                        "/v1/runs/r1/corrections",
+                        json=body,
+                        headers={"Authorization": "Bearer corrections-other-client"},
+                    )
+                    assert (theirs.status_code, theirs.json()) == (404, {"error": "unknown run 'r1'"})
+                    start = {"kind": "run.start", "channel": "chat", "target": target.model_dump()}
+                    assert (await client.post("/v1/runs/r2/events", json=start)).status_code == 200
+                    running = await client.post("/v1/runs/r2/corrections", json=body)
+                    assert running.status_code == 409 and "has not ended" in running.json()["error"]
+                    blank = await client.post("/v1/runs/r1/corrections", json={**body, "text": " \n"})
+                    assert blank.status_code == 400 and "blank" in blank.json()["error"]
+                    as_line = await client.post(
+                        "/v1/runs/r1/events", content=json.dumps({"run": "r1", **body}).encode() + b"\n"
+                    )
+                    assert "/corrections" in as_line.text
+                    assert mock.visible(target.chat_id) and [t for _, t in mock.visible(target.chat_id)] == OLD
+        finally:
+            os.environ.pop("OTHER_TOKEN", None)
+
+
+async def test_the_command_line_corrects_and_lists(tmp_path: Path) -> None:
+    dry = DRY_RUN["telegram"]
+    target = dry.target()
+    async with _mock("telegram") as mock:
+        port = free_port()
+        config = _settings(tmp_path, "telegram", mock, port)
+        log = tmp_path / "sidecar.log"
+        url = f"http://127.0.0.1:{port}"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+            with _serve(config, dry.token, log) as proc:
+                await _ready(client, proc, log)
+                await _delivered(client, "r1", target.model_dump())
+                env = {**os.environ, "STREAMRELAY_TOKEN": TOKEN, "STREAMRELAY_URL": url, "NO_COLOR": "1"}
+                command = [sys.executable, "-m", "streamrelay", "runs"]
+                done = await asyncio.to_thread(
+                    subprocess.run,
+                    [*command, "correct", "r1", "--id", "cli-1", "--file", "-"],
+                    input="\n\n".join(NEW),
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    cwd=ROOT,
+                )
+                assert done.returncode == 0, done.stderr
+                assert "applied" in done.stdout and [t for _, t in mock.visible(target.chat_id)] == NEW
+                listed = await asyncio.to_thread(
+                    subprocess.run,
+                    [*command, "corrections", "r1", "--json"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    cwd=ROOT,
+                )
+                assert listed.returncode == 0, listed.stderr
+                assert [c["id"] for c in json.loads(listed.stdout)["corrections"]] == ["cli-1"]
+                refused = await asyncio.to_thread(
+                    subprocess.run,
+                    [*command, "retract", "nope", "--id", "x"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    cwd=ROOT,
+                )
+                assert refused.returncode == 1 and "unknown run 'nope'" in refused.stderr
+
+
+@pytest.mark.parametrize("platform", ["telegram", "discord"])
+async def test_kill_9_mid_correction_resumes_and_applies_it_once(tmp_path: Path, platform: str) -> None:
+    """The mock answers each edit after 1.5 s; serve is killed -9 once the first edit is answered (the second under
+    way). The correction also adds a fourth chunk (a send) after the three edits. Restarted, the sidecar resumes it:
+    each message shows its new chunk, the fourth message exists once, the record is ``applied``."""
+    dry = DRY_RUN[platform]
+    create_method, edit_method = _methods(platform)
+    target = dry.target()
+    chat = target.chat_id
+    longer = [*NEW, "You will get an email when it is sent."]
+    async with _mock(platform) as mock:
+        port = free_port()
+        config = _settings(tmp_path, platform, mock, port)
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+            with _serve(config, dry.token, log) as first:
+                await _ready(client, first, log)
+                ids = await _delivered(client, "r1", target.model_dump())
+                mock.set_latency(edit_method, [1500.0] * 10)
+                body = {"kind": "run.correct", "id": "fix-1", "text": "\n\n".join(longer)}
+                posting = asyncio.create_task(client.post("/v1/runs/r1/corrections", json=body))
+                await _until(lambda: sum(_edits(mock, edit_method).values()) >= 1, 60, "the first edit")
+                first.send_signal(signal.SIGKILL)
+                first.wait(10)
+                with pytest.raises(httpx.TransportError):
+                    await posting
+                mock.set_latency(edit_method, [])
+            assert [t for _, t in mock.visible(chat)][3:] == []  # the send was not made before the kill
+            with _serve(config, dry.token, log) as second:
+                await _ready(client, second, log)
+
+                async def applied() -> bool:
+                    found = await client.get("/v1/runs/r1/corrections/fix-1")
+                    return found.status_code == 200 and found.json()["state"] == "applied"
+
+                await _until(applied, 60, "the correction resumed")
+                record = (await client.get("/v1/runs/r1/corrections/fix-1")).json()
+                again = await client.post("/v1/runs/r1/corrections", json=body)  # the agent retried after the kill
+                assert again.status_code == 200 and again.json()["state"] == "applied"
+        assert [t for _, t in mock.visible(chat)] == longer  # each chunk shown once, in order
+        assert record["after"][:3] == ids and len(record["after"]) == 4
+        edits = _edits(mock, edit_method)
+        assert set(edits) == set(ids) and edits[ids[0]] == 1  # an edit done before the kill is never made again
+        assert all(n <= 2 for n in edits.values()), edits  # one in flight at the kill may be made again (idempotent)
+        sends = [c for c in mock.calls if c.method == create_method and c.ok]
+        assert len(sends) == 4  # three for the answer, one for the fourth chunk
+
+
+async def test_where_messages_cannot_be_edited_the_correction_is_a_reply(tmp_path: Path) -> None:
+    """WhatsApp (no edits, no deletes: PlatformSpec.edits False) gets the correction as a reply to the answer's first
+    message, and the retraction as a notice replying to it; the record says ``fallback: reply``."""
+    dry = DRY_RUN["whatsapp"]
+    target = dry.target()
+    chat = target.chat_id
+    async with _mock("whatsapp") as mock:
+        port = free_port()
+        config = _settings(tmp_path, "whatsapp", mock, port)
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+            with _serve(config, dry.token, log) as proc:
+                await _ready(client, proc, log)
+                await _delivered(client, "r1", target.model_dump())
+                fixed = await client.post(
+                    "/v1/runs/r1/corrections", json={"kind": "run.correct", "id": "fix-1", "text": SHORT}
+                )
+                assert fixed.status_code == 200, fixed.text
+                record = fixed.json()
+                assert (record["state"], record["fallback"]) == ("applied", "reply")
+                # the head and the text cut to the channel's 50 units: two replies
+                assert [(s["op"], s["state"]) for s in record["steps"]] == [("reply", "done")] * 2
+                assert "cannot edit" in record["steps"][0]["outcome"]
+                shown = [t for _, t in mock.visible(chat)]
+                assert shown == [*OLD, "✏️ Correction:", SHORT]
+                gone = await client.post("/v1/runs/r1/corrections", json={"kind": "run.retract", "id": "pull-1"})
+                assert gone.status_code == 200 and gone.json()["fallback"] == "reply", gone.text
+                shown = [t for _, t in mock.visible(chat)]
+                assert len(shown) == 6 and "retracted" in shown[5]
+
+
+async def test_a_telegram_message_past_its_edit_window_gets_the_correction_as_a_reply(tmp_path: Path) -> None:
+    """Telegram refuses the first edit ("message can't be edited": a bot's message older than 48 hours): the whole
+    correction is posted once as a reply to the answer's first message, and the report says so."""
+    dry = DRY_RUN["telegram"]
+    target = dry.target()
+    chat = target.chat_id
+    async with _mock("telegram") as mock:
+        port = free_port()
+        config = _settings(tmp_path, "telegram", mock, port)
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+            with _serve(config, dry.token, log) as proc:
+                await _ready(client, proc, log)
+                await _delivered(client, "r1", target.model_dump())
+                edits_so_far = sum(1 for c in mock.calls if c.method == "editMessageText")
+                mock.add_fault(
+                    "editMessageText",
+                    edits_so_far + 1,
+                    {"status": 400, "description": "Bad Request: message can't be edited"},
+                )
+                body = {"kind": "run.correct", "id": "fix-1", "text": "\n\n".join(NEW)}
+                fixed = await client.post("/v1/runs/r1/corrections", json=body)
+                assert fixed.status_code == 200, fixed.text
+                record = fixed.json()
+                assert record["fallback"] == "reply" and record["state"] == "applied", record
+                assert record["steps"][0]["state"] == "refused" and "reply" in record["steps"][0]["outcome"]
+                replies = [s for s in record["steps"] if s["op"] == "reply"]
+                assert [s["state"] for s in replies] == ["done"] * 4  # the head apart: 50 units a message
+                assert [s["state"] for s in record["steps"][1:3]] == ["skipped", "skipped"]  # left as they show
+                shown = [t for _, t in mock.visible(chat)]
+                assert shown == [*OLD, "✏️ Correction:", *NEW]
+
+
+async def test_a_sidecar_without_corrections_says_so(stack: Stack) -> None:
+    """A sidecar built without corrections (the Redis backend's replicas are) answers 501 saying where they are."""
+    answer = await stack.client.post("/v1/runs/r1/corrections", json={"kind": "run.retract", "id": "x"})
+    assert answer.status_code == 501 and "not served here" in answer.json()["error"]
+    assert (await stack.client.get("/v1/runs/r1/corrections")).status_code == 501

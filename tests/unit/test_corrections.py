@@ -1,0 +1,421 @@
+"""Corrections and retractions of ended runs (core/run/corrections.py): the plan and the refusal table as tables (no
+I/O), the records in every ledger, and a correction's path through the executor against a fake platform: each message
+edited once, surplus deleted, extra chunks sent, a retraction, refusals (frozen edit: a reply; a delete refused: a
+marker), the same id applied once, and a correction cut by a crash resumed without a second call's effect."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from streamrelay.adapters.sqlite import SqliteLedger
+from streamrelay.core.channel import ChannelRuntime
+from streamrelay.core.errors import ForbiddenError, IngestError, MessageFrozenError, UncertainDeliveryError
+from streamrelay.core.events import RunCorrect, RunRetract, Target, parse_correction, parse_event
+from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.ports import TextFormat
+from streamrelay.core.records.corrections import (
+    CorrectionKind,
+    CorrectionRecord,
+    CorrectionState,
+    Step,
+    StepOp,
+    StepState,
+)
+from streamrelay.core.records.ledger import MemoryLedger, PartRecord, RunRecord
+from streamrelay.core.records.report import PartState, SlotRole
+from streamrelay.core.run.corrections import (
+    CORRECTION_HEAD,
+    RETRACTED_LINE,
+    CorrectionError,
+    Corrections,
+    Reaction,
+    correction_delivery_id,
+    finished_state,
+    layout,
+    plan,
+    react,
+)
+from tests.unit.fakes import FakeAdapter, ManualClock, drive
+
+pytestmark = pytest.mark.timeout(30)
+
+K = CorrectionKind
+OLD = [("11", "one"), ("12", "two"), ("13", "three")]
+
+
+# --- the plan, as a table ------------------------------------------------------------------------------------------
+
+PLANS = [
+    # kind, chunks, edits, expected (op, message_id, text, state)
+    (
+        K.CORRECT,
+        ["ONE", "TWO", "THREE"],
+        True,
+        [("edit", "11", "ONE", "planned"), ("edit", "12", "TWO", "planned"), ("edit", "13", "THREE", "planned")],
+    ),
+    (
+        K.CORRECT,
+        ["one", "TWO", "three"],
+        True,
+        [("edit", "11", "one", "skipped"), ("edit", "12", "TWO", "planned"), ("edit", "13", "three", "skipped")],
+    ),
+    (
+        K.CORRECT,
+        ["ONE"],
+        True,
+        [("edit", "11", "ONE", "planned"), ("delete", "12", "", "planned"), ("delete", "13", "", "planned")],
+    ),
+    (
+        K.CORRECT,
+        ["A", "B", "C", "D"],
+        True,
+        [
+            ("edit", "11", "A", "planned"),
+            ("edit", "12", "B", "planned"),
+            ("edit", "13", "C", "planned"),
+            ("send", None, "D", "planned"),
+        ],
+    ),
+    (
+        K.RETRACT,
+        [],
+        True,
+        [("delete", "11", "", "planned"), ("delete", "12", "", "planned"), ("delete", "13", "", "planned")],
+    ),
+    (
+        K.CORRECT,
+        ["A", "B"],
+        False,
+        [("reply", None, CORRECTION_HEAD, "planned"), ("reply", None, "A", "planned"), ("reply", None, "B", "planned")],
+    ),
+    (K.RETRACT, [], False, [("reply", None, RETRACTED_LINE, "planned")]),
+]
+
+
+def _paragraphs(text: str) -> list[str]:
+    """A splitter for the tables: one chunk per paragraph."""
+    return text.split("\n\n")
+
+
+@pytest.mark.parametrize(("kind", "chunks", "edits", "expected"), PLANS)
+def test_plan(kind: CorrectionKind, chunks: list[str], edits: bool, expected: list[tuple[str, ...]]) -> None:
+    steps = plan(kind, OLD, "\n\n".join(chunks), split=_paragraphs, edits=edits)
+    assert [(str(s.op), s.message_id, s.text, str(s.state)) for s in steps] == expected
+
+
+REACTIONS = [
+    # kind, refused op, gone, replied already, reaction
+    (K.CORRECT, StepOp.DELETE, False, False, Reaction.MARK),
+    (K.CORRECT, StepOp.DELETE, True, False, Reaction.DONE),
+    (K.RETRACT, StepOp.DELETE, False, False, Reaction.MARK),
+    (K.RETRACT, StepOp.DELETE, True, True, Reaction.DONE),
+    (K.CORRECT, StepOp.EDIT, False, False, Reaction.REPLY),
+    (K.CORRECT, StepOp.EDIT, True, False, Reaction.REPLY),
+    (K.CORRECT, StepOp.EDIT, False, True, Reaction.NONE),
+    (K.CORRECT, StepOp.MARK, True, False, Reaction.DONE),
+    (K.CORRECT, StepOp.MARK, False, False, Reaction.REPLY),
+    (K.RETRACT, StepOp.MARK, False, False, Reaction.REPLY),
+    (K.RETRACT, StepOp.MARK, False, True, Reaction.NONE),
+    (K.CORRECT, StepOp.SEND, False, False, Reaction.NONE),
+    (K.CORRECT, StepOp.REPLY, False, False, Reaction.NONE),
+]
+
+
+@pytest.mark.parametrize(("kind", "op", "gone", "replied", "reaction"), REACTIONS)
+def test_react(kind: CorrectionKind, op: StepOp, gone: bool, replied: bool, reaction: Reaction) -> None:
+    assert react(kind, op, gone=gone, replied=replied) is reaction
+
+
+STATES = [
+    ([StepState.DONE, StepState.SKIPPED], CorrectionState.APPLIED),
+    ([StepState.DONE, StepState.FAILED], CorrectionState.PARTIAL),
+    ([StepState.DONE, StepState.UNCERTAIN], CorrectionState.PARTIAL),
+    ([StepState.DONE, StepState.STARTED], CorrectionState.PARTIAL),
+]
+
+
+@pytest.mark.parametrize(("states", "state"), STATES)
+def test_finished_state(states: list[StepState], state: CorrectionState) -> None:
+    assert finished_state([Step(StepOp.EDIT, "1", "x", state=s) for s in states]) is state
+
+
+def test_a_refused_edit_with_its_follow_up_is_applied_but_a_refused_send_is_partial() -> None:
+    edit = Step(StepOp.EDIT, "1", "x", state=StepState.REFUSED)
+    assert finished_state([edit, Step(StepOp.REPLY, "2", "x", state=StepState.DONE)]) is CorrectionState.APPLIED
+    assert finished_state([Step(StepOp.SEND, None, "x", state=StepState.REFUSED)]) is CorrectionState.PARTIAL
+
+
+def test_layout_counts_an_earlier_corrections_done_steps() -> None:
+    earlier = CorrectionRecord(
+        run="r",
+        id="c1",
+        kind=K.CORRECT,
+        text="",
+        fmt=TextFormat.PLAIN,
+        channel="c",
+        target={"chat_id": 7},
+        before=["11", "12", "13"],
+        steps=[
+            Step(StepOp.EDIT, "11", "ONE", state=StepState.DONE),
+            Step(StepOp.DELETE, "12", state=StepState.DONE),
+            Step(StepOp.DELETE, "13", state=StepState.FAILED),
+            Step(StepOp.SEND, "14", "FOUR", state=StepState.DONE),
+        ],
+    )
+    assert layout(OLD, [earlier]) == [("11", "ONE"), ("13", "three"), ("14", "FOUR")]
+    assert earlier.after() == ["11", "13", "14"]
+
+
+def test_delivery_ids_are_25_characters_and_differ_by_step() -> None:
+    ids = {correction_delivery_id("r", "c1", n) for n in range(3)} | {correction_delivery_id("r", "c2", 0)}
+    assert len(ids) == 4 and all(len(i) == 25 for i in ids)
+
+
+def test_the_models_say_what_is_wrong_and_a_line_is_sent_to_its_route() -> None:
+    assert isinstance(parse_correction({"kind": "run.retract", "id": "r-1"}), RunRetract)
+    with pytest.raises(IngestError, match="id must be 1-64"):
+        parse_correction({"kind": "run.correct", "id": "a b", "text": "x"})
+    with pytest.raises(IngestError, match="blank"):
+        parse_correction({"kind": "run.correct", "id": "a", "text": " \u200e\n"})
+    with pytest.raises(IngestError, match="unknown correction kind"):
+        parse_correction({"kind": "correct", "id": "a"})
+    with pytest.raises(IngestError, match="/corrections"):
+        parse_event({"run": "r", "kind": "run.correct", "id": "a", "text": "x"})
+
+
+# --- the records ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def ledger(request: pytest.FixtureRequest) -> AsyncIterator[MemoryLedger | SqliteLedger]:
+    if request.param == "memory":
+        yield MemoryLedger()
+        return
+    sqlite = await SqliteLedger.open(":memory:")
+    yield sqlite
+    await sqlite.close()
+
+
+async def test_records_are_kept_whole_and_open_ones_listed(ledger: MemoryLedger | SqliteLedger) -> None:
+    record = CorrectionRecord(
+        run="acme/r1",
+        id="c1",
+        kind=K.CORRECT,
+        text="new",
+        fmt=TextFormat.MARKDOWN,
+        channel="c",
+        target={"chat_id": 7},
+        before=["1"],
+        steps=[Step(StepOp.SEND, None, "new", state=StepState.STARTED, delivery_id="sr1", after_id="1", part=0)],
+        created_at=5.0,
+        updated_at=6.0,
+    )
+    await ledger.save_correction(record)
+    assert await ledger.correction("acme/r1", "c1") == record
+    assert [r.id for r in await ledger.open_corrections()] == ["c1"]
+    record.state = CorrectionState.APPLIED
+    await ledger.save_correction(record)
+    assert await ledger.open_corrections() == []
+    assert [r.id for r in await ledger.corrections("acme/r1")] == ["c1"]
+    assert await ledger.correction("acme/r1", "c2") is None
+    assert record.public()["run"] == "r1"
+
+
+# --- applying, against a fake platform -----------------------------------------------------------------------------
+
+
+class _Rig:
+    """An ended run ``r1`` whose answer shows as three messages (1, 2, 3) on a fake platform."""
+
+    def __init__(self, *, edits: bool = True) -> None:
+        self.clock = ManualClock()
+        self.adapter = FakeAdapter(self.clock)
+        self.ledger = MemoryLedger()
+        policy = ChannelPolicy(name="c", throttle_s=0, exclusive_bot=True, max_units=40, edits=edits)
+        self.runtime = ChannelRuntime(policy, self.adapter)
+        self.corrections = Corrections(
+            self.ledger, self.ledger, {"c": self.runtime}, self.clock, wall=lambda: 1000.0, sleep=lambda _s: None
+        )
+
+    async def deliver(self, texts: list[str], *, ended: bool = True) -> None:
+        await self.ledger.start_run(RunRecord("r1", "c", {"chat_id": 7, "thread_id": None, "reply_to": None}, "final"))
+        for slot, text in enumerate(texts):
+            mid = await self.adapter.send_text(Target(chat_id=7), text, TextFormat.PLAIN)
+            part = PartRecord("r1", slot, SlotRole.ANSWER, PartState.ACKED, message_id=mid, shown=text)
+            await self.ledger.save_part(part)
+        if ended:
+            await self.ledger.end_run("r1", "ok")
+        self.adapter.calls.clear()
+
+    async def correct(self, text: str, cid: str = "c1") -> CorrectionRecord:
+        return await drive(self.clock, self.corrections.submit("r1", RunCorrect(id=cid, text=text)))
+
+    async def retract(self, cid: str = "x1", reason: str | None = None) -> CorrectionRecord:
+        return await drive(self.clock, self.corrections.submit("r1", RunRetract(id=cid, reason=reason)))
+
+    def count(self, method: str) -> int:
+        return len(self.adapter.calls_of(method))
+
+
+OLD_TEXTS = ["Paragraph one of the old answer.", "Paragraph two of the old one.", "Paragraph three, old."]
+NEW = "Paragraph one, now right.\n\nParagraph two, now right.\n\nParagraph three, right."
+
+
+async def test_a_three_message_answer_corrected_edits_each_message_once() -> None:
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS)
+    done = await rig.correct(NEW)
+    assert done.state is CorrectionState.APPLIED
+    assert rig.adapter.chat() == ["Paragraph one, now right.", "Paragraph two, now right.", "Paragraph three, right."]
+    assert [c.message_id for c in rig.adapter.calls_of("edit_text")] == ["1", "2", "3"]
+    assert rig.count("send_text") == 0 and rig.count("delete_message") == 0
+    again = await rig.correct(NEW)  # the agent retried: the same correction, applied once
+    assert again.state is CorrectionState.APPLIED and rig.count("edit_text") == 3
+    assert done.public()["after"] == ["1", "2", "3"]
+
+
+async def test_a_shorter_correction_deletes_the_surplus_and_a_longer_one_sends_more() -> None:
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS)
+    short = await rig.correct("Only this now.")
+    assert rig.adapter.chat() == ["Only this now."] and short.public()["after"] == ["1"]
+    assert [str(s.op) for s in short.steps] == ["edit", "delete", "delete"]
+    longer = await rig.correct(NEW, cid="c2")  # maps onto what the first correction left: message 1
+    assert longer.before == ["1"] and longer.state is CorrectionState.APPLIED
+    assert rig.adapter.chat() == ["Paragraph one, now right.", "Paragraph two, now right.", "Paragraph three, right."]
+    assert rig.count("send_text") == 2
+
+
+async def test_a_retraction_deletes_every_message_and_then_nothing_is_corrected() -> None:
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS)
+    done = await rig.retract()
+    assert done.state is CorrectionState.APPLIED and rig.adapter.chat() == [] and rig.count("delete_message") == 3
+    with pytest.raises(CorrectionError) as refused:
+        await rig.correct(NEW)
+    assert refused.value.status == 409 and "retracted" in str(refused.value)
+
+
+async def test_a_message_that_cannot_be_deleted_is_marked() -> None:
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS)
+    rig.adapter.fail("delete_message", 2, ForbiddenError("message can't be deleted for everyone"))
+    done = await rig.retract(reason="It was wrong.")
+    assert done.state is CorrectionState.APPLIED
+    assert rig.adapter.chat() == [f"{RETRACTED_LINE} It was wrong."]
+    assert [str(s.op) for s in done.steps] == ["delete", "delete", "delete", "mark"]
+    assert "marker" in (done.steps[1].outcome or "")
+
+
+async def test_a_frozen_message_gets_the_correction_as_a_reply() -> None:
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS)
+    rig.adapter.fail("edit_text", 1, MessageFrozenError("message can't be edited"))
+    targets: list[Target] = []
+    send = rig.adapter.send_text
+
+    async def seen(target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        targets.append(target)
+        return await send(target, text, fmt, delivery_id=delivery_id)
+
+    rig.adapter.send_text = seen  # type: ignore[method-assign]
+    done = await rig.correct("Short and right.")
+    assert done.fallback == "reply" and done.state is CorrectionState.APPLIED
+    replies = [s for s in done.steps if s.op is StepOp.REPLY]
+    assert len(replies) == 1 and replies[0].text == f"{CORRECTION_HEAD}\n\nShort and right."
+    assert [t.reply_to for t in targets] == ["1"]
+    assert "refused" in (done.steps[0].outcome or "")
+    assert [str(s.state) for s in done.steps[1:3]] == ["skipped", "skipped"]  # the deletes: not made
+    assert rig.adapter.chat() == [*OLD_TEXTS, f"{CORRECTION_HEAD}\n\nShort and right."]
+
+
+async def test_a_platform_without_edits_gets_a_reply_and_no_edit_is_tried() -> None:
+    rig = _Rig(edits=False)
+    await rig.deliver(OLD_TEXTS)
+    done = await rig.correct("Short and right.")
+    assert done.fallback == "reply" and rig.count("edit_text") == 0 and rig.count("delete_message") == 0
+    assert rig.adapter.chat()[-1] == f"{CORRECTION_HEAD}\n\nShort and right."
+    retracted = await rig.retract()
+    assert rig.adapter.chat()[-1] == RETRACTED_LINE and retracted.state is CorrectionState.APPLIED
+
+
+async def test_a_correction_is_taken_for_an_ended_run_of_its_key_only() -> None:
+    rig = _Rig()
+    with pytest.raises(CorrectionError) as unknown:
+        await rig.correct(NEW)
+    assert unknown.value.status == 404
+    await rig.deliver(OLD_TEXTS, ended=False)
+    with pytest.raises(CorrectionError) as running:
+        await rig.correct(NEW)
+    assert running.value.status == 409 and "not ended" in str(running.value)
+    await rig.ledger.end_run("r1", "ok")
+    await rig.correct(NEW)
+    with pytest.raises(CorrectionError) as other:
+        await rig.correct("Another text under the same id.")
+    assert other.value.status == 409 and "new id" in str(other.value)
+
+
+async def test_an_outage_leaves_it_partial_and_the_same_id_finishes_it() -> None:
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS)
+    from streamrelay.core.errors import PlatformUnavailableError
+
+    rig.adapter.fail("edit_text", range(2, 8), PlatformUnavailableError("Bad Gateway"))
+    first = await rig.correct(NEW)
+    assert first.state is CorrectionState.PARTIAL and first.steps[1].state is StepState.FAILED
+    assert rig.adapter.chat()[1] == OLD_TEXTS[1]
+    second = await rig.correct(NEW)
+    assert second.state is CorrectionState.APPLIED
+    assert rig.adapter.chat() == ["Paragraph one, now right.", "Paragraph two, now right.", "Paragraph three, right."]
+    edited = [c.message_id for c in rig.adapter.calls_of("edit_text")]
+    assert edited.count("1") == 1 and edited.count("3") == 1  # done steps are never made again
+
+
+async def test_a_correction_cut_by_a_crash_resumes_settling_its_send_first() -> None:
+    """A record as a kill -9 leaves it: step 0 done, step 1 (an edit) started, step 2 (a send) started and landed."""
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS[:2])
+    await rig.adapter.edit_text(Target(chat_id=7), "1", "A", TextFormat.PLAIN)
+    sent_id = correction_delivery_id("r1", "c1", 2)
+    rig.adapter.fail("send_text", 3, UncertainDeliveryError("timed out"), landed=True)  # after the two delivered
+    with pytest.raises(UncertainDeliveryError):
+        await rig.adapter.send_text(Target(chat_id=7), "C", TextFormat.PLAIN, delivery_id=sent_id)
+    rig.adapter.calls.clear()
+    record = CorrectionRecord(
+        run="r1",
+        id="c1",
+        kind=K.CORRECT,
+        text="A\n\nB\n\nC",
+        fmt=TextFormat.PLAIN,
+        channel="c",
+        target={"chat_id": 7, "thread_id": None, "reply_to": None},
+        before=["1", "2"],
+        steps=[
+            Step(StepOp.EDIT, "1", "A", state=StepState.DONE, part=0),
+            Step(StepOp.EDIT, "2", "B", state=StepState.STARTED, part=1),
+            Step(StepOp.SEND, None, "C", state=StepState.STARTED, delivery_id=sent_id, after_id="2", part=2),
+        ],
+    )
+    await rig.ledger.save_correction(record)
+    assert await drive(rig.clock, rig.corrections.resume()) == 1
+    done = await rig.ledger.correction("r1", "c1")
+    assert done is not None and done.state is CorrectionState.APPLIED
+    assert rig.adapter.chat() == ["A", "B", "C"]
+    assert rig.count("send_text") == 0 and rig.count("edit_text") == 1  # the send settled, not made again
+    assert "settled" in (done.steps[2].outcome or "") and done.after() == ["1", "2", "3"]
+    assert await drive(rig.clock, rig.corrections.resume()) == 0
+
+
+async def test_a_reply_is_cut_with_its_head_counted_so_every_message_fits() -> None:
+    """The chaos finding (seed 11, WhatsApp): a correction whose first chunk filled a message went over the limit
+    once the head was put before it (WhatsApp's 4,096: 'Param text['body'] must be at most 4096 characters')."""
+    rig = _Rig(edits=False)
+    await rig.deliver(OLD_TEXTS)
+    full = "x" * 38 + "\n\n" + "y" * 38
+    done = await rig.correct(full)
+    replies = [s.text for s in done.steps]
+    assert done.state is CorrectionState.APPLIED and len(replies) >= 3
+    assert all(len(text) <= 40 for text in replies) and replies[0].startswith(CORRECTION_HEAD)
+    assert "".join(replies).replace("\n", "") == f"{CORRECTION_HEAD}{full}".replace("\n", "")
