@@ -298,6 +298,8 @@ async def test_only_the_bot_budgets_are_shared_and_a_token_is_never_a_scope(clie
     shared = shared_budgets_for(client, "telegram", (*BUDGETS, free), BOT_ID)
     assert shared.scopes == [BOT_SCOPE]  # per_chat stays local: one replica owns a chat at a time
     assert shared_budgets_for(client, "slack", BUDGETS).scopes == ["slack:bot:rate:per_bot"]
+    teams_app = "00000000-0000-4000-8000-0000000000b7"  # a Teams bot's Microsoft App ID: public, 36 characters
+    assert shared_budgets_for(client, "teams", BUDGETS, teams_app).scopes == [f"teams:bot:{teams_app}:rate:per_bot"]
     for bad in (TOKEN, "xoxb-1234-5678-abcdefgh", "MTIzNDU2Nzg5.GhIjKl.mnopqrstuvwx"):
         with pytest.raises(ValueError, match="never its token") as caught:
             shared_budgets_for(client, "telegram", BUDGETS, bad)

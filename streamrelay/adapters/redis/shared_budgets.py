@@ -41,9 +41,10 @@ MAX_SLEEP_S = 5.0
 default) is renewed at each ask, so previews on other replicas keep leaving it its token through a long wait."""
 
 _CHANNEL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_BOT_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
-"""A bot's public id: Telegram's digits before the token's ``:``, Discord's snowflake, Slack's team id. A token
-never matches: Telegram's holds ``:``, Discord's ``.``, Slack's starts with ``xox`` and is longer."""
+_BOT_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+"""A bot's public id: Telegram's digits before the token's ``:``, Discord's snowflake, Slack's team id, a Teams
+bot's Microsoft App ID (a GUID: 36 characters with its hyphens). A token never matches: Telegram's holds ``:``,
+Discord's ``.``, Slack's starts with ``xox`` and is longer, a Teams client secret holds ``~`` or ``.``."""
 
 
 class RedisSharedBudgets:
@@ -162,7 +163,7 @@ def bot_scope(channel: str, bot_id: str | None = None) -> str:
     """The scope naming a channel's bot: ``<channel>:bot:<bot id>``, or ``<channel>:bot`` without an id.
 
     Raises:
-        ValueError: ``channel`` is not 1 to 64 of ``A-Z a-z 0-9 _ . -``, or ``bot_id`` not 1 to 32 of
+        ValueError: ``channel`` is not 1 to 64 of ``A-Z a-z 0-9 _ . -``, or ``bot_id`` not 1 to 40 of
             ``A-Z a-z 0-9 _ -`` or starting with ``xox`` (the shape of a token, refused so that no token becomes a
             key name; the message never repeats the value).
     """
@@ -172,7 +173,7 @@ def bot_scope(channel: str, bot_id: str | None = None) -> str:
         return f"{channel}:bot"
     if not _BOT_ID.fullmatch(bot_id) or bot_id.lower().startswith("xox"):
         raise ValueError(
-            f"channels.{channel}: the bot id for shared budgets must be its public id (1 to 32 of A-Z a-z 0-9 _ -), "
+            f"channels.{channel}: the bot id for shared budgets must be its public id (1 to 40 of A-Z a-z 0-9 _ -), "
             "never its token"
         )
     return f"{channel}:bot:{bot_id}"
