@@ -319,10 +319,13 @@ async def serve(
             trimming = keep_heap_trim(trim)
             keeping = asyncio.create_task(keep_desk(desk, metrics, service.deliveries_retention_days), name="desk")
             resuming = asyncio.create_task(resume_corrections(corrections, relay), name="corrections")
+            pruning = asyncio.create_task(
+                keep_receipts(receipts, metrics, service.receipts_retention_hours), name="receipts"
+            )
             try:
                 await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
             finally:
-                await stop_all([healing, trimming, keeping, resuming])
+                await stop_all([healing, trimming, keeping, resuming, pruning])
         finally:
             if own:
                 signals.remove()
@@ -390,6 +393,27 @@ async def keep_desk(desk: Desk, metrics: ServiceMetrics, retention_days: float, 
         except Exception:
             _log.exception("desk: pruning or counting failed; tried again in %g s", poll_s)
         await asyncio.sleep(poll_s)
+
+
+HOUR_S = 3_600.0
+
+
+async def keep_receipts(
+    receipts: Receipts, metrics: ServiceMetrics, retention_hours: float, poll_s: float = DESK_POLL_S
+) -> None:
+    """Keep the status receipts (:mod:`core.records.receipts`) within ``[service] receipts_retention_hours``: every
+    ``poll_s`` seconds (the first one turn after start, so the runs the journal resumes settle first) receipts last
+    recorded longer ago are deleted and counted in ``streamrelay_receipts_pruned``. A store that fails is tried again
+    at the next turn (logged). Runs forever."""
+    while True:
+        await asyncio.sleep(poll_s)
+        try:
+            pruned = await receipts.prune(time.time() - retention_hours * HOUR_S)
+            if pruned:
+                metrics.receipts_pruned.inc(pruned)
+                _log.info("receipts: %d older than %g hours pruned", pruned, retention_hours)
+        except Exception:
+            _log.exception("receipts: pruning failed; tried again in %g s", poll_s)
 
 
 HEAL_POLL_S = 1.0

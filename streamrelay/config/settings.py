@@ -278,6 +278,12 @@ class ServiceSettings(Strict):
     """How long the desk keeps what ended runs did not deliver (``streamrelay deliveries``, ``GET /v1/deliveries``),
     counted from each run's end, open or not: older entries are pruned in the background (:mod:`core.run.desk`). Never
     unbounded: at most 10 years."""
+    receipts_retention_hours: float = Field(default=192.0, ge=1, le=8760)
+    """How long a platform's status receipt (WhatsApp's status webhooks, which settle an uncertain send) is kept after
+    it was last recorded: older ones are pruned every 30 s (SQLite) or expire (Redis). Default 8 days: Meta retries an
+    undelivered webhook for up to 7 days (https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks), and a
+    restart must still find the receipts of the sends it settles (:data:`core.records.receipts.RECEIPTS_RETENTION_S`).
+    At least 1 hour: above the settle window and the 10 minutes that prove the webhooks flow."""
     backend: Literal["sqlite", "redis"] = "sqlite"
     """``sqlite``: one process, the journal and the ledger in the ``ledger`` file. ``redis``: replicas on one Redis
     (``redis_url``), each owning a share of the ``partitions``."""

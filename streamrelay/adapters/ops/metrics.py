@@ -223,6 +223,12 @@ class ServiceMetrics:
             "streamrelay_connections_open", "Open HTTP connections, by listener.", ["listener"], registry=r
         )
         self.active_runs = Gauge("streamrelay_active_runs", "Runs held by this process.", registry=r)
+        self.receipts_pruned = Counter(
+            "streamrelay_receipts_pruned",
+            "Status receipts (WhatsApp's status webhooks) deleted past [service] receipts_retention_hours (SQLite; "
+            "Redis expires them by itself).",
+            registry=r,
+        )
         self.deliveries = Gauge(
             "streamrelay_deliveries",
             "Desk entries (parts of ended runs not known delivered, and what became of them), by state.",

@@ -2,6 +2,8 @@
 
 One row per ``(platform, delivery_id)``, kept at its strongest status (:data:`core.records.receipts.STATUS_RANK`);
 a write is one group commit of the shared :class:`~adapters.sqlite.store.SqliteStore` (durable when it returns).
+Rows last recorded before the retention are deleted by :meth:`SqliteReceipts.prune` (one ``DELETE`` on the index
+``receipts_recorded``; the service calls it every 30 s: :func:`app.serving.keep_receipts`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ CREATE TABLE IF NOT EXISTS receipts (
     recorded_at REAL NOT NULL,
     PRIMARY KEY (platform, delivery_id)
 );
-CREATE INDEX IF NOT EXISTS receipts_heard ON receipts (platform, recorded_at)
+CREATE INDEX IF NOT EXISTS receipts_heard ON receipts (platform, recorded_at);
+CREATE INDEX IF NOT EXISTS receipts_recorded ON receipts (recorded_at)
 """
+
+PRUNE = "DELETE FROM receipts WHERE recorded_at < ?"
+"""Delete the rows last recorded before the bound (Unix seconds): a range on ``receipts_recorded``."""
 
 _UPSERT = """
 INSERT INTO receipts (platform, delivery_id, status, rank, message_id, error_code, recorded_at)
@@ -82,3 +88,11 @@ class SqliteReceipts:
         """When the newest receipt of ``platform`` was recorded (Unix seconds), or None."""
         rows = await self._store.fetch("SELECT MAX(recorded_at) FROM receipts WHERE platform = ?", (platform,))
         return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+    async def prune(self, recorded_before_s: float) -> int:
+        """Delete the rows last recorded before ``recorded_before_s`` (Unix seconds) in one commit; return how many."""
+
+        def prune(db: sqlite3.Connection) -> int:
+            return db.execute(PRUNE, (recorded_before_s,)).rowcount
+
+        return await self._store.transaction(prune, background=True)

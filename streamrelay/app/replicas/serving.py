@@ -47,7 +47,7 @@ from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.app.replicas.service import ReplicaService
 from streamrelay.app.service import Sidecar, build_channels, service_sidecar
-from streamrelay.app.serving import heap_trim, keep_heap_trim, whatsapp_webhook
+from streamrelay.app.serving import HOUR_S, heap_trim, keep_heap_trim, whatsapp_webhook
 from streamrelay.app.version import version
 from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
@@ -89,7 +89,8 @@ async def serve_replica(
     service = settings.service
     client, where = redis_client(settings)
     pending = unloaded_channels(settings)
-    receipts = RedisReceipts(client)  # WhatsApp's status webhooks, taken by any replica, read by the settling one
+    # WhatsApp's status webhooks, taken by any replica, read by the settling one; each expires after the retention
+    receipts = RedisReceipts(client, retention_s=service.receipts_retention_hours * HOUR_S)
     webhook = whatsapp_webhook(receipts)
     settling = receipts if webhook else None
     loaded_now = _loaded_now(settings, pending)

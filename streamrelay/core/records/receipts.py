@@ -10,6 +10,13 @@ timeout, a reset, a kill -9 in the call) is settled by its receipt (:mod:`adapte
 :class:`MemoryReceipts` keeps them in a dict (tests, and a sidecar without a durable store). A receipt is kept at its
 strongest status (:data:`STATUS_RANK`): ``sent`` after ``delivered`` changes nothing, ``failed`` after ``sent`` neither
 (the message was stored; it did not reach the phone).
+
+Retention: a receipt matters only while a send of its delivery id may still be settled, so each is kept
+:data:`RECEIPTS_RETENTION_S` (``[service] receipts_retention_hours``) from when it was last recorded, then pruned
+(:meth:`Receipts.prune`, every 30 s by the service; Redis expires each one by itself). A receipt holds only what
+settling reads: the delivery id, the status, the ``wamid`` (the part's message id when it is ``found``), a ``failed``
+status's error code and the time; never the recipient's ``recipient_id`` (their phone number) nor the conversation
+or pricing objects of the webhook.
 """
 
 from __future__ import annotations
@@ -19,6 +26,15 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+RECEIPTS_RETENTION_S = 8 * 86_400.0
+"""How long a receipt is kept after it was last recorded, by default (8 days; ``[service] receipts_retention_hours``).
+
+Settling reads a receipt within the settle window (``settle_window_ms``, 30 s) of its create, or, after a restart
+(a kill -9 mid-call), when the journal resumes the run; a status Meta could not deliver is retried "for up to 7
+days" (https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks) and is then recorded afresh. 8 days covers
+an outage as long as Meta's whole retry period, with a day to resume, and bounds the table to about 8 days of
+WhatsApp sends."""
 
 
 class ReceiptStatus(enum.StrEnum):
@@ -88,6 +104,15 @@ class Receipts(Protocol):
         the platform's status webhooks reach the sidecar."""
         ...
 
+    async def prune(self, recorded_before_s: float) -> int:
+        """Delete the receipts last recorded before ``recorded_before_s`` (Unix seconds), of every platform; return
+        how many (a store that expires them by itself, Redis, returns 0: they are already gone).
+
+        Raises:
+            Exception: the store failed (tried again at the next turn).
+        """
+        ...
+
 
 class MemoryReceipts:
     """:class:`Receipts` in a dict: tests, and a sidecar without a durable store (nothing survives a restart)."""
@@ -108,3 +133,9 @@ class MemoryReceipts:
 
     async def last_heard_s(self, platform: str) -> float | None:
         return self._heard.get(platform)
+
+    async def prune(self, recorded_before_s: float) -> int:
+        old = [key for key, receipt in self._kept.items() if receipt.recorded_at_s < recorded_before_s]
+        for key in old:
+            del self._kept[key]
+        return len(old)
