@@ -133,8 +133,8 @@ def test_slice_kills_restarts_and_faults_happen(exclusive: dict[str, Any]) -> No
 @pytest.mark.parametrize("platform", [p for p in PLATFORMS if p != "telegram"])
 def test_slice_exactly_once(exclusive: dict[str, Any], platform: str) -> None:
     dry = REGISTRY[platform].dry_run
-    # a platform that cannot settle: a double reported uncertain is allowed (none today: WhatsApp settles by its
-    # status webhooks, so it is held to no double at all)
+    # a platform that cannot settle: a double reported uncertain is allowed (Teams: no idempotency key and no history
+    # a bot can read; WhatsApp settles by its status webhooks, so it is held to no double at all)
     unsettleable = dry is not None and dry.unsettleable
     for row in _rows(exclusive, platform):
         doubled = row["doubled_bad"] if unsettleable else row["doubled"]
@@ -185,7 +185,10 @@ def test_replicas_slice_kills_random_replicas_and_loses_nothing(replicated: dict
     assert total["kills"] >= 1 and total["interrupted"] >= 1 and total["faults"] >= 1
     assert all(k["replica"] in ("replica-1", "replica-2", "replica-3") for k in replicated["kills"])
     bad = [f"{b['run']} ({b['platform']}/{b['mode']}): {b['problems']}" for b in replicated["bad_runs"]]
-    assert (total["lost"], total["doubled"], total["lying"], total["unfinished"]) == (0, 0, 0, 0), bad
+    assert (total["lost"], total["lying"], total["unfinished"]) == (0, 0, 0), bad
+    for row in replicated["rows"][:-1]:  # a double only where the platform cannot settle, and then reported
+        dry = REGISTRY[row["platform"].split(",")[0]].dry_run
+        assert row["doubled_bad" if dry is not None and dry.unsettleable else "doubled"] == 0, bad
     assert replicated["ok"] and not replicated["crashes"]
     out = Path(replicated["out"])
     assert len(list((out / "runs").glob("*.json"))) == 24
