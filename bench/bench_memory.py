@@ -41,11 +41,19 @@ charged the holes the trim gave back on one side only: they refilled them (30-40
 trim). ``--heap-trim-s 0`` reads both ends untrimmed (the open runs fill the holes the warm-up run left, about
 2.5 MB, so the figure is lower than what they hold by up to 25 KB a run).
 
+``--slope N`` adds a third measurement (a fresh child process too): the open runs' RSS in steps, ``--runs`` more runs
+opened at once per step, ``N`` steps after the first, each reading trimmed as above; printed per run from the baseline
+(the first step is the figure above) and per run of each later step (the marginal cost of one more open run). Why:
+the first step's figure holds, beside what the runs keep, the one-off high-water of ``--runs`` runs streaming at once
+(transient objects of the calls and chunks in flight leave pymalloc arenas partly used; CPython gives an arena back
+only when all of it is free): a later step that streams as many at once reuses that space, so its per-run figure is
+what one more open run costs. Both are printed; the goal is read on the first (docs/benchmarks.md).
+
 Printed beside them: the baseline (the bare process's RSS) and the answer's own size (one ``str`` of it), and the
 goals (issue 23: at most 64 KB of RSS per open run, at most 4 KB per finished run in memory).
 
     uv run python bench/bench_memory.py [--platform web telegram] [--runs 100] [--finished 300] [--batch 8]
-        [--pace-ms 20] [--top 12] [--heap-trim-s 5] [--rounds 1] [--curve]
+        [--pace-ms 20] [--top 12] [--heap-trim-s 5] [--rounds 1] [--curve] [--slope 0]
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import json
 import os
 import subprocess
@@ -227,6 +236,37 @@ async def _measure_rss(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def _measure_slope(args: argparse.Namespace) -> dict[str, Any]:
+    """The open runs' RSS in steps of ``--runs`` runs opened at once (``--slope`` steps after the first), each read
+    settled and trimmed as :func:`_measure_rss` reads it: RSS KB and process file descriptors (sockets: the bot
+    session's connections) after each step."""
+    events = _events()
+    async with _relay(args.platform, args.api, args.heap_trim_s) as relay:
+        await _feed(relay, args.platform, "warm", events, args.batch, end=True)
+        await _settle(relay)
+        steps = [(0, _trimmed_rss_kb(), _sockets())]
+        for step in range(args.slope + 1):
+            first = step * args.runs
+            await asyncio.gather(
+                *(
+                    _feed(relay, args.platform, f"open-{first + i}", events, args.batch, end=False)
+                    for i in range(args.runs)
+                )
+            )
+            await _settle(relay)
+            steps.append((first + args.runs, _trimmed_rss_kb(), _sockets()))
+    return {"steps": steps}
+
+
+def _sockets() -> int:
+    """The process's open sockets (/proc/self/fd)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return count
+
+
 def _trimmed_rss_kb() -> float:
     """The RSS in KB, read right after a heap trim when the bench trims (``--heap-trim-s`` > 0): the open runs' figure
     is counted from a trimmed heap to a trimmed heap, so it is what the runs hold, not the holes the trim gave back
@@ -278,7 +318,7 @@ async def _measure_trace(args: argparse.Namespace) -> dict[str, Any]:
 
 def _child(measure: str, platform: str, api: str, args: argparse.Namespace) -> Any:
     cmd = [sys.executable, __file__, "--child", measure, "--platform", platform, "--api", api]
-    for flag in ("runs", "finished", "group", "batch", "top", "pace_ms", "heap_trim_s"):
+    for flag in ("runs", "finished", "group", "batch", "top", "pace_ms", "heap_trim_s", "slope"):
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -309,17 +349,19 @@ def main(args: argparse.Namespace) -> None:
     global PACE_S
     PACE_S = args.pace_ms / 1000
     if args.child:
-        run = _measure_rss if args.child == "rss" else _measure_trace
+        run = {"rss": _measure_rss, "trace": _measure_trace, "slope": _measure_slope}[args.child]
         print(json.dumps(asyncio.run(run(args))))
         return
     events = _events()
     answer = "".join(e["text"] for e in events)
     one = sys.getsizeof(answer) / 1024
-    rows, traces = [], []
+    rows, traces, slopes = [], [], []
     for platform in args.platform:
         with _mock_telegram() if platform == "telegram" else contextlib.nullcontext("") as api:
             rounds = [_child("rss", platform, api, args) for _ in range(args.rounds)]
             trace = _child("trace", platform, api, args)
+            if args.slope:
+                slopes.append((platform, _child("slope", platform, api, args)))
         rows += [(platform, rss, trace) for rss in rounds]
         traces.append((platform, trace))
     print(
@@ -341,6 +383,14 @@ def main(args: argparse.Namespace) -> None:
             f" {rss['trims']} ({rss['trim_ms']:.2f}) |"
         )
     print(f"| goal | | <= {GOAL_OPEN_KB} | | <= {GOAL_FINISHED_KB} | <= {GOAL_FINISHED_KB} | <= {GOAL_FINISHED_KB} | |")
+    for platform, slope in slopes:
+        print(f"\n{platform}: open runs in steps of {args.runs} opened at once (RSS read trimmed after each step)")
+        print("| open runs | RSS MB | sockets | RSS KB per open run from the baseline | ... of this step alone |")
+        print("|---:|---:|---:|---:|---:|")
+        steps = slope["steps"]
+        base_kb = steps[0][1]
+        for (n0, kb0, _), (n, kb, socks) in itertools.pairwise(steps):
+            print(f"| {n} | {kb / 1024:.1f} | {socks} | {(kb - base_kb) / n:.1f} | {(kb - kb0) / (n - n0):.1f} |")
     if args.curve:
         for platform, rss, _ in rows:
             points = rss["curve"][:: max(1, len(rss["curve"]) // 8)] + rss["curve"][-1:]
@@ -368,7 +418,10 @@ if __name__ == "__main__":
     )
     parser.add_argument("--rounds", type=int, default=1, help="RSS measurements per platform (each a fresh process)")
     parser.add_argument("--curve", action="store_true", help="print the RSS after the finished groups")
-    parser.add_argument("--child", choices=["rss", "trace"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--slope", type=int, default=0, help="also open --runs more runs this many times: RSS per run of each step"
+    )
+    parser.add_argument("--child", choices=["rss", "trace", "slope"], help=argparse.SUPPRESS)
     parser.add_argument("--api", default="", help=argparse.SUPPRESS)
     parsed = parser.parse_args()
     if parsed.child:

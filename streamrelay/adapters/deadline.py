@@ -65,10 +65,14 @@ class SendDeadline:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        # The timer handle and the token each hold a context in which CALL is this deadline: dropped here, so the
+        # deadline is freed when its call ends instead of waiting in a reference cycle for a full collection.
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
         if self._token is not None:
             CALL.reset(self._token)
+            self._token = None
         await self._timeout.__aexit__(exc_type, exc, tb)
 
     def mark_written(self) -> None:

@@ -73,7 +73,10 @@ class Chunker:
         if self._src is not None:
             store.share(self._src, self._off + sum(n for _, n in self._drops))
         breaks, regions = BreakTable(), Regions()
-        self._cutter = cutter = Cutter(params, store, breaks, regions, self._slice, self._out, self._starts)
+        # The cutter reads chunk text from this block's store (what :meth:`_slice` reads): not through a method of
+        # the chunker, which would make chunker and cutter a reference cycle (a dropped chunker then waits, with its
+        # lines and tables, for a full collection instead of being freed at once).
+        self._cutter = cutter = Cutter(params, store, breaks, regions, store.slice, self._out, self._starts)
         self._scan = LineScanner(params, store, breaks, regions, cutter, end, cum)
 
     def append(self, text: str) -> list[str]:
