@@ -500,8 +500,9 @@ class ApprovalRequest(_EventBase):
     channel says ``approvals_anyone = true`` (else the line is refused with a 400). ``expires_at`` (an ISO 8601
     instant with its offset, at most :data:`MAX_APPROVAL_TTL_S` ahead when taken) or ``ttl_s`` (seconds from when the
     sidecar first took the line, at most :data:`MAX_APPROVAL_TTL_S`; the instant it gives is journaled with the line,
-    :class:`ApprovalExpiry`, so a restart or another replica keeps it): exactly one. ``on_expiry``: the decision an approval nobody decided takes at its expiry (``denied`` unless said).
-    One ``approval`` unit on the pipeline lane carries the decision (approved, denied or expired), once."""
+    :class:`ApprovalExpiry`, so a restart or another replica keeps it): exactly one. ``on_expiry``: the decision an
+    approval nobody decided takes at its expiry (``denied`` unless said). One ``approval`` unit on the pipeline lane
+    carries the decision (approved, denied or expired), once."""
 
     kind: Literal["approval.request"] = "approval.request"
     id: Annotated[UnicodeText, AfterValidator(_approval_id)]

@@ -15,6 +15,7 @@ error is the one the line gets alone (tests/unit/test_ingest_fast_path.py holds 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -605,10 +606,8 @@ class Admission:
         try:
             while (wait := approval.expires_at - time.time()) > 0:
                 approval.moved.clear()
-                try:
+                with contextlib.suppress(TimeoutError):  # the instant came, or a journaled expiry moved it
                     await asyncio.wait_for(approval.moved.wait(), wait)
-                except TimeoutError:
-                    pass
             run = self.runs.get(run_key)
             if run is None or run.approvals.items.get(approval_id) is not approval:
                 return  # the run ended, or its line was refused and the approval forgotten (asked again: its own timer)
