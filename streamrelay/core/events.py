@@ -499,9 +499,10 @@ class ApprovalRequest(_EventBase):
     forwards a press's ``by``); empty: the channel's ``approvers`` setting, or anyone in the chat only where the
     channel says ``approvals_anyone = true`` (else the line is refused with a 400). ``expires_at`` (an ISO 8601
     instant with its offset, at most :data:`MAX_APPROVAL_TTL_S` ahead when taken) or ``ttl_s`` (seconds from when the
-    sidecar took the line, at most :data:`MAX_APPROVAL_TTL_S`; after a restart it counts again from the restart):
-    exactly one. ``on_expiry``: the decision an approval nobody decided takes at its expiry (``denied`` unless said).
-    One ``approval`` unit on the pipeline lane carries the decision (approved, denied or expired), once."""
+    sidecar first took the line, at most :data:`MAX_APPROVAL_TTL_S`; the instant it gives is journaled with the line,
+    :class:`ApprovalExpiry`, so a restart or another replica keeps it): exactly one. ``on_expiry``: the decision an
+    approval nobody decided takes at its expiry (``denied`` unless said). One ``approval`` unit on the pipeline lane
+    carries the decision (approved, denied or expired), once."""
 
     kind: Literal["approval.request"] = "approval.request"
     id: Annotated[UnicodeText, AfterValidator(_approval_id)]
@@ -621,6 +622,17 @@ def parse_correction(data: Any) -> RunCorrect | RunRetract:
         raise IngestError(f"bad {kind!r}: {problems}") from None
 
 
+class ApprovalExpiry(_EventBase):
+    """When an approval asked with ``ttl_s`` expires (``expires_at``, Unix seconds), fixed when the sidecar first took
+    the request: journaled in the same append as the line that asked, so a restarted sidecar (or the replica that
+    takes the run over) expires it at that instant, not ``ttl_s`` after the restart (:mod:`core.run.approvals`). Only
+    the sidecar writes it; an agent's line of this kind is refused. Never handed to the run stage."""
+
+    kind: Literal["approval.expiry"] = "approval.expiry"
+    id: Annotated[UnicodeText, AfterValidator(_approval_id)]
+    expires_at: StrictFloat = Field(ge=0)
+
+
 Event = Annotated[
     RunStart
     | TextEvent
@@ -637,7 +649,8 @@ Event = Annotated[
     | ErrorEvent
     | Stop
     | ApprovalRequest
-    | ApprovalDecision,
+    | ApprovalDecision
+    | ApprovalExpiry,
     Field(discriminator="kind"),
 ]
 
@@ -661,6 +674,7 @@ EVENT_TYPES = (
     Stop,
     ApprovalRequest,
     ApprovalDecision,
+    ApprovalExpiry,
 )
 """The event classes (an ``isinstance`` check of a value that may be an :data:`Event`)."""
 
@@ -681,6 +695,7 @@ EVENT_KINDS = (
     "stop",
     "approval.request",
     "approval.decision",
+    "approval.expiry",
 )
 
 _event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -126,3 +126,53 @@ async def test_a_pending_expiry_is_armed_again_after_a_restart(tmp_path: Path) -
                     u for u in (await client.get("/v1/runs/r1/pipeline")).json()["units"] if u["kind"] == "approval"
                 ]
                 assert [(u["decision"], u["approved"], u["by"]) for u in units] == [("expired", True, None)]
+
+
+async def test_a_ttl_keeps_its_instant_through_kill_9(tmp_path: Path) -> None:
+    """The instant a ``ttl_s`` gives is fixed when the first sidecar takes the line (journaled with it): the sidecar
+    restarted after kill -9 shows the same ``expires_at`` (not ``ttl_s`` from its start), the request sent again
+    changes nothing, and the approval expires once, at or after that instant."""
+    dry = DRY_RUN["telegram"]
+    target = dry.target()
+    async with _mock("telegram") as mock:
+        port = free_port()
+        config = _config(tmp_path, "telegram", mock.base_url, port, throttle_ms=0)
+        config.write_text(config.read_text().replace("run_idle_timeout_s = 4", "run_idle_timeout_s = 120"))
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        start = {"seq": 0, "kind": "run.start", "channel": "chat", "target": target.model_dump()}
+        ask = {
+            "seq": 1,
+            "kind": "approval.request",
+            "id": "deploy",
+            "question": "Deploy?",
+            "approvers": ["telegram:user:1"],
+            "ttl_s": 20,
+        }
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as client:
+            with _serve(config, dry.token, log) as first:
+                await _ready(client, first, log)
+                assert (await client.post("/v1/runs/r1/events", content=_lines(start, ask))).status_code == 200
+                asked = (await client.get("/v1/runs/r1/approvals/deploy")).json()
+                assert asked["state"] == "pending", asked
+                await _until(lambda: any(t.startswith("🔐") for _, t in mock.visible(target.chat_id)), 20, "it")
+                first.send_signal(signal.SIGKILL)
+                first.wait(10)
+            with _serve(config, dry.token, log) as second:
+                await _ready(client, second, log)
+                after = (await client.get("/v1/runs/r1/approvals/deploy")).json()
+                assert after["expires_at"] == asked["expires_at"], (asked, after)  # not 20 s from the restart
+                again = await client.post("/v1/runs/r1/events", content=_lines(ask))
+                assert again.status_code == 200 and again.json()["dropped"] == 1, again.text
+                assert (await client.get("/v1/runs/r1/approvals/deploy")).json()["expires_at"] == asked["expires_at"]
+
+                async def expired() -> bool:
+                    units = (await client.get("/v1/runs/r1/pipeline")).json()["units"]
+                    return any(u["kind"] == "approval" for u in units)
+
+                await _until(expired, 60, "the expiry")
+                units = [
+                    u for u in (await client.get("/v1/runs/r1/pipeline")).json()["units"] if u["kind"] == "approval"
+                ]
+                assert [(u["decision"], u["approved"]) for u in units] == [("expired", False)]
+                assert units[0]["at"] >= asked["expires_at"] - 0.001  # (at is rounded to the millisecond)

@@ -53,6 +53,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "stop": {},
     "approval.request": {"id": "a1", "question": "Ok?", "ttl_s": 60},
     "approval.decision": {"id": "a1", "decision": "approved", "approved": True, "at": 1.0},
+    "approval.expiry": {"id": "a1", "expires_at": 1.0},
 }
 """A valid line of each kind, without its ``run``."""
 

@@ -15,6 +15,7 @@ error is the one the line gets alone (tests/unit/test_ingest_fast_path.py holds 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -32,6 +33,7 @@ from streamrelay.core.events import (
     EVENT_TYPES,
     MAX_SEQ,
     ApprovalDecision,
+    ApprovalExpiry,
     ApprovalRequest,
     End,
     Event,
@@ -55,7 +57,15 @@ from streamrelay.core.normalize.base import JsonObject
 from streamrelay.core.policy import apply_overrides
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
-from streamrelay.core.run.approvals import DecisionRefused, check_request, decide, forget_approvals, take_decision
+from streamrelay.core.run.approvals import (
+    Approval,
+    DecisionRefused,
+    check_request,
+    decide,
+    forget_approvals,
+    take_decision,
+    take_expiry,
+)
 from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
 from streamrelay.core.run.inbox import Inbox
 from streamrelay.core.run.monitor import RunMonitor
@@ -389,7 +399,7 @@ class Admission:
     def _into(self, run: ActiveRun, event: Event, *, enforce: bool) -> tuple[ActiveRun | None, list[Event], LineResult]:
         """An event of a started run: taken, or acknowledged and dropped (a repeat, or after the run's end). The
         client's per-run limits are ``enforce``d on new lines, not on journaled ones (taken once already)."""
-        if isinstance(event, Stop | ApprovalDecision):
+        if isinstance(event, Stop | ApprovalDecision | ApprovalExpiry):
             return self._sidecar_line(run, event, enforce=enforce)
         if run.stopped is not None:
             raise IngestError(STOPPED_ERROR, status=409)
@@ -425,10 +435,19 @@ class Admission:
         return run, events, ONE_EVENT
 
     def _sidecar_line(
-        self, run: ActiveRun, event: Stop | ApprovalDecision, *, enforce: bool
+        self, run: ActiveRun, event: Stop | ApprovalDecision | ApprovalExpiry, *, enforce: bool
     ) -> tuple[ActiveRun | None, list[Event], LineResult]:
-        """A line only the sidecar writes (a reader's stop, an approval's decision), replayed from the journal; an
-        agent's (``enforce``) is refused with a 400 saying where such a thing comes from."""
+        """A line only the sidecar writes (a reader's stop, an approval's decision or expiry), replayed from the
+        journal; an agent's (``enforce``) is refused with a 400 saying where such a thing comes from."""
+        if isinstance(event, ApprovalExpiry):
+            if enforce:  # an agent's line: the sidecar fixes an expiry when it takes the request
+                raise IngestError(
+                    "an 'approval.expiry' line comes from the sidecar, not the agent: it journals when an approval "
+                    "asked with 'ttl_s' expires; give the approval.request 'expires_at' (an ISO 8601 instant) instead"
+                )
+            if not take_expiry(run, event):
+                return None, [], LineResult(dropped=f"approval {event.id!r} is unknown or decided already")
+            return run, [], _EVENTS[0]  # nothing for the run stage: the approval's expiry moved
         if isinstance(event, Stop):
             if enforce:  # an agent's line: only the reader stops a run
                 raise IngestError(
@@ -574,15 +593,24 @@ class Admission:
         """
         for event in events:
             if isinstance(event, ApprovalRequest):
+                known = event.id in run.approvals.items  # a journaled id asked again: its timer runs already
                 approval = check_request(run.approvals, event, run.controller.policy, time.time(), enforce=enforce)
-                if approval.decision is None:
-                    self._expiries.add(asyncio.create_task(self._expire(run.run, event.id, approval.expires_at)))
+                if approval.decision is None and not known:
+                    self._expiries.add(asyncio.create_task(self._expire(run.run, event.id, approval)))
 
-    async def _expire(self, run_key: str, approval_id: str, at: float) -> None:
-        """At ``at`` (Unix seconds) decide approval ``approval_id`` by its ``on_expiry``, unless decided meanwhile; a
-        journal that cannot be written is tried again every second while the run is open."""
+    async def _expire(self, run_key: str, approval_id: str, approval: Approval) -> None:
+        """At ``approval.expires_at`` (Unix seconds; a journaled :class:`~core.events.ApprovalExpiry` replayed after
+        the timer was armed moves it, and the timer waits for the new instant) decide approval ``approval_id`` by its
+        ``on_expiry``, unless decided meanwhile; a journal that cannot be written is tried again every second while
+        the run is open."""
         try:
-            await asyncio.sleep(max(0.0, at - time.time()))
+            while (wait := approval.expires_at - time.time()) > 0:
+                approval.moved.clear()
+                with contextlib.suppress(TimeoutError):  # the instant came, or a journaled expiry moved it
+                    await asyncio.wait_for(approval.moved.wait(), wait)
+            run = self.runs.get(run_key)
+            if run is None or run.approvals.items.get(approval_id) is not approval:
+                return  # the run ended, or its line was refused and the approval forgotten (asked again: its own timer)
             while True:
                 try:
                     await decide(self, run_key, approval_id, "expire", None)
@@ -596,6 +624,14 @@ class Admission:
             task = asyncio.current_task()
             if task is not None:
                 self._expiries.discard(task)
+
+    async def cancel_expiries(self) -> None:
+        """Cancel the approvals' expiry timers and wait for them (the sidecar closes: its successor arms them again
+        from the journal, each at its journaled instant)."""
+        tasks = list(self._expiries)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     @staticmethod
     def take_stop(run: ActiveRun, stop: Stop) -> None:

@@ -30,6 +30,7 @@ Pipeline unit shape (JSON)::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -43,6 +44,7 @@ from streamrelay.core.events import (
     APPROVER_ID,
     MAX_APPROVAL_TTL_S,
     ApprovalDecision,
+    ApprovalExpiry,
     ApprovalRequest,
     event_to_json,
 )
@@ -102,6 +104,8 @@ class Approval:
     approvers: tuple[str, ...]
     anyone: bool
     decision: ApprovalDecision | None = None
+    moved: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+    """Set when a journaled :class:`core.events.ApprovalExpiry` moved ``expires_at`` (the expiry timer waits again)."""
 
     def allowed(self, by: str | None) -> bool:
         """True when ``by`` may decide."""
@@ -152,6 +156,8 @@ class ApprovalBook:
     once)."""
 
     items: dict[str, Approval] = field(default_factory=dict)
+    unjournaled: list[Approval] = field(default_factory=list)
+    """Approvals asked with ``ttl_s`` by new lines whose expiry is not journaled yet (:func:`expiry_entries`)."""
 
     def find(self, run_key: str, name: str) -> Approval | None:
         """The approval named ``name``: its id, or its 16 hex (:func:`approval_short`, what a button gives)."""
@@ -187,9 +193,41 @@ def check_request(
             f"approval {request.id!r}: expires_at must be at most a week ahead (as ttl_s is at most "
             f"{MAX_APPROVAL_TTL_S:g} s): nobody may be asked for ever"
         )
-    approval = book.items.get(request.id) or Approval(request, expires_at, tuple(approvers), anyone)
-    book.items[request.id] = approval
+    approval = book.items.get(request.id)
+    if approval is None:
+        approval = book.items[request.id] = Approval(request, expires_at, tuple(approvers), anyone)
+        if enforce and request.ttl_s is not None:
+            book.unjournaled.append(approval)
     return approval
+
+
+def expiry_entries(book: ApprovalBook, run_key: str) -> list[JournalEntry]:
+    """The journal entries (:class:`core.events.ApprovalExpiry`) fixing the expiry of each approval new lines asked
+    with ``ttl_s`` since the last call, to be appended after those lines in the same journal append; an approval
+    forgotten meanwhile (its line refused) gets none. Empties ``book.unjournaled``. O(1) when there is none."""
+    if not book.unjournaled:
+        return []
+    pending, book.unjournaled = book.unjournaled, []
+    return [
+        JournalEntry(
+            run_key,
+            json.dumps(event_to_json(ApprovalExpiry(run=run_key, id=a.request.id, expires_at=a.expires_at))),
+        )
+        for a in pending
+        if book.items.get(a.request.id) is a
+    ]
+
+
+def take_expiry(run: ActiveRun, event: ApprovalExpiry) -> bool:
+    """A journaled :class:`core.events.ApprovalExpiry` replayed into ``run``'s approvals: the approval's expiry is
+    the instant fixed when its line was first taken (its timer waits for it). False when the approval is unknown or
+    decided already (then the line changes nothing)."""
+    approval = run.approvals.items.get(event.id)
+    if approval is None or approval.decision is not None:
+        return False
+    approval.expires_at = event.expires_at
+    approval.moved.set()
+    return True
 
 
 def parse_decision_body(body: Any) -> tuple[str, str | None]:

@@ -39,7 +39,7 @@ from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
-from streamrelay.core.run.approvals import approval_state, decide, forget_approvals
+from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
 from streamrelay.core.run.controller import RunController
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.finished import FinishedRuns, finished_record
@@ -95,6 +95,7 @@ def _stage_group(
             if type(result) is LineResult and result.dropped is None
         ]
     entries += entries_of(run.run, texts)
+    entries += expiry_entries(run.approvals, run.run)  # a mapped approval's ttl_s: fixed in the same append
     if events:
         staged.append((run, events))
     return end
@@ -331,6 +332,7 @@ class Relay:
             results.append(result)
             if run is not None and result.dropped is None:
                 entries.append(JournalEntry(run.run, _line_text(obj, raw)))
+                entries += expiry_entries(run.approvals, run.run)  # its ttl_s fixed in the same append
                 staged.append((run, events))
         if entries and not replay:
             await self._journal_or_undo(entries, staged, marks)
@@ -616,8 +618,10 @@ class Relay:
         return RunListing(runs=rows)
 
     async def close(self) -> None:
-        """Stop every run worker (unfinished runs stay in the journal) and close adapters."""
+        """Stop every run worker (unfinished runs stay in the journal), cancel the approvals' expiry timers (a
+        restarted sidecar arms them again from the journal) and close adapters."""
         await self.stop_runs()
+        await self._admission.cancel_expiries()
         for channel in self.channels.values():
             await channel.adapter.close()
 
