@@ -51,8 +51,9 @@ def signature(app_secret: str, body: bytes) -> str:
 
 
 def signed_by(app_secret: str, body: bytes, header: str | None) -> bool:
-    """True when ``header`` is ``body``'s signature with ``app_secret`` (compared in constant time)."""
-    return header is not None and hmac.compare_digest(signature(app_secret, body), header.strip())
+    """True when ``header`` is ``body``'s signature with ``app_secret`` (compared in constant time, as bytes: a
+    non-ASCII header is a plain mismatch, never an error)."""
+    return header is not None and hmac.compare_digest(signature(app_secret, body).encode(), header.strip().encode())
 
 
 def receipts_of(payload: Any, now_s: float) -> list[Receipt]:
@@ -131,7 +132,11 @@ class WhatsAppWebhook:
         query = request.query_params
         token = query.get("hub.verify_token", "")
         expected = self._verify.get_secret_value() if self._verify is not None else ""
-        if query.get("hub.mode") != "subscribe" or not expected or not hmac.compare_digest(token, expected):
+        if (
+            query.get("hub.mode") != "subscribe"
+            or not expected
+            or not hmac.compare_digest(token.encode(), expected.encode())
+        ):
             why = (
                 "no verify token is configured: set WHATSAPP_VERIFY_TOKEN to the App Dashboard's Verify Token"
                 if not expected
