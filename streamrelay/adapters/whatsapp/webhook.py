@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from streamrelay.adapters.capped_body import read_capped
 from streamrelay.adapters.whatsapp.errors import PLATFORM
 from streamrelay.core.records.receipts import Receipt, Receipts, ReceiptStatus
 
@@ -147,8 +148,8 @@ class WhatsAppWebhook:
 
     async def statuses(self, request: Request) -> Response:
         """Record the statuses of a signed webhook (module docstring)."""
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
+        body = await read_capped(request, MAX_BODY_BYTES)
+        if body is None:  # not read further: the signature cannot be checked before the body is read
             return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes"}, 413)
         if not signed_by(self._secret.get_secret_value(), body, request.headers.get(SIGNATURE_HEADER)):
             why = (
