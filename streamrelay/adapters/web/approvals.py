@@ -18,7 +18,6 @@ same for a run that does not exist).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -31,6 +30,7 @@ from streamrelay.adapters.web.tokens import ReadTokens
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import APPROVER_ID
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.run.approvals import DECISIONS, DecisionRefused
 
 _log = logging.getLogger("streamrelay.web")
@@ -81,8 +81,8 @@ class _Decide:
 def _body(raw: bytes) -> tuple[str, str] | Response:
     """``(decision, viewer)`` of the body, or the 400 answer naming what is wrong."""
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = strict_loads(raw)
+    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
         return JSONResponse({"error": f"the body must be JSON: {BODY_HINT}"}, 400)
     if not isinstance(body, dict) or set(body) - {"decision", "viewer"}:
         return JSONResponse({"error": f"the body takes only {BODY_HINT}"}, 400)
