@@ -198,6 +198,11 @@ async def test_the_verification_handshake(tmp_path: Path) -> None:
             )
         assert (ok.status_code, ok.text) == (200, "1158")
         assert bad.status_code == 403 and "verify token" in bad.json()["error"]
+        async with httpx.AsyncClient(base_url=sidecar.url, timeout=10) as client:
+            odd = await client.get(
+                WEBHOOK_PATH, params={"hub.mode": "subscribe", "hub.verify_token": "vérify-me", "hub.challenge": "1"}
+            )
+        assert odd.status_code == 403 and "verify token" in odd.json()["error"]  # not a 500 (compare_digest on str)
         assert "verify-me" not in repr(hook) and SECRET not in repr(hook)
     finally:
         await sidecar.stop()

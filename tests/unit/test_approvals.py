@@ -335,6 +335,9 @@ async def test_a_press_after_the_expiry_takes_the_expiry() -> None:
     adm, _ = admission(expires_at=5.0)
     _, answer = await decide(adm, "r1", "a1", "approve", "telegram:user:1", now=6.0)  # type: ignore[arg-type]
     assert (answer["decision"], answer["approved"], answer["by"]) == ("expired", False, None)
+    with pytest.raises(DecisionRefused) as late:  # a press after the expiry was decided: nobody's, not "by None"
+        await decide(adm, "r1", "a1", "approve", "telegram:user:1", now=7.0)  # type: ignore[arg-type]
+    assert (late.value.status, late.value.error) == (409, "approval 'a1' was decided already: expired")
 
 
 async def test_an_unwritable_journal_decides_nothing() -> None:

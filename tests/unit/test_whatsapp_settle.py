@@ -167,3 +167,9 @@ def test_the_signature_is_hmac_sha256_of_the_raw_body() -> None:
     assert not signed_by("other", body, expected)
     assert not signed_by("app-secret", body, None)
     assert not signed_by("app-secret", body, expected.removeprefix("sha256="))
+
+
+@pytest.mark.parametrize("header", ["sha256=\xe9", "sha256=é" + "0" * 63, "\u202esha256=00"])
+def test_a_non_ascii_signature_is_refused_not_an_error(header: str) -> None:
+    # hmac.compare_digest raises TypeError on non-ASCII str; a forged header must be a plain "no" (401), not a 500
+    assert not signed_by("app-secret", b"{}", header)

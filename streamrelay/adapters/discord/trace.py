@@ -170,7 +170,10 @@ def trace_config() -> aiohttp.TraceConfig:
 
 
 def _seconds(value: Any) -> float | None:
+    """``value`` as seconds to wait, or None when it is no duration: not a number, NaN or negative (infinity is
+    kept: the channel's ``max_retry_after_s`` refuses it)."""
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+    return seconds if seconds is not None and seconds >= 0 else None

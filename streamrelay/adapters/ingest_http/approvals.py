@@ -19,7 +19,6 @@ when a person presses:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
@@ -29,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from streamrelay.adapters.ingest_http.callers import Caller, run_of
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.run.approvals import DecisionRefused, parse_decision_body
 
 _log = logging.getLogger("streamrelay.ingest")
@@ -62,8 +62,8 @@ class ApprovalRoutes:
         try:
             raw = await request.body()
             try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                body = strict_loads(raw)
+            except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
                 raise IngestError('the body must be JSON: {"decision": "approve", "by": "telegram:user:1"}') from None
             decision, by = parse_decision_body(body)
             answer = await self.relay.decide_approval(key, name, decision, by)

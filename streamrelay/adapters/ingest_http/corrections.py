@@ -19,7 +19,6 @@ A correction's shape: :mod:`core.records.corrections`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
@@ -29,6 +28,7 @@ from starlette.routing import BaseRoute, Route
 from streamrelay.adapters.ingest_http.callers import Caller, Callers, run_of
 from streamrelay.core.errors import IngestError, StoreUnavailableError
 from streamrelay.core.events import parse_correction
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.records.corrections import CorrectionRecord, StepState
 from streamrelay.core.run.corrections import CorrectionError, Corrections
 
@@ -68,8 +68,8 @@ class CorrectionRoutes:
             return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes"}, status_code=413)
         try:
             try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                body = strict_loads(raw)
+            except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
                 raise IngestError(
                     'the body must be one JSON object: {"kind": "run.correct", "id": "fix-1", "text": "..."} or '
                     '{"kind": "run.retract", "id": "retract-1"}'

@@ -19,7 +19,6 @@ Routes (``Authorization: Bearer <token>``; a client sees and acts on its own run
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from typing import Any
 
@@ -28,6 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.ingest_http.callers import Caller, Callers
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState
 from streamrelay.core.run.desk import Desk, DeskError
 
@@ -164,8 +164,8 @@ async def _body(request: Request) -> dict[str, Any] | JSONResponse:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except ValueError:
+        body = strict_loads(raw)
+    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
         body = None
     if not isinstance(body, dict):
         return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)

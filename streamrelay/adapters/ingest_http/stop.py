@@ -17,7 +17,6 @@ The live page stops with its own token instead (:mod:`adapters.web.stop`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
@@ -27,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from streamrelay.adapters.ingest_http.callers import Caller, run_of
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.run.stop import parse_stop_body
 
 _log = logging.getLogger("streamrelay.ingest")
@@ -42,8 +42,8 @@ async def read_stop_body(request: Request) -> tuple[str | None, str | None]:
     if not raw.strip():
         return None, None
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = strict_loads(raw)
+    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
         raise IngestError('the body must be JSON: {"by": "telegram:user:1", "reason": "..."} (or empty)') from None
     return parse_stop_body(body)
 

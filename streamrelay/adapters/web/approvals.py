@@ -11,13 +11,13 @@ channel says ``approvals_anyone = true``. A read or stop token never decides.
 Answers as ``POST /v1/runs/{run}/approvals/{id}`` (adapters/ingest_http/approvals.py): 200 the decided approval;
 403 ``{"error", "tell"}`` the viewer may not decide it (nothing changed; the page shows ``tell``); 409 ``{"error",
 "tell", "approval"}`` decided already (the first decision) or the run ended first; 400 a bad body; 404 an unknown
-run or approval; 503 the journal could not be written (press again). 401 without a token, 403 ``{"error"}`` with a
-token that is not this viewer's decide token on this run (the same for a run that does not exist).
+run or approval; 413 a body over 4,096 bytes (not read further); 503 the journal could not be written (press
+again). 401 without a token, 403 ``{"error"}`` with a token that is not this viewer's decide token on this run (the
+same for a run that does not exist).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -25,15 +25,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from streamrelay.adapters.capped_body import read_capped
 from streamrelay.adapters.web.tokens import ReadTokens
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import APPROVER_ID
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.run.approvals import DECISIONS, DecisionRefused
 
 _log = logging.getLogger("streamrelay.web")
 
 BODY_HINT = '{"decision": "approve" | "deny", "viewer": "web:user:alice"}'
+MAX_BODY_BYTES = 4096
+"""A decision's body is under 300 bytes (a viewer is at most 200 characters); past this: 413, the rest unread."""
 
 
 class _Decide:
@@ -47,7 +51,10 @@ class _Decide:
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
         if not token:
             return JSONResponse({"error": "this viewer's decide token is needed: Authorization: Bearer <token>"}, 401)
-        body = _body(await request.body())
+        raw = await read_capped(request, MAX_BODY_BYTES)
+        if raw is None:
+            return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes: send only {BODY_HINT}"}, 413)
+        body = _body(raw)
         if isinstance(body, Response):
             return body
         decision, viewer = body
@@ -74,8 +81,8 @@ class _Decide:
 def _body(raw: bytes) -> tuple[str, str] | Response:
     """``(decision, viewer)`` of the body, or the 400 answer naming what is wrong."""
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = strict_loads(raw)
+    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
         return JSONResponse({"error": f"the body must be JSON: {BODY_HINT}"}, 400)
     if not isinstance(body, dict) or set(body) - {"decision", "viewer"}:
         return JSONResponse({"error": f"the body takes only {BODY_HINT}"}, 400)

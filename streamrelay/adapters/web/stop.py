@@ -10,7 +10,6 @@ Answers as ``POST /v1/runs/{run}/stop`` (adapters/ingest_http/stop.py): 200 ``{"
 
 from __future__ import annotations
 
-import json
 import logging
 
 from starlette.requests import Request
@@ -20,6 +19,7 @@ from starlette.routing import Route
 from streamrelay.adapters.web.tokens import ReadTokens
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.surface import RunRelay
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.run.stop import check_reason
 
 _log = logging.getLogger("streamrelay.web")
@@ -62,8 +62,8 @@ async def _reason(request: Request) -> str | Response | None:
     if not raw.strip():
         return None
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = strict_loads(raw)
+    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
         return JSONResponse({"error": 'the body must be JSON: {"reason": "..."} (or empty)'}, 400)
     if not isinstance(body, dict) or set(body) - {"reason"}:
         return JSONResponse({"error": 'the body takes only {"reason": "..."}'}, 400)

@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from streamrelay.adapters.capped_body import read_capped
 from streamrelay.adapters.whatsapp.errors import PLATFORM
 from streamrelay.core.records.receipts import Receipt, Receipts, ReceiptStatus
 
@@ -51,8 +52,9 @@ def signature(app_secret: str, body: bytes) -> str:
 
 
 def signed_by(app_secret: str, body: bytes, header: str | None) -> bool:
-    """True when ``header`` is ``body``'s signature with ``app_secret`` (compared in constant time)."""
-    return header is not None and hmac.compare_digest(signature(app_secret, body), header.strip())
+    """True when ``header`` is ``body``'s signature with ``app_secret`` (compared in constant time, as bytes: a
+    non-ASCII header is a plain mismatch, never an error)."""
+    return header is not None and hmac.compare_digest(signature(app_secret, body).encode(), header.strip().encode())
 
 
 def receipts_of(payload: Any, now_s: float) -> list[Receipt]:
@@ -131,7 +133,11 @@ class WhatsAppWebhook:
         query = request.query_params
         token = query.get("hub.verify_token", "")
         expected = self._verify.get_secret_value() if self._verify is not None else ""
-        if query.get("hub.mode") != "subscribe" or not expected or not hmac.compare_digest(token, expected):
+        if (
+            query.get("hub.mode") != "subscribe"
+            or not expected
+            or not hmac.compare_digest(token.encode(), expected.encode())
+        ):
             why = (
                 "no verify token is configured: set WHATSAPP_VERIFY_TOKEN to the App Dashboard's Verify Token"
                 if not expected
@@ -142,8 +148,8 @@ class WhatsAppWebhook:
 
     async def statuses(self, request: Request) -> Response:
         """Record the statuses of a signed webhook (module docstring)."""
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
+        body = await read_capped(request, MAX_BODY_BYTES)
+        if body is None:  # not read further: the signature cannot be checked before the body is read
             return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes"}, 413)
         if not signed_by(self._secret.get_secret_value(), body, request.headers.get(SIGNATURE_HEADER)):
             why = (

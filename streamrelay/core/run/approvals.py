@@ -293,7 +293,8 @@ async def decide(
         first = approval.decision
         raise DecisionRefused(
             409,
-            f"approval {approval.request.id!r} was decided already: {first.decision} by {first.by}",
+            f"approval {approval.request.id!r} was decided already: {first.decision}"
+            + (f" by {first.by}" if first.by else ""),
             f"Already {first.decision}" + (f" by {first.by}." if first.by else "."),
             approval.to_json(run_key),
         )
