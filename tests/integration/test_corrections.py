@@ -167,6 +167,14 @@ async def test_the_api_refuses_what_it_cannot_correct(tmp_path: Path) -> None:
                         headers={"Authorization": "Bearer corrections-other-client"},
                     )
                     assert (theirs.status_code, theirs.json()) == (404, {"error": "unknown run 'r1'"})
+                    # listing answers as posting does: a missing run and another client's run are the same 404
+                    listed = await client.get("/v1/runs/nope/corrections")
+                    assert (listed.status_code, listed.json()) == (404, {"error": "unknown run 'nope'"})
+                    theirs_listed = await client.get(
+                        "/v1/runs/r1/corrections", headers={"Authorization": "Bearer corrections-other-client"}
+                    )
+                    assert (theirs_listed.status_code, theirs_listed.json()) == (404, {"error": "unknown run 'r1'"})
+                    assert (await client.get("/v1/runs/r1/corrections")).json() == {"corrections": []}
                     start = {"kind": "run.start", "channel": "chat", "target": target.model_dump()}
                     assert (await client.post("/v1/runs/r2/events", json=start)).status_code == 200
                     running = await client.post("/v1/runs/r2/corrections", json=body)

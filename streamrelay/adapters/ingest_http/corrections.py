@@ -107,8 +107,12 @@ class CorrectionRoutes:
         found = run_of(request, self.callers.authorize)
         if isinstance(found, JSONResponse):
             return found
-        _, key = found
-        return JSONResponse({"corrections": [_shown(r) for r in await self.corrections.list(key)]})
+        caller, key = found
+        try:
+            records = await self.corrections.list(key)
+        except CorrectionError as exc:
+            return self._error(caller, key, request.path_params["run"], exc, exc.status)
+        return JSONResponse({"corrections": [_shown(r) for r in records]})
 
     async def show(self, request: Request) -> JSONResponse:
         """``GET /v1/runs/{run}/corrections/{id}``."""

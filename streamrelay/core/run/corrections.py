@@ -282,8 +282,15 @@ class Corrections:
         return lock
 
     async def list(self, run: str) -> list[CorrectionRecord]:
-        """The corrections of run ``run`` (a run key), oldest first."""
-        return await self.store.corrections(run)
+        """The corrections of run ``run`` (a run key), oldest first.
+
+        Raises:
+            CorrectionError: 404 the run is unknown here (or another client's), as :meth:`submit` says.
+        """
+        records = await self.store.corrections(run)
+        if not records and await self.ledger.get_run(run) is None:
+            raise CorrectionError(f"unknown run {run!r}", 404)
+        return records
 
     async def get(self, run: str, correction_id: str) -> CorrectionRecord:
         """One correction.
