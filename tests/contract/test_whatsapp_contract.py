@@ -39,7 +39,7 @@ TARGET = Target(chat_id=PERSON)
 
 
 mock, wa = platform_fixtures(
-    MockWhatsApp, lambda url: WhatsAppAdapter(TOKEN, base_url=url, send_timeout_s=0.6), adapter="wa"
+    MockWhatsApp, lambda url: WhatsAppAdapter(TOKEN, base_url=url, send_timeout_s=5.0), adapter="wa"
 )
 
 
