@@ -13,17 +13,20 @@ replicas, ``bot`` budgets and bot-wide 429 pauses are also shared with the other
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from streamrelay.core.budgets.fair import FairQueue
+from streamrelay.core.budgets.fair import FairQueue, Requester
 from streamrelay.core.budgets.history import CallHistory
 from streamrelay.core.budgets.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
 from streamrelay.core.clock import Clock
+from streamrelay.core.delivery.executor import Executor
 from streamrelay.core.delivery.send_chain import ChainMemo, SendChain
 from streamrelay.core.events import Target
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.ports import ChannelAdapter
+from streamrelay.core.records.ledger import Ledger
 
 
 @dataclass
@@ -123,6 +126,22 @@ class ChannelRuntime:
         if self.history is not None:
             self.history.seed(bucket, clock.now(), channel=self.policy.name, chat=chat)
         return bucket
+
+    @contextmanager
+    def ended_run_executor(
+        self, target: Target, clock: Clock, ledger: Ledger, run: str
+    ) -> Iterator[tuple[Executor, SendChain]]:
+        """The executor (and its send chain) for calls on behalf of ended run ``run`` to ``target``: a desk resend, a
+        correction. The chain is the conversation's own, so these calls queue behind a live run's there and share its
+        budgets; it is released on leaving."""
+        chain = self.chain_for(target, clock)
+        try:
+            yield (
+                Executor(adapter=self.adapter, chain=chain, ledger=ledger, run=run, requester=Requester.of(run)),
+                chain,
+            )
+        finally:
+            self.release(target)
 
     def release(self, target: Target) -> None:
         """A run to ``target`` is over."""

@@ -42,7 +42,6 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
 from streamrelay.core.delivery.calls import Call, CallResult, Delete, Done, Edit, NotDone, SendText, Settle, Unknown
@@ -396,15 +395,7 @@ class Corrections:
         if runtime is None:
             raise CorrectionError(f"run {record.run!r}: its channel {record.channel!r} is not configured here", 409)
         target = Target.model_validate(record.target)
-        chain = runtime.chain_for(target, self._clock)
-        try:
-            executor = Executor(
-                adapter=runtime.adapter,
-                chain=chain,
-                ledger=self.ledger,
-                run=record.run,
-                requester=Requester.of(record.run),
-            )
+        with runtime.ended_run_executor(target, self._clock, self.ledger, record.run) as (executor, _):
             if record.state is not CorrectionState.APPLYING:
                 for step in record.steps:  # sent again: what failed is tried again
                     if step.state is StepState.FAILED:
@@ -412,8 +403,6 @@ class Corrections:
                 record.state = CorrectionState.APPLYING
                 await self._save(record)
             await _Apply(self, record, runtime, target, executor).run()
-        finally:
-            runtime.release(target)
         return record
 
     async def _save(self, record: CorrectionRecord) -> None:

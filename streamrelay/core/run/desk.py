@@ -25,7 +25,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
 from streamrelay.core.delivery.calls import (
@@ -249,18 +248,8 @@ class Desk:
         if runtime is None:
             raise DeskError(f"delivery {entry_id}: channel {entry.channel!r} is not configured here", 404)
         target = Target.model_validate(entry.target)
-        chain = runtime.chain_for(target, self._clock)
-        try:
-            executor = Executor(
-                adapter=runtime.adapter,
-                chain=chain,
-                ledger=self.ledger,
-                run=entry.run,
-                requester=Requester.of(entry.run),
-            )
+        with runtime.ended_run_executor(target, self._clock, self.ledger, entry.run) as (executor, chain):
             return await _Resend(self, entry, runtime, target, executor, chain).run()
-        finally:
-            runtime.release(target)
 
 
 class _Resend:
