@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import os
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 
+from streamrelay.config.tables import Strict
 from streamrelay.core.errors import ConfigError
 from streamrelay.core.ingest.clients import ClientLimits
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ClientSettings(_Strict):
+class ClientSettings(Strict):
     """One ``[clients.NAME]`` table: a caller with its own bearer token, its channels and its limits
     (:class:`core.ingest.clients.ClientLimits` documents each limit)."""
 

@@ -8,17 +8,17 @@ period as a summary (logger ``streamrelay.connections``) and counted in ``stream
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from streamrelay.config.tables import Strict
 
 
-class ConnectionSettings(BaseModel):
+class ConnectionSettings(Strict):
     """One ``[service.connections]`` table: read timeouts, connection caps and keepalive of the HTTP listeners.
 
     Raises:
         pydantic.ValidationError: a value is out of range (the loader reports it as a ConfigError naming the key).
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     header_timeout_s: float = Field(default=10.0, gt=0, le=300)
     """Seconds a connection has to send its complete request headers, counted from when it opens (or, on a

@@ -5,6 +5,9 @@ Kept apart from :mod:`config.settings` (the channel, service and whole-file sett
 
 from __future__ import annotations
 
+from types import NoneType, UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streamrelay.config.platforms import SourcedBudget
@@ -13,12 +16,40 @@ from streamrelay.core.chunking import BreakKind
 from streamrelay.core.ports import CallKind
 
 
+def _is_number(annotation: object) -> bool:
+    """``int``, ``float`` or an optional one (``float | None``)."""
+    if annotation in (int, float):
+        return True
+    if get_origin(annotation) in (Union, UnionType):
+        kinds = set(get_args(annotation)) - {NoneType}
+        return bool(kinds) and kinds <= {int, float}
+    return False
+
+
 class Strict(BaseModel):
-    """A settings table: an unknown key is an error naming it. Errors never echo the input (pydantic's
-    ``input_value``): a table may hold a secret (``redis_url``'s password), and a model validator's input is the
-    whole table."""
+    """A settings table: an unknown key is an error naming it, and a number key given a TOML boolean
+    (``max_retry_after_s = true``) is an error naming it: pydantic's lax mode would read ``true`` as 1, a guess at
+    what the operator meant (full strict mode is not used: the environment overrides arrive as strings). Errors never
+    echo the input (pydantic's ``input_value``): a table may hold a secret (``redis_url``'s password), and a model
+    validator's input is the whole table."""
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    _number_keys: ClassVar[dict[type, frozenset[str]]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        keys = Strict._number_keys.get(cls)
+        if keys is None:
+            keys = frozenset(name for name, field in cls.model_fields.items() if _is_number(field.annotation))
+            Strict._number_keys[cls] = keys
+        for key in keys & data.keys():
+            if isinstance(data[key], bool):
+                word = "true" if data[key] else "false"
+                raise ValueError(f"{key} must be a number, not the boolean {word}: write the number itself")
+        return data
 
 
 class ChunkSettings(Strict):

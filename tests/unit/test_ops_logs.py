@@ -61,6 +61,26 @@ def test_the_level_filters_and_a_library_line_comes_out_the_same_way(captured: C
     assert [(line["logger"], line["event"]) for line in captured.lines()] == [("aiohttp.client", "connection reset")]
 
 
+@pytest.mark.parametrize(
+    ("logger", "template"),
+    [
+        ("sse_starlette.sse", "chunk: %s"),
+        ("pywa.api", "Request: %s"),
+        ("slack_sdk.web.async_internal_utils", "Sending a request - json: {'text': '%s'}"),
+        ("discord.http", "POST /channels/1/messages with {'content': '%s'} has returned 200"),
+    ],
+)
+def test_at_debug_no_library_logs_the_answer_text(captured: Captured, logger: str, template: str) -> None:
+    """These libraries log each body at DEBUG: the answer's text (a person's data) never reaches the logs, while the
+    sidecar's own debug lines and the library's warnings do (the breaker's finding)."""
+    captured.configure("json", "debug")
+    logging.getLogger(logger).debug(template, "the agent's private answer")
+    logging.getLogger(logger).warning("connection reset")
+    logging.getLogger("streamrelay.delivery").debug("run r1 part 0: acked")
+    assert "private answer" not in captured.stream.getvalue()
+    assert [line["event"] for line in captured.lines()] == ["connection reset", "run r1 part 0: acked"]
+
+
 def test_a_line_logged_by_a_runs_task_names_the_run(captured: Captured) -> None:
     captured.configure("json")
 

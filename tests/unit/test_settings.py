@@ -159,6 +159,23 @@ def test_max_retry_after_s_reaches_the_send_chains_and_a_bad_one_names_the_key(t
         load_settings(path)
 
 
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ('[channels.m]\nplatform = "matrix"\nmax_retry_after_s = true', "max_retry_after_s"),
+        ('[channels.m]\nplatform = "matrix"\nthrottle_ms = false', "throttle_ms"),
+        ('[channels.m]\nplatform = "matrix"\n[channels.m.chunk]\nmax_chars = true', "max_chars"),
+        ('[channels.m]\nplatform = "matrix"\n[channels.m.rate.per_room]\nper_s = true', "per_s"),
+        ('[service.connections]\nheader_timeout_s = true', "header_timeout_s"),
+        ('[channels.m]\nplatform = "matrix"\n[clients.a]\ntoken_env = "A"\nmax_active_runs = true', "max_active_runs"),
+    ],
+)
+def test_a_boolean_where_a_number_goes_is_refused_naming_the_key(tmp_path: Path, table: str, key: str) -> None:
+    """pydantic's lax mode read ``max_retry_after_s = true`` as 1.0 (the breaker): a guess, now an error."""
+    with pytest.raises(ConfigError, match=rf"{key} must be a number, not the boolean"):
+        load_settings(_write(tmp_path, table + "\n"))
+
+
 def test_the_splitter_recuts_a_part_that_rendering_made_too_long() -> None:
     from streamrelay.core.policy import ChannelPolicy, Splitter
     from streamrelay.core.ports import TextFormat

@@ -17,10 +17,11 @@ from streamrelay.adapters.web.tokens import ReadTokens
 
 TOKENS = ReadTokens("secret")
 BODIES = [
-    b'{"decision": "deny", "decision": "approve", "viewer": "web:user:bob"}',
-    b"[" * 4000,
-    b'{"decision": "approve", "viewer": "web:user:bob", "x": NaN}',
+    (b'{"decision": "deny", "decision": "approve", "viewer": "web:user:bob"}', "key 'decision' appears twice"),
+    (b"[" * 4000, "nested too deeply"),
+    (b'{"decision": "approve", "viewer": "web:user:bob", "x": NaN}', "NaN is not JSON"),
 ]
+"""Each body with what its 400 must say was wrong (the breaker: "the body must be JSON" alone left a client guessing)."""
 
 
 class _NoRelay:
@@ -36,15 +37,20 @@ async def _post(app: Starlette, path: str, token: str, body: bytes) -> httpx.Res
         return await client.post(path, content=body, headers={"Authorization": f"Bearer {token}"})
 
 
-@pytest.mark.parametrize("body", BODIES)
-async def test_a_live_decision_body_that_is_not_strict_json_is_a_400(body: bytes) -> None:
+@pytest.mark.parametrize(("body", "why"), BODIES)
+async def test_a_live_decision_body_that_is_not_strict_json_is_a_400_saying_why(body: bytes, why: str) -> None:
     app = Starlette(routes=[decide_route(_NoRelay(), TOKENS)])
     answer = await _post(app, "/v1/runs/r1/live/approvals/a1", TOKENS.decide_token("r1", "web:user:bob"), body)
-    assert answer.status_code == 400 and "JSON" in answer.json()["error"]
+    assert answer.status_code == 400
+    assert "JSON" in answer.json()["error"] and why in answer.json()["error"]
 
 
-@pytest.mark.parametrize("body", [b'{"reason": "a", "reason": "b"}', b"[" * 100_000])
-async def test_a_live_stop_body_that_is_not_strict_json_is_a_400(body: bytes) -> None:
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [(b'{"reason": "a", "reason": "b"}', "key 'reason' appears twice"), (b"[" * 100_000, "nested too deeply")],
+)
+async def test_a_live_stop_body_that_is_not_strict_json_is_a_400_saying_why(body: bytes, why: str) -> None:
     app = Starlette(routes=[stop_route(_NoRelay(), TOKENS)])
     answer = await _post(app, "/v1/runs/r1/live/stop", TOKENS.stop_token("r1"), body)
-    assert answer.status_code == 400 and "JSON" in answer.json()["error"]
+    assert answer.status_code == 400
+    assert "JSON" in answer.json()["error"] and why in answer.json()["error"]

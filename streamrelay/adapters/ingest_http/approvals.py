@@ -63,8 +63,10 @@ class ApprovalRoutes:
             raw = await request.body()
             try:
                 body = strict_loads(raw)
-            except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
-                raise IngestError('the body must be JSON: {"decision": "approve", "by": "telegram:user:1"}') from None
+            except ValueError as exc:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
+                raise IngestError(
+                    f'the body must be JSON: {{"decision": "approve", "by": "telegram:user:1"}} ({exc})'
+                ) from None
             decision, by = parse_decision_body(body)
             answer = await self.relay.decide_approval(key, name, decision, by)
         except DecisionRefused as refused:

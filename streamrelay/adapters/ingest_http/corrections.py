@@ -69,10 +69,10 @@ class CorrectionRoutes:
         try:
             try:
                 body = strict_loads(raw)
-            except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
+            except ValueError as exc:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
                 raise IngestError(
                     'the body must be one JSON object: {"kind": "run.correct", "id": "fix-1", "text": "..."} or '
-                    '{"kind": "run.retract", "id": "retract-1"}'
+                    f'{{"kind": "run.retract", "id": "retract-1"}} ({exc})'
                 ) from None
             asked = parse_correction(body)
             if asked.run is not None and asked.run != run:

@@ -165,8 +165,8 @@ async def _body(request: Request) -> dict[str, Any] | JSONResponse:
         return {}
     try:
         body = strict_loads(raw)
-    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
-        body = None
+    except ValueError as exc:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
+        return JSONResponse({"error": f"the body must be a JSON object ({exc})"}, status_code=400)
     if not isinstance(body, dict):
         return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
     return body

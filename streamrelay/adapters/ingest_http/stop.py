@@ -43,8 +43,10 @@ async def read_stop_body(request: Request) -> tuple[str | None, str | None]:
         return None, None
     try:
         body = strict_loads(raw)
-    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
-        raise IngestError('the body must be JSON: {"by": "telegram:user:1", "reason": "..."} (or empty)') from None
+    except ValueError as exc:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
+        raise IngestError(
+            f'the body must be JSON: {{"by": "telegram:user:1", "reason": "..."}} (or empty) ({exc})'
+        ) from None
     return parse_stop_body(body)
 
 

@@ -38,8 +38,18 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 RUN_TASK_PREFIXES = ("reconciler:", "run:")
 """Task names of a run's delivery loop and worker (core names its tasks ``reconciler:<run>`` and ``run:<run>``)."""
 
-NOISY_AT_DEBUG = {"aiosqlite": logging.INFO, "hpack": logging.INFO}
-"""Libraries capped at this level even when ``log_level = "debug"`` (aiosqlite logs every statement)."""
+NOISY_AT_DEBUG = {
+    "aiosqlite": logging.INFO,
+    "hpack": logging.INFO,
+    "sse_starlette": logging.INFO,
+    "pywa": logging.INFO,
+    "slack_sdk": logging.INFO,
+    "discord.http": logging.INFO,
+}
+"""Libraries capped at this level even when ``log_level = "debug"``: aiosqlite logs every statement; the others log
+each request's or event's body at DEBUG, which is the agent's answer text (a person's data, which the logs never
+hold): sse_starlette ``chunk: ...`` of every live-page event, pywa's request payloads, slack-sdk's ``Sending a request
+- ... json: {...}``, discord.py's ``... with {data} has returned``."""
 NOISY_AT_INFO = {"httpx": logging.WARNING}
 """Libraries capped at this level unless ``log_level = "debug"`` (httpx logs every request at INFO: replicas
 forward requests to each other, and the ops page asks every replica every 2 s)."""

@@ -82,8 +82,8 @@ def _body(raw: bytes) -> tuple[str, str] | Response:
     """``(decision, viewer)`` of the body, or the 400 answer naming what is wrong."""
     try:
         body = strict_loads(raw)
-    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
-        return JSONResponse({"error": f"the body must be JSON: {BODY_HINT}"}, 400)
+    except ValueError as exc:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
+        return JSONResponse({"error": f"the body must be JSON: {BODY_HINT} ({exc})"}, 400)
     if not isinstance(body, dict) or set(body) - {"decision", "viewer"}:
         return JSONResponse({"error": f"the body takes only {BODY_HINT}"}, 400)
     decision, viewer = body.get("decision"), body.get("viewer")

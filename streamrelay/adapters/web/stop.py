@@ -63,8 +63,8 @@ async def _reason(request: Request) -> str | Response | None:
         return None
     try:
         body = strict_loads(raw)
-    except ValueError:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
-        return JSONResponse({"error": 'the body must be JSON: {"reason": "..."} (or empty)'}, 400)
+    except ValueError as exc:  # not JSON, a key twice, NaN, nested past MAX_JSON_DEPTH
+        return JSONResponse({"error": f'the body must be JSON: {{"reason": "..."}} (or empty) ({exc})'}, 400)
     if not isinstance(body, dict) or set(body) - {"reason"}:
         return JSONResponse({"error": 'the body takes only {"reason": "..."}'}, 400)
     try:

@@ -66,7 +66,7 @@ def _no_repeats(pairs: list[tuple[str, JsonValue]]) -> JsonObject:
     out: JsonObject = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"key {key!r} appears twice")
+            raise ValueError(f"key {key[:80]!r} appears twice")
         out[key] = value
     return out
 
