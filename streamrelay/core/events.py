@@ -452,7 +452,7 @@ class Stop(_EventBase):
 
     kind: Literal["stop"] = "stop"
     by: UnicodeText | None = Field(default=None, max_length=200)
-    reason: CleanText | None = Field(default=None, max_length=500)
+    reason: Annotated[str, Field(max_length=500), AfterValidator(fix_surrogates)] | None = None
 
 
 APPROVAL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -471,13 +471,21 @@ def _approval_id(value: str) -> str:
     return value
 
 
+def has_readable(value: str) -> bool:
+    """Whether ``value`` holds a character a person can read: one that is not a space, not a control, format or
+    unassigned character (Unicode categories C*) and not a combining mark (M*: alone, U+0301 shows as nothing or a
+    dotted circle). O(len(value)); stops at the first readable character."""
+    return any(not ch.isspace() and unicodedata.category(ch)[0] not in "CM" for ch in value)
+
+
 def _readable(value: str) -> str:
-    """``value`` when it holds a character a person can read: not only spaces, control or format characters (a
-    question of ``"  \\n "`` or of bidi marks would post "Approval:" and nothing to approve)."""
-    if any(not ch.isspace() and not unicodedata.category(ch).startswith("C") for ch in value):
+    """``value`` when it holds a character a person can read (:func:`has_readable`): a question of ``"  \\n "``, of
+    bidi marks or of combining marks would post "Approval:" and nothing to approve."""
+    if has_readable(value):
         return value
     raise ValueError(
-        "the question is blank (only spaces, control or format characters): say what the person is asked to approve"
+        "the question is blank (only spaces, control, format characters or combining marks): say what the person "
+        "is asked to approve"
     )
 
 
@@ -549,11 +557,11 @@ MAX_CORRECTION_CHARS = 200_000
 def _readable_text(value: str) -> str:
     """``value`` when a person can read something in it (as :func:`_readable`): a correction to nothing is a
     retraction, asked as ``run.retract``."""
-    if any(not ch.isspace() and not unicodedata.category(ch).startswith("C") for ch in value):
+    if has_readable(value):
         return value
     raise ValueError(
-        "the new text is blank (only spaces, control or format characters): send the corrected answer, or a "
-        "run.retract to withdraw it"
+        "the new text is blank (only spaces, control, format characters or combining marks): send the corrected "
+        "answer, or a run.retract to withdraw it"
     )
 
 
@@ -582,7 +590,14 @@ class RunCorrect(_CorrectionBase):
     as a run's line (every line of an ended run is acknowledged and dropped)."""
 
     kind: Literal["run.correct"] = "run.correct"
-    text: Annotated[CleanText, AfterValidator(_readable_text)] = Field(min_length=1, max_length=MAX_CORRECTION_CHARS)
+    text: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_CORRECTION_CHARS),
+        AfterValidator(fix_surrogates),
+        AfterValidator(_readable_text),
+    ]
+    """The length is checked on the text as sent, before surrogates are fixed (a constraint after an after-validator
+    is reported as "items": the breaker)."""
 
 
 class RunRetract(_CorrectionBase):
@@ -591,7 +606,7 @@ class RunRetract(_CorrectionBase):
     ``reason`` is shown in that line or notice when given."""
 
     kind: Literal["run.retract"] = "run.retract"
-    reason: CleanText | None = Field(default=None, max_length=500)
+    reason: Annotated[str, Field(max_length=500), AfterValidator(fix_surrogates)] | None = None
 
 
 Correction = Annotated[RunCorrect | RunRetract, Field(discriminator="kind")]

@@ -448,7 +448,7 @@ def test_a_replica_forwards_a_decision_to_the_runs_owner(method: str, path: str,
     assert run_of(method, path) == run
 
 
-@pytest.mark.parametrize("question", ["   \n ", "\x00\x1b\x07", "\u202e\u200b\u2066", "\t"])
+@pytest.mark.parametrize("question", ["   \n ", "\x00\x1b\x07", "\u202e\u200b\u2066", "\t", "\u0301\u0489"])
 def test_a_blank_question_is_refused_saying_what_to_ask(question: str) -> None:
     from pydantic import ValidationError
 

@@ -166,7 +166,7 @@ def test_max_retry_after_s_reaches_the_send_chains_and_a_bad_one_names_the_key(t
         ('[channels.m]\nplatform = "matrix"\nthrottle_ms = false', "throttle_ms"),
         ('[channels.m]\nplatform = "matrix"\n[channels.m.chunk]\nmax_chars = true', "max_chars"),
         ('[channels.m]\nplatform = "matrix"\n[channels.m.rate.per_room]\nper_s = true', "per_s"),
-        ('[service.connections]\nheader_timeout_s = true', "header_timeout_s"),
+        ("[service.connections]\nheader_timeout_s = true", "header_timeout_s"),
         ('[channels.m]\nplatform = "matrix"\n[clients.a]\ntoken_env = "A"\nmax_active_runs = true', "max_active_runs"),
     ],
 )

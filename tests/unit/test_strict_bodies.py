@@ -21,7 +21,7 @@ BODIES = [
     (b"[" * 4000, "nested too deeply"),
     (b'{"decision": "approve", "viewer": "web:user:bob", "x": NaN}', "NaN is not JSON"),
 ]
-"""Each body with what its 400 must say was wrong (the breaker: "the body must be JSON" alone left a client guessing)."""
+"""Each body with what its 400 must say was wrong ("the body must be JSON" alone left a client guessing)."""
 
 
 class _NoRelay:
