@@ -181,7 +181,8 @@ def test_the_models_say_what_is_wrong_and_a_line_is_sent_to_its_route() -> None:
         parse_correction({"kind": "run.correct", "id": "a", "text": " \u200e\n"})
     with pytest.raises(IngestError, match="blank"):  # combining marks alone show nothing a person can read
         parse_correction({"kind": "run.correct", "id": "a", "text": "\u0301\u0308 \u20dd"})
-    assert parse_correction({"kind": "run.correct", "id": "a", "text": "e\u0301"}).text == "e\u0301"
+    accented = parse_correction({"kind": "run.correct", "id": "a", "text": "e\u0301"})
+    assert isinstance(accented, RunCorrect) and accented.text == "e\u0301"
     # a length refused says characters (it said "at most 500 items after validation": the breaker)
     with pytest.raises(IngestError, match="reason: String should have at most 500 characters"):
         parse_correction({"kind": "run.retract", "id": "a", "reason": "x" * 501})
