@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from urllib.parse import quote
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 

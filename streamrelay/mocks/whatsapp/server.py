@@ -84,6 +84,28 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class ApprovedTemplate:
+    """A message template approved in WhatsApp Manager: its ``body`` with ``{{1}}``… variables."""
+
+    name: str
+    language: str
+    body: str
+
+    @property
+    def variables(self) -> int:
+        """How many ``{{n}}`` variables the body has."""
+        return len(set(re.findall(r"\{\{(\d+)\}\}", self.body)))
+
+
+ANSWER_WAITING = ApprovedTemplate(
+    "streamrelay_answer_waiting",
+    "en_US",
+    "An answer to your question is ready: {{1}}. Reply to this message to read it.",
+)
+"""The one template the mock knows approved (a utility template a deployment would submit for review)."""
+
+
+@dataclass(frozen=True)
 class WhatsAppLimits:
     """The documented limits: 80 messages a second per business number
     (https://developers.facebook.com/docs/whatsapp/throughput) and the pair rate limit, one message every 6 s to one
@@ -133,6 +155,10 @@ class MockWhatsApp(MockServer):
         self.limits = limits or WhatsAppLimits()
         self.closed_windows: set[str] = set()
         """Users whose last message is more than 24 hours old: a send to them is 131047."""
+        self.templates: dict[tuple[str, str], ApprovedTemplate] = {
+            (ANSWER_WAITING.name, ANSWER_WAITING.language): ANSWER_WAITING
+        }
+        """Approved templates by ``(name, language code)``: another is 132001."""
         self._chats: dict[str, list[StoredMessage]] = {}
         self._typing: dict[str, str] = {}
         self._counter = 0
@@ -260,8 +286,8 @@ class MockWhatsApp(MockServer):
         if not isinstance(to, str) or not WA_ID_RE.match(to):
             raise GraphError(400, 100, "(#100) Invalid parameter", "Param to must be a WhatsApp user id")
         typ = body.get("type", "text")
-        text = _checked(typ, body)
-        if to in self.closed_windows:
+        text = self._template_text(body) if typ == "template" else _checked(typ, body)
+        if to in self.closed_windows and typ != "template":  # a template may be sent at any time
             raise GraphError(
                 400,
                 131047,
@@ -286,6 +312,44 @@ class MockWhatsApp(MockServer):
             "contacts": [{"input": to, "wa_id": to}],
             "messages": [{"id": message.message_id}],
         }
+
+    def _template_text(self, body: dict[str, Any]) -> str:
+        """The text an approved template shows with its parameters.
+
+        Raises:
+            GraphError: 132001 for a name and language not approved; 132000 for a parameter count that differs
+                (https://developers.facebook.com/documentation/business-messaging/whatsapp/support/error-codes/).
+        """
+        spec = body.get("template")
+        name = spec.get("name") if isinstance(spec, dict) else None
+        language = spec.get("language") if isinstance(spec, dict) else None
+        code = language.get("code") if isinstance(language, dict) else None
+        approved = self.templates.get((str(name), str(code)))
+        if approved is None:
+            raise GraphError(
+                400,
+                132001,
+                "(#132001) Template name does not exist in the translation",
+                f"template name ({name}) does not exist in {code}",
+            )
+        values: list[str] = []
+        for component in spec.get("components") or [] if isinstance(spec, dict) else []:
+            if isinstance(component, dict) and component.get("type") == "body":
+                values += [str(p.get("text")) for p in component.get("parameters") or [] if isinstance(p, dict)]
+        if len(values) != approved.variables:
+            raise GraphError(
+                400,
+                132000,
+                "(#132000) Number of parameters does not match the expected number of params",
+                f"body: number of localizable_params ({len(values)}) does not match the expected number of params "
+                f"({approved.variables})",
+            )
+        if any(re.search(r"[\n\t]| {5,}", v) for v in values):
+            raise GraphError(400, 132018, "(#132018) There was an issue with the parameters in your template.")
+        text = approved.body
+        for i, value in enumerate(values, 1):
+            text = text.replace(f"{{{{{i}}}}}", value)
+        return text
 
     def _post_statuses(self, phone: str, message_id: str, to: str, callback: str | None, *, failed: bool) -> None:
         """The message's status webhooks (``sent`` then ``delivered``, or ``failed`` 131026), when a URL is set."""
@@ -340,6 +404,8 @@ def _text_of(body: dict[str, Any]) -> str | None:
     part = body.get(typ)
     if not isinstance(part, dict):
         return None
+    if typ == "template":
+        return f"template {part.get('name')}"
     value = part.get("body") if typ == "text" else part.get("caption")
     return value if isinstance(value, str) else None
 
