@@ -20,6 +20,8 @@ import pytest
 from aiogram import Bot, Dispatcher
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
+from nio import AsyncClient, Event, ReactionEvent
+from nio.api import RelationshipType
 from pydantic import SecretStr
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -27,6 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from examples.approval_bot import APPROVAL_DATA, approval_router
 from streamrelay.adapters.discord._sdk import discord
+from streamrelay.adapters.matrix.controls import CONTROL_KEY, control_of
 from streamrelay.app.client import RelayClient, RelayError
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import Sidecar, make_runtime
@@ -38,6 +41,7 @@ from streamrelay.core.run.approvals import NOT_ALLOWED, button_ids
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.common import MockServer
 from streamrelay.mocks.discord.server import MockDiscord
+from streamrelay.mocks.matrix import PERSON as MATRIX_PERSON
 from streamrelay.mocks.slack.server import MockSlack
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_stop_platforms import discord_buttons, slack_buttons, teams_buttons
@@ -49,6 +53,7 @@ USERS: dict[str, tuple[int | str, int | str]] = {
     "slack": ("U0ALLOWED", "U0STRANGER"),
     "discord": ("600000000000000001", "600000000000000002"),
     "teams": ("29:1AllowedPersonAadId", "29:1StrangerAadId"),
+    "matrix": ("@alice:mock.local", "@mallory:mock.local"),
 }
 """Each platform's (allowed, stranger) user ids."""
 
@@ -58,12 +63,43 @@ def telegram_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[
     return [b["callback_data"] for row in keyboard for b in row]
 
 
+def matrix_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[str]:
+    """The control ids of the bot's reactions on the message (adapters/matrix/controls.py)."""
+    return [
+        e.content[CONTROL_KEY]
+        for e in mock.rooms.relations(str(chat), str(message_id), "m.annotation")
+        if e.sender != MATRIX_PERSON and CONTROL_KEY in e.content
+    ]
+
+
 BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
     "telegram": telegram_buttons,
     "slack": slack_buttons,
     "discord": discord_buttons,
     "teams": teams_buttons,
+    "matrix": matrix_buttons,
 }
+
+
+async def matrix_bot_reads(mock: Any, delivered: dict[str, Any]) -> tuple[str, str]:
+    """The Matrix snippet of docs/approvals.md, through matrix-nio: the person's reaction (a ``ReactionEvent`` from
+    the bot's sync) names a control when the bot's own reaction on that message has its key and a control id."""
+    event = Event.parse_event(delivered)
+    assert isinstance(event, ReactionEvent)
+    bot = AsyncClient(mock.base_url, "@streamrelay:mock.local")
+    bot.access_token = DRY_RUN["matrix"].token
+    try:
+        reactions = [
+            e.source
+            async for e in bot.room_get_event_relations(
+                delivered["room_id"], event.reacts_to, RelationshipType.annotation, "m.reaction"
+            )
+        ]
+    finally:
+        await bot.close()
+    control = control_of(reactions, bot.user, event.key)
+    assert control is not None
+    return control, f"matrix:user:{event.sender}"
 
 
 def pressed_data(platform: str, delivered: dict[str, Any]) -> tuple[str, str]:
@@ -74,6 +110,8 @@ def pressed_data(platform: str, delivered: dict[str, Any]) -> tuple[str, str]:
     if platform == "slack":
         assert delivered["type"] == "block_actions"
         return delivered["actions"][0]["value"], f"slack:user:{delivered['user']['id']}"
+    if platform == "matrix":
+        raise AssertionError("Matrix presses are read through nio: matrix_bot_reads")
     if platform == "teams":  # an Action.Submit press: a message activity whose value is the action's data
         assert delivered["type"] == "message"
         return delivered["value"]["streamrelay"], f"teams:user:{delivered['from']['id']}"
@@ -143,7 +181,10 @@ class Stack:
             )
         assert answer.status_code == 200, answer.text
         delivered = answer.json()
-        button, by = pressed_data(self.platform, delivered)
+        if self.platform == "matrix":
+            button, by = await matrix_bot_reads(self.mock, delivered)
+        else:
+            button, by = pressed_data(self.platform, delivered)
         assert button == data
         if self.platform == "telegram":  # the example router forwards it and answers the callback with the outcome
             before = len(self.answered())
@@ -186,7 +227,7 @@ class Stack:
         return [c.text for c in self.mock.calls if c.method == "answerCallbackQuery"]
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "teams"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "teams", "matrix"])
 async def test_approve_after_a_refused_press(platform: str) -> None:
     allowed, stranger = USERS[platform]
     async with Stack(platform) as stack:
@@ -245,7 +286,7 @@ async def test_approve_after_a_refused_press(platform: str) -> None:
         assert kinds == ["approval", "commit", "run.end"]
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "matrix"])
 async def test_deny_by_the_approver(platform: str) -> None:
     """The approver presses Deny (as the docs' bot snippet forwards it): decided once, denied; the agent's
     ``wait_approval`` says not to go on; the message says who denied, its buttons gone; an Approve pressed after

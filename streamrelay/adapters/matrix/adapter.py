@@ -30,9 +30,11 @@ import uuid
 from typing import Any
 
 from nio import AsyncClient, ContentRepositoryConfigResponse, RoomRedactResponse, RoomSendResponse, UploadResponse
+from nio.api import RelationshipType
 
 from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.matrix.connection import MatrixConnection
+from streamrelay.adapters.matrix.controls import CONTROL_KEY, REACTION, seed_content, seed_txn
 from streamrelay.adapters.matrix.errors import PLATFORM
 from streamrelay.adapters.matrix.media import UploadCache, fetch, file_content, link_content
 from streamrelay.adapters.matrix.render import Rendered, edit_content, render
@@ -42,11 +44,21 @@ from streamrelay.core.errors import (
     DeliveryError,
     PayloadRejectedError,
     PermanentDeliveryError,
+    PlatformUnavailableError,
+    TargetNotFoundError,
     UnreadableAnswerError,
 )
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
-from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.ports import (
+    NO_MARKUP,
+    MarkupPermissions,
+    PendingSend,
+    Settlement,
+    SettleOutcome,
+    StopControl,
+    TextFormat,
+)
 from streamrelay.core.units import LengthUnit
 
 MESSAGE = "m.room.message"
@@ -300,6 +312,70 @@ class MatrixAdapter:
             return await client.room_typing(room, typing_state=typing, timeout=TYPING_TIMEOUT_MS)
 
         await self._conn.call("typing", target, notice, creates=False)
+
+    # -------------------------------------------------------------- StopControls
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control``'s buttons on message ``message_id`` as the bot's own reactions (``✅`` Approve, ``❌``
+        Deny, ``⏹`` Stop), or take them off (None: the bot's control reactions redacted):
+        :mod:`adapters.matrix.controls`. ``text`` and ``fmt`` are not needed (reactions leave the message as it is).
+        Idempotent: each reaction goes by a transaction id of the message and the control, and the same reaction
+        again (400 ``M_DUPLICATE_ANNOTATION``) counts as done.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every call.
+        """
+        room = str(target.chat_id)
+        if control is None:
+            await self._take_off(target, message_id)
+            return
+        for control_id, label in control.buttons():
+            content, txn_id = seed_content(message_id, control_id, label), seed_txn(message_id, control_id)
+
+            async def react(client: AsyncClient, content: dict[str, Any] = content, txn_id: str = txn_id) -> Any:
+                return await client.room_send(room, REACTION, content, tx_id=txn_id)
+
+            try:
+                await self._conn.call("send", target, react, creates=False)
+            except PermanentDeliveryError as refused:
+                if "M_DUPLICATE_ANNOTATION" not in str(refused):
+                    raise
+
+    async def _take_off(self, target: Target, message_id: str) -> None:
+        """Redact the bot's control reactions on ``message_id`` (a message gone has none left)."""
+        room, me = str(target.chat_id), await self._conn.user_id(target)
+
+        async def mine(client: AsyncClient) -> Any:
+            found = []
+            try:
+                async for event in client.room_get_event_relations(
+                    room, message_id, RelationshipType.annotation, REACTION
+                ):
+                    found.append(event)
+            except AttributeError:  # nio reads next_batch of an error answer: the call failed
+                return None
+            return found
+
+        try:
+            events = await self._conn.call("relations", target, mine, creates=False)
+        except TargetNotFoundError:
+            return
+        if events is None:
+            raise PlatformUnavailableError(
+                "matrix relations: the homeserver answered an error", platform=PLATFORM, target=room
+            )
+        for event in events:
+            source = getattr(event, "source", {}) or {}
+            if source.get("sender") != me or CONTROL_KEY not in (source.get("content") or {}):
+                continue
+            event_id = str(source.get("event_id"))
+
+            async def redact(client: AsyncClient, event_id: str = event_id) -> Any:
+                return await client.room_redact(room, event_id, tx_id=f"off-{event_id}")
+
+            await self._conn.call("redact", target, redact, creates=False)
 
     # -------------------------------------------------------------- Threads
 
