@@ -41,11 +41,13 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+from pywa.types.callback import Button
 from pywa.types.templates import TemplateLanguage
 from pywa_async.client import WhatsApp
 
 from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.rendering import RenderCache
+from streamrelay.adapters.whatsapp.buttons import BODY, check_buttons, tracker
 from streamrelay.adapters.whatsapp.connection import WhatsAppConnection
 from streamrelay.adapters.whatsapp.errors import PLATFORM, WindowClosedError
 from streamrelay.adapters.whatsapp.render import Rendered, render
@@ -55,8 +57,16 @@ from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import DeliveryError, PermanentDeliveryError, UncertainDeliveryError, UnreadableAnswerError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
-from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Settlement, SettleOutcome, TextFormat
-from streamrelay.core.records.receipts import Receipts
+from streamrelay.core.ports import (
+    NO_MARKUP,
+    MarkupPermissions,
+    PendingSend,
+    Settlement,
+    SettleOutcome,
+    StopControl,
+    TextFormat,
+)
+from streamrelay.core.records.receipts import Receipts, ReceiptStatus
 from streamrelay.core.units import LengthUnit
 
 WA_ID_RE = re.compile(r"^\d{6,20}$")
@@ -116,6 +126,8 @@ class WhatsAppAdapter:
         self.window_template: WindowTemplate | None = None
         """The template sent when the customer service window is closed (None: 131047 is only reported)."""
         self._templates = SentTemplates()
+        self._buttons: dict[str, str] = {}
+        """Buttons messages by :func:`adapters.whatsapp.buttons.tracker`: their ``wamid``, or ``""`` while unknown."""
 
     def use_window_template(
         self, name: str, language: str, parameter: str = "first_line", text: str | None = None
@@ -292,6 +304,63 @@ class WhatsAppAdapter:
             core.errors.PermanentDeliveryError: always.
         """
         raise PermanentDeliveryError(f"whatsapp: {NO_EDITS}", platform=PLATFORM, target=str(target.chat_id))
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control``'s buttons under message ``message_id``: a reply-buttons message replying to it
+        (:mod:`adapters.whatsapp.buttons`), sent once (its status webhook, or this adapter's memory, says whether it
+        went). Taking buttons off is refused: WhatsApp cannot.
+
+        Raises:
+            core.errors.PermanentDeliveryError: ``control`` None (buttons cannot be taken off a sent message), or a
+                buttons message whose outcome stays unknown (never sent twice).
+            core.errors.DeliveryError: another subclass, like a send (131047 outside the window).
+        """
+        chat = str(target.chat_id)
+        if control is None:
+            raise PermanentDeliveryError(
+                "whatsapp: reply buttons cannot be taken off a sent message (no edits): they stay, and a tap after "
+                "the decision is answered with it",
+                platform=PLATFORM,
+                target=chat,
+            )
+        buttons = control.buttons()
+        check_buttons(buttons)
+        key = tracker(message_id, control.control_id)
+        if self._buttons.get(key):
+            return
+        if key in self._buttons:  # tried here, outcome unknown: its status decides (never sent twice)
+            settled = await self.settle_send(target, PendingSend(key, BODY, TextFormat.PLAIN))
+            if settled.outcome is SettleOutcome.UNKNOWN:
+                raise PermanentDeliveryError(
+                    "whatsapp: the approval's buttons message may have been sent (no answer, no status webhook): "
+                    "not sent again",
+                    platform=PLATFORM,
+                    target=chat,
+                )
+            if settled.outcome is SettleOutcome.FOUND:
+                self._buttons[key] = settled.message_id or "?"
+                return
+        elif self.receipts is not None:  # a first try here: after a restart, its status may say it went
+            receipt = await self.receipts.find(PLATFORM, key)
+            if receipt is not None and receipt.status is not ReceiptStatus.FAILED:
+                self._buttons[key] = receipt.message_id
+                return
+        reply = [Button(title=title, callback_data=control_id) for control_id, title in buttons]
+
+        async def send(client: WhatsApp) -> Any:
+            return await client.send_message(chat, BODY, buttons=reply, reply_to_message_id=message_id, tracker=key)
+
+        self._buttons[key] = ""
+        try:
+            sent = await self._conn.call("messages", target, send, creates=True)
+        except UncertainDeliveryError:
+            raise
+        except DeliveryError:
+            del self._buttons[key]  # not sent: may go again
+            raise
+        self._buttons[key] = str(getattr(sent, "id", "") or "?")
 
     async def send_typing(self, target: Target) -> None:
         """Mark the person's message ``target.reply_to`` as read with a typing indicator (module docstring); no call

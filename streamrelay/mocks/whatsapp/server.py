@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from streamrelay.mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock, utf16_len
-from streamrelay.mocks.whatsapp.statuses import StatusSender, status_payload
+from streamrelay.mocks.whatsapp.statuses import StatusSender, message_payload, status_payload
 
 MESSAGES = "messages"
 METHODS = (MESSAGES,)
@@ -25,6 +25,8 @@ MEDIA_TYPES = ("image", "document", "audio", "video")
 VERSION_RE = re.compile(r"^v\d+\.\d+$")
 WA_ID_RE = re.compile(r"^\d{6,20}$")
 PERSON = "person"
+PHONE_ID = "106540352242922"
+"""The business phone number id a press's webhook names (the dry run's and the tests' token use it)."""
 BOT = "bot"
 _CODE_RE = re.compile(r"^(\d+)(?::\s*(.*))?$", re.S)
 _GAVE_UP = {"error": {"message": "the client gave up", "type": "OAuthException", "code": 2}}
@@ -224,6 +226,51 @@ class MockWhatsApp(MockServer):
             raise ValueError(f"{to!r} is not a WhatsApp user id (digits)")
         self.closed_windows.discard(to)
         return self._store(to, PERSON, text, "text", {"text": {"body": text}}).message_id
+
+    def buttons_of(self, chat_id: ChatId, message_id: str) -> list[tuple[str, str]]:
+        """The ``(id, title)`` reply buttons of the bot's message ``message_id`` (``[]``: none)."""
+        for message in self._chats.get(str(chat_id), []):
+            if message.message_id == message_id and message.sender == BOT and message.type == "interactive":
+                return [
+                    (b["reply"]["id"], b["reply"]["title"]) for b in message.payload["interactive"]["action"]["buttons"]
+                ]
+        return []
+
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]:
+        """The person of chat ``chat_id`` taps reply button ``data`` (None: the first) of the bot's message
+        ``message_id``: their ``interactive`` ``button_reply`` message is stored (it opens the window) and the
+        ``messages`` webhook payload is returned and, when :meth:`webhook_to` set a URL, posted there signed
+        (https://developers.facebook.com/documentation/business-messaging/whatsapp/messages/interactive-reply-buttons-messages).
+        ``user`` is ignored but for checking: on WhatsApp only the chat's person can tap (a chat is one person).
+
+        Raises:
+            ValueError: no such message or button, or ``user`` is not the chat's person.
+        """
+        to = str(chat_id)
+        if user is not None and str(user) != to:
+            raise ValueError(f"only {to} can tap buttons in their chat (a WhatsApp chat is one person)")
+        buttons = self.buttons_of(to, str(message_id))
+        pressed = [(bid, title) for bid, title in buttons if data is None or bid == data]
+        if not pressed:
+            raise ValueError(f"message {message_id} has no reply button {data!r}: its buttons are {buttons}")
+        bid, title = pressed[0]
+        reply = {"type": "button_reply", "button_reply": {"id": bid, "title": title}}
+        mine = self._store(to, PERSON, title, "interactive", {"interactive": reply})
+        self.closed_windows.discard(to)
+        message = {
+            "from": to,
+            "id": mine.message_id,
+            "timestamp": str(int(time.time())),
+            "type": "interactive",
+            "interactive": reply,
+            "context": {"from": "15550000000", "id": str(message_id)},
+        }
+        payload = message_payload(PHONE_ID, to, message)
+        if self.statuses is not None:
+            self.statuses.send([(payload, mine.message_id, "press")])
+        return payload
 
     def typing_for(self, chat_id: ChatId) -> str | None:
         """The person's message id the bot last showed typing on in ``chat_id`` (None: never)."""
@@ -434,7 +481,44 @@ def _checked(typ: Any, body: dict[str, Any]) -> str:
         if caption is not None and (not isinstance(caption, str) or utf16_len(caption) > MAX_CAPTION):
             raise GraphError(400, 100, f"(#100) Param {typ}['caption'] must be at most {MAX_CAPTION} characters long")
         return caption or ""
+    if typ == "interactive":
+        return _checked_buttons(part)
     raise GraphError(400, 131051, "(#131051) Unsupported message type", f"type {typ!r} is not supported by this mock")
+
+
+def _checked_buttons(part: Any) -> str:
+    """A reply-buttons message's body text, after its checks: ``interactive.type`` ``button``, a body of 1-1,024
+    characters, 1-3 ``reply`` buttons with unique ids of 1-256 characters and unique titles of 1-20
+    (https://developers.facebook.com/documentation/business-messaging/whatsapp/messages/interactive-reply-buttons-messages);
+    another interactive type is 131051 here (the mock has reply buttons only)."""
+    if not isinstance(part, dict) or part.get("type") != "button":
+        raise GraphError(400, 131051, "(#131051) Unsupported message type", "this mock sends reply buttons only")
+    body = part.get("body")
+    text = body.get("text") if isinstance(body, dict) else None
+    if not isinstance(text, str) or not 1 <= utf16_len(text) <= 1024:
+        raise GraphError(400, 100, "(#100) Param interactive['body']['text'] must be 1-1024 characters")
+    action = part.get("action")
+    buttons = action.get("buttons") if isinstance(action, dict) else None
+    if not isinstance(buttons, list) or not 1 <= len(buttons) <= 3:
+        raise GraphError(400, 131009, "(#131009) Parameter value is not valid", "buttons: 1-3 reply buttons")
+    ids, titles = [], []
+    for button in buttons:
+        reply = button.get("reply") if isinstance(button, dict) and button.get("type") == "reply" else None
+        bid = reply.get("id") if isinstance(reply, dict) else None
+        title = reply.get("title") if isinstance(reply, dict) else None
+        if not isinstance(bid, str) or not 1 <= len(bid) <= 256 or not isinstance(title, str):
+            raise GraphError(
+                400, 131009, "(#131009) Parameter value is not valid", "a reply button needs an id of 1-256"
+            )
+        if not 1 <= utf16_len(title) <= 20:
+            raise GraphError(
+                400, 131009, "(#131009) Parameter value is not valid", f"button title {title!r}: 1-20 characters"
+            )
+        ids.append(bid)
+        titles.append(title)
+    if len(set(ids)) != len(ids) or len(set(titles)) != len(titles):
+        raise GraphError(400, 131009, "(#131009) Parameter value is not valid", "button ids and titles must be unique")
+    return text
 
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8085, rate_limits: bool = False) -> None:
