@@ -68,8 +68,9 @@ Scripted faults and latencies use the method names above (:class:`mocks.common.F
 ``M_LIMIT_EXCEEDED`` with ``retry_after_ms``; another status the standard error (a description ``M_CODE: text``
 chooses the errcode). Per call, in order: record, check the token, count (per method, 1-based), wait its latency,
 apply its fault, then the transaction-id check, validation, rate limits, store, answer. A recorded ``send``'s
-``chat_id`` is the room id, ``message_id`` the new event id (the edited event's id for an edit), ``text`` the
-``body`` sent (``m.new_content.body`` for an edit).
+``chat_id`` is the room id, ``message_id`` the new event id (the edited event's id for an edit, the annotated
+event's for a reaction, described ``reaction <key>``), ``text`` the ``body`` sent (``m.new_content.body`` for an
+edit).
 """
 
 from streamrelay.mocks.matrix.rooms import Room, Rooms, StoredEvent

@@ -390,15 +390,18 @@ def _shown_text(content: dict[str, Any]) -> str:
 
 
 def _note(call: RecordedCall, content: Any) -> None:
-    """The call's text (the new ``body`` of an edit) and, for an edit, the edited event's id."""
+    """The call's text (the new ``body`` of an edit) and, for an edit or a reaction, the id of the event it is
+    about (a reaction creates no message a person reads: it is recorded on the message it annotates)."""
     if not isinstance(content, dict):
         return
     new = content.get("m.new_content")
     shown = new if isinstance(new, dict) else content
     call.text = shown.get("body") if isinstance(shown.get("body"), str) else None
     relation = content.get("m.relates_to")
-    if isinstance(relation, dict) and relation.get("rel_type") == "m.replace":
-        call.message_id = str(relation.get("event_id"))
+    if isinstance(relation, dict) and relation.get("rel_type") in ("m.replace", ANNOTATION):
+        call.message_id = str(relation.get("event_id"))  # an edit, or a reaction: the message it is about
+        if relation.get("rel_type") == ANNOTATION:
+            call.description = f"reaction {relation.get('key')}"
 
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8084, rate_limits: bool = False) -> None:
