@@ -19,6 +19,9 @@ https://spec.matrix.org/latest/client-server-api/#event-replacements), a message
 (https://spec.matrix.org/latest/client-server-api/#redactions), a sub-agent's thread is an ``m.thread`` relation to
 its anchor event (https://spec.matrix.org/latest/client-server-api/#threading: no call opens it), typing is
 ``PUT /rooms/{roomId}/typing/{userId}`` (https://spec.matrix.org/latest/client-server-api/#typing-notifications).
+A media item is uploaded to the content repository and sent with its ``mxc://`` URI (:mod:`adapters.matrix.media`);
+buttons (an approval's Approve and Deny, Stop) are the bot's own reactions on the message
+(:mod:`adapters.matrix.controls`).
 """
 
 from __future__ import annotations

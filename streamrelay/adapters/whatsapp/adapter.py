@@ -28,6 +28,11 @@ What the Cloud API cannot do, and what the adapter does instead:
   message's status webhooks; with the sidecar's receipts wired (:meth:`use_receipts`: the webhook route records them,
   :mod:`adapters.whatsapp.webhook`), an uncertain send (a timeout, a reset after sending, a 5xx, a kill -9) is settled
   by its status (:mod:`adapters.whatsapp.settle`). Without them it is ``unknown``: reported, never sent again blind.
+- A closed customer service window (131047): with ``use_window_template`` the channel's approved template goes
+  instead, once per closed window, and the refusal says so (:mod:`adapters.whatsapp.window`).
+- Buttons on a sent message: none; an approval's Approve and Deny are a reply-buttons message replying to it, sent
+  once (:meth:`set_stop`, :mod:`adapters.whatsapp.buttons`); taps reach the sidecar's webhook
+  (:mod:`adapters.whatsapp.webhook`).
 - Threads: none. ``subagents = "thread"`` falls back to status lines (:meth:`thread_refusal` is not offered: the
   adapter has no :class:`core.ports.Threads`); replies with context would quote the person's message on every
   sub-agent line and read as answers to it, so status lines are the honest rendering.
