@@ -20,8 +20,6 @@ import pytest
 from aiogram import Bot, Dispatcher
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
-from nio import AsyncClient, Event, ReactionEvent
-from nio.api import RelationshipType
 from pydantic import SecretStr
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -29,7 +27,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from examples.approval_bot import APPROVAL_DATA, approval_router
 from streamrelay.adapters.discord._sdk import discord
-from streamrelay.adapters.matrix.controls import CONTROL_KEY, control_of
 from streamrelay.app.client import RelayClient, RelayError
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import Sidecar, make_runtime
@@ -41,10 +38,15 @@ from streamrelay.core.run.approvals import NOT_ALLOWED, button_ids
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.common import MockServer
 from streamrelay.mocks.discord.server import MockDiscord
-from streamrelay.mocks.matrix import PERSON as MATRIX_PERSON
 from streamrelay.mocks.slack.server import MockSlack
 from tests.integration.conftest import INGEST_TOKEN
-from tests.integration.test_stop_platforms import discord_buttons, slack_buttons, teams_buttons
+from tests.integration.test_stop_platforms import (
+    discord_buttons,
+    matrix_bot_reads,
+    matrix_buttons,
+    slack_buttons,
+    teams_buttons,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -63,15 +65,6 @@ def telegram_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[
     return [b["callback_data"] for row in keyboard for b in row]
 
 
-def matrix_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[str]:
-    """The control ids of the bot's reactions on the message (adapters/matrix/controls.py)."""
-    return [
-        e.content[CONTROL_KEY]
-        for e in mock.rooms.relations(str(chat), str(message_id), "m.annotation")
-        if e.sender != MATRIX_PERSON and CONTROL_KEY in e.content
-    ]
-
-
 BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
     "telegram": telegram_buttons,
     "slack": slack_buttons,
@@ -79,27 +72,6 @@ BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
     "teams": teams_buttons,
     "matrix": matrix_buttons,
 }
-
-
-async def matrix_bot_reads(mock: Any, delivered: dict[str, Any]) -> tuple[str, str]:
-    """The Matrix snippet of docs/approvals.md, through matrix-nio: the person's reaction (a ``ReactionEvent`` from
-    the bot's sync) names a control when the bot's own reaction on that message has its key and a control id."""
-    event = Event.parse_event(delivered)
-    assert isinstance(event, ReactionEvent)
-    bot = AsyncClient(mock.base_url, "@streamrelay:mock.local")
-    bot.access_token = DRY_RUN["matrix"].token
-    try:
-        reactions = [
-            e.source
-            async for e in bot.room_get_event_relations(
-                delivered["room_id"], event.reacts_to, RelationshipType.annotation, "m.reaction"
-            )
-        ]
-    finally:
-        await bot.close()
-    control = control_of(reactions, bot.user, event.key)
-    assert control is not None
-    return control, f"matrix:user:{event.sender}"
 
 
 def pressed_data(platform: str, delivered: dict[str, Any]) -> tuple[str, str]:
