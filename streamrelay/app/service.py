@@ -56,7 +56,8 @@ def make_adapter(
 ) -> ChannelAdapter:
     """The adapter of one configured channel (its SDK, imported now if it is not yet, pointed at ``api_base``). With
     ``receipts`` (the platform's status webhooks are served), an adapter that settles by them gets them
-    (``use_receipts``: WhatsApp) with the channel's ``settle_window_ms``.
+    (``use_receipts``: WhatsApp) with the channel's ``settle_window_ms``; a channel's ``window_template`` is given
+    to an adapter that sends one (``use_window_template``: WhatsApp).
 
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
@@ -71,6 +72,10 @@ def make_adapter(
     use_receipts = getattr(adapter, "use_receipts", None)
     if receipts is not None and use_receipts is not None:
         use_receipts(receipts, channel.settle_window_ms / 1000)
+    use_window_template = getattr(adapter, "use_window_template", None)
+    if channel.window_template is not None and use_window_template is not None:
+        template = channel.window_template
+        use_window_template(template.name, template.language, template.parameter, template.text)
     return adapter
 
 

@@ -124,9 +124,12 @@ VERIFY_TOKEN_ENV = "WHATSAPP_VERIFY_TOKEN"
 """The App Dashboard's Verify Token, for the webhook's GET verification (optional)."""
 
 
-def whatsapp_webhook(receipts: Receipts) -> list[BaseRoute]:
-    """The WhatsApp status webhook's routes (:mod:`adapters.whatsapp.webhook`) recording into ``receipts``, when
-    ``WHATSAPP_APP_SECRET`` is set; none otherwise (uncertain WhatsApp sends then stay uncertain, reported)."""
+def whatsapp_webhook(
+    receipts: Receipts, decide: Callable[[str, str, str, str], Awaitable[dict[str, Any]]] | None = None
+) -> list[BaseRoute]:
+    """The WhatsApp webhook's routes (:mod:`adapters.whatsapp.webhook`) recording statuses into ``receipts`` and
+    deciding approval button taps through ``decide``, when ``WHATSAPP_APP_SECRET`` is set; none otherwise (uncertain
+    WhatsApp sends then stay uncertain, reported; taps reach nobody)."""
     secret = os.environ.get(APP_SECRET_ENV, "")
     if not secret:
         return []
@@ -134,7 +137,7 @@ def whatsapp_webhook(receipts: Receipts) -> list[BaseRoute]:
 
     verify = os.environ.get(VERIFY_TOKEN_ENV, "")
     _log.info("whatsapp status webhook served on %s", WEBHOOK_PATH)
-    return WhatsAppWebhook(receipts, SecretStr(secret), SecretStr(verify) if verify else None).routes()
+    return WhatsAppWebhook(receipts, SecretStr(secret), SecretStr(verify) if verify else None, decide=decide).routes()
 
 
 async def load_channels(
@@ -268,7 +271,11 @@ async def serve(
     ledger = MeteredLedger(sqlite_ledger, metrics)
     journal = MeteredJournal(await SqliteJournal.on(store), metrics)
     receipts = await SqliteReceipts.on(store)  # WhatsApp's status webhooks, which settle its uncertain sends
-    webhook = whatsapp_webhook(receipts)
+
+    async def decide_tap(run16: str, id16: str, decision: str, by: str) -> dict[str, Any]:
+        return await relay.decide_approval(run16, id16, decision, by)  # relay: built below, before serving
+
+    webhook = whatsapp_webhook(receipts, decide_tap)
     settling = receipts if webhook else None
     own = signals is None
     signals = StopSignals() if signals is None else signals

@@ -24,7 +24,13 @@ from streamrelay.config.connections import ConnectionSettings
 from streamrelay.config.environment import ENV_DELIMITER, ENV_PREFIX, check_env_channels
 from streamrelay.config.paths import resolve_actions, resolve_ledger
 from streamrelay.config.platforms import NATIVE_PLATFORMS, PLATFORMS, TOKEN_PLATFORMS, PlatformName, SourcedBudget
-from streamrelay.config.tables import BudgetSettings, ChunkSettings, CoalesceSettings, Strict
+from streamrelay.config.tables import (
+    BudgetSettings,
+    ChunkSettings,
+    CoalesceSettings,
+    Strict,
+    WindowTemplateSettings,
+)
 from streamrelay.core.chunking import ChunkParams
 from streamrelay.core.delivery.send_chain import MAX_RETRY_AFTER_S
 from streamrelay.core.errors import ConfigError
@@ -80,6 +86,9 @@ class ChannelSettings(Strict):
     chunk: ChunkSettings = Field(default_factory=ChunkSettings)
     coalesce: CoalesceSettings = Field(default_factory=CoalesceSettings)
     rate: dict[str, BudgetSettings] = Field(default_factory=dict)
+    window_template: WindowTemplateSettings | None = None
+    """WhatsApp: the approved template sent when the 24-hour customer service window is closed (131047)
+    (:class:`config.tables.WindowTemplateSettings`, docs/platforms.md, WhatsApp)."""
 
     @model_validator(mode="after")
     def _platform_rules(self) -> ChannelSettings:
@@ -98,6 +107,11 @@ class ChannelSettings(Strict):
         if spec is not None:
             for name, table in self.rate.items():
                 table.merged(name, spec.budgets.get(name))
+        if self.window_template is not None and self.platform != "whatsapp":
+            raise ValueError(
+                f"window_template: only WhatsApp has a customer service window; remove it from this {self.platform} "
+                "channel"
+            )
         if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
             raise ValueError(f"api_base {self.api_base!r} must start with http:// or https://")
         return self

@@ -6,7 +6,7 @@ Kept apart from :mod:`config.settings` (the channel, service and whole-file sett
 from __future__ import annotations
 
 from types import NoneType, UnionType
-from typing import Any, ClassVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -116,3 +116,29 @@ class BudgetSettings(Strict):
         burst = self.burst if self.burst is not None else (base.burst if base else 1.0)
         calls = frozenset(self.calls) if self.calls is not None else (base.calls if base else MESSAGE_CALLS)
         return SourcedBudget(Budget(name, scope, per_s, burst, calls), source)
+
+
+class WindowTemplateSettings(Strict):
+    """``[channels.NAME.window_template]`` (WhatsApp): the approved message template sent when the 24-hour customer
+    service window is closed (error 131047), so the person learns an answer waits and replies to reopen it
+    (:mod:`adapters.whatsapp.window`; https://developers.facebook.com/docs/whatsapp/cloud-api/guides/send-message-templates).
+
+    Attributes:
+        name: the template's name as approved in WhatsApp Manager (lowercase letters, digits, ``_``).
+        language: its language code as approved (``en_US``, ``de``).
+        parameter: what fills its one body variable ``{{1}}``: ``first_line`` (the answer's first line, its
+            whitespace collapsed, at most 60 characters), ``fixed`` (``text``), or ``none`` (a template without
+            variables).
+        text: the fixed text when ``parameter = "fixed"``.
+    """
+
+    name: str = Field(pattern=r"^[a-z0-9_]{1,512}$")
+    language: str = Field(pattern=r"^[a-z]{2,3}(_[A-Za-z]{2,4})?$")
+    parameter: Literal["first_line", "fixed", "none"] = "first_line"
+    text: str | None = Field(default=None, min_length=1, max_length=60)
+
+    @model_validator(mode="after")
+    def _text_when_fixed(self) -> WindowTemplateSettings:
+        if (self.parameter == "fixed") != (self.text is not None):
+            raise ValueError('window_template: text is set exactly when parameter = "fixed"')
+        return self

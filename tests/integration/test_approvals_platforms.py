@@ -40,7 +40,13 @@ from streamrelay.mocks.common import MockServer
 from streamrelay.mocks.discord.server import MockDiscord
 from streamrelay.mocks.slack.server import MockSlack
 from tests.integration.conftest import INGEST_TOKEN
-from tests.integration.test_stop_platforms import discord_buttons, slack_buttons, teams_buttons
+from tests.integration.test_stop_platforms import (
+    discord_buttons,
+    matrix_bot_reads,
+    matrix_buttons,
+    slack_buttons,
+    teams_buttons,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -49,6 +55,7 @@ USERS: dict[str, tuple[int | str, int | str]] = {
     "slack": ("U0ALLOWED", "U0STRANGER"),
     "discord": ("600000000000000001", "600000000000000002"),
     "teams": ("29:1AllowedPersonAadId", "29:1StrangerAadId"),
+    "matrix": ("@alice:mock.local", "@mallory:mock.local"),
 }
 """Each platform's (allowed, stranger) user ids."""
 
@@ -63,6 +70,7 @@ BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
     "slack": slack_buttons,
     "discord": discord_buttons,
     "teams": teams_buttons,
+    "matrix": matrix_buttons,
 }
 
 
@@ -74,6 +82,8 @@ def pressed_data(platform: str, delivered: dict[str, Any]) -> tuple[str, str]:
     if platform == "slack":
         assert delivered["type"] == "block_actions"
         return delivered["actions"][0]["value"], f"slack:user:{delivered['user']['id']}"
+    if platform == "matrix":
+        raise AssertionError("Matrix presses are read through nio: matrix_bot_reads")
     if platform == "teams":  # an Action.Submit press: a message activity whose value is the action's data
         assert delivered["type"] == "message"
         return delivered["value"]["streamrelay"], f"teams:user:{delivered['from']['id']}"
@@ -143,7 +153,10 @@ class Stack:
             )
         assert answer.status_code == 200, answer.text
         delivered = answer.json()
-        button, by = pressed_data(self.platform, delivered)
+        if self.platform == "matrix":
+            button, by = await matrix_bot_reads(self.mock, delivered)
+        else:
+            button, by = pressed_data(self.platform, delivered)
         assert button == data
         if self.platform == "telegram":  # the example router forwards it and answers the callback with the outcome
             before = len(self.answered())
@@ -186,7 +199,7 @@ class Stack:
         return [c.text for c in self.mock.calls if c.method == "answerCallbackQuery"]
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "teams"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "teams", "matrix"])
 async def test_approve_after_a_refused_press(platform: str) -> None:
     allowed, stranger = USERS[platform]
     async with Stack(platform) as stack:
@@ -245,7 +258,7 @@ async def test_approve_after_a_refused_press(platform: str) -> None:
         assert kinds == ["approval", "commit", "run.end"]
 
 
-@pytest.mark.parametrize("platform", ["telegram", "slack", "discord"])
+@pytest.mark.parametrize("platform", ["telegram", "slack", "discord", "matrix"])
 async def test_deny_by_the_approver(platform: str) -> None:
     """The approver presses Deny (as the docs' bot snippet forwards it): decided once, denied; the agent's
     ``wait_approval`` says not to go on; the message says who denied, its buttons gone; an Approve pressed after

@@ -13,8 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
+from nio import AsyncClient, Event, ReactionEvent
+from nio.api import RelationshipType
 from pydantic import SecretStr
 
+from streamrelay.adapters.matrix.controls import CONTROL_KEY, control_of
 from streamrelay.app.client import RelayClient, RelayError
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import Sidecar, make_runtime
@@ -27,6 +30,7 @@ from streamrelay.core.run.stage import STOPPED_NOTICE
 from streamrelay.core.run.stop import STOPPED_ERROR
 from streamrelay.core.run.stop_controls import control_id
 from streamrelay.mocks.common import MockServer
+from streamrelay.mocks.matrix import PERSON as MATRIX_PERSON
 from tests.integration.conftest import INGEST_TOKEN
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,7 +73,38 @@ def teams_click(activity: dict[str, Any]) -> tuple[str, str]:
     return activity["value"]["streamrelay"], f"teams:user:{activity['from']['id']}"
 
 
+def matrix_buttons(mock: Any, chat: int | str, message_id: int | str) -> list[str]:
+    """The control ids of the bot's reactions on the message (adapters/matrix/controls.py)."""
+    return [
+        e.content[CONTROL_KEY]
+        for e in mock.rooms.relations(str(chat), str(message_id), "m.annotation")
+        if e.sender != MATRIX_PERSON and CONTROL_KEY in e.content
+    ]
+
+
+async def matrix_bot_reads(mock: Any, delivered: dict[str, Any]) -> tuple[str, str]:
+    """The Matrix snippet of docs/approvals.md, through matrix-nio: the person's reaction (a ``ReactionEvent`` from
+    the bot's sync) names a control when the bot's own reaction on that message has its key and a control id."""
+    event = Event.parse_event(delivered)
+    assert isinstance(event, ReactionEvent)
+    bot = AsyncClient(mock.base_url, "@streamrelay:mock.local")
+    bot.access_token = DRY_RUN["matrix"].token
+    try:
+        reactions = [
+            e.source
+            async for e in bot.room_get_event_relations(
+                delivered["room_id"], event.reacts_to, RelationshipType.annotation, "m.reaction"
+            )
+        ]
+    finally:
+        await bot.close()
+    control = control_of(reactions, bot.user, event.key)
+    assert control is not None
+    return control, f"matrix:user:{event.sender}"
+
+
 BUTTONS: dict[str, Callable[[Any, int | str, int | str], list[str]]] = {
+    "matrix": matrix_buttons,
     "slack": slack_buttons,
     "discord": discord_buttons,
     "teams": teams_buttons,
@@ -89,7 +124,7 @@ async def until(check: Callable[[], bool]) -> None:
     raise AssertionError("not reached")
 
 
-@pytest.mark.parametrize("platform", ["slack", "discord", "teams"])
+@pytest.mark.parametrize("platform", ["slack", "discord", "teams", "matrix"])
 async def test_stop_button(platform: str) -> None:
     dry = DRY_RUN[platform]
     mock = dry.make_mock(False)
@@ -117,7 +152,10 @@ async def test_stop_button(platform: str) -> None:
                     f"{mock.control_url}/press", json={"chat_id": chat, "message_id": message_id}
                 )
             assert pressed.status_code == 200, pressed.text
-            control_value, by = CLICKS[platform](pressed.json())
+            if platform == "matrix":  # a person's ⏹ reaction, read through matrix-nio as the docs' snippet does
+                control_value, by = await matrix_bot_reads(mock, pressed.json())
+            else:
+                control_value, by = CLICKS[platform](pressed.json())
             assert control_value == control_id("s1")
             stopped = await client.stop(control_value.removeprefix("stop:"), by=by, reason="pressed Stop")
             assert (stopped.run, stopped.state) == ("s1", "stopping")

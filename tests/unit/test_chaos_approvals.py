@@ -132,3 +132,19 @@ def test_an_expiry_and_a_run_that_ended_first() -> None:
     assert (verdict.outcome, verdict.bad, verdict.stranger_refused) == ("undecided", False, 0)
     approved_anyway = ApprovalRecord(asked=True, reads=[[_unit("approved", APPROVER.format(platform=plan.platform))]])
     assert judge_approval(plan, approved_anyway, []).wrong_decided  # nobody who may decide pressed
+
+
+def test_whatsapps_buttons_message_is_set_aside_with_the_approval() -> None:
+    """WhatsApp's reply buttons come in a message of their own: the judge leaves it out of the answer's text, as
+    the approval's message (its text is the adapter's, kept in step here)."""
+    from streamrelay.adapters.whatsapp.buttons import BODY
+    from streamrelay.app.chaos.approvals import BUTTONS_TEXT, set_aside
+
+    assert BUTTONS_TEXT == BODY
+    chat = [
+        {"message_id": "w1", "text": "🔐 Approval: Go on?"},
+        {"message_id": "w2", "text": BODY},
+        {"message_id": "w3", "text": "The answer."},
+    ]
+    shown, report, calls = set_aside(chat, {"message_ids": ["w1", "w3"]}, [{"message_id": "w2"}, {"message_id": "w3"}])
+    assert shown == [chat[2]] and report == {"message_ids": ["w3"]} and calls == [{"message_id": "w3"}]

@@ -19,27 +19,49 @@ https://spec.matrix.org/latest/client-server-api/#event-replacements), a message
 (https://spec.matrix.org/latest/client-server-api/#redactions), a sub-agent's thread is an ``m.thread`` relation to
 its anchor event (https://spec.matrix.org/latest/client-server-api/#threading: no call opens it), typing is
 ``PUT /rooms/{roomId}/typing/{userId}`` (https://spec.matrix.org/latest/client-server-api/#typing-notifications).
+A media item is uploaded to the content repository and sent with its ``mxc://`` URI (:mod:`adapters.matrix.media`);
+buttons (an approval's Approve and Deny, Stop) are the bot's own reactions on the message
+(:mod:`adapters.matrix.controls`).
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import re
 import uuid
 from typing import Any
 
-from nio import AsyncClient, RoomRedactResponse, RoomSendResponse
+from nio import AsyncClient, ContentRepositoryConfigResponse, RoomRedactResponse, RoomSendResponse, UploadResponse
+from nio.api import RelationshipType
 
 from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.matrix.connection import MatrixConnection
+from streamrelay.adapters.matrix.controls import CONTROL_KEY, REACTION, seed_content, seed_txn
 from streamrelay.adapters.matrix.errors import PLATFORM
-from streamrelay.adapters.matrix.render import HTML_FORMAT, Rendered, edit_content, render
+from streamrelay.adapters.matrix.media import UploadCache, fetch, file_content, link_content
+from streamrelay.adapters.matrix.render import Rendered, edit_content, render
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.core.delivery.calls import CallObserver, perform_call
-from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
+from streamrelay.core.errors import (
+    DeliveryError,
+    PayloadRejectedError,
+    PermanentDeliveryError,
+    PlatformUnavailableError,
+    TargetNotFoundError,
+    UnreadableAnswerError,
+)
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
-from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Settlement, SettleOutcome, TextFormat
+from streamrelay.core.ports import (
+    NO_MARKUP,
+    MarkupPermissions,
+    PendingSend,
+    Settlement,
+    SettleOutcome,
+    StopControl,
+    TextFormat,
+)
 from streamrelay.core.units import LengthUnit
 
 MESSAGE = "m.room.message"
@@ -52,9 +74,8 @@ EVENT_ID_RE = re.compile(r"\$\S+")
 TYPING_TIMEOUT_MS = 30_000
 """How long one typing notice shows (the spec's example value; the homeserver ends it then)."""
 NESTED_THREAD = "already in a thread: Matrix threads do not nest"
-MEDIA_KEY = "io.streamrelay.media"
-"""The content key that marks a media item's link message (``kind``, ``url``, ``caption``): a namespaced custom key,
-as the spec lets events carry (https://spec.matrix.org/latest/#namespacing); clients ignore it."""
+MEDIA_TIMEOUT_S = 60.0
+"""The least time a media item's fetch and its upload each get (seconds): files take longer than a message."""
 
 
 class MatrixAdapter:
@@ -97,6 +118,9 @@ class MatrixAdapter:
         self._conn = MatrixConnection(token, base_url=base_url, send_timeout_s=send_timeout_s)
         self.render: RenderCache[Rendered] = RenderCache(functools.partial(_render, mentions=markup.mentions))
         """``render(text, fmt) -> Rendered``: the content and the byte size of its edit."""
+        self._uploads = UploadCache()
+        self._upload_limit: int | None = None
+        self._asked_limit = False
 
     __repr__ = __str__ = shows(base_url="_conn.base_url")
     send_timeout_s = ConnectionTimeout()
@@ -169,7 +193,7 @@ class MatrixAdapter:
                 dedupes).
         """
         if pending.media is not None:
-            content = self._content(target, media_content(pending.media, self.markup.mentions))
+            content = self._content(target, await self._media_content(target, pending.media, pending.delivery_id))
         else:
             content = self._content(target, self.render(pending.text, pending.fmt).content)
         event_id = await self._send("send", target, content, pending.delivery_id, creates=True)
@@ -178,14 +202,71 @@ class MatrixAdapter:
     async def send_media(
         self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
     ) -> str:
-        """Send ``media`` as a message holding its link (:func:`media_content`); return its event id. Transaction id
-        and settling as :meth:`send_text`.
+        """Send ``media`` as Matrix clients send files: fetched, uploaded to the content repository and sent as an
+        ``m.image`` / ``m.file`` / ``m.audio`` / ``m.video`` with its ``mxc://`` URI (:mod:`adapters.matrix.media`;
+        the link instead when the file cannot be carried). Return the message's event id. Transaction id and settling
+        as :meth:`send_text`.
 
         Raises:
-            core.errors.DeliveryError: a subclass, like :meth:`send_text`.
+            core.errors.PlatformUnavailableError: the upload failed or its answer was lost (no message was sent: the
+                retry uploads again, which leaves at most an unreferenced file).
+            core.errors.DeliveryError: another subclass, like :meth:`send_text`.
         """
-        content = self._content(target, media_content(media, self.markup.mentions))
-        return await self._send("send", target, content, delivery_id or uuid.uuid4().hex, creates=True)
+        txn_id = delivery_id or uuid.uuid4().hex
+        content = self._content(target, await self._media_content(target, media, txn_id))
+        return await self._send("send", target, content, txn_id, creates=True)
+
+    async def _media_content(self, target: Target, media: MediaItem, delivery_id: str) -> dict[str, Any]:
+        """The content of ``media``'s message: kept for ``delivery_id``, else fetched and uploaded now
+        (:mod:`adapters.matrix.media`)."""
+        made = self._uploads.get(delivery_id)
+        if made is not None:
+            return made
+        limit = await self.upload_limit(target)
+        timeout_s = max(self.send_timeout_s, MEDIA_TIMEOUT_S)
+        session = self._conn.session()
+        fetched = await fetch(session, media.url, limit, timeout_s)
+        if isinstance(fetched, str):
+            content = link_content(media, self.markup.mentions, fallback=fetched)
+        else:
+
+            async def upload(client: AsyncClient) -> Any:
+                answer, _keys = await client.upload(
+                    io.BytesIO(fetched.data), fetched.content_type, fetched.filename, filesize=len(fetched.data)
+                )
+                return answer
+
+            try:
+                answer = await self._conn.call("upload", target, upload, creates=False, timeout_s=timeout_s)
+            except PayloadRejectedError as refused:  # 413 M_TOO_LARGE: the homeserver's limit, stricter than told
+                content = link_content(media, self.markup.mentions, fallback=f"the homeserver refused it: {refused}")
+            else:
+                if not isinstance(answer, UploadResponse) or not str(answer.content_uri).startswith("mxc://"):
+                    raise UnreadableAnswerError(
+                        "matrix upload: no mxc:// content_uri in the answer",
+                        platform=PLATFORM,
+                        target=str(target.chat_id),
+                    )
+                content = file_content(media, str(answer.content_uri), fetched, self.markup.mentions)
+        self._uploads.put(delivery_id, content)
+        return content
+
+    async def upload_limit(self, target: Target) -> int | None:
+        """The homeserver's ``m.upload.size`` in bytes (``GET /_matrix/client/v1/media/config``, asked once); None
+        when it names none or the question failed (the upload's own ``M_TOO_LARGE`` then decides)."""
+        if not self._asked_limit:
+            try:
+                answer = await self._conn.call(
+                    "media_config", target, lambda c: c.content_repository_config(), creates=False
+                )
+            except PermanentDeliveryError:
+                answer = None
+            except DeliveryError:
+                return None  # transient: asked again with the next item
+            self._asked_limit = True
+            size = getattr(answer, "upload_size", None) if isinstance(answer, ContentRepositoryConfigResponse) else None
+            self._upload_limit = size if isinstance(size, int) and size > 0 else None
+        return self._upload_limit
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Make event ``message_id`` show ``text``: an ``m.replace`` edit (module docstring) under a fresh
@@ -235,6 +316,70 @@ class MatrixAdapter:
 
         await self._conn.call("typing", target, notice, creates=False)
 
+    # -------------------------------------------------------------- StopControls
+
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control``'s buttons on message ``message_id`` as the bot's own reactions (``✅`` Approve, ``❌``
+        Deny, ``⏹`` Stop), or take them off (None: the bot's control reactions redacted):
+        :mod:`adapters.matrix.controls`. ``text`` and ``fmt`` are not needed (reactions leave the message as it is).
+        Idempotent: each reaction goes by a transaction id of the message and the control, and the same reaction
+        again (400 ``M_DUPLICATE_ANNOTATION``) counts as done.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every call.
+        """
+        room = str(target.chat_id)
+        if control is None:
+            await self._take_off(target, message_id)
+            return
+        for control_id, label in control.buttons():
+            content, txn_id = seed_content(message_id, control_id, label), seed_txn(message_id, control_id)
+
+            async def react(client: AsyncClient, content: dict[str, Any] = content, txn_id: str = txn_id) -> Any:
+                return await client.room_send(room, REACTION, content, tx_id=txn_id)
+
+            try:
+                await self._conn.call("send", target, react, creates=False)
+            except PermanentDeliveryError as refused:
+                if "M_DUPLICATE_ANNOTATION" not in str(refused):
+                    raise
+
+    async def _take_off(self, target: Target, message_id: str) -> None:
+        """Redact the bot's control reactions on ``message_id`` (a message gone has none left)."""
+        room, me = str(target.chat_id), await self._conn.user_id(target)
+
+        async def mine(client: AsyncClient) -> Any:
+            found = []
+            try:
+                async for event in client.room_get_event_relations(
+                    room, message_id, RelationshipType.annotation, REACTION
+                ):
+                    found.append(event)
+            except AttributeError:  # nio reads next_batch of an error answer: the call failed
+                return None
+            return found
+
+        try:
+            events = await self._conn.call("relations", target, mine, creates=False)
+        except TargetNotFoundError:
+            return
+        if events is None:
+            raise PlatformUnavailableError(
+                "matrix relations: the homeserver answered an error", platform=PLATFORM, target=room
+            )
+        for event in events:
+            source = getattr(event, "source", {}) or {}
+            if source.get("sender") != me or CONTROL_KEY not in (source.get("content") or {}):
+                continue
+            event_id = str(source.get("event_id"))
+
+            async def redact(client: AsyncClient, event_id: str = event_id) -> Any:
+                return await client.room_redact(room, event_id, tx_id=f"off-{event_id}")
+
+            await self._conn.call("redact", target, redact, creates=False)
+
     # -------------------------------------------------------------- Threads
 
     def thread_refusal(self, target: Target) -> str | None:
@@ -257,25 +402,3 @@ class MatrixAdapter:
 
 def _render(text: str, fmt: TextFormat, *, mentions: bool) -> Rendered:
     return render(text, fmt, mentions=mentions)
-
-
-def media_content(media: MediaItem, mentions: bool) -> dict[str, Any]:
-    """The content of a media item's message: an ``m.text`` with its link (``body`` ``caption: url``, an ``<a>`` in
-    ``formatted_body``) and :data:`MEDIA_KEY` naming the item. ``m.image`` and the other file types need an
-    ``mxc://`` URI of the homeserver's content repository (https://spec.matrix.org/latest/client-server-api/#mimage),
-    which takes an upload the sidecar does not make: the link is what a person can open."""
-    label = media.caption or media.kind.capitalize()
-    content: dict[str, Any] = {
-        "msgtype": "m.text",
-        "body": media.link_text(),
-        "format": HTML_FORMAT,
-        "formatted_body": f'<a href="{_attr(media.url)}">{_attr(label)}</a>',
-        MEDIA_KEY: {"kind": str(media.kind), "url": media.url, "caption": media.caption or ""},
-    }
-    if not mentions:
-        content["m.mentions"] = {}
-    return content
-
-
-def _attr(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")

@@ -67,24 +67,38 @@ class MatrixConnection:
             self.client.user_id = answer.user_id
         return self._user_id
 
+    def session(self) -> aiohttp.ClientSession:
+        """The HTTP session nio sends through (made now if it is not yet: :meth:`_new_session`); a media item's file
+        is fetched through it too."""
+        if self.client.client_session is None:
+            self.client.client_session = self._new_session()
+        session: aiohttp.ClientSession = self.client.client_session
+        return session
+
     async def call(
-        self, method: str, target: Target, action: Callable[[AsyncClient], Awaitable[Any]], *, creates: bool
+        self,
+        method: str,
+        target: Target,
+        action: Callable[[AsyncClient], Awaitable[Any]],
+        *,
+        creates: bool,
+        timeout_s: float | None = None,
     ) -> Any:
-        """One attempt at one call: ``action`` with the client under ``send_timeout_s``; its answer, or a
-        ``DeliveryError`` (token-free) for an error answer or a failure. ``creates``: the call makes a new message
-        (a 5xx to it is uncertain)."""
+        """One attempt at one call: ``action`` with the client under ``timeout_s`` (None: ``send_timeout_s``); its
+        answer, or a ``DeliveryError`` (token-free) for an error answer or a failure. ``creates``: the call makes a
+        new message (a 5xx to it is uncertain)."""
         room = str(target.chat_id)
         if self._closed:
             raise PlatformUnavailableError("matrix: the adapter is closed", platform=PLATFORM, target=room)
-        if self.client.client_session is None:
-            self.client.client_session = self._new_session()
+        self.session()
+        limit_s = self.send_timeout_s if timeout_s is None else timeout_s
         error: DeliveryError
         try:
-            async with asyncio.timeout(self.send_timeout_s):
+            async with asyncio.timeout(limit_s):
                 answer = await action(self.client)
         except TimeoutError:
             error = AnswerTimeoutError(
-                f"matrix {method}: no answer within {self.send_timeout_s:g} s", platform=PLATFORM, target=room
+                f"matrix {method}: no answer within {limit_s:g} s", platform=PLATFORM, target=room
             )
         except aiohttp.ClientError as exc:
             error = translate(exc, method=method, creates=creates, target=room, scrub=self._scrub)

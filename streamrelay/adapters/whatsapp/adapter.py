@@ -28,6 +28,11 @@ What the Cloud API cannot do, and what the adapter does instead:
   message's status webhooks; with the sidecar's receipts wired (:meth:`use_receipts`: the webhook route records them,
   :mod:`adapters.whatsapp.webhook`), an uncertain send (a timeout, a reset after sending, a 5xx, a kill -9) is settled
   by its status (:mod:`adapters.whatsapp.settle`). Without them it is ``unknown``: reported, never sent again blind.
+- A closed customer service window (131047): with ``use_window_template`` the channel's approved template goes
+  instead, once per closed window, and the refusal says so (:mod:`adapters.whatsapp.window`).
+- Buttons on a sent message: none; an approval's Approve and Deny are a reply-buttons message replying to it, sent
+  once (:meth:`set_stop`, :mod:`adapters.whatsapp.buttons`); taps reach the sidecar's webhook
+  (:mod:`adapters.whatsapp.webhook`).
 - Threads: none. ``subagents = "thread"`` falls back to status lines (:meth:`thread_refusal` is not offered: the
   adapter has no :class:`core.ports.Threads`); replies with context would quote the person's message on every
   sub-agent line and read as answers to it, so status lines are the honest rendering.
@@ -38,22 +43,35 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from types import SimpleNamespace
 from typing import Any
 
+from pywa.types.callback import Button
+from pywa.types.templates import TemplateLanguage
 from pywa_async.client import WhatsApp
 
 from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connection, measure_rendered, shows
 from streamrelay.adapters.rendering import RenderCache
+from streamrelay.adapters.whatsapp.buttons import BODY, check_buttons, tracker
 from streamrelay.adapters.whatsapp.connection import WhatsAppConnection
-from streamrelay.adapters.whatsapp.errors import PLATFORM
+from streamrelay.adapters.whatsapp.errors import PLATFORM, WindowClosedError
 from streamrelay.adapters.whatsapp.render import Rendered, render
 from streamrelay.adapters.whatsapp.settle import decide
+from streamrelay.adapters.whatsapp.window import SentTemplates, WindowTemplate
 from streamrelay.core.delivery.calls import CallObserver, perform_call
-from streamrelay.core.errors import PermanentDeliveryError, UnreadableAnswerError
+from streamrelay.core.errors import DeliveryError, PermanentDeliveryError, UncertainDeliveryError, UnreadableAnswerError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
-from streamrelay.core.ports import NO_MARKUP, MarkupPermissions, PendingSend, Settlement, SettleOutcome, TextFormat
-from streamrelay.core.records.receipts import Receipts
+from streamrelay.core.ports import (
+    NO_MARKUP,
+    MarkupPermissions,
+    PendingSend,
+    Settlement,
+    SettleOutcome,
+    StopControl,
+    TextFormat,
+)
+from streamrelay.core.records.receipts import Receipts, ReceiptStatus
 from streamrelay.core.units import LengthUnit
 
 WA_ID_RE = re.compile(r"^\d{6,20}$")
@@ -110,6 +128,24 @@ class WhatsAppAdapter:
         self.settle_window_s = 30.0
         """How long a settle waits for the status of an uncertain send (seconds, :mod:`adapters.whatsapp.settle`)."""
         self._clock = time.time
+        self.window_template: WindowTemplate | None = None
+        """The template sent when the customer service window is closed (None: 131047 is only reported)."""
+        self._templates = SentTemplates()
+        self._buttons: dict[str, str] = {}
+        """Buttons messages by :func:`adapters.whatsapp.buttons.tracker`: their ``wamid``, or ``""`` while unknown."""
+
+    def use_window_template(
+        self, name: str, language: str, parameter: str = "first_line", text: str | None = None
+    ) -> None:
+        """Send template ``name`` (``language``) when a send meets a closed customer service window (131047), filled
+        per ``parameter`` (``first_line``, ``fixed`` with ``text``, ``none``): :mod:`adapters.whatsapp.window`.
+
+        Raises:
+            ValueError: an unknown ``parameter``, or ``fixed`` without ``text``.
+        """
+        if parameter not in ("first_line", "fixed", "none") or (parameter == "fixed") != (text is not None):
+            raise ValueError("parameter must be first_line, fixed (with text) or none")
+        self.window_template = WindowTemplate(name, language, parameter, text)  # type: ignore[arg-type]
 
     def use_receipts(self, receipts: Receipts, settle_window_s: float) -> None:
         """Settle uncertain sends by their status webhooks, recorded in ``receipts``, waiting up to
@@ -137,14 +173,58 @@ class WhatsAppAdapter:
 
     # -------------------------------------------------------------- messages
 
-    async def _send(self, target: Target, action: Any) -> str:
-        answer = await self._conn.call("messages", target, action, creates=True)
+    async def _send(self, target: Target, action: Any, answer_text: str = "") -> str:
+        """One create; on a closed customer service window the channel's template is sent instead (once per closed
+        window) and the refusal says so (:mod:`adapters.whatsapp.window`)."""
+        chat = str(target.chat_id)
+        closed: WindowClosedError | None = None
+        try:
+            answer = await self._conn.call("messages", target, action, creates=True)
+        except WindowClosedError as refused:
+            if self.window_template is None:
+                raise
+            closed = refused
+        if closed is not None:
+            note = await self._reengage(target, answer_text)
+            raise WindowClosedError(f"{closed}; {note}", platform=PLATFORM, target=chat)
         message_id = getattr(answer, "id", None)
         if not message_id:
             raise UnreadableAnswerError(
-                "whatsapp messages: no message id in the answer", platform=PLATFORM, target=str(target.chat_id)
+                "whatsapp messages: no message id in the answer", platform=PLATFORM, target=chat
             )
+        self._templates.reopened(chat)
         return str(message_id)
+
+    async def _reengage(self, target: Target, answer_text: str) -> str:
+        """Send the window template to ``target`` unless this closed window had it already; what came of it."""
+        template, chat = self.window_template, str(target.chat_id)
+        if template is None:
+            return "no window template is configured"
+        known = self._templates.note(chat)
+        if known is not None:
+            return f"{known} (once per closed window: not sent again)"
+        components = template.params(answer_text)
+        language = _language(template.language)
+
+        async def send(client: WhatsApp) -> Any:
+            return await client.send_template(chat, template.name, language, params=components)
+
+        label = f"window template {template.name!r} ({template.language})"
+        try:
+            sent = await self._conn.call("messages", target, send, creates=True)
+        except UncertainDeliveryError as unknown:
+            note = f"the {label} may have been sent (no answer: {unknown}); it is not sent again"
+        except PermanentDeliveryError as failed:
+            note = f"the {label} could not be sent: {failed}"
+        except DeliveryError as failed:  # transient (429, 5xx): the next refused part tries again
+            return f"the {label} could not be sent now: {failed}"
+        else:
+            note = (
+                f"the {label} was sent instead as {getattr(sent, 'id', '?')}: the person is told an answer waits and "
+                "to reply; this part is delivered when they write again (resend it from the desk)"
+            )
+        self._templates.done(chat, note)
+        return note
 
     async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         """Send a text message (module docstring); return its id (``wamid.…``). ``delivery_id`` goes as
@@ -163,7 +243,7 @@ class WhatsAppAdapter:
         async def send(client: WhatsApp) -> Any:
             return await client.send_message(to, body, reply_to_message_id=reply, tracker=delivery_id)
 
-        return await self._send(target, send)
+        return await self._send(target, send, text)
 
     async def send_media(
         self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
@@ -190,7 +270,7 @@ class WhatsAppAdapter:
                 to, url, filename=filename, caption=caption, reply_to_message_id=reply, tracker=tracker
             )
 
-        return await self._send(target, send)
+        return await self._send(target, send, media.caption or f"{media.kind.capitalize()}: {media.url}")
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
         """Settle an uncertain send by its status webhook, without a platform call: the receipts are read every
@@ -230,6 +310,63 @@ class WhatsAppAdapter:
         """
         raise PermanentDeliveryError(f"whatsapp: {NO_EDITS}", platform=PLATFORM, target=str(target.chat_id))
 
+    async def set_stop(
+        self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None
+    ) -> None:
+        """Put ``control``'s buttons under message ``message_id``: a reply-buttons message replying to it
+        (:mod:`adapters.whatsapp.buttons`), sent once (its status webhook, or this adapter's memory, says whether it
+        went). Taking buttons off is refused: WhatsApp cannot.
+
+        Raises:
+            core.errors.PermanentDeliveryError: ``control`` None (buttons cannot be taken off a sent message), or a
+                buttons message whose outcome stays unknown (never sent twice).
+            core.errors.DeliveryError: another subclass, like a send (131047 outside the window).
+        """
+        chat = str(target.chat_id)
+        if control is None:
+            raise PermanentDeliveryError(
+                "whatsapp: reply buttons cannot be taken off a sent message (no edits): they stay, and a tap after "
+                "the decision is answered with it",
+                platform=PLATFORM,
+                target=chat,
+            )
+        buttons = control.buttons()
+        check_buttons(buttons)
+        key = tracker(message_id, control.control_id)
+        if self._buttons.get(key):
+            return
+        if key in self._buttons:  # tried here, outcome unknown: its status decides (never sent twice)
+            settled = await self.settle_send(target, PendingSend(key, BODY, TextFormat.PLAIN))
+            if settled.outcome is SettleOutcome.UNKNOWN:
+                raise PermanentDeliveryError(
+                    "whatsapp: the approval's buttons message may have been sent (no answer, no status webhook): "
+                    "not sent again",
+                    platform=PLATFORM,
+                    target=chat,
+                )
+            if settled.outcome is SettleOutcome.FOUND:
+                self._buttons[key] = settled.message_id or "?"
+                return
+        elif self.receipts is not None:  # a first try here: after a restart, its status may say it went
+            receipt = await self.receipts.find(PLATFORM, key)
+            if receipt is not None and receipt.status is not ReceiptStatus.FAILED:
+                self._buttons[key] = receipt.message_id
+                return
+        reply = [Button(title=title, callback_data=control_id) for control_id, title in buttons]
+
+        async def send(client: WhatsApp) -> Any:
+            return await client.send_message(chat, BODY, buttons=reply, reply_to_message_id=message_id, tracker=key)
+
+        self._buttons[key] = ""
+        try:
+            sent = await self._conn.call("messages", target, send, creates=True)
+        except UncertainDeliveryError:
+            raise
+        except DeliveryError:
+            del self._buttons[key]  # not sent: may go again
+            raise
+        self._buttons[key] = str(getattr(sent, "id", "") or "?")
+
     async def send_typing(self, target: Target) -> None:
         """Mark the person's message ``target.reply_to`` as read with a typing indicator (module docstring); no call
         when the target names no incoming message (typing needs one)."""
@@ -244,6 +381,15 @@ class WhatsAppAdapter:
 
     async def clear_typing(self, target: Target) -> None:
         """Nothing: the indicator ends at the reply or after 25 s by itself (no call takes it down)."""
+
+
+def _language(code: str) -> Any:
+    """pywa's ``TemplateLanguage`` for ``code``, or an object with the same ``value`` for a code pywa does not list
+    (pywa sends ``language.value`` as the code)."""
+    try:
+        return TemplateLanguage(code)
+    except ValueError:
+        return SimpleNamespace(value=code)
 
 
 def _reply(target: Target) -> str | None:

@@ -73,8 +73,13 @@ def _limited(code: int) -> ErrorFactory:
     return make
 
 
+class WindowClosedError(ForbiddenError):
+    """131047: the customer service window is closed (a ``ForbiddenError``: the core refuses the part; the adapter
+    may send the channel's window template, :mod:`adapters.whatsapp.window`)."""
+
+
 def _window_closed(message: str, target: str, _original: BaseException) -> DeliveryError:
-    return ForbiddenError(
+    return WindowClosedError(
         f"{message} (the 24-hour customer service window is closed: the person has not written for more than 24 "
         "hours, and only a template message may be sent until they write again; "
         "https://developers.facebook.com/docs/whatsapp/cloud-api/guides/send-messages#customer-service-windows)",

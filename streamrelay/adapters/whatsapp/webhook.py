@@ -12,10 +12,17 @@ create whose answer was lost (:mod:`adapters.whatsapp.settle`).
 - ``POST``: the body is checked against ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body with the app
   secret>`` (https://developers.facebook.com/docs/graph-api/webhooks/getting-started#validate-payloads) in constant
   time; a missing or wrong signature is 401 and nothing is recorded. Then every ``entry[].changes[].value.statuses[]``
-  with a ``biz_opaque_callback_data`` is recorded (one commit) and the answer is 200 ``{"recorded": N}``; statuses
-  without it (other senders of the number) and incoming ``messages`` are ignored. The store failing is 500: Meta
-  delivers the webhook again (up to 7 days, https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks). The
-  route does nothing else, so it answers fast.
+  with a ``biz_opaque_callback_data`` is recorded (one commit); statuses without it (other senders of the number)
+  are ignored. Then every incoming ``messages[]`` entry that is a tap of an approval's reply button (``type:
+  interactive``, ``interactive.button_reply.id`` ``approve:<run16>:<id16>`` or ``deny:…``,
+  :mod:`adapters.whatsapp.buttons`) is decided as the bot route decides a press (``POST
+  /v1/runs/{run16}/approvals/{id16}``: the approver checked, decided once, journaled), by ``whatsapp:user:<from>``;
+  other messages are ignored. The answer is 200 ``{"recorded": N}``, with ``"presses": [{"button", "status",
+  "tell"?}]`` when the payload held taps
+  (``status`` 200 decided, 403 not allowed, 409 decided already, 404 unknown here: WhatsApp has no way to tell the
+  person privately, so the outcome is logged and answered to a forwarding bot). The store or the journal failing is
+  500: Meta delivers the webhook again (up to 7 days, https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks),
+  and a press decided already is then a 409. The route does nothing else, so it answers fast.
 
 The app secret and the verify token are held as :class:`pydantic.SecretStr`: never in a repr, a log or an answer.
 """
@@ -26,8 +33,9 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import SecretStr
@@ -37,7 +45,13 @@ from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.capped_body import read_capped
 from streamrelay.adapters.whatsapp.errors import PLATFORM
+from streamrelay.core.errors import IngestError
 from streamrelay.core.records.receipts import Receipt, Receipts, ReceiptStatus
+from streamrelay.core.run.approvals import DecisionRefused
+
+Decide = Callable[[str, str, str, str], Awaitable[dict[str, Any]]]
+"""``decide(run16, id16, decision, by)``: the approvals path (:meth:`core.run.relay.Relay.decide_approval`)."""
+PRESS_ID = re.compile(r"^(approve|deny):([0-9a-f]{16}):([0-9a-f]{16})$")
 
 WEBHOOK_PATH = "/v1/platforms/whatsapp/webhook"
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -76,6 +90,28 @@ def receipts_of(payload: Any, now_s: float) -> list[Receipt]:
     return found
 
 
+def presses_of(payload: Any) -> list[tuple[str, str]]:
+    """The approval button taps in a webhook payload: ``(button id, whatsapp:user:<from>)`` for each ``messages[]``
+    entry of ``type: interactive`` whose ``interactive.button_reply.id`` is an approval button's id."""
+    found: list[tuple[str, str]] = []
+    entries = payload.get("entry") if isinstance(payload, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        changes = entry.get("changes") if isinstance(entry, dict) else None
+        for change in changes if isinstance(changes, list) else []:
+            value = change.get("value") if isinstance(change, dict) else None
+            messages = value.get("messages") if isinstance(value, dict) else None
+            for message in messages if isinstance(messages, list) else []:
+                if not isinstance(message, dict) or message.get("type") != "interactive":
+                    continue
+                interactive = message.get("interactive")
+                reply = interactive.get("button_reply") if isinstance(interactive, dict) else None
+                button = reply.get("id") if isinstance(reply, dict) else None
+                sender = message.get("from")
+                if isinstance(button, str) and PRESS_ID.match(button) and isinstance(sender, str) and sender.isdigit():
+                    found.append((button, f"whatsapp:user:{sender}"))
+    return found
+
+
 def _receipt(status: Any, now_s: float) -> Receipt | None:
     if not isinstance(status, dict):
         return None
@@ -103,6 +139,7 @@ class WhatsAppWebhook:
         verify_token: the verify token set in the App Dashboard (``WHATSAPP_VERIFY_TOKEN``); None: the GET
             verification answers 403 (the operator verifies the URL with the token set).
         clock: Unix seconds for the receipts' ``recorded_at_s``.
+        decide: the approvals path a reply-button tap is decided through (None: taps are ignored).
     """
 
     def __init__(
@@ -112,8 +149,10 @@ class WhatsAppWebhook:
         verify_token: SecretStr | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        decide: Decide | None = None,
     ) -> None:
         self.receipts = receipts
+        self.decide = decide
         self._secret = app_secret
         self._verify = verify_token
         self._clock = clock
@@ -171,4 +210,28 @@ class WhatsAppWebhook:
             except Exception:  # Meta delivers it again: nothing is lost by answering 500
                 _log.exception("whatsapp webhook: recording %d statuses failed (Meta sends them again)", len(found))
                 return JSONResponse({"error": "the statuses could not be recorded: send again"}, 500)
-        return JSONResponse({"recorded": len(found)})
+        presses: list[dict[str, Any]] = []
+        for button, by in presses_of(payload) if self.decide is not None else []:
+            outcome = await self._press(button, by)
+            if outcome is None:
+                return JSONResponse({"error": "the decision could not be journaled: send again"}, 500)
+            presses.append(outcome)
+        return JSONResponse({"recorded": len(found), **({"presses": presses} if presses else {})})
+
+    async def _press(self, button: str, by: str) -> dict[str, Any] | None:
+        """Decide one tap (module docstring); None when the journal failed (the webhook answers 500)."""
+        match = PRESS_ID.match(button)
+        if match is None or self.decide is None:
+            return {"button": button, "status": 404}
+        decision, run16, id16 = match.groups()
+        try:
+            answer = await self.decide(run16, id16, decision, by)
+        except DecisionRefused as refused:
+            _log.info("whatsapp press %s by %s refused: %s", button, by, refused.error)
+            return {"button": button, "status": refused.status, "tell": refused.tell}
+        except IngestError as exc:
+            return {"button": button, "status": exc.status, "tell": str(exc)}
+        except Exception:  # the journal: nothing was decided; Meta sends the webhook again
+            _log.exception("whatsapp press %s by %s could not be decided", button, by)
+            return None
+        return {"button": button, "status": 200, "decision": answer.get("decision")}

@@ -328,14 +328,23 @@ def set_aside(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[dict[str, Any]]]:
     """The run's chat, report and calls without its approval's message (judged by :func:`judge_approval`, not as
     the answer's text): the message left out of the chat, its id out of the report's ``message_ids``, the calls that
-    made or edited it out of ``calls``."""
-    ids = {str(m.get("message_id")) for m in chat if is_approval_message(m)}
+    made or edited it out of ``calls``. A platform that cannot put buttons on a sent message shows them in a message
+    of their own (WhatsApp's reply buttons, :data:`BUTTONS_TEXT`): left out the same way."""
+    ids = {str(m.get("message_id")) for m in chat if is_approval_message(m) or _is_buttons_message(m)}
     if not ids:
         return chat, report, calls
     shown = [m for m in chat if str(m.get("message_id")) not in ids]
     if report is not None:
         report = {**report, "message_ids": [i for i in report.get("message_ids", []) if str(i) not in ids]}
     return shown, report, [c for c in calls if str(c.get("message_id")) not in ids]
+
+
+BUTTONS_TEXT = "Tap a button to decide."
+"""The text of WhatsApp's reply-buttons message under an approval (adapters/whatsapp/buttons.py ``BODY``)."""
+
+
+def _is_buttons_message(message: dict[str, Any]) -> bool:
+    return str(message.get("text", "")).strip() == BUTTONS_TEXT
 
 
 def is_approval_message(message: dict[str, Any]) -> bool:

@@ -14,6 +14,9 @@ Routes (recorded method names in the second column; tests/cases/README.md names 
 ``PUT /_matrix/client/v3/rooms/{roomId}/redact/{eventId}/{txnId}``  ``redact``
 ``PUT /_matrix/client/v3/rooms/{roomId}/typing/{userId}``           ``typing``
 ``GET /_matrix/client/v3/account/whoami``                           ``whoami``
+``POST /_matrix/media/v3/upload``                                   ``upload``
+``GET /_matrix/client/v1/media/config`` (and ``/_matrix/media/v3/``) ``media_config``
+``GET /_matrix/client/v1/rooms/{roomId}/relations/{eventId}/…``     ``relations``
 =================================================================  ==========
 
 An unknown path is 404 ``M_UNRECOGNIZED``. Every route needs an access token (``Authorization: Bearer`` or
@@ -45,6 +48,16 @@ What it reproduces (https://spec.matrix.org/latest/client-server-api/):
   its content stripped.
 - Typing (https://spec.matrix.org/latest/client-server-api/#typing-notifications): for another user 403; shown for
   ``timeout`` ms.
+- The content repository (:mod:`mocks.matrix.media`): an upload is stored under a new ``mxc://mock.local/…`` URI
+  (uploads carry no transaction id: the same bytes twice are two files); past ``max_upload_bytes`` (Synapse's
+  default 50 MiB; the config routes announce it as ``m.upload.size``) it is 413 ``M_TOO_LARGE``
+  (https://spec.matrix.org/latest/client-server-api/#post_matrixmediav3upload). An ``m.image`` / ``m.file`` /
+  ``m.audio`` / ``m.video`` whose ``url`` is no stored upload is 400 ``M_BAD_JSON`` (stricter than Synapse, which
+  does not look). :meth:`MockMatrix.host_file` serves a file at ``/_mock/files/{name}`` for a sidecar to fetch.
+- Reactions (https://spec.matrix.org/latest/client-server-api/#event-annotations-and-reactions): an ``m.reaction``
+  must be an ``m.annotation`` of an event of the room with a ``key``; the same sender, event and key twice is 400
+  ``M_DUPLICATE_ANNOTATION`` (as Synapse). ``relations`` lists the events relating to one.
+  :meth:`MockMatrix.press` is a person's reaction with the key of one of the bot's reactions.
 - Rooms: any well-formed room id exists and the bot is joined, except :attr:`Rooms.missing` (403 ``M_FORBIDDEN``
   "not in room"); a malformed id is 400 ``M_INVALID_PARAM``.
 - Rate limits (when on): Synapse's default ``rc_message``, 0.2 per second per user with a burst of 10
@@ -55,8 +68,9 @@ Scripted faults and latencies use the method names above (:class:`mocks.common.F
 ``M_LIMIT_EXCEEDED`` with ``retry_after_ms``; another status the standard error (a description ``M_CODE: text``
 chooses the errcode). Per call, in order: record, check the token, count (per method, 1-based), wait its latency,
 apply its fault, then the transaction-id check, validation, rate limits, store, answer. A recorded ``send``'s
-``chat_id`` is the room id, ``message_id`` the new event id (the edited event's id for an edit), ``text`` the
-``body`` sent (``m.new_content.body`` for an edit).
+``chat_id`` is the room id, ``message_id`` the new event id (the edited event's id for an edit, the annotated
+event's for a reaction, described ``reaction <key>``), ``text`` the ``body`` sent (``m.new_content.body`` for an
+edit).
 """
 
 from streamrelay.mocks.matrix.rooms import Room, Rooms, StoredEvent

@@ -10,8 +10,10 @@ from typing import Any
 from streamrelay.mocks.matrix.wire import MAX_EVENT_BYTES, ROOM_ID_RE, MatrixError, event_id, pdu_bytes
 
 MESSAGE = "m.room.message"
+REACTION = "m.reaction"
 REPLACE = "m.replace"
 THREAD = "m.thread"
+ANNOTATION = "m.annotation"
 
 
 @dataclass
@@ -153,9 +155,37 @@ class Rooms:
                     raise MatrixError(400, "M_BAD_JSON", f"unknown event {relation.get('event_id')!r} to relate to")
                 if relation.get("rel_type") == THREAD and target.relation.get("rel_type") is not None:
                     raise MatrixError(400, "M_BAD_JSON", "Cannot start threads from an event with a relation")
+        if event_type == REACTION:
+            self._check_reaction(room, sender, content)
         size = pdu_bytes(room.room_id, sender, event_type, content, self._wall_ms())
         if size > MAX_EVENT_BYTES:
             raise MatrixError(413, "M_TOO_LARGE", f"event too large: {size} bytes > {MAX_EVENT_BYTES}")
+
+    def _check_reaction(self, room: Room, sender: str, content: dict[str, Any]) -> None:
+        """An ``m.reaction`` is an ``m.annotation`` of an event the room has, with a ``key``; the same sender
+        annotating one event with one key twice is 400 ``M_DUPLICATE_ANNOTATION``, as Synapse answers (a homeserver
+        may refuse it: https://spec.matrix.org/latest/client-server-api/#event-annotations-and-reactions)."""
+        relation = content.get("m.relates_to")
+        if not isinstance(relation, dict) or relation.get("rel_type") != ANNOTATION:
+            raise MatrixError(400, "M_BAD_JSON", "m.reaction needs an m.annotation relation")
+        key, target_id = relation.get("key"), relation.get("event_id")
+        if not isinstance(key, str) or not key or self.event(room, str(target_id)) is None:
+            raise MatrixError(400, "M_BAD_JSON", "m.reaction needs a key and an event of the room to annotate")
+        for old in self.relations(room.room_id, str(target_id), ANNOTATION):
+            if old.sender == sender and old.relation.get("key") == key:
+                raise MatrixError(400, "M_DUPLICATE_ANNOTATION", "Can't send same reaction twice")
+
+    def relations(self, room_id: str, event_id: str, rel_type: str | None = None) -> list[StoredEvent]:
+        """The events of ``room_id`` that relate to ``event_id`` (of ``rel_type`` when given), not redacted, in
+        order."""
+        room = self.rooms.get(room_id)
+        return [
+            e
+            for e in (room.events if room is not None else [])
+            if e.redacted_by is None
+            and e.relation.get("event_id") == event_id
+            and (rel_type is None or e.relation.get("rel_type") == rel_type)
+        ]
 
     def store(
         self, room: Room, sender: str, event_type: str, content: dict[str, Any], device: str, txn_id: str | None

@@ -7,18 +7,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
 from streamrelay.mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
-from streamrelay.mocks.matrix.rooms import MESSAGE, Rooms, StoredEvent
+from streamrelay.mocks.matrix.media import MEDIA_MSGTYPES, ContentRepository
+from streamrelay.mocks.matrix.rooms import ANNOTATION, MESSAGE, REACTION, Rooms, StoredEvent
 from streamrelay.mocks.matrix.wire import (
     CLIENT_PREFIX,
+    CLIENT_V1_PREFIX,
+    MAX_UPLOAD_BYTES,
+    MEDIA_CONFIG,
+    MEDIA_PREFIX,
     METHODS,
     PERSON,
     REDACT,
+    RELATIONS,
     SEND,
     TYPING,
+    UPLOAD,
     WHOAMI,
     MatrixError,
     fault_error,
@@ -62,6 +70,7 @@ class MockMatrix(MockServer):
         limits: the numbers used when ``rate_limits`` is on.
         hang_s: how long a scripted timeout holds its answer (released early by ``stop`` / ``reset``).
         clock: monotonic seconds for ``RecordedCall.t``, rate limits and typing.
+        max_upload_bytes: the content repository's ``m.upload.size`` (Synapse's default 50 MiB).
     """
 
     platform = "matrix"
@@ -74,10 +83,12 @@ class MockMatrix(MockServer):
         limits: MatrixLimits | None = None,
         hang_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        max_upload_bytes: int = MAX_UPLOAD_BYTES,
     ) -> None:
         super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
         self.limits = limits or MatrixLimits()
         self.rooms = Rooms(clock, lambda: int(time.time() * 1000))
+        self.media = ContentRepository(max_upload_bytes)
         self._buckets: dict[str, _Bucket] = {}
 
     def _routes(self, app: web.Application) -> None:
@@ -86,6 +97,13 @@ class MockMatrix(MockServer):
         app.router.add_put(f"{rooms}/redact/{{event}}/{{txn}}", self._redact)
         app.router.add_put(f"{rooms}/typing/{{user}}", self._typing)
         app.router.add_get(f"{CLIENT_PREFIX}/account/whoami", self._whoami)
+        app.router.add_post(f"{MEDIA_PREFIX}/upload", self._upload)
+        app.router.add_get(f"{CLIENT_V1_PREFIX}/media/config", self._media_config)
+        app.router.add_get(f"{MEDIA_PREFIX}/config", self._media_config)  # deprecated since v1.11, still served
+        relations = f"{CLIENT_V1_PREFIX}/rooms/{{room}}/relations/{{event}}"
+        app.router.add_get(f"{relations}/{{rel}}/{{etype}}", self._relations)
+        app.router.add_get(f"{relations}/{{rel}}", self._relations)
+        app.router.add_get("/_mock/files/{name}", self._hosted)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
 
     # ------------------------------------------------------------ scripting and state
@@ -94,7 +112,44 @@ class MockMatrix(MockServer):
         """Forget rooms, events, transaction ids, calls, faults, latencies, counters and rate state."""
         super().reset()
         self.rooms.reset()
+        self.media.reset()
         self._buckets = {}
+
+    def host_file(self, name: str, data: bytes, content_type: str) -> str:
+        """Serve ``data`` at ``/_mock/files/{name}`` (no token, never recorded): a file on the web a media URL names,
+        which a sidecar fetches before uploading it. Returns its URL."""
+        self.media.hosted[name] = (content_type, data)
+        return f"{self.control_url}/files/{quote(name)}"
+
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]:
+        """A person reacts to the bot's message ``message_id`` with the key of the bot's own reaction on it whose
+        ``io.streamrelay.control`` is ``data`` (None: the first): the ``m.reaction`` event is stored and returned
+        as a client's ``/sync`` shows it (the event the bot forwards). ``user``: the person's user id
+        (``@name:mock.local``; None: :data:`mocks.matrix.wire.PERSON`).
+
+        Raises:
+            ValueError: no such message, or no such reaction of the bot on it.
+        """
+        room_id, event_id = str(chat_id), str(message_id)
+        seeds = [
+            e
+            for e in self.rooms.relations(room_id, event_id, ANNOTATION)
+            if e.sender != PERSON and e.type == REACTION and (data is None or e.content.get(CONTROL_KEY) == data)
+        ]
+        if not seeds:
+            raise ValueError(f"message {event_id} of {room_id} has no bot reaction {data!r} to press")
+        key = str(seeds[0].relation.get("key"))
+        sender = PERSON if user is None else str(user)
+        try:
+            room = self.rooms.room(room_id, sender)
+            content = {"m.relates_to": {"rel_type": ANNOTATION, "event_id": event_id, "key": key}}
+            self.rooms.check_message(room, sender, REACTION, content)
+        except MatrixError as exc:
+            raise ValueError(exc.error) from None
+        event = self.rooms.store(room, sender, REACTION, content, f"{sender}/device", None)
+        return _client_event(event)
 
     def chats(self) -> list[ChatId]:
         """Rooms that ever received an event, in first-event order."""
@@ -137,13 +192,7 @@ class MockMatrix(MockServer):
     @staticmethod
     async def _begin(request: web.Request) -> tuple[str, Any]:
         """The caller's user id (from its access token) and the JSON body (None for a GET)."""
-        header = request.headers.get("Authorization", "")
-        token = header.removeprefix("Bearer ") if header.startswith("Bearer ") else request.query.get("access_token")
-        if not token:
-            raise MatrixError(401, "M_MISSING_TOKEN", "Missing access token")
-        user = user_of(token)
-        if user is None:
-            raise MatrixError(401, "M_UNKNOWN_TOKEN", "Unrecognised access token")
+        user = _check_token(request)
         if request.method == "GET":
             return user, None
         raw = await request.read()
@@ -201,6 +250,8 @@ class MockMatrix(MockServer):
                 call.description = "deduplicated by transaction id"
                 return {"event_id": known}
             self.rooms.check_message(room, user, event_type, content)
+            if event_type == MESSAGE and content.get("msgtype") in MEDIA_MSGTYPES:
+                self.media.check_url(content["msgtype"], content.get("url"))
             self._admit(user)
             event = self.rooms.store(room, user, event_type, content, device, key)
             call.message_id = call.message_id or event.event_id
@@ -246,11 +297,89 @@ class MockMatrix(MockServer):
 
         return await self._answer(request, WHOAMI, None, work)
 
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        """``POST /_matrix/media/v3/upload?filename=``: the raw body is the file (``Content-Type`` its type)."""
+        call = RecordedCall(method=UPLOAD, chat_id=None, message_id=None, text=None, t=self._clock())
+        self.calls.append(call)
+        try:
+            _check_token(request)
+            data = await request.read()
+
+            def work() -> dict[str, Any]:
+                stored = self.media.upload(
+                    request.headers.get("Content-Type", "application/octet-stream"), request.query.get("filename"), data
+                )
+                call.message_id, call.text = stored.uri, stored.filename
+                return {"content_uri": stored.uri}
+
+            result = await self._scripted(call, work, lambda f: fault_error(f.status, f.description, f.retry_after_s))
+        except MatrixError as error:
+            call.status, call.ok, call.description = error.status, False, f"{error.errcode}: {error.error}"
+            return error.response()
+        if result in (Hang.RESET, Hang.RESET_AFTER_COMMIT):
+            self._hang_up(request)
+        if isinstance(result, Hang):
+            return web.json_response(_GAVE_UP, status=504)
+        call.status, call.ok = 200, True
+        return web.json_response(result)
+
+    async def _media_config(self, request: web.Request) -> web.StreamResponse:
+        def work(call: RecordedCall, user: str, body: Any) -> dict[str, Any]:
+            return {"m.upload.size": self.media.max_upload_bytes}
+
+        return await self._answer(request, MEDIA_CONFIG, None, work)
+
+    async def _relations(self, request: web.Request) -> web.StreamResponse:
+        room_id, event_id = request.match_info["room"], request.match_info["event"]
+        rel, etype = request.match_info["rel"], request.match_info.get("etype")
+
+        def work(call: RecordedCall, user: str, body: Any) -> dict[str, Any]:
+            room = self.rooms.room(room_id, user)
+            if self.rooms.event(room, event_id) is None:
+                raise MatrixError(404, "M_NOT_FOUND", f"Event {event_id} not found")
+            found = [e for e in self.rooms.relations(room_id, event_id, rel) if etype is None or e.type == etype]
+            return {"chunk": [_client_event(e) for e in found]}
+
+        return await self._answer(request, RELATIONS, room_id, work)
+
+    async def _hosted(self, request: web.Request) -> web.StreamResponse:
+        hosted = self.media.hosted.get(request.match_info["name"])
+        if hosted is None:
+            return web.Response(status=404, text="no such file")
+        return web.Response(body=hosted[1], content_type=hosted[0])
+
     async def _unknown(self, request: web.Request) -> web.Response:
         return web.json_response({"errcode": "M_UNRECOGNIZED", "error": "Unrecognized request"}, status=404)
 
 
 MEDIA_KEY = "io.streamrelay.media"
+CONTROL_KEY = "io.streamrelay.control"
+"""The content key of the bot's own reactions naming the control a reaction with their key presses."""
+
+
+def _check_token(request: web.Request) -> str:
+    header = request.headers.get("Authorization", "")
+    token = header.removeprefix("Bearer ") if header.startswith("Bearer ") else request.query.get("access_token")
+    if not token:
+        raise MatrixError(401, "M_MISSING_TOKEN", "Missing access token")
+    user = user_of(token)
+    if user is None:
+        raise MatrixError(401, "M_UNKNOWN_TOKEN", "Unrecognised access token")
+    return user
+
+
+def _client_event(event: StoredEvent) -> dict[str, Any]:
+    """``event`` in the client format (``ClientEvent``: what ``/sync`` and ``/relations`` answer,
+    https://spec.matrix.org/latest/client-server-api/#room-event-format)."""
+    return {
+        "event_id": event.event_id,
+        "room_id": event.room_id,
+        "sender": event.sender,
+        "type": event.type,
+        "content": event.content,
+        "origin_server_ts": event.ts_ms,
+        "unsigned": {},
+    }
 
 
 def _shown_text(content: dict[str, Any]) -> str:
@@ -261,15 +390,18 @@ def _shown_text(content: dict[str, Any]) -> str:
 
 
 def _note(call: RecordedCall, content: Any) -> None:
-    """The call's text (the new ``body`` of an edit) and, for an edit, the edited event's id."""
+    """The call's text (the new ``body`` of an edit) and, for an edit or a reaction, the id of the event it is
+    about (a reaction creates no message a person reads: it is recorded on the message it annotates)."""
     if not isinstance(content, dict):
         return
     new = content.get("m.new_content")
     shown = new if isinstance(new, dict) else content
     call.text = shown.get("body") if isinstance(shown.get("body"), str) else None
     relation = content.get("m.relates_to")
-    if isinstance(relation, dict) and relation.get("rel_type") == "m.replace":
-        call.message_id = str(relation.get("event_id"))
+    if isinstance(relation, dict) and relation.get("rel_type") in ("m.replace", ANNOTATION):
+        call.message_id = str(relation.get("event_id"))  # an edit, or a reaction: the message it is about
+        if relation.get("rel_type") == ANNOTATION:
+            call.description = f"reaction {relation.get('key')}"
 
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8084, rate_limits: bool = False) -> None:

@@ -21,7 +21,21 @@ TYPING = "typing"
 """``PUT /_matrix/client/v3/rooms/{roomId}/typing/{userId}``."""
 WHOAMI = "whoami"
 """``GET /_matrix/client/v3/account/whoami``."""
-METHODS = (SEND, REDACT, TYPING, WHOAMI)
+UPLOAD = "upload"
+"""``POST /_matrix/media/v3/upload``: a file into the content repository (no transaction id: a repeat is a second
+file, https://spec.matrix.org/latest/client-server-api/#post_matrixmediav3upload)."""
+MEDIA_CONFIG = "media_config"
+"""``GET /_matrix/client/v1/media/config`` (and the deprecated ``/_matrix/media/v3/config``): ``m.upload.size``
+(https://spec.matrix.org/latest/client-server-api/#get_matrixclientv1mediaconfig)."""
+RELATIONS = "relations"
+"""``GET /_matrix/client/v1/rooms/{roomId}/relations/{eventId}/{relType}[/{eventType}]``: the events that relate to
+one (https://spec.matrix.org/latest/client-server-api/#get_matrixclientv1roomsroomidrelationseventidreltypeeventtype)."""
+METHODS = (SEND, REDACT, TYPING, WHOAMI, UPLOAD, MEDIA_CONFIG, RELATIONS)
+MEDIA_PREFIX = "/_matrix/media/v3"
+CLIENT_V1_PREFIX = "/_matrix/client/v1"
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+"""Synapse's default ``max_upload_size``, 50M
+(https://element-hq.github.io/synapse/latest/usage/configuration/config_documentation.html#max_upload_size)."""
 
 CLIENT_PREFIX = "/_matrix/client/v3"
 SERVER_NAME = "mock.local"

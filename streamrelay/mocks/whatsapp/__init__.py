@@ -25,6 +25,12 @@ What it reproduces (https://developers.facebook.com/docs/whatsapp/cloud-api/refe
 - The customer service window: a user in :attr:`MockWhatsApp.closed_windows` (their last message is more than 24
   hours old) gets 131047 "Re-engagement message"; a message the person writes (:meth:`MockWhatsApp.user_message`)
   opens it (https://developers.facebook.com/docs/whatsapp/cloud-api/guides/send-messages#customer-service-windows).
+- Templates (https://developers.facebook.com/docs/whatsapp/cloud-api/guides/send-message-templates): ``type:
+  template`` may be sent in a closed window; only an approved one (:attr:`MockWhatsApp.templates`, by name and
+  language code; ``streamrelay_answer_waiting`` ``en_US`` with one variable is known) is taken: another is 132001, a
+  body parameter count that differs 132000, a parameter with a newline, a tab or five spaces 132018
+  (https://developers.facebook.com/documentation/business-messaging/whatsapp/support/error-codes/). It shows its
+  body with the parameters filled in.
 - Read and typing: ``{"status": "read", "message_id", "typing_indicator": {"type": "text"}}`` on a message the person
   wrote answers ``{"success": true}`` (:meth:`MockWhatsApp.typing_for`); another id is 100
   (https://developers.facebook.com/documentation/business-messaging/whatsapp/typing-indicators/). These calls count

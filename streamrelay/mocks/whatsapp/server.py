@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from streamrelay.mocks.common import ChatId, Hang, MockServer, RecordedCall, serve_mock, utf16_len
-from streamrelay.mocks.whatsapp.statuses import StatusSender, status_payload
+from streamrelay.mocks.whatsapp.statuses import StatusSender, message_payload, status_payload
 
 MESSAGES = "messages"
 METHODS = (MESSAGES,)
@@ -25,6 +25,8 @@ MEDIA_TYPES = ("image", "document", "audio", "video")
 VERSION_RE = re.compile(r"^v\d+\.\d+$")
 WA_ID_RE = re.compile(r"^\d{6,20}$")
 PERSON = "person"
+PHONE_ID = "106540352242922"
+"""The business phone number id a press's webhook names (the dry run's and the tests' token use it)."""
 BOT = "bot"
 _CODE_RE = re.compile(r"^(\d+)(?::\s*(.*))?$", re.S)
 _GAVE_UP = {"error": {"message": "the client gave up", "type": "OAuthException", "code": 2}}
@@ -84,6 +86,28 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class ApprovedTemplate:
+    """A message template approved in WhatsApp Manager: its ``body`` with ``{{1}}``… variables."""
+
+    name: str
+    language: str
+    body: str
+
+    @property
+    def variables(self) -> int:
+        """How many ``{{n}}`` variables the body has."""
+        return len(set(re.findall(r"\{\{(\d+)\}\}", self.body)))
+
+
+ANSWER_WAITING = ApprovedTemplate(
+    "streamrelay_answer_waiting",
+    "en_US",
+    "An answer to your question is ready: {{1}}. Reply to this message to read it.",
+)
+"""The one template the mock knows approved (a utility template a deployment would submit for review)."""
+
+
+@dataclass(frozen=True)
 class WhatsAppLimits:
     """The documented limits: 80 messages a second per business number
     (https://developers.facebook.com/docs/whatsapp/throughput) and the pair rate limit, one message every 6 s to one
@@ -133,6 +157,10 @@ class MockWhatsApp(MockServer):
         self.limits = limits or WhatsAppLimits()
         self.closed_windows: set[str] = set()
         """Users whose last message is more than 24 hours old: a send to them is 131047."""
+        self.templates: dict[tuple[str, str], ApprovedTemplate] = {
+            (ANSWER_WAITING.name, ANSWER_WAITING.language): ANSWER_WAITING
+        }
+        """Approved templates by ``(name, language code)``: another is 132001."""
         self._chats: dict[str, list[StoredMessage]] = {}
         self._typing: dict[str, str] = {}
         self._counter = 0
@@ -199,6 +227,51 @@ class MockWhatsApp(MockServer):
         self.closed_windows.discard(to)
         return self._store(to, PERSON, text, "text", {"text": {"body": text}}).message_id
 
+    def buttons_of(self, chat_id: ChatId, message_id: str) -> list[tuple[str, str]]:
+        """The ``(id, title)`` reply buttons of the bot's message ``message_id`` (``[]``: none)."""
+        for message in self._chats.get(str(chat_id), []):
+            if message.message_id == message_id and message.sender == BOT and message.type == "interactive":
+                return [
+                    (b["reply"]["id"], b["reply"]["title"]) for b in message.payload["interactive"]["action"]["buttons"]
+                ]
+        return []
+
+    def press(
+        self, chat_id: ChatId, message_id: int | str, data: str | None, user: int | str | None = None
+    ) -> dict[str, Any]:
+        """The person of chat ``chat_id`` taps reply button ``data`` (None: the first) of the bot's message
+        ``message_id``: their ``interactive`` ``button_reply`` message is stored (it opens the window) and the
+        ``messages`` webhook payload is returned and, when :meth:`webhook_to` set a URL, posted there signed
+        (https://developers.facebook.com/documentation/business-messaging/whatsapp/messages/interactive-reply-buttons-messages).
+        ``user`` is ignored but for checking: on WhatsApp only the chat's person can tap (a chat is one person).
+
+        Raises:
+            ValueError: no such message or button, or ``user`` is not the chat's person.
+        """
+        to = str(chat_id)
+        if user is not None and str(user) != to:
+            raise ValueError(f"only {to} can tap buttons in their chat (a WhatsApp chat is one person)")
+        buttons = self.buttons_of(to, str(message_id))
+        pressed = [(bid, title) for bid, title in buttons if data is None or bid == data]
+        if not pressed:
+            raise ValueError(f"message {message_id} has no reply button {data!r}: its buttons are {buttons}")
+        bid, title = pressed[0]
+        reply = {"type": "button_reply", "button_reply": {"id": bid, "title": title}}
+        mine = self._store(to, PERSON, title, "interactive", {"interactive": reply})
+        self.closed_windows.discard(to)
+        message = {
+            "from": to,
+            "id": mine.message_id,
+            "timestamp": str(int(time.time())),
+            "type": "interactive",
+            "interactive": reply,
+            "context": {"from": "15550000000", "id": str(message_id)},
+        }
+        payload = message_payload(PHONE_ID, to, message)
+        if self.statuses is not None:
+            self.statuses.send([(payload, mine.message_id, "press")])
+        return payload
+
     def typing_for(self, chat_id: ChatId) -> str | None:
         """The person's message id the bot last showed typing on in ``chat_id`` (None: never)."""
         return self._typing.get(str(chat_id))
@@ -260,8 +333,8 @@ class MockWhatsApp(MockServer):
         if not isinstance(to, str) or not WA_ID_RE.match(to):
             raise GraphError(400, 100, "(#100) Invalid parameter", "Param to must be a WhatsApp user id")
         typ = body.get("type", "text")
-        text = _checked(typ, body)
-        if to in self.closed_windows:
+        text = self._template_text(body) if typ == "template" else _checked(typ, body)
+        if to in self.closed_windows and typ != "template":  # a template may be sent at any time
             raise GraphError(
                 400,
                 131047,
@@ -286,6 +359,44 @@ class MockWhatsApp(MockServer):
             "contacts": [{"input": to, "wa_id": to}],
             "messages": [{"id": message.message_id}],
         }
+
+    def _template_text(self, body: dict[str, Any]) -> str:
+        """The text an approved template shows with its parameters.
+
+        Raises:
+            GraphError: 132001 for a name and language not approved; 132000 for a parameter count that differs
+                (https://developers.facebook.com/documentation/business-messaging/whatsapp/support/error-codes/).
+        """
+        spec = body.get("template")
+        name = spec.get("name") if isinstance(spec, dict) else None
+        language = spec.get("language") if isinstance(spec, dict) else None
+        code = language.get("code") if isinstance(language, dict) else None
+        approved = self.templates.get((str(name), str(code)))
+        if approved is None:
+            raise GraphError(
+                400,
+                132001,
+                "(#132001) Template name does not exist in the translation",
+                f"template name ({name}) does not exist in {code}",
+            )
+        values: list[str] = []
+        for component in spec.get("components") or [] if isinstance(spec, dict) else []:
+            if isinstance(component, dict) and component.get("type") == "body":
+                values += [str(p.get("text")) for p in component.get("parameters") or [] if isinstance(p, dict)]
+        if len(values) != approved.variables:
+            raise GraphError(
+                400,
+                132000,
+                "(#132000) Number of parameters does not match the expected number of params",
+                f"body: number of localizable_params ({len(values)}) does not match the expected number of params "
+                f"({approved.variables})",
+            )
+        if any(re.search(r"[\n\t]| {5,}", v) for v in values):
+            raise GraphError(400, 132018, "(#132018) There was an issue with the parameters in your template.")
+        text = approved.body
+        for i, value in enumerate(values, 1):
+            text = text.replace(f"{{{{{i}}}}}", value)
+        return text
 
     def _post_statuses(self, phone: str, message_id: str, to: str, callback: str | None, *, failed: bool) -> None:
         """The message's status webhooks (``sent`` then ``delivered``, or ``failed`` 131026), when a URL is set."""
@@ -340,6 +451,8 @@ def _text_of(body: dict[str, Any]) -> str | None:
     part = body.get(typ)
     if not isinstance(part, dict):
         return None
+    if typ == "template":
+        return f"template {part.get('name')}"
     value = part.get("body") if typ == "text" else part.get("caption")
     return value if isinstance(value, str) else None
 
@@ -368,7 +481,44 @@ def _checked(typ: Any, body: dict[str, Any]) -> str:
         if caption is not None and (not isinstance(caption, str) or utf16_len(caption) > MAX_CAPTION):
             raise GraphError(400, 100, f"(#100) Param {typ}['caption'] must be at most {MAX_CAPTION} characters long")
         return caption or ""
+    if typ == "interactive":
+        return _checked_buttons(part)
     raise GraphError(400, 131051, "(#131051) Unsupported message type", f"type {typ!r} is not supported by this mock")
+
+
+def _checked_buttons(part: Any) -> str:
+    """A reply-buttons message's body text, after its checks: ``interactive.type`` ``button``, a body of 1-1,024
+    characters, 1-3 ``reply`` buttons with unique ids of 1-256 characters and unique titles of 1-20
+    (https://developers.facebook.com/documentation/business-messaging/whatsapp/messages/interactive-reply-buttons-messages);
+    another interactive type is 131051 here (the mock has reply buttons only)."""
+    if not isinstance(part, dict) or part.get("type") != "button":
+        raise GraphError(400, 131051, "(#131051) Unsupported message type", "this mock sends reply buttons only")
+    body = part.get("body")
+    text = body.get("text") if isinstance(body, dict) else None
+    if not isinstance(text, str) or not 1 <= utf16_len(text) <= 1024:
+        raise GraphError(400, 100, "(#100) Param interactive['body']['text'] must be 1-1024 characters")
+    action = part.get("action")
+    buttons = action.get("buttons") if isinstance(action, dict) else None
+    if not isinstance(buttons, list) or not 1 <= len(buttons) <= 3:
+        raise GraphError(400, 131009, "(#131009) Parameter value is not valid", "buttons: 1-3 reply buttons")
+    ids, titles = [], []
+    for button in buttons:
+        reply = button.get("reply") if isinstance(button, dict) and button.get("type") == "reply" else None
+        bid = reply.get("id") if isinstance(reply, dict) else None
+        title = reply.get("title") if isinstance(reply, dict) else None
+        if not isinstance(bid, str) or not 1 <= len(bid) <= 256 or not isinstance(title, str):
+            raise GraphError(
+                400, 131009, "(#131009) Parameter value is not valid", "a reply button needs an id of 1-256"
+            )
+        if not 1 <= utf16_len(title) <= 20:
+            raise GraphError(
+                400, 131009, "(#131009) Parameter value is not valid", f"button title {title!r}: 1-20 characters"
+            )
+        ids.append(bid)
+        titles.append(title)
+    if len(set(ids)) != len(ids) or len(set(titles)) != len(titles):
+        raise GraphError(400, 131009, "(#131009) Parameter value is not valid", "button ids and titles must be unique")
+    return text
 
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8085, rate_limits: bool = False) -> None:

@@ -63,6 +63,21 @@ def status_payload(
     }
 
 
+def message_payload(phone_id: str, wa_id: str, message: dict[str, Any]) -> dict[str, Any]:
+    """One ``messages`` webhook: ``message`` (``from``, ``id``, ``type``…) the person ``wa_id`` sent to ``phone_id``
+    (https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks/components)."""
+    value = {
+        "messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": "15550000000", "phone_number_id": phone_id},
+        "contacts": [{"profile": {"name": "Person"}, "wa_id": wa_id}],
+        "messages": [message],
+    }
+    return {
+        "object": "whatsapp_business_account",
+        "entry": [{"id": WABA_ID, "changes": [{"value": value, "field": "messages"}]}],
+    }
+
+
 @dataclass
 class StatusSender:
     """Posts status webhooks to an app's URL, signed with its app secret, trying again until ``retry_for_s``.
