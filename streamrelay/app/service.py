@@ -57,7 +57,8 @@ def make_adapter(
     """The adapter of one configured channel (its SDK, imported now if it is not yet, pointed at ``api_base``). With
     ``receipts`` (the platform's status webhooks are served), an adapter that settles by them gets them
     (``use_receipts``: WhatsApp) with the channel's ``settle_window_ms``; a channel's ``window_template`` is given
-    to an adapter that sends one (``use_window_template``: WhatsApp).
+    to an adapter that sends one (``use_window_template``: WhatsApp); ``media_fetch_private`` to an adapter that
+    fetches media itself (``allow_private_media``: Matrix).
 
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
@@ -72,6 +73,9 @@ def make_adapter(
     use_receipts = getattr(adapter, "use_receipts", None)
     if receipts is not None and use_receipts is not None:
         use_receipts(receipts, channel.settle_window_ms / 1000)
+    allow_private_media = getattr(adapter, "allow_private_media", None)
+    if channel.media_fetch_private and allow_private_media is not None:
+        allow_private_media()
     use_window_template = getattr(adapter, "use_window_template", None)
     if channel.window_template is not None and use_window_template is not None:
         template = channel.window_template

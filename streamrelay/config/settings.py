@@ -58,6 +58,10 @@ class ChannelSettings(Strict):
     settle_window_ms: int = Field(default=30_000, ge=0)
     """WhatsApp: how long an uncertain send waits for its status webhook before the rule of
     :mod:`adapters.whatsapp.settle` decides on silence (docs/platforms.md, WhatsApp)."""
+    media_fetch_private: bool = False
+    """Matrix: whether a media URL may name a private, loopback or link-local address. The sidecar fetches a Matrix
+    media item's file itself to upload it, so an agent's URL could otherwise make it read its own network (the cloud's
+    metadata service at 169.254.169.254) into a room; set it for files on a private network (or the mocks)."""
     max_retry_after_s: float = Field(default=MAX_RETRY_AFTER_S, gt=0, le=86_400)
     """The longest 429 ``retry_after`` obeyed (seconds); a longer wait is the platform refusing for now: the part is
     reported failed with the reason (the desk, to resend later), not waited for, and the rest of the conversation goes

@@ -19,11 +19,15 @@ ROOM = "!media:mock.local"
 TARGET = Target(chat_id=ROOM)
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 2_000
 
-mock, matrix = platform_fixtures(
-    lambda: MockMatrix(max_upload_bytes=4_096),
-    lambda url: MatrixAdapter(TOKEN, base_url=url, send_timeout_s=2.0),
-    adapter="matrix",
-)
+
+def _private_ok(url: str) -> MatrixAdapter:
+    """The mock serves its files on 127.0.0.1: the channel's ``media_fetch_private = true``."""
+    adapter = MatrixAdapter(TOKEN, base_url=url, send_timeout_s=2.0)
+    adapter.allow_private_media()
+    return adapter
+
+
+mock, matrix = platform_fixtures(lambda: MockMatrix(max_upload_bytes=4_096), _private_ok, adapter="matrix")
 
 
 def calls(mock: MockMatrix, method: str) -> int:
@@ -125,3 +129,61 @@ async def test_a_lost_upload_answer_is_retried_and_leaves_one_message(mock: Mock
     await matrix.send_media(TARGET, item, TextFormat.MARKDOWN, delivery_id="sr-retry")
     [(_, content)] = mock.messages(ROOM)
     assert len(mock.media.files) == 2 and content["url"] == list(mock.media.files)[1]
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("8.8.8.8", True),
+        ("2606:4700::1111", True),
+        ("127.0.0.1", False),
+        ("10.1.2.3", False),
+        ("172.16.0.1", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),  # a cloud's metadata service
+        ("100.64.0.1", False),  # shared address space (carrier-grade NAT)
+        ("0.0.0.0", False),
+        ("::1", False),
+        ("fe80::1%eth0", False),
+        ("fd00::1", False),
+        ("::ffff:127.0.0.1", False),  # IPv4-mapped loopback
+        ("::ffff:8.8.8.8", True),
+        ("224.0.0.1", False),
+        ("example.com", False),  # not an address
+    ],
+)
+def test_only_public_addresses_are_fetched_by_default(address: str, public: bool) -> None:
+    from streamrelay.adapters.matrix.media import is_public_address
+
+    assert is_public_address(address) is public
+
+
+async def test_a_media_url_on_a_private_address_is_sent_as_its_link_unless_the_channel_allows_it(
+    mock: MockMatrix,
+) -> None:
+    """Server-side request forgery: the sidecar fetches a Matrix media URL itself, so an agent's URL naming the
+    sidecar's own network (127.0.0.1 here, by address and by name; 169.254.169.254 in a cloud) is not fetched: the
+    message is the link, with the reason; nothing is uploaded."""
+    url = mock.host_file("secret.txt", b"internal only", "text/plain")
+    port = url.split(":")[2].split("/")[0]
+    adapter = MatrixAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+    try:
+        for link in (url, f"http://localhost:{port}/_mock/files/secret.txt", "http://[::1]:1/x"):
+            await adapter.send_media(TARGET, MediaItem(url=link, kind=MediaKind.FILE), TextFormat.MARKDOWN)
+        contents = [content for _, content in mock.messages(ROOM)]
+        assert [c["msgtype"] for c in contents] == ["m.text"] * 3
+        reasons = [c["io.streamrelay.media"]["fallback"] for c in contents]
+        assert reasons == [
+            "the URL's host 127.0.0.1 is not a public address (set media_fetch_private = true on the channel to "
+            "fetch from it)",
+            "the URL's host localhost is not a public address (set media_fetch_private = true on the channel to "
+            "fetch from it)",
+            "the URL's host ::1 is not a public address (set media_fetch_private = true on the channel to fetch "
+            "from it)",
+        ]
+        assert calls(mock, "upload") == 0 and not mock.media.files
+        adapter.allow_private_media()
+        await adapter.send_media(TARGET, MediaItem(url=url, kind=MediaKind.FILE), TextFormat.MARKDOWN)
+        assert mock.messages(ROOM)[-1][1]["msgtype"] == "m.file" and calls(mock, "upload") == 1
+    finally:
+        await adapter.close()

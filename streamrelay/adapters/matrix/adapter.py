@@ -121,8 +121,17 @@ class MatrixAdapter:
         self._uploads = UploadCache()
         self._upload_limit: int | None = None
         self._asked_limit = False
+        self.media_fetch_private = False
+        """Whether a media URL may name a private address (the channel's ``media_fetch_private``, set by
+        :meth:`allow_private_media`); off: only public ones are fetched (:mod:`adapters.matrix.media`, step 2)."""
 
     __repr__ = __str__ = shows(base_url="_conn.base_url")
+
+    def allow_private_media(self, allowed: bool = True) -> None:
+        """Let media URLs name private addresses (the channel's ``media_fetch_private``: a homeserver and files on a
+        private network, or the mocks on 127.0.0.1)."""
+        self.media_fetch_private = allowed
+
     send_timeout_s = ConnectionTimeout()
     close = close_connection
     measure = measure_rendered
@@ -224,8 +233,9 @@ class MatrixAdapter:
             return made
         limit = await self.upload_limit(target)
         timeout_s = max(self.send_timeout_s, MEDIA_TIMEOUT_S)
-        session = self._conn.session()
-        fetched = await fetch(session, media.url, limit, timeout_s)
+        public_only = not self.media_fetch_private
+        session = self._conn.media_session(public_only)
+        fetched = await fetch(session, media.url, limit, timeout_s, public_only=public_only)
         if isinstance(fetched, str):
             content = link_content(media, self.markup.mentions, fallback=fetched)
         else:

@@ -22,6 +22,7 @@ from nio import AsyncClient, AsyncClientConfig, ErrorResponse, WhoamiResponse
 from streamrelay.adapters.adapter_parts import shows
 from streamrelay.adapters.error_factories import Scrubber
 from streamrelay.adapters.matrix.errors import PLATFORM, ErrorAnswer, translate
+from streamrelay.adapters.matrix.media import PublicResolver
 from streamrelay.core.errors import AnswerTimeoutError, ConfigError, DeliveryError, PlatformUnavailableError
 from streamrelay.core.events import Target
 
@@ -54,6 +55,7 @@ class MatrixConnection:
         self._scrub = Scrubber(token, token.rpartition("_")[0])
         self._user_id: str | None = None
         self._closed = False
+        self._media_session: aiohttp.ClientSession | None = None
 
     __repr__ = __str__ = shows(base_url="base_url")
 
@@ -67,9 +69,20 @@ class MatrixConnection:
             self.client.user_id = answer.user_id
         return self._user_id
 
+    def media_session(self, public_only: bool) -> aiohttp.ClientSession:
+        """The session a media item's file is fetched through: with ``public_only`` its own, whose connections
+        reach only public addresses (:class:`adapters.matrix.media.PublicResolver`: the homeserver itself may be on
+        a private network, the agent's URLs may not reach it); else nio's (:meth:`session`)."""
+        if not public_only:
+            return self.session()
+        if self._media_session is None or self._media_session.closed:
+            connector = aiohttp.TCPConnector(resolver=PublicResolver())
+            self._media_session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+        return self._media_session
+
     def session(self) -> aiohttp.ClientSession:
         """The HTTP session nio sends through (made now if it is not yet: :meth:`_new_session`); a media item's file
-        is fetched through it too."""
+        is fetched through it too when the channel allows private addresses (:meth:`media_session`)."""
         if self.client.client_session is None:
             self.client.client_session = self._new_session()
         session: aiohttp.ClientSession = self.client.client_session
@@ -123,3 +136,5 @@ class MatrixConnection:
         """Close the HTTP session (idempotent)."""
         self._closed = True
         await self.client.close()
+        if self._media_session is not None:
+            await self._media_session.close()

@@ -8,7 +8,14 @@ The steps (:meth:`adapters.matrix.adapter.MatrixAdapter.send_media` runs them):
    matrix-nio's ``content_repository_config`` asks it, once per adapter (None when the homeserver names none).
 2. The file: ``GET`` of the item's URL (an http(s) URL without credentials, checked at ingest,
    :func:`core.media.check_media_url`), read to at most the limit (:func:`fetch`): the sidecar fetches it, since Matrix
-   has no upload by URL. Redirects are followed (at most :data:`MAX_REDIRECTS`).
+   has no upload by URL. Redirects are followed (at most :data:`MAX_REDIRECTS`). The sidecar fetching a URL an agent
+   names must not become a way into its own network (server-side request forgery: an agent's URL of
+   ``http://169.254.169.254/...``, a cloud's metadata service, would be read and posted to the room): unless the
+   channel sets ``media_fetch_private = true`` (a homeserver and files on a private network, or the mocks), only
+   public addresses are fetched (:func:`is_public_address`): a literal address is checked before each request and
+   after each redirect, a name where it is resolved (:class:`PublicResolver`, so a name re-resolved to a private
+   address between a check and the connection is refused too,
+   https://cheatsheetseries.owasp.org/cheatsheets/Server_Side_Request_Forgery_Prevention_Cheat_Sheet.html).
 3. The upload: ``POST /_matrix/media/v3/upload?filename=`` with the bytes and their ``Content-Type`` (nio's
    ``upload``; the spec keeps uploads at this path, https://spec.matrix.org/latest/client-server-api/#post_matrixmediav3upload);
    the answer is ``content_uri``, an ``mxc://`` URI. A file over the limit is 413 ``M_TOO_LARGE``.
@@ -34,12 +41,15 @@ from __future__ import annotations
 
 import asyncio
 import html
+import ipaddress
+import socket
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from streamrelay.adapters.matrix.render import HTML_FORMAT, markdown_html
 from streamrelay.core.media import MediaItem, MediaKind
@@ -60,6 +70,57 @@ UPLOAD_CACHE = 1_000
 """Uploaded contents kept by delivery id (the oldest forgotten past it)."""
 
 
+PRIVATE_REFUSED = "is not a public address (set media_fetch_private = true on the channel to fetch from it)"
+
+
+def is_public_address(address: str) -> bool:
+    """Whether the IP ``address`` (v4 or v6 text) is a public one a media URL may be fetched from: Python's
+    ``is_global`` (not loopback, private, link-local, shared, reserved or documentation ranges; IANA's special-purpose
+    registries), an IPv4-mapped IPv6 address judged as its IPv4, and never multicast. Not an IP: False."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+class PublicResolver(AbstractResolver):
+    """aiohttp's resolver keeping only public addresses (:func:`is_public_address`): the connection a media fetch
+    opens can reach no private address whatever a name resolves to (module docstring, step 2).
+
+    Raises (from :meth:`resolve`):
+        OSError: the name resolves to no public address (aiohttp reports it as a ``ClientConnectorError``).
+    """
+
+    def __init__(self) -> None:
+        self._resolver = aiohttp.ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        found = await self._resolver.resolve(host, port, family)
+        public = [entry for entry in found if is_public_address(entry["host"])]
+        if not public:
+            raise OSError(f"{host} {PRIVATE_REFUSED}")
+        return public
+
+    async def close(self) -> None:
+        await self._resolver.close()
+
+
+def _literal_host_refused(url: str) -> str | None:
+    """Why ``url`` may not be fetched when its host is a literal IP address that is not public (None: a name, or
+    public). aiohttp connects to a literal address without asking the resolver."""
+    host = (urlsplit(url).hostname or "").strip("[]")
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    return None if is_public_address(host) else f"the URL's host {host} {PRIVATE_REFUSED}"
+
+
 @dataclass(frozen=True)
 class Fetched:
     """A fetched file: its bytes, ``Content-Type`` (without parameters) and a file name from the URL's path."""
@@ -69,31 +130,57 @@ class Fetched:
     filename: str
 
 
-async def fetch(session: aiohttp.ClientSession, url: str, limit: int | None, timeout_s: float) -> Fetched | str:
+async def fetch(
+    session: aiohttp.ClientSession, url: str, limit: int | None, timeout_s: float, *, public_only: bool = True
+) -> Fetched | str:
     """The file at ``url``, read to at most ``limit`` bytes (None: no limit known), or why not (a sentence).
 
-    Never raises for the URL's failures (a status other than 200, a connection refused, a timeout, too large): the
-    caller sends the link instead."""
+    ``public_only``: refuse a literal private address in the URL or in a redirect (the session's resolver, a
+    :class:`PublicResolver`, refuses names); redirects are followed here, at most :data:`MAX_REDIRECTS`, each one
+    checked. Never raises for the URL's failures (a status other than 200, a connection refused, a timeout, too
+    large, a private address): the caller sends the link instead."""
     try:
         async with asyncio.timeout(timeout_s):
-            async with session.get(url, allow_redirects=True, max_redirects=MAX_REDIRECTS) as response:
-                if response.status != 200:
-                    return f"the URL answered HTTP {response.status}"
-                length = response.content_length
-                if limit is not None and length is not None and length > limit:
-                    return f"the file has {length} bytes, over the homeserver's m.upload.size of {limit}"
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(CHUNK_BYTES):
-                    data += chunk
-                    if limit is not None and len(data) > limit:
-                        return f"the file is over the homeserver's m.upload.size of {limit} bytes"
-                content_type = response.content_type or "application/octet-stream"
+            for _ in range(MAX_REDIRECTS + 1):
+                if public_only and (refused := _literal_host_refused(url)) is not None:
+                    return refused
+                async with session.get(url, allow_redirects=False) as response:
+                    if response.status in (301, 302, 303, 307, 308) and "Location" in response.headers:
+                        url = urljoin(url, response.headers["Location"])
+                        if urlsplit(url).scheme not in ("http", "https"):
+                            return "the URL redirected to a URL that is not http(s)"
+                        continue
+                    read = await _read(response, limit)
+                    break
+            else:
+                return f"the URL redirected more than {MAX_REDIRECTS} times"
     except TimeoutError:
         return f"the URL did not answer within {timeout_s:g} s"
+    except aiohttp.ClientConnectorError as exc:
+        if PRIVATE_REFUSED in str(exc.os_error):
+            return f"the URL's host {exc.host} {PRIVATE_REFUSED}"
+        return f"the URL could not be fetched ({type(exc).__name__})"
     except (aiohttp.ClientError, ValueError) as exc:
         return f"the URL could not be fetched ({type(exc).__name__})"
+    if isinstance(read, str):
+        return read
     name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or "file"
-    return Fetched(bytes(data), content_type, name)
+    return Fetched(read[0], read[1], name)
+
+
+async def _read(response: aiohttp.ClientResponse, limit: int | None) -> tuple[bytes, str] | str:
+    """The body of a final answer and its ``Content-Type``, read to at most ``limit`` bytes, or why not."""
+    if response.status != 200:
+        return f"the URL answered HTTP {response.status}"
+    length = response.content_length
+    if limit is not None and length is not None and length > limit:
+        return f"the file has {length} bytes, over the homeserver's m.upload.size of {limit}"
+    data = bytearray()
+    async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+        data += chunk
+        if limit is not None and len(data) > limit:
+            return f"the file is over the homeserver's m.upload.size of {limit} bytes"
+    return bytes(data), response.content_type or "application/octet-stream"
 
 
 def file_content(media: MediaItem, uri: str, fetched: Fetched, mentions: bool) -> dict[str, Any]:
