@@ -41,6 +41,7 @@ import enum
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
@@ -242,6 +243,24 @@ class CorrectionError(StreamrelayError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class CorrectionService(Protocol):
+    """What the correction routes call (:mod:`adapters.ingest_http.corrections`): :class:`Corrections` in one
+    process; on Redis replicas :class:`app.replicas.ended.ReplicaCorrections`, which hands each run's correction to
+    the :class:`Corrections` of its partition's owner."""
+
+    async def submit(self, run: str, asked: RunCorrect | RunRetract) -> CorrectionRecord:
+        """As :meth:`Corrections.submit`."""
+        ...
+
+    async def list(self, run: str) -> list[CorrectionRecord]:
+        """As :meth:`Corrections.list`."""
+        ...
+
+    async def get(self, run: str, correction_id: str) -> CorrectionRecord:
+        """As :meth:`Corrections.get`."""
+        ...
 
 
 class Corrections:
@@ -616,6 +635,7 @@ __all__ = [
     "CORRECTION_HEAD",
     "OPEN_STEPS",
     "CorrectionError",
+    "CorrectionService",
     "Corrections",
     "Reaction",
     "answer_messages",
