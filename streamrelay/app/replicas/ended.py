@@ -60,7 +60,7 @@ class OwnedEnded:
         calls = ledger if metered is None else metered
         self.partition = ledger.partition
         self.relay = relay
-        self.corrections = Corrections(calls, ledger, channels, clock)
+        self.corrections = Corrections(calls, ledger, channels, clock, shown=relay.corrected)  # its live page too
         self.desk = Desk(calls, ledger, channels, clock)
 
     def __repr__(self) -> str:

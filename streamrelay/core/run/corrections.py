@@ -195,6 +195,12 @@ def plan(
     return steps
 
 
+def shown_answer(record: CorrectionRecord) -> str:
+    """What a run's live page shows as its answer after ``record``: the new final, or a retraction's line (with its
+    reason), as the chat shows where it cannot delete."""
+    return record.text if record.kind is CorrectionKind.CORRECT else marker(record.kind, record.text or None)
+
+
 class Reaction(enum.StrEnum):
     """What follows a step the platform refused (:func:`react`)."""
 
@@ -274,6 +280,8 @@ class Corrections:
         clock: the injected clock (the send chains').
         wall: wall-clock seconds (the records' times).
         sleep: how a retry waits (tests pass a fast one).
+        shown: told each correction once its steps are done (applied or partial), with the run and what its answer
+            now is (:func:`shown_answer`): the live page's (:meth:`core.run.relay.Relay.corrected`).
     """
 
     def __init__(
@@ -284,8 +292,10 @@ class Corrections:
         clock: Clock,
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], object] | None = None,
+        shown: Callable[[str, str], object] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.shown = shown
         self.store = store
         self.channels = channels
         self._clock = clock
@@ -422,6 +432,8 @@ class Corrections:
                 record.state = CorrectionState.APPLYING
                 await self._save(record)
             await _Apply(self, record, runtime, target, executor).run()
+        if self.shown is not None and record.state is not CorrectionState.APPLYING:
+            self.shown(record.run, shown_answer(record))
         return record
 
     async def _save(self, record: CorrectionRecord) -> None:
@@ -645,4 +657,5 @@ __all__ = [
     "marker",
     "plan",
     "react",
+    "shown_answer",
 ]

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -51,6 +52,8 @@ from streamrelay.core.tasks import stop_all
 _log = logging.getLogger("streamrelay.relay")
 
 STOP_LIMIT_S = 10.0  # seconds Relay.stop_runs waits for the run workers to stop before it goes on without them
+FINALIZING_POLL_S = 0.05
+"""How often a watcher following a run past its end (:meth:`Relay.after_end`) looks for it while it is finalized."""
 
 
 def _json_default(value: Any) -> Any:
@@ -155,6 +158,8 @@ class Relay:
         self.interrupted: set[str] = set()
         """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
         self._finished = FinishedRuns(keep_finished, finished_chars)
+        self._after_end: dict[str, asyncio.Event] = {}
+        """Finished runs whose watchers wait for a correction (:meth:`after_end`), set by :meth:`corrected`."""
         self._unclosed: dict[str, int | None] = {}
         """Runs that finished here but whose journal could not be marked so (``journal.finish`` failed: a full or
         read-only disk), with their last ``seq``: closed at the next :meth:`resume`, never resumed."""
@@ -537,6 +542,45 @@ class Relay:
             return run.controller.monitor
         finished = self._finished.get(run_id)
         return finished.monitor if finished is not None else None
+
+    def corrected(self, run_id: str, text: str) -> bool:
+        """A correction of finished run ``run_id`` was applied (:mod:`core.run.corrections`): its live page shows
+        ``text`` as its answer from now on (a page loaded later gets it in its ``reset``) and its watchers get it as
+        one ``answer`` event (:meth:`core.run.finished.Finished.corrected`). False when this process keeps nothing
+        of the run (its page then shows what a restarted sidecar shows of it)."""
+        finished = self._finished.get(run_id)
+        if finished is None:
+            return False
+        self._finished[run_id] = finished.corrected(text, time.time())
+        waiting = self._after_end.pop(run_id, None)
+        if waiting is not None:
+            waiting.set()
+        return True
+
+    async def after_end(self, run_id: str, last_id: int, timeout_s: float) -> Watched | None:
+        """The finished run's monitor once it has events after ``last_id`` (a correction's: :meth:`corrected`),
+        waiting up to ``timeout_s``; None when none came (or the run is not kept here)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            finished = self._finished.get(run_id)
+            left = deadline - loop.time()
+            if finished is None:  # unknown here, or its end was just watched and it is being finalized
+                if run_id not in self._runs or left <= 0:
+                    return None
+                await asyncio.sleep(min(FINALIZING_POLL_S, left))
+                continue
+            if finished.last_id > last_id:
+                return finished.monitor
+            if left <= 0:
+                return None
+            waiting = self._after_end.setdefault(run_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(waiting.wait(), left)
+            except TimeoutError:
+                if self._after_end.get(run_id) is waiting and not waiting.is_set():
+                    self._after_end.pop(run_id, None)  # the others waiting on it time out too: made again
+                return None
 
     def lane(self, run_id: str) -> PipelineLane | None:
         """The run's pipeline lane, active or finished (None for a run unknown to this process)."""
