@@ -298,3 +298,23 @@ async def test_a_correction_reaches_the_pages_watchers_and_a_page_loaded_after(w
     finally:
         await sidecar.stop()
         await relay.close()
+
+
+async def test_every_watcher_past_the_end_gets_the_correction_even_after_another_gave_up(web: Web) -> None:
+    """Relay.after_end: watchers of one finished run share one wake-up; one that times out first does not take it
+    from the others; a correction wakes them with the finished run's next event."""
+    await web.run("c2", {"kind": "text", "text": "Old."}, {"kind": "end"})
+    assert (await web.client.get("/v1/runs/c2", params={"wait_s": 10})).json()["done"]
+    monitor = web.relay.monitor("c2")
+    assert monitor is not None
+    last = monitor.last_id
+    assert await web.relay.after_end("c2", last, 0.05) is None  # nothing came: it gives up
+    patient = asyncio.create_task(web.relay.after_end("c2", last, 10))
+    hasty = asyncio.create_task(web.relay.after_end("c2", last, 0.05))
+    assert await hasty is None and not patient.done()
+    assert web.relay.corrected("c2", "New.")
+    woken = await asyncio.wait_for(patient, 5)
+    assert woken is not None and woken.last_id == last + 1
+    (event,) = await woken.wait(last)
+    assert event.wire()["text"] == "New." and event.wire()["reset"] is True
+    assert web.relay.corrected("nope", "x") is False and await web.relay.after_end("nope", 0, 1) is None

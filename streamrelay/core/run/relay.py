@@ -158,8 +158,9 @@ class Relay:
         self.interrupted: set[str] = set()
         """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
         self._finished = FinishedRuns(keep_finished, finished_chars)
-        self._after_end: dict[str, asyncio.Event] = {}
-        """Finished runs whose watchers wait for a correction (:meth:`after_end`), set by :meth:`corrected`."""
+        self._after_end: dict[str, tuple[asyncio.Event, int]] = {}
+        """Finished runs whose watchers wait for a correction (:meth:`after_end`): the event :meth:`corrected` sets
+        and how many wait on it (the entry goes with the last of them)."""
         self._unclosed: dict[str, int | None] = {}
         """Runs that finished here but whose journal could not be marked so (``journal.finish`` failed: a full or
         read-only disk), with their last ``seq``: closed at the next :meth:`resume`, never resumed."""
@@ -554,7 +555,7 @@ class Relay:
         self._finished[run_id] = finished.corrected(text, time.time())
         waiting = self._after_end.pop(run_id, None)
         if waiting is not None:
-            waiting.set()
+            waiting[0].set()  # every watcher of the run wakes up
         return True
 
     async def after_end(self, run_id: str, last_id: int, timeout_s: float) -> Watched | None:
@@ -574,13 +575,19 @@ class Relay:
                 return finished.monitor
             if left <= 0:
                 return None
-            waiting = self._after_end.setdefault(run_id, asyncio.Event())
+            waiting, watchers = self._after_end.get(run_id, (asyncio.Event(), 0))
+            self._after_end[run_id] = (waiting, watchers + 1)
             try:
                 await asyncio.wait_for(waiting.wait(), left)
             except TimeoutError:
-                if self._after_end.get(run_id) is waiting and not waiting.is_set():
-                    self._after_end.pop(run_id, None)  # the others waiting on it time out too: made again
                 return None
+            finally:
+                kept = self._after_end.get(run_id)
+                if kept is not None and kept[0] is waiting:  # not set yet: this watcher leaves it
+                    if kept[1] <= 1:
+                        del self._after_end[run_id]
+                    else:
+                        self._after_end[run_id] = (waiting, kept[1] - 1)
 
     def lane(self, run_id: str) -> PipelineLane | None:
         """The run's pipeline lane, active or finished (None for a run unknown to this process)."""
