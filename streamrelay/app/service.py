@@ -45,7 +45,7 @@ from streamrelay.core.ports import ChannelAdapter
 from streamrelay.core.records.journal import Journal
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.records.receipts import Receipts
-from streamrelay.core.run.corrections import Corrections
+from streamrelay.core.run.corrections import CorrectionService
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.ended import RunEndObserver
 from streamrelay.core.run.relay import Relay
@@ -265,7 +265,7 @@ class Sidecar:
         pressure: Pressure | None = None,
         desk: Desk | None = None,
         routes: Sequence[BaseRoute] = (),
-        corrections: Corrections | None = None,
+        corrections: CorrectionService | None = None,
     ) -> None:
         self.pressure = pressure
         self.callers = as_callers(token, clients)
@@ -419,7 +419,7 @@ def service_sidecar(
     wrap: Callable[[ASGIApp], ASGIApp] | None = None,
     desk: Desk | None = None,
     routes: Sequence[BaseRoute] = (),
-    corrections: Corrections | None = None,
+    corrections: CorrectionService | None = None,
 ) -> Sidecar:
     """The sidecar as ``streamrelay serve`` runs it, one process or a replica: ``[service]``'s size limits, keepalive,
     ops listener and connection limits; its logs through the service's logging; SIGTERM and SIGINT left to the

@@ -297,7 +297,7 @@ async def serve(
             runtime.history = history
         health = Health(lambda: store.ping(STORE_TABLES), state=ServiceState.STARTING)
         desk = Desk(ledger, sqlite_ledger, relay.channels, MonotonicClock())
-        corrections = Corrections(ledger, sqlite_ledger, relay.channels, MonotonicClock())
+        corrections = Corrections(ledger, sqlite_ledger, relay.channels, MonotonicClock(), shown=relay.corrected)
         sidecar = service_sidecar(
             relay,
             service,

@@ -24,6 +24,7 @@ from streamrelay.app.service import Sidecar, make_runtime
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 from tests.contention import timeout_scale, wait_scale
@@ -63,12 +64,17 @@ class WebStack:
         self.ledger = MemoryLedger()
         self.relay = Relay(runtimes, self.ledger, MonotonicClock(), live_buffer=live_buffer)
         self.desk = Desk(self.ledger, self.ledger, self.relay.channels, MonotonicClock())
-        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, desk=self.desk)
+        self.corrections = Corrections(
+            self.ledger, self.ledger, self.relay.channels, MonotonicClock(), shown=self.relay.corrected
+        )
+        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, desk=self.desk, corrections=self.corrections)
         self.port = 0
 
     async def start_sidecar(self) -> None:
         """Start a sidecar for the relay (the first one picks a free port; later ones reuse it)."""
-        self.sidecar = Sidecar(self.relay, token=INGEST_TOKEN, port=self.port, desk=self.desk)
+        self.sidecar = Sidecar(
+            self.relay, token=INGEST_TOKEN, port=self.port, desk=self.desk, corrections=self.corrections
+        )
         await self.sidecar.start()
         self.port = self.sidecar.port
 

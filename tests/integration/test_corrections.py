@@ -364,7 +364,7 @@ async def test_a_telegram_message_past_its_edit_window_gets_the_correction_as_a_
 
 
 async def test_a_sidecar_without_corrections_says_so(stack: Stack) -> None:
-    """A sidecar built without corrections (the Redis backend's replicas are) answers 501 saying where they are."""
+    """A sidecar built without corrections (an app made with none: `serve` always has them) answers 501 saying so."""
     answer = await stack.client.post("/v1/runs/r1/corrections", json={"kind": "run.retract", "id": "x"})
     assert answer.status_code == 501 and "not served here" in answer.json()["error"]
     assert (await stack.client.get("/v1/runs/r1/corrections")).status_code == 501

@@ -16,6 +16,7 @@ from streamrelay.app.service import Sidecar, make_runtime
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.live import ResetLive
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.telegram import MockTelegram
@@ -240,3 +241,80 @@ async def test_an_uncertain_part_says_why_live(web: Web) -> None:
     assert sent["state"] == "uncertain" and "Timeout" in sent["reason"]
     # then asked the platform: Telegram without an exclusive bot token cannot tell
     assert settled["state"] == "uncertain" and "cannot tell" in settled["reason"]
+
+
+async def test_a_correction_reaches_the_pages_watchers_and_a_page_loaded_after(web: Web) -> None:
+    """Issue 27: a page following the run (``&corrections=1``, as live.js asks) stays open past the end and gets the
+    correction as one ``answer`` event (reset, final); a page loaded after gets the corrected answer; a stream asked
+    without it ends with the run, as before."""
+    ledger = MemoryLedger()
+    relay = Relay(web.relay.channels, ledger, MonotonicClock(), live_buffer=4)
+    corrections = Corrections(ledger, ledger, relay.channels, MonotonicClock(), shown=relay.corrected)
+    sidecar = Sidecar(relay, token=INGEST_TOKEN, keepalive_s=0.2, corrections=corrections)
+    await sidecar.start()
+    try:
+        async with httpx.AsyncClient(base_url=sidecar.url, headers=AUTH, timeout=30) as client:
+            lines = ndjson(start("c1"), {"kind": "text", "text": "The refund was declined."})
+            assert (await client.post("/v1/runs/c1/events", content=lines)).status_code == 200
+            live = sidecar.watch_path("c1").replace("/runs/c1?", "/v1/runs/c1/live?")
+            seen: list[dict[str, Any]] = []
+            following, ended = asyncio.Event(), asyncio.Event()
+
+            async def watch() -> None:
+                async with client.stream("GET", live + "&corrections=1") as answer:
+                    async for line in answer.aiter_lines():
+                        if line.startswith("data: "):
+                            seen.append(json.loads(line[len("data: ") :]))
+                            following.set()
+                            if seen[-1]["type"] == "end":
+                                ended.set()
+                            if seen[-1]["type"] == "answer" and seen[-1].get("text") == "The refund was approved.":
+                                return
+
+            watching = asyncio.create_task(watch())
+            await asyncio.wait_for(following.wait(), 10)  # it follows the run before its end
+            await client.post("/v1/runs/c1/events", content=ndjson({"kind": "end", "run": "c1"}))
+            assert (await client.get("/v1/runs/c1", params={"wait_s": 10})).json()["done"]
+            await asyncio.wait_for(ended.wait(), 10)
+            assert not watching.done()  # the stream stays open past the end for the run's corrections
+            ended_alone = sse((await client.get(live)).text)  # asked without &corrections=1: it ends with the run
+            assert [e["type"] for e in ended_alone] == ["reset"] and ended_alone[0]["state"]["ended"] == "ok"
+
+            fix = {"kind": "run.correct", "id": "fix-1", "text": "The refund was approved."}
+            fixed = await client.post("/v1/runs/c1/corrections", json=fix)
+            assert fixed.status_code == 200 and fixed.json()["state"] == "applied", fixed.text
+            await asyncio.wait_for(watching, 10)
+            last = seen[-1]
+            assert (last["type"], last["reset"], last["final"]) == ("answer", True, True)
+            assert last["id"] == seen[-2]["id"] + 1  # the next event of the run: a page applies it
+
+            later = sse((await client.get(live, headers={"Last-Event-ID": "1"})).text)  # past the buffer: a reset
+            assert [e["type"] for e in later] == ["reset"] and later[0]["id"] == last["id"]
+            assert later[0]["state"]["answer"] == "The refund was approved." and later[0]["state"]["final"] is True
+            gone = await client.post("/v1/runs/c1/corrections", json={"kind": "run.retract", "id": "pull-1"})
+            assert gone.status_code == 200, gone.text
+            after = sse((await client.get(live, headers={"Last-Event-ID": "1"})).text)
+            assert after[0]["state"]["answer"] == "🗑 This answer was retracted."
+    finally:
+        await sidecar.stop()
+        await relay.close()
+
+
+async def test_every_watcher_past_the_end_gets_the_correction_even_after_another_gave_up(web: Web) -> None:
+    """Relay.after_end: watchers of one finished run share one wake-up; one that times out first does not take it
+    from the others; a correction wakes them with the finished run's next event."""
+    await web.run("c2", {"kind": "text", "text": "Old."}, {"kind": "end"})
+    assert (await web.client.get("/v1/runs/c2", params={"wait_s": 10})).json()["done"]
+    monitor = web.relay.monitor("c2")
+    assert monitor is not None
+    last = monitor.last_id
+    assert await web.relay.after_end("c2", last, 0.05) is None  # nothing came: it gives up
+    patient = asyncio.create_task(web.relay.after_end("c2", last, 10))
+    hasty = asyncio.create_task(web.relay.after_end("c2", last, 0.05))
+    assert await hasty is None and not patient.done()
+    assert web.relay.corrected("c2", "New.")
+    woken = await asyncio.wait_for(patient, 5)
+    assert woken is not None and woken.last_id == last + 1
+    (event,) = await woken.wait(last)
+    assert event.wire()["text"] == "New." and event.wire()["reset"] is True
+    assert web.relay.corrected("nope", "x") is False and await web.relay.after_end("nope", 0, 1) is None

@@ -442,6 +442,11 @@ def test_an_ag_ui_interrupt_outcome_is_an_approval() -> None:
         ("POST", "/v1/runs/r1/stop", "r1"),
         ("POST", "/v1/runs/alice%2Fr1/live/approvals/a1", "alice/r1"),  # the live page's press (its run key)
         ("POST", "/v1/runs/r1/events", None),
+        ("POST", "/v1/runs/r1/corrections", "r1"),  # a correction: applied by the run's owner (issue 27)
+        ("GET", "/v1/runs/alice%2Fr1/corrections/fix-1", "alice/r1"),
+        ("POST", "/v1/deliveries/dlv-0123456789ab/resend", "/desk/dlv-0123456789ab"),  # its entry's owner
+        ("GET", "/v1/deliveries", None),  # listed from Redis by any replica
+        ("POST", "/v1/deliveries/dlv-0123456789ab/resolve", None),
     ],
 )
 def test_a_replica_forwards_a_decision_to_the_runs_owner(method: str, path: str, run: str | None) -> None:

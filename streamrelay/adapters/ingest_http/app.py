@@ -90,7 +90,7 @@ from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.pressure import Pressure, PushBack
 from streamrelay.core.ingest.surface import RunRelay
-from streamrelay.core.run.corrections import Corrections
+from streamrelay.core.run.corrections import CorrectionError, CorrectionService
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 
@@ -337,12 +337,18 @@ class _Ingest:
         if report is None:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         answer = {**report.model_dump(mode="json"), "run": run}
-        if self.corrections is not None and report.done and (made := await self.corrections.list(key)):
-            answer["corrections"] = [record.summary() for record in made]
+        if self.corrections is not None and report.done:
+            try:
+                made = await self.corrections.list(key)
+            except CorrectionError as exc:  # replicas: the run's partition moved meanwhile (503, ask again)
+                headers = {"Retry-After": "1"} if exc.status == 503 else None
+                return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status, headers=headers)
+            if made:
+                answer["corrections"] = [record.summary() for record in made]
         return JSONResponse(answer)
 
     watch_url: WatchUrl | None = None
-    corrections: Corrections | None = None
+    corrections: CorrectionService | None = None
     """Corrections of ended runs: a run's report lists its own (``corrections``: what each changed per message)."""
 
     async def watch(self, request: Request) -> JSONResponse:
@@ -399,7 +405,7 @@ def create_app(
     observer: IngestObserver | None = None,
     pressure: Pressure | None = None,
     desk: Desk | None = None,
-    corrections: Corrections | None = None,
+    corrections: CorrectionService | None = None,
 ) -> Starlette:
     """The ingest ASGI app for ``relay``.
 

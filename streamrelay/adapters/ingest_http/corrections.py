@@ -26,11 +26,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.ingest_http.callers import Caller, Callers, run_of
-from streamrelay.core.errors import IngestError, StoreUnavailableError
+from streamrelay.core.errors import IngestError, OwnershipLostError, StoreUnavailableError
 from streamrelay.core.events import parse_correction
 from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.records.corrections import CorrectionRecord, StepState
-from streamrelay.core.run.corrections import CorrectionError, Corrections
+from streamrelay.core.run.corrections import CorrectionError, CorrectionService
 
 MAX_BODY_BYTES = 1024 * 1024
 """The largest correction body (a new final of up to 200,000 characters fits)."""
@@ -39,9 +39,9 @@ RETRY_AFTER_S = 5
 
 
 class CorrectionRoutes:
-    """The correction routes (module docstring), bound to one :class:`~core.run.corrections.Corrections`."""
+    """The correction routes (module docstring), bound to one :class:`~core.run.corrections.CorrectionService`."""
 
-    def __init__(self, corrections: Corrections, callers: Callers) -> None:
+    def __init__(self, corrections: CorrectionService, callers: Callers) -> None:
         self.corrections = corrections
         self.callers = callers
 
@@ -54,7 +54,9 @@ class CorrectionRoutes:
         ]
 
     def _error(self, caller: Caller, key: str, run: str, exc: Exception, status: int) -> JSONResponse:
-        return JSONResponse({"error": caller.public(str(exc).replace(repr(key), repr(run)))}, status_code=status)
+        headers = {"Retry-After": "1"} if status == 503 else None  # replicas: the run's partition is moving
+        shown = caller.public(str(exc).replace(repr(key), repr(run)))
+        return JSONResponse({"error": shown}, status_code=status, headers=headers)
 
     async def submit(self, request: Request) -> JSONResponse:
         """``POST /v1/runs/{run}/corrections`` (module docstring)."""
@@ -86,6 +88,15 @@ class CorrectionRoutes:
         except StoreUnavailableError as exc:
             return JSONResponse(
                 {"error": f"the ledger could not be written ({exc}): send the same correction again"},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+        except OwnershipLostError:  # replicas: the run's partition went to another replica, which resumes it
+            return JSONResponse(
+                {
+                    "error": "this run's partition moved to another replica while it applied the correction: send the "
+                    "same correction again (its next owner finishes it; what was done is not done twice)"
+                },
                 status_code=503,
                 headers={"Retry-After": "1"},
             )
@@ -132,8 +143,8 @@ def _shown(record: CorrectionRecord) -> dict[str, Any]:
 
 
 NOT_SERVED = (
-    "corrections are not served here: the Redis backend's replicas do not apply them yet (docs/corrections.md); "
-    "the one-process sidecar (SQLite) does"
+    "corrections are not served here: this sidecar was built without them (docs/corrections.md); `streamrelay "
+    "serve` serves them, on SQLite and on Redis replicas"
 )
 
 

@@ -144,8 +144,8 @@ class DeskRoutes:
 
 
 NO_DESK = (
-    "this sidecar keeps no desk of undelivered parts (the Redis backend's replicas do not serve it yet): "
-    "each run's report (GET /v1/runs/{run}) says what it did not deliver"
+    "this sidecar keeps no desk of undelivered parts (an app built without one; `streamrelay serve` keeps it, on "
+    "SQLite and on Redis replicas): each run's report (GET /v1/runs/{run}) says what it did not deliver"
 )
 
 

@@ -14,6 +14,9 @@ settles (the durable runs' rule). Reads need no token. Keys (partition 7)::
     sr:{p7}:l:callseq       the partition's call ids
     sr:{p7}:l:desk          a hash: desk entry id -> the entry (JSON; :mod:`core.records.desk`)
     sr:{p7}:l:desk:ended    a sorted set: desk entry id by its run's end (s), for pruning by age
+    sr:{p7}:l:corr:<run>    a hash: correction id -> the correction (JSON; :mod:`core.records.corrections`)
+    sr:{p7}:l:corr:open     a hash: "<run> NUL <id>" -> created_at, the corrections still ``applying`` (a new owner
+                            resumes them)
 
 Like the SQLite ledger, a pending create keeps its delivery id, text, format and bounds; ``known_ids`` and
 ``exclusive`` are the settling sidecar's own, set again when it settles.
@@ -30,6 +33,7 @@ from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavai
 from streamrelay.adapters.redis.errors import FencedError
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.corrections import CorrectionRecord, CorrectionState
 from streamrelay.core.records.desk import OPEN_STATES, DeskEntry, DeskState, counts_of
 from streamrelay.core.records.ledger import PartRecord, RunRecord, content_key
 from streamrelay.core.records.report import PartState, SlotRole
@@ -134,6 +138,25 @@ return #ids
 """
 """``ledger.prune_deliveries`` (durable). KEYS: the desk hash, its by-end sorted set; ARGV: the bound (s). Returns how
 many entries went."""
+
+
+_CORRECTION = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, corr:<run>, corr:open; ARGV: token, id, record, open ('1' or '0'), open field, created_at
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+if ARGV[4] == '1' then
+  redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
+else
+  redis.call('HDEL', KEYS[3], ARGV[5])
+end
+return 1
+"""
+)
+"""``ledger.save_correction`` (durable, fenced: a correction is applied by its run's partition owner only). KEYS:
+fence, the run's corrections hash, the partition's open corrections; ARGV: token, the correction's id, its JSON,
+whether it is still ``applying``, its field in the open hash (the run, a NUL, the id), created_at (s). The record and
+its place among the open ones change together, so a new owner resumes exactly the corrections left ``applying``."""
 
 
 def desk_json(entry: DeskEntry) -> str:
@@ -274,6 +297,7 @@ class RedisLedger:
         self._undelivered = Script(client, _UNDELIVERED, "ledger.record_undelivered", durable=True)
         self._desk_save = Script(client, _DESK_SAVE, "ledger.save_delivery", durable=True)
         self._desk_prune = Script(client, _DESK_PRUNE, "ledger.prune_deliveries", durable=True)
+        self._correction = Script(client, _CORRECTION, "ledger.save_correction", durable=True)
 
     def __repr__(self) -> str:
         return f"RedisLedger(partition={self.partition}, token={self.token})"
@@ -427,6 +451,40 @@ class RedisLedger:
         stored = await self._hash("desk")
         entries = [desk_from(raw) for raw in stored.values()]
         return counts_of([e for e in entries if client is None or e.client == client])
+
+    # --- corrections (:class:`core.records.corrections.CorrectionStore`), this partition's runs ------------------
+
+    async def save_correction(self, record: CorrectionRecord) -> None:
+        """Write ``record`` as it now stands (fenced: only the run's partition owner applies a correction).
+
+        Raises:
+            FencedError: another replica holds the partition now: nothing written (it resumes the correction).
+        """
+        applying = "1" if record.state is CorrectionState.APPLYING else "0"
+        keys = [self._key(f"corr:{record.run}"), self._key("corr:open")]
+        args: list[str | int | float] = [record.id, record.to_json(), applying, f"{record.run}\x00{record.id}"]
+        await self._write(self._correction, keys, [*args, record.created_at])
+
+    async def correction(self, run: str, correction_id: str) -> CorrectionRecord | None:
+        """One correction of ``run``, or None."""
+        with unavailable("ledger read"):
+            raw = await self._client.hget(self._key(f"corr:{run}"), correction_id)
+        return CorrectionRecord.from_json(str(raw)) if raw is not None else None
+
+    async def corrections(self, run: str) -> list[CorrectionRecord]:
+        """The corrections of ``run``, oldest first."""
+        stored = await self._hash(f"corr:{run}")
+        return sorted((CorrectionRecord.from_json(raw) for raw in stored.values()), key=lambda r: (r.created_at, r.id))
+
+    async def open_corrections(self) -> list[CorrectionRecord]:
+        """This partition's corrections still ``applying`` (cut by a kill or a lost lease), oldest first."""
+        found: list[CorrectionRecord] = []
+        for field in await self._hash("corr:open"):
+            run, _, correction_id = field.partition("\x00")
+            record = await self.correction(run, correction_id)
+            if record is not None and record.state is CorrectionState.APPLYING:
+                found.append(record)
+        return sorted(found, key=lambda r: (r.created_at, r.id))
 
     async def close(self) -> None:
         """Nothing to close: the client belongs to the caller."""

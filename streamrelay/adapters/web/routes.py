@@ -19,7 +19,11 @@
   after ``START_WAIT_S`` without it the stream ends and the browser's EventSource reconnects and waits again. (So
   a run that ended before this process started is waited for too: its events are gone.) Comment keepalives
   every ``keepalive_s`` while idle; ``Cache-Control: no-cache`` and ``X-Accel-Buffering: no`` so proxies pass events
-  through at once; never compressed. The stream ends after the ``end`` event.
+  through at once; never compressed. The stream ends after the ``end`` event, unless it was asked with
+  ``&corrections=1`` (the page asks so): then it stays open up to ``CORRECTIONS_WATCH_S`` after the end (keepalives
+  go on) and a correction of the run (docs/corrections.md) comes as one more ``answer`` event (``text`` the corrected
+  answer, ``reset`` and ``final`` true; a retraction's: the retracted line); a page loaded after a correction gets the
+  corrected answer in its ``reset``.
 
 Access needs the run's read token (adapters/web/tokens.py): none → 401, a wrong one → 403, and neither says whether
 the run exists. SSE: https://html.spec.whatwg.org/multipage/server-sent-events.html
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -52,6 +56,9 @@ START_WAIT_S = 20.0
 again (with replicas, a reconnect is routed to the replica that owns the run once it started)."""
 START_POLL_S = 0.2
 """How often a waiting stream looks for the run."""
+CORRECTIONS_WATCH_S = 600.0
+"""How long a stream asked with ``&corrections=1`` stays open after the run's end for its corrections (then it ends:
+the page stops following; a page reloaded later shows the corrected answer)."""
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:",
     "Cache-Control": "no-store",
@@ -95,10 +102,27 @@ class _Live:
             after = _event_number(raw) if monitor is None else monitor.resume_after(raw)
         except ValueError:
             return JSONResponse({"error": f"Last-Event-ID must be an event id, got {raw!r}"}, status_code=400)
-        events = self._wait_then_follow(run, raw) if monitor is None else _messages(monitor, after)
+        linger = CORRECTIONS_WATCH_S if request.query_params.get("corrections") == "1" else 0.0
+        events = (
+            self._wait_then_follow(run, raw, linger)
+            if monitor is None
+            else _messages(monitor, after, self._after_end(run, linger))
+        )
         return EventSourceResponse(events, headers=STREAM_HEADERS, ping=self.keepalive_s)
 
-    async def _wait_then_follow(self, run: str, raw: str | None) -> AsyncIterator[ServerSentEvent]:
+    def _after_end(self, run: str, linger_s: float) -> AfterEnd | None:
+        """How a stream asked to follow corrections waits for them after the end (None: it ends with the run)."""
+        if linger_s <= 0:
+            return None
+        relay = self.relay
+
+        async def after_end(last_id: int, deadline_s: float) -> Watched | None:
+            left = deadline_s - asyncio.get_running_loop().time()
+            return await relay.after_end(run, last_id, left) if left > 0 else None
+
+        return AfterEnd(after_end, linger_s)
+
+    async def _wait_then_follow(self, run: str, raw: str | None, linger_s: float) -> AsyncIterator[ServerSentEvent]:
         """A ``waiting`` message, then ``run``'s events once it starts (nothing more after ``START_WAIT_S``)."""
         yield ServerSentEvent(json.dumps({"type": "waiting", "run": run}, ensure_ascii=False))
         loop = asyncio.get_running_loop()
@@ -107,7 +131,7 @@ class _Live:
             if loop.time() >= deadline_s:
                 return
             await asyncio.sleep(START_POLL_S)
-        async for message in _messages(monitor, monitor.resume_after(raw)):
+        async for message in _messages(monitor, monitor.resume_after(raw), self._after_end(run, linger_s)):
             yield message
 
 
@@ -120,10 +144,30 @@ def _event_number(raw: str | None) -> int:
     return int(raw.rpartition(".")[2]) if raw else 0
 
 
-async def _messages(monitor: Watched, after: int) -> AsyncIterator[ServerSentEvent]:
-    """The run's events after ``after`` as SSE messages (SSE id ``<epoch>.<id>``)."""
+class AfterEnd:
+    """How a stream follows a finished run's corrections (``&corrections=1``): ``wait(last_id, deadline_s)`` gives the
+    finished run's monitor once it has events after ``last_id`` (None: none before ``deadline_s``, loop time), for
+    ``linger_s`` seconds after the end."""
+
+    def __init__(self, wait: Callable[[int, float], Awaitable[Watched | None]], linger_s: float) -> None:
+        self.wait = wait
+        self.linger_s = linger_s
+
+
+async def _messages(monitor: Watched, after: int, after_end: AfterEnd | None = None) -> AsyncIterator[ServerSentEvent]:
+    """The run's events after ``after`` as SSE messages (SSE id ``<epoch>.<id>``); with ``after_end``, then its
+    corrections' events for ``after_end.linger_s`` more seconds."""
+    last = after
     async for event in follow(monitor, after):
         yield ServerSentEvent(json.dumps(event.wire(), ensure_ascii=False), id=monitor.sse_id(event))
+        last = event.id
+    if after_end is None:
+        return
+    deadline_s = asyncio.get_running_loop().time() + after_end.linger_s
+    while (finished := await after_end.wait(last, deadline_s)) is not None:
+        for event in await finished.wait(last):
+            yield ServerSentEvent(json.dumps(event.wire(), ensure_ascii=False), id=finished.sse_id(event))
+            last = event.id
 
 
 async def follow(monitor: Watched, after: int) -> AsyncIterator[Live]:

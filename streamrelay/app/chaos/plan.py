@@ -324,13 +324,12 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
     for plan in plans:  # drawn last: the same seed keeps the runs, kills and faults it drew before media and stops
         _add_media_and_stop(rng, plan)
     add_approvals(options.seed, plans)  # its own generator: the plans above stay what the seed drew
-    if not options.replicated:  # its own generator: the runs, kills, faults, media and stops stay those of the seed
-        draw = random.Random(f"correction-{options.seed}")
-        for plan in plans:
-            if draw.random() < CORRECTION_SHARE and not plan.media and plan.stop is None and plan.approval is None:
-                text = pick_answer(draw, recordings).text
-                kill_ms = draw.randint(0, 600) if draw.random() < CORRECTION_KILL_SHARE else None
-                plan.correction = CorrectionPlan(f"fix-{plan.index}", text, kill_ms)
+    draw = random.Random(f"correction-{options.seed}")  # its own: the runs, kills, faults, media, stops stay the seed's
+    for plan in plans:  # replicas too: any replica takes the correction, the run's owner applies it
+        if draw.random() < CORRECTION_SHARE and not plan.media and plan.stop is None and plan.approval is None:
+            text = pick_answer(draw, recordings).text
+            kill_ms = draw.randint(0, 600) if draw.random() < CORRECTION_KILL_SHARE else None
+            plan.correction = CorrectionPlan(f"fix-{plan.index}", text, kill_ms)
     if options.replicated and options.failovers > 0:  # its own generator: the plans without failovers stay the same
         draw = random.Random(f"failover-{options.seed}")
         candidates = list(range(min(2, options.runs - 1), options.runs))

@@ -424,6 +424,11 @@ class ReplicaFront:
         relay = self._cached(run_id)
         return None if relay is None else relay.monitor(run_id)
 
+    async def after_end(self, run_id: str, last_id: int, timeout_s: float) -> Watched | None:
+        """As :meth:`core.run.relay.Relay.after_end`, on the relay of this replica that kept the finished run."""
+        relay = self._cached(run_id)
+        return None if relay is None else await relay.after_end(run_id, last_id, timeout_s)
+
     def lane(self, run_id: str) -> PipelineLane | None:
         relay = self._cached(run_id)
         return None if relay is None else relay.lane(run_id)

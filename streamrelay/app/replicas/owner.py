@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from itertools import groupby
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -31,6 +31,8 @@ from streamrelay.core.errors import IngestError, OwnershipLostError, StoreUnavai
 from streamrelay.core.events import TextEvent
 from streamrelay.core.records.journal import EndedRun, JournalEntry
 from streamrelay.core.records.ledger import Ledger
+from streamrelay.core.run.corrections import Corrections
+from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 from streamrelay.core.tasks import stop
 
@@ -106,6 +108,22 @@ MakeRelay = Callable[[Ledger, AckingJournal], Relay]
 """Builds a partition's relay on the replica's channels, with the partition's fenced ledger and journal."""
 
 
+class EndedRuns(Protocol):
+    """What a partition's owner does for its ended runs (:class:`app.replicas.ended.OwnedEnded`): their corrections
+    and their desk resends, written through the owner's fenced ledger."""
+
+    corrections: Corrections
+    desk: Desk
+
+    async def resume(self) -> None:
+        """Apply the corrections a previous owner (or this replica before a restart) left ``applying``."""
+        ...
+
+
+MakeEnded = Callable[[RedisLedger, Relay], EndedRuns]
+"""Builds a partition owner's :class:`EndedRuns` from its fenced ledger and its relay."""
+
+
 class PartitionOwner:
     """Owns ``partition`` with the grant ``token`` until :meth:`stop` (module docstring).
 
@@ -117,6 +135,8 @@ class PartitionOwner:
         journal: the partition's journal (read-only; fenced here).
         ledger: the partition's ledger (read-only; fenced here).
         make_relay: builds the relay.
+        make_ended: builds what the owner does for ended runs (:class:`EndedRuns`); its corrections a previous
+            owner left ``applying`` are resumed once the partition's runs are.
     """
 
     def __init__(
@@ -129,13 +149,20 @@ class PartitionOwner:
         journal: RedisJournal,
         ledger: RedisLedger,
         make_relay: MakeRelay,
+        make_ended: MakeEnded | None = None,
     ) -> None:
         self.partition = partition
         self.token = token
         self._owner = owner
         self._stream = stream
         self.journal = AckingJournal(journal.fenced(token))
-        self.relay = make_relay(ledger.fenced(token), self.journal)
+        self.ledger = ledger.fenced(token)
+        """The partition's ledger, every write fenced with this grant's token (the relay's, the corrections' and the
+        desk's resends')."""
+        self.relay = make_relay(self.ledger, self.journal)
+        self.ended: EndedRuns | None = make_ended(self.ledger, self.relay) if make_ended is not None else None
+        """What this owner does for the partition's ended runs (corrections, desk resends); None: nothing."""
+        self._resuming: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         """Set once the partition's unfinished runs were resumed and its pending entries taken."""
         self.lost = False
@@ -163,6 +190,10 @@ class PartitionOwner:
                         await self._start()
                         started, retake, claimed = True, False, True
                         self.ready.set()
+                        if self.ended is not None and self._resuming is None:
+                            self._resuming = asyncio.create_task(
+                                self.ended.resume(), name=f"partition:{self.partition}:corrections"
+                            )
                     elif retake or self.relay.interrupted:
                         await self._recover()
                         retake = False
@@ -310,6 +341,8 @@ class PartitionOwner:
         while it runs on: a cancellation Python 3.11's ``wait_for`` dropped inside redis-py is repeated,
         :func:`core.tasks.stop`), and not waited for beyond :data:`STOP_WAIT_S`."""
         self._stopping = True
+        if self._resuming is not None and not self._resuming.done():
+            await stop(self._resuming, limit_s=STOP_WAIT_S)
         task = self.task
         if task is not None and not task.done():
             await asyncio.wait({task}, timeout=2 * READ_BLOCK_MS / 1000)

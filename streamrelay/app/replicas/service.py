@@ -24,7 +24,7 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from streamrelay.adapters.ingest_http.owner_proxy import OwnerUnavailableError
+from streamrelay.adapters.ingest_http.owner_proxy import DESK_ENTRY, OwnerUnavailableError
 from streamrelay.adapters.redis import (
     KEYS,
     DataLostError,
@@ -41,8 +41,9 @@ from streamrelay.adapters.redis import (
     conversation_key,
     partition_of,
 )
+from streamrelay.adapters.redis.desk import SharedDesk
 from streamrelay.app.replicas.front import ReplicaFront
-from streamrelay.app.replicas.owner import MakeRelay, PartitionOwner
+from streamrelay.app.replicas.owner import EndedRuns, MakeEnded, MakeRelay, PartitionOwner
 from streamrelay.app.replicas.peers import ReplicaPeers
 from streamrelay.core.errors import ConfigError
 from streamrelay.core.events import Target
@@ -68,6 +69,9 @@ class ReplicaService:
         lease_ttl_s: a lease's life (seconds); a dead replica's partitions move after at most this plus a third.
         drain_s: how long a shed partition's runs may take to finish before it is handed over.
         owner: this replica's id (default: :func:`replica_id`).
+        make_ended: builds what a partition's owner does for its ended runs (corrections, desk resends:
+            :class:`app.replicas.ended.OwnedEnded`); None: nothing.
+        desk: every partition's desk entries (finds the partition of a resend's entry: :meth:`locate`).
     """
 
     def __init__(
@@ -80,8 +84,12 @@ class ReplicaService:
         lease_ttl_s: float,
         drain_s: float,
         owner: str | None = None,
+        make_ended: MakeEnded | None = None,
+        desk: SharedDesk | None = None,
     ) -> None:
         self.owner = owner or replica_id()
+        self._make_ended = make_ended
+        self._desk = desk
         self._client = client
         self._front = front
         self._make_relay = make_relay
@@ -106,6 +114,13 @@ class ReplicaService:
         """The relay of ``partition`` when this replica owns it and has resumed it."""
         owner = self.owners.get(partition)
         return owner.relay if owner is not None and owner.ready.is_set() and not owner.lost else None
+
+    def ended(self, partition: int) -> EndedRuns | None:
+        """What this replica does for ``partition``'s ended runs when it owns it and has resumed it, else None."""
+        owner = self.owners.get(partition)
+        if owner is None or not owner.ready.is_set() or owner.lost:
+            return None
+        return owner.ended
 
     async def locate(self, run: str) -> str | None:
         """Where ``run`` is answered (:data:`adapters.ingest_http.owner_proxy.Locate`): a run key, a Stop control's
@@ -139,10 +154,13 @@ class ReplicaService:
             return
 
     async def _locate(self, run: str) -> str | None:
-        run = await self._front.locate(run)
-        partition = await self._index.partition(run)
-        if partition is None:
-            partition = self._front.draft_partition(run)
+        if run.startswith(DESK_ENTRY):  # a desk entry's resend: its run's partition's owner
+            partition = None if self._desk is None else await self._desk.partition(run[len(DESK_ENTRY) :])
+        else:
+            run = await self._front.locate(run)
+            partition = await self._index.partition(run)
+            if partition is None:
+                partition = self._front.draft_partition(run)
         if partition is None or self.local(partition) is not None:
             return None  # unknown here and everywhere (404), or ours
         holder = await self._leases.holder(partition)
@@ -215,6 +233,7 @@ class ReplicaService:
                 journal=RedisJournal(self._client, partition),
                 ledger=RedisLedger(self._client, partition),
                 make_relay=self._make_relay,
+                make_ended=self._make_ended,
             )
             self.owners[partition] = owner
             owner.start()

@@ -32,22 +32,25 @@ from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, Serv
 from streamrelay.adapters.redis import (
     Durability,
     InputStream,
+    RedisLedger,
     RunIndex,
     persistence,
     shared_budgets_for,
 )
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.client_limits import SharedClientLimits
+from streamrelay.adapters.redis.desk import SharedDesk
 from streamrelay.adapters.redis.receipts import RedisReceipts
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
 from streamrelay.app.redis_target import connect_service, redis_where
 from streamrelay.app.replicas.client_book import SharedClientBook
+from streamrelay.app.replicas.ended import OwnedEnded, ReplicaCorrections, desk_route
 from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.app.replicas.service import ReplicaService
 from streamrelay.app.service import Sidecar, build_channels, service_sidecar
-from streamrelay.app.serving import HOUR_S, heap_trim, keep_heap_trim, whatsapp_webhook
+from streamrelay.app.serving import HOUR_S, heap_trim, keep_desk, keep_heap_trim, whatsapp_webhook
 from streamrelay.app.version import version
 from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
@@ -57,6 +60,7 @@ from streamrelay.core.errors import ConfigError, StoreUnavailableError
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.records.receipts import Receipts
+from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.service")
@@ -125,6 +129,7 @@ async def serve_replica(
         local=lambda p: replicas.local(p) if replicas is not None else None,
     )
     front.book, front.limits = book, shared_limits
+    shared_desk = SharedDesk(client, service.partitions)  # every partition's entries, listed by any replica
     replicas = ReplicaService(
         client,
         front,
@@ -132,7 +137,12 @@ async def serve_replica(
         partitions=service.partitions,
         lease_ttl_s=service.lease_ttl_s,
         drain_s=service.drain_s,
+        make_ended=functools.partial(_owned_ended, channels=channels, clock=clock, metrics=metrics),
+        desk=shared_desk,
     )
+    # A resend is the owner's (the owner proxy forwards it there); the desk's own ledger is never written here.
+    desk = Desk(RedisLedger(client, 0), shared_desk, channels, clock, route=desk_route(shared_desk, replicas.ended))
+    corrections = ReplicaCorrections(RunIndex(client), replicas.ended)
 
     def share(built: dict[str, ChannelRuntime]) -> None:
         assert replicas is not None
@@ -168,8 +178,12 @@ async def serve_replica(
         metrics_token=metrics_token,
         wrap=wrap,
         routes=webhook,
+        desk=desk,
+        corrections=corrections,
     )
     keeping = asyncio.create_task(book.keep(replicas.active_runs), name="clients:keep")  # sleeps first
+    # every replica prunes past the retention (idempotent) and sets its gauges from every partition's counts
+    desk_keeping = asyncio.create_task(keep_desk(desk, metrics, service.deliveries_retention_days), name="desk")
     trimming = keep_heap_trim(trim)
     try:
         listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop, settling)
@@ -217,6 +231,7 @@ async def serve_replica(
             await serving
     finally:
         keeping.cancel()
+        desk_keeping.cancel()
         trimming.cancel()
         await replicas.close()
         for proxy in proxies:
@@ -225,6 +240,19 @@ async def serve_replica(
             await channel.adapter.close()
         await client.aclose()
         _log.info("stopped")
+
+
+def _owned_ended(
+    ledger: RedisLedger,
+    relay: Relay,
+    *,
+    channels: dict[str, ChannelRuntime],
+    clock: MonotonicClock,
+    metrics: ServiceMetrics,
+) -> OwnedEnded:
+    """What a partition's owner does for its ended runs (corrections, desk resends) on the replica's channels, its
+    calls recorded in the partition's fenced ledger with the service's metrics."""
+    return OwnedEnded(ledger, relay, channels, clock, MeteredLedger(ledger, metrics))
 
 
 def redis_client(settings: Settings) -> tuple[Redis, str]:

@@ -32,6 +32,11 @@ class RunRelay(Protocol):
 
     def monitor(self, run_id: str) -> Watched | None: ...
 
+    async def after_end(self, run_id: str, last_id: int, timeout_s: float) -> Watched | None:
+        """A finished run's monitor once it has events after ``last_id`` (a correction's), waiting up to
+        ``timeout_s``; None when none came (:meth:`core.run.relay.Relay.after_end`)."""
+        ...
+
     def lane(self, run_id: str) -> PipelineLane | None: ...
 
     async def gate(

@@ -41,6 +41,7 @@ import enum
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
@@ -194,6 +195,12 @@ def plan(
     return steps
 
 
+def shown_answer(record: CorrectionRecord) -> str:
+    """What a run's live page shows as its answer after ``record``: the new final, or a retraction's line (with its
+    reason), as the chat shows where it cannot delete."""
+    return record.text if record.kind is CorrectionKind.CORRECT else marker(record.kind, record.text or None)
+
+
 class Reaction(enum.StrEnum):
     """What follows a step the platform refused (:func:`react`)."""
 
@@ -244,6 +251,24 @@ class CorrectionError(StreamrelayError):
         self.status = status
 
 
+class CorrectionService(Protocol):
+    """What the correction routes call (:mod:`adapters.ingest_http.corrections`): :class:`Corrections` in one
+    process; on Redis replicas :class:`app.replicas.ended.ReplicaCorrections`, which hands each run's correction to
+    the :class:`Corrections` of its partition's owner."""
+
+    async def submit(self, run: str, asked: RunCorrect | RunRetract) -> CorrectionRecord:
+        """As :meth:`Corrections.submit`."""
+        ...
+
+    async def list(self, run: str) -> list[CorrectionRecord]:
+        """As :meth:`Corrections.list`."""
+        ...
+
+    async def get(self, run: str, correction_id: str) -> CorrectionRecord:
+        """As :meth:`Corrections.get`."""
+        ...
+
+
 class Corrections:
     """Takes, applies, resumes and lists corrections (module docstring).
 
@@ -255,6 +280,8 @@ class Corrections:
         clock: the injected clock (the send chains').
         wall: wall-clock seconds (the records' times).
         sleep: how a retry waits (tests pass a fast one).
+        shown: told each correction once its steps are done (applied or partial), with the run and what its answer
+            now is (:func:`shown_answer`): the live page's (:meth:`core.run.relay.Relay.corrected`).
     """
 
     def __init__(
@@ -265,8 +292,10 @@ class Corrections:
         clock: Clock,
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], object] | None = None,
+        shown: Callable[[str, str], object] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.shown = shown
         self.store = store
         self.channels = channels
         self._clock = clock
@@ -403,6 +432,8 @@ class Corrections:
                 record.state = CorrectionState.APPLYING
                 await self._save(record)
             await _Apply(self, record, runtime, target, executor).run()
+        if self.shown is not None and record.state is not CorrectionState.APPLYING:
+            self.shown(record.run, shown_answer(record))
         return record
 
     async def _save(self, record: CorrectionRecord) -> None:
@@ -616,6 +647,7 @@ __all__ = [
     "CORRECTION_HEAD",
     "OPEN_STEPS",
     "CorrectionError",
+    "CorrectionService",
     "Corrections",
     "Reaction",
     "answer_messages",
@@ -625,4 +657,5 @@ __all__ = [
     "marker",
     "plan",
     "react",
+    "shown_answer",
 ]

@@ -156,6 +156,9 @@ class Desk:
         channels: the configured channels by name (their adapters and send chains).
         clock: the injected clock (the send chains').
         wall: wall-clock seconds (entries' ages and times).
+        route: where an entry is resent, when not by this desk: the desk of the process that owns the entry's
+            conversation (Redis replicas: its partition's owner, :mod:`app.replicas.ended`), which resends it
+            through its own send chain and fenced ledger. Raises :class:`DeskError` (503) when none is here.
     """
 
     def __init__(
@@ -165,12 +168,15 @@ class Desk:
         channels: Mapping[str, ChannelRuntime],
         clock: Clock,
         wall: Callable[[], float] = time.time,
+        *,
+        route: Callable[[DeskEntry], Desk] | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = store
         self.channels = channels
         self._clock = clock
         self._wall = wall
+        self._route = route
         self._resending: set[str] = set()
         """Entries a resend is under way for (a second one at the same time could send a second copy)."""
 
@@ -223,6 +229,8 @@ class Desk:
                 of it under way, or the platform cannot tell whether the first copy landed; 503 the platform did not
                 do it (try again).
         """
+        if self._route is not None:
+            return await self._route(await self.get(entry_id, client=client)).resend(entry_id, client=client)
         if entry_id in self._resending:
             raise DeskError(f"delivery {entry_id}: a resend of it is under way; look at it again when it is done", 409)
         self._resending.add(entry_id)

@@ -28,6 +28,7 @@ oldest go first; a report asked for later is rebuilt from the ledger.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import struct
@@ -46,7 +47,7 @@ from streamrelay.core.json_types import JsonObject
 from streamrelay.core.lanes.pipeline import PipelineLane
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, SlotRole
-from streamrelay.core.run.live import Live, ResetLive, from_wire
+from streamrelay.core.run.live import AnswerLive, Live, ResetLive, from_wire
 from streamrelay.core.run.monitor import MonitorRecord, reset_event, resume_after
 
 _log = logging.getLogger("streamrelay.finished")
@@ -333,6 +334,23 @@ class Finished:
     def measure(self) -> tuple[int, int]:
         """``(characters, bytes)`` it holds (class docstring)."""
         return self.chars, self.size
+
+    def corrected(self, text: str, ts: float) -> Finished:
+        """This run as a correction left it (docs/corrections.md): its answer ``text`` (kept as it is: no ledger part
+        holds it), and one more live event, an ``answer`` with ``reset`` and ``final`` carrying it, for the watchers
+        (its id the next one: a page following the run applies it, a page loaded later gets it in its ``reset``).
+        O(its size)."""
+        report, meta, document = _unpack(self._blob)
+        kept = Kept.read(document)
+        last_seq, epoch, last_id = json.loads(meta)
+        last_id = int(last_id) + 1
+        event = AnswerLive(id=last_id, run=self.run, seq=last_id, ts=ts, text=text, reset=True, final=True)
+        state = {**kept.state, "final": True}
+        changed = dataclasses.replace(
+            kept, state=state, answer=[text] if text else [], crc=_crc(text), tail=[*kept.tail, event.wire()]
+        )
+        blob = _pack(report, [last_seq, epoch, last_id], changed.document())
+        return Finished(self.run, blob, self._ledger)
 
 
 def finished_record(

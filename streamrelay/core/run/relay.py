@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -51,6 +52,8 @@ from streamrelay.core.tasks import stop_all
 _log = logging.getLogger("streamrelay.relay")
 
 STOP_LIMIT_S = 10.0  # seconds Relay.stop_runs waits for the run workers to stop before it goes on without them
+FINALIZING_POLL_S = 0.05
+"""How often a watcher following a run past its end (:meth:`Relay.after_end`) looks for it while it is finalized."""
 
 
 def _json_default(value: Any) -> Any:
@@ -155,6 +158,9 @@ class Relay:
         self.interrupted: set[str] = set()
         """Runs stopped unfinished because this process lost their ownership or its store (replicas)."""
         self._finished = FinishedRuns(keep_finished, finished_chars)
+        self._after_end: dict[str, tuple[asyncio.Event, int]] = {}
+        """Finished runs whose watchers wait for a correction (:meth:`after_end`): the event :meth:`corrected` sets
+        and how many wait on it (the entry goes with the last of them)."""
         self._unclosed: dict[str, int | None] = {}
         """Runs that finished here but whose journal could not be marked so (``journal.finish`` failed: a full or
         read-only disk), with their last ``seq``: closed at the next :meth:`resume`, never resumed."""
@@ -537,6 +543,51 @@ class Relay:
             return run.controller.monitor
         finished = self._finished.get(run_id)
         return finished.monitor if finished is not None else None
+
+    def corrected(self, run_id: str, text: str) -> bool:
+        """A correction of finished run ``run_id`` was applied (:mod:`core.run.corrections`): its live page shows
+        ``text`` as its answer from now on (a page loaded later gets it in its ``reset``) and its watchers get it as
+        one ``answer`` event (:meth:`core.run.finished.Finished.corrected`). False when this process keeps nothing
+        of the run (its page then shows what a restarted sidecar shows of it)."""
+        finished = self._finished.get(run_id)
+        if finished is None:
+            return False
+        self._finished[run_id] = finished.corrected(text, time.time())
+        waiting = self._after_end.pop(run_id, None)
+        if waiting is not None:
+            waiting[0].set()  # every watcher of the run wakes up
+        return True
+
+    async def after_end(self, run_id: str, last_id: int, timeout_s: float) -> Watched | None:
+        """The finished run's monitor once it has events after ``last_id`` (a correction's: :meth:`corrected`),
+        waiting up to ``timeout_s``; None when none came (or the run is not kept here)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            finished = self._finished.get(run_id)
+            left = deadline - loop.time()
+            if finished is None:  # unknown here, or its end was just watched and it is being finalized
+                if run_id not in self._runs or left <= 0:
+                    return None
+                await asyncio.sleep(min(FINALIZING_POLL_S, left))
+                continue
+            if finished.last_id > last_id:
+                return finished.monitor
+            if left <= 0:
+                return None
+            waiting, watchers = self._after_end.get(run_id, (asyncio.Event(), 0))
+            self._after_end[run_id] = (waiting, watchers + 1)
+            try:
+                await asyncio.wait_for(waiting.wait(), left)
+            except TimeoutError:
+                return None
+            finally:
+                kept = self._after_end.get(run_id)
+                if kept is not None and kept[0] is waiting:  # not set yet: this watcher leaves it
+                    if kept[1] <= 1:
+                        del self._after_end[run_id]
+                    else:
+                        self._after_end[run_id] = (waiting, kept[1] - 1)
 
     def lane(self, run_id: str) -> PipelineLane | None:
         """The run's pipeline lane, active or finished (None for a run unknown to this process)."""

@@ -23,6 +23,10 @@
 // watches (no buttons). The card shows the decision and who made it when the `approval` event says so, wherever it
 // was made (a bot's press on Telegram, the expiry, another page).
 //
+// Corrections: the stream is asked with &corrections=1, so after the run's end it stays open a while and a
+// correction of the answer (docs/corrections.md) arrives as an `answer` event with `reset` and `final`: the answer
+// shown is replaced. A page loaded after a correction gets the corrected answer in its `reset`.
+//
 // For tests: window.streamrelayView = {lastId, eventsApplied, resets, ignored, answerRenders} (plain numbers,
 // updated in place) and document.body.dataset.state = "live" | "waiting" | "reconnecting" | "ended" | "denied".
 "use strict";
@@ -711,8 +715,9 @@
       apply(ev);
       view.eventsApplied += 1;
     }
-    if (ended !== null) finish();
-    else if (document.body.dataset.state !== "live") setConnection("live", "live");
+    // After the end the stream stays open a while (asked with &corrections=1): a correction of the answer comes as
+    // one more `answer` event (reset, final); the sidecar ends the stream, then onerror closes it.
+    if (ended === null && document.body.dataset.state !== "live") setConnection("live", "live");
   }
 
   // ----------------------------------------------------------------------------------------------- start
@@ -771,7 +776,8 @@
       showNotice("No run id in this address.");
       return;
     }
-    source = new EventSource("/v1/runs/" + encodeURIComponent(run) + "/live?token=" + encodeURIComponent(token));
+    const stream = "/v1/runs/" + encodeURIComponent(run) + "/live?token=" + encodeURIComponent(token);
+    source = new EventSource(stream + "&corrections=1");  // corrections after the end too (docs/corrections.md)
     source.onopen = () => {
       if (ended === null && document.body.dataset.state !== "waiting") setConnection("live", "live");
     };

@@ -1,0 +1,165 @@
+"""Ended runs on replicas (issue 27): a correction and a desk resend posted to a replica that does not own the run are
+forwarded to its owner, which applies them once with its fencing token; every replica answers the same; a correction
+whose owner is killed -9 mid-way is resumed by the partition's next owner. Three ``streamrelay serve`` replicas on a
+real redis-server, delivering through aiogram to the stateful mock Telegram (one cluster for the whole story: each
+replica costs seconds of CPU to start)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.mocks.common import MockPlatform
+from tests.redis.test_failover import TOKEN, _cluster, _owner, _until, post_as_agent
+
+pytestmark = pytest.mark.timeout(300)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+OLD = [
+    "Your refund of 49.99 EUR was declined.",
+    "The order A-1029 is outside the window.",
+    "Write to support if you disagree.",
+]
+NEW = [
+    "Your refund of 49.99 EUR was approved.",
+    "The order A-1029 is inside the window.",
+    "It reaches your card within 14 days.",
+]
+LONGER = [*NEW, "You will get an email when it is sent."]
+
+
+def _ndjson(run: str, chat: int, paragraphs: list[str]) -> bytes:
+    target = DRY_RUN["telegram"].target().model_copy(update={"chat_id": chat})
+    events: list[dict[str, Any]] = [
+        {"kind": "run.start", "channel": "chat", "target": target.model_dump()},
+        {"kind": "text", "mode": "delta", "text": "\n\n".join(paragraphs)},
+        {"kind": "end", "status": "ok"},
+    ]
+    return "".join(json.dumps({"run": run, **event}) + "\n" for event in events).encode()
+
+
+def _edits(mock: MockPlatform, chat: int) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for call in mock.calls:
+        if call.method == "editMessageText" and call.ok and str(call.chat_id) == str(chat):
+            counts[str(call.message_id)] = counts.get(str(call.message_id), 0) + 1
+    return counts
+
+
+def _sends(mock: MockPlatform, chat: int) -> int:
+    return sum(1 for c in mock.calls if c.method == "sendMessage" and c.ok and str(c.chat_id) == str(chat))
+
+
+async def _delivered(http: httpx.AsyncClient, base: str, run: str, chat: int, paragraphs: list[str]) -> dict[str, Any]:
+    posted = await post_as_agent(http, base + f"/v1/runs/{run}/events", _ndjson(run, chat, paragraphs))
+    assert posted.status_code == 200, posted.text
+    report = await http.get(base + f"/v1/runs/{run}", params={"wait_s": 60})
+    assert report.status_code == 200, report.text
+    return dict(report.json())
+
+
+async def test_corrections_and_the_desk_on_any_replica_and_through_an_owners_kill(
+    tmp_path: Path, redis_url: str, client: Redis
+) -> None:
+    async with (
+        _cluster(tmp_path, redis_url, client, "final", extra="limit = 50") as (mock, replicas),
+        httpx.AsyncClient(headers=AUTH, timeout=60) as http,
+    ):
+        # 1. A correction posted to a replica that does not own the run: applied once, by the owner.
+        chat = 7101
+        report = await _delivered(http, replicas.url(0), "fix-run", chat, OLD)
+        assert report["status"] == "delivered" and len(report["message_ids"]) == 3, report
+        ids = [str(m) for m in report["message_ids"]]
+        owner = await _owner(client, replicas, "fix-run")
+        a, b = [i for i in range(3) if i != owner]
+        body = {"kind": "run.correct", "id": "fix-1", "text": "\n\n".join(NEW)}
+        fixed = await http.post(replicas.url(a) + "/v1/runs/fix-run/corrections", json=body)
+        assert fixed.status_code == 200, fixed.text
+        assert fixed.json()["state"] == "applied" and fixed.json()["after"] == ids, fixed.text
+        assert [t for _, t in mock.visible(chat)] == NEW
+        assert _edits(mock, chat) == dict.fromkeys(ids, 1)  # each message edited once
+
+        # 2. The same id again, to another replica and to the owner: the same correction, nothing edited again.
+        for i in (b, owner):
+            again = await http.post(replicas.url(i) + "/v1/runs/fix-run/corrections", json=body)
+            assert again.status_code == 200 and again.json()["state"] == "applied", (i, again.text)
+        assert _edits(mock, chat) == dict.fromkeys(ids, 1)
+        other = await http.post(replicas.url(b) + "/v1/runs/fix-run/corrections", json={**body, "text": "Else."})
+        assert other.status_code == 409 and "new id" in other.json()["error"], other.text
+
+        # 3. Every replica lists the same corrections and shows them in the run's report.
+        listings = [
+            (await http.get(replicas.url(i) + "/v1/runs/fix-run/corrections")).json()["corrections"] for i in range(3)
+        ]
+        assert listings[0] == listings[1] == listings[2] and [c["id"] for c in listings[0]] == ["fix-1"], listings
+        one = await http.get(replicas.url(a) + "/v1/runs/fix-run/corrections/fix-1")
+        assert one.status_code == 200 and one.json() == listings[0][0], one.text
+        shown = await http.get(replicas.url(b) + "/v1/runs/fix-run")
+        assert [c["id"] for c in shown.json()["corrections"]] == ["fix-1"], shown.text
+        unknown = await http.post(replicas.url(a) + "/v1/runs/nope/corrections", json=body)
+        assert unknown.status_code == 404, unknown.text
+
+        # 4. The desk: a final the platform refused is listed by every replica and resent once, by the owner.
+        desk_chat = 7102
+        mock.script.add_fault(
+            "sendMessage",
+            mock.script.count("sendMessage") + 1,
+            {"status": 403, "description": "Forbidden: bot was blocked by the user"},
+        )
+        refused = await _delivered(http, replicas.url(1), "desk-run", desk_chat, ["Your refund was approved."])
+        assert refused["failed"] == 1, refused
+        listed = [(await http.get(replicas.url(i) + "/v1/deliveries")).json() for i in range(3)]
+        entries = [[d for d in each["deliveries"] if d["run"] == "desk-run"] for each in listed]
+        assert all(len(e) == 1 and e[0]["state"] == "failed" for e in entries), listed
+        assert all(each["counts"]["failed"] >= 1 for each in listed), listed
+        entry = entries[0][0]["id"]
+        desk_owner = await _owner(client, replicas, "desk-run")
+        elsewhere = next(i for i in range(3) if i != desk_owner)
+        shown_entry = await http.get(replicas.url(elsewhere) + f"/v1/deliveries/{entry}")
+        assert shown_entry.json()["text"] == "Your refund was approved.", shown_entry.text
+        resent = await http.post(replicas.url(elsewhere) + f"/v1/deliveries/{entry}/resend")
+        assert resent.status_code == 200 and resent.json()["state"] == "delivered", resent.text
+        assert [t for _, t in mock.visible(desk_chat)] == ["Your refund was approved."]
+        twice = await http.post(replicas.url(desk_owner) + f"/v1/deliveries/{entry}/resend")
+        assert twice.status_code == 409 and twice.json()["delivery"]["state"] == "delivered", twice.text
+        assert [t for _, t in mock.visible(desk_chat)] == ["Your refund was approved."]  # never a second copy
+        gone = await http.post(replicas.url(elsewhere) + "/v1/deliveries/dlv-000000000000/resend")
+        assert gone.status_code == 404, gone.text
+
+        # 5. The owner killed -9 in the middle of a correction: the partition's next owner resumes it.
+        kill_chat = 7103
+        report = await _delivered(http, replicas.url(0), "kill-run", kill_chat, OLD)
+        ids = [str(m) for m in report["message_ids"]]
+        owner = await _owner(client, replicas, "kill-run")
+        front = next(i for i in range(3) if i != owner)
+        mock.set_latency("editMessageText", [1500.0] * 10)
+        longer = {"kind": "run.correct", "id": "fix-k", "text": "\n\n".join(LONGER)}
+        posting = asyncio.create_task(http.post(replicas.url(front) + "/v1/runs/kill-run/corrections", json=longer))
+        await _until(lambda: sum(_edits(mock, kill_chat).values()) >= 1, 60, "the first edit")
+        replicas.procs[owner].send_signal(signal.SIGKILL)
+        replicas.procs[owner].wait(10)
+        cut = await posting  # the front's forward lost its owner: 503, send it again
+        assert cut.status_code in (200, 503), cut.text  # 503: the forward lost its owner; sent again below
+        mock.set_latency("editMessageText", [])
+        alive = [i for i in range(3) if i != owner]
+
+        async def applied() -> bool:
+            found = await http.get(replicas.url(alive[0]) + "/v1/runs/kill-run/corrections/fix-k")
+            return found.status_code == 200 and found.json()["state"] == "applied"
+
+        await _until(applied, 60, "the correction resumed by the next owner")
+        again = await http.post(replicas.url(alive[1]) + "/v1/runs/kill-run/corrections", json=longer)
+        assert again.status_code == 200 and again.json()["state"] == "applied", again.text
+        assert [t for _, t in mock.visible(kill_chat)] == LONGER  # each chunk shown once, in order
+        edits = _edits(mock, kill_chat)
+        assert set(edits) == set(ids) and edits[ids[0]] == 1, edits  # the edit answered before the kill: once
+        assert all(n <= 2 for n in edits.values()), edits  # the one in flight at the kill may be made again
+        assert _sends(mock, kill_chat) == 4  # three for the answer, one for the fourth chunk
+        assert again.json()["after"][:3] == ids and len(again.json()["after"]) == 4
