@@ -270,7 +270,15 @@ async def test_kill_9_mid_correction_resumes_and_applies_it_once(tmp_path: Path,
                 mock.set_latency(edit_method, [1500.0] * 10)
                 body = {"kind": "run.correct", "id": "fix-1", "text": "\n\n".join(longer)}
                 posting = asyncio.create_task(client.post("/v1/runs/r1/corrections", json=body))
-                await _until(lambda: sum(_edits(mock, edit_method).values()) >= 1, 60, "the first edit")
+
+                async def first_edit_recorded() -> bool:
+                    # killed once the first edit's answer is in the ledger (not merely answered by the mock: killed
+                    # between the two, the edit's outcome is unknown and it is made again, as it may be: idempotent)
+                    found = await client.get("/v1/runs/r1/corrections/fix-1")
+                    steps = found.json().get("steps", []) if found.status_code == 200 else []
+                    return bool(steps) and steps[0]["state"] == "done"
+
+                await _until(first_edit_recorded, 60, "the first edit recorded")
                 first.send_signal(signal.SIGKILL)
                 first.wait(10)
                 with pytest.raises(httpx.TransportError):
