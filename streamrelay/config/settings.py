@@ -71,6 +71,11 @@ class ChannelSettings(Strict):
     approvals_anyone: bool = False
     """Anyone in the chat may decide an ``approval.request`` that names nobody (where ``approvers`` is empty too);
     off, such a request is refused."""
+    approve_actions: list[str] = Field(default_factory=list, max_length=50)
+    """Tool calls a person must approve before they reach the pipeline lane (core/lanes/hold.py): action classes
+    (``irreversible``, ``compensable``, ``reversible``, ``idempotent``) and tool names; decided by ``approvers``."""
+    approve_ttl_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600)
+    """How long such a call waits for a person (seconds); then it is denied."""
     allow_mentions: bool = False
     """Agent text may notify people: Slack ``<!channel>``, ``<!here>``, ``<@U…>``; Discord ``@everyone``, users,
     roles; Telegram ``tg://user?id=`` links. Off: rendered inert (:class:`core.ports.MarkupPermissions`)."""
@@ -104,7 +109,13 @@ class ChannelSettings(Strict):
 
     @model_validator(mode="after")
     def _approvers_rules(self) -> ChannelSettings:
-        """Each approver is a platform user id like the ``by`` a bot forwards (core/run/approvals.py)."""
+        """Each approver is a platform user id like the ``by`` a bot forwards (core/run/approvals.py); a channel whose
+        ``approve_actions`` hold calls names who may decide them."""
+        if self.approve_actions and not self.approvers and not self.approvals_anyone:
+            raise ValueError(
+                "approve_actions: nobody may decide the calls it holds; list approvers (like 'telegram:user:123') "
+                "or set approvals_anyone = true"
+            )
         for who in self.approvers:
             if APPROVER_ID.fullmatch(who) is None:
                 raise ValueError(
@@ -193,6 +204,8 @@ class ChannelSettings(Strict):
             stop_button=self.stop_button,
             approvers=tuple(self.approvers),
             approvals_anyone=self.approvals_anyone,
+            approve_actions=tuple(self.approve_actions),
+            approve_ttl_s=self.approve_ttl_s,
             edits=spec.edits,
             max_retry_after_s=self.max_retry_after_s,
         )
