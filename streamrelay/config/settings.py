@@ -401,6 +401,17 @@ class Settings(BaseSettings):
             unknown = sorted(set(client.channels or ()) - set(self.channels))
             if unknown:
                 raise ValueError(f"clients.{name}.channels names unknown channels {unknown}: configure them first")
+            if client.approve_actions:  # its held calls are decided by each channel's approvers (core/lanes/hold.py)
+                used = client.channels if client.channels is not None else list(self.channels)
+                nobody = sorted(
+                    c for c in used if not self.channels[c].approvers and not self.channels[c].approvals_anyone
+                )
+                if nobody:
+                    raise ValueError(
+                        f"clients.{name}.approve_actions: channels {nobody} name nobody who may decide the calls it "
+                        "holds; give them approvers (or approvals_anyone = true), or list only other channels in "
+                        f"clients.{name}.channels"
+                    )
         return self
 
     def client_limits(self) -> dict[str, ClientLimits]:

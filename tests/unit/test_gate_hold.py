@@ -6,14 +6,18 @@ into a fresh Relay (what a restart after kill -9 does) neither loses a hold nor 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from streamrelay.config.actions import load_actions
+from streamrelay.config.paths import CHECKOUT
+from streamrelay.config.settings import load_settings
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
-from streamrelay.core.errors import IngestError
+from streamrelay.core.errors import ConfigError, IngestError
 from streamrelay.core.events import Source
 from streamrelay.core.lanes.gate import Action, ActionCatalog, ActionClass, Verdict
 from streamrelay.core.lanes.hold import hold_id, needs_person
@@ -216,3 +220,27 @@ async def test_a_call_with_bad_arguments_is_never_asked() -> None:
     with pytest.raises(IngestError):
         relay.approval("r", "gate.c1")
     await relay.close()
+
+
+def test_the_docs_settings_load_and_a_hold_without_approvers_is_refused(tmp_path: Path) -> None:
+    """docs/approvals.md's ``approve_actions`` block loads as written; a channel (or a client's channel) holding calls
+    that names nobody who may decide them is refused at start-up, saying what to set."""
+    text = (CHECKOUT / "docs" / "approvals.md").read_text(encoding="utf-8")
+    block = re.search(r"## The action gate holds a call.*?```toml\n(.*?)```", text, re.S)
+    assert block is not None, "docs/approvals.md lost its approve_actions example"
+    path = tmp_path / "channels.toml"
+    path.write_text(block.group(1), encoding="utf-8")
+    settings = load_settings(path)
+    policy = settings.channels["support"].policy("support")
+    assert (policy.approve_actions, policy.approve_ttl_s) == (("irreversible", "charge_card"), 600.0)
+    assert settings.client_limits()["billing"].approve_actions == ("compensable",)
+
+    path.write_text('[channels.s]\nplatform = "slack"\napprove_actions = ["irreversible"]\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="approve_actions: nobody may decide"):
+        load_settings(path)
+    path.write_text(
+        '[channels.s]\nplatform = "slack"\n[clients.b]\ntoken_env = "B"\napprove_actions = ["irreversible"]\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"clients.b.approve_actions: channels \['s'\] name nobody"):
+        load_settings(path)
