@@ -20,7 +20,8 @@ from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import ConfigError, IngestError
 from streamrelay.core.events import Source
 from streamrelay.core.lanes.gate import Action, ActionCatalog, ActionClass, Verdict
-from streamrelay.core.lanes.hold import hold_id, needs_person
+from streamrelay.core.lanes.hold import hold_id, hold_request, masked, needs_person
+from streamrelay.core.lanes.pipeline import FinishedCall
 from streamrelay.core.policy import ChannelPolicy, apply_overrides
 from streamrelay.core.records.journal import MemoryJournal
 from streamrelay.core.records.ledger import MemoryLedger
@@ -244,3 +245,24 @@ def test_the_docs_settings_load_and_a_hold_without_approvers_is_refused(tmp_path
     )
     with pytest.raises(ConfigError, match=r"clients.b.approve_actions: channels \['s'\] name nobody"):
         load_settings(path)
+
+
+def test_the_question_shows_the_call_with_its_secrets_masked() -> None:
+    args: dict[str, Any] = {
+        "to": "a@example.com",
+        "api_key": "k-123",
+        "headers": [{"note": "Bearer abc.def"}, "plain"],
+        "body": {"password": "hunter2", "text": "Hello"},
+    }
+    request = hold_request("r", FinishedCall("c1", "send_email", None, args), "gate.c1", 60.0)
+    assert request.question == "Run the tool send_email?" and request.ttl_s == 60.0
+    assert request.action is not None
+    shown = json.loads(request.action.removeprefix("send_email(").removesuffix(")"))
+    assert shown == {
+        "to": "a@example.com",
+        "api_key": "•••",
+        "headers": "•••",
+        "body": {"password": "•••", "text": "Hello"},
+    }
+    assert masked([{"token": 1}, "sk-live-abc", "ok"]) == [{"token": "•••"}, "•••", "ok"]
+    assert args["api_key"] == "k-123"  # the call itself is left as it came (the parent loop gets it whole)

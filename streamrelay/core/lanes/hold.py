@@ -26,7 +26,9 @@ import hashlib
 import json
 from collections.abc import Iterable
 
+from streamrelay.core.delivery.status import SECRET_KEY, SECRET_VALUE
 from streamrelay.core.events import APPROVAL_ID, ApprovalRequest, Source
+from streamrelay.core.json_types import JsonValue
 from streamrelay.core.lanes.gate import ActionCatalog, ActionClass
 from streamrelay.core.lanes.pipeline import FinishedCall
 
@@ -69,12 +71,39 @@ def hold_id(call_id: str, source: Source | None, taken: Iterable[str] | None = N
     return f"{base}.{n}"
 
 
+def masked(value: JsonValue) -> JsonValue:
+    """``value`` with the value of every secret-looking key (password, token, api_key, card, ...) and every
+    secret-looking string (a bearer token, ``sk-...``, a card number) replaced by ``•••``, at any depth: what a person
+    deciding on a call is shown (the call itself reaches the parent loop as it came). Iterative: no recursion limit."""
+    root: list[JsonValue] = [value]
+    stack: list[tuple[list[JsonValue] | dict[str, JsonValue], int | str]] = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        item = holder[key]  # type: ignore[index]
+        if isinstance(item, str) and SECRET_VALUE.search(item):
+            holder[key] = "•••"  # type: ignore[index]
+        elif isinstance(item, dict):
+            copy: dict[str, JsonValue] = {}
+            for name, inner in item.items():
+                copy[name] = "•••" if SECRET_KEY.search(name) else inner
+                if not SECRET_KEY.search(name):
+                    stack.append((copy, name))
+            holder[key] = copy  # type: ignore[index]
+        elif isinstance(item, list):
+            items = list(item)
+            holder[key] = items  # type: ignore[index]
+            stack.extend((items, i) for i in range(len(items)))
+    return root[0]
+
+
 def hold_request(run: str, call: FinishedCall, approval_id: str, ttl_s: float) -> ApprovalRequest:
     """The ``approval.request`` holding the complete call ``call``: "Run the tool NAME?", the call (its arguments as
-    compact JSON, cut to 1,000 characters) as the action; who may decide is the channel's, denied after ``ttl_s``
-    seconds. Its ``source`` is the call's (a sub-agent's call is asked in the run's conversation as the root's are).
+    compact JSON, secrets masked by :func:`masked`, cut to 1,000 characters) as the action; who may decide is the
+    channel's, denied after ``ttl_s`` seconds. Its ``source`` is the call's (a sub-agent's call is asked in the run's
+    conversation as the root's are).
     """
-    args = json.dumps(call.args, ensure_ascii=False, separators=(",", ":")) if call.args is not None else "{}"
+    shown = masked(call.args) if call.args is not None else {}
+    args = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
     action = f"{call.name}({args})"
     if len(action) > 1000:
         action = action[:999] + "…"
