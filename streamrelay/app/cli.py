@@ -196,7 +196,7 @@ def init(
 
 FORMAT_HELP = (
     "the stream's format: a provider API's (anthropic, openai-responses, openai-chat, gemini) or an agent protocol's "
-    "(ag-ui, ai-sdk-ui, a2a); default: the recording's folder name (tests/streams/<format>/)"
+    "(ag-ui, ai-sdk-ui, a2a, langgraph); default: the recording's folder name (tests/streams/<format>/)"
 )
 
 

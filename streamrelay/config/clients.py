@@ -26,12 +26,15 @@ class ClientSettings(Strict):
     max_messages_per_run: int = Field(default=ClientLimits.max_messages_per_run, ge=1)
     max_runs_per_request: int = Field(default=ClientLimits.max_runs_per_request, ge=1)
     seq_window: int = Field(default=ClientLimits.seq_window, ge=1)
+    approve_actions: list[str] = Field(default_factory=list, max_length=50)
+    """Tool calls of this client's runs a person must approve first, added to each channel's ``approve_actions``
+    (action classes and tool names; core/lanes/hold.py); a channel they run on must name who may decide."""
 
     def limits(self, name: str) -> ClientLimits:
         """The core's view of this client."""
-        values = self.model_dump(exclude={"token_env", "channels"})
+        values = self.model_dump(exclude={"token_env", "channels", "approve_actions"})
         channels = frozenset(self.channels) if self.channels is not None else None
-        return ClientLimits(name=name, channels=channels, **values)
+        return ClientLimits(name=name, channels=channels, approve_actions=tuple(self.approve_actions), **values)
 
     def token(self, name: str) -> SecretStr:
         """The client's bearer token from the environment.

@@ -81,6 +81,11 @@ class ChannelSettings(Strict):
     approvals_anyone: bool = False
     """Anyone in the chat may decide an ``approval.request`` that names nobody (where ``approvers`` is empty too);
     off, such a request is refused."""
+    approve_actions: list[str] = Field(default_factory=list, max_length=50)
+    """Tool calls a person must approve before they reach the pipeline lane (core/lanes/hold.py): action classes
+    (``irreversible``, ``compensable``, ``reversible``, ``idempotent``) and tool names; decided by ``approvers``."""
+    approve_ttl_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600)
+    """How long such a call waits for a person (seconds); then it is denied."""
     allow_mentions: bool = False
     """Agent text may notify people: Slack ``<!channel>``, ``<!here>``, ``<@U…>``; Discord ``@everyone``, users,
     roles; Telegram ``tg://user?id=`` links. Off: rendered inert (:class:`core.ports.MarkupPermissions`)."""
@@ -122,7 +127,13 @@ class ChannelSettings(Strict):
 
     @model_validator(mode="after")
     def _approvers_rules(self) -> ChannelSettings:
-        """Each approver is a platform user id like the ``by`` a bot forwards (core/run/approvals.py)."""
+        """Each approver is a platform user id like the ``by`` a bot forwards (core/run/approvals.py); a channel whose
+        ``approve_actions`` hold calls names who may decide them."""
+        if self.approve_actions and not self.approvers and not self.approvals_anyone:
+            raise ValueError(
+                "approve_actions: nobody may decide the calls it holds; list approvers (like 'telegram:user:123') "
+                "or set approvals_anyone = true"
+            )
         for who in self.approvers:
             if APPROVER_ID.fullmatch(who) is None:
                 raise ValueError(
@@ -211,6 +222,8 @@ class ChannelSettings(Strict):
             stop_button=self.stop_button,
             approvers=tuple(self.approvers),
             approvals_anyone=self.approvals_anyone,
+            approve_actions=tuple(self.approve_actions),
+            approve_ttl_s=self.approve_ttl_s,
             edits=spec.edits,
             max_retry_after_s=self.max_retry_after_s,
         )
@@ -406,6 +419,17 @@ class Settings(BaseSettings):
             unknown = sorted(set(client.channels or ()) - set(self.channels))
             if unknown:
                 raise ValueError(f"clients.{name}.channels names unknown channels {unknown}: configure them first")
+            if client.approve_actions:  # its held calls are decided by each channel's approvers (core/lanes/hold.py)
+                used = client.channels if client.channels is not None else list(self.channels)
+                nobody = sorted(
+                    c for c in used if not self.channels[c].approvers and not self.channels[c].approvals_anyone
+                )
+                if nobody:
+                    raise ValueError(
+                        f"clients.{name}.approve_actions: channels {nobody} name nobody who may decide the calls it "
+                        "holds; give them approvers (or approvals_anyone = true), or list only other channels in "
+                        f"clients.{name}.channels"
+                    )
         return self
 
     def client_limits(self) -> dict[str, ClientLimits]:

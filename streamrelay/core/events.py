@@ -162,7 +162,7 @@ class DeliveryMode(enum.StrEnum):
 class ProviderFormat(enum.StrEnum):
     """Native stream formats the normalizers accept (core/normalize/, one module each; tests/streams/): the
     provider APIs' streams (Anthropic, OpenAI Responses and Chat, Gemini) and the agent protocols' streams (AG-UI,
-    the AI SDK UI message stream, A2A)."""
+    the AI SDK UI message stream, A2A, LangGraph's stream parts)."""
 
     ANTHROPIC = "anthropic"
     OPENAI_RESPONSES = "openai-responses"
@@ -171,6 +171,7 @@ class ProviderFormat(enum.StrEnum):
     AI_SDK_UI = "ai-sdk-ui"
     A2A = "a2a"
     GEMINI = "gemini"
+    LANGGRAPH = "langgraph"
 
 
 class Source(BaseModel):

@@ -78,6 +78,9 @@ class ChannelPolicy:
             (:mod:`core.run.approvals`).
         approvals_anyone: anyone in the chat may decide an ``approval.request`` that names nobody, where the channel
             names no ``approvers`` either (off: such a request is refused with a 400).
+        approve_actions: the tool calls a person must approve before they reach the pipeline lane
+            (:mod:`core.lanes.hold`): action classes (``irreversible``) and tool names; empty: none.
+        approve_ttl_s: how long such a call waits for a person (seconds), then it is denied.
         max_retry_after_s: the longest 429 ``retry_after`` the channel's send chains obey, in seconds; a longer one
             is the platform refusing for now: the part is reported failed
             (:class:`~core.errors.RetryAfterTooLongError`), nothing pauses
@@ -109,6 +112,8 @@ class ChannelPolicy:
     stop_button: bool = False
     approvers: tuple[str, ...] = ()
     approvals_anyone: bool = False
+    approve_actions: tuple[str, ...] = ()
+    approve_ttl_s: float = 600.0
     edits: bool = True
     max_retry_after_s: float = MAX_RETRY_AFTER_S
 
@@ -154,8 +159,17 @@ MAX_THROTTLE_MS = 3_600_000
 """The longest ``throttle_ms`` a run may ask for (an hour; past it no preview would show, and a huge integer would
 overflow the float of seconds)."""
 
-OVERRIDABLE = ("throttle_ms", "format", "subagents", "reasoning", "reasoning_opened", "delta_replay_guard")
-"""Keys a ``run.start`` may override per run (``mode`` has its own field)."""
+OVERRIDABLE = (
+    "throttle_ms",
+    "format",
+    "subagents",
+    "reasoning",
+    "reasoning_opened",
+    "delta_replay_guard",
+    "approve_actions",
+)
+"""Keys a ``run.start`` may override per run (``mode`` has its own field). ``approve_actions`` only adds to the
+channel's: a run may ask a person for more of its calls, never for fewer."""
 
 
 def apply_overrides(policy: ChannelPolicy, overrides: Mapping[str, JsonValue]) -> ChannelPolicy:
@@ -196,7 +210,33 @@ def _override(policy: ChannelPolicy, key: str, value: JsonValue) -> ChannelPolic
         if key == "reasoning_opened":
             return replace(policy, reasoning_opened=value)
         return replace(policy, delta_replay_guard=value)
+    if key == "approve_actions":
+        return replace(policy, approve_actions=_more_actions(policy, value))
     raise IngestError(f"unknown override {reprlib.repr(key)}: a run may override {', '.join(OVERRIDABLE)}")
+
+
+MAX_APPROVE_ACTIONS = 50
+"""The most entries ``approve_actions`` may hold (a channel's, a client's or a run's)."""
+
+
+def _more_actions(policy: ChannelPolicy, value: JsonValue) -> tuple[str, ...]:
+    """The channel's ``approve_actions`` and a run's ``value`` (a list of action classes and tool names) joined.
+
+    Raises:
+        ValueError: not such a list, or nobody may decide on this channel (no ``approvers``, no ``approvals_anyone``).
+    """
+    if not isinstance(value, list) or not all(isinstance(v, str) and 1 <= len(v) <= 200 for v in value):
+        raise ValueError("a list of action classes (irreversible, compensable, ...) and tool names")
+    if value and not policy.approvers and not policy.approvals_anyone:
+        raise ValueError(
+            f"a channel with approvers: channel {policy.name!r} names nobody who may decide (set its approvers, or "
+            "approvals_anyone = true)"
+        )
+    names = [v for v in value if isinstance(v, str)]
+    joined = tuple(dict.fromkeys((*policy.approve_actions, *names)))
+    if len(joined) > MAX_APPROVE_ACTIONS:
+        raise ValueError(f"at most {MAX_APPROVE_ACTIONS} action classes and tool names")
+    return joined
 
 
 _E = TypeVar("_E", bound=enum.StrEnum)

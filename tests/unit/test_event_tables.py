@@ -1,4 +1,4 @@
-"""Every event type of the seven stream formats has a row in its normalizer's table (issue 26): what it means for
+"""Every event type of the eight stream formats has a row in its normalizer's table (issue 26): what it means for
 the run (:class:`core.normalize.meanings.Meaning`). Every stream the project has (recordings, upstream fixtures,
 reported cases, shared/streams) is read line by line; a type without a row fails here, naming it."""
 
@@ -12,7 +12,16 @@ import pytest
 
 from streamrelay.app.ingest_client import recording_lines
 from streamrelay.core.events import ProviderFormat
-from streamrelay.core.normalize import a2a, ag_ui, ai_sdk_ui, anthropic, gemini, openai_chat, openai_responses
+from streamrelay.core.normalize import (
+    a2a,
+    ag_ui,
+    ai_sdk_ui,
+    anthropic,
+    gemini,
+    langgraph,
+    openai_chat,
+    openai_responses,
+)
 from streamrelay.core.normalize.meanings import Meaning, undeclared
 
 MODULES: dict[ProviderFormat, ModuleType] = {
@@ -23,6 +32,7 @@ MODULES: dict[ProviderFormat, ModuleType] = {
     ProviderFormat.AG_UI: ag_ui,
     ProviderFormat.AI_SDK_UI: ai_sdk_ui,
     ProviderFormat.A2A: a2a,
+    ProviderFormat.LANGGRAPH: langgraph,
 }
 ROOTS = [Path(__file__).resolve().parents[1] / "streams", Path("/work/shared/streams")]
 FILES = sorted(
@@ -73,6 +83,7 @@ def test_every_type_in_every_stream_has_a_row(fmt: ProviderFormat, path: Path) -
             "push-notification-config",
         ),
         (ProviderFormat.A2A, {"result": {"kind": "message", "parts": [{"kind": "video"}]}}, "part/video"),
+        (ProviderFormat.LANGGRAPH, {"event": "a-future-mode|sub:1", "data": {}}, "a-future-mode"),
     ],
 )
 def test_an_unknown_type_has_no_row_and_is_logged_once(

@@ -102,6 +102,14 @@ RAW_TOOL_IDS: dict[ProviderFormat, dict[str, Any]] = {
     ProviderFormat.AG_UI: {"type": "TOOL_CALL_START", "toolCallId": LONE, "toolCallName": "x"},
     ProviderFormat.AI_SDK_UI: {"type": "tool-input-start", "toolCallId": LONE, "toolName": "x"},
     ProviderFormat.GEMINI: {"candidates": [{"content": {"parts": [{"functionCall": {"id": LONE, "name": "x"}}]}}]},
+    ProviderFormat.LANGGRAPH: {
+        "type": "messages",
+        "ns": [],
+        "data": [
+            {"type": "AIMessageChunk", "id": "m1", "content": "", "tool_call_chunks": [{"id": LONE, "index": 0}]},
+            {},
+        ],
+    },
 }
 """A raw event per format with tool calls (A2A has none: its task ids are checked in test_normalize_a2a.py)."""
 

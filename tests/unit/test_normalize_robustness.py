@@ -13,7 +13,13 @@ from streamrelay.core.errors import IngestError
 from streamrelay.core.events import ProviderFormat, event_to_json, parse_event
 from streamrelay.core.normalize import make_normalizer
 
-FORMATS = [ProviderFormat.AG_UI, ProviderFormat.AI_SDK_UI, ProviderFormat.A2A, ProviderFormat.GEMINI]
+FORMATS = [
+    ProviderFormat.AG_UI,
+    ProviderFormat.AI_SDK_UI,
+    ProviderFormat.A2A,
+    ProviderFormat.GEMINI,
+    ProviderFormat.LANGGRAPH,
+]
 
 AG_UI_TYPES = [
     "RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
@@ -27,12 +33,18 @@ AI_SDK_TYPES = [
     "abort", "error", "data-x",
 ]  # fmt: skip
 A2A_KINDS = ["task", "message", "status-update", "artifact-update"]
+LANGGRAPH_MODES = [
+    "messages", "messages/partial", "messages/complete", "updates", "values", "custom", "error", "metadata",
+    "updates|sub:1",
+]  # fmt: skip
 KEYS = [
     "messageId", "delta", "role", "toolCallId", "toolCallName", "subagentRunId", "parentRunId", "name", "runId",
     "stepName", "message", "code", "id", "toolName", "inputTextDelta", "input", "output", "errorText", "url",
     "mediaType", "taskId", "status", "artifact", "parts", "append", "lastChunk", "referenceTaskIds", "state", "text",
     "kind", "file", "uri", "mimeType", "preliminary", "reason", "thought", "functionCall", "args", "finishReason",
     "content", "candidates", "promptFeedback", "blockReason", "artifactId", "artifacts", "final",
+    "type", "tool_call_chunks", "tool_calls", "tool_call_id", "chunk_position", "messages", "__interrupt__", "value",
+    "action_requests", "action_request", "description", "question", "action", "index",
 ]  # fmt: skip
 
 ids = st.sampled_from(["a", "b", "c", ""])
@@ -63,11 +75,24 @@ def _gemini() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({"candidates": st.lists(candidate, max_size=2)}) | fields
 
 
+def _langgraph() -> st.SearchStrategy[dict[str, Any]]:
+    """A server SSE part or a v2 part of any mode, its data any value (messages, updates and interrupts likely)."""
+    message = st.fixed_dictionaries(
+        {"type": st.sampled_from(["AIMessageChunk", "ai", "tool", "human"]), "id": ids},
+        optional={k: values for k in KEYS if k not in ("type", "id")},
+    )
+    data = values | st.lists(message, max_size=2) | st.dictionaries(st.sampled_from(["agent", "__interrupt__"]), values)
+    sse = st.builds(lambda mode, d: {"event": mode, "data": d}, st.sampled_from(LANGGRAPH_MODES), data)
+    v2 = st.builds(lambda mode, d: {"type": mode, "ns": [], "data": d}, st.sampled_from(LANGGRAPH_MODES), data)
+    return sse | v2 | fields
+
+
 LINES = {
     ProviderFormat.AG_UI: _typed(AG_UI_TYPES),
     ProviderFormat.AI_SDK_UI: _typed(AI_SDK_TYPES),
     ProviderFormat.A2A: _a2a(),
     ProviderFormat.GEMINI: _gemini(),
+    ProviderFormat.LANGGRAPH: _langgraph(),
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from streamrelay.core.contracts.units import ToolCallUnit
 from streamrelay.core.delivery.reconciler import Reconciler
 from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
@@ -222,7 +223,7 @@ async def test_the_gate_waits_for_the_commit_point_then_lets_the_call_go() -> No
     h = await harness(policy(DeliveryMode.PROGRESS))
     await h.feed(call("m1", ToolCallState.END, name="send_email", args={"to": "a@b.c"}))
     decision, unit = await ask_gate(catalog, h.ctl.lane, "m1")
-    assert decision.verdict is Verdict.WAIT and unit.name == "send_email"
+    assert decision.verdict is Verdict.WAIT and isinstance(unit, ToolCallUnit) and unit.name == "send_email"
     waiting = asyncio.ensure_future(ask_gate(catalog, h.ctl.lane, "m1", wait_s=10))
     await settle()
     assert not waiting.done()
@@ -392,7 +393,7 @@ async def test_an_agent_that_reuses_a_call_id_is_gated_on_its_latest_call() -> N
     await h.feed(call("call_0", ToolCallState.END, name="search", args={}))
     await h.feed(call("call_0", ToolCallState.END, name="pay", args={}))
     decision, unit = await ask_gate(catalog, h.ctl.lane, "call_0", source_key="root")
-    assert unit.name == "pay" and decision.verdict is Verdict.WAIT
+    assert isinstance(unit, ToolCallUnit) and unit.name == "pay" and decision.verdict is Verdict.WAIT
 
 
 async def test_a_run_whose_prompt_opened_the_reasoning_shows_only_what_follows_the_closer() -> None:

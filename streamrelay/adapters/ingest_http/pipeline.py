@@ -157,4 +157,5 @@ class PipelineRoutes:
             )
         except IngestError as exc:
             return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status)
-        return JSONResponse({**decision.to_json(), "unit": caller.unit(unit.model_dump(mode="json"))})
+        shown = caller.unit(unit.model_dump(mode="json")) if unit is not None else None
+        return JSONResponse({**decision.to_json(), "unit": shown})

@@ -26,11 +26,12 @@ from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.app.replicas.peers import ReplicaPeers
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.contracts.answers import RunListing
+from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import RunStart, TextEvent, event_line, parse_event
 from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
 from streamrelay.core.ingest.clients import ClientBook, run_key, split_key
-from streamrelay.core.lanes.gate import Call, GateDecision
+from streamrelay.core.lanes.gate import GateDecision
 from streamrelay.core.lanes.pipeline import PipelineLane
 from streamrelay.core.ports import DraftStopControls
 from streamrelay.core.records.journal import JournalEntry
@@ -435,7 +436,7 @@ class ReplicaFront:
 
     async def gate(
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-    ) -> tuple[GateDecision, Call]:
+    ) -> tuple[GateDecision, PipelineUnit | None]:
         relay = await self._relay(run_id)
         if relay is None:
             raise IngestError(f"unknown run {run_id!r}", status=404)

@@ -47,6 +47,12 @@ class ToolCallUnit(_Unit):
     id: str = Field(description="The provider's call id.")
     name: str | None = Field(description="The tool's name (null when the provider never gave one).")
     args: JsonObject = Field(description="The arguments: one strict JSON object.")
+    approval: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The approval a person gave before the call reached the lane (the action gate's hold, "
+        "docs/approvals.md); absent when none was asked.",
+    )
     source: Source | None = None
 
 
@@ -125,6 +131,12 @@ class ApprovalUnit(_Unit):
     approved: bool = Field(description="Go on with the action.")
     by: str | None = Field(default=None, description="Who decided, e.g. ``telegram:user:123`` (None at expiry).")
     at: float = Field(description="When it was decided (Unix seconds).")
+    call: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The tool call this approval held (the action gate's hold, docs/approvals.md): approved, the call "
+        "follows as a tool_call unit; else it never reaches the lane. Absent for an agent's own approval.",
+    )
     source: Source | None = None
 
 

@@ -45,12 +45,16 @@ from streamrelay.core.events import (
     TextDelta,
     TextEvent,
     TextMode,
+    ToolCall,
+    ToolCallState,
     Visibility,
     parse_event,
 )
 from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate
-from streamrelay.core.lanes.pipeline import ArgsValidator
+from streamrelay.core.lanes.gate import ActionCatalog
+from streamrelay.core.lanes.hold import hold_id, hold_request, needs_person
+from streamrelay.core.lanes.pipeline import ArgsValidator, FinishedCall, ToolCallCollector
 from streamrelay.core.normalize import Normalizer, make_normalizer
 from streamrelay.core.normalize.a2a import RESULT_KINDS, A2ANormalizer
 from streamrelay.core.normalize.base import JsonObject
@@ -209,6 +213,7 @@ class Admission:
         validator: checks complete tool calls against their JSON Schemas.
         clients: each client's limits and active runs (a run's client is in its key:
         :func:`core.ingest.clients.split_key`).
+        catalog: the action catalog, for the calls a person must approve first (:mod:`core.lanes.hold`).
     """
 
     def __init__(
@@ -222,8 +227,10 @@ class Admission:
         limits: Limits,
         validator: ArgsValidator | None,
         clients: ClientBook | None = None,
+        catalog: ActionCatalog | None = None,
     ) -> None:
         self.channels = channels
+        self.catalog = catalog if catalog is not None else ActionCatalog()
         self.clients = clients if clients is not None else ClientBook()
         """The relay calls ``clients.left`` when a run leaves ``runs``."""
         self._starting = 0
@@ -418,14 +425,12 @@ class Admission:
         limits = run.limits if run.limits is not None else self.limits_for(run.run)
         if enforce and event.seq is not None:
             run.usage.check_seq(event.seq, limits)
-        events: list[Event] = [event]
-        if isinstance(event, ApprovalRequest):
+        events = self._line_events(run, event)
+        if any(isinstance(e, ApprovalRequest) for e in events):
             self.take_approvals(run, events, enforce=enforce)
         if isinstance(event, End) and event.source is None:
             if event.seq is not None:
                 run.seqs.take(event.seq)
-            if run.normalizer is not None:
-                events = [*run.normalizer.close(), event]
             run.usage.charge([event], limits, enforce=False)  # an end is always taken: the run must be able to end
             run.end_taken(event.seq)
         else:
@@ -433,6 +438,18 @@ class Admission:
             if event.seq is not None:
                 run.seqs.take(event.seq)
         return run, events, ONE_EVENT
+
+    def _line_events(self, run: ActiveRun, event: Event) -> list[Event]:
+        """The events a normalized line of ``run`` gives: itself; for the root's ``end``, what the run's stream
+        normalizer still held first; a tool call's ``end`` a person must approve first, its ``approval.request``
+        before it (:meth:`hold_calls`)."""
+        if isinstance(event, End) and event.source is None:
+            if run.normalizer is None:
+                return [event]
+            return [*self.hold_calls(run, run.normalizer.close()), event]
+        if isinstance(event, ToolCall) and run.holds is not None:
+            return self.hold_calls(run, [event])
+        return [event]
 
     def _sidecar_line(
         self, run: ActiveRun, event: Stop | ApprovalDecision | ApprovalExpiry, *, enforce: bool
@@ -523,6 +540,8 @@ class Admission:
                 )
             obj = {k: v for k, v in obj.items() if k != "seq"}
         events = normalizer.feed(obj)
+        if run.holds is not None and events:
+            events = self.hold_calls(run, events)
         if any(isinstance(e, ApprovalRequest) for e in events):
             self.take_approvals(run, events, enforce=enforce)
         _charge(run, events, run.limits if run.limits is not None else self.limits_for(run.run), enforce=enforce)
@@ -583,6 +602,37 @@ class Admission:
     @property
     def journal(self) -> Journal:
         return self._journal
+
+    def hold_calls(self, run: ActiveRun, events: list[Event]) -> list[Event]:
+        """``events`` with an ``approval.request`` put right before each tool call's ``end`` whose call a person must
+        approve first (:mod:`core.lanes.hold`: the run's ``approve_actions`` name its tool or class; its arguments
+        complete and valid). The run stage then keeps that call off the pipeline lane until the decision. Derived
+        from the call's own line, so a journal replay derives the same request, with the same id. O(len(events))."""
+        holds = run.holds
+        if holds is None or not any(isinstance(e, ToolCall) and e.state is ToolCallState.END for e in events):
+            for event in events:
+                if isinstance(event, ToolCall) and holds is not None:
+                    holds.feed(event)
+            return events
+        out: list[Event] = []
+        policy = run.controller.policy
+        for event in events:
+            call = holds.feed(event) if isinstance(event, ToolCall) else None
+            if (
+                call is not None
+                and not call.malformed
+                and needs_person(call.name, self.catalog, policy.approve_actions)
+            ):
+                approval_id = hold_id(call.id, call.source, run.approvals.items)
+                try:
+                    request = hold_request(run.run, call, approval_id, policy.approve_ttl_s)
+                except ValidationError:  # a tool name no question may carry: asked without it
+                    unnamed = FinishedCall(call.id, "(unnamed)", call.source, call.args)
+                    request = hold_request(run.run, unnamed, approval_id, policy.approve_ttl_s)
+                run.approvals.holds[approval_id] = call.id
+                out.append(request)
+            out.append(event)
+        return out
 
     def take_approvals(self, run: ActiveRun, events: Sequence[Event], *, enforce: bool) -> None:
         """Take the ``approval.request`` events of ``events`` into ``run``'s approvals and wake each at its expiry
@@ -783,6 +833,14 @@ class Admission:
                 max_messages=client.max_messages_per_run,
                 max_messages_setting=client.setting("max_messages_per_run"),
             )
+        if client.approve_actions:  # the client's holds join the channel's (core/lanes/hold.py)
+            if not policy.approvers and not policy.approvals_anyone:
+                raise IngestError(
+                    f"client {client.name!r} holds tool calls for a person (clients.{client.name}.approve_actions) but "
+                    f"channel {policy.name!r} names nobody who may decide: set its approvers or approvals_anyone"
+                )
+            joined = tuple(dict.fromkeys((*policy.approve_actions, *client.approve_actions)))
+            policy = replace(policy, approve_actions=joined)
         if event.mode is not None and event.mode is not policy.delivery:
             policy = replace(policy, delivery=policy.delivery_for(event.mode))  # no edits: preview runs as block
         controller = RunController(
@@ -801,6 +859,8 @@ class Admission:
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
         run = ActiveRun(controller, Inbox(self.limits.queue_size), gate, normalizer, [] if replay else None)
+        if policy.approve_actions:  # its calls a person must approve are found here (:meth:`hold_calls`)
+            run.holds = ToolCallCollector(self._validator)
         run.seqs = SeqFloor(floor=event.seq)
         run.usage.max_seq = event.seq
         run.limits = client

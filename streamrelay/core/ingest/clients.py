@@ -48,6 +48,8 @@ class ClientLimits:
             report says ``partial``).
         max_runs_per_request: runs one request may start (429 past it).
         seq_window: how far ahead of the last taken ``seq`` a line may be (422 past it: refused, not waited for).
+        approve_actions: tool calls of its runs a person must approve first, added to the channel's
+            (:mod:`core.lanes.hold`).
     """
 
     name: str = DEFAULT_CLIENT
@@ -59,6 +61,7 @@ class ClientLimits:
     max_messages_per_run: int = 50
     max_runs_per_request: int = 20
     seq_window: int = 10_000
+    approve_actions: tuple[str, ...] = ()
 
     def setting(self, field: str) -> str:
         """The TOML key of one of this client's limits, for error messages: ``clients.NAME.field``."""

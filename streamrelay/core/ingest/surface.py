@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from streamrelay.core.contracts.answers import RunListing
+from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.admission import LineResult
-from streamrelay.core.lanes.gate import Call, GateDecision
+from streamrelay.core.lanes.gate import GateDecision
 from streamrelay.core.lanes.pipeline import PipelineLane
 from streamrelay.core.records.report import DeliveryReport
 from streamrelay.core.run.monitor import Watched
@@ -41,7 +42,7 @@ class RunRelay(Protocol):
 
     async def gate(
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-    ) -> tuple[GateDecision, Call]: ...
+    ) -> tuple[GateDecision, PipelineUnit | None]: ...
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState: ...
 

@@ -10,6 +10,11 @@ Every tool in the action catalog carries an :class:`ActionClass`. The gate looks
     irreversible     wait                        run                       refuse
     not in catalog   wait (as irreversible)      run                       refuse
 
+A call a person had to approve first (the channel's ``approve_actions``, :mod:`core.lanes.hold`) reaches the lane only
+once approved, its unit naming the ``approval``: it runs, whatever the class and the commit point (a person said so).
+Before the decision :func:`ask_gate` answers ``wait`` naming the approval; denied or expired, ``refuse`` with the
+``approval`` unit.
+
 A unit that is not a complete ``tool_call`` (a ``tool_call.malformed`` unit: arguments cut off, not
 JSON, or not matching the tool's schema) is refused, whatever the run's state. "Ended without commit"
 means the run's ``end`` came with status ``error``, ``cancelled``, ``refused`` or ``cut`` (also an ``ok`` end after
@@ -30,7 +35,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from streamrelay.core.contracts.units import CommitUnit, MalformedToolCallUnit, PipelineUnit, RunEndUnit, ToolCallUnit
+from streamrelay.core.contracts.units import (
+    ApprovalUnit,
+    CommitUnit,
+    MalformedToolCallUnit,
+    PipelineUnit,
+    RunEndUnit,
+    ToolCallUnit,
+)
 from streamrelay.core.lanes.pipeline import PipelineLane
 
 TOOL_CALL = "tool_call"
@@ -188,6 +200,8 @@ class ActionCatalog:
         else:
             cls, compensation = action.cls, action.compensation
             what = f"{name} is {cls}"
+        if unit.approval is not None:
+            return GateDecision(Verdict.RUN, f"{what}; a person approved it ({unit.approval})", cls, compensation)
         if committed:
             return GateDecision(Verdict.RUN, f"{what}; the run passed its commit point", cls, compensation)
         if cls.safe_before_commit:
@@ -254,18 +268,49 @@ def lane_state(lane: PipelineLane) -> tuple[bool, str | None]:
     return committed, ended
 
 
+def _held_call(lane: PipelineLane, call_id: str, source_key: str | None) -> str | None:
+    """The id of the approval a person has yet to decide for call ``call_id`` (:mod:`core.lanes.hold`), or None."""
+    for approval_id, (held, key) in lane.held.items():
+        if held == call_id and (source_key is None or key == source_key):
+            return approval_id
+    return None
+
+
+def _refused_hold(lane: PipelineLane, call_id: str) -> ApprovalUnit | None:
+    """The ``approval`` unit that refused call ``call_id`` (denied, or expired as denied), or None (the latest)."""
+    found = [u for u in lane.units if isinstance(u, ApprovalUnit) and u.call == call_id and not u.approved]
+    return found[-1] if found else None
+
+
+def _wait_for_person(call_id: str, approval_id: str, *, ended: bool) -> GateDecision:
+    """``wait``: the call is held until a person decides approval ``approval_id``; ``refuse`` once the run ``ended``
+    undecided (nobody decides it any more)."""
+    if ended:
+        return GateDecision(
+            Verdict.REFUSE, f"tool call {call_id}: the run ended before approval {approval_id} was decided"
+        )
+    return GateDecision(Verdict.WAIT, f"tool call {call_id} waits for a person's approval ({approval_id})")
+
+
+def _refused_by_person(unit: ApprovalUnit) -> GateDecision:
+    """``refuse``: the approval holding the call was denied, or expired as denied."""
+    how = f"denied by {unit.by}" if unit.decision == "denied" and unit.by else unit.decision
+    return GateDecision(Verdict.REFUSE, f"tool call {unit.call} was not approved: approval {unit.id} {how}")
+
+
 async def ask_gate(
     catalog: ActionCatalog, lane: PipelineLane, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-) -> tuple[GateDecision, Call]:
-    """The gate's decision on tool call ``call_id`` of the run whose pipeline lane is ``lane``, and the call's
-    pipeline unit it decided on.
+) -> tuple[GateDecision, PipelineUnit | None]:
+    """The gate's decision on tool call ``call_id`` of the run whose pipeline lane is ``lane``, and the pipeline unit
+    it decided on: the call's; a held call's refusing ``approval`` unit; None while a person has yet to decide
+    (:mod:`core.lanes.hold`: ``wait``, naming the approval).
 
     With ``wait_s`` > 0, waits up to that many seconds (real time: this is a client's request) while the
-    call is not on the lane yet or the verdict is ``wait``, and answers as soon as either changes (the commit
-    or the run's end arrives).
+    call is not on the lane yet or the verdict is ``wait``, and answers as soon as either changes (the commit,
+    a person's decision or the run's end arrives).
 
     Raises:
-        UnknownCallError: no unit of that call is on the lane (after waiting), or the id is ambiguous.
+        UnknownCallError: no unit of that call is on the lane nor held (after waiting), or the id is ambiguous.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, wait_s)
@@ -273,15 +318,22 @@ async def ask_gate(
         seen = len(lane.units)
         unit = find_call(lane, call_id, source_key)
         decision = None
+        found: PipelineUnit | None = unit
         if unit is not None:
             committed, ended = lane_state(lane)
             decision = catalog.decide(unit, committed=committed, ended=ended)
             if decision.verdict is not Verdict.WAIT:
                 return decision, unit
+        elif (held := _held_call(lane, call_id, source_key)) is not None:
+            decision = _wait_for_person(call_id, held, ended=lane.closed)
+            if lane.closed:
+                return decision, None
+        elif (refused := _refused_hold(lane, call_id)) is not None:
+            return _refused_by_person(refused), refused
         left = deadline - loop.time()
         if left <= 0 or lane.closed:
-            if decision is not None and unit is not None:
-                return decision, unit
+            if decision is not None:
+                return decision, found
             raise UnknownCallError(f"no complete tool call {call_id!r} on run {lane.run!r}'s pipeline lane")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(lane.wait(seen), left)

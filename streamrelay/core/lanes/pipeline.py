@@ -172,6 +172,8 @@ class FinishedCall:
     """The arguments: one strict JSON object, as the agent sent it (None when malformed)."""
     raw: str = ""
     error: str | None = None
+    approval: str | None = None
+    """The approval a person gave before the call was let onto the lane (:mod:`core.lanes.hold`), else None."""
 
     @property
     def malformed(self) -> bool:
@@ -207,6 +209,8 @@ class ApprovalDecided:
     approved: bool
     by: str | None
     at: float
+    call: str | None = None
+    """The tool call it held (:mod:`core.lanes.hold`), else None."""
 
 
 UnitBody = FinishedCall | ChildDone | StopAsked | ApprovalDecided
@@ -311,6 +315,9 @@ class PipelineLane:
         self.run = run
         self.units: list[PipelineUnit] = []
         self.closed = False
+        self.held: dict[str, tuple[str, str]] = {}
+        """Tool calls kept off the lane until a person decides (:mod:`core.lanes.hold`): approval id -> (call id, the
+        calling agent's source key, ``root`` for the root); an entry leaves when its approval is decided."""
         self._changed = asyncio.Event()
 
     def emit(self, body: UnitBody) -> PipelineUnit:
@@ -325,7 +332,15 @@ class PipelineLane:
         unit: PipelineUnit
         match body:
             case FinishedCall(error=None, args=args) if args is not None:
-                unit = ToolCallUnit(index=index, run=run, id=body.id, name=body.name, args=args, source=body.source)
+                unit = ToolCallUnit(
+                    index=index,
+                    run=run,
+                    id=body.id,
+                    name=body.name,
+                    args=args,
+                    source=body.source,
+                    approval=body.approval,
+                )
             case FinishedCall(error=error):
                 error = error if error is not None else "no arguments"
                 unit = MalformedToolCallUnit(
@@ -349,6 +364,7 @@ class PipelineLane:
                     approved=body.approved,
                     by=body.by,
                     at=body.at,
+                    call=body.call,
                     source=None,
                 )
         return self._append(unit)

@@ -1,7 +1,7 @@
 """Native streams → normalized events (shared/DESIGN.md §3, shared/streams/, tests/streams/).
 
 A run that declares ``format`` (the provider APIs ``anthropic``, ``openai-responses``, ``openai-chat``,
-``gemini``; the agent protocols ``ag-ui``, ``ai-sdk-ui``, ``a2a``) may send raw events of that format;
+``gemini``; the agent protocols ``ag-ui``, ``ai-sdk-ui``, ``a2a``, ``langgraph``) may send raw events of that format;
 :func:`make_normalizer` gives the :class:`Normalizer` that turns them into ``text`` (answer or reasoning deltas,
 with the assistant message index), ``block_end``, ``message_end``, ``tool_call`` (``start`` / ``args_delta`` /
 ``end``, arguments never parsed here), ``tool_result``, ``status``, ``media`` and ``error`` events, and, for the
@@ -26,6 +26,7 @@ from streamrelay.core.normalize.ai_sdk_ui import AiSdkUiNormalizer
 from streamrelay.core.normalize.anthropic import AnthropicNormalizer
 from streamrelay.core.normalize.base import Normalizer
 from streamrelay.core.normalize.gemini import GeminiNormalizer
+from streamrelay.core.normalize.langgraph import LangGraphNormalizer
 from streamrelay.core.normalize.openai_chat import OpenAIChatNormalizer
 from streamrelay.core.normalize.openai_responses import OpenAIResponsesNormalizer
 
@@ -35,6 +36,7 @@ __all__ = [
     "AiSdkUiNormalizer",
     "AnthropicNormalizer",
     "GeminiNormalizer",
+    "LangGraphNormalizer",
     "Normalizer",
     "OpenAIChatNormalizer",
     "OpenAIResponsesNormalizer",
@@ -63,6 +65,7 @@ _NORMALIZERS: dict[ProviderFormat, Callable[[str], Normalizer]] = {
     ProviderFormat.AI_SDK_UI: AiSdkUiNormalizer,
     ProviderFormat.A2A: A2ANormalizer,
     ProviderFormat.GEMINI: GeminiNormalizer,
+    ProviderFormat.LANGGRAPH: LangGraphNormalizer,
 }
 """One normalizer class per format (a format without one fails the import, not a run)."""
 

@@ -156,6 +156,8 @@ class ApprovalBook:
     once)."""
 
     items: dict[str, Approval] = field(default_factory=dict)
+    holds: dict[str, str] = field(default_factory=dict)
+    """The approvals the action gate asked to hold a tool call (:mod:`core.lanes.hold`): approval id -> call id."""
     unjournaled: list[Approval] = field(default_factory=list)
     """Approvals asked with ``ttl_s`` by new lines whose expiry is not journaled yet (:func:`expiry_entries`)."""
 

@@ -22,7 +22,7 @@ from typing import Any
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
 from streamrelay.core.contracts.answers import RunListing
-from streamrelay.core.contracts.units import PipelineUnit
+from streamrelay.core.contracts.units import MalformedToolCallUnit, PipelineUnit, ToolCallUnit
 from streamrelay.core.errors import IngestError, OwnershipLostError
 from streamrelay.core.events import EVENT_TYPES, Event, RunEvent, event_line
 from streamrelay.core.ingest.admission import ONE_EVENT, Admission, Limits, LineResult, line_failed
@@ -30,7 +30,6 @@ from streamrelay.core.ingest.clients import ClientBook, ClientLimits
 from streamrelay.core.lanes.gate import (
     ActionCatalog,
     AmbiguousCallError,
-    Call,
     GateDecision,
     UnknownCallError,
     ask_gate,
@@ -167,7 +166,7 @@ class Relay:
         limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
         book = clients if isinstance(clients, ClientBook) else ClientBook(clients)
         args = (self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator, book)
-        self._admission = Admission(*args)
+        self._admission = Admission(*args, catalog=self.catalog)
 
     @property
     def live_buffer(self) -> int:
@@ -599,9 +598,10 @@ class Relay:
 
     async def gate(
         self, run_id: str, call_id: str, *, source_key: str | None = None, wait_s: float = 0.0
-    ) -> tuple[GateDecision, Call]:
-        """May tool call ``call_id`` of run ``run_id`` run now? The decision and the call's pipeline unit
-        (:mod:`core.lanes.gate` has the policy).
+    ) -> tuple[GateDecision, PipelineUnit | None]:
+        """May tool call ``call_id`` of run ``run_id`` run now? The decision and the call's pipeline unit (a held
+        call's: its refusing ``approval`` unit, or None while a person has yet to decide; :mod:`core.lanes.gate` has
+        the policy).
 
         Args:
             run_id: the run.
@@ -621,7 +621,8 @@ class Relay:
             raise IngestError(str(exc), status=409 if isinstance(exc, AmbiguousCallError) else 404) from None
         if (active := self._runs.get(run_id)) is not None:  # a finished run's events ended with its end
             monitor = active.controller.monitor
-            fields = {"call_id": call_id, "name": unit.name, "verdict": str(decision.verdict)}
+            name = unit.name if isinstance(unit, ToolCallUnit | MalformedToolCallUnit) else None
+            fields = {"call_id": call_id, "name": name, "verdict": str(decision.verdict)}
             monitor.publish("decision", what="gate", reason=decision.reason, **fields)
         return decision, unit
 

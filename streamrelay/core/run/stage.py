@@ -59,7 +59,7 @@ from streamrelay.core.events import (
     ToolResult,
     Visibility,
 )
-from streamrelay.core.lanes.pipeline import ApprovalDecided, PipelineLane, ToolCallCollector
+from streamrelay.core.lanes.pipeline import ApprovalDecided, FinishedCall, PipelineLane, ToolCallCollector
 from streamrelay.core.policy import ChannelPolicy, ReasoningPolicy, SubagentPolicy
 from streamrelay.core.ports import TextFormat
 from streamrelay.core.records.report import DeliveryReport, ReportStatus, SlotRole, summarize
@@ -153,6 +153,11 @@ class RunStage:
         """The run's approvals as admission took them (the controller shares its book: :mod:`core.run.approvals`)."""
         self._approval_slots: dict[str, Slot] = {}
         self._decided: set[str] = set()
+        self._hold_next: str | None = None
+        """The approval asked for the tool call whose ``end`` comes next (admission puts a hold's request right before
+        it: :meth:`core.ingest.admission.Admission.hold_calls`)."""
+        self._held: dict[str, FinishedCall] = {}
+        """Complete calls kept off the pipeline lane until their approval is decided (:mod:`core.lanes.hold`)."""
         self.approval_buttons = False
         """The channel's adapter can show buttons (:class:`core.ports.StopControls`): an approval's message carries
         Approve and Deny (else it shows the question alone, e.g. on the web channel; a bot still forwards a
@@ -280,6 +285,8 @@ class RunStage:
         approval = self.approvals.items.get(event.id)
         if approval is None or event.id in self._approval_slots:
             return  # a request admission refused never gets here; a repeated id changes nothing
+        if event.id in self.approvals.holds:
+            self._hold_next = event.id  # the gate's hold: the call it holds ends next
         self._show_all(self.text.flush(None))
         slot = self.book.claim_slot(SlotRole.APPROVAL, _approval_text(approval, None), TextFormat.PLAIN)
         if slot.over_limit:
@@ -293,8 +300,14 @@ class RunStage:
 
     def _on_approval_decision(self, event: ApprovalDecision) -> None:
         """An approval decided (journaled once: :func:`core.run.approvals.decide`): the ``approval`` unit on the
-        pipeline lane, its message edited to say the decision and who made it, its buttons taken off."""
-        self.lane.emit(ApprovalDecided(event.id, event.decision, event.approved, event.by, event.at))
+        pipeline lane, its message edited to say the decision and who made it, its buttons taken off. A call it held
+        (:mod:`core.lanes.hold`) follows its unit onto the lane when approved, and never when not."""
+        held = self._held.pop(event.id, None)
+        self.lane.held.pop(event.id, None)
+        call = held.id if held is not None else None
+        self.lane.emit(ApprovalDecided(event.id, event.decision, event.approved, event.by, event.at, call=call))
+        if held is not None and event.approved:
+            self.lane.emit(dataclasses.replace(held, approval=event.id))
         self._decided.add(event.id)
         approval = self.approvals.items.get(event.id)
         slot = self._approval_slots.get(event.id)
@@ -398,7 +411,12 @@ class RunStage:
         call = self.tools.feed(event)
         if call is None:
             return
-        self.lane.emit(call)
+        hold, self._hold_next = self._hold_next, None
+        if hold is not None and not call.malformed:
+            self._held[hold] = call  # a person decides first (core/lanes/hold.py)
+            self.lane.held[hold] = (call.id, call.source.key if call.source is not None else "root")
+        else:
+            self.lane.emit(call)
         if not shown:
             return  # a call on the pipeline lane is the parent loop's alone
         self.monitor.publish(

@@ -22,6 +22,7 @@ from streamrelay.core.events import End, Event, RunEvent, Stop, TextDelta, TextE
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.ingest.quota import RunUsage
 from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
+from streamrelay.core.lanes.pipeline import ToolCallCollector
 from streamrelay.core.normalize import Normalizer
 from streamrelay.core.run.approvals import ApprovalBook
 from streamrelay.core.run.controller import IDLE_REASON, Broken, Quiet, RunController
@@ -62,6 +63,9 @@ class ActiveRun:
     """Its client's limits (looked up once, not per line), or None: ask the client book."""
     stopped: Stop | None = None
     """Its reader stopped it (:mod:`core.run.stop`): the agent's later lines are refused with a 409."""
+    holds: ToolCallCollector | None = None
+    """Where admission finishes the run's tool calls to find those a person must approve first
+    (:meth:`core.ingest.admission.Admission.hold_calls`); None when the run's ``approve_actions`` name none."""
     approvals: ApprovalBook = field(init=False)
     """The approvals it asked (its controller's book, :mod:`core.run.approvals`): a decision is checked and taken
     here, once."""
