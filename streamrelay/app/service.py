@@ -56,7 +56,8 @@ def make_adapter(
 ) -> ChannelAdapter:
     """The adapter of one configured channel (its SDK, imported now if it is not yet, pointed at ``api_base``). With
     ``receipts`` (the platform's status webhooks are served), an adapter that settles by them gets them
-    (``use_receipts``: WhatsApp) with the channel's ``settle_window_ms``.
+    (``use_receipts``: WhatsApp) with the channel's ``settle_window_ms``; a Teams channel with ``settle_with_graph``
+    settles through Microsoft Graph (``use_graph``, adapters/teams/graph.py).
 
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
@@ -71,6 +72,9 @@ def make_adapter(
     use_receipts = getattr(adapter, "use_receipts", None)
     if receipts is not None and use_receipts is not None:
         use_receipts(receipts, channel.settle_window_ms / 1000)
+    use_graph = getattr(adapter, "use_graph", None)
+    if channel.settle_with_graph and channel.graph_tenant is not None and use_graph is not None:
+        use_graph(channel.graph_tenant, channel.graph_team, channel.settle_window_ms / 1000)
     return adapter
 
 
