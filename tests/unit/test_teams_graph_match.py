@@ -34,8 +34,12 @@ def message(**over: Any) -> dict[str, Any]:
         ("1. one\n2. two", "onetwo"),
         ("<ol><li>one</li><li>two</li></ol>", "onetwo"),
         ("- a\n* b\n+ c", "abc"),
+        ("<p>traditions<br>1. the lantern</p>", "traditionsthelantern"),  # a marker after <br> starts a line
+        ("traditions\n1. the lantern", "traditionsthelantern"),
         ("Ünïcode   Straße", "ünïcodestrasse"),
         ("", ""),
+        ("<p>**</p>", "**"),  # no letter: the marks themselves (a preview's first chunk)
+        ("** ", "**"),
     ],
 )
 def test_normalize(raw: str, form: str) -> None:

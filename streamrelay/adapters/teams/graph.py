@@ -96,16 +96,18 @@ REFUSED = (400, 401, 403, 404)
 _TAG_RE = re.compile(r"<[^>]*>")
 _LIST_MARK_RE = re.compile(r"^[ \t]*(?:\d{1,9}[.)]|[-*+])[ \t]+", re.M)
 _NOT_WORD_RE = re.compile(r"[\W_]+")
+_SPACE_RE = re.compile(r"\s+")
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def normalize(text: str) -> str:
     """The form two texts are compared on: HTML tags dropped, entities decoded, Markdown list markers at line starts
     dropped, then only letters and digits kept, case-folded (``"<p>1. A&amp;b</p>"`` and ``"A & B"`` are both
-    ``"ab"``)."""
-    plain = html.unescape(_TAG_RE.sub(" ", text))
-    plain = _LIST_MARK_RE.sub("", plain)
-    return _NOT_WORD_RE.sub("", plain.casefold())
+    ``"ab"``). A text with no letter or digit (a preview's first ``**``) keeps its other characters, whitespace
+    aside, so that it can still be told apart."""
+    plain = html.unescape(_TAG_RE.sub("\n", text))  # a tag ends a line: a list marker after <br> starts one
+    words = _NOT_WORD_RE.sub("", _LIST_MARK_RE.sub("", plain).casefold())
+    return words or _SPACE_RE.sub("", plain)
 
 
 def sent_form(fields: Mapping[str, Any]) -> str:
