@@ -13,8 +13,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from pydantic import SecretStr
 
 from streamrelay.adapters.teams import TeamsAdapter
+from streamrelay.app.service import make_adapter
+from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.errors import ConfigError, RateLimitedError, UncertainDeliveryError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
@@ -174,3 +177,14 @@ async def test_graph_settings_are_checked_and_the_secret_never_shows(mock: MockT
         assert SECRET not in repr(adapter) and SECRET not in repr(adapter._graph)
     finally:
         await adapter.close()
+
+
+async def test_a_channel_with_settle_with_graph_gets_an_adapter_that_settles_through_graph(mock: MockTeams) -> None:
+    on = ChannelSettings(platform="teams", api_base=mock.base_url, settle_with_graph=True, graph_tenant=TENANT)
+    off = ChannelSettings(platform="teams", api_base=mock.base_url)
+    built = [make_adapter(name, channel, SecretStr(TOKEN)) for name, channel in (("on", on), ("off", off))]
+    try:
+        assert [getattr(a, "settles_with_graph", None) for a in built] == [True, False]
+    finally:
+        for adapter in built:
+            await adapter.close()
