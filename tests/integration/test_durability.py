@@ -203,7 +203,7 @@ async def test_a_send_in_flight_at_a_kill_is_settled_by_asking_the_platform(
 async def test_teams_a_send_in_flight_at_a_kill_is_settled_through_graph(tmp_path: Path) -> None:
     # a Teams channel (the dry run's team channel) that settles through Microsoft Graph: after the restart the
     # conversation is read back, the stored message found and grown, never sent again (adapters/teams/graph.py)
-    graph = {
+    graph: dict[str, Any] = {
         "settle_with_graph": True,
         "graph_tenant": "00000000-0000-4000-8000-00000000a7e1",
         "graph_team": "00000000-0000-4000-8000-0000000000ea",  # the team of the dry run's channel
