@@ -92,7 +92,9 @@ async def test_a_create_teams_never_stored_is_not_sent_and_sent_again_once(
     assert shown(mock) == ["lost on the way"]
 
 
-async def test_without_the_graph_permission_the_send_stays_uncertain(mock: MockTeams, teams: TeamsAdapter) -> None:
+async def test_without_the_graph_permission_the_send_stays_uncertain(
+    mock: MockTeams, teams: TeamsAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
     mock.graph_permission = False
     mock.add_fault("sendToConversation", 1, {"status": 502}, after_commit=True)
     with pytest.raises(UncertainDeliveryError):
@@ -100,6 +102,8 @@ async def test_without_the_graph_permission_the_send_stays_uncertain(mock: MockT
     settled = await teams.settle_send(GROUP, PendingSend("sr-5", "maybe", TextFormat.PLAIN))
     assert settled.outcome is SettleOutcome.UNKNOWN
     assert [c.status for c in mock.calls if c.method == "listChatMessages"] == [403]
+    warned = [r.getMessage() for r in caplog.records if r.name == "streamrelay.teams.graph"]
+    assert len(warned) == 1 and "ChatMessage.Read.Chat" in warned[0] and SECRET not in warned[0]
 
 
 async def test_graph_throttling_is_a_429_with_its_wait(mock: MockTeams, teams: TeamsAdapter) -> None:

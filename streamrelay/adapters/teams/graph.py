@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -97,6 +98,7 @@ _TAG_RE = re.compile(r"<[^>]*>")
 _LIST_MARK_RE = re.compile(r"^[ \t]*(?:\d{1,9}[.)]|[-*+])[ \t]+", re.M)
 _NOT_WORD_RE = re.compile(r"[\W_]+")
 _SPACE_RE = re.compile(r"\s+")
+_log = logging.getLogger("streamrelay.teams.graph")
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -227,6 +229,7 @@ class GraphReader:
         self._expires_at = 0.0
         self._lock = asyncio.Lock()
         self._scrub = Scrubber(secret)
+        self._refusals_logged = 0
 
     def __repr__(self) -> str:
         return f"GraphReader(app_id={self.app_id!r}, tenant={self.settings.tenant!r}, graph_url={self.graph_url!r})"
@@ -374,7 +377,16 @@ class GraphReader:
                 found, complete = await self.look(
                     path, conversation, after_id=pending.after_id, ordered=ordered, match=match
                 )
-            except Refused:
+            except Refused as refusal:
+                if self._refusals_logged < 3:  # an operator must see it: the sends stay uncertain until it is fixed
+                    self._refusals_logged += 1
+                    _log.warning(
+                        "teams: Microsoft Graph refused to read %s (%s): the uncertain send is reported, not "
+                        "settled; grant the app ChatMessage.Read.Chat or Chat.Read.All (chats), ChannelMessage.Read."
+                        "Group or ChannelMessage.Read.All (channels), docs/platforms.md, Microsoft Teams",
+                        conversation,
+                        refusal,
+                    )
                 return Settlement(SettleOutcome.UNKNOWN)
             if found is not None:
                 return Settlement(SettleOutcome.FOUND, found)
