@@ -192,3 +192,13 @@ async def test_a_channel_with_settle_with_graph_gets_an_adapter_that_settles_thr
     finally:
         for adapter in built:
             await adapter.close()
+
+
+async def test_markdown_with_links_and_angle_brackets_is_found(mock: MockTeams, teams: TeamsAdapter) -> None:
+    text = "See [the docs](https://example.com/a_b) for `List<int>` and a < b.\n1. first\n2. second"
+    mock.add_fault("sendToConversation", 1, {"status": 502}, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await teams.send_text(GROUP, text, TextFormat.MARKDOWN, delivery_id="sr-15")
+    settled = await teams.settle_send(GROUP, PendingSend("sr-15", text, TextFormat.MARKDOWN))
+    assert settled.outcome is SettleOutcome.FOUND
+    assert len(shown(mock)) == 1

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streamrelay.adapters.teams.graph import is_match, normalize, sent_form, shown_form
+from streamrelay.adapters.teams.graph import html_text, is_match, normalize, sent_form, shown_form
 
 APP = "11111111-2222-4333-8444-555555555555"
 T0 = 1_700_000_000_000
@@ -43,7 +43,30 @@ def message(**over: Any) -> dict[str, Any]:
     ],
 )
 def test_normalize(raw: str, form: str) -> None:
-    assert normalize(raw) == form
+    assert normalize(html_text(raw) if raw.startswith("<") else raw) == form
+
+
+@pytest.mark.parametrize(
+    ("sent", "fmt", "body"),
+    [
+        ("a < b > c and List<int>", "plain", "<p>a &lt; b &gt; c and List&lt;int&gt;</p>"),  # never read as HTML
+        (
+            "see [the docs](https://example.com/x_y)",
+            "markdown",
+            '<p>see <a href="https://example.com/x_y">the docs</a></p>',
+        ),
+        ("1. one\n2. two", "markdown", "<ol><li>one</li><li>two</li></ol>"),
+        ("**", "markdown", "<p>**</p>"),
+    ],
+)
+def test_what_was_sent_matches_what_graph_shows(sent: str, fmt: str, body: str) -> None:
+    graph = message(body={"contentType": "html", "content": body})
+    assert sent_form({"type": "message", "text": sent, "textFormat": fmt}) == shown_form(graph)
+
+
+def test_a_link_in_plain_text_keeps_its_url() -> None:
+    plain = sent_form({"type": "message", "text": "[a](https://x.org)", "textFormat": "plain"})
+    assert plain != sent_form({"type": "message", "text": "a", "textFormat": "plain"})
 
 
 WANT = sent_form({"type": "message", "text": "Hello **world** & more", "textFormat": "markdown"})

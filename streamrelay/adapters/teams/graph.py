@@ -33,11 +33,11 @@ The matching rule (:func:`is_match`): a message is the create's when
   :data:`CLOCK_SKEW_S`;
 - its id is not one the sidecar already holds for another part (``PendingSend.known_ids``);
 - its content, normalized, is what the create sent, normalized (:func:`normalize`: Graph returns the body as HTML
-  that Teams rendered from the Markdown, and a card as its JSON in ``attachments[].content``; tags, entities,
-  Markdown list markers, punctuation, whitespace and case are left out).
+  that Teams rendered from the Markdown, and a card as its JSON in ``attachments[].content``; the body's tags and
+  entities, a sent Markdown link's URL, Markdown list markers, punctuation, whitespace and case are left out). The
+  sent text is never read as HTML (``List<int>`` is text).
 
-Found: ``found`` with its id (the Connector's activity id and the Graph chatMessage id are the same id in Teams; the
-mock keeps them the same). Every message back to the bound read and none matches: ``not_sent``, but only once the
+Found: ``found`` with its id (taken as the Connector's activity id: see the residual risks). Every message back to the bound read and none matches: ``not_sent``, but only once the
 settle window (``settle_window_ms``) since the create has passed, reading again each second until then (Graph may
 show a message a moment after the Connector stored it). Graph refusing (401, 403: no permission; 404) or a
 conversation Graph cannot name: ``unknown`` (the core reports the part uncertain, today's behaviour without Graph).
@@ -46,8 +46,10 @@ part is reported uncertain.
 
 Residual risks, stated: two parts of the same run with the same text between the bound and now, where one is not yet
 in ``known_ids`` (a restart forgot it), would be taken for each other (the core then keeps one copy: the text is
-the same); the activity id being the Graph id is how Teams behaves (the two documents use the same ids in their
-examples), not a sentence Microsoft writes.
+the same), and so would a message of the same text created in the very millisecond of the bound message. That the
+Connector's activity id is the Graph chatMessage id (a ``found`` id is then edited and deleted through the Connector) is
+an assumption no Microsoft page states: Graph's examples show channel message ids as millisecond timestamps, as
+Teams' activity ids in channels are; the mock keeps the two the same.
 """
 
 from __future__ import annotations
@@ -98,37 +100,48 @@ _TAG_RE = re.compile(r"<[^>]*>")
 _LIST_MARK_RE = re.compile(r"^[ \t]*(?:\d{1,9}[.)]|[-*+])[ \t]+", re.M)
 _NOT_WORD_RE = re.compile(r"[\W_]+")
 _SPACE_RE = re.compile(r"\s+")
+_MD_LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\(([^()\s]*)\)")
 _log = logging.getLogger("streamrelay.teams.graph")
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def normalize(text: str) -> str:
-    """The form two texts are compared on: HTML tags dropped, entities decoded, Markdown list markers at line starts
-    dropped, then only letters and digits kept, case-folded (``"<p>1. A&amp;b</p>"`` and ``"A & B"`` are both
-    ``"ab"``). A text with no letter or digit (a preview's first ``**``) keeps its other characters, whitespace
-    aside, so that it can still be told apart."""
-    plain = html.unescape(_TAG_RE.sub("\n", text))  # a tag ends a line: a list marker after <br> starts one
-    words = _NOT_WORD_RE.sub("", _LIST_MARK_RE.sub("", plain).casefold())
-    return words or _SPACE_RE.sub("", plain)
+    """The form two texts are compared on: Markdown list markers at line starts dropped, then only letters and digits
+    kept, case-folded (``"1. A & b"`` is ``"ab"``). A text with no letter or digit (a preview's first ``**``) keeps
+    its other characters, whitespace aside, so that it can still be told apart."""
+    words = _NOT_WORD_RE.sub("", _LIST_MARK_RE.sub("", text).casefold())
+    return words or _SPACE_RE.sub("", text)
+
+
+def html_text(content: str) -> str:
+    """The text of an HTML body: tags dropped (each ends a line: a list marker after ``<br>`` starts one), entities
+    decoded (``"<p>a &lt; b</p>"`` is ``"a < b"``)."""
+    return html.unescape(_TAG_RE.sub("\n", content))
 
 
 def sent_form(fields: Mapping[str, Any]) -> str:
-    """What a create sent (the message activity's ``text`` and each attachment's ``content`` as JSON), normalized."""
-    parts = [str(fields.get("text") or "")]
+    """What a create sent, normalized: the message activity's ``text`` (taken as written, never as HTML: ``a < b`` is
+    text; a Markdown link ``[label](url)`` as its label, as Teams shows it) and each attachment's ``content`` as
+    JSON."""
+    text = str(fields.get("text") or "")
+    if fields.get("textFormat") == "markdown":
+        text = _MD_LINK_RE.sub(r"\1", text)
+    parts = [text]
     for attachment in fields.get("attachments") or []:
         if isinstance(attachment, Mapping):
             parts.append(json.dumps(attachment.get("content"), ensure_ascii=False))
-    return normalize(" ".join(parts))
+    return normalize("\n".join(parts))
 
 
 def shown_form(message: Mapping[str, Any]) -> str:
-    """What a Graph chatMessage holds (its HTML ``body.content`` and each attachment's ``content``), normalized."""
+    """What a Graph chatMessage holds, normalized: the text of its HTML ``body.content`` (:func:`html_text`) and each
+    attachment's ``content`` (a card's JSON, as text)."""
     body = message.get("body")
-    parts = [str(body.get("content") or "") if isinstance(body, Mapping) else ""]
+    parts = [html_text(str(body.get("content") or "")) if isinstance(body, Mapping) else ""]
     for attachment in message.get("attachments") or []:
         if isinstance(attachment, Mapping) and isinstance(attachment.get("content"), str):
             parts.append(attachment["content"])
-    return normalize(" ".join(parts))
+    return normalize("\n".join(parts))
 
 
 def created_ms(message: Mapping[str, Any]) -> int | None:
@@ -307,8 +320,8 @@ class GraphReader:
     async def look(
         self, path: str, conversation: str, *, after_id: str | None, ordered: bool, match: Any
     ) -> tuple[str | None, bool]:
-        """Read ``path``'s messages, newest first, until ``after_id`` (when ``ordered``: Graph documents the order) or
-        the list's end, at most :data:`MAX_PAGES` pages.
+        """Read ``path``'s messages, newest first, until past ``after_id`` and the messages created in its millisecond
+        (when ``ordered``: Graph documents the order for chats) or the list's end, at most :data:`MAX_PAGES` pages.
 
         Returns:
             ``(message id, complete)``: the id of the first message ``match`` accepts (None: none), and whether every
@@ -320,6 +333,7 @@ class GraphReader:
         """
         query = f"?$top={PAGE_SIZE}" + ("&$orderby=createdDateTime%20desc" if ordered else "")
         url: str | None = self.graph_url + path + query
+        bound_ms: int | None = None  # the bound's createdDateTime once read: its millisecond's messages may follow it
         for _ in range(MAX_PAGES):
             assert url is not None
             token = await self._token(conversation)
@@ -333,8 +347,12 @@ class GraphReader:
             for message in value:
                 if not isinstance(message, Mapping):
                     continue
+                created = created_ms(message)
+                if bound_ms is not None and (created is None or created < bound_ms):
+                    return None, True  # past the bound message and every message created in its millisecond
                 if ordered and after_id is not None and str(message.get("id")) == after_id:
-                    return None, True
+                    bound_ms = created if created is not None else 0
+                    continue
                 if match(message):
                     return str(message["id"]), True
             next_link = answer.get("@odata.nextLink")

@@ -17,7 +17,8 @@ A message (https://learn.microsoft.com/en-us/graph/api/resources/chatmessage): `
 ``deletedDateTime`` for a deleted one (its body empty), ``from`` (``application`` with the bot's app id for a bot's
 message, https://learn.microsoft.com/en-us/graph/api/resources/chatmessagefromidentityset; ``user`` for a person's),
 ``body`` ``{"contentType": "html", "content"}`` and ``attachments``. The HTML body is the activity's text escaped, its
-line breaks as ``<br>``, in one ``<p>`` (Teams' own rendering of Markdown to HTML is richer: a reader must compare on a
+line breaks as ``<br>``, in one ``<p>``, a Markdown link as an ``<a>``
+(Teams' own rendering of Markdown to HTML is richer: a reader must compare on a
 normalized form); a card is an ``<attachment id="…"></attachment>`` in the body and the card's JSON as a string in
 ``attachments[].content``.
 """
@@ -28,6 +29,7 @@ import base64
 import datetime as dt
 import html
 import json
+import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -43,9 +45,16 @@ def iso(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def html_body(text: str) -> str:
-    """A text as the mock's HTML body: escaped, line breaks as ``<br>``, in one paragraph."""
-    return "<p>" + html.escape(text, quote=False).replace("\n", "<br>") + "</p>"
+_MD_LINK_RE = re.compile(r"\[([^\]\n]*)\]\(([^()\s]*)\)")
+
+
+def html_body(text: str, *, markdown: bool = False) -> str:
+    """A text as the mock's HTML body: escaped, line breaks as ``<br>``, in one paragraph; with ``markdown`` (the
+    activity's ``textFormat``) a link ``[label](url)`` becomes ``<a href="url">label</a>``, as Teams shows it."""
+    body = html.escape(text, quote=False)
+    if markdown:
+        body = _MD_LINK_RE.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', body)
+    return "<p>" + body.replace("\n", "<br>") + "</p>"
 
 
 def chat_message(
@@ -79,7 +88,7 @@ def chat_message(
     if not deleted:
         text = payload.get("text")
         if isinstance(text, str) and text:
-            content = html_body(text)
+            content = html_body(text, markdown=payload.get("textFormat") == "markdown")
         for attachment in payload.get("attachments") or []:
             if not isinstance(attachment, dict):
                 continue

@@ -701,7 +701,8 @@ class MockTeams(MockServer):
                     "Missing role permissions on the request. API requires one of "
                     "'ChatMessage.Read.Chat, Chat.Read.All, ChannelMessage.Read.Group, ChannelMessage.Read.All'.",
                 )
-            chosen = [a for a in select() if a.stream_state != "streaming" or a.payload.get("text")]
+            # newest stored first, then by the order asked (stable: messages of one millisecond stay newest first)
+            chosen = [a for a in reversed(select()) if a.stream_state != "streaming" or a.payload.get("text")]
             if order.startswith("created"):
                 chosen.sort(key=lambda a: a.created_ms, reverse=True)
             else:
