@@ -37,8 +37,9 @@ The matching rule (:func:`is_match`): a message is the create's when
   entities, a sent Markdown link's URL, Markdown list markers, punctuation, whitespace and case are left out). The
   sent text is never read as HTML (``List<int>`` is text).
 
-Found: ``found`` with its id (taken as the Connector's activity id: see the residual risks). Every message back to the bound read and none matches: ``not_sent``, but only once the
-settle window (``settle_window_ms``) since the create has passed, reading again each second until then (Graph may
+Found: ``found`` with its id (taken as the Connector's activity id: see the residual risks). Every message back to
+the bound read and none matches: ``not_sent``, but only once the settle window
+(``settle_window_ms``) since the create has passed, reading again each second until then (Graph may
 show a message a moment after the Connector stored it). Graph refusing (401, 403: no permission; 404) or a
 conversation Graph cannot name: ``unknown`` (the core reports the part uncertain, today's behaviour without Graph).
 Graph failing (429, 5xx, a timeout): the error is raised and the core asks again later; past its settle window the
