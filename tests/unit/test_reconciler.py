@@ -814,7 +814,7 @@ async def test_the_ledger_ends_with_the_parts_the_report_shows() -> None:
 @pytest.mark.parametrize("error", [AnswerTimeoutError("timed out"), UncertainDeliveryError("502 Bad Gateway")])
 @pytest.mark.parametrize("landed", [True, False])
 async def test_an_unsettleable_approval_message_is_reported_never_sent_blind_twice(
-    error: Exception, landed: bool
+    error: UncertainDeliveryError, landed: bool
 ) -> None:
     """Chaos on Teams without Graph: an approval message whose create met a 5xx was sent again, and the chat showed it
     twice (once with its buttons). Where the platform cannot settle, it stays uncertain and is never sent again,
