@@ -51,7 +51,9 @@ class ChannelSettings(Strict):
     send_timeout_ms: int = Field(default=10_000, ge=1)
     settle_window_ms: int = Field(default=30_000, ge=0)
     """WhatsApp: how long an uncertain send waits for its status webhook before the rule of
-    :mod:`adapters.whatsapp.settle` decides on silence (docs/platforms.md, WhatsApp)."""
+    :mod:`adapters.whatsapp.settle` decides on silence (docs/platforms.md, WhatsApp). Teams with
+    ``settle_with_graph``: how long after the create a settle that finds nothing reads again before it answers not
+    sent (adapters/teams/graph.py)."""
     settle_with_graph: bool = False
     """Teams: settle an uncertain send (a timeout, a 5xx, a kill mid-call) by reading the conversation back through
     Microsoft Graph (adapters/teams/graph.py); needs ``graph_tenant`` and a Graph permission the operator grants
