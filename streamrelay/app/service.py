@@ -58,7 +58,8 @@ def make_adapter(
     ``receipts`` (the platform's status webhooks are served), an adapter that settles by them gets them
     (``use_receipts``: WhatsApp) with the channel's ``settle_window_ms``; a channel's ``window_template`` is given
     to an adapter that sends one (``use_window_template``: WhatsApp); ``media_fetch_private`` to an adapter that
-    fetches media itself (``allow_private_media``: Matrix).
+    fetches media itself (``allow_private_media``: Matrix); a Teams channel with ``settle_with_graph``
+    settles through Microsoft Graph (``use_graph``, adapters/teams/graph.py).
 
     Raises:
         ConfigError: the platform has no adapter yet, or the token is malformed.
@@ -80,6 +81,9 @@ def make_adapter(
     if channel.window_template is not None and use_window_template is not None:
         template = channel.window_template
         use_window_template(template.name, template.language, template.parameter, template.text)
+    use_graph = getattr(adapter, "use_graph", None)
+    if channel.settle_with_graph and channel.graph_tenant is not None and use_graph is not None:
+        use_graph(channel.graph_tenant, channel.graph_team, channel.settle_window_ms / 1000)
     return adapter
 
 

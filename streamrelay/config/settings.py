@@ -57,7 +57,21 @@ class ChannelSettings(Strict):
     send_timeout_ms: int = Field(default=10_000, ge=1)
     settle_window_ms: int = Field(default=30_000, ge=0)
     """WhatsApp: how long an uncertain send waits for its status webhook before the rule of
-    :mod:`adapters.whatsapp.settle` decides on silence (docs/platforms.md, WhatsApp)."""
+    :mod:`adapters.whatsapp.settle` decides on silence (docs/platforms.md, WhatsApp). Teams with
+    ``settle_with_graph``: how long after the create a settle that finds nothing reads again before it answers not
+    sent (adapters/teams/graph.py)."""
+    settle_with_graph: bool = False
+    """Teams: settle an uncertain send (a timeout, a 5xx, a kill mid-call) by reading the conversation back through
+    Microsoft Graph (adapters/teams/graph.py); needs ``graph_tenant`` and a Graph permission the operator grants
+    (``ChatMessage.Read.Chat`` or ``Chat.Read.All`` for chats; ``ChannelMessage.Read.Group`` or
+    ``ChannelMessage.Read.All`` for channels, with ``graph_team``). Off, or without the permission: such a send is
+    reported uncertain ("a duplicate is possible"), docs/platforms.md, Microsoft Teams."""
+    graph_tenant: str | None = Field(default=None, pattern=r"^([0-9a-fA-F-]{36}|[A-Za-z0-9-]+\.onmicrosoft\.com)$")
+    """Teams with ``settle_with_graph``: the tenant's id (a GUID) or ``NAME.onmicrosoft.com``, which grants the
+    app-only Graph token (https://learn.microsoft.com/en-us/entra/identity-platform/v2-oauth2-client-creds-grant-flow)."""
+    graph_team: str | None = Field(default=None, pattern=r"^[0-9a-fA-F-]{36}$")
+    """Teams with ``settle_with_graph``: the team's id (its Microsoft 365 group id) whose channels the bot posts in
+    (https://learn.microsoft.com/en-us/graph/api/channel-list-messages); None: a channel's sends are not settled."""
     media_fetch_private: bool = False
     """Matrix: whether a media URL may name a private, loopback or link-local address. The sidecar fetches a Matrix
     media item's file itself to upload it, so an agent's URL could otherwise make it read its own network (the cloud's
@@ -123,6 +137,22 @@ class ChannelSettings(Strict):
             )
         if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
             raise ValueError(f"api_base {self.api_base!r} must start with http:// or https://")
+        return self
+
+    @model_validator(mode="after")
+    def _graph_rules(self) -> ChannelSettings:
+        """Graph settlement is Teams'; it needs the tenant that grants the token."""
+        graphy = self.settle_with_graph or self.graph_tenant is not None or self.graph_team is not None
+        if graphy and self.platform != "teams":
+            raise ValueError(
+                "settle_with_graph, graph_tenant and graph_team are Microsoft Teams settings (Graph reads a Teams "
+                f"conversation back); remove them from this {self.platform} channel"
+            )
+        if self.settle_with_graph and self.graph_tenant is None:
+            raise ValueError(
+                "settle_with_graph needs graph_tenant: the tenant's id (a GUID) or NAME.onmicrosoft.com, which grants "
+                "the app-only Graph token"
+            )
         return self
 
     @model_validator(mode="after")

@@ -30,7 +30,12 @@ ANSWER = (
     "Your refund of 49.99 EUR for order A-1029 was approved today.\n\n"
     "It reaches your card within 14 days; you will get an email when it is sent."
 )
-FIRST_SEND = {"telegram": "sendMessage", "slack": "chat.postMessage", "discord": "createMessage"}
+FIRST_SEND = {
+    "telegram": "sendMessage",
+    "slack": "chat.postMessage",
+    "discord": "createMessage",
+    "teams": "sendToConversation",
+}
 
 
 def _config(tmp: Path, platform: str, api_base: str, port: int, **channel: Any) -> Path:
@@ -118,13 +123,14 @@ async def _mock(platform: str) -> AsyncIterator[MockPlatform]:
 
 
 async def _killed_mid_send_then_resumed(
-    tmp_path: Path, platform: str, *, split: bool = False, **channel: Any
+    tmp_path: Path, platform: str, *, split: bool = False, group: bool = False, **channel: Any
 ) -> tuple[list[str], dict[str, Any]]:
     """A run whose first send is stored by the platform and then hangs; the sidecar is killed -9 with that send in
     flight and restarted; the agent never comes back. ``split``: the first send carries the first words only (the
-    rest of the run arrives while it hangs). Returns what the chat shows and the report."""
+    rest of the run arrives while it hangs); ``group``: in the dry run's group conversation. Returns what the chat
+    shows and the report."""
     dry = DRY_RUN[platform]
-    target = dry.target()
+    target = dry.target(group=group)
     async with _mock(platform) as mock:
         mock.add_fault(FIRST_SEND[platform], 1, "timeout_after_commit")
         port = _free_port()
@@ -189,6 +195,21 @@ async def test_a_send_in_flight_at_a_kill_is_settled_by_asking_the_platform(
     tmp_path: Path, platform: str, split: bool
 ) -> None:
     chat, report = await _killed_mid_send_then_resumed(tmp_path, platform, split=split)
+    assert chat == [ANSWER]
+    assert report["done"] and report["status"] == "delivered" and report["uncertain"] == 0
+
+
+@pytest.mark.timeout(180)
+async def test_teams_a_send_in_flight_at_a_kill_is_settled_through_graph(tmp_path: Path) -> None:
+    # a Teams channel (the dry run's team channel) that settles through Microsoft Graph: after the restart the
+    # conversation is read back, the stored message found and grown, never sent again (adapters/teams/graph.py)
+    graph: dict[str, Any] = {
+        "settle_with_graph": True,
+        "graph_tenant": "00000000-0000-4000-8000-00000000a7e1",
+        "graph_team": "00000000-0000-4000-8000-0000000000ea",  # the team of the dry run's channel
+        "settle_window_ms": 0,
+    }
+    chat, report = await _killed_mid_send_then_resumed(tmp_path, "teams", group=True, **graph)
     assert chat == [ANSWER]
     assert report["done"] and report["status"] == "delivered" and report["uncertain"] == 0
 

@@ -809,3 +809,35 @@ async def test_the_ledger_ends_with_the_parts_the_report_shows() -> None:
     stored = {p.slot: p.state for p in await r.ledger.parts("r1")}
     assert stored == {first.index: PartState.ACKED, emptied.index: PartState.SKIPPED}
     assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED, PartState.SKIPPED]
+
+
+@pytest.mark.parametrize("error", [AnswerTimeoutError("timed out"), UncertainDeliveryError("502 Bad Gateway")])
+@pytest.mark.parametrize("landed", [True, False])
+async def test_an_unsettleable_approval_message_is_reported_never_sent_blind_twice(
+    error: UncertainDeliveryError, landed: bool
+) -> None:
+    """Chaos on Teams without Graph: an approval message whose create met a 5xx was sent again, and the chat showed it
+    twice (once with its buttons). Where the platform cannot settle, it stays uncertain and is never sent again,
+    nor with its decision."""
+    r = rig()
+    r.adapter.settles = "unknown"
+    r.adapter.fail("send_text", 1, error, landed=landed)
+    slot = r.rec.book.claim_slot(SlotRole.APPROVAL, "Approve the refund?")
+    r.rec.start()
+    await settle()
+    r.rec.book.set_text(slot, "Approve the refund? ✅ approved")
+    await r.rec.finish()
+    assert r.adapter.chat() == (["Approve the refund?"] if landed else [])
+    assert [m for m, _, _ in r.adapter.summary()].count("send_text") == 1
+    (part,) = r.rec.book.parts()
+    assert (part.state, part.message_id) == (PartState.UNCERTAIN, None)
+    assert part.error is not None and "never sent again" in part.error
+
+
+async def test_a_settleable_approval_message_is_found_or_sent_again_like_any_part() -> None:
+    r = rig()  # the fake platform settles (found when stored)
+    r.adapter.fail("send_text", 1, UncertainDeliveryError("502 Bad Gateway"), landed=True)
+    r.rec.book.claim_slot(SlotRole.APPROVAL, "Approve the refund?")
+    await r.rec.finish()
+    assert r.adapter.chat() == ["Approve the refund?"]
+    assert [p.state for p in r.rec.book.parts()] == [PartState.ACKED]

@@ -345,3 +345,25 @@ def test_the_splitter_and_the_live_text_compare_the_rendering_with_the_rendered_
     notice = "… [cut]"
     ending = Splitter(two, measure).ending(text, notice)
     assert ending == f"{text}\n\n{notice}" and measure(ending, TextFormat.PLAIN) <= 63_488  # the notice fits too
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('platform = "teams"\nsettle_with_graph = true\n', "settle_with_graph needs graph_tenant"),
+        ('platform = "slack"\nsettle_with_graph = true\n', "Microsoft Teams settings"),
+        ('platform = "teams"\ngraph_tenant = "contoso"\n', "graph_tenant"),
+        ('platform = "teams"\ngraph_team = "General"\n', "graph_team"),
+    ],
+)
+def test_graph_settlement_settings_are_teams_and_need_the_tenant(tmp_path: Path, table: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(_write(tmp_path, f"[channels.t]\n{table}"))
+
+
+def test_graph_settlement_loads_with_a_tenant_and_a_team(tmp_path: Path) -> None:
+    tenant, team = "99999999-8888-4777-8666-555555555555", "22222222-3333-4444-8555-666666666666"
+    text = f'[channels.t]\nplatform = "teams"\nsettle_with_graph = true\ngraph_tenant = "{tenant}"\n'
+    text += f'graph_team = "{team}"\n'
+    channel = load_settings(_write(tmp_path, text)).channels["t"]
+    assert (channel.settle_with_graph, channel.graph_tenant, channel.graph_team) == (True, tenant, team)

@@ -15,12 +15,16 @@ Calls (Bot Framework Connector, https://learn.microsoft.com/en-us/azure/bot-serv
 - a message is deleted by ``DELETE /v3/conversations/{id}/activities/{activityId}`` (same page);
 - typing is a ``typing`` activity (https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-send-and-receive-messages).
 
-An uncertain send (a timeout, a reset after sending, a 5xx) cannot be settled: the Connector has no idempotency key
-for a new activity and no call that lists a conversation's activities to a bot (its operations are send, reply,
-update, delete, members and history upload, reference above; reading messages takes Microsoft Graph with its own
-permissions, ``ChatMessage.Read.Chat``, https://learn.microsoft.com/en-us/microsoftteams/platform/graph-api/rsc/resource-specific-consent).
-:meth:`TeamsAdapter.settle_send` answers ``unknown`` without a call: the core reports the part uncertain ("a duplicate
-is possible"), as for Telegram with a shared bot token.
+An uncertain send (a timeout, a reset after sending, a 5xx, a kill -9 between the intent and the ack) cannot be settled
+through the Connector: it has no idempotency key for a new activity and no call that lists a conversation's activities
+to a bot (its operations are send, reply, update, delete, members and history upload, reference above). Microsoft
+Graph can read them, with a permission the operator grants (``ChatMessage.Read.Chat`` by resource-specific consent or
+``Chat.Read.All`` for chats; ``ChannelMessage.Read.Group`` or ``ChannelMessage.Read.All`` for channels,
+https://learn.microsoft.com/en-us/microsoftteams/platform/graph-api/rsc/resource-specific-consent): with
+``settle_with_graph`` (:meth:`TeamsAdapter.use_graph`), :meth:`TeamsAdapter.settle_send` reads the conversation back
+(:mod:`adapters.teams.graph`: ``found``, ``not_sent`` or ``unknown``). Without it, or where Graph cannot be read (no
+permission, a personal chat), it answers ``unknown``: the core reports the part uncertain ("a duplicate is
+possible"), as for Telegram with a shared bot token.
 
 Stop and approval buttons are ``Action.Submit`` actions of an Adaptive Card on the message (:meth:`set_stop`): a
 press reaches the bot as a message activity whose ``value`` holds the action's data
@@ -45,6 +49,7 @@ from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.teams.connection import TeamsConnection
 from streamrelay.adapters.teams.errors import PLATFORM, STREAM_CANCELLED, STREAM_TIMED_OUT, StreamRefused
+from streamrelay.adapters.teams.graph import GraphReader, GraphSettings
 from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
 from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import (
@@ -89,6 +94,8 @@ calls, a 429's wait and a clock that is not Teams')."""
 NOT_PERSONAL = "Teams streams bot messages only in one-on-one chats (a:... conversations)"
 _MAX_STREAMS = 256
 """Open streams remembered per adapter (one per personal chat at a time in Teams)."""
+_MAX_SENT_AT = 4096
+"""Creates whose start time is remembered (by delivery id) for a settle's time bound."""
 
 
 @dataclass
@@ -155,6 +162,35 @@ class TeamsAdapter:
         self._finished: set[tuple[str, str]] = set()
         """Streams finished early (their two minutes): their message keeps what it shows (:meth:`edit_text`)."""
         self.clock = time.monotonic
+        self._graph: GraphReader | None = None
+        self._sent_at: OrderedDict[str, float] = OrderedDict()
+        """When each create of this process began (Unix seconds), by delivery id: a settle's time bound."""
+
+    def use_graph(self, tenant: str, team: str | None = None, window_s: float = 30.0) -> None:
+        """Settle uncertain sends by reading the conversation through Microsoft Graph (:mod:`adapters.teams.graph`):
+        ``tenant`` grants the app-only token, ``team`` (a GUID) names the team of channel conversations, ``window_s``
+        is how long after a create a settle that finds nothing keeps reading (the channel's ``settle_window_ms``). On
+        a loopback service URL (the mock) Graph and the login endpoint are that URL too.
+
+        Raises:
+            ConfigError: a tenant or team id that is none.
+        """
+        conn = self._conn
+        local = conn.login_url == conn.service_url
+        self._graph = GraphReader(
+            app_id=conn.app_id,
+            secret=conn.client_secret,
+            settings=GraphSettings(tenant, team, window_s),
+            session=conn.session,
+            graph_url=conn.service_url + "/v1.0" if local else "https://graph.microsoft.com/v1.0",
+            login_url=conn.login_url,
+            timeout_s=conn.send_timeout_s,
+        )
+
+    @property
+    def settles_with_graph(self) -> bool:
+        """Uncertain sends are settled through Microsoft Graph (:meth:`use_graph`)."""
+        return self._graph is not None
 
     __repr__ = __str__ = shows(service_url="_conn.service_url")
     send_timeout_s = ConnectionTimeout()
@@ -179,8 +215,12 @@ class TeamsAdapter:
 
     # -------------------------------------------------------------- messages
 
-    async def _create(self, method: str, target: Target, fields: dict[str, Any]) -> str:
+    async def _create(self, method: str, target: Target, fields: dict[str, Any], delivery_id: str | None = None) -> str:
         conversation = str(target.chat_id)
+        if delivery_id is not None:
+            self._sent_at[delivery_id] = time.time()
+            while len(self._sent_at) > _MAX_SENT_AT:
+                self._sent_at.popitem(last=False)
         activity = MessageActivityInput.model_validate(fields)
 
         async def send(client: ConversationActivityClient) -> Any:
@@ -201,13 +241,14 @@ class TeamsAdapter:
 
     async def send_text(self, target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
         """Send a message activity showing ``text`` (:mod:`adapters.teams.render`); return its activity id.
-        ``delivery_id`` cannot be carried (no idempotency key: module docstring).
+        ``delivery_id`` cannot be carried (no idempotency key: module docstring); the time the create began is kept by
+        it for a Graph settle.
 
         Raises:
             core.errors.UncertainDeliveryError: a timeout, a connection lost after sending, or a 5xx.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.teams.errors` (413: ``too_long``).
         """
-        return await self._create(self._method(target), target, self.render(text, fmt).activity())
+        return await self._create(self._method(target), target, self.render(text, fmt).activity(), delivery_id)
 
     async def send_media(
         self, target: Target, media: MediaItem, fmt: TextFormat, *, delivery_id: str | None = None
@@ -220,12 +261,26 @@ class TeamsAdapter:
         Raises:
             core.errors.DeliveryError: a subclass, like :meth:`send_text`.
         """
-        return await self._create(self._method(target), target, media_fields(media))
+        return await self._create(self._method(target), target, media_fields(media), delivery_id)
 
     async def settle_send(self, target: Target, pending: PendingSend) -> Settlement:
-        """``unknown``, always, without a call: the Connector neither dedupes a new activity nor lets a bot read a
-        conversation's activities (module docstring); the core reports the part uncertain."""
-        return Settlement(SettleOutcome.UNKNOWN)
+        """With Graph (:meth:`use_graph`): read the conversation back for the message the create sent
+        (:meth:`adapters.teams.graph.GraphReader.settle`: ``found``, ``not_sent``, or ``unknown`` where Graph refuses
+        or cannot name the conversation). Without it: ``unknown`` without a call (the Connector neither dedupes a new
+        activity nor lets a bot read a conversation, module docstring); the core reports the part uncertain.
+
+        Raises:
+            core.errors.DeliveryError: Graph failing (429 with its ``Retry-After``, 5xx, a timeout): asked again.
+        """
+        if self._graph is None:
+            return Settlement(SettleOutcome.UNKNOWN)
+        if pending.media is not None:
+            fields = media_fields(pending.media)
+        else:
+            fields = self.render(pending.text, pending.fmt).activity()
+        thread = str(target.thread_id) if target.thread_id is not None else None
+        sent_at = self._sent_at.get(pending.delivery_id)
+        return await self._graph.settle(str(target.chat_id), thread, pending, fields, sent_at)
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Make activity ``message_id`` show ``text`` (Update Activity; a Stop or approval card on it is kept).

@@ -111,8 +111,11 @@ class TeamsConnection:
         self.service_url = (base_url or DEFAULT_SERVICE_URL).rstrip("/")
         self.send_timeout_s = send_timeout_s
         cloud = PUBLIC
+        self.login_url = "https://login.microsoftonline.com"
+        """The login endpoint's base (the mock's service URL on loopback)."""
         if _loopback(self.service_url):
             cloud = dataclasses.replace(PUBLIC, login_endpoint=self.service_url)
+            self.login_url = self.service_url
         self._credentials = ClientCredentials(client_id=self.app_id, client_secret=secret, tenant_id=tenant)
         self._access: str | None = None
         self._token_lock = asyncio.Lock()
@@ -125,6 +128,16 @@ class TeamsConnection:
         self._closed = False
 
     __repr__ = __str__ = shows(service_url="service_url", app_id="app_id")
+
+    @property
+    def client_secret(self) -> str:
+        """The bot's client secret (for the Graph token of :mod:`adapters.teams.graph`; never logged)."""
+        return self._credentials.client_secret
+
+    @property
+    def session(self) -> httpx.AsyncClient:
+        """The HTTP session every call of this bot uses."""
+        return self._session
 
     def _bearer(self) -> str | None:
         return self._access

@@ -40,6 +40,8 @@ DEFAULT_CHUNK = 16_000
 that a chunk's rendering fits whatever it holds."""
 MAX_CHUNK = RENDERED_MAX // 2
 """The largest ``limit`` a channel may set (40,960 UTF-16 units): every unit takes at least 2 bytes."""
+DRY_RUN_TENANT = "00000000-0000-4000-8000-00000000a7e1"
+"""The tenant a dry run or a chaos campaign names for its Graph token (the mock grants any GUID tenant)."""
 PRIVATE = "a:1DryRunPersonalChatWithTheMock"
 GROUP = "19:dryrunchannel@thread.tacv2"
 """A team's channel: its posts have reply chains (sub-agent threads); the case runner's "group"."""
@@ -108,9 +110,19 @@ PLATFORM = Platform(
         edit_method="updateActivity",
         chat=chat,
         # A campaign's chat compares text with the answer's Markdown: Teams shows headings in bold and tables in a
-        # card, so the campaign sends plain text (as Telegram's, whose Markdown becomes entities).
-        campaign={"format": '"plain"'},
-        unsettleable=True,  # no idempotency key, no history a bot can read: an uncertain send is reported
+        # card, so the campaign sends plain text (as Telegram's, whose Markdown becomes entities). Its bot settles
+        # uncertain sends through Microsoft Graph (adapters/teams/graph.py), as an operator who granted the bot
+        # ChatMessage.Read.Chat does: the mock serves Graph over the activities it stored. A settle that finds nothing
+        # reads again for 3 s (settle_window_ms) before the part is sent again.
+        campaign={
+            "format": '"plain"',
+            "settle_with_graph": "true",
+            "graph_tenant": f'"{DRY_RUN_TENANT}"',
+            "settle_window_ms": "3000",
+        },
+        # Settled through Graph: no double allowed. Without settle_with_graph (or without the permission) an
+        # uncertain send is reported, as before (docs/platforms.md, Microsoft Teams).
+        unsettleable=False,
     ),
 )
 """Microsoft Teams (the Teams SDK for Python against the Bot Framework Connector)."""

@@ -541,6 +541,13 @@ class DeliveryMachine:
         media = pending.media or media_of(slot, pending.text)
         if media is not None:
             return Outcome.UNKNOWN  # a media item is never sent again on a guess: it stays uncertain, reported
+        if slot.role is SlotRole.APPROVAL:
+            # An approval message is never sent blind twice (a person would see two, with buttons on one): it stays
+            # uncertain, reported, and is not grown with its decision (SlotBook.assign); the decision is still taken
+            # from the live page or the API. A platform that settles (Telegram with exclusive_bot, Slack, Discord,
+            # Matrix, WhatsApp with its webhooks, Teams with Graph) never gets here with a stored one.
+            slot.error = "uncertain: the approval message may show; never sent again (the platform cannot tell)"
+            return Outcome.UNKNOWN
         if slot.live is not None or not same_render(slot.desired, pending.text) or not timed_out:
             # Still growing or changed: the text goes on in a new message. Or the create died with the process, or
             # met a 5xx or a reset (a proxy's 502 and a refused connection mostly mean not stored): sent again

@@ -264,7 +264,11 @@ class SlotBook:
         slot.desired, slot.pinned = text, None
         if slot.state is PartState.ACKED or (slot.state is PartState.SKIPPED and text.strip()):
             slot.state = PartState.PENDING
-        if slot.uncertain_text is not None and not same_render(text, slot.uncertain_text):
+        if (
+            slot.uncertain_text is not None
+            and not same_render(text, slot.uncertain_text)
+            and slot.role is not SlotRole.APPROVAL  # an approval message is never sent blind twice (machine)
+        ):
             self.orphan(slot)  # the text moved on from what the unsettled create sent: it goes on anew
         if self._every_state():
             if text.strip():  # an emptied state is never sent as an edit: the preview waits for text

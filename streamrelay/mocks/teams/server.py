@@ -15,13 +15,19 @@ from typing import Any
 from aiohttp import web
 
 from streamrelay.mocks.common import ChatId, Fault, Hang, MockServer, RecordedCall, serve_mock
+from streamrelay.mocks.teams import graph
 
 SEND = "sendToConversation"
 REPLY = "replyToActivity"
 UPDATE = "updateActivity"
 DELETE = "deleteActivity"
 TOKEN = "token"
-METHODS = (SEND, REPLY, UPDATE, DELETE, TOKEN)
+LIST_CHAT = "listChatMessages"
+LIST_CHANNEL = "listChannelMessages"
+LIST_REPLIES = "listMessageReplies"
+GRAPH_METHODS = (LIST_CHAT, LIST_CHANNEL, LIST_REPLIES)
+"""Microsoft Graph's reads of a conversation's messages (:mod:`mocks.teams.graph`)."""
+METHODS = (SEND, REPLY, UPDATE, DELETE, TOKEN, *GRAPH_METHODS)
 """The recorded method names (tests/cases/README.md names the first four)."""
 MESSAGE_BYTES = 102_400
 """About 100 KB: the whole activity's JSON in UTF-16; past it 413 ``MessageSizeTooBig``."""
@@ -38,6 +44,8 @@ BOT = "bot"
 CONVERSATION_RE = re.compile(r"^(?:a|19|8|29):[^\s/?#]+$")
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 TOKEN_PREFIX = "mock-bf-token."
+GRAPH_TOKEN_PREFIX = "mock-graph-token."
+GRAPH_SCOPE = "https://graph.microsoft.com/.default"
 _GAVE_UP = {"error": {"code": "GatewayTimeout", "message": "the client gave up"}}
 
 
@@ -90,6 +98,12 @@ class StoredActivity:
     stream_started: float = 0.0
     stream_last: float = 0.0
     updates: int = 0
+    created_ms: int = 0
+    """When it was stored (Unix milliseconds): Graph's ``createdDateTime``."""
+    modified_ms: int = 0
+    """When it was stored or last updated (Unix milliseconds): Graph's ``lastModifiedDateTime``."""
+    app_id: str | None = None
+    """The bot's Microsoft App ID (the client id its token was granted to): Graph's ``from.application.id``."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +201,7 @@ class MockTeams(MockServer):
         limits: the numbers used when ``rate_limits`` is on.
         hang_s: how long a scripted timeout holds its answer.
         clock: monotonic seconds for ``RecordedCall.t``, rate limits and stream time.
+        wall_clock: Unix seconds for Graph's ``createdDateTime`` / ``lastModifiedDateTime``.
     """
 
     platform = "teams"
@@ -199,15 +214,26 @@ class MockTeams(MockServer):
         limits: TeamsLimits | None = None,
         hang_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(METHODS, rate_limits=rate_limits, hang_s=hang_s, clock=clock)
+        self._wall = wall_clock
+        self.graph_permission = True
+        """The app holds a Graph permission to read messages (``ChatMessage.Read.Chat`` / ``ChannelMessage.Read.Group``
+        by resource-specific consent, or ``Chat.Read.All`` / ``ChannelMessage.Read.All``); False: Graph's list calls
+        answer 403 ``Forbidden``, as Graph does without one."""
         self.limits = limits or TeamsLimits()
         self.missing: set[str] = set()
         """Conversations the bot is not in: a call there is 403 ``BotNotInConversationRoster``."""
         self._conversations: dict[str, list[StoredActivity]] = {}
         self._threads: dict[str, _Windows] = {}
         self._app = _Windows()
-        self._tokens: set[str] = set()
+        self._tokens: dict[str, str] = {}
+        """Bot Framework tokens granted, by token: the client id (the bot's app id) they were granted to."""
+        self._graph_tokens: dict[str, str] = {}
+        """Microsoft Graph tokens granted (scope ``https://graph.microsoft.com/.default``), likewise."""
+        self._callers: dict[int, str] = {}
+        """The app id of each create under way (by ``id(call)``), for its stored activity's ``app_id``."""
         self.typing: dict[str, int] = {}
         """Typing activities received per conversation."""
         self.pressed: list[dict[str, Any]] = []
@@ -219,6 +245,9 @@ class MockTeams(MockServer):
         app.router.add_post(base + "/{activity}", self._reply)
         app.router.add_put(base + "/{activity}", self._update)
         app.router.add_delete(base + "/{activity}", self._delete)
+        app.router.add_get("/v1.0/chats/{chat}/messages", self._list_chat)
+        app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages", self._list_channel)
+        app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages/{message}/replies", self._list_replies)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
 
     # ------------------------------------------------------------ scripting and state
@@ -227,8 +256,10 @@ class MockTeams(MockServer):
         """Forget conversations, activities, tokens, calls, faults, latencies, counters and rate state."""
         super().reset()
         self._conversations, self._threads, self._app = {}, {}, _Windows()
-        self._tokens, self.typing, self.pressed = set(), {}, []
+        self._tokens, self._graph_tokens, self._callers = {}, {}, {}
+        self.typing, self.pressed = {}, []
         self.missing = set()
+        self.graph_permission = True
 
     def chats(self) -> list[ChatId]:
         """Conversations the bot posted to, in first-activity order."""
@@ -294,8 +325,13 @@ class MockTeams(MockServer):
         self.pressed.append(activity)
         return activity
 
-    def _store(self, conversation: str, sender: str, payload: dict[str, Any], reply_to: str | None) -> StoredActivity:
+    def _store(
+        self, conversation: str, sender: str, payload: dict[str, Any], reply_to: str | None, app_id: str | None = None
+    ) -> StoredActivity:
+        now_ms = round(self._wall() * 1000)
         activity = StoredActivity(f"1:{uuid.uuid4().hex[:20]}", sender, payload, reply_to)
+        activity.created_ms = activity.modified_ms = now_ms
+        activity.app_id = app_id
         self._conversations.setdefault(conversation, []).append(activity)
         return activity
 
@@ -320,10 +356,22 @@ class MockTeams(MockServer):
             client_id, secret = str(form.get("client_id", "")), str(form.get("client_secret", ""))
             if not GUID_RE.match(client_id) or not secret:
                 raise ConnectorError(401, "invalid_client", "AADSTS7000215: Invalid client secret provided.")
-            if form.get("scope") != "https://api.botframework.com/.default":
+            scope = form.get("scope")
+            if scope == GRAPH_SCOPE:
+                tenant = request.match_info["tenant"]
+                if not (GUID_RE.match(tenant) or tenant.endswith(".onmicrosoft.com")):
+                    raise ConnectorError(
+                        400,
+                        "invalid_request",
+                        f"AADSTS90002: an app-only Graph token needs the tenant's id, not {tenant!r}",
+                    )
+                token = GRAPH_TOKEN_PREFIX + uuid.uuid4().hex
+                self._graph_tokens[token] = client_id
+                return {"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": token}
+            if scope != "https://api.botframework.com/.default":
                 raise ConnectorError(400, "invalid_scope", "AADSTS70011: The provided scope is not valid.")
             token = TOKEN_PREFIX + uuid.uuid4().hex
-            self._tokens.add(token)
+            self._tokens[token] = client_id
             return {"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": token}
 
         return await self._run(request, call, commit)
@@ -352,8 +400,10 @@ class MockTeams(MockServer):
         conversation = request.match_info["conversation"]
         call.chat_id = conversation
         header = request.headers.get("Authorization", "")
-        if header.removeprefix("Bearer ") not in self._tokens:
+        app_id = self._tokens.get(header.removeprefix("Bearer "))
+        if app_id is None:
             raise ConnectorError(401, "Unauthorized", "Authorization has been denied for this request.")
+        self._callers[id(call)] = app_id
         if not CONVERSATION_RE.match(conversation):
             raise ConnectorError(400, "BadArgument", f"Invalid conversation id {conversation!r}")
         if request.method == "DELETE":
@@ -380,7 +430,10 @@ class MockTeams(MockServer):
             call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
             return error.response()
         conversation = str(call.chat_id)
-        return await self._run(request, call, lambda: work(call, conversation, body))
+        try:
+            return await self._run(request, call, lambda: work(call, conversation, body))
+        finally:
+            self._callers.pop(id(call), None)
 
     def _admit(self, conversation: str) -> None:
         """The per-thread and per-app limits (when on): 429 with the wait; a refused call costs nothing."""
@@ -438,7 +491,8 @@ class MockTeams(MockServer):
         self._check_message(body)
         self._check_size(body)
         self._admit(conversation)
-        activity = self._store(conversation, BOT, body, str(root) if root else None)
+        app_id = self._callers.get(id(call))
+        activity = self._store(conversation, BOT, body, str(root) if root else None, app_id)
         call.message_id = activity.activity_id
         return {"id": activity.activity_id}
 
@@ -467,6 +521,7 @@ class MockTeams(MockServer):
             self._admit(conversation)
             stream.payload = {k: v for k, v in body.items() if k not in ("entities", "channelData")}
             stream.stream_state = "final"
+            stream.modified_ms = round(self._wall() * 1000)
             call.description = "stream final"
             return {"id": stream.activity_id}
         sequence = int(info.get("streamSequence") or 0)
@@ -522,7 +577,7 @@ class MockTeams(MockServer):
         self._check_size(body)
         self._admit(conversation)
         shown = {"type": "message", "text": text if stream_type == "streaming" else ""}
-        activity = self._store(conversation, BOT, shown, None)
+        activity = self._store(conversation, BOT, shown, None, self._callers.get(id(call)))
         activity.stream_state, activity.stream_started = "streaming", self._clock()
         activity.stream_sequence = int(info.get("streamSequence") or 1)
         activity.stream_last = activity.stream_started
@@ -545,6 +600,7 @@ class MockTeams(MockServer):
             self._admit(conversation)
             found.payload = body
             found.updates += 1
+            found.modified_ms = round(self._wall() * 1000)
             return {"id": activity_id}
 
         return await self._handle(request, UPDATE, work)
@@ -560,12 +616,127 @@ class MockTeams(MockServer):
             self._admit(conversation)
             found.deleted = True
             found.payload = {"type": "message", "text": ""}
+            found.modified_ms = round(self._wall() * 1000)
             return {}
 
         return await self._handle(request, DELETE, work)
 
+    # ------------------------------------------------------------ Microsoft Graph reads (mocks.teams.graph)
+
+    async def _list_chat(self, request: web.Request) -> web.StreamResponse:
+        chat = request.match_info["chat"]
+
+        def select() -> list[StoredActivity]:
+            if not chat.startswith("19:"):  # a personal chat's Graph id is 19:{user}_{app}@unq.gbl.spaces, not a:...
+                raise ConnectorError(404, "NotFound", f"Chat {chat} not found")
+            return self._conversations.get(chat, [])
+
+        return await self._graph_list(request, LIST_CHAT, chat, select, chat_id=chat)
+
+    def _channel(self, request: web.Request) -> str:
+        team, channel = request.match_info["team"], request.match_info["channel"]
+        if not GUID_RE.match(team):
+            raise ConnectorError(400, "BadRequest", f"Invalid team id {team!r}: a team is its group's id (a GUID)")
+        if not channel.endswith(("@thread.tacv2", "@thread.skype")):
+            raise ConnectorError(404, "NotFound", f"Channel {channel} not found")
+        return channel
+
+    async def _list_channel(self, request: web.Request) -> web.StreamResponse:
+        channel = request.match_info["channel"]
+
+        def select() -> list[StoredActivity]:
+            self._channel(request)
+            return [a for a in self._conversations.get(channel, []) if a.reply_to is None]
+
+        return await self._graph_list(request, LIST_CHANNEL, channel, select, chat_id=None)
+
+    async def _list_replies(self, request: web.Request) -> web.StreamResponse:
+        channel, root = request.match_info["channel"], request.match_info["message"]
+
+        def select() -> list[StoredActivity]:
+            self._channel(request)
+            self._find(channel, root)
+            return [a for a in self._conversations.get(channel, []) if a.reply_to == root]
+
+        return await self._graph_list(request, LIST_REPLIES, channel, select, chat_id=None)
+
+    async def _graph_list(
+        self,
+        request: web.Request,
+        method: str,
+        conversation: str,
+        select: Callable[[], list[StoredActivity]],
+        *,
+        chat_id: str | None,
+    ) -> web.StreamResponse:
+        """One Graph list call: its Graph token (401), the app's permission (403), ``$top`` and ``$orderby``
+        (400), its script (faults, latency), then a page of the selected activities, newest first."""
+        call = RecordedCall(method=method, chat_id=conversation, message_id=None, text=None, t=self._clock())
+        self.calls.append(call)
+        query = dict(request.query)
+        try:
+            header = request.headers.get("Authorization", "")
+            if header.removeprefix("Bearer ") not in self._graph_tokens:
+                raise ConnectorError(
+                    401, "InvalidAuthenticationToken", "Access token is empty or not a Microsoft Graph token."
+                )
+            top = _graph_top(query.get("$top"))
+            order = query.get("$orderby", "lastModifiedDateTime desc")
+            if order not in ("lastModifiedDateTime desc", "createdDateTime desc") or (
+                method != LIST_CHAT and "$orderby" in query
+            ):
+                raise ConnectorError(400, "BadRequest", f"$orderby {order!r} is not supported here")
+            offset = graph.offset_of(query.get("$skiptoken"))
+            if offset is None:
+                raise ConnectorError(400, "BadRequest", "Invalid $skiptoken")
+        except ConnectorError as error:
+            call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
+            return error.response()
+
+        def commit() -> dict[str, Any]:
+            if not self.graph_permission:
+                raise ConnectorError(
+                    403,
+                    "Forbidden",
+                    "Missing role permissions on the request. API requires one of "
+                    "'ChatMessage.Read.Chat, Chat.Read.All, ChannelMessage.Read.Group, ChannelMessage.Read.All'.",
+                )
+            # newest stored first, then by the order asked (stable: messages of one millisecond stay newest first)
+            chosen = [a for a in reversed(select()) if a.stream_state != "streaming" or a.payload.get("text")]
+            if order.startswith("created"):
+                chosen.sort(key=lambda a: a.created_ms, reverse=True)
+            else:
+                chosen.sort(key=lambda a: a.modified_ms, reverse=True)
+            messages = [
+                graph.chat_message(
+                    activity_id=a.activity_id,
+                    payload=a.payload,
+                    reply_to=a.reply_to,
+                    created_ms=a.created_ms,
+                    modified_ms=a.modified_ms,
+                    deleted=a.deleted,
+                    app_id=(a.app_id or "00000000-0000-0000-0000-000000000000") if a.sender == BOT else None,
+                    chat_id=chat_id,
+                )
+                for a in chosen
+            ]
+            url = str(request.url.with_query(None))
+            kept = {k: v for k, v in query.items() if k != "$skiptoken"}
+            return graph.page(messages, url=url, query=kept, top=top, offset=offset)
+
+        return await self._run(request, call, commit)
+
     async def _unknown(self, request: web.Request) -> web.Response:
         return ConnectorError(404, "NotFound", f"No route {request.method} {request.path}").response()
+
+
+def _graph_top(raw: str | None) -> int:
+    """``$top``: 1-50 (Graph's maximum for these lists), :data:`graph.DEFAULT_TOP` when absent."""
+    if raw is None:
+        return graph.DEFAULT_TOP
+    if not raw.isdigit() or not 1 <= int(raw) <= graph.MAX_TOP:
+        raise ConnectorError(400, "BadRequest", f"$top must be 1-{graph.MAX_TOP}, not {raw!r}")
+    return int(raw)
 
 
 async def serve_forever(host: str = "127.0.0.1", port: int = 8086, rate_limits: bool = False) -> None:
