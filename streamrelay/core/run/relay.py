@@ -40,8 +40,8 @@ from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJourna
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
 from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
-from streamrelay.core.run.controller import RunController
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
+from streamrelay.core.run.fanout import Controller
 from streamrelay.core.run.finished import FinishedRuns, finished_record
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
@@ -423,7 +423,7 @@ class Relay:
             self._not_opened(run)
             raise
         run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
-        run.controller.rec.on_lost.append(lambda: self._lost(run))
+        run.controller.on_lost(lambda: self._lost(run))
 
     def _not_opened(self, run: ActiveRun) -> None:
         """The run's open failed (its ledger's ``start_run`` or ``parts`` met a store outage, or a Redis primary with
@@ -436,9 +436,14 @@ class Relay:
             del self._runs[run.run]
             self._admission.clients.left(run.run, ended=False)  # it goes on, here or at another owner
             self.interrupted.add(run.run)
-        runtime = self.channels.get(run.controller.policy.name)
-        if runtime is not None:
-            runtime.release(run.controller.start_event.target)
+        self._release(run.controller)
+
+    def _release(self, controller: Controller) -> None:
+        """Give back the send chain of every conversation of the run (each of a fan-out run's places)."""
+        for channel, target in controller.places:
+            runtime = self.channels.get(channel)
+            if runtime is not None:
+                runtime.release(target)
 
     def _lost(self, run: ActiveRun) -> None:
         """The run's delivery loop stopped on a store it could not write (or lost ownership): the run stops where it
@@ -473,9 +478,7 @@ class Relay:
             if self._runs.get(controller.run) is run:
                 del self._runs[controller.run]
                 self._admission.clients.left(run.run, ended=controller.done)  # else it goes on elsewhere
-            runtime = self.channels.get(controller.policy.name)
-            if runtime is not None:
-                runtime.release(controller.start_event.target)
+            self._release(controller)
             report = with_gaps(controller.report(), run.gate.gaps)
             if controller.done:
                 self._ended(report, self._clock.now() - run.opened_at_s)
@@ -519,7 +522,7 @@ class Relay:
 
     # --- reading ----------------------------------------------------------------------------------------
 
-    def controller(self, run_id: str) -> RunController | None:
+    def controller(self, run_id: str) -> Controller | None:
         """The controller of an active run (None once it finished)."""
         run = self._runs.get(run_id)
         return run.controller if run is not None else None
