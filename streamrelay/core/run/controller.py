@@ -351,7 +351,8 @@ class RunController:
         )
         if undone:
             await self._ledger.record_undelivered(undone)
-        if self.before_end is not None:
+        if self.before_end is not None:  # a fan-out run's first place: delivered, the run's end waits for the rest
+            self.stage.done = True
             await self.before_end()
         await self._ledger.end_run(self.ledger_run, str(end.status), self.stage.errors)
         self.stage.done = True
