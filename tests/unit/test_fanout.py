@@ -12,12 +12,14 @@ import pytest
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import ForbiddenError, IngestError
-from streamrelay.core.events import DeliveryMode, Place, Target, parse_event
+from streamrelay.core.events import DeliveryMode, Place, RunCorrect, Target, parse_event
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.policy import ChannelPolicy
+from streamrelay.core.records.corrections import CorrectionState
 from streamrelay.core.records.journal import MemoryJournal
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.records.report import PlaceReport, ReportStatus
+from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.fanout import combined_status, place_ledger_run, place_start
 from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import FakeAdapter, MemoryChat
@@ -217,3 +219,53 @@ async def test_a_replayed_fan_out_start_must_name_the_same_places() -> None:
     with pytest.raises(IngestError, match="targets"):
         await relay.submit_line({**START, "targets": TARGETS[:2]}, "r")
     await relay.close()
+
+
+async def test_a_correction_of_a_fan_out_run_applies_in_every_place() -> None:
+    clock = MonotonicClock()
+    chats: dict[str, Any] = {name: FakeAdapter(clock) for name in ("a", "b", "c")}
+    ledger = MemoryLedger()
+    relay = _relay(chats, ledger)
+    await _answer(relay)
+    report = await relay.wait_done("r", 5)
+    assert report is not None and report.status == "delivered"
+    corrections = Corrections(ledger, ledger, relay.channels, clock)
+    fixed = "Your order shipped on Tuesday. It arrives on Friday."
+    record = await corrections.submit("r", RunCorrect(id="c1", text=fixed))
+    again = await corrections.submit("r", RunCorrect(id="c1", text=fixed))  # sent again: applied once
+    await relay.close()
+    assert record.state is CorrectionState.APPLIED and again.state is CorrectionState.APPLIED
+    assert {name: chat.chat() for name, chat in chats.items()} == {name: [fixed] for name in chats}
+    assert [len(chat.calls_of("edit_text")) for chat in chats.values()] == [1, 1, 1]
+    for run in ("r/to:1", "r/to:2"):  # each place keeps its own record
+        kept = await ledger.correction(run, "c1")
+        assert kept is not None and kept.state is CorrectionState.APPLIED
+
+
+async def test_an_approval_is_asked_in_every_place_and_shown_decided_in_all() -> None:
+    chats = _chats()
+    relay = _relay(chats)
+    ask = {
+        "kind": "approval.request",
+        "seq": 1,
+        "id": "a1",
+        "question": "Deploy?",
+        "approvers": ["a:user:1"],
+        "ttl_s": 60.0,
+    }
+    await relay.submit_lines([({**START, "seq": 0}, None), (ask, None)], "r")
+    await asyncio.wait_for(_each_shows(chats, "Deploy?"), 5)
+    decided = await relay.decide_approval("r", "a1", "approve", "a:user:1")
+    assert decided["decision"] == "approved"
+    await asyncio.wait_for(_each_shows(chats, "Approved by a:user:1"), 5)  # decided, and by whom, in every place
+    await relay.submit_line({"kind": "end", "seq": 2}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert report is not None and report.done
+    units = [u.model_dump(mode="json") for u in relay.pipeline("r") or []]
+    assert [u["decision"] for u in units if u["kind"] == "approval"] == ["approved"]  # one unit for the agent
+
+
+async def _each_shows(chats: dict[str, Any], words: str) -> None:
+    while not all(any(words in text for text in chat.messages.values()) for chat in chats.values()):
+        await asyncio.sleep(0.01)
