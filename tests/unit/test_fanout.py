@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from streamrelay.app.chaos.answers import load_recordings
+from streamrelay.app.chaos.campaign import place_report
+from streamrelay.app.chaos.plan import FANOUT_CHAT_OFFSET, Options, chat_id, make_plan
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import ForbiddenError, IngestError
@@ -269,3 +272,30 @@ async def test_an_approval_is_asked_in_every_place_and_shown_decided_in_all() ->
 async def _each_shows(chats: dict[str, Any], words: str) -> None:
     while not all(any(words in text for text in chat.messages.values()) for chat in chats.values()):
         await asyncio.sleep(0.01)
+
+
+# --- the chaos campaign's fan-out runs ---------------------------------------------------------------------------
+
+
+def test_the_chaos_plan_fans_some_plain_runs_out_to_another_platform() -> None:
+    plans = make_plan(Options(runs=60, seed=5), load_recordings())
+    fanned = [plan for plan in plans if plan.places]
+    assert 3 <= len(fanned) <= 25
+    for plan in fanned:
+        assert not plan.media and plan.stop is None and plan.approval is None and plan.correction is None
+        ((other, chat),) = plan.places
+        assert other != plan.platform and chat == chat_id(other, plan.index + FANOUT_CHAT_OFFSET)
+        start = parse_event(plan.lines[0])
+        assert start.kind == "run.start"
+        assert [(p.channel, p.target.chat_id) for p in start.places()] == [(plan.platform, plan.chat_id), (other, chat)]
+        assert sum(plan.batches) == len(plan.lines)
+
+
+def test_a_fan_out_report_is_judged_place_by_place() -> None:
+    rows = [{"channel": "telegram", "status": "delivered", "done": True}, {"channel": "slack", "status": "failed"}]
+    report = {"run": "r", "status": "partial", "done": True, "message_ids": ["1"], "places": rows}
+    assert place_report(report, 0) == {**report, **rows[0], "places": []}
+    assert place_report(report, 1) == {**report, **rows[1], "places": []}
+    assert place_report(report, 2) is None
+    one = {"run": "r", "status": "delivered", "places": []}
+    assert place_report(one, 0) is one and place_report(None, 0) is None

@@ -45,6 +45,7 @@ class PlaceFact(BaseModel):
     failed: int = Field(default=0, ge=0)
     unsent: int = Field(default=0, ge=0)
     message_ids: list[str] = Field(default_factory=list, description="This place's confirmed messages' ids, in order.")
+    parts: list[PartFact] = Field(default_factory=list, description="This place's message parts.")
     errors: list[str] = Field(default_factory=list)
 
 

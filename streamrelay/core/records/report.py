@@ -104,6 +104,7 @@ class PlaceReport(BaseModel):
     failed: int = 0
     unsent: int = 0
     message_ids: list[str] = Field(default_factory=list)
+    parts: list[PartReport] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
 
 

@@ -143,6 +143,7 @@ class FanoutController:
                 failed=report.failed,
                 unsent=report.unsent,
                 message_ids=list(report.message_ids),
+                parts=list(report.parts),
                 errors=list(report.errors),
             )
             for place, report in zip(self._places, reports, strict=True)
