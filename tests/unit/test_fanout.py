@@ -132,6 +132,11 @@ async def test_one_run_shows_its_answer_once_in_each_place_and_reports_each() ->
     for run in ("r", "r/to:1", "r/to:2"):  # every place's own ledger records, each ended
         record = await ledger.get_run(run)
         assert record is not None and record.ended
+    rebuilt = await _relay(_chats(), ledger).report("r")  # another process: the report rebuilt from the ledger
+    assert rebuilt is not None and rebuilt.status == "delivered" and rebuilt.done
+    assert [(p.channel, p.ledger_run, p.status, p.message_ids) for p in rebuilt.places] == [
+        (p.channel, p.ledger_run, p.status, p.message_ids) for p in report.places
+    ]
 
 
 async def test_a_run_to_one_place_has_no_place_rows() -> None:

@@ -31,8 +31,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from streamrelay.core.events import RunEvent, RunStart, Target
-from streamrelay.core.records.report import DeliveryReport, PlaceReport, ReportStatus
+from streamrelay.core.events import MAX_PLACES, RunEvent, RunStart, Target
+from streamrelay.core.json_types import JsonObject
+from streamrelay.core.records.ledger import Ledger, RunRecord
+from streamrelay.core.records.report import DeliveryReport, PlaceReport, ReportStatus, summarize
 from streamrelay.core.run.controller import RunController, RunEnding
 
 _log = logging.getLogger("streamrelay.run")
@@ -73,6 +75,58 @@ def combined_status(rows: Sequence[PlaceReport], *, done: bool) -> ReportStatus:
     if len(statuses) == 1:
         return next(iter(statuses))
     return ReportStatus.PARTIAL
+
+
+def place_row(report: DeliveryReport, target: JsonObject, ledger_run: str) -> PlaceReport:
+    """The ``places`` row of one place, from its own report (``target`` as the ``run.start`` named it)."""
+    return PlaceReport(
+        channel=report.channel,
+        target={k: v for k, v in target.items() if isinstance(v, str | int) and not isinstance(v, bool)},
+        ledger_run=ledger_run,
+        done=report.done,
+        status=report.status,
+        end_status=report.end_status,
+        confirmed=report.confirmed,
+        uncertain=report.uncertain,
+        failed=report.failed,
+        unsent=report.unsent,
+        message_ids=list(report.message_ids),
+        parts=list(report.parts),
+        errors=list(report.errors),
+    )
+
+
+def with_places(first: DeliveryReport, rows: list[PlaceReport]) -> DeliveryReport:
+    """The run's report from its first place's and every place's row (:attr:`DeliveryReport.places`): ``done`` and
+    ``status`` over every place, every place's errors (another place's prefixed with its channel and ledger run)."""
+    report = first.model_copy()
+    report.done = all(row.done for row in rows)
+    report.status = combined_status(rows, done=report.done)
+    report.errors = [*first.errors] + [
+        f"{row.channel} ({row.ledger_run}): {error}" for row in rows[1:] for error in row.errors
+    ]
+    report.places = rows
+    return report
+
+
+async def rebuilt_report(ledger: Ledger, run: str) -> DeliveryReport | None:
+    """A run's report rebuilt from the ledger (a run no longer in memory here), with a row per place for a fan-out
+    run (its places found by their ledger run ids, :func:`place_ledger_run`); None for a run the ledger does not
+    know. O(places + parts) ledger reads."""
+    found: list[tuple[RunRecord, DeliveryReport]] = []
+    for index in range(MAX_PLACES):
+        record = await ledger.get_run(place_ledger_run(run, index))
+        if record is None:
+            break
+        parts = [p.report() for p in await ledger.parts(record.run)]
+        report = summarize(run, record.channel, parts, done=record.ended, end_status=record.end_status)
+        report.errors = record.errors + report.errors
+        found.append((record, report))
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0][1]
+    return with_places(found[0][1], [place_row(report, record.target, record.run) for record, report in found])
 
 
 class FanoutController:
@@ -131,31 +185,10 @@ class FanoutController:
         status over every place, and a row per place (``places``) with its own status and message ids."""
         reports = [place.report() for place in self._places]
         rows = [
-            PlaceReport(
-                channel=place.policy.name,
-                target=place.start_event.target.model_dump(mode="json", exclude_none=True),
-                ledger_run=place.ledger_run,
-                done=report.done,
-                status=report.status,
-                end_status=report.end_status,
-                confirmed=report.confirmed,
-                uncertain=report.uncertain,
-                failed=report.failed,
-                unsent=report.unsent,
-                message_ids=list(report.message_ids),
-                parts=list(report.parts),
-                errors=list(report.errors),
-            )
+            place_row(report, place.start_event.target.model_dump(mode="json"), place.ledger_run)
             for place, report in zip(self._places, reports, strict=True)
         ]
-        first = reports[0].model_copy()
-        first.done = all(r.done for r in reports)
-        first.status = combined_status(rows, done=first.done)
-        first.errors = [*reports[0].errors] + [
-            f"{row.channel} ({row.ledger_run}): {error}" for row in rows[1:] for error in row.errors
-        ]
-        first.places = rows
-        return first
+        return with_places(reports[0], rows)
 
     # --- the run's life ---------------------------------------------------------------------------------
 

@@ -38,10 +38,10 @@ from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
 from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
-from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
+from streamrelay.core.records.report import DeliveryReport, with_gaps
 from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
-from streamrelay.core.run.fanout import Controller
+from streamrelay.core.run.fanout import Controller, rebuilt_report
 from streamrelay.core.run.finished import FinishedRuns, finished_record
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
@@ -585,13 +585,7 @@ class Relay:
         finished = self._finished.get(run_id)
         if finished is not None:
             return finished.report
-        record = await self._ledger.get_run(run_id)
-        if record is None:
-            return None
-        parts = [p.report() for p in await self._ledger.parts(run_id)]
-        report = summarize(run_id, record.channel, parts, done=record.ended, end_status=record.end_status)
-        report.errors = record.errors + report.errors
-        return report
+        return await rebuilt_report(self._ledger, run_id)
 
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
         """Wait until the run is finalized (or the timeout passes); return its report. A run taken but not opened
