@@ -24,6 +24,7 @@ from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.records.report import PlaceReport, ReportStatus
 from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.fanout import combined_status, place_ledger_run, place_start
+from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.run.relay import Relay
 from tests.unit.fakes import FakeAdapter, MemoryChat
 
@@ -304,3 +305,22 @@ def test_a_fan_out_report_is_judged_place_by_place() -> None:
     assert place_report(report, 2) is None
     one = {"run": "r", "status": "delivered", "places": []}
     assert place_report(one, 0) is one and place_report(None, 0) is None
+
+
+async def test_watchers_see_each_place_on_a_row_of_its_own_and_the_answer_once() -> None:
+    chats = _chats()
+    relay = _relay(chats)
+    targets = [*TARGETS, {"channel": "a", "target": {"chat_id": 9}}]  # the same channel twice: rows apart
+    await relay.submit_line({**START, "targets": targets, "seq": 0}, "r")
+    monitor = relay.monitor("r")  # the run's own, while it is active
+    assert isinstance(monitor, RunMonitor)
+    await relay.submit_line({"kind": "text", "seq": 1, "text": ANSWER}, "r")
+    await relay.submit_line({"kind": "end", "seq": 2}, "r")
+    report = await relay.wait_done("r", 5)
+    await relay.close()
+    assert report is not None and report.status == "delivered"
+    wire = [event.wire() for event in monitor.since(0)]
+    rows = {event["channel"] for event in wire if event["type"] == "delivery"}
+    assert rows == {"a", "b", "c", "a → 9"}
+    answers = [event for event in wire if event["type"] == "answer"]
+    assert "".join(str(a.get("append", a.get("text", ""))) for a in answers) == ANSWER  # one copy of the answer

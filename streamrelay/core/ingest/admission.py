@@ -68,7 +68,7 @@ from streamrelay.core.run.approvals import (
     take_expiry,
 )
 from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
-from streamrelay.core.run.fanout import FanoutController, place_ledger_run, place_start
+from streamrelay.core.run.fanout import FanoutController, place_ledger_run, place_row_name, place_start
 from streamrelay.core.run.inbox import Inbox
 from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.run.stop import STOPPED_ERROR, is_stop_note
@@ -788,7 +788,8 @@ class Admission:
                     f"run {event.run!r} was started before on another channel or target; use a new run id",
                     status=409,
                 )
-        places = [self._place(event, i, channel, client) for i, channel in enumerate(channels)]
+        monitor = RunMonitor(event.run, buffer=self.limits.live_buffer)
+        places = [self._place(event, i, channel, client, monitor) for i, channel in enumerate(channels)]
         controller: RunController | FanoutController = places[0] if len(places) == 1 else FanoutController(places)
         normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
         gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
@@ -799,10 +800,14 @@ class Admission:
         run.usage.charge([event], client, enforce=False)
         return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
 
-    def _place(self, event: RunStart, index: int, channel: ChannelRuntime, client: ClientLimits) -> RunController:
+    def _place(
+        self, event: RunStart, index: int, channel: ChannelRuntime, client: ClientLimits, monitor: RunMonitor
+    ) -> RunController:
         """The controller of place ``index`` of ``event`` on ``channel`` (:mod:`core.run.fanout`): its channel's
         policy with the place's overrides and mode, capped by the client's ``max_messages_per_run``; its own send
-        chain, ledger run id and (after the first place) a monitor of its own."""
+        chain and ledger run id. The first place's stage publishes on the run's ``monitor``; a later place's calls
+        are published there on a row of their own (:func:`core.run.fanout.place_row_name`), its stage on a monitor
+        of its own (the answer is the first place's)."""
         place = event.places()[index]
         policy = apply_overrides(channel.policy, place.overrides or {})
         if policy.max_messages is None or policy.max_messages > client.max_messages_per_run:  # the stricter cap
@@ -823,9 +828,10 @@ class Admission:
             validator=self._validator,
             chain_for=lambda target: channel.chain_for(target, self._clock),
             release=channel.release,
-            monitor=RunMonitor(event.run, buffer=self.limits.live_buffer),
+            monitor=monitor if index == 0 else RunMonitor(event.run, buffer=self.limits.live_buffer),
             retry_window_s=self.limits.idle_s,
             ledger_run=place_ledger_run(event.run, index),
+            rows=None if index == 0 else (monitor, place_row_name(event, index)),
         )
 
 

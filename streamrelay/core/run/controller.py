@@ -99,6 +99,8 @@ class RunController:
         retry_window_s: how long calls that are safe to retry are retried through an outage (seconds).
         ledger_run: the ledger's run id of this conversation (None: the run's own); a fan-out run's later places
             have their own (:func:`core.run.fanout.place_ledger_run`), as a sub-agent's thread does.
+        rows: where each call's outcome is published for watchers, and the row's name (None: ``monitor``, the
+            channel's name); a fan-out run's later places publish on the run's monitor, their stage on their own.
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class RunController:
         monitor: RunMonitor | None = None,
         retry_window_s: float = 600.0,
         ledger_run: str | None = None,
+        rows: tuple[RunMonitor, str] | None = None,
     ) -> None:
         self.run = start.run
         self.ledger_run = ledger_run if ledger_run is not None else start.run
@@ -133,7 +136,8 @@ class RunController:
         self._adapter, self._chain = adapter, chain
         self.lane = lane if lane is not None else PipelineLane(start.run)
         self.monitor = monitor if monitor is not None else RunMonitor(start.run)
-        watch = DeliveryWatch(self.monitor, policy.name, live_text=policy.live_text)
+        self._rows, self._row = rows if rows is not None else (self.monitor, policy.name)
+        watch = DeliveryWatch(self._rows, self._row, live_text=policy.live_text)
         self.approvals = ApprovalBook()
         """The run's approvals (:mod:`core.run.approvals`): admission takes and decides them, the stage shows them."""
         self.stop_controls: StopControlKeeper | None = None
@@ -218,7 +222,7 @@ class RunController:
 
     def _thread_feed(self, source: Source) -> DeliveryWatch:
         """A child's thread is a row of its own for watchers: ``<channel> ↳ <agent>``."""
-        return DeliveryWatch(self.monitor, f"{self.policy.name} ↳ {source.agent_id}", live_text=False)
+        return DeliveryWatch(self._rows, f"{self._row} ↳ {source.agent_id}", live_text=False)
 
     # --- what the run worker and the relay read ---------------------------------------------------------
 

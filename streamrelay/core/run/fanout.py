@@ -66,6 +66,16 @@ def place_start(start: RunStart, index: int) -> RunStart:
     )
 
 
+def place_row_name(start: RunStart, index: int) -> str:
+    """The row watchers see place ``index``'s calls on (the live page, ``/ops``): its channel's name, or, when an
+    earlier place has the same channel, ``<channel> → <chat_id>``."""
+    places = start.places()
+    place = places[index]
+    if all(p.channel != place.channel for p in places[:index]):
+        return place.channel
+    return f"{place.channel} → {place.target.chat_id}"
+
+
 def combined_status(rows: Sequence[PlaceReport], *, done: bool) -> ReportStatus:
     """The run's status over its places: ``pending`` until every place is done; ``delivered`` (or ``empty``,
     ``failed``) when every place is; else ``partial`` (some place shows less than its answer)."""
