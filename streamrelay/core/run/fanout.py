@@ -18,7 +18,8 @@ How the people in the loop act across places (docs/ingest.md, "One run, several 
 - An approval is shown in every place that can show it (one shared :class:`~core.run.approvals.ApprovalBook`); a
   decision taken in one is journaled once and shown decided in all. Who may decide is the first place's channel's
   rule.
-- The pipeline lane, the live page and ``/ops`` are the first place's: the other places' progress is in the report.
+- The pipeline lane and the answer watchers read are the run's, made once by the first place's stage; every
+  place's calls are published on the run's monitor, each place on a row of its own (:func:`place_row_name`).
 
 The run ends in one place (:meth:`FanoutController.end`): every place delivers its final at once, and the first
 place records the run's end in the ledger only after every other place recorded its own, so a crash in between
