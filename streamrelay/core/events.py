@@ -223,11 +223,44 @@ class _EventBase(BaseModel):
     lane: Lane = Lane.UI
 
 
+MAX_PLACES = 8
+"""The most places one ``run.start`` may name in ``targets`` (each is a conversation with its own delivery)."""
+
+
+class Place(BaseModel):
+    """One place a fan-out run is delivered to (an item of :attr:`RunStart.targets`): a configured channel and its
+    target, with its own delivery ``mode`` and ``overrides`` (each None / empty: the ``run.start``'s own)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    channel: str = Field(min_length=1)
+    target: Target
+    mode: DeliveryMode | None = None
+    overrides: JsonObject | None = None
+
+
+def _start_schema(schema: dict[str, Any]) -> None:
+    """A ``run.start`` names ``channel`` and ``target``, or ``targets`` (then those two are its first place's)."""
+    schema["required"] = [name for name in schema.get("required", []) if name not in ("channel", "target")]
+    schema["anyOf"] = [{"required": ["channel", "target"]}, {"required": ["targets"]}]
+
+
 class RunStart(_EventBase):
-    """First event of a run: names the configured channel and the target.
+    """First event of a run: names the configured channel and the target, or several places (``targets``).
 
     ``format`` declares a provider-native stream: the run's later lines may then be raw provider events.
+
+    Fan-out (docs/ingest.md "One run, several places"): ``targets`` lists 1 to :data:`MAX_PLACES` places
+    (:class:`Place`), each a (channel, target) of its own, no two the same. ``channel`` and ``target`` may then be
+    left out: they are the first place's (given, they must be it). A place's ``mode`` and ``overrides`` default to
+    the ``run.start``'s. Without ``targets`` a run has one place, ``channel`` and ``target``, as always.
+
+    Raises:
+        pydantic.ValidationError: ``targets`` empty, too long or repeating a place; ``channel`` / ``target`` missing
+            without ``targets``, or not the first place's with them.
     """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_start_schema)
 
     kind: Literal["run.start"] = "run.start"
     channel: str = Field(min_length=1)
@@ -236,6 +269,55 @@ class RunStart(_EventBase):
     format: ProviderFormat | None = None
     overrides: JsonObject = Field(default_factory=dict)
     """Per-run settings of the channel, as sent (:func:`core.policy.apply_overrides` checks them)."""
+    targets: list[Place] | None = Field(default=None, min_length=1, max_length=MAX_PLACES)
+    """The places of a fan-out run, the first one ``channel`` and ``target`` (None: the one place they name)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_place(cls, data: Any) -> Any:
+        """``channel`` and ``target`` left out of a fan-out ``run.start`` are its first place's."""
+        if isinstance(data, dict) and isinstance(targets := data.get("targets"), list) and targets:
+            first = targets[0]
+            if isinstance(first, dict):
+                data = {**data}
+                data.setdefault("channel", first.get("channel"))
+                data.setdefault("target", first.get("target"))
+        return data
+
+    @model_validator(mode="after")
+    def _places_differ(self) -> RunStart:
+        if self.targets is None:
+            return self
+        first = self.targets[0]
+        if (first.channel, first.target) != (self.channel, self.target):
+            raise ValueError(
+                "'channel' and 'target' of a run.start with 'targets' are its first place's: leave them out, "
+                "or give the first place the same"
+            )
+        seen: set[tuple[str, Target]] = set()
+        for place in self.targets:
+            if (place.channel, place.target) in seen:
+                raise ValueError(
+                    f"'targets' names channel {place.channel!r} with target {place.target.model_dump()} twice: "
+                    "each place is shown the answer once, so name it once"
+                )
+            seen.add((place.channel, place.target))
+        return self
+
+    def places(self) -> list[Place]:
+        """Every place the run is delivered to, in order, each with its ``mode`` and ``overrides`` resolved (the
+        ``run.start``'s where the place gives none): one for a run without ``targets``."""
+        if self.targets is None:
+            return [Place(channel=self.channel, target=self.target, mode=self.mode, overrides=self.overrides)]
+        return [
+            Place(
+                channel=p.channel,
+                target=p.target,
+                mode=p.mode if p.mode is not None else self.mode,
+                overrides=p.overrides if p.overrides is not None else self.overrides,
+            )
+            for p in self.targets
+        ]
 
 
 class TextEvent(_EventBase):

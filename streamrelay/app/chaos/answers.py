@@ -154,14 +154,21 @@ def pick_answer(rng: random.Random, recordings: list[Recording]) -> Answer:
 
 
 def run_lines(
-    run: str, channel: str, chat_id: int | str, mode: str, answer: Answer, media: tuple[Media, ...] = ()
+    run: str,
+    channel: str,
+    chat_id: int | str,
+    mode: str,
+    answer: Answer,
+    media: tuple[Media, ...] = (),
+    places: tuple[tuple[str, int | str], ...] = (),
 ) -> list[dict[str, Any]]:
-    """The run's normalized event lines, ``seq`` from 0: ``run.start`` (its delivery ``mode``), one ``text``
-    delta per piece with each ``media`` line after the pieces it follows, ``block_end`` and ``end`` with status
-    ok."""
-    lines: list[dict[str, Any]] = [
-        {"kind": "run.start", "run": run, "channel": channel, "target": {"chat_id": chat_id}, "mode": mode}
-    ]
+    """The run's normalized event lines, ``seq`` from 0: ``run.start`` (its delivery ``mode``; with ``places``, the
+    ``(channel, chat_id)`` of more places, a fan-out ``targets`` list with its own first), one ``text`` delta per
+    piece with each ``media`` line after the pieces it follows, ``block_end`` and ``end`` with status ok."""
+    start: dict[str, Any] = {"kind": "run.start", "run": run, "channel": channel, "target": {"chat_id": chat_id}}
+    if places:
+        start["targets"] = [{"channel": c, "target": {"chat_id": chat}} for c, chat in ((channel, chat_id), *places)]
+    lines: list[dict[str, Any]] = [{**start, "mode": mode}]
     for i, piece in enumerate(answer.pieces):
         lines += [m.line(run) for m in media if m.after == i]
         lines.append({"kind": "text", "run": run, "mode": "delta", "text": piece})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import tempfile
 import time
@@ -109,6 +110,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
             exclusive_bot=options.exclusive_bot,
             stop=chaos.stops.get(p.run),
             approval=approvals.get(p.run),
+            states=outcome_states,
         )
         for p in plans
     }
@@ -142,22 +144,51 @@ def _judged(
     exclusive_bot: bool,
     stop: dict[str, Any] | None,
     approval: ApprovalRecord | None,
+    states: dict[str, dict[str, Any]] | None = None,
 ) -> Verdict:
     """The run judged: its answer by :func:`app.chaos.judge.judge` (its approval's message set aside), its approval
     by :func:`app.chaos.approvals.judge_approval`."""
     chat = state["chats"].get(str(plan.chat_id), [])
     calls = [c for c in state["calls"] if str(c.get("chat_id")) == str(plan.chat_id)]
-    shown, judged_report, judged_calls = set_aside(chat, report, calls)
+    shown, judged_report, judged_calls = set_aside(chat, place_report(report, 0), calls)
     verdict = judge(plan, record, shown, judged_report, exclusive_bot=exclusive_bot, stop=stop, calls=judged_calls)
     verdict.approval = judge_approval(plan, approval, chat)
     verdict.problems += verdict.approval.problems
+    for index, (platform, chat_id) in enumerate(plan.places, start=1):  # a fan-out run: each place judged alone
+        there = (states or {}).get(platform, {"chats": {}, "calls": []})
+        place_chat = there["chats"].get(str(chat_id), [])
+        place_calls = [c for c in there["calls"] if str(c.get("chat_id")) == str(chat_id)]
+        place = dataclasses.replace(plan, platform=platform, chat_id=chat_id, places=())
+        other = judge(
+            place, record, place_chat, place_report(report, index), exclusive_bot=exclusive_bot, calls=place_calls
+        )
+        verdict.lost |= other.lost
+        verdict.lying |= other.lying
+        verdict.unfinished |= other.unfinished
+        verdict.misplaced |= other.misplaced
+        verdict.uncertain |= other.uncertain
+        if other.doubled and not other.doubled_allowed:
+            verdict.doubled = True
+        verdict.problems += [f"{platform} {chat_id}: {problem}" for problem in other.problems]
+        verdict.notes += [f"{platform} {chat_id}: {note}" for note in other.notes]
+        verdict.notes.append(f"fan-out: also judged on {platform} {chat_id}")
     return verdict
+
+
+def place_report(report: dict[str, Any] | None, index: int) -> dict[str, Any] | None:
+    """What a fan-out run's report says of its place ``index`` (its row of ``places`` over the run's fields); the
+    report as it is for a run to one place. None: no report, or no row for that place."""
+    if report is None or not report.get("places"):
+        return report if index == 0 else None
+    rows = report["places"]
+    return {**report, **rows[index], "places": []} if index < len(rows) else None
 
 
 def faulted_calls(outcome: Outcome) -> dict[str, list[dict[str, Any]]]:
     """Per run, the platform calls that got a scripted fault (matched by method and call number) or arrived
     during an outage (by the mock's clock); calls of no run are under ``""``."""
     by_chat = {(p.platform, str(p.chat_id)): p.run for p in outcome.plans}
+    by_chat.update({(platform, str(chat)): p.run for p in outcome.plans for platform, chat in p.places})
     out: dict[str, list[dict[str, Any]]] = {}
     for platform, state in outcome.states.items():
         scripted: dict[tuple[str, int], str] = {}

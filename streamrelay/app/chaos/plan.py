@@ -39,6 +39,12 @@ STOPPED_STREAM_MS = (1500.0, 4000.0)
 """How long a run stopped mid-stream takes to stream (its pace: this over its lines): long enough that the stop
 lands while it streams."""
 STOP_AFTER_END_SHARE = 0.2
+FANOUT_SHARE = 0.6
+"""The share of a one-sidecar campaign's plain runs (no media, stop, approval nor correction) also delivered to a
+second place on another platform (a fan-out ``run.start``, docs/ingest.md "One run, several places"), judged there
+as a run of its own."""
+FANOUT_CHAT_OFFSET = 50_000
+"""A fan-out run's second place is that platform's chat of ``index + FANOUT_CHAT_OFFSET``: no run's own chat."""
 CORRECTION_SHARE = 0.2
 """About this share of the runs without media or a stop is corrected after its report says delivered: its agent
 posts a new final (another slice of a recording: longer or shorter, so messages are edited, sent and deleted)."""
@@ -211,6 +217,8 @@ class RunPlan:
     approval: ApprovalPlan | None = None
     """An approval the run asks (:mod:`app.chaos.approvals`): its line is among ``lines``."""
     correction: CorrectionPlan | None = None
+    places: tuple[tuple[str, int | str], ...] = ()
+    """A fan-out run's other places, ``(platform, chat_id)`` each (its channel is named after its platform)."""
     failover: float | None = None
     """``redis`` with failovers: the fraction of the run's lines at which the Redis primary is killed (a
     ``primary failover`` fault)."""
@@ -330,12 +338,26 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
             text = pick_answer(draw, recordings).text
             kill_ms = draw.randint(0, 600) if draw.random() < CORRECTION_KILL_SHARE else None
             plan.correction = CorrectionPlan(f"fix-{plan.index}", text, kill_ms)
+    if not options.replicated and len(options.platforms) > 1:  # its own generator: the plans above stay the seed's
+        _add_fanout(options, plans)
     if options.replicated and options.failovers > 0:  # its own generator: the plans without failovers stay the same
         draw = random.Random(f"failover-{options.seed}")
         candidates = list(range(min(2, options.runs - 1), options.runs))
         for index in sorted(draw.sample(candidates, min(options.failovers, len(candidates)))):
             plans[index].failover = draw.uniform(0.1, 0.9)
     return plans
+
+
+def _add_fanout(options: Options, plans: list[RunPlan]) -> None:
+    """Seeded apart (``fanout-<seed>``): a share of the plain runs (:data:`FANOUT_SHARE`) also go to a second place,
+    another platform's chat no run has (:data:`FANOUT_CHAT_OFFSET`); their ``run.start`` gets ``targets``."""
+    draw = random.Random(f"fanout-{options.seed}")
+    for plan in plans:
+        plain = not plan.media and plan.stop is None and plan.approval is None and plan.correction is None
+        if draw.random() < FANOUT_SHARE and plain:
+            other = draw.choice([p for p in options.platforms if p != plan.platform])
+            plan.places = ((other, chat_id(other, plan.index + FANOUT_CHAT_OFFSET)),)
+            plan.lines = run_lines(plan.run, plan.platform, plan.chat_id, plan.mode, plan.answer, (), plan.places)
 
 
 def _add_media_and_stop(rng: random.Random, plan: RunPlan) -> None:

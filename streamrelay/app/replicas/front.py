@@ -316,13 +316,16 @@ class ReplicaFront:
         return partition, run, raw if raw is not None else json.dumps({**obj, "run": run}, ensure_ascii=False)
 
     async def _start(self, event: RunStart) -> int:
-        channel = self.channels.get(event.channel)
-        if channel is None:
-            known = ", ".join(sorted(self.channels)) or "none"
-            raise IngestError(f"unknown channel {event.channel!r}: configured channels are {known}")
-        problem = channel.adapter.check_target(event.target)
-        if problem is not None:
-            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
+        """The partition of a new run: its first place's conversation's (a fan-out run's other places are delivered
+        by the same owner), every place's channel and target checked first."""
+        for place in event.places():
+            channel = self.channels.get(place.channel)
+            if channel is None:
+                known = ", ".join(sorted(self.channels)) or "none"
+                raise IngestError(f"unknown channel {place.channel!r}: configured channels are {known}")
+            problem = channel.adapter.check_target(place.target)
+            if problem is not None:
+                raise IngestError(f"bad target for channel {place.channel!r}: {problem}")
         partition = partition_of(conversation_key(event.channel, event.target.chat_id), self._partitions)
         if await self._index.claim(event.run, partition, control_key(event.run)) != partition:
             raise IngestError(

@@ -27,6 +27,28 @@ class PartFact(BaseModel):
     error: str | None = Field(default=None, description="Why it failed or is uncertain.")
 
 
+class PlaceFact(BaseModel):
+    """One place of a fan-out run (a ``run.start`` with ``targets``): its channel, target and what it shows."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    channel: str
+    target: dict[str, str | int] = Field(description="The place's target as the run.start named it.")
+    ledger_run: str = Field(
+        description="Its ledger records' run id: the run's for the first place, <run>/to:<i> after."
+    )
+    done: bool = False
+    status: ReportStatus = ReportStatus.PENDING
+    end_status: str | None = None
+    confirmed: int = Field(default=0, ge=0)
+    uncertain: int = Field(default=0, ge=0)
+    failed: int = Field(default=0, ge=0)
+    unsent: int = Field(default=0, ge=0)
+    message_ids: list[str] = Field(default_factory=list, description="This place's confirmed messages' ids, in order.")
+    parts: list[PartFact] = Field(default_factory=list, description="This place's message parts.")
+    errors: list[str] = Field(default_factory=list)
+
+
 class RunReport(BaseModel):
     """What a run's channel really shows: ``status`` in one word and the parts counted by state.
 
@@ -55,3 +77,8 @@ class RunReport(BaseModel):
     parts: list[PartFact] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list, description="What went wrong, one line each.")
     gaps: list[str] = Field(default_factory=list, description="Input the run lost (a seq gap): at best partial.")
+    places: list[PlaceFact] = Field(
+        default_factory=list,
+        description="A fan-out run's places, one row each (empty for one place); the fields above are then the first "
+        "place's, but status and done (the run's over every place) and errors (every place's).",
+    )

@@ -38,6 +38,7 @@ from streamrelay.core.events import (
     End,
     Event,
     Lane,
+    Place,
     ProviderFormat,
     RunEvent,
     RunStart,
@@ -71,6 +72,7 @@ from streamrelay.core.run.approvals import (
     take_expiry,
 )
 from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
+from streamrelay.core.run.fanout import FanoutController, place_ledger_run, place_row_name, place_start
 from streamrelay.core.run.inbox import Inbox
 from streamrelay.core.run.monitor import RunMonitor
 from streamrelay.core.run.stop import STOPPED_ERROR, is_stop_note
@@ -751,7 +753,7 @@ class Admission:
 
     @staticmethod
     def _check_replayed_start(first: RunStart, again: RunStart) -> None:
-        fields = ("channel", "target", "mode", "format", "overrides")
+        fields = ("channel", "target", "mode", "format", "overrides", "targets")
         changed = [f for f in fields if getattr(first, f) != getattr(again, f)]
         if changed:
             raise IngestError(
@@ -768,20 +770,14 @@ class Admission:
                 before with another channel or target (409).
         """
         client = self.limits_for(event.run)
-        channel = self.channels.get(event.channel) if client.may_use(event.channel) else None
-        if channel is None:  # a channel the client may not use is unknown to it: its name is not revealed
-            known = ", ".join(sorted(name for name in self.channels if client.may_use(name))) or "none"
-            raise IngestError(f"unknown channel {event.channel!r}: the channels you may use are {known}")
+        channels = [self._place_channel(client, place) for place in event.places()]  # every place, or a 400
         if not replay:  # a journaled run resumes whatever the limits are now: it was taken once
             self._check_room(client)
-        problem = channel.adapter.check_target(event.target)
-        if problem is not None:
-            raise IngestError(f"bad target for channel {event.channel!r}: {problem}")
         self.clients.started(event.run)  # the slot is held across the await below: concurrent starts see it
         self._starting += 1
         registered: ActiveRun | None = None
         try:
-            registered = await self._build(event, channel, client, replay=replay)
+            registered = await self._build(event, channels, client, replay=replay)
         finally:
             self._starting -= 1
             if (
@@ -791,6 +787,22 @@ class Admission:
             ):
                 self.clients.left(event.run, ended=registered is None)  # not this start's run: its slot back
         return registered
+
+    def _place_channel(self, client: ClientLimits, place: Place) -> ChannelRuntime:
+        """The channel of one place of a ``run.start`` (its only one, or one of its ``targets``), checked for the
+        client: a fan-out run goes only to channels its client may use, each place's target checked by its channel.
+
+        Raises:
+            IngestError: 400, a channel unknown to the client (one it may not use is not revealed) or a bad target.
+        """
+        channel = self.channels.get(place.channel) if client.may_use(place.channel) else None
+        if channel is None:  # a channel the client may not use is unknown to it: its name is not revealed
+            known = ", ".join(sorted(name for name in self.channels if client.may_use(name))) or "none"
+            raise IngestError(f"unknown channel {place.channel!r}: the channels you may use are {known}")
+        problem = channel.adapter.check_target(place.target)
+        if problem is not None:
+            raise IngestError(f"bad target for channel {place.channel!r}: {problem}")
+        return channel
 
     def _check_room(self, client: ClientLimits) -> None:
         """Raise the 429 (the client's active runs) or the 503 (the sidecar's) that refuses one more run."""
@@ -809,7 +821,7 @@ class Admission:
             )
 
     async def _build(
-        self, event: RunStart, channel: ChannelRuntime, client: ClientLimits, *, replay: bool
+        self, event: RunStart, channels: list[ChannelRuntime], client: ClientLimits, *, replay: bool
     ) -> ActiveRun | None:
         """The run of ``event``, registered (or the one a concurrent start registered first); None when the ledger
         says it already ended.
@@ -826,7 +838,30 @@ class Admission:
                     f"run {event.run!r} was started before on another channel or target; use a new run id",
                     status=409,
                 )
-        policy = apply_overrides(channel.policy, event.overrides)
+        monitor = RunMonitor(event.run, buffer=self.limits.live_buffer)
+        places = [self._place(event, i, channel, client, monitor) for i, channel in enumerate(channels)]
+        controller: RunController | FanoutController = places[0] if len(places) == 1 else FanoutController(places)
+        normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
+        gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
+        run = ActiveRun(controller, Inbox(self.limits.queue_size), gate, normalizer, [] if replay else None)
+        if controller.policy.approve_actions:  # its calls a person must approve are found here (:meth:`hold_calls`)
+            run.holds = ToolCallCollector(self._validator)
+        run.seqs = SeqFloor(floor=event.seq)
+        run.usage.max_seq = event.seq
+        run.limits = client
+        run.usage.charge([event], client, enforce=False)
+        return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
+
+    def _place(
+        self, event: RunStart, index: int, channel: ChannelRuntime, client: ClientLimits, monitor: RunMonitor
+    ) -> RunController:
+        """The controller of place ``index`` of ``event`` on ``channel`` (:mod:`core.run.fanout`): its channel's
+        policy with the place's overrides and mode, capped by the client's ``max_messages_per_run``; its own send
+        chain and ledger run id. The first place's stage publishes on the run's ``monitor``; a later place's calls
+        are published there on a row of their own (:func:`core.run.fanout.place_row_name`), its stage on a monitor
+        of its own (the answer is the first place's)."""
+        place = event.places()[index]
+        policy = apply_overrides(channel.policy, place.overrides or {})
         if policy.max_messages is None or policy.max_messages > client.max_messages_per_run:  # the stricter cap
             policy = replace(
                 policy,
@@ -841,31 +876,23 @@ class Admission:
                 )
             joined = tuple(dict.fromkeys((*policy.approve_actions, *client.approve_actions)))
             policy = replace(policy, approve_actions=joined)
-        if event.mode is not None and event.mode is not policy.delivery:
-            policy = replace(policy, delivery=policy.delivery_for(event.mode))  # no edits: preview runs as block
-        controller = RunController(
-            event,
+        if place.mode is not None and place.mode is not policy.delivery:
+            policy = replace(policy, delivery=policy.delivery_for(place.mode))  # no edits: preview runs as block
+        return RunController(
+            place_start(event, index),
             policy,
             channel.adapter,
-            channel.chain_for(event.target, self._clock),
+            channel.chain_for(place.target, self._clock),
             self._ledger,
             self._clock,
             validator=self._validator,
             chain_for=lambda target: channel.chain_for(target, self._clock),
             release=channel.release,
-            monitor=RunMonitor(event.run, buffer=self.limits.live_buffer),
+            monitor=monitor if index == 0 else RunMonitor(event.run, buffer=self.limits.live_buffer),
             retry_window_s=self.limits.idle_s,
+            ledger_run=place_ledger_run(event.run, index),
+            rows=None if index == 0 else (monitor, place_row_name(event, index)),
         )
-        normalizer = make_normalizer(event.format, event.run) if event.format is not None else None
-        gate = SeqGate(self.limits.gap_timeout_s, last=event.seq)
-        run = ActiveRun(controller, Inbox(self.limits.queue_size), gate, normalizer, [] if replay else None)
-        if policy.approve_actions:  # its calls a person must approve are found here (:meth:`hold_calls`)
-            run.holds = ToolCallCollector(self._validator)
-        run.seqs = SeqFloor(floor=event.seq)
-        run.usage.max_seq = event.seq
-        run.limits = client
-        run.usage.charge([event], client, enforce=False)
-        return self.runs.setdefault(event.run, run)  # the first registered wins (concurrent requests)
 
 
 def _charge(run: ActiveRun, events: list[Event], limits: ClientLimits, *, enforce: bool) -> None:

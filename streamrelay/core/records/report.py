@@ -6,7 +6,11 @@ Shape (JSON)::
      "status": "delivered" | "partial" | "failed" | "empty" | "pending",
      "confirmed": 3, "uncertain": 0, "failed": 0, "unsent": 0, "degraded": false, "media": 1, "media_parts": 1,
      "message_ids": ["11", "12", "13"], "parts": [{"slot": 0, "role": "answer", "state": "acked", ...}],
-     "end_status": "ok", "errors": ["..."], "gaps": []}
+     "end_status": "ok", "errors": ["..."], "gaps": [],
+     "places": [{"channel": "slack", "target": {"chat_id": "C1"}, "ledger_run": "r1/to:1", "status": "delivered",
+                 "message_ids": ["1700000000.000100"], ...}]}
+
+``places`` has a row per place of a fan-out run (:mod:`core.run.fanout`), empty for a run to one place.
 
 ``confirmed`` / ``uncertain`` / ``failed`` / ``unsent`` count message parts (one part = one platform message).
 ``media`` counts the media messages confirmed, ``media_parts`` the media items the run should show (a media part
@@ -84,6 +88,26 @@ class PartReport(BaseModel):
     error: str | None = None
 
 
+class PlaceReport(BaseModel):
+    """One place of a fan-out run (a ``run.start`` with ``targets``): what its channel shows, in the run's report's
+    ``places``, in the ``targets``' order (:mod:`core.run.fanout`)."""
+
+    channel: str
+    target: dict[str, str | int]
+    ledger_run: str
+    """The run id its ledger records are kept under (the run's own for the first place, ``<run>/to:<i>`` after)."""
+    done: bool = False
+    status: ReportStatus = ReportStatus.PENDING
+    end_status: str | None = None
+    confirmed: int = 0
+    uncertain: int = 0
+    failed: int = 0
+    unsent: int = 0
+    message_ids: list[str] = Field(default_factory=list)
+    parts: list[PartReport] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+
 class DeliveryReport(BaseModel):
     """What a run's channel shows, with the confirmed, uncertain, failed and unsent parts."""
 
@@ -105,6 +129,9 @@ class DeliveryReport(BaseModel):
     parts: list[PartReport] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     gaps: list[str] = Field(default_factory=list)
+    places: list[PlaceReport] = Field(default_factory=list)
+    """A fan-out run's places, one row each (empty for a run to one place). The fields above are then the first
+    place's, but ``status`` and ``done``, which are the run's over every place, and ``errors``, every place's."""
 
 
 def summarize(

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from streamrelay.core.clock import Clock
@@ -97,6 +97,10 @@ class RunController:
             ``subagents = "thread"`` (each child's thread is a conversation of its own).
         monitor: the run's live progress for watchers (a new one when not given).
         retry_window_s: how long calls that are safe to retry are retried through an outage (seconds).
+        ledger_run: the ledger's run id of this conversation (None: the run's own); a fan-out run's later places
+            have their own (:func:`core.run.fanout.place_ledger_run`), as a sub-agent's thread does.
+        rows: where each call's outcome is published for watchers, and the row's name (None: ``monitor``, the
+            channel's name); a fan-out run's later places publish on the run's monitor, their stage on their own.
     """
 
     def __init__(
@@ -113,8 +117,15 @@ class RunController:
         release: Callable[[Target], None] | None = None,
         monitor: RunMonitor | None = None,
         retry_window_s: float = 600.0,
+        ledger_run: str | None = None,
+        rows: tuple[RunMonitor, str] | None = None,
     ) -> None:
         self.run = start.run
+        self.ledger_run = ledger_run if ledger_run is not None else start.run
+        """The run id its ledger records (its parts, its start and end) are kept under."""
+        self.before_end: Callable[[], Awaitable[None]] | None = None
+        """Awaited just before the run's end is recorded in the ledger (a fan-out run's first place waits there for
+        the other places' ends: the first place's record ended is what says the whole run ended)."""
         self.start_event = start
         self.stream_end: EndStatus | None = None
         """How the run's stream said it ended badly (the first root ``error`` with ``ends``): its ``end`` ``ok`` then
@@ -125,14 +136,15 @@ class RunController:
         self._adapter, self._chain = adapter, chain
         self.lane = lane if lane is not None else PipelineLane(start.run)
         self.monitor = monitor if monitor is not None else RunMonitor(start.run)
-        watch = DeliveryWatch(self.monitor, policy.name, live_text=policy.live_text)
+        self._rows, self._row = rows if rows is not None else (self.monitor, policy.name)
+        watch = DeliveryWatch(self._rows, self._row, live_text=policy.live_text)
         self.approvals = ApprovalBook()
         """The run's approvals (:mod:`core.run.approvals`): admission takes and decides them, the stage shows them."""
         self.stop_controls: StopControlKeeper | None = None
         if policy.stop_button and isinstance(adapter, StopControls):
             self.stop_controls = StopControlKeeper(run=start.run, controls=adapter, target=start.target, feed=watch)
         conversation = open_conversation(
-            run=start.run,
+            run=self.ledger_run,
             policy=policy,
             adapter=adapter,
             chain=chain,
@@ -185,10 +197,32 @@ class RunController:
         )
         self.stage.approvals = self.approvals
         self.stage.approval_buttons = isinstance(adapter, StopControls)
+        self.stage_handle: Callable[[RunEvent], None] = self.stage.handle
+        """Apply one text event to the stage (the worker's fast path: no end, Stop nor error event)."""
+        self.stage_deadline: Callable[[], float | None] = self.stage.mode.deadline
+        """The stage's next timer (its delivery mode's), or None."""
+
+    def share_approvals(self, book: ApprovalBook) -> None:
+        """Show ``book``'s approvals (a fan-out run's places share the first place's: one decision, shown in all)."""
+        self.approvals = book
+        self.stage.approvals = book
+
+    @property
+    def places(self) -> list[tuple[str, Target]]:
+        """``(channel, target)`` of every conversation this run holds a send chain of (one here)."""
+        return [(self.policy.name, self.start_event.target)]
+
+    def catching_up(self, on: bool) -> None:
+        """A resumed run takes its journaled backlog: only the resulting state is sent."""
+        self.rec.book.catching_up = on
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when delivery stops on a store it cannot write (or ownership lost)."""
+        self.rec.on_lost.append(callback)
 
     def _thread_feed(self, source: Source) -> DeliveryWatch:
         """A child's thread is a row of its own for watchers: ``<channel> ↳ <agent>``."""
-        return DeliveryWatch(self.monitor, f"{self.policy.name} ↳ {source.agent_id}", live_text=False)
+        return DeliveryWatch(self._rows, f"{self._row} ↳ {source.agent_id}", live_text=False)
 
     # --- what the run worker and the relay read ---------------------------------------------------------
 
@@ -213,13 +247,13 @@ class RunController:
         """Record the run and restore parts delivered before a restart; start delivering."""
         await self._ledger.start_run(
             RunRecord(
-                run=self.run,
+                run=self.ledger_run,
                 channel=self.policy.name,
                 target=self.start_event.target.model_dump(mode="json"),
                 mode=str(self.policy.delivery),
             )
         )
-        self.rec.restore(await self._ledger.parts(self.run))
+        self.rec.restore(await self._ledger.parts(self.ledger_run))
         self.rec.controls_restored(buttons=self.stage.approval_buttons)
         self.stage.opened(self._platform)
         self.rec.start()
@@ -321,7 +355,10 @@ class RunController:
         )
         if undone:
             await self._ledger.record_undelivered(undone)
-        await self._ledger.end_run(self.run, str(end.status), self.stage.errors)
+        if self.before_end is not None:  # a fan-out run's first place: delivered, the run's end waits for the rest
+            self.stage.done = True
+            await self.before_end()
+        await self._ledger.end_run(self.ledger_run, str(end.status), self.stage.errors)
         self.stage.done = True
         report = self.stage.report()
         delivery = with_gaps(self.stage.report(), list(gaps)).status if gaps else report.status

@@ -39,6 +39,7 @@ import asyncio
 import dataclasses
 import enum
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
@@ -55,7 +56,7 @@ from streamrelay.core.errors import (
     TargetNotFoundError,
     TransientDeliveryError,
 )
-from streamrelay.core.events import RunCorrect, RunRetract, Target
+from streamrelay.core.events import MAX_PLACES, RunCorrect, RunRetract, Target
 from streamrelay.core.policy import Splitter
 from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, TextFormat
 from streamrelay.core.records.corrections import (
@@ -71,6 +72,7 @@ from streamrelay.core.records.corrections import (
 )
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import PartState, SlotRole
+from streamrelay.core.run.fanout import place_ledger_run
 from streamrelay.core.text.safe_text import safe_text
 
 CORRECTION_HEAD = "✏️ Correction:"
@@ -84,6 +86,9 @@ RETRIES = 6
 """How many times an edit, a delete or a settle is tried through an outage or 429s before its step is ``failed``."""
 RETRY_MAX_S = 15.0
 """The longest wait between two tries (seconds)."""
+
+
+_log = logging.getLogger("streamrelay.corrections")
 
 
 def correction_delivery_id(run: str, correction_id: str, step: int) -> str:
@@ -335,6 +340,10 @@ class Corrections:
         """Take a correction of run ``run`` (a run key) and apply it; the record as it then stands. The same id sent
         again returns the first one (its unfinished steps tried again), never applies it twice.
 
+        A fan-out run's correction applies to every place (:mod:`core.run.fanout`), each its own record under the
+        place's ledger run id; the record returned, and any refusal raised, is the first place's (another place that
+        refuses it, e.g. one that shows no answer, is logged).
+
         Raises:
             CorrectionError: 404 the run is unknown (or another client's); 409 it has not ended, it shows no answer
                 message, it was retracted, the id names another correction, or its channel is not configured here.
@@ -344,6 +353,37 @@ class Corrections:
             text = safe_text(asked.text)
         else:  # a retraction keeps its reason as its text (shown in its marker lines and notice)
             text = safe_text(asked.reason) if asked.reason else ""
+        first: CorrectionRecord | CorrectionError
+        try:
+            first = await self._submit_one(run, asked, kind, text)
+        except CorrectionError as exc:
+            first = exc
+        ended = await self.ledger.get_run(run)
+        if ended is not None and ended.ended:  # a fan-out run ended in every place once its first place's end is
+            for place_run in await self._other_places(run):  # a fan-out run: every place is corrected the same
+                try:
+                    await self._submit_one(place_run, asked, kind, text)
+                except CorrectionError as exc:
+                    _log.warning("correction %s of run %s not applied there: %s", asked.id, place_run, exc)
+        if isinstance(first, CorrectionError):
+            raise first
+        return first
+
+    async def _other_places(self, run: str) -> tuple[str, ...]:
+        """The ledger run ids of a fan-out run's places after the first (:func:`core.run.fanout.place_ledger_run`),
+        in order; none for a run to one place. O(places) ledger reads."""
+        found: tuple[str, ...] = ()
+        for index in range(1, MAX_PLACES):
+            place_run = place_ledger_run(run, index)
+            if await self.ledger.get_run(place_run) is None:
+                break
+            found += (place_run,)
+        return found
+
+    async def _submit_one(
+        self, run: str, asked: RunCorrect | RunRetract, kind: CorrectionKind, text: str
+    ) -> CorrectionRecord:
+        """:meth:`submit` for one conversation's ledger run id ``run``."""
         async with self._lock(run):
             record = await self.store.correction(run, asked.id)
             if record is not None:

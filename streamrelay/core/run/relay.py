@@ -38,10 +38,10 @@ from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
 from streamrelay.core.normalize import make_normalizer
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
-from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
+from streamrelay.core.records.report import DeliveryReport, with_gaps
 from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
-from streamrelay.core.run.controller import RunController
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
+from streamrelay.core.run.fanout import Controller, rebuilt_report
 from streamrelay.core.run.finished import FinishedRuns, finished_record
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
@@ -428,7 +428,7 @@ class Relay:
             self._not_opened(run)
             raise
         run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
-        run.controller.rec.on_lost.append(lambda: self._lost(run))
+        run.controller.on_lost(lambda: self._lost(run))
 
     def _not_opened(self, run: ActiveRun) -> None:
         """The run's open failed (its ledger's ``start_run`` or ``parts`` met a store outage, or a Redis primary with
@@ -441,9 +441,14 @@ class Relay:
             del self._runs[run.run]
             self._admission.clients.left(run.run, ended=False)  # it goes on, here or at another owner
             self.interrupted.add(run.run)
-        runtime = self.channels.get(run.controller.policy.name)
-        if runtime is not None:
-            runtime.release(run.controller.start_event.target)
+        self._release(run.controller)
+
+    def _release(self, controller: Controller) -> None:
+        """Give back the send chain of every conversation of the run (each of a fan-out run's places)."""
+        for channel, target in controller.places:
+            runtime = self.channels.get(channel)
+            if runtime is not None:
+                runtime.release(target)
 
     def _lost(self, run: ActiveRun) -> None:
         """The run's delivery loop stopped on a store it could not write (or lost ownership): the run stops where it
@@ -478,9 +483,7 @@ class Relay:
             if self._runs.get(controller.run) is run:
                 del self._runs[controller.run]
                 self._admission.clients.left(run.run, ended=controller.done)  # else it goes on elsewhere
-            runtime = self.channels.get(controller.policy.name)
-            if runtime is not None:
-                runtime.release(controller.start_event.target)
+            self._release(controller)
             report = with_gaps(controller.report(), run.gate.gaps)
             if controller.done:
                 self._ended(report, self._clock.now() - run.opened_at_s)
@@ -524,7 +527,7 @@ class Relay:
 
     # --- reading ----------------------------------------------------------------------------------------
 
-    def controller(self, run_id: str) -> RunController | None:
+    def controller(self, run_id: str) -> Controller | None:
         """The controller of an active run (None once it finished)."""
         run = self._runs.get(run_id)
         return run.controller if run is not None else None
@@ -634,13 +637,7 @@ class Relay:
         finished = self._finished.get(run_id)
         if finished is not None:
             return finished.report
-        record = await self._ledger.get_run(run_id)
-        if record is None:
-            return None
-        parts = [p.report() for p in await self._ledger.parts(run_id)]
-        report = summarize(run_id, record.channel, parts, done=record.ended, end_status=record.end_status)
-        report.errors = record.errors + report.errors
-        return report
+        return await rebuilt_report(self._ledger, run_id)
 
     async def wait_done(self, run_id: str, timeout_s: float) -> DeliveryReport | None:
         """Wait until the run is finalized (or the timeout passes); return its report. A run taken but not opened

@@ -25,7 +25,8 @@ from streamrelay.core.ingest.sequencer import SeqFloor, SeqGate, join_deltas
 from streamrelay.core.lanes.pipeline import ToolCallCollector
 from streamrelay.core.normalize import Normalizer
 from streamrelay.core.run.approvals import ApprovalBook
-from streamrelay.core.run.controller import IDLE_REASON, Broken, Quiet, RunController
+from streamrelay.core.run.controller import IDLE_REASON, Broken, Quiet
+from streamrelay.core.run.fanout import Controller
 from streamrelay.core.run.inbox import Inbox
 
 _log = logging.getLogger("streamrelay.relay")
@@ -38,7 +39,7 @@ BATCH = 256
 class ActiveRun:
     """An accepted run while it is delivered: its controller, its input queue and ``seq`` gate."""
 
-    controller: RunController
+    controller: Controller
     queue: Inbox[RunEvent]
     gate: SeqGate
     normalizer: Normalizer | None
@@ -125,9 +126,8 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     """
     controller = run.controller
     queue, gate = run.queue, run.gate
-    stage = controller.stage
-    stage_deadline = stage.mode.deadline  # the stage's timers are its delivery mode's
-    stage_handle: Callable[[RunEvent], None] = stage.handle
+    stage_deadline = controller.stage_deadline  # the stage's timers are its delivery mode's
+    stage_handle: Callable[[RunEvent], None] = controller.stage_handle
     gate_deadline, take, waiter_of = gate.deadline, queue.take, queue.waiter
     last_event_at = clock.now() - run.quiet_s
     try:
@@ -187,12 +187,11 @@ async def _catch_up(run: ActiveRun, now: float) -> bool:
     backlog, run.backlog = run.backlog, None
     if not backlog:
         return False
-    book = run.controller.rec.book
-    book.catching_up = True
+    run.controller.catching_up(True)
     try:
         return await _apply(run, backlog, now)
     finally:
-        book.catching_up = False
+        run.controller.catching_up(False)
 
 
 def _took(
@@ -220,7 +219,7 @@ async def _apply(run: ActiveRun, batch: list[RunEvent], now: float) -> bool:
     return await _handle(run.controller, _ordered(run, batch, now), run.gate.gaps)
 
 
-async def _handle(controller: RunController, ready: list[RunEvent], gaps: Sequence[str] = ()) -> bool:
+async def _handle(controller: Controller, ready: list[RunEvent], gaps: Sequence[str] = ()) -> bool:
     """Apply ``ready``, finalizing the run at its root ``end`` or a Stop; True when it was finalized."""
     ending = _feed(controller, ready)
     if ending is None:
@@ -229,7 +228,7 @@ async def _handle(controller: RunController, ready: list[RunEvent], gaps: Sequen
     return True
 
 
-def _feed(controller: RunController, ready: list[RunEvent]) -> End | Stop | None:
+def _feed(controller: Controller, ready: list[RunEvent]) -> End | Stop | None:
     """Apply ``ready`` to the run up to its root ``end`` or a Stop, which is returned (None: none came)."""
     handle = controller.handle
     for item in ready:
