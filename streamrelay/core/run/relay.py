@@ -47,6 +47,7 @@ from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
 from streamrelay.core.run.worker import ActiveRun, consecutive, work
 from streamrelay.core.tasks import stop_all
+from streamrelay.core.trace import RUN_TRACE
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -417,12 +418,19 @@ class Relay:
             return
         run.opened = True  # before the await: a concurrent request must not open it again
         run.opened_at_s = self._clock.now()
+        # The run's trace context (core/trace.py) in the context its tasks are made in: the delivery loop started by
+        # open() and the worker copy it, so every call they make is traced under it; reset at once, so the
+        # request's own task (which may carry several runs) never keeps it.
+        traced = RUN_TRACE.set(run.controller.start_event.trace())
         try:
-            await run.controller.open()
-        except BaseException:
-            self._not_opened(run)
-            raise
-        run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
+            try:
+                await run.controller.open()
+            except BaseException:
+                self._not_opened(run)
+                raise
+            run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
+        finally:
+            RUN_TRACE.reset(traced)
         run.controller.rec.on_lost.append(lambda: self._lost(run))
 
     def _not_opened(self, run: ActiveRun) -> None:
