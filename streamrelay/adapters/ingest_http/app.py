@@ -83,6 +83,7 @@ from streamrelay.adapters.ingest_http.lines import (
 )
 from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
 from streamrelay.adapters.ingest_http.push_back import cut_at
+from streamrelay.adapters.ingest_http.records import RecordRoutes
 from streamrelay.adapters.ingest_http.stop import StopRoutes
 from streamrelay.adapters.ingest_http.tracing import IngestTrace, ingest_span
 from streamrelay.core.errors import IngestError, StoreUnavailableError
@@ -460,6 +461,7 @@ def create_app(
             Route("/v1/runs/{run}/approvals/{id}", approvals.decide, methods=["POST"]),
             Route("/v1/runs/{run}/approvals/{id}", approvals.show, methods=["GET"]),
             Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
+            *RecordRoutes(relay, callers).routes(),
             *(DeskRoutes(desk, callers).routes() if desk is not None else [no_desk_route()]),
             *(CorrectionRoutes(corrections, callers).routes() if corrections is not None else no_corrections_routes()),
             *extra_routes,

@@ -40,6 +40,7 @@ from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJourna
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
 from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
+from streamrelay.core.run.audit import AuditReport, audit_run
 from streamrelay.core.run.controller import RunController
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.finished import FinishedRuns, finished_record
@@ -499,6 +500,14 @@ class Relay:
                 self.observer.run_ended(report, duration_s)
             except Exception:
                 _log.exception("run %s: its end could not be counted", report.run)
+
+    async def audit(self, run: str) -> AuditReport:
+        """What the platform shows now of ``run``'s delivered messages (:func:`core.run.audit.audit_run`).
+
+        Raises:
+            AuditError: the ledger knows no such run, or its channel is not configured here.
+        """
+        return await audit_run(run, self._ledger, self.channels)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
         """Stop the active run ``run_id`` for its reader (:func:`core.run.stop.stop_run`: journaled, idempotent).
