@@ -41,7 +41,7 @@ app = typer.Typer(
     add_completion=False,
 )
 register_corrections(runs_app)
-register_records(app)
+register_records(app, runs_app)
 app.add_typer(runs_app, name="runs")
 app.add_typer(deliveries_app, name="deliveries")
 

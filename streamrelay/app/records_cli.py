@@ -81,6 +81,21 @@ def audit(
         raise typer.Exit(DRIFT_EXIT)
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``audit`` to the top-level commands."""
+def erase(
+    run: RunArg, url: UrlOption = DEFAULT_URL, token_env: TokenEnvOption = TOKEN_ENV, as_json: JsonOption = False
+) -> None:
+    """Erase RUN's text from every store the sidecar keeps (journal, ledger, desk, corrections, memory): its ids,
+    states and counts stay. The run must have ended (stop it first). Running it again removes nothing more."""
+    answer = _request("DELETE", f"/v1/runs/{quote(run, safe='')}", url, token_env)
+    if as_json:
+        typer.echo(json.dumps(answer, indent=1, ensure_ascii=False))
+        return
+    removed = answer.get("removed") or {}
+    what = ", ".join(f"{store}: {count}" for store, count in removed.items())
+    console.print(f"run {escape(run)} erased ({escape(what)})", highlight=False)
+
+
+def register(app: typer.Typer, runs: typer.Typer) -> None:
+    """Add ``audit`` to the top-level commands and ``erase`` to ``streamrelay runs``."""
     app.command("audit")(audit)
+    runs.command("erase")(erase)

@@ -7,6 +7,11 @@ with every run route):
   (:mod:`core.run.audit`): 200 ``{"run", "channel", "platform", "readable", "note", "messages": [{"slot", "role",
   "message_id", "verdict", "detail"}], "drift"}``; 404 for a run the ledger does not know; 501 when this sidecar
   cannot audit (a replica's front: ask the run's owner).
+- ``DELETE /v1/runs/{run}``: erase the run's text from every store the sidecar keeps
+  (:meth:`core.run.relay.Relay.erase`: memory, journal, ledger with its desk entries and corrections, the adapters'
+  render caches): 200 ``{"run", "erased": true, "removed": {"memory", "journal", "ledger"}}``; 409 while the run is
+  active (stop it first), 404 for a run no store knows, 501 when this sidecar cannot erase (a replica's front, a store
+  without erasure). Idempotent: erasing again answers 200 with nothing removed.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.ingest_http.callers import Callers, run_of
+from streamrelay.core.errors import IngestError
 from streamrelay.core.run.audit import AuditError
 
 
@@ -35,7 +41,10 @@ class RecordRoutes:
 
     def routes(self) -> list[BaseRoute]:
         """The routes, for :func:`adapters.ingest_http.app.create_app`."""
-        return [Route("/v1/runs/{run}/audit", self.audit, methods=["GET"])]
+        return [
+            Route("/v1/runs/{run}/audit", self.audit, methods=["GET"]),
+            Route("/v1/runs/{run}", self.erase, methods=["DELETE"]),
+        ]
 
     async def audit(self, request: Request) -> JSONResponse:
         found = run_of(request, self.callers.authorize)
@@ -51,3 +60,19 @@ class RecordRoutes:
         except AuditError:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         return JSONResponse(report.public(run))
+
+    async def erase(self, request: Request) -> JSONResponse:
+        found = run_of(request, self.callers.authorize)
+        if isinstance(found, JSONResponse):
+            return found
+        caller, key = found
+        run = request.path_params["run"]
+        erase = getattr(self.relay, "erase", None)
+        if erase is None:
+            return JSONResponse({"error": "this sidecar cannot erase runs: ask the run's owner"}, status_code=501)
+        try:
+            removed = await erase(key)
+        except IngestError as exc:
+            message = f"unknown run {run!r}" if exc.status == 404 else caller.public(str(exc)).replace(key, run)
+            return JSONResponse({"error": message}, status_code=exc.status)
+        return JSONResponse({"run": run, "erased": True, "removed": removed})

@@ -20,6 +20,7 @@ from typing import TypeVar
 from streamrelay.adapters.ops.metrics import ServiceMetrics
 from streamrelay.core.ports import PendingSend
 from streamrelay.core.records.desk import DeskEntry
+from streamrelay.core.records.erase import Erasable
 from streamrelay.core.records.journal import EndedRun, Journal, JournalEntry
 from streamrelay.core.records.ledger import Ledger, PartRecord, RunRecord
 from streamrelay.core.records.report import PartState, SlotRole
@@ -94,6 +95,14 @@ class MeteredJournal:
 
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)
+
+    async def erase(self, run: str) -> int:
+        """The inner journal's erasure (:class:`core.records.erase.Erasable`).
+
+        Raises:
+            NotImplementedError: the inner journal cannot erase.
+        """
+        return await _erase(self.inner, run)
 
     async def close(self) -> None:
         await self.inner.close()
@@ -177,5 +186,20 @@ class MeteredLedger:
     async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
         await self.inner.record_undelivered(entries)
 
+    async def erase(self, run: str) -> int:
+        """The inner ledger's erasure (:class:`core.records.erase.Erasable`); the run's remembered channel and
+        uncertain parts are ids, kept.
+
+        Raises:
+            NotImplementedError: the inner ledger cannot erase.
+        """
+        return await _erase(self.inner, run)
+
     async def close(self) -> None:
         await self.inner.close()
+
+
+async def _erase(store: object, run: str) -> int:
+    if not isinstance(store, Erasable):
+        raise NotImplementedError(f"{type(store).__name__} cannot erase a run's text")
+    return await store.erase(run)

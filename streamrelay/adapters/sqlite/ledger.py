@@ -208,6 +208,31 @@ class SqliteLedger:
             errors=json.loads(row[6]) if row[6] else [],
         )
 
+    async def erase(self, run: str) -> int:
+        """Remove ``run``'s text from this file (:class:`core.records.erase.Erasable`), byte for byte
+        (:meth:`SqliteStore.erase`): each part's shown text and pending create (its text) set to NULL, its desk
+        entries' text emptied and their pending create dropped, its corrections deleted (their bodies hold the new
+        text). Kept: the run's record, each part's state and message id, the calls' content hashes and lengths.
+
+        Returns:
+            How many rows held text of the run.
+        """
+
+        def work(db: sqlite3.Connection) -> int:
+            changed = db.execute(
+                "UPDATE parts SET shown = NULL, pending = NULL, unbounded = NULL WHERE run = ?"
+                " AND (shown IS NOT NULL OR pending IS NOT NULL OR unbounded IS NOT NULL)",
+                (run,),
+            ).rowcount
+            changed += db.execute(
+                "UPDATE deliveries SET text = '', pending = NULL WHERE run = ? AND (text != '' OR pending IS NOT NULL)",
+                (run,),
+            ).rowcount
+            changed += db.execute("DELETE FROM corrections WHERE run = ?", (run,)).rowcount
+            return changed
+
+        return await self._store.erase(work)
+
     async def record_intent(
         self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None
     ) -> int:

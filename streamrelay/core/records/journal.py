@@ -135,6 +135,11 @@ class MemoryJournal:
         while len(self._ended) > self._keep:
             self._ended.popitem(last=False)
 
+    async def erase(self, run: str) -> int:
+        """Forget ``run``'s lines (:class:`core.records.erase.Erasable`); how many there were."""
+        self._last_at.pop(run, None)
+        return len(self._lines.pop(run, []))
+
     async def ended(self, run: str) -> EndedRun | None:
         return self._ended.get(run)
 

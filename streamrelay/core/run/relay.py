@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
@@ -36,6 +36,7 @@ from streamrelay.core.lanes.gate import (
 )
 from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
 from streamrelay.core.normalize import make_normalizer
+from streamrelay.core.records.erase import Erasable, TextCache
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
@@ -500,6 +501,49 @@ class Relay:
                 self.observer.run_ended(report, duration_s)
             except Exception:
                 _log.exception("run %s: its end could not be counted", report.run)
+
+    async def erase(self, run: str) -> dict[str, int]:
+        """Remove ``run``'s text from everything this relay keeps (docs/retention.md): what it keeps in memory of the
+        finished run (its report, lane units and live record: :mod:`core.run.finished`), the channels' adapters'
+        caches of recent renderings (:class:`core.records.erase.TextCache`), then the journal and the ledger
+        (:class:`core.records.erase.Erasable`: their files byte for byte). Ids, states and counts stay: the run's
+        report is rebuilt from the ledger, with no text.
+
+        Returns:
+            What was removed: ``{"memory": 0|1, "journal": lines, "ledger": records}``.
+
+        Raises:
+            IngestError: 409 while the run is active here (stop it first: POST /v1/runs/{run}/stop, or let it end);
+                404 when no store knows it; 501 when a store cannot erase.
+        """
+        if run in self._runs:
+            raise IngestError(
+                f"run {run!r} is still active: stop it (POST /v1/runs/{{run}}/stop) or let it end, then erase it",
+                status=409,
+            )
+        known = (
+            run in self._finished or await self._ledger.get_run(run) is not None or bool(await self._journal.lines(run))
+        )
+        if not known:
+            raise IngestError(f"unknown run {run!r}", status=404)
+        for store in (self._journal, self._ledger):
+            if not isinstance(store, Erasable):
+                raise IngestError(f"{type(store).__name__} cannot erase a run's text", status=501)
+        removed = {"memory": 0, "journal": 0, "ledger": 0}
+        if self._finished.pop(run, None) is not None:
+            removed["memory"] = 1
+        self.interrupted.discard(run)
+        for runtime in self.channels.values():
+            cache = getattr(runtime.adapter, "render", None)
+            if isinstance(cache, TextCache):
+                cache.clear()
+        try:
+            removed["journal"] = await cast(Erasable, self._journal).erase(run)
+            removed["ledger"] = await cast(Erasable, self._ledger).erase(run)
+        except NotImplementedError as exc:  # a wrapper whose inner store cannot erase
+            raise IngestError(str(exc), status=501) from None
+        _log.info("run %s: its text erased", run, extra={"run": run, **{f"erased_{k}": v for k, v in removed.items()}})
+        return removed
 
     async def audit(self, run: str) -> AuditReport:
         """What the platform shows now of ``run``'s delivered messages (:func:`core.run.audit.audit_run`).

@@ -1,0 +1,37 @@
+"""Erasure: a store that can remove one run's text on request (docs/retention.md).
+
+A run's text (what the agent sent, what each message showed, a correction's new text, a desk entry's text) is a
+person's data. :class:`Erasable` is the optional capability of a journal or ledger to remove it for one run, keeping
+what is not text: the run's record, its parts' states and message ids, the calls' content hashes and lengths, the
+report's counts. :meth:`core.run.relay.Relay.erase` calls it on every store it has, after forgetting what it keeps in
+memory.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Erasable(Protocol):
+    """A store that can remove one run's text (module docstring)."""
+
+    async def erase(self, run: str) -> int:
+        """Remove every text ``run`` left in this store, so that it is found nowhere in it (its files byte for byte
+        too, where it has files); keep its ids and states.
+
+        Returns:
+            How many records held text of the run (0: none here).
+
+        Raises:
+            Exception: the store could not be written (nothing is promised then: ask again).
+        """
+        ...
+
+
+@runtime_checkable
+class TextCache(Protocol):
+    """A bounded cache of recent texts an adapter keeps (its renderings: :class:`adapters.rendering.RenderCache`),
+    emptied by an erasure so an erased text does not stay there until it is evicted."""
+
+    def clear(self) -> None: ...
