@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,43 @@ async def test_an_erased_run_is_found_nowhere_and_other_runs_are_untouched(
         assert MARK_A not in record.getMessage(), record.name
         assert MARK_A not in json.dumps({k: str(v) for k, v in vars(record).items()}), record.name
     await asyncio.sleep(0)
+
+
+async def test_text_retention_drops_the_text_of_runs_ended_long_enough_ago(tmp_path: Path) -> None:
+    """``text_retention_hours`` on one channel: its runs' text goes once they ended that long ago (the relay asked
+    with a clock an hour and a second later), byte for byte; the report and message ids stay; a channel without it
+    keeps its text."""
+    async with MockTelegram() as mock:
+        common = {"platform": "telegram", "api_base": mock.base_url, "throttle_ms": 0, "delivery": "block"}
+        kept = ChannelSettings.model_validate(common)
+        brief = ChannelSettings.model_validate({**common, "text_retention_hours": 1})
+        assert brief.policy("brief").text_retention_s == 3600.0
+        channels = {
+            "telegram": make_runtime("telegram", kept, SecretStr(BOT_TOKEN)),
+            "brief": make_runtime("brief", brief, SecretStr(BOT_TOKEN)),
+        }
+        ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
+        journal = await SqliteJournal.open(tmp_path / "journal.sqlite3")
+        relay = Relay(channels, ledger, MonotonicClock(), journal=journal)
+        sidecar = Sidecar(relay, token=INGEST_TOKEN)
+        await sidecar.start()
+        headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+        try:
+            async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+                short = _body(BLOCKS_A, 7).replace('"channel": "telegram"', '"channel": "brief"')
+                assert (await client.post("/v1/runs/A/events", content=short)).status_code == 200
+                assert (await client.post("/v1/runs/B/events", content=_body(BLOCKS_B, 8))).status_code == 200
+                reports = [(await client.get(f"/v1/runs/{r}", params={"wait_s": 20})).json() for r in "AB"]
+                assert [r["status"] for r in reports] == ["delivered", "delivered"]
+                assert await relay.expire_texts(time.time()) == []  # not an hour yet
+                assert await relay.expire_texts(time.time() + 3601) == ["A"]
+                assert await relay.expire_texts(time.time() + 3601) == []  # nothing left to drop
+                after = await client.get("/v1/runs/A")
+                assert MARK_A not in after.text and after.json()["message_ids"] == reports[0]["message_ids"]
+        finally:
+            await sidecar.stop()
+            await relay.close()
+            await ledger.close()
+            await journal.close()
+    assert _in_files(tmp_path, MARK_A) == []
+    assert _in_files(tmp_path, MARK_B) != []

@@ -20,7 +20,7 @@ from typing import TypeVar
 from streamrelay.adapters.ops.metrics import ServiceMetrics
 from streamrelay.core.ports import PendingSend
 from streamrelay.core.records.desk import DeskEntry
-from streamrelay.core.records.erase import Erasable
+from streamrelay.core.records.erase import Erasable, Expiring
 from streamrelay.core.records.journal import EndedRun, Journal, JournalEntry
 from streamrelay.core.records.ledger import Ledger, PartRecord, RunRecord
 from streamrelay.core.records.report import PartState, SlotRole
@@ -185,6 +185,16 @@ class MeteredLedger:
 
     async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
         await self.inner.record_undelivered(entries)
+
+    async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
+        """The inner ledger's retention (:class:`core.records.erase.Expiring`).
+
+        Raises:
+            NotImplementedError: the inner ledger cannot drop text.
+        """
+        if not isinstance(self.inner, Expiring):
+            raise NotImplementedError(f"{type(self.inner).__name__} cannot drop text")
+        return await self.inner.expire(channel, ended_before_s, limit)
 
     async def erase(self, run: str) -> int:
         """The inner ledger's erasure (:class:`core.records.erase.Erasable`); the run's remembered channel and

@@ -146,6 +146,21 @@ def _desk_entry(row: Sequence[object]) -> DeskEntry:
     )
 
 
+def _erase_text(db: sqlite3.Connection, run: str) -> int:
+    """Remove ``run``'s text from the ledger's tables (:meth:`SqliteLedger.erase`); how many rows held some."""
+    changed = db.execute(
+        "UPDATE parts SET shown = NULL, pending = NULL, unbounded = NULL WHERE run = ?"
+        " AND (shown IS NOT NULL OR pending IS NOT NULL OR unbounded IS NOT NULL)",
+        (run,),
+    ).rowcount
+    changed += db.execute(
+        "UPDATE deliveries SET text = '', pending = NULL WHERE run = ? AND (text != '' OR pending IS NOT NULL)",
+        (run,),
+    ).rowcount
+    changed += db.execute("DELETE FROM corrections WHERE run = ?", (run,)).rowcount
+    return int(changed)
+
+
 class SqliteLedger:
     """A ledger in one SQLite file.
 
@@ -208,6 +223,23 @@ class SqliteLedger:
             errors=json.loads(row[6]) if row[6] else [],
         )
 
+    async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
+        """Remove the text of at most ``limit`` runs of ``channel`` that ended before ``ended_before_s`` (Unix
+        seconds) and still hold some (:class:`core.records.erase.Expiring`), as :meth:`erase` does, in one rebuild of
+        the file; the runs whose text went (oldest end first)."""
+        found = await self._store.fetch(
+            "SELECT run FROM runs WHERE channel = ? AND ended = 1 AND ended_at < ? AND ("
+            " EXISTS (SELECT 1 FROM parts WHERE parts.run = runs.run AND (shown IS NOT NULL OR pending IS NOT NULL"
+            " OR unbounded IS NOT NULL))"
+            " OR EXISTS (SELECT 1 FROM deliveries WHERE deliveries.run = runs.run AND text != '')"
+            " OR EXISTS (SELECT 1 FROM corrections WHERE corrections.run = runs.run)) ORDER BY ended_at LIMIT ?",
+            (channel, ended_before_s, limit),
+        )
+        runs = [str(row[0]) for row in found]
+        if runs:
+            await self._store.erase(lambda db: sum(_erase_text(db, run) for run in runs))
+        return runs
+
     async def erase(self, run: str) -> int:
         """Remove ``run``'s text from this file (:class:`core.records.erase.Erasable`), byte for byte
         (:meth:`SqliteStore.erase`): each part's shown text and pending create (its text) set to NULL, its desk
@@ -218,20 +250,7 @@ class SqliteLedger:
             How many rows held text of the run.
         """
 
-        def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(
-                "UPDATE parts SET shown = NULL, pending = NULL, unbounded = NULL WHERE run = ?"
-                " AND (shown IS NOT NULL OR pending IS NOT NULL OR unbounded IS NOT NULL)",
-                (run,),
-            ).rowcount
-            changed += db.execute(
-                "UPDATE deliveries SET text = '', pending = NULL WHERE run = ? AND (text != '' OR pending IS NOT NULL)",
-                (run,),
-            ).rowcount
-            changed += db.execute("DELETE FROM corrections WHERE run = ?", (run,)).rowcount
-            return changed
-
-        return await self._store.erase(work)
+        return await self._store.erase(lambda db: _erase_text(db, run))
 
     async def record_intent(
         self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None

@@ -30,6 +30,20 @@ class Erasable(Protocol):
 
 
 @runtime_checkable
+class Expiring(Protocol):
+    """A ledger that can drop the text of runs that ended long enough ago (a channel's ``text_retention_hours``)."""
+
+    async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
+        """Remove the text of at most ``limit`` runs of ``channel`` that ended before ``ended_before_s`` (Unix
+        seconds) and still hold text, as :meth:`Erasable.erase` does for one; the runs whose text went.
+
+        Raises:
+            Exception: the store could not be written (nothing is promised: asked again at the next sweep).
+        """
+        ...
+
+
+@runtime_checkable
 class TextCache(Protocol):
     """A bounded cache of recent texts an adapter keeps (its renderings: :class:`adapters.rendering.RenderCache`),
     emptied by an erasure so an erased text does not stay there until it is evicted."""

@@ -36,7 +36,7 @@ from streamrelay.core.lanes.gate import (
 )
 from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
 from streamrelay.core.normalize import make_normalizer
-from streamrelay.core.records.erase import Erasable, TextCache
+from streamrelay.core.records.erase import Erasable, Expiring, TextCache
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
@@ -533,10 +533,7 @@ class Relay:
         if self._finished.pop(run, None) is not None:
             removed["memory"] = 1
         self.interrupted.discard(run)
-        for runtime in self.channels.values():
-            cache = getattr(runtime.adapter, "render", None)
-            if isinstance(cache, TextCache):
-                cache.clear()
+        self._clear_text_caches()
         try:
             removed["journal"] = await cast(Erasable, self._journal).erase(run)
             removed["ledger"] = await cast(Erasable, self._ledger).erase(run)
@@ -544,6 +541,43 @@ class Relay:
             raise IngestError(str(exc), status=501) from None
         _log.info("run %s: its text erased", run, extra={"run": run, **{f"erased_{k}": v for k, v in removed.items()}})
         return removed
+
+    async def expire_texts(self, now_s: float, limit: int = 500) -> list[str]:
+        """Drop the text of runs that ended longer ago than their channel's ``text_retention_s`` (Unix seconds
+        ``now_s``; at most ``limit`` runs per channel per call): from the ledger (:class:`core.records.erase.Expiring`)
+        and from what the relay keeps of them in memory. A ledger that cannot expire text keeps it (logged once per
+        call). The runs whose text went.
+
+        Raises:
+            Exception: the ledger could not be written (tried again at the next call).
+        """
+        expiring = [r.policy for r in self.channels.values() if r.policy.text_retention_s is not None]
+        if not expiring:
+            return []
+        if not isinstance(self._ledger, Expiring):
+            _log.warning("text_retention_hours is set but %s cannot drop text", type(self._ledger).__name__)
+            return []
+        gone: list[str] = []
+        for policy in expiring:
+            assert policy.text_retention_s is not None
+            try:
+                runs = await self._ledger.expire(policy.name, now_s - policy.text_retention_s, limit)
+            except NotImplementedError as exc:
+                _log.warning("text_retention_hours is set but the ledger cannot drop text: %s", exc)
+                return gone
+            for run in runs:
+                self._finished.pop(run, None)
+            gone += runs
+        if gone:
+            self._clear_text_caches()
+            _log.info("retention: the text of %d ended runs dropped", len(gone), extra={"expired": len(gone)})
+        return gone
+
+    def _clear_text_caches(self) -> None:
+        for runtime in self.channels.values():
+            cache = getattr(runtime.adapter, "render", None)
+            if isinstance(cache, TextCache):
+                cache.clear()
 
     async def audit(self, run: str) -> AuditReport:
         """What the platform shows now of ``run``'s delivered messages (:func:`core.run.audit.audit_run`).
