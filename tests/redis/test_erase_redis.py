@@ -42,7 +42,7 @@ async def _everything(client: Redis) -> str:
             value = await client.xrange(key)
         else:
             raise AssertionError(f"a key of a type this test does not read: {key} ({kind})")
-        dump.append(f"{key} {kind} {value!r}")
+        dump.append(f"{key!r} {kind} {value!r}")
     return "\n".join(dump)
 
 
