@@ -41,7 +41,7 @@ async def _everything(client: Redis) -> str:
         elif kind == "stream":
             value = await client.xrange(key)
         else:
-            raise AssertionError(f"a key of a type this test does not read: {key} ({kind})")
+            raise AssertionError(f"a key of a type this test does not read: {key!r} ({kind})")
         dump.append(f"{key!r} {kind} {value!r}")
     return "\n".join(dump)
 
