@@ -41,8 +41,8 @@ async def _everything(client: Redis) -> str:
         elif kind == "stream":
             value = await client.xrange(key)
         else:
-            raise AssertionError(f"a key of a type this test does not read: {key!r} ({kind})")
-        dump.append(f"{key!r} {kind} {value!r}")
+            raise AssertionError(f"a key of a type this test does not read: {key!r} ({kind!r})")
+        dump.append(f"{key!r} {kind!r} {value!r}")
     return "\n".join(dump)
 
 
