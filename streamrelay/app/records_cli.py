@@ -5,6 +5,7 @@ what the sidecar keeps of it.
 
     streamrelay audit RUN [--json]     each delivered message read back from the platform (docs/audit.md)
     streamrelay runs erase RUN [--json]   the run's text removed from every store (docs/retention.md)
+    streamrelay erase --channel NAME --chat ID   every run of that chat, erased the same way
 
 Each talks to the running sidecar (``--url`` / ``STREAMRELAY_URL``, the token in ``STREAMRELAY_TOKEN`` or
 ``--token-env``): it holds the platform connections and the stores. Failures are one line on stderr: exit 2 for no
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
@@ -95,7 +96,30 @@ def erase(
     console.print(f"run {escape(run)} erased ({escape(what)})", highlight=False)
 
 
+def erase_chat(
+    channel: Annotated[str, typer.Option("--channel", metavar="NAME", help="the configured channel")],
+    chat: Annotated[str, typer.Option("--chat", metavar="CHAT_ID", help="the chat's id on that channel")],
+    url: UrlOption = DEFAULT_URL,
+    token_env: TokenEnvOption = TOKEN_ENV,
+    as_json: JsonOption = False,
+) -> None:
+    """Erase the text of every run (of this token's client) that went to one chat: what `runs erase` does for each,
+    in one pass. Active runs there must end first (nothing is erased while one is active)."""
+    path = f"/v1/conversations/{quote(channel, safe='')}/{quote(chat, safe='')}"
+    answer = _request("DELETE", path, url, token_env)
+    if as_json:
+        typer.echo(json.dumps(answer, indent=1, ensure_ascii=False))
+        return
+    runs = answer.get("runs") or []
+    removed = answer.get("removed") or {}
+    what = ", ".join(f"{store}: {count}" for store, count in removed.items())
+    console.print(
+        f"{len(runs)} run(s) of {escape(channel)} chat {escape(chat)} erased ({escape(what)})", highlight=False
+    )
+
+
 def register(app: typer.Typer, runs: typer.Typer) -> None:
-    """Add ``audit`` to the top-level commands and ``erase`` to ``streamrelay runs``."""
+    """Add ``audit`` and ``erase`` (a chat) to the top-level commands and ``erase`` (a run) to ``streamrelay runs``."""
     app.command("audit")(audit)
+    app.command("erase")(erase_chat)
     runs.command("erase")(erase)

@@ -200,3 +200,38 @@ async def test_text_retention_drops_the_text_of_runs_ended_long_enough_ago(tmp_p
             await journal.close()
     assert _in_files(tmp_path, MARK_A) == []
     assert _in_files(tmp_path, MARK_B) != []
+
+
+async def test_erasing_a_conversation_erases_each_of_its_runs_and_no_other(tmp_path: Path) -> None:
+    async with MockTelegram() as mock:
+        settings = ChannelSettings.model_validate(
+            {"platform": "telegram", "api_base": mock.base_url, "throttle_ms": 0, "delivery": "block"}
+        )
+        ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
+        journal = await SqliteJournal.open(tmp_path / "journal.sqlite3")
+        relay = Relay(
+            {"telegram": make_runtime("telegram", settings, SecretStr(BOT_TOKEN))},
+            ledger,
+            MonotonicClock(),
+            journal=journal,
+        )
+        sidecar = Sidecar(relay, token=INGEST_TOKEN)
+        await sidecar.start()
+        headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+        try:
+            async with httpx.AsyncClient(base_url=sidecar.url, headers=headers, timeout=30) as client:
+                for run, blocks, chat in (("A1", BLOCKS_A, 7), ("A2", BLOCKS_A[:1], 7), ("B", BLOCKS_B, 8)):
+                    assert (await client.post(f"/v1/runs/{run}/events", content=_body(blocks, chat))).status_code == 200
+                    assert (await client.get(f"/v1/runs/{run}", params={"wait_s": 20})).json()["done"]
+                erased = await client.delete("/v1/conversations/telegram/7")
+                assert erased.status_code == 200, erased.text
+                assert erased.json()["runs"] == ["A1", "A2"] and erased.json()["removed"]["memory"] == 2
+                none = (await client.delete("/v1/conversations/telegram/404")).json()
+                assert none["runs"] == [] and none["removed"] == {"memory": 0, "journal": 0, "ledger": 0}
+        finally:
+            await sidecar.stop()
+            await relay.close()
+            await ledger.close()
+            await journal.close()
+    assert _in_files(tmp_path, MARK_A) == []
+    assert _in_files(tmp_path, MARK_B) != []

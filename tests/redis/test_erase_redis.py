@@ -89,8 +89,8 @@ async def test_an_erased_run_is_in_no_redis_key_or_value(client: Redis) -> None:
     before = await _everything(client)
     assert before.count(MARK_A) >= 5  # journal line, dead letter, part, pending create, desk entry (and its create)
 
-    assert await journal.erase("A") == 2  # one journal element (one append) and one dead letter
-    assert await ledger.erase("A") == 3  # slot 0 shown (its outcome cleared its create), slot 1 pending, desk entry
+    assert await journal.erase(["A"]) == 2  # one journal element (one append) and one dead letter
+    assert await ledger.erase(["A"]) == 3  # slot 0 shown (its outcome cleared its create), slot 1 pending, desk entry
     after = await _everything(client)
     assert MARK_A not in after
     assert after.count(MARK_B) == before.count(MARK_B)  # B untouched
@@ -104,4 +104,4 @@ async def test_an_erased_run_is_in_no_redis_key_or_value(client: Redis) -> None:
     assert record is not None and record.ended
     desk = [e for e in await ledger.deliveries({DeskState.FAILED}) if e.run == "A"]
     assert [(e.text, e.pending, e.error) for e in desk] == [("", None, "403")]
-    assert await journal.erase("A") == 0 and await ledger.erase("A") == 0  # again: nothing more
+    assert await journal.erase(["A"]) == 0 and await ledger.erase(["A"]) == 0  # again: nothing more

@@ -12,6 +12,9 @@ with every run route):
   render caches): 200 ``{"run", "erased": true, "removed": {"memory", "journal", "ledger"}}``; 409 while the run is
   active (stop it first), 404 for a run no store knows, 501 when this sidecar cannot erase (a replica's front, a store
   without erasure). Idempotent: erasing again answers 200 with nothing removed.
+- ``DELETE /v1/conversations/{channel}/{chat_id}``: erase every run of the caller on that channel to that chat (its
+  target's ``chat_id``, compared as text), in one pass: 200 ``{"channel", "chat_id", "runs": [run ids], "removed"}``
+  (``runs`` empty when there is none); 409 when one of them is active (nothing erased), 501 as above.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class RecordRoutes:
         return [
             Route("/v1/runs/{run}/audit", self.audit, methods=["GET"]),
             Route("/v1/runs/{run}", self.erase, methods=["DELETE"]),
+            Route("/v1/conversations/{channel}/{chat_id}", self.erase_conversation, methods=["DELETE"]),
         ]
 
     async def audit(self, request: Request) -> JSONResponse:
@@ -76,3 +80,18 @@ class RecordRoutes:
             message = f"unknown run {run!r}" if exc.status == 404 else caller.public(str(exc)).replace(key, run)
             return JSONResponse({"error": message}, status_code=exc.status)
         return JSONResponse({"run": run, "erased": True, "removed": removed})
+
+    async def erase_conversation(self, request: Request) -> JSONResponse:
+        caller = self.callers.authorize(request)
+        if isinstance(caller, JSONResponse):
+            return caller
+        channel, chat_id = request.path_params["channel"], request.path_params["chat_id"]
+        erase = getattr(self.relay, "erase_conversation", None)
+        if erase is None:
+            return JSONResponse({"error": "this sidecar cannot erase conversations"}, status_code=501)
+        try:
+            done = await erase(channel, chat_id, caller.owns)
+        except IngestError as exc:
+            return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status)
+        runs = [caller.run_id(key) for key in done["runs"]]
+        return JSONResponse({"channel": channel, "chat_id": chat_id, "runs": runs, "removed": done["removed"]})

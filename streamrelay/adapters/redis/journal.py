@@ -203,7 +203,11 @@ class RedisJournal:
         args: list[str | int | float] = [run, "" if last_seq is None else last_seq, self._keep]
         await self._finish.fenced(self.partition, self.token, keys, args)
 
-    async def erase(self, run: str) -> int:
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' text, one run after another (:meth:`_erase_one`); how many fields held some."""
+        return sum([await self._erase_one(run) for run in runs])
+
+    async def _erase_one(self, run: str) -> int:
         """Remove ``run``'s text from this partition's keys (:class:`core.records.erase.Erasable`): its journaled lines
         (``j:lines:<run>``, its place in ``j:runs`` and ``j:at``) and its dead letters (entries of ``sr:{pN}:dead``
         whose ``run`` is it: XDEL). Kept: that it ended and its last ``seq``. For a run no owner is delivering: an

@@ -337,7 +337,11 @@ class RedisLedger:
         args: list[str | int | float] = [json.dumps({**intent, "intent_at": time.time()}), slot, new_part]
         return int(await self._write(self._intent, keys, [*args, pending_json(pending)]))
 
-    async def erase(self, run: str) -> int:
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' text, one run after another (:meth:`_erase_one`); how many fields held some."""
+        return sum([await self._erase_one(run) for run in runs])
+
+    async def _erase_one(self, run: str) -> int:
         """Remove ``run``'s text from this partition's ledger keys (:class:`core.records.erase.Erasable`, as
         :meth:`adapters.sqlite.SqliteLedger.erase`): each part's ``shown`` and ``unbounded`` emptied and its pending
         create (``<slot>:pending``) deleted, its desk entries' text emptied and their pending create dropped. Kept: the

@@ -223,6 +223,16 @@ class SqliteLedger:
             errors=json.loads(row[6]) if row[6] else [],
         )
 
+    async def runs_in(self, channel: str, chat_id: str) -> list[str]:
+        """Every run on ``channel`` to chat ``chat_id`` (its target's ``chat_id`` as text), oldest first
+        (:class:`core.records.erase.Conversations`)."""
+        found = await self._store.fetch(
+            "SELECT run FROM runs WHERE channel = ? AND CAST(json_extract(target, '$.chat_id') AS TEXT) = ?"
+            " ORDER BY created_at",
+            (channel, chat_id),
+        )
+        return [str(row[0]) for row in found]
+
     async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
         """Remove the text of at most ``limit`` runs of ``channel`` that ended before ``ended_before_s`` (Unix
         seconds) and still hold some (:class:`core.records.erase.Expiring`), as :meth:`erase` does, in one rebuild of
@@ -240,8 +250,8 @@ class SqliteLedger:
             await self._store.erase(lambda db: sum(_erase_text(db, run) for run in runs))
         return runs
 
-    async def erase(self, run: str) -> int:
-        """Remove ``run``'s text from this file (:class:`core.records.erase.Erasable`), byte for byte
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' text from this file (:class:`core.records.erase.Erasable`), byte for byte
         (:meth:`SqliteStore.erase`): each part's shown text and pending create (its text) set to NULL, its desk
         entries' text emptied and their pending create dropped, its corrections deleted (their bodies hold the new
         text). Kept: the run's record, each part's state and message id, the calls' content hashes and lengths.
@@ -250,7 +260,7 @@ class SqliteLedger:
             How many rows held text of the run.
         """
 
-        return await self._store.erase(lambda db: _erase_text(db, run))
+        return await self._store.erase(lambda db: sum(_erase_text(db, run) for run in runs))
 
     async def record_intent(
         self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None

@@ -9,6 +9,7 @@ memory.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 
@@ -16,16 +17,26 @@ from typing import Protocol, runtime_checkable
 class Erasable(Protocol):
     """A store that can remove one run's text (module docstring)."""
 
-    async def erase(self, run: str) -> int:
-        """Remove every text ``run`` left in this store, so that it is found nowhere in it (its files byte for byte
-        too, where it has files); keep its ids and states.
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove every text ``runs`` left in this store, so that it is found nowhere in it (its files byte for byte
+        too, where it has files); keep their ids and states. Several runs at once cost one rewrite of a file.
 
         Returns:
-            How many records held text of the run (0: none here).
+            How many records held text of the runs (0: none here).
 
         Raises:
             Exception: the store could not be written (nothing is promised then: ask again).
         """
+        ...
+
+
+@runtime_checkable
+class Conversations(Protocol):
+    """A ledger that can list the runs that went to one conversation (to erase a whole chat)."""
+
+    async def runs_in(self, channel: str, chat_id: str) -> list[str]:
+        """The run keys of every run on ``channel`` whose target's ``chat_id`` is ``chat_id`` (compared as text),
+        oldest first."""
         ...
 
 

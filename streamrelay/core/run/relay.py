@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from streamrelay.core.channel import ChannelRuntime
@@ -36,7 +36,7 @@ from streamrelay.core.lanes.gate import (
 )
 from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
 from streamrelay.core.normalize import make_normalizer
-from streamrelay.core.records.erase import Erasable, Expiring, TextCache
+from streamrelay.core.records.erase import Conversations, Erasable, Expiring, TextCache
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, summarize, with_gaps
@@ -526,20 +526,52 @@ class Relay:
         )
         if not known:
             raise IngestError(f"unknown run {run!r}", status=404)
+        return await self._erase([run])
+
+    async def erase_conversation(self, channel: str, chat_id: str, owns: Callable[[str], bool]) -> dict[str, Any]:
+        """Remove the text of every run on ``channel`` to chat ``chat_id`` that ``owns`` says is the caller's (its
+        run key), as :meth:`erase` does for one, in one pass over each store.
+
+        Returns:
+            ``{"runs": [run keys erased], "removed": {"memory", "journal", "ledger"}}``.
+
+        Raises:
+            IngestError: 409 when one of them is active here (nothing erased: stop it first), 501 when the ledger
+                cannot list a conversation's runs or a store cannot erase.
+        """
+        if not isinstance(self._ledger, Conversations):
+            raise IngestError(f"{type(self._ledger).__name__} cannot list a conversation's runs", status=501)
+        try:
+            runs = [run for run in await self._ledger.runs_in(channel, chat_id) if owns(run)]
+        except NotImplementedError as exc:
+            raise IngestError(str(exc), status=501) from None
+        active = [run for run in runs if run in self._runs]
+        if active:
+            raise IngestError(
+                f"{len(active)} run(s) of this conversation are still active: stop them or let them end, then erase it",
+                status=409,
+            )
+        removed = await self._erase(runs) if runs else {"memory": 0, "journal": 0, "ledger": 0}
+        return {"runs": runs, "removed": removed}
+
+    async def _erase(self, runs: list[str]) -> dict[str, int]:
+        """:meth:`erase` of ``runs`` (none active here)."""
         for store in (self._journal, self._ledger):
             if not isinstance(store, Erasable):
                 raise IngestError(f"{type(store).__name__} cannot erase a run's text", status=501)
         removed = {"memory": 0, "journal": 0, "ledger": 0}
-        if self._finished.pop(run, None) is not None:
-            removed["memory"] = 1
-        self.interrupted.discard(run)
+        for run in runs:
+            if self._finished.pop(run, None) is not None:
+                removed["memory"] += 1
+            self.interrupted.discard(run)
         self._clear_text_caches()
         try:
-            removed["journal"] = await cast(Erasable, self._journal).erase(run)
-            removed["ledger"] = await cast(Erasable, self._ledger).erase(run)
+            removed["journal"] = await cast(Erasable, self._journal).erase(runs)
+            removed["ledger"] = await cast(Erasable, self._ledger).erase(runs)
         except NotImplementedError as exc:  # a wrapper whose inner store cannot erase
             raise IngestError(str(exc), status=501) from None
-        _log.info("run %s: its text erased", run, extra={"run": run, **{f"erased_{k}": v for k, v in removed.items()}})
+        extra = {f"erased_{k}": v for k, v in removed.items()}
+        _log.info("%d run(s) erased: %s", len(runs), ", ".join(runs[:20]), extra={"runs": len(runs), **extra})
         return removed
 
     async def expire_texts(self, now_s: float, limit: int = 500) -> list[str]:
