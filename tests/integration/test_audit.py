@@ -57,7 +57,7 @@ async def _delivered(platform: str) -> tuple[Any, Relay, Sidecar, httpx.AsyncCli
     return mock, relay, sidecar, client, shown
 
 
-@pytest.mark.parametrize("platform", ["slack", "discord"])
+@pytest.mark.parametrize("platform", ["slack", "discord", "matrix"])
 async def test_a_message_deleted_after_delivery_is_reported_gone(platform: str) -> None:
     mock, relay, sidecar, client, shown = await _delivered(platform)
     try:
@@ -77,7 +77,7 @@ async def test_a_message_deleted_after_delivery_is_reported_gone(platform: str) 
         assert after["drift"] == 1
         verdicts = {m["message_id"]: m["verdict"] for m in after["messages"]}
         assert verdicts == {str(shown[0][0]): "as_delivered", deleted: "gone", str(shown[2][0]): "as_delivered"}
-        reads = {"slack": "conversations.history", "discord": "getChannelMessage"}[platform]
+        reads = {"slack": "conversations.history", "discord": "getChannelMessage", "matrix": "get_event"}[platform]
         assert sum(c.method == reads for c in mock.calls) == 2 * len(BLOCKS)  # read as the platform serves them
 
         assert (await client.get("/v1/runs/nope/audit")).status_code == 404

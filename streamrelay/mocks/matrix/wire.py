@@ -21,7 +21,9 @@ TYPING = "typing"
 """``PUT /_matrix/client/v3/rooms/{roomId}/typing/{userId}``."""
 WHOAMI = "whoami"
 """``GET /_matrix/client/v3/account/whoami``."""
-METHODS = (SEND, REDACT, TYPING, WHOAMI)
+GET_EVENT = "get_event"
+"""``GET /rooms/{roomId}/event/{eventId}`` (https://spec.matrix.org/v1.11/client-server-api/#get_matrixclientv3roomsroomideventeventid)."""
+METHODS = (SEND, REDACT, TYPING, WHOAMI, GET_EVENT)
 
 CLIENT_PREFIX = "/_matrix/client/v3"
 SERVER_NAME = "mock.local"
@@ -35,6 +37,8 @@ TOKEN_RE = re.compile(r"^syt_([A-Za-z0-9_\-]+?)_[A-Za-z0-9]+_[A-Za-z0-9]+$")
 it (a token is opaque to clients: https://spec.matrix.org/latest/client-server-api/#using-access-tokens)."""
 PERSON = f"@person:{SERVER_NAME}"
 """Who writes the person's messages (:meth:`MockMatrix.user_message`)."""
+MODERATOR = f"@moderator:{SERVER_NAME}"
+"""Who redacts a message through the control API (:meth:`MockMatrix.remove`): a room moderator."""
 
 
 class MatrixError(Exception):
