@@ -1,7 +1,7 @@
-"""The audit (docs/audit.md): a run delivered to Slack, Discord and Matrix, then a message deleted in the mock by someone
-else (its control API, as a person or a moderator would): ``GET /v1/runs/{run}/audit`` reads each message back as the
-platform serves it (Slack conversations.history, Discord Get Channel Message, Matrix GET event) and reports that one ``gone``, the
-others as delivered. Telegram cannot be read back: the audit says so and concludes nothing."""
+"""The audit (docs/audit.md): a run delivered to Slack, Discord and Matrix, then a message deleted in the mock by
+someone else (its control API, as a person or a moderator would): ``GET /v1/runs/{run}/audit`` reads each message back
+as the platform serves it (Slack conversations.history, Discord Get Channel Message, Matrix GET event) and reports that
+one ``gone``, the others as delivered. Telegram cannot be read back: the audit says so and concludes nothing."""
 
 from __future__ import annotations
 
