@@ -5,13 +5,16 @@ one ``gone``, the others as delivered. Telegram cannot be read back: the audit s
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import SecretStr
+from typer.testing import CliRunner
 
+from streamrelay.app.cli import app
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.app.service import Sidecar, make_runtime
 from streamrelay.config.settings import ChannelSettings
@@ -77,8 +80,13 @@ async def test_a_message_deleted_after_delivery_is_reported_gone(platform: str) 
         assert after["drift"] == 1
         verdicts = {m["message_id"]: m["verdict"] for m in after["messages"]}
         assert verdicts == {str(shown[0][0]): "as_delivered", deleted: "gone", str(shown[2][0]): "as_delivered"}
+        # the same from the command line: the table, and exit 3 for the drift
+        env = {"STREAMRELAY_TOKEN": INGEST_TOKEN, "COLUMNS": "200", "NO_COLOR": "1"}
+        cli = await asyncio.to_thread(CliRunner().invoke, app, ["audit", "a1", "--url", sidecar.url], env=env)
+        assert cli.exit_code == 3, cli.output
+        assert "gone" in cli.output and deleted in cli.output
         reads = {"slack": "conversations.history", "discord": "getChannelMessage", "matrix": "get_event"}[platform]
-        assert sum(c.method == reads for c in mock.calls) == 2 * len(BLOCKS)  # read as the platform serves them
+        assert sum(c.method == reads for c in mock.calls) == 3 * len(BLOCKS)  # read as the platform serves them
 
         assert (await client.get("/v1/runs/nope/audit")).status_code == 404
         assert (await client.get("/v1/runs/a1/audit", headers={"Authorization": "Bearer wrong"})).status_code == 401

@@ -21,9 +21,11 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
+from typer.testing import CliRunner
 
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.adapters.sqlite.journal import SqliteJournal
+from streamrelay.app.cli import app
 from streamrelay.app.service import Sidecar, make_runtime
 from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
@@ -223,9 +225,12 @@ async def test_erasing_a_conversation_erases_each_of_its_runs_and_no_other(tmp_p
                 for run, blocks, chat in (("A1", BLOCKS_A, 7), ("A2", BLOCKS_A[:1], 7), ("B", BLOCKS_B, 8)):
                     assert (await client.post(f"/v1/runs/{run}/events", content=_body(blocks, chat))).status_code == 200
                     assert (await client.get(f"/v1/runs/{run}", params={"wait_s": 20})).json()["done"]
-                erased = await client.delete("/v1/conversations/telegram/7")
-                assert erased.status_code == 200, erased.text
-                assert erased.json()["runs"] == ["A1", "A2"] and erased.json()["removed"]["memory"] == 2
+                env = {"STREAMRELAY_TOKEN": INGEST_TOKEN, "NO_COLOR": "1"}
+                command = ["erase", "--channel", "telegram", "--chat", "7", "--url", sidecar.url, "--json"]
+                cli = await asyncio.to_thread(CliRunner().invoke, app, command, env=env)
+                assert cli.exit_code == 0, cli.output
+                erased = json.loads(cli.output)
+                assert erased["runs"] == ["A1", "A2"] and erased["removed"]["memory"] == 2
                 none = (await client.delete("/v1/conversations/telegram/404")).json()
                 assert none["runs"] == [] and none["removed"] == {"memory": 0, "journal": 0, "ledger": 0}
         finally:
