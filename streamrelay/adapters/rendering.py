@@ -48,6 +48,10 @@ class RenderCache(Generic[R]):
         self._kept: OrderedDict[tuple[str, TextFormat], R] = OrderedDict()
         self._size = max(1, size)
 
+    def clear(self) -> None:
+        """Forget every rendering (an erased run's texts must not stay here: :mod:`core.records.erase`)."""
+        self._kept.clear()
+
     def __call__(self, text: str, fmt: TextFormat) -> R:
         """The rendering of ``text`` in ``fmt``: kept, or rendered now and kept."""
         key = (text, fmt)

@@ -31,6 +31,7 @@ from streamrelay.app.corrections_cli import register as register_corrections
 from streamrelay.app.deliveries_cli import deliveries_app
 from streamrelay.app.ops_cli import DEFAULT_CONFIG as SHIPPED_CONFIG
 from streamrelay.app.ops_cli import DEFAULT_URL, runs_app
+from streamrelay.app.records_cli import register as register_records
 from streamrelay.core.events import DeliveryMode, ProviderFormat
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ app = typer.Typer(
     add_completion=False,
 )
 register_corrections(runs_app)
+register_records(app, runs_app)
 app.add_typer(runs_app, name="runs")
 app.add_typer(deliveries_app, name="deliveries")
 

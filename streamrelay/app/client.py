@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from opentelemetry import propagate
 
 from streamrelay.app.ingest_client import KEEPALIVE_S, recording_lines
 from streamrelay.core.contracts.answers import GateAnswer, RunListing, StopAnswer, WatchLink
@@ -52,8 +53,17 @@ class RelayError(RuntimeError):
         """The answer's own words (a refused approval press: what to tell the person)."""
 
 
+async def _send_trace_context(request: httpx.Request) -> None:
+    """httpx request hook: the caller's current OpenTelemetry context as W3C ``traceparent`` / ``tracestate``
+    headers (the globally configured propagator; nothing when no span is current), so the runs a traced agent starts
+    are traced into its span (docs/tracing.md)."""
+    propagate.inject(request.headers)
+
+
 class RelayClient:
-    """An HTTP client of one sidecar (httpx).
+    """An HTTP client of one sidecar (httpx). Each request carries the caller's current OpenTelemetry trace context
+    (W3C ``traceparent``; https://www.w3.org/TR/trace-context/): a run started inside an agent's span is traced from
+    that span to each platform call (docs/tracing.md).
 
     Args:
         url: the sidecar's base URL.
@@ -72,7 +82,10 @@ class RelayClient:
         self.push_back_s = push_back_s
         self.reconnects = reconnects
         self._http = httpx.AsyncClient(
-            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(timeout_s)
+            base_url=url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeout_s),
+            event_hooks={"request": [_send_trace_context]},
         )
 
     def __repr__(self) -> str:

@@ -27,6 +27,7 @@ from streamrelay.adapters.ingest_http import Callers, as_callers, create_app
 from streamrelay.adapters.ingest_http.connections import ConnectionGuard
 from streamrelay.adapters.ingest_http.protocols import uvicorn_options
 from streamrelay.adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
+from streamrelay.adapters.ops.traced import traced
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.adapters.web import ReadTokens, web_routes
 from streamrelay.app.connections import connection_guards
@@ -101,8 +102,8 @@ def make_runtime(
         name: the channel's name.
         channel: its settings.
         token: its bot token.
-        metrics: when given, the adapter is wrapped in a :class:`adapters.ops.MeteredAdapter` (a metric and a log
-            line per platform call).
+        metrics: when given, the adapter's calls are metered (:func:`adapters.ops.metered.metered`: a metric and a
+            log line per platform call). Each call of a traced run is a span (:func:`adapters.ops.traced.traced`).
         receipts: the status receipts the platform webhooks record (:func:`make_adapter`).
 
     Raises:
@@ -112,6 +113,7 @@ def make_runtime(
     adapter = make_adapter(name, channel, token, receipts=receipts)
     if metrics is not None:
         adapter = metered(adapter, metrics, name)
+    adapter = traced(adapter, name)  # a span per call of a run that names a trace context (docs/tracing.md)
     return ChannelRuntime(channel.policy(name), adapter, budgets)
 
 

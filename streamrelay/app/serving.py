@@ -329,10 +329,11 @@ async def serve(
             pruning = asyncio.create_task(
                 keep_receipts(receipts, metrics, service.receipts_retention_hours), name="receipts"
             )
+            expiring = asyncio.create_task(keep_text_retention(relay), name="retention")
             try:
                 await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
             finally:
-                await stop_all([healing, trimming, keeping, resuming, pruning])
+                await stop_all([healing, trimming, keeping, resuming, pruning, expiring])
         finally:
             if own:
                 signals.remove()
@@ -421,6 +422,22 @@ async def keep_receipts(
                 _log.info("receipts: %d older than %g hours pruned", pruned, retention_hours)
         except Exception:
             _log.exception("receipts: pruning failed; tried again in %g s", poll_s)
+
+
+RETENTION_POLL_S = 60.0
+"""How often the channels' ``text_retention_hours`` are applied (seconds)."""
+
+
+async def keep_text_retention(relay: Relay, poll_s: float = RETENTION_POLL_S) -> None:
+    """Apply every channel's ``text_retention_hours`` (:meth:`core.run.relay.Relay.expire_texts`) every ``poll_s``
+    seconds, the first one turn after start; a channel without it is never touched. A store that fails is tried
+    again at the next turn (logged). Runs forever."""
+    while True:
+        await asyncio.sleep(poll_s)
+        try:
+            await relay.expire_texts(time.time())
+        except Exception:
+            _log.exception("retention: dropping expired text failed; tried again in %g s", poll_s)
 
 
 HEAL_POLL_S = 1.0

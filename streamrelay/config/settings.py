@@ -80,6 +80,10 @@ class ChannelSettings(Strict):
     """The longest 429 ``retry_after`` obeyed (seconds); a longer wait is the platform refusing for now: the part is
     reported failed with the reason (the desk, to resend later), not waited for, and the rest of the conversation goes
     on (:data:`core.delivery.send_chain.MAX_RETRY_AFTER_S`, the default, says why 120 s)."""
+    text_retention_hours: float | None = Field(default=None, gt=0, le=87_600)
+    """How long a run's text is kept after the run ended, in hours; then the ledger drops it (each part's shown text,
+    desk entries' texts, corrections), keeping the report, message ids and content hashes (docs/retention.md). Not
+    set: kept until erased (``streamrelay runs erase``)."""
     subagents: SubagentPolicy = SubagentPolicy.HIDDEN
     reasoning: ReasoningPolicy = ReasoningPolicy.HIDDEN
     typing: bool = True
@@ -256,6 +260,7 @@ class ChannelSettings(Strict):
             approve_ttl_s=self.approve_ttl_s,
             edits=spec.edits,
             max_retry_after_s=self.max_retry_after_s,
+            text_retention_s=None if self.text_retention_hours is None else self.text_retention_hours * 3600,
         )
 
     def markup(self) -> MarkupPermissions:

@@ -30,6 +30,7 @@ from pydantic import (
     StrictInt,
     TypeAdapter,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -44,6 +45,7 @@ from streamrelay.core.media import (
     check_media_url,
     has_credentials,
 )
+from streamrelay.core.trace import TRACESTATE_MAX_CHARS, TraceContext, traceparent_error
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -318,6 +320,23 @@ class RunStart(_EventBase):
             )
             for p in self.targets
         ]
+
+    traceparent: str | None = Field(default=None, max_length=55)
+    """The W3C trace context the run's platform calls are traced in (https://www.w3.org/TR/trace-context/): set by the
+    agent, or by the HTTP ingest from the request's ``traceparent`` header (docs/tracing.md); journaled with the run."""
+    tracestate: str | None = Field(default=None, max_length=TRACESTATE_MAX_CHARS)
+    """The W3C ``tracestate`` that goes with :attr:`traceparent` (vendor key-value pairs), or None."""
+
+    @field_validator("traceparent")
+    @classmethod
+    def _w3c_traceparent(cls, value: str | None) -> str | None:
+        if value is not None and (why := traceparent_error(value)) is not None:
+            raise ValueError(why)
+        return value
+
+    def trace(self) -> TraceContext | None:
+        """The run's trace context (None: it named none)."""
+        return TraceContext(self.traceparent, self.tracestate) if self.traceparent is not None else None
 
 
 class TextEvent(_EventBase):

@@ -85,6 +85,8 @@ class ChannelPolicy:
             is the platform refusing for now: the part is reported failed
             (:class:`~core.errors.RetryAfterTooLongError`), nothing pauses
             (:data:`~core.delivery.send_chain.MAX_RETRY_AFTER_S`).
+        text_retention_s: how long after a run ended its text is kept, in seconds; then it is dropped from the ledger
+            (ids, states and hashes stay: :meth:`core.run.relay.Relay.expire_texts`). None: kept until erased.
     """
 
     name: str
@@ -116,6 +118,7 @@ class ChannelPolicy:
     approve_ttl_s: float = 600.0
     edits: bool = True
     max_retry_after_s: float = MAX_RETRY_AFTER_S
+    text_retention_s: float | None = None
 
     def delivery_for(self, mode: DeliveryMode) -> DeliveryMode:
         """The mode a run asking for ``mode`` runs with: ``block`` for ``preview`` and ``progress`` where the

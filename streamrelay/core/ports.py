@@ -364,6 +364,46 @@ class StopControl:
         return ((self.control_id, self.label), *self.more)
 
 
+class Shown(enum.StrEnum):
+    """What the platform shows of a delivered message when it is read back (:class:`ReadBack`).
+
+    ``as_delivered``: the message is there with the text the ledger says was acknowledged. ``changed``: it is there
+    with another text (edited by someone else, or moderated). ``gone``: the platform has no such message any more
+    (deleted by a person or a moderator, or its conversation is gone).
+    """
+
+    AS_DELIVERED = "as_delivered"
+    CHANGED = "changed"
+    GONE = "gone"
+
+
+@runtime_checkable
+class ReadBack(Protocol):
+    """Reading a delivered message back from the platform, optional: an adapter whose platform lets a bot read a
+    message by its id implements this, so an audit can tell a message deleted or edited after delivery
+    (:mod:`core.run.audit`).
+
+    - Slack: conversations.history (conversations.replies in a thread) with ``oldest`` = ``latest`` = the message's
+      ts, ``inclusive`` (https://docs.slack.dev/reference/methods/conversations.history,
+      https://docs.slack.dev/reference/methods/conversations.replies); a deleted message is not returned.
+    - Discord: Get Channel Message (https://discord.com/developers/docs/resources/message#get-channel-message).
+    - Matrix: GET /rooms/{roomId}/event/{eventId}; a redacted event is gone
+      (https://spec.matrix.org/v1.11/client-server-api/#get_matrixclientv3roomsroomideventeventid).
+    - Telegram: none. The Bot API has no method that reads a message by id (https://core.telegram.org/bots/api),
+      and the methods that would touch one (forwardMessage, copyMessage) post a message: a Telegram channel is
+      reported as not readable.
+    """
+
+    async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
+        """Whether message ``message_id`` of ``target`` still shows ``shown`` (the text the ledger acknowledged, as
+        the adapter renders it in ``fmt``), compared whitespace-insensitively.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, like every adapter call (a 429, an outage, no permission to read).
+        """
+        ...
+
+
 @runtime_checkable
 class StopControls(Protocol):
     """A Stop button on a message, optional: an adapter that can show one implements this.

@@ -60,6 +60,11 @@ never recorded in ``calls``:
     ``biz_opaque_callback_data``), each held ``delay_ms`` first; the next ``drop`` messages' statuses are never
     posted; the next ``fail`` sends are answered but never shown, and a ``failed`` status (131026) follows; a
     delivery not answered 200 is tried again for ``retry_for_s`` (:mod:`mocks.whatsapp.statuses`).
+``POST /_mock/remove`` (Slack, Discord, Matrix)
+    ``{"chat_id", "message_id"}``: a person or a moderator deletes that message after delivery: it is no longer
+    shown, and reading it back answers as the platform does for a deleted message (Slack history leaves it out,
+    Discord Get Channel Message is 404 10008, Matrix GET event shows it redacted); 200 ``{"removed": true}``, 400
+    ``{"error", "field"}`` for an unknown one. What ``streamrelay audit`` finds (docs/audit.md).
 ``POST /_mock/reset``
     Forget messages, calls, scripts and rate-limit state (as :meth:`MockServer.reset`); 200 ``{"reset": true}``.
 """
@@ -279,11 +284,36 @@ def add_routes(app: web.Application, mock: Controlled) -> None:
     app.router.add_post(f"{PREFIX}/user_message", post_user_message)
     app.router.add_post(f"{PREFIX}/press", post_press)
     app.router.add_post(f"{PREFIX}/reset", post_reset)
+    _add_platform_routes(app, mock)
+
+
+def _add_platform_routes(app: web.Application, mock: Controlled) -> None:
+    """The control routes only some mocks serve."""
     events_to = getattr(mock, "events_to", None)
     if events_to is not None:  # Slack: a Bolt app's Request URL (mocks.slack.events)
         app.router.add_post(f"{PREFIX}/events", _events_route(events_to))
     if getattr(mock, "webhook_to", None) is not None:  # WhatsApp: status webhooks (mocks.whatsapp.statuses)
         app.router.add_post(f"{PREFIX}/webhook", _webhook_route(mock))
+    if callable(getattr(mock, "remove", None)):  # Slack, Discord, Matrix: a message deleted by someone else
+        app.router.add_post(f"{PREFIX}/remove", _remove_route(mock))
+
+
+def _remove_route(mock: Any) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """``POST /_mock/remove``: ``{"chat_id", "message_id"}``, a person or a moderator deletes that message (the
+    bot's or anyone's): it is no longer shown, and reading it back (Slack history, Discord Get Channel Message,
+    Matrix GET event) says so; 200 ``{"removed": true}``, 400 ``{"error", "field"}`` for an unknown message."""
+
+    async def post_remove(request: web.Request) -> web.Response:
+        body = await _json(request)
+        if not isinstance(body, dict) or "chat_id" not in body or "message_id" not in body:
+            return _refuse(FieldError("", 'want {"chat_id": ..., "message_id": ...}'))
+        try:
+            mock.remove(body["chat_id"], body["message_id"])
+        except (KeyError, ValueError) as error:
+            return _refuse(FieldError("message_id", str(error)))
+        return web.json_response({"removed": True})
+
+    return post_remove
 
 
 def _webhook_route(mock: Any) -> Callable[[web.Request], Awaitable[web.Response]]:

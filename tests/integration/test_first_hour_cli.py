@@ -209,6 +209,9 @@ COMMANDS = [
     ["runs"],
     ["runs", "retry"],
     ["runs", "drop"],
+    ["runs", "erase"],
+    ["erase"],
+    ["audit"],
 ]
 
 

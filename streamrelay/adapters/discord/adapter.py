@@ -36,7 +36,7 @@ from streamrelay.adapters.discord.media import media_embed
 from streamrelay.adapters.discord.render import Rendered, render
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.core.delivery.calls import CallObserver, perform_call
-from streamrelay.core.errors import PermanentDeliveryError
+from streamrelay.core.errors import PermanentDeliveryError, TargetNotFoundError
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
 from streamrelay.core.ports import (
@@ -45,6 +45,7 @@ from streamrelay.core.ports import (
     PendingSend,
     Settlement,
     SettleOutcome,
+    Shown,
     StopControl,
     TextFormat,
 )
@@ -286,6 +287,29 @@ class DiscordAdapter:
 
         await self._conn.call("editMessage", target, channel_id, edit)
         return True
+
+    async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
+        """Whether message ``message_id`` still shows ``shown`` as this adapter renders it (Get Channel Message,
+        ``GET /channels/{id}/messages/{mid}``: https://discord.com/developers/docs/resources/message#get-channel-message;
+        needs VIEW_CHANNEL and READ_MESSAGE_HISTORY in a guild channel). 404 Unknown Message: ``gone``; another
+        ``content`` (whitespace aside): ``changed`` (:class:`core.ports.ReadBack`).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.discord.errors` (403: no permission to read).
+        """
+        expected = self.render(shown, fmt).content
+        channel_id, mid = self._conn.channel_id(target), self._conn.snowflake_id(message_id, target)
+
+        async def get(client: discord.Client) -> Any:
+            return await client.http.get_message(channel_id, mid)
+
+        try:
+            message = await self._conn.call("getChannelMessage", target, channel_id, get)
+        except TargetNotFoundError:
+            return Shown.GONE
+        content = message.get("content") if isinstance(message, dict) else None
+        same = isinstance(content, str) and content.split() == expected.split()
+        return Shown.AS_DELIVERED if same else Shown.CHANGED
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         """Delete a message this bot sent (``DELETE /channels/{id}/messages/{mid}``).

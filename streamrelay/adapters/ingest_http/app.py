@@ -83,7 +83,9 @@ from streamrelay.adapters.ingest_http.lines import (
 )
 from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
 from streamrelay.adapters.ingest_http.push_back import cut_at
+from streamrelay.adapters.ingest_http.records import RecordRoutes
 from streamrelay.adapters.ingest_http.stop import StopRoutes
+from streamrelay.adapters.ingest_http.tracing import IngestTrace, ingest_span
 from streamrelay.core.errors import IngestError, StoreUnavailableError
 from streamrelay.core.events import APPROVER_ID, TextDelta, TextEvent
 from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
@@ -151,7 +153,11 @@ class _Ingest:
             except IngestError as exc:
                 answer = JSONResponse({"error": str(exc), "accepted": 0}, status_code=exc.status)
             else:
-                answer = await self._take(request, caller, hint, tally)
+                with ingest_span(request.headers, run) as traced:
+                    answer = await self._take(request, caller, hint, tally, traced)
+                    if traced is not None:
+                        traced.span.set_attribute("http.response.status_code", answer.status_code)
+                        traced.span.set_attribute("streamrelay.accepted", tally.accepted)
         self._tell(run, tally, answer.status_code)
         return answer
 
@@ -167,8 +173,11 @@ class _Ingest:
                 accepted=tally.accepted, dropped=tally.dropped, rejected=tally.rejected_total, status=status
             )
 
-    async def _take(self, request: Request, caller: Caller, hint: str | None, tally: Tally) -> JSONResponse:
-        """Read, decode and submit the body's lines into ``tally``; the answer."""
+    async def _take(
+        self, request: Request, caller: Caller, hint: str | None, tally: Tally, traced: IngestTrace | None = None
+    ) -> JSONResponse:
+        """Read, decode and submit the body's lines into ``tally``; the answer. ``traced``: the request's trace
+        context, given to the runs it starts (:mod:`adapters.ingest_http.tracing`)."""
         started: set[str] = set()
         run_json = json.dumps(hint).encode() if hint is not None and self.typed else None
         try:
@@ -177,7 +186,7 @@ class _Ingest:
                 level = self.pressure.push_back() if self.pressure is not None else PushBack.NONE
                 cut = cut_at(whole, level, lambda raw: self._known_start(raw, caller, hint))
                 batch = whole if cut is None else whole[:cut]
-                decoded, numbers = self._decode(batch, number, caller, hint, started, run_json, tally)
+                decoded, numbers = self._decode(batch, number, caller, hint, started, run_json, tally, traced)
                 number += len(batch)
                 if decoded:
                     failed = await self._submit(decoded, numbers, caller, hint, tally)
@@ -202,6 +211,7 @@ class _Ingest:
         started: set[str],
         run_json: bytes | None,
         tally: Tally,
+        traced: IngestTrace | None = None,
     ) -> tuple[list[tuple[Any, str | None]], list[int]]:
         """A batch's lines (numbered from ``number + 1``) decoded, each with its text, and their numbers; an empty
         line is a keep-alive (skipped); a line refused here goes into ``tally``. With ``run_json`` (the URL's run key,
@@ -238,7 +248,7 @@ class _Ingest:
                     numbers.append(number)
                     continue
             try:
-                decoded.append(self._line(raw, caller, hint, started))
+                decoded.append(self._line(raw, caller, hint, started, traced))
                 numbers.append(number)
             except IngestError as exc:
                 tally.add(number, exc, caller.public(str(exc)))
@@ -288,8 +298,11 @@ class _Ingest:
         except IngestError:
             return False
 
-    def _line(self, raw: bytes, caller: Caller, hint: str | None, started: set[str]) -> tuple[Any, str | None]:
-        """One line decoded, its run as the core's key (its text kept when unchanged), a run it starts counted.
+    def _line(
+        self, raw: bytes, caller: Caller, hint: str | None, started: set[str], traced: IngestTrace | None = None
+    ) -> tuple[Any, str | None]:
+        """One line decoded, its run as the core's key (its text kept when unchanged), a run it starts counted (and
+        given the request's trace context when it names none: ``traced``).
 
         Raises:
             IngestError: not JSON, a bad run id, or a run past the client's runs per request (429).
@@ -308,6 +321,8 @@ class _Ingest:
                         status=429,
                     )
                 started.add(key)
+            if traced is not None and (fields := traced.start_fields(keyed)):
+                keyed = {**keyed, **fields}
         return keyed, (text if keyed is obj else None)
 
     async def run_events(self, request: Request) -> JSONResponse:
@@ -452,6 +467,7 @@ def create_app(
             Route("/v1/runs/{run}/approvals/{id}", approvals.decide, methods=["POST"]),
             Route("/v1/runs/{run}/approvals/{id}", approvals.show, methods=["GET"]),
             Route("/v1/runs/{run}/watch", handlers.watch, methods=["GET"]),
+            *RecordRoutes(relay, callers).routes(),
             *(DeskRoutes(desk, callers).routes() if desk is not None else [no_desk_route()]),
             *(CorrectionRoutes(corrections, callers).routes() if corrections is not None else no_corrections_routes()),
             *extra_routes,

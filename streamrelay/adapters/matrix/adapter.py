@@ -59,6 +59,7 @@ from streamrelay.core.ports import (
     PendingSend,
     Settlement,
     SettleOutcome,
+    Shown,
     StopControl,
     TextFormat,
 )
@@ -292,6 +293,40 @@ class MatrixAdapter:
         content = edit_content(self.render(text, fmt).content, message_id)
         await self._send("send", target, content, uuid.uuid4().hex, creates=False)
         return True
+
+    async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
+        """Whether event ``message_id`` still shows ``shown`` as this adapter renders it (``GET /rooms/{roomId}/event/
+        {eventId}``: https://spec.matrix.org/v1.11/client-server-api/#get_matrixclientv3roomsroomideventeventid;
+        :class:`core.ports.ReadBack`). Redacted (``unsigned.redacted_because``, or no content left) or 404: ``gone``.
+        Its text is the latest edit's ``m.new_content`` when the homeserver bundles one
+        (https://spec.matrix.org/v1.11/client-server-api/#server-side-aggregation-of-mreplace-relationships), else
+        its own ``body``; another text (whitespace aside): ``changed``.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.matrix.errors` (403: the bot may not read it).
+        """
+        room = str(target.chat_id)
+        expected = str(self.render(shown, fmt).content.get("body", ""))
+
+        async def get(client: AsyncClient) -> Any:
+            return await client.room_get_event(room, message_id)
+
+        try:
+            answer = await self._conn.call("get_event", target, get, creates=False)
+        except TargetNotFoundError:
+            return Shown.GONE
+        source = getattr(getattr(answer, "event", None), "source", None)
+        if not isinstance(source, dict):
+            raise UnreadableAnswerError("matrix get_event: no event in the answer", platform=PLATFORM, target=room)
+        unsigned = source.get("unsigned") or {}
+        content = source.get("content") or {}
+        if unsigned.get("redacted_because") is not None or not content:
+            return Shown.GONE
+        edit = (unsigned.get("m.relations") or {}).get("m.replace") or {}
+        new = (edit.get("content") or {}).get("m.new_content")
+        body = (new if isinstance(new, dict) else content).get("body")
+        same = isinstance(body, str) and body.split() == expected.split()
+        return Shown.AS_DELIVERED if same else Shown.CHANGED
 
     async def delete_message(self, target: Target, message_id: str) -> None:
         """Redact event ``message_id`` (``PUT /rooms/{roomId}/redact/{eventId}/{txnId}``).

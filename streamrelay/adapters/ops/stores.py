@@ -20,6 +20,7 @@ from typing import TypeVar
 from streamrelay.adapters.ops.metrics import ServiceMetrics
 from streamrelay.core.ports import PendingSend
 from streamrelay.core.records.desk import DeskEntry
+from streamrelay.core.records.erase import Conversations, Erasable, Expiring
 from streamrelay.core.records.journal import EndedRun, Journal, JournalEntry
 from streamrelay.core.records.ledger import Ledger, PartRecord, RunRecord
 from streamrelay.core.records.report import PartState, SlotRole
@@ -94,6 +95,14 @@ class MeteredJournal:
 
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)
+
+    async def erase(self, runs: Sequence[str]) -> int:
+        """The inner journal's erasure (:class:`core.records.erase.Erasable`).
+
+        Raises:
+            NotImplementedError: the inner journal cannot erase.
+        """
+        return await _erase(self.inner, runs)
 
     async def close(self) -> None:
         await self.inner.close()
@@ -177,5 +186,40 @@ class MeteredLedger:
     async def record_undelivered(self, entries: Sequence[DeskEntry]) -> None:
         await self.inner.record_undelivered(entries)
 
+    async def runs_in(self, channel: str, chat_id: str) -> list[str]:
+        """The inner ledger's runs of a conversation (:class:`core.records.erase.Conversations`).
+
+        Raises:
+            NotImplementedError: the inner ledger cannot list them.
+        """
+        if not isinstance(self.inner, Conversations):
+            raise NotImplementedError(f"{type(self.inner).__name__} cannot list a conversation's runs")
+        return await self.inner.runs_in(channel, chat_id)
+
+    async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
+        """The inner ledger's retention (:class:`core.records.erase.Expiring`).
+
+        Raises:
+            NotImplementedError: the inner ledger cannot drop text.
+        """
+        if not isinstance(self.inner, Expiring):
+            raise NotImplementedError(f"{type(self.inner).__name__} cannot drop text")
+        return await self.inner.expire(channel, ended_before_s, limit)
+
+    async def erase(self, runs: Sequence[str]) -> int:
+        """The inner ledger's erasure (:class:`core.records.erase.Erasable`); the run's remembered channel and
+        uncertain parts are ids, kept.
+
+        Raises:
+            NotImplementedError: the inner ledger cannot erase.
+        """
+        return await _erase(self.inner, runs)
+
     async def close(self) -> None:
         await self.inner.close()
+
+
+async def _erase(store: object, runs: Sequence[str]) -> int:
+    if not isinstance(store, Erasable):
+        raise NotImplementedError(f"{type(store).__name__} cannot erase a run's text")
+    return await store.erase(runs)

@@ -203,6 +203,37 @@ class RedisJournal:
         args: list[str | int | float] = [run, "" if last_seq is None else last_seq, self._keep]
         await self._finish.fenced(self.partition, self.token, keys, args)
 
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' text, one run after another (:meth:`_erase_one`); how many fields held some."""
+        return sum([await self._erase_one(run) for run in runs])
+
+    async def _erase_one(self, run: str) -> int:
+        """Remove ``run``'s text from this partition's keys (:class:`core.records.erase.Erasable`): its journaled lines
+        (``j:lines:<run>``, its place in ``j:runs`` and ``j:at``) and its dead letters (entries of ``sr:{pN}:dead``
+        whose ``run`` is it: XDEL). Kept: that it ended and its last ``seq``. For a run no owner is delivering: an
+        owner still journaling it would write its later lines again. Input-stream entries are deleted by the owner
+        once journaled (:mod:`adapters.redis.stream`); Redis's own persistence files (RDB, AOF) may keep old values
+        until their next rewrite.
+
+        Returns:
+            How many journal elements and dead letters held the run's lines.
+        """
+        dead = self._keys.dead(self.partition)
+        with unavailable("journal.erase"):
+            letters = await self._client.xrange(dead) or []
+            buried = [
+                str(entry_id) for entry_id, fields in letters if entry_id is not None and _field(fields, "run") == run
+            ]
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.llen(self._key(f"lines:{run}"))
+                pipe.delete(self._key(f"lines:{run}"))
+                pipe.zrem(self._key("runs"), run)
+                pipe.hdel(self._key("at"), run)
+                if buried:
+                    pipe.xdel(dead, *buried)
+                done = await pipe.execute()
+        return int(done[0]) + len(buried)
+
     async def ended(self, run: str) -> EndedRun | None:
         """The finished run ``run``, or None when it never finished in this partition (or was forgotten)."""
         with unavailable("journal.ended"):
@@ -214,3 +245,13 @@ class RedisJournal:
     async def close(self) -> None:
         """Nothing to close: the client belongs to the caller."""
         return None
+
+
+def _field(fields: object, name: str) -> str | None:
+    """A stream entry's field ``name`` as text (the client may answer bytes or str keys and values)."""
+    if not isinstance(fields, dict):
+        return None
+    for key, value in fields.items():
+        if (key.decode() if isinstance(key, bytes) else key) == name:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None

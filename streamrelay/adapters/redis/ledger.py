@@ -361,6 +361,43 @@ class RedisLedger:
         args: list[str | int | float] = [json.dumps({**intent, "intent_at": time.time()}), slot, new_part]
         return int(await self._write(self._intent, keys, [*args, pending_json(pending)]))
 
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' text, one run after another (:meth:`_erase_one`); how many fields held some."""
+        return sum([await self._erase_one(run) for run in runs])
+
+    async def _erase_one(self, run: str) -> int:
+        """Remove ``run``'s text from this partition's ledger keys (:class:`core.records.erase.Erasable`, as
+        :meth:`adapters.sqlite.SqliteLedger.erase`): each part's ``shown`` and ``unbounded`` emptied and its pending
+        create (``<slot>:pending``) deleted, its desk entries' text emptied and their pending create dropped. Kept: the
+        run's record, states, message ids, content hashes; the calls hold hashes and lengths only. Not fenced (an
+        operator's write about an ended run, like :meth:`save_delivery`); for a run no owner is delivering.
+
+        Returns:
+            How many fields held text of the run.
+        """
+        parts_key = self._key(f"parts:{run}")
+        with unavailable("ledger.erase"):
+            stored = await self._hash(f"parts:{run}")
+            desk = await self._hash("desk")
+            async with self._client.pipeline(transaction=True) as pipe:
+                changed = 0
+                for field, raw in stored.items():
+                    if field.endswith(":pending"):
+                        pipe.hdel(parts_key, field)
+                        changed += 1
+                        continue
+                    data = json.loads(raw)
+                    if data.get("shown") is not None or data.get("unbounded") is not None:
+                        pipe.hset(parts_key, field, json.dumps({**data, "shown": None, "unbounded": None}))
+                        changed += 1
+                for entry_id, raw in desk.items():
+                    entry = json.loads(raw)
+                    if entry.get("run") == run and (entry.get("text") or entry.get("pending")):
+                        pipe.hset(self._key("desk"), entry_id, json.dumps({**entry, "text": "", "pending": None}))
+                        changed += 1
+                await pipe.execute()
+        return changed
+
     async def save_part(self, part: PartRecord) -> None:
         """Write one part as it is (its pending create too: None clears it)."""
         await self._upsert(part, "", "")

@@ -57,7 +57,7 @@ from streamrelay.core.errors import (
 )
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem
-from streamrelay.core.ports import MarkupPermissions, PendingSend, Settlement, StopControl, TextFormat
+from streamrelay.core.ports import MarkupPermissions, PendingSend, Settlement, Shown, StopControl, TextFormat
 from streamrelay.core.units import LengthUnit, text_units
 
 NOT_STREAMING = "message_not_in_streaming_state"
@@ -259,6 +259,16 @@ class SlackAdapter:
             streamed = stream_markdown(pending.text, pending.fmt, self.markup)
             return await settle.settle_start(self._conn, target, pending, streamed)
         return await settle.settle_send(self._conn, target, pending)
+
+    async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
+        """Whether message ``message_id`` (its ts) still shows ``shown`` as this adapter renders it
+        (:func:`adapters.slack.settle.read_back`: conversations.history / .replies bounded to the ts;
+        :class:`core.ports.ReadBack`).
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.slack.errors`.
+        """
+        return await settle.read_back(self._conn, target, message_id, self.render(shown, fmt).body)
 
     async def set_stop(
         self, target: Target, message_id: str, text: str, fmt: TextFormat, control: StopControl | None

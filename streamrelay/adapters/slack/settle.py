@@ -34,7 +34,7 @@ from streamrelay.adapters.slack.answers import TS_RE
 from streamrelay.adapters.slack.connection import Refused, SlackConnection
 from streamrelay.adapters.slack.errors import PLATFORM
 from streamrelay.core.events import Target
-from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome
+from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome, Shown
 
 EVENT_TYPE = "streamrelay_delivery"
 """The metadata ``event_type`` of a message that carries a delivery id."""
@@ -193,3 +193,30 @@ def thread_ts(target: Target) -> str | None:
     """The thread a target posts into: ``thread_id``, else ``reply_to`` (Slack replies are thread replies)."""
     value = target.thread_id if target.thread_id is not None else target.reply_to
     return None if value is None else str(value)
+
+
+async def read_back(connection: SlackConnection, target: Target, ts: str, expected: str) -> Shown:
+    """Whether message ``ts`` of ``target`` still shows ``expected`` (the body the adapter rendered for the text the
+    ledger acknowledged): conversations.history (conversations.replies in a thread) with ``oldest`` = ``latest`` =
+    ``ts`` and ``inclusive``, so only that message can come back (https://docs.slack.dev/reference/methods/
+    conversations.history). Not returned: ``gone`` (Slack leaves deleted messages out); returned with another text
+    (whitespace and Slack's three escapes aside): ``changed``.
+
+    Raises:
+        core.errors.DeliveryError: a subclass, as every call: no access to the history (``missing_scope``,
+            ``not_in_channel``) is a refusal, not a deleted message.
+    """
+    channel, thread = str(target.chat_id), thread_ts(target)
+    args: dict[str, Any] = {"channel": channel, "oldest": ts, "latest": ts, "inclusive": True, "limit": 1}
+    if thread is not None and thread != ts:
+        method = "conversations.replies"
+        answer = await connection.call(
+            method, target, lambda: connection.client.conversations_replies(ts=thread, **args)
+        )
+    else:
+        method = "conversations.history"
+        answer = await connection.call(method, target, lambda: connection.client.conversations_history(**args))
+    for message in answer["messages"]:  # an array: adapters.slack.answers checked it
+        if isinstance(message, Mapping) and message.get("ts") == ts:
+            return Shown.AS_DELIVERED if _plain(message.get("text")) == _plain(expected) else Shown.CHANGED
+    return Shown.GONE

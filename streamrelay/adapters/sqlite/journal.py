@@ -182,6 +182,18 @@ class SqliteJournal:
         if not future.cancelled() and future.exception() is not None:
             _log.warning("journal: lines of an ended run not deleted yet: %s", future.exception())
 
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' lines from this file (:class:`core.records.erase.Erasable`), byte for byte
+        (:meth:`SqliteStore.erase`: an ended run's lines were deleted at its end, perhaps without zeroing: the file
+        is rebuilt). Kept: that it ended, and its last ``seq``.
+
+        Returns:
+            How many lines were still journaled.
+        """
+        return await self._store.erase(
+            lambda db: sum(db.execute("DELETE FROM journal WHERE run = ?", (run,)).rowcount for run in runs)
+        )
+
     async def ended(self, run: str) -> EndedRun | None:
         query = "SELECT last_seq FROM journal_ended WHERE run = ?"
         rows = await self._store.fetch(query, (run,))

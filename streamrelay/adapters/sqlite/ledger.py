@@ -146,6 +146,21 @@ def _desk_entry(row: Sequence[object]) -> DeskEntry:
     )
 
 
+def _erase_text(db: sqlite3.Connection, run: str) -> int:
+    """Remove ``run``'s text from the ledger's tables (:meth:`SqliteLedger.erase`); how many rows held some."""
+    changed = db.execute(
+        "UPDATE parts SET shown = NULL, pending = NULL, unbounded = NULL WHERE run = ?"
+        " AND (shown IS NOT NULL OR pending IS NOT NULL OR unbounded IS NOT NULL)",
+        (run,),
+    ).rowcount
+    changed += db.execute(
+        "UPDATE deliveries SET text = '', pending = NULL WHERE run = ? AND (text != '' OR pending IS NOT NULL)",
+        (run,),
+    ).rowcount
+    changed += db.execute("DELETE FROM corrections WHERE run = ?", (run,)).rowcount
+    return int(changed)
+
+
 class SqliteLedger:
     """A ledger in one SQLite file.
 
@@ -207,6 +222,45 @@ class SqliteLedger:
             ended=bool(row[5]),
             errors=json.loads(row[6]) if row[6] else [],
         )
+
+    async def runs_in(self, channel: str, chat_id: str) -> list[str]:
+        """Every run on ``channel`` to chat ``chat_id`` (its target's ``chat_id`` as text), oldest first
+        (:class:`core.records.erase.Conversations`)."""
+        found = await self._store.fetch(
+            "SELECT run FROM runs WHERE channel = ? AND CAST(json_extract(target, '$.chat_id') AS TEXT) = ?"
+            " ORDER BY created_at",
+            (channel, chat_id),
+        )
+        return [str(row[0]) for row in found]
+
+    async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
+        """Remove the text of at most ``limit`` runs of ``channel`` that ended before ``ended_before_s`` (Unix
+        seconds) and still hold some (:class:`core.records.erase.Expiring`), as :meth:`erase` does, in one rebuild of
+        the file; the runs whose text went (oldest end first)."""
+        found = await self._store.fetch(
+            "SELECT run FROM runs WHERE channel = ? AND ended = 1 AND ended_at < ? AND ("
+            " EXISTS (SELECT 1 FROM parts WHERE parts.run = runs.run AND (shown IS NOT NULL OR pending IS NOT NULL"
+            " OR unbounded IS NOT NULL))"
+            " OR EXISTS (SELECT 1 FROM deliveries WHERE deliveries.run = runs.run AND text != '')"
+            " OR EXISTS (SELECT 1 FROM corrections WHERE corrections.run = runs.run)) ORDER BY ended_at LIMIT ?",
+            (channel, ended_before_s, limit),
+        )
+        runs = [str(row[0]) for row in found]
+        if runs:
+            await self._store.erase(lambda db: sum(_erase_text(db, run) for run in runs))
+        return runs
+
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' text from this file (:class:`core.records.erase.Erasable`), byte for byte
+        (:meth:`SqliteStore.erase`): each part's shown text and pending create (its text) set to NULL, its desk
+        entries' text emptied and their pending create dropped, its corrections deleted (their bodies hold the new
+        text). Kept: the run's record, each part's state and message id, the calls' content hashes and lengths.
+
+        Returns:
+            How many rows held text of the run.
+        """
+
+        return await self._store.erase(lambda db: sum(_erase_text(db, run) for run in runs))
 
     async def record_intent(
         self, run: str, slot: int, role: SlotRole, op: str, text: str, pending: PendingSend | None = None

@@ -300,6 +300,52 @@ class SqliteStore:
 
         await self.transaction(create)
 
+    async def erase(self, work: Work) -> int:
+        """Run ``work`` (deletes and updates that remove text) so that the removed bytes are in the file no more: in one
+        transaction with ``secure_delete`` on (SQLite overwrites deleted content with zeros), then ``VACUUM`` (the
+        file rebuilt: free pages, which may still hold text deleted earlier without it, are dropped) and a
+        ``wal_checkpoint(TRUNCATE)`` (the write-ahead log, which holds the pages' old versions, emptied to zero bytes).
+        https://www.sqlite.org/pragma.html#pragma_secure_delete, https://www.sqlite.org/lang_vacuum.html,
+        https://www.sqlite.org/pragma.html#pragma_wal_checkpoint. Costs a rewrite of the whole file: an erasure is
+        rare. Writes handed over meanwhile wait for it.
+
+        Returns:
+            What ``work`` returned (how many records it changed).
+
+        Raises:
+            sqlite3.Error: the file could not be written (the rows may be changed without the file compacted: ask
+                again).
+        """
+
+        def run(conn: sqlite3.Connection) -> int:
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    changed = int(work(conn))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("VACUUM")
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if busy:
+                    raise sqlite3.OperationalError(f"{self.path}: the write-ahead log could not be emptied (busy)")
+                return changed
+            finally:
+                conn.execute("PRAGMA secure_delete = OFF")
+
+        async with self._lock:
+            changed: int = await self._db._execute(lambda: run(self._connection()))  # type: ignore[no-untyped-call]
+        self.commits += 1
+        return changed
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = self._db._connection
+        assert conn is not None
+        return conn
+
     async def close(self) -> None:
         """Finish the writes already handed over, then close the connection."""
         if not self._closed:

@@ -135,6 +135,12 @@ class MemoryJournal:
         while len(self._ended) > self._keep:
             self._ended.popitem(last=False)
 
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Forget ``runs``' lines (:class:`core.records.erase.Erasable`); how many there were."""
+        for run in runs:
+            self._last_at.pop(run, None)
+        return sum(len(self._lines.pop(run, [])) for run in runs)
+
     async def ended(self, run: str) -> EndedRun | None:
         return self._ended.get(run)
 

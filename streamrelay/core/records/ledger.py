@@ -189,6 +189,32 @@ class MemoryLedger:
         call.outcome, call.detail = outcome, detail
         self._parts[(part.run, part.slot)] = replace(part)
 
+    async def runs_in(self, channel: str, chat_id: str) -> list[str]:
+        """Every run on ``channel`` to chat ``chat_id`` (:class:`core.records.erase.Conversations`)."""
+        return [r.run for r in self._runs.values() if r.channel == channel and str(r.target.get("chat_id")) == chat_id]
+
+    async def erase(self, runs: Sequence[str]) -> int:
+        """Remove ``runs``' text (:class:`core.records.erase.Erasable`, as :meth:`SqliteLedger.erase` does): parts'
+        shown and pending texts, desk entries' texts, corrections, and the text of each recorded call."""
+        wanted = set(runs)
+        changed = 0
+        for key, part in list(self._parts.items()):
+            if key[0] in wanted and (part.shown is not None or part.pending is not None or part.unbounded is not None):
+                self._parts[key] = replace(part, shown=None, pending=None, unbounded=None)
+                changed += 1
+        for entry_id, entry in list(self._desk.items()):
+            if entry.run in wanted and (entry.text or entry.pending is not None):
+                self._desk[entry_id] = replace(entry, text="", pending=None)
+                changed += 1
+        for correction in [c for c in self._corrections if c[0] in wanted]:
+            del self._corrections[correction]
+            changed += 1
+        for call in self.calls:
+            if call.run in wanted and call.text:
+                call.text = ""
+                changed += 1
+        return changed
+
     async def parts(self, run: str) -> list[PartRecord]:
         found = [p for (r, _), p in self._parts.items() if r == run]
         return sorted(found, key=lambda p: p.slot)

@@ -16,8 +16,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
@@ -36,10 +36,12 @@ from streamrelay.core.lanes.gate import (
 )
 from streamrelay.core.lanes.pipeline import ArgsValidator, PipelineLane
 from streamrelay.core.normalize import make_normalizer
+from streamrelay.core.records.erase import Conversations, Erasable, Expiring, TextCache
 from streamrelay.core.records.journal import Journal, JournalEntry, MemoryJournal, entries_of, new_entry
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, with_gaps
 from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
+from streamrelay.core.run.audit import AuditReport, audit_run
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.fanout import Controller, rebuilt_report
 from streamrelay.core.run.finished import FinishedRuns, finished_record
@@ -47,6 +49,7 @@ from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
 from streamrelay.core.run.worker import ActiveRun, consecutive, work
 from streamrelay.core.tasks import stop_all
+from streamrelay.core.trace import RUN_TRACE
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -422,12 +425,19 @@ class Relay:
             return
         run.opened = True  # before the await: a concurrent request must not open it again
         run.opened_at_s = self._clock.now()
+        # The run's trace context (core/trace.py) in the context its tasks are made in: the delivery loop started by
+        # open() and the worker copy it, so every call they make is traced under it; reset at once, so the
+        # request's own task (which may carry several runs) never keeps it.
+        traced = RUN_TRACE.set(run.controller.start_event.trace())
         try:
-            await run.controller.open()
-        except BaseException:
-            self._not_opened(run)
-            raise
-        run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
+            try:
+                await run.controller.open()
+            except BaseException:
+                self._not_opened(run)
+                raise
+            run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
+        finally:
+            RUN_TRACE.reset(traced)
         run.controller.on_lost(lambda: self._lost(run))
 
     def _not_opened(self, run: ActiveRun) -> None:
@@ -499,6 +509,123 @@ class Relay:
                 self.observer.run_ended(report, duration_s)
             except Exception:
                 _log.exception("run %s: its end could not be counted", report.run)
+
+    async def erase(self, run: str) -> dict[str, int]:
+        """Remove ``run``'s text from everything this relay keeps (docs/retention.md): what it keeps in memory of the
+        finished run (its report, lane units and live record: :mod:`core.run.finished`), the channels' adapters'
+        caches of recent renderings (:class:`core.records.erase.TextCache`), then the journal and the ledger
+        (:class:`core.records.erase.Erasable`: their files byte for byte). Ids, states and counts stay: the run's
+        report is rebuilt from the ledger, with no text.
+
+        Returns:
+            What was removed: ``{"memory": 0|1, "journal": lines, "ledger": records}``.
+
+        Raises:
+            IngestError: 409 while the run is active here (stop it first: POST /v1/runs/{run}/stop, or let it end);
+                404 when no store knows it; 501 when a store cannot erase.
+        """
+        if run in self._runs:
+            raise IngestError(
+                f"run {run!r} is still active: stop it (POST /v1/runs/{{run}}/stop) or let it end, then erase it",
+                status=409,
+            )
+        known = (
+            run in self._finished or await self._ledger.get_run(run) is not None or bool(await self._journal.lines(run))
+        )
+        if not known:
+            raise IngestError(f"unknown run {run!r}", status=404)
+        return await self._erase([run])
+
+    async def erase_conversation(self, channel: str, chat_id: str, owns: Callable[[str], bool]) -> dict[str, Any]:
+        """Remove the text of every run on ``channel`` to chat ``chat_id`` that ``owns`` says is the caller's (its
+        run key), as :meth:`erase` does for one, in one pass over each store.
+
+        Returns:
+            ``{"runs": [run keys erased], "removed": {"memory", "journal", "ledger"}}``.
+
+        Raises:
+            IngestError: 409 when one of them is active here (nothing erased: stop it first), 501 when the ledger
+                cannot list a conversation's runs or a store cannot erase.
+        """
+        if not isinstance(self._ledger, Conversations):
+            raise IngestError(f"{type(self._ledger).__name__} cannot list a conversation's runs", status=501)
+        try:
+            runs = [run for run in await self._ledger.runs_in(channel, chat_id) if owns(run)]
+        except NotImplementedError as exc:
+            raise IngestError(str(exc), status=501) from None
+        active = [run for run in runs if run in self._runs]
+        if active:
+            raise IngestError(
+                f"{len(active)} run(s) of this conversation are still active: stop them or let them end, then erase it",
+                status=409,
+            )
+        removed = await self._erase(runs) if runs else {"memory": 0, "journal": 0, "ledger": 0}
+        return {"runs": runs, "removed": removed}
+
+    async def _erase(self, runs: list[str]) -> dict[str, int]:
+        """:meth:`erase` of ``runs`` (none active here)."""
+        for store in (self._journal, self._ledger):
+            if not isinstance(store, Erasable):
+                raise IngestError(f"{type(store).__name__} cannot erase a run's text", status=501)
+        removed = {"memory": 0, "journal": 0, "ledger": 0}
+        for run in runs:
+            if self._finished.pop(run, None) is not None:
+                removed["memory"] += 1
+            self.interrupted.discard(run)
+        self._clear_text_caches()
+        try:
+            removed["journal"] = await cast(Erasable, self._journal).erase(runs)
+            removed["ledger"] = await cast(Erasable, self._ledger).erase(runs)
+        except NotImplementedError as exc:  # a wrapper whose inner store cannot erase
+            raise IngestError(str(exc), status=501) from None
+        extra = {f"erased_{k}": v for k, v in removed.items()}
+        _log.info("%d run(s) erased: %s", len(runs), ", ".join(runs[:20]), extra={"runs": len(runs), **extra})
+        return removed
+
+    async def expire_texts(self, now_s: float, limit: int = 500) -> list[str]:
+        """Drop the text of runs that ended longer ago than their channel's ``text_retention_s`` (Unix seconds
+        ``now_s``; at most ``limit`` runs per channel per call): from the ledger (:class:`core.records.erase.Expiring`)
+        and from what the relay keeps of them in memory. A ledger that cannot expire text keeps it (logged once per
+        call). The runs whose text went.
+
+        Raises:
+            Exception: the ledger could not be written (tried again at the next call).
+        """
+        expiring = [r.policy for r in self.channels.values() if r.policy.text_retention_s is not None]
+        if not expiring:
+            return []
+        if not isinstance(self._ledger, Expiring):
+            _log.warning("text_retention_hours is set but %s cannot drop text", type(self._ledger).__name__)
+            return []
+        gone: list[str] = []
+        for policy in expiring:
+            assert policy.text_retention_s is not None
+            try:
+                runs = await self._ledger.expire(policy.name, now_s - policy.text_retention_s, limit)
+            except NotImplementedError as exc:
+                _log.warning("text_retention_hours is set but the ledger cannot drop text: %s", exc)
+                return gone
+            for run in runs:
+                self._finished.pop(run, None)
+            gone += runs
+        if gone:
+            self._clear_text_caches()
+            _log.info("retention: the text of %d ended runs dropped", len(gone), extra={"expired": len(gone)})
+        return gone
+
+    def _clear_text_caches(self) -> None:
+        for runtime in self.channels.values():
+            cache = getattr(runtime.adapter, "render", None)
+            if isinstance(cache, TextCache):
+                cache.clear()
+
+    async def audit(self, run: str) -> AuditReport:
+        """What the platform shows now of ``run``'s delivered messages (:func:`core.run.audit.audit_run`).
+
+        Raises:
+            AuditError: the ledger knows no such run, or its channel is not configured here.
+        """
+        return await audit_run(run, self._ledger, self.channels)
 
     async def stop(self, run_id: str, by: str | None = None, reason: str | None = None) -> StopState:
         """Stop the active run ``run_id`` for its reader (:func:`core.run.stop.stop_run`: journaled, idempotent).

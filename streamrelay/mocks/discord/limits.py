@@ -47,6 +47,7 @@ class DiscordLimits:
         identity: ``GET /users/@me`` and ``GET /oauth2/applications/@me`` per bot (5 per 5 s).
         webhook: webhook execute / edit / delete per webhook (5 per 2 s, observed).
         start_thread: ``POST /channels/{id}/messages/{mid}/threads`` per channel (5 per 5 s, an assumption).
+        get_message: ``GET /channels/{id}/messages/{mid}`` per channel (5 per 1 s, an assumption).
         global_per_s: requests per sliding second per bot, every bot route counted (50, official:
             https://discord.com/developers/docs/topics/rate-limits#global-rate-limit). Webhooks are not
             bound to a bot and do not count.
@@ -59,6 +60,7 @@ class DiscordLimits:
     identity: Bucket = Bucket(5, 5.0)
     webhook: Bucket = Bucket(5, 2.0)
     start_thread: Bucket = Bucket(5, 5.0)
+    get_message: Bucket = Bucket(5, 1.0)
     global_per_s: int = 50
 
 

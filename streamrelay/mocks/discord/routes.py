@@ -41,6 +41,7 @@ ROUTES = (
     route("POST", "/channels/{channel}/messages", "createMessage", "create_message"),
     route("PATCH", "/channels/{channel}/messages/{message}", "editMessage", "edit_message"),
     route("DELETE", "/channels/{channel}/messages/{message}", "deleteMessage", "delete_message"),
+    route("GET", "/channels/{channel}/messages/{message}", "getChannelMessage", "get_message"),
     route("POST", "/channels/{channel}/typing", "triggerTypingIndicator", "typing"),
     route("POST", "/channels/{channel}/messages/{message}/threads", "startThreadFromMessage", "start_thread"),
     route("POST", "/webhooks/{webhook}/{token}", "executeWebhook", "webhook"),

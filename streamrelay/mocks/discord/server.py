@@ -80,6 +80,7 @@ class MockDiscord(MockServer):
             "createMessage": self._create,
             "editMessage": self._edit,
             "deleteMessage": self._delete,
+            "getChannelMessage": self._get,
             "triggerTypingIndicator": self._typing,
             "startThreadFromMessage": self._start_thread,
             "executeWebhook": self._create,
@@ -118,6 +119,18 @@ class MockDiscord(MockServer):
         token = f"mock-webhook-token-{webhook_id}"
         self._webhooks[webhook_id] = (token, wire.check_snowflake("channel_id", str(channel_id)))
         return webhook_id, token
+
+    def remove(self, chat_id: ChatId, message_id: int | str) -> None:
+        """A person or a moderator deletes message ``message_id`` of channel ``chat_id`` (the control API's
+        ``/_mock/remove``): Get Channel Message answers 404 10008 from now on.
+
+        Raises:
+            ValueError: no such message, or it is deleted already.
+        """
+        message = self._channels.messages.get(str(chat_id), {}).get(str(message_id))
+        if message is None or message.deleted:
+            raise ValueError(f"message {message_id} of {chat_id} does not exist (or was deleted)")
+        message.deleted = True
 
     def user_message(self, chat_id: ChatId, text: str) -> str:
         """Store a message a person wrote in ``chat_id`` (the control API's ``/_mock/user_message``); its id.
@@ -327,6 +340,18 @@ class MockDiscord(MockServer):
         self._admit(call)
         self._channels.apply(message, change)
         message.components = message.components if rows is None else rows
+        return 200, self._channels.json(message)
+
+    def _get(self, call: _Call) -> Result:
+        """getChannelMessage (https://discord.com/developers/docs/resources/message#get-channel-message): any
+        message of the channel, the bot's or a person's; 404 10008 when unknown or deleted."""
+        channel = self._channels.channel(call.channel)
+        message = self._channels.messages.get(channel, {}).get(
+            wire.check_snowflake("message_id", call.params["message"])
+        )
+        if message is None or message.deleted:
+            raise fail(wire.UNKNOWN_MESSAGE)
+        self._admit(call)
         return 200, self._channels.json(message)
 
     def _delete(self, call: _Call) -> Result:

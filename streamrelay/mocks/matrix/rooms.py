@@ -199,6 +199,36 @@ class Rooms:
             self._txns[(device, txn_id)] = event.event_id
         return event
 
+    def event_json(self, room: Room, event_id: str) -> dict[str, Any]:
+        """The event as ``GET /rooms/{roomId}/event/{eventId}`` answers it: a redacted one with its content stripped
+        and ``unsigned.redacted_because``; an edited one with its latest valid edit bundled in
+        ``unsigned["m.relations"]["m.replace"]`` (server-side aggregation,
+        https://spec.matrix.org/v1.11/client-server-api/#server-side-aggregation-of-mreplace-relationships).
+
+        Raises:
+            MatrixError: 404 ``M_NOT_FOUND`` for an event the room does not have.
+        """
+        event = self.event(room, event_id)
+        if event is None:
+            raise MatrixError(404, "M_NOT_FOUND", f"Event {event_id} not found")
+        unsigned: dict[str, Any] = {}
+        if event.redacted_by is not None:
+            unsigned["redacted_because"] = {"event_id": event.redacted_by, "type": "m.room.redaction"}
+        else:
+            edits = [
+                e
+                for e in room.events
+                if e.is_edit
+                and e.redacted_by is None
+                and e.relation.get("event_id") == event.event_id
+                and e.sender == event.sender
+                and isinstance(e.content.get("m.new_content"), dict)
+            ]
+            if edits:
+                latest = edits[-1]
+                unsigned["m.relations"] = {"m.replace": _wire(latest)}
+        return {**_wire(event), "unsigned": unsigned}
+
     def check_redaction(self, room: Room, sender: str, target_id: str) -> StoredEvent:
         """The event a redaction by ``sender`` removes.
 
@@ -232,3 +262,15 @@ class Rooms:
         room = self.rooms.get(room_id)
         now = self._clock()
         return [] if room is None else [u for u, until in room.typing.items() if until > now]
+
+
+def _wire(event: StoredEvent) -> dict[str, Any]:
+    """An event in the Client-Server API's shape (its ``unsigned`` aside)."""
+    return {
+        "event_id": event.event_id,
+        "room_id": event.room_id,
+        "sender": event.sender,
+        "type": event.type,
+        "content": event.content,
+        "origin_server_ts": event.ts_ms,
+    }

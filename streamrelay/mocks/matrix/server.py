@@ -17,10 +17,12 @@ from streamrelay.mocks.matrix.rooms import ANNOTATION, MESSAGE, REACTION, Rooms,
 from streamrelay.mocks.matrix.wire import (
     CLIENT_PREFIX,
     CLIENT_V1_PREFIX,
+    GET_EVENT,
     MAX_UPLOAD_BYTES,
     MEDIA_CONFIG,
     MEDIA_PREFIX,
     METHODS,
+    MODERATOR,
     PERSON,
     REDACT,
     RELATIONS,
@@ -96,6 +98,7 @@ class MockMatrix(MockServer):
         app.router.add_put(f"{rooms}/send/{{etype}}/{{txn}}", self._send)
         app.router.add_put(f"{rooms}/redact/{{event}}/{{txn}}", self._redact)
         app.router.add_put(f"{rooms}/typing/{{user}}", self._typing)
+        app.router.add_get(f"{rooms}/event/{{event}}", self._get_event)
         app.router.add_get(f"{CLIENT_PREFIX}/account/whoami", self._whoami)
         app.router.add_post(f"{MEDIA_PREFIX}/upload", self._upload)
         app.router.add_get(f"{CLIENT_V1_PREFIX}/media/config", self._media_config)
@@ -182,6 +185,19 @@ class MockMatrix(MockServer):
         except MatrixError as exc:
             raise ValueError(exc.error) from None
         return self.rooms.store(room, PERSON, MESSAGE, {"msgtype": "m.text", "body": text}, "person", None).event_id
+
+    def remove(self, chat_id: ChatId, message_id: int | str) -> None:
+        """A room moderator redacts event ``message_id`` of room ``chat_id`` (the control API's ``/_mock/remove``):
+        GET event answers it redacted from now on, and it is no longer shown.
+
+        Raises:
+            ValueError: no such event, or it is redacted already.
+        """
+        room = self.rooms.rooms.get(str(chat_id))
+        target = None if room is None else self.rooms.event(room, str(message_id))
+        if room is None or target is None or target.redacted_by is not None:
+            raise ValueError(f"event {message_id} of {chat_id} does not exist (or was redacted)")
+        self.rooms.redact(room, MODERATOR, target, f"{MODERATOR}/device", f"remove/{message_id}")
 
     def typing_users(self, chat_id: ChatId) -> list[str]:
         """Who is shown typing in room ``chat_id`` now."""
@@ -274,6 +290,15 @@ class MockMatrix(MockServer):
             return {"event_id": self.rooms.redact(room, user, target, device, key).event_id}
 
         return await self._answer(request, REDACT, room_id, work)
+
+    async def _get_event(self, request: web.Request) -> web.StreamResponse:
+        room_id, event_id = request.match_info["room"], request.match_info["event"]
+
+        def work(call: RecordedCall, user: str, body: Any) -> dict[str, Any]:
+            call.message_id = event_id
+            return self.rooms.event_json(self.rooms.room(room_id, user), event_id)
+
+        return await self._answer(request, GET_EVENT, room_id, work)
 
     async def _typing(self, request: web.Request) -> web.StreamResponse:
         room_id, user_id = request.match_info["room"], request.match_info["user"]

@@ -21,6 +21,8 @@ TYPING = "typing"
 """``PUT /_matrix/client/v3/rooms/{roomId}/typing/{userId}``."""
 WHOAMI = "whoami"
 """``GET /_matrix/client/v3/account/whoami``."""
+GET_EVENT = "get_event"
+"""``GET /rooms/{roomId}/event/{eventId}`` (https://spec.matrix.org/v1.11/client-server-api/#get_matrixclientv3roomsroomideventeventid)."""
 UPLOAD = "upload"
 """``POST /_matrix/media/v3/upload``: a file into the content repository (no transaction id: a repeat is a second
 file, https://spec.matrix.org/latest/client-server-api/#post_matrixmediav3upload)."""
@@ -30,7 +32,7 @@ MEDIA_CONFIG = "media_config"
 RELATIONS = "relations"
 """``GET /_matrix/client/v1/rooms/{roomId}/relations/{eventId}/{relType}[/{eventType}]``: the events that relate to
 one (https://spec.matrix.org/latest/client-server-api/#get_matrixclientv1roomsroomidrelationseventidreltypeeventtype)."""
-METHODS = (SEND, REDACT, TYPING, WHOAMI, UPLOAD, MEDIA_CONFIG, RELATIONS)
+METHODS = (SEND, REDACT, TYPING, WHOAMI, UPLOAD, MEDIA_CONFIG, RELATIONS, GET_EVENT)
 MEDIA_PREFIX = "/_matrix/media/v3"
 CLIENT_V1_PREFIX = "/_matrix/client/v1"
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
@@ -49,6 +51,8 @@ TOKEN_RE = re.compile(r"^syt_([A-Za-z0-9_\-]+?)_[A-Za-z0-9]+_[A-Za-z0-9]+$")
 it (a token is opaque to clients: https://spec.matrix.org/latest/client-server-api/#using-access-tokens)."""
 PERSON = f"@person:{SERVER_NAME}"
 """Who writes the person's messages (:meth:`MockMatrix.user_message`)."""
+MODERATOR = f"@moderator:{SERVER_NAME}"
+"""Who redacts a message through the control API (:meth:`MockMatrix.remove`): a room moderator."""
 
 
 class MatrixError(Exception):

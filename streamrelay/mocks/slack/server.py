@@ -170,6 +170,19 @@ class MockSlack(MockServer):
         """Seed a message a person wrote at the next ts (as ``MockDiscord.post_user_message``); return its ts."""
         return self.add_user_message(channel, None, text, thread_ts=thread_ts)
 
+    def remove(self, chat_id: ChatId, message_id: int | str) -> None:
+        """A person or an admin deletes message ``message_id`` (a ts) of ``chat_id`` (the control API's
+        ``/_mock/remove``): conversations.history and .replies leave it out from now on.
+
+        Raises:
+            ValueError: no such message, or it is deleted already.
+        """
+        try:
+            message = self._workspace.find(str(chat_id), str(message_id))
+        except SlackError:
+            raise ValueError(f"message {message_id} of {chat_id} does not exist (or was deleted)") from None
+        message.deleted = True
+
     def user_message(self, chat_id: ChatId, text: str) -> str:
         """Store a top-level message a person wrote in ``chat_id`` at the next ts (the control API's
         ``/_mock/user_message``); return its ts.

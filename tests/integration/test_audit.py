@@ -1,0 +1,112 @@
+"""The audit (docs/audit.md): a run delivered to Slack, Discord and Matrix, then a message deleted in the mock by
+someone else (its control API, as a person or a moderator would): ``GET /v1/runs/{run}/audit`` reads each message back
+as the platform serves it (Slack conversations.history, Discord Get Channel Message, Matrix GET event) and reports that
+one ``gone``, the others as delivered. Telegram cannot be read back: the audit says so and concludes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from typer.testing import CliRunner
+
+from streamrelay.app.cli import app
+from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.service import Sidecar, make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
+from streamrelay.core.records.ledger import MemoryLedger
+from streamrelay.core.run.relay import Relay
+from tests.integration.conftest import INGEST_TOKEN
+
+BLOCKS = ("The refund was approved today.", "It reaches your card within 14 days.", "Anything else?")
+
+
+async def _delivered(platform: str) -> tuple[Any, Relay, Sidecar, httpx.AsyncClient, list[tuple[int | str, str]]]:
+    dry = DRY_RUN[platform]
+    mock = dry.make_mock(False)
+    api = await mock.start()
+    settings = ChannelSettings.model_validate(
+        {
+            "platform": platform,
+            "api_base": api,
+            "delivery": "block",
+            "throttle_ms": 0,
+            "typing": False,
+            "coalesce": {"min_chars": 1, "max_chars": 1000, "idle_ms": 0},
+        }
+    )
+    relay = Relay({"c": make_runtime("c", settings, SecretStr(dry.token))}, MemoryLedger(), MonotonicClock())
+    sidecar = Sidecar(relay, token=INGEST_TOKEN)
+    await sidecar.start()
+    target = dry.target(native=False)
+    events: list[dict[str, Any]] = [
+        {"kind": "run.start", "channel": "c", "target": target.model_dump(exclude_none=True)}
+    ]
+    for block in BLOCKS:
+        events += [{"kind": "text", "text": block}, {"kind": "block_end"}]
+    events.append({"kind": "end", "status": "ok"})
+    client = httpx.AsyncClient(base_url=sidecar.url, headers={"Authorization": f"Bearer {INGEST_TOKEN}"}, timeout=30)
+    answer = await client.post("/v1/runs/a1/events", content="".join(json.dumps(e) + "\n" for e in events))
+    assert answer.status_code == 200, answer.text
+    report = (await client.get("/v1/runs/a1", params={"wait_s": 20})).json()
+    assert report["status"] == "delivered", report
+    shown = list(mock.visible(target.chat_id))
+    assert [text for _, text in shown] == list(BLOCKS)
+    return mock, relay, sidecar, client, shown
+
+
+@pytest.mark.parametrize("platform", ["slack", "discord", "matrix"])
+async def test_a_message_deleted_after_delivery_is_reported_gone(platform: str) -> None:
+    mock, relay, sidecar, client, shown = await _delivered(platform)
+    try:
+        before = (await client.get("/v1/runs/a1/audit")).json()
+        assert before["readable"] is True and before["drift"] == 0
+        assert [m["verdict"] for m in before["messages"]] == ["as_delivered"] * len(BLOCKS)
+        assert [m["message_id"] for m in before["messages"]] == [str(mid) for mid, _ in shown]
+
+        deleted = str(shown[1][0])
+        chat = DRY_RUN[platform].target(native=False).chat_id
+        async with httpx.AsyncClient() as control:
+            removed = await control.post(f"{mock.control_url}/remove", json={"chat_id": chat, "message_id": deleted})
+            assert removed.status_code == 200, removed.text
+        assert [text for _, text in mock.visible(chat)] == [BLOCKS[0], BLOCKS[2]]
+
+        after = (await client.get("/v1/runs/a1/audit")).json()
+        assert after["drift"] == 1
+        verdicts = {m["message_id"]: m["verdict"] for m in after["messages"]}
+        assert verdicts == {str(shown[0][0]): "as_delivered", deleted: "gone", str(shown[2][0]): "as_delivered"}
+        # the same from the command line: the table, and exit 3 for the drift
+        env = {"STREAMRELAY_TOKEN": INGEST_TOKEN, "COLUMNS": "200", "NO_COLOR": "1"}
+        cli = await asyncio.to_thread(CliRunner().invoke, app, ["audit", "a1", "--url", sidecar.url], env=env)
+        assert cli.exit_code == 3, cli.output
+        assert "gone" in cli.output and deleted in cli.output
+        reads = {"slack": "conversations.history", "discord": "getChannelMessage", "matrix": "get_event"}[platform]
+        assert sum(c.method == reads for c in mock.calls) == 3 * len(BLOCKS)  # read as the platform serves them
+
+        assert (await client.get("/v1/runs/nope/audit")).status_code == 404
+        assert (await client.get("/v1/runs/a1/audit", headers={"Authorization": "Bearer wrong"})).status_code == 401
+    finally:
+        await client.aclose()
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()
+
+
+async def test_telegram_cannot_be_read_back_and_the_audit_says_so() -> None:
+    mock, relay, sidecar, client, _ = await _delivered("telegram")
+    try:
+        calls = len(mock.calls)
+        audit = (await client.get("/v1/runs/a1/audit")).json()
+        assert audit["readable"] is False and audit["messages"] == [] and audit["drift"] == 0
+        assert "no method that reads a message" in audit["note"]
+        assert len(mock.calls) == calls  # nothing posted, nothing read: forwardMessage would post
+    finally:
+        await client.aclose()
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()

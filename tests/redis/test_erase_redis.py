@@ -1,0 +1,107 @@
+"""Erasure on the Redis backend (docs/retention.md): a run's text removed from every key of its partition, found
+in no key name or value of the server afterwards (every key read by its type: strings, hashes, lists, sorted sets,
+streams); another run's text untouched. The run is written as an owner writes it: its journal lines, a dead letter,
+its ledger parts with a pending create, its calls and a desk entry."""
+
+from __future__ import annotations
+
+import json
+
+from streamrelay.adapters.redis import Leases, RedisLedger
+from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.redis.journal import RedisJournal
+from streamrelay.adapters.redis.keys import KEYS
+from streamrelay.core.ports import PendingSend, TextFormat
+from streamrelay.core.records.desk import DeskEntry, DeskState
+from streamrelay.core.records.erase import Erasable
+from streamrelay.core.records.journal import JournalEntry
+from streamrelay.core.records.ledger import PartRecord, RunRecord
+from streamrelay.core.records.report import PartState, SlotRole
+
+PARTITION = 3
+MARK_A = "lynx-saffron-4417"
+MARK_B = "gannet-teal-9902"
+
+
+async def _everything(client: Redis) -> str:
+    """Every key of the server and its value, as one text."""
+    dump: list[str] = []
+    async for key in client.scan_iter(count=1000):
+        kind = await client.type(key)
+        if kind == "string":
+            value: object = await client.get(key)
+        elif kind == "hash":
+            value = await client.hgetall(key)
+        elif kind == "list":
+            value = await client.lrange(key, 0, -1)
+        elif kind == "zset":
+            value = await client.zrange(key, 0, -1, withscores=True)
+        elif kind == "set":
+            value = sorted(await client.smembers(key))
+        elif kind == "stream":
+            value = await client.xrange(key)
+        else:
+            raise AssertionError(f"a key of a type this test does not read: {key!r} ({kind!r})")
+        dump.append(f"{key!r} {kind!r} {value!r}")
+    return "\n".join(dump)
+
+
+async def _write_run(ledger: RedisLedger, journal: RedisJournal, client: Redis, run: str, mark: str) -> None:
+    text = f"Your parcel {mark} left the depot."
+    await ledger.start_run(RunRecord(run=run, channel="telegram", target={"chat_id": 5}, mode="block"))
+    start = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": 5}}
+    await journal.append([JournalEntry(run, json.dumps(start)), JournalEntry(run, json.dumps({"text": text}))])
+    await client.xadd(KEYS.dead(PARTITION), {"run": run, "line": json.dumps({"kind": "text", "text": text})})
+    pending = PendingSend(f"d-{run}", text, TextFormat.PLAIN)
+    call = await ledger.record_intent(run, 0, SlotRole.ANSWER, "send", text, pending)
+    await ledger.record_intent(
+        run, 1, SlotRole.ANSWER, "send", f"Second {mark}.", PendingSend("x", f"{mark}!", TextFormat.PLAIN)
+    )
+    part = PartRecord(run=run, slot=0, role=SlotRole.ANSWER, state=PartState.ACKED, message_id="11", shown=text)
+    await ledger.record_outcome(call, part, "ack")
+    entry = DeskEntry(
+        run=run,
+        slot=1,
+        role=SlotRole.ANSWER,
+        state=DeskState.FAILED,
+        was=DeskState.FAILED,
+        channel="telegram",
+        target={"chat_id": 5},
+        text=f"Second {mark}.",
+        fmt=TextFormat.PLAIN,
+        error="403",
+        ended_at=100.0,
+        updated_at=100.0,
+        pending=PendingSend("y", f"Second {mark}.", TextFormat.PLAIN),
+    )
+    await ledger.record_undelivered([entry])
+    await ledger.end_run(run, "ok")
+
+
+async def test_an_erased_run_is_in_no_redis_key_or_value(client: Redis) -> None:
+    token = await Leases(client).acquire(PARTITION, "owner", 10_000)
+    assert token is not None
+    ledger = RedisLedger(client, PARTITION).fenced(token)
+    journal = RedisJournal(client, PARTITION).fenced(token)
+    assert isinstance(ledger, Erasable) and isinstance(journal, Erasable)
+    await _write_run(ledger, journal, client, "A", MARK_A)
+    await _write_run(ledger, journal, client, "B", MARK_B)
+    before = await _everything(client)
+    assert before.count(MARK_A) >= 5  # journal line, dead letter, part, pending create, desk entry (and its create)
+
+    assert await journal.erase(["A"]) == 2  # one journal element (one append) and one dead letter
+    assert await ledger.erase(["A"]) == 3  # slot 0 shown (its outcome cleared its create), slot 1 pending, desk entry
+    after = await _everything(client)
+    assert MARK_A not in after
+    assert after.count(MARK_B) == before.count(MARK_B)  # B untouched
+
+    parts = await ledger.parts("A")
+    assert [(p.slot, p.state, p.message_id, p.shown, p.pending) for p in parts] == [
+        (0, PartState.ACKED, "11", None, None),
+        (1, PartState.PENDING, None, None, None),
+    ]
+    record = await ledger.get_run("A")
+    assert record is not None and record.ended
+    desk = [e for e in await ledger.deliveries({DeskState.FAILED}) if e.run == "A"]
+    assert [(e.text, e.pending, e.error) for e in desk] == [("", None, "403")]
+    assert await journal.erase(["A"]) == 0 and await ledger.erase(["A"]) == 0  # again: nothing more
