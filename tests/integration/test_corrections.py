@@ -182,7 +182,12 @@ async def test_the_api_refuses_what_it_cannot_correct(tmp_path: Path) -> None:
                     # strict JSON, as ingest lines: a key twice (the last "kind" won: a retraction read as a
                     # correction by whatever read the first) and nesting past the depth limit (a 500) are 400s
                     twice = b'{"kind": "run.correct", "id": "fix-2", "text": "New.", "kind": "run.retract"}'
-                    for raw, why in ((twice, "key 'kind' appears twice"), (b"[" * 100_000, "nested too deeply")):
+                    deep = b"[" * 2000 + b"]" * 2000
+                    for raw, why in (
+                        (twice, "key 'kind' appears twice"),
+                        (deep, "nested too deeply"),
+                        (b"[" * 100_000, ""),
+                    ):
                         for path in ("/v1/runs/r1/corrections", "/v1/runs/r1/approvals/a1", "/v1/runs/r1/stop"):
                             refused = await client.post(path, content=raw)
                             error = refused.json()["error"]
