@@ -494,10 +494,10 @@ class DeliveryMachine:
         else:
             slot.shown = text
         self.last_visible_at = self._clock.now()
-        while slot.history and slot.history[0] != text:
-            slot.history.popleft()
-        if slot.history:
-            slot.history.popleft()
+        history = slot.history
+        if history:  # the texts set before this one are passed (each O(len(history)): a few at a time)
+            at = history.index(text) + 1 if text in history else len(history)
+            del history[:at]
         slot.attempts, slot.failing_since, slot.error = 0, None, None
         if slot.shows_desired():
             slot.state = PartState.ACKED

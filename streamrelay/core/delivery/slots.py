@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -265,7 +264,10 @@ class Slot:
     """Emptied by a replace: its message is deleted now rather than at finalization."""
     retry_at_finish: bool = False
     """Given up on during the stream after transient failures (an outage): finalization tries it again."""
-    history: deque[str] = field(default_factory=deque)
+    history: list[str] = field(default_factory=list)
+    """The texts set while every state is sent (:meth:`core.delivery.slotbook.SlotBook.set_text`), oldest first, each
+    dropped once acknowledged. A list, not a deque: an empty deque is 624 bytes and every part has one (most parts
+    never use it)."""
     native: bool = False
     """Shown through the platform's own stream while it grows."""
     streaming: bool = False

@@ -318,7 +318,9 @@ class PipelineLane:
         self.held: dict[str, tuple[str, str]] = {}
         """Tool calls kept off the lane until a person decides (:mod:`core.lanes.hold`): approval id -> (call id, the
         calling agent's source key, ``root`` for the root); an entry leaves when its approval is decided."""
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None
+        """What the readers waiting for the next unit wait on, made by the first of them (None: none waits; an
+        :class:`asyncio.Event` is 0.4 KB, and most runs' lanes are never read live); a new one after each wake."""
 
     def emit(self, body: UnitBody) -> PipelineUnit:
         """Append the unit of ``body`` (numbered here, validated by its class) and wake the readers; return it.
@@ -406,10 +408,12 @@ class PipelineLane:
     async def wait(self, index: int) -> list[PipelineUnit]:
         """The units after ``index``, waiting for at least one unless the lane is closed ([] then)."""
         while not self.closed and len(self.units) <= index:
-            event = self._changed
+            if (event := self._changed) is None:
+                event = self._changed = asyncio.Event()
             await event.wait()
         return self.after(index)
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if (event := self._changed) is not None:
+            event.set()
+            self._changed = None

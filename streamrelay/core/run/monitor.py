@@ -183,7 +183,9 @@ class RunMonitor:
     ) -> None:
         self.run = run
         self._events: deque[Live] = deque(maxlen=max(1, buffer))
-        self._sizes: deque[int] = deque()
+        self._sizes: list[int] = []
+        """Each buffered event's size (``_events``' order): a list, not a deque (an empty deque is 624 bytes, per
+        open run; the oldest is dropped by ``pop(0)``, a move of at most ``buffer`` pointers)."""
         self._chars = 0
         self._max_chars = max_chars
         self.epoch = secrets.token_hex(4)
@@ -192,7 +194,9 @@ class RunMonitor:
         self._wall = wall
         self.last_id = 0
         self.closed = False
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None
+        """Set (and cleared) at each event while a watcher waits (:meth:`wait`); made by the first watcher (an
+        :class:`asyncio.Event` is 0.4 KB, most runs are never watched live)."""
         self._open: list[str] | TextRange | None = None
         """The open ``answer`` delta (no watcher has read it yet), which the next delta joins: its pieces, or its range
         of the shared answer (None: none open). Its event is the one of id ``_open_id``."""
@@ -219,7 +223,9 @@ class RunMonitor:
         self._part_keys: dict[str, str] = {}
         """Each part's row key, made once: every ``delivery`` event of the part refers to the same string."""
         """Per web part: how many times its text changed other than by growing (:meth:`delivered`)."""
-        self._timeline: deque[Live] = deque(maxlen=TIMELINE)
+        self._timeline: deque[Live] | None = None
+        """The latest :data:`TIMELINE` timeline events, made at the first (None: none yet; an empty deque is 624
+        bytes)."""
         self._approvals: dict[str, JsonObject] = {}
         """Per approval id: its latest ``approval`` event's fields (a run asks a few: never trimmed)."""
 
@@ -254,7 +260,7 @@ class RunMonitor:
                 for k, v in self._agents.items()
             },
             "parts": {k: {**v, **({"text": parts[k]} if k in parts else {})} for k, v in self._parts.items()},
-            "timeline": [event.wire() for event in self._timeline],
+            "timeline": [event.wire() for event in self._timeline or ()],
         }
         if self._approvals:  # only a run that asked any: the state of every other run is as it was
             state["approvals"] = {k: dict(v) for k, v in self._approvals.items()}
@@ -339,9 +345,8 @@ class RunMonitor:
                 len(self._events) > KEEP_AFTER_END or self._chars > KEEP_CHARS_AFTER_END
             ):
                 self._events.popleft()
-                self._chars -= self._sizes.popleft()
-        self._changed.set()  # the waiters' futures are resolved: clearing the flag does not undo that
-        self._changed.clear()
+                self._chars -= self._sizes.pop(0)
+        self._wake()
         return event
 
     def _refer(self, delta: str | None, text: str | None, reset: bool, final: bool) -> TextRange | None:
@@ -465,7 +470,7 @@ class RunMonitor:
         the shared answer counts as the text it tells)."""
         size = event.chars()
         if len(self._events) == self._events.maxlen:
-            self._chars -= self._sizes.popleft()
+            self._chars -= self._sizes.pop(0)
         self._events.append(event)
         self._sizes.append(size)
         self._chars += size
@@ -474,7 +479,7 @@ class RunMonitor:
     def _trim(self) -> None:
         while self._chars > self._max_chars and len(self._events) > 1:
             self._events.popleft()
-            self._chars -= self._sizes.popleft()
+            self._chars -= self._sizes.pop(0)
 
     def _told(self, event: Live) -> Live | None:
         """``event`` as a watcher gets it: a range of a text kept once read (None: that text changed since)."""
@@ -544,6 +549,8 @@ class RunMonitor:
         """The events after ``last_id`` (see :meth:`since`), waiting for one unless the run ended ([] then)."""
         self._seal()  # a delta published while it waits is a new event, and wakes it
         while not self.closed and self.last_id == last_id:
+            if self._changed is None:
+                self._changed = asyncio.Event()
             await self._changed.wait()
         return self.since(last_id)
 
@@ -633,9 +640,14 @@ class RunMonitor:
         self._sizes[at] = size
         self._delivery(event)
         self._trim()
-        self._changed.set()
-        self._changed.clear()
+        self._wake()
         return True
+
+    def _wake(self) -> None:
+        """Wake the watchers waiting (:meth:`wait`), if any."""
+        if (changed := self._changed) is not None:
+            changed.set()  # the waiters' futures are resolved: clearing the flag does not undo that
+            changed.clear()
 
     def _apply(self, event: Live) -> None:
         head = self._head
@@ -663,6 +675,8 @@ class RunMonitor:
         elif isinstance(event, ApprovalLive):
             self._approvals[event.approval] = event.facts()
         elif isinstance(event, _TIMELINE_CLASSES):
+            if self._timeline is None:
+                self._timeline = deque(maxlen=TIMELINE)
             self._timeline.append(event)
 
     def _delivery(self, event: DeliveryLive) -> None:
