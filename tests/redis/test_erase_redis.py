@@ -105,3 +105,35 @@ async def test_an_erased_run_is_in_no_redis_key_or_value(client: Redis) -> None:
     desk = [e for e in await ledger.deliveries({DeskState.FAILED}) if e.run == "A"]
     assert [(e.text, e.pending, e.error) for e in desk] == [("", None, "403")]
     assert await journal.erase(["A"]) == 0 and await ledger.erase(["A"]) == 0  # again: nothing more
+
+
+async def _write_place(ledger: RedisLedger, run: str, mark: str) -> None:
+    """A ledger run under another (a fan-out run's later place ``<run>/to:1``, a sub-agent's thread ``<run>/<child>``):
+    one delivered part."""
+    text = f"Also here: {mark}."
+    call = await ledger.record_intent(
+        run, 0, SlotRole.ANSWER, "send", text, PendingSend(f"d-{run}", text, TextFormat.PLAIN)
+    )
+    part = PartRecord(run=run, slot=0, role=SlotRole.ANSWER, state=PartState.ACKED, message_id="21", shown=text)
+    await ledger.record_outcome(call, part, "ack")
+
+
+async def test_an_erased_run_takes_its_places_and_sub_agents_threads_with_it(client: Redis) -> None:
+    """A fan-out run's later places and its sub-agents' threads keep their parts under ledger ids of their own
+    (``A/to:1``, ``A/child``): erasing ``A`` erases them too (they kept their text before); run ``AB`` and its
+    place are another run's, untouched."""
+    token = await Leases(client).acquire(PARTITION, "owner", 10_000)
+    assert token is not None
+    ledger = RedisLedger(client, PARTITION).fenced(token)
+    journal = RedisJournal(client, PARTITION).fenced(token)
+    await _write_run(ledger, journal, client, "A", MARK_A)
+    for under in ("A/to:1", "A/child*[x]"):  # glob characters in a key stay literal in the scan
+        await _write_place(ledger, under, MARK_A)
+    await _write_run(ledger, journal, client, "AB", MARK_B)
+    await _write_place(ledger, "AB/to:1", MARK_B)
+    before = await _everything(client)
+    await journal.erase(["A"])
+    assert await ledger.erase(["A"]) == 5  # A's three, one shown in each place
+    after = await _everything(client)
+    assert MARK_A not in after and after.count(MARK_B) == before.count(MARK_B)
+    assert [(p.message_id, p.shown) for p in await ledger.parts("A/to:1")] == [("21", None)]

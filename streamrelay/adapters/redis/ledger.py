@@ -25,6 +25,7 @@ Like the SQLite ledger, a pending create keeps its delivery id, text, format and
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -362,14 +363,33 @@ class RedisLedger:
         return int(await self._write(self._intent, keys, [*args, pending_json(pending)]))
 
     async def erase(self, runs: Sequence[str]) -> int:
-        """Remove ``runs``' text, one run after another (:meth:`_erase_one`); how many fields held some."""
-        return sum([await self._erase_one(run) for run in runs])
+        """Remove ``runs``' text, one run after another (:meth:`_erase_one`), each with the ledger ids under it (its
+        sub-agents' threads ``<run>/<child key>`` and a fan-out run's later places ``<run>/to:<i>``, found by their
+        ``parts:`` keys); how many fields held some."""
+        changed = 0
+        for run in runs:
+            for ledger_run in [run, *await self._under(run)]:
+                changed += await self._erase_one(ledger_run)
+        return changed
+
+    async def _under(self, run: str) -> list[str]:
+        """The ledger ids under ``run`` (``<run>/...``) that have parts in this partition (a SCAN of its keys: an
+        erase is rare and operator-driven)."""
+        prefix = self._key(f"parts:{run}/")
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", prefix) + "*"
+        found: list[str] = []
+        with unavailable("ledger.erase"):
+            async for key in self._client.scan_iter(match=pattern, count=500):
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                found.append(name[len(self._key("parts:")) :])
+        return found
 
     async def _erase_one(self, run: str) -> int:
         """Remove ``run``'s text from this partition's ledger keys (:class:`core.records.erase.Erasable`, as
         :meth:`adapters.sqlite.SqliteLedger.erase`): each part's ``shown`` and ``unbounded`` emptied and its pending
-        create (``<slot>:pending``) deleted, its desk entries' text emptied and their pending create dropped. Kept: the
-        run's record, states, message ids, content hashes; the calls hold hashes and lengths only. Not fenced (an
+        create (``<slot>:pending``) deleted, its desk entries' text emptied and their pending create dropped, its
+        corrections deleted. Kept: the run's record, states, message ids, content hashes; the calls hold hashes and
+        lengths only. Not fenced (an
         operator's write about an ended run, like :meth:`save_delivery`); for a run no owner is delivering.
 
         Returns:
@@ -379,6 +399,7 @@ class RedisLedger:
         with unavailable("ledger.erase"):
             stored = await self._hash(f"parts:{run}")
             desk = await self._hash("desk")
+            corrections = await self._hash(f"corr:{run}")  # their bodies hold the new text, as SQLite's do
             async with self._client.pipeline(transaction=True) as pipe:
                 changed = 0
                 for field, raw in stored.items():
@@ -395,6 +416,11 @@ class RedisLedger:
                     if entry.get("run") == run and (entry.get("text") or entry.get("pending")):
                         pipe.hset(self._key("desk"), entry_id, json.dumps({**entry, "text": "", "pending": None}))
                         changed += 1
+                if corrections:
+                    pipe.delete(self._key(f"corr:{run}"))
+                    changed += len(corrections)
+                    open_key = self._key("corr:open")
+                    pipe.hdel(open_key, *[f"{run}\x00{correction_id}" for correction_id in corrections])
                 await pipe.execute()
         return changed
 

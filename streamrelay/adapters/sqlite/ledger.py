@@ -146,18 +146,30 @@ def _desk_entry(row: Sequence[object]) -> DeskEntry:
     )
 
 
+_OF_RUN = "(run = ? OR (run > ? AND run < ?))"
+"""A run's own ledger id and every id under it: its sub-agents' threads (``<run>/<child key>``) and a fan-out run's
+later places (``<run>/to:<i>``, :func:`core.run.fanout.place_ledger_run`): every id starting ``<run>/`` sorts
+between ``<run>/`` and ``<run>0`` (``0`` follows ``/``; a run id holds no ``/``), a range the index serves."""
+
+
+def _of_run(run: str) -> tuple[str, str, str]:
+    """The parameters of :data:`_OF_RUN` for ``run``."""
+    return run, run + "/", run + "0"
+
+
 def _erase_text(db: sqlite3.Connection, run: str) -> int:
-    """Remove ``run``'s text from the ledger's tables (:meth:`SqliteLedger.erase`); how many rows held some."""
+    """Remove ``run``'s text from the ledger's tables (:meth:`SqliteLedger.erase`), its sub-agents' threads and
+    fan-out places included (:data:`_OF_RUN`); how many rows held some."""
     changed = db.execute(
-        "UPDATE parts SET shown = NULL, pending = NULL, unbounded = NULL WHERE run = ?"
+        f"UPDATE parts SET shown = NULL, pending = NULL, unbounded = NULL WHERE {_OF_RUN}"
         " AND (shown IS NOT NULL OR pending IS NOT NULL OR unbounded IS NOT NULL)",
-        (run,),
+        _of_run(run),
     ).rowcount
     changed += db.execute(
-        "UPDATE deliveries SET text = '', pending = NULL WHERE run = ? AND (text != '' OR pending IS NOT NULL)",
-        (run,),
+        f"UPDATE deliveries SET text = '', pending = NULL WHERE {_OF_RUN} AND (text != '' OR pending IS NOT NULL)",
+        _of_run(run),
     ).rowcount
-    changed += db.execute("DELETE FROM corrections WHERE run = ?", (run,)).rowcount
+    changed += db.execute(f"DELETE FROM corrections WHERE {_OF_RUN}", _of_run(run)).rowcount
     return int(changed)
 
 
