@@ -36,11 +36,12 @@ blindly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Protocol
 
 from streamrelay.core.channel import ChannelRuntime
@@ -301,13 +302,26 @@ class Corrections:
         self._clock = clock
         self._wall = wall
         self._sleep = sleep or asyncio.sleep
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Per run: its lock and how many corrections hold it or wait for it (gone at 0: a client posting to many
+        run ids keeps nothing)."""
 
-    def _lock(self, run: str) -> asyncio.Lock:
-        lock = self._locks.get(run)
+    @contextlib.asynccontextmanager
+    async def _lock(self, run: str) -> AsyncIterator[None]:
+        """Hold run ``run``'s lock: its corrections are taken and applied one at a time."""
+        lock, users = self._locks.get(run, (None, 0))
         if lock is None:
-            lock = self._locks[run] = asyncio.Lock()
-        return lock
+            lock = asyncio.Lock()
+        self._locks[run] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[run]
+            if users <= 1:
+                del self._locks[run]
+            else:
+                self._locks[run] = (lock, users - 1)
 
     async def list(self, run: str) -> list[CorrectionRecord]:
         """The corrections of run ``run`` (a run key), oldest first.
