@@ -12,7 +12,13 @@ import pytest
 
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.core.channel import ChannelRuntime
-from streamrelay.core.errors import ForbiddenError, IngestError, MessageFrozenError, UncertainDeliveryError
+from streamrelay.core.errors import (
+    ForbiddenError,
+    IngestError,
+    MessageFrozenError,
+    RateLimitedError,
+    UncertainDeliveryError,
+)
 from streamrelay.core.events import RunCorrect, RunRetract, Target, parse_correction, parse_event
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.ports import TextFormat
@@ -446,3 +452,20 @@ async def test_corrections_of_many_runs_keep_no_lock_once_answered() -> None:
     second = asyncio.ensure_future(rig.corrections.submit("r1", RunCorrect(id="c3", text="Second.")))
     await drive(rig.clock, asyncio.gather(first, second))
     assert rig.adapter.chat()[0] == "Second." and rig.corrections._locks == {}
+
+
+async def test_a_send_that_failed_holds_back_the_sends_after_it_so_the_answer_keeps_its_order() -> None:
+    """A correction longer than the answer sends its extra chunks after the last message; when one of them failed
+    (429s past the retries) the ones after it went on, and the same correction sent again sent the failed one last:
+    the chat read chunk 1, 3, 2 (the breaker, on a real serve: a 184,000-character correction on the mock Matrix,
+    step 10 of 42 failed on 429, steps 11 to 41 sent). Now the sends after a failed one wait for the next try."""
+    rig = _Rig()
+    await rig.deliver(["Only one."])
+    rig.adapter.fail("send_text", range(1, 3), RateLimitedError("Too Many Requests", retry_after_s=1.0))
+    first = await rig.correct(NEW)
+    assert first.state is CorrectionState.PARTIAL
+    assert [s.state for s in first.steps] == [StepState.DONE, StepState.FAILED, StepState.PLANNED]
+    assert rig.adapter.chat() == ["Paragraph one, now right."]
+    second = await rig.correct(NEW)
+    assert second.state is CorrectionState.APPLIED
+    assert rig.adapter.chat() == ["Paragraph one, now right.", "Paragraph two, now right.", "Paragraph three, right."]

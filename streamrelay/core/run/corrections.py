@@ -8,7 +8,8 @@ a message, in order), or, after an earlier correction, what that correction left
 (:class:`core.policy.Splitter`: the channel's limit, its format, its measure) and mapped onto the messages:
 
 - message k is edited to new chunk k (skipped when it already shows it);
-- new chunks past the last message are sent as new messages after it;
+- new chunks past the last message are sent as new messages after it, in order: a send left to try again (failed,
+  or cut unsettled) holds back the sends after it until the next try, so the chat keeps the answer's order;
 - messages past the last new chunk are deleted.
 
 A retraction deletes each message. A platform that cannot edit (``ChannelPolicy.edits`` False: WhatsApp,
@@ -474,10 +475,12 @@ class _Apply:
     async def run(self) -> None:
         record = self.record
         index = 0
+        held = False  # a create is left to try again: the creates after it wait for that try (the chat keeps order)
         while index < len(record.steps):  # a refusal may append steps
             step = record.steps[index]
-            if step.state in (StepState.PLANNED, StepState.STARTED):
+            if step.state in (StepState.PLANNED, StepState.STARTED) and not (held and step.op in CREATES):
                 await self._step(index, step)
+            held = held or (step.op in CREATES and step.state in (StepState.FAILED, StepState.STARTED))
             index += 1
         record.state = finished_state(record.steps)
         await self._save()
