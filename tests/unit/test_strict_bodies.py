@@ -78,3 +78,24 @@ async def test_a_gate_body_that_is_not_strict_json_is_a_400_saying_why(body: byt
     answer = await _post(app, "/v1/runs/r1/gate", "client-token", body)
     assert answer.status_code == 400
     assert why in answer.json()["error"]
+
+
+async def test_a_signed_whatsapp_webhook_nested_too_deeply_is_a_400_not_a_500() -> None:
+    """A signed body of 100,000 nested ``[`` was a 500 with a RecursionError traceback (the breaker, on a real serve):
+    Meta would deliver it again for 7 days. Meta's payloads are never that deep; the answer is a 400 that says why."""
+    from pydantic import SecretStr
+
+    from streamrelay.adapters.whatsapp.webhook import WEBHOOK_PATH, WhatsAppWebhook, presses_of, signature
+    from streamrelay.core.records.receipts import MemoryReceipts
+
+    hook = WhatsAppWebhook(MemoryReceipts(), SecretStr("app-secret"))
+    body = b"[" * 100_000 + b"]" * 100_000
+    transport = httpx.ASGITransport(app=Starlette(routes=hook.routes()), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as client:
+        answer = await client.post(
+            WEBHOOK_PATH, content=body, headers={"X-Hub-Signature-256": signature("app-secret", body)}
+        )
+    assert answer.status_code == 400 and "nested too deeply" in answer.json()["error"]
+    tap = {"type": "interactive", "interactive": {"button_reply": {"id": "approve:" + "a" * 16 + ":" + "b" * 16}}}
+    payload = {"entry": [{"changes": [{"value": {"messages": [{**tap, "from": "\u0661\u0665\u0665\u0665"}]}}]}]}
+    assert presses_of(payload) == []  # Arabic-Indic digits pass str.isdigit; a wa_id is ASCII digits
