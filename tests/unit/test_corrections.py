@@ -195,7 +195,8 @@ def test_the_models_say_what_is_wrong_and_a_line_is_sent_to_its_route() -> None:
         parse_correction({"kind": "run.retract", "id": "a", "reason": "x" * 501})
     with pytest.raises(IngestError, match="text: String should have at least 1 character"):
         parse_correction({"kind": "run.correct", "id": "a", "text": ""})
-    with pytest.raises(IngestError, match="by: Value error, String should have at most 200 characters"):  # it said "items"
+    # a too-long by says characters (it said "at most 200 items after validation")
+    with pytest.raises(IngestError, match="by: Value error, String should have at most 200 characters"):
         parse_correction({"kind": "run.correct", "id": "a", "text": "x", "by": "x" * 201})
     with pytest.raises(IngestError, match="unknown correction kind"):
         parse_correction({"kind": "correct", "id": "a"})
