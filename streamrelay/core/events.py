@@ -30,6 +30,7 @@ from pydantic import (
     StrictInt,
     TypeAdapter,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -84,6 +85,22 @@ def whole_unicode(text: str) -> str:
 
 UnicodeText = Annotated[str, AfterValidator(whole_unicode)]
 """An id or name: valid Unicode only (see :func:`whole_unicode`)."""
+
+
+def _name_length(text: str) -> str:
+    """``text`` when it has at most 200 characters (a too-long ``by`` said "at most 200 items after validation")."""
+    if len(text) > 200:
+        raise ValueError(f"String should have at most 200 characters, not {len(text)}")
+    return text
+
+
+Name = Annotated[
+    str,
+    AfterValidator(whole_unicode),
+    AfterValidator(_name_length),
+    WithJsonSchema({"maxLength": 200, "type": "string"}),
+]
+"""Who pressed or asked (``by``): valid Unicode (:func:`whole_unicode`), at most 200 characters."""
 
 
 def _whole_unicode_id(value: int | str) -> int | str:
@@ -553,7 +570,7 @@ class Stop(_EventBase):
     an agent's line of this kind is refused. ``by`` names who pressed (``telegram:user:123``), ``reason`` says why."""
 
     kind: Literal["stop"] = "stop"
-    by: UnicodeText | None = Field(default=None, max_length=200)
+    by: Name | None = None
     reason: Annotated[str, Field(max_length=500), AfterValidator(fix_surrogates)] | None = None
 
 
@@ -645,7 +662,7 @@ class ApprovalDecision(_EventBase):
     id: Annotated[UnicodeText, AfterValidator(_approval_id)]
     decision: Literal["approved", "denied", "expired"]
     approved: bool
-    by: UnicodeText | None = Field(default=None, max_length=200)
+    by: Name | None = None
     at: StrictFloat = Field(ge=0)
 
 
@@ -681,7 +698,7 @@ class _CorrectionBase(BaseModel):
     run: str | None = Field(default=None, min_length=1, max_length=200)
     """The run's id (optional: the route names it; when given it must be the route's)."""
     id: Annotated[UnicodeText, AfterValidator(_correction_id)]
-    by: UnicodeText | None = Field(default=None, max_length=200)
+    by: Name | None = None
     """Who asks (an operator's name, the agent): kept in the record, shown nowhere else."""
 
 

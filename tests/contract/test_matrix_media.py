@@ -187,3 +187,23 @@ async def test_a_media_url_on_a_private_address_is_sent_as_its_link_unless_the_c
         assert mock.messages(ROOM)[-1][1]["msgtype"] == "m.file" and calls(mock, "upload") == 1
     finally:
         await adapter.close()
+
+
+async def test_a_private_address_spelled_with_unicode_dots_or_digits_is_not_fetched(mock: MockMatrix) -> None:
+    """An address the URL parser and the HTTP client read differently: ``127。0。0。1`` (ideographic full stops) and
+    ``\uff11\uff12\uff17.0.0.1`` (fullwidth digits) are no IP address to ``urlsplit`` but are 127.0.0.1 once yarl's IDNA
+    normalisation has run, and aiohttp connects to a literal address without asking the resolver: both fetched the
+    sidecar's own file (the breaker's probe). The host is judged as the client will connect to it."""
+    url = mock.host_file("secret.txt", b"internal only", "text/plain")
+    port = url.split(":")[2].split("/")[0]
+    adapter = MatrixAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+    try:
+        for host in ("127\u30020\u30020\u30021", "\uff11\uff12\uff17.0.0.1", "127\uff0e0\uff0e0\uff0e1"):
+            link = f"http://{host}:{port}/_mock/files/secret.txt"
+            await adapter.send_media(TARGET, MediaItem(url=link, kind=MediaKind.FILE), TextFormat.MARKDOWN)
+        contents = [content for _, content in mock.messages(ROOM)]
+        assert [c["msgtype"] for c in contents] == ["m.text"] * 3
+        assert all("127.0.0.1 is not a public address" in c["io.streamrelay.media"]["fallback"] for c in contents)
+        assert calls(mock, "upload") == 0 and not mock.media.files
+    finally:
+        await adapter.close()

@@ -17,6 +17,7 @@ from streamrelay.config.settings import ChannelSettings
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.run.corrections import Corrections
+from streamrelay.core.run.finished import FinishedMonitor
 from streamrelay.core.run.live import ResetLive
 from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.telegram import MockTelegram
@@ -279,6 +280,9 @@ async def test_a_correction_reaches_the_pages_watchers_and_a_page_loaded_after(w
             assert not watching.done()  # the stream stays open past the end for the run's corrections
             ended_alone = sse((await client.get(live)).text)  # asked without &corrections=1: it ends with the run
             assert [e["type"] for e in ended_alone] == ["reset"] and ended_alone[0]["state"]["ended"] == "ok"
+            kept = relay.monitor("c1")  # the finished run's: a page opened later follows it until 10 min past this
+            end_ts = next(e["ts"] for e in seen if e["type"] == "end")
+            assert isinstance(kept, FinishedMonitor) and kept.ended_at() == end_ts
 
             fix = {"kind": "run.correct", "id": "fix-1", "text": "The refund was approved."}
             fixed = await client.post("/v1/runs/c1/corrections", json=fix)
@@ -295,6 +299,8 @@ async def test_a_correction_reaches_the_pages_watchers_and_a_page_loaded_after(w
             assert gone.status_code == 200, gone.text
             after = sse((await client.get(live, headers={"Last-Event-ID": "1"})).text)
             assert after[0]["state"]["answer"] == "🗑 This answer was retracted."
+            corrected = relay.monitor("c1")  # the corrections' events come after the end: it still ended then
+            assert isinstance(corrected, FinishedMonitor) and corrected.ended_at() == end_ts
     finally:
         await sidecar.stop()
         await relay.close()

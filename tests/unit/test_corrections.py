@@ -5,13 +5,20 @@ marker), the same id applied once, and a correction cut by a crash resumed witho
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.core.channel import ChannelRuntime
-from streamrelay.core.errors import ForbiddenError, IngestError, MessageFrozenError, UncertainDeliveryError
+from streamrelay.core.errors import (
+    ForbiddenError,
+    IngestError,
+    MessageFrozenError,
+    RateLimitedError,
+    UncertainDeliveryError,
+)
 from streamrelay.core.events import RunCorrect, RunRetract, Target, parse_correction, parse_event
 from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.ports import TextFormat
@@ -188,6 +195,9 @@ def test_the_models_say_what_is_wrong_and_a_line_is_sent_to_its_route() -> None:
         parse_correction({"kind": "run.retract", "id": "a", "reason": "x" * 501})
     with pytest.raises(IngestError, match="text: String should have at least 1 character"):
         parse_correction({"kind": "run.correct", "id": "a", "text": ""})
+    # a too-long by says characters (it said "at most 200 items after validation")
+    with pytest.raises(IngestError, match="by: Value error, String should have at most 200 characters"):
+        parse_correction({"kind": "run.correct", "id": "a", "text": "x", "by": "x" * 201})
     with pytest.raises(IngestError, match="unknown correction kind"):
         parse_correction({"kind": "correct", "id": "a"})
     with pytest.raises(IngestError, match="/corrections"):
@@ -428,3 +438,37 @@ async def test_a_reply_is_cut_with_its_head_counted_so_every_message_fits() -> N
     assert done.state is CorrectionState.APPLIED and len(replies) >= 3
     assert all(len(text) <= 40 for text in replies) and replies[0].startswith(CORRECTION_HEAD)
     assert "".join(replies).replace("\n", "") == f"{CORRECTION_HEAD}{full}".replace("\n", "")
+
+
+async def test_corrections_of_many_runs_keep_no_lock_once_answered() -> None:
+    """A client posting corrections to many run ids (unknown ones: each a 404) left one ``asyncio.Lock`` per id in
+    memory for good (the breaker: 100,000 posts, about 20 MB kept); a lock now lives while a correction of its run
+    is taken or applied, and the same run's corrections still take turns."""
+    rig = _Rig()
+    for n in range(50):
+        with pytest.raises(CorrectionError):
+            await drive(rig.clock, rig.corrections.submit(f"gone{n}", RunCorrect(id="c1", text=NEW)))
+    await rig.deliver(OLD_TEXTS)
+    await rig.correct(NEW)
+    assert rig.corrections._locks == {}
+    first = asyncio.ensure_future(rig.corrections.submit("r1", RunCorrect(id="c2", text="First.")))
+    second = asyncio.ensure_future(rig.corrections.submit("r1", RunCorrect(id="c3", text="Second.")))
+    await drive(rig.clock, asyncio.gather(first, second))
+    assert rig.adapter.chat()[0] == "Second." and rig.corrections._locks == {}
+
+
+async def test_a_send_that_failed_holds_back_the_sends_after_it_so_the_answer_keeps_its_order() -> None:
+    """A correction longer than the answer sends its extra chunks after the last message; when one of them failed
+    (429s past the retries) the ones after it went on, and the same correction sent again sent the failed one last:
+    the chat read chunk 1, 3, 2 (the breaker, on a real serve: a 184,000-character correction on the mock Matrix,
+    step 10 of 42 failed on 429, steps 11 to 41 sent). Now the sends after a failed one wait for the next try."""
+    rig = _Rig()
+    await rig.deliver(["Only one."])
+    rig.adapter.fail("send_text", range(1, 3), RateLimitedError("Too Many Requests", retry_after_s=1.0))
+    first = await rig.correct(NEW)
+    assert first.state is CorrectionState.PARTIAL
+    assert [s.state for s in first.steps] == [StepState.DONE, StepState.FAILED, StepState.PLANNED]
+    assert rig.adapter.chat() == ["Paragraph one, now right."]
+    second = await rig.correct(NEW)
+    assert second.state is CorrectionState.APPLIED
+    assert rig.adapter.chat() == ["Paragraph one, now right.", "Paragraph two, now right.", "Paragraph three, right."]

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from streamrelay.adapters.web.approvals import decide_route
 from streamrelay.adapters.web.stop import stop_route
@@ -58,3 +59,47 @@ async def test_a_live_stop_body_that_is_not_strict_json_is_a_400_saying_why(body
     answer = await _post(app, "/v1/runs/r1/live/stop", TOKENS.stop_token("r1"), body)
     assert answer.status_code == 400
     assert "JSON" in answer.json()["error"] and why in answer.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"id": "c1", "id": "c2"}', "key 'id' appears twice"),  # decided c2 while a log of the first key read c1
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),  # was a 500 with a RecursionError traceback
+        (b'{"id": "c1", "wait_s": NaN}', "NaN is not JSON"),
+        (b'{"id": "c1", "wait_s": true}', "wait_s a number of seconds"),  # was a wait of 1 s
+    ],
+)
+async def test_a_gate_body_that_is_not_strict_json_is_a_400_saying_why(body: bytes, why: str) -> None:
+    """``POST /v1/runs/{run}/gate`` parsed its body with Starlette's ``request.json()`` (the breaker, on a real
+    ``serve``): a key twice took the last, a deep body was a 500, a boolean ``wait_s`` was a number."""
+    from streamrelay.adapters.ingest_http.callers import Caller
+    from streamrelay.adapters.ingest_http.pipeline import PipelineRoutes
+    from streamrelay.core.ingest.clients import ClientLimits
+
+    routes = PipelineRoutes(_NoRelay(), lambda _request: Caller(ClientLimits()))
+    app = Starlette(routes=[Route("/v1/runs/{run}/gate", routes.gate, methods=["POST"])])
+    answer = await _post(app, "/v1/runs/r1/gate", "client-token", body)
+    assert answer.status_code == 400
+    assert why in answer.json()["error"]
+
+
+async def test_a_signed_whatsapp_webhook_nested_too_deeply_is_a_400_not_a_500() -> None:
+    """A signed body of 100,000 nested ``[`` was a 500 with a RecursionError traceback (the breaker, on a real serve):
+    Meta would deliver it again for 7 days. Meta's payloads are never that deep; the answer is a 400 that says why."""
+    from pydantic import SecretStr
+
+    from streamrelay.adapters.whatsapp.webhook import WEBHOOK_PATH, WhatsAppWebhook, presses_of, signature
+    from streamrelay.core.records.receipts import MemoryReceipts
+
+    hook = WhatsAppWebhook(MemoryReceipts(), SecretStr("app-secret"))
+    body = b"[" * 100_000 + b"]" * 100_000
+    transport = httpx.ASGITransport(app=Starlette(routes=hook.routes()), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as client:
+        answer = await client.post(
+            WEBHOOK_PATH, content=body, headers={"X-Hub-Signature-256": signature("app-secret", body)}
+        )
+    assert answer.status_code == 400 and "nested too deeply" in answer.json()["error"]
+    tap = {"type": "interactive", "interactive": {"button_reply": {"id": "approve:" + "a" * 16 + ":" + "b" * 16}}}
+    payload = {"entry": [{"changes": [{"value": {"messages": [{**tap, "from": "\u0661\u0665\u0665\u0665"}]}}]}]}
+    assert presses_of(payload) == []  # Arabic-Indic digits pass str.isdigit; a wa_id is ASCII digits

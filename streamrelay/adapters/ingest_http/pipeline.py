@@ -31,7 +31,7 @@ from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError
 from streamrelay.core.ingest.clients import run_id_problem
 from streamrelay.core.ingest.surface import RunRelay
-from streamrelay.core.lanes.pipeline import PipelineLane
+from streamrelay.core.lanes.pipeline import PipelineLane, strict_loads
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 """Headers that stop proxies from buffering a stream (nginx reads X-Accel-Buffering)."""
@@ -141,19 +141,25 @@ class PipelineRoutes:
         if isinstance(found, Response):
             return found
         caller, key = found
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return JSONResponse({"error": 'the body must be JSON: {"id": "<tool call id>"}'}, status_code=400)
-        if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
+        try:  # strictly, as every body (a key twice, NaN, nesting past MAX_JSON_DEPTH: a 400 saying so)
+            body = strict_loads(await request.body())
+        except (ValueError, UnicodeDecodeError) as exc:
+            error = f'the body must be JSON: {{"id": "<tool call id>"}} ({exc})'
+            return JSONResponse({"error": error}, status_code=400)
+        call_id = body.get("id") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(call_id, str) or not call_id:
             return JSONResponse({"error": 'say which tool call: {"id": "<tool call id>"}'}, status_code=400)
         source = body.get("source")
         wait_s = body.get("wait_s", 0)
-        if (source is not None and not isinstance(source, str)) or not isinstance(wait_s, int | float):
+        if (
+            (source is not None and not isinstance(source, str))
+            or not isinstance(wait_s, int | float)
+            or isinstance(wait_s, bool)
+        ):
             return JSONResponse({"error": "source must be a string and wait_s a number of seconds"}, status_code=400)
         try:
             decision, unit = await self.relay.gate(
-                key, body["id"], source_key=source, wait_s=min(MAX_GATE_WAIT_S, max(0.0, float(wait_s)))
+                key, call_id, source_key=source, wait_s=min(MAX_GATE_WAIT_S, max(0.0, float(wait_s)))
             )
         except IngestError as exc:
             return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status)

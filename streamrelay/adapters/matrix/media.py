@@ -49,6 +49,7 @@ from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
 import aiohttp
+import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from streamrelay.adapters.matrix.render import HTML_FORMAT, markdown_html
@@ -112,8 +113,13 @@ class PublicResolver(AbstractResolver):
 
 def _literal_host_refused(url: str) -> str | None:
     """Why ``url`` may not be fetched when its host is a literal IP address that is not public (None: a name, or
-    public). aiohttp connects to a literal address without asking the resolver."""
-    host = (urlsplit(url).hostname or "").strip("[]")
+    public). aiohttp connects to a literal address without asking the resolver. The host is read as aiohttp reads it
+    (yarl, after IDNA normalisation), not as ``urlsplit`` does: ``127。0。0。1`` (ideographic full stops) or
+    ``\uff11\uff12\uff17.0.0.1`` (fullwidth digits) is no address to ``urlsplit`` yet 127.0.0.1 to the connection."""
+    try:
+        host = yarl.URL(url).host or ""
+    except ValueError:
+        return None  # aiohttp cannot parse it either: its request fails (InvalidUrlClientError)
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -156,14 +157,19 @@ class AfterEnd:
 
 async def _messages(monitor: Watched, after: int, after_end: AfterEnd | None = None) -> AsyncIterator[ServerSentEvent]:
     """The run's events after ``after`` as SSE messages (SSE id ``<epoch>.<id>``); with ``after_end``, then its
-    corrections' events for ``after_end.linger_s`` more seconds."""
+    corrections' events until ``after_end.linger_s`` past the run's end (a finished run's monitor tells when it
+    ended: ``ended_at()``; a stream that followed the run to its end waits the whole ``linger_s``)."""
     last = after
     async for event in follow(monitor, after):
         yield ServerSentEvent(json.dumps(event.wire(), ensure_ascii=False), id=monitor.sse_id(event))
         last = event.id
     if after_end is None:
         return
-    deadline_s = asyncio.get_running_loop().time() + after_end.linger_s
+    linger_s = after_end.linger_s
+    ended_at = getattr(monitor, "ended_at", None)  # a finished run's monitor: when it ended (a live one ended now)
+    if ended_at is not None and (at := ended_at()) is not None:
+        linger_s = max(0.0, min(linger_s, at + linger_s - time.time()))  # past the run's end, not this stream's
+    deadline_s = asyncio.get_running_loop().time() + linger_s
     while (finished := await after_end.wait(last, deadline_s)) is not None:
         for event in await finished.wait(last):
             yield ServerSentEvent(json.dumps(event.wire(), ensure_ascii=False), id=finished.sse_id(event))

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import re
 import time
@@ -46,6 +45,7 @@ from starlette.routing import BaseRoute, Route
 from streamrelay.adapters.capped_body import read_capped
 from streamrelay.adapters.whatsapp.errors import PLATFORM
 from streamrelay.core.errors import IngestError
+from streamrelay.core.lanes.pipeline import strict_loads
 from streamrelay.core.records.receipts import Receipt, Receipts, ReceiptStatus
 from streamrelay.core.run.approvals import DecisionRefused
 
@@ -107,7 +107,13 @@ def presses_of(payload: Any) -> list[tuple[str, str]]:
                 reply = interactive.get("button_reply") if isinstance(interactive, dict) else None
                 button = reply.get("id") if isinstance(reply, dict) else None
                 sender = message.get("from")
-                if isinstance(button, str) and PRESS_ID.match(button) and isinstance(sender, str) and sender.isdigit():
+                if (
+                    isinstance(button, str)
+                    and PRESS_ID.match(button)
+                    and isinstance(sender, str)
+                    and sender.isascii()
+                    and sender.isdigit()
+                ):
                     found.append((button, f"whatsapp:user:{sender}"))
     return found
 
@@ -199,10 +205,10 @@ class WhatsAppWebhook:
             )
             _log.warning("whatsapp webhook refused: %s", why)
             return JSONResponse({"error": why}, 401)
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            return JSONResponse({"error": "the body is not JSON"}, 400)
+        try:  # strictly (nesting past MAX_JSON_DEPTH was a RecursionError and a 500, which Meta sends again)
+            payload = strict_loads(body)
+        except ValueError as exc:
+            return JSONResponse({"error": f"the body is not strict JSON: {exc}"}, 400)
         found = receipts_of(payload, self._clock())
         if found:
             try:

@@ -8,7 +8,8 @@ a message, in order), or, after an earlier correction, what that correction left
 (:class:`core.policy.Splitter`: the channel's limit, its format, its measure) and mapped onto the messages:
 
 - message k is edited to new chunk k (skipped when it already shows it);
-- new chunks past the last message are sent as new messages after it;
+- new chunks past the last message are sent as new messages after it, in order: a send left to try again (failed,
+  or cut unsettled) holds back the sends after it until the next try, so the chat keeps the answer's order;
 - messages past the last new chunk are deleted.
 
 A retraction deletes each message. A platform that cannot edit (``ChannelPolicy.edits`` False: WhatsApp,
@@ -36,12 +37,13 @@ blindly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Protocol
 
 from streamrelay.core.channel import ChannelRuntime
@@ -306,13 +308,26 @@ class Corrections:
         self._clock = clock
         self._wall = wall
         self._sleep = sleep or asyncio.sleep
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Per run: its lock and how many corrections hold it or wait for it (gone at 0: a client posting to many
+        run ids keeps nothing)."""
 
-    def _lock(self, run: str) -> asyncio.Lock:
-        lock = self._locks.get(run)
+    @contextlib.asynccontextmanager
+    async def _lock(self, run: str) -> AsyncIterator[None]:
+        """Hold run ``run``'s lock: its corrections are taken and applied one at a time."""
+        lock, users = self._locks.get(run, (None, 0))
         if lock is None:
-            lock = self._locks[run] = asyncio.Lock()
-        return lock
+            lock = asyncio.Lock()
+        self._locks[run] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[run]
+            if users <= 1:
+                del self._locks[run]
+            else:
+                self._locks[run] = (lock, users - 1)
 
     async def list(self, run: str) -> list[CorrectionRecord]:
         """The corrections of run ``run`` (a run key), oldest first.
@@ -500,10 +515,12 @@ class _Apply:
     async def run(self) -> None:
         record = self.record
         index = 0
+        held = False  # a create is left to try again: the creates after it wait for that try (the chat keeps order)
         while index < len(record.steps):  # a refusal may append steps
             step = record.steps[index]
-            if step.state in (StepState.PLANNED, StepState.STARTED):
+            if step.state in (StepState.PLANNED, StepState.STARTED) and not (held and step.op in CREATES):
                 await self._step(index, step)
+            held = held or (step.op in CREATES and step.state in (StepState.FAILED, StepState.STARTED))
             index += 1
         record.state = finished_state(record.steps)
         await self._save()

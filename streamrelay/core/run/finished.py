@@ -413,6 +413,15 @@ class FinishedMonitor:
         """The SSE id of ``event``: ``<epoch>.<id>``."""
         return f"{self.epoch}.{event.id}"
 
+    def ended_at(self) -> float | None:
+        """When the run ended (its ``end`` event's ``ts``, wall-clock Unix seconds; None when its kept events no
+        longer hold it): how long a page follows its corrections counts from it. O(its size)."""
+        for event in reversed(self._record.kept().tail):
+            ts = event.get("ts")
+            if event.get("type") == "end" and isinstance(ts, int | float):
+                return float(ts)
+        return None
+
     def resume_after(self, last_event_id: str | None) -> int:
         """As :meth:`core.run.monitor.RunMonitor.resume_after`."""
         return resume_after(self.epoch, last_event_id)
