@@ -240,24 +240,41 @@ async def serve(
     fmt = log_format or service.log_format
     if fmt not in (None, "json", "console"):
         raise ConfigError(f"log format {fmt!r} is not json or console")
-    from streamrelay.adapters.ops import (
-        Health,
-        MeteredJournal,
-        MeteredLedger,
-        ServiceMetrics,
-        ServiceState,
-        configure_logging,
-    )
+    from streamrelay.adapters.ops import configure_logging
+
+    try:
+        configure_logging(fmt, log_level or service.log_level, secrets=secrets)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    from streamrelay.adapters.ops.otlp import start_export
+
+    export = start_export(service.otlp_endpoint, version=version())
+    try:
+        await _serve_configured(settings, clients, metrics_token, tokens, host, port, log_level, signals)
+    finally:
+        if export is not None:
+            await asyncio.to_thread(export.shutdown)  # flush the queued spans (bounded by the exporter's timeout)
+
+
+async def _serve_configured(
+    settings: Settings,
+    clients: list[tuple[ClientLimits, str]],
+    metrics_token: str | None,
+    tokens: dict[str, SecretStr],
+    host: str | None,
+    port: int | None,
+    log_level: str | None,
+    signals: StopSignals | None,
+) -> None:
+    """:func:`serve` once the settings are read, logging configured and spans exported: the backend's service."""
+    from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
     from streamrelay.adapters.sqlite import SqliteJournal, SqliteLedger, SqliteStore
     from streamrelay.adapters.sqlite.receipts import SqliteReceipts
     from streamrelay.app.service import build_relay, service_sidecar
     from streamrelay.core.run.corrections import Corrections
     from streamrelay.core.run.desk import Desk
 
-    try:
-        configure_logging(fmt, log_level or service.log_level, secrets=secrets)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    service = settings.service
     metrics = ServiceMetrics(version())
     if service.backend == "redis":
         await _serve_replica(settings, clients, metrics_token, tokens, metrics, host, port, log_level, signals)

@@ -336,6 +336,10 @@ class ServiceSettings(Strict):
     drain_s: float = Field(default=20.0, ge=0)
     """On SIGTERM or SIGINT, how long active runs may take to finish before the service stops (what is left
     resumes at the next start); a second signal stops at once."""
+    otlp_endpoint: str = Field(default="", pattern=r"^(https?://\S+)?$")
+    """Where ``serve`` exports its spans over OTLP/HTTP: a collector's base URL (``http://collector:4318``; the spans
+    go to ``/v1/traces`` under it). Empty: the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` decides, and without it
+    nothing is exported. Needs ``pip install 'streamrelay[otel]'`` (docs/tracing.md)."""
     heap_trim_s: float = Field(default=5.0, ge=0)
     """At most one trim of the C heap (glibc ``malloc_trim``) every this many seconds, and only after runs ended: the
     pages ended runs freed inside the heap go back to the OS (:mod:`adapters.ops.heap`). 0: never; without glibc

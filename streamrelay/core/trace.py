@@ -58,6 +58,11 @@ class TraceContext:
     traceparent: str
     tracestate: str | None = None
 
+    @property
+    def trace_id(self) -> str:
+        """The trace id: 32 lowercase hex digits (the ``traceparent``'s second field)."""
+        return self.traceparent[3:35]
+
     def carrier(self) -> dict[str, str]:
         """The context as HTTP-style headers (a propagator's carrier)."""
         headers = {"traceparent": self.traceparent}

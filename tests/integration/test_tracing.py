@@ -10,8 +10,10 @@ from pathlib import Path
 import httpx
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
+from streamrelay.adapters.ops import ServiceMetrics
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.adapters.sqlite.journal import SqliteJournal
 from streamrelay.app.client import RelayClient
@@ -27,7 +29,9 @@ MARKER = "zebra-quartz-7731"
 """A word of the answer that must be in no span."""
 
 
-async def _serve(api: str, tmp_path: Path) -> tuple[Relay, Sidecar, SqliteLedger, SqliteJournal]:
+async def _serve(
+    api: str, tmp_path: Path, metrics: ServiceMetrics | None = None
+) -> tuple[Relay, Sidecar, SqliteLedger, SqliteJournal]:
     settings = ChannelSettings.model_validate(
         {
             "platform": "telegram",
@@ -38,11 +42,11 @@ async def _serve(api: str, tmp_path: Path) -> tuple[Relay, Sidecar, SqliteLedger
             "coalesce": {"min_chars": 1, "max_chars": 4000, "idle_ms": 0},
         }
     )
-    runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN))
+    runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN), metrics=metrics)
     ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
     journal = await SqliteJournal.open(tmp_path / "journal.sqlite3")
     relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), journal=journal)
-    sidecar = Sidecar(relay, token=INGEST_TOKEN)
+    sidecar = Sidecar(relay, token=INGEST_TOKEN, metrics=metrics)
     await sidecar.start()
     return relay, sidecar, ledger, journal
 
@@ -144,3 +148,36 @@ async def test_a_traceparent_field_on_run_start_parents_the_calls_and_a_bad_one_
         assert span.context is not None and f"{span.context.trace_id:032x}" == traceparent.split("-")[1]
         assert span.parent is not None and f"{span.parent.span_id:016x}" == traceparent.split("-")[2]
         assert str(span.context.trace_state) != "" and span.context.trace_state.get("vendor") == "1"
+
+
+async def test_a_traced_calls_latency_carries_its_trace_id_as_an_exemplar_in_openmetrics(tmp_path: Path) -> None:
+    exporter = span_exporter()
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    async with MockTelegram() as mock:
+        served = await _serve(mock.base_url, tmp_path, ServiceMetrics("test"))
+        headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+        async with httpx.AsyncClient(base_url=served[1].url, headers=headers, timeout=30) as client:
+            for run, chat, traced in (("u1", 8, {}), ("e1", 9, {"traceparent": traceparent})):  # untraced first
+                start = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": chat}, **traced}
+                end = {"kind": "end", "status": "ok", "final_text": "Done."}
+                body = "\n".join(httpx.Response(200, json=e).text for e in (start, end)) + "\n"
+                assert (await client.post(f"/v1/runs/{run}/events", content=body)).status_code == 200
+                assert (await client.get(f"/v1/runs/{run}", params={"wait_s": 10})).json()["status"] == "delivered"
+            openmetrics = await client.get("/metrics", headers={"Accept": "application/openmetrics-text"})
+            plain = await client.get("/metrics")
+        await _stop(*served)
+    assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
+    assert plain.headers["content-type"].startswith("text/plain") and " # {" not in plain.text  # no exemplars there
+    call_spans = {f"{s.context.span_id:016x}" for s in _calls(exporter.get_finished_spans()) if s.context}
+    exemplars = [
+        sample.exemplar
+        for family in text_string_to_metric_families(openmetrics.text)  # type: ignore[no-untyped-call]
+        if family.name == "streamrelay_platform_call_seconds"
+        for sample in family.samples
+        if sample.exemplar is not None
+    ]
+    assert exemplars  # the traced run's sends (the untraced run's calls give none: every exemplar is of its trace)
+    for exemplar in exemplars:
+        assert exemplar.labels["trace_id"] == traceparent.split("-")[1]
+        assert exemplar.labels["span_id"] in call_spans  # the very call's span
+        assert exemplar.value > 0

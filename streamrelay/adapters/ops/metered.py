@@ -16,6 +16,9 @@ is timed and classified by its outcome's error (:func:`adapters.ops.metrics.call
 Fields (``extra``): ``channel``, ``platform``, ``method``, ``outcome``, ``ms``, ``chat`` (and ``thread_id``),
 ``message_id``, ``error`` (the adapter's message: tokens are scrubbed there and again by the log redactor),
 ``retry_after_s`` on a 429, ``settled`` for a settle, and ``run`` from the calling task.
+
+A call of a traced run (docs/tracing.md) gives its duration an OpenMetrics exemplar: ``trace_id`` (and ``span_id`` of
+the call's span when the SDK records it), shown on ``/metrics`` scraped with ``Accept: application/openmetrics-text``.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+from opentelemetry import trace
+
 from streamrelay.adapters.ops.logs import task_run
 from streamrelay.adapters.ops.metrics import ServiceMetrics, call_outcome
 from streamrelay.core.delivery.calls import Call, CallResult, Delete, Done, Edit, SendMedia, SendText, SetControl
 from streamrelay.core.errors import RateLimitedError
 from streamrelay.core.ports import ChannelAdapter, Settlement
+from streamrelay.core.trace import RUN_TRACE
 
 _log = logging.getLogger("streamrelay.calls")
 
@@ -114,7 +120,10 @@ class CallMetrics:
         timed = self._timed.get(method)
         if timed is None:
             timed = self._timed[method] = self._metrics.call_seconds.labels(self.channel, self.platform, method)
-        timed.observe(seconds)
+        if (exemplar := _exemplar()) is not None:
+            timed.observe(seconds, exemplar)
+        else:
+            timed.observe(seconds)
         if isinstance(error, RateLimitedError):
             self._metrics.rate_limited.labels(self.channel, self.platform, method, str(error.scope)).inc()
         if isinstance(value, Settlement):
@@ -144,6 +153,21 @@ class CallMetrics:
         if isinstance(error, RateLimitedError):
             extra["retry_after_s"] = error.retry_after_s
         _log.log(level, "%s %s %s", self.channel, call.method, outcome, extra=extra)
+
+
+def _exemplar() -> dict[str, str] | None:
+    """The exemplar of a call of a traced run (None: untraced): its ``trace_id``, and the ``span_id`` of its span when
+    one is recorded (the call's span is current while the call is timed: :class:`adapters.ops.traced.CallSpans` awaits
+    the timing inside it). OpenMetrics exemplars, https://prometheus.io/docs/specs/om/open_metrics_spec/#exemplars:
+    at most 128 characters of labels (these are 63)."""
+    context = RUN_TRACE.get()
+    if context is None:
+        return None
+    current = trace.get_current_span()  # without the SDK: the parent's context, not recorded (no span id of a call)
+    span = current.get_span_context()
+    if current.is_recording() and format(span.trace_id, "032x") == context.trace_id:
+        return {"trace_id": context.trace_id, "span_id": format(span.span_id, "016x")}
+    return {"trace_id": context.trace_id}
 
 
 def metered(adapter: ChannelAdapter, metrics: ServiceMetrics, channel: str) -> ChannelAdapter:

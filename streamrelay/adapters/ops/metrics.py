@@ -67,7 +67,7 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
 
 from streamrelay.core.errors import (
     DeliveryError,
@@ -272,6 +272,14 @@ class ServiceMetrics:
     def exposition(self) -> bytes:
         """The registry in Prometheus's text format (:data:`CONTENT_TYPE`)."""
         return generate_latest(self.registry)
+
+    def exposition_for(self, accept: str) -> tuple[bytes, str]:
+        """The registry in the format a scraper's ``Accept`` header asks for, and its content type: OpenMetrics text
+        for ``application/openmetrics-text`` (https://prometheus.io/docs/specs/om/open_metrics_spec/), with the
+        exemplars (``streamrelay_platform_call_seconds``: the trace id and span id of a traced run's call), else
+        Prometheus's text format (:data:`CONTENT_TYPE`, which has no exemplars)."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
 
     def ingested(self, *, accepted: int, dropped: int, rejected: int, status: int) -> None:
         """One ingest request answered (:class:`adapters.ingest_http.IngestObserver`, structurally)."""

@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from streamrelay.adapters.ops.metrics import CONTENT_TYPE, ServiceMetrics
+from streamrelay.adapters.ops.metrics import ServiceMetrics
 
 CHECK_TIMEOUT_S = 2.0
 """How long the readiness read of the store may take before the service counts as not ready."""
@@ -166,7 +166,8 @@ class _Probes:
             return denied
         if self.metrics is None:
             return JSONResponse({"error": "this service keeps no metrics"}, status_code=404)
-        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+        body, content_type = self.metrics.exposition_for(request.headers.get("accept", ""))
+        return Response(body, headers={"Content-Type": content_type})
 
 
 def probe_routes(
