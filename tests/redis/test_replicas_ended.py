@@ -1,7 +1,8 @@
 """Ended runs on replicas (issue 27): a correction and a desk resend posted to a replica that does not own the run are
 forwarded to its owner, which applies them once with its fencing token; every replica answers the same; a correction
 whose owner is killed -9 mid-way is resumed by the partition's next owner; a run's audit and erasure asked of a
-replica that does not own it are done by its owner (no Redis key holds the erased text after). Three ``streamrelay
+replica that does not own it are done by its owner, a conversation's erasure by its partition's owner (no Redis key
+holds the erased text after). Three ``streamrelay
 serve`` replicas on a real redis-server, delivering through aiogram to the stateful mock Telegram (one cluster for the
 whole story: each replica costs seconds of CPU to start)."""
 
@@ -163,8 +164,20 @@ async def test_corrections_and_the_desk_on_any_replica_and_through_an_owners_kil
         assert again.status_code == 200 and again.json()["removed"] == {"memory": 0, "journal": 0, "ledger": 0}
         assert (await http.delete(replicas.url(front_only) + "/v1/runs/nope")).status_code == 404
         assert (await http.get(replicas.url(front_only) + "/v1/runs/nope/audit")).status_code == 404
+        # the whole conversation, through a replica that does not own its partition: both of its runs, once
+        await _delivered(
+            http, replicas.url(front_only), "erase-run-2", erase_chat, ["Parcel gannet-teal-9902 is late."]
+        )
+        assert "gannet-teal-9902" in await _everything(client)
         chat_erase = await http.delete(replicas.url(front_only) + f"/v1/conversations/chat/{erase_chat}")
-        assert chat_erase.status_code == 501 and "DELETE /v1/runs/{run}" in chat_erase.json()["error"], chat_erase.text
+        assert chat_erase.status_code == 200, chat_erase.text
+        assert chat_erase.json()["runs"] == ["erase-run", "erase-run-2"], chat_erase.text
+        assert chat_erase.json()["removed"]["memory"] == 1 and chat_erase.json()["removed"]["ledger"] >= 1, (
+            chat_erase.text
+        )
+        assert "gannet-teal-9902" not in await _everything(client)
+        none = await http.delete(replicas.url(erase_owner) + "/v1/conversations/chat/7199")
+        assert none.status_code == 200 and none.json()["runs"] == [], none.text
 
         # 6. The owner killed -9 in the middle of a correction: the partition's next owner resumes it.
         kill_chat = 7103

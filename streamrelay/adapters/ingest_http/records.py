@@ -16,8 +16,8 @@ with every run route):
   again answers 200 with nothing removed.
 - ``DELETE /v1/conversations/{channel}/{chat_id}``: erase every run of the caller on that channel to that chat (its
   target's ``chat_id``, compared as text), in one pass: 200 ``{"channel", "chat_id", "runs": [run ids], "removed"}``
-  (``runs`` empty when there is none); 409 when one of them is active (nothing erased), 501 as above and on Redis
-  replicas (their ledger lists no conversation's runs: erase each run).
+  (``runs`` empty when there is none); 409 when one of them is active (nothing erased), 501 as above. On Redis
+  replicas it is forwarded to the owner of the conversation's partition.
 """
 
 from __future__ import annotations

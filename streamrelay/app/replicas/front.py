@@ -487,17 +487,27 @@ class ReplicaFront:
             raise AuditError(f"unknown run {run_id!r}")
         return await relay.audit(run_id)
 
+    def conversation_partition(self, channel: str, chat_id: str) -> int:
+        """The partition of conversation ``chat_id`` on ``channel`` (where its runs' ``run.start`` placed them)."""
+        return partition_of(conversation_key(channel, chat_id), self._partitions)
+
     async def erase_conversation(self, channel: str, chat_id: str, owns: Callable[[str], bool]) -> dict[str, Any]:
-        """Not served on replicas: the Redis ledger keeps no index of a conversation's runs.
+        """Erase every run of the caller (``owns``) to ``chat_id`` on ``channel`` (:meth:`core.run.relay.Relay.
+        erase_conversation`) on the relay of the conversation's partition here: the owner proxy forwards
+        ``DELETE /v1/conversations/{channel}/{chat_id}`` to its owner. A fan-out run whose first place is another chat
+        lives in that chat's partition and is not found: erase it by its id.
 
         Raises:
-            IngestError: 501, saying to erase each run (``DELETE /v1/runs/{run}``, forwarded to its owner).
+            IngestError: 409 one of the runs is active (nothing erased); 503 the partition is moving between replicas.
         """
-        raise IngestError(
-            "replicas cannot erase a whole conversation: the Redis ledger keeps no list of a chat's runs. Erase each "
-            "of its runs with DELETE /v1/runs/{run} (or `streamrelay runs erase RUN`) on any replica",
-            status=501,
-        )
+        relay = self._local(self.conversation_partition(channel, chat_id))
+        if relay is None:
+            await self._check_epochs()
+            raise IngestError(
+                f"conversation {chat_id!r} on {channel!r}: its partition is moving between replicas: retry in a moment",
+                status=503,
+            )
+        return await relay.erase_conversation(channel, chat_id, owns)
 
     def approval(self, run_id: str, approval: str) -> dict[str, Any]:
         """An open run's approval, where this replica delivers the run (:meth:`core.run.relay.Relay.approval`)."""
