@@ -1,8 +1,10 @@
 """Ended runs on replicas (issue 27): a correction and a desk resend posted to a replica that does not own the run are
 forwarded to its owner, which applies them once with its fencing token; every replica answers the same; a correction
-whose owner is killed -9 mid-way is resumed by the partition's next owner. Three ``streamrelay serve`` replicas on a
-real redis-server, delivering through aiogram to the stateful mock Telegram (one cluster for the whole story: each
-replica costs seconds of CPU to start)."""
+whose owner is killed -9 mid-way is resumed by the partition's next owner; a run's audit and erasure asked of a
+replica that does not own it are done by its owner, a conversation's erasure by its partition's owner (no Redis key
+holds the erased text after). Three ``streamrelay
+serve`` replicas on a real redis-server, delivering through aiogram to the stateful mock Telegram (one cluster for the
+whole story: each replica costs seconds of CPU to start)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.common import MockPlatform
+from tests.redis.test_erase_redis import _everything
 from tests.redis.test_failover import TOKEN, _cluster, _owner, _until, post_as_agent
 
 pytestmark = pytest.mark.timeout(300)
@@ -33,6 +36,7 @@ NEW = [
     "It reaches your card within 14 days.",
 ]
 LONGER = [*NEW, "You will get an email when it is sent."]
+MARK = "lynx-saffron-4417"
 
 
 def _ndjson(run: str, chat: int, paragraphs: list[str]) -> bytes:
@@ -133,7 +137,49 @@ async def test_corrections_and_the_desk_on_any_replica_and_through_an_owners_kil
         gone = await http.post(replicas.url(elsewhere) + "/v1/deliveries/dlv-000000000000/resend")
         assert gone.status_code == 404, gone.text
 
-        # 5. The owner killed -9 in the middle of a correction: the partition's next owner resumes it.
+        # 5. Erasure and audit of a run through a replica that does not own it (issue 29): forwarded to the owner,
+        # which audits through its adapters and erases through its partition's stores and its own memory.
+        erase_chat = 7104
+        marked = ["Your parcel lynx-saffron-4417 left the depot.", "It arrives on Thursday."]
+        delivered = await _delivered(http, replicas.url(2), "erase-run", erase_chat, marked)
+        assert MARK in await _everything(client)  # its ledger parts hold the shown text
+        erase_owner = await _owner(client, replicas, "erase-run")
+        front_only = next(i for i in range(3) if i != erase_owner)
+        audit = await http.get(replicas.url(front_only) + "/v1/runs/erase-run/audit")
+        assert audit.status_code == 200 and audit.json()["run"] == "erase-run", audit.text
+        assert audit.json()["readable"] is False and audit.json()["messages"] == [], audit.text  # Telegram reads none
+        erased = await http.delete(replicas.url(front_only) + "/v1/runs/erase-run")
+        assert erased.status_code == 200 and erased.json()["erased"] is True, erased.text
+        removed = erased.json()["removed"]
+        assert removed["memory"] == 1 and removed["ledger"] >= 2, removed  # the owner's finished run, both parts
+        dump = await _everything(client)
+        assert MARK not in dump and "arrives on Thursday" not in dump
+        assert "inside the window" in dump  # another run's (corrected) text untouched
+        kept = await http.get(replicas.url(front_only) + "/v1/runs/erase-run")
+        assert kept.status_code == 200, kept.text  # ids and counts stay, no text (as on SQLite)
+        assert kept.json()["confirmed"] == delivered["confirmed"] == 2, kept.text
+        assert kept.json()["message_ids"] == delivered["message_ids"], kept.text
+        assert MARK not in kept.text
+        again = await http.delete(replicas.url(erase_owner) + "/v1/runs/erase-run")
+        assert again.status_code == 200 and again.json()["removed"] == {"memory": 0, "journal": 0, "ledger": 0}
+        assert (await http.delete(replicas.url(front_only) + "/v1/runs/nope")).status_code == 404
+        assert (await http.get(replicas.url(front_only) + "/v1/runs/nope/audit")).status_code == 404
+        # the whole conversation, through a replica that does not own its partition: both of its runs, once
+        await _delivered(
+            http, replicas.url(front_only), "erase-run-2", erase_chat, ["Parcel gannet-teal-9902 is late."]
+        )
+        assert "gannet-teal-9902" in await _everything(client)
+        chat_erase = await http.delete(replicas.url(front_only) + f"/v1/conversations/chat/{erase_chat}")
+        assert chat_erase.status_code == 200, chat_erase.text
+        assert chat_erase.json()["runs"] == ["erase-run", "erase-run-2"], chat_erase.text
+        assert chat_erase.json()["removed"]["memory"] == 1 and chat_erase.json()["removed"]["ledger"] >= 1, (
+            chat_erase.text
+        )
+        assert "gannet-teal-9902" not in await _everything(client)
+        none = await http.delete(replicas.url(erase_owner) + "/v1/conversations/chat/7199")
+        assert none.status_code == 200 and none.json()["runs"] == [], none.text
+
+        # 6. The owner killed -9 in the middle of a correction: the partition's next owner resumes it.
         kill_chat = 7103
         report = await _delivered(http, replicas.url(0), "kill-run", kill_chat, OLD)
         ids = [str(m) for m in report["message_ids"]]

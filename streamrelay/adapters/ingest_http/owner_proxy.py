@@ -7,8 +7,10 @@ answer such as the live page's SSE) to the owner's URL. While a partition has no
 replica took it yet), or its owner does not take the connection (it died and its lease has not lapsed yet), the
 request waits for the partition's next owner for up to ``patience_s``; then the answer is 503 with
 ``Retry-After``. A request that was forwarded once is never forwarded again: ownership moved meanwhile, and the
-client retries. A run's corrections (``/v1/runs/{run}/corrections[/{id}]``) are forwarded so, and a desk entry's
-resend (``POST /v1/deliveries/{id}/resend``) goes to the owner of the partition whose desk holds the entry.
+client retries. A run's corrections (``/v1/runs/{run}/corrections[/{id}]``), its audit (``GET /v1/runs/{run}/audit``)
+and its erasure (``DELETE /v1/runs/{run}``) are forwarded so, and a desk entry's resend
+(``POST /v1/deliveries/{id}/resend``) goes to the owner of the partition whose desk holds the entry, a conversation's
+erasure (``DELETE /v1/conversations/{channel}/{chat_id}``) to the owner of the conversation's partition.
 
 Written here rather than taken from a proxy library: it is one ASGI middleware in front of the app, forwarding
 to a target chosen per request from Redis, streaming both ways with the httpx client the project already has.
@@ -33,7 +35,17 @@ HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host"}
 )
 """Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded; nor ``host``."""
-SUFFIXES = ("/pipeline/stream", "/pipeline", "/gate", "/live/stop", "/live", "/watch", "/stop", "/corrections")
+SUFFIXES = (
+    "/pipeline/stream",
+    "/pipeline",
+    "/gate",
+    "/live/stop",
+    "/live",
+    "/watch",
+    "/stop",
+    "/corrections",
+    "/audit",
+)
 APPROVALS = "/approvals/"
 """``/v1/runs/{run}/approvals/{id}``: an approval's decision, taken by the run's owner (docs/approvals.md)."""
 LIVE = "/live"
@@ -48,6 +60,10 @@ DESK_ENTRY = "/desk/"
 """What :func:`run_of` names a resend's entry by: this and the entry's id (a run id holds no ``/``, so no run is
 named so); :data:`Locate` finds the partition that holds the entry."""
 RETRY_AFTER_S = 1
+CONVERSATIONS = "/v1/conversations/"
+CONVERSATION = "/chat/"
+"""What :func:`run_of` names a conversation's erasure by (``DELETE /v1/conversations/{channel}/{chat_id}``): this,
+the channel, ``/`` and the chat id; :data:`Locate` finds the owner of the conversation's partition."""
 WAIT_POLL_S = 0.2
 """How often a request waiting for a partition's owner asks again (seconds)."""
 
@@ -64,10 +80,14 @@ replica owns it, or nobody knows the run: the app answers 404). Raises :class:`O
 
 def run_of(method: str, path: str) -> str | None:
     """The run a request is about when only the run's owner can answer it, else None (ingest, pages, probes); a desk
-    entry's resend: :data:`DESK_ENTRY` and the entry's id."""
+    entry's resend: :data:`DESK_ENTRY` and the entry's id; a conversation's erasure: :data:`CONVERSATION`, the
+    channel, ``/`` and the chat id."""
     if method == "POST" and path.startswith(DESK) and path.endswith(RESEND):
         entry = unquote(path[len(DESK) : -len(RESEND)])
         return DESK_ENTRY + entry if entry and "/" not in entry else None
+    if method == "DELETE" and path.startswith(CONVERSATIONS):
+        channel, _, chat = path[len(CONVERSATIONS) :].partition("/")
+        return CONVERSATION + channel + "/" + chat if channel and chat and "/" not in chat else None
     if not path.startswith("/v1/runs/") or (method == "POST" and path.endswith("/events")):
         return None
     rest = path[len("/v1/runs/") :]
@@ -126,7 +146,7 @@ class OwnerProxy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (run := run_of(scope["method"], scope["path"])) is None:
             return await self.app(scope, receive, send)
-        own_token = scope["path"].endswith(("/live", "/live/stop")) or run.startswith(DESK_ENTRY)
+        own_token = scope["path"].endswith(("/live", "/live/stop")) or run.startswith((DESK_ENTRY, CONVERSATION))
         if self._key_of is not None and not own_token:  # read/stop tokens; a desk entry: its owner checks the token
             header = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"authorization"), "")
             key = self._key_of(header, run)
@@ -274,4 +294,4 @@ async def _answer(send: Send, status: int, why: str) -> None:
     await send({"type": "http.response.body", "body": json.dumps({"error": why}).encode()})
 
 
-__all__ = ["DESK_ENTRY", "FORWARDED", "Locate", "OwnerProxy", "OwnerUnavailableError", "run_of"]
+__all__ = ["CONVERSATION", "DESK_ENTRY", "FORWARDED", "Locate", "OwnerProxy", "OwnerUnavailableError", "run_of"]

@@ -6,15 +6,18 @@ with every run route):
 - ``GET /v1/runs/{run}/audit``: re-read each message the run delivered from the platform and say what it shows now
   (:mod:`core.run.audit`): 200 ``{"run", "channel", "platform", "readable", "note", "messages": [{"slot", "role",
   "message_id", "verdict", "detail"}], "drift"}``; 404 for a run the ledger does not know; 501 when this sidecar
-  cannot audit (a replica's front: ask the run's owner).
+  cannot audit. On Redis replicas the owner proxy forwards it to the run's partition owner (503 while the partition
+  moves).
 - ``DELETE /v1/runs/{run}``: erase the run's text from every store the sidecar keeps
   (:meth:`core.run.relay.Relay.erase`: memory, journal, ledger with its desk entries and corrections, the adapters'
   render caches): 200 ``{"run", "erased": true, "removed": {"memory", "journal", "ledger"}}``; 409 while the run is
-  active (stop it first), 404 for a run no store knows, 501 when this sidecar cannot erase (a replica's front, a store
-  without erasure). Idempotent: erasing again answers 200 with nothing removed.
+  active (stop it first), 404 for a run no store knows, 501 when this sidecar cannot erase (a store without erasure;
+  on Redis replicas it is forwarded to the run's partition owner, 503 while the partition moves). Idempotent: erasing
+  again answers 200 with nothing removed.
 - ``DELETE /v1/conversations/{channel}/{chat_id}``: erase every run of the caller on that channel to that chat (its
   target's ``chat_id``, compared as text), in one pass: 200 ``{"channel", "chat_id", "runs": [run ids], "removed"}``
-  (``runs`` empty when there is none); 409 when one of them is active (nothing erased), 501 as above.
+  (``runs`` empty when there is none); 409 when one of them is active (nothing erased), 501 as above. On Redis
+  replicas it is forwarded to the owner of the conversation's partition.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class RecordRoutes:
         found = run_of(request, self.callers.authorize)
         if isinstance(found, JSONResponse):
             return found
-        _, key = found
+        caller, key = found
         run = request.path_params["run"]
         audit = getattr(self.relay, "audit", None)
         if audit is None:
@@ -63,6 +66,8 @@ class RecordRoutes:
             report = await audit(key)
         except AuditError:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
+        except IngestError as exc:  # a replica: the run's partition is moving (503)
+            return JSONResponse({"error": caller.public(str(exc)).replace(key, run)}, status_code=exc.status)
         return JSONResponse(report.public(run))
 
     async def erase(self, request: Request) -> JSONResponse:

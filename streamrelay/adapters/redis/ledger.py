@@ -372,6 +372,30 @@ class RedisLedger:
                 changed += await self._erase_one(ledger_run)
         return changed
 
+    async def runs_in(self, channel: str, chat_id: str) -> list[str]:
+        """The runs of this partition on ``channel`` whose target's ``chat_id`` is ``chat_id`` (compared as text),
+        oldest first (:class:`core.records.erase.Conversations`, as :meth:`adapters.sqlite.SqliteLedger.runs_in`): a
+        SCAN of the partition's run records (a conversation's erasure is rare and operator-driven). A conversation's
+        runs are in its own partition (``run.start`` placed them there), but a fan-out run whose first place is
+        another chat is in that chat's partition and is not found here."""
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self._key("run:")) + "*"
+        names: list[str] = []
+        with unavailable("ledger.runs_in"):
+            async for key in self._client.scan_iter(match=pattern, count=500):
+                names.append(key.decode() if isinstance(key, bytes) else str(key))
+            async with self._client.pipeline(transaction=False) as pipe:
+                for name in names:
+                    pipe.hmget(name, "channel", "target", "created_at")
+                records = await pipe.execute()
+        found: list[tuple[float, str]] = []
+        for name, (on, target, created) in zip(names, records, strict=True):
+            if on != channel or target is None:
+                continue
+            chat = json.loads(target).get("chat_id") if target.startswith("{") else None
+            if chat is not None and str(chat) == chat_id:
+                found.append((float(created or 0), name[len(self._key("run:")) :]))
+        return [run for _, run in sorted(found)]
+
     async def _under(self, run: str) -> list[str]:
         """The ledger ids under ``run`` (``<run>/...``) that have parts in this partition (a SCAN of its keys: an
         erase is rare and operator-driven)."""

@@ -36,6 +36,7 @@ from streamrelay.core.lanes.pipeline import PipelineLane
 from streamrelay.core.ports import DraftStopControls
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.report import DeliveryReport
+from streamrelay.core.run.audit import AuditError, AuditReport
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.relay import Relay
 from streamrelay.core.run.stop import STOPPED_ERROR, StopState
@@ -457,6 +458,56 @@ class ReplicaFront:
         if relay is None:
             raise IngestError(f"unknown run {run_id!r}", status=404)
         return await relay.decide_approval(key, approval, decision, by)
+
+    async def erase(self, run_id: str) -> dict[str, int]:
+        """Erase an ended run's text (docs/retention.md) on its partition's relay here
+        (:meth:`core.run.relay.Relay.erase`): what the relay keeps in memory of the finished run, the partition's
+        journal (its lines, its dead letters) and ledger (parts, desk entries, corrections) through the stores this
+        owner holds with its grant. The owner proxy forwards ``DELETE /v1/runs/{run}`` here from any replica.
+
+        Raises:
+            IngestError: 404 unknown run; 409 still active; 503 its partition is moving between replicas.
+        """
+        relay = await self._relay(run_id)
+        if relay is None:
+            raise IngestError(f"unknown run {run_id!r}", status=404)
+        return await relay.erase(run_id)
+
+    async def audit(self, run_id: str) -> AuditReport:
+        """What the platform shows now of the run's delivered messages, read by its partition's relay here
+        (:meth:`core.run.relay.Relay.audit`, docs/audit.md); the owner proxy forwards ``GET /v1/runs/{run}/audit``
+        here from any replica.
+
+        Raises:
+            AuditError: unknown run (404).
+            IngestError: 503 its partition is moving between replicas.
+        """
+        relay = await self._relay(run_id)
+        if relay is None:
+            raise AuditError(f"unknown run {run_id!r}")
+        return await relay.audit(run_id)
+
+    def conversation_partition(self, channel: str, chat_id: str) -> int:
+        """The partition of conversation ``chat_id`` on ``channel`` (where its runs' ``run.start`` placed them)."""
+        return partition_of(conversation_key(channel, chat_id), self._partitions)
+
+    async def erase_conversation(self, channel: str, chat_id: str, owns: Callable[[str], bool]) -> dict[str, Any]:
+        """Erase every run of the caller (``owns``) to ``chat_id`` on ``channel`` (:meth:`core.run.relay.Relay.
+        erase_conversation`) on the relay of the conversation's partition here: the owner proxy forwards
+        ``DELETE /v1/conversations/{channel}/{chat_id}`` to its owner. A fan-out run whose first place is another chat
+        lives in that chat's partition and is not found: erase it by its id.
+
+        Raises:
+            IngestError: 409 one of the runs is active (nothing erased); 503 the partition is moving between replicas.
+        """
+        relay = self._local(self.conversation_partition(channel, chat_id))
+        if relay is None:
+            await self._check_epochs()
+            raise IngestError(
+                f"conversation {chat_id!r} on {channel!r}: its partition is moving between replicas: retry in a moment",
+                status=503,
+            )
+        return await relay.erase_conversation(channel, chat_id, owns)
 
     def approval(self, run_id: str, approval: str) -> dict[str, Any]:
         """An open run's approval, where this replica delivers the run (:meth:`core.run.relay.Relay.approval`)."""

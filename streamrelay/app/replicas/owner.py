@@ -100,6 +100,10 @@ class AckingJournal:
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)
 
+    async def erase(self, runs: Sequence[str]) -> int:
+        """The fenced journal's erasure (:meth:`adapters.redis.journal.RedisJournal.erase`)."""
+        return await self.inner.erase(runs)
+
     async def close(self) -> None:
         await self.inner.close()
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from streamrelay.adapters.ingest_http.owner_proxy import DESK_ENTRY, OwnerUnavailableError
+from streamrelay.adapters.ingest_http.owner_proxy import CONVERSATION, DESK_ENTRY, OwnerUnavailableError
 from streamrelay.adapters.redis import (
     KEYS,
     DataLostError,
@@ -156,6 +156,9 @@ class ReplicaService:
     async def _locate(self, run: str) -> str | None:
         if run.startswith(DESK_ENTRY):  # a desk entry's resend: its run's partition's owner
             partition = None if self._desk is None else await self._desk.partition(run[len(DESK_ENTRY) :])
+        elif run.startswith(CONVERSATION):  # a conversation's erasure: its partition's owner
+            channel, _, chat = run[len(CONVERSATION) :].partition("/")
+            partition = self._front.conversation_partition(channel, chat)
         else:
             run = await self._front.locate(run)
             partition = await self._index.partition(run)

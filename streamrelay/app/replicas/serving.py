@@ -91,6 +91,7 @@ async def serve_replica(
         RuntimeError: a listener could not start (its port is in use).
     """
     service = settings.service
+    warn_retention(settings)
     client, where = redis_client(settings)
     pending = unloaded_channels(settings)
     # WhatsApp's status webhooks, taken by any replica, read by the settling one; each expires after the retention
@@ -294,6 +295,20 @@ async def check_persistence(client: Redis, where: str, *, allow_volatile: bool) 
         where,
         kept.describe(),
     )
+
+
+def warn_retention(settings: Settings) -> list[str]:
+    """Say (a warning) that the channels' ``text_retention_hours`` are not applied on replicas: the Redis ledger keeps
+    no list of its runs by end time to expire (docs/retention.md); their text stays until erased (``DELETE
+    /v1/runs/{run}`` on any replica). The names of the channels that set it."""
+    names = sorted(name for name, channel in settings.channels.items() if channel.text_retention_hours is not None)
+    if names:
+        _log.warning(
+            "text_retention_hours is set on %s but replicas do not apply it (the Redis ledger cannot expire text yet): "
+            "runs' text stays until erased with DELETE /v1/runs/{run}",
+            ", ".join(names),
+        )
+    return names
 
 
 async def _start(replicas: ReplicaService, client: Redis, where: str, url: str, *, allow_volatile: bool) -> None:
