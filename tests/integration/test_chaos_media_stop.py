@@ -63,16 +63,17 @@ def test_media_out_of_place_is_misplaced() -> None:
 
 
 def test_a_reported_double_before_a_media_item_does_not_move_it() -> None:
-    # chaos seed 5 on teams: a kill with a create in flight, sent again and reported uncertain ("a duplicate is
+    # chaos seed 5 on teams (before it settled through Graph; the same holds on any platform that cannot settle, here
+    # Telegram with a shared bot): a kill with a create in flight, sent again and reported uncertain ("a duplicate is
     # possible"); the judge counted the copy the report does not list and called the media item after it misplaced
-    plan = _plan(platform="teams")
+    plan = _plan(platform="telegram")
     chat = _chat(TEXT_1, TEXT_1, IMAGE.caption, TEXT_2, FILE.caption, TEXT_3)
     report = _report(chat, "partial", uncertain=1)
     report["message_ids"] = [m["message_id"] for m in chat[1:]]  # the first copy is the uncertain part's
-    verdict = judge(plan, _finished(plan), chat, report, exclusive_bot=True)
+    verdict = judge(plan, _finished(plan), chat, report, exclusive_bot=False)
     assert not verdict.misplaced and verdict.doubled_allowed and not verdict.bad, verdict.problems
     listed = _report(chat, "partial", uncertain=1)  # every copy listed: the item did move
-    assert judge(plan, _finished(plan), chat, listed, exclusive_bot=True).misplaced
+    assert judge(plan, _finished(plan), chat, listed, exclusive_bot=False).misplaced
 
 
 def test_media_shown_twice_is_doubled_and_missing_is_lost_and_the_report_lies() -> None:
