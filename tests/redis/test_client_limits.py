@@ -13,7 +13,7 @@ import httpx
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from streamrelay.adapters.redis import InputStream, RunIndex
+from streamrelay.adapters.redis import ClosedRun, InputStream, RunIndex
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.app.dry_run import DRY_RUN
@@ -121,7 +121,7 @@ class _AppendFailsOnce(InputStream):
 
     async def append_open(
         self, partition: int, entries: Any, *, epoch: str = "", text: Sequence[bool] = ()
-    ) -> list[str | None]:
+    ) -> list[str | ClosedRun | None]:
         if not self.failed:
             self.failed = True
             raise RedisConnectionError("Connection closed by server.")

@@ -18,11 +18,12 @@ from streamrelay.adapters.redis.lease import Holder, LeaseChange, LeaseEvent, Le
 from streamrelay.adapters.redis.ledger import RedisLedger
 from streamrelay.adapters.redis.registry import ReplicaUrls, RunIndex
 from streamrelay.adapters.redis.shared_budgets import RedisSharedBudgets, bot_scope, shared_budgets_for
-from streamrelay.adapters.redis.stream import DeadLetter, InputEntry, InputStream
+from streamrelay.adapters.redis.stream import ClosedRun, DeadLetter, InputEntry, InputStream
 
 __all__ = [
     "KEYS",
     "Attempt",
+    "ClosedRun",
     "DataLostError",
     "DeadLetter",
     "Durability",

@@ -234,6 +234,11 @@ class RedisJournal:
                 done = await pipe.execute()
         return int(done[0]) + len(buried)
 
+    async def close_idle(self, run: str, last_seq: int | None) -> None:
+        """Nothing here: a relay journaling straight into this journal takes its lines in its own process, where
+        admission refuses them once the run is closing; a partition owner fed from the input stream passes the
+        close's commit point through the stream (:meth:`app.replicas.owner.PartitionOwner.close_idle`)."""
+
     async def ended(self, run: str) -> EndedRun | None:
         """The finished run ``run``, or None when it never finished in this partition (or was forgotten)."""
         with unavailable("journal.ended"):

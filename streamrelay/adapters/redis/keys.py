@@ -97,6 +97,12 @@ class KeySpace:
         input stream's append checks it atomically (:meth:`adapters.redis.InputStream.append_open`)."""
         return f"{self.partition(partition)}:stop:{run}"
 
+    def idle_closed(self, partition: int, run: str) -> str:
+        """The mark of ``run`` (a run key of ``partition``) closed by the idle timeout, holding the last ``seq`` it
+        took ('' for none): in the partition's slot, so the input stream's append checks it atomically
+        (:meth:`adapters.redis.InputStream.close_idle`)."""
+        return f"{self.partition(partition)}:idle:{run}"
+
     def journal(self, partition: int, name: str) -> str:
         """A journal key of ``partition`` (``name`` may end with a run id)."""
         return f"{self.partition(partition)}:j:{name}"

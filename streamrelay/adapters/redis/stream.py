@@ -118,19 +118,28 @@ owner never deletes an entry the new owner has not taken)."""
 
 
 _APPEND_OPEN = """
--- KEYS: inbox, epoch marker, then each run's stop mark; ARGV: epoch ('' unchecked), then per entry: the index of its
--- run's stop mark in KEYS, run, line, '1' when every line is a text event the front validated ('' else). Replies per
--- entry its stream id, or 0 when its run's stop mark exists (nothing of that run is appended); an error LOST when the
--- partition's epoch marker is not ARGV[1] (Redis lost its data: nothing is appended)
+-- KEYS: inbox, epoch marker, then per run its stop mark and its idle-close mark; ARGV: epoch ('' unchecked), then per
+-- entry: the index of its run's stop mark in KEYS, run, line, '1' when every line is a text event the front validated
+-- ('' else). Replies per entry its stream id; 0 when its run's stop mark exists, 'closed:<last seq>' when its idle-
+-- close mark does (nothing of that run is appended); an error LOST when the partition's epoch marker is not ARGV[1]
+-- (Redis lost its data: nothing is appended)
 if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return redis.error_reply('LOST')
 end
-local stopped = {}
-for k = 3, #KEYS do stopped[k] = redis.call('EXISTS', KEYS[k]) == 1 end
+local marks = {}
+for k = 3, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[k]) == 1 then
+    marks[k] = 0
+  else
+    local closed = redis.call('GET', KEYS[k + 1])
+    if closed then marks[k] = 'closed:' .. closed end
+  end
+end
 local out = {}
 for i = 2, #ARGV, 4 do
-  if stopped[tonumber(ARGV[i])] then
-    out[#out + 1] = 0
+  local mark = marks[tonumber(ARGV[i])]
+  if mark then
+    out[#out + 1] = mark
   elseif ARGV[i + 3] == '1' then
     out[#out + 1] = redis.call('XADD', KEYS[1], '*', 'run', ARGV[i + 1], 'line', ARGV[i + 2], 'text', '1')
   else
@@ -140,12 +149,35 @@ end
 return out
 """
 """``stream.append_open`` (durable: a line is answered 200 only once a replica has it). KEYS: the partition's input
-stream, its epoch marker, then per entry its run's stop mark; ARGV: the epoch this replica found ('' unchecked), then
-per entry its stop mark's index, run, line and whether every line is a validated ``text`` event (field ``text``).
-Returns per entry its stream id, or 0 for a line of a stopped run (not appended); the error ``LOST`` (nothing
-appended) when the epoch marker is not ARGV[1]. Atomic: the epoch check, each run's stop check and the appends are
-one step, so a line is in the stream before its run's stop mark or refused after it, and nothing is taken on a Redis
-that lost its data."""
+stream, its epoch marker, then per run its stop mark and its idle-close mark; ARGV: the epoch this replica found ('',
+unchecked), then per entry its stop mark's index, run, line and whether every line is a validated ``text`` event
+(field ``text``). Returns per entry its stream id, 0 for a line of a stopped run, ``closed:<last seq>`` for a line of
+a run the idle timeout closed (neither appended); the error ``LOST`` (nothing appended) when the epoch marker is not
+ARGV[1]. Atomic: the epoch check, each run's mark checks and the appends are one step, so a line is in the stream
+before its run's stop (or idle close) mark or refused after it, and nothing is taken on a Redis that lost its data."""
+
+_CLOSE_IDLE = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, inbox, the run's idle-close mark; ARGV: token, last seq ('' none), ttl s
+redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
+local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #newest == 0 then return '' end
+return newest[1][1]
+"""
+)
+"""``stream.close_idle`` (durable; fenced: a stale owner never closes a run another replica delivers): the run's
+idle-close mark, and the newest entry id of the partition's input stream ('' when empty) in the same step: every line
+of the run appended before the mark is at most that id, every later one is refused by the append."""
+
+
+@dataclass(frozen=True)
+class ClosedRun:
+    """:meth:`InputStream.append_open`'s answer for an entry of a run the idle timeout closed: nothing of it was
+    appended. ``last_seq``: the last ``seq`` the run took (None: none, or it used none): a line at or below it is a
+    repeat of one it took (acknowledged and dropped), a later one was never taken (409)."""
+
+    last_seq: int | None
 
 
 @dataclass(frozen=True)
@@ -212,6 +244,7 @@ class InputStream:
         self._bury = Script(client, _BURY, "stream.bury")
         self._retry = Script(client, _RETRY, "stream.retry")
         self._append_open = Script(client, _APPEND_OPEN, "stream.append_open", durable=True)
+        self._close_idle = Script(client, _CLOSE_IDLE, "stream.close_idle", durable=True)
         self._read = Script(client, _READ, "stream.read")
         self._claim = Script(client, _CLAIM, "stream.claim")
         self._ack = Script(client, _ACK, "stream.ack")
@@ -236,13 +269,15 @@ class InputStream:
 
     async def append_open(
         self, partition: int, entries: Sequence[JournalEntry], *, epoch: str = "", text: Sequence[bool] = ()
-    ) -> list[str | None]:
+    ) -> list[str | ClosedRun | None]:
         """Append ``entries`` of ``partition`` in order, in one script, except the lines of runs their reader stopped
-        (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`): per
-        entry its stream id, or None for an entry not appended (its run was stopped; the caller refuses its lines
-        with 409). An entry's ``line`` may be several NDJSON lines of its run joined by ``"\\n"`` (one stream entry,
-        :meth:`InputEntry.lines`); each run's stop mark is one key of the script however many entries it has.
-        The check and the append are atomic: a line is either in the stream before the mark, or refused after it.
+        (a :meth:`adapters.redis.KeySpace.stopped` mark exists: :meth:`adapters.redis.RunIndex.mark_stopped`) or the
+        idle timeout closed (:meth:`close_idle`): per entry its stream id, None for an entry not appended because
+        its run was stopped (the caller refuses its lines with 409), a :class:`ClosedRun` for one not appended
+        because its run was closed (the caller refuses its lines the run never took with 409). An entry's ``line``
+        may be several NDJSON lines of its run joined by ``"\\n"`` (one stream entry, :meth:`InputEntry.lines`);
+        each run's marks are two keys of the script however many entries it has. The checks and the append are
+        atomic: a line is either in the stream before a mark, or refused after it.
         With ``epoch`` (:meth:`adapters.redis.Epochs.of`), the partition's epoch marker is checked first in the same
         script: a Redis that lost its data takes nothing. ``text``: per entry, whether every line of it is a ``text``
         event the front validated (:attr:`InputEntry.text`; none when empty).
@@ -253,19 +288,34 @@ class InputStream:
         """
         if not entries:
             return []
-        marks: dict[str, int] = {}  # each run's stop mark once (its index in KEYS, from 1 as Lua counts)
+        marks: dict[str, int] = {}  # each run's two marks once (its stop mark's index in KEYS, from 1 as Lua counts)
         args: list[str | int] = [epoch]
         for k, e in enumerate(entries):
-            args += [marks.setdefault(e.run, len(marks) + 3), e.run, e.line, "1" if text and text[k] else ""]
+            args += [marks.setdefault(e.run, 2 * len(marks) + 3), e.run, e.line, "1" if text and text[k] else ""]
         keys = [self._keys.inbox(partition), self._keys.epoch(partition)]
-        keys += [self._keys.stopped(partition, run) for run in marks]
+        for run in marks:
+            keys += [self._keys.stopped(partition, run), self._keys.idle_closed(partition, run)]
         try:
             reply = await self._append_open(keys, args)
         except ResponseError as exc:
             if str(exc).startswith("LOST"):
                 raise DataLostError([partition]) from None
             raise
-        return [None if i == 0 else str(i) for i in reply]
+        return [_appended(item) for item in reply]
+
+    async def close_idle(self, partition: int, run: str, last_seq: int | None, *, token: int, ttl_s: int) -> str:
+        """Mark ``run`` (of ``partition``) closed by the idle timeout, with the last ``seq`` it took, for ``ttl_s``
+        seconds: from now on every front refuses its lines (:meth:`append_open` answers :class:`ClosedRun`). Returns
+        the newest entry id of the partition's input stream when the mark was made ('' when empty): the run's owner
+        takes every entry up to it before it closes the run (the lines appended before the mark, answered 200).
+
+        Raises:
+            adapters.redis.FencedError: ``token`` is no longer the partition's: nothing was marked.
+            redis.exceptions.RedisError: Redis failed; the mark may or may not be there.
+        """
+        keys = [self._keys.fence(partition), self._keys.inbox(partition), self._keys.idle_closed(partition, run)]
+        seq = "" if last_seq is None else str(last_seq)
+        return str(await self._close_idle.fenced(partition, token, keys, [seq, ttl_s]))
 
     async def _ensure_group(self, partition: int) -> None:
         if partition in self._has_group:
@@ -480,3 +530,14 @@ class InputStream:
     async def length(self, partition: int) -> int:
         """How many entries of ``partition`` are not done yet (new and pending): the owner's backlog."""
         return int(await self._client.xlen(self._keys.inbox(partition)))
+
+
+def _appended(item: Any) -> str | ClosedRun | None:
+    """One item of :data:`_APPEND_OPEN`'s reply as :meth:`InputStream.append_open` answers it."""
+    if item == 0:
+        return None
+    text = item.decode() if isinstance(item, bytes) else str(item)
+    if text.startswith("closed:"):
+        last = text[len("closed:") :]
+        return ClosedRun(int(last) if last else None)
+    return text

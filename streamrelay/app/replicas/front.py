@@ -21,7 +21,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from streamrelay.adapters.redis import DataLostError, Epochs, InputStream, RunIndex, conversation_key, partition_of
+from streamrelay.adapters.redis import (
+    ClosedRun,
+    DataLostError,
+    Epochs,
+    InputStream,
+    RunIndex,
+    conversation_key,
+    partition_of,
+)
 from streamrelay.adapters.redis.client_limits import SharedClientLimits
 from streamrelay.app.replicas.peers import ReplicaPeers
 from streamrelay.core.channel import ChannelRuntime
@@ -29,7 +37,7 @@ from streamrelay.core.contracts.answers import RunListing
 from streamrelay.core.contracts.units import PipelineUnit
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import RunStart, TextEvent, event_line, parse_event
-from streamrelay.core.ingest.admission import ONE_EVENT, LineResult
+from streamrelay.core.ingest.admission import ONE_EVENT, LineResult, ended_note
 from streamrelay.core.ingest.clients import ClientBook, run_key, split_key
 from streamrelay.core.lanes.gate import GateDecision
 from streamrelay.core.lanes.pipeline import PipelineLane
@@ -37,6 +45,7 @@ from streamrelay.core.ports import DraftStopControls
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.report import DeliveryReport
 from streamrelay.core.run.audit import AuditError, AuditReport
+from streamrelay.core.run.controller import idle_refusal
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.relay import Relay
 from streamrelay.core.run.stop import STOPPED_ERROR, StopState
@@ -188,6 +197,9 @@ class ReplicaFront:
                     self._remember_stopped(run)
                     for at, _, _ in taken:
                         results[at] = IngestError(STOPPED_ERROR, status=409)
+                elif isinstance(stream_id, ClosedRun):  # the idle timeout closed it: as one process answers
+                    for at, line, _ in taken:
+                        results[at] = _after_idle_close(run, line, stream_id.last_seq)
 
     def _refused_start(self, obj: Any, run_hint: str | None, refused: set[str]) -> IngestError | None:
         """The 429 of a ``run.start`` line whose run the client's ``max_active_runs`` refused (:meth:`_gate`)."""
@@ -589,3 +601,18 @@ class ReplicaFront:
         others, unreachable = await self.peers.runs(bearer)
         seen = {row.run for row in rows}  # a run handed over a moment ago: this replica's row wins
         return RunListing(runs=rows + [row for row in others if row.run not in seen], unreachable=unreachable)
+
+
+def _after_idle_close(run: str, line: str, last_seq: int | None) -> LineResult | IngestError:
+    """What a line of ``run`` gets once the idle timeout closed the run (its owner's mark: ``last_seq`` the last
+    ``seq`` it took): a repeat of a line it took (its ``seq`` at most ``last_seq``) is acknowledged and dropped; any
+    other is refused with 409, so its agent learns its answer was cut where the run stood (as
+    :meth:`core.ingest.admission.Admission` answers on one process). Only lines of closed runs come here: the line
+    is parsed again for its ``seq``."""
+    try:
+        seq = json.loads(line).get("seq")
+    except (ValueError, AttributeError):
+        seq = None
+    if isinstance(seq, int) and last_seq is not None and seq <= last_seq:
+        return LineResult(dropped=ended_note(run))
+    return IngestError(idle_refusal(run), status=409)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import groupby
 from typing import Any, Protocol
 
@@ -47,6 +47,11 @@ STOP_WAIT_S = 5.0
 """How long a stop waits for a cancelled reader (it goes on in the background past that)."""
 _TEXT_EVENTS = TypeAdapter(list[TextEvent]).validate_json
 """The ``text`` event's validator over a JSON array of them (pydantic-core, one call for an entry's lines)."""
+CATCH_UP_S = 5.0
+"""How long an idle close waits for the reader to hand over the entries appended before its mark (seconds); past
+that (the reader failing) the run is closed with what it took, and the lines left are logged."""
+RUN_MARK_TTL_S = 7 * 24 * 3600
+"""How long a run's idle-close mark lives (seconds: as long as the run index remembers a run)."""
 RETRY_S = 1.0
 """Pause after a failure to read or hand over (Redis unreachable) before the pending entries are taken again."""
 
@@ -59,8 +64,9 @@ class AckingJournal:
     leave the input stream in one script: a kill between the two cannot journal a line twice.
     """
 
-    def __init__(self, inner: RedisJournal) -> None:
+    def __init__(self, inner: RedisJournal, close_idle: Callable[[str, int | None], Awaitable[None]]) -> None:
         self.inner = inner
+        self._close_idle = close_idle
         self.acks: list[str] = []
         self.feeder: asyncio.Task[Any] | None = None
         """The task handing the batch over: only its own append takes :attr:`acks` (a Stop journaled meanwhile by
@@ -96,6 +102,10 @@ class AckingJournal:
 
     async def finish(self, run: str, last_seq: int | None) -> None:
         await self.inner.finish(run, last_seq)
+
+    async def close_idle(self, run: str, last_seq: int | None) -> None:
+        """The owner's commit point of an idle close (:meth:`PartitionOwner.close_idle`)."""
+        await self._close_idle(run, last_seq)
 
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)
@@ -159,7 +169,11 @@ class PartitionOwner:
         self.token = token
         self._owner = owner
         self._stream = stream
-        self.journal = AckingJournal(journal.fenced(token))
+        self.journal = AckingJournal(journal.fenced(token), self.close_idle)
+        self._handed = (0, 0)
+        """The newest input entry id handed to the relay, as ``(ms, seq)``: where an idle close waits for."""
+        self._fed = asyncio.Event()
+        """Set after each hand-over (an idle close waiting for the reader to pass its mark wakes)."""
         self.ledger = ledger.fenced(token)
         """The partition's ledger, every write fenced with this grant's token (the relay's, the corrections' and the
         desk's resends')."""
@@ -268,6 +282,15 @@ class PartitionOwner:
                 decoded.append((entry, lines, raw))
             else:
                 await self._stream.ack(self.partition, [entry.id], token=self.token)
+        try:
+            await self._hand_over(decoded)
+        finally:
+            if entries:
+                self._handed = max(self._handed, max(_entry_id(entry.id) for entry in entries))
+                self._fed.set()
+
+    async def _hand_over(self, decoded: list[tuple[InputEntry, list[tuple[Any, str]], bool]]) -> None:
+        """:meth:`_feed`'s hand-over of the decoded entries."""
         for run, group in groupby(decoded, key=lambda item: item[0].run if item[2] else None):
             batch = list(group)
             self.journal.acks = [entry.id for entry, _, _ in batch]
@@ -281,6 +304,37 @@ class PartitionOwner:
             for line_run, result in zip(runs, results, strict=True):
                 if isinstance(result, IngestError):
                     _log.warning("run %s: a line was refused by its owner: %s", line_run, result)
+
+    async def close_idle(self, run: str, last_seq: int | None) -> None:
+        """The commit point of closing ``run`` on the idle timeout (:meth:`core.records.journal.Journal.close_idle`):
+        its idle-close mark in Redis (every front refuses its later lines from then on: 409, as one process does),
+        then the entries appended before the mark handed over to the relay (lines its agent sent in the instant
+        before, answered 200: the run takes them before it closes).
+
+        Raises:
+            core.errors.OwnershipLostError: another replica holds the partition now (nothing marked).
+            core.errors.StoreUnavailableError: Redis did not answer (the run resumes from the journal).
+        """
+        newest = await self._stream.close_idle(self.partition, run, last_seq, token=self.token, ttl_s=RUN_MARK_TTL_S)
+        if not newest:
+            return
+        upto = _entry_id(newest)
+        deadline = asyncio.get_running_loop().time() + CATCH_UP_S
+        while self._handed < upto and not self._stopping:
+            self._fed.clear()
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                _log.warning(
+                    "partition %d: run %s closed before its reader handed over entries up to %s",
+                    self.partition,
+                    run,
+                    newest,
+                )
+                return
+            try:
+                await asyncio.wait_for(self._fed.wait(), left)
+            except TimeoutError:
+                continue
 
     def _decode(self, entry: InputEntry) -> tuple[list[tuple[Any, str]], bool]:
         """The entry's lines decoded, each with its text; and whether one of them is a raw provider line (its run
@@ -353,3 +407,9 @@ class PartitionOwner:
             if not task.done() and not await stop(task, limit_s=STOP_WAIT_S):
                 _log.error("partition %d: its reader did not stop within %g s", self.partition, STOP_WAIT_S)
         await self.relay.stop_runs()
+
+
+def _entry_id(entry_id: str) -> tuple[int, int]:
+    """A stream entry id (``"<ms>-<seq>"``) as a tuple that orders as Redis orders ids."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)

@@ -71,7 +71,7 @@ from streamrelay.core.run.approvals import (
     take_decision,
     take_expiry,
 )
-from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController
+from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL, RunController, idle_refusal
 from streamrelay.core.run.fanout import FanoutController, place_ledger_run, place_row_name, place_start
 from streamrelay.core.run.inbox import Inbox
 from streamrelay.core.run.monitor import RunMonitor
@@ -101,6 +101,11 @@ class LineResult:
 
     events: int = 0
     dropped: str | None = None
+
+
+def ended_note(run: str) -> str:
+    """Why a re-sent line of ``run`` (a run key) that already ended is acknowledged and dropped."""
+    return f"run {run!r} already ended: its lines are acknowledged and dropped"
 
 
 ONE_EVENT = LineResult(events=1)
@@ -706,11 +711,7 @@ class Admission:
         last = await self._last_seq(run_id)
         if seq is not None and last is not None and seq <= last:
             return
-        raise IngestError(
-            f"run {run_id!r} was closed after its agent sent nothing for the idle timeout, with what it had: "
-            f"{IDLE_REFUSAL}",
-            status=409,
-        )
+        raise IngestError(idle_refusal(run_id), status=409)
 
     async def _end_errors(self, run_id: str) -> list[str]:
         finished = self.finished.get(run_id)
@@ -745,10 +746,10 @@ class Admission:
     async def _ended(self, run_id: str) -> str | None:
         """Why a line of ``run_id`` is dropped when the run already ended (here or before a restart), else None."""
         if run_id in self.finished or await self._journal.ended(run_id) is not None:
-            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+            return ended_note(run_id)
         record = await self._ledger.get_run(run_id)
         if record is not None and record.ended:
-            return f"run {run_id!r} already ended: its lines are acknowledged and dropped"
+            return ended_note(run_id)
         return None
 
     @staticmethod

@@ -88,6 +88,19 @@ class Journal(Protocol):
         """The finished run ``run``, or None when it never finished here."""
         ...
 
+    async def close_idle(self, run: str, last_seq: int | None) -> None:
+        """The commit point of ``run``'s close by the idle timeout (``last_seq``: the last ``seq`` it took, None
+        without): once this returns, every line of ``run`` accepted before it has been handed to the run, and every
+        later line with a higher ``seq`` is refused with 409 wherever it arrives (one process: admission sees the
+        run closing at once, so nothing is done here; replicas: the run's idle-close mark in Redis, which every
+        front's append checks atomically, :meth:`adapters.redis.InputStream.close_idle`).
+
+        Raises:
+            core.errors.OwnershipLostError: another replica owns the run now (it is not closed here).
+            core.errors.StoreUnavailableError: the store did not answer (the run stays open; its worker tries again).
+        """
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -134,6 +147,10 @@ class MemoryJournal:
         self._ended[run] = EndedRun(run, last_seq)
         while len(self._ended) > self._keep:
             self._ended.popitem(last=False)
+
+    async def close_idle(self, run: str, last_seq: int | None) -> None:
+        """Nothing: in one process admission refuses the run's later lines once it is closing
+        (:meth:`Journal.close_idle`)."""
 
     async def erase(self, runs: Sequence[str]) -> int:
         """Forget ``runs``' lines (:class:`core.records.erase.Erasable`); how many there were."""

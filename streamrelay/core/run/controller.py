@@ -57,6 +57,13 @@ IDLE_REFUSAL = "this line was not taken; send the answer again in a new run"
 """What admission's 409 for a line of an idle-closed run that the run never took ends with (an agent that reads it
 knows its answer was cut where the run stood, and starts a new run)."""
 
+
+def idle_refusal(run: str) -> str:
+    """The 409's text for a line of ``run`` (a run key) that the idle timeout closed and that the run never took
+    (one process's admission and every replica's front say the same)."""
+    return f"run {run!r} was closed after its agent sent nothing for the idle timeout, with what it had: {IDLE_REFUSAL}"
+
+
 FAIL_TIMEOUT_S = 30.0
 """How long a run a bug stopped may take to show its failure before it is just stopped (seconds)."""
 

@@ -473,7 +473,7 @@ class Relay:
         parts: list[PartRecord] | None = None
         try:
             try:
-                await work(run, self._clock, self._idle_s)
+                await work(run, self._clock, self._idle_s, self._journal.close_idle)
             except OwnershipLostError:
                 self.interrupted.add(controller.run)  # left unfinished in the journal: resumed from there
                 return

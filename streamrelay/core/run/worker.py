@@ -6,14 +6,19 @@ to the :class:`~core.run.controller.RunController` (its pure :class:`~core.run.s
 journal first takes its whole ``backlog`` as one batch with the reconciler catching up, so only the resulting
 state is sent, never the intermediate ones.
 
-A run whose agent sends nothing for ``idle_s`` seconds is closed with what it has and a short notice.
+A run whose agent sends nothing for ``idle_s`` seconds is closed with what it has and a short notice, unless it waits
+for a person: while one of its approvals is undecided and unexpired, its agent (blocked on the decision, as
+``RelayClient.wait_approval`` is) is not idle. The close has a commit point
+(:meth:`core.records.journal.Journal.close_idle`): every line accepted before it is taken, every later one refused
+with 409, on one process and on replicas alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from streamrelay.core.clock import Clock
@@ -118,8 +123,17 @@ def consecutive(staged: list[tuple[ActiveRun, Sequence[RunEvent]]]) -> list[tupl
     return out
 
 
-async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
-    """Drive ``run`` until its root ``end`` (or the idle timeout) is finalized.
+CloseIdle = Callable[[str, int | None], Awaitable[None]]
+"""The commit point of an idle close: (run key, its last ``seq`` taken) -> returns once every line accepted before
+it is handed to the run and later ones are refused (:meth:`core.records.journal.Journal.close_idle`)."""
+
+
+async def _no_commit(run: str, last_seq: int | None) -> None:
+    return None
+
+
+async def work(run: ActiveRun, clock: Clock, idle_s: float, close_idle: CloseIdle = _no_commit) -> None:
+    """Drive ``run`` until its root ``end`` (or the idle timeout: module docstring) is finalized.
 
     Raises:
         asyncio.CancelledError: the service stops; the run is left unfinished (the journal resumes it).
@@ -135,9 +149,9 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
             return
         while True:
             # What the worker awaits: its next events, or its first deadline (the stage's timers, a ``seq`` gap's,
-            # the idle timeout at ``idle_at``). Written out here, not in a call: a run fed one event a request
+            # the idle timeout). Written out here, not in a call: a run fed one event a request
             # comes round this loop once per event.
-            idle_at = deadline = last_event_at + idle_s
+            deadline = last_event_at + idle_s
             if (due := stage_deadline()) is not None and due < deadline:
                 deadline = due
             if (due := gate_deadline()) is not None and due < deadline:
@@ -146,8 +160,10 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
                 await waiter
             batch = take(BATCH)
             if not batch:
-                if await _timers(run, clock, idle_at, idle_s):
+                quiet_since = await _timers(run, clock, last_event_at, idle_s, close_idle)
+                if quiet_since is None:
                     return
+                last_event_at = quiet_since
                 continue
             last_event_at = clock.now()
             ending = _took(run, batch, stage_handle, last_event_at)
@@ -169,16 +185,48 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
         run.queue.close()
 
 
-async def _timers(run: ActiveRun, clock: Clock, idle_at: float, idle_s: float) -> bool:
-    """The worker woke with no event: the run is closed when it has been quiet since ``idle_at``, else time passed
-    for its stage (a coalescer's idle gap) and its ``seq`` gaps; True when the run was finalized."""
+def _awaits_person(run: ActiveRun) -> bool:
+    """True while one of ``run``'s approvals is undecided and unexpired (its expiry is wall-clock Unix seconds, as the
+    approval's message shows it)."""
+    items = run.approvals.items
+    if not items:
+        return False
+    now = time.time()
+    return any(a.decision is None and now < a.expires_at for a in items.values())
+
+
+async def _timers(
+    run: ActiveRun, clock: Clock, last_event_at: float, idle_s: float, close_idle: CloseIdle
+) -> float | None:
+    """The worker woke with no event: the run is closed when it has been quiet for ``idle_s`` since
+    ``last_event_at``, unless it waits for a person (:func:`_awaits_person`: its quiet time starts again now), else
+    time passed for its stage (a coalescer's idle gap) and its ``seq`` gaps. Returns None when the run was finalized,
+    else when its quiet time counts from.
+
+    The close passes its commit point first (``close_idle``); lines accepted before it (on replicas: appended to the
+    input stream in the instant before the mark) are taken, then the run is closed with nothing awaited in between,
+    so admission never takes a line into a run that is closing."""
     controller = run.controller
-    if clock.now() >= idle_at:
+    if clock.now() >= last_event_at + idle_s:
+        if _awaits_person(run):
+            return clock.now()
+        took = True
+        while took:  # again after lines were taken: the mark names the last seq the run took
+            await close_idle(run.run, run.gate.last)
+            took = False
+            while batch := run.queue.take(BATCH):
+                took = True
+                ending = _took(run, batch, controller.stage_handle, clock.now())
+                if ending is not None:
+                    await controller.end(ending, gaps=run.gate.gaps)
+                    return None
         run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
         await controller.end(Quiet(idle_s), gaps=run.gate.gaps)
-        return True
+        return None
     controller.tick()
-    return await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps)
+    if await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps):
+        return None
+    return last_event_at
 
 
 async def _catch_up(run: ActiveRun, now: float) -> bool:
