@@ -294,7 +294,14 @@ class RunStart(_EventBase):
     @model_validator(mode="before")
     @classmethod
     def _first_place(cls, data: Any) -> Any:
-        """``channel`` and ``target`` left out of a fan-out ``run.start`` are its first place's."""
+        """``channel`` and ``target`` left out of a fan-out ``run.start`` are its first place's. An empty ``targets``
+        is refused here, with what to send instead (else pydantic names three problems: two missing fields and a
+        list too short)."""
+        if isinstance(data, dict) and data.get("targets") == []:
+            raise ValueError(
+                f"'targets' is empty: name 1 to {MAX_PLACES} places, each "
+                "{\"channel\": ..., \"target\": {...}}, or leave 'targets' out and give 'channel' and 'target'"
+            )
         if isinstance(data, dict) and isinstance(targets := data.get("targets"), list) and targets:
             first = targets[0]
             if isinstance(first, dict):
@@ -862,11 +869,20 @@ def parse_event(data: Any) -> Event:
     try:
         return _event_adapter.validate_python(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'event'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(_problem(err) for err in exc.errors())
         refused = any(isinstance(err.get("ctx", {}).get("error"), CredentialsInUrlError) for err in exc.errors())
         raise IngestError(f"bad {kind!r} event: {problems}", status=422 if refused else 400) from None
+
+
+def _problem(err: Any) -> str:
+    """One pydantic error of an event as the 400 says it: ``<field>: <what was wrong>``; a validator's own sentence
+    (a ``value_error``) as it was written, without pydantic's "Value error, " and, for the whole event, without a
+    field."""
+    where = ".".join(str(p) for p in err["loc"][1:])
+    cause = err.get("ctx", {}).get("error") if err.get("type") == "value_error" else None
+    if cause is not None:
+        return f"{where}: {cause}" if where else str(cause)
+    return f"{where or 'event'}: {err['msg']}"
 
 
 def event_to_json(event: Event) -> JsonObject:

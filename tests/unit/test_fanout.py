@@ -69,7 +69,7 @@ def test_a_run_start_without_targets_has_its_one_place() -> None:
 @pytest.mark.parametrize(
     ("targets", "extra", "says"),
     [
-        ([], {}, "at least 1 item"),
+        ([], {}, "'targets' is empty: name 1 to 8 places"),
         ([TARGETS[0], TARGETS[0]], {}, "twice"),
         (TARGETS, {"channel": "b"}, "first place's"),
         ([TARGETS[0]] * 9, {}, "at most 8 items"),
