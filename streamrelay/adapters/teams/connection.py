@@ -30,6 +30,7 @@ from microsoft_teams.api.auth.cloud_environment import PUBLIC
 from microsoft_teams.api.auth.credentials import ClientCredentials
 from microsoft_teams.api.clients.bot.token_client import BotTokenClient
 from microsoft_teams.api.clients.conversation.activity import ConversationActivityClient
+from microsoft_teams.api.clients.conversation.member import ConversationMemberClient
 from microsoft_teams.common.http import Client, ClientOptions
 
 from streamrelay.adapters.adapter_parts import shows
@@ -125,6 +126,8 @@ class TeamsConnection:
         self._token_client = BotTokenClient(Client(ClientOptions(), _http=self._session), cloud=cloud)
         http = Client(ClientOptions(token=self._bearer), _http=self._session)
         self.activities = ConversationActivityClient(self.service_url, http)
+        self.members = ConversationMemberClient(self.service_url, http)
+        """The SDK's member client (``GET /v3/conversations/{id}/members``): a personal chat's person for Graph."""
         self._closed = False
 
     __repr__ = __str__ = shows(service_url="service_url", app_id="app_id")
