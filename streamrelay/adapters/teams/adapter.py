@@ -123,8 +123,9 @@ class TeamsAdapter:
         base_url: the service URL (None: Teams' public one).
         send_timeout_s: seconds one call may take.
         max_units: the most bytes one message's JSON may take in UTF-16 (:data:`adapters.teams.platform.RENDERED_MAX`).
-        markup: mentions are not rendered either way (a Teams mention needs a ``mention`` entity the sidecar never
-            adds: text cannot notify anyone).
+        markup: changes nothing on Teams: a mention notifies only through a ``mention`` entity naming the person's
+            id (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/conversations/channel-and-group-conversations#add-mentions-to-your-messages),
+            which agent text never carries, so the adapter never sends one and ``<at>…</at>`` notifies no one.
 
     Raises:
         ConfigError: malformed credentials.
