@@ -391,3 +391,14 @@ async def test_agent_text_never_mentions_anyone_even_where_mentions_are_allowed(
             await adapter.close()
     payloads = [a.payload for a in mock.activities(str(GROUP.chat_id))]
     assert len(payloads) == 2 and all("entities" not in p for p in payloads)
+
+
+def test_the_service_url_must_be_https_except_on_this_machine() -> None:
+    """Every call carries the bot's bearer token: plain http is refused unless the service URL is loopback (the mock),
+    with a message naming the URL and the fix, never the secret."""
+    for bad in ("http://smba.example.net/teams", "ftp://127.0.0.1/x", "https://"):
+        with pytest.raises(ConfigError) as info:
+            TeamsAdapter(TOKEN, base_url=bad)
+        assert "api_base" in str(info.value) and SECRET not in str(info.value)
+    for good in ("https://smba.trafficmanager.net/emea/", "http://127.0.0.1:8086", "http://localhost:9/"):
+        assert TeamsAdapter(TOKEN, base_url=good) is not None
