@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from streamrelay.adapters.teams import TeamsAdapter
+from streamrelay.adapters.teams.errors import StreamRefused
 from streamrelay.adapters.teams.render import render
 from streamrelay.core.errors import (
     ConfigError,
@@ -359,8 +360,9 @@ async def test_a_slow_token_leaves_nothing_sent_never_an_uncertain_create(mock: 
 async def test_an_informative_start_shows_no_text_and_is_at_most_1000_characters(
     mock: MockTeams, teams: TeamsAdapter
 ) -> None:
-    """The mock's informative rules (STREAMING_UX): an informative update is the blue progress bar, not the message's
-    text, at most 1,000 characters; streaming chunks with a greater streamSequence follow it, then the final."""
+    """The mock's stream rules (STREAMING_UX): the first streamSequence is 1; an informative update is the blue progress
+    bar, not the message's text, at most 1,000 characters; streaming chunks with a greater streamSequence follow it; a
+    stream activity past the size limit is 403 "Message size too large"; the final carries no streamSequence."""
 
     def typing(text: str, stream_type: str, sequence: int, stream_id: str | None = None) -> dict[str, Any]:
         info: dict[str, Any] = {"streamType": stream_type, "streamSequence": sequence}
@@ -368,6 +370,8 @@ async def test_an_informative_start_shows_no_text_and_is_at_most_1000_characters
             info["streamId"] = stream_id
         return {"type": "typing", "text": text, "entities": [{"type": "streaminfo", **info}], "channelData": info}
 
+    with pytest.raises(PayloadRejectedError):  # a stream's first streamSequence is 1
+        await teams._stream_call(PERSONAL, typing("Thinking…", "informative", 2), creates=True)
     sent = await teams._stream_call(PERSONAL, typing("Thinking…", "informative", 1), creates=True)
     handle = str(sent.id)
     assert shown(mock, str(PERSONAL.chat_id)) == [""]  # the progress bar shows, the message has no text yet
@@ -376,7 +380,13 @@ async def test_an_informative_start_shows_no_text_and_is_at_most_1000_characters
     await teams._stream_call(PERSONAL, typing("Searching the web", "informative", 2, handle), creates=False)
     await teams._stream_call(PERSONAL, typing("The answer", "streaming", 3, handle), creates=False)
     assert shown(mock, str(PERSONAL.chat_id)) == ["The answer"]
-    await teams._final(PERSONAL, handle, render("The answer, whole.", TextFormat.PLAIN).activity())
+    with pytest.raises(StreamRefused, match="Message size too large"):  # 403 ContentStreamNotAllowed, not 413
+        await teams._stream_call(PERSONAL, typing("The answer" + "x" * 60_000, "streaming", 4, handle), creates=False)
+    final = render("The answer, whole.", TextFormat.PLAIN).activity()
+    numbered = {"streamId": handle, "streamType": "final", "streamSequence": 5}  # the final carries no sequence
+    with pytest.raises(PayloadRejectedError):
+        await teams._stream_call(PERSONAL, {**final, "entities": [{"type": "streaminfo", **numbered}]}, creates=False)
+    await teams._final(PERSONAL, handle, final)
     assert shown(mock, str(PERSONAL.chat_id)) == ["The answer, whole."]
 
 

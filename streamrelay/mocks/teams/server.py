@@ -468,6 +468,13 @@ class MockTeams(MockServer):
             raise ConnectorError(413, "MessageSizeTooBig", "Message size too large")
 
     @staticmethod
+    def _check_stream_size(body: dict[str, Any]) -> None:
+        """A streaming activity (start, update or final) past the size limit: 403 ``ContentStreamNotAllowed``
+        "Message size too large" (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux#error-codes)."""
+        if _utf16_bytes(body) > MESSAGE_BYTES:
+            raise ConnectorError(403, "ContentStreamNotAllowed", "Message size too large")
+
+    @staticmethod
     def _check_message(body: dict[str, Any]) -> None:
         if body.get("type") != "message":
             raise ConnectorError(400, "BadArgument", f"Unknown activity type {body.get('type')!r}")
@@ -525,8 +532,10 @@ class MockTeams(MockServer):
             return self._stream_start(call, conversation, body, str(stream_type), text)
         stream = self._open_stream(conversation, str(stream_id))
         call.message_id = stream.activity_id
-        self._check_size(body)
+        self._check_stream_size(body)
         if stream_type == "final":
+            if "streamSequence" in info:
+                raise ConnectorError(400, "BadRequest", "The final streaming activity must not set streamSequence")
             self._check_message(body)
             self._admit(conversation)
             stream.payload = {k: v for k, v in body.items() if k not in ("entities", "channelData")}
@@ -582,14 +591,16 @@ class MockTeams(MockServer):
             raise ConnectorError(400, "BadArgument", "Only start streaming and continue streaming types are allowed")
         if not text:
             raise ConnectorError(400, "BadArgument", "Start streaming activities should include text")
+        if info.get("streamSequence") != 1:
+            raise ConnectorError(400, "BadRequest", "The first streaming activity's streamSequence must be 1")
         if any(a.stream_state == "streaming" for a in self._conversations.get(conversation, [])):
             raise ConnectorError(403, "ContentStreamNotAllowed", "Content stream is not allowed")
-        self._check_size(body)
+        self._check_stream_size(body)
         self._admit(conversation)
         shown = {"type": "message", "text": text if stream_type == "streaming" else ""}
         activity = self._store(conversation, BOT, shown, None, self._callers.get(id(call)))
         activity.stream_state, activity.stream_started = "streaming", self._clock()
-        activity.stream_sequence = int(info.get("streamSequence") or 1)
+        activity.stream_sequence = 1
         activity.stream_last = activity.stream_started
         call.message_id = activity.activity_id
         call.description = f"stream start ({stream_type})"
