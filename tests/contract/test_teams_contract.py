@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from streamrelay.adapters.teams import TeamsAdapter
+from streamrelay.adapters.teams.errors import StreamRefused
 from streamrelay.adapters.teams.render import render
 from streamrelay.core.errors import (
     ConfigError,
@@ -31,7 +33,7 @@ from streamrelay.core.errors import (
 )
 from streamrelay.core.events import Target
 from streamrelay.core.media import MediaItem, MediaKind
-from streamrelay.core.ports import PendingSend, SettleOutcome, StopControl, TextFormat
+from streamrelay.core.ports import MarkupPermissions, PendingSend, SettleOutcome, StopControl, TextFormat
 from streamrelay.mocks.teams import MockTeams
 
 SECRET = "Xy7Q~mockClientSecret.0123456789abcdef"
@@ -353,3 +355,60 @@ async def test_a_slow_token_leaves_nothing_sent_never_an_uncertain_create(mock: 
     assert [c.method for c in mock.calls] == ["token"] and shown(mock) == []
     await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
     assert shown(mock) == ["hi"]
+
+
+async def test_an_informative_start_shows_no_text_and_is_at_most_1000_characters(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    """The mock's stream rules (STREAMING_UX): the first streamSequence is 1; an informative update is the blue progress
+    bar, not the message's text, at most 1,000 characters; streaming chunks with a greater streamSequence follow it; a
+    stream activity past the size limit is 403 "Message size too large"; the final carries no streamSequence."""
+
+    def typing(text: str, stream_type: str, sequence: int, stream_id: str | None = None) -> dict[str, Any]:
+        info: dict[str, Any] = {"streamType": stream_type, "streamSequence": sequence}
+        if stream_id is not None:
+            info["streamId"] = stream_id
+        return {"type": "typing", "text": text, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+
+    with pytest.raises(PayloadRejectedError):  # a stream's first streamSequence is 1
+        await teams._stream_call(PERSONAL, typing("Thinking…", "informative", 2), creates=True)
+    sent = await teams._stream_call(PERSONAL, typing("Thinking…", "informative", 1), creates=True)
+    handle = str(sent.id)
+    assert shown(mock, str(PERSONAL.chat_id)) == [""]  # the progress bar shows, the message has no text yet
+    with pytest.raises(PayloadRejectedError):
+        await teams._stream_call(PERSONAL, typing("x" * 1001, "informative", 2, handle), creates=False)
+    await teams._stream_call(PERSONAL, typing("Searching the web", "informative", 2, handle), creates=False)
+    await teams._stream_call(PERSONAL, typing("The answer", "streaming", 3, handle), creates=False)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["The answer"]
+    with pytest.raises(StreamRefused, match="Message size too large"):  # 403 ContentStreamNotAllowed, not 413
+        await teams._stream_call(PERSONAL, typing("The answer" + "x" * 60_000, "streaming", 4, handle), creates=False)
+    final = render("The answer, whole.", TextFormat.PLAIN).activity()
+    numbered = {"streamId": handle, "streamType": "final", "streamSequence": 5}  # the final carries no sequence
+    with pytest.raises(PayloadRejectedError):
+        await teams._stream_call(PERSONAL, {**final, "entities": [{"type": "streaminfo", **numbered}]}, creates=False)
+    await teams._final(PERSONAL, handle, final)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["The answer, whole."]
+
+
+async def test_agent_text_never_mentions_anyone_even_where_mentions_are_allowed(mock: MockTeams) -> None:
+    """A Teams mention notifies only with a ``mention`` entity naming the person's id; agent text carries no id, so
+    the adapter sends none, with ``allow_mentions`` or without (docs/platforms.md, Microsoft Teams)."""
+    for markup in (MarkupPermissions(), MarkupPermissions(mentions=True)):
+        adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6, markup=markup)
+        try:
+            await adapter.send_text(GROUP, "<at>Everyone</at> look", TextFormat.MARKDOWN)
+        finally:
+            await adapter.close()
+    payloads = [a.payload for a in mock.activities(str(GROUP.chat_id))]
+    assert len(payloads) == 2 and all("entities" not in p for p in payloads)
+
+
+def test_the_service_url_must_be_https_except_on_this_machine() -> None:
+    """Every call carries the bot's bearer token: plain http is refused unless the service URL is loopback (the mock),
+    with a message naming the URL and the fix, never the secret."""
+    for bad in ("http://smba.example.net/teams", "ftp://127.0.0.1/x", "https://"):
+        with pytest.raises(ConfigError) as info:
+            TeamsAdapter(TOKEN, base_url=bad)
+        assert "api_base" in str(info.value) and SECRET not in str(info.value)
+    for good in ("https://smba.trafficmanager.net/emea/", "http://127.0.0.1:8086", "http://localhost:9/"):
+        assert TeamsAdapter(TOKEN, base_url=good) is not None

@@ -3,9 +3,10 @@ SDK for the Connector, httpx for Graph) against the mock, which serves Graph's l
 stored (adapters/teams/graph.py, mocks/teams/graph.py).
 
 A create the mock stored and then answered 5xx for, or held past the client's timeout, is found once (never sent
-again); one it did not store is ``not_sent`` (the core sends it again); without the Graph permission (403), or in a
-personal chat Graph cannot name, the answer is ``unknown`` (reported uncertain, as without Graph); Graph's 429 is a
-``RateLimitedError`` with its Retry-After (the core asks again later).
+again); one it did not store is ``not_sent`` (the core sends it again); a personal chat is named in Graph through its
+person's Entra id (the Connector's member list) and the app's installation for them; without the Graph permission
+(403), or where the chat cannot be named, the answer is ``unknown`` (reported uncertain, as without Graph); Graph's
+429 is a ``RateLimitedError`` with its Retry-After (the core asks again later).
 """
 
 from __future__ import annotations
@@ -148,10 +149,64 @@ async def test_a_reply_in_a_channel_thread_and_a_media_card_are_found(mock: Mock
     assert (await teams.settle_send(Target(chat_id=CHANNEL), pending)).outcome is SettleOutcome.FOUND
 
 
-async def test_a_personal_chat_is_unknown_without_a_call(mock: MockTeams, teams: TeamsAdapter) -> None:
+PERSONAL = Target(chat_id="a:1PersonalChatWithTheBot")
+
+
+async def test_a_personal_chat_is_named_through_its_member_and_the_apps_installation(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    await teams.send_text(PERSONAL, "hello", TextFormat.PLAIN, delivery_id="sr-13")
+    mock.add_fault("sendToConversation", 2, {"status": 502}, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await teams.send_text(PERSONAL, "a personal answer", TextFormat.MARKDOWN, delivery_id="sr-14")
+    first, stored = (mid for mid, _ in mock.visible(str(PERSONAL.chat_id)))
     calls = len(mock.calls)
-    settled = await teams.settle_send(Target(chat_id="a:1personal"), PendingSend("sr-13", "x", TextFormat.PLAIN))
-    assert settled.outcome is SettleOutcome.UNKNOWN and len(mock.calls) == calls
+    pending = PendingSend("sr-14", "a personal answer", TextFormat.MARKDOWN, after_id=str(first))
+    settled = await teams.settle_send(PERSONAL, pending)
+    assert settled.outcome is SettleOutcome.FOUND and settled.message_id == stored
+    assert shown(mock, str(PERSONAL.chat_id)) == ["hello", "a personal answer"]  # once
+    # the person's Entra id from the Connector, the app's installation for them (OneNote passed over), its chat, read
+    assert methods(mock)[calls:] == [
+        "getConversationMembers",
+        "token",
+        "listInstalledApps",
+        "getInstalledAppChat",
+        "listChatMessages",
+    ]
+    listed = [c for c in mock.calls if c.method == "listChatMessages"][-1]
+    assert str(listed.chat_id).endswith("@unq.gbl.spaces")
+    # the chat's Graph id is kept: a second settle reads the messages only
+    calls = len(mock.calls)
+    assert (await teams.settle_send(PERSONAL, pending)).outcome is SettleOutcome.FOUND
+    assert methods(mock)[calls:] == ["listChatMessages"]
+
+
+async def test_a_personal_send_teams_never_stored_is_not_sent(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mock.add_fault("sendToConversation", 1, {"status": 502})
+    with pytest.raises(UncertainDeliveryError):
+        await teams.send_text(PERSONAL, "never stored", TextFormat.PLAIN, delivery_id="sr-15")
+    mock.user_message(PERSONAL.chat_id, "the person wrote first")  # the chat exists: the person is known to Graph
+    settled = await teams.settle_send(PERSONAL, PendingSend("sr-15", "never stored", TextFormat.PLAIN))
+    assert settled.outcome is SettleOutcome.NOT_SENT and shown(mock, str(PERSONAL.chat_id)) == []
+
+
+async def test_a_personal_chat_without_the_installation_permission_stays_uncertain(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    mock.add_fault("sendToConversation", 1, {"status": 502}, after_commit=True)
+    with pytest.raises(UncertainDeliveryError):
+        await teams.send_text(PERSONAL, "maybe", TextFormat.PLAIN, delivery_id="sr-16")
+    mock.graph_permission = False
+    settled = await teams.settle_send(PERSONAL, PendingSend("sr-16", "maybe", TextFormat.PLAIN))
+    assert settled.outcome is SettleOutcome.UNKNOWN
+    assert methods(mock)[-2:] == ["token", "listInstalledApps"]  # refused there (403): reported, never resent
+    assert [c.status for c in mock.calls if c.method == "listInstalledApps"] == [403]
+
+
+async def test_a_personal_chat_the_bot_is_not_in_stays_uncertain(mock: MockTeams, teams: TeamsAdapter) -> None:
+    mock.missing.add(str(PERSONAL.chat_id))
+    settled = await teams.settle_send(PERSONAL, PendingSend("sr-17", "x", TextFormat.PLAIN))
+    assert settled.outcome is SettleOutcome.UNKNOWN and methods(mock)[-1] == "getConversationMembers"
 
 
 async def test_nothing_found_is_read_again_until_the_window_has_passed(mock: MockTeams) -> None:

@@ -22,8 +22,9 @@ Graph can read them, with a permission the operator grants (``ChatMessage.Read.C
 ``Chat.Read.All`` for chats; ``ChannelMessage.Read.Group`` or ``ChannelMessage.Read.All`` for channels,
 https://learn.microsoft.com/en-us/microsoftteams/platform/graph-api/rsc/resource-specific-consent): with
 ``settle_with_graph`` (:meth:`TeamsAdapter.use_graph`), :meth:`TeamsAdapter.settle_send` reads the conversation back
-(:mod:`adapters.teams.graph`: ``found``, ``not_sent`` or ``unknown``). Without it, or where Graph cannot be read (no
-permission, a personal chat), it answers ``unknown``: the core reports the part uncertain ("a duplicate is
+(:mod:`adapters.teams.graph`: ``found``, ``not_sent`` or ``unknown``; a personal chat's Graph id is found through the
+Connector's member list, :meth:`TeamsAdapter.member_ids`). Without it, or where Graph cannot be read (no permission, no
+member with the app installed), it answers ``unknown``: the core reports the part uncertain ("a duplicate is
 possible"), as for Telegram with a shared bot token.
 
 Stop and approval buttons are ``Action.Submit`` actions of an Adaptive Card on the message (:meth:`set_stop`): a
@@ -75,6 +76,7 @@ SEND = "sendToConversation"
 REPLY = "replyToActivity"
 UPDATE = "updateActivity"
 DELETE = "deleteActivity"
+MEMBERS = "getConversationMembers"
 CONVERSATION_RE = re.compile(r"(?:a|19|8|29):[^\s/?#]+")
 """A Teams conversation id: ``a:…`` (a personal chat), ``19:…@thread.v2`` (a group chat), ``19:…@thread.tacv2`` or
 ``@thread.skype`` (a channel); matched whole."""
@@ -121,8 +123,9 @@ class TeamsAdapter:
         base_url: the service URL (None: Teams' public one).
         send_timeout_s: seconds one call may take.
         max_units: the most bytes one message's JSON may take in UTF-16 (:data:`adapters.teams.platform.RENDERED_MAX`).
-        markup: mentions are not rendered either way (a Teams mention needs a ``mention`` entity the sidecar never
-            adds: text cannot notify anyone).
+        markup: changes nothing on Teams: a mention notifies only through a ``mention`` entity naming the person's
+            id (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/conversations/channel-and-group-conversations#add-mentions-to-your-messages),
+            which agent text never carries, so the adapter never sends one and ``<at>…</at>`` notifies no one.
 
     Raises:
         ConfigError: malformed credentials.
@@ -185,7 +188,25 @@ class TeamsAdapter:
             graph_url=conn.service_url + "/v1.0" if local else "https://graph.microsoft.com/v1.0",
             login_url=conn.login_url,
             timeout_s=conn.send_timeout_s,
+            members=self.member_ids,
         )
+
+    async def member_ids(self, conversation: str) -> list[str]:
+        """The Microsoft Entra object ids (``aadObjectId``) of conversation ``conversation``'s members, as the
+        Connector lists them (Get Conversation Members through the SDK's member client,
+        https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-api-reference#get-conversation-members);
+        members without one (the bot) are left out.
+
+        Raises:
+            core.errors.DeliveryError: a subclass, per :mod:`adapters.teams.errors` (403: the bot is not in it).
+        """
+
+        async def members(_: ConversationActivityClient) -> Any:
+            return await self._conn.members.get(conversation)
+
+        accounts = await self._conn.call(MEMBERS, Target(chat_id=conversation), members, creates=False)
+        found = (getattr(account, "aad_object_id", None) for account in accounts or [])
+        return [str(aad) for aad in found if aad]
 
     @property
     def settles_with_graph(self) -> bool:

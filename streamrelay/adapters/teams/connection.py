@@ -30,6 +30,7 @@ from microsoft_teams.api.auth.cloud_environment import PUBLIC
 from microsoft_teams.api.auth.credentials import ClientCredentials
 from microsoft_teams.api.clients.bot.token_client import BotTokenClient
 from microsoft_teams.api.clients.conversation.activity import ConversationActivityClient
+from microsoft_teams.api.clients.conversation.member import ConversationMemberClient
 from microsoft_teams.common.http import Client, ClientOptions
 
 from streamrelay.adapters.adapter_parts import shows
@@ -92,6 +93,29 @@ def _loopback(url: str) -> bool:
         return False
 
 
+def checked_service_url(url: str) -> str:
+    """``url`` without its trailing ``/`` when the bot's token may be sent there: ``https`` with a host, or ``http`` on
+    this machine (loopback: the mock). Every call carries the bot's bearer token, which plain ``http`` to another
+    machine would show to the network; Teams' service URLs are ``https``
+    (https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-api-reference#base-uri).
+
+    Raises:
+        ConfigError: another scheme, no host, or ``http`` to a host that is not loopback.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or not parsed.host or parsed.scheme not in ("http", "https"):
+        raise ConfigError(f"teams: api_base {url!r} must be an https URL (Teams' service URL) with a host")
+    if parsed.scheme == "http" and not _loopback(url):
+        raise ConfigError(
+            f"teams: api_base {url!r} is plain http to another machine: the bot's token would travel unencrypted; use "
+            "the https service URL Teams names (or http://127.0.0.1:PORT for the mock)"
+        )
+    return url.rstrip("/")
+
+
 class TeamsConnection:
     """The Teams SDK's clients used by one bot: one attempt per call.
 
@@ -103,12 +127,12 @@ class TeamsConnection:
         send_timeout_s: seconds one call may take; past it the call is unknown (``AnswerTimeoutError``).
 
     Raises:
-        ConfigError: malformed credentials.
+        ConfigError: malformed credentials, or a service URL that is not ``https`` (:func:`checked_service_url`).
     """
 
     def __init__(self, token: str, *, base_url: str | None = None, send_timeout_s: float = 10.0) -> None:
         self.app_id, secret, tenant = split_credentials(token)
-        self.service_url = (base_url or DEFAULT_SERVICE_URL).rstrip("/")
+        self.service_url = checked_service_url(base_url or DEFAULT_SERVICE_URL)
         self.send_timeout_s = send_timeout_s
         cloud = PUBLIC
         self.login_url = "https://login.microsoftonline.com"
@@ -125,6 +149,8 @@ class TeamsConnection:
         self._token_client = BotTokenClient(Client(ClientOptions(), _http=self._session), cloud=cloud)
         http = Client(ClientOptions(token=self._bearer), _http=self._session)
         self.activities = ConversationActivityClient(self.service_url, http)
+        self.members = ConversationMemberClient(self.service_url, http)
+        """The SDK's member client (``GET /v3/conversations/{id}/members``): a personal chat's person for Graph."""
         self._closed = False
 
     __repr__ = __str__ = shows(service_url="service_url", app_id="app_id")

@@ -10,8 +10,18 @@ be read back there. Microsoft Graph can read a conversation's messages, with a p
 - a channel's post ``19:…@thread.tacv2``: ``GET /v1.0/teams/{team-id}/channels/{channel-id}/messages`` (``graph_team``
   names the team), permission ``ChannelMessage.Read.Group`` (resource-specific consent) or ``ChannelMessage.Read.All``;
 - a reply in a channel's thread (``thread_id``): ``…/messages/{thread_id}/replies``, the same permissions;
-- a personal chat ``a:…``: no call. Its Graph chat id is another one (``19:{user}_{app}@unq.gbl.spaces``), which
-  the Connector never names: ``unknown``, reported as without Graph.
+- a personal chat ``a:…``: its Graph chat id is another one, which the Connector never names. It is found once per
+  conversation (then kept): the person's Microsoft Entra object id from the Connector's member list
+  (``GET /v3/conversations/{id}/members``, ``aadObjectId``,
+  https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-api-reference#get-conversation-members),
+  the app's installation in that person's personal scope
+  (``GET /v1.0/users/{user-id}/teamwork/installedApps?$expand=teamsAppDefinition($expand=bot)``, the one whose
+  ``teamsAppDefinition.bot.id`` is the bot's app id, https://learn.microsoft.com/en-us/graph/api/userteamwork-list-installedapps,
+  https://learn.microsoft.com/en-us/graph/api/resources/teamworkbot) and that installation's chat
+  (``GET /v1.0/users/{user-id}/teamwork/installedApps/{installation-id}/chat``,
+  https://learn.microsoft.com/en-us/graph/api/userscopeteamsappinstallation-get-chat); then it is read as a chat.
+  Permissions: ``TeamsAppInstallation.ReadForUser.All`` (application) for the two installation reads, ``Chat.Read.All``
+  for the messages. Without them (403), or with no member who has the app installed: ``unknown``.
 
 Sources: https://learn.microsoft.com/en-us/graph/api/chat-list-messages (``$top`` at most 50; ``$orderby``
 ``lastModifiedDateTime`` (the default) or ``createdDateTime``, descending only),
@@ -61,7 +71,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -74,9 +84,12 @@ from streamrelay.core.errors import (
     AnswerTimeoutError,
     ConfigError,
     DeliveryError,
+    ForbiddenError,
+    PayloadRejectedError,
     PlatformUnavailableError,
     RateLimitedError,
     RateScope,
+    TargetNotFoundError,
     UnreadableAnswerError,
 )
 from streamrelay.core.ports import PendingSend, Settlement, SettleOutcome
@@ -103,6 +116,10 @@ _NOT_WORD_RE = re.compile(r"[\W_]+")
 _SPACE_RE = re.compile(r"\s+")
 _MD_LINK_RE = re.compile(r"!?\[([^\]\n]*)\]\(([^()\s]*)\)")
 _log = logging.getLogger("streamrelay.teams.graph")
+MAX_PERSONAL = 4096
+"""Personal chats whose Graph chat id is kept (by Connector conversation id)."""
+INSTALLED_PAGES = 5
+"""Pages of a person's installed apps read when looking for the bot's installation."""
 GUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -214,6 +231,8 @@ class GraphReader:
         session: the HTTP session to use (the connection's).
         graph_url: Graph's base (``…/v1.0``); login_url: the login endpoint's base.
         timeout_s: seconds one request may take.
+        members: ``members(conversation) -> [aadObjectId, …]``, the Entra object ids of a conversation's members as
+            the Connector lists them (the adapter's call); None: personal chats are ``unknown``.
     """
 
     def __init__(
@@ -226,6 +245,7 @@ class GraphReader:
         graph_url: str = GRAPH_URL,
         login_url: str = LOGIN_URL,
         timeout_s: float = 10.0,
+        members: Callable[[str], Awaitable[list[str]]] | None = None,
     ) -> None:
         if not (GUID_RE.fullmatch(settings.tenant) or settings.tenant.endswith(".onmicrosoft.com")):
             raise ConfigError(
@@ -244,6 +264,9 @@ class GraphReader:
         self._lock = asyncio.Lock()
         self._scrub = Scrubber(secret)
         self._refusals_logged = 0
+        self._members = members
+        self._personal: dict[str, str] = {}
+        """Graph chat ids of personal chats, by Connector conversation id (``a:…``)."""
 
     def __repr__(self) -> str:
         return f"GraphReader(app_id={self.app_id!r}, tenant={self.settings.tenant!r}, graph_url={self.graph_url!r})"
@@ -260,7 +283,81 @@ class GraphReader:
             return path + f"/{quote(thread_id, safe='')}/replies" if thread_id is not None else path
         if base.startswith("19:") and thread_id is None:
             return f"/chats/{quote(base, safe='')}/messages"
+        if base.startswith("a:") and thread_id is None and base in self._personal:
+            return f"/chats/{quote(self._personal[base], safe='')}/messages"
         return None
+
+    async def personal_chat(self, conversation: str) -> str:
+        """The Graph chat id of personal chat ``conversation`` (``a:…``), found once and kept (module docstring).
+
+        Raises:
+            Refused: the Connector or Graph refuses (no permission, no such member), or no member has the app
+                installed: the settle answers ``unknown``.
+            core.errors.DeliveryError: a 429, 5xx or timeout (asked again later).
+        """
+        base = conversation.split(";", 1)[0]
+        known = self._personal.get(base)
+        if known is not None:
+            return known
+        if self._members is None:
+            raise Refused("no member list: a personal chat cannot be named in Graph")
+        try:
+            users = await self._members(base)
+        except (ForbiddenError, TargetNotFoundError, PayloadRejectedError) as exc:
+            raise Refused(f"the Connector's member list: {exc}") from None
+        for user in users:
+            if not GUID_RE.fullmatch(user):
+                continue
+            chat = await self._installed_chat(user, base)
+            if chat is not None:
+                self._personal[base] = chat
+                while len(self._personal) > MAX_PERSONAL:
+                    self._personal.pop(next(iter(self._personal)))
+                return chat
+        raise Refused(f"no member of {base} has this bot's app installed in Graph")
+
+    async def _installed_chat(self, user: str, conversation: str) -> str | None:
+        """The chat between person ``user`` (an Entra object id) and this bot's app, None when the app is not
+        installed for them (module docstring)."""
+        url: str | None = (
+            f"{self.graph_url}/users/{quote(user, safe='')}/teamwork/installedApps"
+            "?$expand=teamsAppDefinition($expand=bot)"
+        )
+        installation: str | None = None
+        for _ in range(INSTALLED_PAGES):
+            assert url is not None
+            token = await self._token(conversation)
+            headers = {"Authorization": f"Bearer {token}"}
+            answer = await self._request("GET", url, conversation, "graph list installed apps", headers=headers)
+            for item in answer.get("value") or []:
+                definition = item.get("teamsAppDefinition") if isinstance(item, Mapping) else None
+                bot = definition.get("bot") if isinstance(definition, Mapping) else None
+                bot_id = bot.get("id") if isinstance(bot, Mapping) else None
+                if isinstance(bot_id, str) and bot_id.lower() == self.app_id.lower() and item.get("id"):
+                    installation = str(item["id"])
+                    break
+            next_link = answer.get("@odata.nextLink")
+            if installation is not None or not isinstance(next_link, str) or not next_link:
+                break
+            if not next_link.startswith(self.graph_url + "/"):
+                raise UnreadableAnswerError(
+                    "teams graph list installed apps: a nextLink outside Graph", platform=PLATFORM, target=conversation
+                )
+            url = next_link
+        if installation is None:
+            return None
+        token = await self._token(conversation)
+        chat_url = (
+            f"{self.graph_url}/users/{quote(user, safe='')}/teamwork/installedApps/{quote(installation, safe='')}/chat"
+        )
+        headers = {"Authorization": f"Bearer {token}"}
+        chat = await self._request("GET", chat_url, conversation, "graph get installed app chat", headers=headers)
+        chat_id = chat.get("id")
+        if not isinstance(chat_id, str) or not chat_id.startswith("19:"):
+            raise UnreadableAnswerError(
+                "teams graph get installed app chat: no chat id", platform=PLATFORM, target=conversation
+            )
+        return chat_id
 
     async def _token(self, target: str) -> str:
         async with self._lock:
@@ -366,6 +463,21 @@ class GraphReader:
             url = next_link
         return None, False
 
+    def _refused(self, conversation: str, refusal: Refused) -> Settlement:
+        """``unknown``, logged the first times (an operator must see it: the sends stay uncertain until it is
+        fixed)."""
+        if self._refusals_logged < 3:
+            self._refusals_logged += 1
+            _log.warning(
+                "teams: Microsoft Graph refused to read %s (%s): the uncertain send is reported, not settled; grant "
+                "the app ChatMessage.Read.Chat or Chat.Read.All (chats; personal chats also "
+                "TeamsAppInstallation.ReadForUser.All), ChannelMessage.Read.Group or ChannelMessage.Read.All "
+                "(channels), docs/platforms.md, Microsoft Teams",
+                conversation,
+                refusal,
+            )
+        return Settlement(SettleOutcome.UNKNOWN)
+
     async def settle(
         self,
         conversation: str,
@@ -381,6 +493,12 @@ class GraphReader:
             core.errors.DeliveryError: Graph failing (429, 5xx, timeout): the core asks again later.
         """
         path = self.path_for(conversation, thread_id)
+        if path is None and conversation.startswith("a:") and thread_id is None:
+            try:
+                await self.personal_chat(conversation)
+            except Refused as refusal:
+                return self._refused(conversation, refusal)
+            path = self.path_for(conversation, thread_id)
         if path is None:
             return Settlement(SettleOutcome.UNKNOWN)
         want = sent_form(fields)
@@ -397,16 +515,7 @@ class GraphReader:
                     path, conversation, after_id=pending.after_id, ordered=ordered, match=match
                 )
             except Refused as refusal:
-                if self._refusals_logged < 3:  # an operator must see it: the sends stay uncertain until it is fixed
-                    self._refusals_logged += 1
-                    _log.warning(
-                        "teams: Microsoft Graph refused to read %s (%s): the uncertain send is reported, not "
-                        "settled; grant the app ChatMessage.Read.Chat or Chat.Read.All (chats), ChannelMessage.Read."
-                        "Group or ChannelMessage.Read.All (channels), docs/platforms.md, Microsoft Teams",
-                        conversation,
-                        refusal,
-                    )
-                return Settlement(SettleOutcome.UNKNOWN)
+                return self._refused(conversation, refusal)
             if found is not None:
                 return Settlement(SettleOutcome.FOUND, found)
             if not complete:

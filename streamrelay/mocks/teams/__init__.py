@@ -35,12 +35,13 @@ What it reproduces:
 - Native streaming (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux): only in personal
   chats and one stream at a time (403 ``ContentStreamNotAllowed`` "Content stream is not allowed"); a start is a
   ``typing`` activity with a ``streaminfo`` entity (``informative`` or ``streaming``) and text, answered with the
-  stream's id; each update names the ``streamId`` with an increasing ``streamSequence`` (else 202
-  ``ContentStreamSequenceOrderPreConditionFailed``, dropped), a streaming update contains the text streamed before
-  (else 403); an informative update is at most 1,000 characters; the ``final`` message activity ends it; past two
-  minutes 403 "Content stream finished due to exceeded streaming time.", after the final 403 "... already completed
-  streamed message"; with rate limits on, an update less than a second after the stream's last request is 429 "API
-  calls quota exceeded".
+  stream's id, its ``streamSequence`` 1 (else 400); each update names the ``streamId`` with an increasing
+  ``streamSequence`` (else 202 ``ContentStreamSequenceOrderPreConditionFailed``, dropped), a streaming update contains
+  the text streamed before (else 403); an informative update is at most 1,000 characters; the ``final`` message
+  activity, without a ``streamSequence`` (else 400), ends it; a streaming activity past the size limit is 403 "Message
+  size too large"; past two minutes 403 "Content stream finished due to exceeded streaming time.", after the final 403
+  "... already completed streamed message"; with rate limits on, an update less than a second after the stream's last
+  request is 429 "API calls quota exceeded".
 - Rate limits (when on), every call counted: per bot per thread 7 in 1 s, 8 in 2 s, 60 in 30 s, 1,800 in an hour;
   per app 50 a second: 429 ``Throttled`` with ``Retry-After`` (whole seconds)
   (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/rate-limit).

@@ -12,6 +12,13 @@ message the mock stored and then answered 5xx for (or held past the client's tim
 - ``GET /v1.0/teams/{team-id}/channels/{channel-id}/messages/{message-id}/replies``
   (https://learn.microsoft.com/en-us/graph/api/chatmessage-list-replies): a post's replies, ``$top`` at most 50.
 
+- ``GET /v1.0/users/{user-id}/teamwork/installedApps`` (https://learn.microsoft.com/en-us/graph/api/userteamwork-list-installedapps)
+  and ``…/installedApps/{installation-id}/chat``
+  (https://learn.microsoft.com/en-us/graph/api/userscopeteamsappinstallation-get-chat): a personal chat's person
+  (:func:`person_of`, the ``aadObjectId`` the Connector's member list gives) has the calling app installed; its
+  chat is ``19:{user}_{app}@unq.gbl.spaces`` (:func:`personal_chat_id`), whose messages are the ``a:…``
+  conversation's.
+
 A message (https://learn.microsoft.com/en-us/graph/api/resources/chatmessage): ``id`` (the activity id), ``replyToId``,
 ``messageType`` ``message``, ``createdDateTime`` / ``lastModifiedDateTime`` (ISO 8601, UTC, milliseconds),
 ``deletedDateTime`` for a deleted one (its body empty), ``from`` (``application`` with the bot's app id for a bot's
@@ -30,6 +37,7 @@ import datetime as dt
 import html
 import json
 import re
+import uuid
 from typing import Any
 from urllib.parse import urlencode
 
@@ -37,6 +45,41 @@ DEFAULT_TOP = 20
 """Messages per page when ``$top`` is not given (Graph's default for channel messages)."""
 MAX_TOP = 50
 """The largest ``$top`` Graph allows for these lists."""
+
+
+ONENOTE_APP = "0d820ecd-def2-4297-adad-78056cde7c78"
+"""Another app every person has installed (Graph's example's OneNote): a reader must pick the bot's by its bot id."""
+_PERSONAL_RE = re.compile(r"^19:([0-9a-f-]{36})_([0-9a-f-]{36})@unq\.gbl\.spaces$")
+
+
+def person_of(conversation: str) -> str:
+    """The Entra object id (a GUID) of the person of mock conversation ``conversation``: derived from its id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "streamrelay-mock-teams:" + conversation.split(";", 1)[0]))
+
+
+def installation_id(user: str, app: str) -> str:
+    """A user-scope installation's id, as Graph's examples show it: base64 of ``{user}##{app}``."""
+    return base64.b64encode(f"{user}##{app}".encode()).decode()
+
+
+def installed_app(installation: str, user: str) -> str | None:
+    """The app an installation id of ``user`` names, None when it is no such id."""
+    try:
+        owner, sep, app = base64.b64decode(installation.encode(), validate=True).decode().partition("##")
+    except ValueError:
+        return None
+    return app.lower() if sep and owner == user else None
+
+
+def personal_chat_id(user: str, app: str) -> str:
+    """The Graph id of the one-on-one chat of ``user`` and ``app`` (Graph's example's form)."""
+    return f"19:{user}_{app}@unq.gbl.spaces"
+
+
+def personal_parts(chat: str) -> tuple[str, str] | None:
+    """``(user, app)`` of a one-on-one chat's Graph id, None for another chat."""
+    match = _PERSONAL_RE.match(chat.lower())
+    return (match.group(1), match.group(2)) if match else None
 
 
 def iso(ms: int) -> str:

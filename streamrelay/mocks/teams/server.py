@@ -25,9 +25,13 @@ TOKEN = "token"
 LIST_CHAT = "listChatMessages"
 LIST_CHANNEL = "listChannelMessages"
 LIST_REPLIES = "listMessageReplies"
-GRAPH_METHODS = (LIST_CHAT, LIST_CHANNEL, LIST_REPLIES)
-"""Microsoft Graph's reads of a conversation's messages (:mod:`mocks.teams.graph`)."""
-METHODS = (SEND, REPLY, UPDATE, DELETE, TOKEN, *GRAPH_METHODS)
+LIST_INSTALLED = "listInstalledApps"
+GET_APP_CHAT = "getInstalledAppChat"
+MEMBERS = "getConversationMembers"
+GRAPH_METHODS = (LIST_CHAT, LIST_CHANNEL, LIST_REPLIES, LIST_INSTALLED, GET_APP_CHAT)
+"""Microsoft Graph's reads of a conversation's messages and of a person's chat with the app
+(:mod:`mocks.teams.graph`)."""
+METHODS = (SEND, REPLY, UPDATE, DELETE, TOKEN, MEMBERS, *GRAPH_METHODS)
 """The recorded method names (tests/cases/README.md names the first four)."""
 MESSAGE_BYTES = 102_400
 """About 100 KB: the whole activity's JSON in UTF-16; past it 413 ``MessageSizeTooBig``."""
@@ -245,6 +249,9 @@ class MockTeams(MockServer):
         app.router.add_post(base + "/{activity}", self._reply)
         app.router.add_put(base + "/{activity}", self._update)
         app.router.add_delete(base + "/{activity}", self._delete)
+        app.router.add_get("/v3/conversations/{conversation}/members", self._members)
+        app.router.add_get("/v1.0/users/{user}/teamwork/installedApps", self._list_installed)
+        app.router.add_get("/v1.0/users/{user}/teamwork/installedApps/{installation}/chat", self._installed_chat)
         app.router.add_get("/v1.0/chats/{chat}/messages", self._list_chat)
         app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages", self._list_channel)
         app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages/{message}/replies", self._list_replies)
@@ -377,7 +384,7 @@ class MockTeams(MockServer):
         return await self._run(request, call, commit)
 
     async def _run(
-        self, request: web.Request, call: RecordedCall, commit: Callable[[], dict[str, Any]]
+        self, request: web.Request, call: RecordedCall, commit: Callable[[], dict[str, Any] | list[Any]]
     ) -> web.StreamResponse:
         def refuse(fault: Fault) -> ConnectorError:
             return fault_error(fault.status, fault.description, fault.retry_after_s)
@@ -418,7 +425,10 @@ class MockTeams(MockServer):
         return body
 
     async def _handle(
-        self, request: web.Request, method: str, work: Callable[[RecordedCall, str, dict[str, Any]], dict[str, Any]]
+        self,
+        request: web.Request,
+        method: str,
+        work: Callable[[RecordedCall, str, dict[str, Any]], dict[str, Any] | list[Any]],
     ) -> web.StreamResponse:
         call = RecordedCall(method=method, chat_id=None, message_id=None, text=None, t=self._clock())
         self.calls.append(call)
@@ -456,6 +466,13 @@ class MockTeams(MockServer):
     def _check_size(body: dict[str, Any]) -> None:
         if _utf16_bytes(body) > MESSAGE_BYTES:
             raise ConnectorError(413, "MessageSizeTooBig", "Message size too large")
+
+    @staticmethod
+    def _check_stream_size(body: dict[str, Any]) -> None:
+        """A streaming activity (start, update or final) past the size limit: 403 ``ContentStreamNotAllowed``
+        "Message size too large" (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux#error-codes)."""
+        if _utf16_bytes(body) > MESSAGE_BYTES:
+            raise ConnectorError(403, "ContentStreamNotAllowed", "Message size too large")
 
     @staticmethod
     def _check_message(body: dict[str, Any]) -> None:
@@ -515,8 +532,10 @@ class MockTeams(MockServer):
             return self._stream_start(call, conversation, body, str(stream_type), text)
         stream = self._open_stream(conversation, str(stream_id))
         call.message_id = stream.activity_id
-        self._check_size(body)
+        self._check_stream_size(body)
         if stream_type == "final":
+            if "streamSequence" in info:
+                raise ConnectorError(400, "BadRequest", "The final streaming activity must not set streamSequence")
             self._check_message(body)
             self._admit(conversation)
             stream.payload = {k: v for k, v in body.items() if k not in ("entities", "channelData")}
@@ -572,14 +591,16 @@ class MockTeams(MockServer):
             raise ConnectorError(400, "BadArgument", "Only start streaming and continue streaming types are allowed")
         if not text:
             raise ConnectorError(400, "BadArgument", "Start streaming activities should include text")
+        if info.get("streamSequence") != 1:
+            raise ConnectorError(400, "BadRequest", "The first streaming activity's streamSequence must be 1")
         if any(a.stream_state == "streaming" for a in self._conversations.get(conversation, [])):
             raise ConnectorError(403, "ContentStreamNotAllowed", "Content stream is not allowed")
-        self._check_size(body)
+        self._check_stream_size(body)
         self._admit(conversation)
         shown = {"type": "message", "text": text if stream_type == "streaming" else ""}
         activity = self._store(conversation, BOT, shown, None, self._callers.get(id(call)))
         activity.stream_state, activity.stream_started = "streaming", self._clock()
-        activity.stream_sequence = int(info.get("streamSequence") or 1)
+        activity.stream_sequence = 1
         activity.stream_last = activity.stream_started
         call.message_id = activity.activity_id
         call.description = f"stream start ({stream_type})"
@@ -621,6 +642,80 @@ class MockTeams(MockServer):
 
         return await self._handle(request, DELETE, work)
 
+    async def _members(self, request: web.Request) -> web.StreamResponse:
+        """Get Conversation Members: the person of a conversation (one per conversation: the mock's chats have one
+        person besides the bot) with their Entra object id (:func:`mocks.teams.graph.person_of`)."""
+
+        def work(call: RecordedCall, conversation: str, body: dict[str, Any]) -> list[Any]:
+            self._admit(conversation)
+            user = graph.person_of(conversation)
+            return [{"id": f"29:{user}", "name": "A person", "aadObjectId": user}]  # a bare array, as the Connector's
+
+        return await self._handle(request, MEMBERS, work)
+
+    def _user(self, request: web.Request) -> str:
+        """The person a Graph ``/users/{id}`` route names: one of a personal chat the mock holds, else 404."""
+        user = request.match_info["user"]
+        if not any(graph.person_of(c) == user for c in self._conversations if c.startswith("a:")):
+            raise ConnectorError(404, "NotFound", f"User {user} not found")
+        return user
+
+    async def _list_installed(self, request: web.Request) -> web.StreamResponse:
+        """List apps installed for a user: the calling app (its Graph token's client id) with its bot, and OneNote;
+        ``teamsAppDefinition`` only with ``$expand``, its ``bot`` only with
+        ``$expand=teamsAppDefinition($expand=bot)``."""
+        return await self._graph_get(request, LIST_INSTALLED, self._installed_apps)
+
+    def _installed_apps(self, request: web.Request, app_id: str) -> dict[str, Any]:
+        user = self._user(request)
+        expand = request.query.get("$expand", "")
+        value = []
+        for installed, name in ((graph.ONENOTE_APP, "OneNote"), (app_id, "streamrelay (mock)")):
+            item: dict[str, Any] = {"id": graph.installation_id(user, installed)}
+            if expand.startswith("teamsAppDefinition"):
+                definition: dict[str, Any] = {"teamsAppId": installed, "displayName": name, "version": "1.0.0"}
+                if "$expand=bot" in expand:
+                    definition["bot"] = {"id": installed} if installed == app_id else None
+                item["teamsAppDefinition"] = definition
+            value.append(item)
+        return {"value": value}
+
+    async def _installed_chat(self, request: web.Request) -> web.StreamResponse:
+        """Get the chat between a user and an installed app: ``19:{user}_{app}@unq.gbl.spaces``."""
+
+        def answer(request: web.Request, app_id: str) -> dict[str, Any]:
+            user = self._user(request)
+            installed = graph.installed_app(request.match_info["installation"], user)
+            if installed is None:
+                raise ConnectorError(404, "NotFound", "Installation not found")
+            return {"id": graph.personal_chat_id(user, installed), "chatType": "oneOnOne"}
+
+        return await self._graph_get(request, GET_APP_CHAT, answer)
+
+    async def _graph_get(
+        self, request: web.Request, method: str, answer: Callable[[web.Request, str], dict[str, Any]]
+    ) -> web.StreamResponse:
+        """One Graph read that is no message list: its token (401), the permission (403), its script, ``answer``."""
+        call = RecordedCall(method=method, chat_id=None, message_id=None, text=None, t=self._clock())
+        self.calls.append(call)
+        app_id = self._graph_tokens.get(request.headers.get("Authorization", "").removeprefix("Bearer "))
+        if app_id is None:
+            error = ConnectorError(401, "InvalidAuthenticationToken", "Access token is empty or not a Graph token.")
+            call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
+            return error.response()
+
+        def commit() -> dict[str, Any]:
+            if not self.graph_permission:
+                raise ConnectorError(
+                    403,
+                    "Forbidden",
+                    "Missing role permissions on the request. API requires one of "
+                    "'TeamsAppInstallation.ReadForUser.All, TeamsAppInstallation.Read.All'.",
+                )
+            return answer(request, app_id)
+
+        return await self._run(request, call, commit)
+
     # ------------------------------------------------------------ Microsoft Graph reads (mocks.teams.graph)
 
     async def _list_chat(self, request: web.Request) -> web.StreamResponse:
@@ -628,6 +723,13 @@ class MockTeams(MockServer):
 
         def select() -> list[StoredActivity]:
             if not chat.startswith("19:"):  # a personal chat's Graph id is 19:{user}_{app}@unq.gbl.spaces, not a:...
+                raise ConnectorError(404, "NotFound", f"Chat {chat} not found")
+            personal = graph.personal_parts(chat)
+            if personal is not None:  # the a:... conversation of that person with that app
+                user, app = personal
+                for conversation, activities in self._conversations.items():
+                    if conversation.startswith("a:") and graph.person_of(conversation) == user:
+                        return [a for a in activities if a.sender != BOT or (a.app_id or "").lower() == app]
                 raise ConnectorError(404, "NotFound", f"Chat {chat} not found")
             return self._conversations.get(chat, [])
 
