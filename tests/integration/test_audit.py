@@ -26,7 +26,16 @@ from tests.integration.conftest import INGEST_TOKEN
 BLOCKS = ("The refund was approved today.", "It reaches your card within 14 days.", "Anything else?")
 
 
-async def _delivered(platform: str) -> tuple[Any, Relay, Sidecar, httpx.AsyncClient, list[tuple[int | str, str]]]:
+TEAMS_GRAPH = {
+    "settle_with_graph": True,
+    "graph_tenant": "00000000-0000-4000-8000-00000000a7e1",
+    "graph_team": "00000000-0000-4000-8000-0000000000ea",  # the team of the dry run's channel
+}
+
+
+async def _delivered(
+    platform: str, extra: dict[str, Any] | None = None, *, group: bool = False
+) -> tuple[Any, Relay, Sidecar, httpx.AsyncClient, list[tuple[int | str, str]]]:
     dry = DRY_RUN[platform]
     mock = dry.make_mock(False)
     api = await mock.start()
@@ -38,12 +47,13 @@ async def _delivered(platform: str) -> tuple[Any, Relay, Sidecar, httpx.AsyncCli
             "throttle_ms": 0,
             "typing": False,
             "coalesce": {"min_chars": 1, "max_chars": 1000, "idle_ms": 0},
+            **(extra or {}),
         }
     )
     relay = Relay({"c": make_runtime("c", settings, SecretStr(dry.token))}, MemoryLedger(), MonotonicClock())
     sidecar = Sidecar(relay, token=INGEST_TOKEN)
     await sidecar.start()
-    target = dry.target(native=False)
+    target = dry.target(native=False, group=group)
     events: list[dict[str, Any]] = [
         {"kind": "run.start", "channel": "c", "target": target.model_dump(exclude_none=True)}
     ]
@@ -60,9 +70,10 @@ async def _delivered(platform: str) -> tuple[Any, Relay, Sidecar, httpx.AsyncCli
     return mock, relay, sidecar, client, shown
 
 
-@pytest.mark.parametrize("platform", ["slack", "discord", "matrix"])
+@pytest.mark.parametrize("platform", ["slack", "discord", "matrix", "teams"])
 async def test_a_message_deleted_after_delivery_is_reported_gone(platform: str) -> None:
-    mock, relay, sidecar, client, shown = await _delivered(platform)
+    teams = platform == "teams"  # read through Microsoft Graph, in a channel Graph can name
+    mock, relay, sidecar, client, shown = await _delivered(platform, TEAMS_GRAPH if teams else None, group=teams)
     try:
         before = (await client.get("/v1/runs/a1/audit")).json()
         assert before["readable"] is True and before["drift"] == 0
@@ -70,7 +81,7 @@ async def test_a_message_deleted_after_delivery_is_reported_gone(platform: str) 
         assert [m["message_id"] for m in before["messages"]] == [str(mid) for mid, _ in shown]
 
         deleted = str(shown[1][0])
-        chat = DRY_RUN[platform].target(native=False).chat_id
+        chat = DRY_RUN[platform].target(native=False, group=teams).chat_id
         async with httpx.AsyncClient() as control:
             removed = await control.post(f"{mock.control_url}/remove", json={"chat_id": chat, "message_id": deleted})
             assert removed.status_code == 200, removed.text
@@ -85,7 +96,12 @@ async def test_a_message_deleted_after_delivery_is_reported_gone(platform: str) 
         cli = await asyncio.to_thread(CliRunner().invoke, app, ["audit", "a1", "--url", sidecar.url], env=env)
         assert cli.exit_code == 3, cli.output
         assert "gone" in cli.output and deleted in cli.output
-        reads = {"slack": "conversations.history", "discord": "getChannelMessage", "matrix": "get_event"}[platform]
+        reads = {
+            "slack": "conversations.history",
+            "discord": "getChannelMessage",
+            "matrix": "get_event",
+            "teams": "getChatMessage",
+        }[platform]
         assert sum(c.method == reads for c in mock.calls) == 3 * len(BLOCKS)  # read as the platform serves them
 
         assert (await client.get("/v1/runs/nope/audit")).status_code == 404
@@ -105,6 +121,23 @@ async def test_telegram_cannot_be_read_back_and_the_audit_says_so() -> None:
         assert audit["readable"] is False and audit["messages"] == [] and audit["drift"] == 0
         assert "no method that reads a message" in audit["note"]
         assert len(mock.calls) == calls  # nothing posted, nothing read: forwardMessage would post
+    finally:
+        await client.aclose()
+        await sidecar.stop()
+        await relay.close()
+        await mock.stop()
+
+
+@pytest.mark.parametrize("platform", ["whatsapp", "teams"])
+async def test_whatsapp_and_teams_without_graph_cannot_be_read_back_and_say_why(platform: str) -> None:
+    mock, relay, sidecar, client, _ = await _delivered(platform)
+    try:
+        calls = len(mock.calls)
+        audit = (await client.get("/v1/runs/a1/audit")).json()
+        assert audit["readable"] is False and audit["messages"] == [] and audit["drift"] == 0
+        why = {"whatsapp": "no call that reads a sent message", "teams": "configure settle_with_graph"}[platform]
+        assert why in audit["note"]
+        assert len(mock.calls) == calls  # nothing read
     finally:
         await client.aclose()
         await sidecar.stop()
