@@ -29,6 +29,7 @@ from starlette.types import ASGIApp
 from streamrelay.adapters.ingest_http import Callers
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
 from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
+from streamrelay.adapters.ops.traced import RunSpans
 from streamrelay.adapters.redis import (
     Durability,
     InputStream,
@@ -107,6 +108,8 @@ async def serve_replica(
     callers = Callers(clients)
     trim = heap_trim(metrics, service.heap_trim_s)  # one for every partition's relay
 
+    run_spans = RunSpans()  # a traced run's span (docs/tracing.md)
+
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return Relay(
             channels,
@@ -119,6 +122,7 @@ async def serve_replica(
             validator=validate,
             clients=book,
             observer=trim or metrics,
+            tracer=run_spans,
         )
 
     replicas: ReplicaService | None = None

@@ -28,6 +28,7 @@ from streamrelay.core.errors import DeliveryError
 from streamrelay.core.ports import ChannelAdapter, PendingSend
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import SlotRole
+from streamrelay.core.trace import CALL_PART, RUN_SPAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +111,17 @@ class Executor:
                 self.run, intent.part, intent.role, intent.op, intent.text, intent.pending
             )
         adapter = self.adapter
+        # a traced run's part call: its span goes under the part's (core/trace.py); untraced, one read
+        part = None if intent is None or RUN_SPAN.get() is None else CALL_PART.set((self.run, intent.part, intent.role))
         try:
             result = await self.chain.call(
                 lambda: adapter.perform(call), call.kind, final=final, requester=self.requester, grant=grant
             )
         except DeliveryError as exc:  # not made: ownership lost, or the shared budgets failed
             result = NotDone(exc)
+        finally:
+            if part is not None:
+                CALL_PART.reset(part)
         if apply is not None:
             self.chain.take_noted()  # ids noted elsewhere (a settle's probe) are not this outcome's
             record, label, detail = apply(result)

@@ -49,7 +49,7 @@ from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
 from streamrelay.core.run.worker import ActiveRun, consecutive, work
 from streamrelay.core.tasks import stop_all
-from streamrelay.core.trace import RUN_TRACE
+from streamrelay.core.trace import RUN_SPAN, RUN_TRACE, RunSpan, RunTracer
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -128,6 +128,8 @@ class Relay:
             book of them shared with other relays (a replica's partitions count a client's active runs together).
         observer: told of every run that ends here, with its report and duration (the service's metrics count
             them by the report's status); every ended run also gets one log line (:mod:`core.run.ended`).
+        tracer: starts a span for each run that names a trace context (:mod:`core.trace`; the parent of its parts'
+            and calls' spans), ended with its report; None: calls' spans are children of the agent's context.
     """
 
     def __init__(
@@ -148,9 +150,13 @@ class Relay:
         live_buffer: int = 1000,
         clients: ClientBook | Mapping[str, ClientLimits] | None = None,
         observer: RunEndObserver | None = None,
+        tracer: RunTracer | None = None,
     ) -> None:
         self.channels = dict(channels)
         self.observer = observer
+        self.tracer = tracer
+        self._spans: dict[str, RunSpan] = {}
+        """The span of each traced active run (ended when its worker ends)."""
         self._ledger = ledger
         self._journal: Journal = journal if journal is not None else MemoryJournal()
         self._clock = clock
@@ -428,7 +434,12 @@ class Relay:
         # The run's trace context (core/trace.py) in the context its tasks are made in: the delivery loop started by
         # open() and the worker copy it, so every call they make is traced under it; reset at once, so the
         # request's own task (which may carry several runs) never keeps it.
-        traced = RUN_TRACE.set(run.controller.start_event.trace())
+        context = run.controller.start_event.trace()
+        traced = RUN_TRACE.set(context)
+        span = None
+        if context is not None and self.tracer is not None:
+            span = self._spans[run.run] = self.tracer.start_run(run.run, context)
+        spanned = RUN_SPAN.set(span)
         try:
             try:
                 await run.controller.open()
@@ -437,6 +448,7 @@ class Relay:
                 raise
             run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
         finally:
+            RUN_SPAN.reset(spanned)
             RUN_TRACE.reset(traced)
         run.controller.on_lost(lambda: self._lost(run))
 
@@ -447,6 +459,7 @@ class Relay:
         worker, every later resume skipped it as active here and its lines went to a queue nobody read: its
         partition's runs silent for good, no call, no idle close (chaos seed 4 with failovers: 18 runs)."""
         run.queue.close()  # a concurrent request of the run waiting for room returns (its lines are journaled)
+        self._end_span(run.run, None)
         if self._runs.get(run.run) is run:
             del self._runs[run.run]
             self._admission.clients.left(run.run, ended=False)  # it goes on, here or at another owner
@@ -497,9 +510,19 @@ class Relay:
             report = with_gaps(controller.report(), run.gate.gaps)
             if controller.done:
                 self._ended(report, self._clock.now() - run.opened_at_s)
+            self._end_span(controller.run, report if controller.done else None)
             record = controller.monitor.record()
             kept = finished_record(report, controller.lane, record, run.gate.last, self._ledger, parts)
             self._finished[kept.run] = kept  # one str of its id: the key is its own
+
+    def _end_span(self, run: str, report: DeliveryReport | None) -> None:
+        """End the run's span when it has one (its failure never stops the relay)."""
+        span = self._spans.pop(run, None)
+        if span is not None:
+            try:
+                span.end(report)
+            except Exception:
+                _log.exception("run %s: its span could not be ended", run)
 
     def _ended(self, report: DeliveryReport, duration_s: float) -> None:
         """Tell how a run ended: its log line, then the observer (whose failure never stops the relay)."""
