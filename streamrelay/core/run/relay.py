@@ -47,6 +47,7 @@ from streamrelay.core.run.fanout import Controller, rebuilt_report
 from streamrelay.core.run.finished import FinishedRuns, finished_record
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
+from streamrelay.core.run.timeline import TIMELINE, Timeline, Timelines
 from streamrelay.core.run.worker import ActiveRun, consecutive, work
 from streamrelay.core.tasks import stop_all
 from streamrelay.core.trace import RUN_SPAN, RUN_TRACE, RunSpan, RunTracer
@@ -128,6 +129,7 @@ class Relay:
             book of them shared with other relays (a replica's partitions count a client's active runs together).
         observer: told of every run that ends here, with its report and duration (the service's metrics count
             them by the report's status); every ended run also gets one log line (:mod:`core.run.ended`).
+        keep_finished_timelines: how many finished runs' delivery timelines stay in memory (:mod:`core.run.timeline`).
         tracer: starts a span for each run that names a trace context (:mod:`core.trace`; the parent of its parts'
             and calls' spans), ended with its report; None: calls' spans are children of the agent's context.
     """
@@ -151,10 +153,13 @@ class Relay:
         clients: ClientBook | Mapping[str, ClientLimits] | None = None,
         observer: RunEndObserver | None = None,
         tracer: RunTracer | None = None,
+        keep_finished_timelines: int = 1000,
     ) -> None:
         self.channels = dict(channels)
         self.observer = observer
         self.tracer = tracer
+        self.timelines = Timelines(keep_finished_timelines)
+        """Each active run's delivery timeline and the last finished ones' (:mod:`core.run.timeline`)."""
         self._spans: dict[str, RunSpan] = {}
         """The span of each traced active run (ended when its worker ends)."""
         self._ledger = ledger
@@ -440,6 +445,8 @@ class Relay:
         if context is not None and self.tracer is not None:
             span = self._spans[run.run] = self.tracer.start_run(run.run, context)
         spanned = RUN_SPAN.set(span)
+        run.timeline = self.timelines.open(run.run)
+        timed = TIMELINE.set(run.timeline)
         try:
             try:
                 await run.controller.open()
@@ -448,6 +455,7 @@ class Relay:
                 raise
             run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
         finally:
+            TIMELINE.reset(timed)
             RUN_SPAN.reset(spanned)
             RUN_TRACE.reset(traced)
         run.controller.on_lost(lambda: self._lost(run))
@@ -460,6 +468,7 @@ class Relay:
         partition's runs silent for good, no call, no idle close (chaos seed 4 with failovers: 18 runs)."""
         run.queue.close()  # a concurrent request of the run waiting for room returns (its lines are journaled)
         self._end_span(run.run, None)
+        self.timelines.close(run.run, None)
         if self._runs.get(run.run) is run:
             del self._runs[run.run]
             self._admission.clients.left(run.run, ended=False)  # it goes on, here or at another owner
@@ -511,6 +520,7 @@ class Relay:
             if controller.done:
                 self._ended(report, self._clock.now() - run.opened_at_s)
             self._end_span(controller.run, report if controller.done else None)
+            self.timelines.close(controller.run, str(report.status) if controller.done else None)
             record = controller.monitor.record()
             kept = finished_record(report, controller.lane, record, run.gate.last, self._ledger, parts)
             self._finished[kept.run] = kept  # one str of its id: the key is its own
@@ -594,6 +604,7 @@ class Relay:
         for run in runs:
             if self._finished.pop(run, None) is not None:
                 removed["memory"] += 1
+            self.timelines.forget(run)  # no text in it, but the run's erasure leaves no trace of when it spoke
             self.interrupted.discard(run)
         self._clear_text_caches()
         try:
@@ -641,6 +652,11 @@ class Relay:
             cache = getattr(runtime.adapter, "render", None)
             if isinstance(cache, TextCache):
                 cache.clear()
+
+    def timeline(self, run: str) -> Timeline | None:
+        """``run``'s delivery timeline (:mod:`core.run.timeline`), while it is active here or one of the last finished
+        ones; None: not known here (finished longer ago, before a restart, or at another replica)."""
+        return self.timelines.get(run)
 
     async def audit(self, run: str) -> AuditReport:
         """What the platform shows now of ``run``'s delivered messages (:func:`core.run.audit.audit_run`).
