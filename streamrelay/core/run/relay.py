@@ -42,6 +42,7 @@ from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, with_gaps
 from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
 from streamrelay.core.run.audit import AuditReport, audit_run
+from streamrelay.core.run.audit_sampler import AuditSampler
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.fanout import Controller, rebuilt_report
 from streamrelay.core.run.finished import FinishedRuns, finished_record
@@ -158,6 +159,8 @@ class Relay:
         self.channels = dict(channels)
         self.observer = observer
         self.tracer = tracer
+        self.audits: AuditSampler | None = None
+        """The sampled background audit, when configured (``serve`` sets it: :mod:`core.run.audit_sampler`)."""
         self.timelines = Timelines(keep_finished_timelines)
         """Each active run's delivery timeline and the last finished ones' (:mod:`core.run.timeline`)."""
         self._spans: dict[str, RunSpan] = {}
@@ -605,6 +608,8 @@ class Relay:
             if self._finished.pop(run, None) is not None:
                 removed["memory"] += 1
             self.timelines.forget(run)  # no text in it, but the run's erasure leaves no trace of when it spoke
+            if self.audits is not None:
+                self.audits.forget(run)
             self.interrupted.discard(run)
         self._clear_text_caches()
         try:
