@@ -27,7 +27,7 @@ from streamrelay.adapters.ingest_http import Callers, as_callers, create_app
 from streamrelay.adapters.ingest_http.connections import ConnectionGuard
 from streamrelay.adapters.ingest_http.protocols import uvicorn_options
 from streamrelay.adapters.ops import Health, IngestGate, ServiceMetrics, ServiceState, metered, probe_routes
-from streamrelay.adapters.ops.traced import traced
+from streamrelay.adapters.ops.traced import RunSpans, traced
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.adapters.web import ReadTokens, web_routes
 from streamrelay.app.connections import connection_guards
@@ -181,6 +181,7 @@ def build_relay(
         validator=validate,
         clients=settings.client_limits(),
         observer=observer if observer is not None else metrics,
+        tracer=RunSpans(),  # a traced run's span, its parts' and calls' parent (docs/tracing.md)
     )
 
 

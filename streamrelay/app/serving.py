@@ -32,10 +32,12 @@ from pydantic import SecretStr
 
 from streamrelay.app.platform_loading import load_platforms, unloaded_channels
 from streamrelay.app.version import version
-from streamrelay.config.settings import Settings, load_settings
+from streamrelay.config.settings import ServiceSettings, Settings, load_settings
 from streamrelay.core.budgets.history import SEED_LOOKBACK_S, CallHistory
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import ConfigError
+from streamrelay.core.ports import ReadBack
+from streamrelay.core.run.audit_sampler import AuditSampler
 from streamrelay.core.tasks import stop_all
 
 if TYPE_CHECKING:  # imported where used: a configuration error is told before the service's modules load
@@ -347,10 +349,13 @@ async def _serve_configured(
                 keep_receipts(receipts, metrics, service.receipts_retention_hours), name="receipts"
             )
             expiring = asyncio.create_task(keep_text_retention(relay), name="retention")
+            background = [healing, trimming, keeping, resuming, pruning, expiring]
+            if (sampler := sample_audits(relay, service, metrics)) is not None:
+                background.append(asyncio.create_task(sampler.keep(), name="audit"))
             try:
                 await _run(sidecar, relay, health, service.drain_s, signals, load, pending)
             finally:
-                await stop_all([healing, trimming, keeping, resuming, pruning, expiring])
+                await stop_all(background)
         finally:
             if own:
                 signals.remove()
@@ -439,6 +444,33 @@ async def keep_receipts(
                 _log.info("receipts: %d older than %g hours pruned", pruned, retention_hours)
         except Exception:
             _log.exception("receipts: pruning failed; tried again in %g s", poll_s)
+
+
+def sample_audits(relay: Relay, service: ServiceSettings, metrics: ServiceMetrics) -> AuditSampler | None:
+    """The sampled background audit of ``service.audit_sample`` of the relay's delivered runs, ``audit_after_s`` after
+    their end (:mod:`core.run.audit_sampler`): set as the relay's observer of ended runs (in front of the one it had)
+    and as its ``audits``; drift counted in ``metrics``. None when ``audit_sample`` is 0. Its :meth:`~AuditSampler.keep`
+    is the caller's task to run."""
+    if service.audit_sample <= 0:
+        return None
+
+    def readable(channel: str) -> bool:
+        runtime = relay.channels.get(channel)
+        adapter = runtime.adapter if runtime is not None else None
+        return isinstance(adapter, ReadBack) and adapter.unreadable() is None
+
+    sampler = AuditSampler(
+        relay.audit,
+        sample=service.audit_sample,
+        after_s=service.audit_after_s,
+        clock=MonotonicClock(),
+        readable=readable,
+        then=relay.observer,
+        on_drift=metrics.drift_found,
+    )
+    relay.observer = sampler
+    relay.audits = sampler
+    return sampler
 
 
 RETENTION_POLL_S = 60.0

@@ -344,6 +344,13 @@ class ServiceSettings(Strict):
     """At most one trim of the C heap (glibc ``malloc_trim``) every this many seconds, and only after runs ended: the
     pages ended runs freed inside the heap go back to the OS (:mod:`adapters.ops.heap`). 0: never; without glibc
     (musl, macOS): nothing is done."""
+    audit_sample: float = Field(default=0.0, ge=0, le=1)
+    """The share of delivered runs audited in the background (0 to 1; 0: none): each drawn run's messages are read
+    back from the platform ``audit_after_s`` after its end, and drift (deleted, edited by someone else) is logged,
+    counted (``streamrelay_audit_drift_total``) and shown in the run's report (:mod:`core.run.audit_sampler`,
+    docs/audit.md). Only channels that can read messages back (Slack, Discord, Matrix, Teams with Graph)."""
+    audit_after_s: float = Field(default=300.0, ge=0, le=7 * 86_400)
+    """How long after a sampled run ended it is audited (seconds)."""
     deliveries_retention_days: float = Field(default=30.0, gt=0, le=3650)
     """How long the desk keeps what ended runs did not deliver (``streamrelay deliveries``, ``GET /v1/deliveries``),
     counted from each run's end, open or not: older entries are pruned in the background (:mod:`core.run.desk`). Never

@@ -389,10 +389,19 @@ class ReadBack(Protocol):
     - Discord: Get Channel Message (https://discord.com/developers/docs/resources/message#get-channel-message).
     - Matrix: GET /rooms/{roomId}/event/{eventId}; a redacted event is gone
       (https://spec.matrix.org/v1.11/client-server-api/#get_matrixclientv3roomsroomideventeventid).
+    - Teams: Microsoft Graph's Get chatMessage (https://learn.microsoft.com/en-us/graph/api/chatmessage-get), only
+      where Graph is configured (``settle_with_graph``): :meth:`unreadable` says why not otherwise.
+    - WhatsApp: none. The Cloud API sends messages and reports their statuses by webhook; it has no call that reads
+      a sent message (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages).
     - Telegram: none. The Bot API has no method that reads a message by id (https://core.telegram.org/bots/api),
       and the methods that would touch one (forwardMessage, copyMessage) post a message: a Telegram channel is
       reported as not readable.
     """
+
+    def unreadable(self) -> str | None:
+        """Why this adapter cannot read messages back as configured (an audit reports ``readable: false`` with it and
+        makes no call), or None: it can."""
+        ...
 
     async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
         """Whether message ``message_id`` of ``target`` still shows ``shown`` (the text the ledger acknowledged, as

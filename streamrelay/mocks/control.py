@@ -60,10 +60,11 @@ never recorded in ``calls``:
     ``biz_opaque_callback_data``), each held ``delay_ms`` first; the next ``drop`` messages' statuses are never
     posted; the next ``fail`` sends are answered but never shown, and a ``failed`` status (131026) follows; a
     delivery not answered 200 is tried again for ``retry_for_s`` (:mod:`mocks.whatsapp.statuses`).
-``POST /_mock/remove`` (Slack, Discord, Matrix)
+``POST /_mock/remove`` (Slack, Discord, Matrix, Teams)
     ``{"chat_id", "message_id"}``: a person or a moderator deletes that message after delivery: it is no longer
     shown, and reading it back answers as the platform does for a deleted message (Slack history leaves it out,
-    Discord Get Channel Message is 404 10008, Matrix GET event shows it redacted); 200 ``{"removed": true}``, 400
+    Discord Get Channel Message is 404 10008, Matrix GET event shows it redacted, Teams Graph shows
+    ``deletedDateTime``); 200 ``{"removed": true}``, 400
     ``{"error", "field"}`` for an unknown one. What ``streamrelay audit`` finds (docs/audit.md).
 ``POST /_mock/reset``
     Forget messages, calls, scripts and rate-limit state (as :meth:`MockServer.reset`); 200 ``{"reset": true}``.

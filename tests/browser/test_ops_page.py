@@ -61,11 +61,19 @@ async def test_the_page_lists_the_active_runs_with_the_main_token_kept_out_of_ur
         await watched.wait_state("live")  # the run's live page, reached with its read token
         await watched.page.close()
 
+        await row.locator("button", has_text="timeline").click()  # the run's delivery timeline, below
+        await _until(live, "window.streamrelayOps.timeline >= 3")
+        assert await live.page.locator('#timeline-rows tr[data-type="opened"]').count() == 1
+        await live.page.locator('#timeline-rows tr[data-type="call"]').first.wait_for()
+
         await live.snapshot(tmp_path / "ops.png")
         await client.send(RUN, [{"kind": "end", "status": "ok"}])
         await live.page.locator("#empty").wait_for()  # the run ended: no longer active
+        await live.page.locator('#timeline-rows tr[data-type="ended"]').wait_for()  # its timeline is kept
 
-    api = [r for r in requests if "/v1/runs" in r.url]
+    timelines = [r for r in requests if r.url.endswith(f"/v1/runs/{RUN}/timeline")]
+    assert timelines and all(r.headers.get("authorization") == f"Bearer {INGEST_TOKEN}" for r in timelines)
+    api = [r for r in requests if "/v1/runs" in r.url and r not in timelines]
     assert api and all(r.url == web.sidecar.url + "/v1/runs?all=1" for r in api)
     assert all(r.headers.get("authorization") == f"Bearer {INGEST_TOKEN}" for r in api)
     assert all(r.url.startswith(web.sidecar.url) for r in requests)  # nothing from elsewhere

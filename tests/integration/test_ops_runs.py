@@ -155,3 +155,37 @@ async def test_the_ops_page_is_served_with_nothing_from_elsewhere(stack: Stack) 
     script = texts[2]
     assert "sessionStorage" in script and "Authorization: `Bearer ${token}`" in script
     assert "/v1/runs?all=1" in script and "token=" not in script  # the main token never goes into a URL
+
+
+async def test_a_runs_delivery_timeline_orders_events_taken_and_calls_with_their_outcome(stack: Stack) -> None:
+    stack.mock.add_fault("editMessageText", 1, {"status": 429, "retry_after_s": 1})
+    await _start(stack, "tl-1", 11, "Hello")
+    await _until(_shown(stack, 11), "the first message")
+    await stack.client.post("/v1/runs/tl-1/events", content=_line("tl-1", kind="text", mode="delta", text=" world"))
+    await stack.client.post("/v1/runs/tl-1/events", content=_line("tl-1", kind="end", status="ok"))
+    assert (await stack.client.get("/v1/runs/tl-1", params={"wait_s": 10})).json()["status"] == "delivered"
+
+    answer = await stack.client.get("/v1/runs/tl-1/timeline")  # kept after the run ended
+    assert answer.status_code == 200, answer.text
+    timeline = answer.json()
+    assert timeline["run"] == "tl-1" and timeline["left_out"] == 0
+    entries = timeline["entries"]
+    assert [e["at"] for e in entries] == sorted(e["at"] for e in entries)
+    assert entries[0]["type"] == "opened" and entries[-1] == {**entries[-1], "type": "ended", "status": "delivered"}
+    taken = [(e["kind"], e["count"]) for e in entries if e["type"] == "taken"]
+    assert taken[0] == ("text", 1) and ("end", 1) in taken  # the start opens the run: its first delta is taken
+    calls = [e for e in entries if e["type"] == "call" and e["part"] is not None]
+    first = calls[0]
+    assert (first["op"], first["method"], first["outcome"], first["label"]) == ("send", "send", "done", "ack")
+    assert first["place"] == "tl-1" and first["role"] == "answer" and first["done_at"] >= first["at"]
+    (limited,) = [e for e in calls if e["outcome"] == "not_done"]
+    assert limited["method"] == "edit" and limited["retry_after_s"] == 1.0 and limited["error"] == "RateLimitedError"
+    after = [e for e in calls if e["at"] > limited["at"] and e["method"] == "edit"]
+    assert after and after[-1]["outcome"] == "done" and after[0]["at"] >= limited["done_at"] + 0.9  # its retry_after
+    assert "Hello" not in answer.text and "world" not in answer.text  # no text in a timeline
+
+    assert (await stack.client.get("/v1/runs/nope/timeline")).status_code == 404
+    async with httpx.AsyncClient(base_url=stack.sidecar.url) as anon:
+        assert (await anon.get("/v1/runs/tl-1/timeline")).status_code == 401
+    assert (await stack.client.delete("/v1/runs/tl-1")).status_code == 200  # erased: its timeline goes too
+    assert (await stack.client.get("/v1/runs/tl-1/timeline")).status_code == 404

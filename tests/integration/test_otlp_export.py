@@ -168,6 +168,13 @@ async def test_serve_exports_the_runs_spans_over_otlp_http_and_flushes_them_at_e
     assert all(span.trace_id.hex() == TRACE_ID for span in spans)
     ingest = [span for span in spans if span.name == "streamrelay ingest"]
     assert len(ingest) == 1 and ingest[0].parent_span_id.hex() == AGENT_SPAN
+    (run_span,) = [span for span in spans if span.name == "streamrelay run"]  # serve's relay makes run spans
+    assert run_span.parent_span_id == ingest[0].span_id
+    assert {a.key: a.value.string_value for a in run_span.attributes}["streamrelay.run.status"] == "delivered"
+    parts = {span.span_id for span in spans if span.name.startswith("streamrelay part ")}
+    assert parts and all(
+        span.parent_span_id == run_span.span_id for span in spans if span.name.startswith("streamrelay part ")
+    )
     calls = [span for span in spans if span.name.startswith("web ")]
     assert calls, [span.name for span in spans]
     for span in calls:
@@ -175,7 +182,7 @@ async def test_serve_exports_the_runs_spans_over_otlp_http_and_flushes_them_at_e
         assert attributes["messaging.system"] == "web"
         assert attributes["streamrelay.run"] == "o1"
         assert attributes["streamrelay.call.outcome"] == "done"
-        assert span.parent_span_id == ingest[0].span_id
+        assert span.parent_span_id in parts or span.parent_span_id == run_span.span_id  # a part's, or the run's
 
 
 def test_the_setting_without_the_otel_extra_is_a_start_up_error_naming_the_install(

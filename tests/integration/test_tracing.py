@@ -1,6 +1,7 @@
-"""Trace context end to end (docs/tracing.md): an agent's span -> the ingest request -> each platform call of the
-run, read back from the OpenTelemetry SDK's in-memory exporter; the context is journaled with ``run.start``, so the
-calls a resumed run makes after a restart are in the same trace; no answer text is in any span."""
+"""Trace context end to end (docs/tracing.md): an agent's span -> the ingest request -> the run's span -> each message
+part's span -> each platform call of the run, read back from the OpenTelemetry SDK's in-memory exporter; the context
+is journaled with ``run.start``, so the calls a resumed run makes after a restart are in the same trace (under the
+resumed run's span); the run's span carries its outcome; no answer text is in any span."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from streamrelay.adapters.ops import ServiceMetrics
+from streamrelay.adapters.ops.traced import RunSpans
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.adapters.sqlite.journal import SqliteJournal
 from streamrelay.app.client import RelayClient
@@ -45,7 +47,7 @@ async def _serve(
     runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN), metrics=metrics)
     ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
     journal = await SqliteJournal.open(tmp_path / "journal.sqlite3")
-    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), journal=journal)
+    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), journal=journal, tracer=RunSpans())
     sidecar = Sidecar(relay, token=INGEST_TOKEN, metrics=metrics)
     await sidecar.start()
     return relay, sidecar, ledger, journal
@@ -105,12 +107,27 @@ async def test_an_agent_span_reaches_every_platform_call_across_a_restart(tmp_pa
     start_ingest = min(ingests, key=lambda s: s.start_time or 0)
     assert start_ingest.context is not None
 
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    runs = [s for s in spans if s.name == "streamrelay run"]
+    # one run span before the restart (interrupted), one after (delivered): both children of the run's ingest
+    assert [dict(s.attributes or {})["streamrelay.run.status"] for s in runs] == ["interrupted", "delivered"]
+    for run_span in runs:
+        assert run_span.parent is not None and run_span.parent.span_id == start_ingest.context.span_id
+        assert dict(run_span.attributes or {})["streamrelay.run"] == "t1"
+    delivered = dict(runs[1].attributes or {})
+    assert delivered["streamrelay.parts.confirmed"] == 2 and delivered["messaging.batch.message_count"] == 2
+    assert delivered["streamrelay.run.end_status"] == "ok" and runs[1].status.status_code is trace.StatusCode.UNSET
+    parts = [s for s in spans if s.name.startswith("streamrelay part ")]
+    assert parts and all(s.parent is not None and by_id[s.parent.span_id] in runs for s in parts)
+
     calls = _calls(spans)
     sends = [s for s in calls if s.attributes is not None and s.attributes["messaging.operation.name"] == "send"]
     assert len(sends) == 2  # one before the restart, one after: both in the agent's trace, under the run's ingest
     for span in calls:
         assert span.context is not None and span.context.trace_id == agent_context.trace_id
-        assert span.parent is not None and span.parent.span_id == start_ingest.context.span_id
+        assert span.parent is not None and by_id[span.parent.span_id] in parts  # every call here is a part's
+        part = by_id[span.parent.span_id]
+        assert part.start_time is not None and span.start_time is not None and part.start_time <= span.start_time
         assert span.kind is trace.SpanKind.CLIENT
         attributes = dict(span.attributes or {})
         assert attributes["messaging.system"] == "telegram"
@@ -142,11 +159,13 @@ async def test_a_traceparent_field_on_run_start_parents_the_calls_and_a_bad_one_
             assert answer.status_code == 200, answer.text
             assert (await client.get("/v1/runs/f1", params={"wait_s": 10})).json()["status"] == "delivered"
         await _stop(*served)
-    calls = _calls(exporter.get_finished_spans())
+    spans = exporter.get_finished_spans()
+    calls = _calls(spans)
     assert calls
-    for span in calls:
+    (run_span,) = [s for s in spans if s.name == "streamrelay run"]  # the refused run made none
+    assert run_span.parent is not None and f"{run_span.parent.span_id:016x}" == traceparent.split("-")[2]
+    for span in (*calls, run_span):
         assert span.context is not None and f"{span.context.trace_id:032x}" == traceparent.split("-")[1]
-        assert span.parent is not None and f"{span.parent.span_id:016x}" == traceparent.split("-")[2]
         assert str(span.context.trace_state) != "" and span.context.trace_state.get("vendor") == "1"
 
 
@@ -181,3 +200,30 @@ async def test_a_traced_calls_latency_carries_its_trace_id_as_an_exemplar_in_ope
         assert exemplar.labels["trace_id"] == traceparent.split("-")[1]
         assert exemplar.labels["span_id"] in call_spans  # the very call's span
         assert exemplar.value > 0
+
+
+async def test_a_failed_runs_span_is_an_error_and_an_untraced_run_makes_no_span(tmp_path: Path) -> None:
+    exporter = span_exporter()
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    async with MockTelegram() as mock:
+        mock.add_fault("sendMessage", 1, {"status": 400, "description": "Bad Request: chat not found"})
+        served = await _serve(mock.base_url, tmp_path)
+        headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+        async with httpx.AsyncClient(base_url=served[1].url, headers=headers, timeout=30) as client:
+            for run, traced in (("x1", {"traceparent": traceparent}), ("u1", {})):
+                start = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": 9}, **traced}
+                end = {"kind": "end", "status": "ok", "final_text": "Done."}
+                body = "\n".join(httpx.Response(200, json=e).text for e in (start, end)) + "\n"
+                assert (await client.post(f"/v1/runs/{run}/events", content=body)).status_code == 200
+                report = (await client.get(f"/v1/runs/{run}", params={"wait_s": 10})).json()
+                assert report["status"] == ("failed" if run == "x1" else "delivered"), report
+        await _stop(*served)
+    spans = exporter.get_finished_spans()
+    (run_span,) = [s for s in spans if s.name == "streamrelay run"]  # the untraced run u1: no span at all
+    attributes = dict(run_span.attributes or {})
+    assert attributes["streamrelay.run"] == "x1" and attributes["streamrelay.run.status"] == "failed"
+    assert attributes["error.type"] == "failed" and run_span.status.status_code is trace.StatusCode.ERROR
+    assert attributes["streamrelay.parts.failed"] == 1
+    (part,) = [s for s in spans if s.name.startswith("streamrelay part ")]
+    assert dict(part.attributes or {})["streamrelay.call.outcome"] == "not_done"
+    assert all(dict(s.attributes or {}).get("streamrelay.run") != "u1" for s in spans)

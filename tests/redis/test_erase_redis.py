@@ -5,18 +5,27 @@ its ledger parts with a pending create, its calls and a desk entry."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
+from pydantic import SecretStr
+
+from streamrelay.adapters.ops import MeteredLedger, ServiceMetrics
 from streamrelay.adapters.redis import Leases, RedisLedger
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.journal import RedisJournal
 from streamrelay.adapters.redis.keys import KEYS
+from streamrelay.app.service import make_runtime
+from streamrelay.config.settings import ChannelSettings
+from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.ports import PendingSend, TextFormat
 from streamrelay.core.records.desk import DeskEntry, DeskState
 from streamrelay.core.records.erase import Erasable
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import PartRecord, RunRecord
 from streamrelay.core.records.report import PartState, SlotRole
+from streamrelay.core.run.relay import Relay
 
 PARTITION = 3
 MARK_A = "lynx-saffron-4417"
@@ -153,3 +162,56 @@ async def test_a_conversations_runs_are_listed_from_its_partitions_run_records(c
     assert await ledger.runs_in("telegram", "5") == ["A", "D"]
     assert await ledger.runs_in("slack", "5") == ["B"]
     assert await ledger.runs_in("telegram", "7") == []
+
+
+async def _stored(client: Redis) -> str:
+    """:func:`_everything` but the dead letters (input lines an owner failed on: kept until an operator retries or
+    drops them, or erases their run; docs/retention.md)."""
+    dead = repr(KEYS.dead(PARTITION))
+    return "\n".join(line for line in (await _everything(client)).splitlines() if not line.startswith(dead))
+
+
+async def test_text_retention_drops_the_text_of_runs_ended_before_the_window_on_redis(client: Redis) -> None:
+    """``text_retention_hours`` on the Redis backend (docs/retention.md): a relay on a partition's fenced ledger (as a
+    replica's owner holds it, metered) drops the text of its channel's runs that ended before the window, each once;
+    a run that ended later, and a run of a channel without retention, keep theirs; ids, states and hashes stay."""
+    token = await Leases(client).acquire(PARTITION, "owner", 10_000)
+    assert token is not None
+    ledger = RedisLedger(client, PARTITION).fenced(token)
+    journal = RedisJournal(client, PARTITION).fenced(token)
+    await _write_run(ledger, journal, client, "A", MARK_A)
+    await _write_place(ledger, "A/to:1", MARK_A)  # a later place of A: its text goes with A
+    await journal.finish("A", None)  # as its owner does at its end: its lines go
+    bound = time.time()
+    await asyncio.sleep(0.01)
+    await _write_run(ledger, journal, client, "B", MARK_B)
+    await journal.finish("B", None)
+    other = "wren-umber-5120"
+    await ledger.start_run(RunRecord(run="C", channel="kept", target={"chat_id": 5}, mode="block"))
+    await _write_place(ledger, "C", other)
+    await ledger.end_run("C", "ok")
+
+    hours = 24.0
+    common = {"api_base": "http://127.0.0.1:9", "delivery": "block"}
+    telegram = ChannelSettings.model_validate({"platform": "telegram", **common, "text_retention_hours": hours})
+    kept = ChannelSettings.model_validate({"platform": "telegram", **common})
+    channels = {
+        "telegram": make_runtime("telegram", telegram, SecretStr("123:abc")),
+        "kept": make_runtime("kept", kept, SecretStr("123:abc")),
+    }
+    relay = Relay(channels, MeteredLedger(ledger, ServiceMetrics("t")), MonotonicClock())
+    try:
+        window_s = hours * 3600
+        assert await relay.expire_texts(bound + window_s) == ["A"]  # A ended before the bound, B after it
+        everything = await _stored(client)
+        assert MARK_A not in everything and MARK_B in everything and other in everything
+        parts = await ledger.parts("A")
+        assert (parts[0].slot, parts[0].state, parts[0].message_id, parts[0].shown) == (0, PartState.ACKED, "11", None)
+        assert await relay.expire_texts(bound + window_s) == []  # each run once
+        assert await relay.expire_texts(time.time() + window_s + 1) == ["B"]
+        everything = await _stored(client)
+        assert MARK_B not in everything and other in everything  # a channel without retention keeps its text
+        record = await ledger.get_run("B")
+        assert record is not None and record.ended and record.channel == "telegram"
+    finally:
+        await relay.close()

@@ -72,6 +72,7 @@ SINKS = (
     "streamrelay/core/clock.py",
     "streamrelay/core/wake.py",
     "streamrelay/core/run/monitor.py",
+    "streamrelay/core/run/timeline.py",
     "streamrelay/core/text/safe_text.py",
     "streamrelay/core/tasks.py",
     "streamrelay/core/events.py",
@@ -80,7 +81,8 @@ SINKS = (
     "streamrelay/core/errors.py",
     "streamrelay/core/text/buffer.py",
 )
-"""Modules any stage may call: the clock, wake-ups, the watchers' feed (downstream of every stage), the shared
+"""Modules any stage may call: the clock, wake-ups, the watchers' feeds (the monitor, and the delivery timeline the
+worker and the executor append to: downstream of every stage, nothing flows back from them), the shared
 vocabulary (events, length units, media items, errors) and the run's one copy of the answer, which every stage reads
 by ranges (a growing part's pushed :class:`~core.delivery.slots.PendingText` is sliced when its call is due)."""
 

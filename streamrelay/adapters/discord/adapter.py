@@ -288,6 +288,10 @@ class DiscordAdapter:
         await self._conn.call("editMessage", target, channel_id, edit)
         return True
 
+    def unreadable(self) -> str | None:
+        """None: every configured channel can read its messages back (:class:`core.ports.ReadBack`)."""
+        return None
+
     async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
         """Whether message ``message_id`` still shows ``shown`` as this adapter renders it (Get Channel Message,
         ``GET /channels/{id}/messages/{mid}``: https://discord.com/developers/docs/resources/message#get-channel-message;

@@ -7,7 +7,8 @@ the service's other routes: :mod:`adapters.ops.probes`):
   processed as they arrive, so one long request can carry a whole live run. Raw provider events
   (lines with ``type``, no ``kind``) are accepted once the run's ``run.start`` declared ``format``.
 - ``POST /v1/events``: the same, each line naming its ``run``.
-- ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end.
+- ``GET /v1/runs/{run}``: the run's delivery report; ``?wait_s=N`` waits up to N seconds for the end. With the sampled
+  background audit on (``[service] audit_sample``), an audited run's report carries its last audit as ``audit``.
 - ``GET /v1/runs/{run}/pipeline``, ``GET /v1/runs/{run}/pipeline/stream``, ``POST /v1/runs/{run}/gate``: the
   parent loop's pipeline lane and action gate (adapters/ingest_http/pipeline.py).
 - ``POST /v1/runs/{run}/stop``: a person pressed Stop (forwarded by the bot that owns the platform's updates): the
@@ -352,6 +353,9 @@ class _Ingest:
         if report is None:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         answer = {**report.model_dump(mode="json"), "run": run}
+        sampled = getattr(self.relay, "audits", None)  # the sampled background audit (core/run/audit_sampler.py)
+        if sampled is not None and (audited := sampled.result(key)) is not None:
+            answer["audit"] = audited.public(run)
         if self.corrections is not None and report.done:
             try:
                 made = await self.corrections.list(key)

@@ -1,8 +1,12 @@
-"""What the sidecar keeps of a run, over HTTP: its audit against the platform, and its erasure.
+"""What the sidecar keeps of a run, over HTTP: its delivery timeline, its audit against the platform, and its erasure.
 
 Routes (``Authorization: Bearer <token>``; a client reaches its own runs only: another client's run answers 404, as
 with every run route):
 
+- ``GET /v1/runs/{run}/timeline``: the run's delivery timeline (:mod:`core.run.timeline`): 200 ``{"run", "entries":
+  [{"type": "opened" | "resumed" | "taken" | "call" | "ended" | "stopped", "at", ...}], "left_out"}`` while the run is
+  active here or one of the last finished ones kept in memory; 404 otherwise (finished long ago, before a restart);
+  501 where the relay keeps none (a replica's front: ask the run's partition owner).
 - ``GET /v1/runs/{run}/audit``: re-read each message the run delivered from the platform and say what it shows now
   (:mod:`core.run.audit`): 200 ``{"run", "channel", "platform", "readable", "note", "messages": [{"slot", "role",
   "message_id", "verdict", "detail"}], "drift"}``; 404 for a run the ledger does not know; 501 when this sidecar
@@ -48,10 +52,31 @@ class RecordRoutes:
     def routes(self) -> list[BaseRoute]:
         """The routes, for :func:`adapters.ingest_http.app.create_app`."""
         return [
+            Route("/v1/runs/{run}/timeline", self.timeline, methods=["GET"]),
             Route("/v1/runs/{run}/audit", self.audit, methods=["GET"]),
             Route("/v1/runs/{run}", self.erase, methods=["DELETE"]),
             Route("/v1/conversations/{channel}/{chat_id}", self.erase_conversation, methods=["DELETE"]),
         ]
+
+    async def timeline(self, request: Request) -> JSONResponse:
+        found = run_of(request, self.callers.authorize)
+        if isinstance(found, JSONResponse):
+            return found
+        _, key = found
+        run = request.path_params["run"]
+        timeline_of = getattr(self.relay, "timeline", None)
+        if timeline_of is None:
+            return JSONResponse({"error": "this sidecar keeps no timelines: ask the run's owner"}, status_code=501)
+        timeline = timeline_of(key)
+        if timeline is None:
+            return JSONResponse(
+                {
+                    "error": f"no timeline of run {run!r} here: it is kept while the run is active and for the last "
+                    "finished runs (not across a restart)"
+                },
+                status_code=404,
+            )
+        return JSONResponse({"run": run, **timeline.public()})
 
     async def audit(self, request: Request) -> JSONResponse:
         found = run_of(request, self.callers.authorize)

@@ -294,6 +294,10 @@ class MatrixAdapter:
         await self._send("send", target, content, uuid.uuid4().hex, creates=False)
         return True
 
+    def unreadable(self) -> str | None:
+        """None: every configured channel can read its messages back (:class:`core.ports.ReadBack`)."""
+        return None
+
     async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
         """Whether event ``message_id`` still shows ``shown`` as this adapter renders it (``GET /rooms/{roomId}/event/
         {eventId}``: https://spec.matrix.org/v1.11/client-server-api/#get_matrixclientv3roomsroomideventeventid;

@@ -82,6 +82,7 @@ from streamrelay.core.errors import (
 )
 from streamrelay.core.events import EndStatus
 from streamrelay.core.records.report import DeliveryReport
+from streamrelay.core.run.audit import AuditReport
 
 CALL_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Platform call durations (a Telegram edit is ~0.1 s; a timed-out call takes ``send_timeout_ms``)."""
@@ -200,6 +201,12 @@ class ServiceMetrics:
             buckets=COMMIT_BUCKETS_S,
             registry=r,
         )
+        self.audit_drift = Counter(
+            "streamrelay_audit_drift",
+            "Delivered messages a background audit found no longer as delivered, by kind (gone, changed).",
+            ["platform", "kind"],
+            registry=r,
+        )
         self.journal_lines = Counter("streamrelay_journal_lines", "Lines journaled.", registry=r)
         self.journal_failures = Counter(
             "streamrelay_journal_append_failures", "Journal appends that failed.", registry=r
@@ -256,6 +263,11 @@ class ServiceMetrics:
     def connection_closed(self, listener: str, reason: str) -> None:
         """A connection refused or cut (:class:`adapters.ingest_http.connections.ConnectionObserver`, structurally)."""
         self.connections_closed.labels(listener, reason).inc()
+
+    def drift_found(self, audit: AuditReport) -> None:
+        """Count an audit's drifted messages by platform and verdict (:mod:`core.run.audit_sampler`)."""
+        for row in audit.drift:
+            self.audit_drift.labels(audit.platform, str(row.verdict)).inc()
 
     def run_ended(self, report: DeliveryReport, duration_s: float) -> None:
         """A run ended (:class:`core.run.ended.RunEndObserver`): counted by its report's status and its agent's end,

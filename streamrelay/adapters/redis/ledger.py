@@ -56,15 +56,17 @@ deposed owner writes nothing and two owners never both create the record."""
 _END = (
     FENCE_CHECK
     + """
--- KEYS: fence, run; ARGV: token, end_status, errors, ended_at
+-- KEYS: fence, run, ended:<channel>; ARGV: token, end_status, errors, ended_at, run id
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], 'end_status', ARGV[2], 'ended', '1', 'errors', ARGV[3], 'ended_at', ARGV[4])
+redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[5])
 return 1
 """
 )
-"""``ledger.end_run`` (durable). KEYS: fence, the run's record hash; ARGV: token, end status, errors (JSON list),
-ended_at (s). Returns 1 when it marked the run ended, 0 for an unknown run (nothing written). Atomic: fence check,
-existence check and write in one step (no record created by an end alone)."""
+"""``ledger.end_run`` (durable). KEYS: fence, the run's record hash, its channel's ended runs (a sorted set by end
+time: what :meth:`RedisLedger.expire` reads); ARGV: token, end status, errors (JSON list), ended_at (s), the run id.
+Returns 1 when it marked the run ended, 0 for an unknown run (nothing written). Atomic: fence check, existence check
+and writes in one step (no record created by an end alone; a second end keeps the first end's time)."""
 
 _INTENT = (
     FENCE_CHECK
@@ -333,8 +335,35 @@ class RedisLedger:
 
     async def end_run(self, run: str, end_status: str, errors: Sequence[str] = ()) -> None:
         """Mark the run ended with ``end_status`` and the ``errors`` its report shows (unknown runs: nothing)."""
-        args: list[str | int | float] = [end_status, json.dumps(list(errors)), time.time()]
-        await self._write(self._end, [self._key(f"run:{run}")], args)
+        with unavailable("ledger read"):
+            raw = await self._client.hget(self._key(f"run:{run}"), "channel")
+        channel = raw.decode() if isinstance(raw, bytes) else raw
+        if channel is None and self.token is not None:
+            return  # an unknown run: nothing written (as the script would; a reader still gets its FencedError)
+        args: list[str | int | float] = [end_status, json.dumps(list(errors)), time.time(), run]
+        await self._write(self._end, [self._key(f"run:{run}"), self._key(f"ended:{channel or ''}")], args)
+
+    async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
+        """Remove the text of at most ``limit`` runs of ``channel`` that ended before ``ended_before_s`` (Unix
+        seconds) and were not expired yet (:class:`core.records.erase.Expiring`: a channel's ``text_retention_hours``),
+        as :meth:`erase` does (their places and sub-agents' threads with them); each leaves the channel's sorted set
+        of ended runs (``ended:<channel>``, written by :meth:`end_run`), so it is read once. The runs, oldest end
+        first. Not fenced, like :meth:`erase` (an ended run no owner delivers). A run that ended before this set
+        existed (an older version) is not in it: erase it by its id.
+
+        Raises:
+            core.errors.StoreUnavailableError: Redis did not answer (asked again at the next sweep).
+        """
+        key = self._key(f"ended:{channel}")
+        with unavailable("ledger.expire"):
+            found = await self._client.zrangebyscore(key, "-inf", f"({ended_before_s!r}", start=0, num=limit)
+        runs = [run.decode() if isinstance(run, bytes) else str(run) for run in found]
+        if not runs:
+            return []
+        await self.erase(runs)
+        with unavailable("ledger.expire"):
+            await self._client.zrem(key, *runs)
+        return runs
 
     async def get_run(self, run: str) -> RunRecord | None:
         """The run record, or None when this partition has none."""

@@ -260,6 +260,10 @@ class SlackAdapter:
             return await settle.settle_start(self._conn, target, pending, streamed)
         return await settle.settle_send(self._conn, target, pending)
 
+    def unreadable(self) -> str | None:
+        """None: every configured channel can read its messages back (:class:`core.ports.ReadBack`)."""
+        return None
+
     async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
         """Whether message ``message_id`` (its ts) still shows ``shown`` as this adapter renders it
         (:func:`adapters.slack.settle.read_back`: conversations.history / .replies bounded to the ts;

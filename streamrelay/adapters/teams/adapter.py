@@ -50,10 +50,11 @@ from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.teams.connection import TeamsConnection
 from streamrelay.adapters.teams.errors import PLATFORM, STREAM_CANCELLED, STREAM_TIMED_OUT, StreamRefused
-from streamrelay.adapters.teams.graph import GraphReader, GraphSettings
+from streamrelay.adapters.teams.graph import GraphReader, GraphSettings, Refused, sent_form, shown_form
 from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
 from streamrelay.core.delivery.calls import CallObserver, perform_call
 from streamrelay.core.errors import (
+    ForbiddenError,
     MessageFrozenError,
     NativeUnavailableError,
     PermanentDeliveryError,
@@ -67,6 +68,7 @@ from streamrelay.core.ports import (
     PendingSend,
     Settlement,
     SettleOutcome,
+    Shown,
     StopControl,
     TextFormat,
 )
@@ -302,6 +304,42 @@ class TeamsAdapter:
         thread = str(target.thread_id) if target.thread_id is not None else None
         sent_at = self._sent_at.get(pending.delivery_id)
         return await self._graph.settle(str(target.chat_id), thread, pending, fields, sent_at)
+
+    def unreadable(self) -> str | None:
+        """Why messages cannot be read back (:class:`core.ports.ReadBack`): without Graph (``settle_with_graph``) the
+        Bot Framework Connector has no call that reads an activity; None with Graph."""
+        if self._graph is None:
+            return (
+                "the Bot Framework Connector has no call that reads a message back "
+                "(https://learn.microsoft.com/en-us/azure/bot-service/rest-api/bot-framework-rest-connector-api-reference)"
+                "; configure settle_with_graph and graph_tenant to read it through Microsoft Graph"
+            )
+        return None
+
+    async def read_back(self, target: Target, message_id: str, shown: str, fmt: TextFormat) -> Shown:
+        """Whether activity ``message_id`` still shows ``shown`` as this adapter renders it, read through Microsoft
+        Graph (Get chatMessage, https://learn.microsoft.com/en-us/graph/api/chatmessage-get; needs
+        ``ChatMessage.Read.Chat`` / ``ChannelMessage.Read.Group`` by resource-specific consent, or ``Chat.Read.All`` /
+        ``ChannelMessage.Read.All``; :meth:`adapters.teams.graph.GraphReader.read_message`). 404, or
+        ``deletedDateTime`` set: ``gone``; another normalized text (:func:`adapters.teams.graph.shown_form` against
+        :func:`~adapters.teams.graph.sent_form`): ``changed``. A personal chat ``a:…`` cannot be named in Graph.
+
+        Raises:
+            core.errors.ForbiddenError: no Graph configured, Graph refuses (no permission) or cannot name the chat.
+            core.errors.DeliveryError: another subclass: 429, 5xx, a timeout.
+        """
+        conversation = str(target.chat_id)
+        if self._graph is None:
+            raise ForbiddenError(self.unreadable() or "", platform=PLATFORM, target=conversation)
+        thread = str(target.thread_id) if target.thread_id is not None else None
+        try:
+            message = await self._graph.read_message(conversation, thread, message_id)
+        except Refused as refusal:
+            raise ForbiddenError(str(refusal), platform=PLATFORM, target=conversation) from None
+        if message is None or message.get("deletedDateTime"):
+            return Shown.GONE
+        same = shown_form(message) == sent_form(self.render(shown, fmt).activity())
+        return Shown.AS_DELIVERED if same else Shown.CHANGED
 
     async def edit_text(self, target: Target, message_id: str, text: str, fmt: TextFormat) -> bool:
         """Make activity ``message_id`` show ``text`` (Update Activity; a Stop or approval card on it is kept).

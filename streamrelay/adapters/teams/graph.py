@@ -218,7 +218,11 @@ class GraphSettings:
 
 
 class Refused(Exception):
-    """Graph refused to be read here (:data:`REFUSED`): the settle answers ``unknown``."""
+    """Graph refused to be read here (:data:`REFUSED`): the settle answers ``unknown``. ``status``: its HTTP status."""
+
+    def __init__(self, text: str, status: int = 403) -> None:
+        super().__init__(text)
+        self.status = status
 
 
 class GraphReader:
@@ -405,7 +409,7 @@ class GraphReader:
                     text, retry_after_s=wait, scope=RateScope.CONVERSATION, platform=PLATFORM, target=target
                 )
             if answer.status in REFUSED:
-                raise Refused(text)
+                raise Refused(text, answer.status)
             raise PlatformUnavailableError(text, platform=PLATFORM, target=target)
         try:
             body = response.json()
@@ -414,6 +418,52 @@ class GraphReader:
         if not isinstance(body, dict):
             raise UnreadableAnswerError(f"teams {what}: the answer is no JSON object", platform=PLATFORM, target=target)
         return body
+
+    def message_path(self, conversation: str, thread_id: str | None, message_id: str) -> str | None:
+        """The Graph path of one message (Get chatMessage, https://learn.microsoft.com/en-us/graph/api/chatmessage-get):
+        ``/chats/{chat}/messages/{id}``, ``/teams/{team}/channels/{channel}/messages/{id}``, or a channel thread's reply
+        ``…/messages/{thread}/replies/{id}``; None where Graph cannot name the conversation (module docstring)."""
+        base = conversation.split(";", 1)[0]
+        if base.endswith(("@thread.tacv2", "@thread.skype")):
+            if self.settings.team is None:
+                return None
+            path = f"/teams/{self.settings.team}/channels/{quote(base, safe='')}/messages"
+            if thread_id is not None and thread_id != message_id:
+                return path + f"/{quote(thread_id, safe='')}/replies/{quote(message_id, safe='')}"
+            return path + f"/{quote(message_id, safe='')}"
+        if base.startswith("19:") and thread_id is None:
+            return f"/chats/{quote(base, safe='')}/messages/{quote(message_id, safe='')}"
+        return None
+
+    async def read_message(self, conversation: str, thread_id: str | None, message_id: str) -> dict[str, Any] | None:
+        """Graph's chatMessage ``message_id`` of ``conversation`` (:meth:`message_path`); None when Graph has it no
+        more (404). A deleted message comes back with ``deletedDateTime`` set (Graph keeps it, its body empty).
+
+        Raises:
+            Refused: Graph cannot name the conversation (a personal chat, a channel without ``graph_team``) or refuses
+                to read it (401, 403: no permission, 400).
+            core.errors.DeliveryError: 429, 5xx, a timeout, an unreadable answer.
+        """
+        path = self.message_path(conversation, thread_id, message_id)
+        if path is None:
+            raise Refused(
+                f"teams: Microsoft Graph cannot name conversation {conversation!r} (a personal chat, or a channel "
+                "without graph_team)",
+                400,
+            )
+        token = await self._token(conversation)
+        try:
+            return await self._request(
+                "GET",
+                self.graph_url + path,
+                conversation,
+                "graph get message",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        except Refused as refusal:
+            if refusal.status == 404:
+                return None
+            raise
 
     async def look(
         self, path: str, conversation: str, *, after_id: str | None, ordered: bool, match: Any

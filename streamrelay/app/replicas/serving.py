@@ -18,6 +18,7 @@ import contextlib
 import functools
 import gc
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp
 from streamrelay.adapters.ingest_http import Callers
 from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
 from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
+from streamrelay.adapters.ops.traced import RunSpans
 from streamrelay.adapters.redis import (
     Durability,
     InputStream,
@@ -50,7 +52,14 @@ from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
 from streamrelay.app.replicas.service import ReplicaService
 from streamrelay.app.service import Sidecar, build_channels, service_sidecar
-from streamrelay.app.serving import HOUR_S, heap_trim, keep_desk, keep_heap_trim, whatsapp_webhook
+from streamrelay.app.serving import (
+    HOUR_S,
+    RETENTION_POLL_S,
+    heap_trim,
+    keep_desk,
+    keep_heap_trim,
+    whatsapp_webhook,
+)
 from streamrelay.app.version import version
 from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
@@ -91,7 +100,6 @@ async def serve_replica(
         RuntimeError: a listener could not start (its port is in use).
     """
     service = settings.service
-    warn_retention(settings)
     client, where = redis_client(settings)
     pending = unloaded_channels(settings)
     # WhatsApp's status webhooks, taken by any replica, read by the settling one; each expires after the retention
@@ -107,6 +115,8 @@ async def serve_replica(
     callers = Callers(clients)
     trim = heap_trim(metrics, service.heap_trim_s)  # one for every partition's relay
 
+    run_spans = RunSpans()  # a traced run's span (docs/tracing.md)
+
     def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
         return Relay(
             channels,
@@ -119,6 +129,7 @@ async def serve_replica(
             validator=validate,
             clients=book,
             observer=trim or metrics,
+            tracer=run_spans,
         )
 
     replicas: ReplicaService | None = None
@@ -186,6 +197,8 @@ async def serve_replica(
     # every replica prunes past the retention (idempotent) and sets its gauges from every partition's counts
     desk_keeping = asyncio.create_task(keep_desk(desk, metrics, service.deliveries_retention_days), name="desk")
     trimming = keep_heap_trim(trim)
+    # each owned partition's text_retention_hours (RedisLedger.expire: its channel's ended runs by end time)
+    expiring = asyncio.create_task(keep_replica_retention(replicas), name="retention")
     try:
         listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop, settling)
         if listening is None:
@@ -234,6 +247,7 @@ async def serve_replica(
         keeping.cancel()
         desk_keeping.cancel()
         trimming.cancel()
+        expiring.cancel()
         await replicas.close()
         for proxy in proxies:
             await proxy.close()
@@ -297,18 +311,28 @@ async def check_persistence(client: Redis, where: str, *, allow_volatile: bool) 
     )
 
 
-def warn_retention(settings: Settings) -> list[str]:
-    """Say (a warning) that the channels' ``text_retention_hours`` are not applied on replicas: the Redis ledger keeps
-    no list of its runs by end time to expire (docs/retention.md); their text stays until erased (``DELETE
-    /v1/runs/{run}`` on any replica). The names of the channels that set it."""
-    names = sorted(name for name, channel in settings.channels.items() if channel.text_retention_hours is not None)
-    if names:
-        _log.warning(
-            "text_retention_hours is set on %s but replicas do not apply it (the Redis ledger cannot expire text yet): "
-            "runs' text stays until erased with DELETE /v1/runs/{run}",
-            ", ".join(names),
-        )
-    return names
+async def keep_replica_retention(replicas: ReplicaService, poll_s: float = RETENTION_POLL_S) -> None:
+    """Apply every channel's ``text_retention_hours`` on the partitions this replica owns now (each partition's
+    :meth:`core.run.relay.Relay.expire_texts`: :meth:`adapters.redis.ledger.RedisLedger.expire`) every ``poll_s``
+    seconds, the first one turn after start. A partition that fails is tried again at the next turn (logged). Runs
+    forever."""
+    while True:
+        await asyncio.sleep(poll_s)
+        await expire_owned(replicas)
+
+
+async def expire_owned(replicas: ReplicaService) -> list[str]:
+    """One turn of :func:`keep_replica_retention`: the runs whose text went, over every partition owned here."""
+    gone: list[str] = []
+    for partition in sorted(replicas.owners):
+        relay = replicas.local(partition)
+        if relay is None:
+            continue
+        try:
+            gone += await relay.expire_texts(time.time())
+        except Exception:
+            _log.exception("retention: partition %d: dropping expired text failed; tried again later", partition)
+    return gone
 
 
 async def _start(replicas: ReplicaService, client: Redis, where: str, url: str, *, allow_volatile: bool) -> None:

@@ -18,6 +18,7 @@ Metrics and call logs watch ``perform`` (the adapter's ``observer``), so every c
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +29,8 @@ from streamrelay.core.errors import DeliveryError
 from streamrelay.core.ports import ChannelAdapter, PendingSend
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import SlotRole
+from streamrelay.core.run.timeline import TIMELINE
+from streamrelay.core.trace import CALL_PART, RUN_SPAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +113,21 @@ class Executor:
                 self.run, intent.part, intent.role, intent.op, intent.text, intent.pending
             )
         adapter = self.adapter
+        # the run's delivery timeline (core/run/timeline.py): one small tuple per call
+        timeline = TIMELINE.get()
+        started = time.time() if timeline is not None else 0.0
+        # a traced run's part call: its span goes under the part's (core/trace.py); untraced, one read
+        part = None if intent is None or RUN_SPAN.get() is None else CALL_PART.set((self.run, intent.part, intent.role))
         try:
             result = await self.chain.call(
                 lambda: adapter.perform(call), call.kind, final=final, requester=self.requester, grant=grant
             )
         except DeliveryError as exc:  # not made: ownership lost, or the shared budgets failed
             result = NotDone(exc)
+        finally:
+            if part is not None:
+                CALL_PART.reset(part)
+        label = ""
         if apply is not None:
             self.chain.take_noted()  # ids noted elsewhere (a settle's probe) are not this outcome's
             record, label, detail = apply(result)
@@ -131,4 +143,9 @@ class Executor:
                     # create stored would be skipped and the part sent twice: know only what the ledger knows.
                     self.chain.forget(noted)
                     raise
+        if timeline is not None:
+            if intent is not None:
+                timeline.call(started, self.run, intent.part, str(intent.role), intent.op, call.method, result, label)
+            else:
+                timeline.call(started, self.run, None, None, str(call.kind), call.method, result)
         return result

@@ -10,7 +10,8 @@ acknowledged (``acked``, with a message id, not an open native stream) through t
 - ``unreadable``: the read failed (no permission, a 429, an outage): ``detail`` says why, nothing is concluded;
 - ``not_checked``: a media part (its file is not compared) or a part with no text.
 
-A platform whose API cannot read a message back (Telegram: the Bot API has no such method, and forwardMessage or
+A platform whose API cannot read a message back (WhatsApp: the Cloud API has no such call; Teams without Microsoft Graph
+configured; Telegram: the Bot API has no such method, and forwardMessage or
 copyMessage would post one) is reported ``readable: false`` with the reason and no per-message verdicts: never
 "as delivered" by default. The reads are one call per message, in order, made directly through the adapter (not
 through the conversation's send chain: an audit is an operator's occasional request, not a run's delivery).
@@ -33,6 +34,8 @@ from streamrelay.core.records.report import PartState, SlotRole
 NOT_READABLE: Mapping[str, str] = {
     "telegram": "the Telegram Bot API has no method that reads a message by its id (https://core.telegram.org/bots/api)"
     "; forwardMessage and copyMessage would post a message, so nothing is read back",
+    "whatsapp": "the WhatsApp Cloud API has no call that reads a sent message back: it sends messages and reports "
+    "their statuses by webhook (https://developers.facebook.com/docs/whatsapp/cloud-api/reference/messages)",
 }
 """Why a platform's messages cannot be read back, by platform (others without :class:`ReadBack`: a generic reason)."""
 
@@ -125,9 +128,10 @@ async def audit_run(run: str, ledger: Ledger, channels: Mapping[str, ChannelRunt
         raise AuditError(f"run {run!r} went to channel {record.channel!r}, which is not configured here")
     adapter = runtime.adapter
     platform = adapter.platform
-    report = AuditReport(run, record.channel, platform, readable=isinstance(adapter, ReadBack))
-    if not isinstance(adapter, ReadBack):
-        report.note = NOT_READABLE.get(platform, f"the {platform} adapter cannot read a message back")
+    why_not = adapter.unreadable() if isinstance(adapter, ReadBack) else None
+    report = AuditReport(run, record.channel, platform, readable=isinstance(adapter, ReadBack) and why_not is None)
+    if not isinstance(adapter, ReadBack) or why_not is not None:
+        report.note = why_not or NOT_READABLE.get(platform, f"the {platform} adapter cannot read a message back")
         return report
     target = Target.model_validate(record.target)
     fmt = runtime.policy.fmt

@@ -42,14 +42,16 @@ from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import DeliveryReport, with_gaps
 from streamrelay.core.run.approvals import approval_state, decide, expiry_entries, forget_approvals
 from streamrelay.core.run.audit import AuditReport, audit_run
+from streamrelay.core.run.audit_sampler import AuditSampler
 from streamrelay.core.run.ended import RunEndObserver, log_run_end
 from streamrelay.core.run.fanout import Controller, rebuilt_report
 from streamrelay.core.run.finished import FinishedRuns, finished_record
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
+from streamrelay.core.run.timeline import TIMELINE, Timeline, Timelines
 from streamrelay.core.run.worker import ActiveRun, consecutive, work
 from streamrelay.core.tasks import stop_all
-from streamrelay.core.trace import RUN_TRACE
+from streamrelay.core.trace import RUN_SPAN, RUN_TRACE, RunSpan, RunTracer
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -128,6 +130,9 @@ class Relay:
             book of them shared with other relays (a replica's partitions count a client's active runs together).
         observer: told of every run that ends here, with its report and duration (the service's metrics count
             them by the report's status); every ended run also gets one log line (:mod:`core.run.ended`).
+        keep_finished_timelines: how many finished runs' delivery timelines stay in memory (:mod:`core.run.timeline`).
+        tracer: starts a span for each run that names a trace context (:mod:`core.trace`; the parent of its parts'
+            and calls' spans), ended with its report; None: calls' spans are children of the agent's context.
     """
 
     def __init__(
@@ -148,9 +153,18 @@ class Relay:
         live_buffer: int = 1000,
         clients: ClientBook | Mapping[str, ClientLimits] | None = None,
         observer: RunEndObserver | None = None,
+        tracer: RunTracer | None = None,
+        keep_finished_timelines: int = 1000,
     ) -> None:
         self.channels = dict(channels)
         self.observer = observer
+        self.tracer = tracer
+        self.audits: AuditSampler | None = None
+        """The sampled background audit, when configured (``serve`` sets it: :mod:`core.run.audit_sampler`)."""
+        self.timelines = Timelines(keep_finished_timelines)
+        """Each active run's delivery timeline and the last finished ones' (:mod:`core.run.timeline`)."""
+        self._spans: dict[str, RunSpan] = {}
+        """The span of each traced active run (ended when its worker ends)."""
         self._ledger = ledger
         self._journal: Journal = journal if journal is not None else MemoryJournal()
         self._clock = clock
@@ -428,7 +442,14 @@ class Relay:
         # The run's trace context (core/trace.py) in the context its tasks are made in: the delivery loop started by
         # open() and the worker copy it, so every call they make is traced under it; reset at once, so the
         # request's own task (which may carry several runs) never keeps it.
-        traced = RUN_TRACE.set(run.controller.start_event.trace())
+        context = run.controller.start_event.trace()
+        traced = RUN_TRACE.set(context)
+        span = None
+        if context is not None and self.tracer is not None:
+            span = self._spans[run.run] = self.tracer.start_run(run.run, context)
+        spanned = RUN_SPAN.set(span)
+        run.timeline = self.timelines.open(run.run)
+        timed = TIMELINE.set(run.timeline)
         try:
             try:
                 await run.controller.open()
@@ -437,6 +458,8 @@ class Relay:
                 raise
             run.task = asyncio.create_task(self._drive(run), name=f"run:{run.run}")
         finally:
+            TIMELINE.reset(timed)
+            RUN_SPAN.reset(spanned)
             RUN_TRACE.reset(traced)
         run.controller.on_lost(lambda: self._lost(run))
 
@@ -447,6 +470,8 @@ class Relay:
         worker, every later resume skipped it as active here and its lines went to a queue nobody read: its
         partition's runs silent for good, no call, no idle close (chaos seed 4 with failovers: 18 runs)."""
         run.queue.close()  # a concurrent request of the run waiting for room returns (its lines are journaled)
+        self._end_span(run.run, None)
+        self.timelines.close(run.run, None)
         if self._runs.get(run.run) is run:
             del self._runs[run.run]
             self._admission.clients.left(run.run, ended=False)  # it goes on, here or at another owner
@@ -497,9 +522,20 @@ class Relay:
             report = with_gaps(controller.report(), run.gate.gaps)
             if controller.done:
                 self._ended(report, self._clock.now() - run.opened_at_s)
+            self._end_span(controller.run, report if controller.done else None)
+            self.timelines.close(controller.run, str(report.status) if controller.done else None)
             record = controller.monitor.record()
             kept = finished_record(report, controller.lane, record, run.gate.last, self._ledger, parts)
             self._finished[kept.run] = kept  # one str of its id: the key is its own
+
+    def _end_span(self, run: str, report: DeliveryReport | None) -> None:
+        """End the run's span when it has one (its failure never stops the relay)."""
+        span = self._spans.pop(run, None)
+        if span is not None:
+            try:
+                span.end(report)
+            except Exception:
+                _log.exception("run %s: its span could not be ended", run)
 
     def _ended(self, report: DeliveryReport, duration_s: float) -> None:
         """Tell how a run ended: its log line, then the observer (whose failure never stops the relay)."""
@@ -571,6 +607,9 @@ class Relay:
         for run in runs:
             if self._finished.pop(run, None) is not None:
                 removed["memory"] += 1
+            self.timelines.forget(run)  # no text in it, but the run's erasure leaves no trace of when it spoke
+            if self.audits is not None:
+                self.audits.forget(run)
             self.interrupted.discard(run)
         self._clear_text_caches()
         try:
@@ -618,6 +657,11 @@ class Relay:
             cache = getattr(runtime.adapter, "render", None)
             if isinstance(cache, TextCache):
                 cache.clear()
+
+    def timeline(self, run: str) -> Timeline | None:
+        """``run``'s delivery timeline (:mod:`core.run.timeline`), while it is active here or one of the last finished
+        ones; None: not known here (finished longer ago, before a restart, or at another replica)."""
+        return self.timelines.get(run)
 
     async def audit(self, run: str) -> AuditReport:
         """What the platform shows now of ``run``'s delivered messages (:func:`core.run.audit.audit_run`).

@@ -33,6 +33,7 @@ from streamrelay.core.run.approvals import ApprovalBook
 from streamrelay.core.run.controller import IDLE_REASON, Broken, Quiet
 from streamrelay.core.run.fanout import Controller
 from streamrelay.core.run.inbox import Inbox
+from streamrelay.core.run.timeline import Timeline
 
 _log = logging.getLogger("streamrelay.relay")
 
@@ -77,6 +78,8 @@ class ActiveRun:
     here, once."""
     run: str = field(init=False)
     """Its run key (its controller's): a plain attribute, read twice per line taken (admission, the journal entry)."""
+    timeline: Timeline | None = None
+    """Its delivery timeline (:mod:`core.run.timeline`), given by the relay when it opens."""
 
     def __post_init__(self) -> None:
         self.run = self.controller.run
@@ -246,6 +249,9 @@ def _took(
     run: ActiveRun, batch: list[RunEvent], stage_handle: Callable[[RunEvent], None], now: float
 ) -> End | Stop | None:
     """Apply ``batch``, taken at ``now``, up to the root's ``end`` or a Stop, which is returned (None: none came)."""
+    if (timeline := run.timeline) is not None:  # one small tuple per batch (text batches joined): core/run/timeline.py
+        first = batch[0]
+        timeline.taken("text" if type(first) is TextDelta or type(first) is TextEvent else first.kind, len(batch))
     if len(batch) == 1 and (event := batch[0]).seq is None:
         # The gate and the join give one event without seq as it is. A text event is neither an end, a Stop nor an
         # error event (what RunController.handle looks at): it goes to the stage directly. (``type()``, not

@@ -28,8 +28,9 @@ LIST_REPLIES = "listMessageReplies"
 LIST_INSTALLED = "listInstalledApps"
 GET_APP_CHAT = "getInstalledAppChat"
 MEMBERS = "getConversationMembers"
-GRAPH_METHODS = (LIST_CHAT, LIST_CHANNEL, LIST_REPLIES, LIST_INSTALLED, GET_APP_CHAT)
-"""Microsoft Graph's reads of a conversation's messages and of a person's chat with the app
+GET_MESSAGE = "getChatMessage"
+GRAPH_METHODS = (LIST_CHAT, LIST_CHANNEL, LIST_REPLIES, LIST_INSTALLED, GET_APP_CHAT, GET_MESSAGE)
+"""Microsoft Graph's reads of a conversation's messages, of one message and of a person's chat with the app
 (:mod:`mocks.teams.graph`)."""
 METHODS = (SEND, REPLY, UPDATE, DELETE, TOKEN, MEMBERS, *GRAPH_METHODS)
 """The recorded method names (tests/cases/README.md names the first four)."""
@@ -255,6 +256,9 @@ class MockTeams(MockServer):
         app.router.add_get("/v1.0/chats/{chat}/messages", self._list_chat)
         app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages", self._list_channel)
         app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages/{message}/replies", self._list_replies)
+        app.router.add_get("/v1.0/chats/{chat}/messages/{id}", self._get_chat_message)
+        app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages/{id}", self._get_channel_message)
+        app.router.add_get("/v1.0/teams/{team}/channels/{channel}/messages/{message}/replies/{id}", self._get_reply)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
 
     # ------------------------------------------------------------ scripting and state
@@ -285,6 +289,22 @@ class MockTeams(MockServer):
     def activities(self, chat_id: ChatId) -> list[StoredActivity]:
         """Every activity of conversation ``chat_id`` (the person's too, deleted ones too), in order."""
         return list(self._conversations.get(str(chat_id), []))
+
+    def remove(self, chat_id: ChatId, message_id: int | str) -> None:
+        """A person or an admin deletes message ``message_id`` of ``chat_id`` (the control API's ``/_mock/remove``):
+        Graph shows it with ``deletedDateTime`` from now on, as Teams keeps a deleted message
+        (https://learn.microsoft.com/en-us/graph/api/resources/chatmessage).
+
+        Raises:
+            ValueError: no such message, or it is deleted already.
+        """
+        try:
+            found = self._find(str(chat_id), str(message_id))
+        except ConnectorError:
+            raise ValueError(f"message {message_id} of {chat_id} does not exist (or was deleted)") from None
+        found.deleted = True
+        found.payload = {"type": "message", "text": ""}
+        found.modified_ms = round(self._wall() * 1000)
 
     def user_message(self, chat_id: ChatId, text: str) -> str:
         """Store a message the person wrote in ``chat_id``; return its activity id.
@@ -761,6 +781,76 @@ class MockTeams(MockServer):
             return [a for a in self._conversations.get(channel, []) if a.reply_to == root]
 
         return await self._graph_list(request, LIST_REPLIES, channel, select, chat_id=None)
+
+    async def _get_chat_message(self, request: web.Request) -> web.StreamResponse:
+        chat = request.match_info["chat"]
+        if not chat.startswith("19:"):
+            return await self._graph_get(request, chat, lambda: [], chat_id=chat)
+        return await self._graph_get(request, chat, lambda: self._conversations.get(chat, []), chat_id=chat)
+
+    async def _get_channel_message(self, request: web.Request) -> web.StreamResponse:
+        channel = request.match_info["channel"]
+
+        def select() -> list[StoredActivity]:
+            self._channel(request)
+            return [a for a in self._conversations.get(channel, []) if a.reply_to is None]
+
+        return await self._graph_get(request, channel, select, chat_id=None)
+
+    async def _get_reply(self, request: web.Request) -> web.StreamResponse:
+        channel, root = request.match_info["channel"], request.match_info["message"]
+
+        def select() -> list[StoredActivity]:
+            self._channel(request)
+            return [a for a in self._conversations.get(channel, []) if a.reply_to == root]
+
+        return await self._graph_get(request, channel, select, chat_id=None)
+
+    async def _graph_get(
+        self,
+        request: web.Request,
+        conversation: str,
+        select: Callable[[], list[StoredActivity]],
+        *,
+        chat_id: str | None,
+    ) -> web.StreamResponse:
+        """One Graph Get chatMessage (https://learn.microsoft.com/en-us/graph/api/chatmessage-get): its Graph token
+        (401), the app's permission (403), its script, then the message (a deleted one with ``deletedDateTime``) or
+        404 ``NotFound``."""
+        wanted = request.match_info["id"]
+        call = RecordedCall(method=GET_MESSAGE, chat_id=conversation, message_id=wanted, text=None, t=self._clock())
+        self.calls.append(call)
+        header = request.headers.get("Authorization", "")
+        if header.removeprefix("Bearer ") not in self._graph_tokens:
+            error = ConnectorError(
+                401, "InvalidAuthenticationToken", "Access token is empty or not a Microsoft Graph token."
+            )
+            call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
+            return error.response()
+
+        def commit() -> dict[str, Any]:
+            if not self.graph_permission:
+                raise ConnectorError(
+                    403,
+                    "Forbidden",
+                    "Missing role permissions on the request. API requires one of "
+                    "'ChatMessage.Read.Chat, Chat.Read.All, ChannelMessage.Read.Group, ChannelMessage.Read.All'.",
+                )
+            found = next((a for a in select() if a.activity_id == wanted), None)
+            if found is None:
+                raise ConnectorError(404, "NotFound", f"Message {wanted} not found")
+            return graph.chat_message(
+                activity_id=found.activity_id,
+                payload=found.payload,
+                reply_to=found.reply_to,
+                created_ms=found.created_ms,
+                modified_ms=found.modified_ms,
+                deleted=found.deleted,
+                app_id=(found.app_id or "00000000-0000-0000-0000-000000000000") if found.sender == BOT else None,
+                chat_id=chat_id,
+            )
+
+        return await self._run(request, call, commit)
 
     async def _graph_list(
         self,

@@ -1,18 +1,20 @@
 // The operator page: every active run (GET /v1/runs?all=1) and the desk's open entries, the parts of ended runs not
-// known delivered (GET /v1/deliveries), refreshed every 2 s.
+// known delivered (GET /v1/deliveries), refreshed every 2 s; one run's delivery timeline (GET /v1/runs/{run}/timeline)
+// when a run's "timeline" button is pressed or its id entered, refreshed with the rest.
 //
 // Served as GET /ops. It asks for the sidecar's main token once, keeps it in sessionStorage (this tab only) and sends
 // it as `Authorization: Bearer`, never in a URL. A 401 forgets it and asks again. Run ids and every other value
 // reach the DOM through textContent only; a run's link is its `watch` path (same origin, with its read token).
 //
 // For tests: document.body.dataset.state = "locked" | "loading" | "live" | "error" and window.streamrelayOps =
-// {refreshes, runs, deliveries} (numbers, updated in place).
+// {refreshes, runs, deliveries, timeline} (numbers, updated in place; timeline: the rows shown).
 "use strict";
 
 (() => {
   const REFRESH_MS = 2000;
   const KEY = "streamrelay.ops.token";
-  const view = { refreshes: 0, runs: 0, deliveries: 0 };
+  const view = { refreshes: 0, runs: 0, deliveries: 0, timeline: 0 };
+  let chosen = null; // the run whose timeline is shown
   window.streamrelayOps = view;
 
   const byId = (id) => document.getElementById(id);
@@ -67,7 +69,73 @@
     count(row, run.failed, "bad");
     count(row, run.rate_limited, "hot");
     cell(row, run.replica, "replica mono");
+    const pick = document.createElement("button");
+    pick.type = "button";
+    pick.className = "link";
+    pick.textContent = "timeline";
+    pick.addEventListener("click", () => choose(run.run));
+    cell(row, "").appendChild(pick);
     return row;
+  }
+
+  function timelineRow(entry, origin) {
+    const row = document.createElement("tr");
+    row.dataset.type = entry.type;
+    cell(row, Math.round((entry.at - origin) * 1000), "num");
+    if (entry.type === "call") {
+      cell(row, "call");
+      cell(row, entry.place, "mono");
+      cell(row, entry.part === null ? "–" : `${entry.role} ${entry.part}`);
+      cell(row, `${entry.op} (${entry.method})`);
+      const badge = document.createElement("span");
+      badge.className = `badge outcome-${String(entry.outcome).replace(/[^a-z_]/g, "")}`;
+      badge.textContent = entry.label ? `${entry.outcome} · ${entry.label}` : entry.outcome;
+      cell(row, "").appendChild(badge);
+      cell(row, Math.round((entry.done_at - entry.at) * 1000), "num");
+      const notes = [];
+      if (entry.retry_after_s !== undefined) notes.push(`retry_after ${entry.retry_after_s} s`);
+      if (entry.settled !== undefined) notes.push(`settled ${entry.settled}`);
+      if (entry.error !== undefined) notes.push(entry.error);
+      cell(row, notes.join(" · "));
+    } else if (entry.type === "taken") {
+      cell(row, `taken ${entry.count} × ${entry.kind}`);
+      for (let i = 0; i < 6; i += 1) cell(row, "");
+    } else {
+      cell(row, entry.status ? `${entry.type} ${entry.status}` : entry.type);
+      for (let i = 0; i < 6; i += 1) cell(row, "");
+    }
+    return row;
+  }
+
+  async function refreshTimeline(token) {
+    byId("timeline").hidden = false;
+    if (chosen === null) return;
+    const answer = await fetch(`/v1/runs/${encodeURIComponent(chosen)}/timeline`, {
+      headers: { Authorization: `Bearer ${token}` },
+      cache: "no-store",
+    });
+    const body = await answer.json().catch(() => ({}));
+    const note = byId("timeline-note");
+    if (!answer.ok) {
+      byId("timeline-rows").replaceChildren();
+      note.hidden = false;
+      note.textContent = body.error || `the sidecar answered ${answer.status}`;
+      view.timeline = 0;
+      return;
+    }
+    const entries = Array.isArray(body.entries) ? body.entries : [];
+    const origin = entries.length ? entries[0].at : 0;
+    byId("timeline-rows").replaceChildren(...entries.map((entry) => timelineRow(entry, origin)));
+    note.hidden = !body.left_out;
+    note.textContent = body.left_out ? `${body.left_out} later entries left out (a run keeps its first 400)` : "";
+    view.timeline = entries.length;
+  }
+
+  function choose(run) {
+    chosen = run;
+    byId("timeline-run").value = run;
+    const token = sessionStorage.getItem(KEY);
+    if (token) refreshTimeline(token).catch((error) => setState("error", `not updated: ${error.message}`));
   }
 
   function show(listing) {
@@ -141,6 +209,7 @@
     sessionStorage.removeItem(KEY);
     byId("board").hidden = true;
     byId("desk").hidden = true;
+    byId("timeline").hidden = true;
     byId("login").hidden = false;
     setState("locked", reason);
     byId("token").focus();
@@ -158,6 +227,7 @@
       if (!answer.ok) throw new Error(`the sidecar answered ${answer.status}`);
       show(await answer.json());
       await refreshDesk(token);
+      await refreshTimeline(token);
       setState("live", `updated ${new Date().toLocaleTimeString()}`);
     } catch (error) {
       setState("error", `not updated: ${error.message}`);
@@ -184,6 +254,11 @@
       start();
     });
     byId("forget").addEventListener("click", () => lock("token forgotten"));
+    byId("timeline-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const run = byId("timeline-run").value.trim();
+      if (run) choose(run);
+    });
     if (sessionStorage.getItem(KEY)) start();
     else byId("token").focus();
   });
