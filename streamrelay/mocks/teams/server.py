@@ -785,8 +785,8 @@ class MockTeams(MockServer):
     async def _get_chat_message(self, request: web.Request) -> web.StreamResponse:
         chat = request.match_info["chat"]
         if not chat.startswith("19:"):
-            return await self._graph_get(request, chat, lambda: [], chat_id=chat)
-        return await self._graph_get(request, chat, lambda: self._conversations.get(chat, []), chat_id=chat)
+            return await self._graph_get_message(request, chat, lambda: [], chat_id=chat)
+        return await self._graph_get_message(request, chat, lambda: self._conversations.get(chat, []), chat_id=chat)
 
     async def _get_channel_message(self, request: web.Request) -> web.StreamResponse:
         channel = request.match_info["channel"]
@@ -795,7 +795,7 @@ class MockTeams(MockServer):
             self._channel(request)
             return [a for a in self._conversations.get(channel, []) if a.reply_to is None]
 
-        return await self._graph_get(request, channel, select, chat_id=None)
+        return await self._graph_get_message(request, channel, select, chat_id=None)
 
     async def _get_reply(self, request: web.Request) -> web.StreamResponse:
         channel, root = request.match_info["channel"], request.match_info["message"]
@@ -804,9 +804,9 @@ class MockTeams(MockServer):
             self._channel(request)
             return [a for a in self._conversations.get(channel, []) if a.reply_to == root]
 
-        return await self._graph_get(request, channel, select, chat_id=None)
+        return await self._graph_get_message(request, channel, select, chat_id=None)
 
-    async def _graph_get(
+    async def _graph_get_message(
         self,
         request: web.Request,
         conversation: str,
