@@ -105,6 +105,11 @@ async def test_either_replica_lists_every_replicas_runs(tmp_path: Path, redis_ur
             for url in urls:
                 rows = await _until(functools.partial(both, url), f"both runs listed by {url}")
                 assert len({r["replica"] for r in rows}) == 2 and all(r["watch"].startswith("/runs/") for r in rows)
+            for partition in range(PARTITIONS):  # each run's timeline through either replica (the owner's memory)
+                for url in urls:
+                    timeline = await http.get(f"{url}/v1/runs/ops-{partition}/timeline")
+                    assert timeline.status_code == 200, timeline.text
+                    assert timeline.json()["run"] == f"ops-{partition}" and timeline.json()["entries"]
             own = (await http.get(urls[0] + "/v1/runs")).json()
             assert len(own["runs"]) == 1 and own["unreachable"] == []  # without all: its own partition's run only
 

@@ -449,6 +449,7 @@ def test_an_ag_ui_interrupt_outcome_is_an_approval() -> None:
         ("POST", "/v1/deliveries/dlv-0123456789ab/resolve", None),
         ("DELETE", "/v1/runs/alice%2Fr1", "alice/r1"),  # an erasure: by the run's owner (issue 29)
         ("GET", "/v1/runs/r1/audit", "r1"),  # an audit: through the owner's adapters
+        ("GET", "/v1/runs/alice%2Fr1/timeline", "alice/r1"),  # a timeline: in the owner's memory
         ("DELETE", "/v1/conversations/chat/7104", "/chat/chat/7104"),  # the conversation's partition's owner
         ("DELETE", "/v1/conversations/chat", None),
     ],

@@ -7,10 +7,11 @@ answer such as the live page's SSE) to the owner's URL. While a partition has no
 replica took it yet), or its owner does not take the connection (it died and its lease has not lapsed yet), the
 request waits for the partition's next owner for up to ``patience_s``; then the answer is 503 with
 ``Retry-After``. A request that was forwarded once is never forwarded again: ownership moved meanwhile, and the
-client retries. A run's corrections (``/v1/runs/{run}/corrections[/{id}]``), its audit (``GET /v1/runs/{run}/audit``)
-and its erasure (``DELETE /v1/runs/{run}``) are forwarded so, and a desk entry's resend
-(``POST /v1/deliveries/{id}/resend``) goes to the owner of the partition whose desk holds the entry, a conversation's
-erasure (``DELETE /v1/conversations/{channel}/{chat_id}``) to the owner of the conversation's partition.
+client retries. A run's corrections (``/v1/runs/{run}/corrections[/{id}]``), its audit (``GET /v1/runs/{run}/audit``),
+its delivery timeline (``GET /v1/runs/{run}/timeline``, kept in the owner's memory) and its erasure
+(``DELETE /v1/runs/{run}``) are forwarded so, and a desk entry's resend (``POST /v1/deliveries/{id}/resend``)
+goes to the owner of the partition whose desk holds the entry, a conversation's erasure
+(``DELETE /v1/conversations/{channel}/{chat_id}``) to the owner of the conversation's partition.
 
 Written here rather than taken from a proxy library: it is one ASGI middleware in front of the app, forwarding
 to a target chosen per request from Redis, streaming both ways with the httpx client the project already has.
@@ -45,6 +46,7 @@ SUFFIXES = (
     "/stop",
     "/corrections",
     "/audit",
+    "/timeline",
 )
 APPROVALS = "/approvals/"
 """``/v1/runs/{run}/approvals/{id}``: an approval's decision, taken by the run's owner (docs/approvals.md)."""

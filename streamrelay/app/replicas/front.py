@@ -50,6 +50,7 @@ from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.relay import Relay
 from streamrelay.core.run.stop import STOPPED_ERROR, StopState
 from streamrelay.core.run.stop_controls import is_short_id, short_id
+from streamrelay.core.run.timeline import Timeline
 
 UNREAD_POLL_S = 0.1
 """How often a report request waiting for a run its owner has not read yet asks again."""
@@ -440,6 +441,15 @@ class ReplicaFront:
     def monitor(self, run_id: str) -> Watched | None:
         relay = self._cached(run_id)
         return None if relay is None else relay.monitor(run_id)
+
+    def timeline(self, run_id: str) -> Timeline | None:
+        """``run_id``'s delivery timeline (:meth:`core.run.relay.Relay.timeline`) from the relay of this replica that
+        delivers (or delivered) it; None: not here (the owner proxy forwards the request to the run's owner)."""
+        for relay in self._relays():
+            found = relay.timeline(run_id)
+            if found is not None:
+                return found
+        return None
 
     async def after_end(self, run_id: str, last_id: int, timeout_s: float) -> Watched | None:
         """As :meth:`core.run.relay.Relay.after_end`, on the relay of this replica that kept the finished run."""
