@@ -194,10 +194,8 @@ class TextStore:
             kept.extend(lines)
         self._parts.clear()
         if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
-            astral, find = self._astral, _ASTRAL.search
-            for at, line in zip(starts, lines, strict=True):
-                if not line.isascii() and find(line):  # (most lines past ASCII are inside the BMP)
-                    astral.extend([at + m.start() for m in _ASTRAL.finditer(line)])
+            # the lines are contiguous, each followed by its newline: joined, index i is position pos + i
+            self._astral.extend([pos + m.start() for m in _ASTRAL.finditer("\n".join(lines))])
         self.cur_pos = end
         self.cur_cum = cum
 
