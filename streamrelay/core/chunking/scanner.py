@@ -878,13 +878,18 @@ class LineScanner:
                 if n:
                     c = line[0]
                     if fence is not None:
-                        if c in _SLOW_START:
+                        if c not in _SLOW_START:
+                            body = 0
+                        elif c == " " and line[-1] not in _WS:  # indented code (_fence_body, inlined)
+                            body = n - len(line.lstrip(" \t\r\f\v"))
+                            if body <= 3 and line[body] == fence.char and "\t" not in line[:body]:
+                                why = 2
+                                break
+                        else:
                             body = _fence_body(line, fence)
                             if body < 0:
                                 why = 2
                                 break
-                        else:
-                            body = 0
                     elif c in _SLOW_START:
                         m = _LINE_HEAD.match(line)
                         group = m.lastgroup if m else None

@@ -239,9 +239,11 @@ class TextStore:
         k = bisect_right(starts, a, self.lo) - 1
         j = bisect_right(starts, b - 1, k) - 1  # the line that holds the last character
         at = starts[k]
-        if k == j:
-            return (lines[k] + "\n")[a - at : b - at]
-        return ("\n".join(lines[k : j + 1]) + "\n")[a - at : b - at]  # the lines are contiguous: one join
+        text = lines[k] if k == j else "\n".join(lines[k : j + 1])  # the lines are contiguous: one join
+        lo, hi = a - at, b - at
+        if hi > len(text):  # up to the last line's newline
+            text += "\n"
+        return text if lo == 0 and hi == len(text) else text[lo:hi]  # (a chunk from a line's start: no copy)
 
     def slice(self, a: int, b: int) -> str:
         """Text between absolute positions ``a`` and ``b`` (both inside the store; empty when ``a >= b``)."""
