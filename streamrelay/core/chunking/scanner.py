@@ -816,8 +816,9 @@ class LineScanner:
         beginning.
 
         Ordinary lines are read in one loop, as :meth:`_fast_line` reads them, the state in locals (written back
-        once): outside fences, text that begins with a letter-like character, a plain bullet item (``- text``), text
-        that opens no item (:data:`_LINE_HEAD`) or an empty line; in a top-level fence, a content line; none of them
+        once): outside fences, text that begins with a letter-like character, a list item that :data:`_LINE_HEAD`
+        reads (``simple`` or ``item``: as :meth:`_head_line` reads it), text that opens no item or an empty line; in a
+        top-level fence, a content line; none of them
         making the pending text overflow or completing a break that emits. Any other line goes to the one-line paths
         (:meth:`_fast_line`, else :meth:`_whole_line`), as does every line while the pending text holds no text yet,
         under a SENTENCE preference, inside a fence in a container, or with :attr:`_ordinary` off.
