@@ -131,6 +131,18 @@ def _fence_body(line: str, fence: Fence) -> int:
     return body
 
 
+def _item_read(ind: int, col: int, before: list[int]) -> LineRead:
+    """The prefix read of an ``item`` line (:data:`_LINE_HEAD`) whose marker is ``ind`` spaces in and whose content
+    begins at ``col``, after the items ``before``: made and kept in :data:`_ITEM_READS` (at most 256, then afresh)."""
+    lists = [x for x in before if x <= ind]
+    lists.append(col)
+    known = LineRead(TEXT, ind, col, col, 0, col, lists, False, False, col - 1)
+    if len(_ITEM_READS) >= 256:
+        _ITEM_READS.clear()
+    _ITEM_READS[(ind, col, *before)] = known
+    return known
+
+
 def _fenceless(text: str) -> bool:
     """Whether ``text``, appended between any others that are :func:`_fenceless` too, holds no part of a run of three
     backticks or tildes (so no line of it opens or closes a fence): none of two, none first or last. O(len(text))
@@ -211,8 +223,12 @@ class LineScanner:
         """Appends not read yet, in order (:meth:`append`): while the pending text, them included, ends before
         ``_wait_at`` (shorter than ``min_chars`` and than half of ``max_chars``), or before ``_wait_far`` (shorter
         than ``min_chars`` and fitting in ``max_chars`` with the open fence's closer) while none of them can open or
-        close a fence (each :func:`_fenceless`, the current line before them :func:`_runless`), reading them could
-        not emit, cut, move the window or change a length: they are read at once when that no longer holds, or when
+        close a fence (each :func:`_fenceless`, the current line before them :func:`_runless`) or while the closer
+        of any fence they may open fits too (``2 * cum + 4 <= _room + _lcum``: such a closer is its opener line's
+        prefix and run and a newline, :func:`core.chunking.opener.open_fence`, and the opener line begins at or after
+        the current line's start, so it takes at most ``cum - _lcum + 1`` units; ``_room`` already leaves room for the
+        open fence's closer, which they may close first; 3 units spare, as ``_wait_at``'s), reading them could not
+        emit, cut, move the window or change a length: they are read at once when that no longer holds, or when
         something reads the pending text (:meth:`catch_up`). ``end`` and ``cum`` count them; ``_later_at`` is where
         they begin."""
         self._later_at = (end, cum)
@@ -271,14 +287,11 @@ class LineScanner:
         if later:  # earlier appends wait to be read: this one waits too, or they are read with it (_later)
             units = len(text) if not self._utf16 or text.isascii() else len(_UTF16(text)[0]) >> 1
             cum = self.cum + units
-            if self._later_far:  # they wait up to _wait_far while this one is _fenceless too (inlined: once an append)
-                if "``" in text or "~~" in text or text[0] in "`~" or text[-1] in "`~":
-                    self._later_far = False
-                    waits = cum <= self._wait_at
-                else:
-                    waits = cum <= self._wait_far
+            if self._later_far and not ("``" in text or "~~" in text or text[0] in "`~" or text[-1] in "`~"):
+                waits = cum <= self._wait_far  # they all are _fenceless (inlined: once an append)
             else:
-                waits = cum <= self._wait_at
+                self._later_far = False
+                waits = cum <= self._wait_at or (cum <= self._wait_far and 2 * cum + 4 <= self._room + self._lcum)
             if waits:
                 if not self._later_src:
                     later.append(text)
@@ -303,7 +316,11 @@ class LineScanner:
             ):
                 units = len(text) if not self._utf16 or text.isascii() else len(_UTF16(text)[0]) >> 1
                 far = _fenceless(text) and (self.end == self._lpos or _runless(self._store.current()))
-                if self.cum + units <= (self._wait_far if far else self._wait_at):  # nothing can happen yet
+                cum = self.cum + units
+                if cum <= (self._wait_far if far else self._wait_at) or (  # nothing can happen yet
+                    cum <= self._wait_far
+                    and 2 * cum + 4 <= self._room + self._lcum  # any fence they open fits (_later)
+                ):
                     self._later_at = (self.end, self.cum)
                     self._later_far = far
                     self._later_src = self._store.shared
@@ -799,8 +816,9 @@ class LineScanner:
         beginning.
 
         Ordinary lines are read in one loop, as :meth:`_fast_line` reads them, the state in locals (written back
-        once): outside fences, text that begins with a letter-like character, a plain bullet item (``- text``), text
-        that opens no item (:data:`_LINE_HEAD`) or an empty line; in a top-level fence, a content line; none of them
+        once): outside fences, text that begins with a letter-like character, a list item that :data:`_LINE_HEAD`
+        reads (``simple`` or ``item``: as :meth:`_head_line` reads it), text that opens no item or an empty line; in a
+        top-level fence, a content line; none of them
         making the pending text overflow or completing a break that emits. Any other line goes to the one-line paths
         (:meth:`_fast_line`, else :meth:`_whole_line`), as does every line while the pending text holds no text yet,
         under a SENTENCE preference, inside a fence in a container, or with :attr:`_ordinary` off.
@@ -861,18 +879,29 @@ class LineScanner:
                 if n:
                     c = line[0]
                     if fence is not None:
-                        if c in _SLOW_START:
+                        if c not in _SLOW_START:
+                            body = 0
+                        elif c == " " and line[-1] not in _WS:  # indented code (_fence_body, inlined)
+                            body = n - len(line.lstrip(" \t\r\f\v"))
+                            if body <= 3 and line[body] == fence.char and "\t" not in line[:body]:
+                                why = 2
+                                break
+                        else:
                             body = _fence_body(line, fence)
                             if body < 0:
                                 why = 2
                                 break
-                        else:
-                            body = 0
                     elif c in _SLOW_START:
                         m = _LINE_HEAD.match(line)
                         group = m.lastgroup if m else None
                         if group == "simple":
                             lr = _SIMPLE_ITEM_READ
+                        elif group == "item":  # (as _head_line reads it: its prefix read by its key)
+                            assert m is not None
+                            ind, col = m.end("ind"), m.end()
+                            lr = _ITEM_READS.get((ind, col, *lists))
+                            if lr is None:
+                                lr = _item_read(ind, col, lists)
                         elif group != "text":
                             why, head = 1, m
                             break
@@ -900,12 +929,12 @@ class LineScanner:
                             inline.scan(line, 0, n, end)
                         meta = None
                     else:
-                        meta = lists
+                        meta = lists if lr is _SIMPLE_ITEM_READ else (lr.start, None, True, lr, lists)
                         if inline.code is not None or inline.links:
                             inline.cancel()  # a list item begins: no span or link crosses it
                         lists = lr.lists
-                        if _OPENS.search(line, 2):
-                            inline.scan(line, 2, n, end)
+                        if _OPENS.search(line, lr.start):
+                            inline.scan(line, lr.start, n, end)
                     prev_blank = False
                     ws_open, ws_leading = True, False
                     ws_start, ws_cum, ws_nl = end + e, cum + units - (n - e), 1
@@ -996,15 +1025,9 @@ class LineScanner:
             lr = LineRead(RUN, 0, 0, 0, 0, 0, lists, False, False, -1)
         else:
             s = m.end("ind")
-            key = (s, e, *before)
-            known = _ITEM_READS.get(key)
+            known = _ITEM_READS.get((s, e, *before))
             if known is None:
-                lists = [x for x in before if x <= s]
-                lists.append(e)
-                known = LineRead(TEXT, s, e, e, 0, e, lists, False, False, e - 1)
-                if len(_ITEM_READS) >= 256:
-                    _ITEM_READS.clear()
-                _ITEM_READS[key] = known
+                known = _item_read(s, e, before)
             lr, lists = known, known.lists
         self._store.add(line)
         self.end += n

@@ -19,7 +19,6 @@ pending text.
 from __future__ import annotations
 
 import codecs
-import re
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from typing import Protocol
 from streamrelay.core.chunking.lines import Fence, LineRead
 from streamrelay.core.units import LengthUnit
 
-__all__ = ["LineMeta", "TextReader", "TextStore", "units_of"]
+__all__ = ["LineMeta", "TextReader", "TextStore", "astral_positions", "units_of"]
 
 LineMeta = None | Fence | list[int] | tuple[int, Fence | None, bool, LineRead, list[int]]
 """What a complete line's reading left that a cut needs (the line scanner writes and reads it): None, a text line
@@ -45,10 +44,30 @@ class TextReader(Protocol):
 
 
 _UTF16 = codecs.getencoder("utf-16-le")
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-"""A character outside the BMP (two UTF-16 code units)."""
 """The UTF-16 encoder itself: ``str.encode("utf-16-le")`` looks the codec up by name on every call (only UTF-8, Latin-1
 and ASCII are found without the lookup), several times the cost of encoding a short text."""
+_HIGH_SURROGATES = (b"\xd8", b"\xd9", b"\xda", b"\xdb")
+"""The high byte of a UTF-16 high surrogate (U+D800..U+DBFF), which begins each character outside the BMP."""
+
+
+def astral_positions(text: str, pos: int) -> list[int]:
+    """Positions of the characters of ``text`` outside the BMP (two UTF-16 code units each), ``text`` starting at
+    absolute position ``pos``, in order.
+
+    Found in its UTF-16-LE encoding by ``bytes.find`` (memchr) of the high surrogates' high byte at odd offsets: a
+    regular-expression search for the range in the text costs about 10 ns a character (0.85 ms for the 85k answer),
+    the encoding and the finds about 1. The ``k``-th high surrogate (from 0) at code unit ``u`` is character
+    ``u - k``. O(len(text)) in C plus O(characters found)."""
+    data = _UTF16(text)[0]
+    units: list[int] = []
+    for byte in _HIGH_SURROGATES:
+        i = data.find(byte)
+        while i >= 0:
+            if i & 1:  # a code unit's high byte (little-endian), not the low byte of some other character
+                units.append(i >> 1)
+            i = data.find(byte, i + 1)
+    units.sort()
+    return [pos + u - k for k, u in enumerate(units)]
 
 
 def units_of(text: str, utf16: bool) -> int:
@@ -178,7 +197,7 @@ class TextStore:
         self._parts.clear()
         end = pos + len(line) + 1
         if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
-            self._astral.extend([pos + m.start() for m in _ASTRAL.finditer(line)])
+            self._astral.extend(astral_positions(line, pos))
         self.cur_pos = end
         self.cur_cum = cum
 
@@ -194,10 +213,8 @@ class TextStore:
             kept.extend(lines)
         self._parts.clear()
         if cum - self.cur_cum != end - pos:  # characters outside the BMP (UTF-16): where they are
-            astral, find = self._astral, _ASTRAL.search
-            for at, line in zip(starts, lines, strict=True):
-                if not line.isascii() and find(line):  # (most lines past ASCII are inside the BMP)
-                    astral.extend([at + m.start() for m in _ASTRAL.finditer(line)])
+            # the lines are contiguous, each followed by its newline: joined, index i is position pos + i
+            self._astral.extend(astral_positions("\n".join(lines), pos))
         self.cur_pos = end
         self.cur_cum = cum
 
@@ -222,9 +239,11 @@ class TextStore:
         k = bisect_right(starts, a, self.lo) - 1
         j = bisect_right(starts, b - 1, k) - 1  # the line that holds the last character
         at = starts[k]
-        if k == j:
-            return (lines[k] + "\n")[a - at : b - at]
-        return ("\n".join(lines[k : j + 1]) + "\n")[a - at : b - at]  # the lines are contiguous: one join
+        text = lines[k] if k == j else "\n".join(lines[k : j + 1])  # the lines are contiguous: one join
+        lo, hi = a - at, b - at
+        if hi > len(text):  # up to the last line's newline
+            text += "\n"
+        return text if lo == 0 and hi == len(text) else text[lo:hi]  # (a chunk from a line's start: no copy)
 
     def slice(self, a: int, b: int) -> str:
         """Text between absolute positions ``a`` and ``b`` (both inside the store; empty when ``a >= b``)."""
