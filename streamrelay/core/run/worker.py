@@ -49,8 +49,9 @@ class ActiveRun:
     opened_at_s: float = 0.0
     """When its worker started, on the relay's clock (seconds): its duration counts from there."""
     task: asyncio.Task[None] | None = None
-    quiet_s: float = 0.0
-    """How long the agent had been quiet when the run was resumed (its idle timeout counts from its last line)."""
+    taking: int = 0
+    """How many requests took lines (or a stop, a decision) of this run that are not handed over yet (being
+    journaled): while any is, the run is not closed by its idle timeout (:meth:`hold`)."""
     closing: str | None = None
     """Why the run takes no more lines (its agent went quiet and it is being closed), or None."""
     end_seq: int | None = None
@@ -76,6 +77,20 @@ class ActiveRun:
     def __post_init__(self) -> None:
         self.run = self.controller.run
         self.approvals = self.controller.approvals
+
+    def hold(self) -> None:
+        """A request took lines of this run (they passed :meth:`closed_to`) and journals them: the idle timeout
+        waits until they are handed over (:meth:`release`). Before, an idle close that fell due while a busy
+        machine's journal write was under way closed the run without them, though they were answered 200 and
+        journaled (chaos seed 23, run 643: the chat 22 characters short, their replay refused 409 "not taken")."""
+        self.taking += 1
+
+    def release(self) -> None:
+        """The request that :meth:`hold` its lines handed them over (or the journal refused them): the worker looks
+        again at its idle timeout."""
+        self.taking -= 1
+        if not self.taking:
+            self.queue.nudge()
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq
@@ -129,7 +144,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
     stage_deadline = controller.stage_deadline  # the stage's timers are its delivery mode's
     stage_handle: Callable[[RunEvent], None] = controller.stage_handle
     gate_deadline, take, waiter_of = gate.deadline, queue.take, queue.waiter
-    last_event_at = clock.now() - run.quiet_s
+    last_event_at = clock.now()  # a resumed run too: its idle time counts afresh from the resume (issue 24, item 6)
     try:
         if await _catch_up(run, last_event_at):
             return
@@ -137,10 +152,13 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
             # What the worker awaits: its next events, or its first deadline (the stage's timers, a ``seq`` gap's,
             # the idle timeout at ``idle_at``). Written out here, not in a call: a run fed one event a request
             # comes round this loop once per event.
-            idle_at = deadline = last_event_at + idle_s
-            if (due := stage_deadline()) is not None and due < deadline:
+            # While a request journals lines of the run (``taking``), it has no idle deadline: their hand-over, or
+            # the journal's refusal, wakes it (ActiveRun.release).
+            idle_at = last_event_at + idle_s
+            deadline: float | None = None if run.taking else idle_at
+            if (due := stage_deadline()) is not None and (deadline is None or due < deadline):
                 deadline = due
-            if (due := gate_deadline()) is not None and due < deadline:
+            if (due := gate_deadline()) is not None and (deadline is None or due < deadline):
                 deadline = due
             if (waiter := waiter_of(deadline, clock)) is not None:
                 await waiter
@@ -170,12 +188,19 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float) -> None:
 
 
 async def _timers(run: ActiveRun, clock: Clock, idle_at: float, idle_s: float) -> bool:
-    """The worker woke with no event: the run is closed when it has been quiet since ``idle_at``, else time passed
-    for its stage (a coalescer's idle gap) and its ``seq`` gaps; True when the run was finalized."""
+    """The worker woke with no event: the run is closed when it has been quiet since ``idle_at`` and no request is
+    journaling lines of it, else time passed for its stage (a coalescer's idle gap) and its ``seq`` gaps; True when
+    the run was finalized.
+
+    Closed "with what it had": every line it took. From here no line is taken (:meth:`ActiveRun.closed_to`), none
+    is in flight (``taking``) nor waiting in the inbox (the worker found it empty), and the events a ``seq`` gap
+    still holds are released first (the gap reported), so the run's last ``seq`` covers every line answered 200
+    and a replay of one is acknowledged, never refused as "not taken"."""
     controller = run.controller
-    if clock.now() >= idle_at:
+    if not run.taking and clock.now() >= idle_at:
         run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
-        await controller.end(Quiet(idle_s), gaps=run.gate.gaps)
+        ending = _feed(controller, join_deltas(run.gate.release_held()))
+        await controller.end(ending if ending is not None else Quiet(idle_s), gaps=run.gate.gaps)
         return True
     controller.tick()
     return await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps)
