@@ -298,8 +298,17 @@ class _Run:
     ended: bool = False
     closing: str | None = None
     put: list[Any] = field(default_factory=list)
+    taking: int = 0
+    """ActiveRun.hold / release: the decision held the run from its idle close while it was journaled."""
+
+    def hold(self) -> None:
+        self.taking += 1
+
+    def release(self) -> None:
+        self.taking -= 1
 
     async def put_all(self, events: list[Any]) -> None:
+        assert self.taking == 1  # handed over while held
         self.put += events
 
 
@@ -324,7 +333,7 @@ async def test_a_decision_is_journaled_once_and_a_second_answers_the_first() -> 
     key, answer = await decide(adm, "r1", approval_short("r1", "a1"), "deny", "telegram:user:1", now=10.0)  # type: ignore[arg-type]
     assert (key, answer["decision"], answer["approved"], answer["by"]) == ("r1", "denied", False, "telegram:user:1")
     assert [json.loads(line)["kind"] for line in adm.journal.lines] == ["approval.decision"]
-    assert adm.runs["r1"].put == [approval.decision]
+    assert adm.runs["r1"].put == [approval.decision] and adm.runs["r1"].taking == 0
     with pytest.raises(DecisionRefused) as second:
         await decide(adm, "r1", "a1", "approve", "telegram:user:1", now=11.0)  # type: ignore[arg-type]
     assert second.value.status == 409 and second.value.approval["decision"] == "denied"
@@ -344,7 +353,7 @@ async def test_an_unwritable_journal_decides_nothing() -> None:
     adm, approval = admission(fail=True)
     with pytest.raises(OSError):
         await decide(adm, "r1", "a1", "approve", "telegram:user:1", now=1.0)  # type: ignore[arg-type]
-    assert approval.decision is None and adm.runs["r1"].put == []
+    assert approval.decision is None and adm.runs["r1"].put == [] and adm.runs["r1"].taking == 0
 
 
 def test_a_replayed_decision_is_taken_once() -> None:

@@ -108,6 +108,11 @@ class SeqGate:
         """Release held events past the gap timeout, recording the gap."""
         if self._held_since is None or now < self._held_since + self.gap_timeout_s:
             return []
+        return self.release_held()
+
+    def release_held(self) -> list[RunEvent]:
+        """Release every held event now, in order, recording the gaps before them (the run closes: what it took is
+        shown, never held back for a ``seq`` that did not come)."""
         out: list[RunEvent] = []
         while self._held:
             self._skip_consumed()

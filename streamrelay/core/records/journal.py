@@ -76,8 +76,9 @@ class Journal(Protocol):
     async def quiet_s(self, run: str) -> float | None:
         """How long ``run``'s agent has been quiet: seconds (>= 0) since its newest line was accepted, on a clock no
         wall-clock jump moves (:func:`core.clock.boot_seconds` on the same boot; Redis's clock for Redis), or None
-        without lines or when the journal cannot tell (its lines were written on another boot): a resumed run's idle
-        timeout counts from there, and from the resume (afresh) when None."""
+        without lines or when the journal cannot tell (its lines were written on another boot). What an operator or
+        a test reads of a run's silence: the relay does not start a resumed run's idle timeout from it (the time the
+        sidecar was down is not its agent's silence: it counts afresh from the resume, issue 24 item 6)."""
         ...
 
     async def finish(self, run: str, last_seq: int | None) -> None:

@@ -317,12 +317,16 @@ async def decide(
         run=run_key, id=approval.request.id, decision=outcome, approved=approved, by=by, at=round(now, 3)
     )
     approval.decision = event  # decided at once: a second press meanwhile gets the 409
+    run.hold()  # not closed by its idle timeout before the decision is handed over
     try:
-        await admission.journal.append([JournalEntry(run_key, json.dumps(event_to_json(event)))])
-    except Exception:
-        approval.decision = None  # not journaled: not decided (the caller answers 503, press again)
-        raise
-    await run.put_all([event])
+        try:
+            await admission.journal.append([JournalEntry(run_key, json.dumps(event_to_json(event)))])
+        except Exception:
+            approval.decision = None  # not journaled: not decided (the caller answers 503, press again)
+            raise
+        await run.put_all([event])
+    finally:
+        run.release()
     return run_key, approval.to_json(run_key)
 
 

@@ -99,6 +99,10 @@ class Inbox(Generic[T]):
             self._items.append(item)
         self._ready.set()
 
+    def nudge(self) -> None:
+        """Wake the worker with nothing added (something it waits on besides items changed: it looks again)."""
+        self._ready.set()
+
     def take(self, limit: int) -> list[T]:
         """Up to ``limit`` items, oldest first ([] when empty); puts waiting for room go on."""
         items = self._items

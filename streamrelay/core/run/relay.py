@@ -76,6 +76,14 @@ def _line_text(obj: Any, raw: str | None) -> str:
     return json.dumps(obj, default=_json_default)
 
 
+def _held(run: ActiveRun, held: dict[int, ActiveRun]) -> None:
+    """``run`` took a line of this batch: held from its idle close (:meth:`ActiveRun.hold`) once per batch, as it
+    takes it (no await since it passed :meth:`ActiveRun.closed_to`)."""
+    if id(run) not in held:
+        held[id(run)] = run
+        run.hold()
+
+
 def _stage_group(
     lines: Sequence[tuple[Any, str | None]],
     start: int,
@@ -220,13 +228,17 @@ class Relay:
             if (taken := admission.take_delta(obj, run_hint)) is not None:  # the common line: a plain text delta
                 run, event = taken
                 entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
+                run.taking += 1  # ActiveRun.hold, written out: no idle close until it is handed over
                 try:
-                    await self._journal.append((entry,))
-                except Exception:
-                    await self._undo((entry,), [(run, (event,))], () if mark is None else (mark,))
-                    raise
-                if not (run.opened and run.queue.offer((event,))):  # ActiveRun.offer, written out
-                    await self._hand_over([(run, [event])], replay=False)
+                    try:
+                        await self._journal.append((entry,))
+                    except Exception:
+                        await self._undo((entry,), [(run, (event,))], () if mark is None else (mark,))
+                        raise
+                    if not (run.opened and run.queue.offer((event,))):  # ActiveRun.offer, written out
+                        await self._hand_over([(run, [event])], replay=False)
+                finally:
+                    run.release()
                 return [ONE_EVENT]
             group = admission.take_raw(lines, 0, run_hint, replay=False)  # (else admission.accept takes it, in _take)
             if group is not None:
@@ -235,13 +247,18 @@ class Relay:
                 # Taken (not refused, not dropped): a delta's result is the shared ONE_EVENT.
                 if result is ONE_EVENT or (type(result) is LineResult and result.dropped is None):
                     entry = new_entry((run.run, raw if raw is not None else _line_text(obj, raw)))
+                    run.hold()
                     try:
-                        await self._journal.append((entry,))
-                    except Exception:
-                        await self._undo((entry,), [(run, events)] if events else (), () if mark is None else (mark,))
-                        raise
-                    if events and not (run.opened and run.queue.offer(events)):  # ActiveRun.offer, written out
-                        await self._hand_over([(run, events)], replay=False)
+                        try:
+                            await self._journal.append((entry,))
+                        except Exception:
+                            undone = [(run, events)] if events else ()
+                            await self._undo((entry,), undone, () if mark is None else (mark,))
+                            raise
+                        if events and not (run.opened and run.queue.offer(events)):  # ActiveRun.offer, written out
+                            await self._hand_over([(run, events)], replay=False)
+                    finally:
+                        run.release()
                 return results
         return await self._take(lines, run_hint, replay=False)
 
@@ -269,7 +286,8 @@ class Relay:
     async def resume(self) -> list[str]:
         """Rebuild every run the journal holds unfinished (after a restart) by replaying its lines; each then
         goes on by itself: reconciled with the ledger, finalized when its ``end`` was journaled, else closed after
-        ``run_idle_timeout_s`` (counted from its last line) unless its agent sends more. A run that cannot be
+        ``run_idle_timeout_s`` counted afresh from the resume (issue 24, item 6: the time the sidecar was down is not
+        its agent's silence) unless its agent sends more. A run that cannot be
         rebuilt (its channel is gone, a line no longer parses) is logged and dropped alone. Returns the resumed ids."""
         resumed: list[str] = []
         for run_id in await self._journal.unfinished():
@@ -305,12 +323,9 @@ class Relay:
         lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
         # The run.start first: a concurrent request of the same run may have been committed before it.
         lines.sort(key=lambda item: 0 if isinstance(item[0], dict) and item[0].get("kind") == "run.start" else 1)
-        quiet_s = await self._journal.quiet_s(run_id)
         results = await self._take(lines, run_id, replay=True)
         problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
         if run_id in self._runs:
-            if quiet_s is not None:  # quiet since its last line, not since the restart (never a wall-clock jump)
-                self._runs[run_id].quiet_s = quiet_s
             if problems:
                 _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
             return True
@@ -327,8 +342,32 @@ class Relay:
         results: list[LineResult | IngestError] = []
         staged: list[tuple[ActiveRun, Sequence[RunEvent]]] = []
         entries: list[JournalEntry] = []
-        admission = self._admission
         marks: dict[str, _Mark] = {}  # what admission knew of each run before this batch (undone if not journaled)
+        held: dict[int, ActiveRun] = {}  # the runs this batch took lines of, held from their idle close (by id)
+        try:
+            await self._take_into(lines, run_hint, replay, results, staged, entries, marks, held)
+            if entries and not replay:
+                await self._journal_or_undo(entries, staged, marks)
+            await self._hand_over(staged, replay=replay)
+        finally:
+            for run in held.values():
+                run.release()
+        return results
+
+    async def _take_into(
+        self,
+        lines: Sequence[tuple[Any, str | None]],
+        run_hint: str | None,
+        replay: bool,
+        results: list[LineResult | IngestError],
+        staged: list[tuple[ActiveRun, Sequence[RunEvent]]],
+        entries: list[JournalEntry],
+        marks: dict[str, _Mark],
+        held: dict[int, ActiveRun],
+    ) -> None:
+        """Admission of a batch's lines (:meth:`_take`): each line's result, the journal entries of those taken, the
+        events to hand over, and each run that took one ``held`` (:meth:`ActiveRun.hold`) as it takes it."""
+        admission = self._admission
         i, n = 0, len(lines)
         while i < n:
             if not replay:
@@ -338,6 +377,7 @@ class Relay:
             )
             if group is not None:  # the common lines: no await
                 i = _stage_group(lines, i, group, results, entries, staged)
+                _held(group[0], held)
                 continue
             obj, raw = lines[i]
             i += 1
@@ -356,10 +396,7 @@ class Relay:
                 entries.append(JournalEntry(run.run, _line_text(obj, raw)))
                 entries += expiry_entries(run.approvals, run.run)  # its ttl_s fixed in the same append
                 staged.append((run, events))
-        if entries and not replay:
-            await self._journal_or_undo(entries, staged, marks)
-        await self._hand_over(staged, replay=replay)
-        return results
+                _held(run, held)
 
     async def _journal_or_undo(
         self, entries: list[JournalEntry], staged: list[tuple[ActiveRun, Sequence[RunEvent]]], marks: dict[str, _Mark]

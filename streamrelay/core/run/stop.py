@@ -152,12 +152,16 @@ async def stop_run(admission: Admission, run_key: str, by: str | None, reason: s
         )
     event = Stop(run=run_key, by=by, reason=reason)
     admission.take_stop(run, event)
+    run.hold()  # not closed by its idle timeout before the stop is handed over
     try:
-        await admission.journal.append([JournalEntry(run_key, json.dumps(event_to_json(event)))])
-    except Exception:
-        run.stopped = None  # not journaled: not taken (the caller answers 503 and may press again)
-        raise
-    await run.put_all([event])
+        try:
+            await admission.journal.append([JournalEntry(run_key, json.dumps(event_to_json(event)))])
+        except Exception:
+            run.stopped = None  # not journaled: not taken (the caller answers 503 and may press again)
+            raise
+        await run.put_all([event])
+    finally:
+        run.release()
     return StopState(run_key, "stopping", by, reason)
 
 

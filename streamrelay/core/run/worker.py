@@ -55,8 +55,9 @@ class ActiveRun:
     opened_at_s: float = 0.0
     """When its worker started, on the relay's clock (seconds): its duration counts from there."""
     task: asyncio.Task[None] | None = None
-    quiet_s: float = 0.0
-    """How long the agent had been quiet when the run was resumed (its idle timeout counts from its last line)."""
+    taking: int = 0
+    """How many requests took lines (or a stop, a decision) of this run that are not handed over yet (being
+    journaled): while any is, the run is not closed by its idle timeout (:meth:`hold`)."""
     closing: str | None = None
     """Why the run takes no more lines (its agent went quiet and it is being closed), or None."""
     end_seq: int | None = None
@@ -84,6 +85,20 @@ class ActiveRun:
     def __post_init__(self) -> None:
         self.run = self.controller.run
         self.approvals = self.controller.approvals
+
+    def hold(self) -> None:
+        """A request took lines of this run (they passed :meth:`closed_to`) and journals them: the idle timeout
+        waits until they are handed over (:meth:`release`). Before, an idle close that fell due while a busy
+        machine's journal write was under way closed the run without them, though they were answered 200 and
+        journaled (chaos seed 23, run 643: the chat 22 characters short, their replay refused 409 "not taken")."""
+        self.taking += 1
+
+    def release(self) -> None:
+        """The request that :meth:`hold` its lines handed them over (or the journal refused them): the worker looks
+        again at its idle timeout."""
+        self.taking -= 1
+        if not self.taking:
+            self.queue.nudge()
 
     def end_taken(self, seq: int | None) -> None:
         self.ended, self.end_seq = True, seq
@@ -146,7 +161,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float, close_idle: CloseIdl
     stage_deadline = controller.stage_deadline  # the stage's timers are its delivery mode's
     stage_handle: Callable[[RunEvent], None] = controller.stage_handle
     gate_deadline, take, waiter_of = gate.deadline, queue.take, queue.waiter
-    last_event_at = clock.now() - run.quiet_s
+    last_event_at = clock.now()  # a resumed run too: its idle time counts afresh from the resume (issue 24, item 6)
     try:
         if await _catch_up(run, last_event_at):
             return
@@ -154,10 +169,12 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float, close_idle: CloseIdl
             # What the worker awaits: its next events, or its first deadline (the stage's timers, a ``seq`` gap's,
             # the idle timeout). Written out here, not in a call: a run fed one event a request
             # comes round this loop once per event.
-            deadline = last_event_at + idle_s
-            if (due := stage_deadline()) is not None and due < deadline:
+            # While a request journals lines of the run (``taking``), it has no idle deadline: their hand-over, or
+            # the journal's refusal, wakes it (ActiveRun.release).
+            deadline: float | None = None if run.taking else last_event_at + idle_s
+            if (due := stage_deadline()) is not None and (deadline is None or due < deadline):
                 deadline = due
-            if (due := gate_deadline()) is not None and due < deadline:
+            if (due := gate_deadline()) is not None and (deadline is None or due < deadline):
                 deadline = due
             if (waiter := waiter_of(deadline, clock)) is not None:
                 await waiter
@@ -202,29 +219,33 @@ async def _timers(
     run: ActiveRun, clock: Clock, last_event_at: float, idle_s: float, close_idle: CloseIdle
 ) -> float | None:
     """The worker woke with no event: the run is closed when it has been quiet for ``idle_s`` since
-    ``last_event_at``, unless it waits for a person (:func:`_awaits_person`: its quiet time starts again now), else
-    time passed for its stage (a coalescer's idle gap) and its ``seq`` gaps. Returns None when the run was finalized,
-    else when its quiet time counts from.
+    ``last_event_at`` and no request is journaling lines of it, unless it waits for a person
+    (:func:`_awaits_person`: its quiet time starts again now), else time passed for its stage (a coalescer's idle
+    gap) and its ``seq`` gaps. Returns None when the run was finalized, else when its quiet time counts from.
 
-    The close passes its commit point first (``close_idle``); lines accepted before it (on replicas: appended to the
-    input stream in the instant before the mark) are taken, then the run is closed with nothing awaited in between,
-    so admission never takes a line into a run that is closing."""
+    Closed "with what it had": every line it took. The close passes its commit point first (``close_idle``); lines
+    accepted before it (on replicas: appended to the input stream in the instant before the mark) are taken, and
+    the events a ``seq`` gap still holds are released (the gap reported), again until nothing more comes, so the
+    run's last ``seq`` covers every line answered 200 and a replay of one is acknowledged, never refused as "not
+    taken". Then the run is closed with nothing awaited in between: admission never takes a line into a run that is
+    closing."""
     controller = run.controller
-    if clock.now() >= last_event_at + idle_s:
+    if not run.taking and clock.now() >= last_event_at + idle_s:
         if _awaits_person(run):
             return clock.now()
+        ending: End | Stop | None = None
         took = True
-        while took:  # again after lines were taken: the mark names the last seq the run took
+        while took and ending is None:  # again after lines were taken: the mark names the last seq the run took
             await close_idle(run.run, run.gate.last)
             took = False
-            while batch := run.queue.take(BATCH):
+            while ending is None and (batch := run.queue.take(BATCH)):
                 took = True
                 ending = _took(run, batch, controller.stage_handle, clock.now())
-                if ending is not None:
-                    await controller.end(ending, gaps=run.gate.gaps)
-                    return None
+            if ending is None and (held := run.gate.release_held()):
+                took = True
+                ending = _feed(controller, join_deltas(held))
         run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
-        await controller.end(Quiet(idle_s), gaps=run.gate.gaps)
+        await controller.end(ending if ending is not None else Quiet(idle_s), gaps=run.gate.gaps)
         return None
     controller.tick()
     if await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps):
