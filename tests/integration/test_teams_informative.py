@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -65,9 +66,8 @@ async def _run(chat: str) -> tuple[list[RecordedCall], list[tuple[Any, str]], di
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"}
     try:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
-            posted = await client.post(
-                f"/v1/runs/{run}/events", content=paced(case_events(case, run, target, None), time.monotonic())
-            )
+            lines = case_events(case, run, target, Path(__file__).parent)  # no stream file: the folder is unused
+            posted = await client.post(f"/v1/runs/{run}/events", content=paced(lines, time.monotonic()))
             assert posted.status_code == 200, posted.text
             report = (await client.get(f"/v1/runs/{run}", params={"wait_s": 30})).json()
         return list(mock.calls), list(mock.visible(target.chat_id)), report
