@@ -315,6 +315,33 @@ class NativeStreaming(Protocol):
 
 
 @runtime_checkable
+class StreamStatus(Protocol):
+    """Status lines shown on a native stream, optional: an adapter whose platform shows a progress line in its
+    stream (Teams' *informative* updates, https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux:
+    a ``typing`` activity with ``streamType`` ``informative``, at most 1,000 characters, before and between the
+    streaming chunks) implements this as well as :class:`NativeStreaming`.
+
+    The delivery machine calls it only while the run streams natively and its answer's stream is open or about to
+    open (no answer part yet), with the run's latest status (a phase, a ``status`` event, a tool starting, a
+    sub-agent's line). A status line is cosmetic: every outcome but done drops it (a 429 waits and sends the latest
+    line later), it is never in the ledger and never sent after the run's final.
+    """
+
+    status_chars: int
+    """The most characters one status line may have (Teams: 1,000); the core cuts a longer line with an ellipsis."""
+
+    async def stream_status(self, target: Target, text: str) -> None:
+        """Show ``text`` as the status line of the stream open for ``target``, opening one with it when none is
+        (the answer's :meth:`NativeStreaming.stream_start` then goes on in that stream)."""
+        ...
+
+    async def stream_status_end(self, target: Target) -> None:
+        """At the run's end: a stream that only ever showed status lines (its answer went as a message, or there
+        was none) is taken down, so no progress line outlives the run and the chat's next stream may open."""
+        ...
+
+
+@runtime_checkable
 class Threads(Protocol):
     """Side conversations anchored at a message, optional: an adapter whose platform has threads implements
     this, so ``subagents = "thread"`` can show each sub-agent's preview in its own thread.

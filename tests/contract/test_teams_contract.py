@@ -390,6 +390,60 @@ async def test_an_informative_start_shows_no_text_and_is_at_most_1000_characters
     assert shown(mock, str(PERSONAL.chat_id)) == ["The answer, whole."]
 
 
+async def test_status_lines_open_the_stream_as_informative_updates_and_the_answer_goes_on_in_it(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    """StreamStatus (STREAMING_UX): a status line with no stream open opens one (informative, streamSequence 1); the
+    answer's stream_start continues that stream (streaming, the next sequence) and returns its id; a status line
+    between chunks is an informative update; the final completes the one activity; the end then takes nothing down."""
+    assert teams.status_chars == 1000
+    await teams.stream_status(PERSONAL, "Searching the docs…")
+    handle = await teams.stream_start(PERSONAL, "Refunds", TextFormat.PLAIN)
+    await teams.stream_status(PERSONAL, "using lookup")
+    await teams.stream_update(PERSONAL, handle, "Refunds", "Refunds take five days", TextFormat.PLAIN)
+    await teams.stream_finish(PERSONAL, handle, "", "Refunds take five days.", TextFormat.PLAIN)
+    await teams.stream_status_end(PERSONAL)
+    assert stream_calls(mock) == [
+        "stream start (informative)",
+        "stream streaming #2",
+        "stream informative #3",
+        "stream streaming #4",
+        "stream final",
+    ]
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Refunds take five days."]
+    assert {c.message_id for c in mock.calls if c.method == "sendToConversation"} == {handle}
+
+
+async def test_a_stream_of_status_lines_alone_is_taken_down_at_the_end_and_the_chat_may_stream_again(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    await teams.stream_status(PERSONAL, "Searching the docs…")
+    await teams.stream_status_end(PERSONAL)
+    assert [c.method for c in mock.calls][-1] == "deleteActivity"
+    handle = await teams.stream_start(PERSONAL, "A new stream", TextFormat.PLAIN)  # Teams allows one open stream
+    await teams.stream_finish(PERSONAL, handle, "", "A new stream.", TextFormat.PLAIN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["A new stream."]
+
+
+async def test_an_old_stream_of_status_lines_is_replaced_and_none_goes_on_an_answer_near_its_time(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    now = [1000.0]
+    teams.clock = lambda: now[0]
+    await teams.stream_status(PERSONAL, "Searching the docs…")
+    now[0] += 60  # older than half the stream's time: the answer opens its own, so it has room to stream
+    handle = await teams.stream_start(PERSONAL, "Refunds", TextFormat.PLAIN)
+    assert stream_calls(mock) == ["stream start (informative)", "stream start (streaming)"]
+    informative = next(c for c in mock.calls if c.description == "stream start (informative)")
+    deleted = next(c for c in mock.calls if c.method == "deleteActivity")
+    assert deleted.message_id == informative.message_id != handle
+    now[0] += 106
+    with pytest.raises(NativeUnavailableError, match="two minutes"):  # dropped by the core; the answer goes on
+        await teams.stream_status(PERSONAL, "using lookup")
+    with pytest.raises(NativeUnavailableError, match="one-on-one"):
+        await teams.stream_status(GROUP, "Searching")
+
+
 async def test_agent_text_never_mentions_anyone_even_where_mentions_are_allowed(mock: MockTeams) -> None:
     """A Teams mention notifies only with a ``mention`` entity naming the person's id; agent text carries no id, so
     the adapter sends none, with ``allow_mentions`` or without (docs/platforms.md, Microsoft Teams)."""

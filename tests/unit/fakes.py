@@ -513,10 +513,15 @@ class MemoryChat:
 
 
 def delivery_machine(
-    book: SlotBook | None = None, *, control: StopControl | None = None, native: bool = False
+    book: SlotBook | None = None,
+    *,
+    control: StopControl | None = None,
+    native: bool = False,
+    status_chars: int | None = None,
 ) -> DeliveryMachine:
     """A conversation's delivery machine on nothing but a manual clock at 100 s: run ``r1`` to chat 7 (``book``, or a
-    new one), a 60 s retry window, no native stream refresh, no exclusive bot; the Stop ``control`` when given."""
+    new one), a 60 s retry window, no native stream refresh, no exclusive bot; the Stop ``control`` when given;
+    status lines on the native stream of at most ``status_chars`` when given (:class:`core.ports.StreamStatus`)."""
     clock = ManualClock(100.0)
     return DeliveryMachine(
         book=book or SlotBook("r1", 0.0, native),
@@ -529,4 +534,5 @@ def delivery_machine(
         exclusive_bot=False,
         requester=Requester.of("r1"),
         control=control,
+        status_chars=status_chars,
     )

@@ -58,6 +58,7 @@ from streamrelay.core.errors import (
     MessageFrozenError,
     NativeUnavailableError,
     PermanentDeliveryError,
+    TargetNotFoundError,
     UnreadableAnswerError,
 )
 from streamrelay.core.events import Target
@@ -95,6 +96,11 @@ STREAM_LIMIT_S = 105.0
 """A stream must be finished within two minutes (STREAMING_UX, error codes): past this many seconds since its start
 the adapter finishes it with what it shows and the rest goes on in a new message (15 s of margin for the last
 calls, a 429's wait and a clock that is not Teams')."""
+INFORMATIVE_CHARS = 1_000
+"""An informative update (a stream's status line) is at most 1,000 characters (STREAMING_UX)."""
+ADOPT_S = STREAM_LIMIT_S / 2
+"""A stream opened by status lines is the answer's only while it is younger than this (seconds): an older one is
+taken down and the answer opens its own, so it keeps at least this long before the stream's time limit."""
 NOT_PERSONAL = "Teams streams bot messages only in one-on-one chats (a:... conversations)"
 _MAX_STREAMS = 256
 """Open streams remembered per adapter (one per personal chat at a time in Teams)."""
@@ -110,6 +116,9 @@ class _Stream:
     sequence: int
     started: float
     streamed: str
+    status_only: bool = False
+    """Opened by a status line (an informative update) and not yet the answer's: :meth:`TeamsAdapter.stream_start`
+    goes on in it, :meth:`TeamsAdapter.stream_status_end` takes it down."""
 
 
 def is_channel(conversation: str) -> bool:
@@ -144,6 +153,8 @@ class TeamsAdapter:
     """The final message completes the streamed activity in place (same id)."""
     settles_start = False
     """A stream start whose answer was lost cannot be found out (no history): its first words are reported."""
+    status_chars = INFORMATIVE_CHARS
+    """A stream's status line (informative update) is at most 1,000 characters (:class:`core.ports.StreamStatus`)."""
 
     perform = perform_call
     """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`)."""
@@ -437,6 +448,9 @@ class TeamsAdapter:
         if reason is not None:
             raise NativeUnavailableError(f"teams: {reason}", platform=PLATFORM, target=conversation)
         body = self._stream_text(text)
+        opened = await self._status_stream(target)
+        if opened is not None:  # status lines opened the stream: the answer goes on in it (STREAMING_UX)
+            return await self._adopt(target, opened, body)
         info = {"streamType": "streaming", "streamSequence": 1}
         fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
         try:
@@ -450,6 +464,116 @@ class TeamsAdapter:
         while len(self._streams) > _MAX_STREAMS:
             self._streams.popitem(last=False)
         return str(stream_id)
+
+    def _latest_stream(self, conversation: str) -> tuple[str, _Stream] | None:
+        """The newest stream open here in ``conversation`` (Teams has one at a time in a chat), or None."""
+        for (chat, handle), stream in reversed(self._streams.items()):
+            if chat == conversation:
+                return handle, stream
+        return None
+
+    async def _status_stream(self, target: Target) -> tuple[str, _Stream] | None:
+        """The stream of status lines alone open in ``target``'s chat, young enough to be the answer's; an older one
+        is taken down first (:data:`ADOPT_S`)."""
+        latest = self._latest_stream(str(target.chat_id))
+        if latest is None or not latest[1].status_only:
+            return None
+        if self.clock() - latest[1].started < ADOPT_S:
+            return latest
+        await self._take_down(target, latest[0])
+        return None
+
+    async def _take_down(self, target: Target, handle: str) -> None:
+        """Delete the stream of status lines ``handle`` (Delete Activity); one already gone is left so."""
+        self._streams.pop((str(target.chat_id), handle), None)
+        with contextlib.suppress(TargetNotFoundError):
+            await self.delete_message(target, handle)
+
+    async def _adopt(self, target: Target, opened: tuple[str, _Stream], body: str) -> str:
+        """The answer's first chunk ``body`` in the stream status lines opened (the next ``streamSequence``): the
+        stream is the answer's from now on; its id is the handle. A refusal is native streaming refused (the stream
+        ended: its time, the person's Stop), like a fresh start's."""
+        handle, stream = opened
+        conversation = str(target.chat_id)
+        stream.sequence += 1  # taken before the call: an answer lost on the way never makes a sequence repeat
+        info = {"streamId": handle, "streamType": "streaming", "streamSequence": stream.sequence}
+        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            await self._stream_call(target, fields, creates=True)
+        except StreamRefused as exc:
+            self._streams.pop((conversation, handle), None)
+            raise NativeUnavailableError(str(exc), platform=PLATFORM, target=conversation) from None
+        stream.streamed, stream.status_only = body, False
+        return handle
+
+    # -------------------------------------------------------------- StreamStatus
+
+    async def stream_status(self, target: Target, text: str) -> None:
+        """Show ``text`` (at most :data:`INFORMATIVE_CHARS`, the core cuts it) as the stream's status line: an
+        informative update, a ``typing`` activity with a ``streaminfo`` entity of ``streamType`` ``informative`` and
+        the next ``streamSequence``, in the chat's open stream; with none open, it opens one (``streamSequence`` 1,
+        no ``streamId``), which the answer's :meth:`stream_start` goes on in (STREAMING_UX). Paced by the channel's
+        ``stream`` budget like the stream's chunks. Cosmetic: the core drops it unless done.
+
+        Raises:
+            core.errors.NativeUnavailableError: not a personal chat, the answer's stream is past its time, or Teams
+                refused it (the stream ended): the core drops the line (the answer's own calls find out the rest).
+            core.errors.DeliveryError: another subclass (429: the stream's pace).
+        """
+        conversation = str(target.chat_id)
+        reason = self.native_refusal(target)
+        if reason is not None:
+            raise NativeUnavailableError(f"teams: {reason}", platform=PLATFORM, target=conversation)
+        body = strip_invisible(text)[:INFORMATIVE_CHARS]
+        latest = self._latest_stream(conversation)
+        if latest is not None and self.clock() - latest[1].started >= STREAM_LIMIT_S:
+            if not latest[1].status_only:
+                raise NativeUnavailableError(
+                    f"teams: stream {latest[0]} is near its two minutes ({STREAMING_UX}): no status line on it",
+                    platform=PLATFORM,
+                    target=conversation,
+                )
+            await self._take_down(target, latest[0])
+            latest = None
+        if latest is None:
+            await self._open_status_stream(target, body)
+            return
+        handle, stream = latest
+        stream.sequence += 1  # taken before the call: an answer lost on the way never makes a sequence repeat
+        info = {"streamId": handle, "streamType": "informative", "streamSequence": stream.sequence}
+        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            await self._stream_call(target, fields, creates=False)
+        except StreamRefused as exc:
+            raise self._stream_ended(target, handle, exc) from None
+
+    async def _open_status_stream(self, target: Target, body: str) -> None:
+        """Open the chat's stream with the informative update ``body`` (``streamSequence`` 1)."""
+        conversation = str(target.chat_id)
+        info = {"streamType": "informative", "streamSequence": 1}
+        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
+        try:
+            sent = await self._stream_call(target, fields, creates=True)
+        except StreamRefused as exc:
+            raise NativeUnavailableError(str(exc), platform=PLATFORM, target=conversation) from None
+        stream_id = getattr(sent, "id", None)
+        if not stream_id or stream_id == _PLACEHOLDER:
+            raise UnreadableAnswerError("teams status line: no stream id", platform=PLATFORM, target=conversation)
+        self._streams[(conversation, str(stream_id))] = _Stream(1, self.clock(), "", status_only=True)
+        while len(self._streams) > _MAX_STREAMS:
+            self._streams.popitem(last=False)
+
+    async def stream_status_end(self, target: Target) -> None:
+        """At the run's end: a stream that showed status lines alone (the answer went as a message, or there was
+        none) is deleted, so its progress line does not stay and the chat's next stream may open (Teams has one
+        open stream in a chat at a time, STREAMING_UX). Nothing when the answer streamed in it.
+
+        Raises:
+            core.errors.DeliveryError: the delete failed (the stream then ends by its two minutes).
+        """
+        latest = self._latest_stream(str(target.chat_id))
+        if latest is not None and latest[1].status_only:
+            await self._take_down(target, latest[0])
 
     async def stream_update(self, target: Target, handle: str, shown: str, text: str, fmt: TextFormat) -> None:
         """Make the stream show ``text``: a ``typing`` activity naming the stream with the next ``streamSequence``,

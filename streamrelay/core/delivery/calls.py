@@ -152,6 +152,30 @@ class StreamCancel:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamInform:
+    """Show ``text`` as the status line of the native stream open (or about to open) for ``target``
+    (:meth:`~core.ports.StreamStatus.stream_status`: Teams' informative update); paced with the stream's updates;
+    done: None. Cosmetic: never in the ledger, dropped unless done (:func:`core.delivery.machine.status_rule`)."""
+
+    target: Target
+    text: str
+    kind: ClassVar[CallKind] = CallKind.STREAM_UPDATE
+    method: ClassVar[str] = "stream_status"
+    creates: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInformEnd:
+    """At the run's end, take down a stream that only showed status lines
+    (:meth:`~core.ports.StreamStatus.stream_status_end`); done: None."""
+
+    target: Target
+    kind: ClassVar[CallKind] = CallKind.STREAM_FINISH
+    method: ClassVar[str] = "stream_status_end"
+    creates: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
 class TypingOn:
     """Show the typing indicator once (:meth:`~core.ports.ChannelAdapter.send_typing`)."""
 
@@ -209,6 +233,8 @@ Call = (
     | StreamAppend
     | StreamStop
     | StreamCancel
+    | StreamInform
+    | StreamInformEnd
     | TypingOn
     | TypingOff
     | SetControl
@@ -303,8 +329,11 @@ _METHODS: dict[type[Any], Callable[[Any, Any], Awaitable[object]]] = {
     StreamAppend: lambda a, c: a.stream_update(c.target, c.handle, c.shown, c.text, c.fmt),
     StreamStop: lambda a, c: a.stream_finish(c.target, c.handle, c.shown, c.text, c.fmt),
     StreamCancel: lambda a, c: a.stream_cancel(c.target, c.handle),
+    StreamInform: lambda a, c: a.stream_status(c.target, c.text),
+    StreamInformEnd: lambda a, c: a.stream_status_end(c.target),
     SetControl: lambda a, c: a.set_stop(c.target, c.message_id, c.text, c.fmt, c.control),
     OpenThread: lambda a, c: a.open_thread(c.target, c.anchor_message_id, c.title),
 }
 """Each call class's adapter method (the port's single-attempt methods, :mod:`core.ports`): the adapter's optional
-capabilities (native streaming, threads, Stop controls) are called only when the machine decided such a call."""
+capabilities (native streaming and its status lines, threads, Stop controls) are called only when the machine
+decided such a call."""

@@ -43,6 +43,7 @@ is possible), a text that timed out as it is stays uncertain; a media item is ne
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -55,6 +56,7 @@ from streamrelay.core.delivery.calls import (
     Delete,
     Done,
     Edit,
+    NotDone,
     OpenThread,
     SendMedia,
     SendText,
@@ -62,10 +64,13 @@ from streamrelay.core.delivery.calls import (
     Settle,
     StreamAppend,
     StreamCancel,
+    StreamInform,
+    StreamInformEnd,
     StreamStart,
     StreamStop,
     TypingOff,
     TypingOn,
+    Unknown,
 )
 from streamrelay.core.delivery.controls import ControlPlan
 from streamrelay.core.delivery.executor import Intent
@@ -174,6 +179,63 @@ def rule_for(kind: OpKind, error: DeliveryError) -> Rule:
     raise AssertionError("the last rule matches every delivery error")
 
 
+class StatusVerdict(enum.StrEnum):
+    """What a status line's outcome comes to (:data:`STATUS_RULES`)."""
+
+    SHOWN = "shown"
+    """Done: the stream shows it."""
+    AGAIN = "again"
+    """Not done for now (a 429; the chain pauses for its ``retry_after``): the latest line is tried again after it,
+    while the stream is still open (never after its final)."""
+    DROPPED = "dropped"
+    """Refused, unknown or failed: cosmetic, so dropped (logged at debug); the next status change is tried."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRule:
+    """One row of the status lines' outcome table: an outcome class, and for a not-done/unknown one the error
+    classes it covers (empty: all)."""
+
+    outcome: type[Done] | type[NotDone] | type[Unknown]
+    errors: tuple[type[DeliveryError], ...]
+    verdict: StatusVerdict
+    why: str
+
+
+STATUS_RULES: tuple[StatusRule, ...] = (
+    StatusRule(Done, (), StatusVerdict.SHOWN, "the stream shows the line"),
+    StatusRule(NotDone, (RetryAfterTooLongError,), StatusVerdict.DROPPED, "a wait past the cap: cosmetic, dropped"),
+    StatusRule(NotDone, (RateLimitedError,), StatusVerdict.AGAIN, "429: the latest line after the pause"),
+    StatusRule(NotDone, (), StatusVerdict.DROPPED, "refused (the stream ended, not allowed, bad): dropped"),
+    StatusRule(Unknown, (), StatusVerdict.DROPPED, "may show: never sent again blind"),
+)
+"""The outcome table of :class:`~core.delivery.calls.StreamInform` (a status line on a native stream): the first
+row matching decides. A status line never changes a part, never turns native streaming off and is never in the
+ledger: the answer's calls decide that."""
+
+
+def cut_status(line: str, limit: int) -> str:
+    """``line`` within ``limit`` UTF-16 units (> 0): as it is, or cut between code points and ended with "…"."""
+    if len(line.encode("utf-16-le")) <= 2 * limit:
+        return line
+    units, end = 1, 0  # the ellipsis is one unit
+    for end, char in enumerate(line):  # noqa: B007 (end is used after the loop)
+        units += 2 if ord(char) > 0xFFFF else 1
+        if units > limit:
+            break
+    return line[:end].rstrip() + "…"
+
+
+def status_rule(result: CallResult) -> StatusRule:
+    """The row of :data:`STATUS_RULES` that decides a status line's ``result`` (the last rows match all)."""
+    for rule in STATUS_RULES:
+        if isinstance(result, rule.outcome) and (
+            not rule.errors or (not isinstance(result, Done) and isinstance(result.error, rule.errors))
+        ):
+            return rule
+    raise AssertionError("the status rules cover every outcome")
+
+
 class DeliveryMachine:
     """One conversation's delivery state and transitions (module docstring). Sans-I/O.
 
@@ -198,6 +260,8 @@ class DeliveryMachine:
         settles_start: a stream start whose outcome is unknown can be settled with the platform
             (:attr:`core.ports.NativeStreaming.settles_start`, Slack): settled below the message the part goes on
             in, and the stream's first words deleted when found; else they are reported uncertain.
+        status_chars: the adapter shows status lines on its native stream (:class:`core.ports.StreamStatus`), at
+            most this many characters each; None: it does not (no :class:`~core.delivery.calls.StreamInform`).
     """
 
     def __init__(
@@ -216,6 +280,7 @@ class DeliveryMachine:
         control: StopControl | None = None,
         finish_creates: bool = False,
         settles_start: bool = False,
+        status_chars: int | None = None,
     ) -> None:
         self.book = book
         self.run = book.run
@@ -242,6 +307,11 @@ class DeliveryMachine:
         """Which message carries the control and which may (None: no control)."""
         self.buttons = ButtonPlan(book)
         """The buttons approval parts carry (:mod:`core.delivery.buttons`)."""
+        self.status_chars = status_chars
+        self._status_sent = ""
+        """The last status line shown on the stream, or dropped (it is not tried again unless the status changes)."""
+        self.status_calls = 0
+        """Status lines shown on the stream (the run's end takes a stream of status lines alone down only then)."""
 
     @property
     def finalizing(self) -> bool:
@@ -289,6 +359,38 @@ class DeliveryMachine:
     def typing_off(self) -> TypingOff | None:
         """At the run's end: take down an indicator that would outlive it, when any was shown."""
         return TypingOff(self._target) if self.typing_calls else None
+
+    def status_due(self) -> bool:
+        """A status line is due on the native stream (:class:`~core.delivery.calls.StreamInform`): the adapter shows
+        them, the run still streams natively and is not finalizing, the run's status changed since the last line
+        tried, and the answer's stream is open or about to open (no answer part yet; never on a finished one)."""
+        if self.status_chars is None or not self.native or self.finalizing or self.book.catching_up:
+            return False
+        line = self.book.stream_status
+        if not line or line == self._status_sent:
+            return False
+        answers = [slot for slot in self.book.slots if slot.role is SlotRole.ANSWER]
+        return not answers or answers[-1].streaming
+
+    def status_call(self) -> StreamInform:
+        """The status line now due (:meth:`status_due`), cut to ``status_chars`` with an ellipsis: counted in UTF-16
+        units (what a character limit most often counts; at least the code points), cut between code points."""
+        assert self.status_chars is not None
+        return StreamInform(self._target, cut_status(self.book.stream_status, self.status_chars))
+
+    def status_applied(self, line: str, result: CallResult) -> StatusRule:
+        """The outcome of the status line ``line`` (the book's status when it was due), by :data:`STATUS_RULES`:
+        shown or dropped (not tried again until the status changes), or kept due (a 429: the chain pauses)."""
+        rule = status_rule(result)
+        if rule.verdict is not StatusVerdict.AGAIN:
+            self._status_sent = line
+        if isinstance(result, Done):
+            self.status_calls += 1
+        return rule
+
+    def status_off(self) -> StreamInformEnd | None:
+        """At the run's end: take down a stream that showed status lines alone, when any was shown."""
+        return StreamInformEnd(self._target) if self.status_calls else None
 
     # --- calls out ----------------------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 from streamrelay.core.budgets.fair import Requester
 from streamrelay.core.clock import Clock
-from streamrelay.core.delivery.calls import CallResult
+from streamrelay.core.delivery.calls import CallResult, Done
 from streamrelay.core.delivery.executor import Executor
 from streamrelay.core.delivery.machine import DeliveryMachine
 from streamrelay.core.delivery.send_chain import Grant, SendChain, Wait
@@ -46,7 +46,7 @@ from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import Op, OpKind, Outcome, Slot, delivery_fact, same_render
 from streamrelay.core.errors import OwnershipLostError
 from streamrelay.core.events import Target
-from streamrelay.core.ports import CallKind, ChannelAdapter, NativeStreaming, StopControl
+from streamrelay.core.ports import CallKind, ChannelAdapter, NativeStreaming, StopControl, StreamStatus
 from streamrelay.core.records.ledger import Ledger, PartRecord
 from streamrelay.core.records.report import PartState
 from streamrelay.core.tasks import stop
@@ -139,6 +139,7 @@ class Reconciler:
             control=control,
             finish_creates=native is not None and native.finish_creates,
             settles_start=native is not None and native.settles_start,
+            status_chars=native.status_chars if isinstance(native, StreamStatus) else None,
         )
         self.planner = self.machine.planner
         self._watchers: list[Wake] = []
@@ -231,17 +232,7 @@ class Reconciler:
             if op is None:
                 if self._closed:
                     return
-                typing_at = machine.typing_due()
-                if typing_at is None:
-                    self.book.changed.clear()
-                    await self.book.changed.wait()
-                elif typing_at > clock.now():
-                    await self._sleep_or_wake(typing_at - clock.now())
-                else:
-                    ask = chain.grant(CallKind.TYPING, requester=self.requester)
-                    if (typing := machine.typing_call(isinstance(ask, Grant))) is not None:
-                        # one attempt, never in the ledger: it is not a message
-                        await self.executor.perform(typing, grant=ask if isinstance(ask, Grant) else None)
+                await self._idle()
                 continue
             delay = op.not_before - clock.now()
             if delay > 0:  # its retry backoff or the preview throttle
@@ -263,6 +254,43 @@ class Reconciler:
                     await self._sleep_or_wake(ask.seconds)
                 continue
             await self._perform(op, ask)
+
+    async def _idle(self) -> None:
+        """No part needs a call: the status line on the native stream when it is due, else the typing indicator
+        when it is, else wait for a change."""
+        machine, chain, clock = self.machine, self._chain, self._clock
+        if machine.status_due():
+            await self._status_line()
+            return
+        typing_at = machine.typing_due()
+        if typing_at is None:
+            self.book.changed.clear()
+            await self.book.changed.wait()
+        elif typing_at > clock.now():
+            await self._sleep_or_wake(typing_at - clock.now())
+        else:
+            ask = chain.grant(CallKind.TYPING, requester=self.requester)
+            if (typing := machine.typing_call(isinstance(ask, Grant))) is not None:
+                # one attempt, never in the ledger: it is not a message
+                await self.executor.perform(typing, grant=ask if isinstance(ask, Grant) else None)
+
+    async def _status_line(self) -> None:
+        """The run's status line on the native stream (:meth:`DeliveryMachine.status_due`), when no part needs a call:
+        paced by the stream's budget like its updates; one attempt, never in the ledger; any outcome but done and
+        a 429 drops it (:data:`~core.delivery.machine.STATUS_RULES`)."""
+        machine, chain = self.machine, self._chain
+        ask = chain.grant(CallKind.STREAM_UPDATE, requester=self.requester)
+        if isinstance(ask, Wait):
+            if ask.turn:
+                await chain.take_turn(CallKind.STREAM_UPDATE, requester=self.requester)
+            else:
+                await self._sleep_or_wake(ask.seconds)
+            return
+        line, call = self.book.stream_status, machine.status_call()
+        result = await self.executor.perform(call, grant=ask)
+        rule = machine.status_applied(line, result)
+        if not isinstance(result, Done):
+            _log.debug("run %s: status line %s (%s): %s", self.run, rule.verdict, rule.why, result.error)
 
     async def _sleep_or_wake(self, delay_s: float, *, throttled: bool = False) -> None:
         """Wait ``delay_s`` seconds on the injected clock, or less if a new text or :meth:`finish` wakes the loop.

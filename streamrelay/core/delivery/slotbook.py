@@ -69,6 +69,9 @@ class SlotBook:
         self._restored: list[Slot] = []
         self.catching_up = False
         """A resumed run is replaying its journal: only the resulting state is sent, not every step."""
+        self.stream_status = ""
+        """The run's latest status line (a phase, a ``status`` event, a tool starting, sub-agents' lines), for the
+        platforms that show one on a native stream (:class:`core.ports.StreamStatus`): :meth:`set_stream_status`."""
         self.changed = Wake()
         """Set whenever a desired text changes (the reconciler waits on it)."""
         self.urgent = Wake()
@@ -240,6 +243,15 @@ class SlotBook:
         slot.retired = True
         self.changed.set()
         self.urgent.set()
+
+    def set_stream_status(self, line: str) -> None:
+        """The run's status is now ``line`` (stripped; empty: nothing to show): wakes the loop when it changed. Only a
+        native stream that shows status lines takes it (:meth:`DeliveryMachine.status_due
+        <core.delivery.machine.DeliveryMachine.status_due>`); other conversations ignore it."""
+        line = line.strip()
+        if line != self.stream_status:
+            self.stream_status = line
+            self.changed.set()
 
     def set_text(self, slot: Slot, text: str) -> None:
         """Set what ``slot`` should show (a fixed text: ends ``set_live``); wakes the loop."""

@@ -351,6 +351,8 @@ class RunController:
             self.stop_controls.finish()
         if (typing_off := self.rec.machine.typing_off()) is not None:  # no "typing…" left (Slack's lasts 2 min)
             await self.rec.executor.perform(typing_off)
+        if (status_off := self.rec.machine.status_off()) is not None:  # a stream of status lines alone goes
+            await self.rec.executor.perform(status_off)  # one attempt: cosmetic (its outcome changes nothing)
         # What the run did not deliver goes to the desk (core/run/desk.py) before its end is recorded: a crash in
         # between finalizes the run again, and an entry already kept stays as it is.
         undone = undelivered(

@@ -137,6 +137,10 @@ class RunStage:
         progress = policy.delivery is DeliveryMode.PROGRESS
         self.board = StatusBoard(title=PROGRESS_TITLE if progress else "", show_progress=progress)
         self._status_slot: Slot | None = None
+        self._native_status = policy.delivery is DeliveryMode.NATIVE
+        """The run's status line goes to the slot book for a native stream that shows one (:meth:`_stream_status`)."""
+        self._root_line = ""
+        """The root's latest progress line (what its native stream's status line shows first)."""
         self.agents = SubAgents(
             text=self.text, tools=tools, lane=lane, monitor=monitor, threads=threads, fmt=policy.fmt
         )
@@ -357,10 +361,13 @@ class RunStage:
     def _on_progress(self, event: ToolResult | Phase | Status) -> None:
         if isinstance(event, ToolResult):
             self.board.tool_finished(event.name or "tool", event.summary)
+            self._root_line = f"{event.name or 'tool'}: {event.summary.strip() or 'done'}"
         elif isinstance(event, Phase):
             self.board.phase(event.name)
+            self._root_line = event.name
         else:
             self.board.note(event.text)
+            self._root_line = event.text
         self._refresh_status()
 
     def _on_content(self, event: TextEvent | Media | Citation) -> None:
@@ -374,6 +381,7 @@ class RunStage:
             return
         if event.visibility is Visibility.STATUS:
             self.board.note(event.text)
+            self._root_line = event.text
             self._refresh_status()
             return
         self._show(self.text.apply(event))
@@ -405,6 +413,7 @@ class RunStage:
         if event.state is ToolCallState.START and shown:
             if event.source is None:
                 self.board.tool_started(event.id, tool)
+                self._root_line = f"using {tool}"
             elif child:
                 self.agents.tool_started(event.source, tool)
             self._refresh_status()
@@ -432,6 +441,8 @@ class RunStage:
             self._refresh_status()
 
     def _refresh_status(self) -> None:
+        if self._native_status:
+            self._stream_status()
         if not self.policy.edits and self.ended is None:
             return  # a platform that cannot edit (WhatsApp) gets the status board once, as it stands at the end
         lines = self.agents.status_lines() if self.policy.subagents is not SubagentPolicy.HIDDEN else []
@@ -442,6 +453,15 @@ class RunStage:
             self._status_slot = self.book.claim_slot(SlotRole.STATUS, text, TextFormat.PLAIN)
         else:
             self.book.set_text(self._status_slot, text)
+
+    def _stream_status(self) -> None:
+        """The run's status line for a native stream that shows one (:meth:`SlotBook.set_stream_status`): the root's
+        latest progress (a phase, a ``status`` event or text, a tool starting or its result) and each sub-agent's
+        line when they show as status lines (not in threads, not hidden); control and bidi characters removed."""
+        lines = [self._root_line] if self._root_line.strip() else []
+        if self.policy.subagents is not SubagentPolicy.HIDDEN and self.agents.threads is None:
+            lines.extend(line.strip() for line in self.agents.children.lines())
+        self.book.set_stream_status(safe_text("\n".join(line for line in lines if line)))
 
     # --- time and the end -------------------------------------------------------------------------------
 

@@ -40,8 +40,8 @@ What it reproduces:
   the text streamed before (else 403); an informative update is at most 1,000 characters; the ``final`` message
   activity, without a ``streamSequence`` (else 400), ends it; a streaming activity past the size limit is 403 "Message
   size too large"; past two minutes 403 "Content stream finished due to exceeded streaming time.", after the final 403
-  "... already completed streamed message"; with rate limits on, an update less than a second after the stream's last
-  request is 429 "API calls quota exceeded".
+  "... already completed streamed message"; a deleted stream is ended (the chat may stream again); with rate limits
+  on, an update less than a second after the stream's last request is 429 "API calls quota exceeded".
 - Rate limits (when on), every call counted: per bot per thread 7 in 1 s, 8 in 2 s, 60 in 30 s, 1,800 in an hour;
   per app 50 a second: 429 ``Throttled`` with ``Retry-After`` (whole seconds)
   (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/how-to/rate-limit).

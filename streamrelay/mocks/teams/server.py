@@ -656,6 +656,8 @@ class MockTeams(MockServer):
                 raise ConnectorError(403, "Forbidden", "The bot can delete only its own activities")
             self._admit(conversation)
             found.deleted = True
+            if found.stream_state == "streaming":
+                found.stream_state = "final"  # a deleted stream is over: no more activity, the chat may stream
             found.payload = {"type": "message", "text": ""}
             found.modified_ms = round(self._wall() * 1000)
             return {}
