@@ -46,10 +46,13 @@ if TYPE_CHECKING:  # imported where used: a configuration error is told before t
     from streamrelay.adapters.ops import Health, ServiceMetrics
     from streamrelay.adapters.ops.heap import HeapTrim
     from streamrelay.app.service import Sidecar
+    from streamrelay.core.channel import ChannelRuntime
     from streamrelay.core.ingest.clients import ClientLimits
     from streamrelay.core.records.receipts import Receipts
+    from streamrelay.core.run.audit import AuditReport
     from streamrelay.core.run.corrections import Corrections
     from streamrelay.core.run.desk import Desk
+    from streamrelay.core.run.ended import RunEndObserver
     from streamrelay.core.run.relay import Relay
 
 _log = logging.getLogger("streamrelay.service")
@@ -395,13 +398,19 @@ def heap_trim(metrics: ServiceMetrics, interval_s: float) -> HeapTrim | None:
     return trim if trim.available else None
 
 
-async def _no_trim() -> None:
-    """What :func:`keep_heap_trim` runs without a trim."""
+async def _nothing() -> None:
+    """What :func:`keep_heap_trim` and :func:`keep_audits` run without a trim, without a sampler."""
 
 
 def keep_heap_trim(trim: HeapTrim | None) -> asyncio.Task[None]:
     """The task that keeps ``trim`` (:meth:`adapters.ops.heap.HeapTrim.keep`; one that ends at once for None)."""
-    return asyncio.create_task(trim.keep() if trim is not None else _no_trim(), name="heap:trim")
+    return asyncio.create_task(trim.keep() if trim is not None else _nothing(), name="heap:trim")
+
+
+def keep_audits(sampler: AuditSampler | None) -> asyncio.Task[None]:
+    """The task that keeps ``sampler`` (:meth:`core.run.audit_sampler.AuditSampler.keep`; one that ends at once for
+    None: ``audit_sample`` is 0)."""
+    return asyncio.create_task(sampler.keep() if sampler is not None else _nothing(), name="audit")
 
 
 DESK_POLL_S = 30.0
@@ -448,29 +457,47 @@ async def keep_receipts(
 
 def sample_audits(relay: Relay, service: ServiceSettings, metrics: ServiceMetrics) -> AuditSampler | None:
     """The sampled background audit of ``service.audit_sample`` of the relay's delivered runs, ``audit_after_s`` after
-    their end (:mod:`core.run.audit_sampler`): set as the relay's observer of ended runs (in front of the one it had)
-    and as its ``audits``; drift counted in ``metrics``. None when ``audit_sample`` is 0. Its :meth:`~AuditSampler.keep`
-    is the caller's task to run."""
+    their end (:func:`audit_sampler` on the relay's :meth:`~core.run.relay.Relay.audit` and channels): set as the
+    relay's observer of ended runs (in front of the one it had) and as its ``audits``. None when ``audit_sample`` is
+    0. Its :meth:`~AuditSampler.keep` is the caller's task to run."""
+    sampler = audit_sampler(relay.audit, relay.channels, service, metrics, then=relay.observer)
+    if sampler is not None:
+        relay.observer = sampler
+        relay.audits = sampler
+    return sampler
+
+
+def audit_sampler(
+    audit: Callable[[str], Awaitable[AuditReport]],
+    channels: Mapping[str, ChannelRuntime],
+    service: ServiceSettings,
+    metrics: ServiceMetrics,
+    then: RunEndObserver | None,
+) -> AuditSampler | None:
+    """One process's sampled background audit (:mod:`core.run.audit_sampler`): ``service.audit_sample`` of the runs
+    it is told of, audited by ``audit`` (a run's key → its :class:`~core.run.audit.AuditReport`) ``audit_after_s``
+    after their end, each ended run passed on to ``then`` first; drift counted in ``metrics``. Only the runs of a
+    channel of ``channels`` (looked up when the run ends: a channel loaded later counts) that can be read back are
+    queued. None when ``audit_sample`` is 0. One process has one (one relay's, or every owned partition's on a
+    replica: :mod:`app.replicas.serving`); the caller makes it the observer of ended runs and runs its
+    :meth:`~AuditSampler.keep`."""
     if service.audit_sample <= 0:
         return None
 
     def readable(channel: str) -> bool:
-        runtime = relay.channels.get(channel)
+        runtime = channels.get(channel)
         adapter = runtime.adapter if runtime is not None else None
         return isinstance(adapter, ReadBack) and adapter.unreadable() is None
 
-    sampler = AuditSampler(
-        relay.audit,
+    return AuditSampler(
+        audit,
         sample=service.audit_sample,
         after_s=service.audit_after_s,
         clock=MonotonicClock(),
         readable=readable,
-        then=relay.observer,
+        then=then,
         on_drift=metrics.drift_found,
     )
-    relay.observer = sampler
-    relay.audits = sampler
-    return sampler
 
 
 RETENTION_POLL_S = 60.0

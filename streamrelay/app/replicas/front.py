@@ -45,6 +45,7 @@ from streamrelay.core.ports import DraftStopControls
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.report import DeliveryReport
 from streamrelay.core.run.audit import AuditError, AuditReport
+from streamrelay.core.run.audit_sampler import AuditSampler
 from streamrelay.core.run.controller import idle_refusal
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.relay import Relay
@@ -100,6 +101,9 @@ class ReplicaFront:
         self.book = ClientBook()
         self._allowance: dict[str, tuple[int, float]] = {}  # client -> (events reserved ahead, until: loop time)
         self._owed: dict[str, int] = {}  # client -> events reserved for lines whose append failed (sent again)
+        self.audits: AuditSampler | None = None
+        """The replica's sampled background audit (:mod:`core.run.audit_sampler`): a run's report, answered here by
+        its owner, shows its last audit; None when ``audit_sample`` is 0."""
 
     def __repr__(self) -> str:
         return f"ReplicaFront(partitions={self._partitions}, channels={sorted(self.channels)})"

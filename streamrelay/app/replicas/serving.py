@@ -55,7 +55,9 @@ from streamrelay.app.service import Sidecar, build_channels, service_sidecar
 from streamrelay.app.serving import (
     HOUR_S,
     RETENTION_POLL_S,
+    audit_sampler,
     heap_trim,
+    keep_audits,
     keep_desk,
     keep_heap_trim,
     whatsapp_webhook,
@@ -65,10 +67,11 @@ from streamrelay.config.actions import load_actions
 from streamrelay.config.settings import Settings
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
-from streamrelay.core.errors import ConfigError, StoreUnavailableError
+from streamrelay.core.errors import ConfigError, IngestError, StoreUnavailableError
 from streamrelay.core.ingest.clients import ClientLimits
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.records.receipts import Receipts
+from streamrelay.core.run.audit import AuditError, AuditReport
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
 
@@ -116,22 +119,6 @@ async def serve_replica(
     trim = heap_trim(metrics, service.heap_trim_s)  # one for every partition's relay
 
     run_spans = RunSpans()  # a traced run's span (docs/tracing.md)
-
-    def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
-        return Relay(
-            channels,
-            MeteredLedger(ledger, metrics),
-            clock,
-            journal=MeteredJournal(journal, metrics),
-            run_idle_timeout_s=service.run_idle_timeout_s,
-            live_buffer=service.live_buffer,
-            catalog=catalog,
-            validator=validate,
-            clients=book,
-            observer=trim or metrics,
-            tracer=run_spans,
-        )
-
     replicas: ReplicaService | None = None
     front = ReplicaFront(
         channels,
@@ -141,6 +128,28 @@ async def serve_replica(
         local=lambda p: replicas.local(p) if replicas is not None else None,
     )
     front.book, front.limits = book, shared_limits
+    # One sampled background audit for the replica (docs/audit.md): told of the runs that end on the partitions it
+    # owns, each audited on its partition's relay here; a run whose partition moved meanwhile is not audited (logged).
+    sampler = audit_sampler(functools.partial(audit_owned, front), channels, service, metrics, then=trim or metrics)
+    front.audits = sampler  # the report of a run (answered by its owner) shows its audit
+
+    def make_relay(ledger: Ledger, journal: AckingJournal) -> Relay:
+        relay = Relay(
+            channels,
+            MeteredLedger(ledger, metrics),
+            clock,
+            journal=MeteredJournal(journal, metrics),
+            run_idle_timeout_s=service.run_idle_timeout_s,
+            live_buffer=service.live_buffer,
+            catalog=catalog,
+            validator=validate,
+            clients=book,
+            observer=sampler or trim or metrics,
+            tracer=run_spans,
+        )
+        relay.audits = sampler
+        return relay
+
     shared_desk = SharedDesk(client, service.partitions)  # every partition's entries, listed by any replica
     replicas = ReplicaService(
         client,
@@ -199,6 +208,7 @@ async def serve_replica(
     trimming = keep_heap_trim(trim)
     # each owned partition's text_retention_hours (RedisLedger.expire: its channel's ended runs by end time)
     expiring = asyncio.create_task(keep_replica_retention(replicas), name="retention")
+    auditing = keep_audits(sampler)
     try:
         listening = await _listen_and_load(sidecar, health, settings, pending, tokens, metrics, stop, settling)
         if listening is None:
@@ -248,6 +258,7 @@ async def serve_replica(
         desk_keeping.cancel()
         trimming.cancel()
         expiring.cancel()
+        auditing.cancel()
         await replicas.close()
         for proxy in proxies:
             await proxy.close()
@@ -255,6 +266,20 @@ async def serve_replica(
             await channel.adapter.close()
         await client.aclose()
         _log.info("stopped")
+
+
+async def audit_owned(front: ReplicaFront, run: str) -> AuditReport:
+    """Audit ``run`` on its partition's relay here (:meth:`ReplicaFront.audit`), for the replica's sampled background
+    audit: a run whose partition moved to another replica since it ended is not audited (that replica was not told of
+    its end, and this one no longer holds its ledger).
+
+    Raises:
+        AuditError: unknown run, or its partition is no longer this replica's (the sampler logs it, no retry).
+    """
+    try:
+        return await front.audit(run)
+    except IngestError as exc:
+        raise AuditError(f"its partition is no longer this replica's ({exc})") from exc
 
 
 def _owned_ended(
