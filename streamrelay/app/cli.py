@@ -387,7 +387,7 @@ def case(
     ),
 ) -> None:
     """Run case files (unit and scenario) and write each transcript to OUT/<id>.json."""
-    from streamrelay.app.cases import run_case_file
+    from streamrelay.app.cases import start_case_files
 
     files: list[Path] = []
     for path in paths:
@@ -407,10 +407,12 @@ def case(
         failed = 0
         with _case_progress() as progress, StillRunning(err) as still:
             task = progress.add_task("cases", total=len(files), case="")
-            for n, file in enumerate(files, 1):
+            still.running("the platforms' SDK import")
+            runs = await start_case_files(files)  # several at once; each reported in the files' order
+            for n, (file, run) in enumerate(zip(files, runs, strict=True), 1):
                 progress.update(task, case=file.stem)
                 still.running(file.stem)
-                result = await run_case_file(file)
+                result = await run
                 still.running(None)
                 (out / f"{result.id}.json").write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
                 verdict = (
