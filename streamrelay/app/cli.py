@@ -304,8 +304,8 @@ def replay(
 
 def _case_progress() -> Progress:
     """``case``'s progress on stderr: a line per case as it ends, in the files' order (``3/55 pass chunk-tilde-fence
-    (0.41 s)``) and, on a terminal, a bar naming the case awaited (removed at the end), elsewhere :class:`StillRunning`'s word on a long
-    case; the table stays alone on stdout."""
+    (0.41 s)``) and, on a terminal, a bar naming the case awaited (removed at the end), elsewhere
+    :class:`StillRunning`'s word on a long wait; the table stays alone on stdout."""
     columns = (TextColumn("{task.fields[case]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err, transient=True)
 
