@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from _pytest.nodeid import NodeId
+from xdist.remote import Producer
 
 os.environ.setdefault("STREAMRELAY_CHECK_CONTRACTS", "1")
 
@@ -24,6 +25,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 from tests.contention import timeout_scale, wait_scale
 from tests.ports import configure  # after the variable above: it imports the core
+from tests.schedule import LongestFirst, make_scheduler
 
 configure()
 
@@ -135,3 +137,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             }
             if names:  # as xdist names a test's groups: sorted, joined with "_"
                 item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(sorted(names))}")
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown with -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LongestFirst | None:
+    """``--dist loadgroup`` hands out the longest work units first (tests/schedule.py), so that no long group starts
+    last and runs alone: the run's tail."""
+    return make_scheduler(config, log)

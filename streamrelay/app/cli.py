@@ -303,9 +303,9 @@ def replay(
 
 
 def _case_progress() -> Progress:
-    """``case``'s progress on stderr: a line per case as it ends (``3/55 pass chunk-tilde-fence (0.41 s)``) and, on a
-    terminal, a bar naming the case running (removed at the end), elsewhere :class:`StillRunning`'s word on a long
-    case; the table stays alone on stdout."""
+    """``case``'s progress on stderr: a line per case as it ends, in the files' order (``3/55 pass chunk-tilde-fence
+    (0.41 s)``) and, on a terminal, a bar naming the case awaited (removed at the end), elsewhere
+    :class:`StillRunning`'s word on a long wait; the table stays alone on stdout."""
     columns = (TextColumn("{task.fields[case]}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err, transient=True)
 
@@ -316,10 +316,10 @@ STILL_RUNNING_S = 10.0
 
 class StillRunning:
     """``case``'s word on a case that runs long where no progress bar shows it (stderr not a terminal: a CI log):
-    every ``every_s`` seconds of one case, ``  block-mode-keeps-first still running (20 s)``. The first scenario
-    imports its platform's SDK inside the event loop (aiogram rebuilds its ~590 pydantic models at import: ~5-6
-    CPU-seconds, 63 s of wall time at load ~5 on 2 cores), so the word comes from a thread, not a task. Use as a
-    context manager; :meth:`running` names the case that starts (``None``: between cases)."""
+    every ``every_s`` seconds of one wait, ``  block-mode-keeps-first still running (20 s)``. The scenarios' platform
+    SDKs are imported first (aiogram rebuilds its ~590 pydantic models at import: ~5-6 CPU-seconds, 63 s of wall
+    time at load ~5 on 2 cores), and an import holds the GIL, so the word comes from a thread, not a task. Use as a
+    context manager; :meth:`running` names what is awaited now (a case, the import; ``None``: nothing)."""
 
     def __init__(self, console: Console, every_s: float = STILL_RUNNING_S) -> None:
         self._console, self._every_s = console, every_s
@@ -387,7 +387,7 @@ def case(
     ),
 ) -> None:
     """Run case files (unit and scenario) and write each transcript to OUT/<id>.json."""
-    from streamrelay.app.cases import run_case_file
+    from streamrelay.app.cases import start_case_files
 
     files: list[Path] = []
     for path in paths:
@@ -407,10 +407,12 @@ def case(
         failed = 0
         with _case_progress() as progress, StillRunning(err) as still:
             task = progress.add_task("cases", total=len(files), case="")
-            for n, file in enumerate(files, 1):
+            still.running("the platforms' SDK import")
+            runs = await start_case_files(files)  # several at once; each reported in the files' order
+            for n, (file, run) in enumerate(zip(files, runs, strict=True), 1):
                 progress.update(task, case=file.stem)
                 still.running(file.stem)
-                result = await run_case_file(file)
+                result = await run
                 still.running(None)
                 (out / f"{result.id}.json").write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
                 verdict = (
