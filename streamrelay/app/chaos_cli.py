@@ -42,6 +42,15 @@ def chaos(
     kill_every: Annotated[
         int, typer.Option(min=1, metavar="N", help="one planned kill -9 per this many runs (at least 2)")
     ] = 12,
+    agent_back_s: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            metavar="SECONDS",
+            help="after a kill, an agent comes back this long after the sidecar answers (above the idle timeout: "
+            "its resumed run is closed first)",
+        ),
+    ] = 0.0,
     fault_every: Annotated[
         int, typer.Option(min=1, metavar="N", help="one planned platform fault per this many runs")
     ] = 4,
@@ -119,6 +128,7 @@ def chaos(
         replicas=replicas,
         lease_ttl_s=lease_ttl_s,
         failovers=failovers,
+        agent_back_s=agent_back_s,
     )
     _chaos_preflight(options)
     shown = err if as_json else console

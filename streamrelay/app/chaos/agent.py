@@ -260,6 +260,8 @@ class Agent:
         self._kills_decided += 1
         if decision:
             await self.services.any_up.wait()
+            if self.services.options.agent_back_s > 0:  # an agent slower to come back than the run's idle timeout
+                await asyncio.sleep(self.services.options.agent_back_s)
         return decision
 
     async def _replay(self, upto: int) -> None:

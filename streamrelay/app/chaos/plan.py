@@ -108,6 +108,9 @@ class Options:
         failovers: ``redis``: how many primary failovers (kill -9 of the Redis primary; the sentinels promote its
             replica). Above 0 the campaign's Redis is a primary, a replica and three sentinels
             (:mod:`app.chaos.sentinels`), and the replicas find the primary through the sentinels.
+        agent_back_s: how long an agent that re-sends after a kill waits once the sidecar answers again (seconds):
+            above the idle timeout, every run resumed after a kill is closed before its agent is back, and the agent's
+            later lines are refused (409) while the ones the run took are acknowledged.
     """
 
     runs: int
@@ -127,6 +130,7 @@ class Options:
     lease_ttl_s: float = 3.0
     partitions: int = 16
     failovers: int = 0
+    agent_back_s: float = 0.0
 
     @property
     def replicated(self) -> bool:
