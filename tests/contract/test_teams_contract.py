@@ -50,7 +50,8 @@ async def mock() -> AsyncIterator[MockTeams]:
 
 @pytest.fixture
 async def teams(mock: MockTeams) -> AsyncIterator[TeamsAdapter]:
-    adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.6)
+    # 2 s, not 0.6: the mock shares the test's loop, and on a loaded CI machine a stream's final once took longer
+    adapter = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
     yield adapter
     await adapter.close()
 
@@ -349,7 +350,7 @@ async def test_many_calls_at_once_share_one_token_request(mock: MockTeams, teams
 
 async def test_a_slow_token_leaves_nothing_sent_never_an_uncertain_create(mock: MockTeams, teams: TeamsAdapter) -> None:
     # the token has its own deadline before the create's: past it nothing was sent (retried freely)
-    mock.set_latency("token", [1500])
+    mock.set_latency("token", [5000])  # past the fixture's 2 s deadline
     with pytest.raises(PlatformUnavailableError, match="token: no answer"):
         await teams.send_text(GROUP, "hi", TextFormat.PLAIN)
     assert [c.method for c in mock.calls] == ["token"] and shown(mock) == []
