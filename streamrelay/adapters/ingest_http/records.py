@@ -5,28 +5,25 @@ with every run route):
 
 - ``GET /v1/runs/{run}/timeline``: the run's delivery timeline (:mod:`core.run.timeline`): 200 ``{"run", "entries":
   [{"type": "opened" | "resumed" | "taken" | "call" | "ended" | "stopped", "at", ...}], "left_out"}`` while the run is
-  active here or one of the last finished ones kept in memory; 404 otherwise (finished long ago, before a restart);
-  501 where the relay keeps none (a replica's front: ask the run's partition owner).
+  active here or one of the last finished ones kept in memory; 404 otherwise (finished long ago, before a restart).
+  On Redis replicas the owner proxy forwards it to the run's partition owner, which keeps it.
 - ``GET /v1/runs/{run}/audit``: re-read each message the run delivered from the platform and say what it shows now
   (:mod:`core.run.audit`): 200 ``{"run", "channel", "platform", "readable", "note", "messages": [{"slot", "role",
-  "message_id", "verdict", "detail"}], "drift"}``; 404 for a run the ledger does not know; 501 when this sidecar
-  cannot audit. On Redis replicas the owner proxy forwards it to the run's partition owner (503 while the partition
-  moves).
+  "message_id", "verdict", "detail"}], "drift"}``; 404 for a run the ledger does not know. On Redis replicas the
+  owner proxy forwards it to the run's partition owner (503 while the partition moves).
 - ``DELETE /v1/runs/{run}``: erase the run's text from every store the sidecar keeps
   (:meth:`core.run.relay.Relay.erase`: memory, journal, ledger with its desk entries and corrections, the adapters'
   render caches): 200 ``{"run", "erased": true, "removed": {"memory", "journal", "ledger"}}``; 409 while the run is
-  active (stop it first), 404 for a run no store knows, 501 when this sidecar cannot erase (a store without erasure;
-  on Redis replicas it is forwarded to the run's partition owner, 503 while the partition moves). Idempotent: erasing
+  active (stop it first), 404 for a run no store knows (on Redis replicas it is forwarded to the run's partition
+  owner, 503 while the partition moves). Idempotent: erasing
   again answers 200 with nothing removed.
 - ``DELETE /v1/conversations/{channel}/{chat_id}``: erase every run of the caller on that channel to that chat (its
   target's ``chat_id``, compared as text), in one pass: 200 ``{"channel", "chat_id", "runs": [run ids], "removed"}``
-  (``runs`` empty when there is none); 409 when one of them is active (nothing erased), 501 as above. On Redis
+  (``runs`` empty when there is none); 409 when one of them is active (nothing erased). On Redis
   replicas it is forwarded to the owner of the conversation's partition.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -34,6 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from streamrelay.adapters.ingest_http.callers import Callers, run_of
 from streamrelay.core.errors import IngestError
+from streamrelay.core.ingest.surface import RunRelay
 from streamrelay.core.run.audit import AuditError
 
 
@@ -41,11 +39,11 @@ class RecordRoutes:
     """The audit (and erasure) routes of one relay (module docstring).
 
     Args:
-        relay: the relay; audited when it has ``audit(run)`` (:meth:`core.run.relay.Relay.audit`).
+        relay: the relay (one process's, or a replica's front).
         callers: who may call.
     """
 
-    def __init__(self, relay: Any, callers: Callers) -> None:
+    def __init__(self, relay: RunRelay, callers: Callers) -> None:
         self.relay = relay
         self.callers = callers
 
@@ -64,10 +62,7 @@ class RecordRoutes:
             return found
         _, key = found
         run = request.path_params["run"]
-        timeline_of = getattr(self.relay, "timeline", None)
-        if timeline_of is None:
-            return JSONResponse({"error": "this sidecar keeps no timelines: ask the run's owner"}, status_code=501)
-        timeline = timeline_of(key)
+        timeline = self.relay.timeline(key)
         if timeline is None:
             return JSONResponse(
                 {
@@ -84,11 +79,8 @@ class RecordRoutes:
             return found
         caller, key = found
         run = request.path_params["run"]
-        audit = getattr(self.relay, "audit", None)
-        if audit is None:
-            return JSONResponse({"error": "this sidecar cannot audit runs: ask the run's owner"}, status_code=501)
         try:
-            report = await audit(key)
+            report = await self.relay.audit(key)
         except AuditError:
             return JSONResponse({"error": f"unknown run {run!r}"}, status_code=404)
         except IngestError as exc:  # a replica: the run's partition is moving (503)
@@ -101,11 +93,8 @@ class RecordRoutes:
             return found
         caller, key = found
         run = request.path_params["run"]
-        erase = getattr(self.relay, "erase", None)
-        if erase is None:
-            return JSONResponse({"error": "this sidecar cannot erase runs: ask the run's owner"}, status_code=501)
         try:
-            removed = await erase(key)
+            removed = await self.relay.erase(key)
         except IngestError as exc:
             message = f"unknown run {run!r}" if exc.status == 404 else caller.public(str(exc)).replace(key, run)
             return JSONResponse({"error": message}, status_code=exc.status)
@@ -116,11 +105,8 @@ class RecordRoutes:
         if isinstance(caller, JSONResponse):
             return caller
         channel, chat_id = request.path_params["channel"], request.path_params["chat_id"]
-        erase = getattr(self.relay, "erase_conversation", None)
-        if erase is None:
-            return JSONResponse({"error": "this sidecar cannot erase conversations"}, status_code=501)
         try:
-            done = await erase(channel, chat_id, caller.owns)
+            done = await self.relay.erase_conversation(channel, chat_id, caller.owns)
         except IngestError as exc:
             return JSONResponse({"error": caller.public(str(exc))}, status_code=exc.status)
         runs = [caller.run_id(key) for key in done["runs"]]

@@ -451,19 +451,7 @@ class TeamsAdapter:
         opened = await self._status_stream(target)
         if opened is not None:  # status lines opened the stream: the answer goes on in it (STREAMING_UX)
             return await self._adopt(target, opened, body)
-        info = {"streamType": "streaming", "streamSequence": 1}
-        fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
-        try:
-            sent = await self._stream_call(target, fields, creates=True)
-        except StreamRefused as exc:
-            raise NativeUnavailableError(str(exc), platform=PLATFORM, target=conversation) from None
-        stream_id = getattr(sent, "id", None)
-        if not stream_id or stream_id == _PLACEHOLDER:
-            raise UnreadableAnswerError("teams stream start: no stream id", platform=PLATFORM, target=conversation)
-        self._streams[(conversation, str(stream_id))] = _Stream(1, self.clock(), body)
-        while len(self._streams) > _MAX_STREAMS:
-            self._streams.popitem(last=False)
-        return str(stream_id)
+        return await self._open_stream_activity(target, "streaming", body)
 
     def _latest_stream(self, conversation: str) -> tuple[str, _Stream] | None:
         """The newest stream open here in ``conversation`` (Teams has one at a time in a chat), or None."""
@@ -549,8 +537,19 @@ class TeamsAdapter:
 
     async def _open_status_stream(self, target: Target, body: str) -> None:
         """Open the chat's stream with the informative update ``body`` (``streamSequence`` 1)."""
+        await self._open_stream_activity(target, "informative", body)
+
+    async def _open_stream_activity(self, target: Target, stream_type: str, body: str) -> str:
+        """The first activity of a chat's stream (``streamSequence`` 1): ``streaming`` with the answer's first text,
+        or ``informative`` with a status line (then the stream has shown no answer text yet); its stream id,
+        remembered (the newest :data:`_MAX_STREAMS`).
+
+        Raises:
+            core.errors.NativeUnavailableError: Teams refused the stream here.
+            core.errors.UnreadableAnswerError: the answer holds no stream id.
+        """
         conversation = str(target.chat_id)
-        info = {"streamType": "informative", "streamSequence": 1}
+        info = {"streamType": stream_type, "streamSequence": 1}
         fields = {"type": "typing", "text": body, "entities": [{"type": "streaminfo", **info}], "channelData": info}
         try:
             sent = await self._stream_call(target, fields, creates=True)
@@ -558,10 +557,16 @@ class TeamsAdapter:
             raise NativeUnavailableError(str(exc), platform=PLATFORM, target=conversation) from None
         stream_id = getattr(sent, "id", None)
         if not stream_id or stream_id == _PLACEHOLDER:
-            raise UnreadableAnswerError("teams status line: no stream id", platform=PLATFORM, target=conversation)
-        self._streams[(conversation, str(stream_id))] = _Stream(1, self.clock(), "", status_only=True)
+            raise UnreadableAnswerError(
+                f"teams stream start ({stream_type}): no stream id", platform=PLATFORM, target=conversation
+            )
+        status_only = stream_type == "informative"
+        self._streams[(conversation, str(stream_id))] = _Stream(
+            1, self.clock(), "" if status_only else body, status_only=status_only
+        )
         while len(self._streams) > _MAX_STREAMS:
             self._streams.popitem(last=False)
+        return str(stream_id)
 
     async def stream_status_end(self, target: Target) -> None:
         """At the run's end: a stream that showed status lines alone (the answer went as a message, or there was

@@ -6,7 +6,7 @@ which routes lines through Redis and reads the runs its partitions hold.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from streamrelay.core.contracts.answers import RunListing
@@ -16,8 +16,10 @@ from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.lanes.gate import GateDecision
 from streamrelay.core.lanes.pipeline import PipelineLane
 from streamrelay.core.records.report import DeliveryReport
+from streamrelay.core.run.audit import AuditReport
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState
+from streamrelay.core.run.timeline import Timeline
 
 
 class RunRelay(Protocol):
@@ -53,3 +55,19 @@ class RunRelay(Protocol):
     def active_runs(self) -> list[str]: ...
 
     async def runs(self, *, everywhere: bool = False, bearer: str = "") -> RunListing: ...
+
+    def timeline(self, run_id: str) -> Timeline | None:
+        """The run's delivery timeline kept here (:mod:`core.run.timeline`), or None."""
+        ...
+
+    async def audit(self, run_id: str) -> AuditReport:
+        """What the platform shows now of the run's delivered messages (raises :class:`core.run.audit.AuditError`)."""
+        ...
+
+    async def erase(self, run_id: str) -> dict[str, int]:
+        """Erase the run's text from every store (raises :class:`core.errors.IngestError`: 404, 409, 503)."""
+        ...
+
+    async def erase_conversation(self, channel: str, chat_id: str, owns: Callable[[str], bool]) -> dict[str, Any]:
+        """Erase every run of a conversation whose key ``owns`` accepts (raises ``IngestError``)."""
+        ...

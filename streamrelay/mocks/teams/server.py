@@ -714,26 +714,30 @@ class MockTeams(MockServer):
 
         return await self._graph_get(request, GET_APP_CHAT, answer)
 
+    def _graph_app(self, request: web.Request) -> str | None:
+        """The app a request's Graph token was issued to, or None (no token, or not a Graph one: 401)."""
+        return self._graph_tokens.get(request.headers.get("Authorization", "").removeprefix("Bearer "))
+
+    def _check_permission(self, roles: str) -> None:
+        """403 Forbidden naming ``roles`` unless the app was granted Graph's application permission
+        (:attr:`graph_permission`)."""
+        if not self.graph_permission:
+            raise ConnectorError(
+                403, "Forbidden", f"Missing role permissions on the request. API requires one of {roles}."
+            )
+
     async def _graph_get(
         self, request: web.Request, method: str, answer: Callable[[web.Request, str], dict[str, Any]]
     ) -> web.StreamResponse:
         """One Graph read that is no message list: its token (401), the permission (403), its script, ``answer``."""
         call = RecordedCall(method=method, chat_id=None, message_id=None, text=None, t=self._clock())
         self.calls.append(call)
-        app_id = self._graph_tokens.get(request.headers.get("Authorization", "").removeprefix("Bearer "))
+        app_id = self._graph_app(request)
         if app_id is None:
-            error = ConnectorError(401, "InvalidAuthenticationToken", "Access token is empty or not a Graph token.")
-            call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
-            return error.response()
+            return _refused(call, _graph_unauthorized())
 
         def commit() -> dict[str, Any]:
-            if not self.graph_permission:
-                raise ConnectorError(
-                    403,
-                    "Forbidden",
-                    "Missing role permissions on the request. API requires one of "
-                    "'TeamsAppInstallation.ReadForUser.All, TeamsAppInstallation.Read.All'.",
-                )
+            self._check_permission(INSTALLATION_READ_ROLES)
             return answer(request, app_id)
 
         return await self._run(request, call, commit)
@@ -822,35 +826,15 @@ class MockTeams(MockServer):
         wanted = request.match_info["id"]
         call = RecordedCall(method=GET_MESSAGE, chat_id=conversation, message_id=wanted, text=None, t=self._clock())
         self.calls.append(call)
-        header = request.headers.get("Authorization", "")
-        if header.removeprefix("Bearer ") not in self._graph_tokens:
-            error = ConnectorError(
-                401, "InvalidAuthenticationToken", "Access token is empty or not a Microsoft Graph token."
-            )
-            call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
-            return error.response()
+        if self._graph_app(request) is None:
+            return _refused(call, _graph_unauthorized())
 
         def commit() -> dict[str, Any]:
-            if not self.graph_permission:
-                raise ConnectorError(
-                    403,
-                    "Forbidden",
-                    "Missing role permissions on the request. API requires one of "
-                    "'ChatMessage.Read.Chat, Chat.Read.All, ChannelMessage.Read.Group, ChannelMessage.Read.All'.",
-                )
+            self._check_permission(MESSAGE_READ_ROLES)
             found = next((a for a in select() if a.activity_id == wanted), None)
             if found is None:
                 raise ConnectorError(404, "NotFound", f"Message {wanted} not found")
-            return graph.chat_message(
-                activity_id=found.activity_id,
-                payload=found.payload,
-                reply_to=found.reply_to,
-                created_ms=found.created_ms,
-                modified_ms=found.modified_ms,
-                deleted=found.deleted,
-                app_id=(found.app_id or "00000000-0000-0000-0000-000000000000") if found.sender == BOT else None,
-                chat_id=chat_id,
-            )
+            return _chat_message(found, chat_id)
 
         return await self._run(request, call, commit)
 
@@ -869,11 +853,8 @@ class MockTeams(MockServer):
         self.calls.append(call)
         query = dict(request.query)
         try:
-            header = request.headers.get("Authorization", "")
-            if header.removeprefix("Bearer ") not in self._graph_tokens:
-                raise ConnectorError(
-                    401, "InvalidAuthenticationToken", "Access token is empty or not a Microsoft Graph token."
-                )
+            if self._graph_app(request) is None:
+                raise _graph_unauthorized()
             top = _graph_top(query.get("$top"))
             order = query.get("$orderby", "lastModifiedDateTime desc")
             if order not in ("lastModifiedDateTime desc", "createdDateTime desc") or (
@@ -884,36 +865,17 @@ class MockTeams(MockServer):
             if offset is None:
                 raise ConnectorError(400, "BadRequest", "Invalid $skiptoken")
         except ConnectorError as error:
-            call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
-            return error.response()
+            return _refused(call, error)
 
         def commit() -> dict[str, Any]:
-            if not self.graph_permission:
-                raise ConnectorError(
-                    403,
-                    "Forbidden",
-                    "Missing role permissions on the request. API requires one of "
-                    "'ChatMessage.Read.Chat, Chat.Read.All, ChannelMessage.Read.Group, ChannelMessage.Read.All'.",
-                )
+            self._check_permission(MESSAGE_READ_ROLES)
             # newest stored first, then by the order asked (stable: messages of one millisecond stay newest first)
             chosen = [a for a in reversed(select()) if a.stream_state != "streaming" or a.payload.get("text")]
             if order.startswith("created"):
                 chosen.sort(key=lambda a: a.created_ms, reverse=True)
             else:
                 chosen.sort(key=lambda a: a.modified_ms, reverse=True)
-            messages = [
-                graph.chat_message(
-                    activity_id=a.activity_id,
-                    payload=a.payload,
-                    reply_to=a.reply_to,
-                    created_ms=a.created_ms,
-                    modified_ms=a.modified_ms,
-                    deleted=a.deleted,
-                    app_id=(a.app_id or "00000000-0000-0000-0000-000000000000") if a.sender == BOT else None,
-                    chat_id=chat_id,
-                )
-                for a in chosen
-            ]
+            messages = [_chat_message(a, chat_id) for a in chosen]
             url = str(request.url.with_query(None))
             kept = {k: v for k, v in query.items() if k != "$skiptoken"}
             return graph.page(messages, url=url, query=kept, top=top, offset=offset)
@@ -936,3 +898,36 @@ def _graph_top(raw: str | None) -> int:
 async def serve_forever(host: str = "127.0.0.1", port: int = 8086, rate_limits: bool = False) -> None:
     """Run a mock until cancelled (``streamrelay mock teams --port N``); prints its base URL."""
     await serve_mock(MockTeams(rate_limits=rate_limits), host, port)
+
+
+def _graph_unauthorized() -> ConnectorError:
+    """Graph's answer to a request without a Graph token (https://learn.microsoft.com/en-us/graph/errors)."""
+    return ConnectorError(401, "InvalidAuthenticationToken", "Access token is empty or not a Microsoft Graph token.")
+
+
+MESSAGE_READ_ROLES = "'ChatMessage.Read.Chat, Chat.Read.All, ChannelMessage.Read.Group, ChannelMessage.Read.All'"
+"""The application permissions a message read needs (chatmessage-get, chat-list-messages, channel-list-messages)."""
+INSTALLATION_READ_ROLES = "'TeamsAppInstallation.ReadForUser.All, TeamsAppInstallation.Read.All'"
+"""The application permissions a read of a person's installed apps needs (userteamwork-list-installedapps)."""
+
+
+def _refused(call: RecordedCall, error: ConnectorError) -> web.StreamResponse:
+    """``error``'s answer, recorded on ``call``."""
+    call.status, call.ok, call.description = error.status, False, f"{error.code}: {error.message}"
+    return error.response()
+
+
+def _chat_message(activity: StoredActivity, chat_id: str | None) -> dict[str, Any]:
+    """A stored activity as Graph's chatMessage (:func:`mocks.teams.graph.chat_message`); the bot's own carry its
+    app id."""
+    bot_app = (activity.app_id or "00000000-0000-0000-0000-000000000000") if activity.sender == BOT else None
+    return graph.chat_message(
+        activity_id=activity.activity_id,
+        payload=activity.payload,
+        reply_to=activity.reply_to,
+        created_ms=activity.created_ms,
+        modified_ms=activity.modified_ms,
+        deleted=activity.deleted,
+        app_id=bot_app,
+        chat_id=chat_id,
+    )
