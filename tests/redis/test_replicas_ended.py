@@ -2,7 +2,8 @@
 forwarded to its owner, which applies them once with its fencing token; every replica answers the same; a correction
 whose owner is killed -9 mid-way is resumed by the partition's next owner; a run's audit and erasure asked of a
 replica that does not own it are done by its owner, a conversation's erasure by its partition's owner (no Redis key
-holds the erased text after). Three ``streamrelay
+holds the erased text after); an approval pressed through a replica that does not own the run, its owner killed -9
+right after the press, is decided once (issue 27: one ``approval`` unit, the message edited once). Three ``streamrelay
 serve`` replicas on a real redis-server, delivering through aiogram to the stateful mock Telegram (one cluster for the
 whole story: each replica costs seconds of CPU to start)."""
 
@@ -19,7 +20,9 @@ import pytest
 
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.core.run.approvals import button_ids
 from streamrelay.mocks.common import MockPlatform
+from tests.integration.test_approvals_platforms import telegram_buttons
 from tests.redis.test_erase_redis import _everything
 from tests.redis.test_failover import TOKEN, _cluster, _owner, _until, post_as_agent
 
@@ -209,3 +212,63 @@ async def test_corrections_and_the_desk_on_any_replica_and_through_an_owners_kil
         assert all(n <= 2 for n in edits.values()), edits  # the one in flight at the kill may be made again
         assert _sends(mock, kill_chat) == 4  # three for the answer, one for the fourth chunk
         assert again.json()["after"][:3] == ids and len(again.json()["after"]) == 4
+
+        # 7. An approval pressed through a replica that does not own the run, its owner killed -9 at once (the
+        # decision journaled; the lane's unit, the edit and the buttons' removal maybe not yet): the last replica
+        # takes the partition over and replays it: one decision, one `approval` unit, the message edited once.
+        ask_chat, approver = 7105, "telegram:user:42"
+        target = DRY_RUN["telegram"].target().model_copy(update={"chat_id": ask_chat})
+        asking = [
+            {"seq": 0, "kind": "run.start", "channel": "chat", "target": target.model_dump()},
+            {
+                "seq": 1,
+                "kind": "approval.request",
+                "id": "refund",
+                "question": "Refund 49.99 EUR for order A-1029?",
+                "action": "refund(order='A-1029', amount=49.99)",
+                "approvers": [approver],
+                "ttl_s": 600,
+            },
+        ]
+        lines = "".join(json.dumps({"run": "ask-run", **e}) + "\n" for e in asking).encode()
+        asked = await post_as_agent(http, replicas.url(alive[0]) + "/v1/runs/ask-run/events", lines)
+        assert asked.status_code == 200, asked.text
+
+        def asks() -> list[tuple[int | str, str]]:
+            return [(m, t) for m, t in mock.visible(ask_chat) if t.startswith("🔐")]
+
+        await _until(lambda: len(asks()) == 1, 60, "the approval message")
+        message_id = asks()[0][0]
+        approve, _ = button_ids("ask-run", "refund")
+        await _until(lambda: approve in telegram_buttons(mock, ask_chat, message_id), 60, "its buttons")
+        ask_owner = await _owner(client, replicas, "ask-run")
+        presser = next(i for i in alive if i != ask_owner)
+        press = {"decision": "approve", "by": approver}
+        decided = await http.post(replicas.url(presser) + "/v1/runs/ask-run/approvals/refund", json=press)
+        assert decided.status_code == 200 and decided.json()["decision"] == "approved", decided.text
+        replicas.procs[ask_owner].send_signal(signal.SIGKILL)
+        replicas.procs[ask_owner].wait(10)
+
+        async def second_press() -> httpx.Response | None:
+            answer = await http.post(
+                replicas.url(presser) + "/v1/runs/ask-run/approvals/refund", json={**press, "decision": "deny"}
+            )
+            return None if answer.status_code == 503 else answer  # 503: the partition is being taken over
+
+        late = None
+        for _ in range(600):
+            late = await second_press()
+            if late is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert late is not None and late.status_code == 409, late.text if late is not None else "503 for 60 s"
+        assert (late.json()["approval"]["decision"], late.json()["approval"]["by"]) == ("approved", approver)
+
+        async def one_unit() -> bool:
+            units = (await http.get(replicas.url(presser) + "/v1/runs/ask-run/pipeline")).json().get("units", [])
+            return [(u["decision"], u["by"]) for u in units if u["kind"] == "approval"] == [("approved", approver)]
+
+        await _until(one_unit, 60, "exactly one approval unit on the lane")
+        await _until(lambda: "✅ Approved by" in asks()[0][1], 60, "the decision shown")
+        await _until(lambda: telegram_buttons(mock, ask_chat, message_id) == [], 60, "the buttons gone")
+        assert len(asks()) == 1 and asks()[0][0] == message_id  # edited in place, never sent again
