@@ -176,6 +176,7 @@ def build_relay(
         clock or MonotonicClock(),
         journal=journal,
         run_idle_timeout_s=settings.service.run_idle_timeout_s,
+        retry_window_s=settings.service.retry_window_s,
         live_buffer=settings.service.live_buffer,
         catalog=catalog,
         validator=validate,

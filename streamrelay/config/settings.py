@@ -315,6 +315,12 @@ class ServiceSettings(Strict):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_line_bytes: int = Field(default=1024 * 1024, ge=256)
     run_idle_timeout_s: float = Field(default=600.0, gt=0)
+    """Seconds a run may receive nothing before it is closed with what it has (its agent crashed or never came
+    back)."""
+    retry_window_s: float = Field(default=600.0, gt=0)
+    """Seconds a message part's calls that are safe to retry (edits, deletes, settled creates) are retried through a
+    platform outage (5xx, timeouts, resets, 429s) before the part is given up and reported; independent of
+    ``run_idle_timeout_s`` (a short idle timeout for fast agents does not shorten what an outage may last)."""
     keepalive_s: float = Field(default=15.0, gt=0)
     """Seconds of silence after which an open stream (live page, pipeline lane) gets a keepalive."""
     live_buffer: int = Field(default=1000, ge=1)

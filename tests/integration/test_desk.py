@@ -35,7 +35,7 @@ BOT_TOKEN = "123456:DESK-test-token"
 TOKEN = "desk-ingest-secret"
 OTHER = "desk-other-client-secret"
 RETRY_WINDOW_S = 1.5
-"""The relay's idle timeout, which is also how long a failing settle is retried before the part is left uncertain."""
+"""The relay's retry window: how long a failing settle is retried before the part is left uncertain."""
 
 
 @dataclass
@@ -57,7 +57,7 @@ async def desk_stack(tmp_path: Path) -> AsyncIterator[DeskStack]:
     ledger = await SqliteLedger.open(tmp_path / "ledger.sqlite3")
     runtime = make_runtime("telegram", settings, SecretStr(BOT_TOKEN))
     clients = {"default": ClientLimits(), "other": ClientLimits(name="other")}
-    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), run_idle_timeout_s=RETRY_WINDOW_S, clients=clients)
+    relay = Relay({"telegram": runtime}, ledger, MonotonicClock(), retry_window_s=RETRY_WINDOW_S, clients=clients)
     desk = Desk(ledger, ledger, relay.channels, MonotonicClock())
     sidecar = Sidecar(relay, clients=[(ClientLimits(), TOKEN), (ClientLimits(name="other"), OTHER)], desk=desk)
     await sidecar.start()
@@ -263,7 +263,7 @@ async def test_on_slack_an_uncertain_final_is_settled_by_reading_the_conversatio
         {"slack": make_runtime("slack", settings, SecretStr(dry.token))},
         ledger,
         MonotonicClock(),
-        run_idle_timeout_s=RETRY_WINDOW_S,
+        retry_window_s=RETRY_WINDOW_S,
     )
     sidecar = Sidecar(relay, token=TOKEN, desk=Desk(ledger, ledger, relay.channels, MonotonicClock()))
     await sidecar.start()

@@ -140,6 +140,7 @@ async def serve_replica(
             clock,
             journal=MeteredJournal(journal, metrics),
             run_idle_timeout_s=service.run_idle_timeout_s,
+            retry_window_s=service.retry_window_s,
             live_buffer=service.live_buffer,
             catalog=catalog,
             validator=validate,

@@ -196,14 +196,16 @@ def _delta_of(obj: object, run_id: str, run_hint: str | None) -> TextEvent | Tex
 
 @dataclass
 class Limits:
-    """How runs are admitted: ``queue_size`` per run, ``gap_timeout_s`` for ``seq`` gaps, ``idle_s`` (also the
-    retry window of calls through an outage), ``max_active`` runs, ``live_buffer`` events kept for watchers."""
+    """How runs are admitted: ``queue_size`` per run, ``gap_timeout_s`` for ``seq`` gaps, ``idle_s`` before a silent
+    run is closed, ``max_active`` runs, ``live_buffer`` events kept for watchers, ``retry_window_s`` of a part's
+    calls through an outage (seconds)."""
 
     queue_size: int = 10_000
     gap_timeout_s: float = 2.0
     idle_s: float = 600.0
     max_active: int = 10_000
     live_buffer: int = 1000
+    retry_window_s: float = 600.0
 
 
 class Admission:
@@ -890,7 +892,7 @@ class Admission:
             chain_for=lambda target: channel.chain_for(target, self._clock),
             release=channel.release,
             monitor=monitor if index == 0 else RunMonitor(event.run, buffer=self.limits.live_buffer),
-            retry_window_s=self.limits.idle_s,
+            retry_window_s=self.limits.retry_window_s,
             ledger_run=place_ledger_run(event.run, index),
             rows=None if index == 0 else (monitor, place_row_name(event, index)),
         )

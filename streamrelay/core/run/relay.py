@@ -130,6 +130,8 @@ class Relay:
         gap_timeout_s: how long a ``seq`` gap holds later events.
         run_idle_timeout_s: a run that receives nothing for this long is closed as failed, so no preview
             is left hanging and no run holds memory forever.
+        retry_window_s: how long a message part's calls that are safe to retry are retried through a platform
+            outage before the part is given up and reported (seconds; independent of the idle timeout).
         max_active_runs: past this many active runs, a new ``run.start`` is refused with a 503.
         validator: checks complete tool calls against their tools' JSON Schemas (the action catalog's).
         catalog: the action catalog the gate decides with (empty: every tool waits for the commit point).
@@ -155,6 +157,7 @@ class Relay:
         finished_chars: int = 64_000_000,
         gap_timeout_s: float = 2.0,
         run_idle_timeout_s: float = 600.0,
+        retry_window_s: float = 600.0,
         max_active_runs: int = 10_000,
         validator: ArgsValidator | None = None,
         catalog: ActionCatalog | None = None,
@@ -188,7 +191,7 @@ class Relay:
         self._unclosed: dict[str, int | None] = {}
         """Runs that finished here but whose journal could not be marked so (``journal.finish`` failed: a full or
         read-only disk), with their last ``seq``: closed at the next :meth:`resume`, never resumed."""
-        limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer)
+        limits = Limits(queue_size, gap_timeout_s, run_idle_timeout_s, max_active_runs, live_buffer, retry_window_s)
         book = clients if isinstance(clients, ClientBook) else ClientBook(clients)
         args = (self.channels, self._runs, self._finished, self._journal, ledger, clock, limits, validator, book)
         self._admission = Admission(*args, catalog=self.catalog)
