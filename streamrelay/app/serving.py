@@ -130,10 +130,13 @@ VERIFY_TOKEN_ENV = "WHATSAPP_VERIFY_TOKEN"
 
 
 def whatsapp_webhook(
-    receipts: Receipts, decide: Callable[[str, str, str, str], Awaitable[dict[str, Any]]] | None = None
+    receipts: Receipts,
+    decide: Callable[[str, str, str, str], Awaitable[dict[str, Any]]] | None = None,
+    owner_of: Callable[[str], Awaitable[str | None]] | None = None,
 ) -> list[BaseRoute]:
     """The WhatsApp webhook's routes (:mod:`adapters.whatsapp.webhook`) recording statuses into ``receipts`` and
-    deciding approval button taps through ``decide``, when ``WHATSAPP_APP_SECRET`` is set; none otherwise (uncertain
+    deciding approval button taps through ``decide`` (on replicas, the taps of runs another replica owns, as
+    ``owner_of`` tells, are posted on to it), when ``WHATSAPP_APP_SECRET`` is set; none otherwise (uncertain
     WhatsApp sends then stay uncertain, reported; taps reach nobody)."""
     secret = os.environ.get(APP_SECRET_ENV, "")
     if not secret:
@@ -142,7 +145,8 @@ def whatsapp_webhook(
 
     verify = os.environ.get(VERIFY_TOKEN_ENV, "")
     _log.info("whatsapp status webhook served on %s", WEBHOOK_PATH)
-    return WhatsAppWebhook(receipts, SecretStr(secret), SecretStr(verify) if verify else None, decide=decide).routes()
+    verifying = SecretStr(verify) if verify else None
+    return WhatsAppWebhook(receipts, SecretStr(secret), verifying, decide=decide, owner_of=owner_of).routes()
 
 
 async def load_channels(

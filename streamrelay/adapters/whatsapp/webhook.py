@@ -20,9 +20,18 @@ create whose answer was lost (:mod:`adapters.whatsapp.settle`).
   other messages are ignored. The answer is 200 ``{"recorded": N}``, with ``"presses": [{"button", "status",
   "tell"?}]`` when the payload held taps
   (``status`` 200 decided, 403 not allowed, 409 decided already, 404 unknown here: WhatsApp has no way to tell the
-  person privately, so the outcome is logged and answered to a forwarding bot). The store or the journal failing is
+  person privately, so the outcome is logged and answered to a forwarding bot). The store or the journal failing, or
+  a tap that cannot be decided now (its run's partition moving between replicas: a 503), is
   500: Meta delivers the webhook again (up to 7 days, https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks),
   and a press decided already is then a 409. The route does nothing else, so it answers fast.
+
+On Redis replicas Meta posts to one URL, which any replica may answer, and a run's approvals are decided by the
+replica that owns its partition. A tap whose run another replica owns (``owner_of``) is posted on to that replica's
+webhook: the same body with its ``X-Hub-Signature-256`` (every replica holds the app secret, so the owner checks it
+as Meta's own), marked with :data:`FORWARDED`; the owner records the statuses again (a receipt is kept once: the
+strongest status) and decides the taps whose run it owns, the rest 404; a forwarded body is never posted on again.
+The owner's answer for each such tap is this answer's; an owner that cannot be found or reached now is a 500, so
+Meta sends the webhook again (a tap decided already is then a 409).
 
 The app secret and the verify token are held as :class:`pydantic.SecretStr`: never in a repr, a log or an answer.
 """
@@ -37,6 +46,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 from pydantic import SecretStr
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -51,6 +61,14 @@ from streamrelay.core.run.approvals import DecisionRefused
 
 Decide = Callable[[str, str, str, str], Awaitable[dict[str, Any]]]
 """``decide(run16, id16, decision, by)``: the approvals path (:meth:`core.run.relay.Relay.decide_approval`)."""
+OwnerOf = Callable[[str], Awaitable[str | None]]
+"""``owner_of(run16)``: the base URL (``http://host:port``) of the replica that decides run ``run16``'s approvals,
+or None to decide them here (this replica owns the run, or nobody knows it); raises when it cannot be told now."""
+FORWARDED = "x-streamrelay-forwarded"
+"""Marks a webhook one replica posted on to another (never posted on again); the owner proxy's mark, the same name
+(adapters/ingest_http/owner_proxy.py: adapters do not import each other)."""
+FORWARD_TIMEOUT_S = 10.0
+"""How long the owner may take to answer a forwarded webhook (seconds); Meta waits about 20."""
 PRESS_ID = re.compile(r"^(approve|deny):([0-9a-f]{16}):([0-9a-f]{16})$")
 
 WEBHOOK_PATH = "/v1/platforms/whatsapp/webhook"
@@ -146,6 +164,7 @@ class WhatsAppWebhook:
             verification answers 403 (the operator verifies the URL with the token set).
         clock: Unix seconds for the receipts' ``recorded_at_s``.
         decide: the approvals path a reply-button tap is decided through (None: taps are ignored).
+        owner_of: where a tap's run is decided (Redis replicas: module docstring); None: always here.
     """
 
     def __init__(
@@ -156,9 +175,11 @@ class WhatsAppWebhook:
         *,
         clock: Callable[[], float] = time.time,
         decide: Decide | None = None,
+        owner_of: OwnerOf | None = None,
     ) -> None:
         self.receipts = receipts
         self.decide = decide
+        self.owner_of = owner_of
         self._secret = app_secret
         self._verify = verify_token
         self._clock = clock
@@ -216,13 +237,64 @@ class WhatsAppWebhook:
             except Exception:  # Meta delivers it again: nothing is lost by answering 500
                 _log.exception("whatsapp webhook: recording %d statuses failed (Meta sends them again)", len(found))
                 return JSONResponse({"error": "the statuses could not be recorded: send again"}, 500)
+        presses = await self._taps(
+            payload, body, request.headers.get(SIGNATURE_HEADER, ""), FORWARDED in request.headers
+        )
+        if isinstance(presses, str):
+            return JSONResponse({"error": presses}, 500)
+        return JSONResponse({"recorded": len(found), **({"presses": presses} if presses else {})})
+
+    async def _taps(self, payload: Any, body: bytes, signature: str, forwarded: bool) -> list[dict[str, Any]] | str:
+        """Decide the payload's taps here or at their runs' owners (module docstring): each tap's outcome, or why
+        the webhook must come again (a 500)."""
         presses: list[dict[str, Any]] = []
+        elsewhere: dict[str, list[int]] = {}  # an owner's URL: the indexes in presses of the taps it decides
         for button, by in presses_of(payload) if self.decide is not None else []:
+            owner = None if forwarded else await self._owner(button)
+            if owner == "":
+                return "the run's owner is not known now: send again"
+            if owner is not None:
+                elsewhere.setdefault(owner, []).append(len(presses))
+                presses.append({"button": button, "status": 404})
+                continue
             outcome = await self._press(button, by)
             if outcome is None:
-                return JSONResponse({"error": "the decision could not be journaled: send again"}, 500)
+                return "the decision could not be taken now: send again"
             presses.append(outcome)
-        return JSONResponse({"recorded": len(found), **({"presses": presses} if presses else {})})
+        for owner, indexes in elsewhere.items():
+            answered = await self._forward(owner, body, signature)
+            if answered is None:
+                return "the run's owner did not answer: send again"
+            for index in indexes:
+                presses[index] = answered.get(presses[index]["button"], presses[index])
+        return presses
+
+    async def _owner(self, button: str) -> str | None:
+        """The URL of the replica that decides ``button``'s run, None for here, ``""`` when it cannot be told now."""
+        match = PRESS_ID.match(button)
+        if self.owner_of is None or match is None:
+            return None
+        try:
+            return await self.owner_of(match.group(2))
+        except Exception as exc:  # a takeover under way, Redis away: Meta sends the webhook again
+            _log.warning("whatsapp press %s: its run's owner is not known now (%s)", button, type(exc).__name__)
+            return ""
+
+    async def _forward(self, owner: str, body: bytes, signature: str) -> dict[str, dict[str, Any]] | None:
+        """Post the signed webhook on to ``owner``'s webhook (module docstring): its ``presses`` by button, or None
+        when it did not answer 200 with them."""
+        headers = {SIGNATURE_HEADER: signature, FORWARDED: "1", "Content-Type": "application/json"}
+        try:
+            async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S) as client:
+                answer = await client.post(owner + WEBHOOK_PATH, content=body, headers=headers)
+            presses = answer.json().get("presses", []) if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            _log.warning("whatsapp webhook: the owner %s did not answer (%s)", owner, type(exc).__name__)
+            return None
+        if not isinstance(presses, list):
+            _log.warning("whatsapp webhook: the owner %s answered %d", owner, answer.status_code)
+            return None
+        return {p["button"]: p for p in presses if isinstance(p, dict) and isinstance(p.get("button"), str)}
 
     async def _press(self, button: str, by: str) -> dict[str, Any] | None:
         """Decide one tap (module docstring); None when the journal failed (the webhook answers 500)."""
@@ -236,6 +308,9 @@ class WhatsAppWebhook:
             _log.info("whatsapp press %s by %s refused: %s", button, by, refused.error)
             return {"button": button, "status": refused.status, "tell": refused.tell}
         except IngestError as exc:
+            if exc.status >= 500:  # not decided now (a partition moving between replicas): Meta sends it again
+                _log.warning("whatsapp press %s by %s not decided now: %s", button, by, exc)
+                return None
             return {"button": button, "status": exc.status, "tell": str(exc)}
         except Exception:  # the journal: nothing was decided; Meta sends the webhook again
             _log.exception("whatsapp press %s by %s could not be decided", button, by)

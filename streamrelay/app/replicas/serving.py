@@ -28,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.types import ASGIApp
 
 from streamrelay.adapters.ingest_http import Callers
-from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy
+from streamrelay.adapters.ingest_http.owner_proxy import OwnerProxy, OwnerUnavailableError
 from streamrelay.adapters.ops import Health, MeteredJournal, MeteredLedger, ServiceMetrics, ServiceState
 from streamrelay.adapters.ops.traced import RunSpans
 from streamrelay.adapters.redis import (
@@ -83,6 +83,29 @@ REDIS_RETRY_S = 1.0
 """How often a starting replica asks a Redis that does not answer again (e.g. while Sentinel promotes a replica)."""
 
 
+class ReplicaTaps:
+    """WhatsApp approval taps on a replica (:mod:`adapters.whatsapp.webhook`): decided by this replica's front when it
+    owns the run (``owner_of`` None), else posted on to the owner that
+    :meth:`app.replicas.service.ReplicaService.locate` names. ``front`` and ``service`` are set once built; a tap
+    before that is a 500 (Meta sends it again)."""
+
+    front: ReplicaFront | None = None
+    service: ReplicaService | None = None
+
+    def __repr__(self) -> str:
+        return "ReplicaTaps()"
+
+    async def decide(self, run16: str, id16: str, decision: str, by: str) -> dict[str, Any]:
+        if self.front is None:
+            raise OwnerUnavailableError("the replica is starting")
+        return await self.front.decide_approval(run16, id16, decision, by)
+
+    async def owner_of(self, run16: str) -> str | None:
+        if self.service is None:
+            raise OwnerUnavailableError("the replica is starting")
+        return await self.service.locate(run16)
+
+
 async def serve_replica(
     settings: Settings,
     *,
@@ -107,7 +130,8 @@ async def serve_replica(
     pending = unloaded_channels(settings)
     # WhatsApp's status webhooks, taken by any replica, read by the settling one; each expires after the retention
     receipts = RedisReceipts(client, retention_s=service.receipts_retention_hours * HOUR_S)
-    webhook = whatsapp_webhook(receipts)
+    taps = ReplicaTaps()  # its front and service are set below, before serving
+    webhook = whatsapp_webhook(receipts, taps.decide, taps.owner_of)
     settling = receipts if webhook else None
     loaded_now = _loaded_now(settings, pending)
     channels = build_channels(settings, tokens=tokens, metrics=metrics, names=loaded_now, receipts=settling)
@@ -128,6 +152,7 @@ async def serve_replica(
         local=lambda p: replicas.local(p) if replicas is not None else None,
     )
     front.book, front.limits = book, shared_limits
+    taps.front = front
     # One sampled background audit for the replica (docs/audit.md): told of the runs that end on the partitions it
     # owns, each audited on its partition's relay here; a run whose partition moved meanwhile is not audited (logged).
     sampler = audit_sampler(functools.partial(audit_owned, front), channels, service, metrics, then=trim or metrics)
@@ -162,6 +187,7 @@ async def serve_replica(
         make_ended=functools.partial(_owned_ended, channels=channels, clock=clock, metrics=metrics),
         desk=shared_desk,
     )
+    taps.service = replicas
     # A resend is the owner's (the owner proxy forwards it there); the desk's own ledger is never written here.
     desk = Desk(RedisLedger(client, 0), shared_desk, channels, clock, route=desk_route(shared_desk, replicas.ended))
     corrections = ReplicaCorrections(RunIndex(client), replicas.ended)
