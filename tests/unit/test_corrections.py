@@ -143,9 +143,9 @@ def test_react(kind: CorrectionKind, op: StepOp, gone: bool, replied: bool, reac
 S = SettleOutcome
 F = Follow
 FOLLOWS = [
-    # what a settle said of a create whose outcome was unknown, cut by a restart, the call reached the platform (a
-    # timeout), the chunk was sent again already: what follows (the delivery machine's rules for an answer's part,
-    # core/delivery/machine.py DeliveryMachine._settled)
+    # what a settle said of a create whose outcome was unknown, cut by a restart, the call reached the platform
+    # (a timeout), the chunk was sent SENDS_MAX times already: what follows (the delivery machine's rules for an
+    # answer's part, core/delivery/machine.py DeliveryMachine._settled)
     (S.FOUND, True, False, False, F.LANDED),
     (S.FOUND, False, True, False, F.LANDED),
     (S.NOT_SENT, True, False, False, F.AGAIN),
@@ -155,7 +155,7 @@ FOLLOWS = [
     (S.UNKNOWN, True, False, False, F.AGAIN_REPORTED),  # Telegram, shared bot: the create died with the process
     (S.UNKNOWN, False, False, False, F.AGAIN_REPORTED),  # a 5xx or a reset: mostly not stored
     (S.UNKNOWN, False, True, False, F.UNCERTAIN),  # timed out as it is: most often stored, never sent blindly
-    (S.NEEDS_BOUND, True, False, True, F.UNCERTAIN),  # sent again already: never a third copy on a guess
+    (S.NEEDS_BOUND, True, False, True, F.UNCERTAIN),  # sent SENDS_MAX times: never one more on a guess
     (S.UNKNOWN, True, False, True, F.UNCERTAIN),
 ]
 
@@ -610,3 +610,31 @@ async def test_an_unanswered_send_follows_the_answers_rules(
         assert len(uncertain) == 1 and str(error) in (uncertain[0].outcome or "")
         resent = len(done.steps) == 4
         assert ("a duplicate is possible" in (uncertain[0].outcome or "")) is resent
+
+
+@pytest.mark.parametrize(("cut_before", "sends", "chat"), [(1, 2, ["A", "B", "C"]), (2, 1, ["A", "C"])])
+async def test_a_chunk_cut_by_kill_after_kill_is_sent_at_most_sends_max_times(
+    cut_before: int, sends: int, chat: list[str]
+) -> None:
+    """A copy sent again is itself cut by the next kill (a shared bot: Telegram cannot tell): sent again as an
+    answer's part would be, each earlier create reported, until the chunk had :data:`SENDS_MAX` creates: then the
+    last stays uncertain and is not sent on a guess."""
+    from streamrelay.core.run.corrections import SENDS_MAX
+
+    assert SENDS_MAX == 3
+    rig = _Rig()
+    rig.adapter.settles = "unknown"
+    await _cut_by_a_kill(rig, landed=False)
+    record = await rig.ledger.correction("r1", "c1")
+    assert record is not None
+    cut = record.steps[1]
+    said = "cut by a restart; fake cannot tell whether it landed; a message of 1 characters may show too"
+    earlier = [Step(StepOp.SEND, None, "B", state=StepState.UNCERTAIN, part=1, outcome=said) for _ in range(cut_before)]
+    record.steps[1:2] = [*earlier, cut]
+    await rig.ledger.save_correction(record)
+    assert await drive(rig.clock, rig.corrections.resume()) == 1
+    done = await rig.ledger.correction("r1", "c1")
+    assert done is not None and done.state is CorrectionState.PARTIAL
+    assert rig.adapter.chat() == chat and rig.count("send_text") == sends
+    uncertain = [s for s in done.steps if s.state is StepState.UNCERTAIN]
+    assert len(uncertain) == cut_before + 1 and len(done.steps) == 3 + cut_before + (sends - 1)

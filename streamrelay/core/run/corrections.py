@@ -31,7 +31,11 @@ correction sent again with the same id is the same one: applied once (its unfini
 the service resumes every correction still ``applying``: an edit, a marker or a delete is made again (idempotent:
 "not modified" and "already gone" are done), a send whose call was under way is settled with the platform first
 (Discord's nonce, Slack's metadata, Telegram's probe with an exclusive bot: ``settle_send``), never sent twice
-blindly.
+blindly. What the settle says is followed as for an answer's part (:func:`follow`, the delivery machine's rules): found
+is done; not stored is sent again; a platform that needs a bound (Telegram private chats) gets the chunk again and
+the first create settled below it (found: the copy deleted); one that cannot tell gets it again when a restart cut
+the create or a 5xx met it (the first create reported: a duplicate is possible), not when it timed out after
+reaching the platform (reported uncertain).
 """
 
 from __future__ import annotations
@@ -89,6 +93,9 @@ RETRIES = 6
 """How many times an edit, a delete or a settle is tried through an outage or 429s before its step is ``failed``."""
 RETRY_MAX_S = 15.0
 """The longest wait between two tries (seconds)."""
+SENDS_MAX = 3
+"""How many creates one chunk of a correction gets at most when the platform cannot say whether one landed (each
+earlier one reported: a duplicate is possible); past them the step stays ``uncertain``."""
 
 
 _log = logging.getLogger("streamrelay.corrections")
@@ -278,8 +285,8 @@ def follow(outcome: SettleOutcome, *, restarted: bool, reached: bool, again: boo
         restarted: a restart cut the call (no answer of it was ever seen: the process died).
         reached: the call reached the platform without an answer (a timeout, an unreadable 2xx:
             :func:`core.delivery.machine.reached`), which most often stored it; a 5xx or a reset says less.
-        again: this chunk was already sent again once (its first create is reported): never a third copy on a
-            guess.
+        again: this chunk was sent :data:`SENDS_MAX` times already (each earlier create reported): never one
+            more copy on a guess.
     """
     if outcome is SettleOutcome.FOUND:
         return Follow.LANDED
@@ -698,10 +705,12 @@ class _Apply:
         platform = self.runtime.adapter.platform
         restarted = error is None
         why = "cut by a restart" if restarted else f"no answer ({error})"
-        again = any(
-            s.state is StepState.UNCERTAIN and (s.op, s.part, s.text) == (step.op, step.part, step.text)
+        copies = sum(
+            1
             for s in self.record.steps[:index]
+            if s.state is StepState.UNCERTAIN and (s.op, s.part, s.text) == (step.op, step.part, step.text)
         )
+        again = copies + 1 >= SENDS_MAX
         follows = follow(
             settlement.outcome, restarted=restarted, reached=error is not None and reached(error), again=again
         )
@@ -717,7 +726,7 @@ class _Apply:
         step.state = StepState.UNCERTAIN
         if follows is Follow.UNCERTAIN:  # the answer's timeout-then-continue: never a copy on a guess
             step.outcome = f"may have landed: {why}; {platform} cannot tell: not sent again " + (
-                "(sent again once already)" if again else "(it reached the platform, which most often stored it)"
+                f"(sent {SENDS_MAX} times)" if again else "(it reached the platform, which most often stored it)"
             )
             await self._save()
             return False
