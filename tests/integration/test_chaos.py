@@ -419,6 +419,32 @@ def test_judge_a_correction_not_applied_is_a_finding() -> None:
     assert verdict.lying and verdict.bad and "not applied" in verdict.problems[0]
 
 
+def test_judge_a_correction_sent_again_where_the_platform_could_not_tell() -> None:
+    """chaos-8-00022: a correction's send cut by a kill in a Telegram private chat is sent again (as an answer's part
+    is) and its first create reported: "a duplicate is possible". The chat showing the chunk twice, the record
+    listing one of them and saying so: doubled, allowed, uncertain, never lying; the first create not landed: the
+    chat whole, the record partial and uncertain, not lying. The same double with no step saying so is bad."""
+    plan = _plan(PIECES)
+    record, taken = _corrected(plan, "The new first line.\n\nThe new second line.", ["1", "3"], state="partial")
+    said = "cut by a restart; telegram cannot tell whether it landed; a message of 20 characters may show too"
+    taken["changes"] = [
+        {"op": "edit", "message_id": "1", "state": "done", "outcome": "edited"},
+        {"op": "send", "message_id": None, "state": "uncertain", "outcome": f"{said} (a duplicate is possible)"},
+        {"op": "send", "message_id": "3", "state": "done", "outcome": "sent after the answer's last message"},
+    ]
+    twice = _chat("The new first line.", "The new second line.", "The new second line.")
+    report = {**_report(_chat(*PIECES)), "corrections": [taken]}
+    doubled = judge(plan, record, twice, report, exclusive_bot=True)
+    assert doubled.doubled and doubled.uncertain and not doubled.lying and not doubled.bad, doubled.problems
+    once = _chat("The new first line.", "The new second line.")
+    once[1]["message_id"] = "3"
+    whole = judge(plan, record, once, report, exclusive_bot=True)
+    assert whole.uncertain and not whole.lying and not whole.bad, whole.problems
+    unsaid = {**taken, "changes": [{**c, "outcome": "edited"} for c in taken["changes"]]}
+    hidden = judge(plan, record, twice, {**report, "corrections": [unsaid]}, exclusive_bot=True)
+    assert hidden.bad and hidden.lying  # a message the record does not list, no step saying it may show
+
+
 def test_judge_a_correction_posted_as_a_reply_keeps_the_old_answer_before_it() -> None:
     plan = _plan(PIECES, platform="whatsapp")
     record, taken = _corrected(plan, "The new answer.", ["1", "2", "3"])

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,88 @@ async def test_kill_9_mid_correction_resumes_and_applies_it_once(tmp_path: Path,
         assert all(n <= 2 for n in edits.values()), edits  # one in flight at the kill may be made again (idempotent)
         sends = [c for c in mock.calls if c.method == create_method and c.ok]
         assert len(sends) == 4  # three for the answer, one for the fourth chunk
+
+
+async def test_a_telegram_private_chats_send_cut_by_a_kill_is_sent_again_and_said(tmp_path: Path) -> None:
+    """chaos-8-00022: a correction's send cut by kill -9 in a Telegram private chat was left ``uncertain``, not sent
+    again: the chat stayed a chunk short. Two private chats, one serve: ``chat`` shares its bot token (Telegram
+    cannot tell; the send was stored, then its answer hung), ``mine`` has an exclusive bot (the probe needs a bound
+    in a private chat; the send hung before it was stored). Both sends are in flight at the kill. Restarted, the
+    sidecar does what it does for an answer's part: ``chat`` sends the chunk again and its record says a duplicate
+    is possible (partial; the chat shows the whole correction, the chunk twice), ``mine`` sends it again and
+    settles the first below it: not stored, the correction shows once (applied)."""
+    dry = DRY_RUN["telegram"]
+    shared, mine = dry.target(), dry.target().model_copy(update={"chat_id": int(dry.target().chat_id) + 1})
+    longer = [*NEW, "You will get an email when it is sent."]
+    body = {"kind": "run.correct", "id": "fix-1", "text": "\n\n".join(longer)}
+    async with _mock("telegram") as mock:
+        port = free_port()
+        config = _settings(tmp_path, "telegram", mock, port)
+        channel = config.read_text().split("[channels.chat]\n", 1)[1]
+        config.write_text(config.read_text() + f"\n[channels.mine]\n{channel}exclusive_bot = true\n")
+        log = tmp_path / "sidecar.log"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
+
+            def send_started(run: str, nth: int) -> Callable[[], Awaitable[bool]]:
+                async def started() -> bool:  # written ``started``, and the sendMessage reached the mock
+                    found = await client.get(f"/v1/runs/{run}/corrections/fix-1")
+                    steps = found.json().get("steps", []) if found.status_code == 200 else []
+                    sent = sum(1 for c in mock.calls if c.method == "sendMessage")
+                    return len(steps) == 4 and steps[3]["state"] == "started" and sent == nth
+
+                return started
+
+            with _serve(config, dry.token, log) as first:
+                await _ready(client, first, log)
+                await _delivered(client, "r1", shared.model_dump())
+                lines = _lines("r2", mine.model_dump(), OLD).replace(b'"channel": "chat"', b'"channel": "mine"')
+                assert (await client.post("/v1/runs/r2/events", content=lines)).status_code == 200
+                two = (await client.get("/v1/runs/r2", params={"wait_s": 60})).json()
+                assert two["status"] == "delivered" and len(two["message_ids"]) == 3, two
+                mock.add_fault("sendMessage", 7, "timeout_after_commit")  # stored, never answered
+                mock.add_fault("sendMessage", 8, "timeout_before_commit")  # never stored, never answered
+                posting = [asyncio.create_task(client.post("/v1/runs/r1/corrections", json=body))]
+                await _until(send_started("r1", 7), 60, "the shared chat's send under way")
+                posting.append(asyncio.create_task(client.post("/v1/runs/r2/corrections", json=body)))
+                await _until(send_started("r2", 8), 60, "the exclusive chat's send under way")
+                first.send_signal(signal.SIGKILL)
+                first.wait(10)
+                for task in posting:
+                    with pytest.raises(httpx.TransportError):
+                        await task
+            assert [t for _, t in mock.visible(shared.chat_id)] == longer  # stored before the kill, never answered
+            assert [t for _, t in mock.visible(mine.chat_id)] == NEW
+            with _serve(config, dry.token, log) as second:
+                await _ready(client, second, log)
+
+                async def resumed() -> bool:
+                    states = [(await client.get(f"/v1/runs/{run}/corrections/fix-1")).json() for run in ("r1", "r2")]
+                    return all(r.get("state") in ("applied", "partial") for r in states)
+
+                await _until(resumed, 60, "the corrections resumed")
+                doubled = (await client.get("/v1/runs/r1/corrections/fix-1")).json()
+                once = (await client.get("/v1/runs/r2/corrections/fix-1")).json()
+                again = await client.post("/v1/runs/r1/corrections", json=body)  # the agent retried after the kill
+                assert again.status_code == 200 and again.json()["state"] == "partial", again.text
+                report = (await client.get("/v1/runs/r1")).json()
+        # the shared bot: the whole correction, the cut chunk twice, and the record says so
+        assert [t for _, t in mock.visible(shared.chat_id)] == [*longer, longer[3]]
+        assert doubled["state"] == "partial", doubled
+        assert [(s["op"], s["state"]) for s in doubled["steps"]][3:] == [("send", "uncertain"), ("send", "done")]
+        outcome = doubled["steps"][3]["outcome"]
+        assert "restart" in outcome and f"a message of {len(longer[3])} characters may show too" in outcome
+        assert "a duplicate is possible" in outcome
+        shown_ids = [str(m) for m, _ in mock.visible(shared.chat_id)]
+        assert doubled["after"] == shown_ids[:3] + shown_ids[4:]  # the uncertain copy is the one not listed
+        changes = report["corrections"][0]["changes"]
+        assert any(c["state"] == "uncertain" and "a duplicate is possible" in c["outcome"] for c in changes)
+        # the exclusive bot: settled below the copy sent again, not stored: once, applied
+        assert [t for _, t in mock.visible(mine.chat_id)] == longer
+        assert once["state"] == "applied", json.dumps(once["steps"][3:])
+        assert once["after"] == [str(m) for m, _ in mock.visible(mine.chat_id)]
+        sends = [c for c in mock.calls if c.method == "sendMessage"]
+        assert len(sends) == 10  # six for the answers, two cut by the kill, one copy each after it
 
 
 async def test_where_messages_cannot_be_edited_the_correction_is_a_reply(tmp_path: Path) -> None:

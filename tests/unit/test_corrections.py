@@ -13,15 +13,18 @@ import pytest
 from streamrelay.adapters.sqlite import SqliteLedger
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.errors import (
+    AnswerTimeoutError,
+    DeliveryError,
     ForbiddenError,
     IngestError,
     MessageFrozenError,
+    PlatformUnavailableError,
     RateLimitedError,
     UncertainDeliveryError,
 )
 from streamrelay.core.events import RunCorrect, RunRetract, Target, parse_correction, parse_event
 from streamrelay.core.policy import ChannelPolicy
-from streamrelay.core.ports import TextFormat
+from streamrelay.core.ports import SettleOutcome, TextFormat
 from streamrelay.core.records.corrections import (
     CorrectionKind,
     CorrectionRecord,
@@ -37,9 +40,11 @@ from streamrelay.core.run.corrections import (
     RETRACTED_LINE,
     CorrectionError,
     Corrections,
+    Follow,
     Reaction,
     correction_delivery_id,
     finished_state,
+    follow,
     layout,
     plan,
     react,
@@ -133,6 +138,31 @@ REACTIONS = [
 @pytest.mark.parametrize(("kind", "op", "gone", "replied", "reaction"), REACTIONS)
 def test_react(kind: CorrectionKind, op: StepOp, gone: bool, replied: bool, reaction: Reaction) -> None:
     assert react(kind, op, gone=gone, replied=replied) is reaction
+
+
+S = SettleOutcome
+F = Follow
+FOLLOWS = [
+    # what a settle said of a create whose outcome was unknown, cut by a restart, the call reached the platform
+    # (a timeout), the chunk was sent SENDS_MAX times already: what follows (the delivery machine's rules for an
+    # answer's part, core/delivery/machine.py DeliveryMachine._settled)
+    (S.FOUND, True, False, False, F.LANDED),
+    (S.FOUND, False, True, False, F.LANDED),
+    (S.NOT_SENT, True, False, False, F.AGAIN),
+    (S.NOT_SENT, False, True, False, F.AGAIN),
+    (S.NEEDS_BOUND, True, False, False, F.AGAIN_BOUNDED),  # Telegram private chat, exclusive bot
+    (S.NEEDS_BOUND, False, True, False, F.AGAIN_BOUNDED),
+    (S.UNKNOWN, True, False, False, F.AGAIN_REPORTED),  # Telegram, shared bot: the create died with the process
+    (S.UNKNOWN, False, False, False, F.AGAIN_REPORTED),  # a 5xx or a reset: mostly not stored
+    (S.UNKNOWN, False, True, False, F.UNCERTAIN),  # timed out as it is: most often stored, never sent blindly
+    (S.NEEDS_BOUND, True, False, True, F.UNCERTAIN),  # sent SENDS_MAX times: never one more on a guess
+    (S.UNKNOWN, True, False, True, F.UNCERTAIN),
+]
+
+
+@pytest.mark.parametrize(("outcome", "restarted", "reached", "again", "follows"), FOLLOWS)
+def test_follow(outcome: SettleOutcome, restarted: bool, reached: bool, again: bool, follows: Follow) -> None:
+    assert follow(outcome, restarted=restarted, reached=reached, again=again) is follows
 
 
 STATES = [
@@ -379,8 +409,6 @@ async def test_a_correction_is_taken_for_an_ended_run_of_its_key_only() -> None:
 async def test_an_outage_leaves_it_partial_and_the_same_id_finishes_it() -> None:
     rig = _Rig()
     await rig.deliver(OLD_TEXTS)
-    from streamrelay.core.errors import PlatformUnavailableError
-
     rig.adapter.fail("edit_text", range(2, 8), PlatformUnavailableError("Bad Gateway"))
     first = await rig.correct(NEW)
     assert first.state is CorrectionState.PARTIAL and first.steps[1].state is StepState.FAILED
@@ -472,3 +500,141 @@ async def test_a_send_that_failed_holds_back_the_sends_after_it_so_the_answer_ke
     second = await rig.correct(NEW)
     assert second.state is CorrectionState.APPLIED
     assert rig.adapter.chat() == ["Paragraph one, now right.", "Paragraph two, now right.", "Paragraph three, right."]
+
+
+# --- a create whose outcome is unknown: the delivery machine's rules (core/delivery/machine.py _settled) -----------
+
+CUT = "A\n\nB\n\nC"
+
+
+async def _cut_by_a_kill(rig: _Rig, *, landed: bool) -> None:
+    """A record as a kill -9 leaves it: chunk A edited into message 1, the send of chunk B under way (stored by the
+    platform when ``landed``, never answered), chunk C not tried."""
+    await rig.deliver(["old"])
+    await rig.adapter.edit_text(Target(chat_id=7), "1", "A", TextFormat.PLAIN)
+    sent_id = correction_delivery_id("r1", "c1", 1)
+    if landed:
+        await rig.adapter.send_text(Target(chat_id=7), "B", TextFormat.PLAIN, delivery_id=sent_id)
+    rig.adapter.calls.clear()
+    record = CorrectionRecord(
+        run="r1",
+        id="c1",
+        kind=K.CORRECT,
+        text=CUT,
+        fmt=TextFormat.PLAIN,
+        channel="c",
+        target={"chat_id": 7, "thread_id": None, "reply_to": None},
+        before=["1"],
+        steps=[
+            Step(StepOp.EDIT, "1", "A", state=StepState.DONE, part=0),
+            Step(StepOp.SEND, None, "B", state=StepState.STARTED, delivery_id=sent_id, after_id="1", part=1),
+            Step(StepOp.SEND, None, "C", part=2),
+        ],
+    )
+    await rig.ledger.save_correction(record)
+
+
+RESUMED = [
+    # how the platform settles, the cut send landed: the chat, the state, the steps' states, sends, deletes made
+    ("unknown", False, ["A", "B", "C"], "partial", ["done", "uncertain", "done", "done"], 2, 0),
+    ("unknown", True, ["A", "B", "B", "C"], "partial", ["done", "uncertain", "done", "done"], 2, 0),
+    ("bounded", False, ["A", "B", "C"], "applied", ["done", "skipped", "done", "done"], 2, 0),
+    ("bounded", True, ["A", "B", "C"], "applied", ["done", "done", "skipped", "done"], 2, 1),
+    ("lookup", True, ["A", "B", "C"], "applied", ["done", "done", "done"], 1, 0),
+    ("lookup", False, ["A", "B", "C"], "applied", ["done", "done", "done"], 2, 0),
+]
+
+
+@pytest.mark.parametrize(("settles", "landed", "chat", "state", "states", "sends", "deletes"), RESUMED)
+async def test_a_send_cut_by_a_kill_is_settled_and_sent_again_where_the_platform_cannot_tell(
+    settles: str, landed: bool, chat: list[str], state: str, states: list[str], sends: int, deletes: int
+) -> None:
+    """chaos-8-00022 (a Telegram private chat): a correction's send cut by a kill -9 was left ``uncertain`` and not
+    sent again, and the chat stayed 1,318 characters short. As an answer's part after a restart: cannot tell
+    (Telegram, shared bot) -> sent again, the first create reported (a duplicate is possible); needs a bound
+    (a private chat, exclusive bot) -> sent again, the first create settled below it, found -> the new copy deleted;
+    found -> never sent again."""
+    rig = _Rig()
+    rig.adapter.settles = settles
+    await _cut_by_a_kill(rig, landed=landed)
+    assert await drive(rig.clock, rig.corrections.resume()) == 1
+    done = await rig.ledger.correction("r1", "c1")
+    assert done is not None
+    assert rig.adapter.chat() == chat
+    assert (str(done.state), [str(s.state) for s in done.steps]) == (state, states)
+    assert (rig.count("send_text"), rig.count("delete_message")) == (sends, deletes)
+    shown = [mid for mid in sorted(rig.adapter.messages, key=int)]
+    if state == "applied":
+        assert done.after() == shown  # the record lists exactly what the chat shows
+    else:
+        uncertain = [s for s in done.steps if s.state is StepState.UNCERTAIN]
+        assert len(uncertain) == 1 and "a duplicate is possible" in (uncertain[0].outcome or "")
+        assert "a message of 1 characters may show too" in (uncertain[0].outcome or "")
+        assert set(done.after()) <= set(shown) and len(shown) - len(done.after()) <= len(uncertain)
+    assert await drive(rig.clock, rig.corrections.resume()) == 0
+
+
+UNANSWERED = [
+    # how the platform settles, the error of the unanswered send, it landed: the chat, state, steps' states, sends
+    ("unknown", AnswerTimeoutError("no answer in 1.5 s"), True, [*NEW.split("\n\n")], "partial", 3, 2),
+    ("unknown", AnswerTimeoutError("no answer in 1.5 s"), False, NEW.split("\n\n")[::2], "partial", 3, 2),
+    ("unknown", UncertainDeliveryError("502 Bad Gateway"), False, NEW.split("\n\n"), "partial", 4, 3),
+    ("unknown", UncertainDeliveryError("502 Bad Gateway"), True, "doubled", "partial", 4, 3),
+    ("bounded", AnswerTimeoutError("no answer in 1.5 s"), True, NEW.split("\n\n"), "applied", 4, 3),
+    ("bounded", UncertainDeliveryError("502 Bad Gateway"), False, NEW.split("\n\n"), "applied", 4, 3),
+    ("lookup", AnswerTimeoutError("no answer in 1.5 s"), True, NEW.split("\n\n"), "applied", 3, 2),
+]
+
+
+@pytest.mark.parametrize(("settles", "error", "landed", "chat", "state", "steps", "sends"), UNANSWERED)
+async def test_an_unanswered_send_follows_the_answers_rules(
+    settles: str, error: DeliveryError, landed: bool, chat: list[str] | str, state: str, steps: int, sends: int
+) -> None:
+    """In the process (no restart): a send that timed out after reaching the platform, which cannot tell, stays
+    uncertain (most often stored: never sent blindly); one that met a 5xx or a reset is sent again and the first
+    create reported; where a bound settles it, it is sent again and settled below the new message."""
+    rig = _Rig()
+    rig.adapter.settles = settles
+    await rig.deliver(["Only one."])
+    rig.adapter.fail("send_text", 2, error, landed=landed)  # the correction's first send
+    done = await rig.correct(NEW)
+    paragraphs = NEW.split("\n\n")
+    if chat == "doubled":
+        assert rig.adapter.chat() == [paragraphs[0], paragraphs[1], paragraphs[1], paragraphs[2]]
+    else:
+        assert rig.adapter.chat() == chat
+    assert str(done.state) == state and len(done.steps) == steps
+    assert rig.count("send_text") == sends
+    if state == "partial":
+        uncertain = [s for s in done.steps if s.state is StepState.UNCERTAIN]
+        assert len(uncertain) == 1 and str(error) in (uncertain[0].outcome or "")
+        resent = len(done.steps) == 4
+        assert ("a duplicate is possible" in (uncertain[0].outcome or "")) is resent
+
+
+@pytest.mark.parametrize(("cut_before", "sends", "chat"), [(1, 2, ["A", "B", "C"]), (2, 1, ["A", "C"])])
+async def test_a_chunk_cut_by_kill_after_kill_is_sent_at_most_sends_max_times(
+    cut_before: int, sends: int, chat: list[str]
+) -> None:
+    """A copy sent again is itself cut by the next kill (a shared bot: Telegram cannot tell): sent again as an
+    answer's part would be, each earlier create reported, until the chunk had :data:`SENDS_MAX` creates: then the
+    last stays uncertain and is not sent on a guess."""
+    from streamrelay.core.run.corrections import SENDS_MAX
+
+    assert SENDS_MAX == 3
+    rig = _Rig()
+    rig.adapter.settles = "unknown"
+    await _cut_by_a_kill(rig, landed=False)
+    record = await rig.ledger.correction("r1", "c1")
+    assert record is not None
+    cut = record.steps[1]
+    said = "cut by a restart; fake cannot tell whether it landed; a message of 1 characters may show too"
+    earlier = [Step(StepOp.SEND, None, "B", state=StepState.UNCERTAIN, part=1, outcome=said) for _ in range(cut_before)]
+    record.steps[1:2] = [*earlier, cut]
+    await rig.ledger.save_correction(record)
+    assert await drive(rig.clock, rig.corrections.resume()) == 1
+    done = await rig.ledger.correction("r1", "c1")
+    assert done is not None and done.state is CorrectionState.PARTIAL
+    assert rig.adapter.chat() == chat and rig.count("send_text") == sends
+    uncertain = [s for s in done.steps if s.state is StepState.UNCERTAIN]
+    assert len(uncertain) == cut_before + 1 and len(done.steps) == 3 + cut_before + (sends - 1)

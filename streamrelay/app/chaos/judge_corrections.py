@@ -4,7 +4,10 @@ posted as a reply, ``fallback: reply``: the old answer, then the correction once
 correction must say ``applied`` and list exactly the messages the chat shows (``after``). A message the correction
 deleted is not lost (the judge of vanished messages is not asked), a message it sent twice or a chunk it showed
 twice is **doubled**, a chunk missing or an old one left is **lost**, a correction record that lists messages the
-chat does not show (or misses some) is **lying**."""
+chat does not show (or misses some) is **lying**. A create the correction sent again because the platform could not
+tell whether the first landed (docs/corrections.md, as an answer's part) may show twice: a message the record does
+not list, counted by a step ``uncertain`` whose outcome says "a duplicate is possible", is a **reported double**
+(doubled, allowed: never lying); one not so counted is lying, and a double no step reports stays a failure."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streamrelay.app.chaos.plan import RunPlan
-from streamrelay.core.run.corrections import CORRECTION_HEAD
+from streamrelay.core.run.corrections import CORRECTION_HEAD, DUPLICATE
 
 if TYPE_CHECKING:
     from streamrelay.app.chaos.agent import AgentRecord
@@ -44,21 +47,32 @@ def judge_corrected(
     want = norm(plan.correction.text)
     if taken.get("fallback") == "reply":  # the answer stays as it showed, the correction replies below it
         want = norm(plan.answer.text) + norm(CORRECTION_HEAD) + want
-    if shown != want:
+    changes = taken.get("changes", [])
+    uncertain = [c for c in changes if c.get("state") == "uncertain"]
+    reported = [c for c in uncertain if DUPLICATE in str(c.get("outcome") or "")]
+    after = [str(i) for i in taken.get("after", [])]
+    unlisted = [m for m in chat if str(m.get("message_id")) not in after]
+    listed = "".join(norm(str(m.get("text", ""))) for m in chat if m not in unlisted)
+    if shown != want and unlisted and len(unlisted) <= len(reported) and listed == want:
+        verdict.doubled = verdict.doubled_allowed = True  # a create sent again beside one that landed: said
+        verdict.problems.append(f"doubled, reported: {len(unlisted)} message(s) the correction says may show twice")
+    elif shown != want:
         judge_text(shown, want)
-    state = taken.get("state")
-    uncertain = [c for c in taken.get("changes", []) if c.get("state") == "uncertain"]
+        verdict.doubled_allowed = verdict.doubled and not verdict.lost and bool(reported)
     if uncertain:
         verdict.uncertain = True
+    state = taken.get("state")
     if state != "applied":
-        verdict.problems.append(f"correction {taken.get('id')}: {state}, not applied: {taken.get('changes')}"[:400])
-        if shown == want:
-            verdict.lying = True  # the chat shows it whole: a record that says otherwise is wrong
+        verdict.problems.append(f"correction {taken.get('id')}: {state}, not applied: {changes}"[:400])
+        if shown == want and not uncertain:
+            verdict.lying = True  # the chat shows it whole: a record that says a step failed is wrong
     chat_ids = [str(m.get("message_id")) for m in chat]
-    after = [str(i) for i in taken.get("after", [])]
-    if sorted(chat_ids) != sorted(after):
+    if [i for i in after if i not in chat_ids] or len(unlisted) > len(reported):
         verdict.lying = True
-        verdict.problems.append(f"lying: the correction lists messages {after}, the chat shows {chat_ids}")
-    if verdict.doubled and uncertain:
+        verdict.problems.append(
+            f"lying: the correction lists messages {after}, the chat shows {chat_ids} ({len(reported)} reported "
+            "duplicates)"
+        )
+    if verdict.doubled and not verdict.doubled_allowed and uncertain:
         verdict.notes.append("a doubled chunk of the correction is counted uncertain")
-    verdict.notes.append(f"corrected ({len(taken.get('changes', []))} changes, {state})")
+    verdict.notes.append(f"corrected ({len(changes)} changes, {state})")

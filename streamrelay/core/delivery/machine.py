@@ -120,7 +120,7 @@ _NOT_CREATES = frozenset(k for k in OpKind if not k.creates)
 _TRANSIENT = (UncertainDeliveryError, PlatformUnavailableError)
 
 
-def _reached(exc: DeliveryError) -> bool:
+def reached(exc: Exception) -> bool:
     """True when an unknown create reached the platform, which most often stored it: no answer in time, or a 2xx
     answer we could not read (a 5xx or a reset says less)."""
     return isinstance(exc, AnswerTimeoutError) or (isinstance(exc, UnreadableAnswerError) and exc.accepted)
@@ -760,7 +760,7 @@ class DeliveryMachine:
 
     def _send_unknown(self, op: Op, exc: DeliveryError) -> Decision:
         op.slot.history.clear()
-        op.slot.timed_out = _reached(exc)
+        op.slot.timed_out = reached(exc)
         return Outcome.UNCERTAIN, str(exc), None  # slot.pending stays: it is settled next
 
     def _finish_unknown(self, op: Op, exc: DeliveryError) -> Decision:
@@ -771,7 +771,7 @@ class DeliveryMachine:
             # an exclusive bot), never sent blindly, never reported as the draft id, which is no message.
             slot.pending = self._new_create(slot, op.text)
             slot.message_id, slot.shown, slot.streaming, slot.native = None, None, False, False
-            slot.timed_out = _reached(exc)
+            slot.timed_out = reached(exc)
             return Outcome.UNCERTAIN, str(exc), None
         slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"  # Slack's stop: never sent again
         return Outcome.UNCERTAIN, str(exc), None

@@ -71,7 +71,9 @@ class StepState(enum.StrEnum):
     FAILED = "failed"
     """Not done after the retries (an outage); a re-sent correction with the same id tries it again."""
     UNCERTAIN = "uncertain"
-    """A send whose outcome could not be settled (Telegram with a shared token): it may show; never sent again."""
+    """A send whose outcome could not be settled (Telegram with a shared token): it may show. Never made again
+    itself; where :func:`core.run.corrections.follow` says so, the next step sends its chunk again and its outcome
+    says a duplicate is possible."""
 
 
 OPEN_STEPS = frozenset({StepState.PLANNED, StepState.STARTED, StepState.FAILED})

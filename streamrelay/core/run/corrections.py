@@ -31,7 +31,11 @@ correction sent again with the same id is the same one: applied once (its unfini
 the service resumes every correction still ``applying``: an edit, a marker or a delete is made again (idempotent:
 "not modified" and "already gone" are done), a send whose call was under way is settled with the platform first
 (Discord's nonce, Slack's metadata, Telegram's probe with an exclusive bot: ``settle_send``), never sent twice
-blindly.
+blindly. What the settle says is followed as for an answer's part (:func:`follow`, the delivery machine's rules): found
+is done; not stored is sent again; a platform that needs a bound (Telegram private chats) gets the chunk again and
+the first create settled below it (found: the copy deleted); one that cannot tell gets it again when a restart cut
+the create or a 5xx met it (the first create reported: a duplicate is possible), not when it timed out after
+reaching the platform (reported uncertain).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import Clock
 from streamrelay.core.delivery.calls import Call, CallResult, Delete, Done, Edit, NotDone, SendText, Settle, Unknown
 from streamrelay.core.delivery.executor import Executor
+from streamrelay.core.delivery.machine import reached
 from streamrelay.core.errors import (
     PayloadRejectedError,
     RateLimitedError,
@@ -88,6 +93,9 @@ RETRIES = 6
 """How many times an edit, a delete or a settle is tried through an outage or 429s before its step is ``failed``."""
 RETRY_MAX_S = 15.0
 """The longest wait between two tries (seconds)."""
+SENDS_MAX = 3
+"""How many creates one chunk of a correction gets at most when the platform cannot say whether one landed (each
+earlier one reported: a duplicate is possible); past them the step stays ``uncertain``."""
 
 
 _log = logging.getLogger("streamrelay.corrections")
@@ -247,6 +255,57 @@ def finished_state(steps: Sequence[Step]) -> CorrectionState:
     if any(s.state is StepState.REFUSED and s.op in CREATES for s in steps):
         return CorrectionState.PARTIAL
     return CorrectionState.APPLIED
+
+
+class Follow(enum.StrEnum):
+    """What follows the settle of a create (a send or a reply) whose outcome was unknown (:func:`follow`)."""
+
+    LANDED = "landed"
+    """Found: the step is done, with the message found (never sent a second time)."""
+    AGAIN = "again"
+    """Not stored: the step is made again (it is the only copy)."""
+    AGAIN_BOUNDED = "again_bounded"
+    """The platform can tell only below a later message (Telegram private chats and basic groups): the chunk is
+    sent again as a new message, then the first create is settled below it; found: the new copy is deleted."""
+    AGAIN_REPORTED = "again_reported"
+    """The platform cannot tell and the create most likely did not land: the chunk is sent again as a new message,
+    the first create reported (uncertain: a duplicate is possible)."""
+    UNCERTAIN = "uncertain"
+    """The platform cannot tell and the create most likely landed: reported uncertain, not sent again."""
+
+
+def follow(outcome: SettleOutcome, *, restarted: bool, reached: bool, again: bool) -> Follow:
+    """What follows a settle of a correction's create whose outcome was unknown: the delivery machine's rules for
+    an answer's part (:meth:`core.delivery.machine.DeliveryMachine._settled`, no I/O). The person sees the whole
+    correction, with a possible duplicate reported, rather than a chunk missing; what the platform says landed is
+    never sent a second time.
+
+    Args:
+        outcome: what the platform said (:class:`core.ports.SettleOutcome`).
+        restarted: a restart cut the call (no answer of it was ever seen: the process died).
+        reached: the call reached the platform without an answer (a timeout, an unreadable 2xx:
+            :func:`core.delivery.machine.reached`), which most often stored it; a 5xx or a reset says less.
+        again: this chunk was sent :data:`SENDS_MAX` times already (each earlier create reported): never one
+            more copy on a guess.
+    """
+    if outcome is SettleOutcome.FOUND:
+        return Follow.LANDED
+    if outcome is SettleOutcome.NOT_SENT:
+        return Follow.AGAIN
+    if again:
+        return Follow.UNCERTAIN
+    if outcome is SettleOutcome.NEEDS_BOUND:
+        return Follow.AGAIN_BOUNDED
+    return Follow.AGAIN_REPORTED if restarted or not reached else Follow.UNCERTAIN
+
+
+DUPLICATE = "a duplicate is possible"
+"""What the outcome of a create that may show beside its copy says (the words of an answer's report)."""
+
+
+def _maybe_twice(text: str) -> str:
+    """The report of a create that may show beside its copy, in the words of an answer's (``SlotBook.orphans_of``)."""
+    return f"a message of {len(text)} characters may show too ({DUPLICATE})"
 
 
 class CorrectionError(StreamrelayError):
@@ -595,25 +654,27 @@ class _Apply:
         return known[-1] if known else None
 
     async def _create(self, index: int, step: Step) -> None:
-        record = self.record
+        """Make the create ``step`` (a send or a reply): settled first when a restart cut it; an unknown outcome
+        settled and followed as an answer's part is (:func:`follow`)."""
         target = self._reply_target() if step.op is StepOp.REPLY else self.target
         if step.state is StepState.STARTED and step.delivery_id is not None:  # cut by a restart: settle first
             settlement = await self._settle(target, step)
-            if settlement is None:
+            if settlement is None or not await self._follow(index, step, target, settlement, None):
                 return
-            if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
-                step.state, step.message_id = StepState.DONE, settlement.message_id
-                step.outcome = f"settled after a restart: it had landed as message {settlement.message_id}"
-                await self._save()
+        for _ in range(2):  # not stored (settled): made again at once, as an answer's part is; twice: the next try
+            result = await self._send(index, step, target)
+            if not isinstance(result, Unknown):
                 return
-            if settlement.outcome is not SettleOutcome.NOT_SENT:
-                step.state = StepState.UNCERTAIN
-                step.outcome = (
-                    f"{self.runtime.adapter.platform} cannot tell whether it landed before the restart "
-                    "(Telegram settles only with exclusive_bot = true in a supergroup or channel): not sent again"
-                )
-                await self._save()
+            settlement = await self._settle(target, step)
+            if settlement is None or not await self._follow(index, step, target, settlement, result.error):
                 return
+        step.state, step.outcome = StepState.FAILED, "not stored, twice: sent again next time"
+        await self._save()
+
+    async def _send(self, index: int, step: Step, target: Target) -> CallResult:
+        """One create of ``step`` under its delivery id (written ``started`` first); done and refused are recorded,
+        an unknown outcome is returned to be settled."""
+        record = self.record
         step.delivery_id = correction_delivery_id(record.run, record.id, index)
         step.after_id = self._after_id()
         step.state = StepState.STARTED
@@ -629,45 +690,120 @@ class _Apply:
             step.outcome = f"{step.outcome}; {done}" if step.outcome and step.op is StepOp.REPLY else done
             self.executor.chain.note_message(step.message_id)
             await self._save()
+        elif isinstance(result, NotDone):
+            error = result.error
+            step.state = StepState.FAILED if isinstance(error, TransientDeliveryError) else StepState.REFUSED
+            step.outcome = f"not sent: {error}"
+            await self._save()
+        return result
+
+    async def _follow(
+        self, index: int, step: Step, target: Target, settlement: Settlement, error: Exception | None
+    ) -> bool:
+        """What follows the settle of ``step``'s unknown create (:func:`follow`); ``error``: why its outcome was
+        unknown, None when a restart cut it. True when the step is to be made again (not stored)."""
+        platform = self.runtime.adapter.platform
+        restarted = error is None
+        why = "cut by a restart" if restarted else f"no answer ({error})"
+        copies = sum(
+            1
+            for s in self.record.steps[:index]
+            if s.state is StepState.UNCERTAIN and (s.op, s.part, s.text) == (step.op, step.part, step.text)
+        )
+        again = copies + 1 >= SENDS_MAX
+        follows = follow(
+            settlement.outcome, restarted=restarted, reached=error is not None and reached(error), again=again
+        )
+        if follows is Follow.AGAIN:
+            return True
+        if follows is Follow.LANDED:
+            assert settlement.message_id is not None
+            step.state, step.message_id = StepState.DONE, settlement.message_id
+            step.outcome = f"{why}; settled: it had landed as message {settlement.message_id}"
+            self.executor.chain.note_message(settlement.message_id, newest=False)
+            await self._save()
+            return False
+        step.state = StepState.UNCERTAIN
+        if follows is Follow.UNCERTAIN:  # the answer's timeout-then-continue: never a copy on a guess
+            step.outcome = f"may have landed: {why}; {platform} cannot tell: not sent again " + (
+                f"(sent {SENDS_MAX} times)" if again else "(it reached the platform, which most often stored it)"
+            )
+            await self._save()
+            return False
+        tell = "can tell only below a later message" if follows is Follow.AGAIN_BOUNDED else "cannot tell"
+        step.outcome = f"{why}; {platform} {tell} whether it landed; {_maybe_twice(step.text)}: sent again"
+        copy = Step(step.op, text=step.text, part=step.part)
+        self.record.steps.insert(index + 1, copy)
+        await self._save()
+        if follows is Follow.AGAIN_BOUNDED:  # settled below the copy once it shows (the delivery machine's bound)
+            await self._create(index + 1, copy)
+            await self._bounded(target, step, copy)
+        return False
+
+    async def _bounded(self, target: Target, first: Step, copy: Step) -> None:
+        """Settle ``first``'s create below ``copy``'s message (the part sent again): found -> the first stays and
+        the copy is deleted; not stored -> the copy is the only one; cannot tell -> ``first`` stays uncertain (its
+        report says a duplicate is possible)."""
+        if copy.state is not StepState.DONE or copy.message_id is None:
+            return  # the copy did not show (yet): the first stays reported
+        settlement = await self._ask(target, first, before_id=copy.message_id)
+        if not isinstance(settlement, Settlement) or settlement.outcome not in (
+            SettleOutcome.FOUND,
+            SettleOutcome.NOT_SENT,
+        ):
             return
-        if isinstance(result, Unknown):  # it may have landed: settled, never sent blindly
-            settlement = await self._settle(target, step)
-            if settlement is None:
-                return
-            if settlement.outcome is SettleOutcome.FOUND and settlement.message_id is not None:
-                step.state, step.message_id = StepState.DONE, settlement.message_id
-                step.outcome = f"its answer was lost ({result.error}); settled: it landed as {settlement.message_id}"
-            elif settlement.outcome is SettleOutcome.NOT_SENT:
-                step.state, step.outcome = StepState.FAILED, f"not stored ({result.error}): sent again next time"
-            else:
-                step.state = StepState.UNCERTAIN
-                step.outcome = f"may have landed ({result.error}); the platform cannot tell: not sent again"
+        if settlement.outcome is SettleOutcome.NOT_SENT or settlement.message_id is None:
+            first.state = StepState.SKIPPED
+            first.outcome = f"{first.outcome}; settled below it: not stored, message {copy.message_id} is its copy"
             await self._save()
             return
-        error = result.error
-        step.state = StepState.FAILED if isinstance(error, TransientDeliveryError) else StepState.REFUSED
-        step.outcome = f"not sent: {error}"
+        found, second = settlement.message_id, copy.message_id
+        first.message_id = found
+        gone = await self._idempotent(Delete(target, second))
+        if isinstance(gone, Done) or (isinstance(gone, NotDone) and isinstance(gone.error, TargetNotFoundError)):
+            first.state = StepState.DONE
+            first.outcome = f"{first.outcome}; settled below it: it had landed as message {found}"
+            copy.state = StepState.SKIPPED
+            copy.outcome = f"sent again as message {second}, deleted: the first create had landed as {found}"
+        else:  # the chat shows both: said, each listed
+            first.state = StepState.UNCERTAIN
+            first.outcome = (
+                f"{first.outcome}; settled below it: it had landed as message {found}, and the copy {second} could "
+                f"not be deleted ({gone.error}): both show ({DUPLICATE})"
+            )
+        self.executor.chain.note_message(found, newest=False)
         await self._save()
 
     async def _settle(self, target: Target, step: Step) -> Settlement | None:
         """Ask the platform whether ``step``'s create landed; None when it did not answer: the step is kept
         ``started`` (the correction ``partial``), so the next try settles it before any send."""
+        result = await self._ask(target, step)
+        if isinstance(result, Settlement):
+            return result
+        step.state = StepState.STARTED
+        step.outcome = f"may have landed and could not be settled ({result}): settled first on the next try"
+        await self._save()
+        return None
+
+    async def _ask(self, target: Target, step: Step, before_id: str | None = None) -> Settlement | Exception:
+        """One settle of ``step``'s create (through retries, :meth:`_idempotent`): what the platform said, or why it
+        did not answer. ``before_id``: a later message of the sidecar's in the chat (the bound)."""
         assert step.delivery_id is not None
+        record = self.record
+        known = {m for m in record.before} | {m for m in record.after() if m is not None}
         pending = PendingSend(
             step.delivery_id,
             step.text,
-            self.record.fmt,
+            record.fmt,
             after_id=step.after_id,
+            known_ids=frozenset(known - {before_id} if before_id else known) | self.executor.chain.known_ids(),
             exclusive=self.runtime.policy.exclusive_bot,
+            before_id=before_id,
         )
         result = await self._idempotent(Settle(target, pending))
         if isinstance(result, Done) and isinstance(result.value, Settlement):
             return result.value
-        why = result.error if isinstance(result, NotDone | Unknown) else result
-        step.state = StepState.STARTED
-        step.outcome = f"may have landed and could not be settled ({why}): settled first on the next try"
-        await self._save()
-        return None
+        return result.error if isinstance(result, NotDone | Unknown) else ValueError(f"settle answered {result}")
 
     async def _idempotent(self, call: Call) -> CallResult:
         """``call`` (an edit, a delete, a settle) tried through 429s, outages and unknown outcomes, up to
@@ -702,14 +838,17 @@ async def _maybe_await(value: object) -> None:
 
 __all__ = [
     "CORRECTION_HEAD",
+    "DUPLICATE",
     "OPEN_STEPS",
     "CorrectionError",
     "CorrectionService",
     "Corrections",
+    "Follow",
     "Reaction",
     "answer_messages",
     "correction_delivery_id",
     "finished_state",
+    "follow",
     "layout",
     "marker",
     "plan",
