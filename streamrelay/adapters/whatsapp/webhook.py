@@ -29,9 +29,11 @@ On Redis replicas Meta posts to one URL, which any replica may answer, and a run
 replica that owns its partition. A tap whose run another replica owns (``owner_of``) is posted on to that replica's
 webhook: the same body with its ``X-Hub-Signature-256`` (every replica holds the app secret, so the owner checks it
 as Meta's own), marked with :data:`FORWARDED`; the owner records the statuses again (a receipt is kept once: the
-strongest status) and decides the taps whose run it owns, the rest 404; a forwarded body is never posted on again.
-The owner's answer for each such tap is this answer's; an owner that cannot be found or reached now is a 500, so
-Meta sends the webhook again (a tap decided already is then a 409).
+strongest status) and decides the taps whose run it owns or nobody knows (404); a tap of a run a third replica owns
+(Meta batches taps of several people in one webhook) is answered 503 :data:`NOT_MINE`, never decided there and never
+posted on again. The owner's answer for each tap posted on is this answer's, but a 503 (the run moved meanwhile) or
+an owner that cannot be found or reached now is a 500, so Meta sends the webhook again (a tap decided already is
+then a 409).
 
 The app secret and the verify token are held as :class:`pydantic.SecretStr`: never in a repr, a log or an answer.
 """
@@ -67,6 +69,9 @@ or None to decide them here (this replica owns the run, or nobody knows it); rai
 FORWARDED = "x-streamrelay-forwarded"
 """Marks a webhook one replica posted on to another (never posted on again); the owner proxy's mark, the same name
 (adapters/ingest_http/owner_proxy.py: adapters do not import each other)."""
+NOT_MINE = "not this replica's run: decided by the replica that posted the webhook on, or its owner"
+"""The ``tell`` of a forwarded webhook's tap whose run the receiving replica does not own (status 503): Meta batches
+taps of several runs in one webhook, and each is decided by its own run's owner."""
 FORWARD_TIMEOUT_S = 10.0
 """How long the owner may take to answer a forwarded webhook (seconds); Meta waits about 20."""
 PRESS_ID = re.compile(r"^(approve|deny):([0-9a-f]{16}):([0-9a-f]{16})$")
@@ -250,9 +255,12 @@ class WhatsAppWebhook:
         presses: list[dict[str, Any]] = []
         elsewhere: dict[str, list[int]] = {}  # an owner's URL: the indexes in presses of the taps it decides
         for button, by in presses_of(payload) if self.decide is not None else []:
-            owner = None if forwarded else await self._owner(button)
+            owner = await self._owner(button)
             if owner == "":
                 return "the run's owner is not known now: send again"
+            if owner is not None and forwarded:  # another replica's tap in a batch: the forwarding one decides it
+                presses.append({"button": button, "status": 503, "tell": NOT_MINE})
+                continue
             if owner is not None:
                 elsewhere.setdefault(owner, []).append(len(presses))
                 presses.append({"button": button, "status": 404})
@@ -267,6 +275,8 @@ class WhatsAppWebhook:
                 return "the run's owner did not answer: send again"
             for index in indexes:
                 presses[index] = answered.get(presses[index]["button"], presses[index])
+                if presses[index].get("status", 0) >= 500:  # its owner moved meanwhile: Meta sends it again
+                    return "the run's owner changed: send again"
         return presses
 
     async def _owner(self, button: str) -> str | None:
