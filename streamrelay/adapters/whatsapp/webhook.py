@@ -40,6 +40,7 @@ The app secret and the verify token are held as :class:`pydantic.SecretStr`: nev
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -73,7 +74,8 @@ NOT_MINE = "not this replica's run: decided by the replica that posted the webho
 """The ``tell`` of a forwarded webhook's tap whose run the receiving replica does not own (status 503): Meta batches
 taps of several runs in one webhook, and each is decided by its own run's owner."""
 FORWARD_TIMEOUT_S = 10.0
-"""How long the owner may take to answer a forwarded webhook (seconds); Meta waits about 20."""
+"""How long an owner may take to answer a forwarded webhook (seconds); Meta waits about 20. The owners of one
+webhook's taps are posted to at once, so the whole wait is one of these, however many owners."""
 PRESS_ID = re.compile(r"^(approve|deny):([0-9a-f]{16}):([0-9a-f]{16})$")
 
 WEBHOOK_PATH = "/v1/platforms/whatsapp/webhook"
@@ -269,8 +271,10 @@ class WhatsAppWebhook:
             if outcome is None:
                 return "the decision could not be taken now: send again"
             presses.append(outcome)
-        for owner, indexes in elsewhere.items():
-            answered = await self._forward(owner, body, signature)
+        owners = list(elsewhere)  # posted on to every owner at once: Meta waits about 20 s for the whole answer
+        answers = await asyncio.gather(*(self._forward(owner, body, signature) for owner in owners))
+        for owner, answered in zip(owners, answers, strict=True):
+            indexes = elsewhere[owner]
             if answered is None:
                 return "the run's owner did not answer: send again"
             for index in indexes:
