@@ -103,3 +103,51 @@ async def test_taps_of_runs_two_other_replicas_own_are_posted_on_to_both_at_once
     assert answer.status_code == 200, answer.text
     assert [(p["button"], p["status"]) for p in answer.json()["presses"]] == [(approve_a, 200), (approve_b, 200)]
     assert arrived == [{"forwarded": "1", "signature": signature(SECRET, raw)}] * 2  # signed as it came, marked
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        {"presses": "all fine"},
+        {"presses": [{"button": "{button}", "status": "200"}]},
+        {"presses": [{"button": "{button}", "status": None}]},
+        {"presses": []},
+        ["not", "an", "object"],
+    ],
+)
+async def test_an_owner_answering_garbage_is_a_500_so_meta_sends_the_webhook_again(garbage: Any) -> None:
+    """An owner whose answer does not say what became of the tap (not a list, a status not a number, the tap
+    missing): never a crash, never a 200 that tells Meta the tap was taken."""
+    approve = button_ids("run-a", "refund")[0]
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response(json.loads(json.dumps(garbage).replace("{button}", approve)))
+
+    app = web.Application()
+    app.router.add_post(WEBHOOK_PATH, answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+
+    async def owner_of(run16: str) -> str | None:
+        return url
+
+    async def decide(run16: str, id16: str, decision: str, by: str) -> dict[str, Any]:
+        raise AssertionError("the tap is the owner's")
+
+    hook = WhatsAppWebhook(MemoryReceipts(), SecretStr(SECRET), None, decide=decide, owner_of=owner_of)
+    payload = {
+        "object": "whatsapp_business_account",
+        "entry": [{"id": "1", "changes": [{"field": "messages", "value": {"messages": [_tap(approve, "1555")]}}]}],
+    }
+    raw = json.dumps(payload).encode()
+    try:
+        transport = httpx.ASGITransport(app=Starlette(routes=hook.routes()))
+        async with httpx.AsyncClient(transport=transport, base_url="http://replica") as meta:
+            answer_ = await meta.post(WEBHOOK_PATH, content=raw, headers={SIGNATURE_HEADER: signature(SECRET, raw)})
+    finally:
+        await runner.cleanup()
+    assert answer_.status_code == 500, answer_.text
+    assert "send again" in answer_.json()["error"]

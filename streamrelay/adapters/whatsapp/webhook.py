@@ -31,8 +31,9 @@ webhook: the same body with its ``X-Hub-Signature-256`` (every replica holds the
 as Meta's own), marked with :data:`FORWARDED`; the owner records the statuses again (a receipt is kept once: the
 strongest status) and decides the taps whose run it owns or nobody knows (404); a tap of a run a third replica owns
 (Meta batches taps of several people in one webhook) is answered 503 :data:`NOT_MINE`, never decided there and never
-posted on again. The owner's answer for each tap posted on is this answer's, but a 503 (the run moved meanwhile) or
-an owner that cannot be found or reached now is a 500, so Meta sends the webhook again (a tap decided already is
+posted on again. The owner's answer for each tap posted on is this answer's, but a 503 (the run moved meanwhile),
+an answer that does not say what became of the tap (no number for its status, the tap missing) or an owner that
+cannot be found or reached now is a 500, so Meta sends the webhook again (a tap decided already is
 then a 409).
 
 The app secret and the verify token are held as :class:`pydantic.SecretStr`: never in a repr, a log or an answer.
@@ -278,9 +279,15 @@ class WhatsAppWebhook:
             if answered is None:
                 return "the run's owner did not answer: send again"
             for index in indexes:
-                presses[index] = answered.get(presses[index]["button"], presses[index])
-                if presses[index].get("status", 0) >= 500:  # its owner moved meanwhile: Meta sends it again
+                said = answered.get(presses[index]["button"])
+                if said is None:  # the owner did not say what became of it: never a 200 on a guess
+                    _log.warning(
+                        "whatsapp webhook: the owner %s did not answer for %s", owner, presses[index]["button"]
+                    )
+                    return "the run's owner did not answer for every tap: send again"
+                if said["status"] >= 500:  # its owner moved meanwhile: Meta sends it again
                     return "the run's owner changed: send again"
+                presses[index] = said
         return presses
 
     async def _owner(self, button: str) -> str | None:
@@ -295,8 +302,8 @@ class WhatsAppWebhook:
             return ""
 
     async def _forward(self, owner: str, body: bytes, signature: str) -> dict[str, dict[str, Any]] | None:
-        """Post the signed webhook on to ``owner``'s webhook (module docstring): its ``presses`` by button, or None
-        when it did not answer 200 with them."""
+        """Post the signed webhook on to ``owner``'s webhook (module docstring): its ``presses`` by button (those
+        with a number for a status), or None when it did not answer 200 with a list of them."""
         headers = {SIGNATURE_HEADER: signature, FORWARDED: "1", "Content-Type": "application/json"}
         try:
             async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S) as client:
@@ -308,7 +315,14 @@ class WhatsAppWebhook:
         if not isinstance(presses, list):
             _log.warning("whatsapp webhook: the owner %s answered %d", owner, answer.status_code)
             return None
-        return {p["button"]: p for p in presses if isinstance(p, dict) and isinstance(p.get("button"), str)}
+        return {
+            p["button"]: p
+            for p in presses
+            if isinstance(p, dict)
+            and isinstance(p.get("button"), str)
+            and isinstance(p.get("status"), int)
+            and not isinstance(p["status"], bool)
+        }
 
     async def _press(self, button: str, by: str) -> dict[str, Any] | None:
         """Decide one tap (module docstring); None when the journal failed (the webhook answers 500)."""
