@@ -18,6 +18,7 @@ import pytest
 
 from streamrelay.adapters.ops import ServiceMetrics
 from streamrelay.adapters.redis.client import Redis
+from streamrelay.adapters.redis.keys import conversation_key, partition_of
 from streamrelay.adapters.whatsapp.buttons import BODY
 from streamrelay.adapters.whatsapp.webhook import SIGNATURE_HEADER, WEBHOOK_PATH, signature
 from streamrelay.app.dry_run import DRY_RUN
@@ -34,6 +35,8 @@ pytestmark = pytest.mark.timeout(120)
 TOKEN = "replica-taps-token"
 SECRET = "replica-taps-app-secret"
 PARTITIONS = 2
+OTHER_PERSON = "15550001114"
+"""A chat whose conversation (on channel wa) is in the other partition than the dry run's person's."""
 
 
 async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 60.0) -> Any:
@@ -145,6 +148,39 @@ async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_i
                 units = (await http.get(url + "/v1/runs/tap-run/pipeline")).json()["units"]
                 decided = [(u["decision"], u["by"]) for u in units if u["kind"] == "approval"]
                 assert decided == [("approved", approver)], units
+
+            # Meta batches messages: one webhook holding a tap of each replica's run, posted to the first run's owner.
+            # The owner of the other run is forwarded the whole body; it decides its own tap and leaves the first
+            # (not its run) to the replica that forwarded it (was: a 503 on that tap, the whole webhook a 500 every
+            # time Meta sent it again: the second tap never answered).
+            other = OTHER_PERSON
+            assert partition_of(conversation_key("wa", other), PARTITIONS) != int(str(partition))
+            second_run = [
+                {"kind": "run.start", "channel": "wa", "target": {"chat_id": other}},
+                {**events[1], "approvers": [f"whatsapp:user:{other}"]},
+            ]
+            body = "".join(json.dumps({"run": "tap-run-2", **e}) + "\n" for e in second_run).encode()
+            asked = await post_as_agent(http, urls[0] + "/v1/runs/tap-run-2/events", body)
+            assert asked.status_code == 200, asked.text
+
+            async def other_buttons() -> str | None:
+                found = [str(m) for m, t in mock.visible(other) if t == BODY]
+                return found[0] if found else None
+
+            other_message = await _until(other_buttons, "the second run's reply buttons message")
+            approve2, _ = button_ids("tap-run-2", "refund")
+            batched = mock.press(person, message_id, deny)
+            batched["entry"][0]["changes"][0]["value"]["messages"] += mock.press(other, other_message, approve2)[
+                "entry"
+            ][0]["changes"][0]["value"]["messages"]
+            raw = json.dumps(batched).encode()
+            headers = {SIGNATURE_HEADER: signature(SECRET, raw), "Content-Type": "application/json"}
+            async with httpx.AsyncClient(timeout=30) as meta:
+                answer = await meta.post(str(owner_url) + WEBHOOK_PATH, content=raw, headers=headers)
+            assert answer.status_code == 200, answer.text
+            assert [(p["button"], p["status"]) for p in answer.json()["presses"]] == [(deny, 409), (approve2, 200)]
+            units = (await http.get(elsewhere + "/v1/runs/tap-run-2/pipeline")).json()["units"]
+            assert [u["decision"] for u in units if u["kind"] == "approval"] == ["approved"], units
             ended = await post_as_agent(
                 http, elsewhere + "/v1/runs/tap-run/events", b'{"run": "tap-run", "kind": "end"}\n'
             )

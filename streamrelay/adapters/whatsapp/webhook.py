@@ -29,15 +29,19 @@ On Redis replicas Meta posts to one URL, which any replica may answer, and a run
 replica that owns its partition. A tap whose run another replica owns (``owner_of``) is posted on to that replica's
 webhook: the same body with its ``X-Hub-Signature-256`` (every replica holds the app secret, so the owner checks it
 as Meta's own), marked with :data:`FORWARDED`; the owner records the statuses again (a receipt is kept once: the
-strongest status) and decides the taps whose run it owns, the rest 404; a forwarded body is never posted on again.
-The owner's answer for each such tap is this answer's; an owner that cannot be found or reached now is a 500, so
-Meta sends the webhook again (a tap decided already is then a 409).
+strongest status) and decides the taps whose run it owns or nobody knows (404); a tap of a run a third replica owns
+(Meta batches taps of several people in one webhook) is answered 503 :data:`NOT_MINE`, never decided there and never
+posted on again. The owner's answer for each tap posted on is this answer's, but a 503 (the run moved meanwhile),
+an answer that does not say what became of the tap (no number for its status, the tap missing) or an owner that
+cannot be found or reached now is a 500, so Meta sends the webhook again (a tap decided already is
+then a 409).
 
 The app secret and the verify token are held as :class:`pydantic.SecretStr`: never in a repr, a log or an answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -67,8 +71,12 @@ or None to decide them here (this replica owns the run, or nobody knows it); rai
 FORWARDED = "x-streamrelay-forwarded"
 """Marks a webhook one replica posted on to another (never posted on again); the owner proxy's mark, the same name
 (adapters/ingest_http/owner_proxy.py: adapters do not import each other)."""
+NOT_MINE = "not this replica's run: decided by the replica that posted the webhook on, or its owner"
+"""The ``tell`` of a forwarded webhook's tap whose run the receiving replica does not own (status 503): Meta batches
+taps of several runs in one webhook, and each is decided by its own run's owner."""
 FORWARD_TIMEOUT_S = 10.0
-"""How long the owner may take to answer a forwarded webhook (seconds); Meta waits about 20."""
+"""How long an owner may take to answer a forwarded webhook (seconds); Meta waits about 20. The owners of one
+webhook's taps are posted to at once, so the whole wait is one of these, however many owners."""
 PRESS_ID = re.compile(r"^(approve|deny):([0-9a-f]{16}):([0-9a-f]{16})$")
 
 WEBHOOK_PATH = "/v1/platforms/whatsapp/webhook"
@@ -250,9 +258,12 @@ class WhatsAppWebhook:
         presses: list[dict[str, Any]] = []
         elsewhere: dict[str, list[int]] = {}  # an owner's URL: the indexes in presses of the taps it decides
         for button, by in presses_of(payload) if self.decide is not None else []:
-            owner = None if forwarded else await self._owner(button)
+            owner = await self._owner(button)
             if owner == "":
                 return "the run's owner is not known now: send again"
+            if owner is not None and forwarded:  # another replica's tap in a batch: the forwarding one decides it
+                presses.append({"button": button, "status": 503, "tell": NOT_MINE})
+                continue
             if owner is not None:
                 elsewhere.setdefault(owner, []).append(len(presses))
                 presses.append({"button": button, "status": 404})
@@ -261,12 +272,22 @@ class WhatsAppWebhook:
             if outcome is None:
                 return "the decision could not be taken now: send again"
             presses.append(outcome)
-        for owner, indexes in elsewhere.items():
-            answered = await self._forward(owner, body, signature)
+        owners = list(elsewhere)  # posted on to every owner at once: Meta waits about 20 s for the whole answer
+        answers = await asyncio.gather(*(self._forward(owner, body, signature) for owner in owners))
+        for owner, answered in zip(owners, answers, strict=True):
+            indexes = elsewhere[owner]
             if answered is None:
                 return "the run's owner did not answer: send again"
             for index in indexes:
-                presses[index] = answered.get(presses[index]["button"], presses[index])
+                said = answered.get(presses[index]["button"])
+                if said is None:  # the owner did not say what became of it: never a 200 on a guess
+                    _log.warning(
+                        "whatsapp webhook: the owner %s did not answer for %s", owner, presses[index]["button"]
+                    )
+                    return "the run's owner did not answer for every tap: send again"
+                if said["status"] >= 500:  # its owner moved meanwhile: Meta sends it again
+                    return "the run's owner changed: send again"
+                presses[index] = said
         return presses
 
     async def _owner(self, button: str) -> str | None:
@@ -281,8 +302,8 @@ class WhatsAppWebhook:
             return ""
 
     async def _forward(self, owner: str, body: bytes, signature: str) -> dict[str, dict[str, Any]] | None:
-        """Post the signed webhook on to ``owner``'s webhook (module docstring): its ``presses`` by button, or None
-        when it did not answer 200 with them."""
+        """Post the signed webhook on to ``owner``'s webhook (module docstring): its ``presses`` by button (those
+        with a number for a status), or None when it did not answer 200 with a list of them."""
         headers = {SIGNATURE_HEADER: signature, FORWARDED: "1", "Content-Type": "application/json"}
         try:
             async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S) as client:
@@ -294,7 +315,14 @@ class WhatsAppWebhook:
         if not isinstance(presses, list):
             _log.warning("whatsapp webhook: the owner %s answered %d", owner, answer.status_code)
             return None
-        return {p["button"]: p for p in presses if isinstance(p, dict) and isinstance(p.get("button"), str)}
+        return {
+            p["button"]: p
+            for p in presses
+            if isinstance(p, dict)
+            and isinstance(p.get("button"), str)
+            and isinstance(p.get("status"), int)
+            and not isinstance(p["status"], bool)
+        }
 
     async def _press(self, button: str, by: str) -> dict[str, Any] | None:
         """Decide one tap (module docstring); None when the journal failed (the webhook answers 500)."""
