@@ -317,7 +317,7 @@ class ServiceSettings(Strict):
     run_idle_timeout_s: float = Field(default=600.0, gt=0)
     """Seconds a run may receive nothing before it is closed with what it has (its agent crashed or never came
     back)."""
-    retry_window_s: float = Field(default=600.0, gt=0)
+    retry_window_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     """Seconds a message part's calls that are safe to retry (edits, deletes, settled creates) are retried through a
     platform outage (5xx, timeouts, resets, 429s) before the part is given up and reported; independent of
     ``run_idle_timeout_s`` (a short idle timeout for fast agents does not shorten what an outage may last)."""

@@ -95,6 +95,15 @@ def test_a_bad_value_names_the_key(tmp_path: Path) -> None:
         load_settings(path)
 
 
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-5"])
+def test_a_retry_window_that_is_not_a_finite_positive_number_is_refused(tmp_path: Path, value: str) -> None:
+    """``[service] retry_window_s = inf`` would retry a part through a permanent outage forever, its run never
+    reported: refused, naming the key."""
+    path = _write(tmp_path, f'[service]\nretry_window_s = {value}\n[channels.t]\nplatform = "telegram"\n')
+    with pytest.raises(ConfigError, match=r"service\.retry_window_s"):
+        load_settings(path)
+
+
 def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings(_write(tmp_path, "[channels.t\n"))
