@@ -50,15 +50,15 @@ def test_a_timeline_shows_marks_taken_batches_and_calls_with_their_outcomes() ->
     assert calls[1]["error"] == "RateLimitedError"
     assert calls[2]["place"] == "r1/fan-1" and calls[2]["settled"] == "found" and "retry_after_s" not in calls[2]
     assert calls[3]["outcome"] == "unknown" and calls[3]["part"] is None and calls[3]["role"] is None
-    assert [e for e in entries if e["type"] == "ended"][0]["status"] == "delivered"
+    assert next(e for e in entries if e["type"] == "ended")["status"] == "delivered"
 
 
 def test_the_same_call_twice_is_one_shared_entry_and_its_numbers_stay_in_the_runs_array() -> None:
     one, two = Timeline("a"), Timeline("b")
     for timeline in (one, two):
         timeline.call(1.0, timeline.run, 2, "answer", str(OpKind.EDIT), "editMessageText", Done(None), "ack")
-    assert one._entries[0] is two._entries[0]  # noqa: SLF001 - what is shared is the point
-    assert len(one._nums) == 3 and math.isnan(one._nums[2])  # noqa: SLF001
+    assert one._entries[0] is two._entries[0]  # what is shared is the point
+    assert len(one._nums) == 3 and math.isnan(one._nums[2])
 
 
 def test_a_timeline_keeps_at_most_max_entries_and_counts_the_rest() -> None:

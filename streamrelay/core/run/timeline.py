@@ -22,8 +22,8 @@ Stored small, and made without new objects per call where it can (an open run ap
 call's short-lived objects; a long-lived object made then keeps the allocator's page of them, issue 23): an entry's
 numbers (its two times, a taken entry's count, a call's ``retry_after_s``) are three doubles of one ``array`` per run,
 the rest one tuple of shared strings and small ints (the same call described twice is the same tuple: at most
-:data:`_SHARED_MAX` of them are shared, process-wide). A run's own ledger run is not kept in its calls' tuples (a call of
-another place, a fan-out's, is).
+:data:`_SHARED_MAX` of them are shared, process-wide). A run's own ledger run is not kept in its calls' tuples (a
+call of another place, a fan-out's, is).
 """
 
 from __future__ import annotations
