@@ -17,12 +17,22 @@ the run), and three places append to it, each a small tuple, never text:
 Bounded: at most :data:`MAX_ENTRIES` entries a run (past them the count of those left out is kept); the relay keeps
 the timelines of its active runs and of the last ``keep`` finished ones (:class:`Timelines`). Times are wall-clock
 Unix seconds (what an operator compares with logs and traces). A run resumed after a restart starts a new timeline.
+
+Stored small, and made without new objects per call where it can (an open run appends while it streams, beside each
+call's short-lived objects; a long-lived object made then keeps the allocator's page of them, issue 23): an entry's
+numbers (its two times, a taken entry's count, a call's ``retry_after_s``) are three doubles of one ``array`` per run,
+the rest one tuple of shared strings and small ints (the same call described twice is the same tuple: at most
+:data:`_SHARED_MAX` of them are shared, process-wide). A run's own ledger run is not kept in its calls' tuples (a
+call of another place, a fan-out's, is).
 """
 
 from __future__ import annotations
 
 import contextvars
+import math
+import sys
 import time
+from array import array
 from collections import OrderedDict
 from typing import Any
 
@@ -34,16 +44,40 @@ MAX_ENTRIES = 400
 """Entries kept per run; later ones are counted (``left_out``), not kept."""
 
 _TAKEN, _CALL, _MARK = 0, 1, 2
+_NUMS = 3
+"""Doubles per entry in :attr:`Timeline._nums`: when it began, when it ended (a taken entry: its last batch), and a
+taken entry's count or a call's ``retry_after_s`` (NaN: none)."""
+_SHARED_MAX = 4096
+"""Entry tuples shared process-wide (each distinct description of a call once); past them new ones are kept as made."""
+_SHARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _shared(entry: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The one copy of ``entry`` kept for every timeline (``entry`` itself when it is new, or the table is full)."""
+    kept = _SHARED.get(entry)
+    if kept is not None:
+        return kept
+    if len(_SHARED) < _SHARED_MAX:
+        _SHARED[entry] = entry
+    return entry
+
+
+def _name(value: object) -> str:
+    """``value`` as a shared str (an enum member's own value, not a copy; other strings interned)."""
+    if isinstance(value, str):
+        return sys.intern(value) if type(value) is str else sys.intern(str.__str__(value))
+    return sys.intern(str(value))
 
 
 class Timeline:
     """One run's timeline (module docstring). ``run``: the core's run key."""
 
-    __slots__ = ("_entries", "_text_run", "left_out", "run")
+    __slots__ = ("_entries", "_nums", "_text_run", "left_out", "run")
 
     def __init__(self, run: str) -> None:
         self.run = run
         self._entries: list[tuple[Any, ...]] = []
+        self._nums = array("d")
         self.left_out = 0
         self._text_run = False
         """The last entry is a ``taken`` of text deltas (the next one joins it)."""
@@ -51,16 +85,18 @@ class Timeline:
     def __repr__(self) -> str:
         return f"Timeline(run={self.run!r}, entries={len(self._entries)})"
 
-    def _add(self, entry: tuple[Any, ...]) -> None:
+    def _add(self, entry: tuple[Any, ...], at: float, end: float, number: float) -> None:
         if len(self._entries) >= MAX_ENTRIES:
             self.left_out += 1
         else:
-            self._entries.append(entry)
+            self._entries.append(_shared(entry))
+            self._nums.extend((at, end, number))
 
     def mark(self, what: str, detail: str = "") -> None:
         """A moment of the run: ``opened``, ``resumed``, ``ended`` (``detail``: the report's status)."""
         self._text_run = False
-        self._add((_MARK, time.time(), what, detail))
+        now = time.time()
+        self._add((_MARK, _name(what), _name(detail)), now, now, math.nan)
 
     def taken(self, kind: str, count: int) -> None:
         """The worker took ``count`` events, the first of ``kind`` (``text`` for deltas: joined with the previous
@@ -68,13 +104,14 @@ class Timeline:
         now = time.time()
         if kind == "text":
             if self._text_run and self._entries:
-                last = self._entries[-1]
-                self._entries[-1] = (_TAKEN, last[1], kind, last[3] + count, now)
+                at = len(self._nums) - _NUMS
+                self._nums[at + 1] = now
+                self._nums[at + 2] += count
                 return
             self._text_run = True
         else:
             self._text_run = False
-        self._add((_TAKEN, now, kind, count, now))
+        self._add((_TAKEN, _name(kind)), now, now, count)
 
     def call(
         self,
@@ -89,39 +126,49 @@ class Timeline:
     ) -> None:
         """A platform call began at ``at`` and ended now with ``result`` (module docstring)."""
         self._text_run = False
-        retry_after_s: float | None = None
+        retry_after_s = math.nan
         settled: str | None = None
         error: str | None = None
         if isinstance(result, Done):
             outcome = "done"
             if isinstance(result.value, Settlement):
-                settled = str(result.value.outcome)
+                settled = _name(result.value.outcome)
         else:
             outcome = "not_done" if isinstance(result, NotDone) else "unknown"
-            error = type(result.error).__name__
+            error = _name(type(result.error).__name__)
             if isinstance(result.error, RateLimitedError):
                 retry_after_s = float(result.error.retry_after_s)
-        self._add(
-            (_CALL, at, place, part, role, op, method, outcome, label, retry_after_s, settled, error, time.time())
+        entry = (
+            _CALL,
+            None if place == self.run else place,
+            part,
+            None if role is None else _name(role),
+            _name(op),
+            _name(method),
+            outcome,
+            _name(label),
+            settled,
+            error,
         )
+        self._add(entry, at, time.time(), retry_after_s)
 
     def public(self) -> dict[str, Any]:
         """As JSON: ``{"entries": [...], "left_out"}``, entries in the order they happened (module docstring)."""
         entries: list[dict[str, Any]] = []
-        for entry in self._entries:
+        nums = self._nums
+        for k, entry in enumerate(self._entries):
+            at, end, number = nums[k * _NUMS], nums[k * _NUMS + 1], nums[k * _NUMS + 2]
             if entry[0] == _MARK:
-                entries.append({"type": entry[2], "at": entry[1], **({"status": entry[3]} if entry[3] else {})})
+                entries.append({"type": entry[1], "at": at, **({"status": entry[2]} if entry[2] else {})})
             elif entry[0] == _TAKEN:
-                entries.append(
-                    {"type": "taken", "at": entry[1], "kind": entry[2], "count": entry[3], "last_at": entry[4]}
-                )
+                entries.append({"type": "taken", "at": at, "kind": entry[1], "count": int(number), "last_at": end})
             else:
-                _, at, place, part, role, op, method, outcome, label, retry, settled, error, done_at = entry
+                _, place, part, role, op, method, outcome, label, settled, error = entry
                 row: dict[str, Any] = {
                     "type": "call",
                     "at": at,
-                    "done_at": done_at,
-                    "place": place,
+                    "done_at": end,
+                    "place": self.run if place is None else place,
                     "part": part,
                     "role": role,
                     "op": op,
@@ -129,6 +176,7 @@ class Timeline:
                     "outcome": outcome,
                     "label": label,
                 }
+                retry = None if math.isnan(number) else number
                 for name, value in (("retry_after_s", retry), ("settled", settled), ("error", error)):
                     if value is not None:
                         row[name] = value
