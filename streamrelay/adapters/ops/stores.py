@@ -86,9 +86,6 @@ class MeteredJournal:
     async def last_at(self, run: str) -> float | None:
         return await self.inner.last_at(run)
 
-    async def quiet_s(self, run: str) -> float | None:
-        return await self.inner.quiet_s(run)
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         await self.inner.finish(run, last_seq)
         self._metrics.run_finished(run)

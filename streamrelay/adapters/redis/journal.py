@@ -69,18 +69,6 @@ entry. Returns how many lines it appended. Atomic: the fence check, the lines, t
 acknowledgement (XACK + XDEL) are one step, so an input line is either journaled and gone from the stream, or
 still there (pending, or not read through the group yet) for the next owner: never both, never neither."""
 
-_QUIET = (
-    """
--- KEYS: at; ARGV: run. Seconds since the run's newest line on Redis's clock (a string), or nil
-local at = redis.call('HGET', KEYS[1], ARGV[1])
-if not at then return false end
-"""
-    + _NOW
-    + """
-return tostring(tonumber(now) - tonumber(at))
-"""
-)
-
 _FINISH = (
     FENCE_CHECK
     + """
@@ -136,7 +124,6 @@ class RedisJournal:
         self._keep = keep_ended
         self._append = Script(client, _APPEND, "journal.append", durable=True)
         self._finish = Script(client, _FINISH, "journal.finish", durable=True)
-        self._quiet = Script(client, _QUIET, "journal.quiet")
 
     def __repr__(self) -> str:
         return f"RedisJournal(partition={self.partition}, token={self.token})"
@@ -184,13 +171,6 @@ class RedisJournal:
         with unavailable("journal.last_at"):
             at = await self._client.hget(self._key("at"), run)
         return None if at is None else float(at)
-
-    async def quiet_s(self, run: str) -> float | None:
-        """Seconds since ``run``'s newest line on Redis's clock (TIME and the line's time read in one script: no
-        replica's wall clock counts; a jump of Redis's own host clock would), or None without lines."""
-        with unavailable("journal.quiet"):
-            quiet = await self._quiet([self._key("at")], [run])
-        return None if quiet is None else max(0.0, float(quiet))
 
     async def finish(self, run: str, last_seq: int | None) -> None:
         """``run`` finished: drop its lines, remember its last ``seq``.

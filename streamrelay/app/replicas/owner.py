@@ -90,16 +90,6 @@ class AckingJournal:
     async def last_at(self, run: str) -> float | None:
         return await self.inner.last_at(run)
 
-    async def quiet_s(self, run: str) -> float | None:
-        """None: a run this owner resumes (its partition just granted, or after a Redis outage) gets its idle time
-        afresh, never the time since its newest journaled line. Its agent may have been sending all along: while Redis
-        failed over (and until the promoted primary had a replica to acknowledge them) every line was refused 503 and
-        sent again, or waits in the input stream behind the resume; counted from the journal, a run quiet for a
-        ``run_idle_timeout_s`` by then was closed as "the agent sent nothing" at once and its waiting lines, answered
-        200, were never shown (chaos seed 2: 5 runs). A run whose agent is gone is closed that long after the resume.
-        """
-        return None
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         await self.inner.finish(run, last_seq)
 

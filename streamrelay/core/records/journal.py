@@ -73,14 +73,6 @@ class Journal(Protocol):
         """When ``run``'s newest line was accepted, on the journal's own clock (seconds), or None without lines."""
         ...
 
-    async def quiet_s(self, run: str) -> float | None:
-        """How long ``run``'s agent has been quiet: seconds (>= 0) since its newest line was accepted, on a clock no
-        wall-clock jump moves (:func:`core.clock.boot_seconds` on the same boot; Redis's clock for Redis), or None
-        without lines or when the journal cannot tell (its lines were written on another boot). What an operator or
-        a test reads of a run's silence: the relay does not start a resumed run's idle timeout from it (the time the
-        sidecar was down is not its agent's silence: it counts afresh from the resume, issue 24 item 6)."""
-        ...
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         """``run`` finished (its final is delivered or reported): drop its lines, remember its last ``seq``."""
         ...
@@ -137,10 +129,6 @@ class MemoryJournal:
 
     async def last_at(self, run: str) -> float | None:
         return self._last_at.get(run)
-
-    async def quiet_s(self, run: str) -> float | None:
-        at = self._last_at.get(run)
-        return None if at is None else max(0.0, boot_seconds() - at)
 
     async def finish(self, run: str, last_seq: int | None) -> None:
         self._lines.pop(run, None)
