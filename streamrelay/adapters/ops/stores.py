@@ -93,8 +93,8 @@ class MeteredJournal:
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
-        await self.inner.close_idle(run, last_seq)
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
+        await self.inner.close_idle(run, last_seq, ended=ended)
 
     async def erase(self, runs: Sequence[str]) -> int:
         """The inner journal's erasure (:class:`core.records.erase.Erasable`).

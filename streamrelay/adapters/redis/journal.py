@@ -214,7 +214,7 @@ class RedisJournal:
                 done = await pipe.execute()
         return int(done[0]) + len(buried)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """Nothing here: a relay journaling straight into this journal takes its lines in its own process, where
         admission refuses them once the run is closing; a partition owner fed from the input stream passes the
         close's commit point through the stream (:meth:`app.replicas.owner.PartitionOwner.close_idle`)."""

@@ -160,7 +160,7 @@ class SqliteJournal:
         rows = await self._store.fetch(query, (run,))
         return EndedRun(run, rows[0][0]) if rows else None
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """Nothing: in one process admission refuses the run's later lines once it is closing
         (:meth:`core.records.journal.Journal.close_idle`)."""
 

@@ -81,12 +81,16 @@ class Journal(Protocol):
         """The finished run ``run``, or None when it never finished here."""
         ...
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """The commit point of ``run``'s close by the idle timeout (``last_seq``: the last ``seq`` it took, None
         without): once this returns, every line of ``run`` accepted before it has been handed to the run, and every
         later line with a higher ``seq`` is refused with 409 wherever it arrives (one process: admission sees the
         run closing at once, so nothing is done here; replicas: the run's idle-close mark in Redis, which every
         front's append checks atomically, :meth:`adapters.redis.InputStream.close_idle`).
+
+        Called again with ``ended`` when the lines handed over took the run's own ``end``: the run ended as any run
+        does, and its later lines are acknowledged and dropped wherever they arrive, as an ended run's (replicas:
+        the mark says so), not refused as lines the run never took.
 
         Raises:
             core.errors.OwnershipLostError: another replica owns the run now (it is not closed here).
@@ -137,7 +141,7 @@ class MemoryJournal:
         while len(self._ended) > self._keep:
             self._ended.popitem(last=False)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """Nothing: in one process admission refuses the run's later lines once it is closing
         (:meth:`Journal.close_idle`)."""
 
