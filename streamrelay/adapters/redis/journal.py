@@ -23,7 +23,7 @@ about a second of accepted lines; ``appendfsync always`` loses none (https://red
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
@@ -200,10 +200,7 @@ class RedisJournal:
         """
         dead = self._keys.dead(self.partition)
         with unavailable("journal.erase"):
-            letters = await self._client.xrange(dead) or []
-            buried = [
-                str(entry_id) for entry_id, fields in letters if entry_id is not None and _field(fields, "run") == run
-            ]
+            buried = await dead_letters_of(self._client, dead, {run})
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.llen(self._key(f"lines:{run}"))
                 pipe.delete(self._key(f"lines:{run}"))
@@ -230,6 +227,18 @@ class RedisJournal:
     async def close(self) -> None:
         """Nothing to close: the client belongs to the caller."""
         return None
+
+
+async def dead_letters_of(client: Redis, dead: str, runs: Collection[str]) -> list[str]:
+    """The ids of the entries of the dead-letter stream ``dead`` (``sr:{pN}:dead``: input lines an owner failed on,
+    :meth:`adapters.redis.InputStream.bury`) whose ``run`` is one of ``runs``, oldest first (one XRANGE of the whole
+    stream: dead letters are few, each an operator's to retry or drop).
+
+    Raises:
+        redis.exceptions.RedisError: Redis failed.
+    """
+    letters = await client.xrange(dead) or []
+    return [str(entry_id) for entry_id, fields in letters if entry_id is not None and _field(fields, "run") in runs]
 
 
 def _field(fields: object, name: str) -> str | None:
