@@ -48,9 +48,12 @@ class HeldReads(DownFor):
         super().__init__(client, reads=0, claims=0)
         self.held = False
         self.released = asyncio.Event()
+        self.parked = asyncio.Event()
+        """Set once a read waits for :attr:`released` (entries appended from then on are not read before it)."""
 
     async def read(self, partition: int, consumer: str, **kwargs: Any) -> list[InputEntry]:
         if self.held:
+            self.parked.set()
             await self.released.wait()
             self.held = False
         return await super().read(partition, consumer, **kwargs)
@@ -160,6 +163,7 @@ async def test_a_run_whose_end_came_before_the_mark_answers_its_later_lines_as_a
             fed.clear()
             await fed.wait()  # the reader handed the start and the first paragraph over
         held.held = True  # the reader has not got to the next entries when the idle timeout comes
+        await held.parked.wait()
         appended = await stream.append_open(PARTITION, entries[2:])  # the rest of the answer and its end
         assert all(isinstance(a, str) for a in appended)  # answered 200: before the mark
         while not await client.exists(KEYS.idle_closed(PARTITION, "r4")):
