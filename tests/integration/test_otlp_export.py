@@ -8,31 +8,25 @@ One ``serve`` with only the web channel (no platform SDK imported): ~1 CPU-s.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from streamrelay.adapters.ops.otlp import start_export, traces_url
 from streamrelay.core.errors import ConfigError
-from tests.contention import wait_scale
+from tests.integration.served import serve_process
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = Path(__file__).resolve().parents[2]
 INGEST_TOKEN = "otlp-export-ingest-token"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 AGENT_SPAN = "00f067aa0ba902b7"
@@ -98,19 +92,6 @@ def _config(tmp: Path, port: int, otlp: str) -> Path:
     return config
 
 
-async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60 * wait_scale()  # a hang guard
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            if (await client.get("/readyz")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.05)
-    raise AssertionError("serve was not ready")
-
-
 async def test_serve_exports_the_runs_spans_over_otlp_http_and_flushes_them_at_exit(tmp_path: Path) -> None:
     port = free_port()
     with Collector().running() as collector:
@@ -121,40 +102,23 @@ async def test_serve_exports_the_runs_spans_over_otlp_http_and_flushes_them_at_e
             "OTEL_BSP_SCHEDULE_DELAY": "600000",  # no batch before the exit: the shutdown must flush them
         }
         env.pop("OTEL_SERVICE_NAME", None)
-        log = tmp_path / "serve.log"
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "streamrelay", "serve", "--config", str(config)],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
+        async with serve_process(config, port, env, token=INGEST_TOKEN) as served:
+            await served.ready()
+            answer = await served.post(
+                "o1",
+                {"kind": "run.start", "channel": "web", "target": {"chat_id": "page"}},
+                {"kind": "text", "text": f"An answer with {MARKER}."},
+                {"kind": "end", "status": "ok"},
+                headers={"traceparent": f"00-{TRACE_ID}-{AGENT_SPAN}-01"},
             )
-        try:
+            assert answer.status_code == 200, answer.text
             headers = {"Authorization": f"Bearer {INGEST_TOKEN}"}
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as client:
-                await _ready(client, proc, log)
-                events = "\n".join(
-                    json.dumps(event)
-                    for event in (
-                        {"kind": "run.start", "channel": "web", "target": {"chat_id": "page"}},
-                        {"kind": "text", "text": f"An answer with {MARKER}."},
-                        {"kind": "end", "status": "ok"},
-                    )
-                )
-                traced = {"traceparent": f"00-{TRACE_ID}-{AGENT_SPAN}-01"}
-                answer = await client.post("/v1/runs/o1/events", content=events, headers=traced)
-                assert answer.status_code == 200, answer.text
-                report = (await client.get("/v1/runs/o1", params={"wait_s": 10})).json()
-                assert report["status"] == "delivered"
+            report = (await served.client.get("/v1/runs/o1", params={"wait_s": 10}, headers=headers)).json()
+            assert report["status"] == "delivered"
             assert collector.posts == []  # nothing exported before the exit (the batch delay is 600 s)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(30 * wait_scale()) == 0, log.read_text()[-3000:]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        assert collector.arrived.is_set(), log.read_text()[-3000:]
+            served.proc.send_signal(signal.SIGTERM)
+            assert await served.exit_code(30) == 0, served.log.read_text()[-3000:]
+        assert collector.arrived.is_set(), served.log.read_text()[-3000:]
 
     assert {(path, kind) for path, kind, _ in collector.posts} == {("/v1/traces", "application/x-protobuf")}
     assert all(MARKER.encode() not in body for _, _, body in collector.posts)

@@ -5,27 +5,20 @@ lines are still taken, its final is delivered) before the process exits 0; a sec
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from streamrelay.mocks.telegram import MockTelegram
-from tests.contention import wait_scale
+from tests.integration.served import Served, serve_process
 from tests.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(90)
 
-ROOT = Path(__file__).resolve().parents[2]
 INGEST_TOKEN = "serve-process-ingest-token"
 BOT_TOKEN = "123456789:AAE-serve_Secret-Token_0123456789abcd"
 METRICS_TOKEN = "serve-process-metrics-token"
@@ -37,41 +30,6 @@ async def mock() -> AsyncIterator[MockTelegram]:
     await server.start()
     yield server
     await server.stop()
-
-
-class Served:
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
-        self.client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30)
-
-    def lines(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
-
-    async def ready(self) -> None:
-        timeout_s = 60 * wait_scale()  # a hang guard, scaled as the timeouts are
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if (await self.client.get("/readyz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"not ready in {timeout_s:g} s")
-
-    async def post(self, run: str, *lines: dict[str, Any]) -> httpx.Response:
-        body = "".join(json.dumps(line) + "\n" for line in lines)
-        return await self.client.post(
-            f"/v1/runs/{run}/events", content=body, headers={"Authorization": f"Bearer {INGEST_TOKEN}"}
-        )
-
-    async def exit_code(self, timeout_s: float) -> int:
-        deadline = time.monotonic() + timeout_s
-        while self.proc.poll() is None:
-            assert time.monotonic() < deadline, f"still running after {timeout_s:g} s"
-            await asyncio.sleep(0.05)
-        return self.proc.returncode
 
 
 @asynccontextmanager
@@ -102,23 +60,8 @@ async def serve(tmp: Path, api: str, *extra: str, drain_s: float = 20) -> AsyncI
         "STREAMRELAY_METRICS_TOKEN": METRICS_TOKEN,
         "SERVE_TEST_BOT_TOKEN": BOT_TOKEN,
     }
-    log = tmp / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--log-format", "json", *extra],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    served = Served(proc, port, log)
-    try:
+    async with serve_process(config, port, env, "--log-format", "json", *extra, token=INGEST_TOKEN) as served:
         yield served
-    finally:
-        await served.client.aclose()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
 
 
 START = {"kind": "run.start", "channel": "telegram", "target": {"chat_id": 42}}

@@ -5,7 +5,6 @@ dropped). The journal is a real SQLite file; the wall clock is faked forward wit
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from pathlib import Path
 
@@ -70,20 +69,3 @@ async def test_a_wall_clock_jump_while_down_does_not_close_a_resumed_run(
     assert results == [], results  # the re-sent lines taken, none dropped nor refused
     assert report is not None and getattr(report, "status", None) == "delivered", report
     assert list(chat.messages.values()) == ["The first half. The second half."]
-
-
-async def test_a_journal_written_on_another_boot_gives_resumed_runs_their_idle_time_afresh(tmp_path: Path) -> None:
-    chat = MemoryChat()
-    path = tmp_path / "journal.db"
-    await _half_a_run(path, chat)
-    with sqlite3.connect(path) as db:  # the machine rebooted: this boot's clock began again from zero
-        db.execute("UPDATE journal_clock SET boot = 'another-boot'")
-        db.execute("UPDATE journal SET at = at + 1e6")
-    journal = await SqliteJournal.open(path)
-    try:
-        quiet = await journal.quiet_s("r")
-        assert quiet is not None and quiet < 600  # counted from the resume, not from a time of another boot
-    finally:
-        await journal.close()
-    results, report = await _resume_and_finish(path, chat)
-    assert report is not None and getattr(report, "status", None) == "delivered", (results, report)

@@ -12,7 +12,7 @@ import time
 from pydantic import SecretStr
 
 from streamrelay.adapters.ops import MeteredLedger, ServiceMetrics
-from streamrelay.adapters.redis import Leases, RedisLedger
+from streamrelay.adapters.redis import InputStream, Leases, RedisLedger
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.journal import RedisJournal
 from streamrelay.adapters.redis.keys import KEYS
@@ -164,17 +164,11 @@ async def test_a_conversations_runs_are_listed_from_its_partitions_run_records(c
     assert await ledger.runs_in("telegram", "7") == []
 
 
-async def _stored(client: Redis) -> str:
-    """:func:`_everything` but the dead letters (input lines an owner failed on: kept until an operator retries or
-    drops them, or erases their run; docs/retention.md)."""
-    dead = repr(KEYS.dead(PARTITION))
-    return "\n".join(line for line in (await _everything(client)).splitlines() if not line.startswith(dead))
-
-
 async def test_text_retention_drops_the_text_of_runs_ended_before_the_window_on_redis(client: Redis) -> None:
     """``text_retention_hours`` on the Redis backend (docs/retention.md): a relay on a partition's fenced ledger (as a
-    replica's owner holds it, metered) drops the text of its channel's runs that ended before the window, each once;
-    a run that ended later, and a run of a channel without retention, keep theirs; ids, states and hashes stay."""
+    replica's owner holds it, metered) drops the text of its channel's runs that ended before the window, each once,
+    their dead letters too (bad input lines of theirs kept in the partition's dead-letter stream); a run that ended
+    later, and a run of a channel without retention, keep theirs; ids, states and hashes stay."""
     token = await Leases(client).acquire(PARTITION, "owner", 10_000)
     assert token is not None
     ledger = RedisLedger(client, PARTITION).fenced(token)
@@ -203,14 +197,16 @@ async def test_text_retention_drops_the_text_of_runs_ended_before_the_window_on_
     try:
         window_s = hours * 3600
         assert await relay.expire_texts(bound + window_s) == ["A"]  # A ended before the bound, B after it
-        everything = await _stored(client)
+        everything = await _everything(client)
         assert MARK_A not in everything and MARK_B in everything and other in everything
+        assert [letter.run for letter in await InputStream(client).dead(PARTITION)] == ["B"]
         parts = await ledger.parts("A")
         assert (parts[0].slot, parts[0].state, parts[0].message_id, parts[0].shown) == (0, PartState.ACKED, "11", None)
         assert await relay.expire_texts(bound + window_s) == []  # each run once
         assert await relay.expire_texts(time.time() + window_s + 1) == ["B"]
-        everything = await _stored(client)
+        everything = await _everything(client)
         assert MARK_B not in everything and other in everything  # a channel without retention keeps its text
+        assert await InputStream(client).dead(PARTITION) == []
         record = await ledger.get_run("B")
         assert record is not None and record.ended and record.channel == "telegram"
     finally:

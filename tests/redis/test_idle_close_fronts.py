@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from streamrelay.adapters.redis import ClosedRun, InputEntry, InputStream
+from streamrelay.adapters.redis import ClosedRun, InputEntry, InputStream, RunIndex
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.keys import KEYS
-from streamrelay.app.replicas.front import _after_idle_close
+from streamrelay.app.replicas.front import ReplicaFront, _after_idle_close
 from streamrelay.app.replicas.owner import AckingJournal, PartitionOwner
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.errors import IngestError
 from streamrelay.core.events import DeliveryMode
-from streamrelay.core.ingest.admission import LineResult
+from streamrelay.core.ingest.admission import LineResult, ended_note
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.records.report import DeliveryReport
 from streamrelay.core.run.controller import IDLE_CLOSED, IDLE_REFUSAL
@@ -48,9 +48,12 @@ class HeldReads(DownFor):
         super().__init__(client, reads=0, claims=0)
         self.held = False
         self.released = asyncio.Event()
+        self.parked = asyncio.Event()
+        """Set once a read waits for :attr:`released` (entries appended from then on are not read before it)."""
 
     async def read(self, partition: int, consumer: str, **kwargs: Any) -> list[InputEntry]:
         if self.held:
+            self.parked.set()
             await self.released.wait()
             self.held = False
         return await super().read(partition, consumer, **kwargs)
@@ -139,3 +142,42 @@ def test_a_line_without_seq_after_an_idle_close_is_refused() -> None:
     assert _after_idle_close("r", json.dumps({"kind": "text", "seq": 4}), 4) == LineResult(
         dropped="run 'r' already ended: its lines are acknowledged and dropped"
     )
+
+
+async def test_a_run_whose_end_came_before_the_mark_answers_its_later_lines_as_an_ended_run(client: Redis) -> None:
+    """The idle close took the run's own ``end`` (appended before the mark, answered 200): the run ended normally,
+    and its later lines are acknowledged and dropped on every front, as one process answers for an ended run (they
+    were refused 409 "not taken; send the answer again in a new run": its agent would send a whole answer again)."""
+    adapter = FakeAdapter(MonotonicClock())
+    held = HeldReads(client)
+    stream = InputStream(client)
+    owner = await _owner(client, adapter, held, idle_s=3 * IDLE_S)
+    front = ReplicaFront({}, stream, RunIndex(client), 16, local=lambda p: None)
+    await RunIndex(client).claim("r4", PARTITION)
+    try:
+        entries = answer_entries("r4", 11)
+        for entry in entries[:2]:
+            await stream.append_open(PARTITION, [entry])
+        fed = owner._fed
+        while owner._handed == (0, 0) or (await owner.relay.report("r4")) is None:
+            fed.clear()
+            await fed.wait()  # the reader handed the start and the first paragraph over
+        held.held = True  # the reader has not got to the next entries when the idle timeout comes
+        await held.parked.wait()
+        appended = await stream.append_open(PARTITION, entries[2:])  # the rest of the answer and its end
+        assert all(isinstance(a, str) for a in appended)  # answered 200: before the mark
+        while not await client.exists(KEYS.idle_closed(PARTITION, "r4")):
+            await asyncio.sleep(0.05)  # the run's close made its mark and waits for the reader
+        held.released.set()
+        report = await _ended(owner, "r4")
+        assert report.status == "delivered" and report.errors == [], report  # it ended with its own end
+        assert "\n\n".join(adapter.chat()).count("paragraph") == 2
+
+        late = {"run": "r4", "kind": "text", "text": "A postscript.", "seq": 5}
+        for line in (late, {k: v for k, v in late.items() if k != "seq"}, json.loads(entries[-1].line)):
+            (answer,) = await front.submit_lines([(line, None)])
+            assert answer == LineResult(dropped=ended_note("r4")), (line, answer)
+        assert await client.xlen(KEYS.inbox(PARTITION)) == 0  # nothing of it appended
+    finally:
+        held.released.set()
+        await owner.stop()

@@ -105,13 +105,3 @@ async def test_an_append_acknowledges_the_stream_entries_it_journals(client: Red
     assert await journal.lines("a") == ["1", "2"]
     assert await stream.pending(3) == [] and await stream.length(3) == 0
     assert await stream.claim(3, "next") == []  # a new owner finds nothing to journal twice
-
-
-async def test_quiet_s_counts_on_redis_clock_from_the_newest_line(make_journal: MakeJournal) -> None:
-    journal = make_journal(100_000)
-    assert await journal.quiet_s("a") is None
-    await journal.append(entries(("a", "1")))
-    quiet = await journal.quiet_s("a")
-    assert quiet is not None and quiet >= 0.0
-    await journal.finish("a", 1)
-    assert await journal.quiet_s("a") is None

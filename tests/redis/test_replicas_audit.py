@@ -7,39 +7,23 @@ every message back by itself: the run's report carries the audit with the messag
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from streamrelay.adapters.ops import ServiceMetrics
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
-from streamrelay.app.replicas.serving import serve_replica
 from streamrelay.config.settings import load_settings
-from tests.contention import wait_scale
-from tests.ports import free_port
+from tests.redis.replicas import SERVICE, two_replicas, until
 from tests.redis.test_failover import post_as_agent
 
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "replica-audit-token"
-PARTITIONS = 2
 BLOCKS = ("The refund was approved today.", "It reaches your card within 14 days.", "Anything else?")
-
-
-async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s * wait_scale()  # a hang guard for an idle machine, scaled by the load
-    while time.monotonic() < deadline:
-        if found := await check():
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _ndjson(events: list[dict[str, Any]]) -> bytes:
@@ -57,55 +41,19 @@ async def test_a_replica_audits_the_runs_that_end_on_its_partitions(
     monkeypatch.setenv("STREAMRELAY_SERVICE__REDIS_URL", redis_url)
     config = tmp_path / "channels.toml"
     config.write_text(
-        f'[service]\nbackend = "redis"\npartitions = {PARTITIONS}\nlease_ttl_s = 2.0\ndrain_s = 1\nactions = ""\n'
-        "audit_sample = 1\naudit_after_s = 0\nallow_volatile_redis = true\n\n"
+        SERVICE + "audit_sample = 1\naudit_after_s = 0\n\n"
         f'[channels.chat]\nplatform = "slack"\ntoken_env = "AUDIT_SLACK_TOKEN"\napi_base = "{api}"\n'
         'delivery = "block"\nthrottle_ms = 0\ntyping = false\n'
         "coalesce = { min_chars = 1, max_chars = 1000, idle_ms = 0 }\n"
     )
     settings = load_settings(config)
     assert settings.service.audit_sample == 1.0
-    clients = [(limits, token.get_secret_value()) for limits, token in settings.client_tokens()]
-    tokens = {"chat": settings.channels["chat"].token("chat")}
-    ports = [free_port(), free_port()]
-    urls = [f"http://127.0.0.1:{p}" for p in ports]
-    stop, forced = asyncio.Event(), asyncio.Event()
-    metrics = [ServiceMetrics("test"), ServiceMetrics("test")]
-    replicas = [
-        asyncio.create_task(
-            serve_replica(
-                settings,
-                clients=clients,
-                metrics_token=None,
-                tokens=tokens,
-                metrics=metrics[i],
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-                stop=stop,
-                forced=forced,
-            )
-        )
-        for i, port in enumerate(ports)
-    ]
     target = dry.target(native=False)
     try:
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
-
-            async def split() -> bool:  # both ready, each holding one partition
-                for replica in replicas:
-                    if replica.done():
-                        replica.result()  # its error
-                        raise AssertionError("a replica stopped")
-                try:
-                    ready = [(await http.get(url + "/readyz")).status_code == 200 for url in urls]
-                except httpx.TransportError:
-                    return False
-                holders = [await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)]
-                owners = {str(h).split(":", 1)[1] for h in holders if h}
-                return all(ready) and len(owners) == PARTITIONS
-
-            await _until(split, "two replicas holding a partition each")
+        async with (
+            httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+            two_replicas(settings, client, http) as urls,
+        ):
             start = {"kind": "run.start", "channel": "chat", "target": target.model_dump(exclude_none=True)}
             first = _ndjson([start, {"kind": "text", "text": BLOCKS[0]}, {"kind": "block_end"}])
             answer = await post_as_agent(http, f"{urls[0]}/v1/runs/au1/events", first)
@@ -114,7 +62,7 @@ async def test_a_replica_audits_the_runs_that_end_on_its_partitions(
             async def shown() -> list[tuple[Any, str]]:
                 return list(mock.visible(target.chat_id))
 
-            ((deleted, _),) = await _until(shown, "the first block shown in the mock Slack")
+            ((deleted, _),) = await until(shown, "the first block shown in the mock Slack")
             async with httpx.AsyncClient() as control:  # a moderator deletes it
                 body = {"chat_id": target.chat_id, "message_id": str(deleted)}
                 assert (await control.post(f"{mock.control_url}/remove", json=body)).status_code == 200
@@ -131,7 +79,7 @@ async def test_a_replica_audits_the_runs_that_end_on_its_partitions(
                     report: dict[str, Any] = (await http.get(f"{url}/v1/runs/au1")).json()
                     return report if "audit" in report else None
 
-                report = await _until(audited, f"the run's audit in its report through {url}")
+                report = await until(audited, f"the run's audit in its report through {url}")
                 assert report["status"] == "delivered", report
                 audit = report["audit"]
                 assert audit["run"] == "au1" and audit["readable"] is True and audit["drift"] == 1, audit
@@ -144,9 +92,4 @@ async def test_a_replica_audits_the_runs_that_end_on_its_partitions(
             reads = sum(c.method == "conversations.history" for c in mock.calls)
             assert reads == len(BLOCKS)  # each message read back once, by the owner's sampler alone
     finally:
-        stop.set()
-        forced.set()
-        for replica in replicas:
-            async with asyncio.timeout(30):
-                await replica
         await mock.stop()

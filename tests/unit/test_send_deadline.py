@@ -31,6 +31,23 @@ async def mock() -> AsyncIterator[MockTelegram]:
     await server.stop()
 
 
+def stall_once_written(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Stall the loop for ``seconds`` (another run's CPU) right after the next call's request is written, while the
+    call is out: the platform's answer cannot be read before the stall ends, and the call's deadline is due by then
+    (``seconds`` is past its timeout). Set off by the write itself, not by a timer racing it."""
+    mark_written = SendDeadline.mark_written
+    stalled = False
+
+    def written(deadline: SendDeadline) -> None:
+        nonlocal stalled
+        mark_written(deadline)
+        if not stalled:
+            stalled = True
+            asyncio.get_running_loop().call_soon(time.sleep, seconds)
+
+    monkeypatch.setattr(SendDeadline, "mark_written", written)
+
+
 async def test_a_call_that_was_never_written_times_out_as_not_written() -> None:
     deadline = SendDeadline(0.05)
     with pytest.raises(TimeoutError):
@@ -58,14 +75,16 @@ async def test_the_platforms_time_counts_from_the_write_and_leaves_out_the_loops
         await lag.stop()
 
 
-async def test_a_telegram_send_answered_during_a_stall_is_delivered_not_uncertain(mock: MockTelegram) -> None:
+async def test_a_telegram_send_answered_during_a_stall_is_delivered_not_uncertain(
+    mock: MockTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
     adapter = TelegramAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.2)
     lag = LoopLag(interval_s=0.005)
     lag.start()
     await asyncio.sleep(0.02)  # the probe is running
     try:
         mock.set_latency("sendMessage", [50, 1000])  # the second call: the platform itself is slow
-        asyncio.get_running_loop().call_later(0.02, time.sleep, 0.6)  # a stall of our own while the call is out
+        stall_once_written(monkeypatch, 0.6)  # a stall of our own while the call is out
         message_id = await adapter.send_text(Target(chat_id=7), "hello", TextFormat.PLAIN)
         assert [text for _, text in mock.visible(7)] == ["hello"]
         assert message_id
@@ -76,12 +95,14 @@ async def test_a_telegram_send_answered_during_a_stall_is_delivered_not_uncertai
         await adapter.close()
 
 
-async def test_without_the_rule_the_same_stall_would_fail_the_send(mock: MockTelegram) -> None:
+async def test_without_the_rule_the_same_stall_would_fail_the_send(
+    mock: MockTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The control: with no probe the stall cannot be told from the platform's time, and the send fails."""
     adapter = TelegramAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=0.2)
     try:
         mock.set_latency("sendMessage", [50])
-        asyncio.get_running_loop().call_later(0.02, time.sleep, 0.6)
+        stall_once_written(monkeypatch, 0.6)
         with pytest.raises(DeliveryError):
             await adapter.send_text(Target(chat_id=7), "hello", TextFormat.PLAIN)
     finally:

@@ -86,9 +86,6 @@ class MeteredJournal:
     async def last_at(self, run: str) -> float | None:
         return await self.inner.last_at(run)
 
-    async def quiet_s(self, run: str) -> float | None:
-        return await self.inner.quiet_s(run)
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         await self.inner.finish(run, last_seq)
         self._metrics.run_finished(run)
@@ -96,8 +93,8 @@ class MeteredJournal:
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
-        await self.inner.close_idle(run, last_seq)
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
+        await self.inner.close_idle(run, last_seq, ended=ended)
 
     async def erase(self, runs: Sequence[str]) -> int:
         """The inner journal's erasure (:class:`core.records.erase.Erasable`).

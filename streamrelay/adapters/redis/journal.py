@@ -23,7 +23,7 @@ about a second of accepted lines; ``appendfsync always`` loses none (https://red
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
@@ -68,18 +68,6 @@ entry; ARGV: token, consumer group, the count of input-stream ids to acknowledge
 entry. Returns how many lines it appended. Atomic: the fence check, the lines, the run order and the input-stream
 acknowledgement (XACK + XDEL) are one step, so an input line is either journaled and gone from the stream, or
 still there (pending, or not read through the group yet) for the next owner: never both, never neither."""
-
-_QUIET = (
-    """
--- KEYS: at; ARGV: run. Seconds since the run's newest line on Redis's clock (a string), or nil
-local at = redis.call('HGET', KEYS[1], ARGV[1])
-if not at then return false end
-"""
-    + _NOW
-    + """
-return tostring(tonumber(now) - tonumber(at))
-"""
-)
 
 _FINISH = (
     FENCE_CHECK
@@ -136,7 +124,6 @@ class RedisJournal:
         self._keep = keep_ended
         self._append = Script(client, _APPEND, "journal.append", durable=True)
         self._finish = Script(client, _FINISH, "journal.finish", durable=True)
-        self._quiet = Script(client, _QUIET, "journal.quiet")
 
     def __repr__(self) -> str:
         return f"RedisJournal(partition={self.partition}, token={self.token})"
@@ -185,13 +172,6 @@ class RedisJournal:
             at = await self._client.hget(self._key("at"), run)
         return None if at is None else float(at)
 
-    async def quiet_s(self, run: str) -> float | None:
-        """Seconds since ``run``'s newest line on Redis's clock (TIME and the line's time read in one script: no
-        replica's wall clock counts; a jump of Redis's own host clock would), or None without lines."""
-        with unavailable("journal.quiet"):
-            quiet = await self._quiet([self._key("at")], [run])
-        return None if quiet is None else max(0.0, float(quiet))
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         """``run`` finished: drop its lines, remember its last ``seq``.
 
@@ -220,10 +200,7 @@ class RedisJournal:
         """
         dead = self._keys.dead(self.partition)
         with unavailable("journal.erase"):
-            letters = await self._client.xrange(dead) or []
-            buried = [
-                str(entry_id) for entry_id, fields in letters if entry_id is not None and _field(fields, "run") == run
-            ]
+            buried = await dead_letters_of(self._client, dead, {run})
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.llen(self._key(f"lines:{run}"))
                 pipe.delete(self._key(f"lines:{run}"))
@@ -234,7 +211,7 @@ class RedisJournal:
                 done = await pipe.execute()
         return int(done[0]) + len(buried)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """Nothing here: a relay journaling straight into this journal takes its lines in its own process, where
         admission refuses them once the run is closing; a partition owner fed from the input stream passes the
         close's commit point through the stream (:meth:`app.replicas.owner.PartitionOwner.close_idle`)."""
@@ -250,6 +227,18 @@ class RedisJournal:
     async def close(self) -> None:
         """Nothing to close: the client belongs to the caller."""
         return None
+
+
+async def dead_letters_of(client: Redis, dead: str, runs: Collection[str]) -> list[str]:
+    """The ids of the entries of the dead-letter stream ``dead`` (``sr:{pN}:dead``: input lines an owner failed on,
+    :meth:`adapters.redis.InputStream.bury`) whose ``run`` is one of ``runs``, oldest first (one XRANGE of the whole
+    stream: dead letters are few, each an operator's to retry or drop).
+
+    Raises:
+        redis.exceptions.RedisError: Redis failed.
+    """
+    letters = await client.xrange(dead) or []
+    return [str(entry_id) for entry_id, fields in letters if entry_id is not None and _field(fields, "run") in runs]
 
 
 def _field(fields: object, name: str) -> str | None:

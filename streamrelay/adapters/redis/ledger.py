@@ -32,6 +32,7 @@ from typing import Any
 
 from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.errors import FencedError
+from streamrelay.adapters.redis.journal import dead_letters_of
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.ports import PendingSend, TextFormat
 from streamrelay.core.records.corrections import CorrectionRecord, CorrectionState
@@ -346,8 +347,10 @@ class RedisLedger:
     async def expire(self, channel: str, ended_before_s: float, limit: int) -> list[str]:
         """Remove the text of at most ``limit`` runs of ``channel`` that ended before ``ended_before_s`` (Unix
         seconds) and were not expired yet (:class:`core.records.erase.Expiring`: a channel's ``text_retention_hours``),
-        as :meth:`erase` does (their places and sub-agents' threads with them); each leaves the channel's sorted set
-        of ended runs (``ended:<channel>``, written by :meth:`end_run`), so it is read once. The runs, oldest end
+        as :meth:`erase` does (their places and sub-agents' threads with them), and their dead letters (their input
+        lines an owner failed on, kept with their text in the partition's dead-letter stream, as the journal's
+        erasure deletes them: :meth:`adapters.redis.journal.RedisJournal.erase`); each leaves the channel's sorted
+        set of ended runs (``ended:<channel>``, written by :meth:`end_run`), so it is read once. The runs, oldest end
         first. Not fenced, like :meth:`erase` (an ended run no owner delivers). A run that ended before this set
         existed (an older version) is not in it: erase it by its id.
 
@@ -362,6 +365,8 @@ class RedisLedger:
             return []
         await self.erase(runs)
         with unavailable("ledger.expire"):
+            if buried := await dead_letters_of(self._client, self._keys.dead(self.partition), set(runs)):
+                await self._client.xdel(self._keys.dead(self.partition), *buried)
             await self._client.zrem(key, *runs)
         return runs
 

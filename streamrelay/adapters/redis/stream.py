@@ -159,7 +159,7 @@ before its run's stop (or idle close) mark or refused after it, and nothing is t
 _CLOSE_IDLE = (
     FENCE_CHECK
     + """
--- KEYS: fence, inbox, the run's idle-close mark; ARGV: token, last seq ('' none), ttl s
+-- KEYS: fence, inbox, the run's idle-close mark; ARGV: token, last seq ('' none; 'ended': it took its end), ttl s
 redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
 local newest = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
 if #newest == 0 then return '' end
@@ -167,17 +167,20 @@ return newest[1][1]
 """
 )
 """``stream.close_idle`` (durable; fenced: a stale owner never closes a run another replica delivers): the run's
-idle-close mark, and the newest entry id of the partition's input stream ('' when empty) in the same step: every line
-of the run appended before the mark is at most that id, every later one is refused by the append."""
+idle-close mark (the last seq the run took, or ``ended``), and the newest entry id of the partition's input stream (''
+when empty) in the same step: every line of the run appended before the mark is at most that id, every later one is
+refused by the append."""
 
 
 @dataclass(frozen=True)
 class ClosedRun:
     """:meth:`InputStream.append_open`'s answer for an entry of a run the idle timeout closed: nothing of it was
     appended. ``last_seq``: the last ``seq`` the run took (None: none, or it used none): a line at or below it is a
-    repeat of one it took (acknowledged and dropped), a later one was never taken (409)."""
+    repeat of one it took (acknowledged and dropped), a later one was never taken (409). ``ended``: the close took
+    the run's own ``end`` (appended before the mark): every line of it is an ended run's (acknowledged and dropped)."""
 
     last_seq: int | None
+    ended: bool = False
 
 
 @dataclass(frozen=True)
@@ -303,18 +306,21 @@ class InputStream:
             raise
         return [_appended(item) for item in reply]
 
-    async def close_idle(self, partition: int, run: str, last_seq: int | None, *, token: int, ttl_s: int) -> str:
+    async def close_idle(
+        self, partition: int, run: str, last_seq: int | None, *, token: int, ttl_s: int, ended: bool = False
+    ) -> str:
         """Mark ``run`` (of ``partition``) closed by the idle timeout, with the last ``seq`` it took, for ``ttl_s``
         seconds: from now on every front refuses its lines (:meth:`append_open` answers :class:`ClosedRun`). Returns
         the newest entry id of the partition's input stream when the mark was made ('' when empty): the run's owner
         takes every entry up to it before it closes the run (the lines appended before the mark, answered 200).
+        ``ended``: the mark says the run took its own ``end`` in those lines (:attr:`ClosedRun.ended`).
 
         Raises:
             adapters.redis.FencedError: ``token`` is no longer the partition's: nothing was marked.
             redis.exceptions.RedisError: Redis failed; the mark may or may not be there.
         """
         keys = [self._keys.fence(partition), self._keys.inbox(partition), self._keys.idle_closed(partition, run)]
-        seq = "" if last_seq is None else str(last_seq)
+        seq = "ended" if ended else "" if last_seq is None else str(last_seq)
         return str(await self._close_idle.fenced(partition, token, keys, [seq, ttl_s]))
 
     async def _ensure_group(self, partition: int) -> None:
@@ -539,5 +545,5 @@ def _appended(item: Any) -> str | ClosedRun | None:
     text = item.decode() if isinstance(item, bytes) else str(item)
     if text.startswith("closed:"):
         last = text[len("closed:") :]
-        return ClosedRun(int(last) if last else None)
+        return ClosedRun(None, ended=True) if last == "ended" else ClosedRun(int(last) if last else None)
     return text

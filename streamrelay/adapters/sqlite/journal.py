@@ -36,17 +36,10 @@ CREATE INDEX IF NOT EXISTS journal_run ON journal (run, id);
 CREATE TABLE IF NOT EXISTS journal_ended (
     run TEXT PRIMARY KEY, last_seq INTEGER, ended_at REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS journal_clock (id INTEGER PRIMARY KEY CHECK (id = 1), boot TEXT NOT NULL);
+DROP TABLE IF EXISTS journal_clock;
 """
-# journal.at: when a line was accepted, on the boot clock (core.clock.boot_seconds) of the boot journal_clock names.
-
-
-def boot_id() -> str:
-    """This machine's boot (Linux: ``/proc/sys/kernel/random/boot_id``; '' where unknown: never the same boot)."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
+# journal.at: when a line was accepted, on the boot clock (core.clock.boot_seconds) of the boot that wrote it.
+# journal_clock (the boot that wrote journal.at, for a quiet time no reader uses now) is dropped from older files.
 
 
 class SqliteJournal:
@@ -71,29 +64,9 @@ class SqliteJournal:
         """The journal in ``store`` (tables created); ``owned``: closed with it. Lines of ended runs left by a kill
         before their background delete are swept in the background, :data:`SWEEP_ROWS` at a time."""
         await store.executescript(_SCHEMA)
-        await cls._same_boot(store)
         journal = cls(store, owned=owned)
         journal._leftovers = asyncio.create_task(journal._sweep_leftovers(), name="journal-sweep")
         return journal
-
-    @staticmethod
-    async def _same_boot(store: SqliteStore) -> None:
-        """Lines written on another boot (or by a version that wrote the wall clock) have times this boot's clock
-        cannot compare with: they count from now (their runs' idle time afresh), and the file names this boot. A
-        file that cannot be written keeps its times; :meth:`quiet_s` then says it cannot tell."""
-        boot = boot_id()
-
-        def align(db: sqlite3.Connection) -> None:
-            row = db.execute("SELECT boot FROM journal_clock WHERE id = 1").fetchone()
-            if boot and row is not None and row[0] == boot:
-                return
-            db.execute("UPDATE journal SET at = ?", (boot_seconds(),))
-            db.execute("INSERT OR REPLACE INTO journal_clock (id, boot) VALUES (1, ?)", (boot,))
-
-        try:
-            await store.transaction(align)
-        except sqlite3.Error as exc:
-            _log.warning("journal: its times could not be aligned with this boot (%s): resumed runs start afresh", exc)
 
     async def _sweep_leftovers(self) -> None:
         def chunk(db: sqlite3.Connection) -> int:
@@ -138,22 +111,10 @@ class SqliteJournal:
         return [row[0] for row in await self._store.fetch("SELECT line FROM journal WHERE run = ? ORDER BY id", (run,))]
 
     async def last_at(self, run: str) -> float | None:
-        """When ``run``'s newest line was accepted: :func:`core.clock.boot_seconds` of the boot the file names."""
+        """When ``run``'s newest line was accepted: :func:`core.clock.boot_seconds` of the boot that wrote it."""
         rows = await self._store.fetch("SELECT MAX(at) FROM journal WHERE run = ?", (run,))
         row = rows[0] if rows else None
         return float(row[0]) if row is not None and row[0] is not None else None
-
-    async def quiet_s(self, run: str) -> float | None:
-        """Seconds since ``run``'s newest line on this boot's clock (a wall-clock jump does not move it); None without
-        lines or when the file's times are another boot's."""
-        rows = await self._store.fetch(
-            "SELECT MAX(at), (SELECT boot FROM journal_clock WHERE id = 1) FROM journal WHERE run = ?", (run,)
-        )
-        row = rows[0] if rows else None
-        boot = boot_id()
-        if row is None or row[0] is None or not boot or row[1] != boot:
-            return None
-        return max(0.0, boot_seconds() - float(row[0]))
 
     async def finish(self, run: str, last_seq: int | None) -> None:
         """Mark ``run`` ended (durable when this returns: it is no longer :meth:`unfinished`), then delete its lines
@@ -199,7 +160,7 @@ class SqliteJournal:
         rows = await self._store.fetch(query, (run,))
         return EndedRun(run, rows[0][0]) if rows else None
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """Nothing: in one process admission refuses the run's later lines once it is closing
         (:meth:`core.records.journal.Journal.close_idle`)."""
 

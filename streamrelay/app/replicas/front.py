@@ -202,6 +202,9 @@ class ReplicaFront:
                     self._remember_stopped(run)
                     for at, _, _ in taken:
                         results[at] = IngestError(STOPPED_ERROR, status=409)
+                elif isinstance(stream_id, ClosedRun) and stream_id.ended:  # it took its end: an ended run
+                    for at, _, _ in taken:
+                        results[at] = LineResult(dropped=ended_note(run))
                 elif isinstance(stream_id, ClosedRun):  # the idle timeout closed it: as one process answers
                     for at, line, _ in taken:
                         results[at] = _after_idle_close(run, line, stream_id.last_seq)

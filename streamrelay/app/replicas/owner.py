@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from itertools import groupby
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.desk import Desk
 from streamrelay.core.run.relay import Relay
+from streamrelay.core.run.worker import CloseIdle
 from streamrelay.core.tasks import stop
 
 _log = logging.getLogger("streamrelay.replicas")
@@ -64,7 +65,7 @@ class AckingJournal:
     leave the input stream in one script: a kill between the two cannot journal a line twice.
     """
 
-    def __init__(self, inner: RedisJournal, close_idle: Callable[[str, int | None], Awaitable[None]]) -> None:
+    def __init__(self, inner: RedisJournal, close_idle: CloseIdle) -> None:
         self.inner = inner
         self._close_idle = close_idle
         self.acks: list[str] = []
@@ -90,22 +91,12 @@ class AckingJournal:
     async def last_at(self, run: str) -> float | None:
         return await self.inner.last_at(run)
 
-    async def quiet_s(self, run: str) -> float | None:
-        """None: a run this owner resumes (its partition just granted, or after a Redis outage) gets its idle time
-        afresh, never the time since its newest journaled line. Its agent may have been sending all along: while Redis
-        failed over (and until the promoted primary had a replica to acknowledge them) every line was refused 503 and
-        sent again, or waits in the input stream behind the resume; counted from the journal, a run quiet for a
-        ``run_idle_timeout_s`` by then was closed as "the agent sent nothing" at once and its waiting lines, answered
-        200, were never shown (chaos seed 2: 5 runs). A run whose agent is gone is closed that long after the resume.
-        """
-        return None
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         await self.inner.finish(run, last_seq)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """The owner's commit point of an idle close (:meth:`PartitionOwner.close_idle`)."""
-        await self._close_idle(run, last_seq)
+        await self._close_idle(run, last_seq, ended=ended)
 
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)
@@ -305,18 +296,22 @@ class PartitionOwner:
                 if isinstance(result, IngestError):
                     _log.warning("run %s: a line was refused by its owner: %s", line_run, result)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """The commit point of closing ``run`` on the idle timeout (:meth:`core.records.journal.Journal.close_idle`):
         its idle-close mark in Redis (every front refuses its later lines from then on: 409, as one process does),
         then the entries appended before the mark handed over to the relay (lines its agent sent in the instant
-        before, answered 200: the run takes them before it closes).
+        before, answered 200: the run takes them before it closes). With ``ended`` (those entries held the run's own
+        ``end``): the mark says the run ended, and every front acknowledges and drops its later lines, as one process
+        does for an ended run.
 
         Raises:
             core.errors.OwnershipLostError: another replica holds the partition now (nothing marked).
             core.errors.StoreUnavailableError: Redis did not answer (the run resumes from the journal).
         """
-        newest = await self._stream.close_idle(self.partition, run, last_seq, token=self.token, ttl_s=RUN_MARK_TTL_S)
-        if not newest:
+        newest = await self._stream.close_idle(
+            self.partition, run, last_seq, token=self.token, ttl_s=RUN_MARK_TTL_S, ended=ended
+        )
+        if not newest or ended:
             return
         upto = _entry_id(newest)
         deadline = asyncio.get_running_loop().time() + CATCH_UP_S

@@ -73,14 +73,6 @@ class Journal(Protocol):
         """When ``run``'s newest line was accepted, on the journal's own clock (seconds), or None without lines."""
         ...
 
-    async def quiet_s(self, run: str) -> float | None:
-        """How long ``run``'s agent has been quiet: seconds (>= 0) since its newest line was accepted, on a clock no
-        wall-clock jump moves (:func:`core.clock.boot_seconds` on the same boot; Redis's clock for Redis), or None
-        without lines or when the journal cannot tell (its lines were written on another boot). What an operator or
-        a test reads of a run's silence: the relay does not start a resumed run's idle timeout from it (the time the
-        sidecar was down is not its agent's silence: it counts afresh from the resume, issue 24 item 6)."""
-        ...
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         """``run`` finished (its final is delivered or reported): drop its lines, remember its last ``seq``."""
         ...
@@ -89,12 +81,16 @@ class Journal(Protocol):
         """The finished run ``run``, or None when it never finished here."""
         ...
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """The commit point of ``run``'s close by the idle timeout (``last_seq``: the last ``seq`` it took, None
         without): once this returns, every line of ``run`` accepted before it has been handed to the run, and every
         later line with a higher ``seq`` is refused with 409 wherever it arrives (one process: admission sees the
         run closing at once, so nothing is done here; replicas: the run's idle-close mark in Redis, which every
         front's append checks atomically, :meth:`adapters.redis.InputStream.close_idle`).
+
+        Called again with ``ended`` when the lines handed over took the run's own ``end``: the run ended as any run
+        does, and its later lines are acknowledged and dropped wherever they arrive, as an ended run's (replicas:
+        the mark says so), not refused as lines the run never took.
 
         Raises:
             core.errors.OwnershipLostError: another replica owns the run now (it is not closed here).
@@ -138,10 +134,6 @@ class MemoryJournal:
     async def last_at(self, run: str) -> float | None:
         return self._last_at.get(run)
 
-    async def quiet_s(self, run: str) -> float | None:
-        at = self._last_at.get(run)
-        return None if at is None else max(0.0, boot_seconds() - at)
-
     async def finish(self, run: str, last_seq: int | None) -> None:
         self._lines.pop(run, None)
         self._last_at.pop(run, None)
@@ -149,7 +141,7 @@ class MemoryJournal:
         while len(self._ended) > self._keep:
             self._ended.popitem(last=False)
 
-    async def close_idle(self, run: str, last_seq: int | None) -> None:
+    async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """Nothing: in one process admission refuses the run's later lines once it is closing
         (:meth:`Journal.close_idle`)."""
 

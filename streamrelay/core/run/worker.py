@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from streamrelay.core.clock import Clock
 from streamrelay.core.errors import OwnershipLostError
@@ -141,12 +142,15 @@ def consecutive(staged: list[tuple[ActiveRun, Sequence[RunEvent]]]) -> list[tupl
     return out
 
 
-CloseIdle = Callable[[str, int | None], Awaitable[None]]
-"""The commit point of an idle close: (run key, its last ``seq`` taken) -> returns once every line accepted before
-it is handed to the run and later ones are refused (:meth:`core.records.journal.Journal.close_idle`)."""
+class CloseIdle(Protocol):
+    """The commit point of an idle close: (run key, its last ``seq`` taken) -> returns once every line accepted before
+    it is handed to the run and later ones are refused; again with ``ended`` once those lines took the run's own
+    ``end`` (:meth:`core.records.journal.Journal.close_idle`)."""
+
+    async def __call__(self, run: str, last_seq: int | None, *, ended: bool = False) -> None: ...
 
 
-async def _no_commit(run: str, last_seq: int | None) -> None:
+async def _no_commit(run: str, last_seq: int | None, *, ended: bool = False) -> None:
     return None
 
 
@@ -228,7 +232,8 @@ async def _timers(
     the events a ``seq`` gap still holds are released (the gap reported), again until nothing more comes, so the
     run's last ``seq`` covers every line answered 200 and a replay of one is acknowledged, never refused as "not
     taken". Then the run is closed with nothing awaited in between: admission never takes a line into a run that is
-    closing."""
+    closing. When those lines held the run's own ``end``, the run ends with it, and the commit point is told so
+    (its later lines are an ended run's: acknowledged and dropped)."""
     controller = run.controller
     if not run.taking and clock.now() >= last_event_at + idle_s:
         if _awaits_person(run):
@@ -245,6 +250,8 @@ async def _timers(
                 took = True
                 ending = _feed(controller, join_deltas(held))
         run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
+        if isinstance(ending, End):  # it came before the commit point: the run ends as any run, and answers so
+            await close_idle(run.run, run.gate.last, ended=True)
         await controller.end(ending if ending is not None else Quiet(idle_s), gaps=run.gate.gaps)
         return None
     controller.tick()
