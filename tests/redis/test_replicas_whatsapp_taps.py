@@ -1,51 +1,35 @@
 """A WhatsApp approval tap reaching a replica that does not own the run (Meta posts every webhook to one URL, which
 any replica may answer): posted on, signed as it came, to the owner's webhook, which decides it once (issue 27:
-"decided once, whichever replica the press reaches"). Two replicas in this process (each its own
-:func:`app.replicas.serving.serve_replica` with its listeners) on one redis-server, a WhatsApp channel through pywa
-against the mock Cloud API; the tap's webhook is the mock's own payload, signed with the app secret."""
+"decided once, whichever replica the press reaches"). Two replicas in this process
+(:func:`tests.redis.replicas.two_replicas`) on one redis-server, a WhatsApp channel through pywa against the mock
+Cloud API; the tap's webhook is the mock's own payload, signed with the app secret."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from streamrelay.adapters.ops import ServiceMetrics
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.keys import conversation_key, partition_of
 from streamrelay.adapters.whatsapp.buttons import BODY
 from streamrelay.adapters.whatsapp.webhook import SIGNATURE_HEADER, WEBHOOK_PATH, signature
 from streamrelay.app.dry_run import DRY_RUN
-from streamrelay.app.replicas.serving import serve_replica
 from streamrelay.config.settings import load_settings
 from streamrelay.core.run.approvals import button_ids
 from streamrelay.mocks.whatsapp import MockWhatsApp
-from tests.contention import wait_scale
-from tests.ports import free_port
+from tests.redis.replicas import PARTITIONS, SERVICE, two_replicas, until
 from tests.redis.test_failover import post_as_agent
 
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "replica-taps-token"
 SECRET = "replica-taps-app-secret"
-PARTITIONS = 2
 OTHER_PERSON = "15550001114"
 """A chat whose conversation (on channel wa) is in the other partition than the dry run's person's."""
-
-
-async def _until(check: Callable[[], Awaitable[Any]], what: str, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s * wait_scale()  # a hang guard, scaled by the machine's load
-    while time.monotonic() < deadline:
-        if found := await check():
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_its_owner(
@@ -61,52 +45,17 @@ async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_i
     monkeypatch.setenv("STREAMRELAY_SERVICE__REDIS_URL", redis_url)
     config = tmp_path / "channels.toml"
     config.write_text(
-        f'[service]\nbackend = "redis"\npartitions = {PARTITIONS}\nlease_ttl_s = 2.0\ndrain_s = 1\nactions = ""\n'
-        "allow_volatile_redis = true\n\n"
-        f'[channels.wa]\nplatform = "whatsapp"\ntoken_env = "TAPS_WA_TOKEN"\napi_base = "{api}"\n'
+        SERVICE + f'\n[channels.wa]\nplatform = "whatsapp"\ntoken_env = "TAPS_WA_TOKEN"\napi_base = "{api}"\n'
         'delivery = "block"\nformat = "plain"\ntyping = false\n'
     )
     settings = load_settings(config)
-    clients = [(limits, token.get_secret_value()) for limits, token in settings.client_tokens()]
-    tokens = {"wa": settings.channels["wa"].token("wa")}
-    ports = [free_port(), free_port()]
-    urls = [f"http://127.0.0.1:{p}" for p in ports]
-    stop, forced = asyncio.Event(), asyncio.Event()
-    replicas = [
-        asyncio.create_task(
-            serve_replica(
-                settings,
-                clients=clients,
-                metrics_token=None,
-                tokens=tokens,
-                metrics=ServiceMetrics("test"),
-                host="127.0.0.1",
-                port=port,
-                log_level="warning",
-                stop=stop,
-                forced=forced,
-            )
-        )
-        for port in ports
-    ]
     person = dry.target().chat_id
     approver = f"whatsapp:user:{person}"
     try:
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
-
-            async def split() -> bool:  # both ready, each holding one partition
-                for replica in replicas:
-                    if replica.done():
-                        replica.result()  # its error
-                        raise AssertionError("a replica stopped")
-                try:
-                    ready = [(await http.get(url + "/readyz")).status_code == 200 for url in urls]
-                except httpx.TransportError:
-                    return False
-                holders = [await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)]
-                return all(ready) and len({str(h).split(":", 1)[1] for h in holders if h}) == PARTITIONS
-
-            await _until(split, "two replicas holding a partition each")
+        async with (
+            httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+            two_replicas(settings, client, http) as urls,
+        ):
             events: list[dict[str, Any]] = [
                 {"kind": "run.start", "channel": "wa", "target": {"chat_id": person}},
                 {
@@ -125,7 +74,7 @@ async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_i
                 found = [str(m) for m, t in mock.visible(person) if t == BODY]
                 return found[0] if found else None
 
-            message_id = await _until(buttons, "the reply buttons message")
+            message_id = await until(buttons, "the reply buttons message")
             partition = await client.get("sr:run:tap-run")
             lease = await client.get(f"sr:{{p{partition!s}}}:lease")
             owner_url = await client.hget("sr:{replicas}:urls", str(lease).split(":", 1)[1])
@@ -167,7 +116,7 @@ async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_i
                 found = [str(m) for m, t in mock.visible(other) if t == BODY]
                 return found[0] if found else None
 
-            other_message = await _until(other_buttons, "the second run's reply buttons message")
+            other_message = await until(other_buttons, "the second run's reply buttons message")
             approve2, _ = button_ids("tap-run-2", "refund")
             batched = mock.press(person, message_id, deny)
             batched["entry"][0]["changes"][0]["value"]["messages"] += mock.press(other, other_message, approve2)[
@@ -186,9 +135,4 @@ async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_i
             )
             assert ended.status_code == 200, ended.text
     finally:
-        stop.set()
-        forced.set()
-        for replica in replicas:
-            async with asyncio.timeout(30):
-                await replica
         await mock.stop()
