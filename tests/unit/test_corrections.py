@@ -20,6 +20,7 @@ from streamrelay.core.errors import (
     MessageFrozenError,
     PlatformUnavailableError,
     RateLimitedError,
+    TargetNotFoundError,
     UncertainDeliveryError,
 )
 from streamrelay.core.events import RunCorrect, RunRetract, Target, parse_correction, parse_event
@@ -638,3 +639,29 @@ async def test_a_chunk_cut_by_kill_after_kill_is_sent_at_most_sends_max_times(
     assert rig.adapter.chat() == chat and rig.count("send_text") == sends
     uncertain = [s for s in done.steps if s.state is StepState.UNCERTAIN]
     assert len(uncertain) == cut_before + 1 and len(done.steps) == 3 + cut_before + (sends - 1)
+
+
+async def test_a_reply_to_an_answer_whose_first_message_is_gone_is_sent_without_the_reply() -> None:
+    """The answer's first message was deleted by someone and an edit is refused: the correction's reply to that
+    message is refused too (Slack: ``thread_not_found``), so it is posted once without the reply (as Telegram's
+    allow_sending_without_reply and Discord's fail_if_not_exists do by themselves), and the record says why."""
+    rig = _Rig()
+    await rig.deliver(OLD_TEXTS)
+    rig.adapter.fail("edit_text", 1, MessageFrozenError("message can't be edited"))
+    rig.adapter.fail("send_text", 4, TargetNotFoundError("thread_not_found"))  # 1-3: the answer
+    targets: list[Target] = []
+    send = rig.adapter.send_text
+
+    async def seen(target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+        targets.append(target)
+        return await send(target, text, fmt, delivery_id=delivery_id)
+
+    rig.adapter.send_text = seen  # type: ignore[method-assign]
+    done = await rig.correct("Short and right.")
+    assert done.state is CorrectionState.APPLIED, done.public()
+    assert [t.reply_to for t in targets] == ["1", None]  # the reply, refused; then the same text without it
+    sent = [s for s in done.steps if s.op in (StepOp.SEND, StepOp.REPLY)]
+    assert [(s.op, s.state) for s in sent] == [(StepOp.SEND, StepState.DONE)]
+    assert "first message is gone" in (sent[0].outcome or "") and "sent after" in (sent[0].outcome or "")
+    assert rig.adapter.chat()[-1] == f"{CORRECTION_HEAD}\n\nShort and right."
+    assert rig.adapter.chat().count(f"{CORRECTION_HEAD}\n\nShort and right.") == 1

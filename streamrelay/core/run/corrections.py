@@ -665,6 +665,7 @@ class _Apply:
             result = await self._send(index, step, target)
             if not isinstance(result, Unknown):
                 return
+            target = self._reply_target() if step.op is StepOp.REPLY else self.target  # a reply may have become a send
             settlement = await self._settle(target, step)
             if settlement is None or not await self._follow(index, step, target, settlement, result.error):
                 return
@@ -684,10 +685,22 @@ class _Apply:
             result = await self.executor.perform(
                 SendText(target, step.text, TextFormat.PLAIN, step.delivery_id), final=True
             )
+        if (
+            isinstance(result, NotDone)
+            and step.op is StepOp.REPLY
+            and target.reply_to is not None
+            and isinstance(result.error, TargetNotFoundError)
+        ):  # the answer's first message is gone (deleted by someone): posted without the reply, once, as Telegram
+            # (allow_sending_without_reply) and Discord (fail_if_not_exists false) do by themselves; Slack answers
+            # a thread_ts of a deleted message with thread_not_found
+            step.op = StepOp.SEND
+            gone = f"the answer's first message is gone ({result.error}): sent without the reply"
+            step.outcome = f"{step.outcome}; {gone}" if step.outcome else gone
+            return await self._send(index, step, self.target)
         if isinstance(result, Done):
             step.state, step.message_id = StepState.DONE, str(result.value)
             done = "sent as a reply" if step.op is StepOp.REPLY else "sent after the answer's last message"
-            step.outcome = f"{step.outcome}; {done}" if step.outcome and step.op is StepOp.REPLY else done
+            step.outcome = f"{step.outcome}; {done}" if step.outcome and step.op in CREATES else done
             self.executor.chain.note_message(step.message_id)
             await self._save()
         elif isinstance(result, NotDone):
