@@ -21,7 +21,7 @@ from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.common import MockPlatform
 from tests.redis.test_erase_redis import _everything
-from tests.redis.test_failover import TOKEN, _cluster, _owner, _until, post_as_agent
+from tests.redis.test_failover import TOKEN, _owner, _process_cluster, _until, post_as_agent
 
 pytestmark = pytest.mark.timeout(300)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -73,7 +73,7 @@ async def test_corrections_and_the_desk_on_any_replica_and_through_an_owners_kil
     tmp_path: Path, redis_url: str, client: Redis
 ) -> None:
     async with (
-        _cluster(tmp_path, redis_url, client, "final", extra="limit = 50") as (mock, replicas),
+        _process_cluster(tmp_path, redis_url, client, "final", extra="limit = 50") as (mock, replicas),
         httpx.AsyncClient(headers=AUTH, timeout=60) as http,
     ):
         # 1. A correction posted to a replica that does not own the run: applied once, by the owner.
