@@ -68,25 +68,22 @@ order on one worker. All of tests/redis was one group, one worker: the run's cri
 ``-n 4`` run on a loaded machine)."""
 
 REDIS_CLUSTER_FILES = {
+    **dict.fromkeys(("test_failover.py", "test_stale_primary.py"), "tests/redis:clusters-1"),
+    **dict.fromkeys(("test_sentinel.py", "test_ops_replicas.py"), "tests/redis:clusters-2"),
     **dict.fromkeys(
-        ("test_failover.py", "test_ops_replicas.py", "test_ops_runs.py", "test_stale_primary.py"),
-        "tests/redis:clusters-1",
-    ),
-    **dict.fromkeys(("test_replicas_any.py", "test_sentinel.py"), "tests/redis:clusters-2"),
-    **dict.fromkeys(
-        ("test_client_limits.py", "test_redis_data_lost.py", "test_replicas_stop.py", "test_replica_listens_first.py"),
-        "tests/redis:clusters-3",
+        ("test_redis_data_lost.py", "test_replica_listens_first.py", "test_ops_runs.py"), "tests/redis:clusters-3"
     ),
 }
 """The files under tests/redis whose tests start processes of their own (three ``streamrelay serve`` replicas, a primary
 with a replica and three sentinels), by group: three groups, so at most three such clusters run at once, each group's
-files one at a time on one worker, the groups balanced by their files' durations in one ``-n 4`` run (at load 23-31
-on 2 cores, the files summed: 715 s, 716 s and 743 s; as two groups they took 1,171 s and 1,003 s, the run's critical
-path, twice the next group's 411 s). Each replica takes seconds of CPU to listen, and their leases (2 s) and overload
-answers (503 past ``overload_lag_ms``) follow the CPU they get: at load 5-12 on 2 cores 10 of 76 failed spread over 3
-workers, and at load 25-35, with every tests/redis file a group of its own under ``-n 4``, 7 of 98 failed, every one
-in these files (three clusters of three replicas at once; four of the seven a hang guard not scaled by the load,
-since scaled)."""
+files one at a time on one worker, the groups balanced by their files' durations in one ``-n 4`` run (at load 12-17
+on 2 cores, the files summed: 534 s, 485 s and 405 s). test_replicas_any.py, test_client_limits.py and
+test_replicas_stop.py run their three replicas in the test's own process (they kill and pause none): groups of their
+own file, as the rest of tests/redis. Each replica process takes about 8 CPU-seconds to listen (5 of them importing
+aiogram), and their leases (2 s) and overload answers (503 past ``overload_lag_ms``) follow the CPU they get: at load
+5-12 on 2 cores 10 of 76 failed spread over 3 workers, and at load 25-35, with every tests/redis file a group of its
+own under ``-n 4``, 7 of 98 failed, every one in these files (three clusters of three replicas at once; four of the
+seven a hang guard not scaled by the load, since scaled)."""
 
 SHARED_SCOPES = frozenset({"class", "module", "package"})
 """Fixture scopes whose value several tests share; a session fixture (redis-server) is made once per worker."""

@@ -1,9 +1,9 @@
 """An approval survives kill -9 (docs/approvals.md): ``streamrelay serve`` as its own process on a SQLite journal and
-ledger, a person's Approve is forwarded and answered 200 (journaled), and the process is killed -9 at once, before
-the run's worker has made the ``approval`` unit, the edit and the buttons' removal (or while it makes them). The
-restarted sidecar replays the decision from the journal: exactly one ``approval`` unit on the pipeline lane, one
-approval message (edited, never sent again) saying who decided, no buttons, and a second press answered 409 with
-the first decision. A pending approval's expiry is armed again after a restart."""
+ledger, a person's Approve is forwarded and answered 200 (journaled), and the process is killed -9 at once, before the
+run's worker has made the ``approval`` unit, the edit and the buttons' removal (or while it makes them). The restarted
+sidecar (in the test's process: test_durability.py's ``_serve_here``) replays the decision from the journal: exactly one
+``approval`` unit on the pipeline lane, one approval message (edited, never sent again) saying who decided, no buttons,
+and a second press answered 409 with the first decision. A pending approval's expiry is armed again after a restart."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.core.run.approvals import button_ids
 from tests.integration.test_approvals_platforms import BUTTONS
-from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _serve_here, _until
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -69,7 +69,7 @@ async def test_kill_9_after_the_decision_gives_exactly_one_decision(tmp_path: Pa
                 assert decided.status_code == 200 and decided.json()["decision"] == "approved", decided.text
                 first.send_signal(signal.SIGKILL)  # the decision is journaled; the lane, the edit: maybe not yet
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
                 again = await client.post("/v1/runs/r1/approvals/refund", json={"decision": "deny", "by": approver})
                 assert again.status_code == 409, again.text
@@ -114,7 +114,7 @@ async def test_a_pending_expiry_is_armed_again_after_a_restart(tmp_path: Path) -
                 await _until(lambda: any(t.startswith("🔐") for _, t in mock.visible(target.chat_id)), 20, "it")
                 first.send_signal(signal.SIGKILL)
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
 
                 async def expired() -> bool:
@@ -158,7 +158,7 @@ async def test_a_ttl_keeps_its_instant_through_kill_9(tmp_path: Path) -> None:
                 await _until(lambda: any(t.startswith("🔐") for _, t in mock.visible(target.chat_id)), 20, "it")
                 first.send_signal(signal.SIGKILL)
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
                 after = (await client.get("/v1/runs/r1/approvals/deploy")).json()
                 assert after["expires_at"] == asked["expires_at"], (asked, after)  # not 20 s from the restart

@@ -3,7 +3,8 @@ ledger, the platform SDK (aiogram, slack-sdk, discord.py) over HTTP to the state
 is corrected (each message edited once, the mock shows the new text), corrected again shorter (the surplus deleted),
 and retracted (every message deleted); the same correction sent again changes nothing; another client's run is a
 404 like a missing one; ``streamrelay runs correct`` does it from the command line. kill -9 of serve in the middle
-of a correction: the restarted sidecar resumes it, and each message ends showing its new chunk once."""
+of a correction: the restarted sidecar (in the test's process: test_durability.py's ``_serve_here``) resumes it, and
+each message ends showing its new chunk once."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.common import MockPlatform
 from tests.integration.conftest import Stack
-from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _serve_here, _until
 from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(240)
@@ -291,7 +292,7 @@ async def test_kill_9_mid_correction_resumes_and_applies_it_once(tmp_path: Path,
                     await posting
                 mock.set_latency(edit_method, [])
             assert [t for _, t in mock.visible(chat)][3:] == []  # the send was not made before the kill
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
 
                 async def applied() -> bool:

@@ -1,6 +1,10 @@
 """Durable runs, as an operator meets them: `streamrelay serve` as its own process, kill -9 while a send is in
 flight, a restart on the same journal and ledger, and the run finishes by itself (its agent never re-sends):
-the chat shows the final once, and the report tells the truth about what could not be settled."""
+the chat shows the final once, and the report tells the truth about what could not be settled.
+
+The restart runs in the test's own process (:func:`_serve_here`: `serve`'s start-up from its settings on, on the same
+files and port): what is killed -9 is a process, and what resumes reads only what that process left on disk. A
+second `serve` process cost 5-6 CPU-seconds more each, most of them importing aiogram (issue 25, item 7)."""
 
 from __future__ import annotations
 
@@ -14,12 +18,15 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from unittest.mock import patch
 
 import httpx
 import pytest
 
 from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.serving import StopSignals, _serve_configured
+from streamrelay.config.settings import load_settings
 from streamrelay.mocks.common import MockPlatform
 from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
@@ -92,10 +99,58 @@ async def _until(check: Any, timeout_s: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def _ready(client: httpx.AsyncClient, proc: subprocess.Popen[bytes], log: Path) -> None:
+class Serving(Protocol):
+    """A started sidecar: ``poll()`` is None while it runs (a process, or :class:`ServingHere`)."""
+
+    def poll(self) -> int | None: ...
+
+
+class ServingHere:
+    """`streamrelay serve` running in this process (:func:`_serve_here`)."""
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
+
+    def poll(self) -> int | None:
+        """None while it runs; else 0 (stopped) or 1 (raised: the error is in the log's place, ``error``)."""
+        if not self.task.done():
+            return None
+        return 1 if self.task.cancelled() or self.task.exception() is not None else 0
+
+    @property
+    def error(self) -> str:
+        return repr(self.task.exception()) if self.task.done() and not self.task.cancelled() else ""
+
+
+@asynccontextmanager
+async def _serve_here(config: Path, bot_token: str) -> AsyncIterator[ServingHere]:
+    """`serve --config config` in this process, as :func:`_serve` starts it as a process (the same tokens), from its
+    settings on (:func:`app.serving._serve_configured`: the journal and ledger opened, runs resumed, channels built,
+    the listener on the config's port); its logging is the test's. Stopped as SIGTERM twice would (no drain)."""
+    with patch.dict(os.environ, {"STREAMRELAY_TOKEN": TOKEN, "DURABILITY_BOT_TOKEN": bot_token}):
+        settings = load_settings(config)
+        clients = [(limits, token.get_secret_value()) for limits, token in settings.client_tokens()]
+        tokens = {name: channel.token(name) for name, channel in settings.channels.items()}
+    signals = StopSignals()
+    task = asyncio.create_task(
+        _serve_configured(settings, clients, None, tokens, None, None, None, signals), name="serve-here"
+    )
+    try:
+        yield ServingHere(task)
+    finally:
+        signals.asked.set()
+        signals.forced.set()
+        async with asyncio.timeout(30 * wait_scale()):
+            await asyncio.gather(task, return_exceptions=True)
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
+async def _ready(client: httpx.AsyncClient, proc: Serving, log: Path) -> None:
     async def up() -> bool:
         if proc.poll() is not None:
-            raise AssertionError(f"the sidecar exited: {log.read_text()[-2000:]}")
+            why = proc.error if isinstance(proc, ServingHere) else log.read_text()[-2000:]
+            raise AssertionError(f"the sidecar exited: {why}")
         try:
             return (await client.get("/readyz")).status_code == 200  # listening, and the journal resumed
         except httpx.TransportError:
@@ -149,7 +204,7 @@ async def _killed_mid_send_then_resumed(
                     assert (await client.post("/v1/runs/r1/events", content=b"".join(tail))).status_code == 200
                 first.send_signal(signal.SIGKILL)  # the send is in flight: an intent without an outcome
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
                 report = (await client.get("/v1/runs/r1", params={"wait_s": 60})).json()
                 again = await client.post("/v1/runs/r1/events", content=_events("r1", target.model_dump()))
@@ -238,7 +293,7 @@ async def test_a_run_whose_agent_never_returns_is_closed_with_what_it_has_and_a_
                 await _until(preview_acknowledged, 20, "the preview's ack in the ledger")
                 first.send_signal(signal.SIGKILL)
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
                 report = (await client.get("/v1/runs/r2", params={"wait_s": 60})).json()
     chat = [text for _, text in mock.visible(target.chat_id)]

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from streamrelay.app.dry_run import DRY_RUN
-from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _serve_here, _until
 from tests.ports import free_port as _free_port
 
 ANSWER = "Your refund of 49.99 EUR for order A-1029 was approved today. It reaches your card within 14 days."
@@ -113,5 +113,5 @@ async def test_a_seq_beyond_sqlite_integer_does_not_stop_the_sidecar_from_starti
                 await client.get("/v1/runs/big", params={"wait_s": 20})
                 first.send_signal(signal.SIGKILL)
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)  # it starts (the seq was refused at ingest, nothing to choke on)

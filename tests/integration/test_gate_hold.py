@@ -31,7 +31,7 @@ from streamrelay.core.run.relay import Relay
 from streamrelay.mocks.common import MockServer
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_approvals_platforms import USERS, until
-from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _serve_here, _until
 from tests.integration.test_stop_platforms import slack_buttons
 from tests.ports import free_port
 
@@ -165,7 +165,7 @@ async def test_kill_9_after_the_approve_releases_the_held_call_exactly_once(tmp_
                 assert decided.status_code == 200, decided.text
                 first.send_signal(signal.SIGKILL)  # journaled; the release onto the lane: maybe not yet
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
                 again = await client.post("/v1/runs/r1/approvals/gate.m1", json={"decision": "deny", "by": approver})
                 assert again.status_code == 409 and again.json()["approval"]["decision"] == "approved", again.text

@@ -1,7 +1,8 @@
 """A media send in flight at a kill -9 (`streamrelay serve` as its own process, SQLite journal and ledger), then a
-restart on the same files: the media item is never shown twice. Slack and Discord settle it by asking the platform
-(its delivery id in the message metadata, its nonce), Telegram with an exclusive bot token by probing message ids
-with editMessageCaption; with a shared token Telegram cannot be asked, so it is reported uncertain, never resent."""
+restart on the same files (in the test's process: test_durability.py's ``_serve_here``): the media item is never
+shown twice. Slack and Discord settle it by asking the platform (its delivery id in the message metadata, its nonce),
+Telegram with an exclusive bot token by probing message ids with editMessageCaption; with a shared token Telegram
+cannot be asked, so it is reported uncertain, never resent."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import httpx
 import pytest
 
 from streamrelay.app.dry_run import DRY_RUN
-from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _mock, _ready, _serve, _serve_here, _until
 from tests.ports import free_port as _free_port
 
 TEXT = "Here is the revenue chart for Q3."
@@ -61,7 +62,7 @@ async def test_a_media_send_in_flight_at_a_kill_is_never_shown_twice(
                 await _until(lambda: len(mock.visible(target.chat_id)) == 2, 20, "the image to be stored")
                 first.send_signal(signal.SIGKILL)  # the media send is in flight: an intent without an outcome
                 first.wait(10)
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
                 report = (await client.get("/v1/runs/r1", params={"wait_s": 60})).json()
         shown = [text for _, text in mock.visible(target.chat_id)]

@@ -1,7 +1,8 @@
 """A WhatsApp send in flight at a kill -9 (``streamrelay serve`` as its own process, SQLite journal, ledger and
-receipts), then a restart on the same files: the create is settled by its status webhook, which the mock delivers
-again until the restarted sidecar takes it (as Meta retries a webhook for up to 7 days). Stored: found, shown once,
-never sent again. Never stored: its silence, while the other message's statuses were heard, sends it again, once.
+receipts), then a restart on the same files (in the test's process: test_durability.py's ``_serve_here``): the create is
+settled by its status webhook, which the mock delivers again until the restarted sidecar takes it (as Meta retries a
+webhook for up to 7 days). Stored: found, shown once, never sent again. Never stored: its silence, while the other
+message's statuses were heard, sends it again, once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from streamrelay.adapters.whatsapp.webhook import WEBHOOK_PATH
 from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.mocks.whatsapp import MockWhatsApp
-from tests.integration.test_durability import TOKEN, _config, _ready, _serve, _until
+from tests.integration.test_durability import TOKEN, _config, _ready, _serve, _serve_here, _until
 from tests.ports import free_port as _free_port
 
 SECRET = "app-secret-of-the-kill-test"
@@ -69,7 +70,7 @@ async def test_a_send_in_flight_at_a_kill_settles_by_its_status_webhook(
                 first.wait(10)
             if stored:  # the status meets the killed sidecar before the restart (a loaded machine is slow to it)
                 await _until(lambda: mock.statuses.answers.count(0) >= 1, 20, "a status refused while down")  # type: ignore[union-attr]
-            with _serve(config, dry.token, log) as second:
+            async with _serve_here(config, dry.token) as second:
                 await _ready(client, second, log)
                 report = (await client.get("/v1/runs/r1", params={"wait_s": 60})).json()
         shown = [text for _, text in mock.visible(chat)]

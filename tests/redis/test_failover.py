@@ -16,12 +16,16 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import httpx
 import pytest
 
+from streamrelay.adapters.ops import ServiceMetrics
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
+from streamrelay.app.replicas.serving import serve_replica
+from streamrelay.config.settings import load_settings
 from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
 
@@ -154,33 +158,122 @@ async def post_as_agent(
     return answer
 
 
-@asynccontextmanager
-async def _cluster(
-    tmp: Path, redis_url: str, client: Redis, delivery: str, *, rate_limits: bool = False, extra: str = ""
-) -> AsyncIterator[tuple[Any, Replicas]]:
-    """Three replicas on ``redis_url`` delivering to a mock Telegram (``rate_limits``: 429 past the documented
-    limits), ready and owning every partition; ``extra`` is appended to their TOML."""
-    dry = DRY_RUN["telegram"]
-    mock = dry.make_mock(rate_limits)
+class InProcessReplicas:
+    """Three replicas in this process on one Redis, as :class:`Replicas` starts them (the same TOML, bearer tokens and
+    bot token), each its own :func:`app.replicas.serving.serve_replica` with its own listener on its own port: they
+    reach each other over HTTP (the owner proxy) and share their leases, budgets and counts only through Redis.
+
+    For the tests that kill or pause no replica: a ``streamrelay serve`` process takes about 8 CPU-s to start (5 of
+    them importing aiogram, the Telegram SDK), which this process has imported already (issue 25, item 7)."""
+
+    def __init__(self, config: Path, redis_url: str) -> None:
+        env = {"STREAMRELAY_TOKEN": TOKEN, "FAILOVER_BOT_TOKEN": DRY_RUN["telegram"].token}
+        with patch.dict(os.environ, {**env, "STREAMRELAY_SERVICE__REDIS_URL": redis_url}):  # what serve reads
+            settings = load_settings(config)
+            clients = [(limits, token.get_secret_value()) for limits, token in settings.client_tokens()]
+            tokens = {name: channel.token(name) for name, channel in settings.channels.items()}
+        self.ports = [_free_port() for _ in range(3)]
+        self.stop_asked, self.forced = asyncio.Event(), asyncio.Event()
+        self.tasks = [
+            asyncio.create_task(
+                serve_replica(
+                    settings,
+                    clients=clients,
+                    metrics_token=None,
+                    tokens=tokens,
+                    metrics=ServiceMetrics("test"),
+                    host="127.0.0.1",
+                    port=port,
+                    log_level="warning",
+                    stop=self.stop_asked,
+                    forced=self.forced,
+                ),
+                name=f"replica-{i}",
+            )
+            for i, port in enumerate(self.ports)
+        ]
+
+    async def ready(self, http: httpx.AsyncClient, client: Redis) -> bool:
+        """Every replica answers /readyz 200 and every partition's lease is held (raises when a replica stopped)."""
+        for i, task in enumerate(self.tasks):
+            if task.done():
+                task.result()  # its error, if it raised
+                raise AssertionError(f"replica {i} stopped")
+            try:
+                if (await http.get(self.url(i) + "/readyz")).status_code != 200:
+                    return False
+            except httpx.TransportError:
+                return False
+        return all([await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)])
+
+    def url(self, i: int) -> str:
+        return f"http://127.0.0.1:{self.ports[i]}"
+
+    async def stop(self) -> None:
+        """Stop every replica (no drain: ``forced``), and raise the first error one of them stopped with."""
+        self.stop_asked.set()
+        self.forced.set()
+        async with asyncio.timeout(60 * wait_scale()):
+            results = await asyncio.gather(*self.tasks, return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+
+async def _mock_and_config(tmp: Path, delivery: str, *, rate_limits: bool, extra: str) -> tuple[Any, Path]:
+    """A started mock Telegram (``rate_limits``: 429 past the documented limits) and the replicas' TOML for it."""
+    mock = DRY_RUN["telegram"].make_mock(rate_limits)
     await mock.start()
     # With the mock's limits on, three replicas and the mock share two cores: calls reach it with up to a few hundred
     # ms of jitter, so the bot's budget keeps that margin (20/s of Telegram's 30/s; the default 25/s keeps 150 ms).
-    config = _config(tmp, mock.base_url, delivery, bot_per_s=20.0 if rate_limits else None, extra=extra)
+    return mock, _config(tmp, mock.base_url, delivery, bot_per_s=20.0 if rate_limits else None, extra=extra)
+
+
+async def _until_ready(replicas: Replicas | InProcessReplicas, client: Redis) -> None:
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+
+        async def ready() -> bool:
+            return await replicas.ready(http, client)
+
+        await _until(ready, 90 * wait_scale(), "three replicas ready and every partition owned")  # a hang guard
+
+
+@asynccontextmanager
+async def _cluster(
+    tmp: Path, redis_url: str, client: Redis, delivery: str, *, rate_limits: bool = False, extra: str = ""
+) -> AsyncIterator[tuple[Any, InProcessReplicas]]:
+    """Three replicas in this process (:class:`InProcessReplicas`) on ``redis_url`` delivering to a mock Telegram
+    (``rate_limits``: 429 past the documented limits), ready and owning every partition; ``extra`` is appended to
+    their TOML. A test that kills or pauses a replica takes :func:`_process_cluster`."""
+    mock, config = await _mock_and_config(tmp, delivery, rate_limits=rate_limits, extra=extra)
+    try:
+        replicas = InProcessReplicas(config, redis_url)
+        try:
+            await _until_ready(replicas, client)
+            yield mock, replicas
+        finally:
+            await replicas.stop()
+    finally:
+        await mock.stop()
+
+
+@asynccontextmanager
+async def _process_cluster(
+    tmp: Path, redis_url: str, client: Redis, delivery: str, *, rate_limits: bool = False, extra: str = ""
+) -> AsyncIterator[tuple[Any, Replicas]]:
+    """As :func:`_cluster`, the replicas three ``streamrelay serve`` processes (:class:`Replicas`): for the tests that
+    kill one with -9 or pause it with SIGSTOP."""
+    mock, config = await _mock_and_config(tmp, delivery, rate_limits=rate_limits, extra=extra)
     replicas = Replicas(config, redis_url, tmp / "replicas.log")
     try:
-        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
-
-            async def ready() -> bool:
-                return await replicas.ready(http, client)
-
-            await _until(ready, 90 * wait_scale(), "three replicas ready and every partition owned")  # a hang guard
+        await _until_ready(replicas, client)
         yield mock, replicas
     finally:
         replicas.stop()
         await mock.stop()
 
 
-async def _owner(client: Redis, replicas: Replicas, run: str) -> int:
+async def _owner(client: Redis, replicas: Replicas | InProcessReplicas, run: str) -> int:
     """Which replica owns ``run``'s partition now (waiting out a hand-over between replicas that just joined)."""
     partition = await client.get(f"sr:run:{run}")
     assert partition is not None
@@ -248,7 +341,7 @@ def _shown_once(mock: Any, chat_id: int | str) -> list[str]:
 async def test_the_owner_killed_mid_run_the_run_finishes_on_another_replica(
     tmp_path: Path, redis_url: str, client: Redis, delivery: str
 ) -> None:
-    async with _cluster(tmp_path, redis_url, client, delivery) as (mock, replicas):
+    async with _process_cluster(tmp_path, redis_url, client, delivery) as (mock, replicas):
         _owner_index, report = await _stream_through_a_failure(
             client, replicas, mock, lambda p: p.kill(), block=delivery == "block"
         )
@@ -261,7 +354,7 @@ async def test_the_owner_killed_mid_run_the_run_finishes_on_another_replica(
 async def test_an_owner_paused_past_its_lease_cannot_double_or_roll_back_a_message(
     tmp_path: Path, redis_url: str, client: Redis
 ) -> None:
-    async with _cluster(tmp_path, redis_url, client, "preview") as (mock, replicas):
+    async with _process_cluster(tmp_path, redis_url, client, "preview") as (mock, replicas):
         owner, report = await _stream_through_a_failure(client, replicas, mock, lambda p: p.send_signal(signal.SIGSTOP))
         assert report["done"] and report["status"] == "delivered", report
         chat_id = DRY_RUN["telegram"].target().chat_id

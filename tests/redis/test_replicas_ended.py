@@ -24,7 +24,7 @@ from streamrelay.core.run.approvals import button_ids
 from streamrelay.mocks.common import MockPlatform
 from tests.integration.test_approvals_platforms import telegram_buttons
 from tests.redis.test_erase_redis import _everything
-from tests.redis.test_failover import TOKEN, _cluster, _owner, _until, post_as_agent
+from tests.redis.test_failover import TOKEN, _owner, _process_cluster, _until, post_as_agent
 
 pytestmark = pytest.mark.timeout(300)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -76,7 +76,7 @@ async def test_corrections_and_the_desk_on_any_replica_and_through_an_owners_kil
     tmp_path: Path, redis_url: str, client: Redis
 ) -> None:
     async with (
-        _cluster(tmp_path, redis_url, client, "final", extra="limit = 50") as (mock, replicas),
+        _process_cluster(tmp_path, redis_url, client, "final", extra="limit = 50") as (mock, replicas),
         httpx.AsyncClient(headers=AUTH, timeout=60) as http,
     ):
         # 1. A correction posted to a replica that does not own the run: applied once, by the owner.
