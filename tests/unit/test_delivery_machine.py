@@ -359,6 +359,32 @@ def test_a_stream_start_cut_by_a_restart_is_reported_and_the_part_shown_anew() -
     assert slot.pending is None and slot.native and [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
 
 
+def test_a_stream_start_cut_by_a_restart_goes_on_as_a_message_and_is_settled_below_it_where_it_can_be() -> None:
+    """Where the platform settles a stream start (Slack reads the thread back, bounded by the part's message; no id
+    of the call is needed), a start cut by a restart is settled like one answered unknown: the part goes on as a
+    plain message (never a second stream beside the first: chaos-5-00025 streamed twice, one stream stayed open and
+    the other was found by the settle), the start settled below it."""
+    m, slot = machine(native=True)
+    m._settles_start = True
+    op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
+    intent = m.intent_for(op)
+    assert intent is not None and intent.pending is not None
+    slot.pending, slot.restarted = intent.pending, True  # as the ledger gives it back after the kill
+    m.restored()
+    assert slot.pending is None and not slot.native and not m.book.orphans
+    assert slot.unbounded is not None and slot.unbounded.stream_start and slot.unbounded.text == "Hello"
+    send = m.next_op()
+    assert send is not None and send.kind is OpKind.SEND
+    m.call_for(send)
+    m.apply(send, Done("m1"))
+    assert slot.pending is not None and slot.pending.stream_start and slot.pending.before_id == "m1"
+    settle = m.next_op()
+    assert settle is not None and settle.kind is OpKind.SETTLE
+    m.call_for(settle)
+    assert m.apply(settle, Done(Settlement(SettleOutcome.FOUND, "s1")))[0] is Outcome.FOUND
+    assert slot.stray == "s1" and slot.message_id == "m1" and not m.book.orphans
+
+
 @pytest.mark.parametrize(
     ("settlement", "label", "stray", "orphans"),
     [
