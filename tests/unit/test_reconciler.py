@@ -472,6 +472,40 @@ async def test_a_frozen_message_keeps_what_it_shows_and_the_rest_continues_witho
     assert r.adapter.chat() == ["To move your site to the new host,", "first lower the TTL. Then copy the files."]
 
 
+class KilledAfterAFreeze(MemoryLedger):
+    """The ledger of a process killed right after a part was found frozen, before its continuation was written."""
+
+    async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
+        await super().record_outcome(call_id, part, outcome, detail)
+        if outcome == "frozen":
+            raise Killed
+
+
+async def test_a_frozen_part_whose_continuation_died_with_the_process_is_continued_after_the_restart() -> None:
+    """Chaos (native, seed 5) on Teams: a stream a restart could no longer finish was finished as it was and its
+    message frozen; the process was killed before the continuation had a record, so the restored part was frozen
+    with nothing after it, and the rest of the answer the journal held was never shown (627 characters lost, the
+    report listing only the frozen message). The restored book continues a frozen part that has no continuation."""
+    r = rig()
+    r.ledger = KilledAfterAFreeze()
+    r.rec = r.fresh()
+    r.adapter.fail("edit_text", 1, MessageFrozenError("message can't be edited"))
+    slot = r.rec.book.claim_slot(ANSWER, "To move your site")
+    r.rec.start()
+    await settle()
+    r.rec.book.set_text(slot, "To move your site to the new host, first lower the TTL.")
+    with pytest.raises(Killed):
+        await r.rec.finish()
+    parts = await r.ledger.parts("r1")
+    assert [(p.slot, p.frozen, p.continues) for p in parts] == [(0, True, None)]
+    again = r.fresh()
+    again.restore(parts)
+    again.book.claim_slot(ANSWER, "To move your site to the new host, first lower the TTL.")
+    await again.finish()
+    assert r.adapter.chat() == ["To move your site", "to the new host, first lower the TTL."]
+    assert [p.state for p in again.book.parts()] == [PartState.ACKED, PartState.ACKED]
+
+
 async def test_edits_are_retried_through_an_outage_of_minutes() -> None:
     r = rig(max_attempts=60)  # a retry window of ~minutes
     r.rec.retry_window_s = 600.0

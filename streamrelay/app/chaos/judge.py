@@ -194,7 +194,7 @@ def judge(
         return verdict
     media_whole = verdict.media_shown == len(plan.media) and not verdict.doubled
     whole = shown == norm(full, p) and not notices and media_whole
-    _judge_report(verdict, plan, chat, report, whole, exclusive_bot, status_webhooks)
+    _judge_report(verdict, plan, chat, report, whole, exclusive_bot, status_webhooks, streams)
     judge_streams(verdict, streams or [], report)
     return verdict
 
@@ -207,8 +207,15 @@ def judge_streams(verdict: Verdict, streams: list[dict[str, Any]], report: dict[
     """A run whose report says done leaves no native stream open: a Slack ``chat.startStream`` message never
     stopped (shown as still streaming until it expires), a Teams stream with no ``final`` activity (Teams ends it
     with an error after two minutes), a Telegram draft still shown (beside the answer, until it lapses): unfinished,
-    and a lie when the report says ``delivered``."""
+    and a lie when the report says ``delivered``. A stream whose start was never answered (no handle to finish or
+    delete it with) that the report does not list and counts among its uncertain parts is reported truly: a note."""
     left = [s for s in streams if s.get("state") in OPEN_STREAMS]
+    listed = {str(i) for i in report.get("message_ids", [])}
+    unlisted = [s for s in left if s.get("state") != "draft" and str(s["message_id"]) not in listed]
+    if unlisted and len(unlisted) == len(left) and len(unlisted) <= int(report.get("uncertain", 0) or 0):
+        ids = [s["message_id"] for s in unlisted]
+        verdict.notes.append(f"stream(s) {ids} left open, not listed, counted uncertain by the report")
+        return
     if not left:
         return
     verdict.unfinished = True
@@ -269,6 +276,7 @@ def _judge_report(
     whole: bool,
     exclusive_bot: bool,
     status_webhooks: bool = True,
+    streams: list[dict[str, Any]] | None = None,
 ) -> None:
     uncertain = int(report.get("uncertain", 0) or 0)
     verdict.uncertain = uncertain > 0
@@ -282,6 +290,9 @@ def _judge_report(
             verdict.problems.append("lying: the chat shows a duplicate the report does not count as uncertain")
         elif (plan.platform == "telegram" and not exclusive_bot) or _unsettleable(plan.platform, status_webhooks):
             verdict.doubled_allowed = True
+        elif plan.mode == "native" and _stream_copies(chat, report, streams):
+            verdict.doubled_allowed = True  # a stream start never answered: no handle to finish or delete it with
+            verdict.notes.append("the copy is a native stream whose start was never answered, reported uncertain")
     chat_ids = [str(m.get("message_id")) for m in chat]
     report_ids = [str(i) for i in report.get("message_ids", [])]
     orphans = [i for i in chat_ids if i not in report_ids]
@@ -296,6 +307,15 @@ def _judge_report(
         verdict.problems.append(f"lying: the report lists message id(s) {strangers} the chat does not show")
     if whole and status != "delivered":
         verdict.notes.append(f"the chat shows the whole answer, the report says {status!r} (uncertain {uncertain})")
+
+
+def _stream_copies(chat: list[dict[str, Any]], report: dict[str, Any], streams: list[dict[str, Any]] | None) -> bool:
+    """Every message the chat shows that the report does not list is a native stream (``streams``), and the report
+    counts at least as many uncertain parts: copies it said were possible."""
+    listed = {str(i) for i in report.get("message_ids", [])}
+    unlisted = [str(m.get("message_id")) for m in chat if str(m.get("message_id")) not in listed]
+    ids = {str(s.get("message_id")) for s in streams or []}
+    return bool(unlisted) and set(unlisted) <= ids and len(unlisted) <= int(report.get("uncertain", 0) or 0)
 
 
 def _repeats(messages: list[dict[str, Any]], answer: str, platform: str) -> list[str]:

@@ -82,7 +82,8 @@ class SlotBook:
     def restore(self, records: list[PartRecord]) -> None:
         """Load the parts recorded before a restart, so they are edited, never sent again; a create recorded
         without an outcome is settled first. Restored slots are handed out again by :meth:`claim_slot`, in order,
-        per role; a part that continues a frozen one is placed after it and kept by the reconciler."""
+        per role; a part that continues a frozen one is placed after it and kept by the reconciler (a frozen part
+        whose continuation has no record gets a new one)."""
         by_index: dict[int, Slot] = {}
         precedes: dict[int, int] = {}
         for rec in records:
@@ -123,6 +124,12 @@ class SlotBook:
                 self._restored.append(slot)
                 if rec.precedes is not None:
                     precedes[rec.slot] = rec.precedes
+        for slot in [s for s in self.slots if s.frozen and s.cont is None]:
+            # Frozen, and killed before its continuation had a record: the rest of its text goes on in a new part
+            # as at the freeze (else it was never shown: chaos, native, seed 5 on Teams).
+            cont = Slot(index=self._next_index(), role=slot.role, fmt=slot.fmt, parent=slot)
+            slot.cont = cont
+            self.slots.insert((self._position(slot) or 0) + 1, cont)
         self._placed(precedes)
 
     def restored_text(self, role: SlotRole) -> str | None:

@@ -130,7 +130,7 @@ class MockTelegram(MockServer):
         lapses about 30 s after its last update, or goes when the chat gets a message)."""
         out: dict[ChatId, list[tuple[int | str, str, str]]] = {}
         for chat in self._store.draft_chats():
-            shown = [(d.draft_id, "draft", d.text) for d in self.drafts(chat)]
+            shown: list[tuple[int | str, str, str]] = [(d.draft_id, "draft", d.text) for d in self.drafts(chat)]
             if shown:
                 out[chat] = shown
         return out
