@@ -10,6 +10,7 @@ import pytest
 
 from streamrelay.core.budgets.rate import TokenBucket
 from streamrelay.core.clock import Clock, FakeClock
+from streamrelay.core.delivery.planner import continuation
 from streamrelay.core.delivery.reconciler import Reconciler
 from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
@@ -504,6 +505,18 @@ async def test_a_frozen_part_whose_continuation_died_with_the_process_is_continu
     await again.finish()
     assert r.adapter.chat() == ["To move your site", "to the new host, first lower the TTL."]
     assert [p.state for p in again.book.parts()] == [PartState.ACKED, PartState.ACKED]
+
+
+def test_a_continuation_that_starts_inside_a_code_fence_reopens_it() -> None:
+    """A frozen message cut inside a code fence (a Teams stream finished early after a restart, chaos native seed 5:
+    chaos-5-00030) is continued by a message that opens the fence again with its info string, as the chunker does
+    at a cut (DESIGN section 4): without it the rest of the code showed as text and the closing marker opened a fence
+    around the prose after it."""
+    desired = "Sort:\n\n```js\nconst a = 1;\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n```js\nconst a = 1;\n") == "```js\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n```js\nconst a") == "```js\n= 1;\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n") == "```js\nconst a = 1;\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n```js\nconst a = 1;\nconst b = 2;\n```\n") == "Then search."
 
 
 async def test_edits_are_retried_through_an_outage_of_minutes() -> None:
