@@ -584,6 +584,21 @@ async def test_a_stream_a_restart_finishes_with_the_text_it_shows_is_stopped_not
     assert slack_mock.visible(DM) == [(handle, "Hello world"), (stopped, "Done")]
 
 
+async def test_a_failed_stop_of_a_stream_a_restart_finishes_is_raised_so_the_finish_is_tried_again(
+    make_slack: MakeSlack, slack_mock: MockSlack, thread: Target
+) -> None:
+    """chaos-6-00039: a 502 to that stop, swallowed, left the stream open; raised, the core tries the finish again
+    (an outage is retried with backoff) and the second stop closes it."""
+    first, second = make_slack(), make_slack()
+    handle = await first.stream_start(thread, "Hello", MARKDOWN)
+    slack_mock.add_fault("chat.stopStream", 1, {"status": 502})
+    with pytest.raises(PlatformUnavailableError):
+        await second.stream_finish(thread, handle, "Hello", "Hello", MARKDOWN)
+    with pytest.raises(NativeUnavailableError):
+        await second.stream_finish(thread, handle, "Hello", "Hello", MARKDOWN)
+    assert [m.streaming for m in slack_mock.messages(DM)[1:]] == [False]
+
+
 async def test_the_persons_message_cannot_be_deleted(
     slack: SlackAdapter, slack_mock: MockSlack, thread: Target
 ) -> None:

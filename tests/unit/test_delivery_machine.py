@@ -6,6 +6,8 @@ outcome value as an adapter's ``perform`` would answer it, and ``apply``. Nothin
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from streamrelay.core.delivery.calls import (
@@ -357,6 +359,36 @@ def test_a_stream_start_cut_by_a_restart_is_reported_and_the_part_shown_anew() -
     slot.pending, slot.restarted = intent.pending, True  # as the ledger gives it back after the kill
     m.restored()
     assert slot.pending is None and slot.native and [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
+
+
+def test_a_finish_that_creates_the_message_cut_by_a_restart_is_settled_not_sent_again() -> None:
+    """Telegram persists a draft with sendMessage: a finish in flight when the process died is a create whose outcome
+    is unknown. Its intent carries the pending create, so the restart settles it (with an exclusive bot, an id probe)
+    instead of sending it again: chaos-6-00009 (native, --kill-every 2) showed the answer's first part twice and its
+    report said delivered, listing only the second copy."""
+    m, slot = machine(native=True)
+    m._finish_creates = True
+    slot.streaming = slot.native = True
+    op = Op(shown(slot, "Hello", "draft-1"), OpKind.STREAM_FINISH, "Hello there", 0.0)
+    m.call_for(op)
+    intent = m.intent_for(op)
+    assert intent is not None and intent.pending is not None and not intent.pending.stream_start
+    assert intent.pending.text == "Hello there" and slot.pending is None  # in the ledger only, until a restart
+    record = dataclasses.replace(m.book.record(slot), pending=intent.pending)  # what the ledger holds at the kill
+    assert record.streaming and record.message_id == "draft-1"
+    book = SlotBook("r1", 0.0, True)
+    book.restore([record])  # the restarted process: the draft id is no message, the create is to be settled
+    m = delivery_machine(book, native=True)
+    m._finish_creates = True
+    m.restored()
+    slot = book.claim_slot(SlotRole.ANSWER, "Hello there")
+    assert (slot.message_id, slot.streaming, slot.native) == (None, False, False)
+    settle = m.next_op()
+    assert settle is not None and settle.kind is OpKind.SETTLE
+    call = m.call_for(settle)
+    assert isinstance(call, Settle) and call.pending.text == "Hello there"
+    assert m.apply(settle, Done(Settlement(SettleOutcome.FOUND, "m2")))[0] is Outcome.FOUND
+    assert slot.message_id == "m2" and slot.state is PartState.ACKED and m.next_op() is None
 
 
 def test_a_stream_start_cut_by_a_restart_goes_on_as_a_message_and_is_settled_below_it_where_it_can_be() -> None:

@@ -490,9 +490,9 @@ class SlackAdapter:
             # Not open as far as this process knows (a restart since it started): it may be open still. Stopped as
             # it is (one already stopped or expired answers message_not_in_streaming_state): where it shows the
             # text already the core has nothing to edit, and it would stay open, still streaming on Slack
-            # (chaos-5-00022). If the stop fails, the core's edit (if any) stops it first (_update).
-            with contextlib.suppress(UncertainDeliveryError, PlatformUnavailableError):
-                await self._stop(target, handle)
+            # (chaos-5-00022). A stop that fails raises: the core tries the finish again (chaos-6-00039: a 502 to
+            # this stop, swallowed, left the stream open) or reports it uncertain.
+            await self._stop(target, handle)
         raise await self._no_longer_streamable(target, handle, why)
 
     async def _no_longer_streamable(

@@ -478,6 +478,16 @@ class DeliveryMachine:
         pending = slot.pending if op.kind is OpKind.SEND else None
         if op.kind is OpKind.STREAM_START:  # in the ledger only: a restart learns a stream may have opened
             pending = self._start_pending(slot, op.text)
+        elif op.kind is OpKind.STREAM_FINISH and self._finish_creates:
+            # In the ledger only: a finish that creates the message (Telegram's sendMessage) cut by a restart is a
+            # create whose outcome is unknown, settled then, never sent again blindly (chaos-6-00009: shown twice).
+            pending = PendingSend(
+                delivery_id(self.run, slot.index, slot.creates + 1),
+                op.text,
+                slot.fmt,
+                after_id=self._chain.last_message_id,
+                exclusive=self._exclusive,
+            )
         return Intent(slot.index, slot.role, str(op.kind), op.text, pending)
 
     def _start_pending(self, slot: Slot, text: str) -> PendingSend:
