@@ -26,6 +26,7 @@ from streamrelay.core.records.ledger import MemoryLedger
 from streamrelay.core.run.relay import Relay
 from streamrelay.core.text.chunk_checks import content_key
 from streamrelay.mocks.common import MockPlatform
+from streamrelay.mocks.control import NativeStreams
 from tests.integration.conftest import INGEST_TOKEN
 from tests.integration.test_slack_answers import ANSWER, calls, shown, slack_service, stream_answer
 
@@ -318,6 +319,7 @@ async def test_a_slack_stream_start_cut_by_a_restart_is_never_reported_delivered
     assert [m for m, _ in made_calls(mock)].count("chat.startStream") == 1, made_calls(mock)
     unlisted = [mid for mid, _ in messages if mid not in report["message_ids"]]
     assert len(unlisted) <= report["uncertain"], (report["status"], report["message_ids"], messages)
+    assert isinstance(mock, NativeStreams)
     assert not [m for m in mock.native_streams().get(str(target.chat_id), []) if m[1] == "open"], messages
     assert content_key("".join(text for _, text in messages)) == content_key(ANSWER), messages
     assert report["status"] == "delivered" and report["uncertain"] == 0, report
