@@ -161,6 +161,11 @@ class DryRunFacts:
             core and reported uncertain ("a duplicate is possible"); a campaign allows such a reported double, as
             for Telegram with a shared bot token. WhatsApp no longer is: its uncertain sends are settled by their
             status webhooks (:mod:`adapters.whatsapp.settle`) where the webhook is served.
+        native_chat: where a chaos campaign's ``native`` run of ``index`` streams (a conversation the platform
+            streams in: a Telegram private chat, a Slack direct message whose thread the campaign seeds, a Teams
+            personal chat); None: the platform has no native streaming.
+        native_methods: the platform methods a native stream calls, by wire name (start, update, finish where they
+            differ): faults and in-flight holds of a campaign's ``native`` runs are scripted on them.
         status_webhook: the sidecar's path where the platform posts status webhooks that settle uncertain sends
             (WhatsApp ``/v1/platforms/whatsapp/webhook``), with the environment variable holding the secret they are
             signed with: a campaign points its mock there (``POST /_mock/webhook``; with replicas, the first one's)
@@ -184,6 +189,8 @@ class DryRunFacts:
     campaign_mock_limits: bool = True
     unsettleable: bool = False
     status_webhook: tuple[str, str] | None = None
+    native_chat: Callable[[int], int | str] | None = None
+    native_methods: tuple[str, ...] = ()
 
     def media_method(self, media_kind: str) -> str:
         """The method a media item of ``media_kind`` is sent with (faults scripted on media sends name it)."""

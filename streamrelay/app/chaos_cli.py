@@ -25,7 +25,13 @@ def chaos(
     runs: Annotated[int, typer.Option(min=1, metavar="N", help="how many runs")] = 100,
     seed: Annotated[int, typer.Option(metavar="N", help="the plan's seed (same runs and seed: same plan)")] = 1,
     platform: Annotated[str, typer.Option(metavar="PLATFORM", help=_PLATFORMS_HELP)] = "all",
-    mode: Annotated[str, typer.Option(metavar="MODE", help="delivery mode of the runs: preview | block | all")] = "all",
+    mode: Annotated[
+        str,
+        typer.Option(
+            metavar="MODE",
+            help="delivery mode of the runs: preview | block | native (the platforms that stream natively only) | all",
+        ),
+    ] = "all",
     exclusive_bot: Annotated[
         bool,
         typer.Option(
@@ -110,13 +116,14 @@ def chaos(
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(known)}, all", param_hint=name)
         return (value,)
 
+    platforms, modes = _native_only(platform, choice(platform, PLATFORMS, "--platform"), choice(mode, MODES, "--mode"))
     if backend not in BACKENDS:
         raise typer.BadParameter(f"{backend!r} is not one of {', '.join(BACKENDS)}", param_hint="--backend")
     options = Options(
         runs=runs,
         seed=seed,
-        platforms=choice(platform, PLATFORMS, "--platform"),
-        modes=choice(mode, MODES, "--mode"),
+        platforms=platforms,
+        modes=modes,
         exclusive_bot=exclusive_bot,
         concurrency=concurrency,
         long=long,
@@ -168,6 +175,26 @@ def chaos(
         kept = "transcripts and logs" if options.replicated else "transcripts, logs and the ledger"
         wide.print(f"{kept} in {outcome.out}")
     raise typer.Exit(1 if failed(outcome) else 0)
+
+
+def _native_only(
+    asked: str, platforms: tuple[str, ...], modes: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``--mode native`` runs on the platforms that stream natively only (:data:`app.chaos.plan.NATIVE_PLATFORMS`).
+
+    Raises:
+        typer.BadParameter: none of ``platforms`` streams natively.
+    """
+    from streamrelay.app.chaos.plan import NATIVE_PLATFORMS
+
+    if modes != ("native",):
+        return platforms, modes
+    native = tuple(p for p in platforms if p in NATIVE_PLATFORMS)
+    if not native:
+        raise typer.BadParameter(
+            f"{asked} has no native streaming: native runs on {', '.join(NATIVE_PLATFORMS)}", param_hint="--mode"
+        )
+    return native, modes
 
 
 def _chaos_preflight(options: Options) -> None:

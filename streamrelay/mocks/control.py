@@ -8,7 +8,11 @@ never recorded in ``calls``:
     ``{"platform", "chats": {"<chat_id>": [{"message_id", "text"}]}, "calls": [call records]}``: what a person
     sees of the bot per conversation (``visible``; a media message with its caption as text, ``""`` without),
     and every platform call in the shape of a case transcript (:func:`mocks.calls.call_record`), ``t_ms``
-    counted from the mock's start or last reset.
+    counted from the mock's start or last reset. A mock of a platform that streams natively adds ``"streams":
+    {"<chat_id>": [{"message_id", "state", "text"}]}``: its native streams per conversation, what each shows now and
+    its ``state``: Slack ``open`` / ``stopped`` / ``expired`` (a chat.startStream message), Teams ``streaming`` /
+    ``final`` (a streamed activity), Telegram ``draft`` (a live sendMessageDraft: not a message, gone by itself
+    after about 30 s or when the chat gets a message).
 ``POST /_mock/script``
     A JSON object in the case format's language (tests/cases/README.md), every key optional::
 
@@ -75,7 +79,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
@@ -112,6 +116,16 @@ class Controlled(Protocol):
     ) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class NativeStreams(Protocol):
+    """A mock whose platform streams natively also tells its streams (``GET /_mock/state``'s ``streams``)."""
+
+    def native_streams(self) -> Mapping[ChatId, Sequence[tuple[int | str, str, str]]]:
+        """Per conversation that has one, ``(message id or draft id, state, text shown)`` of each native stream, in
+        order."""
+        ...
+
+
 class FieldError(ValueError):
     """A bad field of a control request: 400 ``{"error": "<field>: <why>", "field"}``."""
 
@@ -124,7 +138,13 @@ def state(mock: Controlled) -> dict[str, Any]:
     """The body of ``GET /_mock/state``."""
     chats = {str(chat): [chat_record(mid, text) for mid, text in mock.visible(chat)] for chat in mock.chats()}
     calls = [call_record(c, mock.epoch_s) for c in mock.calls]
-    return {"platform": mock.platform, "chats": chats, "calls": calls}
+    body: dict[str, Any] = {"platform": mock.platform, "chats": chats, "calls": calls}
+    if isinstance(mock, NativeStreams):
+        body["streams"] = {
+            str(chat): [{"message_id": i, "state": state, "text": text} for i, state, text in shown]
+            for chat, shown in mock.native_streams().items()
+        }
+    return body
 
 
 def plan_script(mock: Controlled, body: Any) -> tuple[list[Callable[[], None]], dict[str, Any]]:

@@ -557,6 +557,48 @@ async def test_an_open_stream_can_still_be_edited_and_deleted(
         await first.stream_cancel(thread, cancelled)
 
 
+async def test_a_stream_a_restart_finishes_with_the_text_it_shows_is_stopped_not_left_open(
+    make_slack: MakeSlack, slack_mock: MockSlack, thread: Target
+) -> None:
+    """After a restart the adapter no longer knows the stream open; its finish, whose text the stream shows already
+    (nothing left for the core to edit), stops it as it is: chaos-5-00022 left it open (still streaming on Slack
+    until it expired) while its report said done. A stream already stopped answers
+    ``message_not_in_streaming_state``: nothing to do (https://docs.slack.dev/reference/methods/chat.stopStream)."""
+    first, second = make_slack(), make_slack()  # the second is the process after the restart
+    handle = await first.stream_start(thread, "Hello", MARKDOWN)
+    await first.stream_update(thread, handle, "Hello", "Hello world", MARKDOWN)
+    with pytest.raises(NativeUnavailableError):
+        await second.stream_finish(thread, handle, "Hello world", "Hello world", MARKDOWN)
+    stopped = await first.stream_start(thread, "Done", MARKDOWN)
+    await first.stream_finish(thread, stopped, "Done", "Done", MARKDOWN)
+    with pytest.raises(NativeUnavailableError):
+        await second.stream_finish(thread, stopped, "Done", "Done", MARKDOWN)
+
+    assert [(c.method, c.description) for c in slack_mock.calls][2:] == [
+        ("chat.stopStream", None),  # stopped as it is: it shows the text
+        ("chat.startStream", None),
+        ("chat.stopStream", None),
+        ("chat.stopStream", "message_not_in_streaming_state"),  # stopped before the restart: nothing to do
+    ]
+    assert [m.streaming for m in slack_mock.messages(DM)[1:]] == [False, False]
+    assert slack_mock.visible(DM) == [(handle, "Hello world"), (stopped, "Done")]
+
+
+async def test_a_failed_stop_of_a_stream_a_restart_finishes_is_raised_so_the_finish_is_tried_again(
+    make_slack: MakeSlack, slack_mock: MockSlack, thread: Target
+) -> None:
+    """chaos-6-00039: a 502 to that stop, swallowed, left the stream open; raised, the core tries the finish again
+    (an outage is retried with backoff) and the second stop closes it."""
+    first, second = make_slack(), make_slack()
+    handle = await first.stream_start(thread, "Hello", MARKDOWN)
+    slack_mock.add_fault("chat.stopStream", 1, {"status": 502})
+    with pytest.raises(PlatformUnavailableError):
+        await second.stream_finish(thread, handle, "Hello", "Hello", MARKDOWN)
+    with pytest.raises(NativeUnavailableError):
+        await second.stream_finish(thread, handle, "Hello", "Hello", MARKDOWN)
+    assert [m.streaming for m in slack_mock.messages(DM)[1:]] == [False]
+
+
 async def test_the_persons_message_cannot_be_deleted(
     slack: SlackAdapter, slack_mock: MockSlack, thread: Target
 ) -> None:

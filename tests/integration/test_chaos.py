@@ -121,9 +121,11 @@ def _bad(summary: dict[str, Any], platform: str) -> list[str]:
 def test_slice_kills_restarts_and_faults_happen(exclusive: dict[str, Any]) -> None:
     total = exclusive["rows"][-1]
     assert total["runs"] == 24
-    assert [(r["platform"].split(",")[0], r["mode"]) for r in exclusive["rows"][:-1]] == [
-        (p, m) for p in PLATFORMS for m in ("preview", "block")
-    ]
+    rows = [(r["platform"].split(",")[0], r["mode"]) for r in exclusive["rows"][:-1]]
+    assert [row for row in rows if row[1] != "native"] == [(p, m) for p in PLATFORMS for m in ("preview", "block")]
+    # about a third of the native platforms' runs stream natively (seed 7: one Slack, one Telegram run, each with an
+    # in-flight kill aimed at its stream's methods): a native slice at no extra process cost
+    assert {row for row in rows if row[1] == "native"} == {("slack", "native"), ("telegram", "native")}
     assert total["kills"] >= 1 and total["interrupted"] >= 1
     assert total["faults"] >= 1
     assert total["unfinished"] == 0, exclusive["bad_runs"]
@@ -142,7 +144,8 @@ def test_slice_exactly_once(exclusive: dict[str, Any], platform: str) -> None:
     # Graph, WhatsApp by its status webhooks, so both are held to no double at all)
     unsettleable = dry is not None and dry.unsettleable
     for row in _rows(exclusive, platform):
-        doubled = row["doubled_bad"] if unsettleable else row["doubled"]
+        # native: a stream whose start was never answered (Teams cannot settle one) is a double reported uncertain
+        doubled = row["doubled_bad"] if unsettleable or row["mode"] == "native" else row["doubled"]
         assert (row["lost"], doubled, row["lying"], row["unfinished"]) == (0, 0, 0, 0), _bad(exclusive, platform)
 
 
@@ -182,9 +185,9 @@ def test_telegram_shared_bot_a_lost_part_is_always_reported_uncertain(shared: di
 def test_replicas_slice_kills_random_replicas_and_loses_nothing(replicated: dict[str, Any]) -> None:
     total = replicated["rows"][-1]
     assert total["runs"] == 24
-    assert [(r["platform"].split(",")[0], r["mode"]) for r in replicated["rows"][:-1]] == [
-        (p, m) for p in PLATFORMS for m in ("preview", "block")
-    ]
+    rows = [(r["platform"].split(",")[0], r["mode"]) for r in replicated["rows"][:-1]]
+    assert [row for row in rows if row[1] != "native"] == [(p, m) for p in PLATFORMS for m in ("preview", "block")]
+    assert {row for row in rows if row[1] == "native"} == {("slack", "native"), ("telegram", "native")}
     options = replicated["options"]
     assert (options["backend"], options["replicas"], options["lease_ttl_s"]) == ("redis", 3, 2.0)
     assert total["kills"] >= 1 and total["interrupted"] >= 1 and total["faults"] >= 1
@@ -193,7 +196,8 @@ def test_replicas_slice_kills_random_replicas_and_loses_nothing(replicated: dict
     assert (total["lost"], total["lying"], total["unfinished"]) == (0, 0, 0), bad
     for row in replicated["rows"][:-1]:  # a double only where the platform cannot settle, and then reported
         dry = REGISTRY[row["platform"].split(",")[0]].dry_run
-        assert row["doubled_bad" if dry is not None and dry.unsettleable else "doubled"] == 0, bad
+        unsettled = (dry is not None and dry.unsettleable) or row["mode"] == "native"  # native: a Teams stream start
+        assert row["doubled_bad" if unsettled else "doubled"] == 0, bad
     assert replicated["ok"] and not replicated["crashes"]
     out = Path(replicated["out"])
     assert len(list((out / "runs").glob("*.json"))) == 24

@@ -6,6 +6,8 @@ outcome value as an adapter's ``perform`` would answer it, and ``apply``. Nothin
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from streamrelay.core.delivery.calls import (
@@ -357,6 +359,62 @@ def test_a_stream_start_cut_by_a_restart_is_reported_and_the_part_shown_anew() -
     slot.pending, slot.restarted = intent.pending, True  # as the ledger gives it back after the kill
     m.restored()
     assert slot.pending is None and slot.native and [o.state for o in m.book.orphans] == [PartState.UNCERTAIN]
+
+
+def test_a_finish_that_creates_the_message_cut_by_a_restart_is_settled_not_sent_again() -> None:
+    """Telegram persists a draft with sendMessage: a finish in flight when the process died is a create whose outcome
+    is unknown. Its intent carries the pending create, so the restart settles it (with an exclusive bot, an id probe)
+    instead of sending it again: chaos-6-00009 (native, --kill-every 2) showed the answer's first part twice and its
+    report said delivered, listing only the second copy."""
+    m, slot = machine(native=True)
+    m._finish_creates = True
+    slot.streaming = slot.native = True
+    op = Op(shown(slot, "Hello", "draft-1"), OpKind.STREAM_FINISH, "Hello there", 0.0)
+    m.call_for(op)
+    intent = m.intent_for(op)
+    assert intent is not None and intent.pending is not None and not intent.pending.stream_start
+    assert intent.pending.text == "Hello there" and slot.pending is None  # in the ledger only, until a restart
+    record = dataclasses.replace(m.book.record(slot), pending=intent.pending)  # what the ledger holds at the kill
+    assert record.streaming and record.message_id == "draft-1"
+    book = SlotBook("r1", 0.0, True)
+    book.restore([record])  # the restarted process: the draft id is no message, the create is to be settled
+    m = delivery_machine(book, native=True)
+    m._finish_creates = True
+    m.restored()
+    slot = book.claim_slot(SlotRole.ANSWER, "Hello there")
+    assert (slot.message_id, slot.streaming, slot.native) == (None, False, False)
+    settle = m.next_op()
+    assert settle is not None and settle.kind is OpKind.SETTLE
+    call = m.call_for(settle)
+    assert isinstance(call, Settle) and call.pending.text == "Hello there"
+    assert m.apply(settle, Done(Settlement(SettleOutcome.FOUND, "m2")))[0] is Outcome.FOUND
+    assert slot.message_id == "m2" and slot.state is PartState.ACKED and m.next_op() is None
+
+
+def test_a_stream_start_cut_by_a_restart_goes_on_as_a_message_and_is_settled_below_it_where_it_can_be() -> None:
+    """Where the platform settles a stream start (Slack reads the thread back, bounded by the part's message; no id
+    of the call is needed), a start cut by a restart is settled like one answered unknown: the part goes on as a
+    plain message (never a second stream beside the first: chaos-5-00025 streamed twice, one stream stayed open and
+    the other was found by the settle), the start settled below it."""
+    m, slot = machine(native=True)
+    m._settles_start = True
+    op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)
+    intent = m.intent_for(op)
+    assert intent is not None and intent.pending is not None
+    slot.pending, slot.restarted = intent.pending, True  # as the ledger gives it back after the kill
+    m.restored()
+    assert slot.pending is None and not slot.native and not m.book.orphans
+    assert slot.unbounded is not None and slot.unbounded.stream_start and slot.unbounded.text == "Hello"
+    send = m.next_op()
+    assert send is not None and send.kind is OpKind.SEND
+    m.call_for(send)
+    m.apply(send, Done("m1"))
+    assert slot.pending is not None and slot.pending.stream_start and slot.pending.before_id == "m1"
+    settle = m.next_op()
+    assert settle is not None and settle.kind is OpKind.SETTLE
+    m.call_for(settle)
+    assert m.apply(settle, Done(Settlement(SettleOutcome.FOUND, "s1")))[0] is Outcome.FOUND
+    assert slot.stray == "s1" and slot.message_id == "m1" and not m.book.orphans
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 
 from streamrelay.core.budgets.rate import TokenBucket
 from streamrelay.core.clock import Clock, FakeClock
+from streamrelay.core.delivery.planner import continuation
 from streamrelay.core.delivery.reconciler import Reconciler
 from streamrelay.core.delivery.send_chain import SendChain
 from streamrelay.core.delivery.slotbook import SlotBook
@@ -470,6 +471,53 @@ async def test_a_frozen_message_keeps_what_it_shows_and_the_rest_continues_witho
     await again.finish()
     assert restored.frozen and again.book.slots[1].parent is restored
     assert r.adapter.chat() == ["To move your site to the new host,", "first lower the TTL. Then copy the files."]
+
+
+class KilledAfterAFreeze(MemoryLedger):
+    """The ledger of a process killed right after a part was found frozen, before its continuation was written."""
+
+    async def record_outcome(self, call_id: int, part: PartRecord, outcome: str, detail: str = "") -> None:
+        await super().record_outcome(call_id, part, outcome, detail)
+        if outcome == "frozen":
+            raise Killed
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["continuation-recorded", "ledger-without-it"])
+async def test_a_part_frozen_just_before_a_kill_is_continued_once_after_the_restart(recorded: bool) -> None:
+    """Chaos (native) on Teams: a stream a restart could no longer finish was finished as it was and its message
+    frozen. The continuation is in the ledger before the freeze's outcome (chaos-6-00036: its create's intent named
+    no parent, so the restart restored it apart and the rest went out twice); a ledger written without it (before
+    this) still has the frozen part continued on restore (chaos-5-00051: 627 acknowledged characters never shown)."""
+    r = rig()
+    r.ledger = KilledAfterAFreeze()
+    r.rec = r.fresh()
+    r.adapter.fail("edit_text", 1, MessageFrozenError("message can't be edited"))
+    slot = r.rec.book.claim_slot(ANSWER, "To move your site")
+    r.rec.start()
+    await settle()
+    r.rec.book.set_text(slot, "To move your site to the new host, first lower the TTL.")
+    with pytest.raises(Killed):
+        await r.rec.finish()
+    parts = await r.ledger.parts("r1")
+    assert [(p.slot, p.frozen, p.continues) for p in parts] == [(0, True, None), (1, False, 0)]
+    again = r.fresh()
+    again.restore(parts if recorded else parts[:1])
+    again.book.claim_slot(ANSWER, "To move your site to the new host, first lower the TTL.")
+    await again.finish()
+    assert r.adapter.chat() == ["To move your site", "to the new host, first lower the TTL."]
+    assert [p.state for p in again.book.parts()] == [PartState.ACKED, PartState.ACKED]
+
+
+def test_a_continuation_that_starts_inside_a_code_fence_reopens_it() -> None:
+    """A frozen message cut inside a code fence (a Teams stream finished early after a restart, chaos native seed 5:
+    chaos-5-00030) is continued by a message that opens the fence again with its info string, as the chunker does
+    at a cut (DESIGN section 4): without it the rest of the code showed as text and the closing marker opened a fence
+    around the prose after it."""
+    desired = "Sort:\n\n```js\nconst a = 1;\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n```js\nconst a = 1;\n") == "```js\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n```js\nconst a") == "```js\n= 1;\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n") == "```js\nconst a = 1;\nconst b = 2;\n```\n\nThen search."
+    assert continuation(desired, "Sort:\n\n```js\nconst a = 1;\nconst b = 2;\n```\n") == "Then search."
 
 
 async def test_edits_are_retried_through_an_outage_of_minutes() -> None:

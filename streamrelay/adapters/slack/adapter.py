@@ -435,7 +435,8 @@ class SlackAdapter:
 
         When ``text`` extends ``shown`` the stream is stopped with the remaining suffix (chat.stopStream);
         otherwise, or when the stream is no longer open, ``NativeUnavailableError``: the core edits the message
-        with the whole text (chat.update).
+        with the whole text (chat.update). A stream this process did not start (a restart since) is stopped as it
+        is first: where it shows the text already there is no edit to stop it.
 
         A stop refused for its text (:data:`STOP_TOO_LONG`: ``msg_too_long``, ``msg_blocks_too_long``) has changed
         nothing: the stream is still open and shows ``shown`` alone. It is stopped without text, as it is, and
@@ -485,6 +486,13 @@ class SlackAdapter:
                 with contextlib.suppress(UncertainDeliveryError, PlatformUnavailableError):
                     await self._stop(target, handle)  # as it is; if that fails, the edit stops it first (_update)
             self._open.pop((channel, handle), None)
+        elif (channel, handle) not in self._open:
+            # Not open as far as this process knows (a restart since it started): it may be open still. Stopped as
+            # it is (one already stopped or expired answers message_not_in_streaming_state): where it shows the
+            # text already the core has nothing to edit, and it would stay open, still streaming on Slack
+            # (chaos-5-00022). A stop that fails raises: the core tries the finish again (chaos-6-00039: a 502 to
+            # this stop, swallowed, left the stream open) or reports it uncertain.
+            await self._stop(target, handle)
         raise await self._no_longer_streamable(target, handle, why)
 
     async def _no_longer_streamable(

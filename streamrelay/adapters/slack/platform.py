@@ -16,6 +16,11 @@ def chat(index: int) -> str:
     return f"C0CHAOS{index:05d}"
 
 
+def native_chat(index: int) -> str:
+    """A direct message's id (``D…``), one per ``index``: Slack streams only into a thread of one."""
+    return f"D0CHAOS{index:05d}"
+
+
 SPEC = PlatformSpec(
     # `markdown_text` holds at most 12,000 characters; about 4,000 per message is recommended.
     max_units=12_000,
@@ -97,6 +102,10 @@ PLATFORM = Platform(
         edit_method="chat.update",
         chat=chat,
         thread_id="1700000000.000100",
+        # chat.startStream streams into a thread, in a channel only with recipient ids a target lacks: a direct
+        # message's thread (https://docs.slack.dev/reference/methods/chat.startStream).
+        native_chat=native_chat,
+        native_methods=("chat.startStream", "chat.appendStream", "chat.stopStream"),
     ),
 )
 """Slack (slack-sdk against the Web API)."""

@@ -52,6 +52,11 @@ def chat(index: int) -> str:
     return f"19:chaos{index:05d}@thread.v2"
 
 
+def native_chat(index: int) -> str:
+    """A personal chat's conversation id (``a:…``), one per ``index``: Teams streams only in one-on-one chats."""
+    return f"a:1Chaos{index:05d}PersonalChat"
+
+
 def app_id(token: str) -> str | None:
     """The bot's Microsoft App ID (a GUID) from ``APP_ID:CLIENT_SECRET[:TENANT_ID]`` (never the secret), None when the
     token does not start with one."""
@@ -123,6 +128,10 @@ PLATFORM = Platform(
         # Settled through Graph: no double allowed. Without settle_with_graph (or without the permission) an
         # uncertain send is reported, as before (docs/platforms.md, Microsoft Teams).
         unsettleable=False,
+        # Streams only in one-on-one chats (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux):
+        # every streaming activity (informative, streaming, final) is a sendToConversation.
+        native_chat=native_chat,
+        native_methods=("sendToConversation",),
     ),
 )
 """Microsoft Teams (the Teams SDK for Python against the Bot Framework Connector)."""

@@ -22,6 +22,12 @@ def chat(index: int) -> int:
     return 7_000_000 + index if index % 2 == 0 else -1_007_000_000_000 - index
 
 
+def native_chat(index: int) -> int:
+    """A private chat (sendMessageDraft streams only there), one per ``index``: the even runs' chats of :func:`chat`
+    and the ids between them."""
+    return 7_000_000 + index
+
+
 SPEC = PlatformSpec(
     # 1-4096 characters after entity parsing; the server counts code points, entities UTF-16 units.
     max_units=4096,
@@ -66,6 +72,10 @@ PLATFORM = Platform(
         # Markdown is rendered to text + entities (the chat's text then lacks the markup): plain, so a campaign can
         # compare the chat's text with the answer.
         campaign={"format": '"plain"'},
+        # Drafts stream in private chats only (https://core.telegram.org/bots/api#sendmessagedraft); the finished
+        # answer is a sendMessage.
+        native_chat=native_chat,
+        native_methods=("sendMessageDraft", "sendMessage"),
     ),
 )
 """Telegram (aiogram 3 against the Bot API)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.agent import AgentRecord
 from streamrelay.app.chaos.answers import load_recordings
 from streamrelay.app.chaos.approvals import ApprovalRecord, judge_approval, set_aside
@@ -84,6 +85,7 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
         services.t0 = time.monotonic()
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         async with httpx.AsyncClient(timeout=httpx.Timeout(90.0, connect=10.0), limits=limits) as client:
+            await seed_threads(services, client, plans)
             watcher = asyncio.create_task(services.watch())
             try:
                 driver = Driver(options, plans, services, client, counters, tell)
@@ -135,6 +137,32 @@ async def run_campaign(options: Options, on_progress: Callable[[str, dict[str, i
     return outcome
 
 
+async def seed_threads(services: Services, client: httpx.AsyncClient, plans: list[RunPlan]) -> None:
+    """A native run answers a person in a private conversation: the person's question is seeded in it first
+    (``POST /_mock/user_message``; a Teams personal chat exists before its bot writes, and Graph finds its person);
+    where the platform streams only into a thread (Slack, :attr:`DryRunFacts.thread_id`) its id becomes the
+    ``thread_id`` of the run's ``run.start`` target.
+
+    Raises:
+        RuntimeError: the mock refused to seed it.
+    """
+    for plan in plans:
+        dry = REGISTRY[plan.platform].dry_run
+        if plan.mode != "native" or dry is None:
+            continue
+        url = f"{services.mock_url(plan.platform)}/_mock/user_message"
+        answer = await client.post(url, json={"chat_id": plan.chat_id, "text": f"A question for {plan.run}, please."})
+        if answer.status_code != 200:
+            raise RuntimeError(f"{plan.platform} mock did not seed {plan.run}'s thread: {answer.text[:200]}")
+        if dry.thread_id is None:
+            continue
+        thread = {"chat_id": plan.chat_id, "thread_id": str(answer.json()["message_id"])}
+        start = plan.lines[0]
+        start["target"] = thread
+        if "targets" in start:
+            start["targets"] = [{**start["targets"][0], "target": thread}, *start["targets"][1:]]
+
+
 def _judged(
     plan: RunPlan,
     record: AgentRecord,
@@ -151,7 +179,10 @@ def _judged(
     chat = state["chats"].get(str(plan.chat_id), [])
     calls = [c for c in state["calls"] if str(c.get("chat_id")) == str(plan.chat_id)]
     shown, judged_report, judged_calls = set_aside(chat, place_report(report, 0), calls)
-    verdict = judge(plan, record, shown, judged_report, exclusive_bot=exclusive_bot, stop=stop, calls=judged_calls)
+    streams = state.get("streams", {}).get(str(plan.chat_id), [])
+    verdict = judge(
+        plan, record, shown, judged_report, exclusive_bot=exclusive_bot, stop=stop, calls=judged_calls, streams=streams
+    )
     verdict.approval = judge_approval(plan, approval, chat)
     verdict.problems += verdict.approval.problems
     for index, (platform, chat_id) in enumerate(plan.places, start=1):  # a fan-out run: each place judged alone

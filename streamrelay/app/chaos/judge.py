@@ -15,6 +15,9 @@ Notices (the idle and failure notices the sidecar shows) are told apart from the
 - **unfinished**: no report, or one that never said done.
 - **misplaced**, and media items and stopped runs: :mod:`app.chaos.judge_parts` (a media message is told apart from
   the text by its caption and left out of the text compared).
+- a ``native`` run (:func:`judge_streams`): once its report says done, no native stream of its chat is left open
+  (a Slack stream never stopped, a Teams stream with no final, a Telegram draft still shown): **unfinished**, and a
+  lie when the report says ``delivered``. The streamed messages themselves are in the chat and judged as above.
 - a run its agent corrected after it was delivered: :mod:`app.chaos.judge_corrections` (the chat against the new
   final and the correction's own record).
 """
@@ -114,12 +117,15 @@ def judge(
     stop: dict[str, Any] | None = None,
     calls: list[dict[str, Any]] | None = None,
     status_webhooks: bool = True,
+    streams: list[dict[str, Any]] | None = None,
 ) -> Verdict:
     """Judge one run by what its chat shows (``[{"message_id", "text"}]`` from the mock) and its final report;
     ``stop``: the reader's stop posted for it (:attr:`app.chaos.triggers.Chaos.stops`: ``sent``, the lines its
     agent had sent when the stop was answered); ``calls``: the mock's calls for the run's chat (a message created
-    there and gone from the chat is lost); ``status_webhooks``: the sidecar received the platforms' status webhooks
-    (a campaign points its mocks at them), so a platform that settles by them is judged as settling."""
+    there and gone from the chat is lost); ``streams``: the mock's native streams of the chat (``GET /_mock/state``
+    ``streams``: ``[{"message_id", "state", "text"}]``); ``status_webhooks``: the sidecar received the platforms'
+    status webhooks (a campaign points its mocks at them), so a platform that settles by them is judged as
+    settling."""
     verdict = Verdict(plan.run, plan.platform, plan.mode, media_planned=len(plan.media))
     full = plan.answer.text
     stopped = report is not None and report.get("end_status") == CANCELLED
@@ -140,6 +146,7 @@ def judge(
             lambda text: norm(text, p),
             lambda shown, want: _judge_text(verdict, chat, shown, want, want, p),
         )
+        judge_streams(verdict, streams or [], report)
         return verdict
     answer_messages = [m for m in chat if not is_notice(str(m.get("text", "")))]
     texts, _ = split_media(plan, answer_messages)
@@ -187,8 +194,38 @@ def judge(
         return verdict
     media_whole = verdict.media_shown == len(plan.media) and not verdict.doubled
     whole = shown == norm(full, p) and not notices and media_whole
-    _judge_report(verdict, plan, chat, report, whole, exclusive_bot, status_webhooks)
+    _judge_report(verdict, plan, chat, report, whole, exclusive_bot, status_webhooks, streams)
+    judge_streams(verdict, streams or [], report)
     return verdict
+
+
+OPEN_STREAMS = {"open": "a Slack stream never stopped", "streaming": "a Teams stream with no final", "draft": "a draft"}
+"""Native stream states (``GET /_mock/state`` ``streams``) a person still sees as streaming."""
+
+
+def judge_streams(verdict: Verdict, streams: list[dict[str, Any]], report: dict[str, Any]) -> None:
+    """A run whose report says done leaves no native stream open: a Slack ``chat.startStream`` message never
+    stopped (shown as still streaming until it expires), a Teams stream with no ``final`` activity (Teams ends it
+    with an error after two minutes), a Telegram draft still shown (beside the answer, until it lapses): unfinished,
+    and a lie when the report says ``delivered``. A stream whose start was never answered (no handle to finish or
+    delete it with) that the report does not list and counts among its uncertain parts is reported truly: a note."""
+    left = [s for s in streams if s.get("state") in OPEN_STREAMS]
+    listed = {str(i) for i in report.get("message_ids", [])}
+    unlisted = [s for s in left if s.get("state") != "draft" and str(s["message_id"]) not in listed]
+    if unlisted and len(unlisted) == len(left) and len(unlisted) <= int(report.get("uncertain", 0) or 0):
+        ids = [s["message_id"] for s in unlisted]
+        verdict.notes.append(f"stream(s) {ids} left open, not listed, counted uncertain by the report")
+        return
+    if not left:
+        return
+    verdict.unfinished = True
+    what = "; ".join(
+        f"{OPEN_STREAMS[str(s['state'])]} ({s['message_id']}, {len(str(s.get('text', '')))} chars)" for s in left
+    )
+    verdict.problems.append(f"unfinished: the report says done while the chat still streams: {what}")
+    if report.get("status") == "delivered":
+        verdict.lying = True
+        verdict.problems.append("lying: the report says delivered while a native stream is left open")
 
 
 def _judge_text(
@@ -239,6 +276,7 @@ def _judge_report(
     whole: bool,
     exclusive_bot: bool,
     status_webhooks: bool = True,
+    streams: list[dict[str, Any]] | None = None,
 ) -> None:
     uncertain = int(report.get("uncertain", 0) or 0)
     verdict.uncertain = uncertain > 0
@@ -252,6 +290,9 @@ def _judge_report(
             verdict.problems.append("lying: the chat shows a duplicate the report does not count as uncertain")
         elif (plan.platform == "telegram" and not exclusive_bot) or _unsettleable(plan.platform, status_webhooks):
             verdict.doubled_allowed = True
+        elif plan.mode == "native" and _stream_copies(chat, report, streams):
+            verdict.doubled_allowed = True  # a stream start never answered: no handle to finish or delete it with
+            verdict.notes.append("the copy is a native stream whose start was never answered, reported uncertain")
     chat_ids = [str(m.get("message_id")) for m in chat]
     report_ids = [str(i) for i in report.get("message_ids", [])]
     orphans = [i for i in chat_ids if i not in report_ids]
@@ -266,6 +307,15 @@ def _judge_report(
         verdict.problems.append(f"lying: the report lists message id(s) {strangers} the chat does not show")
     if whole and status != "delivered":
         verdict.notes.append(f"the chat shows the whole answer, the report says {status!r} (uncertain {uncertain})")
+
+
+def _stream_copies(chat: list[dict[str, Any]], report: dict[str, Any], streams: list[dict[str, Any]] | None) -> bool:
+    """Every message the chat shows that the report does not list is a native stream (``streams``), and the report
+    counts at least as many uncertain parts: copies it said were possible."""
+    listed = {str(i) for i in report.get("message_ids", [])}
+    unlisted = [str(m.get("message_id")) for m in chat if str(m.get("message_id")) not in listed]
+    ids = {str(s.get("message_id")) for s in streams or []}
+    return bool(unlisted) and set(unlisted) <= ids and len(unlisted) <= int(report.get("uncertain", 0) or 0)
 
 
 def _repeats(messages: list[dict[str, Any]], answer: str, platform: str) -> list[str]:

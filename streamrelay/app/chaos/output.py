@@ -276,6 +276,7 @@ def write_transcripts(outcome: Outcome, summary_json: dict[str, Any]) -> None:
             "agent": record.to_json(),
             "verdict": outcome.verdicts[plan.run].to_json(),
             "chat": outcome.states[plan.platform]["chats"].get(str(plan.chat_id), []),
+            "streams": outcome.states[plan.platform].get("streams", {}).get(str(plan.chat_id), []),
             "report": outcome.reports.get(plan.run),
             "report_when_done": record.report,
             "calls": calls_by_chat.get((plan.platform, str(plan.chat_id)), []),

@@ -15,7 +15,16 @@ from streamrelay.app.chaos.approvals import ApprovalPlan, add_approvals
 
 PLATFORMS = tuple(name for name, platform in REGISTRY.items() if platform.dry_run is not None)
 """The platforms a campaign can run on: every registered one with a mock (:mod:`adapters.registry`)."""
-MODES = ("preview", "block")
+MODES = ("preview", "block", "native")
+NATIVE_PLATFORMS = tuple(name for name in PLATFORMS if (dry := REGISTRY[name].dry_run) and dry.native_chat is not None)
+"""The campaign's platforms that stream natively (``delivery = "native"``: :attr:`DryRunFacts.native_chat`)."""
+NATIVE_STREAM_MS = (1500.0, 6000.0)
+"""How long a native run streams (its pace: this over its lines, unless a stop planned it slower): past the channel's
+``throttle_ms``, so it opens a stream and appends to it (at a few ms a line most answers end before the first
+tick and go as one message)."""
+NATIVE_SHARE = 1 / 3
+"""With ``native`` among other modes, about this share of the runs on a native platform is turned ``native`` (by a
+generator of its own, after every other draw: the seed's other runs stay what they were)."""
 BACKENDS = ("sqlite", "redis")
 
 CREATE = {name: dry.create_method for name, p in REGISTRY.items() if (dry := p.dry_run) is not None}
@@ -155,9 +164,10 @@ class KillPlan:
     latency_ms: int = 0
     """``in_flight``: how long the mock holds each of the next creates and edits before it stores them."""
 
-    def script(self, platform: str) -> dict[str, Any] | None:
-        """The control API body that puts sends in flight before the kill (None: nothing to script)."""
-        methods = tuple(dict.fromkeys((CREATE[platform], EDIT[platform], *MEDIA_SENDS[platform])))  # Matrix: one
+    def script(self, platform: str, mode: str = "preview") -> dict[str, Any] | None:
+        """The control API body that puts sends in flight before the kill (None: nothing to script): on the run's
+        create, edit and media methods, and a native run's stream methods (:func:`methods_of`)."""
+        methods = methods_of(platform, mode)  # Matrix: one
         if self.kind == "in_flight":
             held = [self.latency_ms] * 3
             return {"latency_ms": {m: held for m in methods}}
@@ -295,9 +305,11 @@ def fault_body(rng: random.Random, kind: str, platform: str, long: bool) -> dict
 
 
 def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
-    """The campaign's runs, kills and faults, drawn from ``options.seed``."""
+    """The campaign's runs, kills and faults, drawn from ``options.seed``. ``native`` alone: runs on the native
+    platforms only; ``native`` among other modes: the runs are drawn over the others, then a share of those on native
+    platforms turned native (:func:`_add_native`), so a seed's other runs stay what they were without it."""
     rng = random.Random(options.seed)
-    combos = [(p, m) for p in options.platforms for m in options.modes]
+    combos = _combos(options)
     assigned = [combos[i % len(combos)] for i in range(options.runs)]
     rng.shuffle(assigned)
     plans: list[RunPlan] = []
@@ -349,7 +361,82 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
         candidates = list(range(min(2, options.runs - 1), options.runs))
         for index in sorted(draw.sample(candidates, min(options.failovers, len(candidates)))):
             plans[index].failover = draw.uniform(0.1, 0.9)
+    if "native" in options.modes:  # its own generator, drawn last: every other draw stays the seed's
+        _add_native(options, plans)
     return plans
+
+
+def _combos(options: Options) -> list[tuple[str, str]]:
+    """The (platform, mode) pairs runs are spread over: ``native`` alone, the native platforms'; else every platform's
+    other modes (``native`` comes after, :func:`_add_native`).
+
+    Raises:
+        ValueError: ``native`` alone and no platform of the campaign streams natively.
+    """
+    platforms, modes = options.platforms, tuple(m for m in options.modes if m != "native") or options.modes
+    if modes == ("native",):
+        platforms = tuple(p for p in platforms if p in NATIVE_PLATFORMS)
+        if not platforms:
+            raise ValueError(f"native: none of {', '.join(options.platforms)} streams natively ({NATIVE_PLATFORMS})")
+    return [(p, m) for p in platforms for m in modes]
+
+
+def _add_native(options: Options, plans: list[RunPlan]) -> None:
+    """Seeded apart (``native-<seed>``): with ``native`` alone every run, else about :data:`NATIVE_SHARE` of the
+    runs on a native platform, streams natively into a conversation the platform streams in
+    (:attr:`DryRunFacts.native_chat`): its ``run.start`` asks ``mode`` ``native`` (a run may ask any mode: the
+    channel stays as configured), it streams over 1.5-6 s (:data:`NATIVE_STREAM_MS`), and its fault is aimed at the
+    native stream's methods."""
+    draw = random.Random(f"native-{options.seed}")
+    alone = tuple(m for m in options.modes if m != "native") == ()
+    for plan in plans:
+        if plan.platform not in NATIVE_PLATFORMS or not (alone or draw.random() < NATIVE_SHARE):
+            continue
+        dry = REGISTRY[plan.platform].dry_run
+        assert dry is not None and dry.native_chat is not None
+        plan.mode, plan.chat_id = "native", dry.native_chat(plan.index)
+        plan.pace_ms = max(plan.pace_ms, draw.uniform(*NATIVE_STREAM_MS) / len(plan.lines))
+        start = plan.lines[0]
+        start["mode"], start["target"] = "native", {"chat_id": plan.chat_id}
+        if "targets" in start:
+            start["targets"] = [{**start["targets"][0], "target": {"chat_id": plan.chat_id}}, *start["targets"][1:]]
+        if plan.fault is not None:
+            plan.fault = FaultPlan(plan.fault.kind, plan.fault.at, aim_at_native(draw, plan.fault.body, plan.platform))
+
+
+def methods_of(platform: str, mode: str) -> tuple[str, ...]:
+    """The methods a run of ``mode`` on ``platform`` creates and edits its messages with (an in-flight kill holds
+    them): its create and edit methods, its media sends, and a native run's stream methods."""
+    dry = REGISTRY[platform].dry_run
+    native = dry.native_methods if dry is not None and mode == "native" else ()
+    return tuple(dict.fromkeys((CREATE[platform], EDIT[platform], *MEDIA_SENDS[platform], *native)))
+
+
+def aim_at_native(rng: random.Random, body: dict[str, Any], platform: str) -> dict[str, Any]:
+    """``body`` (a fault drawn for a create or an edit) aimed at the native stream's methods: a create fault at the
+    stream's start or finish, an edit fault at its update (Teams: every streaming activity is a
+    sendToConversation; Telegram: the finish is the sendMessage). An outage limited to some methods covers the
+    stream's too."""
+    dry = REGISTRY[platform].dry_run
+    assert dry is not None and dry.native_methods
+    native = dry.native_methods
+    starts, update = (native[0], native[-1]), native[1] if len(native) > 2 else native[0]
+    if "outage" in body:
+        methods = body["outage"].get("methods")
+        return (
+            body if not methods else {"outage": {**body["outage"], "methods": list(dict.fromkeys((*methods, *native)))}}
+        )
+    aimed: list[dict[str, Any]] = []
+    taken: set[tuple[str, int]] = set()
+    start = rng.choice(starts)  # one method for the whole fault: a 429 storm hits one
+    for fault in body["faults"]:
+        method = start if fault["method"] == CREATE[platform] else update
+        if fault["method"] not in (CREATE[platform], EDIT[platform]):
+            method = fault["method"]
+        if (method, fault["nth"]) not in taken:
+            taken.add((method, fault["nth"]))
+            aimed.append({**fault, "method": method})
+    return {"faults": aimed}
 
 
 def _add_fanout(options: Options, plans: list[RunPlan]) -> None:

@@ -116,7 +116,7 @@ class Chaos:
                 why = "no run was live any more" if not self.live else self._busy
                 self.skipped.append({"kill": reason, "at_s": round(self.services.elapsed(), 3), "why": why})
                 return
-            body = kill.script(plan.platform)
+            body = kill.script(plan.platform, plan.mode)
             if body is not None:
                 with contextlib.suppress(httpx.HTTPError):
                     await self._script(plan.platform, body, f"kill {kill.kind}")

@@ -80,7 +80,7 @@ def uncovered_tail(final_text: str, shown: list[str]) -> str:
     if n >= len(final_sig):
         return ""
     start = positions[n]
-    opener = _open_fence_before(final_text, start)
+    opener = open_fence_before(final_text, start)
     tail = final_text[start:]
     # The tail starts on a content line (marker lines are not in the signature): inside an open fence it
     # needs the fence's opener again, even when that line looks like an opener itself.
@@ -97,12 +97,13 @@ def split_covered(final_text: str, shown: str) -> tuple[str, str]:
     if n >= len(final_sig):
         return final_text, ""
     start = positions[n]
-    opener = _open_fence_before(final_text, start)
+    opener = open_fence_before(final_text, start)
     tail = final_text[start:]
     return final_text[:start], f"{opener}\n{tail}" if opener else tail
 
 
-def _open_fence_before(text: str, pos: int) -> str | None:
+def open_fence_before(text: str, pos: int) -> str | None:
+    """The opener line (stripped) of the code fence still open at ``pos`` of ``text``, or None. O(``pos``)."""
     opener = scan_fences(text[:pos]).open_line
     return opener.strip() if opener is not None else None
 
@@ -134,7 +135,7 @@ class ShownCursor:
         if n == len(rest):
             self._pos += n
             start = positions[n]
-            opener = _open_fence_before(text, start)
+            opener = open_fence_before(text, start)
             return f"{opener}\n{text[start:]}" if opener else text[start:]
         self._pos = len(self._sig)
         return text

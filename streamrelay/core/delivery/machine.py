@@ -478,6 +478,16 @@ class DeliveryMachine:
         pending = slot.pending if op.kind is OpKind.SEND else None
         if op.kind is OpKind.STREAM_START:  # in the ledger only: a restart learns a stream may have opened
             pending = self._start_pending(slot, op.text)
+        elif op.kind is OpKind.STREAM_FINISH and self._finish_creates:
+            # In the ledger only: a finish that creates the message (Telegram's sendMessage) cut by a restart is a
+            # create whose outcome is unknown, settled then, never sent again blindly (chaos-6-00009: shown twice).
+            pending = PendingSend(
+                delivery_id(self.run, slot.index, slot.creates + 1),
+                op.text,
+                slot.fmt,
+                after_id=self._chain.last_message_id,
+                exclusive=self._exclusive,
+            )
         return Intent(slot.index, slot.role, str(op.kind), op.text, pending)
 
     def _start_pending(self, slot: Slot, text: str) -> PendingSend:
@@ -487,16 +497,21 @@ class DeliveryMachine:
 
     def restored(self) -> None:
         """After the book was restored from the ledger (a restart): a native stream start that was in flight when
-        the process died cannot be settled (nothing carries an id the platform keeps). On Slack its first words may
-        show in the thread: reported as an uncertain part of its own, and the part is shown anew; a Telegram draft
-        lapses by itself. The part is shown anew, streaming again when the run streams. A start answered unknown
-        before the restart and not yet settled (``unbounded``) goes on as a message, to be settled below it."""
+        the process died is settled like one answered unknown where the platform settles starts (Slack reads the
+        thread back below the part's message: no id of the call is needed): the part goes on as a message, the start
+        is settled below it (found: its stream deleted). Elsewhere it cannot be settled: its first words may show
+        (Teams) and are reported as an uncertain part of its own; a Telegram draft lapses by itself; the part is
+        shown anew, streaming again when the run streams. A start answered unknown before the restart and not yet
+        settled (``unbounded``) goes on as a message, to be settled below it."""
         for slot in self.book.slots:
             pending = slot.pending
             if pending is not None and pending.stream_start:
+                slot.pending, slot.restarted, slot.creates = None, False, 0
+                if self._settles_start:  # never a second stream beside one that may be open (chaos-5-00025)
+                    slot.unbounded, slot.native = pending, False
+                    continue
                 if not self._finish_creates:
                     self.book.orphans_of(slot, pending.text)
-                slot.pending, slot.restarted, slot.creates = None, False, 0
                 slot.native = self.native  # nothing of it is known to show: it may stream again
             if slot.unbounded is not None and slot.unbounded.stream_start:
                 slot.native = False  # it goes on as a message, and its unknown start is settled below it

@@ -14,7 +14,7 @@ keeps what it shows; the part that continues it gets the rest of its text.
 
 from __future__ import annotations
 
-from streamrelay.core.delivery.coverage import uncovered_tail
+from streamrelay.core.delivery.coverage import open_fence_before, uncovered_tail
 from streamrelay.core.delivery.slotbook import SlotBook
 from streamrelay.core.delivery.slots import SIDE_ROLES, Op, OpKind, Slot
 from streamrelay.core.records.report import PartState
@@ -22,9 +22,12 @@ from streamrelay.core.records.report import PartState
 
 def continuation(desired: str, frozen: str) -> str:
     """What a part that continues a frozen message shows: ``desired`` minus the ``frozen`` text it begins with
-    (whitespace-insensitive when it no longer begins with it exactly)."""
+    (whitespace-insensitive when it no longer begins with it exactly); a code fence open where the frozen message
+    stops is opened again with its opener line, as the chunker does at a cut (DESIGN section 4). O(len(frozen))."""
     if desired.startswith(frozen):
-        return desired[len(frozen) :].lstrip()
+        tail = desired[len(frozen) :].lstrip()
+        opener = open_fence_before(desired, len(frozen)) if tail else None
+        return f"{opener}\n{tail}" if opener is not None else tail
     return uncovered_tail(desired, [frozen]).lstrip()
 
 

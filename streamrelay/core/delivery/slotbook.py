@@ -82,26 +82,30 @@ class SlotBook:
     def restore(self, records: list[PartRecord]) -> None:
         """Load the parts recorded before a restart, so they are edited, never sent again; a create recorded
         without an outcome is settled first. Restored slots are handed out again by :meth:`claim_slot`, in order,
-        per role; a part that continues a frozen one is placed after it and kept by the reconciler."""
+        per role; a part that continues a frozen one is placed after it and kept by the reconciler (a frozen part
+        whose continuation has no record gets a new one)."""
         by_index: dict[int, Slot] = {}
         precedes: dict[int, int] = {}
         for rec in records:
             if rec.slot < 0:
                 self.orphans.append(rec)
                 continue
+            # A finish that creates the message (Telegram's sendMessage after the drafts) was in flight: the part's
+            # handle is a draft id, no message; its pending create is settled, never taken for that id.
+            finishing = rec.pending is not None and rec.streaming and not rec.pending.stream_start
             slot = Slot(
                 index=rec.slot,
                 role=rec.role,
                 desired_kept=rec.shown or "",
-                message_id=rec.message_id,
-                shown_kept=rec.shown,
+                message_id=None if finishing else rec.message_id,
+                shown_kept=None if finishing else rec.shown,
                 state=rec.state,
                 degraded=rec.degraded,
                 error=rec.error,
                 # An open stream goes on as one when this run still streams natively; else its handle is taken
                 # for a message (Slack's stream is one; a Telegram draft id then fails as gone and is re-sent).
-                native=rec.streaming and self.native,
-                streaming=rec.streaming and self.native,
+                native=rec.streaming and self.native and not finishing,
+                streaming=rec.streaming and self.native and not finishing,
                 pending=rec.pending,
                 restarted=rec.pending is not None,
                 unbounded=rec.unbounded,
@@ -123,6 +127,12 @@ class SlotBook:
                 self._restored.append(slot)
                 if rec.precedes is not None:
                     precedes[rec.slot] = rec.precedes
+        for slot in [s for s in self.slots if s.frozen and s.cont is None]:
+            # Frozen, and killed before its continuation had a record: the rest of its text goes on in a new part
+            # as at the freeze (else it was never shown: chaos, native, seed 5 on Teams).
+            cont = Slot(index=self._next_index(), role=slot.role, fmt=slot.fmt, parent=slot)
+            slot.cont = cont
+            self.slots.insert((self._position(slot) or 0) + 1, cont)
         self._placed(precedes)
 
     def restored_text(self, role: SlotRole) -> str | None:
@@ -345,6 +355,9 @@ class SlotBook:
         cont = Slot(index=self._next_index(), role=slot.role, fmt=slot.fmt, parent=slot)
         slot.cont = cont
         self.slots.insert(self.slots.index(slot) + 1, cont)
+        # In the ledger before the freeze's outcome: a restart finds the continuation as one (its create's intent
+        # alone names no parent: chaos-6-00036 restored it apart, and the rest went out twice).
+        self._unsaved.append(self.record(cont))
         self.changed.set()
 
     def take_unsaved(self) -> list[PartRecord]:

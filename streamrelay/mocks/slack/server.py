@@ -230,6 +230,17 @@ class MockSlack(MockServer):
         thread replies in ts order; deleted ones left out."""
         return [(m.ts, m.text) for m in self.messages(chat_id) if m.user == BOT_USER_ID]
 
+    def native_streams(self) -> dict[ChatId, list[tuple[int | str, str, str]]]:
+        """Per channel, ``(ts, state, text)`` of each chat.startStream message not deleted: ``open`` (not yet
+        stopped; one idle past ``stream_idle_s`` expires here), ``expired`` or ``stopped``."""
+        out: dict[ChatId, list[tuple[int | str, str, str]]] = {}
+        for channel in self._workspace.messages:
+            for m in self._workspace.visible(channel):
+                if m.streamed and m.user == BOT_USER_ID:
+                    state = "open" if self._workspace.is_streaming(m) else "expired" if m.expired else "stopped"
+                    out.setdefault(channel, []).append((m.ts, state, m.text))
+        return out
+
     def messages(self, chat_id: ChatId) -> list[StoredMessage]:
         """Every stored, not deleted message of ``chat_id`` (seeded ones too), in ts order."""
         return self._workspace.visible(str(chat_id))

@@ -286,6 +286,16 @@ class MockTeams(MockServer):
             if a.sender == BOT and not a.deleted
         ]
 
+    def native_streams(self) -> dict[ChatId, list[tuple[int | str, str, str]]]:
+        """Per conversation, ``(activity id, state, text shown)`` of each native stream not deleted: ``streaming``
+        (chunks so far, no final yet) or ``final``."""
+        out: dict[ChatId, list[tuple[int | str, str, str]]] = {}
+        for conversation, acts in self._conversations.items():
+            for a in acts:
+                if a.sender == BOT and a.stream_state is not None and not a.deleted:
+                    out.setdefault(conversation, []).append((a.activity_id, a.stream_state, shown_text(a.payload)))
+        return out
+
     def activities(self, chat_id: ChatId) -> list[StoredActivity]:
         """Every activity of conversation ``chat_id`` (the person's too, deleted ones too), in order."""
         return list(self._conversations.get(str(chat_id), []))

@@ -169,6 +169,10 @@ class ChatStore(ButtonMethods):
         stored = self._messages.get(key, {}) if key is not None else {}
         return [m for _, m in sorted(stored.items()) if not m.deleted]
 
+    def draft_chats(self) -> list[ChatId]:
+        """The chats that ever held a draft (their drafts may have lapsed since)."""
+        return list(self._drafts)
+
     def drafts(self, chat_id: ChatId) -> list[Draft]:
         """The live drafts of ``chat_id``, oldest first (expired ones are forgotten)."""
         key = chat_key(chat_id)

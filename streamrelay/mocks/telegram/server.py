@@ -125,6 +125,16 @@ class MockTelegram(MockServer):
         """The live drafts of ``chat_id`` (updated within ``draft_ttl_s``), oldest first."""
         return self._store.drafts(chat_id)
 
+    def native_streams(self) -> dict[ChatId, list[tuple[int | str, str, str]]]:
+        """Per private chat with one, ``(draft id, "draft", text)`` of each live draft: a draft is no message (it
+        lapses about 30 s after its last update, or goes when the chat gets a message)."""
+        out: dict[ChatId, list[tuple[int | str, str, str]]] = {}
+        for chat in self._store.draft_chats():
+            shown: list[tuple[int | str, str, str]] = [(d.draft_id, "draft", d.text) for d in self.drafts(chat)]
+            if shown:
+                out[chat] = shown
+        return out
+
     # ------------------------------------------------------------ request handling
 
     async def _handle(self, request: web.Request) -> web.Response:
