@@ -121,9 +121,10 @@ class ChannelPolicy:
     text_retention_s: float | None = None
 
     def delivery_for(self, mode: DeliveryMode) -> DeliveryMode:
-        """The mode a run asking for ``mode`` runs with: ``block`` for ``preview`` and ``progress`` where the
-        platform cannot edit (``edits`` False), else ``mode``."""
-        if not self.edits and mode in (DeliveryMode.PREVIEW, DeliveryMode.PROGRESS):
+        """The mode a run asking for ``mode`` runs with: ``block`` for ``preview``, ``progress`` and ``native`` where
+        the platform cannot edit (``edits`` False: a native stream falls back to a preview, which edits), else
+        ``mode`` (a fan-out place inherits its ``run.start``'s mode: a native Slack run's WhatsApp place)."""
+        if not self.edits and mode in (DeliveryMode.PREVIEW, DeliveryMode.PROGRESS, DeliveryMode.NATIVE):
             return DeliveryMode.BLOCK
         return mode
 

@@ -152,6 +152,9 @@ def test_a_platform_without_edits_runs_preview_and_progress_as_block_replies_and
     assert "cannot edit" in (channel.delivery_note() or "")
     assert channel.policy("w").delivery_for(DeliveryMode.PROGRESS) is DeliveryMode.BLOCK  # a run's mode too
     assert channel.policy("w").delivery_for(DeliveryMode.FINAL) is DeliveryMode.FINAL
+    # a native run's place here (chaos-29-00054: a Slack native run's WhatsApp place streamed as a preview, whose
+    # edits WhatsApp refuses: 2,444 characters never shown)
+    assert channel.policy("w").delivery_for(DeliveryMode.NATIVE) is DeliveryMode.BLOCK
     path.write_text('[channels.w]\nplatform = "whatsapp"\nstop_button = true\ndelivery = "block"\n')
     with pytest.raises(ConfigError, match="stop_button: whatsapp cannot edit a sent message"):
         load_settings(path, include_disabled=True)
