@@ -417,6 +417,30 @@ def test_a_stream_start_cut_by_a_restart_goes_on_as_a_message_and_is_settled_bel
     assert slot.stray == "s1" and slot.message_id == "m1" and not m.book.orphans
 
 
+def test_a_stream_start_whose_part_went_on_as_a_message_is_still_settled_after_a_second_restart() -> None:
+    """A second kill after the part's message was sent but before the unknown stream start was settled below it: the
+    restored book holds the message and the start (as a settle in flight, or still waiting for the bound); the settle
+    is made next, never forgotten (chaos-29-00142, native, two kills: the Slack stream stayed open, unreported, and the
+    report said nothing uncertain: a lie)."""
+    for in_flight in (True, False):
+        m, slot = machine(native=True)
+        m._settles_start = True
+        start = m._start_pending(slot, "Hello")
+        assert start.stream_start
+        slot.message_id, slot.state, slot.shown = "m1", PartState.ACKED, "Hello there"
+        if in_flight:  # the settle below m1 was in flight at the kill: the ledger holds it as the pending start
+            slot.pending, slot.restarted = dataclasses.replace(start, before_id="m1"), True
+        else:  # killed before the send's done moved the start to be settled
+            slot.unbounded = start
+        m.restored()
+        assert slot.unbounded is None and slot.pending is not None and slot.pending.before_id == "m1", in_flight
+        settle = m.next_op()
+        assert settle is not None and settle.kind is OpKind.SETTLE, in_flight
+        m.call_for(settle)
+        assert m.apply(settle, Done(Settlement(SettleOutcome.FOUND, "s1")))[0] is Outcome.FOUND
+        assert slot.stray == "s1" and slot.message_id == "m1"
+
+
 @pytest.mark.parametrize(
     ("settlement", "label", "stray", "orphans"),
     [

@@ -502,19 +502,24 @@ class DeliveryMachine:
         is settled below it (found: its stream deleted). Elsewhere it cannot be settled: its first words may show
         (Teams) and are reported as an uncertain part of its own; a Telegram draft lapses by itself; the part is
         shown anew, streaming again when the run streams. A start answered unknown before the restart and not yet
-        settled (``unbounded``) goes on as a message, to be settled below it."""
+        settled (``unbounded``) goes on as a message, to be settled below it; a part
+        whose message shows already (a second restart) has it settled below that message next."""
         for slot in self.book.slots:
             pending = slot.pending
             if pending is not None and pending.stream_start:
-                slot.pending, slot.restarted, slot.creates = None, False, 0
+                slot.pending, slot.restarted = None, False
+                if slot.message_id is None:
+                    slot.creates = 0
                 if self._settles_start:  # never a second stream beside one that may be open (chaos-5-00025)
                     slot.unbounded, slot.native = pending, False
+                    self._bound_start(slot)  # its message shows already (a second restart): settled below it next
                     continue
                 if not self._finish_creates:
                     self.book.orphans_of(slot, pending.text)
                 slot.native = self.native  # nothing of it is known to show: it may stream again
             if slot.unbounded is not None and slot.unbounded.stream_start:
                 slot.native = False  # it goes on as a message, and its unknown start is settled below it
+                self._bound_start(slot)  # below the part's message when it shows already
 
     # --- outcomes in ----------------------------------------------------------------------------------------
 
