@@ -29,7 +29,8 @@ def chaos(
         str,
         typer.Option(
             metavar="MODE",
-            help="delivery mode of the runs: preview | block | native (the platforms that stream natively only) | all",
+            help="delivery mode of the runs: preview | block | native (the platforms that stream natively only) | all, "
+            "or several joined by commas (preview,block)",
         ),
     ] = "all",
     exclusive_bot: Annotated[
@@ -112,9 +113,11 @@ def chaos(
     def choice(value: str, known: tuple[str, ...], name: str) -> tuple[str, ...]:
         if value == "all":
             return known
-        if value not in known:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(known)}, all", param_hint=name)
-        return (value,)
+        asked = tuple(dict.fromkeys(v.strip() for v in value.split(",")))  # one, or several joined by commas
+        for one in asked:
+            if one not in known:
+                raise typer.BadParameter(f"{one!r} is not one of {', '.join(known)}, all", param_hint=name)
+        return asked
 
     platforms, modes = _native_only(platform, choice(platform, PLATFORMS, "--platform"), choice(mode, MODES, "--mode"))
     if backend not in BACKENDS:

@@ -99,9 +99,14 @@ def idle_closed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     are refused (409). Before the agents waited: the slice counted on restarts slower than the idle timeout (0.5 s),
     and one CI run saw no run closed (the test below failed: "the slice tried nothing"). Seed 10: 6 runs closed so
     (seed 9: none, its kills fall where no agent re-sends; seed 8 shows an open defect of corrections: a correction's
-    send cut by a kill in a Telegram private chat is not sent again, chaos-8-00022, left to its own fix)."""
+    send cut by a kill in a Telegram private chat was not sent again, chaos-8-00022: fixed since). Its runs are preview
+    and block replies, as the slice was written: with ``--mode all`` (native runs too) its plan moves, and seed 10
+    then shows an open defect of the idle close in one process (chaos-10-00017: a kill between the idle close's
+    notice and the journal's mark resumes the run as open; it takes the agent's later lines and ends ``delivered``
+    with the false notice listed; docs/chaos.md, open defects)."""
     out = tmp_path_factory.mktemp("chaos-idle")
-    args = ("--runs", "24", "--seed", "10", "--platform", "telegram", "--kill-every", "2", "--fault-every", "50")
+    args = ("--runs", "24", "--seed", "10", "--platform", "telegram", "--mode", "preview,block", "--kill-every", "2")
+    args += ("--fault-every", "50")
     return _campaign(out, *args, "--idle-timeout-s", "1", "--agent-back-s", "3", "--concurrency", "6")
 
 
@@ -162,7 +167,8 @@ def test_slice_telegram_exclusive_bot_exactly_once(exclusive: dict[str, Any]) ->
 @pytest.mark.timeout(CAMPAIGN_TIMEOUT_S + 60)
 def test_telegram_shared_bot_every_double_reported_uncertain(shared: dict[str, Any]) -> None:
     rows = _rows(shared, "telegram")
-    assert [r["platform"] for r in rows] == ["telegram, shared bot"] * 2
+    assert {r["platform"] for r in rows} == {"telegram, shared bot"}
+    assert {r["mode"] for r in rows} == {"preview", "block", "native"}  # native: a third of them (--mode all)
     assert sum(r["lying"] for r in rows) == 0, _bad(shared, "telegram")
     assert sum(r["unfinished"] for r in rows) == 0, _bad(shared, "telegram")
     assert shared["rows"][-1]["kills"] >= 1
