@@ -105,8 +105,8 @@ def idle_closed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     notice and the journal's mark resumes the run as open; it takes the agent's later lines and ends ``delivered``
     with the false notice listed; docs/chaos.md, open defects)."""
     out = tmp_path_factory.mktemp("chaos-idle")
-    args = ("--runs", "24", "--seed", "10", "--platform", "telegram", "--mode", "preview,block", "--kill-every", "2")
-    args += ("--fault-every", "50")
+    args: tuple[str, ...] = ("--runs", "24", "--seed", "10", "--platform", "telegram", "--mode", "preview,block")
+    args += ("--kill-every", "2", "--fault-every", "50")
     return _campaign(out, *args, "--idle-timeout-s", "1", "--agent-back-s", "3", "--concurrency", "6")
 
 
