@@ -43,22 +43,15 @@ async def until(check: Callable[[], Awaitable[Any]], what: str, timeout_s: float
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@asynccontextmanager
-async def two_replicas(settings: Settings, client: Redis, http: httpx.AsyncClient) -> AsyncIterator[list[str]]:
-    """Two replicas of ``settings`` (their ``[service]`` :data:`SERVICE`, with the callers' tokens and the channels'
-    bot tokens from the environment, as ``serve`` reads them) on 127.0.0.1; yields their base URLs once both answer
-    ``/readyz`` 200 (asked with ``http``) and each holds one partition's lease (read with ``client``). Stopped and
-    drained at the exit.
-
-    Raises:
-        AssertionError: a replica stopped (its error chained) or the two were not split in time.
-    """
+def start_replicas(
+    settings: Settings, ports: list[int], stop: asyncio.Event, forced: asyncio.Event
+) -> list[asyncio.Task[None]]:
+    """One :func:`app.replicas.serving.serve_replica` task per port in ``ports`` on 127.0.0.1 (named
+    ``replica-<i>``), with the callers' tokens and the channels' bot tokens of ``settings`` (read from the
+    environment, as ``serve`` reads them); they run until ``stop`` is set (``forced``: without a drain)."""
     clients = [(limits, token.get_secret_value()) for limits, token in settings.client_tokens()]
     tokens = {name: channel.token(name) for name, channel in settings.channels.items()}
-    ports = [free_port(), free_port()]
-    urls = [f"http://127.0.0.1:{port}" for port in ports]
-    stop, forced = asyncio.Event(), asyncio.Event()
-    replicas = [
+    return [
         asyncio.create_task(
             serve_replica(
                 settings,
@@ -71,10 +64,27 @@ async def two_replicas(settings: Settings, client: Redis, http: httpx.AsyncClien
                 log_level="warning",
                 stop=stop,
                 forced=forced,
-            )
+            ),
+            name=f"replica-{i}",
         )
-        for port in ports
+        for i, port in enumerate(ports)
     ]
+
+
+@asynccontextmanager
+async def two_replicas(settings: Settings, client: Redis, http: httpx.AsyncClient) -> AsyncIterator[list[str]]:
+    """Two replicas of ``settings`` (their ``[service]`` :data:`SERVICE`, with the callers' tokens and the channels'
+    bot tokens from the environment, as ``serve`` reads them) on 127.0.0.1; yields their base URLs once both answer
+    ``/readyz`` 200 (asked with ``http``) and each holds one partition's lease (read with ``client``). Stopped and
+    drained at the exit.
+
+    Raises:
+        AssertionError: a replica stopped (its error chained) or the two were not split in time.
+    """
+    ports = [free_port(), free_port()]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    stop, forced = asyncio.Event(), asyncio.Event()
+    replicas = start_replicas(settings, ports, stop, forced)
 
     async def split() -> bool:  # both ready, each holding one partition
         for replica in replicas:

@@ -21,13 +21,12 @@ from unittest.mock import patch
 import httpx
 import pytest
 
-from streamrelay.adapters.ops import ServiceMetrics
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.app.dry_run import DRY_RUN
-from streamrelay.app.replicas.serving import serve_replica
 from streamrelay.config.settings import load_settings
 from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
+from tests.redis.replicas import start_replicas
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -170,28 +169,9 @@ class InProcessReplicas:
         env = {"STREAMRELAY_TOKEN": TOKEN, "FAILOVER_BOT_TOKEN": DRY_RUN["telegram"].token}
         with patch.dict(os.environ, {**env, "STREAMRELAY_SERVICE__REDIS_URL": redis_url}):  # what serve reads
             settings = load_settings(config)
-            clients = [(limits, token.get_secret_value()) for limits, token in settings.client_tokens()]
-            tokens = {name: channel.token(name) for name, channel in settings.channels.items()}
-        self.ports = [_free_port() for _ in range(3)]
-        self.stop_asked, self.forced = asyncio.Event(), asyncio.Event()
-        self.tasks = [
-            asyncio.create_task(
-                serve_replica(
-                    settings,
-                    clients=clients,
-                    metrics_token=None,
-                    tokens=tokens,
-                    metrics=ServiceMetrics("test"),
-                    host="127.0.0.1",
-                    port=port,
-                    log_level="warning",
-                    stop=self.stop_asked,
-                    forced=self.forced,
-                ),
-                name=f"replica-{i}",
-            )
-            for i, port in enumerate(self.ports)
-        ]
+            self.ports = [_free_port() for _ in range(3)]
+            self.stop_asked, self.forced = asyncio.Event(), asyncio.Event()
+            self.tasks = start_replicas(settings, self.ports, self.stop_asked, self.forced)  # tokens read here
 
     async def ready(self, http: httpx.AsyncClient, client: Redis) -> bool:
         """Every replica answers /readyz 200 and every partition's lease is held (raises when a replica stopped)."""

@@ -308,6 +308,18 @@ class _Rig:
     def count(self, method: str) -> int:
         return len(self.adapter.calls_of(method))
 
+    def send_targets(self) -> list[Target]:
+        """From now on, the target of every ``send_text`` (the list grows as sends are made)."""
+        targets: list[Target] = []
+        send = self.adapter.send_text
+
+        async def seen(target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
+            targets.append(target)
+            return await send(target, text, fmt, delivery_id=delivery_id)
+
+        self.adapter.send_text = seen  # type: ignore[method-assign]
+        return targets
+
 
 OLD_TEXTS = ["Paragraph one of the old answer.", "Paragraph two of the old one.", "Paragraph three, old."]
 NEW = "Paragraph one, now right.\n\nParagraph two, now right.\n\nParagraph three, right."
@@ -363,14 +375,7 @@ async def test_a_frozen_message_gets_the_correction_as_a_reply() -> None:
     rig = _Rig()
     await rig.deliver(OLD_TEXTS)
     rig.adapter.fail("edit_text", 1, MessageFrozenError("message can't be edited"))
-    targets: list[Target] = []
-    send = rig.adapter.send_text
-
-    async def seen(target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
-        targets.append(target)
-        return await send(target, text, fmt, delivery_id=delivery_id)
-
-    rig.adapter.send_text = seen  # type: ignore[method-assign]
+    targets = rig.send_targets()
     done = await rig.correct("Short and right.")
     assert done.fallback == "reply" and done.state is CorrectionState.APPLIED
     replies = [s for s in done.steps if s.op is StepOp.REPLY]
@@ -649,14 +654,7 @@ async def test_a_reply_to_an_answer_whose_first_message_is_gone_is_sent_without_
     await rig.deliver(OLD_TEXTS)
     rig.adapter.fail("edit_text", 1, MessageFrozenError("message can't be edited"))
     rig.adapter.fail("send_text", 4, TargetNotFoundError("thread_not_found"))  # 1-3: the answer
-    targets: list[Target] = []
-    send = rig.adapter.send_text
-
-    async def seen(target: Target, text: str, fmt: TextFormat, *, delivery_id: str | None = None) -> str:
-        targets.append(target)
-        return await send(target, text, fmt, delivery_id=delivery_id)
-
-    rig.adapter.send_text = seen  # type: ignore[method-assign]
+    targets = rig.send_targets()
     done = await rig.correct("Short and right.")
     assert done.state is CorrectionState.APPLIED, done.public()
     assert [t.reply_to for t in targets] == ["1", None]  # the reply, refused; then the same text without it
