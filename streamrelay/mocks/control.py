@@ -59,11 +59,12 @@ never recorded in ``calls``:
     Request URL, Bolt's ``/slack/events``) as signed ``message`` events (:mod:`mocks.slack.events`). Telegram's bot
     polls for them instead (``getUpdates``: :mod:`mocks.telegram.updates`).
 ``POST /_mock/webhook`` (WhatsApp)
-    ``{"url", "app_secret", "delay_ms"?, "drop"?, "fail"?, "retry_for_s"?}``: every message the bot sends is
+    ``{"url", "app_secret", "urls"?, "delay_ms"?, "drop"?, "fail"?, "retry_for_s"?}``: every message the bot sends is
     followed by signed ``statuses`` webhooks posted to ``url`` (``sent`` then ``delivered``, echoing the create's
     ``biz_opaque_callback_data``), each held ``delay_ms`` first; the next ``drop`` messages' statuses are never
     posted; the next ``fail`` sends are answered but never shown, and a ``failed`` status (131026) follows; a
-    delivery not answered 200 is tried again for ``retry_for_s`` (:mod:`mocks.whatsapp.statuses`).
+    delivery not answered 200 is tried again for ``retry_for_s`` (:mod:`mocks.whatsapp.statuses`); ``urls``: more
+    URLs behind the same load balancer (replicas), each attempt posted to the next one of ``url`` and ``urls``.
 ``POST /_mock/remove`` (Slack, Discord, Matrix, Teams)
     ``{"chat_id", "message_id"}``: a person or a moderator deletes that message after delivery: it is no longer
     shown, and reading it back answers as the platform does for a deleted message (Slack history leaves it out,
@@ -349,6 +350,9 @@ def _webhook_route(mock: Any) -> Callable[[web.Request], Awaitable[web.Response]
             return _refuse(FieldError("url", "want the app's webhook URL, http://..."))
         if not isinstance(secret, str) or not secret:
             return _refuse(FieldError("app_secret", "want the Meta app's secret the webhooks are signed with"))
+        also = body.get("urls", [])
+        if not isinstance(also, list) or not all(isinstance(u, str) and u.startswith("http") for u in also):
+            return _refuse(FieldError("urls", "want a list of more webhook URLs behind the same address, http://..."))
         numbers: dict[str, float] = {}
         for key, default in (("delay_ms", 0.0), ("drop", 0), ("fail", 0), ("retry_for_s", 120.0)):
             value = body.get(key, default)
@@ -356,10 +360,15 @@ def _webhook_route(mock: Any) -> Callable[[web.Request], Awaitable[web.Response]
                 return _refuse(FieldError(key, "want a number >= 0"))
             numbers[key] = float(value)
         mock.webhook_to(
-            url, secret, delay_ms=numbers["delay_ms"], drop=int(numbers["drop"]), retry_for_s=numbers["retry_for_s"]
+            url,
+            secret,
+            delay_ms=numbers["delay_ms"],
+            drop=int(numbers["drop"]),
+            retry_for_s=numbers["retry_for_s"],
+            also=tuple(also),
         )
         mock.failing = int(numbers["fail"])
-        return web.json_response({"url": url, **numbers})
+        return web.json_response({"url": url, "urls": also, **numbers})
 
     return post_webhook
 

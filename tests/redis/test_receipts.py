@@ -4,16 +4,22 @@ status, with when the newest was heard (the settle rule's proof that the webhook
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.keys import KeySpace
+from streamrelay.adapters.redis.lease import Leases
 from streamrelay.adapters.redis.receipts import RedisReceipts
+from streamrelay.adapters.whatsapp.adapter import WhatsAppAdapter
+from streamrelay.core.events import Target
+from streamrelay.core.ports import PendingSend, SettleOutcome, TextFormat
 from streamrelay.core.records.receipts import RECEIPTS_RETENTION_S, Receipt, ReceiptStatus
 
 S = ReceiptStatus
 T0 = 1_700_000_000.25
+TOKEN = "106540352242922:EAAGm0PX4ZCpsBAmockSecretToken0123456789abcdef"
 
 
 @pytest.mark.parametrize(
@@ -65,9 +71,13 @@ async def test_each_receipt_expires_after_the_retention_and_a_newer_one_is_kept(
     assert await kept.find("whatsapp", "new") == Receipt("new", S.SENT, "wamid.NEW", None, T0 + 1)
     ttl_ms = await client.pttl("ttl:{receipts:whatsapp}:r:new")
     assert 7 * 86_400_000 < ttl_ms <= RECEIPTS_RETENTION_S * 1000
-    # every key of the platform's receipts has an expiry but the one "heard" marker (one key, not per message)
+    # every key of the platform's receipts has an expiry but the "heard" markers (two keys, not per message)
     names = sorted([str(k) async for k in client.scan_iter(match="ttl:*")])
-    assert names == ["ttl:{receipts:whatsapp}:heard", "ttl:{receipts:whatsapp}:r:new"]
+    assert names == [
+        "ttl:{receipts:whatsapp}:heard",
+        "ttl:{receipts:whatsapp}:heard_by",
+        "ttl:{receipts:whatsapp}:r:new",
+    ]
 
 
 async def test_a_later_status_renews_the_expiry_even_when_it_ranks_lower(client: Redis) -> None:
@@ -84,3 +94,47 @@ async def test_a_later_status_renews_the_expiry_even_when_it_ranks_lower(client:
 def test_a_retention_under_a_millisecond_is_refused(client: Redis) -> None:
     with pytest.raises(ValueError, match="retention_s must be at least"):
         RedisReceipts(client, retention_s=0)
+
+
+async def test_silence_is_trusted_only_on_the_word_of_a_receiver_whose_heartbeat_lives(client: Redis) -> None:
+    """chaos-7-00007: Meta's one URL reached replica-1 alone; it was killed, and replica-2 settled a create that had
+    timed out after the Cloud API stored it. Its status was being retried at the dead replica, so replica-2 heard
+    nothing; the statuses replica-1 had recorded before it died counted as proof that the webhooks flow, and the create
+    was sent again: a double the report did not count. Now only a live receiver's statuses are that proof."""
+    keys = KeySpace(prefix="live")
+    leases = Leases(client, keys)
+    one = RedisReceipts(client, keys, receiver="replica-1")
+    two = RedisReceipts(client, keys, receiver="replica-2")
+    await leases.heartbeat("replica-1", 60_000)
+    await leases.heartbeat("replica-2", 60_000)
+    now = time.time()
+    await one.record("whatsapp", [Receipt("earlier", S.DELIVERED, "wamid.E", None, now - 5)])
+    assert await two.last_heard_s("whatsapp") == pytest.approx(now - 5)  # replica-1 lives: its word counts
+
+    adapter = WhatsAppAdapter(TOKEN, base_url="http://127.0.0.1:9")  # settling reads receipts, it calls no one
+    adapter.use_receipts(two, settle_window_s=0.3)
+    pending = PendingSend("timed-out-after-store", "the part", TextFormat.PLAIN)
+    target = Target(chat_id="15551234567")
+    assert (await adapter.settle_send(target, pending)).outcome is SettleOutcome.NOT_SENT
+
+    await leases.heartbeat("replica-1", 1)  # killed: its heartbeat lapses
+    await asyncio.sleep(0.05)
+    assert await two.last_heard_s("whatsapp") is None
+    assert (await adapter.settle_send(target, pending)).outcome is SettleOutcome.UNKNOWN  # reported, never resent
+
+    await two.record("whatsapp", [Receipt("later", S.SENT, "wamid.L", None, now)])  # replica-2 hears them itself
+    assert await two.last_heard_s("whatsapp") == pytest.approx(now)
+    await one.record("whatsapp", [Receipt("the-dead-ones", S.SENT, "wamid.D", None, now + 1)])
+    assert await two.last_heard_s("whatsapp") == pytest.approx(now)  # a dead receiver's newer time is not read
+    assert await RedisReceipts(client, keys).last_heard_s("whatsapp") == pytest.approx(now + 1)  # no replica: any
+
+
+async def test_a_receiver_silent_for_the_retention_is_forgotten_by_the_next_write(client: Redis) -> None:
+    keys = KeySpace(prefix="forget")
+    await RedisReceipts(client, keys, receiver="old-replica", retention_s=60).record(
+        "whatsapp", [Receipt("a", S.SENT, "wamid.A", None, T0)]
+    )
+    await RedisReceipts(client, keys, receiver="new-replica", retention_s=60).record(
+        "whatsapp", [Receipt("b", S.SENT, "wamid.B", None, T0 + 61)]
+    )
+    assert sorted(await client.hkeys("forget:{receipts:whatsapp}:heard_by")) == ["new-replica"]

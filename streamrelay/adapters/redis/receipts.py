@@ -5,13 +5,24 @@ Keys (hash tag per platform, so the script stays in one slot)::
 
     sr:{receipts:whatsapp}:r:<delivery id>  "<rank>|<JSON of the receipt>", PX the retention
     sr:{receipts:whatsapp}:heard            when the newest receipt was recorded (Unix seconds)
+    sr:{receipts:whatsapp}:heard_by         a hash: replica id -> when that replica's webhook last recorded one
+
+Who heard it matters to settling (:mod:`adapters.whatsapp.settle`): silence proves a create was never stored only
+while the status webhooks reach the sidecar, and on replicas Meta posts them to one URL. A replica's webhook that
+recorded statuses a minute ago proves nothing once that replica is dead (no load balancer in front, or the URL names
+it alone): the statuses of the messages stored meanwhile are being retried at a dead address. So
+:meth:`RedisReceipts.last_heard_s` counts only the replicas whose heartbeat lives now (``sr:{replicas}``,
+:mod:`adapters.redis.lease`): the create is then settled ``unknown`` (reported uncertain), never sent again on the
+word of a dead receiver (chaos-7-00007: replica-1, the only URL the mock posted to, was killed while replica-2 settled
+a WhatsApp create that had timed out after it was stored, and sent it again: a double the report did not count).
 
 A write is one Lua script (:data:`_RECORD`): each receipt replaces the kept one only when its status ranks higher
 (:data:`core.records.receipts.STATUS_RANK`); durable like the ledger's writes (``WAIT`` where the client wants it).
 Each write sets the receipt's expiry to the retention again (``[service] receipts_retention_hours``, counted from
 its last recording like SQLite's ``recorded_at``), so Redis drops it by itself: one key per receipt, because a hash
 field cannot expire before Redis 7.4 (``HEXPIRE``, https://redis.io/docs/latest/commands/hexpire/) and the servers
-this runs on may be older (Debian's 7.0). :meth:`RedisReceipts.prune` has nothing left to do.
+this runs on may be older (Debian's 7.0). :meth:`RedisReceipts.prune` has nothing left to do: a write also forgets
+the receivers (replica ids, one per process start) that recorded nothing for the retention.
 """
 
 from __future__ import annotations
@@ -25,9 +36,10 @@ from streamrelay.core.records.receipts import RECEIPTS_RETENTION_S, STATUS_RANK,
 
 _RECORD = """
 local heard = tonumber(redis.call('GET', KEYS[1]) or '0')
+local mine = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
 local ttl = ARGV[1]
-for i = 0, #KEYS - 2 do
-  local key, rank, value, at = KEYS[2 + i], tonumber(ARGV[2 + i * 3]), ARGV[3 + i * 3], tonumber(ARGV[4 + i * 3])
+for i = 0, #KEYS - 3 do
+  local key, rank, value, at = KEYS[3 + i], tonumber(ARGV[3 + i * 3]), ARGV[4 + i * 3], tonumber(ARGV[5 + i * 3])
   local old = redis.call('GET', key)
   if (not old) or tonumber(string.match(old, '^(%d+)|')) < rank then
     redis.call('SET', key, value, 'PX', ttl)
@@ -35,12 +47,29 @@ for i = 0, #KEYS - 2 do
     redis.call('PEXPIRE', key, ttl)
   end
   if at > heard then heard = at end
+  if at > mine then mine = at end
 end
 redis.call('SET', KEYS[1], string.format('%.6f', heard))
+redis.call('HSET', KEYS[2], ARGV[2], string.format('%.6f', mine))
+local kept = redis.call('HGETALL', KEYS[2])
+for i = 1, #kept, 2 do
+  if tonumber(kept[i + 1]) < heard - tonumber(ttl) / 1000 then redis.call('HDEL', KEYS[2], kept[i]) end
+end
 return 1
 """
-"""``receipts.record`` (durable). KEYS: the platform's ``:heard``, then one key per receipt; ARGV: the retention
-(ms), then per receipt its rank, its value and its recorded time."""
+"""``receipts.record`` (durable). KEYS: the platform's ``:heard``, its ``:heard_by``, then one key per receipt;
+ARGV: the retention (ms), the receiver's id, then per receipt its rank, its value and its recorded time."""
+
+_LIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+"""
+"""The replicas whose heartbeat lives now (KEYS: ``sr:{replicas}``; its scores are deadlines in Redis's ms)."""
+
+ANY_RECEIVER = ""
+"""The receiver id of a store no replica runs (tools, tests): its :meth:`RedisReceipts.last_heard_s` counts every
+receiver, alive or not."""
 
 
 class RedisReceipts:
@@ -51,21 +80,33 @@ class RedisReceipts:
         keys: the key space.
         retention_s: how long a receipt is kept after its last recording (seconds;
             :data:`core.records.receipts.RECEIPTS_RETENTION_S` by default).
+        receiver: this replica's id as its heartbeat names it (:class:`app.replicas.service.ReplicaService`
+            ``owner``): the receipts its webhook records are its own, and :meth:`last_heard_s` counts only live
+            receivers. :data:`ANY_RECEIVER` (default): no replica runs this store (tools, tests).
 
     Raises:
         ValueError: ``retention_s`` under one millisecond.
     """
 
-    def __init__(self, client: Redis, keys: KeySpace = KEYS, *, retention_s: float = RECEIPTS_RETENTION_S) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        keys: KeySpace = KEYS,
+        *,
+        retention_s: float = RECEIPTS_RETENTION_S,
+        receiver: str = ANY_RECEIVER,
+    ) -> None:
         if retention_s < 0.001:
             raise ValueError(f"retention_s must be at least 0.001 s (one millisecond), got {retention_s}")
         self._client = client
         self._keys = keys
         self._ttl_ms = int(retention_s * 1000)
+        self.receiver = receiver
         self._record = Script(client, _RECORD, "receipts.record", durable=True)
+        self._live = Script(client, _LIVE, "receipts.live")
 
     def __repr__(self) -> str:
-        return f"RedisReceipts(prefix={self._keys.prefix!r})"
+        return f"RedisReceipts(prefix={self._keys.prefix!r}, receiver={self.receiver!r})"
 
     def _key(self, platform: str) -> str:
         return f"{self._keys.prefix}:{{receipts:{platform}}}"
@@ -81,8 +122,8 @@ class RedisReceipts:
         """
         if not receipts:
             return
-        keys = [self._key(platform) + ":heard"]
-        args: list[str | int | float] = [self._ttl_ms]
+        keys = [self._key(platform) + ":heard", self._key(platform) + ":heard_by"]
+        args: list[str | int | float] = [self._ttl_ms, self.receiver]
         for r in receipts:
             value = json.dumps(
                 {"status": str(r.status), "message_id": r.message_id, "code": r.error_code, "at": r.recorded_at_s}
@@ -103,11 +144,22 @@ class RedisReceipts:
         return Receipt(delivery_id, ReceiptStatus(body["status"]), body["message_id"], body["code"], body["at"])
 
     async def last_heard_s(self, platform: str) -> float | None:
-        """When the newest receipt of ``platform`` was recorded (Unix seconds), or None."""
+        """When the newest receipt of ``platform`` was recorded by a replica whose heartbeat lives now (Unix
+        seconds), or None when no live replica's webhook recorded one (module docstring). Two reads: the live
+        replicas (``sr:{replicas}``) and the receivers' times (another hash tag: one script cannot read both on a
+        Redis Cluster). With :data:`ANY_RECEIVER`: the newest of any receiver."""
         with unavailable("a receipt read"):
-            raw = await self._client.get(self._key(platform) + ":heard")
-        return None if raw is None else float(raw)
+            if self.receiver == ANY_RECEIVER:
+                raw = await self._client.get(self._key(platform) + ":heard")
+                return None if raw is None else float(raw)
+            live = [o.decode() if isinstance(o, bytes) else str(o) for o in await self._live([self._keys.replicas], [])]
+            if not live:
+                return None
+            times = await self._client.hmget(self._key(platform) + ":heard_by", live)
+        heard = [float(t) for t in times if t is not None]
+        return max(heard) if heard else None
 
     async def prune(self, recorded_before_s: float) -> int:
-        """Nothing to do: each receipt expires by itself (module docstring); 0."""
+        """Nothing to do: each receipt expires by itself, and a receiver silent for the retention is forgotten by the
+        next write (module docstring); 0."""
         return 0

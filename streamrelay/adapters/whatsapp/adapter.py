@@ -286,7 +286,8 @@ class WhatsAppAdapter:
         while True:
             receipt = await receipts.find(PLATFORM, pending.delivery_id)
             now = self._clock()
-            heard = await receipts.last_heard_s(PLATFORM) if receipt is None else None
+            waited = now - started >= self.settle_window_s  # silence is read only once the window is over
+            heard = await receipts.last_heard_s(PLATFORM) if receipt is None and waited else None
             settlement = decide(
                 receipt, started_at_s=started, now_s=now, window_s=self.settle_window_s, last_heard_s=heard
             )

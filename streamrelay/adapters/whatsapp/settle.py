@@ -39,8 +39,16 @@ are minutes old by the time the journal resumes, and a run alone on its number h
 Without that proof (no webhook configured, or none heard for 10 minutes: the webhook may be broken, its secret
 rotated), silence proves nothing and the create stays uncertain, reported.
 
+On replicas the proof must come from a replica that is alive now: Meta posts to one URL, and when that URL reaches a
+replica that died (no load balancer in front of them, or it names one replica), the statuses of the messages stored
+since are retried at a dead address while the other replicas hear nothing. So :meth:`Receipts.last_heard_s` counts
+the receipts recorded by replicas whose heartbeat lives (:class:`adapters.redis.receipts.RedisReceipts`); one
+process (SQLite) is its own receiver, alive while it settles. Point the webhook at every replica (the load balancer
+in front of ingest; docs/replicas.md), so that a replica's death does not stop them.
+
 The residual risks, stated: a ``sent`` status that Meta holds back longer than the window while it delivers others;
-a webhook that broke within the last 10 minutes.
+a webhook that broke within the last 10 minutes; on replicas, a receiver killed less than a heartbeat's time
+(``lease_ttl_s``) before a settle ended.
 The window (``settle_window_ms``, default 30 s) is what an operator trades against it; a status that arrives after
 its create was sent again is still recorded, and the desk shows the part (:mod:`core.run.desk`).
 """

@@ -197,12 +197,14 @@ class Services:
 
     async def _point_status_webhook(self, platform: str) -> None:
         """Point ``platform``'s mock at the sidecar's status webhook, signed with the campaign's secret, where the
-        platform has one (WhatsApp). With replicas, the first one takes them (while it is down the mock delivers them
-        again, as Meta does) and records them in Redis, where every replica reads them."""
+        platform has one (WhatsApp). With replicas, as the load balancer in front of them would: each attempt goes to
+        the next replica in turn (one that is down is passed over; the mock delivers a failed one again, as Meta
+        does), and any of them records them in Redis, where every replica reads them."""
         hook = _status_webhook(platform)
         if hook is None:
             return
-        body = {"url": f"{self.url}{hook[0]}", "app_secret": self.webhook_secret, "retry_for_s": 600}
+        urls = [f"{s.url}{hook[0]}" for s in self.sidecars]
+        body = {"url": urls[0], "urls": urls[1:], "app_secret": self.webhook_secret, "retry_for_s": 600}
         async with httpx.AsyncClient(timeout=10.0) as client:
             answer = await client.post(f"{self.mock_url(platform)}/_mock/webhook", json=body)
             answer.raise_for_status()

@@ -50,7 +50,7 @@ from streamrelay.app.replicas.client_book import SharedClientBook
 from streamrelay.app.replicas.ended import OwnedEnded, ReplicaCorrections, desk_route
 from streamrelay.app.replicas.front import ReplicaFront
 from streamrelay.app.replicas.owner import AckingJournal
-from streamrelay.app.replicas.service import ReplicaService
+from streamrelay.app.replicas.service import ReplicaService, replica_id
 from streamrelay.app.service import Sidecar, build_channels, service_sidecar
 from streamrelay.app.serving import (
     HOUR_S,
@@ -128,8 +128,10 @@ async def serve_replica(
     service = settings.service
     client, where = redis_client(settings)
     pending = unloaded_channels(settings)
-    # WhatsApp's status webhooks, taken by any replica, read by the settling one; each expires after the retention
-    receipts = RedisReceipts(client, retention_s=service.receipts_retention_hours * HOUR_S)
+    # WhatsApp's status webhooks, taken by any replica, read by the settling one; each expires after the retention.
+    # Each replica records its own as their receiver: a settle trusts silence only while a live replica hears them.
+    owner = replica_id()
+    receipts = RedisReceipts(client, retention_s=service.receipts_retention_hours * HOUR_S, receiver=owner)
     taps = ReplicaTaps()  # its front and service are set below, before serving
     webhook = whatsapp_webhook(receipts, taps.decide, taps.owner_of)
     settling = receipts if webhook else None
@@ -186,6 +188,7 @@ async def serve_replica(
         drain_s=service.drain_s,
         make_ended=functools.partial(_owned_ended, channels=channels, clock=clock, metrics=metrics),
         desk=shared_desk,
+        owner=owner,
     )
     taps.service = replicas
     # A resend is the owner's (the owner proxy forwards it there); the desk's own ledger is never written here.

@@ -172,12 +172,20 @@ class MockWhatsApp(MockServer):
         """How many of the next sends are answered (a ``wamid``) but never shown: a ``failed`` status follows."""
 
     def webhook_to(
-        self, url: str, app_secret: str, *, delay_ms: float = 0.0, drop: int = 0, retry_for_s: float = 120.0
+        self,
+        url: str,
+        app_secret: str,
+        *,
+        delay_ms: float = 0.0,
+        drop: int = 0,
+        retry_for_s: float = 120.0,
+        also: tuple[str, ...] = (),
     ) -> StatusSender:
         """Post status webhooks of the bot's messages to ``url``, signed with ``app_secret``
-        (:mod:`mocks.whatsapp.statuses`); ``delay_ms`` before each, the next ``drop`` messages' never posted."""
+        (:mod:`mocks.whatsapp.statuses`); ``delay_ms`` before each, the next ``drop`` messages' never posted;
+        ``also``: more URLs behind the same load balancer, each attempt to the next one in turn."""
         old = self.statuses
-        self.statuses = StatusSender(url, app_secret, delay_ms=delay_ms, drop=drop, retry_for_s=retry_for_s)
+        self.statuses = StatusSender(url, app_secret, also=also, delay_ms=delay_ms, drop=drop, retry_for_s=retry_for_s)
         if old is not None:
             self.statuses.answers, self.statuses.posted = old.answers, old.posted
         return self.statuses

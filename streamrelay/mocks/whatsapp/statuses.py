@@ -13,6 +13,10 @@ A delivery answered with anything but 200 (or not answered: the app is down, kil
 decreasing frequency (0.25 s doubling to :data:`MAX_RETRY_GAP_S`) for up to ``retry_for_s``, as Meta keeps trying
 for up to 7 days (https://developers.facebook.com/docs/whatsapp/cloud-api/webhooks). A status scripted as dropped
 (``drop``) is never posted; ``delay_ms`` holds every status that long first (Meta's lag).
+
+With more than one URL (``also``: replicas behind the load balancer that Meta's one URL reaches), each attempt goes to
+the next URL in turn, as a round-robin load balancer spreads them: a replica that does not answer is passed over at
+the next attempt.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class StatusSender:
 
     Attributes:
         url: the app's webhook URL.
+        also: more URLs the same webhook reaches (replicas behind a load balancer), tried in turn with ``url``.
         app_secret: the Meta app's secret (never in a repr).
         delay_ms: how long each status waits before its first delivery.
         drop: how many of the next statuses are never posted (a script's way to make one go missing).
@@ -94,12 +99,20 @@ class StatusSender:
 
     url: str
     app_secret: str = field(repr=False)
+    also: tuple[str, ...] = ()
     delay_ms: float = 0.0
     drop: int = 0
     retry_for_s: float = 120.0
     answers: list[int] = field(default_factory=list)
     posted: list[tuple[str, str]] = field(default_factory=list)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
+    _turn: int = field(default=0, repr=False)
+
+    def _next_url(self) -> str:
+        """The URL of the next attempt: ``url`` alone, or each of ``url`` and ``also`` in turn."""
+        urls = (self.url, *self.also)
+        self._turn += 1
+        return urls[(self._turn - 1) % len(urls)]
 
     def send(self, statuses: list[tuple[dict[str, Any], str, str]]) -> None:
         """Deliver one message's ``(payload, message id, status)`` webhooks in order, in the background (from the
@@ -122,7 +135,7 @@ class StatusSender:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
             while True:
                 try:
-                    async with session.post(self.url, data=body, headers=headers) as answer:
+                    async with session.post(self._next_url(), data=body, headers=headers) as answer:
                         self.answers.append(answer.status)
                         if answer.status == 200:
                             self.posted.append((message_id, status))
