@@ -286,6 +286,15 @@ class NativeStreaming(Protocol):
     """:meth:`stream_finish` creates the message (Telegram: sendMessage after the drafts, so an unknown finish is
     settled like any create), rather than persisting the streamed one (Slack: chat.stopStream of the stream's ts)."""
 
+    finish_repeats: bool
+    """A finish that is not a create (:attr:`finish_creates` False) and whose outcome is unknown may be sent again:
+    the platform refuses a second final on a stream it completed, and the adapter answers that refusal as done (the
+    stream shows the final it had been sent). Teams: 403 ``ContentStreamNotAllowed`` "Content stream is not allowed
+    on an already completed streamed message"
+    (https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux#error-codes). False: an unknown
+    finish is reported uncertain, never sent again (Slack turns its own unknown stop into an edit of the whole text
+    before the core sees it)."""
+
     settles_start: bool
     """A stream start whose outcome is unknown can be settled (:meth:`ChannelAdapter.settle_send` with a
     :attr:`PendingSend.stream_start` pending, bounded by the message the part went on in): Slack reads the thread

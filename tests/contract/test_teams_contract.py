@@ -301,6 +301,37 @@ async def test_teams_ending_a_stream_for_its_time_goes_on_in_a_new_message(
         await teams.edit_text(PERSONAL, handle, "Part one and two", TextFormat.PLAIN)
 
 
+@pytest.mark.parametrize("fault", ["timeout_before_commit", "timeout_after_commit"], ids=["not-stored", "stored"])
+async def test_a_final_whose_answer_was_lost_is_sent_again_and_shown_once(
+    mock: MockTeams, teams: TeamsAdapter, fault: str
+) -> None:
+    """chaos-29-00231: a final that timed out before Teams stored it was reported uncertain, and the chat kept the
+    streamed start only. The core now sends it again (``finish_repeats``): not stored, the second one completes the
+    stream; stored, Teams refuses it as a completed stream's and the adapter takes that as done."""
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, fault)  # counted from the stream start
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+    assert await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN) == handle
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two."]
+    [activity] = mock.activities(str(PERSONAL.chat_id))
+    assert activity.stream_state == "final"
+    assert len([c for c in mock.calls if c.method == "sendToConversation"]) == 3  # start, final, final again
+    await teams.edit_text(PERSONAL, handle, "Part one and two, corrected.", TextFormat.PLAIN)  # not frozen
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two, corrected."]
+
+
+async def test_a_first_final_that_landed_with_an_older_text_is_brought_up_to_date_in_place(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, "timeout_after_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, draft.", TextFormat.PLAIN)
+    assert await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, final.", TextFormat.PLAIN) == handle
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one, final."]
+
+
 async def test_a_stream_takes_one_request_a_second() -> None:
     now = [50.0]
     async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:

@@ -395,6 +395,7 @@ class FakeNativeAdapter(FakeAdapter):
         self.stream_refresh_s: float | None = 20.0 if style == "replace" else None
         self.finish_creates = style == "replace"
         self.settles_start = False
+        self.finish_repeats = False
 
     def native_refusal(self, target: Target) -> str | None:
         return self.refuse_target

@@ -341,6 +341,25 @@ def test_an_unknown_finish_that_creates_the_message_is_settled_like_a_send() -> 
             assert slot.pending is None and slot.state is PartState.UNCERTAIN and slot.message_id == "draft-1"
 
 
+def test_an_unknown_finish_a_platform_can_repeat_is_sent_again_until_it_is_done() -> None:
+    """Teams ends a stream with a final message (no create): when its answer is lost it is sent again, as an edit
+    would be (a second final on a completed stream is refused, and the adapter takes that as done). Before, it was
+    reported uncertain and never sent again, and a final that timed out before Teams stored it left the chat showing
+    the streamed start only (chaos-29-00231)."""
+    m, slot = machine(native=True, finalizing=True)  # the run's end: the stream is finished
+    m._finish_repeats = True
+    slot.streaming = slot.native = True
+    op = Op(shown(slot, "Hello", "act-1"), OpKind.STREAM_FINISH, "Hello there", 0.0)
+    m.call_for(op)
+    assert m.apply(op, Unknown(AnswerTimeoutError("no answer")))[0] is Outcome.UNCERTAIN
+    assert slot.state is not PartState.UNCERTAIN and slot.streaming and slot.message_id == "act-1"
+    again = m.next_op()
+    assert again is not None and again.kind is OpKind.STREAM_FINISH and again.text == "Hello there"
+    m.call_for(again)
+    assert m.apply(again, Done("act-1"))[0] is Outcome.ACK
+    assert slot.state is PartState.ACKED and not slot.streaming and slot.message_id == "act-1"
+
+
 def test_an_unknown_slack_stream_start_is_reported_as_a_part_that_may_show() -> None:
     m, slot = machine(native=True)
     op = Op(slot, OpKind.STREAM_START, "Hello", 0.0)

@@ -100,10 +100,13 @@ class SlackAdapter:
     platform: str = PLATFORM
     unit: LengthUnit = LengthUnit.UTF16
     stream_refresh_s: float | None = None
-    finish_creates = False
-    """stream_finish stops the stream whose ts is the message (chat.stopStream)."""
     """A stream lives about 5 idle minutes; there is nothing to append to keep it alive: an expired stream is
     finished with chat.update instead (https://docs.slack.dev/reference/methods/chat.startStream)."""
+    finish_creates = False
+    """stream_finish stops the stream whose ts is the message (chat.stopStream)."""
+    finish_repeats = False
+    """Never sent again by the core: an unknown chat.stopStream becomes an edit of the whole text here
+    (:meth:`stream_finish`; :attr:`core.ports.NativeStreaming.finish_repeats`)."""
     settles_start = True
     """An unknown chat.startStream is settled by reading the thread back (:func:`adapters.slack.settle.settle_start`).
     """

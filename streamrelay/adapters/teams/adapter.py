@@ -49,7 +49,13 @@ from streamrelay.adapters.adapter_parts import ConnectionTimeout, close_connecti
 from streamrelay.adapters.invisible import strip_invisible
 from streamrelay.adapters.rendering import RenderCache
 from streamrelay.adapters.teams.connection import TeamsConnection
-from streamrelay.adapters.teams.errors import PLATFORM, STREAM_CANCELLED, STREAM_TIMED_OUT, StreamRefused
+from streamrelay.adapters.teams.errors import (
+    PLATFORM,
+    STREAM_CANCELLED,
+    STREAM_COMPLETED,
+    STREAM_TIMED_OUT,
+    StreamRefused,
+)
 from streamrelay.adapters.teams.graph import GraphReader, GraphSettings, Refused, sent_form, shown_form
 from streamrelay.adapters.teams.render import CARD_TYPE, CARD_VERSION, Rendered, render
 from streamrelay.core.delivery.calls import CallObserver, perform_call
@@ -119,6 +125,8 @@ class _Stream:
     status_only: bool = False
     """Opened by a status line (an informative update) and not yet the answer's: :meth:`TeamsAdapter.stream_start`
     goes on in it, :meth:`TeamsAdapter.stream_status_end` takes it down."""
+    final: dict[str, Any] | None = None
+    """The final message last sent to end it, whose answer did not come (a timeout, a reset): None before."""
 
 
 def is_channel(conversation: str) -> bool:
@@ -151,6 +159,9 @@ class TeamsAdapter:
     """A stream needs no refresh; it ends by its final message or after two minutes."""
     finish_creates = False
     """The final message completes the streamed activity in place (same id)."""
+    finish_repeats = True
+    """A final whose answer was lost is sent again: Teams refuses a second one on a completed stream
+    (:data:`adapters.teams.errors.STREAM_COMPLETED`), and :meth:`stream_finish` takes that as done."""
     settles_start = False
     """A stream start whose answer was lost cannot be found out (no history): its first words are reported."""
     status_chars = INFORMATIVE_CHARS
@@ -609,23 +620,44 @@ class TeamsAdapter:
         rendered as any message (:mod:`adapters.teams.render`: an Adaptive Card when a table needs one); the
         streamed activity then shows it, and its id is returned.
 
+        A final whose answer was lost (``UncertainDeliveryError``: a timeout, a reset) is sent again by the core
+        (:attr:`finish_repeats`): when the first one had landed, Teams refuses this one as a completed stream's
+        (:data:`adapters.teams.errors.STREAM_COMPLETED`), and the stream shows that final: done, its message
+        updated in place only if the text changed since (Update Activity on a completed stream, as Teams' own SDK
+        finishes one past its time: https://learn.microsoft.com/en-us/dotnet/api/microsoft.teams.apps.teamsstreamingwriter.finalizeresponseasync).
+        When it had not, this one completes the stream (chaos-29-00231: such a final was reported uncertain and the
+        chat kept the streamed start only).
+
         Raises:
             core.errors.NativeUnavailableError: the stream can no longer be finished (its two minutes passed): its
                 message keeps what it streamed, the rest goes on in a new message.
             core.errors.DeliveryError: another subclass, like :meth:`send_text`.
         """
-        await self._open_stream(target, handle, shown)
-        await self._final(target, handle, self.render(text, fmt).activity())
+        stream = await self._open_stream(target, handle, shown)
+        fields, sent_before = self.render(text, fmt).activity(), stream.final
+        stream.final = fields
+        try:
+            await self._final(target, handle, fields)
+        except StreamRefused as exc:
+            if sent_before is None or STREAM_COMPLETED not in (exc.reason or ""):
+                raise self._stream_ended(target, handle, exc) from None
+            self._streams.pop((str(target.chat_id), handle), None)  # the final sent before had landed
+            if sent_before != fields:
+                await self._update(target, handle, fields)
+            return handle
         self._streams.pop((str(target.chat_id), handle), None)
         return handle
 
     async def _final(self, target: Target, handle: str, fields: dict[str, Any]) -> None:
+        """Send stream ``handle``'s final message with ``fields``.
+
+        Raises:
+            StreamRefused: Teams refused it (its reason says why: :mod:`adapters.teams.errors`).
+            core.errors.DeliveryError: another subclass.
+        """
         info = {"streamId": handle, "streamType": "final"}
         final = {**fields, "entities": [{"type": "streaminfo", **info}], "channelData": info}
-        try:
-            await self._stream_call(target, final, creates=False)
-        except StreamRefused as exc:
-            raise self._stream_ended(target, handle, exc) from None
+        await self._stream_call(target, final, creates=False)
 
     async def _open_stream(self, target: Target, handle: str, shown: str) -> _Stream:
         """The open stream ``handle``; past :data:`STREAM_LIMIT_S` it is finished now, showing ``shown``, and
@@ -659,7 +691,7 @@ class TeamsAdapter:
         body = self._stream_text(shown) or streamed
         if not body.strip():
             return
-        with contextlib.suppress(NativeUnavailableError):  # Teams had ended it: it shows what was streamed
+        with contextlib.suppress(StreamRefused):  # Teams had ended it: it shows what was streamed
             await self._final(target, handle, {"type": "message", "text": body, "textFormat": "markdown"})
 
     def _stream_ended(self, target: Target, handle: str, exc: StreamRefused) -> NativeUnavailableError:

@@ -56,6 +56,10 @@ STREAM_TIMED_OUT = "Content stream finished due to exceeded streaming time."
 """The 403's message when a stream ran past its two minutes: the rest goes in a new message."""
 STREAM_CANCELLED = "Content stream was canceled by user."
 """The 403's message when the person pressed the stream's Stop."""
+STREAM_COMPLETED = "already completed streamed message"
+"""In the 403's message when a final (or any stream activity) names a stream whose final Teams took: "Content stream
+is not allowed on an already completed streamed message" (the docs spell it "a already" and "an already" in two
+versions of the page: matched by this part, https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux#error-codes)."""
 
 NETWORK_OUTCOMES: tuple[tuple[type[BaseException], type[DeliveryError]], ...] = (
     (httpx.ConnectTimeout, PlatformUnavailableError),  # connect timed out: nothing sent

@@ -120,6 +120,8 @@ class TelegramAdapter:
     stream_refresh_s: float | None = 20.0
     finish_creates = True
     """stream_finish sends the message (sendMessage): a create."""
+    finish_repeats = False
+    """Not read: the finish is a create, settled like one (:attr:`core.ports.NativeStreaming.finish_repeats`)."""
     settles_start = False
     """A draft that may have shown lapses by itself: nothing to settle."""
     """A draft lives about 30 s (https://core.telegram.org/bots/api#sendmessagedraft): shown again after 20 s."""

@@ -160,7 +160,12 @@ RULES: tuple[Rule, ...] = (
         "native off: a message; settled below",
     ),
     Rule(frozenset({OpKind.SEND}), (UncertainDeliveryError,), "_send_unknown", "settled next, never sent blindly"),
-    Rule(frozenset({OpKind.STREAM_FINISH}), (UncertainDeliveryError,), "_finish_unknown", "uncertain, never resent"),
+    Rule(
+        frozenset({OpKind.STREAM_FINISH}),
+        (UncertainDeliveryError,),
+        "_finish_unknown",
+        "a create: settled; repeatable: sent again; else uncertain",
+    ),
     Rule(_ANY, (UncertainDeliveryError,), "_retry_unknown", "idempotent: retried with backoff in the window"),
     Rule(_ANY, (PlatformUnavailableError,), "_retry_outage", "retried with backoff; past the window failed"),
     Rule(frozenset({OpKind.EDIT}), (MessageFrozenError,), "_frozen", "keeps what it shows; a new part continues"),
@@ -257,6 +262,8 @@ class DeliveryMachine:
             or None.
         finish_creates: a native stream's finish creates the message (Telegram's sendMessage after the drafts;
             :attr:`core.ports.NativeStreaming.finish_creates`).
+        finish_repeats: a finish that is no create and whose outcome is unknown is sent again, retried like an edit
+            (:attr:`core.ports.NativeStreaming.finish_repeats`, Teams); else it is reported uncertain.
         settles_start: a stream start whose outcome is unknown can be settled with the platform
             (:attr:`core.ports.NativeStreaming.settles_start`, Slack): settled below the message the part goes on
             in, and the stream's first words deleted when found; else they are reported uncertain.
@@ -279,6 +286,7 @@ class DeliveryMachine:
         typing_every_s: float | None = None,
         control: StopControl | None = None,
         finish_creates: bool = False,
+        finish_repeats: bool = False,
         settles_start: bool = False,
         status_chars: int | None = None,
     ) -> None:
@@ -302,6 +310,7 @@ class DeliveryMachine:
         self.typing_calls = 0
         """Typing indicators asked for (the run's end takes one down only when it showed any)."""
         self._finish_creates = finish_creates
+        self._finish_repeats = finish_repeats
         self._settles_start = settles_start
         self.controls = ControlPlan(control, book) if control is not None else None
         """Which message carries the control and which may (None: no control)."""
@@ -793,7 +802,9 @@ class DeliveryMachine:
             slot.message_id, slot.shown, slot.streaming, slot.native = None, None, False, False
             slot.timed_out = reached(exc)
             return Outcome.UNCERTAIN, str(exc), None
-        slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"  # Slack's stop: never sent again
+        if self._finish_repeats:  # Teams: a second final on a completed stream is refused, and that is done
+            return self._retry_unknown(op, exc)
+        slot.state, slot.error = PartState.UNCERTAIN, f"uncertain: {exc}"  # never sent again
         return Outcome.UNCERTAIN, str(exc), None
 
     def _retry_unknown(self, op: Op, exc: DeliveryError) -> Decision:

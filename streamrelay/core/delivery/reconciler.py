@@ -138,6 +138,7 @@ class Reconciler:
             typing_every_s=typing_every_s,
             control=control,
             finish_creates=native is not None and native.finish_creates,
+            finish_repeats=native is not None and native.finish_repeats,
             settles_start=native is not None and native.settles_start,
             status_chars=native.status_chars if isinstance(native, StreamStatus) else None,
         )
