@@ -11,7 +11,7 @@ from typing import Any
 
 from streamrelay.adapters.sqlite import SqliteJournal, SqliteStore
 from streamrelay.adapters.sqlite.journal import SWEEP_ROWS
-from streamrelay.core.records.journal import JournalEntry
+from streamrelay.core.records.journal import IdleClose, JournalEntry
 
 
 async def _rows(store: SqliteStore, run: str) -> int:
@@ -80,3 +80,29 @@ async def test_lines_left_by_a_kill_before_their_delete_are_swept_at_open(tmp_pa
     assert await journal.lines("open") == ['{"n": 0}']
     await journal.close()
     await store.close()
+
+
+async def test_an_idle_close_is_durable_until_the_run_finishes(tmp_path: Path) -> None:
+    """The idle close's commit point (``close_idle``) is a row a reopened file still has (a kill -9 after it resumes
+    the run closed); ``finish`` and ``erase`` forget it; a file written before the table existed gains it at open."""
+    path = tmp_path / "idle.sqlite3"
+    with sqlite3.connect(path) as db:  # a journal file of an older version: no journal_idle_closed table
+        db.execute("CREATE TABLE journal (id INTEGER PRIMARY KEY AUTOINCREMENT, run TEXT, line TEXT, at REAL)")
+        db.execute("CREATE TABLE journal_ended (run TEXT PRIMARY KEY, last_seq INTEGER, ended_at REAL NOT NULL)")
+        db.execute("INSERT INTO journal (run, line, at) VALUES ('old', '{}', 0)")
+    journal = await SqliteJournal.open(path)
+    assert await journal.unfinished() == ["old"] and await journal.idle_closed("old") is None
+    await journal.append([JournalEntry(run, '{"kind": "text"}') for run in ("a", "b", "c")])
+    await journal.close_idle("a", 4)
+    await journal.close_idle("b", None)
+    await journal.close_idle("b", 2, ended=True)  # again: the lines it took held its end
+    await journal.close_idle("c", 7)
+    await journal.close()
+    journal = await SqliteJournal.open(path)  # as after a kill: only what was committed
+    assert await journal.idle_closed("a") == IdleClose("a", 4)
+    assert await journal.idle_closed("b") == IdleClose("b", 2, ended=True)
+    await journal.finish("a", 4)
+    assert await journal.erase(["c"]) == 1
+    assert await journal.idle_closed("a") is None and await journal.idle_closed("c") is None
+    assert await journal.idle_closed("b") == IdleClose("b", 2, ended=True)
+    await journal.close()

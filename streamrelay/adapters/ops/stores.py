@@ -21,7 +21,7 @@ from streamrelay.adapters.ops.metrics import ServiceMetrics
 from streamrelay.core.ports import PendingSend
 from streamrelay.core.records.desk import DeskEntry
 from streamrelay.core.records.erase import Conversations, Erasable, Expiring
-from streamrelay.core.records.journal import EndedRun, Journal, JournalEntry
+from streamrelay.core.records.journal import EndedRun, IdleClose, Journal, JournalEntry
 from streamrelay.core.records.ledger import Ledger, PartRecord, RunRecord
 from streamrelay.core.records.report import PartState, SlotRole
 
@@ -95,6 +95,9 @@ class MeteredJournal:
 
     async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         await self.inner.close_idle(run, last_seq, ended=ended)
+
+    async def idle_closed(self, run: str) -> IdleClose | None:
+        return await self.inner.idle_closed(run)
 
     async def erase(self, runs: Sequence[str]) -> int:
         """The inner journal's erasure (:class:`core.records.erase.Erasable`).

@@ -27,7 +27,7 @@ from collections.abc import Collection, Sequence
 
 from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
-from streamrelay.core.records.journal import EndedRun, JournalEntry
+from streamrelay.core.records.journal import EndedRun, IdleClose, JournalEntry
 
 GROUP = "owners"
 """The consumer group of every partition's input stream (one group: the partition's owner of the moment)."""
@@ -215,6 +215,13 @@ class RedisJournal:
         """Nothing here: a relay journaling straight into this journal takes its lines in its own process, where
         admission refuses them once the run is closing; a partition owner fed from the input stream passes the
         close's commit point through the stream (:meth:`app.replicas.owner.PartitionOwner.close_idle`)."""
+
+    async def idle_closed(self, run: str) -> IdleClose | None:
+        """None: the idle-close mark lives in the input stream's keys (:meth:`adapters.redis.InputStream.close_idle`),
+        and a partition's new owner resumes such a run open while every front refuses its later lines; it closes
+        again after its idle time with the same final, the ledger keeping its notice once
+        (:meth:`core.records.journal.Journal.idle_closed`)."""
+        return None
 
     async def ended(self, run: str) -> EndedRun | None:
         """The finished run ``run``, or None when it never finished in this partition (or was forgotten)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from streamrelay.adapters.sqlite.store import SqliteStore
 from streamrelay.core.clock import boot_seconds
-from streamrelay.core.records.journal import EndedRun, JournalEntry
+from streamrelay.core.records.journal import EndedRun, IdleClose, JournalEntry
 
 _log = logging.getLogger("streamrelay.journal")
 
@@ -36,10 +36,16 @@ CREATE INDEX IF NOT EXISTS journal_run ON journal (run, id);
 CREATE TABLE IF NOT EXISTS journal_ended (
     run TEXT PRIMARY KEY, last_seq INTEGER, ended_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS journal_idle_closed (
+    run TEXT PRIMARY KEY, last_seq INTEGER, ended INTEGER NOT NULL, closed_at REAL NOT NULL
+);
 DROP TABLE IF EXISTS journal_clock;
 """
 # journal.at: when a line was accepted, on the boot clock (core.clock.boot_seconds) of the boot that wrote it.
 # journal_clock (the boot that wrote journal.at, for a quiet time no reader uses now) is dropped from older files.
+# journal_idle_closed: the idle closes of runs not finished yet (SqliteJournal.close_idle), a row per run, deleted with
+# the run's finish. A file written before it gains the table at its next open (nothing to migrate: no run of it was
+# closed so); an older version opening a newer file ignores the table (its runs resume open, as they did there).
 
 
 class SqliteJournal:
@@ -127,6 +133,7 @@ class SqliteJournal:
                 " ON CONFLICT (run) DO UPDATE SET last_seq = excluded.last_seq, ended_at = excluded.ended_at",
                 (run, last_seq, time.time()),
             )
+            db.execute("DELETE FROM journal_idle_closed WHERE run = ?", (run,))
 
         await self._store.transaction(finished)
         self._sweep(lambda db: db.execute("DELETE FROM journal WHERE run = ?", (run,)))
@@ -151,9 +158,12 @@ class SqliteJournal:
         Returns:
             How many lines were still journaled.
         """
-        return await self._store.erase(
-            lambda db: sum(db.execute("DELETE FROM journal WHERE run = ?", (run,)).rowcount for run in runs)
-        )
+
+        def erased(db: sqlite3.Connection) -> int:
+            db.executemany("DELETE FROM journal_idle_closed WHERE run = ?", [(run,) for run in runs])
+            return sum(db.execute("DELETE FROM journal WHERE run = ?", (run,)).rowcount for run in runs)
+
+        return await self._store.erase(erased)
 
     async def ended(self, run: str) -> EndedRun | None:
         query = "SELECT last_seq FROM journal_ended WHERE run = ?"
@@ -161,8 +171,29 @@ class SqliteJournal:
         return EndedRun(run, rows[0][0]) if rows else None
 
     async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
-        """Nothing: in one process admission refuses the run's later lines once it is closing
-        (:meth:`core.records.journal.Journal.close_idle`)."""
+        """The idle close's commit point (:meth:`core.records.journal.Journal.close_idle`): ``run`` closed by the idle
+        timeout at ``last_seq`` (``ended``: it took its own ``end``), durable when this returns (one commit, grouped
+        with the store's others). Admission refuses the run's later lines itself (the run is closing); this row is
+        what a restart finds (:meth:`idle_closed`): before it, a kill after the close's notice resumed the run open,
+        it took its agent's later lines and ended ``delivered`` under the "stopped here" notice (chaos-10-00017).
+
+        Raises:
+            sqlite3.Error | OSError: the mark was not written (the run is not closed: nothing of it is shown).
+        """
+
+        def mark(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO journal_idle_closed (run, last_seq, ended, closed_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (run) DO UPDATE SET last_seq = excluded.last_seq, ended = excluded.ended,"
+                " closed_at = excluded.closed_at",
+                (run, last_seq, int(ended), time.time()),
+            )
+
+        await self._store.transaction(mark)
+
+    async def idle_closed(self, run: str) -> IdleClose | None:
+        rows = await self._store.fetch("SELECT last_seq, ended FROM journal_idle_closed WHERE run = ?", (run,))
+        return IdleClose(run, rows[0][0], bool(rows[0][1])) if rows else None
 
     async def close(self) -> None:
         if self._leftovers is not None:

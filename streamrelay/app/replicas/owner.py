@@ -29,7 +29,7 @@ from streamrelay.adapters.ingest_http.lines import decode_text
 from streamrelay.adapters.redis import InputEntry, InputStream, RedisJournal, RedisLedger
 from streamrelay.core.errors import IngestError, OwnershipLostError, StoreUnavailableError
 from streamrelay.core.events import TextEvent
-from streamrelay.core.records.journal import EndedRun, JournalEntry
+from streamrelay.core.records.journal import EndedRun, IdleClose, JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.corrections import Corrections
 from streamrelay.core.run.desk import Desk
@@ -97,6 +97,9 @@ class AckingJournal:
     async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """The owner's commit point of an idle close (:meth:`PartitionOwner.close_idle`)."""
         await self._close_idle(run, last_seq, ended=ended)
+
+    async def idle_closed(self, run: str) -> IdleClose | None:
+        return await self.inner.idle_closed(run)
 
     async def ended(self, run: str) -> EndedRun | None:
         return await self.inner.ended(run)

@@ -423,7 +423,7 @@ class Admission:
             if (
                 IDLE_CLOSED in closed
                 and enforce
-                and not (event.seq is not None and run.gate.last is not None and event.seq <= run.gate.last)
+                and not (event.seq is not None and run.closed_seq is not None and event.seq <= run.closed_seq)
             ):
                 raise IngestError(f"{closed}: {IDLE_REFUSAL}", status=409)
             return None, [], LineResult(dropped=closed)

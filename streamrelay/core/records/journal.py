@@ -10,6 +10,10 @@ events derived from it: the normalizers are stateful, and replaying their input 
 
 When a run has finished, its lines are dropped and only its last ``seq`` is kept, so a re-sent ended run is
 acknowledged and dropped (never a 409), also after a restart.
+
+A run closed by the idle timeout passes a commit point before anything of its close is shown
+(:meth:`Journal.close_idle`): once it is journaled, a restart resumes the run closed (:meth:`Journal.idle_closed`),
+never open to lines its agent sends later.
 """
 
 from __future__ import annotations
@@ -50,6 +54,16 @@ class EndedRun:
     last_seq: int | None
 
 
+@dataclass(frozen=True)
+class IdleClose:
+    """What the journal keeps of an unfinished run's idle close (:meth:`Journal.close_idle`): ``last_seq``, the last
+    ``seq`` the run took (None: none, or it used none); ``ended``, the lines it took held its own ``end``."""
+
+    run: str
+    last_seq: int | None
+    ended: bool = False
+
+
 class Journal(Protocol):
     """Durable accepted lines. Implementations: :class:`MemoryJournal`, ``adapters.sqlite.SqliteJournal``."""
 
@@ -83,10 +97,13 @@ class Journal(Protocol):
 
     async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """The commit point of ``run``'s close by the idle timeout (``last_seq``: the last ``seq`` it took, None
-        without): once this returns, every line of ``run`` accepted before it has been handed to the run, and every
-        later line with a higher ``seq`` is refused with 409 wherever it arrives (one process: admission sees the
-        run closing at once, so nothing is done here; replicas: the run's idle-close mark in Redis, which every
-        front's append checks atomically, :meth:`adapters.redis.InputStream.close_idle`).
+        without), passed before anything of the close (its final, its notice) is shown: once this returns, every
+        line of ``run`` accepted before it has been handed to the run, every later line with a higher ``seq`` is
+        refused with 409 wherever it arrives, and a restart resumes the run closed (:meth:`idle_closed`): it
+        finishes what it had and its notice, the ledger deciding what was shown already. One process: the mark is
+        durable in the journal (admission refuses the later lines itself, the run being closing); replicas: the
+        run's idle-close mark in Redis, which every front's append checks atomically
+        (:meth:`adapters.redis.InputStream.close_idle`).
 
         Called again with ``ended`` when the lines handed over took the run's own ``end``: the run ended as any run
         does, and its later lines are acknowledged and dropped wherever they arrive, as an ended run's (replicas:
@@ -95,7 +112,16 @@ class Journal(Protocol):
         Raises:
             core.errors.OwnershipLostError: another replica owns the run now (it is not closed here).
             core.errors.StoreUnavailableError: the store did not answer (the run stays open; its worker tries again).
+            OSError | Exception: the one-process journal could not write the mark (nothing of the close was shown).
         """
+        ...
+
+    async def idle_closed(self, run: str) -> IdleClose | None:
+        """``run``'s idle close (:meth:`close_idle`) when it passed its commit point and the run has not finished
+        (:meth:`finish` forgets it), else None. A run resumed with one is closed at once, never open to new lines.
+        The Redis journals answer None: their marks live in the input stream's keys, and a partition's new owner
+        resumes such a run open while every front refuses its later lines, closing it again after its idle time
+        (the same final: the ledger keeps its notice once)."""
         ...
 
     async def close(self) -> None: ...
@@ -112,6 +138,7 @@ class MemoryJournal:
         self._lines: dict[str, list[str]] = {}
         self._last_at: dict[str, float] = {}
         self._ended: OrderedDict[str, EndedRun] = OrderedDict()
+        self._idle: dict[str, IdleClose] = {}
         self._keep = keep_ended
         self.commits = 0
 
@@ -137,18 +164,23 @@ class MemoryJournal:
     async def finish(self, run: str, last_seq: int | None) -> None:
         self._lines.pop(run, None)
         self._last_at.pop(run, None)
+        self._idle.pop(run, None)
         self._ended[run] = EndedRun(run, last_seq)
         while len(self._ended) > self._keep:
             self._ended.popitem(last=False)
 
     async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
-        """Nothing: in one process admission refuses the run's later lines once it is closing
-        (:meth:`Journal.close_idle`)."""
+        """Keep ``run``'s idle close until it finishes (:meth:`Journal.close_idle`)."""
+        self._idle[run] = IdleClose(run, last_seq, ended)
+
+    async def idle_closed(self, run: str) -> IdleClose | None:
+        return self._idle.get(run)
 
     async def erase(self, runs: Sequence[str]) -> int:
         """Forget ``runs``' lines (:class:`core.records.erase.Erasable`); how many there were."""
         for run in runs:
             self._last_at.pop(run, None)
+            self._idle.pop(run, None)
         return sum(len(self._lines.pop(run, [])) for run in runs)
 
     async def ended(self, run: str) -> EndedRun | None:

@@ -49,7 +49,7 @@ from streamrelay.core.run.finished import FinishedRuns, finished_record
 from streamrelay.core.run.monitor import Watched
 from streamrelay.core.run.stop import StopState, stop_run
 from streamrelay.core.run.timeline import TIMELINE, Timeline, Timelines
-from streamrelay.core.run.worker import ActiveRun, consecutive, work
+from streamrelay.core.run.worker import ActiveRun, consecutive, idle_closing, work
 from streamrelay.core.tasks import stop_all
 from streamrelay.core.trace import RUN_SPAN, RUN_TRACE, RunSpan, RunTracer
 
@@ -322,21 +322,34 @@ class Relay:
             del self._unclosed[run_id]
 
     async def _resume_one(self, run_id: str) -> bool:
-        """Replay one run's journal; True when it is active again (False: it had ended, or cannot be rebuilt)."""
+        """Replay one run's journal; True when it is active again (False: it had ended, or cannot be rebuilt).
+
+        A run whose idle close passed its commit point (:meth:`core.records.journal.Journal.idle_closed`) is active
+        again closed: it takes no line from now on (those its agent sends later are refused 409, as after any idle
+        close), and its worker closes it at once with what it had, the ledger deciding what of its final and notice
+        was shown already. Before, it resumed open: a kill after the close's notice, before its end was recorded,
+        let it take its agent's later lines and end ``delivered`` under the notice (chaos-10-00017)."""
         lines = [(json.loads(line), line) for line in await self._journal.lines(run_id)]
+        closed = await self._journal.idle_closed(run_id)
         # The run.start first: a concurrent request of the same run may have been committed before it.
         lines.sort(key=lambda item: 0 if isinstance(item[0], dict) and item[0].get("kind") == "run.start" else 1)
         results = await self._take(lines, run_id, replay=True)
-        problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
-        if run_id in self._runs:
-            if problems:
+        seqs = [obj.get("seq") for obj, _ in lines if isinstance(obj, dict)]
+        last_seq = max((q for q in seqs if isinstance(q, int)), default=None)
+        if (run := self._runs.get(run_id)) is not None:
+            if closed is not None and run.closing is None and not run.ended and run.stopped is None:
+                # Nothing awaited since the replay: no line was taken since. Every journaled line is taken again
+                # (one journaled between two of the close's marks too): the last seq is the journal's.
+                run.closing, run.closed_seq = idle_closing(run_id, self._idle_s), last_seq
+                _log.info("run %s resumed closed by the idle timeout (its close was journaled)", run_id)
+            if problems := [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]:
                 _log.warning("run %s resumed without %d journaled lines: %s", run_id, len(problems), problems[:3])
             return True
+        problems = [f"line {i + 1}: {r}" for i, r in enumerate(results) if isinstance(r, IngestError)]
         record = await self._ledger.get_run(run_id)
         if record is None or not record.ended:  # else it ended just before the journal was told
             _log.error("run %s cannot be resumed (%s): dropped from the journal", run_id, "; ".join(problems[:3]))
-        seqs = [obj.get("seq") for obj, _ in lines if isinstance(obj, dict)]
-        await self._journal.finish(run_id, max((q for q in seqs if isinstance(q, int)), default=None))
+        await self._journal.finish(run_id, last_seq)
         return False
 
     async def _take(

@@ -9,8 +9,9 @@ state is sent, never the intermediate ones.
 A run whose agent sends nothing for ``idle_s`` seconds is closed with what it has and a short notice, unless it waits
 for a person: while one of its approvals is undecided and unexpired, its agent (blocked on the decision, as
 ``RelayClient.wait_approval`` is) is not idle. The close has a commit point
-(:meth:`core.records.journal.Journal.close_idle`): every line accepted before it is taken, every later one refused
-with 409, on one process and on replicas alike.
+(:meth:`core.records.journal.Journal.close_idle`), passed before anything of the close is shown: every line accepted
+before it is taken, every later one refused with 409, on one process and on replicas alike; on one process a restart
+after it resumes the run closed (its final and notice finished once, the ledger deciding), never open to new lines.
 """
 
 from __future__ import annotations
@@ -60,7 +61,12 @@ class ActiveRun:
     """How many requests took lines (or a stop, a decision) of this run that are not handed over yet (being
     journaled): while any is, the run is not closed by its idle timeout (:meth:`hold`)."""
     closing: str | None = None
-    """Why the run takes no more lines (its agent went quiet and it is being closed), or None."""
+    """Why the run takes no more lines (its agent went quiet and it is being closed), or None. Set before its worker
+    starts for a run resumed after its idle close's commit point (:meth:`core.run.relay.Relay.resume`): it is
+    closed at once."""
+    closed_seq: int | None = None
+    """With :attr:`closing`: the last ``seq`` the run took (a line at or below it is a repeat, acknowledged and
+    dropped; a later one was never taken: 409)."""
     end_seq: int | None = None
     ended: bool = False
     """The root's ``end`` was taken (lines after it have nothing to change)."""
@@ -142,6 +148,12 @@ def consecutive(staged: list[tuple[ActiveRun, Sequence[RunEvent]]]) -> list[tupl
     return out
 
 
+def idle_closing(run: str, idle_s: float) -> str:
+    """:attr:`ActiveRun.closing` of ``run`` closed by the idle timeout of ``idle_s`` seconds (admission answers its
+    agent's later lines with it)."""
+    return f"run {run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
+
+
 class CloseIdle(Protocol):
     """The commit point of an idle close: (run key, its last ``seq`` taken) -> returns once every line accepted before
     it is handed to the run and later ones are refused; again with ``ended`` once those lines took the run's own
@@ -167,7 +179,7 @@ async def work(run: ActiveRun, clock: Clock, idle_s: float, close_idle: CloseIdl
     gate_deadline, take, waiter_of = gate.deadline, queue.take, queue.waiter
     last_event_at = clock.now()  # a resumed run too: its idle time counts afresh from the resume (issue 24, item 6)
     try:
-        if await _catch_up(run, last_event_at):
+        if await _catch_up(run, last_event_at) or await _closed_at_resume(run, clock, idle_s, close_idle):
             return
         while True:
             # What the worker awaits: its next events, or its first deadline (the stage's timers, a ``seq`` gap's,
@@ -238,26 +250,55 @@ async def _timers(
     if not run.taking and clock.now() >= last_event_at + idle_s:
         if _awaits_person(run):
             return clock.now()
-        ending: End | Stop | None = None
-        took = True
-        while took and ending is None:  # again after lines were taken: the mark names the last seq the run took
-            await close_idle(run.run, run.gate.last)
-            took = False
-            while ending is None and (batch := run.queue.take(BATCH)):
-                took = True
-                ending = _took(run, batch, controller.stage_handle, clock.now())
-            if ending is None and (held := run.gate.release_held()):
-                took = True
-                ending = _feed(controller, join_deltas(held))
-        run.closing = f"run {run.run!r} was closed: {IDLE_REASON.format(idle=idle_s)}"
-        if isinstance(ending, End):  # it came before the commit point: the run ends as any run, and answers so
-            await close_idle(run.run, run.gate.last, ended=True)
-        await controller.end(ending if ending is not None else Quiet(idle_s), gaps=run.gate.gaps)
+        await _close(run, clock, idle_s, close_idle)
         return None
     controller.tick()
     if await _handle(controller, run.gate.expire(clock.now()), run.gate.gaps):
         return None
     return last_event_at
+
+
+async def _close(run: ActiveRun, clock: Clock, idle_s: float, close_idle: CloseIdle) -> None:
+    """Close ``run`` by the idle timeout, with what it had (:func:`_timers`; a run resumed after the close's commit
+    point, again: its lines replayed, the commit point passed again, the same final, the ledger deciding what was
+    shown already). The commit point comes before anything of the close is shown: a kill before it resumes the run
+    open with nothing of the close shown, a kill after it resumes the run closed.
+
+    While the commit point is written, a request may take lines of the run (it was not closing yet): the close waits
+    until they are handed over (:meth:`ActiveRun.release`), takes them and passes the commit point again with the
+    run's new last ``seq``, until one passes with nothing taken meanwhile: every line journaled for the run is then
+    one it took. (One process's journal writes the mark in a commit of its own, awaited: before, it wrote nothing,
+    and nothing came in between.)"""
+    controller = run.controller
+    ending: End | Stop | None = None
+    took = True
+    while took and ending is None:  # again after lines were taken: the mark names the last seq the run took
+        await close_idle(run.run, run.gate.last)
+        took = False
+        while True:
+            while ending is None and (batch := run.queue.take(BATCH)):
+                took = True
+                ending = _took(run, batch, controller.stage_handle, clock.now())
+            if ending is not None or not run.taking:
+                break
+            if (waiter := run.queue.waiter(None, clock)) is not None:  # woken by their hand-over or release
+                await waiter
+        if ending is None and (held := run.gate.release_held()):
+            took = True
+            ending = _feed(controller, join_deltas(held))
+    run.closing, run.closed_seq = idle_closing(run.run, idle_s), run.gate.last
+    if isinstance(ending, End):  # it came before the commit point: the run ends as any run, and answers so
+        await close_idle(run.run, run.gate.last, ended=True)
+    await controller.end(ending if ending is not None else Quiet(idle_s), gaps=run.gate.gaps)
+
+
+async def _closed_at_resume(run: ActiveRun, clock: Clock, idle_s: float, close_idle: CloseIdle) -> bool:
+    """A run resumed after its idle close's commit point (:attr:`ActiveRun.closing` set by the relay before its
+    worker started) is closed at once with what it had (:func:`_close`); True when so."""
+    if run.closing is None:
+        return False
+    await _close(run, clock, idle_s, close_idle)
+    return True
 
 
 async def _catch_up(run: ActiveRun, now: float) -> bool:
