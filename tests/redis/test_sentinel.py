@@ -28,6 +28,7 @@ from streamrelay.app.chaos.answers import load_recordings
 from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
 from streamrelay.app.dry_run import DRY_RUN
 from tests.contention import wait_scale
+from tests.preloaded import streamrelay_process
 from tests.redis.conftest import _start, redis_binary
 from tests.redis.test_failover import PARTITIONS, ROOT, TOKEN, Replicas, _config, _until
 
@@ -221,14 +222,8 @@ async def test_serve_takes_a_volatile_redis_when_the_operator_says_so(tmp_path: 
         "STREAMRELAY_SERVICE__REDIS_URL": f"redis://127.0.0.1:{port}/0",
     }
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", "0"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
+    log.write_bytes(b"")
+    proc = streamrelay_process(["serve", "--config", str(config), "--port", "0"], env, log)  # tests/preloaded.py
     try:
 
         def started() -> bool:
@@ -286,14 +281,8 @@ async def test_a_replica_started_while_redis_does_not_answer_waits_for_it(tmp_pa
         "STREAMRELAY_SERVICE__REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
     }
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
+    log.write_bytes(b"")
+    proc = streamrelay_process(["serve", "--config", str(config), "--port", str(port)], env, log)  # tests/preloaded.py
     server: subprocess.Popen[bytes] | None = None
     try:
         async with httpx.AsyncClient(timeout=10) as http:
