@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streamrelay.app.preloaded import IMPORT_TIME_ENV, Preloaded, config_modules
+from streamrelay.app.preloaded import IMPORT_TIME_ENV, Forked, Preloaded, config_modules
 from tests.contention import wait_scale
 from tests.ports import free_port
 
@@ -45,10 +45,16 @@ def test_a_kill_is_reported_as_popen_does(zygote: Preloaded, tmp_path: Path) -> 
     log = tmp_path / "mock.log"
     port = free_port()
     forked = zygote.start(["mock", "slack", "--port", str(port)], {**os.environ, "NO_COLOR": "1"}, log, tmp_path)
+    try:
+        _killed_as_popen_reports(forked, log, tmp_path)
+    finally:  # a failed check leaves no mock running
+        if forked.poll() is None:
+            os.kill(forked.pid, signal.SIGKILL)
+
+
+def _killed_as_popen_reports(forked: Forked, log: Path, tmp_path: Path) -> None:
     deadline = time.monotonic() + 30 * wait_scale()
-    while (
-        not log.exists() or "mock Slack Web API" not in log.read_text()
-    ):  # the command's own output, in the request's log
+    while not log.exists() or "mock Slack Web API" not in log.read_text():  # the command's output, in the log
         assert time.monotonic() < deadline and forked.poll() is None, f"exit {forked.poll()}"
         time.sleep(0.02)
     assert Path(f"/proc/{forked.pid}/cwd").resolve() == tmp_path.resolve()
