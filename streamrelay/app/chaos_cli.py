@@ -88,6 +88,14 @@ def chaos(
             " by three sentinels",
         ),
     ] = 0,
+    fresh_processes: Annotated[
+        bool,
+        typer.Option(
+            "--fresh-processes",
+            help="start the sidecar and each restart as a new interpreter (default: forked from a process that has "
+            "imported the command and the SDKs: the same code from its arguments on, seconds of CPU less per start)",
+        ),
+    ] = False,
 ) -> None:
     """A seeded chaos campaign against the real sidecar and mock platforms (separate processes): kill -9 of the
     sidecar at random points, restarts on the same journal and ledger, agents re-sending from seq 0 or never
@@ -139,6 +147,7 @@ def chaos(
         lease_ttl_s=lease_ttl_s,
         failovers=failovers,
         agent_back_s=agent_back_s,
+        fresh_processes=fresh_processes,
     )
     _chaos_preflight(options)
     shown = err if as_json else console

@@ -1,13 +1,12 @@
 """A real ``streamrelay serve`` process for the tests that need one (:func:`serve_process`): started on a config,
-its output in a log file, waited for until ready (:meth:`Served.ready`), killed at the exit if still running. Each
-costs a process start (about 1 CPU-s with only the web channel, 4 with a Telegram channel: aiogram's import)."""
+its output in a log file, waited for until ready (:meth:`Served.ready`), killed at the exit if still running. Each is
+forked from the worker's zygote (tests/preloaded.py: the imports done once per worker, not the ~1 CPU-s with only
+the web channel and ~5 more with a Telegram channel, aiogram's import, each process)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 
 from tests.contention import wait_scale
+from tests.preloaded import Started, streamrelay_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ class Served:
         token: the ingest token :meth:`post` sends (``STREAMRELAY_TOKEN`` of the process).
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path, token: str) -> None:
+    def __init__(self, proc: Started, port: int, log: Path, token: str) -> None:
         self.proc, self.port, self.log, self.token = proc, port, log, token
         self.client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30)
 
@@ -71,10 +71,10 @@ class Served:
             AssertionError: still running then.
         """
         deadline = time.monotonic() + timeout_s * wait_scale()
-        while self.proc.poll() is None:
+        while (code := self.proc.poll()) is None:
             assert time.monotonic() < deadline, f"still running after {timeout_s:g} s (times the load)"
             await asyncio.sleep(0.05)
-        return self.proc.returncode
+        return code
 
 
 @asynccontextmanager
@@ -85,14 +85,8 @@ async def serve_process(
     what to add), listening on ``port`` (the config's), its output in ``serve.log`` beside ``config``; killed at
     the exit if still running. Not waited for: call :meth:`Served.ready`."""
     log = config.parent / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), *args],
-            cwd=ROOT,
-            env=dict(env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    log.write_bytes(b"")
+    proc = streamrelay_process(["serve", "--config", str(config), *args], env, log)
     served = Served(proc, port, log, token)
     try:
         yield served

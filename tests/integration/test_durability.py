@@ -12,8 +12,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -30,6 +28,7 @@ from streamrelay.config.settings import load_settings
 from streamrelay.mocks.common import MockPlatform
 from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
+from tests.preloaded import Started, streamrelay_process
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "durability-test-token"
@@ -72,16 +71,11 @@ def _config(tmp: Path, platform: str, api_base: str, port: int, **channel: Any) 
 
 
 @contextmanager
-def _serve(config: Path, bot_token: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _serve(config: Path, bot_token: str, log: Path) -> Iterator[Started]:
+    """``serve --config config`` as a process (forked from the worker's zygote: tests/preloaded.py), its output
+    appended to ``log``; killed at the exit if still running."""
     env = {**os.environ, "STREAMRELAY_TOKEN": TOKEN, "DURABILITY_BOT_TOKEN": bot_token, "NO_COLOR": "1"}
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
+    proc = streamrelay_process(["serve", "--config", str(config)], env, log)
     try:
         yield proc
     finally:

@@ -9,8 +9,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -26,6 +24,7 @@ from streamrelay.app.dry_run import DRY_RUN
 from streamrelay.config.settings import load_settings
 from tests.contention import wait_scale
 from tests.ports import free_port as _free_port
+from tests.preloaded import Started, streamrelay_process
 from tests.redis.replicas import start_replicas
 
 pytestmark = pytest.mark.timeout(180)
@@ -92,17 +91,10 @@ class Replicas:
             "NO_COLOR": "1",
         }
         self.log = log
-        with log.open("ab") as out:
-            self.procs = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", str(port)],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=out,
-                    stderr=out,
-                )
-                for port in self.ports
-            ]
+        self.procs = [  # forked from the worker's zygote (tests/preloaded.py): aiogram imported once per worker
+            streamrelay_process(["serve", "--config", str(config), "--port", str(port)], env, log)
+            for port in self.ports
+        ]
 
     async def ready(self, http: httpx.AsyncClient, client: Redis) -> bool:
         """Every replica answers /readyz 200 and every partition's lease is held (raises when a replica exited)."""
@@ -274,7 +266,7 @@ async def _stream_through_a_failure(
     client: Redis,
     replicas: Replicas,
     mock: Any,
-    fail: Callable[[subprocess.Popen[bytes]], None],
+    fail: Callable[[Started], None],
     *,
     block: bool = False,
 ) -> tuple[int, dict[str, Any]]:

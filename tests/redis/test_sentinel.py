@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -28,8 +27,9 @@ from streamrelay.app.chaos.answers import load_recordings
 from streamrelay.app.chaos.sentinels import MASTER, RedisSentinels
 from streamrelay.app.dry_run import DRY_RUN
 from tests.contention import wait_scale
+from tests.preloaded import streamrelay_process
 from tests.redis.conftest import _start, redis_binary
-from tests.redis.test_failover import PARTITIONS, ROOT, TOKEN, Replicas, _config, _until
+from tests.redis.test_failover import PARTITIONS, TOKEN, Replicas, _config, _until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -157,17 +157,20 @@ async def test_a_durable_write_waits_for_the_replica_and_is_refused_when_it_cann
 
 
 def _serve(config: Path, env: dict[str, str], timeout_s: float = 90) -> subprocess.CompletedProcess[str]:
-    """Run ``serve`` to its exit; ``timeout_s`` is a hang guard for an idle machine, scaled by the load
+    """Run ``serve`` to its exit (forked from the worker's zygote: tests/preloaded.py), its output in ``stdout``
+    (stderr with it); ``timeout_s`` is a hang guard for an idle machine, scaled by the load
     (:func:`tests.contention.wait_scale`: at load 30 on 2 cores a refusing ``serve`` took over 90 s to exit)."""
     timeout_s *= wait_scale()
-    return subprocess.run(
-        [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", "0"],
-        cwd=ROOT,
-        env={**os.environ, "STREAMRELAY_TOKEN": TOKEN, "NO_COLOR": "1", "COLUMNS": "400", **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    log = config.parent / "refused.log"
+    log.write_bytes(b"")
+    args = ["serve", "--config", str(config), "--port", "0"]
+    full_env = {**os.environ, "STREAMRELAY_TOKEN": TOKEN, "NO_COLOR": "1", "COLUMNS": "400", **env}
+    proc = streamrelay_process(args, full_env, log)
+    try:
+        code = proc.wait(timeout_s)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(args, code, log.read_text(errors="replace"), "")
 
 
 async def test_serve_refuses_a_redis_without_persistence_and_says_why(tmp_path: Path) -> None:
@@ -221,14 +224,8 @@ async def test_serve_takes_a_volatile_redis_when_the_operator_says_so(tmp_path: 
         "STREAMRELAY_SERVICE__REDIS_URL": f"redis://127.0.0.1:{port}/0",
     }
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", "0"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
+    log.write_bytes(b"")
+    proc = streamrelay_process(["serve", "--config", str(config), "--port", "0"], env, log)  # tests/preloaded.py
     try:
 
         def started() -> bool:
@@ -286,14 +283,8 @@ async def test_a_replica_started_while_redis_does_not_answer_waits_for_it(tmp_pa
         "STREAMRELAY_SERVICE__REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
     }
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamrelay", "serve", "--config", str(config), "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
+    log.write_bytes(b"")
+    proc = streamrelay_process(["serve", "--config", str(config), "--port", str(port)], env, log)  # tests/preloaded.py
     server: subprocess.Popen[bytes] | None = None
     try:
         async with httpx.AsyncClient(timeout=10) as http:
