@@ -12,10 +12,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, TypeVar, cast
 
 from streamrelay.core.events import JoinedDeltas, RunEvent, TextDelta, TextEvent, TextMode
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
+
+_text_of = attrgetter("text")
+_message_of = attrgetter("message")
 
 _E = TypeVar("_E", bound=RunEvent)
 """The events :func:`join_deltas` is given (a run's: :data:`core.events.RunEvent`, or typed events alone)."""
@@ -184,7 +188,14 @@ def join_deltas(events: list[_E]) -> list[_E | JoinedDeltas]:
     """
     if len(events) < 2:
         return cast("list[_E | JoinedDeltas]", events)  # (read only: nothing is added to it)
-    out: list[_E | JoinedDeltas] = []
+    if set(map(type, events)) == {TextDelta} and len(set(map(_message_of, events))) == 1:
+        # the common batch, plain deltas of one message: one join, checked and gathered in C (what the loop gives)
+        texts = list(map(_text_of, events))
+        out: list[_E | JoinedDeltas] = [events[0]]
+        del texts[0]
+        _flush_joined(out, texts)
+        return out
+    out = []
     parts: list[str] = []
     head: TextEvent | TextDelta | None = None  # the delta the next ones may join
     delta = TextMode.DELTA
@@ -223,11 +234,13 @@ def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
         last = out[-1]
         assert isinstance(last, TextEvent | TextDelta)
         candidates: list[tuple[int, int]] = []
-        offset = 0
-        for part in (last.text, *parts):  # where each delta that may be a replay lies: the guard reads it alone
-            if len(part) >= REPLAY_MIN_CHARS:
-                candidates.append((offset, len(part)))
-            offset += len(part)
+        sizes = [len(last.text), *map(len, parts)]
+        if max(sizes) >= REPLAY_MIN_CHARS:  # (else none is: the common batch of small deltas, no Python step each)
+            offset = 0
+            for size in sizes:  # where each delta that may be a replay lies: the guard reads it alone
+                if size >= REPLAY_MIN_CHARS:
+                    candidates.append((offset, size))
+                offset += size
         text, replay = last.text + "".join(parts), tuple(candidates)
         if isinstance(last, TextDelta):
             # The event it stands for, built as :meth:`TextDelta.event` validates it (its fields are of a type and
