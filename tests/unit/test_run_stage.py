@@ -205,7 +205,7 @@ def test_the_common_line_of_a_root_delta_decides_what_the_general_path_does(
     RunMonitor.answer_grew) changes nothing a person or a watcher sees: after every event the desired parts and the
     live events are those of a stage that takes the general path for every event."""
     fast, general = (stage_for(delivery, RunMonitor(RUN, wall=lambda: 1.0)) for _ in range(2))
-    general.text.plain_delta = lambda message, text: False  # type: ignore[method-assign]
+    general.text.plain_delta = lambda message, text, joined=None: False  # type: ignore[method-assign]
     received = ["", ""]
     for kind, text, message in events:
         if kind == "message_end":
@@ -253,7 +253,7 @@ def test_deltas_joined_for_a_batch_take_the_common_line_only_where_the_general_p
     :class:`TextDelta`) take RunStage.handle's short line when none of them may be a replay: after every batch the
     desired parts and the live events are those of a stage that takes the general path for every event."""
     fast, general = (stage_for(delivery, RunMonitor(RUN, wall=lambda: 1.0)) for _ in range(2))
-    general.text.plain_delta = lambda message, text: False  # type: ignore[method-assign]
+    general.text.plain_delta = lambda message, text, joined=None: False  # type: ignore[method-assign]
     received = ["", ""]
     typed: list[Event | TextDelta] = []
     for kind, text, message in events:
