@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 from streamrelay.core.events import JoinedDeltas, RunEvent, TextDelta, TextEvent, TextMode
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
 
+_seq_of = attrgetter("seq")
 _text_of = attrgetter("text")
 _message_of = attrgetter("message")
 
@@ -62,6 +63,11 @@ class SeqGate:
     def push_all(self, events: Iterable[RunEvent], now: float) -> list[RunEvent]:
         """:meth:`push` each of ``events`` in order; return the events now ready, in order. O(events) when they come
         in order: an event without ``seq``, or with the next one while nothing is held, is ready at once."""
+        if type(events) is list and not self._held and not self._consumed and (last := self.last) is not None:
+            numbers = list(map(_seq_of, events))  # the common batch, each seq the next one: checked in C, no step each
+            if numbers and numbers[0] == last + 1 and numbers == list(range(last + 1, last + 1 + len(numbers))):
+                self.last = numbers[-1]
+                return list(events)
         ready: list[RunEvent] = []
         for event in events:
             seq = event.seq
