@@ -488,3 +488,55 @@ async def test_deltas_posted_one_a_request_reach_the_chat_as_the_same_text_as_ty
         shown.append(list(chat.messages.values()))
         await relay.close()
     assert shown[0] == shown[1] == ["Hello, world\n\nBye"]
+
+
+@st.composite
+def delta_batches(draw: st.DrawFn) -> list[list[Any]]:
+    """Requests of plain delta lines as HTTP ingest carries them (:class:`TextDelta`, its run the URL's): mostly
+    whole requests whose seqs are the next ones in order (or all without one), now and then a repeat, a gap, a seq
+    out of the window, a line of another kind, a limit passed."""
+    requests: list[list[Any]] = []
+    seq = draw(st.integers(0, 3))
+    for _ in range(draw(st.integers(1, 4))):
+        numbered = draw(st.booleans())
+        request: list[Any] = []
+        for _ in range(draw(st.integers(1, 6))):
+            step = draw(st.sampled_from([1] * 10 + [0, 2, -1, 9]))
+            seq = max(0, seq + step)  # (a TextDelta's seq is valid: decoding refused any other)
+            line: Any = TextDelta("r", draw(st.sampled_from(["a", "bc", "", "def", "😀"])), seq if numbered else None)
+            if draw(st.integers(0, 12)) == 0:
+                line = draw(st.sampled_from([{"kind": "status", "text": "x"}, {"kind": "text", "text": "d"}]))
+            request.append(line)
+        requests.append(request)
+    return requests
+
+
+def _sent(obj: Any) -> tuple[Any, str]:
+    """A line as HTTP ingest hands it over: the decoded line and its text (a TextDelta's: the line it came from)."""
+    if type(obj) is TextDelta:
+        line: dict[str, Any] = {"kind": "text", "text": obj.text} | ({} if obj.seq is None else {"seq": obj.seq})
+        return obj, json.dumps(line)
+    return obj, json.dumps(obj)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(delta_batches(), LIMITS, st.one_of(st.none(), st.integers(0, 3)))
+def test_requests_of_typed_plain_deltas_are_taken_as_each_line_alone(
+    requests: list[list[Any]], limits: ClientLimits, start_seq: int | None
+) -> None:
+    """HTTP ingest's common batch (every line a :class:`TextDelta` of the run, seqs in order: taken by the group's
+    shortcut in C, ``_whole_group``) and every variation of it are taken as each line alone through accept."""
+
+    async def taken(fast: bool) -> tuple[object, ...]:
+        journal = MemoryJournal()
+        relay = _relay(limits, journal, fast=fast)
+        await relay.submit_lines([(START if start_seq is None else {**START, "seq": start_seq}, None)], "r")
+        await asyncio.sleep(0)
+        results = [
+            _result(r) for request in requests for r in await relay.submit_lines([_sent(obj) for obj in request], "r")
+        ]
+        state = _run_state(relay), results, await journal.lines("r")
+        await relay.close()
+        return state
+
+    assert asyncio.run(taken(True)) == asyncio.run(taken(False))

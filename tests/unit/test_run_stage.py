@@ -29,6 +29,7 @@ from streamrelay.core.events import (
     ProviderFormat,
     RunStart,
     Target,
+    TextDelta,
     TextEvent,
     TextMode,
     Visibility,
@@ -204,7 +205,7 @@ def test_the_common_line_of_a_root_delta_decides_what_the_general_path_does(
     RunMonitor.answer_grew) changes nothing a person or a watcher sees: after every event the desired parts and the
     live events are those of a stage that takes the general path for every event."""
     fast, general = (stage_for(delivery, RunMonitor(RUN, wall=lambda: 1.0)) for _ in range(2))
-    general.text.plain_delta = lambda message, text: False  # type: ignore[method-assign]
+    general.text.plain_delta = lambda message, text, joined=None: False  # type: ignore[method-assign]
     received = ["", ""]
     for kind, text, message in events:
         if kind == "message_end":
@@ -220,6 +221,59 @@ def test_the_common_line_of_a_root_delta_decides_what_the_general_path_does(
             event = TextEvent(run=RUN, text=text, message=message)
         fast.handle(event)
         general.handle(event)
+        assert desired(fast) == desired(general)
+    assert [e.wire() for e in fast.monitor.since(0)] == [e.wire() for e in general.monitor.since(0)]
+    fast.end(End(run=RUN, status=EndStatus.OK))
+    general.end(End(run=RUN, status=EndStatus.OK))
+    assert desired(fast) == desired(general)
+    assert fast.monitor.state == general.monitor.state
+
+
+_BATCHED_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["delta"] * 12 + ["replay", "snapshot", "message_end", "reasoning"]),
+        st.lists(st.sampled_from(["a", "b c", " ", "\n", "\n\n", "é", "😀", "```", "# "]) | _PIECES, max_size=3).map(
+            "".join
+        ),
+        st.sampled_from([0, 0, 0, 0, 0, 1]),
+    ),
+    max_size=60,
+)
+"""Mostly plain deltas (most batches join into one plain append), now and then one the general path must take."""
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _BATCHED_EVENTS, st.sampled_from([DeliveryMode.PREVIEW, DeliveryMode.BLOCK]), st.integers(min_value=2, max_value=8)
+)
+def test_deltas_joined_for_a_batch_take_the_common_line_only_where_the_general_path_does_the_same(
+    events: list[tuple[str, str, int]], delivery: DeliveryMode, batch: int
+) -> None:
+    """Deltas that arrived together (:func:`join_deltas`: a :class:`JoinedDeltas`, or plain lines as
+    :class:`TextDelta`) take RunStage.handle's short line when none of them may be a replay: after every batch the
+    desired parts and the live events are those of a stage that takes the general path for every event."""
+    fast, general = (stage_for(delivery, RunMonitor(RUN, wall=lambda: 1.0)) for _ in range(2))
+    general.text.plain_delta = lambda message, text, joined=None: False  # type: ignore[method-assign]
+    received = ["", ""]
+    typed: list[Event | TextDelta] = []
+    for kind, text, message in events:
+        if kind == "message_end":
+            typed.append(MessageEnd(run=RUN, message=message))
+        elif kind == "reasoning":
+            typed.append(TextEvent(run=RUN, text=text, message=message, visibility=Visibility.REASONING))
+        elif kind == "snapshot":
+            received[message] += text
+            typed.append(TextEvent(run=RUN, text=received[message], message=message, mode=TextMode.SNAPSHOT))
+        else:
+            text = received[message] + text if kind == "replay" else text
+            received[message] += text
+            typed.append(
+                TextDelta(RUN, text, None, message) if len(text) % 2 else TextEvent(run=RUN, text=text, message=message)
+            )
+    for i in range(0, len(typed), batch):
+        for event in join_deltas(typed[i : i + batch]):
+            fast.handle(event)
+            general.handle(event)
         assert desired(fast) == desired(general)
     assert [e.wire() for e in fast.monitor.since(0)] == [e.wire() for e in general.monitor.since(0)]
     fast.end(End(run=RUN, status=EndStatus.OK))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from streamrelay.core.events import BlockEnd, JoinedDeltas, RunEvent, TextDelta, TextEvent
 from streamrelay.core.ingest.sequencer import SeqGate, join_deltas
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
@@ -66,3 +69,31 @@ def test_text_deltas_are_joined_as_the_text_events_they_stand_for() -> None:
     assert [e.__dict__ for e in joined[:2]] == [e.__dict__ for e in typed_joined[:2]]
     assert isinstance(joined[0], JoinedDeltas) and joined[0].replay_candidates == ((1, REPLAY_MIN_CHARS),)
     assert isinstance(joined[2], TextDelta) and joined[2].event().__dict__ == typed_joined[2].__dict__
+
+
+_SEQS = st.lists(st.one_of(st.none(), st.integers(1, 12)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SEQS, max_size=5), st.sampled_from(["delta", "event"]))
+def test_a_batch_pushed_at_once_is_its_events_pushed_one_by_one(batches: list[list[int | None]], kind: str) -> None:
+    """:meth:`SeqGate.push_all` (with its shortcut for a batch whose every seq is the next one) gives what
+    :meth:`SeqGate.push` of each event gives, batch after batch: the same events ready, in order, the same gate."""
+    at_once, one_by_one = SeqGate(), SeqGate()
+    for n, seqs in enumerate(batches):
+        events: list[RunEvent] = [
+            TextDelta("r", f"{n}.{k}", seq) if kind == "delta" else _ev(seq, f"{n}.{k}") for k, seq in enumerate(seqs)
+        ]
+        expected = [ready for event in events for ready in one_by_one.push(event, float(n))]
+        assert at_once.push_all(events, float(n)) == expected
+        assert (at_once.last, at_once.dropped, at_once.gaps) == (one_by_one.last, one_by_one.dropped, one_by_one.gaps)
+
+
+def test_a_batch_of_the_next_seqs_is_ready_at_once_and_moves_the_gate() -> None:
+    gate = SeqGate()
+    gate.push(_ev(1, "a"), 0)
+    batch: list[RunEvent] = [TextDelta("r", t, seq) for seq, t in [(2, "b"), (3, "c"), (4, "d")]]
+    assert gate.push_all(batch, 0) == batch
+    assert gate.last == 4
+    assert gate.push_all([TextDelta("r", "again", 4), TextDelta("r", "e", 5)], 0) == [TextDelta("r", "e", 5)]
+    assert gate.dropped == 1

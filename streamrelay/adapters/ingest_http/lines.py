@@ -294,6 +294,10 @@ class _PlainLine(msgspec.Struct, forbid_unknown_fields=True):
 _plain_lines = msgspec.json.Decoder(list[_PlainLine]).decode
 """A JSON array of plain delta lines decoded and validated in one call (msgspec, in C)."""
 
+_encode = msgspec.json.Encoder().encode
+"""The decoded lines written again (in C): a field left unset is not written, so each line's ``:`` are one per key it
+wrote (once) plus those of its ``text`` (:func:`decode_deltas`)."""
+
 _MSGSPEC_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 _UNSET = msgspec.UNSET
 
@@ -310,9 +314,12 @@ def decode_deltas(batch: list[bytes], run: str) -> list[tuple[TextDelta, str]] |
     other key refuses it), so a ``}`` that ends a line either closes its object or sits in a string, which the raw
     newline after it would then break (JSON strings hold no raw control character); so no element spans two lines,
     every joining comma separates two elements, and as many elements as lines means one per line (two objects on one
-    line would make one more). A key written twice (msgspec keeps the last, the strict parser refuses the line) is
-    found by counting ``:`` as :func:`decode_delta` does; a lone surrogate escape msgspec refuses (the general path
-    then takes it), as it refuses NaN, bytes that are not UTF-8 and control characters in strings.
+    line would make one more). A key written twice (msgspec keeps the last, the strict parser refuses the line) is found
+    by counting ``:`` as :func:`decode_delta` does, for the batch at once: without a ``\\u003`` escape a line holds one
+    outside strings per member it wrote and those of its strings, and the lines written again (:data:`_encode`) one per
+    key kept and those of the ``text`` kept (the other values and every key hold none), so the batch has more ``:`` than
+    its lines written again exactly when a line wrote a key twice. A lone surrogate escape msgspec refuses (the general
+    path then takes it), as it refuses NaN, bytes that are not UTF-8 and control characters in strings.
 
     Returns:
         Per line, in order, its :class:`core.events.TextDelta` (``run`` = ``run``) and its text, or None.
@@ -326,20 +333,18 @@ def decode_deltas(batch: list[bytes], run: str) -> list[tuple[TextDelta, str]] |
         lines = _plain_lines(b"[" + joined + b"]")
     except _MSGSPEC_ERRORS:
         return None
-    if len(lines) != n:
-        return None
-    texts = joined.decode("utf-8").split("\n,")  # the joints are the only newlines: one per line
-    out: list[tuple[TextDelta, str]] = []
-    append = out.append
+    if len(lines) != n or _encode(lines).count(b":") != joined.count(b":"):
+        return None  # a key twice in a line: the general path refuses the line
     unset = _UNSET
-    for line, raw, raw_text in zip(lines, batch, texts, strict=True):
-        text, seq, message = line.text, line.seq, line.message
-        keys = 2 + (seq is not unset) + (message is not unset) + (line.mode is not unset) + (line.lane is not unset)
-        keys += (line.visibility is not unset) + (line.source is not unset)
-        if raw.count(b":") != keys + text.count(":"):
-            return None  # a key twice: the general path refuses the line
-        append((TextDelta(run, text, None if seq is unset else seq, 0 if message is unset else message), raw_text))
-    return out
+    return [
+        (
+            TextDelta(
+                run, line.text, None if (seq := line.seq) is unset else seq, 0 if (m := line.message) is unset else m
+            ),
+            text,
+        )
+        for line, text in zip(lines, joined.decode("utf-8").split("\n,"), strict=True)  # the joints: the only newlines
+    ]
 
 
 _text_from_json = TextEvent.__pydantic_validator__.validate_json

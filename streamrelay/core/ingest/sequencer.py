@@ -12,10 +12,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, TypeVar, cast
 
 from streamrelay.core.events import JoinedDeltas, RunEvent, TextDelta, TextEvent, TextMode
 from streamrelay.core.text.assembler import REPLAY_MIN_CHARS
+
+_seq_of = attrgetter("seq")
+_text_of = attrgetter("text")
+_message_of = attrgetter("message")
 
 _E = TypeVar("_E", bound=RunEvent)
 """The events :func:`join_deltas` is given (a run's: :data:`core.events.RunEvent`, or typed events alone)."""
@@ -58,6 +63,11 @@ class SeqGate:
     def push_all(self, events: Iterable[RunEvent], now: float) -> list[RunEvent]:
         """:meth:`push` each of ``events`` in order; return the events now ready, in order. O(events) when they come
         in order: an event without ``seq``, or with the next one while nothing is held, is ready at once."""
+        if type(events) is list and not self._held and not self._consumed and (last := self.last) is not None:
+            numbers = list(map(_seq_of, events))  # the common batch, each seq the next one: checked in C, no step each
+            if numbers and numbers[0] == last + 1 and numbers == list(range(last + 1, last + 1 + len(numbers))):
+                self.last = numbers[-1]
+                return list(events)
         ready: list[RunEvent] = []
         for event in events:
             seq = event.seq
@@ -184,7 +194,14 @@ def join_deltas(events: list[_E]) -> list[_E | JoinedDeltas]:
     """
     if len(events) < 2:
         return cast("list[_E | JoinedDeltas]", events)  # (read only: nothing is added to it)
-    out: list[_E | JoinedDeltas] = []
+    if set(map(type, events)) == {TextDelta} and len(set(map(_message_of, events))) == 1:
+        # the common batch, plain deltas of one message: one join, checked and gathered in C (what the loop gives)
+        texts = list(map(_text_of, events))
+        out: list[_E | JoinedDeltas] = [events[0]]
+        del texts[0]
+        _flush_joined(out, texts)
+        return out
+    out = []
     parts: list[str] = []
     head: TextEvent | TextDelta | None = None  # the delta the next ones may join
     delta = TextMode.DELTA
@@ -223,11 +240,13 @@ def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
         last = out[-1]
         assert isinstance(last, TextEvent | TextDelta)
         candidates: list[tuple[int, int]] = []
-        offset = 0
-        for part in (last.text, *parts):  # where each delta that may be a replay lies: the guard reads it alone
-            if len(part) >= REPLAY_MIN_CHARS:
-                candidates.append((offset, len(part)))
-            offset += len(part)
+        sizes = [len(last.text), *map(len, parts)]
+        if max(sizes) >= REPLAY_MIN_CHARS:  # (else none is: the common batch of small deltas, no Python step each)
+            offset = 0
+            for size in sizes:  # where each delta that may be a replay lies: the guard reads it alone
+                if size >= REPLAY_MIN_CHARS:
+                    candidates.append((offset, size))
+                offset += size
         text, replay = last.text + "".join(parts), tuple(candidates)
         if isinstance(last, TextDelta):
             # The event it stands for, built as :meth:`TextDelta.event` validates it (its fields are of a type and

@@ -44,6 +44,7 @@ from streamrelay.core.events import (
     EndStatus,
     ErrorEvent,
     Event,
+    JoinedDeltas,
     Lane,
     Media,
     MessageEnd,
@@ -185,21 +186,23 @@ class RunStage:
         # The common event first: a root answer delta on the ui lane, plain text, the common line of each stage. It
         # comes as a TextDelta (admission's typed value of a plain line), or as a TextEvent whose fields are read from
         # the model's ``__dict__``: pydantic's ``BaseModel.__getattr__`` makes each attribute read take CPython's slow
-        # lookup hook (about 130 ns against 40 here), and this is read once per event.
+        # lookup hook (about 130 ns against 40 here), and this is read once per event. Deltas joined for a batch
+        # (JoinedDeltas) take it too, their ``replay_candidates`` given (:meth:`VisibleText.plain_delta` checks that
+        # the guard can take none of them for a replay), so a batch of deltas is one plain append.
         if type(event) is TextDelta:
             message, text = event.message, event.text
             if not (text and _NOT_PLAIN.search(text) is None and self.text.plain_delta(message, text)):
                 self._handle(event.event())  # the rare line: as the event it stands for
                 return
         elif not (
-            type(event) is TextEvent
+            (type(event) is TextEvent or type(event) is JoinedDeltas)
             and (fields := event.__dict__)["source"] is None
             and fields["mode"] is _DELTA
             and fields["visibility"] is _ANSWER
             and fields["lane"] is _UI
             and (text := fields["text"])
             and _NOT_PLAIN.search(text) is None
-            and self.text.plain_delta(message := fields["message"], text)
+            and self.text.plain_delta(message := fields["message"], text, fields.get("replay_candidates"))
         ):
             self._handle(cast(Event, event))  # (not a TextDelta: taken above)
             return

@@ -120,7 +120,7 @@ class TextBuffer:
     def _narrow(self, text: str, at: int) -> str:
         """``text`` (starting at position ``at``) as a string of one byte a character: each character past Latin-1 is
         noted apart and stands as ``?``. O(len(text)) in C, plus a Python step per such character."""
-        if text.isascii() or max(text) <= "\xff":
+        if text.isascii() or _WIDE.search(text) is None:  # (in C: ``max(text)`` makes a string per character)
             return text
         wide = [(at + m.start(), m.group()) for m in _WIDE.finditer(text)]  # found in C: a few dozen in an answer
         self._xpos.extend(p for p, _ in wide)

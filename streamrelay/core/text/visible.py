@@ -230,22 +230,33 @@ class VisibleText:
         self._share_again(slot)
         return split
 
-    def plain_delta(self, message: int, text: str) -> bool:
+    def plain_delta(self, message: int, text: str, joined: tuple[tuple[int, int], ...] | None = None) -> bool:
         """Apply a root ``answer`` ``delta`` of ``message`` when it takes the common line, as :meth:`apply` would
         (the message's answer is its received text, one buffer; no half surrogate pair is kept for it; the splitter
         passes ``text`` on unchanged; the replay guard cannot take it for a replay: shorter than
         :data:`REPLAY_MIN_CHARS` or than the text so far): ``text`` is appended once and the answer grew by exactly
         ``text``. False: nothing was done (the caller applies the event with :meth:`apply`).
 
-        ``text`` must be non-empty and hold no surrogate (the caller checked). O(1) plus the append: the message's
-        buffer is kept while nothing else changes the texts (:attr:`_plain`)."""
+        ``joined``: ``text`` is deltas joined for a batch (:class:`core.events.JoinedDeltas`), given with its
+        ``replay_candidates``: the guard reads each of those parts alone, never the joined text, so it cannot take
+        one for a replay when each is shorter than the text before it (what :meth:`_Received._joined` then appends
+        whole).
+
+        ``text`` must be non-empty and hold no surrogate (the caller checked). O(1) plus the append (and one step per
+        replay candidate): the message's buffer is kept while nothing else changes the texts (:attr:`_plain`)."""
         plain = self._plain
         if plain is not None and plain[0] == message:
             buffer: TextBuffer | None = plain[1]
         else:
             buffer = self._plain_line(message)
-        if buffer is None or (self.delta_replay_guard and len(text) >= REPLAY_MIN_CHARS and buffer.length <= len(text)):
+        if buffer is None:
             return False
+        if self.delta_replay_guard:
+            if joined is None:
+                if len(text) >= REPLAY_MIN_CHARS and buffer.length <= len(text):
+                    return False
+            elif joined and not all(length < buffer.length + offset for offset, length in joined):
+                return False
         if plain is None or plain[1] is not buffer:
             received = self._received_answer.texts
             received.append(None, message, text)  # the answer's buffer too (shared)
