@@ -504,3 +504,25 @@ def test_the_service_url_must_be_https_except_on_this_machine() -> None:
         assert "api_base" in str(info.value) and SECRET not in str(info.value)
     for good in ("https://smba.trafficmanager.net/emea/", "http://127.0.0.1:8086", "http://localhost:9/"):
         assert TeamsAdapter(TOKEN, base_url=good) is not None
+
+
+async def test_a_final_that_landed_before_a_restart_is_brought_up_to_date_in_place_after_it(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    """A kill between a final that Teams stored (its answer lost) and its repeat: the new process has no stream
+    state, so it finishes the stream as the core knows it shows, and Teams refuses that as a completed stream's. The
+    stream's message shows the whole first final; were it frozen, the core would post the rest again in a new
+    message (shown twice). It is a completed message that Update Activity brings to the text, once."""
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, "timeout_after_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+    again = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)  # a new process: no stream state
+    try:
+        with pytest.raises(NativeUnavailableError, match="not open here"):
+            await again.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+        # the core goes on with the part as a message: an edit to its whole text, in place
+        await again.edit_text(PERSONAL, handle, "Part one and two.", TextFormat.PLAIN)
+    finally:
+        await again.close()
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two."]
