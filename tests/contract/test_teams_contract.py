@@ -526,3 +526,23 @@ async def test_a_final_that_landed_before_a_restart_is_brought_up_to_date_in_pla
     finally:
         await again.close()
     assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two."]
+
+
+async def test_a_repeated_final_whose_update_in_place_was_lost_is_brought_up_to_date_on_the_next_try(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    """The first final landed (its answer lost) with an older text; the repeat is refused as a completed stream's and
+    its Update Activity times out too: the core sends the final once more, and the stream, no longer in the
+    adapter's memory, is finished as it is. Its message must stay open to the update (frozen, the core posts the rest
+    again in a new message: shown twice)."""
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, "timeout_after_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, draft.", TextFormat.PLAIN)
+    mock.add_fault("updateActivity", 1, "timeout_before_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, final.", TextFormat.PLAIN)
+    with pytest.raises(NativeUnavailableError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, final.", TextFormat.PLAIN)
+    await teams.edit_text(PERSONAL, handle, "Part one, final.", TextFormat.PLAIN)  # the core's next call
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one, final."]
