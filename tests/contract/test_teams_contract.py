@@ -504,3 +504,45 @@ def test_the_service_url_must_be_https_except_on_this_machine() -> None:
         assert "api_base" in str(info.value) and SECRET not in str(info.value)
     for good in ("https://smba.trafficmanager.net/emea/", "http://127.0.0.1:8086", "http://localhost:9/"):
         assert TeamsAdapter(TOKEN, base_url=good) is not None
+
+
+async def test_a_final_that_landed_before_a_restart_is_brought_up_to_date_in_place_after_it(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    """A kill between a final that Teams stored (its answer lost) and its repeat: the new process has no stream
+    state, so it finishes the stream as the core knows it shows, and Teams refuses that as a completed stream's. The
+    stream's message shows the whole first final; were it frozen, the core would post the rest again in a new
+    message (shown twice). It is a completed message that Update Activity brings to the text, once."""
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, "timeout_after_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+    again = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)  # a new process: no stream state
+    try:
+        with pytest.raises(NativeUnavailableError, match="not open here"):
+            await again.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+        # the core goes on with the part as a message: an edit to its whole text, in place
+        await again.edit_text(PERSONAL, handle, "Part one and two.", TextFormat.PLAIN)
+    finally:
+        await again.close()
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two."]
+
+
+async def test_a_repeated_final_whose_update_in_place_was_lost_is_brought_up_to_date_on_the_next_try(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    """The first final landed (its answer lost) with an older text; the repeat is refused as a completed stream's and
+    its Update Activity times out too: the core sends the final once more, and the stream, no longer in the
+    adapter's memory, is finished as it is. Its message must stay open to the update (frozen, the core posts the rest
+    again in a new message: shown twice)."""
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, "timeout_after_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, draft.", TextFormat.PLAIN)
+    mock.add_fault("updateActivity", 1, "timeout_before_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, final.", TextFormat.PLAIN)
+    with pytest.raises(NativeUnavailableError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one, final.", TextFormat.PLAIN)
+    await teams.edit_text(PERSONAL, handle, "Part one, final.", TextFormat.PLAIN)  # the core's next call
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one, final."]

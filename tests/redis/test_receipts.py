@@ -11,7 +11,7 @@ import pytest
 from streamrelay.adapters.redis.client import Redis
 from streamrelay.adapters.redis.keys import KeySpace
 from streamrelay.adapters.redis.lease import Leases
-from streamrelay.adapters.redis.receipts import RedisReceipts
+from streamrelay.adapters.redis.receipts import DEAD_RECEIVER_S, RedisReceipts
 from streamrelay.adapters.whatsapp.adapter import WhatsAppAdapter
 from streamrelay.core.events import Target
 from streamrelay.core.ports import PendingSend, SettleOutcome, TextFormat
@@ -122,11 +122,45 @@ async def test_silence_is_trusted_only_on_the_word_of_a_receiver_whose_heartbeat
     assert await two.last_heard_s("whatsapp") is None
     assert (await adapter.settle_send(target, pending)).outcome is SettleOutcome.UNKNOWN  # reported, never resent
 
-    await two.record("whatsapp", [Receipt("later", S.SENT, "wamid.L", None, now)])  # replica-2 hears them itself
-    assert await two.last_heard_s("whatsapp") == pytest.approx(now)
-    await one.record("whatsapp", [Receipt("the-dead-ones", S.SENT, "wamid.D", None, now + 1)])
-    assert await two.last_heard_s("whatsapp") == pytest.approx(now)  # a dead receiver's newer time is not read
-    assert await RedisReceipts(client, keys).last_heard_s("whatsapp") == pytest.approx(now + 1)  # no replica: any
+    # replica-2 hears them itself: still no proof while replica-1's death is recent (what was aimed at it comes later)
+    await two.record("whatsapp", [Receipt("later", S.SENT, "wamid.L", None, now)])
+    assert await two.last_heard_s("whatsapp") is None
+    later = now + DEAD_RECEIVER_S + 1  # replica-1's last word is older than that before the newest: proof again
+    await two.record("whatsapp", [Receipt("much-later", S.SENT, "wamid.M", None, later)])
+    assert await two.last_heard_s("whatsapp") == pytest.approx(later)
+    assert await RedisReceipts(client, keys).last_heard_s("whatsapp") == pytest.approx(later)  # no replica: any
+    await one.record("whatsapp", [Receipt("the-dead-ones", S.SENT, "wamid.D", None, later + 1)])
+    assert await two.last_heard_s("whatsapp") is None  # a dead receiver's newer time is no live one's proof
+
+
+async def test_silence_proves_nothing_while_a_receiver_died_lately_though_a_live_one_hears_others(
+    client: Redis,
+) -> None:
+    """breaker7, chaos seed 7 on 01c7686 (whatsapp/block, chaos-7-00022): replica-2 was killed while replica-1 was
+    down too; the statuses went round the three replicas as a load balancer sends them, each attempt to the next, so a
+    media create's status (it had timed out after the Cloud API stored it) was tried at dead replicas and came again
+    only later, while replica-3 heard other messages' statuses. replica-3 settled on silence, counted its own fresh
+    statuses as proof that they flow, and sent the media again: a double the report did not count. A receiver's
+    recent death now leaves the create uncertain, reported."""
+    keys = KeySpace(prefix="lately")
+    leases = Leases(client, keys)
+    receivers = {n: RedisReceipts(client, keys, receiver=n) for n in ("replica-1", "replica-2", "replica-3")}
+    for name in receivers:
+        await leases.heartbeat(name, 60_000)
+    now = time.time()
+    for i, receipts in enumerate(receivers.values()):
+        await receipts.record("whatsapp", [Receipt(f"earlier-{i}", S.DELIVERED, f"wamid.E{i}", None, now - 5 + i)])
+    adapter = WhatsAppAdapter(TOKEN, base_url="http://127.0.0.1:9")  # settling reads receipts, it calls no one
+    adapter.use_receipts(receivers["replica-3"], settle_window_s=0.3)
+    pending = PendingSend("stored-but-its-status-retried-later", "a file", TextFormat.PLAIN)
+    target = Target(chat_id="15551234567")
+    assert (await adapter.settle_send(target, pending)).outcome is SettleOutcome.NOT_SENT  # every receiver lives
+
+    await leases.heartbeat("replica-2", 1)  # killed: its heartbeat lapses
+    await asyncio.sleep(0.05)
+    await receivers["replica-3"].record("whatsapp", [Receipt("others", S.SENT, "wamid.O", None, time.time())])
+    assert await receivers["replica-3"].last_heard_s("whatsapp") is None
+    assert (await adapter.settle_send(target, pending)).outcome is SettleOutcome.UNKNOWN  # reported, never resent
 
 
 async def test_a_receiver_silent_for_the_retention_is_forgotten_by_the_next_write(client: Redis) -> None:

@@ -15,6 +15,9 @@ it alone): the statuses of the messages stored meanwhile are being retried at a 
 :mod:`adapters.redis.lease`): the create is then settled ``unknown`` (reported uncertain), never sent again on the
 word of a dead receiver (chaos-7-00007: replica-1, the only URL the mock posted to, was killed while replica-2 settled
 a WhatsApp create that had timed out after it was stored, and sent it again: a double the report did not count).
+A receiver's death also makes silence unproven for a while (:data:`DEAD_RECEIVER_S`), even while live ones hear
+statuses: those aimed at the dead one (posted as it died, or routed to it before the load balancer passed over it)
+come again only at Meta's next try, which may fall after the settle window.
 
 A write is one Lua script (:data:`_RECORD`): each receipt replaces the kept one only when its status ranks higher
 (:data:`core.records.receipts.STATUS_RANK`); durable like the ledger's writes (``WAIT`` where the client wants it).
@@ -66,6 +69,15 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 """
 """The replicas whose heartbeat lives now (KEYS: ``sr:{replicas}``; its scores are deadlines in Redis's ms)."""
+
+DEAD_RECEIVER_S = 600.0
+"""A receiver (a replica's process) that recorded statuses within this long of the newest one and whose heartbeat
+lapsed since makes every silence unproven (:meth:`RedisReceipts.last_heard_s` None: the create is reported
+uncertain): the statuses posted to it as it died, or routed to it after (a load balancer passes over a dead replica
+only at the next attempt), are retried by Meta later, maybe after the settle window, while the live replicas hear
+the others (breaker7, chaos seed 7 on 01c7686: two of three replicas down, a media create's status was not heard in
+the 8 s window while replica-3, alive, heard others, and it was sent again: a double the report did not count). The
+same span as ``adapters.whatsapp.settle.FLOWING_S``: a receiver silent that long proves nothing either way."""
 
 ANY_RECEIVER = ""
 """The receiver id of a store no replica runs (tools, tests): its :meth:`RedisReceipts.last_heard_s` counts every
@@ -145,18 +157,25 @@ class RedisReceipts:
 
     async def last_heard_s(self, platform: str) -> float | None:
         """When the newest receipt of ``platform`` was recorded by a replica whose heartbeat lives now (Unix
-        seconds), or None when no live replica's webhook recorded one (module docstring). Two reads: the live
-        replicas (``sr:{replicas}``) and the receivers' times (another hash tag: one script cannot read both on a
-        Redis Cluster). With :data:`ANY_RECEIVER`: the newest of any receiver."""
+        seconds), or None when no live replica's webhook recorded one, or when a receiver that recorded one within
+        :data:`DEAD_RECEIVER_S` of the newest is dead now (module docstring). Two reads: the live replicas
+        (``sr:{replicas}``) and the receivers' times (another hash tag: one script cannot read both on a Redis
+        Cluster). With :data:`ANY_RECEIVER`: the newest of any receiver."""
         with unavailable("a receipt read"):
             if self.receiver == ANY_RECEIVER:
                 raw = await self._client.get(self._key(platform) + ":heard")
                 return None if raw is None else float(raw)
-            live = [o.decode() if isinstance(o, bytes) else str(o) for o in await self._live([self._keys.replicas], [])]
+            live = {o.decode() if isinstance(o, bytes) else str(o) for o in await self._live([self._keys.replicas], [])}
             if not live:
                 return None
-            times = await self._client.hmget(self._key(platform) + ":heard_by", live)
-        heard = [float(t) for t in times if t is not None]
+            kept = await self._client.hgetall(self._key(platform) + ":heard_by")
+        times = {(k.decode() if isinstance(k, bytes) else str(k)): float(v) for k, v in kept.items()}
+        if not times:
+            return None
+        newest = max(times.values())
+        if any(at >= newest - DEAD_RECEIVER_S for who, at in times.items() if who not in live):
+            return None  # a receiver died lately: a status aimed at it is retried later, its silence proves nothing
+        heard = [at for who, at in times.items() if who in live]
         return max(heard) if heard else None
 
     async def prune(self, recorded_before_s: float) -> int:

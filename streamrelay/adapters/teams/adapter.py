@@ -684,15 +684,22 @@ class TeamsAdapter:
 
     async def _finish_early(self, target: Target, handle: str, shown: str, streamed: str) -> None:
         """End stream ``handle`` with the final message showing ``shown`` (what the core knows it shows); its
-        message then takes no more updates here (:meth:`edit_text`). A stream Teams already ended is left so."""
+        message then takes no more updates here (:meth:`edit_text`). A stream Teams already ended is left so, except
+        one Teams refuses as already completed (:data:`adapters.teams.errors.STREAM_COMPLETED`): a final of ours
+        landed before a restart (its answer lost), so the message shows that final, perhaps more than ``shown``,
+        and stays open to Update Activity, which brings it to the part's text in place (frozen, the core would post
+        the rest again in a new message: shown twice)."""
         key = (str(target.chat_id), handle)
         self._streams.pop(key, None)
         self._finished.add(key)
         body = self._stream_text(shown) or streamed
         if not body.strip():
             return
-        with contextlib.suppress(StreamRefused):  # Teams had ended it: it shows what was streamed
+        try:
             await self._final(target, handle, {"type": "message", "text": body, "textFormat": "markdown"})
+        except StreamRefused as exc:  # Teams had ended it: it shows what was streamed, or a final that landed
+            if STREAM_COMPLETED in (exc.reason or ""):
+                self._finished.discard(key)
 
     def _stream_ended(self, target: Target, handle: str, exc: StreamRefused) -> NativeUnavailableError:
         """Teams refused a stream's activity: it ended (its time, the person's Stop, already completed); its message
