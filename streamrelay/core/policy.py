@@ -35,7 +35,7 @@ class ReasoningPolicy(enum.StrEnum):
     SHOWN = "shown"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChannelPolicy:
     """How one channel delivers.
 
@@ -264,6 +264,8 @@ class Splitter:
     the platform will count it; a part still too long is cut again with a budget shrunk in proportion.
     Cost: linear in the text, plus one re-cut of the rare part that rendering made too long.
     """
+
+    __slots__ = ("_measure", "_policy")
 
     def __init__(self, policy: ChannelPolicy, measure: Callable[[str, TextFormat], int]) -> None:
         self._policy = policy

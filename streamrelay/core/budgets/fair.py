@@ -35,7 +35,7 @@ from streamrelay.core.clock import Clock
 from streamrelay.core.ingest.clients import DEFAULT_CLIENT, split_key
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Requester:
     """Who asks for a token: a client and one of its runs (a sub-agent's thread asks as its run).
 

@@ -108,7 +108,7 @@ class Fence:
         return k < len(self.marks) and self.marks[k] < b
 
 
-@dataclass
+@dataclass(slots=True)
 class ReaderState:
     """What one line's reading leaves to the next: open list items, blank line, open fence.
 

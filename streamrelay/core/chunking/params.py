@@ -18,7 +18,7 @@ class BreakKind(enum.StrEnum):
     SENTENCE = "sentence"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkParams:
     """How a :class:`core.chunking.Chunker` cuts.
 

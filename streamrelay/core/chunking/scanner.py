@@ -109,7 +109,7 @@ _CLOSER = re.compile(r"(`{3,}+|~{3,}+)[ \t\r\f\v]*\Z")
 """A closer candidate at column 0: a fence run and only whitespace after it."""
 _WS = " \t\n\r\f\v"
 M_NONE, M_TEXT, M_RUN, M_INFO, M_FENCE = range(5)  # what the current line is, as read so far
-_NO_LISTS: list[int] = []  # never changed: the items open before a line outside containers
+_NO_LISTS: list[int] = []  # never changed (line reads copy theirs before a change): no items open
 
 
 def _fence_body(line: str, fence: Fence) -> int:
@@ -140,6 +140,26 @@ def _item_read(ind: int, col: int, before: list[int]) -> LineRead:
     if len(_ITEM_READS) >= 256:
         _ITEM_READS.clear()
     _ITEM_READS[(ind, col, *before)] = known
+    return known
+
+
+_FENCE_LINE_READS: dict[tuple[int, ...], LineRead] = {}
+"""The prefix reads of the fence opener and closer lines :meth:`LineScanner._head_line` and
+:meth:`LineScanner._closer_line` read (a run at column 0), by their kind and the items open before them (at most 256,
+then afresh): shared as :data:`_ITEM_READS` are (a pending part of a long answer opens and closes a fence every few
+lines; one read each was made and kept in the line's :data:`~core.chunking.store.LineMeta` until the part was cut)."""
+
+
+def _fence_line_read(kind: int, lists: list[int]) -> LineRead:
+    """The prefix read of a fence opener (``RUN``) or closer (``FLINE``) line at column 0 with the items ``lists``
+    open before it (:data:`_FENCE_LINE_READS`)."""
+    key = (kind, *lists)
+    known = _FENCE_LINE_READS.get(key)
+    if known is None:
+        known = LineRead(kind, 0, 0, 0, 0, 0, lists, False, False, -1)
+        if len(_FENCE_LINE_READS) >= 256:
+            _FENCE_LINE_READS.clear()
+        _FENCE_LINE_READS[key] = known
     return known
 
 
@@ -175,6 +195,65 @@ class LineScanner:
         tend: the time of the last event: the position up to which the text was read then.
         fence: the open fence, or None.
     """
+
+    __slots__ = (
+        "_add",
+        "_breaks",
+        "_cancel_at",
+        "_cancelled",
+        "_cf",
+        "_cp_max",
+        "_cutter",
+        "_emit_at",
+        "_emit_ranks",
+        "_emits",
+        "_fences",
+        "_inline",
+        "_later",
+        "_later_at",
+        "_later_far",
+        "_later_src",
+        "_lcum",
+        "_ldone",
+        "_lists_before",
+        "_lpos",
+        "_lr",
+        "_lr_peek",
+        "_max",
+        "_min",
+        "_mode",
+        "_ochk",
+        "_p_blank",
+        "_q_done",
+        "_regions",
+        "_room",
+        "_rs",
+        "_run_len",
+        "_run_start",
+        "_sent_from",
+        "_sentence",
+        "_store",
+        "_tnonws",
+        "_utf16",
+        "_wait_at",
+        "_wait_far",
+        "_ws_cum",
+        "_ws_last_nl",
+        "_ws_leading",
+        "_ws_nl",
+        "_ws_open",
+        "_ws_start",
+        "base",
+        "base_cum",
+        "ctx_w",
+        "cum",
+        "end",
+        "fence",
+        "head",
+        "head_units",
+        "params",
+        "tend",
+    )
 
     _ordinary = True
     """Ordinary lines are read in one loop (:meth:`_add_lines`); tests turn it off to compare with the one-line
@@ -924,7 +1003,7 @@ class LineScanner:
                         meta: LineMeta = fence
                     elif lr is None:
                         if prev_blank and lists:
-                            lists = []
+                            lists = _NO_LISTS
                         if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):
                             inline.scan(line, 0, n, end)
                         meta = None
@@ -1021,8 +1100,8 @@ class LineScanner:
         if m.lastgroup == "run":
             if 3 * n + 4 > self._max or (line[0] == "`" and line.find("`", e) >= 0):
                 return False
-            lists = [] if rs.prev_blank and before else before
-            lr = LineRead(RUN, 0, 0, 0, 0, 0, lists, False, False, -1)
+            lists = _NO_LISTS if rs.prev_blank and before else before
+            lr = _fence_line_read(RUN, lists)
         else:
             s = m.end("ind")
             known = _ITEM_READS.get((s, e, *before))
@@ -1072,7 +1151,7 @@ class LineScanner:
         n = len(line)
         rs = self._rs
         before = rs.lists
-        lr = LineRead(FLINE, 0, 0, 0, 0, 0, before, False, False, -1)
+        lr = _fence_line_read(FLINE, before)
         self._store.add(line)
         self.end += n
         self.cum += units
@@ -1125,7 +1204,7 @@ class LineScanner:
         """A whole text line outside fences and containers: the items it ends and its inline ranges."""
         rs = self._rs
         if rs.prev_blank and rs.lists:
-            rs.lists = []
+            rs.lists = _NO_LISTS
         inline = self._inline
         # with no span or link open, only a backtick or a "[" can change the inline state
         if _OPENS.search(line) if inline.code is None and not inline.links else _SPECIAL.search(line):

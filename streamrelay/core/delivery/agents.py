@@ -42,6 +42,8 @@ class SubAgents:
     text in its thread (``subagents = "thread"``), and given to the parent loop with its ``message`` unit.
     """
 
+    __slots__ = ("_fmt", "_lane", "_monitor", "_sources", "_streams", "_text", "_tools", "children", "threads")
+
     def __init__(
         self,
         *,

@@ -25,6 +25,8 @@ class AnswerChange:
 class AnswerStream:
     """Tracks which assistant message the linear answer currently ends in."""
 
+    __slots__ = ("_assembler", "_has_text", "_last_message", "_source_key")
+
     def __init__(self, assembler: TextAssembler, source_key: str | None = None) -> None:
         self._assembler = assembler
         self._source_key = source_key

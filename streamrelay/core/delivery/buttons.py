@@ -28,6 +28,8 @@ class ButtonPlan:
         book: the conversation's slot book.
     """
 
+    __slots__ = ("_attempts", "_book", "errors")
+
     def __init__(self, book: SlotBook) -> None:
         self._book = book
         self._attempts: dict[int, int] = {}

@@ -37,7 +37,7 @@ from streamrelay.core.policy import ChannelPolicy
 from streamrelay.core.records.report import CUT_ERROR
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MessageLimit:
     """The most messages a conversation may become.
 

@@ -67,6 +67,8 @@ class Executor:
         requester: who asks for the bot's shared budgets (its client and run).
     """
 
+    __slots__ = ("_ledger", "adapter", "chain", "requester", "run")
+
     def __init__(
         self, *, adapter: ChannelAdapter, chain: SendChain, ledger: Ledger, run: str, requester: Requester
     ) -> None:

@@ -271,6 +271,30 @@ class DeliveryMachine:
             most this many characters each; None: it does not (no :class:`~core.delivery.calls.StreamInform`).
     """
 
+    __slots__ = (
+        "_chain",
+        "_clock",
+        "_exclusive",
+        "_finish_creates",
+        "_last_typing_at",
+        "_settles_start",
+        "_status_sent",
+        "_target",
+        "book",
+        "buttons",
+        "controls",
+        "last_visible_at",
+        "native",
+        "planner",
+        "requester",
+        "retry_window_s",
+        "run",
+        "status_calls",
+        "status_chars",
+        "typing_calls",
+        "typing_every_s",
+    )
+
     def __init__(
         self,
         *,

@@ -40,6 +40,8 @@ class Planner:
             continuation its text, nothing else.
     """
 
+    __slots__ = ("_book", "_refresh", "last_call_at", "native", "stream_refresh_s")
+
     def __init__(self, book: SlotBook) -> None:
         self._book = book
         self._refresh = book.refresh

@@ -92,6 +92,24 @@ class Reconciler:
         control: the Stop control the newest live message carries (:mod:`core.delivery.controls`), or None.
     """
 
+    __slots__ = (
+        "_chain",
+        "_clock",
+        "_closed",
+        "_feed",
+        "_ledger",
+        "_target",
+        "_task",
+        "_watchers",
+        "book",
+        "executor",
+        "machine",
+        "on_lost",
+        "planner",
+        "requester",
+        "run",
+    )
+
     def __init__(
         self,
         *,

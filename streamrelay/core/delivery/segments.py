@@ -44,6 +44,8 @@ class MediaSegments:
         fmt: how a media caption is rendered (the channel's text format).
     """
 
+    __slots__ = ("_book", "_closed", "_final", "_fmt", "_make", "_mode", "_modes", "_offset", "_source", "media")
+
     def __init__(self, make: Callable[[], SegmentMode], book: SlotBook, fmt: TextFormat) -> None:
         self._make = make
         self._book = book

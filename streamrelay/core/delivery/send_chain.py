@@ -123,6 +123,25 @@ class SendChain:
             call's outcome is a :class:`~core.errors.RetryAfterTooLongError` (module docstring).
     """
 
+    __slots__ = (
+        "_buckets",
+        "_buckets_of",
+        "_clock",
+        "_fair",
+        "_fair_of",
+        "_guard",
+        "_held",
+        "_known",
+        "_lock",
+        "_noted",
+        "_pauses",
+        "_pauses_begun",
+        "_shared",
+        "last_message_id",
+        "max_retry_after_s",
+        "paused_until",
+    )
+
     def __init__(
         self,
         clock: Clock,

@@ -41,6 +41,26 @@ class SlotBook:
             (:class:`~core.delivery.slots.PendingText`, :class:`~core.delivery.slots.TailText`).
     """
 
+    __slots__ = (
+        "_answers",
+        "_restored",
+        "_unsaved",
+        "catching_up",
+        "changed",
+        "claimed",
+        "finalizing",
+        "limit",
+        "measure",
+        "native",
+        "orphan_creates",
+        "orphans",
+        "run",
+        "slots",
+        "stream_status",
+        "throttle_s",
+        "urgent",
+    )
+
     def __init__(
         self,
         run: str,

@@ -52,7 +52,7 @@ def redacted_args(args: JsonObject) -> str:
     return safe_text(", ".join(out))
 
 
-@dataclass
+@dataclass(slots=True)
 class StatusBoard:
     """Lines of progress. ``render(child_lines)`` is the status message text (empty when there is nothing)."""
 

@@ -40,7 +40,7 @@ _DELTA = TextMode.DELTA
 class goes through ``EnumType.__getattr__``'s hook (a call)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class RunUsage:
     """One run's counts so far (rebuilt the same way when the run is replayed from the journal)."""
 

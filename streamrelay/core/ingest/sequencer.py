@@ -26,7 +26,7 @@ _E = TypeVar("_E", bound=RunEvent)
 """The events :func:`join_deltas` is given (a run's: :data:`core.events.RunEvent`, or typed events alone)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class SeqGate:
     """Orders one run's events.
 
@@ -136,7 +136,7 @@ class SeqGate:
         return out
 
 
-@dataclass
+@dataclass(slots=True)
 class SeqFloor:
     """The ``seq`` numbers admission has taken for one run: every number up to ``floor``, and ``above`` it.
 

@@ -232,6 +232,8 @@ class ToolCallCollector:
         validator: checks a complete call's arguments against its tool's JSON Schema (None: no schemas).
     """
 
+    __slots__ = ("_open", "_validator")
+
     def __init__(self, validator: ArgsValidator | None = None) -> None:
         self._validator = validator
         self._open: dict[str, _OpenCall] = {}
@@ -310,6 +312,8 @@ class PipelineLane:
 
     Memory: the units of one run (tool calls and final messages, never preview text).
     """
+
+    __slots__ = ("_changed", "closed", "held", "run", "units")
 
     def __init__(self, run: str) -> None:
         self.run = run

@@ -150,7 +150,7 @@ class Approval:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class ApprovalBook:
     """A run's approvals by id (kept with the run at admission: a decision is checked and taken at once, decided
     once)."""

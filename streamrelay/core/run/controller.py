@@ -110,6 +110,30 @@ class RunController:
             channel's name); a fan-out run's later places publish on the run's monitor, their stage on their own.
     """
 
+    __slots__ = (
+        "_adapter",
+        "_chain",
+        "_ledger",
+        "_platform",
+        "_row",
+        "_rows",
+        "approvals",
+        "before_end",
+        "lane",
+        "ledger_run",
+        "monitor",
+        "policy",
+        "rec",
+        "run",
+        "stage",
+        "stage_deadline",
+        "stage_handle",
+        "start_event",
+        "stop_controls",
+        "stream_end",
+        "threads",
+    )
+
     def __init__(
         self,
         start: RunStart,

@@ -178,6 +178,34 @@ class RunMonitor:
         wall: the wall clock (Unix seconds) for ``ts``.
     """
 
+    __slots__ = (
+        "_agent_texts",
+        "_agents",
+        "_answer",
+        "_approvals",
+        "_changed",
+        "_chars",
+        "_events",
+        "_head",
+        "_max_chars",
+        "_open",
+        "_open_id",
+        "_open_parts",
+        "_part_generations",
+        "_part_keys",
+        "_part_texts",
+        "_parts",
+        "_published",
+        "_sizes",
+        "_source",
+        "_timeline",
+        "_wall",
+        "closed",
+        "epoch",
+        "last_id",
+        "run",
+    )
+
     def __init__(
         self, run: str, *, buffer: int = 1000, max_chars: int = 4_000_000, wall: Callable[[], float] = time.time
     ) -> None:
@@ -755,6 +783,8 @@ class DeliveryWatch:
         channel: the row's name: the channel, or ``<channel> ↳ <agent>`` for a sub-agent's thread.
         live_text: send the parts' texts.
     """
+
+    __slots__ = ("_channel", "_live_text", "_monitor")
 
     def __init__(self, monitor: RunMonitor, channel: str, *, live_text: bool) -> None:
         self._monitor = monitor

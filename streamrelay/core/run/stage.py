@@ -104,6 +104,39 @@ class RunStage:
         threads: the children's threads (``subagents = "thread"`` where the platform has them), else None.
     """
 
+    __slots__ = (
+        "_approval_slots",
+        "_at_commit",
+        "_decided",
+        "_held",
+        "_hold_next",
+        "_native_status",
+        "_root_line",
+        "_status_slot",
+        "agents",
+        "answer",
+        "approval_buttons",
+        "approvals",
+        "board",
+        "book",
+        "committed",
+        "done",
+        "ended",
+        "errors",
+        "lane",
+        "mode",
+        "monitor",
+        "policy",
+        "reasoning",
+        "run",
+        "sources",
+        "sources_changes",
+        "sources_shown",
+        "start_event",
+        "text",
+        "tools",
+    )
+
     def __init__(
         self,
         *,

@@ -40,6 +40,8 @@ ENDED_LABELS = {
 class Children:
     """The run's sub-agents, in the order they were first seen."""
 
+    __slots__ = ("_children", "_roots")
+
     def __init__(self) -> None:
         self._children: dict[str, Child] = {}
         self._roots: list[str] = []

@@ -43,7 +43,7 @@ BATCH = 256
 """At most this many queued events are taken at once by a run's worker."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ActiveRun:
     """An accepted run while it is delivered: its controller, its input queue and ``seq`` gate."""
 

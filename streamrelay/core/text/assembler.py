@@ -111,6 +111,8 @@ class TextAssembler:
             begin with all of it, itself at least 16; module docstring) as a snapshot. False: every delta is new text.
     """
 
+    __slots__ = ("_generations", "_texts", "delta_replay_guard")
+
     def __init__(self, delta_replay_guard: bool = True) -> None:
         self.delta_replay_guard = delta_replay_guard
         self._texts: dict[str | None, dict[int, TextBuffer]] = {}

@@ -68,6 +68,8 @@ class _Received:
         delta_replay_guard: the :class:`TextAssembler` replay guard, applied to the received text.
     """
 
+    __slots__ = ("_carry", "texts")
+
     def __init__(self, delta_replay_guard: bool) -> None:
         self.texts = TextAssembler(delta_replay_guard)
         self._carry: dict[_Key, str] = {}
