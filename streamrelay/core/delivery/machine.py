@@ -276,6 +276,7 @@ class DeliveryMachine:
         "_clock",
         "_exclusive",
         "_finish_creates",
+        "_finish_repeats",
         "_last_typing_at",
         "_settles_start",
         "_status_sent",
