@@ -32,6 +32,7 @@ from streamrelay.core.media import MediaItem, MediaKind
 from streamrelay.core.ports import TextFormat
 from streamrelay.mocks.whatsapp import MockWhatsApp, WhatsAppLimits
 from tests.contract.conftest import platform_fixtures
+from tests.hooks import serve_hook
 
 TOKEN = "106540352242922:EAAGm0PX4ZCpsBAmockSecretToken0123456789abcdef"
 PERSON = "15551234567"
@@ -202,14 +203,7 @@ async def test_the_mocks_status_webhooks_are_signed_echo_the_callback_data_and_a
         got.append((request.headers.get("X-Hub-Signature-256"), await request.read()))
         return web.Response(status=answers.pop(0) if answers else 200)
 
-    app = web.Application()
-    app.router.add_post("/hook", take)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    try:
+    async with serve_hook(take) as url:
         async with httpx.AsyncClient(timeout=10) as client:
             refused = await client.post(f"{mock.control_url}/webhook", json={"url": url})
             assert refused.status_code == 400 and refused.json()["field"] == "app_secret"
@@ -220,8 +214,6 @@ async def test_the_mocks_status_webhooks_are_signed_echo_the_callback_data_and_a
             if len(got) >= 3:
                 break
             await asyncio.sleep(0.05)
-    finally:
-        await runner.cleanup()
     assert [m.payload.get("biz_opaque_callback_data") for m in mock.messages(PERSON)] == ["sr0123456789abcdef012345"]
     assert len(got) == 3  # sent (503, then again), delivered
     for header, body in got:

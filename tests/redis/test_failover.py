@@ -78,6 +78,17 @@ def _config(tmp: Path, api_base: str, delivery: str, *, bot_per_s: float | None 
     return path
 
 
+async def _all_ready(http: httpx.AsyncClient, client: Redis, urls: list[str]) -> bool:
+    """Every replica at ``urls`` answers /readyz 200 and every partition's lease is held."""
+    for url in urls:
+        try:
+            if (await http.get(url + "/readyz")).status_code != 200:
+                return False
+        except httpx.TransportError:
+            return False
+    return all([await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)])
+
+
 class Replicas:
     """Three replica processes on one Redis, each on its own port."""
 
@@ -101,12 +112,7 @@ class Replicas:
         for i, proc in enumerate(self.procs):
             if proc.poll() is not None:
                 raise AssertionError(f"replica {i} exited: {self.log.read_text()[-3000:]}")
-            try:
-                if (await http.get(self.url(i) + "/readyz")).status_code != 200:
-                    return False
-            except httpx.TransportError:
-                return False
-        return all([await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)])
+        return await _all_ready(http, client, [self.url(i) for i in range(len(self.procs))])
 
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.ports[i]}"
@@ -171,12 +177,7 @@ class InProcessReplicas:
             if task.done():
                 task.result()  # its error, if it raised
                 raise AssertionError(f"replica {i} stopped")
-            try:
-                if (await http.get(self.url(i) + "/readyz")).status_code != 200:
-                    return False
-            except httpx.TransportError:
-                return False
-        return all([await client.get(f"sr:{{p{p}}}:lease") for p in range(PARTITIONS)])
+        return await _all_ready(http, client, [self.url(i) for i in range(len(self.tasks))])
 
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.ports[i]}"

@@ -7,6 +7,7 @@ Cloud API; the tap's webhook is the mock's own payload, signed with the app secr
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +71,16 @@ async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_i
             asked = await post_as_agent(http, urls[0] + "/v1/runs/tap-run/events", body)
             assert asked.status_code == 200, asked.text
 
-            async def buttons() -> str | None:
-                found = [str(m) for m, t in mock.visible(person) if t == BODY]
-                return found[0] if found else None
+            def buttons_of(who: int | str) -> Callable[[], Awaitable[str | None]]:
+                """The reply buttons message ``who`` sees, None while none."""
 
-            message_id = await until(buttons, "the reply buttons message")
+                async def buttons() -> str | None:
+                    found = [str(m) for m, t in mock.visible(who) if t == BODY]
+                    return found[0] if found else None
+
+                return buttons
+
+            message_id = await until(buttons_of(person), "the reply buttons message")
             partition = await client.get("sr:run:tap-run")
             lease = await client.get(f"sr:{{p{partition!s}}}:lease")
             owner_url = await client.hget("sr:{replicas}:urls", str(lease).split(":", 1)[1])
@@ -112,11 +118,7 @@ async def test_a_tap_at_a_replica_that_does_not_own_the_run_is_decided_once_by_i
             asked = await post_as_agent(http, urls[0] + "/v1/runs/tap-run-2/events", body)
             assert asked.status_code == 200, asked.text
 
-            async def other_buttons() -> str | None:
-                found = [str(m) for m, t in mock.visible(other) if t == BODY]
-                return found[0] if found else None
-
-            other_message = await until(other_buttons, "the second run's reply buttons message")
+            other_message = await until(buttons_of(other), "the second run's reply buttons message")
             approve2, _ = button_ids("tap-run-2", "refund")
             batched = mock.press(person, message_id, deny)
             batched["entry"][0]["changes"][0]["value"]["messages"] += mock.press(other, other_message, approve2)[

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 
 import httpx
@@ -14,18 +13,13 @@ import pytest
 from aiohttp import web
 
 from streamrelay.mocks.whatsapp import MockWhatsApp
+from tests.hooks import serve_hook
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(20)
 
 PHONE = "106540352242922"
 TOKEN = "EAAGm0PX4ZCpsBAmockSecretToken0123456789abcdef"
-
-
-def _dead_port() -> int:
-    """A port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -38,17 +32,8 @@ async def receiver() -> AsyncIterator[tuple[str, list[dict[str, object]]]]:
         took.extend(body["entry"][0]["changes"][0]["value"]["statuses"])
         return web.Response(text="ok")
 
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}/hook", took
-    finally:
-        await runner.cleanup()
+    async with serve_hook(hook) as url:
+        yield url, took
 
 
 async def test_a_dead_replica_is_passed_over_and_the_live_one_takes_every_status(
@@ -59,7 +44,7 @@ async def test_a_dead_replica_is_passed_over_and_the_live_one_takes_every_status
     base = await mock.start()
     try:
         async with httpx.AsyncClient(timeout=10) as http:
-            dead = f"http://127.0.0.1:{_dead_port()}/hook"
+            dead = f"http://127.0.0.1:{free_port()}/hook"  # nobody listens there
             answer = await http.post(f"{base}/_mock/webhook", json={"url": dead, "urls": [url], "app_secret": "s"})
             assert answer.status_code == 200 and answer.json()["urls"] == [url]
             body = {"messaging_product": "whatsapp", "to": "15551234567", "type": "text", "text": {"body": "hi"}}

@@ -222,6 +222,11 @@ def test_the_common_line_of_a_root_delta_decides_what_the_general_path_does(
         fast.handle(event)
         general.handle(event)
         assert desired(fast) == desired(general)
+    _assert_ended_alike(fast, general)
+
+
+def _assert_ended_alike(fast: RunStage, general: RunStage) -> None:
+    """The two stages published the same live events, and ended with the same desired parts and state."""
     assert [e.wire() for e in fast.monitor.since(0)] == [e.wire() for e in general.monitor.since(0)]
     fast.end(End(run=RUN, status=EndStatus.OK))
     general.end(End(run=RUN, status=EndStatus.OK))
@@ -275,8 +280,4 @@ def test_deltas_joined_for_a_batch_take_the_common_line_only_where_the_general_p
             fast.handle(event)
             general.handle(event)
         assert desired(fast) == desired(general)
-    assert [e.wire() for e in fast.monitor.since(0)] == [e.wire() for e in general.monitor.since(0)]
-    fast.end(End(run=RUN, status=EndStatus.OK))
-    general.end(End(run=RUN, status=EndStatus.OK))
-    assert desired(fast) == desired(general)
-    assert fast.monitor.state == general.monitor.state
+    _assert_ended_alike(fast, general)
