@@ -125,7 +125,7 @@ async def test_silence_is_trusted_only_on_the_word_of_a_receiver_whose_heartbeat
     # replica-2 hears them itself: still no proof while replica-1's death is recent (what was aimed at it comes later)
     await two.record("whatsapp", [Receipt("later", S.SENT, "wamid.L", None, now)])
     assert await two.last_heard_s("whatsapp") is None
-    later = now + DEAD_RECEIVER_S + 1  # replica-1's last word is older than that before the newest: proof again
+    later = time.time() + DEAD_RECEIVER_S + 1  # replica-1's last word and death are older than that: proof again
     await two.record("whatsapp", [Receipt("much-later", S.SENT, "wamid.M", None, later)])
     assert await two.last_heard_s("whatsapp") == pytest.approx(later)
     assert await RedisReceipts(client, keys).last_heard_s("whatsapp") == pytest.approx(later)  # no replica: any
@@ -161,6 +161,40 @@ async def test_silence_proves_nothing_while_a_receiver_died_lately_though_a_live
     await receivers["replica-3"].record("whatsapp", [Receipt("others", S.SENT, "wamid.O", None, time.time())])
     assert await receivers["replica-3"].last_heard_s("whatsapp") is None
     assert (await adapter.settle_send(target, pending)).outcome is SettleOutcome.UNKNOWN  # reported, never resent
+
+
+async def test_a_replica_killed_before_it_recorded_any_status_leaves_silence_unproven(client: Redis) -> None:
+    """A replica behind Meta's load balancer that was killed before its webhook recorded anything was never in
+    ``heard_by``, so its death went unseen: the statuses posted to it as it died come again only at Meta's next try,
+    while a live replica hears others, and a create that timed out after it was stored would be sent again. Any
+    replica's lapsed heartbeat now leaves silence unproven for the same span; a graceful leave does not."""
+    keys = KeySpace(prefix="unheard")
+    leases = Leases(client, keys)
+    two = RedisReceipts(client, keys, receiver="replica-2")
+    for name in ("replica-1", "replica-2", "replica-3"):
+        await leases.heartbeat(name, 60_000)
+    now = time.time()
+    await two.record("whatsapp", [Receipt("others", S.SENT, "wamid.O", None, now)])
+    assert await two.last_heard_s("whatsapp") == pytest.approx(now)
+    await leases.leave("replica-3")  # drained and left: it takes no more webhooks
+    assert await two.last_heard_s("whatsapp") == pytest.approx(now)
+
+    adapter = WhatsAppAdapter(TOKEN, base_url="http://127.0.0.1:9")  # settling reads receipts, it calls no one
+    adapter.use_receipts(two, settle_window_s=0.3)
+    pending = PendingSend("stored-while-its-receiver-died", "the part", TextFormat.PLAIN)
+    target = Target(chat_id="15551234567")
+    await leases.heartbeat("replica-1", 1)  # killed, having recorded nothing
+    await asyncio.sleep(0.05)
+    assert await two.last_heard_s("whatsapp") is None
+    await leases.heartbeat("replica-2", 60_000)  # the lapsed heartbeat moves to the gone set: still seen
+    assert await client.zrange(keys.replicas_gone, 0, -1) == ["replica-1"]
+    await two.record("whatsapp", [Receipt("more", S.SENT, "wamid.M", None, time.time())])
+    assert await two.last_heard_s("whatsapp") is None
+    assert (await adapter.settle_send(target, pending)).outcome is SettleOutcome.UNKNOWN  # reported, never resent
+
+    later = time.time() + DEAD_RECEIVER_S + 1  # the death is older than the span before the newest: proof again
+    await two.record("whatsapp", [Receipt("much-later", S.SENT, "wamid.L", None, later)])
+    assert await two.last_heard_s("whatsapp") == pytest.approx(later)
 
 
 async def test_a_receiver_silent_for_the_retention_is_forgotten_by_the_next_write(client: Redis) -> None:

@@ -20,6 +20,7 @@ Layout (prefix ``sr``, partition 7)::
     sr:{p7}:l:...           the ledger (RedisLedger)
     sr:{rate:<scope>}:tat   a budget's GCRA state; :pause its 429 pause; :finals the finals waiting on it
     sr:{replicas}           live replicas (a sorted set: owner -> heartbeat deadline)
+    sr:{replicas}:gone      replicas whose heartbeat lapsed (owner -> the lapsed deadline), kept an hour
     sr:{c:<client>}:active  a client's active runs over every replica; :tat its events_per_s (client_limits.py)
 """
 
@@ -125,6 +126,12 @@ class KeySpace:
     def replicas(self) -> str:
         """The live replicas: a sorted set of owner ids scored by their heartbeat deadline (ms)."""
         return f"{self.prefix}:{{replicas}}"
+
+    @property
+    def replicas_gone(self) -> str:
+        """The replicas whose heartbeat lapsed (killed, never left): a sorted set of owner ids scored by the deadline
+        they missed (ms), kept :data:`adapters.redis.lease.GONE_KEPT_MS` (a graceful leave is not listed)."""
+        return f"{self.prefix}:{{replicas}}:gone"
 
 
 KEYS = KeySpace()

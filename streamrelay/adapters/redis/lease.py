@@ -69,10 +69,21 @@ return 0
 _HEARTBEAT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
+for i = 1, #lapsed, 2 do redis.call('ZADD', KEYS[2], lapsed[i + 1], lapsed[i]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[3]))
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 return redis.call('ZCARD', KEYS[1])
 """
+"""KEYS: ``sr:{replicas}``, ``sr:{replicas}:gone``; ARGV: the owner, its ttl (ms), :data:`GONE_KEPT_MS`. A lapsed
+heartbeat moves to the gone set with the deadline it missed: who died lately is a fact settling needs
+(:meth:`adapters.redis.receipts.RedisReceipts.last_heard_s`: a dead replica may have been the status webhooks'
+receiver)."""
+
+GONE_KEPT_MS = 3_600_000
+"""How long a replica whose heartbeat lapsed stays in ``sr:{replicas}:gone`` (ms): an hour, past every window that
+reads it (``adapters.redis.receipts.DEAD_RECEIVER_S``, 600 s)."""
 
 
 def _renewed(reply: object) -> bool | Exception:
@@ -183,7 +194,9 @@ class Leases:
 
     async def heartbeat(self, owner: str, ttl_ms: int) -> int:
         """Say ``owner`` is alive for ``ttl_ms`` (Redis's clock); how many replicas are alive, ``owner`` included."""
-        return int(await self._heartbeat([self._keys.replicas], [owner, ttl_ms]))
+        return int(
+            await self._heartbeat([self._keys.replicas, self._keys.replicas_gone], [owner, ttl_ms, GONE_KEPT_MS])
+        )
 
     async def leave(self, owner: str) -> None:
         """``owner`` stops (its share goes to the others at their next heartbeat)."""

@@ -17,7 +17,9 @@ word of a dead receiver (chaos-7-00007: replica-1, the only URL the mock posted 
 a WhatsApp create that had timed out after it was stored, and sent it again: a double the report did not count).
 A receiver's death also makes silence unproven for a while (:data:`DEAD_RECEIVER_S`), even while live ones hear
 statuses: those aimed at the dead one (posted as it died, or routed to it before the load balancer passed over it)
-come again only at Meta's next try, which may fall after the settle window.
+come again only at Meta's next try, which may fall after the settle window. So does any replica's lapsed heartbeat
+(``sr:{replicas}:gone``, :mod:`adapters.redis.lease`): a replica killed before its webhook recorded anything is in
+no ``heard_by``, yet the load balancer may have posted it the status of a create stored as it died.
 
 A write is one Lua script (:data:`_RECORD`): each receipt replaces the kept one only when its status ranks higher
 (:data:`core.records.receipts.STATUS_RANK`); durable like the ledger's writes (``WAIT`` where the client wants it).
@@ -66,9 +68,18 @@ ARGV: the retention (ms), the receiver's id, then per receipt its rank, its valu
 _LIVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+local died = 0
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
+for i = 2, #lapsed, 2 do died = math.max(died, tonumber(lapsed[i])) end
+local gone = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #gone == 2 then died = math.max(died, tonumber(gone[2])) end
+local reply = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+table.insert(reply, 1, tostring(died))
+return reply
 """
-"""The replicas whose heartbeat lives now (KEYS: ``sr:{replicas}``; its scores are deadlines in Redis's ms)."""
+"""The newest death, then the replicas whose heartbeat lives now. KEYS: ``sr:{replicas}`` (scores: deadlines in
+Redis's ms), ``sr:{replicas}:gone`` (:data:`adapters.redis.lease.GONE_KEPT_MS`); the reply's first item is the
+latest deadline a replica missed (ms; "0": none known), the rest the live replicas' ids."""
 
 DEAD_RECEIVER_S = 600.0
 """A receiver (a replica's process) that recorded statuses within this long of the newest one and whose heartbeat
@@ -158,14 +169,17 @@ class RedisReceipts:
     async def last_heard_s(self, platform: str) -> float | None:
         """When the newest receipt of ``platform`` was recorded by a replica whose heartbeat lives now (Unix
         seconds), or None when no live replica's webhook recorded one, or when a receiver that recorded one within
-        :data:`DEAD_RECEIVER_S` of the newest is dead now (module docstring). Two reads: the live replicas
-        (``sr:{replicas}``) and the receivers' times (another hash tag: one script cannot read both on a Redis
-        Cluster). With :data:`ANY_RECEIVER`: the newest of any receiver."""
+        :data:`DEAD_RECEIVER_S` of the newest is dead now, or when any replica's heartbeat lapsed within that span
+        before the newest (or after it: a replica killed before its webhook recorded anything may have been the
+        receiver of the statuses posted meanwhile), module docstring. Two reads: the live replicas and the newest
+        death (``sr:{replicas}``, ``sr:{replicas}:gone``) and the receivers' times (another hash tag: one script
+        cannot read both on a Redis Cluster). With :data:`ANY_RECEIVER`: the newest of any receiver."""
         with unavailable("a receipt read"):
             if self.receiver == ANY_RECEIVER:
                 raw = await self._client.get(self._key(platform) + ":heard")
                 return None if raw is None else float(raw)
-            live = {o.decode() if isinstance(o, bytes) else str(o) for o in await self._live([self._keys.replicas], [])}
+            reply = await self._live([self._keys.replicas, self._keys.replicas_gone], [])
+            live = {o.decode() if isinstance(o, bytes) else str(o) for o in reply[1:]}
             if not live:
                 return None
             kept = await self._client.hgetall(self._key(platform) + ":heard_by")
@@ -175,6 +189,8 @@ class RedisReceipts:
         newest = max(times.values())
         if any(at >= newest - DEAD_RECEIVER_S for who, at in times.items() if who not in live):
             return None  # a receiver died lately: a status aimed at it is retried later, its silence proves nothing
+        if float(reply[0]) / 1000 >= newest - DEAD_RECEIVER_S:
+            return None  # a replica died lately, maybe a receiver before it recorded anything: the same
         heard = [at for who, at in times.items() if who in live]
         return max(heard) if heard else None
 
