@@ -332,6 +332,50 @@ async def test_a_first_final_that_landed_with_an_older_text_is_brought_up_to_dat
     assert shown(mock, str(PERSONAL.chat_id)) == ["Part one, final."]
 
 
+TIMED_OUT_403 = {
+    "status": 403,
+    "description": "ContentStreamNotAllowed: Content stream finished due to exceeded streaming time.",
+}
+
+
+async def test_a_repeated_final_refused_for_its_time_after_the_first_landed_is_shown_once(
+    mock: MockTeams, teams: TeamsAdapter
+) -> None:
+    """The first final landed but its answer was lost; near the two minutes Teams may refuse the repeat for its time
+    rather than as completed, saying nothing of the first. Taken as "not shown", the core would post the rest in a new
+    message: the answer twice. Update Activity settles it: the completed stream takes it."""
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, "timeout_after_commit")
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 3, TIMED_OUT_403)
+    assert await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN) == handle
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two."]
+    assert [c.method for c in mock.calls][-1] == "updateActivity"
+
+
+async def test_a_repeated_final_refused_for_its_time_when_the_first_never_landed_goes_on_anew() -> None:
+    """The same refusal when the first final never landed: the stream only timed out, so Update Activity is refused
+    too, and the message keeps what was streamed while the rest goes on in a new one (shown once)."""
+    now = [1000.0]
+    async with MockTeams(clock=lambda: now[0]) as mock:
+        teams = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+        try:
+            handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+            mock.add_fault("sendToConversation", 2, "timeout_before_commit")
+            with pytest.raises(UncertainDeliveryError):
+                await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+            now[0] += 121  # past Teams' two minutes: the mock refuses the repeat for its time
+            with pytest.raises(NativeUnavailableError, match="two minutes"):
+                await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+            assert [c.method for c in mock.calls][-1] == "updateActivity"  # tried, refused: still a stream
+            assert shown(mock, str(PERSONAL.chat_id)) == ["Part one"]
+            await teams.send_text(PERSONAL, " and two.", TextFormat.PLAIN)
+            assert shown(mock, str(PERSONAL.chat_id)) == ["Part one", " and two."]
+        finally:
+            await teams.close()
+
+
 async def test_a_stream_takes_one_request_a_second() -> None:
     now = [50.0]
     async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:

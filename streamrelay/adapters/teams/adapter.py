@@ -626,7 +626,11 @@ class TeamsAdapter:
         updated in place only if the text changed since (Update Activity on a completed stream, as Teams' own SDK
         finishes one past its time: https://learn.microsoft.com/en-us/dotnet/api/microsoft.teams.apps.teamsstreamingwriter.finalizeresponseasync).
         When it had not, this one completes the stream (chaos-29-00231: such a final was reported uncertain and the
-        chat kept the streamed start only).
+        chat kept the streamed start only). Near the stream's two minutes Teams may refuse the repeat for its time
+        (:data:`adapters.teams.errors.STREAM_TIMED_OUT`) without saying whether the first final landed: Update
+        Activity settles it (a completed stream takes it and shows this final; a stream that only timed out is
+        refused, so it shows what was streamed and the rest goes on in a new message), never a guess that could
+        show the answer twice.
 
         Raises:
             core.errors.NativeUnavailableError: the stream can no longer be finished (its two minutes passed): its
@@ -639,8 +643,16 @@ class TeamsAdapter:
         try:
             await self._final(target, handle, fields)
         except StreamRefused as exc:
-            if sent_before is None or STREAM_COMPLETED not in (exc.reason or ""):
+            timed_out = exc.reason == STREAM_TIMED_OUT
+            if sent_before is None or not (timed_out or STREAM_COMPLETED in (exc.reason or "")):
                 raise self._stream_ended(target, handle, exc) from None
+            if timed_out:  # whether the final sent before landed, Teams did not say: kept open to settle it again
+                try:
+                    await self._update(target, handle, fields)
+                except StreamRefused:  # still a stream (the first final never landed): it ended at its time
+                    raise self._stream_ended(target, handle, exc) from None
+                self._streams.pop((str(target.chat_id), handle), None)
+                return handle
             self._streams.pop((str(target.chat_id), handle), None)  # the final sent before had landed
             if sent_before != fields:
                 await self._update(target, handle, fields)
