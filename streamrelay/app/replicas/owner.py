@@ -406,8 +406,8 @@ class PartitionOwner:
             results = await relay.submit_lines(lines)
         except (NotDirectError, FencedError):  # refused before any write: the stream's append takes them
             return None
-        except Exception:
-            if direct.sent and not direct.journaled:  # maybe journaled, though admission forgot them
+        except BaseException:  # (cancelled too: admission then kept what the journal may not hold)
+            if direct.sent and not direct.journaled:  # maybe journaled, while admission forgot them (or not)
                 self._suspect = True
             raise
         finally:
