@@ -3,8 +3,10 @@
 Lines are checked here as far as they can be without the run (a JSON object, a valid event, a known channel and
 a target the channel takes), then appended to the input stream of the run's partition: a ``run.start`` picks the
 partition from its conversation (channel and chat) and records it in the run index; every later line of the run
-follows it there. The answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops
-repeats and lines after the run's end (its journal knows them), as one process does. A run its reader stopped is
+follows it there (a run's ``text`` lines at a replica that owns its partition go to the owner's relay directly,
+journaled without the stream while it holds no entry: :meth:`app.replicas.owner.PartitionOwner.submit_direct`). The
+answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops repeats and lines after
+the run's end (its journal knows them), as one process does. A run its reader stopped is
 marked in Redis before its owner takes the stop (:meth:`ReplicaFront.stop`); the append checks the mark atomically,
 so every front answers the run's later lines 409 :data:`core.run.stop.STOPPED_ERROR`, as one sidecar does (a front
 remembers the runs it saw stopped: a stop is final, so their lines are refused without asking Redis again).

@@ -12,6 +12,9 @@ a :class:`core.errors.OwnershipLostError`) and its runs stop without another cal
    is acknowledged (deleted) in the same fenced Redis script that journals it; an entry the relay dropped or refused
    (a repeat, a line after the run's end) is acknowledged right after. Entries that keep failing (delivered
    :data:`MAX_DELIVERIES` times) go to the dead-letter stream (``streamrelay runs --dead`` lists them).
+
+A request's ``text`` lines that reach this replica's own front are handed to the relay directly instead, journaled
+in one fenced script that refuses while the input stream holds any entry (:meth:`PartitionOwner.submit_direct`).
 """
 
 from __future__ import annotations
