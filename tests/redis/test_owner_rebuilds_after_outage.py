@@ -45,8 +45,10 @@ class _AppliedButNotReplicated(RedisJournal):
         found.calls = self.calls
         return found
 
-    async def append(self, entries: Sequence[JournalEntry], *, acks: Sequence[str] = ()) -> None:
-        await super().append(entries, acks=acks)
+    async def append(
+        self, entries: Sequence[JournalEntry], *, acks: Sequence[str] = (), direct: str | None = None
+    ) -> None:
+        await super().append(entries, acks=acks, direct=direct)
         self.calls[0] += 1
         if self.calls[0] == self.nth:
             raise NotReplicatedError("journal.append", 0, 1, 300)

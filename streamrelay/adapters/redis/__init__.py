@@ -11,7 +11,13 @@ from streamrelay.adapters.redis.client import (
     redacted,
 )
 from streamrelay.adapters.redis.epoch import Epochs
-from streamrelay.adapters.redis.errors import DataLostError, FencedError, NotReplicatedError, StalePrimaryError
+from streamrelay.adapters.redis.errors import (
+    DataLostError,
+    FencedError,
+    NotDirectError,
+    NotReplicatedError,
+    StalePrimaryError,
+)
 from streamrelay.adapters.redis.journal import RedisJournal
 from streamrelay.adapters.redis.keys import KEYS, KeySpace, conversation_key, partition_of
 from streamrelay.adapters.redis.lease import Holder, LeaseChange, LeaseEvent, LeaseKeeper, Leases
@@ -37,6 +43,7 @@ __all__ = [
     "LeaseEvent",
     "LeaseKeeper",
     "Leases",
+    "NotDirectError",
     "NotReplicatedError",
     "Persistence",
     "RedisBudgets",

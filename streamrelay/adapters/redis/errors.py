@@ -4,6 +4,7 @@
 
     OwnershipLostError (core.errors)
       FencedError(partition, token, current)   a write by an owner whose lease was granted to another since
+    NotDirectError(partition, reason)          a front's direct journal append refused before any write
       StoreUnavailableError (core.errors)
         DataLostError(partitions)              Redis lost its data (restarted empty, flushed): nothing is taken
         NotReplicatedError(name, acks, needed) a durable write no replica acknowledged in time
@@ -35,6 +36,26 @@ class FencedError(OwnershipLostError):
         self.partition = partition
         self.token = token
         self.current = current
+
+
+class NotDirectError(Exception):
+    """A direct journal append (:meth:`adapters.redis.RedisJournal.append` with ``direct=``: the front of a replica
+    that owns the run's partition journaling a request's lines itself, without the input stream) was refused before
+    it wrote anything, because the lines must go through the partition's input stream instead: the stream holds
+    entries not journaled yet (lines answered 200 before these may be among them, and must be taken first), a run of
+    the batch has its stop or idle-close mark (the stream's append answers those lines), or the partition's epoch
+    marker is not the one this replica found (the stream's append reports Redis's data loss). The caller appends the
+    same lines to the input stream (:meth:`adapters.redis.InputStream.append_open`).
+
+    Attributes:
+        partition: the partition.
+        reason: ``behind``, ``marked`` or ``lost``.
+    """
+
+    def __init__(self, partition: int, reason: str) -> None:
+        super().__init__(f"partition {partition}: lines not journaled directly ({reason}): through the input stream")
+        self.partition = partition
+        self.reason = reason
 
 
 class DataLostError(StoreUnavailableError):

@@ -25,7 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from redis.exceptions import ResponseError
+
 from streamrelay.adapters.redis.client import FENCE_CHECK, Redis, Script, unavailable
+from streamrelay.adapters.redis.errors import NotDirectError
 from streamrelay.adapters.redis.keys import KEYS, KeySpace
 from streamrelay.core.records.journal import EndedRun, IdleClose, JournalEntry
 
@@ -68,6 +71,49 @@ entry; ARGV: token, consumer group, the count of input-stream ids to acknowledge
 entry. Returns how many lines it appended. Atomic: the fence check, the lines, the run order and the input-stream
 acknowledgement (XACK + XDEL) are one step, so an input line is either journaled and gone from the stream, or
 still there (pending, or not read through the group yet) for the next owner: never both, never neither."""
+
+_APPEND_DIRECT = (
+    FENCE_CHECK
+    + """
+-- KEYS: fence, seq, runs, at, inbox, epoch marker, then per run: its lines key, its stop mark, its idle-close mark;
+-- ARGV: token, epoch ('' unchecked), then per run: run, its lines joined by a newline. Refuses (NOTDIRECT, nothing
+-- written) when the epoch marker is not ARGV[2], the input stream holds an entry, or a run has a mark
+if ARGV[2] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[2] then
+  return redis.error_reply('NOTDIRECT lost')
+end
+if redis.call('XLEN', KEYS[5]) > 0 then
+  return redis.error_reply('NOTDIRECT behind')
+end
+for k = 7, #KEYS, 3 do
+  if redis.call('EXISTS', KEYS[k + 1], KEYS[k + 2]) > 0 then
+    return redis.error_reply('NOTDIRECT marked')
+  end
+end
+"""
+    + _NOW
+    + """
+local i = 3
+for k = 7, #KEYS, 3 do
+  local run = ARGV[i]
+  redis.call('RPUSH', KEYS[k], ARGV[i + 1])
+  i = i + 2
+  if not redis.call('ZSCORE', KEYS[3], run) then
+    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[2]), run)
+  end
+  redis.call('HSET', KEYS[4], run, now)
+end
+return (#KEYS - 6) / 3
+"""
+)
+"""``journal.append`` with ``direct=`` (durable): lines a replica's front took for a partition its replica owns,
+journaled without passing through the input stream. KEYS: as :data:`_APPEND`'s first five, the partition's epoch
+marker, then per run its lines list, its stop mark and its idle-close mark; ARGV: token, the epoch the replica found
+('' unchecked), then run and lines per run. After the fence check, the script refuses (``NOTDIRECT <reason>``,
+nothing written) when the epoch marker is not ARGV[2] (``lost``: Redis lost its data), when the partition's input
+stream holds any entry (``behind``: an entry leaves the stream only once journaled, so an empty stream says every
+line any front answered 200 for this partition is journaled already: these lines come after all of them), or when a
+run has its stop or idle-close mark (``marked``: the stream's append answers those lines, 409 or dropped). Atomic:
+the checks and the lines are one step, as the stream's append (``stream.append_open``) is."""
 
 _FINISH = (
     FENCE_CHECK
@@ -123,6 +169,7 @@ class RedisJournal:
         self._keys = keys
         self._keep = keep_ended
         self._append = Script(client, _APPEND, "journal.append", durable=True)
+        self._append_direct = Script(client, _APPEND_DIRECT, "journal.append_direct", durable=True)
         self._finish = Script(client, _FINISH, "journal.finish", durable=True)
 
     def __repr__(self) -> str:
@@ -135,12 +182,22 @@ class RedisJournal:
     def _key(self, name: str) -> str:
         return self._keys.journal(self.partition, name)
 
-    async def append(self, entries: Sequence[JournalEntry], *, acks: Sequence[str] = ()) -> None:
+    async def append(
+        self, entries: Sequence[JournalEntry], *, acks: Sequence[str] = (), direct: str | None = None
+    ) -> None:
         """Make ``entries`` durable, in order, in one script; acknowledge (XACK, XDEL) the input-stream entries
         ``acks`` of this partition in the same script.
 
+        ``direct``: the lines were taken by this replica's front, not read from the input stream (no ``acks``); the
+        value is the partition's epoch this replica found ('' unchecked). They are journaled only while the input
+        stream is empty and no run of theirs has its stop or idle-close mark, and the epoch marker is that one
+        (:data:`_APPEND_DIRECT`), in the same script.
+
         Raises:
             FencedError: the journal is fenced and its token is no longer the partition's: nothing was written.
+            NotDirectError: ``direct``, and the lines must go through the input stream: nothing was written.
+            core.errors.StoreUnavailableError: the connection failed or timed out (the lines may or may not be
+                journaled), or the write was not replicated in time.
             redis.exceptions.RedisError: Redis failed; nothing of ``entries`` may be counted accepted.
         """
         if not entries and not acks:
@@ -148,12 +205,32 @@ class RedisJournal:
         by_run: dict[str, list[str]] = {}  # each run's lines in order: one list element per run (few arguments)
         for entry in entries:
             by_run.setdefault(entry.run, []).append(entry.line)
+        if direct is not None:
+            await self._journal_direct(by_run, direct)
+            return
         keys = [self._keys.fence(self.partition), self._key("seq"), self._key("runs"), self._key("at")]
         keys += [self._keys.inbox(self.partition), *(self._key(f"lines:{run}") for run in by_run)]
         args: list[str | int | float] = [GROUP, len(acks), *acks]
         for run, lines in by_run.items():
             args += [run, lines[0] if len(lines) == 1 else "\n".join(lines)]
         await self._append.fenced(self.partition, self.token, keys, args)
+
+    async def _journal_direct(self, by_run: dict[str, list[str]], epoch: str) -> None:
+        """:meth:`append`'s ``direct`` path (:data:`_APPEND_DIRECT`)."""
+        p = self.partition
+        keys = [self._keys.fence(p), self._key("seq"), self._key("runs"), self._key("at"), self._keys.inbox(p)]
+        keys.append(self._keys.epoch(p))
+        args: list[str | int | float] = [epoch]
+        for run, lines in by_run.items():
+            keys += [self._key(f"lines:{run}"), self._keys.stopped(p, run), self._keys.idle_closed(p, run)]
+            args += [run, lines[0] if len(lines) == 1 else "\n".join(lines)]
+        try:
+            await self._append_direct.fenced(p, self.token, keys, args)
+        except ResponseError as exc:
+            message = str(exc)
+            if not message.startswith("NOTDIRECT"):
+                raise
+            raise NotDirectError(p, message.removeprefix("NOTDIRECT").strip()) from None
 
     async def unfinished(self) -> list[str]:
         """Runs of this partition that have lines and have not finished, oldest first (their first line's order)."""

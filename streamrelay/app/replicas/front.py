@@ -3,8 +3,10 @@
 Lines are checked here as far as they can be without the run (a JSON object, a valid event, a known channel and
 a target the channel takes), then appended to the input stream of the run's partition: a ``run.start`` picks the
 partition from its conversation (channel and chat) and records it in the run index; every later line of the run
-follows it there. The answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops
-repeats and lines after the run's end (its journal knows them), as one process does. A run its reader stopped is
+follows it there (a run's ``text`` lines at a replica that owns its partition go to the owner's relay directly,
+journaled without the stream while it holds no entry: :meth:`app.replicas.owner.PartitionOwner.submit_direct`). The
+answer counts a line ``accepted`` once it is durable in Redis; the partition's owner drops repeats and lines after
+the run's end (its journal knows them), as one process does. A run its reader stopped is
 marked in Redis before its owner takes the stop (:meth:`ReplicaFront.stop`); the append checks the mark atomically,
 so every front answers the run's later lines 409 :data:`core.run.stop.STOPPED_ERROR`, as one sidecar does (a front
 remembers the runs it saw stopped: a stop is final, so their lines are refused without asking Redis again).
@@ -19,7 +21,7 @@ import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from streamrelay.adapters.redis import (
     ClosedRun,
@@ -64,6 +66,17 @@ OWED_MAX = 100_000
 spends them first when the lines come again)."""
 STOPPED_CACHE = 100_000
 """Stopped runs a front remembers (their lines are refused without a Redis round trip)."""
+
+
+class DirectOwner(Protocol):
+    """A partition's owner on this replica, as the front hands it a request's lines
+    (:class:`app.replicas.owner.PartitionOwner`)."""
+
+    async def submit_direct(
+        self, lines: Sequence[tuple[Any, str | None]], epoch: str
+    ) -> list[LineResult | IngestError] | None:
+        """The lines' answers, or None: append them to the input stream."""
+        ...
 
 
 def control_key(key: str) -> str:
@@ -154,11 +167,11 @@ class ReplicaFront:
         counted: set[str],
         refused: set[str],
         results: list[LineResult | IngestError],
-    ) -> dict[int, dict[str, list[tuple[int, str, bool]]]]:
+    ) -> dict[int, dict[str, list[tuple[int, str, TextEvent | None]]]]:
         """Each line's result appended to ``results`` (ONE_EVENT, or why it is refused) and the lines taken, by
-        partition and run (:meth:`submit_lines`): partition -> run -> [(its index in ``results``, its text, whether
-        it is a ``text`` event the app decoded and validated from that text: :attr:`takes_typed`)]."""
-        batches: dict[int, dict[str, list[tuple[int, str, bool]]]] = {}
+        partition and run (:meth:`submit_lines`): partition -> run -> [(its index in ``results``, its text, the
+        ``text`` event the app decoded and validated from that text (:attr:`takes_typed`), else None)]."""
+        batches: dict[int, dict[str, list[tuple[int, str, TextEvent | None]]]] = {}
         known = self._index.known
         failed_starts: list[str] = []
         for obj, raw in lines:
@@ -169,7 +182,7 @@ class ReplicaFront:
                 run = obj.run
                 partition = known(run)
                 if partition is not None and run not in self._stopped:
-                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw, True))
+                    batches.setdefault(partition, {}).setdefault(run, []).append((len(results), raw, obj))
                     results.append(ONE_EVENT)
                     continue
             try:
@@ -179,7 +192,7 @@ class ReplicaFront:
                 if counted and type(obj) is dict and obj.get("run", run_hint) in counted:
                     failed_starts.append(str(obj.get("run", run_hint)))  # counted, yet it never starts
                 continue
-            typed = type(obj) is TextEvent and text is raw  # decoded and validated by the app, as the owner would
+            typed = obj if type(obj) is TextEvent and text is raw else None  # decoded and validated by the app
             batches.setdefault(partition, {}).setdefault(run, []).append((len(results), text, typed))
             results.append(ONE_EVENT)
         if failed_starts and self.limits is not None:
@@ -188,14 +201,27 @@ class ReplicaFront:
         return batches
 
     async def _append(
-        self, batches: dict[int, dict[str, list[tuple[int, str, bool]]]], results: list[LineResult | IngestError]
+        self,
+        batches: dict[int, dict[str, list[tuple[int, str, TextEvent | None]]]],
+        results: list[LineResult | IngestError],
     ) -> None:
         """Append each partition's entries (one per run: its lines' texts joined) in one script each; the lines of a
-        run found stopped become 409 in ``results``."""
+        run found stopped become 409 in ``results``. A partition this replica owns takes a batch of ``text`` events
+        directly, without the input stream, when it can (:meth:`app.replicas.owner.PartitionOwner.submit_direct`):
+        its answers are the owner's."""
         for partition, runs in batches.items():
             epoch = "" if self.epochs is None else self.epochs.of(partition)
+            owner = None if self.direct is None else self.direct(partition)
+            if owner is not None and all(event is not None for taken in runs.values() for _, _, event in taken):
+                lines = [(event, line) for taken in runs.values() for _, line, event in taken]
+                answers = await owner.submit_direct(lines, epoch)
+                if answers is not None:
+                    ats = [at for taken in runs.values() for at, _, _ in taken]
+                    for at, answer in zip(ats, answers, strict=True):
+                        results[at] = answer
+                    continue
             entries = [JournalEntry(run, "\n".join(line for _, line, _ in taken)) for run, taken in runs.items()]
-            typed = [all(text for _, _, text in taken) for taken in runs.values()]
+            typed = [all(text is not None for _, _, text in taken) for taken in runs.values()]
             ids = await self._stream.append_open(partition, entries, epoch=epoch, text=typed)
             for (run, taken), stream_id in zip(runs.items(), ids, strict=True):
                 if stream_id is None:  # its run's stop mark is there: refused, never appended
@@ -363,6 +389,10 @@ class ReplicaFront:
                 await self.epochs.check()  # DataLostError: the batch is refused (503), never answered 409 or 200
             raise IngestError(f"run {run!r} has not started: send its run.start event first", status=409)
         return partition
+
+    direct: Callable[[int], DirectOwner | None] | None = None
+    """The owner of a partition this replica owns and has resumed, which takes a request's lines directly
+    (:class:`app.replicas.service.ReplicaService` sets it); None: every line goes through the input stream."""
 
     epochs: Epochs | None = None
     """The epoch markers found at start-up (:class:`app.replicas.service.ReplicaService` sets them), checked by every

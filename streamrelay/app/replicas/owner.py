@@ -12,23 +12,28 @@ a :class:`core.errors.OwnershipLostError`) and its runs stop without another cal
    is acknowledged (deleted) in the same fenced Redis script that journals it; an entry the relay dropped or refused
    (a repeat, a line after the run's end) is acknowledged right after. Entries that keep failing (delivered
    :data:`MAX_DELIVERIES` times) go to the dead-letter stream (``streamrelay runs --dead`` lists them).
+
+A request's ``text`` lines that reach this replica's own front are handed to the relay directly instead, journaled
+in one fenced script that refuses while the input stream holds any entry (:meth:`PartitionOwner.submit_direct`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from itertools import groupby
 from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
 from streamrelay.adapters.ingest_http.lines import decode_text
-from streamrelay.adapters.redis import InputEntry, InputStream, RedisJournal, RedisLedger
+from streamrelay.adapters.redis import FencedError, InputEntry, InputStream, NotDirectError, RedisJournal, RedisLedger
 from streamrelay.core.errors import IngestError, OwnershipLostError, StoreUnavailableError
 from streamrelay.core.events import TextEvent
+from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.records.journal import EndedRun, IdleClose, JournalEntry
 from streamrelay.core.records.ledger import Ledger
 from streamrelay.core.run.corrections import Corrections
@@ -72,11 +77,19 @@ class AckingJournal:
         self.feeder: asyncio.Task[Any] | None = None
         """The task handing the batch over: only its own append takes :attr:`acks` (a Stop journaled meanwhile by
         another task must not delete the batch's entries before the batch's lines are journaled)."""
+        self.direct: dict[asyncio.Task[Any], _Direct] = {}
+        """The tasks of the front's requests handed to the relay directly (:meth:`PartitionOwner.submit_direct`):
+        their appends are journaled with the direct checks (:meth:`adapters.redis.RedisJournal.append`'s ``direct``)."""
 
     def __repr__(self) -> str:
         return f"AckingJournal({self.inner!r})"
 
     async def append(self, entries: Sequence[JournalEntry]) -> None:
+        if self.direct and (direct := self.direct.get(asyncio.current_task())) is not None:  # type: ignore[arg-type]
+            direct.sent = True
+            await self.inner.append(entries, direct=direct.epoch)
+            direct.journaled = True
+            return
         acks: list[str] = []
         if self.acks and asyncio.current_task() is self.feeder:
             acks, self.acks = self.acks, []
@@ -110,6 +123,18 @@ class AckingJournal:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+class _Direct:
+    """One direct hand-over's journal state (:meth:`PartitionOwner.submit_direct`): the epoch its appends check,
+    whether an append was sent (its outcome may be unknown) and whether one was journaled."""
+
+    __slots__ = ("epoch", "journaled", "sent")
+
+    def __init__(self, epoch: str) -> None:
+        self.epoch = epoch
+        self.sent = False
+        self.journaled = False
 
 
 MakeRelay = Callable[[Ledger, AckingJournal], Relay]
@@ -181,6 +206,16 @@ class PartitionOwner:
         """A write was refused: another replica holds the partition now."""
         self.task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._feeding = False
+        """The reader is handing entries of the input stream to the relay: no direct hand-over starts meanwhile."""
+        self._direct = 0
+        """Direct hand-overs in flight (:meth:`submit_direct`): the reader waits for none before it hands over."""
+        self._no_direct = asyncio.Event()
+        self._no_direct.set()
+        self._suspect = False
+        """A direct hand-over's journal append failed with an unknown outcome: the relay may not know lines the
+        journal holds. No direct hand-over, and nothing read is handed over, until the runs are rebuilt from the
+        journal (:meth:`_recover`)."""
 
     def __repr__(self) -> str:
         return f"PartitionOwner(partition={self.partition}, token={self.token}, runs={len(self.relay.active_runs())})"
@@ -206,8 +241,11 @@ class PartitionOwner:
                             self._resuming = asyncio.create_task(
                                 self.ended.resume(), name=f"partition:{self.partition}:corrections"
                             )
-                    elif retake or self.relay.interrupted:
+                    elif retake or self.relay.interrupted or self._suspect:
+                        suspect = self._suspect
                         await self._recover()
+                        if suspect:
+                            self._suspect = False  # (a failure after it set it again: recovered again next pass)
                         retake = False
                         claimed = True
                     if claimed:  # only a claim counts a delivery again: a plain read never makes an entry dead
@@ -216,6 +254,8 @@ class PartitionOwner:
                     entries = await self._stream.read(
                         self.partition, self._owner, count=READ_COUNT, block_ms=READ_BLOCK_MS, token=self.token
                     )
+                    if self._suspect:  # read again after the runs are rebuilt (the next read is a fenced one)
+                        continue
                     await self._feed(entries)
                 except StoreUnavailableError as exc:
                     _log.warning(
@@ -252,9 +292,11 @@ class PartitionOwner:
         journal append that failed here may have been applied there (not acknowledged by a replica in time, or its
         reply lost): its lines are journaled and their input entries acknowledged in the same script, so they are
         never handed over again, while admission undid them; kept in memory, the run went on without them (a hole
-        in its text, ``seq`` numbers "never arrived") and took them again as new when its agent sent them again."""
-        await self.relay.stop_runs()
-        resumed = await self.relay.resume()
+        in its text, ``seq`` numbers "never arrived") and took them again as new when its agent sent them again.
+        A direct hand-over's append that failed the same way (:meth:`submit_direct`) is recovered from here too."""
+        async with self._exclusive():
+            await self.relay.stop_runs()
+            resumed = await self.relay.resume()
         _log.info("partition %d: %d runs resumed after a Redis outage", self.partition, len(resumed))
         await self._take_pending()
 
@@ -268,7 +310,29 @@ class PartitionOwner:
         process does), any other by ``json.loads``. Normalized events are given their entry's run, so a stretch of
         entries (any runs) is one batch, journaled in one script; an entry holding a raw provider line needs its run
         given, so a stretch of one run's such entries is a batch of its own. An entry is never split between batches:
-        its lines are journaled, and the entry acknowledged, in one script."""
+        its lines are journaled, and the entry acknowledged, in one script.
+
+        No direct hand-over (:meth:`submit_direct`) runs meanwhile: the ones in flight finish first, new ones go
+        through the input stream, so the relay takes lines in the order the journal holds them."""
+        if not entries:
+            return
+        async with self._exclusive():
+            await self._feed_entries(entries)
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """Inside, the reader alone hands lines to the relay (or rebuilds its runs): the direct hand-overs in flight
+        (:meth:`submit_direct`) finished first, new ones go through the input stream."""
+        self._feeding = True
+        try:
+            while self._direct:
+                await self._no_direct.wait()
+            yield
+        finally:
+            self._feeding = False
+
+    async def _feed_entries(self, entries: Sequence[InputEntry]) -> None:
+        """:meth:`_feed`, once no direct hand-over is in flight."""
         decoded: list[tuple[InputEntry, list[tuple[Any, str]], bool]] = []
         for entry in entries:
             lines, raw = self._decode(entry)
@@ -298,6 +362,65 @@ class PartitionOwner:
             for line_run, result in zip(runs, results, strict=True):
                 if isinstance(result, IngestError):
                     _log.warning("run %s: a line was refused by its owner: %s", line_run, result)
+
+    async def submit_direct(
+        self, lines: Sequence[tuple[Any, str | None]], epoch: str
+    ) -> list[LineResult | IngestError] | None:
+        """Hand a request's lines, taken by this replica's front for this partition, to the relay directly, as one
+        process does: journaled in one fenced script that also makes the input stream's checks (``epoch``, the runs'
+        stop and idle-close marks), so they never pass through the input stream, and the reader is not woken for
+        them (one Redis round trip instead of three: the stream's append, the reader's wake-up, its journal append).
+
+        Order: the script journals them only while the partition's input stream is empty (an entry leaves it only
+        once journaled, and the reader admits entries only while no direct hand-over is in flight: :meth:`_feed`),
+        so every line any front answered 200 for the partition before these came was taken by the relay first.
+
+        Args:
+            lines: ``text`` events the front decoded and validated (:class:`core.events.TextEvent`), each with its
+                text, of runs of this partition.
+            epoch: the partition's epoch marker as this replica found it ('' unchecked).
+
+        Returns:
+            Per line, the relay's answer (as one process answers it); None when the lines were not taken here and
+            must be appended to the input stream (nothing of them was taken): the partition is not ready, is being
+            read, lost or stopping; a run is not active here (its ``run.start`` not read yet, or it ended: the stream
+            path answers as the owner will); the script refused them (:class:`adapters.redis.NotDirectError`: the
+            stream holds entries, a mark, the epoch; or :class:`adapters.redis.FencedError`); or a line was refused by
+            admission without a journal append proving it knew every earlier line.
+
+        Raises:
+            core.errors.StoreUnavailableError: the journal append's outcome is unknown (the connection failed, or it
+                was not replicated in time): nothing counts taken (503; the agent sends the lines again); the
+                partition's runs are rebuilt from the journal before anything else is handed over (:meth:`_recover`).
+        """
+        if self._feeding or self._suspect or self.lost or self._stopping or not self.ready.is_set():
+            return None
+        relay = self.relay
+        for obj, _ in lines:
+            if relay.controller(obj.run) is None:
+                return None
+        task = asyncio.current_task()
+        if task is None:
+            return None
+        direct = self.journal.direct[task] = _Direct(epoch)
+        self._direct += 1
+        self._no_direct.clear()
+        try:
+            results = await relay.submit_lines(lines)
+        except (NotDirectError, FencedError):  # refused before any write: the stream's append takes them
+            return None
+        except BaseException:  # (cancelled too: admission then kept what the journal may not hold)
+            if direct.sent and not direct.journaled:  # maybe journaled, while admission forgot them (or not)
+                self._suspect = True
+            raise
+        finally:
+            del self.journal.direct[task]
+            self._direct -= 1
+            if not self._direct:
+                self._no_direct.set()
+        if not direct.journaled and any(isinstance(result, IngestError) for result in results):
+            return None  # (admission may not have had every earlier line: the owner answers them from the stream)
+        return results
 
     async def close_idle(self, run: str, last_seq: int | None, *, ended: bool = False) -> None:
         """The commit point of closing ``run`` on the idle timeout (:meth:`core.records.journal.Journal.close_idle`):

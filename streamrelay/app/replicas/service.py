@@ -106,6 +106,7 @@ class ReplicaService:
         self._handovers: set[asyncio.Task[None]] = set()
         front.follow(lambda: [o.relay for o in self.owners.values()])
         front.peers = ReplicaPeers(self._urls, self.owner)
+        front.direct = self.direct
 
     def __repr__(self) -> str:
         return f"ReplicaService(owner={self.owner!r}, partitions={sorted(self.owners)})"
@@ -114,6 +115,12 @@ class ReplicaService:
         """The relay of ``partition`` when this replica owns it and has resumed it."""
         owner = self.owners.get(partition)
         return owner.relay if owner is not None and owner.ready.is_set() and not owner.lost else None
+
+    def direct(self, partition: int) -> PartitionOwner | None:
+        """The owner of ``partition`` when this replica owns it and has resumed it (its front hands it lines
+        directly: :meth:`app.replicas.owner.PartitionOwner.submit_direct`)."""
+        owner = self.owners.get(partition)
+        return owner if owner is not None and owner.ready.is_set() and not owner.lost else None
 
     def ended(self, partition: int) -> EndedRuns | None:
         """What this replica does for ``partition``'s ended runs when it owns it and has resumed it, else None."""
