@@ -128,6 +128,9 @@ class TelegramAdapter:
 
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
+    connections: int = CONNECTIONS
+    """The bot session's connection pool (:class:`core.ports.PooledConnections`): the channel lets this many message
+    calls be under way at once (:class:`core.delivery.call_slots.CallSlots`)."""
 
     perform = perform_call
     """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
