@@ -234,7 +234,7 @@ class TelegramAdapter:
                 (:meth:`settle_send`).
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
-        shown = self.render(text, fmt)
+        shown = self.render.take(text, fmt)  # measured before: rendered once, not kept after its call
         reply_to = _message_id(target.reply_to, target) if target.reply_to is not None else None
         method = SendMessage(
             chat_id=target.chat_id,
@@ -290,7 +290,7 @@ class TelegramAdapter:
             core.errors.TargetNotFoundError: the message (or chat) does not exist any more.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
-        shown = self.render(text, fmt)
+        shown = self.render.take(text, fmt)  # measured before: rendered once, not kept after its call
         method = EditMessageText(
             chat_id=target.chat_id,
             message_id=_message_id(message_id, target),
@@ -404,7 +404,7 @@ class TelegramAdapter:
         reason = self.native_refusal(target)
         if reason is not None:
             raise NativeUnavailableError(reason, platform=PLATFORM, target=str(target.chat_id))
-        shown = self.render(text, fmt)
+        shown = self.render.take(text, fmt)  # measured before: rendered once, not kept after its call
         method = SendMessageDraft(
             chat_id=int(target.chat_id),
             draft_id=draft_id,
