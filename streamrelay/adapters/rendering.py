@@ -4,7 +4,8 @@ The core measures a part before it sends it (:meth:`core.policy.Splitter.fit` ca
 adapter sends that same text: both read one rendering. Each platform adapter has a pure ``render(text, fmt)`` (its
 platform's payload and its size in the platform's unit, ``units``) wrapped in a :class:`RenderCache`: a small
 bounded cache keyed by ``(text, fmt)``, so a text is rendered once however often it is measured and sent, and
-``measure`` is the cached rendering's ``units``.
+``measure`` is the cached rendering's ``units``. An adapter whose send reads it with :meth:`RenderCache.take`
+(Telegram) keeps a rendering from the measure to its call, not after it.
 
 Bounded: the texts in flight are few (each conversation's live and frozen parts); past :data:`RENDERINGS` the oldest
 rendering is dropped and rendered again when asked (a miss costs what it cost before the cache, never an error).
