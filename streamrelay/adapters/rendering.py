@@ -4,7 +4,8 @@ The core measures a part before it sends it (:meth:`core.policy.Splitter.fit` ca
 adapter sends that same text: both read one rendering. Each platform adapter has a pure ``render(text, fmt)`` (its
 platform's payload and its size in the platform's unit, ``units``) wrapped in a :class:`RenderCache`: a small
 bounded cache keyed by ``(text, fmt)``, so a text is rendered once however often it is measured and sent, and
-``measure`` is the cached rendering's ``units``.
+``measure`` is the cached rendering's ``units``. An adapter whose send reads it with :meth:`RenderCache.take`
+(Telegram) keeps a rendering from the measure to its call, not after it.
 
 Bounded: the texts in flight are few (each conversation's live and frozen parts); past :data:`RENDERINGS` the oldest
 rendering is dropped and rendered again when asked (a miss costs what it cost before the cache, never an error).
@@ -64,6 +65,14 @@ class RenderCache(Generic[R]):
         if len(self._kept) > self._size:
             self._kept.popitem(last=False)
         return rendered
+
+    def take(self, text: str, fmt: TextFormat) -> R:
+        """The rendering of ``text`` in ``fmt`` for the call that sends it, no longer kept: a text measured and then
+        sent is rendered once, and once sent its rendering does not stay in memory (a Telegram part's is some tens of
+        KB: 32 of them, about 0.3-1 MB a bot, were kept after the calls that needed them). Rendered now when not kept
+        (a retry of the same text renders it again)."""
+        kept = self._kept.pop((text, fmt), None)
+        return kept if kept is not None else self._render(text, fmt)
 
     def __len__(self) -> int:
         return len(self._kept)

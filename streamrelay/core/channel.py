@@ -21,11 +21,12 @@ from streamrelay.core.budgets.fair import FairQueue, Requester
 from streamrelay.core.budgets.history import CallHistory
 from streamrelay.core.budgets.rate import Budget, BudgetScope, PauseBoard, SharedBudgets, TokenBucket
 from streamrelay.core.clock import Clock
+from streamrelay.core.delivery.call_slots import CallSlots
 from streamrelay.core.delivery.executor import Executor
 from streamrelay.core.delivery.send_chain import ChainMemo, SendChain
 from streamrelay.core.events import Target
 from streamrelay.core.policy import ChannelPolicy
-from streamrelay.core.ports import ChannelAdapter
+from streamrelay.core.ports import ChannelAdapter, PooledConnections
 from streamrelay.core.records.ledger import Ledger
 
 
@@ -72,6 +73,15 @@ class ChannelRuntime:
     _keys_of_chat: dict[str, int] = field(default_factory=dict)
     _bot_buckets: list[TokenBucket] | None = None
     _bot_queues: list[FairQueue] = field(default_factory=list)
+    _call_slots: CallSlots | None = None
+
+    @property
+    def call_slots(self) -> CallSlots | None:
+        """The channel's call slots (:mod:`core.delivery.call_slots`), made on first use, sized to the adapter's
+        connection pool (:class:`~core.ports.PooledConnections`); None when the adapter has none."""
+        if self._call_slots is None and isinstance(self.adapter, PooledConnections):
+            self._call_slots = CallSlots(self.adapter.connections)
+        return self._call_slots
 
     @staticmethod
     def _key(target: Target) -> str:
@@ -110,6 +120,7 @@ class ChannelRuntime:
                 shared=self.shared,
                 guard=guard,
                 max_retry_after_s=self.policy.max_retry_after_s,
+                call_slots=self.call_slots,
             )
             memo = self._idle.pop(key, None)
             if memo is not None:

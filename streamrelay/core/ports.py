@@ -324,6 +324,17 @@ class NativeStreaming(Protocol):
 
 
 @runtime_checkable
+class PooledConnections(Protocol):
+    """An adapter whose calls share a pool of HTTP connections, optional: at most :attr:`connections` of them are
+    on the wire at once, the others wait for one. The core then lets at most that many of the channel's calls be under
+    way at once (:class:`~core.delivery.call_slots.CallSlots`): the others wait before their text and request are
+    built, not inside the SDK with them (memory: issue 23)."""
+
+    connections: int
+    """The most HTTP connections the adapter's session opens at once (at least 1)."""
+
+
+@runtime_checkable
 class StreamStatus(Protocol):
     """Status lines shown on a native stream, optional: an adapter whose platform shows a progress line in its
     stream (Teams' *informative* updates, https://learn.microsoft.com/en-us/microsoftteams/platform/bots/streaming-ux:

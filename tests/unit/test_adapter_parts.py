@@ -55,3 +55,18 @@ async def test_send_timeout_s_is_the_connections_and_close_and_measure_go_throug
     assert adapter.measure("abc", TextFormat.PLAIN) == 6 and len(adapter.render) == 1  # kept for the send
     await adapter.close()
     assert conn.closed == 1
+
+
+def test_a_measured_text_is_rendered_once_for_its_send_and_not_kept_after_it() -> None:
+    rendered: list[str] = []
+
+    def render(text: str, fmt: TextFormat) -> _Rendered:
+        rendered.append(text)
+        return _Rendered(text.upper(), len(text) * 2)
+
+    cache: RenderCache[_Rendered] = RenderCache(render)
+    assert cache("abc", TextFormat.PLAIN).units == 6  # measured
+    assert cache.take("abc", TextFormat.PLAIN).units == 6 and rendered == ["abc"]  # sent: the measure's rendering
+    assert len(cache) == 0  # not kept once its call has it
+    assert cache.take("abc", TextFormat.PLAIN).units == 6 and rendered == ["abc", "abc"]  # a retry renders it again
+    assert len(cache) == 0

@@ -128,6 +128,9 @@ class TelegramAdapter:
 
     observer: CallObserver | None = None
     """Watches every call :meth:`perform` makes (metrics; :class:`core.ports.ChannelAdapter`)."""
+    connections: int = CONNECTIONS
+    """The bot session's connection pool (:class:`core.ports.PooledConnections`): the channel lets this many message
+    calls be under way at once (:class:`core.delivery.call_slots.CallSlots`)."""
 
     perform = perform_call
     """The core's one entrance (:meth:`core.ports.ChannelAdapter.perform`): ``call`` in one attempt, its outcome as a
@@ -231,7 +234,7 @@ class TelegramAdapter:
                 (:meth:`settle_send`).
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
-        shown = self.render(text, fmt)
+        shown = self.render.take(text, fmt)  # measured before: rendered once, not kept after its call
         reply_to = _message_id(target.reply_to, target) if target.reply_to is not None else None
         method = SendMessage(
             chat_id=target.chat_id,
@@ -287,7 +290,7 @@ class TelegramAdapter:
             core.errors.TargetNotFoundError: the message (or chat) does not exist any more.
             core.errors.DeliveryError: another subclass, per :mod:`adapters.telegram.errors`.
         """
-        shown = self.render(text, fmt)
+        shown = self.render.take(text, fmt)  # measured before: rendered once, not kept after its call
         method = EditMessageText(
             chat_id=target.chat_id,
             message_id=_message_id(message_id, target),
@@ -401,7 +404,7 @@ class TelegramAdapter:
         reason = self.native_refusal(target)
         if reason is not None:
             raise NativeUnavailableError(reason, platform=PLATFORM, target=str(target.chat_id))
-        shown = self.render(text, fmt)
+        shown = self.render.take(text, fmt)  # measured before: rendered once, not kept after its call
         method = SendMessageDraft(
             chat_id=int(target.chat_id),
             draft_id=draft_id,

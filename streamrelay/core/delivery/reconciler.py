@@ -98,6 +98,7 @@ class Reconciler:
         "_closed",
         "_feed",
         "_ledger",
+        "_slotted",
         "_target",
         "_task",
         "_watchers",
@@ -135,6 +136,8 @@ class Reconciler:
         self._ledger = ledger
         self._clock = clock
         self._closed = False
+        self._slotted = False
+        """The delivery loop holds one of the channel's call slots (:meth:`_take_call_slot`)."""
         self._task: asyncio.Task[None] | None = None
         self.on_lost: list[Callable[[], None]] = []
         """Told when the loop stopped because the store could not be written or ownership was lost
@@ -246,33 +249,66 @@ class Reconciler:
 
     async def _deliver(self) -> None:
         machine, chain, clock = self.machine, self._chain, self._clock
-        while True:
-            op = machine.next_op()
-            if op is None:
-                if self._closed:
-                    return
-                await self._idle()
-                continue
-            delay = op.not_before - clock.now()
-            if delay > 0:  # its retry backoff or the preview throttle
-                await self._sleep_or_wake(delay, throttled=self._throttled(op))
-                continue
-            if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and op.kind.journaled:
-                self.book.refresh(op.slot)  # read the live text now that the call is due
-                continue
-            if op.kind.journaled and machine.shortcut(op):
-                continue  # no call needed: nothing to ask the budgets for
-            kind, final = op.kind.call_kind, self.finalizing
-            ask = chain.grant(kind, final=final, requester=self.requester)  # the budgets' one ask for this call
-            if isinstance(ask, Wait):
-                machine.held_back(op)
-                if ask.turn:
-                    # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan again
-                    await chain.take_turn(kind, final=final, requester=self.requester)
-                else:
-                    await self._sleep_or_wake(ask.seconds)
-                continue
-            await self._perform(op, ask)
+        try:
+            while True:
+                op = machine.next_op()
+                if op is None:
+                    self._let_go()
+                    if self._closed:
+                        return
+                    await self._idle()
+                    continue
+                delay = op.not_before - clock.now()
+                if delay > 0:  # its retry backoff or the preview throttle
+                    self._let_go()
+                    await self._sleep_or_wake(delay, throttled=self._throttled(op))
+                    continue
+                if not self._slotted and not await self._take_call_slot():
+                    continue  # waited for a call slot: plan the call again, with the latest text
+                if op.slot.stale and op.kind not in (OpKind.SETTLE, OpKind.DELETE_STRAY) and op.kind.journaled:
+                    self.book.refresh(op.slot)  # read the live text now that the call is due
+                    continue
+                if op.kind.journaled and machine.shortcut(op):
+                    continue  # no call needed: nothing to ask the budgets for
+                kind, final = op.kind.call_kind, self.finalizing
+                ask = chain.grant(kind, final=final, requester=self.requester)  # the budgets' one ask for this call
+                if isinstance(ask, Wait):
+                    self._let_go()  # a slot is for calls that may start: not held through a budget's wait
+                    machine.held_back(op)
+                    if ask.turn:
+                        # only its turn on the bot's budget holds the call back: wait for it in fair order, then plan
+                        # again
+                        await chain.take_turn(kind, final=final, requester=self.requester)
+                    else:
+                        await self._sleep_or_wake(ask.seconds)
+                    continue
+                await self._perform(op, ask)
+                self._let_go()  # one call a slot: this conversation's next call queues behind the channel's waiters
+        finally:
+            self._let_go()
+
+    async def _take_call_slot(self) -> bool:
+        """Take one of the channel's call slots (:mod:`core.delivery.call_slots`) for the call that is due: True when
+        taken at once (none kept: True), False after a wait (as many of the channel's calls were under way as its
+        adapter has connections: this one waited before its text and request were built, as one small waiter, and is
+        planned again)."""
+        slots = self._chain.call_slots
+        if slots is None:
+            return True
+        if slots.try_take():
+            self._slotted = True
+            return True
+        await slots.take(final=self.finalizing)
+        self._slotted = True
+        return False
+
+    def _let_go(self) -> None:
+        """Give back the call slot this loop holds, if it holds one."""
+        if self._slotted:
+            self._slotted = False
+            slots = self._chain.call_slots
+            assert slots is not None
+            slots.give()
 
     async def _idle(self) -> None:
         """No part needs a call: the status line on the native stream when it is due, else the typing indicator

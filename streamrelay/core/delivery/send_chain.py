@@ -41,6 +41,7 @@ from typing import TypeVar, cast
 from streamrelay.core.budgets.fair import ANYONE, FairQueue, Requester
 from streamrelay.core.budgets.rate import SHARED_PAUSES, PauseBoard, SharedBudgets, TokenBucket
 from streamrelay.core.clock import Clock
+from streamrelay.core.delivery.call_slots import CallSlots
 from streamrelay.core.delivery.calls import NotDone, Unknown
 from streamrelay.core.errors import OwnershipLostError, RateLimitedError, RateScope, RetryAfterTooLongError
 from streamrelay.core.ports import CallKind
@@ -121,6 +122,7 @@ class SendChain:
             call is not made and :class:`~core.errors.OwnershipLostError` is raised. None: always allowed.
         max_retry_after_s: the longest 429 ``retry_after`` obeyed (seconds, > 0); a longer one pauses nothing and the
             call's outcome is a :class:`~core.errors.RetryAfterTooLongError` (module docstring).
+        call_slots: the channel's call slots (:mod:`core.delivery.call_slots`), shared by its chains; None: none.
     """
 
     __slots__ = (
@@ -137,6 +139,7 @@ class SendChain:
         "_pauses",
         "_pauses_begun",
         "_shared",
+        "call_slots",
         "last_message_id",
         "max_retry_after_s",
         "paused_until",
@@ -152,8 +155,13 @@ class SendChain:
         shared: SharedBudgets | None = None,
         guard: Callable[[], bool] | None = None,
         max_retry_after_s: float = MAX_RETRY_AFTER_S,
+        call_slots: CallSlots | None = None,
     ) -> None:
         self._clock = clock
+        self.call_slots = call_slots
+        """The channel's call slots (one set per bot, shared by its conversations' chains:
+        :mod:`core.delivery.call_slots`), one taken by the conversation's delivery loop before a call is planned; None:
+        none."""
         self.max_retry_after_s = max_retry_after_s
         self._guard = guard
         self._buckets = list(buckets)
