@@ -72,6 +72,7 @@ from streamrelay.adapters.ingest_http.approvals import ApprovalRoutes
 from streamrelay.adapters.ingest_http.callers import Caller, Callers, run_of
 from streamrelay.adapters.ingest_http.corrections import CorrectionRoutes, no_corrections_routes
 from streamrelay.adapters.ingest_http.deliveries import DeskRoutes, no_desk_route
+from streamrelay.adapters.ingest_http.lean import IngestApp
 from streamrelay.adapters.ingest_http.lines import (
     BodyTooLargeError,
     Tally,
@@ -154,11 +155,15 @@ class _Ingest:
             except IngestError as exc:
                 answer = JSONResponse({"error": str(exc), "accepted": 0}, status_code=exc.status)
             else:
-                with ingest_span(request.headers, run) as traced:
-                    answer = await self._take(request, caller, hint, tally, traced)
-                    if traced is not None:
-                        traced.span.set_attribute("http.response.status_code", answer.status_code)
-                        traced.span.set_attribute("streamrelay.accepted", tally.accepted)
+                headers = request.headers
+                if "traceparent" not in headers:  # untraced: no span (ingest_span would give None), no context manager
+                    answer = await self._take(request, caller, hint, tally)
+                else:
+                    with ingest_span(headers, run) as traced:
+                        answer = await self._take(request, caller, hint, tally, traced)
+                        if traced is not None:
+                            traced.span.set_attribute("http.response.status_code", answer.status_code)
+                            traced.span.set_attribute("streamrelay.accepted", tally.accepted)
         self._tell(run, tally, answer.status_code)
         return answer
 
@@ -457,7 +462,7 @@ def create_app(
     handlers.corrections = corrections
     pipeline = PipelineRoutes(relay, callers.authorize, keepalive_s=keepalive_s)
     approvals = ApprovalRoutes(relay, callers.authorize)
-    app = Starlette(
+    app = IngestApp(  # POST /v1/runs/{run}/events takes a lean path past Starlette's layers (lean.py)
         exception_handlers={404: _not_found, 405: _not_allowed},
         routes=[
             Route("/v1/runs/{run}/events", handlers.run_events, methods=["POST"]),
