@@ -1,23 +1,27 @@
 """The ingest app's lean path (adapters/ingest_http/lean.py): ``POST /v1/runs/{run}/events`` handed to its handler
 past Starlette's layers must answer every request as Starlette's own path does (status, headers, body), and leave
 every other request to Starlette: the same requests, in the same order, to two sidecars, one of them always through
-Starlette."""
+Starlette. And the body read from the ASGI messages (``lines.batches``) as ``Request.stream`` read it."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from streamrelay.adapters.ingest_http.app import create_app
 from streamrelay.adapters.ingest_http.lean import RUN_EVENTS_PATH, IngestApp
+from streamrelay.adapters.ingest_http.lines import BodyTooLargeError, batches
 from streamrelay.core.channel import ChannelRuntime
 from streamrelay.core.clock import MonotonicClock
 from streamrelay.core.ingest.clients import DEFAULT_CLIENT, ClientLimits
@@ -140,3 +144,74 @@ def test_an_exception_in_the_handler_is_a_500_then_raised(through_starlette: boo
 def test_the_first_route_must_be_the_run_events_route() -> None:
     with pytest.raises(ValueError, match=re.escape("the first route must be POST /v1/runs/{run}/events")):
         IngestApp(routes=[Route("/v1/events", _boom, methods=["POST"])])
+
+
+async def _stream_batches(request: Request, max_body: int, max_line: int) -> list[list[bytes]] | str:
+    """What ``batches`` gave when it read the body through Starlette's ``Request.stream`` (its code before it read
+    the messages itself), or the name of what it raised."""
+    out: list[list[bytes]] = []
+    total, buffer = 0, b""
+    try:
+        async for piece in request.stream():
+            total += len(piece)
+            if total > max_body:
+                raise BodyTooLargeError("body")
+            *complete, buffer = (buffer + piece).split(b"\n")
+            if complete:
+                out.append(complete)
+            if len(buffer) > max_line:
+                raise BodyTooLargeError("line")
+        if buffer.strip():
+            out.append([buffer])
+    except (BodyTooLargeError, ClientDisconnect) as exc:
+        return type(exc).__name__
+    return out
+
+
+async def _our_batches(request: Request, max_body: int, max_line: int) -> list[list[bytes]] | str:
+    out: list[list[bytes]] = []
+    try:
+        async for batch in batches(request, max_body, max_line):
+            out.append(batch)
+    except (BodyTooLargeError, ClientDisconnect) as exc:
+        return type(exc).__name__
+    return out
+
+
+_MESSAGES = st.lists(
+    st.one_of(
+        st.builds(
+            lambda body, more: {"type": "http.request", "body": body, "more_body": more},
+            st.lists(st.sampled_from([b"a", b"b", b" ", b"\n", b"{}"]), max_size=8).map(b"".join),
+            st.booleans(),
+        ),
+        st.just({"type": "http.disconnect"}),
+        st.just({"type": "http.other"}),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(_MESSAGES, st.integers(1, 40), st.integers(1, 10))
+def test_batches_reads_the_body_as_starlettes_stream_does(
+    messages: list[dict[str, Any]], max_body: int, max_line: int
+) -> None:
+    """The body read from the ASGI messages themselves gives the batches (and the errors) that reading it through
+    ``Request.stream`` gave, pieces split anywhere, empty pieces, other messages and a disconnect included."""
+    messages = [*messages, {"type": "http.request", "body": b"", "more_body": False}]  # the body ends at last
+
+    def request() -> Request:
+        queue = iter(messages)
+
+        async def receive() -> dict[str, Any]:
+            return next(queue)
+
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+        return Request(scope, receive)
+
+    async def both() -> tuple[object, object]:
+        return await _our_batches(request(), max_body, max_line), await _stream_batches(request(), max_body, max_line)
+
+    ours, theirs = asyncio.run(both())
+    assert ours == theirs

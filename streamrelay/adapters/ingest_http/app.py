@@ -185,14 +185,13 @@ class _Ingest:
         """Read, decode and submit the body's lines into ``tally``; the answer. ``traced``: the request's trace
         context, given to the runs it starts (:mod:`adapters.ingest_http.tracing`)."""
         started: set[str] = set()
-        run_json = json.dumps(hint).encode() if hint is not None and self.typed else None
         try:
             number = 0
             async for whole in batches(request, self.max_body_bytes, self.max_line_bytes):
                 level = self.pressure.push_back() if self.pressure is not None else PushBack.NONE
                 cut = cut_at(whole, level, lambda raw: self._known_start(raw, caller, hint))
                 batch = whole if cut is None else whole[:cut]
-                decoded, numbers = self._decode(batch, number, caller, hint, started, run_json, tally, traced)
+                decoded, numbers = self._decode(batch, number, caller, hint, started, tally, traced)
                 number += len(batch)
                 if decoded:
                     failed = await self._submit(decoded, numbers, caller, hint, tally)
@@ -215,13 +214,12 @@ class _Ingest:
         caller: Caller,
         hint: str | None,
         started: set[str],
-        run_json: bytes | None,
         tally: Tally,
         traced: IngestTrace | None = None,
     ) -> tuple[list[tuple[Any, str | None]], list[int]]:
         """A batch's lines (numbered from ``number + 1``) decoded, each with its text, and their numbers; an empty
-        line is a keep-alive (skipped); a line refused here goes into ``tally``. With ``run_json`` (the URL's run key,
-        and a relay that takes typed events) a plain delta line is decoded once into a :class:`core.events.TextDelta`
+        line is a keep-alive (skipped); a line refused here goes into ``tally``. With the URL's run key (``hint``)
+        and a relay that takes typed events a plain delta line is decoded once into a :class:`core.events.TextDelta`
         (:func:`lines.decode_delta`, one process's relay; a batch of them all at once: :func:`lines.decode_deltas`),
         another ``text`` line decoded and validated in one step (:func:`lines.decode_text`), else by :meth:`_line`.
 
@@ -238,6 +236,7 @@ class _Ingest:
                 return cast(list[tuple[Any, str | None]], deltas), list(range(number + 1, number + 1 + len(batch)))
         decoded: list[tuple[Any, str | None]] = []
         numbers: list[int] = []
+        run_json = json.dumps(hint).encode() if hint is not None and self.typed else None  # (only read line by line)
         for raw in batch:
             number += 1
             if not raw.strip():

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import orjson
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from streamrelay.core.errors import IngestError
@@ -140,7 +140,7 @@ async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) ->
     together are journaled in one commit.
 
     Raises:
-        BodyTooLargeError: past the size limits.
+        BodyTooLargeError: past the size limits. ClientDisconnect: the client went away before the body's end.
     """
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_body_bytes:  # refused before a byte of it is waited for
@@ -148,7 +148,19 @@ async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) ->
     total = 0
     unyielded = 0
     buffer = b""
-    async for piece in request.stream():
+    receive = request.receive  # read as Starlette's ``Request.stream`` reads it, without its generator in between
+    more = True
+    while more:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.disconnect":
+            raise ClientDisconnect()
+        if kind != "http.request":
+            continue
+        piece = message.get("body", b"")
+        more = message.get("more_body", False)
+        if not piece:
+            continue
         total += len(piece)
         if total > max_body_bytes:
             raise BodyTooLargeError(f"request body over {max_body_bytes} bytes: split the run into several requests")
