@@ -215,3 +215,36 @@ def test_batches_reads_the_body_as_starlettes_stream_does(
 
     ours, theirs = asyncio.run(both())
     assert ours == theirs
+
+
+def test_an_app_given_more_layers_takes_them_on_the_events_route_too() -> None:
+    """Middleware added to the app (or ``debug``) applies to the events route as to any other: no lean path then."""
+    seen: list[str] = []
+
+    class Note:
+        def __init__(self, app: object) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            seen.append(scope["path"])
+            await self.app(scope, receive, send)  # type: ignore[operator]
+
+    app = _app()
+    app.add_middleware(Note)
+
+    async def post() -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as client:
+            return (await client.post("/v1/runs/r3/events", headers=AUTH, content=START)).status_code
+
+    assert asyncio.run(post()) == 200
+    assert seen == ["/v1/runs/r3/events"]
+    debug = IngestApp(routes=[Route(RUN_EVENTS_PATH, _boom, methods=["POST"])], debug=True)
+
+    async def boom() -> httpx.Response:
+        transport = httpx.ASGITransport(app=debug, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as client:
+            return await client.post("/v1/runs/r1/events", content=b"x")
+
+    answer = asyncio.run(boom())
+    assert answer.status_code == 500 and "a bug in the handler" in answer.text  # Starlette's debug traceback

@@ -9,7 +9,8 @@ decides), the scope's keys those layers set (``app``, ``router``, ``route``, ``e
 server-error middleware's answer to an exception the handler raises before its answer started: the same ``500
 Internal Server Error`` (Starlette's default: this app installs no 500 handler and runs without ``debug``), the
 exception then raised again for the server to log. The exception middleware's handlers (``404`` and ``405``) answer
-only an ``HTTPException``, which the ingest handler never raises: it answers every error itself.
+only an ``HTTPException``, which the ingest handler never raises: it answers every error itself. An app given more of
+Starlette's layers (middleware, a body size limit, ``debug``, a 500 handler) takes them for every request.
 """
 
 from __future__ import annotations
@@ -47,8 +48,21 @@ class IngestApp(Starlette):
         self._pattern = route.path_regex
         self._run = route.param_convertors["run"]
 
+    def _plain(self) -> bool:
+        """Whether Starlette's layers are only those the lean path stands for: no middleware added, no body size limit
+        of Starlette's own, no ``debug`` tracebacks, no handler of its own for a 500 (else every request takes them:
+        read per request, as they may be changed after the app was made)."""
+        handlers = self.exception_handlers
+        return (
+            not self.user_middleware
+            and self.max_body_size is None
+            and not self.debug
+            and 500 not in handlers
+            and Exception not in handlers
+        )
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path") or not self._plain():
             await super().__call__(scope, receive, send)
             return
         match = self._pattern.match(scope["path"])
