@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from streamrelay.core.events import TextMode
 from streamrelay.core.text.assembler import TextAssembler
-from streamrelay.core.text.buffer import BLOCK_CHARS, TAIL_PIECES, TextBuffer
+from streamrelay.core.text.buffer import BLOCK_CHARS, TAIL_PIECES, LinearText, TextBuffer
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 TEXT_CASES = sorted(CASES.glob("text-*.json"))
@@ -375,3 +375,22 @@ def test_a_buffer_stores_one_byte_a_character_and_puts_the_wide_ones_back() -> N
     assert buffer.common_with(text[:1234]) and buffer.common_with(text + "more") and not buffer.common_with("plain x")
     buffer.reset_to(text + " 🧠 end")
     assert buffer.value() == text + " 🧠 end" and buffer.slice(len(text), len(text) + 3) == " 🧠 "
+
+
+@given(
+    st.lists(st.text(alphabet=st.sampled_from("ab\\né→😀"), max_size=12), min_size=1, max_size=3),
+    st.integers(-3, 40),
+    st.integers(-3, 40),
+)
+def test_a_linear_texts_slice_is_its_pinned_range(messages: list[str], start: int, end: int) -> None:
+    """:meth:`LinearText.slice` (one message: that message's own slice) gives what its pinned range gives, and the
+    joined text's characters."""
+    buffers: dict[int, TextBuffer] = {}
+    for k, message in enumerate(messages):
+        buffers[k] = TextBuffer()
+        for i in range(0, len(message), 3):
+            buffers[k].append(message[i : i + 3])
+    view = LinearText(buffers, {}, None, "\n\n")
+    joined = "\n\n".join(message for message in messages if message)
+    got = view.slice(start, end)
+    assert got == view.pin(start, end).value() == joined[max(0, start) : max(0, end)]

@@ -162,9 +162,12 @@ def test_a_tally_lists_the_first_rejected_lines_in_line_order() -> None:
     assert [r["line"] for r in late.rejected] == [3, 7] and late.status == 422
 
 
-@given(st.integers(0, 10**9), st.integers(0, 10**9))
-def test_the_counts_answer_is_the_bytes_starlette_renders(accepted: int, dropped: int) -> None:
-    """A request's 200 (rendered by orjson) is byte for byte what :class:`JSONResponse` renders, headers too."""
-    counts = {"accepted": accepted, **({"dropped": dropped} if dropped else {})}
+@given(st.integers(0, 10**9), st.integers(0, 10**9), st.text(st.characters(codec="utf-8")))
+def test_the_counts_answer_is_the_bytes_starlette_renders(accepted: int, dropped: int, reason: str) -> None:
+    """A request's 200 (rendered by orjson, its headers set at once) is byte for byte what :class:`JSONResponse`
+    renders, headers too."""
+    counts: dict[str, int | str] = {"accepted": accepted}
+    if dropped:
+        counts |= {"dropped": dropped, "dropped_reason": f"line 3: {reason}"}
     ours, theirs = CountsResponse(counts), JSONResponse(counts)
     assert (ours.body, ours.raw_headers, ours.status_code) == (theirs.body, theirs.raw_headers, theirs.status_code)

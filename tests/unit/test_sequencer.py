@@ -97,3 +97,48 @@ def test_a_batch_of_the_next_seqs_is_ready_at_once_and_moves_the_gate() -> None:
     assert gate.last == 4
     assert gate.push_all([TextDelta("r", "again", 4), TextDelta("r", "e", 5)], 0) == [TextDelta("r", "e", 5)]
     assert gate.dropped == 1
+
+
+def _loop_candidates(sizes: list[int]) -> tuple[tuple[int, int], ...]:
+    """The replay candidates as the join computed them before (a loop over the sizes)."""
+    out, offset = [], 0
+    for size in sizes:
+        if size >= REPLAY_MIN_CHARS:
+            out.append((offset, size))
+        offset += size
+    return tuple(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(max_size=REPLAY_MIN_CHARS + 4), min_size=2, max_size=8),
+    st.one_of(st.none(), st.integers(0, 10**6)),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_a_join_is_the_joined_deltas_model_construct_makes(
+    texts: list[str], seq: int | None, message: int, typed: bool
+) -> None:
+    """A join builds its :class:`JoinedDeltas` past ``model_construct`` (every field given, in order): the same
+    instance ``model_construct`` makes (fields, fields set, no extra, no private attributes, equal), its replay
+    candidates where the loop over the sizes put them."""
+    delta = TextDelta("r", texts[0], seq, message)
+    first: RunEvent = delta.event() if typed else delta
+    joined = join_deltas([first, *(TextDelta("r", text, None, message) for text in texts[1:])])
+    assert len(joined) == 1 and isinstance(joined[0], JoinedDeltas)
+    got = joined[0]
+    fields = {name: getattr(got, name) for name in JoinedDeltas.model_fields}
+    made = JoinedDeltas.model_construct(got.model_fields_set, **fields)
+    assert (got.__dict__, got.model_fields_set, got.__pydantic_extra__, got.__pydantic_private__) == (
+        made.__dict__,
+        made.model_fields_set,
+        made.__pydantic_extra__,
+        made.__pydantic_private__,
+    )
+    assert list(got.__dict__) == list(made.__dict__) and got == made
+    assert got.text == "".join(texts)
+    assert got.replay_candidates == _loop_candidates([len(text) for text in texts])
+    expected_set = (
+        {"kind", "run", "text"} | ({"seq"} if seq is not None else set()) | ({"message"} if message else set())
+    )
+    assert got.model_fields_set == expected_set

@@ -72,6 +72,7 @@ from streamrelay.adapters.ingest_http.approvals import ApprovalRoutes
 from streamrelay.adapters.ingest_http.callers import Caller, Callers, run_of
 from streamrelay.adapters.ingest_http.corrections import CorrectionRoutes, no_corrections_routes
 from streamrelay.adapters.ingest_http.deliveries import DeskRoutes, no_desk_route
+from streamrelay.adapters.ingest_http.lean import IngestApp
 from streamrelay.adapters.ingest_http.lines import (
     BodyTooLargeError,
     Tally,
@@ -154,11 +155,15 @@ class _Ingest:
             except IngestError as exc:
                 answer = JSONResponse({"error": str(exc), "accepted": 0}, status_code=exc.status)
             else:
-                with ingest_span(request.headers, run) as traced:
-                    answer = await self._take(request, caller, hint, tally, traced)
-                    if traced is not None:
-                        traced.span.set_attribute("http.response.status_code", answer.status_code)
-                        traced.span.set_attribute("streamrelay.accepted", tally.accepted)
+                headers = request.headers
+                if "traceparent" not in headers:  # untraced: no span (ingest_span would give None), no context manager
+                    answer = await self._take(request, caller, hint, tally)
+                else:
+                    with ingest_span(headers, run) as traced:
+                        answer = await self._take(request, caller, hint, tally, traced)
+                        if traced is not None:
+                            traced.span.set_attribute("http.response.status_code", answer.status_code)
+                            traced.span.set_attribute("streamrelay.accepted", tally.accepted)
         self._tell(run, tally, answer.status_code)
         return answer
 
@@ -180,14 +185,13 @@ class _Ingest:
         """Read, decode and submit the body's lines into ``tally``; the answer. ``traced``: the request's trace
         context, given to the runs it starts (:mod:`adapters.ingest_http.tracing`)."""
         started: set[str] = set()
-        run_json = json.dumps(hint).encode() if hint is not None and self.typed else None
         try:
             number = 0
             async for whole in batches(request, self.max_body_bytes, self.max_line_bytes):
                 level = self.pressure.push_back() if self.pressure is not None else PushBack.NONE
                 cut = cut_at(whole, level, lambda raw: self._known_start(raw, caller, hint))
                 batch = whole if cut is None else whole[:cut]
-                decoded, numbers = self._decode(batch, number, caller, hint, started, run_json, tally, traced)
+                decoded, numbers = self._decode(batch, number, caller, hint, started, tally, traced)
                 number += len(batch)
                 if decoded:
                     failed = await self._submit(decoded, numbers, caller, hint, tally)
@@ -210,13 +214,12 @@ class _Ingest:
         caller: Caller,
         hint: str | None,
         started: set[str],
-        run_json: bytes | None,
         tally: Tally,
         traced: IngestTrace | None = None,
     ) -> tuple[list[tuple[Any, str | None]], list[int]]:
         """A batch's lines (numbered from ``number + 1``) decoded, each with its text, and their numbers; an empty
-        line is a keep-alive (skipped); a line refused here goes into ``tally``. With ``run_json`` (the URL's run key,
-        and a relay that takes typed events) a plain delta line is decoded once into a :class:`core.events.TextDelta`
+        line is a keep-alive (skipped); a line refused here goes into ``tally``. With the URL's run key (``hint``)
+        and a relay that takes typed events a plain delta line is decoded once into a :class:`core.events.TextDelta`
         (:func:`lines.decode_delta`, one process's relay; a batch of them all at once: :func:`lines.decode_deltas`),
         another ``text`` line decoded and validated in one step (:func:`lines.decode_text`), else by :meth:`_line`.
 
@@ -233,6 +236,7 @@ class _Ingest:
                 return cast(list[tuple[Any, str | None]], deltas), list(range(number + 1, number + 1 + len(batch)))
         decoded: list[tuple[Any, str | None]] = []
         numbers: list[int] = []
+        run_json = json.dumps(hint).encode() if hint is not None and self.typed else None  # (only read line by line)
         for raw in batch:
             number += 1
             if not raw.strip():
@@ -457,7 +461,7 @@ def create_app(
     handlers.corrections = corrections
     pipeline = PipelineRoutes(relay, callers.authorize, keepalive_s=keepalive_s)
     approvals = ApprovalRoutes(relay, callers.authorize)
-    app = Starlette(
+    app = IngestApp(  # POST /v1/runs/{run}/events takes a lean path past Starlette's layers (lean.py)
         exception_handlers={404: _not_found, 405: _not_allowed},
         routes=[
             Route("/v1/runs/{run}/events", handlers.run_events, methods=["POST"]),

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import orjson
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from streamrelay.core.errors import IngestError
@@ -121,8 +121,15 @@ class Tally:
 
 
 class CountsResponse(JSONResponse):
-    """A request's 200 answer, its counts (``{"accepted": n}``, and ``dropped``): the bytes :class:`JSONResponse`
-    renders (compact, UTF-8), rendered by orjson in C (every request of an agent gets one)."""
+    """A request's 200 answer, its counts (``{"accepted": n}``, and ``dropped``): the bytes and headers
+    :class:`JSONResponse` gives (compact, UTF-8; ``content-length`` then ``content-type: application/json``), rendered
+    by orjson in C and its two headers set at once (every request of an agent gets one)."""
+
+    def __init__(self, content: dict[str, int | str]) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = body = orjson.dumps(content)
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
@@ -133,7 +140,7 @@ async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) ->
     together are journaled in one commit.
 
     Raises:
-        BodyTooLargeError: past the size limits.
+        BodyTooLargeError: past the size limits. ClientDisconnect: the client went away before the body's end.
     """
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_body_bytes:  # refused before a byte of it is waited for
@@ -141,7 +148,19 @@ async def batches(request: Request, max_body_bytes: int, max_line_bytes: int) ->
     total = 0
     unyielded = 0
     buffer = b""
-    async for piece in request.stream():
+    receive = request.receive  # read as Starlette's ``Request.stream`` reads it, without its generator in between
+    more = True
+    while more:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.disconnect":
+            raise ClientDisconnect()
+        if kind != "http.request":
+            continue
+        piece = message.get("body", b"")
+        more = message.get("more_body", False)
+        if not piece:
+            continue
         total += len(piece)
         if total > max_body_bytes:
             raise BodyTooLargeError(f"request body over {max_body_bytes} bytes: split the run into several requests")

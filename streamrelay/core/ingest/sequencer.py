@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
@@ -231,8 +232,33 @@ def join_deltas(events: list[_E]) -> list[_E | JoinedDeltas]:
 
 
 _JOINED_DEFAULTS: dict[str, Any] = dict(JoinedDeltas.model_construct(run="", text="").__dict__)
-"""Every field of a :class:`JoinedDeltas` at its default (all immutable): given whole to ``model_construct``, which
-then looks up no default (that lookup costs 4x the rest of it)."""
+"""Every field of a :class:`JoinedDeltas` at its default (all immutable), in the fields' order: given whole to
+:func:`_construct`, which then looks up no default (that lookup costs 4x the rest of ``model_construct``)."""
+
+_new_joined = JoinedDeltas.__new__
+_set = object.__setattr__
+_PLAIN_CONSTRUCT = (
+    not JoinedDeltas.__pydantic_post_init__
+    and not JoinedDeltas.__pydantic_root_model__
+    and JoinedDeltas.model_config.get("extra") != "allow"
+    and all(f.alias is None and f.validation_alias is None for f in JoinedDeltas.__pydantic_fields__.values())
+)
+"""Whether ``JoinedDeltas.model_construct`` of every field is the four steps of :func:`_construct` (no alias, no
+post-init hook, no extra field kept: checked once, against the pydantic installed)."""
+
+
+def _construct(fields_set: set[str], fields: dict[str, Any]) -> JoinedDeltas:
+    """``JoinedDeltas.model_construct(fields_set, **fields)`` for ``fields`` holding every field in the fields' order
+    (as :data:`_JOINED_DEFAULTS` does): the same instance (its ``__dict__``, fields set, no extra, no private
+    attributes) without ``model_construct``'s walk over the fields (a loop of Python steps per field, per batch)."""
+    if not _PLAIN_CONSTRUCT:  # (a pydantic whose construct does more: its own way)
+        return JoinedDeltas.model_construct(fields_set, **fields)
+    joined = _new_joined(JoinedDeltas)
+    _set(joined, "__dict__", fields)
+    _set(joined, "__pydantic_fields_set__", fields_set)
+    _set(joined, "__pydantic_extra__", None)
+    _set(joined, "__pydantic_private__", None)
+    return joined
 
 
 def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
@@ -242,11 +268,12 @@ def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
         candidates: list[tuple[int, int]] = []
         sizes = [len(last.text), *map(len, parts)]
         if max(sizes) >= REPLAY_MIN_CHARS:  # (else none is: the common batch of small deltas, no Python step each)
-            offset = 0
-            for size in sizes:  # where each delta that may be a replay lies: the guard reads it alone
-                if size >= REPLAY_MIN_CHARS:
-                    candidates.append((offset, size))
-                offset += size
+            # where each delta that may be a replay lies (its offset: the sizes before it): the guard reads it alone
+            candidates = [
+                (at, size)
+                for at, size in zip(accumulate(sizes, initial=0), sizes, strict=False)  # (the offsets: one more)
+                if size >= REPLAY_MIN_CHARS
+            ]
         text, replay = last.text + "".join(parts), tuple(candidates)
         if isinstance(last, TextDelta):
             # The event it stands for, built as :meth:`TextDelta.event` validates it (its fields are of a type and
@@ -258,5 +285,5 @@ def _flush_joined(out: list[_E | JoinedDeltas], parts: list[str]) -> None:
             fields, given = dict(last.__dict__), last.model_fields_set | {"text"}  # valid: not validated again
             fields["text"] = text
         fields["replay_candidates"] = replay
-        out[-1] = JoinedDeltas.model_construct(given, **fields)  # every field given
+        out[-1] = _construct(given, fields)  # every field given, in the fields' order
         parts.clear()

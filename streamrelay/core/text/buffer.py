@@ -246,6 +246,10 @@ class LinearText:
 
     def slice(self, start: int, end: int) -> str:
         """The characters from ``start`` to ``end``. O(end - start + messages)."""
+        messages = self._messages
+        if len(messages) == 1:  # the common case, one message: its own slice (what its one pinned range gives)
+            for text in messages.values():
+                return text.slice(start, end)
         return self.pin(start, end).value()
 
     def value(self) -> str:
