@@ -171,3 +171,35 @@ async def test_a_direct_append_with_an_unknown_outcome_is_answered_503_and_shown
     finally:
         held.released.set()
         await owner.stop()
+
+
+async def test_a_direct_line_refused_for_the_stream_keeps_its_seq_untaken(client: Redis) -> None:
+    """A line with a ``seq`` whose direct append is refused (another front's entry waits in the stream) goes through
+    the stream: admission must have forgotten its ``seq`` (a typed event names its run itself), or the reader drops
+    it as a repeat of itself: answered 200, never journaled."""
+    adapter = FakeAdapter(MonotonicClock())
+    held = HeldReads(client)
+    owner, front = await _setup(client, adapter, held)
+    stream = InputStream(client)
+    try:
+        await _started(owner, client, "d3")
+        held.held = True
+        await held.parked.wait()
+        other = json.dumps({"kind": "text", "run": "d3", "text": "one ", "seq": 1})
+        (appended,) = await stream.append_open(PARTITION, [JournalEntry("d3", other)])
+        assert isinstance(appended, str)
+        two = _typed("d3", {"kind": "text", "text": "two ", "seq": 2})
+        three = _typed("d3", {"kind": "text", "text": "three", "seq": 3})
+        assert await front.submit_lines([two]) == [LineResult(events=1)]  # the one-line path
+        assert await front.submit_lines([three]) == [LineResult(events=1)]
+        held.released.set()
+        while await client.xlen(KEYS.inbox(PARTITION)):
+            await asyncio.sleep(0.02)
+        (ended,) = await stream.append_open(PARTITION, [_end("d3", 4)])
+        assert isinstance(ended, str)
+        report = await _done(owner, "d3")
+        assert adapter.chat() == ["one two three"], adapter.chat()
+        assert report.status == "delivered", report
+    finally:
+        held.released.set()
+        await owner.stop()

@@ -415,6 +415,29 @@ async def test_a_batch_out_of_order_that_the_journal_refused_is_undone_and_anoth
     await relay.close()
 
 
+@pytest.mark.parametrize("batch", [1, 3], ids=["one-line", "batch"])
+async def test_typed_text_lines_the_journal_refused_are_taken_when_sent_again(batch: int) -> None:
+    """The ``text`` lines HTTP ingest hands over typed (decoded and validated: ``lines.decode_text``) name their run
+    themselves: a refused append undoes their ``seq`` numbers too, or the agent's resend is dropped as a repeat
+    (answered 200, never journaled: lost)."""
+    journal = _RefusingJournal()
+    relay = _relay(ClientLimits(), journal, fast=True)
+    await relay.submit_lines([(dict(START, run="r"), None)])
+    lines: list[tuple[Any, str | None]] = []
+    for seq in range(1, batch + 1):
+        line = {"kind": "text", "run": "r", "seq": seq, "text": f"t{seq}"}
+        lines.append((TextEvent.model_validate(line), json.dumps(line)))
+    journal.refuse = 1
+    with pytest.raises(OSError):  # the request is answered 503
+        await relay.submit_lines(lines)
+    again = await relay.submit_lines(lines)
+    assert all(isinstance(r, LineResult) and r.dropped is None for r in again), again  # taken, not repeats
+    assert [json.loads(line)["seq"] for line in await journal.lines("r") if '"text"' in line] == list(
+        range(1, batch + 1)
+    )
+    await relay.close()
+
+
 def test_untaking_seqs_keeps_the_ones_another_request_took_meanwhile() -> None:
     seqs = SeqFloor(floor=3, above={6})
     for seq in (4, 9, 5):  # this batch: the floor passes 4, 5 and the 6 taken before it
