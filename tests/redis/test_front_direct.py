@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import ClassVar
 
 import pytest
 
@@ -202,4 +204,61 @@ async def test_a_direct_line_refused_for_the_stream_keeps_its_seq_untaken(client
         assert report.status == "delivered", report
     finally:
         held.released.set()
+        await owner.stop()
+
+
+class LostReplyWhileRead(RedisJournal):
+    """The partition's journal whose first direct append is applied in Redis and its reply lost, while another front
+    appends ``then`` to the stream and the owner's reader, having read it, waits for the direct hand-over to finish
+    (:meth:`app.replicas.owner.PartitionOwner._exclusive`)."""
+
+    owner: ClassVar[PartitionOwner | None] = None
+    then: ClassVar[list[JournalEntry]] = []
+    fed_suspect: ClassVar[list[bool]] = []
+
+    def fenced(self, token: int) -> RedisJournal:
+        return LostReplyWhileRead(self._client, self.partition, token=token)
+
+    async def append(
+        self, entries: Sequence[JournalEntry], *, acks: Sequence[str] = (), direct: str | None = None
+    ) -> None:
+        owner = LostReplyWhileRead.owner
+        if acks and owner is not None:
+            LostReplyWhileRead.fed_suspect.append(owner._suspect)  # an entry handed over, the runs not rebuilt
+        await super().append(entries, acks=acks, direct=direct)
+
+    async def _journal_direct(self, by_run: dict[str, list[str]], epoch: str) -> None:
+        await super()._journal_direct(by_run, epoch)
+        then, LostReplyWhileRead.then = LostReplyWhileRead.then, []
+        if then:
+            (appended,) = await InputStream(self._client).append_open(self.partition, then)
+            assert isinstance(appended, str)  # answered 200 by the other front
+            owner = LostReplyWhileRead.owner
+            assert owner is not None
+            while not owner._feeding:  # the reader read it: it waits for this hand-over
+                await asyncio.sleep(0.01)
+            raise StoreUnavailableError("Redis did not answer journal.append_direct (ConnectionError)")
+
+
+async def test_entries_read_while_a_direct_append_lost_its_reply_wait_for_the_runs_rebuilt(client: Redis) -> None:
+    """A direct append applied in Redis whose reply was lost (503) leaves admission without its lines until the runs
+    are rebuilt from the journal: the entries the reader read meanwhile (another front's ``end``, answered 200) are
+    handed over only after that, or the run ends without the lines the journal holds."""
+    adapter = FakeAdapter(MonotonicClock())
+    journal = LostReplyWhileRead(client, PARTITION)
+    owner, front = await _setup(client, adapter, InputStream(client), journal=journal)
+    LostReplyWhileRead.owner = owner
+    try:
+        await _started(owner, client, "d4")
+        LostReplyWhileRead.fed_suspect = []
+        LostReplyWhileRead.then = [_end("d4")]
+        line = _typed("d4", {"kind": "text", "text": "Journaled once."})
+        with pytest.raises(StoreUnavailableError):
+            await front.submit_lines([line])  # 503: its outcome unknown (it was journaled)
+        report = await _done(owner, "d4")
+        assert LostReplyWhileRead.fed_suspect == [False], LostReplyWhileRead.fed_suspect  # the end after the rebuild
+        assert adapter.chat() == ["Journaled once."], adapter.chat()
+        assert report.status == "delivered", report
+    finally:
+        LostReplyWhileRead.owner = None
         await owner.stop()
