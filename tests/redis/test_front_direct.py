@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import ClassVar
@@ -261,4 +262,48 @@ async def test_entries_read_while_a_direct_append_lost_its_reply_wait_for_the_ru
         assert report.status == "delivered", report
     finally:
         LostReplyWhileRead.owner = None
+        await owner.stop()
+
+
+async def test_a_direct_front_and_a_stream_front_posting_one_run_show_each_line_once_in_order(client: Redis) -> None:
+    """This replica's front (direct hand-overs, refused while the stream holds an entry) and another front (the
+    input stream) post one run's numbered lines at once, in random groups and order: every line answered 200 is
+    shown once, in ``seq`` order (before the fix of ``SeqFloor.untake``, two direct batches refused in turn lost the
+    first one's lines: "seq 1..4 never arrived", 1 to 2 seeds in 6)."""
+    adapter = FakeAdapter(MonotonicClock())
+    stream = InputStream(client)
+    owner, front = await _setup(client, adapter, stream)
+    n = 40
+    try:
+        for seed in (3, 5):
+            rng = random.Random(seed)
+            run = f"mix{seed}"
+            await _started(owner, client, run)
+            before = len(adapter.chat())
+            groups: list[list[int]] = []
+            seqs = list(range(1, n + 1))
+            while seqs:
+                k = rng.randint(1, 4)
+                groups.append(seqs[:k])
+                seqs = seqs[k:]
+
+            async def post(group: list[int], run: str, direct: bool, delay: float) -> None:
+                await asyncio.sleep(delay)  # (a random interleaving of the requests)
+                lines = [{"kind": "text", "text": f"w{s} ", "seq": s} for s in group]
+                if direct:
+                    answers = await front.submit_lines([_typed(run, line) for line in lines])
+                    assert answers == [LineResult(events=1)] * len(group), answers
+                else:
+                    joined = "\n".join(json.dumps({**line, "run": run}) for line in lines)
+                    (appended,) = await stream.append_open(PARTITION, [JournalEntry(run, joined)])
+                    assert isinstance(appended, str)
+
+            await asyncio.gather(*(post(g, run, rng.random() < 0.5, rng.random() * 0.01) for g in groups))
+            (ended,) = await stream.append_open(PARTITION, [_end(run, n + 1)])
+            assert isinstance(ended, str)
+            report = await _done(owner, run)
+            shown = "".join(adapter.chat()[before:]).split()
+            assert shown == [f"w{s}" for s in range(1, n + 1)], report.gaps
+            assert report.status == "delivered", report
+    finally:
         await owner.stop()
