@@ -376,6 +376,38 @@ async def test_a_repeated_final_refused_for_its_time_when_the_first_never_landed
             await teams.close()
 
 
+@pytest.mark.parametrize("landed", [True, False], ids=["first-landed", "first-lost"])
+async def test_a_final_repeated_past_our_limit_and_refused_for_its_time_is_shown_once(landed: bool) -> None:
+    """The first final's answer was lost; the repeat comes past the adapter's limit (it finishes the stream early
+    with what the core knows it shows) and Teams refuses it for its time, saying nothing of the first. Taken as
+    "ended at its time", the message was frozen and the core posted the rest in a new one: the answer twice when the
+    first had landed. Update Activity settles it: a completed stream takes it, and the core's edit brings the
+    message to the part's text; a stream that only timed out refuses it, and the rest goes on in a new message."""
+    now = [1000.0]
+    async with MockTeams(clock=lambda: now[0]) as mock:
+        teams = TeamsAdapter(TOKEN, base_url=mock.base_url, send_timeout_s=2.0)
+        teams.clock = lambda: now[0]
+        try:
+            handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+            mock.add_fault("sendToConversation", 2, "timeout_after_commit" if landed else "timeout_before_commit")
+            with pytest.raises(UncertainDeliveryError):
+                await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+            now[0] += 106  # past the adapter's STREAM_LIMIT_S: the repeat finishes the stream early
+            mock.add_fault("sendToConversation", 3, TIMED_OUT_403)
+            with pytest.raises(NativeUnavailableError):
+                await teams.stream_finish(PERSONAL, handle, "Part one", "Part one and two.", TextFormat.PLAIN)
+            # The core's next step (native off: the part goes on as a message): its message edited to the part's
+            # text, and the rest posted anew only if that edit is refused as frozen.
+            try:
+                await teams.edit_text(PERSONAL, handle, "Part one and two.", TextFormat.PLAIN)
+            except MessageFrozenError:
+                await teams.send_text(PERSONAL, " and two.", TextFormat.PLAIN)
+            expected = ["Part one and two."] if landed else ["Part one", " and two."]
+            assert shown(mock, str(PERSONAL.chat_id)) == expected
+        finally:
+            await teams.close()
+
+
 async def test_a_stream_takes_one_request_a_second() -> None:
     now = [50.0]
     async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:

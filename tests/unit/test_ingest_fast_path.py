@@ -415,6 +415,93 @@ async def test_a_batch_out_of_order_that_the_journal_refused_is_undone_and_anoth
     await relay.close()
 
 
+@pytest.mark.parametrize("batch", [1, 3], ids=["one-line", "batch"])
+async def test_typed_text_lines_the_journal_refused_are_taken_when_sent_again(batch: int) -> None:
+    """The ``text`` lines HTTP ingest hands over typed (decoded and validated: ``lines.decode_text``) name their run
+    themselves: a refused append undoes their ``seq`` numbers too, or the agent's resend is dropped as a repeat
+    (answered 200, never journaled: lost)."""
+    journal = _RefusingJournal()
+    relay = _relay(ClientLimits(), journal, fast=True)
+    await relay.submit_lines([(dict(START, run="r"), None)])
+    lines: list[tuple[Any, str | None]] = []
+    for seq in range(1, batch + 1):
+        line = {"kind": "text", "run": "r", "seq": seq, "text": f"t{seq}"}
+        lines.append((TextEvent.model_validate(line), json.dumps(line)))
+    journal.refuse = 1
+    with pytest.raises(OSError):  # the request is answered 503
+        await relay.submit_lines(lines)
+    again = await relay.submit_lines(lines)
+    assert all(isinstance(r, LineResult) and r.dropped is None for r in again), again  # taken, not repeats
+    assert [json.loads(line)["seq"] for line in await journal.lines("r") if '"text"' in line] == list(
+        range(1, batch + 1)
+    )
+    await relay.close()
+
+
+def test_untaking_after_an_earlier_request_was_undone_keeps_its_numbers_untaken() -> None:
+    """Two requests' batches taken in turn (1, 2 then 3, 4), both refused by the journal (a replica's direct append
+    refused while the stream holds an entry: their lines go through the stream), undone in the order they were
+    taken: the first's numbers stay untaken, or its lines sent through the stream are dropped as repeats."""
+    seqs = SeqFloor(floor=0)
+    for seq in (1, 2):
+        seqs.take(seq)
+    first = seqs.floor
+    for seq in (3, 4):
+        seqs.take(seq)
+    seqs.untake(0, [1, 2])
+    seqs.untake(first, [3, 4])  # type: ignore[arg-type]
+    assert (seqs.floor, seqs.above) == (0, set())
+    assert not any(seqs.taken(seq) for seq in (1, 2, 3, 4))
+
+
+async def test_two_requests_the_journal_refused_are_both_taken_when_sent_again() -> None:
+    """The same through the relay: two requests' appends in flight at once, both refused, the first one's refusal
+    first; every line sent again is taken (none dropped as a repeat)."""
+    journal = _HeldRefusals()
+    relay = _relay(ClientLimits(), journal, fast=True)
+    await relay.submit_lines([(dict(START, run="r", seq=0), None)])
+
+    def batch(*seqs: int) -> list[tuple[Any, str | None]]:
+        lines: list[tuple[Any, str | None]] = []
+        for seq in seqs:
+            line = {"kind": "text", "run": "r", "seq": seq, "text": f"t{seq}"}
+            lines.append((TextEvent.model_validate(line), json.dumps(line)))
+        return lines
+
+    journal.refuse = 2
+    first = asyncio.create_task(relay.submit_lines(batch(1, 2)))
+    second = asyncio.create_task(relay.submit_lines(batch(3, 4)))
+    while len(journal.waiting) < 2:
+        await asyncio.sleep(0)
+    journal.waiting[0].set()  # the first refused first
+    with pytest.raises(OSError):
+        await first
+    journal.waiting[1].set()
+    with pytest.raises(OSError):
+        await second
+    again = [*await relay.submit_lines(batch(1, 2)), *await relay.submit_lines(batch(3, 4))]
+    assert all(isinstance(r, LineResult) and r.dropped is None for r in again), again
+    await relay.close()
+
+
+class _HeldRefusals(MemoryJournal):
+    """A journal whose next ``refuse`` appends each wait for their event in :attr:`waiting`, then fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = 0
+        self.waiting: list[asyncio.Event] = []
+
+    async def append(self, entries: Sequence[JournalEntry]) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            event = asyncio.Event()
+            self.waiting.append(event)
+            await event.wait()
+            raise OSError("database or disk is full")
+        await super().append(entries)
+
+
 def test_untaking_seqs_keeps_the_ones_another_request_took_meanwhile() -> None:
     seqs = SeqFloor(floor=3, above={6})
     for seq in (4, 9, 5):  # this batch: the floor passes 4, 5 and the 6 taken before it

@@ -685,7 +685,7 @@ class TeamsAdapter:
                 target=key[0],
             )
         if self.clock() - stream.started >= STREAM_LIMIT_S:
-            await self._finish_early(target, handle, shown, stream.streamed)
+            await self._finish_early(target, handle, shown, stream.streamed, stream.final)
             raise NativeUnavailableError(
                 f"teams: stream {handle} finished at {STREAM_LIMIT_S:g} s of Teams' two minutes ({STREAMING_UX});"
                 " the rest goes on in a new message",
@@ -694,13 +694,19 @@ class TeamsAdapter:
             )
         return stream
 
-    async def _finish_early(self, target: Target, handle: str, shown: str, streamed: str) -> None:
+    async def _finish_early(
+        self, target: Target, handle: str, shown: str, streamed: str, final: dict[str, Any] | None = None
+    ) -> None:
         """End stream ``handle`` with the final message showing ``shown`` (what the core knows it shows); its
         message then takes no more updates here (:meth:`edit_text`). A stream Teams already ended is left so, except
         one Teams refuses as already completed (:data:`adapters.teams.errors.STREAM_COMPLETED`): a final of ours
         landed before a restart (its answer lost), so the message shows that final, perhaps more than ``shown``,
         and stays open to Update Activity, which brings it to the part's text in place (frozen, the core would post
-        the rest again in a new message: shown twice)."""
+        the rest again in a new message: shown twice). Teams may refuse it for the stream's time instead
+        (:data:`adapters.teams.errors.STREAM_TIMED_OUT`) without saying whether a final of ours landed: Update
+        Activity with ``final`` (the fields of the final sent before, its answer lost) settles that: a completed
+        stream takes it and stays open to Update Activity; a stream that only timed out refuses it and stays
+        frozen."""
         key = (str(target.chat_id), handle)
         self._streams.pop(key, None)
         self._finished.add(key)
@@ -712,6 +718,12 @@ class TeamsAdapter:
         except StreamRefused as exc:  # Teams had ended it: it shows what was streamed, or a final that landed
             if STREAM_COMPLETED in (exc.reason or ""):
                 self._finished.discard(key)
+            elif exc.reason == STREAM_TIMED_OUT and final is not None:  # did the final sent before land? not said
+                try:
+                    await self._update(target, handle, final)
+                except StreamRefused:  # still a stream: it ended at its time, showing what was streamed
+                    return
+                self._finished.discard(key)  # a completed stream: the final sent before had landed
 
     def _stream_ended(self, target: Target, handle: str, exc: StreamRefused) -> NativeUnavailableError:
         """Teams refused a stream's activity: it ended (its time, the person's Stop, already completed); its message

@@ -242,10 +242,7 @@ class PartitionOwner:
                                 self.ended.resume(), name=f"partition:{self.partition}:corrections"
                             )
                     elif retake or self.relay.interrupted or self._suspect:
-                        suspect = self._suspect
                         await self._recover()
-                        if suspect:
-                            self._suspect = False  # (a failure after it set it again: recovered again next pass)
                         retake = False
                         claimed = True
                     if claimed:  # only a claim counts a delivery again: a plain read never makes an entry dead
@@ -297,6 +294,7 @@ class PartitionOwner:
         async with self._exclusive():
             await self.relay.stop_runs()
             resumed = await self.relay.resume()
+            self._suspect = False  # rebuilt from the journal: what a direct append left unknown is known again
         _log.info("partition %d: %d runs resumed after a Redis outage", self.partition, len(resumed))
         await self._take_pending()
 
@@ -313,10 +311,15 @@ class PartitionOwner:
         its lines are journaled, and the entry acknowledged, in one script.
 
         No direct hand-over (:meth:`submit_direct`) runs meanwhile: the ones in flight finish first, new ones go
-        through the input stream, so the relay takes lines in the order the journal holds them."""
+        through the input stream, so the relay takes lines in the order the journal holds them. When one it waited for
+        left its outcome unknown (:attr:`_suspect`), nothing is handed over: admission may lack lines the journal
+        holds before these (the run would take an ``end`` without them); the entries stay pending, and
+        :meth:`_recover` takes them once the runs are rebuilt."""
         if not entries:
             return
         async with self._exclusive():
+            if self._suspect:  # a direct hand-over it waited for lost its outcome: left pending, taken once rebuilt
+                return
             await self._feed_entries(entries)
 
     @contextlib.asynccontextmanager

@@ -173,9 +173,14 @@ class SeqFloor:
         if self.floor is not None and self.floor > floor:
             passed = (n for n in range(floor + 1, self.floor + 1) if n not in undone)
             self.above = self.above.difference(undone).union(passed)
+            self.floor = floor
         else:
+            # At or below ``floor`` already: another request's undo lowered it (its numbers below ours were untaken
+            # and every other one moved to ``above``). It stays: raised back to ``floor``, it took those numbers
+            # again, and that request's lines sent again were dropped as repeats (answered, never journaled).
             self.above = self.above.difference(undone)
-        self.floor = floor
+            if self.floor is None:
+                return
         while self.floor + 1 in self.above:
             self.above.discard(self.floor + 1)
             self.floor += 1

@@ -940,9 +940,21 @@ class _Mark:
         run.ended, run.end_seq = self.ended, self.end_seq
 
 
+def _line_run(obj: Any, run_hint: str | None) -> object:
+    """The run a line names: a decoded line's ``run`` (or ``run_hint``); an event already typed (the ``text`` event
+    HTTP ingest and a replica's front decode and validate: :func:`adapters.ingest_http.lines.decode_text`) carries
+    its own, as admission reads it (:meth:`core.ingest.admission.Admission.take_deltas`). Without it, a typed line
+    whose journal append failed kept its ``seq`` taken, and its agent's resend was dropped as a repeat: answered
+    200, never journaled."""
+    if type(obj) is dict:
+        return obj.get("run", run_hint)
+    run = getattr(obj, "run", None)
+    return run if run is not None else run_hint
+
+
 def _run_mark(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun]) -> _Mark | None:
     """The run ``obj`` names (or ``run_hint``) as admission knows it now, or None: no such active run. O(1)."""
-    run_id = obj.get("run", run_hint) if type(obj) is dict else run_hint
+    run_id = _line_run(obj, run_hint)
     if type(run_id) is str and (run := runs.get(run_id)) is not None:
         return _Mark(run)
     return None
@@ -961,6 +973,6 @@ def _taken_seqs(entries: Sequence[JournalEntry]) -> dict[str, list[int]]:
 
 def _mark_run(obj: Any, run_hint: str | None, runs: Mapping[str, ActiveRun], marks: dict[str, _Mark]) -> None:
     """Remember the run ``obj`` names (or ``run_hint``) as it is now, once per batch (O(1))."""
-    run_id = obj.get("run", run_hint) if type(obj) is dict else run_hint
+    run_id = _line_run(obj, run_hint)
     if type(run_id) is str and run_id not in marks and (run := runs.get(run_id)) is not None:
         marks[run_id] = _Mark(run)
