@@ -408,6 +408,26 @@ async def test_a_final_repeated_past_our_limit_and_refused_for_its_time_is_shown
             await teams.close()
 
 
+@pytest.mark.parametrize("fault", ["timeout_before_commit", "timeout_after_commit"], ids=["not-stored", "stored"])
+async def test_a_stream_whose_append_was_lost_is_rewritten_whole_by_its_final(
+    mock: MockTeams, teams: TeamsAdapter, fault: str
+) -> None:
+    """chaos-52-00024: an append (a streaming activity) timed out; the core never repeats an append that may have
+    landed, so the part goes on as a message, rewritten whole by an edit. Teams refuses Update Activity on an open
+    stream (403 ContentStreamNotAllowed), so that edit failed, the part was given up and the answer lost. The edit of
+    an open stream is its final: the stream completes showing the whole text, and later edits update it in place."""
+    handle = await teams.stream_start(PERSONAL, "Part one", TextFormat.PLAIN)
+    mock.add_fault("sendToConversation", 2, fault)  # counted from the stream start
+    with pytest.raises(UncertainDeliveryError):
+        await teams.stream_update(PERSONAL, handle, "Part one", "Part one and two", TextFormat.PLAIN)
+    assert await teams.edit_text(PERSONAL, handle, "Part one and two, three", TextFormat.PLAIN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two, three"]
+    [activity] = mock.activities(str(PERSONAL.chat_id))
+    assert activity.stream_state == "final"
+    await teams.edit_text(PERSONAL, handle, "Part one and two, three, four.", TextFormat.PLAIN)
+    assert shown(mock, str(PERSONAL.chat_id)) == ["Part one and two, three, four."]
+
+
 async def test_a_stream_takes_one_request_a_second() -> None:
     now = [50.0]
     async with MockTeams(rate_limits=True, clock=lambda: now[0]) as mock:

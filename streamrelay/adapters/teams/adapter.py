@@ -372,14 +372,24 @@ class TeamsAdapter:
         Raises:
             core.errors.DeliveryError: a subclass, per :mod:`adapters.teams.errors` (404: the activity is gone).
         """
-        if (str(target.chat_id), message_id) in self._finished:
+        key = (str(target.chat_id), message_id)
+        if key in self._finished:
             raise MessageFrozenError(
                 f"teams: stream {message_id} was finished at its time limit ({STREAMING_UX}): its message keeps "
                 "what it shows, the rest goes on in a new one",
                 platform=PLATFORM,
                 target=str(target.chat_id),
             )
-        control = self._controls.get((str(target.chat_id), message_id))
+        if key in self._streams:
+            # A stream whose append's answer was lost goes on as a message, rewritten whole (the core's rule), but
+            # Teams refuses Update Activity on a stream still open: its final completes it with the text, settled
+            # as any final (chaos-52-00024: the edit was refused, the part given up, the answer lost).
+            try:
+                await self.stream_finish(target, message_id, "", text, fmt)
+            except NativeUnavailableError as exc:  # it ended at its time: it keeps what it shows
+                raise MessageFrozenError(str(exc), platform=PLATFORM, target=key[0]) from None
+            return True
+        control = self._controls.get(key)
         await self._update(target, message_id, self._fields(self.render(text, fmt), control))
         return True
 
