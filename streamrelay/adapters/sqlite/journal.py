@@ -99,9 +99,13 @@ class SqliteJournal:
         if not entries:
             return
         now = boot_seconds()
-        rows = [(e.run, e.line, now) for e in entries]
+        # The rows are made on the connection's thread as SQLite reads them (a generator made afresh each time the
+        # unit runs: a failed group commit runs it again), not as a list built before the wait for the group commit:
+        # while a batch waits, only its entries are held (a row tuple a line less per batch in flight, per open run).
         await self._store.transaction(
-            lambda db: db.executemany("INSERT INTO journal (run, line, at) VALUES (?, ?, ?)", rows)
+            lambda db: db.executemany(
+                "INSERT INTO journal (run, line, at) VALUES (?, ?, ?)", ((run, line, now) for run, line in entries)
+            )
         )
 
     async def unfinished(self) -> list[str]:

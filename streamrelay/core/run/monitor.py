@@ -183,6 +183,7 @@ class RunMonitor:
         "_agents",
         "_answer",
         "_approvals",
+        "_buffer",
         "_changed",
         "_chars",
         "_events",
@@ -210,7 +211,11 @@ class RunMonitor:
         self, run: str, *, buffer: int = 1000, max_chars: int = 4_000_000, wall: Callable[[], float] = time.time
     ) -> None:
         self.run = run
-        self._events: deque[Live] = deque(maxlen=max(1, buffer))
+        self._events: list[Live] = []
+        """The buffered events, oldest first: a list, not a ``deque(maxlen=buffer)`` (a deque holds a block of 64
+        pointers from its first event, 624 bytes, where a run's ~10 buffered events need ~150 in a list: per open
+        run); the oldest is dropped by ``pop(0)``, a move of at most ``buffer`` pointers."""
+        self._buffer = max(1, buffer)
         self._sizes: list[int] = []
         """Each buffered event's size (``_events``' order): a list, not a deque (an empty deque is 624 bytes, per
         open run; the oldest is dropped by ``pop(0)``, a move of at most ``buffer`` pointers)."""
@@ -372,7 +377,7 @@ class RunMonitor:
             while len(self._events) > 1 and (  # a finished run is its state (and its last events)
                 len(self._events) > KEEP_AFTER_END or self._chars > KEEP_CHARS_AFTER_END
             ):
-                self._events.popleft()
+                self._events.pop(0)
                 self._chars -= self._sizes.pop(0)
         self._wake()
         return event
@@ -497,7 +502,8 @@ class RunMonitor:
         """Buffer ``event``, dropping the oldest past ``buffer`` events or ``max_chars`` characters of text (a range of
         the shared answer counts as the text it tells)."""
         size = event.chars()
-        if len(self._events) == self._events.maxlen:
+        if len(self._events) == self._buffer:
+            del self._events[0]
             self._chars -= self._sizes.pop(0)
         self._events.append(event)
         self._sizes.append(size)
@@ -506,7 +512,7 @@ class RunMonitor:
 
     def _trim(self) -> None:
         while self._chars > self._max_chars and len(self._events) > 1:
-            self._events.popleft()
+            self._events.pop(0)
             self._chars -= self._sizes.pop(0)
 
     def _told(self, event: Live) -> Live | None:
