@@ -3,12 +3,11 @@ reads what the lane, the presses and the chat showed."""
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import replace
 from typing import Any
 
 from streamrelay.app.chaos.answers import load_recordings
-import inspect
-from dataclasses import replace
-
 from streamrelay.app.chaos.approvals import (
     APPROVER,
     DECIDED_TTL_S,

@@ -8,7 +8,8 @@ faults like everything else.
   (``<platform>:user:4242``); the request carrying it is the last of its batch, and the agent sends nothing more
   until the run's pipeline lane shows the decision. The outcome is ``approve`` or ``deny`` (the approver presses
   after 0.1-1.5 s; its ``ttl_s`` :data:`DECIDED_TTL_S`, or the campaign's ``--approval-ttl-s``) or ``expire``
-  (nobody who may decide presses: its ``ttl_s`` of 2-5 s runs out, ``on_expiry`` denied or approved). Half the runs see a stranger (``<platform>:user:6666``) press first.
+  (nobody who may decide presses: its ``ttl_s`` of 2-5 s runs out, ``on_expiry`` denied or approved). Half the
+  runs see a stranger (``<platform>:user:6666``) press first.
 - **Presses** are retried through a kill (a transport error: the restarted sidecar is pressed again; one killed
   after it journaled the decision answers the retry 409 with that decision) and a 503 (not journaled: press again).
 - **Judging** (:func:`judge_approval`): every read of the lane shows the approval's unit at most once and, once it

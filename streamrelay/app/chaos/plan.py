@@ -356,7 +356,8 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
         plans[index].fault = FaultPlan(kind, rng.uniform(0.0, 0.9), fault_body(rng, kind, platform, options.long))
     for plan in plans:  # drawn last: the same seed keeps the runs, kills and faults it drew before media and stops
         _add_media_and_stop(rng, plan)
-    add_approvals(options.seed, plans, options.approval_ttl_s)  # its own generator: the plans above stay what the seed drew
+    # its own generator: the plans above stay what the seed drew
+    add_approvals(options.seed, plans, options.approval_ttl_s)
     draw = random.Random(f"correction-{options.seed}")  # its own: the runs, kills, faults, media, stops stay the seed's
     for plan in plans:  # replicas too: any replica takes the correction, the run's owner applies it
         if draw.random() < CORRECTION_SHARE and not plan.media and plan.stop is None and plan.approval is None:
