@@ -88,6 +88,14 @@ def chaos(
             " by three sentinels",
         ),
     ] = 0,
+    approval_ttl_s: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            metavar="SECONDS",
+            help="ttl_s of the approvals the approver decides (an agent gone after asking holds its run this long)",
+        ),
+    ] = 120.0,  # app.chaos.approvals.DECIDED_TTL_S (not imported here: the command's import stays light)
     fresh_processes: Annotated[
         bool,
         typer.Option(
@@ -148,6 +156,7 @@ def chaos(
         failovers=failovers,
         agent_back_s=agent_back_s,
         fresh_processes=fresh_processes,
+        approval_ttl_s=approval_ttl_s,
     )
     _chaos_preflight(options)
     shown = err if as_json else console

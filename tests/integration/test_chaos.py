@@ -75,9 +75,13 @@ def exclusive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Seed 3's run chaos-3-00009 asks an approval (deny) in a request the second kill cuts after the sidecar
+    journaled it; its agent never comes back, so nobody presses and the run waits for the approval's ttl, then its
+    idle timeout. With the campaign's default ttl (120 s) the slice took 169 s instead of about 60:
+    ``--approval-ttl-s 20`` (still far above the approver's press, 0.1-1.5 s, and a restart, about 6 s)."""
     out = tmp_path_factory.mktemp("chaos-shared")
     args = ("--runs", "10", "--seed", "3", "--platform", "telegram", "--shared-bot", "--kill-every", "4")
-    return _campaign(out, *args, "--fault-every", "2")
+    return _campaign(out, *args, "--fault-every", "2", "--approval-ttl-s", "20")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""The README's commands as a user runs them: `streamrelay demo`, `streamrelay case`."""
+"""The README's commands as a user runs them: `streamrelay demo`, `streamrelay case`. The default demo (the README's
+first command) is run and checked once, by tests/integration/test_readme_blocks.py (its ``_check_demo``)."""
 
 from __future__ import annotations
 
@@ -25,21 +26,6 @@ def _streamrelay(*args: str, timeout: float = 120) -> subprocess.CompletedProces
         text=True,
         timeout=timeout * wait_scale(),
     )
-
-
-def test_demo_shows_the_long_markdown_answer_in_a_few_fitting_messages() -> None:
-    done = _streamrelay("demo", "--pace-ms", "1")
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = done.stdout
-    shown = int(out.split("shows: ")[1].split(" message")[0])
-    assert 3 <= shown <= 4
-    assert "delivered" in out
-    line_429 = next(line for line in out.splitlines() if "429 answers" in line)
-    assert line_429.replace("│", " ").split()[-1] == "0", line_429
-    assert "Algorithms & Data Structures Summary" in out
-    for check in ("every message fits", "fences balanced", "answer shown once, whole"):
-        row = next(line for line in out.splitlines() if check in line)
-        assert row.replace("│", " ").split(check)[1].split()[0] == "yes", row
 
 
 def test_case_command_writes_transcripts_and_exits_nonzero_on_failure(tmp_path: Path) -> None:

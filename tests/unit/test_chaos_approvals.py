@@ -3,17 +3,21 @@ reads what the lane, the presses and the chat showed."""
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import replace
 from typing import Any
 
 from streamrelay.app.chaos.answers import load_recordings
 from streamrelay.app.chaos.approvals import (
     APPROVER,
+    DECIDED_TTL_S,
     STRANGER,
     ApprovalRecord,
     _split,
     judge_approval,
 )
 from streamrelay.app.chaos.plan import Options, RunPlan, make_plan
+from streamrelay.app.chaos_cli import chaos
 
 
 def plans(seed: int = 9, runs: int = 60) -> list[RunPlan]:
@@ -40,9 +44,35 @@ def test_approvals_leave_the_rest_of_a_seed_as_it_was() -> None:
     with_them = plans()
     asked = [p for p in with_them if p.approval is not None]
     assert 5 <= len(asked) <= 25 and {p.approval.outcome for p in asked if p.approval} == {"approve", "deny", "expire"}
+    made_again = {p.run: p for p in plans()}
     for plan in with_them:  # kills, faults, media and stops are drawn before approvals, from the seed's generator
-        again = next(p for p in plans() if p.run == plan.run)
+        again = made_again[plan.run]
         assert (again.kill, again.fault, again.media, again.stop) == (plan.kill, plan.fault, plan.media, plan.stop)
+
+
+def test_a_short_approval_ttl_changes_only_the_decided_approvals_ttl() -> None:
+    # --approval-ttl-s (tests/integration/test_chaos.py's shared-bot slice: an agent killed after asking, never back,
+    # held its run for the 120 s ttl): the same runs, approvals and outcomes; only a decided approval's ttl_s differs
+    default, short = plans(), make_plan(Options(runs=60, seed=9, approval_ttl_s=20.0), load_recordings())
+    assert Options(runs=1, seed=1).approval_ttl_s == DECIDED_TTL_S == 120.0
+    assert inspect.signature(chaos).parameters["approval_ttl_s"].default == DECIDED_TTL_S  # the command's default
+    decided = 0
+    for plan, other in zip(default, short, strict=True):
+        assert (other.kill, other.fault, other.media, other.stop) == (plan.kill, plan.fault, plan.media, plan.stop)
+        if plan.approval is None:
+            assert other.approval is None and other.lines == plan.lines
+            continue
+        assert other.approval is not None
+        if plan.approval.outcome == "expire":
+            assert other.approval == plan.approval and other.lines == plan.lines
+            continue
+        decided += 1
+        assert (plan.approval.ttl_s, other.approval.ttl_s) == (DECIDED_TTL_S, 20.0)
+        assert other.approval == replace(plan.approval, ttl_s=20.0)
+        ttls = [line.get("ttl_s") for line in other.lines if line["kind"] == "approval.request"]
+        assert ttls == [20.0]
+        assert [{**line, "ttl_s": 0} for line in other.lines] == [{**line, "ttl_s": 0} for line in plan.lines]
+    assert decided >= 3
 
 
 def _unit(decision: str, by: str | None) -> dict[str, Any]:

@@ -7,8 +7,9 @@ faults like everything else.
   ``approval.request`` line after a fraction of the answer's text, naming one approver
   (``<platform>:user:4242``); the request carrying it is the last of its batch, and the agent sends nothing more
   until the run's pipeline lane shows the decision. The outcome is ``approve`` or ``deny`` (the approver presses
-  after 0.1-1.5 s) or ``expire`` (nobody who may decide presses: its ``ttl_s`` of 2-5 s runs out, ``on_expiry``
-  denied or approved). Half the runs see a stranger (``<platform>:user:6666``) press first.
+  after 0.1-1.5 s; its ``ttl_s`` :data:`DECIDED_TTL_S`, or the campaign's ``--approval-ttl-s``) or ``expire``
+  (nobody who may decide presses: its ``ttl_s`` of 2-5 s runs out, ``on_expiry`` denied or approved). Half the
+  runs see a stranger (``<platform>:user:6666``) press first.
 - **Presses** are retried through a kill (a transport error: the restarted sidecar is pressed again; one killed
   after it journaled the decision answers the retry 409 with that decision) and a 503 (not journaled: press again).
 - **Judging** (:func:`judge_approval`): every read of the lane shows the approval's unit at most once and, once it
@@ -41,6 +42,12 @@ APPROVER = "{platform}:user:4242"
 STRANGER = "{platform}:user:6666"
 MESSAGE_PREFIX = "🔐 Approval:"
 """How an approval's message starts in the chat (core.run.approvals.Approval.text)."""
+DECIDED_TTL_S = 120.0
+"""The ``ttl_s`` of an approval the approver decides (seconds; the campaign's ``--approval-ttl-s``): far above the
+press's 0.1-1.5 s and a restart after a kill. It is also how long a run waits when the agent's request carrying the
+approval was cut by a kill after the sidecar journaled it and the agent never came back: nobody presses (the campaign
+presses once the agent's request was answered), so the approval expires after it, and the run then waits its idle
+timeout."""
 POLL_S = 0.2
 WAIT_MARGIN_S = 90.0
 """How long past its ttl an agent waits for the decision (seconds of a sidecar answering) before it gives up."""
@@ -81,9 +88,10 @@ class ApprovalRecord:
         return dict(self.__dict__)
 
 
-def add_approvals(seed: int, plans: list[RunPlan]) -> None:
+def add_approvals(seed: int, plans: list[RunPlan], decided_ttl_s: float = DECIDED_TTL_S) -> None:
     """Give about :data:`APPROVAL_SHARE` of ``plans`` (not those with a stop) an approval (module docstring), from
-    a generator of its own."""
+    a generator of its own; an approval the approver decides has the ``ttl_s`` ``decided_ttl_s`` (seconds: it
+    changes no other draw)."""
     rng = random.Random(f"approvals-{seed}")
     for plan in plans:
         if plan.stop is not None or rng.random() >= APPROVAL_SHARE:
@@ -91,7 +99,7 @@ def add_approvals(seed: int, plans: list[RunPlan]) -> None:
         texts = [i for i, line in enumerate(plan.lines) if line.get("kind") == "text"]
         after = texts[min(len(texts) - 1, int(len(texts) * rng.uniform(0.1, 0.8)))]
         outcome = rng.choices([k for k, _ in OUTCOMES], weights=[w for _, w in OUTCOMES])[0]
-        ttl = rng.uniform(2.0, 5.0) if outcome == "expire" else 120.0
+        ttl = rng.uniform(2.0, 5.0) if outcome == "expire" else decided_ttl_s
         approval = ApprovalPlan(
             id=f"ok-{plan.index}",
             line=after + 1,

@@ -222,6 +222,7 @@ def summary(outcome: Outcome) -> dict[str, Any]:
             "long": o.long,
             "run_idle_timeout_s": o.idle_s,
             "send_timeout_ms": o.send_timeout_ms,
+            "approval_ttl_s": o.approval_ttl_s,
         }
         | (
             {"backend": o.backend, "replicas": o.replicas, "partitions": o.partitions, "lease_ttl_s": o.lease_ttl_s}

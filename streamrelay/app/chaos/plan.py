@@ -11,7 +11,7 @@ from typing import Any
 
 from streamrelay.adapters.registry import REGISTRY
 from streamrelay.app.chaos.answers import Answer, Media, Recording, pick_answer, pick_media, run_lines
-from streamrelay.app.chaos.approvals import ApprovalPlan, add_approvals
+from streamrelay.app.chaos.approvals import DECIDED_TTL_S, ApprovalPlan, add_approvals
 
 PLATFORMS = tuple(name for name, platform in REGISTRY.items() if platform.dry_run is not None)
 """The platforms a campaign can run on: every registered one with a mock (:mod:`adapters.registry`)."""
@@ -124,6 +124,9 @@ class Options:
             supervisor does, instead of forking it from a zygote that has imported the command and the platforms'
             SDKs (:mod:`app.preloaded`: the same code from the command's arguments on, and about 9 CPU-seconds less
             per start with the six platforms).
+        approval_ttl_s: the ``ttl_s`` of an approval the approver approves or denies (seconds; an expiry plan's is
+            2-5 s whatever this is): a short one bounds how long a run whose agent vanished after asking waits
+            (:data:`app.chaos.approvals.DECIDED_TTL_S`).
     """
 
     runs: int
@@ -145,6 +148,7 @@ class Options:
     failovers: int = 0
     agent_back_s: float = 0.0
     fresh_processes: bool = False
+    approval_ttl_s: float = DECIDED_TTL_S
 
     @property
     def replicated(self) -> bool:
@@ -352,7 +356,8 @@ def make_plan(options: Options, recordings: list[Recording]) -> list[RunPlan]:
         plans[index].fault = FaultPlan(kind, rng.uniform(0.0, 0.9), fault_body(rng, kind, platform, options.long))
     for plan in plans:  # drawn last: the same seed keeps the runs, kills and faults it drew before media and stops
         _add_media_and_stop(rng, plan)
-    add_approvals(options.seed, plans)  # its own generator: the plans above stay what the seed drew
+    # its own generator: the plans above stay what the seed drew
+    add_approvals(options.seed, plans, options.approval_ttl_s)
     draw = random.Random(f"correction-{options.seed}")  # its own: the runs, kills, faults, media, stops stay the seed's
     for plan in plans:  # replicas too: any replica takes the correction, the run's owner applies it
         if draw.random() < CORRECTION_SHARE and not plan.media and plan.stop is None and plan.approval is None:
