@@ -33,10 +33,9 @@ from streamrelay.core.events import DeliveryMode, TextEvent
 from streamrelay.core.ingest.admission import LineResult
 from streamrelay.core.records.journal import JournalEntry
 from streamrelay.core.records.ledger import Ledger
-from streamrelay.core.records.report import DeliveryReport
 from streamrelay.core.run.relay import Relay
 from tests.redis.owners import answer_entries, partition_owner
-from tests.redis.test_idle_close_fronts import HeldReads
+from tests.redis.test_idle_close_fronts import HeldReads, _ended
 from tests.unit.fakes import FakeAdapter
 from tests.unit.test_run_controller import policy
 
@@ -93,16 +92,6 @@ async def _started(owner: PartitionOwner, client: Redis, run: str) -> None:
         await asyncio.sleep(0.02)  # its start taken and journaled
 
 
-async def _done(owner: PartitionOwner, run: str) -> DeliveryReport:
-    deadline = asyncio.get_running_loop().time() + 20
-    while asyncio.get_running_loop().time() < deadline:
-        report = await owner.relay.report(run)
-        if report is not None and report.done:
-            return report
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run} did not end")
-
-
 def _end(run: str, seq: int | None = None) -> JournalEntry:
     line: dict[str, object] = {"kind": "end", "run": run, "status": "ok"}
     if seq is not None:
@@ -143,7 +132,7 @@ async def test_direct_lines_skip_the_stream_and_come_after_lines_another_front_a
         assert await front.submit_lines([end]) == [LineResult(events=1)]
         (ended,) = await stream.append_open(PARTITION, [_end("d1")])
         assert isinstance(ended, str)
-        report = await _done(owner, "d1")
+        report = await _ended(owner, "d1")
         assert report.status == "delivered", report
         assert adapter.chat() == ["one two three four"], adapter.chat()
     finally:
@@ -168,7 +157,7 @@ async def test_a_direct_append_with_an_unknown_outcome_is_answered_503_and_shown
         assert isinstance(resent, LineResult) and resent.events == 0, resent
         (ended,) = await InputStream(client).append_open(PARTITION, [_end("d2", 2)])
         assert isinstance(ended, str)
-        report = await _done(owner, "d2")
+        report = await _ended(owner, "d2")
         assert report.status == "delivered", report
         assert adapter.chat() == ["Only once."], adapter.chat()  # journaled once, shown once
     finally:
@@ -200,7 +189,7 @@ async def test_a_direct_line_refused_for_the_stream_keeps_its_seq_untaken(client
             await asyncio.sleep(0.02)
         (ended,) = await stream.append_open(PARTITION, [_end("d3", 4)])
         assert isinstance(ended, str)
-        report = await _done(owner, "d3")
+        report = await _ended(owner, "d3")
         assert adapter.chat() == ["one two three"], adapter.chat()
         assert report.status == "delivered", report
     finally:
@@ -256,7 +245,7 @@ async def test_entries_read_while_a_direct_append_lost_its_reply_wait_for_the_ru
         line = _typed("d4", {"kind": "text", "text": "Journaled once."})
         with pytest.raises(StoreUnavailableError):
             await front.submit_lines([line])  # 503: its outcome unknown (it was journaled)
-        report = await _done(owner, "d4")
+        report = await _ended(owner, "d4")
         assert LostReplyWhileRead.fed_suspect == [False], LostReplyWhileRead.fed_suspect  # the end after the rebuild
         assert adapter.chat() == ["Journaled once."], adapter.chat()
         assert report.status == "delivered", report
@@ -301,7 +290,7 @@ async def test_a_direct_front_and_a_stream_front_posting_one_run_show_each_line_
             await asyncio.gather(*(post(g, run, rng.random() < 0.5, rng.random() * 0.01) for g in groups))
             (ended,) = await stream.append_open(PARTITION, [_end(run, n + 1)])
             assert isinstance(ended, str)
-            report = await _done(owner, run)
+            report = await _ended(owner, run)
             shown = "".join(adapter.chat()[before:]).split()
             assert shown == [f"w{s}" for s in range(1, n + 1)], report.gaps
             assert report.status == "delivered", report

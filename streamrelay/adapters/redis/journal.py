@@ -40,9 +40,24 @@ local t = redis.call('TIME')
 local now = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 """
 
+_PUSH_RUN = (
+    _NOW
+    + """
+local function push_run(key, run, lines)
+  redis.call('RPUSH', key, lines)
+  if not redis.call('ZSCORE', KEYS[3], run) then
+    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[2]), run)
+  end
+  redis.call('HSET', KEYS[4], run, now)
+end
+"""
+)
+"""One run's lines journaled (both appends' step, after their checks): pushed to its list ``key``, the run given
+its order when new (KEYS[2] the counter, KEYS[3] the runs), its newest-line time set (KEYS[4]) on Redis's clock."""
+
 _APPEND = (
     FENCE_CHECK
-    + _NOW
+    + _PUSH_RUN
     + """
 -- KEYS: fence, seq, runs, at, inbox, then one lines key per run; ARGV: token, group, n_acks, acks..., then per run:
 -- run, its lines joined by a newline (one list element: NDJSON lines hold none)
@@ -54,13 +69,8 @@ if #acks > 0 then
   redis.call('XDEL', KEYS[5], unpack(acks))
 end
 for k = 6, #KEYS do
-  local run = ARGV[i]
-  redis.call('RPUSH', KEYS[k], ARGV[i + 1])
+  push_run(KEYS[k], ARGV[i], ARGV[i + 1])
   i = i + 2
-  if not redis.call('ZSCORE', KEYS[3], run) then
-    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[2]), run)
-  end
-  redis.call('HSET', KEYS[4], run, now)
 end
 return #KEYS - 5
 """
@@ -90,17 +100,12 @@ for k = 7, #KEYS, 3 do
   end
 end
 """
-    + _NOW
+    + _PUSH_RUN
     + """
 local i = 3
 for k = 7, #KEYS, 3 do
-  local run = ARGV[i]
-  redis.call('RPUSH', KEYS[k], ARGV[i + 1])
+  push_run(KEYS[k], ARGV[i], ARGV[i + 1])
   i = i + 2
-  if not redis.call('ZSCORE', KEYS[3], run) then
-    redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[2]), run)
-  end
-  redis.call('HSET', KEYS[4], run, now)
 end
 return (#KEYS - 6) / 3
 """
