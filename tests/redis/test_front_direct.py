@@ -88,8 +88,8 @@ def _typed(run: str, line: dict[str, object]) -> tuple[TextEvent, str]:
 async def _started(owner: PartitionOwner, client: Redis, run: str) -> None:
     await RunIndex(client).claim(run, PARTITION)
     await InputStream(client).append_open(PARTITION, [answer_entries(run, 5)[0]])
-    while owner.relay.controller(run) is None or await client.xlen(KEYS.inbox(PARTITION)):
-        await asyncio.sleep(0.02)  # its start taken and journaled
+    while owner.relay.controller(run) is None or await client.xlen(KEYS.inbox(PARTITION)) or owner._feeding:
+        await asyncio.sleep(0.02)  # its start taken and journaled, and the reader done handing it over
 
 
 def _end(run: str, seq: int | None = None) -> JournalEntry:
